@@ -1,0 +1,141 @@
+/* al.c -- attnlab core: error messages, warnings, interrupts, progress, checked allocation. */
+#define _GNU_SOURCE
+#include "al.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+volatile sig_atomic_t al_interrupt_flag = 0;
+
+/* ================================================================ errors */
+
+static _Thread_local char err_buf[1024];
+
+int al_err(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    va_end(ap);
+    return AL_ERR;
+}
+
+int al_err_ctx(const char *fmt, ...) {
+    char prefix[512], old[sizeof err_buf];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err_buf, sizeof old);
+    size_t pl = strnlen(prefix, sizeof prefix), cap = sizeof err_buf - 1, n = 0;
+    for (size_t i = 0; i < pl && n < cap; i++) err_buf[n++] = prefix[i];
+    for (const char *t = ": "; *t && n < cap; t++) err_buf[n++] = *t;
+    for (size_t i = 0; old[i] && n < cap; i++) err_buf[n++] = old[i];
+    err_buf[n] = 0;
+    return AL_ERR;
+}
+
+const char *al_errmsg(void) { return err_buf[0] ? err_buf : "unknown error"; }
+void al_err_clear(void) { err_buf[0] = 0; }
+
+/* ================================================================ warnings */
+
+#define WARN_MAX 64
+static char *warn_q[WARN_MAX];
+static int warn_head, warn_len;
+static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void al_warn(const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&warn_mu);
+    if (warn_len < WARN_MAX) {
+        warn_q[(warn_head + warn_len) % WARN_MAX] = strdup(buf);
+        warn_len++;
+    }
+    pthread_mutex_unlock(&warn_mu);
+}
+
+bool al_warn_pop(char *buf, size_t cap) {
+    bool got = false;
+    pthread_mutex_lock(&warn_mu);
+    if (warn_len > 0) {
+        char *w = warn_q[warn_head];
+        warn_head = (warn_head + 1) % WARN_MAX;
+        warn_len--;
+        if (cap) snprintf(buf, cap, "%s", w ? w : "");
+        free(w);
+        got = true;
+    }
+    pthread_mutex_unlock(&warn_mu);
+    return got;
+}
+
+/* ================================================================ progress */
+
+static al_progress_fn progress_fn;
+static void *progress_ud;
+
+void al_set_progress(al_progress_fn fn, void *ud) { progress_fn = fn; progress_ud = ud; }
+
+void al_progress(const char *label, size_t done, size_t total) {
+    if (progress_fn) progress_fn(label, done, total, progress_ud);
+}
+
+/* ================================================================ allocation */
+
+bool al_mul_ok(size_t a, size_t b, size_t *out, const char *what) {
+    if (a != 0 && b > SIZE_MAX / a) {
+        al_err("size overflow computing %zu x %zu for %s", a, b, what ? what : "a buffer");
+        return false;
+    }
+    *out = a * b;
+    return true;
+}
+
+void *al_malloc(size_t n, const char *what) {
+    void *p = malloc(n ? n : 1);
+    if (!p) al_err("out of memory allocating %zu bytes for %s", n, what ? what : "a buffer");
+    return p;
+}
+
+void *al_calloc(size_t n, size_t size, const char *what) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) al_err("out of memory allocating %zu x %zu bytes for %s", n, size, what ? what : "a buffer");
+    return p;
+}
+
+void *al_malloc3(size_t a, size_t b, size_t elt, const char *what) {
+    size_t ab, n;
+    if (!al_mul_ok(a, b, &ab, what) || !al_mul_ok(ab, elt, &n, what)) return NULL;
+    return al_malloc(n, what);
+}
+
+char *al_strdup(const char *s) {
+    char *p = strdup(s ? s : "");
+    if (!p) al_err("out of memory copying a string");
+    return p;
+}
+
+char *al_asprintf(const char *fmt, ...) {
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    va_end(ap);
+    if (!s) al_err("out of memory formatting a string");
+    return s;
+}
+
+int al_threads(void) {
+    const char *env = getenv("ATTNLAB_THREADS");
+    if (env && atoi(env) > 0) return atoi(env);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

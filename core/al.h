@@ -1,0 +1,70 @@
+/* al.h -- attnlab core: status codes, the error message, interrupts, checked allocation.
+ *
+ * Every core/ function that can fail returns an al_status and leaves a one-line message
+ * (al_errmsg) that names the file, tensor or argument and says what to do. core/ never
+ * prints and never exits. Messages are thread-local, so worker threads can fail on their own.
+ * Warnings (e.g. NaN weights) are queued; the front end drains and shows them. */
+#ifndef AL_H
+#define AL_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+typedef enum {
+    AL_OK = 0,
+    AL_ERR = 1,
+    AL_EXIT = 2,        /* the session asked to quit (front ends only) */
+    AL_INTERRUPTED = 3  /* Ctrl-C stopped a long loop; partial results are kept */
+} al_status;
+
+/* ---------------------------------------------------------------- errors */
+
+/* Sets the thread's error message (printf format) and returns AL_ERR. */
+int al_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prefixes the current message with "prefix: " (for adding context on the way up); returns AL_ERR. */
+int al_err_ctx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *al_errmsg(void);
+void al_err_clear(void);
+
+/* ---------------------------------------------------------------- warnings */
+
+/* Queues a warning (process-wide, thread-safe). */
+void al_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Pops the oldest queued warning into buf; returns false when none is left. */
+bool al_warn_pop(char *buf, size_t cap);
+
+/* ---------------------------------------------------------------- interrupts */
+
+/* Set by the front end's SIGINT handler; long loops poll al_interrupted() between
+ * heads or layers and return AL_INTERRUPTED. The front end clears it before each command. */
+extern volatile sig_atomic_t al_interrupt_flag;
+static inline bool al_interrupted(void) { return al_interrupt_flag != 0; }
+
+/* ---------------------------------------------------------------- progress */
+
+/* Long loops report progress through this hook (done of total units, with a label such as
+ * "layer"); NULL means silent. The front end installs a terminal progress line. */
+typedef void (*al_progress_fn)(const char *label, size_t done, size_t total, void *ud);
+void al_set_progress(al_progress_fn fn, void *ud);
+void al_progress(const char *label, size_t done, size_t total);
+
+/* ---------------------------------------------------------------- allocation */
+
+/* a*b with overflow check: returns false (and sets an error naming what) on overflow. */
+bool al_mul_ok(size_t a, size_t b, size_t *out, const char *what);
+/* malloc/calloc that set an error naming `what` on failure (returns NULL). */
+void *al_malloc(size_t n, const char *what);
+void *al_calloc(size_t n, size_t size, const char *what);
+/* malloc(a*b*elt) with overflow checks. */
+void *al_malloc3(size_t a, size_t b, size_t elt, const char *what);
+char *al_strdup(const char *s);
+/* Formatted allocation (caller frees). */
+char *al_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Number of worker threads for head sweeps (defaults to the online CPU count; ATTNLAB_THREADS
+ * overrides). */
+int al_threads(void);
+
+#endif

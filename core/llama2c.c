@@ -1,0 +1,151 @@
+/* llama2c.c -- llama2.c checkpoints (.bin): the 7-int header, float32 weights in run.c's order,
+ * exposed as a tensor store with Hugging Face Llama names so the rest of attnlab sees one layout.
+ *
+ * Header: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len (int32); a negative
+ * vocab_size means the classifier (wcls) is stored after the weights instead of shared with the
+ * embedding. RoPE in llama2.c rotates interleaved pairs (2j, 2j+1) of each head. */
+#define _GNU_SOURCE
+#include "model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define L2C_HEADER 28
+
+typedef struct {
+    st_entry *e;
+    size_t n, cap;
+    size_t off;                 /* running byte offset after the header */
+} l2c_layout;
+
+/* Appends a float32 tensor of shape (rows, cols) (cols 0: 1-D) at the running offset. */
+static int l2c_add(l2c_layout *l, const char *name, size_t rows, size_t cols) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        st_entry *ne = realloc(l->e, cap * sizeof *ne);
+        if (!ne) return al_err("out of memory");
+        l->e = ne;
+        l->cap = cap;
+    }
+    st_entry *e = &l->e[l->n];
+    memset(e, 0, sizeof *e);
+    e->name = strdup(name);
+    e->dtype = DT_F32;
+    e->ndim = cols ? 2 : 1;
+    e->shape[0] = rows;
+    e->shape[1] = cols;
+    size_t numel = rows * (cols ? cols : 1);
+    e->begin = l->off;
+    e->end = l->off + numel * 4;
+    l->off = e->end;
+    l->n++;
+    return e->name ? AL_OK : al_err("out of memory");
+}
+
+/* Adds one per-layer tensor family ("model.layers.%d.<suffix>") for every layer, in file order. */
+static int l2c_add_layers(l2c_layout *l, int n_layers, const char *suffix, size_t rows, size_t cols) {
+    char name[256];
+    for (int i = 0; i < n_layers; i++) {
+        snprintf(name, sizeof name, "model.layers.%d.%s", i, suffix);
+        if (l2c_add(l, name, rows, cols) != AL_OK) return AL_ERR;
+    }
+    return AL_OK;
+}
+
+/* Lays out run.c's weight order with HF names. */
+static int l2c_layout_weights(l2c_layout *l, const int32_t h[7], bool shared) {
+    size_t dim = (size_t)h[0], hid = (size_t)h[1], hs = dim / (size_t)h[3];
+    size_t nq = (size_t)h[3] * hs, nkv = (size_t)h[4] * hs, vocab = (size_t)abs(h[5]), seq = (size_t)h[6];
+    int L = h[2];
+    int rc = l2c_add(l, "model.embed_tokens.weight", vocab, dim);
+    if (!rc) rc = l2c_add_layers(l, L, "input_layernorm.weight", dim, 0);
+    if (!rc) rc = l2c_add_layers(l, L, "self_attn.q_proj.weight", nq, dim);
+    if (!rc) rc = l2c_add_layers(l, L, "self_attn.k_proj.weight", nkv, dim);
+    if (!rc) rc = l2c_add_layers(l, L, "self_attn.v_proj.weight", nkv, dim);
+    if (!rc) rc = l2c_add_layers(l, L, "self_attn.o_proj.weight", dim, nq);
+    if (!rc) rc = l2c_add_layers(l, L, "post_attention_layernorm.weight", dim, 0);
+    if (!rc) rc = l2c_add_layers(l, L, "mlp.gate_proj.weight", hid, dim);
+    if (!rc) rc = l2c_add_layers(l, L, "mlp.down_proj.weight", dim, hid);
+    if (!rc) rc = l2c_add_layers(l, L, "mlp.up_proj.weight", hid, dim);
+    if (!rc) rc = l2c_add(l, "model.norm.weight", dim, 0);
+    if (!rc) l->off += seq * hs / 2 * 4 * 2;                    /* freq_cis_real, freq_cis_imag: unused */
+    if (!rc && !shared) rc = l2c_add(l, "lm_head.weight", vocab, dim);
+    return rc;
+}
+
+/* Validates the header ints; the message says which field is wrong. */
+static int l2c_check_header(const char *path, const int32_t h[7]) {
+    static const char *field[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
+    for (int i = 0; i < 7; i++)
+        if ((i == 5 ? abs(h[i]) : h[i]) <= 0 || h[i] > (1 << 24))
+            return al_err("%s: llama2.c header field %s = %d is not a plausible size (not a llama2.c v0 checkpoint?)",
+                          path, field[i], h[i]);
+    if (h[0] % h[3] != 0) return al_err("%s: dim %d is not a multiple of n_heads %d", path, h[0], h[3]);
+    if (h[3] % h[4] != 0) return al_err("%s: n_kv_heads %d does not divide n_heads %d", path, h[4], h[3]);
+    if ((h[0] / h[3]) % 2 != 0) return al_err("%s: head size %d is odd; RoPE needs pairs", path, h[0] / h[3]);
+    return AL_OK;
+}
+
+static void l2c_config(ModelConfig *cfg, const int32_t h[7]) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->family = FAM_LLAMA2C;
+    snprintf(cfg->model_type, sizeof cfg->model_type, "llama2c");
+    cfg->hidden = h[0];
+    cfg->intermediate = h[1];
+    cfg->n_layers = h[2];
+    cfg->n_heads = h[3];
+    cfg->n_kv_heads = h[4];
+    cfg->vocab = abs(h[5]);
+    cfg->max_pos = h[6];
+    cfg->qk_rope_dim = h[0] / h[3];
+    cfg->v_dim = h[0] / h[3];
+    cfg->rope = ROPE_INTERLEAVED;
+    cfg->rope_theta = 10000.0;
+    cfg->norm_eps = 1e-5;
+    cfg->tie_embeddings = h[5] > 0;
+    cfg->dtype = DT_F32;
+    snprintf(cfg->prefix, sizeof cfg->prefix, "model.");
+}
+
+int llama2c_open(const char *path, Store **store, ModelConfig *cfg) {
+    *store = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return al_err("%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < L2C_HEADER) {
+        close(fd);
+        return al_err("%s: truncated: a llama2.c checkpoint starts with a 28-byte header", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return al_err("%s: cannot mmap: %s", path, strerror(errno));
+    int32_t h[7];
+    memcpy(h, map, sizeof h);
+    l2c_layout l = {0};
+    int rc = l2c_check_header(path, h);
+    if (rc == AL_OK) rc = l2c_layout_weights(&l, h, h[5] > 0);
+    if (rc == AL_OK && L2C_HEADER + l.off > size)
+        rc = al_err("%s: truncated: the header (dim %d, %d layers, vocab %d) needs %zu bytes of weights, the file has %zu",
+                    path, h[0], h[2], abs(h[5]), l.off, size - L2C_HEADER);
+    st_file *f = NULL;
+    if (rc == AL_OK) {
+        f = st_wrap(path, map, size, L2C_HEADER, l.e, l.n, true);
+        if (!f) rc = AL_ERR;
+    }
+    for (size_t i = 0; i < l.n; i++) free(l.e[i].name);
+    free(l.e);
+    if (rc != AL_OK) { munmap(map, size); return rc; }
+    l2c_config(cfg, h);
+    char *tmp = strdup(path);
+    rc = store_from_file(f, tmp ? dirname(tmp) : ".", store);
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,577 @@
+/* model.c -- config.json of each family, model_open over a tensor store, shape validation,
+ * and the canonical per-head views with a one-layer cache of dequantized weights. */
+#define _GNU_SOURCE
+#include "model.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int llama2c_open(const char *path, Store **store, ModelConfig *cfg);   /* llama2c.c */
+
+/* ================================================================ names */
+
+static const char *family_names[FAM_COUNT] = {
+    [FAM_LLAMA] = "llama", [FAM_MISTRAL] = "mistral", [FAM_QWEN2] = "qwen2",
+    [FAM_DEEPSEEK] = "deepseek", [FAM_GPT2] = "gpt2", [FAM_LLAMA2C] = "llama2c",
+};
+
+const char *model_family_name(model_family f) { return f >= 0 && f < FAM_COUNT ? family_names[f] : "?"; }
+
+const char *rope_layout_name(rope_layout r) {
+    return r == ROPE_HALF ? "rotate_half" : r == ROPE_INTERLEAVED ? "interleaved" : "none";
+}
+
+/* ================================================================ config.json */
+
+typedef struct {
+    const cJSON *root;
+    const char *where;
+    char missing[512];       /* names of required fields that were absent */
+} cfg_reader;
+
+/* Reads an integer field; records it as missing when required and absent. null counts as 0. */
+static int cfg_int(cfg_reader *r, const char *key, int dflt, bool required) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (cJSON_IsNumber(j)) return (int)j->valuedouble;
+    if (cJSON_IsNull(j)) return 0;
+    if (required) {
+        size_t n = strlen(r->missing);
+        snprintf(r->missing + n, sizeof r->missing - n, "%s%s", n ? ", " : "", key);
+    }
+    return dflt;
+}
+
+static double cfg_num(cfg_reader *r, const char *key, double dflt) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+}
+
+static bool cfg_bool(cfg_reader *r, const char *key, bool dflt) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    return cJSON_IsBool(j) ? cJSON_IsTrue(j) : dflt;
+}
+
+/* Maps model_type (or, without it, architectures[0]) to a family. */
+static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t cap) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->root, "model_type");
+    const cJSON *arch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r->root, "architectures"), 0);
+    static const struct { const char *type, *arch; model_family fam; } table[] = {
+        {"llama", "LlamaForCausalLM", FAM_LLAMA},          {"mistral", "MistralForCausalLM", FAM_MISTRAL},
+        {"qwen2", "Qwen2ForCausalLM", FAM_QWEN2},          {"deepseek_v3", "DeepseekV3ForCausalLM", FAM_DEEPSEEK},
+        {"deepseek_v2", "DeepseekV2ForCausalLM", FAM_DEEPSEEK}, {"kimi_k2", NULL, FAM_DEEPSEEK},
+        {"gpt2", "GPT2LMHeadModel", FAM_GPT2},
+    };
+    const char *t = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    const char *a = cJSON_IsString(arch) ? arch->valuestring : NULL;
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if ((t && strcmp(t, table[i].type) == 0) || (!t && a && table[i].arch && strcmp(a, table[i].arch) == 0)) {
+            *fam = table[i].fam;
+            snprintf(type, cap, "%s", t ? t : table[i].type);
+            return AL_OK;
+        }
+    if (t && (strcmp(t, "qwen3") == 0 || strcmp(t, "qwen3_moe") == 0))
+        return al_err("%s: model_type '%s' has per-head Q/K RMSNorm between the projection and RoPE; attnlab's "
+                      "head views and conversions do not cover it yet", r->where, t);
+    if (!t && !a)
+        return al_err("%s: cannot tell the model family: no \"model_type\" and no \"architectures\" (attnlab knows "
+                      "llama, mistral, qwen2, deepseek_v2, deepseek_v3, kimi_k2, gpt2)", r->where);
+    return al_err("%s: model_type '%s' is not a family attnlab knows (llama, mistral, qwen2, deepseek_v2, deepseek_v3, "
+                  "kimi_k2, gpt2)", r->where, t ? t : a);
+}
+
+static void parse_gqa(cfg_reader *r, ModelConfig *c) {
+    c->hidden = cfg_int(r, "hidden_size", 0, true);
+    c->n_heads = cfg_int(r, "num_attention_heads", 0, true);
+    c->n_layers = cfg_int(r, "num_hidden_layers", 0, true);
+    c->n_kv_heads = cfg_int(r, "num_key_value_heads", c->n_heads, false);
+    int hd = cfg_int(r, "head_dim", c->n_heads ? c->hidden / c->n_heads : 0, false);
+    c->qk_nope_dim = 0;
+    c->qk_rope_dim = hd;
+    c->v_dim = hd;
+    c->rope = ROPE_HALF;
+    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
+    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
+    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
+    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
+    bool bias = cfg_bool(r, "attention_bias", false);
+    c->qkv_bias = c->family == FAM_QWEN2 ? true : bias;
+    c->o_bias = c->family == FAM_QWEN2 ? false : bias;
+    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
+    snprintf(c->prefix, sizeof c->prefix, "model.");
+}
+
+static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
+    c->hidden = cfg_int(r, "hidden_size", 0, true);
+    c->n_heads = cfg_int(r, "num_attention_heads", 0, true);
+    c->n_layers = cfg_int(r, "num_hidden_layers", 0, true);
+    c->n_kv_heads = c->n_heads;
+    c->q_lora_rank = cfg_int(r, "q_lora_rank", 0, false);
+    c->kv_lora_rank = cfg_int(r, "kv_lora_rank", 0, true);
+    c->qk_nope_dim = cfg_int(r, "qk_nope_head_dim", 0, true);
+    c->qk_rope_dim = cfg_int(r, "qk_rope_head_dim", 0, true);
+    c->v_dim = cfg_int(r, "v_head_dim", 0, true);
+    c->rope = ROPE_INTERLEAVED;
+    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
+    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
+    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
+    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
+    c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", false);
+    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
+    c->latent_norm = cfg_bool(r, "qk_latent_layernorm", true);
+    snprintf(c->prefix, sizeof c->prefix, "model.");
+}
+
+static void parse_gpt2(cfg_reader *r, ModelConfig *c) {
+    c->hidden = cfg_int(r, "n_embd", 0, true);
+    c->n_heads = cfg_int(r, "n_head", 0, true);
+    c->n_layers = cfg_int(r, "n_layer", 0, true);
+    c->n_kv_heads = c->n_heads;
+    int hd = c->n_heads ? c->hidden / c->n_heads : 0;
+    c->qk_nope_dim = hd;
+    c->qk_rope_dim = 0;
+    c->v_dim = hd;
+    c->rope = ROPE_NONE;
+    c->norm_eps = cfg_num(r, "layer_norm_epsilon", 1e-5);
+    c->intermediate = cfg_int(r, "n_inner", 4 * c->hidden, false);
+    if (!c->intermediate) c->intermediate = 4 * c->hidden;
+    c->max_pos = cfg_int(r, "n_positions", 0, false);
+    c->qkv_bias = c->o_bias = true;
+    c->tie_embeddings = true;
+    snprintf(c->prefix, sizeof c->prefix, "transformer.");
+}
+
+/* Checks that the dims read make sense together; names the offending fields. */
+static int cfg_validate(const ModelConfig *c, const char *where) {
+    if (c->n_layers <= 0 || c->n_heads <= 0 || c->hidden <= 0)
+        return al_err("%s: num_hidden_layers, num_attention_heads and hidden_size must be positive", where);
+    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0)
+        return al_err("%s: num_key_value_heads %d must divide num_attention_heads %d", where, c->n_kv_heads, c->n_heads);
+    if (cfg_d_qk(c) <= 0 || c->v_dim <= 0) return al_err("%s: head dims must be positive", where);
+    if (c->rope != ROPE_NONE && c->qk_rope_dim % 2 != 0)
+        return al_err("%s: the RoPE head dim %d must be even", where, c->qk_rope_dim);
+    if (c->family == FAM_GPT2 && c->hidden % c->n_heads != 0)
+        return al_err("%s: n_embd %d is not a multiple of n_head %d", where, c->hidden, c->n_heads);
+    return AL_OK;
+}
+
+int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cJSON *root = cJSON_Parse(json_text);
+    if (!root) return al_err("%s: not valid JSON (near '%.20s')", where, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    cfg_reader r = {.root = root, .where = where};
+    int rc = AL_OK;
+    if (!cJSON_IsObject(root)) { rc = al_err("%s: not a JSON object", where); goto done; }
+    if ((rc = detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type)) != AL_OK) goto done;
+    cfg->vocab = cfg_int(&r, "vocab_size", 0, false);
+    cfg->dtype = DT_F32;
+    if (cfg->family == FAM_DEEPSEEK) parse_deepseek(&r, cfg);
+    else if (cfg->family == FAM_GPT2) parse_gpt2(&r, cfg);
+    else parse_gqa(&r, cfg);
+    if (r.missing[0]) {
+        rc = al_err("%s: a %s config needs %s, which %s missing", where, cfg->model_type, r.missing,
+                    strchr(r.missing, ',') ? "are" : "is");
+        goto done;
+    }
+    rc = cfg_validate(cfg, where);
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ================================================================ parameter accounting */
+
+size_t cfg_attn_params(const ModelConfig *c) {
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads, D = (size_t)c->hidden;
+    size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, p = 0;
+    if (cfg_is_mla(c)) {
+        size_t ql = (size_t)c->q_lora_rank, kl = (size_t)c->kv_lora_rank, rope = (size_t)c->qk_rope_dim;
+        p += ql ? ql * D + ql + H * dqk * ql : H * dqk * D;                 /* q_a (+norm) + q_b, or q_proj */
+        p += (kl + rope) * D + kl;                                          /* kv_a_proj_with_mqa + norm */
+        p += H * ((size_t)c->qk_nope_dim + dv) * kl;                        /* kv_b_proj */
+        p += D * H * dv;                                                    /* o_proj */
+        if (c->qkv_bias) p += H * dqk + (kl + rope);
+        if (c->o_bias) p += D;
+        return p;
+    }
+    p = D * (H * dqk + G * dqk + G * dv) + H * dv * D;
+    if (c->qkv_bias) p += H * dqk + G * dqk + G * dv;
+    if (c->o_bias) p += D;
+    return p;
+}
+
+size_t cfg_kv_values(const ModelConfig *c) {
+    if (cfg_is_mla(c)) return (size_t)c->kv_lora_rank + (size_t)c->qk_rope_dim;
+    return (size_t)c->n_kv_heads * ((size_t)cfg_d_qk(c) + (size_t)c->v_dim);
+}
+
+/* ================================================================ tensor names and shapes */
+
+char *model_tensor_name(const Model *m, int layer, const char *suffix) {
+    if (m->cfg.family == FAM_GPT2) return al_asprintf("%sh.%d.%s", m->cfg.prefix, layer, suffix);
+    return al_asprintf("%slayers.%d.%s", m->cfg.prefix, layer, suffix);
+}
+
+/* The attention tensors of one layer, as (suffix, rows, cols) the config requires. */
+typedef struct { const char *suffix; size_t rows, cols; } tensor_req;
+
+static size_t attn_requirements(const ModelConfig *c, tensor_req *req) {
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads, D = (size_t)c->hidden;
+    size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, n = 0;
+    if (c->family == FAM_GPT2) {
+        req[n++] = (tensor_req){"attn.c_attn.weight", D, 3 * D};
+        req[n++] = (tensor_req){"attn.c_proj.weight", D, D};
+        return n;
+    }
+    if (cfg_is_mla(c)) {
+        size_t ql = (size_t)c->q_lora_rank, kl = (size_t)c->kv_lora_rank;
+        if (ql) {
+            req[n++] = (tensor_req){"self_attn.q_a_proj.weight", ql, D};
+            req[n++] = (tensor_req){"self_attn.q_b_proj.weight", H * dqk, ql};
+        } else {
+            req[n++] = (tensor_req){"self_attn.q_proj.weight", H * dqk, D};
+        }
+        req[n++] = (tensor_req){"self_attn.kv_a_proj_with_mqa.weight", kl + (size_t)c->qk_rope_dim, D};
+        req[n++] = (tensor_req){"self_attn.kv_b_proj.weight", H * ((size_t)c->qk_nope_dim + dv), kl};
+        req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+        return n;
+    }
+    req[n++] = (tensor_req){"self_attn.q_proj.weight", H * dqk, D};
+    req[n++] = (tensor_req){"self_attn.k_proj.weight", G * dqk, D};
+    req[n++] = (tensor_req){"self_attn.v_proj.weight", G * dv, D};
+    req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+    return n;
+}
+
+/* Checks every layer's attention tensors exist with the shapes the config implies. */
+static int model_validate(Model *m) {
+    tensor_req req[8];
+    size_t nreq = attn_requirements(&m->cfg, req);
+    for (int L = 0; L < m->cfg.n_layers; L++)
+        for (size_t i = 0; i < nreq; i++) {
+            char *name = model_tensor_name(m, L, req[i].suffix);
+            if (!name) return AL_ERR;
+            size_t R, C;
+            int rc = store_shape2(m->store, name, &R, &C);
+            if (rc == AL_OK && (R != req[i].rows || C != req[i].cols))
+                rc = al_err("tensor '%s' has shape [%zu, %zu] but the config (%s, %d heads, %d KV heads, hidden %d) "
+                            "needs [%zu, %zu]", name, R, C, m->cfg.model_type, m->cfg.n_heads, m->cfg.n_kv_heads,
+                            m->cfg.hidden, req[i].rows, req[i].cols);
+            if (rc == AL_OK && L == 0 && i == 0) {
+                const st_entry *e;
+                store_entry(m->store, name, &e, NULL);
+                m->cfg.dtype = e->dtype;
+            }
+            free(name);
+            if (rc != AL_OK) return rc;
+        }
+    return AL_OK;
+}
+
+/* ================================================================ open / free */
+
+struct LayerCache {
+    pthread_mutex_t mu;
+    int layer;                 /* -1: empty */
+    Mat *t[8];                 /* by attention_requirements index (HF layout), loaded on demand */
+    Mat *k_rope;               /* MLA: rows [kv_lora, kv_lora + rope) of kv_a_proj_with_mqa */
+};
+
+static bool path_is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
+static bool path_ends(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static char *slurp(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) { free(buf); fclose(fp); al_err("%s: cannot read", path); return NULL; }
+    buf[n] = 0;
+    fclose(fp);
+    return buf;
+}
+
+/* Opens config.json + safetensors from dir (or beside a .safetensors file). */
+static int open_hf(Model *m, const char *path) {
+    char *dir;
+    if (path_is_dir(path)) dir = al_strdup(path);
+    else { char *t = al_strdup(path); dir = al_strdup(dirname(t)); free(t); }
+    char *cfg_path = al_asprintf("%s/config.json", dir);
+    free(dir);
+    if (!cfg_path) return AL_ERR;
+    struct stat sb;
+    if (stat(cfg_path, &sb) != 0) {
+        int rc = al_err("%s: no config.json (a Hugging Face checkpoint folder has config.json beside its "
+                        "*.safetensors; a llama2.c checkpoint is a .bin file)", path);
+        free(cfg_path);
+        return rc;
+    }
+    m->config_json = slurp(cfg_path);
+    int rc = m->config_json ? model_config_parse(m->config_json, cfg_path, &m->cfg) : AL_ERR;
+    free(cfg_path);
+    if (rc == AL_OK) rc = store_open(path, &m->store);
+    if (rc == AL_OK && m->cfg.family == FAM_GPT2 && !store_has(m->store, "transformer.h.0.attn.c_attn.weight") &&
+        store_has(m->store, "h.0.attn.c_attn.weight"))
+        m->cfg.prefix[0] = 0;                     /* GPT2Model saved without the LM head wrapper */
+    return rc;
+}
+
+int model_open(const char *path, Model **out) {
+    *out = NULL;
+    Model *m = al_calloc(1, sizeof *m, "a model");
+    if (!m) return AL_ERR;
+    m->path = al_strdup(path);
+    m->name = al_strdup(path);
+    m->cache = al_calloc(1, sizeof *m->cache, "a layer cache");
+    if (!m->path || !m->name || !m->cache) { model_free(m); return AL_ERR; }
+    pthread_mutex_init(&m->cache->mu, NULL);
+    m->cache->layer = -1;
+    int rc = path_ends(path, ".bin") && !path_is_dir(path) ? llama2c_open(path, &m->store, &m->cfg) : open_hf(m, path);
+    if (rc == AL_OK) rc = model_validate(m);
+    if (rc != AL_OK) { model_free(m); return rc; }
+    *out = m;
+    return AL_OK;
+}
+
+static void cache_clear(LayerCache *c) {
+    for (size_t i = 0; i < 8; i++) { mat_free(c->t[i]); c->t[i] = NULL; }
+    mat_free(c->k_rope);
+    c->k_rope = NULL;
+    c->layer = -1;
+}
+
+void model_free(Model *m) {
+    if (!m) return;
+    if (m->cache) {
+        cache_clear(m->cache);
+        pthread_mutex_destroy(&m->cache->mu);
+        free(m->cache);
+    }
+    store_free(m->store);
+    free(m->config_json);
+    free(m->path);
+    free(m->name);
+    free(m);
+}
+
+/* ================================================================ layer cache */
+
+/* Index of `suffix` in the layer's requirement list, or -1. */
+static int req_index(const ModelConfig *c, const char *suffix) {
+    tensor_req req[8];
+    size_t n = attn_requirements(c, req);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(req[i].suffix, suffix) == 0) return (int)i;
+    return -1;
+}
+
+/* Makes sure the cache holds `layer` (clearing another layer); caller holds the lock. */
+static void cache_switch(Model *m, int layer) {
+    if (m->cache->layer == layer) return;
+    if (m->cache->layer >= 0) {
+        char *prefix = model_tensor_name(m, m->cache->layer, "");
+        if (prefix) store_release_prefix(m->store, prefix);
+        free(prefix);
+    }
+    cache_clear(m->cache);
+    m->cache->layer = layer;
+}
+
+/* Returns the cached float32 tensor (HF layout) of `suffix` in layer, loading it if needed. */
+static int cache_get(Model *m, int layer, const char *suffix, const Mat **out) {
+    int idx = req_index(&m->cfg, suffix);
+    if (idx < 0) return al_err("internal: %s is not an attention tensor of a %s model", suffix, m->cfg.model_type);
+    LayerCache *c = m->cache;
+    pthread_mutex_lock(&c->mu);
+    cache_switch(m, layer);
+    int rc = AL_OK;
+    if (!c->t[idx]) {
+        char *name = model_tensor_name(m, layer, suffix);
+        rc = name ? store_read(m->store, name, &c->t[idx]) : AL_ERR;
+        free(name);
+    }
+    *out = c->t[idx];
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* MLA: the shared RoPE key rows of kv_a_proj_with_mqa, (qk_rope, hidden). */
+static int cache_k_rope(Model *m, int layer, const Mat **out) {
+    LayerCache *c = m->cache;
+    pthread_mutex_lock(&c->mu);
+    cache_switch(m, layer);
+    int rc = AL_OK;
+    if (!c->k_rope) {
+        char *name = model_tensor_name(m, layer, "self_attn.kv_a_proj_with_mqa.weight");
+        rc = name ? store_read_rows(m->store, name, (size_t)m->cfg.kv_lora_rank, (size_t)m->cfg.qk_rope_dim, &c->k_rope)
+                  : AL_ERR;
+        free(name);
+    }
+    *out = c->k_rope;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* The suffixes a head view reads, for model_layer_load. */
+static const char *q_suffix(const ModelConfig *c) {
+    if (c->family == FAM_GPT2) return "attn.c_attn.weight";
+    return cfg_is_mla(c) && c->q_lora_rank ? "self_attn.q_b_proj.weight" : "self_attn.q_proj.weight";
+}
+
+int model_layer_load(Model *m, int layer) {
+    if (layer < 0 || layer >= m->cfg.n_layers)
+        return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
+    tensor_req req[8];
+    size_t n = attn_requirements(&m->cfg, req);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(req[i].suffix, "self_attn.q_a_proj.weight") == 0) continue;   /* not part of any head view */
+        if (cfg_is_mla(&m->cfg) && strcmp(req[i].suffix, "self_attn.kv_a_proj_with_mqa.weight") == 0) continue;
+        const Mat *t;
+        if (cache_get(m, layer, req[i].suffix, &t) != AL_OK) return AL_ERR;
+    }
+    if (cfg_is_mla(&m->cfg)) {
+        const Mat *t;
+        if (cache_k_rope(m, layer, &t) != AL_OK) return AL_ERR;
+    }
+    char *prefix = model_tensor_name(m, layer, "");
+    if (prefix) store_release_prefix(m->store, prefix);   /* the float copies are what we use now */
+    free(prefix);
+    return AL_OK;
+}
+
+/* ================================================================ per-head views */
+
+static const char *kind_name(head_kind k) { return k == HK_Q ? "Q" : k == HK_K ? "K" : k == HK_V ? "V" : "O"; }
+
+int model_check_head(const Model *m, head_kind kind, int layer, int head) {
+    const ModelConfig *c = &m->cfg;
+    if (layer < 0 || layer >= c->n_layers)
+        return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
+    int nh = (kind == HK_K || kind == HK_V) ? c->n_kv_heads : c->n_heads;
+    if (head < 0 || head >= nh)
+        return al_err("%s head %d out of range: this model has %s heads 0-%d", kind_name(kind), head,
+                      (kind == HK_K || kind == HK_V) ? "KV" : "query", nh - 1);
+    return AL_OK;
+}
+
+/* Column range [c0, c0 + nc) of a Q/K head for `part`. */
+static int part_cols(const ModelConfig *c, head_part part, size_t *c0, size_t *nc) {
+    size_t nope = (size_t)c->qk_nope_dim, rope = (size_t)c->qk_rope_dim;
+    if (part == PART_NOPE && nope == 0)
+        return al_err("this %s model applies RoPE to every Q/K dim: there is no NoPE part (seed 000, A.3)", c->model_type);
+    if (part == PART_ROPE && rope == 0) return al_err("this %s model has no RoPE dims", c->model_type);
+    *c0 = part == PART_ROPE ? nope : 0;
+    *nc = part == PART_NOPE ? nope : part == PART_ROPE ? rope : nope + rope;
+    return AL_OK;
+}
+
+static int head_gpt2(Model *m, head_kind kind, int layer, int head, size_t c0, size_t nc, Mat **out) {
+    const ModelConfig *c = &m->cfg;
+    size_t D = (size_t)c->hidden, d = (size_t)cfg_d_qk(c);
+    const Mat *t;
+    if (kind == HK_O) {
+        if (cache_get(m, layer, "attn.c_proj.weight", &t) != AL_OK) return AL_ERR;
+        *out = mat_slice(t, (size_t)head * d, d, 0, D);           /* Conv1D (in, out): rows of head h */
+    } else {
+        if (cache_get(m, layer, "attn.c_attn.weight", &t) != AL_OK) return AL_ERR;
+        size_t base = kind == HK_Q ? 0 : kind == HK_K ? D : 2 * D;
+        if (kind == HK_V) { c0 = 0; nc = d; }
+        *out = mat_slice(t, 0, D, base + (size_t)head * d + c0, nc);
+    }
+    return *out ? AL_OK : AL_ERR;
+}
+
+static int head_mla(Model *m, head_kind kind, int layer, int head, head_part part, size_t c0, size_t nc, Mat **out) {
+    const ModelConfig *c = &m->cfg;
+    size_t nope = (size_t)c->qk_nope_dim, dv = (size_t)c->v_dim, kvrow = nope + dv;
+    const Mat *t;
+    switch (kind) {
+    case HK_Q:
+        if (cache_get(m, layer, q_suffix(c), &t) != AL_OK) return AL_ERR;
+        *out = mat_slice_t(t, (size_t)head * (size_t)cfg_d_qk(c) + c0, nc, 0, t->cols);
+        break;
+    case HK_K:
+        if (part == PART_ALL)
+            return al_err("MLA keys have two parts with different inputs (NoPE from the kv latent, RoPE shared from "
+                          "hidden states): ask for the nope or the rope part");
+        if (part == PART_ROPE) {
+            if (cache_k_rope(m, layer, &t) != AL_OK) return AL_ERR;
+            *out = mat_transpose(t);
+        } else {
+            if (cache_get(m, layer, "self_attn.kv_b_proj.weight", &t) != AL_OK) return AL_ERR;
+            *out = mat_slice_t(t, (size_t)head * kvrow, nope, 0, t->cols);   /* kv_b rows per head: K nope, then V */
+        }
+        break;
+    case HK_V:
+        if (cache_get(m, layer, "self_attn.kv_b_proj.weight", &t) != AL_OK) return AL_ERR;
+        *out = mat_slice_t(t, (size_t)head * kvrow + nope, dv, 0, t->cols);
+        break;
+    case HK_O:
+        if (cache_get(m, layer, "self_attn.o_proj.weight", &t) != AL_OK) return AL_ERR;
+        *out = mat_slice_t(t, 0, t->rows, (size_t)head * dv, dv);
+        break;
+    }
+    return *out ? AL_OK : AL_ERR;
+}
+
+static int head_gqa(Model *m, head_kind kind, int layer, int head, size_t c0, size_t nc, Mat **out) {
+    const ModelConfig *c = &m->cfg;
+    size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim;
+    const Mat *t;
+    static const char *suffix[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                   "self_attn.o_proj.weight"};
+    if (cache_get(m, layer, suffix[kind], &t) != AL_OK) return AL_ERR;
+    if (kind == HK_O) *out = mat_slice_t(t, 0, t->rows, (size_t)head * dv, dv);
+    else if (kind == HK_V) *out = mat_slice_t(t, (size_t)head * dv, dv, 0, t->cols);
+    else *out = mat_slice_t(t, (size_t)head * dqk + c0, nc, 0, t->cols);
+    return *out ? AL_OK : AL_ERR;
+}
+
+int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out) {
+    *out = NULL;
+    if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
+    size_t c0 = 0, nc = 0;
+    if ((kind == HK_Q || kind == HK_K) && !(cfg_is_mla(&m->cfg) && kind == HK_K && part == PART_ALL) &&
+        part_cols(&m->cfg, part, &c0, &nc) != AL_OK)
+        return AL_ERR;
+    if (m->cfg.family == FAM_GPT2) return head_gpt2(m, kind, layer, head, c0, nc, out);
+    if (cfg_is_mla(&m->cfg)) return head_mla(m, kind, layer, head, part, c0, nc, out);
+    return head_gqa(m, kind, layer, head, c0, nc, out);
+}
+
+int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    const ModelConfig *c = &m->cfg;
+    if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
+    if (kind == HK_O || !c->qkv_bias || cfg_is_mla(c)) return AL_OK;
+    size_t d = kind == HK_V ? (size_t)c->v_dim : (size_t)cfg_d_qk(c), off;
+    char *name;
+    if (c->family == FAM_GPT2) {
+        name = model_tensor_name(m, layer, "attn.c_attn.bias");
+        off = (size_t)(kind == HK_Q ? 0 : kind == HK_K ? 1 : 2) * (size_t)c->hidden + (size_t)head * d;
+    } else {
+        name = model_tensor_name(m, layer, kind == HK_Q ? "self_attn.q_proj.bias" : kind == HK_K ? "self_attn.k_proj.bias"
+                                                                                               : "self_attn.v_proj.bias");
+        off = (size_t)head * d;
+    }
+    Mat *b = NULL;
+    int rc = name ? store_read(m->store, name, &b) : AL_ERR;
+    free(name);
+    if (rc != AL_OK) return rc;
+    if (off + d > b->rows * b->cols) { mat_free(b); return al_err("bias of layer %d is shorter than the config implies", layer); }
+    *out = al_malloc3(d, 1, sizeof(float), "a bias");
+    if (*out) { memcpy(*out, b->data + off, d * sizeof(float)); *n = d; }
+    mat_free(b);
+    return *out ? AL_OK : AL_ERR;
+}

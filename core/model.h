@@ -1,0 +1,114 @@
+/* model.h -- a loaded checkpoint: parsed config (family, dims, RoPE layout), its tensor store,
+ * and the canonical per-head views of attention weights.
+ *
+ * Per-head views are in the seed's row-vector convention (x @ W), as owned float32 copies:
+ *   HK_Q[h]: (d_in_q,  d_qk)   d_in_q  = q_lora_rank if the model has a query latent, else hidden
+ *   HK_K[g]: (d_in_kv, d_qk)   d_in_kv = kv_lora_rank for MLA (NoPE part), else hidden
+ *   HK_V[g]: (d_in_kv, d_v)
+ *   HK_O[h]: (d_v, hidden)
+ * with g = h / (n_heads / n_kv_heads) the KV head of query head h (MLA: g = h).
+ * Columns of Q and K: [0, qk_nope) are NoPE, [qk_nope, qk_nope + qk_rope) carry RoPE.
+ * HF Linear weights are stored (out, in), so these views are transposed row slices; GPT-2's
+ * Conv1D stores (in, out), so its views are column slices. In MLA the RoPE part of K is one
+ * shared head read from hidden states (the last qk_rope rows of kv_a_proj_with_mqa):
+ * HK_K with PART_ROPE returns it, (hidden, qk_rope), for every head; PART_ALL is refused for
+ * MLA keys because the two parts have different inputs. */
+#ifndef AL_MODEL_H
+#define AL_MODEL_H
+
+#include "store.h"
+
+typedef enum {
+    FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2,   /* GQA, RoPE rotate_half (Qwen2: q/k/v biases) */
+    FAM_DEEPSEEK,                        /* MLA: DeepSeek-V2/V3/R1, Kimi-K2 */
+    FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
+    FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
+    FAM_COUNT
+} model_family;
+
+typedef enum {
+    ROPE_NONE,
+    ROPE_HALF,          /* rotate_half: dim j pairs with j + d/2 (HF Llama/Mistral/Qwen2) */
+    ROPE_INTERLEAVED    /* dim 2j pairs with 2j + 1 (llama2.c; DeepSeek weights, de-interleaved in its code) */
+} rope_layout;
+
+typedef struct {
+    model_family family;
+    char model_type[32];      /* as config.json spells it */
+    int n_layers;
+    int n_heads;              /* query heads */
+    int n_kv_heads;           /* KV heads (MLA: = n_heads) */
+    int hidden;               /* d_model */
+    int vocab;
+    int intermediate;
+    int max_pos;
+    int qk_nope_dim;          /* per-head Q/K dims without RoPE (GPT-2: all of them; Llama: 0) */
+    int qk_rope_dim;          /* per-head Q/K dims with RoPE (Llama: head_dim; DeepSeek: qk_rope_head_dim) */
+    int v_dim;                /* per-head value dim */
+    int q_lora_rank;          /* 0: no query latent (plain q_proj) */
+    int kv_lora_rank;         /* 0: not MLA */
+    double rope_theta;
+    rope_layout rope;
+    double norm_eps;
+    bool qkv_bias;            /* Qwen2, GPT-2, Llama with attention_bias */
+    bool o_bias;              /* GPT-2 c_proj bias; Llama attention_bias */
+    bool tie_embeddings;
+    bool latent_norm;         /* MLA: RMSNorm on the q/kv latents (q_a_layernorm, kv_a_layernorm);
+                                 false when config says qk_latent_layernorm: false (TransMLA exports) */
+    dt_type dtype;            /* storage dtype of the attention weights */
+    char prefix[24];          /* tensor name prefix: "model." / "transformer." / "" */
+} ModelConfig;
+
+typedef enum { HK_Q, HK_K, HK_V, HK_O } head_kind;
+typedef enum { PART_ALL, PART_NOPE, PART_ROPE } head_part;
+
+typedef struct LayerCache LayerCache;
+
+typedef struct Model {
+    char *name;               /* session name ("demo-r1", "m1", ...) */
+    char *path;               /* resolved folder or file it was opened from */
+    ModelConfig cfg;
+    Store *store;
+    char *config_json;        /* raw config.json text (NULL for llama2.c) */
+    LayerCache *cache;        /* dequantized attention weights of the last layer used */
+} Model;
+
+/* Opens a folder with config.json + safetensors, a .safetensors file (config.json beside it),
+ * or a llama2.c .bin. Errors name the file and what is missing. */
+int model_open(const char *path, Model **out);
+void model_free(Model *m);
+
+/* Parses config.json text into cfg. `where` names the file in messages. An unknown family is
+ * an error naming the fields it lacked. */
+int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg);
+const char *model_family_name(model_family f);
+const char *rope_layout_name(rope_layout r);
+
+static inline int cfg_d_qk(const ModelConfig *c) { return c->qk_nope_dim + c->qk_rope_dim; }
+static inline int cfg_d_in_q(const ModelConfig *c) { return c->q_lora_rank ? c->q_lora_rank : c->hidden; }
+static inline int cfg_d_in_kv(const ModelConfig *c) { return c->kv_lora_rank ? c->kv_lora_rank : c->hidden; }
+static inline bool cfg_is_mla(const ModelConfig *c) { return c->kv_lora_rank > 0; }
+/* The KV head serving query head h. */
+static inline int cfg_kv_group(const ModelConfig *c, int h) {
+    return c->n_kv_heads > 0 ? h / (c->n_heads / c->n_kv_heads) : h;
+}
+/* Attention parameters of one layer (weights and biases of every attention projection). */
+size_t cfg_attn_params(const ModelConfig *c);
+/* Numbers cached per token per layer for keys and values (MLA: kv_lora + qk_rope). */
+size_t cfg_kv_values(const ModelConfig *c);
+
+/* Full tensor name of an attention weight: layer L, `suffix` such as "self_attn.q_proj.weight". */
+char *model_tensor_name(const Model *m, int layer, const char *suffix);
+
+/* Canonical per-head view (see the top of this file); caller frees. head is a query head for
+ * HK_Q/HK_O and a KV head for HK_K/HK_V. */
+int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out);
+/* Bias of a per-head Q/K/V projection (d_out values) or NULL when the model has none. */
+int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, size_t *n);
+/* Loads (dequantizes) layer L's attention weights into the cache, releasing the previous layer.
+ * After this, model_head for layer L only reads the cache and is safe from many threads. */
+int model_layer_load(Model *m, int layer);
+/* Checks layer/head/kind arguments; an error says the valid range. */
+int model_check_head(const Model *m, head_kind kind, int layer, int head);
+
+#endif

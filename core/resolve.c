@@ -1,0 +1,191 @@
+/* resolve.c -- model names to paths: existing paths, short aliases, the Hugging Face cache.
+ * See resolve.h for the order and the folders. */
+#define _GNU_SOURCE
+#include "resolve.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ================================================================ aliases */
+
+static const char *builtin_aliases[][2] = {
+    {"ds-r1", "deepseek-ai/DeepSeek-R1"},
+    {"ds-r1-0528", "deepseek-ai/DeepSeek-R1-0528"},
+    {"ds-v3", "deepseek-ai/DeepSeek-V3"},
+    {"ds-v3-0324", "deepseek-ai/DeepSeek-V3-0324"},
+    {"ds-v2-lite", "deepseek-ai/DeepSeek-V2-Lite"},
+    {"kimi-k2", "moonshotai/Kimi-K2-Instruct"},
+    {"kimi-k2-base", "moonshotai/Kimi-K2-Base"},
+    {"llama3-8b", "meta-llama/Meta-Llama-3-8B"},
+    {"llama3.1-8b", "meta-llama/Llama-3.1-8B"},
+    {"llama3.2-1b", "meta-llama/Llama-3.2-1B"},
+    {"llama2-7b", "meta-llama/Llama-2-7b-hf"},
+    {"mistral-7b", "mistralai/Mistral-7B-v0.1"},
+    {"qwen2.5-7b", "Qwen/Qwen2.5-7B"},
+    {"qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B"},
+    {"gpt2", "openai-community/gpt2"},
+    {"smollm-135m", "HuggingFaceTB/SmolLM-135M"},
+};
+#define N_BUILTIN (sizeof builtin_aliases / sizeof *builtin_aliases)
+
+typedef struct { char *alias, *target; } user_alias;
+static user_alias *user_aliases;
+static size_t n_user;
+static bool user_loaded;
+
+static bool exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
+static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
+
+/* mkdir -p */
+static void make_dirs(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
+    mkdir(buf, 0755);
+}
+
+static char *env_dir(const char *var, const char *home_rel) {
+    const char *v = getenv(var);
+    if (v && *v) return al_strdup(v);
+    const char *home = getenv("HOME");
+    return al_asprintf("%s/%s", home && *home ? home : "/tmp", home_rel);
+}
+
+char *resolve_home_dir(void) {
+    char *d = env_dir("ATTNLAB_HOME", ".config/attnlab");
+    if (d) make_dirs(d);
+    return d;
+}
+
+char *resolve_cache_dir(void) {
+    char *d = env_dir("ATTNLAB_CACHE", ".cache/attnlab");
+    if (d) make_dirs(d);
+    return d;
+}
+
+char *resolve_hf_cache_dir(void) {
+    const char *hub = getenv("HF_HUB_CACHE");
+    if (hub && *hub) return al_strdup(hub);
+    const char *hf = getenv("HF_HOME");
+    if (hf && *hf) return al_asprintf("%s/hub", hf);
+    const char *home = getenv("HOME");
+    return al_asprintf("%s/.cache/huggingface/hub", home && *home ? home : "/tmp");
+}
+
+/* Reads "alias target" lines from the user's alias file once. */
+static void load_user_aliases(void) {
+    if (user_loaded) return;
+    user_loaded = true;
+    char *home = resolve_home_dir();
+    char *path = home ? al_asprintf("%s/aliases", home) : NULL;
+    free(home);
+    FILE *fp = path ? fopen(path, "r") : NULL;
+    free(path);
+    if (!fp) return;
+    char line[1024];
+    while (fgets(line, sizeof line, fp)) {
+        char a[256], t[768];
+        if (line[0] == '#' || sscanf(line, "%255s %767s", a, t) != 2) continue;
+        user_alias *nu = realloc(user_aliases, (n_user + 1) * sizeof *nu);
+        if (!nu) break;
+        user_aliases = nu;
+        user_aliases[n_user].alias = strdup(a);
+        user_aliases[n_user].target = strdup(t);
+        n_user++;
+    }
+    fclose(fp);
+}
+
+const char *resolve_alias(const char *alias) {
+    load_user_aliases();
+    for (size_t i = 0; i < n_user; i++)           /* the user's file wins */
+        if (strcmp(user_aliases[i].alias, alias) == 0) return user_aliases[i].target;
+    for (size_t i = 0; i < N_BUILTIN; i++)
+        if (strcmp(builtin_aliases[i][0], alias) == 0) return builtin_aliases[i][1];
+    return NULL;
+}
+
+bool resolve_alias_at(size_t i, const char **alias, const char **target) {
+    load_user_aliases();
+    if (i < n_user) { *alias = user_aliases[i].alias; *target = user_aliases[i].target; return true; }
+    i -= n_user;
+    if (i < N_BUILTIN) { *alias = builtin_aliases[i][0]; *target = builtin_aliases[i][1]; return true; }
+    return false;
+}
+
+/* ================================================================ HF cache */
+
+/* The newest snapshot folder of repo (org/name) that has a config.json, or NULL; `looked`
+ * gets the folder searched. */
+static char *hf_snapshot(const char *repo, char **looked) {
+    char *hub = resolve_hf_cache_dir();
+    if (!hub) return NULL;
+    char flat[512] = "models--";           /* org/name -> models--org--name */
+    size_t k = strlen(flat);
+    for (const char *p = repo; *p && k + 3 < sizeof flat; p++) {
+        if (*p == '/') flat[k++] = '-';
+        flat[k++] = *p == '/' ? '-' : *p;
+    }
+    flat[k] = 0;
+    char *snaps = al_asprintf("%s/%s/snapshots", hub, flat);
+    free(hub);
+    *looked = snaps;
+    if (!snaps || !is_dir(snaps)) return NULL;
+    /* refs/main names the revision the hub last gave; prefer it */
+    char *ref = al_asprintf("%.*s/refs/main", (int)(strlen(snaps) - strlen("/snapshots")), snaps);
+    FILE *fp = ref ? fopen(ref, "r") : NULL;
+    free(ref);
+    if (fp) {
+        char rev[128] = {0};
+        if (fscanf(fp, "%127s", rev) == 1) {
+            char *cand = al_asprintf("%s/%s", snaps, rev), *cfg = cand ? al_asprintf("%s/config.json", cand) : NULL;
+            bool ok = cfg && exists(cfg);
+            free(cfg);
+            if (ok) { fclose(fp); return cand; }
+            free(cand);
+        }
+        fclose(fp);
+    }
+    DIR *d = opendir(snaps);
+    char *best = NULL;
+    time_t best_t = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char *cand = al_asprintf("%s/%s", snaps, de->d_name), *cfg = cand ? al_asprintf("%s/config.json", cand) : NULL;
+        struct stat sb;
+        if (cfg && stat(cfg, &sb) == 0 && (!best || sb.st_mtime > best_t)) { free(best); best = cand; best_t = sb.st_mtime; cand = NULL; }
+        free(cand);
+        free(cfg);
+    }
+    if (d) closedir(d);
+    return best;
+}
+
+int resolve_model(const char *name, char **path_out) {
+    *path_out = NULL;
+    if (!name || !*name) return al_err("no model name given");
+    if (exists(name)) { *path_out = al_strdup(name); return *path_out ? AL_OK : AL_ERR; }
+    char looked[2048];
+    int n = snprintf(looked, sizeof looked, "path '%s' (no such file or folder)", name);
+    const char *repo = resolve_alias(name);
+    if (repo) n += snprintf(looked + n, sizeof looked - (size_t)n, "; alias '%s' = %s", name, repo);
+    else repo = strchr(name, '/') ? name : NULL;
+    if (repo) {
+        char *dir = NULL;
+        char *snap = hf_snapshot(repo, &dir);
+        if (snap) { free(dir); *path_out = snap; return AL_OK; }
+        snprintf(looked + n, sizeof looked - (size_t)n, "; Hugging Face cache %s (no snapshot with a config.json)",
+                 dir ? dir : "?");
+        free(dir);
+    } else {
+        snprintf(looked + n, sizeof looked - (size_t)n, "; no alias '%s' (see `help load` for the list)", name);
+    }
+    return al_err("model '%s' not found. Looked at: %s. Download it with huggingface-cli on a machine with network, "
+                  "set HF_HOME, or give a path", name, looked);
+}

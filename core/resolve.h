@@ -1,0 +1,27 @@
+/* resolve.h -- from what a user types after `load` to a path on disk.
+ *
+ * Order: an existing path (folder, .safetensors, .bin); a short alias (built-in table, extended
+ * by the user file $ATTNLAB_HOME/aliases or ~/.config/attnlab/aliases, lines "alias org/name")
+ * mapped to org/name; org/name through the Hugging Face cache
+ * ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub:
+ * models--org--name/snapshots/<rev>/, the newest snapshot with a config.json).
+ * Demo names (demo-r1, demo-llama, demo-gpt2) are handled by the shell, not here. */
+#ifndef AL_RESOLVE_H
+#define AL_RESOLVE_H
+
+#include "al.h"
+
+/* Resolves name to a path (caller frees). On failure the message lists every place looked. */
+int resolve_model(const char *name, char **path_out);
+/* The org/name an alias stands for, or NULL. */
+const char *resolve_alias(const char *alias);
+/* Alias table, for completion and `help load`: the i-th alias and its target; false past the end. */
+bool resolve_alias_at(size_t i, const char **alias, const char **target);
+/* The HF hub cache folder in use (caller frees). */
+char *resolve_hf_cache_dir(void);
+/* attnlab's own folders: $ATTNLAB_HOME or ~/.config/attnlab (history, aliases), and
+ * $ATTNLAB_CACHE or ~/.cache/attnlab (demo models). Caller frees; created on demand. */
+char *resolve_home_dir(void);
+char *resolve_cache_dir(void);
+
+#endif

@@ -1,0 +1,502 @@
+/* safetensors.c -- mmap'ed, validated safetensors reader and an atomic writer.
+ * See safetensors.h for the format and the checks. */
+#define _GNU_SOURCE
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ST_MAX_HEADER (100u * 1024u * 1024u)
+
+struct st_file {
+    char *path;
+    const uint8_t *map;       /* whole file */
+    size_t size;
+    size_t data_off;          /* 8 + header length */
+    bool owns_map;            /* st_open'ed (munmap on close) vs st_parse_buffer'ed */
+    st_entry *entries;        /* sorted by begin */
+    size_t n;
+    size_t *by_name;          /* indices sorted by name */
+    char **meta_keys, **meta_vals;
+    size_t n_meta;
+};
+
+/* ================================================================ header parsing */
+
+/* Reads a JSON number that must be a non-negative integer that fits size_t. */
+static bool json_size(const cJSON *j, size_t *out) {
+    if (!cJSON_IsNumber(j)) return false;
+    double d = j->valuedouble;
+    if (!(d >= 0) || d != floor(d) || d > 9007199254740992.0) return false;
+    *out = (size_t)d;
+    return true;
+}
+
+/* Fills e from one header entry; the message names the tensor and the field. */
+static int parse_entry(const char *path, const cJSON *item, st_entry *e, size_t data_size) {
+    const char *name = item->string;
+    if (!cJSON_IsObject(item)) return al_err("%s: tensor '%s': header entry is not an object", path, name);
+    const cJSON *jd = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(item, "shape");
+    const cJSON *jo = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+    if (!cJSON_IsString(jd)) return al_err("%s: tensor '%s': missing \"dtype\"", path, name);
+    e->dtype = dt_parse(jd->valuestring);
+    if (e->dtype == DT_INVALID)
+        return al_err("%s: tensor '%s': unknown dtype '%s' (known: F32 F16 BF16 F8_E4M3 F8_E5M2 F64 I8..I64 U8 BOOL)",
+                      path, name, jd->valuestring);
+    if (!cJSON_IsArray(js)) return al_err("%s: tensor '%s': missing \"shape\" array", path, name);
+    int nd = cJSON_GetArraySize(js);
+    if (nd > ST_MAX_DIMS) return al_err("%s: tensor '%s': %d dims, at most %d supported", path, name, nd, ST_MAX_DIMS);
+    e->ndim = nd;
+    size_t numel = 1;
+    for (int i = 0; i < nd; i++) {
+        if (!json_size(cJSON_GetArrayItem(js, i), &e->shape[i]))
+            return al_err("%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, i);
+        if (!al_mul_ok(numel, e->shape[i], &numel, name)) return al_err_ctx("%s: tensor '%s': shape", path, name);
+    }
+    if (!cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2 || !json_size(cJSON_GetArrayItem(jo, 0), &e->begin) ||
+        !json_size(cJSON_GetArrayItem(jo, 1), &e->end))
+        return al_err("%s: tensor '%s': \"data_offsets\" must be [begin, end] integers", path, name);
+    if (e->end < e->begin) return al_err("%s: tensor '%s': data_offsets end %zu before begin %zu", path, name, e->end, e->begin);
+    if (e->end > data_size)
+        return al_err("%s: tensor '%s': data_offsets [%zu, %zu] beyond the data section (%zu bytes): file truncated?",
+                      path, name, e->begin, e->end, data_size);
+    size_t nbytes;
+    if (!al_mul_ok(numel, dt_size(e->dtype), &nbytes, name)) return al_err_ctx("%s: tensor '%s'", path, name);
+    if (nbytes != e->end - e->begin)
+        return al_err("%s: tensor '%s': shape x %s needs %zu bytes but data_offsets give %zu", path, name,
+                      dt_name(e->dtype), nbytes, e->end - e->begin);
+    e->name = strdup(name);
+    if (!e->name) return al_err("out of memory");
+    return AL_OK;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const st_entry *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+static int cmp_name_idx(const void *a, const void *b, void *base) {
+    const st_entry *e = base;
+    return strcmp(e[*(const size_t *)a].name, e[*(const size_t *)b].name);
+}
+
+/* Parses "__metadata__" (string values only, as the format says). */
+static int parse_meta(const char *path, st_file *f, const cJSON *meta) {
+    if (!cJSON_IsObject(meta)) return al_err("%s: \"__metadata__\" is not an object", path);
+    int n = cJSON_GetArraySize(meta);
+    f->meta_keys = calloc((size_t)n + 1, sizeof(char *));
+    f->meta_vals = calloc((size_t)n + 1, sizeof(char *));
+    if (!f->meta_keys || !f->meta_vals) return al_err("out of memory");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, meta) {
+        if (!cJSON_IsString(it)) continue;   /* tolerated: some writers put non-strings here */
+        f->meta_keys[f->n_meta] = strdup(it->string);
+        f->meta_vals[f->n_meta] = strdup(it->valuestring);
+        f->n_meta++;
+    }
+    return AL_OK;
+}
+
+/* Validates the whole header of a mapped file and fills f's tables. */
+static int parse_header(st_file *f, const char *json, size_t len) {
+    const char *path = f->path;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) return al_err("%s: header is not valid JSON (near byte %zu of %zu)", path,
+                             (size_t)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - json : 0), len);
+    int rc = AL_OK;
+    if (!cJSON_IsObject(root)) { rc = al_err("%s: header is not a JSON object", path); goto done; }
+    size_t data_size = f->size - f->data_off;
+    int n = cJSON_GetArraySize(root);
+    f->entries = calloc((size_t)n + 1, sizeof(st_entry));
+    f->by_name = calloc((size_t)n + 1, sizeof(size_t));
+    if (!f->entries || !f->by_name) { rc = al_err("out of memory"); goto done; }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) {
+        if (strcmp(it->string, "__metadata__") == 0) {
+            if ((rc = parse_meta(path, f, it)) != AL_OK) goto done;
+            continue;
+        }
+        if ((rc = parse_entry(path, it, &f->entries[f->n], data_size)) != AL_OK) goto done;
+        f->n++;
+    }
+    qsort(f->entries, f->n, sizeof(st_entry), cmp_begin);
+    for (size_t i = 1; i < f->n; i++)
+        if (f->entries[i].begin < f->entries[i - 1].end && f->entries[i].end > f->entries[i].begin) {
+            rc = al_err("%s: tensors '%s' and '%s' overlap in the data section ([%zu, %zu] and [%zu, %zu])", path,
+                        f->entries[i - 1].name, f->entries[i].name, f->entries[i - 1].begin, f->entries[i - 1].end,
+                        f->entries[i].begin, f->entries[i].end);
+            goto done;
+        }
+    for (size_t i = 0; i < f->n; i++) f->by_name[i] = i;
+    qsort_r(f->by_name, f->n, sizeof(size_t), cmp_name_idx, f->entries);
+    for (size_t i = 1; i < f->n; i++)
+        if (strcmp(f->entries[f->by_name[i]].name, f->entries[f->by_name[i - 1]].name) == 0) {
+            rc = al_err("%s: tensor '%s' appears twice in the header", path, f->entries[f->by_name[i]].name);
+            goto done;
+        }
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ================================================================ open / close */
+
+/* Parses an in-memory safetensors image (no copy; `buf` must outlive the file). Used by
+ * st_open and by the fuzz target. */
+int st_parse_buffer(const char *path, const uint8_t *buf, size_t size, st_file **out) {
+    *out = NULL;
+    st_file *f = calloc(1, sizeof *f);
+    if (!f) return al_err("out of memory");
+    f->path = strdup(path ? path : "(buffer)");
+    f->map = buf;
+    f->size = size;
+    int rc;
+    if (size < 8) {
+        rc = al_err("%s: truncated: %zu bytes, a safetensors file starts with an 8-byte header length", f->path, size);
+        goto fail;
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | buf[i];
+    if (hlen > size - 8) {
+        rc = al_err("%s: header length %llu runs beyond the end of the file (%zu bytes): truncated or not safetensors",
+                    f->path, (unsigned long long)hlen, size);
+        goto fail;
+    }
+    if (hlen > ST_MAX_HEADER) {
+        rc = al_err("%s: header length %llu is larger than the 100 MB the format allows", f->path, (unsigned long long)hlen);
+        goto fail;
+    }
+    f->data_off = 8 + (size_t)hlen;
+    if ((rc = parse_header(f, (const char *)buf + 8, (size_t)hlen)) != AL_OK) goto fail;
+    *out = f;
+    return AL_OK;
+fail:
+    st_close(f);
+    return rc;
+}
+
+int st_open(const char *path, st_file **out) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return al_err("%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return al_err("%s: not a regular file", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    const uint8_t *map = NULL;
+    if (size > 0) {
+        void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) { close(fd); return al_err("%s: cannot mmap: %s", path, strerror(errno)); }
+        map = p;
+    }
+    close(fd);
+    static const uint8_t empty[1];
+    int rc = st_parse_buffer(path, map ? map : empty, size, out);
+    if (rc != AL_OK) {
+        if (map) munmap((void *)map, size);
+        return rc;
+    }
+    if (!map) (*out)->map = NULL;
+    (*out)->owns_map = map != NULL;
+    return AL_OK;
+}
+
+void st_close(st_file *f) {
+    if (!f) return;
+    if (f->owns_map) munmap((void *)f->map, f->size);
+    for (size_t i = 0; i < f->n; i++) free(f->entries[i].name);
+    for (size_t i = 0; i < f->n_meta; i++) { free(f->meta_keys[i]); free(f->meta_vals[i]); }
+    free(f->meta_keys);
+    free(f->meta_vals);
+    free(f->entries);
+    free(f->by_name);
+    free(f->path);
+    free(f);
+}
+
+const char *st_path(const st_file *f) { return f->path; }
+size_t st_count(const st_file *f) { return f->n; }
+const st_entry *st_entry_at(const st_file *f, size_t i) { return i < f->n ? &f->entries[i] : NULL; }
+
+const st_entry *st_find(const st_file *f, const char *name) {
+    size_t lo = 0, hi = f->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(f->entries[f->by_name[mid]].name, name);
+        if (c == 0) return &f->entries[f->by_name[mid]];
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return NULL;
+}
+
+const void *st_data(const st_file *f, const st_entry *e) { return f->map + f->data_off + e->begin; }
+
+const char *st_meta(const st_file *f, const char *key) {
+    for (size_t i = 0; i < f->n_meta; i++)
+        if (strcmp(f->meta_keys[i], key) == 0) return f->meta_vals[i];
+    return NULL;
+}
+
+size_t st_numel(const st_entry *e) {
+    size_t n = 1;
+    for (int i = 0; i < e->ndim; i++) n *= e->shape[i];
+    return n;
+}
+
+void st_release(const st_file *f, const st_entry *e) {
+    if (!f->owns_map || e->end == e->begin) return;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)(f->map + f->data_off + e->begin), b = (uintptr_t)(f->map + f->data_off + e->end);
+    a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    b &= ~((uintptr_t)page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* ================================================================ writer */
+
+typedef struct {
+    char *name;
+    dt_type dtype;
+    int ndim;
+    size_t shape[ST_MAX_DIMS];
+    uint8_t *bytes;
+    size_t nbytes;
+} w_entry;
+
+struct st_writer {
+    w_entry *e;
+    size_t n, cap;
+    char **meta_k, **meta_v;
+    size_t n_meta;
+    size_t total;
+};
+
+st_writer *st_writer_new(void) { return al_calloc(1, sizeof(st_writer), "a safetensors writer"); }
+
+void st_writer_free(st_writer *w) {
+    if (!w) return;
+    for (size_t i = 0; i < w->n; i++) { free(w->e[i].name); free(w->e[i].bytes); }
+    for (size_t i = 0; i < w->n_meta; i++) { free(w->meta_k[i]); free(w->meta_v[i]); }
+    free(w->e);
+    free(w->meta_k);
+    free(w->meta_v);
+    free(w);
+}
+
+int st_writer_add(st_writer *w, const char *name, dt_type dtype, int ndim, const size_t *shape,
+                  const void *data, size_t nbytes) {
+    if (ndim < 0 || ndim > ST_MAX_DIMS) return al_err("tensor '%s': %d dims, at most %d", name, ndim, ST_MAX_DIMS);
+    size_t numel = 1, need;
+    for (int i = 0; i < ndim; i++)
+        if (!al_mul_ok(numel, shape[i], &numel, name)) return AL_ERR;
+    if (!al_mul_ok(numel, dt_size(dtype), &need, name)) return AL_ERR;
+    if (need != nbytes) return al_err("tensor '%s': shape x %s is %zu bytes, got %zu", name, dt_name(dtype), need, nbytes);
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->e[i].name, name) == 0) return al_err("tensor '%s' added twice", name);
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        w_entry *ne = realloc(w->e, cap * sizeof *ne);
+        if (!ne) return al_err("out of memory");
+        w->e = ne;
+        w->cap = cap;
+    }
+    w_entry *e = &w->e[w->n];
+    memset(e, 0, sizeof *e);
+    e->name = strdup(name);
+    e->bytes = al_malloc(nbytes, name);
+    if (!e->name || !e->bytes) { free(e->name); free(e->bytes); return al_err("out of memory for tensor '%s'", name); }
+    memcpy(e->bytes, data, nbytes);
+    e->dtype = dtype;
+    e->ndim = ndim;
+    memcpy(e->shape, shape, (size_t)ndim * sizeof(size_t));
+    e->nbytes = nbytes;
+    w->total += nbytes;
+    w->n++;
+    return AL_OK;
+}
+
+int st_writer_add_mat(st_writer *w, const char *name, dt_type dtype, const Mat *m) {
+    if (dtype == DT_F8_E4M3) return st_writer_add_fp8(w, name, m);
+    size_t n = m->rows * m->cols, shape[2] = {m->rows, m->cols};
+    void *buf = al_malloc3(n, 1, dt_size(dtype), name);
+    if (!buf) return AL_ERR;
+    int rc = dt_from_f32(dtype, m->data, n, buf);
+    if (rc == AL_OK) rc = st_writer_add(w, name, dtype, m->rows == 1 ? 1 : 2, m->rows == 1 ? shape + 1 : shape, buf,
+                                        n * dt_size(dtype));
+    free(buf);
+    return rc;
+}
+
+int st_writer_add_fp8(st_writer *w, const char *name, const Mat *m) {
+    const size_t B = 128, R = m->rows, C = m->cols;
+    size_t sr = (R + B - 1) / B, sc = (C + B - 1) / B;
+    uint8_t *q = al_malloc3(R, C, 1, name);
+    float *scale = al_malloc3(sr ? sr : 1, sc ? sc : 1, sizeof(float), name);
+    int rc = AL_ERR;
+    if (!q || !scale) goto out;
+    for (size_t bi = 0; bi < sr; bi++)
+        for (size_t bj = 0; bj < sc; bj++) {
+            float amax = 0;
+            for (size_t i = bi * B; i < R && i < (bi + 1) * B; i++)
+                for (size_t j = bj * B; j < C && j < (bj + 1) * B; j++) amax = fmaxf(amax, fabsf(m->data[i * C + j]));
+            float s = amax > 0 ? amax / 448.0f : 1.0f;
+            scale[bi * sc + bj] = s;
+            for (size_t i = bi * B; i < R && i < (bi + 1) * B; i++)
+                for (size_t j = bj * B; j < C && j < (bj + 1) * B; j++) q[i * C + j] = dt_f32_to_e4m3(m->data[i * C + j] / s);
+        }
+    size_t shape[2] = {R, C}, sshape[2] = {sr, sc};
+    char *sname = al_asprintf("%s_scale_inv", name);
+    if (!sname) goto out;
+    rc = st_writer_add(w, name, DT_F8_E4M3, 2, shape, q, R * C);
+    if (rc == AL_OK) rc = st_writer_add(w, sname, DT_F32, 2, sshape, scale, sr * sc * sizeof(float));
+    free(sname);
+out:
+    free(q);
+    free(scale);
+    return rc;
+}
+
+int st_writer_meta(st_writer *w, const char *key, const char *value) {
+    char **k = realloc(w->meta_k, (w->n_meta + 1) * sizeof(char *));
+    if (!k) return al_err("out of memory");
+    w->meta_k = k;
+    char **v = realloc(w->meta_v, (w->n_meta + 1) * sizeof(char *));
+    if (!v) return al_err("out of memory");
+    w->meta_v = v;
+    w->meta_k[w->n_meta] = strdup(key);
+    w->meta_v[w->n_meta] = strdup(value);
+    w->n_meta++;
+    return AL_OK;
+}
+
+size_t st_writer_bytes(const st_writer *w) { return w->total; }
+
+/* Builds the JSON header (padded with spaces to a multiple of 8 bytes). Caller frees. */
+static char *writer_header(const st_writer *w, size_t *len) {
+    cJSON *root = cJSON_CreateObject();
+    if (w->n_meta) {
+        cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+        for (size_t i = 0; i < w->n_meta; i++) cJSON_AddStringToObject(meta, w->meta_k[i], w->meta_v[i]);
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const w_entry *e = &w->e[i];
+        cJSON *t = cJSON_AddObjectToObject(root, e->name);
+        cJSON_AddStringToObject(t, "dtype", dt_name(e->dtype));
+        cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+        for (int d = 0; d < e->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e->shape[d]));
+        cJSON *of = cJSON_AddArrayToObject(t, "data_offsets");
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + e->nbytes)));
+        off += e->nbytes;
+    }
+    char *js = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!js) return NULL;
+    size_t n = strlen(js), padded = (n + 7) & ~(size_t)7;
+    char *out = malloc(padded + 1);
+    if (out) {
+        memcpy(out, js, n);
+        memset(out + n, ' ', padded - n);
+        out[padded] = 0;
+        *len = padded;
+    }
+    free(js);
+    return out;
+}
+
+/* Writes all of buf to fd; false on error. */
+static bool write_all(int fd, const void *buf, size_t len) {
+    const uint8_t *p = buf;
+    while (len) {
+        ssize_t k = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
+        if (k < 0) { if (errno == EINTR) continue; return false; }
+        p += k;
+        len -= (size_t)k;
+    }
+    return true;
+}
+
+/* Opens a temporary sibling of path for writing; returns fd and fills tmp. */
+static int open_temp(const char *path, char *tmp, size_t cap) {
+    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) al_err("%s: cannot create: %s", tmp, strerror(errno));
+    return fd;
+}
+
+/* Closes fd and renames tmp to path, or removes tmp on failure. */
+static int finish_temp(int fd, const char *tmp, const char *path, bool ok) {
+    if (ok && fsync(fd) != 0) ok = false;
+    if (close(fd) != 0) ok = false;
+    if (ok && rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return al_err("%s: cannot rename into place: %s", path, strerror(e));
+    }
+    if (!ok) {
+        int e = errno;
+        unlink(tmp);
+        return al_err("%s: write failed: %s", path, strerror(e));
+    }
+    return AL_OK;
+}
+
+int st_writer_write(st_writer *w, const char *path) {
+    size_t hlen;
+    char *hdr = writer_header(w, &hlen);
+    if (!hdr) return al_err("out of memory building the header of %s", path);
+    char tmp[4096];
+    int fd = open_temp(path, tmp, sizeof tmp);
+    if (fd < 0) { free(hdr); return AL_ERR; }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    bool ok = write_all(fd, len8, 8) && write_all(fd, hdr, hlen);
+    for (size_t i = 0; ok && i < w->n; i++) ok = write_all(fd, w->e[i].bytes, w->e[i].nbytes);
+    free(hdr);
+    return finish_temp(fd, tmp, path, ok);
+}
+
+int al_write_file_atomic(const char *path, const void *data, size_t len) {
+    char tmp[4096];
+    int fd = open_temp(path, tmp, sizeof tmp);
+    if (fd < 0) return AL_ERR;
+    return finish_temp(fd, tmp, path, write_all(fd, data, len));
+}
+
+/* ================================================================ wrapping other layouts */
+
+st_file *st_wrap(const char *path, const uint8_t *map, size_t size, size_t data_off, const st_entry *entries,
+                 size_t n, bool owns_map) {
+    st_file *f = calloc(1, sizeof *f);
+    if (!f) { al_err("out of memory"); return NULL; }
+    f->path = strdup(path);
+    f->map = map;
+    f->size = size;
+    f->data_off = data_off;
+    f->entries = calloc(n + 1, sizeof(st_entry));
+    f->by_name = calloc(n + 1, sizeof(size_t));
+    if (!f->path || !f->entries || !f->by_name) { st_close(f); al_err("out of memory"); return NULL; }
+    for (size_t i = 0; i < n; i++) {
+        f->entries[i] = entries[i];
+        f->entries[i].name = strdup(entries[i].name);
+        f->n++;
+        if (!f->entries[i].name) { st_close(f); al_err("out of memory"); return NULL; }
+    }
+    qsort(f->entries, f->n, sizeof(st_entry), cmp_begin);
+    for (size_t i = 0; i < f->n; i++) f->by_name[i] = i;
+    qsort_r(f->by_name, f->n, sizeof(size_t), cmp_name_idx, f->entries);
+    f->owns_map = owns_map;
+    return f;
+}

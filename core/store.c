@@ -1,0 +1,342 @@
+/* store.c -- tensors by name over one safetensors file or a sharded set, lazily converted to
+ * float32, with DeepSeek FP8 block-scale dequantization. */
+#define _GNU_SOURCE
+#include "store.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define FP8_BLOCK 128
+
+typedef struct {
+    const char *name;         /* points into the entry */
+    const st_entry *e;
+    const st_file *f;
+} store_item;
+
+struct Store {
+    char *dir;
+    st_file **files;
+    size_t nfiles;
+    store_item *items;        /* sorted by name */
+    size_t n;
+};
+
+/* ================================================================ helpers */
+
+static char *read_text_file(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+        free(buf);
+        fclose(fp);
+        al_err("%s: cannot read", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    fclose(fp);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
+static bool is_file(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISREG(sb.st_mode); }
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int cmp_item(const void *a, const void *b) {
+    return strcmp(((const store_item *)a)->name, ((const store_item *)b)->name);
+}
+
+/* Adds an opened file to the store (takes ownership). */
+static int store_add_file(Store *s, st_file *f) {
+    st_file **nf = realloc(s->files, (s->nfiles + 1) * sizeof *nf);
+    if (!nf) { st_close(f); return al_err("out of memory"); }
+    s->files = nf;
+    s->files[s->nfiles++] = f;
+    store_item *ni = realloc(s->items, (s->n + st_count(f) + 1) * sizeof *ni);
+    if (!ni) return al_err("out of memory");
+    s->items = ni;
+    for (size_t i = 0; i < st_count(f); i++) {
+        const st_entry *e = st_entry_at(f, i);
+        s->items[s->n++] = (store_item){e->name, e, f};
+    }
+    return AL_OK;
+}
+
+/* Sorts the name table and rejects a tensor present in two shards. */
+static int store_index(Store *s) {
+    qsort(s->items, s->n, sizeof *s->items, cmp_item);
+    for (size_t i = 1; i < s->n; i++)
+        if (strcmp(s->items[i].name, s->items[i - 1].name) == 0)
+            return al_err("tensor '%s' is in two files: %s and %s", s->items[i].name, st_path(s->items[i - 1].f),
+                          st_path(s->items[i].f));
+    return AL_OK;
+}
+
+/* ================================================================ opening */
+
+/* Opens the shards named by an index.json and checks each listed tensor is where it says. */
+static int open_index(Store *s, const char *index_path) {
+    char *text = read_text_file(index_path, NULL);
+    if (!text) return AL_ERR;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root) return al_err("%s: not valid JSON", index_path);
+    int rc = AL_OK;
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!cJSON_IsObject(wm)) { rc = al_err("%s: no \"weight_map\" object", index_path); goto done; }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, wm) {          /* open each distinct shard once */
+        if (!cJSON_IsString(it)) { rc = al_err("%s: weight_map['%s'] is not a file name", index_path, it->string); goto done; }
+        if (strchr(it->valuestring, '/')) { rc = al_err("%s: shard name '%s' has a '/'", index_path, it->valuestring); goto done; }
+        bool seen = false;
+        for (size_t i = 0; i < s->nfiles && !seen; i++) seen = strcmp(basename((char *)st_path(s->files[i])), it->valuestring) == 0;
+        if (seen) continue;
+        char *p = al_asprintf("%s/%s", s->dir, it->valuestring);
+        st_file *f;
+        rc = p ? st_open(p, &f) : AL_ERR;
+        free(p);
+        if (rc != AL_OK) { al_err_ctx("%s lists a shard that cannot be read", index_path); goto done; }
+        if ((rc = store_add_file(s, f)) != AL_OK) goto done;
+    }
+    if ((rc = store_index(s)) != AL_OK) goto done;
+    cJSON_ArrayForEach(it, wm) {
+        const st_entry *e = NULL; const st_file *f = NULL;
+        if (store_entry(s, it->string, &e, &f) != AL_OK ||
+            strcmp(basename((char *)st_path(f)), it->valuestring) != 0) {
+            rc = al_err("%s: tensor '%s' should be in %s but that shard lacks it", index_path, it->string, it->valuestring);
+            goto done;
+        }
+    }
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* Opens every *.safetensors in a folder (sorted), for folders without an index. */
+static int open_all_in_dir(Store *s) {
+    struct dirent **list;
+    int n = scandir(s->dir, &list, NULL, alphasort);
+    if (n < 0) return al_err("%s: cannot list: %s", s->dir, strerror(errno));
+    int rc = AL_OK, found = 0;
+    for (int i = 0; i < n; i++) {
+        if (rc == AL_OK && ends_with(list[i]->d_name, ".safetensors")) {
+            char *p = al_asprintf("%s/%s", s->dir, list[i]->d_name);
+            st_file *f;
+            rc = p ? st_open(p, &f) : AL_ERR;
+            free(p);
+            if (rc == AL_OK) rc = store_add_file(s, f);
+            found++;
+        }
+        free(list[i]);
+    }
+    free(list);
+    if (rc == AL_OK && !found)
+        rc = al_err("%s: no model.safetensors, no model.safetensors.index.json and no *.safetensors file", s->dir);
+    return rc == AL_OK ? store_index(s) : rc;
+}
+
+int store_open(const char *path, Store **out) {
+    *out = NULL;
+    Store *s = al_calloc(1, sizeof *s, "a tensor store");
+    if (!s) return AL_ERR;
+    int rc;
+    if (is_dir(path)) {
+        s->dir = al_strdup(path);
+        char *index = al_asprintf("%s/model.safetensors.index.json", path);
+        char *single = al_asprintf("%s/model.safetensors", path);
+        if (index && is_file(index)) rc = open_index(s, index);
+        else if (single && is_file(single)) {
+            st_file *f;
+            rc = st_open(single, &f);
+            if (rc == AL_OK) rc = store_add_file(s, f);
+            if (rc == AL_OK) rc = store_index(s);
+        } else rc = open_all_in_dir(s);
+        free(index);
+        free(single);
+    } else if (is_file(path)) {
+        char *tmp = al_strdup(path);
+        s->dir = al_strdup(dirname(tmp));
+        free(tmp);
+        st_file *f;
+        rc = st_open(path, &f);
+        if (rc == AL_OK) rc = store_add_file(s, f);
+        if (rc == AL_OK) rc = store_index(s);
+    } else {
+        rc = al_err("%s: no such file or folder", path);
+    }
+    if (rc != AL_OK) { store_free(s); return rc; }
+    *out = s;
+    return AL_OK;
+}
+
+/* Wraps an st_file made elsewhere (llama2.c) as a one-file store; takes ownership. */
+int store_from_file(st_file *f, const char *dir, Store **out) {
+    *out = NULL;
+    Store *s = al_calloc(1, sizeof *s, "a tensor store");
+    if (!s) { st_close(f); return AL_ERR; }
+    s->dir = al_strdup(dir);
+    int rc = store_add_file(s, f);
+    if (rc == AL_OK) rc = store_index(s);
+    if (rc != AL_OK) { store_free(s); return rc; }
+    *out = s;
+    return AL_OK;
+}
+
+void store_free(Store *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->nfiles; i++) st_close(s->files[i]);
+    free(s->files);
+    free(s->items);
+    free(s->dir);
+    free(s);
+}
+
+/* ================================================================ lookup */
+
+size_t store_count(const Store *s) { return s->n; }
+const char *store_name_at(const Store *s, size_t i) { return i < s->n ? s->items[i].name : NULL; }
+size_t store_nfiles(const Store *s) { return s->nfiles; }
+const char *store_file_at(const Store *s, size_t i) { return i < s->nfiles ? st_path(s->files[i]) : NULL; }
+const char *store_dir(const Store *s) { return s->dir; }
+
+static const store_item *find_item(const Store *s, const char *name) {
+    store_item key = {name, NULL, NULL};
+    return bsearch(&key, s->items, s->n, sizeof *s->items, cmp_item);
+}
+
+bool store_has(const Store *s, const char *name) { return find_item(s, name) != NULL; }
+
+int store_entry(const Store *s, const char *name, const st_entry **e, const st_file **f) {
+    const store_item *it = find_item(s, name);
+    if (!it) {
+        if (s->nfiles == 1) return al_err("tensor '%s' not found in %s", name, st_path(s->files[0]));
+        return al_err("tensor '%s' not found in any of the %zu shards in %s", name, s->nfiles, s->dir);
+    }
+    *e = it->e;
+    if (f) *f = it->f;
+    return AL_OK;
+}
+
+int store_shape2(const Store *s, const char *name, size_t *rows, size_t *cols) {
+    const st_entry *e = NULL;
+    if (store_entry(s, name, &e, NULL) != AL_OK) return AL_ERR;
+    if (e->ndim == 1) { *rows = 1; *cols = e->shape[0]; return AL_OK; }
+    if (e->ndim == 0) { *rows = 1; *cols = 1; return AL_OK; }
+    if (e->ndim != 2) return al_err("tensor '%s' has %d dims, expected a matrix", name, e->ndim);
+    *rows = e->shape[0];
+    *cols = e->shape[1];
+    return AL_OK;
+}
+
+void store_release_prefix(const Store *s, const char *prefix) {
+    size_t pl = strlen(prefix);
+    for (size_t i = 0; i < s->n; i++)
+        if (strncmp(s->items[i].name, prefix, pl) == 0) st_release(s->items[i].f, s->items[i].e);
+}
+
+/* ================================================================ reading */
+
+void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *scale, size_t scols, size_t r0, size_t nr,
+                         float *dst) {
+    float lut[256];
+    for (int i = 0; i < 256; i++) lut[i] = dt_e4m3_to_f32((uint8_t)i);
+    for (size_t i = 0; i < nr; i++) {
+        const uint8_t *row = w + (r0 + i) * cols;
+        const float *srow = scale + ((r0 + i) / FP8_BLOCK) * scols;
+        float *d = dst + i * cols;
+        for (size_t j = 0; j < cols; j++) d[j] = lut[row[j]] * srow[j / FP8_BLOCK];
+    }
+}
+
+/* Finds and checks the block-scale tensor of an FP8 weight of shape (R, C). */
+static int fp8_scale(const Store *s, const char *name, size_t R, size_t C, const float **scale, size_t *scols) {
+    char *sname = al_asprintf("%s_scale_inv", name);
+    if (!sname) return AL_ERR;
+    const st_entry *se; const st_file *sf;
+    int rc = store_entry(s, sname, &se, &sf);
+    if (rc != AL_OK) {
+        rc = al_err("FP8 tensor '%s' has no block scales '%s' (DeepSeek FP8 checkpoints store them beside each weight)",
+                    name, sname);
+        free(sname);
+        return rc;
+    }
+    size_t sr = (R + FP8_BLOCK - 1) / FP8_BLOCK, sc = (C + FP8_BLOCK - 1) / FP8_BLOCK;
+    size_t er = se->ndim == 2 ? se->shape[0] : 0, ec = se->ndim == 2 ? se->shape[1] : 0;
+    if (se->dtype != DT_F32 || er != sr || ec != sc) {
+        rc = al_err("'%s' should be F32 of shape [%zu, %zu] (ceil(%zu/128) x ceil(%zu/128)), found %s of shape [%zu, %zu]",
+                    sname, sr, sc, R, C, dt_name(se->dtype), er, ec);
+        free(sname);
+        return rc;
+    }
+    free(sname);
+    *scale = st_data(sf, se);    /* F32 data is 8-byte aligned in files we write; memcpy-safe reads below otherwise */
+    *scols = sc;
+    return AL_OK;
+}
+
+/* Warns when m holds NaN or Inf, naming the tensor and the first bad element. */
+static void warn_nonfinite(const char *name, const Mat *m, size_t r0) {
+    size_t i = mat_first_nonfinite(m);
+    if (i == (size_t)-1) return;
+    size_t count = 0;
+    for (size_t k = i; k < m->rows * m->cols; k++) count += !isfinite(m->data[k]);
+    al_warn("tensor '%s' has %zu NaN/Inf values (first at [%zu, %zu]); spectra and ranks of heads that use it are meaningless",
+            name, count, r0 + i / m->cols, i % m->cols);
+}
+
+int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat **out) {
+    *out = NULL;
+    const st_entry *e; const st_file *f;
+    size_t R, C;
+    if (store_entry(s, name, &e, &f) != AL_OK || store_shape2(s, name, &R, &C) != AL_OK) return AL_ERR;
+    if (r0 > R || nr > R - r0) return al_err("tensor '%s': rows %zu..%zu out of range (it has %zu rows)", name, r0, r0 + nr, R);
+    if (!dt_is_float(e->dtype)) return al_err("tensor '%s' is %s, not a float weight", name, dt_name(e->dtype));
+    Mat *m = mat_new(nr, C);
+    if (!m) return al_err_ctx("tensor '%s'", name);
+    const uint8_t *base = st_data(f, e);
+    int rc = AL_OK;
+    if (e->dtype == DT_F8_E4M3) {
+        const float *scale = NULL; size_t scols = 0;
+        rc = fp8_scale(s, name, R, C, &scale, &scols);
+        if (rc == AL_OK && ((uintptr_t)scale % sizeof(float)) != 0) {   /* unaligned: copy */
+            size_t sn = ((R + FP8_BLOCK - 1) / FP8_BLOCK) * scols;
+            float *al = al_malloc3(sn, 1, sizeof(float), "FP8 scales");
+            if (!al) rc = AL_ERR;
+            else {
+                memcpy(al, scale, sn * sizeof(float));
+                dt_fp8_dequant_rows(base, C, al, scols, r0, nr, m->data);
+                free(al);
+            }
+        } else if (rc == AL_OK) {
+            dt_fp8_dequant_rows(base, C, scale, scols, r0, nr, m->data);
+        }
+    } else {
+        rc = dt_to_f32(e->dtype, base + r0 * C * dt_size(e->dtype), nr * C, m->data);
+    }
+    if (rc != AL_OK) { mat_free(m); return al_err_ctx("tensor '%s'", name); }
+    warn_nonfinite(name, m, r0);
+    *out = m;
+    return AL_OK;
+}
+
+int store_read(const Store *s, const char *name, Mat **out) {
+    size_t R, C;
+    if (store_shape2(s, name, &R, &C) != AL_OK) { *out = NULL; return AL_ERR; }
+    return store_read_rows(s, name, 0, R, out);
+}

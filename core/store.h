@@ -1,0 +1,44 @@
+/* store.h -- a checkpoint's tensors by name, over one safetensors file or a sharded set
+ * (model.safetensors.index.json), read lazily and converted to float32 on access.
+ *
+ * FP8 (F8_E4M3) weights are dequantized with their DeepSeek block scales: for a weight named
+ * "X.weight" of shape (R, C), "X.weight_scale_inv" is F32 of shape (ceil(R/128), ceil(C/128))
+ * and W[i][j] = fp8[i][j] * scale[i/128][j/128]; the edge blocks are partial. */
+#ifndef AL_STORE_H
+#define AL_STORE_H
+
+#include "safetensors.h"
+
+typedef struct Store Store;
+
+/* Opens a folder (model.safetensors, or model.safetensors.index.json and its shards, or the
+ * single *.safetensors in it) or a single .safetensors file. */
+int store_open(const char *path, Store **out);
+/* Wraps one st_file built elsewhere (llama2.c .bin) as a store; takes ownership of f. */
+int store_from_file(st_file *f, const char *dir, Store **out);
+void store_free(Store *s);
+size_t store_count(const Store *s);
+const char *store_name_at(const Store *s, size_t i);        /* sorted by name */
+bool store_has(const Store *s, const char *name);
+/* The entry and its file; error naming the tensor (and the shards searched) when missing. */
+int store_entry(const Store *s, const char *name, const st_entry **e, const st_file **f);
+/* Shape as a 2-D matrix (1-D tensors are 1 x n); error if ndim > 2. */
+int store_shape2(const Store *s, const char *name, size_t *rows, size_t *cols);
+/* The whole tensor as float32 (dequantized). Warns (al_warn) when it holds NaN/Inf. */
+int store_read(const Store *s, const char *name, Mat **out);
+/* Rows [r0, r0+nr) of a 2-D tensor as float32 (nr x cols), dequantized. */
+int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat **out);
+/* Number of shard files and the i-th path. */
+size_t store_nfiles(const Store *s);
+const char *store_file_at(const Store *s, size_t i);
+/* Releases mapped pages of every tensor whose name starts with prefix. */
+void store_release_prefix(const Store *s, const char *prefix);
+/* Folder the store was opened from. */
+const char *store_dir(const Store *s);
+
+/* Dequantizes an FP8 (rows x cols) block into dst using the (srows x scols) scale grid, for rows
+ * [r0, r0+nr). Exposed for tests. */
+void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *scale, size_t scols,
+                         size_t r0, size_t nr, float *dst);
+
+#endif

@@ -1,0 +1,31 @@
+/* synth.h -- writes small HF-layout checkpoints with planted, documented low-rank structure
+ * (the demo models and the test data), and DeepSeek-R1-shaped checkpoints for benchmarks.
+ *
+ * Every generator is deterministic for a given seed and writes through the safetensors writer
+ * (temp name + rename), config.json included. See synth.c's header for the planted structure of
+ * each demo model; tests assert those ranks exactly. */
+#ifndef AL_SYNTH_H
+#define AL_SYNTH_H
+
+#include "tensor.h"
+
+typedef enum { SYNTH_DEMO_R1, SYNTH_DEMO_LLAMA, SYNTH_DEMO_GPT2 } synth_kind;
+
+typedef struct {
+    synth_kind kind;
+    dt_type dtype;        /* F32, BF16 or F8_E4M3 (DeepSeek layout only) for attention weights */
+    int shards;           /* 1: model.safetensors; >1: model-0000i-of-0000n + index.json */
+    unsigned long seed;
+} SynthOptions;
+
+/* Writes the model into dir (created; must not exist or be empty). */
+int synth_write(const SynthOptions *opt, const char *dir);
+/* Parses "demo-r1" / "demo-llama" / "demo-gpt2" (and variants like "demo-r1-bf16",
+ * "demo-r1-f32") into options; false when name is not a demo name. */
+bool synth_demo_name(const char *name, SynthOptions *opt);
+
+/* A DeepSeek-R1-shaped checkpoint (R1's exact attention shapes, FP8 with 128x128 scales,
+ * several layers per shard, an index), attention tensors only. */
+int synth_ds_r1_shape(const char *dir, int layers, unsigned long seed);
+
+#endif

@@ -1,0 +1,65 @@
+/* tensor.h -- dtypes of checkpoint tensors and their conversion; dense float matrices.
+ *
+ * dt_*: the safetensors dtypes attnlab reads and writes, and elementwise conversion to and
+ * from float32 (F16, BF16, F8_E4M3 with round-to-nearest-even on the way down).
+ * Mat: an owned row-major float32 matrix, element (i, j) at data[i * cols + j]. */
+#ifndef AL_TENSOR_H
+#define AL_TENSOR_H
+
+#include "al.h"
+
+typedef enum {
+    DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_F8_E5M2, DT_F64,
+    DT_I8, DT_U8, DT_I16, DT_I32, DT_I64, DT_BOOL,
+    DT_COUNT,
+    DT_INVALID = -1
+} dt_type;
+
+/* "F32", "BF16", "F8_E4M3", ... as safetensors spells them. */
+const char *dt_name(dt_type t);
+/* Parses a safetensors dtype name; DT_INVALID when unknown. */
+dt_type dt_parse(const char *name);
+size_t dt_size(dt_type t);
+/* True for the float types attnlab converts to f32 (F32 F16 BF16 F8_E4M3 F8_E5M2 F64). */
+bool dt_is_float(dt_type t);
+
+/* Scalar conversions (bit patterns in the integer types). */
+float dt_f16_to_f32(uint16_t h);
+uint16_t dt_f32_to_f16(float f);
+float dt_bf16_to_f32(uint16_t b);
+uint16_t dt_f32_to_bf16(float f);
+float dt_e4m3_to_f32(uint8_t v);
+uint8_t dt_f32_to_e4m3(float f);   /* saturates to +-448, NaN -> 0x7f */
+float dt_e5m2_to_f32(uint8_t v);
+
+/* Converts n elements of type t at src to float32 (dst must hold n floats). Integer and bool
+ * types are an error (they are not weights). */
+int dt_to_f32(dt_type t, const void *src, size_t n, float *dst);
+/* Converts n floats to type t (float types only). */
+int dt_from_f32(dt_type t, const float *src, size_t n, void *dst);
+
+/* ================================================================ Mat */
+
+typedef struct {
+    size_t rows, cols;
+    float *data;            /* (rows, cols) row-major, owned */
+} Mat;
+
+Mat *mat_new(size_t rows, size_t cols);          /* zero-filled; NULL + error on failure */
+void mat_free(Mat *m);
+Mat *mat_copy(const Mat *m);
+/* Transposed copy: (cols, rows). */
+Mat *mat_transpose(const Mat *m);
+/* Copy of rows [r0, r0+nr) and columns [c0, c0+nc). */
+Mat *mat_slice(const Mat *m, size_t r0, size_t nr, size_t c0, size_t nc);
+/* Transposed copy of the same block: (nc, nr). */
+Mat *mat_slice_t(const Mat *m, size_t r0, size_t nr, size_t c0, size_t nc);
+static inline float *mat_at(const Mat *m, size_t i, size_t j) { return m->data + i * m->cols + j; }
+/* C = A @ B (float, via BLAS sgemm). */
+Mat *mat_mul(const Mat *A, const Mat *B);
+/* Frobenius norm (in double). */
+double mat_fro(const Mat *m);
+/* First non-finite element index, or (size_t)-1 when all are finite. */
+size_t mat_first_nonfinite(const Mat *m);
+
+#endif
