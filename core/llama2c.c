@@ -25,6 +25,9 @@ typedef struct {
     size_t off;                 /* running byte offset after the header */
 } l2c_layout;
 
+/* |v| for a header int, without the overflow of abs(INT32_MIN). */
+static int64_t l2c_abs(int32_t v) { return v < 0 ? -(int64_t)v : v; }
+
 /* Appends a float32 tensor of shape (rows, cols) (cols 0: 1-D) at the running offset. */
 static int l2c_add(l2c_layout *l, const char *name, size_t rows, size_t cols) {
     if (l->n == l->cap) {
@@ -62,7 +65,7 @@ static int l2c_add_layers(l2c_layout *l, int n_layers, const char *suffix, size_
 /* Lays out run.c's weight order with HF names. */
 static int l2c_layout_weights(l2c_layout *l, const int32_t h[7], bool shared) {
     size_t dim = (size_t)h[0], hid = (size_t)h[1], hs = dim / (size_t)h[3];
-    size_t nq = (size_t)h[3] * hs, nkv = (size_t)h[4] * hs, vocab = (size_t)abs(h[5]), seq = (size_t)h[6];
+    size_t nq = (size_t)h[3] * hs, nkv = (size_t)h[4] * hs, vocab = (size_t)l2c_abs(h[5]), seq = (size_t)h[6];
     int L = h[2];
     int rc = l2c_add(l, "model.embed_tokens.weight", vocab, dim);
     if (!rc) rc = l2c_add_layers(l, L, "input_layernorm.weight", dim, 0);
@@ -83,14 +86,24 @@ static int l2c_layout_weights(l2c_layout *l, const int32_t h[7], bool shared) {
 /* Validates the header ints; the message says which field is wrong. */
 static int l2c_check_header(const char *path, const int32_t h[7]) {
     static const char *field[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
-    for (int i = 0; i < 7; i++)
-        if ((i == 5 ? abs(h[i]) : h[i]) <= 0 || h[i] > (1 << 24))
+    for (int i = 0; i < 7; i++) {
+        int64_t v = i == 5 ? l2c_abs(h[i]) : h[i];      /* a negative vocab_size only flags an unshared classifier */
+        if (v <= 0 || v > (1 << 24))
             return al_err("%s: llama2.c header field %s = %d is not a plausible size (not a llama2.c v0 checkpoint?)",
                           path, field[i], h[i]);
+    }
     if (h[0] % h[3] != 0) return al_err("%s: dim %d is not a multiple of n_heads %d", path, h[0], h[3]);
     if (h[3] % h[4] != 0) return al_err("%s: n_kv_heads %d does not divide n_heads %d", path, h[4], h[3]);
     if ((h[0] / h[3]) % 2 != 0) return al_err("%s: head size %d is odd; RoPE needs pairs", path, h[0] / h[3]);
     return AL_OK;
+}
+
+/* Bytes of weights the header implies (in double: headers of plausible-looking ints can imply
+ * more than size_t holds; exact for any size a real file can have). */
+static double l2c_needed_bytes(const int32_t h[7]) {
+    double dim = h[0], hid = h[1], L = h[2], hs = (double)(h[0] / h[3]), nkv = h[4] * hs, V = (double)l2c_abs(h[5]);
+    double per_layer = dim + dim * dim + 2 * nkv * dim + dim * dim + dim + 3 * hid * dim;   /* nq = dim */
+    return 4.0 * (V * dim + L * per_layer + dim + (double)h[6] * hs + (h[5] < 0 ? V * dim : 0));
 }
 
 static void l2c_config(ModelConfig *cfg, const int32_t h[7]) {
@@ -102,7 +115,7 @@ static void l2c_config(ModelConfig *cfg, const int32_t h[7]) {
     cfg->n_layers = h[2];
     cfg->n_heads = h[3];
     cfg->n_kv_heads = h[4];
-    cfg->vocab = abs(h[5]);
+    cfg->vocab = (int)l2c_abs(h[5]);
     cfg->max_pos = h[6];
     cfg->qk_rope_dim = h[0] / h[3];
     cfg->v_dim = h[0] / h[3];
@@ -131,10 +144,13 @@ int llama2c_open(const char *path, Store **store, ModelConfig *cfg) {
     memcpy(h, map, sizeof h);
     l2c_layout l = {0};
     int rc = l2c_check_header(path, h);
+    if (rc == AL_OK && l2c_needed_bytes(h) > (double)(size - L2C_HEADER))   /* before laying out (maybe 16M layers) */
+        rc = al_err("%s: truncated: the header (dim %d, %d layers, vocab %lld) needs %.0f bytes of weights, the file has %zu",
+                    path, h[0], h[2], (long long)l2c_abs(h[5]), l2c_needed_bytes(h), size - L2C_HEADER);
     if (rc == AL_OK) rc = l2c_layout_weights(&l, h, h[5] > 0);
     if (rc == AL_OK && L2C_HEADER + l.off > size)
         rc = al_err("%s: truncated: the header (dim %d, %d layers, vocab %d) needs %zu bytes of weights, the file has %zu",
-                    path, h[0], h[2], abs(h[5]), l.off, size - L2C_HEADER);
+                    path, h[0], h[2], (int)l2c_abs(h[5]), l.off, size - L2C_HEADER);
     st_file *f = NULL;
     if (rc == AL_OK) {
         f = st_wrap(path, map, size, L2C_HEADER, l.e, l.n, true);

@@ -6,6 +6,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,17 +35,32 @@ typedef struct {
     const cJSON *root;
     const char *where;
     char missing[512];       /* names of required fields that were absent */
+    char invalid[512];       /* "name = value" of integer fields that are not non-negative ints */
 } cfg_reader;
 
-/* Reads an integer field; records it as missing when required and absent. null counts as 0. */
+/* Appends ", item" (or "item") to a list buffer. */
+static void cfg_list_add(char *list, size_t cap, const char *item) {
+    size_t n = strlen(list);
+    snprintf(list + n, cap - n, "%s%s", n ? ", " : "", item);
+}
+
+/* Reads a non-negative integer field. Absent or null: dflt (as Hugging Face reads null), and
+ * recorded as missing when required. A value that is not a whole number in [0, INT_MAX]
+ * (negative, fractional, 1e20, a string) is recorded as invalid. */
 static int cfg_int(cfg_reader *r, const char *key, int dflt, bool required) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
-    if (cJSON_IsNumber(j)) return (int)j->valuedouble;
-    if (cJSON_IsNull(j)) return 0;
-    if (required) {
-        size_t n = strlen(r->missing);
-        snprintf(r->missing + n, sizeof r->missing - n, "%s%s", n ? ", " : "", key);
+    if (cJSON_IsNumber(j)) {
+        double d = j->valuedouble;
+        if (d >= 0 && d <= INT_MAX && d == floor(d)) return (int)d;
     }
+    if (j && !cJSON_IsNull(j)) {
+        char item[160];
+        if (cJSON_IsNumber(j)) snprintf(item, sizeof item, "%s = %g", key, j->valuedouble);
+        else snprintf(item, sizeof item, "%s (not a number)", key);
+        cfg_list_add(r->invalid, sizeof r->invalid, item);
+        return dflt;
+    }
+    if (required) cfg_list_add(r->missing, sizeof r->missing, key);
     return dflt;
 }
 
@@ -173,6 +190,10 @@ int model_config_parse(const char *json_text, const char *where, ModelConfig *cf
     if (cfg->family == FAM_DEEPSEEK) parse_deepseek(&r, cfg);
     else if (cfg->family == FAM_GPT2) parse_gpt2(&r, cfg);
     else parse_gqa(&r, cfg);
+    if (r.invalid[0]) {
+        rc = al_err("%s: %s: these fields must be non-negative whole numbers", where, r.invalid);
+        goto done;
+    }
     if (r.missing[0]) {
         rc = al_err("%s: a %s config needs %s, which %s missing", where, cfg->model_type, r.missing,
                     strchr(r.missing, ',') ? "are" : "is");
@@ -567,9 +588,11 @@ int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, 
     }
     Mat *b = NULL;
     int rc = name ? store_read(m->store, name, &b) : AL_ERR;
+    if (rc == AL_OK && off + d > b->rows * b->cols)
+        rc = al_err("bias '%s' has %zu values, shorter than the config implies (head %d needs [%zu, %zu))", name,
+                    b->rows * b->cols, head, off, off + d);
     free(name);
-    if (rc != AL_OK) return rc;
-    if (off + d > b->rows * b->cols) { mat_free(b); return al_err("bias of layer %d is shorter than the config implies", layer); }
+    if (rc != AL_OK) { mat_free(b); return rc; }
     *out = al_malloc3(d, 1, sizeof(float), "a bias");
     if (*out) { memcpy(*out, b->data + off, d * sizeof(float)); *n = d; }
     mat_free(b);

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,25 +168,40 @@ static char *hf_snapshot(const char *repo, char **looked) {
     return best;
 }
 
+/* Appends printf text to buf (capacity cap, current length *n), truncating instead of overflowing. */
+static void looked_add(char *buf, size_t cap, size_t *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void looked_add(char *buf, size_t cap, size_t *n, const char *fmt, ...) {
+    if (*n + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    if (k > 0) *n = (size_t)k >= cap - *n ? cap - 1 : *n + (size_t)k;
+}
+
 int resolve_model(const char *name, char **path_out) {
     *path_out = NULL;
     if (!name || !*name) return al_err("no model name given");
     if (exists(name)) { *path_out = al_strdup(name); return *path_out ? AL_OK : AL_ERR; }
     char looked[2048];
-    int n = snprintf(looked, sizeof looked, "path '%s' (no such file or folder)", name);
+    size_t n = 0;
+    looked[0] = 0;
+    looked_add(looked, sizeof looked, &n, "path '%.200s' (no such file or folder)", name);
     const char *repo = resolve_alias(name);
-    if (repo) n += snprintf(looked + n, sizeof looked - (size_t)n, "; alias '%s' = %s", name, repo);
+    if (repo) looked_add(looked, sizeof looked, &n, "; alias '%s' = %s", name, repo);
     else repo = strchr(name, '/') ? name : NULL;
     if (repo) {
         char *dir = NULL;
         char *snap = hf_snapshot(repo, &dir);
         if (snap) { free(dir); *path_out = snap; return AL_OK; }
-        snprintf(looked + n, sizeof looked - (size_t)n, "; Hugging Face cache %s (no snapshot with a config.json)",
-                 dir ? dir : "?");
+        looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
         free(dir);
     } else {
-        snprintf(looked + n, sizeof looked - (size_t)n, "; no alias '%s' (see `help load` for the list)", name);
+        char *home = resolve_home_dir();
+        looked_add(looked, sizeof looked, &n, "; no alias '%.200s' among the built-in ones or in %s/aliases (see `help load` for the list)",
+                   name, home ? home : "$ATTNLAB_HOME");
+        free(home);
     }
-    return al_err("model '%s' not found. Looked at: %s. Download it with huggingface-cli on a machine with network, "
+    return al_err("model '%.200s' not found. Looked at: %s. Download it with huggingface-cli on a machine with network, "
                   "set HF_HOME, or give a path", name, looked);
 }

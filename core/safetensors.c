@@ -40,18 +40,43 @@ static bool json_size(const cJSON *j, size_t *out) {
     return true;
 }
 
+/* Refuses tensor names with control characters (a newline in a name would break every
+ * one-line message that quotes it, and escape codes would reach the terminal). */
+static int check_name(const char *path, const char *name) {
+    for (size_t i = 0; name[i]; i++)
+        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+            return al_err("%s: a tensor name has control character 0x%02x at byte %zu (names must be printable)", path,
+                          (unsigned)(unsigned char)name[i], i);
+    return AL_OK;
+}
+
+/* Copies s into buf for a message: control characters become \xNN, long strings are cut. */
+static const char *printable(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    for (size_t i = 0; s[i] && n + 5 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) n += (size_t)snprintf(buf + n, cap - n, "\\x%02x", c);
+        else buf[n++] = (char)c;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
 /* Fills e from one header entry; the message names the tensor and the field. */
 static int parse_entry(const char *path, const cJSON *item, st_entry *e, size_t data_size) {
     const char *name = item->string;
+    if (check_name(path, name) != AL_OK) return AL_ERR;
     if (!cJSON_IsObject(item)) return al_err("%s: tensor '%s': header entry is not an object", path, name);
     const cJSON *jd = cJSON_GetObjectItemCaseSensitive(item, "dtype");
     const cJSON *js = cJSON_GetObjectItemCaseSensitive(item, "shape");
     const cJSON *jo = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
     if (!cJSON_IsString(jd)) return al_err("%s: tensor '%s': missing \"dtype\"", path, name);
     e->dtype = dt_parse(jd->valuestring);
-    if (e->dtype == DT_INVALID)
+    if (e->dtype == DT_INVALID) {
+        char shown[64];
         return al_err("%s: tensor '%s': unknown dtype '%s' (known: F32 F16 BF16 F8_E4M3 F8_E5M2 F64 I8..I64 U8 BOOL)",
-                      path, name, jd->valuestring);
+                      path, name, printable(jd->valuestring, shown, sizeof shown));
+    }
     if (!cJSON_IsArray(js)) return al_err("%s: tensor '%s': missing \"shape\" array", path, name);
     int nd = cJSON_GetArraySize(js);
     if (nd > ST_MAX_DIMS) return al_err("%s: tensor '%s': %d dims, at most %d supported", path, name, nd, ST_MAX_DIMS);
@@ -92,6 +117,7 @@ static int cmp_name_idx(const void *a, const void *b, void *base) {
 /* Parses "__metadata__" (string values only, as the format says). */
 static int parse_meta(const char *path, st_file *f, const cJSON *meta) {
     if (!cJSON_IsObject(meta)) return al_err("%s: \"__metadata__\" is not an object", path);
+    if (f->meta_keys) return al_err("%s: \"__metadata__\" appears twice in the header", path);
     int n = cJSON_GetArraySize(meta);
     f->meta_keys = calloc((size_t)n + 1, sizeof(char *));
     f->meta_vals = calloc((size_t)n + 1, sizeof(char *));
@@ -102,6 +128,7 @@ static int parse_meta(const char *path, st_file *f, const cJSON *meta) {
         f->meta_keys[f->n_meta] = strdup(it->string);
         f->meta_vals[f->n_meta] = strdup(it->valuestring);
         f->n_meta++;
+        if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1]) return al_err("out of memory");
     }
     return AL_OK;
 }
@@ -129,13 +156,19 @@ static int parse_header(st_file *f, const char *json, size_t len) {
         f->n++;
     }
     qsort(f->entries, f->n, sizeof(st_entry), cmp_begin);
-    for (size_t i = 1; i < f->n; i++)
-        if (f->entries[i].begin < f->entries[i - 1].end && f->entries[i].end > f->entries[i].begin) {
+    /* compare each non-empty entry with the furthest-reaching one before it (not just its
+     * neighbour: an empty tensor in between must not hide an overlap) */
+    const st_entry *reach = NULL;
+    for (size_t i = 0; i < f->n; i++) {
+        const st_entry *e = &f->entries[i];
+        if (e->end == e->begin) continue;
+        if (reach && e->begin < reach->end) {
             rc = al_err("%s: tensors '%s' and '%s' overlap in the data section ([%zu, %zu] and [%zu, %zu])", path,
-                        f->entries[i - 1].name, f->entries[i].name, f->entries[i - 1].begin, f->entries[i - 1].end,
-                        f->entries[i].begin, f->entries[i].end);
+                        reach->name, e->name, reach->begin, reach->end, e->begin, e->end);
             goto done;
         }
+        if (!reach || e->end > reach->end) reach = e;
+    }
     for (size_t i = 0; i < f->n; i++) f->by_name[i] = i;
     qsort_r(f->by_name, f->n, sizeof(size_t), cmp_name_idx, f->entries);
     for (size_t i = 1; i < f->n; i++)
@@ -316,10 +349,10 @@ int st_writer_add(st_writer *w, const char *name, dt_type dtype, int ndim, const
     e->name = strdup(name);
     e->bytes = al_malloc(nbytes, name);
     if (!e->name || !e->bytes) { free(e->name); free(e->bytes); return al_err("out of memory for tensor '%s'", name); }
-    memcpy(e->bytes, data, nbytes);
+    if (nbytes) memcpy(e->bytes, data, nbytes);
     e->dtype = dtype;
     e->ndim = ndim;
-    memcpy(e->shape, shape, (size_t)ndim * sizeof(size_t));
+    if (ndim) memcpy(e->shape, shape, (size_t)ndim * sizeof(size_t));   /* a 0-d tensor may pass shape NULL */
     e->nbytes = nbytes;
     w->total += nbytes;
     w->n++;
