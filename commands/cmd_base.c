@@ -1,0 +1,408 @@
+/* cmd_base.c -- the base command group: help, load, models, use, close, info, set, run, lua,
+ * echo, history, quit. Each handler's long help sits next to it. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+#include "resolve.h"
+#include "session.h"
+#include "shell.h"
+
+/* ================================================================ help */
+
+static const char HELP_HELP[] =
+    "Without arguments: every command, one line each, grouped. With a command (and a\n"
+    "sub-command): its usage line, what it does, and its arguments with their defaults.\n"
+    "Keywords take a value (layer 8, tau 0.99, to FILE.csv) unless shown as [word] alone.\n"
+    "Lines starting with '=' (print a Lua expression) or 'lua' (run Lua code) are Lua;\n"
+    "';' separates commands; quote paths with spaces (\"...\" or '...').";
+
+/* One line per parameter: name, placeholder, default, help. */
+static void help_params(Out *out, const Param *ps, bool kw) {
+    char mv[256];
+    for (const Param *p = ps; p && p->name; p++) {
+        cmd_metavar(p, mv, sizeof mv);
+        if (kw) out_printf(out, "  %s%s%s\n", p->name, *mv ? " " : "", mv);
+        else out_printf(out, "  %s%s%s\n", p->name, strcmp(mv, p->name) ? "  " : "", strcmp(mv, p->name) ? mv : "");
+        out_printf(out, "      %s", p->help ? p->help : "");
+        if (p->def && *p->def) out_printf(out, " (default %s)", p->def);
+        else if (!kw && !p->def) out_printf(out, " (required)");
+        out_printf(out, "\n");
+    }
+}
+
+/* Help for one command (a leaf or a command with sub-commands). */
+static void help_command(Out *out, const Command *c, const char *prefix) {
+    char *u = cmd_usage(c, prefix);
+    out_printf(out, "usage: %s\n  %s\n", u ? u : c->name, c->summary ? c->summary : "");
+    free(u);
+    if (c->help && *c->help) out_printf(out, "\n%s\n", c->help);
+    if (c->pos && c->pos->name) { out_printf(out, "\narguments:\n"); help_params(out, c->pos, false); }
+    if (c->kw && c->kw->name) { out_printf(out, "\nkeywords:\n"); help_params(out, c->kw, true); }
+    if (c->sub) {
+        out_printf(out, "\nsub-commands (help %s%s%s SUB):\n", prefix ? prefix : "", prefix ? " " : "", c->name);
+        for (const Command *sc = c->sub; sc->name; sc++)
+            out_printf(out, "  %-14s %s\n", sc->name, sc->summary ? sc->summary : "");
+    }
+}
+
+static int cmd_help(Session *s, const Args *a, Out *out) {
+    (void)s;
+    const char *name = args_str(a, "command"), *sub = args_str(a, "sub");
+    if (name && *name) {
+        const Command *c = cmd_find(name);
+        if (!c) return al_err("help: no command '%s'; type help for the list", name);
+        if (sub && *sub) {
+            const Command *sc = cmd_find_sub(c, sub);
+            if (!sc) return al_err("help: '%s' has no sub-command '%s'%s", name, sub,
+                                   c->sub ? " (help for the list: help CMD)" : "");
+            help_command(out, sc, c->name);
+        } else
+            help_command(out, c, NULL);
+        return AL_OK;
+    }
+    const CommandGroup *g, *last = NULL;
+    const Command *c;
+    for (size_t i = 0; (c = cmd_at(i, &g)); i++) {
+        if (g != last) { out_printf(out, "%s%s\n", last ? "\n" : "", g->title); last = g; }
+        out_printf(out, "  %-10s %s\n", c->name, c->summary ? c->summary : "");
+    }
+    out_printf(out, "\nhelp CMD for details (help load). '= expr' and 'lua CODE' run Lua; ';' separates commands.\n");
+    return AL_OK;
+}
+
+/* ================================================================ models */
+
+static const char LOAD_HELP[] =
+    "Opens a checkpoint and makes it the current model. MODEL is one of:\n"
+    "  - a demo name: demo-r1 (DeepSeek-style MLA), demo-llama (GQA), demo-gpt2, with variants\n"
+    "    such as demo-r1-bf16; written into the cache folder ($ATTNLAB_CACHE) on first use;\n"
+    "  - a path: a folder with config.json and safetensors (single file or sharded index),\n"
+    "    a .safetensors file with config.json beside it, or a llama2.c .bin;\n"
+    "  - a short alias (e.g. ds-r1) or org/name, found in the Hugging Face cache.\n"
+    "Several models can be open at once; each has a name (the demo name, the folder's base\n"
+    "name, or `as NAME`). Tensors are read lazily: loading a 671B checkpoint is instant.";
+
+static int cmd_load(Session *s, const Args *a, Out *out) {
+    Model *m;
+    const char *as = args_str(a, "as");
+    if (session_load(s, args_str(a, "model"), as, &m)) return AL_ERR;
+    const ModelConfig *c = &m->cfg;
+    out_printf(out, "loaded %s: %s, %d layers, %d heads (%d KV), hidden %d, %s -- %s\n", m->name,
+               model_family_name(c->family), c->n_layers, c->n_heads, c->n_kv_heads, c->hidden,
+               dt_name(c->dtype), m->path);
+    out_string(out, m->name);
+    out->written = true;      /* the name is for Lua; the line above says it at the prompt */
+    return AL_OK;
+}
+
+static const char MODELS_HELP[] =
+    "Lists the loaded models: name, whether it is current, family, layers, heads, KV heads,\n"
+    "attention dtype and path. `use NAME` switches the current model.";
+
+static int cmd_models(Session *s, const Args *a, Out *out) {
+    Table *t = table_new(8, "name", "current", "family", "layers", "heads", "kv_heads", "dtype", "path");
+    if (!t) return AL_ERR;
+    for (size_t i = 0; i < s->nmodels; i++) {
+        const Model *m = s->models[i];
+        if (table_row(t)) { table_free(t); return AL_ERR; }
+        table_str(t, m->name);
+        table_bool(t, m == s->cur);
+        table_str(t, model_family_name(m->cfg.family));
+        table_int(t, m->cfg.n_layers);
+        table_int(t, m->cfg.n_heads);
+        table_int(t, m->cfg.n_kv_heads);
+        table_str(t, dt_name(m->cfg.dtype));
+        table_str(t, m->path);
+    }
+    if (!s->nmodels && !args_given(a, "to")) out_printf(out, "no models loaded (load demo-r1, load PATH)\n");
+    return out_table_to(out, a, t);
+}
+
+static int cmd_use(Session *s, const Args *a, Out *out) {
+    if (session_use(s, args_str(a, "name"))) return AL_ERR;
+    out_printf(out, "current model: %s\n", s->cur->name);
+    return AL_OK;
+}
+
+static int cmd_close(Session *s, const Args *a, Out *out) {
+    const char *name = args_str(a, "name");
+    if (name && !strcmp(name, "all")) {
+        while (s->nmodels)
+            if (session_close(s, s->models[0]->name)) return AL_ERR;
+        out_printf(out, "closed all models\n");
+        return AL_OK;
+    }
+    if (!name || !*name) {
+        if (!s->cur) return al_err("close: no model is loaded");
+        name = s->cur->name;
+    }
+    char *keep = al_strdup(name);
+    if (!keep) return AL_ERR;
+    int rc = session_close(s, keep);
+    if (rc == AL_OK)
+        out_printf(out, "closed %s%s%s\n", keep, s->cur ? "; current model: " : "", s->cur ? s->cur->name : "");
+    free(keep);
+    return rc;
+}
+
+/* ================================================================ info */
+
+static const char INFO_HELP[] =
+    "The current model's attention architecture, one field per row: family, layers, heads,\n"
+    "KV heads, hidden size, head dims (qk nope / rope, v), query / KV latent ranks (MLA),\n"
+    "RoPE theta and layout, storage dtype of the attention weights, attention parameters\n"
+    "per layer and in total, and the KV cache per token per layer: values (MLA: kv_lora_rank\n"
+    "+ qk_rope_head_dim; otherwise 2 x KV heads x head dim) and bytes in the cache dtype\n"
+    "(the weights' dtype; BF16 for FP8 weights, as DeepSeek runs its cache).\n"
+    "`to FILE.json` writes one JSON object with these fields; `to FILE.csv` the rows.";
+
+/* The dtype a KV cache is held in for weights stored as d. */
+static dt_type kv_cache_dtype(dt_type d) {
+    return d == DT_F8_E4M3 || d == DT_F8_E5M2 ? DT_BF16 : d;
+}
+
+/* Adds a field/value row; value is an integer, a number, or a string. */
+static void info_int(Table *t, cJSON *o, const char *k, long long v) {
+    if (table_row(t) == AL_OK) { table_str(t, k); table_int(t, v); }
+    if (o) cJSON_AddNumberToObject(o, k, (double)v);
+}
+static void info_num(Table *t, cJSON *o, const char *k, double v) {
+    if (table_row(t) == AL_OK) { table_str(t, k); table_num(t, v); }
+    if (o) cJSON_AddNumberToObject(o, k, v);
+}
+static void info_str(Table *t, cJSON *o, const char *k, const char *v) {
+    if (table_row(t) == AL_OK) { table_str(t, k); table_str(t, v); }
+    if (o) cJSON_AddStringToObject(o, k, v);
+}
+static void info_bool(Table *t, cJSON *o, const char *k, bool v) {
+    if (table_row(t) == AL_OK) { table_str(t, k); table_bool(t, v); }
+    if (o) cJSON_AddBoolToObject(o, k, v);
+}
+
+static int cmd_info(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    const ModelConfig *c = &m->cfg;
+    const char *to = args_str(a, "to");
+    size_t tl = to ? strlen(to) : 0;
+    bool json = to && tl > 5 && !strcasecmp(to + tl - 5, ".json");
+    Table *t = table_new(2, "field", "value");
+    cJSON *o = json ? cJSON_CreateObject() : NULL;
+    if (!t || (json && !o)) { table_free(t); cJSON_Delete(o); return al_err("info: out of memory"); }
+
+    dt_type kvd = kv_cache_dtype(c->dtype);
+    size_t per_layer = cfg_attn_params(c), kvv = cfg_kv_values(c);
+    info_str(t, o, "name", m->name);
+    info_str(t, o, "family", model_family_name(c->family));
+    info_str(t, o, "model_type", c->model_type);
+    info_int(t, o, "layers", c->n_layers);
+    info_int(t, o, "heads", c->n_heads);
+    info_int(t, o, "kv_heads", c->n_kv_heads);
+    info_int(t, o, "hidden", c->hidden);
+    info_int(t, o, "qk_nope_head_dim", c->qk_nope_dim);
+    info_int(t, o, "qk_rope_head_dim", c->qk_rope_dim);
+    info_int(t, o, "v_head_dim", c->v_dim);
+    info_int(t, o, "q_lora_rank", c->q_lora_rank);
+    info_int(t, o, "kv_lora_rank", c->kv_lora_rank);
+    info_num(t, o, "rope_theta", c->rope_theta);
+    info_str(t, o, "rope_layout", rope_layout_name(c->rope));
+    info_str(t, o, "dtype", dt_name(c->dtype));
+    info_bool(t, o, "qkv_bias", c->qkv_bias);
+    info_int(t, o, "attn_params_per_layer", (long long)per_layer);
+    info_int(t, o, "attn_params_total", (long long)per_layer * c->n_layers);
+    info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
+    info_str(t, o, "kv_cache_dtype", dt_name(kvd));
+    info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
+    info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * c->n_layers);
+    info_str(t, o, "path", m->path);
+
+    if (!json) return out_table_to(out, a, t);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    out_table(out, t);
+    char *withnl = text ? al_asprintf("%s\n", text) : NULL;
+    free(text);
+    if (!withnl) return al_err("info: out of memory writing JSON");
+    int rc = al_write_file_atomic(to, withnl, strlen(withnl));
+    free(withnl);
+    if (rc) return AL_ERR;
+    out->written = true;
+    out_printf(out, "wrote %s\n", to);
+    return AL_OK;
+}
+
+/* ================================================================ settings */
+
+static const char SET_HELP[] =
+    "Session settings. `set` lists them with their values; `set KEY` prints one;\n"
+    "`set KEY VALUE` changes it (e.g. set tau 0.99, set format csv, set plot.size 1600x900).";
+
+static int cmd_set(Session *s, const Args *a, Out *out) {
+    const char *key = args_str(a, "key"), *val = args_str(a, "value");
+    if (key && *key && val && *val) {
+        if (session_set(s, key, val)) return AL_ERR;
+        char *v = session_get(s, key);
+        out_printf(out, "%s = %s\n", key, v ? v : "?");
+        free(v);
+        return AL_OK;
+    }
+    if (key && *key) {
+        char *v = session_get(s, key);
+        if (!v) return AL_ERR;
+        out_string(out, v);
+        free(v);
+        return AL_OK;
+    }
+    Table *t = table_new(3, "setting", "value", "help");
+    if (!t) return AL_ERR;
+    const char *name, *help;
+    for (size_t i = 0; session_setting_at(i, &name, &help); i++) {
+        char *v = session_get(s, name);
+        if (table_row(t)) { free(v); table_free(t); return AL_ERR; }
+        table_str(t, name);
+        table_str(t, v);
+        table_str(t, help);
+        free(v);
+    }
+    out_table(out, t);
+    return AL_OK;
+}
+
+/* ================================================================ scripts and Lua */
+
+static const char RUN_HELP[] =
+    "Runs a file: FILE.lua as a Lua notebook (module attn, global arg = { [0] = FILE }), any\n"
+    "other file as commands, one line each (';' allowed, '#' starts a comment line). A failing\n"
+    "command stops the file and is reported as FILE:LINE:. From Lua: attn.run_file(FILE).";
+
+static int cmd_run(Session *s, const Args *a, Out *out) {
+    const char *path = args_str(a, "file");
+    size_t n = strlen(path);
+    if (s->depth >= 16) return al_err("run %s: files run each other more than 16 deep (a loop?)", path);
+    s->depth++;
+    int rc = n > 4 && !strcmp(path + n - 4, ".lua") ? shell_lua_file(s, path, 0, NULL, out)
+                                                     : shell_run_commands_file(s, path, out);
+    s->depth--;
+    return rc;
+}
+
+static const char LUA_HELP[] =
+    "Runs Lua code in the session's Lua state (Lua 5.4 with module attn). A bare expression\n"
+    "prints its value: lua 2^10, = attn.run(\"models\")[1].name. attn.run(\"cmd ...\") runs any\n"
+    "command line and returns its result (tables of rows keyed by column, arrays of numbers,\n"
+    "numbers, strings); attn.<command>(positional..., {keyword = value}) calls one command,\n"
+    "e.g. attn.load(\"demo-r1\"), attn.info(). A Lua error prints a traceback; the shell stays up.";
+
+static int cmd_lua(Session *s, const Args *a, Out *out) {
+    return shell_lua_exec(s, args_str(a, "code"), false, out);
+}
+
+static int cmd_echo(Session *s, const Args *a, Out *out) {
+    (void)s;
+    out_printf(out, "%s\n", args_str(a, "text"));
+    return AL_OK;
+}
+
+static int cmd_history(Session *s, const Args *a, Out *out) {
+    (void)s;
+    return shell_history_list(args_int(a, "n"), out);
+}
+
+static int cmd_quit(Session *s, const Args *a, Out *out) {
+    (void)a; (void)out;
+    s->want_exit = true;
+    return AL_EXIT;
+}
+
+/* ================================================================ the table */
+
+static const Param help_pos[] = {
+    { .name = "command", .type = ARG_STRING, .def = "", .comp = COMP_COMMANDS, .help = "a command name" },
+    { .name = "sub", .type = ARG_STRING, .def = "", .comp = COMP_COMMANDS, .help = "one of its sub-commands" },
+    {0}
+};
+static const Param load_pos[] = {
+    { .name = "model", .type = ARG_STRING, .comp = COMP_LOADABLE, .metavar = "MODEL",
+      .help = "demo name, path, alias or org/name" },
+    {0}
+};
+static const Param load_kw[] = {
+    { .name = "as", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "NAME", .help = "session name for the model" },
+    {0}
+};
+static const Param to_kw[] = { PARAM_TO, {0} };
+static const Param use_pos[] = {
+    { .name = "name", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME", .help = "a loaded model's name" },
+    {0}
+};
+static const Param close_pos[] = {
+    { .name = "name", .type = ARG_STRING, .def = "", .comp = COMP_MODELS, .metavar = "NAME|all",
+      .help = "model to close, or all (default: the current one)" },
+    {0}
+};
+static const Param info_kw[] = {
+    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
+      .help = "write FILE.json (one object) or FILE.csv (the rows) instead of printing" },
+    {0}
+};
+static const Param set_pos[] = {
+    { .name = "key", .type = ARG_STRING, .def = "", .comp = COMP_SETTINGS, .metavar = "KEY", .help = "setting name" },
+    { .name = "value", .type = ARG_STRING, .def = "", .comp = COMP_NONE, .metavar = "VALUE", .help = "new value" },
+    {0}
+};
+static const Param run_pos[] = {
+    { .name = "file", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", .help = "FILE.lua or a file of commands" },
+    {0}
+};
+static const Param lua_pos[] = {
+    { .name = "code", .type = ARG_STRING, .flags = PF_REST, .comp = COMP_NONE, .metavar = "CODE...",
+      .help = "Lua code (the rest of the line)" },
+    {0}
+};
+static const Param echo_pos[] = {
+    { .name = "text", .type = ARG_STRING, .def = "", .flags = PF_REST, .comp = COMP_NONE, .metavar = "TEXT...",
+      .help = "text to print (the rest of the line)" },
+    {0}
+};
+static const Param history_pos[] = {
+    { .name = "n", .type = ARG_INT, .def = "20", .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "N",
+      .help = "how many recent entries (0: all)" },
+    {0}
+};
+
+static const Command base_cmds[] = {
+    { .name = "help", .summary = "list commands, or explain one: help CMD [SUB]", .help = HELP_HELP,
+      .pos = help_pos, .fn = cmd_help },
+    { .name = "load", .summary = "open a checkpoint, demo model, alias or org/name; it becomes current",
+      .help = LOAD_HELP, .pos = load_pos, .kw = load_kw, .fn = cmd_load },
+    { .name = "models", .summary = "list the loaded models", .help = MODELS_HELP, .kw = to_kw, .fn = cmd_models },
+    { .name = "use", .summary = "make a loaded model the current one",
+      .help = "Switches the current model; commands act on it.", .pos = use_pos, .fn = cmd_use },
+    { .name = "close", .summary = "close a model (default: the current one), or all",
+      .help = "Frees the model and every cache tied to it. The most recently loaded remaining\n"
+              "model becomes current.", .pos = close_pos, .fn = cmd_close },
+    { .name = "info", .summary = "architecture of the current model (dims, RoPE, dtype, params, KV cache)",
+      .help = INFO_HELP, .kw = info_kw, .fn = cmd_info, .flags = CMD_MODEL },
+    { .name = "set", .summary = "show or change settings (tau, format, precision, plot.*)", .help = SET_HELP,
+      .pos = set_pos, .fn = cmd_set },
+    { .name = "run", .summary = "run FILE.lua or a file of commands", .help = RUN_HELP, .pos = run_pos,
+      .fn = cmd_run, .lua_name = "run_file" },
+    { .name = "lua", .summary = "run Lua code (also: '= expr' prints an expression)", .help = LUA_HELP,
+      .pos = lua_pos, .fn = cmd_lua },
+    { .name = "echo", .summary = "print the rest of the line", .help = "Prints its text (for scripts).",
+      .pos = echo_pos, .fn = cmd_echo },
+    { .name = "history", .summary = "show recent command lines",
+      .help = "The prompt's history, kept across sessions in the history file of attnlab's\n"
+              "home folder ($ATTNLAB_HOME or ~/.config/attnlab).", .pos = history_pos, .fn = cmd_history },
+    { .name = "quit", .summary = "leave attnlab (also Ctrl-D)",
+      .help = "Ends the session. Not available from Lua (use os.exit there).", .fn = cmd_quit,
+      .flags = CMD_NOLUA },
+    { .name = "exit", .summary = "same as quit", .help = "Ends the session, like quit.", .fn = cmd_quit,
+      .flags = CMD_NOLUA },
+    {0}
+};
+
+const CommandGroup cmd_group_base = { .title = "Models and session", .cmds = base_cmds };

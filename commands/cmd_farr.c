@@ -1,0 +1,584 @@
+/* cmd_farr.c -- the FaRR command group (seed 000): spectrum, ranks, fuse, fused, truncate,
+ * export. Handlers call core/farr.h and core/export.h and turn their results into table values
+ * (Lua gets rows keyed by column name) or arrays (spectra).
+ *
+ * State: the session's FarrState (s->farr, core/farr.h) holds every layer's spectra keyed by
+ * (model, kind, layer, offset) -- ranks at any tau derive from them, so asking again is instant and
+ * a new tau never reuses stale ranks -- plus the working copy (the latest `truncate vo` and
+ * `truncate qk` plans per model, what `export` writes) and the kept `fuse` head. The plot group
+ * reads the same state. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+#include "farr.h"
+#include "registry.h"
+#include "session.h"
+#include "shell.h"
+
+/* ================================================================ state */
+
+static void farr_hook_free(Session *s) {
+    farr_state_free(s->farr);
+    s->farr = NULL;
+}
+
+static void farr_hook_model_closed(Session *s, Model *m) {
+    if (s->farr) farr_state_drop_model(s->farr, m);
+}
+
+static const SessionHook farr_hook = {
+    .name = "farr", .on_free = farr_hook_free, .on_model_close = farr_hook_model_closed,
+};
+
+/* The session's FaRR state, created on first use (whichever group creates it registers the hook
+ * that frees it). */
+static int state(Session *s, FarrState **out) {
+    if (!s->farr) {
+        if (!(s->farr = farr_state_new())) return AL_ERR;
+        if (session_hook_add(s, &farr_hook)) return AL_ERR;
+    }
+    *out = s->farr;
+    return AL_OK;
+}
+
+static const char *const PAIR_CHOICES[] = {"vo", "qk", NULL};
+static const char *const KIND_CHOICES[] = {"q", "k", "v", "o", "qk", "vo", NULL};
+static const char *const POLICY_CHOICES[] = {"head", "layer-max", "model-max", NULL};
+static const char *const FORMAT_CHOICES[] = {"hf", "factors", NULL};
+static const char *const FUSED_CHOICES[] = {"info", "sigma", "energy", "u", "v", "a", "b", NULL};
+
+#define PARAM_OFFSET { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, \
+    .metavar = "D", .help = "qk on full-RoPE models: K rotated by RoPE at position D (analysis only, seed A.3)" }
+#define PARAM_TAU_KW { .name = "tau", .type = ARG_FLOAT, .min = 0.0, .max = 1.0, .comp = COMP_NONE, \
+    .metavar = "T", .help = "energy threshold of effective ranks (default: set tau)" }
+#define PARAM_LAYER { .name = "layer", .type = ARG_INT, .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" }
+#define PARAM_HEAD { .name = "head", .type = ARG_INT, .comp = COMP_HEADS, .metavar = "H", \
+    .help = "query head number (k and v: the KV head it reads)" }
+
+static int offset_arg(const Args *a) {
+    return args_given(a, "offset") ? (int)args_int(a, "offset") : FARR_NO_OFFSET;
+}
+
+static double tau_arg(const Session *s, const Args *a) {
+    return args_given(a, "tau") ? args_float(a, "tau") : s->tau;
+}
+
+static int need_layer_head(const Args *a, int *layer, int *head) {
+    if (!args_given(a, "layer") || !args_given(a, "head"))
+        return al_err("%s needs a layer and a head, e.g. `%s %s layer 2 head 0`", a->path, a->path,
+                      args_str(a, "kind") ? args_str(a, "kind") : "vo");
+    *layer = (int)args_int(a, "layer");
+    *head = (int)args_int(a, "head");
+    return AL_OK;
+}
+
+/* "W_V", "W_O", "W_V W_O", ... for kind index of KIND_CHOICES. */
+static const char *kind_label(int k) {
+    static const char *const names[] = {"W_Q", "W_K", "W_V", "W_O", "W_Q W_K^T", "W_V W_O"};
+    return names[k];
+}
+
+/* Narration is for people; Lua notebooks get the values without the printed table. */
+static bool quiet(void) { return shell_lua_running(); }
+
+/* ================================================================ spectrum */
+
+static const char SPECTRUM_HELP[] =
+    "Singular values of one head's matrix (seed 000, 1.3-1.4) with the cumulative energy\n"
+    "sum_{j<=i} sigma_j^2 / sum sigma^2 and the effective ranks at tau 0.99 and 0.999 (and the\n"
+    "session tau). KIND: q, k, v, o (one projection; for GQA k and v are the KV head that query\n"
+    "head H reads) or qk, vo (the fused pair, from its factors -- never formed). qk uses the NoPE\n"
+    "columns where RoPE is partial (MLA) and all columns without RoPE (GPT-2); full-RoPE models\n"
+    "need `offset D`. The result is the array of singular values; `to FILE.csv` writes\n"
+    "index,sigma,energy (1-based index, energy cumulative).\n"
+    "Examples:\n"
+    "  spectrum vo layer 2 head 0\n"
+    "  spectrum q layer 3 head 5 to q_3_5.csv\n"
+    "  = attn.spectrum(\"qk\", {layer=1, head=2})[1]";
+
+static const Param spectrum_pos[] = {
+    { .name = "kind", .type = ARG_ENUM, .choices = KIND_CHOICES, .comp = COMP_CHOICES,
+      .help = "q, k, v, o, or the fused qk / vo" },
+    {0}
+};
+
+static const Param spectrum_kw[] = {
+    PARAM_LAYER, PARAM_HEAD, PARAM_OFFSET, PARAM_TO, {0}
+};
+
+static int cmd_spectrum(Session *s, const Args *a, Out *out) {
+    int k = args_enum(a, "kind"), layer, head;
+    if (need_layer_head(a, &layer, &head)) return AL_ERR;
+    farr_kind kind = (k == 0 || k == 1 || k == 4) ? FARR_QK : FARR_VO;
+    int side = (k == 4 || k == 5) ? 2 : (k == 0 || k == 2) ? 0 : 1;
+    FarrState *st;
+    const FarrLayer *fl;
+    if (state(s, &st)) return AL_ERR;
+    int rc = farr_state_layer(st, s->cur, kind, layer, offset_arg(a), &fl);
+    if (rc) return rc;
+    if (head < 0 || head >= fl->n_heads) return al_err("head %d out of range: heads 0-%d", head, fl->n_heads - 1);
+    const Spectrum *sp = side == 0 ? fl->a[head] : side == 1 ? fl->b[head] : fl->fused[head];
+    double *energy = al_calloc(sp->p ? sp->p : 1, sizeof(double), "energies");
+    if (!energy) return AL_ERR;
+    lin_cum_energy(sp->sigma, sp->p, energy);
+    Table *t = table_new(3, "index", "sigma", "energy");
+    for (size_t i = 0; t && i < sp->p; i++) {
+        if (table_row(t)) { table_free(t); t = NULL; break; }
+        table_int(t, (long long)i + 1);
+        table_num(t, sp->sigma[i]);
+        table_num(t, energy[i]);
+    }
+    free(energy);
+    if (!t) return AL_ERR;
+    size_t r99 = lin_effective_rank(sp->sigma, sp->p, 0.99), r999 = lin_effective_rank(sp->sigma, sp->p, 0.999);
+    if (!quiet()) {
+        out_printf(out, "%s of layer %d head %d: %zu x %zu, %zu singular values; effective rank %zu at tau "
+                   "0.99, %zu at tau 0.999", kind_label(k), layer, head, sp->m, sp->n, sp->p, r99, r999);
+        if (s->tau != 0.99 && s->tau != 0.999)
+            out_printf(out, ", %zu at tau %g", lin_effective_rank(sp->sigma, sp->p, s->tau), s->tau);
+        out_printf(out, "\n");
+    }
+    const char *to = args_str(a, "to");
+    if (to) {
+        rc = table_write_file(t, to, 9);
+        if (rc == AL_OK) out_printf(out, "wrote %zu rows to %s\n", t->nrows, to);
+    } else if (!quiet()) {
+        char *text = table_render(t, out->fmt, out->prec);
+        if (text) { out_printf(out, "%s", text); free(text); }
+    }
+    table_free(t);
+    if (rc) return rc;
+    if (out_array(out, sp->sigma, sp->p)) return AL_ERR;
+    out->written = true;     /* printed above (or written to the file) */
+    return AL_OK;
+}
+
+/* ================================================================ ranks */
+
+static const char RANKS_HELP[] =
+    "Per head, the effective rank of each factor and of the fused map at tau (default: set tau,\n"
+    "0.999 unless changed): vo gives layer,head,rank_v,rank_o,rank_vo and qk gives\n"
+    "layer,head,rank_q,rank_k,rank_qk (for GQA, rank_v / rank_k is the rank of the query head's\n"
+    "shared KV head). Fused spectra come from the factors (Gram of each side, SVD of the small\n"
+    "core). Sweeps over many layers use every core, show progress on a terminal, stop with\n"
+    "Ctrl-C (finished layers are kept) and are cached: asking again, at any tau, is instant.\n"
+    "Examples:\n"
+    "  ranks vo layer 8\n"
+    "  ranks qk all tau 0.99 to qk_ranks.csv\n"
+    "  ranks vo 0-3\n"
+    "  = attn.run(\"ranks vo layer 2\")[1].rank_vo";
+
+static const Param ranks_pos[] = {
+    { .name = "pair", .type = ARG_ENUM, .choices = PAIR_CHOICES, .comp = COMP_CHOICES,
+      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" },
+    { .name = "range", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS,
+      .help = "a layer, a range A-B, or all" },
+    {0}
+};
+
+static const Param ranks_kw[] = {
+    { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .comp = COMP_LAYERS, .metavar = "L|all",
+      .help = "one layer (or all)" },
+    PARAM_TAU_KW, PARAM_OFFSET, PARAM_TO, {0}
+};
+
+static int cmd_ranks(Session *s, const Args *a, Out *out) {
+    farr_kind kind = args_enum(a, "pair") == 1 ? FARR_QK : FARR_VO;
+    double tau = tau_arg(s, a);
+    int offset = offset_arg(a);
+    long lo, hi;
+    const char *which = args_given(a, "layer") ? "layer" : "range";
+    if (args_given(a, "layer") && args_given(a, "range"))
+        return al_err("ranks: give either a range or `layer L`, not both");
+    if (args_range(a, which, s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (!(tau > 0 && tau <= 1)) return al_err("ranks: tau %g must be in (0, 1]", tau);
+    FarrState *st;
+    if (state(s, &st)) return AL_ERR;
+    int rc = farr_state_sweep(st, s->cur, kind, (int)lo, (int)hi, offset);
+    if (rc) return rc;
+    char c2[16], c3[16], c4[16];
+    snprintf(c2, sizeof c2, "rank_%s", kind == FARR_VO ? "v" : "q");
+    snprintf(c3, sizeof c3, "rank_%s", kind == FARR_VO ? "o" : "k");
+    snprintf(c4, sizeof c4, "rank_%s", farr_kind_name(kind));
+    Table *t = table_new(5, "layer", "head", c2, c3, c4);
+    if (!t) return AL_ERR;
+    int fmin = 1 << 30, fmax = 0, cap = 0;
+    double fsum = 0;
+    size_t n = 0;
+    for (long L = lo; L <= hi; L++) {
+        const FarrLayer *fl = farr_state_get_layer(st, s->cur, kind, (int)L, offset);
+        if (!fl) { table_free(t); return al_err("internal: layer %ld missing from the FaRR cache", L); }
+        cap = fl->head_dim;
+        for (int h = 0; h < fl->n_heads; h++) {
+            int ra, rb, rf;
+            farr_layer_ranks(fl, h, tau, &ra, &rb, &rf);
+            if (table_row(t)) { table_free(t); return AL_ERR; }
+            table_int(t, L); table_int(t, h); table_int(t, ra); table_int(t, rb); table_int(t, rf);
+            if (rf < fmin) fmin = rf;
+            if (rf > fmax) fmax = rf;
+            fsum += rf;
+            n++;
+        }
+    }
+    if (!quiet())
+        out_printf(out, "%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
+                   farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,
+                   offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
+    return out_table_to(out, a, t);
+}
+
+/* ================================================================ fuse / fused */
+
+static const char FUSE_HELP[] =
+    "Fuses one head pair without forming the product and keeps it as the session's fused head:\n"
+    "its factors, singular values and singular vectors, read with `fused WHAT` (and from Lua:\n"
+    "attn.fused(\"u\", {index=1})). Prints the ranks of the factors and of the fused map; the\n"
+    "result is the array of singular values.\n"
+    "Examples:\n"
+    "  fuse vo layer 2 head 0\n"
+    "  fuse qk layer 1 head 3; fused u index 1";
+
+static const Param fuse_pos[] = {
+    { .name = "pair", .type = ARG_ENUM, .choices = PAIR_CHOICES, .comp = COMP_CHOICES,
+      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" },
+    {0}
+};
+
+static const Param fuse_kw[] = { PARAM_LAYER, PARAM_HEAD, PARAM_OFFSET, {0} };
+
+static int cmd_fuse(Session *s, const Args *a, Out *out) {
+    farr_kind kind = args_enum(a, "pair") == 1 ? FARR_QK : FARR_VO;
+    int layer, head;
+    if (need_layer_head(a, &layer, &head)) return AL_ERR;
+    FarrState *st;
+    FarrFused *f;
+    if (state(s, &st)) return AL_ERR;
+    int rc = farr_fuse(s->cur, kind, layer, head, offset_arg(a), &f);
+    if (rc) return rc;
+    farr_state_set_fused(st, f);
+    const Spectrum *sp = f->s;
+    double tau = s->tau;
+    if (quiet()) goto result;
+    out_printf(out, "fused %s of layer %d head %d: %zu x %zu map = (%zu x %zu) @ (%zu x %zu)%s\n",
+               farr_fused_name(kind), layer, head, sp->m, sp->n, f->A->rows, f->A->cols,
+               f->op == LIN_AB ? f->B->rows : f->B->cols, f->op == LIN_AB ? f->B->cols : f->B->rows,
+               f->offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
+    out_printf(out, "effective ranks at tau %g: %s %zu, %s %zu, %s %zu; sigma_1 = %.6g\n", tau,
+               farr_side_name(kind, 0), lin_effective_rank(f->sa->sigma, f->sa->p, tau),
+               farr_side_name(kind, 1), lin_effective_rank(f->sb->sigma, f->sb->p, tau),
+               farr_fused_name(kind), lin_effective_rank(sp->sigma, sp->p, tau), sp->p ? sp->sigma[0] : 0.0);
+    out_printf(out, "kept: `fused info|sigma|energy|u|v|a|b` reads it\n");
+result:
+    if (out_array(out, sp->sigma, sp->p)) return AL_ERR;
+    out->written = true;
+    return AL_OK;
+}
+
+static const char FUSED_HELP[] =
+    "Reads the fused head kept by `fuse`: info (one row: where it came from, shapes, ranks at the\n"
+    "session tau), sigma (singular values), energy (cumulative energy), u / v (left / right\n"
+    "singular vectors: with `index N` the N-th vector as an array, else a table with one column\n"
+    "per vector), a / b (the two factors as tables, columns c1..ck: VO is a @ b, QK is a @ b^T).\n"
+    "Examples:\n"
+    "  fused sigma\n"
+    "  fused u index 1\n"
+    "  fused a to W_V.csv";
+
+static const Param fused_pos[] = {
+    { .name = "what", .type = ARG_ENUM, .choices = FUSED_CHOICES, .def = "info", .comp = COMP_CHOICES,
+      .help = "info, sigma, energy, u, v, a or b" },
+    {0}
+};
+
+static const Param fused_kw[] = {
+    { .name = "index", .type = ARG_INT, .min = 1, .max = 1e9, .comp = COMP_NONE, .metavar = "N",
+      .help = "u / v: the N-th singular vector (1-based) as an array" },
+    PARAM_TO, {0}
+};
+
+/* A row-major double (or float) matrix as a table with columns <prefix>1..<prefix>cols. */
+static Table *matrix_table(const char *prefix, size_t rows, size_t cols, const double *d, const float *f,
+                           size_t ld, bool transpose) {
+    char **names = al_calloc(cols ? cols : 1, sizeof(char *), "column names");
+    if (!names) return NULL;
+    for (size_t j = 0; j < cols; j++) names[j] = al_asprintf("%s%zu", prefix, j + 1);
+    Table *t = table_new_v(cols, (const char *const *)names);
+    for (size_t j = 0; j < cols; j++) free(names[j]);
+    free(names);
+    for (size_t i = 0; t && i < rows; i++) {
+        if (table_row(t)) { table_free(t); return NULL; }
+        for (size_t j = 0; j < cols; j++) {
+            size_t at = transpose ? j * ld + i : i * ld + j;
+            table_num(t, d ? d[at] : (double)f[at]);
+        }
+    }
+    return t;
+}
+
+static int cmd_fused(Session *s, const Args *a, Out *out) {
+    const FarrFused *f = farr_state_fused(s->farr);
+    if (!f) return al_err("no fused head kept: run `fuse vo|qk layer L head H` first");
+    const Spectrum *sp = f->s;
+    const char *what = args_str(a, "what");
+    bool has_index = args_given(a, "index");
+    size_t idx = has_index ? (size_t)args_int(a, "index") : 0;
+    if (!strcmp(what, "sigma")) return out_array(out, sp->sigma, sp->p);
+    if (!strcmp(what, "energy")) {
+        double *e = al_calloc(sp->p ? sp->p : 1, sizeof(double), "energies");
+        if (!e) return AL_ERR;
+        lin_cum_energy(sp->sigma, sp->p, e);
+        int rc = out_array(out, e, sp->p);
+        free(e);
+        return rc;
+    }
+    if (!strcmp(what, "u") || !strcmp(what, "v")) {
+        bool u = what[0] == 'u';
+        size_t len = u ? sp->m : sp->n;
+        if (has_index) {
+            if (idx > sp->p) return al_err("fused %s index %zu out of range: 1-%zu", what, idx, sp->p);
+            double *v = al_calloc(len ? len : 1, sizeof(double), "a singular vector");
+            if (!v) return AL_ERR;
+            for (size_t i = 0; i < len; i++) v[i] = u ? sp->U[i * sp->p + idx - 1] : sp->Vt[(idx - 1) * sp->n + i];
+            int rc = out_array(out, v, len);
+            free(v);
+            return rc;
+        }
+        Table *t = u ? matrix_table("u", sp->m, sp->p, sp->U, NULL, sp->p, false)
+                     : matrix_table("v", sp->n, sp->p, sp->Vt, NULL, sp->n, true);
+        return t ? out_table_to(out, a, t) : AL_ERR;
+    }
+    if (!strcmp(what, "a") || !strcmp(what, "b")) {
+        const Mat *M = what[0] == 'a' ? f->A : f->B;
+        Table *t = matrix_table("c", M->rows, M->cols, NULL, M->data, M->cols, false);
+        return t ? out_table_to(out, a, t) : AL_ERR;
+    }
+    /* info */
+    double tau = s->tau;
+    Table *t = table_new(12, "model", "pair", "layer", "head", "offset", "rows", "cols", "inner", "tau",
+                         "rank_a", "rank_b", "rank_fused");
+    if (!t || table_row(t)) { table_free(t); return AL_ERR; }
+    table_str(t, f->model->name);
+    table_str(t, farr_kind_name(f->kind));
+    table_int(t, f->layer);
+    table_int(t, f->head);
+    if (f->offset == FARR_NO_OFFSET) table_null(t); else table_int(t, f->offset);
+    table_int(t, (long long)sp->m);
+    table_int(t, (long long)sp->n);
+    table_int(t, (long long)f->A->cols);
+    table_num(t, tau);
+    table_int(t, (long long)lin_effective_rank(f->sa->sigma, f->sa->p, tau));
+    table_int(t, (long long)lin_effective_rank(f->sb->sigma, f->sb->p, tau));
+    table_int(t, (long long)lin_effective_rank(sp->sigma, sp->p, tau));
+    return out_table_to(out, a, t);
+}
+
+/* ================================================================ truncate */
+
+static const char TRUNCATE_HELP[] =
+    "Truncate-and-split (seed 000, 1.5 / 2.2 / 2.4) on a working copy of the current model (the\n"
+    "loaded one is not changed): each fused head is cut to rank r and split back into two\n"
+    "factors of r columns / rows with sigma folded into the query (Q) or output (O) side, so the\n"
+    "shared side (V, K: what is cached) keeps orthonormal columns. r comes from `rank R`, or is\n"
+    "the smallest rank keeping tau of the head's energy (`tau T`, default: set tau). Policies:\n"
+    "head (each head its own rank), layer-max (one rank per layer: the largest its heads need,\n"
+    "so attention kernels keep one head size), model-max (one rank for the whole model). For\n"
+    "GQA the K / V head is shared by a group of query heads: the group's fused maps are stacked\n"
+    "(KQ-SVD Theorem 5) and the rank keeps tau of every head's energy. Reports per layer and in\n"
+    "total: parameters before / after, energy kept (min, mean over heads), relative Frobenius\n"
+    "error of the fused maps, and the KV-cache values per token where a cached dim shrinks\n"
+    "(MLA caches the latent: unchanged). `heads` gives one row per head instead. Full-RoPE\n"
+    "models cannot truncate qk (seed A.3). `export DIR` writes the result.\n"
+    "Examples:\n"
+    "  truncate vo tau 0.999 layers 1-3\n"
+    "  truncate qk rank 16 policy model-max\n"
+    "  truncate vo tau 0.99 policy layer-max heads to vo_trunc.csv";
+
+static const Param truncate_pos[] = {
+    { .name = "pair", .type = ARG_ENUM, .choices = PAIR_CHOICES, .comp = COMP_CHOICES,
+      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" },
+    {0}
+};
+
+static const Param truncate_kw[] = {
+    PARAM_TAU_KW,
+    { .name = "rank", .type = ARG_INT, .min = 1, .max = 1e9, .comp = COMP_NONE, .metavar = "R",
+      .help = "keep exactly R dims per head (instead of tau)" },
+    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers A-B to truncate" },
+    { .name = "policy", .type = ARG_ENUM, .choices = POLICY_CHOICES, .def = "head", .comp = COMP_CHOICES,
+      .help = "head, layer-max or model-max" },
+    { .name = "heads", .type = ARG_FLAG, .comp = COMP_NONE, .help = "report one row per head" },
+    PARAM_TO, {0}
+};
+
+/* "1,234,567" */
+static const char *grouped(char *buf, size_t cap, size_t v) {
+    char raw[32];
+    snprintf(raw, sizeof raw, "%zu", v);
+    size_t n = strlen(raw), j = 0;
+    for (size_t i = 0; i < n && j + 2 < cap; i++) {
+        if (i && (n - i) % 3 == 0) buf[j++] = ',';
+        buf[j++] = raw[i];
+    }
+    buf[j] = 0;
+    return buf;
+}
+
+static Table *truncate_layer_table(const FarrPlan *p) {
+    Table *t = table_new(10, "layer", "rank_min", "rank_max", "params_before", "params_after", "energy_min",
+                         "energy_mean", "rel_err_max", "kv_before", "kv_after");
+    if (!t) return NULL;
+    for (int L = p->lo; L <= p->hi; L++) {
+        const FarrTruncLayer *tl = farr_plan_layer(p, L);
+        int rmin = 1 << 30, rmax = 0;
+        for (int g = 0; g < tl->n_kv; g++) {
+            if (tl->groups[g]->rank < rmin) rmin = tl->groups[g]->rank;
+            if (tl->groups[g]->rank > rmax) rmax = tl->groups[g]->rank;
+        }
+        if (table_row(t)) { table_free(t); return NULL; }
+        table_int(t, L); table_int(t, rmin); table_int(t, rmax);
+        table_int(t, (long long)tl->params_before); table_int(t, (long long)tl->params_after);
+        table_num(t, tl->energy_min); table_num(t, tl->energy_mean); table_num(t, tl->err_max);
+        table_int(t, (long long)tl->kv_before); table_int(t, (long long)tl->kv_after);
+    }
+    if (table_row(t)) { table_free(t); return NULL; }
+    int rmin = 1 << 30;
+    for (int L = p->lo; L <= p->hi; L++) {
+        const FarrTruncLayer *tl = farr_plan_layer(p, L);
+        for (int g = 0; g < tl->n_kv; g++) if (tl->groups[g]->rank < rmin) rmin = tl->groups[g]->rank;
+    }
+    table_str(t, "total"); table_int(t, rmin); table_int(t, p->rank_max);
+    table_int(t, (long long)p->params_before); table_int(t, (long long)p->params_after);
+    table_num(t, p->energy_min); table_num(t, p->energy_mean); table_num(t, p->err_max);
+    table_int(t, (long long)p->kv_before); table_int(t, (long long)p->kv_after);
+    return t;
+}
+
+static Table *truncate_head_table(const FarrPlan *p, const ModelConfig *c) {
+    Table *t = table_new(6, "layer", "head", "kv_head", "rank", "energy", "rel_err");
+    if (!t) return NULL;
+    for (int L = p->lo; L <= p->hi; L++)
+        for (int h = 0; h < c->n_heads; h++) {
+            int idx;
+            const FarrGroup *g = farr_plan_head(p, c, L, h, &idx);
+            if (table_row(t)) { table_free(t); return NULL; }
+            table_int(t, L); table_int(t, h); table_int(t, cfg_kv_group(c, h)); table_int(t, g->rank);
+            table_num(t, g->energy[idx]); table_num(t, g->err[idx]);
+        }
+    return t;
+}
+
+static int cmd_truncate(Session *s, const Args *a, Out *out) {
+    const ModelConfig *c = &s->cur->cfg;
+    FarrTruncOpts o = { .kind = args_enum(a, "pair") == 1 ? FARR_QK : FARR_VO };
+    if (args_given(a, "tau") && args_given(a, "rank"))
+        return al_err("truncate: give tau T or rank R, not both");
+    o.by_rank = args_given(a, "rank");
+    o.rank = o.by_rank ? (int)args_int(a, "rank") : 0;
+    o.tau = tau_arg(s, a);
+    long lo, hi;
+    if (args_range(a, "layers", c->n_layers, &lo, &hi)) return AL_ERR;
+    o.layer_lo = (int)lo;
+    o.layer_hi = (int)hi;
+    if (farr_policy_parse(args_str(a, "policy"), &o.policy)) return AL_ERR;
+    FarrState *st;
+    FarrPlan *p;
+    if (state(s, &st)) return AL_ERR;
+    int rc = farr_truncate(s->cur, &o, &p);
+    if (rc) return rc;
+    Table *t = args_flag(a, "heads") ? truncate_head_table(p, c) : truncate_layer_table(p);
+    if (!t) { farr_plan_free(p); return AL_ERR; }
+    char b1[32], b2[32];
+    double cut = p->params_before ? 100.0 * (1.0 - (double)p->params_after / (double)p->params_before) : 0;
+    if (!quiet()) {
+        out_printf(out, "truncated %s of layers %d-%d (", farr_fused_name(o.kind), p->lo, p->hi);
+        if (o.by_rank) out_printf(out, "rank %d", o.rank);
+        else out_printf(out, "tau %g", o.tau);
+        out_printf(out, ", policy %s): ranks %s%d, parameters %s -> %s (%.1f%% fewer)\n",
+                   farr_policy_name(o.policy), p->uniform ? "" : "up to ", p->rank_max,
+                   grouped(b1, sizeof b1, p->params_before), grouped(b2, sizeof b2, p->params_after), cut);
+        out_printf(out, "energy kept: min %.6f, mean %.6f; relative error of the fused maps: max %.4g, mean %.4g\n",
+                   p->energy_min, p->energy_mean, p->err_max, p->err_mean);
+        if (cfg_is_mla(c))
+            out_printf(out, "KV cache: unchanged (MLA caches the %d-dim latent, not the heads)\n", c->kv_lora_rank);
+        else
+            out_printf(out, "KV cache: %s values per token over these layers %zu -> %zu\n",
+                       o.kind == FARR_VO ? "value" : "key", p->kv_before, p->kv_after);
+        out_printf(out, "working copy updated (the loaded model is unchanged): `export DIR` writes it\n");
+    }
+    if ((rc = farr_state_set_plan(st, s->cur, p)) != AL_OK) { table_free(t); return rc; }
+    return out_table_to(out, a, t);
+}
+
+/* ================================================================ export */
+
+static const char EXPORT_HELP[] =
+    "Writes the working copy (the latest `truncate vo` and `truncate qk` of the current model) to\n"
+    "a new folder DIR, which attnlab and the family's loader can open. `hf` (DeepSeek-V3 layout,\n"
+    "one rank over all layers, e.g. policy model-max) sets qk_nope_head_dim / v_head_dim and\n"
+    "reslices q_b_proj, kv_b_proj and o_proj (queries scaled so the 1/sqrt(d) softmax scale keeps\n"
+    "the scores); `factors` (any family) keeps the layout with the truncated heads zero-padded\n"
+    "and writes the compact per-head factors to farr/factors.safetensors. Without `format`, hf\n"
+    "when the truncation allows it, else factors. Untouched tensors are copied bit for bit (dtype\n"
+    "and FP8 scales kept); each file is written under a temporary name and renamed; a manifest\n"
+    "(farr_manifest.json) records method, tau or rank, per-layer ranks, parameter counts and\n"
+    "errors. Never writes into the source folder; an existing non-empty DIR needs `force`.\n"
+    "Examples:\n"
+    "  truncate vo rank 8 policy model-max; export out/r1-vo8\n"
+    "  export out/llama-farr format factors force";
+
+static const Param export_pos[] = {
+    { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "the new folder" },
+    {0}
+};
+
+static const Param export_kw[] = {
+    { .name = "format", .type = ARG_ENUM, .choices = FORMAT_CHOICES, .comp = COMP_CHOICES,
+      .help = "hf (DeepSeek-V3 layout) or factors (default: hf when possible)" },
+    { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "write into an existing non-empty folder" },
+    {0}
+};
+
+static int cmd_export(Session *s, const Args *a, Out *out) {
+    FarrState *st;
+    if (state(s, &st)) return AL_ERR;
+    const FarrPlan *vo = farr_state_plan(st, s->cur, FARR_VO), *qk = farr_state_plan(st, s->cur, FARR_QK);
+    ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force") };
+    if (args_given(a, "format") && export_format_parse(args_str(a, "format"), &o.format)) return AL_ERR;
+    const char *dir = args_str(a, "dir");
+    ExportReport rep;
+    int rc = farr_export(s->cur, vo, qk, dir, &o, &rep);
+    if (rc) return rc;
+    out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu files, %zu tensors copied bit for bit, %zu rewritten\n",
+               vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", s->cur->name, dir,
+               export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
+    if (rep.format == EXPORT_HF && qk)
+        out_printf(out, "query rows scaled by %.6f so that scores keep their 1/sqrt(d) scale\n", rep.q_scale);
+    out_printf(out, "manifest: %s/farr_manifest.json\n", dir);
+    out_string(out, dir);
+    out->written = true;
+    return AL_OK;
+}
+
+/* ================================================================ the table */
+
+static const Command farr_cmds[] = {
+    { .name = "spectrum", .summary = "singular values, cumulative energy and ranks of one head's matrix",
+      .help = SPECTRUM_HELP, .pos = spectrum_pos, .kw = spectrum_kw, .fn = cmd_spectrum, .flags = CMD_MODEL },
+    { .name = "ranks", .summary = "effective ranks of V, O and VO (or Q, K and QK) per head",
+      .help = RANKS_HELP, .pos = ranks_pos, .kw = ranks_kw, .fn = cmd_ranks, .flags = CMD_MODEL },
+    { .name = "fuse", .summary = "fuse one head pair and keep it (factors, spectrum, vectors)",
+      .help = FUSE_HELP, .pos = fuse_pos, .kw = fuse_kw, .fn = cmd_fuse, .flags = CMD_MODEL },
+    { .name = "fused", .summary = "read the kept fused head: info, sigma, energy, u, v, a, b",
+      .help = FUSED_HELP, .pos = fused_pos, .kw = fused_kw, .fn = cmd_fused },
+    { .name = "truncate", .summary = "FaRR truncate-and-split on a working copy, with accounting",
+      .help = TRUNCATE_HELP, .pos = truncate_pos, .kw = truncate_kw, .fn = cmd_truncate, .flags = CMD_MODEL },
+    { .name = "export", .summary = "write the truncated working copy to a new folder",
+      .help = EXPORT_HELP, .pos = export_pos, .kw = export_kw, .fn = cmd_export, .flags = CMD_MODEL },
+    {0}
+};
+
+const CommandGroup cmd_group_farr = { .title = "FaRR: fused head ranks and truncation", .cmds = farr_cmds };

@@ -1,0 +1,483 @@
+/* cmd_lm.c -- the language-model command group: `tokenizer`, `tokenize`, `generate` and `ppl`,
+ * over core/tokenizer.c and core/forward.c. The group's state (the tokenizer and the forward pass
+ * of each loaded model) lives in a list keyed by session and model, released through a
+ * SessionHook when the model closes or the session ends (see cmd_lm.h). */
+#define _GNU_SOURCE
+#include "cmd_lm.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "registry.h"
+#include "safetensors.h"
+
+/* ================================================================ state */
+
+typedef struct LmEntry {
+    Session *s;
+    Model *m;
+    Tokenizer *tok;            /* NULL until first use */
+    Forward *fwd;              /* NULL until first use */
+    struct LmEntry *next;
+} LmEntry;
+
+static LmEntry *lm_list;       /* every session's entries (sessions are few) */
+
+static void entry_free(LmEntry *e) {
+    tok_free(e->tok);
+    fwd_free(e->fwd);
+    free(e);
+}
+
+/* Drops the entries of session s (and model m, when m is not NULL). */
+static void lm_drop(Session *s, Model *m) {
+    for (LmEntry **p = &lm_list; *p;) {
+        LmEntry *e = *p;
+        if (e->s == s && (!m || e->m == m)) { *p = e->next; entry_free(e); }
+        else p = &e->next;
+    }
+}
+
+static void lm_on_free(Session *s) { lm_drop(s, NULL); }
+static void lm_on_close(Session *s, Model *m) { lm_drop(s, m); }
+static const SessionHook lm_hook = { .name = "lm", .on_free = lm_on_free, .on_model_close = lm_on_close };
+
+/* The entry of (s, m), created on first use. */
+static LmEntry *lm_entry(Session *s, Model *m) {
+    for (LmEntry *e = lm_list; e; e = e->next)
+        if (e->s == s && e->m == m) return e;
+    if (session_hook_add(s, &lm_hook) != AL_OK) return NULL;
+    LmEntry *e = al_calloc(1, sizeof *e, "language-model state");
+    if (!e) return NULL;
+    e->s = s;
+    e->m = m;
+    e->next = lm_list;
+    lm_list = e;
+    return e;
+}
+
+int lm_tokenizer(Session *s, Model *m, Tokenizer **out) {
+    *out = NULL;
+    LmEntry *e = lm_entry(s, m);
+    if (!e) return AL_ERR;
+    if (!e->tok) {
+        char *path = NULL;
+        if (tok_find(m->path, &path) != AL_OK) return AL_ERR;
+        int rc = tok_open(path, &e->tok);
+        free(path);
+        if (rc != AL_OK) return rc;
+    }
+    *out = e->tok;
+    return AL_OK;
+}
+
+int lm_forward(Session *s, Model *m, Forward **out) {
+    *out = NULL;
+    LmEntry *e = lm_entry(s, m);
+    if (!e) return AL_ERR;
+    if (!e->fwd && fwd_new(m, NULL, &e->fwd) != AL_OK) return AL_ERR;
+    fwd_set_hooks(e->fwd, NULL);
+    *out = e->fwd;
+    return AL_OK;
+}
+
+/* ================================================================ helpers */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? 2 * cap : 1 << 17;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(fp); al_err("%s: out of memory reading it", path); return NULL; }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, 65536, fp);
+        n += got;
+        if (got < 65536) break;
+    }
+    bool bad = ferror(fp);
+    fclose(fp);
+    if (bad) { free(buf); al_err("%s: read error", path); return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+int lm_read_ids(const char *path, int **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    size_t len;
+    char *text = read_file(path, &len);
+    if (!text) return AL_ERR;
+    size_t cap = 1024, k = 0;
+    int *v = al_malloc3(cap, 1, sizeof *v, "token ids");
+    int rc = v ? AL_OK : AL_ERR;
+    for (char *p = text; rc == AL_OK;) {
+        while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX) {
+            rc = al_err("%s: token %zu ('%.12s') is not a non-negative integer id", path, k + 1, p);
+            break;
+        }
+        if (k == cap) {
+            int *nv = realloc(v, 2 * cap * sizeof *nv);
+            if (!nv) { rc = al_err("out of memory reading %s", path); break; }
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (int)x;
+        p = end;
+    }
+    free(text);
+    if (rc != AL_OK) { free(v); return rc; }
+    *ids = v;
+    *n = k;
+    return AL_OK;
+}
+
+/* Ids from config.json's key (a number or an array of numbers) appended to list (max cap). */
+static size_t config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap) {
+    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key), *e;
+    if (cJSON_IsNumber(j) && n < cap) list[n++] = j->valueint;
+    else if (cJSON_IsArray(j))
+        cJSON_ArrayForEach(e, j) if (cJSON_IsNumber(e) && n < cap) list[n++] = e->valueint;
+    cJSON_Delete(root);
+    return n;
+}
+
+/* ================================================================ tokenizer / tokenize */
+
+static const char TOKENIZER_HELP[] =
+    "Without FILE: shows the tokenizer of the current model (found on first use beside the\n"
+    "checkpoint: tokenizer.json in its folder, else tokenizer.bin or tok*.bin beside a llama2.c\n"
+    ".bin). With FILE: uses that file for the current model from now on. Kinds: llama2.c\n"
+    "tok*.bin (run.c's encoder: BOS, a dummy-prefix space, best-score merges); Hugging Face\n"
+    "tokenizer.json with a BPE model, byte-level (GPT-2, Llama-3, Qwen2 split patterns) or\n"
+    "SentencePiece-style (metaspace U+2581, byte fallback), with their added special tokens.";
+
+static int cmd_tokenizer(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    const char *file = args_str(a, "file");
+    LmEntry *e = lm_entry(s, m);
+    if (!e) return AL_ERR;
+    Tokenizer *t;
+    if (file && *file) {
+        if (tok_open(file, &t) != AL_OK) return AL_ERR;
+        tok_free(e->tok);
+        e->tok = t;
+    } else if (lm_tokenizer(s, m, &t) != AL_OK)
+        return AL_ERR;
+    out_printf(out, "tokenizer of %s: %s, %s, %zu ids, BOS %d, EOS %d\n", m->name, tok_path(t),
+               tok_kind_name(tok_type(t)), tok_vocab(t), tok_bos(t), tok_eos(t));
+    if (tok_vocab(t) > (size_t)m->cfg.vocab)
+        out_eprintf(out, "warning: the tokenizer has %zu ids but the model's vocabulary is %d\n", tok_vocab(t),
+                    m->cfg.vocab);
+    out_string(out, tok_path(t));
+    out->written = true;
+    return AL_OK;
+}
+
+static const char TOKENIZE_HELP[] =
+    "Encodes TEXT (quote it) or, with `file FILE`, the contents of FILE, with the tokenizer of\n"
+    "the current model, and prints the token ids whitespace-separated on one line, starting\n"
+    "with the BOS the tokenizer adds (llama2.c: 1). `to OUT` writes them to OUT instead, which\n"
+    "`ppl ids OUT` reads back. From Lua the result is the array of ids.";
+
+static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
+    Tokenizer *t;
+    if (lm_tokenizer(s, s->cur, &t) != AL_OK) return AL_ERR;
+    const char *text = args_str(a, "text"), *file = args_str(a, "file");
+    char *owned = NULL;
+    size_t len;
+    if (file && *file) {
+        if (strcmp(text, "file") != 0)
+            return al_err("tokenize: give TEXT (one quoted string) or `file FILE`, not '%s' followed by '%s'", text, file);
+        if (!(owned = read_file(file, &len))) return AL_ERR;
+        text = owned;
+    } else
+        len = strlen(text);
+    int *ids = NULL;
+    size_t n = 0;
+    int rc = tok_encode(t, text, len, true, &ids, &n);
+    free(owned);
+    if (rc != AL_OK) return rc;
+    size_t cap = n * 12 + 2, k = 0;
+    char *line = al_malloc(cap, "the id list");
+    double *vals = al_malloc3(n ? n : 1, 1, sizeof *vals, "the id list");
+    if (!line || !vals) { free(ids); free(line); free(vals); return AL_ERR; }
+    for (size_t i = 0; i < n; i++) {
+        k += (size_t)snprintf(line + k, cap - k, "%s%d", i ? " " : "", ids[i]);
+        vals[i] = ids[i];
+    }
+    k += (size_t)snprintf(line + k, cap - k, "\n");
+    const char *to = args_str(a, "to");
+    if (to && *to) {
+        rc = al_write_file_atomic(to, line, k);
+        if (rc == AL_OK) out_printf(out, "wrote %zu ids to %s\n", n, to);
+    } else
+        out_write(out, OUT_STDOUT, line, k);
+    if (rc == AL_OK) rc = out_array(out, vals, n);
+    out->written = true;
+    free(line);
+    free(vals);
+    free(ids);
+    return rc;
+}
+
+/* ================================================================ generate */
+
+static const char GENERATE_HELP[] =
+    "Continues PROMPT (quote it; \"\" starts from the BOS token alone) with the current model:\n"
+    "the prompt is encoded with its BOS, run as one batched prefill, then one token at a time\n"
+    "through the KV cache, printing the text as it grows. Greedy (argmax) at temp 0, else\n"
+    "sampled from softmax(logits / temp) with `seed`. Stops after N tokens, at an end-of-text\n"
+    "token (config.json eos_token_id, the tokenizer's EOS; for llama2.c tokenizers also BOS, as\n"
+    "run.c does) or when the context is full. Timing (prefill and decode tokens/s) goes to\n"
+    "stderr. Ctrl-C stops it, keeping the text so far.";
+
+/* xorshift64* in [0, 1). */
+static double rng_next(uint64_t *st) {
+    *st ^= *st >> 12; *st ^= *st << 25; *st ^= *st >> 27;
+    return (double)((*st * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+/* Next token from logits z: argmax at temp 0, else a sample of softmax(z / temp). */
+static int pick(const float *z, size_t V, double temp, uint64_t *rng) {
+    size_t best = 0;
+    for (size_t i = 1; i < V; i++)
+        if (z[i] > z[best]) best = i;
+    if (temp <= 0) return (int)best;
+    double sum = 0, r;
+    for (size_t i = 0; i < V; i++) sum += exp((z[i] - z[best]) / temp);
+    r = rng_next(rng) * sum;
+    for (size_t i = 0; i < V; i++) {
+        r -= exp((z[i] - z[best]) / temp);
+        if (r <= 0) return (int)i;
+    }
+    return (int)best;
+}
+
+/* Prints the part of the decoded ids not printed yet (*shown bytes so far). */
+static int show_new(const Tokenizer *t, const int *ids, size_t n, size_t *shown, Out *out, char **text) {
+    free(*text);
+    *text = NULL;
+    if (tok_decode(t, ids, n, true, text) != AL_OK) return AL_ERR;
+    size_t len = strlen(*text);
+    if (len > *shown) out_write(out, OUT_STDOUT, *text + *shown, len - *shown);
+    *shown = len > *shown ? len : *shown;
+    return AL_OK;
+}
+
+static int cmd_generate(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    Tokenizer *t;
+    Forward *f;
+    if (lm_tokenizer(s, m, &t) != AL_OK || lm_forward(s, m, &f) != AL_OK) return AL_ERR;
+    const char *prompt = args_str(a, "prompt");
+    long ntok = args_int(a, "tokens");
+    double temp = args_float(a, "temp");
+    uint64_t rng = (uint64_t)args_int(a, "seed") * 0x9E3779B97F4A7C15ull + 1;
+    int *pids = NULL;
+    size_t np = 0;
+    if (tok_encode(t, prompt, strlen(prompt), true, &pids, &np) != AL_OK) return AL_ERR;
+    if (np == 0) {
+        int bos[4];
+        if (config_ids(m, "bos_token_id", bos, 0, 1) == 0) {
+            free(pids);
+            return al_err("generate: the prompt is empty and neither the tokenizer nor config.json gives a BOS token; "
+                          "give a prompt");
+        }
+        pids[0] = bos[0];
+        np = 1;
+    }
+    int stop[16];
+    size_t nstop = config_ids(m, "eos_token_id", stop, 0, 14);
+    if (tok_eos(t) >= 0) stop[nstop++] = tok_eos(t);
+    if (tok_type(t) == TOK_LLAMA2C && tok_bos(t) >= 0) stop[nstop++] = tok_bos(t);
+    size_t cap = np + (size_t)ntok, n = np, shown = 0, V = fwd_vocab(f);
+    int *ids = al_malloc3(cap, 1, sizeof *ids, "token ids");
+    float *z = al_malloc3(V, 1, sizeof *z, "logits");
+    char *text = NULL;
+    int rc = ids && z ? AL_OK : AL_ERR;
+    if (rc == AL_OK) memcpy(ids, pids, np * sizeof *ids);
+    free(pids);
+    fwd_reset(f);
+    double t0 = now_s(), t1 = t0;
+    if (rc == AL_OK) rc = show_new(t, ids, n, &shown, out, &text);
+    if (rc == AL_OK) rc = fwd_run(f, ids, n, FWD_LOGITS_LAST, z);
+    t1 = now_s();
+    size_t gen = 0;
+    while (rc == AL_OK && gen < (size_t)ntok) {
+        int next = pick(z, V, temp, &rng);
+        bool end = false;
+        for (size_t i = 0; i < nstop; i++) end |= next == stop[i];
+        if (end) break;
+        ids[n++] = next;
+        gen++;
+        rc = show_new(t, ids, n, &shown, out, &text);
+        if (rc != AL_OK || gen == (size_t)ntok || fwd_pos(f) >= fwd_max_ctx(f)) break;
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        rc = fwd_run(f, &next, 1, FWD_LOGITS_LAST, z);
+    }
+    double t2 = now_s();
+    out_write(out, OUT_STDOUT, "\n", 1);
+    if (rc == AL_OK || rc == AL_INTERRUPTED) {
+        out_eprintf(out, "%zu prompt tokens in %.3f s (%.1f tok/s), %zu generated in %.3f s (%.1f tok/s)\n", np, t1 - t0,
+                    (double)np / fmax(t1 - t0, 1e-9), gen, t2 - t1, (double)gen / fmax(t2 - t1, 1e-9));
+        out_string(out, text ? text : "");
+        out->written = true;
+    }
+    free(text);
+    free(ids);
+    free(z);
+    return rc;
+}
+
+/* ================================================================ ppl */
+
+static const char PPL_HELP[] =
+    "Perplexity of the current model on a text FILE (encoded with the model's tokenizer, BOS\n"
+    "first) or, with `ids FILE`, on whitespace-separated token ids (from `tokenize ... to FILE`\n"
+    "or any other tokenizer). The tokens are cut into non-overlapping windows of L tokens (the\n"
+    "last one may be shorter, at least 2); each window is a fresh sequence that predicts its\n"
+    "tokens 2..L. `max-tokens N` uses only the first N tokens. The result is one row:\n"
+    "tokens (predicted), nll (mean negative log-likelihood, nats) and ppl = exp(nll); `to\n"
+    "FILE.csv` writes it with the header tokens,nll,ppl. Ctrl-C stops after the current window\n"
+    "and reports the windows done.";
+
+static int cmd_ppl(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    const char *what = args_str(a, "what"), *file = args_str(a, "file");
+    bool ids_mode = file && *file;
+    if (ids_mode && strcmp(what, "ids") != 0)
+        return al_err("ppl: give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", what, file);
+    Forward *f;
+    if (lm_forward(s, m, &f) != AL_OK) return AL_ERR;
+    int *ids = NULL;
+    size_t n = 0;
+    if (ids_mode) {
+        if (lm_read_ids(file, &ids, &n) != AL_OK) return AL_ERR;
+    } else {
+        Tokenizer *t;
+        size_t len;
+        if (lm_tokenizer(s, m, &t) != AL_OK) return AL_ERR;
+        char *text = read_file(what, &len);
+        if (!text) return AL_ERR;
+        int rc = tok_encode(t, text, len, true, &ids, &n);
+        free(text);
+        if (rc != AL_OK) return rc;
+    }
+    size_t L = (size_t)args_int(a, "seqlen");
+    if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < n) n = (size_t)args_int(a, "max-tokens");
+    int rc = AL_OK;
+    if (L > fwd_max_ctx(f))
+        rc = al_err("ppl: seqlen %zu is longer than the model's context %zu", L, fwd_max_ctx(f));
+    else if (n < 2)
+        rc = al_err("ppl: %s has %zu tokens; at least 2 are needed", ids_mode ? file : what, n);
+    size_t nwin = (n + L - 1) / L, done = 0, count = 0;
+    double nll = 0, t0 = now_s();
+    for (size_t w = 0; rc == AL_OK && w < nwin; w++) {
+        size_t start = w * L, len = n - start < L ? n - start : L, c;
+        double sum;
+        if (len < 2) break;
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        rc = fwd_nll(f, ids + start, len, &sum, &c);
+        if (rc == AL_OK) { nll += sum; count += c; done++; }
+        al_progress("window", w + 1, nwin);
+    }
+    al_progress(NULL, 0, 0);
+    free(ids);
+    if (rc != AL_OK && !(rc == AL_INTERRUPTED && count > 0)) return rc;
+    double dt = now_s() - t0, mean = nll / (double)count;
+    out_eprintf(out, "%zu windows of up to %zu tokens, %zu predicted, %.2f s (%.1f tok/s)%s\n", done, L, count, dt,
+                (double)(count + done) / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted" : "");
+    Table *tb = table_new(3, "tokens", "nll", "ppl");
+    if (!tb || table_row(tb)) { table_free(tb); return AL_ERR; }
+    table_int(tb, (long long)count);
+    table_num(tb, mean);
+    table_num(tb, exp(mean));
+    int r2 = out_table_to(out, a, tb);
+    return rc == AL_INTERRUPTED ? rc : r2;
+}
+
+/* ================================================================ the table */
+
+static const Param tokenizer_pos[] = {
+    { .name = "file", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "FILE",
+      .help = "tokenizer.json or a llama2.c tok*.bin (default: show the one in use)" },
+    {0}
+};
+static const Param tokenize_pos[] = {
+    { .name = "text", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "TEXT|file",
+      .help = "the text (quoted), or the word file followed by FILE" },
+    { .name = "file", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "FILE",
+      .help = "after the word file: the text file to encode" },
+    {0}
+};
+static const Param tokenize_kw[] = {
+    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
+      .help = "write the ids (whitespace-separated, one line) to FILE instead of printing them" },
+    {0}
+};
+static const Param generate_pos[] = {
+    { .name = "prompt", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "PROMPT",
+      .help = "text to continue (quoted; \"\" for BOS alone)" },
+    {0}
+};
+static const Param generate_kw[] = {
+    { .name = "tokens", .type = ARG_INT, .def = "128", .min = 1, .max = 1e6, .comp = COMP_NONE, .metavar = "N",
+      .help = "most tokens to generate" },
+    { .name = "temp", .type = ARG_FLOAT, .def = "0", .min = 0, .max = 100, .comp = COMP_NONE, .metavar = "T",
+      .help = "sampling temperature (0: greedy)" },
+    { .name = "seed", .type = ARG_INT, .def = "1", .min = 0, .max = 1e15, .comp = COMP_NONE, .metavar = "S",
+      .help = "random seed for temp > 0" },
+    {0}
+};
+static const Param ppl_pos[] = {
+    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|ids",
+      .help = "a text file, or the word ids followed by a file of token ids" },
+    { .name = "file", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "FILE",
+      .help = "after the word ids: whitespace-separated token ids" },
+    {0}
+};
+static const Param ppl_kw[] = {
+    { .name = "seqlen", .type = ARG_INT, .def = "512", .min = 2, .max = 1e7, .comp = COMP_NONE, .metavar = "L",
+      .help = "window length in tokens" },
+    { .name = "max-tokens", .type = ARG_INT, .min = 2, .max = 1e12, .comp = COMP_NONE, .metavar = "N",
+      .help = "use only the first N tokens (default: all)" },
+    PARAM_TO,
+    {0}
+};
+
+static const Command lm_cmds[] = {
+    { .name = "tokenizer", .summary = "show the current model's tokenizer, or set it from a file",
+      .help = TOKENIZER_HELP, .pos = tokenizer_pos, .fn = cmd_tokenizer, .flags = CMD_MODEL },
+    { .name = "tokenize", .summary = "text (or a text file) to token ids with the model's tokenizer",
+      .help = TOKENIZE_HELP, .pos = tokenize_pos, .kw = tokenize_kw, .fn = cmd_tokenize_text, .flags = CMD_MODEL },
+    { .name = "generate", .summary = "continue a prompt with the current model (greedy or sampled)",
+      .help = GENERATE_HELP, .pos = generate_pos, .kw = generate_kw, .fn = cmd_generate, .flags = CMD_MODEL },
+    { .name = "ppl", .summary = "perplexity of a text or token-id file over windows of L tokens",
+      .help = PPL_HELP, .pos = ppl_pos, .kw = ppl_kw, .fn = cmd_ppl, .flags = CMD_MODEL },
+    {0}
+};
+
+const CommandGroup cmd_group_lm = { .title = "Language model: tokenizers, generation, perplexity", .cmds = lm_cmds };

@@ -1,0 +1,614 @@
+/* cmd_plot.c -- the `plot` command group: figures of the FaRR analysis (seed 000 sections 1.3,
+ * 1.4, 2.3, 2.4) drawn by plots/ from results core/ computed.
+ *
+ * Data comes from the session's FaRR cache (core/farr.h): a layer's spectra are computed once
+ * (by `ranks`, or here on first use) and every later plot, at any tau, reads them. Heatmaps of
+ * SVD factors ask core/lin.h for the singular vectors of one head. Nothing here does math
+ * beyond picking values out of those results.
+ *
+ * Where a figure goes: `to FILE.png|.svg|.pdf` (a name without extension gets plot.format);
+ * `window` (or no `to` in an interactive session with a display) shows an xcairo window;
+ * otherwise a file named after the figure in plot.dir, whose path is printed and returned
+ * (the result value Lua gets). Size: `set plot.size WxH`. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_plot_mla.h"
+#include "farr.h"
+#include "lin.h"
+#include "plot.h"
+#include "registry.h"
+#include "session.h"
+
+/* ================================================================ the FaRR cache */
+
+static void plot_farr_free(Session *s) {
+    if (s->farr) farr_state_free(s->farr);
+    s->farr = NULL;
+}
+
+static void plot_farr_model_closed(Session *s, Model *m) {
+    if (s->farr) farr_state_drop_model(s->farr, m);
+}
+
+/* Frees the cache and drops a closed model's entries, for the case where plot created it (the
+ * FaRR group registers its own hook when it creates it; only one of the two ever does). */
+static const SessionHook plot_farr_hook = {
+    .name = "plot-farr", .on_free = plot_farr_free, .on_model_close = plot_farr_model_closed,
+};
+
+/* The session's FaRR cache, created on first use. */
+static int farr_state(Session *s, FarrState **out) {
+    if (!s->farr) {
+        if (!(s->farr = farr_state_new())) return AL_ERR;
+        if (session_hook_add(s, &plot_farr_hook)) return AL_ERR;
+    }
+    *out = s->farr;
+    return AL_OK;
+}
+
+/* ================================================================ where figures go */
+
+typedef struct {
+    PlotOpts o;
+    char *path;            /* owned; NULL for a window */
+} Dest;
+
+/* A file-name-safe copy of s: letters, digits, '.', '-', '_' kept, anything else '_'. */
+static void safe_name(char *dst, size_t cap, const char *s) {
+    size_t j = 0;
+    for (; s && *s && j + 1 < cap; s++)
+        dst[j++] = (isalnum((unsigned char)*s) || *s == '.' || *s == '-' || *s == '_') ? *s : '_';
+    dst[j] = '\0';
+}
+
+/* True when the last path component of p has an extension. */
+static bool has_ext(const char *p) {
+    const char *slash = strrchr(p, '/'), *dot = strrchr(p, '.');
+    return dot && (!slash || dot > slash) && dot[1];
+}
+
+/* Decides where the figure goes (see the file header); auto_name is the file name (no
+ * extension) used in plot.dir. */
+static int dest_init(Session *s, const Args *a, const char *auto_name, Dest *d) {
+    memset(d, 0, sizeof *d);
+    d->o.width = s->plot_w;
+    d->o.height = s->plot_h;
+    const char *fmt = s->plot_fmt && *s->plot_fmt ? s->plot_fmt : "png";
+    const char *to = args_str(a, "to");
+    if (to && *to) {
+        d->path = has_ext(to) ? al_strdup(to) : al_asprintf("%s.%s", to, fmt);
+    } else if (args_flag(a, "window")) {
+        if (plot_window_check()) return AL_ERR;
+        d->o.window = true;
+        return AL_OK;
+    } else if (s->interactive && plot_have_display() && plot_window_check() == AL_OK) {
+        d->o.window = true;
+        return AL_OK;
+    } else {
+        al_err_clear();
+        char name[256];
+        safe_name(name, sizeof name, auto_name);
+        const char *dir = s->plot_dir && *s->plot_dir ? s->plot_dir : ".";
+        d->path = al_asprintf("%s/%s.%s", dir, name, fmt);
+    }
+    if (!d->path) return AL_ERR;
+    d->o.path = d->path;
+    return AL_OK;
+}
+
+/* After rendering: says where the figure went and makes its path the result. Frees d. */
+static int dest_done(Out *out, Dest *d, int rc) {
+    if (rc == AL_OK) {
+        if (d->path) {
+            out_printf(out, "wrote %s\n", d->path);
+            out_string(out, d->path);
+            out->written = true;    /* printed above; Lua still gets the path */
+        } else
+            out_string(out, "window");
+    }
+    free(d->path);
+    d->path = NULL;
+    return rc;
+}
+
+/* Says how to close the window before a renderer blocks on it. */
+static void window_hint(Out *out, const Dest *d) {
+    if (d->o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
+}
+
+/* ================================================================ one head's matrices */
+
+static const char *const MAT_CHOICES[] = {"q", "k", "v", "o", "qk", "vo", NULL};
+enum { M_Q, M_K, M_V, M_O, M_QK, M_VO };
+
+/* Which FaRR pair a matrix kind belongs to, and its side (0: A, 1: B, 2: fused). */
+static farr_kind mat_pair(int mk, int *side) {
+    static const int sides[] = {0, 1, 0, 1, 2, 2};
+    *side = sides[mk];
+    return (mk == M_Q || mk == M_K || mk == M_QK) ? FARR_QK : FARR_VO;
+}
+
+/* "W_Q", "W_K", ..., "fused W_Q W_Kᵀ" (PLplot text is UTF-8). */
+static const char *mat_label(int mk) {
+    static const char *const names[] = {"W_Q", "W_K", "W_V", "W_O", "fused W_Q W_Kᵀ", "fused W_V W_O"};
+    return names[mk];
+}
+
+/* The layer, head and RoPE offset of a per-head plot; an error says what is missing. */
+static int head_args(const Args *a, int *layer, int *head, int *offset) {
+    if (!args_given(a, "layer") || !args_given(a, "head"))
+        return al_err("%s needs a layer and a head, e.g. `%s %s layer 3 head 5`", a->path, a->path,
+                      args_str(a, "kind") ? args_str(a, "kind") : "vo");
+    *layer = (int)args_int(a, "layer");
+    *head = (int)args_int(a, "head");
+    *offset = args_given(a, "offset") ? (int)args_int(a, "offset") : FARR_NO_OFFSET;
+    return AL_OK;
+}
+
+/* The cached (or now computed) singular values of one head's matrix kind. */
+static int head_spectrum(Session *s, int mk, int layer, int head, int offset, const Spectrum **out,
+                         const FarrLayer **fl_out) {
+    FarrState *st;
+    const FarrLayer *fl;
+    int side;
+    farr_kind kind = mat_pair(mk, &side);
+    if (farr_state(s, &st)) return AL_ERR;
+    int rc = farr_state_layer(st, s->cur, kind, layer, offset, &fl);
+    if (rc) return rc;
+    if (head < 0 || head >= fl->n_heads)
+        return al_err("head %d is out of range: layer %d has %d heads (0-%d)", head, layer, fl->n_heads, fl->n_heads - 1);
+    Spectrum *const *arr = side == 0 ? fl->a : side == 1 ? fl->b : fl->fused;
+    if (!arr || !arr[head] || !arr[head]->p)
+        return al_err("%s of layer %d head %d has no singular values", mat_label(mk), layer, head);
+    *out = arr[head];
+    if (fl_out) *fl_out = fl;
+    return AL_OK;
+}
+
+/* Title and subtitle of a per-head figure. */
+static void head_titles(const Session *s, int mk, int layer, int head, int offset, const Spectrum *sp,
+                        const char *what, char *title, size_t tcap, char *sub, size_t scap) {
+    snprintf(title, tcap, "%s layer %d head %d: %s of %s", s->cur->name ? s->cur->name : "model", layer, head,
+             what, mat_label(mk));
+    int n = snprintf(sub, scap, "%zu x %zu map, %zu singular values", sp->m, sp->n, sp->p);
+    if (offset != FARR_NO_OFFSET && n > 0 && (size_t)n < scap)
+        snprintf(sub + n, scap - (size_t)n, "; K rotated by RoPE at position %d (analysis only)", offset);
+}
+
+/* ================================================================ plot spectrum / energy */
+
+static const char SPECTRUM_HELP[] =
+    "Singular values of one head's matrix against their index (seed 000, 1.3): KIND is q, k, v\n"
+    "or o (one projection) or qk, vo (the fused pair W_Q W_Kᵀ, W_V W_O). For GQA, k and v are\n"
+    "the KV head that query head H reads. `log` draws sigma on a log axis. The spectra come\n"
+    "from the FaRR cache (computed once per layer, as `ranks` does).\n"
+    "Examples:\n"
+    "  plot spectrum q layer 3 head 5 log\n"
+    "  plot spectrum vo layer 2 head 0 to figs/vo_2_0.svg";
+
+static const char ENERGY_HELP[] =
+    "The spectrum of one head's matrix (left axis) overlaid with its cumulative energy\n"
+    "sum_{j<=i} sigma_j^2 / sum sigma^2 (right axis), with the tau = 0.99 and 0.999 points (and\n"
+    "the session tau, if different) marked and their effective ranks written (seed 000, 1.4).\n"
+    "Examples:\n"
+    "  plot energy q layer 3 head 5\n"
+    "  plot energy qk layer 1 head 2 to qk_energy.pdf";
+
+#define PARAM_PLOT_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
+                        .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
+#define PARAM_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
+                       .help = "show the figure in a window (needs a display)" }
+#define PARAM_TAU { .name = "tau", .type = ARG_FLOAT, .min = 0.0, .max = 1.0, .comp = COMP_NONE, .metavar = "X", \
+                    .help = "energy threshold of the effective ranks (default: set tau)" }
+
+static const Param kind_pos[] = {
+    { .name = "kind", .type = ARG_ENUM, .choices = MAT_CHOICES, .comp = COMP_CHOICES,
+      .help = "the head's matrix: q, k, v, o, or the fused qk / vo" },
+    {0}
+};
+
+static const Param spectrum_kw[] = {
+    { .name = "layer", .type = ARG_INT, .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
+    { .name = "head", .type = ARG_INT, .comp = COMP_HEADS, .metavar = "H", .help = "query head number" },
+    { .name = "log", .type = ARG_FLAG, .comp = COMP_NONE, .help = "sigma on a log axis" },
+    { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D",
+      .help = "qk on full-RoPE models: RoPE position offset of K (analysis only, seed A.3)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
+    {0}
+};
+
+static int cmd_plot_spectrum(Session *s, const Args *a, Out *out) {
+    int layer, head, offset, mk = args_enum(a, "kind");
+    const Spectrum *sp;
+    if (head_args(a, &layer, &head, &offset)) return AL_ERR;
+    int rc = head_spectrum(s, mk, layer, head, offset, &sp, NULL);
+    if (rc) return rc;
+    char title[256], sub[256], auto_name[256];
+    head_titles(s, mk, layer, head, offset, sp, "singular values", title, sizeof title, sub, sizeof sub);
+    snprintf(auto_name, sizeof auto_name, "%s-spectrum-%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk], layer, head);
+    Dest d;
+    if (dest_init(s, a, auto_name, &d)) return AL_ERR;
+    d.o.title = title;
+    d.o.subtitle = sub;
+    d.o.logy = args_flag(a, "log");
+    window_hint(out, &d);
+    return dest_done(out, &d, plot_spectrum(&d.o, sp->sigma, sp->p));
+}
+
+static int cmp_mark(const void *x, const void *y) {
+    double a = ((const PlotTauMark *)x)->tau, b = ((const PlotTauMark *)y)->tau;
+    return (a > b) - (a < b);
+}
+
+static int cmd_plot_energy(Session *s, const Args *a, Out *out) {
+    int layer, head, offset, mk = args_enum(a, "kind");
+    const Spectrum *sp;
+    if (head_args(a, &layer, &head, &offset)) return AL_ERR;
+    int rc = head_spectrum(s, mk, layer, head, offset, &sp, NULL);
+    if (rc) return rc;
+    double *energy = al_malloc3(sp->p, 1, sizeof(double), "cumulative energy");
+    if (!energy) return AL_ERR;
+    lin_cum_energy(sp->sigma, sp->p, energy);
+    if (energy[sp->p - 1] <= 0) {
+        free(energy);
+        return al_err("%s of layer %d head %d is a zero map: it has no energy to plot", mat_label(mk), layer, head);
+    }
+    /* tau = 0.99 and 0.999, and the session tau when it is neither. */
+    PlotTauMark marks[3];
+    size_t nm = 0;
+    double taus[3] = {0.99, 0.999, s->tau};
+    for (int k = 0; k < 3; k++) {
+        if (k == 2 && (fabs(s->tau - 0.99) < 1e-12 || fabs(s->tau - 0.999) < 1e-12)) continue;
+        size_t r = lin_effective_rank(sp->sigma, sp->p, taus[k]);
+        marks[nm++] = (PlotTauMark){taus[k], r ? r : 1};
+    }
+    qsort(marks, nm, sizeof marks[0], cmp_mark);
+    char title[256], sub[256], auto_name[256];
+    head_titles(s, mk, layer, head, offset, sp, "energy", title, sizeof title, sub, sizeof sub);
+    snprintf(auto_name, sizeof auto_name, "%s-energy-%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk], layer, head);
+    Dest d;
+    if (dest_init(s, a, auto_name, &d)) { free(energy); return AL_ERR; }
+    d.o.title = title;
+    d.o.subtitle = sub;
+    d.o.logy = args_flag(a, "log");
+    for (size_t k = 0; k < nm; k++)
+        out_printf(out, "effective rank at tau = %g: %zu of %zu\n", marks[k].tau, marks[k].rank, sp->p);
+    window_hint(out, &d);
+    rc = plot_energy(&d.o, sp->sigma, energy, sp->p, marks, nm);
+    free(energy);
+    return dest_done(out, &d, rc);
+}
+
+/* ================================================================ rank tables of layers */
+
+/* Effective ranks of layers lo..hi of one pair at tau, as PlotLayerRanks over one allocation. */
+typedef struct {
+    size_t n;                  /* layers */
+    PlotLayerRanks *layers;    /* (n) */
+    int *ranks;                /* (n, 3, n_heads) backing store */
+    int head_dim;
+} RankSet;
+
+static void rankset_free(RankSet *r) {
+    free(r->layers);
+    free(r->ranks);
+    memset(r, 0, sizeof *r);
+}
+
+/* Fills r from the FaRR cache (computing missing layers with progress and Ctrl-C). */
+static int rankset_build(Session *s, farr_kind kind, int lo, int hi, int offset, double tau, RankSet *r) {
+    FarrState *st;
+    memset(r, 0, sizeof *r);
+    if (farr_state(s, &st)) return AL_ERR;
+    int rc = farr_state_sweep(st, s->cur, kind, lo, hi, offset);
+    if (rc) return rc;
+    size_t n = (size_t)(hi - lo + 1), nh = (size_t)s->cur->cfg.n_heads, cells;
+    if (!al_mul_ok(n, 3 * nh, &cells, "rank table")) return AL_ERR;
+    r->layers = al_calloc(n, sizeof *r->layers, "rank table");
+    r->ranks = al_malloc3(cells, 1, sizeof(int), "rank table");
+    if (!r->layers || !r->ranks) { rankset_free(r); return AL_ERR; }
+    r->n = n;
+    for (size_t i = 0; i < n; i++) {
+        const FarrLayer *fl = farr_state_get_layer(st, s->cur, kind, lo + (int)i, offset);
+        if (!fl) { rankset_free(r); return al_err("layer %d: no spectra in the FaRR cache", lo + (int)i); }
+        int *ra = r->ranks + i * 3 * nh, *rb = ra + nh, *rf = rb + nh;
+        size_t h_n = (size_t)fl->n_heads < nh ? (size_t)fl->n_heads : nh;
+        for (size_t h = 0; h < h_n; h++) farr_layer_ranks(fl, (int)h, tau, &ra[h], &rb[h], &rf[h]);
+        r->layers[i] = (PlotLayerRanks){.layer = fl->layer, .n_heads = h_n, .rank_a = ra, .rank_b = rb, .rank_fused = rf};
+        if (fl->head_dim > r->head_dim) r->head_dim = fl->head_dim;
+    }
+    return AL_OK;
+}
+
+static PlotRanksInfo ranks_info(const Session *s, farr_kind kind, double tau, int head_dim) {
+    return (PlotRanksInfo){.model = s->cur->name, .name_a = farr_side_name(kind, 0), .name_b = farr_side_name(kind, 1),
+                           .name_fused = farr_fused_name(kind), .tau = tau, .head_dim = head_dim};
+}
+
+/* The layer range of a rank plot: `layer L` (one layer, or `layer all`), `layers A-B`, or the
+ * positional range (`8`, `0-15`, `all`, default all). *single when one layer was named. */
+static int ranks_scope(Session *s, const Args *a, int *lo, int *hi, bool *single) {
+    long n = s->cur->cfg.n_layers, l, h;
+    const char *which = args_given(a, "layer") ? "layer" : args_given(a, "layers") ? "layers" : "range";
+    if (args_range(a, which, n, &l, &h)) return AL_ERR;
+    *lo = (int)l;
+    *hi = (int)h;
+    *single = !args_all(a, which) && l == h && strcmp(which, "layers") != 0;
+    return AL_OK;
+}
+
+/* ================================================================ plot vo-ranks / qk-ranks */
+
+static const char RANKS_HELP[] =
+    "Effective ranks of one layer's heads (seed 000, 2.3): x = heads sorted by their fused rank,\n"
+    "the V (Q) and O (K) ranks as dots of two colours, the fused rank as a line, y from 0 to\n"
+    "the head dim. With more than one layer (`all`, `layers A-B`, or no layer at all) it draws\n"
+    "the model-wide grid of 2.4, one small panel per layer. Ranks are at the session tau unless\n"
+    "`tau` is given; the spectra come from the FaRR cache (missing layers are computed once,\n"
+    "with progress, and Ctrl-C keeps the finished ones).\n"
+    "Examples:\n"
+    "  plot vo-ranks layer 2\n"
+    "  plot qk-ranks all to figs/qk_grid.png\n"
+    "  plot vo-ranks layers 0-3 tau 0.99";
+
+static const Param ranks_pos[] = {
+    { .name = "range", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS,
+      .help = "a layer, a range A-B, or all (the grid)" },
+    {0}
+};
+
+static const Param ranks_kw[] = {
+    { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .comp = COMP_LAYERS, .metavar = "L|all",
+      .help = "one layer (or all: the grid)" },
+    { .name = "layers", .type = ARG_RANGE, .comp = COMP_LAYERS, .help = "the grid of layers A-B" },
+    PARAM_TAU,
+    { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D",
+      .help = "qk on full-RoPE models: RoPE position offset of K (analysis only, seed A.3)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
+    {0}
+};
+
+static int cmd_plot_ranks(Session *s, const Args *a, Out *out) {
+    farr_kind kind = !strcmp(a->cmd->name, "qk-ranks") ? FARR_QK : FARR_VO;
+    double tau = args_given(a, "tau") ? args_float(a, "tau") : s->tau;
+    int offset = args_given(a, "offset") ? (int)args_int(a, "offset") : FARR_NO_OFFSET;
+    int lo, hi;
+    bool single;
+    RankSet r;
+    if (tau <= 0 || tau > 1) return al_err("%s: tau %g must be in (0, 1]", a->path, tau);
+    if (ranks_scope(s, a, &lo, &hi, &single)) return AL_ERR;
+    int rc = rankset_build(s, kind, lo, hi, offset, tau, &r);
+    if (rc) return rc;
+    PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
+    char auto_name[256];
+    if (single)
+        snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d", s->cur->name, farr_kind_name(kind), lo);
+    else
+        snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d-%d", s->cur->name, farr_kind_name(kind), lo, hi);
+    Dest d;
+    if (dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
+    window_hint(out, &d);
+    rc = single ? plot_ranks(&d.o, &info, &r.layers[0]) : plot_ranks_grid(&d.o, &info, r.layers, r.n);
+    rankset_free(&r);
+    return dest_done(out, &d, rc);
+}
+
+/* ================================================================ plot ranks-by-layer */
+
+static const char BYLAYER_HELP[] =
+    "Per-layer minimum, median and maximum fused effective rank against depth, the min..max\n"
+    "band shaded. The maximum is the uniform rank a per-layer truncation must keep (heads of a\n"
+    "layer share one size in attention kernels), so this is where FaRR can and cannot pay.\n"
+    "Examples:\n"
+    "  plot ranks-by-layer vo\n"
+    "  plot ranks-by-layer qk layers 0-20 tau 0.99 to qk_depth.pdf";
+
+static const char *const PAIR_CHOICES[] = {"vo", "qk", NULL};
+
+static const Param bylayer_pos[] = {
+    { .name = "pair", .type = ARG_ENUM, .choices = PAIR_CHOICES, .comp = COMP_CHOICES,
+      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" },
+    {0}
+};
+
+static const Param bylayer_kw[] = {
+    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers A-B" },
+    PARAM_TAU,
+    { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D",
+      .help = "qk on full-RoPE models: RoPE position offset of K (analysis only, seed A.3)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
+    {0}
+};
+
+static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
+    farr_kind kind = args_enum(a, "pair") == 1 ? FARR_QK : FARR_VO;
+    double tau = args_given(a, "tau") ? args_float(a, "tau") : s->tau;
+    int offset = args_given(a, "offset") ? (int)args_int(a, "offset") : FARR_NO_OFFSET;
+    long lo, hi;
+    RankSet r;
+    if (tau <= 0 || tau > 1) return al_err("%s: tau %g must be in (0, 1]", a->path, tau);
+    if (args_range(a, "layers", s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    int rc = rankset_build(s, kind, (int)lo, (int)hi, offset, tau, &r);
+    if (rc) return rc;
+    PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
+    char auto_name[256];
+    snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-by-layer", s->cur->name, farr_kind_name(kind));
+    Dest d;
+    if (dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
+    window_hint(out, &d);
+    rc = plot_ranks_by_layer(&d.o, &info, r.layers, r.n);
+    rankset_free(&r);
+    return dest_done(out, &d, rc);
+}
+
+/* ================================================================ plot heatmap */
+
+static const char HEATMAP_HELP[] =
+    "A head's matrix as a heatmap, blue < 0 < red with white at 0 (seed 000, 1.3). Without\n"
+    "`factor`, the matrix itself (for qk / vo the fused map, formed for display only). With\n"
+    "`factor`, its SVD W = U diag(sigma) Vt: `a` is Uᵀ (one row per singular direction, the\n"
+    "directions W reads from), `b` is Vt (the directions it writes to), `scaled` is\n"
+    "diag(sigma) Vt -- rows of small sigma fade to white, which is what truncation drops.\n"
+    "Large matrices are pooled to the figure (largest |entry| per block).\n"
+    "Examples:\n"
+    "  plot heatmap q layer 3 head 5 factor b\n"
+    "  plot heatmap q layer 3 head 5 factor scaled\n"
+    "  plot heatmap vo layer 2 head 0 to vo.png";
+
+static const char *const FACTOR_CHOICES[] = {"a", "b", "scaled", NULL};
+
+static const Param heatmap_kw[] = {
+    { .name = "layer", .type = ARG_INT, .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
+    { .name = "head", .type = ARG_INT, .comp = COMP_HEADS, .metavar = "H", .help = "query head number" },
+    { .name = "factor", .type = ARG_ENUM, .choices = FACTOR_CHOICES, .comp = COMP_CHOICES,
+      .help = "an SVD factor instead of the matrix: a (Uᵀ), b (Vt) or scaled (diag(sigma) Vt)" },
+    { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D",
+      .help = "qk on full-RoPE models: RoPE position offset of K (analysis only, seed A.3)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
+    {0}
+};
+
+/* rows x cols float matrix from a row-major double array, transposed when `t` (display copy). */
+static Mat *mat_from_d(const double *v, size_t rows, size_t cols, bool t, const double *row_scale) {
+    Mat *m = t ? mat_new(cols, rows) : mat_new(rows, cols);
+    if (!m) return NULL;
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < cols; j++) {
+            double x = v[i * cols + j] * (row_scale ? row_scale[i] : 1.0);
+            if (t) *mat_at(m, j, i) = (float)x;
+            else *mat_at(m, i, j) = (float)x;
+        }
+    return m;
+}
+
+/* The matrix a heatmap shows: the head's matrix (fused: A @ op(B)), or an SVD factor. */
+static int heatmap_matrix(Session *s, int mk, int layer, int head, int offset, int factor, Mat **out,
+                          char *what, size_t wcap) {
+    int side;
+    farr_kind kind = mat_pair(mk, &side);
+    Mat *A = NULL, *B = NULL, *W = NULL;
+    lin_op op;
+    int rc = farr_head_factors(s->cur, kind, layer, head, offset, &A, &B, &op);
+    if (rc) return rc;
+    if (side == 2) {
+        if (factor < 0) {
+            Mat *Bt = op == LIN_ABT ? mat_transpose(B) : NULL;
+            W = mat_mul(A, Bt ? Bt : B);
+            mat_free(Bt);
+            if (!W) rc = AL_ERR;
+            snprintf(what, wcap, "%s", mat_label(mk));
+        } else {
+            Spectrum *sp = NULL;
+            rc = lin_product_svd(A, B, op, LIN_VECTORS, &sp, NULL, NULL);
+            if (!rc) {
+                W = factor == 0 ? mat_from_d(sp->U, sp->m, sp->p, true, NULL)
+                                : mat_from_d(sp->Vt, sp->p, sp->n, false, factor == 2 ? sp->sigma : NULL);
+                if (!W) rc = AL_ERR;
+            }
+            lin_spectrum_free(sp);
+        }
+    } else {
+        Mat *one = side == 0 ? A : B;
+        if (factor < 0) {
+            W = one;
+            if (side == 0) A = NULL; else B = NULL;
+            snprintf(what, wcap, "%s", mat_label(mk));
+        } else {
+            Spectrum *sp = NULL;
+            rc = lin_svd(one, LIN_VECTORS, &sp);
+            if (!rc) {
+                W = factor == 0 ? mat_from_d(sp->U, sp->m, sp->p, true, NULL)
+                                : mat_from_d(sp->Vt, sp->p, sp->n, false, factor == 2 ? sp->sigma : NULL);
+                if (!W) rc = AL_ERR;
+            }
+            lin_spectrum_free(sp);
+        }
+    }
+    if (factor >= 0) {
+        static const char *const fn[] = {"Uᵀ (read directions)", "Vt (write directions)", "diag(σ) Vt"};
+        snprintf(what, wcap, "%s of %s", fn[factor], mat_label(mk));
+    }
+    mat_free(A);
+    mat_free(B);
+    if (rc) { mat_free(W); return rc; }
+    *out = W;
+    return AL_OK;
+}
+
+static int cmd_plot_heatmap(Session *s, const Args *a, Out *out) {
+    int layer, head, offset, mk = args_enum(a, "kind"), factor = args_enum(a, "factor");
+    if (head_args(a, &layer, &head, &offset)) return AL_ERR;
+    Mat *W = NULL;
+    char what[128];
+    int rc = heatmap_matrix(s, mk, layer, head, offset, factor, &W, what, sizeof what);
+    if (rc) return rc;
+    char title[256], sub[128], auto_name[256];
+    snprintf(title, sizeof title, "%s layer %d head %d: %s", s->cur->name, layer, head, what);
+    snprintf(sub, sizeof sub, "%zu x %zu", W->rows, W->cols);
+    snprintf(auto_name, sizeof auto_name, "%s-heatmap-%s%s%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk],
+             factor >= 0 ? "-" : "", factor >= 0 ? FACTOR_CHOICES[factor] : "", layer, head);
+    Dest d;
+    if (dest_init(s, a, auto_name, &d)) { mat_free(W); return AL_ERR; }
+    d.o.title = title;
+    d.o.subtitle = sub;
+    /* Rows and columns in the head's terms: W is (input dims x output dims). */
+    d.o.ylabel = factor < 0 ? "input dimension (row of W)" : "singular direction i (largest σ first)";
+    d.o.xlabel = factor == 0 ? "input dimension (row of W)" : "output dimension (column of W)";
+    window_hint(out, &d);
+    rc = plot_heatmap(&d.o, W);
+    mat_free(W);
+    return dest_done(out, &d, rc);
+}
+
+/* ================================================================ the table */
+
+static const char PLOT_HELP[] =
+    "Figures of the FaRR analysis, drawn from the session's cached results:\n"
+    "  spectrum KIND layer L head H [log]      a head's singular values (seed 1.3)\n"
+    "  energy KIND layer L head H [log]        spectrum + cumulative energy, tau marks (1.4)\n"
+    "  vo-ranks | qk-ranks layer L             V/O/VO (Q/K/QK) ranks of one layer (2.3)\n"
+    "  vo-ranks | qk-ranks [all | layers A-B]  the model-wide grid (2.4)\n"
+    "  heatmap KIND layer L head H [factor a|b|scaled]   a matrix or its SVD factors (1.3)\n"
+    "  ranks-by-layer vo|qk                    min / median / max fused rank against depth\n"
+    "  key-norms layer L                       TransMLA Fig. 3a: key norm per dimension\n"
+    "  rope-energy layer L                     TransMLA Fig. 3b: key energy against RoPE dims kept\n"
+    "KIND is q, k, v, o, qk or vo. `to FILE.png|.svg|.pdf` writes a file (its folder is made;\n"
+    "a name without extension gets plot.format). Without `to`: a window when the session is\n"
+    "interactive and there is a display (or with `window`), else a file in plot.dir named\n"
+    "after the figure; the path is printed and is the result (attn.plot returns it).\n"
+    "Settings: set plot.size WxH, set plot.dir DIR, set plot.format png|svg|pdf.";
+
+static const Command plot_subs[] = {
+    { .name = "spectrum", .summary = "singular values of one head's matrix", .help = SPECTRUM_HELP,
+      .pos = kind_pos, .kw = spectrum_kw, .fn = cmd_plot_spectrum, .flags = CMD_MODEL },
+    { .name = "energy", .summary = "spectrum with cumulative energy and the tau = 0.99 / 0.999 ranks",
+      .help = ENERGY_HELP, .pos = kind_pos, .kw = spectrum_kw, .fn = cmd_plot_energy, .flags = CMD_MODEL },
+    { .name = "vo-ranks", .summary = "V, O and fused VO effective ranks: one layer or the grid",
+      .help = RANKS_HELP, .pos = ranks_pos, .kw = ranks_kw, .fn = cmd_plot_ranks, .flags = CMD_MODEL },
+    { .name = "qk-ranks", .summary = "Q, K and fused QK effective ranks: one layer or the grid",
+      .help = RANKS_HELP, .pos = ranks_pos, .kw = ranks_kw, .fn = cmd_plot_ranks, .flags = CMD_MODEL },
+    { .name = "heatmap", .summary = "a head's matrix or its SVD factors, diverging colours",
+      .help = HEATMAP_HELP, .pos = kind_pos, .kw = heatmap_kw, .fn = cmd_plot_heatmap, .flags = CMD_MODEL },
+    { .name = "ranks-by-layer", .summary = "min / median / max fused rank per layer against depth",
+      .help = BYLAYER_HELP, .pos = bylayer_pos, .kw = bylayer_kw, .fn = cmd_plot_ranks_by_layer,
+      .flags = CMD_MODEL },
+    CMD_PLOT_MLA_SUBS,      /* key-norms, rope-energy: TransMLA figures (cmd_plot_mla.c) */
+    {0}
+};
+
+static const Command plot_cmds[] = {
+    { .name = "plot", .summary = "figures: spectra, energy, rank plots and grids, heatmaps, key norms",
+      .help = PLOT_HELP, .sub = plot_subs, .flags = CMD_MODEL },
+    {0}
+};
+
+const CommandGroup cmd_group_plot = { .title = "Figures", .cmds = plot_cmds };

@@ -1,0 +1,28 @@
+/* cmd_plot_mla.h -- the TransMLA figures as `plot` sub-commands (handlers in cmd_plot_mla.c):
+ *   plot key-norms layer L [freqfold M]   TransMLA Figure 3a: key norm per dimension, original vs
+ *                                         RoRoPE vs RoRoPE + FreqFold, real / imaginary halves
+ *   plot rope-energy layer L              Figure 3b (weight-based): key energy kept in the RoPE
+ *                                         dims against RoPE dims kept, one curve per FreqFold M
+ * To plug them into `plot`, put CMD_PLOT_MLA_SUBS among the entries of cmd_plot.c's plot_subs. */
+#ifndef AL_CMD_PLOT_MLA_H
+#define AL_CMD_PLOT_MLA_H
+
+#include "registry.h"
+
+int cmd_plot_key_norms(Session *s, const Args *a, Out *out);
+int cmd_plot_rope_energy(Session *s, const Args *a, Out *out);
+
+extern const Param cmd_plot_key_norms_kw[];
+extern const Param cmd_plot_rope_energy_kw[];
+extern const char CMD_PLOT_KEY_NORMS_HELP[];
+extern const char CMD_PLOT_ROPE_ENERGY_HELP[];
+
+#define CMD_PLOT_MLA_SUBS                                                                                  \
+    { .name = "key-norms", .summary = "TransMLA Fig. 3a: key norm per dim, original / RoRoPE / FreqFold", \
+      .help = CMD_PLOT_KEY_NORMS_HELP, .kw = cmd_plot_key_norms_kw, .fn = cmd_plot_key_norms,          \
+      .flags = CMD_MODEL },                                                                                \
+    { .name = "rope-energy", .summary = "TransMLA Fig. 3b: key energy kept against RoPE dims, per FreqFold", \
+      .help = CMD_PLOT_ROPE_ENERGY_HELP, .kw = cmd_plot_rope_energy_kw, .fn = cmd_plot_rope_energy,    \
+      .flags = CMD_MODEL }
+
+#endif

@@ -1,0 +1,425 @@
+/* out.c -- result values (tables, arrays, numbers, strings) and the one output layer: every byte
+ * a command prints goes through out_write(); tables render as aligned text, CSV or JSON. */
+#define _GNU_SOURCE
+#include "out.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al.h"
+#include "registry.h"
+#include "safetensors.h"
+
+/* ================================================================ a growable string */
+
+typedef struct { char *p; size_t n, cap; bool bad; } Buf;
+
+static void buf_add(Buf *b, const char *s, size_t n) {
+    if (b->bad) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->bad = true; return; }
+        b->p = p; b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+static void buf_puts(Buf *b, const char *s) { buf_add(b, s, strlen(s)); }
+static void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(Buf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) { b->bad = true; return; }
+    if ((size_t)n < sizeof tmp) { buf_add(b, tmp, (size_t)n); return; }
+    char *big = malloc((size_t)n + 1);
+    if (!big) { b->bad = true; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    buf_add(b, big, (size_t)n);
+    free(big);
+}
+/* Hands the buffer's string to the caller (NULL + error if an allocation failed). */
+static char *buf_take(Buf *b, const char *what) {
+    if (b->bad || !b->p) {
+        free(b->p);
+        if (!b->bad) return al_strdup("");
+        al_err("out of memory rendering %s", what);
+        return NULL;
+    }
+    return b->p;
+}
+
+/* ================================================================ tables */
+
+Table *table_new_v(size_t ncols, const char *const *names) {
+    Table *t = al_calloc(1, sizeof *t, "table");
+    if (!t) return NULL;
+    t->cols = al_calloc(ncols ? ncols : 1, sizeof *t->cols, "table columns");
+    if (!t->cols) { free(t); return NULL; }
+    t->ncols = ncols;
+    for (size_t j = 0; j < ncols; j++) {
+        t->cols[j] = al_strdup(names[j] ? names[j] : "");
+        if (!t->cols[j]) { table_free(t); return NULL; }
+    }
+    return t;
+}
+
+Table *table_new(size_t ncols, ...) {
+    const char *names[64];
+    if (ncols > 64) { al_err("table_new: %zu columns (at most 64; use table_new_v)", ncols); return NULL; }
+    va_list ap;
+    va_start(ap, ncols);
+    for (size_t j = 0; j < ncols; j++) names[j] = va_arg(ap, const char *);
+    va_end(ap);
+    return table_new_v(ncols, names);
+}
+
+void table_free(Table *t) {
+    if (!t) return;
+    for (size_t i = 0; i < t->nrows * t->ncols; i++) free(t->cells[i].str);
+    for (size_t j = 0; j < t->ncols; j++) free(t->cols[j]);
+    free(t->cols);
+    free(t->cells);
+    free(t);
+}
+
+int table_row(Table *t) {
+    if (t->nrows == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16, bytes;
+        if (!al_mul_ok(cap, t->ncols ? t->ncols : 1, &bytes, "table rows") ||
+            !al_mul_ok(bytes, sizeof(Cell), &bytes, "table rows")) return AL_ERR;
+        Cell *c = realloc(t->cells, bytes);
+        if (!c) return al_err("out of memory growing a table to %zu rows", cap);
+        t->cells = c;
+        t->cap = cap;
+    }
+    memset(t->cells + t->nrows * t->ncols, 0, t->ncols * sizeof(Cell));
+    t->nrows++;
+    t->cur_col = 0;
+    return AL_OK;
+}
+
+/* The next cell of the current row, or NULL (no row yet / row full). */
+static Cell *next_cell(Table *t) {
+    if (!t->nrows || t->cur_col >= t->ncols) return NULL;
+    return &t->cells[(t->nrows - 1) * t->ncols + t->cur_col++];
+}
+
+void table_num(Table *t, double v) { Cell *c = next_cell(t); if (c) { c->kind = CELL_NUM; c->num = v; } }
+void table_int(Table *t, long long v) { Cell *c = next_cell(t); if (c) { c->kind = CELL_INT; c->num = (double)v; } }
+void table_bool(Table *t, bool b) { Cell *c = next_cell(t); if (c) { c->kind = CELL_BOOL; c->b = b; } }
+void table_null(Table *t) { next_cell(t); }
+void table_str(Table *t, const char *s) {
+    Cell *c = next_cell(t);
+    if (!c || !s) return;
+    c->str = strdup(s);
+    c->kind = c->str ? CELL_STR : CELL_NULL;
+}
+
+const Cell *table_cell(const Table *t, size_t row, size_t col) {
+    if (row >= t->nrows || col >= t->ncols) return NULL;
+    return &t->cells[row * t->ncols + col];
+}
+
+long table_col(const Table *t, const char *name) {
+    for (size_t j = 0; j < t->ncols; j++)
+        if (!strcmp(t->cols[j], name)) return (long)j;
+    return -1;
+}
+
+/* ================================================================ rendering */
+
+static const char *fmt_names[FMT_COUNT] = { "table", "csv", "json" };
+const char *out_format_name(out_format f) { return (unsigned)f < FMT_COUNT ? fmt_names[f] : "?"; }
+int out_format_parse(const char *s) {
+    for (int i = 0; i < FMT_COUNT; i++) if (!strcmp(s, fmt_names[i])) return i;
+    return -1;
+}
+
+/* A number as text: integers exactly, others with prec significant digits; non-finite values
+ * as nan / inf / -inf (JSON callers map them to null). */
+static void fmt_num(char *dst, size_t cap, double v, bool integer, int prec) {
+    if (isnan(v)) snprintf(dst, cap, "nan");
+    else if (isinf(v)) snprintf(dst, cap, v > 0 ? "inf" : "-inf");
+    else if (integer || (v == floor(v) && fabs(v) < 1e15)) snprintf(dst, cap, "%.0f", v);
+    else snprintf(dst, cap, "%.*g", prec > 0 ? prec : 6, v);
+}
+
+/* Cell text for the aligned and CSV forms. */
+static void cell_text(const Cell *c, char *dst, size_t cap, int prec) {
+    switch (c->kind) {
+    case CELL_NULL: snprintf(dst, cap, "-"); break;
+    case CELL_NUM: fmt_num(dst, cap, c->num, false, prec); break;
+    case CELL_INT: fmt_num(dst, cap, c->num, true, prec); break;
+    case CELL_BOOL: snprintf(dst, cap, "%s", c->b ? "true" : "false"); break;
+    case CELL_STR: snprintf(dst, cap, "%s", c->str); break;
+    }
+}
+
+static void json_str(Buf *b, const char *s) {
+    buf_puts(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') { char e[2] = { '\\', (char)*p }; buf_add(b, e, 2); }
+        else if (*p == '\n') buf_puts(b, "\\n");
+        else if (*p == '\t') buf_puts(b, "\\t");
+        else if (*p < 0x20) buf_printf(b, "\\u%04x", *p);
+        else buf_add(b, (const char *)p, 1);
+    }
+    buf_puts(b, "\"");
+}
+
+static void csv_field(Buf *b, const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) { buf_puts(b, s); return; }
+    buf_puts(b, "\"");
+    for (const char *p = s; *p; p++) {
+        if (*p == '"') buf_puts(b, "\"\"");
+        else buf_add(b, p, 1);
+    }
+    buf_puts(b, "\"");
+}
+
+static void render_json(const Table *t, Buf *b, int prec) {
+    char tmp[64];
+    buf_puts(b, "[");
+    for (size_t i = 0; i < t->nrows; i++) {
+        buf_puts(b, i ? ",\n {" : "\n {");
+        for (size_t j = 0; j < t->ncols; j++) {
+            const Cell *c = table_cell(t, i, j);
+            if (j) buf_puts(b, ", ");
+            json_str(b, t->cols[j]);
+            buf_puts(b, ": ");
+            if (c->kind == CELL_STR) json_str(b, c->str);
+            else if (c->kind == CELL_NULL || ((c->kind == CELL_NUM) && !isfinite(c->num))) buf_puts(b, "null");
+            else if (c->kind == CELL_NUM) { snprintf(tmp, sizeof tmp, "%.*g", prec > 6 ? prec : 17, c->num); buf_puts(b, tmp); }
+            else { cell_text(c, tmp, sizeof tmp, prec); buf_puts(b, tmp); }
+        }
+        buf_puts(b, "}");
+    }
+    buf_puts(b, t->nrows ? "\n]\n" : "]\n");
+}
+
+static void render_csv(const Table *t, Buf *b, int prec) {
+    char tmp[1024];
+    for (size_t j = 0; j < t->ncols; j++) { if (j) buf_puts(b, ","); csv_field(b, t->cols[j]); }
+    buf_puts(b, "\n");
+    for (size_t i = 0; i < t->nrows; i++) {
+        for (size_t j = 0; j < t->ncols; j++) {
+            const Cell *c = table_cell(t, i, j);
+            if (j) buf_puts(b, ",");
+            if (c->kind == CELL_NULL) continue;
+            if (c->kind == CELL_NUM && isfinite(c->num)) snprintf(tmp, sizeof tmp, "%.*g", prec > 6 ? prec : 9, c->num);
+            else cell_text(c, tmp, sizeof tmp, prec);
+            csv_field(b, c->kind == CELL_STR ? c->str : tmp);
+        }
+        buf_puts(b, "\n");
+    }
+}
+
+/* Aligned columns: a column holding any string is left-aligned, a numeric one right-aligned;
+ * a rule under the header; no trailing blanks. */
+static void render_aligned(const Table *t, Buf *b, int prec) {
+    size_t nc = t->ncols ? t->ncols : 1;
+    size_t *w = calloc(nc, sizeof *w);
+    bool *left = calloc(nc, sizeof *left);
+    char tmp[1024];
+    if (!w || !left) { free(w); free(left); b->bad = true; return; }
+    for (size_t j = 0; j < t->ncols; j++) w[j] = strlen(t->cols[j]);
+    for (size_t i = 0; i < t->nrows; i++)
+        for (size_t j = 0; j < t->ncols; j++) {
+            const Cell *c = table_cell(t, i, j);
+            size_t n = c->kind == CELL_STR ? strlen(c->str) : (cell_text(c, tmp, sizeof tmp, prec), strlen(tmp));
+            if (n > w[j]) w[j] = n;
+            if (c->kind == CELL_STR || c->kind == CELL_BOOL) left[j] = true;
+        }
+    Buf line = {0};
+    for (int r = -2; r < (int)t->nrows; r++) {
+        line.n = 0;
+        for (size_t j = 0; j < t->ncols; j++) {
+            const char *s;
+            if (r == -2) s = t->cols[j];
+            else if (r == -1) s = NULL;
+            else {
+                const Cell *c = table_cell(t, (size_t)r, j);
+                s = c->kind == CELL_STR ? c->str : (cell_text(c, tmp, sizeof tmp, prec), tmp);
+            }
+            if (j) buf_puts(&line, "  ");
+            if (!s) { for (size_t k = 0; k < w[j]; k++) buf_puts(&line, "-"); continue; }
+            buf_printf(&line, left[j] || r == -2 ? "%-*s" : "%*s", (int)w[j], s);
+        }
+        while (line.n && line.p[line.n - 1] == ' ') line.n--;
+        buf_add(b, line.p ? line.p : "", line.n);
+        buf_puts(b, "\n");
+    }
+    if (line.bad) b->bad = true;
+    free(line.p);
+    free(w);
+    free(left);
+}
+
+char *table_render(const Table *t, out_format f, int prec) {
+    Buf b = {0};
+    if (f == FMT_JSON) render_json(t, &b, prec);
+    else if (f == FMT_CSV) render_csv(t, &b, prec);
+    else render_aligned(t, &b, prec);
+    return buf_take(&b, "a table");
+}
+
+/* Format from a file name's extension, or -1. */
+static int format_of_path(const char *path) {
+    const char *dot = strrchr(path, '.');
+    if (!dot || strchr(dot, '/')) return -1;
+    if (!strcasecmp(dot, ".csv")) return FMT_CSV;
+    if (!strcasecmp(dot, ".json")) return FMT_JSON;
+    return -1;
+}
+
+int table_write_file(const Table *t, const char *path, int prec) {
+    int f = format_of_path(path);
+    if (f < 0) {
+        const char *dot = strrchr(path, '.');
+        return al_err("cannot write a table to '%s': the extension %s%s%s is not .csv or .json "
+                      "(name the file FILE.csv or FILE.json)", path, dot ? "'" : "", dot ? dot : "(none)", dot ? "'" : "");
+    }
+    char *text = table_render(t, (out_format)f, prec);
+    if (!text) return AL_ERR;
+    int rc = al_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+/* ================================================================ Out */
+
+void out_init(Out *o) {
+    memset(o, 0, sizeof *o);
+    o->fmt = FMT_TABLE;
+    o->prec = 6;
+}
+
+void out_reset(Out *o) {
+    table_free(o->table);
+    free(o->arr);
+    free(o->str);
+    o->table = NULL; o->arr = NULL; o->str = NULL;
+    o->narr = 0; o->num = 0;
+    o->kind = RES_NONE;
+    o->written = false;
+}
+
+void out_free(Out *o) { out_reset(o); }
+
+void out_write(Out *o, out_stream st, const char *s, size_t n) {
+    if (o && o->sink) { o->sink(o->sink_ud, st, s, n); return; }
+    if (st == OUT_STDERR) {          /* keep stdout and stderr in order when both go to one place */
+        fflush(stdout);
+        fwrite(s, 1, n, stderr);
+        fflush(stderr);
+    } else
+        fwrite(s, 1, n, stdout);
+}
+
+void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap) {
+    char tmp[1024];
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    if (n < 0) { va_end(ap2); return; }
+    if ((size_t)n < sizeof tmp) out_write(o, st, tmp, (size_t)n);
+    else {
+        char *big = malloc((size_t)n + 1);
+        if (big) { vsnprintf(big, (size_t)n + 1, fmt, ap2); out_write(o, st, big, (size_t)n); free(big); }
+    }
+    va_end(ap2);
+}
+
+void out_printf(Out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    out_vprintf(o, OUT_STDOUT, fmt, ap);
+    va_end(ap);
+}
+
+void out_eprintf(Out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    out_vprintf(o, OUT_STDERR, fmt, ap);
+    va_end(ap);
+}
+
+void out_table(Out *o, Table *t) {
+    out_reset(o);
+    if (!t) return;
+    o->kind = RES_TABLE;
+    o->table = t;
+}
+
+int out_array(Out *o, const double *v, size_t n) {
+    out_reset(o);
+    double *c = al_malloc3(n ? n : 1, 1, sizeof(double), "result array");
+    if (!c) return AL_ERR;
+    if (n) memcpy(c, v, n * sizeof(double));
+    o->kind = RES_ARRAY;
+    o->arr = c;
+    o->narr = n;
+    return AL_OK;
+}
+
+void out_number(Out *o, double v) { out_reset(o); o->kind = RES_NUMBER; o->num = v; }
+
+void out_string(Out *o, const char *s) {
+    out_reset(o);
+    o->str = al_strdup(s ? s : "");
+    o->kind = o->str ? RES_STRING : RES_NONE;
+}
+
+int out_table_to(Out *o, const Args *a, Table *t) {
+    if (!t) return AL_ERR;
+    out_table(o, t);
+    const char *to = a ? args_str(a, "to") : NULL;
+    if (!to) return AL_OK;
+    if (table_write_file(t, to, o->prec) != AL_OK) return AL_ERR;
+    o->written = true;
+    out_printf(o, "wrote %zu row%s to %s\n", t->nrows, t->nrows == 1 ? "" : "s", to);
+    return AL_OK;
+}
+
+void out_emit_result(Out *o) {
+    char tmp[64];
+    if (o->written) return;
+    switch (o->kind) {
+    case RES_NONE: return;
+    case RES_TABLE: {
+        char *s = table_render(o->table, o->fmt, o->prec);
+        if (s) { out_write(o, OUT_STDOUT, s, strlen(s)); free(s); }
+        return;
+    }
+    case RES_ARRAY: {
+        Buf b = {0};
+        if (o->fmt == FMT_JSON) buf_puts(&b, "[");
+        for (size_t i = 0; i < o->narr; i++) {
+            fmt_num(tmp, sizeof tmp, o->arr[i], false, o->fmt == FMT_TABLE ? o->prec : 9);
+            if (o->fmt == FMT_JSON) buf_printf(&b, "%s%s", i ? ", " : "", isfinite(o->arr[i]) ? tmp : "null");
+            else buf_printf(&b, "%s\n", tmp);
+        }
+        if (o->fmt == FMT_JSON) buf_puts(&b, "]\n");
+        if (!b.bad && b.p) out_write(o, OUT_STDOUT, b.p, b.n);
+        free(b.p);
+        return;
+    }
+    case RES_NUMBER:
+        fmt_num(tmp, sizeof tmp, o->num, false, o->prec);
+        out_printf(o, "%s\n", tmp);
+        return;
+    case RES_STRING:
+        out_printf(o, "%s\n", o->str);
+        return;
+    }
+}

@@ -1,0 +1,134 @@
+/* out.h -- what a command produces: human text and one result value, and the single output
+ * layer that prints them.
+ *
+ * A handler writes narration with out_printf() and, when it computes something, sets ONE result
+ * value: a Table (named columns, rows of number/int/string/bool cells), an array of numbers, a
+ * number or a string. The front door decides what to do with the value: the REPL and `-e` print
+ * it in the session's format (aligned table, CSV or JSON); the Lua module `attn` returns it as a
+ * Lua value (a table result becomes an array of row tables keyed by column name; an array
+ * becomes a Lua array of numbers).
+ *
+ * Tables and `to FILE`: any command producing a table takes the keyword `to FILE.csv|FILE.json`
+ * (put PARAM_TO in its keyword list, see registry.h) and ends with
+ *     return out_table_to(out, a, t);
+ * which writes the file atomically when `to` was given (and says so), else keeps the table as
+ * the result to print. Either way Lua still gets the value.
+ *
+ * All bytes go through out_write() -> Out.sink, so tests capture everything by installing a sink.
+ *
+ * Example:
+ *     Table *t = table_new(3, "layer", "head", "rank_vo");     // 3 columns
+ *     for (...) { table_row(t); table_int(t, L); table_int(t, h); table_int(t, r); }
+ *     return out_table_to(out, a, t);                            // takes ownership of t
+ */
+#ifndef AL_OUT_H
+#define AL_OUT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct Args;
+
+/* ================================================================ tables */
+
+typedef enum { CELL_NULL, CELL_NUM, CELL_INT, CELL_STR, CELL_BOOL } cell_kind;
+
+typedef struct {
+    cell_kind kind;
+    double num;            /* CELL_NUM, CELL_INT (an integer value held exactly in a double) */
+    char *str;             /* CELL_STR, owned */
+    bool b;                /* CELL_BOOL */
+} Cell;
+
+typedef struct Table {
+    size_t ncols;
+    char **cols;           /* (ncols) column names, owned; also the Lua row keys */
+    size_t nrows, cap;
+    Cell *cells;           /* (nrows, ncols) row-major, owned */
+    size_t cur_col;        /* next column table_int()/... fills in the current row */
+} Table;
+
+/* A table with ncols columns named by the variadic const char * arguments. NULL + error on
+ * failure. Caller owns (or hands it to out_table / out_table_to). */
+Table *table_new(size_t ncols, ...);
+/* Same with the names in an array. */
+Table *table_new_v(size_t ncols, const char *const *names);
+void table_free(Table *t);
+/* Starts a new row (all cells CELL_NULL); the appenders below fill it left to right. Returns
+ * AL_OK or AL_ERR (allocation). Appending past the last column is ignored. */
+int table_row(Table *t);
+void table_num(Table *t, double v);
+void table_int(Table *t, long long v);
+void table_str(Table *t, const char *s);      /* copied; NULL gives a null cell */
+void table_bool(Table *t, bool b);
+void table_null(Table *t);
+/* Cell (row, col) and column lookup (-1 when absent). */
+const Cell *table_cell(const Table *t, size_t row, size_t col);
+long table_col(const Table *t, const char *name);
+
+/* ================================================================ output formats */
+
+typedef enum { FMT_TABLE, FMT_CSV, FMT_JSON, FMT_COUNT } out_format;
+const char *out_format_name(out_format f);
+/* Parses "table" | "csv" | "json"; -1 when unknown. */
+int out_format_parse(const char *s);
+
+/* Renders a table as text in a format (caller frees). `prec` is the significant digits of
+ * CELL_NUM values (0: default 6). JSON is an array of objects keyed by column name. */
+char *table_render(const Table *t, out_format f, int prec);
+/* Writes a table to path, format from the extension (.csv or .json; anything else is an error
+ * naming the extension), atomically (temp + rename). */
+int table_write_file(const Table *t, const char *path, int prec);
+
+/* ================================================================ Out */
+
+typedef enum { OUT_STDOUT, OUT_STDERR } out_stream;
+/* Receives every byte a command prints. */
+typedef void (*out_sink_fn)(void *ud, out_stream st, const char *s, size_t n);
+
+typedef enum { RES_NONE, RES_TABLE, RES_ARRAY, RES_NUMBER, RES_STRING } res_kind;
+
+typedef struct Out {
+    out_sink_fn sink;      /* NULL: stdout / stderr */
+    void *sink_ud;
+    out_format fmt;        /* how results print at the prompt (session `set format`) */
+    int prec;              /* significant digits for numbers (session `set precision`) */
+
+    res_kind kind;         /* the result value, owned: */
+    Table *table;          /*   RES_TABLE */
+    double *arr;           /*   RES_ARRAY (narr) */
+    size_t narr;
+    double num;            /*   RES_NUMBER */
+    char *str;             /*   RES_STRING */
+    bool written;          /* the result went to a file (`to FILE`): do not print it again */
+} Out;
+
+/* An Out with the default sink; out_reset() drops the result (keeps sink and format). */
+void out_init(Out *o);
+void out_reset(Out *o);
+void out_free(Out *o);
+
+/* Text: all output goes through out_write. */
+void out_write(Out *o, out_stream st, const char *s, size_t n);
+void out_printf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap);
+void out_eprintf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Results (replace any previous result; the Out takes ownership of t / copies arr, s). */
+void out_table(Out *o, Table *t);
+int out_array(Out *o, const double *v, size_t n);
+void out_number(Out *o, double v);
+void out_string(Out *o, const char *s);
+
+/* The one-line helper for table commands: if keyword `to` was given in a, writes t there
+ * (CSV/JSON by extension, atomically), prints "wrote N rows to FILE" and marks the result
+ * written; the table stays the result either way (Lua gets it). Takes ownership of t.
+ * Returns AL_OK, or AL_ERR when t is NULL or the file cannot be written. */
+int out_table_to(Out *o, const struct Args *a, Table *t);
+
+/* Prints the result value (if any and not written) in o->fmt: tables aligned/CSV/JSON,
+ * arrays one number per line (JSON: an array), numbers and strings on one line. */
+void out_emit_result(Out *o);
+
+#endif

@@ -1,0 +1,678 @@
+/* registry.c -- the list of command groups (the ONE place to add a group), table look-ups, typed
+ * argument access, the tokenizer and the parser that checks every argument against the table,
+ * generated usage lines, and the dispatcher. Completion from the table is in repl/complete.c. */
+#define _GNU_SOURCE
+#include "registry.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session.h"
+
+/* ================================================================ the groups */
+
+/* Each group file commands/cmd_<group>.c defines one of these. To add a group, declare it here
+ * and add one line to cmd_groups below. */
+extern const CommandGroup cmd_group_base;
+extern const CommandGroup cmd_group_synth;
+extern const CommandGroup cmd_group_plot;
+extern const CommandGroup cmd_group_farr;
+extern const CommandGroup cmd_group_lm;
+extern const CommandGroup cmd_group_convert;
+
+const CommandGroup *const cmd_groups[] = {
+    &cmd_group_base,
+    &cmd_group_synth,
+    &cmd_group_plot,
+    &cmd_group_farr,
+    &cmd_group_lm,
+    &cmd_group_convert,
+    NULL
+};
+
+/* ================================================================ look-ups */
+
+static const CommandGroup *test_group;
+
+void cmd_set_test_group(const CommandGroup *g) { test_group = g; }
+
+const Command *cmd_at(size_t i, const CommandGroup **group) {
+    for (size_t g = 0; cmd_groups[g]; g++)
+        for (const Command *c = cmd_groups[g]->cmds; c && c->name; c++) {
+            if (i-- == 0) {
+                if (group) *group = cmd_groups[g];
+                return c;
+            }
+        }
+    for (const Command *c = test_group ? test_group->cmds : NULL; c && c->name; c++)
+        if (i-- == 0) {
+            if (group) *group = test_group;
+            return c;
+        }
+    return NULL;
+}
+
+const Command *cmd_find(const char *name) {
+    const Command *c;
+    for (size_t i = 0; (c = cmd_at(i, NULL)); i++)
+        if (!strcmp(c->name, name)) return c;
+    return NULL;
+}
+
+const Command *cmd_find_sub(const Command *c, const char *name) {
+    for (const Command *s = c ? c->sub : NULL; s && s->name; s++)
+        if (!strcmp(s->name, name)) return s;
+    return NULL;
+}
+
+const Param *cmd_find_kw(const Command *c, const char *name) {
+    for (const Param *p = c->kw; p && p->name; p++)
+        if (!strcmp(p->name, name)) return p;
+    for (const Param *p = c->pos; p && p->name; p++)
+        if (!strcmp(p->name, name)) return p;
+    return NULL;
+}
+
+/* Only the keyword list (the parser must not take a positional's name as a keyword). */
+static const Param *find_keyword(const Command *c, const char *name) {
+    for (const Param *p = c->kw; p && p->name; p++)
+        if (!strcmp(p->name, name)) return p;
+    return NULL;
+}
+
+static size_t nparams(const Param *p) {
+    size_t n = 0;
+    while (p && p[n].name) n++;
+    return n;
+}
+
+/* ================================================================ typed access */
+
+const ArgVal *args_val(const Args *a, const char *name) {
+    for (size_t i = 0; i < a->nkw; i++)
+        if (a->kw[i].p && !strcmp(a->kw[i].p->name, name)) return &a->kw[i];
+    for (size_t i = 0; i < a->npos; i++)
+        if (a->pos[i].p && !strcmp(a->pos[i].p->name, name)) return &a->pos[i];
+    return NULL;
+}
+
+bool args_has(const Args *a, const char *name) { const ArgVal *v = args_val(a, name); return v && v->present; }
+bool args_given(const Args *a, const char *name) { const ArgVal *v = args_val(a, name); return v && v->given; }
+const char *args_str(const Args *a, const char *name) {
+    const ArgVal *v = args_val(a, name);
+    return v && v->present ? v->s : NULL;
+}
+long args_int(const Args *a, const char *name) { const ArgVal *v = args_val(a, name); return v && v->present ? v->i : 0; }
+double args_float(const Args *a, const char *name) { const ArgVal *v = args_val(a, name); return v && v->present ? v->f : 0; }
+int args_enum(const Args *a, const char *name) { const ArgVal *v = args_val(a, name); return v && v->present ? v->choice : -1; }
+bool args_flag(const Args *a, const char *name) { const ArgVal *v = args_val(a, name); return v && v->present; }
+bool args_all(const Args *a, const char *name) { const ArgVal *v = args_val(a, name); return v && v->present && v->all; }
+
+int args_range(const Args *a, const char *name, long n, long *lo, long *hi) {
+    const ArgVal *v = args_val(a, name);
+    if (!v || !v->present) return al_err("argument '%s' is missing", name);
+    if (v->all) {
+        if (n <= 0) return al_err("%s: nothing to range over (0 items)", name);
+        *lo = 0; *hi = n - 1;
+        return AL_OK;
+    }
+    long l = v->i, h = v->p->type == ARG_RANGE ? v->hi : v->i;
+    if (l < 0 || h >= n || l > h)
+        return al_err("%s %s is out of range: valid values are 0-%ld", name, v->s, n - 1);
+    *lo = l; *hi = h;
+    return AL_OK;
+}
+
+void args_free(Args *a) {
+    for (size_t i = 0; i < a->nstrs; i++) free(a->strs[i]);
+    a->nstrs = 0;
+}
+
+/* A copy owned by a (freed by args_free). */
+static const char *args_keep(Args *a, const char *s) {
+    if (a->nstrs >= sizeof a->strs / sizeof a->strs[0]) return NULL;
+    char *c = strdup(s);
+    if (c) a->strs[a->nstrs++] = c;
+    return c;
+}
+
+/* ================================================================ edit distance, suggestions */
+
+size_t cmd_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return la > lb ? la : lb;
+    size_t prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof *prev);
+    }
+    return prev[lb];
+}
+
+/* Keeps the closest candidate: within distance 2 (1 for short words), or a prefix either way. */
+typedef struct { const char *best; size_t d; } Suggest;
+
+static void suggest_try(Suggest *sg, const char *typed, const char *cand) {
+    size_t lt = strlen(typed), d = cmd_edit_distance(typed, cand);
+    size_t lim = lt <= 3 ? 1 : 2;
+    if (lt >= 2 && !strncmp(cand, typed, lt)) d = 1;   /* a prefix of the candidate */
+    if (d <= lim && (!sg->best || d < sg->d)) { sg->best = cand; sg->d = d; }
+}
+
+/* " (did you mean 'x'?)" or "" */
+static const char *suggest_text(const Suggest *sg, char *buf, size_t cap) {
+    if (!sg->best) return "";
+    snprintf(buf, cap, " (did you mean '%s'?)", sg->best);
+    return buf;
+}
+
+/* ================================================================ tokenizer */
+
+void tokens_free(Tokens *t) {
+    for (size_t i = 0; i < t->n; i++) free(t->tok[i].text);
+    t->n = 0;
+}
+
+static int perr(ParseErr *e, size_t col, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int perr(ParseErr *e, size_t col, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->col = col;
+    al_err("%s", e->msg);
+    return AL_ERR;
+}
+
+static int push_token(Tokens *t, const char *text, size_t len, size_t col, size_t span, bool quoted,
+                      ParseErr *e) {
+    if (t->n >= ARGS_TOKENS_MAX)
+        return perr(e, col, "too many words in one command (at most %d)", ARGS_TOKENS_MAX);
+    char *s = strndup(text, len);
+    if (!s) return perr(e, col, "out of memory");
+    t->tok[t->n++] = (Token){ .text = s, .col = col, .len = span, .quoted = quoted };
+    return AL_OK;
+}
+
+/* line[i, n) as one token (blanks around it dropped). */
+static int rest_token(const char *line, size_t i, size_t n, Tokens *t, ParseErr *e) {
+    size_t end = n;
+    while (i < n && isspace((unsigned char)line[i])) i++;
+    while (end > i && isspace((unsigned char)line[end - 1])) end--;
+    if (end > i) return push_token(t, line + i, end - i, i, end - i, false, e);
+    return AL_OK;
+}
+
+/* Index of the PF_REST positional of a command without sub-commands, or -1. */
+static long rest_index(const Command *c) {
+    if (!c || c->sub) return -1;
+    for (size_t i = 0; c->pos && c->pos[i].name; i++)
+        if (c->pos[i].flags & PF_REST) return (long)i;
+    return -1;
+}
+
+int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseErr *e) {
+    size_t n = strlen(line), i = from;
+    t->n = 0;
+    *next = n;
+    while (i < n && isspace((unsigned char)line[i])) i++;
+    if (i < n && line[i] == '=') {              /* "= expr": Lua, to the end of the line */
+        if (push_token(t, "=", 1, i, 1, false, e)) return AL_ERR;
+        t->end = n;
+        return rest_token(line, i + 1, n, t, e);
+    }
+    char *word = malloc(n + 1);
+    if (!word) return perr(e, i, "out of memory");
+    long rest_at = -1;                          /* token index that takes the rest */
+    bool whole_line = false;
+    for (;;) {
+        while (i < n && isspace((unsigned char)line[i])) i++;
+        if (i >= n) break;
+        if (line[i] == ';') { *next = i + 1; break; }
+        if (rest_at >= 0 && (long)t->n == rest_at) {
+            /* `lua CODE` takes the whole line; a PF_REST parameter the rest of the command */
+            size_t j = i;
+            if (!whole_line) {
+                char q = 0;
+                for (; j < n && (q || line[j] != ';'); j++)
+                    if (q ? line[j] == q : (line[j] == '"' || line[j] == '\'')) q = q ? 0 : line[j];
+            } else j = n;
+            *next = j < n ? j + 1 : n;
+            t->end = j;
+            int rc = rest_token(line, i, j, t, e);
+            free(word);
+            return rc;
+        }
+        size_t start = i, wl = 0;
+        bool quoted = false;
+        while (i < n && !isspace((unsigned char)line[i]) && line[i] != ';') {
+            char q = line[i];
+            if (q == '"' || q == '\'') {
+                size_t qstart = i++;
+                quoted = true;
+                while (i < n && line[i] != q) {
+                    if (q == '"' && line[i] == '\\' && i + 1 < n) i++;
+                    word[wl++] = line[i++];
+                }
+                if (i >= n) {
+                    free(word);
+                    tokens_free(t);
+                    return perr(e, qstart, "unterminated %s quote (close it with %c)",
+                                q == '"' ? "double" : "single", q);
+                }
+                i++;                             /* closing quote */
+            } else word[wl++] = line[i++];
+        }
+        if (push_token(t, word, wl, start, i - start, quoted, e)) { free(word); tokens_free(t); return AL_ERR; }
+        if (t->n == 1 && !quoted) {
+            if (!strcmp(t->tok[0].text, "lua")) { rest_at = 1; whole_line = true; }
+            else { long r = rest_index(cmd_find(t->tok[0].text)); if (r >= 0) rest_at = 1 + r; }
+        }
+    }
+    t->end = t->n ? t->tok[t->n - 1].col + t->tok[t->n - 1].len + 1 : i;
+    free(word);
+    return AL_OK;
+}
+
+/* ================================================================ value conversion */
+
+/* A placeholder for a parameter's value in messages and usage lines ("N", "vo|qk", "A-B|all"). */
+void cmd_metavar(const Param *p, char *buf, size_t cap) {
+    if (p->metavar) { snprintf(buf, cap, "%s", p->metavar); return; }
+    switch (p->type) {
+    case ARG_ENUM: {
+        size_t n = 0;
+        buf[0] = 0;
+        for (size_t i = 0; p->choices && p->choices[i]; i++)
+            n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", i ? "|" : "", p->choices[i]);
+        return;
+    }
+    case ARG_INT: snprintf(buf, cap, (p->flags & PF_ALL) ? "N|all" : "N"); return;
+    case ARG_FLOAT: snprintf(buf, cap, "X"); return;
+    case ARG_RANGE: snprintf(buf, cap, "A-B|all"); return;
+    case ARG_PATH: snprintf(buf, cap, "FILE"); return;
+    case ARG_FLAG: buf[0] = 0; return;
+    case ARG_STRING: {
+        size_t k = 0;
+        for (; p->name[k] && k + 1 < cap; k++) buf[k] = (char)toupper((unsigned char)p->name[k]);
+        buf[k] = 0;
+        return;
+    }
+    }
+}
+
+static bool parse_long(const char *s, long *v) {
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (!*s || *end || errno) return false;
+    *v = x;
+    return true;
+}
+
+/* Converts text for parameter p into v; on failure writes the reason into why. */
+static bool convert(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    char mv[256];
+    v->all = false;
+    switch (p->type) {
+    case ARG_STRING: case ARG_PATH: case ARG_FLAG:
+        return true;
+    case ARG_INT:
+        if ((p->flags & PF_ALL) && !strcmp(text, "all")) { v->all = true; v->i = -1; v->f = -1; return true; }
+        if (!parse_long(text, &v->i)) {
+            snprintf(why, cap, "%s wants an integer%s, got '%s'", p->name,
+                     (p->flags & PF_ALL) ? " or all" : "", text);
+            return false;
+        }
+        v->f = (double)v->i;
+        if (p->min < p->max && (v->f < p->min || v->f > p->max)) {
+            snprintf(why, cap, "%s %s is out of range: valid values are %g-%g", p->name, text, p->min, p->max);
+            return false;
+        }
+        return true;
+    case ARG_FLOAT: {
+        char *end;
+        errno = 0;
+        v->f = strtod(text, &end);
+        if (!*text || *end || errno || !isfinite(v->f)) {
+            snprintf(why, cap, "%s wants a number, got '%s'", p->name, text);
+            return false;
+        }
+        if (p->min < p->max && (v->f < p->min || v->f > p->max)) {
+            snprintf(why, cap, "%s %s is out of range: valid values are %g to %g", p->name, text, p->min, p->max);
+            return false;
+        }
+        v->i = (long)v->f;
+        return true;
+    }
+    case ARG_ENUM: {
+        Suggest sg = {0};
+        char sb[96];
+        for (int i = 0; p->choices && p->choices[i]; i++) {
+            if (!strcmp(p->choices[i], text)) { v->choice = i; return true; }
+            suggest_try(&sg, text, p->choices[i]);
+        }
+        cmd_metavar(p, mv, sizeof mv);
+        snprintf(why, cap, "%s must be one of %s, got '%s'%s", p->name, mv, text, suggest_text(&sg, sb, sizeof sb));
+        return false;
+    }
+    case ARG_RANGE: {
+        if (!strcmp(text, "all")) { v->all = true; v->i = 0; v->hi = -1; return true; }
+        const char *dash = strchr(text + (text[0] == '-'), '-');
+        char a[64];
+        bool ok;
+        if (dash) {
+            size_t la = (size_t)(dash - text);
+            if (la >= sizeof a) la = sizeof a - 1;
+            memcpy(a, text, la);
+            a[la] = 0;
+            ok = parse_long(a, &v->i) && parse_long(dash + 1, &v->hi);
+        } else {
+            ok = parse_long(text, &v->i);
+            v->hi = v->i;
+        }
+        if (!ok || v->i < 0 || v->hi < v->i) {
+            snprintf(why, cap, "%s wants a range A-B (A <= B), a number, or all; got '%s'", p->name, text);
+            return false;
+        }
+        v->f = (double)v->i;
+        return true;
+    }
+    }
+    return false;
+}
+
+/* Checks a layer / head number against the current model (if any). */
+static bool check_bounds(Session *s, const Param *p, const ArgVal *v, char *why, size_t cap) {
+    if (!s || !s->cur || v->all || (p->comp != COMP_LAYERS && p->comp != COMP_HEADS)) return true;
+    long n = p->comp == COMP_LAYERS ? s->cur->cfg.n_layers : s->cur->cfg.n_heads;
+    const char *what = p->comp == COMP_LAYERS ? "layers" : "heads";
+    long hi = p->type == ARG_RANGE ? v->hi : v->i;
+    if (v->i >= 0 && hi < n) return true;
+    snprintf(why, cap, "%s %s is out of range: %s has %ld %s (0-%ld)", p->name, v->s, s->cur->name ? s->cur->name : "the model",
+             n, what, n - 1);
+    return false;
+}
+
+/* ================================================================ usage */
+
+char *cmd_usage(const Command *c, const char *prefix) {
+    char buf[2048], mv[256];
+    size_t n = 0;
+#define ADD(...) do { int k_ = snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__); \
+                      if (k_ > 0) n += (size_t)k_; } while (0)
+    if (prefix && *prefix) ADD("%s ", prefix);
+    ADD("%s", c->name);
+    if (c->sub) {
+        ADD(" ");
+        for (const Command *s = c->sub; s->name; s++) ADD("%s%s", s == c->sub ? "" : "|", s->name);
+        ADD(" ...");
+    }
+    for (const Param *p = c->pos; p && p->name; p++) {
+        cmd_metavar(p, mv, sizeof mv);
+        bool opt = p->def != NULL;
+        ADD(opt ? " [%s]" : " %s", (p->flags & PF_REST) ? (p->metavar ? p->metavar : "CODE...") : mv);
+    }
+    for (const Param *p = c->kw; p && p->name; p++) {
+        cmd_metavar(p, mv, sizeof mv);
+        if (p->type == ARG_FLAG) ADD(" [%s]", p->name);
+        else ADD(" [%s %s]", p->name, mv);
+    }
+#undef ADD
+    if (n >= sizeof buf) n = sizeof buf - 1;
+    buf[n] = 0;
+    return al_strdup(buf);
+}
+
+/* ================================================================ table checks */
+
+/* Checks one parameter list of command `path`. */
+static int validate_params(const char *path, const Param *ps, bool positional) {
+    bool optional_seen = false;
+    for (const Param *p = ps; p && p->name; p++) {
+        if (!*p->name) return al_err("%s: a parameter has an empty name", path);
+        if (!p->help || !*p->help) return al_err("%s: parameter '%s' has no help line", path, p->name);
+        if (p->comp == COMP_UNSET) return al_err("%s: parameter '%s' has no completion hint (.comp; COMP_NONE for free text)", path, p->name);
+        if (p->type == ARG_ENUM && (!p->choices || !p->choices[0]))
+            return al_err("%s: enum parameter '%s' has no choices", path, p->name);
+        if (p->comp == COMP_CHOICES && p->type != ARG_ENUM)
+            return al_err("%s: parameter '%s' completes from choices but is not an enum", path, p->name);
+        if (positional && p->type == ARG_FLAG) return al_err("%s: positional '%s' cannot be a flag", path, p->name);
+        if (p->flags & PF_REST) {
+            if (!positional || p->type != ARG_STRING || p[1].name)
+                return al_err("%s: PF_REST on '%s' needs the last positional, of type string", path, p->name);
+        }
+        if (positional) {
+            if (p->def) optional_seen = true;
+            else if (optional_seen) return al_err("%s: required positional '%s' after an optional one", path, p->name);
+        }
+        for (const Param *q = ps; q < p; q++)
+            if (!strcmp(q->name, p->name)) return al_err("%s: parameter '%s' declared twice", path, p->name);
+        if (p->def && *p->def && p->type != ARG_FLAG) {
+            ArgVal v = { .p = p };
+            char why[400];
+            if (!convert(p, p->def, &v, why, sizeof why))
+                return al_err("%s: default '%s' of '%s' does not parse: %s", path, p->def, p->name, why);
+        }
+    }
+    return AL_OK;
+}
+
+int cmd_validate(const Command *c, const char *prefix) {
+    char path[128];
+    snprintf(path, sizeof path, "%s%s%s", prefix ? prefix : "", prefix ? " " : "", c->name ? c->name : "?");
+    if (!c->name || !*c->name) return al_err("%s: a command has no name", path);
+    if (!c->summary || !*c->summary) return al_err("%s: no summary (one line for help)", path);
+    if (!c->help || !*c->help) return al_err("%s: no long help (.help)", path);
+    if (!c->fn == !c->sub) return al_err("%s: needs exactly one of a handler (.fn) or sub-commands (.sub)", path);
+    if (c->sub && (c->pos || c->kw)) return al_err("%s: a command with sub-commands takes its parameters in them", path);
+    if (nparams(c->pos) > ARGS_MAX || nparams(c->kw) > ARGS_MAX) return al_err("%s: more than %d parameters", path, ARGS_MAX);
+    if (validate_params(path, c->pos, true) || validate_params(path, c->kw, false)) return AL_ERR;
+    for (const Param *p = c->kw; p && p->name; p++)
+        for (const Param *q = c->pos; q && q->name; q++)
+            if (!strcmp(p->name, q->name)) return al_err("%s: '%s' is both a keyword and a positional", path, p->name);
+    for (const Command *sc = c->sub; sc && sc->name; sc++) {
+        for (const Command *o = c->sub; o < sc; o++)
+            if (!strcmp(o->name, sc->name)) return al_err("%s: sub-command '%s' declared twice", path, sc->name);
+        if (cmd_validate(sc, path)) return AL_ERR;
+    }
+    return AL_OK;
+}
+
+/* ================================================================ parser */
+
+/* Fills v from text for parameter p, reporting errors at col. */
+static int set_value(Session *s, Args *a, const Param *p, ArgVal *v, const char *text, size_t col,
+                     bool given, ParseErr *e) {
+    char why[400];
+    v->s = args_keep(a, text);
+    if (!v->s) return perr(e, col, "out of memory");
+    v->col = col;
+    if (!convert(p, text, v, why, sizeof why)) return perr(e, col, "%s", why);
+    if (given && !check_bounds(s, p, v, why, sizeof why)) return perr(e, col, "%s", why);
+    v->given = given;
+    v->present = true;
+    return AL_OK;
+}
+
+/* The closest keyword of c to word (NULL if none is close). */
+static const char *near_keyword(const Command *c, const char *word) {
+    Suggest sg = {0};
+    for (const Param *p = c->kw; p && p->name; p++) suggest_try(&sg, word, p->name);
+    return sg.best;
+}
+
+/* "layer, tau, to" */
+static void keyword_list(const Command *c, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (const Param *p = c->kw; p && p->name; p++)
+        n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", p == c->kw ? "" : ", ", p->name);
+}
+
+int cmd_parse_tokens(Session *s, const Tokens *t, const char *line, Args *a, ParseErr *e) {
+    (void)line;
+    char sb[128], tmp[512];
+    memset(a, 0, sizeof *a);
+    e->col = 0; e->msg[0] = 0;
+    if (t->n == 0) return perr(e, t->end, "empty command");
+
+    /* ---- the command and its sub-command words */
+    const Command *c = cmd_find(t->tok[0].text);
+    if (!c || t->tok[0].quoted) {
+        Suggest sg = {0};
+        const Command *k;
+        for (size_t i = 0; (k = cmd_at(i, NULL)); i++) suggest_try(&sg, t->tok[0].text, k->name);
+        return perr(e, t->tok[0].col, "unknown command '%s'%s; type help for the list",
+                    t->tok[0].text, suggest_text(&sg, sb, sizeof sb));
+    }
+    a->top = c;
+    snprintf(a->path, sizeof a->path, "%s", c->name);
+    size_t ti = 1;
+    while (c->sub) {
+        char subs[512];
+        size_t n = 0;
+        subs[0] = 0;
+        for (const Command *k = c->sub; k->name; k++)
+            n += (size_t)snprintf(subs + n, n < sizeof subs ? sizeof subs - n : 0, "%s%s", k == c->sub ? "" : "|", k->name);
+        if (ti >= t->n)
+            return perr(e, t->end, "'%s' needs a sub-command: %s (help %s)", a->path, subs, a->path);
+        const Command *sc = cmd_find_sub(c, t->tok[ti].text);
+        if (!sc) {
+            Suggest sg = {0};
+            for (const Command *k = c->sub; k->name; k++) suggest_try(&sg, t->tok[ti].text, k->name);
+            return perr(e, t->tok[ti].col, "unknown sub-command '%s' of %s%s; choose %s",
+                        t->tok[ti].text, a->path, suggest_text(&sg, sb, sizeof sb), subs);
+        }
+        size_t pl = strlen(a->path);
+        snprintf(a->path + pl, sizeof a->path - pl, " %s", sc->name);
+        c = sc;
+        ti++;
+    }
+    a->cmd = c;
+    a->npos = nparams(c->pos);
+    a->nkw = nparams(c->kw);
+    if (a->npos > ARGS_MAX || a->nkw > ARGS_MAX)
+        return perr(e, t->tok[0].col, "command '%s' declares too many parameters (at most %d)", a->path, ARGS_MAX);
+    for (size_t i = 0; i < a->npos; i++) a->pos[i].p = &c->pos[i];
+    for (size_t i = 0; i < a->nkw; i++) a->kw[i].p = &c->kw[i];
+
+    /* ---- arguments */
+    size_t npos_given = 0;
+    for (; ti < t->n; ti++) {
+        const Token *tk = &t->tok[ti];
+        const Param *kp = tk->quoted ? NULL : find_keyword(c, tk->text);
+        if (kp) {
+            ArgVal *v = &a->kw[kp - c->kw];
+            if (v->given) return perr(e, tk->col, "keyword '%s' given twice", kp->name);
+            if (kp->type == ARG_FLAG) {
+                v->given = v->present = true;
+                v->col = tk->col;
+                v->s = kp->name;
+                continue;
+            }
+            if (ti + 1 >= t->n) {
+                cmd_metavar(kp, tmp, sizeof tmp);
+                return perr(e, t->end, "keyword '%s' needs a value: %s %s", kp->name, kp->name, tmp);
+            }
+            ti++;
+            if (set_value(s, a, kp, v, t->tok[ti].text, t->tok[ti].col, true, e)) return AL_ERR;
+            continue;
+        }
+        if (npos_given < a->npos) {
+            const Param *pp = &c->pos[npos_given];
+            ArgVal *v = &a->pos[npos_given];
+            char why[400];
+            v->s = args_keep(a, tk->text);
+            if (!v->s) return perr(e, tk->col, "out of memory");
+            if (!convert(pp, tk->text, v, why, sizeof why)) {
+                const char *near = tk->quoted ? NULL : near_keyword(c, tk->text);
+                if (near) return perr(e, tk->col, "unknown keyword '%s' (did you mean '%s'?)", tk->text, near);
+                return perr(e, tk->col, "%s", why);
+            }
+            v->col = tk->col;
+            if (!check_bounds(s, pp, v, why, sizeof why)) return perr(e, tk->col, "%s", why);
+            v->given = v->present = true;
+            npos_given++;
+            continue;
+        }
+        const char *near = tk->quoted ? NULL : near_keyword(c, tk->text);
+        if (near) return perr(e, tk->col, "unknown keyword '%s' (did you mean '%s'?)", tk->text, near);
+        char *u = cmd_usage(c, c == a->top ? NULL : a->top->name);
+        if (a->nkw) {
+            keyword_list(c, tmp, sizeof tmp);
+            perr(e, tk->col, "unexpected argument '%s' (keywords of %s: %s); usage: %s", tk->text, a->path, tmp, u ? u : "");
+        } else
+            perr(e, tk->col, "unexpected argument '%s'; usage: %s", tk->text, u ? u : "");
+        free(u);
+        return AL_ERR;
+    }
+
+    /* ---- required positionals, then defaults */
+    for (size_t i = 0; i < a->npos; i++) {
+        ArgVal *v = &a->pos[i];
+        if (v->present) continue;
+        const Param *p = v->p;
+        if (!p->def) {
+            char *u = cmd_usage(c, c == a->top ? NULL : a->top->name);
+            cmd_metavar(p, tmp, sizeof tmp);
+            perr(e, t->end, "missing %s (%s); usage: %s", p->name, tmp, u ? u : "");
+            free(u);
+            return AL_ERR;
+        }
+        if (set_value(s, a, p, v, p->def, t->end, false, e))
+            return perr(e, t->end, "bad default '%s' for %s in the command table", p->def, p->name);
+    }
+    for (size_t i = 0; i < a->nkw; i++) {
+        ArgVal *v = &a->kw[i];
+        if (v->present || !v->p->def || v->p->type == ARG_FLAG) continue;
+        if (set_value(s, a, v->p, v, v->p->def, t->end, false, e))
+            return perr(e, t->end, "bad default '%s' for %s in the command table", v->p->def, v->p->name);
+    }
+    return AL_OK;
+}
+
+int cmd_parse(Session *s, const char *line, Args *a, ParseErr *e) {
+    Tokens t = {0};
+    size_t next;
+    memset(a, 0, sizeof *a);
+    if (cmd_tokenize(line, 0, &next, &t, e)) return AL_ERR;
+    if (next < strlen(line)) {
+        size_t col = next - 1;
+        tokens_free(&t);
+        return perr(e, col, "one command expected here; ';' separates commands at the prompt");
+    }
+    int rc = cmd_parse_tokens(s, &t, line, a, e);
+    tokens_free(&t);
+    if (rc) args_free(a);
+    return rc;
+}
+
+/* ================================================================ dispatch */
+
+int cmd_dispatch(Session *s, const Args *a, Out *out) {
+    if (!a->cmd || !a->cmd->fn) return al_err("'%s' has no handler", a->path);
+    if (((a->cmd->flags | a->top->flags) & CMD_MODEL) && !s->cur)
+        return al_err("%s needs a model: load one first (load demo-r1, load PATH, or load org/name)", a->path);
+    out->fmt = s->fmt;
+    out->prec = s->prec;
+    if (al_interrupted()) return al_err("interrupted");
+    al_err_clear();
+    int rc = a->cmd->fn(s, a, out);
+    if (rc == AL_INTERRUPTED) {
+        if (!strstr(al_errmsg(), "interrupt")) al_err("%s: interrupted", a->path);
+    } else if (rc == AL_ERR && !strcmp(al_errmsg(), "unknown error"))
+        al_err("%s failed", a->path);
+    return rc;
+}

@@ -1,0 +1,175 @@
+/* complete.c -- tab completion from the command table: commands, sub-commands, keywords not yet
+ * used, enum choices, model names, demo names and aliases, layer and head numbers of the
+ * current model, settings, and file names (handed to Readline's filename generator). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resolve.h"
+#include "shell.h"
+
+/* ================================================================ candidate lists */
+
+void strlist_free(StrList *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = l->cap = 0;
+}
+
+int strlist_add(StrList *l, const char *s) {
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i], s)) return AL_OK;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v) return al_err("out of memory completing");
+        l->v = v;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = strdup(s))) return al_err("out of memory completing");
+    l->n++;
+    return AL_OK;
+}
+
+/* Adds s when it starts with the partial word. */
+static void offer(StrList *l, const char *word, const char *s) {
+    if (!strncmp(s, word, strlen(word))) strlist_add(l, s);
+}
+
+static void offer_numbers(StrList *l, const char *word, long n) {
+    char buf[32];
+    for (long i = 0; i < n && i < 4096; i++) { snprintf(buf, sizeof buf, "%ld", i); offer(l, word, buf); }
+}
+
+/* Candidates for a value of parameter p; prev_pos is the previous positional's text (help SUB). */
+static void offer_param(Session *s, const Param *p, const char *word, const char *prev_pos, StrList *l) {
+    static const char *demos[] = { "demo-r1", "demo-llama", "demo-gpt2", NULL };
+    switch (p->comp) {
+    case COMP_UNSET: case COMP_NONE: break;
+    case COMP_CHOICES:
+        for (size_t i = 0; p->choices && p->choices[i]; i++) offer(l, word, p->choices[i]);
+        break;
+    case COMP_MODELS:
+        for (size_t i = 0; s && i < s->nmodels; i++) offer(l, word, s->models[i]->name);
+        if (p->metavar && strstr(p->metavar, "all")) offer(l, word, "all");
+        break;
+    case COMP_LOADABLE: {
+        const char *alias, *target;
+        for (size_t i = 0; demos[i]; i++) offer(l, word, demos[i]);
+        for (size_t i = 0; resolve_alias_at(i, &alias, &target); i++) offer(l, word, alias);
+        l->files = true;
+        break;
+    }
+    case COMP_LAYERS: case COMP_HEADS:
+        if ((p->flags & PF_ALL) || p->type == ARG_RANGE) offer(l, word, "all");
+        if (s && s->cur) offer_numbers(l, word, p->comp == COMP_LAYERS ? s->cur->cfg.n_layers : s->cur->cfg.n_heads);
+        break;
+    case COMP_FILES:
+        l->files = true;
+        break;
+    case COMP_COMMANDS: {
+        const Command *c = prev_pos && *prev_pos ? cmd_find(prev_pos) : NULL;
+        if (prev_pos && *prev_pos) {
+            for (const Command *sc = c ? c->sub : NULL; sc && sc->name; sc++) offer(l, word, sc->name);
+        } else {
+            for (size_t i = 0; (c = cmd_at(i, NULL)); i++) offer(l, word, c->name);
+        }
+        break;
+    }
+    case COMP_SETTINGS: {
+        const char *name;
+        for (size_t i = 0; session_setting_at(i, &name, NULL); i++) offer(l, word, name);
+        break;
+    }
+    }
+}
+
+/* Values for `set KEY VALUE` where the setting has a fixed set. */
+static void offer_setting_value(const char *key, const char *word, StrList *l) {
+    static const char *fmts[] = { "table", "csv", "json", NULL }, *pf[] = { "png", "svg", "pdf", NULL };
+    const char **v = !strcmp(key, "format") ? fmts : !strcmp(key, "plot.format") ? pf : NULL;
+    for (size_t i = 0; v && v[i]; i++) offer(l, word, v[i]);
+    if (!strcmp(key, "tau")) { offer(l, word, "0.99"); offer(l, word, "0.999"); }
+    if (!strcmp(key, "plot.dir")) l->files = true;
+}
+
+int cmd_complete(Session *s, const char *line, size_t start, size_t point, StrList *out) {
+    char word[256];
+    size_t wl = point > start ? point - start : 0;
+    if (wl >= sizeof word) wl = sizeof word - 1;
+    memcpy(word, line + start, wl);
+    word[wl] = 0;
+    if (word[0] == '"' || word[0] == '\'') memmove(word, word + 1, strlen(word));
+
+    /* the words before the one being completed, in the last ';' segment */
+    char *head = strndup(line, start);
+    if (!head) return al_err("out of memory completing");
+    Tokens t = {0};
+    ParseErr e;
+    size_t pos = 0, n = strlen(head), next;
+    int rc = AL_OK;
+    for (;;) {
+        tokens_free(&t);
+        if (cmd_tokenize(head, pos, &next, &t, &e)) { free(head); return AL_OK; }   /* open quote */
+        if (next >= n) break;
+        pos = next;
+    }
+    free(head);
+
+    if (t.n == 0) {
+        const Command *c;
+        for (size_t i = 0; (c = cmd_at(i, NULL)); i++) offer(out, word, c->name);
+        goto done;
+    }
+    const Command *c = cmd_find(t.tok[0].text);
+    if (!c || !strcmp(c->name, "lua") || !strcmp(t.tok[0].text, "=")) goto done;
+    size_t ti = 1;
+    while (c->sub) {
+        if (ti >= t.n) {
+            for (const Command *sc = c->sub; sc->name; sc++) offer(out, word, sc->name);
+            goto done;
+        }
+        c = cmd_find_sub(c, t.tok[ti].text);
+        if (!c) goto done;
+        ti++;
+    }
+    /* walk the arguments typed so far: keywords used, positionals filled, a keyword awaiting */
+    bool used[ARGS_MAX] = {0};
+    size_t npos = 0;
+    const char *prev_pos = NULL, *first_pos = NULL;
+    const Param *awaiting = NULL;
+    for (; ti < t.n; ti++) {
+        const Param *kp = NULL;
+        for (const Param *p = c->kw; p && p->name && !t.tok[ti].quoted; p++)
+            if (!strcmp(p->name, t.tok[ti].text)) { kp = p; break; }
+        if (kp) {
+            used[kp - c->kw] = true;
+            if (kp->type == ARG_FLAG) continue;
+            if (ti + 1 >= t.n) { awaiting = kp; break; }
+            ti++;
+            continue;
+        }
+        prev_pos = t.tok[ti].text;
+        if (!first_pos) first_pos = prev_pos;
+        npos++;
+    }
+    if (awaiting) {
+        offer_param(s, awaiting, word, NULL, out);
+        goto done;
+    }
+    size_t np = 0;
+    while (c->pos && c->pos[np].name) np++;
+    if (npos < np) {
+        const Param *p = &c->pos[npos];
+        if (p->flags & PF_REST) goto done;
+        if (!strcmp(c->name, "set") && npos == 1 && first_pos) offer_setting_value(first_pos, word, out);
+        else offer_param(s, p, word, prev_pos, out);
+    }
+    for (const Param *p = c->kw; p && p->name; p++)
+        if (!used[p - c->kw]) offer(out, word, p->name);
+done:
+    tokens_free(&t);
+    return rc;
+}
