@@ -11,6 +11,9 @@
 
 typedef enum { SYNTH_DEMO_R1, SYNTH_DEMO_LLAMA, SYNTH_DEMO_GPT2 } synth_kind;
 
+/* The seed demo names use (and the `synth` command's default). */
+#define SYNTH_DEFAULT_SEED 42UL
+
 typedef struct {
     synth_kind kind;
     dt_type dtype;        /* F32, BF16 or F8_E4M3 (DeepSeek layout only) for attention weights */
@@ -18,11 +21,14 @@ typedef struct {
     unsigned long seed;
 } SynthOptions;
 
-/* Writes the model into dir (created; must not exist or be empty). */
+/* Writes the model into dir (created with its parents; must not exist or be empty). It is built
+ * in a temporary sibling folder and renamed into place, so dir is never seen half-written. */
 int synth_write(const SynthOptions *opt, const char *dir);
 /* Parses "demo-r1" / "demo-llama" / "demo-gpt2" (and variants like "demo-r1-bf16",
  * "demo-r1-f32") into options; false when name is not a demo name. */
 bool synth_demo_name(const char *name, SynthOptions *opt);
+/* "demo-r1", "demo-llama", "demo-gpt2". */
+const char *synth_kind_name(synth_kind k);
 
 /* A DeepSeek-R1-shaped checkpoint (R1's exact attention shapes, FP8 with 128x128 scales,
  * several layers per shard, an index), attention tensors only. */
