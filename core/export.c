@@ -1,0 +1,695 @@
+/* export.c -- writes a FaRR-truncated working copy to a new folder: bit-for-bit copies of every
+ * untouched tensor and file, rewritten attention tensors (zero-padded in the original layout, or
+ * resliced for DeepSeek-V3 `hf`), the compact factors, and farr_manifest.json. See export.h. */
+#define _GNU_SOURCE
+#include "export.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ================================================================ names */
+
+const char *export_format_name(export_format f) {
+    return f == EXPORT_HF ? "hf" : f == EXPORT_FACTORS ? "factors" : "auto";
+}
+
+int export_format_parse(const char *s, export_format *out) {
+    if (strcmp(s, "hf") == 0) *out = EXPORT_HF;
+    else if (strcmp(s, "factors") == 0) *out = EXPORT_FACTORS;
+    else if (strcmp(s, "auto") == 0) *out = EXPORT_AUTO;
+    else return al_err("unknown export format '%s': use hf or factors", s);
+    return AL_OK;
+}
+
+/* ================================================================ what hf can hold */
+
+static _Thread_local char refusal[512];
+
+static const char *plan_hf_refusal(const Model *m, const FarrPlan *p) {
+    if (!p) return NULL;
+    const char *k = farr_kind_name(p->opts.kind);
+    if (p->lo != 0 || p->hi != m->cfg.n_layers - 1) {
+        snprintf(refusal, sizeof refusal, "the hf config has one %s size for all layers, but the %s "
+                 "truncation covers layers %d-%d of 0-%d: truncate every layer (policy model-max) or "
+                 "use format factors", p->opts.kind == FARR_VO ? "v_head_dim" : "qk_nope_head_dim", k,
+                 p->lo, p->hi, m->cfg.n_layers - 1);
+        return refusal;
+    }
+    if (!p->uniform) {
+        snprintf(refusal, sizeof refusal, "the hf config has one %s size for every head, but the %s "
+                 "truncation (policy %s) kept different ranks (up to %d): use policy model-max or a "
+                 "fixed rank, or format factors",
+                 p->opts.kind == FARR_VO ? "v_head_dim" : "qk_nope_head_dim", k,
+                 farr_policy_name(p->opts.policy), p->rank_max);
+        return refusal;
+    }
+    return NULL;
+}
+
+const char *export_hf_refusal(const Model *m, const FarrPlan *vo, const FarrPlan *qk) {
+    const ModelConfig *c = &m->cfg;
+    if (c->family != FAM_DEEPSEEK) {
+        snprintf(refusal, sizeof refusal, "format hf is for DeepSeek-V3-layout models: a %s config has one "
+                 "head_dim for Q, K and V (no qk_nope_head_dim / v_head_dim), so it cannot express "
+                 "truncated heads; use format factors", c->model_type);
+        return refusal;
+    }
+    const char *r = plan_hf_refusal(m, vo);
+    return r ? r : plan_hf_refusal(m, qk);
+}
+
+/* ================================================================ paths */
+
+static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
+
+/* mkdir -p */
+static int make_dirs(const char *path) {
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return al_err("path too long: %s", path);
+    for (char *s = buf + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return al_err("cannot create folder %s: %s", buf, strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return al_err("cannot create folder %s: %s", buf, strerror(errno));
+    return AL_OK;
+}
+
+/* The absolute, symlink-resolved form of path, which may not exist yet (its nearest existing
+ * ancestor is resolved and the rest appended). Caller frees. */
+static char *resolve_path(const char *path) {
+    char real[PATH_MAX];
+    if (realpath(path, real)) return al_strdup(real);
+    char *copy = al_strdup(path), *dir = al_strdup(dirname(copy)), *base;
+    free(copy);
+    copy = al_strdup(path);
+    base = al_strdup(basename(copy));
+    free(copy);
+    char *pd = (dir && strcmp(dir, path) != 0) ? resolve_path(dir) : NULL;
+    char *out = pd && base ? al_asprintf("%s/%s", pd, base) : NULL;
+    free(dir); free(base); free(pd);
+    return out;
+}
+
+static bool dir_is_empty(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return true;
+    struct dirent *e;
+    bool empty = true;
+    while ((e = readdir(d))) if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { empty = false; break; }
+    closedir(d);
+    return empty;
+}
+
+/* Refuses the source folder (or a folder inside it) and a non-empty folder without force. */
+static int check_destination(const Model *m, const char *dir, bool force) {
+    const char *src = store_dir(m->store);
+    char *rs = src ? resolve_path(src) : NULL, *rd = resolve_path(dir);
+    int rc = AL_OK;
+    if (!rs || !rd) rc = al_err("cannot resolve the export folder %s", dir);
+    else {
+        size_t n = strlen(rs);
+        if (strcmp(rs, rd) == 0 || (strncmp(rs, rd, n) == 0 && rd[n] == '/'))
+            rc = al_err("export folder %s is %s the source model's folder %s: attnlab never writes into "
+                        "a source checkpoint; pick a new folder", dir, strcmp(rs, rd) == 0 ? "" : "inside", src);
+        else if (is_dir(dir) && !dir_is_empty(dir) && !force)
+            rc = al_err("export folder %s exists and is not empty: pick a new folder, or add `force` to "
+                        "write into it", dir);
+        else if (!is_dir(dir) && access(dir, F_OK) == 0)
+            rc = al_err("export destination %s exists and is not a folder", dir);
+    }
+    free(rs); free(rd);
+    return rc;
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { al_err("cannot open %s: %s", path, strerror(errno)); return NULL; }
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) { free(buf); fclose(fp); al_err("cannot read %s", path); return NULL; }
+    buf[n] = 0;
+    fclose(fp);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* ================================================================ the export context */
+
+typedef struct {
+    Model *m;
+    const ModelConfig *c;
+    const FarrPlan *plan[2];     /* by kind */
+    export_format fmt;
+    double q_scale;              /* hf QK */
+    int nope2, v2;               /* hf: the new qk_nope_head_dim / v_head_dim */
+    ExportReport rep;
+} Ctx;
+
+/* The plan's group of KV head g / head factor of query head h in layer L (NULL when the layer is
+ * not truncated by that plan). */
+static const FarrGroup *plan_group(const FarrPlan *p, int L, int g) {
+    const FarrTruncLayer *tl = farr_plan_layer(p, L);
+    return tl ? tl->groups[g] : NULL;
+}
+static const Mat *plan_head_mat(const Ctx *x, const FarrPlan *p, int L, int h) {
+    int idx;
+    const FarrGroup *g = p ? farr_plan_head(p, x->c, L, h, &idx) : NULL;
+    return g ? g->head[idx] : NULL;
+}
+
+/* The attention tensors a truncation rewrites, per family (HF suffixes). */
+static bool rewritten_suffix(const Ctx *x, const char *suffix, int L) {
+    const FarrPlan *vo = farr_plan_layer(x->plan[FARR_VO], L) ? x->plan[FARR_VO] : NULL;
+    const FarrPlan *qk = farr_plan_layer(x->plan[FARR_QK], L) ? x->plan[FARR_QK] : NULL;
+    const ModelConfig *c = x->c;
+    if (c->family == FAM_GPT2) {
+        if (strcmp(suffix, "attn.c_attn.weight") == 0 || strcmp(suffix, "attn.c_attn.bias") == 0) return vo || qk;
+        if (strcmp(suffix, "attn.c_proj.weight") == 0 || strcmp(suffix, "attn.c_proj.bias") == 0) return vo != NULL;
+        return false;
+    }
+    if (cfg_is_mla(c)) {
+        if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) return vo || qk;
+        if (strcmp(suffix, "self_attn.o_proj.weight") == 0) return vo != NULL;
+        if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0)
+            return qk != NULL;
+        return false;
+    }
+    if (strcmp(suffix, "self_attn.v_proj.weight") == 0 || strcmp(suffix, "self_attn.o_proj.weight") == 0) return vo != NULL;
+    if (strcmp(suffix, "self_attn.v_proj.bias") == 0 || strcmp(suffix, "self_attn.o_proj.bias") == 0) return vo != NULL;
+    if (strcmp(suffix, "self_attn.q_proj.weight") == 0 || strcmp(suffix, "self_attn.k_proj.weight") == 0 ||
+        strcmp(suffix, "self_attn.q_proj.bias") == 0 || strcmp(suffix, "self_attn.k_proj.bias") == 0)
+        return qk != NULL;
+    return false;
+}
+
+/* Splits a tensor name into its layer and suffix; false when it is not a per-layer tensor. */
+static bool layer_of(const Ctx *x, const char *name, int *L, const char **suffix) {
+    char *pre = model_tensor_name(x->m, 0, "");
+    if (!pre) return false;
+    /* pre is "<prefix>layers.0." or "<prefix>h.0.": take the part before the 0 */
+    size_t n = strlen(pre);
+    pre[n - 2] = 0;
+    size_t pn = strlen(pre);
+    bool ok = strncmp(name, pre, pn) == 0;
+    free(pre);
+    if (!ok) return false;
+    char *end;
+    long v = strtol(name + pn, &end, 10);
+    if (end == name + pn || *end != '.' || v < 0 || v >= x->c->n_layers) return false;
+    *L = (int)v;
+    *suffix = end + 1;
+    return true;
+}
+
+/* ================================================================ rewriting tensors */
+
+/* Writes rows/cols of a factor into a weight, with zeros past the factor's rank (padding). */
+static void put_rows_t(Mat *W, size_t row0, size_t nrows, const Mat *F, bool f_cols) {
+    /* W rows [row0, row0+nrows) := the columns of F (F_cols: F (W->cols x r), row j = F[:, j])
+     * or the rows of F (F (r x W->cols)); rows past r are zero. */
+    size_t r = F ? (f_cols ? F->cols : F->rows) : 0;
+    for (size_t j = 0; j < nrows; j++) {
+        float *row = W->data + (row0 + j) * W->cols;
+        for (size_t i = 0; i < W->cols; i++)
+            row[i] = j < r ? (f_cols ? F->data[i * F->cols + j] : F->data[j * F->cols + i]) : 0.0f;
+    }
+}
+
+static void put_cols(Mat *W, size_t col0, size_t ncols, const Mat *F, bool f_cols) {
+    /* W columns [col0, col0+ncols) := the columns of F (F (W->rows x r)) or the rows of F
+     * (F (r x W->rows)); columns past r are zero. */
+    size_t r = F ? (f_cols ? F->cols : F->rows) : 0;
+    for (size_t i = 0; i < W->rows; i++)
+        for (size_t j = 0; j < ncols; j++)
+            W->data[i * W->cols + col0 + j] = j < r ? (f_cols ? F->data[i * F->cols + j] : F->data[j * F->cols + i]) : 0.0f;
+}
+
+static void put_vec(float *dst, size_t n, const float *src, size_t r) {
+    for (size_t j = 0; j < n; j++) dst[j] = src && j < r ? src[j] : 0.0f;
+}
+
+/* The factors-format (zero-padded, same shape) version of tensor `suffix` of layer L. W holds
+ * the original (dequantized) values and is edited in place. */
+static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W) {
+    const ModelConfig *c = x->c;
+    const FarrPlan *vo = x->plan[FARR_VO], *qk = x->plan[FARR_QK];
+    const FarrTruncLayer *tv = farr_plan_layer(vo, L), *tq = farr_plan_layer(qk, L);
+    int H = c->n_heads, G = c->n_kv_heads;
+    size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, nope = (size_t)c->qk_nope_dim;
+    bool bias = strstr(suffix, ".bias") != NULL;
+    if (c->family == FAM_GPT2) {
+        size_t D = (size_t)c->hidden, d = dqk;
+        if (strcmp(suffix, "attn.c_attn.weight") == 0) {
+            for (int h = 0; tq && h < H; h++) put_cols(W, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true);
+            for (int g = 0; tq && g < G; g++) put_cols(W, D + (size_t)g * d, d, plan_group(qk, L, g)->shared, true);
+            for (int g = 0; tv && g < G; g++) put_cols(W, 2 * D + (size_t)g * d, d, plan_group(vo, L, g)->shared, true);
+        } else if (strcmp(suffix, "attn.c_attn.bias") == 0) {
+            for (int h = 0; tq && h < H; h++)
+                put_vec(W->data + (size_t)h * d, d, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
+            for (int g = 0; tq && g < G; g++) put_vec(W->data + D + (size_t)g * d, d, NULL, 0);
+            for (int g = 0; tv && g < G; g++)
+                put_vec(W->data + 2 * D + (size_t)g * d, d, tv->shared_bias ? tv->shared_bias[g] : NULL,
+                        (size_t)plan_group(vo, L, g)->rank);
+        } else if (strcmp(suffix, "attn.c_proj.weight") == 0) {
+            for (int h = 0; h < H; h++) put_rows_t(W, (size_t)h * d, d, plan_head_mat(x, vo, L, h), false);
+        } else if (strcmp(suffix, "attn.c_proj.bias") == 0 && tv && tv->o_bias_delta) {
+            for (size_t i = 0; i < D; i++) W->data[i] += tv->o_bias_delta[i];
+        }
+        return;
+    }
+    if (cfg_is_mla(c)) {
+        size_t kvrow = nope + dv;
+        if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0) {
+            for (int h = 0; tq && h < H; h++) put_rows_t(W, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true);
+        } else if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) {
+            for (int h = 0; tq && h < H; h++) put_rows_t(W, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true);
+            for (int h = 0; tv && h < H; h++) put_rows_t(W, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true);
+        } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
+            for (int h = 0; h < H; h++) put_cols(W, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
+        }
+        return;
+    }
+    /* GQA */
+    if (strcmp(suffix, "self_attn.v_proj.weight") == 0) {
+        for (int g = 0; g < G; g++) put_rows_t(W, (size_t)g * dv, dv, plan_group(vo, L, g)->shared, true);
+    } else if (strcmp(suffix, "self_attn.v_proj.bias") == 0) {
+        for (int g = 0; g < G; g++)
+            put_vec(W->data + (size_t)g * dv, dv, tv->shared_bias ? tv->shared_bias[g] : NULL, (size_t)plan_group(vo, L, g)->rank);
+    } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
+        for (int h = 0; h < H; h++) put_cols(W, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
+    } else if (strcmp(suffix, "self_attn.o_proj.bias") == 0 && tv->o_bias_delta) {
+        for (size_t i = 0; i < W->cols * W->rows; i++) W->data[i] += tv->o_bias_delta[i];
+    } else if (strcmp(suffix, "self_attn.q_proj.weight") == 0) {
+        for (int h = 0; h < H; h++) put_rows_t(W, (size_t)h * dqk, dqk, plan_head_mat(x, qk, L, h), true);
+    } else if (strcmp(suffix, "self_attn.k_proj.weight") == 0) {
+        for (int g = 0; g < G; g++) put_rows_t(W, (size_t)g * dqk, dqk, plan_group(qk, L, g)->shared, true);
+    } else if (strcmp(suffix, "self_attn.q_proj.bias") == 0) {
+        for (int h = 0; h < H; h++)
+            put_vec(W->data + (size_t)h * dqk, dqk, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
+    } else if (strcmp(suffix, "self_attn.k_proj.bias") == 0) {
+        for (int g = 0; g < G; g++) put_vec(W->data + (size_t)g * dqk, dqk, NULL, 0);
+    }
+    (void)bias;
+}
+
+/* Copies row src_row of S into row dst_row of D, times s. */
+static void copy_row(Mat *D, size_t dst_row, const Mat *S, size_t src_row, float s) {
+    for (size_t i = 0; i < D->cols; i++) D->data[dst_row * D->cols + i] = s * S->data[src_row * S->cols + i];
+}
+
+/* The hf-format (resliced) version of an MLA tensor of layer L, from the original O. */
+static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O) {
+    const ModelConfig *c = x->c;
+    const FarrPlan *vo = farr_plan_layer(x->plan[FARR_VO], L) ? x->plan[FARR_VO] : NULL;
+    const FarrPlan *qk = farr_plan_layer(x->plan[FARR_QK], L) ? x->plan[FARR_QK] : NULL;
+    size_t H = (size_t)c->n_heads, nope = (size_t)c->qk_nope_dim, rope = (size_t)c->qk_rope_dim, dv = (size_t)c->v_dim;
+    size_t n2 = (size_t)x->nope2, v2 = (size_t)x->v2;
+    Mat *W = NULL;
+    if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0) {
+        float s = (float)x->q_scale;
+        if (!(W = mat_new(H * (n2 + rope), O->cols))) return NULL;
+        for (size_t h = 0; h < H; h++) {
+            Mat tmp = { .rows = n2, .cols = O->cols, .data = W->data + h * (n2 + rope) * O->cols };
+            if (qk) put_rows_t(&tmp, 0, n2, plan_head_mat(x, qk, L, (int)h), true);
+            else for (size_t j = 0; j < n2; j++) copy_row(&tmp, j, O, h * (nope + rope) + j, 1.0f);
+            for (size_t j = 0; j < n2 * O->cols; j++) tmp.data[j] *= s;
+            for (size_t t = 0; t < rope; t++) copy_row(W, h * (n2 + rope) + n2 + t, O, h * (nope + rope) + nope + t, s);
+        }
+    } else if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) {
+        if (!(W = mat_new(H * (n2 + v2), O->cols))) return NULL;
+        for (size_t h = 0; h < H; h++) {
+            size_t base = h * (n2 + v2), obase = h * (nope + dv);
+            if (qk) put_rows_t(W, base, n2, plan_group(qk, L, (int)h)->shared, true);
+            else for (size_t j = 0; j < n2; j++) copy_row(W, base + j, O, obase + j, 1.0f);
+            if (vo) put_rows_t(W, base + n2, v2, plan_group(vo, L, (int)h)->shared, true);
+            else for (size_t j = 0; j < v2; j++) copy_row(W, base + n2 + j, O, obase + nope + j, 1.0f);
+        }
+    } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
+        if (!(W = mat_new(O->rows, H * v2))) return NULL;
+        for (size_t h = 0; h < H; h++) {
+            if (vo) put_cols(W, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false);
+            else for (size_t i = 0; i < O->rows; i++)
+                for (size_t j = 0; j < v2; j++) W->data[i * W->cols + h * v2 + j] = O->data[i * O->cols + h * dv + j];
+        }
+    } else {
+        al_err("internal: no hf reslicing for %s", suffix);
+    }
+    return W;
+}
+
+/* Adds a rewritten tensor in the original dtype (FP8 gets fresh block scales) and shape. */
+static int add_rewritten(st_writer *w, const char *name, const st_entry *e, const Mat *W, bool keep_shape) {
+    if (e->dtype == DT_F8_E4M3) return st_writer_add_fp8(w, name, W);
+    if (!dt_is_float(e->dtype) || e->dtype == DT_F8_E5M2 || e->dtype == DT_F64)
+        return al_err("tensor '%s': cannot write dtype %s after truncation", name, dt_name(e->dtype));
+    size_t n = W->rows * W->cols, shape[2] = { W->rows, W->cols };
+    void *buf = al_malloc3(n, 1, dt_size(e->dtype), name);
+    if (!buf) return AL_ERR;
+    int rc = dt_from_f32(e->dtype, W->data, n, buf);
+    if (rc == AL_OK) {
+        if (keep_shape) rc = st_writer_add(w, name, e->dtype, e->ndim, e->shape, buf, n * dt_size(e->dtype));
+        else rc = st_writer_add(w, name, e->dtype, 2, shape, buf, n * dt_size(e->dtype));
+    }
+    free(buf);
+    return rc;
+}
+
+/* Is `name` the scale tensor of a rewritten FP8 weight? */
+static bool is_dropped_scale(const Ctx *x, const char *name) {
+    size_t n = strlen(name);
+    const char *suf = "_scale_inv";
+    size_t sn = strlen(suf);
+    if (n <= sn || strcmp(name + n - sn, suf) != 0) return false;
+    char *w = strndup(name, n - sn);
+    if (!w) return false;
+    int L;
+    const char *s;
+    bool drop = false;
+    if (layer_of(x, w, &L, &s) && rewritten_suffix(x, s, L)) {
+        const st_entry *e;
+        drop = store_entry(x->m->store, w, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3;
+    }
+    free(w);
+    return drop;
+}
+
+/* Writes one output shard: the tensors of source shard `src` in order. */
+static int write_shard(Ctx *x, const char *src, const char *out_path, cJSON *weight_map, const char *shard_base) {
+    const Store *s = x->m->store;
+    st_writer *w = st_writer_new();
+    if (!w) return al_err("out of memory");
+    int rc = AL_OK;
+    const st_file *meta_f = NULL;
+    for (size_t i = 0; rc == AL_OK && i < store_count(s); i++) {
+        const char *name = store_name_at(s, i);
+        const st_entry *e;
+        const st_file *f;
+        if ((rc = store_entry(s, name, &e, &f)) != AL_OK) break;
+        if (strcmp(st_path(f), src) != 0) continue;
+        meta_f = f;
+        if (is_dropped_scale(x, name)) continue;
+        int L;
+        const char *suffix;
+        if (layer_of(x, name, &L, &suffix) && rewritten_suffix(x, suffix, L)) {
+            Mat *O = NULL, *W = NULL;
+            if ((rc = store_read(s, name, &O)) != AL_OK) break;
+            if (x->fmt == EXPORT_HF) W = reslice_tensor(x, L, suffix, O);
+            else { pad_tensor(x, L, suffix, O); W = O; O = NULL; }
+            rc = W ? add_rewritten(w, name, e, W, x->fmt != EXPORT_HF) : AL_ERR;
+            mat_free(O); mat_free(W);
+            x->rep.tensors_rewritten++;
+            if (rc == AL_OK && weight_map && e->dtype == DT_F8_E4M3) {
+                char *sn = al_asprintf("%s_scale_inv", name);
+                if (sn) cJSON_AddStringToObject(weight_map, sn, shard_base);
+                free(sn);
+            }
+        } else {
+            rc = st_writer_add(w, name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+            x->rep.tensors_copied++;
+        }
+        if (rc == AL_OK && weight_map) cJSON_AddStringToObject(weight_map, name, shard_base);
+    }
+    if (rc == AL_OK && meta_f && st_meta(meta_f, "format")) rc = st_writer_meta(w, "format", st_meta(meta_f, "format"));
+    if (rc == AL_OK) {
+        x->rep.bytes += st_writer_bytes(w);
+        rc = st_writer_write(w, out_path);
+        if (rc == AL_OK) x->rep.files++;
+    }
+    st_writer_free(w);
+    if (rc != AL_OK) al_err_ctx("writing %s", out_path);
+    return rc;
+}
+
+/* ================================================================ manifest and factors */
+
+static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "kind", farr_kind_name(p->opts.kind));
+    cJSON_AddStringToObject(j, "criterion", p->opts.by_rank ? "rank" : "tau");
+    if (p->opts.by_rank) cJSON_AddNumberToObject(j, "rank", p->opts.rank);
+    else cJSON_AddNumberToObject(j, "tau", p->opts.tau);
+    cJSON_AddStringToObject(j, "policy", farr_policy_name(p->opts.policy));
+    cJSON *lr = cJSON_AddArrayToObject(j, "layers");
+    cJSON_AddItemToArray(lr, cJSON_CreateNumber(p->lo));
+    cJSON_AddItemToArray(lr, cJSON_CreateNumber(p->hi));
+    cJSON_AddStringToObject(j, "fused_columns", p->opts.kind == FARR_VO ? "all" :
+                            x->c->qk_nope_dim && x->c->qk_rope_dim ? "nope" : "all");
+    cJSON_AddNumberToObject(j, "params_before", (double)p->params_before);
+    cJSON_AddNumberToObject(j, "params_after", (double)p->params_after);
+    cJSON_AddNumberToObject(j, "kv_values_before", (double)p->kv_before);
+    cJSON_AddNumberToObject(j, "kv_values_after", (double)p->kv_after);
+    cJSON_AddNumberToObject(j, "energy_min", p->energy_min);
+    cJSON_AddNumberToObject(j, "energy_mean", p->energy_mean);
+    cJSON_AddNumberToObject(j, "rel_error_max", p->err_max);
+    cJSON_AddNumberToObject(j, "rel_error_mean", p->err_mean);
+    cJSON *layers = cJSON_AddArrayToObject(j, "per_layer");
+    for (int L = p->lo; L <= p->hi; L++) {
+        const FarrTruncLayer *tl = farr_plan_layer(p, L);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "layer", L);
+        cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
+        for (int g = 0; g < tl->n_kv; g++) cJSON_AddItemToArray(ranks, cJSON_CreateNumber(tl->groups[g]->rank));
+        cJSON_AddNumberToObject(o, "params_before", (double)tl->params_before);
+        cJSON_AddNumberToObject(o, "params_after", (double)tl->params_after);
+        cJSON_AddNumberToObject(o, "kv_values_before", (double)tl->kv_before);
+        cJSON_AddNumberToObject(o, "kv_values_after", (double)tl->kv_after);
+        cJSON_AddNumberToObject(o, "energy_min", tl->energy_min);
+        cJSON_AddNumberToObject(o, "energy_mean", tl->energy_mean);
+        cJSON_AddNumberToObject(o, "rel_error_max", tl->err_max);
+        cJSON *errs = cJSON_AddArrayToObject(o, "rel_errors");
+        for (int h = 0; h < tl->n_heads; h++) {
+            int idx;
+            const FarrGroup *g = farr_plan_head(p, x->c, L, h, &idx);
+            cJSON_AddItemToArray(errs, cJSON_CreateNumber(g->err[idx]));
+        }
+        cJSON_AddItemToArray(layers, o);
+    }
+    return j;
+}
+
+static int write_manifest(const Ctx *x, const char *dir) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "method", "FaRR (fuse and rank reduce, seed 000)");
+    cJSON_AddStringToObject(j, "format", export_format_name(x->fmt));
+    cJSON_AddStringToObject(j, "source", x->m->path);
+    cJSON_AddStringToObject(j, "model_type", x->c->model_type);
+    cJSON *tr = cJSON_AddArrayToObject(j, "truncations");
+    for (int k = 0; k < 2; k++) if (x->plan[k]) cJSON_AddItemToArray(tr, plan_json(x, x->plan[k]));
+    if (x->fmt == EXPORT_HF) {
+        cJSON *cc = cJSON_AddObjectToObject(j, "config_changes");
+        if (x->plan[FARR_QK]) cJSON_AddNumberToObject(cc, "qk_nope_head_dim", x->nope2);
+        if (x->plan[FARR_VO]) cJSON_AddNumberToObject(cc, "v_head_dim", x->v2);
+        cJSON_AddNumberToObject(j, "q_scale", x->q_scale);
+        cJSON_AddStringToObject(j, "note", "query rows are multiplied by q_scale = sqrt((qk_nope' + qk_rope) / "
+                                "(qk_nope + qk_rope)) so that scores scaled by 1/sqrt(q_head_dim) are unchanged");
+    } else {
+        cJSON_AddStringToObject(j, "factors_file", "farr/factors.safetensors");
+        cJSON_AddStringToObject(j, "factors_naming", "layers.L.<vo|qk>.shared.G = W_V'[G] or W_K'[G] "
+                                "(d_in_kv x r, orthonormal columns); layers.L.<vo|qk>.head.H = W_O'[H] (r x hidden) "
+                                "or W_Q'[H] (d_in_q x r); fused map = shared @ head (VO) or head @ shared^T (QK)");
+        cJSON_AddStringToObject(j, "weights", "original layout and config; truncated heads zero-padded to "
+                                "their original size (the padded model computes exactly the truncated maps)");
+    }
+    if (x->c->qkv_bias && !cfg_is_mla(x->c))
+        cJSON_AddStringToObject(j, "biases", x->c->o_bias
+            ? "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias folded into the output bias"
+            : "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias projected (z U_r, z W_V = b_V)");
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!text) return al_err("out of memory writing the manifest");
+    char *path = al_asprintf("%s/farr_manifest.json", dir);
+    int rc = path ? al_write_file_atomic(path, text, strlen(text)) : AL_ERR;
+    free(path); free(text);
+    return rc;
+}
+
+static int add_f32(st_writer *w, const char *name, const Mat *M) {
+    size_t shape[2] = { M->rows, M->cols };
+    return st_writer_add(w, name, DT_F32, 2, shape, M->data, M->rows * M->cols * sizeof(float));
+}
+
+static int write_factors(Ctx *x, const char *dir) {
+    st_writer *w = st_writer_new();
+    if (!w) return al_err("out of memory");
+    int rc = AL_OK;
+    char name[256];
+    for (int k = 0; k < 2 && rc == AL_OK; k++) {
+        const FarrPlan *p = x->plan[k];
+        if (!p) continue;
+        const char *kn = farr_kind_name((farr_kind)k);
+        for (int L = p->lo; L <= p->hi && rc == AL_OK; L++) {
+            const FarrTruncLayer *tl = farr_plan_layer(p, L);
+            for (int g = 0; g < tl->n_kv && rc == AL_OK; g++) {
+                snprintf(name, sizeof name, "layers.%d.%s.shared.%d", L, kn, g);
+                rc = add_f32(w, name, tl->groups[g]->shared);
+                if (rc == AL_OK && tl->shared_bias) {
+                    size_t sh[1] = { (size_t)tl->groups[g]->rank };
+                    snprintf(name, sizeof name, "layers.%d.%s.shared_bias.%d", L, kn, g);
+                    rc = st_writer_add(w, name, DT_F32, 1, sh, tl->shared_bias[g], sh[0] * sizeof(float));
+                }
+            }
+            for (int h = 0; h < tl->n_heads && rc == AL_OK; h++) {
+                snprintf(name, sizeof name, "layers.%d.%s.head.%d", L, kn, h);
+                rc = add_f32(w, name, plan_head_mat(x, p, L, h));
+                if (rc == AL_OK && tl->head_bias) {
+                    int idx;
+                    const FarrGroup *g = farr_plan_head(p, x->c, L, h, &idx);
+                    size_t sh[1] = { (size_t)g->rank };
+                    snprintf(name, sizeof name, "layers.%d.%s.head_bias.%d", L, kn, h);
+                    rc = st_writer_add(w, name, DT_F32, 1, sh, tl->head_bias[h], sh[0] * sizeof(float));
+                }
+            }
+            if (rc == AL_OK && tl->o_bias_delta) {
+                size_t sh[1] = { (size_t)x->c->hidden };
+                snprintf(name, sizeof name, "layers.%d.%s.o_bias_delta", L, kn);
+                rc = st_writer_add(w, name, DT_F32, 1, sh, tl->o_bias_delta, sh[0] * sizeof(float));
+            }
+        }
+    }
+    char *fdir = al_asprintf("%s/farr", dir), *path = al_asprintf("%s/farr/factors.safetensors", dir);
+    if (rc == AL_OK) rc = fdir && path ? make_dirs(fdir) : AL_ERR;
+    if (rc == AL_OK) rc = st_writer_meta(w, "format", "pt");
+    if (rc == AL_OK) rc = st_writer_write(w, path);
+    if (rc == AL_OK) x->rep.files++;
+    free(fdir); free(path);
+    st_writer_free(w);
+    return rc;
+}
+
+/* ================================================================ other files */
+
+static int write_config(Ctx *x, const char *dir) {
+    char *path = al_asprintf("%s/config.json", dir);
+    if (!path) return AL_ERR;
+    int rc;
+    if (x->fmt != EXPORT_HF) {
+        rc = al_write_file_atomic(path, x->m->config_json, strlen(x->m->config_json));
+    } else {
+        cJSON *j = cJSON_Parse(x->m->config_json);
+        if (!j) { free(path); return al_err("cannot re-read the source config.json"); }
+        if (x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
+        if (x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));
+        char *text = cJSON_Print(j);
+        cJSON_Delete(j);
+        rc = text ? al_write_file_atomic(path, text, strlen(text)) : al_err("out of memory");
+        free(text);
+    }
+    if (rc == AL_OK) x->rep.files++;
+    free(path);
+    return rc;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Copies the source folder's other regular files (tokenizer, generation config, ...). */
+static int copy_other_files(Ctx *x, const char *dir) {
+    const char *src = store_dir(x->m->store);
+    DIR *d = src ? opendir(src) : NULL;
+    if (!d) return AL_OK;
+    struct dirent *e;
+    int rc = AL_OK;
+    while (rc == AL_OK && (e = readdir(d))) {
+        const char *n = e->d_name;
+        if (n[0] == '.' || ends_with(n, ".safetensors") || strcmp(n, "config.json") == 0 ||
+            strcmp(n, "model.safetensors.index.json") == 0 || strcmp(n, "farr_manifest.json") == 0 ||
+            strstr(n, ".tmp."))
+            continue;
+        char *sp = al_asprintf("%s/%s", src, n), *dp = al_asprintf("%s/%s", dir, n);
+        struct stat sb;
+        if (sp && dp && stat(sp, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            size_t len;
+            char *buf = slurp(sp, &len);
+            rc = buf ? al_write_file_atomic(dp, buf, len) : AL_ERR;
+            if (rc == AL_OK) x->rep.files++;
+            free(buf);
+        }
+        free(sp); free(dp);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ================================================================ export */
+
+int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *dir,
+                const ExportOpts *opts, ExportReport *rep) {
+    ExportOpts o = opts ? *opts : (ExportOpts){ 0 };
+    if (!vo && !qk) return al_err("nothing to export: run `truncate vo ...` or `truncate qk ...` first");
+    if (m->cfg.family == FAM_LLAMA2C || !m->config_json)
+        return al_err("export needs a Hugging Face checkpoint (config.json + safetensors); %s is a llama2.c "
+                      "checkpoint: load its HF conversion and truncate that", m->path);
+    for (int k = 0; k < 2; k++) {
+        const FarrPlan *p = k == 0 ? vo : qk;
+        if (p && strcmp(p->model_path, m->path) != 0)
+            return al_err("the %s truncation was made on %s, not on %s", farr_kind_name(p->opts.kind), p->model_path, m->path);
+    }
+    Ctx x = { .m = m, .c = &m->cfg, .plan = { vo, qk }, .q_scale = 1.0 };
+    const char *why = export_hf_refusal(m, vo, qk);
+    if (o.format == EXPORT_HF && why) return al_err("cannot export format hf: %s", why);
+    x.fmt = o.format == EXPORT_AUTO ? (why ? EXPORT_FACTORS : EXPORT_HF) : o.format;
+    if (check_destination(m, dir, o.force) != AL_OK) return AL_ERR;
+    if (x.fmt == EXPORT_HF) {
+        const ModelConfig *c = x.c;
+        x.nope2 = qk ? qk->rank_max : c->qk_nope_dim;
+        x.v2 = vo ? vo->rank_max : c->v_dim;
+        x.q_scale = sqrt((double)(x.nope2 + c->qk_rope_dim) / (double)(c->qk_nope_dim + c->qk_rope_dim));
+    }
+    if (make_dirs(dir) != AL_OK) return AL_ERR;
+    const Store *s = m->store;
+    char *index_src = al_asprintf("%s/model.safetensors.index.json", store_dir(s));
+    struct stat sb;
+    bool indexed = index_src && stat(index_src, &sb) == 0;
+    free(index_src);
+    cJSON *idx = indexed ? cJSON_CreateObject() : NULL;
+    cJSON *wm = NULL;
+    if (idx) {
+        cJSON *meta = cJSON_AddObjectToObject(idx, "metadata");
+        (void)meta;
+        wm = cJSON_AddObjectToObject(idx, "weight_map");
+    }
+    int rc = AL_OK;
+    size_t nf = store_nfiles(s);
+    for (size_t i = 0; rc == AL_OK && i < nf; i++) {
+        const char *src = store_file_at(s, i);
+        char *tmp = al_strdup(src);
+        char *base = tmp ? al_strdup(indexed ? basename(tmp) : "model.safetensors") : NULL;
+        char *out = base ? al_asprintf("%s/%s", dir, base) : NULL;
+        rc = out ? write_shard(&x, src, out, wm, base) : AL_ERR;
+        free(tmp); free(base); free(out);
+        al_progress("file", i + 1, nf);
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
+    }
+    if (rc == AL_OK && idx) {
+        cJSON_AddNumberToObject(cJSON_GetObjectItem(idx, "metadata"), "total_size", (double)x.rep.bytes);
+        char *text = cJSON_Print(idx), *path = al_asprintf("%s/model.safetensors.index.json", dir);
+        rc = text && path ? al_write_file_atomic(path, text, strlen(text)) : al_err("out of memory");
+        if (rc == AL_OK) x.rep.files++;
+        free(text); free(path);
+    }
+    cJSON_Delete(idx);
+    if (rc == AL_OK) rc = write_config(&x, dir);
+    if (rc == AL_OK && x.fmt == EXPORT_FACTORS) rc = write_factors(&x, dir);
+    if (rc == AL_OK) rc = copy_other_files(&x, dir);
+    if (rc == AL_OK) rc = write_manifest(&x, dir);
+    if (rc == AL_OK) x.rep.files++;
+    x.rep.format = x.fmt;
+    x.rep.q_scale = x.q_scale;
+    if (rep) *rep = x.rep;
+    return rc;
+}

@@ -1,0 +1,59 @@
+/* export.h -- writes a FaRR-truncated model (the working copy: the latest VO and/or QK plans of
+ * a model) to a new folder that attnlab, and a loader of the family, can open.
+ *
+ * Formats:
+ *   hf       DeepSeek-V3 layout (MLA) only, every layer truncated at one rank (policy model-max
+ *            or one fixed rank over all layers): config.json gets qk_nope_head_dim (QK) and/or
+ *            v_head_dim (VO) = the kept rank, and q_b_proj (or q_proj), kv_b_proj and o_proj are
+ *            resliced per head to the new sizes. Because the model scales scores by
+ *            1/sqrt(qk_nope + qk_rope), a QK export multiplies each head's query rows by
+ *            q_scale = sqrt((r + rope) / (nope + rope)) so that the scores are unchanged; the
+ *            exported W_Q' W_K'^T is therefore q_scale x the truncated map (recorded in the manifest).
+ *   factors  any family: the original layout and config.json, with each truncated head written
+ *            zero-padded to its old size (so it computes exactly the truncated maps and loads
+ *            anywhere), plus the compact per-head factors in farr/factors.safetensors
+ *            (F32; names `layers.L.<vo|qk>.shared.G` = W_V'[G] or W_K'[G] (d_in_kv x r) and
+ *            `layers.L.<vo|qk>.head.H` = W_O'[H] (r x hidden) or W_Q'[H] (d_in_q x r)).
+ * Both write farr_manifest.json (method, tau or rank, policy, per-layer ranks, parameter and
+ * KV-cache counts, energies and errors).
+ *
+ * Every tensor that is not truncated is copied bit for bit (its raw bytes, dtype and FP8 scales
+ * kept); truncated tensors keep their dtype (FP8 is requantized with fresh 128x128 scales).
+ * Shard layout and the index follow the source. Other files of the source folder (tokenizer,
+ * generation config) are copied. Each file is written under a temporary name and renamed.
+ * The destination must not be (or be inside) the source folder, and an existing non-empty
+ * destination is refused unless force. */
+#ifndef AL_EXPORT_H
+#define AL_EXPORT_H
+
+#include "farr.h"
+
+typedef enum { EXPORT_AUTO, EXPORT_HF, EXPORT_FACTORS } export_format;
+
+typedef struct {
+    export_format format;    /* AUTO: hf when the plans allow it, else factors */
+    bool force;              /* write into an existing non-empty folder */
+} ExportOpts;
+
+/* What an export did (for the command's report). */
+typedef struct {
+    export_format format;    /* the format used */
+    size_t files;            /* files written */
+    size_t tensors_copied;   /* tensors copied bit for bit */
+    size_t tensors_rewritten;
+    size_t bytes;            /* bytes of tensor data written */
+    double q_scale;          /* hf QK only (else 1) */
+} ExportReport;
+
+/* "hf" / "factors" / "auto"; parse returns AL_ERR naming the accepted words. */
+const char *export_format_name(export_format f);
+int export_format_parse(const char *s, export_format *out);
+
+/* Why the hf format cannot hold these plans (NULL when it can). Static string. */
+const char *export_hf_refusal(const Model *m, const FarrPlan *vo, const FarrPlan *qk);
+
+/* Exports m with the plans applied (either may be NULL, not both) into dir. rep may be NULL. */
+int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *dir,
+                const ExportOpts *opts, ExportReport *rep);
+
+#endif

@@ -1,0 +1,817 @@
+/* farr.c -- Fuse and Rank Reduce (seed 000): fused head pairs of a model, their spectra and
+ * effective ranks per layer, truncate-and-split plans with GQA group stacking, parameter and
+ * KV-cache accounting, and the session cache (FarrState). See farr.h for the math. */
+#define _GNU_SOURCE
+#include "farr.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================================================ names */
+
+const char *farr_kind_name(farr_kind k) { return k == FARR_VO ? "vo" : "qk"; }
+const char *farr_side_name(farr_kind k, int side) {
+    return k == FARR_VO ? (side == 0 ? "V" : "O") : (side == 0 ? "Q" : "K");
+}
+const char *farr_fused_name(farr_kind k) { return k == FARR_VO ? "VO" : "QK"; }
+
+const char *farr_policy_name(farr_policy p) {
+    return p == FARR_POLICY_HEAD ? "head" : p == FARR_POLICY_LAYER_MAX ? "layer-max" : "model-max";
+}
+
+int farr_policy_parse(const char *s, farr_policy *out) {
+    if (strcmp(s, "head") == 0) *out = FARR_POLICY_HEAD;
+    else if (strcmp(s, "layer-max") == 0) *out = FARR_POLICY_LAYER_MAX;
+    else if (strcmp(s, "model-max") == 0) *out = FARR_POLICY_MODEL_MAX;
+    else return al_err("unknown truncation policy '%s': use head, layer-max or model-max", s);
+    return AL_OK;
+}
+
+/* ================================================================ one head */
+
+int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *part, bool *rotate_k) {
+    *part = PART_ALL;
+    *rotate_k = false;
+    if (kind == FARR_VO) {
+        if (offset != FARR_NO_OFFSET)
+            return al_err("offset applies to qk only: V and O have no RoPE between them");
+        return AL_OK;
+    }
+    bool has_rope = c->rope != ROPE_NONE && c->qk_rope_dim > 0;
+    if (!has_rope) {
+        if (offset != FARR_NO_OFFSET)
+            return al_err("this %s model has no RoPE: its QK heads fuse exactly, without an offset",
+                          c->model_type);
+        return AL_OK;                                   /* GPT-2: full QK */
+    }
+    if (c->qk_nope_dim > 0) {
+        if (offset != FARR_NO_OFFSET)
+            return al_err("this %s model has partial RoPE: qk fuses its %d NoPE columns exactly; an "
+                          "offset is only for full-RoPE families", c->model_type, c->qk_nope_dim);
+        *part = PART_NOPE;                              /* MLA: NoPE columns only */
+        return AL_OK;
+    }
+    if (offset == FARR_NO_OFFSET)
+        return al_err("QK fusion refused: this %s model applies RoPE to all %d Q/K dims, a rotation "
+                      "that depends on the token position and sits between W_Q and W_K, so W_Q W_K^T "
+                      "is not the map the model computes (seed 000, A.3). Add `offset D` to fuse at a "
+                      "fixed position offset (RoPE at p=0 on Q, p=D on K) -- analysis only, it cannot "
+                      "be truncated", c->model_type, c->qk_rope_dim);
+    if (offset < 0) return al_err("offset must be >= 0 (got %d)", offset);
+    *rotate_k = true;
+    return AL_OK;
+}
+
+void farr_rope_rotate(Mat *W, rope_layout layout, double theta, double p) {
+    size_t d = W->cols, half = d / 2;
+    if (layout == ROPE_NONE || d < 2 || p == 0) return;
+    for (size_t t = 0; t < half; t++) {
+        double freq = pow(theta, -2.0 * (double)t / (double)d), ang = p * freq;
+        double cs = cos(ang), sn = sin(ang);
+        size_t i = layout == ROPE_HALF ? t : 2 * t, j = layout == ROPE_HALF ? t + half : 2 * t + 1;
+        for (size_t r = 0; r < W->rows; r++) {
+            float *row = W->data + r * d;
+            double a = row[i], b = row[j];
+            row[i] = (float)(a * cs - b * sn);
+            row[j] = (float)(b * cs + a * sn);
+        }
+    }
+}
+
+/* The factors of head h with the layer already loaded (thread-safe after model_layer_load). */
+static int head_factors_loaded(Model *m, farr_kind kind, int layer, int head, head_part part,
+                               bool rotate_k, int offset, Mat **A, Mat **B, lin_op *op) {
+    const ModelConfig *c = &m->cfg;
+    int g = cfg_kv_group(c, head);
+    *A = *B = NULL;
+    int rc;
+    if (kind == FARR_VO) {
+        *op = LIN_AB;
+        rc = model_head(m, HK_V, layer, g, PART_ALL, A);
+        if (rc == AL_OK) rc = model_head(m, HK_O, layer, head, PART_ALL, B);
+    } else {
+        *op = LIN_ABT;
+        rc = model_head(m, HK_Q, layer, head, part, A);
+        if (rc == AL_OK) rc = model_head(m, HK_K, layer, g, part, B);
+        if (rc == AL_OK && rotate_k) farr_rope_rotate(*B, c->rope, c->rope_theta, (double)offset);
+    }
+    if (rc != AL_OK) { mat_free(*A); mat_free(*B); *A = *B = NULL; }
+    return rc;
+}
+
+int farr_head_factors(Model *m, farr_kind kind, int layer, int head, int offset,
+                      Mat **A, Mat **B, lin_op *op) {
+    *A = *B = NULL;
+    head_part part;
+    bool rot;
+    if (farr_fuse_mode(&m->cfg, kind, offset, &part, &rot) != AL_OK) return AL_ERR;
+    if (model_check_head(m, HK_Q, layer, head) != AL_OK) return AL_ERR;
+    if (model_layer_load(m, layer) != AL_OK) return AL_ERR;
+    return head_factors_loaded(m, kind, layer, head, part, rot, offset, A, B, op);
+}
+
+int farr_fuse(Model *m, farr_kind kind, int layer, int head, int offset, FarrFused **out) {
+    *out = NULL;
+    FarrFused *f = al_calloc(1, sizeof *f, "a fused head");
+    if (!f) return AL_ERR;
+    *f = (FarrFused){ .model = m, .kind = kind, .layer = layer, .head = head, .offset = offset };
+    int rc = farr_head_factors(m, kind, layer, head, offset, &f->A, &f->B, &f->op);
+    if (rc == AL_OK) rc = lin_product_svd(f->A, f->B, f->op, LIN_VECTORS, &f->s, &f->sa, &f->sb);
+    if (rc != AL_OK) { farr_fused_free(f); return rc; }
+    *out = f;
+    return AL_OK;
+}
+
+void farr_fused_free(FarrFused *f) {
+    if (!f) return;
+    mat_free(f->A); mat_free(f->B);
+    lin_spectrum_free(f->s); lin_spectrum_free(f->sa); lin_spectrum_free(f->sb);
+    free(f);
+}
+
+/* ================================================================ a layer's spectra */
+
+void farr_layer_free(FarrLayer *l) {
+    if (!l) return;
+    for (int h = 0; h < l->n_heads; h++) {
+        if (l->a) lin_spectrum_free(l->a[h]);
+        if (l->b) lin_spectrum_free(l->b[h]);
+        if (l->fused) lin_spectrum_free(l->fused[h]);
+    }
+    free(l->a); free(l->b); free(l->fused);
+    free(l);
+}
+
+typedef struct {
+    Model *m;
+    FarrLayer *l;
+    head_part part;
+    bool rot;
+} LayerJob;
+
+static int layer_task(size_t h, int worker, void *ud) {
+    (void)worker;
+    LayerJob *j = ud;
+    Mat *A, *B;
+    lin_op op;
+    if (head_factors_loaded(j->m, j->l->kind, j->l->layer, (int)h, j->part, j->rot, j->l->offset,
+                            &A, &B, &op) != AL_OK)
+        return AL_ERR;
+    int rc = lin_product_svd(A, B, op, 0, &j->l->fused[h], &j->l->a[h], &j->l->b[h]);
+    mat_free(A); mat_free(B);
+    if (rc != AL_OK) return al_err_ctx("layer %d head %d (%s)", j->l->layer, (int)h, farr_fused_name(j->l->kind));
+    return AL_OK;
+}
+
+int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out) {
+    *out = NULL;
+    const ModelConfig *c = &m->cfg;
+    LayerJob job = { .m = m };
+    if (farr_fuse_mode(c, kind, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
+    if (layer < 0 || layer >= c->n_layers)
+        return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
+    if (model_layer_load(m, layer) != AL_OK) return AL_ERR;
+    FarrLayer *l = al_calloc(1, sizeof *l, "layer spectra");
+    if (!l) return AL_ERR;
+    l->kind = kind; l->layer = layer; l->offset = offset; l->n_heads = c->n_heads;
+    l->head_dim = kind == FARR_VO ? c->v_dim : job.part == PART_NOPE ? c->qk_nope_dim : cfg_d_qk(c);
+    size_t H = (size_t)c->n_heads;
+    l->a = al_calloc(H, sizeof *l->a, "layer spectra");
+    l->b = al_calloc(H, sizeof *l->b, "layer spectra");
+    l->fused = al_calloc(H, sizeof *l->fused, "layer spectra");
+    if (!l->a || !l->b || !l->fused) { farr_layer_free(l); return AL_ERR; }
+    job.l = l;
+    int rc = lin_sweep(H, 0, layer_task, &job);
+    if (rc != AL_OK) { farr_layer_free(l); return rc; }
+    *out = l;
+    return AL_OK;
+}
+
+void farr_layer_ranks(const FarrLayer *l, int head, double tau, int *ra, int *rb, int *rf) {
+    if (ra) *ra = (int)lin_effective_rank(l->a[head]->sigma, l->a[head]->p, tau);
+    if (rb) *rb = (int)lin_effective_rank(l->b[head]->sigma, l->b[head]->p, tau);
+    if (rf) *rf = (int)lin_effective_rank(l->fused[head]->sigma, l->fused[head]->p, tau);
+}
+
+/* ================================================================ accounting */
+
+size_t farr_params_pair(size_t m_a, size_t m_b, size_t d) { return (m_a + m_b) * d; }
+size_t farr_params_separate(size_t m_a, size_t r_a, size_t m_b, size_t r_b, size_t d) {
+    return m_a * r_a + r_a * d + m_b * r_b + r_b * d;
+}
+size_t farr_params_fused(size_t m_a, size_t m_b, size_t r) { return (m_a + m_b) * r; }
+
+/* ================================================================ groups */
+
+void farr_group_free(FarrGroup *g) {
+    if (!g) return;
+    mat_free(g->shared);
+    if (g->head) for (int i = 0; i < g->n; i++) mat_free(g->head[i]);
+    free(g->head); free(g->energy); free(g->err); free(g->cum); free(g->U);
+    free(g);
+}
+
+static double *mat_double(const Mat *M) {
+    double *d = al_malloc3(M->rows, M->cols, sizeof(double), "a double copy");
+    if (d) for (size_t i = 0; i < M->rows * M->cols; i++) d[i] = M->data[i];
+    return d;
+}
+
+/* Gram of one head's factor in the group's inner space (k x k, full symmetric):
+ * VO: P P^T for P = W_O (k x n); QK: Q^T Q for Q = W_Q (n_q x k). */
+static int head_gram(farr_kind kind, const Mat *P, double *G) {
+    size_t k = kind == FARR_VO ? P->rows : P->cols;
+    size_t n = kind == FARR_VO ? P->cols : P->rows;
+    double *Pd = mat_double(P);
+    if (!Pd) return AL_ERR;
+    cblas_dsyrk(CblasRowMajor, CblasUpper, kind == FARR_VO ? CblasNoTrans : CblasTrans, (int)k,
+                (int)n, 1.0, Pd, kind == FARR_VO ? (int)n : (int)k, 0.0, G, (int)k);
+    for (size_t i = 0; i < k; i++) for (size_t j = 0; j < i; j++) G[i * k + j] = G[j * k + i];
+    free(Pd);
+    return AL_OK;
+}
+
+int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, int n, double tau,
+                       FarrGroup **out) {
+    *out = NULL;
+    size_t m = S->rows, k = S->cols;
+    if (n < 1) return al_err("a group needs at least one head");
+    for (int i = 0; i < n; i++) {
+        size_t hk = kind == FARR_VO ? heads[i]->rows : heads[i]->cols;
+        if (hk != k || heads[i]->rows * heads[i]->cols != heads[0]->rows * heads[0]->cols)
+            return al_err("group heads do not match the shared factor (%zux%zu)", m, k);
+    }
+    /* The stacked right factor: VO [W_O1 .. W_On] (k x n*cols); QK [W_Q1; ..; W_Qn] (n*rows x k). */
+    size_t hr = heads[0]->rows, hc = heads[0]->cols;
+    Mat *stack = kind == FARR_VO ? mat_new(k, hc * (size_t)n) : mat_new(hr * (size_t)n, k);
+    if (!stack) return AL_ERR;
+    for (int i = 0; i < n; i++) {
+        if (kind == FARR_VO)
+            for (size_t a = 0; a < k; a++)
+                memcpy(stack->data + a * stack->cols + (size_t)i * hc, heads[i]->data + a * hc, hc * sizeof(float));
+        else
+            memcpy(stack->data + (size_t)i * hr * k, heads[i]->data, hr * k * sizeof(float));
+    }
+    Spectrum *sp = NULL;
+    int rc = lin_product_svd(S, stack, kind == FARR_VO ? LIN_AB : LIN_ABT, LIN_VECTORS, &sp, NULL, NULL);
+    mat_free(stack);
+    if (rc != AL_OK) return rc;
+    FarrGroup *g = al_calloc(1, sizeof *g, "a truncation group");
+    size_t p = sp->p;
+    if (g) {
+        g->n = n;
+        g->p = p;
+        g->cum = al_malloc3((size_t)n, p ? p : 1, sizeof(double), "energy profiles");
+        g->energy = al_calloc((size_t)n, sizeof(double), "energies");
+        g->err = al_calloc((size_t)n, sizeof(double), "errors");
+        g->head = al_calloc((size_t)n, sizeof(Mat *), "head factors");
+    }
+    if (!g || !g->cum || !g->energy || !g->err || !g->head) { farr_group_free(g); lin_spectrum_free(sp); return AL_ERR; }
+    g->U = sp->U;                      /* (m x p), taken over */
+    sp->U = NULL;
+    if (n == 1) {
+        lin_cum_energy(sp->sigma, p, g->cum);
+        g->rank_tau = (int)lin_effective_rank(sp->sigma, p, tau);
+    } else {
+        /* Per head: e_j = ||u_j^T S P_i||^2 = (Mt G_i Mt^T)_jj with Mt = U^T S (p x k), and the
+         * head's total energy ||S P_i||_F^2 = <S^T S, G_i>. */
+        double *Sd = mat_double(S), *Mt = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
+        double *GS = al_malloc3(k, k, sizeof(double), "a Gram matrix"), *Gi = al_malloc3(k, k, sizeof(double), "a Gram matrix");
+        double *Y = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
+        rc = (Sd && Mt && GS && Gi && Y) ? AL_OK : AL_ERR;
+        if (rc == AL_OK) {
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p, (int)k, (int)m, 1.0, g->U,
+                        (int)p, Sd, (int)k, 0.0, Mt, (int)k);
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)k, (int)m, 1.0, Sd,
+                        (int)k, Sd, (int)k, 0.0, GS, (int)k);
+        }
+        for (int i = 0; rc == AL_OK && i < n; i++) {
+            if ((rc = head_gram(kind, heads[i], Gi)) != AL_OK) break;
+            double total = 0;
+            for (size_t t = 0; t < k * k; t++) total += GS[t] * Gi[t];
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p, (int)k, (int)k, 1.0, Mt,
+                        (int)k, Gi, (int)k, 0.0, Y, (int)k);
+            double cum = 0;
+            for (size_t j = 0; j < p; j++) {
+                double e = 0;
+                for (size_t c = 0; c < k; c++) e += Y[j * k + c] * Mt[j * k + c];
+                cum += e;
+                g->cum[(size_t)i * p + j] = total > 0 ? cum / total : 1.0;
+            }
+        }
+        free(Sd); free(Mt); free(GS); free(Gi); free(Y);
+        if (rc != AL_OK) { farr_group_free(g); lin_spectrum_free(sp); return rc; }
+        /* Smallest r keeping >= tau of every head's energy (p if rounding keeps it below tau). */
+        g->rank_tau = (int)p;
+        for (size_t r = 1; r <= p; r++) {
+            bool ok = true;
+            for (int i = 0; i < n && ok; i++) ok = g->cum[(size_t)i * p + r - 1] >= tau;
+            if (ok) { g->rank_tau = (int)r; break; }
+        }
+        bool zero = sp->total <= 0;
+        if (zero) g->rank_tau = 0;
+    }
+    lin_spectrum_free(sp);
+    *out = g;
+    return AL_OK;
+}
+
+int farr_group_split(FarrGroup *g, farr_kind kind, const Mat *S, const Mat *const *heads, int r) {
+    size_t m = S->rows, k = S->cols, p = g->p;
+    if (!g->U) return al_err("internal: truncation group already split");
+    if (r < 1) r = 1;
+    if ((size_t)r > p) r = (int)p;
+    size_t rr = (size_t)r;
+    g->rank = r;
+    mat_free(g->shared);
+    g->shared = mat_new(m, rr);
+    double *Sd = mat_double(S), *Mt = al_malloc3(rr, k, sizeof(double), "projections");
+    if (!g->shared || !Sd || !Mt) { free(Sd); free(Mt); return AL_ERR; }
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < rr; j++) g->shared->data[i * rr + j] = (float)g->U[i * p + j];
+    /* Mt = U_r^T S (r x k) */
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rr, (int)k, (int)m, 1.0, g->U, (int)p,
+                Sd, (int)k, 0.0, Mt, (int)k);
+    int rc = AL_OK;
+    for (int i = 0; i < g->n && rc == AL_OK; i++) {
+        const Mat *P = heads[i];
+        double *Pd = mat_double(P);
+        Mat *H = kind == FARR_VO ? mat_new(rr, P->cols) : mat_new(P->rows, rr);
+        double *Hd = H ? al_malloc3(H->rows, H->cols, sizeof(double), "a head factor") : NULL;
+        if (!Pd || !H || !Hd) { free(Pd); mat_free(H); free(Hd); rc = AL_ERR; break; }
+        if (kind == FARR_VO)     /* W_O' = Mt W_O (r x cols) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rr, (int)P->cols, (int)k, 1.0,
+                        Mt, (int)k, Pd, (int)P->cols, 0.0, Hd, (int)P->cols);
+        else                     /* W_Q' = W_Q Mt^T (rows x r) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P->rows, (int)rr, (int)k, 1.0,
+                        Pd, (int)k, Mt, (int)k, 0.0, Hd, (int)rr);
+        for (size_t t = 0; t < H->rows * H->cols; t++) H->data[t] = (float)Hd[t];
+        free(Pd); free(Hd);
+        mat_free(g->head[i]);
+        g->head[i] = H;
+        double e = p ? g->cum[(size_t)i * p + rr - 1] : 1.0;
+        if (e > 1) e = 1;
+        g->energy[i] = e;
+        g->err[i] = sqrt(e < 1 ? 1 - e : 0);
+    }
+    free(Sd); free(Mt);
+    return rc;
+}
+
+/* ================================================================ truncation of a model */
+
+static void trunc_layer_free(FarrTruncLayer *l) {
+    if (!l) return;
+    if (l->groups) for (int g = 0; g < l->n_kv; g++) farr_group_free(l->groups[g]);
+    if (l->shared_bias) for (int g = 0; g < l->n_kv; g++) free(l->shared_bias[g]);
+    if (l->head_bias) for (int h = 0; h < l->n_heads; h++) free(l->head_bias[h]);
+    free(l->groups); free(l->shared_bias); free(l->head_bias); free(l->o_bias_delta);
+    free(l);
+}
+
+void farr_plan_free(FarrPlan *p) {
+    if (!p) return;
+    if (p->layers) for (int i = 0; i <= p->hi - p->lo; i++) trunc_layer_free(p->layers[i]);
+    free(p->layers);
+    free(p->model_path);
+    free(p);
+}
+
+const FarrTruncLayer *farr_plan_layer(const FarrPlan *p, int layer) {
+    if (!p || layer < p->lo || layer > p->hi) return NULL;
+    return p->layers[layer - p->lo];
+}
+
+const FarrGroup *farr_plan_head(const FarrPlan *p, const ModelConfig *c, int layer, int head, int *idx) {
+    const FarrTruncLayer *l = farr_plan_layer(p, layer);
+    if (!l || head < 0 || head >= l->n_heads) return NULL;
+    int g = cfg_kv_group(c, head), per = c->n_heads / c->n_kv_heads;
+    if (idx) *idx = head - g * per;
+    return l->groups[g];
+}
+
+/* Loads one group's factors in layer L: S (W_V[g] or W_K[g]) and its query heads' factors. */
+static int group_factors(Model *m, farr_kind kind, int layer, int g, head_part part, Mat **S,
+                         Mat ***heads, int *n) {
+    const ModelConfig *c = &m->cfg;
+    int per = c->n_heads / c->n_kv_heads;
+    *S = NULL; *heads = NULL; *n = per;
+    if (model_head(m, kind == FARR_VO ? HK_V : HK_K, layer, g, part, S) != AL_OK) return AL_ERR;
+    *heads = al_calloc((size_t)per, sizeof(Mat *), "group heads");
+    if (!*heads) { mat_free(*S); *S = NULL; return AL_ERR; }
+    for (int i = 0; i < per; i++)
+        if (model_head(m, kind == FARR_VO ? HK_O : HK_Q, layer, g * per + i, part, &(*heads)[i]) != AL_OK) {
+            for (int j = 0; j < i; j++) mat_free((*heads)[j]);
+            free(*heads); *heads = NULL; mat_free(*S); *S = NULL;
+            return AL_ERR;
+        }
+    return AL_OK;
+}
+
+static void group_factors_free(Mat *S, Mat **heads, int n) {
+    mat_free(S);
+    if (heads) for (int i = 0; i < n; i++) mat_free(heads[i]);
+    free(heads);
+}
+
+/* Bias adjustments of one group after its split (see FarrTruncLayer). */
+static int group_bias(Model *m, farr_kind kind, int layer, int g, const FarrGroup *grp, const Mat *S,
+                      Mat *const *heads, FarrTruncLayer *tl) {
+    const ModelConfig *c = &m->cfg;
+    if (!c->qkv_bias || cfg_is_mla(c)) return AL_OK;
+    size_t r = (size_t)grp->rank, k = S->cols, mrows = S->rows, p = grp->p;
+    int per = grp->n;
+    if (!tl->shared_bias) {
+        tl->shared_bias = al_calloc((size_t)tl->n_kv, sizeof(float *), "biases");
+        if (!tl->shared_bias) return AL_ERR;
+    }
+    tl->shared_bias[g] = al_calloc(r, sizeof(float), "a bias");
+    if (!tl->shared_bias[g]) return AL_ERR;
+    if (kind == FARR_QK) {
+        /* b_K' = 0 (its score term is constant per query: softmax-invariant); b_Q' = b_Q W_K^T U_r. */
+        if (!tl->head_bias) {
+            tl->head_bias = al_calloc((size_t)tl->n_heads, sizeof(float *), "biases");
+            if (!tl->head_bias) return AL_ERR;
+        }
+        double *Sd = mat_double(S), *KtU = al_malloc3(k, r, sizeof(double), "a projection");
+        if (!Sd || !KtU) { free(Sd); free(KtU); return AL_ERR; }
+        /* KtU = W_K^T U_r (k x r) */
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)r, (int)mrows, 1.0, Sd, (int)k,
+                    grp->U, (int)p, 0.0, KtU, (int)r);
+        free(Sd);
+        int rc = AL_OK;
+        for (int i = 0; i < per && rc == AL_OK; i++) {
+            int h = g * per + i;
+            float *b = NULL;
+            size_t nb = 0;
+            if ((rc = model_head_bias(m, HK_Q, layer, h, &b, &nb)) != AL_OK) break;
+            tl->head_bias[h] = al_calloc(r, sizeof(float), "a bias");
+            if (!tl->head_bias[h]) { free(b); rc = AL_ERR; break; }
+            for (size_t j = 0; j < r && b && nb >= k; j++) {
+                double v = 0;
+                for (size_t a = 0; a < k; a++) v += b[a] * KtU[a * r + j];
+                tl->head_bias[h][j] = (float)v;
+            }
+            free(b);
+        }
+        free(KtU);
+        return rc;
+    }
+    float *bv = NULL;
+    size_t nb = 0;
+    if (model_head_bias(m, HK_V, layer, g, &bv, &nb) != AL_OK) return AL_ERR;
+    if (!bv) return AL_OK;
+    if (c->o_bias) {
+        /* Exact: sum_j alpha_j = 1, so b_V W_O[h] is a constant output: fold it into the output
+         * bias and set b_V' = 0. */
+        size_t D = (size_t)c->hidden;
+        if (!tl->o_bias_delta && !(tl->o_bias_delta = al_calloc(D, sizeof(float), "a bias"))) { free(bv); return AL_ERR; }
+        for (int i = 0; i < per; i++)
+            for (size_t col = 0; col < D; col++) {
+                double v = 0;
+                for (size_t a = 0; a < k; a++) v += (double)bv[a] * heads[i]->data[a * D + col];
+                tl->o_bias_delta[col] += (float)v;
+            }
+    } else {
+        /* No output bias: read b_V as the value of an input z with z W_V = b_V (least squares,
+         * minimum norm) and keep its projection: b_V' = z U_r. */
+        double *At = al_malloc3(k, mrows, sizeof(double), "a least-squares system");
+        size_t nrhs = mrows > k ? mrows : k;
+        double *rhs = al_calloc(nrhs, sizeof(double), "a least-squares system");
+        double *sv = al_calloc(k < mrows ? k : mrows, sizeof(double), "singular values");
+        if (!At || !rhs || !sv) { free(At); free(rhs); free(sv); free(bv); return AL_ERR; }
+        for (size_t i = 0; i < mrows; i++) for (size_t a = 0; a < k; a++) At[i * k + a] = S->data[i * k + a];
+        for (size_t a = 0; a < k; a++) rhs[a] = bv[a];
+        lapack_int rank;
+        lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)k, (lapack_int)mrows, 1, At,
+                                         (lapack_int)k, rhs, (lapack_int)nrhs, sv, 1e-10, &rank);
+        if (info == 0)
+            for (size_t j = 0; j < r; j++) {
+                double v = 0;
+                for (size_t i = 0; i < mrows; i++) v += rhs[i] * grp->U[i * p + j];
+                tl->shared_bias[g][j] = (float)v;
+            }
+        free(At); free(rhs); free(sv);
+        if (info != 0) { free(bv); return al_err("LAPACK dgelsd failed (info %d) moving the V bias of layer %d "
+                                                 "KV head %d", (int)info, layer, g); }
+    }
+    free(bv);
+    return AL_OK;
+}
+
+typedef struct {
+    Model *m;
+    farr_kind kind;
+    head_part part;
+    int layer;
+    double tau;
+    int fixed;               /* >0: split every group at this rank; 0: analyse only; -1: per policy */
+    farr_policy policy;
+    FarrTruncLayer *tl;
+} TruncJob;
+
+static int trunc_analyse_task(size_t g, int worker, void *ud) {
+    (void)worker;
+    TruncJob *j = ud;
+    Mat *S, **heads;
+    int n;
+    if (group_factors(j->m, j->kind, j->layer, (int)g, j->part, &S, &heads, &n) != AL_OK) return AL_ERR;
+    int rc = farr_group_analyse(j->kind, S, (const Mat *const *)heads, n, j->tau, &j->tl->groups[g]);
+    group_factors_free(S, heads, n);
+    if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->layer, (int)g, farr_fused_name(j->kind));
+    return AL_OK;
+}
+
+static int trunc_split_task(size_t g, int worker, void *ud) {
+    (void)worker;
+    TruncJob *j = ud;
+    FarrGroup *grp = j->tl->groups[g];
+    int r = j->fixed;
+    if (r <= 0) {
+        r = grp->rank_tau;
+        if (j->policy == FARR_POLICY_LAYER_MAX)
+            for (int t = 0; t < j->tl->n_kv; t++) if (j->tl->groups[t]->rank_tau > r) r = j->tl->groups[t]->rank_tau;
+    }
+    Mat *S, **heads;
+    int n;
+    if (group_factors(j->m, j->kind, j->layer, (int)g, j->part, &S, &heads, &n) != AL_OK) return AL_ERR;
+    int rc = farr_group_split(grp, j->kind, S, (const Mat *const *)heads, r);
+    group_factors_free(S, heads, n);
+    return rc;
+}
+
+static void layer_accounting(const ModelConfig *c, farr_kind kind, head_part part, FarrTruncLayer *tl) {
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+    size_t k = kind == FARR_VO ? (size_t)c->v_dim : part == PART_NOPE ? (size_t)c->qk_nope_dim : (size_t)cfg_d_qk(c);
+    size_t ms = (size_t)cfg_d_in_kv(c);                                 /* rows of W_V / W_K */
+    size_t mh = kind == FARR_VO ? (size_t)c->hidden : (size_t)cfg_d_in_q(c);   /* W_O cols / W_Q rows */
+    size_t per = H / G;
+    tl->params_before = G * ms * k + H * mh * k;
+    tl->params_after = 0;
+    size_t kv_after = 0, nh = 0;
+    double emin = 1, esum = 0, emax_err = 0, errsum = 0;
+    for (size_t g = 0; g < G; g++) {
+        const FarrGroup *grp = tl->groups[g];
+        size_t r = (size_t)grp->rank;
+        tl->params_after += ms * r + per * mh * r;
+        kv_after += r;
+        for (int i = 0; i < grp->n; i++, nh++) {
+            if (grp->energy[i] < emin) emin = grp->energy[i];
+            esum += grp->energy[i];
+            if (grp->err[i] > emax_err) emax_err = grp->err[i];
+            errsum += grp->err[i];
+        }
+    }
+    tl->energy_min = emin;
+    tl->energy_mean = nh ? esum / (double)nh : 1;
+    tl->err_max = emax_err;
+    tl->err_mean = nh ? errsum / (double)nh : 0;
+    if (cfg_is_mla(c)) tl->kv_before = tl->kv_after = 0;    /* the cache holds the latent */
+    else { tl->kv_before = G * k; tl->kv_after = kv_after; }
+}
+
+/* Analyses (and, unless only_ranks, splits) one layer. *max_rank receives the largest rank a
+ * group needs at tau. */
+static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int layer, int fixed,
+                          bool only_ranks, FarrTruncLayer **out, int *max_rank) {
+    const ModelConfig *c = &m->cfg;
+    *out = NULL;
+    if (model_layer_load(m, layer) != AL_OK) return AL_ERR;
+    FarrTruncLayer *tl = al_calloc(1, sizeof *tl, "a truncated layer");
+    if (!tl) return AL_ERR;
+    tl->layer = layer; tl->n_heads = c->n_heads; tl->n_kv = c->n_kv_heads;
+    tl->groups = al_calloc((size_t)tl->n_kv, sizeof(FarrGroup *), "truncation groups");
+    TruncJob job = { .m = m, .kind = o->kind, .part = part, .layer = layer, .tau = o->tau,
+                     .fixed = fixed, .policy = o->policy, .tl = tl };
+    int rc = tl->groups ? lin_sweep((size_t)tl->n_kv, 0, trunc_analyse_task, &job) : AL_ERR;
+    int mr = 0;
+    if (rc == AL_OK)
+        for (int g = 0; g < tl->n_kv; g++) if (tl->groups[g]->rank_tau > mr) mr = tl->groups[g]->rank_tau;
+    if (max_rank) *max_rank = mr;
+    if (rc == AL_OK && !only_ranks) {
+        rc = lin_sweep((size_t)tl->n_kv, 0, trunc_split_task, &job);
+        /* Biases (small, and they share output buffers): one group at a time. */
+        for (int g = 0; rc == AL_OK && g < tl->n_kv && c->qkv_bias && !cfg_is_mla(c); g++) {
+            Mat *S, **heads;
+            int n;
+            if ((rc = group_factors(m, o->kind, layer, g, part, &S, &heads, &n)) != AL_OK) break;
+            rc = group_bias(m, o->kind, layer, g, tl->groups[g], S, heads, tl);
+            group_factors_free(S, heads, n);
+        }
+        for (int g = 0; g < tl->n_kv; g++) { free(tl->groups[g]->U); tl->groups[g]->U = NULL; }
+        if (rc == AL_OK) layer_accounting(c, o->kind, part, tl);
+    }
+    if (rc != AL_OK || only_ranks) { trunc_layer_free(tl); return rc; }
+    *out = tl;
+    return AL_OK;
+}
+
+int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
+    *out = NULL;
+    const ModelConfig *c = &m->cfg;
+    FarrTruncOpts o = *opts;
+    head_part part;
+    bool rot;
+    if (farr_fuse_mode(c, o.kind, FARR_NO_OFFSET, &part, &rot) != AL_OK) return AL_ERR;
+    if (o.layer_hi < 0) o.layer_hi = c->n_layers - 1;
+    if (o.layer_lo < 0 || o.layer_lo > o.layer_hi || o.layer_hi >= c->n_layers)
+        return al_err("layers %d-%d out of range: this model has layers 0-%d", o.layer_lo, o.layer_hi,
+                      c->n_layers - 1);
+    if (o.by_rank && o.rank < 1) return al_err("rank must be >= 1 (got %d)", o.rank);
+    if (!o.by_rank && !(o.tau > 0 && o.tau <= 1)) return al_err("tau must be in (0, 1] (got %g)", o.tau);
+    int N = o.layer_hi - o.layer_lo + 1;
+    int fixed = o.by_rank ? o.rank : -1;
+    if (!o.by_rank && o.policy == FARR_POLICY_MODEL_MAX) {
+        /* Pass 1: the largest rank any group in the range needs. */
+        int mr = 0;
+        for (int i = 0; i < N; i++) {
+            if (al_interrupted()) return AL_INTERRUPTED;
+            al_progress("layer", (size_t)i, (size_t)(2 * N));
+            int lr = 0;
+            FarrTruncLayer *none;
+            int rc = truncate_layer(m, &o, part, o.layer_lo + i, 0, true, &none, &lr);
+            if (rc != AL_OK) return rc;
+            if (lr > mr) mr = lr;
+        }
+        fixed = mr > 0 ? mr : 1;
+    }
+    FarrPlan *p = al_calloc(1, sizeof *p, "a truncation plan");
+    if (!p) return AL_ERR;
+    p->opts = o;
+    p->model_path = al_strdup(m->path);
+    p->n_layers_model = c->n_layers;
+    p->lo = o.layer_lo; p->hi = o.layer_hi;
+    p->layers = al_calloc((size_t)N, sizeof *p->layers, "a truncation plan");
+    if (!p->model_path || !p->layers) { farr_plan_free(p); return AL_ERR; }
+    bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
+    for (int i = 0; i < N; i++) {
+        if (al_interrupted()) { farr_plan_free(p); return AL_INTERRUPTED; }
+        al_progress("layer", (size_t)(two ? N + i : i), (size_t)(two ? 2 * N : N));
+        int rc = truncate_layer(m, &o, part, o.layer_lo + i, fixed, false, &p->layers[i], NULL);
+        if (rc != AL_OK) { farr_plan_free(p); return rc; }
+    }
+    al_progress("layer", (size_t)(two ? 2 * N : N), (size_t)(two ? 2 * N : N));
+    /* Totals. */
+    double emin = 1, esum = 0, emax = 0, errsum = 0;
+    size_t nh = 0;
+    int r0 = -1;
+    p->uniform = true;
+    for (int i = 0; i < N; i++) {
+        FarrTruncLayer *l = p->layers[i];
+        p->params_before += l->params_before; p->params_after += l->params_after;
+        p->kv_before += l->kv_before; p->kv_after += l->kv_after;
+        for (int g = 0; g < l->n_kv; g++) {
+            FarrGroup *grp = l->groups[g];
+            if (grp->rank > p->rank_max) p->rank_max = grp->rank;
+            if (r0 < 0) r0 = grp->rank;
+            else if (grp->rank != r0) p->uniform = false;
+            for (int t = 0; t < grp->n; t++, nh++) {
+                if (grp->energy[t] < emin) emin = grp->energy[t];
+                esum += grp->energy[t];
+                if (grp->err[t] > emax) emax = grp->err[t];
+                errsum += grp->err[t];
+            }
+        }
+    }
+    p->energy_min = emin; p->energy_mean = nh ? esum / (double)nh : 1;
+    p->err_max = emax; p->err_mean = nh ? errsum / (double)nh : 0;
+    *out = p;
+    return AL_OK;
+}
+
+/* ================================================================ session cache */
+
+typedef struct {
+    const Model *m;
+    farr_kind kind;
+    int layer, offset;
+    FarrLayer *l;
+} CacheEntry;
+
+typedef struct {
+    const Model *m;
+    FarrPlan *plan[2];       /* by farr_kind */
+} WorkEntry;
+
+struct FarrState {
+    CacheEntry *e;
+    size_t n, cap;
+    WorkEntry *w;
+    size_t nw, capw;
+    size_t hits, computed;
+    FarrFused *fused;        /* the kept fused head, or NULL */
+};
+
+FarrState *farr_state_new(void) { return al_calloc(1, sizeof(FarrState), "the FaRR state"); }
+
+void farr_state_free(FarrState *st) {
+    if (!st) return;
+    for (size_t i = 0; i < st->n; i++) farr_layer_free(st->e[i].l);
+    for (size_t i = 0; i < st->nw; i++) { farr_plan_free(st->w[i].plan[0]); farr_plan_free(st->w[i].plan[1]); }
+    free(st->e); free(st->w);
+    farr_fused_free(st->fused);
+    free(st);
+}
+
+void farr_state_drop_model(FarrState *st, const Model *m) {
+    if (!st) return;
+    size_t j = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->e[i].m == m) farr_layer_free(st->e[i].l);
+        else st->e[j++] = st->e[i];
+    }
+    st->n = j;
+    j = 0;
+    for (size_t i = 0; i < st->nw; i++) {
+        if (st->w[i].m == m) { farr_plan_free(st->w[i].plan[0]); farr_plan_free(st->w[i].plan[1]); }
+        else st->w[j++] = st->w[i];
+    }
+    st->nw = j;
+    if (st->fused && st->fused->model == m) { farr_fused_free(st->fused); st->fused = NULL; }
+}
+
+static CacheEntry *cache_find(const FarrState *st, const Model *m, farr_kind kind, int layer, int offset) {
+    for (size_t i = 0; i < st->n; i++) {
+        CacheEntry *e = &st->e[i];
+        if (e->m == m && e->kind == kind && e->layer == layer && e->offset == offset) return e;
+    }
+    return NULL;
+}
+
+const FarrLayer *farr_state_get_layer(const FarrState *st, const Model *m, farr_kind kind, int layer, int offset) {
+    if (!st) return NULL;
+    CacheEntry *e = cache_find(st, m, kind, layer, offset);
+    return e ? e->l : NULL;
+}
+
+int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, const FarrLayer **out) {
+    *out = NULL;
+    CacheEntry *e = cache_find(st, m, kind, layer, offset);
+    if (e) { st->hits++; *out = e->l; return AL_OK; }
+    FarrLayer *l;
+    int rc = farr_layer_compute(m, kind, layer, offset, &l);
+    if (rc != AL_OK) return rc;
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? 2 * st->cap : 16;
+        CacheEntry *ne = realloc(st->e, cap * sizeof *ne);
+        if (!ne) { farr_layer_free(l); return al_err("out of memory growing the FaRR cache"); }
+        st->e = ne; st->cap = cap;
+    }
+    st->e[st->n++] = (CacheEntry){ .m = m, .kind = kind, .layer = layer, .offset = offset, .l = l };
+    st->computed++;
+    *out = l;
+    return AL_OK;
+}
+
+int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset) {
+    int N = hi - lo + 1;
+    for (int i = 0; i < N; i++) {
+        if (al_interrupted()) return AL_INTERRUPTED;
+        al_progress("layer", (size_t)i, (size_t)N);
+        const FarrLayer *l;
+        int rc = farr_state_layer(st, m, kind, lo + i, offset, &l);
+        if (rc != AL_OK) return rc;
+    }
+    al_progress("layer", (size_t)N, (size_t)N);
+    return AL_OK;
+}
+
+void farr_state_stats(const FarrState *st, size_t *hits, size_t *computed) {
+    if (hits) *hits = st ? st->hits : 0;
+    if (computed) *computed = st ? st->computed : 0;
+}
+
+int farr_state_set_plan(FarrState *st, const Model *m, FarrPlan *plan) {
+    WorkEntry *w = NULL;
+    for (size_t i = 0; i < st->nw; i++) if (st->w[i].m == m) w = &st->w[i];
+    if (!w) {
+        if (st->nw == st->capw) {
+            size_t cap = st->capw ? 2 * st->capw : 4;
+            WorkEntry *nw = realloc(st->w, cap * sizeof *nw);
+            if (!nw) { farr_plan_free(plan); return al_err("out of memory keeping a truncation"); }
+            st->w = nw; st->capw = cap;
+        }
+        w = &st->w[st->nw++];
+        *w = (WorkEntry){ .m = m };
+    }
+    farr_plan_free(w->plan[plan->opts.kind]);
+    w->plan[plan->opts.kind] = plan;
+    return AL_OK;
+}
+
+const FarrPlan *farr_state_plan(const FarrState *st, const Model *m, farr_kind kind) {
+    if (!st) return NULL;
+    for (size_t i = 0; i < st->nw; i++) if (st->w[i].m == m) return st->w[i].plan[kind];
+    return NULL;
+}
+
+void farr_state_set_fused(FarrState *st, FarrFused *f) {
+    farr_fused_free(st->fused);
+    st->fused = f;
+}
+
+const FarrFused *farr_state_fused(const FarrState *st) { return st ? st->fused : NULL; }

@@ -1,0 +1,517 @@
+/* lin.c -- singular spectra of single matrices and of fused products (Gram or QR route, never
+ * the formed product), effective ranks, and the head-sweep thread pool. Owns nothing global
+ * except the sweep's temporary threads. See lin.h for the contracts. */
+#define _GNU_SOURCE
+#include "lin.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================================================ spectra */
+
+Spectrum *lin_spectrum_new(size_t m, size_t n, size_t p, bool vectors) {
+    Spectrum *s = al_calloc(1, sizeof *s, "a spectrum");
+    if (!s) return NULL;
+    s->m = m; s->n = n; s->p = p;
+    s->sigma = al_calloc(p ? p : 1, sizeof(double), "singular values");
+    if (!s->sigma) { free(s); return NULL; }
+    if (vectors) {
+        size_t nu, nv;
+        if (!al_mul_ok(m, p, &nu, "left singular vectors") ||
+            !al_mul_ok(p, n, &nv, "right singular vectors")) { lin_spectrum_free(s); return NULL; }
+        s->U = al_calloc(nu ? nu : 1, sizeof(double), "left singular vectors");
+        s->Vt = al_calloc(nv ? nv : 1, sizeof(double), "right singular vectors");
+        if (!s->U || !s->Vt) { lin_spectrum_free(s); return NULL; }
+    }
+    return s;
+}
+
+void lin_spectrum_free(Spectrum *s) {
+    if (!s) return;
+    free(s->sigma);
+    free(s->U);
+    free(s->Vt);
+    free(s);
+}
+
+Spectrum *lin_spectrum_copy(const Spectrum *s) {
+    Spectrum *c = lin_spectrum_new(s->m, s->n, s->p, s->U != NULL);
+    if (!c) return NULL;
+    memcpy(c->sigma, s->sigma, s->p * sizeof(double));
+    if (s->U) {
+        memcpy(c->U, s->U, s->m * s->p * sizeof(double));
+        memcpy(c->Vt, s->Vt, s->p * s->n * sizeof(double));
+    }
+    c->total = s->total;
+    return c;
+}
+
+void lin_spectrum_total(Spectrum *s) {
+    double t = 0;
+    for (size_t i = 0; i < s->p; i++) t += s->sigma[i] * s->sigma[i];
+    s->total = t;
+}
+
+/* ================================================================ helpers */
+
+static size_t min2(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Double copy of a float matrix (rows x cols, row-major); caller frees. */
+static double *to_double(const Mat *M, const char *what) {
+    double *d = al_malloc3(M->rows, M->cols, sizeof(double), what);
+    if (!d) return NULL;
+    size_t n = M->rows * M->cols;
+    for (size_t i = 0; i < n; i++) d[i] = M->data[i];
+    return d;
+}
+
+static int lapack_fail(const char *routine, lapack_int info, const char *what) {
+    if (info < 0)
+        return al_err("LAPACK %s: illegal argument %d while computing %s (internal error)",
+                      routine, (int)-info, what);
+    return al_err("LAPACK %s did not converge (info %d) while computing %s; check the weights "
+                  "for NaN/Inf", routine, (int)info, what);
+}
+
+/* Thin SVD of a row-major double matrix X (m x n), destroyed. Writes into s (p = min(m, n)
+ * values; vectors when s->U is set). */
+static int svd_inplace(double *X, size_t m, size_t n, Spectrum *s, const char *what) {
+    size_t p = min2(m, n);
+    if (p == 0) return AL_OK;
+    lapack_int info;
+    if (s->U) {
+        info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'S', (lapack_int)m, (lapack_int)n, X,
+                              (lapack_int)n, s->sigma, s->U, (lapack_int)p, s->Vt, (lapack_int)n);
+    } else {
+        info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'N', (lapack_int)m, (lapack_int)n, X,
+                              (lapack_int)n, s->sigma, NULL, (lapack_int)p, NULL, (lapack_int)n);
+    }
+    if (info != 0) return lapack_fail("dgesdd", info, what);
+    return AL_OK;
+}
+
+/* ================================================================ dense SVD */
+
+int lin_svd_d(const double *W, size_t m, size_t n, unsigned flags, Spectrum **out) {
+    *out = NULL;
+    Spectrum *s = lin_spectrum_new(m, n, min2(m, n), flags & LIN_VECTORS);
+    if (!s) return AL_ERR;
+    double *X = al_malloc3(m, n, sizeof(double), "an SVD work copy");
+    if (!X) { lin_spectrum_free(s); return AL_ERR; }
+    memcpy(X, W, m * n * sizeof(double));
+    int rc = svd_inplace(X, m, n, s, "a dense SVD");
+    free(X);
+    if (rc) { lin_spectrum_free(s); return rc; }
+    lin_spectrum_total(s);
+    *out = s;
+    return AL_OK;
+}
+
+int lin_svd(const Mat *W, unsigned flags, Spectrum **out) {
+    *out = NULL;
+    double *X = to_double(W, "an SVD work copy");
+    if (!X) return AL_ERR;
+    int rc = lin_svd_d(X, W->rows, W->cols, flags, out);
+    free(X);
+    return rc;
+}
+
+/* ================================================================ Gram / QR factors */
+
+/* The reduced factor of one side of a product: R (r x k), R is row-major, RᵀR ~= Gram.
+ * For the Gram route R = diag(sqrt(lambda)) Zᵀ over the kept eigenpairs and, for vectors,
+ * Winv = Z diag(1/sqrt(lambda)) (k x r) so that X Winv has orthonormal columns.
+ * For the QR route R is the triangle of geqrf and Q (rows_x x r) is kept explicitly. */
+typedef struct {
+    size_t k, r;        /* inner dim, kept rank */
+    double *R;          /* (r, k) */
+    double *Winv;       /* (k, r) Gram route, vectors only */
+    double *Q;          /* (rows, r) QR route, vectors only */
+    double *sigma;      /* (min(rows, k)) singular values of the factor, descending */
+    size_t nsigma;
+} Side;
+
+static void side_free(Side *s) {
+    free(s->R); free(s->Winv); free(s->Q); free(s->sigma);
+    memset(s, 0, sizeof *s);
+}
+
+/* Gram route for X (rows x k) given as row-major double, or Xᵀ when `xt` (then X is stored
+ * (k x rows), and the side is its transpose). G = XᵀX (k x k) by dsyrk, eigen-solve by dsyevd,
+ * eigenvalues below k*eps*lambda_max clamped to zero (rank-deficient factors). */
+static int side_gram(const double *X, size_t rows, size_t k, bool xt, bool vectors, Side *s,
+                     const char *what) {
+    memset(s, 0, sizeof *s);
+    s->k = k;
+    double *G = al_malloc3(k, k, sizeof(double), "a Gram matrix");
+    double *w = al_malloc3(k, 1, sizeof(double), "Gram eigenvalues");
+    if (!G || !w) { free(G); free(w); return AL_ERR; }
+    if (!xt)   /* X (rows x k): G = XᵀX */
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)k, (int)rows, 1.0, X, (int)k,
+                    0.0, G, (int)k);
+    else       /* stored Xᵀ (k x rows): G = (Xᵀ)(Xᵀ)ᵀ */
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)k, (int)rows, 1.0, X,
+                    (int)rows, 0.0, G, (int)k);
+    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)k, G, (lapack_int)k, w);
+    if (info != 0) { free(G); free(w); return lapack_fail("dsyevd", info, what); }
+    /* w ascending; eigenvector j is column j of G. */
+    double lmax = k ? w[k - 1] : 0;
+    double floor_ = (double)k * DBL_EPSILON * (lmax > 0 ? lmax : 0);
+    size_t r = 0;
+    for (size_t j = 0; j < k; j++) if (w[j] > floor_ && w[j] > 0) r++;
+    if (r > rows) r = rows;      /* rank(XᵀX) <= rows: anything beyond is rounding */
+    s->r = r;
+    s->nsigma = min2(rows, k);
+    s->sigma = al_calloc(s->nsigma ? s->nsigma : 1, sizeof(double), "factor singular values");
+    s->R = al_malloc3(r ? r : 1, k, sizeof(double), "a reduced factor");
+    if (vectors) s->Winv = al_malloc3(k, r ? r : 1, sizeof(double), "a factor basis");
+    if (!s->sigma || !s->R || (vectors && !s->Winv)) { free(G); free(w); side_free(s); return AL_ERR; }
+    for (size_t i = 0; i < s->nsigma; i++) {
+        double l = w[k - 1 - i];
+        s->sigma[i] = l > 0 ? sqrt(l) : 0;
+    }
+    /* Row t of R is eigenpair t in descending order: sqrt(lambda) zᵀ. */
+    for (size_t t = 0; t < r; t++) {
+        size_t j = k - 1 - t;
+        double sl = sqrt(w[j]);
+        for (size_t i = 0; i < k; i++) s->R[t * k + i] = sl * G[i * k + j];
+        if (vectors)
+            for (size_t i = 0; i < k; i++) s->Winv[i * r + t] = G[i * k + j] / sl;
+    }
+    free(G); free(w);
+    return AL_OK;
+}
+
+/* QR route for the same X (rows x k) (or stored transposed when `xt`): geqrf gives R (r x k)
+ * with r = min(rows, k); with vectors, orgqr gives Q (rows x r). The factor's own singular
+ * values come from a small SVD of R. */
+static int side_qr(const double *X, size_t rows, size_t k, bool xt, bool vectors, Side *s,
+                   const char *what) {
+    memset(s, 0, sizeof *s);
+    s->k = k;
+    size_t r = min2(rows, k);
+    s->r = r;
+    double *F = al_malloc3(rows, k, sizeof(double), "a QR work copy");
+    double *tau = al_malloc3(r ? r : 1, 1, sizeof(double), "QR reflectors");
+    if (!F || !tau) { free(F); free(tau); return AL_ERR; }
+    /* F holds X (rows x k) in column-major order: for stored Xᵀ (k x rows, row-major) that is a
+     * plain copy; for X row-major we transpose. */
+    if (xt) memcpy(F, X, rows * k * sizeof(double));
+    else for (size_t i = 0; i < rows; i++) for (size_t j = 0; j < k; j++) F[j * rows + i] = X[i * k + j];
+    lapack_int info = LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (lapack_int)rows, (lapack_int)k, F,
+                                     (lapack_int)rows, tau);
+    if (info != 0) { free(F); free(tau); return lapack_fail("dgeqrf", info, what); }
+    s->R = al_calloc(r ? r * k : 1, sizeof(double), "a reduced factor");
+    s->nsigma = r;
+    s->sigma = al_calloc(r ? r : 1, sizeof(double), "factor singular values");
+    if (!s->R || !s->sigma) { free(F); free(tau); side_free(s); return AL_ERR; }
+    for (size_t i = 0; i < r; i++) for (size_t j = i; j < k; j++) s->R[i * k + j] = F[j * rows + i];
+    /* Singular values of the factor = those of R. */
+    Spectrum tmp = { .m = r, .n = k, .p = r, .sigma = s->sigma };
+    double *Rc = al_malloc3(r ? r : 1, k, sizeof(double), "an SVD work copy");
+    if (!Rc) { free(F); free(tau); side_free(s); return AL_ERR; }
+    memcpy(Rc, s->R, r * k * sizeof(double));
+    int rc = svd_inplace(Rc, r, k, &tmp, what);
+    free(Rc);
+    if (rc) { free(F); free(tau); side_free(s); return rc; }
+    if (vectors && r) {
+        info = LAPACKE_dorgqr(LAPACK_COL_MAJOR, (lapack_int)rows, (lapack_int)r, (lapack_int)r, F,
+                              (lapack_int)rows, tau);
+        if (info != 0) { free(F); free(tau); side_free(s); return lapack_fail("dorgqr", info, what); }
+        s->Q = al_malloc3(rows, r, sizeof(double), "a QR basis");
+        if (!s->Q) { free(F); free(tau); side_free(s); return AL_ERR; }
+        for (size_t i = 0; i < rows; i++) for (size_t j = 0; j < r; j++) s->Q[i * r + j] = F[j * rows + i];
+    }
+    free(F); free(tau);
+    return AL_OK;
+}
+
+static Spectrum *side_spectrum(const Side *s, size_t rows) {
+    Spectrum *sp = lin_spectrum_new(rows, s->k, s->nsigma, false);
+    if (!sp) return NULL;
+    memcpy(sp->sigma, s->sigma, s->nsigma * sizeof(double));
+    lin_spectrum_total(sp);
+    return sp;
+}
+
+int lin_sigma_gram(const Mat *W, Spectrum **out) {
+    *out = NULL;
+    double *X = to_double(W, "a Gram work copy");
+    if (!X) return AL_ERR;
+    Side s;
+    /* Gram of the smaller side: W (m x n) with n <= m -> WᵀW; else WWᵀ (W stored as Xᵀ). */
+    int rc = W->cols <= W->rows ? side_gram(X, W->rows, W->cols, false, false, &s, "a spectrum")
+                                : side_gram(X, W->cols, W->rows, true, false, &s, "a spectrum");
+    free(X);
+    if (rc) return rc;
+    Spectrum *sp = lin_spectrum_new(W->rows, W->cols, s.nsigma, false);
+    if (sp) {
+        memcpy(sp->sigma, s.sigma, s.nsigma * sizeof(double));
+        lin_spectrum_total(sp);
+    }
+    side_free(&s);
+    if (!sp) return AL_ERR;
+    *out = sp;
+    return AL_OK;
+}
+
+/* ================================================================ product SVD */
+
+/* Left singular vectors of the product from the side factor: U = (basis of A) @ Uc. */
+static int side_left_vectors(const Side *s, const double *X, size_t rows, const double *Uc,
+                             size_t q, double *U, size_t p) {
+    /* U (rows x p), first q columns filled. Gram: U = X (Winv Uc); QR: U = Q Uc. */
+    double *Ufill = al_malloc3(rows, q ? q : 1, sizeof(double), "singular vectors");
+    if (!Ufill) return AL_ERR;
+    if (s->Q) {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)q, (int)s->r, 1.0,
+                    s->Q, (int)s->r, Uc, (int)q, 0.0, Ufill, (int)q);
+    } else {
+        double *M = al_malloc3(s->k, q ? q : 1, sizeof(double), "singular vectors");
+        if (!M) { free(Ufill); return AL_ERR; }
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->k, (int)q, (int)s->r, 1.0,
+                    s->Winv, (int)s->r, Uc, (int)q, 0.0, M, (int)q);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)q, (int)s->k, 1.0,
+                    X, (int)s->k, M, (int)q, 0.0, Ufill, (int)q);
+        free(M);
+    }
+    for (size_t i = 0; i < rows; i++) memcpy(U + i * p, Ufill + i * q, q * sizeof(double));
+    free(Ufill);
+    return AL_OK;
+}
+
+int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
+                    Spectrum **ab, Spectrum **sa, Spectrum **sb) {
+    *ab = NULL;
+    if (sa) *sa = NULL;
+    if (sb) *sb = NULL;
+    size_t m = A->rows, k = A->cols;
+    size_t kb = op == LIN_AB ? B->rows : B->cols, n = op == LIN_AB ? B->cols : B->rows;
+    if (kb != k)
+        return al_err("fused product: inner dimensions differ (A is %zux%zu, B%s is %zux%zu)",
+                      A->rows, A->cols, op == LIN_AB ? "" : "ᵀ", op == LIN_AB ? B->rows : B->cols,
+                      op == LIN_AB ? B->cols : B->rows);
+    bool vec = flags & LIN_VECTORS, qr = flags & LIN_QR;
+    size_t p = min2(min2(m, n), k);
+    double *Ad = to_double(A, "a factor copy"), *Bd = to_double(B, "a factor copy");
+    Side fa, fb;
+    memset(&fa, 0, sizeof fa); memset(&fb, 0, sizeof fb);
+    Spectrum *s = NULL;
+    double *C = NULL, *Uc = NULL, *Vct = NULL;
+    int rc = AL_ERR;
+    if (!Ad || !Bd) goto done;
+    /* Side A: A (m x k). Side B: the n x k matrix op(B)ᵀ, i.e. Bᵀ for LIN_AB (stored k x n,
+     * transposed) and B itself for LIN_ABT. */
+    if (qr) {
+        if (side_qr(Ad, m, k, false, vec, &fa, "the left factor of a fused map")) goto done;
+        if (side_qr(Bd, n, k, op == LIN_AB, vec, &fb, "the right factor of a fused map")) goto done;
+    } else {
+        if (side_gram(Ad, m, k, false, vec, &fa, "the left factor of a fused map")) goto done;
+        if (side_gram(Bd, n, k, op == LIN_AB, vec, &fb, "the right factor of a fused map")) goto done;
+    }
+    s = lin_spectrum_new(m, n, p, vec);
+    if (!s) goto done;
+    size_t ra = fa.r, rb = fb.r, q = min2(ra, rb);
+    if (q > 0) {
+        /* Core C = R_A R_Bᵀ (ra x rb): A op(B) = Q_A C Q_Bᵀ. */
+        C = al_malloc3(ra, rb, sizeof(double), "the fused core");
+        if (!C) goto done;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ra, (int)rb, (int)k, 1.0,
+                    fa.R, (int)k, fb.R, (int)k, 0.0, C, (int)rb);
+        Spectrum core = { .m = ra, .n = rb, .p = q, .sigma = s->sigma };
+        if (vec) {
+            Uc = al_malloc3(ra, q, sizeof(double), "core singular vectors");
+            Vct = al_malloc3(q, rb, sizeof(double), "core singular vectors");
+            if (!Uc || !Vct) goto done;
+            core.U = Uc; core.Vt = Vct;
+        }
+        if (svd_inplace(C, ra, rb, &core, "the core of a fused map")) goto done;
+        if (vec) {
+            /* U = basis_A Uc (m x q); V = basis_B Vc (n x q), Vt = its transpose. */
+            if (side_left_vectors(&fa, Ad, m, Uc, q, s->U, p)) goto done;
+            double *V = al_calloc((n * p) != 0 ? n * p : 1, sizeof(double), "singular vectors");
+            if (!V) goto done;
+            /* Vc = Vctᵀ (rb x q) */
+            double *Vc = al_malloc3(rb, q, sizeof(double), "core singular vectors");
+            if (!Vc) { free(V); goto done; }
+            for (size_t i = 0; i < q; i++) for (size_t j = 0; j < rb; j++) Vc[j * q + i] = Vct[i * rb + j];
+            int vr;
+            if (op == LIN_AB && !qr) {
+                /* basis_B = Bᵀ Winv: V = Bᵀ (Winv Vc); B is stored (k x n). */
+                double *M = al_malloc3(k, q, sizeof(double), "singular vectors");
+                vr = M ? AL_OK : AL_ERR;
+                if (M) {
+                    double *Vf = al_malloc3(n, q, sizeof(double), "singular vectors");
+                    if (!Vf) vr = AL_ERR;
+                    else {
+                        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)k, (int)q, (int)rb,
+                                    1.0, fb.Winv, (int)rb, Vc, (int)q, 0.0, M, (int)q);
+                        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)q, (int)k,
+                                    1.0, Bd, (int)n, M, (int)q, 0.0, Vf, (int)q);
+                        for (size_t i = 0; i < n; i++) memcpy(V + i * p, Vf + i * q, q * sizeof(double));
+                        free(Vf);
+                    }
+                    free(M);
+                }
+            } else {
+                vr = side_left_vectors(&fb, Bd, n, Vc, q, V, p);
+            }
+            free(Vc);
+            if (vr) { free(V); goto done; }
+            for (size_t i = 0; i < n; i++) for (size_t j = 0; j < p; j++) s->Vt[j * n + i] = V[i * p + j];
+            free(V);
+        }
+    }
+    lin_spectrum_total(s);
+    if (sa && !(*sa = side_spectrum(&fa, m))) goto done;
+    if (sb && !(*sb = side_spectrum(&fb, n))) goto done;
+    *ab = s;
+    s = NULL;
+    rc = AL_OK;
+done:
+    if (rc) {
+        if (sa) { lin_spectrum_free(*sa); *sa = NULL; }
+        if (sb) { lin_spectrum_free(*sb); *sb = NULL; }
+    }
+    lin_spectrum_free(s);
+    side_free(&fa); side_free(&fb);
+    free(Ad); free(Bd); free(C); free(Uc); free(Vct);
+    return rc;
+}
+
+int lin_dense_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags, Spectrum **out) {
+    *out = NULL;
+    size_t m = A->rows, k = A->cols;
+    size_t kb = op == LIN_AB ? B->rows : B->cols, n = op == LIN_AB ? B->cols : B->rows;
+    if (kb != k) return al_err("dense product: inner dimensions differ (A is %zux%zu)", m, k);
+    double *Ad = to_double(A, "a factor copy"), *Bd = to_double(B, "a factor copy");
+    double *F = al_malloc3(m, n, sizeof(double), "a formed product");
+    int rc = AL_ERR;
+    if (Ad && Bd && F) {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, op == LIN_AB ? CblasNoTrans : CblasTrans,
+                    (int)m, (int)n, (int)k, 1.0, Ad, (int)k, Bd, op == LIN_AB ? (int)n : (int)k,
+                    0.0, F, (int)n);
+        Spectrum *s = lin_spectrum_new(m, n, min2(m, n), flags & LIN_VECTORS);
+        if (s) {
+            rc = svd_inplace(F, m, n, s, "a dense product SVD");
+            if (rc) lin_spectrum_free(s);
+            else { lin_spectrum_total(s); *out = s; }
+        }
+    }
+    free(Ad); free(Bd); free(F);
+    return rc;
+}
+
+/* ================================================================ energy and rank */
+
+size_t lin_effective_rank(const double *sigma, size_t p, double tau) {
+    double total = 0;
+    for (size_t i = 0; i < p; i++) total += sigma[i] * sigma[i];
+    if (!(total > 0)) return 0;
+    double cum = 0;
+    for (size_t i = 0; i < p; i++) {
+        cum += sigma[i] * sigma[i];
+        if (cum / total >= tau) return i + 1;
+    }
+    return p;
+}
+
+void lin_cum_energy(const double *sigma, size_t p, double *out) {
+    double total = 0;
+    for (size_t i = 0; i < p; i++) total += sigma[i] * sigma[i];
+    double cum = 0;
+    for (size_t i = 0; i < p; i++) {
+        cum += sigma[i] * sigma[i];
+        out[i] = total > 0 ? cum / total : 0;
+    }
+}
+
+double lin_energy_kept(const double *sigma, size_t p, size_t r) {
+    double total = 0, cum = 0;
+    for (size_t i = 0; i < p; i++) {
+        total += sigma[i] * sigma[i];
+        if (i < r) cum += sigma[i] * sigma[i];
+    }
+    return total > 0 ? cum / total : 1.0;
+}
+
+/* ================================================================ sweeps */
+
+typedef struct {
+    size_t n;
+    lin_task_fn fn;
+    void *ud;
+    atomic_size_t next;
+    atomic_int failed;          /* 1 after the first error */
+    atomic_int stopped;         /* 1 after an interrupt */
+    pthread_mutex_t mu;
+    char err[1024];
+} SweepCtx;
+
+typedef struct { SweepCtx *c; int worker; } SweepArg;
+
+static void *sweep_worker(void *p) {
+    SweepArg *a = p;
+    SweepCtx *c = a->c;
+    for (;;) {
+        if (atomic_load(&c->failed) || atomic_load(&c->stopped)) break;
+        if (al_interrupted()) { atomic_store(&c->stopped, 1); break; }
+        size_t i = atomic_fetch_add(&c->next, 1);
+        if (i >= c->n) break;
+        if (c->fn(i, a->worker, c->ud) != AL_OK) {
+            pthread_mutex_lock(&c->mu);
+            if (!atomic_load(&c->failed)) snprintf(c->err, sizeof c->err, "%s", al_errmsg());
+            atomic_store(&c->failed, 1);
+            pthread_mutex_unlock(&c->mu);
+            break;
+        }
+    }
+    return NULL;
+}
+
+int lin_sweep_threads(size_t n, int nthreads) {
+    int t = nthreads > 0 ? nthreads : al_threads();
+    if (t < 1) t = 1;
+    if ((size_t)t > n) t = n ? (int)n : 1;
+    return t;
+}
+
+int lin_sweep(size_t n, int nthreads, lin_task_fn fn, void *ud) {
+    int t = lin_sweep_threads(n, nthreads);
+    SweepCtx c = { .n = n, .fn = fn, .ud = ud };
+    atomic_init(&c.next, 0);
+    atomic_init(&c.failed, 0);
+    atomic_init(&c.stopped, 0);
+    pthread_mutex_init(&c.mu, NULL);
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    pthread_t *th = al_calloc((size_t)t, sizeof *th, "sweep threads");
+    SweepArg *args = al_calloc((size_t)t, sizeof *args, "sweep threads");
+    int started = 0;
+    if (th && args) {
+        /* Worker 0 runs on this thread; the others on new pthreads. */
+        for (int w = 1; w < t; w++) {
+            args[w] = (SweepArg){ &c, w };
+            if (pthread_create(&th[w], NULL, sweep_worker, &args[w]) != 0) break;
+            started = w;
+        }
+        args[0] = (SweepArg){ &c, 0 };
+        sweep_worker(&args[0]);
+        for (int w = 1; w <= started; w++) pthread_join(th[w], NULL);
+    }
+    openblas_set_num_threads(blas_threads);
+    pthread_mutex_destroy(&c.mu);
+    int alloc_failed = !th || !args;
+    free(th); free(args);
+    if (alloc_failed) return AL_ERR;
+    if (atomic_load(&c.failed)) return al_err("%s", c.err);
+    if (atomic_load(&c.stopped)) return AL_INTERRUPTED;
+    return AL_OK;
+}

@@ -1,0 +1,89 @@
+/* lin.h -- singular spectra of single matrices and of fused products, effective ranks, and the
+ * head-sweep thread pool.
+ *
+ * A fused head map A (m x k) @ B (k x n) -- or A @ Bᵀ with B (n x k), as for Q·Kᵀ -- is never
+ * formed: each factor is reduced to a small k x k triangle-like factor R with RᵀR = its Gram
+ * matrix (LIN_GRAM: syrk + syevd in double, rank-deficient directions clamped; LIN_QR: geqrf),
+ * and the SVD (gesdd) of the small core R_A R_Bᵀ gives the singular values, and, through the
+ * factors, the singular vectors. Everything is computed in double.
+ *
+ * Effective rank at tau (seed 000, 1.4): the smallest r with sum_{j<=r} sigma_j^2 / sum sigma^2
+ * >= tau. */
+#ifndef AL_LIN_H
+#define AL_LIN_H
+
+#include "tensor.h"
+
+/* ================================================================ spectra */
+
+/* The singular value decomposition (thin) of an m x n map M = U diag(sigma) Vt. */
+typedef struct {
+    size_t m, n;        /* shape of the map */
+    size_t p;           /* number of singular values: min(m, n) (or min(m, n, k) for a product) */
+    double *sigma;      /* (p) descending, >= 0; trailing zeros where the map is rank-deficient */
+    double *U;          /* (m, p) row-major left singular vectors (columns), or NULL */
+    double *Vt;         /* (p, n) row-major right singular vectors (rows), or NULL */
+    double total;       /* sum of sigma^2 (= squared Frobenius norm of the map) */
+} Spectrum;
+
+/* A zero spectrum of p values for an m x n map, with zeroed vector arrays when `vectors`.
+ * NULL + error on failure. Caller frees with lin_spectrum_free. */
+Spectrum *lin_spectrum_new(size_t m, size_t n, size_t p, bool vectors);
+void lin_spectrum_free(Spectrum *s);
+/* Deep copy (NULL + error on failure). */
+Spectrum *lin_spectrum_copy(const Spectrum *s);
+/* Recomputes s->total from s->sigma. */
+void lin_spectrum_total(Spectrum *s);
+
+/* Flags of the spectrum functions. */
+enum {
+    LIN_VECTORS = 1u << 0,   /* also compute U and Vt */
+    LIN_QR      = 1u << 1,   /* product route: QR of each factor instead of Gram + eigen */
+};
+
+/* The product of the fused functions: A @ B (B is k x n) or A @ Bᵀ (B is n x k). */
+typedef enum { LIN_AB, LIN_ABT } lin_op;
+
+/* Dense SVD (gesdd, double) of one matrix W (m x n). *out is the caller's. */
+int lin_svd(const Mat *W, unsigned flags, Spectrum **out);
+/* Dense SVD of a row-major double matrix (m x n); W is not modified. */
+int lin_svd_d(const double *W, size_t m, size_t n, unsigned flags, Spectrum **out);
+/* Singular values only, through the Gram matrix of the smaller side (syrk + syevd in double):
+ * fast for tall/wide head matrices; values below ~1e-7 sigma_max are not resolved. */
+int lin_sigma_gram(const Mat *W, Spectrum **out);
+
+/* Spectrum of the fused map A @ op(B) without forming it (see the top of this file).
+ * A: (m x k); B: (k x n) for LIN_AB, (n x k) for LIN_ABT. p = min(m, n, k).
+ * Optional sa / sb receive the singular values of the factors themselves (computed on the way,
+ * values only; NULL to skip). All outputs are the caller's. */
+int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
+                    Spectrum **ab, Spectrum **sa, Spectrum **sb);
+/* Reference: forms A @ op(B) explicitly in double (dgemm) and takes its dense SVD (gesdd). For
+ * tests and benchmarks; O(m n min(m, n)). */
+int lin_dense_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags, Spectrum **out);
+
+/* ================================================================ energy and rank */
+
+/* Effective rank at tau in (0, 1]: smallest r with cumulative energy >= tau (0 for a zero map). */
+size_t lin_effective_rank(const double *sigma, size_t p, double tau);
+/* out[i] = sum_{j<=i} sigma_j^2 / sum sigma^2 (cumulative energy, 0-based i covers i+1 values);
+ * all zeros for a zero map. out must hold p doubles. */
+void lin_cum_energy(const double *sigma, size_t p, double *out);
+/* Fraction of the energy kept by the top r singular values (1 for a zero map). */
+double lin_energy_kept(const double *sigma, size_t p, size_t r);
+
+/* ================================================================ sweeps */
+
+/* One unit of a sweep (a head): returns AL_OK or AL_ERR (with al_err). `worker` is the index of
+ * the calling thread in [0, nthreads) for per-thread scratch. */
+typedef int (*lin_task_fn)(size_t i, int worker, void *ud);
+
+/* Runs fn(i) for i in [0, n) on nthreads pthreads (0: al_threads(), capped at n), each with ONE
+ * BLAS thread (the OpenBLAS thread count is restored afterwards). al_interrupted() is polled
+ * between units. Returns AL_OK, AL_ERR (the first failing unit's message, on this thread) or
+ * AL_INTERRUPTED (units already started finish; the rest are skipped). */
+int lin_sweep(size_t n, int nthreads, lin_task_fn fn, void *ud);
+/* The number of threads lin_sweep would use for n units when given nthreads. */
+int lin_sweep_threads(size_t n, int nthreads);
+
+#endif
