@@ -1,0 +1,146 @@
+/* plot.h -- attnlab figures: PLplot renderers over COMPUTED data.
+ *
+ * Every renderer takes results that core/ (or the caller) already computed -- singular values,
+ * cumulative energies, effective ranks, matrices, norms -- and draws one figure. None of them
+ * reads a model or redoes the math; the only arithmetic here is presentation (sorting heads by
+ * rank, min / median / max of given ranks, pooling a large matrix down to screen cells).
+ *
+ * Where a figure goes is PlotOpts: a file whose extension picks the device (.png -> pngcairo,
+ * .svg -> svgcairo, .pdf -> pdfcairo; the folder is made when missing, the file is written under
+ * a temporary name and renamed when complete, and a path that cannot be written is an error
+ * before PLplot starts, never a prompt), or an interactive xcairo window (needs a reachable X
+ * display, checked first; blocks until a key or a click in the window). Sizes are pixels for
+ * PNG and windows, points for SVG and PDF; text keeps its size in pixels and scales with the
+ * page relative to the figure's design size (1000 x 700). Errors go through al_err
+ * (core/al.h); nothing here prints, PLplot's own messages are captured. PLplot is not
+ * thread-safe: call renderers from one thread. */
+#ifndef AL_PLOT_H
+#define AL_PLOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "tensor.h"
+
+#define PLOT_DEFAULT_WIDTH 1000
+#define PLOT_DEFAULT_HEIGHT 700
+
+/* ================================================================ options */
+
+typedef struct {
+    const char *path;      /* output file (.png .svg .pdf, case-insensitive); NULL with window */
+    bool window;           /* draw in an xcairo window instead of a file */
+    int width, height;     /* pixels (PNG, window) or points (SVG, PDF); 0 -> 1000 x 700 */
+    const char *title;     /* NULL -> the renderer's default title */
+    const char *subtitle;  /* optional second line under the title (model, settings) */
+    const char *xlabel;    /* NULL -> the renderer's default axis label */
+    const char *ylabel;
+    bool logy;             /* log-scale y where the renderer supports it (spectrum, energy, curves) */
+} PlotOpts;
+
+/* Device name for a file name by its extension ("pngcairo", "svgcairo", "pdfcairo"), or NULL
+ * (with an error naming the extensions accepted). */
+const char *plot_device_for(const char *path);
+/* True when $DISPLAY is set and non-empty (a window may be possible). */
+bool plot_have_display(void);
+/* Checks that a window can really be opened: $DISPLAY set and the X server answering (PLplot's
+ * xcairo would otherwise exit the process). AL_OK, or an error saying what is wrong. */
+int plot_window_check(void);
+/* Parses "WxH" (e.g. "1000x700") into a figure size; an error names the accepted range. */
+int plot_parse_size(const char *s, int *w, int *h);
+
+/* ================================================================ spectra */
+
+/* Singular values of one head, sigma[0] >= sigma[1] >= ... (n values), against index 1..n.
+ * opts->logy draws sigma on a log axis (zeros are clipped to the smallest positive value). */
+int plot_spectrum(const PlotOpts *opts, const double *sigma, size_t n);
+
+/* An effective-rank mark: at threshold tau the rank is r (1..n). */
+typedef struct {
+    double tau;            /* e.g. 0.99, 0.999 */
+    size_t rank;           /* smallest r with energy[r-1] >= tau */
+} PlotTauMark;
+
+/* Spectrum (left axis) overlaid with its cumulative energy (right axis, 0..1):
+ * energy[i] = sum_{j<=i} sigma_j^2 / sum sigma^2, as computed by core. Each mark is drawn as a
+ * point on the energy curve with a dashed drop line and its rank written next to it. */
+int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy, size_t n,
+                const PlotTauMark *marks, size_t n_marks);
+
+/* ================================================================ ranks */
+
+/* Effective ranks of one layer's fused head pairs: V/O/VO or Q/K/QK. Arrays are indexed by
+ * (query) head, 0..n_heads-1, in the model's head order; for GQA the caller repeats the shared
+ * side's rank for every head of its group. */
+typedef struct {
+    int layer;                 /* layer number shown in titles and panel labels */
+    size_t n_heads;
+    const int *rank_a;         /* (n_heads) V (or Q) effective ranks */
+    const int *rank_b;         /* (n_heads) O (or K) effective ranks */
+    const int *rank_fused;     /* (n_heads) VO (or QK) effective ranks */
+} PlotLayerRanks;
+
+/* What all layers of a rank figure share: names and scales. */
+typedef struct {
+    const char *model;         /* model name for the title, e.g. "demo-r1" */
+    const char *name_a;        /* "V" or "Q" */
+    const char *name_b;        /* "O" or "K" */
+    const char *name_fused;    /* "VO" or "QK" */
+    double tau;                /* energy threshold the ranks were taken at */
+    int head_dim;              /* y axis runs 0..head_dim (ranks above it are clipped) */
+} PlotRanksInfo;
+
+/* One layer: x = heads sorted by fused rank (ascending), A and B ranks as dots of two colours,
+ * the fused rank as a line; legend; title "<model> layer L: <A>, <B> and <AB> effective ranks
+ * (tau = ...)". */
+int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerRanks *layer);
+
+/* The model-wide grid: one small panel per layer (up to 8 columns: 61 layers make 8 x 8),
+ * shared axes, panel labels "L<n>", one legend. With more than 16 layers and no size given the
+ * page is 1400 x 1000; it stays readable down to about 1000 x 700. */
+int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
+                    const PlotLayerRanks *layers, size_t n_layers);
+
+/* Per-layer minimum, median and maximum fused rank against depth (max is the uniform rank a
+ * per-layer truncation must keep), the min..max band shaded. */
+int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
+                        const PlotLayerRanks *layers, size_t n_layers);
+
+/* ================================================================ matrices */
+
+/* Heatmap of a matrix (rows top to bottom, columns left to right) with a diverging colour map
+ * centred on 0 (blue < 0 < red, white at 0, range +-max|m|) and a colour bar. Matrices larger
+ * than the figure are shown pooled: each cell keeps the signed value of largest magnitude in
+ * its block (noted in the subtitle). */
+int plot_heatmap(const PlotOpts *opts, const Mat *m);
+
+/* ================================================================ key norms */
+
+/* One variant of TransMLA Figure 3a: the norm of each key dimension, split into the real and
+ * imaginary halves of the RoPE pairs. re[i] and im[i] belong to pair i (0..n_pairs-1). */
+typedef struct {
+    const char *label;         /* "original", "RoRoPE", "RoRoPE + 4D FreqFold" */
+    const double *re;          /* (n_pairs) */
+    const double *im;          /* (n_pairs) */
+} PlotKeyNorms;
+
+/* Key-norm concentration: top panel the real halves, bottom panel the imaginary halves (drawn
+ * downward, mirrored), one line per variant; pairs_per_head > 0 draws faint head boundaries. */
+int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_variants,
+                   size_t n_pairs, size_t pairs_per_head);
+
+/* ================================================================ curves */
+
+/* One curve of a generic several-curves figure. */
+typedef struct {
+    const char *label;         /* legend text */
+    const double *x;           /* (n) */
+    const double *y;           /* (n); non-finite values break the line */
+    size_t n;
+    bool points;               /* also mark each point */
+} PlotCurve;
+
+/* Several curves with a legend (rope energy against dims kept, errors by layer per method,
+ * perplexity curves, ...). opts->xlabel / ylabel name the axes; opts->logy logs y. */
+int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves);
+
+#endif

@@ -1,0 +1,443 @@
+/* plot_common.c -- pages, palette, fonts, titles and legends shared by every renderer.
+ *
+ * Owns the PLplot stream discipline: each figure gets its own stream (plmkstrm), ends it with
+ * plend1 and returns to the previous stream, so a process can draw any number of figures.
+ * Everything that would make PLplot prompt on stdin or exit -- no device, a missing folder, an
+ * unwritable file -- is checked here before plinit and reported through al_err. Files are
+ * written under a temporary name in the target folder and renamed into place when complete. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <math.h>
+
+#include "al.h"
+#include "plot_int.h"
+
+/* ================================================================ palette */
+
+static const unsigned char PALETTE[PC_N][3] = {
+    [PC_BG] = {255, 255, 255},   [PC_FG] = {25, 25, 25},
+    [PC_BLUE] = {0, 114, 178},   [PC_ORANGE] = {230, 159, 0},
+    [PC_GREEN] = {0, 158, 115},  [PC_VERMIL] = {213, 94, 0},
+    [PC_PURPLE] = {204, 121, 167}, [PC_SKY] = {86, 180, 233},
+    [PC_GREY] = {119, 119, 119}, [PC_LIGHT] = {221, 221, 221},
+    [PC_YELLOW] = {240, 228, 66}, [PC_BAND] = {204, 227, 240},
+};
+
+/* Installs PALETTE as cmap0 of the current stream (before plinit: sets the background too). */
+static void palette_set(void) {
+    PLINT r[PC_N], g[PC_N], b[PC_N];
+    for (int i = 0; i < PC_N; i++) { r[i] = PALETTE[i][0]; g[i] = PALETTE[i][1]; b[i] = PALETTE[i][2]; }
+    plscmap0n(PC_N);
+    plscmap0(r, g, b, PC_N);
+}
+
+PLINT plot_series_color(size_t i) {
+    static const PLINT order[] = {PC_BLUE, PC_ORANGE, PC_GREEN, PC_VERMIL, PC_PURPLE, PC_SKY, PC_FG};
+    return order[i % (sizeof order / sizeof order[0])];
+}
+
+/* ================================================================ options */
+
+const char *plot_device_for(const char *path) {
+    static const struct { const char *ext, *dev; } map[] = {
+        {".png", "pngcairo"}, {".svg", "svgcairo"}, {".pdf", "pdfcairo"},
+    };
+    const char *dot = path ? strrchr(path, '.') : NULL;
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (dot && (!slash || dot > slash))
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+            if (strcasecmp(dot, map[i].ext) == 0) return map[i].dev;
+    al_err("plot file '%s': unknown extension; name it .png, .svg or .pdf", path ? path : "(none)");
+    return NULL;
+}
+
+bool plot_have_display(void) {
+    const char *d = getenv("DISPLAY");
+    return d && *d;
+}
+
+/* Opens and closes a connection to $DISPLAY through libX11 (loaded at run time: the xcairo
+ * driver needs it anyway). PLplot's xcairo calls exit() when the display cannot be opened, so
+ * this runs before plinit. */
+int plot_window_check(void) {
+    if (!plot_have_display())
+        return al_err("plot window: no display ($DISPLAY is not set); write a file with `to FILE.png`");
+    const char *d = getenv("DISPLAY");
+    void *x11 = dlopen("libX11.so.6", RTLD_NOW | RTLD_LOCAL);
+    if (!x11) return al_err("plot window: cannot load libX11 (%s); write a file with `to FILE.png`", dlerror());
+    void *(*open_display)(const char *) = (void *(*)(const char *))dlsym(x11, "XOpenDisplay");
+    int (*close_display)(void *) = (int (*)(void *))dlsym(x11, "XCloseDisplay");
+    void *dpy = open_display && close_display ? open_display(NULL) : NULL;
+    if (dpy) close_display(dpy);
+    dlclose(x11);
+    if (!dpy)
+        return al_err("plot window: cannot open the X display '%s'; check $DISPLAY or write a file with `to FILE.png`",
+                      d ? d : "");
+    return AL_OK;
+}
+
+int plot_parse_size(const char *s, int *w, int *h) {
+    char *end;
+    long a, b;
+    if (!s) return al_err("plot size: expected WxH, e.g. 1000x700");
+    a = strtol(s, &end, 10);
+    if (end == s || (*end != 'x' && *end != 'X'))
+        return al_err("plot size '%s': expected WxH, e.g. 1000x700", s);
+    const char *p = end + 1;
+    b = strtol(p, &end, 10);
+    if (end == p || *end)
+        return al_err("plot size '%s': expected WxH, e.g. 1000x700", s);
+    if (a < 200 || b < 150 || a > 10000 || b > 10000)
+        return al_err("plot size '%s': width must be 200..10000 and height 150..10000", s);
+    *w = (int)a;
+    *h = (int)b;
+    return AL_OK;
+}
+
+/* ================================================================ files */
+
+/* mkdir -p for the folder part of path (nothing when path has no folder). */
+static int make_parent_dirs(const char *path) {
+    char *dir = al_strdup(path);
+    if (!dir) return AL_ERR;
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) { free(dir); return AL_OK; }
+    *slash = '\0';
+    for (char *p = dir + 1; ; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            int e = errno;
+            al_err("plot file '%s': cannot make folder '%s' (%s); choose another path or `set plot.dir`",
+                   path, dir, strerror(e));
+            free(dir);
+            return AL_ERR;
+        }
+        struct stat st;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            al_err("plot file '%s': '%s' exists and is not a folder", path, dir);
+            free(dir);
+            return AL_ERR;
+        }
+        *p = c;
+        if (c == '\0') break;
+    }
+    free(dir);
+    return AL_OK;
+}
+
+/* Makes the temporary file name "<dir>/.<base>.<pid>.tmp" for path (caller frees). */
+static char *tmp_name_for(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int dirlen = slash ? (int)(slash - path + 1) : 0;
+    return al_asprintf("%.*s.%s.%ld.tmp", dirlen, path, base, (long)getpid());
+}
+
+/* Checks that path can be written: folder made, no folder in the way, a scratch file created. */
+static int prepare_file(const char *path, char **tmp_out) {
+    struct stat st;
+    if (!*path) return al_err("plot file: empty path; name a .png, .svg or .pdf file");
+    if (path[strlen(path) - 1] == '/')
+        return al_err("plot file '%s' is a folder; name a .png, .svg or .pdf file in it", path);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return al_err("plot file '%s' is a folder; name a .png, .svg or .pdf file in it", path);
+    if (make_parent_dirs(path)) return AL_ERR;
+    char *tmp = tmp_name_for(path);
+    if (!tmp) return AL_ERR;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return al_err("plot file '%s': cannot write there (%s); choose another path or `set plot.dir`",
+                      path, strerror(e));
+    }
+    close(fd);
+    *tmp_out = tmp;
+    return AL_OK;
+}
+
+/* ================================================================ pages */
+
+static double font_scale = 1.0;
+static double text_mm(const char *s, double rel);
+static char abort_msg[256];   /* first PLplot abort message of the current page, "" if none */
+
+/* PLplot calls this instead of printing "*** PLPLOT ERROR, ABORTING OPERATION ***": keep the
+ * first message so plot_page_close can report it. */
+static void on_plabort(PLCHAR_VECTOR msg) {
+    if (!abort_msg[0]) snprintf(abort_msg, sizeof abort_msg, "%s", msg ? msg : "(no message)");
+}
+
+double plot_font_scale(void) { return font_scale; }
+
+/* PLplot's default character height grows with the page size by its own rule; set it in
+ * millimetres instead (the cairo devices draw at 72 dpi: 6 mm is about 17 px) so text has the
+ * same size on every page and scales only with font_scale. */
+#define CHAR_MM 6.0
+
+void plot_chr(double rel) { plschr(CHAR_MM * font_scale, rel); }
+
+static int page_w = PLOT_DEFAULT_WIDTH, page_h = PLOT_DEFAULT_HEIGHT;
+
+/* 72 dpi: one pixel (or point) is 25.4 / 72 mm. */
+double plot_em_y(void) { return CHAR_MM * font_scale / (page_h * 25.4 / 72.0); }
+double plot_em_x(void) { return CHAR_MM * font_scale / (page_w * 25.4 / 72.0); }
+
+int plot_page_open(const PlotOpts *o, PlotPage *pg) {
+    return plot_page_open_design(o, pg, PLOT_DEFAULT_WIDTH, PLOT_DEFAULT_HEIGHT);
+}
+
+int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int design_h) {
+    memset(pg, 0, sizeof *pg);
+    if (!o) return al_err("plot: no options given");
+    const char *dev;
+    if (o->window) {
+        if (plot_window_check()) return AL_ERR;
+        dev = "xcairo";
+    } else {
+        if (!o->path) return al_err("plot: no output file; name a .png, .svg or .pdf file");
+        if (!(dev = plot_device_for(o->path))) return AL_ERR;
+    }
+    pg->width = o->width > 0 ? o->width : design_w;
+    pg->height = o->height > 0 ? o->height : design_h;
+    if (pg->width < 200 || pg->height < 150 || pg->width > 10000 || pg->height > 10000)
+        return al_err("plot size %dx%d: width must be 200..10000 and height 150..10000",
+                      pg->width, pg->height);
+    if (!o->window) {
+        if (prepare_file(o->path, &pg->tmp_path)) return AL_ERR;
+        if (!(pg->final_path = al_strdup(o->path))) {
+            unlink(pg->tmp_path);
+            free(pg->tmp_path);
+            pg->tmp_path = NULL;
+            return AL_ERR;
+        }
+    }
+    plgstrm(&pg->prev_stream);
+    plmkstrm(&pg->stream);
+    if (pg->stream < 0) {
+        plot_page_close(pg);
+        return al_err("plot: PLplot has no free stream left (too many figures open)");
+    }
+    abort_msg[0] = '\0';
+    plsabort(on_plabort);
+    plsdev(dev);
+    if (pg->tmp_path) plsfnam(pg->tmp_path);
+    plspage(0.0, 0.0, pg->width, pg->height, 0, 0);
+    palette_set();
+    plspause(o->window ? 1 : 0);
+    plinit();
+    pg->open = true;
+    font_scale = fmin((double)pg->width / design_w, (double)pg->height / design_h);
+    if (font_scale < 0.75) font_scale = 0.75;
+    if (font_scale > 4.0) font_scale = 4.0;
+    page_w = pg->width;
+    page_h = pg->height;
+    plfontld(1);
+    plot_chr(1.0);
+    plwidth(1.0 * font_scale);
+    pladv(0);
+    plcol0(PC_FG);
+    return AL_OK;
+}
+
+int plot_page_close(PlotPage *pg) {
+    int rc = AL_OK;
+    const char *what = pg->final_path ? pg->final_path : "window";
+    if (pg->open) {
+        plend1();
+        plsstrm(pg->prev_stream);
+        pg->open = false;
+    }
+    if (abort_msg[0]) {
+        rc = al_err("plot '%s': PLplot refused a drawing step (%s)", what, abort_msg);
+        abort_msg[0] = '\0';
+    }
+    if (pg->tmp_path) {
+        struct stat st;
+        if (!rc && (stat(pg->tmp_path, &st) != 0 || st.st_size == 0))
+            rc = al_err("plot file '%s': PLplot wrote nothing", what);
+        if (!rc && rename(pg->tmp_path, pg->final_path) != 0) {
+            int e = errno;
+            rc = al_err("plot file '%s': cannot rename the finished figure into place (%s)",
+                        what, strerror(e));
+        }
+        if (rc) unlink(pg->tmp_path);
+    }
+    free(pg->tmp_path);
+    free(pg->final_path);
+    pg->tmp_path = pg->final_path = NULL;
+    font_scale = 1.0;
+    return rc;
+}
+
+/* ================================================================ text */
+
+char *plot_esc(char *dst, size_t cap, const char *src) {
+    size_t j = 0;
+    if (!cap) return dst;
+    for (size_t i = 0; src && src[i] && j + 2 < cap; i++) {
+        if (src[i] == '#') dst[j++] = '#';
+        dst[j++] = src[i];
+    }
+    dst[j] = '\0';
+    return dst;
+}
+
+/* Text size (times the default) at most `rel` that fits s within 96% of the page width. */
+static double fit_rel(const char *s, double rel) {
+    double page_mm = page_w * 25.4 / 72.0;
+    while (rel > 0.6 && text_mm(s, rel) > 0.96 * page_mm) rel *= 0.93;
+    return rel;
+}
+
+void plot_page_title(const PlotOpts *o, const char *dflt) {
+    char buf[512];
+    const char *t = o->title ? plot_esc(buf, sizeof buf, o->title) : dflt;
+    plvpor(0.0, 1.0, 0.0, 1.0);
+    plwind(0.0, 1.0, 0.0, 1.0);
+    plcol0(PC_FG);
+    double ey = plot_em_y();
+    plot_chr(fit_rel(t, 1.25));
+    plptex(0.5, 1.0 - 1.6 * ey, 1.0, 0.0, 0.5, t);
+    if (o->subtitle) {
+        plot_esc(buf, sizeof buf, o->subtitle);
+        plot_chr(fit_rel(buf, 0.95));
+        plcol0(PC_GREY);
+        plptex(0.5, 1.0 - 3.5 * ey, 1.0, 0.0, 0.5, buf);
+    }
+    plot_chr(1.0);
+    plcol0(PC_FG);
+}
+
+double plot_top(const PlotOpts *o, int legend_rows) {
+    double ey = plot_em_y();
+    double top = 1.0 - (o->subtitle ? 4.5 : 2.9) * ey;
+    if (legend_rows > 0) top -= (1.0 + 1.85 * legend_rows) * ey;
+    return top - 0.4 * ey;
+}
+
+void plot_vpor_std(const PlotOpts *o, int legend_rows, double right_em) {
+    plvpor(6.6 * plot_em_x(), 1.0 - right_em * plot_em_x(), 4.6 * plot_em_y(), plot_top(o, legend_rows));
+}
+
+double plot_vpor_std_width(double right_em) { return 1.0 - (6.6 + right_em) * plot_em_x(); }
+
+void plot_axis_labels(const PlotOpts *o, const char *dx, const char *dy) {
+    char bx[256], by[256];
+    plcol0(PC_FG);
+    plmtex("b", 3.0, 0.5, 0.5, o->xlabel ? plot_esc(bx, sizeof bx, o->xlabel) : dx);
+    plmtex("l", 4.2, 0.5, 0.5, o->ylabel ? plot_esc(by, sizeof by, o->ylabel) : dy);
+}
+
+/* ================================================================ legends */
+
+#define LEGEND_MAX 16
+#define LEGEND_SYMBOL_W 0.045    /* width of the line/symbol sample, fraction of the viewport */
+
+/* Estimated printed width of PLplot text in mm at `rel` times the default height: about 0.8
+ * character heights per character (DejaVu Sans), escapes (#d, #u, ...) not counted. */
+static double text_mm(const char *s, double rel) {
+    size_t chars = 0;
+    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
+        if (*p == '#' && p[1]) { if (p[1] == '#') chars++; p++; continue; }
+        if ((*p & 0xC0) != 0x80) chars++;    /* count UTF-8 code points */
+    }
+    return 0.75 * (double)chars * CHAR_MM * font_scale * rel;
+}
+
+/* Columns that fit n items side by side in a viewport vp_w wide (fraction of the page width):
+ * pllegend gives every column the width of the longest label. */
+static int legend_cols(const PlotLegendItem *items, int n, double vp_w, double rel) {
+    double page_mm = page_w * 25.4 / 72.0, vp_mm = vp_w * page_mm, longest = 0.0;
+    for (int i = 0; i < n; i++) longest = fmax(longest, text_mm(items[i].label, rel));
+    double col_mm = LEGEND_SYMBOL_W * vp_mm + 4.0 * CHAR_MM * font_scale * rel + longest;
+    int cols = (int)(0.97 * vp_mm / col_mm);
+    if (cols < 1) cols = 1;
+    if (cols > n) cols = n;
+    int rows = (n + cols - 1) / cols;
+    return (n + rows - 1) / rows;    /* balance: the fewest columns giving that many rows */
+}
+
+int plot_legend_rows(const PlotLegendItem *items, int n, double vp_w, double rel) {
+    if (n <= 0) return 0;
+    if (n > LEGEND_MAX) n = LEGEND_MAX;
+    int cols = legend_cols(items, n, vp_w, rel);
+    return (n + cols - 1) / cols;
+}
+
+void plot_legend(const PlotLegendItem *items, int n, double rel) {
+    PLINT opt[LEGEND_MAX], tcol[LEGEND_MAX], lcol[LEGEND_MAX], lsty[LEGEND_MAX];
+    PLINT scol[LEGEND_MAX], snum[LEGEND_MAX], bcol[LEGEND_MAX], bpat[LEGEND_MAX];
+    PLFLT lwid[LEGEND_MAX], sscale[LEGEND_MAX], bscale[LEGEND_MAX], bwid[LEGEND_MAX];
+    const char *text[LEGEND_MAX], *sym[LEGEND_MAX];
+    PLFLT w, h, vx0, vx1, vy0, vy1;
+    if (n <= 0) return;
+    if (n > LEGEND_MAX) n = LEGEND_MAX;
+    for (int i = 0; i < n; i++) {
+        switch (items[i].kind) {
+        case PL_ITEM_LINE: opt[i] = PL_LEGEND_LINE; break;
+        case PL_ITEM_DOT: opt[i] = PL_LEGEND_SYMBOL; break;
+        case PL_ITEM_LINE_DOT: opt[i] = PL_LEGEND_LINE | PL_LEGEND_SYMBOL; break;
+        default: opt[i] = PL_LEGEND_COLOR_BOX; break;
+        }
+        text[i] = items[i].label;
+        tcol[i] = PC_FG;
+        lcol[i] = scol[i] = bcol[i] = items[i].color;
+        lsty[i] = items[i].line_style > 0 ? items[i].line_style : 1;
+        lwid[i] = 2.5 * font_scale;
+        sscale[i] = 1.0;
+        snum[i] = 1;
+        sym[i] = "●";
+        bpat[i] = 0;
+        bscale[i] = 0.8;
+        bwid[i] = 1.0;
+    }
+    plgvpd(&vx0, &vx1, &vy0, &vy1);
+    int cols = legend_cols(items, n, vx1 - vx0, rel);
+    int rows = (n + cols - 1) / cols;
+    plot_chr(rel);
+    pllegend(&w, &h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX | PL_LEGEND_ROW_MAJOR,
+             PL_POSITION_TOP | PL_POSITION_OUTSIDE, 0.0, 0.25 * plot_em_y() / (vy1 - vy0),
+             LEGEND_SYMBOL_W, PC_BG, PC_LIGHT, 1, rows, cols, n, opt,
+             0.8, 1.0, 2.0, 0.0, tcol, text,
+             bcol, bpat, bscale, bwid, lcol, lsty, lwid, scol, sscale, snum, sym);
+    plot_chr(1.0);
+    pllsty(1);
+    plcol0(PC_FG);
+}
+
+void plot_dots(size_t n, const double *x, const double *y, double rel) {
+    PLFLT def, cur;
+    plgchr(&def, &cur);
+    plot_chr(rel);
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && isfinite(y[i])) plstring(1, &x[i], &y[i], "●");
+    plschr(0.0, cur / def);
+}
+
+/* ================================================================ axes */
+
+double plot_nice_step(double range, int target) {
+    if (!(range > 0) || target < 1) return 1.0;
+    double raw = range / target, mag = pow(10.0, floor(log10(raw))), f = raw / mag;
+    double nice = f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 2.5 ? 2.5 : f <= 5.0 ? 5.0 : 10.0;
+    return nice * mag;
+}
+
+/* ================================================================ checks */
+
+int plot_check_finite(const double *v, size_t n, const char *what) {
+    if (!v) return al_err("plot: no %s given", what);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return al_err("plot: %s[%zu] is %g; the figure needs finite values", what, i, v[i]);
+    return AL_OK;
+}

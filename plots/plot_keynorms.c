@@ -1,0 +1,91 @@
+/* plot_keynorms.c -- key-norm concentration per key dimension (TransMLA, seed 003, Figure 3a):
+ * the norm of each key dimension for several variants (original, RoRoPE, RoRoPE + FreqFold),
+ * real halves of the RoPE pairs in the top panel and imaginary halves mirrored below, so a
+ * variant that concentrates the norm into the first dimensions shows it at a glance.
+ * Takes the norms as computed by core (or from calibration); draws only. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "al.h"
+#include "plot_int.h"
+
+#define KN_MAX_VARIANTS 7
+
+/* Draws one half-panel: every variant's values (re or im) against pair index, with faint head
+ * boundaries. The window is set by the caller (mirrored for the bottom panel). */
+static void draw_half(const PlotKeyNorms *v, size_t nv, size_t n, size_t pph, double ymax, bool im,
+                      const double *x) {
+    double fs = plot_font_scale();
+    if (pph > 0) {
+        plcol0(PC_LIGHT);
+        for (size_t b = pph; b < n; b += pph) pljoin(b - 0.5, 0.0, b - 0.5, ymax);
+    }
+    for (size_t k = 0; k < nv; k++) {
+        plcol0(plot_series_color(k));
+        plwidth((nv > 1 && k == 0 ? 2.0 : 1.6) * fs);
+        plline((PLINT)n, x, im ? v[k].im : v[k].re);
+    }
+    plwidth(fs);
+}
+
+int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_variants,
+                   size_t n_pairs, size_t pairs_per_head) {
+    if (!variants || !n_variants) return al_err("plot key norms: no variants given");
+    if (n_variants > KN_MAX_VARIANTS)
+        return al_err("plot key norms: at most %d variants (got %zu)", KN_MAX_VARIANTS, n_variants);
+    if (!n_pairs) return al_err("plot key norms: no key dimensions");
+    double ymax = 0.0;
+    for (size_t k = 0; k < n_variants; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "key norms (re) of variant %zu", k + 1);
+        if (plot_check_finite(variants[k].re, n_pairs, what)) return AL_ERR;
+        snprintf(what, sizeof what, "key norms (im) of variant %zu", k + 1);
+        if (plot_check_finite(variants[k].im, n_pairs, what)) return AL_ERR;
+        for (size_t i = 0; i < n_pairs; i++) {
+            if (variants[k].re[i] < 0 || variants[k].im[i] < 0)
+                return al_err("plot key norms: variant %zu has a negative norm at pair %zu", k + 1, i);
+            ymax = fmax(ymax, fmax(variants[k].re[i], variants[k].im[i]));
+        }
+    }
+    ymax = ymax > 0 ? 1.05 * ymax : 1.0;
+    double *x = al_malloc3(n_pairs, 1, sizeof(double), "key norm points");
+    if (!x) return AL_ERR;
+    for (size_t i = 0; i < n_pairs; i++) x[i] = (double)i;
+
+    PlotPage pg;
+    if (plot_page_open(opts, &pg)) { free(x); return AL_ERR; }
+    plot_page_title(opts, "Key norm per dimension, real and imaginary RoPE halves");
+    double ex = plot_em_x(), ey = plot_em_y();
+    PlotLegendItem items[KN_MAX_VARIANTS];
+    char labels[KN_MAX_VARIANTS][96];
+    for (size_t k = 0; k < n_variants; k++)
+        items[k] = (PlotLegendItem){plot_esc(labels[k], sizeof labels[k], variants[k].label ? variants[k].label : "variant"),
+                                    plot_series_color(k), PL_ITEM_LINE, 1};
+    double L = 6.6 * ex, R = 1.0 - 2.0 * ex, B = 4.6 * ey;
+    double T = plot_top(opts, plot_legend_rows(items, (int)n_variants, R - L, 0.9));
+    double mid = 0.5 * (B + T), gap = 0.5 * ey;
+    double x0 = -0.5, x1 = (double)n_pairs - 0.5;
+
+    /* Top: real halves, growing upward. */
+    plvpor(L, R, mid + gap, T);
+    plwind(x0, x1, 0.0, ymax);
+    draw_half(variants, n_variants, n_pairs, pairs_per_head, ymax, false, x);
+    plcol0(PC_FG);
+    plbox("bcst", 0, 0, "bcnstv", 0, 0);
+    plmtex("l", 4.2, 0.5, 0.5, "Re-dim norm");
+
+    plot_legend(items, (int)n_variants, 0.9);
+
+    /* Bottom: imaginary halves, mirrored (0 at the top, growing downward). */
+    plvpor(L, R, B, mid - gap);
+    plwind(x0, x1, ymax, 0.0);
+    draw_half(variants, n_variants, n_pairs, pairs_per_head, ymax, true, x);
+    plcol0(PC_FG);
+    plbox("bcnst", 0, 0, "bcnstv", 0, 0);
+    plmtex("l", 4.2, 0.5, 0.5, "Im-dim norm");
+    plmtex("b", 3.0, 0.5, 0.5, opts->xlabel ? plot_esc(labels[0], sizeof labels[0], opts->xlabel)
+                                            : "key dimension (RoPE pair index, all KV heads)");
+    free(x);
+    return plot_page_close(&pg);
+}

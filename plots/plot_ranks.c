@@ -1,0 +1,327 @@
+/* plot_ranks.c -- effective-rank figures of fused head pairs (seed 000, sections 2.3 and 2.4):
+ * one layer (heads sorted by fused rank, the two factors' ranks as dots, the fused rank as a
+ * line), the model-wide grid of those, and the per-layer min / median / max against depth.
+ * Takes ranks computed by core; the only arithmetic is sorting and order statistics. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al.h"
+#include "plot_int.h"
+
+/* ================================================================ checks and data */
+
+static int check_info(const PlotRanksInfo *info) {
+    if (!info) return al_err("plot ranks: no rank table given");
+    if (info->head_dim <= 0) return al_err("plot ranks: head dim %d must be positive", info->head_dim);
+    return AL_OK;
+}
+
+static int check_layer(const PlotLayerRanks *l) {
+    if (!l->n_heads) return al_err("plot ranks: layer %d has no heads", l->layer);
+    if (!l->rank_a || !l->rank_b || !l->rank_fused)
+        return al_err("plot ranks: layer %d lacks one of its three rank arrays", l->layer);
+    for (size_t h = 0; h < l->n_heads; h++)
+        if (l->rank_a[h] < 0 || l->rank_b[h] < 0 || l->rank_fused[h] < 0)
+            return al_err("plot ranks: layer %d head %zu has a negative rank", l->layer, h);
+    return AL_OK;
+}
+
+/* qsort context: compare head indices by fused rank, then by index (a stable order). */
+static const int *sort_key;
+static int by_fused(const void *a, const void *b) {
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    if (sort_key[i] != sort_key[j]) return sort_key[i] < sort_key[j] ? -1 : 1;
+    return i < j ? -1 : (i > j);
+}
+
+/* Points of one layer, heads sorted by fused rank: x = 1..n, ya / yb / yf the three ranks
+ * (clipped to head_dim). xs must hold 4 * n doubles; the four arrays are laid out in it. */
+static int layer_points(const PlotLayerRanks *l, int head_dim, double *xs) {
+    size_t n = l->n_heads;
+    size_t *idx = al_malloc3(n, 1, sizeof(size_t), "head order");
+    if (!idx) return AL_ERR;
+    for (size_t h = 0; h < n; h++) idx[h] = h;
+    sort_key = l->rank_fused;
+    qsort(idx, n, sizeof *idx, by_fused);
+    for (size_t k = 0; k < n; k++) {
+        size_t h = idx[k];
+        xs[k] = (double)(k + 1);
+        xs[n + k] = fmin(l->rank_a[h], head_dim);
+        xs[2 * n + k] = fmin(l->rank_b[h], head_dim);
+        xs[3 * n + k] = fmin(l->rank_fused[h], head_dim);
+    }
+    free(idx);
+    return AL_OK;
+}
+
+/* Draws one layer's points in the current window: B dots, A dots, fused line. B's dots are
+ * larger and drawn first, so where A and B have the same rank both stay visible (an orange dot
+ * in a blue ring). */
+static void draw_layer(const double *pts, size_t n, double dot) {
+    double fs = plot_font_scale();
+    plcol0(PC_BLUE);
+    plot_dots(n, pts, pts + 2 * n, dot * 1.45);
+    plcol0(PC_ORANGE);
+    plot_dots(n, pts, pts + n, dot);
+    plcol0(PC_GREEN);
+    plwidth((dot < 0.3 ? 1.5 : 2.5) * fs);
+    plline((PLINT)n, pts, pts + 3 * n);
+    plwidth(fs);
+}
+
+/* The legend of the rank figures: A dots, B dots, fused line (labels in lab). */
+static void legend_items(const PlotRanksInfo *info, char lab[3][96], PlotLegendItem items[3]) {
+    snprintf(lab[0], 96, "%s heads", info->name_a ? info->name_a : "A");
+    snprintf(lab[1], 96, "%s heads", info->name_b ? info->name_b : "B");
+    snprintf(lab[2], 96, "fused %s", info->name_fused ? info->name_fused : "AB");
+    items[0] = (PlotLegendItem){lab[0], PC_ORANGE, PL_ITEM_DOT, 1};
+    items[1] = (PlotLegendItem){lab[1], PC_BLUE, PL_ITEM_DOT, 1};
+    items[2] = (PlotLegendItem){lab[2], PC_GREEN, PL_ITEM_LINE, 1};
+}
+
+/* x label "heads, sorted by fused VO rank" into buf. */
+static const char *xlabel_sorted(const PlotRanksInfo *info, char *buf, size_t cap) {
+    snprintf(buf, cap, "heads, sorted by fused %s rank", info->name_fused ? info->name_fused : "");
+    return buf;
+}
+
+static const char *ylabel_rank(const PlotRanksInfo *info, char *buf, size_t cap) {
+    snprintf(buf, cap, "effective rank (τ = %g)", info->tau);
+    return buf;
+}
+
+/* Tick step for a rank axis 0..head_dim: a quarter (or half, when `few`) of the head dim when
+ * it divides evenly (0, 32, 64, 96, 128), else a round number. */
+static double rank_step(int head_dim, bool few) {
+    int parts = few ? 2 : 4;
+    return head_dim % parts == 0 ? (double)(head_dim / parts) : plot_nice_step(head_dim, parts);
+}
+
+/* Tick step for the sorted-heads axis 1..n. */
+static double head_step(size_t n, bool few) {
+    size_t parts = few ? 2 : 8;
+    return n % parts == 0 && n >= 2 * parts ? (double)(n / parts) : plot_nice_step((double)n, (int)parts);
+}
+
+/* ================================================================ one layer */
+
+int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerRanks *layer) {
+    if (!layer) return al_err("plot ranks: no layer given");
+    if (check_info(info) || check_layer(layer)) return AL_ERR;
+    size_t n = layer->n_heads;
+    double *pts = al_malloc3(n, 4, sizeof(double), "rank plot points");
+    if (!pts) return AL_ERR;
+    if (layer_points(layer, info->head_dim, pts)) { free(pts); return AL_ERR; }
+
+    PlotPage pg;
+    if (plot_page_open(opts, &pg)) { free(pts); return AL_ERR; }
+    char title[256], model[96], xl[96], yl[96], lab[3][96];
+    snprintf(title, sizeof title, "%s layer %d: %s, %s and fused %s effective ranks (τ = %g)",
+             plot_esc(model, sizeof model, info->model ? info->model : "model"), layer->layer,
+             info->name_a, info->name_b, info->name_fused, info->tau);
+    plot_page_title(opts, title);
+    PlotLegendItem items[3];
+    legend_items(info, lab, items);
+    plot_vpor_std(opts, plot_legend_rows(items, 3, plot_vpor_std_width(2.0), 0.9), 2.0);
+    double pad = n > 20 ? 0.01 * (double)n : 0.5;
+    double xs = head_step(n, false), ys = rank_step(info->head_dim, false);
+    plwind(1.0 - pad, (double)n + pad, 0.0, 1.04 * info->head_dim);
+    plcol0(PC_LIGHT);
+    plbox("g", xs, 0, "g", ys, 0);
+    plcol0(PC_FG);
+    plbox("bcnst", xs, 2, "bcnstv", ys, 2);
+    plot_axis_labels(opts, xlabel_sorted(info, xl, sizeof xl), ylabel_rank(info, yl, sizeof yl));
+    draw_layer(pts, n, n > 64 ? 0.55 : 0.8);
+    plot_legend(items, 3, 0.9);
+    free(pts);
+    return plot_page_close(&pg);
+}
+
+/* ================================================================ grid */
+
+/* Numbers under a grid panel's x axis at its interior ticks, and the last head right-aligned,
+ * so neighbouring panels' labels never run into each other. */
+static void panel_xlabels(size_t n, double x0, double x1, double step) {
+    char buf[32];
+    for (double t = step; t < (double)n - 0.5 * step; t += step) {
+        snprintf(buf, sizeof buf, "%g", t);
+        plmtex("b", 1.3, (t - x0) / (x1 - x0), 0.5, buf);
+    }
+    snprintf(buf, sizeof buf, "%zu", n);
+    plmtex("b", 1.3, 1.0, 1.0, buf);
+}
+
+/* Columns of the grid for n panels (8 at most, so 61 layers make 8 x 8). */
+static int grid_cols(size_t n) {
+    if (n <= 4) return (int)n;
+    if (n <= 9) return 3;
+    if (n <= 16) return 4;
+    if (n <= 30) return 6;
+    return 8;
+}
+
+int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
+                    const PlotLayerRanks *layers, size_t n_layers) {
+    if (check_info(info)) return AL_ERR;
+    if (!layers || !n_layers) return al_err("plot ranks grid: no layers given");
+    size_t max_heads = 0;
+    for (size_t i = 0; i < n_layers; i++) {
+        if (check_layer(&layers[i])) return AL_ERR;
+        if (layers[i].n_heads > max_heads) max_heads = layers[i].n_heads;
+    }
+    double *pts = al_malloc3(max_heads, 4, sizeof(double), "rank grid points");
+    if (!pts) return AL_ERR;
+
+    const PlotOpts o = *opts;
+    PlotPage pg;
+    bool big = n_layers > 16;
+    if (plot_page_open_design(&o, &pg, big ? 1400 : PLOT_DEFAULT_WIDTH, big ? 1000 : PLOT_DEFAULT_HEIGHT)) {
+        free(pts);
+        return AL_ERR;
+    }
+    char title[256], model[96], xl[96], yl[96], lab[3][96];
+    snprintf(title, sizeof title, "%s: %s, %s and fused %s effective ranks per layer (τ = %g)",
+             plot_esc(model, sizeof model, info->model ? info->model : "model"),
+             info->name_a, info->name_b, info->name_fused, info->tau);
+    plot_page_title(&o, title);
+
+    int cols = grid_cols(n_layers);
+    int rows = (int)((n_layers + (size_t)cols - 1) / (size_t)cols);
+    /* Margins in character heights: title and legend above, tick labels and the axis label
+     * below and left; gy leaves room for the panel label "L12". */
+    const double ey = plot_em_y(), ex = plot_em_x();
+    const double L = 5.2 * ex, R = 1.0 - 1.2 * ex, B = 4.2 * ey, T = plot_top(&o, 1) - 1.4 * ey;
+    PlotLegendItem items[3];
+    legend_items(info, lab, items);
+    const double gx = 0.7 * ex, gy = 1.5 * ey;
+    double pw = (R - L - gx * (cols - 1)) / cols, ph = (T - B - gy * (rows - 1)) / rows;
+    double small = rows > 4 ? 0.78 : 0.85;
+    double ymax = 1.04 * info->head_dim;
+    int rc = AL_OK;
+    for (size_t i = 0; i < n_layers && !rc; i++) {
+        const PlotLayerRanks *l = &layers[i];
+        int r = (int)(i / (size_t)cols), c = (int)(i % (size_t)cols);
+        double x0 = L + c * (pw + gx), y1 = T - r * (ph + gy);
+        bool bottom = i + (size_t)cols >= n_layers;    /* no panel below this one */
+        rc = layer_points(l, info->head_dim, pts);
+        if (rc) break;
+        plvpor(x0, x0 + pw, y1 - ph, y1);
+        double pad = 0.01 * (double)l->n_heads + 0.5;
+        plwind(1.0 - pad, (double)l->n_heads + pad, 0.0, ymax);
+        plot_chr(small);
+        plsmaj(0.0, 0.5);
+        plsmin(0.0, 0.5);
+        double ystep = rank_step(info->head_dim, true), xstep = head_step(l->n_heads, true);
+        plcol0(PC_LIGHT);
+        plbox("", 0, 0, "g", ystep, 1);
+        plcol0(PC_FG);
+        plbox("bcst", xstep, 2, c == 0 ? "bcnstv" : "bcst", ystep, 2);
+        if (bottom) panel_xlabels(l->n_heads, 1.0 - pad, (double)l->n_heads + pad, xstep);
+        char pl[32];
+        snprintf(pl, sizeof pl, "L%d", l->layer);
+        plmtex("t", 0.6, 0.0, 0.0, pl);
+        draw_layer(pts, l->n_heads, rows > 4 ? 0.22 : 0.4);
+    }
+    plsmaj(0.0, 1.0);
+    plsmin(0.0, 1.0);
+    if (!rc) {
+        plvpor(L, R, B, T);
+        plwind(0, 1, 0, 1);
+        plot_chr(1.0);
+        plcol0(PC_FG);
+        plmtex("b", 2.8, 0.5, 0.5, o.xlabel ? plot_esc(xl, sizeof xl, o.xlabel) : xlabel_sorted(info, xl, sizeof xl));
+        plmtex("l", 3.6, 0.5, 0.5, o.ylabel ? plot_esc(yl, sizeof yl, o.ylabel) : ylabel_rank(info, yl, sizeof yl));
+        plvpor(L, R, B, T + 1.3 * ey);
+        plot_legend(items, 3, 0.8);
+    }
+    free(pts);
+    int rc2 = plot_page_close(&pg);
+    return rc ? rc : rc2;
+}
+
+/* ================================================================ by layer */
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
+                        const PlotLayerRanks *layers, size_t n_layers) {
+    if (check_info(info)) return AL_ERR;
+    if (!layers || !n_layers) return al_err("plot ranks by layer: no layers given");
+    size_t max_heads = 0;
+    for (size_t i = 0; i < n_layers; i++) {
+        if (check_layer(&layers[i])) return AL_ERR;
+        if (layers[i].n_heads > max_heads) max_heads = layers[i].n_heads;
+    }
+    double *v = al_malloc3(n_layers, 4, sizeof(double), "rank-by-layer points");
+    int *tmp = al_malloc3(max_heads, 1, sizeof(int), "rank-by-layer sort");
+    if (!v || !tmp) { free(v); free(tmp); return AL_ERR; }
+    double *x = v, *mn = v + n_layers, *md = v + 2 * n_layers, *mx = v + 3 * n_layers;
+    for (size_t i = 0; i < n_layers; i++) {
+        size_t n = layers[i].n_heads;
+        memcpy(tmp, layers[i].rank_fused, n * sizeof(int));
+        qsort(tmp, n, sizeof(int), cmp_int);
+        x[i] = layers[i].layer;
+        mn[i] = fmin(tmp[0], info->head_dim);
+        mx[i] = fmin(tmp[n - 1], info->head_dim);
+        md[i] = fmin(n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]), info->head_dim);
+    }
+    free(tmp);
+
+    PlotPage pg;
+    if (plot_page_open(opts, &pg)) { free(v); return AL_ERR; }
+    char title[256], model[96], yl[96];
+    snprintf(title, sizeof title, "%s: fused %s effective rank by layer (τ = %g)",
+             plot_esc(model, sizeof model, info->model ? info->model : "model"), info->name_fused, info->tau);
+    PlotOpts o = *opts;
+    if (!o.subtitle) o.subtitle = "max over heads = the uniform rank a per-layer truncation keeps";
+    plot_page_title(&o, title);
+    PlotLegendItem items[4] = {
+        {"max over heads", PC_VERMIL, PL_ITEM_LINE_DOT, 1},
+        {"median", PC_BLUE, PL_ITEM_LINE_DOT, 1},
+        {"min", PC_GREEN, PL_ITEM_LINE_DOT, 1},
+        {"min–max band", PC_BAND, PL_ITEM_BOX, 1},
+    };
+    plot_vpor_std(&o, plot_legend_rows(items, 4, plot_vpor_std_width(2.0), 0.9), 2.0);
+    double lo = x[0], hi = x[0];
+    for (size_t i = 0; i < n_layers; i++) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
+    double pad = fmax(0.5, 0.01 * (hi - lo));
+    plwind(lo - pad, hi + pad, 0.0, 1.04 * info->head_dim);
+    plcol0(PC_LIGHT);
+    plbox("g", 0, 0, "g", 0, 0);
+
+    /* min..max band: the polygon along max forward and min backward. */
+    double *px = al_malloc3(n_layers, 4, sizeof(double), "rank band");
+    if (px && n_layers > 1) {
+        double *py = px + 2 * n_layers;
+        for (size_t i = 0; i < n_layers; i++) {
+            px[i] = x[i]; py[i] = mx[i];
+            px[2 * n_layers - 1 - i] = x[i]; py[2 * n_layers - 1 - i] = mn[i];
+        }
+        plcol0(PC_BAND);
+        plfill((PLINT)(2 * n_layers), px, py);
+    }
+    free(px);
+    plcol0(PC_FG);
+    plbox("bcnst", 0, 0, "bcnstv", 0, 0);
+    plot_axis_labels(opts, "layer", ylabel_rank(info, yl, sizeof yl));
+    double fs = plot_font_scale(), dot = n_layers > 64 ? 0.45 : 0.7;
+    /* Max widest and drawn first, min narrowest on top: where the three coincide (a layer
+     * whose heads all have one rank) they show as nested stripes instead of one line. */
+    const struct { double *y; PLINT col; double w, d; } s[3] = {
+        {mx, PC_VERMIL, 4.5, 1.35}, {md, PC_BLUE, 3.0, 1.0}, {mn, PC_GREEN, 1.6, 0.6}};
+    for (int k = 0; k < 3; k++) {
+        plcol0(s[k].col);
+        plwidth(s[k].w * fs);
+        plline((PLINT)n_layers, x, s[k].y);
+        plot_dots(n_layers, x, s[k].y, dot * s[k].d);
+    }
+    plwidth(fs);
+    plot_legend(items, 4, 0.9);
+    free(v);
+    return plot_page_close(&pg);
+}

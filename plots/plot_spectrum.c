@@ -1,0 +1,207 @@
+/* plot_spectrum.c -- a head's singular spectrum, and the spectrum overlaid with its cumulative
+ * energy and the effective-rank marks (seed 000, sections 1.3 and 1.4).
+ * Takes sigma (and energy, ranks) as computed by core; draws only. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "al.h"
+#include "plot_int.h"
+
+/* ================================================================ shared */
+
+/* Y range for sigma: linear [0, 1.05 max] or log10 of [smallest positive / 2, 2 max].
+ * Fills ys (n, the values to draw, log10'd when logy). */
+static int sigma_axis(const double *sigma, size_t n, bool logy, double *ys, double *lo, double *hi) {
+    double mx = 0.0, mnpos = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (sigma[i] < 0) return al_err("plot: sigma[%zu] = %g is negative; singular values are >= 0", i, sigma[i]);
+        if (sigma[i] > mx) mx = sigma[i];
+        if (sigma[i] > 0 && sigma[i] < mnpos) mnpos = sigma[i];
+    }
+    if (!logy) {
+        for (size_t i = 0; i < n; i++) ys[i] = sigma[i];
+        *lo = 0.0;
+        *hi = mx > 0 ? 1.05 * mx : 1.0;
+        return AL_OK;
+    }
+    if (mx <= 0) return al_err("plot: every singular value is 0; nothing to draw on a log axis (drop 'log')");
+    double floor_v = mnpos / 2.0;
+    for (size_t i = 0; i < n; i++) ys[i] = log10(sigma[i] > 0 ? sigma[i] : floor_v);
+    *lo = floor(log10(floor_v));
+    *hi = ceil(log10(mx) + 0.05);
+    if (*hi - *lo < 1) *lo = *hi - 1;
+    return AL_OK;
+}
+
+/* Index axis 1..n with a little room on both sides. */
+static void index_range(size_t n, double *x0, double *x1) {
+    double pad = n > 20 ? 0.01 * (double)n : 0.5;
+    *x0 = 1.0 - pad;
+    *x1 = (double)n + pad;
+}
+
+/* ================================================================ spectrum */
+
+int plot_spectrum(const PlotOpts *opts, const double *sigma, size_t n) {
+    if (n == 0) return al_err("plot spectrum: no singular values to draw");
+    if (plot_check_finite(sigma, n, "sigma")) return AL_ERR;
+    double *x = al_malloc3(n, 2, sizeof(double), "spectrum plot points");
+    if (!x) return AL_ERR;
+    double *y = x + n, lo, hi, x0, x1;
+    if (sigma_axis(sigma, n, opts && opts->logy, y, &lo, &hi)) { free(x); return AL_ERR; }
+    for (size_t i = 0; i < n; i++) x[i] = (double)(i + 1);
+    index_range(n, &x0, &x1);
+
+    PlotPage pg;
+    if (plot_page_open(opts, &pg)) { free(x); return AL_ERR; }
+    plot_page_title(opts, "Singular values");
+    plot_vpor_std(opts, 0, 2.0);
+    plwind(x0, x1, lo, hi);
+    const char *yopt = opts->logy ? "bcnstlv" : "bcnstv";
+    plcol0(PC_LIGHT);
+    plbox("g", 0, 0, opts->logy ? "gl" : "g", 0, 0);
+    plcol0(PC_FG);
+    plbox("bcnst", 0, 0, yopt, 0, 0);
+    plot_axis_labels(opts, "index i (sorted, largest first)", opts->logy ? "σ#di#u (log scale)" : "σ#di#u");
+    plcol0(PC_BLUE);
+    plwidth(2.5 * plot_font_scale());
+    plline((PLINT)n, x, y);
+    if (n <= 96) plot_dots(n, x, y, 0.6);
+    plwidth(plot_font_scale());
+    free(x);
+    return plot_page_close(&pg);
+}
+
+/* ================================================================ energy */
+
+/* True when the polyline (x[i], y[i]) passes through the box [xa, xb] x [bot, top]: a segment
+ * overlapping the x span whose y range meets the band (a conservative test). */
+static bool crosses(const double *x, const double *y, size_t n, double xa, double xb, double bot, double top) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (x[i + 1] < xa || x[i] > xb) continue;
+        double lo = fmin(y[i], y[i + 1]), hi = fmax(y[i], y[i + 1]);
+        if (hi >= bot && lo <= top) return true;
+    }
+    return n == 1 && x[0] >= xa && x[0] <= xb && y[0] >= bot && y[0] <= top;
+}
+
+/* Where the n_lab stacked rank labels go: beside the rightmost mark line (to its right) or the
+ * leftmost (to its left), a little away from it, at a height (energy axis, 0..1.05) where
+ * neither the sigma curve (ys in [lo, hi], rescaled in place) nor the energy curve passes.
+ * Tries growing distances from the line and several heights; falls back to the first. */
+static void label_place(const double *x, double *ys, const double *energy, size_t n, double lo, double hi,
+                        double x0, double x1, double line, bool right, size_t n_lab, double *tx, double *ty) {
+    static const double dist[] = {0.025, 0.06, 0.1, 0.15};
+    static const double cand[] = {0.34, 0.50, 0.20, 0.64, 0.80};
+    double w = x1 - x0, width = 0.3 * w;
+    for (size_t i = 0; i < n; i++) ys[i] = (ys[i] - lo) / (hi - lo) * 1.05;
+    *tx = right ? line + dist[0] * w : line - dist[0] * w;
+    *ty = cand[0];
+    for (size_t d = 0; d < sizeof dist / sizeof dist[0]; d++) {
+        double xt = right ? line + dist[d] * w : line - dist[d] * w;
+        double xa = right ? xt : xt - width, xb = right ? xt + width : xt;
+        for (size_t c = 0; c < sizeof cand / sizeof cand[0]; c++) {
+            double top = cand[c] + 0.05, bot = cand[c] - 0.09 * (double)(n_lab ? n_lab - 1 : 0) - 0.05;
+            if (bot > 0.0 && !crosses(x, ys, n, xa, xb, bot, top) && !crosses(x, energy, n, xa, xb, bot, top)) {
+                *tx = xt;
+                *ty = cand[c];
+                return;
+            }
+        }
+    }
+}
+
+/* Colours of the tau marks, in order. */
+static const PLINT MARK_COLORS[] = {PC_GREEN, PC_VERMIL, PC_PURPLE, PC_SKY};
+
+int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy, size_t n,
+                const PlotTauMark *marks, size_t n_marks) {
+    if (n == 0) return al_err("plot energy: no singular values to draw");
+    if (plot_check_finite(sigma, n, "sigma") || plot_check_finite(energy, n, "energy")) return AL_ERR;
+    if (n_marks > 4) return al_err("plot energy: at most 4 tau marks (got %zu)", n_marks);
+    for (size_t k = 0; k < n_marks; k++)
+        if (marks[k].rank < 1 || marks[k].rank > n)
+            return al_err("plot energy: rank %zu at tau = %g is outside 1..%zu", marks[k].rank, marks[k].tau, n);
+    for (size_t i = 0; i < n; i++)
+        if (energy[i] < -1e-9 || energy[i] > 1.0 + 1e-9)
+            return al_err("plot energy: energy[%zu] = %g is not a fraction in [0, 1]", i, energy[i]);
+    double *x = al_malloc3(n, 2, sizeof(double), "energy plot points");
+    if (!x) return AL_ERR;
+    double *y = x + n, lo, hi, x0, x1;
+    if (sigma_axis(sigma, n, opts && opts->logy, y, &lo, &hi)) { free(x); return AL_ERR; }
+    for (size_t i = 0; i < n; i++) x[i] = (double)(i + 1);
+    index_range(n, &x0, &x1);
+
+    PlotPage pg;
+    if (plot_page_open(opts, &pg)) { free(x); return AL_ERR; }
+    plot_page_title(opts, "Singular values and cumulative energy");
+    /* Legend: the two curves and the marks (built first: its rows set the layout). */
+    PlotLegendItem items[2 + 4];
+    char labels[4][64];
+    int ni = 0;
+    items[ni++] = (PlotLegendItem){"σ#di#u (left axis)", PC_BLUE, n <= 96 ? PL_ITEM_LINE_DOT : PL_ITEM_LINE, 1};
+    items[ni++] = (PlotLegendItem){"energy (right axis)", PC_ORANGE, PL_ITEM_LINE, 1};
+    for (size_t k = 0; k < n_marks; k++) {
+        snprintf(labels[k], sizeof labels[k], "τ = %g: rank %zu", marks[k].tau, marks[k].rank);
+        items[ni++] = (PlotLegendItem){labels[k], MARK_COLORS[k], PL_ITEM_DOT, 1};
+    }
+    plot_vpor_std(opts, plot_legend_rows(items, ni, plot_vpor_std_width(7.0), 0.9), 7.0);
+    double fs = plot_font_scale();
+
+    /* Left axis: sigma. */
+    plwind(x0, x1, lo, hi);
+    plcol0(PC_LIGHT);
+    plbox("g", 0, 0, "", 0, 0);
+    plcol0(PC_FG);
+    plbox("bcnst", 0, 0, opts->logy ? "bnstlv" : "bnstv", 0, 0);
+    plot_axis_labels(opts, "index i (sorted, largest first)", opts->logy ? "σ#di#u (log scale)" : "σ#di#u");
+    plcol0(PC_BLUE);
+    plwidth(2.5 * fs);
+    plline((PLINT)n, x, y);
+    if (n <= 96) plot_dots(n, x, y, 0.5);
+
+    /* Right axis: cumulative energy. */
+    plwind(x0, x1, 0.0, 1.05);
+    plcol0(PC_FG);
+    plwidth(fs);
+    plbox("", 0, 0, "cmstv", 0.2, 2);
+    plmtex("r", 4.0, 0.5, 0.5, "cumulative energy (fraction of Σ σ²)");
+    plcol0(PC_ORANGE);
+    plwidth(2.5 * fs);
+    plline((PLINT)n, x, energy);
+
+    /* tau marks: dashed drop line, dot on the curve, rank written beside the line. */
+    for (size_t k = 0; k < n_marks; k++) {
+        double rx = (double)marks[k].rank, ey = energy[marks[k].rank - 1];
+        plcol0(MARK_COLORS[k]);
+        plwidth(1.5 * fs);
+        pllsty(2);
+        pljoin(rx, 0.0, rx, ey);
+        pljoin(x0, marks[k].tau, rx, marks[k].tau);
+        pllsty(1);
+        plot_dots(1, &rx, &ey, 1.0);
+    }
+    /* Ranks written beside the lines, stacked, all on one side so no text crosses a line: right
+     * of the rightmost line, or left of the leftmost when the lines are far right. */
+    double rmin = x1, rmax = x0;
+    for (size_t k = 0; k < n_marks; k++) {
+        rmin = fmin(rmin, (double)marks[k].rank);
+        rmax = fmax(rmax, (double)marks[k].rank);
+    }
+    bool right = rmax < x0 + 0.62 * (x1 - x0);
+    double tx, base;
+    label_place(x, y, energy, n, lo, hi, x0, x1, right ? rmax : rmin, right, n_marks, &tx, &base);
+    plot_chr(1.0);
+    for (size_t k = 0; k < n_marks; k++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "r = %zu at τ = %g", marks[k].rank, marks[k].tau);
+        plcol0(MARK_COLORS[k]);
+        plptex(tx, base - 0.09 * (double)k, 1.0, 0.0, right ? 0.0 : 1.0, buf);
+    }
+    plwidth(fs);
+
+    plot_legend(items, ni, 0.9);
+    free(x);
+    return plot_page_close(&pg);
+}

@@ -1,0 +1,444 @@
+/* test_plot.c -- every figure kind of plots/ renders headlessly to PNG, SVG and PDF.
+ *
+ * PNGs are checked for the requested size (IHDR) and decoded (libcairo, loaded with dlopen: it
+ * is already on the machine as PLplot's cairo driver dependency) to count non-white pixels and
+ * the palette colours each kind must show. SVG and PDF are checked for their headers and page
+ * size. Errors (unwritable path, unknown extension, no display, bad data) must come back as
+ * al_err messages with no prompt (stdin is /dev/null) and no console output (stderr is
+ * captured while rendering and must stay empty). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "plot.h"
+
+/* ================================================================ PNG decoding (libcairo) */
+
+static struct {
+    void *lib;
+    void *(*from_png)(const char *);
+    int (*status)(void *);
+    int (*width)(void *), (*height)(void *), (*stride)(void *);
+    unsigned char *(*data)(void *);
+    void (*destroy)(void *);
+} cairo;
+
+static bool cairo_load(void) {
+    if (cairo.lib) return true;
+    cairo.lib = dlopen("libcairo.so.2", RTLD_NOW);
+    if (!cairo.lib) return false;
+    *(void **)&cairo.from_png = dlsym(cairo.lib, "cairo_image_surface_create_from_png");
+    *(void **)&cairo.status = dlsym(cairo.lib, "cairo_surface_status");
+    *(void **)&cairo.width = dlsym(cairo.lib, "cairo_image_surface_get_width");
+    *(void **)&cairo.height = dlsym(cairo.lib, "cairo_image_surface_get_height");
+    *(void **)&cairo.stride = dlsym(cairo.lib, "cairo_image_surface_get_stride");
+    *(void **)&cairo.data = dlsym(cairo.lib, "cairo_image_surface_get_data");
+    *(void **)&cairo.destroy = dlsym(cairo.lib, "cairo_surface_destroy");
+    return cairo.from_png && cairo.status && cairo.width && cairo.height && cairo.stride && cairo.data &&
+           cairo.destroy;
+}
+
+/* The palette colours the renderers use (plots/plot_common.c), and the heatmap ends. */
+enum { C_BLUE, C_ORANGE, C_GREEN, C_VERMIL, C_PURPLE, C_BAND, C_RED_END, C_BLUE_END, C_N };
+static const int COLOR[C_N][3] = {
+    {0, 114, 178}, {230, 159, 0}, {0, 158, 115}, {213, 94, 0}, {204, 121, 167}, {204, 227, 240},
+    {178, 24, 43}, {33, 102, 172},
+};
+
+typedef struct {
+    int w, h;                 /* from the IHDR chunk */
+    size_t pixels, nonwhite;  /* decoded */
+    size_t count[C_N];        /* pixels within a small distance of each colour */
+    bool decoded;
+} PngInfo;
+
+/* Reads the PNG's IHDR size; decodes it when libcairo is at hand. */
+static bool png_read(const char *path, PngInfo *pi) {
+    memset(pi, 0, sizeof *pi);
+    unsigned char hdr[24];
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t got = fread(hdr, 1, sizeof hdr, f);
+    fclose(f);
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (got != sizeof hdr || memcmp(hdr, sig, 8) || memcmp(hdr + 12, "IHDR", 4)) return false;
+    pi->w = (hdr[16] << 24) | (hdr[17] << 16) | (hdr[18] << 8) | hdr[19];
+    pi->h = (hdr[20] << 24) | (hdr[21] << 16) | (hdr[22] << 8) | hdr[23];
+    if (!cairo_load()) return true;
+    void *s = cairo.from_png(path);
+    if (cairo.status(s) != 0) { cairo.destroy(s); return false; }
+    int w = cairo.width(s), h = cairo.height(s), stride = cairo.stride(s);
+    const unsigned char *d = cairo.data(s);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint32_t p;
+            memcpy(&p, d + (size_t)y * stride + 4 * (size_t)x, 4);
+            int r = (p >> 16) & 255, g = (p >> 8) & 255, b = p & 255;
+            pi->pixels++;
+            if (r < 245 || g < 245 || b < 245) pi->nonwhite++;
+            for (int c = 0; c < C_N; c++)
+                if (abs(r - COLOR[c][0]) + abs(g - COLOR[c][1]) + abs(b - COLOR[c][2]) <= 24) pi->count[c]++;
+        }
+    cairo.destroy(s);
+    pi->decoded = true;
+    return true;
+}
+
+/* ================================================================ file checks */
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len + 1);
+    *n = fread(buf, 1, (size_t)len, f);
+    buf[*n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Renders one figure through fn to base.png / .svg / .pdf at w x h (0: the default) and checks
+ * each file, expecting a page of ew x eh. Returns the PNG's info for colour checks. */
+typedef int (*render_fn)(const PlotOpts *o, const void *ctx);
+
+static const char *dir;
+
+static PngInfo render_all(const char *base, render_fn fn, const void *ctx, int w, int h, int ew, int eh) {
+    static const char *ext[3] = {"png", "svg", "pdf"};
+    PngInfo pi = {0};
+    for (int e = 0; e < 3; e++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.%s", dir, base, ext[e]);
+        PlotOpts o = {.path = path, .width = w, .height = h};
+        CHECK_OK(fn(&o, ctx));
+        CHECK(exists(path), "%s was not written", path);
+        if (e == 0) {
+            CHECK(png_read(path, &pi), "%s is not a readable PNG", path);
+            CHECK(pi.w == ew && pi.h == eh, "%s is %dx%d, want %dx%d", path, pi.w, pi.h, ew, eh);
+            if (pi.decoded)
+                CHECK(pi.nonwhite > pi.pixels / 100, "%s is blank: %zu of %zu pixels non-white", path,
+                      pi.nonwhite, pi.pixels);
+        } else {
+            size_t n = 0;
+            char *txt = slurp(path, &n);
+            CHECK(txt != NULL, "cannot read %s", path);
+            if (!txt) continue;
+            char want[96];
+            if (e == 1) {
+                snprintf(want, sizeof want, "width=\"%dpt\" height=\"%dpt\"", ew, eh);
+                CHECK(strncmp(txt, "<?xml", 5) == 0 && strstr(txt, "<svg"), "%s is not SVG", path);
+                CHECK(strstr(txt, want) != NULL, "%s lacks %s", path, want);
+                CHECK(n > 5000, "%s is nearly empty (%zu bytes)", path, n);
+            } else {
+                snprintf(want, sizeof want, "MediaBox [ 0 0 %d %d ]", ew, eh);
+                CHECK(strncmp(txt, "%PDF-", 5) == 0, "%s is not PDF", path);
+                CHECK(memmem(txt, n, "%%EOF", 5) != NULL, "%s has no %%%%EOF", path);
+                CHECK(memmem(txt, n, want, strlen(want)) != NULL, "%s lacks %s", path, want);
+                CHECK(n > 2000, "%s is nearly empty (%zu bytes)", path, n);
+            }
+            free(txt);
+        }
+    }
+    return pi;
+}
+
+/* ================================================================ test data */
+
+#define NS 128
+static double sigma[NS], energy[NS];
+static PlotTauMark marks[2];
+
+/* A spectrum with an elbow at 64 (seed 1.3's Q head), its cumulative energy and tau marks. */
+static void make_spectrum(void) {
+    double tot = 0, c = 0;
+    for (int i = 0; i < NS; i++) {
+        sigma[i] = i < 64 ? 3.0 * exp(-0.02 * i) : 0.05 * exp(-0.05 * (i - 64));
+        tot += sigma[i] * sigma[i];
+    }
+    for (int i = 0; i < NS; i++) { c += sigma[i] * sigma[i]; energy[i] = c / tot; }
+    const double taus[2] = {0.99, 0.999};
+    for (int k = 0; k < 2; k++) {
+        size_t r = 0;
+        while (energy[r] < taus[k]) r++;
+        marks[k] = (PlotTauMark){taus[k], r + 1};
+    }
+}
+
+#define NL 61
+#define NH 128
+static int ra[NL][NH], rb[NL][NH], rf[NL][NH];
+static PlotLayerRanks layers[NL];
+static const PlotRanksInfo info = {.model = "demo#r1", .name_a = "V", .name_b = "O", .name_fused = "VO",
+                                   .tau = 0.999, .head_dim = 128};
+
+/* 61 layers like seed 2.4: early layers half bottleneck (low V), half low only when fused. */
+static void make_ranks(void) {
+    unsigned s = 12345;
+    for (int l = 0; l < NL; l++) {
+        for (int h = 0; h < NH; h++) {
+            s = s * 1103515245u + 12345u;
+            int noise = (int)((s >> 16) % 16);
+            rb[l][h] = 110 + noise;
+            bool early = l < 15;
+            ra[l][h] = early && h % 2 == 0 ? 10 + noise : 100 + noise;
+            rf[l][h] = early ? (h % 2 == 0 ? 8 + noise : 30 + noise) : 112 + noise;
+        }
+        layers[l] = (PlotLayerRanks){.layer = l, .n_heads = NH, .rank_a = ra[l], .rank_b = rb[l], .rank_fused = rf[l]};
+    }
+}
+
+/* ================================================================ render adapters */
+
+static int r_spectrum(const PlotOpts *o, const void *ctx) { (void)ctx; return plot_spectrum(o, sigma, NS); }
+static int r_spectrum_log(const PlotOpts *o, const void *ctx) {
+    (void)ctx;
+    PlotOpts p = *o;
+    p.logy = true;
+    return plot_spectrum(&p, sigma, NS);
+}
+static int r_energy(const PlotOpts *o, const void *ctx) { return plot_energy(o, sigma, energy, NS, marks, ctx ? 2 : 0); }
+static int r_ranks(const PlotOpts *o, const void *ctx) { (void)ctx; return plot_ranks(o, &info, &layers[4]); }
+static int r_grid(const PlotOpts *o, const void *ctx) { return plot_ranks_grid(o, &info, layers, *(const size_t *)ctx); }
+static int r_bylayer(const PlotOpts *o, const void *ctx) { (void)ctx; return plot_ranks_by_layer(o, &info, layers, NL); }
+static int r_heatmap(const PlotOpts *o, const void *ctx) { return plot_heatmap(o, ctx); }
+static int r_keynorms(const PlotOpts *o, const void *ctx) {
+    (void)ctx;
+    enum { NP = 256 };
+    static double re[3][NP], im[3][NP];
+    for (int i = 0; i < NP; i++) {
+        re[0][i] = 1.5 + ((i * 37) % 11) / 5.0 + (i % 32 < 3 ? 5.0 : 0.0);
+        im[0][i] = 0.9 * re[0][i];
+        re[1][i] = 12.0 * exp(-i / 12.0) + 0.4; im[1][i] = 11.0 * exp(-i / 12.0) + 0.4;
+        re[2][i] = 14.0 * exp(-i / 8.0) + 0.2;  im[2][i] = 13.0 * exp(-i / 8.0) + 0.2;
+    }
+    PlotKeyNorms v[3] = {{"original", re[0], im[0]}, {"RoRoPE", re[1], im[1]}, {"RoRoPE + 4D FreqFold", re[2], im[2]}};
+    return plot_key_norms(o, v, 3, NP, 32);
+}
+static int r_curves(const PlotOpts *o, const void *ctx) {
+    (void)ctx;
+    static double x[20], y[3][20];
+    for (int i = 0; i < 20; i++) {
+        x[i] = 5.0 * i;
+        y[0][i] = 2 + 4 * i * i / 400.0;
+        y[1][i] = 2 + 1.5 * i / 20.0;
+        y[2][i] = i == 7 ? NAN : 2 + 0.5 * sin(i);     /* a gap */
+    }
+    PlotCurve c[3] = {{"MHA2MLA", x, y[0], 20, true}, {"RoRoPE", x, y[1], 20, false}, {"gap #7", x, y[2], 20, false}};
+    PlotOpts p = *o;
+    p.xlabel = "RoPE dims removed (%)";
+    p.ylabel = "log perplexity";
+    return plot_curves(&p, c, 3);
+}
+
+/* ================================================================ tests */
+
+static void test_kinds(void) {
+    PngInfo pi;
+    size_t n61 = NL, n4 = 4;
+
+    pi = render_all("spectrum", r_spectrum, NULL, 0, 0, 1000, 700);
+    if (pi.decoded) CHECK(pi.count[C_BLUE] > 300, "spectrum: %zu blue pixels", pi.count[C_BLUE]);
+    pi = render_all("spectrum_log", r_spectrum_log, NULL, 640, 480, 640, 480);
+    if (pi.decoded) CHECK(pi.count[C_BLUE] > 200, "log spectrum: %zu blue pixels", pi.count[C_BLUE]);
+
+    /* energy: the tau marks (green, vermilion) appear only when marks are given. */
+    pi = render_all("energy", r_energy, "marks", 0, 0, 1000, 700);
+    PngInfo plain = render_all("energy_nomarks", r_energy, NULL, 0, 0, 1000, 700);
+    if (pi.decoded) {
+        CHECK(pi.count[C_BLUE] > 300 && pi.count[C_ORANGE] > 300, "energy: curves missing (%zu blue, %zu orange)",
+              pi.count[C_BLUE], pi.count[C_ORANGE]);
+        CHECK(pi.count[C_GREEN] > 200 && pi.count[C_VERMIL] > 200, "energy: tau marks missing (%zu, %zu)",
+              pi.count[C_GREEN], pi.count[C_VERMIL]);
+        CHECK(plain.count[C_GREEN] < 20 && plain.count[C_VERMIL] < 20,
+              "energy without marks still shows mark colours (%zu, %zu)", plain.count[C_GREEN], plain.count[C_VERMIL]);
+    }
+
+    pi = render_all("ranks", r_ranks, NULL, 0, 0, 1000, 700);
+    if (pi.decoded)
+        CHECK(pi.count[C_ORANGE] > 1000 && pi.count[C_BLUE] > 1000 && pi.count[C_GREEN] > 300,
+              "ranks: %zu V (orange), %zu O (blue), %zu fused (green) pixels", pi.count[C_ORANGE],
+              pi.count[C_BLUE], pi.count[C_GREEN]);
+
+    pi = render_all("grid61", r_grid, &n61, 0, 0, 1400, 1000);
+    if (pi.decoded) {
+        CHECK(pi.count[C_ORANGE] > 5000 && pi.count[C_BLUE] > 5000 && pi.count[C_GREEN] > 2000,
+              "grid: %zu orange, %zu blue, %zu green pixels", pi.count[C_ORANGE], pi.count[C_BLUE], pi.count[C_GREEN]);
+    }
+    /* Every one of the 61 x 128 V dots is in the SVG, drawn in orange (90.196078% = 230/255). */
+    {
+        char path[1024];
+        size_t n = 0, hits = 0;
+        snprintf(path, sizeof path, "%s/grid61.svg", dir);
+        char *txt = slurp(path, &n);
+        for (char *p = txt; p && (p = strstr(p, "rgb(90.196078%,62.352941%,0%)")); p++) hits++;
+        CHECK(hits >= NL * NH, "grid SVG has %zu orange marks, want at least %d", hits, NL * NH);
+        free(txt);
+    }
+    pi = render_all("grid4", r_grid, &n4, 1200, 800, 1200, 800);
+    render_all("bylayer", r_bylayer, NULL, 0, 0, 1000, 700);
+
+    /* heatmap: the colour map is centred on 0 -- the upper half +1 (red), the lower half -1
+     * (blue) give equal red and blue areas; an all-positive matrix shows no blue. */
+    Mat *m = mat_new(64, 96), *pos = mat_new(64, 96);
+    for (size_t i = 0; i < 64; i++)
+        for (size_t j = 0; j < 96; j++) {
+            *mat_at(m, i, j) = i < 32 ? 1.0f : -1.0f;
+            *mat_at(pos, i, j) = (float)(0.5 + 0.5 * (double)j / 96.0);
+        }
+    pi = render_all("heatmap", r_heatmap, m, 0, 0, 1000, 700);
+    if (pi.decoded) {
+        CHECK(pi.count[C_RED_END] > 10000 && pi.count[C_BLUE_END] > 10000, "heatmap: %zu red, %zu blue pixels",
+              pi.count[C_RED_END], pi.count[C_BLUE_END]);
+        double ratio = (double)pi.count[C_RED_END] / (double)(pi.count[C_BLUE_END] ? pi.count[C_BLUE_END] : 1);
+        CHECK(ratio > 0.9 && ratio < 1.1, "heatmap: red / blue area ratio %.3f, want about 1", ratio);
+    }
+    pi = render_all("heatmap_pos", r_heatmap, pos, 0, 0, 1000, 700);
+    if (pi.decoded)
+        CHECK(pi.count[C_RED_END] > 1000 && pi.count[C_BLUE_END] < 600,
+              "positive heatmap: %zu red, %zu blue pixels (blue only in the colour bar)",
+              pi.count[C_RED_END], pi.count[C_BLUE_END]);
+    mat_free(m);
+    mat_free(pos);
+
+    /* A matrix larger than the figure is pooled, and a lone outlier does not wash it out. */
+    Mat *big = mat_new(512, 7168);
+    for (size_t i = 0; i < big->rows; i++)
+        for (size_t j = 0; j < big->cols; j++) *mat_at(big, i, j) = (float)(0.01 * sin(0.05 * i + 0.003 * j));
+    *mat_at(big, 100, 5000) = -3.0f;
+    pi = render_all("heatmap_big", r_heatmap, big, 0, 0, 1000, 700);
+    if (pi.decoded)
+        CHECK(pi.count[C_RED_END] > 20000 && pi.count[C_BLUE_END] > 20000,
+              "pooled heatmap washed out: %zu red, %zu blue", pi.count[C_RED_END], pi.count[C_BLUE_END]);
+    mat_free(big);
+
+    pi = render_all("keynorms", r_keynorms, NULL, 0, 0, 1000, 700);
+    if (pi.decoded)
+        CHECK(pi.count[C_BLUE] > 500 && pi.count[C_ORANGE] > 200 && pi.count[C_GREEN] > 200,
+              "key norms: %zu, %zu, %zu pixels of the three variants", pi.count[C_BLUE], pi.count[C_ORANGE],
+              pi.count[C_GREEN]);
+    pi = render_all("curves", r_curves, NULL, 0, 0, 1000, 700);
+    if (pi.decoded)
+        CHECK(pi.count[C_BLUE] > 300 && pi.count[C_ORANGE] > 300 && pi.count[C_GREEN] > 200,
+              "curves: %zu, %zu, %zu pixels", pi.count[C_BLUE], pi.count[C_ORANGE], pi.count[C_GREEN]);
+}
+
+static void test_errors(void) {
+    char path[1200], file[1024];
+    /* A folder that cannot be made (a regular file stands in the way): an error, no prompt,
+     * nothing written. Works as root too, unlike permission bits. */
+    snprintf(file, sizeof file, "%s/not_a_dir", dir);
+    FILE *f = fopen(file, "w");
+    fputs("x", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/sub/fig.png", file);
+    PlotOpts o = {.path = path};
+    CHECK_ERR(plot_spectrum(&o, sigma, NS), "not a folder");
+    CHECK(!exists(path), "%s exists after a failed plot", path);
+    /* The path is a folder. */
+    snprintf(path, sizeof path, "%s/folder.png", dir);
+    mkdir(path, 0777);
+    o.path = path;
+    CHECK_ERR(plot_spectrum(&o, sigma, NS), "is a folder");
+    /* /proc refuses new files even to root. */
+    o.path = "/proc/attnlab-figure.png";
+    CHECK_ERR(plot_spectrum(&o, sigma, NS), "cannot write");
+    /* Extensions. */
+    snprintf(path, sizeof path, "%s/fig.jpg", dir);
+    o.path = path;
+    CHECK_ERR(plot_spectrum(&o, sigma, NS), "unknown extension");
+    o.path = NULL;
+    CHECK_ERR(plot_spectrum(&o, sigma, NS), "no output file");
+    /* A window with no display, and with a display nobody answers (PLplot's xcairo would call
+     * exit() there: the check must come first). */
+    unsetenv("DISPLAY");
+    PlotOpts w = {.window = true};
+    CHECK_ERR(plot_spectrum(&w, sigma, NS), "no display");
+    setenv("DISPLAY", ":9999", 1);
+    CHECK_ERR(plot_spectrum(&w, sigma, NS), "cannot open the X display");
+    unsetenv("DISPLAY");
+    /* Sizes. */
+    snprintf(path, sizeof path, "%s/tiny.png", dir);
+    PlotOpts t = {.path = path, .width = 50, .height = 50};
+    CHECK_ERR(plot_spectrum(&t, sigma, NS), "width must be");
+    int pw, ph;
+    CHECK_OK(plot_parse_size("1200x800", &pw, &ph));
+    CHECK(pw == 1200 && ph == 800, "parsed %dx%d", pw, ph);
+    CHECK_ERR(plot_parse_size("1200", &pw, &ph), "expected WxH");
+    CHECK_ERR(plot_parse_size("12x8", &pw, &ph), "width must be");
+
+    /* Bad data. */
+    snprintf(path, sizeof path, "%s/bad.png", dir);
+    PlotOpts b = {.path = path};
+    double nan_sigma[3] = {1.0, NAN, 0.5};
+    CHECK_ERR(plot_spectrum(&b, nan_sigma, 3), "sigma[1]");
+    CHECK_ERR(plot_spectrum(&b, sigma, 0), "no singular values");
+    PlotTauMark bad_mark = {0.999, NS + 1};
+    CHECK_ERR(plot_energy(&b, sigma, energy, NS, &bad_mark, 1), "outside 1..128");
+    PlotLayerRanks hole = layers[0];
+    hole.rank_b = NULL;
+    CHECK_ERR(plot_ranks(&b, &info, &hole), "lacks one of its three rank arrays");
+    CHECK_ERR(plot_ranks_grid(&b, &info, layers, 0), "no layers");
+    Mat *nanm = mat_new(4, 4);
+    *mat_at(nanm, 2, 3) = NAN;
+    CHECK_ERR(plot_heatmap(&b, nanm), "entry (2, 3)");
+    mat_free(nanm);
+    CHECK(!exists(path), "%s written by a failed plot", path);
+
+    /* A missing folder is made. */
+    snprintf(path, sizeof path, "%s/made/on/demand/fig.svg", dir);
+    o.path = path;
+    CHECK_OK(plot_spectrum(&o, sigma, NS));
+    CHECK(exists(path), "%s not written", path);
+}
+
+/* No temporary files are left behind anywhere under dir (one level of subfolders is enough). */
+static void test_no_temp_files(void) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t tmp = 0, files = 0;
+    while (d && (e = readdir(d))) {
+        files++;
+        if (strstr(e->d_name, ".tmp")) { tmp++; fprintf(stderr, "left behind: %s\n", e->d_name); }
+    }
+    if (d) closedir(d);
+    CHECK(files > 30, "only %zu files in %s", files, dir);
+    CHECK(tmp == 0, "%zu temporary files left in %s", tmp, dir);
+}
+
+int main(void) {
+    dir = test_tmpdir();
+    if (!freopen("/dev/null", "r", stdin)) { perror("stdin"); return 1; }
+    make_spectrum();
+    make_ranks();
+    if (!cairo_load()) printf("note: libcairo.so.2 not loadable; PNG pixel checks skipped\n");
+
+    /* Everything PLplot might print goes to stderr: capture it while rendering. */
+    char cap[1024];
+    snprintf(cap, sizeof cap, "%s/stderr.txt", dir);
+    fflush(stderr);
+    int saved = dup(2), fd = open(cap, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+    test_kinds();
+    test_errors();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    size_t n = 0;
+    char *out = slurp(cap, &n);
+    CHECK(n == 0, "rendering printed to stderr (PLplot noise or failed checks above):\n%s", out ? out : "");
+    free(out);
+    unlink(cap);
+    test_no_temp_files();
+    return check_done();
+}
