@@ -1,0 +1,823 @@
+/* forward.c -- the float32 forward pass: config extras (activation, rope_scaling, windows),
+ * weights (resident or streamed per layer), the layer kernels (norms, RoPE, attention over the
+ * KV cache, MLPs) and the activation hooks. See forward.h for the contract.
+ *
+ * Row-vector convention throughout: activations are (T, width) row-major; an HF Linear weight
+ * W (out, in) is applied as x @ W^T, a GPT-2 Conv1D weight W (in, out) as x @ W. */
+#define _GNU_SOURCE
+#include "forward.h"
+
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lin.h"
+
+#define QCHUNK 64          /* query rows per attention block */
+#define LCHUNK 64          /* rows per logits block */
+
+/* ================================================================ types */
+
+typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU } act_kind;
+
+typedef struct {
+    Mat *w;                /* HF (out, in), or Conv1D (in, out) when io */
+    Mat *b;                /* (1, out) or NULL */
+    bool io;
+    size_t in, out;
+} Lin;
+
+typedef struct {
+    Mat *n1, *n1b, *n2, *n2b;     /* input / post-attention norms (1, D); biases for LayerNorm */
+    Lin q, k, v, o;               /* GQA; MLA: q is q_proj or q_b_proj, o is o_proj */
+    Lin qkv;                      /* GPT-2 c_attn (D, 3D) */
+    Lin qa, kva, kvb;             /* MLA: q_a_proj (ql, D), kv_a_proj_with_mqa (kl + rope, D), kv_b_proj */
+    Mat *qa_norm, *kva_norm;      /* MLA latent RMSNorms (1, ql), (1, kl) or NULL */
+    Lin gate, up, down;           /* SwiGLU; GPT-2: up = c_fc, down = c_proj */
+    bool loaded;
+} LayerW;
+
+typedef struct { float *p; size_t cap; } fbuf;
+
+struct Forward {
+    Model *m;
+    const ModelConfig *c;
+    bool gpt2, mla;
+    size_t D, H, G, dqk, nope, rope, dv, ql, kl, ffn, vocab;   /* ffn: MLP width */
+    act_kind act;
+    double norm_eps;
+    float *inv_freq;              /* (rope / 2) */
+    float rope_mscale;            /* YaRN attention factor on cos / sin */
+    bool rope_half;               /* rotate_half pairs (j, j + r/2); else interleaved (2j, 2j+1) */
+    double scale;                 /* softmax scale */
+    size_t window;                /* sliding window (0: none) */
+    int window_from;              /* first layer with the window */
+    bool scale_by_layer;          /* GPT-2 scale_attn_by_inverse_layer_idx */
+
+    Mat *embed;                   /* (V, D) */
+    Mat *wpe;                     /* GPT-2 (n_positions, D) */
+    Mat *lm_head;                 /* (V, D), or NULL: tied to embed */
+    Mat *norm, *norm_b;           /* final norm (1, D) */
+    LayerW *layers;               /* (n_layers) */
+    bool streaming;
+
+    size_t max_ctx, pos, seq, cap;
+    float **kc, **vc;             /* per layer: (cap, G dqk), (cap, G dv) keys after RoPE, values */
+    FwdHooks hooks;
+
+    /* scratch, (rows, width) */
+    fbuf x, h, q, k, v, att, f1, f2, lat, lat2, kvb, cs, sn, logit, scores;
+    int nworkers;
+};
+
+/* ================================================================ small helpers */
+
+const char *fwd_act_name(fwd_act_kind k) {
+    switch (k) {
+    case FWD_ATTN_IN: return "attn_in";
+    case FWD_Q_LATENT: return "q_latent";
+    case FWD_KV_LATENT: return "kv_latent";
+    case FWD_Q: return "q";
+    case FWD_K: return "k";
+    case FWD_V: return "v";
+    case FWD_Q_ROPE: return "q_rope";
+    case FWD_K_ROPE: return "k_rope";
+    case FWD_ATTN_OUT: return "attn_out";
+    case FWD_ATTN_PROJ: return "attn_proj";
+    default: return "?";
+    }
+}
+
+/* Makes b hold at least a*b2 floats (contents not kept). */
+static float *fb_fit(fbuf *b, size_t a, size_t b2, const char *what) {
+    size_t n;
+    if (!al_mul_ok(a, b2 ? b2 : 1, &n, what)) return NULL;
+    if (n <= b->cap && b->p) return b->p;
+    float *p = al_malloc3(n ? n : 1, 1, sizeof(float), what);
+    if (!p) return NULL;
+    free(b->p);
+    b->p = p;
+    b->cap = n;
+    return p;
+}
+
+static void fb_free(fbuf *b) { free(b->p); b->p = NULL; b->cap = 0; }
+
+static void lin_free(Lin *l) { mat_free(l->w); mat_free(l->b); l->w = l->b = NULL; }
+
+/* y (T, out; row stride ldy) = x (T, in; stride ldx) @ W^T (+ b). */
+static void lin_apply(const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    if (T == 1)
+        cblas_sgemv(CblasRowMajor, l->io ? CblasTrans : CblasNoTrans, (int)l->w->rows, (int)l->w->cols, 1.f,
+                    l->w->data, (int)l->w->cols, x, 1, 0.f, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, l->io ? CblasNoTrans : CblasTrans, (int)T, (int)l->out, (int)l->in,
+                    1.f, x, (int)ldx, l->w->data, (int)l->w->cols, 0.f, y, (int)ldy);
+    if (l->b)
+        for (size_t t = 0; t < T; t++) {
+            float *r = y + t * ldy;
+            for (size_t j = 0; j < l->out; j++) r[j] += l->b->data[j];
+        }
+}
+
+/* out = RMSNorm(x) * w, rows of width n. */
+static void rmsnorm(const float *x, size_t ldx, size_t T, size_t n, const float *w, double eps, float *out, size_t ldo) {
+    for (size_t t = 0; t < T; t++) {
+        const float *r = x + t * ldx;
+        double ss = 0;
+        for (size_t j = 0; j < n; j++) ss += (double)r[j] * r[j];
+        float inv = (float)(1.0 / sqrt(ss / (double)n + eps));
+        float *o = out + t * ldo;
+        for (size_t j = 0; j < n; j++) o[j] = r[j] * inv * w[j];
+    }
+}
+
+/* out = LayerNorm(x) * w + b. */
+static void layernorm(const float *x, size_t T, size_t n, const float *w, const float *b, double eps, float *out) {
+    for (size_t t = 0; t < T; t++) {
+        const float *r = x + t * n;
+        double mean = 0, var = 0;
+        for (size_t j = 0; j < n; j++) mean += r[j];
+        mean /= (double)n;
+        for (size_t j = 0; j < n; j++) var += (r[j] - mean) * (r[j] - mean);
+        float inv = (float)(1.0 / sqrt(var / (double)n + eps));
+        float *o = out + t * n;
+        for (size_t j = 0; j < n; j++) o[j] = (float)(r[j] - mean) * inv * w[j] + (b ? b[j] : 0.f);
+    }
+}
+
+static float act_apply(act_kind a, float x) {
+    switch (a) {
+    case ACT_SILU: return x / (1.f + expf(-x));
+    case ACT_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case ACT_GELU_TANH: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case ACT_RELU: return x > 0 ? x : 0;
+    }
+    return x;
+}
+
+/* ================================================================ config extras */
+
+static double yarn_mscale(double factor, double mscale) {
+    return factor <= 1 ? 1.0 : 0.1 * mscale * log(factor) + 1.0;
+}
+
+static double jnum(const cJSON *o, const char *key, double dflt) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+}
+
+/* inv_freq and the YaRN factors from rope_scaling (NULL / "default": plain). */
+static int parse_rope_scaling(Forward *f, const cJSON *rs, const char *where) {
+    size_t half = f->rope / 2;
+    double theta = f->c->rope_theta > 0 ? f->c->rope_theta : 10000.0;
+    f->inv_freq = al_malloc3(half ? half : 1, 1, sizeof(float), "RoPE frequencies");
+    if (!f->inv_freq) return AL_ERR;
+    double *base = al_malloc3(half ? half : 1, 1, sizeof(double), "RoPE frequencies");
+    if (!base) return AL_ERR;
+    for (size_t j = 0; j < half; j++) base[j] = pow(theta, -(double)(2 * j) / (double)f->rope);
+    f->rope_mscale = 1.f;
+    const char *type = NULL;
+    if (cJSON_IsObject(rs)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        type = cJSON_IsString(t) ? t->valuestring : NULL;
+    }
+    double factor = cJSON_IsObject(rs) ? jnum(rs, "factor", 1.0) : 1.0;
+    int rc = AL_OK;
+    if (!type || !strcmp(type, "default")) {
+        /* plain */
+    } else if (!strcmp(type, "linear")) {
+        for (size_t j = 0; j < half; j++) base[j] /= factor;
+    } else if (!strcmp(type, "llama3")) {
+        double lo = jnum(rs, "low_freq_factor", 1.0), hi = jnum(rs, "high_freq_factor", 4.0);
+        double old = jnum(rs, "original_max_position_embeddings", 8192);
+        double lo_wl = old / lo, hi_wl = old / hi;
+        for (size_t j = 0; j < half; j++) {
+            double wl = 2 * M_PI / base[j];
+            if (wl < hi_wl) continue;
+            if (wl > lo_wl) { base[j] /= factor; continue; }
+            double smooth = (old / wl - lo) / (hi - lo);
+            base[j] = (1 - smooth) * base[j] / factor + smooth * base[j];
+        }
+    } else if (!strcmp(type, "yarn")) {
+        double orig = jnum(rs, "original_max_position_embeddings", f->c->max_pos ? f->c->max_pos : 4096);
+        double bf = jnum(rs, "beta_fast", 32), bs = jnum(rs, "beta_slow", 1);
+        double ms = jnum(rs, "mscale", 0), msa = jnum(rs, "mscale_all_dim", 0);
+        double dim = (double)f->rope;
+        double low = floor(dim * log(orig / (bf * 2 * M_PI)) / (2 * log(theta)));
+        double high = ceil(dim * log(orig / (bs * 2 * M_PI)) / (2 * log(theta)));
+        if (low < 0) low = 0;
+        if (high > dim - 1) high = dim - 1;
+        if (high == low) high += 0.001;
+        for (size_t j = 0; j < half; j++) {
+            double ramp = ((double)j - low) / (high - low);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            double extra = 1 - ramp;                      /* weight of the unscaled frequency */
+            base[j] = base[j] / factor * (1 - extra) + base[j] * extra;
+        }
+        const cJSON *af = cJSON_GetObjectItemCaseSensitive(rs, "attention_factor");
+        double att = cJSON_IsNumber(af) ? af->valuedouble
+                     : (ms != 0 && msa != 0) ? yarn_mscale(factor, ms) / yarn_mscale(factor, msa)
+                                             : yarn_mscale(factor, 1.0);
+        f->rope_mscale = (float)att;
+        if (f->mla && msa != 0) {
+            double m2 = yarn_mscale(factor, msa);
+            f->scale *= m2 * m2;                          /* DeepSeek: softmax scale times mscale^2 */
+        }
+    } else
+        rc = al_err("%s: rope_scaling type '%s' is not supported by the forward pass (default, linear, llama3 and "
+                    "yarn are)", where, type);
+    for (size_t j = 0; j < half; j++) f->inv_freq[j] = (float)base[j];
+    free(base);
+    return rc;
+}
+
+/* Reads what the forward pass needs beyond ModelConfig from config.json. */
+static int parse_extras(Forward *f) {
+    const ModelConfig *c = f->c;
+    const char *where = f->m->path;
+    f->act = ACT_SILU;
+    f->norm_eps = c->norm_eps > 0 ? c->norm_eps : 1e-5;
+    f->scale = 1.0 / sqrt((double)f->dqk);
+    f->rope_half = c->rope == ROPE_HALF;
+    cJSON *root = f->m->config_json ? cJSON_Parse(f->m->config_json) : NULL;
+    int rc = AL_OK;
+    const char *act = NULL;
+    if (root) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, f->gpt2 ? "activation_function" : "hidden_act");
+        act = cJSON_IsString(a) ? a->valuestring : NULL;
+    }
+    if (f->gpt2 && !act) act = "gelu_new";
+    if (act) {
+        if (!strcmp(act, "silu") || !strcmp(act, "swish")) f->act = ACT_SILU;
+        else if (!strcmp(act, "gelu")) f->act = ACT_GELU;
+        else if (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_fast"))
+            f->act = ACT_GELU_TANH;
+        else if (!strcmp(act, "relu")) f->act = ACT_RELU;
+        else rc = al_err("%s: activation '%s' is not supported (silu, gelu, gelu_new, relu are)", where, act);
+    }
+    if (rc == AL_OK && root) {
+        double prf = jnum(root, "partial_rotary_factor", 1.0);
+        if (prf < 1.0 && !f->mla && !f->gpt2)
+            rc = al_err("%s: partial_rotary_factor %g is not supported by the forward pass", where, prf);
+        if (f->gpt2) {
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights");
+            if (cJSON_IsFalse(s)) f->scale = 1.0;
+            f->scale_by_layer = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx"));
+        }
+        if (f->mla && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"))) f->rope_half = true;
+        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+        bool use_sw = c->family == FAM_MISTRAL ||
+                      (c->family == FAM_QWEN2 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window")));
+        if (use_sw && cJSON_IsNumber(sw) && sw->valuedouble > 0) {
+            f->window = (size_t)sw->valuedouble;
+            f->window_from = c->family == FAM_QWEN2 ? (int)jnum(root, "max_window_layers", 0) : 0;
+        }
+    }
+    if (rc == AL_OK && f->rope)
+        rc = parse_rope_scaling(f, root ? cJSON_GetObjectItemCaseSensitive(root, "rope_scaling") : NULL, where);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* True when layer L of a DeepSeek config is a mixture-of-experts layer. */
+static bool moe_layer(const Forward *f, int L, int *n_experts, int *first_dense) {
+    cJSON *root = f->m->config_json ? cJSON_Parse(f->m->config_json) : NULL;
+    *n_experts = root ? (int)jnum(root, "n_routed_experts", 0) : 0;
+    *first_dense = root ? (int)jnum(root, "first_k_dense_replace", 0) : 0;
+    int freq = root ? (int)jnum(root, "moe_layer_freq", 1) : 1;
+    cJSON_Delete(root);
+    if (freq < 1) freq = 1;
+    return *n_experts > 0 && L >= *first_dense && L % freq == 0;
+}
+
+/* ================================================================ weights */
+
+/* Full name of a global tensor ("embed_tokens.weight" under the family's prefix). */
+static char *global_name(const Forward *f, const char *suffix) { return al_asprintf("%s%s", f->c->prefix, suffix); }
+
+/* Reads (or, with dry, only checks and counts) tensor `name` of shape (rows, cols). */
+static int load_mat(Forward *f, const char *name, size_t rows, size_t cols, bool dry, size_t *bytes, Mat **out) {
+    size_t R, C;
+    if (store_shape2(f->m->store, name, &R, &C) != AL_OK) return AL_ERR;
+    if (R * C != rows * cols || (rows > 1 && (R != rows || C != cols)))
+        return al_err("tensor '%s' has shape [%zu, %zu] but the forward pass of this %s model needs [%zu, %zu]", name, R,
+                      C, f->c->model_type, rows, cols);
+    if (bytes) *bytes += R * C * sizeof(float);
+    if (dry) return AL_OK;
+    return store_read(f->m->store, name, out);
+}
+
+/* A linear layer `base`.weight (+ optional `base`.bias) of layer L (L < 0: global). */
+static int load_lin(Forward *f, int L, const char *base, size_t in, size_t out, bool io, bool dry, size_t *bytes, Lin *l) {
+    char *w = L >= 0 ? model_tensor_name(f->m, L, base) : global_name(f, base);
+    char *wn = w ? al_asprintf("%s.weight", w) : NULL, *bn = w ? al_asprintf("%s.bias", w) : NULL;
+    int rc = wn && bn ? AL_OK : AL_ERR;
+    l->io = io;
+    l->in = in;
+    l->out = out;
+    if (rc == AL_OK) rc = load_mat(f, wn, io ? in : out, io ? out : in, dry, bytes, &l->w);
+    if (rc == AL_OK && store_has(f->m->store, bn)) rc = load_mat(f, bn, 1, out, dry, bytes, &l->b);
+    free(w);
+    free(wn);
+    free(bn);
+    return rc;
+}
+
+/* A norm weight (and optional bias) `base`.weight of layer L (L < 0: global). */
+static int load_norm(Forward *f, int L, const char *base, size_t n, bool dry, size_t *bytes, Mat **w, Mat **b) {
+    char *p = L >= 0 ? model_tensor_name(f->m, L, base) : global_name(f, base);
+    char *wn = p ? al_asprintf("%s.weight", p) : NULL, *bn = p ? al_asprintf("%s.bias", p) : NULL;
+    int rc = wn && bn ? load_mat(f, wn, 1, n, dry, bytes, w) : AL_ERR;
+    if (rc == AL_OK && b && store_has(f->m->store, bn)) rc = load_mat(f, bn, 1, n, dry, bytes, b);
+    free(p);
+    free(wn);
+    free(bn);
+    return rc;
+}
+
+static void layer_release(Forward *f, int L) {
+    LayerW *w = &f->layers[L];
+    mat_free(w->n1); mat_free(w->n1b); mat_free(w->n2); mat_free(w->n2b);
+    mat_free(w->qa_norm); mat_free(w->kva_norm);
+    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->gate, &w->up, &w->down};
+    for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
+    memset(w, 0, sizeof *w);
+    char *prefix = model_tensor_name(f->m, L, "");
+    if (prefix) store_release_prefix(f->m->store, prefix);
+    free(prefix);
+}
+
+/* The MLP of a Llama-style or DeepSeek layer; refuses MoE layers by name. */
+static int load_swiglu(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    char *g = model_tensor_name(f->m, L, "mlp.gate_proj.weight");
+    bool has = g && store_has(f->m->store, g);
+    free(g);
+    if (!has) {
+        int ne, fd;
+        bool moe = moe_layer(f, L, &ne, &fd);
+        char *e = model_tensor_name(f->m, L, "mlp.experts.0.gate_proj.weight");
+        bool experts = e && store_has(f->m->store, e);
+        free(e);
+        if (moe || experts)
+            return al_err("layer %d is a mixture-of-experts layer (n_routed_experts %d from layer %d on): the forward "
+                          "pass covers dense MLP layers only", L, ne, fd);
+    }
+    size_t D = f->D, FF = f->ffn;
+    int rc = load_lin(f, L, "mlp.gate_proj", D, FF, false, dry, bytes, &w->gate);
+    if (rc == AL_OK) rc = load_lin(f, L, "mlp.up_proj", D, FF, false, dry, bytes, &w->up);
+    if (rc == AL_OK) rc = load_lin(f, L, "mlp.down_proj", FF, D, false, dry, bytes, &w->down);
+    return rc;
+}
+
+/* Loads (or with dry, checks and counts) every weight of layer L. */
+static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
+    LayerW *w = &f->layers[L];
+    if (!dry && w->loaded) return AL_OK;
+    LayerW tmp = {0};
+    LayerW *dst = dry ? &tmp : w;
+    size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
+    int rc;
+    if (f->gpt2) {
+        rc = load_norm(f, L, "ln_1", D, dry, bytes, &dst->n1, &dst->n1b);
+        if (rc == AL_OK) rc = load_norm(f, L, "ln_2", D, dry, bytes, &dst->n2, &dst->n2b);
+        if (rc == AL_OK) rc = load_lin(f, L, "attn.c_attn", D, 3 * D, true, dry, bytes, &dst->qkv);
+        if (rc == AL_OK) rc = load_lin(f, L, "attn.c_proj", D, D, true, dry, bytes, &dst->o);
+        if (rc == AL_OK) rc = load_lin(f, L, "mlp.c_fc", D, f->ffn, true, dry, bytes, &dst->up);
+        if (rc == AL_OK) rc = load_lin(f, L, "mlp.c_proj", f->ffn, D, true, dry, bytes, &dst->down);
+    } else {
+        rc = load_norm(f, L, "input_layernorm", D, dry, bytes, &dst->n1, NULL);
+        if (rc == AL_OK) rc = load_norm(f, L, "post_attention_layernorm", D, dry, bytes, &dst->n2, NULL);
+        if (rc == AL_OK && f->mla) {
+            if (f->ql) {
+                rc = load_lin(f, L, "self_attn.q_a_proj", D, f->ql, false, dry, bytes, &dst->qa);
+                if (rc == AL_OK && f->c->latent_norm)
+                    rc = load_norm(f, L, "self_attn.q_a_layernorm", f->ql, dry, bytes, &dst->qa_norm, NULL);
+                if (rc == AL_OK) rc = load_lin(f, L, "self_attn.q_b_proj", f->ql, H * dqk, false, dry, bytes, &dst->q);
+            } else
+                rc = load_lin(f, L, "self_attn.q_proj", D, H * dqk, false, dry, bytes, &dst->q);
+            if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_a_proj_with_mqa", D, f->kl + f->rope, false, dry, bytes, &dst->kva);
+            if (rc == AL_OK && f->c->latent_norm)
+                rc = load_norm(f, L, "self_attn.kv_a_layernorm", f->kl, dry, bytes, &dst->kva_norm, NULL);
+            if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_b_proj", f->kl, H * (f->nope + dv), false, dry, bytes, &dst->kvb);
+        } else if (rc == AL_OK) {
+            rc = load_lin(f, L, "self_attn.q_proj", D, H * dqk, false, dry, bytes, &dst->q);
+            if (rc == AL_OK) rc = load_lin(f, L, "self_attn.k_proj", D, G * dqk, false, dry, bytes, &dst->k);
+            if (rc == AL_OK) rc = load_lin(f, L, "self_attn.v_proj", D, G * dv, false, dry, bytes, &dst->v);
+        }
+        if (rc == AL_OK) rc = load_lin(f, L, "self_attn.o_proj", H * dv, D, false, dry, bytes, &dst->o);
+        if (rc == AL_OK) rc = load_swiglu(f, L, dry, bytes, dst);
+    }
+    if (rc != AL_OK) {
+        if (!dry) layer_release(f, L);
+        return al_err_ctx("forward pass, layer %d", L);
+    }
+    if (!dry) w->loaded = true;
+    return AL_OK;
+}
+
+/* Embeddings, final norm and LM head. */
+static int load_globals(Forward *f, size_t *bytes) {
+    const char *emb = f->gpt2 ? "wte.weight" : "embed_tokens.weight";
+    char *n = global_name(f, emb);
+    int rc = n ? load_mat(f, n, f->vocab, f->D, false, bytes, &f->embed) : AL_ERR;
+    free(n);
+    if (rc == AL_OK && f->gpt2) {
+        n = global_name(f, "wpe.weight");
+        size_t R = 0, C = 0;
+        rc = n ? store_shape2(f->m->store, n, &R, &C) : AL_ERR;
+        if (rc == AL_OK) rc = load_mat(f, n, R, f->D, false, bytes, &f->wpe);
+        free(n);
+    }
+    if (rc == AL_OK) rc = load_norm(f, -1, f->gpt2 ? "ln_f" : "norm", f->D, false, bytes, &f->norm, &f->norm_b);
+    if (rc == AL_OK && store_has(f->m->store, "lm_head.weight"))
+        rc = load_mat(f, "lm_head.weight", f->vocab, f->D, false, bytes, &f->lm_head);
+    else if (rc == AL_OK && !f->c->tie_embeddings && !f->gpt2)
+        rc = al_err("%s: no lm_head.weight and tie_word_embeddings is not set: the output projection is missing",
+                    f->m->path);
+    return rc;
+}
+
+/* The weight budget in bytes. */
+static size_t mem_budget(const FwdOptions *opt) {
+    if (opt && opt->mem_budget) return opt->mem_budget;
+    const char *e = getenv("ATTNLAB_FWD_MEM");
+    if (e && *e) return (size_t)strtoull(e, NULL, 10);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (size_t)((double)pages * (double)psz * 0.6) : (size_t)8 << 30;
+}
+
+/* ================================================================ new / free */
+
+void fwd_free(Forward *f) {
+    if (!f) return;
+    if (f->layers)
+        for (int L = 0; L < f->c->n_layers; L++) layer_release(f, L);
+    free(f->layers);
+    mat_free(f->embed); mat_free(f->wpe); mat_free(f->lm_head); mat_free(f->norm); mat_free(f->norm_b);
+    if (f->kc)
+        for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
+    free(f->kc);
+    free(f->vc);
+    free(f->inv_freq);
+    fbuf *bs[] = {&f->x, &f->h, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb, &f->cs,
+                  &f->sn, &f->logit, &f->scores};
+    for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
+    free(f);
+}
+
+int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
+    *out = NULL;
+    const ModelConfig *c = &m->cfg;
+    Forward *f = al_calloc(1, sizeof *f, "a forward pass");
+    if (!f) return AL_ERR;
+    f->m = m;
+    f->c = c;
+    f->gpt2 = c->family == FAM_GPT2;
+    f->mla = cfg_is_mla(c);
+    f->D = (size_t)c->hidden;
+    f->H = (size_t)c->n_heads;
+    f->G = f->mla ? f->H : (size_t)c->n_kv_heads;
+    f->nope = (size_t)c->qk_nope_dim;
+    f->rope = (size_t)c->qk_rope_dim;
+    f->dqk = f->nope + f->rope;
+    f->dv = (size_t)c->v_dim;
+    f->ql = (size_t)c->q_lora_rank;
+    f->kl = (size_t)c->kv_lora_rank;
+    f->ffn = (size_t)c->intermediate;
+    f->vocab = (size_t)c->vocab;
+    int rc = AL_OK;
+    if (f->vocab == 0 || f->ffn == 0)
+        rc = al_err("%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
+    if (rc == AL_OK) rc = parse_extras(f);
+    size_t maxc = opt && opt->max_ctx ? opt->max_ctx : c->max_pos > 0 ? (size_t)c->max_pos : 4096;
+    f->layers = al_calloc((size_t)c->n_layers, sizeof *f->layers, "layer weights");
+    f->kc = al_calloc((size_t)c->n_layers, sizeof *f->kc, "the KV cache");
+    f->vc = al_calloc((size_t)c->n_layers, sizeof *f->vc, "the KV cache");
+    if (!f->layers || !f->kc || !f->vc) rc = AL_ERR;
+    size_t layer_bytes = 0, glob_bytes = 0;
+    for (int L = 0; rc == AL_OK && L < c->n_layers; L++) rc = layer_load(f, L, true, &layer_bytes);
+    if (rc == AL_OK) rc = load_globals(f, &glob_bytes);
+    if (rc == AL_OK && f->wpe && maxc > f->wpe->rows) maxc = f->wpe->rows;
+    f->max_ctx = maxc;
+    f->streaming = layer_bytes + glob_bytes > mem_budget(opt);
+    for (int L = 0; rc == AL_OK && !f->streaming && L < c->n_layers; L++) rc = layer_load(f, L, false, NULL);
+    f->nworkers = lin_sweep_threads(f->H, 0);
+    if (rc != AL_OK) { fwd_free(f); return rc; }
+    *out = f;
+    return AL_OK;
+}
+
+void fwd_reset(Forward *f) { f->pos = 0; f->seq++; }
+size_t fwd_pos(const Forward *f) { return f->pos; }
+size_t fwd_vocab(const Forward *f) { return f->vocab; }
+size_t fwd_max_ctx(const Forward *f) { return f->max_ctx; }
+bool fwd_streaming(const Forward *f) { return f->streaming; }
+
+void fwd_set_hooks(Forward *f, const FwdHooks *h) {
+    if (h) f->hooks = *h;
+    else memset(&f->hooks, 0, sizeof f->hooks);
+}
+
+/* ================================================================ kernels */
+
+/* Calls the hook for `kind` over rows [0, T) in chunks. */
+static int hook(Forward *f, fwd_act_kind kind, int L, const float *x, size_t T, size_t heads, size_t hd, size_t ld) {
+    if (!(f->hooks.mask & kind) || !f->hooks.fn) return AL_OK;
+    size_t step = f->hooks.chunk ? f->hooks.chunk : T;
+    for (size_t t0 = 0; t0 < T; t0 += step) {
+        FwdAct a = {.kind = kind, .layer = L, .seq = f->seq, .pos0 = f->pos + t0, .t0 = t0,
+                    .T = T - t0 < step ? T - t0 : step, .heads = heads, .head_dim = hd, .ld = ld, .x = x + t0 * ld};
+        int rc = f->hooks.fn(&a, f->hooks.ud);
+        if (rc != AL_OK) return rc == AL_ERR ? al_err_ctx("%s hook, layer %d", fwd_act_name(kind), L) : rc;
+    }
+    return AL_OK;
+}
+
+/* cos / sin (T, rope/2) of positions pos .. pos+T-1, times the YaRN attention factor. */
+static int rope_tables(Forward *f, size_t T) {
+    size_t half = f->rope / 2;
+    if (!half) return AL_OK;
+    float *cs = fb_fit(&f->cs, T, half, "RoPE tables"), *sn = fb_fit(&f->sn, T, half, "RoPE tables");
+    if (!cs || !sn) return AL_ERR;
+    for (size_t t = 0; t < T; t++)
+        for (size_t j = 0; j < half; j++) {
+            float ang = (float)(f->pos + t) * f->inv_freq[j];
+            cs[t * half + j] = cosf(ang) * f->rope_mscale;
+            sn[t * half + j] = sinf(ang) * f->rope_mscale;
+        }
+    return AL_OK;
+}
+
+/* Rotates the RoPE columns [nope, nope + rope) of every head of x (T rows, stride ld). */
+static void rope_apply(const Forward *f, float *x, size_t T, size_t ld, size_t heads) {
+    size_t half = f->rope / 2;
+    for (size_t t = 0; t < T; t++) {
+        const float *cs = f->cs.p + t * half, *sn = f->sn.p + t * half;
+        for (size_t h = 0; h < heads; h++) {
+            float *r = x + t * ld + h * f->dqk + f->nope;
+            for (size_t j = 0; j < half; j++) {
+                float *a = f->rope_half ? r + j : r + 2 * j, *b = f->rope_half ? r + j + half : r + 2 * j + 1;
+                float x0 = *a, x1 = *b;
+                *a = x0 * cs[j] - x1 * sn[j];
+                *b = x1 * cs[j] + x0 * sn[j];
+            }
+        }
+    }
+}
+
+/* Makes the layer's KV cache hold n rows. */
+static int cache_fit(Forward *f, size_t n) {
+    if (n <= f->cap) return AL_OK;
+    size_t cap = f->cap ? f->cap : 256;
+    while (cap < n) cap *= 2;
+    if (cap > f->max_ctx) cap = f->max_ctx;
+    size_t kw = f->G * f->dqk, vw = f->G * f->dv;
+    for (int L = 0; L < f->c->n_layers; L++) {
+        float *k = al_malloc3(cap, kw, sizeof(float), "the KV cache");
+        float *v = k ? al_malloc3(cap, vw, sizeof(float), "the KV cache") : NULL;
+        if (!k || !v) { free(k); return AL_ERR; }
+        if (f->kc[L]) {
+            memcpy(k, f->kc[L], f->cap * kw * sizeof(float));
+            memcpy(v, f->vc[L], f->cap * vw * sizeof(float));
+        }
+        free(f->kc[L]);
+        free(f->vc[L]);
+        f->kc[L] = k;
+        f->vc[L] = v;
+    }
+    f->cap = cap;
+    return AL_OK;
+}
+
+typedef struct {
+    Forward *f;
+    int L;
+    size_t T;
+    const float *q;           /* (T, H dqk) after RoPE */
+    size_t ldq;
+    double scale;
+} attn_job;
+
+/* One query head: softmax(q K^T scale, causal (and windowed)) V over the cache, into f->att. */
+static int attn_head(size_t h, int worker, void *ud) {
+    attn_job *j = ud;
+    Forward *f = j->f;
+    size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
+    const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
+    float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
+    bool win = f->window && j->L >= f->window_from;
+    for (size_t r0 = 0; r0 < j->T; r0 += QCHUNK) {
+        size_t nr = j->T - r0 < QCHUNK ? j->T - r0 : QCHUNK;
+        size_t nk = f->pos + r0 + nr;                        /* keys visible to the chunk's last row */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)f->dqk, (float)j->scale,
+                    j->q + r0 * j->ldq + h * f->dqk, (int)j->ldq, K, (int)kw, 0.f, S, (int)nk);
+        for (size_t t = 0; t < nr; t++) {
+            size_t p = f->pos + r0 + t;                       /* this row's position: keys 0..p */
+            size_t lo = win && p + 1 > f->window ? p + 1 - f->window : 0;
+            float *s = S + t * nk, mx = -INFINITY;
+            for (size_t k = lo; k <= p; k++) mx = s[k] > mx ? s[k] : mx;
+            double sum = 0;
+            for (size_t k = lo; k <= p; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
+            float inv = (float)(1.0 / sum);
+            for (size_t k = 0; k < nk; k++) s[k] = (k >= lo && k <= p) ? s[k] * inv : 0.f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)f->dv, (int)nk, 1.f, S, (int)nk, Vc,
+                    (int)vw, 0.f, f->att.p + r0 * Hdv + h * f->dv, (int)Hdv);
+    }
+    return AL_OK;
+}
+
+/* Attention block of layer L on f->h (normed input, T rows): Q, K, V, RoPE, cache, attention,
+ * output projection into f->h (T, D). */
+static int attention(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
+    size_t qw = H * dqk, kw = G * dqk, vw = G * dv;
+    float *q, *k, *v;
+    size_t ldq, ldk, ldv;
+    int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
+    if (rc) return rc;
+    if (!fb_fit(&f->att, T, H * dv, "attention output")) return AL_ERR;
+    if (f->gpt2) {                                           /* c_attn: [Q | K | V] columns, one sgemm */
+        if (!(q = fb_fit(&f->q, T, 3 * D, "Q/K/V"))) return AL_ERR;
+        lin_apply(&w->qkv, f->h.p, D, T, q, 3 * D);
+        k = q + D;
+        v = q + 2 * D;
+        ldq = ldk = ldv = 3 * D;
+    } else if (f->mla) {
+        size_t ql = f->ql, kl = f->kl, r = f->rope, nope = f->nope, kvw = nope + dv;
+        if (!(q = fb_fit(&f->q, T, qw, "Q")) || !(k = fb_fit(&f->k, T, kw, "K")) || !(v = fb_fit(&f->v, T, vw, "V")) ||
+            !fb_fit(&f->lat, T, (ql > kl + r ? ql : kl + r), "latents") || !fb_fit(&f->lat2, T, kl, "latents") ||
+            !fb_fit(&f->kvb, T, H * kvw, "kv_b output"))
+            return AL_ERR;
+        ldq = qw; ldk = kw; ldv = vw;
+        if (ql) {
+            lin_apply(&w->qa, f->h.p, D, T, f->lat.p, ql);
+            if (w->qa_norm) rmsnorm(f->lat.p, ql, T, ql, w->qa_norm->data, f->norm_eps, f->lat.p, ql);
+            if ((rc = hook(f, FWD_Q_LATENT, L, f->lat.p, T, 1, ql, ql))) return rc;
+            lin_apply(&w->q, f->lat.p, ql, T, q, qw);
+        } else
+            lin_apply(&w->q, f->h.p, D, T, q, qw);
+        lin_apply(&w->kva, f->h.p, D, T, f->lat.p, kl + r);  /* [c_kv | k_pe] */
+        float *ckv = f->lat2.p;
+        if (w->kva_norm) rmsnorm(f->lat.p, kl + r, T, kl, w->kva_norm->data, f->norm_eps, ckv, kl);
+        else for (size_t t = 0; t < T; t++) memcpy(ckv + t * kl, f->lat.p + t * (kl + r), kl * sizeof(float));
+        if ((rc = hook(f, FWD_KV_LATENT, L, ckv, T, 1, kl, kl))) return rc;
+        lin_apply(&w->kvb, ckv, kl, T, f->kvb.p, H * kvw);   /* per head [k_nope | v] */
+        for (size_t t = 0; t < T; t++)
+            for (size_t h = 0; h < H; h++) {
+                const float *src = f->kvb.p + t * H * kvw + h * kvw;
+                memcpy(k + t * kw + h * dqk, src, nope * sizeof(float));
+                memcpy(k + t * kw + h * dqk + nope, f->lat.p + t * (kl + r) + kl, r * sizeof(float));
+                memcpy(v + t * vw + h * dv, src + nope, dv * sizeof(float));
+            }
+    } else {
+        if (!(q = fb_fit(&f->q, T, qw, "Q")) || !(k = fb_fit(&f->k, T, kw, "K")) || !(v = fb_fit(&f->v, T, vw, "V")))
+            return AL_ERR;
+        ldq = qw; ldk = kw; ldv = vw;
+        lin_apply(&w->q, f->h.p, D, T, q, qw);
+        lin_apply(&w->k, f->h.p, D, T, k, kw);
+        lin_apply(&w->v, f->h.p, D, T, v, vw);
+    }
+    if ((rc = hook(f, FWD_Q, L, q, T, H, dqk, ldq)) || (rc = hook(f, FWD_K, L, k, T, G, dqk, ldk)) ||
+        (rc = hook(f, FWD_V, L, v, T, G, dv, ldv)))
+        return rc;
+    if (f->rope) {
+        rope_apply(f, q, T, ldq, H);
+        rope_apply(f, k, T, ldk, G);
+    }
+    if ((rc = hook(f, FWD_Q_ROPE, L, q, T, H, dqk, ldq)) || (rc = hook(f, FWD_K_ROPE, L, k, T, G, dqk, ldk))) return rc;
+    for (size_t t = 0; t < T; t++) {
+        memcpy(f->kc[L] + (f->pos + t) * kw, k + t * ldk, kw * sizeof(float));
+        memcpy(f->vc[L] + (f->pos + t) * vw, v + t * ldv, vw * sizeof(float));
+    }
+    attn_job job = {.f = f, .L = L, .T = T, .q = q, .ldq = ldq,
+                    .scale = f->scale_by_layer ? f->scale / (double)(L + 1) : f->scale};
+    if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
+        rc = lin_sweep(H, f->nworkers, attn_head, &job);
+    else
+        for (size_t h = 0; h < H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
+    if (rc) return rc;
+    if ((rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
+    lin_apply(&w->o, f->att.p, H * dv, T, f->h.p, D);
+    return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
+}
+
+/* MLP of layer L on f->h (normed, T rows) into f->h. */
+static int mlp(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, FF = f->ffn;
+    float *a = fb_fit(&f->f1, T, FF, "MLP activations"), *b = f->gpt2 ? NULL : fb_fit(&f->f2, T, FF, "MLP activations");
+    if (!a || (!f->gpt2 && !b)) return AL_ERR;
+    if (f->gpt2) {
+        lin_apply(&w->up, f->h.p, D, T, a, FF);
+        for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]);
+    } else {
+        lin_apply(&w->gate, f->h.p, D, T, a, FF);
+        lin_apply(&w->up, f->h.p, D, T, b, FF);
+        for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]) * b[i];
+    }
+    lin_apply(&w->down, a, FF, T, f->h.p, D);
+    return AL_OK;
+}
+
+/* Normalization of layer L (which = 1: before attention, 2: before the MLP) from f->x into f->h. */
+static void layer_norm_in(Forward *f, int L, int which, size_t T) {
+    LayerW *w = &f->layers[L];
+    Mat *n = which == 1 ? w->n1 : w->n2, *nb = which == 1 ? w->n1b : w->n2b;
+    if (f->gpt2) layernorm(f->x.p, T, f->D, n->data, nb ? nb->data : NULL, f->norm_eps, f->h.p);
+    else rmsnorm(f->x.p, f->D, T, f->D, n->data, f->norm_eps, f->h.p, f->D);
+}
+
+/* The whole stack over tokens at positions pos..pos+T-1: leaves the final normed hidden
+ * states in f->h (T, D) and advances pos. */
+static int body(Forward *f, const int *tokens, size_t T) {
+    size_t D = f->D;
+    if (T == 0) return al_err("forward pass: no tokens to run");
+    if (f->pos + T > f->max_ctx)
+        return al_err("forward pass: %zu tokens after %zu already in the sequence exceed the context of %zu (reset, or "
+                      "use shorter windows)", T, f->pos, f->max_ctx);
+    for (size_t t = 0; t < T; t++)
+        if (tokens[t] < 0 || (size_t)tokens[t] >= f->vocab)
+            return al_err("token id %d (position %zu) is outside the model's vocabulary 0-%zu", tokens[t], f->pos + t,
+                          f->vocab - 1);
+    if (!fb_fit(&f->x, T, D, "hidden states") || !fb_fit(&f->h, T, D, "hidden states") || cache_fit(f, f->pos + T) ||
+        !fb_fit(&f->scores, (size_t)f->nworkers * QCHUNK, f->pos + T, "attention scores") || rope_tables(f, T))
+        return AL_ERR;
+    for (size_t t = 0; t < T; t++) {
+        memcpy(f->x.p + t * D, f->embed->data + (size_t)tokens[t] * D, D * sizeof(float));
+        if (f->wpe)
+            for (size_t j = 0; j < D; j++) f->x.p[t * D + j] += f->wpe->data[(f->pos + t) * D + j];
+    }
+    for (int L = 0; L < f->c->n_layers; L++) {
+        if (al_interrupted()) return AL_INTERRUPTED;
+        int rc = layer_load(f, L, false, NULL);
+        if (rc == AL_OK) { layer_norm_in(f, L, 1, T); rc = attention(f, L, T); }
+        if (rc == AL_OK) {
+            for (size_t i = 0; i < T * D; i++) f->x.p[i] += f->h.p[i];
+            layer_norm_in(f, L, 2, T);
+            rc = mlp(f, L, T);
+        }
+        if (rc == AL_OK)
+            for (size_t i = 0; i < T * D; i++) f->x.p[i] += f->h.p[i];
+        if (f->streaming) layer_release(f, L);
+        if (rc != AL_OK) return rc;
+    }
+    if (f->gpt2) layernorm(f->x.p, T, D, f->norm->data, f->norm_b ? f->norm_b->data : NULL, f->norm_eps, f->h.p);
+    else rmsnorm(f->x.p, D, T, D, f->norm->data, f->norm_eps, f->h.p, D);
+    f->pos += T;
+    return AL_OK;
+}
+
+/* logits (n, V) of n hidden rows h (n, D). */
+static void logits_rows(const Forward *f, const float *h, size_t n, float *out) {
+    const Mat *W = f->lm_head ? f->lm_head : f->embed;
+    if (n == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)f->vocab, (int)f->D, 1.f, W->data, (int)f->D, h, 1, 0.f, out, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)f->vocab, (int)f->D, 1.f, h, (int)f->D, W->data,
+                    (int)f->D, 0.f, out, (int)f->vocab);
+}
+
+int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *logits) {
+    int rc = body(f, tokens, T);
+    if (rc != AL_OK) { fwd_reset(f); return rc; }
+    if (want == FWD_LOGITS_LAST) logits_rows(f, f->h.p + (T - 1) * f->D, 1, logits);
+    else if (want == FWD_LOGITS_ALL)
+        for (size_t r0 = 0; r0 < T; r0 += LCHUNK)
+            logits_rows(f, f->h.p + r0 * f->D, T - r0 < LCHUNK ? T - r0 : LCHUNK, logits + r0 * f->vocab);
+    return AL_OK;
+}
+
+int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *count) {
+    *nll_sum = 0;
+    *count = 0;
+    fwd_reset(f);
+    if (T < 2) return al_err("perplexity needs at least 2 tokens in a window (got %zu)", T);
+    int rc = body(f, tokens, T);
+    if (rc != AL_OK) { fwd_reset(f); return rc; }
+    float *lg = fb_fit(&f->logit, LCHUNK, f->vocab, "logits");
+    if (!lg) return AL_ERR;
+    double sum = 0;
+    for (size_t r0 = 0; r0 + 1 < T; r0 += LCHUNK) {
+        size_t n = T - 1 - r0 < LCHUNK ? T - 1 - r0 : LCHUNK;
+        logits_rows(f, f->h.p + r0 * f->D, n, lg);
+        for (size_t t = 0; t < n; t++) {
+            const float *z = lg + t * f->vocab;
+            float mx = -INFINITY;
+            for (size_t j = 0; j < f->vocab; j++) mx = z[j] > mx ? z[j] : mx;
+            double s = 0;
+            for (size_t j = 0; j < f->vocab; j++) s += exp((double)(z[j] - mx));
+            sum += log(s) + mx - z[tokens[r0 + t + 1]];
+        }
+    }
+    *nll_sum = sum;
+    *count = T - 1;
+    return AL_OK;
+}

@@ -1,0 +1,121 @@
+/* forward.h -- a batched float32 forward pass (prefill with BLAS-3, causal attention, a KV cache
+ * for decoding) for the families attnlab loads, with per-layer activation hooks.
+ *
+ * Families: Llama / Mistral / Qwen2 (RMSNorm, RoPE rotate_half, rope_scaling llama3 / linear,
+ * GQA, SwiGLU, tied embeddings, biases where the checkpoint has them, Mistral's sliding
+ * window), llama2.c checkpoints (RoPE on interleaved pairs), GPT-2 (LayerNorm, learned
+ * positions, gelu_new, Conv1D (in, out) weights, fused c_attn) and the DeepSeek-V3 layout with
+ * dense MLP layers (q_lora or q_proj, kv_a_proj_with_mqa + kv_b_proj, latent RMSNorms unless
+ * qk_latent_layernorm is false, RoPE on the qk_rope dims, softmax scale (nope + rope)^-0.5 times
+ * YaRN's mscale^2 when rope_scaling is yarn with mscale_all_dim). Mixture-of-experts layers are
+ * refused by fwd_new, naming the layer.
+ *
+ * One call fwd_run(tokens, T) runs T new tokens at positions pos .. pos+T-1 of the current
+ * sequence (pos = tokens run since fwd_reset): each layer in turn over all T rows (sgemm), with
+ * keys and values appended to the cache, so a prompt is one call and each generated token one
+ * more. Weights are float32 copies (store_read dequantizes FP8 / BF16); they stay resident when
+ * they fit the memory budget (FwdOptions.mem_budget), else each layer is read before use and
+ * dropped after.
+ *
+ * Hooks (for calibration statistics): with fwd_set_hooks, every layer hands the activations named
+ * in the mask to a callback, in row chunks of at most FwdHooks.chunk tokens, in the order of the
+ * fwd_act_kind enum. Per-head data is (rows, heads * head_dim): head h of row t starts at
+ * x + t * ld + h * head_dim. The buffers are valid only during the call; a callback that returns
+ * non-OK stops the run with its status. Columns follow the model's weights (the per-head views of
+ * model.h): Q/K columns [0, qk_nope) are NoPE, [qk_nope, qk_nope + qk_rope) carry RoPE, rotated in
+ * the checkpoint's own pair layout (DeepSeek's interleaved pairs are not de-interleaved: scores
+ * are the same, and the columns match model_head's). MLA keys are given per head with the
+ * shared RoPE part repeated in each head. */
+#ifndef AL_FORWARD_H
+#define AL_FORWARD_H
+
+#include "model.h"
+
+/* ================================================================ hooks */
+
+typedef enum {
+    FWD_ATTN_IN   = 1u << 0,   /* (T, hidden)        normalized input of attention (the x of x @ W_Q) */
+    FWD_Q_LATENT  = 1u << 1,   /* (T, q_lora)        MLA: query latent after its RMSNorm */
+    FWD_KV_LATENT = 1u << 2,   /* (T, kv_lora)       MLA: KV latent after its RMSNorm */
+    FWD_Q         = 1u << 3,   /* (T, H x d_qk)      queries before RoPE (biases added) */
+    FWD_K         = 1u << 4,   /* (T, G x d_qk)      keys before RoPE (G = KV heads; MLA: H) */
+    FWD_V         = 1u << 5,   /* (T, G x d_v)       values */
+    FWD_Q_ROPE    = 1u << 6,   /* (T, H x d_qk)      queries after RoPE */
+    FWD_K_ROPE    = 1u << 7,   /* (T, G x d_qk)      keys after RoPE (what the cache holds) */
+    FWD_ATTN_OUT  = 1u << 8,   /* (T, H x d_v)       per-head attention output softmax(q K^T s) V, before W_O */
+    FWD_ATTN_PROJ = 1u << 9,   /* (T, hidden)        attention block output (after W_O and its bias) */
+    FWD_ACT_ALL   = (1u << 10) - 1
+} fwd_act_kind;
+
+/* One chunk of one activation of one layer. */
+typedef struct {
+    fwd_act_kind kind;
+    int layer;
+    size_t seq;           /* sequence number: fwd_reset calls since fwd_new */
+    size_t pos0;          /* position (in the sequence) of the chunk's first row */
+    size_t t0;            /* row of the chunk within this fwd_run call */
+    size_t T;             /* rows in the chunk */
+    size_t heads;         /* 1 for the (T, hidden) and latent kinds */
+    size_t head_dim;      /* columns per head */
+    size_t ld;            /* floats between rows (>= heads * head_dim) */
+    const float *x;       /* row t, head h: x + t * ld + h * head_dim */
+} FwdAct;
+
+/* Row t (0 <= t < a->T) of head h. */
+static inline const float *fwd_act_row(const FwdAct *a, size_t t, size_t h) {
+    return a->x + t * a->ld + h * a->head_dim;
+}
+/* Name of one kind ("q_rope"), for messages. */
+const char *fwd_act_name(fwd_act_kind k);
+
+typedef int (*fwd_hook_fn)(const FwdAct *a, void *ud);
+
+typedef struct {
+    unsigned mask;        /* FWD_* bits wanted */
+    fwd_hook_fn fn;
+    void *ud;
+    size_t chunk;         /* most rows per callback (0: all rows of the call at once) */
+} FwdHooks;
+
+/* ================================================================ the pass */
+
+typedef struct {
+    size_t max_ctx;       /* longest sequence (0: the config's max_position_embeddings, else 4096) */
+    size_t mem_budget;    /* bytes of float32 weights kept resident (0: $ATTNLAB_FWD_MEM, else 60%
+                             of physical memory); beyond it, layers are streamed */
+} FwdOptions;
+
+typedef struct Forward Forward;
+
+/* Prepares a forward pass over m (reads config extras from m->config_json, checks every layer's
+ * tensors, loads weights that fit). opt may be NULL. Caller frees with fwd_free; m must outlive
+ * it. Errors name the tensor / config field / layer that is missing or unsupported. */
+int fwd_new(Model *m, const FwdOptions *opt, Forward **out);
+void fwd_free(Forward *f);
+
+/* Starts a new sequence (position 0, empty cache). */
+void fwd_reset(Forward *f);
+/* Tokens in the cache (the position of the next token). */
+size_t fwd_pos(const Forward *f);
+size_t fwd_vocab(const Forward *f);
+size_t fwd_max_ctx(const Forward *f);
+/* True when the weights are streamed layer by layer (they did not fit the budget). */
+bool fwd_streaming(const Forward *f);
+/* Installs hooks (copied); NULL removes them. */
+void fwd_set_hooks(Forward *f, const FwdHooks *h);
+
+typedef enum { FWD_LOGITS_NONE, FWD_LOGITS_LAST, FWD_LOGITS_ALL } fwd_logits;
+
+/* Runs T tokens at positions fwd_pos() .. +T-1 and appends them to the cache. logits receives
+ * nothing (NONE), the last row's vocab logits (LAST: vocab floats), or every row's (ALL: T x
+ * vocab, row-major); the caller owns the buffer. Returns AL_OK, AL_ERR (bad token id, context
+ * full, a hook's error) or AL_INTERRUPTED (polled between layers); after a failure the sequence
+ * is reset. */
+int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *logits);
+
+/* Runs tokens[0..T) as a fresh sequence (resets first) and returns the summed negative
+ * log-likelihood (nats, double) of tokens[1..T) given their prefixes, and their count (T - 1).
+ * Logits are computed in row chunks and never stored whole. */
+int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *count);
+
+#endif
