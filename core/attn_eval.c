@@ -1,0 +1,603 @@
+/* attn_eval.c -- AttnLayer: loading one attention layer of a model (GQA families, GPT-2, DeepSeek
+ * MLA) as row-vector float32 matrices, and the one-layer evaluator (projections with sgemm, RoPE,
+ * causal softmax per head, o_proj). Owns the AttnLayer and AttnOut objects it returns. */
+#define _GNU_SOURCE
+#include "attn_eval.h"
+
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================================================ objects */
+
+AttnLayer *attn_layer_new(attn_kind kind) {
+    AttnLayer *L = al_calloc(1, sizeof *L, "an attention layer");
+    if (L) { L->kind = kind; L->rope = kind == ATTN_MLA ? ROPE_INTERLEAVED : ROPE_HALF; L->norm_eps = 1e-6; }
+    return L;
+}
+
+void attn_layer_free(AttnLayer *L) {
+    if (!L) return;
+    Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O};
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) mat_free(mats[i]);
+    float *vecs[] = {L->b_Q, L->b_K, L->b_V, L->b_QA, L->qa_norm, L->b_KVA, L->kva_norm, L->b_O};
+    for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++) free(vecs[i]);
+    free(L->inv_freq);
+    free(L);
+}
+
+/* Copies n floats (NULL stays NULL); *ok turns false on allocation failure. */
+static float *vec_dup(const float *v, size_t n, bool *ok) {
+    if (!v) return NULL;
+    float *c = al_malloc3(n, 1, sizeof(float), "a bias vector");
+    if (!c) { *ok = false; return NULL; }
+    memcpy(c, v, n * sizeof(float));
+    return c;
+}
+
+static Mat *mat_dup(const Mat *m, bool *ok) {
+    if (!m) return NULL;
+    Mat *c = mat_copy(m);
+    if (!c) *ok = false;
+    return c;
+}
+
+AttnLayer *attn_layer_copy(const AttnLayer *L) {
+    AttnLayer *C = al_malloc(sizeof *C, "an attention layer");
+    if (!C) return NULL;
+    *C = *L;
+    bool ok = true;
+    C->W_Q = mat_dup(L->W_Q, &ok); C->W_K = mat_dup(L->W_K, &ok); C->W_V = mat_dup(L->W_V, &ok);
+    C->W_QA = mat_dup(L->W_QA, &ok); C->W_QB = mat_dup(L->W_QB, &ok); C->W_KVA = mat_dup(L->W_KVA, &ok);
+    C->W_KVB = mat_dup(L->W_KVB, &ok); C->W_O = mat_dup(L->W_O, &ok);
+    C->b_Q = vec_dup(L->b_Q, L->W_Q ? L->W_Q->cols : L->W_QB ? L->W_QB->cols : 0, &ok);
+    C->b_K = vec_dup(L->b_K, L->W_K ? L->W_K->cols : 0, &ok);
+    C->b_V = vec_dup(L->b_V, L->W_V ? L->W_V->cols : 0, &ok);
+    C->b_QA = vec_dup(L->b_QA, (size_t)L->q_rank, &ok);
+    C->qa_norm = vec_dup(L->qa_norm, (size_t)L->q_rank, &ok);
+    C->b_KVA = vec_dup(L->b_KVA, L->W_KVA ? L->W_KVA->cols : 0, &ok);
+    C->kva_norm = vec_dup(L->kva_norm, (size_t)L->kv_rank, &ok);
+    C->b_O = vec_dup(L->b_O, (size_t)L->hidden, &ok);
+    C->inv_freq = NULL;
+    if (L->inv_freq && L->rope_dim > 0) {
+        C->inv_freq = al_malloc3((size_t)L->rope_dim / 2, 1, sizeof(double), "RoPE frequencies");
+        if (C->inv_freq) memcpy(C->inv_freq, L->inv_freq, (size_t)L->rope_dim / 2 * sizeof(double));
+        else ok = false;
+    }
+    if (!ok) { attn_layer_free(C); return NULL; }
+    return C;
+}
+
+/* Shape check of one matrix; NULL is an error when required. */
+static int need(const Mat *m, const char *what, size_t rows, size_t cols, bool required) {
+    if (!m) return required ? al_err("attention layer: %s is missing", what) : AL_OK;
+    if (m->rows != rows || m->cols != cols)
+        return al_err("attention layer: %s is %zu x %zu but the layer's dims need %zu x %zu", what, m->rows, m->cols,
+                      rows, cols);
+    return AL_OK;
+}
+
+int attn_layer_validate(const AttnLayer *L) {
+    size_t D = (size_t)L->hidden, H = (size_t)L->n_heads, dv = (size_t)L->v_dim;
+    if (L->hidden <= 0 || L->n_heads <= 0 || L->v_dim <= 0) return al_err("attention layer: dims must be positive");
+    if (L->rope_dim % 2 || (L->rope_dim > 0 && !L->inv_freq))
+        return al_err("attention layer: %d RoPE dims need an even count and their frequencies", L->rope_dim);
+    int rc = need(L->W_O, "W_O", H * dv, D, true);
+    if (rc) return rc;
+    if (L->kind == ATTN_GQA) {
+        size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
+        if (G == 0 || H % G) return al_err("attention layer: %zu KV heads must divide %zu heads", G, H);
+        if (L->rope_dim != 0 && L->rope_dim != L->head_dim)
+            return al_err("attention layer: GQA RoPE must cover the whole head (%d of %d dims)", L->rope_dim, L->head_dim);
+        if ((rc = need(L->W_Q, "W_Q", D, H * d, true)) || (rc = need(L->W_K, "W_K", D, G * d, true)) ||
+            (rc = need(L->W_V, "W_V", D, G * dv, true)))
+            return rc;
+        return AL_OK;
+    }
+    size_t dq = (size_t)(L->qk_nope + L->rope_dim), r = (size_t)L->kv_rank;
+    if (L->q_rank > 0) {
+        if ((rc = need(L->W_QA, "W_QA", D, (size_t)L->q_rank, true)) || (rc = need(L->W_QB, "W_QB", (size_t)L->q_rank, H * dq, true)))
+            return rc;
+    } else if ((rc = need(L->W_Q, "W_Q", D, H * dq, true)))
+        return rc;
+    if ((rc = need(L->W_KVA, "W_KVA", D, r + (size_t)L->rope_dim, true)) ||
+        (rc = need(L->W_KVB, "W_KVB", r, H * ((size_t)L->qk_nope + dv), true)))
+        return rc;
+    return AL_OK;
+}
+
+size_t attn_layer_params(const AttnLayer *L) {
+    const Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O};
+    size_t p = 0;
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
+        if (mats[i]) p += mats[i]->rows * mats[i]->cols;
+    if (L->b_Q) p += L->W_Q ? L->W_Q->cols : L->W_QB->cols;
+    if (L->b_K) p += L->W_K->cols;
+    if (L->b_V) p += L->W_V->cols;
+    if (L->b_QA) p += (size_t)L->q_rank;
+    if (L->qa_norm) p += (size_t)L->q_rank;
+    if (L->b_KVA) p += L->W_KVA->cols;
+    if (L->kva_norm) p += (size_t)L->kv_rank;
+    if (L->b_O) p += (size_t)L->hidden;
+    return p;
+}
+
+size_t attn_layer_kv_values(const AttnLayer *L) {
+    if (L->kind == ATTN_MLA) return (size_t)L->kv_rank + (size_t)L->rope_dim;
+    return (size_t)L->n_kv_heads * ((size_t)L->head_dim + (size_t)L->v_dim);
+}
+
+double *attn_rope_freqs(int dim, double theta) {
+    if (dim <= 0) return NULL;
+    double *f = al_malloc3((size_t)dim / 2, 1, sizeof(double), "RoPE frequencies");
+    if (!f) return NULL;
+    for (int j = 0; j < dim / 2; j++) f[j] = pow(theta, -2.0 * j / dim);
+    return f;
+}
+
+/* Applies a rope_scaling object (linear, llama3; NULL / "default": none) to n frequencies. */
+static int rope_scale(const cJSON *rs, double *f, size_t n, const char *where) {
+    if (!rs || cJSON_IsNull(rs)) return AL_OK;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    const char *type = cJSON_IsString(t) ? t->valuestring : "default";
+    const cJSON *fac = cJSON_GetObjectItemCaseSensitive(rs, "factor");
+    double factor = cJSON_IsNumber(fac) ? fac->valuedouble : 1.0;
+    if (!strcmp(type, "default")) return AL_OK;
+    if (factor <= 0) return al_err("%s: rope_scaling factor %g must be positive", where, factor);
+    if (!strcmp(type, "linear")) {
+        for (size_t j = 0; j < n; j++) f[j] /= factor;
+        return AL_OK;
+    }
+    if (!strcmp(type, "llama3")) {
+        const cJSON *lo = cJSON_GetObjectItemCaseSensitive(rs, "low_freq_factor");
+        const cJSON *hi = cJSON_GetObjectItemCaseSensitive(rs, "high_freq_factor");
+        const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
+        if (!cJSON_IsNumber(lo) || !cJSON_IsNumber(hi) || !cJSON_IsNumber(ctx) || hi->valuedouble <= lo->valuedouble)
+            return al_err("%s: rope_scaling llama3 needs low_freq_factor < high_freq_factor and "
+                          "original_max_position_embeddings", where);
+        double lf = lo->valuedouble, hf = hi->valuedouble, old = ctx->valuedouble;
+        double lo_wave = old / lf, hi_wave = old / hf;
+        for (size_t j = 0; j < n; j++) {
+            double wave = 2 * M_PI / f[j];
+            if (wave > lo_wave) f[j] /= factor;                          /* low frequencies: scaled */
+            else if (wave >= hi_wave) {                                  /* between: a smooth blend */
+                double s = (old / wave - lf) / (hf - lf);
+                f[j] = (1 - s) * f[j] / factor + s * f[j];
+            }
+        }
+        return AL_OK;
+    }
+    return al_err("%s: rope_scaling type '%s': the attention evaluator covers plain RoPE and the linear and llama3 "
+                  "scalings only, so this model cannot be evaluated or converted as described", where, type);
+}
+
+int attn_rope_freqs_model(const Model *m, int dim, double **out) {
+    *out = attn_rope_freqs(dim, m->cfg.rope_theta);
+    if (!*out) return dim > 0 ? AL_ERR : al_err("RoPE needs a positive number of dims (%d)", dim);
+    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
+    int rc = rope_scale(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), *out, (size_t)dim / 2,
+                        m->name ? m->name : m->path);
+    cJSON_Delete(root);
+    if (rc) { free(*out); *out = NULL; }
+    return rc;
+}
+
+void attn_out_free(AttnOut *o) {
+    if (!o) return;
+    free(o->scores);
+    mat_free(o->out);
+    free(o);
+}
+
+/* ================================================================ what the evaluator covers */
+
+int attn_check_model(const Model *m) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = m->name ? m->name : m->path;
+    int rc = AL_OK;
+    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
+    if (root) {
+        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+        const cJSON *use_sw = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
+        const cJSON *prf = cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor");
+        double probe = 1.0;
+        if (rs && !cJSON_IsNull(rs) && rope_scale(rs, &probe, 1, name)) {
+            rc = AL_ERR;
+        } else if (cJSON_IsNumber(sw) && !cJSON_IsFalse(use_sw)) {
+            rc = al_err("%s: config.json sets a sliding window of %d tokens: the attention evaluator covers full "
+                        "causal attention only, so this model cannot be evaluated or converted as described",
+                        name, (int)sw->valuedouble);
+        } else if (cJSON_IsNumber(prf) && prf->valuedouble < 1.0) {
+            rc = al_err("%s: partial_rotary_factor %g: RoPE on part of each head is not covered by the "
+                        "evaluator or the conversion", name, prf->valuedouble);
+        }
+        cJSON_Delete(root);
+    }
+    if (rc) return rc;
+    char *qn = model_tensor_name(m, 0, "self_attn.q_norm.weight");
+    char *kn = model_tensor_name(m, 0, "self_attn.k_norm.weight");
+    bool qk_norm = qn && kn && (store_has(m->store, qn) || store_has(m->store, kn));
+    free(qn);
+    free(kn);
+    if (qk_norm)
+        return al_err("%s: the attention has per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3) between the "
+                      "projection and RoPE: not covered by the evaluator or the conversion", name);
+    if (c->family == FAM_DEEPSEEK && c->qk_rope_dim <= 0)
+        return al_err("%s: an MLA model without RoPE dims is not covered", name);
+    return AL_OK;
+}
+
+/* ================================================================ loading */
+
+/* Tensor `suffix` of layer L as a transposed float copy (row-vector convention). */
+static int read_t(Model *m, int layer, const char *suffix, Mat **out) {
+    *out = NULL;
+    char *name = model_tensor_name(m, layer, suffix);
+    if (!name) return AL_ERR;
+    Mat *t = NULL;
+    int rc = store_read(m->store, name, &t);
+    free(name);
+    if (rc) return rc;
+    *out = mat_transpose(t);
+    mat_free(t);
+    return *out ? AL_OK : AL_ERR;
+}
+
+/* Optional 1-D tensor of n values (NULL when absent; an error when its size differs). */
+static int read_vec(Model *m, int layer, const char *suffix, size_t n, float **out) {
+    *out = NULL;
+    char *name = model_tensor_name(m, layer, suffix);
+    if (!name) return AL_ERR;
+    int rc = AL_OK;
+    if (store_has(m->store, name)) {
+        Mat *t = NULL;
+        rc = store_read(m->store, name, &t);
+        if (rc == AL_OK && t->rows * t->cols != n)
+            rc = al_err("tensor '%s' has %zu values but the config implies %zu", name, t->rows * t->cols, n);
+        if (rc == AL_OK && (*out = al_malloc3(n, 1, sizeof(float), name))) memcpy(*out, t->data, n * sizeof(float));
+        else if (rc == AL_OK) rc = AL_ERR;
+        mat_free(t);
+    }
+    free(name);
+    return rc;
+}
+
+/* Assembles per-head views (hidden, w) of `kind` for heads 0..n-1 into one (hidden, n w) matrix. */
+static int gather_heads(Model *m, head_kind kind, int layer, int n, Mat **out) {
+    *out = NULL;
+    Mat *all = NULL;
+    for (int h = 0; h < n; h++) {
+        Mat *v = NULL;
+        if (model_head(m, kind, layer, h, PART_ALL, &v)) { mat_free(all); return AL_ERR; }
+        if (!all && !(all = mat_new(v->rows, v->cols * (size_t)n))) { mat_free(v); return AL_ERR; }
+        for (size_t i = 0; i < v->rows; i++)
+            memcpy(all->data + i * all->cols + (size_t)h * v->cols, v->data + i * v->cols, v->cols * sizeof(float));
+        mat_free(v);
+    }
+    *out = all;
+    return AL_OK;
+}
+
+/* Per-head biases of `kind` concatenated (NULL when the model has none). */
+static int gather_bias(Model *m, head_kind kind, int layer, int n, size_t w, float **out) {
+    *out = NULL;
+    if (!m->cfg.qkv_bias) return AL_OK;
+    float *all = al_malloc3((size_t)n, w, sizeof(float), "biases");
+    if (!all) return AL_ERR;
+    for (int h = 0; h < n; h++) {
+        float *b = NULL;
+        size_t nb = 0;
+        if (model_head_bias(m, kind, layer, h, &b, &nb)) { free(all); return AL_ERR; }
+        if (!b) { free(all); return AL_OK; }
+        memcpy(all + (size_t)h * w, b, (nb < w ? nb : w) * sizeof(float));
+        free(b);
+    }
+    *out = all;
+    return AL_OK;
+}
+
+static int load_gqa(Model *m, int layer, AttnLayer *L) {
+    const ModelConfig *c = &m->cfg;
+    L->n_kv_heads = c->n_kv_heads;
+    L->head_dim = cfg_d_qk(c);
+    L->rope = c->rope;
+    L->rope_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
+    L->scale = 1.0 / sqrt((double)L->head_dim);
+    if (L->rope_dim && attn_rope_freqs_model(m, L->rope_dim, &L->inv_freq)) return AL_ERR;
+    if (model_layer_load(m, layer)) return AL_ERR;
+    if (gather_heads(m, HK_Q, layer, c->n_heads, &L->W_Q) || gather_heads(m, HK_K, layer, c->n_kv_heads, &L->W_K) ||
+        gather_heads(m, HK_V, layer, c->n_kv_heads, &L->W_V))
+        return AL_ERR;
+    /* W_O: stack the (dv, hidden) per-head views by rows. */
+    if (!(L->W_O = mat_new((size_t)c->n_heads * (size_t)c->v_dim, (size_t)c->hidden))) return AL_ERR;
+    for (int h = 0; h < c->n_heads; h++) {
+        Mat *v = NULL;
+        if (model_head(m, HK_O, layer, h, PART_ALL, &v)) return AL_ERR;
+        memcpy(L->W_O->data + (size_t)h * v->rows * v->cols, v->data, v->rows * v->cols * sizeof(float));
+        mat_free(v);
+    }
+    if (gather_bias(m, HK_Q, layer, c->n_heads, (size_t)L->head_dim, &L->b_Q) ||
+        gather_bias(m, HK_K, layer, c->n_kv_heads, (size_t)L->head_dim, &L->b_K) ||
+        gather_bias(m, HK_V, layer, c->n_kv_heads, (size_t)c->v_dim, &L->b_V))
+        return AL_ERR;
+    if (c->o_bias)
+        return read_vec(m, layer, c->family == FAM_GPT2 ? "attn.c_proj.bias" : "self_attn.o_proj.bias", (size_t)c->hidden,
+                        &L->b_O);
+    return AL_OK;
+}
+
+/* True unless config.json says "rope_interleave": false (DeepSeek's HF code defaults to true). */
+static bool mla_interleaved(const Model *m) {
+    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
+    bool v = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
+    cJSON_Delete(root);
+    return v;
+}
+
+static int load_mla(Model *m, int layer, AttnLayer *L) {
+    const ModelConfig *c = &m->cfg;
+    size_t H = (size_t)c->n_heads, dq = (size_t)cfg_d_qk(c);
+    L->qk_nope = c->qk_nope_dim;
+    L->rope_dim = c->qk_rope_dim;
+    L->kv_rank = c->kv_lora_rank;
+    L->q_rank = c->q_lora_rank;
+    L->rope = mla_interleaved(m) ? ROPE_INTERLEAVED : ROPE_HALF;
+    L->scale = 1.0 / sqrt((double)dq);
+    if (attn_rope_freqs_model(m, L->rope_dim, &L->inv_freq)) return AL_ERR;
+    if (L->q_rank > 0) {
+        if (read_t(m, layer, "self_attn.q_a_proj.weight", &L->W_QA) || read_t(m, layer, "self_attn.q_b_proj.weight", &L->W_QB) ||
+            read_vec(m, layer, "self_attn.q_a_proj.bias", (size_t)L->q_rank, &L->b_QA) ||
+            read_vec(m, layer, "self_attn.q_b_proj.bias", H * dq, &L->b_Q))
+            return AL_ERR;
+        if (c->latent_norm) {
+            if (read_vec(m, layer, "self_attn.q_a_layernorm.weight", (size_t)L->q_rank, &L->qa_norm)) return AL_ERR;
+            if (!L->qa_norm) return al_err("layer %d: the config asks for latent RMSNorm but q_a_layernorm.weight is missing", layer);
+        }
+    } else if (read_t(m, layer, "self_attn.q_proj.weight", &L->W_Q) ||
+               read_vec(m, layer, "self_attn.q_proj.bias", H * dq, &L->b_Q))
+        return AL_ERR;
+    if (read_t(m, layer, "self_attn.kv_a_proj_with_mqa.weight", &L->W_KVA) ||
+        read_vec(m, layer, "self_attn.kv_a_proj_with_mqa.bias", (size_t)(L->kv_rank + L->rope_dim), &L->b_KVA) ||
+        read_t(m, layer, "self_attn.kv_b_proj.weight", &L->W_KVB) || read_t(m, layer, "self_attn.o_proj.weight", &L->W_O) ||
+        read_vec(m, layer, "self_attn.o_proj.bias", (size_t)c->hidden, &L->b_O))
+        return AL_ERR;
+    if (c->latent_norm) {
+        if (read_vec(m, layer, "self_attn.kv_a_layernorm.weight", (size_t)L->kv_rank, &L->kva_norm)) return AL_ERR;
+        if (!L->kva_norm) return al_err("layer %d: the config asks for latent RMSNorm but kv_a_layernorm.weight is missing", layer);
+    }
+    return AL_OK;
+}
+
+int attn_layer_load(Model *m, int layer, AttnLayer **out) {
+    *out = NULL;
+    if (layer < 0 || layer >= m->cfg.n_layers)
+        return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
+    if (attn_check_model(m)) return AL_ERR;
+    bool mla = cfg_is_mla(&m->cfg);
+    AttnLayer *L = attn_layer_new(mla ? ATTN_MLA : ATTN_GQA);
+    if (!L) return AL_ERR;
+    L->hidden = m->cfg.hidden;
+    L->n_heads = m->cfg.n_heads;
+    L->v_dim = m->cfg.v_dim;
+    L->norm_eps = m->cfg.norm_eps;
+    int rc = mla ? load_mla(m, layer, L) : load_gqa(m, layer, L);
+    if (rc == AL_OK) rc = attn_layer_validate(L);
+    if (rc) { al_err_ctx("layer %d", layer); attn_layer_free(L); return AL_ERR; }
+    *out = L;
+    return AL_OK;
+}
+
+/* ================================================================ evaluation */
+
+/* Y (T, n) = X (T, k) @ W (k, n) + b. */
+static void linear(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y) {
+    size_t n = W->cols;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)k, 1.0f, X, (int)k, W->data, (int)n,
+                0.0f, Y, (int)n);
+    if (b)
+        for (size_t t = 0; t < T; t++)
+            for (size_t j = 0; j < n; j++) Y[t * n + j] += b[j];
+}
+
+/* In-place RMSNorm of n values with weight w. */
+static void rms_norm(float *x, size_t n, const float *w, double eps) {
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (size_t i = 0; i < n; i++) x[i] = x[i] * r * w[i];
+}
+
+/* Rotates the RoPE pairs of one head vector v (dim values) at position pos. ROPE_HALF pairs j
+ * with j + dim/2; ROPE_INTERLEAVED pairs 2j with 2j + 1. */
+static void rope_rotate(float *v, int dim, rope_layout lay, const double *inv_freq, int pos) {
+    int half = dim / 2;
+    for (int j = 0; j < half; j++) {
+        int a = lay == ROPE_INTERLEAVED ? 2 * j : j, b = lay == ROPE_INTERLEAVED ? 2 * j + 1 : j + half;
+        double ang = (double)pos * inv_freq[j], cs = cos(ang), sn = sin(ang);
+        float x = v[a], y = v[b];
+        v[a] = (float)(x * cs - y * sn);
+        v[b] = (float)(y * cs + x * sn);
+    }
+}
+
+/* DeepSeek's MLA RoPE: the stored (interleaved) dims are de-interleaved, [x0 x2 x4 .. x1 x3 ..],
+ * then rotated with rotate_half; the vector stays in de-interleaved order (q and k alike). */
+static void rope_mla(float *v, int dim, rope_layout lay, const double *inv_freq, int pos, float *tmp) {
+    if (lay == ROPE_INTERLEAVED) {
+        for (int j = 0; j < dim / 2; j++) { tmp[j] = v[2 * j]; tmp[j + dim / 2] = v[2 * j + 1]; }
+        memcpy(v, tmp, (size_t)dim * sizeof(float));
+    }
+    rope_rotate(v, dim, ROPE_HALF, inv_freq, pos);
+}
+
+/* Causal softmax of S (T, T) in place (row i over j <= i; the rest 0). */
+static void causal_softmax(float *S, size_t T) {
+    for (size_t i = 0; i < T; i++) {
+        float *row = S + i * T, mx = row[0];
+        for (size_t j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
+        double sum = 0;
+        for (size_t j = 0; j <= i; j++) { row[j] = expf(row[j] - mx); sum += row[j]; }
+        float inv = (float)(1.0 / sum);
+        for (size_t j = 0; j <= i; j++) row[j] *= inv;
+        for (size_t j = i + 1; j < T; j++) row[j] = 0;
+    }
+}
+
+/* One head: S = scale Qh Khᵀ (Qh, Kh (T, dk) with row strides), masked softmax, O_h = P V_h into O
+ * (row stride ldo). Keeps the logits in `logits` (T, T) when not NULL. */
+static void head_attend(size_t T, size_t dk, size_t dv, float scale, const float *Qh, size_t ldq, const float *Kh,
+                        size_t ldk, const float *Vh, size_t ldv, float *S, float *logits, float *Oh, size_t ldo) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)dk, scale, Qh, (int)ldq, Kh, (int)ldk, 0.0f,
+                S, (int)T);
+    for (size_t i = 0; i < T; i++)
+        for (size_t j = i + 1; j < T; j++) S[i * T + j] = 0;
+    if (logits) memcpy(logits, S, T * T * sizeof(float));
+    causal_softmax(S, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dv, (int)T, 1.0f, S, (int)T, Vh, (int)ldv, 0.0f,
+                Oh, (int)ldo);
+}
+
+static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *scores, float *O) {
+    size_t T = X->rows, Dm = (size_t)L->hidden, H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads;
+    size_t d = (size_t)L->head_dim, dv = (size_t)L->v_dim, grp = H / G;
+    float *Q = al_malloc3(T, H * d, sizeof(float), "queries");
+    float *K = al_malloc3(T, G * d, sizeof(float), "keys");
+    float *V = al_malloc3(T, G * dv, sizeof(float), "values");
+    float *S = al_malloc3(T, T, sizeof(float), "scores");
+    int rc = Q && K && V && S ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
+        linear(X->data, T, Dm, L->W_K, L->b_K, K);
+        linear(X->data, T, Dm, L->W_V, L->b_V, V);
+        if (L->rope_dim > 0)
+            for (size_t t = 0; t < T; t++) {
+                for (size_t h = 0; h < H; h++) rope_rotate(Q + t * H * d + h * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                for (size_t g = 0; g < G; g++) rope_rotate(K + t * G * d + g * d, (int)d, L->rope, L->inv_freq, pos[t]);
+            }
+        for (size_t h = 0; h < H; h++) {
+            size_t g = h / grp;
+            head_attend(T, d, dv, (float)L->scale, Q + h * d, H * d, K + g * d, G * d, V + g * dv, G * dv, S,
+                        scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
+        }
+    }
+    free(Q); free(K); free(V); free(S);
+    return rc;
+}
+
+static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *scores, float *O) {
+    size_t T = X->rows, Dm = (size_t)L->hidden, H = (size_t)L->n_heads, dn = (size_t)L->qk_nope;
+    size_t dr = (size_t)L->rope_dim, dv = (size_t)L->v_dim, r = (size_t)L->kv_rank, dq = dn + dr;
+    size_t ql = (size_t)L->q_rank;
+    float *Q = al_malloc3(T, H * dq, sizeof(float), "queries");
+    float *CQ = ql ? al_malloc3(T, ql, sizeof(float), "query latents") : NULL;
+    float *KVA = al_malloc3(T, r + dr, sizeof(float), "KV latents");
+    float *KV = al_malloc3(T, H * (dn + dv), sizeof(float), "keys and values");
+    float *Qh = al_malloc3(T, dq, sizeof(float), "a head's queries");
+    float *Kh = al_malloc3(T, dq, sizeof(float), "a head's keys");
+    float *S = al_malloc3(T, T, sizeof(float), "scores");
+    float *tmp = al_malloc3(dr ? dr : 1, 1, sizeof(float), "RoPE scratch");
+    int rc = Q && (CQ || !ql) && KVA && KV && Qh && Kh && S && tmp ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        if (ql) {
+            linear(X->data, T, Dm, L->W_QA, L->b_QA, CQ);
+            if (L->qa_norm)
+                for (size_t t = 0; t < T; t++) rms_norm(CQ + t * ql, ql, L->qa_norm, L->norm_eps);
+            linear(CQ, T, ql, L->W_QB, L->b_Q, Q);
+        } else
+            linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
+        linear(X->data, T, Dm, L->W_KVA, L->b_KVA, KVA);
+        if (L->kva_norm)
+            for (size_t t = 0; t < T; t++) rms_norm(KVA + t * (r + dr), r, L->kva_norm, L->norm_eps);
+        /* The latent c is the first r columns of KVA (row stride r + dr). */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)(H * (dn + dv)), (int)r, 1.0f, KVA,
+                    (int)(r + dr), L->W_KVB->data, (int)(H * (dn + dv)), 0.0f, KV, (int)(H * (dn + dv)));
+        if (dr)
+            for (size_t t = 0; t < T; t++) {
+                rope_mla(KVA + t * (r + dr) + r, (int)dr, L->rope, L->inv_freq, pos[t], tmp);
+                for (size_t h = 0; h < H; h++) rope_mla(Q + t * H * dq + h * dq + dn, (int)dr, L->rope, L->inv_freq, pos[t], tmp);
+            }
+        for (size_t h = 0; h < H; h++) {
+            for (size_t t = 0; t < T; t++) {
+                memcpy(Qh + t * dq, Q + t * H * dq + h * dq, dq * sizeof(float));
+                memcpy(Kh + t * dq, KV + t * H * (dn + dv) + h * (dn + dv), dn * sizeof(float));
+                memcpy(Kh + t * dq + dn, KVA + t * (r + dr) + r, dr * sizeof(float));
+            }
+            head_attend(T, dq, dv, (float)L->scale, Qh, dq, Kh, dq, KV + h * (dn + dv) + dn, H * (dn + dv), S,
+                        scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
+        }
+    }
+    free(Q); free(CQ); free(KVA); free(KV); free(Qh); free(Kh); free(S); free(tmp);
+    return rc;
+}
+
+int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
+    *out = NULL;
+    if (attn_layer_validate(L)) return AL_ERR;
+    if (X->cols != (size_t)L->hidden)
+        return al_err("attention input has %zu columns but the layer's hidden size is %d", X->cols, L->hidden);
+    size_t T = X->rows, H = (size_t)L->n_heads, dv = (size_t)L->v_dim;
+    if (T == 0) return al_err("attention input has no tokens");
+    AttnOut *o = al_calloc(1, sizeof *o, "attention outputs");
+    if (!o) return AL_ERR;
+    o->T = T;
+    o->n_heads = L->n_heads;
+    float *Ocat = al_malloc3(T, H * dv, sizeof(float), "head outputs");
+    size_t ss;
+    if (want_scores && (!al_mul_ok(H, T * T, &ss, "attention scores") ||
+                        !(o->scores = al_calloc(ss, sizeof(float), "attention scores")))) {
+        free(Ocat);
+        attn_out_free(o);
+        return AL_ERR;
+    }
+    int rc = Ocat && (o->out = mat_new(T, (size_t)L->hidden)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = L->kind == ATTN_GQA ? eval_gqa(L, X, pos, o->scores, Ocat) : eval_mla(L, X, pos, o->scores, Ocat);
+    if (rc == AL_OK) linear(Ocat, T, H * dv, L->W_O, L->b_O, o->out->data);
+    free(Ocat);
+    if (rc) { attn_out_free(o); return rc; }
+    *out = o;
+    return AL_OK;
+}
+
+/* ||b - a|| / ||a|| over n floats (0 when both are zero). */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)b[i] - a[i];
+        num += d * d;
+        den += (double)a[i] * a[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
+void attn_rel_err(const AttnOut *a, const AttnOut *b, double *score_err, double *out_err) {
+    if (score_err)
+        *score_err = a->scores && b->scores && a->T == b->T && a->n_heads == b->n_heads
+                         ? rel_err(a->scores, b->scores, (size_t)a->n_heads * a->T * a->T) : NAN;
+    if (out_err)
+        *out_err = a->out->rows == b->out->rows && a->out->cols == b->out->cols
+                       ? rel_err(a->out->data, b->out->data, a->out->rows * a->out->cols) : NAN;
+}
+
+/* splitmix64 step. */
+static uint64_t mix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+Mat *attn_random_input(size_t T, int hidden, uint64_t seed) {
+    Mat *X = mat_new(T, (size_t)hidden);
+    if (!X) return NULL;
+    uint64_t s = seed;
+    for (size_t i = 0; i < X->rows * X->cols; i++) {
+        double u1 = ((mix64(&s) >> 11) + 0.5) / 9007199254740992.0, u2 = ((mix64(&s) >> 11) + 0.5) / 9007199254740992.0;
+        X->data[i] = (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+    return X;
+}

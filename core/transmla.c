@@ -1,0 +1,785 @@
+/* transmla.c -- the TransMLA pipeline (seed 003, sections 4.1-4.3, App. B-D): merge, RoRoPE with
+ * FreqFold, RoPE removal, KV balancing, joint low rank, softmax-scale folding, the query latent;
+ * materializing the MLA layer at any stage; the whole-model driver with its error report; and
+ * the data of the key-norm and RoPE-energy figures. Every PCA reads a covariance given to it.
+ * All matrices here are row-major doubles unless they are Mat (float). */
+#define _GNU_SOURCE
+#include "transmla.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================================================ small helpers */
+
+static double *dalloc(size_t r, size_t c, const char *what) {
+    size_t n;
+    if (!al_mul_ok(r ? r : 1, c ? c : 1, &n, what)) return NULL;
+    return al_calloc(n, sizeof(double), what);
+}
+
+/* Float matrix -> new double array (same layout). */
+static double *mat_to_d(const Mat *m) {
+    double *d = dalloc(m->rows, m->cols, "a double copy of a matrix");
+    if (d)
+        for (size_t i = 0; i < m->rows * m->cols; i++) d[i] = m->data[i];
+    return d;
+}
+
+/* Double array (r x c) -> new Mat. */
+static Mat *d_to_mat(const double *d, size_t r, size_t c) {
+    Mat *m = mat_new(r, c);
+    if (m)
+        for (size_t i = 0; i < r * c; i++) m->data[i] = (float)d[i];
+    return m;
+}
+
+/* Eigen-decomposition of the symmetric n x n matrix A (overwritten by the eigenvectors as columns,
+ * descending eigenvalues in w). Each vector's largest entry is made positive (deterministic). */
+static int sym_eig_desc(double *A, size_t n, double *w, const char *what) {
+    if (n == 0) return AL_OK;
+    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)n, A, (lapack_int)n, w);
+    if (info != 0) return al_err("LAPACKE_dsyevd failed (info %d) on the %zu x %zu %s", (int)info, n, n, what);
+    for (size_t j = 0; j < n / 2; j++) {                 /* reverse to descending order */
+        size_t k = n - 1 - j;
+        double t = w[j]; w[j] = w[k]; w[k] = t;
+        for (size_t i = 0; i < n; i++) { t = A[i * n + j]; A[i * n + j] = A[i * n + k]; A[i * n + k] = t; }
+    }
+    for (size_t j = 0; j < n; j++) {
+        size_t imax = 0;
+        for (size_t i = 1; i < n; i++)
+            if (fabs(A[i * n + j]) > fabs(A[imax * n + j])) imax = i;
+        if (A[imax * n + j] < 0)
+            for (size_t i = 0; i < n; i++) A[i * n + j] = -A[i * n + j];
+    }
+    return AL_OK;
+}
+
+/* Second moment of the features f = x W + b (W: (m, n) double, b: (n) or NULL) for inputs with
+ * E[x xᵀ] = Sigma (m x m, NULL: identity): C = Wᵀ Sigma W + b bᵀ, (n x n), caller frees. */
+static int feature_cov(const double *W, size_t m, size_t n, const double *b, const double *Sigma, double **out) {
+    *out = NULL;
+    double *C = dalloc(n, n, "a covariance matrix");
+    if (!C) return AL_ERR;
+    if (!Sigma) {
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)m, 1.0, W, (int)n, 0.0, C, (int)n);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = i + 1; j < n; j++) C[j * n + i] = C[i * n + j];
+    } else {
+        double *A = dalloc(m, n, "a covariance product");
+        if (!A) { free(C); return AL_ERR; }
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)m, 1.0, Sigma, (int)m, W, (int)n, 0.0,
+                    A, (int)n);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)n, (int)m, 1.0, W, (int)n, A, (int)n, 0.0, C,
+                    (int)n);
+        free(A);
+    }
+    if (b) cblas_dger(CblasRowMajor, (int)n, (int)n, 1.0, b, 1, b, 1, C, (int)n);
+    *out = C;
+    return AL_OK;
+}
+
+/* Index of the real / imaginary dim of RoPE frequency l inside a head of dim d. */
+static size_t re_dim(rope_layout r, size_t l, size_t d) { (void)d; return r == ROPE_INTERLEAVED ? 2 * l : l; }
+static size_t im_dim(rope_layout r, size_t l, size_t d) { return r == ROPE_INTERLEAVED ? 2 * l + 1 : l + d / 2; }
+
+/* ================================================================ step 1: merge */
+
+void tmla_layer_free(TmlaLayer *T) {
+    if (!T) return;
+    attn_layer_free(T->src);
+    free(T->U);
+    free(T->pair_freq);
+    free(T->key_energy);
+    free(T->group_eig);
+    free(T->R_KV);
+    free(T);
+}
+
+int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) {
+    *out = NULL;
+    if (gqa->kind != ATTN_GQA) return al_err("TransMLA merge: the layer is already MLA");
+    if (gqa->rope_dim == 0 || gqa->rope == ROPE_NONE || !gqa->inv_freq)
+        return al_err("TransMLA merge: the layer has no RoPE (RoRoPE needs rotary keys; without RoPE a plain "
+                      "low-rank KV factorization applies)");
+    if (gqa->rope_dim != gqa->head_dim)
+        return al_err("TransMLA merge: RoPE covers %d of %d head dims; only full rotary heads are covered",
+                      gqa->rope_dim, gqa->head_dim);
+    if (attn_layer_validate(gqa)) return AL_ERR;
+    TmlaLayer *T = al_calloc(1, sizeof *T, "a TransMLA layer");
+    if (!T) return AL_ERR;
+    T->H = gqa->n_heads; T->G = gqa->n_kv_heads; T->d = gqa->head_dim; T->dv = gqa->v_dim; T->hidden = gqa->hidden;
+    size_t n = (size_t)T->G * (size_t)T->d, d = (size_t)T->d;
+    T->src = attn_layer_copy(gqa);
+    T->U = dalloc(n, n, "the merged key basis");
+    T->pair_freq = dalloc(n / 2, 1, "pair frequencies");
+    if (!T->src || !T->U || !T->pair_freq) { tmla_layer_free(T); return AL_ERR; }
+    for (size_t g = 0; g < (size_t)T->G; g++)
+        for (size_t l = 0; l < d / 2; l++) {
+            size_t p = g * (d / 2) + l;
+            T->U[(g * d + re_dim(gqa->rope, l, d)) * n + 2 * p] = 1;
+            T->U[(g * d + im_dim(gqa->rope, l, d)) * n + 2 * p + 1] = 1;
+            T->pair_freq[p] = gqa->inv_freq[l];
+        }
+    T->D = (int)n;
+    T->alpha = 1;
+    T->n_J = T->G * T->dv;
+    T->R = T->n_J;
+    T->joint_energy = 1;
+    T->q_mult = 1;
+    T->scale = gqa->scale;
+    *out = T;
+    return AL_OK;
+}
+
+int tmla_kv_cov_from_weights(const AttnLayer *gqa, const double *Sigma, double **C_kv) {
+    *C_kv = NULL;
+    size_t m = (size_t)gqa->hidden, nk = gqa->W_K->cols, nv = gqa->W_V->cols, n = nk + nv;
+    double *W = dalloc(m, n, "the key/value weights"), *b = NULL;
+    if (!W) return AL_ERR;
+    for (size_t i = 0; i < m; i++) {
+        for (size_t j = 0; j < nk; j++) W[i * n + j] = gqa->W_K->data[i * nk + j];
+        for (size_t j = 0; j < nv; j++) W[i * n + nk + j] = gqa->W_V->data[i * nv + j];
+    }
+    if ((gqa->b_K || gqa->b_V) && (b = dalloc(n, 1, "key/value biases")))
+        for (size_t j = 0; j < n; j++)
+            b[j] = j < nk ? (gqa->b_K ? gqa->b_K[j] : 0) : (gqa->b_V ? gqa->b_V[j - nk] : 0);
+    int rc = (gqa->b_K || gqa->b_V) && !b ? AL_ERR : feature_cov(W, m, n, b, Sigma, C_kv);
+    free(W);
+    free(b);
+    return rc;
+}
+
+double *tmla_key_cov(const TmlaLayer *T, const double *C_kv) {
+    size_t nk = (size_t)T->G * T->d, n = nk + (size_t)T->G * T->dv;
+    double *C = dalloc(nk, nk, "the key covariance");
+    if (C)
+        for (size_t i = 0; i < nk; i++) memcpy(C + i * nk, C_kv + i * n, nk * sizeof(double));
+    return C;
+}
+
+/* ================================================================ steps 2-3: RoRoPE, FreqFold, removal */
+
+/* Resets the joint basis (after the rotation or the RoPE split changed its coordinates). */
+static void reset_joint(TmlaLayer *T) {
+    free(T->R_KV);
+    T->R_KV = NULL;
+    T->n_J = (T->G * T->d - T->D) + T->G * T->dv;
+    T->R = T->n_J;
+    T->joint_energy = 1;
+}
+
+int tmla_rorope(TmlaLayer *T, int M, const double *C_K) {
+    size_t d = (size_t)T->d, d2 = d / 2, G = (size_t)T->G, n = G * d;
+    if (M < 1 || d2 % (size_t)M)
+        return al_err("freqfold %d: M must divide the %zu RoPE frequencies of a head (head dim %zu)", M, d2, d);
+    size_t ng = d2 / (size_t)M, k = (size_t)M * G;
+    rope_layout lay = T->src->rope;
+    double *U = dalloc(n, n, "the RoRoPE basis"), *freq = dalloc(n / 2, 1, "pair frequencies");
+    double *energy = dalloc(n, 1, "key energies"), *eig = dalloc(ng, k, "group eigenvalues");
+    double *Cs = dalloc(k, k, "a frequency group's covariance"), *w = dalloc(k, 1, "eigenvalues");
+    size_t *ire = al_calloc(k, sizeof(size_t), "indices"), *iim = al_calloc(k, sizeof(size_t), "indices");
+    int rc = U && freq && energy && eig && Cs && w && ire && iim ? AL_OK : AL_ERR;
+    for (size_t m = 0; rc == AL_OK && m < ng; m++) {
+        for (size_t f = 0; f < (size_t)M; f++)
+            for (size_t g = 0; g < G; g++) {
+                size_t l = m * (size_t)M + f;
+                ire[f * G + g] = g * d + re_dim(lay, l, d);
+                iim[f * G + g] = g * d + im_dim(lay, l, d);
+            }
+        /* One rotation for the real and the imaginary dims: PCA of C_re + C_im (App. B, eq. 32). */
+        for (size_t i = 0; i < k; i++)
+            for (size_t j = 0; j < k; j++) Cs[i * k + j] = C_K[ire[i] * n + ire[j]] + C_K[iim[i] * n + iim[j]];
+        if ((rc = sym_eig_desc(Cs, k, w, "RoRoPE frequency-group covariance")) != AL_OK) break;
+        for (size_t c = 0; c < k; c++) {
+            size_t p = c * ng + m;
+            double er = 0, ei = 0;
+            for (size_t i = 0; i < k; i++) {
+                U[ire[i] * n + 2 * p] = Cs[i * k + c];
+                U[iim[i] * n + 2 * p + 1] = Cs[i * k + c];
+                for (size_t j = 0; j < k; j++) {
+                    er += Cs[i * k + c] * C_K[ire[i] * n + ire[j]] * Cs[j * k + c];
+                    ei += Cs[i * k + c] * C_K[iim[i] * n + iim[j]] * Cs[j * k + c];
+                }
+            }
+            energy[2 * p] = er;
+            energy[2 * p + 1] = ei;
+            freq[p] = T->src->inv_freq[m * (size_t)M];       /* the group turns at its first frequency */
+            eig[m * k + c] = w[c] > 0 ? w[c] : 0;
+        }
+    }
+    free(Cs); free(w); free(ire); free(iim);
+    if (rc) { free(U); free(freq); free(energy); free(eig); return rc; }
+    free(T->U); free(T->pair_freq); free(T->key_energy); free(T->group_eig);
+    T->U = U; T->pair_freq = freq; T->key_energy = energy; T->group_eig = eig;
+    T->key_total = 0;
+    for (size_t i = 0; i < n; i++) T->key_total += C_K[i * n + i];
+    T->M = M;
+    T->D = (int)n;
+    reset_joint(T);
+    return AL_OK;
+}
+
+int tmla_remove_rope(TmlaLayer *T, int D, double *kept) {
+    int n = T->G * T->d;
+    if (D < 2 || D > n || D % 2)
+        return al_err("rope-dim %d: the RoPE dims kept must be even and between 2 and %d (KV heads x head dim)", D, n);
+    T->D = D;
+    reset_joint(T);
+    if (kept) {
+        double e = 0;
+        if (T->key_energy)
+            for (int i = 0; i < D; i++) e += T->key_energy[i];
+        *kept = !T->key_energy ? NAN : T->key_total > 0 ? e / T->key_total : 1;
+    }
+    return AL_OK;
+}
+
+/* ================================================================ step 4: balanced joint low rank */
+
+int tmla_joint_cov(const TmlaLayer *T, const double *C_kv, double **C_J) {
+    *C_J = NULL;
+    size_t nk = (size_t)T->G * T->d, nv = (size_t)T->G * T->dv, n = nk + nv, D = (size_t)T->D;
+    size_t nK = nk - D, nJ = nK + nv;
+    /* The features are [k U[:, D:] ; v]: C_J = [[Unᵀ C_KK Un, Unᵀ C_KV], [C_VK Un, C_VV]]. */
+    double *Un = dalloc(nk, nK, "the NoPE key basis"), *A = dalloc(nk, nK, "a covariance product");
+    double *C = dalloc(nJ, nJ, "the joint covariance");
+    if (!Un || !A || !C) { free(Un); free(A); free(C); return AL_ERR; }
+    for (size_t i = 0; i < nk; i++) memcpy(Un + i * nK, T->U + i * nk + D, nK * sizeof(double));
+    if (nK) {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nk, (int)nK, (int)nk, 1.0, C_kv, (int)n, Un, (int)nK,
+                    0.0, A, (int)nK);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nK, (int)nK, (int)nk, 1.0, Un, (int)nK, A, (int)nK, 0.0,
+                    C, (int)nJ);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nK, (int)nv, (int)nk, 1.0, Un, (int)nK, C_kv + nk,
+                    (int)n, 0.0, C + nK, (int)nJ);
+        for (size_t i = 0; i < nK; i++)
+            for (size_t a = 0; a < nv; a++) C[(nK + a) * nJ + i] = C[i * nJ + nK + a];
+    }
+    for (size_t a = 0; a < nv; a++) memcpy(C + (nK + a) * nJ + nK, C_kv + (nk + a) * n + nk, nv * sizeof(double));
+    free(Un);
+    free(A);
+    *C_J = C;
+    return AL_OK;
+}
+
+int tmla_balance(TmlaLayer *T, bool on, const double *C_J) {
+    size_t nK = (size_t)(T->G * T->d - T->D), nJ = (size_t)T->n_J;
+    double trK = 0, trV = 0;
+    for (size_t i = 0; i < nJ; i++) *(i < nK ? &trK : &trV) += C_J[i * nJ + i];
+    T->alpha = on && nK > 0 && trK > 0 && trV > 0 ? sqrt(trK / trV) : 1.0;
+    return AL_OK;
+}
+
+int tmla_joint_lowrank(TmlaLayer *T, int R, const double *C_J) {
+    size_t nK = (size_t)(T->G * T->d - T->D), nJ = (size_t)T->n_J;
+    if (R == TMLA_FULL) R = (int)nJ;
+    if (R < 1 || (size_t)R > nJ)
+        return al_err("kv-rank %d: the joint basis of NoPE keys and values has %zu directions (%zu NoPE key + %zu "
+                      "value dims); give 1-%zu or full", R, nJ, nK, nJ - nK, nJ);
+    double *Cb = dalloc(nJ, nJ, "the balanced joint covariance"), *w = dalloc(nJ, 1, "eigenvalues");
+    if (!Cb || !w) { free(Cb); free(w); return AL_ERR; }
+    for (size_t i = 0; i < nJ; i++)
+        for (size_t j = 0; j < nJ; j++)
+            Cb[i * nJ + j] = C_J[i * nJ + j] * (i < nK ? 1 / T->alpha : 1) * (j < nK ? 1 / T->alpha : 1);
+    int rc = sym_eig_desc(Cb, nJ, w, "joint NoPE key / value covariance");
+    double *RKV = rc ? NULL : dalloc(nJ, (size_t)R, "the joint basis");
+    if (!rc && !RKV) rc = AL_ERR;
+    if (!rc) {
+        double kept = 0, tot = 0;
+        for (size_t j = 0; j < nJ; j++) {
+            double v = w[j] > 0 ? w[j] : 0;
+            tot += v;
+            if (j < (size_t)R) kept += v;
+        }
+        for (size_t i = 0; i < nJ; i++) memcpy(RKV + i * (size_t)R, Cb + i * nJ, (size_t)R * sizeof(double));
+        free(T->R_KV);
+        T->R_KV = RKV;
+        T->R = R;
+        T->joint_energy = tot > 0 ? kept / tot : 1;
+    }
+    free(Cb);
+    free(w);
+    return rc;
+}
+
+/* ================================================================ step 5 and the build */
+
+/* Per-head NoPE dims of the built layer: the original head dim while some key dims lost RoPE. */
+static int built_nope(const TmlaLayer *T) { return T->D < T->G * T->d ? T->d : 0; }
+
+int tmla_fold_scale(TmlaLayer *T) {
+    double s = 1.0 / sqrt((double)(built_nope(T) + T->D));
+    T->q_mult = T->src->scale / s;
+    T->scale = s;
+    return AL_OK;
+}
+
+/* Fills the query of the built layer: per head [q_mult q_h ; q_mult q_h U_g[:, :D]]. */
+static int build_query(const TmlaLayer *T, AttnLayer *L, size_t dn) {
+    const AttnLayer *S = T->src;
+    size_t m = (size_t)T->hidden, H = (size_t)T->H, d = (size_t)T->d, n = (size_t)T->G * d, D = (size_t)T->D;
+    size_t dq = dn + D, grp = H / (size_t)T->G;
+    double *Wq = mat_to_d(S->W_Q), *Wn = dalloc(m, H * dq, "the converted query");
+    double *b = S->b_Q ? dalloc(H * dq, 1, "the converted query bias") : NULL;
+    int rc = Wq && Wn && (b || !S->b_Q) ? AL_OK : AL_ERR;
+    for (size_t h = 0; rc == AL_OK && h < H; h++) {
+        const double *Ug = T->U + (h / grp) * d * n;                  /* rows of KV head g(h): (d, n) */
+        for (size_t i = 0; i < m; i++)
+            for (size_t e = 0; e < dn; e++) Wn[i * H * dq + h * dq + e] = T->q_mult * Wq[i * H * d + h * d + e];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)D, (int)d, T->q_mult, Wq + h * d, (int)(H * d),
+                    Ug, (int)n, 0.0, Wn + h * dq + dn, (int)(H * dq));
+        if (b) {
+            for (size_t e = 0; e < dn; e++) b[h * dq + e] = T->q_mult * S->b_Q[h * d + e];
+            for (size_t j = 0; j < D; j++) {
+                double s = 0;
+                for (size_t e = 0; e < d; e++) s += S->b_Q[h * d + e] * Ug[e * n + j];
+                b[h * dq + dn + j] = T->q_mult * s;
+            }
+        }
+    }
+    if (rc == AL_OK && !(L->W_Q = d_to_mat(Wn, m, H * dq))) rc = AL_ERR;
+    if (rc == AL_OK && b && !(L->b_Q = al_malloc3(H * dq, 1, sizeof(float), "a bias"))) rc = AL_ERR;
+    if (rc == AL_OK && b)
+        for (size_t j = 0; j < H * dq; j++) L->b_Q[j] = (float)b[j];
+    free(Wq); free(Wn); free(b);
+    return rc;
+}
+
+/* Fills W_KVA (+ bias) and W_KVB of the built layer from the rotation and the joint basis. */
+static int build_kv(const TmlaLayer *T, AttnLayer *L, size_t dn, const double *RKV, size_t R) {
+    const AttnLayer *S = T->src;
+    size_t m = (size_t)T->hidden, H = (size_t)T->H, G = (size_t)T->G, d = (size_t)T->d, dv = (size_t)T->dv;
+    size_t nk = G * d, nv = G * dv, D = (size_t)T->D, nK = nk - D, nJ = nK + nv, grp = H / G;
+    double *Wk = mat_to_d(S->W_K), *WJ = dalloc(m, nJ, "the joint features"), *A = dalloc(m, R + D, "the KV latent map");
+    double *B = dalloc(R, H * (dn + dv), "the KV up-projection");
+    bool bias = S->b_K || S->b_V;
+    double *bK = bias ? dalloc(nk, 1, "bias") : NULL, *bJ = bias ? dalloc(nJ, 1, "bias") : NULL;
+    double *bA = bias ? dalloc(R + D, 1, "bias") : NULL;
+    int rc = Wk && WJ && A && B && (!bias || (bK && bJ && bA)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        /* RoPE key columns: W_K U[:, :D]; NoPE key features: W_K U[:, D:] / alpha; then the values. */
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)D, (int)nk, 1.0, Wk, (int)nk, T->U, (int)nk,
+                    0.0, A + R, (int)(R + D));
+        if (nK)
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)nK, (int)nk, 1.0 / T->alpha, Wk, (int)nk,
+                        T->U + D, (int)nk, 0.0, WJ, (int)nJ);
+        for (size_t i = 0; i < m; i++)
+            for (size_t a = 0; a < nv; a++) WJ[i * nJ + nK + a] = S->W_V->data[i * nv + a];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)R, (int)nJ, 1.0, WJ, (int)nJ, RKV, (int)R, 0.0,
+                    A, (int)(R + D));
+        if (bias) {
+            for (size_t i = 0; i < nk; i++) bK[i] = S->b_K ? S->b_K[i] : 0;
+            for (size_t j = 0; j < D; j++) bA[R + j] = cblas_ddot((int)nk, bK, 1, T->U + j, (int)nk);
+            for (size_t j = 0; j < nK; j++) bJ[j] = cblas_ddot((int)nk, bK, 1, T->U + D + j, (int)nk) / T->alpha;
+            for (size_t a = 0; a < nv; a++) bJ[nK + a] = S->b_V ? S->b_V[a] : 0;
+            for (size_t r = 0; r < R; r++) bA[r] = cblas_ddot((int)nJ, bJ, 1, RKV + r, (int)R);
+        }
+        /* Up-projection per head: k_nope_h = c (alpha R_KV[:nK]ᵀ U_g[:, D:]ᵀ), v_h = c R_KV[nK + g dv ..]ᵀ. */
+        size_t ldb = H * (dn + dv);
+        for (size_t h = 0; h < H; h++) {
+            size_t g = h / grp;
+            if (dn && nK)
+                cblas_dgemm(CblasRowMajor, CblasTrans, CblasTrans, (int)R, (int)d, (int)nK, T->alpha, RKV, (int)R,
+                            T->U + g * d * nk + D, (int)nk, 0.0, B + h * (dn + dv), (int)ldb);
+            for (size_t r = 0; r < R; r++)
+                for (size_t a = 0; a < dv; a++) B[r * ldb + h * (dn + dv) + dn + a] = RKV[(nK + g * dv + a) * R + r];
+        }
+        if (!(L->W_KVA = d_to_mat(A, m, R + D)) || !(L->W_KVB = d_to_mat(B, R, ldb))) rc = AL_ERR;
+        if (rc == AL_OK && bias && !(L->b_KVA = al_malloc3(R + D, 1, sizeof(float), "a bias"))) rc = AL_ERR;
+        if (rc == AL_OK && bias)
+            for (size_t j = 0; j < R + D; j++) L->b_KVA[j] = (float)bA[j];
+    }
+    free(Wk); free(WJ); free(A); free(B); free(bK); free(bJ); free(bA);
+    return rc;
+}
+
+int tmla_build(const TmlaLayer *T, AttnLayer **mla) {
+    *mla = NULL;
+    size_t nJ = (size_t)T->n_J, R = T->R_KV ? (size_t)T->R : nJ, dn = (size_t)built_nope(T);
+    const AttnLayer *S = T->src;
+    double *ident = NULL;
+    const double *RKV = T->R_KV;
+    if (!RKV) {
+        if (!(ident = dalloc(nJ, nJ, "an identity basis"))) return AL_ERR;
+        for (size_t i = 0; i < nJ; i++) ident[i * nJ + i] = 1;
+        RKV = ident;
+    }
+    AttnLayer *L = attn_layer_new(ATTN_MLA);
+    int rc = L ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        L->hidden = T->hidden; L->n_heads = T->H; L->v_dim = T->dv; L->scale = T->scale; L->norm_eps = S->norm_eps;
+        L->rope = ROPE_INTERLEAVED; L->rope_dim = T->D; L->qk_nope = (int)dn; L->kv_rank = (int)R;
+        L->inv_freq = dalloc((size_t)T->D / 2, 1, "RoPE frequencies");
+        if (!L->inv_freq) rc = AL_ERR;
+        else memcpy(L->inv_freq, T->pair_freq, (size_t)T->D / 2 * sizeof(double));
+    }
+    if (rc == AL_OK) rc = build_query(T, L, dn);
+    if (rc == AL_OK) rc = build_kv(T, L, dn, RKV, R);
+    if (rc == AL_OK && !(L->W_O = mat_copy(S->W_O))) rc = AL_ERR;
+    if (rc == AL_OK && S->b_O) {
+        if (!(L->b_O = al_malloc3((size_t)T->hidden, 1, sizeof(float), "a bias"))) rc = AL_ERR;
+        else memcpy(L->b_O, S->b_O, (size_t)T->hidden * sizeof(float));
+    }
+    if (rc == AL_OK) rc = attn_layer_validate(L);
+    free(ident);
+    if (rc) { attn_layer_free(L); return AL_ERR; }
+    *mla = L;
+    return AL_OK;
+}
+
+/* ================================================================ the query latent */
+
+int tmla_q_cov_from_weights(const AttnLayer *mla, const double *Sigma, double **C_q) {
+    *C_q = NULL;
+    if (mla->kind != ATTN_MLA || !mla->W_Q) return al_err("q-rank: the layer has no plain query projection to factor");
+    size_t n = mla->W_Q->cols;
+    double *W = mat_to_d(mla->W_Q), *b = mla->b_Q ? dalloc(n, 1, "bias") : NULL;
+    int rc = W && (b || !mla->b_Q) ? AL_OK : AL_ERR;
+    if (rc == AL_OK && b)
+        for (size_t j = 0; j < n; j++) b[j] = mla->b_Q[j];
+    if (rc == AL_OK) rc = feature_cov(W, mla->W_Q->rows, n, b, Sigma, C_q);
+    free(W);
+    free(b);
+    return rc;
+}
+
+int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q) {
+    if (mla->kind != ATTN_MLA || !mla->W_Q) return al_err("q-rank: the layer has no plain query projection to factor");
+    size_t m = mla->W_Q->rows, n = mla->W_Q->cols;
+    if (Rq < 1 || (size_t)Rq > n) return al_err("q-rank %d: give 1-%zu (heads x (nope + rope))", Rq, n);
+    size_t R = (size_t)Rq;
+    double *P = dalloc(n, n, "the query basis"), *w = dalloc(n, 1, "eigenvalues"), *W = mat_to_d(mla->W_Q);
+    double *A = dalloc(m, R, "the query down-projection"), *B = dalloc(R, n, "the query up-projection");
+    int rc = P && w && W && A && B ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        memcpy(P, C_q, n * n * sizeof(double));
+        rc = sym_eig_desc(P, n, w, "query covariance");
+    }
+    if (rc == AL_OK) {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)R, (int)n, 1.0, W, (int)n, P, (int)n, 0.0, A,
+                    (int)R);
+        for (size_t r = 0; r < R; r++)
+            for (size_t j = 0; j < n; j++) B[r * n + j] = P[j * n + r];
+        Mat *QA = d_to_mat(A, m, R), *QB = d_to_mat(B, R, n);
+        float *bA = mla->b_Q ? al_malloc3(R, 1, sizeof(float), "a bias") : NULL;
+        if (!QA || !QB || (mla->b_Q && !bA)) { mat_free(QA); mat_free(QB); free(bA); rc = AL_ERR; }
+        else {
+            for (size_t r = 0; bA && r < R; r++) {
+                double s = 0;
+                for (size_t j = 0; j < n; j++) s += mla->b_Q[j] * P[j * n + r];
+                bA[r] = (float)s;
+            }
+            mat_free(mla->W_Q); free(mla->b_Q);
+            mla->W_Q = NULL; mla->b_Q = NULL;
+            mla->W_QA = QA; mla->W_QB = QB; mla->b_QA = bA; mla->q_rank = Rq;
+        }
+    }
+    free(P); free(w); free(W); free(A); free(B);
+    return rc;
+}
+
+/* ================================================================ the driver */
+
+TmlaOpts tmla_opts_default(void) {
+    return (TmlaOpts){.kv_rank = TMLA_FULL, .balance = true, .compare_balance = true, .eval_tokens = 64,
+                      .seed = 20250601, .layer_lo = 0, .layer_hi = -1};
+}
+
+/* Refuses families the conversion does not cover, with the reason. */
+static int convertible(const Model *m) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = m->name ? m->name : m->path;
+    if (c->family == FAM_DEEPSEEK)
+        return al_err("%s is already MLA (%s, kv_lora_rank %d): convert mla takes GQA models with RoPE (Llama, "
+                      "Mistral, Qwen2)", name, c->model_type, c->kv_lora_rank);
+    if (c->family == FAM_GPT2 || c->rope == ROPE_NONE)
+        return al_err("%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
+                      "Mistral and Qwen2 models", name, c->model_type);
+    return attn_check_model(m);
+}
+
+int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
+    if (convertible(m)) return AL_ERR;
+    const ModelConfig *c = &m->cfg;
+    int d = cfg_d_qk(c), d2 = d / 2, G = c->n_kv_heads;
+    int M = o->freqfold, D = o->rope_dim;
+    if (M < 0 || D < 0) return al_err("rope-dim and freqfold must be positive");
+    if (M == 0 && D == 0) M = 1;
+    if (M == 0) {
+        if (D > d || d % D || d2 % (d / D))
+            return al_err("rope-dim %d: the RoPE dims kept must be head dim / M with M dividing %d (head dim %d): "
+                          "try %d, %d or %d", D, d2, d, d, d / 2, d2 % 4 == 0 ? d / 4 : d / 2);
+        M = d / D;
+    }
+    if (d2 % M)
+        return al_err("freqfold %d: M must divide the %d RoPE frequencies of a head (head dim %d)", M, d2, d);
+    if (D == 0) D = d / M;
+    if (D != d / M)
+        return al_err("rope-dim %d with freqfold %d: FreqFold M keeps head dim / M = %d RoPE dims (one standard RoPE "
+                      "of dim D = d/M carries every M-th frequency); give one of the two", D, M, d / M);
+    int nJ = (G * d - D) + G * c->v_dim;
+    if (o->kv_rank != TMLA_FULL && (o->kv_rank < 1 || o->kv_rank > nJ))
+        return al_err("kv-rank %d: this model's joint NoPE key / value basis has %d directions ((%d x %d - %d) + %d x "
+                      "%d); give 1-%d or full", o->kv_rank, nJ, G, d, D, G, c->v_dim, nJ);
+    int dq = (D < G * d ? d : 0) + D;
+    if (o->q_rank < 0 || o->q_rank > c->n_heads * dq)
+        return al_err("q-rank %d: give 1-%d (heads x (nope + rope)), or leave it out for a plain q_proj", o->q_rank,
+                      c->n_heads * dq);
+    if (o->layer_hi < 0) o->layer_hi = c->n_layers - 1;
+    if (o->layer_lo < 0 || o->layer_lo > o->layer_hi || o->layer_hi >= c->n_layers)
+        return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi, c->n_layers - 1);
+    if (o->eval_tokens == 0) o->eval_tokens = 64;
+    o->freqfold = M;
+    o->rope_dim = D;
+    return AL_OK;
+}
+
+/* Errors of mla against gqa on the report's random inputs. */
+static int measure(const AttnLayer *gqa, const AttnLayer *mla, const TmlaOpts *o, double *se, double *oe) {
+    size_t T = o->eval_tokens;
+    Mat *X = attn_random_input(T, gqa->hidden, o->seed);
+    int *pos = al_malloc3(T, 1, sizeof(int), "positions");
+    AttnOut *a = NULL, *b = NULL;
+    int rc = X && pos ? AL_OK : AL_ERR;
+    for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
+    if (rc == AL_OK) rc = attn_eval(gqa, X, pos, true, &a);
+    if (rc == AL_OK) rc = attn_eval(mla, X, pos, true, &b);
+    if (rc == AL_OK) attn_rel_err(a, b, se, oe);
+    attn_out_free(a); attn_out_free(b); mat_free(X); free(pos);
+    return rc;
+}
+
+/* Steps 4-5 and the build for one balance setting; q latent when asked. */
+static int finish(TmlaLayer *T, const TmlaOpts *o, bool balance, const double *C_J, const double *Sigma, AttnLayer **mla) {
+    double *C_q = NULL;
+    int rc = tmla_balance(T, balance, C_J);
+    if (rc == AL_OK) rc = tmla_joint_lowrank(T, o->kv_rank, C_J);
+    if (rc == AL_OK) rc = tmla_fold_scale(T);
+    if (rc == AL_OK) rc = tmla_build(T, mla);
+    if (rc == AL_OK && o->q_rank > 0) {
+        rc = tmla_q_cov_from_weights(*mla, Sigma, &C_q);
+        if (rc == AL_OK) rc = tmla_q_lowrank(*mla, o->q_rank, C_q);
+        free(C_q);
+        if (rc) { attn_layer_free(*mla); *mla = NULL; }
+    }
+    return rc;
+}
+
+int tmla_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, const double *Sigma, AttnLayer **mla,
+                       TmlaLayerReport *rep) {
+    *mla = NULL;
+    TmlaLayer *T = NULL;
+    double *C_kv = NULL, *C_K = NULL, *C_J = NULL;
+    AttnLayer *alt = NULL;
+    int rc = tmla_merge(gqa, &T);
+    if (rc == AL_OK) rc = tmla_kv_cov_from_weights(gqa, Sigma, &C_kv);
+    if (rc == AL_OK && !(C_K = tmla_key_cov(T, C_kv))) rc = AL_ERR;
+    if (rc == AL_OK) rc = tmla_rorope(T, o->freqfold, C_K);
+    if (rc == AL_OK) rc = tmla_remove_rope(T, o->rope_dim, &rep->rope_energy);
+    if (rc == AL_OK) rc = tmla_joint_cov(T, C_kv, &C_J);
+    if (rc == AL_OK) rc = finish(T, o, o->balance, C_J, Sigma, mla);
+    if (rc == AL_OK) {
+        rep->alpha = T->alpha;
+        rep->joint_energy = T->joint_energy;
+        rc = measure(gqa, *mla, o, &rep->score_err, &rep->out_err);
+    }
+    rep->joint_energy_alt = rep->score_err_alt = rep->out_err_alt = NAN;
+    if (rc == AL_OK && o->compare_balance) {
+        rc = finish(T, o, !o->balance, C_J, Sigma, &alt);
+        if (rc == AL_OK) {
+            rep->joint_energy_alt = T->joint_energy;
+            rc = measure(gqa, alt, o, &rep->score_err_alt, &rep->out_err_alt);
+        }
+    }
+    attn_layer_free(alt);
+    tmla_layer_free(T);
+    free(C_kv); free(C_K); free(C_J);
+    if (rc) { attn_layer_free(*mla); *mla = NULL; }
+    return rc;
+}
+
+void tmla_result_free(TmlaResult *r) {
+    if (!r) return;
+    for (int l = 0; r->layers && l < r->n_layers; l++) attn_layer_free(r->layers[l]);
+    free(r->layers);
+    free(r->rep);
+    free(r->src_path);
+    free(r);
+}
+
+int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
+    *out = NULL;
+    TmlaOpts o = *opts;
+    if (tmla_resolve_opts(m, &o)) return AL_ERR;
+    const ModelConfig *c = &m->cfg;
+    TmlaResult *r = al_calloc(1, sizeof *r, "a conversion");
+    if (!r) return AL_ERR;
+    r->src = m;
+    r->src_path = al_strdup(m->path);
+    r->opts = o;
+    r->opts.sigma = NULL;
+    for (int l = o.layer_lo; o.sigma && l <= o.layer_hi; l++) r->activation_stats |= o.sigma[l] != NULL;
+    r->n_layers = c->n_layers;
+    r->layers = al_calloc((size_t)c->n_layers, sizeof *r->layers, "converted layers");
+    r->rep = al_calloc((size_t)c->n_layers, sizeof *r->rep, "conversion reports");
+    if (!r->src_path || !r->layers || !r->rep) { tmla_result_free(r); return AL_ERR; }
+    int nK = c->n_kv_heads * cfg_d_qk(c) - o.rope_dim;
+    r->head_dim = cfg_d_qk(c);
+    r->v_dim = c->v_dim;
+    r->rope_dim = o.rope_dim;
+    r->qk_nope = nK > 0 ? cfg_d_qk(c) : 0;
+    r->kv_rank = o.kv_rank == TMLA_FULL ? nK + c->n_kv_heads * c->v_dim : o.kv_rank;
+    r->q_rank = o.q_rank;
+    r->kv_before = cfg_kv_values(c);
+    r->kv_after = (size_t)r->kv_rank + (size_t)r->rope_dim;
+    size_t total = (size_t)(o.layer_hi - o.layer_lo + 1), done = 0;
+    int rc = AL_OK;
+    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        AttnLayer *gqa = NULL;
+        r->rep[l].layer = l;
+        rc = attn_layer_load(m, l, &gqa);
+        if (rc == AL_OK) rc = tmla_convert_layer(gqa, &o, o.sigma ? o.sigma[l] : NULL, &r->layers[l], &r->rep[l]);
+        if (rc == AL_OK) {
+            r->params_before += attn_layer_params(gqa);
+            r->params_after += attn_layer_params(r->layers[l]);
+        } else if (rc == AL_ERR)
+            al_err_ctx("convert mla: layer %d", l);
+        attn_layer_free(gqa);
+        al_progress("layer", ++done, total);
+    }
+    if (rc) { tmla_result_free(r); return rc; }
+    *out = r;
+    return AL_OK;
+}
+
+/* ================================================================ figures' data */
+
+void tmla_key_norms_free(TmlaKeyNorms *k) {
+    if (!k) return;
+    free(k->orig_re); free(k->orig_im); free(k->rot_re); free(k->rot_im); free(k->fold_re); free(k->fold_im);
+    free(k);
+}
+
+/* The merged layer of m's layer L and its key covariance. */
+static int figure_setup(Model *m, int layer, const double *Sigma, TmlaLayer **T, double **C_K) {
+    *T = NULL;
+    *C_K = NULL;
+    AttnLayer *gqa = NULL;
+    double *C_kv = NULL;
+    int rc = convertible(m);
+    if (rc == AL_OK) rc = attn_layer_load(m, layer, &gqa);
+    if (rc == AL_OK) rc = tmla_merge(gqa, T);
+    if (rc == AL_OK) rc = tmla_kv_cov_from_weights(gqa, Sigma, &C_kv);
+    if (rc == AL_OK && !(*C_K = tmla_key_cov(*T, C_kv))) rc = AL_ERR;
+    attn_layer_free(gqa);
+    free(C_kv);
+    if (rc) { tmla_layer_free(*T); *T = NULL; free(*C_K); *C_K = NULL; }
+    return rc;
+}
+
+int tmla_key_norms(Model *m, int layer, int freqfold, const double *Sigma, TmlaKeyNorms **out) {
+    *out = NULL;
+    TmlaLayer *T;
+    double *C;
+    if (figure_setup(m, layer, Sigma, &T, &C)) return AL_ERR;
+    size_t d = (size_t)T->d, n = (size_t)T->G * d, np = n / 2;
+    TmlaKeyNorms *k = al_calloc(1, sizeof *k, "key norms");
+    int rc = k ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        k->n_pairs = np; k->pairs_per_head = d / 2; k->M = freqfold;
+        double **arr[] = {&k->orig_re, &k->orig_im, &k->rot_re, &k->rot_im, &k->fold_re, &k->fold_im};
+        for (size_t i = 0; i < 6; i++)
+            if (!(*arr[i] = dalloc(np, 1, "key norms"))) rc = AL_ERR;
+    }
+    for (size_t p = 0; rc == AL_OK && p < np; p++) {          /* the merge is a permutation: read C's diagonal */
+        size_t g = p / (d / 2), l = p % (d / 2);
+        k->orig_re[p] = sqrt(fmax(0, C[(g * d + re_dim(T->src->rope, l, d)) * n + g * d + re_dim(T->src->rope, l, d)]));
+        k->orig_im[p] = sqrt(fmax(0, C[(g * d + im_dim(T->src->rope, l, d)) * n + g * d + im_dim(T->src->rope, l, d)]));
+    }
+    if (rc == AL_OK) rc = tmla_rorope(T, 1, C);
+    for (size_t p = 0; rc == AL_OK && p < np; p++) {
+        k->rot_re[p] = sqrt(fmax(0, T->key_energy[2 * p]));
+        k->rot_im[p] = sqrt(fmax(0, T->key_energy[2 * p + 1]));
+    }
+    if (rc == AL_OK) rc = tmla_rorope(T, freqfold, C);
+    for (size_t p = 0; rc == AL_OK && p < np; p++) {
+        k->fold_re[p] = sqrt(fmax(0, T->key_energy[2 * p]));
+        k->fold_im[p] = sqrt(fmax(0, T->key_energy[2 * p + 1]));
+    }
+    tmla_layer_free(T);
+    free(C);
+    if (rc) { tmla_key_norms_free(k); return AL_ERR; }
+    *out = k;
+    return AL_OK;
+}
+
+void tmla_rope_energy_free(TmlaRopeEnergy *e) {
+    if (!e) return;
+    for (size_t i = 0; i < e->n_curves; i++) { free(e->curves[i].dims); free(e->curves[i].energy); }
+    free(e->curves);
+    free(e);
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int tmla_rope_energy(Model *m, int layer, const int *Ms, size_t nM, const double *Sigma, TmlaRopeEnergy **out) {
+    *out = NULL;
+    TmlaLayer *T;
+    double *C;
+    if (figure_setup(m, layer, Sigma, &T, &C)) return AL_ERR;
+    size_t d = (size_t)T->d, G = (size_t)T->G, n = G * d;
+    TmlaRopeEnergy *e = al_calloc(1, sizeof *e, "RoPE energy curves");
+    int rc = e && (e->curves = al_calloc(nM + 1, sizeof *e->curves, "curves")) ? AL_OK : AL_ERR;
+    double tot = 0;
+    for (size_t i = 0; i < n; i++) tot += C[i * n + i];
+    for (size_t c = 0; rc == AL_OK && c < nM; c++) {
+        int M = Ms[c];
+        if ((rc = tmla_rorope(T, M, C)) != AL_OK) break;
+        size_t k = (size_t)M * G, ng = d / 2 / (size_t)M;
+        TmlaRopeCurve *cv = &e->curves[e->n_curves++];
+        cv->M = M;
+        cv->n = k;
+        if (!(cv->dims = dalloc(k, 1, "curve")) || !(cv->energy = dalloc(k, 1, "curve"))) { rc = AL_ERR; break; }
+        double acc = 0;
+        for (size_t j = 0; j < k; j++) {           /* j + 1 components of every group: (j + 1) d / M dims */
+            for (size_t g = 0; g < ng; g++) acc += T->group_eig[g * k + j];
+            cv->dims[j] = (double)((j + 1) * d / (size_t)M);
+            cv->energy[j] = tot > 0 ? acc / tot : 1;
+        }
+    }
+    if (rc == AL_OK) {             /* baseline without rotation: per frequency, the k strongest heads' pairs */
+        size_t nf = d / 2;
+        double *pe = dalloc(G, nf, "pair energies");
+        TmlaRopeCurve *cv = &e->curves[e->n_curves++];
+        cv->M = 0;
+        cv->n = G;
+        if (!pe || !(cv->dims = dalloc(G, 1, "curve")) || !(cv->energy = dalloc(G, 1, "curve"))) rc = AL_ERR;
+        for (size_t l = 0; rc == AL_OK && l < nf; l++) {
+            for (size_t g = 0; g < G; g++) {
+                size_t a = g * d + re_dim(T->src->rope, l, d), b = g * d + im_dim(T->src->rope, l, d);
+                pe[l * G + g] = C[a * n + a] + C[b * n + b];
+            }
+            qsort(pe + l * G, G, sizeof *pe, cmp_desc);
+        }
+        double acc = 0;
+        for (size_t k = 0; rc == AL_OK && k < G; k++) {
+            for (size_t l = 0; l < nf; l++) acc += pe[l * G + k];
+            cv->dims[k] = (double)((k + 1) * d);
+            cv->energy[k] = tot > 0 ? acc / tot : 1;
+        }
+        free(pe);
+    }
+    tmla_layer_free(T);
+    free(C);
+    if (rc) { tmla_rope_energy_free(e); return AL_ERR; }
+    *out = e;
+    return AL_OK;
+}

@@ -1,0 +1,191 @@
+/* transmla.h -- TransMLA (seed 003): converting a GQA attention layer with RoPE into DeepSeek-V3
+ * style MLA, one step per function, and the data of its two figures.
+ *
+ * Notation (row-vector convention, x @ W): H query heads, G KV heads of dim d (values dv),
+ * hidden size D_m. The merged key is k = x W_K + b_K (G d values, head-major: coordinate g d + e);
+ * the merged value v = x W_V + b_V (G dv).
+ *
+ *   1. tmla_merge        all KV heads become one latent head (4.1): exact.
+ *   2. tmla_rorope       RoRoPE (4.2, App. B) with FreqFold M (App. C): for each group of M
+ *                        adjacent RoPE frequencies one orthogonal rotation across the (M G) key
+ *                        coordinates of that group, the SAME for the real and the imaginary dims,
+ *                        from the PCA of (C_re + C_im). Exact for M = 1; for M > 1 every
+ *                        component of a group turns at the group's first frequency (the collapse
+ *                        that lets a standard RoPE of D = d/M dims carry every M-th frequency).
+ *   3. tmla_remove_rope  the first D rotated coordinates keep RoPE; the rest lose it (the first
+ *                        approximation).
+ *   4. tmla_balance, tmla_joint_lowrank   KV balancing (4.3, App. D): alpha = RMS NoPE key /
+ *                        RMS value; one PCA basis R_KV of rank R for [K_nope / alpha ; V], alpha
+ *                        folded back into the key up-projection (the second approximation).
+ *   5. tmla_fold_scale   the q.k head dim becomes nope + D: the softmax scale correction is folded
+ *                        into the query so the scores are unchanged.
+ *   tmla_build materializes the MLA layer (attn_eval.h, DeepSeek-V3 layout) at any stage:
+ *   per head q = [q_nope (d, the original query) ; q_pe (D)], k_nope_h = c W_KVB (the NoPE part of
+ *   KV head g(h) in its own coordinates), one shared RoPE key, RoPE pairs stored interleaved.
+ *   tmla_q_lowrank optionally factors the query through a latent of rank Rq.
+ *
+ * Every PCA takes its covariance as an INPUT: the second moment of its features. Here they come
+ * from the weights (tmla_kv_cov_from_weights with Sigma = E[x xᵀ] of the layer's input, identity
+ * when NULL: the paper's "W-based" variant); a calibration pass can pass activation statistics. */
+#ifndef AL_TRANSMLA_H
+#define AL_TRANSMLA_H
+
+#include "attn_eval.h"
+
+#define TMLA_FULL (-1)     /* kv_rank: keep every direction of [K_nope ; V] */
+
+/* ================================================================ one layer, step by step */
+
+typedef struct TmlaLayer {
+    AttnLayer *src;           /* the GQA layer (owned copy) */
+    int H, G, d, dv, hidden;
+    double *U;                /* (G d, G d) orthogonal: column j is rotated key coordinate j, over merged
+                                 coordinates g d + e; columns (2p, 2p+1) are the (re, im) of pair p */
+    double *pair_freq;        /* (G d / 2) RoPE frequency of rotated pair p */
+    double *key_energy;       /* (G d) diag(Uᵀ C_K U): key energy per rotated coordinate (NULL before
+                                 tmla_rorope) */
+    double key_total;         /* trace C_K */
+    double *group_eig;        /* (n_groups, M G) eigenvalues of C_re + C_im per FreqFold group, descending */
+    int M;                    /* FreqFold: frequencies per PCA group (0 before tmla_rorope) */
+    int D;                    /* rotated coordinates that keep RoPE (G d until tmla_remove_rope) */
+    double alpha;             /* KV balancing factor (1: off) */
+    double *R_KV;             /* (n_J, R) joint basis of [K_nope / alpha ; V]; NULL = identity */
+    int n_J, R;               /* n_J = (G d - D) + G dv */
+    double joint_energy;      /* energy of the PCA input kept by R_KV (1 without truncation) */
+    double q_mult;            /* softmax-scale correction folded into the query (1 until step 5) */
+    double scale;             /* softmax scale of the built layer */
+} TmlaLayer;
+
+void tmla_layer_free(TmlaLayer *T);
+
+/* Step 1: merges the KV heads of a GQA layer with RoPE (copies gqa). The result, built, is the
+ * exact MLA form: D = G d RoPE dims (pair (g, l) at frequency l), latent = the G dv values. */
+int tmla_merge(const AttnLayer *gqa, TmlaLayer **out);
+
+/* Second moment of [k ; v] = x [W_K | W_V] + [b_K | b_V] for inputs with E[x xᵀ] = Sigma
+ * (hidden x hidden, row-major; NULL: identity): (G d + G dv) square, caller frees. */
+int tmla_kv_cov_from_weights(const AttnLayer *gqa, const double *Sigma, double **C_kv);
+/* Its key block C_K (G d square), caller frees. */
+double *tmla_key_cov(const TmlaLayer *T, const double *C_kv);
+
+/* Steps 2-3 (RoRoPE + FreqFold): M divides d/2; C_K is the merged key's second moment (G d
+ * square). Rotated pair p = c n_groups + m holds component c of group m (frequency of the
+ * group's first member), so the leading d/M coordinates are component 0 of every group. */
+int tmla_rorope(TmlaLayer *T, int M, const double *C_K);
+/* Step 3: keeps RoPE on the first D rotated coordinates (even, 2 <= D <= G d); the fraction of the
+ * key energy they hold goes to *kept (may be NULL). */
+int tmla_remove_rope(TmlaLayer *T, int D, double *kept);
+
+/* Second moment of the joint PCA's features [K_nope ; V] (unscaled) from C_kv, through the
+ * current rotation: (n_J square), caller frees. */
+int tmla_joint_cov(const TmlaLayer *T, const double *C_kv, double **C_J);
+/* Step 4a: alpha = sqrt(tr C_Knope / tr C_V) when on (1 when off or when there is no NoPE key). */
+int tmla_balance(TmlaLayer *T, bool on, const double *C_J);
+/* Step 4b: basis of the top R eigenvectors of the balanced C_J (R = TMLA_FULL: all n_J). */
+int tmla_joint_lowrank(TmlaLayer *T, int R, const double *C_J);
+/* Step 5: the built layer's scale becomes (nope + D)^-1/2 with the difference folded into q. */
+int tmla_fold_scale(TmlaLayer *T);
+
+/* The MLA layer of the current stage (caller frees). */
+int tmla_build(const TmlaLayer *T, AttnLayer **mla);
+
+/* Second moment of an MLA layer's queries (H (nope + rope) square) for inputs with E[x xᵀ] =
+ * Sigma (NULL: identity); caller frees. */
+int tmla_q_cov_from_weights(const AttnLayer *mla, const double *Sigma, double **C_q);
+/* Optional: factors the plain query W_Q of an MLA layer through a latent of rank Rq
+ * (q_a_proj = W_Q P, q_b_proj = Pᵀ, P the top Rq eigenvectors of C_q; no latent norm). */
+int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q);
+
+/* ================================================================ whole model */
+
+typedef struct {
+    int kv_rank;              /* R, or TMLA_FULL */
+    int rope_dim;             /* D; 0: d / freqfold */
+    int freqfold;             /* M; 0: d / rope_dim (1 when neither is given) */
+    bool balance;             /* KV balancing (default on) */
+    bool compare_balance;     /* also measure the other balance setting for the report */
+    int q_rank;               /* 0: plain q_proj */
+    size_t eval_tokens;       /* random tokens for the error report (0: 64) */
+    uint64_t seed;            /* of those inputs */
+    int layer_lo, layer_hi;   /* layers to convert (hi < 0: all); the others are not converted */
+    const double *const *sigma;   /* NULL, or per layer (n_layers entries) the second moment E[x xᵀ]
+                                     (hidden x hidden) of the layer's attention input, e.g. from
+                                     calibration activations; a NULL entry: unit variance (weights) */
+} TmlaOpts;
+
+/* Defaults: full rank, M = 1, D = d, balance on with the comparison, 64 tokens. */
+TmlaOpts tmla_opts_default(void);
+
+typedef struct {
+    int layer;
+    double alpha;             /* balancing factor used (1 when off) */
+    double rope_energy;       /* key energy kept in the D RoPE dims (fraction) */
+    double joint_energy;      /* energy kept by the rank-R joint basis (fraction of its input) */
+    double score_err;         /* relative error of the causal scores on random inputs */
+    double out_err;           /* relative error of the attention outputs */
+    double joint_energy_alt;  /* the same with balancing flipped (NaN when not compared) */
+    double score_err_alt;
+    double out_err_alt;
+} TmlaLayerReport;
+
+typedef struct TmlaResult {
+    Model *src;               /* the model converted (borrowed: must outlive the result) */
+    char *src_path;           /* its path, for the export manifest */
+    TmlaOpts opts;            /* as resolved: kv_rank, rope_dim, freqfold all set; sigma NULL */
+    bool activation_stats;    /* some layer's PCAs used a given input second moment */
+    int n_layers;             /* = src layers; layers[l] NULL where not converted */
+    AttnLayer **layers;       /* (n_layers) the converted MLA layers */
+    TmlaLayerReport *rep;     /* (n_layers) */
+    int head_dim, v_dim, kv_rank, rope_dim, qk_nope, q_rank;
+    size_t kv_before, kv_after;       /* values cached per token per layer */
+    size_t params_before, params_after;   /* attention parameters of the converted layers */
+} TmlaResult;
+
+void tmla_result_free(TmlaResult *r);
+/* Checks that m can be converted (GQA family with full RoPE, what attn_check_model accepts) and
+ * resolves the options against its dims (errors say which value is wrong and what would fit). */
+int tmla_resolve_opts(const Model *m, TmlaOpts *o);
+/* Converts the layers of m; al_progress("layer") per layer; AL_INTERRUPTED keeps nothing. */
+int tmla_convert(Model *m, const TmlaOpts *o, TmlaResult **out);
+/* One layer with the whole pipeline and its report (Sigma NULL: identity). */
+int tmla_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, const double *Sigma, AttnLayer **mla,
+                       TmlaLayerReport *rep);
+
+/* ================================================================ figures' data */
+
+/* TransMLA Figure 3a: RMS of each key dimension under inputs with second moment Sigma (NULL:
+ * unit variance, i.e. the row norm of the key projection), real and imaginary halves apart. Pair p
+ * of the merged head: original (head-major, p = g d/2 + l), after RoRoPE (M = 1) and after RoRoPE
+ * + FreqFold M (component-major, p = c n_groups + m). */
+typedef struct {
+    size_t n_pairs;           /* G d / 2 */
+    size_t pairs_per_head;    /* d / 2 */
+    int M;
+    double *orig_re, *orig_im;    /* (n_pairs) each */
+    double *rot_re, *rot_im;
+    double *fold_re, *fold_im;
+} TmlaKeyNorms;
+
+void tmla_key_norms_free(TmlaKeyNorms *k);
+int tmla_key_norms(Model *m, int layer, int freqfold, const double *Sigma, TmlaKeyNorms **out);
+
+/* Figure 3b (weight-based): key energy kept in the RoPE dims against RoPE dims kept, one curve per
+ * FreqFold M (keeping k components per group: k d / M dims), and a baseline without rotation that
+ * keeps, for every frequency, the pairs of the k strongest KV heads (k d dims; MHA2MLA-like). */
+typedef struct {
+    int M;                    /* 0: the no-rotation baseline */
+    size_t n;
+    double *dims;             /* (n) RoPE dims kept */
+    double *energy;           /* (n) fraction of the key energy kept */
+} TmlaRopeCurve;
+
+typedef struct {
+    size_t n_curves;
+    TmlaRopeCurve *curves;
+} TmlaRopeEnergy;
+
+void tmla_rope_energy_free(TmlaRopeEnergy *e);
+/* Curves for each M in Ms that divides d/2 (others are an error), plus the baseline. */
+int tmla_rope_energy(Model *m, int layer, const int *Ms, size_t nM, const double *Sigma, TmlaRopeEnergy **out);
+
+#endif
