@@ -64,7 +64,7 @@ int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_
                                     plot_series_color(k), PL_ITEM_LINE, 1};
     double L = 6.6 * ex, R = 1.0 - 2.0 * ex, B = 4.6 * ey;
     double T = plot_top(opts, plot_legend_rows(items, (int)n_variants, R - L, 0.9));
-    double mid = 0.5 * (B + T), gap = 0.5 * ey;
+    double mid = 0.5 * (B + T), gap = 0.9 * ey;    /* room for both panels' end tick labels */
     double x0 = -0.5, x1 = (double)n_pairs - 0.5;
 
     /* Top: real halves, growing upward. */
