@@ -37,7 +37,12 @@
  * Handler contract: int cmd_x(Session *s, const Args *a, Out *out) returns AL_OK, AL_ERR (with
  * al_err() set), AL_EXIT (quit) or AL_INTERRUPTED (Ctrl-C: al_interrupted() became true; keep
  * partial results). Text via out_printf, results via out_table_to / out_array / ... (out.h).
- * Long loops poll al_interrupted() between heads/layers and call al_progress(). */
+ * Long loops poll al_interrupted() between heads/layers and call al_progress().
+ *
+ * tests/test_registry.c walks every group (cmd_validate): each command and sub-command needs a
+ * summary, long help, a handler or sub-commands, and each parameter a help line, a completion
+ * hint and a default that parses; each top-level command gets attn.<name> in Lua (name with '-'
+ * -> '_', or .lua_name). */
 #ifndef AL_REGISTRY_H
 #define AL_REGISTRY_H
 
@@ -170,7 +175,7 @@ struct Args {
     size_t npos, nkw;
     ArgVal pos[ARGS_MAX];     /* one per declared positional (present or not) */
     ArgVal kw[ARGS_MAX];      /* one per declared keyword */
-    char *strs[ARGS_TOKENS_MAX + ARGS_MAX]; /* owned strings */
+    char *strs[ARGS_TOKENS_MAX + 2 * ARGS_MAX]; /* owned strings */
     size_t nstrs;
 };
 

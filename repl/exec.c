@@ -83,6 +83,7 @@ static int exec_tokens(Session *s, const Tokens *t, const char *line, const Line
     Out o;
     child_out(&o, parent);
     int rc = cmd_dispatch(s, &a, &o);
+    shell_progress_end();
     if (rc == AL_OK || rc == AL_INTERRUPTED) out_emit_result(&o);   /* partial results too */
     if (rc == AL_ERR || rc == AL_INTERRUPTED) report_error(s, &o, src);
     out_free(&o);

@@ -122,6 +122,7 @@ static int run_args(Session *s, const Args *a, Out *o, LuaCtx *ctx) {
     if (ctx->quiet) { o->sink = quiet_sink; o->sink_ud = ctx; }
     else if (ctx->out) { o->sink = ctx->out->sink; o->sink_ud = ctx->out->sink_ud; }
     int rc = cmd_dispatch(s, a, o);
+    shell_progress_end();
     shell_drain_warnings(o);
     return rc;
 }

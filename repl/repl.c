@@ -90,6 +90,12 @@ static void progress_draw(const char *label, size_t done, size_t total, void *ud
     prog.drawn = true;
 }
 
+void shell_progress_end(void) {
+    if (prog.drawn) { fputs("\r\033[K", stderr); fflush(stderr); }
+    prog.drawn = false;
+    prog.total = 0;
+}
+
 void shell_progress_install(void) {
     if (isatty(STDERR_FILENO)) al_set_progress(progress_draw, NULL);
 }

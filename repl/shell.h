@@ -60,6 +60,8 @@ void shell_lua_name(const Command *c, char *buf, size_t cap);
 int shell_history_list(long n, Out *out);
 /* Installs the terminal progress line (only draws when stderr is a terminal). */
 void shell_progress_install(void);
+/* Clears a progress line left on the screen (a command ended early); no-op when none. */
+void shell_progress_end(void);
 /* The whole program: `attnlab [-h] [-e "cmds"] [FILE.lua|FILE [args]]`; returns the exit status. */
 int shell_main(int argc, char **argv);
 
