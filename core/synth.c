@@ -69,7 +69,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SYNTH_VERSION 1
 #define FP8_BLOCK 128
 
 /* ================================================================ PRNG */

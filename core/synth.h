@@ -13,6 +13,9 @@ typedef enum { SYNTH_DEMO_R1, SYNTH_DEMO_LLAMA, SYNTH_DEMO_GPT2 } synth_kind;
 
 /* The seed demo names use (and the `synth` command's default). */
 #define SYNTH_DEFAULT_SEED 42UL
+/* Generator version, written into config.json as "attnlab_synth": {"version": N}; it changes
+ * whenever the same name and seed would give other weights (so cached demos can be renewed). */
+#define SYNTH_VERSION 1
 
 typedef struct {
     synth_kind kind;
