@@ -252,7 +252,8 @@ static cJSON *make_manifest(const TmlaResult *r, bool bias, dt_type dt, size_t n
     cJSON_AddStringToObject(m, "tool", "attnlab");
     cJSON_AddStringToObject(m, "method", "TransMLA (GQA -> MLA): merge KV heads, RoRoPE, FreqFold, balanced joint "
                                          "low rank of NoPE keys and values (seed 003)");
-    cJSON_AddStringToObject(m, "source", r->src_path);
+    char abs[PATH_MAX];
+    cJSON_AddStringToObject(m, "source", realpath(r->src_path, abs) ? abs : r->src_path);
     cJSON_AddStringToObject(m, "source_model_type", r->src->cfg.model_type);
     cJSON_AddStringToObject(m, "covariance", r->activation_stats ? "input second moments given per layer (activation statistics)"
                                                  : "weights (unit-variance inputs, the paper's W-based variant)");

@@ -224,6 +224,18 @@ static void test_refusals(const char *tmp) {
     snprintf(out, sizeof out, "%s/nothing", tmp);
     MlaCheck *c = NULL;
     CHECK_ERR(mla_check(out, NULL, 8, 1, &c), "config.json");
+    /* against another model of the same shape, check sees the copied tensors differ */
+    snprintf(src, sizeof src, "%s/src1", tmp);
+    snprintf(out, sizeof out, "%s/mla0", tmp);
+    Model *other = NULL;
+    CHECK_OK(model_open(src, &other));
+    if (other) CHECK_OK(mla_check(out, other, 8, 1, &c));
+    if (c) {
+        CHECK(c->copied_diff > 0 && c->first_diff[0], "check should see differing tensors (%zu)", c->copied_diff);
+        CHECK(c->out_err[0] > 0.1, "and differing attention (%g)", c->out_err[0]);
+    }
+    mla_check_free(c);
+    model_free(other);
 }
 
 static void test_stories(const char *tmp) {
