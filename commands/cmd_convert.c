@@ -1,7 +1,7 @@
 /* cmd_convert.c -- the TransMLA command group: `convert mla` (GQA -> MLA, seed 003), `check DIR`
  * (an export against its source), `kv-cache` (bytes per token before and after), `export-mla DIR`
- * (the conversion in DeepSeek-V3 layout; `export DIR` dispatches here too once wired), and
- * `plot-mla` (the two TransMLA figures until `plot` carries them). The session keeps the last
+ * (the conversion in DeepSeek-V3 layout; `export DIR` dispatches here too). The figures are
+ * `plot key-norms` and `plot rope-energy` (commands/cmd_plot_mla.c). The session keeps the last
  * conversion in struct ConvState (s->conv), dropped when its model closes. */
 #define _GNU_SOURCE
 #include "cmd_convert.h"
@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_plot_mla.h"
 #include "mla_export.h"
 #include "transmla.h"
 
@@ -332,13 +331,6 @@ static const Command convert_subs[] = {
     {0}
 };
 
-static const char PLOT_MLA_HELP[] =
-    "The TransMLA figures (until `plot` carries them as `plot key-norms` / `plot rope-energy`):\n"
-    "  plot-mla key-norms layer L [freqfold M]     Figure 3a, key norm per dimension\n"
-    "  plot-mla rope-energy layer L                Figure 3b, key energy kept in the RoPE dims";
-
-static const Command plot_mla_subs[] = { CMD_PLOT_MLA_SUBS, {0} };
-
 static const Command convert_cmds[] = {
     { .name = "convert", .summary = "convert the current model: convert mla kv-rank R [rope-dim D] ...",
       .help = CONVERT_HELP, .sub = convert_subs, .flags = CMD_MODEL },
@@ -348,8 +340,6 @@ static const Command convert_cmds[] = {
       .help = CHECK_HELP, .pos = check_pos, .kw = check_kw, .fn = cmd_check },
     { .name = "kv-cache", .summary = "KV-cache bytes per token and layer, as loaded and as converted",
       .help = KVCACHE_HELP, .kw = kvcache_kw, .fn = cmd_kv_cache, .flags = CMD_MODEL },
-    { .name = "plot-mla", .summary = "TransMLA figures: key norms (Fig. 3a), RoPE energy (Fig. 3b)",
-      .help = PLOT_MLA_HELP, .sub = plot_mla_subs, .flags = CMD_MODEL },
     {0}
 };
 

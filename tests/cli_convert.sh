@@ -66,7 +66,7 @@ grep -q "^2	128$" out.txt || fail "lua kv_cache: [$(cat out.txt)]"
 grep -q "^4	true$" out.txt || fail "lua convert: [$(cat out.txt)]"
 
 # figures (TransMLA 3a / 3b)
-run -e "load demo-llama; plot-mla key-norms layer 1 to kn.png; plot-mla rope-energy layer 0 freqfolds 1,2,4 to re.png"
+run -e "load demo-llama; plot key-norms layer 1 to kn.png; plot rope-energy layer 0 freqfolds 1,2,4 to re.png"
 [ "$(rc)" = 0 ] || fail "figures: rc $(rc) [$(cat err.txt)]"
 for f in kn.png re.png; do
     [ "$(head -c 4 $f | od -An -c | tr -d ' ')" = "211PNG" ] && [ "$(stat -c %s $f)" -gt 10000 ] || fail "$f is not a PNG figure"
