@@ -147,7 +147,8 @@ static void remove_flat_dir(const char *dir) {
 static int open_demo(const char *what, const SynthOptions *opt, Model **out) {
     char *cache = resolve_cache_dir();
     if (!cache) return al_err_ctx("load %s", what);
-    char *dir = al_asprintf("%s/%s", cache, what);
+    /* the generator version is part of the folder name, so a changed generator never serves a stale demo */
+    char *dir = al_asprintf("%s/%s-v%d", cache, what, SYNTH_VERSION);
     char *tmp = al_asprintf("%s/.%s.tmp.%ld", cache, what, (long)getpid());
     char *cfg = dir ? al_asprintf("%s/config.json", dir) : NULL;
     free(cache);

@@ -71,7 +71,7 @@ ok "ds-r1-shape layers 0 fails" test $? -eq 1
 # ---- load demo-... writes into the cache on first use, then reuses it
 out=$("$ATTNLAB" -e "load demo-gpt2-bf16; info" 2>&1)
 ok "load demo-gpt2-bf16 exits 0" test $? -eq 0
-ok "cached demo written" test -f "$T/cache/demo-gpt2-bf16/config.json"
+ok "cached demo written" test -f "$T/cache/demo-gpt2-bf16-v1/config.json"
 ok "cached demo is BF16" has "$out" "BF16"
 before=$(stat -c %Y "$T/cache/demo-gpt2-bf16/model.safetensors")
 out=$("$ATTNLAB" -e "load demo-gpt2-bf16" 2>&1)
