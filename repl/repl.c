@@ -4,6 +4,7 @@
  * progress line. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,9 @@
 /* ================================================================ Ctrl-C */
 
 static volatile sig_atomic_t sigint_at_prompt;
+/* Self-pipe: the handler writes a byte so the prompt loop's select() wakes up even when the
+ * signal arrived while Readline was processing a key (not blocked in select). */
+static int sigint_pipe[2] = {-1, -1};
 
 /* Sets the interrupt flag polled by long loops, stops running Lua, and tells the prompt loop. */
 static void on_sigint(int sig) {
@@ -33,6 +37,12 @@ static void on_sigint(int sig) {
     al_interrupt_flag = 1;
     sigint_at_prompt = 1;
     if (shell_lua_running()) shell_lua_interrupt();
+    if (sigint_pipe[1] >= 0) {
+        int saved = errno;
+        ssize_t w = write(sigint_pipe[1], "x", 1);
+        (void)w;
+        errno = saved;
+    }
 }
 
 static void install_sigint(void) {
@@ -241,28 +251,36 @@ static int run_interactive(Session *s, Out *out) {
     history_open();
     install_sigint();
     rl_callback_handler_install(PROMPT, on_line);
+    if (sigint_pipe[0] < 0 && pipe2(sigint_pipe, O_NONBLOCK | O_CLOEXEC) != 0) sigint_pipe[0] = sigint_pipe[1] = -1;
     while (!lp.done) {
         fd_set fds;
         FD_ZERO(&fds);
         FD_SET(STDIN_FILENO, &fds);
-        int r = select(STDIN_FILENO + 1, &fds, NULL, NULL, NULL);
-        if (r < 0) {
-            if (errno != EINTR) break;
-            if (sigint_at_prompt) {     /* Ctrl-C at the idle prompt: drop the line */
-                sigint_at_prompt = 0;
-                al_interrupt_flag = 0;
-                free(lp.pending);
-                lp.pending = NULL;
-                rl_set_prompt(PROMPT);
-                rl_free_line_state();
-                rl_crlf();
-                rl_replace_line("", 0);
-                rl_on_new_line();
-                rl_redisplay();
-            }
+        int maxfd = STDIN_FILENO;
+        if (sigint_pipe[0] >= 0) {
+            FD_SET(sigint_pipe[0], &fds);
+            if (sigint_pipe[0] > maxfd) maxfd = sigint_pipe[0];
+        }
+        int r = select(maxfd + 1, &fds, NULL, NULL, NULL);
+        if (r < 0 && errno != EINTR) break;
+        if (sigint_pipe[0] >= 0 && r > 0 && FD_ISSET(sigint_pipe[0], &fds)) {
+            char drain[64];
+            while (read(sigint_pipe[0], drain, sizeof drain) > 0) {}
+        }
+        if (sigint_at_prompt) {         /* Ctrl-C at the idle prompt: drop the line */
+            sigint_at_prompt = 0;
+            al_interrupt_flag = 0;
+            free(lp.pending);
+            lp.pending = NULL;
+            rl_set_prompt(PROMPT);
+            rl_free_line_state();
+            rl_crlf();
+            rl_replace_line("", 0);
+            rl_on_new_line();
+            rl_redisplay();
             continue;
         }
-        rl_callback_read_char();
+        if (r > 0 && FD_ISSET(STDIN_FILENO, &fds)) rl_callback_read_char();
     }
     if (!lp.done) rl_callback_handler_remove();
     free(lp.pending);
