@@ -785,8 +785,22 @@ static void logits_rows(const Forward *f, const float *h, size_t n, float *out) 
                     (int)f->D, 0.f, out, (int)f->vocab);
 }
 
-int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *logits) {
+/* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking
+ * and spinning) than they give: such models run with one BLAS thread (heads still use lin_sweep). */
+#define SMALL_HIDDEN 512
+
+/* body() with the BLAS thread count of the model's size. */
+static int body_threads(Forward *f, const int *tokens, size_t T) {
+    int saved = openblas_get_num_threads();
+    bool small = f->D < SMALL_HIDDEN && saved > 1;
+    if (small) openblas_set_num_threads(1);
     int rc = body(f, tokens, T);
+    if (small) openblas_set_num_threads(saved);
+    return rc;
+}
+
+int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *logits) {
+    int rc = body_threads(f, tokens, T);
     if (rc != AL_OK) { fwd_reset(f); return rc; }
     if (want == FWD_LOGITS_LAST) logits_rows(f, f->h.p + (T - 1) * f->D, 1, logits);
     else if (want == FWD_LOGITS_ALL)
@@ -800,7 +814,7 @@ int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *co
     *count = 0;
     fwd_reset(f);
     if (T < 2) return al_err("perplexity needs at least 2 tokens in a window (got %zu)", T);
-    int rc = body(f, tokens, T);
+    int rc = body_threads(f, tokens, T);
     if (rc != AL_OK) { fwd_reset(f); return rc; }
     float *lg = fb_fit(&f->logit, LCHUNK, f->vocab, "logits");
     if (!lg) return AL_ERR;
