@@ -204,26 +204,25 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     snprintf(c2, sizeof c2, "rank_%s", kind == FARR_VO ? "v" : "q");
     snprintf(c3, sizeof c3, "rank_%s", kind == FARR_VO ? "o" : "k");
     snprintf(c4, sizeof c4, "rank_%s", farr_kind_name(kind));
-    Table *t = table_new(5, "layer", "head", c2, c3, c4);
-    if (!t) return AL_ERR;
-    int fmin = 1 << 30, fmax = 0, cap = 0;
+    FarrRankRow *rows;
+    size_t nrows;
+    if ((rc = farr_state_rank_table(st, s->cur, kind, (int)lo, (int)hi, offset, tau, &rows, &nrows))) return rc;
+    const FarrLayer *fl0 = farr_state_get_layer(st, s->cur, kind, (int)lo, offset);
+    int cap = fl0 ? fl0->head_dim : 0, fmin = 1 << 30, fmax = 0;
     double fsum = 0;
-    size_t n = 0;
-    for (long L = lo; L <= hi; L++) {
-        const FarrLayer *fl = farr_state_get_layer(st, s->cur, kind, (int)L, offset);
-        if (!fl) { table_free(t); return al_err("internal: layer %ld missing from the FaRR cache", L); }
-        cap = fl->head_dim;
-        for (int h = 0; h < fl->n_heads; h++) {
-            int ra, rb, rf;
-            farr_layer_ranks(fl, h, tau, &ra, &rb, &rf);
-            if (table_row(t)) { table_free(t); return AL_ERR; }
-            table_int(t, L); table_int(t, h); table_int(t, ra); table_int(t, rb); table_int(t, rf);
-            if (rf < fmin) fmin = rf;
-            if (rf > fmax) fmax = rf;
-            fsum += rf;
-            n++;
-        }
+    size_t n = nrows;
+    Table *t = table_new(5, "layer", "head", c2, c3, c4);
+    for (size_t i = 0; t && i < nrows; i++) {
+        const FarrRankRow *r = &rows[i];
+        if (table_row(t)) { table_free(t); t = NULL; break; }
+        table_int(t, r->layer); table_int(t, r->head);
+        table_int(t, r->rank_a); table_int(t, r->rank_b); table_int(t, r->rank_fused);
+        if (r->rank_fused < fmin) fmin = r->rank_fused;
+        if (r->rank_fused > fmax) fmax = r->rank_fused;
+        fsum += r->rank_fused;
     }
+    free(rows);
+    if (!t) return AL_ERR;
     if (!quiet())
         out_printf(out, "%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
                    farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,

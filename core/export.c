@@ -249,7 +249,6 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W) {
     const FarrTruncLayer *tv = farr_plan_layer(vo, L), *tq = farr_plan_layer(qk, L);
     int H = c->n_heads, G = c->n_kv_heads;
     size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, nope = (size_t)c->qk_nope_dim;
-    bool bias = strstr(suffix, ".bias") != NULL;
     if (c->family == FAM_GPT2) {
         size_t D = (size_t)c->hidden, d = dqk;
         if (strcmp(suffix, "attn.c_attn.weight") == 0) {
@@ -302,7 +301,6 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W) {
     } else if (strcmp(suffix, "self_attn.k_proj.bias") == 0) {
         for (int g = 0; g < G; g++) put_vec(W->data + (size_t)g * dqk, dqk, NULL, 0);
     }
-    (void)bias;
 }
 
 /* Copies row src_row of S into row dst_row of D, times s. */

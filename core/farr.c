@@ -780,6 +780,29 @@ int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, in
     return AL_OK;
 }
 
+int farr_state_rank_table(const FarrState *st, const Model *m, farr_kind kind, int lo, int hi,
+                          int offset, double tau, FarrRankRow **rows, size_t *n) {
+    *rows = NULL;
+    *n = 0;
+    if (hi < lo) return al_err("empty layer range %d-%d", lo, hi);
+    size_t cap = (size_t)(hi - lo + 1) * (size_t)m->cfg.n_heads;
+    FarrRankRow *r = al_calloc(cap ? cap : 1, sizeof *r, "a rank table");
+    if (!r) return AL_ERR;
+    size_t k = 0;
+    for (int L = lo; L <= hi; L++) {
+        const FarrLayer *l = farr_state_get_layer(st, m, kind, L, offset);
+        if (!l) { free(r); return al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind)); }
+        for (int h = 0; h < l->n_heads && k < cap; h++, k++) {
+            r[k].layer = L;
+            r[k].head = h;
+            farr_layer_ranks(l, h, tau, &r[k].rank_a, &r[k].rank_b, &r[k].rank_fused);
+        }
+    }
+    *rows = r;
+    *n = k;
+    return AL_OK;
+}
+
 void farr_state_stats(const FarrState *st, size_t *hits, size_t *computed) {
     if (hits) *hits = st ? st->hits : 0;
     if (computed) *computed = st ? st->computed : 0;

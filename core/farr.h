@@ -128,9 +128,9 @@ typedef struct {
     Mat **head;              /* (n) VO: W_O'[h] (r x hidden); QK: W_Q'[h] (d_in_q x r) */
     double *energy;          /* (n) fraction of each fused map's energy kept */
     double *err;             /* (n) relative Frobenius error of each fused map */
-    /* internal: per-head cumulative energy profiles (n x p), the basis and projections */
     double *cum;             /* (n, p) cumulative kept energy fraction of head i at rank j+1 */
-    double *U;               /* (m, p) left singular vectors of the stack (freed after split) */
+    double *U;               /* (m, p) left singular vectors of the stack (farr_truncate frees it
+                                once the layer is split; NULL then) */
 } FarrGroup;
 
 /* Analyses one group: stacked product SVD, per-head energy profiles, and the rank at tau
@@ -206,6 +206,18 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
 /* Computes (or finds) layers lo..hi, reporting al_progress("layer", i, N) and polling Ctrl-C
  * between layers; finished layers stay cached when interrupted. */
 int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset);
+
+/* One row of a rank table: effective ranks at tau of query head `head` of `layer`. */
+typedef struct {
+    int layer, head;
+    int rank_a, rank_b, rank_fused;   /* V, O, VO (or Q, K, QK); GQA: the shared head's rank */
+} FarrRankRow;
+
+/* The rank table of layers lo..hi at tau from the cached spectra (compute them first with
+ * farr_state_sweep; a missing layer is an error). *rows (n_layers x n_heads, layer-major) is the
+ * caller's (free). */
+int farr_state_rank_table(const FarrState *st, const Model *m, farr_kind kind, int lo, int hi,
+                          int offset, double tau, FarrRankRow **rows, size_t *n);
 
 /* Number of cache hits and computed layers so far (for tests: asking again is a hit). */
 void farr_state_stats(const FarrState *st, size_t *hits, size_t *computed);

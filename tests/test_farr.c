@@ -505,6 +505,17 @@ static void test_state(void) {
     CHECK_OK(farr_state_sweep(st, m, FARR_VO, 0, 5, FARR_NO_OFFSET));
     farr_state_stats(st, &hits, &computed);
     CHECK(computed == 6 && hits == 2, "sweep computed the 5 missing layers (%zu computed, %zu hits)", computed, hits);
+    FarrRankRow *rows = NULL;
+    size_t nrows = 0;
+    CHECK_OK(farr_state_rank_table(st, m, FARR_VO, 1, 3, FARR_NO_OFFSET, 0.999, &rows, &nrows));
+    CHECK(nrows == 24, "rank table rows %zu", nrows);
+    for (size_t i = 0; rows && i < nrows; i++) {
+        Want w = r1_vo(rows[i].layer, rows[i].head);
+        CHECK(rows[i].rank_a == w.a && rows[i].rank_b == w.b && rows[i].rank_fused == w.f,
+              "rank table layer %d head %d", rows[i].layer, rows[i].head);
+    }
+    free(rows);
+    CHECK_ERR(farr_state_rank_table(st, m, FARR_QK, 1, 1, FARR_NO_OFFSET, 0.999, &rows, &nrows), "sweep it first");
     al_interrupt_flag = 1;
     CHECK(farr_state_sweep(st, m, FARR_QK, 0, 5, FARR_NO_OFFSET) == AL_INTERRUPTED, "Ctrl-C stops a sweep");
     al_interrupt_flag = 0;
