@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_convert.h"
 #include "export.h"
 #include "farr.h"
 #include "registry.h"
@@ -545,6 +546,8 @@ static int cmd_export(Session *s, const Args *a, Out *out) {
     FarrState *st;
     if (state(s, &st)) return AL_ERR;
     const FarrPlan *vo = farr_state_plan(st, s->cur, FARR_VO), *qk = farr_state_plan(st, s->cur, FARR_QK);
+    if (!vo && !qk && cmd_convert_pending(s, s->cur))       /* a TransMLA conversion is what there is to export */
+        return cmd_convert_export(s, args_str(a, "dir"), NULL, out);
     ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force") };
     if (args_given(a, "format") && export_format_parse(args_str(a, "format"), &o.format)) return AL_ERR;
     const char *dir = args_str(a, "dir");
