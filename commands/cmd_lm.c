@@ -94,35 +94,11 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 1 << 17;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(fp); al_err("%s: out of memory reading it", path); return NULL; }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, 65536, fp);
-        n += got;
-        if (got < 65536) break;
-    }
-    bool bad = ferror(fp);
-    fclose(fp);
-    if (bad) { free(buf); al_err("%s: read error", path); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 int lm_read_ids(const char *path, int **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = al_read_file(path, &len);
     if (!text) return AL_ERR;
     size_t cap = 1024, k = 0;
     int *v = al_malloc3(cap, 1, sizeof *v, "token ids");
@@ -211,7 +187,7 @@ static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
     if (file && *file) {
         if (strcmp(text, "file") != 0)
             return al_err("tokenize: give TEXT (one quoted string) or `file FILE`, not '%s' followed by '%s'", text, file);
-        if (!(owned = read_file(file, &len))) return AL_ERR;
+        if (!(owned = al_read_file(file, &len))) return AL_ERR;
         text = owned;
     } else
         len = strlen(text);
@@ -380,7 +356,7 @@ static int cmd_ppl(Session *s, const Args *a, Out *out) {
         Tokenizer *t;
         size_t len;
         if (lm_tokenizer(s, m, &t) != AL_OK) return AL_ERR;
-        char *text = read_file(what, &len);
+        char *text = al_read_file(what, &len);
         if (!text) return AL_ERR;
         int rc = tok_encode(t, text, len, true, &ids, &n);
         free(text);

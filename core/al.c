@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <unistd.h>
 
 volatile sig_atomic_t al_interrupt_flag = 0;
@@ -138,4 +139,30 @@ int al_threads(void) {
     if (env && atoi(env) > 0) return atoi(env);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+/* ================================================================ files */
+
+char *al_read_file(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {                       /* streamed, so pipes and /dev/stdin work too */
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? 2 * cap : 1 << 17;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(fp); al_err("%s: out of memory reading it", path); return NULL; }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, 65536, fp);
+        n += got;
+        if (got < 65536) break;
+    }
+    bool bad = ferror(fp);
+    fclose(fp);
+    if (bad) { free(buf); al_err("%s: read error (is it a folder?)", path); return NULL; }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
 }

@@ -132,20 +132,6 @@ static int check_destination(const Model *m, const char *dir, bool force) {
     return rc;
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("cannot open %s: %s", path, strerror(errno)); return NULL; }
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) { free(buf); fclose(fp); al_err("cannot read %s", path); return NULL; }
-    buf[n] = 0;
-    fclose(fp);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* ================================================================ the export context */
 
 typedef struct {
@@ -612,7 +598,7 @@ static int copy_other_files(Ctx *x, const char *dir) {
         struct stat sb;
         if (sp && dp && stat(sp, &sb) == 0 && S_ISREG(sb.st_mode)) {
             size_t len;
-            char *buf = slurp(sp, &len);
+            char *buf = al_read_file(sp, &len);
             rc = buf ? al_write_file_atomic(dp, buf, len) : AL_ERR;
             if (rc == AL_OK) x->rep.files++;
             free(buf);

@@ -51,20 +51,6 @@ static int check_target(const char *dir, const char *src_dir) {
     return AL_OK;
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) { free(buf); fclose(fp); al_err("%s: cannot read", path); return NULL; }
-    buf[n] = 0;
-    fclose(fp);
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
 /* Writes a cJSON document to dir/name atomically. */
 static int write_json(const char *dir, const char *name, const cJSON *doc) {
     char *text = cJSON_Print(doc), *path = al_asprintf("%s/%s", dir, name);
@@ -308,7 +294,7 @@ static int copy_aux(const char *src_dir, const char *dir) {
         int rc = AL_OK;
         if (from && to && stat(from, &sb) == 0 && S_ISREG(sb.st_mode)) {
             size_t n;
-            char *buf = slurp(from, &n);
+            char *buf = al_read_file(from, &n);
             rc = buf ? al_write_file_atomic(to, buf, n) : AL_ERR;
             free(buf);
         }
@@ -451,7 +437,7 @@ static char *manifest_source(const char *dir) {
         free(path);
         return NULL;
     }
-    char *text = slurp(path, NULL), *src = NULL;
+    char *text = al_read_file(path, NULL), *src = NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "source");
     if (cJSON_IsString(s)) src = al_strdup(s->valuestring);

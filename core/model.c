@@ -309,19 +309,6 @@ static bool path_ends(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-static char *slurp(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) { free(buf); fclose(fp); al_err("%s: cannot read", path); return NULL; }
-    buf[n] = 0;
-    fclose(fp);
-    return buf;
-}
-
 /* Opens config.json + safetensors from dir (or beside a .safetensors file). */
 static int open_hf(Model *m, const char *path) {
     char *dir;
@@ -337,7 +324,7 @@ static int open_hf(Model *m, const char *path) {
         free(cfg_path);
         return rc;
     }
-    m->config_json = slurp(cfg_path);
+    m->config_json = al_read_file(cfg_path, NULL);
     int rc = m->config_json ? model_config_parse(m->config_json, cfg_path, &m->cfg) : AL_ERR;
     free(cfg_path);
     if (rc == AL_OK) rc = store_open(path, &m->store);

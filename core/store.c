@@ -31,25 +31,6 @@ struct Store {
 
 /* ================================================================ helpers */
 
-static char *read_text_file(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-        free(buf);
-        fclose(fp);
-        al_err("%s: cannot read", path);
-        return NULL;
-    }
-    buf[n] = 0;
-    fclose(fp);
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
 static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
 static bool is_file(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISREG(sb.st_mode); }
 
@@ -92,7 +73,7 @@ static int store_index(Store *s) {
 
 /* Opens the shards named by an index.json and checks each listed tensor is where it says. */
 static int open_index(Store *s, const char *index_path) {
-    char *text = read_text_file(index_path, NULL);
+    char *text = al_read_file(index_path, NULL);
     if (!text) return AL_ERR;
     cJSON *root = cJSON_Parse(text);
     free(text);

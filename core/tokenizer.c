@@ -601,20 +601,6 @@ static int load_json(Tokenizer *t, const char *text) {
 
 /* ================================================================ open / find */
 
-static char *slurp(const char *path, size_t *size) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(fp, 0, SEEK_END) == 0) n = ftell(fp);
-    if (n >= 0 && fseek(fp, 0, SEEK_SET) == 0) buf = al_malloc((size_t)n + 1, "a tokenizer file");
-    if (buf && fread(buf, 1, (size_t)n, fp) != (size_t)n) { free(buf); buf = NULL; al_err("%s: cannot read", path); }
-    if (!buf && n < 0) al_err("%s: cannot read (not a regular file?)", path);
-    fclose(fp);
-    if (buf) { buf[n] = 0; *size = (size_t)n; }
-    return buf;
-}
-
 int tok_open(const char *path, Tokenizer **out) {
     *out = NULL;
     Tokenizer *t = al_calloc(1, sizeof *t, "a tokenizer");
@@ -622,7 +608,7 @@ int tok_open(const char *path, Tokenizer **out) {
     t->path = al_strdup(path);
     t->bos = t->eos = t->unk = -1;
     size_t size = 0;
-    char *buf = t->path ? slurp(path, &size) : NULL;
+    char *buf = t->path ? al_read_file(path, &size) : NULL;
     int rc = buf ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         size_t i = 0;
