@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_calib.h"
 #include "cmd_convert.h"
 #include "export.h"
 #include "farr.h"
@@ -548,6 +549,8 @@ static int cmd_export(Session *s, const Args *a, Out *out) {
     const FarrPlan *vo = farr_state_plan(st, s->cur, FARR_VO), *qk = farr_state_plan(st, s->cur, FARR_QK);
     if (!vo && !qk && cmd_convert_pending(s, s->cur))       /* a TransMLA conversion is what there is to export */
         return cmd_convert_export(s, args_str(a, "dir"), NULL, out);
+    if (!vo && !qk && cmd_kvsvd_pending(s, s->cur))         /* KQ-SVD projections learned with kvsvd learn */
+        return cmd_kvsvd_export(s, args_str(a, "dir"), args_flag(a, "force"), out);
     ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force") };
     if (args_given(a, "format") && export_format_parse(args_str(a, "format"), &o.format)) return AL_ERR;
     const char *dir = args_str(a, "dir");

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_calib.h"
 #include "cmd_plot_mla.h"
 #include "farr.h"
 #include "lin.h"
@@ -602,6 +603,7 @@ static const Command plot_subs[] = {
       .help = BYLAYER_HELP, .pos = bylayer_pos, .kw = bylayer_kw, .fn = cmd_plot_ranks_by_layer,
       .flags = CMD_MODEL },
     CMD_PLOT_MLA_SUBS,      /* key-norms, rope-energy: TransMLA figures (cmd_plot_mla.c) */
+    CMD_PLOT_KVSVD_SUBS,    /* kvsvd-errors, kvsvd-unbalance: KQ-SVD figures (cmd_calib.c) */
     {0}
 };
 

@@ -24,6 +24,8 @@ extern const CommandGroup cmd_group_plot;
 extern const CommandGroup cmd_group_farr;
 extern const CommandGroup cmd_group_lm;
 extern const CommandGroup cmd_group_convert;
+extern const CommandGroup cmd_group_tpa;
+extern const CommandGroup cmd_group_calib;
 
 const CommandGroup *const cmd_groups[] = {
     &cmd_group_base,
@@ -32,6 +34,8 @@ const CommandGroup *const cmd_groups[] = {
     &cmd_group_farr,
     &cmd_group_lm,
     &cmd_group_convert,
+    &cmd_group_tpa,
+    &cmd_group_calib,
     NULL
 };
 

@@ -1,0 +1,425 @@
+/* calib.c -- calibration statistics: per-layer, per-KV-head Gram matrices of keys, stacked group
+ * queries and values (and optionally of the attention input) accumulated in double precision from
+ * activation blocks, the forward-pass driver, text splits, and the safetensors file format.
+ * Owns nothing global. See calib.h for the contracts. */
+#define _GNU_SOURCE
+#include "calib.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+#define CALIB_FORMAT "attnlab-calib"
+#define CALIB_VERSION 1
+#define ROW_BLOCK 256          /* rows converted to double at a time */
+
+/* ================================================================ shape */
+
+int calib_shape_of(const Model *m, CalibShape *sh) {
+    const ModelConfig *c = &m->cfg;
+    memset(sh, 0, sizeof *sh);
+    sh->n_layers = c->n_layers;
+    sh->n_heads = c->n_heads;
+    sh->n_kv_heads = cfg_is_mla(c) || c->n_kv_heads <= 0 ? c->n_heads : c->n_kv_heads;
+    sh->d_qk = cfg_d_qk(c);
+    sh->d_v = c->v_dim;
+    sh->hidden = c->hidden;
+    if (sh->n_layers <= 0 || sh->n_heads <= 0 || sh->d_qk <= 0 || sh->d_v <= 0 || sh->hidden <= 0 ||
+        sh->n_heads % sh->n_kv_heads != 0)
+        return al_err("%s: cannot calibrate: layers %d, heads %d, KV heads %d, head dims %d / %d, hidden %d "
+                      "(the config must give attention dims, heads a multiple of KV heads)",
+                      m->name ? m->name : m->path, sh->n_layers, sh->n_heads, sh->n_kv_heads, sh->d_qk, sh->d_v,
+                      sh->hidden);
+    return AL_OK;
+}
+
+/* Elements of one layer's block of a Gram kind. */
+static size_t layer_elems(const CalibShape *sh, calib_which w) {
+    size_t G = (size_t)sh->n_kv_heads, d = (size_t)sh->d_qk, dv = (size_t)sh->d_v, D = (size_t)sh->hidden;
+    switch (w) {
+    case CALIB_K: case CALIB_Q: return G * d * d;
+    case CALIB_V: return G * dv * dv;
+    default: return D * D;
+    }
+}
+
+static double *gram_base(const CalibStats *st, calib_which w) {
+    return w == CALIB_K ? st->gk : w == CALIB_Q ? st->gq : w == CALIB_V ? st->gv : st->gx;
+}
+
+static const char *which_name(calib_which w) {
+    return w == CALIB_K ? "keys" : w == CALIB_Q ? "queries" : w == CALIB_V ? "values" : "attention input";
+}
+
+/* ================================================================ new / free */
+
+int calib_new(const CalibShape *sh, bool with_x, CalibStats **out) {
+    *out = NULL;
+    if (sh->n_layers <= 0 || sh->n_heads <= 0 || sh->n_kv_heads <= 0 || sh->n_heads % sh->n_kv_heads ||
+        sh->d_qk <= 0 || sh->d_v <= 0 || sh->hidden <= 0)
+        return al_err("calibration shape: layers %d, heads %d, KV heads %d, dims %d / %d, hidden %d are not valid",
+                      sh->n_layers, sh->n_heads, sh->n_kv_heads, sh->d_qk, sh->d_v, sh->hidden);
+    CalibStats *st = al_calloc(1, sizeof *st, "calibration statistics");
+    if (!st) return AL_ERR;
+    st->sh = *sh;
+    st->has_x = with_x;
+    size_t L = (size_t)sh->n_layers;
+    st->tokens = al_calloc(L, sizeof *st->tokens, "calibration counts");
+    st->seqs = al_calloc(L, sizeof *st->seqs, "calibration counts");
+    size_t nk, nv, nx = 0;
+    bool ok = st->tokens && st->seqs && al_mul_ok(L, layer_elems(sh, CALIB_K), &nk, "key Gram matrices") &&
+              al_mul_ok(L, layer_elems(sh, CALIB_V), &nv, "value Gram matrices") &&
+              (!with_x || al_mul_ok(L, layer_elems(sh, CALIB_X), &nx, "attention-input Gram matrices"));
+    if (ok) {
+        st->gk = al_calloc(nk, sizeof(double), "key Gram matrices");
+        st->gq = al_calloc(nk, sizeof(double), "query Gram matrices");
+        st->gv = al_calloc(nv, sizeof(double), "value Gram matrices");
+        if (with_x) st->gx = al_calloc(nx, sizeof(double), "attention-input Gram matrices");
+        ok = st->gk && st->gq && st->gv && (!with_x || st->gx);
+    }
+    if (!ok) { calib_free(st); return AL_ERR; }
+    *out = st;
+    return AL_OK;
+}
+
+void calib_free(CalibStats *st) {
+    if (!st) return;
+    free(st->tokens); free(st->seqs);
+    free(st->model); free(st->source); free(st->split);
+    free(st->gk); free(st->gq); free(st->gv); free(st->gx);
+    free(st->buf);
+    free(st);
+}
+
+static int set_str(char **dst, const char *s) {
+    if (!s) return AL_OK;
+    char *c = al_strdup(s);
+    if (!c) return AL_ERR;
+    free(*dst);
+    *dst = c;
+    return AL_OK;
+}
+
+int calib_set_meta(CalibStats *st, const char *model, const char *source, const char *split) {
+    if (set_str(&st->model, model) || set_str(&st->source, source) || set_str(&st->split, split)) return AL_ERR;
+    return AL_OK;
+}
+
+/* ================================================================ accumulation */
+
+/* st->buf with room for n doubles. */
+static double *scratch(CalibStats *st, size_t n) {
+    if (n <= st->buf_cap) return st->buf;
+    double *b = realloc(st->buf, n * sizeof *b);
+    if (!b) { al_err("out of memory for %zu doubles of calibration scratch", n); return NULL; }
+    st->buf = b;
+    st->buf_cap = n;
+    return b;
+}
+
+/* C (n x n, upper) += Xᵀ X for the columns [c0, c0 + n) of T rows of x (stride ld), converted to
+ * double in blocks of ROW_BLOCK rows. */
+static int syrk_cols(CalibStats *st, const float *x, size_t T, size_t ld, size_t c0, size_t n, double *C) {
+    double *b = scratch(st, (size_t)ROW_BLOCK * n);
+    if (!b) return AL_ERR;
+    for (size_t t0 = 0; t0 < T; t0 += ROW_BLOCK) {
+        size_t nr = T - t0 < ROW_BLOCK ? T - t0 : ROW_BLOCK;
+        for (size_t t = 0; t < nr; t++) {
+            const float *row = x + (t0 + t) * ld + c0;
+            double *dst = b + t * n;
+            for (size_t j = 0; j < n; j++) dst[j] = row[j];
+        }
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)nr, 1.0, b, (int)n, 1.0, C, (int)n);
+    }
+    return AL_OK;
+}
+
+int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size_t T, size_t ld) {
+    const CalibShape *sh = &st->sh;
+    if (layer < 0 || layer >= sh->n_layers)
+        return al_err("calibration: layer %d is out of range 0..%d", layer, sh->n_layers - 1);
+    if (which == CALIB_X && !st->has_x) return AL_OK;
+    size_t G = (size_t)sh->n_kv_heads, H = (size_t)sh->n_heads, d = (size_t)sh->d_qk, dv = (size_t)sh->d_v;
+    size_t heads = which == CALIB_Q ? H : which == CALIB_X ? 1 : G;
+    size_t dim = which == CALIB_V ? dv : which == CALIB_X ? (size_t)sh->hidden : d;
+    if (ld < heads * dim)
+        return al_err("calibration: %s rows of layer %d have stride %zu, less than %zu heads x %zu", which_name(which),
+                      layer, ld, heads, dim);
+    double *base = gram_base(st, which) + (size_t)layer * layer_elems(sh, which);
+    size_t m = H / G;
+    for (size_t h = 0; h < heads; h++) {
+        size_t g = which == CALIB_Q ? h / m : h;      /* queries add into their KV head's group */
+        if (syrk_cols(st, x, T, ld, h * dim, dim, base + g * dim * dim)) return AL_ERR;
+    }
+    if (which == CALIB_K) st->tokens[layer] += T;
+    return AL_OK;
+}
+
+void calib_seq_done(CalibStats *st, int layer) {
+    if (layer >= 0 && layer < st->sh.n_layers) st->seqs[layer]++;
+}
+
+int calib_add_act(CalibStats *st, const FwdAct *a) {
+    calib_which w;
+    switch (a->kind) {
+    case FWD_K_ROPE: w = CALIB_K; break;
+    case FWD_Q_ROPE: w = CALIB_Q; break;
+    case FWD_V: w = CALIB_V; break;
+    case FWD_ATTN_IN: w = CALIB_X; break;
+    default: return AL_OK;
+    }
+    const CalibShape *sh = &st->sh;
+    size_t want_heads = w == CALIB_Q ? (size_t)sh->n_heads : w == CALIB_X ? 1 : (size_t)sh->n_kv_heads;
+    size_t want_dim = w == CALIB_V ? (size_t)sh->d_v : w == CALIB_X ? (size_t)sh->hidden : (size_t)sh->d_qk;
+    if (a->heads != want_heads || a->head_dim != want_dim)
+        return al_err("calibration: the forward pass gives %s of layer %d as %zu heads x %zu, the statistics expect "
+                      "%zu x %zu", fwd_act_name(a->kind), a->layer, a->heads, a->head_dim, want_heads, want_dim);
+    return calib_add(st, w, a->layer, a->x, a->T, a->ld);
+}
+
+unsigned calib_hook_mask(const CalibStats *st) {
+    return FWD_K_ROPE | FWD_Q_ROPE | FWD_V | (st->has_x ? FWD_ATTN_IN : 0u);
+}
+
+/* ================================================================ the forward-pass driver */
+
+typedef struct {
+    CalibStats *st;
+    size_t seqlen;
+} RunCtx;
+
+static int run_hook(const FwdAct *a, void *ud) {
+    RunCtx *c = ud;
+    int rc = calib_add_act(c->st, a);
+    if (rc == AL_OK && a->kind == FWD_K_ROPE && a->pos0 + a->T == c->seqlen) calib_seq_done(c->st, a->layer);
+    return rc;
+}
+
+int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t seqlen) {
+    if (seqlen == 0 || nseq == 0) return al_err("calibration needs at least one sequence of at least one token");
+    if (seqlen > fwd_max_ctx(f))
+        return al_err("calibration: seqlen %zu is longer than the model's context %zu", seqlen, fwd_max_ctx(f));
+    RunCtx c = {.st = st, .seqlen = seqlen};
+    FwdHooks h = {.mask = calib_hook_mask(st), .fn = run_hook, .ud = &c, .chunk = 1024};
+    fwd_set_hooks(f, &h);
+    int rc = AL_OK;
+    for (size_t s = 0; s < nseq && rc == AL_OK; s++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        fwd_reset(f);
+        rc = fwd_run(f, tokens + s * seqlen, seqlen, FWD_LOGITS_NONE, NULL);
+        al_progress("sequence", s + 1, nseq);
+    }
+    al_progress(NULL, 0, 0);
+    fwd_set_hooks(f, NULL);
+    fwd_reset(f);
+    if (st->seqlen == 0 || st->seqlen == seqlen) st->seqlen = seqlen;
+    return rc;
+}
+
+/* ================================================================ reading */
+
+static size_t which_dim(const CalibShape *sh, calib_which w) {
+    return w == CALIB_V ? (size_t)sh->d_v : w == CALIB_X ? (size_t)sh->hidden : (size_t)sh->d_qk;
+}
+
+int calib_gram(const CalibStats *st, calib_which which, int layer, int g, double *out) {
+    const CalibShape *sh = &st->sh;
+    if (layer < 0 || layer >= sh->n_layers)
+        return al_err("calibration: layer %d is out of range 0..%d", layer, sh->n_layers - 1);
+    if (which == CALIB_X && !st->gx)
+        return al_err("calibration: attention-input statistics were not collected (calibrate ... inputs on)");
+    if (which != CALIB_X && (g < 0 || g >= sh->n_kv_heads))
+        return al_err("calibration: KV head %d is out of range 0..%d", g, sh->n_kv_heads - 1);
+    size_t n = which_dim(sh, which);
+    const double *src = gram_base(st, which) + (size_t)layer * layer_elems(sh, which) + (which == CALIB_X ? 0 : (size_t)g * n * n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++) out[i * n + j] = out[j * n + i] = src[i * n + j];
+    return AL_OK;
+}
+
+int calib_second_moment(const CalibStats *st, int layer, double *out) {
+    if (calib_gram(st, CALIB_X, layer, 0, out)) return AL_ERR;
+    size_t n = (size_t)st->sh.hidden, T = st->tokens[layer];
+    if (T == 0) return al_err("calibration: layer %d has seen no tokens", layer);
+    for (size_t i = 0; i < n * n; i++) out[i] /= (double)T;
+    return AL_OK;
+}
+
+int calib_check_model(const CalibStats *st, const Model *m) {
+    CalibShape sh;
+    if (calib_shape_of(m, &sh)) return AL_ERR;
+    const CalibShape *a = &st->sh;
+    if (a->n_layers != sh.n_layers || a->n_heads != sh.n_heads || a->n_kv_heads != sh.n_kv_heads ||
+        a->d_qk != sh.d_qk || a->d_v != sh.d_v || a->hidden != sh.hidden)
+        return al_err("the calibration statistics (%d layers, %d heads, %d KV heads, dims %d / %d, hidden %d%s%s) do not "
+                      "fit model %s (%d layers, %d heads, %d KV heads, dims %d / %d, hidden %d): calibrate this model",
+                      a->n_layers, a->n_heads, a->n_kv_heads, a->d_qk, a->d_v, a->hidden, st->model ? ", from " : "",
+                      st->model ? st->model : "", m->name ? m->name : m->path, sh.n_layers, sh.n_heads, sh.n_kv_heads,
+                      sh.d_qk, sh.d_v, sh.hidden);
+    return AL_OK;
+}
+
+/* ================================================================ text windows */
+
+int calib_windows(size_t ntok, size_t seqlen, calib_split split, size_t nmax, size_t *first, size_t *count) {
+    *first = *count = 0;
+    if (seqlen == 0) return al_err("seqlen must be at least 1");
+    size_t W = ntok / seqlen;
+    if (W == 0)
+        return al_err("the text has %zu tokens, fewer than one window of seqlen %zu: use a longer text or a smaller "
+                      "seqlen", ntok, seqlen);
+    size_t nvalid = W < 2 ? 0 : (W / 10 > 0 ? W / 10 : 1);
+    size_t lo = split == CALIB_TRAIN ? 0 : W - nvalid, n = split == CALIB_TRAIN ? W - nvalid : nvalid;
+    if (n == 0)
+        return al_err("the text has %zu tokens: %zu window(s) of %zu, too few for a %s split (the last tenth, at "
+                      "least one window, is validation, the rest training; two windows are needed)",
+                      ntok, W, seqlen, split == CALIB_TRAIN ? "training" : "validation");
+    *first = lo;
+    *count = nmax && nmax < n ? nmax : n;
+    return AL_OK;
+}
+
+/* ================================================================ files */
+
+static int meta_int(st_writer *w, const char *key, long long v) {
+    char b[32];
+    snprintf(b, sizeof b, "%lld", v);
+    return st_writer_meta(w, key, b);
+}
+
+/* Adds layer l's Gram of one kind, symmetrized, as an F64 tensor. */
+static int add_gram(st_writer *w, const CalibStats *st, calib_which which, int l, const char *suffix, double *tmp) {
+    const CalibShape *sh = &st->sh;
+    size_t n = which_dim(sh, which), heads = which == CALIB_X ? 1 : (size_t)sh->n_kv_heads;
+    for (size_t g = 0; g < heads; g++)
+        if (calib_gram(st, which, l, (int)g, tmp + g * n * n)) return AL_ERR;
+    char name[64];
+    snprintf(name, sizeof name, "layers.%d.%s", l, suffix);
+    size_t shape[3] = {heads, n, n};
+    return which == CALIB_X ? st_writer_add(w, name, DT_F64, 2, shape + 1, tmp, n * n * sizeof(double))
+                            : st_writer_add(w, name, DT_F64, 3, shape, tmp, heads * n * n * sizeof(double));
+}
+
+int calib_save(const CalibStats *st, const char *path) {
+    const CalibShape *sh = &st->sh;
+    size_t biggest = layer_elems(sh, CALIB_K);
+    if (layer_elems(sh, CALIB_V) > biggest) biggest = layer_elems(sh, CALIB_V);
+    if (st->has_x && layer_elems(sh, CALIB_X) > biggest) biggest = layer_elems(sh, CALIB_X);
+    double *tmp = al_malloc3(biggest, 1, sizeof(double), "calibration file buffer");
+    int64_t *counts = al_malloc3((size_t)sh->n_layers, 2, sizeof(int64_t), "calibration counts");
+    st_writer *w = st_writer_new();
+    int rc = tmp && counts && w ? AL_OK : al_err("out of memory writing %s", path);
+    if (rc == AL_OK)
+        rc = st_writer_meta(w, "format", CALIB_FORMAT) || meta_int(w, "version", CALIB_VERSION) ||
+             meta_int(w, "n_layers", sh->n_layers) || meta_int(w, "n_heads", sh->n_heads) ||
+             meta_int(w, "n_kv_heads", sh->n_kv_heads) || meta_int(w, "d_qk", sh->d_qk) || meta_int(w, "d_v", sh->d_v) ||
+             meta_int(w, "hidden", sh->hidden) || meta_int(w, "has_x", st->has_x) ||
+             meta_int(w, "seqlen", (long long)st->seqlen) || st_writer_meta(w, "keys", "after RoPE") ||
+             (st->model && st_writer_meta(w, "model", st->model)) ||
+             (st->source && st_writer_meta(w, "source", st->source)) ||
+             (st->split && st_writer_meta(w, "split", st->split));
+    for (int l = 0; rc == AL_OK && l < sh->n_layers; l++) {
+        rc = add_gram(w, st, CALIB_K, l, "gram_k", tmp) || add_gram(w, st, CALIB_Q, l, "gram_q", tmp) ||
+             add_gram(w, st, CALIB_V, l, "gram_v", tmp) || (st->has_x && add_gram(w, st, CALIB_X, l, "gram_x", tmp));
+        counts[2 * l] = (int64_t)st->tokens[l];
+        counts[2 * l + 1] = (int64_t)st->seqs[l];
+    }
+    size_t cshape[2] = {(size_t)sh->n_layers, 2};
+    if (rc == AL_OK) rc = st_writer_add(w, "counts", DT_I64, 2, cshape, counts, (size_t)sh->n_layers * 2 * sizeof(int64_t));
+    if (rc == AL_OK) rc = st_writer_write(w, path);
+    if (rc) rc = al_err_ctx("writing calibration statistics to %s", path);
+    st_writer_free(w);
+    free(tmp);
+    free(counts);
+    return rc ? AL_ERR : AL_OK;
+}
+
+/* Integer metadata key of f (error naming the file when absent or not a number). */
+static int read_meta_int(const st_file *f, const char *key, long long *v) {
+    const char *s = st_meta(f, key);
+    char *end;
+    errno = 0;
+    long long x = s ? strtoll(s, &end, 10) : 0;
+    if (!s || end == s || *end || errno || x < 0 || x > (1LL << 40))
+        return al_err("%s: metadata '%s' is %s%s%s; is this a file written by `calib save`?", st_path(f), key,
+                      s ? "'" : "missing", s ? s : "", s ? "', not a count" : "");
+    *v = x;
+    return AL_OK;
+}
+
+/* Copies tensor `name` (F64, heads x n x n, or n x n when heads == 0) into dst. */
+static int read_gram(const st_file *f, const char *name, size_t heads, size_t n, double *dst) {
+    const st_entry *e = st_find(f, name);
+    if (!e) return al_err("%s: tensor '%s' is missing", st_path(f), name);
+    bool ok = e->dtype == DT_F64 &&
+              (heads ? e->ndim == 3 && e->shape[0] == heads && e->shape[1] == n && e->shape[2] == n
+                     : e->ndim == 2 && e->shape[0] == n && e->shape[1] == n);
+    if (!ok)
+        return al_err("%s: tensor '%s' should be F64 of shape (%s%zu, %zu), found %s with %d dims", st_path(f), name,
+                      heads ? "G, " : "", n, n, dt_name(e->dtype), e->ndim);
+    memcpy(dst, st_data(f, e), (heads ? heads : 1) * n * n * sizeof(double));
+    return AL_OK;
+}
+
+int calib_load(const char *path, CalibStats **out) {
+    *out = NULL;
+    st_file *f;
+    if (st_open(path, &f)) return AL_ERR;
+    const char *fmt = st_meta(f, "format");
+    if (!fmt || strcmp(fmt, CALIB_FORMAT) != 0) {
+        st_close(f);
+        return al_err("%s: not a calibration file (metadata format is %s%s%s, want '" CALIB_FORMAT "'; write one with "
+                      "`calib save`)", path, fmt ? "'" : "missing", fmt ? fmt : "", fmt ? "'" : "");
+    }
+    long long ver = 0, L = 0, H = 0, G = 0, d = 0, dv = 0, D = 0, hx = 0, seqlen = 0;
+    int rc = read_meta_int(f, "version", &ver) || read_meta_int(f, "n_layers", &L) || read_meta_int(f, "n_heads", &H) ||
+             read_meta_int(f, "n_kv_heads", &G) || read_meta_int(f, "d_qk", &d) || read_meta_int(f, "d_v", &dv) ||
+             read_meta_int(f, "hidden", &D) || read_meta_int(f, "has_x", &hx) || read_meta_int(f, "seqlen", &seqlen);
+    if (rc == AL_OK && ver != CALIB_VERSION)
+        rc = al_err("%s: calibration file version %lld; this attnlab reads version %d", path, ver, CALIB_VERSION);
+    bool dims_ok = rc == AL_OK && L > 0 && L < 100000 && H > 0 && H < 100000 && G > 0 && G <= H && H % G == 0 && d > 0 &&
+                   d < 65536 && dv > 0 && dv < 65536 && D > 0 && D < 1000000;
+    if (rc == AL_OK && !dims_ok)
+        rc = al_err("%s: implausible shape in the metadata (layers %lld, heads %lld, KV heads %lld, dims %lld / %lld, "
+                    "hidden %lld)", path, L, H, G, d, dv, D);
+    CalibStats *st = NULL;
+    CalibShape sh = {(int)L, (int)H, (int)G, (int)d, (int)dv, (int)D};
+    if (rc == AL_OK) rc = calib_new(&sh, hx != 0, &st);
+    for (int l = 0; rc == AL_OK && l < sh.n_layers; l++) {
+        char name[64];
+        size_t off = (size_t)l * layer_elems(&sh, CALIB_K);
+        snprintf(name, sizeof name, "layers.%d.gram_k", l);
+        rc = read_gram(f, name, (size_t)G, (size_t)d, st->gk + off);
+        snprintf(name, sizeof name, "layers.%d.gram_q", l);
+        if (rc == AL_OK) rc = read_gram(f, name, (size_t)G, (size_t)d, st->gq + off);
+        snprintf(name, sizeof name, "layers.%d.gram_v", l);
+        if (rc == AL_OK) rc = read_gram(f, name, (size_t)G, (size_t)dv, st->gv + (size_t)l * layer_elems(&sh, CALIB_V));
+        snprintf(name, sizeof name, "layers.%d.gram_x", l);
+        if (rc == AL_OK && st->has_x) rc = read_gram(f, name, 0, (size_t)D, st->gx + (size_t)l * layer_elems(&sh, CALIB_X));
+    }
+    if (rc == AL_OK) {
+        const st_entry *e = st_find(f, "counts");
+        if (!e || e->dtype != DT_I64 || e->ndim != 2 || e->shape[0] != (size_t)L || e->shape[1] != 2)
+            rc = al_err("%s: tensor 'counts' should be I64 of shape (%lld, 2)", path, L);
+        else {
+            const int64_t *c = st_data(f, e);
+            for (int l = 0; l < sh.n_layers; l++) {
+                if (c[2 * l] < 0 || c[2 * l + 1] < 0) { rc = al_err("%s: negative counts for layer %d", path, l); break; }
+                st->tokens[l] = (size_t)c[2 * l];
+                st->seqs[l] = (size_t)c[2 * l + 1];
+            }
+        }
+    }
+    if (rc == AL_OK) {
+        st->seqlen = (size_t)seqlen;
+        rc = calib_set_meta(st, st_meta(f, "model"), st_meta(f, "source"), st_meta(f, "split"));
+    }
+    st_close(f);
+    if (rc) { calib_free(st); return AL_ERR; }
+    *out = st;
+    return AL_OK;
+}
