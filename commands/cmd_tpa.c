@@ -1,0 +1,539 @@
+/* cmd_tpa.c -- the Tensor Product Attention command group (seed 004): `tpa-convert` (a GQA / MHA
+ * model re-factored into non-contextual TPA, form a or b), `tpa-export DIR` (attnlab's own layout),
+ * `tpa-check [DIR]` (a conversion or an export against its source), `kv-table` (Table 1: KV cache
+ * and attention parameters of MHA, MQA, GQA, MLA and TPA's variants for the current model).
+ * The session keeps the last conversion in struct TpaState (s->tpa), dropped when its model
+ * closes. cmd_tpa.h exposes the handlers so `convert tpa`, `export`, `check` and `kv-cache` can
+ * dispatch here. */
+#define _GNU_SOURCE
+#include "cmd_tpa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_calib.h"
+#include "compare.h"
+#include "tpa.h"
+
+/* ================================================================ session state */
+
+struct TpaState {
+    TpaModel *res;            /* the last conversion; res->src is a session model */
+};
+
+static void tpa_hook_free(Session *s) {
+    if (s->tpa) tpa_model_free(s->tpa->res);
+    free(s->tpa);
+    s->tpa = NULL;
+}
+
+static void tpa_hook_model_closed(Session *s, Model *m) {
+    if (s->tpa && s->tpa->res && s->tpa->res->src == m) {
+        tpa_model_free(s->tpa->res);
+        s->tpa->res = NULL;
+    }
+}
+
+static const SessionHook tpa_hook = {.name = "tpa", .on_free = tpa_hook_free, .on_model_close = tpa_hook_model_closed};
+
+static int tpa_state(Session *s, struct TpaState **out) {
+    if (!s->tpa) {
+        if (!(s->tpa = al_calloc(1, sizeof *s->tpa, "the TPA state"))) return AL_ERR;
+        if (session_hook_add(s, &tpa_hook)) return AL_ERR;
+    }
+    *out = s->tpa;
+    return AL_OK;
+}
+
+bool cmd_tpa_pending(const Session *s, const Model *m) {
+    return s->tpa && s->tpa->res && (!m || s->tpa->res->src == m);
+}
+
+/* ================================================================ tpa-convert */
+
+const char cmd_tpa_convert_help[] =
+    "Re-factors the keys and values of every layer into non-contextual TPA (seed 004, 3.4-3.5).\n"
+    "A GQA / MHA layer is already non-contextual TPA (its keys are a rank-G sum over the KV heads);\n"
+    "this fits it at a chosen rank instead:\n"
+    "  form a  fixed head factors a_r (in R^G), cached token factors b_r(x) = x W_r in R^d_h: the\n"
+    "          optimal rank-R fit across the head axis (SVD of the head-unfolded weight). Caches\n"
+    "          (R_K + R_V) d_h values per token; R = the KV heads reproduces the model.\n"
+    "  form b  cached head factors a_r(x) in R^G, fixed token factors b_r in R^d_h: the same fit\n"
+    "          across the d_h axis. Caches (R_K + R_V) G values per token (Table 1 writes h; the\n"
+    "          factors are equal within a GQA group); R = d_h reproduces the model.\n"
+    "RoPE acts on the d_h axis and stays exact (Theorem 1): form a rotates the cached b_r once\n"
+    "before caching; form b rotates the fixed b_r to each key's position when it is used.\n"
+    "Queries and W_O are kept (TPA KV-only). The fit is activation-weighted when the session has\n"
+    "calibration statistics of the model's attention inputs (`calibrate`), else it is the weights'\n"
+    "own (unit-variance inputs); `fit weights|calib` forces one.\n"
+    "Per layer it reports the energy kept, the relative errors of keys and values, and of the\n"
+    "attention scores and outputs on random inputs, with the factored evaluator against the model.\n"
+    "kv-rank R sets both ranks; k-rank / v-rank set one each (the other stays exact).\n"
+    "`tpa-export DIR` writes the result; `tpa-check` compares it with the model.\n"
+    "Examples:\n"
+    "  tpa-convert kv-rank 2\n"
+    "  tpa-convert k-rank 1 v-rank 2 form a to tpa.csv\n"
+    "  tpa-convert kv-rank 16 form b layers 0-3";
+
+static const char *const FORMS[] = {"a", "b", NULL};
+static const char *const FITS[] = {"auto", "weights", "calib", NULL};
+
+const Param cmd_tpa_convert_kw[] = {
+    { .name = "kv-rank", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "R",
+      .help = "rank of both keys and values (form a: up to the KV heads; form b: up to the head dim)" },
+    { .name = "k-rank", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "Rk",
+      .help = "rank of the keys (default: kv-rank, else exact)" },
+    { .name = "v-rank", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "Rv",
+      .help = "rank of the values (default: kv-rank, else exact)" },
+    { .name = "form", .type = ARG_ENUM, .choices = FORMS, .def = "a", .comp = COMP_CHOICES,
+      .help = "a: fixed head factors, cached token factors; b: cached head factors, fixed token factors" },
+    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS,
+      .help = "layers to convert (export needs all)" },
+    { .name = "tokens", .type = ARG_INT, .def = "64", .min = 1, .max = 8192, .comp = COMP_NONE, .metavar = "T",
+      .help = "random tokens for the error report" },
+    { .name = "fit", .type = ARG_ENUM, .choices = FITS, .def = "auto", .comp = COMP_CHOICES,
+      .help = "auto: calibration statistics when the session has them, else the weights" },
+    PARAM_TO,
+    {0}
+};
+
+/* Per-layer E[x xᵀ] of layers lo..hi from the session's calibration of m, when `fit` asks for it
+ * (auto: when there are statistics with the attention input). *sigma stays NULL for the weights'
+ * own fit; free with free_sigma. *ntok: tokens behind layer lo. */
+static int fit_sigma(Session *s, const Model *m, int fit, int lo, int hi, double ***sigma, size_t *ntok) {
+    *sigma = NULL;
+    *ntok = 0;
+    if (fit == 1) return AL_OK;
+    const CalibStats *cs = NULL;
+    if (cmd_calib_stats(s, m, &cs)) return AL_ERR;
+    if (!cs || !cs->has_x) {
+        if (fit == 2)
+            return al_err("tpa-convert fit calib: the session has no calibration of %s with attention-input statistics: "
+                          "run calibrate first (or fit weights)", m->name);
+        return AL_OK;
+    }
+    size_t D = (size_t)m->cfg.hidden;
+    double **sg = al_calloc((size_t)m->cfg.n_layers, sizeof *sg, "input second moments");
+    if (!sg) return AL_ERR;
+    for (int l = lo; l <= hi; l++)
+        if (!(sg[l] = al_malloc3(D, D, sizeof(double), "an input second moment")) || calib_second_moment(cs, l, sg[l])) {
+            for (int k = lo; k <= l; k++) free(sg[k]);
+            free(sg);
+            return al_err_ctx("tpa-convert: calibration of layer %d", l);
+        }
+    *sigma = sg;
+    *ntok = cs->tokens[lo];
+    return AL_OK;
+}
+
+static void free_sigma(double **sg, int n) {
+    for (int l = 0; sg && l < n; l++) free(sg[l]);
+    free(sg);
+}
+
+/* Adds a number cell, null when not finite. */
+static void num_or_null(Table *t, double v) {
+    if (isfinite(v)) table_num(t, v);
+    else table_null(t);
+}
+
+int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    TpaOpts o = tpa_opts_default();
+    o.form = args_enum(a, "form") == 1 ? TPA_FORM_B : TPA_FORM_A;
+    bool kv = args_given(a, "kv-rank"), k = args_given(a, "k-rank"), v = args_given(a, "v-rank");
+    if (kv && (k || v))
+        return al_err("tpa-convert: give kv-rank R, or k-rank Rk and/or v-rank Rv, not both");
+    if (!kv && !k && !v)
+        return al_err("tpa-convert needs a rank: kv-rank R (or k-rank Rk v-rank Rv); form a takes 1..%d (the KV heads), "
+                      "form b 1..%d (the head dim); the largest reproduces the model",
+                      m->cfg.n_kv_heads, cfg_d_qk(&m->cfg));
+    o.k_rank = kv ? (int)args_int(a, "kv-rank") : k ? (int)args_int(a, "k-rank") : 0;
+    o.v_rank = kv ? (int)args_int(a, "kv-rank") : v ? (int)args_int(a, "v-rank") : 0;
+    o.eval_tokens = (size_t)args_int(a, "tokens");
+    long lo, hi;
+    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    o.layer_lo = (int)lo;
+    o.layer_hi = (int)hi;
+    struct TpaState *st;
+    if (tpa_state(s, &st)) return AL_ERR;
+    double **sigma = NULL;
+    size_t ntok = 0;
+    if (fit_sigma(s, m, args_enum(a, "fit"), o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
+    o.sigma = (const double *const *)sigma;
+    TpaModel *r = NULL;
+    int rc = tpa_convert(m, &o, &r);
+    free_sigma(sigma, m->cfg.n_layers);
+    if (rc) return rc;
+    tpa_model_free(st->res);
+    st->res = r;
+    const TpaOpts *ro = &r->opts;
+    bool fa = ro->form == TPA_FORM_A;
+    out_printf(out, "converted layers %d-%d of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
+               ro->layer_lo, ro->layer_hi, m->name, tpa_form_name(ro->form), ro->k_rank, ro->v_rank,
+               fa ? "fixed head factors over the KV heads, cached token factors"
+                  : "cached head factors over the KV heads, fixed token factors",
+               fa ? r->n_kv_heads : r->head_dim, fa ? r->n_kv_heads : r->v_dim, r->exact ? ": exact" : "");
+    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%) = %s; attention parameters %zu -> %zu\n",
+               r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before,
+               fa ? "R_K d_k + R_V d_v" : "(R_K + R_V) G", r->params_before, r->params_after);
+    out_printf(out, "RoPE exact: %s\n",
+               m->cfg.rope == ROPE_NONE ? "the model has no RoPE"
+               : fa ? "the cached token factors are rotated before caching (Theorem 1, eq. 3.6)"
+                    : "the fixed token factors are rotated to each key's position when used");
+    if (r->activation_stats)
+        out_printf(out, "fit: activation-weighted by the calibration's attention inputs (%zu tokens per layer)\n", ntok);
+    else
+        out_printf(out, "fit: the weights' own (unit-variance inputs)\n");
+    out_printf(out, "errors on %zu random Gaussian tokens (%s), TPA evaluated from its factors\n", ro->eval_tokens,
+               r->activation_stats ? "with the calibration's second moment" : "unit variance");
+    Table *t = table_new(7, "layer", "k_energy", "v_energy", "k_err", "v_err", "score_err", "out_err");
+    if (!t) return AL_ERR;
+    for (int l = ro->layer_lo; l <= ro->layer_hi; l++) {
+        const TpaLayerReport *p = &r->layers[l]->rep;
+        if (table_row(t)) { table_free(t); return AL_ERR; }
+        table_int(t, l);
+        num_or_null(t, p->k_energy);
+        num_or_null(t, p->v_energy);
+        num_or_null(t, p->k_err);
+        num_or_null(t, p->v_err);
+        num_or_null(t, p->score_err);
+        num_or_null(t, p->out_err);
+    }
+    return out_table_to(out, a, t);
+}
+
+/* ================================================================ tpa-export */
+
+static const char EXPORT_HELP[] =
+    "Writes the session's `tpa-convert` result to DIR (new or empty; never inside the source's\n"
+    "folder) in attnlab's own layout -- there is no standard loader for non-contextual TPA:\n"
+    "  tpa_manifest.json        format attnlab-tpa v1: source path and config, form, ranks, dims,\n"
+    "                           RoPE, KV cache and parameter counts, the per-layer report;\n"
+    "  tpa_factors.safetensors  per layer L: layers.L.q.weight / .bias, layers.L.o.weight / .bias,\n"
+    "                           layers.L.rope.inv_freq (F64), and for k and v: .fixed (the\n"
+    "                           non-contextual factors), .ctx.weight / .ctx.bias (the cached ones'\n"
+    "                           maps), all in the row-vector convention y = x @ W.\n"
+    "The MLP, norms and embeddings stay in the source checkpoint (the manifest names it).\n"
+    "`tpa-check DIR` loads the folder and compares it with the source.\n"
+    "Examples:\n"
+    "  tpa-export out/llama-tpa\n"
+    "  tpa-export out/llama-tpa dtype bf16";
+
+static const char *const DTYPES[] = {"f32", "f16", "bf16", NULL};
+
+static const Param export_pos[] = {
+    { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "new or empty folder" },
+    {0}
+};
+static const Param export_kw[] = {
+    { .name = "dtype", .type = ARG_ENUM, .choices = DTYPES, .def = "f32", .comp = COMP_CHOICES,
+      .help = "dtype of the weight matrices (fixed factors stay f32)" },
+    {0}
+};
+
+int cmd_tpa_export(Session *s, const char *dir, const char *dtype, Out *out) {
+    if (!cmd_tpa_pending(s, NULL))
+        return al_err("tpa-export: this session holds no TPA conversion: run tpa-convert kv-rank R first");
+    dt_type dt = DT_F32;
+    if (dtype && *dtype) {
+        dt = !strcmp(dtype, "f32") ? DT_F32 : !strcmp(dtype, "f16") ? DT_F16 : !strcmp(dtype, "bf16") ? DT_BF16 : DT_INVALID;
+        if (dt == DT_INVALID) return al_err("tpa-export: dtype '%s': give f32, f16 or bf16", dtype);
+    }
+    const TpaModel *r = s->tpa->res;
+    if (tpa_export(r, dir, dt)) return AL_ERR;
+    out_printf(out, "exported %s as non-contextual TPA form %s (R_K %d, R_V %d, %s) to %s: %s + %s\n",
+               r->src_name, tpa_form_name(r->opts.form), r->opts.k_rank, r->opts.v_rank, dt_name(dt), dir, TPA_MANIFEST,
+               TPA_FACTORS);
+    out_printf(out, "attnlab's own layout (no standard loader reads non-contextual TPA); `tpa-check %s` compares it "
+               "with the source\n", dir);
+    out_string(out, dir);
+    out->written = true;
+    return AL_OK;
+}
+
+static int cmd_export(Session *s, const Args *a, Out *out) {
+    return cmd_tpa_export(s, args_str(a, "dir"), args_str(a, "dtype"), out);
+}
+
+/* ================================================================ tpa-check */
+
+static const char CHECK_HELP[] =
+    "Compares a TPA conversion with the model it came from, layer by layer: relative error of the\n"
+    "causal attention scores and of the attention outputs on random inputs, TPA evaluated from its\n"
+    "factors (RoPE as TPA applies it) against the model's own attention. With no folder it checks\n"
+    "the session's `tpa-convert` result; with DIR it loads that export (the source is the manifest's\n"
+    "path, or `source NAME`, a loaded model). A conversion that claims to be exact (form a with R\n"
+    "= the KV heads, form b with R = the head dim) fails when any layer's output error is above 1e-4.\n"
+    "Examples:\n"
+    "  tpa-check\n"
+    "  tpa-check out/llama-tpa source llama tokens 128 to check.csv";
+
+static const Param check_pos[] = {
+    { .name = "dir", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "DIR",
+      .help = "an export folder (default: the session's conversion)" },
+    {0}
+};
+static const Param check_kw[] = {
+    { .name = "source", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME",
+      .help = "a loaded model to compare with (default: the conversion's source)" },
+    { .name = "tokens", .type = ARG_INT, .def = "64", .min = 1, .max = 8192, .comp = COMP_NONE, .metavar = "T",
+      .help = "random tokens per layer" },
+    PARAM_TO,
+    {0}
+};
+
+/* Runs the check of t against src and turns it into the result table (and the verdict). */
+static int check_report(const TpaModel *t, Model *src, size_t tokens, const char *what, const Args *a, Out *out) {
+    TpaCheck *c = NULL;
+    int rc = tpa_check(t, src, tokens, 20250605, &c);
+    if (rc) return rc;
+    out_printf(out, "%s (form %s, R_K %d, R_V %d) against %s: KV cache %zu -> %zu values per token per layer\n", what,
+               tpa_form_name(t->opts.form), t->opts.k_rank, t->opts.v_rank, src->name ? src->name : src->path,
+               t->kv_before, t->kv_after);
+    Table *tb = table_new(3, "layer", "score_err", "out_err");
+    int bad = -1;
+    for (int l = 0; tb && l < c->n_layers; l++) {
+        if (!t->layers[l]) continue;
+        if (table_row(tb)) { table_free(tb); tb = NULL; break; }
+        table_int(tb, l);
+        num_or_null(tb, c->score_err[l]);
+        num_or_null(tb, c->out_err[l]);
+        if (c->exact && bad < 0 && !(c->out_err[l] <= TPA_EXACT_TOL)) bad = l;
+    }
+    if (!tb) { tpa_check_free(c); return AL_ERR; }
+    if (c->exact)
+        out_printf(out, "the conversion claims to be exact: largest output error %.3g %s %.0e: %s\n", c->max_out_err,
+                   c->pass ? "<=" : ">", TPA_EXACT_TOL, c->pass ? "PASS" : "FAIL");
+    else
+        out_printf(out, "approximate conversion (no exactness claimed): largest output error %.3g\n", c->max_out_err);
+    double worst = bad >= 0 ? c->out_err[bad] : 0;
+    bool pass = c->pass;
+    tpa_check_free(c);
+    rc = out_table_to(out, a, tb);
+    if (rc == AL_OK && !pass) {
+        out_emit_result(out);
+        return al_err("tpa-check failed: layer %d's output error %.3g is above %.0e although the conversion claims to "
+                      "reproduce the model", bad, worst, TPA_EXACT_TOL);
+    }
+    return rc;
+}
+
+int cmd_tpa_check_session(Session *s, const char *src_name, size_t tokens, const Args *a, Out *out) {
+    if (!cmd_tpa_pending(s, NULL))
+        return al_err("tpa-check: this session holds no TPA conversion: run tpa-convert kv-rank R, or give an export "
+                      "folder (tpa-check DIR)");
+    const TpaModel *t = s->tpa->res;
+    Model *src = t->src;
+    if (src_name && *src_name && !(src = session_find(s, src_name)))
+        return al_err("tpa-check: no loaded model named '%s'", src_name);
+    return check_report(t, src, tokens, "the session's conversion", a, out);
+}
+
+int cmd_tpa_check_dir(Session *s, const char *dir, const char *src_name, size_t tokens, const Args *a, Out *out) {
+    Model *src = NULL, *opened = NULL;
+    if (src_name && *src_name && !(src = session_find(s, src_name)))
+        return al_err("tpa-check: no loaded model named '%s'", src_name);
+    if (!tpa_is_export(dir))
+        return al_err("tpa-check: %s holds no %s: give a folder written by tpa-export", dir, TPA_MANIFEST);
+    TpaModel *t = NULL;
+    if (tpa_load(dir, &t)) return AL_ERR;
+    if (!src) {
+        if (!t->src_path || !*t->src_path || model_open(t->src_path, &opened)) {
+            tpa_model_free(t);
+            return al_err("tpa-check: cannot open the source %s named by %s/%s: load it and give source NAME",
+                          t->src_path && *t->src_path ? t->src_path : "(none)", dir, TPA_MANIFEST);
+        }
+        src = opened;
+    }
+    char *what = al_asprintf("%s", dir);
+    int rc = what ? check_report(t, src, tokens, what, a, out) : AL_ERR;
+    free(what);
+    tpa_model_free(t);
+    model_free(opened);
+    return rc;
+}
+
+static int cmd_check(Session *s, const Args *a, Out *out) {
+    const char *dir = args_str(a, "dir");
+    size_t tokens = (size_t)args_int(a, "tokens");
+    if (dir && *dir) return cmd_tpa_check_dir(s, dir, args_str(a, "source"), tokens, a, out);
+    return cmd_tpa_check_session(s, args_str(a, "source"), tokens, a, out);
+}
+
+/* ================================================================ kv-table */
+
+const char cmd_tpa_kv_help[] =
+    "Table 1 of the TPA paper for the current model's dimensions: values cached per token per layer,\n"
+    "their bytes, and attention parameters per layer of MHA, MQA, GQA, MLA, TPA, TPA KV-only and TPA\n"
+    "with non-contextual A or B (formulas in core/tpa.h; with d_k = d_v = d_h and h d_h = d_model they\n"
+    "are Table 1's, plus W_O for MLA, which Table 1 leaves out). Then the model as loaded (its own\n"
+    "counts, biases included) and the session's tpa-convert result when there is one.\n"
+    "Ranks default to the model's own (its KV heads; its MLA latents) or, where it has none, to\n"
+    "d_c = 4 d_k, d_c' = 2 d_c, d_h^R = d_k / 2 and the paper's R_Q 6, R_K = R_V = 2.\n"
+    "Bytes are counted at the model's dtype (config torch_dtype; 2 for FP8 checkpoints) unless\n"
+    "`bytes N` says otherwise. `to FILE.csv` writes scheme,kv_values_per_token,kv_bytes_per_token,attn_params.\n"
+    "Examples:\n"
+    "  kv-table\n"
+    "  kv-table rk 1 rv 1 rq 4 groups 2\n"
+    "  kv-table scheme tpa-nonctx-a to kv.csv";
+
+static const char *const SCHEMES[] = {"all", "mha", "mqa", "gqa", "mla", "tpa", "tpa-kvonly", "tpa-nonctx-a",
+                                      "tpa-nonctx-b", NULL};
+
+#define RANK_KW(nm, mv, hp) { .name = nm, .type = ARG_INT, .min = 1, .max = 1 << 24, .comp = COMP_NONE, \
+                              .metavar = mv, .help = hp }
+const Param cmd_tpa_kv_kw[] = {
+    RANK_KW("rq", "Rq", "TPA query rank R_Q (default 6)"),
+    RANK_KW("rk", "Rk", "TPA key rank R_K (default 2)"),
+    RANK_KW("rv", "Rv", "TPA value rank R_V (default 2)"),
+    RANK_KW("groups", "G", "GQA groups g (default: the model's KV heads)"),
+    RANK_KW("kv-lora", "Dc", "MLA KV latent d_c (default: the model's, else 4 d_k)"),
+    RANK_KW("q-lora", "Dq", "MLA query latent d_c' (default: the model's, else 2 d_c)"),
+    RANK_KW("rope-dim", "Dr", "MLA RoPE dims d_h^R (default: the model's, else d_k / 2)"),
+    { .name = "bytes", .type = ARG_INT, .min = 1, .max = 16, .comp = COMP_NONE, .metavar = "N",
+      .help = "bytes per cached value (default: from the model's dtype)" },
+    { .name = "scheme", .type = ARG_ENUM, .choices = SCHEMES, .def = "all", .comp = COMP_CHOICES,
+      .help = "one row of Table 1 only" },
+    PARAM_TO,
+    {0}
+};
+
+static int kv_row(Table *t, const char *scheme, size_t values, size_t bytes, size_t params) {
+    if (table_row(t)) return AL_ERR;
+    table_str(t, scheme);
+    table_int(t, (long long)values);
+    table_int(t, (long long)(values * bytes));
+    table_int(t, (long long)params);
+    return AL_OK;
+}
+
+int cmd_tpa_kv_table(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    TpaDims d = tpa_dims_from_config(&m->cfg);
+    if (args_given(a, "rq")) d.r_q = (size_t)args_int(a, "rq");
+    if (args_given(a, "rk")) d.r_k = (size_t)args_int(a, "rk");
+    if (args_given(a, "rv")) d.r_v = (size_t)args_int(a, "rv");
+    if (args_given(a, "groups")) d.g = (size_t)args_int(a, "groups");
+    if (args_given(a, "kv-lora")) d.d_c = (size_t)args_int(a, "kv-lora");
+    if (args_given(a, "q-lora")) d.d_cq = (size_t)args_int(a, "q-lora");
+    if (args_given(a, "rope-dim")) d.d_hr = (size_t)args_int(a, "rope-dim");
+    if (tpa_dims_check(&d)) return AL_ERR;
+    size_t bytes = args_given(a, "bytes") ? (size_t)args_int(a, "bytes") : tpa_value_bytes(m);
+    int only = args_enum(a, "scheme") - 1;   /* -1: all */
+    out_printf(out, "%s: d_model %zu, h %zu, d_k %zu, d_v %zu, g %zu; MLA d_c %zu, d_c' %zu, d_h^R %zu, d_h^N %zu; "
+               "TPA R_Q %zu, R_K %zu, R_V %zu; %zu bytes per value; per layer (%d layers)\n",
+               m->name, d.d_model, d.h, d.d_k, d.d_v, d.g, d.d_c, d.d_cq, d.d_hr, d.d_hn, d.r_q, d.r_k, d.r_v, bytes,
+               m->cfg.n_layers);
+    Table *t = table_new(4, "scheme", "kv_values_per_token", "kv_bytes_per_token", "attn_params");
+    if (!t) return AL_ERR;
+    int rc = AL_OK;
+    for (int sc = 0; rc == AL_OK && sc < TPA_SCHEME_COUNT; sc++)
+        if (only < 0 || only == sc)
+            rc = kv_row(t, tpa_scheme_name((tpa_scheme)sc), tpa_kv_values(&d, (tpa_scheme)sc), bytes,
+                        tpa_attn_params(&d, (tpa_scheme)sc));
+    if (rc == AL_OK && only < 0) {
+        char name[160];
+        snprintf(name, sizeof name, "%s as loaded", m->name);
+        rc = kv_row(t, name, cfg_kv_values(&m->cfg), bytes, cfg_attn_params(&m->cfg));
+        if (rc == AL_OK && cmd_tpa_pending(s, m)) {
+            const TpaModel *r = s->tpa->res;
+            snprintf(name, sizeof name, "tpa-convert form %s (R_K %d, R_V %d)", tpa_form_name(r->opts.form),
+                     r->opts.k_rank, r->opts.v_rank);
+            rc = kv_row(t, name, r->kv_after, bytes, r->params_after);
+        }
+    }
+    if (rc) { table_free(t); return rc; }
+    return out_table_to(out, a, t);
+}
+
+/* ================================================================ compare */
+
+static const char COMPARE_HELP[] =
+    "Every KV-cache reduction of the seeds on the current model at one budget B (values cached per\n"
+    "token per layer), layer by layer: the relative error of the attention scores and outputs of\n"
+    "  farr       FaRR truncation of the cached V dims (and K dims where there is no RoPE);\n"
+    "  transmla   TransMLA with balanced KV and its best FreqFold (kv_rank R = B - D);\n"
+    "  kq-svd     KQ-SVD projections of the cached keys and values (learned on random tokens);\n"
+    "  tpa-a      non-contextual TPA, fixed head factors (R_K d + R_V dv values);\n"
+    "  tpa-b      non-contextual TPA, fixed token factors ((R_K + R_V) G values);\n"
+    "  mean-pool  KV heads averaged into fewer groups.\n"
+    "Each method takes the largest setting that fits B (K and V ranks filled alternately); one that\n"
+    "cannot fit says why. Errors are on random unit-variance tokens (the same for every method);\n"
+    "the summary gives each method's mean output error over the layers. GQA / MHA models only.\n"
+    "Examples:\n"
+    "  compare kv-budget 64\n"
+    "  compare kv-budget 512 layers 0-3 tokens 128 to cmp.csv";
+
+static const Param compare_kw[] = {
+    { .name = "kv-budget", .type = ARG_INT, .min = 1, .max = 1 << 30, .comp = COMP_NONE, .metavar = "B",
+      .help = "values cached per token per layer (required)" },
+    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers to compare" },
+    { .name = "tokens", .type = ARG_INT, .def = "64", .min = 2, .max = 8192, .comp = COMP_NONE, .metavar = "T",
+      .help = "random tokens of the evaluation" },
+    PARAM_TO,
+    {0}
+};
+
+static int cmd_compare(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    if (!args_given(a, "kv-budget"))
+        return al_err("compare needs kv-budget B (values cached per token per layer; %s caches %zu)", m->name,
+                      cfg_kv_values(&m->cfg));
+    CmpOpts o = cmp_opts_default();
+    o.budget = (size_t)args_int(a, "kv-budget");
+    o.tokens = (size_t)args_int(a, "tokens");
+    long lo, hi;
+    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    o.layer_lo = (int)lo;
+    o.layer_hi = (int)hi;
+    CmpResult *r = NULL;
+    int rc = cmp_kv_budget(m, &o, &r);
+    if (rc) return rc;
+    out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%); errors on "
+               "%zu random tokens\n", m->name, r->budget, r->kv_model, 100.0 * (double)r->budget / (double)r->kv_model,
+               r->tokens);
+    Table *t = table_new(6, "layer", "method", "kv_values", "setting", "score_err", "out_err");
+    if (!t) { cmp_result_free(r); return AL_ERR; }
+    double sum[CMP_NMETHODS] = {0};
+    int cnt[CMP_NMETHODS] = {0};
+    for (int i = 0; i < r->n_rows; i++) {
+        const CmpRow *w = &r->rows[i];
+        if (table_row(t)) { table_free(t); cmp_result_free(r); return AL_ERR; }
+        table_int(t, w->layer);
+        table_str(t, cmp_method_name(w->method));
+        if (w->ok) table_int(t, (long long)w->kv_values);
+        else table_null(t);
+        table_str(t, w->setting);
+        num_or_null(t, w->score_err);
+        num_or_null(t, w->out_err);
+        if (w->ok && isfinite(w->out_err)) { sum[w->method] += w->out_err; cnt[w->method]++; }
+    }
+    out_printf(out, "mean output error over the layers:");
+    for (int k = 0; k < CMP_NMETHODS; k++)
+        if (cnt[k]) out_printf(out, " %s %.4g;", cmp_method_name((cmp_method)k), sum[k] / cnt[k]);
+        else out_printf(out, " %s n/a;", cmp_method_name((cmp_method)k));
+    out_printf(out, "\n");
+    cmp_result_free(r);
+    return out_table_to(out, a, t);
+}
+
+/* ================================================================ the table */
+
+static const Command tpa_cmds[] = {
+    { .name = "tpa-convert", .summary = "re-factor K and V into non-contextual TPA: tpa-convert kv-rank R [form a|b]",
+      .help = cmd_tpa_convert_help, .kw = cmd_tpa_convert_kw, .fn = cmd_tpa_convert, .flags = CMD_MODEL },
+    { .name = "tpa-export", .summary = "write the tpa-convert result in attnlab's TPA layout",
+      .help = EXPORT_HELP, .pos = export_pos, .kw = export_kw, .fn = cmd_export },
+    { .name = "tpa-check", .summary = "compare a TPA conversion (or export) with its source, layer by layer",
+      .help = CHECK_HELP, .pos = check_pos, .kw = check_kw, .fn = cmd_check },
+    { .name = "kv-table", .summary = "Table 1: KV cache and attention parameters of MHA/MQA/GQA/MLA/TPA",
+      .help = cmd_tpa_kv_help, .kw = cmd_tpa_kv_kw, .fn = cmd_tpa_kv_table, .flags = CMD_MODEL },
+    { .name = "compare", .summary = "every KV-cache reduction at one budget: compare kv-budget B",
+      .help = COMPARE_HELP, .kw = compare_kw, .fn = cmd_compare, .flags = CMD_MODEL },
+    {0}
+};
+
+const CommandGroup cmd_group_tpa = { .title = "Tensor Product Attention (TPA)", .cmds = tpa_cmds };

@@ -1,0 +1,40 @@
+/* cmd_tpa.h -- what other command groups may ask of the TPA group (cmd_tpa.c), so that the
+ * issue's command names (`convert tpa`, `export`, `check`, `kv-cache`) can dispatch here:
+ *   convert tpa ...   a sub-command entry { .name = "tpa", .kw = cmd_tpa_convert_kw,
+ *                     .fn = cmd_tpa_convert, .help = cmd_tpa_convert_help, ... } in `convert`'s table;
+ *   export DIR        cmd_tpa_pending() tells whether the session holds a TPA conversion of the
+ *                     current model; cmd_tpa_export() writes it;
+ *   check             with no folder: cmd_tpa_check_session(); with a folder that tpa_is_export()
+ *                     recognizes (core/tpa.h): cmd_tpa_check_dir();
+ *   kv-cache          the table of Table 1 rows: cmd_tpa_kv_table (same keywords, cmd_tpa_kv_kw). */
+#ifndef AL_CMD_TPA_H
+#define AL_CMD_TPA_H
+
+#include "registry.h"
+#include "session.h"
+
+/* True when the session holds a TPA conversion of m (NULL: of any model). */
+bool cmd_tpa_pending(const Session *s, const Model *m);
+
+/* `tpa-convert` (keywords kv-rank, k-rank, v-rank, form, layers, tokens, to). */
+extern const Param cmd_tpa_convert_kw[];
+extern const char cmd_tpa_convert_help[];
+int cmd_tpa_convert(Session *s, const Args *a, Out *out);
+
+/* Writes the session's TPA conversion to dir (attnlab-tpa layout); dtype "f32" | "f16" | "bf16" or
+ * NULL (f32). Narrates on out. */
+int cmd_tpa_export(Session *s, const char *dir, const char *dtype, Out *out);
+
+/* Compares the session's TPA conversion with its source (src_name: another loaded model, or
+ * NULL) on `tokens` random inputs; table layer, score_err, out_err; AL_ERR when the conversion
+ * claims to be exact and a layer's output error is above 1e-4. `to` as out_table_to (may be NULL). */
+int cmd_tpa_check_session(Session *s, const char *src_name, size_t tokens, const Args *a, Out *out);
+/* The same for an export folder (source: src_name, or the manifest's source path). */
+int cmd_tpa_check_dir(Session *s, const char *dir, const char *src_name, size_t tokens, const Args *a, Out *out);
+
+/* `kv-table` (keywords rq, rk, rv, groups, kv-lora, q-lora, rope-dim, bytes, scheme, to). */
+extern const Param cmd_tpa_kv_kw[];
+extern const char cmd_tpa_kv_help[];
+int cmd_tpa_kv_table(Session *s, const Args *a, Out *out);
+
+#endif

@@ -1,0 +1,529 @@
+/* compare.c -- all KV-cache reductions at one budget (see compare.h): builds each method's
+ * version of one attention layer through its own module (farr.h, transmla.h, kqsvd.h, tpa.h) or
+ * here (mean-pooling, the attention over projected caches), and measures every version on the
+ * same random tokens. Owns the CmpResult it returns. */
+#define _GNU_SOURCE
+#include "compare.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "farr.h"
+#include "kqsvd.h"
+#include "tpa.h"
+#include "transmla.h"
+
+static const char *const METHOD_NAMES[CMP_NMETHODS] = {"farr", "transmla", "kq-svd", "tpa-a", "tpa-b", "mean-pool"};
+
+const char *cmp_method_name(cmp_method m) { return m >= 0 && m < CMP_NMETHODS ? METHOD_NAMES[m] : "?"; }
+
+CmpOpts cmp_opts_default(void) {
+    return (CmpOpts){.layer_lo = 0, .layer_hi = -1, .tokens = 64, .fit_tokens = 256, .seed = 20250607};
+}
+
+void cmp_result_free(CmpResult *r) {
+    if (!r) return;
+    free(r->rows);
+    free(r);
+}
+
+/* ================================================================ helpers */
+
+/* Fills ranks rk, rv alternately (K first), one unit costing ck / cv values, while the total stays
+ * within budget and each stays within its limit. */
+static void fill_ranks(size_t budget, size_t ck, size_t cv, int lim_k, int lim_v, int *rk, int *rv) {
+    size_t used = 0;
+    *rk = *rv = 0;
+    for (bool grew = true; grew;) {
+        grew = false;
+        if (*rk < lim_k && used + ck <= budget) { (*rk)++; used += ck; grew = true; }
+        if (*rv < lim_v && used + cv <= budget) { (*rv)++; used += cv; grew = true; }
+    }
+}
+
+/* A row that cannot meet the budget: the reason goes in setting. */
+static void row_na(CmpRow *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void row_na(CmpRow *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->setting, sizeof r->setting, fmt, ap);
+    va_end(ap);
+    r->ok = false;
+    r->kv_values = 0;
+    r->score_err = r->out_err = NAN;
+}
+
+/* Errors of layer C against the reference outputs. */
+static int measure_layer(const AttnLayer *C, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+    AttnOut *o = NULL;
+    if (attn_eval(C, X, pos, true, &o)) return AL_ERR;
+    attn_rel_err(ref, o, &r->score_err, &r->out_err);
+    attn_out_free(o);
+    r->ok = true;
+    return AL_OK;
+}
+
+/* W (rows, cols) with one more row b (cols; zeros when NULL), in float: the input-augmented map. */
+static Mat *augment(const Mat *W, size_t c0, size_t nc, const float *b) {
+    Mat *A = mat_new(W->rows + 1, nc);
+    if (!A) return NULL;
+    for (size_t i = 0; i < W->rows; i++) memcpy(A->data + i * nc, W->data + i * W->cols + c0, nc * sizeof(float));
+    if (b) memcpy(A->data + W->rows * nc, b + c0, nc * sizeof(float));
+    return A;
+}
+
+/* ================================================================ farr */
+
+/* FaRR VO truncation of every KV group of C at rank r (in place): v' = [x, 1] U_r, W_O'[h] =
+ * U_rᵀ [W_V[g] ; b_V[g]] W_O[h]. */
+static int farr_vo(AttnLayer *C, int r) {
+    size_t D = (size_t)C->hidden, H = (size_t)C->n_heads, G = (size_t)C->n_kv_heads, dv = (size_t)C->v_dim;
+    size_t grp = H / G, R = (size_t)r;
+    Mat *Wv = mat_new(D, G * R), *Wo = mat_new(H * R, D);
+    float *bv = C->b_V ? al_malloc3(G, R, sizeof(float), "value biases") : NULL;
+    int rc = Wv && Wo && (bv || !C->b_V) ? AL_OK : AL_ERR;
+    for (size_t g = 0; rc == AL_OK && g < G; g++) {
+        Mat *S = C->b_V ? augment(C->W_V, g * dv, dv, C->b_V) : mat_slice(C->W_V, 0, D, g * dv, dv);
+        Mat **heads = al_calloc(grp, sizeof *heads, "group heads");
+        FarrGroup *fg = NULL;
+        rc = S && heads ? AL_OK : AL_ERR;
+        for (size_t i = 0; rc == AL_OK && i < grp; i++)
+            if (!(heads[i] = mat_slice(C->W_O, (g * grp + i) * dv, dv, 0, D))) rc = AL_ERR;
+        if (rc == AL_OK) rc = farr_group_analyse(FARR_VO, S, (const Mat *const *)heads, (int)grp, 0.999, &fg);
+        if (rc == AL_OK) rc = farr_group_split(fg, FARR_VO, S, (const Mat *const *)heads, r);
+        if (rc == AL_OK && (size_t)fg->rank != R) rc = al_err("FaRR: group %zu kept rank %d of %d", g, fg->rank, r);
+        if (rc == AL_OK) {
+            for (size_t i = 0; i < D; i++) memcpy(Wv->data + i * G * R + g * R, fg->shared->data + i * R, R * sizeof(float));
+            if (bv) memcpy(bv + g * R, fg->shared->data + D * R, R * sizeof(float));
+            for (size_t i = 0; i < grp; i++) memcpy(Wo->data + (g * grp + i) * R * D, fg->head[i]->data, R * D * sizeof(float));
+        }
+        farr_group_free(fg);
+        for (size_t i = 0; heads && i < grp; i++) mat_free(heads[i]);
+        free(heads);
+        mat_free(S);
+    }
+    if (rc) { mat_free(Wv); mat_free(Wo); free(bv); return rc; }
+    mat_free(C->W_V); mat_free(C->W_O); free(C->b_V);
+    C->W_V = Wv; C->W_O = Wo; C->b_V = bv;
+    C->v_dim = r;
+    return AL_OK;
+}
+
+/* FaRR QK truncation (no RoPE) of every KV group at rank r: k' = [x, 1] U_r, q'_h = [x, 1]
+ * [W_Q[h] ; b_Q[h]] [W_K[g] ; b_K[g]]ᵀ U_r. The softmax scale stays the model's. */
+static int farr_qk(AttnLayer *C, int r) {
+    size_t D = (size_t)C->hidden, H = (size_t)C->n_heads, G = (size_t)C->n_kv_heads, d = (size_t)C->head_dim;
+    size_t grp = H / G, R = (size_t)r;
+    bool bias = C->b_Q || C->b_K;
+    Mat *Wk = mat_new(D, G * R), *Wq = mat_new(D, H * R);
+    float *bk = bias ? al_malloc3(G, R, sizeof(float), "key biases") : NULL;
+    float *bq = bias ? al_malloc3(H, R, sizeof(float), "query biases") : NULL;
+    int rc = Wk && Wq && (!bias || (bk && bq)) ? AL_OK : AL_ERR;
+    for (size_t g = 0; rc == AL_OK && g < G; g++) {
+        Mat *S = bias ? augment(C->W_K, g * d, d, C->b_K) : mat_slice(C->W_K, 0, D, g * d, d);
+        Mat **heads = al_calloc(grp, sizeof *heads, "group heads");
+        FarrGroup *fg = NULL;
+        rc = S && heads ? AL_OK : AL_ERR;
+        for (size_t i = 0; rc == AL_OK && i < grp; i++) {
+            size_t h = g * grp + i;
+            heads[i] = bias ? augment(C->W_Q, h * d, d, C->b_Q) : mat_slice(C->W_Q, 0, D, h * d, d);
+            if (!heads[i]) rc = AL_ERR;
+        }
+        if (rc == AL_OK) rc = farr_group_analyse(FARR_QK, S, (const Mat *const *)heads, (int)grp, 0.999, &fg);
+        if (rc == AL_OK) rc = farr_group_split(fg, FARR_QK, S, (const Mat *const *)heads, r);
+        if (rc == AL_OK && (size_t)fg->rank != R) rc = al_err("FaRR: group %zu kept rank %d of %d", g, fg->rank, r);
+        if (rc == AL_OK) {
+            for (size_t i = 0; i < D; i++) memcpy(Wk->data + i * G * R + g * R, fg->shared->data + i * R, R * sizeof(float));
+            if (bk) memcpy(bk + g * R, fg->shared->data + D * R, R * sizeof(float));
+            for (size_t k = 0; k < grp; k++) {
+                size_t h = g * grp + k;
+                for (size_t i = 0; i < D; i++)
+                    memcpy(Wq->data + i * H * R + h * R, fg->head[k]->data + i * R, R * sizeof(float));
+                if (bq) memcpy(bq + h * R, fg->head[k]->data + D * R, R * sizeof(float));
+            }
+        }
+        farr_group_free(fg);
+        for (size_t i = 0; heads && i < grp; i++) mat_free(heads[i]);
+        free(heads);
+        mat_free(S);
+    }
+    if (rc) { mat_free(Wk); mat_free(Wq); free(bk); free(bq); return rc; }
+    mat_free(C->W_K); mat_free(C->W_Q); free(C->b_K); free(C->b_Q);
+    C->W_K = Wk; C->W_Q = Wq; C->b_K = bk; C->b_Q = bq;
+    C->head_dim = r;
+    return AL_OK;
+}
+
+static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+    size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
+    int rk = L->head_dim, rv;
+    if (L->rope_dim > 0) {
+        if (B < G * (d + 1)) {
+            row_na(r, "n/a: keys under RoPE stay whole (%zu values) and each group needs >= 1 value dim", G * d);
+            return AL_OK;
+        }
+        rv = (int)((B - G * d) / G);
+        if (rv > L->v_dim) rv = L->v_dim;
+    } else {
+        fill_ranks(B, G, G, L->head_dim, L->v_dim, &rk, &rv);
+        if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one K and one V dim per group)", 2 * G); return AL_OK; }
+    }
+    AttnLayer *C = attn_layer_copy(L);
+    int rc = C ? AL_OK : AL_ERR;
+    if (rc == AL_OK && rv < L->v_dim) rc = farr_vo(C, rv);
+    if (rc == AL_OK && rk < L->head_dim) rc = farr_qk(C, rk);
+    if (rc == AL_OK) rc = measure_layer(C, X, pos, ref, r);
+    attn_layer_free(C);
+    if (rc) return rc;
+    r->kv_values = G * ((size_t)rk + (size_t)rv);
+    if (L->rope_dim > 0) snprintf(r->setting, sizeof r->setting, "r_v %d (keys whole under RoPE)", rv);
+    else snprintf(r->setting, sizeof r->setting, "r_k %d, r_v %d", rk, rv);
+    return AL_OK;
+}
+
+/* ================================================================ transmla */
+
+static int do_transmla(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+    int G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim, d2 = d / 2;
+    if (L->rope_dim <= 0) { row_na(r, "n/a: RoRoPE needs rotary keys (the model has no RoPE)"); return AL_OK; }
+    bool any = false;
+    CmpRow best = *r;
+    for (int M = 1; M <= d2; M++) {
+        if (d2 % M) continue;
+        int D = d / M, nJ = (G * d - D) + G * dv;
+        if ((size_t)D + 1 > B) continue;
+        int R = (int)(B - (size_t)D);
+        if (R > nJ) R = nJ;
+        TmlaOpts o = tmla_opts_default();
+        o.kv_rank = R == nJ ? TMLA_FULL : R;
+        o.rope_dim = D;
+        o.freqfold = M;
+        o.compare_balance = false;
+        o.eval_tokens = 4;
+        AttnLayer *mla = NULL;
+        TmlaLayerReport rep;
+        CmpRow cur = *r;
+        int rc = tmla_convert_layer(L, &o, NULL, &mla, &rep);
+        if (rc == AL_OK) rc = measure_layer(mla, X, pos, ref, &cur);
+        attn_layer_free(mla);
+        if (rc) return al_err_ctx("TransMLA with freqfold %d", M);
+        if (!any || cur.out_err < best.out_err) {
+            best = cur;
+            best.kv_values = (size_t)R + (size_t)D;
+            snprintf(best.setting, sizeof best.setting, "R %d + D %d (FreqFold %d)", R, D, M);
+            any = true;
+        }
+    }
+    if (!any) { row_na(r, "n/a: needs >= %d values (one latent dim + the smallest RoPE part)", d / d2 + 1); return AL_OK; }
+    *r = best;
+    return AL_OK;
+}
+
+/* ================================================================ kq-svd */
+
+/* Y (T, n) = X W + b, then RoPE (pairs per L->rope) on each of the nh heads of dim hd when rope. */
+static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat *W, const float *b, size_t nh,
+                    size_t hd, bool rope, float *Y) {
+    size_t T = X->rows, n = W->cols;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)X->cols, 1.0f, X->data, (int)X->cols,
+                W->data, (int)n, 0.0f, Y, (int)n);
+    for (size_t t = 0; t < T; t++) {
+        float *y = Y + t * n;
+        if (b)
+            for (size_t j = 0; j < n; j++) y[j] += b[j];
+        if (!rope) continue;
+        for (size_t h = 0; h < nh; h++) {
+            float *v = y + h * hd;
+            size_t half = hd / 2;
+            for (size_t j = 0; j < half; j++) {
+                size_t ia = L->rope == ROPE_INTERLEAVED ? 2 * j : j, ib = L->rope == ROPE_INTERLEAVED ? 2 * j + 1 : j + half;
+                double ang = (double)pos[t] * L->inv_freq[j], c = cos(ang), s = sin(ang), x0 = v[ia], x1 = v[ib];
+                v[ia] = (float)(x0 * c - x1 * s);
+                v[ib] = (float)(x0 * s + x1 * c);
+            }
+        }
+    }
+}
+
+/* Adds the Gram Yᵀ Y (n x n, double, full) of the column block [c0, c0 + n) of Y (T, ld) into G,
+ * through dsyrk on a double copy. */
+static int gram_add(const float *Y, size_t T, size_t ld, size_t c0, size_t n, double *G) {
+    double *Yd = al_malloc3(T, n, sizeof(double), "a Gram block"), *S = al_calloc(n * n, sizeof(double), "a Gram");
+    if (!Yd || !S) { free(Yd); free(S); return AL_ERR; }
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < n; i++) Yd[t * n + i] = Y[t * ld + c0 + i];
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)T, 1.0, Yd, (int)n, 0.0, S, (int)n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++) {
+            G[i * n + j] += S[i * n + j];
+            if (j != i) G[j * n + i] += S[i * n + j];
+        }
+    free(Yd);
+    free(S);
+    return AL_OK;
+}
+
+/* Block [c0, c0 + n) of Y (T, ld) replaced by itself times A Bᵀ (A, B: n x R, double). */
+static int apply_proj(float *Y, size_t T, size_t ld, size_t c0, size_t n, const double *A, const double *B, size_t R) {
+    double *S = al_malloc3(n, n, sizeof(double), "a projection");
+    float *Sf = al_malloc3(n, n, sizeof(float), "a projection"), *Z = al_malloc3(T, n, sizeof(float), "projected rows");
+    if (!S || !Sf || !Z) { free(S); free(Sf); free(Z); return AL_ERR; }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)R, 1.0, A, (int)R, B, (int)R, 0.0, S, (int)n);
+    for (size_t i = 0; i < n * n; i++) Sf[i] = (float)S[i];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)n, 1.0f, Y + c0, (int)ld, Sf, (int)n,
+                0.0f, Z, (int)n);
+    for (size_t t = 0; t < T; t++) memcpy(Y + t * ld + c0, Z + t * n, n * sizeof(float));
+    free(S);
+    free(Sf);
+    free(Z);
+    return AL_OK;
+}
+
+/* Attention of L's heads over given queries / keys (after RoPE) and values: the output after
+ * W_O (+ b_O) and the logits. *out is the caller's. */
+static int attend(const AttnLayer *L, size_t T, const float *Q, const float *K, const float *V, AttnOut **out) {
+    size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
+    size_t grp = H / G;
+    AttnOut *o = al_calloc(1, sizeof *o, "attention outputs");
+    float *Oc = al_malloc3(T, H * dv, sizeof(float), "head outputs");
+    float *P = al_malloc3(T, T, sizeof(float), "probabilities");
+    size_t ss = 0;
+    int rc = o && Oc && P && al_mul_ok(H, T * T, &ss, "scores") ? AL_OK : AL_ERR;
+    if (rc == AL_OK && !(o->scores = al_calloc(ss, sizeof(float), "scores"))) rc = AL_ERR;
+    if (rc == AL_OK && !(o->out = mat_new(T, (size_t)L->hidden))) rc = AL_ERR;
+    for (size_t h = 0; rc == AL_OK && h < H; h++) {
+        size_t g = h / grp;
+        float *S = o->scores + h * T * T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)d, (float)L->scale, Q + h * d,
+                    (int)(H * d), K + g * d, (int)(G * d), 0.0f, S, (int)T);
+        for (size_t i = 0; i < T; i++) {
+            float *s = S + i * T, *p = P + i * T, mx = s[0];
+            for (size_t j = i + 1; j < T; j++) s[j] = 0;
+            for (size_t j = 1; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
+            double z = 0;
+            for (size_t j = 0; j <= i; j++) { p[j] = expf(s[j] - mx); z += p[j]; }
+            for (size_t j = 0; j < T; j++) p[j] = j <= i ? (float)(p[j] / z) : 0.0f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dv, (int)T, 1.0f, P, (int)T, V + g * dv,
+                    (int)(G * dv), 0.0f, Oc + h * dv, (int)(H * dv));
+    }
+    if (rc == AL_OK) {
+        o->T = T;
+        o->n_heads = (int)H;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, L->hidden, (int)(H * dv), 1.0f, Oc, (int)(H * dv),
+                    L->W_O->data, L->hidden, 0.0f, o->out->data, L->hidden);
+        if (L->b_O)
+            for (size_t t = 0; t < T; t++)
+                for (size_t j = 0; j < (size_t)L->hidden; j++) o->out->data[t * (size_t)L->hidden + j] += L->b_O[j];
+    }
+    free(Oc);
+    free(P);
+    if (rc) { attn_out_free(o); return rc; }
+    *out = o;
+    return AL_OK;
+}
+
+static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const Mat *Xf, const int *posf,
+                    const AttnOut *ref, CmpRow *r) {
+    size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
+    size_t grp = H / G, D = (size_t)L->hidden;
+    int rk, rv;
+    fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
+    if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one key and one value dim per KV head)", 2 * G); return AL_OK; }
+    bool rope = L->rope_dim > 0;
+    size_t Tf = Xf->rows, T = X->rows, nmax = d > dv ? d : dv;
+    float *Qf = al_malloc3(Tf, H * d, sizeof(float), "fit queries"), *Kf = al_malloc3(Tf, G * d, sizeof(float), "fit keys");
+    float *Vf = al_malloc3(Tf, G * dv, sizeof(float), "fit values");
+    float *Q = al_malloc3(T, H * d, sizeof(float), "queries"), *K = al_malloc3(T, G * d, sizeof(float), "keys");
+    float *V = al_malloc3(T, G * dv, sizeof(float), "values");
+    double *GK = al_malloc3(nmax, nmax, sizeof(double), "a Gram"), *GQ = al_malloc3(nmax, nmax, sizeof(double), "a Gram");
+    double *A = al_malloc3(nmax, nmax, sizeof(double), "a projection"), *Bm = al_malloc3(nmax, nmax, sizeof(double), "a projection");
+    AttnOut *o = NULL;
+    int rc = Qf && Kf && Vf && Q && K && V && GK && GQ && A && Bm ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        project(L, Xf, posf, L->W_Q, L->b_Q, H, d, rope, Qf);
+        project(L, Xf, posf, L->W_K, L->b_K, G, d, rope, Kf);
+        project(L, Xf, posf, L->W_V, L->b_V, G, dv, false, Vf);
+        project(L, X, pos, L->W_Q, L->b_Q, H, d, rope, Q);
+        project(L, X, pos, L->W_K, L->b_K, G, d, rope, K);
+        project(L, X, pos, L->W_V, L->b_V, G, dv, false, V);
+    }
+    for (size_t g = 0; rc == AL_OK && g < G; g++) {
+        /* keys: G_K of the group's keys, G_Q of its stacked queries (Theorem 5) */
+        memset(GK, 0, d * d * sizeof(double));
+        memset(GQ, 0, d * d * sizeof(double));
+        rc = gram_add(Kf, Tf, G * d, g * d, d, GK);
+        for (size_t i = 0; rc == AL_OK && i < grp; i++) rc = gram_add(Qf, Tf, H * d, (g * grp + i) * d, d, GQ);
+        if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, d, (size_t)rk, A, Bm, NULL);
+        if (rc == AL_OK) rc = apply_proj(K, T, G * d, g * d, d, A, Bm, (size_t)rk);
+        /* values: G_V and G_W = sum over the group's heads of W_O[h] W_O[h]ᵀ (Appendix B) */
+        if (rc == AL_OK) {
+            memset(GK, 0, dv * dv * sizeof(double));
+            memset(GQ, 0, dv * dv * sizeof(double));
+            rc = gram_add(Vf, Tf, G * dv, g * dv, dv, GK);
+            /* W_O[h] (dv, D) is rows of W_O: its Gram W_O[h] W_O[h]ᵀ is the Gram of its transpose. */
+            for (size_t i = 0; rc == AL_OK && i < grp; i++) {
+                Mat *WoT = mat_slice_t(L->W_O, (g * grp + i) * dv, dv, 0, D);
+                rc = WoT ? gram_add(WoT->data, D, dv, 0, dv, GQ) : AL_ERR;
+                mat_free(WoT);
+            }
+            if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, dv, (size_t)rv, A, Bm, NULL);
+        }
+        if (rc == AL_OK) rc = apply_proj(V, T, G * dv, g * dv, dv, A, Bm, (size_t)rv);
+    }
+    if (rc == AL_OK) rc = attend(L, T, Q, K, V, &o);
+    if (rc == AL_OK) {
+        attn_rel_err(ref, o, &r->score_err, &r->out_err);
+        r->ok = true;
+        r->kv_values = G * (size_t)(rk + rv);
+        snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (%zu random fit tokens)", rk, rv, Tf);
+    }
+    attn_out_free(o);
+    free(Qf); free(Kf); free(Vf); free(Q); free(K); free(V); free(GK); free(GQ); free(A); free(Bm);
+    return rc;
+}
+
+/* ================================================================ tpa */
+
+static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const Mat *X, const int *pos, const AttnOut *ref,
+                  CmpRow *r) {
+    size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
+    int rk, rv;
+    if (f == TPA_FORM_A) fill_ranks(B, d, dv, (int)G, (int)G, &rk, &rv);
+    else fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
+    if (rk < 1 || rv < 1) {
+        row_na(r, "n/a: needs >= %zu values (rank 1 for keys and values)", f == TPA_FORM_A ? d + dv : 2 * G);
+        return AL_OK;
+    }
+    TpaLayer *t = NULL;
+    AttnOut *o = NULL;
+    int rc = tpa_layer_convert(L, f, rk, rv, NULL, &t);
+    if (rc == AL_OK) rc = tpa_eval(t, X, pos, true, &o);
+    if (rc == AL_OK) {
+        attn_rel_err(ref, o, &r->score_err, &r->out_err);
+        r->ok = true;
+        r->kv_values = tpa_factor_cached(&t->K) + tpa_factor_cached(&t->V);
+        snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d", rk, rv);
+    }
+    attn_out_free(o);
+    tpa_layer_free(t);
+    return rc;
+}
+
+/* ================================================================ mean-pool */
+
+static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+    size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim, D = (size_t)L->hidden;
+    size_t Gp = 0;
+    for (size_t c = G; c >= 1; c--)
+        if (G % c == 0 && c * (d + dv) <= B) { Gp = c; break; }
+    if (!Gp) { row_na(r, "n/a: one KV head needs %zu values", d + dv); return AL_OK; }
+    size_t m = G / Gp;
+    AttnLayer *C = attn_layer_copy(L);
+    Mat *Wk = mat_new(D, Gp * d), *Wv = mat_new(D, Gp * dv);
+    float *bk = L->b_K ? al_calloc(Gp * d, sizeof(float), "key biases") : NULL;
+    float *bv = L->b_V ? al_calloc(Gp * dv, sizeof(float), "value biases") : NULL;
+    int rc = C && Wk && Wv && (bk || !L->b_K) && (bv || !L->b_V) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        float inv = 1.0f / (float)m;
+        for (size_t g = 0; g < G; g++) {
+            size_t gp = g / m;
+            for (size_t i = 0; i < D; i++) {
+                for (size_t e = 0; e < d; e++) Wk->data[i * Gp * d + gp * d + e] += inv * L->W_K->data[i * G * d + g * d + e];
+                for (size_t e = 0; e < dv; e++)
+                    Wv->data[i * Gp * dv + gp * dv + e] += inv * L->W_V->data[i * G * dv + g * dv + e];
+            }
+            for (size_t e = 0; bk && e < d; e++) bk[gp * d + e] += inv * L->b_K[g * d + e];
+            for (size_t e = 0; bv && e < dv; e++) bv[gp * dv + e] += inv * L->b_V[g * dv + e];
+        }
+        mat_free(C->W_K); mat_free(C->W_V); free(C->b_K); free(C->b_V);
+        C->W_K = Wk; C->W_V = Wv; C->b_K = bk; C->b_V = bv;
+        Wk = Wv = NULL;
+        bk = bv = NULL;
+        C->n_kv_heads = (int)Gp;
+        rc = measure_layer(C, X, pos, ref, r);
+    }
+    mat_free(Wk); mat_free(Wv); free(bk); free(bv);
+    attn_layer_free(C);
+    if (rc) return rc;
+    r->kv_values = Gp * (d + dv);
+    snprintf(r->setting, sizeof r->setting, "%zu KV head%s (of %zu)", Gp, Gp == 1 ? "" : "s", G);
+    return AL_OK;
+}
+
+/* ================================================================ one layer, a model */
+
+int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
+              CmpRow *rows) {
+    if (L->kind != ATTN_GQA)
+        return al_err("compare: the methods take GQA / MHA layers; an MLA layer already caches a shared latent");
+    AttnOut *ref = NULL;
+    if (attn_eval(L, X, pos, true, &ref)) return AL_ERR;
+    int rc = AL_OK;
+    for (int k = 0; k < CMP_NMETHODS; k++) {
+        CmpRow *r = &rows[k];
+        memset(r, 0, sizeof *r);
+        r->method = (cmp_method)k;
+        r->score_err = r->out_err = NAN;
+    }
+    if ((rc = do_farr(L, budget, X, pos, ref, &rows[CMP_FARR]))) al_err_ctx("FaRR");
+    else if ((rc = do_transmla(L, budget, X, pos, ref, &rows[CMP_TRANSMLA]))) al_err_ctx("TransMLA");
+    else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, ref, &rows[CMP_KQSVD]))) al_err_ctx("KQ-SVD");
+    else if ((rc = do_tpa(L, budget, TPA_FORM_A, X, pos, ref, &rows[CMP_TPA_A]))) al_err_ctx("TPA form a");
+    else if ((rc = do_tpa(L, budget, TPA_FORM_B, X, pos, ref, &rows[CMP_TPA_B]))) al_err_ctx("TPA form b");
+    else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[CMP_MEANPOOL]))) al_err_ctx("mean-pool");
+    attn_out_free(ref);
+    return rc;
+}
+
+int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
+    *out = NULL;
+    CmpOpts o = *opts;
+    const ModelConfig *c = &m->cfg;
+    const char *name = m->name ? m->name : m->path;
+    if (cfg_is_mla(c))
+        return al_err("compare: %s is MLA: it already caches one shared latent of %d + %d values; the comparison takes "
+                      "GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", name, c->kv_lora_rank, c->qk_rope_dim);
+    if (attn_check_model(m)) return AL_ERR;
+    if (o.budget < 1) return al_err("compare: kv-budget must be at least 1 value per token per layer");
+    if (o.layer_hi < 0 || o.layer_hi >= c->n_layers) o.layer_hi = c->n_layers - 1;
+    if (o.layer_lo < 0 || o.layer_lo > o.layer_hi)
+        return al_err("compare: layers %d-%d: %s has layers 0-%d", o.layer_lo, o.layer_hi, name, c->n_layers - 1);
+    if (!o.tokens) o.tokens = 64;
+    if (!o.fit_tokens) o.fit_tokens = 256;
+    if (!o.seed) o.seed = 20250607;
+    int nl = o.layer_hi - o.layer_lo + 1;
+    CmpResult *r = al_calloc(1, sizeof *r, "a comparison");
+    Mat *X = attn_random_input(o.tokens, c->hidden, o.seed), *Xf = attn_random_input(o.fit_tokens, c->hidden, o.seed + 1);
+    int *pos = al_malloc3(o.tokens, 1, sizeof(int), "positions"), *posf = al_malloc3(o.fit_tokens, 1, sizeof(int), "positions");
+    int rc = r && X && Xf && pos && posf ? AL_OK : AL_ERR;
+    if (rc == AL_OK && !(r->rows = al_calloc((size_t)nl * CMP_NMETHODS, sizeof *r->rows, "comparison rows"))) rc = AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < o.tokens; t++) pos[t] = (int)t;
+    for (size_t t = 0; rc == AL_OK && t < o.fit_tokens; t++) posf[t] = (int)t;
+    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        AttnLayer *L = NULL;
+        CmpRow *rows = r->rows + (size_t)(l - o.layer_lo) * CMP_NMETHODS;
+        rc = attn_layer_load(m, l, &L);
+        if (rc == AL_OK) rc = cmp_layer(L, o.budget, X, pos, Xf, posf, rows);
+        for (int k = 0; rc == AL_OK && k < CMP_NMETHODS; k++) rows[k].layer = l;
+        attn_layer_free(L);
+        if (rc) al_err_ctx("compare, layer %d", l);
+        al_progress("layer", (size_t)(l - o.layer_lo + 1), (size_t)nl);
+    }
+    mat_free(X);
+    mat_free(Xf);
+    free(pos);
+    free(posf);
+    if (rc) { cmp_result_free(r); return rc; }
+    r->budget = o.budget;
+    r->kv_model = cfg_kv_values(c);
+    r->tokens = o.tokens;
+    r->n_rows = nl * CMP_NMETHODS;
+    *out = r;
+    return AL_OK;
+}

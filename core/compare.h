@@ -1,0 +1,79 @@
+/* compare.h -- every KV-cache reduction of the seeds on one model at one budget: for a budget of B
+ * values cached per token per layer, the attention-output error per layer of
+ *   farr       FaRR truncation of the cached dims (seed 000): the V dims of each KV group through
+ *              the group's stacked V·O map (W_V'[g] = U_r, W_O'[h] = U_rᵀ W_V[g] W_O[h]); where the
+ *              model has no RoPE, the K dims too through the stacked Q·Kᵀ map. Keys under RoPE are
+ *              kept whole (seed A.3), so B must hold them: G d + G r_v. Biases ride along as one
+ *              more input row (x -> [x, 1]), so the truncation stays exact at full rank.
+ *   transmla   TransMLA (seed 003) with balanced KV and its best FreqFold: for every M dividing
+ *              d/2, D = d/M RoPE dims and kv_rank R = B - D; the M with the lowest output error.
+ *              Needs RoPE.
+ *   kq-svd     KQ-SVD (seed 001, Theorem 2 with the GQA stacking of Theorem 5; values by the
+ *              output variant of Appendix B): rank R_K / R_V projections of each KV head's cached
+ *              keys (after RoPE) and values, learned from the Grams of FIT random tokens: G (R_K +
+ *              R_V) values.
+ *   tpa-a      non-contextual TPA form a (seed 004, core/tpa.h): R_K d + R_V dv values.
+ *   tpa-b      non-contextual TPA form b: (R_K + R_V) G values.
+ *   mean-pool  the simple baseline: KV heads averaged into G' groups (G' the largest divisor of G
+ *              with G' (d + dv) <= B; query heads regrouped in order), as GQA is initialised from
+ *              MHA checkpoints.
+ * Two ranks (K and V) are filled alternately, one unit at a time, while the budget allows and
+ * below each side's limit, so both sides get about half. A method that cannot meet B (FaRR with
+ * RoPE below G (d + 1), TransMLA without RoPE or below D + 1, mean-pool below d + dv, ...) gets a
+ * row with no error and the reason. Budgets at or above the model's own cache give exact rows.
+ *
+ * Errors are relative Frobenius norms ||b - a|| / ||a|| of the causal attention scores and of the
+ * layer's output (after W_O and its bias) on T random unit-variance tokens at positions 0..T-1,
+ * the same tokens for every method; KQ-SVD learns from other random tokens. Weight-based fits
+ * (FaRR, TransMLA, TPA) are optimal for exactly these inputs in expectation. Scores of methods
+ * that rotate or rescale the query (TransMLA) compare as logits, the same as the model's. */
+#ifndef AL_COMPARE_H
+#define AL_COMPARE_H
+
+#include "attn_eval.h"
+
+typedef enum { CMP_FARR, CMP_TRANSMLA, CMP_KQSVD, CMP_TPA_A, CMP_TPA_B, CMP_MEANPOOL, CMP_NMETHODS } cmp_method;
+
+/* "farr", "transmla", "kq-svd", "tpa-a", "tpa-b", "mean-pool". */
+const char *cmp_method_name(cmp_method m);
+
+typedef struct {
+    size_t budget;            /* B: values cached per token per layer */
+    int layer_lo, layer_hi;   /* inclusive; hi < 0: the last layer */
+    size_t tokens;            /* evaluation tokens (0: 64) */
+    size_t fit_tokens;        /* KQ-SVD's learning tokens (0: 256) */
+    uint64_t seed;            /* of the evaluation tokens (0: a fixed default); fit tokens use seed + 1 */
+} CmpOpts;
+
+CmpOpts cmp_opts_default(void);
+
+typedef struct {
+    int layer;
+    cmp_method method;
+    bool ok;                  /* the method meets the budget on this model */
+    size_t kv_values;         /* values it caches per token per layer (<= budget when ok) */
+    char setting[128];        /* the ranks chosen ("r_v 12", "R 56 + D 8 (M 4)"), or why not */
+    double score_err, out_err;    /* NaN when !ok */
+} CmpRow;
+
+typedef struct {
+    size_t budget;
+    size_t kv_model;          /* the model's own cache per token per layer */
+    size_t tokens;
+    int n_rows;
+    CmpRow *rows;             /* (layers x CMP_NMETHODS), layer-major */
+} CmpResult;
+
+void cmp_result_free(CmpResult *r);
+
+/* The rows of one GQA / MHA layer (rows: CMP_NMETHODS entries, caller's). X: evaluation inputs
+ * (T x hidden) at pos; Xfit: KQ-SVD's learning inputs at posfit. */
+int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
+              CmpRow *rows);
+
+/* Compares every method on layers [lo, hi] of m (GQA / MHA families the evaluator covers; MLA
+ * is refused: it already caches a shared latent). al_progress("layer"); Ctrl-C between layers
+ * returns AL_INTERRUPTED (nothing kept). */
+int cmp_kv_budget(Model *m, const CmpOpts *o, CmpResult **out);
+
+#endif

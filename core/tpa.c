@@ -1,0 +1,1244 @@
+/* tpa.c -- Tensor Product Attention (seed 004): Table 1 accounting, the non-contextual TPA
+ * re-factoring of GQA / MHA layers (forms a and b), the factored evaluator, the whole-model
+ * conversion, and the attnlab-tpa export, loader and check. Owns the TpaFactor / TpaLayer /
+ * TpaModel / TpaCheck objects it returns. The math is described in tpa.h. */
+#define _GNU_SOURCE
+#include "tpa.h"
+
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <lapacke.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safetensors.h"
+
+/* ================================================================ accounting (Table 1) */
+
+static const char *const SCHEME_NAMES[TPA_SCHEME_COUNT] = {
+    "MHA", "MQA", "GQA", "MLA", "TPA", "TPA-KVonly", "TPA-nonctx-A", "TPA-nonctx-B"};
+
+const char *tpa_scheme_name(tpa_scheme s) {
+    return s >= 0 && s < TPA_SCHEME_COUNT ? SCHEME_NAMES[s] : "?";
+}
+
+int tpa_scheme_parse(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < TPA_SCHEME_COUNT; i++)
+        if (!strcasecmp(name, SCHEME_NAMES[i])) return i;
+    static const struct { const char *alias; tpa_scheme s; } aliases[] = {
+        {"kvonly", TPA_KVONLY}, {"tpa-kv", TPA_KVONLY}, {"nonctx-a", TPA_NONCTX_A}, {"nca", TPA_NONCTX_A},
+        {"tpa-nca", TPA_NONCTX_A}, {"nonctx-b", TPA_NONCTX_B}, {"ncb", TPA_NONCTX_B}, {"tpa-ncb", TPA_NONCTX_B}};
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (!strcasecmp(name, aliases[i].alias)) return aliases[i].s;
+    return -1;
+}
+
+TpaDims tpa_dims_from_config(const ModelConfig *c) {
+    TpaDims d = {0};
+    d.d_model = (size_t)c->hidden;
+    d.h = (size_t)c->n_heads;
+    d.d_k = (size_t)cfg_d_qk(c);
+    d.d_v = (size_t)c->v_dim;
+    d.g = c->n_kv_heads > 0 ? (size_t)c->n_kv_heads : d.h;
+    if (cfg_is_mla(c)) {
+        d.d_c = (size_t)c->kv_lora_rank;
+        d.d_cq = (size_t)c->q_lora_rank;
+        d.d_hr = (size_t)c->qk_rope_dim;
+        d.d_hn = (size_t)c->qk_nope_dim;
+    } else {
+        d.d_c = 4 * d.d_k;
+        d.d_cq = 2 * d.d_c;
+        d.d_hr = d.d_k / 2 ? d.d_k / 2 : 1;
+        d.d_hn = d.d_k;
+    }
+    d.r_q = 6;
+    d.r_k = d.r_v = 2;
+    return d;
+}
+
+int tpa_dims_check(const TpaDims *d) {
+    const struct { const char *name; size_t v; } need[] = {
+        {"d_model", d->d_model}, {"heads", d->h}, {"head dim d_k", d->d_k}, {"value dim d_v", d->d_v},
+        {"groups", d->g}, {"kv-lora d_c", d->d_c}, {"rope-dim d_h^R", d->d_hr}, {"nope dim d_h^N", d->d_hn},
+        {"rq", d->r_q}, {"rk", d->r_k}, {"rv", d->r_v}};
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++)
+        if (need[i].v == 0) return al_err("KV-cache accounting: %s must be positive", need[i].name);
+    if (d->g > d->h || d->h % d->g)
+        return al_err("KV-cache accounting: groups %zu must divide the %zu query heads", d->g, d->h);
+    return AL_OK;
+}
+
+size_t tpa_kv_values(const TpaDims *d, tpa_scheme s) {
+    size_t kv = d->d_k + d->d_v;
+    switch (s) {
+    case TPA_MHA: return d->h * kv;
+    case TPA_MQA: return kv;
+    case TPA_GQA: return d->g * kv;
+    case TPA_MLA: return d->d_c + d->d_hr;
+    case TPA_TPA:
+    case TPA_KVONLY: return d->r_k * (d->h + d->d_k) + d->r_v * (d->h + d->d_v);
+    case TPA_NONCTX_A: return d->r_k * d->d_k + d->r_v * d->d_v;
+    case TPA_NONCTX_B: return (d->r_k + d->r_v) * d->h;
+    default: return 0;
+    }
+}
+
+size_t tpa_attn_params(const TpaDims *d, tpa_scheme s) {
+    size_t D = d->d_model, h = d->h, dk = d->d_k, dv = d->d_v, out = h * dv * D;
+    switch (s) {
+    case TPA_MHA: return D * h * (2 * dk + 2 * dv);
+    case TPA_MQA: return D * h * dk + D * (dk + dv) + out;
+    case TPA_GQA: return D * h * dk + d->g * D * (dk + dv) + out;
+    case TPA_MLA: {
+        size_t q = d->d_cq ? d->d_cq * (D + h * d->d_hn + h * d->d_hr) : D * h * (d->d_hn + d->d_hr);
+        return q + D * d->d_hr + d->d_c * (D + h * d->d_hn + h * dv) + out;
+    }
+    case TPA_TPA:
+        return D * (d->r_q * (h + dk) + d->r_k * (h + dk) + d->r_v * (h + dv)) + out;
+    case TPA_KVONLY: return D * (d->r_k * (h + dk) + d->r_v * (h + dv)) + D * h * dk + out;
+    case TPA_NONCTX_A: return d->r_q * (D * dk + h) + d->r_k * (D * dk + h) + d->r_v * (D * dv + h) + out;
+    case TPA_NONCTX_B: return d->r_q * (D * h + dk) + d->r_k * (D * h + dk) + d->r_v * (D * h + dv) + out;
+    default: return 0;
+    }
+}
+
+size_t tpa_value_bytes(const Model *m) {
+    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
+    const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
+    if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    size_t b = 0;
+    if (cJSON_IsString(td))
+        b = !strcmp(td->valuestring, "float32") ? 4 : !strcmp(td->valuestring, "float64") ? 8 : 2;
+    cJSON_Delete(root);
+    if (b) return b;
+    return m->cfg.dtype == DT_F32 ? 4 : m->cfg.dtype == DT_F64 ? 8 : 2;
+}
+
+/* ================================================================ factors */
+
+const char *tpa_form_name(tpa_form f) { return f == TPA_FORM_A ? "a" : "b"; }
+
+void tpa_factor_free(TpaFactor *f) {
+    if (!f) return;
+    free(f->fixed);
+    mat_free(f->ctx);
+    free(f->bias);
+    free(f->eig);
+    memset(f, 0, sizeof *f);
+}
+
+size_t tpa_factor_cached(const TpaFactor *f) {
+    return (size_t)f->R * (size_t)(f->form == TPA_FORM_A ? f->dh : f->G);
+}
+
+size_t tpa_factor_params(const TpaFactor *f) {
+    size_t p = f->ctx ? f->ctx->rows * f->ctx->cols : 0;
+    if (f->bias && f->ctx) p += f->ctx->cols;
+    p += (size_t)f->R * (size_t)(f->form == TPA_FORM_A ? f->G : f->dh);
+    return p;
+}
+
+/* Top eigenpairs of a symmetric n x n matrix C (row-major, overwritten by its eigenvectors):
+ * eig (n) descending, and V (n, n) with column j the eigenvector of eig[j]. */
+static int sym_eig_desc(double *C, int n, double *eig, double *V, const char *what) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++) {
+            double s = 0.5 * (C[i * n + j] + C[j * n + i]);
+            C[i * n + j] = C[j * n + i] = s;
+        }
+    double *w = al_malloc3((size_t)n, 1, sizeof(double), what);
+    if (!w) return AL_ERR;
+    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, C, n, w);
+    if (info != 0) {
+        free(w);
+        return al_err("LAPACKE_dsyevd failed (info %d) on the %d x %d Gram of %s", (int)info, n, n, what);
+    }
+    for (int j = 0; j < n; j++) {
+        eig[j] = w[n - 1 - j] > 0 ? w[n - 1 - j] : 0;
+        for (int i = 0; i < n; i++) V[i * n + j] = C[i * n + (n - 1 - j)];
+    }
+    free(w);
+    return AL_OK;
+}
+
+/* Fraction of sum(eig) held by the first R values (1 for a zero spectrum). */
+static double energy_kept(const double *eig, int n, int R) {
+    double tot = 0, kept = 0;
+    for (int j = 0; j < n; j++) {
+        tot += eig[j];
+        if (j < R) kept += eig[j];
+    }
+    return tot > 0 ? kept / tot : 1.0;
+}
+
+int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R, const double *Sigma,
+                  TpaFactor *out) {
+    memset(out, 0, sizeof *out);
+    if (G <= 0 || dh <= 0 || !W || W->cols != (size_t)G * (size_t)dh)
+        return al_err("TPA factorization: the weight (%zu x %zu) does not hold %d heads of %d dims", W ? W->rows : 0,
+                      W ? W->cols : 0, G, dh);
+    int lim = f == TPA_FORM_A ? G : dh;
+    if (R < 1 || R > lim)
+        return al_err("TPA form %s: rank %d must be between 1 and %d (the %s)", tpa_form_name(f), R, lim,
+                      f == TPA_FORM_A ? "KV heads: form a factors across the head axis" : "head dim: form b factors "
+                                                                                          "across the d_h axis");
+    size_t D = W->rows, Gs = (size_t)G, d = (size_t)dh, n_in = D + (b ? 1 : 0), nc = Gs * d;
+    /* Wd: the weight with the bias as one more input row, in double; S = blockdiag(Sigma, 1) Wd. */
+    double *Wd = al_malloc3(n_in, nc, sizeof(double), "the TPA unfolding");
+    double *S = Sigma ? al_malloc3(n_in, nc, sizeof(double), "the weighted TPA unfolding") : NULL;
+    double *Gram = al_malloc3((size_t)lim, (size_t)lim, sizeof(double), "the TPA Gram");
+    double *Vec = al_malloc3((size_t)lim, (size_t)lim, sizeof(double), "the TPA eigenvectors");
+    double *eig = al_malloc3((size_t)lim, 1, sizeof(double), "the TPA eigenvalues");
+    double *Z = NULL, *P = NULL;
+    int rc = Wd && (S || !Sigma) && Gram && Vec && eig ? AL_OK : AL_ERR;
+    if (rc) goto done;
+    for (size_t i = 0; i < D * nc; i++) Wd[i] = W->data[i];
+    if (b)
+        for (size_t j = 0; j < nc; j++) Wd[D * nc + j] = b[j];
+    if (Sigma) {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)nc, (int)D, 1.0, Sigma, (int)D, Wd, (int)nc,
+                    0.0, S, (int)nc);
+        if (b) memcpy(S + D * nc, Wd + D * nc, nc * sizeof(double));
+    }
+    const double *Sx = Sigma ? S : Wd;
+    if (f == TPA_FORM_A) {
+        /* Head unfolding: Z (G, n_in d) with Z[g, i d + e] = Wd[i, g d + e]; Gram = Z_W Z_Sᵀ. */
+        double *ZS = NULL;
+        Z = al_malloc3(Gs, n_in * d, sizeof(double), "the head unfolding");
+        if (Sigma) ZS = al_malloc3(Gs, n_in * d, sizeof(double), "the weighted head unfolding");
+        if (!Z || (Sigma && !ZS)) { free(ZS); rc = AL_ERR; goto done; }
+        for (size_t i = 0; i < n_in; i++)
+            for (size_t g = 0; g < Gs; g++) {
+                memcpy(Z + g * n_in * d + i * d, Wd + i * nc + g * d, d * sizeof(double));
+                if (ZS) memcpy(ZS + g * n_in * d + i * d, Sx + i * nc + g * d, d * sizeof(double));
+            }
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, G, (int)(n_in * d), 1.0, Z, (int)(n_in * d),
+                    ZS ? ZS : Z, (int)(n_in * d), 0.0, Gram, G);
+        free(ZS);
+    } else {
+        /* d_h unfolding: Wd read as (n_in G, d) rows; Gram = Wdᵀ S (d x d). */
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dh, dh, (int)(n_in * Gs), 1.0, Wd, dh, Sx, dh, 0.0, Gram,
+                    dh);
+    }
+    if ((rc = sym_eig_desc(Gram, lim, eig, Vec, f == TPA_FORM_A ? "the head unfolding" : "the d_h unfolding")))
+        goto done;
+    out->form = f;
+    out->R = R;
+    out->G = G;
+    out->dh = dh;
+    out->hidden = (int)D;
+    out->n_eig = lim;
+    out->energy = energy_kept(eig, lim, R);
+    size_t Rs = (size_t)R;
+    if (!(out->fixed = al_malloc3(Rs, (size_t)lim, sizeof(float), "the fixed TPA factors"))) { rc = AL_ERR; goto done; }
+    for (size_t r = 0; r < Rs; r++)
+        for (size_t j = 0; j < (size_t)lim; j++) out->fixed[r * (size_t)lim + j] = (float)((double)R * Vec[j * (size_t)lim + r]);
+    if (f == TPA_FORM_A) {
+        /* ctxZ (R, n_in d) = U_Rᵀ Z: row r is W_r (and c_r) unfolded. */
+        if (!(P = al_malloc3(Rs, n_in * d, sizeof(double), "the token-factor maps"))) { rc = AL_ERR; goto done; }
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, (int)(n_in * d), G, 1.0, Vec, G, Z, (int)(n_in * d), 0.0,
+                    P, (int)(n_in * d));
+        if (!(out->ctx = mat_new(D, Rs * d))) { rc = AL_ERR; goto done; }
+        for (size_t r = 0; r < Rs; r++)
+            for (size_t i = 0; i < D; i++)
+                for (size_t e = 0; e < d; e++) out->ctx->data[i * Rs * d + r * d + e] = (float)P[r * n_in * d + i * d + e];
+        if (b) {
+            if (!(out->bias = al_malloc3(Rs, d, sizeof(float), "the token-factor biases"))) { rc = AL_ERR; goto done; }
+            for (size_t r = 0; r < Rs; r++)
+                for (size_t e = 0; e < d; e++) out->bias[r * d + e] = (float)P[r * n_in * d + D * d + e];
+        }
+    } else {
+        /* P (n_in G, R) = Wd (as (n_in G, d)) V_R: P[i G + g, r] = a_r(row i)[g]. */
+        if (!(P = al_malloc3(n_in * Gs, Rs, sizeof(double), "the head-factor maps"))) { rc = AL_ERR; goto done; }
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(n_in * Gs), R, dh, 1.0, Wd, dh, Vec, dh, 0.0, P, R);
+        if (!(out->ctx = mat_new(D, Rs * Gs))) { rc = AL_ERR; goto done; }
+        for (size_t i = 0; i < D; i++)
+            for (size_t g = 0; g < Gs; g++)
+                for (size_t r = 0; r < Rs; r++) out->ctx->data[i * Rs * Gs + r * Gs + g] = (float)P[(i * Gs + g) * Rs + r];
+        if (b) {
+            if (!(out->bias = al_malloc3(Rs, Gs, sizeof(float), "the head-factor biases"))) { rc = AL_ERR; goto done; }
+            for (size_t g = 0; g < Gs; g++)
+                for (size_t r = 0; r < Rs; r++) out->bias[r * Gs + g] = (float)P[(D * Gs + g) * Rs + r];
+        }
+    }
+    out->eig = eig;
+    eig = NULL;
+done:
+    free(Wd); free(S); free(Gram); free(Vec); free(eig); free(Z); free(P);
+    if (rc) tpa_factor_free(out);
+    return rc;
+}
+
+int tpa_factor_dense(const TpaFactor *f, Mat **W_hat, float **b_hat) {
+    *W_hat = NULL;
+    *b_hat = NULL;
+    size_t D = (size_t)f->hidden, G = (size_t)f->G, d = (size_t)f->dh, R = (size_t)f->R, nc = G * d;
+    size_t n_in = D + (f->bias ? 1 : 0);
+    double invR = 1.0 / (double)f->R;
+    /* The contextual maps with the bias row, in double: form a (n_in, R d); form b P (n_in G, R). */
+    double *C = al_malloc3(n_in, f->form == TPA_FORM_A ? R * d : R * G, sizeof(double), "the TPA maps");
+    double *F = al_malloc3(R, f->form == TPA_FORM_A ? G : d, sizeof(double), "the fixed TPA factors");
+    double *Y = al_malloc3(n_in, nc, sizeof(double), "the materialized weights");
+    double *T = f->form == TPA_FORM_A ? al_malloc3(n_in * d, G, sizeof(double), "the materialized weights") : NULL;
+    int rc = C && F && Y && (T || f->form != TPA_FORM_A) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        size_t cw = f->ctx->cols;
+        for (size_t i = 0; i < D * cw; i++) C[i] = f->ctx->data[i];
+        if (f->bias)
+            for (size_t j = 0; j < cw; j++) C[D * cw + j] = f->bias[j];
+        for (size_t i = 0; i < R * (f->form == TPA_FORM_A ? G : d); i++) F[i] = f->fixed[i];
+        if (f->form == TPA_FORM_A) {
+            /* C read as (n_in, R, d); T (n_in d, G) with T[(i, e), g] = (1/R) sum_r C[i, r, e] a_r[g]. */
+            double *Cp = al_malloc3(n_in * d, R, sizeof(double), "the token-factor maps");
+            if (!Cp) rc = AL_ERR;
+            else {
+                for (size_t i = 0; i < n_in; i++)
+                    for (size_t r = 0; r < R; r++)
+                        for (size_t e = 0; e < d; e++) Cp[(i * d + e) * R + r] = C[i * R * d + r * d + e];
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(n_in * d), (int)G, (int)R, invR, Cp, (int)R,
+                            F, (int)G, 0.0, T, (int)G);
+                for (size_t i = 0; i < n_in; i++)
+                    for (size_t g = 0; g < G; g++)
+                        for (size_t e = 0; e < d; e++) Y[i * nc + g * d + e] = T[(i * d + e) * G + g];
+                free(Cp);
+            }
+        } else {
+            /* P (n_in G, R) with P[i G + g, r] = C[i, r G + g]; Y (as (n_in G, d)) = (1/R) P B. */
+            double *Pp = al_malloc3(n_in * G, R, sizeof(double), "the head-factor maps");
+            if (!Pp) rc = AL_ERR;
+            else {
+                for (size_t i = 0; i < n_in; i++)
+                    for (size_t g = 0; g < G; g++)
+                        for (size_t r = 0; r < R; r++) Pp[(i * G + g) * R + r] = C[i * R * G + r * G + g];
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(n_in * G), (int)d, (int)R, invR, Pp, (int)R,
+                            F, (int)d, 0.0, Y, (int)d);
+                free(Pp);
+            }
+        }
+    }
+    if (rc == AL_OK && !(*W_hat = mat_new(D, nc))) rc = AL_ERR;
+    if (rc == AL_OK) {
+        for (size_t i = 0; i < D * nc; i++) (*W_hat)->data[i] = (float)Y[i];
+        if (f->bias) {
+            if (!(*b_hat = al_malloc3(nc, 1, sizeof(float), "the materialized bias"))) rc = AL_ERR;
+            else
+                for (size_t j = 0; j < nc; j++) (*b_hat)[j] = (float)Y[D * nc + j];
+        }
+    }
+    free(C); free(F); free(Y); free(T);
+    if (rc) { mat_free(*W_hat); *W_hat = NULL; }
+    return rc;
+}
+
+/* ================================================================ one layer */
+
+void tpa_layer_free(TpaLayer *l) {
+    if (!l) return;
+    attn_layer_free(l->dense);
+    tpa_factor_free(&l->K);
+    tpa_factor_free(&l->V);
+    free(l);
+}
+
+/* Replaces dense's W_K / b_K (which = 0) or W_V / b_V (1) by the materialized factor f. */
+static int set_dense(AttnLayer *dense, int which, const TpaFactor *f) {
+    Mat *W = NULL;
+    float *b = NULL;
+    if (tpa_factor_dense(f, &W, &b)) return AL_ERR;
+    Mat **pW = which ? &dense->W_V : &dense->W_K;
+    float **pb = which ? &dense->b_V : &dense->b_K;
+    mat_free(*pW);
+    free(*pb);
+    *pW = W;
+    *pb = b;
+    return AL_OK;
+}
+
+static void report_nan(TpaLayerReport *r) {
+    r->k_err = r->v_err = r->score_err = r->out_err = NAN;
+}
+
+int tpa_layer_convert(const AttnLayer *src, tpa_form f, int Rk, int Rv, const double *Sigma, TpaLayer **out) {
+    *out = NULL;
+    if (src->kind != ATTN_GQA)
+        return al_err("TPA conversion needs a GQA / MHA layer: an MLA layer already caches a shared latent");
+    if (attn_layer_validate(src)) return AL_ERR;
+    TpaLayer *l = al_calloc(1, sizeof *l, "a TPA layer");
+    if (!l) return AL_ERR;
+    int rc = tpa_factorize(src->W_K, src->b_K, src->n_kv_heads, src->head_dim, f, Rk, Sigma, &l->K);
+    if (rc == AL_OK) rc = tpa_factorize(src->W_V, src->b_V, src->n_kv_heads, src->v_dim, f, Rv, Sigma, &l->V);
+    if (rc == AL_OK && !(l->dense = attn_layer_copy(src))) rc = AL_ERR;
+    if (rc == AL_OK) rc = set_dense(l->dense, 0, &l->K);
+    if (rc == AL_OK) rc = set_dense(l->dense, 1, &l->V);
+    if (rc) { tpa_layer_free(l); return rc; }
+    l->rep.k_energy = l->K.energy;
+    l->rep.v_energy = l->V.energy;
+    report_nan(&l->rep);
+    *out = l;
+    return AL_OK;
+}
+
+/* ================================================================ the factored evaluator */
+
+/* Y (T, n) = X (T, k) @ W (k, n) + b. */
+static void linear_f(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y) {
+    size_t n = W->cols;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)k, 1.0f, X, (int)k, W->data, (int)n,
+                0.0f, Y, (int)n);
+    if (b)
+        for (size_t t = 0; t < T; t++)
+            for (size_t j = 0; j < n; j++) Y[t * n + j] += b[j];
+}
+
+/* Rotates one head vector v (dim values) to position pos: pairs (j, j + dim/2) for rotate_half,
+ * (2j, 2j + 1) for interleaved, pair j turning by pos * inv_freq[j]. */
+static void rope_apply(float *v, int dim, rope_layout lay, const double *inv_freq, int pos) {
+    int half = dim / 2;
+    for (int j = 0; j < half; j++) {
+        int ia = lay == ROPE_INTERLEAVED ? 2 * j : j, ib = lay == ROPE_INTERLEAVED ? 2 * j + 1 : j + half;
+        double ang = (double)pos * inv_freq[j], c = cos(ang), s = sin(ang);
+        double x = v[ia], y = v[ib];
+        v[ia] = (float)(x * c - y * s);
+        v[ib] = (float)(x * s + y * c);
+    }
+}
+
+/* The per-token tensors (T, G dh) of a factor evaluated on X, as TPA computes them: form a caches
+ * b_r(x_t) (rotated to pos[t] before caching when rope); form b caches a_r(x_t) and rotates the
+ * fixed b_r to pos[t] at use. Returns the reconstructed (rotated) tensors in Y. */
+static int factor_apply(const TpaFactor *f, const Mat *X, const int *pos, const AttnLayer *L, bool rope, float *Y) {
+    size_t T = X->rows, D = X->cols, G = (size_t)f->G, d = (size_t)f->dh, R = (size_t)f->R;
+    size_t cw = f->ctx->cols;
+    float *cache = al_malloc3(T, cw, sizeof(float), "the TPA cache");
+    float *Bt = f->form == TPA_FORM_B && rope ? al_malloc3(R, d, sizeof(float), "rotated token factors") : NULL;
+    if (!cache || (f->form == TPA_FORM_B && rope && !Bt)) { free(cache); free(Bt); return AL_ERR; }
+    float invR = 1.0f / (float)f->R;
+    linear_f(X->data, T, D, f->ctx, f->bias, cache);
+    for (size_t t = 0; t < T; t++) {
+        float *c = cache + t * cw, *y = Y + t * G * d;
+        if (f->form == TPA_FORM_A) {
+            /* cache row: R token factors b_r (d each), rotated once (eq. 3.6); K_t = (1/R) Aᵀ B. */
+            if (rope)
+                for (size_t r = 0; r < R; r++) rope_apply(c + r * d, (int)d, L->rope, L->inv_freq, pos[t]);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)G, (int)d, (int)R, invR, f->fixed, (int)G, c, (int)d,
+                        0.0f, y, (int)d);
+        } else {
+            /* cache row: R head factors a_r (G each); the fixed b_r turned to pos[t]; K_t = (1/R) A_tᵀ B_t. */
+            const float *B = f->fixed;
+            if (rope) {
+                memcpy(Bt, f->fixed, R * d * sizeof(float));
+                for (size_t r = 0; r < R; r++) rope_apply(Bt + r * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                B = Bt;
+            }
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)G, (int)d, (int)R, invR, c, (int)G, B, (int)d, 0.0f,
+                        y, (int)d);
+        }
+    }
+    free(cache);
+    free(Bt);
+    return AL_OK;
+}
+
+/* Causal softmax of the (T, T) logits S in place (row i over j <= i, the rest 0). */
+static void softmax_causal(float *S, size_t T) {
+    for (size_t i = 0; i < T; i++) {
+        float *row = S + i * T, mx = row[0];
+        for (size_t j = 1; j <= i; j++)
+            if (row[j] > mx) mx = row[j];
+        double z = 0;
+        for (size_t j = 0; j <= i; j++) {
+            row[j] = expf(row[j] - mx);
+            z += row[j];
+        }
+        for (size_t j = 0; j <= i; j++) row[j] = (float)(row[j] / z);
+        for (size_t j = i + 1; j < T; j++) row[j] = 0;
+    }
+}
+
+int tpa_eval(const TpaLayer *l, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
+    *out = NULL;
+    const AttnLayer *L = l->dense;
+    if (X->cols != (size_t)L->hidden)
+        return al_err("attention input has %zu columns but the layer's hidden size is %d", X->cols, L->hidden);
+    size_t T = X->rows, H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
+    size_t dv = (size_t)L->v_dim, grp = H / G;
+    if (T == 0) return al_err("attention input has no tokens");
+    bool rope = L->rope_dim > 0;
+    AttnOut *o = al_calloc(1, sizeof *o, "attention outputs");
+    float *Q = al_malloc3(T, H * d, sizeof(float), "queries");
+    float *K = al_malloc3(T, G * d, sizeof(float), "keys");
+    float *V = al_malloc3(T, G * dv, sizeof(float), "values");
+    float *S = al_malloc3(T, T, sizeof(float), "scores");
+    float *Oc = al_malloc3(T, H * dv, sizeof(float), "head outputs");
+    size_t ss = 0;
+    int rc = o && Q && K && V && S && Oc ? AL_OK : AL_ERR;
+    if (rc == AL_OK && want_scores &&
+        (!al_mul_ok(H, T * T, &ss, "attention scores") || !(o->scores = al_calloc(ss, sizeof(float), "attention scores"))))
+        rc = AL_ERR;
+    if (rc == AL_OK && !(o->out = mat_new(T, (size_t)L->hidden))) rc = AL_ERR;
+    if (rc == AL_OK) rc = factor_apply(&l->K, X, pos, L, rope, K);
+    if (rc == AL_OK) rc = factor_apply(&l->V, X, pos, L, false, V);
+    if (rc == AL_OK) {
+        o->T = T;
+        o->n_heads = L->n_heads;
+        linear_f(X->data, T, X->cols, L->W_Q, L->b_Q, Q);
+        if (rope)
+            for (size_t t = 0; t < T; t++)
+                for (size_t h = 0; h < H; h++) rope_apply(Q + t * H * d + h * d, (int)d, L->rope, L->inv_freq, pos[t]);
+        for (size_t h = 0; h < H; h++) {
+            size_t g = h / grp;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)d, (float)L->scale, Q + h * d,
+                        (int)(H * d), K + g * d, (int)(G * d), 0.0f, S, (int)T);
+            for (size_t i = 0; i < T; i++)
+                for (size_t j = i + 1; j < T; j++) S[i * T + j] = 0;
+            if (o->scores) memcpy(o->scores + h * T * T, S, T * T * sizeof(float));
+            softmax_causal(S, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dv, (int)T, 1.0f, S, (int)T, V + g * dv,
+                        (int)(G * dv), 0.0f, Oc + h * dv, (int)(H * dv));
+        }
+        linear_f(Oc, T, H * dv, L->W_O, L->b_O, o->out->data);
+    }
+    free(Q); free(K); free(V); free(S); free(Oc);
+    if (rc) { attn_out_free(o); return rc; }
+    *out = o;
+    return AL_OK;
+}
+
+/* ||b - a|| / ||a|| over n floats (0 when both are zero). */
+static double rel_err_f(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)b[i] - a[i];
+        num += e * e;
+        den += (double)a[i] * a[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
+/* Relative error of X W2 + b2 against X W1 + b1 (T x cols). */
+static int proj_err(const Mat *X, const Mat *W1, const float *b1, const Mat *W2, const float *b2, double *err) {
+    size_t T = X->rows, n = W1->cols;
+    float *A = al_malloc3(T, n, sizeof(float), "projections");
+    float *B = al_malloc3(T, n, sizeof(float), "projections");
+    if (!A || !B) { free(A); free(B); return AL_ERR; }
+    linear_f(X->data, T, X->cols, W1, b1, A);
+    linear_f(X->data, T, X->cols, W2, b2, B);
+    *err = rel_err_f(A, B, T * n);
+    free(A);
+    free(B);
+    return AL_OK;
+}
+
+/* T x D Gaussian inputs with second moment Sigma (x = z Lᵀ, Sigma = L Lᵀ by Cholesky, a tiny
+ * ridge added when Sigma is singular), or unit variance when Sigma is NULL. Caller frees. */
+static Mat *gauss_inputs(size_t T, int D, uint64_t seed, const double *Sigma) {
+    Mat *Z = attn_random_input(T, D, seed);
+    if (!Z || !Sigma) return Z;
+    size_t n = (size_t)D;
+    double *Lc = al_malloc3(n, n, sizeof(double), "a Cholesky factor");
+    float *Lf = al_malloc3(n, n, sizeof(float), "a Cholesky factor");
+    Mat *X = mat_new(T, n);
+    int rc = Lc && Lf && X ? AL_OK : AL_ERR;
+    double tr = 0;
+    for (size_t i = 0; i < n; i++) tr += Sigma[i * n + i];
+    for (double ridge = 0; rc == AL_OK; ridge = ridge ? ridge * 100 : 1e-12 * (tr > 0 ? tr / (double)n : 1)) {
+        memcpy(Lc, Sigma, n * n * sizeof(double));
+        for (size_t i = 0; i < n; i++) Lc[i * n + i] += ridge;
+        lapack_int info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, Lc, (lapack_int)n);
+        if (info == 0) break;
+        if (info < 0 || ridge > 1e-2 * (tr > 0 ? tr / (double)n : 1))
+            rc = al_err("LAPACKE_dpotrf failed (info %d) on the %zu x %zu input second moment", (int)info, n, n);
+    }
+    if (rc == AL_OK) {
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++) Lf[i * n + j] = j <= i ? (float)Lc[i * n + j] : 0.0f;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)n, (int)n, 1.0f, Z->data, (int)n, Lf, (int)n,
+                    0.0f, X->data, (int)n);
+    }
+    free(Lc);
+    free(Lf);
+    mat_free(Z);
+    if (rc) { mat_free(X); return NULL; }
+    return X;
+}
+
+int tpa_layer_report(TpaLayer *l, const AttnLayer *src, size_t T, uint64_t seed, const double *Sigma) {
+    if (T == 0) T = 64;
+    Mat *X = gauss_inputs(T, src->hidden, seed, Sigma);
+    int *pos = al_malloc3(T, 1, sizeof(int), "positions");
+    AttnOut *a = NULL, *b = NULL;
+    int rc = X && pos ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        for (size_t t = 0; t < T; t++) pos[t] = (int)t;
+        rc = proj_err(X, src->W_K, src->b_K, l->dense->W_K, l->dense->b_K, &l->rep.k_err);
+    }
+    if (rc == AL_OK) rc = proj_err(X, src->W_V, src->b_V, l->dense->W_V, l->dense->b_V, &l->rep.v_err);
+    if (rc == AL_OK) rc = attn_eval(src, X, pos, true, &a);
+    if (rc == AL_OK) rc = tpa_eval(l, X, pos, true, &b);
+    if (rc == AL_OK) attn_rel_err(a, b, &l->rep.score_err, &l->rep.out_err);
+    attn_out_free(a);
+    attn_out_free(b);
+    mat_free(X);
+    free(pos);
+    return rc;
+}
+
+/* ================================================================ whole model */
+
+TpaOpts tpa_opts_default(void) {
+    TpaOpts o = {.form = TPA_FORM_A, .layer_lo = 0, .layer_hi = -1, .eval_tokens = 64, .seed = 20250604};
+    return o;
+}
+
+void tpa_model_free(TpaModel *t) {
+    if (!t) return;
+    for (int l = 0; t->layers && l < t->n_layers; l++) tpa_layer_free(t->layers[l]);
+    free(t->layers);
+    free(t->src_path);
+    free(t->src_name);
+    free(t->dir);
+    free(t);
+}
+
+int tpa_resolve_opts(const Model *m, TpaOpts *o) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = m->name ? m->name : m->path;
+    if (cfg_is_mla(c))
+        return al_err("%s is MLA (%s): it already caches one shared latent of %d + %d values per token; non-contextual "
+                      "TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
+                      name, model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
+    if (attn_check_model(m)) return AL_ERR;
+    int G = c->n_kv_heads, d = cfg_d_qk(c), dv = c->v_dim;
+    if (o->form != TPA_FORM_A && o->form != TPA_FORM_B) return al_err("TPA form must be a or b");
+    int lim_k = o->form == TPA_FORM_A ? G : d, lim_v = o->form == TPA_FORM_A ? G : dv;
+    if (o->k_rank == 0) o->k_rank = lim_k;
+    if (o->v_rank == 0) o->v_rank = lim_v;
+    const char *axis = o->form == TPA_FORM_A ? "KV heads (form a factors across the head axis)"
+                                             : "head dims (form b factors across the d_h axis)";
+    if (o->k_rank < 1 || o->k_rank > lim_k)
+        return al_err("k-rank %d: %s has %d %s, so give 1..%d (%d reproduces the keys exactly)", o->k_rank, name, lim_k,
+                      axis, lim_k, lim_k);
+    if (o->v_rank < 1 || o->v_rank > lim_v)
+        return al_err("v-rank %d: %s has %d %s, so give 1..%d (%d reproduces the values exactly)", o->v_rank, name, lim_v,
+                      axis, lim_v, lim_v);
+    if (o->layer_hi < 0 || o->layer_hi >= c->n_layers) o->layer_hi = c->n_layers - 1;
+    if (o->layer_lo < 0 || o->layer_lo > o->layer_hi)
+        return al_err("layers %d-%d: %s has layers 0-%d", o->layer_lo, o->layer_hi, name, c->n_layers - 1);
+    if (o->eval_tokens == 0) o->eval_tokens = 64;
+    if (o->seed == 0) o->seed = 20250604;
+    return AL_OK;
+}
+
+/* True when the ranks reproduce the model in form f. */
+static bool ranks_exact(tpa_form f, int rk, int rv, int G, int d, int dv) {
+    return f == TPA_FORM_A ? rk == G && rv == G : rk == d && rv == dv;
+}
+
+/* Attention parameters of the source layer minus its K/V projections plus the two factors. */
+static size_t params_converted(const AttnLayer *src, const TpaLayer *l) {
+    size_t kv = src->W_K->rows * src->W_K->cols + src->W_V->rows * src->W_V->cols;
+    if (src->b_K) kv += src->W_K->cols;
+    if (src->b_V) kv += src->W_V->cols;
+    return attn_layer_params(src) - kv + tpa_factor_params(&l->K) + tpa_factor_params(&l->V);
+}
+
+int tpa_convert(Model *m, const TpaOpts *opts, TpaModel **out) {
+    *out = NULL;
+    TpaOpts o = *opts;
+    if (tpa_resolve_opts(m, &o)) return AL_ERR;
+    const ModelConfig *c = &m->cfg;
+    TpaModel *t = al_calloc(1, sizeof *t, "a TPA conversion");
+    if (!t) return AL_ERR;
+    t->src = m;
+    t->n_layers = c->n_layers;
+    t->hidden = c->hidden;
+    t->n_heads = c->n_heads;
+    t->n_kv_heads = c->n_kv_heads;
+    t->head_dim = cfg_d_qk(c);
+    t->v_dim = c->v_dim;
+    t->kv_before = cfg_kv_values(c);
+    t->exact = ranks_exact(o.form, o.k_rank, o.v_rank, t->n_kv_heads, t->head_dim, t->v_dim);
+    t->src_path = al_strdup(m->path ? m->path : "");
+    t->src_name = al_strdup(m->name ? m->name : "");
+    t->layers = al_calloc((size_t)t->n_layers, sizeof *t->layers, "the TPA layers");
+    int rc = t->src_path && t->src_name && t->layers ? AL_OK : AL_ERR;
+    int n = o.layer_hi - o.layer_lo + 1;
+    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        const double *Sigma = o.sigma ? o.sigma[l] : NULL;
+        if (Sigma) t->activation_stats = true;
+        AttnLayer *src = NULL;
+        rc = attn_layer_load(m, l, &src);
+        if (rc == AL_OK) rc = tpa_layer_convert(src, o.form, o.k_rank, o.v_rank, Sigma, &t->layers[l]);
+        if (rc == AL_OK) {
+            t->layers[l]->rep.layer = l;
+            rc = tpa_layer_report(t->layers[l], src, o.eval_tokens, o.seed + (uint64_t)l, Sigma);
+        }
+        if (rc == AL_OK && l == o.layer_lo) {
+            t->params_before = attn_layer_params(src);
+            t->params_after = params_converted(src, t->layers[l]);
+            t->kv_after = tpa_factor_cached(&t->layers[l]->K) + tpa_factor_cached(&t->layers[l]->V);
+        }
+        attn_layer_free(src);
+        if (rc) al_err_ctx("layer %d", l);
+        al_progress("layer", (size_t)(l - o.layer_lo + 1), (size_t)n);
+    }
+    if (rc) { tpa_model_free(t); return rc; }
+    o.sigma = NULL;
+    t->opts = o;
+    *out = t;
+    return AL_OK;
+}
+
+/* ================================================================ export */
+
+/* Creates dir and its parents; an existing dir must be empty. */
+static int make_empty_dir(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return al_err("export: %s exists and is not a folder", dir);
+        DIR *dp = opendir(dir);
+        if (!dp) return al_err("export: cannot open %s: %s", dir, strerror(errno));
+        struct dirent *e;
+        bool empty = true;
+        while ((e = readdir(dp)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { empty = false; break; }
+        closedir(dp);
+        return empty ? AL_OK : al_err("export: %s is not empty: give a new or empty folder", dir);
+    }
+    char *p = al_strdup(dir);
+    if (!p) return AL_ERR;
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0755) && errno != EEXIST) {
+                int e = errno;
+                free(p);
+                return al_err("export: cannot create %s: %s", dir, strerror(e));
+            }
+            *s = '/';
+        }
+    free(p);
+    if (mkdir(dir, 0755) && errno != EEXIST) return al_err("export: cannot create %s: %s", dir, strerror(errno));
+    return AL_OK;
+}
+
+/* Refuses dir when it is, or is inside, the folder of src_path (a folder or a file in one). */
+static int not_in_source(const char *dir, const char *src_path) {
+    if (!src_path || !*src_path) return AL_OK;
+    char sreal[PATH_MAX], dreal[PATH_MAX];
+    struct stat st;
+    if (!realpath(src_path, sreal)) return AL_OK;
+    if (stat(sreal, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(sreal, '/');
+        if (slash && slash != sreal) *slash = 0;
+    }
+    /* dir may not exist yet: resolve its nearest existing parent. */
+    char *p = al_strdup(dir);
+    if (!p) return AL_ERR;
+    while (!realpath(p, dreal)) {
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) {
+            if (!realpath(slash == p ? "/" : ".", dreal)) dreal[0] = 0;
+            break;
+        }
+        *slash = 0;
+    }
+    free(p);
+    size_t n = strlen(sreal);
+    if (dreal[0] && !strncmp(dreal, sreal, n) && (dreal[n] == 0 || dreal[n] == '/'))
+        return al_err("export: %s is inside the source model's folder %s: write to a new folder elsewhere", dir, sreal);
+    return AL_OK;
+}
+
+/* Adds a 1-D F32 vector (n values) or a 2-D F32 (rows, cols) array. */
+static int add_f32(st_writer *w, const char *name, const float *v, size_t rows, size_t cols, int ndim) {
+    size_t shape[2] = {rows, cols};
+    if (ndim == 1) shape[0] = rows * cols;
+    return st_writer_add(w, name, DT_F32, ndim, shape, v, rows * cols * sizeof(float));
+}
+
+/* Adds one factor's tensors under prefix ("layers.L.k"). */
+static int add_factor(st_writer *w, const char *prefix, const TpaFactor *f, dt_type dtype) {
+    char name[128];
+    int lim = f->form == TPA_FORM_A ? f->G : f->dh;
+    snprintf(name, sizeof name, "%s.fixed", prefix);
+    int rc = add_f32(w, name, f->fixed, (size_t)f->R, (size_t)lim, 2);
+    snprintf(name, sizeof name, "%s.ctx.weight", prefix);
+    if (rc == AL_OK) rc = st_writer_add_mat(w, name, dtype, f->ctx);
+    snprintf(name, sizeof name, "%s.ctx.bias", prefix);
+    if (rc == AL_OK && f->bias) rc = add_f32(w, name, f->bias, 1, f->ctx->cols, 1);
+    return rc;
+}
+
+/* A number, or null when not finite. */
+static void json_num(cJSON *o, const char *key, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+/* The manifest (caller frees the text). */
+static char *manifest_text(const TpaModel *t, const AttnLayer *L0, dt_type dtype, const Model *src) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", TPA_FORMAT);
+    cJSON_AddNumberToObject(root, "version", TPA_FORMAT_VERSION);
+    cJSON_AddStringToObject(root, "method", "non-contextual TPA re-factoring of K and V (seed 004, 3.4-3.5)");
+    cJSON_AddStringToObject(root, "note", "no standard loader exists for non-contextual TPA: attnlab reads this "
+                                          "folder (tpa-check DIR); tensors use the row-vector convention y = x @ W");
+    cJSON_AddStringToObject(root, "form", tpa_form_name(t->opts.form));
+    cJSON_AddNumberToObject(root, "k_rank", t->opts.k_rank);
+    cJSON_AddNumberToObject(root, "v_rank", t->opts.v_rank);
+    cJSON_AddBoolToObject(root, "exact", t->exact);
+    cJSON_AddBoolToObject(root, "activation_stats", t->activation_stats);
+    cJSON_AddStringToObject(root, "dtype", dt_name(dtype));
+    cJSON_AddNumberToObject(root, "num_hidden_layers", t->n_layers);
+    cJSON_AddNumberToObject(root, "hidden_size", t->hidden);
+    cJSON_AddNumberToObject(root, "num_attention_heads", t->n_heads);
+    cJSON_AddNumberToObject(root, "num_key_value_heads", t->n_kv_heads);
+    cJSON_AddNumberToObject(root, "head_dim", t->head_dim);
+    cJSON_AddNumberToObject(root, "v_head_dim", t->v_dim);
+    cJSON_AddStringToObject(root, "rope_layout", L0->rope_dim ? rope_layout_name(L0->rope) : rope_layout_name(ROPE_NONE));
+    cJSON_AddNumberToObject(root, "rope_dim", L0->rope_dim);
+    cJSON_AddNumberToObject(root, "softmax_scale", L0->scale);
+    cJSON *kv = cJSON_AddObjectToObject(root, "kv_values_per_token_per_layer");
+    cJSON_AddNumberToObject(kv, "source", (double)t->kv_before);
+    cJSON_AddNumberToObject(kv, "tpa", (double)t->kv_after);
+    cJSON *pp = cJSON_AddObjectToObject(root, "attn_params_per_layer");
+    cJSON_AddNumberToObject(pp, "source", (double)t->params_before);
+    cJSON_AddNumberToObject(pp, "tpa", (double)t->params_after);
+    cJSON *s = cJSON_AddObjectToObject(root, "source");
+    cJSON_AddStringToObject(s, "path", t->src_path ? t->src_path : "");
+    cJSON_AddStringToObject(s, "name", t->src_name ? t->src_name : "");
+    if (src) {
+        cJSON_AddStringToObject(s, "model_type", src->cfg.model_type);
+        cJSON *cfg = src->config_json ? cJSON_Parse(src->config_json) : NULL;
+        if (cfg) cJSON_AddItemToObject(s, "config", cfg);
+    }
+    cJSON *tens = cJSON_AddObjectToObject(root, "tensors");
+    cJSON_AddStringToObject(tens, "layers.L.q.weight", "(hidden, heads * head_dim) queries, with layers.L.q.bias");
+    cJSON_AddStringToObject(tens, "layers.L.o.weight", "(heads * v_head_dim, hidden) output, with layers.L.o.bias");
+    cJSON_AddStringToObject(tens, "layers.L.rope.inv_freq", "(rope_dim / 2) F64 angle per position of RoPE pair j");
+    cJSON_AddStringToObject(tens, "layers.L.{k,v}.fixed",
+                            t->opts.form == TPA_FORM_A ? "(R, kv_heads) non-contextual head factors a_r"
+                                                       : "(R, head_dim) non-contextual token factors b_r");
+    cJSON_AddStringToObject(tens, "layers.L.{k,v}.ctx.weight",
+                            t->opts.form == TPA_FORM_A
+                                ? "(hidden, R * head_dim): b_r(x) = x W[:, r d:(r+1) d] + bias, cached (keys rotated by RoPE first)"
+                                : "(hidden, R * kv_heads): a_r(x)[g] = x W[:, r G + g] + bias, cached");
+    cJSON_AddStringToObject(tens, "reconstruction", "K_t (kv_heads x head_dim) = (1/R) sum_r a_r (outer) b_r; query head "
+                                                    "i reads KV head i / (heads / kv_heads)");
+    cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+    for (int l = 0; l < t->n_layers; l++) {
+        const TpaLayerReport *r = &t->layers[l]->rep;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "layer", l);
+        json_num(o, "k_energy", r->k_energy);
+        json_num(o, "v_energy", r->v_energy);
+        json_num(o, "k_err", r->k_err);
+        json_num(o, "v_err", r->v_err);
+        json_num(o, "score_err", r->score_err);
+        json_num(o, "out_err", r->out_err);
+        cJSON_AddItemToArray(layers, o);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+int tpa_export(const TpaModel *t, const char *dir, dt_type dtype) {
+    if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
+        return al_err("TPA export: dtype %s: give F32, F16 or BF16", dt_name(dtype));
+    for (int l = 0; l < t->n_layers; l++)
+        if (!t->layers[l])
+            return al_err("TPA export: layer %d was not converted: run the conversion on every layer (layers all)", l);
+    if (not_in_source(dir, t->src_path) || make_empty_dir(dir)) return AL_ERR;
+    st_writer *w = st_writer_new();
+    if (!w) return al_err("TPA export: out of memory");
+    int rc = st_writer_meta(w, "format", TPA_FORMAT);
+    char name[128];
+    for (int l = 0; rc == AL_OK && l < t->n_layers; l++) {
+        const TpaLayer *tl = t->layers[l];
+        const AttnLayer *L = tl->dense;
+        snprintf(name, sizeof name, "layers.%d.q.weight", l);
+        rc = st_writer_add_mat(w, name, dtype, L->W_Q);
+        snprintf(name, sizeof name, "layers.%d.q.bias", l);
+        if (rc == AL_OK && L->b_Q) rc = add_f32(w, name, L->b_Q, 1, L->W_Q->cols, 1);
+        snprintf(name, sizeof name, "layers.%d.o.weight", l);
+        if (rc == AL_OK) rc = st_writer_add_mat(w, name, dtype, L->W_O);
+        snprintf(name, sizeof name, "layers.%d.o.bias", l);
+        if (rc == AL_OK && L->b_O) rc = add_f32(w, name, L->b_O, 1, (size_t)L->hidden, 1);
+        if (rc == AL_OK && L->rope_dim > 0) {
+            size_t shape[1] = {(size_t)L->rope_dim / 2};
+            snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
+            rc = st_writer_add(w, name, DT_F64, 1, shape, L->inv_freq, shape[0] * sizeof(double));
+        }
+        snprintf(name, sizeof name, "layers.%d.k", l);
+        if (rc == AL_OK) rc = add_factor(w, name, &tl->K, dtype);
+        snprintf(name, sizeof name, "layers.%d.v", l);
+        if (rc == AL_OK) rc = add_factor(w, name, &tl->V, dtype);
+    }
+    char *path = al_asprintf("%s/%s", dir, TPA_FACTORS);
+    if (rc == AL_OK) rc = path ? st_writer_write(w, path) : AL_ERR;
+    st_writer_free(w);
+    free(path);
+    char *text = rc == AL_OK ? manifest_text(t, t->layers[0]->dense, dtype, t->src) : NULL;
+    path = al_asprintf("%s/%s", dir, TPA_MANIFEST);
+    if (rc == AL_OK) rc = text && path ? al_write_file_atomic(path, text, strlen(text)) : al_err("TPA export: out of memory");
+    free(text);
+    free(path);
+    if (rc) al_err_ctx("TPA export to %s", dir);
+    return rc;
+}
+
+/* ================================================================ load */
+
+bool tpa_is_export(const char *dir) {
+    char *p = al_asprintf("%s/%s", dir, TPA_MANIFEST);
+    struct stat st;
+    bool ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    free(p);
+    return ok;
+}
+
+/* Reads a whole text file (caller frees). */
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { al_err("cannot open %s: %s", path, strerror(errno)); return NULL; }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); al_err("out of memory reading %s", path); return NULL; }
+            buf = nb;
+        }
+        size_t k = fread(buf + n, 1, 4096, f);
+        n += k;
+        if (k < 4096) break;
+    }
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* Tensor `name` of f as float32 (rows, cols) (a 1-D tensor is 1 x n). Missing: NULL, AL_OK when
+ * optional, else an error naming it. */
+static int read_tensor(const st_file *f, const char *name, bool required, Mat **out) {
+    *out = NULL;
+    const st_entry *e = st_find(f, name);
+    if (!e) return required ? al_err("%s: tensor '%s' is missing", st_path(f), name) : AL_OK;
+    if (e->ndim < 1 || e->ndim > 2) return al_err("%s: tensor '%s' must have 1 or 2 dims", st_path(f), name);
+    size_t rows = e->ndim == 2 ? e->shape[0] : 1, cols = e->shape[e->ndim - 1];
+    Mat *m = mat_new(rows, cols);
+    if (!m) return AL_ERR;
+    if (dt_to_f32(e->dtype, st_data(f, e), rows * cols, m->data)) {
+        mat_free(m);
+        return al_err_ctx("%s: tensor '%s'", st_path(f), name);
+    }
+    *out = m;
+    return AL_OK;
+}
+
+/* Checks a loaded matrix's shape. */
+static int want_shape(const st_file *f, const char *name, const Mat *m, size_t rows, size_t cols) {
+    if (m->rows * m->cols == rows * cols && (m->rows == rows || rows == 1 || m->rows == 1)) return AL_OK;
+    return al_err("%s: tensor '%s' is %zu x %zu but the manifest's dims need %zu x %zu", st_path(f), name, m->rows,
+                  m->cols, rows, cols);
+}
+
+/* Takes a 1-D float vector out of a loaded (1, n) matrix. */
+static float *take_vec(Mat *m) {
+    if (!m) return NULL;
+    float *v = m->data;
+    m->data = NULL;
+    mat_free(m);
+    return v;
+}
+
+/* Loads one factor ("layers.L.k") with head axis G and token axis dh. */
+static int load_factor(const st_file *f, const char *prefix, tpa_form form, int G, int dh, int hidden, TpaFactor *out) {
+    memset(out, 0, sizeof *out);
+    char name[128];
+    Mat *fixed = NULL, *bias = NULL;
+    snprintf(name, sizeof name, "%s.fixed", prefix);
+    int rc = read_tensor(f, name, true, &fixed);
+    int lim = form == TPA_FORM_A ? G : dh;
+    if (rc == AL_OK && (fixed->cols != (size_t)lim || fixed->rows < 1 || fixed->rows > (size_t)lim))
+        rc = al_err("%s: tensor '%s' is %zu x %zu: form %s needs R x %d with 1 <= R <= %d", st_path(f), name,
+                    fixed->rows, fixed->cols, tpa_form_name(form), lim, lim);
+    if (rc) { mat_free(fixed); return rc; }
+    out->form = form;
+    out->R = (int)fixed->rows;
+    out->G = G;
+    out->dh = dh;
+    out->hidden = hidden;
+    out->energy = NAN;
+    size_t cw = (size_t)out->R * (size_t)(form == TPA_FORM_A ? dh : G);
+    out->fixed = take_vec(fixed);
+    snprintf(name, sizeof name, "%s.ctx.weight", prefix);
+    rc = read_tensor(f, name, true, &out->ctx);
+    if (rc == AL_OK && (out->ctx->rows != (size_t)hidden || out->ctx->cols != cw))
+        rc = want_shape(f, name, out->ctx, (size_t)hidden, cw);
+    snprintf(name, sizeof name, "%s.ctx.bias", prefix);
+    if (rc == AL_OK) rc = read_tensor(f, name, false, &bias);
+    if (rc == AL_OK && bias && bias->rows * bias->cols != cw) rc = want_shape(f, name, bias, 1, cw);
+    if (rc == AL_OK) out->bias = take_vec(bias);
+    else mat_free(bias);
+    if (rc) tpa_factor_free(out);
+    return rc;
+}
+
+/* Integer member of a JSON object, or an error naming it. */
+static int json_int(const cJSON *o, const char *key, const char *where, int *v) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(it)) return al_err("%s: \"%s\" is missing or not a number", where, key);
+    *v = (int)it->valuedouble;
+    return AL_OK;
+}
+
+static double json_get_num(const cJSON *o, const char *key) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(it) ? it->valuedouble : NAN;
+}
+
+/* Builds layer l from the factors file. */
+static int load_layer(const st_file *f, const TpaModel *t, tpa_form form, rope_layout lay, int rope_dim, double scale,
+                      int l, TpaLayer **out) {
+    *out = NULL;
+    char name[128];
+    TpaLayer *tl = al_calloc(1, sizeof *tl, "a TPA layer");
+    AttnLayer *L = attn_layer_new(ATTN_GQA);
+    int rc = tl && L ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        tl->dense = L;
+        L->hidden = t->hidden;
+        L->n_heads = t->n_heads;
+        L->n_kv_heads = t->n_kv_heads;
+        L->head_dim = t->head_dim;
+        L->v_dim = t->v_dim;
+        L->rope = lay;
+        L->rope_dim = rope_dim;
+        L->scale = scale;
+        size_t D = (size_t)t->hidden, qc = (size_t)t->n_heads * (size_t)t->head_dim;
+        size_t oc = (size_t)t->n_heads * (size_t)t->v_dim;
+        Mat *m = NULL;
+        snprintf(name, sizeof name, "layers.%d.q.weight", l);
+        rc = read_tensor(f, name, true, &L->W_Q);
+        if (rc == AL_OK) rc = want_shape(f, name, L->W_Q, D, qc);
+        snprintf(name, sizeof name, "layers.%d.q.bias", l);
+        if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
+            rc = want_shape(f, name, m, 1, qc);
+            L->b_Q = take_vec(m);
+        }
+        snprintf(name, sizeof name, "layers.%d.o.weight", l);
+        if (rc == AL_OK) rc = read_tensor(f, name, true, &L->W_O);
+        if (rc == AL_OK) rc = want_shape(f, name, L->W_O, oc, D);
+        snprintf(name, sizeof name, "layers.%d.o.bias", l);
+        m = NULL;
+        if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
+            rc = want_shape(f, name, m, 1, D);
+            L->b_O = take_vec(m);
+        }
+        if (rc == AL_OK && rope_dim > 0) {
+            snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
+            const st_entry *e = st_find(f, name);
+            if (!e || e->dtype != DT_F64 || st_numel(e) != (size_t)rope_dim / 2)
+                rc = al_err("%s: tensor '%s' must be F64 with %d values", st_path(f), name, rope_dim / 2);
+            else if (!(L->inv_freq = al_malloc3((size_t)rope_dim / 2, 1, sizeof(double), "RoPE frequencies")))
+                rc = AL_ERR;
+            else
+                memcpy(L->inv_freq, st_data(f, e), (size_t)rope_dim / 2 * sizeof(double));
+        }
+    }
+    snprintf(name, sizeof name, "layers.%d.k", l);
+    if (rc == AL_OK) rc = load_factor(f, name, form, t->n_kv_heads, t->head_dim, t->hidden, &tl->K);
+    snprintf(name, sizeof name, "layers.%d.v", l);
+    if (rc == AL_OK) rc = load_factor(f, name, form, t->n_kv_heads, t->v_dim, t->hidden, &tl->V);
+    if (rc == AL_OK) rc = set_dense(L, 0, &tl->K);
+    if (rc == AL_OK) rc = set_dense(L, 1, &tl->V);
+    if (rc == AL_OK) rc = attn_layer_validate(L);
+    if (rc) {
+        if (tl) tpa_layer_free(tl);
+        else attn_layer_free(L);
+        return rc;
+    }
+    report_nan(&tl->rep);
+    tl->rep.layer = l;
+    *out = tl;
+    return AL_OK;
+}
+
+int tpa_load(const char *dir, TpaModel **out) {
+    *out = NULL;
+    char *mpath = al_asprintf("%s/%s", dir, TPA_MANIFEST);
+    char *fpath = al_asprintf("%s/%s", dir, TPA_FACTORS);
+    char *text = mpath ? read_text(mpath) : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    st_file *f = NULL;
+    TpaModel *t = NULL;
+    int rc = AL_OK;
+    if (!text) { rc = AL_ERR; goto done; }
+    if (!root) { rc = al_err("%s: not valid JSON", mpath); goto done; }
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TPA_FORMAT)) {
+        rc = al_err("%s: \"format\" is not \"%s\": not a TPA export", mpath, TPA_FORMAT);
+        goto done;
+    }
+    int version = 0, rope_dim = 0;
+    if ((rc = json_int(root, "version", mpath, &version))) goto done;
+    if (version != TPA_FORMAT_VERSION) {
+        rc = al_err("%s: format version %d; this attnlab reads version %d", mpath, version, TPA_FORMAT_VERSION);
+        goto done;
+    }
+    if (!(t = al_calloc(1, sizeof *t, "a TPA model"))) { rc = AL_ERR; goto done; }
+    t->opts = tpa_opts_default();
+    const cJSON *form = cJSON_GetObjectItemCaseSensitive(root, "form");
+    if (!cJSON_IsString(form) || (strcmp(form->valuestring, "a") && strcmp(form->valuestring, "b"))) {
+        rc = al_err("%s: \"form\" must be \"a\" or \"b\"", mpath);
+        goto done;
+    }
+    t->opts.form = form->valuestring[0] == 'a' ? TPA_FORM_A : TPA_FORM_B;
+    if ((rc = json_int(root, "num_hidden_layers", mpath, &t->n_layers)) ||
+        (rc = json_int(root, "hidden_size", mpath, &t->hidden)) ||
+        (rc = json_int(root, "num_attention_heads", mpath, &t->n_heads)) ||
+        (rc = json_int(root, "num_key_value_heads", mpath, &t->n_kv_heads)) ||
+        (rc = json_int(root, "head_dim", mpath, &t->head_dim)) || (rc = json_int(root, "v_head_dim", mpath, &t->v_dim)) ||
+        (rc = json_int(root, "rope_dim", mpath, &rope_dim)) ||
+        (rc = json_int(root, "k_rank", mpath, &t->opts.k_rank)) || (rc = json_int(root, "v_rank", mpath, &t->opts.v_rank)))
+        goto done;
+    if (t->n_layers < 1 || t->n_layers > 100000 || t->hidden < 1 || t->n_heads < 1 || t->n_kv_heads < 1 ||
+        t->n_heads % t->n_kv_heads || t->head_dim < 1 || t->v_dim < 1 || rope_dim < 0 || rope_dim % 2 ||
+        (rope_dim && rope_dim != t->head_dim)) {
+        rc = al_err("%s: inconsistent dims (layers %d, hidden %d, heads %d, kv heads %d, head_dim %d, v_head_dim %d, "
+                    "rope_dim %d)", mpath, t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim, t->v_dim,
+                    rope_dim);
+        goto done;
+    }
+    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(root, "rope_layout");
+    rope_layout layout = ROPE_NONE;
+    if (rope_dim) {
+        if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_INTERLEAVED))) layout = ROPE_INTERLEAVED;
+        else if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_HALF))) layout = ROPE_HALF;
+        else { rc = al_err("%s: \"rope_layout\" must name the RoPE pairing", mpath); goto done; }
+    }
+    double scale = json_get_num(root, "softmax_scale");
+    if (!(scale > 0)) { rc = al_err("%s: \"softmax_scale\" must be a positive number", mpath); goto done; }
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(root, "exact");
+    t->exact = cJSON_IsTrue(ex);
+    t->activation_stats = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "activation_stats"));
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(src, "path"), *sn = cJSON_GetObjectItemCaseSensitive(src, "name");
+    t->src_path = al_strdup(cJSON_IsString(sp) ? sp->valuestring : "");
+    t->src_name = al_strdup(cJSON_IsString(sn) ? sn->valuestring : "");
+    t->dir = al_strdup(dir);
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(root, "kv_values_per_token_per_layer");
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(root, "attn_params_per_layer");
+    t->kv_before = (size_t)fmax(0, json_get_num(kv, "source"));
+    t->params_before = (size_t)fmax(0, json_get_num(pp, "source"));
+    t->layers = al_calloc((size_t)t->n_layers, sizeof *t->layers, "the TPA layers");
+    if (!t->src_path || !t->src_name || !t->dir || !t->layers) { rc = AL_ERR; goto done; }
+    if ((rc = st_open(fpath, &f))) goto done;
+    const cJSON *reps = cJSON_GetObjectItemCaseSensitive(root, "layers");
+    for (int l = 0; l < t->n_layers; l++) {
+        if ((rc = load_layer(f, t, t->opts.form, layout, rope_dim, scale, l, &t->layers[l]))) goto done;
+        const cJSON *r = cJSON_GetArrayItem(reps, l);
+        TpaLayerReport *rep = &t->layers[l]->rep;
+        rep->k_energy = t->layers[l]->K.energy = json_get_num(r, "k_energy");
+        rep->v_energy = t->layers[l]->V.energy = json_get_num(r, "v_energy");
+        rep->k_err = json_get_num(r, "k_err");
+        rep->v_err = json_get_num(r, "v_err");
+        rep->score_err = json_get_num(r, "score_err");
+        rep->out_err = json_get_num(r, "out_err");
+    }
+    t->opts.k_rank = t->layers[0]->K.R;
+    t->opts.v_rank = t->layers[0]->V.R;
+    t->kv_after = tpa_factor_cached(&t->layers[0]->K) + tpa_factor_cached(&t->layers[0]->V);
+    {
+        const AttnLayer *L = t->layers[0]->dense;
+        size_t p = attn_layer_params(L) - L->W_K->rows * L->W_K->cols - L->W_V->rows * L->W_V->cols;
+        if (L->b_K) p -= L->W_K->cols;
+        if (L->b_V) p -= L->W_V->cols;
+        t->params_after = p + tpa_factor_params(&t->layers[0]->K) + tpa_factor_params(&t->layers[0]->V);
+    }
+done:
+    if (f) st_close(f);
+    cJSON_Delete(root);
+    free(text);
+    free(mpath);
+    free(fpath);
+    if (rc) {
+        tpa_model_free(t);
+        return al_err_ctx("loading the TPA export %s", dir);
+    }
+    *out = t;
+    return AL_OK;
+}
+
+/* ================================================================ check */
+
+void tpa_check_free(TpaCheck *c) {
+    if (!c) return;
+    free(c->score_err);
+    free(c->out_err);
+    free(c);
+}
+
+int tpa_check(const TpaModel *t, Model *src, size_t T, uint64_t seed, TpaCheck **out) {
+    *out = NULL;
+    const ModelConfig *c = &src->cfg;
+    if (cfg_is_mla(c) || c->n_layers != t->n_layers || c->hidden != t->hidden || c->n_heads != t->n_heads ||
+        c->n_kv_heads != t->n_kv_heads || cfg_d_qk(c) != t->head_dim || c->v_dim != t->v_dim)
+        return al_err("TPA check: %s (%d layers, hidden %d, %d heads, %d KV heads, head dim %d) does not have the "
+                      "conversion's dims (%d layers, hidden %d, %d heads, %d KV heads, head dim %d)",
+                      src->name ? src->name : src->path, c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, cfg_d_qk(c),
+                      t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim);
+    if (T == 0) T = 64;
+    TpaCheck *k = al_calloc(1, sizeof *k, "a TPA check");
+    if (!k) return AL_ERR;
+    k->n_layers = t->n_layers;
+    k->exact = t->exact;
+    k->score_err = al_malloc3((size_t)t->n_layers, 1, sizeof(double), "check errors");
+    k->out_err = al_malloc3((size_t)t->n_layers, 1, sizeof(double), "check errors");
+    Mat *X = attn_random_input(T, t->hidden, seed);
+    int *pos = al_malloc3(T, 1, sizeof(int), "positions");
+    int rc = k->score_err && k->out_err && X && pos ? AL_OK : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < T; i++) pos[i] = (int)i;
+    for (int l = 0; rc == AL_OK && l < t->n_layers; l++) {
+        k->score_err[l] = k->out_err[l] = NAN;
+        if (!t->layers[l]) continue;
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        AttnLayer *L = NULL;
+        AttnOut *a = NULL, *b = NULL;
+        rc = attn_layer_load(src, l, &L);
+        if (rc == AL_OK) rc = attn_eval(L, X, pos, true, &a);
+        if (rc == AL_OK) rc = tpa_eval(t->layers[l], X, pos, true, &b);
+        if (rc == AL_OK) attn_rel_err(a, b, &k->score_err[l], &k->out_err[l]);
+        attn_out_free(a);
+        attn_out_free(b);
+        attn_layer_free(L);
+        if (rc) al_err_ctx("TPA check, layer %d", l);
+        al_progress("layer", (size_t)l + 1, (size_t)t->n_layers);
+    }
+    mat_free(X);
+    free(pos);
+    if (rc) { tpa_check_free(k); return rc; }
+    k->pass = true;
+    for (int l = 0; l < k->n_layers; l++) {
+        double e = k->out_err[l];
+        if (isnan(e)) continue;
+        if (e > k->max_out_err) k->max_out_err = e;
+        if (k->exact && !(e <= TPA_EXACT_TOL)) k->pass = false;
+    }
+    *out = k;
+    return AL_OK;
+}
