@@ -15,6 +15,7 @@
 
 #include "cmd_calib.h"
 #include "cmd_convert.h"
+#include "cmd_tpa.h"
 #include "export.h"
 #include "farr.h"
 #include "registry.h"
@@ -549,6 +550,8 @@ static int cmd_export(Session *s, const Args *a, Out *out) {
     const FarrPlan *vo = farr_state_plan(st, s->cur, FARR_VO), *qk = farr_state_plan(st, s->cur, FARR_QK);
     if (!vo && !qk && cmd_convert_pending(s, s->cur))       /* a TransMLA conversion is what there is to export */
         return cmd_convert_export(s, args_str(a, "dir"), NULL, out);
+    if (!vo && !qk && cmd_tpa_pending(s, s->cur))           /* a non-contextual TPA conversion */
+        return cmd_tpa_export(s, args_str(a, "dir"), NULL, out);
     if (!vo && !qk && cmd_kvsvd_pending(s, s->cur))         /* KQ-SVD projections learned with kvsvd learn */
         return cmd_kvsvd_export(s, args_str(a, "dir"), args_flag(a, "force"), out);
     ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force") };
