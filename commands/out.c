@@ -289,6 +289,13 @@ int table_write_file(const Table *t, const char *path, int prec) {
         return al_err("cannot write a table to '%s': the extension %s%s%s is not .csv or .json "
                       "(name the file FILE.csv or FILE.json)", path, dot ? "'" : "", dot ? dot : "(none)", dot ? "'" : "");
     }
+    const char *slash = strrchr(path, '/');
+    if (slash && slash != path) {                 /* the folder is made if missing, as for figures */
+        char *dir = strndup(path, (size_t)(slash - path));
+        int mrc = dir ? al_mkdirs(dir) : al_err("out of memory");
+        free(dir);
+        if (mrc != AL_OK) return mrc;
+    }
     char *text = table_render(t, (out_format)f, prec);
     if (!text) return AL_ERR;
     int rc = al_write_file_atomic(path, text, strlen(text));

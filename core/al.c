@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 volatile sig_atomic_t al_interrupt_flag = 0;
@@ -165,4 +166,23 @@ char *al_read_file(const char *path, size_t *len) {
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+int al_mkdirs(const char *path) {
+    char *p = al_strdup(path);
+    if (!p) return AL_ERR;
+    int rc = AL_OK;
+    for (char *c = p + 1; rc == AL_OK; c++) {          /* each ancestor, then the folder itself */
+        if (*c != '/' && *c != 0) continue;
+        char saved = *c;
+        *c = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = al_err("cannot create folder %s: %s", p, strerror(errno));
+        *c = saved;
+        if (saved == 0) break;
+    }
+    struct stat sb;
+    if (rc == AL_OK && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        rc = al_err("%s exists and is not a folder", path);
+    free(p);
+    return rc;
 }

@@ -66,6 +66,9 @@ char *al_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The whole file as a NUL-terminated buffer (caller frees); len may be NULL. Errors name the file. */
 char *al_read_file(const char *path, size_t *len);
 
+/* mkdir -p: creates path and its missing parents; an error names the folder that failed. */
+int al_mkdirs(const char *path);
+
 /* Number of worker threads for head sweeps (defaults to the online CPU count; ATTNLAB_THREADS
  * overrides). */
 int al_threads(void);

@@ -71,20 +71,6 @@ const char *export_hf_refusal(const Model *m, const FarrPlan *vo, const FarrPlan
 
 static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
 
-/* mkdir -p */
-static int make_dirs(const char *path) {
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return al_err("path too long: %s", path);
-    for (char *s = buf + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return al_err("cannot create folder %s: %s", buf, strerror(errno));
-        *s = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return al_err("cannot create folder %s: %s", buf, strerror(errno));
-    return AL_OK;
-}
-
 /* The absolute, symlink-resolved form of path, which may not exist yet (its nearest existing
  * ancestor is resolved and the rest appended). Caller frees. */
 static char *resolve_path(const char *path) {
@@ -544,7 +530,7 @@ static int write_factors(Ctx *x, const char *dir) {
         }
     }
     char *fdir = al_asprintf("%s/farr", dir), *path = al_asprintf("%s/farr/factors.safetensors", dir);
-    if (rc == AL_OK) rc = fdir && path ? make_dirs(fdir) : AL_ERR;
+    if (rc == AL_OK) rc = fdir && path ? al_mkdirs(fdir) : AL_ERR;
     if (rc == AL_OK) rc = st_writer_meta(w, "format", "pt");
     if (rc == AL_OK) rc = st_writer_write(w, path);
     if (rc == AL_OK) x->rep.files++;
@@ -634,7 +620,7 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
         x.v2 = vo ? vo->rank_max : c->v_dim;
         x.q_scale = sqrt((double)(x.nope2 + c->qk_rope_dim) / (double)(c->qk_nope_dim + c->qk_rope_dim));
     }
-    if (make_dirs(dir) != AL_OK) return AL_ERR;
+    if (al_mkdirs(dir) != AL_OK) return AL_ERR;
     const Store *s = m->store;
     char *index_src = al_asprintf("%s/model.safetensors.index.json", store_dir(s));
     struct stat sb;

@@ -753,20 +753,6 @@ int kq_eval_run(KqEval *ev, Model *m, Forward *f, const int *tokens, size_t nseq
 
 /* ================================================================ export */
 
-static int mkdir_p(const char *dir) {
-    char *p = al_strdup(dir);
-    if (!p) return AL_ERR;
-    for (char *c = p + 1; *c; c++)
-        if (*c == '/') {
-            *c = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) { int rc = al_err("%s: cannot create: %s", p, strerror(errno)); free(p); return rc; }
-            *c = '/';
-        }
-    int rc = mkdir(p, 0755) != 0 && errno != EEXIST ? al_err("%s: cannot create: %s", p, strerror(errno)) : AL_OK;
-    free(p);
-    return rc;
-}
-
 /* Checks the destination: not the model's folder, empty unless force. */
 static int check_dest(const char *dir, const KqExportInfo *info) {
     char a[PATH_MAX], b[PATH_MAX];
@@ -897,7 +883,7 @@ static cJSON *manifest(const KqProj *const *sets, size_t nsets, const KqExportIn
 int kqsvd_export(const char *dir, const KqProj *const *sets, size_t nsets, const KqExportInfo *info, size_t *files) {
     if (files) *files = 0;
     if (nsets == 0) return al_err("export: no projections learned yet: run `kvsvd learn` first");
-    if (check_dest(dir, info) || mkdir_p(dir)) return AL_ERR;
+    if (check_dest(dir, info) || al_mkdirs(dir)) return AL_ERR;
     size_t n = 0;
     for (size_t s = 0; s < nsets; s++) {
         char fname[64];

@@ -16,21 +16,6 @@
 
 /* ================================================================ folders and files */
 
-/* Creates dir and its missing parents. */
-static int mkdir_p(const char *dir) {
-    char *p = al_strdup(dir);
-    if (!p) return AL_ERR;
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) { int rc = al_err("%s: cannot create: %s", p, strerror(errno)); free(p); return rc; }
-            *s = '/';
-        }
-    int rc = mkdir(p, 0755) != 0 && errno != EEXIST ? al_err("%s: cannot create: %s", p, strerror(errno)) : AL_OK;
-    free(p);
-    return rc;
-}
-
 /* The export folder must be new or empty, and not the source's folder. */
 static int check_target(const char *dir, const char *src_dir) {
     struct stat sb;
@@ -401,7 +386,7 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
     }
     Plan p = {0};
     size_t nshards = 0;
-    int rc = mkdir_p(dir);
+    int rc = al_mkdirs(dir);
     if (rc == AL_OK) rc = make_plan(r, bias, dt, &p);
     if (rc == AL_OK) rc = write_weights(r, &p, dir, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30, dt, bias, &nshards);
     plan_free(&p);

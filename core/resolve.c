@@ -41,15 +41,6 @@ static bool user_loaded;
 static bool exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
 static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
 
-/* mkdir -p */
-static void make_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
-    mkdir(buf, 0755);
-}
-
 static char *env_dir(const char *var, const char *home_rel) {
     const char *v = getenv(var);
     if (v && *v) return al_strdup(v);
@@ -59,13 +50,13 @@ static char *env_dir(const char *var, const char *home_rel) {
 
 char *resolve_home_dir(void) {
     char *d = env_dir("ATTNLAB_HOME", ".config/attnlab");
-    if (d) make_dirs(d);
+    if (d) (void)al_mkdirs(d);
     return d;
 }
 
 char *resolve_cache_dir(void) {
     char *d = env_dir("ATTNLAB_CACHE", ".cache/attnlab");
-    if (d) make_dirs(d);
+    if (d) (void)al_mkdirs(d);
     return d;
 }
 

@@ -414,27 +414,6 @@ static int add_tensor(st_writer *w, const SynTensor *t) {
 
 /* ================================================================ folders */
 
-/* mkdir -p. */
-static int mkdir_p(const char *path) {
-    char *p = al_strdup(path);
-    if (!p) return AL_ERR;
-    for (char *c = p + 1; *c; c++) {
-        if (*c != '/') continue;
-        *c = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            int e = errno;
-            al_err("cannot create folder %s: %s", p, strerror(e));
-            free(p);
-            return AL_ERR;
-        }
-        *c = '/';
-    }
-    int rc = AL_OK;
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = al_err("cannot create folder %s: %s", p, strerror(errno));
-    free(p);
-    return rc;
-}
-
 /* True when dir exists and holds anything; *isdir tells whether it is a folder. */
 static bool dir_nonempty(const char *dir, bool *exists, bool *isdir) {
     struct stat sb;
@@ -481,7 +460,7 @@ static char *begin_dir(const char *dir) {
     char *tmp = al_asprintf("%.*s.tmp.%ld", (int)n, dir, (long)getpid());
     if (!tmp) return NULL;
     remove_tree(tmp);
-    if (mkdir_p(tmp) != AL_OK) { free(tmp); return NULL; }
+    if (al_mkdirs(tmp) != AL_OK) { free(tmp); return NULL; }
     return tmp;
 }
 

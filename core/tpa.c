@@ -538,9 +538,7 @@ static int proj_err(const Mat *X, const Mat *W1, const float *b1, const Mat *W2,
     return AL_OK;
 }
 
-/* T x D Gaussian inputs with second moment Sigma (x = z Lᵀ, Sigma = L Lᵀ by Cholesky, a tiny
- * ridge added when Sigma is singular), or unit variance when Sigma is NULL. Caller frees. */
-static Mat *gauss_inputs(size_t T, int D, uint64_t seed, const double *Sigma) {
+Mat *tpa_random_input(size_t T, int D, uint64_t seed, const double *Sigma) {
     Mat *Z = attn_random_input(T, D, seed);
     if (!Z || !Sigma) return Z;
     size_t n = (size_t)D;
@@ -573,7 +571,7 @@ static Mat *gauss_inputs(size_t T, int D, uint64_t seed, const double *Sigma) {
 
 int tpa_layer_report(TpaLayer *l, const AttnLayer *src, size_t T, uint64_t seed, const double *Sigma) {
     if (T == 0) T = 64;
-    Mat *X = gauss_inputs(T, src->hidden, seed, Sigma);
+    Mat *X = tpa_random_input(T, src->hidden, seed, Sigma);
     int *pos = al_malloc3(T, 1, sizeof(int), "positions");
     AttnOut *a = NULL, *b = NULL;
     int rc = X && pos ? AL_OK : AL_ERR;
@@ -715,20 +713,7 @@ static int make_empty_dir(const char *dir) {
         closedir(dp);
         return empty ? AL_OK : al_err("export: %s is not empty: give a new or empty folder", dir);
     }
-    char *p = al_strdup(dir);
-    if (!p) return AL_ERR;
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) && errno != EEXIST) {
-                int e = errno;
-                free(p);
-                return al_err("export: cannot create %s: %s", dir, strerror(e));
-            }
-            *s = '/';
-        }
-    free(p);
-    if (mkdir(dir, 0755) && errno != EEXIST) return al_err("export: cannot create %s: %s", dir, strerror(errno));
+    if (al_mkdirs(dir) != AL_OK) return al_err_ctx("export");
     return AL_OK;
 }
 
