@@ -1,28 +1,63 @@
-/* cmd_convert.c -- the TransMLA command group: `convert mla` (GQA -> MLA, seed 003), `check DIR`
- * (an export against its source), `kv-cache` (bytes per token before and after), `export-mla DIR`
- * (the conversion in DeepSeek-V3 layout; `export DIR` dispatches here too). The figures are
- * `plot key-norms` and `plot rope-energy` (commands/cmd_plot_mla.c). The session keeps the last
- * conversion in struct ConvState (s->conv), dropped when its model closes. */
+/* cmd_convert.c -- the TransMLA command group: `convert mla` (GQA -> MLA, seed 003, with weight or
+ * activation statistics and the perplexity before and after), `convert mla-table` (W- vs
+ * activation-based PCA, with and without KV balancing: Figure 4b), `check DIR` (an export against
+ * its source), `kv-cache` (bytes per token before and after), `export-mla DIR` (the conversion in
+ * DeepSeek-V3 layout; `export DIR` dispatches here too). The figures are `plot key-norms`, `plot
+ * rope-energy` and `plot rope-removal` (commands/cmd_plot_mla.c). The session keeps, in struct
+ * ConvState (s->conv), the last conversion and the last calibration text with its activation
+ * statistics, dropped when their model closes. */
 #define _GNU_SOURCE
 #include "cmd_convert.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "act_stats.h"
+#include "cmd_calib.h"
+#include "cmd_lm.h"
 #include "mla_export.h"
+#include "tmla_lm.h"
 #include "transmla.h"
 
 /* ================================================================ session state */
 
 struct ConvState {
     TmlaResult *res;          /* the last conversion; res->src is a session model */
+    /* the last calibration text a TransMLA command read, and its activation statistics */
+    Model *text_m;            /* the model it was encoded for (NULL: none) */
+    char *text_key;           /* "text:PATH" or "ids:PATH" */
+    int *ids;                 /* (n_ids) its tokens, BOS first for text */
+    size_t n_ids;
+    ActStats *acts;           /* NULL until computed */
+    size_t acts_samples, acts_seqlen;   /* windows they were computed on (requested) */
+    size_t acts_windows;      /* windows actually used */
 };
 
+/* Drops the cached text and statistics. */
+static void conv_drop_text(struct ConvState *c) {
+    free(c->text_key);
+    free(c->ids);
+    acts_free(c->acts);
+    c->text_m = NULL;
+    c->text_key = NULL;
+    c->ids = NULL;
+    c->n_ids = 0;
+    c->acts = NULL;
+}
+
 static void conv_free(Session *s) {
-    if (s->conv) tmla_result_free(s->conv->res);
+    if (s->conv) {
+        tmla_result_free(s->conv->res);
+        conv_drop_text(s->conv);
+    }
     free(s->conv);
     s->conv = NULL;
 }
@@ -32,6 +67,7 @@ static void conv_model_closed(Session *s, Model *m) {
         tmla_result_free(s->conv->res);
         s->conv->res = NULL;
     }
+    if (s->conv && s->conv->text_m == m) conv_drop_text(s->conv);
 }
 
 static const SessionHook conv_hook = {.name = "convert", .on_free = conv_free, .on_model_close = conv_model_closed};
@@ -49,15 +85,270 @@ bool cmd_convert_pending(const Session *s, const Model *m) {
     return s->conv && s->conv->res && (!m || s->conv->res->src == m);
 }
 
+/* ================================================================ calibration text and statistics */
+
+const char *const CMD_TMLA_STATS_CHOICES[] = {"act", "weights", NULL};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The whole file as a NUL-terminated string (caller frees). */
+static char *slurp(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? 2 * cap : 1 << 17;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(fp); al_err("%s: out of memory reading it", path); return NULL; }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, 65536, fp);
+        n += got;
+        if (got < 65536) break;
+    }
+    bool bad = ferror(fp);
+    fclose(fp);
+    if (bad) { free(buf); al_err("%s: read error", path); return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* Tokens of a text file (the model's tokenizer, BOS first) or of a token-id file, checked
+ * against m's vocabulary (caller frees *ids). */
+static int read_text(Session *s, Model *m, const char *path, bool ids_file, int **ids, size_t *n) {
+    int rc;
+    if (ids_file) rc = lm_read_ids(path, ids, n);
+    else {
+        Tokenizer *t;
+        size_t len;
+        char *text = NULL;
+        rc = lm_tokenizer(s, m, &t);
+        if (rc == AL_OK && !(text = slurp(path, &len))) rc = AL_ERR;
+        if (rc == AL_OK) rc = tok_encode(t, text, len, true, ids, n);
+        free(text);
+    }
+    for (size_t i = 0; rc == AL_OK && i < *n; i++)
+        if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab)
+            rc = al_err("%s: token %zu is id %d, outside %s's vocabulary (0-%d)", path, i + 1, (*ids)[i], m->name,
+                        m->cfg.vocab - 1);
+    if (rc) { free(*ids); *ids = NULL; *n = 0; }
+    return rc;
+}
+
+/* Makes the cache hold m's text at path (read when it is another one). */
+static int cache_text(Session *s, struct ConvState *c, Model *m, const char *path, bool ids_file) {
+    char *key = al_asprintf("%s:%s", ids_file ? "ids" : "text", path);
+    if (!key) return AL_ERR;
+    if (c->text_m == m && c->text_key && !strcmp(c->text_key, key)) { free(key); return AL_OK; }
+    int *ids = NULL;
+    size_t n = 0;
+    if (read_text(s, m, path, ids_file, &ids, &n)) { free(key); return AL_ERR; }
+    conv_drop_text(c);
+    c->text_m = m;
+    c->text_key = key;
+    c->ids = ids;
+    c->n_ids = n;
+    return AL_OK;
+}
+
+/* The path of the cached text (after "text:" / "ids:"). */
+static const char *text_path(const struct ConvState *c) {
+    const char *k = c->text_key ? strchr(c->text_key, ':') : NULL;
+    return k ? k + 1 : "?";
+}
+
+/* The session calibration's text (its source file: token ids when it parses as ids within the
+ * vocabulary, else text) into the cache; AL_ERR with a message when it cannot be read. */
+static int cache_calib_text(Session *s, struct ConvState *c, Model *m, const CalibStats *st) {
+    if (!st->source || !*st->source)
+        return al_err("the session's calibration does not name its text: give calib FILE for the perplexity");
+    if (c->text_m == m && c->text_key && !strcmp(text_path(c), st->source)) return AL_OK;
+    int *ids = NULL;
+    size_t n = 0;
+    bool as_ids = lm_read_ids(st->source, &ids, &n) == AL_OK && n > 0;
+    for (size_t i = 0; as_ids && i < n; i++) as_ids = ids[i] >= 0 && ids[i] < m->cfg.vocab;
+    free(ids);
+    al_err_clear();
+    return cache_text(s, c, m, st->source, as_ids);
+}
+
+/* Activation statistics of the cached text over min(samples, n / seqlen) windows of seqlen tokens
+ * (computed once per setting). */
+static int cache_acts(Session *s, struct ConvState *c, Model *m, size_t samples, size_t seqlen, Out *out) {
+    if (c->acts && c->acts_samples == samples && c->acts_seqlen == seqlen) return AL_OK;
+    Forward *f;
+    if (lm_forward(s, m, &f)) return AL_ERR;
+    if (seqlen > fwd_max_ctx(f))
+        return al_err("seqlen %zu is longer than %s's context %zu: give a smaller seqlen", seqlen, m->name, fwd_max_ctx(f));
+    size_t nwin = c->n_ids / seqlen;
+    if (nwin == 0)
+        return al_err("%s has %zu tokens, less than one calibration window of seqlen %zu: give seqlen %zu or less",
+                      text_path(c), c->n_ids, seqlen, c->n_ids);
+    if (nwin > samples) nwin = samples;
+    ActStats *st;
+    if (acts_new(m->cfg.n_layers, m->cfg.hidden, 0, -1, &st)) return AL_ERR;
+    double t0 = now_s();
+    int rc = acts_run(st, f, c->ids, nwin, seqlen);
+    if (rc) { acts_free(st); return rc; }
+    acts_free(c->acts);
+    c->acts = st;
+    c->acts_samples = samples;
+    c->acts_seqlen = seqlen;
+    c->acts_windows = nwin;
+    out_printf(out, "activation statistics of %s: %zu windows x %zu tokens of %s (%.2f s)\n", m->name, nwin, seqlen,
+               text_path(c), now_s() - t0);
+    return AL_OK;
+}
+
+void cmd_tmla_stats_release(TmlaStatsUse *u) {
+    acts_free_arrays(u->n_layers, u->sigma, u->mu);
+    u->sigma = u->mu = NULL;
+}
+
+int cmd_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
+    memset(u, 0, sizeof *u);
+    u->n_layers = m->cfg.n_layers;
+    struct ConvState *c;
+    if (conv_state(s, &c)) return AL_ERR;
+    int choice = args_enum(a, "stats");            /* -1 absent, 0 act, 1 weights */
+    const char *calib = args_str(a, "calib"), *idsf = args_str(a, "ids");
+    bool own = (calib && *calib) || (idsf && *idsf);
+    if (calib && *calib && idsf && *idsf) return al_err("give calib FILE (a text) or ids FILE (token ids), not both");
+    const CalibStats *cst = NULL;
+    if (cmd_calib_stats(s, m, &cst)) return AL_ERR;
+    size_t samples = (size_t)args_int(a, "samples"), seqlen = (size_t)args_int(a, "seqlen");
+    ActStats *imported = NULL;
+    const ActStats *acts = NULL;
+    int rc = AL_OK;
+    if (own) {
+        rc = cache_text(s, c, m, calib && *calib ? calib : idsf, !(calib && *calib));
+        if (rc == AL_OK && choice != 1) rc = cache_acts(s, c, m, samples, seqlen, out);
+        if (rc == AL_OK && choice != 1) {
+            acts = c->acts;
+            snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", c->acts_windows, seqlen,
+                     text_path(c));
+        }
+    } else if (cst) {
+        if (!cst->has_x && choice == 0)
+            return al_err("the session's calibration of %s kept no attention-input second moments: calibrate again "
+                          "with `inputs on`, or give calib FILE", m->name);
+        if (cst->has_x && choice != 1) {
+            rc = acts_from_calib(cst, &imported);
+            acts = imported;
+            snprintf(u->source, sizeof u->source, "activations of the session's calibration (%zu tokens of %s)%s",
+                     cst->tokens[0], cst->source ? cst->source : "?",
+                     m->cfg.qkv_bias ? "; it keeps no input mean, so the bias cross terms are left out" : "");
+        }
+        if (!args_given(a, "seqlen") && cst->seqlen) seqlen = cst->seqlen;
+        if (rc == AL_OK && cache_calib_text(s, c, m, cst) != AL_OK) {
+            if (need_text) rc = AL_ERR;
+            else al_err_clear();
+        }
+    } else if (c->text_m == m && c->ids) {
+        if (!args_given(a, "samples") && c->acts) samples = c->acts_samples;
+        if (!args_given(a, "seqlen") && c->acts) seqlen = c->acts_seqlen;
+        if (choice != 1) rc = cache_acts(s, c, m, samples, seqlen, out);
+        if (rc == AL_OK && choice != 1) {
+            acts = c->acts;
+            snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", c->acts_windows, seqlen,
+                     text_path(c));
+        }
+    }
+    if (rc == AL_OK && choice == 0 && !acts)
+        rc = al_err("stats act needs calibration activations of %s: give calib FILE (a text) or ids FILE, or run "
+                    "calibrate FILE first", m->name);
+    if (rc == AL_OK && !acts) snprintf(u->source, sizeof u->source, "weights (unit-variance inputs)");
+    if (rc == AL_OK && acts) {
+        rc = acts_arrays(acts, &u->sigma, &u->mu);
+        u->act = rc == AL_OK;
+    }
+    acts_free(imported);
+    if (rc == AL_OK && c->text_m == m && c->ids) {
+        u->ids = c->ids;
+        u->n_ids = c->n_ids;
+        size_t want = (size_t)args_int(a, "ppl-tokens");
+        u->ppl_tokens = want < c->n_ids ? want : c->n_ids;
+        u->seqlen = seqlen;
+    }
+    if (rc == AL_OK && need_text && !u->ids)
+        rc = al_err("this needs a text for perplexity: give calib FILE (a text) or ids FILE, or run calibrate FILE");
+    if (rc == AL_OK && u->ids && u->ppl_tokens < 2)
+        rc = al_err("%s has %zu tokens: perplexity needs at least 2", text_path(c), u->ppl_tokens);
+    if (rc) cmd_tmla_stats_release(u);
+    return rc;
+}
+
+/* ================================================================ perplexity before and after */
+
+/* Mean NLL of the text with m as loaded (the session's forward pass). */
+static int ppl_source(Session *s, Model *m, const TmlaStatsUse *u, double *nll, size_t *cnt) {
+    Forward *f;
+    if (lm_forward(s, m, &f)) return AL_ERR;
+    if (u->seqlen > fwd_max_ctx(f))
+        return al_err("seqlen %zu is longer than %s's context %zu: give a smaller seqlen", u->seqlen, m->name,
+                      fwd_max_ctx(f));
+    return tlm_windows_nll(tlm_nll_fwd, f, u->ids, u->ppl_tokens, u->seqlen, nll, cnt);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+/* Mean NLL of the converted model: exported (F32) to a scratch folder and run by the forward pass
+ * when every layer is converted, else with the converted layers swapped in memory. */
+static int ppl_converted(const TmlaResult *r, const TmlaStatsUse *u, double *nll, size_t *cnt, const char **route) {
+    bool all = true;
+    for (int l = 0; l < r->n_layers; l++) all &= r->layers[l] != NULL;
+    int rc;
+    if (all) {
+        const char *tmp = getenv("TMPDIR");
+        char *dir = al_asprintf("%s/attnlab-mla-ppl-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!dir) return AL_ERR;
+        if (!mkdtemp(dir)) { rc = al_err("cannot make a scratch folder %s: %s", dir, strerror(errno)); free(dir); return rc; }
+        MlaExportOpts eo = {.dtype = DT_F32};
+        Model *ex = NULL;
+        Forward *f = NULL;
+        rc = mla_export(r, dir, &eo);
+        if (rc == AL_OK) rc = model_open(dir, &ex);
+        if (rc == AL_OK) rc = fwd_new(ex, NULL, &f);
+        if (rc == AL_OK) rc = tlm_windows_nll(tlm_nll_fwd, f, u->ids, u->ppl_tokens, u->seqlen, nll, cnt);
+        fwd_free(f);
+        model_free(ex);
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        free(dir);
+        *route = "its DeepSeek-V3 export, run by the forward pass";
+    } else {
+        TlmModel *t = NULL;
+        rc = tlm_new(r->src, &t);
+        for (int l = 0; rc == AL_OK && l < r->n_layers; l++)
+            if (r->layers[l]) rc = tlm_set_attn(t, l, r->layers[l]);
+        if (rc == AL_OK) rc = tlm_windows_nll(tlm_nll_tlm, t, u->ids, u->ppl_tokens, u->seqlen, nll, cnt);
+        tlm_free(t);
+        *route = "the converted layers swapped in memory";
+    }
+    return rc;
+}
+
 /* ================================================================ convert mla */
 
 static const char CONVERT_HELP[] =
     "Model conversions. `convert mla` turns a GQA model with RoPE (Llama, Mistral, Qwen2,\n"
-    "llama2.c) into DeepSeek-V3 style multi-head latent attention (TransMLA, seed 003).";
+    "llama2.c) into DeepSeek-V3 style multi-head latent attention (TransMLA, seed 003);\n"
+    "`convert mla-table` compares weight- and activation-based conversions by perplexity.";
 
 static const char MLA_HELP[] =
-    "TransMLA on every layer (seed 003, 4.1-4.3, App. B-D), with weight statistics (unit-variance\n"
-    "inputs, the paper's W-based variant):\n"
+    "TransMLA on every layer (seed 003, 4.1-4.3, App. B-D). Every PCA reads second moments: of the\n"
+    "calibration activations when there are any (`calib FILE`, `ids FILE`, or the session's\n"
+    "`calibrate`: the paper's WX-based variant; `stats act`), else of the weights under\n"
+    "unit-variance inputs (W-based; `stats weights` forces it):\n"
     "  1. merge the KV heads into one latent head (exact);\n"
     "  2. RoRoPE: per RoPE frequency one PCA rotation across the KV heads, the same for the\n"
     "     real and imaginary dims (exact), 3. FreqFold M: M adjacent frequencies share one PCA\n"
@@ -72,10 +363,20 @@ static const char MLA_HELP[] =
     "token and layer. `export-mla DIR` (or `export DIR`) writes the result; `check DIR` compares.\n"
     "kv-rank full keeps every direction: with one KV head or identical KV heads and D = d the\n"
     "conversion is exact.\n"
+    "Activation statistics: `calib FILE` runs the forward pass over up to `samples` windows of\n"
+    "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2) and keeps E[x xᵀ] and E[x] of\n"
+    "every layer's attention input, so keys, values and queries get their exact activation second\n"
+    "moments (alpha is then the RMS ratio of the activation NoPE keys and values). The session\n"
+    "keeps the text and its statistics for later TransMLA commands on the same model.\n"
+    "Perplexity: with a calibration text, the perplexity of its first `ppl-tokens` tokens (windows\n"
+    "of seqlen) is reported before (the loaded model) and after (the conversion exported to a\n"
+    "scratch folder as DeepSeek-V3 and run by the forward pass; with only some layers converted,\n"
+    "the converted layers run in memory); `ppl off` skips it.\n"
     "Examples:\n"
     "  convert mla kv-rank full\n"
     "  convert mla kv-rank 512 rope-dim 64\n"
-    "  convert mla kv-rank 256 freqfold 4 balance off q-rank 1024 to conv.csv";
+    "  convert mla kv-rank 256 freqfold 4 balance off q-rank 1024 to conv.csv\n"
+    "  convert mla kv-rank 64 rope-dim 32 calib wiki.train.txt samples 128 seqlen 256";
 
 static const char *const ONOFF[] = {"on", "off", NULL};
 
@@ -94,6 +395,9 @@ static const Param mla_kw[] = {
       .help = "layers to convert (export needs all)" },
     { .name = "tokens", .type = ARG_INT, .def = "64", .min = 1, .max = 8192, .comp = COMP_NONE, .metavar = "T",
       .help = "random tokens for the error report" },
+    { .name = "ppl", .type = ARG_ENUM, .choices = ONOFF, .def = "on", .comp = COMP_CHOICES,
+      .help = "perplexity before and after, when there is a calibration text" },
+    CMD_TMLA_STATS_PARAMS,
     PARAM_TO,
     {0}
 };
@@ -126,9 +430,14 @@ static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     o.layer_lo = (int)lo;
     o.layer_hi = (int)hi;
     if (conv_state(s, &st)) return AL_ERR;
+    TmlaStatsUse u;
+    int src = cmd_tmla_stats(s, m, a, false, &u, out);
+    if (src) return src;
+    o.sigma = u.act ? (const double *const *)u.sigma : NULL;
+    o.mu = u.act ? (const double *const *)u.mu : NULL;
     TmlaResult *r = NULL;
     int rc = tmla_convert(m, &o, &r);
-    if (rc) return rc;
+    if (rc) { cmd_tmla_stats_release(&u); return rc; }
     tmla_result_free(st->res);
     st->res = r;
     const TmlaOpts *ro = &r->opts;
@@ -138,8 +447,26 @@ static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters %zu -> %zu\n",
                r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before, r->params_before,
                r->params_after);
-    out_printf(out, "errors on %zu random tokens (unit-variance inputs); balance %s, `other` = balance %s\n",
-               ro->eval_tokens, ro->balance ? "on" : "off", ro->balance ? "off" : "on");
+    out_printf(out, "PCA statistics: %s\n", u.source);
+    if (u.ids && args_enum(a, "ppl") != 1) {
+        double before, after;
+        size_t cnt;
+        const char *route = "";
+        rc = ppl_source(s, m, &u, &before, &cnt);
+        if (rc == AL_OK) rc = ppl_converted(r, &u, &after, &cnt, &route);
+        if (rc == AL_INTERRUPTED) { cmd_tmla_stats_release(&u); return rc; }
+        if (rc == AL_OK)
+            out_printf(out, "perplexity on %zu tokens of %s (windows of %zu): %.6g before, %.6g after (%+.2f%%; log "
+                       "%.5f -> %.5f), after = %s\n", cnt, text_path(st), u.seqlen, exp(before), exp(after),
+                       100.0 * (exp(after - before) - 1), before, after, route);
+        else                      /* the conversion stands; say why there is no perplexity */
+            out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
+        rc = AL_OK;
+    }
+    cmd_tmla_stats_release(&u);
+    out_printf(out, "errors on %zu random tokens (%s); balance %s, `other` = balance %s\n", ro->eval_tokens,
+               r->activation_stats ? "Gaussian with the activations' mean and covariance" : "unit-variance inputs",
+               ro->balance ? "on" : "off", ro->balance ? "off" : "on");
     Table *t = table_new(9, "layer", "alpha", "rope_energy", "joint_energy", "score_err", "out_err", "joint_energy_other",
                          "score_err_other", "out_err_other");
     if (!t) return AL_ERR;
@@ -154,6 +481,107 @@ static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
             else table_null(t);
     }
     return out_table_to(out, a, t);
+}
+
+/* ================================================================ convert mla-table */
+
+static const char MLA_TABLE_HELP[] =
+    "TransMLA Figure 4b as a table: every layer converted four ways per kv-rank -- joint PCA of\n"
+    "NoPE keys and values from the weights (W) or from the calibration activations (WX), each\n"
+    "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text\n"
+    "(first `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
+    "model in memory (core/tmla_lm.h; the same numbers as the forward pass on an export). The\n"
+    "RoRoPE rotation follows the PCA statistics too (W or WX); rope_energy is the key energy the\n"
+    "RoPE dims keep, measured on the calibration activations for both (WX keeps at least as much);\n"
+    "joint_energy is what the rank-R basis keeps of its own (balanced) PCA input; alpha is the mean\n"
+    "balancing factor over layers. Needs activation statistics: `calib FILE`, `ids FILE`, or the\n"
+    "session's `calibrate`.\n"
+    "Examples:\n"
+    "  convert mla-table kv-ranks 24,40 calib story.txt seqlen 64\n"
+    "  convert mla-table kv-ranks 128,256,512 rope-dim 64 to fig4b.csv";
+
+static const Param mla_table_kw[] = {
+    { .name = "kv-ranks", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R,R,...",
+      .help = "joint ranks to compare (numbers, or full), comma-separated (required)" },
+    { .name = "rope-dim", .type = ARG_INT, .min = 2, .max = 1 << 20, .comp = COMP_NONE, .metavar = "D",
+      .help = "RoPE dims kept = head dim / freqfold (default: head dim)" },
+    { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "M",
+      .help = "adjacent RoPE frequencies per PCA (default: head dim / rope-dim, else 1)" },
+    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers to convert" },
+    CMD_TMLA_STATS_PARAMS,
+    PARAM_TO,
+    {0}
+};
+
+/* Parses a comma-separated list of ranks (numbers or `full`) into R[cap]. */
+static int parse_ranks(const char *list, int *R, size_t cap, size_t *n) {
+    *n = 0;
+    if (!list || !*list) return al_err("convert mla-table needs kv-ranks R,R,... (e.g. kv-ranks 128,256,full)");
+    for (const char *p = list; *p;) {
+        if (*n == cap) return al_err("kv-ranks: at most %zu ranks", cap);
+        char *end;
+        if (!strncmp(p, "full", 4) && (p[4] == ',' || !p[4])) { R[(*n)++] = TMLA_FULL; end = (char *)p + 4; }
+        else {
+            long v = strtol(p, &end, 10);
+            if (end == p || v < 1 || v > (1L << 24) || (*end && *end != ','))
+                return al_err("kv-ranks '%s': give positive numbers or full, separated by commas", list);
+            R[(*n)++] = (int)v;
+        }
+        p = *end == ',' ? end + 1 : end;
+    }
+    return AL_OK;
+}
+
+static int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    int ranks[32];
+    size_t nr;
+    long lo, hi;
+    if (parse_ranks(args_str(a, "kv-ranks"), ranks, 32, &nr)) return AL_ERR;
+    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    TmlaOpts o = tmla_opts_default();        /* the options as convert mla would resolve them */
+    o.rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0;
+    o.freqfold = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : 0;
+    if (tmla_resolve_opts(m, &o)) return AL_ERR;
+    TmlaStatsUse u;
+    int src = cmd_tmla_stats(s, m, a, true, &u, out);
+    if (src) return src;
+    if (!u.act) {
+        cmd_tmla_stats_release(&u);
+        return al_err("convert mla-table compares weight- and activation-based PCAs: it needs activation statistics "
+                      "(calib FILE, ids FILE, or calibrate FILE first), not stats weights");
+    }
+    TlmModel *t = NULL;
+    TlmKvTable *kt = NULL;
+    TlmKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = nr, .rope_dim = o.rope_dim, .freqfold = o.freqfold,
+                         .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = (const double *const *)u.sigma,
+                         .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen};
+    int rc = tlm_new(m, &t);
+    if (rc == AL_OK) rc = tlm_kv_table(t, &ko, &kt);
+    tlm_free(t);
+    if (rc) { cmd_tmla_stats_release(&u); return rc; }
+    const ModelConfig *c = &m->cfg;
+    int nJ = (c->n_kv_heads * cfg_d_qk(c) - kt->rope_dim) + c->n_kv_heads * c->v_dim;
+    out_printf(out, "%s layers %ld-%ld, RoPE dims %d (freqfold %d), PCA activations: %s\n", m->name, lo, hi, kt->rope_dim,
+               kt->freqfold, u.source);
+    out_printf(out, "perplexity on %zu tokens (windows of %zu): original %.6g (log %.5f)\n", kt->tokens, u.seqlen,
+               exp(kt->base_nll), kt->base_nll);
+    cmd_tmla_stats_release(&u);
+    Table *tb = table_new(8, "kv_rank", "pca", "balance", "alpha", "rope_energy", "joint_energy", "nll", "ppl");
+    for (size_t i = 0; tb && i < kt->n; i++) {
+        const TlmKvRow *w = &kt->rows[i];
+        if (table_row(tb)) { table_free(tb); tb = NULL; break; }
+        table_int(tb, w->kv_rank == TMLA_FULL ? nJ : w->kv_rank);
+        table_str(tb, w->act ? "WX" : "W");
+        table_str(tb, w->balance ? "on" : "off");
+        table_num(tb, w->alpha);
+        table_num(tb, w->rope_energy);
+        table_num(tb, w->joint_energy);
+        table_num(tb, w->nll);
+        table_num(tb, exp(w->nll));
+    }
+    tlm_kv_table_free(kt);
+    return tb ? out_table_to(out, a, tb) : AL_ERR;
 }
 
 /* ================================================================ export-mla */
@@ -328,6 +756,8 @@ static int cmd_kv_cache(Session *s, const Args *a, Out *out) {
 static const Command convert_subs[] = {
     { .name = "mla", .summary = "TransMLA: GQA -> DeepSeek-V3 style MLA with RoRoPE, FreqFold, balanced KV",
       .help = MLA_HELP, .kw = mla_kw, .fn = cmd_convert_mla, .flags = CMD_MODEL },
+    { .name = "mla-table", .summary = "TransMLA Fig. 4b: perplexity of W- vs activation-based PCA, with/without BKV",
+      .help = MLA_TABLE_HELP, .kw = mla_table_kw, .fn = cmd_convert_mla_table, .flags = CMD_MODEL },
     {0}
 };
 

@@ -1,6 +1,8 @@
 /* cmd_convert.h -- what other command groups may ask of the TransMLA group (cmd_convert.c):
  * whether the session holds a conversion of a model, and writing it (what `export DIR` does
- * after `convert mla`). */
+ * after `convert mla`); and the statistics the TransMLA commands and figures share: activation
+ * statistics of a calibration text (or the session's `calibrate`), and that text's tokens for
+ * perplexity. */
 #ifndef AL_CMD_CONVERT_H
 #define AL_CMD_CONVERT_H
 
@@ -12,5 +14,46 @@ bool cmd_convert_pending(const Session *s, const Model *m);
 /* Exports the session's conversion to dir in DeepSeek-V3 layout (core/mla_export.h) and narrates
  * it on out; dtype "f32" | "f16" | "bf16" or NULL (the source's). */
 int cmd_convert_export(Session *s, const char *dir, const char *dtype, Out *out);
+
+/* ================================================================ statistics for TransMLA */
+
+/* What a TransMLA command uses for its PCAs and perplexities (cmd_tmla_stats). */
+typedef struct {
+    bool act;                 /* activation statistics in use ("WX-based"); false: weights */
+    int n_layers;
+    double **sigma, **mu;     /* (n_layers) E[x xᵀ] and E[x] of each layer's attention input when act
+                                 (owned; mu entries NULL when unknown) */
+    const int *ids;           /* tokens of the calibration text for perplexity (session cache) or NULL */
+    size_t n_ids;             /* all of them */
+    size_t ppl_tokens;        /* how many of them perplexities use */
+    size_t seqlen;            /* perplexity window */
+    char source[512];         /* for narration: where the statistics / the text came from */
+} TmlaStatsUse;
+
+/* Resolves the keywords of CMD_TMLA_STATS_PARAMS for model m: `calib FILE` / `ids FILE` (its
+ * activation statistics are computed through the forward pass and cached for the session), else
+ * the session's `calibrate` statistics when they kept the attention input, else the statistics
+ * cached by an earlier TransMLA command for m; `stats weights` forces the weight-based PCAs,
+ * `stats act` fails without statistics. need_text: also the text's tokens (an error when there
+ * is none). Narrates on out what it computes. Release with cmd_tmla_stats_release. */
+int cmd_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
+void cmd_tmla_stats_release(TmlaStatsUse *u);
+
+extern const char *const CMD_TMLA_STATS_CHOICES[];
+
+/* The keywords cmd_tmla_stats reads (put them in a command's keyword list). */
+#define CMD_TMLA_STATS_PARAMS                                                                                  \
+    { .name = "stats", .type = ARG_ENUM, .choices = CMD_TMLA_STATS_CHOICES, .comp = COMP_CHOICES,             \
+      .help = "PCA statistics: act (calibration activations) or weights (default: act when there are any)" }, \
+    { .name = "calib", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                               \
+      .help = "calibration text (model's tokenizer) for activation statistics and perplexity" },             \
+    { .name = "ids", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                                 \
+      .help = "the calibration text as whitespace-separated token ids" },                                     \
+    { .name = "samples", .type = ARG_INT, .def = "128", .min = 1, .max = 1e6, .comp = COMP_NONE,              \
+      .metavar = "N", .help = "calibration windows of the text (TransMLA: 128)" },                            \
+    { .name = "seqlen", .type = ARG_INT, .def = "256", .min = 2, .max = 1e6, .comp = COMP_NONE,               \
+      .metavar = "L", .help = "tokens per calibration and perplexity window (TransMLA: 256)" },               \
+    { .name = "ppl-tokens", .type = ARG_INT, .def = "4096", .min = 2, .max = 1e12, .comp = COMP_NONE,         \
+      .metavar = "N", .help = "tokens of the text used for perplexity" }
 
 #endif

@@ -1,17 +1,23 @@
-/* cmd_plot_mla.c -- the TransMLA figures: `plot key-norms` (Figure 3a) and `plot rope-energy`
- * (Figure 3b, weight-based), data from core/transmla.h, drawn by plots/ (plot_key_norms,
- * plot_curves). Where a figure goes follows `plot`: `to FILE`, `window`, else a file in plot.dir
- * named after the figure; the path is printed and is the result. */
+/* cmd_plot_mla.c -- the TransMLA figures: `plot key-norms` (Figure 3a), `plot rope-energy` (key
+ * energy kept against RoPE dims) and `plot rope-removal` (Figure 3b: log-perplexity against the
+ * fraction of RoPE dims removed), data from core/transmla.h and core/tmla_lm.h, drawn by plots/
+ * (plot_key_norms, plot_curves). Statistics (activation- or weight-based) and the calibration
+ * text come from cmd_convert.c (cmd_tmla_stats). Where a figure goes follows `plot`: `to FILE`,
+ * `window`, else a file in plot.dir named after the figure; the path is printed and is the
+ * result. */
 #define _GNU_SOURCE
 #include "cmd_plot_mla.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_convert.h"
 #include "plot.h"
 #include "session.h"
+#include "tmla_lm.h"
 #include "transmla.h"
 
 /* ================================================================ where figures go */
@@ -74,12 +80,16 @@ const char CMD_PLOT_KEY_NORMS_HELP[] =
     "TransMLA Figure 3a for one layer: the norm of every dimension of the merged key head (all\n"
     "KV heads side by side), real halves of the RoPE pairs on top and imaginary halves below,\n"
     "for the original weights, after RoRoPE (one PCA rotation per frequency across the KV\n"
-    "heads, the same for real and imaginary dims) and after RoRoPE + FreqFold M. Norms are\n"
-    "weight-based: the RMS key under unit-variance inputs (row norm of the key projection).\n"
+    "heads, the same for real and imaginary dims) and after RoRoPE + FreqFold M. Norms are the\n"
+    "RMS key over the calibration activations when there are any (`calib FILE`, `ids FILE`, the\n"
+    "session's `calibrate`, or a text an earlier TransMLA command read: the paper's figure), and\n"
+    "the rotations their PCAs; else (or with `stats weights`) weight-based: the RMS key under\n"
+    "unit-variance inputs (row norm of the key projection).\n"
     "After RoRoPE the large norms gather in the first head's worth of dims (what keeps RoPE).\n"
     "Examples:\n"
     "  plot key-norms layer 0\n"
-    "  plot key-norms layer 3 freqfold 2 to figs/keynorms.png";
+    "  plot key-norms layer 3 freqfold 2 to figs/keynorms.png\n"
+    "  plot key-norms layer 0 calib wiki.txt samples 32";
 
 const Param cmd_plot_key_norms_kw[] = {
     { .name = "layer", .type = ARG_INT, .def = "0", .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
@@ -88,29 +98,44 @@ const Param cmd_plot_key_norms_kw[] = {
     { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
       .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
     { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    CMD_TMLA_STATS_PARAMS,
     {0}
 };
+
+/* The statistics of a figure for one layer (NULL, NULL: weights). */
+static void layer_stats(const TmlaStatsUse *u, int layer, const double **S, const double **mu) {
+    bool ok = u->act && layer >= 0 && layer < u->n_layers;
+    *S = ok ? u->sigma[layer] : NULL;
+    *mu = ok && u->mu ? u->mu[layer] : NULL;
+}
 
 int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     int layer = (int)args_int(a, "layer"), M = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : default_fold(m);
     TmlaKeyNorms *k = NULL;
-    int rc = tmla_key_norms(m, layer, M, NULL, &k);
-    if (rc) return rc;
-    char l3[64], title[256], sub[256], auto_name[256];
+    TmlaStatsUse u;
+    const double *S, *mu;
+    int src = cmd_tmla_stats(s, m, a, false, &u, out);
+    if (src) return src;
+    layer_stats(&u, layer, &S, &mu);
+    int rc = tmla_key_norms_stats(m, layer, M, S, mu, &k);
+    if (rc) { cmd_tmla_stats_release(&u); return rc; }
+    char l3[64], title[256], sub[1024], auto_name[256];
     snprintf(l3, sizeof l3, "RoRoPE + %dD FreqFold", M);
     PlotKeyNorms v[3] = {{"original", k->orig_re, k->orig_im}, {"RoRoPE", k->rot_re, k->rot_im},
                          {l3, k->fold_re, k->fold_im}};
     snprintf(title, sizeof title, "%s layer %d: key norm per dimension", m->name, layer);
-    snprintf(sub, sizeof sub, "%d KV heads x %zu pairs, weight-based (unit-variance inputs); RoPE layout %s",
-             m->cfg.n_kv_heads, k->pairs_per_head, rope_layout_name(m->cfg.rope));
+    snprintf(sub, sizeof sub, "%d KV heads x %zu pairs, %s; RoPE layout %s", m->cfg.n_kv_heads, k->pairs_per_head,
+             u.source, rope_layout_name(m->cfg.rope));
+    cmd_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-key-norms-L%d-M%d", m->name, layer, M);
     MlaDest d;
     if (dest_init(s, a, auto_name, &d)) { tmla_key_norms_free(k); return AL_ERR; }
     d.o.title = title;
     d.o.subtitle = sub;
     d.o.xlabel = "key dimension pair of the merged head (heads side by side)";
-    d.o.ylabel = "RMS key (real above, imaginary below)";
+    d.o.ylabel = S ? "RMS key over the activations (real above, imaginary below)"
+                   : "RMS key (real above, imaginary below)";
     if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
     rc = plot_key_norms(&d.o, v, 3, k->n_pairs, k->pairs_per_head);
     tmla_key_norms_free(k);
@@ -126,6 +151,9 @@ const char CMD_PLOT_ROPE_ENERGY_HELP[] =
     "rotation that keeps, per frequency, the pairs of the k strongest KV heads (k d dims).\n"
     "The energy kept with M = 1 and one component per frequency (d dims) is what `convert mla`\n"
     "reports as rope energy; larger M keeps more at equal dims (Prop. 2) but moves frequencies.\n"
+    "Energies and PCAs use the calibration activations when there are any (see `plot\n"
+    "key-norms`), else the weights. `plot rope-removal` shows what removing RoPE costs in\n"
+    "perplexity.\n"
     "Examples:\n"
     "  plot rope-energy layer 0\n"
     "  plot rope-energy layer 5 freqfolds 1,2,4,8 to rope.svg";
@@ -137,6 +165,7 @@ const Param cmd_plot_rope_energy_kw[] = {
     { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
       .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
     { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    CMD_TMLA_STATS_PARAMS,
     {0}
 };
 
@@ -158,11 +187,16 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     }
     if (nM == 0) return al_err("plot rope-energy: none of the freqfolds '%s' divides %d (head dim / 2)", list, d2);
     TmlaRopeEnergy *e = NULL;
-    int rc = tmla_rope_energy(m, layer, Ms, nM, NULL, &e);
-    if (rc) return rc;
+    TmlaStatsUse u;
+    const double *S, *mu;
+    int src = cmd_tmla_stats(s, m, a, false, &u, out);
+    if (src) return src;
+    layer_stats(&u, layer, &S, &mu);
+    int rc = tmla_rope_energy_stats(m, layer, Ms, nM, S, mu, &e);
+    if (rc) { cmd_tmla_stats_release(&u); return rc; }
     PlotCurve *cv = al_calloc(e->n_curves, sizeof *cv, "curves");
     char (*labels)[64] = al_calloc(e->n_curves, 64, "labels");
-    if (!cv || !labels) { free(cv); free(labels); tmla_rope_energy_free(e); return AL_ERR; }
+    if (!cv || !labels) { free(cv); free(labels); tmla_rope_energy_free(e); cmd_tmla_stats_release(&u); return AL_ERR; }
     for (size_t i = 0; i < e->n_curves; i++) {
         const TmlaRopeCurve *c = &e->curves[i];
         if (c->M == 0) snprintf(labels[i], 64, "no rotation (strongest KV heads)");
@@ -170,10 +204,10 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
         else snprintf(labels[i], 64, "RoRoPE + %dD FreqFold", c->M);
         cv[i] = (PlotCurve){.label = labels[i], .x = c->dims, .y = c->energy, .n = c->n, .points = true};
     }
-    char title[256], sub[256], auto_name[256];
+    char title[256], sub[1024], auto_name[256];
     snprintf(title, sizeof title, "%s layer %d: key energy kept in the RoPE dims", m->name, layer);
-    snprintf(sub, sizeof sub, "merged key of %d KV heads x %d dims, weight-based (unit-variance inputs)",
-             m->cfg.n_kv_heads, 2 * d2);
+    snprintf(sub, sizeof sub, "merged key of %d KV heads x %d dims, %s", m->cfg.n_kv_heads, 2 * d2, u.source);
+    cmd_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-rope-energy-L%d", m->name, layer);
     MlaDest d;
     if (dest_init(s, a, auto_name, &d)) rc = AL_ERR;
@@ -189,5 +223,158 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     free(cv);
     free(labels);
     tmla_rope_energy_free(e);
+    return rc;
+}
+
+/* ================================================================ plot rope-removal */
+
+const char CMD_PLOT_ROPE_REMOVAL_HELP[] =
+    "TransMLA Figure 3b: log-perplexity (mean NLL per token, nats) of the calibration text as RoPE\n"
+    "is removed from a growing fraction of the merged key's dims in the chosen layers, without KV\n"
+    "compression (the dims that lose RoPE stay as NoPE keys). Curves: RoRoPE (one PCA rotation per\n"
+    "frequency across the KV heads; the rotated pairs of largest key energy keep RoPE), RoRoPE +\n"
+    "FreqFold M (one PCA per group of M adjacent frequencies, each group turning at its first\n"
+    "frequency: exact only for M = 1), and MHA2MLA's per-head selection (no rotation; each KV head\n"
+    "keeps the frequencies with the largest product of query and key norms). A fraction is rounded\n"
+    "to whole pairs (MHA2MLA: whole frequencies per head); 0 removed is the original model for\n"
+    "RoRoPE and MHA2MLA. The variants run in memory with the converted layers swapped in\n"
+    "(core/tmla_lm.h): a standard RoPE cannot carry these frequency patterns, so they are not\n"
+    "exported. PCAs and norms use the calibration activations when there are any, else the\n"
+    "weights. Needs a text: `calib FILE`, `ids FILE`, or the session's calibration. `data FILE`\n"
+    "writes the points (.csv or .json).\n"
+    "Examples:\n"
+    "  plot rope-removal calib story.txt seqlen 128\n"
+    "  plot rope-removal removed 0,0.5,0.75,0.875,0.9375 freqfolds 1,4 data fig3b.csv to fig3b.png";
+
+const Param cmd_plot_rope_removal_kw[] = {
+    { .name = "removed", .type = ARG_STRING, .def = "0,0.25,0.5,0.625,0.75,0.875,0.9375", .comp = COMP_NONE,
+      .metavar = "F,F,...", .help = "fractions of the RoPE dims to remove, in [0, 1)" },
+    { .name = "freqfolds", .type = ARG_STRING, .def = "1,2,4", .comp = COMP_NONE, .metavar = "M,M,...",
+      .help = "RoRoPE curves: 1 plain, M > 1 with FreqFold M (those not dividing head dim / 2 are skipped)" },
+    { .name = "mha2mla", .type = ARG_ENUM, .choices = (const char *const[]){"on", "off", NULL}, .def = "on",
+      .comp = COMP_CHOICES, .help = "also MHA2MLA's per-head query-key norm selection" },
+    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers that lose RoPE dims" },
+    { .name = "data", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
+      .help = "also write the points to FILE.csv or FILE.json" },
+    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
+      .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
+    { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    CMD_TMLA_STATS_PARAMS,
+    {0}
+};
+
+/* Parses "a,b,c" numbers into v[cap]. */
+static int parse_list(const char *what, const char *list, double *v, size_t cap, size_t *n) {
+    *n = 0;
+    for (const char *p = list; p && *p;) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p || (*end && *end != ','))
+            return al_err("plot rope-removal: %s '%s': give numbers separated by commas", what, list);
+        if (*n == cap) return al_err("plot rope-removal: %s: at most %zu values", what, cap);
+        v[(*n)++] = x;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (*n == 0) return al_err("plot rope-removal: %s is empty", what);
+    return AL_OK;
+}
+
+/* The points as a table: method, freqfold, removed, rope_dims, key_energy, nll, ppl. */
+static Table *removal_table(const TlmRemoval *r) {
+    Table *t = table_new(7, "method", "freqfold", "removed", "rope_dims", "key_energy", "nll", "ppl");
+    for (size_t i = 0; t && i < r->n_curves; i++) {
+        const TlmRemovalCurve *c = &r->curves[i];
+        for (size_t k = 0; k < c->n; k++) {
+            if (table_row(t)) { table_free(t); return NULL; }
+            table_str(t, c->M ? "RoRoPE" : "MHA2MLA");
+            table_int(t, c->M ? c->M : 1);
+            table_num(t, c->removed[k]);
+            table_int(t, c->rope_dims[k]);
+            table_num(t, c->energy[k]);
+            table_num(t, c->nll[k]);
+            table_num(t, exp(c->nll[k]));
+        }
+    }
+    return t;
+}
+
+int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    double fr[64], mf[16];
+    size_t nf, nm;
+    int d2 = cfg_d_qk(&m->cfg) / 2, Ms[16];
+    size_t nM = 0;
+    long lo, hi;
+    if (parse_list("removed", args_str(a, "removed"), fr, 64, &nf)) return AL_ERR;
+    if (parse_list("freqfolds", args_str(a, "freqfolds"), mf, 16, &nm)) return AL_ERR;
+    for (size_t i = 0; i < nm; i++) {
+        int M = (int)mf[i];
+        if (M < 1 || M != mf[i]) return al_err("plot rope-removal: freqfold %g is not a positive whole number", mf[i]);
+        if (d2 > 0 && d2 % M == 0) Ms[nM++] = M;
+        else out_printf(out, "freqfold %d skipped: it does not divide the %d frequencies of a head\n", M, d2);
+    }
+    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    TmlaStatsUse u;
+    int src = cmd_tmla_stats(s, m, a, true, &u, out);
+    if (src) return src;
+    TlmRemovalOpts o = {.removed = fr, .n_removed = nf, .Ms = Ms, .nM = nM, .mha2mla = args_enum(a, "mha2mla") != 1,
+                        .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = u.act ? (const double *const *)u.sigma : NULL,
+                        .mu = u.act ? (const double *const *)u.mu : NULL, .ids = u.ids, .n_ids = u.ppl_tokens,
+                        .seqlen = u.seqlen};
+    TlmModel *t = NULL;
+    TlmRemoval *r = NULL;
+    int rc = tlm_new(m, &t);
+    if (rc == AL_OK) rc = tlm_rope_removal(t, &o, &r);
+    tlm_free(t);
+    if (rc) { cmd_tmla_stats_release(&u); return rc; }
+    out_printf(out, "%s: log-perplexity on %zu tokens (windows of %zu), original %.5f (ppl %.6g); layers %ld-%ld; %s\n",
+               m->name, r->tokens, u.seqlen, r->base_nll, exp(r->base_nll), lo, hi, u.source);
+    size_t nc = r->n_curves + 1;
+    PlotCurve *cv = al_calloc(nc, sizeof *cv, "curves");
+    char (*labels)[64] = al_calloc(nc, 64, "labels");
+    double bx[2] = {0, 0}, by[2] = {r->base_nll, r->base_nll};
+    if (!cv || !labels) rc = AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < r->n_curves; i++) {
+        const TlmRemovalCurve *c = &r->curves[i];
+        if (c->M == 0) snprintf(labels[i], 64, "MHA2MLA (per-head q.k norm)");
+        else if (c->M == 1) snprintf(labels[i], 64, "RoRoPE");
+        else snprintf(labels[i], 64, "RoRoPE + %dD FreqFold", c->M);
+        cv[i] = (PlotCurve){.label = labels[i], .x = c->removed, .y = c->nll, .n = c->n, .points = true};
+        for (size_t k = 0; k < c->n; k++) bx[1] = fmax(bx[1], c->removed[k]);
+        out_printf(out, "%-28s", labels[i]);
+        for (size_t k = 0; k < c->n; k++) out_printf(out, " %.3f:%.4f", c->removed[k], c->nll[k]);
+        out_printf(out, "\n");
+    }
+    if (rc == AL_OK) {
+        snprintf(labels[nc - 1], 64, "original");
+        cv[nc - 1] = (PlotCurve){.label = labels[nc - 1], .x = bx, .y = by, .n = 2, .points = false};
+    }
+    const char *data = args_str(a, "data");
+    if (rc == AL_OK && data && *data) {
+        Table *tb = removal_table(r);
+        rc = tb ? table_write_file(tb, data, s->prec) : AL_ERR;
+        if (rc == AL_OK) out_printf(out, "wrote %zu points to %s\n", tb->nrows, data);
+        table_free(tb);
+    }
+    char title[256], sub[1024], auto_name[256];
+    snprintf(title, sizeof title, "%s: log-perplexity as RoPE dims are removed", m->name);
+    snprintf(sub, sizeof sub, "layers %ld-%ld, %zu tokens, no KV compression; PCA / norms: %s", lo, hi, r->tokens,
+             u.source);
+    snprintf(auto_name, sizeof auto_name, "%s-rope-removal", m->name);
+    cmd_tmla_stats_release(&u);
+    MlaDest d;
+    if (rc == AL_OK && dest_init(s, a, auto_name, &d)) rc = AL_ERR;
+    else if (rc == AL_OK) {
+        d.o.title = title;
+        d.o.subtitle = sub;
+        d.o.xlabel = "fraction of the merged key's RoPE dims removed";
+        d.o.ylabel = "log-perplexity (nats per token)";
+        if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
+        rc = plot_curves(&d.o, cv, nc);
+        rc = dest_done(out, &d, rc);
+    }
+    free(cv);
+    free(labels);
+    tlm_removal_free(r);
     return rc;
 }

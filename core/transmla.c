@@ -59,8 +59,10 @@ static int sym_eig_desc(double *A, size_t n, double *w, const char *what) {
 }
 
 /* Second moment of the features f = x W + b (W: (m, n) double, b: (n) or NULL) for inputs with
- * E[x xᵀ] = Sigma (m x m, NULL: identity): C = Wᵀ Sigma W + b bᵀ, (n x n), caller frees. */
-static int feature_cov(const double *W, size_t m, size_t n, const double *b, const double *Sigma, double **out) {
+ * E[x xᵀ] = Sigma (m x m, NULL: identity) and E[x] = mu (m, NULL: zero):
+ * C = Wᵀ Sigma W + (Wᵀ mu) bᵀ + b (Wᵀ mu)ᵀ + b bᵀ, (n x n), caller frees. */
+static int feature_cov(const double *W, size_t m, size_t n, const double *b, const double *Sigma, const double *mu,
+                       double **out) {
     *out = NULL;
     double *C = dalloc(n, n, "a covariance matrix");
     if (!C) return AL_ERR;
@@ -78,6 +80,14 @@ static int feature_cov(const double *W, size_t m, size_t n, const double *b, con
         free(A);
     }
     if (b) cblas_dger(CblasRowMajor, (int)n, (int)n, 1.0, b, 1, b, 1, C, (int)n);
+    if (b && mu) {
+        double *Wm = dalloc(n, 1, "a mean feature");
+        if (!Wm) { free(C); return AL_ERR; }
+        cblas_dgemv(CblasRowMajor, CblasTrans, (int)m, (int)n, 1.0, W, (int)n, mu, 1, 0.0, Wm, 1);
+        cblas_dger(CblasRowMajor, (int)n, (int)n, 1.0, Wm, 1, b, 1, C, (int)n);
+        cblas_dger(CblasRowMajor, (int)n, (int)n, 1.0, b, 1, Wm, 1, C, (int)n);
+        free(Wm);
+    }
     *out = C;
     return AL_OK;
 }
@@ -136,6 +146,10 @@ int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) {
 }
 
 int tmla_kv_cov_from_weights(const AttnLayer *gqa, const double *Sigma, double **C_kv) {
+    return tmla_kv_cov_stats(gqa, Sigma, NULL, C_kv);
+}
+
+int tmla_kv_cov_stats(const AttnLayer *gqa, const double *Sigma, const double *mu, double **C_kv) {
     *C_kv = NULL;
     size_t m = (size_t)gqa->hidden, nk = gqa->W_K->cols, nv = gqa->W_V->cols, n = nk + nv;
     double *W = dalloc(m, n, "the key/value weights"), *b = NULL;
@@ -147,7 +161,7 @@ int tmla_kv_cov_from_weights(const AttnLayer *gqa, const double *Sigma, double *
     if ((gqa->b_K || gqa->b_V) && (b = dalloc(n, 1, "key/value biases")))
         for (size_t j = 0; j < n; j++)
             b[j] = j < nk ? (gqa->b_K ? gqa->b_K[j] : 0) : (gqa->b_V ? gqa->b_V[j - nk] : 0);
-    int rc = (gqa->b_K || gqa->b_V) && !b ? AL_ERR : feature_cov(W, m, n, b, Sigma, C_kv);
+    int rc = (gqa->b_K || gqa->b_V) && !b ? AL_ERR : feature_cov(W, m, n, b, Sigma, mu, C_kv);
     free(W);
     free(b);
     return rc;
@@ -236,6 +250,155 @@ int tmla_remove_rope(TmlaLayer *T, int D, double *kept) {
         *kept = !T->key_energy ? NAN : T->key_total > 0 ? e / T->key_total : 1;
     }
     return AL_OK;
+}
+
+/* Moves the rotated pairs of T into the order perm (perm[q] = old pair now at q): U columns,
+ * frequencies and key energies. */
+static int permute_pairs(TmlaLayer *T, const size_t *perm) {
+    size_t n = (size_t)T->G * (size_t)T->d, np = n / 2;
+    double *U = dalloc(n, n, "the RoPE basis"), *freq = dalloc(np, 1, "pair frequencies");
+    double *en = T->key_energy ? dalloc(n, 1, "key energies") : NULL;
+    if (!U || !freq || (T->key_energy && !en)) { free(U); free(freq); free(en); return AL_ERR; }
+    for (size_t q = 0; q < np; q++) {
+        size_t p = perm[q];
+        for (size_t i = 0; i < n; i++) {
+            U[i * n + 2 * q] = T->U[i * n + 2 * p];
+            U[i * n + 2 * q + 1] = T->U[i * n + 2 * p + 1];
+        }
+        freq[q] = T->pair_freq[p];
+        if (en) { en[2 * q] = T->key_energy[2 * p]; en[2 * q + 1] = T->key_energy[2 * p + 1]; }
+    }
+    free(T->U); free(T->pair_freq); free(T->key_energy);
+    T->U = U; T->pair_freq = freq; T->key_energy = en;
+    T->D = (int)n;
+    reset_joint(T);
+    return AL_OK;
+}
+
+int tmla_sort_pairs(TmlaLayer *T) {
+    if (!T->key_energy) return al_err("TransMLA: sorting the RoPE pairs needs their key energies (run RoRoPE first)");
+    size_t np = (size_t)T->G * (size_t)T->d / 2;
+    size_t *perm = al_calloc(np, sizeof *perm, "a pair order");
+    if (!perm) return AL_ERR;
+    for (size_t q = 0; q < np; q++) perm[q] = q;
+    for (size_t q = 1; q < np; q++) {             /* insertion sort: stable, descending energy */
+        size_t p = perm[q], j = q;
+        double e = T->key_energy[2 * p] + T->key_energy[2 * p + 1];
+        while (j > 0 && T->key_energy[2 * perm[j - 1]] + T->key_energy[2 * perm[j - 1] + 1] < e) {
+            perm[j] = perm[j - 1];
+            j--;
+        }
+        perm[j] = p;
+    }
+    int rc = permute_pairs(T, perm);
+    free(perm);
+    return rc;
+}
+
+int tmla_select_pairs(TmlaLayer *T, const size_t *pairs, size_t n_sel, const double *C_K) {
+    size_t d = (size_t)T->d, n = (size_t)T->G * d, np = n / 2;
+    rope_layout lay = T->src->rope;
+    bool *used = al_calloc(np ? np : 1, sizeof *used, "pair flags");
+    size_t *perm = al_calloc(np ? np : 1, sizeof *perm, "a pair order");
+    int rc = used && perm ? AL_OK : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < n_sel; i++) {
+        if (pairs[i] >= np || used[pairs[i]])
+            rc = al_err("TransMLA: RoPE pair %zu is out of range (0-%zu) or listed twice", pairs[i], np - 1);
+        else { used[pairs[i]] = true; perm[i] = pairs[i]; }
+    }
+    for (size_t p = 0, q = n_sel; rc == AL_OK && p < np; p++)
+        if (!used[p]) perm[q++] = p;
+    if (rc == AL_OK) {              /* back to the merge's identity basis, with the energies of C_K */
+        memset(T->U, 0, n * n * sizeof(double));
+        free(T->key_energy);
+        free(T->group_eig);
+        T->group_eig = NULL;
+        if (!(T->key_energy = dalloc(n, 1, "key energies"))) rc = AL_ERR;
+        T->key_total = 0;
+        for (size_t i = 0; i < n; i++) T->key_total += C_K[i * n + i];
+        for (size_t g = 0; rc == AL_OK && g < (size_t)T->G; g++)
+            for (size_t l = 0; l < d / 2; l++) {
+                size_t p = g * (d / 2) + l, a = g * d + re_dim(lay, l, d), b = g * d + im_dim(lay, l, d);
+                T->U[a * n + 2 * p] = 1;
+                T->U[b * n + 2 * p + 1] = 1;
+                T->pair_freq[p] = T->src->inv_freq[l];
+                T->key_energy[2 * p] = C_K[a * n + a];
+                T->key_energy[2 * p + 1] = C_K[b * n + b];
+            }
+        T->M = 1;
+    }
+    if (rc == AL_OK) rc = permute_pairs(T, perm);
+    free(used);
+    free(perm);
+    return rc;
+}
+
+double tmla_kept_energy(const TmlaLayer *T, const double *C_K) {
+    size_t n = (size_t)T->G * (size_t)T->d, D = (size_t)T->D;
+    double tot = 0, kept = 0;
+    for (size_t i = 0; i < n; i++) tot += C_K[i * n + i];
+    double *A = dalloc(n, D, "a covariance product");
+    if (!A) return NAN;
+    /* A = C_K U[:, :D]; kept = Σ_j U[:, j] · A[:, j]. */
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)n, 1.0, C_K, (int)n, T->U, (int)n, 0.0,
+                A, (int)D);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < D; j++) kept += T->U[i * n + j] * A[i * D + j];
+    free(A);
+    return tot > 0 ? kept / tot : 1;
+}
+
+/* Diagonal of the second moment of f = x W + b (see feature_cov) without forming it: (n). */
+static int feature_diag(const Mat *Wm, const float *b, const double *Sigma, const double *mu, double *out) {
+    size_t m = Wm->rows, n = Wm->cols;
+    double *W = mat_to_d(Wm), *A = Sigma ? dalloc(m, n, "a covariance product") : NULL;
+    if (!W || (Sigma && !A)) { free(W); free(A); return AL_ERR; }
+    if (Sigma)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)m, 1.0, Sigma, (int)m, W, (int)n, 0.0,
+                    A, (int)n);
+    for (size_t j = 0; j < n; j++) {
+        double s = 0, wm = 0;
+        for (size_t i = 0; i < m; i++) {
+            s += W[i * n + j] * (A ? A[i * n + j] : W[i * n + j]);
+            if (mu) wm += W[i * n + j] * mu[i];
+        }
+        if (b) s += 2 * b[j] * wm + (double)b[j] * b[j];
+        out[j] = s;
+    }
+    free(W);
+    free(A);
+    return AL_OK;
+}
+
+int tmla_mha2mla_pairs(const AttnLayer *gqa, const double *Sigma, const double *mu, int r, size_t *pairs) {
+    size_t H = (size_t)gqa->n_heads, G = (size_t)gqa->n_kv_heads, d = (size_t)gqa->head_dim, d2 = d / 2;
+    if (gqa->kind != ATTN_GQA || !gqa->inv_freq || gqa->rope_dim != gqa->head_dim)
+        return al_err("MHA2MLA pair selection: the layer must be GQA with RoPE on every head dim");
+    if (r < 1 || (size_t)r > d2) return al_err("MHA2MLA pair selection: keep 1-%zu frequencies per head, not %d", d2, r);
+    double *eq = dalloc(H, d, "query energies"), *ek = dalloc(G, d, "key energies"), *score = dalloc(d2, 1, "scores");
+    int rc = eq && ek && score ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = feature_diag(gqa->W_Q, gqa->b_Q, Sigma, mu, eq);
+    if (rc == AL_OK) rc = feature_diag(gqa->W_K, gqa->b_K, Sigma, mu, ek);
+    size_t grp = H / G;
+    for (size_t g = 0; rc == AL_OK && g < G; g++) {
+        /* score of frequency l: (Σ over the group's query heads of RMS |q_l|) x RMS |k_l| */
+        for (size_t l = 0; l < d2; l++) {
+            size_t a = re_dim(gqa->rope, l, d), b = im_dim(gqa->rope, l, d);
+            double qn = 0;
+            for (size_t h = g * grp; h < (g + 1) * grp; h++) qn += sqrt(fmax(0, eq[h * d + a] + eq[h * d + b]));
+            score[l] = qn * sqrt(fmax(0, ek[g * d + a] + ek[g * d + b]));
+        }
+        for (size_t i = 0; i < (size_t)r; i++) {     /* the r best, then listed by frequency */
+            size_t best = d2;
+            for (size_t l = 0; l < d2; l++)
+                if (score[l] >= 0 && (best == d2 || score[l] > score[best])) best = l;
+            score[best] = -1;
+        }
+        for (size_t l = 0, i = 0; l < d2; l++)
+            if (score[l] == -1) pairs[g * (size_t)r + i++] = g * d2 + l;
+    }
+    free(eq); free(ek); free(score);
+    return rc;
 }
 
 /* ================================================================ step 4: balanced joint low rank */
@@ -434,6 +597,10 @@ int tmla_build(const TmlaLayer *T, AttnLayer **mla) {
 /* ================================================================ the query latent */
 
 int tmla_q_cov_from_weights(const AttnLayer *mla, const double *Sigma, double **C_q) {
+    return tmla_q_cov_stats(mla, Sigma, NULL, C_q);
+}
+
+int tmla_q_cov_stats(const AttnLayer *mla, const double *Sigma, const double *mu, double **C_q) {
     *C_q = NULL;
     if (mla->kind != ATTN_MLA || !mla->W_Q) return al_err("q-rank: the layer has no plain query projection to factor");
     size_t n = mla->W_Q->cols;
@@ -441,7 +608,7 @@ int tmla_q_cov_from_weights(const AttnLayer *mla, const double *Sigma, double **
     int rc = W && (b || !mla->b_Q) ? AL_OK : AL_ERR;
     if (rc == AL_OK && b)
         for (size_t j = 0; j < n; j++) b[j] = mla->b_Q[j];
-    if (rc == AL_OK) rc = feature_cov(W, mla->W_Q->rows, n, b, Sigma, C_q);
+    if (rc == AL_OK) rc = feature_cov(W, mla->W_Q->rows, n, b, Sigma, mu, C_q);
     free(W);
     free(b);
     return rc;
@@ -538,30 +705,68 @@ int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
     return AL_OK;
 }
 
-/* Errors of mla against gqa on the report's random inputs. */
-static int measure(const AttnLayer *gqa, const AttnLayer *mla, const TmlaOpts *o, double *se, double *oe) {
-    size_t T = o->eval_tokens;
-    Mat *X = attn_random_input(T, gqa->hidden, o->seed);
+/* Shapes standard normal rows X (T, n) into Gaussian rows with second moment Sigma and mean mu:
+ * X <- Z Lᵀ + mu with L Lᵀ = Sigma - mu muᵀ (Cholesky; a tiny ridge when it is singular). */
+static int shape_inputs(Mat *X, const double *Sigma, const double *mu) {
+    size_t n = X->cols, T = X->rows;
+    double *L = dalloc(n, n, "an input covariance factor"), *A = dalloc(n, n, "an input covariance factor");
+    double *Z = dalloc(T, n, "the report's inputs"), tr = 0;
+    int rc = L && A && Z ? AL_OK : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < n; i++)
+        for (size_t j = 0; j < n; j++) L[i * n + j] = Sigma[i * n + j] - (mu ? mu[i] * mu[j] : 0);
+    for (size_t i = 0; rc == AL_OK && i < n; i++) tr += L[i * n + i];
+    lapack_int info = 1;
+    for (int k = 0; rc == AL_OK && k < 8 && info != 0; k++) {
+        memcpy(A, L, n * n * sizeof(double));
+        double ridge = k ? tr / (double)n * pow(10.0, -12 + k) : 0;
+        for (size_t i = 0; i < n; i++) A[i * n + i] += ridge;
+        info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, A, (lapack_int)n);
+    }
+    if (rc == AL_OK && info != 0)
+        rc = al_err("LAPACKE_dpotrf failed (info %d) on the %zu x %zu input covariance", (int)info, n, n);
+    if (rc == AL_OK) {
+        for (size_t i = 0; i < T * n; i++) Z[i] = X->data[i];
+        cblas_dtrmm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)T, (int)n, 1.0, A, (int)n, Z,
+                    (int)n);
+        for (size_t t = 0; t < T; t++)
+            for (size_t j = 0; j < n; j++) X->data[t * n + j] = (float)(Z[t * n + j] + (mu ? mu[j] : 0));
+    }
+    free(L); free(A); free(Z);
+    return rc;
+}
+
+/* The report's inputs: T standard normal rows, or Gaussian with second moment Sigma and mean mu
+ * (caller frees). */
+static Mat *report_inputs(const TmlaOpts *o, int hidden, const double *Sigma, const double *mu) {
+    Mat *X = attn_random_input(o->eval_tokens, hidden, o->seed);
+    if (X && Sigma && shape_inputs(X, Sigma, mu)) { mat_free(X); return NULL; }
+    return X;
+}
+
+/* Errors of mla against gqa on the report's inputs X (positions 0..T-1). */
+static int measure(const AttnLayer *gqa, const AttnLayer *mla, const Mat *X, double *se, double *oe) {
+    size_t T = X->rows;
     int *pos = al_malloc3(T, 1, sizeof(int), "positions");
     AttnOut *a = NULL, *b = NULL;
-    int rc = X && pos ? AL_OK : AL_ERR;
+    int rc = pos ? AL_OK : AL_ERR;
     for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
     if (rc == AL_OK) rc = attn_eval(gqa, X, pos, true, &a);
     if (rc == AL_OK) rc = attn_eval(mla, X, pos, true, &b);
     if (rc == AL_OK) attn_rel_err(a, b, se, oe);
-    attn_out_free(a); attn_out_free(b); mat_free(X); free(pos);
+    attn_out_free(a); attn_out_free(b); free(pos);
     return rc;
 }
 
 /* Steps 4-5 and the build for one balance setting; q latent when asked. */
-static int finish(TmlaLayer *T, const TmlaOpts *o, bool balance, const double *C_J, const double *Sigma, AttnLayer **mla) {
+static int finish(TmlaLayer *T, const TmlaOpts *o, bool balance, const double *C_J, const double *Sigma,
+                  const double *mu, AttnLayer **mla) {
     double *C_q = NULL;
     int rc = tmla_balance(T, balance, C_J);
     if (rc == AL_OK) rc = tmla_joint_lowrank(T, o->kv_rank, C_J);
     if (rc == AL_OK) rc = tmla_fold_scale(T);
     if (rc == AL_OK) rc = tmla_build(T, mla);
     if (rc == AL_OK && o->q_rank > 0) {
-        rc = tmla_q_cov_from_weights(*mla, Sigma, &C_q);
+        rc = tmla_q_cov_stats(*mla, Sigma, mu, &C_q);
         if (rc == AL_OK) rc = tmla_q_lowrank(*mla, o->q_rank, C_q);
         free(C_q);
         if (rc) { attn_layer_free(*mla); *mla = NULL; }
@@ -571,32 +776,40 @@ static int finish(TmlaLayer *T, const TmlaOpts *o, bool balance, const double *C
 
 int tmla_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, const double *Sigma, AttnLayer **mla,
                        TmlaLayerReport *rep) {
+    return tmla_convert_layer_stats(gqa, o, Sigma, NULL, mla, rep);
+}
+
+int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const double *Sigma, const double *mu,
+                             AttnLayer **mla, TmlaLayerReport *rep) {
     *mla = NULL;
     TmlaLayer *T = NULL;
     double *C_kv = NULL, *C_K = NULL, *C_J = NULL;
     AttnLayer *alt = NULL;
+    Mat *X = NULL;
     int rc = tmla_merge(gqa, &T);
-    if (rc == AL_OK) rc = tmla_kv_cov_from_weights(gqa, Sigma, &C_kv);
+    if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, Sigma, mu, &C_kv);
     if (rc == AL_OK && !(C_K = tmla_key_cov(T, C_kv))) rc = AL_ERR;
     if (rc == AL_OK) rc = tmla_rorope(T, o->freqfold, C_K);
     if (rc == AL_OK) rc = tmla_remove_rope(T, o->rope_dim, &rep->rope_energy);
     if (rc == AL_OK) rc = tmla_joint_cov(T, C_kv, &C_J);
-    if (rc == AL_OK) rc = finish(T, o, o->balance, C_J, Sigma, mla);
+    if (rc == AL_OK) rc = finish(T, o, o->balance, C_J, Sigma, mu, mla);
     if (rc == AL_OK) {
         rep->alpha = T->alpha;
         rep->joint_energy = T->joint_energy;
-        rc = measure(gqa, *mla, o, &rep->score_err, &rep->out_err);
+        if (!(X = report_inputs(o, gqa->hidden, Sigma, mu))) rc = AL_ERR;
+        if (rc == AL_OK) rc = measure(gqa, *mla, X, &rep->score_err, &rep->out_err);
     }
     rep->joint_energy_alt = rep->score_err_alt = rep->out_err_alt = NAN;
     if (rc == AL_OK && o->compare_balance) {
-        rc = finish(T, o, !o->balance, C_J, Sigma, &alt);
+        rc = finish(T, o, !o->balance, C_J, Sigma, mu, &alt);
         if (rc == AL_OK) {
             rep->joint_energy_alt = T->joint_energy;
-            rc = measure(gqa, alt, o, &rep->score_err_alt, &rep->out_err_alt);
+            rc = measure(gqa, alt, X, &rep->score_err_alt, &rep->out_err_alt);
         }
     }
     attn_layer_free(alt);
     tmla_layer_free(T);
+    mat_free(X);
     free(C_kv); free(C_K); free(C_J);
     if (rc) { attn_layer_free(*mla); *mla = NULL; }
     return rc;
@@ -622,6 +835,7 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     r->src_path = al_strdup(m->path);
     r->opts = o;
     r->opts.sigma = NULL;
+    r->opts.mu = NULL;
     for (int l = o.layer_lo; o.sigma && l <= o.layer_hi; l++) r->activation_stats |= o.sigma[l] != NULL;
     r->n_layers = c->n_layers;
     r->layers = al_calloc((size_t)c->n_layers, sizeof *r->layers, "converted layers");
@@ -643,7 +857,9 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
         AttnLayer *gqa = NULL;
         r->rep[l].layer = l;
         rc = attn_layer_load(m, l, &gqa);
-        if (rc == AL_OK) rc = tmla_convert_layer(gqa, &o, o.sigma ? o.sigma[l] : NULL, &r->layers[l], &r->rep[l]);
+        if (rc == AL_OK)
+            rc = tmla_convert_layer_stats(gqa, &o, o.sigma ? o.sigma[l] : NULL, o.sigma && o.mu ? o.mu[l] : NULL,
+                                          &r->layers[l], &r->rep[l]);
         if (rc == AL_OK) {
             r->params_before += attn_layer_params(gqa);
             r->params_after += attn_layer_params(r->layers[l]);
@@ -666,7 +882,7 @@ void tmla_key_norms_free(TmlaKeyNorms *k) {
 }
 
 /* The merged layer of m's layer L and its key covariance. */
-static int figure_setup(Model *m, int layer, const double *Sigma, TmlaLayer **T, double **C_K) {
+static int figure_setup(Model *m, int layer, const double *Sigma, const double *mu, TmlaLayer **T, double **C_K) {
     *T = NULL;
     *C_K = NULL;
     AttnLayer *gqa = NULL;
@@ -674,7 +890,7 @@ static int figure_setup(Model *m, int layer, const double *Sigma, TmlaLayer **T,
     int rc = convertible(m);
     if (rc == AL_OK) rc = attn_layer_load(m, layer, &gqa);
     if (rc == AL_OK) rc = tmla_merge(gqa, T);
-    if (rc == AL_OK) rc = tmla_kv_cov_from_weights(gqa, Sigma, &C_kv);
+    if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, Sigma, mu, &C_kv);
     if (rc == AL_OK && !(*C_K = tmla_key_cov(*T, C_kv))) rc = AL_ERR;
     attn_layer_free(gqa);
     free(C_kv);
@@ -683,10 +899,14 @@ static int figure_setup(Model *m, int layer, const double *Sigma, TmlaLayer **T,
 }
 
 int tmla_key_norms(Model *m, int layer, int freqfold, const double *Sigma, TmlaKeyNorms **out) {
+    return tmla_key_norms_stats(m, layer, freqfold, Sigma, NULL, out);
+}
+
+int tmla_key_norms_stats(Model *m, int layer, int freqfold, const double *Sigma, const double *mu, TmlaKeyNorms **out) {
     *out = NULL;
     TmlaLayer *T;
     double *C;
-    if (figure_setup(m, layer, Sigma, &T, &C)) return AL_ERR;
+    if (figure_setup(m, layer, Sigma, mu, &T, &C)) return AL_ERR;
     size_t d = (size_t)T->d, n = (size_t)T->G * d, np = n / 2;
     TmlaKeyNorms *k = al_calloc(1, sizeof *k, "key norms");
     int rc = k ? AL_OK : AL_ERR;
@@ -731,10 +951,15 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 int tmla_rope_energy(Model *m, int layer, const int *Ms, size_t nM, const double *Sigma, TmlaRopeEnergy **out) {
+    return tmla_rope_energy_stats(m, layer, Ms, nM, Sigma, NULL, out);
+}
+
+int tmla_rope_energy_stats(Model *m, int layer, const int *Ms, size_t nM, const double *Sigma, const double *mu,
+                           TmlaRopeEnergy **out) {
     *out = NULL;
     TmlaLayer *T;
     double *C;
-    if (figure_setup(m, layer, Sigma, &T, &C)) return AL_ERR;
+    if (figure_setup(m, layer, Sigma, mu, &T, &C)) return AL_ERR;
     size_t d = (size_t)T->d, G = (size_t)T->G, n = G * d;
     TmlaRopeEnergy *e = al_calloc(1, sizeof *e, "RoPE energy curves");
     int rc = e && (e->curves = al_calloc(nM + 1, sizeof *e->curves, "curves")) ? AL_OK : AL_ERR;

@@ -26,7 +26,9 @@
  *
  * Every PCA takes its covariance as an INPUT: the second moment of its features. Here they come
  * from the weights (tmla_kv_cov_from_weights with Sigma = E[x xᵀ] of the layer's input, identity
- * when NULL: the paper's "W-based" variant); a calibration pass can pass activation statistics. */
+ * when NULL: the paper's "W-based" variant); a calibration pass passes activation statistics
+ * (core/act_stats.h: Sigma and the mean mu = E[x], which matters with biases): the features'
+ * second moments are then exactly those of the activations ("WX-based"). */
 #ifndef AL_TRANSMLA_H
 #define AL_TRANSMLA_H
 
@@ -65,6 +67,8 @@ int tmla_merge(const AttnLayer *gqa, TmlaLayer **out);
 /* Second moment of [k ; v] = x [W_K | W_V] + [b_K | b_V] for inputs with E[x xᵀ] = Sigma
  * (hidden x hidden, row-major; NULL: identity): (G d + G dv) square, caller frees. */
 int tmla_kv_cov_from_weights(const AttnLayer *gqa, const double *Sigma, double **C_kv);
+/* The same with E[x] = mu (hidden, NULL: zero) for the bias cross terms. */
+int tmla_kv_cov_stats(const AttnLayer *gqa, const double *Sigma, const double *mu, double **C_kv);
 /* Its key block C_K (G d square), caller frees. */
 double *tmla_key_cov(const TmlaLayer *T, const double *C_kv);
 
@@ -75,6 +79,23 @@ int tmla_rorope(TmlaLayer *T, int M, const double *C_K);
 /* Step 3: keeps RoPE on the first D rotated coordinates (even, 2 <= D <= G d); the fraction of the
  * key energy they hold goes to *kept (may be NULL). */
 int tmla_remove_rope(TmlaLayer *T, int D, double *kept);
+
+/* Reorders the rotated pairs by descending key energy (after tmla_rorope), so that keeping D RoPE
+ * dims keeps the D / 2 strongest pairs of any group (the RoPE-removal curve; the export keeps the
+ * rorope order, whose first d / M dims form a standard RoPE). */
+int tmla_sort_pairs(TmlaLayer *T);
+/* Without rotation: the merged pairs listed in pairs[n] (p = g d/2 + l: KV head g, frequency l)
+ * come first, the others after, each turning at its own frequency; key energies from C_K. Then
+ * tmla_remove_rope(T, 2 n) keeps RoPE on exactly those pairs (MHA2MLA's partial RoPE). */
+int tmla_select_pairs(TmlaLayer *T, const size_t *pairs, size_t n, const double *C_K);
+/* MHA2MLA's per-head selection: for each KV head the r frequencies with the largest product of
+ * query norm (RMS, summed over the group's query heads) and key norm, under inputs with second
+ * moment Sigma and mean mu (NULL: unit variance, zero mean). pairs gets G r merged pair indices,
+ * head by head, by frequency. */
+int tmla_mha2mla_pairs(const AttnLayer *gqa, const double *Sigma, const double *mu, int r, size_t *pairs);
+/* Fraction of trace C_K that the first D coordinates of T's current basis hold (C_K may come from
+ * other statistics than the basis did). */
+double tmla_kept_energy(const TmlaLayer *T, const double *C_K);
 
 /* Second moment of the joint PCA's features [K_nope ; V] (unscaled) from C_kv, through the
  * current rotation: (n_J square), caller frees. */
@@ -92,6 +113,8 @@ int tmla_build(const TmlaLayer *T, AttnLayer **mla);
 /* Second moment of an MLA layer's queries (H (nope + rope) square) for inputs with E[x xᵀ] =
  * Sigma (NULL: identity); caller frees. */
 int tmla_q_cov_from_weights(const AttnLayer *mla, const double *Sigma, double **C_q);
+/* The same with E[x] = mu (NULL: zero). */
+int tmla_q_cov_stats(const AttnLayer *mla, const double *Sigma, const double *mu, double **C_q);
 /* Optional: factors the plain query W_Q of an MLA layer through a latent of rank Rq
  * (q_a_proj = W_Q P, q_b_proj = Pᵀ, P the top Rq eigenvectors of C_q; no latent norm). */
 int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q);
@@ -111,6 +134,8 @@ typedef struct {
     const double *const *sigma;   /* NULL, or per layer (n_layers entries) the second moment E[x xᵀ]
                                      (hidden x hidden) of the layer's attention input, e.g. from
                                      calibration activations; a NULL entry: unit variance (weights) */
+    const double *const *mu;      /* NULL, or per layer E[x] (hidden) beside sigma (NULL entry: zero
+                                     mean); only read where sigma is given */
 } TmlaOpts;
 
 /* Defaults: full rank, M = 1, D = d, balance on with the comparison, 64 tokens. */
@@ -121,7 +146,8 @@ typedef struct {
     double alpha;             /* balancing factor used (1 when off) */
     double rope_energy;       /* key energy kept in the D RoPE dims (fraction) */
     double joint_energy;      /* energy kept by the rank-R joint basis (fraction of its input) */
-    double score_err;         /* relative error of the causal scores on random inputs */
+    double score_err;         /* relative error of the causal scores on random inputs (standard normal,
+                                 or Gaussian with the layer's given second moment and mean) */
     double out_err;           /* relative error of the attention outputs */
     double joint_energy_alt;  /* the same with balancing flipped (NaN when not compared) */
     double score_err_alt;
@@ -131,7 +157,7 @@ typedef struct {
 typedef struct TmlaResult {
     Model *src;               /* the model converted (borrowed: must outlive the result) */
     char *src_path;           /* its path, for the export manifest */
-    TmlaOpts opts;            /* as resolved: kv_rank, rope_dim, freqfold all set; sigma NULL */
+    TmlaOpts opts;            /* as resolved: kv_rank, rope_dim, freqfold all set; sigma, mu NULL */
     bool activation_stats;    /* some layer's PCAs used a given input second moment */
     int n_layers;             /* = src layers; layers[l] NULL where not converted */
     AttnLayer **layers;       /* (n_layers) the converted MLA layers */
@@ -150,6 +176,9 @@ int tmla_convert(Model *m, const TmlaOpts *o, TmlaResult **out);
 /* One layer with the whole pipeline and its report (Sigma NULL: identity). */
 int tmla_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, const double *Sigma, AttnLayer **mla,
                        TmlaLayerReport *rep);
+/* The same with the input mean mu (NULL: zero). */
+int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const double *Sigma, const double *mu,
+                             AttnLayer **mla, TmlaLayerReport *rep);
 
 /* ================================================================ figures' data */
 
@@ -168,8 +197,11 @@ typedef struct {
 
 void tmla_key_norms_free(TmlaKeyNorms *k);
 int tmla_key_norms(Model *m, int layer, int freqfold, const double *Sigma, TmlaKeyNorms **out);
+/* The same with the input mean mu (activation statistics; NULL: zero). */
+int tmla_key_norms_stats(Model *m, int layer, int freqfold, const double *Sigma, const double *mu, TmlaKeyNorms **out);
 
-/* Figure 3b (weight-based): key energy kept in the RoPE dims against RoPE dims kept, one curve per
+/* The key-energy side of Figure 3b (its perplexity side is tlm_rope_removal, core/tmla_lm.h): key
+ * energy kept in the RoPE dims against RoPE dims kept (under Sigma, NULL: weights), one curve per
  * FreqFold M (keeping k components per group: k d / M dims), and a baseline without rotation that
  * keeps, for every frequency, the pairs of the k strongest KV heads (k d dims; MHA2MLA-like). */
 typedef struct {
@@ -187,5 +219,8 @@ typedef struct {
 void tmla_rope_energy_free(TmlaRopeEnergy *e);
 /* Curves for each M in Ms that divides d/2 (others are an error), plus the baseline. */
 int tmla_rope_energy(Model *m, int layer, const int *Ms, size_t nM, const double *Sigma, TmlaRopeEnergy **out);
+/* The same with the input mean mu (NULL: zero). */
+int tmla_rope_energy_stats(Model *m, int layer, const int *Ms, size_t nM, const double *Sigma, const double *mu,
+                           TmlaRopeEnergy **out);
 
 #endif
