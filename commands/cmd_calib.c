@@ -857,7 +857,7 @@ static const Command calib_subs[] = {
 
 static const Command kvsvd_subs[] = {
     { .name = "learn", .summary = "K-SVD / Eigen / KQ-SVD projections per layer and KV head", .help = LEARN_HELP,
-      .pos = learn_pos, .kw = learn_kw, .fn = cmd_kvsvd_learn, .flags = CMD_MODEL },
+      .pos = learn_pos, .kw = learn_kw, .fn = cmd_kvsvd_learn, .flags = CMD_MODEL, .xform = XF_KVSVD },
     { .name = "eval", .summary = "errors on K, Q, V, K Qᵀ and the attention output over a split", .help = EVAL_HELP,
       .kw = eval_kw, .fn = cmd_kvsvd_eval, .flags = CMD_MODEL },
     {0}

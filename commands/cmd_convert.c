@@ -8,6 +8,8 @@
  * statistics, dropped when their model closes. */
 #define _GNU_SOURCE
 #include "cmd_convert.h"
+#include "cmd_tpa.h"
+#include "tpa.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -645,7 +647,9 @@ static int cmd_export_mla(Session *s, const Args *a, Out *out) {
 /* ================================================================ check */
 
 static const char CHECK_HELP[] =
-    "Loads the TransMLA export in DIR and compares it, layer by layer, with the model it came\n"
+    "With no folder, checks the conversion in the session (convert mla or convert tpa) against the\n"
+    "model it came from. With DIR, loads the export there (TransMLA or TPA) and compares it,\n"
+    "layer by layer, with the model it came\n"
     "from (the manifest's source path, or `source NAME`, a loaded model): relative error of the\n"
     "causal attention scores and of the attention outputs on random inputs, and every\n"
     "non-attention tensor byte for byte. An exact conversion (kv-rank full, D = d, one KV head\n"
@@ -655,7 +659,8 @@ static const char CHECK_HELP[] =
     "  check out/llama-mla source llama tokens 128 to check.json";
 
 static const Param check_pos[] = {
-    { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "an export folder" },
+    { .name = "dir", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "DIR",
+      .help = "an export folder (TransMLA or TPA); none: the session's conversion" },
     {0}
 };
 static const Param check_kw[] = {
@@ -667,13 +672,8 @@ static const Param check_kw[] = {
     {0}
 };
 
-static int cmd_check(Session *s, const Args *a, Out *out) {
-    Model *src = NULL;
-    const char *name = args_str(a, "source");
-    if (name && *name && !(src = session_find(s, name))) return al_err("check: no loaded model named '%s'", name);
-    MlaCheck *c = NULL;
-    int rc = mla_check(args_str(a, "dir"), src, (size_t)args_int(a, "tokens"), 20250601, &c);
-    if (rc) return rc;
+/* Prints an MlaCheck as text and a layer table. */
+static int report_mla_check(const MlaCheck *c, const Args *a, Out *out) {
     out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n", c->export_path,
                c->source_path, c->n_layers, c->kv_source, c->kv_export);
     if (c->copied_diff)
@@ -688,8 +688,48 @@ static int cmd_check(Session *s, const Args *a, Out *out) {
         table_num(t, c->score_err[l]);
         table_num(t, c->out_err[l]);
     }
-    mla_check_free(c);
     return t ? out_table_to(out, a, t) : AL_ERR;
+}
+
+/* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
+ * folder, checked against the model it came from, and the folder removed. */
+static int check_mla_in_session(Session *s, const Args *a, Out *out) {
+    char tmpl[] = "/tmp/attnlab-check-XXXXXX";
+    if (!mkdtemp(tmpl)) return al_err("check: cannot make a scratch folder in /tmp: %s", strerror(errno));
+    char *dir = al_asprintf("%s/export", tmpl);
+    MlaExportOpts eo = { .dtype = DT_F32 };
+    MlaCheck *c = NULL;
+    int rc = dir ? mla_export(s->conv->res, dir, &eo) : AL_ERR;
+    if (rc == AL_OK) rc = mla_check(dir, s->cur, (size_t)args_int(a, "tokens"), 20250601, &c);
+    nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
+    if (rc) return rc;
+    out_printf(out, "(the session's conversion, written in float32 to a scratch folder and removed after)\n");
+    rc = report_mla_check(c, a, out);
+    mla_check_free(c);
+    return rc;
+}
+
+static int cmd_check(Session *s, const Args *a, Out *out) {
+    Model *src = NULL;
+    const char *name = args_str(a, "source"), *dir = args_str(a, "dir");
+    size_t tokens = (size_t)args_int(a, "tokens");
+    if (name && *name && !(src = session_find(s, name))) return al_err("check: no loaded model named '%s'", name);
+    if (!dir || !*dir) {                 /* the latest conversion of the current model */
+        bool tpa = s->cur && cmd_tpa_pending(s, s->cur), mla = s->cur && cmd_convert_pending(s, s->cur);
+        int last = s->last_xform_model == s->cur ? s->last_xform : XF_NONE;
+        if (tpa && (last == XF_TPA || !mla)) return cmd_tpa_check_session(s, name, tokens, a, out);
+        if (mla) return check_mla_in_session(s, a, out);
+        return al_err("check: nothing to check: give an export folder (check DIR), or convert first (convert mla ..., "
+                      "convert tpa ...); FaRR truncations report their errors in `truncate`, KQ-SVD in `kvsvd eval`");
+    }
+    if (tpa_is_export(dir)) return cmd_tpa_check_dir(s, dir, name, tokens, a, out);
+    MlaCheck *c = NULL;
+    int rc = mla_check(dir, src, tokens, 20250601, &c);
+    if (rc) return rc;
+    rc = report_mla_check(c, a, out);
+    mla_check_free(c);
+    return rc;
 }
 
 /* ================================================================ kv-cache */
@@ -755,7 +795,9 @@ static int cmd_kv_cache(Session *s, const Args *a, Out *out) {
 
 static const Command convert_subs[] = {
     { .name = "mla", .summary = "TransMLA: GQA -> DeepSeek-V3 style MLA with RoRoPE, FreqFold, balanced KV",
-      .help = MLA_HELP, .kw = mla_kw, .fn = cmd_convert_mla, .flags = CMD_MODEL },
+      .help = MLA_HELP, .kw = mla_kw, .fn = cmd_convert_mla, .flags = CMD_MODEL, .xform = XF_MLA },
+    { .name = "tpa", .summary = "non-contextual Tensor Product Attention (TPA paper 3.4): form a or b at rank R",
+      .help = cmd_tpa_convert_help, .kw = cmd_tpa_convert_kw, .fn = cmd_tpa_convert, .flags = CMD_MODEL, .xform = XF_TPA },
     { .name = "mla-table", .summary = "TransMLA Fig. 4b: perplexity of W- vs activation-based PCA, with/without BKV",
       .help = MLA_TABLE_HELP, .kw = mla_table_kw, .fn = cmd_convert_mla_table, .flags = CMD_MODEL },
     {0}
@@ -766,7 +808,7 @@ static const Command convert_cmds[] = {
       .help = CONVERT_HELP, .sub = convert_subs, .flags = CMD_MODEL },
     { .name = "export-mla", .summary = "write the `convert mla` result as a DeepSeek-V3 checkpoint",
       .help = EXPORT_MLA_HELP, .pos = export_pos, .kw = export_kw, .fn = cmd_export_mla },
-    { .name = "check", .summary = "compare a TransMLA export with its source, layer by layer",
+    { .name = "check", .summary = "compare a conversion (or its export) with its source, layer by layer",
       .help = CHECK_HELP, .pos = check_pos, .kw = check_kw, .fn = cmd_check },
     { .name = "kv-cache", .summary = "KV-cache bytes per token and layer, as loaded and as converted",
       .help = KVCACHE_HELP, .kw = kvcache_kw, .fn = cmd_kv_cache, .flags = CMD_MODEL },

@@ -52,6 +52,11 @@ struct Session {
     struct KqState *kq;
     struct TpaState *tpa;
 
+    /* ---- the latest transformation (XF_* of registry.h) and the model it was made of; set by
+       cmd_dispatch after a command with .xform succeeds, read by `export` and `check` */
+    int last_xform;
+    const Model *last_xform_model;
+
     /* ---- front-end state (repl/) */
     struct lua_State *L;       /* the Lua state with module `attn` (created on first use) */
     bool interactive;          /* stdin is a terminal and the prompt is shown */
