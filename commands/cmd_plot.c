@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cmd_calib.h"
+#include "cmd_plot_compare.h"
 #include "cmd_plot_mla.h"
 #include "farr.h"
 #include "lin.h"
@@ -604,6 +605,7 @@ static const Command plot_subs[] = {
       .flags = CMD_MODEL },
     CMD_PLOT_MLA_SUBS,      /* key-norms, rope-energy: TransMLA figures (cmd_plot_mla.c) */
     CMD_PLOT_KVSVD_SUBS,    /* kvsvd-errors, kvsvd-unbalance: KQ-SVD figures (cmd_calib.c) */
+    CMD_PLOT_COMPARE_SUBS,  /* compare, compare-budgets: every method at one KV budget (cmd_plot_compare.c) */
     {0}
 };
 

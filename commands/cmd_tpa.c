@@ -19,12 +19,24 @@
 
 /* ================================================================ session state */
 
+/* The calibration a comparison used, told apart from a later one (NULL stats: none used). */
+typedef struct {
+    const void *stats;        /* the session's CalibStats, compared by address */
+    size_t tokens, seqs;      /* summed over layers: a reloaded or grown calibration differs */
+} CalibMark;
+
 struct TpaState {
     TpaModel *res;            /* the last conversion; res->src is a session model */
+    CmpResult *cmp;           /* the last comparison (`compare`, `plot compare`) of cmp_model */
+    Model *cmp_model;         /* (budget and tokens are in cmp, its layers in its rows) */
+    CalibMark cmp_calib;      /* the calibration it drew its inputs from */
 };
 
 static void tpa_hook_free(Session *s) {
-    if (s->tpa) tpa_model_free(s->tpa->res);
+    if (s->tpa) {
+        tpa_model_free(s->tpa->res);
+        cmp_result_free(s->tpa->cmp);
+    }
     free(s->tpa);
     s->tpa = NULL;
 }
@@ -33,6 +45,11 @@ static void tpa_hook_model_closed(Session *s, Model *m) {
     if (s->tpa && s->tpa->res && s->tpa->res->src == m) {
         tpa_model_free(s->tpa->res);
         s->tpa->res = NULL;
+    }
+    if (s->tpa && s->tpa->cmp_model == m) {
+        cmp_result_free(s->tpa->cmp);
+        s->tpa->cmp = NULL;
+        s->tpa->cmp_model = NULL;
     }
 }
 
@@ -78,7 +95,8 @@ const char cmd_tpa_convert_help[] =
     "  tpa-convert kv-rank 16 form b layers 0-3";
 
 static const char *const FORMS[] = {"a", "b", NULL};
-static const char *const FITS[] = {"auto", "weights", "calib", NULL};
+const char *const cmd_tpa_fit_choices[] = {"auto", "weights", "calib", NULL};
+#define FITS cmd_tpa_fit_choices
 
 const Param cmd_tpa_convert_kw[] = {
     { .name = "kv-rank", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "R",
@@ -110,8 +128,8 @@ static int fit_sigma(Session *s, const Model *m, int fit, int lo, int hi, double
     if (cmd_calib_stats(s, m, &cs)) return AL_ERR;
     if (!cs || !cs->has_x) {
         if (fit == 2)
-            return al_err("tpa-convert fit calib: the session has no calibration of %s with attention-input statistics: "
-                          "run calibrate first (or fit weights)", m->name);
+            return al_err("fit calib: the session has no calibration of %s with attention-input statistics: run "
+                          "calibrate FILE inputs on first (or fit weights)", m->name);
         return AL_OK;
     }
     size_t D = (size_t)m->cfg.hidden;
@@ -121,7 +139,7 @@ static int fit_sigma(Session *s, const Model *m, int fit, int lo, int hi, double
         if (!(sg[l] = al_malloc3(D, D, sizeof(double), "an input second moment")) || calib_second_moment(cs, l, sg[l])) {
             for (int k = lo; k <= l; k++) free(sg[k]);
             free(sg);
-            return al_err_ctx("tpa-convert: calibration of layer %d", l);
+            return al_err_ctx("the calibration of layer %d", l);
         }
     *sigma = sg;
     *ntok = cs->tokens[lo];
@@ -461,10 +479,14 @@ static const char COMPARE_HELP[] =
     "  tpa-b      non-contextual TPA, fixed token factors ((R_K + R_V) G values);\n"
     "  mean-pool  KV heads averaged into fewer groups.\n"
     "Each method takes the largest setting that fits B (K and V ranks filled alternately); one that\n"
-    "cannot fit says why. Errors are on random unit-variance tokens (the same for every method);\n"
-    "the summary gives each method's mean output error over the layers. GQA / MHA models only.\n"
+    "cannot fit says why. Errors are on random Gaussian tokens, the same for every method: of unit\n"
+    "variance, or, when the session has calibration statistics of the attention inputs\n"
+    "(`calibrate ... inputs on`), with each layer's second moment, which TransMLA and TPA then fit\n"
+    "to (`fit weights` ignores the calibration). The summary gives each method's mean output error\n"
+    "over the layers. GQA / MHA models only. The session keeps the result: `plot compare` draws it\n"
+    "(one curve per method against the layer).\n"
     "Examples:\n"
-    "  compare kv-budget 64\n"
+    "  compare kv-budget 64; plot compare to cmp.png\n"
     "  compare kv-budget 512 layers 0-3 tokens 128 to cmp.csv";
 
 static const Param compare_kw[] = {
@@ -473,35 +495,111 @@ static const Param compare_kw[] = {
     { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers to compare" },
     { .name = "tokens", .type = ARG_INT, .def = "64", .min = 2, .max = 8192, .comp = COMP_NONE, .metavar = "T",
       .help = "random tokens of the evaluation" },
+    { .name = "fit", .type = ARG_ENUM, .choices = FITS, .def = "auto", .comp = COMP_CHOICES,
+      .help = "auto: calibration statistics when the session has them, else unit-variance inputs" },
     PARAM_TO,
     {0}
 };
 
-static int cmd_compare(Session *s, const Args *a, Out *out) {
-    Model *m = s->cur;
-    if (!args_given(a, "kv-budget"))
+/* Which calibration a comparison of m with `fit` draws its inputs from (stats NULL: none). */
+static int calib_mark(Session *s, const Model *m, int fit, CalibMark *mk) {
+    memset(mk, 0, sizeof *mk);
+    const CalibStats *cs = NULL;
+    if (fit == 1 || cmd_calib_stats(s, m, &cs) || !cs || !cs->has_x) return AL_OK;
+    mk->stats = cs;
+    for (int l = 0; l < cs->sh.n_layers; l++) {
+        mk->tokens += cs->tokens[l];
+        mk->seqs += cs->seqs[l];
+    }
+    return AL_OK;
+}
+
+int cmd_tpa_compare_run(Session *s, Model *m, const CmdCmpKey *q, CmpResult **out) {
+    CmpOpts o = cmp_opts_default();
+    o.budget = q->budget;
+    if (q->tokens) o.tokens = q->tokens;
+    o.layer_lo = q->layer_lo < 0 ? 0 : q->layer_lo;
+    o.layer_hi = q->layer_lo < 0 ? m->cfg.n_layers - 1 : q->layer_hi;
+    if (!o.budget)
         return al_err("compare needs kv-budget B (values cached per token per layer; %s caches %zu)", m->name,
                       cfg_kv_values(&m->cfg));
-    CmpOpts o = cmp_opts_default();
-    o.budget = (size_t)args_int(a, "kv-budget");
-    o.tokens = (size_t)args_int(a, "tokens");
+    double **sigma = NULL;
+    size_t ntok = 0;
+    if (fit_sigma(s, m, q->fit, o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
+    o.sigma = (const double *const *)sigma;
+    int rc = cmp_kv_budget(m, &o, out);
+    free_sigma(sigma, m->cfg.n_layers);
+    return rc;
+}
+
+/* Makes r (taken over) the session's last comparison of m. */
+static void compare_keep(struct TpaState *st, Model *m, CmpResult *r, const CalibMark *mk) {
+    cmp_result_free(st->cmp);
+    st->cmp = r;
+    st->cmp_model = m;
+    st->cmp_calib = *mk;
+}
+
+/* True when the kept comparison answers q for m (see cmd_tpa_compare_get). */
+static bool compare_matches(const struct TpaState *st, const Model *m, const CmdCmpKey *q, const CalibMark *mk) {
+    const CmpResult *r = st->cmp;
+    if (!r || st->cmp_model != m || r->n_rows < 1) return false;
+    if ((q->budget && q->budget != r->budget) || (q->tokens && q->tokens != r->tokens)) return false;
+    if (q->fit == 2 && !mk->stats) return false;      /* running it gives the error */
+    if (mk->stats != st->cmp_calib.stats || mk->tokens != st->cmp_calib.tokens || mk->seqs != st->cmp_calib.seqs)
+        return false;
+    return q->layer_lo < 0 || (q->layer_lo >= r->rows[0].layer && q->layer_hi <= r->rows[r->n_rows - 1].layer);
+}
+
+int cmd_tpa_compare_get(Session *s, Model *m, const CmdCmpKey *q, const CmpResult **out, bool *reused) {
+    struct TpaState *st;
+    CalibMark mk;
+    *out = NULL;
+    *reused = false;
+    if (tpa_state(s, &st) || calib_mark(s, m, q->fit, &mk)) return AL_ERR;
+    if (compare_matches(st, m, q, &mk)) {
+        *out = st->cmp;
+        *reused = true;
+        return AL_OK;
+    }
+    CmpResult *r = NULL;
+    int rc = cmd_tpa_compare_run(s, m, q, &r);
+    if (rc) return rc;
+    compare_keep(st, m, r, &mk);
+    *out = r;
+    return AL_OK;
+}
+
+const CmpResult *cmd_tpa_compare_last(const Session *s, const Model *m) {
+    return s->tpa && s->tpa->cmp && s->tpa->cmp_model == m ? s->tpa->cmp : NULL;
+}
+
+static int cmd_compare(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
     long lo, hi;
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
-    o.layer_lo = (int)lo;
-    o.layer_hi = (int)hi;
+    CmdCmpKey q = {.budget = args_given(a, "kv-budget") ? (size_t)args_int(a, "kv-budget") : 0,
+                   .layer_lo = (int)lo, .layer_hi = (int)hi, .tokens = (size_t)args_int(a, "tokens"),
+                   .fit = args_enum(a, "fit")};
+    struct TpaState *st;
+    CalibMark mk;
     CmpResult *r = NULL;
-    int rc = cmp_kv_budget(m, &o, &r);
+    if (tpa_state(s, &st) || calib_mark(s, m, q.fit, &mk)) return AL_ERR;
+    int rc = cmd_tpa_compare_run(s, m, &q, &r);
     if (rc) return rc;
+    compare_keep(st, m, r, &mk);     /* for `plot compare` */
     out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%); errors on "
-               "%zu random tokens\n", m->name, r->budget, r->kv_model, 100.0 * (double)r->budget / (double)r->kv_model,
-               r->tokens);
+               "%zu random Gaussian tokens (%s)\n", m->name, r->budget, r->kv_model,
+               100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
+               r->activation_stats ? "with the calibration's second moment per layer; TransMLA and TPA fit to it"
+                                   : "unit variance");
     Table *t = table_new(6, "layer", "method", "kv_values", "setting", "score_err", "out_err");
-    if (!t) { cmp_result_free(r); return AL_ERR; }
+    if (!t) return AL_ERR;
     double sum[CMP_NMETHODS] = {0};
     int cnt[CMP_NMETHODS] = {0};
     for (int i = 0; i < r->n_rows; i++) {
         const CmpRow *w = &r->rows[i];
-        if (table_row(t)) { table_free(t); cmp_result_free(r); return AL_ERR; }
+        if (table_row(t)) { table_free(t); return AL_ERR; }
         table_int(t, w->layer);
         table_str(t, cmp_method_name(w->method));
         if (w->ok) table_int(t, (long long)w->kv_values);
@@ -516,7 +614,6 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
         if (cnt[k]) out_printf(out, " %s %.4g;", cmp_method_name((cmp_method)k), sum[k] / cnt[k]);
         else out_printf(out, " %s n/a;", cmp_method_name((cmp_method)k));
     out_printf(out, "\n");
-    cmp_result_free(r);
     return out_table_to(out, a, t);
 }
 
@@ -524,7 +621,8 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
 
 static const Command tpa_cmds[] = {
     { .name = "tpa-convert", .summary = "re-factor K and V into non-contextual TPA: tpa-convert kv-rank R [form a|b]",
-      .help = cmd_tpa_convert_help, .kw = cmd_tpa_convert_kw, .fn = cmd_tpa_convert, .flags = CMD_MODEL },
+      .help = cmd_tpa_convert_help, .kw = cmd_tpa_convert_kw, .fn = cmd_tpa_convert, .flags = CMD_MODEL,
+      .xform = XF_TPA },
     { .name = "tpa-export", .summary = "write the tpa-convert result in attnlab's TPA layout",
       .help = EXPORT_HELP, .pos = export_pos, .kw = export_kw, .fn = cmd_export },
     { .name = "tpa-check", .summary = "compare a TPA conversion (or export) with its source, layer by layer",

@@ -6,10 +6,12 @@
  *                     current model; cmd_tpa_export() writes it;
  *   check             with no folder: cmd_tpa_check_session(); with a folder that tpa_is_export()
  *                     recognizes (core/tpa.h): cmd_tpa_check_dir();
- *   kv-cache          the table of Table 1 rows: cmd_tpa_kv_table (same keywords, cmd_tpa_kv_kw). */
+ *   kv-cache          the table of Table 1 rows: cmd_tpa_kv_table (same keywords, cmd_tpa_kv_kw);
+ *   plot compare      the last `compare` result (cmd_tpa_compare_get runs one when it does not match). */
 #ifndef AL_CMD_TPA_H
 #define AL_CMD_TPA_H
 
+#include "compare.h"
 #include "registry.h"
 #include "session.h"
 
@@ -31,6 +33,30 @@ int cmd_tpa_export(Session *s, const char *dir, const char *dtype, Out *out);
 int cmd_tpa_check_session(Session *s, const char *src_name, size_t tokens, const Args *a, Out *out);
 /* The same for an export folder (source: src_name, or the manifest's source path). */
 int cmd_tpa_check_dir(Session *s, const char *dir, const char *src_name, size_t tokens, const Args *a, Out *out);
+
+/* ---- the last comparison (`compare kv-budget B`), kept for `plot compare` */
+
+/* What a comparison runs with: the key of the result the session keeps. Zero fields (and
+ * layer_lo < 0) match any kept result and take defaults when the comparison has to run. */
+typedef struct {
+    size_t budget;            /* B, values cached per token per layer (0: the kept one's) */
+    int layer_lo, layer_hi;   /* inclusive, resolved; layer_lo < 0: the kept ones, else all */
+    size_t tokens;            /* evaluation tokens (0: the kept one's, else 64) */
+    int fit;                  /* 0 auto, 1 weights, 2 calib (`compare`'s fit keyword) */
+} CmdCmpKey;
+
+/* The session's last comparison of m when it matches q (same budget, tokens and calibration, and
+ * its layers cover q's; *reused = true), else runs cmp_kv_budget for q and keeps that as the last
+ * (*reused = false; q->budget must then be set). *out is owned by the session: valid until the next
+ * comparison or m closes. Rows of layers outside q's range may be present: filter by layer. */
+int cmd_tpa_compare_get(Session *s, Model *m, const CmdCmpKey *q, const CmpResult **out, bool *reused);
+/* Runs the comparison q of m (inputs drawn from the session's calibration as q->fit says) without
+ * keeping it: *out is the caller's (cmp_result_free). q->budget must be set. */
+int cmd_tpa_compare_run(Session *s, Model *m, const CmdCmpKey *q, CmpResult **out);
+/* The last comparison kept for m (NULL when none). */
+const CmpResult *cmd_tpa_compare_last(const Session *s, const Model *m);
+/* The FITS choices of `compare` ("auto", "weights", "calib", NULL), for other commands' keywords. */
+extern const char *const cmd_tpa_fit_choices[];
 
 /* `kv-table` (keywords rq, rk, rv, groups, kv-lora, q-lora, rope-dim, bytes, scheme, to). */
 extern const Param cmd_tpa_kv_kw[];

@@ -187,9 +187,17 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
 
 /* ================================================================ transmla */
 
-static int do_transmla(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+/* TransMLA at budget B: every FreqFold M with D = d / M RoPE dims and kv_rank B - D; the M is
+ * picked by the output error on the fit tokens Xf (reference refF), and only that conversion is
+ * measured on the evaluation tokens X, so the reported error is not the minimum of several
+ * measurements on the same tokens. */
+static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const Mat *X, const int *pos,
+                       const AttnOut *ref, const Mat *Xf, const int *posf, CmpRow *r) {
     int G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim, d2 = d / 2;
     if (L->rope_dim <= 0) { row_na(r, "n/a: RoRoPE needs rotary keys (the model has no RoPE)"); return AL_OK; }
+    AttnOut *refF = NULL;
+    if (attn_eval(L, Xf, posf, true, &refF)) return AL_ERR;
+    AttnLayer *pick = NULL;
     bool any = false;
     CmpRow best = *r;
     for (int M = 1; M <= d2; M++) {
@@ -207,18 +215,30 @@ static int do_transmla(const AttnLayer *L, size_t B, const Mat *X, const int *po
         AttnLayer *mla = NULL;
         TmlaLayerReport rep;
         CmpRow cur = *r;
-        int rc = tmla_convert_layer(L, &o, NULL, &mla, &rep);
-        if (rc == AL_OK) rc = measure_layer(mla, X, pos, ref, &cur);
-        attn_layer_free(mla);
-        if (rc) return al_err_ctx("TransMLA with freqfold %d", M);
+        int rc = tmla_convert_layer(L, &o, Sigma, &mla, &rep);
+        if (rc == AL_OK) rc = measure_layer(mla, Xf, posf, refF, &cur);
+        if (rc) {
+            attn_layer_free(mla);
+            attn_layer_free(pick);
+            attn_out_free(refF);
+            return al_err_ctx("TransMLA with freqfold %d", M);
+        }
         if (!any || cur.out_err < best.out_err) {
             best = cur;
             best.kv_values = (size_t)R + (size_t)D;
             snprintf(best.setting, sizeof best.setting, "R %d + D %d (FreqFold %d)", R, D, M);
+            attn_layer_free(pick);
+            pick = mla;
+            mla = NULL;
             any = true;
         }
+        attn_layer_free(mla);
     }
+    attn_out_free(refF);
     if (!any) { row_na(r, "n/a: needs >= %d values (one latent dim + the smallest RoPE part)", d / d2 + 1); return AL_OK; }
+    int rc = measure_layer(pick, X, pos, ref, &best);
+    attn_layer_free(pick);
+    if (rc) return al_err_ctx("TransMLA, %s", best.setting);
     *r = best;
     return AL_OK;
 }
@@ -389,8 +409,8 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
 
 /* ================================================================ tpa */
 
-static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const Mat *X, const int *pos, const AttnOut *ref,
-                  CmpRow *r) {
+static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const double *Sigma, const Mat *X, const int *pos,
+                  const AttnOut *ref, CmpRow *r) {
     size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
     int rk, rv;
     if (f == TPA_FORM_A) fill_ranks(B, d, dv, (int)G, (int)G, &rk, &rv);
@@ -401,7 +421,7 @@ static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const Mat *X, const 
     }
     TpaLayer *t = NULL;
     AttnOut *o = NULL;
-    int rc = tpa_layer_convert(L, f, rk, rv, NULL, &t);
+    int rc = tpa_layer_convert(L, f, rk, rv, Sigma, &t);
     if (rc == AL_OK) rc = tpa_eval(t, X, pos, true, &o);
     if (rc == AL_OK) {
         attn_rel_err(ref, o, &r->score_err, &r->out_err);
@@ -458,7 +478,7 @@ static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *po
 /* ================================================================ one layer, a model */
 
 int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
-              CmpRow *rows) {
+              const double *Sigma, CmpRow *rows) {
     if (L->kind != ATTN_GQA)
         return al_err("compare: the methods take GQA / MHA layers; an MLA layer already caches a shared latent");
     AttnOut *ref = NULL;
@@ -471,10 +491,10 @@ int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, c
         r->score_err = r->out_err = NAN;
     }
     if ((rc = do_farr(L, budget, X, pos, ref, &rows[CMP_FARR]))) al_err_ctx("FaRR");
-    else if ((rc = do_transmla(L, budget, X, pos, ref, &rows[CMP_TRANSMLA]))) al_err_ctx("TransMLA");
+    else if ((rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[CMP_TRANSMLA]))) al_err_ctx("TransMLA");
     else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, ref, &rows[CMP_KQSVD]))) al_err_ctx("KQ-SVD");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_A, X, pos, ref, &rows[CMP_TPA_A]))) al_err_ctx("TPA form a");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_B, X, pos, ref, &rows[CMP_TPA_B]))) al_err_ctx("TPA form b");
+    else if ((rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[CMP_TPA_A]))) al_err_ctx("TPA form a");
+    else if ((rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[CMP_TPA_B]))) al_err_ctx("TPA form b");
     else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[CMP_MEANPOOL]))) al_err_ctx("mean-pool");
     attn_out_free(ref);
     return rc;
@@ -498,18 +518,30 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
     if (!o.seed) o.seed = 20250607;
     int nl = o.layer_hi - o.layer_lo + 1;
     CmpResult *r = al_calloc(1, sizeof *r, "a comparison");
-    Mat *X = attn_random_input(o.tokens, c->hidden, o.seed), *Xf = attn_random_input(o.fit_tokens, c->hidden, o.seed + 1);
+    Mat *X = NULL, *Xf = NULL;
+    const double *lastS = NULL;
     int *pos = al_malloc3(o.tokens, 1, sizeof(int), "positions"), *posf = al_malloc3(o.fit_tokens, 1, sizeof(int), "positions");
-    int rc = r && X && Xf && pos && posf ? AL_OK : AL_ERR;
+    int rc = r && pos && posf ? AL_OK : AL_ERR;
     if (rc == AL_OK && !(r->rows = al_calloc((size_t)nl * CMP_NMETHODS, sizeof *r->rows, "comparison rows"))) rc = AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < o.tokens; t++) pos[t] = (int)t;
     for (size_t t = 0; rc == AL_OK && t < o.fit_tokens; t++) posf[t] = (int)t;
     for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        const double *Sigma = o.sigma ? o.sigma[l] : NULL;
+        if (Sigma) r->activation_stats = true;
+        /* The same tokens for every layer without calibration; drawn with each layer's Sigma with it. */
+        if (!X || Sigma != lastS) {
+            lastS = Sigma;
+            mat_free(X);
+            mat_free(Xf);
+            X = tpa_random_input(o.tokens, c->hidden, o.seed, Sigma);
+            Xf = tpa_random_input(o.fit_tokens, c->hidden, o.seed + 1, Sigma);
+            if (!X || !Xf) { rc = AL_ERR; break; }
+        }
         AttnLayer *L = NULL;
         CmpRow *rows = r->rows + (size_t)(l - o.layer_lo) * CMP_NMETHODS;
         rc = attn_layer_load(m, l, &L);
-        if (rc == AL_OK) rc = cmp_layer(L, o.budget, X, pos, Xf, posf, rows);
+        if (rc == AL_OK) rc = cmp_layer(L, o.budget, X, pos, Xf, posf, Sigma, rows);
         for (int k = 0; rc == AL_OK && k < CMP_NMETHODS; k++) rows[k].layer = l;
         attn_layer_free(L);
         if (rc) al_err_ctx("compare, layer %d", l);

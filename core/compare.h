@@ -6,8 +6,11 @@
  *              kept whole (seed A.3), so B must hold them: G d + G r_v. Biases ride along as one
  *              more input row (x -> [x, 1]), so the truncation stays exact at full rank.
  *   transmla   TransMLA (seed 003) with balanced KV and its best FreqFold: for every M dividing
- *              d/2, D = d/M RoPE dims and kv_rank R = B - D; the M with the lowest output error.
- *              Needs RoPE.
+ *              d/2, D = d/M RoPE dims and kv_rank R = B - D; the M with the lowest output error on
+ *              the fit tokens (KQ-SVD's), then measured on the evaluation tokens. Needs RoPE. With
+ *              G > 1 it is in general not exact at any B: its one shared RoPE key of D <= d dims
+ *              leaves the other G d - D key dims without rotation (seed 003, 4.2), exact only when
+ *              RoRoPE leaves them no energy (identical KV heads, say).
  *   kq-svd     KQ-SVD (seed 001, Theorem 2 with the GQA stacking of Theorem 5; values by the
  *              output variant of Appendix B): rank R_K / R_V projections of each KV head's cached
  *              keys (after RoPE) and values, learned from the Grams of FIT random tokens: G (R_K +
@@ -20,13 +23,17 @@
  * Two ranks (K and V) are filled alternately, one unit at a time, while the budget allows and
  * below each side's limit, so both sides get about half. A method that cannot meet B (FaRR with
  * RoPE below G (d + 1), TransMLA without RoPE or below D + 1, mean-pool below d + dv, ...) gets a
- * row with no error and the reason. Budgets at or above the model's own cache give exact rows.
+ * row with no error and the reason. Budgets at or above the model's own cache give exact rows (all
+ * but TransMLA's, see above).
  *
  * Errors are relative Frobenius norms ||b - a|| / ||a|| of the causal attention scores and of the
- * layer's output (after W_O and its bias) on T random unit-variance tokens at positions 0..T-1,
- * the same tokens for every method; KQ-SVD learns from other random tokens. Weight-based fits
- * (FaRR, TransMLA, TPA) are optimal for exactly these inputs in expectation. Scores of methods
- * that rotate or rescale the query (TransMLA) compare as logits, the same as the model's. */
+ * layer's output (after W_O and its bias) on T random Gaussian tokens at positions 0..T-1, the
+ * same tokens for every method; KQ-SVD learns from other tokens of the same law. Without
+ * calibration the tokens have unit variance and the weight-based fits (FaRR, TransMLA, TPA) are
+ * optimal for them in expectation. With a layer's input second moment Sigma (calibration), the
+ * tokens are drawn with that second moment and TransMLA and TPA fit with it (FaRR and mean-pool
+ * stay weight-based: seed 000 fuses weights). Scores of methods that rotate or rescale the query
+ * (TransMLA) compare as logits, the same as the model's. */
 #ifndef AL_COMPARE_H
 #define AL_COMPARE_H
 
@@ -43,6 +50,8 @@ typedef struct {
     size_t tokens;            /* evaluation tokens (0: 64) */
     size_t fit_tokens;        /* KQ-SVD's learning tokens (0: 256) */
     uint64_t seed;            /* of the evaluation tokens (0: a fixed default); fit tokens use seed + 1 */
+    const double *const *sigma;   /* NULL, or per layer (n_layers entries) E[x xᵀ] (D x D) of the
+                                     attention input (calibration); a NULL entry: unit variance */
 } CmpOpts;
 
 CmpOpts cmp_opts_default(void);
@@ -60,6 +69,7 @@ typedef struct {
     size_t budget;
     size_t kv_model;          /* the model's own cache per token per layer */
     size_t tokens;
+    bool activation_stats;    /* some layer used a given Sigma */
     int n_rows;
     CmpRow *rows;             /* (layers x CMP_NMETHODS), layer-major */
 } CmpResult;
@@ -67,9 +77,10 @@ typedef struct {
 void cmp_result_free(CmpResult *r);
 
 /* The rows of one GQA / MHA layer (rows: CMP_NMETHODS entries, caller's). X: evaluation inputs
- * (T x hidden) at pos; Xfit: KQ-SVD's learning inputs at posfit. */
+ * (T x hidden) at pos; Xfit: KQ-SVD's learning inputs (and TransMLA's choice of FreqFold) at posfit; Sigma: the inputs' second moment
+ * for TransMLA's and TPA's fits (NULL: unit variance). */
 int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
-              CmpRow *rows);
+              const double *Sigma, CmpRow *rows);
 
 /* Compares every method on layers [lo, hi] of m (GQA / MHA families the evaluator covers; MLA
  * is refused: it already caches a shared latent). al_progress("layer"); Ctrl-C between layers

@@ -169,6 +169,10 @@ int tpa_layer_convert(const AttnLayer *src, tpa_form f, int Rk, int Rv, const do
 /* Evaluates the converted layer from its factors, as TPA computes it (RoPE per form, see the top),
  * on X (T x D) at positions pos. *out is the caller's. */
 int tpa_eval(const TpaLayer *l, const Mat *X, const int *pos, bool want_scores, AttnOut **out);
+/* T x D Gaussian tokens with second moment Sigma (x = z Lᵀ with Sigma = L Lᵀ by Cholesky, a tiny
+ * ridge added when Sigma is singular), or attn_random_input's unit-variance tokens when Sigma is
+ * NULL. NULL + error on failure; caller frees. */
+Mat *tpa_random_input(size_t T, int D, uint64_t seed, const double *Sigma);
 /* Fills l->rep (except .layer) against the source layer on T random tokens (seed), positions
  * 0, 1, ... T-1: K/V errors, score and output errors of tpa_eval against attn_eval(src). The
  * tokens are Gaussian with second moment Sigma (D x D; NULL: unit variance), so a calibrated fit

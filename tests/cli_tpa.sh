@@ -92,6 +92,23 @@ run -e "load demo-llama; compare"
 run -e "load demo-r1; compare kv-budget 64"
 [ "$(rc)" = 1 ] && grep -q "is MLA" err.txt || fail "compare on MLA: [$(cat err.txt)]"
 
+# ---- the activation-weighted fit follows the session's calibration (needs a tokenizer: stories260K)
+M="${ATTNLAB_MODELS:-}/stories260K-hf"
+if [ -d "$M" ]; then
+    awk 'BEGIN { srand(3); split("once upon a time there was a little girl named lily she liked to play with her ball", w);
+                 for (i = 0; i < 2000; i++) printf "%s ", w[int(rand() * 18) + 1] }' > story.txt
+    run -e "load $M as s; tpa-convert kv-rank 2 fit calib"
+    [ "$(rc)" = 1 ] && grep -q "has no calibration of s" err.txt || fail "fit calib without calibration: [$(cat err.txt)]"
+    run -e "load $M as s; calibrate story.txt samples 4 seqlen 64 inputs on; tpa-convert kv-rank 2 to w.csv; tpa-convert kv-rank 2 fit weights to u.csv; compare kv-budget 32 layers 0-1 tokens 16"
+    [ "$(rc)" = 0 ] || fail "calibrated tpa-convert: rc $(rc) [$(cat err.txt)]"
+    grep -q "fit: activation-weighted by the calibration's attention inputs (256 tokens per layer)" out.txt \
+        && grep -q "fit: the weights' own" out.txt || fail "fit narration: [$(cat out.txt)]"
+    grep -q "errors on 64 random Gaussian tokens (with the calibration's second moment)" out.txt || fail "weighted inputs"
+    [ "$(wc -l < w.csv)" = 6 ] && [ "$(wc -l < u.csv)" = 6 ] || fail "calibrated CSVs"
+    grep -q "errors on 16 random Gaussian tokens (with the calibration's second moment per layer" out.txt \
+        || fail "calibrated compare: [$(tail -20 out.txt)]"
+fi
+
 # ---- Lua gets the rows
 run -e "load demo-llama; lua print(attn.tpa_convert({['kv-rank'] = 1})[4].out_err > 0.01, attn.kv_table({scheme = 'mha'})[1].kv_values_per_token)"
 [ "$(rc)" = 0 ] && grep -Eq "^true\s+512$" out.txt || fail "Lua: [$(cat out.txt)] [$(cat err.txt)]"

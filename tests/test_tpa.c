@@ -356,16 +356,26 @@ static void test_curve(void) {
 /* An activation-weighted fit beats the weights' own fit on inputs with that second moment. */
 static void test_weighted_layer(void) {
     int Dm = 48;
-    AttnLayer *L = rand_layer(8, 4, 16, 16, Dm, ROPE_HALF, true);
+    AttnLayer *L = rand_layer(8, 4, 16, 16, Dm, ROPE_HALF, false);
     double *S = calloc((size_t)Dm * Dm, sizeof(double));
     for (int i = 0; i < Dm; i++) S[i * Dm + i] = i % 6 == 0 ? 40.0 : 0.02;
+    /* The loud input directions see KV heads 2 and 3 as combinations of 0 and 1 (head rank 2);
+     * the quiet ones see four independent heads. */
+    for (int i = 0; i < Dm; i += 6)
+        for (int e = 0; e < 16; e++) {
+            float *k = L->W_K->data + (size_t)i * 64, *v = L->W_V->data + (size_t)i * 64;
+            k[32 + e] = k[e] + k[16 + e];
+            k[48 + e] = k[e] - k[16 + e];
+            v[32 + e] = 2 * v[e];
+            v[48 + e] = v[16 + e] - v[e];
+        }
     TpaLayer *tw = NULL, *tu = NULL;
     CHECK_OK(tpa_layer_convert(L, TPA_FORM_A, 2, 2, S, &tw));
     CHECK_OK(tpa_layer_convert(L, TPA_FORM_A, 2, 2, NULL, &tu));
     if (tw && tu) {
         CHECK_OK(tpa_layer_report(tw, L, 128, 21, S));
         CHECK_OK(tpa_layer_report(tu, L, 128, 21, S));
-        CHECK(tw->rep.k_err < 0.9 * tu->rep.k_err && tw->rep.v_err < 0.9 * tu->rep.v_err,
+        CHECK(tw->rep.k_err < 0.6 * tu->rep.k_err && tw->rep.v_err < 0.6 * tu->rep.v_err,
               "weighted fit on its inputs: k %.4g vs %.4g, v %.4g vs %.4g", tw->rep.k_err, tu->rep.k_err, tw->rep.v_err,
               tu->rep.v_err);
     }

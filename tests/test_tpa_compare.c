@@ -8,6 +8,7 @@
 #include "compare.h"
 #include "synth.h"
 #include "tpa.h"
+#include "transmla.h"
 
 static uint64_t seed_ctr = 5000;
 
@@ -58,7 +59,7 @@ static void inputs_free(Inputs *in) {
 }
 
 static int run(const AttnLayer *L, size_t B, const Inputs *in, CmpRow *rows) {
-    return cmp_layer(L, B, in->X, in->pos, in->Xf, in->posf, rows);
+    return cmp_layer(L, B, in->X, in->pos, in->Xf, in->posf, NULL, rows);
 }
 
 /* Budgets are respected, and the model's own cache gives exact rows. */
@@ -118,6 +119,36 @@ static void test_budgets(void) {
     attn_out_free(b);
     tpa_layer_free(t);
 
+    /* With an input second moment, the TPA row is the weighted conversion on those inputs. */
+    {
+        double *S = calloc(48 * 48, sizeof(double));
+        for (int i = 0; i < 48; i++) S[i * 48 + i] = i < 6 ? 30.0 : 0.05;
+        Mat *Xs = tpa_random_input(48, 48, 77, S);
+        CHECK(Xs != NULL, "Gaussian inputs with a second moment");
+        CHECK_OK(cmp_layer(L, 64, Xs, in.pos, in.Xf, in.posf, S, rows));
+        TpaLayer *tw = NULL;
+        AttnOut *aw = NULL, *bw = NULL;
+        CHECK_OK(tpa_layer_convert(L, TPA_FORM_A, 2, 2, S, &tw));
+        CHECK_OK(attn_eval(L, Xs, in.pos, true, &aw));
+        if (tw) CHECK_OK(tpa_eval(tw, Xs, in.pos, true, &bw));
+        double sw = NAN, ow = NAN;
+        if (aw && bw) attn_rel_err(aw, bw, &sw, &ow);
+        CHECK(!strcmp(rows[CMP_TPA_A].setting, "R_K 2, R_V 2") && fabs(ow - rows[CMP_TPA_A].out_err) < 1e-12,
+              "weighted TPA a row = direct weighted conversion: %.6g vs %.6g", rows[CMP_TPA_A].out_err, ow);
+        /* The sample second moment of the drawn tokens follows S (loose: 48 tokens). */
+        double big = 0, small = 0;
+        for (int t = 0; t < 48; t++) {
+            big += Xs->data[t * 48 + 0] * Xs->data[t * 48 + 0];
+            small += Xs->data[t * 48 + 40] * Xs->data[t * 48 + 40];
+        }
+        CHECK(big / 48 > 10 && small / 48 < 0.2, "drawn second moments %.3g %.3g", big / 48, small / 48);
+        attn_out_free(aw);
+        attn_out_free(bw);
+        tpa_layer_free(tw);
+        mat_free(Xs);
+        free(S);
+    }
+
     /* Monotone in the budget for the nested fits. */
     size_t mono[] = {80, 96, 112, 128};
     double prev[CMP_NMETHODS];
@@ -148,6 +179,54 @@ static void test_transmla_exact(void) {
     CHECK_OK(run(L, 24, &in, rows));
     CHECK(rows[CMP_TRANSMLA].ok && rows[CMP_TRANSMLA].out_err > 1e-4 && rows[CMP_TRANSMLA].kv_values == 24,
           "TransMLA below the cache: %.3g", rows[CMP_TRANSMLA].out_err);
+    inputs_free(&in);
+    attn_layer_free(L);
+}
+
+/* TransMLA's FreqFold is chosen on the fit tokens and its error measured on the evaluation tokens:
+ * the row's M has the lowest fit-token error of every M, and its error is that M's on X. */
+static void test_transmla_selection(void) {
+    AttnLayer *L = rand_layer(4, 2, 16, 16, 32, true, false);
+    Inputs in;
+    inputs_init(&in, 32);
+    CmpRow rows[CMP_NMETHODS];
+    size_t B = 40;
+    CHECK_OK(run(L, B, &in, rows));
+    const CmpRow *t = &rows[CMP_TRANSMLA];
+    int R0 = 0, D0 = 0, M0 = 0;
+    CHECK(t->ok && sscanf(t->setting, "R %d + D %d (FreqFold %d)", &R0, &D0, &M0) == 3, "TransMLA row: %s", t->setting);
+    AttnOut *ref = NULL, *refF = NULL;
+    CHECK_OK(attn_eval(L, in.X, in.pos, true, &ref));
+    CHECK_OK(attn_eval(L, in.Xf, in.posf, true, &refF));
+    double best_fit = INFINITY, chosen_fit = NAN, chosen_x = NAN;
+    int nM = 0;
+    for (int M = 1; M <= 8; M *= 2, nM++) {    /* d/2 = 8: M = 1, 2, 4, 8 */
+        TmlaOpts o = tmla_opts_default();
+        o.rope_dim = 16 / M;
+        o.kv_rank = (int)B - o.rope_dim;
+        o.freqfold = M;
+        o.compare_balance = false;
+        o.eval_tokens = 4;
+        AttnLayer *mla = NULL;
+        TmlaLayerReport rep;
+        AttnOut *a = NULL, *b = NULL;
+        double se, ef, ex;
+        CHECK_OK(tmla_convert_layer(L, &o, NULL, &mla, &rep));
+        CHECK_OK(attn_eval(mla, in.Xf, in.posf, true, &a));
+        CHECK_OK(attn_eval(mla, in.X, in.pos, true, &b));
+        attn_rel_err(refF, a, &se, &ef);
+        attn_rel_err(ref, b, &se, &ex);
+        if (ef < best_fit) best_fit = ef;
+        if (M == M0) { chosen_fit = ef; chosen_x = ex; }
+        attn_out_free(a);
+        attn_out_free(b);
+        attn_layer_free(mla);
+    }
+    CHECK(nM == 4 && chosen_fit == best_fit, "FreqFold %d: fit-token error %.6g, the best %.6g", M0, chosen_fit, best_fit);
+    CHECK_NEAR(t->out_err, chosen_x, 1e-9 + 1e-6 * chosen_x);
+    CHECK(D0 == 16 / M0 && R0 + D0 == (int)B && t->kv_values == B, "R %d + D %d at B %zu", R0, D0, B);
+    attn_out_free(ref);
+    attn_out_free(refF);
     inputs_free(&in);
     attn_layer_free(L);
 }
@@ -260,6 +339,7 @@ int main(void) {
     test_budgets();
     test_transmla_exact();
     test_planted();
+    test_transmla_selection();
     test_model(tmp);
     return check_done();
 }

@@ -1,0 +1,542 @@
+/* cmd_plot_compare.c -- `plot compare` and `plot compare-budgets`: the figures of every KV-cache
+ * reduction of the seeds at one budget (core/compare.h; TPA issue, "All methods, one budget").
+ *
+ * `plot compare` draws the per-layer error of each method from the comparison the TPA group keeps
+ * in the session (cmd_tpa.h: the last `compare`, or one run here and kept); `plot compare-budgets`
+ * runs the comparison at several budgets and draws the mean error over the layers against the
+ * values each method caches. Both render through plot_curves (plots/plot.h); nothing here does
+ * math beyond picking errors out of the rows and averaging them over layers. Where the figure
+ * goes follows `plot` (cmd_plot.c): `to FILE`, `window`, else plot.dir/<name>.<plot.format>. */
+#define _GNU_SOURCE
+#include "cmd_plot_compare.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_tpa.h"
+#include "compare.h"
+#include "plot.h"
+#include "plot_compare.h"
+#include "session.h"
+
+/* ================================================================ where the figure goes */
+
+typedef struct {
+    PlotOpts o;
+    char *path;               /* owned; NULL for a window */
+} CmpDest;
+
+/* True when the last path component of p has an extension. */
+static bool has_ext(const char *p) {
+    const char *slash = strrchr(p, '/'), *dot = strrchr(p, '.');
+    return dot && (!slash || dot > slash) && dot[1];
+}
+
+/* Where the figure goes, as `plot` decides it: `to`, `window`, an interactive session with a
+ * display, else plot.dir/<auto_name>.<plot.format> (auto_name made file-name safe). */
+static int dest_init(Session *s, const Args *a, const char *auto_name, CmpDest *d) {
+    memset(d, 0, sizeof *d);
+    d->o.width = s->plot_w;
+    d->o.height = s->plot_h;
+    const char *fmt = s->plot_fmt && *s->plot_fmt ? s->plot_fmt : "png";
+    const char *to = args_str(a, "to");
+    if (to && *to) d->path = has_ext(to) ? al_strdup(to) : al_asprintf("%s.%s", to, fmt);
+    else if (args_flag(a, "window")) {
+        if (plot_window_check()) return AL_ERR;
+        d->o.window = true;
+        return AL_OK;
+    } else if (s->interactive && plot_have_display() && plot_window_check() == AL_OK) {
+        d->o.window = true;
+        return AL_OK;
+    } else {
+        al_err_clear();
+        char name[256];
+        size_t j = 0;
+        for (const char *p = auto_name; *p && j + 1 < sizeof name; p++)
+            name[j++] = isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == '_' ? *p : '_';
+        name[j] = 0;
+        d->path = al_asprintf("%s/%s.%s", s->plot_dir && *s->plot_dir ? s->plot_dir : ".", name, fmt);
+    }
+    if (!d->path) return AL_ERR;
+    d->o.path = d->path;
+    return AL_OK;
+}
+
+/* Renders the curves to d (x_whole: layers on x), says where the figure went and makes its path
+ * the result. Frees d. */
+static int dest_render(Out *out, CmpDest *d, const PlotMethodCurve *cv, size_t nc, bool x_whole) {
+    if (d->o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
+    int rc = plot_method_curves(&d->o, cv, nc, x_whole);
+    if (rc == AL_OK) {
+        if (d->path) {
+            out_printf(out, "wrote %s\n", d->path);
+            out_string(out, d->path);
+            out->written = true;      /* printed above; Lua still gets the path */
+        } else
+            out_string(out, "window");
+    }
+    free(d->path);
+    d->path = NULL;
+    return rc;
+}
+
+/* ================================================================ shared pieces */
+
+static const char *const WHAT_CHOICES[] = {"out", "score", NULL};
+
+/* The error a figure shows: the attention output's (what 0) or the scores' (what 1). */
+static double row_err(const CmpRow *w, int what) { return what == 1 ? w->score_err : w->out_err; }
+
+/* Why a method cannot meet a budget, from its row's setting without the leading "n/a: ". */
+static const char *reason_text(const char *setting) {
+    if (!setting || !*setting) return "no rows";
+    return strncmp(setting, "n/a: ", 5) ? setting : setting + 5;
+}
+
+/* "layers 0-3", or "layer 2" for one. */
+static void layers_text(char *dst, size_t cap, int lo, int hi) {
+    if (lo == hi) snprintf(dst, cap, "layer %d", lo);
+    else snprintf(dst, cap, "layers %d-%d", lo, hi);
+}
+
+/* A method's setting for a legend: the text up to " (" when it is long ("r_v 16 (keys whole
+ * under RoPE)" -> "r_v 16"), whole when short ("R 64 + D 32 (FreqFold 2)"). */
+static void short_setting(char *dst, size_t cap, const char *setting) {
+    snprintf(dst, cap, "%s", setting);
+    const char *par = strstr(setting, " (");
+    if (strlen(setting) > 26 && par && (size_t)(par - setting) < cap) dst[par - setting] = '\0';
+}
+
+/* The common parts of both figures' keywords. */
+#define PCMP_LAYERS { .name = "layers", .type = ARG_RANGE, .comp = COMP_LAYERS, \
+                      .help = "layers A-B (default: those of the last compare, else all)" }
+#define PCMP_WHAT { .name = "what", .type = ARG_ENUM, .choices = WHAT_CHOICES, .def = "out", .comp = COMP_CHOICES, \
+                    .help = "which relative error: the attention output (out) or the causal scores (score)" }
+#define PCMP_TOKENS { .name = "tokens", .type = ARG_INT, .min = 2, .max = 8192, .comp = COMP_NONE, .metavar = "T", \
+                      .help = "random tokens of the evaluation (default: the last compare's, else 64)" }
+#define PCMP_FIT { .name = "fit", .type = ARG_ENUM, .choices = cmd_tpa_fit_choices, .def = "auto", \
+                   .comp = COMP_CHOICES, .help = "auto: calibration statistics when the session has them, else unit variance" }
+#define PCMP_LINEAR { .name = "linear", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a linear axis (default: log)" }
+#define PCMP_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
+                  .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
+#define PCMP_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
+                      .help = "show the figure in a window (needs a display)" }
+
+/* The comparison key of the keywords shared by both figures (budget left 0); layers and tokens
+ * not given follow the session's last compare of the model, when there is one. */
+static int key_from_args(Session *s, const Args *a, CmdCmpKey *q) {
+    memset(q, 0, sizeof *q);
+    q->layer_lo = -1;
+    q->fit = args_enum(a, "fit");
+    if (args_given(a, "tokens")) q->tokens = (size_t)args_int(a, "tokens");
+    if (args_given(a, "layers")) {
+        long lo, hi;
+        if (args_range(a, "layers", s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
+        q->layer_lo = (int)lo;
+        q->layer_hi = (int)hi;
+    }
+    const CmpResult *last = cmd_tpa_compare_last(s, s->cur);
+    if (last && last->n_rows > 0) {
+        if (!q->tokens) q->tokens = last->tokens;
+        if (q->layer_lo < 0) {
+            q->layer_lo = last->rows[0].layer;
+            q->layer_hi = last->rows[last->n_rows - 1].layer;
+        }
+    }
+    return AL_OK;
+}
+
+/* ================================================================ plot compare */
+
+const char CMD_PLOT_COMPARE_HELP[] =
+    "The figure of `compare kv-budget B`: at one KV-cache budget B (values cached per token per\n"
+    "layer), the relative error of each layer's attention output (`what score`: of its causal\n"
+    "scores) for every method -- FaRR, TransMLA with its best FreqFold, KQ-SVD, non-contextual TPA\n"
+    "form a and form b, mean-pooling of KV heads -- one curve per method on a log axis (`linear`\n"
+    "for a linear one). The legend gives each method's setting; the title the budget and the\n"
+    "model's own cache. The data is the session's last `compare` when it matches (same budget,\n"
+    "tokens and calibration; its layers cover `layers`), else the comparison runs here and is\n"
+    "kept. What is not given follows the last compare: its budget (else half the model's cache),\n"
+    "its layers (else all) and its tokens (else 64). Methods that cannot meet the budget are left\n"
+    "out, and the output says why; errors of exactly 0 (FaRR keeps the keys whole under RoPE, so\n"
+    "its scores are exact) cannot show on a log axis and are noted.\n"
+    "Examples:\n"
+    "  compare kv-budget 64; plot compare to cmp.png\n"
+    "  plot compare kv-budget 96 layers 1-3 what score to scores.svg";
+
+const Param cmd_plot_compare_kw[] = {
+    { .name = "kv-budget", .type = ARG_INT, .min = 1, .max = 1 << 30, .comp = COMP_NONE, .metavar = "B",
+      .help = "values cached per token per layer (default: the last compare's, else half the model's)" },
+    PCMP_LAYERS,
+    PCMP_WHAT,
+    PCMP_TOKENS,
+    PCMP_FIT,
+    PCMP_LINEAR,
+    PCMP_TO,
+    PCMP_WINDOW,
+    {0}
+};
+
+/* One method's per-layer errors over layers lo..lo+n-1 of r, what they need said, its legend. */
+typedef struct {
+    double *y;                /* (n) NaN where the method does not meet the budget */
+    int n_ok, n_pos;          /* layers it meets the budget in; of those, errors > 0 */
+    double sum;               /* of the errors it has */
+    size_t kv;                /* values it caches (largest over layers) */
+    const char *reason;       /* why not, from the first layer it fails (a row's setting) */
+    const char *set[4];       /* its distinct settings (rows' text) in layer order, the first 4 */
+    int set_layers[4];        /* layers with each */
+    int n_sets;               /* distinct settings seen (may exceed 4) */
+} MethodLine;
+
+/* Counts setting st for ml: a new distinct one, or one more layer of a known one. */
+static void line_setting(MethodLine *ml, const char *st) {
+    int n = ml->n_sets < 4 ? ml->n_sets : 4;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ml->set[i], st)) { ml->set_layers[i]++; return; }
+    if (ml->n_sets < 4) {
+        ml->set[ml->n_sets] = st;
+        ml->set_layers[ml->n_sets] = 1;
+    }
+    ml->n_sets++;
+}
+
+/* Picks the errors of each method out of r's rows for layers lo..hi into lines (y: n each). */
+static void collect_lines(const CmpResult *r, int lo, int hi, int what, MethodLine *lines) {
+    for (int i = 0; i < r->n_rows; i++) {
+        const CmpRow *w = &r->rows[i];
+        if (w->layer < lo || w->layer > hi || w->method < 0 || w->method >= CMP_NMETHODS) continue;
+        MethodLine *ml = &lines[w->method];
+        if (!w->ok) {
+            if (!ml->reason) ml->reason = w->setting;
+            continue;
+        }
+        double e = row_err(w, what);
+        ml->y[w->layer - lo] = e;
+        ml->n_ok++;
+        if (e > 0) ml->n_pos++;
+        if (isfinite(e)) ml->sum += e;
+        if (w->kv_values > ml->kv) ml->kv = w->kv_values;
+        line_setting(ml, w->setting);
+    }
+}
+
+/* "no method meets kv-budget B on M: farr n/a: ...; ..." */
+static int none_fits(const Model *m, const CmpResult *r, const MethodLine *lines) {
+    char why[1024];
+    size_t n = 0;
+    why[0] = '\0';
+    for (int k = 0; k < CMP_NMETHODS && n < sizeof why; k++) {
+        int w = snprintf(why + n, sizeof why - n, "%s%s %s", k ? "; " : "", cmp_method_name((cmp_method)k),
+                         reason_text(lines[k].reason));
+        if (w > 0) n += (size_t)w;
+    }
+    return al_err("plot compare: no method meets kv-budget %zu on %s (it caches %zu values per token per layer): "
+                  "%s. Give a larger kv-budget", r->budget, m->name, r->kv_model, why);
+}
+
+/* Says where the data came from, each method's setting and mean error, and what is left out. */
+static void narrate_compare(Out *out, const Model *m, const CmpResult *r, bool reused, int lo, int hi, int what,
+                            const MethodLine *lines) {
+    char lay[48];
+    layers_text(lay, sizeof lay, lo, hi);
+    out_printf(out, "%s at a KV budget of %zu of %zu values per token per layer (%.1f%%), %s: %s; %zu random "
+               "Gaussian tokens (%s)\n", m->name, r->budget, r->kv_model, 100.0 * (double)r->budget / (double)r->kv_model,
+               lay, reused ? "the session's last compare" : "compared now (kept for the next plot)", r->tokens,
+               r->activation_stats ? "with the calibration's second moment" : "unit variance");
+    for (int k = 0; k < CMP_NMETHODS; k++) {
+        const MethodLine *ml = &lines[k];
+        const char *name = cmp_method_name((cmp_method)k);
+        if (!ml->n_ok) {
+            out_printf(out, "  %-9s left out of the figure: %s\n", name, reason_text(ml->reason));
+            continue;
+        }
+        if (ml->n_sets == 1) out_printf(out, "  %-9s %zu values, %s", name, ml->kv, ml->set[0]);
+        else {
+            out_printf(out, "  %-9s %zu values, by layer", name, ml->kv);
+            for (int i = 0; i < ml->n_sets && i < 4; i++)
+                out_printf(out, "%s %s in %d layer%s", i ? ";" : "", ml->set[i], ml->set_layers[i],
+                           ml->set_layers[i] == 1 ? "" : "s");
+            if (ml->n_sets > 4) out_printf(out, "; %d more settings", ml->n_sets - 4);
+        }
+        out_printf(out, ": mean %s error %.4g", WHAT_CHOICES[what], ml->sum / ml->n_ok);
+        if (ml->n_ok < hi - lo + 1) out_printf(out, " (meets the budget in %d of %d layers)", ml->n_ok, hi - lo + 1);
+        if (ml->n_pos < ml->n_ok) out_printf(out, "; exactly 0 in %d layer%s (not drawn on a log axis)",
+                                             ml->n_ok - ml->n_pos, ml->n_ok - ml->n_pos == 1 ? "" : "s");
+        out_printf(out, "\n");
+    }
+}
+
+int cmd_plot_compare(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    int what = args_enum(a, "what");
+    CmdCmpKey q;
+    if (key_from_args(s, a, &q)) return AL_ERR;
+    const CmpResult *last = cmd_tpa_compare_last(s, m);
+    if (args_given(a, "kv-budget")) q.budget = (size_t)args_int(a, "kv-budget");
+    else if (last) q.budget = last->budget;
+    else {
+        size_t kv = cfg_kv_values(&m->cfg);
+        q.budget = kv / 2 ? kv / 2 : 1;
+        out_printf(out, "no kv-budget given and no compare in the session: B = %zu, half of the %zu values %s caches "
+                   "per token per layer\n", q.budget, kv, m->name);
+    }
+    const CmpResult *r;
+    bool reused;
+    int rc = cmd_tpa_compare_get(s, m, &q, &r, &reused);
+    if (rc) return rc;
+    int lo = q.layer_lo >= 0 ? q.layer_lo : r->rows[0].layer;
+    int hi = q.layer_lo >= 0 ? q.layer_hi : r->rows[r->n_rows - 1].layer;
+    size_t n = (size_t)(hi - lo + 1);
+    double *x = al_malloc3(n, CMP_NMETHODS + 1, sizeof(double), "compare figure points");
+    if (!x) return AL_ERR;
+    MethodLine lines[CMP_NMETHODS] = {0};
+    for (size_t i = 0; i < n; i++) x[i] = lo + (double)i;
+    for (int k = 0; k < CMP_NMETHODS; k++) {
+        lines[k].y = x + (size_t)(k + 1) * n;
+        for (size_t i = 0; i < n; i++) lines[k].y[i] = NAN;
+    }
+    collect_lines(r, lo, hi, what, lines);
+    bool logy = !args_flag(a, "linear"), any_pos = false;
+    size_t nc = 0;
+    for (int k = 0; k < CMP_NMETHODS; k++) {
+        if (lines[k].n_ok) nc++;
+        if (lines[k].n_pos) any_pos = true;
+    }
+    if (!nc) { free(x); return none_fits(m, r, lines); }
+    narrate_compare(out, m, r, reused, lo, hi, what, lines);
+    if (logy && !any_pos) {
+        out_printf(out, "every %s error is exactly 0: drawn on a linear axis\n", WHAT_CHOICES[what]);
+        logy = false;
+    }
+    PlotMethodCurve cv[CMP_NMETHODS];
+    char labels[CMP_NMETHODS][256];
+    nc = 0;
+    for (int k = 0; k < CMP_NMETHODS; k++) {
+        const MethodLine *ml = &lines[k];
+        if (!ml->n_ok) continue;
+        char set[128];
+        if (ml->n_sets == 1) short_setting(set, sizeof set, ml->set[0]);
+        else snprintf(set, sizeof set, "%d settings, the best per layer", ml->n_sets);
+        char vals[40] = "";
+        if (ml->kv < r->budget) snprintf(vals, sizeof vals, ", %zu values", ml->kv);
+        snprintf(labels[k], sizeof labels[k], "%s: %s%s%s", cmp_method_name((cmp_method)k), set, vals,
+                 logy && !ml->n_pos ? " (error 0: exact, not drawn)" : "");
+        cv[nc++] = (PlotMethodCurve){.label = labels[k], .x = x, .y = ml->y, .n = n, .slot = k};
+    }
+    const char *wname = what == 1 ? "attention score" : "attention output";
+    char title[256], sub[320], ylab[128], auto_name[256];
+    snprintf(title, sizeof title, "%s: %s error per layer at a KV budget of %zu values (model: %zu)", m->name, wname,
+             r->budget, r->kv_model);
+    int w = snprintf(sub, sizeof sub, "values cached per token per layer, budget %.1f%% of the model's; %zu random "
+                     "Gaussian tokens (%s)", 100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
+                     r->activation_stats ? "calibration second moment" : "unit variance");
+    for (int k = 0, first = 1; k < CMP_NMETHODS && w > 0 && (size_t)w < sizeof sub; k++)
+        if (!lines[k].n_ok) {
+            int d = snprintf(sub + w, sizeof sub - (size_t)w, "%s%s", first ? "; left out: " : ", ",
+                             cmp_method_name((cmp_method)k));
+            if (d > 0) w += d;
+            first = 0;
+        }
+    snprintf(ylab, sizeof ylab, "relative %s error ||b - a|| / ||a||", what == 1 ? "score" : "output");
+    snprintf(auto_name, sizeof auto_name, "%s-compare-B%zu-%s", m->name, r->budget, WHAT_CHOICES[what]);
+    CmpDest d;
+    rc = dest_init(s, a, auto_name, &d);
+    if (rc == AL_OK) {
+        d.o.title = title;
+        d.o.subtitle = sub;
+        d.o.xlabel = "layer";
+        d.o.ylabel = ylab;
+        d.o.logy = logy;
+        rc = dest_render(out, &d, cv, nc, true);
+    }
+    free(x);
+    return rc;
+}
+
+/* ================================================================ plot compare-budgets */
+
+const char CMD_PLOT_COMPARE_BUDGETS_HELP[] =
+    "The cache / fidelity trade-off of every KV-cache reduction: `compare` runs at each budget of\n"
+    "`budgets` (values cached per token per layer; default 1/16 .. 7/8 of the model's cache) and\n"
+    "the figure draws each method's error averaged over the layers against the values it really\n"
+    "caches (its largest setting within the budget: mean-pooling, for one, moves in steps of whole\n"
+    "KV heads), one curve per method, log y (`linear` for a linear axis). A method is drawn only at\n"
+    "budgets it meets in every layer. Layers and tokens not given follow the last compare (else\n"
+    "all layers, 64 tokens). The means are printed as a table (the command's result in Lua is the\n"
+    "figure's path). The runs are not kept for `plot compare`.\n"
+    "Examples:\n"
+    "  plot compare-budgets to tradeoff.png\n"
+    "  plot compare-budgets budgets 16,32,64,96 layers 0-1 what score";
+
+const Param cmd_plot_compare_budgets_kw[] = {
+    { .name = "budgets", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "B,B,...",
+      .help = "budgets to compare, values per token per layer (default: 1/16 .. 7/8 of the model's cache)" },
+    PCMP_LAYERS,
+    PCMP_WHAT,
+    PCMP_TOKENS,
+    PCMP_FIT,
+    PCMP_LINEAR,
+    PCMP_TO,
+    PCMP_WINDOW,
+    {0}
+};
+
+#define MAX_BUDGETS 32
+
+static int cmp_size(const void *x, const void *y) {
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Budgets from "16,32,64" (positive integers), or the default fractions of the model's cache kv;
+ * sorted ascending without repeats. */
+static int parse_budgets(const char *list, size_t kv, size_t *b, size_t *n) {
+    *n = 0;
+    if (!list || !*list) {
+        static const int sixteenths[] = {1, 2, 3, 4, 6, 8, 10, 12, 14};   /* of kv */
+        for (size_t i = 0; i < sizeof sixteenths / sizeof sixteenths[0]; i++) {
+            size_t v = kv * (size_t)sixteenths[i] / 16;
+            if (v >= 1) b[(*n)++] = v;
+        }
+    } else
+        for (const char *p = list; *p;) {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p || v < 1 || v > (1LL << 30))
+                return al_err("plot compare-budgets: budgets '%s' must be whole numbers from 1 to 2^30 separated by "
+                              "commas (16,32,64)", list);
+            if (*end && *end != ',')
+                return al_err("plot compare-budgets: budgets '%s': separate the values with commas", list);
+            if (*n == MAX_BUDGETS) return al_err("plot compare-budgets: at most %d budgets", MAX_BUDGETS);
+            b[(*n)++] = (size_t)v;
+            p = *end ? end + 1 : end;
+        }
+    if (!*n) return al_err("plot compare-budgets: give at least one budget (budgets 16,32,64)");
+    qsort(b, *n, sizeof *b, cmp_size);
+    size_t j = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!j || b[i] != b[j - 1]) b[j++] = b[i];
+    *n = j;
+    return AL_OK;
+}
+
+/* Mean error of method k over r's layers (NaN unless it meets the budget in every one) and the
+ * values it caches there (the largest over layers); why (cap bytes) gets the reason of a layer it
+ * fails in. */
+static double method_mean(const CmpResult *r, int k, int what, size_t *kv, char *why, size_t cap) {
+    double sum = 0;
+    int cnt = 0;
+    *kv = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        const CmpRow *w = &r->rows[i];
+        if (w->method != (cmp_method)k) continue;
+        double e = row_err(w, what);
+        if (!w->ok) {
+            snprintf(why, cap, "%s", w->setting);
+            return NAN;
+        }
+        if (!isfinite(e)) return NAN;
+        sum += e;
+        cnt++;
+        if (w->kv_values > *kv) *kv = w->kv_values;
+    }
+    return cnt ? sum / cnt : NAN;
+}
+
+int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    int what = args_enum(a, "what");
+    size_t kv_model = cfg_kv_values(&m->cfg), budgets[MAX_BUDGETS], nb;
+    CmdCmpKey q;
+    if (key_from_args(s, a, &q) || parse_budgets(args_str(a, "budgets"), kv_model, budgets, &nb)) return AL_ERR;
+    /* x[k][i], y[k][i]: method k at budget i; NaN where it does not meet it. */
+    double x[CMP_NMETHODS][MAX_BUDGETS], y[CMP_NMETHODS][MAX_BUDGETS];
+    char why[CMP_NMETHODS][128] = {{0}};    /* a reason it fails, at the largest budget it fails */
+    size_t tokens = 0;
+    int lo = 0, hi = 0, rc = AL_OK;
+    bool act = false;
+    Table *t = table_new(1 + CMP_NMETHODS, "budget", "farr", "transmla", "kq-svd", "tpa-a", "tpa-b", "mean-pool");
+    if (!t) return AL_ERR;
+    for (size_t i = 0; i < nb && rc == AL_OK; i++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        CmpResult *r = NULL;
+        q.budget = budgets[i];
+        if ((rc = cmd_tpa_compare_run(s, m, &q, &r))) break;
+        tokens = r->tokens;
+        act = act || r->activation_stats;
+        lo = r->rows[0].layer;
+        hi = r->rows[r->n_rows - 1].layer;
+        if ((rc = table_row(t))) { cmp_result_free(r); break; }
+        table_int(t, (long long)budgets[i]);
+        for (int k = 0; k < CMP_NMETHODS; k++) {
+            size_t kv;
+            y[k][i] = method_mean(r, k, what, &kv, why[k], sizeof why[k]);
+            x[k][i] = isfinite(y[k][i]) ? (double)kv : NAN;
+            if (isfinite(y[k][i])) table_num(t, y[k][i]);
+            else table_null(t);
+        }
+        cmp_result_free(r);
+    }
+    if (rc) { table_free(t); return rc; }
+    char lay[48];
+    layers_text(lay, sizeof lay, lo, hi);
+    out_printf(out, "%s, %s: mean %s error over the layers at %zu budgets (the model caches %zu values per "
+               "token per layer); %zu random Gaussian tokens (%s)\n", m->name, lay, WHAT_CHOICES[what], nb,
+               kv_model, tokens, act ? "with the calibration's second moment" : "unit variance");
+    char *tab = table_render(t, s->fmt, s->prec);
+    if (tab) out_printf(out, "%s", tab);
+    free(tab);
+    table_free(t);
+    /* One curve per method over the budgets it meets; a repeated cache size (a method that cannot
+     * use more of a larger budget) is drawn once. */
+    PlotMethodCurve cv[CMP_NMETHODS];
+    size_t nc = 0;
+    bool any_pos = false;
+    for (int k = 0; k < CMP_NMETHODS; k++) {
+        size_t np = 0;
+        for (size_t i = 0; i < nb; i++) {
+            if (!isfinite(y[k][i]) || (np && x[k][i] == x[k][np - 1])) continue;
+            x[k][np] = x[k][i];
+            y[k][np] = y[k][i];
+            if (y[k][np] > 0) any_pos = true;
+            np++;
+        }
+        if (!np) {
+            out_printf(out, "%s: left out of the figure, it meets none of these budgets in every layer (%s)\n",
+                       cmp_method_name((cmp_method)k), reason_text(why[k]));
+            continue;
+        }
+        cv[nc++] = (PlotMethodCurve){.label = cmp_method_name((cmp_method)k), .x = x[k], .y = y[k], .n = np, .slot = k};
+    }
+    if (!nc)
+        return al_err("plot compare-budgets: no method meets any of the budgets on %s (it caches %zu values per token "
+                      "per layer): give larger budgets", m->name, kv_model);
+    bool logy = !args_flag(a, "linear");
+    if (logy && !any_pos) {
+        out_printf(out, "every mean error is exactly 0: drawn on a linear axis\n");
+        logy = false;
+    }
+    char title[256], sub[256], ylab[128], auto_name[256];
+    snprintf(title, sizeof title, "%s: %s error against KV cache, every method (model: %zu values)", m->name,
+             what == 1 ? "attention score" : "attention output", kv_model);
+    snprintf(sub, sizeof sub, "mean over %s; each method at its largest setting within budgets %zu-%zu; "
+             "%zu random Gaussian tokens (%s)", lay, budgets[0], budgets[nb - 1], tokens,
+             act ? "calibration second moment" : "unit variance");
+    snprintf(ylab, sizeof ylab, "mean relative %s error", what == 1 ? "score" : "output");
+    snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-%s", m->name, WHAT_CHOICES[what]);
+    CmpDest d;
+    rc = dest_init(s, a, auto_name, &d);
+    if (rc == AL_OK) {
+        d.o.title = title;
+        d.o.subtitle = sub;
+        d.o.xlabel = "values cached per token per layer";
+        d.o.ylabel = ylab;
+        d.o.logy = logy;
+        rc = dest_render(out, &d, cv, nc, false);
+    }
+    return rc;
+}
