@@ -574,15 +574,8 @@ static int cmd_plot_heatmap(Session *s, const Args *a, Out *out) {
 /* ================================================================ the table */
 
 static const char PLOT_HELP[] =
-    "Figures of the FaRR analysis, drawn from the session's cached results:\n"
-    "  spectrum KIND layer L head H [log]      a head's singular values (seed 1.3)\n"
-    "  energy KIND layer L head H [log]        spectrum + cumulative energy, tau marks (1.4)\n"
-    "  vo-ranks | qk-ranks layer L             V/O/VO (Q/K/QK) ranks of one layer (2.3)\n"
-    "  vo-ranks | qk-ranks [all | layers A-B]  the model-wide grid (2.4)\n"
-    "  heatmap KIND layer L head H [factor a|b|scaled]   a matrix or its SVD factors (1.3)\n"
-    "  ranks-by-layer vo|qk                    min / median / max fused rank against depth\n"
-    "  key-norms layer L                       TransMLA Fig. 3a: key norm per dimension\n"
-    "  rope-energy layer L                     TransMLA Fig. 3b: key energy against RoPE dims kept\n"
+    "Figures of the analyses, drawn from the session's computed results (FaRR spectra and ranks,\n"
+    "TransMLA statistics, KQ-SVD errors, the one-budget comparison); `help plot SUB` for each.\n"
     "KIND is q, k, v, o, qk or vo. `to FILE.png|.svg|.pdf` writes a file (its folder is made;\n"
     "a name without extension gets plot.format). Without `to`: a window when the session is\n"
     "interactive and there is a display (or with `window`), else a file in plot.dir named\n"
