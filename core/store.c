@@ -284,7 +284,7 @@ static void warn_nonfinite(const char *name, const Mat *m, size_t r0) {
 int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat **out) {
     *out = NULL;
     const st_entry *e; const st_file *f;
-    size_t R, C;
+    size_t R = 0, C = 0;
     if (store_entry(s, name, &e, &f) != AL_OK || store_shape2(s, name, &R, &C) != AL_OK) return AL_ERR;
     if (r0 > R || nr > R - r0) return al_err("tensor '%s': rows %zu..%zu out of range (it has %zu rows)", name, r0, r0 + nr, R);
     if (!dt_is_float(e->dtype)) return al_err("tensor '%s' is %s, not a float weight", name, dt_name(e->dtype));
@@ -317,7 +317,7 @@ int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat 
 }
 
 int store_read(const Store *s, const char *name, Mat **out) {
-    size_t R, C;
+    size_t R = 0, C = 0;
     if (store_shape2(s, name, &R, &C) != AL_OK) { *out = NULL; return AL_ERR; }
     return store_read_rows(s, name, 0, R, out);
 }
