@@ -28,6 +28,8 @@ typedef struct CalibState {
     int *ids;                       /* token ids of the calibration text (for eval splits), owned */
     size_t nids;
     char *text;                     /* where the ids came from */
+    CalibRequest req;               /* the run that made st from ids (req.text = text) */
+    size_t first, count;            /* its windows */
     KqProj *proj[KQ_NMETHODS];      /* learned projections, NULL when not learned */
     double *gw;                     /* W_O Grams of m (kq_wo_grams), cached */
     KqErr *errs[KQ_NMETHODS];       /* last `kvsvd eval`: (n_layers) per method, or NULL */
@@ -101,6 +103,14 @@ int cmd_calib_stats(Session *s, const Model *m, const CalibStats **out) {
     return AL_OK;
 }
 
+bool cmd_calib_text(const Session *s, const Model *m, CalibText *out) {
+    memset(out, 0, sizeof *out);
+    const CalibState *c = s->calib;
+    if (!c || !c->st || c->m != m || !c->ids) return false;
+    *out = (CalibText){.ids = c->ids, .n = c->nids, .first = c->first, .count = c->count, .req = c->req};
+    return true;
+}
+
 bool cmd_kvsvd_pending(const Session *s, const Model *m) {
     const CalibState *c = s->calib;
     if (!c || (m && c->m != m)) return false;
@@ -117,48 +127,35 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 1 << 17;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(fp); al_err("%s: out of memory reading it", path); return NULL; }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, 65536, fp);
-        n += got;
-        if (got < 65536) break;
+int cmd_calib_read_tokens(Session *s, Model *m, const char *path, bool ids_file, int **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    int rc;
+    if (ids_file) rc = lm_read_ids(path, ids, n);
+    else {
+        Tokenizer *t;
+        size_t len;
+        char *text = NULL;
+        rc = lm_tokenizer(s, m, &t);
+        if (rc == AL_OK && !(text = al_read_file(path, &len))) rc = AL_ERR;
+        if (rc == AL_OK) rc = tok_encode(t, text, len, true, ids, n);
+        free(text);
     }
-    bool bad = ferror(fp);
-    fclose(fp);
-    if (bad) { free(buf); al_err("%s: read error", path); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
+    for (size_t i = 0; rc == AL_OK && i < *n; i++)
+        if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab)
+            rc = al_err("%s: token %zu is id %d, outside %s's vocabulary (0-%d)", path, i + 1, (*ids)[i], m->name,
+                        m->cfg.vocab - 1);
+    if (rc) { free(*ids); *ids = NULL; *n = 0; }
+    return rc;
 }
 
-/* Token ids of `what` (a text file, encoded with the model's tokenizer, BOS first) or, when what
- * is the word ids, of the id file `file`. */
+/* Token ids of `what` (a text file) or, when what is the word ids, of the id file `file`. */
 static int read_tokens(Session *s, const char *cmd, const char *what, const char *file, int **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
-    if (file && *file) {
-        if (strcmp(what, "ids") != 0)
-            return al_err("%s: give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", cmd, what, file);
-        return lm_read_ids(file, ids, n);
-    }
-    Tokenizer *t;
-    if (lm_tokenizer(s, s->cur, &t)) return AL_ERR;
-    size_t len;
-    char *text = slurp(what, &len);
-    if (!text) return AL_ERR;
-    int rc = tok_encode(t, text, len, true, ids, n);
-    free(text);
-    return rc;
+    if (file && *file && strcmp(what, "ids") != 0)
+        return al_err("%s: give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", cmd, what, file);
+    return cmd_calib_read_tokens(s, s->cur, file && *file ? file : what, file && *file, ids, n);
 }
 
 /* A per-layer summary of statistics: tokens and RMS of keys, queries, values. */
@@ -198,8 +195,9 @@ static const char CALIBRATE_HELP[] =
     "Runs the current model's forward pass over a text and keeps, per layer and KV head, what\n"
     "KQ-SVD, K-SVD and Eigen (seed 001) need: Gram matrices in double precision of the keys\n"
     "after RoPE, of the group's stacked queries (Theorem 5) and of the values, with token\n"
-    "counts; optionally the attention input's second moment E[x xᵀ] (for activation-based\n"
-    "TransMLA; `inputs auto` keeps it when hidden <= 2048). Nothing is cached per token.\n"
+    "counts; optionally the attention input's second moment E[x xᵀ] and mean E[x] (for\n"
+    "activation-based TransMLA; `inputs auto` keeps them when hidden <= 2048). Nothing is cached\n"
+    "per token. `convert mla ... calib FILE` runs this too (inputs on, training windows).\n"
     "The text (encoded with the model's tokenizer, BOS first; or `ids FILE` of token ids) is cut\n"
     "into whole windows of L tokens: the last tenth (at least one window) is the validation split,\n"
     "the rest the training split; N windows of the chosen split are used, each a fresh sequence.\n"
@@ -210,41 +208,57 @@ static const char CALIBRATE_HELP[] =
     "  calibrate wiki.train.txt samples 128 seqlen 256\n"
     "  calibrate ids c4.ids samples 32 seqlen 2048 split valid";
 
-static int cmd_calibrate(Session *s, const Args *a, Out *out) {
-    Model *m = s->cur;
+int cmd_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out) {
     CalibState *c;
     Forward *f;
-    if (state(s, &c) || lm_forward(s, m, &f)) return AL_ERR;
-    const char *what = args_str(a, "what"), *file = args_str(a, "file");
-    int *ids = NULL;
-    size_t n = 0;
-    if (read_tokens(s, "calibrate", what, file, &ids, &n)) return AL_ERR;
-    size_t L = (size_t)args_int(a, "seqlen"), N = (size_t)args_int(a, "samples"), first, count;
-    calib_split split = args_enum(a, "split") == 1 ? CALIB_VALID : CALIB_TRAIN;
+    if (state(s, &c) || lm_forward(s, m, &f)) { free(ids); return AL_ERR; }
+    size_t L = rq->seqlen, first, count;
+    const char *split = rq->split == CALIB_VALID ? "valid" : "train";
     int rc = L > fwd_max_ctx(f) ? al_err("calibrate: seqlen %zu is longer than the model's context %zu", L, fwd_max_ctx(f))
-                                : calib_windows(n, L, split, N, &first, &count);
+                                : calib_windows(n, L, rq->split, rq->samples, &first, &count);
     CalibShape sh;
-    if (rc == AL_OK) rc = calib_shape_of(m, &sh);
-    int inputs = args_enum(a, "inputs");
-    bool with_x = inputs == 1 || (inputs <= 0 && sh.hidden <= 2048);
     CalibStats *st = NULL;
-    if (rc == AL_OK) rc = calib_new(&sh, with_x, &st);
-    if (rc == AL_OK) rc = calib_set_meta(st, m->name, file && *file ? file : what, args_str(a, "split"));
-    if (rc) { free(ids); calib_free(st); return AL_ERR; }
-    size_t windows = n / L;
+    char *text = NULL;
+    if (rc == AL_OK) rc = calib_shape_of(m, &sh);
+    if (rc == AL_OK) rc = calib_new(&sh, rq->with_x, &st);
+    if (rc == AL_OK) rc = calib_set_meta(st, m->name, rq->text, split);
+    if (rc == AL_OK && !(text = al_strdup(rq->text))) rc = AL_ERR;
+    if (rc) { free(ids); free(text); calib_free(st); return AL_ERR; }
     out_printf(out, "calibrating %s on %zu %s window%s of %zu tokens (windows %zu..%zu of %zu)%s\n", m->name, count,
-               args_str(a, "split"), count == 1 ? "" : "s", L, first, first + count - 1, windows,
-               with_x ? ", with the attention input's second moments" : "");
-    double t0 = now_s();
+               split, count == 1 ? "" : "s", L, first, first + count - 1, n / L,
+               rq->with_x ? ", with the attention input's second moments" : "");
     rc = calib_run(st, f, ids + first * L, count, L);
-    double dt = now_s() - t0;
-    if (rc != AL_OK && !(rc == AL_INTERRUPTED && st->seqs[0] > 0)) { free(ids); calib_free(st); return rc; }
+    if (rc != AL_OK && !(rc == AL_INTERRUPTED && st->seqs[0] > 0)) { free(ids); free(text); calib_free(st); return rc; }
     drop_all(c);
     c->m = m;
     c->st = st;
     c->ids = ids;
     c->nids = n;
-    c->text = al_strdup(file && *file ? file : what);
+    c->text = text;
+    c->req = *rq;
+    c->req.text = text;
+    c->first = first;
+    c->count = count;
+    return rc;
+}
+
+static int cmd_calibrate(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    const char *what = args_str(a, "what"), *file = args_str(a, "file");
+    int *ids = NULL;
+    size_t n = 0;
+    CalibShape sh;
+    if (calib_shape_of(m, &sh) || read_tokens(s, "calibrate", what, file, &ids, &n)) return AL_ERR;
+    int inputs = args_enum(a, "inputs");
+    CalibRequest rq = {.text = file && *file ? file : what, .ids_file = file && *file,
+                       .samples = (size_t)args_int(a, "samples"), .seqlen = (size_t)args_int(a, "seqlen"),
+                       .split = args_enum(a, "split") == 1 ? CALIB_VALID : CALIB_TRAIN,
+                       .with_x = inputs == 1 || (inputs <= 0 && sh.hidden <= 2048)};
+    double t0 = now_s();
+    int rc = cmd_calib_run(s, m, ids, n, &rq, out);
+    double dt = now_s() - t0;
+    if (rc != AL_OK && rc != AL_INTERRUPTED) return rc;
+    const CalibStats *st = s->calib->st;
     out_printf(out, "%zu sequences, %zu tokens in %.2f s (%.1f tok/s)%s\n", st->seqs[0], st->tokens[0], dt,
                (double)st->tokens[0] / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted, statistics kept" : "");
     int r2 = out_table_to(out, a, stats_table(st));

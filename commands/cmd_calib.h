@@ -6,8 +6,10 @@
  *                                           against beta (keys x beta, queries / beta)
  * To plug them into `plot`, put CMD_PLOT_KVSVD_SUBS among the entries of cmd_plot.c's plot_subs.
  *
- * Other groups reach the session's calibration through cmd_calib_stats (activation-based
- * TransMLA), and `export DIR` can route to cmd_kvsvd_export when cmd_kvsvd_pending. */
+ * Other groups reach the session's calibration through cmd_calib_stats and its text through
+ * cmd_calib_text (activation-based TransMLA: its PCAs and perplexities), run `calibrate` through
+ * cmd_calib_run (`convert mla ... calib FILE`), and `export DIR` can route to cmd_kvsvd_export when
+ * cmd_kvsvd_pending. */
 #ifndef AL_CMD_CALIB_H
 #define AL_CMD_CALIB_H
 
@@ -18,6 +20,38 @@
 /* The calibration statistics of model m in this session (*out NULL, AL_OK, when there are none).
  * Owned by the session; valid until the next `calibrate` / `calib load` or m closes. */
 int cmd_calib_stats(Session *s, const Model *m, const CalibStats **out);
+
+/* Token ids of a text file (encoded with m's tokenizer, BOS first) or, with ids_file, of a file of
+ * whitespace-separated ids; every id is checked against m's vocabulary. Caller frees *ids. */
+int cmd_calib_read_tokens(Session *s, Model *m, const char *path, bool ids_file, int **ids, size_t *n);
+
+/* What a calibration run reads. */
+typedef struct {
+    const char *text;         /* the file, as the user named it */
+    bool ids_file;            /* a file of token ids rather than text */
+    size_t samples;           /* most windows to run */
+    size_t seqlen;            /* tokens per window */
+    calib_split split;        /* which windows of the text (calib_windows) */
+    bool with_x;              /* keep the attention input's G_X and S_X */
+} CalibRequest;
+
+/* What `calibrate` does, for other commands too (`convert mla ... calib FILE`): runs the windows of
+ * rq->split of ids[0..n) (taken over, freed on failure) through m's forward pass (narrating
+ * "calibrating ..." on out) and makes the statistics the session's calibration of m, replacing
+ * earlier ones and any learned projections. Ctrl-C after at least one sequence keeps the partial
+ * statistics and returns AL_INTERRUPTED. */
+int cmd_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out);
+
+/* The text of the session's calibration of m (false when there is none: no calibration, or
+ * statistics loaded from a file): all its tokens (borrowed, valid as long as the statistics), the
+ * windows [first, first + count) of req.seqlen tokens that were run, and the request. */
+typedef struct {
+    const int *ids;
+    size_t n;
+    size_t first, count;
+    CalibRequest req;
+} CalibText;
+bool cmd_calib_text(const Session *s, const Model *m, CalibText *out);
 
 /* True when `kvsvd learn` has projections for m (NULL: any model) that `export` can write. */
 bool cmd_kvsvd_pending(const Session *s, const Model *m);

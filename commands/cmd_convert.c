@@ -4,8 +4,8 @@
  * its source), `kv-cache` (bytes per token before and after), `export-mla DIR` (the conversion in
  * DeepSeek-V3 layout; `export DIR` dispatches here too). The figures are `plot key-norms`, `plot
  * rope-energy` and `plot rope-removal` (commands/cmd_plot_mla.c). The session keeps, in struct
- * ConvState (s->conv), the last conversion and the last calibration text with its activation
- * statistics, dropped when their model closes. */
+ * ConvState (s->conv), the last conversion, dropped when its model closes; activation statistics
+ * and their text are the session's calibration (commands/cmd_calib.c). */
 #define _GNU_SOURCE
 #include "cmd_convert.h"
 #include "cmd_tpa.h"
@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "act_stats.h"
 #include "cmd_calib.h"
 #include "cmd_lm.h"
 #include "mla_export.h"
@@ -33,33 +32,10 @@
 
 struct ConvState {
     TmlaResult *res;          /* the last conversion; res->src is a session model */
-    /* the last calibration text a TransMLA command read, and its activation statistics */
-    Model *text_m;            /* the model it was encoded for (NULL: none) */
-    char *text_key;           /* "text:PATH" or "ids:PATH" */
-    int *ids;                 /* (n_ids) its tokens, BOS first for text */
-    size_t n_ids;
-    ActStats *acts;           /* NULL until computed */
-    size_t acts_samples, acts_seqlen;   /* windows they were computed on (requested) */
-    size_t acts_windows;      /* windows actually used */
 };
 
-/* Drops the cached text and statistics. */
-static void conv_drop_text(struct ConvState *c) {
-    free(c->text_key);
-    free(c->ids);
-    acts_free(c->acts);
-    c->text_m = NULL;
-    c->text_key = NULL;
-    c->ids = NULL;
-    c->n_ids = 0;
-    c->acts = NULL;
-}
-
 static void conv_free(Session *s) {
-    if (s->conv) {
-        tmla_result_free(s->conv->res);
-        conv_drop_text(s->conv);
-    }
+    if (s->conv) tmla_result_free(s->conv->res);
     free(s->conv);
     s->conv = NULL;
 }
@@ -69,7 +45,6 @@ static void conv_model_closed(Session *s, Model *m) {
         tmla_result_free(s->conv->res);
         s->conv->res = NULL;
     }
-    if (s->conv && s->conv->text_m == m) conv_drop_text(s->conv);
 }
 
 static const SessionHook conv_hook = {.name = "convert", .on_free = conv_free, .on_model_close = conv_model_closed};
@@ -97,207 +72,106 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The whole file as a NUL-terminated string (caller frees). */
-static char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 1 << 17;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(fp); al_err("%s: out of memory reading it", path); return NULL; }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, 65536, fp);
-        n += got;
-        if (got < 65536) break;
-    }
-    bool bad = ferror(fp);
-    fclose(fp);
-    if (bad) { free(buf); al_err("%s: read error", path); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
+/* True when the session's calibration of m came from this request (train windows, attention
+ * inputs kept), so `calib FILE` does not run it again. */
+static bool calib_matches(Session *s, const Model *m, const CalibRequest *rq) {
+    CalibText ct;
+    const CalibStats *st = NULL;
+    return cmd_calib_text(s, m, &ct) && cmd_calib_stats(s, m, &st) == AL_OK && st && st->has_x &&
+           !strcmp(ct.req.text, rq->text) && ct.req.ids_file == rq->ids_file && ct.req.samples == rq->samples &&
+           ct.req.seqlen == rq->seqlen && ct.req.split == rq->split;
 }
 
-/* Tokens of a text file (the model's tokenizer, BOS first) or of a token-id file, checked
- * against m's vocabulary (caller frees *ids). */
-static int read_text(Session *s, Model *m, const char *path, bool ids_file, int **ids, size_t *n) {
-    int rc;
-    if (ids_file) rc = lm_read_ids(path, ids, n);
-    else {
-        Tokenizer *t;
-        size_t len;
-        char *text = NULL;
-        rc = lm_tokenizer(s, m, &t);
-        if (rc == AL_OK && !(text = slurp(path, &len))) rc = AL_ERR;
-        if (rc == AL_OK) rc = tok_encode(t, text, len, true, ids, n);
-        free(text);
+/* `calib FILE` / `ids FILE` with activation statistics: the session's calibration of m on the text's
+ * training windows (run here unless it already is that one). */
+static int calibrate_text(Session *s, Model *m, const CalibRequest *rq, Out *out) {
+    if (calib_matches(s, m, rq)) return AL_OK;
+    int *ids = NULL;
+    size_t n = 0;
+    if (cmd_calib_read_tokens(s, m, rq->text, rq->ids_file, &ids, &n)) return AL_ERR;
+    if (n < rq->seqlen) {
+        free(ids);
+        return al_err("%s has %zu tokens, less than one calibration window of seqlen %zu: give seqlen %zu or less",
+                      rq->text, n, rq->seqlen, n);
     }
-    for (size_t i = 0; rc == AL_OK && i < *n; i++)
-        if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab)
-            rc = al_err("%s: token %zu is id %d, outside %s's vocabulary (0-%d)", path, i + 1, (*ids)[i], m->name,
-                        m->cfg.vocab - 1);
-    if (rc) { free(*ids); *ids = NULL; *n = 0; }
+    double t0 = now_s();
+    int rc = cmd_calib_run(s, m, ids, n, rq, out);
+    CalibText ct;
+    if (rc == AL_OK && cmd_calib_text(s, m, &ct))
+        out_printf(out, "activation statistics of %s: %zu windows x %zu tokens of %s (%.2f s)\n", m->name, ct.count,
+                   rq->seqlen, rq->text, now_s() - t0);
     return rc;
 }
 
-/* Makes the cache hold m's text at path (read when it is another one). */
-static int cache_text(Session *s, struct ConvState *c, Model *m, const char *path, bool ids_file) {
-    char *key = al_asprintf("%s:%s", ids_file ? "ids" : "text", path);
-    if (!key) return AL_ERR;
-    if (c->text_m == m && c->text_key && !strcmp(c->text_key, key)) { free(key); return AL_OK; }
-    int *ids = NULL;
-    size_t n = 0;
-    if (read_text(s, m, path, ids_file, &ids, &n)) { free(key); return AL_ERR; }
-    conv_drop_text(c);
-    c->text_m = m;
-    c->text_key = key;
-    c->ids = ids;
-    c->n_ids = n;
-    return AL_OK;
-}
-
-/* The path of the cached text (after "text:" / "ids:"). */
-static const char *text_path(const struct ConvState *c) {
-    const char *k = c->text_key ? strchr(c->text_key, ':') : NULL;
-    return k ? k + 1 : "?";
-}
-
-/* The session calibration's text (its source file: token ids when it parses as ids within the
- * vocabulary, else text) into the cache; AL_ERR with a message when it cannot be read. */
-static int cache_calib_text(Session *s, struct ConvState *c, Model *m, const CalibStats *st) {
-    if (!st->source || !*st->source)
-        return al_err("the session's calibration does not name its text: give calib FILE for the perplexity");
-    if (c->text_m == m && c->text_key && !strcmp(text_path(c), st->source)) return AL_OK;
-    int *ids = NULL;
-    size_t n = 0;
-    bool as_ids = lm_read_ids(st->source, &ids, &n) == AL_OK && n > 0;
-    for (size_t i = 0; as_ids && i < n; i++) as_ids = ids[i] >= 0 && ids[i] < m->cfg.vocab;
-    free(ids);
-    al_err_clear();
-    return cache_text(s, c, m, st->source, as_ids);
-}
-
-/* Activation statistics of the cached text over min(samples, n / seqlen) windows of seqlen tokens
- * (computed once per setting). */
-static int cache_acts(Session *s, struct ConvState *c, Model *m, size_t samples, size_t seqlen, Out *out) {
-    if (c->acts && c->acts_samples == samples && c->acts_seqlen == seqlen) return AL_OK;
-    Forward *f;
-    if (lm_forward(s, m, &f)) return AL_ERR;
-    if (seqlen > fwd_max_ctx(f))
-        return al_err("seqlen %zu is longer than %s's context %zu: give a smaller seqlen", seqlen, m->name, fwd_max_ctx(f));
-    size_t nwin = c->n_ids / seqlen;
-    if (nwin == 0)
-        return al_err("%s has %zu tokens, less than one calibration window of seqlen %zu: give seqlen %zu or less",
-                      text_path(c), c->n_ids, seqlen, c->n_ids);
-    if (nwin > samples) nwin = samples;
-    ActStats *st;
-    if (acts_new(m->cfg.n_layers, m->cfg.hidden, 0, -1, &st)) return AL_ERR;
-    double t0 = now_s();
-    int rc = acts_run(st, f, c->ids, nwin, seqlen);
-    if (rc) { acts_free(st); return rc; }
-    acts_free(c->acts);
-    c->acts = st;
-    c->acts_samples = samples;
-    c->acts_seqlen = seqlen;
-    c->acts_windows = nwin;
-    out_printf(out, "activation statistics of %s: %zu windows x %zu tokens of %s (%.2f s)\n", m->name, nwin, seqlen,
-               text_path(c), now_s() - t0);
-    return AL_OK;
-}
-
 void cmd_tmla_stats_release(TmlaStatsUse *u) {
-    acts_free_arrays(u->n_layers, u->sigma, u->mu);
+    calib_free_arrays(u->n_layers, u->sigma, u->mu);
+    free(u->own_ids);
     u->sigma = u->mu = NULL;
+    u->own_ids = NULL;
 }
 
 int cmd_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
     memset(u, 0, sizeof *u);
     u->n_layers = m->cfg.n_layers;
-    struct ConvState *c;
-    if (conv_state(s, &c)) return AL_ERR;
     int choice = args_enum(a, "stats");            /* -1 absent, 0 act, 1 weights */
     const char *calib = args_str(a, "calib"), *idsf = args_str(a, "ids");
-    bool own = (calib && *calib) || (idsf && *idsf);
-    if (calib && *calib && idsf && *idsf) return al_err("give calib FILE (a text) or ids FILE (token ids), not both");
-    const CalibStats *cst = NULL;
-    if (cmd_calib_stats(s, m, &cst)) return AL_ERR;
-    size_t samples = (size_t)args_int(a, "samples"), seqlen = (size_t)args_int(a, "seqlen");
-    ActStats *imported = NULL;
-    const ActStats *acts = NULL;
+    bool has_text = calib && *calib, has_ids = idsf && *idsf;
+    if (has_text && has_ids) return al_err("give calib FILE (a text) or ids FILE (token ids), not both");
+    size_t seqlen = (size_t)args_int(a, "seqlen");
+    CalibRequest rq = {.text = has_text ? calib : idsf, .ids_file = has_ids, .samples = (size_t)args_int(a, "samples"),
+                       .seqlen = seqlen, .split = CALIB_TRAIN, .with_x = true};
     int rc = AL_OK;
-    if (own) {
-        rc = cache_text(s, c, m, calib && *calib ? calib : idsf, !(calib && *calib));
-        if (rc == AL_OK && choice != 1) rc = cache_acts(s, c, m, samples, seqlen, out);
-        if (rc == AL_OK && choice != 1) {
-            acts = c->acts;
-            snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", c->acts_windows, seqlen,
-                     text_path(c));
-        }
-    } else if (cst) {
+    if ((has_text || has_ids) && choice == 1) {    /* weights; the text only for the perplexity */
+        rc = cmd_calib_read_tokens(s, m, rq.text, rq.ids_file, &u->own_ids, &u->n_ids);
+        u->ids = u->own_ids;
+        u->text = rq.text;
+    } else if (has_text || has_ids)
+        rc = calibrate_text(s, m, &rq, out);
+    if (rc) return rc;
+    const CalibStats *cst = NULL;
+    CalibText ct;
+    cmd_calib_stats(s, m, &cst);
+    if (cst && choice != 1) {
         if (!cst->has_x && choice == 0)
             return al_err("the session's calibration of %s kept no attention-input second moments: calibrate again "
                           "with `inputs on`, or give calib FILE", m->name);
-        if (cst->has_x && choice != 1) {
-            rc = acts_from_calib(cst, &imported);
-            acts = imported;
-            snprintf(u->source, sizeof u->source, "activations of the session's calibration (%zu tokens of %s)%s",
-                     cst->tokens[0], cst->source ? cst->source : "?",
-                     m->cfg.qkv_bias ? "; it keeps no input mean, so the bias cross terms are left out" : "");
-        }
-        if (!args_given(a, "seqlen") && cst->seqlen) seqlen = cst->seqlen;
-        if (rc == AL_OK && cache_calib_text(s, c, m, cst) != AL_OK) {
-            if (need_text) rc = AL_ERR;
-            else al_err_clear();
-        }
-    } else if (c->text_m == m && c->ids) {
-        if (!args_given(a, "samples") && c->acts) samples = c->acts_samples;
-        if (!args_given(a, "seqlen") && c->acts) seqlen = c->acts_seqlen;
-        if (choice != 1) rc = cache_acts(s, c, m, samples, seqlen, out);
-        if (rc == AL_OK && choice != 1) {
-            acts = c->acts;
-            snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", c->acts_windows, seqlen,
-                     text_path(c));
+        if (cst->has_x) {
+            rc = calib_input_arrays(cst, 0, -1, &u->sigma, &u->mu);
+            u->act = rc == AL_OK;
+            if (has_text || has_ids)
+                snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", cst->seqs[0], cst->seqlen,
+                         rq.text);
+            else
+                snprintf(u->source, sizeof u->source, "activations of the session's calibration (%zu tokens of %s)%s",
+                         cst->tokens[0], cst->source ? cst->source : "?",
+                         !cst->sx && m->cfg.qkv_bias ? "; it keeps no input mean, so the bias cross terms are left out"
+                                                     : "");
         }
     }
-    if (rc == AL_OK && choice == 0 && !acts)
+    if (rc == AL_OK && !u->ids && cmd_calib_text(s, m, &ct)) {
+        u->ids = ct.ids;
+        u->n_ids = ct.n;
+        u->text = ct.req.text;
+        if (!args_given(a, "seqlen")) seqlen = ct.req.seqlen;
+    }
+    if (rc == AL_OK && choice == 0 && !u->act)
         rc = al_err("stats act needs calibration activations of %s: give calib FILE (a text) or ids FILE, or run "
                     "calibrate FILE first", m->name);
-    if (rc == AL_OK && !acts) snprintf(u->source, sizeof u->source, "weights (unit-variance inputs)");
-    if (rc == AL_OK && acts) {
-        rc = acts_arrays(acts, &u->sigma, &u->mu);
-        u->act = rc == AL_OK;
-    }
-    acts_free(imported);
-    if (rc == AL_OK && c->text_m == m && c->ids) {
-        u->ids = c->ids;
-        u->n_ids = c->n_ids;
+    if (rc == AL_OK && !u->act) snprintf(u->source, sizeof u->source, "weights (unit-variance inputs)");
+    if (rc == AL_OK && u->ids) {
         size_t want = (size_t)args_int(a, "ppl-tokens");
-        u->ppl_tokens = want < c->n_ids ? want : c->n_ids;
+        u->ppl_tokens = want < u->n_ids ? want : u->n_ids;
         u->seqlen = seqlen;
     }
     if (rc == AL_OK && need_text && !u->ids)
         rc = al_err("this needs a text for perplexity: give calib FILE (a text) or ids FILE, or run calibrate FILE");
     if (rc == AL_OK && u->ids && u->ppl_tokens < 2)
-        rc = al_err("%s has %zu tokens: perplexity needs at least 2", text_path(c), u->ppl_tokens);
+        rc = al_err("%s has %zu tokens: perplexity needs at least 2", u->text, u->ppl_tokens);
     if (rc) cmd_tmla_stats_release(u);
     return rc;
 }
 
 /* ================================================================ perplexity before and after */
-
-/* Mean NLL of the text with m as loaded (the session's forward pass). */
-static int ppl_source(Session *s, Model *m, const TmlaStatsUse *u, double *nll, size_t *cnt) {
-    Forward *f;
-    if (lm_forward(s, m, &f)) return AL_ERR;
-    if (u->seqlen > fwd_max_ctx(f))
-        return al_err("seqlen %zu is longer than %s's context %zu: give a smaller seqlen", u->seqlen, m->name,
-                      fwd_max_ctx(f));
-    return tlm_windows_nll(tlm_nll_fwd, f, u->ids, u->ppl_tokens, u->seqlen, nll, cnt);
-}
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb; (void)flag; (void)ftw;
@@ -305,11 +179,12 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 }
 
 /* Mean NLL of the converted model: exported (F32) to a scratch folder and run by the forward pass
- * when every layer is converted, else with the converted layers swapped in memory. */
-static int ppl_converted(const TmlaResult *r, const TmlaStatsUse *u, double *nll, size_t *cnt, const char **route) {
+ * when every layer is converted, else by the source's forward pass f with the converted layers
+ * swapped in (restored after). */
+static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u, FwdPpl *p, const char **route) {
     bool all = true;
     for (int l = 0; l < r->n_layers; l++) all &= r->layers[l] != NULL;
-    int rc;
+    int rc = AL_OK;
     if (all) {
         const char *tmp = getenv("TMPDIR");
         char *dir = al_asprintf("%s/attnlab-mla-ppl-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -317,24 +192,22 @@ static int ppl_converted(const TmlaResult *r, const TmlaStatsUse *u, double *nll
         if (!mkdtemp(dir)) { rc = al_err("cannot make a scratch folder %s: %s", dir, strerror(errno)); free(dir); return rc; }
         MlaExportOpts eo = {.dtype = DT_F32};
         Model *ex = NULL;
-        Forward *f = NULL;
+        Forward *fx = NULL;
         rc = mla_export(r, dir, &eo);
         if (rc == AL_OK) rc = model_open(dir, &ex);
-        if (rc == AL_OK) rc = fwd_new(ex, NULL, &f);
-        if (rc == AL_OK) rc = tlm_windows_nll(tlm_nll_fwd, f, u->ids, u->ppl_tokens, u->seqlen, nll, cnt);
-        fwd_free(f);
+        if (rc == AL_OK) rc = fwd_new(ex, NULL, &fx);
+        if (rc == AL_OK) rc = fwd_ppl(fx, u->ids, u->ppl_tokens, u->seqlen, p);
+        fwd_free(fx);
         model_free(ex);
         nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
         free(dir);
         *route = "its DeepSeek-V3 export, run by the forward pass";
     } else {
-        TlmModel *t = NULL;
-        rc = tlm_new(r->src, &t);
         for (int l = 0; rc == AL_OK && l < r->n_layers; l++)
-            if (r->layers[l]) rc = tlm_set_attn(t, l, r->layers[l]);
-        if (rc == AL_OK) rc = tlm_windows_nll(tlm_nll_tlm, t, u->ids, u->ppl_tokens, u->seqlen, nll, cnt);
-        tlm_free(t);
-        *route = "the converted layers swapped in memory";
+            if (r->layers[l]) rc = fwd_set_attn(f, l, r->layers[l]);
+        if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, p);
+        fwd_clear_attn(f);
+        *route = "the converted layers swapped in memory, run by the forward pass";
     }
     return rc;
 }
@@ -365,15 +238,15 @@ static const char MLA_HELP[] =
     "token and layer. `export-mla DIR` (or `export DIR`) writes the result; `check DIR` compares.\n"
     "kv-rank full keeps every direction: with one KV head or identical KV heads and D = d the\n"
     "conversion is exact.\n"
-    "Activation statistics: `calib FILE` runs the forward pass over up to `samples` windows of\n"
-    "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2) and keeps E[x xᵀ] and E[x] of\n"
+    "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
+    "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2), keeping E[x xᵀ] and E[x] of\n"
     "every layer's attention input, so keys, values and queries get their exact activation second\n"
-    "moments (alpha is then the RMS ratio of the activation NoPE keys and values). The session\n"
-    "keeps the text and its statistics for later TransMLA commands on the same model.\n"
+    "moments (alpha is then the RMS ratio of the activation NoPE keys and values). They become the\n"
+    "session's calibration (`calib info`, `calib save`), used by later TransMLA commands.\n"
     "Perplexity: with a calibration text, the perplexity of its first `ppl-tokens` tokens (windows\n"
     "of seqlen) is reported before (the loaded model) and after (the conversion exported to a\n"
     "scratch folder as DeepSeek-V3 and run by the forward pass; with only some layers converted,\n"
-    "the converted layers run in memory); `ppl off` skips it.\n"
+    "the forward pass runs with the converted layers swapped in); `ppl off` skips it.\n"
     "Examples:\n"
     "  convert mla kv-rank full\n"
     "  convert mla kv-rank 512 rope-dim 64\n"
@@ -451,16 +324,17 @@ static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
                r->params_after);
     out_printf(out, "PCA statistics: %s\n", u.source);
     if (u.ids && args_enum(a, "ppl") != 1) {
-        double before, after;
-        size_t cnt;
+        FwdPpl before, after;
+        Forward *f = NULL;
         const char *route = "";
-        rc = ppl_source(s, m, &u, &before, &cnt);
-        if (rc == AL_OK) rc = ppl_converted(r, &u, &after, &cnt, &route);
+        rc = lm_forward(s, m, &f);
+        if (rc == AL_OK) rc = fwd_ppl(f, u.ids, u.ppl_tokens, u.seqlen, &before);
+        if (rc == AL_OK) rc = ppl_converted(r, f, &u, &after, &route);
         if (rc == AL_INTERRUPTED) { cmd_tmla_stats_release(&u); return rc; }
         if (rc == AL_OK)
             out_printf(out, "perplexity on %zu tokens of %s (windows of %zu): %.6g before, %.6g after (%+.2f%%; log "
-                       "%.5f -> %.5f), after = %s\n", cnt, text_path(st), u.seqlen, exp(before), exp(after),
-                       100.0 * (exp(after - before) - 1), before, after, route);
+                       "%.5f -> %.5f), after = %s\n", after.tokens, u.text, u.seqlen, exp(before.nll), exp(after.nll),
+                       100.0 * (exp(after.nll - before.nll) - 1), before.nll, after.nll, route);
         else                      /* the conversion stands; say why there is no perplexity */
             out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
         rc = AL_OK;
@@ -492,7 +366,7 @@ static const char MLA_TABLE_HELP[] =
     "NoPE keys and values from the weights (W) or from the calibration activations (WX), each\n"
     "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text\n"
     "(first `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
-    "model in memory (core/tmla_lm.h; the same numbers as the forward pass on an export). The\n"
+    "model's forward pass in memory (core/tmla_lm.h; the same numbers as on an export). The\n"
     "RoRoPE rotation follows the PCA statistics too (W or WX); rope_energy is the key energy the\n"
     "RoPE dims keep, measured on the calibration activations for both (WX keeps at least as much);\n"
     "joint_energy is what the rank-R basis keeps of its own (balanced) PCA input; alpha is the mean\n"
@@ -553,14 +427,13 @@ static int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
         return al_err("convert mla-table compares weight- and activation-based PCAs: it needs activation statistics "
                       "(calib FILE, ids FILE, or calibrate FILE first), not stats weights");
     }
-    TlmModel *t = NULL;
+    Forward *f = NULL;
     TlmKvTable *kt = NULL;
     TlmKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = nr, .rope_dim = o.rope_dim, .freqfold = o.freqfold,
                          .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = (const double *const *)u.sigma,
                          .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen};
-    int rc = tlm_new(m, &t);
-    if (rc == AL_OK) rc = tlm_kv_table(t, &ko, &kt);
-    tlm_free(t);
+    int rc = lm_forward(s, m, &f);
+    if (rc == AL_OK) rc = tlm_kv_table(f, &ko, &kt);
     if (rc) { cmd_tmla_stats_release(&u); return rc; }
     const ModelConfig *c = &m->cfg;
     int nJ = (c->n_kv_heads * cfg_d_qk(c) - kt->rope_dim) + c->n_kv_heads * c->v_dim;

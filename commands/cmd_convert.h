@@ -23,19 +23,24 @@ typedef struct {
     int n_layers;
     double **sigma, **mu;     /* (n_layers) E[x xᵀ] and E[x] of each layer's attention input when act
                                  (owned; mu entries NULL when unknown) */
-    const int *ids;           /* tokens of the calibration text for perplexity (session cache) or NULL */
+    const int *ids;           /* tokens of the calibration text for perplexity, or NULL: the session
+                                 calibration's (cmd_calib_text) or own_ids */
+    int *own_ids;             /* owned tokens (a text read for `stats weights`), or NULL */
     size_t n_ids;             /* all of them */
+    const char *text;         /* the text's file, for narration */
     size_t ppl_tokens;        /* how many of them perplexities use */
     size_t seqlen;            /* perplexity window */
     char source[512];         /* for narration: where the statistics / the text came from */
 } TmlaStatsUse;
 
-/* Resolves the keywords of CMD_TMLA_STATS_PARAMS for model m: `calib FILE` / `ids FILE` (its
- * activation statistics are computed through the forward pass and cached for the session), else
- * the session's `calibrate` statistics when they kept the attention input, else the statistics
- * cached by an earlier TransMLA command for m; `stats weights` forces the weight-based PCAs,
- * `stats act` fails without statistics. need_text: also the text's tokens (an error when there
- * is none). Narrates on out what it computes. Release with cmd_tmla_stats_release. */
+/* Resolves the keywords of CMD_TMLA_STATS_PARAMS for model m: `calib FILE` / `ids FILE` runs
+ * `calibrate` on the text's training windows (up to `samples` of `seqlen`, attention inputs kept:
+ * core/calib.h's G_X and S_X), which becomes the session's calibration of m (unless it already is
+ * that one), else the session's calibration is used when it kept the attention input; `stats
+ * weights` forces the weight-based PCAs (a given text then only serves the perplexity), `stats act`
+ * fails without statistics. The text for perplexity is the calibration's (cmd_calib_text: none
+ * after `calib load`). need_text: an error when there is none. Narrates on out what it computes.
+ * Release with cmd_tmla_stats_release. */
 int cmd_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
 void cmd_tmla_stats_release(TmlaStatsUse *u);
 

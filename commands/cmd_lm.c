@@ -82,6 +82,7 @@ int lm_forward(Session *s, Model *m, Forward **out) {
     if (!e) return AL_ERR;
     if (!e->fwd && fwd_new(m, NULL, &e->fwd) != AL_OK) return AL_ERR;
     fwd_set_hooks(e->fwd, NULL);
+    fwd_clear_attn(e->fwd);
     *out = e->fwd;
     return AL_OK;
 }
@@ -364,33 +365,20 @@ static int cmd_ppl(Session *s, const Args *a, Out *out) {
     }
     size_t L = (size_t)args_int(a, "seqlen");
     if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < n) n = (size_t)args_int(a, "max-tokens");
-    int rc = AL_OK;
-    if (L > fwd_max_ctx(f))
-        rc = al_err("ppl: seqlen %zu is longer than the model's context %zu", L, fwd_max_ctx(f));
-    else if (n < 2)
-        rc = al_err("ppl: %s has %zu tokens; at least 2 are needed", ids_mode ? file : what, n);
-    size_t nwin = (n + L - 1) / L, done = 0, count = 0;
-    double nll = 0, t0 = now_s();
-    for (size_t w = 0; rc == AL_OK && w < nwin; w++) {
-        size_t start = w * L, len = n - start < L ? n - start : L, c;
-        double sum;
-        if (len < 2) break;
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        rc = fwd_nll(f, ids + start, len, &sum, &c);
-        if (rc == AL_OK) { nll += sum; count += c; done++; }
-        al_progress("window", w + 1, nwin);
-    }
-    al_progress(NULL, 0, 0);
+    FwdPpl p;
+    double t0 = now_s();
+    int rc = n < 2 ? al_err("ppl: %s has %zu tokens; at least 2 are needed", ids_mode ? file : what, n)
+                   : fwd_ppl(f, ids, n, L, &p);
     free(ids);
-    if (rc != AL_OK && !(rc == AL_INTERRUPTED && count > 0)) return rc;
-    double dt = now_s() - t0, mean = nll / (double)count;
-    out_eprintf(out, "%zu windows of up to %zu tokens, %zu predicted, %.2f s (%.1f tok/s)%s\n", done, L, count, dt,
-                (double)(count + done) / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted" : "");
+    if (rc != AL_OK && !(rc == AL_INTERRUPTED && p.tokens > 0)) return rc;
+    double dt = now_s() - t0;
+    out_eprintf(out, "%zu windows of up to %zu tokens, %zu predicted, %.2f s (%.1f tok/s)%s\n", p.windows, L, p.tokens,
+                dt, (double)(p.tokens + p.windows) / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted" : "");
     Table *tb = table_new(3, "tokens", "nll", "ppl");
     if (!tb || table_row(tb)) { table_free(tb); return AL_ERR; }
-    table_int(tb, (long long)count);
-    table_num(tb, mean);
-    table_num(tb, exp(mean));
+    table_int(tb, (long long)p.tokens);
+    table_num(tb, p.nll);
+    table_num(tb, exp(p.nll));
     int r2 = out_table_to(out, a, tb);
     return rc == AL_INTERRUPTED ? rc : r2;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cmd_convert.h"
+#include "cmd_lm.h"
 #include "plot.h"
 #include "session.h"
 #include "tmla_lm.h"
@@ -237,11 +238,11 @@ const char CMD_PLOT_ROPE_REMOVAL_HELP[] =
     "frequency: exact only for M = 1), and MHA2MLA's per-head selection (no rotation; each KV head\n"
     "keeps the frequencies with the largest product of query and key norms). A fraction is rounded\n"
     "to whole pairs (MHA2MLA: whole frequencies per head); 0 removed is the original model for\n"
-    "RoRoPE and MHA2MLA. The variants run in memory with the converted layers swapped in\n"
-    "(core/tmla_lm.h): a standard RoPE cannot carry these frequency patterns, so they are not\n"
-    "exported. PCAs and norms use the calibration activations when there are any, else the\n"
-    "weights. Needs a text: `calib FILE`, `ids FILE`, or the session's calibration. `data FILE`\n"
-    "writes the points (.csv or .json).\n"
+    "RoRoPE and MHA2MLA. The variants run in memory: the model's forward pass with the converted\n"
+    "layers swapped in (core/tmla_lm.h); a standard RoPE cannot carry these frequency patterns, so\n"
+    "they are not exported. PCAs and norms use the calibration activations when there are any,\n"
+    "else the weights. Needs a text: `calib FILE`, `ids FILE`, or the session's calibration.\n"
+    "`data FILE` writes the points (.csv or .json).\n"
     "Examples:\n"
     "  plot rope-removal calib story.txt seqlen 128\n"
     "  plot rope-removal removed 0,0.5,0.75,0.875,0.9375 freqfolds 1,4 data fig3b.csv to fig3b.png";
@@ -321,11 +322,10 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
                         .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = u.act ? (const double *const *)u.sigma : NULL,
                         .mu = u.act ? (const double *const *)u.mu : NULL, .ids = u.ids, .n_ids = u.ppl_tokens,
                         .seqlen = u.seqlen};
-    TlmModel *t = NULL;
+    Forward *f = NULL;
     TlmRemoval *r = NULL;
-    int rc = tlm_new(m, &t);
-    if (rc == AL_OK) rc = tlm_rope_removal(t, &o, &r);
-    tlm_free(t);
+    int rc = lm_forward(s, m, &f);
+    if (rc == AL_OK) rc = tlm_rope_removal(f, &o, &r);
     if (rc) { cmd_tmla_stats_release(&u); return rc; }
     out_printf(out, "%s: log-perplexity on %zu tokens (windows of %zu), original %.5f (ppl %.6g); layers %ld-%ld; %s\n",
                m->name, r->tokens, u.seqlen, r->base_nll, exp(r->base_nll), lo, hi, u.source);

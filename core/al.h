@@ -69,6 +69,12 @@ char *al_read_file(const char *path, size_t *len);
 /* mkdir -p: creates path and its missing parents; an error names the folder that failed. */
 int al_mkdirs(const char *path);
 
+/* Checks an export destination (creates nothing): dir must not be a file, must be neither the
+ * folder of src_path (the source model: its folder, or a file in one; NULL: no source) nor inside
+ * it (symlinks resolved; a dir that does not exist yet is placed by its nearest existing
+ * ancestor), and must be new or empty unless force. Errors name the folder and what to do. */
+int al_export_dir(const char *dir, const char *src_path, bool force);
+
 /* Number of worker threads for head sweeps (defaults to the online CPU count; ATTNLAB_THREADS
  * overrides). */
 int al_threads(void);

@@ -14,7 +14,7 @@
 #include "safetensors.h"
 
 #define CALIB_FORMAT "attnlab-calib"
-#define CALIB_VERSION 1
+#define CALIB_VERSION 2           /* 2: layers.<l>.sum_x; version 1 files load without a mean */
 #define ROW_BLOCK 256          /* rows converted to double at a time */
 
 /* ================================================================ shape */
@@ -79,7 +79,8 @@ int calib_new(const CalibShape *sh, bool with_x, CalibStats **out) {
         st->gq = al_calloc(nk, sizeof(double), "query Gram matrices");
         st->gv = al_calloc(nv, sizeof(double), "value Gram matrices");
         if (with_x) st->gx = al_calloc(nx, sizeof(double), "attention-input Gram matrices");
-        ok = st->gk && st->gq && st->gv && (!with_x || st->gx);
+        if (with_x) st->sx = al_calloc(L, (size_t)sh->hidden * sizeof(double), "attention-input sums");
+        ok = st->gk && st->gq && st->gv && (!with_x || (st->gx && st->sx));
     }
     if (!ok) { calib_free(st); return AL_ERR; }
     *out = st;
@@ -90,7 +91,7 @@ void calib_free(CalibStats *st) {
     if (!st) return;
     free(st->tokens); free(st->seqs);
     free(st->model); free(st->source); free(st->split);
-    free(st->gk); free(st->gq); free(st->gv); free(st->gx);
+    free(st->gk); free(st->gq); free(st->gv); free(st->gx); free(st->sx);
     free(st->buf);
     free(st);
 }
@@ -138,6 +139,18 @@ static int syrk_cols(CalibStats *st, const float *x, size_t T, size_t ld, size_t
     return AL_OK;
 }
 
+/* The kind whose rows count as tokens (and end sequences): X when G_X is kept, else K. */
+static calib_which count_kind(const CalibStats *st) { return st->has_x ? CALIB_X : CALIB_K; }
+
+/* S_X[layer] += Σ_t x_t over T rows (stride ld). */
+static void sum_rows(CalibStats *st, int layer, const float *x, size_t T, size_t ld) {
+    if (!st->sx) return;
+    size_t n = (size_t)st->sh.hidden;
+    double *acc = st->sx + (size_t)layer * n;
+    for (size_t t = 0; t < T; t++)
+        for (size_t j = 0; j < n; j++) acc[j] += x[t * ld + j];
+}
+
 int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size_t T, size_t ld) {
     const CalibShape *sh = &st->sh;
     if (layer < 0 || layer >= sh->n_layers)
@@ -155,7 +168,8 @@ int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size
         size_t g = which == CALIB_Q ? h / m : h;      /* queries add into their KV head's group */
         if (syrk_cols(st, x, T, ld, h * dim, dim, base + g * dim * dim)) return AL_ERR;
     }
-    if (which == CALIB_K) st->tokens[layer] += T;
+    if (which == CALIB_X) sum_rows(st, layer, x, T, ld);
+    if (which == count_kind(st)) st->tokens[layer] += T;
     return AL_OK;
 }
 
@@ -195,7 +209,8 @@ typedef struct {
 static int run_hook(const FwdAct *a, void *ud) {
     RunCtx *c = ud;
     int rc = calib_add_act(c->st, a);
-    if (rc == AL_OK && a->kind == FWD_K_ROPE && a->pos0 + a->T == c->seqlen) calib_seq_done(c->st, a->layer);
+    fwd_act_kind last = count_kind(c->st) == CALIB_X ? FWD_ATTN_IN : FWD_K_ROPE;
+    if (rc == AL_OK && a->kind == last && a->pos0 + a->T == c->seqlen) calib_seq_done(c->st, a->layer);
     return rc;
 }
 
@@ -246,6 +261,48 @@ int calib_second_moment(const CalibStats *st, int layer, double *out) {
     size_t n = (size_t)st->sh.hidden, T = st->tokens[layer];
     if (T == 0) return al_err("calibration: layer %d has seen no tokens", layer);
     for (size_t i = 0; i < n * n; i++) out[i] /= (double)T;
+    return AL_OK;
+}
+
+int calib_mean(const CalibStats *st, int layer, double *out) {
+    if (layer < 0 || layer >= st->sh.n_layers)
+        return al_err("calibration: layer %d is out of range 0..%d", layer, st->sh.n_layers - 1);
+    if (!st->sx)
+        return al_err("calibration: the statistics keep no attention-input mean (%s)",
+                      st->has_x ? "a version-1 file: calibrate again" : "calibrate ... inputs on");
+    size_t n = (size_t)st->sh.hidden, T = st->tokens[layer];
+    if (T == 0) return al_err("calibration: layer %d has seen no tokens", layer);
+    for (size_t j = 0; j < n; j++) out[j] = st->sx[(size_t)layer * n + j] / (double)T;
+    return AL_OK;
+}
+
+void calib_free_arrays(int n_layers, double **sigma, double **mu) {
+    for (int l = 0; l < n_layers; l++) {
+        if (sigma) free(sigma[l]);
+        if (mu) free(mu[l]);
+    }
+    free(sigma);
+    free(mu);
+}
+
+int calib_input_arrays(const CalibStats *st, int lo, int hi, double ***sigma, double ***mu) {
+    *sigma = *mu = NULL;
+    int L = st->sh.n_layers;
+    size_t n = (size_t)st->sh.hidden;
+    if (hi < 0) hi = L - 1;
+    if (lo < 0 || lo > hi || hi >= L) return al_err("calibration: layers %d-%d out of range 0-%d", lo, hi, L - 1);
+    double **S = al_calloc((size_t)L, sizeof *S, "per-layer second moments");
+    double **M = al_calloc((size_t)L, sizeof *M, "per-layer means");
+    int rc = S && M ? AL_OK : AL_ERR;
+    for (int l = lo; rc == AL_OK && l <= hi; l++) {
+        if (!(S[l] = al_malloc3(n, n, sizeof(double), "an attention-input second moment"))) rc = AL_ERR;
+        if (rc == AL_OK) rc = calib_second_moment(st, l, S[l]);
+        if (rc == AL_OK && st->sx && !(M[l] = al_malloc3(n, 1, sizeof(double), "an attention-input mean"))) rc = AL_ERR;
+        if (rc == AL_OK && st->sx) rc = calib_mean(st, l, M[l]);
+    }
+    if (rc) { calib_free_arrays(L, S, M); return AL_ERR; }
+    *sigma = S;
+    *mu = M;
     return AL_OK;
 }
 
@@ -304,6 +361,14 @@ static int add_gram(st_writer *w, const CalibStats *st, calib_which which, int l
                             : st_writer_add(w, name, DT_F64, 3, shape, tmp, heads * n * n * sizeof(double));
 }
 
+/* Adds layer l's S_X as an F64 tensor (hidden). */
+static int add_sum(st_writer *w, const CalibStats *st, int l) {
+    char name[64];
+    size_t n = (size_t)st->sh.hidden;
+    snprintf(name, sizeof name, "layers.%d.sum_x", l);
+    return st_writer_add(w, name, DT_F64, 1, &n, st->sx + (size_t)l * n, n * sizeof(double));
+}
+
 int calib_save(const CalibStats *st, const char *path) {
     const CalibShape *sh = &st->sh;
     size_t biggest = layer_elems(sh, CALIB_K);
@@ -324,7 +389,8 @@ int calib_save(const CalibStats *st, const char *path) {
              (st->split && st_writer_meta(w, "split", st->split));
     for (int l = 0; rc == AL_OK && l < sh->n_layers; l++) {
         rc = add_gram(w, st, CALIB_K, l, "gram_k", tmp) || add_gram(w, st, CALIB_Q, l, "gram_q", tmp) ||
-             add_gram(w, st, CALIB_V, l, "gram_v", tmp) || (st->has_x && add_gram(w, st, CALIB_X, l, "gram_x", tmp));
+             add_gram(w, st, CALIB_V, l, "gram_v", tmp) || (st->has_x && add_gram(w, st, CALIB_X, l, "gram_x", tmp)) ||
+             (st->sx && add_sum(w, st, l));
         counts[2 * l] = (int64_t)st->tokens[l];
         counts[2 * l + 1] = (int64_t)st->seqs[l];
     }
@@ -365,6 +431,17 @@ static int read_gram(const st_file *f, const char *name, size_t heads, size_t n,
     return AL_OK;
 }
 
+/* Copies tensor `name` (F64, n) into dst. */
+static int read_sum(const st_file *f, const char *name, size_t n, double *dst) {
+    const st_entry *e = st_find(f, name);
+    if (!e) return al_err("%s: tensor '%s' is missing", st_path(f), name);
+    if (e->dtype != DT_F64 || e->ndim != 1 || e->shape[0] != n)
+        return al_err("%s: tensor '%s' should be F64 of shape (%zu), found %s with %d dims", st_path(f), name, n,
+                      dt_name(e->dtype), e->ndim);
+    memcpy(dst, st_data(f, e), n * sizeof(double));
+    return AL_OK;
+}
+
 int calib_load(const char *path, CalibStats **out) {
     *out = NULL;
     st_file *f;
@@ -379,8 +456,8 @@ int calib_load(const char *path, CalibStats **out) {
     int rc = read_meta_int(f, "version", &ver) || read_meta_int(f, "n_layers", &L) || read_meta_int(f, "n_heads", &H) ||
              read_meta_int(f, "n_kv_heads", &G) || read_meta_int(f, "d_qk", &d) || read_meta_int(f, "d_v", &dv) ||
              read_meta_int(f, "hidden", &D) || read_meta_int(f, "has_x", &hx) || read_meta_int(f, "seqlen", &seqlen);
-    if (rc == AL_OK && ver != CALIB_VERSION)
-        rc = al_err("%s: calibration file version %lld; this attnlab reads version %d", path, ver, CALIB_VERSION);
+    if (rc == AL_OK && (ver < 1 || ver > CALIB_VERSION))
+        rc = al_err("%s: calibration file version %lld; this attnlab reads versions 1-%d", path, ver, CALIB_VERSION);
     bool dims_ok = rc == AL_OK && L > 0 && L < 100000 && H > 0 && H < 100000 && G > 0 && G <= H && H % G == 0 && d > 0 &&
                    d < 65536 && dv > 0 && dv < 65536 && D > 0 && D < 1000000;
     if (rc == AL_OK && !dims_ok)
@@ -389,6 +466,7 @@ int calib_load(const char *path, CalibStats **out) {
     CalibStats *st = NULL;
     CalibShape sh = {(int)L, (int)H, (int)G, (int)d, (int)dv, (int)D};
     if (rc == AL_OK) rc = calib_new(&sh, hx != 0, &st);
+    if (rc == AL_OK && ver < 2) { free(st->sx); st->sx = NULL; }      /* version 1: no mean */
     for (int l = 0; rc == AL_OK && l < sh.n_layers; l++) {
         char name[64];
         size_t off = (size_t)l * layer_elems(&sh, CALIB_K);
@@ -400,6 +478,8 @@ int calib_load(const char *path, CalibStats **out) {
         if (rc == AL_OK) rc = read_gram(f, name, (size_t)G, (size_t)dv, st->gv + (size_t)l * layer_elems(&sh, CALIB_V));
         snprintf(name, sizeof name, "layers.%d.gram_x", l);
         if (rc == AL_OK && st->has_x) rc = read_gram(f, name, 0, (size_t)D, st->gx + (size_t)l * layer_elems(&sh, CALIB_X));
+        snprintf(name, sizeof name, "layers.%d.sum_x", l);
+        if (rc == AL_OK && st->sx) rc = read_sum(f, name, (size_t)D, st->sx + (size_t)l * (size_t)D);
     }
     if (rc == AL_OK) {
         const st_entry *e = st_find(f, "counts");

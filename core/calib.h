@@ -8,10 +8,14 @@
  *                                     group of g: the Gram of the group's stacked queries
  *                                     [Q_h1; Q_h2; ...] (seed 001, Theorem 5)
  *   G_V[l][g] = Vᵀ V        (dv, dv)
- *   G_X[l]    = Xᵀ X        (hidden, hidden)  optional: the normalized attention input (the x of
- *                                     x @ W_Q), so E[x xᵀ] = G_X / tokens feeds TransMLA's PCAs
+ *   G_X[l]    = Xᵀ X        (hidden, hidden)  optional, with S_X: the normalized attention input
+ *   S_X[l]    = Σ_t x_t     (hidden)          (the x of x @ W_Q), so E[x xᵀ] = G_X / tokens and
+ *                                     E[x] = S_X / tokens feed the activation-based TransMLA (seed
+ *                                     003): every key / value / query second moment it needs, bias
+ *                                     cross terms included, is a linear image of the two
  * and per layer the tokens and sequences accumulated (the same in every layer unless a run was
  * interrupted: the forward pass stops between layers, so each layer holds whole sequences).
+ * Tokens are counted from the attention-input rows when G_X is kept, else from the key rows.
  * MLA models have one "KV head" per query head (keys per head, the shared RoPE part repeated).
  *
  * Accumulators keep the upper triangle (dsyrk); read full symmetric matrices with calib_gram.
@@ -22,8 +26,10 @@
  *
  * File format (calib_save / calib_load): safetensors, F64 tensors
  *   layers.<l>.gram_k (G, d, d), layers.<l>.gram_q (G, d, d), layers.<l>.gram_v (G, dv, dv),
- *   layers.<l>.gram_x (hidden, hidden) when present, counts (n_layers, 2) I64 (tokens, sequences),
- * and metadata: format "attnlab-calib", version, the shape, model, source, split, seqlen. */
+ *   layers.<l>.gram_x (hidden, hidden) and layers.<l>.sum_x (hidden) when present, counts
+ *   (n_layers, 2) I64 (tokens, sequences),
+ * and metadata: format "attnlab-calib", version (2; version 1 files, without sum_x, still load,
+ * with no mean), the shape, model, source, split, seqlen. */
 #ifndef AL_CALIB_H
 #define AL_CALIB_H
 
@@ -49,7 +55,7 @@ typedef enum { CALIB_K, CALIB_Q, CALIB_V, CALIB_X } calib_which;
 
 typedef struct CalibStats {
     CalibShape sh;
-    bool has_x;               /* G_X is accumulated */
+    bool has_x;               /* G_X (and S_X) are accumulated */
     size_t *tokens;           /* (n_layers) token rows accumulated per layer */
     size_t *seqs;             /* (n_layers) sequences accumulated per layer */
     size_t seqlen;            /* tokens per sequence of the runs (0: none yet) */
@@ -60,6 +66,7 @@ typedef struct CalibStats {
     double *gq;               /* (L, G, d, d) */
     double *gv;               /* (L, G, dv, dv) */
     double *gx;               /* (L, hidden, hidden) or NULL */
+    double *sx;               /* (L, hidden) Σ x, or NULL (no G_X, or a version-1 file) */
     double *buf;              /* scratch for one block converted to double */
     size_t buf_cap;           /* doubles in buf */
 } CalibStats;
@@ -71,8 +78,9 @@ void calib_free(CalibStats *st);
 int calib_set_meta(CalibStats *st, const char *model, const char *source, const char *split);
 
 /* Accumulates T rows of one layer's activation: x + t * ld is row t, heads side by side
- * (K: G x d, Q: H x d, V: G x dv, X: hidden). K rows also count as tokens. Works from any source
- * (the forward pass's hooks, synthetic blocks in tests). */
+ * (K: G x d, Q: H x d, V: G x dv, X: hidden; X also into S_X). The rows count as tokens when they
+ * are X (with G_X kept) or K (without). Works from any source (the forward pass's hooks, synthetic
+ * blocks in tests). */
 int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size_t T, size_t ld);
 /* Marks one more whole sequence seen by layer (calib_run does it). */
 void calib_seq_done(CalibStats *st, int layer);
@@ -94,6 +102,14 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
 int calib_gram(const CalibStats *st, calib_which which, int layer, int g, double *out);
 /* E[x xᵀ] of layer's attention input, (hidden, hidden) into out (G_X / tokens). */
 int calib_second_moment(const CalibStats *st, int layer, double *out);
+/* E[x] of layer's attention input, (hidden) into out (S_X / tokens); an error when the statistics
+ * keep no mean (no G_X, or a version-1 file). */
+int calib_mean(const CalibStats *st, int layer, double *out);
+/* Per-layer arrays for TmlaOpts.sigma / .mu (core/transmla.h): n_layers entries each, E[x xᵀ] and
+ * E[x] of layers [lo, hi] (hi < 0: to the last), NULL elsewhere (and every mu entry NULL when
+ * there is no mean). Free with calib_free_arrays. */
+int calib_input_arrays(const CalibStats *st, int lo, int hi, double ***sigma, double ***mu);
+void calib_free_arrays(int n_layers, double **sigma, double **mu);
 /* Checks that st fits model m (same layer count, heads, dims); the error names what differs. */
 int calib_check_model(const CalibStats *st, const Model *m);
 

@@ -67,57 +67,6 @@ const char *export_hf_refusal(const Model *m, const FarrPlan *vo, const FarrPlan
     return r ? r : plan_hf_refusal(m, qk);
 }
 
-/* ================================================================ paths */
-
-static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
-
-/* The absolute, symlink-resolved form of path, which may not exist yet (its nearest existing
- * ancestor is resolved and the rest appended). Caller frees. */
-static char *resolve_path(const char *path) {
-    char real[PATH_MAX];
-    if (realpath(path, real)) return al_strdup(real);
-    char *copy = al_strdup(path), *dir = al_strdup(dirname(copy)), *base;
-    free(copy);
-    copy = al_strdup(path);
-    base = al_strdup(basename(copy));
-    free(copy);
-    char *pd = (dir && strcmp(dir, path) != 0) ? resolve_path(dir) : NULL;
-    char *out = pd && base ? al_asprintf("%s/%s", pd, base) : NULL;
-    free(dir); free(base); free(pd);
-    return out;
-}
-
-static bool dir_is_empty(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return true;
-    struct dirent *e;
-    bool empty = true;
-    while ((e = readdir(d))) if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { empty = false; break; }
-    closedir(d);
-    return empty;
-}
-
-/* Refuses the source folder (or a folder inside it) and a non-empty folder without force. */
-static int check_destination(const Model *m, const char *dir, bool force) {
-    const char *src = store_dir(m->store);
-    char *rs = src ? resolve_path(src) : NULL, *rd = resolve_path(dir);
-    int rc = AL_OK;
-    if (!rs || !rd) rc = al_err("cannot resolve the export folder %s", dir);
-    else {
-        size_t n = strlen(rs);
-        if (strcmp(rs, rd) == 0 || (strncmp(rs, rd, n) == 0 && rd[n] == '/'))
-            rc = al_err("export folder %s is %s the source model's folder %s: attnlab never writes into "
-                        "a source checkpoint; pick a new folder", dir, strcmp(rs, rd) == 0 ? "" : "inside", src);
-        else if (is_dir(dir) && !dir_is_empty(dir) && !force)
-            rc = al_err("export folder %s exists and is not empty: pick a new folder, or add `force` to "
-                        "write into it", dir);
-        else if (!is_dir(dir) && access(dir, F_OK) == 0)
-            rc = al_err("export destination %s exists and is not a folder", dir);
-    }
-    free(rs); free(rd);
-    return rc;
-}
-
 /* ================================================================ the export context */
 
 typedef struct {
@@ -613,7 +562,7 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     const char *why = export_hf_refusal(m, vo, qk);
     if (o.format == EXPORT_HF && why) return al_err("cannot export format hf: %s", why);
     x.fmt = o.format == EXPORT_AUTO ? (why ? EXPORT_FACTORS : EXPORT_HF) : o.format;
-    if (check_destination(m, dir, o.force) != AL_OK) return AL_ERR;
+    if (al_export_dir(dir, store_dir(m->store), o.force) != AL_OK) return AL_ERR;
     if (x.fmt == EXPORT_HF) {
         const ModelConfig *c = x.c;
         x.nope2 = qk ? qk->rank_max : c->qk_nope_dim;

@@ -68,6 +68,10 @@ struct Forward {
     size_t max_ctx, pos, seq, cap;
     float **kc, **vc;             /* per layer: (cap, G dqk), (cap, G dv) keys after RoPE, values */
     FwdHooks hooks;
+    const AttnLayer **over;       /* (n_layers) attention overrides (borrowed); NULL: the model's own */
+    float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
+                                     (NULL exactly where there is no override, or before the cache) */
+    int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
 
     /* scratch, (rows, width) */
     fbuf x, h, q, k, v, att, f1, f2, lat, lat2, kvb, cs, sn, logit, scores;
@@ -108,6 +112,8 @@ static float *fb_fit(fbuf *b, size_t a, size_t b2, const char *what) {
 static void fb_free(fbuf *b) { free(b->p); b->p = NULL; b->cap = 0; }
 
 static void lin_free(Lin *l) { mat_free(l->w); mat_free(l->b); l->w = l->b = NULL; }
+
+static int xin_fit(Forward *f, int L, size_t cap);
 
 /* y (T, out; row stride ldy) = x (T, in; stride ldx) @ W^T (+ b). */
 static void lin_apply(const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
@@ -462,8 +468,13 @@ void fwd_free(Forward *f) {
     mat_free(f->embed); mat_free(f->wpe); mat_free(f->lm_head); mat_free(f->norm); mat_free(f->norm_b);
     if (f->kc)
         for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
+    if (f->xin)
+        for (int L = 0; L < f->c->n_layers; L++) free(f->xin[L]);
     free(f->kc);
     free(f->vc);
+    free(f->xin);
+    free(f->over);
+    free(f->opos);
     free(f->inv_freq);
     fbuf *bs[] = {&f->x, &f->h, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb, &f->cs,
                   &f->sn, &f->logit, &f->scores};
@@ -499,7 +510,9 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->layers = al_calloc((size_t)c->n_layers, sizeof *f->layers, "layer weights");
     f->kc = al_calloc((size_t)c->n_layers, sizeof *f->kc, "the KV cache");
     f->vc = al_calloc((size_t)c->n_layers, sizeof *f->vc, "the KV cache");
-    if (!f->layers || !f->kc || !f->vc) rc = AL_ERR;
+    f->over = al_calloc((size_t)c->n_layers, sizeof *f->over, "attention overrides");
+    f->xin = al_calloc((size_t)c->n_layers, sizeof *f->xin, "attention overrides");
+    if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin) rc = AL_ERR;
     size_t layer_bytes = 0, glob_bytes = 0;
     for (int L = 0; rc == AL_OK && L < c->n_layers; L++) rc = layer_load(f, L, true, &layer_bytes);
     if (rc == AL_OK) rc = load_globals(f, &glob_bytes);
@@ -522,6 +535,44 @@ bool fwd_streaming(const Forward *f) { return f->streaming; }
 void fwd_set_hooks(Forward *f, const FwdHooks *h) {
     if (h) f->hooks = *h;
     else memset(&f->hooks, 0, sizeof f->hooks);
+}
+
+Model *fwd_model(const Forward *f) { return f->m; }
+
+double fwd_attn_scale(const Forward *f, int layer) {
+    return f->scale_by_layer ? f->scale / (double)(layer + 1) : f->scale;
+}
+
+size_t fwd_attn_window(const Forward *f, int layer) {
+    return f->window && layer >= f->window_from ? f->window : 0;
+}
+
+int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
+    int n = f->c->n_layers;
+    if (layer < 0 || layer >= n) return al_err("attention override: layer %d is out of range 0-%d", layer, n - 1);
+    if (L && (L->hidden < 0 || (size_t)L->hidden != f->D))
+        return al_err("attention override of layer %d: the layer reads %d-wide inputs, the model's hidden size is %zu",
+                      layer, L->hidden, f->D);
+    if (L && attn_layer_validate(L)) return al_err_ctx("attention override of layer %d", layer);
+    if (L && f->cap && !f->xin[layer] && xin_fit(f, layer, f->cap)) return AL_ERR;
+    if (!L) {                                  /* the input cache goes with the override */
+        free(f->xin[layer]);
+        f->xin[layer] = NULL;
+    }
+    f->over[layer] = L;
+    fwd_reset(f);
+    return AL_OK;
+}
+
+void fwd_clear_attn(Forward *f) {
+    bool any = false;
+    for (int L = 0; L < f->c->n_layers; L++) {
+        any |= f->over[L] != NULL;
+        f->over[L] = NULL;
+        free(f->xin[L]);
+        f->xin[L] = NULL;
+    }
+    if (any) fwd_reset(f);
 }
 
 /* ================================================================ kernels */
@@ -571,6 +622,26 @@ static void rope_apply(const Forward *f, float *x, size_t T, size_t ld, size_t h
     }
 }
 
+/* Makes the attention-input cache of overridden layer L hold cap rows (keeping the old ones). */
+static int xin_fit(Forward *f, int L, size_t cap) {
+    float *x = al_malloc3(cap, f->D, sizeof(float), "the attention inputs of an overridden layer");
+    if (!x) return AL_ERR;
+    if (f->xin[L]) memcpy(x, f->xin[L], (f->cap < cap ? f->cap : cap) * f->D * sizeof(float));
+    free(f->xin[L]);
+    f->xin[L] = x;
+    return AL_OK;
+}
+
+/* Positions 0..cap-1 for attn_eval. */
+static int opos_fit(Forward *f, size_t cap) {
+    int *p = al_malloc3(cap, 1, sizeof(int), "positions");
+    if (!p) return AL_ERR;
+    for (size_t i = 0; i < cap; i++) p[i] = (int)i;
+    free(f->opos);
+    f->opos = p;
+    return AL_OK;
+}
+
 /* Makes the layer's KV cache hold n rows. */
 static int cache_fit(Forward *f, size_t n) {
     if (n <= f->cap) return AL_OK;
@@ -591,8 +662,12 @@ static int cache_fit(Forward *f, size_t n) {
         f->kc[L] = k;
         f->vc[L] = v;
     }
-    f->cap = cap;
-    return AL_OK;
+    int rc = AL_OK;
+    for (int L = 0; rc == AL_OK && L < f->c->n_layers; L++)
+        if (f->over[L]) rc = xin_fit(f, L, cap);
+    if (rc == AL_OK) rc = opos_fit(f, cap);
+    if (rc == AL_OK) f->cap = cap;
+    return rc;
 }
 
 typedef struct {
@@ -611,7 +686,7 @@ static int attn_head(size_t h, int worker, void *ud) {
     size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
     const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
     float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
-    bool win = f->window && j->L >= f->window_from;
+    size_t window = fwd_attn_window(f, j->L);
     for (size_t r0 = 0; r0 < j->T; r0 += QCHUNK) {
         size_t nr = j->T - r0 < QCHUNK ? j->T - r0 : QCHUNK;
         size_t nk = f->pos + r0 + nr;                        /* keys visible to the chunk's last row */
@@ -619,7 +694,7 @@ static int attn_head(size_t h, int worker, void *ud) {
                     j->q + r0 * j->ldq + h * f->dqk, (int)j->ldq, K, (int)kw, 0.f, S, (int)nk);
         for (size_t t = 0; t < nr; t++) {
             size_t p = f->pos + r0 + t;                       /* this row's position: keys 0..p */
-            size_t lo = win && p + 1 > f->window ? p + 1 - f->window : 0;
+            size_t lo = window && p + 1 > window ? p + 1 - window : 0;
             float *s = S + t * nk, mx = -INFINITY;
             for (size_t k = lo; k <= p; k++) mx = s[k] > mx ? s[k] : mx;
             double sum = 0;
@@ -633,6 +708,19 @@ static int attn_head(size_t h, int worker, void *ud) {
     return AL_OK;
 }
 
+/* Overridden layer L on f->h (T rows): the rows join the layer's input cache, attn_eval runs the
+ * override over the whole sequence, and its last T output rows go to f->h (T, D). */
+static int attention_override(Forward *f, int L, size_t T) {
+    size_t D = f->D, n = f->pos + T;
+    memcpy(f->xin[L] + f->pos * D, f->h.p, T * D * sizeof(float));
+    Mat X = {.rows = n, .cols = D, .data = f->xin[L]};
+    AttnOut *o = NULL;
+    if (attn_eval(f->over[L], &X, f->opos, false, &o)) return al_err_ctx("forward pass, layer %d (override)", L);
+    memcpy(f->h.p, o->out->data + f->pos * D, T * D * sizeof(float));
+    attn_out_free(o);
+    return AL_OK;
+}
+
 /* Attention block of layer L on f->h (normed input, T rows): Q, K, V, RoPE, cache, attention,
  * output projection into f->h (T, D). */
 static int attention(Forward *f, int L, size_t T) {
@@ -643,6 +731,10 @@ static int attention(Forward *f, int L, size_t T) {
     size_t ldq, ldk, ldv;
     int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
     if (rc) return rc;
+    if (f->over[L]) {
+        if ((rc = attention_override(f, L, T))) return rc;
+        return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
+    }
     if (!fb_fit(&f->att, T, H * dv, "attention output")) return AL_ERR;
     if (f->gpt2) {                                           /* c_attn: [Q | K | V] columns, one sgemm */
         if (!(q = fb_fit(&f->q, T, 3 * D, "Q/K/V"))) return AL_ERR;
@@ -697,8 +789,7 @@ static int attention(Forward *f, int L, size_t T) {
         memcpy(f->kc[L] + (f->pos + t) * kw, k + t * ldk, kw * sizeof(float));
         memcpy(f->vc[L] + (f->pos + t) * vw, v + t * ldv, vw * sizeof(float));
     }
-    attn_job job = {.f = f, .L = L, .T = T, .q = q, .ldq = ldq,
-                    .scale = f->scale_by_layer ? f->scale / (double)(L + 1) : f->scale};
+    attn_job job = {.f = f, .L = L, .T = T, .q = q, .ldq = ldq, .scale = fwd_attn_scale(f, L)};
     if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
         rc = lin_sweep(H, f->nworkers, attn_head, &job);
     else
@@ -834,4 +925,31 @@ int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *co
     *nll_sum = sum;
     *count = T - 1;
     return AL_OK;
+}
+
+int fwd_ppl(Forward *f, const int *ids, size_t n, size_t seqlen, FwdPpl *out) {
+    memset(out, 0, sizeof *out);
+    out->nll = NAN;
+    if (seqlen < 2) return al_err("perplexity windows need at least 2 tokens, not %zu", seqlen);
+    if (seqlen > f->max_ctx)
+        return al_err("perplexity: seqlen %zu is longer than the model's context %zu: give a smaller seqlen", seqlen,
+                      f->max_ctx);
+    if (n < 2) return al_err("perplexity needs at least 2 tokens; the text has %zu", n);
+    size_t nwin = (n + seqlen - 1) / seqlen;
+    double sum = 0;
+    int rc = AL_OK;
+    for (size_t w = 0; w < nwin; w++) {
+        size_t start = w * seqlen, len = n - start < seqlen ? n - start : seqlen, c;
+        double s;
+        if (len < 2) break;
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        if ((rc = fwd_nll(f, ids + start, len, &s, &c)) != AL_OK) break;
+        sum += s;
+        out->tokens += c;
+        out->windows++;
+        al_progress("window", w + 1, nwin);
+    }
+    al_progress(NULL, 0, 0);
+    if (out->tokens) out->nll = sum / (double)out->tokens;
+    return rc;
 }

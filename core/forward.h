@@ -25,10 +25,15 @@
  * model.h): Q/K columns [0, qk_nope) are NoPE, [qk_nope, qk_nope + qk_rope) carry RoPE, rotated in
  * the checkpoint's own pair layout (DeepSeek's interleaved pairs are not de-interleaved: scores
  * are the same, and the columns match model_head's). MLA keys are given per head with the
- * shared RoPE part repeated in each head. */
+ * shared RoPE part repeated in each head.
+ *
+ * Attention overrides (fwd_set_attn): any layer's attention can be replaced by an AttnLayer
+ * (core/attn_eval.h: a TransMLA conversion, a RoPE-removal variant), so converted layers run
+ * inside the real model without exporting it. */
 #ifndef AL_FORWARD_H
 #define AL_FORWARD_H
 
+#include "attn_eval.h"
 #include "model.h"
 
 /* ================================================================ hooks */
@@ -117,5 +122,41 @@ int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *log
  * log-likelihood (nats, double) of tokens[1..T) given their prefixes, and their count (T - 1).
  * Logits are computed in row chunks and never stored whole. */
 int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *count);
+
+/* Perplexity over windows: ids[0..n) cut into non-overlapping windows of seqlen tokens (the last
+ * may be shorter; one of a single token is dropped), each a fresh sequence (fwd_nll). */
+typedef struct {
+    double nll;           /* mean NLL per predicted token (nats); log-perplexity */
+    size_t tokens;        /* tokens predicted */
+    size_t windows;       /* windows run */
+} FwdPpl;
+
+/* Fills *out (progress "window"). Errors: seqlen < 2 or longer than the context, fewer than 2
+ * tokens. Ctrl-C returns AL_INTERRUPTED with the windows done so far in *out. */
+int fwd_ppl(Forward *f, const int *ids, size_t n, size_t seqlen, FwdPpl *out);
+
+/* ================================================================ what the pass uses */
+
+/* The model the pass runs. */
+Model *fwd_model(const Forward *f);
+/* Softmax scale of layer's attention: d_qk^-1/2, or the config's (GPT-2 scale_attn_weights and
+ * scale_attn_by_inverse_layer_idx, DeepSeek's YaRN mscale^2). */
+double fwd_attn_scale(const Forward *f, int layer);
+/* Sliding window of layer's attention in tokens (0: none): Mistral's sliding_window, Qwen2's from
+ * max_window_layers on when use_sliding_window. */
+size_t fwd_attn_window(const Forward *f, int layer);
+
+/* ================================================================ attention overrides */
+
+/* Runs L (core/attn_eval.h; borrowed: keep it alive while set) as layer's attention in place of
+ * the model's: its input is the layer's normalized attention input, its output (after its W_O)
+ * joins the residual stream. NULL restores the model's attention. L must read and write the
+ * model's hidden size. The sequence is reset. An overridden layer keeps the attention inputs of
+ * the sequence and evaluates L over all of them on each call (attn_eval at positions 0..pos+T-1:
+ * fine for fwd_nll and calibration; decoding token by token costs O(pos) per token), and hands
+ * only FWD_ATTN_IN and FWD_ATTN_PROJ to hooks. */
+int fwd_set_attn(Forward *f, int layer, const AttnLayer *L);
+/* Removes every override (and resets the sequence when there was one). */
+void fwd_clear_attn(Forward *f);
 
 #endif

@@ -7,7 +7,6 @@
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <float.h>
 #include <lapacke.h>
@@ -16,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "lin.h"
 #include "safetensors.h"
@@ -349,49 +347,6 @@ int kq_learn(const CalibStats *st, const double *G_W, kq_method m, const KqSpec 
     free(gk); free(gq); free(gv); free(lam); free(Vscr);
     if (rc) { kq_proj_free(p); return rc; }
     *out = p;
-    return AL_OK;
-}
-
-/* ================================================================ attention parameters */
-
-static double jnum(const cJSON *o, const char *key, double dflt) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
-}
-
-static double yarn_mscale(double factor, double mscale) {
-    return factor <= 1 ? 1.0 : 0.1 * mscale * log(factor) + 1.0;
-}
-
-int kq_attn_params(const Model *m, int layer, double *scale, size_t *window) {
-    const ModelConfig *c = &m->cfg;
-    *scale = 1.0 / sqrt((double)cfg_d_qk(c));
-    *window = 0;
-    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
-    if (!root) return AL_OK;
-    if (c->family == FAM_GPT2) {
-        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights"))) *scale = 1.0;
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx")))
-            *scale /= (double)(layer + 1);
-    }
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (cfg_is_mla(c) && cJSON_IsObject(rs)) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
-        double msa = jnum(rs, "mscale_all_dim", 0);
-        if (cJSON_IsString(t) && !strcmp(t->valuestring, "yarn") && msa != 0) {
-            double m2 = yarn_mscale(jnum(rs, "factor", 1.0), msa);
-            *scale *= m2 * m2;
-        }
-    }
-    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
-    bool use_sw = c->family == FAM_MISTRAL ||
-                  (c->family == FAM_QWEN2 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window")));
-    if (use_sw && cJSON_IsNumber(sw) && sw->valuedouble > 0) {
-        int from = c->family == FAM_QWEN2 ? (int)jnum(root, "max_window_layers", 0) : 0;
-        if (layer >= from) *window = (size_t)sw->valuedouble;
-    }
-    cJSON_Delete(root);
     return AL_OK;
 }
 
@@ -733,8 +688,10 @@ int kq_eval_run(KqEval *ev, Model *m, Forward *f, const int *tokens, size_t nseq
     ev->scale = al_calloc(L, sizeof(double), "attention scales");
     ev->window = al_calloc(L, sizeof(size_t), "attention windows");
     if (!ev->scale || !ev->window) return AL_ERR;
-    for (size_t l = 0; l < L; l++)
-        if (kq_attn_params(m, (int)l, &ev->scale[l], &ev->window[l])) return AL_ERR;
+    for (size_t l = 0; l < L; l++) {
+        ev->scale[l] = fwd_attn_scale(f, (int)l);
+        ev->window[l] = fwd_attn_window(f, (int)l);
+    }
     ev->run_T = seqlen;
     FwdHooks h = {.mask = FWD_Q_ROPE | FWD_K_ROPE | FWD_V | FWD_ATTN_OUT, .fn = eval_hook, .ud = ev, .chunk = 0};
     fwd_set_hooks(f, &h);
@@ -752,31 +709,6 @@ int kq_eval_run(KqEval *ev, Model *m, Forward *f, const int *tokens, size_t nseq
 }
 
 /* ================================================================ export */
-
-/* Checks the destination: not the model's folder, empty unless force. */
-static int check_dest(const char *dir, const KqExportInfo *info) {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (info && info->model_path && realpath(info->model_path, b) && realpath(dir, a)) {
-        struct stat sb;
-        if (stat(b, &sb) == 0 && !S_ISDIR(sb.st_mode)) {             /* a file model: its folder */
-            char *slash = strrchr(b, '/');
-            if (slash && slash != b) *slash = 0;
-        }
-        size_t nb = strlen(b);
-        if (!strcmp(a, b) || (!strncmp(a, b, nb) && a[nb] == '/'))
-            return al_err("export: %s is the model's own folder (or inside it); export into a new folder", dir);
-    }
-    DIR *d = opendir(dir);
-    if (!d) return AL_OK;
-    struct dirent *e;
-    bool empty = true;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { empty = false; break; }
-    closedir(d);
-    if (!empty && !(info && info->force))
-        return al_err("export: %s exists and is not empty; choose a new folder (or add `force`)", dir);
-    return AL_OK;
-}
 
 /* One set's safetensors file. */
 static int write_set(const char *dir, const KqProj *p, const char *fname) {
@@ -883,7 +815,7 @@ static cJSON *manifest(const KqProj *const *sets, size_t nsets, const KqExportIn
 int kqsvd_export(const char *dir, const KqProj *const *sets, size_t nsets, const KqExportInfo *info, size_t *files) {
     if (files) *files = 0;
     if (nsets == 0) return al_err("export: no projections learned yet: run `kvsvd learn` first");
-    if (check_dest(dir, info) || al_mkdirs(dir)) return AL_ERR;
+    if (al_export_dir(dir, info ? info->model_path : NULL, info && info->force) || al_mkdirs(dir)) return AL_ERR;
     size_t n = 0;
     for (size_t s = 0; s < nsets; s++) {
         char fname[64];

@@ -109,11 +109,6 @@ typedef struct {
     size_t n_seq;             /* sequences averaged */
 } KqErr;
 
-/* Softmax scale and sliding window of layer L as the forward pass uses them (1/sqrt(d_qk); GPT-2's
- * scale_attn_weights / scale_attn_by_inverse_layer_idx; DeepSeek YaRN mscale²; Mistral / Qwen2
- * sliding windows). */
-int kq_attn_params(const Model *m, int layer, double *scale, size_t *window);
-
 typedef struct KqEval KqEval;
 
 /* An evaluator of nsets projection sets (all of shape sh; the sets must outlive it). */
@@ -121,7 +116,8 @@ int kq_eval_new(const CalibShape *sh, const KqProj *const *sets, size_t nsets, K
 void kq_eval_free(KqEval *ev);
 
 /* One sequence's layer: Q (T, H d) after RoPE, K (T, G d) after RoPE, V (T, G dv) with row strides;
- * W_O (H dv, hidden) row-major (rows of head h at h dv); scale and window as kq_attn_params.
+ * W_O (H dv, hidden) row-major (rows of head h at h dv); scale and window as the forward pass's
+ * (fwd_attn_scale, fwd_attn_window).
  * Accumulates every set's errors for the layer. attn_ref (optional, (T, H dv), row stride ld_ref):
  * the forward pass's own attention output, compared with the exact recomputation (kq_eval_ref_diff). */
 int kq_eval_layer(KqEval *ev, int layer, size_t T, const float *Q, size_t ldq, const float *K, size_t ldk,

@@ -5,7 +5,6 @@
 #include "mla_export.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -15,26 +14,6 @@
 #include <sys/stat.h>
 
 /* ================================================================ folders and files */
-
-/* The export folder must be new or empty, and not the source's folder. */
-static int check_target(const char *dir, const char *src_dir) {
-    struct stat sb;
-    if (stat(dir, &sb) == 0) {
-        if (!S_ISDIR(sb.st_mode)) return al_err("%s exists and is not a folder: give a new folder for the export", dir);
-        DIR *dd = opendir(dir);
-        if (!dd) return al_err("%s: cannot read: %s", dir, strerror(errno));
-        struct dirent *de;
-        bool empty = true;
-        while ((de = readdir(dd)))
-            if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) { empty = false; break; }
-        closedir(dd);
-        if (!empty) return al_err("%s is not empty: export writes into a new or empty folder (nothing was written)", dir);
-    }
-    char a[PATH_MAX], b[PATH_MAX];
-    if (src_dir && realpath(src_dir, b) && stat(dir, &sb) == 0 && realpath(dir, a) && strcmp(a, b) == 0)
-        return al_err("%s is the source model's folder: export never writes there; give a new folder", dir);
-    return AL_OK;
-}
 
 /* Writes a cJSON document to dir/name atomically. */
 static int write_json(const char *dir, const char *name, const cJSON *doc) {
@@ -365,7 +344,7 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
             return al_err("export: layer %d was not converted; a DeepSeek-V3 checkpoint needs every layer in MLA form "
                           "(convert all layers)", l);
     const char *src_dir = store_dir(r->src->store);
-    if (check_target(dir, src_dir)) return AL_ERR;
+    if (al_export_dir(dir, src_dir, false)) return AL_ERR;
     dt_type dt = export_dtype(r, o);
     bool bias = false;
     for (int l = 0; l < r->n_layers; l++) {

@@ -1,49 +1,17 @@
-/* tmla_lm.h -- perplexity of a Llama-family language model whose attention layers can be swapped
- * for converted ones in memory (TransMLA variants, seed 003), and the two perplexity studies
- * built on it: the RoPE-removal curve (Figure 3b) and the W-based / activation-based, with /
- * without KV balancing table (Figure 4b).
- *
- * Why not core/forward.c: a DeepSeek-V3 checkpoint carries one standard RoPE of qk_rope_head_dim
- * dims, so only conversions keeping D = d / M RoPE dims can be exported and run there (that is
- * what `convert mla` does). The RoPE-removal curve keeps any number of rotated pairs, each at its
- * own frequency; core/attn_eval.c evaluates such layers, and this module runs the rest of the
- * network around them: embeddings, RMSNorm, attention (attn_eval, causal, positions 0..T-1),
- * SwiGLU MLP, final norm, LM head. Families: Llama, Mistral (no active sliding window), Qwen2,
- * llama2.c (what core/attn_eval.c loads and `convert mla` converts). With its original layers the
- * model's NLL matches fwd_nll (tests hold them to 1e-4). Weights are float32 copies, resident. */
+/* tmla_lm.h -- the two TransMLA perplexity studies (seed 003): the RoPE-removal curve (Figure 3b)
+ * and the W-based / activation-based, with / without KV balancing table (Figure 4b). Each variant
+ * converts the chosen layers in memory and runs the model's real forward pass with them swapped in
+ * (fwd_set_attn, core/forward.h): a DeepSeek-V3 checkpoint carries one standard RoPE of
+ * qk_rope_head_dim dims, so only conversions keeping D = d / M RoPE dims can be exported (what
+ * `convert mla` does), while the RoPE-removal curve keeps any number of rotated pairs, each at its
+ * own frequency -- core/attn_eval.c evaluates such layers. Perplexities are fwd_ppl's windows.
+ * Both studies leave the forward pass without overrides (fwd_clear_attn), and take models that
+ * tmla_resolve_opts accepts (GQA with full RoPE). */
 #ifndef AL_TMLA_LM_H
 #define AL_TMLA_LM_H
 
 #include "forward.h"
 #include "transmla.h"
-
-typedef struct TlmModel TlmModel;
-
-/* Loads m's weights (the original attention layers as AttnLayer, the rest as float matrices).
- * Errors name the family or tensor that is not covered. m must outlive the result. */
-int tlm_new(Model *m, TlmModel **out);
-void tlm_free(TlmModel *t);
-Model *tlm_model(const TlmModel *t);
-/* The original attention layer L (owned by t). */
-const AttnLayer *tlm_original(const TlmModel *t, int layer);
-/* Uses L (borrowed: keep it alive while in use) as layer's attention; NULL restores the original.
- * L must read and write the model's hidden size. */
-int tlm_set_attn(TlmModel *t, int layer, const AttnLayer *L);
-/* Restores every original layer. */
-void tlm_reset_attn(TlmModel *t);
-
-/* Summed negative log-likelihood (nats) of tokens[1..T) given their prefixes (one fresh sequence
- * at positions 0..T-1) and the count T - 1, as fwd_nll. */
-int tlm_nll(TlmModel *t, const int *tokens, size_t T, double *nll_sum, size_t *count);
-
-/* The `ppl` windows: tokens cut into non-overlapping windows of seqlen (the last may be shorter,
- * at least 2 tokens), each a fresh sequence predicting its tokens 2..; the mean NLL per predicted
- * token and the count. nll_fn is tlm_nll (ud = TlmModel *) or fwd_nll (ud = Forward *) through
- * the adapters below. Ctrl-C: AL_INTERRUPTED. */
-typedef int (*tlm_nll_fn)(void *ud, const int *tokens, size_t T, double *nll_sum, size_t *count);
-int tlm_windows_nll(tlm_nll_fn fn, void *ud, const int *ids, size_t n, size_t seqlen, double *mean_nll, size_t *count);
-int tlm_nll_tlm(void *ud, const int *tokens, size_t T, double *nll_sum, size_t *count);
-int tlm_nll_fwd(void *ud, const int *tokens, size_t T, double *nll_sum, size_t *count);
 
 /* ================================================================ Figure 3b: RoPE removal */
 
@@ -81,8 +49,8 @@ void tlm_removal_free(TlmRemoval *r);
  * PCA per group of M frequencies, each group turning at its first frequency); the MHA2MLA curve
  * keeps per KV head the same number of frequencies (tmla_mha2mla_pairs). No KV compression: the
  * dims that lose RoPE stay as NoPE keys. Fractions are rounded to whole pairs (repeats dropped).
- * al_progress("variant"); Ctrl-C: AL_INTERRUPTED, nothing kept. */
-int tlm_rope_removal(TlmModel *t, const TlmRemovalOpts *o, TlmRemoval **out);
+ * f runs fwd_model(f). al_progress("variant"); Ctrl-C: AL_INTERRUPTED, nothing kept. */
+int tlm_rope_removal(Forward *f, const TlmRemovalOpts *o, TlmRemoval **out);
 
 /* ================================================================ Figure 4b: the KV table */
 
@@ -116,7 +84,8 @@ typedef struct {
 } TlmKvTable;
 
 void tlm_kv_table_free(TlmKvTable *t);
-/* Converts the layers four ways per rank and measures each perplexity (al_progress "variant"). */
-int tlm_kv_table(TlmModel *t, const TlmKvTableOpts *o, TlmKvTable **out);
+/* Converts the layers four ways per rank and measures each perplexity with f (al_progress
+ * "variant"). */
+int tlm_kv_table(Forward *f, const TlmKvTableOpts *o, TlmKvTable **out);
 
 #endif

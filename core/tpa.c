@@ -699,52 +699,6 @@ int tpa_convert(Model *m, const TpaOpts *opts, TpaModel **out) {
 
 /* ================================================================ export */
 
-/* Creates dir and its parents; an existing dir must be empty. */
-static int make_empty_dir(const char *dir) {
-    struct stat st;
-    if (stat(dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) return al_err("export: %s exists and is not a folder", dir);
-        DIR *dp = opendir(dir);
-        if (!dp) return al_err("export: cannot open %s: %s", dir, strerror(errno));
-        struct dirent *e;
-        bool empty = true;
-        while ((e = readdir(dp)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { empty = false; break; }
-        closedir(dp);
-        return empty ? AL_OK : al_err("export: %s is not empty: give a new or empty folder", dir);
-    }
-    if (al_mkdirs(dir) != AL_OK) return al_err_ctx("export");
-    return AL_OK;
-}
-
-/* Refuses dir when it is, or is inside, the folder of src_path (a folder or a file in one). */
-static int not_in_source(const char *dir, const char *src_path) {
-    if (!src_path || !*src_path) return AL_OK;
-    char sreal[PATH_MAX], dreal[PATH_MAX];
-    struct stat st;
-    if (!realpath(src_path, sreal)) return AL_OK;
-    if (stat(sreal, &st) == 0 && !S_ISDIR(st.st_mode)) {
-        char *slash = strrchr(sreal, '/');
-        if (slash && slash != sreal) *slash = 0;
-    }
-    /* dir may not exist yet: resolve its nearest existing parent. */
-    char *p = al_strdup(dir);
-    if (!p) return AL_ERR;
-    while (!realpath(p, dreal)) {
-        char *slash = strrchr(p, '/');
-        if (!slash || slash == p) {
-            if (!realpath(slash == p ? "/" : ".", dreal)) dreal[0] = 0;
-            break;
-        }
-        *slash = 0;
-    }
-    free(p);
-    size_t n = strlen(sreal);
-    if (dreal[0] && !strncmp(dreal, sreal, n) && (dreal[n] == 0 || dreal[n] == '/'))
-        return al_err("export: %s is inside the source model's folder %s: write to a new folder elsewhere", dir, sreal);
-    return AL_OK;
-}
-
 /* Adds a 1-D F32 vector (n values) or a 2-D F32 (rows, cols) array. */
 static int add_f32(st_writer *w, const char *name, const float *v, size_t rows, size_t cols, int ndim) {
     size_t shape[2] = {rows, cols};
@@ -845,7 +799,7 @@ int tpa_export(const TpaModel *t, const char *dir, dt_type dtype) {
     for (int l = 0; l < t->n_layers; l++)
         if (!t->layers[l])
             return al_err("TPA export: layer %d was not converted: run the conversion on every layer (layers all)", l);
-    if (not_in_source(dir, t->src_path) || make_empty_dir(dir)) return AL_ERR;
+    if (al_export_dir(dir, t->src_path, false) || al_mkdirs(dir)) return AL_ERR;
     st_writer *w = st_writer_new();
     if (!w) return al_err("TPA export: out of memory");
     int rc = st_writer_meta(w, "format", TPA_FORMAT);

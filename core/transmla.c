@@ -433,7 +433,11 @@ int tmla_balance(TmlaLayer *T, bool on, const double *C_J) {
     size_t nK = (size_t)(T->G * T->d - T->D), nJ = (size_t)T->n_J;
     double trK = 0, trV = 0;
     for (size_t i = 0; i < nJ; i++) *(i < nK ? &trK : &trV) += C_J[i * nJ + i];
-    T->alpha = on && nK > 0 && trK > 0 && trV > 0 ? sqrt(trK / trV) : 1.0;
+    /* NoPE keys at rounding level of the key energy (identical KV heads: the rotated copies are
+     * zero) carry nothing to balance: dividing them by alpha ~ 1e-17 would drown the values. */
+    double key_ref = T->key_total > 0 ? T->key_total : trK;
+    bool nope_energy = nK > 0 && trK > 1e-12 * key_ref;
+    T->alpha = on && nope_energy && trV > 0 ? sqrt(trK / trV) : 1.0;
     return AL_OK;
 }
 

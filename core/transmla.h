@@ -27,8 +27,8 @@
  * Every PCA takes its covariance as an INPUT: the second moment of its features. Here they come
  * from the weights (tmla_kv_cov_from_weights with Sigma = E[x xᵀ] of the layer's input, identity
  * when NULL: the paper's "W-based" variant); a calibration pass passes activation statistics
- * (core/act_stats.h: Sigma and the mean mu = E[x], which matters with biases): the features'
- * second moments are then exactly those of the activations ("WX-based"). */
+ * (core/calib.h's calib_input_arrays: Sigma and the mean mu = E[x], which matters with biases):
+ * the features' second moments are then exactly those of the activations ("WX-based"). */
 #ifndef AL_TRANSMLA_H
 #define AL_TRANSMLA_H
 
@@ -100,7 +100,8 @@ double tmla_kept_energy(const TmlaLayer *T, const double *C_K);
 /* Second moment of the joint PCA's features [K_nope ; V] (unscaled) from C_kv, through the
  * current rotation: (n_J square), caller frees. */
 int tmla_joint_cov(const TmlaLayer *T, const double *C_kv, double **C_J);
-/* Step 4a: alpha = sqrt(tr C_Knope / tr C_V) when on (1 when off or when there is no NoPE key). */
+/* Step 4a: alpha = sqrt(tr C_Knope / tr C_V) when on (1 when off, or when the NoPE keys hold no
+ * energy: tr C_Knope <= 1e-12 tr C_K, e.g. identical KV heads). */
 int tmla_balance(TmlaLayer *T, bool on, const double *C_J);
 /* Step 4b: basis of the top R eigenvectors of the balanced C_J (R = TMLA_FULL: all n_J). */
 int tmla_joint_lowrank(TmlaLayer *T, int R, const double *C_J);

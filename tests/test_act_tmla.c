@@ -1,13 +1,24 @@
-/* test_act_tmla.c -- the activation-based TransMLA (seed 003, 4.2-4.3, App. D) on synthetic data:
- * activation statistics of exactly white inputs give the weight-based conversion (M = 1 and 2,
- * truncated kv-rank); the bias cross terms through the mean match the empirical second moment of
- * [k ; v]; sorting rotated pairs and selecting unrotated ones (MHA2MLA) are exact while every pair
- * keeps RoPE, and the selection picks the loud frequency; and the exact conversion (one KV head, kv-rank full, D = d) made with activation
- * statistics keeps the perplexity of its DeepSeek-V3 export, run by the forward pass, to 1e-4. */
+/* test_act_tmla.c -- the activation-based TransMLA (seed 003, 4.2-4.3, App. D) on synthetic data,
+ * its statistics accumulated by core/calib.h (G_X and S_X of the attention input): activation
+ * statistics of exactly white inputs give the weight-based conversion (M = 1 and 2, truncated
+ * kv-rank); the bias cross terms through the mean match the empirical second moment of [k ; v];
+ * sorting rotated pairs and selecting unrotated ones (MHA2MLA) are exact while every pair keeps
+ * RoPE, and the selection picks the loud frequency; and the exact conversion (one KV head, kv-rank
+ * full, D = d) made with activation statistics keeps the perplexity of its DeepSeek-V3 export, run
+ * by the forward pass, to 1e-4. */
 #include "test_transmla_util.h"
-#include "act_stats.h"
+#include "calib.h"
 #include "mla_export.h"
 #include "tmla_lm.h"
+
+/* Calibration statistics for `layers` layers of hidden-wide attention inputs (the head dims are
+ * placeholders: only G_X and S_X are fed). */
+static CalibStats *x_stats(int layers, size_t hidden) {
+    CalibShape sh = {.n_layers = layers, .n_heads = 1, .n_kv_heads = 1, .d_qk = 2, .d_v = 2, .hidden = (int)hidden};
+    CalibStats *st = NULL;
+    CHECK_OK(calib_new(&sh, true, &st));
+    return st;
+}
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -32,14 +43,14 @@ static void test_white(void) {
     size_t T = 400, hidden = 24;
     AttnLayer *gqa = tu_gqa(8, 4, 8, (int)hidden, ROPE_HALF, false, false);
     Mat *X = white_inputs(T, hidden);
-    ActStats *st = NULL;
+    CalibStats *st = x_stats(1, hidden);
     double *S = NULL;
-    CHECK_OK(acts_new(1, (int)hidden, 0, -1, &st));
     if (st) {
-        CHECK_OK(acts_add(st, 0, X->data, 150, hidden));        /* in two blocks */
-        CHECK_OK(acts_add(st, 0, X->data + 150 * hidden, T - 150, hidden));
+        CHECK_OK(calib_add(st, CALIB_X, 0, X->data, 150, hidden));        /* in two blocks */
+        CHECK_OK(calib_add(st, CALIB_X, 0, X->data + 150 * hidden, T - 150, hidden));
         CHECK(st->tokens[0] == T, "tokens %zu", st->tokens[0]);
-        CHECK_OK(acts_sigma(st, 0, &S));
+        S = malloc(hidden * hidden * sizeof *S);
+        CHECK_OK(calib_second_moment(st, 0, S));
     }
     double dev = 0;
     for (size_t i = 0; S && i < hidden; i++)
@@ -71,7 +82,7 @@ static void test_white(void) {
         attn_layer_free(ma);
     }
     free(S);
-    acts_free(st);
+    calib_free(st);
     mat_free(X);
     attn_layer_free(gqa);
 }
@@ -83,16 +94,15 @@ static void test_bias_mean(void) {
     Mat *X = attn_random_input(T, (int)hidden, 5);
     for (size_t t = 0; t < T; t++)
         for (size_t j = 0; j < hidden; j++) X->data[t * hidden + j] += (float)(0.5 + 0.1 * (double)j);
-    ActStats *st = NULL;
-    double *S = NULL, *mu = NULL, *C = NULL;
-    CHECK_OK(acts_new(2, (int)hidden, 1, 1, &st));
+    CalibStats *st = x_stats(2, hidden);
+    double **Sa = NULL, **Ma = NULL, *S = NULL, *mu = NULL, *C = NULL;
     if (!st) return;
-    CHECK_OK(acts_add(st, 0, X->data, T, hidden));     /* layer 0 is not kept: ignored */
-    CHECK_OK(acts_add(st, 1, X->data, T, hidden));
+    CHECK_OK(calib_add(st, CALIB_X, 1, X->data, T, hidden));       /* layer 0 gets nothing */
     CHECK(st->tokens[0] == 0 && st->tokens[1] == T, "tokens %zu %zu", st->tokens[0], st->tokens[1]);
-    CHECK_ERR(acts_sigma(st, 0, &S), "layer 0 was not accumulated");
-    CHECK_OK(acts_sigma(st, 1, &S));
-    CHECK_OK(acts_mean(st, 1, &mu));
+    CHECK_ERR(calib_input_arrays(st, 0, 1, &Sa, &Ma), "layer 0 has seen no tokens");
+    CHECK_OK(calib_input_arrays(st, 1, 1, &Sa, &Ma));
+    CHECK(Sa && Ma && !Sa[0] && !Ma[0] && Sa[1] && Ma[1], "arrays for layer 1 only");
+    if (Sa && Ma) { S = Sa[1]; mu = Ma[1]; }
     CHECK_OK(tmla_kv_cov_stats(gqa, S, mu, &C));
     size_t nk = gqa->W_K->cols, nv = gqa->W_V->cols, n = nk + nv;
     double *F = calloc(T * n, sizeof(double)), *E = calloc(n * n, sizeof(double));
@@ -112,8 +122,9 @@ static void test_bias_mean(void) {
         scale = fmax(scale, fabs(E[i]));
     }
     CHECK(C && err < 1e-9 * scale, "E[[k;v][k;v]ᵀ] through Sigma and mu: max error %.3g (scale %.3g)", err, scale);
-    free(F); free(E); free(S); free(mu); free(C);
-    acts_free(st);
+    free(F); free(E); free(C);
+    calib_free_arrays(2, Sa, Ma);
+    calib_free(st);
     mat_free(X);
     attn_layer_free(gqa);
 }
@@ -194,12 +205,11 @@ static void test_pairs(rope_layout lay) {
 /* Mean NLL of ids with the real forward pass of the model at path. */
 static double fwd_mean_nll(Model *m, const int *ids, size_t n, size_t seqlen) {
     Forward *f = NULL;
-    double nll = NAN;
-    size_t cnt;
+    FwdPpl p = {.nll = NAN};
     CHECK_OK(fwd_new(m, NULL, &f));
-    if (f) CHECK_OK(tlm_windows_nll(tlm_nll_fwd, f, ids, n, seqlen, &nll, &cnt));
+    if (f) CHECK_OK(fwd_ppl(f, ids, n, seqlen, &p));
     fwd_free(f);
-    return nll;
+    return p.nll;
 }
 
 static double export_nll(const TmlaResult *r, const char *dir, const int *ids, size_t n, size_t seqlen) {
@@ -229,12 +239,14 @@ static void test_exact_ppl(const char *tmp) {
     uint64_t s = 17;
     for (size_t i = 0; i < n; i++) { s = s * 6364136223846793005ull + 1442695040888963407ull; ids[i] = (int)(s >> 58); }
     Forward *f = NULL;
-    ActStats *st = NULL;
+    CalibShape sh;
+    CalibStats *st = NULL;
     double **S = NULL, **mu = NULL;
     CHECK_OK(fwd_new(m, NULL, &f));
-    CHECK_OK(acts_new(2, 32, 0, -1, &st));
-    if (f && st) CHECK_OK(acts_run(st, f, ids, n / seqlen, seqlen));
-    if (st) CHECK_OK(acts_arrays(st, &S, &mu));
+    CHECK_OK(calib_shape_of(m, &sh));
+    CHECK_OK(calib_new(&sh, true, &st));
+    if (f && st) CHECK_OK(calib_run(st, f, ids, n / seqlen, seqlen));
+    if (st) CHECK_OK(calib_input_arrays(st, 0, -1, &S, &mu));
     fwd_free(f);
     TmlaOpts o = tmla_opts_default();
     o.sigma = (const double *const *)S;
@@ -247,8 +259,8 @@ static void test_exact_ppl(const char *tmp) {
     CHECK(fabs(exp(after) - exp(before)) <= 1e-4 * exp(before), "exact conversion: ppl %.9g -> %.9g", exp(before),
           exp(after));
     tmla_result_free(r);
-    acts_free_arrays(2, S, mu);
-    acts_free(st);
+    calib_free_arrays(2, S, mu);
+    calib_free(st);
     model_free(m);
 }
 

@@ -1,13 +1,13 @@
 /* test_act_tmla_real.c -- the activation-based TransMLA and its perplexities on the real
  * stories260K (llama2.c .bin and HF layouts) with a text composed here, calibrated through the
- * forward pass: the in-memory model with swapped attention (core/tmla_lm.h) agrees with the
- * forward pass on the original and, for a lossy activation-based conversion, with its DeepSeek-V3
- * export; activation-based RoRoPE keeps at least the key energy of the weight-based one on the
+ * forward pass (core/calib.h): the forward pass with every attention swapped for its own
+ * attn_eval copy (fwd_set_attn) agrees with the plain forward pass and, with the layers of a lossy
+ * activation-based conversion swapped in, with the conversion's DeepSeek-V3 export; activation-based RoRoPE keeps at least the key energy of the weight-based one on the
  * calibration set (every layer, M = 1, 2, 4); the RoPE-removal curves (Figure 3b) start at the
  * original perplexity and end above it; the W / WX table (Figure 4b) is finite. Skips (77) when
  * the shared models are absent. */
 #include "check.h"
-#include "act_stats.h"
+#include "calib.h"
 #include "mla_export.h"
 #include "tmla_lm.h"
 #include "tokenizer.h"
@@ -33,12 +33,11 @@ static const char STORY[] =
 /* Mean NLL of ids with the real forward pass of the model at path. */
 static double fwd_mean_nll(Model *m, const int *ids, size_t n, size_t seqlen) {
     Forward *f = NULL;
-    double nll = NAN;
-    size_t cnt;
+    FwdPpl p = {.nll = NAN};
     CHECK_OK(fwd_new(m, NULL, &f));
-    if (f) CHECK_OK(tlm_windows_nll(tlm_nll_fwd, f, ids, n, seqlen, &nll, &cnt));
+    if (f) CHECK_OK(fwd_ppl(f, ids, n, seqlen, &p));
     fwd_free(f);
-    return nll;
+    return p.nll;
 }
 
 static double export_nll(const TmlaResult *r, const char *dir, const int *ids, size_t n, size_t seqlen) {
@@ -58,8 +57,9 @@ typedef struct {
     Model *m;
     int *ids;
     size_t n;
-    ActStats *st;
+    CalibStats *st;
     double **S, **mu;
+    Forward *f;               /* the model's forward pass, for the in-memory swaps */
 } Real;
 
 static bool real_open(const char *path, Real *R) {
@@ -76,32 +76,41 @@ static bool real_open(const char *path, Real *R) {
     if (tk) CHECK_OK(tok_encode(tk, STORY, strlen(STORY), true, &R->ids, &R->n));
     tok_free(tk);
     CHECK(R->n > 250, "the story has %zu tokens", R->n);
-    Forward *f = NULL;
-    if (R->m) CHECK_OK(fwd_new(R->m, NULL, &f));
-    if (f) CHECK_OK(acts_new(R->m->cfg.n_layers, R->m->cfg.hidden, 0, -1, &R->st));
-    if (R->st) CHECK_OK(acts_run(R->st, f, R->ids, R->n / 64, 64));
-    if (R->st) CHECK_OK(acts_arrays(R->st, &R->S, &R->mu));
-    fwd_free(f);
+    CalibShape sh;
+    if (R->m) CHECK_OK(fwd_new(R->m, NULL, &R->f));
+    if (R->f && calib_shape_of(R->m, &sh) == AL_OK) CHECK_OK(calib_new(&sh, true, &R->st));
+    if (R->st) CHECK_OK(calib_run(R->st, R->f, R->ids, R->n / 64, 64));
+    if (R->st) CHECK_OK(calib_input_arrays(R->st, 0, -1, &R->S, &R->mu));
     return R->m && R->S;
 }
 
 static void real_close(Real *R) {
-    if (R->m) acts_free_arrays(R->m->cfg.n_layers, R->S, R->mu);
-    acts_free(R->st);
+    if (R->m) calib_free_arrays(R->m->cfg.n_layers, R->S, R->mu);
+    calib_free(R->st);
+    fwd_free(R->f);
     free(R->ids);
     model_free(R->m);
 }
 
-/* The in-memory model agrees with the forward pass, on the original and on converted layers. */
+/* Layers swapped into the forward pass: its own attention as attn_eval copies gives the plain
+ * forward pass's perplexity; a conversion's layers give its export's. */
 static void test_lm_agrees(Real *R, const char *tmp, const char *tag) {
-    TlmModel *t = NULL;
-    CHECK_OK(tlm_new(R->m, &t));
-    if (!t) return;
-    double a = NAN, b = fwd_mean_nll(R->m, R->ids, R->n, 128);
-    size_t cnt = 0;
-    CHECK_OK(tlm_windows_nll(tlm_nll_tlm, t, R->ids, R->n, 128, &a, &cnt));
+    int L = R->m->cfg.n_layers;
+    AttnLayer **own = calloc((size_t)L, sizeof *own);
+    FwdPpl p = {.nll = NAN};
+    double b = fwd_mean_nll(R->m, R->ids, R->n, 128);
+    for (int l = 0; l < L; l++) {
+        CHECK_OK(attn_layer_load(R->m, l, &own[l]));
+        CHECK_OK(fwd_set_attn(R->f, l, own[l]));
+    }
+    CHECK_OK(fwd_ppl(R->f, R->ids, R->n, 128, &p));
+    fwd_clear_attn(R->f);
+    double a = p.nll;
+    size_t cnt = p.tokens;
     CHECK(cnt == R->n - (R->n + 127) / 128, "%s: %zu tokens predicted of %zu", tag, cnt, R->n);
     CHECK(fabs(a - b) <= 1e-5 * b, "%s: in-memory nll %.9g, forward pass %.9g", tag, a, b);
+    for (int l = 0; l < L; l++) attn_layer_free(own[l]);
+    free(own);
     CHECK(b > 0.3 && b < 4, "%s: the trained model's log-perplexity on the story is %g", tag, b);
     /* converted with activation statistics (kv-rank 40 of 56, D = d / 2): export vs in memory */
     TmlaOpts o = tmla_opts_default();
@@ -115,15 +124,16 @@ static void test_lm_agrees(Real *R, const char *tmp, const char *tag) {
         char out[4200];
         snprintf(out, sizeof out, "%s/%s-mla", tmp, tag);
         double ex = export_nll(r, out, R->ids, R->n, 128), mem = NAN;
-        for (int l = 0; l < r->n_layers; l++) CHECK_OK(tlm_set_attn(t, l, r->layers[l]));
-        CHECK_OK(tlm_windows_nll(tlm_nll_tlm, t, R->ids, R->n, 128, &mem, &cnt));
-        tlm_reset_attn(t);
+        for (int l = 0; l < r->n_layers; l++) CHECK_OK(fwd_set_attn(R->f, l, r->layers[l]));
+        p.nll = NAN;
+        CHECK_OK(fwd_ppl(R->f, R->ids, R->n, 128, &p));
+        mem = p.nll;
+        fwd_clear_attn(R->f);
         CHECK(isfinite(ex) && fabs(ex - mem) <= 1e-4 * ex, "%s converted: export nll %.9g, in memory %.9g", tag, ex, mem);
         CHECK(ex > b, "%s: the lossy conversion costs perplexity (%g -> %g)", tag, b, ex);
         fprintf(stderr, "%s: nll %.5f -> %.5f (kv-rank 40, D 4, activation-based)\n", tag, b, ex);
     }
     tmla_result_free(r);
-    tlm_free(t);
 }
 
 /* Activation-based RoRoPE keeps at least the weight-based key energy on the calibration set. */
@@ -159,16 +169,13 @@ static void test_energy(Real *R) {
 
 /* Figure 3b: the curve starts at the original perplexity and ends above it; Figure 4b. */
 static void test_studies(Real *R) {
-    TlmModel *t = NULL;
-    CHECK_OK(tlm_new(R->m, &t));
-    if (!t) return;
     double removed[] = {0, 0.25, 0.5, 0.75, 0.9};
     int Ms[] = {1, 2};
     TlmRemovalOpts o = {.removed = removed, .n_removed = 5, .Ms = Ms, .nM = 2, .mha2mla = true, .layer_lo = 0,
                         .layer_hi = -1, .sigma = (const double *const *)R->S, .mu = (const double *const *)R->mu,
                         .ids = R->ids, .n_ids = R->n, .seqlen = 128};
     TlmRemoval *rr = NULL;
-    CHECK_OK(tlm_rope_removal(t, &o, &rr));
+    CHECK_OK(tlm_rope_removal(R->f, &o, &rr));
     if (rr) {
         CHECK(rr->n_curves == 3, "%zu curves", rr->n_curves);
         for (size_t i = 0; i < rr->n_curves; i++) {
@@ -197,7 +204,7 @@ static void test_studies(Real *R) {
                          .sigma = (const double *const *)R->S, .mu = (const double *const *)R->mu, .ids = R->ids,
                          .n_ids = R->n, .seqlen = 128};
     TlmKvTable *kt = NULL;
-    CHECK_OK(tlm_kv_table(t, &ko, &kt));
+    CHECK_OK(tlm_kv_table(R->f, &ko, &kt));
     if (kt) {
         CHECK(kt->n == 8, "%zu rows", kt->n);
         for (size_t i = 0; i < kt->n; i++) {
@@ -210,7 +217,6 @@ static void test_studies(Real *R) {
         CHECK(kt->rows[2].rope_energy >= kt->rows[0].rope_energy, "WX keeps at least the W key energy");
     }
     tlm_kv_table_free(kt);
-    tlm_free(t);
 }
 
 int main(void) {

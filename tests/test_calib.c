@@ -1,8 +1,9 @@
 /* test_calib.c -- calibration statistics and KQ-SVD evaluation on the real forward pass:
  *  - stories260K (GQA: 8 query heads on 4 KV heads, RoPE): the Grams calib_run accumulates from
  *    the hooks equal Grams formed from independently captured Q, K, V (the group's queries
- *    stacked, Theorem 5), counts are exact, and Ctrl-C (the interrupt flag) stops between
- *    sequences keeping whole sequences;
+ *    stacked, Theorem 5), and G_X and the mean E[x] those of the captured attention inputs;
+ *    counts are exact, and Ctrl-C (the interrupt flag) stops between sequences keeping whole
+ *    sequences;
  *  - on those real caches: the Gram-based errors on the whole calibration set equal the errors of
  *    the formed matrices (K S, K S Qᵀ over all T x (m T) scores), KQ-SVD's K Qᵀ error is never
  *    above K-SVD's or Eigen's, and with keys x beta, queries / beta K-SVD and KQ-SVD stay flat
@@ -34,12 +35,14 @@ typedef struct {
     int layer;                /* the layer captured */
     size_t rows;              /* rows captured so far (all sequences) */
     float *q, *k, *v;         /* (rows, H d), (rows, G d), (rows, G dv) */
+    float *x;                 /* (rows, hidden) attention inputs, or NULL */
 } Capture;
 
 static int capture_hook(const FwdAct *a, void *ud) {
     Capture *c = ud;
     if (a->layer != c->layer) return AL_OK;
-    float **dst = a->kind == FWD_Q_ROPE ? &c->q : a->kind == FWD_K_ROPE ? &c->k : a->kind == FWD_V ? &c->v : NULL;
+    float **dst = a->kind == FWD_Q_ROPE ? &c->q : a->kind == FWD_K_ROPE ? &c->k : a->kind == FWD_V ? &c->v
+                : a->kind == FWD_ATTN_IN ? &c->x : NULL;
     size_t w = a->heads * a->head_dim;
     if (!dst) return AL_OK;
     size_t base = c->rows;
@@ -101,7 +104,8 @@ static void test_stories(const char *models) {
     cap.q = malloc(R * H * d * sizeof(float));
     cap.k = malloc(R * G * d * sizeof(float));
     cap.v = malloc(R * G * dv * sizeof(float));
-    FwdHooks h = {.mask = FWD_Q_ROPE | FWD_K_ROPE | FWD_V, .fn = capture_hook, .ud = &cap, .chunk = 7};
+    cap.x = malloc(R * (size_t)sh.hidden * sizeof(float));
+    FwdHooks h = {.mask = FWD_Q_ROPE | FWD_K_ROPE | FWD_V | FWD_ATTN_IN, .fn = capture_hook, .ud = &cap, .chunk = 7};
     fwd_set_hooks(f, &h);
     for (size_t s = 0; s < NS; s++) {
         fwd_reset(f);
@@ -124,6 +128,19 @@ static void test_stories(const char *models) {
         CHECK(max_rel(Sk, Gk, 64) < 1e-12, "G_K layer 2 head %zu: %g", g, max_rel(Sk, Gk, 64));
         CHECK(max_rel(Sq, Gq, 64) < 1e-12, "G_Q (stacked group) layer 2 group %zu: %g", g, max_rel(Sq, Gq, 64));
         CHECK(max_rel(Sv, Gv, 64) < 1e-12, "G_V layer 2 head %zu: %g", g, max_rel(Sv, Gv, 64));
+    }
+    {   /* the attention input: G_X and the mean */
+        size_t D = (size_t)sh.hidden;
+        double *Gx = malloc(D * D * sizeof *Gx), *Sx = malloc(D * D * sizeof *Sx), *mu = calloc(D, sizeof *mu);
+        double *ref = calloc(D, sizeof *ref);
+        gram_cols(cap.x, R, D, 0, D, Gx);
+        CHECK_OK(calib_gram(st, CALIB_X, 2, 0, Sx));
+        CHECK(max_rel(Sx, Gx, D * D) < 1e-12, "G_X layer 2: %g", max_rel(Sx, Gx, D * D));
+        for (size_t t = 0; t < R; t++)
+            for (size_t j = 0; j < D; j++) ref[j] += (double)cap.x[t * D + j] / (double)R;
+        CHECK_OK(calib_mean(st, 2, mu));
+        CHECK(max_rel(mu, ref, D) < 1e-12, "E[x] layer 2: %g", max_rel(mu, ref, D));
+        free(Gx); free(Sx); free(mu); free(ref);
     }
 
     /* Gram-based errors on the whole calibration set = formed matrices (layer 2, KV group 1:
@@ -240,7 +257,7 @@ static void test_stories(const char *models) {
     CHECK(st->seqs[0] == 2 && st->seqs[sh.n_layers - 1] == 2 && st->tokens[0] == 2 * L, "kept 2 whole sequences: %zu %zu",
           st->seqs[0], st->tokens[0]);
     calib_free(st);
-    free(cap.q); free(cap.k); free(cap.v);
+    free(cap.q); free(cap.k); free(cap.v); free(cap.x);
     free(ids);
     tok_free(tok);
     fwd_free(f);

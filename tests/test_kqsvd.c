@@ -2,8 +2,9 @@
  * against formed matrices, Theorem 2 (KQ-SVD's error is the SVD tail of K Qᵀ), Theorem 3's
  * identity, KQ-SVD never above K-SVD / Eigen on the calibration set, Theorem 4 (keys x beta,
  * queries / beta: K-SVD and KQ-SVD flat, Eigen drifting to K-SVD), GQA stacking (Theorem 5), the
- * value-output variant (Appendix B), rank from eps, the evaluator against a naive attention, and
- * the export's tensors. No model needed. */
+ * value-output variant (Appendix B), rank from eps, the evaluator against a naive attention, the
+ * statistics file (bit-exact round trip of Grams and attention-input sums; version-1 files load
+ * without a mean) and the export's tensors. No model needed. */
 #include <cblas.h>
 #include <lapacke.h>
 
@@ -510,6 +511,28 @@ static void test_eval(void) {
 
 /* ---------------------------------------------------------------- files */
 
+/* Rewrites the calibration file src as version 1 (what attnlab wrote before S_X): every tensor
+ * but the layers.<l>.sum_x, metadata version 1. */
+static int write_v1(const char *src, const char *dst) {
+    st_file *f;
+    if (st_open(src, &f)) return AL_ERR;
+    st_writer *w = st_writer_new();
+    const char *keys[] = {"format", "n_layers", "n_heads", "n_kv_heads", "d_qk", "d_v", "hidden", "has_x", "seqlen",
+                          "keys", "model", "source", "split"};
+    int rc = st_writer_meta(w, "version", "1");
+    for (size_t i = 0; rc == AL_OK && i < sizeof keys / sizeof *keys; i++)
+        if (st_meta(f, keys[i])) rc = st_writer_meta(w, keys[i], st_meta(f, keys[i]));
+    for (size_t i = 0; rc == AL_OK && i < st_count(f); i++) {
+        const st_entry *e = st_entry_at(f, i);
+        if (strstr(e->name, "sum_x")) continue;
+        rc = st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+    }
+    if (rc == AL_OK) rc = st_writer_write(w, dst);
+    st_writer_free(w);
+    st_close(f);
+    return rc;
+}
+
 static void test_save_load_export(const char *dir) {
     CalibStats *st = synth_stats(2, 30, 1.0);
     CHECK_OK(calib_set_meta(st, "synthetic", "blocks", "train"));
@@ -534,10 +557,30 @@ static void test_save_load_export(const char *dir) {
                     same &= !memcmp(g1, g2, n * n * sizeof(double));
                 }
         CHECK(same, "Grams bit-exact after save/load");
-        double m2[16 * 16];
+        CHECK(b->sx && !memcmp(b->sx, st->sx, 2 * 16 * sizeof(double)), "attention-input sums bit-exact after save/load");
+        double m2[16 * 16], mu[16];
         CHECK_OK(calib_second_moment(b, 0, m2));
         calib_gram(b, CALIB_X, 0, 0, g2);
         CHECK_NEAR(m2[5], g2[5] / 60.0, 1e-15);
+        CHECK_OK(calib_mean(b, 1, mu));
+        CHECK_NEAR(mu[3], st->sx[16 + 3] / 60.0, 1e-15);
+        calib_free(b);
+    }
+    /* A version-1 file (no sum_x) loads, with the Grams but without a mean. */
+    char v1[4096];
+    snprintf(v1, sizeof v1, "%s/stats-v1.safetensors", dir);
+    CHECK_OK(write_v1(path, v1));
+    b = NULL;
+    CHECK_OK(calib_load(v1, &b));
+    if (b) {
+        double m2[16 * 16], mu[16];
+        CHECK(b->has_x && !b->sx && b->tokens[1] == 60, "version 1: G_X kept, no sums");
+        CHECK_OK(calib_second_moment(b, 1, m2));
+        CHECK_ERR(calib_mean(b, 1, mu), "version-1 file");
+        double **S = NULL, **M = NULL;
+        CHECK_OK(calib_input_arrays(b, 0, -1, &S, &M));
+        CHECK(S && M && S[0] && S[1] && !M[0] && !M[1], "version 1: second moments without means");
+        calib_free_arrays(2, S, M);
         calib_free(b);
     }
     char bad[4096];

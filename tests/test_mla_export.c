@@ -2,8 +2,9 @@
  * heads (Llama, Qwen2 with biases, a query latent) `kv-rank full` with D = d reproduces the
  * original attention to 1e-4 relative after model_open of the export; every non-attention tensor
  * is copied bit for bit; config.json says what the issue asks; sharded exports load; refusals
- * (non-empty folder, the source's folder, partial conversions); and the real stories260K (HF and
- * llama2.c .bin sources): `check` reproduces the errors the conversion reported. */
+ * (non-empty folder, the source's folder or one inside it, a file, partial conversions); and the
+ * real stories260K (HF and llama2.c .bin sources): `check` reproduces the errors the conversion
+ * reported. */
 #include "test_transmla_util.h"
 #include "forward.h"
 #include "mla_export.h"
@@ -203,7 +204,11 @@ static void test_refusals(const char *tmp) {
     TmlaResult *r = NULL;
     CHECK_OK(tmla_convert(m, &o, &r));
     if (r) {
-        CHECK_ERR(mla_export(r, src, NULL), "not empty");
+        CHECK_ERR(mla_export(r, src, NULL), "the source model's own folder");
+        snprintf(out, sizeof out, "%s/src0/sub", tmp);
+        CHECK_ERR(mla_export(r, out, NULL), "inside the source model's folder");
+        snprintf(path, sizeof path, "%s/src0/config.json", tmp);
+        CHECK_ERR(mla_export(r, path, NULL), "exists and is not a folder");
         snprintf(out, sizeof out, "%s/mla0", tmp);
         CHECK_ERR(mla_export(r, out, NULL), "not empty");
         snprintf(out, sizeof out, "%s/empty", tmp);

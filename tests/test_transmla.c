@@ -3,7 +3,9 @@
  * orthogonal and the same for real and imaginary dims, FreqFold keeps less energy as M grows and
  * more than M = 1 at equal dims (Prop. 2), the whole pipeline with kv-rank full and D = d is exact
  * for one KV head and for identical KV heads, errors grow as ranks shrink, balancing's alpha and
- * its effect, the query latent, option checks, and the real stories260K in both RoPE layouts. */
+ * its effect (alpha stays 1 where the NoPE keys carry no energy: a Qwen2 checkpoint with biases and
+ * identical KV heads converts exactly), the query latent, option checks, and the real stories260K in
+ * both RoPE layouts. */
 #include "test_transmla_util.h"
 #include "transmla.h"
 
@@ -384,6 +386,44 @@ static void test_stories(void) {
     model_free(g);
 }
 
+/* A Qwen2 checkpoint (q/k/v biases) with identical KV heads: the NoPE keys carry no energy, so
+ * balancing must leave alpha at 1 (dividing rounding noise by alpha ~ 1e-17 lost the values), and
+ * kv-rank full -- and even the G dv / G = 8 distinct value dims -- is exact. */
+static void test_bias_identical(const char *tmp) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/qwen2-ident", tmp);
+    TuModel tm = {.model_type = "qwen2", .layers = 2, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
+                  .inter = 24, .vocab = 40, .identical_kv = true, .dtype = DT_F32};
+    tu_seed = 4000;               /* a draw where the NoPE keys' rounding noise gave alpha ~ 1e-17 */
+    CHECK_OK(tu_write_model(dir, &tm));
+    Model *m = NULL;
+    CHECK_OK(model_open(dir, &m));
+    if (!m) return;
+    int ranks[2] = {TMLA_FULL, 8};
+    for (int k = 0; k < 2; k++) {
+        TmlaOpts o = tmla_opts_default();
+        o.kv_rank = ranks[k];
+        TmlaResult *r = NULL;
+        CHECK_OK(tmla_convert(m, &o, &r));
+        for (int l = 0; r && l < r->n_layers; l++) {
+            AttnLayer *gqa = NULL;
+            CHECK_OK(attn_layer_load(m, l, &gqa));
+            CHECK(gqa && gqa->b_K && gqa->b_V, "layer %d has key and value biases", l);
+            double se = INFINITY, oe = INFINITY;
+            if (gqa) tu_errs(gqa, r->layers[l], &se, &oe);
+            CHECK(se < 1e-5 && oe < 1e-5, "kv-rank %d, layer %d: identical KV heads with biases: scores %.3g, outputs %.3g",
+                  ranks[k], l, se, oe);
+            CHECK(r->rep[l].alpha == 1, "kv-rank %d, layer %d: no NoPE key energy, yet alpha %.3g", ranks[k], l,
+                  r->rep[l].alpha);
+            CHECK(r->rep[l].out_err < 1e-5, "kv-rank %d, layer %d: reported output error %.3g", ranks[k], l,
+                  r->rep[l].out_err);
+            attn_layer_free(gqa);
+        }
+        tmla_result_free(r);
+    }
+    model_free(m);
+}
+
 int main(void) {
     const char *tmp = test_tmpdir();
     test_exact_steps(ROPE_HALF, false, "rotate_half");
@@ -396,5 +436,6 @@ int main(void) {
     test_sigma();
     test_models(tmp);
     test_stories();
+    test_bias_identical(tmp);     /* last: the random layers above depend on tu_seed's sequence */
     return check_done();
 }

@@ -54,7 +54,7 @@ static AttnLayer *tu_gqa(int H, int G, int d, int hidden, rope_layout lay, bool 
 }
 
 /* Errors of b against a on random inputs at positions 0, 3, 6, ... */
-static void tu_errs(const AttnLayer *a, const AttnLayer *b, double *se, double *oe) {
+static inline void tu_errs(const AttnLayer *a, const AttnLayer *b, double *se, double *oe) {
     size_t T = 24;
     int pos[24];
     for (size_t t = 0; t < T; t++) pos[t] = (int)(3 * t);

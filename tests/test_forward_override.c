@@ -1,0 +1,222 @@
+/* test_forward_override.c -- attention overrides of the forward pass (fwd_set_attn) on small
+ * checkpoints written here (Qwen2 with q/k/v biases, GQA): every layer swapped for its own
+ * attn_eval copy gives the plain pass's logits (prefill) and NLL; token-by-token decoding with
+ * overrides equals their prefill (the inputs are cached and re-evaluated), also when the override
+ * is set after the cache exists, while the cache grows, and when it goes and comes back; an
+ * overridden layer hands only its input and output to hooks, and the output equals the plain
+ * pass's; errors name the layer and the width. Also fwd_ppl's windows (sum of fwd_nll per window)
+ * and the per-layer softmax scale and sliding window the pass reports. */
+#include "test_transmla_util.h"
+#include "forward.h"
+
+#define NTOK 40
+
+/* Logits (NTOK, V) of ids[0..T) as one prefill of a fresh sequence. */
+static float *prefill(Forward *f, const int *ids) {
+    float *z = malloc(NTOK * fwd_vocab(f) * sizeof *z);
+    fwd_reset(f);
+    CHECK_OK(fwd_run(f, ids, NTOK, FWD_LOGITS_ALL, z));
+    return z;
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double d = 0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+/* Records which kinds an overridden layer hands to hooks, and a copy of its attention output. */
+typedef struct {
+    int layer;
+    unsigned kinds;
+    float *proj;              /* (NTOK, hidden) */
+} Seen;
+
+static int seen_hook(const FwdAct *a, void *ud) {
+    Seen *s = ud;
+    if (a->layer != s->layer) return AL_OK;
+    s->kinds |= a->kind;
+    if (a->kind == FWD_ATTN_PROJ)
+        for (size_t t = 0; t < a->T; t++) memcpy(s->proj + (a->t0 + t) * a->head_dim, fwd_act_row(a, t, 0),
+                                                 a->head_dim * sizeof(float));
+    return AL_OK;
+}
+
+static void test_override(const char *tmp) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/qwen2", tmp);
+    TuModel tm = {.model_type = "qwen2", .layers = 2, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
+                  .inter = 48, .vocab = 64, .dtype = DT_F32};
+    CHECK_OK(tu_write_model(dir, &tm));
+    Model *m = NULL;
+    Forward *f = NULL;
+    CHECK_OK(model_open(dir, &m));
+    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    if (!f) { model_free(m); return; }
+    CHECK(fwd_model(f) == m, "fwd_model");
+    int ids[NTOK];
+    for (int i = 0; i < NTOK; i++) ids[i] = (i * 37 + 11) % 64;
+    size_t V = fwd_vocab(f);
+    double nll0, nll1;
+    size_t c0, c1;
+    CHECK_OK(fwd_nll(f, ids, NTOK, &nll0, &c0));
+    /* The cache exists now: an override set after it must make its own input cache. */
+    float *plain = prefill(f, ids);
+    Seen seen0 = {.layer = 1, .proj = calloc(NTOK * 32, sizeof(float))};
+    FwdHooks h = {.mask = FWD_ACT_ALL, .fn = seen_hook, .ud = &seen0};
+    fwd_set_hooks(f, &h);
+    fwd_reset(f);
+    CHECK_OK(fwd_run(f, ids, NTOK, FWD_LOGITS_NONE, NULL));
+    AttnLayer *own[2] = {NULL, NULL};
+    for (int l = 0; l < 2; l++) {
+        CHECK_OK(attn_layer_load(m, l, &own[l]));
+        CHECK(own[l] && own[l]->b_Q && own[l]->b_K && own[l]->b_V, "layer %d: Qwen2 biases", l);
+        CHECK_OK(fwd_set_attn(f, l, own[l]));
+    }
+    Seen seen = {.layer = 1, .proj = calloc(NTOK * 32, sizeof(float))};
+    h.ud = &seen;
+    fwd_set_hooks(f, &h);
+    fwd_reset(f);
+    CHECK_OK(fwd_run(f, ids, NTOK, FWD_LOGITS_NONE, NULL));
+    CHECK(seen.kinds == (FWD_ATTN_IN | FWD_ATTN_PROJ), "an overridden layer hands kinds %#x to hooks", seen.kinds);
+    CHECK(max_diff(seen.proj, seen0.proj, NTOK * 32) < 1e-4, "overridden layer's output differs from the model's by %g",
+          max_diff(seen.proj, seen0.proj, NTOK * 32));
+    fwd_set_hooks(f, NULL);
+    float *over = prefill(f, ids);
+    CHECK(max_diff(plain, over, NTOK * V) < 1e-4, "own layers swapped in: logits differ by %g",
+          max_diff(plain, over, NTOK * V));
+    CHECK_OK(fwd_nll(f, ids, NTOK, &nll1, &c1));
+    CHECK(c1 == c0 && fabs(nll1 - nll0) <= 1e-5 * nll0, "own layers swapped in: nll %.9g vs %.9g", nll1, nll0);
+    /* Decoding token by token (cached inputs re-evaluated) equals the prefill, and a split prefill. */
+    float *one = malloc(V * sizeof *one);
+    double dd = 0;
+    fwd_reset(f);
+    for (int t = 0; t < NTOK; t++) {
+        CHECK_OK(fwd_run(f, ids + t, 1, FWD_LOGITS_LAST, one));
+        dd = fmax(dd, max_diff(one, over + (size_t)t * V, V));
+    }
+    CHECK(dd < 1e-4, "overridden decode vs prefill: %g", dd);
+    fwd_reset(f);
+    CHECK_OK(fwd_run(f, ids, 17, FWD_LOGITS_NONE, NULL));
+    CHECK_OK(fwd_run(f, ids + 17, NTOK - 17, FWD_LOGITS_LAST, one));
+    CHECK(max_diff(one, over + (size_t)(NTOK - 1) * V, V) < 1e-4, "overridden split prefill");
+    /* Setting an override resets the sequence; clearing restores the model's attention. */
+    CHECK(fwd_pos(f) == NTOK, "pos %zu", fwd_pos(f));
+    CHECK_OK(fwd_set_attn(f, 0, NULL));
+    CHECK(fwd_pos(f) == 0, "fwd_set_attn resets the sequence");
+    fwd_clear_attn(f);
+    float *back = prefill(f, ids);
+    CHECK(max_diff(plain, back, NTOK * V) == 0, "cleared overrides: logits differ by %g", max_diff(plain, back, NTOK * V));
+    /* Errors */
+    CHECK_ERR(fwd_set_attn(f, 2, own[0]), "layer 2 is out of range 0-1");
+    own[1]->hidden = 16;
+    CHECK_ERR(fwd_set_attn(f, 1, own[1]), "hidden size is 32");
+    own[1]->hidden = 32;
+    free(plain); free(over); free(back); free(one); free(seen.proj); free(seen0.proj);
+    attn_layer_free(own[0]);
+    attn_layer_free(own[1]);
+    fwd_free(f);
+    model_free(m);
+}
+
+/* The input cache of an overridden layer follows the KV cache as it grows (256 -> 512 rows), also
+ * when the override comes, goes and comes back. */
+static void test_growth(const char *tmp) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/qwen2", tmp);                 /* written by test_override */
+    Model *m = NULL;
+    Forward *f = NULL, *g = NULL, *h = NULL;
+    FwdOptions fo = {.max_ctx = 600};
+    CHECK_OK(model_open(dir, &m));
+    if (m) CHECK_OK(fwd_new(m, &fo, &f));
+    if (m) CHECK_OK(fwd_new(m, &fo, &g));
+    if (m) CHECK_OK(fwd_new(m, &fo, &h));
+    AttnLayer *own = NULL;
+    if (m) CHECK_OK(attn_layer_load(m, 0, &own));
+    if (!f || !g || !h || !own) goto done;
+    enum { N = 300 };
+    int ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (i * 29 + 3) % 64;
+    double ref, a, b;
+    size_t c;
+    CHECK_OK(fwd_nll(f, ids, N, &ref, &c));                  /* f: plain, grows to 512 */
+    CHECK_OK(fwd_set_attn(g, 0, own));                        /* g: overridden while the cache grows */
+    CHECK_OK(fwd_nll(g, ids, 20, &a, &c));
+    CHECK_OK(fwd_nll(g, ids, N, &a, &c));
+    CHECK(fabs(a - ref) <= 1e-5 * ref, "override through cache growth: %.9g vs %.9g", a, ref);
+    CHECK_OK(fwd_set_attn(f, 0, own));                        /* f: set after the growth */
+    CHECK_OK(fwd_set_attn(h, 0, own));                        /* h: on (256 rows), off while it grows, on */
+    CHECK_OK(fwd_nll(h, ids, 20, &b, &c));
+    fwd_clear_attn(h);
+    CHECK_OK(fwd_nll(h, ids, N, &b, &c));
+    CHECK_OK(fwd_set_attn(h, 0, own));
+    CHECK_OK(fwd_nll(h, ids, N, &b, &c));
+    CHECK(fabs(b - ref) <= 1e-5 * ref, "override off and on again: %.9g vs %.9g", b, ref);
+    CHECK_OK(fwd_nll(f, ids, N, &b, &c));
+    CHECK(fabs(b - ref) <= 1e-5 * ref, "override set after the growth: %.9g vs %.9g", b, ref);
+done:
+    attn_layer_free(own);
+    fwd_free(f);
+    fwd_free(g);
+    fwd_free(h);
+    model_free(m);
+}
+
+/* fwd_ppl: windows of seqlen, the last shorter, each a fresh fwd_nll. */
+static void test_ppl(const char *tmp) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/llama", tmp);
+    TuModel tm = {.model_type = "llama", .layers = 1, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
+                  .inter = 48, .vocab = 64, .dtype = DT_F32};
+    CHECK_OK(tu_write_model(dir, &tm));
+    Model *m = NULL;
+    Forward *f = NULL;
+    CHECK_OK(model_open(dir, &m));
+    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    if (!f) { model_free(m); return; }
+    int ids[51];
+    for (int i = 0; i < 51; i++) ids[i] = (i * 13 + 5) % 64;
+    FwdPpl p;
+    CHECK_OK(fwd_ppl(f, ids, 51, 25, &p));     /* windows 25, 25 and a lone token (dropped) */
+    double s = 0, x;
+    size_t c;
+    CHECK_OK(fwd_nll(f, ids, 25, &x, &c)); s += x;
+    CHECK_OK(fwd_nll(f, ids + 25, 25, &x, &c)); s += x;
+    CHECK(p.windows == 2 && p.tokens == 48, "windows %zu tokens %zu", p.windows, p.tokens);
+    CHECK_NEAR(p.nll, s / 48, 1e-12 * s);
+    CHECK_ERR(fwd_ppl(f, ids, 51, 1, &p), "at least 2 tokens");
+    CHECK_ERR(fwd_ppl(f, ids, 51, 1000, &p), "longer than the model's context 256");
+    CHECK_ERR(fwd_ppl(f, ids, 1, 25, &p), "the text has 1");
+    CHECK(fwd_attn_scale(f, 0) == 1 / sqrt(8.0) && fwd_attn_window(f, 0) == 0, "scale %g window %zu",
+          fwd_attn_scale(f, 0), fwd_attn_window(f, 0));
+    fwd_free(f);
+    model_free(m);
+    /* Qwen2 sliding window from max_window_layers on; Mistral's on every layer. */
+    const char *cfg[2] = {"\"use_sliding_window\": true, \"sliding_window\": 16, \"max_window_layers\": 1",
+                          "\"sliding_window\": 16"};
+    const char *type[2] = {"qwen2", "mistral"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(dir, sizeof dir, "%s/window%d", tmp, k);
+        TuModel w = tm;
+        w.model_type = type[k];
+        w.layers = 2;
+        w.extra_config = cfg[k];
+        CHECK_OK(tu_write_model(dir, &w));
+        m = NULL;
+        f = NULL;
+        CHECK_OK(model_open(dir, &m));
+        if (m) CHECK_OK(fwd_new(m, NULL, &f));
+        if (f) CHECK(fwd_attn_window(f, 0) == (k ? 16u : 0u) && fwd_attn_window(f, 1) == 16, "%s windows %zu %zu",
+                     type[k], fwd_attn_window(f, 0), fwd_attn_window(f, 1));
+        fwd_free(f);
+        model_free(m);
+    }
+}
+
+int main(void) {
+    const char *tmp = test_tmpdir();
+    test_override(tmp);
+    test_growth(tmp);
+    test_ppl(tmp);
+    return check_done();
+}
