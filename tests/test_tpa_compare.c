@@ -281,9 +281,11 @@ static void test_planted(void) {
           "mean-pool of identical heads: %.3g", rows[CMP_MEANPOOL].out_err);
     CHECK(rows[CMP_TPA_A].ok && rows[CMP_TPA_A].kv_values == 24 && rows[CMP_TPA_A].out_err < 1e-5,
           "TPA a at R 1 on identical heads: %.3g", rows[CMP_TPA_A].out_err);
-    /* Without biases TransMLA merges identical KV heads exactly at R + D = 24. (With them its KV
-     * balancing divides NoPE keys of zero energy by alpha ~ 1e-17 and loses the values: reported
-     * to the TransMLA module's owner.) */
+    /* TransMLA merges identical KV heads exactly at R + D = 24, with the biases (their NoPE keys
+     * carry no energy: balancing must leave them alone) and without. */
+    CHECK(rows[CMP_TRANSMLA].ok && rows[CMP_TRANSMLA].out_err < 1e-5,
+          "TransMLA with biases merges identical KV heads exactly at R + D = 24: %.3g (%s)",
+          rows[CMP_TRANSMLA].out_err, rows[CMP_TRANSMLA].setting);
     free(L->b_Q); free(L->b_K); free(L->b_V); free(L->b_O);
     L->b_Q = L->b_K = L->b_V = L->b_O = NULL;
     CHECK_OK(run(L, 24, &in, rows));
