@@ -19,6 +19,7 @@
 #include "cmd_lm.h"
 #include "kqsvd.h"
 #include "plot.h"
+#include "plot_dest.h"
 
 /* ================================================================ state */
 
@@ -543,59 +544,6 @@ static int cmd_export_kvsvd(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ figures */
 
-typedef struct {
-    PlotOpts o;
-    char *path;               /* owned; NULL for a window */
-} KvDest;
-
-static bool has_ext(const char *p) {
-    const char *slash = strrchr(p, '/'), *dot = strrchr(p, '.');
-    return dot && (!slash || dot > slash) && dot[1];
-}
-
-/* Where the figure goes, as `plot` decides it: `to`, `window`, else plot.dir/<auto_name>.<format>. */
-static int dest_init(Session *s, const Args *a, const char *auto_name, KvDest *d) {
-    memset(d, 0, sizeof *d);
-    d->o.width = s->plot_w;
-    d->o.height = s->plot_h;
-    const char *fmt = s->plot_fmt && *s->plot_fmt ? s->plot_fmt : "png";
-    const char *to = args_str(a, "to");
-    if (to && *to) d->path = has_ext(to) ? al_strdup(to) : al_asprintf("%s.%s", to, fmt);
-    else if (args_flag(a, "window")) {
-        if (plot_window_check()) return AL_ERR;
-        d->o.window = true;
-        return AL_OK;
-    } else if (s->interactive && plot_have_display() && plot_window_check() == AL_OK) {
-        d->o.window = true;
-        return AL_OK;
-    } else {
-        al_err_clear();
-        char name[256];
-        size_t j = 0;
-        for (const char *p = auto_name; *p && j + 1 < sizeof name; p++)
-            name[j++] = isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == '_' ? *p : '_';
-        name[j] = 0;
-        d->path = al_asprintf("%s/%s.%s", s->plot_dir && *s->plot_dir ? s->plot_dir : ".", name, fmt);
-    }
-    if (!d->path) return AL_ERR;
-    d->o.path = d->path;
-    return AL_OK;
-}
-
-static int dest_done(Out *out, KvDest *d, int rc) {
-    if (rc == AL_OK) {
-        if (d->path) {
-            out_printf(out, "wrote %s\n", d->path);
-            out_string(out, d->path);
-            out->written = true;
-        } else
-            out_string(out, "window");
-    }
-    free(d->path);
-    d->path = NULL;
-    return rc;
-}
-
 static const char *const WHAT_CHOICES[] = {"out", "k", "q", "v", "kq", NULL};
 
 const char CMD_PLOT_KVSVD_ERRORS_HELP[] =
@@ -657,8 +605,8 @@ int cmd_plot_kvsvd_errors(Session *s, const Args *a, Out *out) {
                  c->eval_split, c->st->seqlen);
     snprintf(ylab, sizeof ylab, "||M - M~||^2 / ||M||^2 (%s)", WHAT_CHOICES[what]);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-errors-%s", s->cur->name, WHAT_CHOICES[what]);
-    KvDest d;
-    int rc = dest_init(s, a, auto_name, &d);
+    PlotDest d;
+    int rc = plot_dest_init(s, a, auto_name, &d);
     if (rc == AL_OK) {
         d.o.title = title;
         d.o.subtitle = sub;
@@ -666,7 +614,7 @@ int cmd_plot_kvsvd_errors(Session *s, const Args *a, Out *out) {
         d.o.ylabel = ylab;
         d.o.logy = args_flag(a, "log");
         if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
-        rc = dest_done(out, &d, plot_curves(&d.o, cv, nc));
+        rc = plot_dest_done(out, &d, plot_curves(&d.o, cv, nc));
     }
     free(x);
     free(y);
@@ -782,8 +730,8 @@ int cmd_plot_kvsvd_unbalance(Session *s, const Args *a, Out *out) {
     if (spec.by_eps) snprintf(sub, sizeof sub, "keys x beta, queries / beta; ranks from eps %g; mean over %d layers, %zu sequences", spec.eps, nl, count);
     else snprintf(sub, sizeof sub, "keys x beta, queries / beta; rank %d; mean over %d layers, %zu sequences", spec.rank, nl, count);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-unbalance", s->cur->name);
-    KvDest d;
-    rc = dest_init(s, a, auto_name, &d);
+    PlotDest d;
+    rc = plot_dest_init(s, a, auto_name, &d);
     if (rc == AL_OK) {
         d.o.title = title;
         d.o.subtitle = sub;
@@ -791,7 +739,7 @@ int cmd_plot_kvsvd_unbalance(Session *s, const Args *a, Out *out) {
         d.o.ylabel = "relative output error (mean over layers)";
         d.o.logy = args_flag(a, "log");
         if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
-        rc = dest_done(out, &d, plot_curves(&d.o, cv, KQ_NMETHODS));
+        rc = plot_dest_done(out, &d, plot_curves(&d.o, cv, KQ_NMETHODS));
     }
     return rc;
 }

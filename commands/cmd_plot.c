@@ -23,6 +23,7 @@
 #include "farr.h"
 #include "lin.h"
 #include "plot.h"
+#include "plot_dest.h"
 #include "registry.h"
 #include "session.h"
 
@@ -51,76 +52,6 @@ static int farr_state(Session *s, FarrState **out) {
     }
     *out = s->farr;
     return AL_OK;
-}
-
-/* ================================================================ where figures go */
-
-typedef struct {
-    PlotOpts o;
-    char *path;            /* owned; NULL for a window */
-} Dest;
-
-/* A file-name-safe copy of s: letters, digits, '.', '-', '_' kept, anything else '_'. */
-static void safe_name(char *dst, size_t cap, const char *s) {
-    size_t j = 0;
-    for (; s && *s && j + 1 < cap; s++)
-        dst[j++] = (isalnum((unsigned char)*s) || *s == '.' || *s == '-' || *s == '_') ? *s : '_';
-    dst[j] = '\0';
-}
-
-/* True when the last path component of p has an extension. */
-static bool has_ext(const char *p) {
-    const char *slash = strrchr(p, '/'), *dot = strrchr(p, '.');
-    return dot && (!slash || dot > slash) && dot[1];
-}
-
-/* Decides where the figure goes (see the file header); auto_name is the file name (no
- * extension) used in plot.dir. */
-static int dest_init(Session *s, const Args *a, const char *auto_name, Dest *d) {
-    memset(d, 0, sizeof *d);
-    d->o.width = s->plot_w;
-    d->o.height = s->plot_h;
-    const char *fmt = s->plot_fmt && *s->plot_fmt ? s->plot_fmt : "png";
-    const char *to = args_str(a, "to");
-    if (to && *to) {
-        d->path = has_ext(to) ? al_strdup(to) : al_asprintf("%s.%s", to, fmt);
-    } else if (args_flag(a, "window")) {
-        if (plot_window_check()) return AL_ERR;
-        d->o.window = true;
-        return AL_OK;
-    } else if (s->interactive && plot_have_display() && plot_window_check() == AL_OK) {
-        d->o.window = true;
-        return AL_OK;
-    } else {
-        al_err_clear();
-        char name[256];
-        safe_name(name, sizeof name, auto_name);
-        const char *dir = s->plot_dir && *s->plot_dir ? s->plot_dir : ".";
-        d->path = al_asprintf("%s/%s.%s", dir, name, fmt);
-    }
-    if (!d->path) return AL_ERR;
-    d->o.path = d->path;
-    return AL_OK;
-}
-
-/* After rendering: says where the figure went and makes its path the result. Frees d. */
-static int dest_done(Out *out, Dest *d, int rc) {
-    if (rc == AL_OK) {
-        if (d->path) {
-            out_printf(out, "wrote %s\n", d->path);
-            out_string(out, d->path);
-            out->written = true;    /* printed above; Lua still gets the path */
-        } else
-            out_string(out, "window");
-    }
-    free(d->path);
-    d->path = NULL;
-    return rc;
-}
-
-/* Says how to close the window before a renderer blocks on it. */
-static void window_hint(Out *out, const Dest *d) {
-    if (d->o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
 }
 
 /* ================================================================ one head's matrices */
@@ -234,13 +165,13 @@ static int cmd_plot_spectrum(Session *s, const Args *a, Out *out) {
     char title[256], sub[256], auto_name[256];
     head_titles(s, mk, layer, head, offset, sp, "singular values", title, sizeof title, sub, sizeof sub);
     snprintf(auto_name, sizeof auto_name, "%s-spectrum-%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk], layer, head);
-    Dest d;
-    if (dest_init(s, a, auto_name, &d)) return AL_ERR;
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) return AL_ERR;
     d.o.title = title;
     d.o.subtitle = sub;
     d.o.logy = args_flag(a, "log");
-    window_hint(out, &d);
-    return dest_done(out, &d, plot_spectrum(&d.o, sp->sigma, sp->p));
+    plot_dest_window_hint(out, &d);
+    return plot_dest_done(out, &d, plot_spectrum(&d.o, sp->sigma, sp->p));
 }
 
 static int cmp_mark(const void *x, const void *y) {
@@ -274,17 +205,17 @@ static int cmd_plot_energy(Session *s, const Args *a, Out *out) {
     char title[256], sub[256], auto_name[256];
     head_titles(s, mk, layer, head, offset, sp, "energy", title, sizeof title, sub, sizeof sub);
     snprintf(auto_name, sizeof auto_name, "%s-energy-%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk], layer, head);
-    Dest d;
-    if (dest_init(s, a, auto_name, &d)) { free(energy); return AL_ERR; }
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) { free(energy); return AL_ERR; }
     d.o.title = title;
     d.o.subtitle = sub;
     d.o.logy = args_flag(a, "log");
     for (size_t k = 0; k < nm; k++)
         out_printf(out, "effective rank at tau = %g: %zu of %zu\n", marks[k].tau, marks[k].rank, sp->p);
-    window_hint(out, &d);
+    plot_dest_window_hint(out, &d);
     rc = plot_energy(&d.o, sp->sigma, energy, sp->p, marks, nm);
     free(energy);
-    return dest_done(out, &d, rc);
+    return plot_dest_done(out, &d, rc);
 }
 
 /* ================================================================ rank tables of layers */
@@ -394,12 +325,12 @@ static int cmd_plot_ranks(Session *s, const Args *a, Out *out) {
         snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d", s->cur->name, farr_kind_name(kind), lo);
     else
         snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d-%d", s->cur->name, farr_kind_name(kind), lo, hi);
-    Dest d;
-    if (dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
-    window_hint(out, &d);
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
+    plot_dest_window_hint(out, &d);
     rc = single ? plot_ranks(&d.o, &info, &r.layers[0]) : plot_ranks_grid(&d.o, &info, r.layers, r.n);
     rankset_free(&r);
-    return dest_done(out, &d, rc);
+    return plot_dest_done(out, &d, rc);
 }
 
 /* ================================================================ plot ranks-by-layer */
@@ -443,12 +374,12 @@ static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
     PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
     char auto_name[256];
     snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-by-layer", s->cur->name, farr_kind_name(kind));
-    Dest d;
-    if (dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
-    window_hint(out, &d);
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
+    plot_dest_window_hint(out, &d);
     rc = plot_ranks_by_layer(&d.o, &info, r.layers, r.n);
     rankset_free(&r);
-    return dest_done(out, &d, rc);
+    return plot_dest_done(out, &d, rc);
 }
 
 /* ================================================================ plot heatmap */
@@ -558,17 +489,17 @@ static int cmd_plot_heatmap(Session *s, const Args *a, Out *out) {
     snprintf(sub, sizeof sub, "%zu x %zu", W->rows, W->cols);
     snprintf(auto_name, sizeof auto_name, "%s-heatmap-%s%s%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk],
              factor >= 0 ? "-" : "", factor >= 0 ? FACTOR_CHOICES[factor] : "", layer, head);
-    Dest d;
-    if (dest_init(s, a, auto_name, &d)) { mat_free(W); return AL_ERR; }
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) { mat_free(W); return AL_ERR; }
     d.o.title = title;
     d.o.subtitle = sub;
     /* Rows and columns in the head's terms: W is (input dims x output dims). */
     d.o.ylabel = factor < 0 ? "input dimension (row of W)" : "singular direction i (largest σ first)";
     d.o.xlabel = factor == 0 ? "input dimension (row of W)" : "output dimension (column of W)";
-    window_hint(out, &d);
+    plot_dest_window_hint(out, &d);
     rc = plot_heatmap(&d.o, W);
     mat_free(W);
-    return dest_done(out, &d, rc);
+    return plot_dest_done(out, &d, rc);
 }
 
 /* ================================================================ the table */

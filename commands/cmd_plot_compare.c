@@ -19,68 +19,15 @@
 #include "cmd_tpa.h"
 #include "compare.h"
 #include "plot.h"
+#include "plot_dest.h"
 #include "plot_compare.h"
 #include "session.h"
 
-/* ================================================================ where the figure goes */
-
-typedef struct {
-    PlotOpts o;
-    char *path;               /* owned; NULL for a window */
-} CmpDest;
-
-/* True when the last path component of p has an extension. */
-static bool has_ext(const char *p) {
-    const char *slash = strrchr(p, '/'), *dot = strrchr(p, '.');
-    return dot && (!slash || dot > slash) && dot[1];
-}
-
-/* Where the figure goes, as `plot` decides it: `to`, `window`, an interactive session with a
- * display, else plot.dir/<auto_name>.<plot.format> (auto_name made file-name safe). */
-static int dest_init(Session *s, const Args *a, const char *auto_name, CmpDest *d) {
-    memset(d, 0, sizeof *d);
-    d->o.width = s->plot_w;
-    d->o.height = s->plot_h;
-    const char *fmt = s->plot_fmt && *s->plot_fmt ? s->plot_fmt : "png";
-    const char *to = args_str(a, "to");
-    if (to && *to) d->path = has_ext(to) ? al_strdup(to) : al_asprintf("%s.%s", to, fmt);
-    else if (args_flag(a, "window")) {
-        if (plot_window_check()) return AL_ERR;
-        d->o.window = true;
-        return AL_OK;
-    } else if (s->interactive && plot_have_display() && plot_window_check() == AL_OK) {
-        d->o.window = true;
-        return AL_OK;
-    } else {
-        al_err_clear();
-        char name[256];
-        size_t j = 0;
-        for (const char *p = auto_name; *p && j + 1 < sizeof name; p++)
-            name[j++] = isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == '_' ? *p : '_';
-        name[j] = 0;
-        d->path = al_asprintf("%s/%s.%s", s->plot_dir && *s->plot_dir ? s->plot_dir : ".", name, fmt);
-    }
-    if (!d->path) return AL_ERR;
-    d->o.path = d->path;
-    return AL_OK;
-}
-
 /* Renders the curves to d (x_whole: layers on x), says where the figure went and makes its path
  * the result. Frees d. */
-static int dest_render(Out *out, CmpDest *d, const PlotMethodCurve *cv, size_t nc, bool x_whole) {
-    if (d->o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
-    int rc = plot_method_curves(&d->o, cv, nc, x_whole);
-    if (rc == AL_OK) {
-        if (d->path) {
-            out_printf(out, "wrote %s\n", d->path);
-            out_string(out, d->path);
-            out->written = true;      /* printed above; Lua still gets the path */
-        } else
-            out_string(out, "window");
-    }
-    free(d->path);
-    d->path = NULL;
-    return rc;
+static int dest_render(Out *out, PlotDest *d, const PlotMethodCurve *cv, size_t nc, bool x_whole) {
+    plot_dest_window_hint(out, d);
+    return plot_dest_done(out, d, plot_method_curves(&d->o, cv, nc, x_whole));
 }
 
 /* ================================================================ shared pieces */
@@ -343,8 +290,8 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         }
     snprintf(ylab, sizeof ylab, "relative %s error ||b - a|| / ||a||", what == 1 ? "score" : "output");
     snprintf(auto_name, sizeof auto_name, "%s-compare-B%zu-%s", m->name, r->budget, WHAT_CHOICES[what]);
-    CmpDest d;
-    rc = dest_init(s, a, auto_name, &d);
+    PlotDest d;
+    rc = plot_dest_init(s, a, auto_name, &d);
     if (rc == AL_OK) {
         d.o.title = title;
         d.o.subtitle = sub;
@@ -528,8 +475,8 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
              act ? "calibration second moment" : "unit variance");
     snprintf(ylab, sizeof ylab, "mean relative %s error", what == 1 ? "score" : "output");
     snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-%s", m->name, WHAT_CHOICES[what]);
-    CmpDest d;
-    rc = dest_init(s, a, auto_name, &d);
+    PlotDest d;
+    rc = plot_dest_init(s, a, auto_name, &d);
     if (rc == AL_OK) {
         d.o.title = title;
         d.o.subtitle = sub;

@@ -17,57 +17,10 @@
 #include "cmd_convert.h"
 #include "cmd_lm.h"
 #include "plot.h"
+#include "plot_dest.h"
 #include "session.h"
 #include "tmla_lm.h"
 #include "transmla.h"
-
-/* ================================================================ where figures go */
-
-typedef struct {
-    PlotOpts o;
-    char *path;               /* owned; NULL for a window */
-} MlaDest;
-
-static bool has_ext(const char *p) {
-    const char *slash = strrchr(p, '/'), *dot = strrchr(p, '.');
-    return dot && (!slash || dot > slash) && dot[1];
-}
-
-/* The figure's destination (as `plot` decides it); auto_name names the file in plot.dir. */
-static int dest_init(Session *s, const Args *a, const char *auto_name, MlaDest *d) {
-    memset(d, 0, sizeof *d);
-    d->o.width = s->plot_w;
-    d->o.height = s->plot_h;
-    const char *fmt = s->plot_fmt && *s->plot_fmt ? s->plot_fmt : "png";
-    const char *to = args_str(a, "to");
-    if (to && *to) d->path = has_ext(to) ? al_strdup(to) : al_asprintf("%s.%s", to, fmt);
-    else if (args_flag(a, "window") || (s->interactive && plot_have_display())) { d->o.window = true; return AL_OK; }
-    else {
-        char name[256];
-        size_t j = 0;
-        for (const char *c = auto_name; *c && j + 1 < sizeof name; c++)
-            name[j++] = isalnum((unsigned char)*c) || *c == '.' || *c == '-' || *c == '_' ? *c : '_';
-        name[j] = 0;
-        d->path = al_asprintf("%s/%s.%s", s->plot_dir && *s->plot_dir ? s->plot_dir : ".", name, fmt);
-    }
-    if (!d->path) return AL_ERR;
-    d->o.path = d->path;
-    return AL_OK;
-}
-
-static int dest_done(Out *out, MlaDest *d, int rc) {
-    if (rc == AL_OK) {
-        if (d->path) {
-            out_printf(out, "wrote %s\n", d->path);
-            out_string(out, d->path);
-            out->written = true;
-        } else
-            out_string(out, "window");
-    }
-    free(d->path);
-    d->path = NULL;
-    return rc;
-}
 
 /* The largest of 4, 2, 1 dividing d/2 (the paper's 4D FreqFold where the head allows it). */
 static int default_fold(const Model *m) {
@@ -130,8 +83,8 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
              u.source, rope_layout_name(m->cfg.rope));
     cmd_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-key-norms-L%d-M%d", m->name, layer, M);
-    MlaDest d;
-    if (dest_init(s, a, auto_name, &d)) { tmla_key_norms_free(k); return AL_ERR; }
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) { tmla_key_norms_free(k); return AL_ERR; }
     d.o.title = title;
     d.o.subtitle = sub;
     d.o.xlabel = "key dimension pair of the merged head (heads side by side)";
@@ -140,7 +93,7 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
     rc = plot_key_norms(&d.o, v, 3, k->n_pairs, k->pairs_per_head);
     tmla_key_norms_free(k);
-    return dest_done(out, &d, rc);
+    return plot_dest_done(out, &d, rc);
 }
 
 /* ================================================================ plot rope-energy */
@@ -210,8 +163,8 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     snprintf(sub, sizeof sub, "merged key of %d KV heads x %d dims, %s", m->cfg.n_kv_heads, 2 * d2, u.source);
     cmd_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-rope-energy-L%d", m->name, layer);
-    MlaDest d;
-    if (dest_init(s, a, auto_name, &d)) rc = AL_ERR;
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) rc = AL_ERR;
     if (rc == AL_OK) {
         d.o.title = title;
         d.o.subtitle = sub;
@@ -219,7 +172,7 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
         d.o.ylabel = "fraction of key energy kept";
         if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
         rc = plot_curves(&d.o, cv, e->n_curves);
-        rc = dest_done(out, &d, rc);
+        rc = plot_dest_done(out, &d, rc);
     }
     free(cv);
     free(labels);
@@ -362,8 +315,8 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
              u.source);
     snprintf(auto_name, sizeof auto_name, "%s-rope-removal", m->name);
     cmd_tmla_stats_release(&u);
-    MlaDest d;
-    if (rc == AL_OK && dest_init(s, a, auto_name, &d)) rc = AL_ERR;
+    PlotDest d;
+    if (rc == AL_OK && plot_dest_init(s, a, auto_name, &d)) rc = AL_ERR;
     else if (rc == AL_OK) {
         d.o.title = title;
         d.o.subtitle = sub;
@@ -371,7 +324,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
         d.o.ylabel = "log-perplexity (nats per token)";
         if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
         rc = plot_curves(&d.o, cv, nc);
-        rc = dest_done(out, &d, rc);
+        rc = plot_dest_done(out, &d, rc);
     }
     free(cv);
     free(labels);

@@ -1,0 +1,25 @@
+/* plot_dest.h -- where a figure goes, decided once for every `plot` sub-command:
+ * `to FILE` (extension picks the device; none: plot.format), `window`, an interactive session
+ * with a display that answers, else plot.dir/<auto_name>.<plot.format>. After rendering,
+ * plot_dest_done prints where it went and makes the path the command's result (attn.plot
+ * returns it). */
+#ifndef AL_PLOT_DEST_H
+#define AL_PLOT_DEST_H
+
+#include "plot.h"
+#include "registry.h"
+#include "session.h"
+
+typedef struct {
+    PlotOpts o;               /* width/height from plot.size; path or window set */
+    char *path;               /* owned; NULL for a window */
+} PlotDest;
+
+/* Fills d for a figure whose automatic file name (no extension) is auto_name. */
+int plot_dest_init(Session *s, const Args *a, const char *auto_name, PlotDest *d);
+/* After rendering with status rc: reports the file (or the window) and frees d. Returns rc. */
+int plot_dest_done(Out *out, PlotDest *d, int rc);
+/* Says how to close the window before a renderer blocks on it (nothing for a file). */
+void plot_dest_window_hint(Out *out, const PlotDest *d);
+
+#endif
