@@ -1,6 +1,7 @@
 /* cmd_calib.c -- the calibration and KQ-SVD command group: `calibrate` (activation statistics of a
  * text through the forward pass, core/calib.h), `calib info|save|load`, `kvsvd learn|eval`
- * (K-SVD / Eigen / KQ-SVD projections and their errors, core/kqsvd.h), `export-kvsvd`, and the
+ * (K-SVD / Eigen / KQ-SVD projections and their errors, core/kqsvd.h), the projections' writer
+ * that `export DIR` calls after `kvsvd learn` (cmd_kvsvd_export), and the
  * figures `plot kvsvd-errors` and `plot kvsvd-unbalance` (plugged into `plot` through
  * cmd_calib.h). The group's state -- the statistics, the calibration text's token ids, the learned
  * projections and the last evaluation -- lives behind Session.calib for one model at a time and
@@ -88,6 +89,7 @@ static int state(Session *s, CalibState **out) {
 /* The statistics of the current model, or an error saying how to get them. */
 static int need_stats(Session *s, CalibState **out) {
     CalibState *c;
+    *out = NULL;
     if (state(s, &c)) return AL_ERR;
     if (!c->st || c->m != s->cur) {
         if (c->st && c->m)
@@ -325,7 +327,14 @@ static const char KVSVD_HELP[] =
     "queries stacked (3.4), KQ-SVD the optimal rank-R factorization of the score matrix K Qᵀ\n"
     "(Theorem 2), with a KV group's queries stacked (Theorem 5), and for values the optimal\n"
     "factorization of V W_O (Appendix B). Keys and queries are taken after RoPE (the cache).\n"
-    "`export-kvsvd DIR` writes the learned projections.";
+    "`export DIR [force]` after `kvsvd learn` writes the learned projections to a new (or empty,\n"
+    "or with `force` any) folder: kvsvd-<method>.safetensors per learned method with F32 tensors\n"
+    "layers.L.proj_k and layers.L.proj_q of shape (kv_heads, d, R) -- the cache keeps k @ proj_k,\n"
+    "queries are multiplied by proj_q -- and layers.L.proj_v, layers.L.proj_o of shape (kv_heads,\n"
+    "d_v, R_v) (v @ proj_v cached, proj_oᵀ folded into o_proj), plus kvsvd_manifest.json with the\n"
+    "ranks, the calibration, and the errors measured.\n"
+    "Example:\n"
+    "  kvsvd learn all eps 0.1; kvsvd eval; export out/kv";
 
 static const char LEARN_HELP[] =
     "Learns, per layer and KV head, a rank-R projection of the key cache (A: what the cache keeps,\n"
@@ -507,18 +516,14 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
     return rc == AL_INTERRUPTED ? rc : r2;
 }
 
-/* ================================================================ export-kvsvd */
+/* ================================================================ export (kvsvd) */
 
-static const char EXPORT_HELP[] =
-    "Writes the projections `kvsvd learn` computed for the current model to a new folder DIR:\n"
-    "kvsvd-<method>.safetensors per learned method with F32 tensors layers.L.proj_k and\n"
-    "layers.L.proj_q of shape (kv_heads, d, R) -- the cache keeps k @ proj_k, queries are\n"
-    "multiplied by proj_q -- and layers.L.proj_v, layers.L.proj_o of shape (kv_heads, d_v, R_v)\n"
-    "(v @ proj_v cached, proj_oᵀ folded into o_proj), plus kvsvd_manifest.json with the ranks,\n"
-    "the calibration, and the errors measured. The folder must be new or empty (or `force`).\n"
-    "Examples:\n"
-    "  kvsvd learn all eps 0.1; kvsvd eval; export-kvsvd out/kv";
-
+/* What `export DIR` does after `kvsvd learn` (see EXPORT in commands/cmd_farr.c): writes to DIR
+ * kvsvd-<method>.safetensors per learned method with F32 tensors layers.L.proj_k and
+ * layers.L.proj_q of shape (kv_heads, d, R) -- the cache keeps k @ proj_k, queries are multiplied
+ * by proj_q -- and layers.L.proj_v, layers.L.proj_o of shape (kv_heads, d_v, R_v) (v @ proj_v
+ * cached, proj_oᵀ folded into o_proj), plus kvsvd_manifest.json with the ranks, the calibration
+ * and the errors measured. DIR must be new or empty unless force. */
 int cmd_kvsvd_export(Session *s, const char *dir, bool force, Out *out) {
     CalibState *c;
     if (need_stats(s, &c)) return AL_ERR;
@@ -536,10 +541,6 @@ int cmd_kvsvd_export(Session *s, const char *dir, bool force, Out *out) {
     out_string(out, dir);
     out->written = true;
     return AL_OK;
-}
-
-static int cmd_export_kvsvd(Session *s, const Args *a, Out *out) {
-    return cmd_kvsvd_export(s, args_str(a, "dir"), args_flag(a, "force"), out);
 }
 
 /* ================================================================ figures */
@@ -798,14 +799,6 @@ static const Param eval_kw[] = {
     PARAM_TO,
     {0}
 };
-static const Param export_pos[] = {
-    { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "a new folder for the projections" },
-    {0}
-};
-static const Param export_kw[] = {
-    { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "write into an existing non-empty folder" },
-    {0}
-};
 
 static const Command calib_subs[] = {
     { .name = "info", .summary = "per-layer summary of the calibration statistics", .help = CALIB_HELP, .kw = to_kw,
@@ -832,8 +825,6 @@ static const Command calib_cmds[] = {
       .flags = CMD_MODEL },
     { .name = "kvsvd", .summary = "KQ-SVD: learn and evaluate low-rank KV-cache projections", .help = KVSVD_HELP,
       .sub = kvsvd_subs, .flags = CMD_MODEL },
-    { .name = "export-kvsvd", .summary = "write the learned KV-cache projections to a new folder", .help = EXPORT_HELP,
-      .pos = export_pos, .kw = export_kw, .fn = cmd_export_kvsvd, .flags = CMD_MODEL },
     {0}
 };
 

@@ -1,5 +1,6 @@
 /* cmd_calib.h -- the calibration / KQ-SVD command group (cmd_calib.c): `calibrate`, `calib
- * save|load|info`, `kvsvd learn|eval`, `export-kvsvd`, and its two figures as `plot` sub-commands:
+ * save|load|info`, `kvsvd learn|eval` (whose projections `export DIR` writes), and its two
+ * figures as `plot` sub-commands:
  *   plot kvsvd-errors [what out|k|q|v|kq]   KQ-SVD Figure 1: per-layer error of the last
  *                                           `kvsvd eval`, one curve per method
  *   plot kvsvd-unbalance [betas B,B,...]    Figure 2: attention output error averaged over layers
@@ -55,7 +56,8 @@ bool cmd_calib_text(const Session *s, const Model *m, CalibText *out);
 
 /* True when `kvsvd learn` has projections for m (NULL: any model) that `export` can write. */
 bool cmd_kvsvd_pending(const Session *s, const Model *m);
-/* Writes the learned projections of the current model to dir (kqsvd_export), as `export-kvsvd`. */
+/* Writes the learned projections of the current model to dir (kqsvd_export): what `export DIR`
+ * does after `kvsvd learn`. */
 int cmd_kvsvd_export(Session *s, const char *dir, bool force, Out *out);
 
 int cmd_plot_kvsvd_errors(Session *s, const Args *a, Out *out);

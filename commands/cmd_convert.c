@@ -1,8 +1,9 @@
 /* cmd_convert.c -- the TransMLA command group: `convert mla` (GQA -> MLA, seed 003, with weight or
  * activation statistics and the perplexity before and after), `convert mla-table` (W- vs
- * activation-based PCA, with and without KV balancing: Figure 4b), `check DIR` (an export against
- * its source), `kv-cache` (bytes per token before and after), `export-mla DIR` (the conversion in
- * DeepSeek-V3 layout; `export DIR` dispatches here too). The figures are `plot key-norms`, `plot
+ * activation-based PCA, with and without KV balancing: Figure 4b), `check [DIR]` (the session's
+ * conversion, TransMLA or TPA, or an export, against its source), `export-mla DIR` (the conversion
+ * in DeepSeek-V3 layout with a dtype and shard size; `export DIR` dispatches here with defaults).
+ * `kv-cache` (commands/cmd_tpa.c) takes the converted row from cmd_convert_result. The figures are `plot key-norms`, `plot
  * rope-energy` and `plot rope-removal` (commands/cmd_plot_mla.c). The session keeps, in struct
  * ConvState (s->conv), the last conversion, dropped when its model closes; activation statistics
  * and their text are the session's calibration (commands/cmd_calib.c). */
@@ -11,7 +12,6 @@
 #include "cmd_tpa.h"
 #include "tpa.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
@@ -60,6 +60,10 @@ static int conv_state(Session *s, struct ConvState **out) {
 
 bool cmd_convert_pending(const Session *s, const Model *m) {
     return s->conv && s->conv->res && (!m || s->conv->res->src == m);
+}
+
+const TmlaResult *cmd_convert_result(const Session *s, const Model *m) {
+    return cmd_convert_pending(s, m) ? s->conv->res : NULL;
 }
 
 /* ================================================================ calibration text and statistics */
@@ -217,7 +221,10 @@ static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u,
 static const char CONVERT_HELP[] =
     "Model conversions. `convert mla` turns a GQA model with RoPE (Llama, Mistral, Qwen2,\n"
     "llama2.c) into DeepSeek-V3 style multi-head latent attention (TransMLA, seed 003);\n"
-    "`convert mla-table` compares weight- and activation-based conversions by perplexity.";
+    "`convert mla-table` compares weight- and activation-based conversions by perplexity;\n"
+    "`convert tpa` re-factors keys and values as non-contextual Tensor Product Attention.\n"
+    "Then `export DIR` writes the latest conversion, `check` compares it with the model, and\n"
+    "`kv-cache` puts its KV cache beside the model's and Table 1's.";
 
 static const char MLA_HELP[] =
     "TransMLA on every layer (seed 003, 4.1-4.3, App. B-D). Every PCA reads second moments: of the\n"
@@ -235,7 +242,8 @@ static const char MLA_HELP[] =
     "Per layer it reports alpha, the key energy kept in the RoPE dims, the energy kept by the\n"
     "joint basis, and the relative error of attention scores and outputs on random inputs, with\n"
     "the other balance setting beside it. The KV cache goes from G (d + dv) to R + D values per\n"
-    "token and layer. `export-mla DIR` (or `export DIR`) writes the result; `check DIR` compares.\n"
+    "token and layer (`kv-cache` tabulates it). `export DIR` writes the result (`export-mla DIR`\n"
+    "with a dtype or shard size); `check` compares it with the model, `check DIR` an export.\n"
     "kv-rank full keeps every direction: with one KV head or identical KV heads and D = d the\n"
     "conversion is exact.\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
@@ -469,6 +477,8 @@ static const char EXPORT_MLA_HELP[] =
     "rows ; RoPE key rows, pairs interleaved], kv_b_proj, o_proj; every other tensor copied\n"
     "bit for bit; attnlab_manifest.json with the per-layer report; the tokenizer files.\n"
     "attnlab loads the result (`load DIR`), and `check DIR` compares it with the source.\n"
+    "`export DIR` does the same with defaults (the source's dtype, 4096 MiB shards); export-mla\n"
+    "is for the options: `dtype` of the new attention tensors and `shard-mb`.\n"
     "Examples:\n"
     "  export-mla out/llama-mla\n"
     "  export-mla out/llama-mla dtype bf16";
@@ -520,14 +530,18 @@ static int cmd_export_mla(Session *s, const Args *a, Out *out) {
 /* ================================================================ check */
 
 static const char CHECK_HELP[] =
-    "With no folder, checks the conversion in the session (convert mla or convert tpa) against the\n"
-    "model it came from. With DIR, loads the export there (TransMLA or TPA) and compares it,\n"
-    "layer by layer, with the model it came\n"
-    "from (the manifest's source path, or `source NAME`, a loaded model): relative error of the\n"
-    "causal attention scores and of the attention outputs on random inputs, and every\n"
-    "non-attention tensor byte for byte. An exact conversion (kv-rank full, D = d, one KV head\n"
-    "or identical KV heads) shows errors at float precision.\n"
+    "Compares a conversion with the model it came from, layer by layer: relative error of the\n"
+    "causal attention scores and of the attention outputs on random inputs.\n"
+    "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
+    "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint (`export` /\n"
+    "`export-mla`) or a TPA folder (tpa_manifest.json) -- and compares it with its source (the\n"
+    "manifest's path, or `source NAME`, a loaded model); for TransMLA also every non-attention\n"
+    "tensor byte for byte. An exact TransMLA conversion (kv-rank full, D = d, one KV head or\n"
+    "identical KV heads) shows errors at float precision; TPA evaluates from its factors (RoPE as\n"
+    "TPA applies it), and a TPA conversion that claims to be exact (form a with R = the KV heads,\n"
+    "form b with R = the head dim) fails when any layer's output error is above 1e-4.\n"
     "Examples:\n"
+    "  convert tpa kv-rank 2; check\n"
     "  check out/llama-mla\n"
     "  check out/llama-mla source llama tokens 128 to check.json";
 
@@ -605,65 +619,6 @@ static int cmd_check(Session *s, const Args *a, Out *out) {
     return rc;
 }
 
-/* ================================================================ kv-cache */
-
-static const char KVCACHE_HELP[] =
-    "Bytes the KV cache takes per token and per layer (and for all layers) for the current model\n"
-    "as loaded, and as converted when the session holds a `convert mla` result of it. GQA caches\n"
-    "G (d + dv) values per token and layer, MLA kv_lora_rank + qk_rope_head_dim. Values are\n"
-    "counted at the model's activation dtype (config torch_dtype: 2 bytes for bf16 / f16 and for\n"
-    "FP8 checkpoints, 4 for f32) unless `bytes N` says otherwise.\n"
-    "Examples:\n"
-    "  kv-cache\n"
-    "  kv-cache bytes 1 to kv.csv";
-
-static const Param kvcache_kw[] = {
-    { .name = "bytes", .type = ARG_INT, .min = 1, .max = 16, .comp = COMP_NONE, .metavar = "N",
-      .help = "bytes per cached value (default: from the model's dtype)" },
-    PARAM_TO,
-    {0}
-};
-
-/* Bytes per cached value: config torch_dtype, else the weights' dtype (FP8 -> 2). */
-static size_t value_bytes(const Model *m) {
-    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
-    const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
-    if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
-    size_t b = 0;
-    if (cJSON_IsString(td)) b = !strcmp(td->valuestring, "float32") ? 4 : !strcmp(td->valuestring, "float64") ? 8 : 2;
-    cJSON_Delete(root);
-    if (b) return b;
-    return m->cfg.dtype == DT_F32 ? 4 : 2;
-}
-
-static void kv_row(Table *t, const char *form, size_t values, size_t bytes, int layers, size_t base) {
-    table_row(t);
-    table_str(t, form);
-    table_int(t, (long long)values);
-    table_int(t, (long long)(values * bytes));
-    table_int(t, (long long)(values * bytes * (size_t)layers));
-    table_num(t, base ? (double)values / (double)base : 1.0);
-}
-
-static int cmd_kv_cache(Session *s, const Args *a, Out *out) {
-    Model *m = s->cur;
-    size_t bytes = args_given(a, "bytes") ? (size_t)args_int(a, "bytes") : value_bytes(m);
-    size_t before = cfg_kv_values(&m->cfg);
-    Table *t = table_new(5, "form", "values_per_token_layer", "bytes_per_token_layer", "bytes_per_token", "ratio");
-    if (!t) return AL_ERR;
-    char form[128];
-    snprintf(form, sizeof form, "%s as loaded (%s)", m->name, cfg_is_mla(&m->cfg) ? "MLA" : "GQA");
-    kv_row(t, form, before, bytes, m->cfg.n_layers, before);
-    if (cmd_convert_pending(s, m)) {
-        const TmlaResult *r = s->conv->res;
-        snprintf(form, sizeof form, "converted (MLA, R %d + D %d)", r->kv_rank, r->rope_dim);
-        kv_row(t, form, r->kv_after, bytes, m->cfg.n_layers, before);
-    } else
-        out_printf(out, "(no conversion of %s in this session: `convert mla kv-rank R` adds the converted row)\n", m->name);
-    out_printf(out, "%zu bytes per cached value, %d layers\n", bytes, m->cfg.n_layers);
-    return out_table_to(out, a, t);
-}
-
 /* ================================================================ the table */
 
 static const Command convert_subs[] = {
@@ -679,12 +634,10 @@ static const Command convert_subs[] = {
 static const Command convert_cmds[] = {
     { .name = "convert", .summary = "convert the current model: convert mla kv-rank R [rope-dim D] ...",
       .help = CONVERT_HELP, .sub = convert_subs, .flags = CMD_MODEL },
-    { .name = "export-mla", .summary = "write the `convert mla` result as a DeepSeek-V3 checkpoint",
+    { .name = "export-mla", .summary = "`export DIR` with a dtype / shard size: the `convert mla` result as DeepSeek-V3",
       .help = EXPORT_MLA_HELP, .pos = export_pos, .kw = export_kw, .fn = cmd_export_mla },
     { .name = "check", .summary = "compare a conversion (or its export) with its source, layer by layer",
       .help = CHECK_HELP, .pos = check_pos, .kw = check_kw, .fn = cmd_check },
-    { .name = "kv-cache", .summary = "KV-cache bytes per token and layer, as loaded and as converted",
-      .help = KVCACHE_HELP, .kw = kvcache_kw, .fn = cmd_kv_cache, .flags = CMD_MODEL },
     {0}
 };
 

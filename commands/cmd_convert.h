@@ -8,9 +8,13 @@
 
 #include "registry.h"
 #include "session.h"
+#include "transmla.h"
 
 /* True when the session holds a `convert mla` result of model m (NULL: of any model). */
 bool cmd_convert_pending(const Session *s, const Model *m);
+/* The session's `convert mla` result of m (NULL: of any model), or NULL when there is none; owned
+ * by the session (valid until the next conversion or m closes). For `kv-cache`'s converted row. */
+const TmlaResult *cmd_convert_result(const Session *s, const Model *m);
 /* Exports the session's conversion to dir in DeepSeek-V3 layout (core/mla_export.h) and narrates
  * it on out; dtype "f32" | "f16" | "bf16" or NULL (the source's). */
 int cmd_convert_export(Session *s, const char *dir, const char *dtype, Out *out);

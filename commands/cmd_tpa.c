@@ -1,10 +1,10 @@
-/* cmd_tpa.c -- the Tensor Product Attention command group (seed 004): `tpa-convert` (a GQA / MHA
- * model re-factored into non-contextual TPA, form a or b), `tpa-export DIR` (attnlab's own layout),
- * `tpa-check [DIR]` (a conversion or an export against its source), `kv-table` (Table 1: KV cache
- * and attention parameters of MHA, MQA, GQA, MLA and TPA's variants for the current model).
- * The session keeps the last conversion in struct TpaState (s->tpa), dropped when its model
- * closes. cmd_tpa.h exposes the handlers so `convert tpa`, `export`, `check` and `kv-cache` can
- * dispatch here. */
+/* cmd_tpa.c -- the Tensor Product Attention command group (seed 004): `kv-cache` (Table 1: KV cache
+ * and attention parameters of MHA, MQA, GQA, MLA and TPA's variants for the current model, plus the
+ * model as loaded and the session's conversions) and `compare` (every KV-cache reduction at one
+ * budget); and the handlers other groups' commands reach through cmd_tpa.h: `convert tpa` (a GQA /
+ * MHA model re-factored into non-contextual TPA, form a or b), `export DIR` (attnlab's own layout)
+ * and `check [DIR]` (a conversion or an export against its source). The session keeps the last
+ * conversion and comparison in struct TpaState (s->tpa), dropped when their model closes. */
 #define _GNU_SOURCE
 #include "cmd_tpa.h"
 
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cmd_calib.h"
+#include "cmd_convert.h"
 #include "compare.h"
 #include "tpa.h"
 
@@ -68,7 +69,7 @@ bool cmd_tpa_pending(const Session *s, const Model *m) {
     return s->tpa && s->tpa->res && (!m || s->tpa->res->src == m);
 }
 
-/* ================================================================ tpa-convert */
+/* ================================================================ convert tpa */
 
 const char cmd_tpa_convert_help[] =
     "Re-factors the keys and values of every layer into non-contextual TPA (seed 004, 3.4-3.5).\n"
@@ -88,11 +89,18 @@ const char cmd_tpa_convert_help[] =
     "Per layer it reports the energy kept, the relative errors of keys and values, and of the\n"
     "attention scores and outputs on random inputs, with the factored evaluator against the model.\n"
     "kv-rank R sets both ranks; k-rank / v-rank set one each (the other stays exact).\n"
-    "`tpa-export DIR` writes the result; `tpa-check` compares it with the model.\n"
+    "`export DIR` writes the result in attnlab's own layout (there is no standard loader for\n"
+    "non-contextual TPA): tpa_manifest.json (format attnlab-tpa v1: source path and config, form,\n"
+    "ranks, dims, RoPE, KV cache and parameter counts, the per-layer report) and\n"
+    "tpa_factors.safetensors (per layer L: layers.L.q / .o weight and bias, layers.L.rope.inv_freq,\n"
+    "and for k and v .fixed, the non-contextual factors, and .ctx.weight / .ctx.bias, the cached\n"
+    "ones' maps; F32, row-vector convention y = x @ W); the MLP, norms and embeddings stay in the\n"
+    "source checkpoint. `check` compares the conversion with the model, `check DIR` an export;\n"
+    "`kv-cache` puts its cache and parameters beside Table 1's.\n"
     "Examples:\n"
-    "  tpa-convert kv-rank 2\n"
-    "  tpa-convert k-rank 1 v-rank 2 form a to tpa.csv\n"
-    "  tpa-convert kv-rank 16 form b layers 0-3";
+    "  convert tpa kv-rank 2\n"
+    "  convert tpa k-rank 1 v-rank 2 form a to tpa.csv\n"
+    "  convert tpa kv-rank 16 form b layers 0-3; export out/llama-tpa; check out/llama-tpa";
 
 static const char *const FORMS[] = {"a", "b", NULL};
 const char *const cmd_tpa_fit_choices[] = {"auto", "weights", "calib", NULL};
@@ -163,9 +171,9 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
     o.form = args_enum(a, "form") == 1 ? TPA_FORM_B : TPA_FORM_A;
     bool kv = args_given(a, "kv-rank"), k = args_given(a, "k-rank"), v = args_given(a, "v-rank");
     if (kv && (k || v))
-        return al_err("tpa-convert: give kv-rank R, or k-rank Rk and/or v-rank Rv, not both");
+        return al_err("convert tpa: give kv-rank R, or k-rank Rk and/or v-rank Rv, not both");
     if (!kv && !k && !v)
-        return al_err("tpa-convert needs a rank: kv-rank R (or k-rank Rk v-rank Rv); form a takes 1..%d (the KV heads), "
+        return al_err("convert tpa needs a rank: kv-rank R (or k-rank Rk v-rank Rv); form a takes 1..%d (the KV heads), "
                       "form b 1..%d (the head dim); the largest reproduces the model",
                       m->cfg.n_kv_heads, cfg_d_qk(&m->cfg));
     o.k_rank = kv ? (int)args_int(a, "kv-rank") : k ? (int)args_int(a, "k-rank") : 0;
@@ -223,85 +231,29 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
     return out_table_to(out, a, t);
 }
 
-/* ================================================================ tpa-export */
-
-static const char EXPORT_HELP[] =
-    "Writes the session's `tpa-convert` result to DIR (new or empty; never inside the source's\n"
-    "folder) in attnlab's own layout -- there is no standard loader for non-contextual TPA:\n"
-    "  tpa_manifest.json        format attnlab-tpa v1: source path and config, form, ranks, dims,\n"
-    "                           RoPE, KV cache and parameter counts, the per-layer report;\n"
-    "  tpa_factors.safetensors  per layer L: layers.L.q.weight / .bias, layers.L.o.weight / .bias,\n"
-    "                           layers.L.rope.inv_freq (F64), and for k and v: .fixed (the\n"
-    "                           non-contextual factors), .ctx.weight / .ctx.bias (the cached ones'\n"
-    "                           maps), all in the row-vector convention y = x @ W.\n"
-    "The MLP, norms and embeddings stay in the source checkpoint (the manifest names it).\n"
-    "`tpa-check DIR` loads the folder and compares it with the source.\n"
-    "Examples:\n"
-    "  tpa-export out/llama-tpa\n"
-    "  tpa-export out/llama-tpa dtype bf16";
-
-static const char *const DTYPES[] = {"f32", "f16", "bf16", NULL};
-
-static const Param export_pos[] = {
-    { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "new or empty folder" },
-    {0}
-};
-static const Param export_kw[] = {
-    { .name = "dtype", .type = ARG_ENUM, .choices = DTYPES, .def = "f32", .comp = COMP_CHOICES,
-      .help = "dtype of the weight matrices (fixed factors stay f32)" },
-    {0}
-};
+/* ================================================================ export */
 
 int cmd_tpa_export(Session *s, const char *dir, const char *dtype, Out *out) {
     if (!cmd_tpa_pending(s, NULL))
-        return al_err("tpa-export: this session holds no TPA conversion: run tpa-convert kv-rank R first");
+        return al_err("export: this session holds no TPA conversion: run convert tpa kv-rank R first");
     dt_type dt = DT_F32;
     if (dtype && *dtype) {
         dt = !strcmp(dtype, "f32") ? DT_F32 : !strcmp(dtype, "f16") ? DT_F16 : !strcmp(dtype, "bf16") ? DT_BF16 : DT_INVALID;
-        if (dt == DT_INVALID) return al_err("tpa-export: dtype '%s': give f32, f16 or bf16", dtype);
+        if (dt == DT_INVALID) return al_err("export: dtype '%s': give f32, f16 or bf16", dtype);
     }
     const TpaModel *r = s->tpa->res;
     if (tpa_export(r, dir, dt)) return AL_ERR;
     out_printf(out, "exported %s as non-contextual TPA form %s (R_K %d, R_V %d, %s) to %s: %s + %s\n",
                r->src_name, tpa_form_name(r->opts.form), r->opts.k_rank, r->opts.v_rank, dt_name(dt), dir, TPA_MANIFEST,
                TPA_FACTORS);
-    out_printf(out, "attnlab's own layout (no standard loader reads non-contextual TPA); `tpa-check %s` compares it "
+    out_printf(out, "attnlab's own layout (no standard loader reads non-contextual TPA); `check %s` compares it "
                "with the source\n", dir);
     out_string(out, dir);
     out->written = true;
     return AL_OK;
 }
 
-static int cmd_export(Session *s, const Args *a, Out *out) {
-    return cmd_tpa_export(s, args_str(a, "dir"), args_str(a, "dtype"), out);
-}
-
-/* ================================================================ tpa-check */
-
-static const char CHECK_HELP[] =
-    "Compares a TPA conversion with the model it came from, layer by layer: relative error of the\n"
-    "causal attention scores and of the attention outputs on random inputs, TPA evaluated from its\n"
-    "factors (RoPE as TPA applies it) against the model's own attention. With no folder it checks\n"
-    "the session's `tpa-convert` result; with DIR it loads that export (the source is the manifest's\n"
-    "path, or `source NAME`, a loaded model). A conversion that claims to be exact (form a with R\n"
-    "= the KV heads, form b with R = the head dim) fails when any layer's output error is above 1e-4.\n"
-    "Examples:\n"
-    "  tpa-check\n"
-    "  tpa-check out/llama-tpa source llama tokens 128 to check.csv";
-
-static const Param check_pos[] = {
-    { .name = "dir", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "DIR",
-      .help = "an export folder (default: the session's conversion)" },
-    {0}
-};
-static const Param check_kw[] = {
-    { .name = "source", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME",
-      .help = "a loaded model to compare with (default: the conversion's source)" },
-    { .name = "tokens", .type = ARG_INT, .def = "64", .min = 1, .max = 8192, .comp = COMP_NONE, .metavar = "T",
-      .help = "random tokens per layer" },
-    PARAM_TO,
-    {0}
-};
+/* ================================================================ check */
 
 /* Runs the check of t against src and turns it into the result table (and the verdict). */
 static int check_report(const TpaModel *t, Model *src, size_t tokens, const char *what, const Args *a, Out *out) {
@@ -333,7 +285,7 @@ static int check_report(const TpaModel *t, Model *src, size_t tokens, const char
     rc = out_table_to(out, a, tb);
     if (rc == AL_OK && !pass) {
         out_emit_result(out);
-        return al_err("tpa-check failed: layer %d's output error %.3g is above %.0e although the conversion claims to "
+        return al_err("check failed: layer %d's output error %.3g is above %.0e although the conversion claims to "
                       "reproduce the model", bad, worst, TPA_EXACT_TOL);
     }
     return rc;
@@ -341,27 +293,27 @@ static int check_report(const TpaModel *t, Model *src, size_t tokens, const char
 
 int cmd_tpa_check_session(Session *s, const char *src_name, size_t tokens, const Args *a, Out *out) {
     if (!cmd_tpa_pending(s, NULL))
-        return al_err("tpa-check: this session holds no TPA conversion: run tpa-convert kv-rank R, or give an export "
-                      "folder (tpa-check DIR)");
+        return al_err("check: this session holds no TPA conversion: run convert tpa kv-rank R, or give an export "
+                      "folder (check DIR)");
     const TpaModel *t = s->tpa->res;
     Model *src = t->src;
     if (src_name && *src_name && !(src = session_find(s, src_name)))
-        return al_err("tpa-check: no loaded model named '%s'", src_name);
+        return al_err("check: no loaded model named '%s'", src_name);
     return check_report(t, src, tokens, "the session's conversion", a, out);
 }
 
 int cmd_tpa_check_dir(Session *s, const char *dir, const char *src_name, size_t tokens, const Args *a, Out *out) {
     Model *src = NULL, *opened = NULL;
     if (src_name && *src_name && !(src = session_find(s, src_name)))
-        return al_err("tpa-check: no loaded model named '%s'", src_name);
+        return al_err("check: no loaded model named '%s'", src_name);
     if (!tpa_is_export(dir))
-        return al_err("tpa-check: %s holds no %s: give a folder written by tpa-export", dir, TPA_MANIFEST);
+        return al_err("check: %s holds no %s: give a folder written by export after convert tpa", dir, TPA_MANIFEST);
     TpaModel *t = NULL;
     if (tpa_load(dir, &t)) return AL_ERR;
     if (!src) {
         if (!t->src_path || !*t->src_path || model_open(t->src_path, &opened)) {
             tpa_model_free(t);
-            return al_err("tpa-check: cannot open the source %s named by %s/%s: load it and give source NAME",
+            return al_err("check: cannot open the source %s named by %s/%s: load it and give source NAME",
                           t->src_path && *t->src_path ? t->src_path : "(none)", dir, TPA_MANIFEST);
         }
         src = opened;
@@ -374,29 +326,29 @@ int cmd_tpa_check_dir(Session *s, const char *dir, const char *src_name, size_t 
     return rc;
 }
 
-static int cmd_check(Session *s, const Args *a, Out *out) {
-    const char *dir = args_str(a, "dir");
-    size_t tokens = (size_t)args_int(a, "tokens");
-    if (dir && *dir) return cmd_tpa_check_dir(s, dir, args_str(a, "source"), tokens, a, out);
-    return cmd_tpa_check_session(s, args_str(a, "source"), tokens, a, out);
-}
-
-/* ================================================================ kv-table */
+/* ================================================================ kv-cache */
 
 const char cmd_tpa_kv_help[] =
-    "Table 1 of the TPA paper for the current model's dimensions: values cached per token per layer,\n"
-    "their bytes, and attention parameters per layer of MHA, MQA, GQA, MLA, TPA, TPA KV-only and TPA\n"
-    "with non-contextual A or B (formulas in core/tpa.h; with d_k = d_v = d_h and h d_h = d_model they\n"
-    "are Table 1's, plus W_O for MLA, which Table 1 leaves out). Then the model as loaded (its own\n"
-    "counts, biases included) and the session's tpa-convert result when there is one.\n"
+    "KV cache and attention parameters per token per layer for the current model: Table 1 of the\n"
+    "TPA paper at the model's dimensions -- values cached per token per layer, their bytes, and\n"
+    "attention parameters per layer of MHA, MQA, GQA, MLA, TPA, TPA KV-only and TPA with\n"
+    "non-contextual A or B (formulas in core/tpa.h; with d_k = d_v = d_h and h d_h = d_model they\n"
+    "are Table 1's, plus W_O for MLA, which Table 1 leaves out) -- then the model as loaded (its\n"
+    "own counts, biases included) and every conversion of it in the session: `convert mla`\n"
+    "(TransMLA: R + D values) and `convert tpa`. Those rows carry in their scheme name what the\n"
+    "four columns do not: the attention type as loaded, the conversion's settings, the bytes per\n"
+    "token over all layers and the cache as a fraction of the model's (xF).\n"
     "Ranks default to the model's own (its KV heads; its MLA latents) or, where it has none, to\n"
     "d_c = 4 d_k, d_c' = 2 d_c, d_h^R = d_k / 2 and the paper's R_Q 6, R_K = R_V = 2.\n"
-    "Bytes are counted at the model's dtype (config torch_dtype; 2 for FP8 checkpoints) unless\n"
-    "`bytes N` says otherwise. `to FILE.csv` writes scheme,kv_values_per_token,kv_bytes_per_token,attn_params.\n"
+    "Bytes are counted at the model's dtype (config torch_dtype: 2 for bf16 / f16 and for FP8\n"
+    "checkpoints, 4 for f32) unless `bytes N` says otherwise. `scheme S` keeps one Table 1 row\n"
+    "(and drops the session's rows). `to FILE.csv` writes\n"
+    "scheme,kv_values_per_token,kv_bytes_per_token,attn_params.\n"
     "Examples:\n"
-    "  kv-table\n"
-    "  kv-table rk 1 rv 1 rq 4 groups 2\n"
-    "  kv-table scheme tpa-nonctx-a to kv.csv";
+    "  kv-cache\n"
+    "  kv-cache rk 1 rv 1 rq 4 groups 2\n"
+    "  convert mla kv-rank 48; convert tpa kv-rank 1; kv-cache bytes 1 to kv.csv\n"
+    "  kv-cache scheme tpa-nonctx-a to kv.csv";
 
 static const char *const SCHEMES[] = {"all", "mha", "mqa", "gqa", "mla", "tpa", "tpa-kvonly", "tpa-nonctx-a",
                                       "tpa-nonctx-b", NULL};
@@ -428,6 +380,51 @@ static int kv_row(Table *t, const char *scheme, size_t values, size_t bytes, siz
     return AL_OK;
 }
 
+/* Bytes per token over all L layers when `conv` of them cache `after` values per token and the
+ * others the model's `before`. */
+static size_t kv_total_bytes(size_t before, size_t after, size_t conv, size_t L, size_t bytes) {
+    return (after * conv + before * (L - conv)) * bytes;
+}
+
+/* The rows of the model as loaded and of the session's conversions of it (TransMLA, TPA) in t:
+ * the scheme name carries the attention type or the settings, the bytes per token over all
+ * layers (unconverted layers at the model's cache) and, for conversions, the converted layers'
+ * cache as a fraction of the model's (xF). Says on out when there is no conversion. */
+static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *out) {
+    char name[256];
+    size_t before = cfg_kv_values(&m->cfg), L = (size_t)m->cfg.n_layers;
+    const char *kind = cfg_is_mla(&m->cfg) ? "MLA"
+                       : m->cfg.n_kv_heads == m->cfg.n_heads ? "MHA"
+                       : m->cfg.n_kv_heads == 1 ? "MQA" : "GQA";
+    snprintf(name, sizeof name, "%s as loaded (%s; %zu bytes per token in %zu layers)", m->name, kind,
+             before * bytes * L, L);
+    if (kv_row(t, name, before, bytes, cfg_attn_params(&m->cfg))) return AL_ERR;
+    const TmlaResult *mr = cmd_convert_result(s, m);
+    if (mr) {
+        size_t conv = 0;
+        for (int l = 0; l < mr->n_layers; l++) conv += mr->layers[l] != NULL;
+        snprintf(name, sizeof name, "convert mla (MLA R %d + D %d; %zu bytes per token in %zu layers; x%.4g)",
+                 mr->kv_rank, mr->rope_dim, kv_total_bytes(before, mr->kv_after, conv, L, bytes), L,
+                 before ? (double)mr->kv_after / (double)before : 1.0);
+        /* params_after sums the converted layers: per layer like the other rows */
+        if (kv_row(t, name, mr->kv_after, bytes, conv ? mr->params_after / conv : 0)) return AL_ERR;
+    }
+    const TpaModel *tr = cmd_tpa_pending(s, m) ? s->tpa->res : NULL;
+    if (tr) {
+        size_t conv = 0;
+        for (int l = 0; l < tr->n_layers; l++) conv += tr->layers[l] != NULL;
+        snprintf(name, sizeof name, "convert tpa (form %s R_K %d R_V %d; %zu bytes per token in %zu layers; x%.4g)",
+                 tpa_form_name(tr->opts.form), tr->opts.k_rank, tr->opts.v_rank,
+                 kv_total_bytes(before, tr->kv_after, conv, L, bytes), L,
+                 before ? (double)tr->kv_after / (double)before : 1.0);
+        if (kv_row(t, name, tr->kv_after, bytes, tr->params_after)) return AL_ERR;
+    }
+    if (!mr && !tr)
+        out_printf(out, "(no conversion of %s in this session: `convert mla kv-rank R` or `convert tpa kv-rank R` "
+                   "adds its row)\n", m->name);
+    return AL_OK;
+}
+
 int cmd_tpa_kv_table(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TpaDims d = tpa_dims_from_config(&m->cfg);
@@ -452,17 +449,7 @@ int cmd_tpa_kv_table(Session *s, const Args *a, Out *out) {
         if (only < 0 || only == sc)
             rc = kv_row(t, tpa_scheme_name((tpa_scheme)sc), tpa_kv_values(&d, (tpa_scheme)sc), bytes,
                         tpa_attn_params(&d, (tpa_scheme)sc));
-    if (rc == AL_OK && only < 0) {
-        char name[160];
-        snprintf(name, sizeof name, "%s as loaded", m->name);
-        rc = kv_row(t, name, cfg_kv_values(&m->cfg), bytes, cfg_attn_params(&m->cfg));
-        if (rc == AL_OK && cmd_tpa_pending(s, m)) {
-            const TpaModel *r = s->tpa->res;
-            snprintf(name, sizeof name, "tpa-convert form %s (R_K %d, R_V %d)", tpa_form_name(r->opts.form),
-                     r->opts.k_rank, r->opts.v_rank);
-            rc = kv_row(t, name, r->kv_after, bytes, r->params_after);
-        }
-    }
+    if (rc == AL_OK && only < 0) rc = kv_session_rows(s, m, t, bytes, out);
     if (rc) { table_free(t); return rc; }
     return out_table_to(out, a, t);
 }
@@ -620,14 +607,7 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
 /* ================================================================ the table */
 
 static const Command tpa_cmds[] = {
-    { .name = "tpa-convert", .summary = "re-factor K and V into non-contextual TPA: tpa-convert kv-rank R [form a|b]",
-      .help = cmd_tpa_convert_help, .kw = cmd_tpa_convert_kw, .fn = cmd_tpa_convert, .flags = CMD_MODEL,
-      .xform = XF_TPA },
-    { .name = "tpa-export", .summary = "write the tpa-convert result in attnlab's TPA layout",
-      .help = EXPORT_HELP, .pos = export_pos, .kw = export_kw, .fn = cmd_export },
-    { .name = "tpa-check", .summary = "compare a TPA conversion (or export) with its source, layer by layer",
-      .help = CHECK_HELP, .pos = check_pos, .kw = check_kw, .fn = cmd_check },
-    { .name = "kv-table", .summary = "Table 1: KV cache and attention parameters of MHA/MQA/GQA/MLA/TPA",
+    { .name = "kv-cache", .summary = "KV cache and attention parameters per token: Table 1 schemes, as loaded, converted",
       .help = cmd_tpa_kv_help, .kw = cmd_tpa_kv_kw, .fn = cmd_tpa_kv_table, .flags = CMD_MODEL },
     { .name = "compare", .summary = "every KV-cache reduction at one budget: compare kv-budget B",
       .help = COMPARE_HELP, .kw = compare_kw, .fn = cmd_compare, .flags = CMD_MODEL },

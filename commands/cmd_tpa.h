@@ -1,12 +1,14 @@
 /* cmd_tpa.h -- what other command groups may ask of the TPA group (cmd_tpa.c), so that the
- * issue's command names (`convert tpa`, `export`, `check`, `kv-cache`) can dispatch here:
+ * issue's command names (`convert tpa`, `export`, `check`) dispatch here (the group's own table
+ * has `kv-cache` and `compare`):
  *   convert tpa ...   a sub-command entry { .name = "tpa", .kw = cmd_tpa_convert_kw,
  *                     .fn = cmd_tpa_convert, .help = cmd_tpa_convert_help, ... } in `convert`'s table;
  *   export DIR        cmd_tpa_pending() tells whether the session holds a TPA conversion of the
  *                     current model; cmd_tpa_export() writes it;
  *   check             with no folder: cmd_tpa_check_session(); with a folder that tpa_is_export()
  *                     recognizes (core/tpa.h): cmd_tpa_check_dir();
- *   kv-cache          the table of Table 1 rows: cmd_tpa_kv_table (same keywords, cmd_tpa_kv_kw);
+ *   kv-cache          Table 1's rows, the model as loaded and the session's conversions (TransMLA
+ *                     through cmd_convert_result, TPA): cmd_tpa_kv_table, keywords cmd_tpa_kv_kw;
  *   plot compare      the last `compare` result (cmd_tpa_compare_get runs one when it does not match). */
 #ifndef AL_CMD_TPA_H
 #define AL_CMD_TPA_H
@@ -18,7 +20,7 @@
 /* True when the session holds a TPA conversion of m (NULL: of any model). */
 bool cmd_tpa_pending(const Session *s, const Model *m);
 
-/* `tpa-convert` (keywords kv-rank, k-rank, v-rank, form, layers, tokens, to). */
+/* `convert tpa` (keywords kv-rank, k-rank, v-rank, form, layers, tokens, fit, to). */
 extern const Param cmd_tpa_convert_kw[];
 extern const char cmd_tpa_convert_help[];
 int cmd_tpa_convert(Session *s, const Args *a, Out *out);
@@ -58,7 +60,7 @@ const CmpResult *cmd_tpa_compare_last(const Session *s, const Model *m);
 /* The FITS choices of `compare` ("auto", "weights", "calib", NULL), for other commands' keywords. */
 extern const char *const cmd_tpa_fit_choices[];
 
-/* `kv-table` (keywords rq, rk, rv, groups, kv-lora, q-lora, rope-dim, bytes, scheme, to). */
+/* `kv-cache` (keywords rq, rk, rv, groups, kv-lora, q-lora, rope-dim, bytes, scheme, to). */
 extern const Param cmd_tpa_kv_kw[];
 extern const char cmd_tpa_kv_help[];
 int cmd_tpa_kv_table(Session *s, const Args *a, Out *out);

@@ -732,7 +732,7 @@ static char *manifest_text(const TpaModel *t, const AttnLayer *L0, dt_type dtype
     cJSON_AddNumberToObject(root, "version", TPA_FORMAT_VERSION);
     cJSON_AddStringToObject(root, "method", "non-contextual TPA re-factoring of K and V (seed 004, 3.4-3.5)");
     cJSON_AddStringToObject(root, "note", "no standard loader exists for non-contextual TPA: attnlab reads this "
-                                          "folder (tpa-check DIR); tensors use the row-vector convention y = x @ W");
+                                          "folder (check DIR); tensors use the row-vector convention y = x @ W");
     cJSON_AddStringToObject(root, "form", tpa_form_name(t->opts.form));
     cJSON_AddNumberToObject(root, "k_rank", t->opts.k_rank);
     cJSON_AddNumberToObject(root, "v_rank", t->opts.v_rank);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# cli_calib.sh -- `calibrate`, `calib info|save|load`, `kvsvd learn|eval`, `export-kvsvd` and the
-# two KQ-SVD figures through `attnlab -e` on the real stories260K checkpoint (skipped, exit 77,
-# when $ATTNLAB_MODELS lacks it): the eval CSV header is exact with one row per layer and method,
-# KQ-SVD's calibration error on K Qᵀ is never above the others', K-SVD and KQ-SVD are flat in beta,
-# statistics survive save / load, the export writes (kv_heads, d, R) tensors and a manifest, and
-# errors name what is missing.
+# cli_calib.sh -- `calibrate`, `calib info|save|load`, `kvsvd learn|eval`, `export` (after `kvsvd
+# learn`) and the two KQ-SVD figures through `attnlab -e` on the real stories260K checkpoint
+# (skipped, exit 77, when $ATTNLAB_MODELS lacks it): the eval CSV header is exact with one row per
+# layer and method, KQ-SVD's calibration error on K Qᵀ is never above the others', K-SVD and
+# KQ-SVD are flat in beta, statistics survive save / load, the export writes (kv_heads, d, R)
+# tensors and a manifest, and errors name what is missing.
 set -u
 M="${ATTNLAB_MODELS:-}"
 [ -n "$M" ] && [ -f "$M/stories260K/stories260K.bin" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K absent"; exit 77; }
@@ -22,7 +22,7 @@ Once upon a time, there was a little boy named Tim. Tim had a big dog named Max.
 EOF
 
 # Calibrate, learn all three methods, evaluate, plot, export, save.
-run -e "load $BIN; calibrate story.txt seqlen 32 to stats.csv; kvsvd learn all rank 3 to learn.csv; kvsvd eval to eval.csv; plot kvsvd-errors to fig1.png; plot kvsvd-errors what kq log to fig1kq.svg; plot kvsvd-unbalance betas 1,3,10,100 samples 1 to fig2.png; export-kvsvd proj; calib save stats.safetensors"
+run -e "load $BIN; calibrate story.txt seqlen 32 to stats.csv; kvsvd learn all rank 3 to learn.csv; kvsvd eval to eval.csv; plot kvsvd-errors to fig1.png; plot kvsvd-errors what kq log to fig1kq.svg; plot kvsvd-unbalance betas 1,3,10,100 samples 1 to fig2.png; export proj; calib save stats.safetensors"
 [ "$(rc)" = 0 ] || fail "pipeline: rc $(rc): $(cat err.txt)"
 grep -q "calibrating stories260K on 15 train windows of 32 tokens" out.txt || fail "calibrate narration: [$(head -3 out.txt)]"
 [ "$(head -1 stats.csv)" = "layer,tokens,sequences,rms_k,rms_q,rms_v" ] || fail "stats CSV: [$(head -1 stats.csv)]"
@@ -61,7 +61,7 @@ run -e "load $BIN; tokenize file story.txt to story.ids; calib load stats.safete
 [ "$(rc)" = 0 ] && [ "$(tail -n +2 e2.csv | wc -l)" = 5 ] || fail "eval with ids: rc $(rc) [$(cat err.txt)] [$(cat e2.csv 2>/dev/null)]"
 
 # Export refuses a non-empty folder without force.
-run -e "load $BIN; calibrate story.txt seqlen 32; kvsvd learn ksvd rank 2; export-kvsvd proj"
+run -e "load $BIN; calibrate story.txt seqlen 32; kvsvd learn ksvd rank 2; export proj"
 [ "$(rc)" = 1 ] && grep -q "not empty" err.txt || fail "export into non-empty: rc $(rc) [$(cat err.txt)]"
 
 # Errors name what is missing.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # cli_convert.sh -- the TransMLA commands through `attnlab -e`: convert mla (errors for a missing
 # or impossible kv-rank / rope-dim, a model that is already MLA), the per-layer report and its CSV,
-# kv-cache before and after, export-mla into a new folder (refused into a non-empty one), the
-# export loading as deepseek_v3, check against the source (every copied tensor identical), Lua
-# access, and the two TransMLA figures rendered to non-empty PNG files.
+# kv-cache before and after (beside Table 1's rows), export into a new folder (export-mla too:
+# refused into a non-empty one or without a conversion), the export loading as deepseek_v3, check
+# against the source (every copied tensor identical), Lua access, and the two TransMLA figures
+# rendered to non-empty PNG files.
 set -u
 T="${ATTNLAB_TMP:-/tmp/attnlab-cli-convert}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
 B="$ATTNLAB"
@@ -25,7 +26,7 @@ run -e "convert mla kv-rank 4"
 [ "$(rc)" = 1 ] || fail "convert without a model: rc $(rc)"
 
 # the whole path on the demo model: convert, report, kv-cache, export, load, check
-run -e "load demo-llama as d; convert mla kv-rank 48 rope-dim 16 to conv.csv; kv-cache; export-mla out; check out; load out as ex; info"
+run -e "load demo-llama as d; convert mla kv-rank 48 rope-dim 16 to conv.csv; kv-cache; export out; check out; load out as ex; info"
 [ "$(rc)" = 0 ] || fail "convert/export/check: rc $(rc) [$(cat err.txt)]"
 grep -q "converted layers 0-3 of d to MLA: kv_lora_rank 48, RoPE dims 16 (freqfold 2)" out.txt \
     || fail "convert narration: [$(head -5 out.txt)]"
@@ -33,8 +34,9 @@ grep -q "KV cache per token per layer: 128 -> 64 values (50.0%)" out.txt || fail
 [ "$(head -1 conv.csv)" = "layer,alpha,rope_energy,joint_energy,score_err,out_err,joint_energy_other,score_err_other,out_err_other" ] \
     || fail "conv.csv header: [$(head -1 conv.csv)]"
 [ "$(wc -l < conv.csv)" = 5 ] || fail "conv.csv rows: $(wc -l < conv.csv)"
-grep -Eq "^d as loaded \(GQA\) +128 +256 +1024 +1$" out.txt || fail "kv-cache loaded row: [$(cat out.txt)]"
-grep -Eq "^converted \(MLA, R 48 \+ D 16\) +64 +128 +512 +0.5$" out.txt || fail "kv-cache converted row"
+grep -Eq "^d as loaded \(GQA; 1024 bytes per token in 4 layers\) +128 +256 +163840$" out.txt || fail "kv-cache loaded row: [$(cat out.txt)]"
+grep -Eq "^convert mla \(MLA R 48 \+ D 16; 512 bytes per token in 4 layers; x0.5\) +64 +128 +204800$" out.txt || fail "kv-cache converted row"
+grep -Eq "^GQA +128 +256 +163840$" out.txt || fail "kv-cache Table 1 rows"
 grep -q "exported d as DeepSeek-V3 MLA to out: kv_lora_rank 48, qk_rope_head_dim 16" out.txt || fail "export narration"
 [ -s out/model.safetensors ] && [ -s out/config.json ] && [ -s out/attnlab_manifest.json ] || fail "export files"
 grep -q '"model_type":	"deepseek_v3"' out/config.json || fail "config model_type: [$(cat out/config.json)]"
@@ -51,6 +53,8 @@ awk -v a="$conv_err" -v b="$chk_err" 'BEGIN { d = a - b; if (d < 0) d = -d; exit
 
 run -e "load demo-llama; convert mla kv-rank 48; export-mla out"
 [ "$(rc)" = 1 ] && grep -q "is not empty" err.txt || fail "export into a non-empty folder: [$(cat err.txt)]"
+run -e "help export-mla"
+[ "$(rc)" = 0 ] && grep -q "\`export DIR\` does the same with defaults" out.txt || fail "export-mla help: [$(cat out.txt)]"
 run -e "export-mla fresh"
 [ "$(rc)" = 1 ] && grep -q "no conversion" err.txt || fail "export without a conversion: [$(cat err.txt)]"
 run -e "load out as ex; convert mla kv-rank 8"
@@ -59,10 +63,10 @@ run -e "check nowhere"
 [ "$(rc)" = 1 ] || fail "check of a missing folder: rc $(rc)"
 
 # Lua: the report and the kv-cache table are values
-run -e "load demo-llama; convert mla kv-rank full" -e "lua r = attn.kv_cache(); print(#r, r[2].values_per_token_layer)" \
+run -e "load demo-llama; convert mla kv-rank full" -e "lua r = attn.kv_cache(); print(#r, r[10].kv_values_per_token, r[10].scheme:sub(1, 11))" \
     -e "lua t = attn.convert('mla', {['kv-rank'] = '16', tokens = 8}); print(#t, t[1].out_err > 0)"
 [ "$(rc)" = 0 ] || fail "lua: rc $(rc) [$(cat err.txt)]"
-grep -q "^2	128$" out.txt || fail "lua kv_cache: [$(cat out.txt)]"
+grep -q "^10	128	convert mla$" out.txt || fail "lua kv_cache: [$(cat out.txt)]"
 grep -q "^4	true$" out.txt || fail "lua convert: [$(cat out.txt)]"
 
 # figures (TransMLA 3a / 3b)
@@ -76,7 +80,7 @@ done
 # the round trip of a llama2.c .bin source (no config.json) through export and check
 M="${ATTNLAB_MODELS:-}/stories260K/stories260K.bin"
 if [ -f "$M" ]; then
-    run -e "load '$M' as s; convert mla kv-rank 40 tokens 16; export-mla s-mla; check s-mla tokens 16"
+    run -e "load '$M' as s; convert mla kv-rank 40 tokens 16; export-mla s-mla dtype f32 shard-mb 1; check s-mla tokens 16"
     [ "$(rc)" = 0 ] || fail "stories260K.bin: rc $(rc) [$(cat err.txt)]"
     grep -q "non-attention tensors: all 27 identical" out.txt || fail "stories260K.bin copies: [$(cat out.txt)]"
 fi
