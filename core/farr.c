@@ -3,6 +3,7 @@
  * KV-cache accounting, and the session cache (FarrState). See farr.h for the math. */
 #define _GNU_SOURCE
 #include "farr.h"
+#include "gram.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -167,14 +168,131 @@ static int layer_task(size_t h, int worker, void *ud) {
     return AL_OK;
 }
 
-int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out) {
+/* ---------------------------------------------------------------- the stream route */
+
+/* G' = Rᵀ G R for K' = K R, R the RoPE rotation at position p (as farr_rope_rotate applies it to
+ * the columns of K): the same pair rotation on the columns of G, then on its rows. G is k x k. */
+static void rope_rotate_gram(double *G, size_t k, rope_layout layout, double theta, double p) {
+    size_t half = k / 2;
+    if (layout == ROPE_NONE || k < 2 || p == 0) return;
+    for (size_t t = 0; t < half; t++) {
+        double ang = p * pow(theta, -2.0 * (double)t / (double)k), cs = cos(ang), sn = sin(ang);
+        size_t i = layout == ROPE_HALF ? t : 2 * t, j = layout == ROPE_HALF ? t + half : 2 * t + 1;
+        for (size_t r = 0; r < k; r++) {
+            double a = G[r * k + i], b = G[r * k + j];
+            G[r * k + i] = a * cs - b * sn;
+            G[r * k + j] = b * cs + a * sn;
+        }
+        for (size_t c = 0; c < k; c++) {
+            double a = G[i * k + c], b = G[j * k + c];
+            G[i * k + c] = a * cs - b * sn;
+            G[j * k + c] = b * cs + a * sn;
+        }
+    }
+}
+
+typedef struct {
+    Model *m;
+    FarrLayer *l;
+    head_part part;
+    bool rot;
+    size_t k;                /* the inner (head) dim of the pair */
+    LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored */
+    GramScratch **scr;       /* (threads) */
+    double **G;              /* (threads) a k x k Gram each */
+} StreamJob;
+
+/* The Gram of one factor of the layer into G, with the factor's row count. */
+static int stream_gram(StreamJob *j, head_kind kind, int head, int worker, double *G, size_t *rows) {
+    GramView v;
+    if (gram_view(j->m, kind, j->l->layer, head, j->part, &v) != AL_OK) return AL_ERR;
+    int rc = gram_view_k(&v) == j->k ? AL_OK
+                                     : al_err("internal: %s head %d has inner dim %zu, expected %zu", v.tensor, head,
+                                              gram_view_k(&v), j->k);
+    if (rc == AL_OK) rc = gram_compute(j->m->store, &v, j->scr[worker], G);
+    *rows = gram_view_rows(&v);
+    gram_view_clear(&v);
+    return rc;
+}
+
+/* Phase 1, per KV head g: the shared factor (W_V[g] or W_K[g]), its spectrum and Cholesky factor. */
+static int stream_shared_task(size_t g, int worker, void *ud) {
+    StreamJob *j = ud;
+    const ModelConfig *c = &j->m->cfg;
+    double *G = j->G[worker];
+    size_t rows;
+    int rc = stream_gram(j, j->l->kind == FARR_VO ? HK_V : HK_K, (int)g, worker, G, &rows);
+    if (rc == AL_OK && j->rot) rope_rotate_gram(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
+    if (rc == AL_OK) rc = lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
+    if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->l->layer, (int)g, farr_fused_name(j->l->kind));
+    return AL_OK;
+}
+
+/* Phase 2, per query head h: its own factor (W_O[h] or W_Q[h]) and the fused spectrum against the
+ * group's shared side. */
+static int stream_head_task(size_t h, int worker, void *ud) {
+    StreamJob *j = ud;
+    FarrLayer *l = j->l;
+    bool vo = l->kind == FARR_VO;
+    double *G = j->G[worker];
+    size_t rows;
+    LinGramSide *own = NULL;
+    const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
+    int rc = stream_gram(j, vo ? HK_O : HK_Q, (int)h, worker, G, &rows);
+    if (rc == AL_OK) rc = lin_gram_side_new(G, j->k, rows, false, &own);
+    /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
+    if (rc == AL_OK) rc = lin_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
+    if (rc == AL_OK) {
+        Spectrum *shs = lin_spectrum_copy(sh->s);
+        if (!shs) rc = AL_ERR;
+        else {
+            l->a[h] = vo ? shs : own->s;
+            l->b[h] = vo ? own->s : shs;
+            own->s = NULL;
+        }
+    }
+    lin_gram_side_free(own);
+    if (rc != AL_OK) return al_err_ctx("layer %d head %d (%s)", l->layer, (int)h, farr_fused_name(l->kind));
+    return AL_OK;
+}
+
+/* The stream route over one layer (see farr_route), then the layer's mapped pages are released. */
+static int layer_stream(Model *m, FarrLayer *l, head_part part, bool rot) {
+    const ModelConfig *c = &m->cfg;
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+    int T = lin_sweep_threads(H > G ? H : G, 0);
+    StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .k = (size_t)l->head_dim };
+    j.shared = al_calloc(G, sizeof *j.shared, "shared factors");
+    j.scr = al_calloc((size_t)T, sizeof *j.scr, "sweep scratch");
+    j.G = al_calloc((size_t)T, sizeof *j.G, "sweep scratch");
+    int rc = j.shared && j.scr && j.G ? AL_OK : AL_ERR;
+    for (int w = 0; rc == AL_OK && w < T; w++) {
+        j.scr[w] = gram_scratch_new();
+        j.G[w] = al_malloc3(j.k ? j.k : 1, j.k ? j.k : 1, sizeof(double), "a Gram matrix");
+        if (!j.scr[w] || !j.G[w]) rc = AL_ERR;
+    }
+    if (rc == AL_OK) rc = lin_sweep(G, T, stream_shared_task, &j);
+    if (rc == AL_OK) rc = lin_sweep(H, T, stream_head_task, &j);
+    for (size_t g = 0; j.shared && g < G; g++) lin_gram_side_free(j.shared[g]);
+    for (int w = 0; w < T; w++) {
+        if (j.scr) gram_scratch_free(j.scr[w]);
+        if (j.G) free(j.G[w]);
+    }
+    free(j.shared); free(j.scr); free(j.G);
+    char *prefix = model_tensor_name(m, l->layer, "");
+    if (prefix) store_release_prefix(m->store, prefix);
+    free(prefix);
+    return rc;
+}
+
+int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, farr_route route, FarrLayer **out) {
     *out = NULL;
     const ModelConfig *c = &m->cfg;
     LayerJob job = { .m = m };
     if (farr_fuse_mode(c, kind, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
     if (layer < 0 || layer >= c->n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
-    if (model_layer_load(m, layer) != AL_OK) return AL_ERR;
+    if (route == FARR_ROUTE_FACTORS && model_layer_load(m, layer) != AL_OK) return AL_ERR;
     FarrLayer *l = al_calloc(1, sizeof *l, "layer spectra");
     if (!l) return AL_ERR;
     l->kind = kind; l->layer = layer; l->offset = offset; l->n_heads = c->n_heads;
@@ -185,10 +303,14 @@ int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLaye
     l->fused = al_calloc(H, sizeof *l->fused, "layer spectra");
     if (!l->a || !l->b || !l->fused) { farr_layer_free(l); return AL_ERR; }
     job.l = l;
-    int rc = lin_sweep(H, 0, layer_task, &job);
+    int rc = route == FARR_ROUTE_STREAM ? layer_stream(m, l, job.part, job.rot) : lin_sweep(H, 0, layer_task, &job);
     if (rc != AL_OK) { farr_layer_free(l); return rc; }
     *out = l;
     return AL_OK;
+}
+
+int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out) {
+    return farr_layer_compute_route(m, kind, layer, offset, FARR_ROUTE_STREAM, out);
 }
 
 void farr_layer_ranks(const FarrLayer *l, int head, double tau, int *ra, int *rb, int *rf) {

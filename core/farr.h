@@ -85,9 +85,20 @@ typedef struct {
     Spectrum **fused;        /* (n_heads) VO or QK */
 } FarrLayer;
 
-/* Computes a layer's spectra over all heads on all cores (lin_sweep); AL_INTERRUPTED leaves
- * *out NULL. Caller frees with farr_layer_free. */
+/* How a layer's spectra are computed:
+ *   FARR_ROUTE_STREAM (the default): each factor's Gram is accumulated straight from the
+ *     checkpoint's mapping (core/gram.h: dequantization fused into a cache-sized chunk, dsyrk in
+ *     double), the shared K / V side of each group once, then values-only eigen-solves
+ *     (lin_gram_side_new / lin_gram_fused); no float copy of the layer is made, and the layer's
+ *     mapped pages are released when it is done, so a sweep keeps one layer's pages resident.
+ *   FARR_ROUTE_FACTORS: the layer's float copies (model_layer_load), per-head factors
+ *     (model_head) and lin_product_svd -- the reference the stream route is tested against. */
+typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS } farr_route;
+
+/* Computes a layer's spectra over all heads on all cores (lin_sweep: one BLAS thread per worker);
+ * AL_INTERRUPTED leaves *out NULL. Caller frees with farr_layer_free. */
 int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out);
+int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, farr_route route, FarrLayer **out);
 void farr_layer_free(FarrLayer *l);
 /* Effective ranks at tau of head h: a, b, fused (any pointer may be NULL). */
 void farr_layer_ranks(const FarrLayer *l, int head, double tau, int *ra, int *rb, int *rf);

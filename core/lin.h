@@ -7,6 +7,12 @@
  * and the SVD (gesdd) of the small core R_A R_Bᵀ gives the singular values, and, through the
  * factors, the singular vectors. Everything is computed in double.
  *
+ * Values only, from Gram matrices already at hand (the streaming sweep of core/farr.c computes
+ * them straight from a checkpoint, core/gram.h): lin_gram_side_new / lin_gram_fused take the
+ * factor spectra as eigenvalues of the Grams and the fused spectrum as the eigenvalues of
+ * Lᵀ G_B L for the Cholesky factor G_A = L Lᵀ -- three k x k values-only eigen-solves per pair
+ * (dsytrd + dsterf), no SVD, no vectors.
+ *
  * Effective rank at tau (seed 000, 1.4): the smallest r with sum_{j<=r} sigma_j^2 / sum sigma^2
  * >= tau. */
 #ifndef AL_LIN_H
@@ -61,6 +67,38 @@ int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
 /* Reference: forms A @ op(B) explicitly in double (dgemm) and takes its dense SVD (gesdd). For
  * tests and benchmarks; O(m n min(m, n)). */
 int lin_dense_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags, Spectrum **out);
+
+/* ================================================================ Gram route, values only */
+
+/* One factor of a fused pair given by its Gram matrix G (k x k) in the inner space of the
+ * product -- WᵀW for W = W_V, W_Q, W_K (rows x k) and W Wᵀ for W = W_O (k x rows) -- which is what
+ * the streaming sweep accumulates straight from a checkpoint. Holds the factor's singular values
+ * (eigenvalues of G, values only) and, when built with `factor`, the pivoted Cholesky factor
+ * Pᵀ G P = L Lᵀ (L: k x r, r the numerical rank) that fused spectra against other factors need.
+ * Build it once per factor and pair it with many (GQA: the shared K / V head of a group). */
+typedef struct {
+    size_t k;           /* inner dim */
+    size_t rows;        /* the factor's other dim */
+    Spectrum *s;        /* (rows x k) map, min(rows, k) singular values */
+    size_t r;           /* rank of L (0 when not factored or a zero factor) */
+    double *L;          /* (k, k) column-major, lower triangular (first r columns used), or NULL */
+    int *piv;           /* (k) 0-based pivots (row i of Pᵀ G P is row piv[i] of G), or NULL when
+                           G was positive definite and factored without pivoting (r = k) */
+} LinGramSide;
+
+/* Eigen-solves G (k x k, symmetric, full storage, double; not modified): eigenvalues only (dsytrd +
+ * dsterf), and with `factor` its Cholesky factor (dpotrf; dpstrf with pivoting when G is not
+ * numerically positive definite). NULL + error on failure; free with lin_gram_side_free. */
+int lin_gram_side_new(const double *G, size_t k, size_t rows, bool factor, LinGramSide **out);
+void lin_gram_side_free(LinGramSide *s);
+/* Singular values of the fused map of a (factored) and the factor whose Gram is Gb (k x k), values
+ * only: sigma^2 = eig(Lᵀ Pᵀ Gb P L) (two dtrmm, or dsymm + dgemm when pivoted; then dsytrd +
+ * dsterf). m x n is the shape of the fused map, p = min(m, n, k). Values below ~1e-8 sigma_max
+ * are not resolved (the Gram squares them). *out is the caller's. */
+int lin_gram_fused(const LinGramSide *a, const double *Gb, size_t m, size_t n, Spectrum **out);
+/* Eigenvalues (ascending) of the symmetric k x k matrix A (column-major, lower triangle used;
+ * destroyed): dsytrd + dsterf (what dsyevd does without vectors). */
+int lin_sym_eigvals(double *A, size_t k, double *w);
 
 /* ================================================================ energy and rank */
 

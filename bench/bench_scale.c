@@ -1,0 +1,518 @@
+/* bench_scale.c -- DeepSeek-R1-scale FaRR sweeps: speed against the naive method and against the
+ * kernel floor, and peak memory against the layer count (not a test; see bench/README.md).
+ *
+ *   bench_scale [--model DIR] [--layers N] [--naive H] [--reps R] [--keep] [--breakdown]
+ *
+ * Without --model it writes a DeepSeek-R1-shaped FP8 checkpoint (synth_ds_r1_shape: R1's exact
+ * attention shapes, 128x128 block scales, sharded with an index) of N layers (default 4) into a
+ * temporary folder, and removes it at the end unless --keep. On that data, in one run, it prints:
+ *   1. seconds per layer of the full VO and QK sweeps (farr_layer_compute, stream route: Grams
+ *      straight from the mapping, page cache warm), wall and CPU, and the 61-layer extrapolation;
+ *   2. the naive method on H sampled heads per pair (form the fused matrix in double, dgesdd
+ *      values only), one head at a time as the seed runs it and heads in parallel, and the ratio
+ *      naive / attnlab per head;
+ *   3. the floor: the bare kernels of every factor of a layer on the same shapes from memory (no
+ *      I/O, no dequantization): the Gram products (dsyrk, double) alone, and with the values-only
+ *      eigen-solves the method also cannot avoid; and attnlab / floor for both;
+ *   4. peak resident memory (VmHWM) of a fresh process sweeping VO + QK over 2 and over 4 layers
+ *      (and over all N when N > 4).
+ * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be
+ * shared: R rounds (default 3) each measure 1-3 back to back so they see the same load, each
+ * figure is its best over the rounds, CPU seconds are printed beside wall seconds, and the load
+ * average is printed at the start and the end. --breakdown first prints the single-thread cost of
+ * each step for one head. */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <errno.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "farr.h"
+#include "gram.h"
+#include "lin.h"
+#include "synth.h"
+
+/* ================================================================ clocks */
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process (all threads). */
+static double cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void loadavg(const char *when) {
+    char buf[128] = "?";
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) strcpy(buf, "?");
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = 0;
+    printf("load average %s: %s (%ld CPUs)\n", when, buf, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "bench_scale: %s: %s\n", what, al_errmsg());
+    return 1;
+}
+
+/* ================================================================ 1. the sweep */
+
+typedef struct { double wall, cpu; } Time;
+
+/* VO + QK spectra of layer L through farr_layer_compute (the stream route); the ranks are
+ * summarized into *rmin / *rmax of the fused VO ranks at 0.999 on the way. */
+static int sweep_layer(Model *m, int L, Time *vo, Time *qk, int *rmin, int *rmax) {
+    for (int k = 0; k < 2; k++) {
+        FarrLayer *l = NULL;
+        double w0 = wall(), c0 = cpu();
+        if (farr_layer_compute(m, (farr_kind)k, L, FARR_NO_OFFSET, &l) != AL_OK) return AL_ERR;
+        Time t = { wall() - w0, cpu() - c0 };
+        if (k == 0) {
+            *vo = t;
+            for (int h = 0; h < l->n_heads; h++) {
+                int rf;
+                farr_layer_ranks(l, h, 0.999, NULL, NULL, &rf);
+                if (rf < *rmin) *rmin = rf;
+                if (rf > *rmax) *rmax = rf;
+            }
+        } else {
+            *qk = t;
+        }
+        farr_layer_free(l);
+    }
+    return AL_OK;
+}
+
+/* ================================================================ 2. the naive method */
+
+typedef struct {
+    Model *m;
+    farr_kind kind;
+    int layer;
+    int *heads;
+} NaiveJob;
+
+static int naive_task(size_t i, int worker, void *ud) {
+    (void)worker;
+    NaiveJob *j = ud;
+    Mat *A, *B;
+    lin_op op;
+    if (farr_head_factors(j->m, j->kind, j->layer, j->heads[i], FARR_NO_OFFSET, &A, &B, &op) != AL_OK) return AL_ERR;
+    Spectrum *s = NULL;
+    int rc = lin_dense_product_svd(A, B, op, 0, &s);
+    lin_spectrum_free(s);
+    mat_free(A);
+    mat_free(B);
+    return rc;
+}
+
+/* Seconds per head of the naive method for `kind` on n heads spread over layer L (the factors
+ * are read before the clock starts: model_layer_load). parallel: heads on al_threads() workers
+ * with one BLAS thread each (the best throughput); else one head at a time with OpenBLAS using
+ * every core, as the seed's notebook runs it. */
+static int naive_per_head(Model *m, farr_kind kind, int L, int n, bool parallel, double *per_head) {
+    int *heads = calloc((size_t)n, sizeof *heads);
+    if (!heads) return al_err("out of memory");
+    for (int i = 0; i < n; i++) heads[i] = (int)((long)i * m->cfg.n_heads / n);
+    if (model_layer_load(m, L) != AL_OK) { free(heads); return AL_ERR; }
+    NaiveJob j = { .m = m, .kind = kind, .layer = L, .heads = heads };
+    int rc = AL_OK;
+    double w0 = wall();
+    if (parallel) {
+        rc = lin_sweep((size_t)n, 0, naive_task, &j);
+    } else {
+        openblas_set_num_threads(al_threads());
+        for (int i = 0; i < n && rc == AL_OK; i++) rc = naive_task((size_t)i, 0, &j);
+    }
+    *per_head = (wall() - w0) / n;
+    free(heads);
+    return rc;
+}
+
+/* ================================================================ 3. the floor */
+
+/* One layer's floor: every worker runs the kernels of one head on the same in-memory factors. */
+typedef struct {
+    const GramView *v;      /* (4) the views: V, O, Q, K of one head */
+    double **X;             /* (4) the blocks, dequantized once */
+    double *G;              /* (threads, 4, 128, 128) Gram outputs */
+    bool solves;            /* also the eigen-solves of both pairs */
+} FloorJob;
+
+static int floor_task(size_t h, int worker, void *ud) {
+    (void)h;
+    FloorJob *j = ud;
+    double *G = j->G + (size_t)worker * 4 * 128 * 128;
+    for (int f = 0; f < 4; f++) {
+        const GramView *v = &j->v[f];
+        int k = (int)gram_view_k(v), n = (int)gram_view_rows(v);
+        if (v->row_gram)
+            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, k, n, 1.0, j->X[f], n, 0.0, G + f * 128 * 128, k);
+        else
+            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, k, n, 1.0, j->X[f], k, 0.0, G + f * 128 * 128, k);
+        if (j->solves)      /* full storage for the eigen-solves */
+            for (int a = 0; a < k; a++)
+                for (int b = a + 1; b < k; b++) G[f * 128 * 128 + b * k + a] = G[f * 128 * 128 + a * k + b];
+    }
+    if (!j->solves) return AL_OK;
+    /* VO: V factored, O per head; QK: K factored, Q per head (as the stream route pairs them). */
+    for (int pair = 0; pair < 2; pair++) {
+        int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
+        size_t k = gram_view_k(&j->v[fs]), rs = gram_view_rows(&j->v[fs]), rh = gram_view_rows(&j->v[fh]);
+        LinGramSide *sh = NULL, *own = NULL;
+        Spectrum *f = NULL;
+        int rc = lin_gram_side_new(G + fs * 128 * 128, k, rs, true, &sh);
+        if (rc == AL_OK) rc = lin_gram_side_new(G + fh * 128 * 128, k, rh, false, &own);
+        if (rc == AL_OK) rc = lin_gram_fused(sh, G + fh * 128 * 128, rs, rh, &f);
+        lin_spectrum_free(f);
+        lin_gram_side_free(sh);
+        lin_gram_side_free(own);
+        if (rc != AL_OK) return rc;
+    }
+    return AL_OK;
+}
+
+/* Seconds (wall and CPU) of the kernels of one layer (n_heads heads x V, O, Q, K) on the shapes
+ * (and data) of head 1's factors, from memory, on the sweep's workers: the Gram products (dsyrk),
+ * and with `solves` also the values-only eigen-solves of both pairs (lin_gram_*: dpotrf, dtrmm,
+ * dsytrd, dsterf). */
+static int floor_layer(Model *m, int L, bool solves, Time *secs) {
+    static const head_kind kinds[4] = {HK_V, HK_O, HK_Q, HK_K};
+    GramView v[4];
+    double *X[4] = {0};
+    memset(v, 0, sizeof v);
+    int rc = AL_OK;
+    for (int f = 0; f < 4 && rc == AL_OK; f++) {
+        rc = gram_view(m, kinds[f], L, 1, f >= 2 ? PART_NOPE : PART_ALL, &v[f]);
+        if (rc == AL_OK && gram_view_k(&v[f]) > 128) rc = al_err("floor: head dims above 128 are not supported");
+        if (rc == AL_OK && !(X[f] = al_malloc3(v[f].nr, v[f].nc, sizeof(double), "a factor"))) rc = AL_ERR;
+        if (rc == AL_OK) rc = gram_read_block(m->store, v[f].tensor, v[f].r0, v[f].nr, v[f].c0, v[f].nc, X[f], v[f].nc);
+    }
+    int T = lin_sweep_threads((size_t)m->cfg.n_heads, 0);
+    double *G = rc == AL_OK ? al_malloc3((size_t)T * 4, 128 * 128, sizeof(double), "Grams") : NULL;
+    if (rc == AL_OK && !G) rc = AL_ERR;
+    if (rc == AL_OK) {
+        FloorJob j = { .v = v, .X = X, .G = G, .solves = solves };
+        double w0 = wall(), c0 = cpu();
+        rc = lin_sweep((size_t)m->cfg.n_heads, 0, floor_task, &j);
+        *secs = (Time){ wall() - w0, cpu() - c0 };
+    }
+    for (int f = 0; f < 4; f++) { free(X[f]); gram_view_clear(&v[f]); }
+    free(G);
+    return rc;
+}
+
+/* ================================================================ breakdown */
+
+/* var = the best of n (x 20 calls) of one run of body, in ms. */
+#define TIME_CALL(var, body) do { \
+        double b_ = 1e9; \
+        for (int r_ = 0; r_ < n; r_++) { \
+            double t_ = wall(); \
+            for (int q_ = 0; q_ < 20; q_++) { body; } \
+            b_ = fmin(b_, (wall() - t_) / 20); \
+        } \
+        var = 1e3 * b_; \
+    } while (0)
+
+/* The 128x128 steps by each LAPACK route worth considering, on real Grams (Go: an O head's, Gv: a
+ * V head's; both full storage, k = 128), one thread. */
+static void solver_table(const double *Go, const double *Gv, int n) {
+    enum { K = 128 };
+    static double A[K * K], B[K * K], w[K], e[K], tau[K], work[64 * K];
+    static lapack_int iwork[1], piv[K];
+    lapack_int m_, rank;
+    double t[9];
+    TIME_CALL(t[0], memcpy(A, Go, sizeof A); LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'N', 'U', K, A, K, w));
+    TIME_CALL(t[1], memcpy(A, Go, sizeof A); LAPACKE_dsyevr(LAPACK_COL_MAJOR, 'N', 'A', 'L', K, A, K, 0, 0, 0, 0, 0, &m_, w,
+                                                              NULL, 1, iwork));
+    TIME_CALL(t[2], memcpy(A, Go, sizeof A);
+              LAPACKE_dsytrd_work(LAPACK_COL_MAJOR, 'L', K, A, K, w, e, tau, work, 32 * K); LAPACKE_dsterf_work(K, w, e));
+    TIME_CALL(t[3], memcpy(A, Go, sizeof A); lin_sym_eigvals(A, K, w));
+    TIME_CALL(t[4], memcpy(A, Go, sizeof A); LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', K, A, K);
+              LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', K, K, A, K, w, NULL, 1, NULL, 1));
+    TIME_CALL(t[5], memcpy(A, Gv, sizeof A); LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', K, A, K));
+    TIME_CALL(t[6], memcpy(A, Gv, sizeof A); LAPACKE_dpstrf_work(LAPACK_COL_MAJOR, 'L', K, A, K, piv, &rank, -1.0, work));
+    memcpy(B, Gv, sizeof B);
+    LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', K, B, K);
+    TIME_CALL(t[7], memcpy(A, Go, sizeof A); LAPACKE_dsygst_work(LAPACK_COL_MAJOR, 2, 'L', K, A, K, B, K));
+    TIME_CALL(t[8], memcpy(A, Go, sizeof A);
+              cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, K, K, 1.0, B, K, A, K);
+              cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, K, K, 1.0, B, K, A, K));
+    printf("  128x128 steps (ms): eigenvalues: dsyevd N (LAPACKE, row-major) %.3f, dsyevr N %.3f, dsytrd nb 32 + dsterf "
+           "%.3f, dsytrd nb 8 + dsterf (used) %.3f, Cholesky + dgesdd N %.3f\n", t[0], t[1], t[2], t[3], t[4]);
+    printf("                      Cholesky: dpotrf (used) %.3f, pivoted dpstrf %.3f; core Lᵀ G L: dsygst %.3f, two dtrmm "
+           "(used) %.3f\n", t[5], t[6], t[7], t[8]);
+}
+
+/* Single-thread cost per head of each step of the stream route on layer L, head 1 (best of n). */
+static int breakdown(Model *m, int L, int n) {
+    static const head_kind kinds[4] = {HK_V, HK_O, HK_Q, HK_K};
+    static const char *names[4] = {"V", "O", "Q", "K"};
+    openblas_set_num_threads(1);
+    GramScratch *scr = gram_scratch_new();
+    double *G[4];
+    for (int f = 0; f < 4; f++) G[f] = malloc(128 * 128 * sizeof(double));
+    printf("breakdown, one thread, layer %d head 1 (ms, best of %d):\n", L, n);
+    double total_gram = 0, total_floor = 0;
+    for (int f = 0; f < 4; f++) {
+        GramView v;
+        if (gram_view(m, kinds[f], L, 1, f >= 2 ? PART_NOPE : PART_ALL, &v) != AL_OK) return fail("gram_view");
+        double *X = malloc(v.nr * v.nc * sizeof(double));
+        gram_read_block(m->store, v.tensor, v.r0, v.nr, v.c0, v.nc, X, v.nc);
+        double tg = 1e9, td = 1e9, ts = 1e9;
+        int k = (int)gram_view_k(&v), rows = (int)gram_view_rows(&v);
+        for (int r = 0; r < n; r++) {
+            double t0 = wall();
+            gram_compute(m->store, &v, scr, G[f]);
+            double t1 = wall();
+            gram_read_block(m->store, v.tensor, v.r0, v.nr, v.c0, v.nc, X, v.nc);
+            double t2 = wall();
+            if (v.row_gram) cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, k, rows, 1.0, X, rows, 0.0, G[f], k);
+            else cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, k, rows, 1.0, X, k, 0.0, G[f], k);
+            double t3 = wall();
+            tg = fmin(tg, t1 - t0); td = fmin(td, t2 - t1); ts = fmin(ts, t3 - t2);
+        }
+        gram_compute(m->store, &v, scr, G[f]);
+        printf("  %s (%5d x %3d)  gram_compute %.3f   [dequantize whole block %.3f, bare dsyrk %.3f]\n", names[f],
+               rows, k, 1e3 * tg, 1e3 * td, 1e3 * ts);
+        total_gram += tg;
+        total_floor += ts;
+        free(X);
+        gram_view_clear(&v);
+    }
+    double te = 1e9, tf = 1e9, tc = 1e9;
+    for (int r = 0; r < n; r++) {
+        LinGramSide *a = NULL, *b = NULL;
+        Spectrum *s = NULL;
+        double t0 = wall();
+        lin_gram_side_new(G[1], 128, 7168, false, &b);
+        double t1 = wall();
+        lin_gram_side_new(G[0], 128, 512, true, &a);
+        double t2 = wall();
+        lin_gram_fused(a, G[1], 512, 7168, &s);
+        double t3 = wall();
+        te = fmin(te, t1 - t0); tf = fmin(tf, t2 - t1); tc = fmin(tc, t3 - t2);
+        lin_gram_side_free(a); lin_gram_side_free(b); lin_spectrum_free(s);
+    }
+    double solves = 2 * te + 2 * tf + 2 * tc;
+    printf("  per factor: eigenvalues %.3f (with its Cholesky factor %.3f); per pair: fused core %.3f\n", 1e3 * te,
+           1e3 * tf, 1e3 * tc);
+    printf("  per head (VO + QK): Grams %.3f (bare dsyrk %.3f) + solves %.3f = %.3f ms -> %.2fx the bare dsyrk\n",
+           1e3 * total_gram, 1e3 * total_floor, 1e3 * solves, 1e3 * (total_gram + solves),
+           (total_gram + solves) / total_floor);
+    solver_table(G[1], G[0], n);
+    for (int f = 0; f < 4; f++) free(G[f]);
+    gram_scratch_free(scr);
+    return 0;
+}
+
+/* ================================================================ 4. peak memory */
+
+/* Child mode: sweep VO + QK over layers 0..n-1 and print VmHWM in kB. */
+static int rss_child(const char *dir, int n) {
+    Model *m = NULL;
+    if (model_open(dir, &m) != AL_OK) return fail("model_open");
+    for (int L = 0; L < n; L++)
+        for (int k = 0; k < 2; k++) {
+            FarrLayer *l = NULL;
+            if (farr_layer_compute(m, (farr_kind)k, L, FARR_NO_OFFSET, &l) != AL_OK) return fail("sweep");
+            farr_layer_free(l);
+        }
+    model_free(m);
+    long hwm = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) hwm = atol(line + 6);
+    if (f) fclose(f);
+    printf("%ld\n", hwm);
+    return 0;
+}
+
+/* Runs this program as a fresh process in child mode; returns VmHWM in kB or -1. */
+static long rss_of(const char *self, const char *dir, int n) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fd[1], STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        char nbuf[16];
+        snprintf(nbuf, sizeof nbuf, "%d", n);
+        execl(self, self, "--rss-child", dir, nbuf, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[64] = {0};
+    ssize_t got = read(fd[0], buf, sizeof buf - 1);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (got <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    return atol(buf);
+}
+
+/* ================================================================ main */
+
+int main(int argc, char **argv) {
+    const char *model = NULL;
+    int layers = 4, naive_n = 4, reps = 3;
+    bool keep = false, brk = false;
+    if (argc == 4 && strcmp(argv[1], "--rss-child") == 0) return rss_child(argv[2], atoi(argv[3]));
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--naive") && i + 1 < argc) naive_n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--keep")) keep = true;
+        else if (!strcmp(argv[i], "--breakdown")) brk = true;
+        else {
+            fprintf(stderr, "usage: bench_scale [--model DIR] [--layers N] [--naive H] [--reps R] [--keep] [--breakdown]\n");
+            return 2;
+        }
+    }
+    if (layers < 1) layers = 1;
+    if (reps < 1) reps = 1;
+    if (naive_n < 1) naive_n = 1;
+    loadavg("at start");
+    char tmpl[] = "/tmp/attnlab-bench-XXXXXX";
+    char *dir = NULL;
+    if (!model) {
+        if (!mkdtemp(tmpl)) { perror("mkdtemp"); return 1; }
+        dir = al_asprintf("%s/ds-r1-shape", tmpl);
+        double w0 = wall();
+        if (synth_ds_r1_shape(dir, layers, 1) != AL_OK) return fail("synth ds-r1-shape");
+        double w = wall() - w0;
+        printf("wrote a DeepSeek-R1-shaped FP8 checkpoint of %d layers to %s in %.2f s (%.2f s per layer)\n", layers, dir,
+               w, w / layers);
+        model = dir;
+    }
+    Model *m = NULL;
+    if (model_open(model, &m) != AL_OK) return fail("model_open");
+    const ModelConfig *c = &m->cfg;
+    if (!cfg_is_mla(c) || c->n_layers < 1) { fprintf(stderr, "bench_scale: needs an MLA (DeepSeek) checkpoint\n"); return 1; }
+    int nl = c->n_layers < layers ? c->n_layers : layers;
+    printf("model %s: %d layers, %d heads, hidden %d, q_lora %d, kv_lora %d, nope %d, rope %d, v %d, %s; %d workers x 1 BLAS thread\n",
+           model, c->n_layers, c->n_heads, c->hidden, c->q_lora_rank, c->kv_lora_rank, c->qk_nope_dim, c->qk_rope_dim,
+           c->v_dim, dt_name(c->dtype), lin_sweep_threads((size_t)c->n_heads, 0));
+    if (brk) breakdown(m, 0, reps > 3 ? reps : 3);
+
+    /* Rounds: each measures the sweep of every layer, the floor and the naive method, so that all
+     * three see the same load; each figure is its best over the rounds. */
+    Time *lay = calloc((size_t)nl * 2, sizeof *lay);
+    Time fl = {1e30, 1e30}, fl2 = {1e30, 1e30};
+    double nseq[2] = {1e30, 1e30}, npar[2] = {1e30, 1e30};
+    int rmin = 1 << 30, rmax = 0;
+    if (!lay) return 1;
+    for (int L = 0; L < nl; L++) lay[2 * L] = lay[2 * L + 1] = (Time){1e30, 1e30};
+    for (int r = 0; r < reps; r++) {
+        for (int L = 0; L < nl; L++) {
+            Time a, b;
+            if (sweep_layer(m, L, &a, &b, &rmin, &rmax) != AL_OK) return fail("sweep");
+            if (a.wall < lay[2 * L].wall) lay[2 * L] = a;
+            if (b.wall < lay[2 * L + 1].wall) lay[2 * L + 1] = b;
+        }
+        Time f = {0, 0}, f2 = {0, 0};
+        if (floor_layer(m, 0, false, &f) != AL_OK || floor_layer(m, 0, true, &f2) != AL_OK) return fail("floor");
+        if (f.wall < fl.wall) fl = f;
+        if (f2.wall < fl2.wall) fl2 = f2;
+        for (int k = 0; k < 2; k++) {
+            double a, b;
+            if (naive_per_head(m, (farr_kind)k, 0, naive_n, false, &a) != AL_OK ||
+                naive_per_head(m, (farr_kind)k, 0, naive_n, true, &b) != AL_OK)
+                return fail("naive");
+            nseq[k] = fmin(nseq[k], a);
+            npar[k] = fmin(npar[k], b);
+        }
+    }
+    double vo = 0, qk = 0, cvo = 0, cqk = 0;
+    for (int L = 0; L < nl; L++) {
+        vo += lay[2 * L].wall; qk += lay[2 * L + 1].wall;
+        cvo += lay[2 * L].cpu; cqk += lay[2 * L + 1].cpu;
+    }
+    free(lay);
+    double per_layer = (vo + qk) / nl, per_layer_cpu = (cvo + cqk) / nl;
+    printf("\n1. sweep (stream route: Grams straight from the mapping, page cache warm), per layer, mean over %d "
+           "layers of each layer's best of %d:\n", nl, reps);
+    printf("   VO %.3f s + QK %.3f s = %.3f s wall (%.3f s CPU); fused VO ranks at 0.999: %d-%d\n", vo / nl, qk / nl,
+           per_layer, per_layer_cpu, rmin, rmax);
+    printf("   61 layers (extrapolated from the per-layer figure): %.1f s\n", 61 * per_layer);
+
+    /* For comparison, once: the factor route (the layer dequantized to float up front, per-head
+     * copies, lin_product_svd on the Gram route with vectors of the small factors). */
+    {
+        double w0 = wall();
+        for (int k = 0; k < 2; k++) {
+            FarrLayer *l = NULL;
+            if (farr_layer_compute_route(m, (farr_kind)k, 0, FARR_NO_OFFSET, FARR_ROUTE_FACTORS, &l) != AL_OK)
+                return fail("factor route");
+            farr_layer_free(l);
+        }
+        printf("   for comparison, the factor route (layer dequantized to float first, per-head copies): %.3f s "
+               "for layer 0 (once)\n", wall() - w0);
+    }
+
+    double ours = per_layer / c->n_heads;
+    printf("\n2. naive (form the fused matrix in double, dgesdd values only) on %d heads per pair, best of %d:\n",
+           naive_n, reps);
+    printf("   one head at a time, BLAS on every core (as the seed runs it): VO %.3f s + QK %.3f s = %.3f s per head\n",
+           nseq[0], nseq[1], nseq[0] + nseq[1]);
+    printf("   heads in parallel, one BLAS thread each (best throughput):    VO %.3f s + QK %.3f s = %.3f s per head\n",
+           npar[0], npar[1], npar[0] + npar[1]);
+    printf("   attnlab: %.5f s per head (VO + QK: the layer's time / %d heads)\n", ours, c->n_heads);
+    printf("   naive / attnlab per head: %.0fx (seed-style naive), %.0fx (parallel naive)\n", (nseq[0] + nseq[1]) / ours,
+           (npar[0] + npar[1]) / ours);
+
+    printf("\n3. floor: the bare kernels of a layer on the same shapes, from memory (no I/O, no dequantization), "
+           "%d heads x V, O, Q, K, best of %d:\n", c->n_heads, reps);
+    printf("   Gram products only (dsyrk, double):      %.3f s wall (%.3f s CPU) -> attnlab / floor = %.2fx wall (%.2fx CPU)\n",
+           fl.wall, fl.cpu, per_layer / fl.wall, per_layer_cpu / fl.cpu);
+    printf("   + the values-only eigen-solves (LAPACK): %.3f s wall (%.3f s CPU) -> attnlab / floor = %.2fx wall (%.2fx CPU)\n",
+           fl2.wall, fl2.cpu, per_layer / fl2.wall, per_layer_cpu / fl2.cpu);
+
+    /* 4. Peak memory. */
+    int n_layers = c->n_layers;
+    model_free(m);
+    c = NULL;
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl > 0) {
+        self[sl] = 0;
+        printf("\n4. peak resident memory (VmHWM) of a fresh process sweeping VO + QK:\n");
+        int counts[3] = {2, 4, nl}, nc = nl > 4 ? 3 : 2;
+        for (int i = 0; i < nc; i++) {
+            if (counts[i] > n_layers) { printf("   %d layers: (the checkpoint has %d)\n", counts[i], n_layers); continue; }
+            long kb = rss_of(self, model, counts[i]);
+            printf("   %d layers: %.0f MB\n", counts[i], kb / 1024.0);
+        }
+    }
+    printf("\n");
+    loadavg("at end");
+    if (dir && !keep) {
+        char *cmd = al_asprintf("rm -rf '%s'", tmpl);
+        if (cmd && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpl);
+        free(cmd);
+    } else if (dir) {
+        printf("kept %s\n", dir);
+    }
+    free(dir);
+    return 0;
+}
