@@ -1,8 +1,8 @@
 /* cmd_convert.c -- the TransMLA command group: `convert mla` (GQA -> MLA, seed 003, with weight or
  * activation statistics and the perplexity before and after), `convert mla-table` (W- vs
  * activation-based PCA, with and without KV balancing: Figure 4b), `check [DIR]` (the session's
- * conversion, TransMLA or TPA, or an export, against its source), `export-mla DIR` (the conversion
- * in DeepSeek-V3 layout with a dtype and shard size; `export DIR` dispatches here with defaults).
+ * conversion, TransMLA or TPA, or an export, against its source); `export DIR [dtype] [shard-mb]`
+ * (commands/cmd_export.c) writes the conversion in DeepSeek-V3 layout through cmd_convert_export.
  * `kv-cache` (commands/cmd_tpa.c) takes the converted row from cmd_convert_result. The figures are `plot key-norms`, `plot
  * rope-energy` and `plot rope-removal` (commands/cmd_plot_mla.c). The session keeps, in struct
  * ConvState (s->conv), the last conversion, dropped when its model closes; activation statistics
@@ -242,8 +242,8 @@ static const char MLA_HELP[] =
     "Per layer it reports alpha, the key energy kept in the RoPE dims, the energy kept by the\n"
     "joint basis, and the relative error of attention scores and outputs on random inputs, with\n"
     "the other balance setting beside it. The KV cache goes from G (d + dv) to R + D values per\n"
-    "token and layer (`kv-cache` tabulates it). `export DIR` writes the result (`export-mla DIR`\n"
-    "with a dtype or shard size); `check` compares it with the model, `check DIR` an export.\n"
+    "token and layer (`kv-cache` tabulates it). `export DIR [dtype T] [shard-mb MB]` writes the\n"
+    "result; `check` compares it with the model, `check DIR` an export.\n"
     "kv-rank full keeps every direction: with one KV head or identical KV heads and D = d the\n"
     "conversion is exact.\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
@@ -467,35 +467,7 @@ static int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     return tb ? out_table_to(out, a, tb) : AL_ERR;
 }
 
-/* ================================================================ export-mla */
-
-static const char EXPORT_MLA_HELP[] =
-    "Writes the session's `convert mla` result to DIR (new or empty; never the source's folder)\n"
-    "as a DeepSeek-V3 checkpoint: config.json (model_type deepseek_v3, kv_lora_rank,\n"
-    "q_lora_rank, qk_rope_head_dim = head_dim, qk_nope_head_dim, v_head_dim, attention_bias,\n"
-    "qk_latent_layernorm false), q_proj (or q_a_proj + q_b_proj), kv_a_proj_with_mqa = [latent\n"
-    "rows ; RoPE key rows, pairs interleaved], kv_b_proj, o_proj; every other tensor copied\n"
-    "bit for bit; attnlab_manifest.json with the per-layer report; the tokenizer files.\n"
-    "attnlab loads the result (`load DIR`), and `check DIR` compares it with the source.\n"
-    "`export DIR` does the same with defaults (the source's dtype, 4096 MiB shards); export-mla\n"
-    "is for the options: `dtype` of the new attention tensors and `shard-mb`.\n"
-    "Examples:\n"
-    "  export-mla out/llama-mla\n"
-    "  export-mla out/llama-mla dtype bf16";
-
-static const char *const DTYPES[] = {"f32", "f16", "bf16", NULL};
-
-static const Param export_pos[] = {
-    { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "new or empty folder" },
-    {0}
-};
-static const Param export_kw[] = {
-    { .name = "dtype", .type = ARG_ENUM, .choices = DTYPES, .comp = COMP_CHOICES,
-      .help = "dtype of the new attention tensors (default: the source's)" },
-    { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",
-      .help = "largest weight file in MiB (default 4096)" },
-    {0}
-};
+/* ================================================================ export (through `export DIR`) */
 
 /* Exports the session's conversion; shard_mb 0: the default shard size. */
 static int export_sharded(Session *s, const char *dir, const char *dtype, size_t shard_mb, Out *out) {
@@ -518,13 +490,8 @@ static int export_sharded(Session *s, const char *dir, const char *dtype, size_t
     return AL_OK;
 }
 
-int cmd_convert_export(Session *s, const char *dir, const char *dtype, Out *out) {
-    return export_sharded(s, dir, dtype, 0, out);
-}
-
-static int cmd_export_mla(Session *s, const Args *a, Out *out) {
-    size_t mb = args_given(a, "shard-mb") ? (size_t)args_int(a, "shard-mb") : 0;
-    return export_sharded(s, args_str(a, "dir"), args_str(a, "dtype"), mb, out);
+int cmd_convert_export(Session *s, const char *dir, const char *dtype, size_t shard_mb, Out *out) {
+    return export_sharded(s, dir, dtype, shard_mb, out);
 }
 
 /* ================================================================ check */
@@ -533,8 +500,8 @@ static const char CHECK_HELP[] =
     "Compares a conversion with the model it came from, layer by layer: relative error of the\n"
     "causal attention scores and of the attention outputs on random inputs.\n"
     "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
-    "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint (`export` /\n"
-    "`export-mla`) or a TPA folder (tpa_manifest.json) -- and compares it with its source (the\n"
+    "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint or a TPA\n"
+    "folder (tpa_manifest.json), both written by `export` -- and compares it with its source (the\n"
     "manifest's path, or `source NAME`, a loaded model); for TransMLA also every non-attention\n"
     "tensor byte for byte. An exact TransMLA conversion (kv-rank full, D = d, one KV head or\n"
     "identical KV heads) shows errors at float precision; TPA evaluates from its factors (RoPE as\n"
@@ -634,8 +601,6 @@ static const Command convert_subs[] = {
 static const Command convert_cmds[] = {
     { .name = "convert", .summary = "convert the current model: convert mla kv-rank R [rope-dim D] ...",
       .help = CONVERT_HELP, .sub = convert_subs, .flags = CMD_MODEL },
-    { .name = "export-mla", .summary = "`export DIR` with a dtype / shard size: the `convert mla` result as DeepSeek-V3",
-      .help = EXPORT_MLA_HELP, .pos = export_pos, .kw = export_kw, .fn = cmd_export_mla },
     { .name = "check", .summary = "compare a conversion (or its export) with its source, layer by layer",
       .help = CHECK_HELP, .pos = check_pos, .kw = check_kw, .fn = cmd_check },
     {0}

@@ -13,10 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_calib.h"
-#include "cmd_convert.h"
-#include "cmd_tpa.h"
-#include "export.h"
 #include "farr.h"
 #include "registry.h"
 #include "session.h"
@@ -51,7 +47,6 @@ static int state(Session *s, FarrState **out) {
 static const char *const PAIR_CHOICES[] = {"vo", "qk", NULL};
 static const char *const KIND_CHOICES[] = {"q", "k", "v", "o", "qk", "vo", NULL};
 static const char *const POLICY_CHOICES[] = {"head", "layer-max", "model-max", NULL};
-static const char *const FORMAT_CHOICES[] = {"hf", "factors", NULL};
 static const char *const FUSED_CHOICES[] = {"info", "sigma", "energy", "u", "v", "a", "b", NULL};
 
 #define PARAM_OFFSET { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, \
@@ -517,66 +512,6 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     return out_table_to(out, a, t);
 }
 
-/* ================================================================ export */
-
-static const char EXPORT_HELP[] =
-    "Writes the working copy (the latest `truncate vo` and `truncate qk` of the current model) to\n"
-    "a new folder DIR, which attnlab and the family's loader can open. `hf` (DeepSeek-V3 layout,\n"
-    "one rank over all layers, e.g. policy model-max) sets qk_nope_head_dim / v_head_dim and\n"
-    "reslices q_b_proj, kv_b_proj and o_proj (queries scaled so the 1/sqrt(d) softmax scale keeps\n"
-    "the scores); `factors` (any family) keeps the layout with the truncated heads zero-padded\n"
-    "and writes the compact per-head factors to farr/factors.safetensors. Without `format`, hf\n"
-    "when the truncation allows it, else factors. Untouched tensors are copied bit for bit (dtype\n"
-    "and FP8 scales kept); each file is written under a temporary name and renamed; a manifest\n"
-    "(farr_manifest.json) records method, tau or rank, per-layer ranks, parameter counts and\n"
-    "errors. Never writes into the source folder; an existing non-empty DIR needs `force`.\n"
-    "Examples:\n"
-    "  truncate vo rank 8 policy model-max; export out/r1-vo8\n"
-    "  export out/llama-farr format factors force";
-
-static const Param export_pos[] = {
-    { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "the new folder" },
-    {0}
-};
-
-static const Param export_kw[] = {
-    { .name = "format", .type = ARG_ENUM, .choices = FORMAT_CHOICES, .comp = COMP_CHOICES,
-      .help = "hf (DeepSeek-V3 layout) or factors (default: hf when possible)" },
-    { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "write into an existing non-empty folder" },
-    {0}
-};
-
-static int cmd_export(Session *s, const Args *a, Out *out) {
-    FarrState *st;
-    if (state(s, &st)) return AL_ERR;
-    const FarrPlan *vo = farr_state_plan(st, s->cur, FARR_VO), *qk = farr_state_plan(st, s->cur, FARR_QK);
-    /* the latest transformation of this model decides what is written; FaRR when it is that or
-       when nothing else is pending */
-    int last = s->last_xform_model == s->cur ? s->last_xform : XF_NONE;
-    bool farr = vo || qk;
-    const char *dir = args_str(a, "dir");
-    if (cmd_convert_pending(s, s->cur) && (last == XF_MLA || (!farr && last != XF_TPA && last != XF_KVSVD)))
-        return cmd_convert_export(s, dir, NULL, out);
-    if (cmd_tpa_pending(s, s->cur) && (last == XF_TPA || (!farr && last != XF_KVSVD)))
-        return cmd_tpa_export(s, dir, NULL, out);
-    if (cmd_kvsvd_pending(s, s->cur) && (last == XF_KVSVD || !farr))
-        return cmd_kvsvd_export(s, dir, args_flag(a, "force"), out);
-    ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force") };
-    if (args_given(a, "format") && export_format_parse(args_str(a, "format"), &o.format)) return AL_ERR;
-    ExportReport rep;
-    int rc = farr_export(s->cur, vo, qk, dir, &o, &rep);
-    if (rc) return rc;
-    out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu files, %zu tensors copied bit for bit, %zu rewritten\n",
-               vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", s->cur->name, dir,
-               export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
-    if (rep.format == EXPORT_HF && qk)
-        out_printf(out, "query rows scaled by %.6f so that scores keep their 1/sqrt(d) scale\n", rep.q_scale);
-    out_printf(out, "manifest: %s/farr_manifest.json\n", dir);
-    out_string(out, dir);
-    out->written = true;
-    return AL_OK;
-}
-
 /* ================================================================ the table */
 
 static const Command farr_cmds[] = {
@@ -591,8 +526,6 @@ static const Command farr_cmds[] = {
     { .name = "truncate", .summary = "FaRR truncate-and-split on a working copy, with accounting",
       .help = TRUNCATE_HELP, .pos = truncate_pos, .kw = truncate_kw, .fn = cmd_truncate, .flags = CMD_MODEL,
       .xform = XF_FARR },
-    { .name = "export", .summary = "write the truncated working copy to a new folder",
-      .help = EXPORT_HELP, .pos = export_pos, .kw = export_kw, .fn = cmd_export, .flags = CMD_MODEL },
     {0}
 };
 

@@ -22,6 +22,7 @@ extern const CommandGroup cmd_group_base;
 extern const CommandGroup cmd_group_synth;
 extern const CommandGroup cmd_group_plot;
 extern const CommandGroup cmd_group_farr;
+extern const CommandGroup cmd_group_export;
 extern const CommandGroup cmd_group_lm;
 extern const CommandGroup cmd_group_convert;
 extern const CommandGroup cmd_group_tpa;
@@ -32,6 +33,7 @@ const CommandGroup *const cmd_groups[] = {
     &cmd_group_synth,
     &cmd_group_plot,
     &cmd_group_farr,
+    &cmd_group_export,
     &cmd_group_lm,
     &cmd_group_convert,
     &cmd_group_tpa,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cli_convert.sh -- the TransMLA commands through `attnlab -e`: convert mla (errors for a missing
 # or impossible kv-rank / rope-dim, a model that is already MLA), the per-layer report and its CSV,
-# kv-cache before and after (beside Table 1's rows), export into a new folder (export-mla too:
+# kv-cache before and after (beside Table 1's rows), export into a new folder (with dtype and shard size:
 # refused into a non-empty one or without a conversion), the export loading as deepseek_v3, check
 # against the source (every copied tensor identical), Lua access, and the two TransMLA figures
 # rendered to non-empty PNG files.
@@ -51,12 +51,14 @@ chk_err=$(sed -n 2p chk.csv | cut -d, -f3)
 awk -v a="$conv_err" -v b="$chk_err" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * a + 1e-6) }' \
     || fail "check error $chk_err differs from convert's $conv_err"
 
-run -e "load demo-llama; convert mla kv-rank 48; export-mla out"
+run -e "load demo-llama; convert mla kv-rank 48; export out"
 [ "$(rc)" = 1 ] && grep -q "is not empty" err.txt || fail "export into a non-empty folder: [$(cat err.txt)]"
-run -e "help export-mla"
-[ "$(rc)" = 0 ] && grep -q "\`export DIR\` does the same with defaults" out.txt || fail "export-mla help: [$(cat out.txt)]"
+run -e "help export"
+[ "$(rc)" = 0 ] && grep -q "after \`convert mla\`: a DeepSeek-V3 checkpoint" out.txt || fail "export help: [$(cat out.txt)]"
+run -e "load demo-llama; export fresh"
+[ "$(rc)" = 1 ] && grep -q "nothing to export" err.txt || fail "export without a conversion: [$(cat err.txt)]"
 run -e "export-mla fresh"
-[ "$(rc)" = 1 ] && grep -q "no conversion" err.txt || fail "export without a conversion: [$(cat err.txt)]"
+[ "$(rc)" = 1 ] && grep -q "unknown command 'export-mla'" err.txt || fail "export-mla is gone: [$(cat err.txt)]"
 run -e "load out as ex; convert mla kv-rank 8"
 [ "$(rc)" = 1 ] && grep -q "already MLA" err.txt || fail "MLA refused: [$(cat err.txt)]"
 run -e "check nowhere"
@@ -80,7 +82,7 @@ done
 # the round trip of a llama2.c .bin source (no config.json) through export and check
 M="${ATTNLAB_MODELS:-}/stories260K/stories260K.bin"
 if [ -f "$M" ]; then
-    run -e "load '$M' as s; convert mla kv-rank 40 tokens 16; export-mla s-mla dtype f32 shard-mb 1; check s-mla tokens 16"
+    run -e "load '$M' as s; convert mla kv-rank 40 tokens 16; export s-mla dtype f32 shard-mb 1; check s-mla tokens 16"
     [ "$(rc)" = 0 ] || fail "stories260K.bin: rc $(rc) [$(cat err.txt)]"
     grep -q "non-attention tensors: all 27 identical" out.txt || fail "stories260K.bin copies: [$(cat out.txt)]"
 fi
