@@ -563,24 +563,13 @@ int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores
     return AL_OK;
 }
 
-/* ||b - a|| / ||a|| over n floats (0 when both are zero). */
-static double rel_err(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)b[i] - a[i];
-        num += d * d;
-        den += (double)a[i] * a[i];
-    }
-    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
-}
-
 void attn_rel_err(const AttnOut *a, const AttnOut *b, double *score_err, double *out_err) {
     if (score_err)
         *score_err = a->scores && b->scores && a->T == b->T && a->n_heads == b->n_heads
-                         ? rel_err(a->scores, b->scores, (size_t)a->n_heads * a->T * a->T) : NAN;
+                         ? vec_rel_err(a->scores, b->scores, (size_t)a->n_heads * a->T * a->T) : NAN;
     if (out_err)
         *out_err = a->out->rows == b->out->rows && a->out->cols == b->out->cols
-                       ? rel_err(a->out->data, b->out->data, a->out->rows * a->out->cols) : NAN;
+                       ? vec_rel_err(a->out->data, b->out->data, a->out->rows * a->out->cols) : NAN;
 }
 
 /* splitmix64 step. */

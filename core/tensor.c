@@ -212,6 +212,16 @@ double mat_fro(const Mat *m) {
     return sqrt(s);
 }
 
+double vec_rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)b[i] - a[i];
+        num += e * e;
+        den += (double)a[i] * a[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
 size_t mat_first_nonfinite(const Mat *m) {
     size_t n = m->rows * m->cols;
     for (size_t i = 0; i < n; i++)

@@ -513,17 +513,6 @@ int tpa_eval(const TpaLayer *l, const Mat *X, const int *pos, bool want_scores, 
     return AL_OK;
 }
 
-/* ||b - a|| / ||a|| over n floats (0 when both are zero). */
-static double rel_err_f(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)b[i] - a[i];
-        num += e * e;
-        den += (double)a[i] * a[i];
-    }
-    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
-}
-
 /* Relative error of X W2 + b2 against X W1 + b1 (T x cols). */
 static int proj_err(const Mat *X, const Mat *W1, const float *b1, const Mat *W2, const float *b2, double *err) {
     size_t T = X->rows, n = W1->cols;
@@ -532,7 +521,7 @@ static int proj_err(const Mat *X, const Mat *W1, const float *b1, const Mat *W2,
     if (!A || !B) { free(A); free(B); return AL_ERR; }
     linear_f(X->data, T, X->cols, W1, b1, A);
     linear_f(X->data, T, X->cols, W2, b2, B);
-    *err = rel_err_f(A, B, T * n);
+    *err = vec_rel_err(A, B, T * n);
     free(A);
     free(B);
     return AL_OK;
