@@ -341,7 +341,7 @@ const char cmd_tpa_kv_help[] =
     "Ranks default to the model's own (its KV heads; its MLA latents) or, where it has none, to\n"
     "d_c = 4 d_k, d_c' = 2 d_c, d_h^R = d_k / 2 and the paper's R_Q 6, R_K = R_V = 2.\n"
     "Bytes are counted at the model's dtype (config torch_dtype: 2 for bf16 / f16 and for FP8\n"
-    "checkpoints, 4 for f32) unless `bytes N` says otherwise. `scheme S` keeps one Table 1 row\n"
+    "checkpoints, 4 for f32) unless `bytes N` says otherwise. `family F` keeps one Table 1 row\n"
     "(and drops the session's rows). `to FILE.csv` writes\n"
     "scheme,kv_values_per_token,kv_bytes_per_token,attn_params.\n"
     "Examples:\n"
@@ -365,7 +365,7 @@ const Param cmd_tpa_kv_kw[] = {
     RANK_KW("rope-dim", "Dr", "MLA RoPE dims d_h^R (default: the model's, else d_k / 2)"),
     { .name = "bytes", .type = ARG_INT, .min = 1, .max = 16, .comp = COMP_NONE, .metavar = "N",
       .help = "bytes per cached value (default: from the model's dtype)" },
-    { .name = "scheme", .type = ARG_ENUM, .choices = SCHEMES, .def = "all", .comp = COMP_CHOICES,
+    { .name = "family", .type = ARG_ENUM, .choices = SCHEMES, .def = "all", .comp = COMP_CHOICES,
       .help = "one row of Table 1 only" },
     PARAM_TO,
     {0}
@@ -437,7 +437,7 @@ int cmd_tpa_kv_table(Session *s, const Args *a, Out *out) {
     if (args_given(a, "rope-dim")) d.d_hr = (size_t)args_int(a, "rope-dim");
     if (tpa_dims_check(&d)) return AL_ERR;
     size_t bytes = args_given(a, "bytes") ? (size_t)args_int(a, "bytes") : tpa_value_bytes(m);
-    int only = args_enum(a, "scheme") - 1;   /* -1: all */
+    int only = args_enum(a, "family") - 1;   /* -1: all */
     out_printf(out, "%s: d_model %zu, h %zu, d_k %zu, d_v %zu, g %zu; MLA d_c %zu, d_c' %zu, d_h^R %zu, d_h^N %zu; "
                "TPA R_Q %zu, R_K %zu, R_V %zu; %zu bytes per value; per layer (%d layers)\n",
                m->name, d.d_model, d.h, d.d_k, d.d_v, d.g, d.d_c, d.d_cq, d.d_hr, d.d_hn, d.r_q, d.r_k, d.r_v, bytes,

@@ -26,7 +26,7 @@ grep -qx "TPA-nonctx-B,32,64,86336" kv.csv || fail "nonctx-B row"
 grep -qx "demo-llama as loaded (GQA; 1024 bytes per token in 4 layers),128,256,163840" kv.csv || fail "loaded row"
 [ "$(wc -l < kv.csv)" = 10 ] || fail "kv.csv rows: 8 schemes + as loaded [$(cat kv.csv)]"
 grep -q "no conversion of demo-llama in this session" out.txt || fail "no-conversion note: [$(cat out.txt)]"
-run -e "load demo-llama; kv-cache scheme tpa-kvonly rk 1 rv 3 bytes 4"
+run -e "load demo-llama; kv-cache family tpa-kvonly rk 1 rv 3 bytes 4"
 [ "$(rc)" = 0 ] && grep -Eq "^TPA-KVonly +160 +640 +172032$" out.txt && [ "$(grep -c '^TPA' out.txt)" = 1 ] \
     || fail "one scheme with ranks: [$(cat out.txt)] [$(cat err.txt)]"
 run -e "load demo-llama; kv-cache groups 3"
@@ -117,7 +117,7 @@ if [ -d "$M" ]; then
 fi
 
 # ---- Lua gets the rows
-run -e "load demo-llama; lua print(attn.convert('tpa', {['kv-rank'] = 1})[4].out_err > 0.01, attn.kv_cache({scheme = 'mha'})[1].kv_values_per_token)"
+run -e "load demo-llama; lua print(attn.convert('tpa', {['kv-rank'] = 1})[4].out_err > 0.01, attn.kv_cache({family = 'mha'})[1].kv_values_per_token)"
 [ "$(rc)" = 0 ] && grep -Eq "^true\s+512$" out.txt || fail "Lua: [$(cat out.txt)] [$(cat err.txt)]"
 
 [ "$fails" = 0 ] && echo "cli_tpa: all passed"
