@@ -348,7 +348,7 @@ const char cmd_tpa_kv_help[] =
     "  kv-cache\n"
     "  kv-cache rk 1 rv 1 rq 4 groups 2\n"
     "  convert mla kv-rank 48; convert tpa kv-rank 1; kv-cache bytes 1 to kv.csv\n"
-    "  kv-cache scheme tpa-nonctx-a to kv.csv";
+    "  kv-cache family tpa-nonctx-a to kv.csv";
 
 static const char *const SCHEMES[] = {"all", "mha", "mqa", "gqa", "mla", "tpa", "tpa-kvonly", "tpa-nonctx-a",
                                       "tpa-nonctx-b", NULL};
