@@ -170,17 +170,27 @@ static void looked_add(char *buf, size_t cap, size_t *n, const char *fmt, ...) {
     if (k > 0) *n = (size_t)k >= cap - *n ? cap - 1 : *n + (size_t)k;
 }
 
+/* True for "org/name": exactly one '/', not at either end, not a path (., .., ~, /). */
+static bool looks_like_repo(const char *name) {
+    const char *slash = strchr(name, '/');
+    if (!slash || slash == name || !slash[1] || strchr(slash + 1, '/')) return false;
+    return name[0] != '.' && name[0] != '~';
+}
+
 int resolve_model(const char *name, char **path_out) {
     *path_out = NULL;
     if (!name || !*name) return al_err("no model name given");
     if (exists(name)) { *path_out = al_strdup(name); return *path_out ? AL_OK : AL_ERR; }
+    if (name[0] == '/' || name[0] == '.' || name[0] == '~')
+        return al_err("%s: no such file or folder (a model is a folder with config.json, a .safetensors file or a "
+                      "llama2.c .bin)", name);
     char looked[2048];
     size_t n = 0;
     looked[0] = 0;
     looked_add(looked, sizeof looked, &n, "path '%.200s' (no such file or folder)", name);
     const char *repo = resolve_alias(name);
     if (repo) looked_add(looked, sizeof looked, &n, "; alias '%s' = %s", name, repo);
-    else repo = strchr(name, '/') ? name : NULL;
+    else repo = looks_like_repo(name) ? name : NULL;
     if (repo) {
         char *dir = NULL;
         char *snap = hf_snapshot(repo, &dir);
