@@ -6,29 +6,9 @@
 # unwritable path, missing head, no display, full-RoPE QK) exit 1 with a message and never a
 # PLplot prompt or console noise. stdin is /dev/null throughout.
 set -u
-: "${ATTNLAB:?ATTNLAB must name the attnlab binary}"
-T=${ATTNLAB_TMP:-/tmp/attnlab-cli-plot}
-rm -rf "$T"
-mkdir -p "$T"
-export ATTNLAB_CACHE="$T/cache" ATTNLAB_HOME="$T/home"
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-plot
 unset DISPLAY
-pass=0
-fail=0
-
-ok() {
-    local name=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $name" >&2; fi
-}
-has() { grep -q -- "$2" <<<"$1"; }
-hasnt() { ! grep -q -- "$2" <<<"$1"; }
-# png_size FILE: "WxH" from the IHDR chunk.
-png_size() {
-    local b
-    b=($(od -An -tu1 -j16 -N8 "$1"))
-    echo "$(((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]))x$(((b[4] << 24) | (b[5] << 16) | (b[6] << 8) | b[7]))"
-}
-is_png() { [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = "211PNG" ]; }
 is_svg() { head -c 300 "$1" | grep -q "<svg"; }
 is_pdf() { [ "$(head -c 5 "$1")" = "%PDF-" ] && tail -c 8 "$1" | grep -q "%%EOF"; }
 run() { "$ATTNLAB" -e "$1" </dev/null 2>&1; }
@@ -110,5 +90,4 @@ ok "no PLplot console output" hasnt "$all" "PLPLOT"
 ok "no PLplot prompt" hasnt "$all" "Enter device"
 ok "no temporary files left" test -z "$(find "$T" -name '*.tmp')"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_done

@@ -4,29 +4,10 @@
 # every listed figure is a PNG of the size the notebook set, and the printed ranks are the
 # planted ones (W_Q of layer 2: 18 / 31 at 0.99 / 0.999 under FP8; fused VO of layer 2: 4).
 set -u
-: "${ATTNLAB:?ATTNLAB must name the attnlab binary}"
 : "${ATTNLAB_SRC:?ATTNLAB_SRC must name the source tree}"
-T=${ATTNLAB_TMP:-/tmp/attnlab-cli-plot-notebooks}
-rm -rf "$T"
-mkdir -p "$T"
-export ATTNLAB_CACHE="$T/cache" ATTNLAB_HOME="$T/home"
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-plot-notebooks
 unset DISPLAY
-pass=0
-fail=0
-
-ok() {
-    local name=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $name" >&2; fi
-}
-has() { grep -q -- "$2" <<<"$1"; }
-hasnt() { ! grep -q -- "$2" <<<"$1"; }
-png_size() {
-    local b
-    b=($(od -An -tu1 -j16 -N8 "$1"))
-    echo "$(((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]))x$(((b[4] << 24) | (b[5] << 16) | (b[6] << 8) | b[7]))"
-}
-is_png() { [ -f "$1" ] && [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = "211PNG" ]; }
 
 # notebook NAME COUNT: runs scripts/NAME.lua into $T/NAME, expects COUNT figures listed and
 # written; leaves the output in $out.
@@ -68,5 +49,4 @@ out=$("$ATTNLAB" "$ATTNLAB_SRC/scripts/seed000_grids.lua" </dev/null 2>&1)
 ok "no folder: fails" test $? -ne 0
 ok "no folder: prints the usage" has "$out" "usage: attnlab scripts/seed000_grids.lua OUTDIR"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_done

@@ -4,21 +4,8 @@
 # or an FP8 Llama or a bad dtype fail with exit status 1 and a message that says why, and
 # `load demo-...` creates the cached demo on first use.
 set -u
-: "${ATTNLAB:?ATTNLAB must name the attnlab binary}"
-T=${ATTNLAB_TMP:-/tmp/attnlab-cli-synth}
-rm -rf "$T"
-mkdir -p "$T"
-export ATTNLAB_CACHE="$T/cache" ATTNLAB_HOME="$T/home"
-pass=0
-fail=0
-
-# ok NAME CONDITION...: records a check.
-ok() {
-    local name=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $name" >&2; fi
-}
-has() { grep -q -- "$2" <<<"$1"; }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-synth
 
 # ---- each demo written where asked, loads, reports its architecture
 out=$("$ATTNLAB" -e "synth demo-llama $T/ll dtype f32 seed 3; load $T/ll; info" 2>&1)
@@ -78,5 +65,4 @@ out=$("$ATTNLAB" -e "load demo-gpt2-bf16" 2>&1)
 ok "second load exits 0" test $? -eq 0
 ok "second load reuses the cache" test "$before" = "$(stat -c %Y "$T/cache/demo-gpt2-bf16/model.safetensors")"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_done

@@ -7,6 +7,7 @@
  * full, D = d) made with activation statistics keeps the perplexity of its DeepSeek-V3 export, run
  * by the forward pass, to 1e-4. */
 #include "test_transmla_util.h"
+#include "testutil.h"
 #include "calib.h"
 #include "mla_export.h"
 #include "tmla_lm.h"
@@ -201,27 +202,6 @@ static void test_pairs(rope_layout lay) {
 }
 
 /* ---------------------------------------------------------------- perplexities */
-
-/* Mean NLL of ids with the real forward pass of the model at path. */
-static double fwd_mean_nll(Model *m, const int *ids, size_t n, size_t seqlen) {
-    Forward *f = NULL;
-    FwdPpl p = {.nll = NAN};
-    CHECK_OK(fwd_new(m, NULL, &f));
-    if (f) CHECK_OK(fwd_ppl(f, ids, n, seqlen, &p));
-    fwd_free(f);
-    return p.nll;
-}
-
-static double export_nll(const TmlaResult *r, const char *dir, const int *ids, size_t n, size_t seqlen) {
-    MlaExportOpts eo = {.dtype = DT_F32};
-    Model *ex = NULL;
-    double nll = NAN;
-    CHECK_OK(mla_export(r, dir, &eo));
-    CHECK_OK(model_open(dir, &ex));
-    if (ex) nll = fwd_mean_nll(ex, ids, n, seqlen);
-    model_free(ex);
-    return nll;
-}
 
 /* One KV head, kv-rank full, D = d, activation statistics: the perplexity does not move. */
 static void test_exact_ppl(const char *tmp) {

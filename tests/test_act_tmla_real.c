@@ -6,7 +6,7 @@
  * calibration set (every layer, M = 1, 2, 4); the RoPE-removal curves (Figure 3b) start at the
  * original perplexity and end above it; the W / WX table (Figure 4b) is finite. Skips (77) when
  * the shared models are absent. */
-#include "check.h"
+#include "testutil.h"
 #include "calib.h"
 #include "mla_export.h"
 #include "tmla_lm.h"
@@ -29,27 +29,6 @@ static const char STORY[] =
     "Ben played with the plane every day, and he never forgot the bright star in the sky.";
 
 /* ---------------------------------------------------------------- perplexities */
-
-/* Mean NLL of ids with the real forward pass of the model at path. */
-static double fwd_mean_nll(Model *m, const int *ids, size_t n, size_t seqlen) {
-    Forward *f = NULL;
-    FwdPpl p = {.nll = NAN};
-    CHECK_OK(fwd_new(m, NULL, &f));
-    if (f) CHECK_OK(fwd_ppl(f, ids, n, seqlen, &p));
-    fwd_free(f);
-    return p.nll;
-}
-
-static double export_nll(const TmlaResult *r, const char *dir, const int *ids, size_t n, size_t seqlen) {
-    MlaExportOpts eo = {.dtype = DT_F32};
-    Model *ex = NULL;
-    double nll = NAN;
-    CHECK_OK(mla_export(r, dir, &eo));
-    CHECK_OK(model_open(dir, &ex));
-    if (ex) nll = fwd_mean_nll(ex, ids, n, seqlen);
-    model_free(ex);
-    return nll;
-}
 
 /* ---------------------------------------------------------------- stories260K */
 

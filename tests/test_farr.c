@@ -3,44 +3,14 @@
  * = projection onto a shared basis), RoPE offsets, per-layer ranks of the demo models against
  * their planted ranks (core/synth.c), truncation policies and accounting, the session cache, and
  * the real small checkpoints (skipped when absent). */
-#include "check.h"
+#define TU_RNG_SEED 0x2545F4914F6CDD1DULL
+#include "testutil.h"
 #include "farr.h"
 #include "synth.h"
 
 #include <cblas.h>
 
 /* ---------------------------------------------------------------- random helpers */
-
-static unsigned long long rng_state = 0x2545F4914F6CDD1DULL;
-static double urand(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
-    return ((rng_state >> 11) + 0.5) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand()); }
-
-static Mat *randn(size_t r, size_t c, double scale) {
-    Mat *m = mat_new(r, c);
-    for (size_t i = 0; i < r * c; i++) m->data[i] = (float)(scale * nrand());
-    return m;
-}
-
-/* Orthonormal columns (n x r) by modified Gram-Schmidt, twice. */
-static double *orth(size_t n, size_t r) {
-    double *Q = malloc(n * r * sizeof(double));
-    for (size_t i = 0; i < n * r; i++) Q[i] = nrand();
-    for (size_t j = 0; j < r; j++) {
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t t = 0; t < j; t++) {
-                double d = 0;
-                for (size_t i = 0; i < n; i++) d += Q[i * r + j] * Q[i * r + t];
-                for (size_t i = 0; i < n; i++) Q[i * r + j] -= d * Q[i * r + t];
-            }
-        double nn = 0;
-        for (size_t i = 0; i < n; i++) nn += Q[i * r + j] * Q[i * r + j];
-        for (size_t i = 0; i < n; i++) Q[i * r + j] /= sqrt(nn);
-    }
-    return Q;
-}
 
 /* M (a x b) = X (a x r) Yᵀ with Y (b x r), X and Y given by column lists of a wider basis. */
 static Mat *outer(const double *X, size_t a, size_t xs, const double *Y, size_t b, size_t ys,

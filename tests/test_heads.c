@@ -8,22 +8,11 @@
  * Families: Llama GQA (4 heads, 2 KV heads, explicit head_dim != hidden/heads), Qwen2 (q/k/v
  * biases), DeepSeek-V3 MLA with q_lora_rank and with q_lora_rank null (q_proj), GPT-2 Conv1D
  * with the fused c_attn (with and without the "transformer." prefix), DeepSeek FP8. */
-#include "check.h"
+#include "testutil.h"
 #include "model.h"
 
 #include <pthread.h>
 #include <stdint.h>
-
-static char dir[2048];
-
-static const char *tpath(const char *a, const char *b) {
-    static char buf[8][4400];
-    static int k;
-    k = (k + 1) % 8;
-    if (b) snprintf(buf[k], sizeof buf[k], "%s/%s/%s", dir, a, b);
-    else snprintf(buf[k], sizeof buf[k], "%s/%s", dir, a);
-    return buf[k];
-}
 
 /* ---------------------------------------------------------------- encoded weights */
 
@@ -427,7 +416,7 @@ static void test_gpt2(bool prefixed) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(tu_dir, sizeof tu_dir, "%s", test_tmpdir());
     test_llama();
     test_qwen2();
     test_deepseek();

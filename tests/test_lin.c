@@ -1,44 +1,12 @@
 /* test_lin.c -- product SVD (Gram and QR routes) against a dense double LAPACK reference at
  * random and planted-rank shapes (DeepSeek-like included), effective ranks, vectors, sweeps. */
-#include "check.h"
+#include "testutil.h"
 #include "lin.h"
 
 #include <cblas.h>
 #include <stdatomic.h>
 
 /* ---------------------------------------------------------------- random matrices */
-
-static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;
-static double urand(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
-    return ((rng_state >> 11) + 0.5) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand()); }
-
-static Mat *randn(size_t r, size_t c, double scale) {
-    Mat *m = mat_new(r, c);
-    for (size_t i = 0; i < r * c; i++) m->data[i] = (float)(scale * nrand());
-    return m;
-}
-
-/* Orthonormal columns (n x r), n >= r, by Gram-Schmidt on a random matrix (double, then float). */
-static double *orth(size_t n, size_t r) {
-    double *Q = malloc(n * r * sizeof(double));
-    for (size_t i = 0; i < n * r; i++) Q[i] = nrand();
-    for (size_t j = 0; j < r; j++) {
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t t = 0; t < j; t++) {
-                double d = 0;
-                for (size_t i = 0; i < n; i++) d += Q[i * r + j] * Q[i * r + t];
-                for (size_t i = 0; i < n; i++) Q[i * r + j] -= d * Q[i * r + t];
-            }
-        double nn = 0;
-        for (size_t i = 0; i < n; i++) nn += Q[i * r + j] * Q[i * r + j];
-        nn = sqrt(nn);
-        for (size_t i = 0; i < n; i++) Q[i * r + j] /= nn;
-    }
-    return Q;
-}
 
 /* X (a x c) = P (a x r) diag(s) Q (b x r)ᵀ ... as float Mat (a x b). */
 static Mat *compose(const double *P, size_t a, const double *s, const double *Q, size_t b, size_t r) {

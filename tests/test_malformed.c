@@ -9,7 +9,7 @@
  * 2. Model folders: missing tensors, wrong shapes, configs the families do not cover, NaN/Inf
  *    weights (warnings), FP8 weights without scales, corrupt shards.
  * 3. llama2.c .bin files: truncated, nonsense headers. */
-#include "check.h"
+#include "testutil.h"
 #include "model.h"
 #include "fuzz/fuzz_safetensors.c"     /* LLVMFuzzerTestOneInput: the fuzz target's invariants */
 
@@ -17,17 +17,6 @@
 #include <limits.h>
 #include <stdint.h>
 #include <time.h>
-
-static char dir[2048];
-
-static const char *tpath(const char *a, const char *b) {
-    static char buf[8][4400];
-    static int k;
-    k = (k + 1) % 8;
-    if (b) snprintf(buf[k], sizeof buf[k], "%s/%s/%s", dir, a, b);
-    else snprintf(buf[k], sizeof buf[k], "%s/%s", dir, a);
-    return buf[k];
-}
 
 /* ================================================================ byte images */
 
@@ -59,7 +48,7 @@ static image img_writer(size_t cut, bool nan) {
     st_writer_add(w, "w", DT_F32, 2, sh, x, sizeof x);
     st_writer_add(w, "v", DT_F32, 1, sh + 1, x, 16);
     char path[4400];
-    snprintf(path, sizeof path, "%s/writer.tmp", dir);
+    snprintf(path, sizeof path, "%s/writer.tmp", tu_dir);
     st_writer_write(w, path);
     st_writer_free(w);
     FILE *fp = fopen(path, "rb");
@@ -768,7 +757,7 @@ static void test_llama2c(void) {
 }
 
 int main(int argc, char **argv) {
-    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(tu_dir, sizeof tu_dir, "%s", test_tmpdir());
     if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0) return write_corpus(argv[2]);
     test_corpus();
     test_mutations();

@@ -10,29 +10,7 @@
 #include "registry.h"
 #include "session.h"
 #include "shell.h"
-
-/* Captures everything printed into one buffer. */
-typedef struct { char buf[1 << 16]; size_t n; } Capture;
-
-static void capture(void *ud, out_stream st, const char *s, size_t n) {
-    (void)st;
-    Capture *c = ud;
-    if (c->n + n >= sizeof c->buf) n = sizeof c->buf - 1 - c->n;
-    memcpy(c->buf + c->n, s, n);
-    c->n += n;
-    c->buf[c->n] = 0;
-}
-
-/* Runs a line with output captured; returns the status. */
-static int run(Session *s, Capture *cap, const char *line) {
-    Out o;
-    out_init(&o);
-    o.sink = capture;
-    o.sink_ud = cap;
-    cap->n = 0;
-    cap->buf[0] = 0;
-    return shell_exec_line(s, line, &(LineSrc){ 0 }, &o);
-}
+#include "test_shell_util.h"
 
 int main(void) {
     const Command *c;

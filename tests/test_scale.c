@@ -7,7 +7,7 @@
  * stale), progress reports and Ctrl-C between layers keeping the finished ones, and one
  * DeepSeek-R1-shaped layer: planted ranks, dense references, and the layer's mapped pages
  * released after the sweep. */
-#include "check.h"
+#include "testutil.h"
 #include "farr.h"
 #include "gram.h"
 #include "safetensors.h"
@@ -19,20 +19,7 @@
 
 static const char *tmp_root;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---------------------------------------------------------------- helpers */
-
-static unsigned long long rng_state = 0x9E3779B97F4A7C15ULL;
-static double urand(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
-    return ((rng_state >> 11) + 0.5) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand()); }
 
 static Model *open_synth(const char *name, unsigned long seed) {
     static int serial;

@@ -4,10 +4,11 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-#include "check.h"
+#include "testutil.h"
 #include "registry.h"
 #include "session.h"
 #include "shell.h"
+#include "test_shell_util.h"
 
 static int freed, closed;
 static const Model *last_closed;
@@ -15,39 +16,6 @@ static const Model *last_closed;
 static void hook_free(Session *s) { (void)s; freed++; }
 static void hook_close(Session *s, Model *m) { (void)s; closed++; last_closed = m; }
 static const SessionHook hook = { .name = "test", .on_free = hook_free, .on_model_close = hook_close };
-
-typedef struct { char buf[1 << 15]; size_t n; } Capture;
-static void capture(void *ud, out_stream st, const char *s, size_t n) {
-    (void)st;
-    Capture *c = ud;
-    if (c->n + n >= sizeof c->buf) n = sizeof c->buf - 1 - c->n;
-    memcpy(c->buf + c->n, s, n);
-    c->n += n;
-    c->buf[c->n] = 0;
-}
-
-static int run(Session *s, Capture *cap, const char *line) {
-    Out o;
-    out_init(&o);
-    o.sink = capture;
-    o.sink_ud = cap;
-    cap->n = 0;
-    cap->buf[0] = 0;
-    return shell_exec_line(s, line, &(LineSrc){ 0 }, &o);
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
-}
 
 static void test_settings(Session *s) {
     char *v = session_get(s, "tau");
@@ -132,7 +100,7 @@ int main(void) {
     snprintf(path, sizeof path, "info to '%s/i.json'", tmp);
     CHECK_OK(run(s, cap, path));
     snprintf(path, sizeof path, "%s/i.json", tmp);
-    char *text = slurp(path);
+    char *text = slurp(path, NULL);
     cJSON *j = text ? cJSON_Parse(text) : NULL;
     CHECK(j != NULL, "info JSON parses");
     if (j) {

@@ -3,22 +3,8 @@
  * cross a block boundary, unaligned scale tensors; sharded checkpoints (three shards + index
  * open as one store, the scales of a weight in another shard), and the errors of a bad index, a
  * tensor in two shards, a missing shard, a missing tensor. */
-#include "check.h"
+#include "testutil.h"
 #include "store.h"
-
-#include <stdint.h>
-
-static char dir[2048];
-
-/* "<tmp>/<a>[/<b>]" in one of a few rotating buffers. */
-static const char *tpath(const char *a, const char *b) {
-    static char buf[8][4400];
-    static int k;
-    k = (k + 1) % 8;
-    if (b) snprintf(buf[k], sizeof buf[k], "%s/%s/%s", dir, a, b);
-    else snprintf(buf[k], sizeof buf[k], "%s/%s", dir, a);
-    return buf[k];
-}
 
 static void mkdir_p(const char *a) { mkdir(tpath(a, NULL), 0755); }
 
@@ -302,7 +288,7 @@ static void test_shapes(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(tu_dir, sizeof tu_dir, "%s", test_tmpdir());
     test_fp8_blocks(false);
     test_fp8_blocks(true);
     test_dequant_kernel();

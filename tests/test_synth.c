@@ -3,7 +3,7 @@
  * a dense LAPACK SVD of the explicitly formed fused matrix, independent of the project's own rank
  * code); FP8 / BF16 dequantize within their precision of F32; the shard index is valid; the same
  * seed gives byte-identical files; bad requests fail with clear messages. */
-#include "check.h"
+#include "testutil.h"
 #include "model.h"
 #include "synth.h"
 
@@ -202,32 +202,12 @@ static void check_ranks(Model *m, synth_kind kind, RankCtx *cx) {
 
 /* ================================================================ helpers */
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return b;
-}
-
 /* Byte-compares file `name` in two folders. */
 static bool same_file(const char *d1, const char *d2, const char *name) {
     char p1[4096], p2[4096];
     snprintf(p1, sizeof p1, "%s/%s", d1, name);
     snprintf(p2, sizeof p2, "%s/%s", d2, name);
-    size_t n1, n2;
+    size_t n1 = 0, n2 = 0;
     char *a = slurp(p1, &n1), *b = slurp(p2, &n2);
     bool same = a && b && n1 == n2 && memcmp(a, b, n1) == 0;
     free(a);

@@ -3,7 +3,7 @@
  * exact by the factored evaluator at every rank, monotone errors, optimality against a dense
  * LAPACK SVD of the unfolding, activation weighting), and the whole-model conversion with export,
  * load and check on a synthetic Llama checkpoint. */
-#include "check.h"
+#include "testutil.h"
 #include "lin.h"
 #include "synth.h"
 #include "tpa.h"
@@ -11,22 +11,6 @@
 #include <cblas.h>
 
 /* ================================================================ helpers */
-
-static uint64_t seed_ctr = 1000;
-
-static Mat *randm(size_t r, size_t c, double sc) {
-    Mat *m = attn_random_input(r, (int)c, seed_ctr++);
-    for (size_t i = 0; i < r * c; i++) m->data[i] *= (float)sc;
-    return m;
-}
-
-static float *randv(size_t n, double sc) {
-    Mat *m = randm(1, n, sc);
-    float *v = m->data;
-    m->data = NULL;
-    mat_free(m);
-    return v;
-}
 
 /* A random GQA layer: H heads, G KV heads of dim d (values dv), hidden Dm; RoPE in `lay` (ROPE_NONE:
  * none); biases on q/k/v and o when bias. */

@@ -4,27 +4,12 @@
  * identical KV heads for mean-pooling, head rank for TPA form a), the reasons of the methods that
  * cannot meet a budget, monotone errors along the budget, agreement of the TPA rows with a direct
  * conversion, and the whole-model driver on the synthetic Llama (MLA refused). */
-#include "check.h"
+#define TU_SEED_CTR0 5000
+#include "testutil.h"
 #include "compare.h"
 #include "synth.h"
 #include "tpa.h"
 #include "transmla.h"
-
-static uint64_t seed_ctr = 5000;
-
-static Mat *randm(size_t r, size_t c, double sc) {
-    Mat *m = attn_random_input(r, (int)c, seed_ctr++);
-    for (size_t i = 0; i < r * c; i++) m->data[i] *= (float)sc;
-    return m;
-}
-
-static float *randv(size_t n, double sc) {
-    Mat *m = randm(1, n, sc);
-    float *v = m->data;
-    m->data = NULL;
-    mat_free(m);
-    return v;
-}
 
 static AttnLayer *rand_layer(int H, int G, int d, int dv, int Dm, bool rope, bool bias) {
     AttnLayer *L = attn_layer_new(ATTN_GQA);
