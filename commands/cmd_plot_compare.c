@@ -20,14 +20,14 @@
 #include "compare.h"
 #include "plot.h"
 #include "plot_dest.h"
-#include "plot_compare.h"
 #include "session.h"
 
 /* Renders the curves to d (x_whole: layers on x), says where the figure went and makes its path
  * the result. Frees d. */
-static int dest_render(Out *out, PlotDest *d, const PlotMethodCurve *cv, size_t nc, bool x_whole) {
+static int dest_render(Out *out, PlotDest *d, const PlotCurve *cv, size_t nc, bool x_whole) {
     plot_dest_window_hint(out, d);
-    return plot_dest_done(out, d, plot_method_curves(&d->o, cv, nc, x_whole));
+    d->o.x_whole = x_whole;
+    return plot_dest_done(out, d, plot_curves(&d->o, cv, nc));
 }
 
 /* ================================================================ shared pieces */
@@ -259,7 +259,7 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         out_printf(out, "every %s error is exactly 0: drawn on a linear axis\n", WHAT_CHOICES[what]);
         logy = false;
     }
-    PlotMethodCurve cv[CMP_NMETHODS];
+    PlotCurve cv[CMP_NMETHODS];
     char labels[CMP_NMETHODS][256];
     nc = 0;
     for (int k = 0; k < CMP_NMETHODS; k++) {
@@ -272,7 +272,8 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         if (ml->kv < r->budget) snprintf(vals, sizeof vals, ", %zu values", ml->kv);
         snprintf(labels[k], sizeof labels[k], "%s: %s%s%s", cmp_method_name((cmp_method)k), set, vals,
                  logy && !ml->n_pos ? " (error 0: exact, not drawn)" : "");
-        cv[nc++] = (PlotMethodCurve){.label = labels[k], .x = x, .y = ml->y, .n = n, .slot = k};
+        cv[nc++] = (PlotCurve){.label = labels[k], .x = x, .y = ml->y, .n = n, .points = true, .fixed_color = true,
+                               .slot = k};
     }
     const char *wname = what == 1 ? "attention score" : "attention output";
     char title[256], sub[320], ylab[128], auto_name[256];
@@ -440,7 +441,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     table_free(t);
     /* One curve per method over the budgets it meets; a repeated cache size (a method that cannot
      * use more of a larger budget) is drawn once. */
-    PlotMethodCurve cv[CMP_NMETHODS];
+    PlotCurve cv[CMP_NMETHODS];
     size_t nc = 0;
     bool any_pos = false;
     for (int k = 0; k < CMP_NMETHODS; k++) {
@@ -457,7 +458,8 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
                        cmp_method_name((cmp_method)k), reason_text(why[k]));
             continue;
         }
-        cv[nc++] = (PlotMethodCurve){.label = cmp_method_name((cmp_method)k), .x = x[k], .y = y[k], .n = np, .slot = k};
+        cv[nc++] = (PlotCurve){.label = cmp_method_name((cmp_method)k), .x = x[k], .y = y[k], .n = np, .points = true,
+                               .fixed_color = true, .slot = k};
     }
     if (!nc)
         return al_err("plot compare-budgets: no method meets any of the budgets on %s (it caches %zu values per token "

@@ -35,6 +35,7 @@ typedef struct {
     const char *xlabel;    /* NULL -> the renderer's default axis label */
     const char *ylabel;
     bool logy;             /* log-scale y where the renderer supports it (spectrum, energy, curves) */
+    bool x_whole;          /* curves: x ticks on whole numbers only (layers), at least 1 apart */
 } PlotOpts;
 
 /* Device name for a file name by its extension ("pngcairo", "svgcairo", "pdfcairo"), or NULL
@@ -137,10 +138,14 @@ typedef struct {
     const double *y;           /* (n); non-finite values break the line */
     size_t n;
     bool points;               /* also mark each point */
+    bool fixed_color;          /* colour slot `slot` instead of the curve's position, so a series keeps
+                                  its colour across figures when others are left out */
+    int slot;
 } PlotCurve;
 
 /* Several curves with a legend (rope energy against dims kept, errors by layer per method,
- * perplexity curves, ...). opts->xlabel / ylabel name the axes; opts->logy logs y. */
+ * perplexity curves, the one-budget comparison, ...). opts->xlabel / ylabel name the axes;
+ * opts->logy logs y; opts->x_whole puts x ticks on whole numbers. */
 int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves);
 
 #endif

@@ -10,8 +10,9 @@
 
 #define CURVES_MAX 16
 
-/* Data range over every finite point (y > 0 only when logy). Error when nothing is left. */
-static int curves_range(const PlotCurve *c, size_t nc, bool logy, double r[4]) {
+/* Data range over every finite point (y > 0 only when logy), with margins that keep the dots at
+ * the ends inside (whole: at least 0.2 on x). Error when nothing is left. */
+static int curves_range(const PlotCurve *c, size_t nc, bool logy, bool whole, double r[4]) {
     r[0] = r[2] = INFINITY;
     r[1] = r[3] = -INFINITY;
     for (size_t k = 0; k < nc; k++)
@@ -23,7 +24,10 @@ static int curves_range(const PlotCurve *c, size_t nc, bool logy, double r[4]) {
             r[2] = fmin(r[2], y); r[3] = fmax(r[3], y);
         }
     if (!(r[0] <= r[1])) return al_err("plot curves: no finite points%s to draw", logy ? " with y > 0" : "");
-    if (r[1] - r[0] == 0) { r[0] -= 0.5; r[1] += 0.5; }
+    double xr = r[1] - r[0], xp = xr > 0 ? 0.03 * xr : 0.5;
+    if (whole && xp < 0.2) xp = xr > 0 ? 0.2 : 0.5;
+    r[0] -= xp;
+    r[1] += xp;
     if (logy) {
         r[2] = floor(r[2]);
         r[3] = ceil(r[3]);
@@ -33,9 +37,6 @@ static int curves_range(const PlotCurve *c, size_t nc, bool logy, double r[4]) {
         r[2] -= pad;
         r[3] += pad;
     }
-    double xp = 0.01 * (r[1] - r[0]);
-    r[0] -= xp;
-    r[1] += xp;
     return AL_OK;
 }
 
@@ -66,7 +67,7 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
         if (curves[k].n > maxn) maxn = curves[k].n;
     }
     double r[4];
-    if (curves_range(curves, n_curves, opts && opts->logy, r)) return AL_ERR;
+    if (curves_range(curves, n_curves, opts && opts->logy, opts && opts->x_whole, r)) return AL_ERR;
     double *buf = al_malloc3(maxn, 2, sizeof(double), "curve points");
     if (!buf) return AL_ERR;
 
@@ -74,20 +75,28 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
     if (plot_page_open(opts, &pg)) { free(buf); return AL_ERR; }
     plot_page_title(opts, "Curves");
     PlotLegendItem items[CURVES_MAX];
-    char labels[CURVES_MAX][96];
+    char labels[CURVES_MAX][256];
     for (size_t k = 0; k < n_curves; k++) {
         char name[32];
         snprintf(name, sizeof name, "curve %zu", k + 1);
+        size_t c = curves[k].fixed_color && curves[k].slot >= 0 ? (size_t)curves[k].slot : k;
         items[k] = (PlotLegendItem){plot_esc(labels[k], sizeof labels[k], curves[k].label ? curves[k].label : name),
-                                    plot_series_color(k), curves[k].points ? PL_ITEM_LINE_DOT : PL_ITEM_LINE,
-                                    (PLINT)(1 + (k / 7) % 8)};
+                                    plot_series_color(c), curves[k].points ? PL_ITEM_LINE_DOT : PL_ITEM_LINE,
+                                    (PLINT)(1 + (c / 7) % 8)};
     }
     plot_vpor_std(opts, plot_legend_rows(items, (int)n_curves, plot_vpor_std_width(2.0), 0.9), 2.0);
     plwind(r[0], r[1], r[2], r[3]);
+    double xstep = 0;           /* whole-number x: a round step of at least 1, minor ticks at each */
+    PLINT xsub = 0;
+    if (opts->x_whole) {
+        xstep = ceil(plot_nice_step(r[1] - r[0], 8));
+        if (xstep < 1) xstep = 1;
+        xsub = xstep <= 10 ? (PLINT)xstep : 0;
+    }
     plcol0(PC_LIGHT);
-    plbox("g", 0, 0, opts->logy ? "gl" : "g", 0, 0);
+    plbox("g", xstep, xsub, opts->logy ? "gl" : "g", 0, 0);
     plcol0(PC_FG);
-    plbox("bcnst", 0, 0, opts->logy ? "bcnstlv" : "bcnstv", 0, 0);
+    plbox("bcnst", xstep, xsub, opts->logy ? "bcnstlv" : "bcnstv", 0, 0);
     plot_axis_labels(opts, "x", "y");
 
     double fs = plot_font_scale();

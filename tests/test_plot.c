@@ -233,7 +233,9 @@ static int r_curves(const PlotOpts *o, const void *ctx) {
         y[1][i] = 2 + 1.5 * i / 20.0;
         y[2][i] = i == 7 ? NAN : 2 + 0.5 * sin(i);     /* a gap */
     }
-    PlotCurve c[3] = {{"MHA2MLA", x, y[0], 20, true}, {"RoRoPE", x, y[1], 20, false}, {"gap #7", x, y[2], 20, false}};
+    PlotCurve c[3] = {{.label = "MHA2MLA", .x = x, .y = y[0], .n = 20, .points = true},
+                      {.label = "RoRoPE", .x = x, .y = y[1], .n = 20},
+                      {.label = "gap #7", .x = x, .y = y[2], .n = 20}};
     PlotOpts p = *o;
     p.xlabel = "RoPE dims removed (%)";
     p.ylabel = "log perplexity";
