@@ -394,8 +394,8 @@ int attn_layer_load(Model *m, int layer, AttnLayer **out) {
 
 /* ================================================================ evaluation */
 
-/* Y (T, n) = X (T, k) @ W (k, n) + b. */
-static void linear(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y) {
+/* Y = X W + b (see attn_eval.h). */
+void attn_linear(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y) {
     size_t n = W->cols;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)k, 1.0f, X, (int)k, W->data, (int)n,
                 0.0f, Y, (int)n);
@@ -412,9 +412,8 @@ static void rms_norm(float *x, size_t n, const float *w, double eps) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] * r * w[i];
 }
 
-/* Rotates the RoPE pairs of one head vector v (dim values) at position pos. ROPE_HALF pairs j
- * with j + dim/2; ROPE_INTERLEAVED pairs 2j with 2j + 1. */
-static void rope_rotate(float *v, int dim, rope_layout lay, const double *inv_freq, int pos) {
+/* One head vector to position pos (see attn_eval.h). */
+void attn_rope_rotate(float *v, int dim, rope_layout lay, const double *inv_freq, int pos) {
     int half = dim / 2;
     for (int j = 0; j < half; j++) {
         int a = lay == ROPE_INTERLEAVED ? 2 * j : j, b = lay == ROPE_INTERLEAVED ? 2 * j + 1 : j + half;
@@ -432,7 +431,7 @@ static void rope_mla(float *v, int dim, rope_layout lay, const double *inv_freq,
         for (int j = 0; j < dim / 2; j++) { tmp[j] = v[2 * j]; tmp[j + dim / 2] = v[2 * j + 1]; }
         memcpy(v, tmp, (size_t)dim * sizeof(float));
     }
-    rope_rotate(v, dim, ROPE_HALF, inv_freq, pos);
+    attn_rope_rotate(v, dim, ROPE_HALF, inv_freq, pos);
 }
 
 /* Causal softmax of S (T, T) in place (row i over j <= i; the rest 0). */
@@ -462,30 +461,41 @@ static void head_attend(size_t T, size_t dk, size_t dv, float scale, const float
                 Oh, (int)ldo);
 }
 
+/* Output heads (T, H dv) of the GQA heads over Q, K (RoPE applied), V; logits into scores when
+ * not NULL. */
+static int attend_heads(const AttnLayer *L, size_t T, const float *Q, const float *K, const float *V, float *scores,
+                        float *O) {
+    size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
+    float *S = al_malloc3(T, T, sizeof(float), "scores");
+    if (!S) return AL_ERR;
+    for (size_t h = 0; h < H; h++) {
+        size_t g = h / (H / G);
+        head_attend(T, d, dv, (float)L->scale, Q + h * d, H * d, K + g * d, G * d, V + g * dv, G * dv, S,
+                    scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
+    }
+    free(S);
+    return AL_OK;
+}
+
 static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *scores, float *O) {
     size_t T = X->rows, Dm = (size_t)L->hidden, H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads;
-    size_t d = (size_t)L->head_dim, dv = (size_t)L->v_dim, grp = H / G;
+    size_t d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
     float *Q = al_malloc3(T, H * d, sizeof(float), "queries");
     float *K = al_malloc3(T, G * d, sizeof(float), "keys");
     float *V = al_malloc3(T, G * dv, sizeof(float), "values");
-    float *S = al_malloc3(T, T, sizeof(float), "scores");
-    int rc = Q && K && V && S ? AL_OK : AL_ERR;
+    int rc = Q && K && V ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
-        linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
-        linear(X->data, T, Dm, L->W_K, L->b_K, K);
-        linear(X->data, T, Dm, L->W_V, L->b_V, V);
+        attn_linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
+        attn_linear(X->data, T, Dm, L->W_K, L->b_K, K);
+        attn_linear(X->data, T, Dm, L->W_V, L->b_V, V);
         if (L->rope_dim > 0)
             for (size_t t = 0; t < T; t++) {
-                for (size_t h = 0; h < H; h++) rope_rotate(Q + t * H * d + h * d, (int)d, L->rope, L->inv_freq, pos[t]);
-                for (size_t g = 0; g < G; g++) rope_rotate(K + t * G * d + g * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                for (size_t h = 0; h < H; h++) attn_rope_rotate(Q + t * H * d + h * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                for (size_t g = 0; g < G; g++) attn_rope_rotate(K + t * G * d + g * d, (int)d, L->rope, L->inv_freq, pos[t]);
             }
-        for (size_t h = 0; h < H; h++) {
-            size_t g = h / grp;
-            head_attend(T, d, dv, (float)L->scale, Q + h * d, H * d, K + g * d, G * d, V + g * dv, G * dv, S,
-                        scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
-        }
+        rc = attend_heads(L, T, Q, K, V, scores, O);
     }
-    free(Q); free(K); free(V); free(S);
+    free(Q); free(K); free(V);
     return rc;
 }
 
@@ -504,13 +514,13 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
     int rc = Q && (CQ || !ql) && KVA && KV && Qh && Kh && S && tmp ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         if (ql) {
-            linear(X->data, T, Dm, L->W_QA, L->b_QA, CQ);
+            attn_linear(X->data, T, Dm, L->W_QA, L->b_QA, CQ);
             if (L->qa_norm)
                 for (size_t t = 0; t < T; t++) rms_norm(CQ + t * ql, ql, L->qa_norm, L->norm_eps);
-            linear(CQ, T, ql, L->W_QB, L->b_Q, Q);
+            attn_linear(CQ, T, ql, L->W_QB, L->b_Q, Q);
         } else
-            linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
-        linear(X->data, T, Dm, L->W_KVA, L->b_KVA, KVA);
+            attn_linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
+        attn_linear(X->data, T, Dm, L->W_KVA, L->b_KVA, KVA);
         if (L->kva_norm)
             for (size_t t = 0; t < T; t++) rms_norm(KVA + t * (r + dr), r, L->kva_norm, L->norm_eps);
         /* The latent c is the first r columns of KVA (row stride r + dr). */
@@ -535,28 +545,53 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
     return rc;
 }
 
+/* An AttnOut for T tokens of L: out (T, hidden), and the (H, T, T) logits when want_scores. */
+static AttnOut *out_new(const AttnLayer *L, size_t T, bool want_scores) {
+    AttnOut *o = al_calloc(1, sizeof *o, "attention outputs");
+    size_t ss;
+    if (!o) return NULL;
+    o->T = T;
+    o->n_heads = L->n_heads;
+    if ((want_scores && (!al_mul_ok((size_t)L->n_heads, T * T, &ss, "attention scores") ||
+                         !(o->scores = al_calloc(ss, sizeof(float), "attention scores")))) ||
+        !(o->out = mat_new(T, (size_t)L->hidden))) {
+        attn_out_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Head outputs Ocat (T, H dv) through W_O (+ b_O) into o->out. */
+static void out_project(const AttnLayer *L, const float *Ocat, AttnOut *o) {
+    attn_linear(Ocat, o->T, (size_t)L->n_heads * (size_t)L->v_dim, L->W_O, L->b_O, o->out->data);
+}
+
+int attn_attend(const AttnLayer *L, size_t T, const float *Q, const float *K, const float *V, bool want_scores,
+                AttnOut **out) {
+    *out = NULL;
+    if (T == 0) return al_err("attention input has no tokens");
+    AttnOut *o = out_new(L, T, want_scores);
+    float *Ocat = al_malloc3(T, (size_t)L->n_heads * (size_t)L->v_dim, sizeof(float), "head outputs");
+    int rc = o && Ocat ? attend_heads(L, T, Q, K, V, o->scores, Ocat) : AL_ERR;
+    if (rc == AL_OK) out_project(L, Ocat, o);
+    free(Ocat);
+    if (rc) { attn_out_free(o); return rc; }
+    *out = o;
+    return AL_OK;
+}
+
 int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
     *out = NULL;
     if (attn_layer_validate(L)) return AL_ERR;
     if (X->cols != (size_t)L->hidden)
         return al_err("attention input has %zu columns but the layer's hidden size is %d", X->cols, L->hidden);
-    size_t T = X->rows, H = (size_t)L->n_heads, dv = (size_t)L->v_dim;
+    size_t T = X->rows;
     if (T == 0) return al_err("attention input has no tokens");
-    AttnOut *o = al_calloc(1, sizeof *o, "attention outputs");
-    if (!o) return AL_ERR;
-    o->T = T;
-    o->n_heads = L->n_heads;
-    float *Ocat = al_malloc3(T, H * dv, sizeof(float), "head outputs");
-    size_t ss;
-    if (want_scores && (!al_mul_ok(H, T * T, &ss, "attention scores") ||
-                        !(o->scores = al_calloc(ss, sizeof(float), "attention scores")))) {
-        free(Ocat);
-        attn_out_free(o);
-        return AL_ERR;
-    }
-    int rc = Ocat && (o->out = mat_new(T, (size_t)L->hidden)) ? AL_OK : AL_ERR;
+    AttnOut *o = out_new(L, T, want_scores);
+    float *Ocat = al_malloc3(T, (size_t)L->n_heads * (size_t)L->v_dim, sizeof(float), "head outputs");
+    int rc = o && Ocat ? AL_OK : AL_ERR;
     if (rc == AL_OK) rc = L->kind == ATTN_GQA ? eval_gqa(L, X, pos, o->scores, Ocat) : eval_mla(L, X, pos, o->scores, Ocat);
-    if (rc == AL_OK) linear(Ocat, T, H * dv, L->W_O, L->b_O, o->out->data);
+    if (rc == AL_OK) out_project(L, Ocat, o);
     free(Ocat);
     if (rc) { attn_out_free(o); return rc; }
     *out = o;

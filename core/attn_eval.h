@@ -101,6 +101,18 @@ void attn_out_free(AttnOut *o);
  * want_scores: also keep the (H, T, T) logits. *out is the caller's. */
 int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out);
 
+/* The pieces the evaluator is made of, for other factored evaluators (TPA, compare):
+ * Y (T, n) = X (T, k) @ W (k, n) + b (b may be NULL); */
+void attn_linear(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y);
+/* rotates the RoPE pairs of one head vector v (dim values) to position pos (ROPE_HALF pairs j
+ * with j + dim/2, ROPE_INTERLEAVED 2j with 2j + 1, pair j turning by pos * inv_freq[j]); */
+void attn_rope_rotate(float *v, int dim, rope_layout lay, const double *inv_freq, int pos);
+/* and attends with L's GQA heads over given queries Q (T, H head_dim) and keys K (T, G head_dim),
+ * RoPE already applied, and values V (T, G v_dim): causal softmax at L->scale, head outputs, then
+ * W_O (+ b_O). want_scores keeps the (H, T, T) logits. *out is the caller's. */
+int attn_attend(const AttnLayer *L, size_t T, const float *Q, const float *K, const float *V, bool want_scores,
+                AttnOut **out);
+
 /* Relative errors ||b - a|| / ||a|| of the causal scores (both must have them; else NaN) and
  * of the outputs. */
 void attn_rel_err(const AttnOut *a, const AttnOut *b, double *score_err, double *out_err);

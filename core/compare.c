@@ -303,50 +303,6 @@ static int apply_proj(float *Y, size_t T, size_t ld, size_t c0, size_t n, const 
     return AL_OK;
 }
 
-/* Attention of L's heads over given queries / keys (after RoPE) and values: the output after
- * W_O (+ b_O) and the logits. *out is the caller's. */
-static int attend(const AttnLayer *L, size_t T, const float *Q, const float *K, const float *V, AttnOut **out) {
-    size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
-    size_t grp = H / G;
-    AttnOut *o = al_calloc(1, sizeof *o, "attention outputs");
-    float *Oc = al_malloc3(T, H * dv, sizeof(float), "head outputs");
-    float *P = al_malloc3(T, T, sizeof(float), "probabilities");
-    size_t ss = 0;
-    int rc = o && Oc && P && al_mul_ok(H, T * T, &ss, "scores") ? AL_OK : AL_ERR;
-    if (rc == AL_OK && !(o->scores = al_calloc(ss, sizeof(float), "scores"))) rc = AL_ERR;
-    if (rc == AL_OK && !(o->out = mat_new(T, (size_t)L->hidden))) rc = AL_ERR;
-    for (size_t h = 0; rc == AL_OK && h < H; h++) {
-        size_t g = h / grp;
-        float *S = o->scores + h * T * T;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)d, (float)L->scale, Q + h * d,
-                    (int)(H * d), K + g * d, (int)(G * d), 0.0f, S, (int)T);
-        for (size_t i = 0; i < T; i++) {
-            float *s = S + i * T, *p = P + i * T, mx = s[0];
-            for (size_t j = i + 1; j < T; j++) s[j] = 0;
-            for (size_t j = 1; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
-            double z = 0;
-            for (size_t j = 0; j <= i; j++) { p[j] = expf(s[j] - mx); z += p[j]; }
-            for (size_t j = 0; j < T; j++) p[j] = j <= i ? (float)(p[j] / z) : 0.0f;
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dv, (int)T, 1.0f, P, (int)T, V + g * dv,
-                    (int)(G * dv), 0.0f, Oc + h * dv, (int)(H * dv));
-    }
-    if (rc == AL_OK) {
-        o->T = T;
-        o->n_heads = (int)H;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, L->hidden, (int)(H * dv), 1.0f, Oc, (int)(H * dv),
-                    L->W_O->data, L->hidden, 0.0f, o->out->data, L->hidden);
-        if (L->b_O)
-            for (size_t t = 0; t < T; t++)
-                for (size_t j = 0; j < (size_t)L->hidden; j++) o->out->data[t * (size_t)L->hidden + j] += L->b_O[j];
-    }
-    free(Oc);
-    free(P);
-    if (rc) { attn_out_free(o); return rc; }
-    *out = o;
-    return AL_OK;
-}
-
 static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const Mat *Xf, const int *posf,
                     const AttnOut *ref, CmpRow *r) {
     size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
@@ -395,7 +351,7 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
         }
         if (rc == AL_OK) rc = apply_proj(V, T, G * dv, g * dv, dv, A, Bm, (size_t)rv);
     }
-    if (rc == AL_OK) rc = attend(L, T, Q, K, V, &o);
+    if (rc == AL_OK) rc = attn_attend(L, T, Q, K, V, true, &o);
     if (rc == AL_OK) {
         attn_rel_err(ref, o, &r->score_err, &r->out_err);
         r->ok = true;

@@ -389,29 +389,6 @@ int tpa_layer_convert(const AttnLayer *src, tpa_form f, int Rk, int Rv, const do
 
 /* ================================================================ the factored evaluator */
 
-/* Y (T, n) = X (T, k) @ W (k, n) + b. */
-static void linear_f(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y) {
-    size_t n = W->cols;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)k, 1.0f, X, (int)k, W->data, (int)n,
-                0.0f, Y, (int)n);
-    if (b)
-        for (size_t t = 0; t < T; t++)
-            for (size_t j = 0; j < n; j++) Y[t * n + j] += b[j];
-}
-
-/* Rotates one head vector v (dim values) to position pos: pairs (j, j + dim/2) for rotate_half,
- * (2j, 2j + 1) for interleaved, pair j turning by pos * inv_freq[j]. */
-static void rope_apply(float *v, int dim, rope_layout lay, const double *inv_freq, int pos) {
-    int half = dim / 2;
-    for (int j = 0; j < half; j++) {
-        int ia = lay == ROPE_INTERLEAVED ? 2 * j : j, ib = lay == ROPE_INTERLEAVED ? 2 * j + 1 : j + half;
-        double ang = (double)pos * inv_freq[j], c = cos(ang), s = sin(ang);
-        double x = v[ia], y = v[ib];
-        v[ia] = (float)(x * c - y * s);
-        v[ib] = (float)(x * s + y * c);
-    }
-}
-
 /* The per-token tensors (T, G dh) of a factor evaluated on X, as TPA computes them: form a caches
  * b_r(x_t) (rotated to pos[t] before caching when rope); form b caches a_r(x_t) and rotates the
  * fixed b_r to pos[t] at use. Returns the reconstructed (rotated) tensors in Y. */
@@ -422,13 +399,13 @@ static int factor_apply(const TpaFactor *f, const Mat *X, const int *pos, const 
     float *Bt = f->form == TPA_FORM_B && rope ? al_malloc3(R, d, sizeof(float), "rotated token factors") : NULL;
     if (!cache || (f->form == TPA_FORM_B && rope && !Bt)) { free(cache); free(Bt); return AL_ERR; }
     float invR = 1.0f / (float)f->R;
-    linear_f(X->data, T, D, f->ctx, f->bias, cache);
+    attn_linear(X->data, T, D, f->ctx, f->bias, cache);
     for (size_t t = 0; t < T; t++) {
         float *c = cache + t * cw, *y = Y + t * G * d;
         if (f->form == TPA_FORM_A) {
             /* cache row: R token factors b_r (d each), rotated once (eq. 3.6); K_t = (1/R) Aᵀ B. */
             if (rope)
-                for (size_t r = 0; r < R; r++) rope_apply(c + r * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                for (size_t r = 0; r < R; r++) attn_rope_rotate(c + r * d, (int)d, L->rope, L->inv_freq, pos[t]);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)G, (int)d, (int)R, invR, f->fixed, (int)G, c, (int)d,
                         0.0f, y, (int)d);
         } else {
@@ -436,7 +413,7 @@ static int factor_apply(const TpaFactor *f, const Mat *X, const int *pos, const 
             const float *B = f->fixed;
             if (rope) {
                 memcpy(Bt, f->fixed, R * d * sizeof(float));
-                for (size_t r = 0; r < R; r++) rope_apply(Bt + r * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                for (size_t r = 0; r < R; r++) attn_rope_rotate(Bt + r * d, (int)d, L->rope, L->inv_freq, pos[t]);
                 B = Bt;
             }
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)G, (int)d, (int)R, invR, c, (int)G, B, (int)d, 0.0f,
@@ -448,69 +425,30 @@ static int factor_apply(const TpaFactor *f, const Mat *X, const int *pos, const 
     return AL_OK;
 }
 
-/* Causal softmax of the (T, T) logits S in place (row i over j <= i, the rest 0). */
-static void softmax_causal(float *S, size_t T) {
-    for (size_t i = 0; i < T; i++) {
-        float *row = S + i * T, mx = row[0];
-        for (size_t j = 1; j <= i; j++)
-            if (row[j] > mx) mx = row[j];
-        double z = 0;
-        for (size_t j = 0; j <= i; j++) {
-            row[j] = expf(row[j] - mx);
-            z += row[j];
-        }
-        for (size_t j = 0; j <= i; j++) row[j] = (float)(row[j] / z);
-        for (size_t j = i + 1; j < T; j++) row[j] = 0;
-    }
-}
-
 int tpa_eval(const TpaLayer *l, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
     *out = NULL;
     const AttnLayer *L = l->dense;
     if (X->cols != (size_t)L->hidden)
         return al_err("attention input has %zu columns but the layer's hidden size is %d", X->cols, L->hidden);
     size_t T = X->rows, H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
-    size_t dv = (size_t)L->v_dim, grp = H / G;
+    size_t dv = (size_t)L->v_dim;
     if (T == 0) return al_err("attention input has no tokens");
     bool rope = L->rope_dim > 0;
-    AttnOut *o = al_calloc(1, sizeof *o, "attention outputs");
     float *Q = al_malloc3(T, H * d, sizeof(float), "queries");
     float *K = al_malloc3(T, G * d, sizeof(float), "keys");
     float *V = al_malloc3(T, G * dv, sizeof(float), "values");
-    float *S = al_malloc3(T, T, sizeof(float), "scores");
-    float *Oc = al_malloc3(T, H * dv, sizeof(float), "head outputs");
-    size_t ss = 0;
-    int rc = o && Q && K && V && S && Oc ? AL_OK : AL_ERR;
-    if (rc == AL_OK && want_scores &&
-        (!al_mul_ok(H, T * T, &ss, "attention scores") || !(o->scores = al_calloc(ss, sizeof(float), "attention scores"))))
-        rc = AL_ERR;
-    if (rc == AL_OK && !(o->out = mat_new(T, (size_t)L->hidden))) rc = AL_ERR;
-    if (rc == AL_OK) rc = factor_apply(&l->K, X, pos, L, rope, K);
+    int rc = Q && K && V ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = factor_apply(&l->K, X, pos, L, rope, K);     /* keys and values from the TPA factors */
     if (rc == AL_OK) rc = factor_apply(&l->V, X, pos, L, false, V);
     if (rc == AL_OK) {
-        o->T = T;
-        o->n_heads = L->n_heads;
-        linear_f(X->data, T, X->cols, L->W_Q, L->b_Q, Q);
+        attn_linear(X->data, T, X->cols, L->W_Q, L->b_Q, Q);
         if (rope)
             for (size_t t = 0; t < T; t++)
-                for (size_t h = 0; h < H; h++) rope_apply(Q + t * H * d + h * d, (int)d, L->rope, L->inv_freq, pos[t]);
-        for (size_t h = 0; h < H; h++) {
-            size_t g = h / grp;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)d, (float)L->scale, Q + h * d,
-                        (int)(H * d), K + g * d, (int)(G * d), 0.0f, S, (int)T);
-            for (size_t i = 0; i < T; i++)
-                for (size_t j = i + 1; j < T; j++) S[i * T + j] = 0;
-            if (o->scores) memcpy(o->scores + h * T * T, S, T * T * sizeof(float));
-            softmax_causal(S, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dv, (int)T, 1.0f, S, (int)T, V + g * dv,
-                        (int)(G * dv), 0.0f, Oc + h * dv, (int)(H * dv));
-        }
-        linear_f(Oc, T, H * dv, L->W_O, L->b_O, o->out->data);
+                for (size_t h = 0; h < H; h++) attn_rope_rotate(Q + t * H * d + h * d, (int)d, L->rope, L->inv_freq, pos[t]);
+        rc = attn_attend(L, T, Q, K, V, want_scores, out);
     }
-    free(Q); free(K); free(V); free(S); free(Oc);
-    if (rc) { attn_out_free(o); return rc; }
-    *out = o;
-    return AL_OK;
+    free(Q); free(K); free(V);
+    return rc;
 }
 
 /* Relative error of X W2 + b2 against X W1 + b1 (T x cols). */
@@ -519,8 +457,8 @@ static int proj_err(const Mat *X, const Mat *W1, const float *b1, const Mat *W2,
     float *A = al_malloc3(T, n, sizeof(float), "projections");
     float *B = al_malloc3(T, n, sizeof(float), "projections");
     if (!A || !B) { free(A); free(B); return AL_ERR; }
-    linear_f(X->data, T, X->cols, W1, b1, A);
-    linear_f(X->data, T, X->cols, W2, b2, B);
+    attn_linear(X->data, T, X->cols, W1, b1, A);
+    attn_linear(X->data, T, X->cols, W2, b2, B);
     *err = vec_rel_err(A, B, T * n);
     free(A);
     free(B);
