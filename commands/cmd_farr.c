@@ -15,6 +15,7 @@
 
 #include "farr.h"
 #include "registry.h"
+#include "cmd_farr.h"
 #include "session.h"
 #include "shell.h"
 
@@ -33,9 +34,8 @@ static const SessionHook farr_hook = {
     .name = "farr", .on_free = farr_hook_free, .on_model_close = farr_hook_model_closed,
 };
 
-/* The session's FaRR state, created on first use (whichever group creates it registers the hook
- * that frees it). */
-static int state(Session *s, FarrState **out) {
+/* The session's FaRR state, created on first use (see cmd_farr.h). */
+int cmd_farr_state(Session *s, FarrState **out) {
     if (!s->farr) {
         if (!(s->farr = farr_state_new())) return AL_ERR;
         if (session_hook_add(s, &farr_hook)) return AL_ERR;
@@ -115,7 +115,7 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     int side = (k == 4 || k == 5) ? 2 : (k == 0 || k == 2) ? 0 : 1;
     FarrState *st;
     const FarrLayer *fl;
-    if (state(s, &st)) return AL_ERR;
+    if (cmd_farr_state(s, &st)) return AL_ERR;
     int rc = farr_state_layer(st, s->cur, kind, layer, offset_arg(a), &fl);
     if (rc) return rc;
     if (head < 0 || head >= fl->n_heads) return al_err("head %d out of range: heads 0-%d", head, fl->n_heads - 1);
@@ -197,7 +197,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     if (args_range(a, which, s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
     if (!(tau > 0 && tau <= 1)) return al_err("ranks: tau %g must be in (0, 1]", tau);
     FarrState *st;
-    if (state(s, &st)) return AL_ERR;
+    if (cmd_farr_state(s, &st)) return AL_ERR;
     int rc = farr_state_sweep(st, s->cur, kind, (int)lo, (int)hi, offset);
     if (rc) return rc;
     char c2[16], c3[16], c4[16];
@@ -255,7 +255,7 @@ static int cmd_fuse(Session *s, const Args *a, Out *out) {
     if (need_layer_head(a, &layer, &head)) return AL_ERR;
     FarrState *st;
     FarrFused *f;
-    if (state(s, &st)) return AL_ERR;
+    if (cmd_farr_state(s, &st)) return AL_ERR;
     int rc = farr_fuse(s->cur, kind, layer, head, offset_arg(a), &f);
     if (rc) return rc;
     farr_state_set_fused(st, f);
@@ -485,7 +485,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     if (farr_policy_parse(args_str(a, "policy"), &o.policy)) return AL_ERR;
     FarrState *st;
     FarrPlan *p;
-    if (state(s, &st)) return AL_ERR;
+    if (cmd_farr_state(s, &st)) return AL_ERR;
     int rc = farr_truncate(s->cur, &o, &p);
     if (rc) return rc;
     Table *t = args_flag(a, "heads") ? truncate_head_table(p, c) : truncate_layer_table(p);

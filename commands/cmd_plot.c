@@ -22,37 +22,11 @@
 #include "cmd_plot_mla.h"
 #include "farr.h"
 #include "lin.h"
+#include "cmd_farr.h"
 #include "plot.h"
 #include "plot_dest.h"
 #include "registry.h"
 #include "session.h"
-
-/* ================================================================ the FaRR cache */
-
-static void plot_farr_free(Session *s) {
-    if (s->farr) farr_state_free(s->farr);
-    s->farr = NULL;
-}
-
-static void plot_farr_model_closed(Session *s, Model *m) {
-    if (s->farr) farr_state_drop_model(s->farr, m);
-}
-
-/* Frees the cache and drops a closed model's entries, for the case where plot created it (the
- * FaRR group registers its own hook when it creates it; only one of the two ever does). */
-static const SessionHook plot_farr_hook = {
-    .name = "plot-farr", .on_free = plot_farr_free, .on_model_close = plot_farr_model_closed,
-};
-
-/* The session's FaRR cache, created on first use. */
-static int farr_state(Session *s, FarrState **out) {
-    if (!s->farr) {
-        if (!(s->farr = farr_state_new())) return AL_ERR;
-        if (session_hook_add(s, &plot_farr_hook)) return AL_ERR;
-    }
-    *out = s->farr;
-    return AL_OK;
-}
 
 /* ================================================================ one head's matrices */
 
@@ -90,7 +64,7 @@ static int head_spectrum(Session *s, int mk, int layer, int head, int offset, co
     const FarrLayer *fl;
     int side;
     farr_kind kind = mat_pair(mk, &side);
-    if (farr_state(s, &st)) return AL_ERR;
+    if (cmd_farr_state(s, &st)) return AL_ERR;
     int rc = farr_state_layer(st, s->cur, kind, layer, offset, &fl);
     if (rc) return rc;
     if (head < 0 || head >= fl->n_heads)
@@ -238,7 +212,7 @@ static void rankset_free(RankSet *r) {
 static int rankset_build(Session *s, farr_kind kind, int lo, int hi, int offset, double tau, RankSet *r) {
     FarrState *st;
     memset(r, 0, sizeof *r);
-    if (farr_state(s, &st)) return AL_ERR;
+    if (cmd_farr_state(s, &st)) return AL_ERR;
     int rc = farr_state_sweep(st, s->cur, kind, lo, hi, offset);
     if (rc) return rc;
     size_t n = (size_t)(hi - lo + 1), nh = (size_t)s->cur->cfg.n_heads, cells;
