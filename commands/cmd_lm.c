@@ -1,7 +1,7 @@
 /* cmd_lm.c -- the language-model command group: `tokenizer`, `tokenize`, `generate` and `ppl`,
  * over core/tokenizer.c and core/forward.c. The group's state (the tokenizer and the forward pass
- * of each loaded model) lives in a list keyed by session and model, released through a
- * SessionHook when the model closes or the session ends (see cmd_lm.h). */
+ * of each loaded model) lives in the session (s->lm), released through a SessionHook when the
+ * model closes or the session ends (see cmd_lm.h). */
 #define _GNU_SOURCE
 #include "cmd_lm.h"
 
@@ -19,14 +19,16 @@
 /* ================================================================ state */
 
 typedef struct LmEntry {
-    Session *s;
     Model *m;
     Tokenizer *tok;            /* NULL until first use */
     Forward *fwd;              /* NULL until first use */
     struct LmEntry *next;
 } LmEntry;
 
-static LmEntry *lm_list;       /* every session's entries (sessions are few) */
+/* The group's session state (s->lm): one entry per model used. */
+struct LmState {
+    LmEntry *entries;
+};
 
 static void entry_free(LmEntry *e) {
     tok_free(e->tok);
@@ -34,30 +36,37 @@ static void entry_free(LmEntry *e) {
     free(e);
 }
 
-/* Drops the entries of session s (and model m, when m is not NULL). */
+/* Drops the entries of model m (every entry when m is NULL). */
 static void lm_drop(Session *s, Model *m) {
-    for (LmEntry **p = &lm_list; *p;) {
+    if (!s->lm) return;
+    for (LmEntry **p = &s->lm->entries; *p;) {
         LmEntry *e = *p;
-        if (e->s == s && (!m || e->m == m)) { *p = e->next; entry_free(e); }
+        if (!m || e->m == m) { *p = e->next; entry_free(e); }
         else p = &e->next;
     }
 }
 
-static void lm_on_free(Session *s) { lm_drop(s, NULL); }
+static void lm_on_free(Session *s) {
+    lm_drop(s, NULL);
+    free(s->lm);
+    s->lm = NULL;
+}
 static void lm_on_close(Session *s, Model *m) { lm_drop(s, m); }
 static const SessionHook lm_hook = { .name = "lm", .on_free = lm_on_free, .on_model_close = lm_on_close };
 
-/* The entry of (s, m), created on first use. */
+/* The entry of model m, created on first use. */
 static LmEntry *lm_entry(Session *s, Model *m) {
-    for (LmEntry *e = lm_list; e; e = e->next)
-        if (e->s == s && e->m == m) return e;
-    if (session_hook_add(s, &lm_hook) != AL_OK) return NULL;
+    if (!s->lm) {
+        if (!(s->lm = al_calloc(1, sizeof *s->lm, "language-model state"))) return NULL;
+        if (session_hook_add(s, &lm_hook) != AL_OK) return NULL;
+    }
+    for (LmEntry *e = s->lm->entries; e; e = e->next)
+        if (e->m == m) return e;
     LmEntry *e = al_calloc(1, sizeof *e, "language-model state");
     if (!e) return NULL;
-    e->s = s;
     e->m = m;
-    e->next = lm_list;
-    lm_list = e;
+    e->next = s->lm->entries;
+    s->lm->entries = e;
     return e;
 }
 

@@ -51,6 +51,7 @@ struct Session {
     struct SynthState *synth;
     struct KqState *kq;
     struct TpaState *tpa;
+    struct LmState *lm;        /* per model: tokenizer and forward pass (cmd_lm.c) */
 
     /* ---- the latest transformation (XF_* of registry.h) and the model it was made of; set by
        cmd_dispatch after a command with .xform succeeds, read by `export` and `check` */
