@@ -25,92 +25,16 @@ void gram_view_clear(GramView *v) {
     memset(v, 0, sizeof *v);
 }
 
-/* Column range [c0, c0 + nc) of a Q/K head for `part` (as model_head reads it). */
-static int part_range(const ModelConfig *c, head_part part, size_t *c0, size_t *nc) {
-    size_t nope = (size_t)c->qk_nope_dim, rope = (size_t)c->qk_rope_dim;
-    if (part == PART_NOPE && nope == 0)
-        return al_err("this %s model applies RoPE to every Q/K dim: there is no NoPE part (seed 000, A.3)", c->model_type);
-    if (part == PART_ROPE && rope == 0) return al_err("this %s model has no RoPE dims", c->model_type);
-    *c0 = part == PART_ROPE ? nope : 0;
-    *nc = part == PART_NOPE ? nope : part == PART_ROPE ? rope : nope + rope;
-    return AL_OK;
-}
-
-/* Sets v to block (r0, nr, c0, nc) of layer L's tensor `suffix`. */
-static int view_set(const Model *m, int layer, const char *suffix, size_t r0, size_t nr, size_t c0, size_t nc,
-                    bool row_gram, GramView *v) {
-    v->tensor = model_tensor_name(m, layer, suffix);
-    if (!v->tensor) return AL_ERR;
-    v->r0 = r0; v->nr = nr; v->c0 = c0; v->nc = nc;
-    v->row_gram = row_gram;
-    return AL_OK;
-}
-
-/* MLA (DeepSeek): q_b_proj / q_proj rows per head [nope | rope], kv_b_proj rows per head
- * [K nope | V], o_proj columns per head; the shared RoPE key is rows [kv_lora, +rope) of
- * kv_a_proj_with_mqa. All HF Linear (out, in). */
-static int view_mla(const Model *m, head_kind kind, int layer, int head, head_part part, size_t c0, size_t nc,
-                    GramView *v) {
-    const ModelConfig *c = &m->cfg;
-    size_t h = (size_t)head, nope = (size_t)c->qk_nope_dim, dv = (size_t)c->v_dim, kvrow = nope + dv;
-    size_t kl = (size_t)c->kv_lora_rank, D = (size_t)c->hidden;
-    switch (kind) {
-    case HK_Q: {
-        const char *q = c->q_lora_rank ? "self_attn.q_b_proj.weight" : "self_attn.q_proj.weight";
-        return view_set(m, layer, q, h * (size_t)cfg_d_qk(c) + c0, nc, 0, (size_t)cfg_d_in_q(c), true, v);
-    }
-    case HK_K:
-        if (part == PART_ALL)
-            return al_err("MLA keys have two parts with different inputs (NoPE from the kv latent, RoPE shared from "
-                          "hidden states): ask for the nope or the rope part");
-        if (part == PART_ROPE)
-            return view_set(m, layer, "self_attn.kv_a_proj_with_mqa.weight", kl, (size_t)c->qk_rope_dim, 0, D, true, v);
-        return view_set(m, layer, "self_attn.kv_b_proj.weight", h * kvrow, nope, 0, kl, true, v);
-    case HK_V:
-        return view_set(m, layer, "self_attn.kv_b_proj.weight", h * kvrow + nope, dv, 0, kl, true, v);
-    case HK_O:
-        return view_set(m, layer, "self_attn.o_proj.weight", 0, D, h * dv, dv, false, v);
-    }
-    return al_err("internal: unknown head kind %d", (int)kind);
-}
-
-/* GQA (Llama, Mistral, Qwen2, llama2.c): q/k/v_proj rows per head, o_proj columns per head. */
-static int view_gqa(const Model *m, head_kind kind, int layer, int head, size_t c0, size_t nc, GramView *v) {
-    const ModelConfig *c = &m->cfg;
-    size_t h = (size_t)head, dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, D = (size_t)c->hidden;
-    switch (kind) {
-    case HK_Q: return view_set(m, layer, "self_attn.q_proj.weight", h * dqk + c0, nc, 0, D, true, v);
-    case HK_K: return view_set(m, layer, "self_attn.k_proj.weight", h * dqk + c0, nc, 0, D, true, v);
-    case HK_V: return view_set(m, layer, "self_attn.v_proj.weight", h * dv, dv, 0, D, true, v);
-    case HK_O: return view_set(m, layer, "self_attn.o_proj.weight", 0, D, h * dv, dv, false, v);
-    }
-    return al_err("internal: unknown head kind %d", (int)kind);
-}
-
-/* GPT-2: Conv1D stores (in, out): c_attn's columns are [Q | K | V] heads, c_proj's rows are the
- * output heads. */
-static int view_gpt2(const Model *m, head_kind kind, int layer, int head, size_t c0, size_t nc, GramView *v) {
-    const ModelConfig *c = &m->cfg;
-    size_t h = (size_t)head, d = (size_t)cfg_d_qk(c), D = (size_t)c->hidden;
-    if (kind == HK_O) return view_set(m, layer, "attn.c_proj.weight", h * d, d, 0, D, true, v);
-    size_t base = kind == HK_Q ? 0 : kind == HK_K ? D : 2 * D;
-    if (kind == HK_V) { c0 = 0; nc = d; }
-    return view_set(m, layer, "attn.c_attn.weight", 0, D, base + h * d + c0, nc, false, v);
-}
-
 int gram_view(const Model *m, head_kind kind, int layer, int head, head_part part, GramView *v) {
     memset(v, 0, sizeof *v);
-    if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
-    size_t c0 = 0, nc = 0;
-    if ((kind == HK_Q || kind == HK_K) && !(cfg_is_mla(&m->cfg) && kind == HK_K && part == PART_ALL) &&
-        part_range(&m->cfg, part, &c0, &nc) != AL_OK)
-        return AL_ERR;
-    int rc;
-    if (m->cfg.family == FAM_GPT2) rc = view_gpt2(m, kind, layer, head, c0, nc, v);
-    else if (cfg_is_mla(&m->cfg)) rc = view_mla(m, kind, layer, head, part, c0, nc, v);
-    else rc = view_gqa(m, kind, layer, head, c0, nc, v);
-    if (rc != AL_OK) gram_view_clear(v);
-    return rc;
+    HeadBlock b;
+    if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
+    if (!(v->tensor = model_tensor_name(m, layer, b.suffix))) return AL_ERR;
+    v->r0 = b.r0; v->nr = b.nr; v->c0 = b.c0; v->nc = b.nc;
+    /* The Gram is taken in the head space: the view's columns for Q/K/V, its rows for O. A
+     * transposed view (x @ Bᵀ) has B's rows as its columns. */
+    v->row_gram = (kind == HK_O) != b.transposed;
+    return AL_OK;
 }
 
 /* ================================================================ block dequantization */

@@ -300,7 +300,6 @@ struct LayerCache {
     pthread_mutex_t mu;
     int layer;                 /* -1: empty */
     Mat *t[8];                 /* by attention_requirements index (HF layout), loaded on demand */
-    Mat *k_rope;               /* MLA: rows [kv_lora, kv_lora + rope) of kv_a_proj_with_mqa */
 };
 
 static bool path_is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
@@ -353,8 +352,6 @@ int model_open(const char *path, Model **out) {
 
 static void cache_clear(LayerCache *c) {
     for (size_t i = 0; i < 8; i++) { mat_free(c->t[i]); c->t[i] = NULL; }
-    mat_free(c->k_rope);
-    c->k_rope = NULL;
     c->layer = -1;
 }
 
@@ -413,29 +410,6 @@ static int cache_get(Model *m, int layer, const char *suffix, const Mat **out) {
     return rc;
 }
 
-/* MLA: the shared RoPE key rows of kv_a_proj_with_mqa, (qk_rope, hidden). */
-static int cache_k_rope(Model *m, int layer, const Mat **out) {
-    LayerCache *c = m->cache;
-    pthread_mutex_lock(&c->mu);
-    cache_switch(m, layer);
-    int rc = AL_OK;
-    if (!c->k_rope) {
-        char *name = model_tensor_name(m, layer, "self_attn.kv_a_proj_with_mqa.weight");
-        rc = name ? store_read_rows(m->store, name, (size_t)m->cfg.kv_lora_rank, (size_t)m->cfg.qk_rope_dim, &c->k_rope)
-                  : AL_ERR;
-        free(name);
-    }
-    *out = c->k_rope;
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-/* The suffixes a head view reads, for model_layer_load. */
-static const char *q_suffix(const ModelConfig *c) {
-    if (c->family == FAM_GPT2) return "attn.c_attn.weight";
-    return cfg_is_mla(c) && c->q_lora_rank ? "self_attn.q_b_proj.weight" : "self_attn.q_proj.weight";
-}
-
 int model_layer_load(Model *m, int layer) {
     if (layer < 0 || layer >= m->cfg.n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
@@ -443,13 +417,8 @@ int model_layer_load(Model *m, int layer) {
     size_t n = attn_requirements(&m->cfg, req);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(req[i].suffix, "self_attn.q_a_proj.weight") == 0) continue;   /* not part of any head view */
-        if (cfg_is_mla(&m->cfg) && strcmp(req[i].suffix, "self_attn.kv_a_proj_with_mqa.weight") == 0) continue;
         const Mat *t;
         if (cache_get(m, layer, req[i].suffix, &t) != AL_OK) return AL_ERR;
-    }
-    if (cfg_is_mla(&m->cfg)) {
-        const Mat *t;
-        if (cache_k_rope(m, layer, &t) != AL_OK) return AL_ERR;
     }
     char *prefix = model_tensor_name(m, layer, "");
     if (prefix) store_release_prefix(m->store, prefix);   /* the float copies are what we use now */
@@ -483,78 +452,78 @@ static int part_cols(const ModelConfig *c, head_part part, size_t *c0, size_t *n
     return AL_OK;
 }
 
-static int head_gpt2(Model *m, head_kind kind, int layer, int head, size_t c0, size_t nc, Mat **out) {
-    const ModelConfig *c = &m->cfg;
-    size_t D = (size_t)c->hidden, d = (size_t)cfg_d_qk(c);
-    const Mat *t;
-    if (kind == HK_O) {
-        if (cache_get(m, layer, "attn.c_proj.weight", &t) != AL_OK) return AL_ERR;
-        *out = mat_slice(t, (size_t)head * d, d, 0, D);           /* Conv1D (in, out): rows of head h */
-    } else {
-        if (cache_get(m, layer, "attn.c_attn.weight", &t) != AL_OK) return AL_ERR;
-        size_t base = kind == HK_Q ? 0 : kind == HK_K ? D : 2 * D;
-        if (kind == HK_V) { c0 = 0; nc = d; }
-        *out = mat_slice(t, 0, D, base + (size_t)head * d + c0, nc);
-    }
-    return *out ? AL_OK : AL_ERR;
+/* Sets b to block (r0, nr, c0, nc) of the layer's tensor `suffix`. */
+static int block_set(HeadBlock *b, const char *suffix, size_t r0, size_t nr, size_t c0, size_t nc, bool transposed) {
+    *b = (HeadBlock){suffix, r0, nr, c0, nc, transposed};
+    return AL_OK;
 }
 
-static int head_mla(Model *m, head_kind kind, int layer, int head, head_part part, size_t c0, size_t nc, Mat **out) {
-    const ModelConfig *c = &m->cfg;
-    size_t nope = (size_t)c->qk_nope_dim, dv = (size_t)c->v_dim, kvrow = nope + dv;
-    const Mat *t;
+/* MLA (DeepSeek): q_b_proj / q_proj rows per head [nope | rope], kv_b_proj rows per head
+ * [K nope | V] (interleaved head by head), o_proj columns per head; the shared RoPE key is rows
+ * [kv_lora, +rope) of kv_a_proj_with_mqa. All HF Linear (out, in): views are transposed blocks. */
+static int block_mla(const ModelConfig *c, head_kind kind, int head, head_part part, size_t c0, size_t nc, HeadBlock *b) {
+    size_t h = (size_t)head, nope = (size_t)c->qk_nope_dim, dv = (size_t)c->v_dim, kvrow = nope + dv;
+    size_t kl = (size_t)c->kv_lora_rank, D = (size_t)c->hidden;
     switch (kind) {
-    case HK_Q:
-        if (cache_get(m, layer, q_suffix(c), &t) != AL_OK) return AL_ERR;
-        *out = mat_slice_t(t, (size_t)head * (size_t)cfg_d_qk(c) + c0, nc, 0, t->cols);
-        break;
+    case HK_Q: {
+        const char *q = c->q_lora_rank ? "self_attn.q_b_proj.weight" : "self_attn.q_proj.weight";
+        return block_set(b, q, h * (size_t)cfg_d_qk(c) + c0, nc, 0, (size_t)cfg_d_in_q(c), true);
+    }
     case HK_K:
         if (part == PART_ALL)
             return al_err("MLA keys have two parts with different inputs (NoPE from the kv latent, RoPE shared from "
                           "hidden states): ask for the nope or the rope part");
-        if (part == PART_ROPE) {
-            if (cache_k_rope(m, layer, &t) != AL_OK) return AL_ERR;
-            *out = mat_transpose(t);
-        } else {
-            if (cache_get(m, layer, "self_attn.kv_b_proj.weight", &t) != AL_OK) return AL_ERR;
-            *out = mat_slice_t(t, (size_t)head * kvrow, nope, 0, t->cols);   /* kv_b rows per head: K nope, then V */
-        }
-        break;
-    case HK_V:
-        if (cache_get(m, layer, "self_attn.kv_b_proj.weight", &t) != AL_OK) return AL_ERR;
-        *out = mat_slice_t(t, (size_t)head * kvrow + nope, dv, 0, t->cols);
-        break;
-    case HK_O:
-        if (cache_get(m, layer, "self_attn.o_proj.weight", &t) != AL_OK) return AL_ERR;
-        *out = mat_slice_t(t, 0, t->rows, (size_t)head * dv, dv);
-        break;
+        if (part == PART_ROPE)
+            return block_set(b, "self_attn.kv_a_proj_with_mqa.weight", kl, (size_t)c->qk_rope_dim, 0, D, true);
+        return block_set(b, "self_attn.kv_b_proj.weight", h * kvrow, nope, 0, kl, true);
+    case HK_V: return block_set(b, "self_attn.kv_b_proj.weight", h * kvrow + nope, dv, 0, kl, true);
+    case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
     }
-    return *out ? AL_OK : AL_ERR;
+    return al_err("internal: unknown head kind %d", (int)kind);
 }
 
-static int head_gqa(Model *m, head_kind kind, int layer, int head, size_t c0, size_t nc, Mat **out) {
-    const ModelConfig *c = &m->cfg;
-    size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim;
-    const Mat *t;
-    static const char *suffix[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                                   "self_attn.o_proj.weight"};
-    if (cache_get(m, layer, suffix[kind], &t) != AL_OK) return AL_ERR;
-    if (kind == HK_O) *out = mat_slice_t(t, 0, t->rows, (size_t)head * dv, dv);
-    else if (kind == HK_V) *out = mat_slice_t(t, (size_t)head * dv, dv, 0, t->cols);
-    else *out = mat_slice_t(t, (size_t)head * dqk + c0, nc, 0, t->cols);
-    return *out ? AL_OK : AL_ERR;
+/* GQA (Llama, Mistral, Qwen2, llama2.c): q/k/v_proj rows per head, o_proj columns per head. */
+static int block_gqa(const ModelConfig *c, head_kind kind, int head, size_t c0, size_t nc, HeadBlock *b) {
+    size_t h = (size_t)head, dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, D = (size_t)c->hidden;
+    switch (kind) {
+    case HK_Q: return block_set(b, "self_attn.q_proj.weight", h * dqk + c0, nc, 0, D, true);
+    case HK_K: return block_set(b, "self_attn.k_proj.weight", h * dqk + c0, nc, 0, D, true);
+    case HK_V: return block_set(b, "self_attn.v_proj.weight", h * dv, dv, 0, D, true);
+    case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
+    }
+    return al_err("internal: unknown head kind %d", (int)kind);
 }
 
-int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out) {
-    *out = NULL;
+/* GPT-2: Conv1D stores (in, out): c_attn's columns are [Q | K | V] heads, c_proj's rows are the
+ * output heads; views are the blocks themselves. */
+static int block_gpt2(const ModelConfig *c, head_kind kind, int head, size_t c0, size_t nc, HeadBlock *b) {
+    size_t h = (size_t)head, d = (size_t)cfg_d_qk(c), D = (size_t)c->hidden;
+    if (kind == HK_O) return block_set(b, "attn.c_proj.weight", h * d, d, 0, D, false);
+    size_t base = kind == HK_Q ? 0 : kind == HK_K ? D : 2 * D;
+    if (kind == HK_V) { c0 = 0; nc = d; }
+    return block_set(b, "attn.c_attn.weight", 0, D, base + h * d + c0, nc, false);
+}
+
+int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b) {
+    memset(b, 0, sizeof *b);
     if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
     size_t c0 = 0, nc = 0;
     if ((kind == HK_Q || kind == HK_K) && !(cfg_is_mla(&m->cfg) && kind == HK_K && part == PART_ALL) &&
         part_cols(&m->cfg, part, &c0, &nc) != AL_OK)
         return AL_ERR;
-    if (m->cfg.family == FAM_GPT2) return head_gpt2(m, kind, layer, head, c0, nc, out);
-    if (cfg_is_mla(&m->cfg)) return head_mla(m, kind, layer, head, part, c0, nc, out);
-    return head_gqa(m, kind, layer, head, c0, nc, out);
+    if (m->cfg.family == FAM_GPT2) return block_gpt2(&m->cfg, kind, head, c0, nc, b);
+    if (cfg_is_mla(&m->cfg)) return block_mla(&m->cfg, kind, head, part, c0, nc, b);
+    return block_gqa(&m->cfg, kind, head, c0, nc, b);
+}
+
+int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out) {
+    *out = NULL;
+    HeadBlock b;
+    const Mat *t;
+    if (model_head_block(m, kind, layer, head, part, &b) != AL_OK || cache_get(m, layer, b.suffix, &t) != AL_OK)
+        return AL_ERR;
+    *out = b.transposed ? mat_slice_t(t, b.r0, b.nr, b.c0, b.nc) : mat_slice(t, b.r0, b.nr, b.c0, b.nc);
+    return *out ? AL_OK : AL_ERR;
 }
 
 int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, size_t *n) {
