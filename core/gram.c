@@ -113,23 +113,9 @@ static int tensor_open(const Store *st, const char *name, Tensor2 *t) {
     t->data = st_data(f, e);
     if (e->dtype != DT_F8_E4M3) return AL_OK;
     pthread_once(&e4m3_once, e4m3_init);
-    char *sname = al_asprintf("%s_scale_inv", name);
-    if (!sname) return AL_ERR;
-    const st_entry *se;
-    const st_file *sf;
-    int rc = AL_OK;
-    size_t sr = (t->rows + FP8_BLOCK - 1) / FP8_BLOCK, sc = (t->cols + FP8_BLOCK - 1) / FP8_BLOCK;
-    if (store_entry(st, sname, &se, &sf) != AL_OK)
-        rc = al_err("FP8 tensor '%s' has no block scales '%s' (DeepSeek FP8 checkpoints store them beside each weight)",
-                    name, sname);
-    else if (se->dtype != DT_F32 || se->ndim != 2 || se->shape[0] != sr || se->shape[1] != sc)
-        rc = al_err("'%s' should be F32 of shape [%zu, %zu] (ceil(%zu/128) x ceil(%zu/128)), found %s with %d dims",
-                    sname, sr, sc, t->rows, t->cols, dt_name(se->dtype), se->ndim);
-    else {
-        t->scale = st_data(sf, se);
-        t->scols = sc;
-    }
-    free(sname);
+    const void *scale = NULL;
+    int rc = store_fp8_scale(st, name, t->rows, t->cols, &scale, &t->scols);
+    t->scale = scale;
     return rc;
 }
 

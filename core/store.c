@@ -246,7 +246,7 @@ void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *scale, size
 }
 
 /* Finds and checks the block-scale tensor of an FP8 weight of shape (R, C). */
-static int fp8_scale(const Store *s, const char *name, size_t R, size_t C, const float **scale, size_t *scols) {
+int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const void **scale, size_t *scols) {
     char *sname = al_asprintf("%s_scale_inv", name);
     if (!sname) return AL_ERR;
     const st_entry *se; const st_file *sf;
@@ -266,7 +266,7 @@ static int fp8_scale(const Store *s, const char *name, size_t R, size_t C, const
         return rc;
     }
     free(sname);
-    *scale = st_data(sf, se);    /* F32 data is 8-byte aligned in files we write; memcpy-safe reads below otherwise */
+    *scale = st_data(sf, se);    /* may be unaligned in the file: read with memcpy or copy first */
     *scols = sc;
     return AL_OK;
 }
@@ -293,8 +293,8 @@ int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat 
     const uint8_t *base = st_data(f, e);
     int rc = AL_OK;
     if (e->dtype == DT_F8_E4M3) {
-        const float *scale = NULL; size_t scols = 0;
-        rc = fp8_scale(s, name, R, C, &scale, &scols);
+        const void *scale = NULL; size_t scols = 0;
+        rc = store_fp8_scale(s, name, R, C, &scale, &scols);
         if (rc == AL_OK && ((uintptr_t)scale % sizeof(float)) != 0) {   /* unaligned: copy */
             size_t sn = ((R + FP8_BLOCK - 1) / FP8_BLOCK) * scols;
             float *al = al_malloc3(sn, 1, sizeof(float), "FP8 scales");

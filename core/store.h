@@ -28,6 +28,10 @@ int store_shape2(const Store *s, const char *name, size_t *rows, size_t *cols);
 int store_read(const Store *s, const char *name, Mat **out);
 /* Rows [r0, r0+nr) of a 2-D tensor as float32 (nr x cols), dequantized. */
 int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat **out);
+/* The block scales of FP8 weight `name` of shape (R, C): "<name>_scale_inv", checked to be F32 of
+ * shape (ceil(R/128), ceil(C/128)); *scale points into the mapping (possibly unaligned: read it
+ * with memcpy), *scols is its column count. The error names the tensor and what is wrong. */
+int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const void **scale, size_t *scols);
 /* Number of shard files and the i-th path. */
 size_t store_nfiles(const Store *s);
 const char *store_file_at(const Store *s, size_t i);
