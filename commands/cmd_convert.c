@@ -527,9 +527,9 @@ static const Param check_kw[] = {
 };
 
 /* Prints an MlaCheck as text and a layer table. */
-static int report_mla_check(const MlaCheck *c, const Args *a, Out *out) {
-    out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n", c->export_path,
-               c->source_path, c->n_layers, c->kv_source, c->kv_export);
+static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, Out *out) {
+    out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n",
+               what ? what : c->export_path, c->source_path, c->n_layers, c->kv_source, c->kv_export);
     if (c->copied_diff)
         out_printf(out, "non-attention tensors: %zu identical, %zu DIFFER (first: %s)\n", c->copied_same, c->copied_diff,
                    c->first_diff);
@@ -558,8 +558,7 @@ static int check_mla_in_session(Session *s, const Args *a, Out *out) {
     nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
     if (rc) return rc;
-    out_printf(out, "(the session's conversion, written in float32 to a scratch folder and removed after)\n");
-    rc = report_mla_check(c, a, out);
+    rc = report_mla_check(c, "the session's conversion (written in float32 to a scratch folder, removed after)", a, out);
     mla_check_free(c);
     return rc;
 }
@@ -581,7 +580,7 @@ static int cmd_check(Session *s, const Args *a, Out *out) {
     MlaCheck *c = NULL;
     int rc = mla_check(dir, src, tokens, 20250601, &c);
     if (rc) return rc;
-    rc = report_mla_check(c, a, out);
+    rc = report_mla_check(c, NULL, a, out);
     mla_check_free(c);
     return rc;
 }
