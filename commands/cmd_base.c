@@ -1,5 +1,6 @@
-/* cmd_base.c -- the base command group: help, load, models, use, close, info, set, run, lua,
- * echo, history, quit. Each handler's long help sits next to it. */
+/* cmd_base.c -- the base command group: help, load, models, use, close, info, set. The front
+ * end adds run, lua, echo, history and quit under the same heading (repl/cmd_shell.c). Each
+ * handler's long help sits next to it. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -9,7 +10,6 @@
 #include "registry.h"
 #include "resolve.h"
 #include "session.h"
-#include "shell.h"
 
 /* ================================================================ help */
 
@@ -67,7 +67,8 @@ static int cmd_help(Session *s, const Args *a, Out *out) {
     const CommandGroup *g, *last = NULL;
     const Command *c;
     for (size_t i = 0; (c = cmd_at(i, &g)); i++) {
-        if (g != last) { out_printf(out, "%s%s\n", last ? "\n" : "", g->title); last = g; }
+        if (!last || strcmp(g->title, last->title)) out_printf(out, "%s%s\n", last ? "\n" : "", g->title);
+        last = g;
         out_printf(out, "  %-10s %s\n", c->name, c->summary ? c->summary : "");
     }
     out_printf(out, "\nhelp CMD for details (help load). '= expr' and 'lua CODE' run Lua; ';' separates commands.\n");
@@ -258,63 +259,21 @@ static int cmd_set(Session *s, const Args *a, Out *out) {
     }
     Table *t = table_new(3, "setting", "value", "help");
     if (!t) return AL_ERR;
-    const char *name, *help;
-    for (size_t i = 0; session_setting_at(i, &name, &help); i++) {
-        char *v = session_get(s, name);
-        if (table_row(t)) { free(v); table_free(t); return AL_ERR; }
-        table_str(t, name);
-        table_str(t, v);
-        table_str(t, help);
+    const Setting *st;
+    for (size_t i = 0; (st = session_setting_at(i)); i++) {
+        char *v = session_get(s, st->name), *help = session_setting_help(st);
+        int rc = table_row(t);
+        if (rc == AL_OK) {
+            table_str(t, st->name);
+            table_str(t, v);
+            table_str(t, help);
+        }
         free(v);
+        free(help);
+        if (rc) { table_free(t); return AL_ERR; }
     }
     out_table(out, t);
     return AL_OK;
-}
-
-/* ================================================================ scripts and Lua */
-
-static const char RUN_HELP[] =
-    "Runs a file: FILE.lua as a Lua notebook (module attn, global arg = { [0] = FILE }), any\n"
-    "other file as commands, one line each (';' allowed, '#' starts a comment line). A failing\n"
-    "command stops the file and is reported as FILE:LINE:. From Lua: attn.run_file(FILE).";
-
-static int cmd_run(Session *s, const Args *a, Out *out) {
-    const char *path = args_str(a, "file");
-    size_t n = strlen(path);
-    if (s->depth >= 16) return al_err("run %s: files run each other more than 16 deep (a loop?)", path);
-    s->depth++;
-    int rc = n > 4 && !strcmp(path + n - 4, ".lua") ? shell_lua_file(s, path, 0, NULL, out)
-                                                     : shell_run_commands_file(s, path, out);
-    s->depth--;
-    return rc;
-}
-
-static const char LUA_HELP[] =
-    "Runs Lua code in the session's Lua state (Lua 5.4 with module attn). A bare expression\n"
-    "prints its value: lua 2^10, = attn.run(\"models\")[1].name. attn.run(\"cmd ...\") runs any\n"
-    "command line and returns its result (tables of rows keyed by column, arrays of numbers,\n"
-    "numbers, strings); attn.<command>(positional..., {keyword = value}) calls one command,\n"
-    "e.g. attn.load(\"demo-r1\"), attn.info(). A Lua error prints a traceback; the shell stays up.";
-
-static int cmd_lua(Session *s, const Args *a, Out *out) {
-    return shell_lua_exec(s, args_str(a, "code"), false, out);
-}
-
-static int cmd_echo(Session *s, const Args *a, Out *out) {
-    (void)s;
-    out_printf(out, "%s\n", args_str(a, "text"));
-    return AL_OK;
-}
-
-static int cmd_history(Session *s, const Args *a, Out *out) {
-    (void)s;
-    return shell_history_list(args_int(a, "n"), out);
-}
-
-static int cmd_quit(Session *s, const Args *a, Out *out) {
-    (void)a; (void)out;
-    s->want_exit = true;
-    return AL_EXIT;
 }
 
 /* ================================================================ the table */
@@ -353,25 +312,6 @@ static const Param set_pos[] = {
     { .name = "value", .type = ARG_STRING, .def = "", .comp = COMP_NONE, .metavar = "VALUE", .help = "new value" },
     {0}
 };
-static const Param run_pos[] = {
-    { .name = "file", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", .help = "FILE.lua or a file of commands" },
-    {0}
-};
-static const Param lua_pos[] = {
-    { .name = "code", .type = ARG_STRING, .flags = PF_REST, .comp = COMP_NONE, .metavar = "CODE...",
-      .help = "Lua code (the rest of the line)" },
-    {0}
-};
-static const Param echo_pos[] = {
-    { .name = "text", .type = ARG_STRING, .def = "", .flags = PF_REST, .comp = COMP_NONE, .metavar = "TEXT...",
-      .help = "text to print (the rest of the line)" },
-    {0}
-};
-static const Param history_pos[] = {
-    { .name = "n", .type = ARG_INT, .def = "20", .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "N",
-      .help = "how many recent entries (0: all)" },
-    {0}
-};
 
 static const Command base_cmds[] = {
     { .name = "help", .summary = "list commands, or explain one: help CMD [SUB]", .help = HELP_HELP,
@@ -388,20 +328,6 @@ static const Command base_cmds[] = {
       .help = INFO_HELP, .kw = info_kw, .fn = cmd_info, .flags = CMD_MODEL },
     { .name = "set", .summary = "show or change settings (tau, format, precision, plot.*)", .help = SET_HELP,
       .pos = set_pos, .fn = cmd_set },
-    { .name = "run", .summary = "run FILE.lua or a file of commands", .help = RUN_HELP, .pos = run_pos,
-      .fn = cmd_run, .lua_name = "run_file" },
-    { .name = "lua", .summary = "run Lua code (also: '= expr' prints an expression)", .help = LUA_HELP,
-      .pos = lua_pos, .fn = cmd_lua },
-    { .name = "echo", .summary = "print the rest of the line", .help = "Prints its text (for scripts).",
-      .pos = echo_pos, .fn = cmd_echo },
-    { .name = "history", .summary = "show recent command lines",
-      .help = "The prompt's history, kept across sessions in the history file of attnlab's\n"
-              "home folder ($ATTNLAB_HOME or ~/.config/attnlab).", .pos = history_pos, .fn = cmd_history },
-    { .name = "quit", .summary = "leave attnlab (also Ctrl-D)",
-      .help = "Ends the session. Not available from Lua (use os.exit there).", .fn = cmd_quit,
-      .flags = CMD_NOLUA },
-    { .name = "exit", .summary = "same as quit", .help = "Ends the session, like quit.", .fn = cmd_quit,
-      .flags = CMD_NOLUA },
     {0}
 };
 

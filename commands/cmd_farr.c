@@ -17,7 +17,6 @@
 #include "registry.h"
 #include "cmd_farr.h"
 #include "session.h"
-#include "shell.h"
 
 /* ================================================================ state */
 
@@ -80,9 +79,6 @@ static const char *kind_label(int k) {
     return names[k];
 }
 
-/* Narration is for people; Lua notebooks get the values without the printed table. */
-static bool quiet(void) { return shell_lua_running(); }
-
 /* ================================================================ spectrum */
 
 static const char SPECTRUM_HELP[] =
@@ -133,7 +129,7 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     free(energy);
     if (!t) return AL_ERR;
     size_t r99 = lin_effective_rank(sp->sigma, sp->p, 0.99), r999 = lin_effective_rank(sp->sigma, sp->p, 0.999);
-    if (!quiet()) {
+    if (out_narrates(out)) {
         out_printf(out, "%s of layer %d head %d: %zu x %zu, %zu singular values; effective rank %zu at tau "
                    "0.99, %zu at tau 0.999", kind_label(k), layer, head, sp->m, sp->n, sp->p, r99, r999);
         if (s->tau != 0.99 && s->tau != 0.999)
@@ -144,7 +140,7 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     if (to) {
         rc = table_write_file(t, to, 9);
         if (rc == AL_OK) out_printf(out, "wrote %zu rows to %s\n", t->nrows, to);
-    } else if (!quiet()) {
+    } else if (out_narrates(out)) {
         char *text = table_render(t, out->fmt, out->prec);
         if (text) { out_printf(out, "%s", text); free(text); }
     }
@@ -223,7 +219,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     }
     free(rows);
     if (!t) return AL_ERR;
-    if (!quiet())
+    if (out_narrates(out))
         out_printf(out, "%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
                    farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
@@ -261,7 +257,7 @@ static int cmd_fuse(Session *s, const Args *a, Out *out) {
     farr_state_set_fused(st, f);
     const Spectrum *sp = f->s;
     double tau = s->tau;
-    if (quiet()) goto result;
+    if (!out_narrates(out)) goto result;
     out_printf(out, "fused %s of layer %d head %d: %zu x %zu map = (%zu x %zu) @ (%zu x %zu)%s\n",
                farr_fused_name(kind), layer, head, sp->m, sp->n, f->A->rows, f->A->cols,
                f->op == LIN_AB ? f->B->rows : f->B->cols, f->op == LIN_AB ? f->B->cols : f->B->rows,
@@ -492,7 +488,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     if (!t) { farr_plan_free(p); return AL_ERR; }
     char b1[32], b2[32];
     double cut = p->params_before ? 100.0 * (1.0 - (double)p->params_after / (double)p->params_before) : 0;
-    if (!quiet()) {
+    if (out_narrates(out)) {
         out_printf(out, "truncated %s of layers %d-%d (", farr_fused_name(o.kind), p->lo, p->hi);
         if (o.by_rank) out_printf(out, "rank %d", o.rank);
         else out_printf(out, "tau %g", o.tau);

@@ -323,7 +323,10 @@ void out_reset(Out *o) {
 
 void out_free(Out *o) { out_reset(o); }
 
+bool out_narrates(const Out *o) { return !o || o->quiet == OUT_LOUD; }
+
 void out_write(Out *o, out_stream st, const char *s, size_t n) {
+    if (o && o->quiet == OUT_SILENT && st == OUT_STDOUT) return;
     if (o && o->sink) { o->sink(o->sink_ud, st, s, n); return; }
     if (st == OUT_STDERR) {          /* keep stdout and stderr in order when both go to one place */
         fflush(stdout);

@@ -89,6 +89,14 @@ typedef void (*out_sink_fn)(void *ud, out_stream st, const char *s, size_t n);
 
 typedef enum { RES_NONE, RES_TABLE, RES_ARRAY, RES_NUMBER, RES_STRING } res_kind;
 
+/* How much a command says (Out.quiet), set by the front end -- the one way to silence narration:
+ *   OUT_LOUD    everything (the prompt, `-e`, command files);
+ *   OUT_QUIET   the values go to a program (commands called from Lua and notebooks): handlers
+ *               skip narration -- summary lines, tables printed beside a value result -- and
+ *               still say which files they wrote (test with out_narrates());
+ *   OUT_SILENT  nothing on stdout at all (attn.quiet(true)); warnings and errors still print. */
+typedef enum { OUT_LOUD = 0, OUT_QUIET, OUT_SILENT } out_quiet;
+
 typedef struct Out {
     out_sink_fn sink;      /* NULL: stdout / stderr */
     void *sink_ud;
@@ -102,14 +110,18 @@ typedef struct Out {
     double num;            /*   RES_NUMBER */
     char *str;             /*   RES_STRING */
     bool written;          /* the result went to a file (`to FILE`): do not print it again */
+    out_quiet quiet;       /* OUT_LOUD unless the front end silences narration (above) */
 } Out;
 
-/* An Out with the default sink; out_reset() drops the result (keeps sink and format). */
+/* An Out with the default sink; out_reset() drops the result (keeps sink, format and quiet). */
 void out_init(Out *o);
 void out_reset(Out *o);
 void out_free(Out *o);
 
-/* Text: all output goes through out_write. */
+/* False when narration is off (o->quiet is OUT_QUIET or OUT_SILENT): skip summaries. */
+bool out_narrates(const Out *o);
+
+/* Text: all output goes through out_write (stdout text is dropped under OUT_SILENT). */
 void out_write(Out *o, out_stream st, const char *s, size_t n);
 void out_printf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap);

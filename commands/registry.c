@@ -1,8 +1,9 @@
 /* registry.c -- the list of command groups (the ONE place to add a group), table look-ups, typed
  * argument access, the tokenizer and the parser that checks every argument against the table,
- * generated usage lines, and the dispatcher. Completion from the table is in repl/complete.c. */
+ * generated usage lines, and the dispatcher. Completion from the table is in complete.c. */
 #define _GNU_SOURCE
 #include "registry.h"
+#include "registry_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -28,7 +29,7 @@ extern const CommandGroup cmd_group_convert;
 extern const CommandGroup cmd_group_tpa;
 extern const CommandGroup cmd_group_calib;
 
-const CommandGroup *const cmd_groups[] = {
+static const CommandGroup *const cmd_groups[] = {
     &cmd_group_base,
     &cmd_group_synth,
     &cmd_group_plot,
@@ -41,25 +42,51 @@ const CommandGroup *const cmd_groups[] = {
     NULL
 };
 
+/* Groups added by the front end (cmd_register_group), in the order added. */
+#define ADDED_MAX 8
+static const CommandGroup *added[ADDED_MAX];
+static size_t nadded;
+
 /* ================================================================ look-ups */
 
-static const CommandGroup *test_group;
+static bool builtin_title(const char *title) {
+    for (size_t g = 0; cmd_groups[g]; g++)
+        if (!strcmp(cmd_groups[g]->title, title)) return true;
+    return false;
+}
 
-void cmd_set_test_group(const CommandGroup *g) { test_group = g; }
+/* The k-th group in `help` order: each group of commands/ followed by the added groups sharing
+ * its title, then the other added groups. NULL past the end. */
+static const CommandGroup *group_at(size_t k) {
+    for (size_t g = 0; cmd_groups[g]; g++) {
+        if (k-- == 0) return cmd_groups[g];
+        for (size_t j = 0; j < nadded; j++)
+            if (!strcmp(added[j]->title, cmd_groups[g]->title) && k-- == 0) return added[j];
+    }
+    for (size_t j = 0; j < nadded; j++)
+        if (!builtin_title(added[j]->title) && k-- == 0) return added[j];
+    return NULL;
+}
+
+int cmd_register_group(const CommandGroup *g) {
+    for (size_t j = 0; j < nadded; j++)
+        if (added[j] == g) return AL_OK;
+    if (nadded >= ADDED_MAX) return al_err("too many command groups added (at most %d; raise ADDED_MAX)", ADDED_MAX);
+    if (!g->title || !*g->title) return al_err("an added command group needs a title");
+    for (const Command *c = g->cmds; c && c->name; c++)
+        if (cmd_find(c->name)) return al_err("command group '%s': '%s' is already a command", g->title, c->name);
+    added[nadded++] = g;
+    return AL_OK;
+}
 
 const Command *cmd_at(size_t i, const CommandGroup **group) {
-    for (size_t g = 0; cmd_groups[g]; g++)
-        for (const Command *c = cmd_groups[g]->cmds; c && c->name; c++) {
+    const CommandGroup *g;
+    for (size_t k = 0; (g = group_at(k)); k++)
+        for (const Command *c = g->cmds; c && c->name; c++)
             if (i-- == 0) {
-                if (group) *group = cmd_groups[g];
+                if (group) *group = g;
                 return c;
             }
-        }
-    for (const Command *c = test_group ? test_group->cmds : NULL; c && c->name; c++)
-        if (i-- == 0) {
-            if (group) *group = test_group;
-            return c;
-        }
     return NULL;
 }
 
@@ -104,6 +131,12 @@ const ArgVal *args_val(const Args *a, const char *name) {
         if (a->kw[i].p && !strcmp(a->kw[i].p->name, name)) return &a->kw[i];
     for (size_t i = 0; i < a->npos; i++)
         if (a->pos[i].p && !strcmp(a->pos[i].p->name, name)) return &a->pos[i];
+#ifdef ATTNLAB_ARG_CHECKS
+    /* a handler reading a name its table entry does not declare: a typo that would read as zero */
+    fprintf(stderr, "attnlab: internal error: '%s' reads argument '%s', which it does not declare\n",
+            a->path[0] ? a->path : "?", name);
+    abort();
+#endif
     return NULL;
 }
 

@@ -4,7 +4,8 @@
  * Commands live in group files commands/cmd_<group>.c. Each defines
  *     const CommandGroup cmd_group_<group> = { .title = "...", .cmds = cmd_<group>_table };
  * with cmd_<group>_table an array of Command terminated by an empty entry {0}, and registry.c
- * lists the groups in ONE place (add one line there: `&cmd_group_<group>,`).
+ * lists the groups of commands/ in ONE place (add one line there: `&cmd_group_<group>,`). A
+ * front end adds its own groups with cmd_register_group() (repl/: run, lua, history, quit).
  *
  * A Command (designated initializers):
  *     static const Param ranks_pos[] = {
@@ -140,12 +141,11 @@ typedef struct CommandGroup {
     const Command *cmds;       /* {0}-terminated */
 } CommandGroup;
 
-/* The groups, in `help` order; NULL-terminated. Defined in registry.c. */
-extern const CommandGroup *const cmd_groups[];
-
-/* Tests only: one extra group searched after cmd_groups (NULL removes it), so parser tests can
- * use commands with every kind of parameter. */
-void cmd_set_test_group(const CommandGroup *g);
+/* Adds a front end's group at start-up (repl/ adds run, lua, echo, history, quit, exit; tests
+ * add their own). In `help` order an added group follows the group of commands/ whose title it
+ * shares (its commands extend that heading), else it comes after all of them. Adding the same
+ * group twice is a no-op; a command name already in the table is an error. */
+int cmd_register_group(const CommandGroup *g);
 
 /* Top-level command by name (NULL if none). */
 const Command *cmd_find(const char *name);
@@ -186,7 +186,8 @@ struct Args {
 };
 
 /* Typed access by parameter name (positional or keyword). A name the command does not declare
- * is a programming error: it returns the zero value. */
+ * is a programming error: builds with ATTNLAB_ARG_CHECKS (Debug and ATTNLAB_SANITIZE builds, set
+ * by CMake) abort naming the command and the argument; release builds return the zero value. */
 bool args_has(const Args *a, const char *name);      /* given or has a default */
 bool args_given(const Args *a, const char *name);    /* typed by the user */
 const char *args_str(const Args *a, const char *name);   /* NULL when absent */
@@ -246,8 +247,6 @@ int cmd_validate(const Command *c, const char *prefix);
 
 /* A parameter's value placeholder: its metavar, or "vo|qk" for enums, "N", "X", "A-B|all", "FILE". */
 void cmd_metavar(const Param *p, char *buf, size_t cap);
-/* Edit distance, for "did you mean" (exposed for tests). */
-size_t cmd_edit_distance(const char *a, const char *b);
 
 /* ================================================================ dispatch */
 
@@ -255,7 +254,7 @@ size_t cmd_edit_distance(const char *a, const char *b);
  * Returns the handler's status (AL_ERR with al_errmsg set; "interrupted" for AL_INTERRUPTED). */
 int cmd_dispatch(Session *s, const Args *a, Out *out);
 
-/* ================================================================ completion */
+/* ================================================================ completion (complete.c) */
 
 typedef struct {
     char **v;                 /* candidates, owned */

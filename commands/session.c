@@ -4,6 +4,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,27 +15,23 @@
 #include "resolve.h"
 #include "synth.h"
 
-void shell_lua_free(Session *s);   /* repl/lua_shell.c */
-
 /* ================================================================ new / free */
 
 Session *session_new(void) {
     Session *s = al_calloc(1, sizeof *s, "the session");
     if (!s) return NULL;
-    s->tau = 0.999;
-    s->fmt = FMT_TABLE;
-    s->prec = 6;
-    s->plot_w = 1200;
-    s->plot_h = 800;
-    s->plot_dir = al_strdup(".");
-    s->plot_fmt = al_strdup("png");
-    if (!s->plot_dir || !s->plot_fmt) { session_free(s); return NULL; }
+    const Setting *st;
+    for (size_t i = 0; (st = session_setting_at(i)); i++)
+        if (session_set(s, st->name, st->def)) {
+            al_err_ctx("the default of setting %s", st->name);
+            session_free(s);
+            return NULL;
+        }
     return s;
 }
 
 void session_free(Session *s) {
     if (!s) return;
-    shell_lua_free(s);
     while (s->nmodels) {
         Model *m = s->models[s->nmodels - 1];
         for (size_t i = 0; i < s->nhooks; i++)
@@ -45,8 +42,9 @@ void session_free(Session *s) {
     for (size_t i = s->nhooks; i-- > 0;)
         if (s->hooks[i]->on_free) s->hooks[i]->on_free(s);
     free(s->models);
-    free(s->plot_dir);
-    free(s->plot_fmt);
+    const Setting *st;
+    for (size_t i = 0; (st = session_setting_at(i)); i++)
+        if (st->type == SET_WORD || st->type == SET_FOLDER) free(*(char **)((char *)s + st->off));
     free(s);
 }
 
@@ -240,26 +238,51 @@ int session_model(Session *s, Model **out) {
 
 /* ================================================================ settings */
 
-typedef struct {
-    const char *name;
-    const char *help;
-} Setting;
+static const char *const format_choices[] = { "table", "csv", "json", NULL };
+static const char *const plot_format_choices[] = { "png", "svg", "pdf", NULL };
 
 static const Setting settings[] = {
-    { "tau", "energy threshold of effective ranks, 0 < tau <= 1 (default 0.999)" },
-    { "format", "how results print: table | csv | json (default table)" },
-    { "precision", "significant digits of numbers in results, 1-17 (default 6)" },
-    { "plot.size", "figure size WxH in pixels (default 1200x800)" },
-    { "plot.dir", "folder figures are written to (default .)" },
-    { "plot.format", "figure file type when a name has no extension: png | svg | pdf (default png)" },
-    { NULL, NULL }
+    { .name = "tau", .type = SET_NUMBER, .off = offsetof(Session, tau), .min = 0, .max = 1,
+      .def = "0.999", .example = "0.99", .help = "energy threshold of effective ranks, 0 < tau <= 1" },
+    { .name = "format", .type = SET_FORMAT, .off = offsetof(Session, fmt), .choices = format_choices,
+      .def = "table", .help = "how results print: table | csv | json" },
+    { .name = "precision", .type = SET_INT, .off = offsetof(Session, prec), .min = 1, .max = 17,
+      .def = "6", .help = "significant digits of numbers in results, 1-17" },
+    { .name = "plot.size", .type = SET_SIZE, .off = offsetof(Session, plot_w), .off2 = offsetof(Session, plot_h),
+      .min = 16, .max = 20000, .def = "1200x800", .example = "1200x800", .help = "figure size WxH in pixels" },
+    { .name = "plot.dir", .type = SET_FOLDER, .off = offsetof(Session, plot_dir), .def = ".",
+      .example = "figures", .help = "folder figures are written to" },
+    { .name = "plot.format", .type = SET_WORD, .off = offsetof(Session, plot_fmt), .choices = plot_format_choices,
+      .def = "png", .help = "figure file type when a name has no extension: png | svg | pdf" },
 };
+#define NSETTINGS (sizeof settings / sizeof *settings)
 
-bool session_setting_at(size_t i, const char **name, const char **help) {
-    if (i >= sizeof settings / sizeof *settings - 1) return false;
-    if (name) *name = settings[i].name;
-    if (help) *help = settings[i].help;
-    return true;
+const Setting *session_setting_at(size_t i) { return i < NSETTINGS ? &settings[i] : NULL; }
+
+char *session_setting_help(const Setting *st) { return al_asprintf("%s (default %s)", st->help, st->def); }
+
+static const Setting *find_setting(const char *key) {
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (!strcmp(settings[i].name, key)) return &settings[i];
+    return NULL;
+}
+
+/* The field of setting st in session s. */
+#define FIELD(s, T, off) ((T *)((char *)(s) + (off)))
+#define CFIELD(s, T, off) ((const T *)((const char *)(s) + (off)))
+
+/* "table, csv, json" */
+static void choice_list(const char *const *c, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; c[i]; i++) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", i ? ", " : "", c[i]);
+}
+
+/* Index of value in choices, -1 when absent. */
+static int choice_index(const char *const *c, const char *value) {
+    for (int i = 0; c[i]; i++)
+        if (!strcmp(c[i], value)) return i;
+    return -1;
 }
 
 /* Replaces an owned string setting. */
@@ -271,61 +294,72 @@ static int set_str(char **dst, const char *v) {
     return AL_OK;
 }
 
-int session_set(Session *s, const char *key, const char *value) {
-    char *end;
-    if (!strcmp(key, "tau")) {
-        errno = 0;
+/* Parses value for st into s (the messages name the setting and what it accepts). */
+static int setting_parse(Session *s, const Setting *st, const char *value) {
+    const char *k = st->name;
+    char *end, list[128];
+    errno = 0;
+    switch (st->type) {
+    case SET_NUMBER: {
         double t = strtod(value, &end);
-        if (!*value || *end || errno || !(t > 0 && t <= 1))
-            return al_err("set tau: '%s' is not a number in (0, 1] (e.g. set tau 0.99)", value);
-        s->tau = t;
+        if (!*value || *end || errno || !(t > st->min && t <= st->max))
+            return al_err("set %s: '%s' is not a number in (%g, %g] (e.g. set %s %s)", k, value, st->min, st->max, k, st->example);
+        *FIELD(s, double, st->off) = t;
         return AL_OK;
     }
-    if (!strcmp(key, "format")) {
-        int f = out_format_parse(value);
-        if (f < 0) return al_err("set format: '%s' is not one of table, csv, json", value);
-        s->fmt = (out_format)f;
-        return AL_OK;
-    }
-    if (!strcmp(key, "precision")) {
+    case SET_INT: {
         long p = strtol(value, &end, 10);
-        if (!*value || *end || p < 1 || p > 17)
-            return al_err("set precision: '%s' is not an integer 1-17", value);
-        s->prec = (int)p;
+        if (!*value || *end || p < st->min || p > st->max)
+            return al_err("set %s: '%s' is not an integer %g-%g", k, value, st->min, st->max);
+        *FIELD(s, int, st->off) = (int)p;
         return AL_OK;
     }
-    if (!strcmp(key, "plot.size")) {
+    case SET_FORMAT: case SET_WORD: {
+        int i = choice_index(st->choices, value);
+        choice_list(st->choices, list, sizeof list);
+        if (i < 0) return al_err("set %s: '%s' is not one of %s", k, value, list);
+        if (st->type == SET_WORD) return set_str(FIELD(s, char *, st->off), value);
+        *FIELD(s, out_format, st->off) = (out_format)out_format_parse(value);
+        return AL_OK;
+    }
+    case SET_SIZE: {
         long w = strtol(value, &end, 10), h = 0;
         if (*end == 'x' || *end == 'X') h = strtol(end + 1, &end, 10);
-        if (*end || w < 16 || h < 16 || w > 20000 || h > 20000)
-            return al_err("set plot.size: '%s' is not WxH in pixels, 16-20000 each (e.g. set plot.size 1200x800)", value);
-        s->plot_w = (int)w;
-        s->plot_h = (int)h;
+        if (*end || w < st->min || h < st->min || w > st->max || h > st->max)
+            return al_err("set %s: '%s' is not WxH in pixels, %g-%g each (e.g. set %s %s)", k, value, st->min, st->max, k, st->example);
+        *FIELD(s, int, st->off) = (int)w;
+        *FIELD(s, int, st->off2) = (int)h;
         return AL_OK;
     }
-    if (!strcmp(key, "plot.dir")) {
-        if (!*value) return al_err("set plot.dir: give a folder (e.g. set plot.dir figures)");
-        return set_str(&s->plot_dir, value);
+    case SET_FOLDER:
+        if (!*value) return al_err("set %s: give a folder (e.g. set %s %s)", k, k, st->example);
+        return set_str(FIELD(s, char *, st->off), value);
     }
-    if (!strcmp(key, "plot.format")) {
-        if (strcmp(value, "png") && strcmp(value, "svg") && strcmp(value, "pdf"))
-            return al_err("set plot.format: '%s' is not one of png, svg, pdf", value);
-        return set_str(&s->plot_fmt, value);
-    }
+    return al_err("set %s: unknown setting type", k);
+}
+
+int session_set(Session *s, const char *key, const char *value) {
+    const Setting *st = find_setting(key);
+    if (st) return setting_parse(s, st, value);
     char names[256];
     size_t n = 0;
-    for (size_t i = 0; settings[i].name; i++)
+    for (size_t i = 0; i < NSETTINGS; i++)
         n += (size_t)snprintf(names + n, n < sizeof names ? sizeof names - n : 0, "%s%s", i ? ", " : "", settings[i].name);
     return al_err("unknown setting '%s' (settings: %s)", key, names);
 }
 
 char *session_get(const Session *s, const char *key) {
-    if (!strcmp(key, "tau")) return al_asprintf("%g", s->tau);
-    if (!strcmp(key, "format")) return al_strdup(out_format_name(s->fmt));
-    if (!strcmp(key, "precision")) return al_asprintf("%d", s->prec);
-    if (!strcmp(key, "plot.size")) return al_asprintf("%dx%d", s->plot_w, s->plot_h);
-    if (!strcmp(key, "plot.dir")) return al_strdup(s->plot_dir);
-    if (!strcmp(key, "plot.format")) return al_strdup(s->plot_fmt);
-    al_err("unknown setting '%s' (type set to list them)", key);
+    const Setting *st = find_setting(key);
+    if (!st) {
+        al_err("unknown setting '%s' (type set to list them)", key);
+        return NULL;
+    }
+    switch (st->type) {
+    case SET_NUMBER: return al_asprintf("%g", *CFIELD(s, double, st->off));
+    case SET_INT: return al_asprintf("%d", *CFIELD(s, int, st->off));
+    case SET_FORMAT: return al_strdup(out_format_name(*CFIELD(s, out_format, st->off)));
+    case SET_SIZE: return al_asprintf("%dx%d", *CFIELD(s, int, st->off), *CFIELD(s, int, st->off2));
+    case SET_WORD: case SET_FOLDER: return al_strdup(*CFIELD(s, char *const, st->off));
+    }
     return NULL;
 }

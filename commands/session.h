@@ -35,13 +35,14 @@ struct Session {
     size_t nmodels, cap_models;
     Model *cur;                /* the current model (one of models) or NULL */
 
-    /* ---- settings (`set KEY VALUE`; `set` alone lists them) */
-    double tau;                /* effective-rank energy threshold, default 0.999 */
-    out_format fmt;            /* how results print: table | csv | json */
-    int prec;                  /* significant digits for numbers in results (default 6) */
-    int plot_w, plot_h;        /* plot.size WxH in pixels, default 1200x800 */
-    char *plot_dir;            /* plot.dir: folder for figures, default "." (owned) */
-    char *plot_fmt;            /* plot.format: png | svg | pdf, default png (owned) */
+    /* ---- settings (`set KEY VALUE`; `set` alone lists them): names, bounds and defaults are in
+       the settings table of session.c */
+    double tau;                /* tau: effective-rank energy threshold */
+    out_format fmt;            /* format: how results print (table | csv | json) */
+    int prec;                  /* precision: significant digits for numbers in results */
+    int plot_w, plot_h;        /* plot.size WxH in pixels */
+    char *plot_dir;            /* plot.dir: folder for figures (owned) */
+    char *plot_fmt;            /* plot.format: png | svg | pdf (owned) */
 
     /* ---- subsystem state, owned by the groups (freed through their hooks) */
     struct FarrState *farr;
@@ -58,21 +59,20 @@ struct Session {
     int last_xform;
     const Model *last_xform_model;
 
-    /* ---- front-end state (repl/) */
-    struct lua_State *L;       /* the Lua state with module `attn` (created on first use) */
-    bool interactive;          /* stdin is a terminal and the prompt is shown */
-    bool want_exit;            /* `quit` ran (also from Lua) */
-    int exit_code;
-    int depth;                 /* nesting of `run` (guards against run loops) */
-    bool err_reported;         /* the last failure was already printed (Lua traceback, file:line:) */
+    /* ---- the front end */
+    void *front;               /* the front end's own state (repl/: the Lua state, `quit`, `run`
+                                  nesting), opaque here; it registers a SessionHook to free it */
+    bool interactive;          /* a person at a terminal sees the prompt (plots may open windows) */
 
     const SessionHook *hooks[SESSION_MAX_HOOKS];
     size_t nhooks;
 };
 
-/* A fresh session with default settings and no model. NULL + error on failure. */
+/* A fresh session with the settings at their defaults (from the settings table) and no model.
+ * NULL + error on failure. */
 Session *session_new(void);
-/* Runs every hook's on_free, closes all models, frees the Lua state. NULL is fine. */
+/* Closes all models (hooks' on_model_close first), then runs every hook's on_free, newest
+ * first (the front end's state goes this way too). NULL is fine. */
 void session_free(Session *s);
 /* Registers a hook once (a second call with the same pointer is ignored). */
 int session_hook_add(Session *s, const SessionHook *h);
@@ -97,13 +97,36 @@ int session_close(Session *s, const char *name);
 /* The current model, or an error telling the user to `load` one. */
 int session_model(Session *s, Model **out);
 
-/* ---- settings */
+/* ---- settings: ONE table in session.c; `set`, `set KEY`, the listing, completion and the
+   defaults of session_new all come from it */
+
+typedef enum {
+    SET_NUMBER,   /* double in (min, max]                              (tau) */
+    SET_INT,      /* int in [min, max]                                 (precision) */
+    SET_FORMAT,   /* out_format, one of .choices                       (format) */
+    SET_WORD,     /* owned string, one of .choices                     (plot.format) */
+    SET_SIZE,     /* "WxH": two ints, each in [min, max]               (plot.size) */
+    SET_FOLDER    /* owned string, not empty                           (plot.dir) */
+} setting_type;
+
+typedef struct Setting {
+    const char *name;             /* as typed after `set` */
+    setting_type type;
+    size_t off, off2;             /* offsetof(Session, field); SET_SIZE: off2 is the height's */
+    double min, max;              /* bounds (see the types) */
+    const char *const *choices;   /* SET_FORMAT, SET_WORD: NULL-terminated */
+    const char *def;              /* the default, as typed */
+    const char *example;          /* a value for messages and completion ("0.99", "figures") */
+    const char *help;             /* one line; the listing adds " (default DEF)" */
+} Setting;
 
 /* Sets a setting from text; errors name the setting and the accepted values. */
 int session_set(Session *s, const char *key, const char *value);
 /* Setting value as text (caller frees), NULL + error for an unknown key. */
 char *session_get(const Session *s, const char *key);
-/* The i-th setting name and its one-line help; false past the end (for `set`, completion). */
-bool session_setting_at(size_t i, const char **name, const char **help);
+/* The i-th setting of the table; NULL past the end. */
+const Setting *session_setting_at(size_t i);
+/* Its help line with the default: "energy threshold ... (default 0.999)" (caller frees). */
+char *session_setting_help(const Setting *st);
 
 #endif

@@ -47,15 +47,16 @@ static void report_parse(Out *o, const LineSrc *src, const char *line, const Par
 
 /* A failure of a command that parsed (the message is in al_errmsg). */
 static void report_error(Session *s, Out *o, const LineSrc *src) {
-    if (s->err_reported) return;
+    ShellState *st = shell_state(s);
+    if (st && st->err_reported) return;
     if (src && src->file) out_eprintf(o, "%s:%ld: %s\n", src->file, src->line, al_errmsg());
     else out_eprintf(o, "error: %s\n", al_errmsg());
 }
 
-/* An Out for one command that prints through the parent's sink. */
+/* An Out for one command that prints through the parent's sink, as quietly as the parent. */
 static void child_out(Out *o, const Out *parent) {
     out_init(o);
-    if (parent) { o->sink = parent->sink; o->sink_ud = parent->sink_ud; }
+    if (parent) { o->sink = parent->sink; o->sink_ud = parent->sink_ud; o->quiet = parent->quiet; }
 }
 
 /* ================================================================ running a line */
@@ -105,7 +106,9 @@ int shell_exec_line(Session *s, const char *line, const LineSrc *src, Out *paren
         }
         pos = next;
         if (t.n == 0) continue;
-        s->err_reported = false;
+        ShellState *st = shell_state(s);
+        if (!st) { tokens_free(&t); out_eprintf(parent, "error: %s\n", al_errmsg()); return AL_ERR; }
+        st->err_reported = false;
         int rc = exec_tokens(s, &t, line, src, parent);
         tokens_free(&t);
         shell_drain_warnings(parent);
@@ -140,7 +143,8 @@ int shell_run_commands_file(Session *s, const char *path, Out *parent) {
                 char msg[1024];
                 snprintf(msg, sizeof msg, "%s", al_errmsg());
                 al_err("%s:%ld: %s", path, lineno, msg);
-                s->err_reported = true;   /* printed above as file:line: */
+                ShellState *st = shell_state(s);
+                if (st) st->err_reported = true;   /* printed above as file:line: */
             }
             break;
         }

@@ -6,8 +6,10 @@
  * tokens the prompt would give, parses them against the table, dispatches, and turns an error
  * into luaL_error. Results: a table becomes an array of row tables keyed by column name, an
  * array a Lua array of numbers, numbers and strings themselves.
- * attn.quiet(true) silences the commands' narration. print() writes through the current Out's sink. Ctrl-C while Lua runs sets a hook that raises
- * "interrupted" at the next instruction. */
+ * Commands called from Lua run with narration off (Out.quiet = OUT_QUIET: the values come back
+ * instead); attn.quiet(true) drops their stdout text altogether (OUT_SILENT). print() writes
+ * through the current Out. Ctrl-C while Lua runs sets a hook that raises "interrupted" at the
+ * next instruction. */
 #define _GNU_SOURCE
 #include "shell.h"
 
@@ -111,16 +113,12 @@ static bool add_token(Tokens *t, char *text, bool quoted) {
 
 /* ================================================================ the trampoline */
 
-/* The sink of a quiet command: stdout text is dropped, stderr goes to the context's Out. */
-static void quiet_sink(void *ud, out_stream st, const char *s, size_t n) {
-    LuaCtx *ctx = ud;
-    if (st == OUT_STDERR) out_write(ctx->out, st, s, n);
-}
-
-/* Runs parsed args and leaves the result in o. Returns the status; the message is in al_errmsg. */
+/* Runs parsed args and leaves the result in o. Returns the status; the message is in al_errmsg.
+ * Lua takes the values, so narration is off (OUT_QUIET); attn.quiet(true) drops all stdout. */
 static int run_args(Session *s, const Args *a, Out *o, LuaCtx *ctx) {
-    if (ctx->quiet) { o->sink = quiet_sink; o->sink_ud = ctx; }
-    else if (ctx->out) { o->sink = ctx->out->sink; o->sink_ud = ctx->out->sink_ud; }
+    if (ctx->out) { o->sink = ctx->out->sink; o->sink_ud = ctx->out->sink_ud; }
+    o->quiet = ctx->quiet ? OUT_SILENT : OUT_QUIET;
+    if (ctx->out && ctx->out->quiet > o->quiet) o->quiet = ctx->out->quiet;
     int rc = cmd_dispatch(s, a, o);
     shell_progress_end();
     shell_drain_warnings(o);
@@ -292,7 +290,9 @@ static int open_attn(lua_State *L) {
 /* ================================================================ the state */
 
 lua_State *shell_lua(Session *s) {
-    if (s->L) return s->L;
+    ShellState *st = shell_state(s);
+    if (!st) return NULL;
+    if (st->L) return st->L;
     lua_State *L = luaL_newstate();
     LuaCtx *ctx = calloc(1, sizeof *ctx);
     if (!L || !ctx) { if (L) lua_close(L); free(ctx); al_err("cannot create the Lua state (out of memory)"); return NULL; }
@@ -303,16 +303,16 @@ lua_State *shell_lua(Session *s) {
     lua_setglobal(L, "print");
     luaL_requiref(L, "attn", open_attn, 1);
     lua_pop(L, 1);
-    s->L = L;
+    st->L = L;
     return L;
 }
 
-void shell_lua_free(Session *s) {
-    if (!s || !s->L) return;
-    LuaCtx *ctx = ctx_of(s->L);
-    lua_close(s->L);
+void shell_lua_close(ShellState *st) {
+    if (!st || !st->L) return;
+    LuaCtx *ctx = ctx_of(st->L);
+    lua_close(st->L);
     free(ctx);
-    s->L = NULL;
+    st->L = NULL;
 }
 
 /* Message handler: the error with a traceback. */
@@ -350,7 +350,8 @@ static int report_lua_error(Session *s, lua_State *L, Out *out) {
     size_t first = strcspn(msg, "\n");
     al_err("%.*s", (int)first, msg);
     lua_pop(L, 1);
-    s->err_reported = true;
+    ShellState *st = shell_state(s);
+    if (st) st->err_reported = true;
     return AL_ERR;
 }
 

@@ -24,6 +24,10 @@
 #define PROMPT_MORE "   ...> "
 #define HISTORY_MAX 2000
 
+/* `quit` ran, and the status it asked for. */
+static bool wants_exit(const Session *s) { const ShellState *st = s->front; return st && st->want_exit; }
+static int exit_code(const Session *s) { const ShellState *st = s->front; return st ? st->exit_code : 0; }
+
 /* ================================================================ Ctrl-C */
 
 static volatile sig_atomic_t sigint_at_prompt;
@@ -229,9 +233,9 @@ static void on_line(char *line) {
     fflush(stdout);
     al_interrupt_flag = 0;
     sigint_at_prompt = 0;
-    if (rc == AL_EXIT || lp->s->want_exit) {
+    if (rc == AL_EXIT || wants_exit(lp->s)) {
         lp->done = true;
-        lp->status = lp->s->exit_code;
+        lp->status = exit_code(lp->s);
         rl_callback_handler_remove();
     }
 }
@@ -311,7 +315,7 @@ static int run_piped(Session *s, Out *out) {
         free(pending);
         pending = NULL;
         fflush(stdout);
-        if (rc == AL_EXIT || s->want_exit) break;
+        if (rc == AL_EXIT || wants_exit(s)) break;
         if (rc != AL_OK) failed = true;
     }
     if (pending) {            /* input ended inside a Lua construct: run it for the error */
@@ -319,7 +323,7 @@ static int run_piped(Session *s, Out *out) {
         free(pending);
     }
     free(buf);
-    if (s->want_exit) return s->exit_code ? s->exit_code : (failed ? 1 : 0);
+    if (wants_exit(s)) return exit_code(s) ? exit_code(s) : (failed ? 1 : 0);
     return failed ? 1 : 0;
 }
 
@@ -346,7 +350,7 @@ static void usage(FILE *f) {
 }
 
 int shell_main(int argc, char **argv) {
-    Session *s = session_new();
+    Session *s = shell_register() == AL_OK ? session_new() : NULL;
     if (!s) { fprintf(stderr, "attnlab: %s\n", al_errmsg()); return 1; }
     Out out;
     out_init(&out);
@@ -363,7 +367,7 @@ int shell_main(int argc, char **argv) {
             ncmds++;
             int rc = shell_exec_line(s, argv[++i], &(LineSrc){ 0 }, &out);
             fflush(stdout);
-            if (rc == AL_EXIT || s->want_exit) { status = s->exit_code; break; }
+            if (rc == AL_EXIT || wants_exit(s)) { status = exit_code(s); break; }
             if (rc != AL_OK) {
                 status = 1;
                 break;
@@ -378,8 +382,9 @@ int shell_main(int argc, char **argv) {
         int rc = n > 4 && !strcmp(a + n - 4, ".lua") ? shell_lua_file(s, a, argc - i - 1, argv + i + 1, &out)
                                                     : shell_run_commands_file(s, a, &out);
         fflush(stdout);
-        if (rc == AL_ERR && !s->err_reported) fprintf(stderr, "attnlab: %s\n", al_errmsg());
-        status = rc == AL_OK || (rc == AL_EXIT && !s->exit_code) ? 0 : 1;
+        const ShellState *st = s->front;
+        if (rc == AL_ERR && !(st && st->err_reported)) fprintf(stderr, "attnlab: %s\n", al_errmsg());
+        status = rc == AL_OK || (rc == AL_EXIT && !exit_code(s)) ? 0 : 1;
         break;
     }
     (void)ncmds;

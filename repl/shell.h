@@ -13,6 +13,24 @@
 #include "registry.h"
 #include "session.h"
 
+/* ================================================================ the front end's state */
+
+/* What the front end keeps per session, hung off Session.front (commands/ never looks inside)
+ * and freed with the session through a SessionHook. */
+typedef struct ShellState {
+    struct lua_State *L;       /* the Lua state with module `attn` (created on first use) */
+    bool want_exit;            /* `quit` ran */
+    int exit_code;
+    int depth;                 /* nesting of `run` (guards against run loops) */
+    bool err_reported;         /* the last failure was already printed (Lua traceback, file:line:) */
+} ShellState;
+
+/* The session's front-end state, created on first use. NULL + error on failure. */
+ShellState *shell_state(Session *s);
+/* Adds the front end's commands (run, lua, echo, history, quit, exit) to the command table;
+ * once per process, before the first command line (shell_main does it). */
+int shell_register(void);
+
 /* ================================================================ running lines */
 
 typedef struct {
@@ -37,7 +55,8 @@ void shell_drain_warnings(Out *o);
 /* The session's Lua state (created on first use, with module `attn` as global and in
  * package.loaded). NULL + error on failure. */
 struct lua_State *shell_lua(Session *s);
-void shell_lua_free(Session *s);
+/* Closes the Lua state of st (if any); the shell's SessionHook calls it. */
+void shell_lua_close(ShellState *st);
 /* Runs Lua code; with `expr` it is an expression whose values are printed (`= expr`); without,
  * a statement block, tried first as `return CODE` so bare expressions print too. A Lua error
  * prints its traceback on stderr and returns AL_ERR with al_errmsg set to the message. */

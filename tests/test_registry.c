@@ -17,7 +17,8 @@ int main(void) {
     const CommandGroup *g;
     size_t ncmd = 0;
 
-    /* ---- every entry is complete (cmd_validate walks sub-commands too) */
+    /* ---- every entry is complete (cmd_validate walks sub-commands too), the front end's too */
+    CHECK_OK(shell_register());
     for (size_t i = 0; (c = cmd_at(i, &g)); i++, ncmd++) {
         CHECK(g->title && *g->title, "group of '%s' has no title", c->name);
         CHECK_OK(cmd_validate(c, NULL));

@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "registry.h"
+#include "registry_internal.h"
 #include "session.h"
 #include "shell.h"
 
@@ -341,7 +342,7 @@ static void test_output(void) {
     char path[4200];
     Args a;
     ParseErr e;
-    cmd_set_test_group(&test_group);
+    CHECK_OK(cmd_register_group(&test_group));
     Out o;
     out_init(&o);
     Capture cap = {0};
@@ -453,7 +454,7 @@ static void test_lua(Session *s) {
     CHECK_OK(shell_lua_exec(s, "attn.tplot('vo-ranks', {layer = 'all'})", false, &o));
     CHECK(!strcmp(last_call, "tplot vo-ranks - all -"), "sub-command from Lua: %s", last_call);
     cap.n = 0;
-    CHECK(shell_lua_exec(s, "error('boom')", false, &o) == AL_ERR && s->err_reported, "error");
+    CHECK(shell_lua_exec(s, "error('boom')", false, &o) == AL_ERR && shell_state(s)->err_reported, "error");
     CHECK(strstr(cap.buf, "boom") && strstr(cap.buf, "stack traceback"), "traceback: %s", cap.buf);
     CHECK(strstr(al_errmsg(), "boom") != NULL, "al_errmsg: %s", al_errmsg());
     cap.n = 0;
@@ -463,7 +464,8 @@ static void test_lua(Session *s) {
 }
 
 int main(void) {
-    cmd_set_test_group(&test_group);
+    CHECK_OK(shell_register());
+    CHECK_OK(cmd_register_group(&test_group));
     for (size_t i = 0; test_cmds[i].name; i++) CHECK_OK(cmd_validate(&test_cmds[i], NULL));
     Session *s = session_new();
     test_tokenize();

@@ -36,11 +36,11 @@ static void test_settings(Session *s) {
     CHECK_ERR(session_set(s, "plot.format", "gif"), "png, svg, pdf");
     CHECK_ERR(session_set(s, "lyer", "1"), "unknown setting 'lyer'");
     CHECK(session_get(s, "nope") == NULL, "unknown get");
-    const char *name;
+    const Setting *st;
     size_t n = 0;
-    while (session_setting_at(n, &name, NULL)) {
-        char *val = session_get(s, name);
-        CHECK(val != NULL, "setting %s has no value", name);
+    while ((st = session_setting_at(n))) {
+        char *val = session_get(s, st->name);
+        CHECK(val != NULL, "setting %s has no value", st->name);
         free(val);
         n++;
     }

@@ -22,8 +22,10 @@ static inline void capture(void *ud, out_stream st, const char *s, size_t n) {
     c->buf[c->n] = 0;
 }
 
-/* Runs one line in session s with its output in cap (cleared first); returns the status. */
+/* Runs one line in session s with its output in cap (cleared first); returns the status. The
+ * front end's commands (run, lua, echo, ...) are added to the table first. */
 static inline int run(Session *s, Capture *cap, const char *line) {
+    if (shell_register()) return AL_ERR;
     Out o;
     out_init(&o);
     o.sink = capture;

@@ -1,13 +1,15 @@
-/* complete.c -- tab completion from the command table: commands, sub-commands, keywords not yet
- * used, enum choices, model names, demo names and aliases, layer and head numbers of the
- * current model, settings, and file names (handed to Readline's filename generator). */
+/* complete.c -- completion candidates from the command table: commands, sub-commands, keywords
+ * not yet used, enum choices, model names, demo names and aliases, layer and head numbers of the
+ * current model, settings and their values (from the settings table); where file names fit it
+ * says so (StrList.files) and the front end adds them (repl/repl.c holds the Readline glue). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "registry.h"
 #include "resolve.h"
-#include "shell.h"
+#include "session.h"
 
 /* ================================================================ candidate lists */
 
@@ -79,20 +81,23 @@ static void offer_param(Session *s, const Param *p, const char *word, const char
         break;
     }
     case COMP_SETTINGS: {
-        const char *name;
-        for (size_t i = 0; session_setting_at(i, &name, NULL); i++) offer(l, word, name);
+        const Setting *st;
+        for (size_t i = 0; (st = session_setting_at(i)); i++) offer(l, word, st->name);
         break;
     }
     }
 }
 
-/* Values for `set KEY VALUE` where the setting has a fixed set. */
+/* Values for `set KEY VALUE`, from the settings table: the choices of a word setting, the
+ * example and the default of a number, file names for a folder. */
 static void offer_setting_value(const char *key, const char *word, StrList *l) {
-    static const char *fmts[] = { "table", "csv", "json", NULL }, *pf[] = { "png", "svg", "pdf", NULL };
-    const char **v = !strcmp(key, "format") ? fmts : !strcmp(key, "plot.format") ? pf : NULL;
-    for (size_t i = 0; v && v[i]; i++) offer(l, word, v[i]);
-    if (!strcmp(key, "tau")) { offer(l, word, "0.99"); offer(l, word, "0.999"); }
-    if (!strcmp(key, "plot.dir")) l->files = true;
+    const Setting *st;
+    for (size_t i = 0; (st = session_setting_at(i)); i++) {
+        if (strcmp(st->name, key)) continue;
+        for (size_t k = 0; st->choices && st->choices[k]; k++) offer(l, word, st->choices[k]);
+        if (st->type == SET_NUMBER) { offer(l, word, st->example); offer(l, word, st->def); }
+        if (st->type == SET_FOLDER) l->files = true;
+    }
 }
 
 int cmd_complete(Session *s, const char *line, size_t start, size_t point, StrList *out) {

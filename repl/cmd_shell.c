@@ -1,0 +1,125 @@
+/* cmd_shell.c -- the front end's own commands: run, lua, echo, history, quit, exit. They go into
+ * the one command table through cmd_register_group (shell_register), listed with the session
+ * commands in `help`, so completion, `-e` and Lua see them like any other. Also the front end's
+ * per-session state (ShellState), hung off Session.front and freed through a SessionHook. */
+#define _GNU_SOURCE
+#include "shell.h"
+
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================================================ the session's front-end state */
+
+static void shell_state_free(Session *s) {
+    ShellState *st = s->front;
+    if (!st) return;
+    shell_lua_close(st);
+    free(st);
+    s->front = NULL;
+}
+
+static const SessionHook shell_hook = { .name = "shell", .on_free = shell_state_free };
+
+ShellState *shell_state(Session *s) {
+    if (s->front) return s->front;
+    ShellState *st = al_calloc(1, sizeof *st, "the shell state");
+    if (!st) return NULL;
+    if (session_hook_add(s, &shell_hook)) { free(st); return NULL; }
+    s->front = st;
+    return st;
+}
+
+/* ================================================================ scripts and Lua */
+
+static const char RUN_HELP[] =
+    "Runs a file: FILE.lua as a Lua notebook (module attn, global arg = { [0] = FILE }), any\n"
+    "other file as commands, one line each (';' allowed, '#' starts a comment line). A failing\n"
+    "command stops the file and is reported as FILE:LINE:. From Lua: attn.run_file(FILE).";
+
+static int cmd_run(Session *s, const Args *a, Out *out) {
+    const char *path = args_str(a, "file");
+    size_t n = strlen(path);
+    ShellState *st = shell_state(s);
+    if (!st) return AL_ERR;
+    if (st->depth >= 16) return al_err("run %s: files run each other more than 16 deep (a loop?)", path);
+    st->depth++;
+    int rc = n > 4 && !strcmp(path + n - 4, ".lua") ? shell_lua_file(s, path, 0, NULL, out)
+                                                     : shell_run_commands_file(s, path, out);
+    st->depth--;
+    return rc;
+}
+
+static const char LUA_HELP[] =
+    "Runs Lua code in the session's Lua state (Lua 5.4 with module attn). A bare expression\n"
+    "prints its value: lua 2^10, = attn.run(\"models\")[1].name. attn.run(\"cmd ...\") runs any\n"
+    "command line and returns its result (tables of rows keyed by column, arrays of numbers,\n"
+    "numbers, strings); attn.<command>(positional..., {keyword = value}) calls one command,\n"
+    "e.g. attn.load(\"demo-r1\"), attn.info(). A Lua error prints a traceback; the shell stays up.";
+
+static int cmd_lua(Session *s, const Args *a, Out *out) {
+    return shell_lua_exec(s, args_str(a, "code"), false, out);
+}
+
+static int cmd_echo(Session *s, const Args *a, Out *out) {
+    (void)s;
+    out_printf(out, "%s\n", args_str(a, "text"));
+    return AL_OK;
+}
+
+static int cmd_history(Session *s, const Args *a, Out *out) {
+    (void)s;
+    return shell_history_list(args_int(a, "n"), out);
+}
+
+static int cmd_quit(Session *s, const Args *a, Out *out) {
+    (void)a; (void)out;
+    ShellState *st = shell_state(s);
+    if (st) st->want_exit = true;
+    return AL_EXIT;
+}
+
+/* ================================================================ the table */
+
+static const Param run_pos[] = {
+    { .name = "file", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", .help = "FILE.lua or a file of commands" },
+    {0}
+};
+static const Param lua_pos[] = {
+    { .name = "code", .type = ARG_STRING, .flags = PF_REST, .comp = COMP_NONE, .metavar = "CODE...",
+      .help = "Lua code (the rest of the line)" },
+    {0}
+};
+static const Param echo_pos[] = {
+    { .name = "text", .type = ARG_STRING, .def = "", .flags = PF_REST, .comp = COMP_NONE, .metavar = "TEXT...",
+      .help = "text to print (the rest of the line)" },
+    {0}
+};
+static const Param history_pos[] = {
+    { .name = "n", .type = ARG_INT, .def = "20", .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "N",
+      .help = "how many recent entries (0: all)" },
+    {0}
+};
+
+static const Command shell_cmds[] = {
+    { .name = "run", .summary = "run FILE.lua or a file of commands", .help = RUN_HELP, .pos = run_pos,
+      .fn = cmd_run, .lua_name = "run_file" },
+    { .name = "lua", .summary = "run Lua code (also: '= expr' prints an expression)", .help = LUA_HELP,
+      .pos = lua_pos, .fn = cmd_lua },
+    { .name = "echo", .summary = "print the rest of the line", .help = "Prints its text (for scripts).",
+      .pos = echo_pos, .fn = cmd_echo },
+    { .name = "history", .summary = "show recent command lines",
+      .help = "The prompt's history, kept across sessions in the history file of attnlab's\n"
+              "home folder ($ATTNLAB_HOME or ~/.config/attnlab).", .pos = history_pos, .fn = cmd_history },
+    { .name = "quit", .summary = "leave attnlab (also Ctrl-D)",
+      .help = "Ends the session. Not available from Lua (use os.exit there).", .fn = cmd_quit,
+      .flags = CMD_NOLUA },
+    { .name = "exit", .summary = "same as quit", .help = "Ends the session, like quit.", .fn = cmd_quit,
+      .flags = CMD_NOLUA },
+    {0}
+};
+
+/* Same title as the base group of commands/: `help` lists these right after set. */
+static const CommandGroup shell_group = { .title = "Models and session", .cmds = shell_cmds };
+
+int shell_register(void) { return cmd_register_group(&shell_group); }
