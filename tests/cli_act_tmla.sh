@@ -6,15 +6,12 @@
 # with its data file, starting at the original log-perplexity; key-norms from activations; the
 # session's `calibrate` statistics feeding convert; Lua access to the table.
 set -u
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-act-tmla}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
-rc() { cat rc.txt; }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-act-tmla shared-cache
+cd "$T" || exit 1
 # |a - b| <= tol * |b|
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(d <= t * m) }'; }
-png() { [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = "211PNG" ] && [ "$(stat -c %s "$1")" -gt 10000 ]; }
+png() { is_png "$1" && [ "$(stat -c %s "$1")" -gt 10000 ]; }
 
 # token ids for the demo model (vocab 256): a fixed pseudo-random stream
 awk 'BEGIN { s = 7; for (i = 0; i < 300; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } print "" }' > ids.txt
@@ -119,5 +116,4 @@ else
     echo "note: $M not found: the stories260K part is skipped"
 fi
 
-if [ "$fails" -ne 0 ]; then echo "$fails failed"; exit 1; fi
-echo "0 failed"
+cli_done

@@ -8,13 +8,10 @@
 set -u
 M="${ATTNLAB_MODELS:-}"
 [ -n "$M" ] && [ -f "$M/stories260K/stories260K.bin" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K absent"; exit 77; }
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-calib}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-calib shared-cache
+cd "$T" || exit 1
 BIN="$M/stories260K/stories260K.bin"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
-rc() { cat rc.txt; }
 
 cat >story.txt <<'EOF'
 Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high. Lily asked her mom to help her. Her mom said, "Let's get the ball together!" They went to the tree and tried to reach the ball. Lily was sad, but her mom had an idea. She said, "Let's use a stick to get the ball down." They found a long stick and poked the ball. The ball fell down and Lily was happy. She said, "Thank you, mom!" They played with the ball all day long.
@@ -84,5 +81,4 @@ if [ -d "$M/gpt2-tiny-random" ]; then
   [ "$(rc)" = 1 ] && grep -q "do not fit model" err.txt || fail "stats of another model: rc $(rc) [$(cat err.txt)]"
 fi
 
-[ "$fails" = 0 ] && echo "all passed"
-exit $((fails > 0))
+cli_done

@@ -6,12 +6,9 @@
 # against the source (every copied tensor identical), Lua access, and the two TransMLA figures
 # rendered to non-empty PNG files.
 set -u
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-convert}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
-rc() { cat rc.txt; }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-convert shared-cache
+cd "$T" || exit 1
 
 run -e "load demo-llama; convert mla"
 [ "$(rc)" = 1 ] && grep -q "convert mla needs kv-rank R" err.txt || fail "missing kv-rank: rc $(rc) [$(cat err.txt)]"
@@ -87,5 +84,4 @@ if [ -f "$M" ]; then
     grep -q "non-attention tensors: all 27 identical" out.txt || fail "stories260K.bin copies: [$(cat out.txt)]"
 fi
 
-if [ "$fails" -ne 0 ]; then echo "$fails failed"; exit 1; fi
-echo "0 failed"
+cli_done

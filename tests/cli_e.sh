@@ -2,12 +2,9 @@
 # cli_e.sh -- `attnlab -e "cmd; cmd"`: exit 0 when every command succeeds, 1 at the first failing
 # one (its error on stderr, later commands not run); -h; bad options; info to FILE.json.
 set -u
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-e}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
-rc() { cat rc.txt; }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-e shared-cache
+cd "$T" || exit 1
 
 run -e "echo a; echo b"
 [ "$(rc)" = 0 ] || fail "two echoes: rc $(rc)"
@@ -78,5 +75,4 @@ else
     echo "note: $M absent, info checks on a real model skipped"
 fi
 
-[ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
-echo "all passed"
+cli_done

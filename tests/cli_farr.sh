@@ -3,10 +3,9 @@
 # ranks (core/synth.c), spectrum CSV, the RoPE refusal and offset, truncate reports, export +
 # reload round trip and refusals, Lua values, and the seed-cases notebook.
 set -u
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-farr}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-farr shared-cache
+cd "$T" || exit 1
 
 # ---- ranks: exact headers, planted ranks of demo-r1 (VO layer 2 fused-low r=4; QK layer 3 staircase)
 "$B" -e "load demo-r1; ranks vo layer 2 to vo2.csv; ranks qk 3 to qk3.csv; ranks vo all to all.csv" >out.txt 2>err.txt \
@@ -97,5 +96,4 @@ grep -q "Case 1: the bottleneck effect.*-- layer 1" cases.txt || fail "case 1: $
 grep -q "Case 2: only low when fused.*-- layer 2" cases.txt || fail "case 2"
 grep -q "The common case: high-rank layers.*-- layer 0" cases.txt || fail "case 3"
 
-[ "$fails" -eq 0 ] && echo "cli_farr: all passed"
-exit $((fails > 0))
+cli_done

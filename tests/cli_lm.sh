@@ -6,12 +6,9 @@
 set -u
 M="${ATTNLAB_MODELS:-}"
 [ -n "$M" ] && [ -f "$M/stories260K/stories260K.bin" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K absent"; exit 77; }
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-lm}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
-rc() { cat rc.txt; }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-lm shared-cache
+cd "$T" || exit 1
 BIN="$M/stories260K/stories260K.bin"
 HF="$M/stories260K-hf"
 WANT="Once upon a time, there was a little girl named Lily."
@@ -64,5 +61,4 @@ run -e "load demo-llama; tokenize hello"
 run -e "generate hi"
 [ "$(rc)" = 1 ] || fail "generate without a model: rc $(rc)"
 
-[ "$fails" = 0 ] && echo "cli_lm: all passed" || echo "cli_lm: $fails failed"
-[ "$fails" = 0 ]
+cli_done

@@ -3,10 +3,9 @@
 # and getting tables back, keyword tables and flags, errors as Lua errors, a Lua error's
 # traceback and exit status, `run FILE.lua`, and command files with file:line: errors.
 set -u
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-lua}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-lua shared-cache
+cd "$T" || exit 1
 
 cat >nb.lua <<'LUA'
 assert(arg[0] == "nb.lua" and arg[1] == "x y" and arg[2] == "7", "arg: " .. tostring(arg[1]))
@@ -96,5 +95,4 @@ printf 'assert(attn.quiet(true) == false)\nassert(attn.set("tau", 0.5) == nil)\n
 grep -Eq "^KV values/token/layer +128 +512$" out.txt || fail "info_demos.lua output: [$(cat out.txt)]"
 grep -q "2 models loaded; current: demo-gpt2" out.txt || fail "info_demos.lua models: [$(cat out.txt)]"
 
-[ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
-echo "all passed"
+cli_done

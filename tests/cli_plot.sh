@@ -9,8 +9,6 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-plot
 unset DISPLAY
-is_svg() { head -c 300 "$1" | grep -q "<svg"; }
-is_pdf() { [ "$(head -c 5 "$1")" = "%PDF-" ] && tail -c 8 "$1" | grep -q "%%EOF"; }
 run() { "$ATTNLAB" -e "$1" </dev/null 2>&1; }
 all=""
 

@@ -7,26 +7,12 @@
 # closed model); methods that cannot meet the budget are left out with the reason (TransMLA on
 # GPT-2); exact errors (FaRR's scores under RoPE) are noted; bad budgets are errors.
 set -u
-: "${ATTNLAB:?ATTNLAB must name the attnlab binary}"
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-plot-compare}"
-rm -rf "$T"
-mkdir -p "$T"
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-plot-compare shared-cache
 cd "$T" || exit 1
 unset DISPLAY
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { "$ATTNLAB" -e "$1" </dev/null >out.txt 2>err.txt; echo $? >rc.txt; }
-rc() { cat rc.txt; }
-# png_wh FILE: "WxH" from the IHDR chunk (bytes 16..23, big-endian width and height).
-png_wh() {
-    local b
-    b=($(od -An -tu1 -j16 -N8 "$1"))
-    [ "${#b[@]}" = 8 ] || { echo "none"; return; }
-    echo "$(((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]))x$(((b[4] << 24) | (b[5] << 16) | (b[6] << 8) | b[7]))"
-}
-is_png() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; }
-is_svg() { [ -s "$1" ] && head -c 400 "$1" | grep -q "<svg"; }
-is_pdf() { [ -s "$1" ] && [ "$(head -c 5 "$1")" = "%PDF-" ] && tail -c 16 "$1" | grep -q "%%EOF"; }
+# run CMDS: `attnlab -e CMDS` with no input (the shared run takes attnlab's arguments)
+run() { "$B" -e "$1" </dev/null >out.txt 2>err.txt; echo $? >rc.txt; }
 # mean METHOD: the mean output error `compare` printed for METHOD in its summary line.
 compare_mean() { grep "^mean output error over the layers:" out.txt | grep -o " $1 [^;]*" | awk '{ print $2 }'; }
 # plot_mean METHOD: the mean error `plot compare` printed for METHOD.
@@ -36,7 +22,7 @@ plot_mean() { grep -E "^  $1 +[0-9]+ values" out.txt | sed 's/.*: mean [a-z]* er
 run "load demo-llama; compare kv-budget 96 tokens 32; set plot.size 900x600; plot compare to $T/a.png; plot compare what score to $T/figs/b.svg; plot compare kv-budget 64 layers 1-2 to $T/c.pdf"
 [ "$(rc)" = 0 ] || fail "llama plots: rc $(rc) [$(cat err.txt)]"
 is_png a.png || fail "a.png is not a PNG"
-[ "$(png_wh a.png)" = 900x600 ] || fail "a.png is $(png_wh a.png), not the plot.size 900x600"
+[ "$(png_size a.png)" = 900x600 ] || fail "a.png is $(png_size a.png), not the plot.size 900x600"
 is_svg figs/b.svg || fail "figs/b.svg (folder made on demand) is not an SVG"
 is_pdf c.pdf || fail "c.pdf is not a PDF"
 grep -q "^wrote $T/a.png$" out.txt && grep -q "^wrote $T/figs/b.svg$" out.txt && grep -q "^wrote $T/c.pdf$" out.txt \
@@ -73,7 +59,7 @@ grep -q "tokens 64\|; 64 random Gaussian" out.txt || fail "default tokens 64"
 run "load demo-gpt2; set plot.dir $T/auto; plot compare kv-budget 96 tokens 16; lua print('lua:' .. attn.plot('compare', {to = '$T/g.svg'}))"
 [ "$(rc)" = 0 ] || fail "gpt2 plot: rc $(rc) [$(cat err.txt)]"
 is_png auto/demo-gpt2-compare-B96-out.png || fail "auto-named PNG: [$(ls -R auto 2>&1)]"
-[ "$(png_wh auto/demo-gpt2-compare-B96-out.png)" = 1200x800 ] || fail "default size: $(png_wh auto/demo-gpt2-compare-B96-out.png)"
+[ "$(png_size auto/demo-gpt2-compare-B96-out.png)" = 1200x800 ] || fail "default size: $(png_size auto/demo-gpt2-compare-B96-out.png)"
 grep -q "^  transmla  left out of the figure: RoRoPE needs rotary keys (the model has no RoPE)" out.txt \
     || fail "TransMLA left out on GPT-2: [$(cat out.txt)]"
 grep -Eq "^  farr +96 values, r_k 6, r_v 6: mean out error" out.txt || fail "FaRR truncates K too without RoPE"
@@ -83,7 +69,7 @@ grep -q ": the session's last compare; 16 random" out.txt || fail "the Lua plot 
 # ---- the trade-off figure: mean error against what each method caches
 run "load demo-gpt2; plot compare-budgets budgets 128,32,64,64 layers 0-1 tokens 16 to $T/tb.png; plot compare-budgets budgets 96 what score linear to $T/tb.pdf"
 [ "$(rc)" = 0 ] || fail "compare-budgets: rc $(rc) [$(cat err.txt)]"
-is_png tb.png && [ "$(png_wh tb.png)" = 1200x800 ] || fail "tb.png: $(png_wh tb.png)"
+is_png tb.png && [ "$(png_size tb.png)" = 1200x800 ] || fail "tb.png: $(png_size tb.png)"
 is_pdf tb.pdf || fail "tb.pdf"
 grep -q "demo-gpt2, layers 0-1: mean out error over the layers at 3 budgets (the model caches 512" out.txt \
     || fail "budgets sorted without repeats: [$(cat out.txt)]"
@@ -126,5 +112,4 @@ if [ -d "$M" ]; then
     is_png cal.png && is_png w.png || fail "calibrated PNGs"
 fi
 
-[ "$fails" = 0 ] && echo "cli_plot_compare: all passed"
-exit $((fails > 0))
+cli_done

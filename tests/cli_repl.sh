@@ -3,10 +3,9 @@
 # prints its error and the session goes on, `quit` ends it, Lua errors keep it up, the exit
 # status says whether any command failed.
 set -u
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-repl}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-repl shared-cache
+cd "$T" || exit 1
 
 printf 'echo one\nbogus cmd\necho two\nset tau 0.5; set tau\nset lyer 3\nquit\necho after\n' | "$B" >out.txt 2>err.txt
 rc=$?
@@ -46,5 +45,4 @@ grep -q "^setting,value,help$" out.txt || fail "csv format: [$(cat out.txt)]"
 printf 'echo x' | "$B" >out.txt 2>err.txt
 [ "$?" = 0 ] && [ "$(cat out.txt)" = x ] || fail "last line without newline"
 
-[ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
-echo "all passed"
+cli_done

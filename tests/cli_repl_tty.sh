@@ -4,7 +4,9 @@
 # Ctrl-C stops running Lua code and the session goes on, a caret under the bad word, `quit`, and
 # history kept across sessions in $ATTNLAB_HOME/history. Skips (77) without python3.
 set -u
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-tty}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-tty shared-cache
+cd "$T" || exit 1
 command -v python3 >/dev/null || { echo "SKIP: no python3 for the pty driver"; exit 77; }
 export ATTNLAB_HOME="$T/home"
 python3 - "$ATTNLAB" <<'PY'

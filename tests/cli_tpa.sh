@@ -6,12 +6,9 @@
 # non-empty one or without a conversion), check of the session and of the export (exact: PASS), the
 # removed duplicate names, and Lua access to the results.
 set -u
-T="${ATTNLAB_TMP:-/tmp/attnlab-cli-tpa}"; rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
-B="$ATTNLAB"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
-rc() { cat rc.txt; }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-tpa shared-cache
+cd "$T" || exit 1
 
 # ---- Table 1 for demo-llama (hidden 256, 8 heads, 2 KV heads, head dim 32, bf16: 2 bytes)
 run -e "load demo-llama; kv-cache to kv.csv"
@@ -120,5 +117,4 @@ fi
 run -e "load demo-llama; lua print(attn.convert('tpa', {['kv-rank'] = 1})[4].out_err > 0.01, attn.kv_cache({family = 'mha'})[1].kv_values_per_token)"
 [ "$(rc)" = 0 ] && grep -Eq "^true\s+512$" out.txt || fail "Lua: [$(cat out.txt)] [$(cat err.txt)]"
 
-[ "$fails" = 0 ] && echo "cli_tpa: all passed"
-exit $((fails > 0))
+cli_done

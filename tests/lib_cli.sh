@@ -1,16 +1,26 @@
-# lib_cli.sh -- helpers shared by the shell tests (sourced, never run; the name keeps it out of
-# the tests/cli_*.sh glob). cli_setup DEFAULT_TMP makes a fresh scratch folder $T (from
-# $ATTNLAB_TMP, else DEFAULT_TMP) with cache and home inside it; ok NAME CMD... records a check
-# in $pass / $fail; has / hasnt TEXT PATTERN grep a string; png_size FILE prints "WxH" from the
-# IHDR chunk; is_png FILE tests the signature; cli_done prints the tally and sets the status.
+# lib_cli.sh -- helpers shared by every tests/cli_*.sh (sourced, never run; the name keeps it out
+# of the tests/cli_*.sh glob). Source it first: . "$(dirname "$0")/lib_cli.sh"
+#   cli_setup DEFAULT_TMP [shared-cache]  fresh scratch folder $T (from $ATTNLAB_TMP, else
+#                        DEFAULT_TMP), $B = the attnlab binary, counters zeroed; cache and home
+#                        inside $T, or with shared-cache those of the environment (ctest's
+#                        shared cache: demo models written once)
+#   ok NAME CMD...       records a check in $pass / $fail
+#   fail MESSAGE         records a failed check: [ cond ] || fail "what, with [$(cat out.txt)]"
+#   run ARGS...          runs attnlab: stdout in out.txt, stderr in err.txt, status in rc.txt;
+#   rc                   prints that status
+#   has / hasnt TEXT PATTERN   grep a string
+#   png_size FILE        "WxH" from the IHDR chunk ("none" if too short); is_png / is_svg /
+#                        is_pdf FILE test a file's signature
+#   cli_done             prints the tally and sets the status (use as the last line)
 
-# cli_setup DEFAULT_TMP: $T fresh, ATTNLAB_CACHE / ATTNLAB_HOME inside it, counters zeroed.
+# cli_setup DEFAULT_TMP [shared-cache]
 cli_setup() {
     : "${ATTNLAB:?ATTNLAB must name the attnlab binary}"
+    B=$ATTNLAB
     T=${ATTNLAB_TMP:-$1}
     rm -rf "$T"
     mkdir -p "$T"
-    export ATTNLAB_CACHE="$T/cache" ATTNLAB_HOME="$T/home"
+    [ "${2:-}" = shared-cache ] || export ATTNLAB_CACHE="$T/cache" ATTNLAB_HOME="$T/home"
     pass=0
     fail=0
 }
@@ -21,19 +31,31 @@ ok() {
     shift
     if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $name" >&2; fi
 }
+# fail MESSAGE: records a failed check (the variable $fail counts them).
+fail() { echo "FAIL: $*"; fail=$((fail + 1)); }
 has() { grep -q -- "$2" <<<"$1"; }
 hasnt() { ! grep -q -- "$2" <<<"$1"; }
 
-# png_size FILE: "WxH" from the IHDR chunk.
+# run ARGS...: attnlab with ARGS; stdout, stderr and the status in out.txt, err.txt, rc.txt.
+run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
+rc() { cat rc.txt; }
+
+# png_size FILE: "WxH" from the IHDR chunk (bytes 16..23, big-endian width and height).
 png_size() {
     local b
     b=($(od -An -tu1 -j16 -N8 "$1"))
+    [ "${#b[@]}" = 8 ] || { echo "none"; return; }
     echo "$(((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]))x$(((b[4] << 24) | (b[5] << 16) | (b[6] << 8) | b[7]))"
 }
-is_png() { [ -f "$1" ] && [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = "211PNG" ]; }
+is_png() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; }
+is_svg() { [ -s "$1" ] && head -c 400 "$1" | grep -q "<svg"; }
+is_pdf() { [ -s "$1" ] && [ "$(head -c 5 "$1")" = "%PDF-" ] && tail -c 16 "$1" | grep -q "%%EOF"; }
 
-# cli_done: prints "N passed, N failed"; the status is 0 when none failed (use as the last line).
+# cli_done: prints "N passed, N failed" (or "all passed" / "N failed" when only fail was used);
+# the status is 0 when none failed.
 cli_done() {
-    echo "$pass passed, $fail failed"
+    if [ "$pass" -gt 0 ]; then echo "$pass passed, $fail failed"
+    elif [ "$fail" -eq 0 ]; then echo "all passed"
+    else echo "$fail failed"; fi
     [ "$fail" -eq 0 ]
 }
