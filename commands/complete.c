@@ -129,7 +129,7 @@ int cmd_complete(Session *s, const char *line, size_t start, size_t point, StrLi
         goto done;
     }
     const Command *c = cmd_find(t.tok[0].text);
-    if (!c || !strcmp(c->name, "lua") || !strcmp(t.tok[0].text, "=")) goto done;
+    if (!c || !strcmp(t.tok[0].text, "=")) goto done;
     size_t ti = 1;
     while (c->sub) {
         if (ti >= t.n) {

@@ -253,11 +253,12 @@ static int rest_token(const char *line, size_t i, size_t n, Tokens *t, ParseErr 
     return AL_OK;
 }
 
-/* Index of the PF_REST positional of a command without sub-commands, or -1. */
-static long rest_index(const Command *c) {
+/* Index of the PF_REST positional of a command without sub-commands, or -1; *line tells
+ * whether it also has PF_LINE (the whole line, ';' included). */
+static long rest_index(const Command *c, bool *line) {
     if (!c || c->sub) return -1;
     for (size_t i = 0; c->pos && c->pos[i].name; i++)
-        if (c->pos[i].flags & PF_REST) return (long)i;
+        if (c->pos[i].flags & PF_REST) { *line = (c->pos[i].flags & PF_LINE) != 0; return (long)i; }
     return -1;
 }
 
@@ -280,7 +281,7 @@ int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseEr
         if (i >= n) break;
         if (line[i] == ';') { *next = i + 1; break; }
         if (rest_at >= 0 && (long)t->n == rest_at) {
-            /* `lua CODE` takes the whole line; a PF_REST parameter the rest of the command */
+            /* a PF_LINE parameter (`lua CODE`) takes the whole line; PF_REST the rest of the command */
             size_t j = i;
             if (!whole_line) {
                 char q = 0;
@@ -315,8 +316,8 @@ int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseEr
         }
         if (push_token(t, word, wl, start, i - start, quoted, e)) { free(word); tokens_free(t); return AL_ERR; }
         if (t->n == 1 && !quoted) {
-            if (!strcmp(t->tok[0].text, "lua")) { rest_at = 1; whole_line = true; }
-            else { long r = rest_index(cmd_find(t->tok[0].text)); if (r >= 0) rest_at = 1 + r; }
+            long r = rest_index(cmd_find(t->tok[0].text), &whole_line);
+            if (r >= 0) rest_at = 1 + r;
         }
     }
     t->end = t->n ? t->tok[t->n - 1].col + t->tok[t->n - 1].len + 1 : i;
@@ -488,6 +489,8 @@ static int validate_params(const char *path, const Param *ps, bool positional) {
         if (p->comp == COMP_CHOICES && p->type != ARG_ENUM)
             return al_err("%s: parameter '%s' completes from choices but is not an enum", path, p->name);
         if (positional && p->type == ARG_FLAG) return al_err("%s: positional '%s' cannot be a flag", path, p->name);
+        if ((p->flags & PF_LINE) && !(p->flags & PF_REST))
+            return al_err("%s: PF_LINE on '%s' needs PF_REST too", path, p->name);
         if (p->flags & PF_REST) {
             if (!positional || p->type != ARG_STRING || p[1].name)
                 return al_err("%s: PF_REST on '%s' needs the last positional, of type string", path, p->name);

@@ -86,7 +86,9 @@ typedef enum {
 
 enum {
     PF_ALL = 1 << 0,   /* ARG_INT: also accepts the word `all` (ArgVal.all) */
-    PF_REST = 1 << 1   /* last positional ARG_STRING: takes the rest of the line verbatim (`lua CODE`) */
+    PF_REST = 1 << 1,  /* last positional ARG_STRING: takes the rest of the command verbatim, up to
+                          an unquoted ';' (`echo TEXT`) */
+    PF_LINE = 1 << 2   /* with PF_REST: the rest of the whole line, ';' included (`lua CODE`) */
 };
 
 typedef struct Param {
@@ -226,8 +228,9 @@ typedef struct {
 
 void tokens_free(Tokens *t);
 /* Splits line[from..] into one command's tokens up to an unquoted ';' or the end, and sets
- * *next to the position after the ';' (or strlen(line)). A command whose first word is `lua`
- * or that starts with `=`, and a PF_REST parameter, take the rest of the line (';' included).
+ * *next to the position after the ';' (or strlen(line)). A line that starts with `=` and a
+ * PF_REST | PF_LINE parameter take the rest of the line (';' included); a PF_REST parameter the
+ * rest of the command.
  * Returns AL_ERR with e set on an unterminated quote or too many tokens. */
 int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseErr *e);
 /* Parses tokens against the table into a (zero it first; args_free after). s may be NULL (no

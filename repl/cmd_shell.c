@@ -86,7 +86,7 @@ static const Param run_pos[] = {
     {0}
 };
 static const Param lua_pos[] = {
-    { .name = "code", .type = ARG_STRING, .flags = PF_REST, .comp = COMP_NONE, .metavar = "CODE...",
+    { .name = "code", .type = ARG_STRING, .flags = PF_REST | PF_LINE, .comp = COMP_NONE, .metavar = "CODE...",
       .help = "Lua code (the rest of the line)" },
     {0}
 };
