@@ -271,7 +271,7 @@ static const Param ranks_pos[] = {
 static const Param ranks_kw[] = {
     { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .comp = COMP_LAYERS, .metavar = "L|all",
       .help = "one layer (or all: the grid)" },
-    { .name = "layers", .type = ARG_RANGE, .comp = COMP_LAYERS, .help = "the grid of layers A-B" },
+    PARAM_LAYERS_OPT("the grid of layers A-B"),
     PARAM_TAU,
     PARAM_OFFSET,
     PARAM_PLOT_TO,

@@ -59,8 +59,7 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
 }
 
 /* The common parts of both figures' keywords. */
-#define PCMP_LAYERS { .name = "layers", .type = ARG_RANGE, .comp = COMP_LAYERS, \
-                      .help = "layers A-B (default: those of the last compare, else all)" }
+#define PCMP_LAYERS PARAM_LAYERS_OPT("layers A-B (default: those of the last compare, else all)")
 #define PCMP_WHAT { .name = "what", .type = ARG_ENUM, .choices = WHAT_CHOICES, .def = "out", .comp = COMP_CHOICES, \
                     .help = "which relative error: the attention output (out) or the causal scores (score)" }
 #define PCMP_TOKENS PARAM_TOKENS(NULL, "random tokens of the evaluation (default: the last compare's, else 64)")

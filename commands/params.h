@@ -6,6 +6,7 @@
  *   PARAM_OFFSET       offset D       qk on full-RoPE models: K rotated by RoPE at position D
  *   PARAM_PAIR         vo|qk          which fused pair (a positional)
  *   PARAM_LAYERS(H)    layers A-B     an inclusive layer range, default all (H: what they are for)
+ *   PARAM_LAYERS_OPT(H) layers A-B    the same without a default (the command decides when absent)
  *   PARAM_TOKENS(D, H) tokens T       random tokens of an error report / evaluation, 2..8192,
  *                                     default D (NULL: none, the command picks)
  *   PARAM_FIT(H)       fit auto|weights|calib   activation-weighted fit or the weights' own
@@ -30,6 +31,7 @@ extern const char *const PARAM_SPLIT_CHOICES[];   /* train, valid */
 #define PARAM_PAIR { .name = "pair", .type = ARG_ENUM, .choices = PARAM_PAIR_CHOICES, .comp = COMP_CHOICES, \
                      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" }
 #define PARAM_LAYERS(H) { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = H }
+#define PARAM_LAYERS_OPT(H) { .name = "layers", .type = ARG_RANGE, .comp = COMP_LAYERS, .help = H }
 #define PARAM_TOKENS(D, H) { .name = "tokens", .type = ARG_INT, .def = D, .min = 2, .max = 8192, .comp = COMP_NONE, \
                              .metavar = "T", .help = H }
 #define PARAM_FIT(H) { .name = "fit", .type = ARG_ENUM, .choices = PARAM_FIT_CHOICES, .def = "auto", \

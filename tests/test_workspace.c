@@ -1,8 +1,9 @@
 /* test_workspace.c -- the session's workspace and transformations: a slot is created once and
- * released through the one hook (model close, session end); `truncate`, `convert mla` and `convert
- * tpa` leave transformations newest first, a newer one of the same kind and model replaces the
- * older, `export` / `check` / `kv-cache` work through them per model, and closing the model drops
- * them. */
+ * released through the one hook (model close, session end); `truncate`, `convert mla`, `convert
+ * tpa` and `kvsvd learn` leave transformations newest first (projections only while their
+ * calibration stands), a newer one of the same kind and model replaces the older, `export` /
+ * `check` / `kv-cache` work through them per model, and closing the model drops them. */
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
@@ -67,6 +68,21 @@ static void test_xforms(Session *s, Capture *c) {
     x = xform_newest(s, session_find(s, "b"), NULL);
     CHECK(x && !strcmp(x->kind->name, "truncate") && count_xforms(s) == 3, "truncate of b");
     CHECK(run(s, c, "check") == AL_ERR && strstr(al_errmsg(), "nothing to check"), "truncate is not checkable");
+    /* KQ-SVD projections stand until the calibration they came from is replaced */
+    char path[4096], line[4200];
+    snprintf(path, sizeof path, "%s/ids.txt", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    int vocab = session_find(s, "b")->cfg.vocab;
+    for (int i = 0; f && i < 64; i++) fprintf(f, "%d ", 1 + (i * 7) % (vocab - 1));
+    if (f) fclose(f);
+    snprintf(line, sizeof line, "calibrate ids %s seqlen 8 samples 4", path);
+    CHECK_OK(run(s, c, line));
+    CHECK_OK(run(s, c, "kvsvd learn kqsvd rank 1"));
+    x = xform_newest(s, session_find(s, "b"), NULL);
+    CHECK(x && !strcmp(x->kind->name, "kvsvd learn"), "kvsvd learn is the newest");
+    CHECK_OK(run(s, c, line));                                /* a new calibration drops the projections */
+    x = xform_newest(s, session_find(s, "b"), NULL);
+    CHECK(x && !strcmp(x->kind->name, "truncate") && count_xforms(s) == 3, "kvsvd learn dropped, %zu", count_xforms(s));
 }
 
 int main(void) {
