@@ -1,16 +1,12 @@
-/* cmd_convert.c -- the TransMLA command group: `convert mla` (GQA -> MLA, seed 003, with weight or
- * activation statistics and the perplexity before and after), `convert mla-table` (W- vs
- * activation-based PCA, with and without KV balancing: Figure 4b), `check [DIR]` (the session's
- * conversion, TransMLA or TPA, or an export, against its source); `export DIR [dtype] [shard-mb]`
- * (commands/cmd_export.c) writes the conversion in DeepSeek-V3 layout through cmd_convert_export.
- * `kv-cache` (commands/cmd_tpa.c) takes the converted row from cmd_convert_result. The figures are `plot key-norms`, `plot
- * rope-energy` and `plot rope-removal` (commands/cmd_plot_mla.c). The session keeps, in struct
- * ConvState (s->conv), the last conversion, dropped when its model closes; activation statistics
- * and their text are the session's calibration (commands/cmd_calib.c). */
+/* cmd_convert.c -- TransMLA (seed 003): the sub-commands `convert mla` (GQA -> MLA with weight or
+ * activation statistics and the perplexity before and after) and `convert mla-table` (W- vs
+ * activation-based PCA, with and without KV balancing: Figure 4b), plugged into the `convert` hub
+ * through cmd_convert.h; and the transformation `convert mla` leaves (cmd_convert_xform,
+ * xform.h): its export in DeepSeek-V3 layout, its check against the source (in the session, or an
+ * exported folder), its `kv-cache` row. The figures are `plot key-norms`, `plot rope-energy` and
+ * `plot rope-removal` (commands/cmd_plot_mla.c); statistics and their text come from ws_tmla.h. */
 #define _GNU_SOURCE
 #include "cmd_convert.h"
-#include "cmd_tpa.h"
-#include "tpa.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -19,161 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "cmd_calib.h"
-#include "cmd_lm.h"
 #include "mla_export.h"
+#include "params.h"
 #include "tmla_lm.h"
 #include "transmla.h"
-
-/* ================================================================ session state */
-
-struct ConvState {
-    TmlaResult *res;          /* the last conversion; res->src is a session model */
-};
-
-static void conv_free(Session *s) {
-    if (s->conv) tmla_result_free(s->conv->res);
-    free(s->conv);
-    s->conv = NULL;
-}
-
-static void conv_model_closed(Session *s, Model *m) {
-    if (s->conv && s->conv->res && s->conv->res->src == m) {
-        tmla_result_free(s->conv->res);
-        s->conv->res = NULL;
-    }
-}
-
-static const SessionHook conv_hook = {.name = "convert", .on_free = conv_free, .on_model_close = conv_model_closed};
-
-static int conv_state(Session *s, struct ConvState **out) {
-    if (!s->conv) {
-        if (!(s->conv = al_calloc(1, sizeof *s->conv, "the conversion state"))) return AL_ERR;
-        if (session_hook_add(s, &conv_hook)) return AL_ERR;
-    }
-    *out = s->conv;
-    return AL_OK;
-}
-
-bool cmd_convert_pending(const Session *s, const Model *m) {
-    return s->conv && s->conv->res && (!m || s->conv->res->src == m);
-}
-
-const TmlaResult *cmd_convert_result(const Session *s, const Model *m) {
-    return cmd_convert_pending(s, m) ? s->conv->res : NULL;
-}
-
-/* ================================================================ calibration text and statistics */
-
-const char *const CMD_TMLA_STATS_CHOICES[] = {"act", "weights", NULL};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* True when the session's calibration of m came from this request (train windows, attention
- * inputs kept), so `calib FILE` does not run it again. */
-static bool calib_matches(Session *s, const Model *m, const CalibRequest *rq) {
-    CalibText ct;
-    const CalibStats *st = NULL;
-    return cmd_calib_text(s, m, &ct) && cmd_calib_stats(s, m, &st) == AL_OK && st && st->has_x &&
-           !strcmp(ct.req.text, rq->text) && ct.req.ids_file == rq->ids_file && ct.req.samples == rq->samples &&
-           ct.req.seqlen == rq->seqlen && ct.req.split == rq->split;
-}
-
-/* `calib FILE` / `ids FILE` with activation statistics: the session's calibration of m on the text's
- * training windows (run here unless it already is that one). */
-static int calibrate_text(Session *s, Model *m, const CalibRequest *rq, Out *out) {
-    if (calib_matches(s, m, rq)) return AL_OK;
-    int *ids = NULL;
-    size_t n = 0;
-    if (cmd_calib_read_tokens(s, m, rq->text, rq->ids_file, &ids, &n)) return AL_ERR;
-    if (n < rq->seqlen) {
-        free(ids);
-        return al_err("%s has %zu tokens, less than one calibration window of seqlen %zu: give seqlen %zu or less",
-                      rq->text, n, rq->seqlen, n);
-    }
-    double t0 = now_s();
-    int rc = cmd_calib_run(s, m, ids, n, rq, out);
-    CalibText ct;
-    if (rc == AL_OK && cmd_calib_text(s, m, &ct))
-        out_printf(out, "activation statistics of %s: %zu windows x %zu tokens of %s (%.2f s)\n", m->name, ct.count,
-                   rq->seqlen, rq->text, now_s() - t0);
-    return rc;
-}
-
-void cmd_tmla_stats_release(TmlaStatsUse *u) {
-    calib_free_arrays(u->n_layers, u->sigma, u->mu);
-    free(u->own_ids);
-    u->sigma = u->mu = NULL;
-    u->own_ids = NULL;
-}
-
-int cmd_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
-    memset(u, 0, sizeof *u);
-    u->n_layers = m->cfg.n_layers;
-    int choice = args_enum(a, "stats");            /* -1 absent, 0 act, 1 weights */
-    const char *calib = args_str(a, "calib"), *idsf = args_str(a, "ids");
-    bool has_text = calib && *calib, has_ids = idsf && *idsf;
-    if (has_text && has_ids) return al_err("give calib FILE (a text) or ids FILE (token ids), not both");
-    size_t seqlen = (size_t)args_int(a, "seqlen");
-    CalibRequest rq = {.text = has_text ? calib : idsf, .ids_file = has_ids, .samples = (size_t)args_int(a, "samples"),
-                       .seqlen = seqlen, .split = CALIB_TRAIN, .with_x = true};
-    int rc = AL_OK;
-    if ((has_text || has_ids) && choice == 1) {    /* weights; the text only for the perplexity */
-        rc = cmd_calib_read_tokens(s, m, rq.text, rq.ids_file, &u->own_ids, &u->n_ids);
-        u->ids = u->own_ids;
-        u->text = rq.text;
-    } else if (has_text || has_ids)
-        rc = calibrate_text(s, m, &rq, out);
-    if (rc) return rc;
-    const CalibStats *cst = NULL;
-    CalibText ct;
-    cmd_calib_stats(s, m, &cst);
-    if (cst && choice != 1) {
-        if (!cst->has_x && choice == 0)
-            return al_err("the session's calibration of %s kept no attention-input second moments: calibrate again "
-                          "with `inputs on`, or give calib FILE", m->name);
-        if (cst->has_x) {
-            rc = calib_input_arrays(cst, 0, -1, &u->sigma, &u->mu);
-            u->act = rc == AL_OK;
-            if (has_text || has_ids)
-                snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", cst->seqs[0], cst->seqlen,
-                         rq.text);
-            else
-                snprintf(u->source, sizeof u->source, "activations of the session's calibration (%zu tokens of %s)%s",
-                         cst->tokens[0], cst->source ? cst->source : "?",
-                         !cst->sx && m->cfg.qkv_bias ? "; it keeps no input mean, so the bias cross terms are left out"
-                                                     : "");
-        }
-    }
-    if (rc == AL_OK && !u->ids && cmd_calib_text(s, m, &ct)) {
-        u->ids = ct.ids;
-        u->n_ids = ct.n;
-        u->text = ct.req.text;
-        if (!args_given(a, "seqlen")) seqlen = ct.req.seqlen;
-    }
-    if (rc == AL_OK && choice == 0 && !u->act)
-        rc = al_err("stats act needs calibration activations of %s: give calib FILE (a text) or ids FILE, or run "
-                    "calibrate FILE first", m->name);
-    if (rc == AL_OK && !u->act) snprintf(u->source, sizeof u->source, "weights (unit-variance inputs)");
-    if (rc == AL_OK && u->ids) {
-        size_t want = (size_t)args_int(a, "ppl-tokens");
-        u->ppl_tokens = want < u->n_ids ? want : u->n_ids;
-        u->seqlen = seqlen;
-    }
-    if (rc == AL_OK && need_text && !u->ids)
-        rc = al_err("this needs a text for perplexity: give calib FILE (a text) or ids FILE, or run calibrate FILE");
-    if (rc == AL_OK && u->ids && u->ppl_tokens < 2)
-        rc = al_err("%s has %zu tokens: perplexity needs at least 2", u->text, u->ppl_tokens);
-    if (rc) cmd_tmla_stats_release(u);
-    return rc;
-}
+#include "ws_lm.h"
+#include "ws_tmla.h"
+#include "xform.h"
 
 /* ================================================================ perplexity before and after */
 
@@ -218,15 +68,7 @@ static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u,
 
 /* ================================================================ convert mla */
 
-static const char CONVERT_HELP[] =
-    "Model conversions. `convert mla` turns a GQA model with RoPE (Llama, Mistral, Qwen2,\n"
-    "llama2.c) into DeepSeek-V3 style multi-head latent attention (TransMLA, seed 003);\n"
-    "`convert mla-table` compares weight- and activation-based conversions by perplexity;\n"
-    "`convert tpa` re-factors keys and values as non-contextual Tensor Product Attention.\n"
-    "Then `export DIR` writes the latest conversion, `check` compares it with the model, and\n"
-    "`kv-cache` puts its KV cache beside the model's and Table 1's.";
-
-static const char MLA_HELP[] =
+const char CMD_CONVERT_MLA_HELP[] =
     "TransMLA on every layer (seed 003, 4.1-4.3, App. B-D). Every PCA reads second moments: of the\n"
     "calibration activations when there are any (`calib FILE`, `ids FILE`, or the session's\n"
     "`calibrate`: the paper's WX-based variant; `stats act`), else of the weights under\n"
@@ -263,7 +105,7 @@ static const char MLA_HELP[] =
 
 static const char *const ONOFF[] = {"on", "off", NULL};
 
-static const Param mla_kw[] = {
+const Param cmd_convert_mla_kw[] = {
     { .name = "kv-rank", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R|full",
       .help = "latent dims of the joint NoPE key / value basis, or full (required)" },
     { .name = "rope-dim", .type = ARG_INT, .min = 2, .max = 1 << 20, .comp = COMP_NONE, .metavar = "D",
@@ -274,13 +116,11 @@ static const Param mla_kw[] = {
       .help = "KV balancing before the joint PCA" },
     { .name = "q-rank", .type = ARG_INT, .min = 1, .max = 1 << 24, .comp = COMP_NONE, .metavar = "Rq",
       .help = "factor the query through a latent of this rank (q_a_proj / q_b_proj)" },
-    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS,
-      .help = "layers to convert (export needs all)" },
-    { .name = "tokens", .type = ARG_INT, .def = "64", .min = 1, .max = 8192, .comp = COMP_NONE, .metavar = "T",
-      .help = "random tokens for the error report" },
+    PARAM_LAYERS("layers to convert (export needs all)"),
+    PARAM_TOKENS("64", "random tokens for the error report"),
     { .name = "ppl", .type = ARG_ENUM, .choices = ONOFF, .def = "on", .comp = COMP_CHOICES,
       .help = "perplexity before and after, when there is a calibration text" },
-    CMD_TMLA_STATS_PARAMS,
+    PARAM_TMLA_STATS,
     PARAM_TO,
     {0}
 };
@@ -298,9 +138,8 @@ static int parse_rank(const Args *a, int *R) {
     return AL_OK;
 }
 
-static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
+int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
-    struct ConvState *st;
     TmlaOpts o = tmla_opts_default();
     if (parse_rank(a, &o.kv_rank)) return AL_ERR;
     o.rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0;
@@ -312,17 +151,15 @@ static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     o.layer_lo = (int)lo;
     o.layer_hi = (int)hi;
-    if (conv_state(s, &st)) return AL_ERR;
     TmlaStatsUse u;
-    int src = cmd_tmla_stats(s, m, a, false, &u, out);
+    int src = ws_tmla_stats(s, m, a, false, &u, out);
     if (src) return src;
     o.sigma = u.act ? (const double *const *)u.sigma : NULL;
     o.mu = u.act ? (const double *const *)u.mu : NULL;
     TmlaResult *r = NULL;
     int rc = tmla_convert(m, &o, &r);
-    if (rc) { cmd_tmla_stats_release(&u); return rc; }
-    tmla_result_free(st->res);
-    st->res = r;
+    if (rc) { ws_tmla_stats_release(&u); return rc; }
+    if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     const TmlaOpts *ro = &r->opts;
     out_printf(out, "converted layers %d-%d of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d\n",
                ro->layer_lo, ro->layer_hi, m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim);
@@ -338,7 +175,7 @@ static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
         rc = lm_forward(s, m, &f);
         if (rc == AL_OK) rc = fwd_ppl(f, u.ids, u.ppl_tokens, u.seqlen, &before);
         if (rc == AL_OK) rc = ppl_converted(r, f, &u, &after, &route);
-        if (rc == AL_INTERRUPTED) { cmd_tmla_stats_release(&u); return rc; }
+        if (rc == AL_INTERRUPTED) { ws_tmla_stats_release(&u); return rc; }
         if (rc == AL_OK)
             out_printf(out, "perplexity on %zu tokens of %s (windows of %zu): %.6g before, %.6g after (%+.2f%%; log "
                        "%.5f -> %.5f), after = %s\n", after.tokens, u.text, u.seqlen, exp(before.nll), exp(after.nll),
@@ -347,7 +184,7 @@ static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
             out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
         rc = AL_OK;
     }
-    cmd_tmla_stats_release(&u);
+    ws_tmla_stats_release(&u);
     out_printf(out, "errors on %zu random tokens (%s); balance %s, `other` = balance %s\n", ro->eval_tokens,
                r->activation_stats ? "Gaussian with the activations' mean and covariance" : "unit-variance inputs",
                ro->balance ? "on" : "off", ro->balance ? "off" : "on");
@@ -369,7 +206,7 @@ static int cmd_convert_mla(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ convert mla-table */
 
-static const char MLA_TABLE_HELP[] =
+const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "TransMLA Figure 4b as a table: every layer converted four ways per kv-rank -- joint PCA of\n"
     "NoPE keys and values from the weights (W) or from the calibration activations (WX), each\n"
     "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text\n"
@@ -384,15 +221,15 @@ static const char MLA_TABLE_HELP[] =
     "  convert mla-table kv-ranks 24,40 calib story.txt seqlen 64\n"
     "  convert mla-table kv-ranks 128,256,512 rope-dim 64 to fig4b.csv";
 
-static const Param mla_table_kw[] = {
+const Param cmd_convert_mla_table_kw[] = {
     { .name = "kv-ranks", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R,R,...",
       .help = "joint ranks to compare (numbers, or full), comma-separated (required)" },
     { .name = "rope-dim", .type = ARG_INT, .min = 2, .max = 1 << 20, .comp = COMP_NONE, .metavar = "D",
       .help = "RoPE dims kept = head dim / freqfold (default: head dim)" },
     { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "M",
       .help = "adjacent RoPE frequencies per PCA (default: head dim / rope-dim, else 1)" },
-    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers to convert" },
-    CMD_TMLA_STATS_PARAMS,
+    PARAM_LAYERS("layers to convert"),
+    PARAM_TMLA_STATS,
     PARAM_TO,
     {0}
 };
@@ -416,7 +253,7 @@ static int parse_ranks(const char *list, int *R, size_t cap, size_t *n) {
     return AL_OK;
 }
 
-static int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
+int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     int ranks[32];
     size_t nr;
@@ -428,10 +265,10 @@ static int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     o.freqfold = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : 0;
     if (tmla_resolve_opts(m, &o)) return AL_ERR;
     TmlaStatsUse u;
-    int src = cmd_tmla_stats(s, m, a, true, &u, out);
+    int src = ws_tmla_stats(s, m, a, true, &u, out);
     if (src) return src;
     if (!u.act) {
-        cmd_tmla_stats_release(&u);
+        ws_tmla_stats_release(&u);
         return al_err("convert mla-table compares weight- and activation-based PCAs: it needs activation statistics "
                       "(calib FILE, ids FILE, or calibrate FILE first), not stats weights");
     }
@@ -442,14 +279,14 @@ static int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
                          .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen};
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = tlm_kv_table(f, &ko, &kt);
-    if (rc) { cmd_tmla_stats_release(&u); return rc; }
+    if (rc) { ws_tmla_stats_release(&u); return rc; }
     const ModelConfig *c = &m->cfg;
     int nJ = (c->n_kv_heads * cfg_d_qk(c) - kt->rope_dim) + c->n_kv_heads * c->v_dim;
     out_printf(out, "%s layers %ld-%ld, RoPE dims %d (freqfold %d), PCA activations: %s\n", m->name, lo, hi, kt->rope_dim,
                kt->freqfold, u.source);
     out_printf(out, "perplexity on %zu tokens (windows of %zu): original %.6g (log %.5f)\n", kt->tokens, u.seqlen,
                exp(kt->base_nll), kt->base_nll);
-    cmd_tmla_stats_release(&u);
+    ws_tmla_stats_release(&u);
     Table *tb = table_new(8, "kv_rank", "pca", "balance", "alpha", "rope_energy", "joint_energy", "nll", "ppl");
     for (size_t i = 0; tb && i < kt->n; i++) {
         const TlmKvRow *w = &kt->rows[i];
@@ -467,19 +304,16 @@ static int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     return tb ? out_table_to(out, a, tb) : AL_ERR;
 }
 
-/* ================================================================ export (through `export DIR`) */
+/* ================================================================ the transformation */
 
-/* Exports the session's conversion; shard_mb 0: the default shard size. */
-static int export_sharded(Session *s, const char *dir, const char *dtype, size_t shard_mb, Out *out) {
-    if (!cmd_convert_pending(s, NULL))
-        return al_err("export: this session holds no conversion: run convert mla kv-rank R first");
-    const TmlaResult *r = s->conv->res;
+/* `export DIR` after `convert mla`: a DeepSeek-V3 checkpoint (dtype, shard-mb). */
+static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
+    (void)s;
+    const TmlaResult *r = x->data;
+    const char *dir = args_str(a, "dir");
+    size_t shard_mb = args_given(a, "shard-mb") ? (size_t)args_int(a, "shard-mb") : 0;
     MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = shard_mb << 20};
-    if (dtype && *dtype) {
-        eo.dtype = !strcmp(dtype, "f32") ? DT_F32 : !strcmp(dtype, "f16") ? DT_F16 : !strcmp(dtype, "bf16") ? DT_BF16
-                                                                                                          : DT_INVALID;
-        if (eo.dtype == DT_INVALID) return al_err("export: dtype '%s': give f32, f16 or bf16", dtype);
-    }
+    if (xform_export_dtype(a, DT_INVALID, &eo.dtype)) return AL_ERR;
     if (mla_export(r, dir, &eo)) return AL_ERR;
     out_printf(out, "exported %s as DeepSeek-V3 MLA to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, "
                "v_head_dim %d, q_lora_rank %s%.0d\n", r->src->name, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim,
@@ -489,42 +323,6 @@ static int export_sharded(Session *s, const char *dir, const char *dtype, size_t
     out->written = true;
     return AL_OK;
 }
-
-int cmd_convert_export(Session *s, const char *dir, const char *dtype, size_t shard_mb, Out *out) {
-    return export_sharded(s, dir, dtype, shard_mb, out);
-}
-
-/* ================================================================ check */
-
-static const char CHECK_HELP[] =
-    "Compares a conversion with the model it came from, layer by layer: relative error of the\n"
-    "causal attention scores and of the attention outputs on random inputs.\n"
-    "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
-    "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint or a TPA\n"
-    "folder (tpa_manifest.json), both written by `export` -- and compares it with its source (the\n"
-    "manifest's path, or `source NAME`, a loaded model); for TransMLA also every non-attention\n"
-    "tensor byte for byte. An exact TransMLA conversion (kv-rank full, D = d, one KV head or\n"
-    "identical KV heads) shows errors at float precision; TPA evaluates from its factors (RoPE as\n"
-    "TPA applies it), and a TPA conversion that claims to be exact (form a with R = the KV heads,\n"
-    "form b with R = the head dim) fails when any layer's output error is above 1e-4.\n"
-    "Examples:\n"
-    "  convert tpa kv-rank 2; check\n"
-    "  check out/llama-mla\n"
-    "  check out/llama-mla source llama tokens 128 to check.json";
-
-static const Param check_pos[] = {
-    { .name = "dir", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "DIR",
-      .help = "an export folder (TransMLA or TPA); none: the session's conversion" },
-    {0}
-};
-static const Param check_kw[] = {
-    { .name = "source", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME",
-      .help = "a loaded model to compare with (default: the manifest's source)" },
-    { .name = "tokens", .type = ARG_INT, .def = "64", .min = 1, .max = 8192, .comp = COMP_NONE, .metavar = "T",
-      .help = "random tokens per layer" },
-    PARAM_TO,
-    {0}
-};
 
 /* Prints an MlaCheck as text and a layer table. */
 static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, Out *out) {
@@ -547,14 +345,15 @@ static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, 
 
 /* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
  * folder, checked against the model it came from, and the folder removed. */
-static int check_mla_in_session(Session *s, const Args *a, Out *out) {
+static int mla_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
+    (void)s;
     char tmpl[] = "/tmp/attnlab-check-XXXXXX";
     if (!mkdtemp(tmpl)) return al_err("check: cannot make a scratch folder in /tmp: %s", strerror(errno));
     char *dir = al_asprintf("%s/export", tmpl);
     MlaExportOpts eo = { .dtype = DT_F32 };
     MlaCheck *c = NULL;
-    int rc = dir ? mla_export(s->conv->res, dir, &eo) : AL_ERR;
-    if (rc == AL_OK) rc = mla_check(dir, s->cur, (size_t)args_int(a, "tokens"), 20250601, &c);
+    int rc = dir ? mla_export(x->data, dir, &eo) : AL_ERR;
+    if (rc == AL_OK) rc = mla_check(dir, x->src, (size_t)args_int(a, "tokens"), 20250601, &c);
     nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
     if (rc) return rc;
@@ -563,46 +362,45 @@ static int check_mla_in_session(Session *s, const Args *a, Out *out) {
     return rc;
 }
 
-static int cmd_check(Session *s, const Args *a, Out *out) {
-    Model *src = NULL;
-    const char *name = args_str(a, "source"), *dir = args_str(a, "dir");
-    size_t tokens = (size_t)args_int(a, "tokens");
-    if (name && *name && !(src = session_find(s, name))) return al_err("check: no loaded model named '%s'", name);
-    if (!dir || !*dir) {                 /* the latest conversion of the current model */
-        bool tpa = s->cur && cmd_tpa_pending(s, s->cur), mla = s->cur && cmd_convert_pending(s, s->cur);
-        int last = s->last_xform_model == s->cur ? s->last_xform : XF_NONE;
-        if (tpa && (last == XF_TPA || !mla)) return cmd_tpa_check_session(s, name, tokens, a, out);
-        if (mla) return check_mla_in_session(s, a, out);
-        return al_err("check: nothing to check: give an export folder (check DIR), or convert first (convert mla ..., "
-                      "convert tpa ...); FaRR truncations report their errors in `truncate`, KQ-SVD in `kvsvd eval`");
-    }
-    if (tpa_is_export(dir)) return cmd_tpa_check_dir(s, dir, name, tokens, a, out);
+/* Every folder that is no other method's export is taken for a TransMLA checkpoint (mla_check
+ * says what is wrong with it otherwise): list this kind last in methods.c. */
+static bool mla_xf_owns_dir(const char *dir) {
+    (void)dir;
+    return true;
+}
+
+/* `check DIR` of a TransMLA export against its source (`source NAME`, else the manifest's path). */
+static int mla_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
+    const char *name = args_str(a, "source");
+    Model *src = name && *name ? session_find(s, name) : NULL;
     MlaCheck *c = NULL;
-    int rc = mla_check(dir, src, tokens, 20250601, &c);
+    int rc = mla_check(dir, src, (size_t)args_int(a, "tokens"), 20250601, &c);
     if (rc) return rc;
     rc = report_mla_check(c, NULL, a, out);
     mla_check_free(c);
     return rc;
 }
 
-/* ================================================================ the table */
+static bool mla_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) {
+    const TmlaResult *mr = x->data;
+    size_t conv = 0;
+    for (int l = 0; l < mr->n_layers; l++) conv += mr->layers[l] != NULL;
+    snprintf(row->scheme, sizeof row->scheme, "convert mla (MLA R %d + D %d; %zu bytes per token in %zu layers; x%.4g)",
+             mr->kv_rank, mr->rope_dim, xform_kv_bytes(c, mr->kv_after, conv), c->layers,
+             c->before ? (double)mr->kv_after / (double)c->before : 1.0);
+    row->values = mr->kv_after;
+    row->params = conv ? mr->params_after / conv : 0;   /* params_after sums the converted layers: per layer */
+    return true;
+}
 
-static const Command convert_subs[] = {
-    { .name = "mla", .summary = "TransMLA: GQA -> DeepSeek-V3 style MLA with RoRoPE, FreqFold, balanced KV",
-      .help = MLA_HELP, .kw = mla_kw, .fn = cmd_convert_mla, .flags = CMD_MODEL, .xform = XF_MLA },
-    { .name = "tpa", .summary = "non-contextual Tensor Product Attention (TPA paper 3.4): form a or b at rank R",
-      .help = cmd_tpa_convert_help, .kw = cmd_tpa_convert_kw, .fn = cmd_tpa_convert, .flags = CMD_MODEL, .xform = XF_TPA },
-    { .name = "mla-table", .summary = "TransMLA Fig. 4b: perplexity of W- vs activation-based PCA, with/without BKV",
-      .help = MLA_TABLE_HELP, .kw = mla_table_kw, .fn = cmd_convert_mla_table, .flags = CMD_MODEL },
-    {0}
+static void mla_xf_describe(const Xform *x, char *buf, size_t cap) {
+    const TmlaResult *r = x->data;
+    snprintf(buf, cap, "convert mla of %s: kv_lora_rank %d, RoPE dims %d", x->src->name, r->kv_rank, r->rope_dim);
+}
+
+static void mla_xf_free(void *data) { tmla_result_free(data); }
+
+const XformKind cmd_convert_xform = {
+    .name = "convert mla", .export_to = mla_xf_export, .check = mla_xf_check, .kv_row = mla_xf_kv_row,
+    .describe = mla_xf_describe, .free = mla_xf_free, .owns_dir = mla_xf_owns_dir, .check_dir = mla_xf_check_dir,
 };
-
-static const Command convert_cmds[] = {
-    { .name = "convert", .summary = "convert the current model: convert mla kv-rank R [rope-dim D] ...",
-      .help = CONVERT_HELP, .sub = convert_subs, .flags = CMD_MODEL },
-    { .name = "check", .summary = "compare a conversion (or its export) with its source, layer by layer",
-      .help = CHECK_HELP, .pos = check_pos, .kw = check_kw, .fn = cmd_check },
-    {0}
-};
-
-const CommandGroup cmd_group_convert = { .title = "TransMLA: GQA -> MLA conversion", .cmds = convert_cmds };

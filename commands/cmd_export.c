@@ -1,20 +1,20 @@
-/* cmd_export.c -- `export DIR`: writes the session's latest transformation of the current model
- * to a new folder. The transformation decides the format: a FaRR truncation (core/export.h: hf
- * or factors), a TransMLA conversion (DeepSeek-V3 checkpoint, core/mla_export.h), a
- * non-contextual TPA conversion (attnlab's own layout, core/tpa.h) or KQ-SVD projections
- * (core/kqsvd.h). "Latest" is what the dispatcher recorded from the commands marked .xform
- * (registry.h); with none recorded for this model, whichever one is pending. */
+/* cmd_export.c -- the verbs that act on transformations (xform.h) without knowing the methods:
+ * `convert` (a hub like `plot`: its sub-commands are the methods', listed in methods.c), `export
+ * DIR` (writes the newest transformation of the current model: a FaRR truncation, a TransMLA or
+ * TPA conversion, KQ-SVD projections -- the transformation decides the format) and `check [DIR]`
+ * (the newest checkable transformation of the current model, or an export folder, against its
+ * source). `kv-cache` (cmd_tpa.c) lists a row for each transformation. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd_calib.h"
-#include "cmd_convert.h"
-#include "cmd_tpa.h"
-#include "export.h"
-#include "farr.h"
+#include "methods.h"
+#include "params.h"
 #include "registry.h"
 #include "session.h"
+#include "xform.h"
+
+/* ================================================================ export */
 
 static const char EXPORT_HELP[] =
     "Writes the session's latest transformation of the current model to a new folder DIR, which\n"
@@ -56,42 +56,79 @@ static const Param export_kw[] = {
     {0}
 };
 
-/* Writes the FaRR working copy (the latest `truncate vo` / `truncate qk` plans). */
-static int export_farr(Session *s, const Args *a, const FarrPlan *vo, const FarrPlan *qk, Out *out) {
-    const char *dir = args_str(a, "dir");
-    ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force") };
-    if (args_given(a, "format") && export_format_parse(args_str(a, "format"), &o.format)) return AL_ERR;
-    ExportReport rep;
-    int rc = farr_export(s->cur, vo, qk, dir, &o, &rep);
-    if (rc) return rc;
-    out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu files, %zu tensors copied bit for bit, %zu rewritten\n",
-               vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", s->cur->name, dir,
-               export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
-    if (rep.format == EXPORT_HF && qk)
-        out_printf(out, "query rows scaled by %.6f so that scores keep their 1/sqrt(d) scale\n", rep.q_scale);
-    out_printf(out, "manifest: %s/farr_manifest.json\n", dir);
-    out_string(out, dir);
-    out->written = true;
-    return AL_OK;
+static int cmd_export(Session *s, const Args *a, Out *out) {
+    const Xform *x = xform_newest(s, s->cur, NULL);
+    if (!x)
+        return al_err("nothing to export for %s: run `truncate vo|qk ...`, `convert mla ...`, `convert tpa ...` or "
+                      "`kvsvd learn ...` first", s->cur->name);
+    return x->kind->export_to(s, x, a, out);
 }
 
-static int cmd_export(Session *s, const Args *a, Out *out) {
-    const FarrPlan *vo = s->farr ? farr_state_plan(s->farr, s->cur, FARR_VO) : NULL;
-    const FarrPlan *qk = s->farr ? farr_state_plan(s->farr, s->cur, FARR_QK) : NULL;
-    bool farr = vo || qk, mla = cmd_convert_pending(s, s->cur), tpa = cmd_tpa_pending(s, s->cur);
-    bool kv = cmd_kvsvd_pending(s, s->cur);
-    int last = s->last_xform_model == s->cur ? s->last_xform : XF_NONE;
-    const char *dir = args_str(a, "dir"), *dtype = args_given(a, "dtype") ? args_str(a, "dtype") : NULL;
-    size_t shard_mb = args_given(a, "shard-mb") ? (size_t)args_int(a, "shard-mb") : 0;
-    if (last == XF_NONE)                 /* nothing recorded: the one that is pending, FaRR first */
-        last = farr ? XF_FARR : mla ? XF_MLA : tpa ? XF_TPA : kv ? XF_KVSVD : XF_NONE;
-    if (last == XF_FARR && farr) return export_farr(s, a, vo, qk, out);
-    if (last == XF_MLA && mla) return cmd_convert_export(s, dir, dtype, shard_mb, out);
-    if (last == XF_TPA && tpa) return cmd_tpa_export(s, dir, dtype, out);
-    if (last == XF_KVSVD && kv) return cmd_kvsvd_export(s, dir, args_flag(a, "force"), out);
-    return al_err("nothing to export for %s: run `truncate vo|qk ...`, `convert mla ...`, `convert tpa ...` or "
-                  "`kvsvd learn ...` first", s->cur->name);
+/* ================================================================ convert */
+
+static const char CONVERT_HELP[] =
+    "Model conversions. `convert mla` turns a GQA model with RoPE (Llama, Mistral, Qwen2,\n"
+    "llama2.c) into DeepSeek-V3 style multi-head latent attention (TransMLA, seed 003);\n"
+    "`convert mla-table` compares weight- and activation-based conversions by perplexity;\n"
+    "`convert tpa` re-factors keys and values as non-contextual Tensor Product Attention.\n"
+    "Then `export DIR` writes the latest conversion, `check` compares it with the model, and\n"
+    "`kv-cache` puts its KV cache beside the model's and Table 1's.";
+
+/* ================================================================ check */
+
+static const char CHECK_HELP[] =
+    "Compares a conversion with the model it came from, layer by layer: relative error of the\n"
+    "causal attention scores and of the attention outputs on random inputs.\n"
+    "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
+    "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint or a TPA\n"
+    "folder (tpa_manifest.json), both written by `export` -- and compares it with its source (the\n"
+    "manifest's path, or `source NAME`, a loaded model); for TransMLA also every non-attention\n"
+    "tensor byte for byte. An exact TransMLA conversion (kv-rank full, D = d, one KV head or\n"
+    "identical KV heads) shows errors at float precision; TPA evaluates from its factors (RoPE as\n"
+    "TPA applies it), and a TPA conversion that claims to be exact (form a with R = the KV heads,\n"
+    "form b with R = the head dim) fails when any layer's output error is above 1e-4.\n"
+    "Examples:\n"
+    "  convert tpa kv-rank 2; check\n"
+    "  check out/llama-mla\n"
+    "  check out/llama-mla source llama tokens 128 to check.json";
+
+static const Param check_pos[] = {
+    { .name = "dir", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "DIR",
+      .help = "an export folder (TransMLA or TPA); none: the session's conversion" },
+    {0}
+};
+static const Param check_kw[] = {
+    { .name = "source", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME",
+      .help = "a loaded model to compare with (default: the manifest's source)" },
+    PARAM_TOKENS("64", "random tokens per layer"),
+    PARAM_TO,
+    {0}
+};
+
+/* The newest transformation of m that can be checked (NULL when none). */
+static const Xform *newest_checkable(Session *s, const Model *m) {
+    for (const Xform *x = m ? xform_list(s) : NULL; x; x = x->next)
+        if (x->src == m && x->kind->check) return x;
+    return NULL;
 }
+
+static int cmd_check(Session *s, const Args *a, Out *out) {
+    const char *name = args_str(a, "source"), *dir = args_str(a, "dir");
+    if (name && *name && !session_find(s, name)) return al_err("check: no loaded model named '%s'", name);
+    if (!dir || !*dir) {                 /* the newest conversion of the current model */
+        const Xform *x = newest_checkable(s, s->cur);
+        if (x) return x->kind->check(s, x, a, out);
+        return al_err("check: nothing to check: give an export folder (check DIR), or convert first (convert mla ..., "
+                      "convert tpa ...); FaRR truncations report their errors in `truncate`, KQ-SVD in `kvsvd eval`");
+    }
+    for (size_t i = 0; methods_checkable_kinds[i]; i++) {
+        const XformKind *k = methods_checkable_kinds[i];
+        if (k->owns_dir && k->check_dir && k->owns_dir(dir)) return k->check_dir(s, dir, a, out);
+    }
+    return al_err("check: %s is no export attnlab can check (TransMLA or TPA)", dir);
+}
+
+/* ================================================================ the tables */
 
 static const Command export_cmds[] = {
     { .name = "export", .summary = "write the latest truncation, conversion or projections to a new folder",
@@ -100,3 +137,13 @@ static const Command export_cmds[] = {
 };
 
 const CommandGroup cmd_group_export = { .title = "Export", .cmds = export_cmds };
+
+static const Command convert_cmds[] = {
+    { .name = "convert", .summary = "convert the current model: convert mla kv-rank R [rope-dim D] ...",
+      .help = CONVERT_HELP, .sub = methods_convert_subs, .flags = CMD_MODEL },
+    { .name = "check", .summary = "compare a conversion (or its export) with its source, layer by layer",
+      .help = CHECK_HELP, .pos = check_pos, .kw = check_kw, .fn = cmd_check },
+    {0}
+};
+
+const CommandGroup cmd_group_convert = { .title = "Conversions: TransMLA (GQA -> MLA), TPA", .cmds = convert_cmds };

@@ -2,7 +2,7 @@
  * export. Handlers call core/farr.h and core/export.h and turn their results into table values
  * (Lua gets rows keyed by column name) or arrays (spectra).
  *
- * State: the session's FarrState (s->farr, core/farr.h) holds every layer's spectra keyed by
+ * State: the workspace's FarrState (ws_farr, core/farr.h) holds every layer's spectra keyed by
  * (model, kind, layer, offset) -- ranks at any tau derive from them, so asking again is instant and
  * a new tau never reuses stale ranks -- plus the working copy (the latest `truncate vo` and
  * `truncate qk` plans per model, what `export` writes) and the kept `fuse` head. The plot group
@@ -13,56 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "export.h"
 #include "farr.h"
 #include "registry.h"
-#include "cmd_farr.h"
+#include "params.h"
 #include "session.h"
+#include "workspace.h"
+#include "xform.h"
 
-/* ================================================================ state */
-
-static void farr_hook_free(Session *s) {
-    farr_state_free(s->farr);
-    s->farr = NULL;
-}
-
-static void farr_hook_model_closed(Session *s, Model *m) {
-    if (s->farr) farr_state_drop_model(s->farr, m);
-}
-
-static const SessionHook farr_hook = {
-    .name = "farr", .on_free = farr_hook_free, .on_model_close = farr_hook_model_closed,
-};
-
-/* The session's FaRR state, created on first use (see cmd_farr.h). */
-int cmd_farr_state(Session *s, FarrState **out) {
-    if (!s->farr) {
-        if (!(s->farr = farr_state_new())) return AL_ERR;
-        if (session_hook_add(s, &farr_hook)) return AL_ERR;
-    }
-    *out = s->farr;
-    return AL_OK;
-}
-
-static const char *const PAIR_CHOICES[] = {"vo", "qk", NULL};
 static const char *const KIND_CHOICES[] = {"q", "k", "v", "o", "qk", "vo", NULL};
 static const char *const POLICY_CHOICES[] = {"head", "layer-max", "model-max", NULL};
 static const char *const FUSED_CHOICES[] = {"info", "sigma", "energy", "u", "v", "a", "b", NULL};
 
-#define PARAM_OFFSET { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, \
-    .metavar = "D", .help = "qk on full-RoPE models: K rotated by RoPE at position D (analysis only, seed A.3)" }
-#define PARAM_TAU_KW { .name = "tau", .type = ARG_FLOAT, .min = 0.0, .max = 1.0, .comp = COMP_NONE, \
-    .metavar = "T", .help = "energy threshold of effective ranks (default: set tau)" }
 #define PARAM_LAYER { .name = "layer", .type = ARG_INT, .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" }
 #define PARAM_HEAD { .name = "head", .type = ARG_INT, .comp = COMP_HEADS, .metavar = "H", \
     .help = "query head number (k and v: the KV head it reads)" }
-
-static int offset_arg(const Args *a) {
-    return args_given(a, "offset") ? (int)args_int(a, "offset") : FARR_NO_OFFSET;
-}
-
-static double tau_arg(const Session *s, const Args *a) {
-    return args_given(a, "tau") ? args_float(a, "tau") : s->tau;
-}
 
 static int need_layer_head(const Args *a, int *layer, int *head) {
     if (!args_given(a, "layer") || !args_given(a, "head"))
@@ -111,8 +76,8 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     int side = (k == 4 || k == 5) ? 2 : (k == 0 || k == 2) ? 0 : 1;
     FarrState *st;
     const FarrLayer *fl;
-    if (cmd_farr_state(s, &st)) return AL_ERR;
-    int rc = farr_state_layer(st, s->cur, kind, layer, offset_arg(a), &fl);
+    if (ws_farr(s, &st)) return AL_ERR;
+    int rc = farr_state_layer(st, s->cur, kind, layer, param_offset(a), &fl);
     if (rc) return rc;
     if (head < 0 || head >= fl->n_heads) return al_err("head %d out of range: heads 0-%d", head, fl->n_heads - 1);
     const Spectrum *sp = side == 0 ? fl->a[head] : side == 1 ? fl->b[head] : fl->fused[head];
@@ -169,8 +134,7 @@ static const char RANKS_HELP[] =
     "  = attn.run(\"ranks vo layer 2\")[1].rank_vo";
 
 static const Param ranks_pos[] = {
-    { .name = "pair", .type = ARG_ENUM, .choices = PAIR_CHOICES, .comp = COMP_CHOICES,
-      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" },
+    PARAM_PAIR,
     { .name = "range", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS,
       .help = "a layer, a range A-B, or all" },
     {0}
@@ -179,13 +143,13 @@ static const Param ranks_pos[] = {
 static const Param ranks_kw[] = {
     { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .comp = COMP_LAYERS, .metavar = "L|all",
       .help = "one layer (or all)" },
-    PARAM_TAU_KW, PARAM_OFFSET, PARAM_TO, {0}
+    PARAM_TAU, PARAM_OFFSET, PARAM_TO, {0}
 };
 
 static int cmd_ranks(Session *s, const Args *a, Out *out) {
-    farr_kind kind = args_enum(a, "pair") == 1 ? FARR_QK : FARR_VO;
-    double tau = tau_arg(s, a);
-    int offset = offset_arg(a);
+    farr_kind kind = param_pair(a);
+    double tau = param_tau(s, a);
+    int offset = param_offset(a);
     long lo, hi;
     const char *which = args_given(a, "layer") ? "layer" : "range";
     if (args_given(a, "layer") && args_given(a, "range"))
@@ -193,7 +157,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     if (args_range(a, which, s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
     if (!(tau > 0 && tau <= 1)) return al_err("ranks: tau %g must be in (0, 1]", tau);
     FarrState *st;
-    if (cmd_farr_state(s, &st)) return AL_ERR;
+    if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_sweep(st, s->cur, kind, (int)lo, (int)hi, offset);
     if (rc) return rc;
     char c2[16], c3[16], c4[16];
@@ -238,21 +202,20 @@ static const char FUSE_HELP[] =
     "  fuse qk layer 1 head 3; fused u index 1";
 
 static const Param fuse_pos[] = {
-    { .name = "pair", .type = ARG_ENUM, .choices = PAIR_CHOICES, .comp = COMP_CHOICES,
-      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" },
+    PARAM_PAIR,
     {0}
 };
 
 static const Param fuse_kw[] = { PARAM_LAYER, PARAM_HEAD, PARAM_OFFSET, {0} };
 
 static int cmd_fuse(Session *s, const Args *a, Out *out) {
-    farr_kind kind = args_enum(a, "pair") == 1 ? FARR_QK : FARR_VO;
+    farr_kind kind = param_pair(a);
     int layer, head;
     if (need_layer_head(a, &layer, &head)) return AL_ERR;
     FarrState *st;
     FarrFused *f;
-    if (cmd_farr_state(s, &st)) return AL_ERR;
-    int rc = farr_fuse(s->cur, kind, layer, head, offset_arg(a), &f);
+    if (ws_farr(s, &st)) return AL_ERR;
+    int rc = farr_fuse(s->cur, kind, layer, head, param_offset(a), &f);
     if (rc) return rc;
     farr_state_set_fused(st, f);
     const Spectrum *sp = f->s;
@@ -315,7 +278,9 @@ static Table *matrix_table(const char *prefix, size_t rows, size_t cols, const d
 }
 
 static int cmd_fused(Session *s, const Args *a, Out *out) {
-    const FarrFused *f = farr_state_fused(s->farr);
+    FarrState *st;
+    if (ws_farr(s, &st)) return AL_ERR;
+    const FarrFused *f = farr_state_fused(st);
     if (!f) return al_err("no fused head kept: run `fuse vo|qk layer L head H` first");
     const Spectrum *sp = f->s;
     const char *what = args_str(a, "what");
@@ -393,16 +358,15 @@ static const char TRUNCATE_HELP[] =
     "  truncate vo tau 0.99 policy layer-max heads to vo_trunc.csv";
 
 static const Param truncate_pos[] = {
-    { .name = "pair", .type = ARG_ENUM, .choices = PAIR_CHOICES, .comp = COMP_CHOICES,
-      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" },
+    PARAM_PAIR,
     {0}
 };
 
 static const Param truncate_kw[] = {
-    PARAM_TAU_KW,
+    PARAM_TAU,
     { .name = "rank", .type = ARG_INT, .min = 1, .max = 1e9, .comp = COMP_NONE, .metavar = "R",
       .help = "keep exactly R dims per head (instead of tau)" },
-    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers A-B to truncate" },
+    PARAM_LAYERS("layers A-B to truncate"),
     { .name = "policy", .type = ARG_ENUM, .choices = POLICY_CHOICES, .def = "head", .comp = COMP_CHOICES,
       .help = "head, layer-max or model-max" },
     { .name = "heads", .type = ARG_FLAG, .comp = COMP_NONE, .help = "report one row per head" },
@@ -466,14 +430,16 @@ static Table *truncate_head_table(const FarrPlan *p, const ModelConfig *c) {
     return t;
 }
 
+extern const XformKind cmd_farr_xform;   /* below */
+
 static int cmd_truncate(Session *s, const Args *a, Out *out) {
     const ModelConfig *c = &s->cur->cfg;
-    FarrTruncOpts o = { .kind = args_enum(a, "pair") == 1 ? FARR_QK : FARR_VO };
+    FarrTruncOpts o = { .kind = param_pair(a) };
     if (args_given(a, "tau") && args_given(a, "rank"))
         return al_err("truncate: give tau T or rank R, not both");
     o.by_rank = args_given(a, "rank");
     o.rank = o.by_rank ? (int)args_int(a, "rank") : 0;
-    o.tau = tau_arg(s, a);
+    o.tau = param_tau(s, a);
     long lo, hi;
     if (args_range(a, "layers", c->n_layers, &lo, &hi)) return AL_ERR;
     o.layer_lo = (int)lo;
@@ -481,7 +447,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     if (farr_policy_parse(args_str(a, "policy"), &o.policy)) return AL_ERR;
     FarrState *st;
     FarrPlan *p;
-    if (cmd_farr_state(s, &st)) return AL_ERR;
+    if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_truncate(s->cur, &o, &p);
     if (rc) return rc;
     Table *t = args_flag(a, "heads") ? truncate_head_table(p, c) : truncate_layer_table(p);
@@ -504,9 +470,58 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
                        o.kind == FARR_VO ? "value" : "key", p->kv_before, p->kv_after);
         out_printf(out, "working copy updated (the loaded model is unchanged): `export DIR` writes it\n");
     }
-    if ((rc = farr_state_set_plan(st, s->cur, p)) != AL_OK) { table_free(t); return rc; }
+    if ((rc = farr_state_set_plan(st, s->cur, p)) != AL_OK || (rc = xform_add(s, &cmd_farr_xform, s->cur, NULL)) != AL_OK) {
+        table_free(t);
+        return rc;
+    }
     return out_table_to(out, a, t);
 }
+
+/* ================================================================ the transformation */
+
+/* The working copy's plans of m (NULL when none). */
+static void farr_plans(Session *s, const Model *m, const FarrPlan **vo, const FarrPlan **qk) {
+    FarrState *st;
+    *vo = *qk = NULL;
+    if (ws_farr(s, &st) == AL_OK) {
+        *vo = farr_state_plan(st, m, FARR_VO);
+        *qk = farr_state_plan(st, m, FARR_QK);
+    }
+}
+
+static bool farr_xf_alive(Session *s, const Xform *x) {
+    const FarrPlan *vo, *qk;
+    farr_plans(s, x->src, &vo, &qk);
+    return vo || qk;
+}
+
+/* `export DIR` after `truncate`: the working copy (the latest `truncate vo` / `truncate qk` plans). */
+static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
+    const FarrPlan *vo, *qk;
+    farr_plans(s, x->src, &vo, &qk);
+    const char *dir = args_str(a, "dir");
+    ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force") };
+    if (args_given(a, "format") && export_format_parse(args_str(a, "format"), &o.format)) return AL_ERR;
+    ExportReport rep;
+    int rc = farr_export(x->src, vo, qk, dir, &o, &rep);
+    if (rc) return rc;
+    out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu files, %zu tensors copied bit for bit, %zu rewritten\n",
+               vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", x->src->name, dir,
+               export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
+    if (rep.format == EXPORT_HF && qk)
+        out_printf(out, "query rows scaled by %.6f so that scores keep their 1/sqrt(d) scale\n", rep.q_scale);
+    out_printf(out, "manifest: %s/farr_manifest.json\n", dir);
+    out_string(out, dir);
+    out->written = true;
+    return AL_OK;
+}
+
+static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
+    snprintf(buf, cap, "truncate of %s (FaRR working copy)", x->src->name);
+}
+
+const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_export, .describe = farr_xf_describe,
+                                   .alive = farr_xf_alive };
 
 /* ================================================================ the table */
 
@@ -520,8 +535,7 @@ static const Command farr_cmds[] = {
     { .name = "fused", .summary = "read the kept fused head: info, sigma, energy, u, v, a, b",
       .help = FUSED_HELP, .pos = fused_pos, .kw = fused_kw, .fn = cmd_fused },
     { .name = "truncate", .summary = "FaRR truncate-and-split on a working copy, with accounting",
-      .help = TRUNCATE_HELP, .pos = truncate_pos, .kw = truncate_kw, .fn = cmd_truncate, .flags = CMD_MODEL,
-      .xform = XF_FARR },
+      .help = TRUNCATE_HELP, .pos = truncate_pos, .kw = truncate_kw, .fn = cmd_truncate, .flags = CMD_MODEL },
     {0}
 };
 

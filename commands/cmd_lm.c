@@ -1,9 +1,8 @@
 /* cmd_lm.c -- the language-model command group: `tokenizer`, `tokenize`, `generate` and `ppl`,
- * over core/tokenizer.c and core/forward.c. The group's state (the tokenizer and the forward pass
- * of each loaded model) lives in the session (s->lm), released through a SessionHook when the
- * model closes or the session ends (see cmd_lm.h). */
+ * over core/tokenizer.c and core/forward.c. The tokenizer and the forward pass of each loaded
+ * model are the workspace's (ws_lm.h), shared with calibration and TransMLA. */
 #define _GNU_SOURCE
-#include "cmd_lm.h"
+#include "ws_lm.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -16,127 +15,12 @@
 #include "registry.h"
 #include "safetensors.h"
 
-/* ================================================================ state */
-
-typedef struct LmEntry {
-    Model *m;
-    Tokenizer *tok;            /* NULL until first use */
-    Forward *fwd;              /* NULL until first use */
-    struct LmEntry *next;
-} LmEntry;
-
-/* The group's session state (s->lm): one entry per model used. */
-struct LmState {
-    LmEntry *entries;
-};
-
-static void entry_free(LmEntry *e) {
-    tok_free(e->tok);
-    fwd_free(e->fwd);
-    free(e);
-}
-
-/* Drops the entries of model m (every entry when m is NULL). */
-static void lm_drop(Session *s, Model *m) {
-    if (!s->lm) return;
-    for (LmEntry **p = &s->lm->entries; *p;) {
-        LmEntry *e = *p;
-        if (!m || e->m == m) { *p = e->next; entry_free(e); }
-        else p = &e->next;
-    }
-}
-
-static void lm_on_free(Session *s) {
-    lm_drop(s, NULL);
-    free(s->lm);
-    s->lm = NULL;
-}
-static void lm_on_close(Session *s, Model *m) { lm_drop(s, m); }
-static const SessionHook lm_hook = { .name = "lm", .on_free = lm_on_free, .on_model_close = lm_on_close };
-
-/* The entry of model m, created on first use. */
-static LmEntry *lm_entry(Session *s, Model *m) {
-    if (!s->lm) {
-        if (!(s->lm = al_calloc(1, sizeof *s->lm, "language-model state"))) return NULL;
-        if (session_hook_add(s, &lm_hook) != AL_OK) return NULL;
-    }
-    for (LmEntry *e = s->lm->entries; e; e = e->next)
-        if (e->m == m) return e;
-    LmEntry *e = al_calloc(1, sizeof *e, "language-model state");
-    if (!e) return NULL;
-    e->m = m;
-    e->next = s->lm->entries;
-    s->lm->entries = e;
-    return e;
-}
-
-int lm_tokenizer(Session *s, Model *m, Tokenizer **out) {
-    *out = NULL;
-    LmEntry *e = lm_entry(s, m);
-    if (!e) return AL_ERR;
-    if (!e->tok) {
-        char *path = NULL;
-        if (tok_find(m->path, &path) != AL_OK) return AL_ERR;
-        int rc = tok_open(path, &e->tok);
-        free(path);
-        if (rc != AL_OK) return rc;
-    }
-    *out = e->tok;
-    return AL_OK;
-}
-
-int lm_forward(Session *s, Model *m, Forward **out) {
-    *out = NULL;
-    LmEntry *e = lm_entry(s, m);
-    if (!e) return AL_ERR;
-    if (!e->fwd && fwd_new(m, NULL, &e->fwd) != AL_OK) return AL_ERR;
-    fwd_set_hooks(e->fwd, NULL);
-    fwd_clear_attn(e->fwd);
-    *out = e->fwd;
-    return AL_OK;
-}
-
 /* ================================================================ helpers */
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-int lm_read_ids(const char *path, int **ids, size_t *n) {
-    *ids = NULL;
-    *n = 0;
-    size_t len;
-    char *text = al_read_file(path, &len);
-    if (!text) return AL_ERR;
-    size_t cap = 1024, k = 0;
-    int *v = al_malloc3(cap, 1, sizeof *v, "token ids");
-    int rc = v ? AL_OK : AL_ERR;
-    for (char *p = text; rc == AL_OK;) {
-        while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',') p++;
-        if (!*p) break;
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX) {
-            rc = al_err("%s: token %zu ('%.12s') is not a non-negative integer id", path, k + 1, p);
-            break;
-        }
-        if (k == cap) {
-            int *nv = realloc(v, 2 * cap * sizeof *nv);
-            if (!nv) { rc = al_err("out of memory reading %s", path); break; }
-            v = nv;
-            cap *= 2;
-        }
-        v[k++] = (int)x;
-        p = end;
-    }
-    free(text);
-    if (rc != AL_OK) { free(v); return rc; }
-    *ids = v;
-    *n = k;
-    return AL_OK;
 }
 
 /* Ids from config.json's key (a number or an array of numbers) appended to list (max cap). */
@@ -163,13 +47,10 @@ static const char TOKENIZER_HELP[] =
 static int cmd_tokenizer(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     const char *file = args_str(a, "file");
-    LmEntry *e = lm_entry(s, m);
-    if (!e) return AL_ERR;
     Tokenizer *t;
     if (file && *file) {
         if (tok_open(file, &t) != AL_OK) return AL_ERR;
-        tok_free(e->tok);
-        e->tok = t;
+        if (lm_set_tokenizer(s, m, t) != AL_OK) { tok_free(t); return AL_ERR; }
     } else if (lm_tokenizer(s, m, &t) != AL_OK)
         return AL_ERR;
     out_printf(out, "tokenizer of %s: %s, %s, %zu ids, BOS %d, EOS %d\n", m->name, tok_path(t),

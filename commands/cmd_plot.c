@@ -17,16 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_calib.h"
+#include "cmd_plot_kvsvd.h"
 #include "cmd_plot_compare.h"
 #include "cmd_plot_mla.h"
 #include "farr.h"
 #include "lin.h"
-#include "cmd_farr.h"
 #include "plot.h"
 #include "plot_dest.h"
 #include "registry.h"
+#include "params.h"
 #include "session.h"
+#include "workspace.h"
 
 /* ================================================================ one head's matrices */
 
@@ -53,7 +54,7 @@ static int head_args(const Args *a, int *layer, int *head, int *offset) {
                       args_str(a, "kind") ? args_str(a, "kind") : "vo");
     *layer = (int)args_int(a, "layer");
     *head = (int)args_int(a, "head");
-    *offset = args_given(a, "offset") ? (int)args_int(a, "offset") : FARR_NO_OFFSET;
+    *offset = param_offset(a);
     return AL_OK;
 }
 
@@ -64,7 +65,7 @@ static int head_spectrum(Session *s, int mk, int layer, int head, int offset, co
     const FarrLayer *fl;
     int side;
     farr_kind kind = mat_pair(mk, &side);
-    if (cmd_farr_state(s, &st)) return AL_ERR;
+    if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_layer(st, s->cur, kind, layer, offset, &fl);
     if (rc) return rc;
     if (head < 0 || head >= fl->n_heads)
@@ -110,8 +111,6 @@ static const char ENERGY_HELP[] =
                         .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
 #define PARAM_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
                        .help = "show the figure in a window (needs a display)" }
-#define PARAM_TAU { .name = "tau", .type = ARG_FLOAT, .min = 0.0, .max = 1.0, .comp = COMP_NONE, .metavar = "X", \
-                    .help = "energy threshold of the effective ranks (default: set tau)" }
 
 static const Param kind_pos[] = {
     { .name = "kind", .type = ARG_ENUM, .choices = MAT_CHOICES, .comp = COMP_CHOICES,
@@ -123,8 +122,7 @@ static const Param spectrum_kw[] = {
     { .name = "layer", .type = ARG_INT, .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
     { .name = "head", .type = ARG_INT, .comp = COMP_HEADS, .metavar = "H", .help = "query head number" },
     { .name = "log", .type = ARG_FLAG, .comp = COMP_NONE, .help = "sigma on a log axis" },
-    { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D",
-      .help = "qk on full-RoPE models: RoPE position offset of K (analysis only, seed A.3)" },
+    PARAM_OFFSET,
     PARAM_PLOT_TO,
     PARAM_WINDOW,
     {0}
@@ -212,7 +210,7 @@ static void rankset_free(RankSet *r) {
 static int rankset_build(Session *s, farr_kind kind, int lo, int hi, int offset, double tau, RankSet *r) {
     FarrState *st;
     memset(r, 0, sizeof *r);
-    if (cmd_farr_state(s, &st)) return AL_ERR;
+    if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_sweep(st, s->cur, kind, lo, hi, offset);
     if (rc) return rc;
     size_t n = (size_t)(hi - lo + 1), nh = (size_t)s->cur->cfg.n_heads, cells;
@@ -273,10 +271,9 @@ static const Param ranks_pos[] = {
 static const Param ranks_kw[] = {
     { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .comp = COMP_LAYERS, .metavar = "L|all",
       .help = "one layer (or all: the grid)" },
-    { .name = "layers", .type = ARG_RANGE, .comp = COMP_LAYERS, .help = "the grid of layers A-B" },
+    PARAM_LAYERS_OPT("the grid of layers A-B"),
     PARAM_TAU,
-    { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D",
-      .help = "qk on full-RoPE models: RoPE position offset of K (analysis only, seed A.3)" },
+    PARAM_OFFSET,
     PARAM_PLOT_TO,
     PARAM_WINDOW,
     {0}
@@ -284,8 +281,8 @@ static const Param ranks_kw[] = {
 
 static int cmd_plot_ranks(Session *s, const Args *a, Out *out) {
     farr_kind kind = !strcmp(a->cmd->name, "qk-ranks") ? FARR_QK : FARR_VO;
-    double tau = args_given(a, "tau") ? args_float(a, "tau") : s->tau;
-    int offset = args_given(a, "offset") ? (int)args_int(a, "offset") : FARR_NO_OFFSET;
+    double tau = param_tau(s, a);
+    int offset = param_offset(a);
     int lo, hi;
     bool single;
     RankSet r;
@@ -317,28 +314,25 @@ static const char BYLAYER_HELP[] =
     "  plot ranks-by-layer vo\n"
     "  plot ranks-by-layer qk layers 0-20 tau 0.99 to qk_depth.pdf";
 
-static const char *const PAIR_CHOICES[] = {"vo", "qk", NULL};
 
 static const Param bylayer_pos[] = {
-    { .name = "pair", .type = ARG_ENUM, .choices = PAIR_CHOICES, .comp = COMP_CHOICES,
-      .help = "which fused pair: vo (W_V W_O) or qk (W_Q W_K^T)" },
+    PARAM_PAIR,
     {0}
 };
 
 static const Param bylayer_kw[] = {
-    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers A-B" },
+    PARAM_LAYERS("layers A-B"),
     PARAM_TAU,
-    { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D",
-      .help = "qk on full-RoPE models: RoPE position offset of K (analysis only, seed A.3)" },
+    PARAM_OFFSET,
     PARAM_PLOT_TO,
     PARAM_WINDOW,
     {0}
 };
 
 static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
-    farr_kind kind = args_enum(a, "pair") == 1 ? FARR_QK : FARR_VO;
-    double tau = args_given(a, "tau") ? args_float(a, "tau") : s->tau;
-    int offset = args_given(a, "offset") ? (int)args_int(a, "offset") : FARR_NO_OFFSET;
+    farr_kind kind = param_pair(a);
+    double tau = param_tau(s, a);
+    int offset = param_offset(a);
     long lo, hi;
     RankSet r;
     if (tau <= 0 || tau > 1) return al_err("%s: tau %g must be in (0, 1]", a->path, tau);
@@ -377,8 +371,7 @@ static const Param heatmap_kw[] = {
     { .name = "head", .type = ARG_INT, .comp = COMP_HEADS, .metavar = "H", .help = "query head number" },
     { .name = "factor", .type = ARG_ENUM, .choices = FACTOR_CHOICES, .comp = COMP_CHOICES,
       .help = "an SVD factor instead of the matrix: a (Uᵀ), b (Vt) or scaled (diag(sigma) Vt)" },
-    { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D",
-      .help = "qk on full-RoPE models: RoPE position offset of K (analysis only, seed A.3)" },
+    PARAM_OFFSET,
     PARAM_PLOT_TO,
     PARAM_WINDOW,
     {0}
@@ -502,7 +495,7 @@ static const Command plot_subs[] = {
       .help = BYLAYER_HELP, .pos = bylayer_pos, .kw = bylayer_kw, .fn = cmd_plot_ranks_by_layer,
       .flags = CMD_MODEL },
     CMD_PLOT_MLA_SUBS,      /* key-norms, rope-energy: TransMLA figures (cmd_plot_mla.c) */
-    CMD_PLOT_KVSVD_SUBS,    /* kvsvd-errors, kvsvd-unbalance: KQ-SVD figures (cmd_calib.c) */
+    CMD_PLOT_KVSVD_SUBS,    /* kvsvd-errors, kvsvd-unbalance: KQ-SVD figures (cmd_plot_kvsvd.c) */
     CMD_PLOT_COMPARE_SUBS,  /* compare, compare-budgets: every method at one KV budget (cmd_plot_compare.c) */
     {0}
 };

@@ -2,7 +2,7 @@
  * reduction of the seeds at one budget (core/compare.h; TPA issue, "All methods, one budget").
  *
  * `plot compare` draws the per-layer error of each method from the comparison the TPA group keeps
- * in the session (cmd_tpa.h: the last `compare`, or one run here and kept); `plot compare-budgets`
+ * in the session (ws_compare.h: the last `compare`, or one run here and kept); `plot compare-budgets`
  * runs the comparison at several budgets and draws the mean error over the layers against the
  * values each method caches. Both render through plot_curves (plots/plot.h); nothing here does
  * math beyond picking errors out of the rows and averaging them over layers. Where the figure
@@ -16,11 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_tpa.h"
 #include "compare.h"
 #include "plot.h"
 #include "plot_dest.h"
+#include "params.h"
 #include "session.h"
+#include "ws_compare.h"
 
 /* Renders the curves to d (x_whole: layers on x), says where the figure went and makes its path
  * the result. Frees d. */
@@ -58,14 +59,11 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
 }
 
 /* The common parts of both figures' keywords. */
-#define PCMP_LAYERS { .name = "layers", .type = ARG_RANGE, .comp = COMP_LAYERS, \
-                      .help = "layers A-B (default: those of the last compare, else all)" }
+#define PCMP_LAYERS PARAM_LAYERS_OPT("layers A-B (default: those of the last compare, else all)")
 #define PCMP_WHAT { .name = "what", .type = ARG_ENUM, .choices = WHAT_CHOICES, .def = "out", .comp = COMP_CHOICES, \
                     .help = "which relative error: the attention output (out) or the causal scores (score)" }
-#define PCMP_TOKENS { .name = "tokens", .type = ARG_INT, .min = 2, .max = 8192, .comp = COMP_NONE, .metavar = "T", \
-                      .help = "random tokens of the evaluation (default: the last compare's, else 64)" }
-#define PCMP_FIT { .name = "fit", .type = ARG_ENUM, .choices = cmd_tpa_fit_choices, .def = "auto", \
-                   .comp = COMP_CHOICES, .help = "auto: calibration statistics when the session has them, else unit variance" }
+#define PCMP_TOKENS PARAM_TOKENS(NULL, "random tokens of the evaluation (default: the last compare's, else 64)")
+#define PCMP_FIT PARAM_FIT("auto: calibration statistics when the session has them, else unit variance")
 #define PCMP_LINEAR { .name = "linear", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a linear axis (default: log)" }
 #define PCMP_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
                   .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
@@ -74,7 +72,7 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
 
 /* The comparison key of the keywords shared by both figures (budget left 0); layers and tokens
  * not given follow the session's last compare of the model, when there is one. */
-static int key_from_args(Session *s, const Args *a, CmdCmpKey *q) {
+static int key_from_args(Session *s, const Args *a, WsCmpKey *q) {
     memset(q, 0, sizeof *q);
     q->layer_lo = -1;
     q->fit = args_enum(a, "fit");
@@ -85,7 +83,7 @@ static int key_from_args(Session *s, const Args *a, CmdCmpKey *q) {
         q->layer_lo = (int)lo;
         q->layer_hi = (int)hi;
     }
-    const CmpResult *last = cmd_tpa_compare_last(s, s->cur);
+    const CmpResult *last = ws_compare_last(s, s->cur);
     if (last && last->n_rows > 0) {
         if (!q->tokens) q->tokens = last->tokens;
         if (q->layer_lo < 0) {
@@ -220,9 +218,9 @@ static void narrate_compare(Out *out, const Model *m, const CmpResult *r, bool r
 int cmd_plot_compare(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     int what = args_enum(a, "what");
-    CmdCmpKey q;
+    WsCmpKey q;
     if (key_from_args(s, a, &q)) return AL_ERR;
-    const CmpResult *last = cmd_tpa_compare_last(s, m);
+    const CmpResult *last = ws_compare_last(s, m);
     if (args_given(a, "kv-budget")) q.budget = (size_t)args_int(a, "kv-budget");
     else if (last) q.budget = last->budget;
     else {
@@ -233,7 +231,7 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
     }
     const CmpResult *r;
     bool reused;
-    int rc = cmd_tpa_compare_get(s, m, &q, &r, &reused);
+    int rc = ws_compare_get(s, m, &q, &r, &reused);
     if (rc) return rc;
     int lo = q.layer_lo >= 0 ? q.layer_lo : r->rows[0].layer;
     int hi = q.layer_lo >= 0 ? q.layer_hi : r->rows[r->n_rows - 1].layer;
@@ -399,7 +397,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     int what = args_enum(a, "what");
     size_t kv_model = cfg_kv_values(&m->cfg), budgets[MAX_BUDGETS], nb;
-    CmdCmpKey q;
+    WsCmpKey q;
     if (key_from_args(s, a, &q) || parse_budgets(args_str(a, "budgets"), kv_model, budgets, &nb)) return AL_ERR;
     /* x[k][i], y[k][i]: method k at budget i; NaN where it does not meet it. */
     double x[CMP_NMETHODS][MAX_BUDGETS], y[CMP_NMETHODS][MAX_BUDGETS];
@@ -413,7 +411,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         CmpResult *r = NULL;
         q.budget = budgets[i];
-        if ((rc = cmd_tpa_compare_run(s, m, &q, &r))) break;
+        if ((rc = ws_compare_run(s, m, &q, &r))) break;
         tokens = r->tokens;
         act = act || r->activation_stats;
         lo = r->rows[0].layer;

@@ -2,7 +2,7 @@
  * energy kept against RoPE dims) and `plot rope-removal` (Figure 3b: log-perplexity against the
  * fraction of RoPE dims removed), data from core/transmla.h and core/tmla_lm.h, drawn by plots/
  * (plot_key_norms, plot_curves). Statistics (activation- or weight-based) and the calibration
- * text come from cmd_convert.c (cmd_tmla_stats). Where a figure goes follows `plot`: `to FILE`,
+ * text come from ws_tmla.h (ws_tmla_stats). Where a figure goes follows `plot`: `to FILE`,
  * `window`, else a file in plot.dir named after the figure; the path is printed and is the
  * result. */
 #define _GNU_SOURCE
@@ -14,13 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_convert.h"
-#include "cmd_lm.h"
+#include "ws_lm.h"
 #include "plot.h"
 #include "plot_dest.h"
+#include "params.h"
 #include "session.h"
 #include "tmla_lm.h"
 #include "transmla.h"
+#include "ws_tmla.h"
 
 /* The largest of 4, 2, 1 dividing d/2 (the paper's 4D FreqFold where the head allows it). */
 static int default_fold(const Model *m) {
@@ -52,7 +53,7 @@ const Param cmd_plot_key_norms_kw[] = {
     { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
       .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
     { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
-    CMD_TMLA_STATS_PARAMS,
+    PARAM_TMLA_STATS,
     {0}
 };
 
@@ -69,11 +70,11 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     TmlaKeyNorms *k = NULL;
     TmlaStatsUse u;
     const double *S, *mu;
-    int src = cmd_tmla_stats(s, m, a, false, &u, out);
+    int src = ws_tmla_stats(s, m, a, false, &u, out);
     if (src) return src;
     layer_stats(&u, layer, &S, &mu);
     int rc = tmla_key_norms_stats(m, layer, M, S, mu, &k);
-    if (rc) { cmd_tmla_stats_release(&u); return rc; }
+    if (rc) { ws_tmla_stats_release(&u); return rc; }
     char l3[64], title[256], sub[1024], auto_name[256];
     snprintf(l3, sizeof l3, "RoRoPE + %dD FreqFold", M);
     PlotKeyNorms v[3] = {{"original", k->orig_re, k->orig_im}, {"RoRoPE", k->rot_re, k->rot_im},
@@ -81,7 +82,7 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     snprintf(title, sizeof title, "%s layer %d: key norm per dimension", m->name, layer);
     snprintf(sub, sizeof sub, "%d KV heads x %zu pairs, %s; RoPE layout %s", m->cfg.n_kv_heads, k->pairs_per_head,
              u.source, rope_layout_name(m->cfg.rope));
-    cmd_tmla_stats_release(&u);
+    ws_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-key-norms-L%d-M%d", m->name, layer, M);
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { tmla_key_norms_free(k); return AL_ERR; }
@@ -119,7 +120,7 @@ const Param cmd_plot_rope_energy_kw[] = {
     { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
       .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
     { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
-    CMD_TMLA_STATS_PARAMS,
+    PARAM_TMLA_STATS,
     {0}
 };
 
@@ -143,14 +144,14 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     TmlaRopeEnergy *e = NULL;
     TmlaStatsUse u;
     const double *S, *mu;
-    int src = cmd_tmla_stats(s, m, a, false, &u, out);
+    int src = ws_tmla_stats(s, m, a, false, &u, out);
     if (src) return src;
     layer_stats(&u, layer, &S, &mu);
     int rc = tmla_rope_energy_stats(m, layer, Ms, nM, S, mu, &e);
-    if (rc) { cmd_tmla_stats_release(&u); return rc; }
+    if (rc) { ws_tmla_stats_release(&u); return rc; }
     PlotCurve *cv = al_calloc(e->n_curves, sizeof *cv, "curves");
     char (*labels)[64] = al_calloc(e->n_curves, 64, "labels");
-    if (!cv || !labels) { free(cv); free(labels); tmla_rope_energy_free(e); cmd_tmla_stats_release(&u); return AL_ERR; }
+    if (!cv || !labels) { free(cv); free(labels); tmla_rope_energy_free(e); ws_tmla_stats_release(&u); return AL_ERR; }
     for (size_t i = 0; i < e->n_curves; i++) {
         const TmlaRopeCurve *c = &e->curves[i];
         if (c->M == 0) snprintf(labels[i], 64, "no rotation (strongest KV heads)");
@@ -161,7 +162,7 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     char title[256], sub[1024], auto_name[256];
     snprintf(title, sizeof title, "%s layer %d: key energy kept in the RoPE dims", m->name, layer);
     snprintf(sub, sizeof sub, "merged key of %d KV heads x %d dims, %s", m->cfg.n_kv_heads, 2 * d2, u.source);
-    cmd_tmla_stats_release(&u);
+    ws_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-rope-energy-L%d", m->name, layer);
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) rc = AL_ERR;
@@ -207,13 +208,13 @@ const Param cmd_plot_rope_removal_kw[] = {
       .help = "RoRoPE curves: 1 plain, M > 1 with FreqFold M (those not dividing head dim / 2 are skipped)" },
     { .name = "mha2mla", .type = ARG_ENUM, .choices = (const char *const[]){"on", "off", NULL}, .def = "on",
       .comp = COMP_CHOICES, .help = "also MHA2MLA's per-head query-key norm selection" },
-    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers that lose RoPE dims" },
+    PARAM_LAYERS("layers that lose RoPE dims"),
     { .name = "data", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
       .help = "also write the points to FILE.csv or FILE.json" },
     { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
       .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
     { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
-    CMD_TMLA_STATS_PARAMS,
+    PARAM_TMLA_STATS,
     {0}
 };
 
@@ -269,7 +270,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     }
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     TmlaStatsUse u;
-    int src = cmd_tmla_stats(s, m, a, true, &u, out);
+    int src = ws_tmla_stats(s, m, a, true, &u, out);
     if (src) return src;
     TlmRemovalOpts o = {.removed = fr, .n_removed = nf, .Ms = Ms, .nM = nM, .mha2mla = args_enum(a, "mha2mla") != 1,
                         .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = u.act ? (const double *const *)u.sigma : NULL,
@@ -279,7 +280,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     TlmRemoval *r = NULL;
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = tlm_rope_removal(f, &o, &r);
-    if (rc) { cmd_tmla_stats_release(&u); return rc; }
+    if (rc) { ws_tmla_stats_release(&u); return rc; }
     out_printf(out, "%s: log-perplexity on %zu tokens (windows of %zu), original %.5f (ppl %.6g); layers %ld-%ld; %s\n",
                m->name, r->tokens, u.seqlen, r->base_nll, exp(r->base_nll), lo, hi, u.source);
     size_t nc = r->n_curves + 1;
@@ -314,7 +315,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     snprintf(sub, sizeof sub, "layers %ld-%ld, %zu tokens, no KV compression; PCA / norms: %s", lo, hi, r->tokens,
              u.source);
     snprintf(auto_name, sizeof auto_name, "%s-rope-removal", m->name);
-    cmd_tmla_stats_release(&u);
+    ws_tmla_stats_release(&u);
     PlotDest d;
     if (rc == AL_OK && plot_dest_init(s, a, auto_name, &d)) rc = AL_ERR;
     else if (rc == AL_OK) {

@@ -5,7 +5,7 @@
  *                                         kept, one curve per FreqFold M
  *   plot rope-removal                     Figure 3b: log-perplexity against the fraction of RoPE
  *                                         dims removed (RoRoPE, + FreqFold, MHA2MLA)
- * The figures take the statistics keywords of cmd_convert.h (activation- or weight-based).
+ * The figures take the statistics keywords of ws_tmla.h (activation- or weight-based).
  * To plug them into `plot`, put CMD_PLOT_MLA_SUBS among the entries of cmd_plot.c's plot_subs. */
 #ifndef AL_CMD_PLOT_MLA_H
 #define AL_CMD_PLOT_MLA_H

@@ -1,10 +1,10 @@
 /* cmd_tpa.c -- the Tensor Product Attention command group (seed 004): `kv-cache` (Table 1: KV cache
  * and attention parameters of MHA, MQA, GQA, MLA and TPA's variants for the current model, plus the
  * model as loaded and the session's conversions) and `compare` (every KV-cache reduction at one
- * budget); and the handlers other groups' commands reach through cmd_tpa.h: `convert tpa` (a GQA /
- * MHA model re-factored into non-contextual TPA, form a or b), `export DIR` (attnlab's own layout)
- * and `check [DIR]` (a conversion or an export against its source). The session keeps the last
- * conversion and comparison in struct TpaState (s->tpa), dropped when their model closes. */
+ * budget); and what it plugs into the verbs through cmd_tpa.h (listed by methods.c): `convert tpa`
+ * (a GQA / MHA model re-factored into non-contextual TPA, form a or b), whose export (attnlab's own
+ * layout), check (a conversion or an export against its source) and kv-cache row go through xform.h. `convert tpa` leaves a
+ * transformation (cmd_tpa_xform, xform.h); the kept comparison is the workspace's (ws_compare.h). */
 #define _GNU_SOURCE
 #include "cmd_tpa.h"
 
@@ -13,65 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_calib.h"
-#include "cmd_convert.h"
+#include "params.h"
+#include "ws_calib.h"
+#include "ws_compare.h"
 #include "compare.h"
 #include "tpa.h"
-
-/* ================================================================ session state */
-
-/* The calibration a comparison used, told apart from a later one (NULL stats: none used). */
-typedef struct {
-    const void *stats;        /* the session's CalibStats, compared by address */
-    size_t tokens, seqs;      /* summed over layers: a reloaded or grown calibration differs */
-} CalibMark;
-
-struct TpaState {
-    TpaModel *res;            /* the last conversion; res->src is a session model */
-    CmpResult *cmp;           /* the last comparison (`compare`, `plot compare`) of cmp_model */
-    Model *cmp_model;         /* (budget and tokens are in cmp, its layers in its rows) */
-    CalibMark cmp_calib;      /* the calibration it drew its inputs from */
-};
-
-static void tpa_hook_free(Session *s) {
-    if (s->tpa) {
-        tpa_model_free(s->tpa->res);
-        cmp_result_free(s->tpa->cmp);
-    }
-    free(s->tpa);
-    s->tpa = NULL;
-}
-
-static void tpa_hook_model_closed(Session *s, Model *m) {
-    if (s->tpa && s->tpa->res && s->tpa->res->src == m) {
-        tpa_model_free(s->tpa->res);
-        s->tpa->res = NULL;
-    }
-    if (s->tpa && s->tpa->cmp_model == m) {
-        cmp_result_free(s->tpa->cmp);
-        s->tpa->cmp = NULL;
-        s->tpa->cmp_model = NULL;
-    }
-}
-
-static const SessionHook tpa_hook = {.name = "tpa", .on_free = tpa_hook_free, .on_model_close = tpa_hook_model_closed};
-
-static int tpa_state(Session *s, struct TpaState **out) {
-    if (!s->tpa) {
-        if (!(s->tpa = al_calloc(1, sizeof *s->tpa, "the TPA state"))) return AL_ERR;
-        if (session_hook_add(s, &tpa_hook)) return AL_ERR;
-    }
-    *out = s->tpa;
-    return AL_OK;
-}
-
-bool cmd_tpa_pending(const Session *s, const Model *m) {
-    return s->tpa && s->tpa->res && (!m || s->tpa->res->src == m);
-}
+#include "xform.h"
 
 /* ================================================================ convert tpa */
 
-const char cmd_tpa_convert_help[] =
+const char CMD_TPA_CONVERT_HELP[] =
     "Re-factors the keys and values of every layer into non-contextual TPA (seed 004, 3.4-3.5).\n"
     "A GQA / MHA layer is already non-contextual TPA (its keys are a rank-G sum over the KV heads);\n"
     "this fits it at a chosen rank instead:\n"
@@ -103,8 +54,6 @@ const char cmd_tpa_convert_help[] =
     "  convert tpa kv-rank 16 form b layers 0-3; export out/llama-tpa; check out/llama-tpa";
 
 static const char *const FORMS[] = {"a", "b", NULL};
-const char *const cmd_tpa_fit_choices[] = {"auto", "weights", "calib", NULL};
-#define FITS cmd_tpa_fit_choices
 
 const Param cmd_tpa_convert_kw[] = {
     { .name = "kv-rank", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "R",
@@ -115,49 +64,12 @@ const Param cmd_tpa_convert_kw[] = {
       .help = "rank of the values (default: kv-rank, else exact)" },
     { .name = "form", .type = ARG_ENUM, .choices = FORMS, .def = "a", .comp = COMP_CHOICES,
       .help = "a: fixed head factors, cached token factors; b: cached head factors, fixed token factors" },
-    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS,
-      .help = "layers to convert (export needs all)" },
-    { .name = "tokens", .type = ARG_INT, .def = "64", .min = 1, .max = 8192, .comp = COMP_NONE, .metavar = "T",
-      .help = "random tokens for the error report" },
-    { .name = "fit", .type = ARG_ENUM, .choices = FITS, .def = "auto", .comp = COMP_CHOICES,
-      .help = "auto: calibration statistics when the session has them, else the weights" },
+    PARAM_LAYERS("layers to convert (export needs all)"),
+    PARAM_TOKENS("64", "random tokens for the error report"),
+    PARAM_FIT("auto: calibration statistics when the session has them, else the weights"),
     PARAM_TO,
     {0}
 };
-
-/* Per-layer E[x xᵀ] of layers lo..hi from the session's calibration of m, when `fit` asks for it
- * (auto: when there are statistics with the attention input). *sigma stays NULL for the weights'
- * own fit; free with free_sigma. *ntok: tokens behind layer lo. */
-static int fit_sigma(Session *s, const Model *m, int fit, int lo, int hi, double ***sigma, size_t *ntok) {
-    *sigma = NULL;
-    *ntok = 0;
-    if (fit == 1) return AL_OK;
-    const CalibStats *cs = NULL;
-    if (cmd_calib_stats(s, m, &cs)) return AL_ERR;
-    if (!cs || !cs->has_x) {
-        if (fit == 2)
-            return al_err("fit calib: the session has no calibration of %s with attention-input statistics: run "
-                          "calibrate FILE inputs on first (or fit weights)", m->name);
-        return AL_OK;
-    }
-    size_t D = (size_t)m->cfg.hidden;
-    double **sg = al_calloc((size_t)m->cfg.n_layers, sizeof *sg, "input second moments");
-    if (!sg) return AL_ERR;
-    for (int l = lo; l <= hi; l++)
-        if (!(sg[l] = al_malloc3(D, D, sizeof(double), "an input second moment")) || calib_second_moment(cs, l, sg[l])) {
-            for (int k = lo; k <= l; k++) free(sg[k]);
-            free(sg);
-            return al_err_ctx("the calibration of layer %d", l);
-        }
-    *sigma = sg;
-    *ntok = cs->tokens[lo];
-    return AL_OK;
-}
-
-static void free_sigma(double **sg, int n) {
-    for (int l = 0; sg && l < n; l++) free(sg[l]);
-    free(sg);
-}
 
 /* Adds a number cell, null when not finite. */
 static void num_or_null(Table *t, double v) {
@@ -183,18 +95,14 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     o.layer_lo = (int)lo;
     o.layer_hi = (int)hi;
-    struct TpaState *st;
-    if (tpa_state(s, &st)) return AL_ERR;
     double **sigma = NULL;
     size_t ntok = 0;
-    if (fit_sigma(s, m, args_enum(a, "fit"), o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
+    if (ws_calib_fit_sigma(s, m, args_enum(a, "fit"), o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
     o.sigma = (const double *const *)sigma;
     TpaModel *r = NULL;
     int rc = tpa_convert(m, &o, &r);
-    free_sigma(sigma, m->cfg.n_layers);
-    if (rc) return rc;
-    tpa_model_free(st->res);
-    st->res = r;
+    ws_calib_free_sigma(sigma, m->cfg.n_layers);
+    if (rc || (rc = xform_add(s, &cmd_tpa_xform, m, r))) return rc;
     const TpaOpts *ro = &r->opts;
     bool fa = ro->form == TPA_FORM_A;
     out_printf(out, "converted layers %d-%d of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
@@ -233,15 +141,13 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ export */
 
-int cmd_tpa_export(Session *s, const char *dir, const char *dtype, Out *out) {
-    if (!cmd_tpa_pending(s, NULL))
-        return al_err("export: this session holds no TPA conversion: run convert tpa kv-rank R first");
-    dt_type dt = DT_F32;
-    if (dtype && *dtype) {
-        dt = !strcmp(dtype, "f32") ? DT_F32 : !strcmp(dtype, "f16") ? DT_F16 : !strcmp(dtype, "bf16") ? DT_BF16 : DT_INVALID;
-        if (dt == DT_INVALID) return al_err("export: dtype '%s': give f32, f16 or bf16", dtype);
-    }
-    const TpaModel *r = s->tpa->res;
+/* `export DIR` after `convert tpa`: attnlab's own layout (dtype, default f32). */
+static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
+    (void)s;
+    const char *dir = args_str(a, "dir");
+    dt_type dt;
+    if (xform_export_dtype(a, DT_F32, &dt)) return AL_ERR;
+    const TpaModel *r = x->data;
     if (tpa_export(r, dir, dt)) return AL_ERR;
     out_printf(out, "exported %s as non-contextual TPA form %s (R_K %d, R_V %d, %s) to %s: %s + %s\n",
                r->src_name, tpa_form_name(r->opts.form), r->opts.k_rank, r->opts.v_rank, dt_name(dt), dir, TPA_MANIFEST,
@@ -291,18 +197,21 @@ static int check_report(const TpaModel *t, Model *src, size_t tokens, const char
     return rc;
 }
 
-int cmd_tpa_check_session(Session *s, const char *src_name, size_t tokens, const Args *a, Out *out) {
-    if (!cmd_tpa_pending(s, NULL))
-        return al_err("check: this session holds no TPA conversion: run convert tpa kv-rank R, or give an export "
-                      "folder (check DIR)");
-    const TpaModel *t = s->tpa->res;
+/* `check` after `convert tpa`: the conversion against its source (or `source NAME`). */
+static int tpa_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
+    const char *src_name = args_str(a, "source");
+    size_t tokens = (size_t)args_int(a, "tokens");
+    const TpaModel *t = x->data;
     Model *src = t->src;
     if (src_name && *src_name && !(src = session_find(s, src_name)))
         return al_err("check: no loaded model named '%s'", src_name);
     return check_report(t, src, tokens, "the session's conversion", a, out);
 }
 
-int cmd_tpa_check_dir(Session *s, const char *dir, const char *src_name, size_t tokens, const Args *a, Out *out) {
+/* `check DIR` of a TPA export against its source (`source NAME`, else the manifest's path). */
+static int tpa_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
+    const char *src_name = args_str(a, "source");
+    size_t tokens = (size_t)args_int(a, "tokens");
     Model *src = NULL, *opened = NULL;
     if (src_name && *src_name && !(src = session_find(s, src_name)))
         return al_err("check: no loaded model named '%s'", src_name);
@@ -328,7 +237,7 @@ int cmd_tpa_check_dir(Session *s, const char *dir, const char *src_name, size_t 
 
 /* ================================================================ kv-cache */
 
-const char cmd_tpa_kv_help[] =
+static const char KV_HELP[] =
     "KV cache and attention parameters per token per layer for the current model: Table 1 of the\n"
     "TPA paper at the model's dimensions -- values cached per token per layer, their bytes, and\n"
     "attention parameters per layer of MHA, MQA, GQA, MLA, TPA, TPA KV-only and TPA with\n"
@@ -355,7 +264,7 @@ static const char *const SCHEMES[] = {"all", "mha", "mqa", "gqa", "mla", "tpa", 
 
 #define RANK_KW(nm, mv, hp) { .name = nm, .type = ARG_INT, .min = 1, .max = 1 << 24, .comp = COMP_NONE, \
                               .metavar = mv, .help = hp }
-const Param cmd_tpa_kv_kw[] = {
+static const Param kv_kw[] = {
     RANK_KW("rq", "Rq", "TPA query rank R_Q (default 6)"),
     RANK_KW("rk", "Rk", "TPA key rank R_K (default 2)"),
     RANK_KW("rv", "Rv", "TPA value rank R_V (default 2)"),
@@ -380,52 +289,37 @@ static int kv_row(Table *t, const char *scheme, size_t values, size_t bytes, siz
     return AL_OK;
 }
 
-/* Bytes per token over all L layers when `conv` of them cache `after` values per token and the
- * others the model's `before`. */
-static size_t kv_total_bytes(size_t before, size_t after, size_t conv, size_t L, size_t bytes) {
-    return (after * conv + before * (L - conv)) * bytes;
-}
-
-/* The rows of the model as loaded and of the session's conversions of it (TransMLA, TPA) in t:
- * the scheme name carries the attention type or the settings, the bytes per token over all
- * layers (unconverted layers at the model's cache) and, for conversions, the converted layers'
- * cache as a fraction of the model's (xF). Says on out when there is no conversion. */
+/* The rows of the model as loaded and of the session's transformations of it that have one
+ * (`convert mla`, `convert tpa`, oldest first) in t: the scheme name carries the attention type or
+ * the settings, the bytes per token over all layers (unconverted layers at the model's cache) and,
+ * for conversions, the converted layers' cache as a fraction of the model's (xF). Says on out when
+ * there is no conversion. */
 static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *out) {
     char name[256];
-    size_t before = cfg_kv_values(&m->cfg), L = (size_t)m->cfg.n_layers;
+    XformKvCtx c = {.before = cfg_kv_values(&m->cfg), .bytes = bytes, .layers = (size_t)m->cfg.n_layers};
     const char *kind = cfg_is_mla(&m->cfg) ? "MLA"
                        : m->cfg.n_kv_heads == m->cfg.n_heads ? "MHA"
                        : m->cfg.n_kv_heads == 1 ? "MQA" : "GQA";
     snprintf(name, sizeof name, "%s as loaded (%s; %zu bytes per token in %zu layers)", m->name, kind,
-             before * bytes * L, L);
-    if (kv_row(t, name, before, bytes, cfg_attn_params(&m->cfg))) return AL_ERR;
-    const TmlaResult *mr = cmd_convert_result(s, m);
-    if (mr) {
-        size_t conv = 0;
-        for (int l = 0; l < mr->n_layers; l++) conv += mr->layers[l] != NULL;
-        snprintf(name, sizeof name, "convert mla (MLA R %d + D %d; %zu bytes per token in %zu layers; x%.4g)",
-                 mr->kv_rank, mr->rope_dim, kv_total_bytes(before, mr->kv_after, conv, L, bytes), L,
-                 before ? (double)mr->kv_after / (double)before : 1.0);
-        /* params_after sums the converted layers: per layer like the other rows */
-        if (kv_row(t, name, mr->kv_after, bytes, conv ? mr->params_after / conv : 0)) return AL_ERR;
+             c.before * bytes * c.layers, c.layers);
+    if (kv_row(t, name, c.before, bytes, cfg_attn_params(&m->cfg))) return AL_ERR;
+    const Xform *mine[64];
+    size_t n = 0, rows = 0;
+    for (const Xform *x = xform_list(s); x && n < 64; x = x->next)
+        if (x->src == m && x->kind->kv_row) mine[n++] = x;
+    while (n--) {
+        XformKvRow r;
+        if (!mine[n]->kind->kv_row(mine[n], &c, &r)) continue;
+        if (kv_row(t, r.scheme, r.values, bytes, r.params)) return AL_ERR;
+        rows++;
     }
-    const TpaModel *tr = cmd_tpa_pending(s, m) ? s->tpa->res : NULL;
-    if (tr) {
-        size_t conv = 0;
-        for (int l = 0; l < tr->n_layers; l++) conv += tr->layers[l] != NULL;
-        snprintf(name, sizeof name, "convert tpa (form %s R_K %d R_V %d; %zu bytes per token in %zu layers; x%.4g)",
-                 tpa_form_name(tr->opts.form), tr->opts.k_rank, tr->opts.v_rank,
-                 kv_total_bytes(before, tr->kv_after, conv, L, bytes), L,
-                 before ? (double)tr->kv_after / (double)before : 1.0);
-        if (kv_row(t, name, tr->kv_after, bytes, tr->params_after)) return AL_ERR;
-    }
-    if (!mr && !tr)
+    if (!rows)
         out_printf(out, "(no conversion of %s in this session: `convert mla kv-rank R` or `convert tpa kv-rank R` "
                    "adds its row)\n", m->name);
     return AL_OK;
 }
 
-int cmd_tpa_kv_table(Session *s, const Args *a, Out *out) {
+static int cmd_kv_table(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TpaDims d = tpa_dims_from_config(&m->cfg);
     if (args_given(a, "rq")) d.r_q = (size_t)args_int(a, "rq");
@@ -479,102 +373,24 @@ static const char COMPARE_HELP[] =
 static const Param compare_kw[] = {
     { .name = "kv-budget", .type = ARG_INT, .min = 1, .max = 1 << 30, .comp = COMP_NONE, .metavar = "B",
       .help = "values cached per token per layer (required)" },
-    { .name = "layers", .type = ARG_RANGE, .def = "all", .comp = COMP_LAYERS, .help = "layers to compare" },
-    { .name = "tokens", .type = ARG_INT, .def = "64", .min = 2, .max = 8192, .comp = COMP_NONE, .metavar = "T",
-      .help = "random tokens of the evaluation" },
-    { .name = "fit", .type = ARG_ENUM, .choices = FITS, .def = "auto", .comp = COMP_CHOICES,
-      .help = "auto: calibration statistics when the session has them, else unit-variance inputs" },
+    PARAM_LAYERS("layers to compare"),
+    PARAM_TOKENS("64", "random tokens of the evaluation"),
+    PARAM_FIT("auto: calibration statistics when the session has them, else unit-variance inputs"),
     PARAM_TO,
     {0}
 };
-
-/* Which calibration a comparison of m with `fit` draws its inputs from (stats NULL: none). */
-static int calib_mark(Session *s, const Model *m, int fit, CalibMark *mk) {
-    memset(mk, 0, sizeof *mk);
-    const CalibStats *cs = NULL;
-    if (fit == 1 || cmd_calib_stats(s, m, &cs) || !cs || !cs->has_x) return AL_OK;
-    mk->stats = cs;
-    for (int l = 0; l < cs->sh.n_layers; l++) {
-        mk->tokens += cs->tokens[l];
-        mk->seqs += cs->seqs[l];
-    }
-    return AL_OK;
-}
-
-int cmd_tpa_compare_run(Session *s, Model *m, const CmdCmpKey *q, CmpResult **out) {
-    CmpOpts o = cmp_opts_default();
-    o.budget = q->budget;
-    if (q->tokens) o.tokens = q->tokens;
-    o.layer_lo = q->layer_lo < 0 ? 0 : q->layer_lo;
-    o.layer_hi = q->layer_lo < 0 ? m->cfg.n_layers - 1 : q->layer_hi;
-    if (!o.budget)
-        return al_err("compare needs kv-budget B (values cached per token per layer; %s caches %zu)", m->name,
-                      cfg_kv_values(&m->cfg));
-    double **sigma = NULL;
-    size_t ntok = 0;
-    if (fit_sigma(s, m, q->fit, o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
-    o.sigma = (const double *const *)sigma;
-    int rc = cmp_kv_budget(m, &o, out);
-    free_sigma(sigma, m->cfg.n_layers);
-    return rc;
-}
-
-/* Makes r (taken over) the session's last comparison of m. */
-static void compare_keep(struct TpaState *st, Model *m, CmpResult *r, const CalibMark *mk) {
-    cmp_result_free(st->cmp);
-    st->cmp = r;
-    st->cmp_model = m;
-    st->cmp_calib = *mk;
-}
-
-/* True when the kept comparison answers q for m (see cmd_tpa_compare_get). */
-static bool compare_matches(const struct TpaState *st, const Model *m, const CmdCmpKey *q, const CalibMark *mk) {
-    const CmpResult *r = st->cmp;
-    if (!r || st->cmp_model != m || r->n_rows < 1) return false;
-    if ((q->budget && q->budget != r->budget) || (q->tokens && q->tokens != r->tokens)) return false;
-    if (q->fit == 2 && !mk->stats) return false;      /* running it gives the error */
-    if (mk->stats != st->cmp_calib.stats || mk->tokens != st->cmp_calib.tokens || mk->seqs != st->cmp_calib.seqs)
-        return false;
-    return q->layer_lo < 0 || (q->layer_lo >= r->rows[0].layer && q->layer_hi <= r->rows[r->n_rows - 1].layer);
-}
-
-int cmd_tpa_compare_get(Session *s, Model *m, const CmdCmpKey *q, const CmpResult **out, bool *reused) {
-    struct TpaState *st;
-    CalibMark mk;
-    *out = NULL;
-    *reused = false;
-    if (tpa_state(s, &st) || calib_mark(s, m, q->fit, &mk)) return AL_ERR;
-    if (compare_matches(st, m, q, &mk)) {
-        *out = st->cmp;
-        *reused = true;
-        return AL_OK;
-    }
-    CmpResult *r = NULL;
-    int rc = cmd_tpa_compare_run(s, m, q, &r);
-    if (rc) return rc;
-    compare_keep(st, m, r, &mk);
-    *out = r;
-    return AL_OK;
-}
-
-const CmpResult *cmd_tpa_compare_last(const Session *s, const Model *m) {
-    return s->tpa && s->tpa->cmp && s->tpa->cmp_model == m ? s->tpa->cmp : NULL;
-}
 
 static int cmd_compare(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     long lo, hi;
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
-    CmdCmpKey q = {.budget = args_given(a, "kv-budget") ? (size_t)args_int(a, "kv-budget") : 0,
+    WsCmpKey q = {.budget = args_given(a, "kv-budget") ? (size_t)args_int(a, "kv-budget") : 0,
                    .layer_lo = (int)lo, .layer_hi = (int)hi, .tokens = (size_t)args_int(a, "tokens"),
                    .fit = args_enum(a, "fit")};
-    struct TpaState *st;
-    CalibMark mk;
     CmpResult *r = NULL;
-    if (tpa_state(s, &st) || calib_mark(s, m, q.fit, &mk)) return AL_ERR;
-    int rc = cmd_tpa_compare_run(s, m, &q, &r);
+    int rc = ws_compare_run(s, m, &q, &r);
+    if (rc == AL_OK) rc = ws_compare_keep(s, m, &q, r);     /* for `plot compare` */
     if (rc) return rc;
-    compare_keep(st, m, r, &mk);     /* for `plot compare` */
     out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%); errors on "
                "%zu random Gaussian tokens (%s)\n", m->name, r->budget, r->kv_model,
                100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
@@ -608,10 +424,37 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
 
 static const Command tpa_cmds[] = {
     { .name = "kv-cache", .summary = "KV cache and attention parameters per token: Table 1 schemes, as loaded, converted",
-      .help = cmd_tpa_kv_help, .kw = cmd_tpa_kv_kw, .fn = cmd_tpa_kv_table, .flags = CMD_MODEL },
+      .help = KV_HELP, .kw = kv_kw, .fn = cmd_kv_table, .flags = CMD_MODEL },
     { .name = "compare", .summary = "every KV-cache reduction at one budget: compare kv-budget B",
       .help = COMPARE_HELP, .kw = compare_kw, .fn = cmd_compare, .flags = CMD_MODEL },
     {0}
 };
 
 const CommandGroup cmd_group_tpa = { .title = "Tensor Product Attention (TPA)", .cmds = tpa_cmds };
+
+/* ================================================================ the transformation */
+
+static bool tpa_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) {
+    const TpaModel *tr = x->data;
+    size_t conv = 0;
+    for (int l = 0; l < tr->n_layers; l++) conv += tr->layers[l] != NULL;
+    snprintf(row->scheme, sizeof row->scheme, "convert tpa (form %s R_K %d R_V %d; %zu bytes per token in %zu layers; x%.4g)",
+             tpa_form_name(tr->opts.form), tr->opts.k_rank, tr->opts.v_rank, xform_kv_bytes(c, tr->kv_after, conv),
+             c->layers, c->before ? (double)tr->kv_after / (double)c->before : 1.0);
+    row->values = tr->kv_after;
+    row->params = tr->params_after;
+    return true;
+}
+
+static void tpa_xf_describe(const Xform *x, char *buf, size_t cap) {
+    const TpaModel *t = x->data;
+    snprintf(buf, cap, "convert tpa of %s: form %s, R_K %d, R_V %d", x->src->name, tpa_form_name(t->opts.form),
+             t->opts.k_rank, t->opts.v_rank);
+}
+
+static void tpa_xf_free(void *data) { tpa_model_free(data); }
+
+const XformKind cmd_tpa_xform = {
+    .name = "convert tpa", .export_to = tpa_xf_export, .check = tpa_xf_check, .kv_row = tpa_xf_kv_row,
+    .describe = tpa_xf_describe, .free = tpa_xf_free, .owns_dir = tpa_is_export, .check_dir = tpa_xf_check_dir,
+};

@@ -711,12 +711,7 @@ int cmd_dispatch(Session *s, const Args *a, Out *out) {
     out->prec = s->prec;
     if (al_interrupted()) return al_err("interrupted");
     al_err_clear();
-    Model *cur = s->cur;
     int rc = a->cmd->fn(s, a, out);
-    if (rc == AL_OK && a->cmd->xform) {
-        s->last_xform = a->cmd->xform;
-        s->last_xform_model = cur;
-    }
     if (rc == AL_INTERRUPTED) {
         if (!strstr(al_errmsg(), "interrupt")) al_err("%s: interrupted", a->path);
     } else if (rc == AL_ERR && !strcmp(al_errmsg(), "unknown error"))

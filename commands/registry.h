@@ -130,13 +130,7 @@ struct Command {
     int flags;                 /* CMD_* */
     const char *lua_name;      /* top level only: the attn.<name> function when the command's own
                                   name cannot be used (NULL: name with '-' -> '_') */
-    int xform;                 /* XF_*: a command that leaves a transformation in the session
-                                  (truncate, convert mla, convert tpa, kvsvd learn); the dispatcher
-                                  records the latest one so `export` and `check` act on it */
 };
-
-/* Kinds of transformation a session can hold (Session.last_xform). */
-enum { XF_NONE = 0, XF_FARR, XF_MLA, XF_TPA, XF_KVSVD };
 
 typedef struct CommandGroup {
     const char *title;         /* heading in `help` ("Models and session", "FaRR", ...) */

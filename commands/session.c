@@ -222,7 +222,6 @@ int session_close(Session *s, const char *name) {
     Model *m = s->models[i];
     for (size_t k = 0; k < s->nhooks; k++)
         if (s->hooks[k]->on_model_close) s->hooks[k]->on_model_close(s, m);
-    if (s->last_xform_model == m) { s->last_xform = 0; s->last_xform_model = NULL; }
     memmove(s->models + i, s->models + i + 1, (s->nmodels - i - 1) * sizeof *s->models);
     s->nmodels--;
     if (s->cur == m) s->cur = s->nmodels ? s->models[s->nmodels - 1] : NULL;

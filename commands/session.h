@@ -1,15 +1,10 @@
 /* session.h -- the one session struct every handler gets: loaded models (one current), settings,
  * and opaque per-subsystem state owned by the command groups.
  *
- * Subsystem state: a group keeps its state behind its own pointer here (e.g. s->farr, a
- * struct FarrState * defined only in cmd_farr.c), created on first use, and registers a
- * SessionHook once so that session_free() releases it and closing a model drops caches tied to
- * that model:
- *     static void farr_free(Session *s) { farr_state_free(s->farr); s->farr = NULL; }
- *     static void farr_closed(Session *s, Model *m) { ...drop entries for m... }
- *     static const SessionHook farr_hook = { .name = "farr", .on_free = farr_free,
- *                                            .on_model_close = farr_closed };
- *     if (!s->farr) { s->farr = ...; session_hook_add(s, &farr_hook); }
+ * Subsystem state: everything the command groups keep between commands (tokenizer and forward
+ * pass, calibration, the FaRR cache, kept comparisons, pending transformations) lives in the
+ * workspace behind s->ws (commands/workspace.h), created on first use and released through one
+ * SessionHook. Hooks remain for other owners (session_hook_add).
  */
 #ifndef AL_SESSION_H
 #define AL_SESSION_H
@@ -44,20 +39,8 @@ struct Session {
     char *plot_dir;            /* plot.dir: folder for figures (owned) */
     char *plot_fmt;            /* plot.format: png | svg | pdf (owned) */
 
-    /* ---- subsystem state, owned by the groups (freed through their hooks) */
-    struct FarrState *farr;
-    struct PlotState *plot;
-    struct ConvState *conv;
-    struct CalibState *calib;
-    struct SynthState *synth;
-    struct KqState *kq;
-    struct TpaState *tpa;
-    struct LmState *lm;        /* per model: tokenizer and forward pass (cmd_lm.c) */
-
-    /* ---- the latest transformation (XF_* of registry.h) and the model it was made of; set by
-       cmd_dispatch after a command with .xform succeeds, read by `export` and `check` */
-    int last_xform;
-    const Model *last_xform_model;
+    /* ---- what commands keep between commands (commands/workspace.h), freed through its hook */
+    struct Workspace *ws;
 
     /* ---- the front end */
     void *front;               /* the front end's own state (repl/: the Lua state, `quit`, `run`

@@ -1,0 +1,16 @@
+/* methods.c -- the lists of methods.h: each method's sub-command in the `convert` hub and the
+ * kinds whose exports `check DIR` recognizes. TPA comes before TransMLA there: a TPA export is
+ * recognized by its manifest, and TransMLA takes any other folder (mla_check says what is wrong). */
+#include "methods.h"
+
+#include "cmd_convert.h"
+#include "cmd_tpa.h"
+
+const Command methods_convert_subs[] = {
+    CMD_CONVERT_MLA_SUB,
+    CMD_CONVERT_TPA_SUB,
+    CMD_CONVERT_MLA_TABLE_SUB,
+    {0}
+};
+
+const XformKind *const methods_checkable_kinds[] = {&cmd_tpa_xform, &cmd_convert_xform, NULL};

@@ -1,0 +1,16 @@
+/* methods.h -- the one place that lists what the methods plug into the shared verbs (methods.c):
+ * the sub-commands of the `convert` hub and the transformation kinds whose export folders
+ * `check DIR` recognizes. A method adds its entries there (one line each); the verbs (cmd_export.c)
+ * read only these lists and xform.h, never a method's group file. */
+#ifndef AL_METHODS_H
+#define AL_METHODS_H
+
+#include "registry.h"
+#include "xform.h"
+
+/* `convert mla|tpa|mla-table`, {0}-terminated. */
+extern const Command methods_convert_subs[];
+/* Kinds whose export folders `check DIR` can check, asked in this order (owns_dir); NULL-terminated. */
+extern const XformKind *const methods_checkable_kinds[];
+
+#endif

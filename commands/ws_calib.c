@@ -1,0 +1,215 @@
+/* ws_calib.c -- the calibration service of the workspace (ws_calib.h): the statistics of one
+ * model at a time, their text, learned KQ-SVD projections and the last evaluation; running
+ * `calibrate` and reading calibration texts for every group that needs them. */
+#define _GNU_SOURCE
+#include "ws_calib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+#include "workspace.h"
+#include "ws_lm.h"
+
+void ws_calib_drop_eval(CalibState *c) {
+    for (int k = 0; k < KQ_NMETHODS; k++) { free(c->errs[k]); c->errs[k] = NULL; }
+    c->eval_split[0] = 0;
+}
+
+void ws_calib_drop_proj(CalibState *c) {
+    for (int k = 0; k < KQ_NMETHODS; k++) { kq_proj_free(c->proj[k]); c->proj[k] = NULL; }
+    ws_calib_drop_eval(c);
+}
+
+/* Forgets everything (statistics, text, projections). */
+void ws_calib_drop_all(CalibState *c) {
+    ws_calib_drop_proj(c);
+    calib_free(c->st);
+    c->st = NULL;
+    free(c->ids);
+    c->ids = NULL;
+    c->nids = 0;
+    free(c->text);
+    c->text = NULL;
+    free(c->gw);
+    c->gw = NULL;
+    c->m = NULL;
+}
+
+static void *calib_create(void) { return al_calloc(1, sizeof(CalibState), "the calibration state"); }
+static void calib_destroy(void *st) {
+    if (st) ws_calib_drop_all(st);
+    free(st);
+}
+static void calib_closed(void *st, Model *m) {
+    CalibState *c = st;
+    if (c->m == m) ws_calib_drop_all(c);
+}
+static const WsSlot calib_slot = {"calibration", calib_create, calib_destroy, calib_closed};
+
+int ws_calib(Session *s, CalibState **out) {
+    void *p;
+    *out = NULL;
+    if (ws_state(s, &calib_slot, &p)) return AL_ERR;
+    *out = p;
+    return AL_OK;
+}
+
+void ws_calib_set(CalibState *c, Model *m, CalibStats *st) {
+    ws_calib_drop_all(c);
+    c->m = m;
+    c->st = st;
+}
+
+/* The statistics of the current model, or an error saying how to get them. */
+int ws_calib_need(Session *s, CalibState **out) {
+    CalibState *c;
+    *out = NULL;
+    if (ws_calib(s, &c)) return AL_ERR;
+    if (!c->st || c->m != s->cur) {
+        if (c->st && c->m)
+            return al_err("the calibration statistics belong to model %s, not %s: `use %s`, or `calibrate FILE` this one",
+                          c->m->name, s->cur->name, c->m->name);
+        return al_err("no calibration statistics for %s: run `calibrate FILE` (or `calib load FILE`) first", s->cur->name);
+    }
+    *out = c;
+    return AL_OK;
+}
+
+int ws_calib_stats(const Session *s, const Model *m, const CalibStats **out) {
+    const CalibState *c = ws_peek(s, &calib_slot);
+    *out = c && c->st && c->m == m ? c->st : NULL;
+    return AL_OK;
+}
+
+bool ws_calib_text(const Session *s, const Model *m, CalibText *out) {
+    memset(out, 0, sizeof *out);
+    const CalibState *c = ws_peek(s, &calib_slot);
+    if (!c || !c->st || c->m != m || !c->ids) return false;
+    *out = (CalibText){.ids = c->ids, .n = c->nids, .first = c->first, .count = c->count, .req = c->req};
+    return true;
+}
+
+/* ================================================================ reading and running texts */
+
+int ws_read_tokens(Session *s, Model *m, const char *path, bool ids_file, int **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    int rc;
+    if (ids_file) rc = lm_read_ids(path, ids, n);
+    else {
+        Tokenizer *t;
+        size_t len;
+        char *text = NULL;
+        rc = lm_tokenizer(s, m, &t);
+        if (rc == AL_OK && !(text = al_read_file(path, &len))) rc = AL_ERR;
+        if (rc == AL_OK) rc = tok_encode(t, text, len, true, ids, n);
+        free(text);
+    }
+    for (size_t i = 0; rc == AL_OK && i < *n; i++)
+        if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab)
+            rc = al_err("%s: token %zu is id %d, outside %s's vocabulary (0-%d)", path, i + 1, (*ids)[i], m->name,
+                        m->cfg.vocab - 1);
+    if (rc) { free(*ids); *ids = NULL; *n = 0; }
+    return rc;
+}
+
+int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out) {
+    CalibState *c;
+    Forward *f;
+    if (ws_calib(s, &c) || lm_forward(s, m, &f)) { free(ids); return AL_ERR; }
+    size_t L = rq->seqlen, first, count;
+    const char *split = rq->split == CALIB_VALID ? "valid" : "train";
+    int rc = L > fwd_max_ctx(f) ? al_err("calibrate: seqlen %zu is longer than the model's context %zu", L, fwd_max_ctx(f))
+                                : calib_windows(n, L, rq->split, rq->samples, &first, &count);
+    CalibShape sh;
+    CalibStats *st = NULL;
+    char *text = NULL;
+    if (rc == AL_OK) rc = calib_shape_of(m, &sh);
+    if (rc == AL_OK) rc = calib_new(&sh, rq->with_x, &st);
+    if (rc == AL_OK) rc = calib_set_meta(st, m->name, rq->text, split);
+    if (rc == AL_OK && !(text = al_strdup(rq->text))) rc = AL_ERR;
+    if (rc) { free(ids); free(text); calib_free(st); return AL_ERR; }
+    out_printf(out, "calibrating %s on %zu %s window%s of %zu tokens (windows %zu..%zu of %zu)%s\n", m->name, count,
+               split, count == 1 ? "" : "s", L, first, first + count - 1, n / L,
+               rq->with_x ? ", with the attention input's second moments" : "");
+    rc = calib_run(st, f, ids + first * L, count, L);
+    if (rc != AL_OK && !(rc == AL_INTERRUPTED && st->seqs[0] > 0)) { free(ids); free(text); calib_free(st); return rc; }
+    ws_calib_drop_all(c);
+    c->m = m;
+    c->st = st;
+    c->ids = ids;
+    c->nids = n;
+    c->text = text;
+    c->req = *rq;
+    c->req.text = text;
+    c->first = first;
+    c->count = count;
+    return rc;
+}
+
+/* Token ids of `what` (a text file) or, when what is the word ids, of the id file `file`. */
+int ws_read_tokens_arg(Session *s, const char *cmd, const char *what, const char *file, int **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (file && *file && strcmp(what, "ids") != 0)
+        return al_err("%s: give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", cmd, what, file);
+    return ws_read_tokens(s, s->cur, file && *file ? file : what, file && *file, ids, n);
+}
+
+/* Token windows for an evaluation: ids (borrowed from the state or owned in *own), first, count. */
+int ws_calib_eval_tokens(Session *s, CalibState *c, const Args *a, const char *cmd, int **own, const int **ids,
+                         size_t *seqlen, size_t *first, size_t *count) {
+    *own = NULL;
+    size_t n = c->nids;
+    *ids = c->ids;
+    const char *text = args_str(a, "text"), *idf = args_str(a, "ids");
+    if ((text && *text) || (idf && *idf)) {
+        if (ws_read_tokens_arg(s, cmd, idf && *idf ? "ids" : text, idf && *idf ? idf : NULL, own, &n)) return AL_ERR;
+        *ids = *own;
+    } else if (!c->ids)
+        return al_err("%s: the session has no calibration text (statistics were loaded): give `text FILE` or `ids FILE`", cmd);
+    *seqlen = args_given(a, "seqlen") ? (size_t)args_int(a, "seqlen") : c->st->seqlen;
+    if (*seqlen == 0) return al_err("%s: give `seqlen L` (the statistics do not record one)", cmd);
+    calib_split split = args_enum(a, "split") == 0 ? CALIB_TRAIN : CALIB_VALID;
+    size_t N = args_given(a, "samples") ? (size_t)args_int(a, "samples") : 32;
+    if (calib_windows(n, *seqlen, split, N, first, count)) { free(*own); *own = NULL; return al_err_ctx("%s", cmd); }
+    return AL_OK;
+}
+
+/* ================================================================ activation-weighted fits */
+
+/* Per-layer E[x xᵀ] of layers lo..hi from the session's calibration of m, when `fit` asks for it
+ * (auto: when there are statistics with the attention input). *sigma stays NULL for the weights'
+ * own fit; free with ws_calib_free_sigma. *ntok: tokens behind layer lo. */
+int ws_calib_fit_sigma(Session *s, const Model *m, int fit, int lo, int hi, double ***sigma, size_t *ntok) {
+    *sigma = NULL;
+    *ntok = 0;
+    if (fit == 1) return AL_OK;
+    const CalibStats *cs = NULL;
+    if (ws_calib_stats(s, m, &cs)) return AL_ERR;
+    if (!cs || !cs->has_x) {
+        if (fit == 2)
+            return al_err("fit calib: the session has no calibration of %s with attention-input statistics: run "
+                          "calibrate FILE inputs on first (or fit weights)", m->name);
+        return AL_OK;
+    }
+    size_t D = (size_t)m->cfg.hidden;
+    double **sg = al_calloc((size_t)m->cfg.n_layers, sizeof *sg, "input second moments");
+    if (!sg) return AL_ERR;
+    for (int l = lo; l <= hi; l++)
+        if (!(sg[l] = al_malloc3(D, D, sizeof(double), "an input second moment")) || calib_second_moment(cs, l, sg[l])) {
+            for (int k = lo; k <= l; k++) free(sg[k]);
+            free(sg);
+            return al_err_ctx("the calibration of layer %d", l);
+        }
+    *sigma = sg;
+    *ntok = cs->tokens[lo];
+    return AL_OK;
+}
+
+void ws_calib_free_sigma(double **sg, int n) {
+    for (int l = 0; sg && l < n; l++) free(sg[l]);
+    free(sg);
+}

@@ -1,0 +1,97 @@
+/* ws_calib.h -- the calibration service of the session's workspace: the statistics `calibrate` /
+ * `calib load` made for one model at a time, the text they came from, and what `kvsvd learn` and
+ * `kvsvd eval` derived from them. Every group that needs a calibration (TransMLA's activation
+ * statistics, TPA's activation-weighted fit, `compare`, the KQ-SVD figures) asks here; the state is
+ * dropped when its model closes. */
+#ifndef AL_WS_CALIB_H
+#define AL_WS_CALIB_H
+
+#include "calib.h"
+#include "kqsvd.h"
+#include "out.h"
+#include "session.h"
+
+/* What a calibration run reads. */
+typedef struct {
+    const char *text;         /* the file, as the user named it */
+    bool ids_file;            /* a file of token ids rather than text */
+    size_t samples;           /* most windows to run */
+    size_t seqlen;            /* tokens per window */
+    calib_split split;        /* which windows of the text (calib_windows) */
+    bool with_x;              /* keep the attention input's G_X and S_X */
+} CalibRequest;
+
+/* The workspace's calibration (one model at a time). Fields are read by the calib group and the
+ * KQ-SVD figures; change them through the functions below. */
+typedef struct CalibState {
+    Model *m;                       /* the model the statistics belong to (NULL: none) */
+    CalibStats *st;
+    int *ids;                       /* token ids of the calibration text (for eval splits), owned */
+    size_t nids;
+    char *text;                     /* where the ids came from */
+    CalibRequest req;               /* the run that made st from ids (req.text = text) */
+    size_t first, count;            /* its windows */
+    KqProj *proj[KQ_NMETHODS];      /* learned projections (`kvsvd learn`), NULL when not learned */
+    double *gw;                     /* W_O Grams of m (kq_wo_grams), cached */
+    KqErr *errs[KQ_NMETHODS];       /* last `kvsvd eval`: (n_layers) per method, or NULL */
+    char eval_split[8];
+    size_t eval_seqs;
+} CalibState;
+
+/* The calibration state, created on first use (it may hold no statistics). */
+int ws_calib(Session *s, CalibState **out);
+/* The state when it holds statistics of the current model, else an error saying how to get them. */
+int ws_calib_need(Session *s, CalibState **out);
+/* Forgets the last evaluation / the learned projections (and the evaluation) / everything. */
+void ws_calib_drop_eval(CalibState *c);
+void ws_calib_drop_proj(CalibState *c);
+void ws_calib_drop_all(CalibState *c);
+/* Makes st (taken over) the statistics of m, with nothing else (`calib load`). */
+void ws_calib_set(CalibState *c, Model *m, CalibStats *st);
+
+/* The calibration statistics of model m in this session (*out NULL, AL_OK, when there are none).
+ * Owned by the workspace; valid until the next `calibrate` / `calib load` or m closes. */
+int ws_calib_stats(const Session *s, const Model *m, const CalibStats **out);
+
+/* Token ids of a text file (encoded with m's tokenizer, BOS first) or, with ids_file, of a file of
+ * whitespace-separated ids; every id is checked against m's vocabulary. Caller frees *ids. */
+int ws_read_tokens(Session *s, Model *m, const char *path, bool ids_file, int **ids, size_t *n);
+
+/* The same from what the user typed: `what` is a text file, or the word ids with the id file in
+ * `file` (cmd names the command in errors); for the current model. */
+int ws_read_tokens_arg(Session *s, const char *cmd, const char *what, const char *file, int **ids, size_t *n);
+
+/* What `calibrate` does, for other commands too (`convert mla ... calib FILE`): runs the windows of
+ * rq->split of ids[0..n) (taken over, freed on failure) through m's forward pass (narrating
+ * "calibrating ..." on out) and makes the statistics the session's calibration of m, replacing
+ * earlier ones and any learned projections. Ctrl-C after at least one sequence keeps the partial
+ * statistics and returns AL_INTERRUPTED. */
+int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out);
+
+/* The text of the session's calibration of m (false when there is none: no calibration, or
+ * statistics loaded from a file): all its tokens (borrowed, valid as long as the statistics), the
+ * windows [first, first + count) of req.seqlen tokens that were run, and the request. */
+typedef struct {
+    const int *ids;
+    size_t n;
+    size_t first, count;
+    CalibRequest req;
+} CalibText;
+bool ws_calib_text(const Session *s, const Model *m, CalibText *out);
+
+/* Token windows for an evaluation (keywords of PARAM_EVAL_WINDOWS, params.h: split, samples,
+ * seqlen, text, ids) of the calibration c: *ids borrowed from c, or read from the given text and
+ * owned in *own (caller frees); windows [first, first + count) of *seqlen tokens. cmd names the
+ * command in errors. */
+typedef struct Args Args;
+int ws_calib_eval_tokens(Session *s, CalibState *c, const Args *a, const char *cmd, int **own, const int **ids,
+                         size_t *seqlen, size_t *first, size_t *count);
+
+/* Per-layer E[x xᵀ] of layers lo..hi (sigma has n_layers entries, NULL outside lo..hi) from the
+ * session's calibration of m, when `fit` (0 auto, 1 weights, 2 calib: PARAM_FIT_CHOICES) asks for
+ * it (auto: when there are statistics with the attention input). *sigma stays NULL for the
+ * weights' own fit; free with ws_calib_free_sigma. *ntok: tokens behind layer lo. */
+int ws_calib_fit_sigma(Session *s, const Model *m, int fit, int lo, int hi, double ***sigma, size_t *ntok);
+void ws_calib_free_sigma(double **sigma, int n_layers);
+
+#endif

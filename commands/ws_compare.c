@@ -1,0 +1,126 @@
+/* ws_compare.c -- the kept comparison of the workspace (ws_compare.h). */
+#define _GNU_SOURCE
+#include "ws_compare.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "workspace.h"
+#include "ws_calib.h"
+
+/* The calibration a comparison used, told apart from a later one (NULL stats: none used). */
+typedef struct {
+    const void *stats;        /* the session's CalibStats, compared by address */
+    size_t tokens, seqs;      /* summed over layers: a reloaded or grown calibration differs */
+} CalibMark;
+
+typedef struct {
+    CmpResult *cmp;           /* the last comparison (`compare`, `plot compare`) of cmp_model */
+    Model *cmp_model;         /* (budget and tokens are in cmp, its layers in its rows) */
+    CalibMark cmp_calib;      /* the calibration it drew its inputs from */
+} CmpState;
+
+static void *cmp_create(void) { return al_calloc(1, sizeof(CmpState), "the comparison state"); }
+static void cmp_destroy(void *p) {
+    CmpState *st = p;
+    if (st) cmp_result_free(st->cmp);
+    free(st);
+}
+static void cmp_closed(void *p, Model *m) {
+    CmpState *st = p;
+    if (st->cmp_model != m) return;
+    cmp_result_free(st->cmp);
+    st->cmp = NULL;
+    st->cmp_model = NULL;
+}
+static const WsSlot cmp_slot = {"comparison", cmp_create, cmp_destroy, cmp_closed};
+
+static int cmp_state(Session *s, CmpState **out) {
+    void *p;
+    *out = NULL;
+    if (ws_state(s, &cmp_slot, &p)) return AL_ERR;
+    *out = p;
+    return AL_OK;
+}
+
+/* Which calibration a comparison of m with `fit` draws its inputs from (stats NULL: none). */
+static int calib_mark(Session *s, const Model *m, int fit, CalibMark *mk) {
+    memset(mk, 0, sizeof *mk);
+    const CalibStats *cs = NULL;
+    if (fit == 1 || ws_calib_stats(s, m, &cs) || !cs || !cs->has_x) return AL_OK;
+    mk->stats = cs;
+    for (int l = 0; l < cs->sh.n_layers; l++) {
+        mk->tokens += cs->tokens[l];
+        mk->seqs += cs->seqs[l];
+    }
+    return AL_OK;
+}
+
+int ws_compare_run(Session *s, Model *m, const WsCmpKey *q, CmpResult **out) {
+    CmpOpts o = cmp_opts_default();
+    o.budget = q->budget;
+    if (q->tokens) o.tokens = q->tokens;
+    o.layer_lo = q->layer_lo < 0 ? 0 : q->layer_lo;
+    o.layer_hi = q->layer_lo < 0 ? m->cfg.n_layers - 1 : q->layer_hi;
+    if (!o.budget)
+        return al_err("compare needs kv-budget B (values cached per token per layer; %s caches %zu)", m->name,
+                      cfg_kv_values(&m->cfg));
+    double **sigma = NULL;
+    size_t ntok = 0;
+    if (ws_calib_fit_sigma(s, m, q->fit, o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
+    o.sigma = (const double *const *)sigma;
+    int rc = cmp_kv_budget(m, &o, out);
+    ws_calib_free_sigma(sigma, m->cfg.n_layers);
+    return rc;
+}
+
+/* Makes r (taken over) the kept comparison of m. */
+static void keep(CmpState *st, Model *m, CmpResult *r, const CalibMark *mk) {
+    cmp_result_free(st->cmp);
+    st->cmp = r;
+    st->cmp_model = m;
+    st->cmp_calib = *mk;
+}
+
+/* True when the kept comparison answers q for m (see ws_compare_get). */
+static bool compare_matches(const CmpState *st, const Model *m, const WsCmpKey *q, const CalibMark *mk) {
+    const CmpResult *r = st->cmp;
+    if (!r || st->cmp_model != m || r->n_rows < 1) return false;
+    if ((q->budget && q->budget != r->budget) || (q->tokens && q->tokens != r->tokens)) return false;
+    if (q->fit == 2 && !mk->stats) return false;      /* running it gives the error */
+    if (mk->stats != st->cmp_calib.stats || mk->tokens != st->cmp_calib.tokens || mk->seqs != st->cmp_calib.seqs)
+        return false;
+    return q->layer_lo < 0 || (q->layer_lo >= r->rows[0].layer && q->layer_hi <= r->rows[r->n_rows - 1].layer);
+}
+
+int ws_compare_get(Session *s, Model *m, const WsCmpKey *q, const CmpResult **out, bool *reused) {
+    CmpState *st;
+    CalibMark mk;
+    *out = NULL;
+    *reused = false;
+    if (cmp_state(s, &st) || calib_mark(s, m, q->fit, &mk)) return AL_ERR;
+    if (compare_matches(st, m, q, &mk)) {
+        *out = st->cmp;
+        *reused = true;
+        return AL_OK;
+    }
+    CmpResult *r = NULL;
+    int rc = ws_compare_run(s, m, q, &r);
+    if (rc) return rc;
+    keep(st, m, r, &mk);
+    *out = r;
+    return AL_OK;
+}
+
+int ws_compare_keep(Session *s, Model *m, const WsCmpKey *q, CmpResult *r) {
+    CmpState *st;
+    CalibMark mk;
+    if (cmp_state(s, &st) || calib_mark(s, m, q->fit, &mk)) { cmp_result_free(r); return AL_ERR; }
+    keep(st, m, r, &mk);
+    return AL_OK;
+}
+
+const CmpResult *ws_compare_last(const Session *s, const Model *m) {
+    const CmpState *st = ws_peek(s, &cmp_slot);
+    return st && st->cmp && st->cmp_model == m ? st->cmp : NULL;
+}

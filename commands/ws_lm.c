@@ -1,0 +1,132 @@
+/* ws_lm.c -- the language-model service of the workspace (ws_lm.h): per loaded model its
+ * tokenizer and forward pass, made on first use and dropped when the model closes. */
+#define _GNU_SOURCE
+#include "ws_lm.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "workspace.h"
+
+/* ================================================================ state */
+
+typedef struct LmEntry {
+    Model *m;
+    Tokenizer *tok;            /* NULL until first use */
+    Forward *fwd;              /* NULL until first use */
+    struct LmEntry *next;
+} LmEntry;
+
+/* The workspace slot: one entry per model used. */
+typedef struct LmState {
+    LmEntry *entries;
+} LmState;
+
+static void entry_free(LmEntry *e) {
+    tok_free(e->tok);
+    fwd_free(e->fwd);
+    free(e);
+}
+
+/* Drops the entries of model m (every entry when m is NULL). */
+static void lm_closed(void *st, Model *m) {
+    for (LmEntry **p = &((LmState *)st)->entries; *p;) {
+        LmEntry *e = *p;
+        if (!m || e->m == m) { *p = e->next; entry_free(e); }
+        else p = &e->next;
+    }
+}
+
+static void *lm_create(void) { return al_calloc(1, sizeof(LmState), "language-model state"); }
+static void lm_destroy(void *st) {
+    lm_closed(st, NULL);
+    free(st);
+}
+static const WsSlot lm_slot = {"language-model", lm_create, lm_destroy, lm_closed};
+
+/* The entry of model m, created on first use. */
+static LmEntry *lm_entry(Session *s, Model *m) {
+    void *p;
+    if (ws_state(s, &lm_slot, &p)) return NULL;
+    LmState *st = p;
+    for (LmEntry *e = st->entries; e; e = e->next)
+        if (e->m == m) return e;
+    LmEntry *e = al_calloc(1, sizeof *e, "language-model state");
+    if (!e) return NULL;
+    e->m = m;
+    e->next = st->entries;
+    st->entries = e;
+    return e;
+}
+
+int lm_set_tokenizer(Session *s, Model *m, Tokenizer *t) {
+    LmEntry *e = lm_entry(s, m);
+    if (!e) return AL_ERR;
+    tok_free(e->tok);
+    e->tok = t;
+    return AL_OK;
+}
+
+int lm_tokenizer(Session *s, Model *m, Tokenizer **out) {
+    *out = NULL;
+    LmEntry *e = lm_entry(s, m);
+    if (!e) return AL_ERR;
+    if (!e->tok) {
+        char *path = NULL;
+        if (tok_find(m->path, &path) != AL_OK) return AL_ERR;
+        int rc = tok_open(path, &e->tok);
+        free(path);
+        if (rc != AL_OK) return rc;
+    }
+    *out = e->tok;
+    return AL_OK;
+}
+
+int lm_forward(Session *s, Model *m, Forward **out) {
+    *out = NULL;
+    LmEntry *e = lm_entry(s, m);
+    if (!e) return AL_ERR;
+    if (!e->fwd && fwd_new(m, NULL, &e->fwd) != AL_OK) return AL_ERR;
+    fwd_set_hooks(e->fwd, NULL);
+    fwd_clear_attn(e->fwd);
+    *out = e->fwd;
+    return AL_OK;
+}
+
+/* ================================================================ token ids */
+
+int lm_read_ids(const char *path, int **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    size_t len;
+    char *text = al_read_file(path, &len);
+    if (!text) return AL_ERR;
+    size_t cap = 1024, k = 0;
+    int *v = al_malloc3(cap, 1, sizeof *v, "token ids");
+    int rc = v ? AL_OK : AL_ERR;
+    for (char *p = text; rc == AL_OK;) {
+        while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX) {
+            rc = al_err("%s: token %zu ('%.12s') is not a non-negative integer id", path, k + 1, p);
+            break;
+        }
+        if (k == cap) {
+            int *nv = realloc(v, 2 * cap * sizeof *nv);
+            if (!nv) { rc = al_err("out of memory reading %s", path); break; }
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (int)x;
+        p = end;
+    }
+    free(text);
+    if (rc != AL_OK) { free(v); return rc; }
+    *ids = v;
+    *n = k;
+    return AL_OK;
+}

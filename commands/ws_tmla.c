@@ -1,0 +1,118 @@
+/* ws_tmla.c -- TransMLA's statistics (ws_tmla.h): which PCA statistics and perplexity text a
+ * TransMLA command uses, calibrating the workspace on a given text when needed. */
+#define _GNU_SOURCE
+#include "ws_tmla.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ws_calib.h"
+
+const char *const WS_TMLA_STATS_CHOICES[] = {"act", "weights", NULL};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* True when the session's calibration of m came from this request (train windows, attention
+ * inputs kept), so `calib FILE` does not run it again. */
+static bool calib_matches(Session *s, const Model *m, const CalibRequest *rq) {
+    CalibText ct;
+    const CalibStats *st = NULL;
+    return ws_calib_text(s, m, &ct) && ws_calib_stats(s, m, &st) == AL_OK && st && st->has_x &&
+           !strcmp(ct.req.text, rq->text) && ct.req.ids_file == rq->ids_file && ct.req.samples == rq->samples &&
+           ct.req.seqlen == rq->seqlen && ct.req.split == rq->split;
+}
+
+/* `calib FILE` / `ids FILE` with activation statistics: the session's calibration of m on the text's
+ * training windows (run here unless it already is that one). */
+static int calibrate_text(Session *s, Model *m, const CalibRequest *rq, Out *out) {
+    if (calib_matches(s, m, rq)) return AL_OK;
+    int *ids = NULL;
+    size_t n = 0;
+    if (ws_read_tokens(s, m, rq->text, rq->ids_file, &ids, &n)) return AL_ERR;
+    if (n < rq->seqlen) {
+        free(ids);
+        return al_err("%s has %zu tokens, less than one calibration window of seqlen %zu: give seqlen %zu or less",
+                      rq->text, n, rq->seqlen, n);
+    }
+    double t0 = now_s();
+    int rc = ws_calib_run(s, m, ids, n, rq, out);
+    CalibText ct;
+    if (rc == AL_OK && ws_calib_text(s, m, &ct))
+        out_printf(out, "activation statistics of %s: %zu windows x %zu tokens of %s (%.2f s)\n", m->name, ct.count,
+                   rq->seqlen, rq->text, now_s() - t0);
+    return rc;
+}
+
+void ws_tmla_stats_release(TmlaStatsUse *u) {
+    calib_free_arrays(u->n_layers, u->sigma, u->mu);
+    free(u->own_ids);
+    u->sigma = u->mu = NULL;
+    u->own_ids = NULL;
+}
+
+int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
+    memset(u, 0, sizeof *u);
+    u->n_layers = m->cfg.n_layers;
+    int choice = args_enum(a, "stats");            /* -1 absent, 0 act, 1 weights */
+    const char *calib = args_str(a, "calib"), *idsf = args_str(a, "ids");
+    bool has_text = calib && *calib, has_ids = idsf && *idsf;
+    if (has_text && has_ids) return al_err("give calib FILE (a text) or ids FILE (token ids), not both");
+    size_t seqlen = (size_t)args_int(a, "seqlen");
+    CalibRequest rq = {.text = has_text ? calib : idsf, .ids_file = has_ids, .samples = (size_t)args_int(a, "samples"),
+                       .seqlen = seqlen, .split = CALIB_TRAIN, .with_x = true};
+    int rc = AL_OK;
+    if ((has_text || has_ids) && choice == 1) {    /* weights; the text only for the perplexity */
+        rc = ws_read_tokens(s, m, rq.text, rq.ids_file, &u->own_ids, &u->n_ids);
+        u->ids = u->own_ids;
+        u->text = rq.text;
+    } else if (has_text || has_ids)
+        rc = calibrate_text(s, m, &rq, out);
+    if (rc) return rc;
+    const CalibStats *cst = NULL;
+    CalibText ct;
+    ws_calib_stats(s, m, &cst);
+    if (cst && choice != 1) {
+        if (!cst->has_x && choice == 0)
+            return al_err("the session's calibration of %s kept no attention-input second moments: calibrate again "
+                          "with `inputs on`, or give calib FILE", m->name);
+        if (cst->has_x) {
+            rc = calib_input_arrays(cst, 0, -1, &u->sigma, &u->mu);
+            u->act = rc == AL_OK;
+            if (has_text || has_ids)
+                snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", cst->seqs[0], cst->seqlen,
+                         rq.text);
+            else
+                snprintf(u->source, sizeof u->source, "activations of the session's calibration (%zu tokens of %s)%s",
+                         cst->tokens[0], cst->source ? cst->source : "?",
+                         !cst->sx && m->cfg.qkv_bias ? "; it keeps no input mean, so the bias cross terms are left out"
+                                                     : "");
+        }
+    }
+    if (rc == AL_OK && !u->ids && ws_calib_text(s, m, &ct)) {
+        u->ids = ct.ids;
+        u->n_ids = ct.n;
+        u->text = ct.req.text;
+        if (!args_given(a, "seqlen")) seqlen = ct.req.seqlen;
+    }
+    if (rc == AL_OK && choice == 0 && !u->act)
+        rc = al_err("stats act needs calibration activations of %s: give calib FILE (a text) or ids FILE, or run "
+                    "calibrate FILE first", m->name);
+    if (rc == AL_OK && !u->act) snprintf(u->source, sizeof u->source, "weights (unit-variance inputs)");
+    if (rc == AL_OK && u->ids) {
+        size_t want = (size_t)args_int(a, "ppl-tokens");
+        u->ppl_tokens = want < u->n_ids ? want : u->n_ids;
+        u->seqlen = seqlen;
+    }
+    if (rc == AL_OK && need_text && !u->ids)
+        rc = al_err("this needs a text for perplexity: give calib FILE (a text) or ids FILE, or run calibrate FILE");
+    if (rc == AL_OK && u->ids && u->ppl_tokens < 2)
+        rc = al_err("%s has %zu tokens: perplexity needs at least 2", u->text, u->ppl_tokens);
+    if (rc) ws_tmla_stats_release(u);
+    return rc;
+}

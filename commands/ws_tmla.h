@@ -1,0 +1,55 @@
+/* ws_tmla.h -- the statistics TransMLA's commands and figures share (`convert mla`, `convert
+ * mla-table`, `plot key-norms|rope-energy|rope-removal`): activation statistics of a calibration
+ * text (run through the workspace's calibration, ws_calib.h) or of the session's `calibrate`, or
+ * the weights', and that text's tokens for perplexity; with the keywords that choose them. */
+#ifndef AL_WS_TMLA_H
+#define AL_WS_TMLA_H
+
+#include "registry.h"
+#include "session.h"
+
+/* What a TransMLA command uses for its PCAs and perplexities (ws_tmla_stats). */
+typedef struct {
+    bool act;                 /* activation statistics in use ("WX-based"); false: weights */
+    int n_layers;
+    double **sigma, **mu;     /* (n_layers) E[x xᵀ] and E[x] of each layer's attention input when act
+                                 (owned; mu entries NULL when unknown) */
+    const int *ids;           /* tokens of the calibration text for perplexity, or NULL: the session
+                                 calibration's (ws_calib_text) or own_ids */
+    int *own_ids;             /* owned tokens (a text read for `stats weights`), or NULL */
+    size_t n_ids;             /* all of them */
+    const char *text;         /* the text's file, for narration */
+    size_t ppl_tokens;        /* how many of them perplexities use */
+    size_t seqlen;            /* perplexity window */
+    char source[512];         /* for narration: where the statistics / the text came from */
+} TmlaStatsUse;
+
+/* Resolves the keywords of PARAM_TMLA_STATS for model m: `calib FILE` / `ids FILE` runs
+ * `calibrate` on the text's training windows (up to `samples` of `seqlen`, attention inputs kept:
+ * core/calib.h's G_X and S_X), which becomes the session's calibration of m (unless it already is
+ * that one), else the session's calibration is used when it kept the attention input; `stats
+ * weights` forces the weight-based PCAs (a given text then only serves the perplexity), `stats act`
+ * fails without statistics. The text for perplexity is the calibration's (ws_calib_text: none
+ * after `calib load`). need_text: an error when there is none. Narrates on out what it computes.
+ * Release with ws_tmla_stats_release. */
+int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
+void ws_tmla_stats_release(TmlaStatsUse *u);
+
+extern const char *const WS_TMLA_STATS_CHOICES[];
+
+/* The keywords ws_tmla_stats reads (put them in a command's keyword list). */
+#define PARAM_TMLA_STATS                                                                                  \
+    { .name = "stats", .type = ARG_ENUM, .choices = WS_TMLA_STATS_CHOICES, .comp = COMP_CHOICES,             \
+      .help = "PCA statistics: act (calibration activations) or weights (default: act when there are any)" }, \
+    { .name = "calib", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                               \
+      .help = "calibration text (model's tokenizer) for activation statistics and perplexity" },             \
+    { .name = "ids", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                                 \
+      .help = "the calibration text as whitespace-separated token ids" },                                     \
+    { .name = "samples", .type = ARG_INT, .def = "128", .min = 1, .max = 1e6, .comp = COMP_NONE,              \
+      .metavar = "N", .help = "calibration windows of the text (TransMLA: 128)" },                            \
+    { .name = "seqlen", .type = ARG_INT, .def = "256", .min = 2, .max = 1e6, .comp = COMP_NONE,               \
+      .metavar = "L", .help = "tokens per calibration and perplexity window (TransMLA: 256)" },               \
+    { .name = "ppl-tokens", .type = ARG_INT, .def = "4096", .min = 2, .max = 1e12, .comp = COMP_NONE,         \
+      .metavar = "N", .help = "tokens of the text used for perplexity" }
+
+#endif

@@ -1,0 +1,82 @@
+/* xform.h -- transformations: what `truncate`, `convert mla`, `convert tpa` and `kvsvd learn`
+ * leave in the session, behind one interface, so the verbs `export`, `check` and `kv-cache` work
+ * on any of them without knowing the methods.
+ *
+ * A method describes its kind once (in its command group file) and adds a transformation after
+ * the command succeeds:
+ *     const XformKind cmd_tpa_xform = { .name = "convert tpa", .export_to = tpa_xf_export,
+ *         .check = tpa_xf_check, .kv_row = tpa_xf_kv_row, .describe = tpa_xf_describe,
+ *         .free = tpa_xf_free, .owns_dir = tpa_is_export, .check_dir = tpa_xf_check_dir };
+ *     xform_add(s, &cmd_tpa_xform, m, result);      -- the session takes result over
+ * The session keeps them newest first (in the workspace, workspace.h). A newer transformation of
+ * the same kind and source replaces the older one; closing the source drops them. `export` and
+ * `check` act on the newest transformation of the current model (check: the newest that can be
+ * checked); `kv-cache` lists a row for each (oldest first, as they were made). */
+#ifndef AL_XFORM_H
+#define AL_XFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "registry.h"
+#include "session.h"
+#include "tensor.h"
+
+typedef struct Xform Xform;
+
+/* What a kv-cache row needs from the model: values cached per token per layer as loaded, bytes per
+ * value, layers. */
+typedef struct {
+    size_t before, bytes, layers;
+} XformKvCtx;
+
+/* A kv-cache row: scheme name, values per token per layer, attention parameters per layer. */
+typedef struct {
+    char scheme[256];
+    size_t values, params;
+} XformKvRow;
+
+typedef struct XformKind {
+    const char *name;      /* the command that makes it ("convert tpa") */
+    /* `export DIR ...` (keywords dir, format, dtype, shard-mb, force) */
+    int (*export_to)(Session *s, const Xform *x, const Args *a, Out *out);
+    /* `check` with no folder (keywords source, tokens, to); NULL: it cannot be checked */
+    int (*check)(Session *s, const Xform *x, const Args *a, Out *out);
+    /* its `kv-cache` row; false: none */
+    bool (*kv_row)(const Xform *x, const XformKvCtx *c, XformKvRow *row);
+    /* one line saying what it is ("convert tpa of d: form a, R_K 2, R_V 2") */
+    void (*describe)(const Xform *x, char *buf, size_t cap);
+    void (*free)(void *data);                          /* NULL: data is not owned */
+    /* false when the state it stands for is gone (e.g. `calibrate` dropped learned projections);
+       NULL: always there */
+    bool (*alive)(Session *s, const Xform *x);
+    /* `check DIR`: whether DIR is an export of this kind, and checking it against its source
+       (keywords source, tokens, to); NULL: no export folder to check */
+    bool (*owns_dir)(const char *dir);
+    int (*check_dir)(Session *s, const char *dir, const Args *a, Out *out);
+} XformKind;
+
+struct Xform {
+    const XformKind *kind;
+    Model *src;            /* the model it was made of (a session model) */
+    void *data;            /* the method's result (owned when kind->free) */
+    Xform *next;           /* the next older one */
+};
+
+/* Adds a transformation of src (data taken over, freed on failure too), newest; one of the same
+ * kind and source is replaced. */
+int xform_add(Session *s, const XformKind *k, Model *src, void *data);
+/* The newest transformation of m (NULL: of any model) of kind k (NULL: any kind) that still
+ * stands, or NULL. */
+const Xform *xform_newest(Session *s, const Model *m, const XformKind *k);
+/* All transformations that still stand, newest first (NULL when none). */
+const Xform *xform_list(Session *s);
+/* Bytes per token over all layers when conv of them cache `after` values and the others the
+ * model's c->before. */
+size_t xform_kv_bytes(const XformKvCtx *c, size_t after, size_t conv);
+/* `export`'s dtype keyword: *dt = its value, or def when absent. */
+int xform_export_dtype(const Args *a, dt_type def, dt_type *dt);
+
+/* Fills buf with x's description (its kind's describe, else "NAME of MODEL"). */
+void xform_describe(const Xform *x, char *buf, size_t cap);
+
+#endif
