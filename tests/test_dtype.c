@@ -1,7 +1,8 @@
 /* test_dtype.c -- dtype names and sizes, and the scalar and bulk conversions of core/tensor.c:
  * exhaustive round trips of every F16 / BF16 / F8_E4M3 bit pattern, hand-computed
  * round-to-nearest-even ties (normal and subnormal), overflow (F16 -> Inf, E4M3 saturates at
- * 448), NaN patterns, signed zeros; bulk dt_to_f32 / dt_from_f32 agree with the scalars. */
+ * 448), NaN patterns, signed zeros; bulk dt_to_f32 / dt_from_f32 agree with the scalars;
+ * the FP8 row decoders (AVX2 and table, float and double) agree with the scalar product. */
 #include "check.h"
 #include "tensor.h"
 
@@ -142,6 +143,37 @@ static void test_e4m3(void) {
     CHECK(dt_e5m2_to_f32(0x01) == ldexpf(1, -16), "E5M2 smallest subnormal");
 }
 
+/* The FP8 row decoders, float and double, AVX2 (where the CPU has it) and table: every code times
+ * odd scales -- subnormal, negative, and one so large that 256 s overflows (the AVX2 decoder's
+ * exact rescaling does not hold there, so it must take the table) -- bit for bit as the scalar
+ * product dt_e4m3_to_f32(c) * s in float, NaN codes NaN, over a length that is no multiple of 8. */
+static void test_e4m3_rows(void) {
+    enum { N = 256 + 13 };
+    uint8_t src[N];
+    for (int i = 0; i < N; i++) src[i] = (uint8_t)(i * 37 + 11);
+    const float scales[] = {1.0f, 0.0078125f, 3.1415927f, -2.5f, 448.0f, 1e-40f, 3e37f, -3e38f};
+    for (int simd = 1; simd >= 0; simd--) {
+        bool on = dt_e4m3_simd(simd);
+        if (simd && !on) { printf("note: no AVX2 + F16C here; the table decoder only\n"); continue; }
+        for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+            float f[N], s = scales[k];
+            double d[N];
+            dt_e4m3_row(src, N, s, f);
+            dt_e4m3_row_d(src, N, s, d);
+            size_t bad = 0;
+            for (int i = 0; i < N; i++) {
+                float want = dt_e4m3_to_f32(src[i]) * s;
+                double wd = want;
+                if (isnan(want)) bad += !isnan(f[i]) || !isnan(d[i]);
+                else bad += f2u(f[i]) != f2u(want) || memcmp(&d[i], &wd, sizeof wd) != 0;
+            }
+            CHECK(bad == 0, "%s decoder, scale %g: %zu of %d values differ from the scalar product",
+                  simd ? "AVX2" : "table", (double)s, bad, N);
+        }
+    }
+    dt_e4m3_simd(true);
+}
+
 /* ---------------------------------------------------------------- bulk */
 
 static void test_bulk(void) {
@@ -188,6 +220,7 @@ int main(void) {
     test_f16();
     test_bf16();
     test_e4m3();
+    test_e4m3_rows();
     test_bulk();
     return check_done();
 }
