@@ -2,7 +2,7 @@
  * exhaustive round trips of every F16 / BF16 / F8_E4M3 bit pattern, hand-computed
  * round-to-nearest-even ties (normal and subnormal), overflow (F16 -> Inf, E4M3 saturates at
  * 448), NaN patterns, signed zeros; bulk dt_to_f32 / dt_from_f32 agree with the scalars;
- * the FP8 row decoders (AVX2 and table, float and double) agree with the scalar product. */
+ * the FP8 row decoders (AVX2 and table, float and double) agree with the scalar product; Mat <-> MatD. */
 #include "check.h"
 #include "tensor.h"
 
@@ -176,6 +176,36 @@ static void test_e4m3_rows(void) {
 
 /* ---------------------------------------------------------------- bulk */
 
+/* Mat <-> MatD: widening is exact, narrowing rounds to nearest float; shapes carry over; an empty
+ * matrix converts to an empty one. */
+static void test_matd(void) {
+    Mat *m = mat_new(2, 3);
+    for (int i = 0; i < 6; i++) m->data[i] = ldexpf(1.0f + (float)i / 8, i - 3) * (i % 2 ? -1 : 1);
+    m->data[5] = 3.0e38f;
+    MatD *d = matd_from_mat(m);
+    CHECK(d && d->rows == 2 && d->cols == 3, "MatD shape");
+    size_t bad = 0;
+    for (int i = 0; d && i < 6; i++) bad += d->data[i] != (double)m->data[i];
+    CHECK(bad == 0, "widening changed %zu values", bad);
+    if (d) {
+        d->data[0] = 1.0 + ldexp(1, -24);           /* halfway between 1 and the next float: to even */
+        d->data[1] = 1.0 + 3 * ldexp(1, -24);       /* halfway above 1 + 2^-23: to 1 + 2^-22 */
+        d->data[2] = 0.1;
+    }
+    Mat *back = d ? mat_from_matd(d) : NULL;
+    CHECK(back && back->rows == 2 && back->cols == 3, "Mat shape");
+    if (back) {
+        CHECK(back->data[0] == 1.0f && back->data[1] == 1.0f + ldexpf(1, -22) && back->data[2] == 0.1f,
+              "narrowing rounds to nearest even: %.9g %.9g %.9g", (double)back->data[0], (double)back->data[1],
+              (double)back->data[2]);
+        CHECK(back->data[5] == 3.0e38f && back->data[3] == m->data[3], "untouched values come back exactly");
+    }
+    MatD *e = matd_new(0, 4);
+    Mat *ef = e ? mat_from_matd(e) : NULL;
+    CHECK(e && ef && ef->rows == 0 && ef->cols == 4, "an empty matrix converts");
+    mat_free(m); matd_free(d); mat_free(back); matd_free(e); mat_free(ef);
+}
+
 static void test_bulk(void) {
     float src[8] = {1.0f, -2.5f, 1.0625f, 65520.0f, 1e-30f, 448.0f, 3.0e38f, -0.0f};
     uint8_t buf[64];
@@ -222,5 +252,6 @@ int main(void) {
     test_e4m3();
     test_e4m3_rows();
     test_bulk();
+    test_matd();
     return check_done();
 }
