@@ -197,21 +197,26 @@ static void e4m3_init(void) {
     e4m3_avx2 = e4m3_avx2_available();
 }
 
-/* The AVX2 decoder multiplies by 256 s, exact unless it overflows: such scales take the table. */
+/* Whether the AVX2 decoder serves scale s: it multiplies by 256 s, exact unless that overflows
+ * (such scales take the table). */
 static bool avx2_for(float s) {
     pthread_once(&e4m3_once, e4m3_init);
     return e4m3_avx2 && !(isfinite(s) && fabsf(s) > FLT_MAX / 256.0f);
 }
 
-void dt_e4m3_row(const uint8_t *src, size_t n, float s, float *dst) {
-    size_t j = avx2_for(s) ? row_avx2(src, n, s, dst) : 0;
+/* One row, the decoder chosen by the caller (hoisted out of the block loops below). */
+static inline void row_f(const uint8_t *src, size_t n, float s, float *dst, bool avx2) {
+    size_t j = avx2 ? row_avx2(src, n, s, dst) : 0;
     for (; j < n; j++) dst[j] = e4m3_lut[src[j]] * s;
 }
 
-void dt_e4m3_row_d(const uint8_t *src, size_t n, float s, double *dst) {
-    size_t j = avx2_for(s) ? row_avx2_d(src, n, s, dst) : 0;
+static inline void row_d(const uint8_t *src, size_t n, float s, double *dst, bool avx2) {
+    size_t j = avx2 ? row_avx2_d(src, n, s, dst) : 0;
     for (; j < n; j++) dst[j] = (double)(e4m3_lut[src[j]] * s);
 }
+
+void dt_e4m3_row(const uint8_t *src, size_t n, float s, float *dst) { row_f(src, n, s, dst, avx2_for(s)); }
+void dt_e4m3_row_d(const uint8_t *src, size_t n, float s, double *dst) { row_d(src, n, s, dst, avx2_for(s)); }
 
 bool dt_e4m3_simd(bool on) {
     pthread_once(&e4m3_once, e4m3_init);
@@ -229,6 +234,7 @@ static void fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t
             size_t ja = cb * B > c0 ? cb * B : c0, jb = (cb + 1) * B < c1 ? (cb + 1) * B : c1;
             float s;
             memcpy(&s, (const uint8_t *)scale + (rb * scols + cb) * sizeof(float), sizeof s);
+            bool avx2 = avx2_for(s);
             for (size_t i = ia; i < ib; i++) {
                 const uint8_t *src = w + i * cols + ja;
                 /* Rows of a column block are a page apart (o_proj: 16 KB): fetch ahead, which
@@ -238,8 +244,8 @@ static void fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t
                     for (size_t o = 0; o < jb - ja; o += 64) __builtin_prefetch(ahead + o, 0, 0);
                 }
                 size_t at = (i - r0) * ld + (ja - c0);
-                if (dbl) dt_e4m3_row_d(src, jb - ja, s, (double *)dst + at);
-                else dt_e4m3_row(src, jb - ja, s, (float *)dst + at);
+                if (dbl) row_d(src, jb - ja, s, (double *)dst + at, avx2);
+                else row_f(src, jb - ja, s, (float *)dst + at, avx2);
             }
         }
     }
