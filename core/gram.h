@@ -44,9 +44,4 @@ int gram_compute(const Store *st, const GramView *v, GramScratch *scr, double *G
 int gram_read_block(const Store *st, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, double *dst,
                     size_t ld);
 
-/* The FP8 decoder: the AVX2 + F16C one where the CPU has it (the default), else a table. For
- * tests: false forces the table; true restores the default. Returns whether the AVX2 decoder is
- * now in use. Not for use while a sweep runs. */
-bool gram_fp8_simd(bool on);
-
 #endif

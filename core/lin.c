@@ -63,15 +63,6 @@ void lin_spectrum_total(Spectrum *s) {
 
 static size_t min2(size_t a, size_t b) { return a < b ? a : b; }
 
-/* Double copy of a float matrix (rows x cols, row-major); caller frees. */
-static double *to_double(const Mat *M, const char *what) {
-    double *d = al_malloc3(M->rows, M->cols, sizeof(double), what);
-    if (!d) return NULL;
-    size_t n = M->rows * M->cols;
-    for (size_t i = 0; i < n; i++) d[i] = M->data[i];
-    return d;
-}
-
 static int lapack_fail(const char *routine, lapack_int info, const char *what) {
     if (info < 0)
         return al_err("LAPACK %s: illegal argument %d while computing %s (internal error)",
@@ -99,27 +90,34 @@ static int svd_inplace(double *X, size_t m, size_t n, Spectrum *s, const char *w
 
 /* ================================================================ dense SVD */
 
-int lin_svd_d(const double *W, size_t m, size_t n, unsigned flags, Spectrum **out) {
+/* Dense SVD of X (m x n, a work copy: destroyed). */
+static int svd_work(MatD *X, unsigned flags, Spectrum **out) {
     *out = NULL;
-    Spectrum *s = lin_spectrum_new(m, n, min2(m, n), flags & LIN_VECTORS);
+    Spectrum *s = lin_spectrum_new(X->rows, X->cols, min2(X->rows, X->cols), flags & LIN_VECTORS);
     if (!s) return AL_ERR;
-    double *X = al_malloc3(m, n, sizeof(double), "an SVD work copy");
-    if (!X) { lin_spectrum_free(s); return AL_ERR; }
-    memcpy(X, W, m * n * sizeof(double));
-    int rc = svd_inplace(X, m, n, s, "a dense SVD");
-    free(X);
+    int rc = svd_inplace(X->data, X->rows, X->cols, s, "a dense SVD");
     if (rc) { lin_spectrum_free(s); return rc; }
     lin_spectrum_total(s);
     *out = s;
     return AL_OK;
 }
 
+int lin_svd_d(const double *W, size_t m, size_t n, unsigned flags, Spectrum **out) {
+    *out = NULL;
+    MatD *X = matd_new(m, n);
+    if (!X) return al_err_ctx("an SVD work copy");
+    memcpy(X->data, W, m * n * sizeof(double));
+    int rc = svd_work(X, flags, out);
+    matd_free(X);
+    return rc;
+}
+
 int lin_svd(const Mat *W, unsigned flags, Spectrum **out) {
     *out = NULL;
-    double *X = to_double(W, "an SVD work copy");
-    if (!X) return AL_ERR;
-    int rc = lin_svd_d(X, W->rows, W->cols, flags, out);
-    free(X);
+    MatD *X = matd_from_mat(W);
+    if (!X) return al_err_ctx("an SVD work copy");
+    int rc = svd_work(X, flags, out);
+    matd_free(X);
     return rc;
 }
 
@@ -243,13 +241,13 @@ static Spectrum *side_spectrum(const Side *s, size_t rows) {
 
 int lin_sigma_gram(const Mat *W, Spectrum **out) {
     *out = NULL;
-    double *X = to_double(W, "a Gram work copy");
-    if (!X) return AL_ERR;
+    MatD *X = matd_from_mat(W);
+    if (!X) return al_err_ctx("a Gram work copy");
     Side s;
     /* Gram of the smaller side: W (m x n) with n <= m -> WᵀW; else WWᵀ (W stored as Xᵀ). */
-    int rc = W->cols <= W->rows ? side_gram(X, W->rows, W->cols, false, false, &s, "a spectrum")
-                                : side_gram(X, W->cols, W->rows, true, false, &s, "a spectrum");
-    free(X);
+    int rc = W->cols <= W->rows ? side_gram(X->data, W->rows, W->cols, false, false, &s, "a spectrum")
+                                : side_gram(X->data, W->cols, W->rows, true, false, &s, "a spectrum");
+    matd_free(X);
     if (rc) return rc;
     Spectrum *sp = lin_spectrum_new(W->rows, W->cols, s.nsigma, false);
     if (sp) {
@@ -300,7 +298,8 @@ int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
                       op == LIN_AB ? B->cols : B->rows);
     bool vec = flags & LIN_VECTORS, qr = flags & LIN_QR;
     size_t p = min2(min2(m, n), k);
-    double *Ad = to_double(A, "a factor copy"), *Bd = to_double(B, "a factor copy");
+    MatD *Am = matd_from_mat(A), *Bm = matd_from_mat(B);
+    const double *Ad = Am ? Am->data : NULL, *Bd = Bm ? Bm->data : NULL;
     Side fa, fb;
     memset(&fa, 0, sizeof fa); memset(&fb, 0, sizeof fb);
     Spectrum *s = NULL;
@@ -382,7 +381,7 @@ done:
     }
     lin_spectrum_free(s);
     side_free(&fa); side_free(&fb);
-    free(Ad); free(Bd); free(C); free(Uc); free(Vct);
+    matd_free(Am); matd_free(Bm); free(C); free(Uc); free(Vct);
     return rc;
 }
 
@@ -391,12 +390,12 @@ int lin_dense_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
     size_t m = A->rows, k = A->cols;
     size_t kb = op == LIN_AB ? B->rows : B->cols, n = op == LIN_AB ? B->cols : B->rows;
     if (kb != k) return al_err("dense product: inner dimensions differ (A is %zux%zu)", m, k);
-    double *Ad = to_double(A, "a factor copy"), *Bd = to_double(B, "a factor copy");
+    MatD *Ad = matd_from_mat(A), *Bd = matd_from_mat(B);
     double *F = al_malloc3(m, n, sizeof(double), "a formed product");
     int rc = AL_ERR;
     if (Ad && Bd && F) {
         cblas_dgemm(CblasRowMajor, CblasNoTrans, op == LIN_AB ? CblasNoTrans : CblasTrans,
-                    (int)m, (int)n, (int)k, 1.0, Ad, (int)k, Bd, op == LIN_AB ? (int)n : (int)k,
+                    (int)m, (int)n, (int)k, 1.0, Ad->data, (int)k, Bd->data, op == LIN_AB ? (int)n : (int)k,
                     0.0, F, (int)n);
         Spectrum *s = lin_spectrum_new(m, n, min2(m, n), flags & LIN_VECTORS);
         if (s) {
@@ -405,7 +404,7 @@ int lin_dense_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
             else { lin_spectrum_total(s); *out = s; }
         }
     }
-    free(Ad); free(Bd); free(F);
+    matd_free(Ad); matd_free(Bd); free(F);
     return rc;
 }
 

@@ -372,8 +372,8 @@ int st_writer_add_mat(st_writer *w, const char *name, dt_type dtype, const Mat *
 }
 
 int st_writer_add_fp8(st_writer *w, const char *name, const Mat *m) {
-    const size_t B = 128, R = m->rows, C = m->cols;
-    size_t sr = (R + B - 1) / B, sc = (C + B - 1) / B;
+    const size_t B = DT_FP8_BLOCK, R = m->rows, C = m->cols;
+    size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C);
     uint8_t *q = al_malloc3(R, C, 1, name);
     float *scale = al_malloc3(sr ? sr : 1, sc ? sc : 1, sizeof(float), name);
     int rc = AL_ERR;

@@ -13,8 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define FP8_BLOCK 128
-
 typedef struct {
     const char *name;         /* points into the entry */
     const st_entry *e;
@@ -233,18 +231,6 @@ void store_release_prefix(const Store *s, const char *prefix) {
 
 /* ================================================================ reading */
 
-void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *scale, size_t scols, size_t r0, size_t nr,
-                         float *dst) {
-    float lut[256];
-    for (int i = 0; i < 256; i++) lut[i] = dt_e4m3_to_f32((uint8_t)i);
-    for (size_t i = 0; i < nr; i++) {
-        const uint8_t *row = w + (r0 + i) * cols;
-        const float *srow = scale + ((r0 + i) / FP8_BLOCK) * scols;
-        float *d = dst + i * cols;
-        for (size_t j = 0; j < cols; j++) d[j] = lut[row[j]] * srow[j / FP8_BLOCK];
-    }
-}
-
 /* Finds and checks the block-scale tensor of an FP8 weight of shape (R, C). */
 int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const void **scale, size_t *scols) {
     char *sname = al_asprintf("%s_scale_inv", name);
@@ -257,7 +243,7 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
         free(sname);
         return rc;
     }
-    size_t sr = (R + FP8_BLOCK - 1) / FP8_BLOCK, sc = (C + FP8_BLOCK - 1) / FP8_BLOCK;
+    size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C);
     size_t er = se->ndim == 2 ? se->shape[0] : 0, ec = se->ndim == 2 ? se->shape[1] : 0;
     if (se->dtype != DT_F32 || er != sr || ec != sc) {
         rc = al_err("'%s' should be F32 of shape [%zu, %zu] (ceil(%zu/128) x ceil(%zu/128)), found %s of shape [%zu, %zu]",
@@ -295,18 +281,7 @@ int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat 
     if (e->dtype == DT_F8_E4M3) {
         const void *scale = NULL; size_t scols = 0;
         rc = store_fp8_scale(s, name, R, C, &scale, &scols);
-        if (rc == AL_OK && ((uintptr_t)scale % sizeof(float)) != 0) {   /* unaligned: copy */
-            size_t sn = ((R + FP8_BLOCK - 1) / FP8_BLOCK) * scols;
-            float *al = al_malloc3(sn, 1, sizeof(float), "FP8 scales");
-            if (!al) rc = AL_ERR;
-            else {
-                memcpy(al, scale, sn * sizeof(float));
-                dt_fp8_dequant_rows(base, C, al, scols, r0, nr, m->data);
-                free(al);
-            }
-        } else if (rc == AL_OK) {
-            dt_fp8_dequant_rows(base, C, scale, scols, r0, nr, m->data);
-        }
+        if (rc == AL_OK) dt_fp8_dequant(base, C, scale, scols, r0, nr, 0, C, m->data, C);
     } else {
         rc = dt_to_f32(e->dtype, base + r0 * C * dt_size(e->dtype), nr * C, m->data);
     }

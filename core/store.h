@@ -3,7 +3,8 @@
  *
  * FP8 (F8_E4M3) weights are dequantized with their DeepSeek block scales: for a weight named
  * "X.weight" of shape (R, C), "X.weight_scale_inv" is F32 of shape (ceil(R/128), ceil(C/128))
- * and W[i][j] = fp8[i][j] * scale[i/128][j/128]; the edge blocks are partial. */
+ * and W[i][j] = fp8[i][j] * scale[i/128][j/128]; the edge blocks are partial (tensor.h's
+ * dt_fp8_dequant, DT_FP8_BLOCK). */
 #ifndef AL_STORE_H
 #define AL_STORE_H
 
@@ -39,10 +40,5 @@ const char *store_file_at(const Store *s, size_t i);
 void store_release_prefix(const Store *s, const char *prefix);
 /* Folder the store was opened from. */
 const char *store_dir(const Store *s);
-
-/* Dequantizes an FP8 (rows x cols) block into dst using the (srows x scols) scale grid, for rows
- * [r0, r0+nr). Exposed for tests. */
-void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *scale, size_t scols,
-                         size_t r0, size_t nr, float *dst);
 
 #endif

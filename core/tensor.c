@@ -1,8 +1,12 @@
-/* tensor.c -- dtype names and conversions (F16, BF16, F8 to and from float32), and Mat. */
+/* tensor.c -- dtype names and conversions (F16, BF16, F8 to and from float32), the FP8 E4M3 row
+ * decoder and block-scale dequantization, Mat and MatD. Owns nothing global but a constant table
+ * of the 256 E4M3 values and which row decoder runs. */
 #include "tensor.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,12 +118,7 @@ int dt_to_f32(dt_type t, const void *src, size_t n, float *dst) {
     case DT_F64: for (size_t i = 0; i < n; i++) { double d; memcpy(&d, b + 8 * i, 8); dst[i] = (float)d; } return AL_OK;
     case DT_F16: for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, b + 2 * i, 2); dst[i] = dt_f16_to_f32(h); } return AL_OK;
     case DT_BF16: for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, b + 2 * i, 2); dst[i] = dt_bf16_to_f32(h); } return AL_OK;
-    case DT_F8_E4M3: {
-        float lut[256];
-        for (int i = 0; i < 256; i++) lut[i] = dt_e4m3_to_f32((uint8_t)i);
-        for (size_t i = 0; i < n; i++) dst[i] = lut[b[i]];
-        return AL_OK;
-    }
+    case DT_F8_E4M3: dt_e4m3_row(b, n, 1.0f, dst); return AL_OK;
     case DT_F8_E5M2: for (size_t i = 0; i < n; i++) dst[i] = dt_e5m2_to_f32(b[i]); return AL_OK;
     default: return al_err("dtype %s is not a float type (weights must be F32, F16, BF16 or F8)", dt_name(t));
     }
@@ -135,6 +134,131 @@ int dt_from_f32(dt_type t, const float *src, size_t n, void *dst) {
     case DT_F8_E4M3: for (size_t i = 0; i < n; i++) b[i] = dt_f32_to_e4m3(src[i]); return AL_OK;
     default: return al_err("cannot write dtype %s from float32", dt_name(t));
     }
+}
+
+/* ================================================================ FP8 rows and block scales */
+
+/* Rows ahead to prefetch when dequantizing a column block (rows a page apart). */
+#define FP8_PREFETCH 16
+
+static float e4m3_lut[256];
+static bool e4m3_avx2;               /* the AVX2 + F16C row decoder is in use */
+static pthread_once_t e4m3_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+static bool e4m3_avx2_available(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+/* 8 E4M3 codes times s as floats, bit-identical to the table: the code's low 7 bits shifted left
+ * by 7 are an IEEE half of value code / 256 (subnormals included), F16C widens it, and one float
+ * multiply by sc = 256 s (exact) rounds exactly as e4m3_lut[c] * s does. Codes S.1111.111 are NaN. */
+__attribute__((target("avx2,f16c")))
+static inline __m256 e4m3x8(const uint8_t *src, __m256 sc) {
+    const __m128i m7f = _mm_set1_epi16(0x7f), m80 = _mm_set1_epi16(0x80);
+    __m128i x = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)src));
+    __m128i mag = _mm_and_si128(x, m7f);
+    __m128i h = _mm_or_si128(_mm_slli_epi16(mag, 7), _mm_slli_epi16(_mm_and_si128(x, m80), 8));
+    __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(h), sc);
+    __m256i isnan = _mm256_cvtepi16_epi32(_mm_cmpeq_epi16(mag, m7f));
+    return _mm256_blendv_ps(f, _mm256_set1_ps(NAN), _mm256_castsi256_ps(isnan));
+}
+
+/* The whole groups of 8 of a row, as float or widened to double; returns how many were done. */
+__attribute__((target("avx2,f16c")))
+static size_t row_avx2(const uint8_t *src, size_t n, float s, float *d) {
+    const __m256 sc = _mm256_set1_ps(256.0f * s);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(d + j, e4m3x8(src + j, sc));
+    return j;
+}
+
+__attribute__((target("avx2,f16c")))
+static size_t row_avx2_d(const uint8_t *src, size_t n, float s, double *d) {
+    const __m256 sc = _mm256_set1_ps(256.0f * s);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 f = e4m3x8(src + j, sc);
+        _mm256_storeu_pd(d + j, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+        _mm256_storeu_pd(d + j + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+    }
+    return j;
+}
+#else
+static bool e4m3_avx2_available(void) { return false; }
+static size_t row_avx2(const uint8_t *src, size_t n, float s, float *d) { (void)src; (void)n; (void)s; (void)d; return 0; }
+static size_t row_avx2_d(const uint8_t *src, size_t n, float s, double *d) { (void)src; (void)n; (void)s; (void)d; return 0; }
+#endif
+
+static void e4m3_init(void) {
+    for (int i = 0; i < 256; i++) e4m3_lut[i] = dt_e4m3_to_f32((uint8_t)i);
+    e4m3_avx2 = e4m3_avx2_available();
+}
+
+/* Whether the AVX2 decoder serves scale s: it multiplies by 256 s, exact unless that overflows
+ * (such scales take the table). */
+static bool avx2_for(float s) {
+    pthread_once(&e4m3_once, e4m3_init);
+    return e4m3_avx2 && !(isfinite(s) && fabsf(s) > FLT_MAX / 256.0f);
+}
+
+/* One row, the decoder chosen by the caller (hoisted out of the block loops below). */
+static inline void row_f(const uint8_t *src, size_t n, float s, float *dst, bool avx2) {
+    size_t j = avx2 ? row_avx2(src, n, s, dst) : 0;
+    for (; j < n; j++) dst[j] = e4m3_lut[src[j]] * s;
+}
+
+static inline void row_d(const uint8_t *src, size_t n, float s, double *dst, bool avx2) {
+    size_t j = avx2 ? row_avx2_d(src, n, s, dst) : 0;
+    for (; j < n; j++) dst[j] = (double)(e4m3_lut[src[j]] * s);
+}
+
+void dt_e4m3_row(const uint8_t *src, size_t n, float s, float *dst) { row_f(src, n, s, dst, avx2_for(s)); }
+void dt_e4m3_row_d(const uint8_t *src, size_t n, float s, double *dst) { row_d(src, n, s, dst, avx2_for(s)); }
+
+bool dt_e4m3_simd(bool on) {
+    pthread_once(&e4m3_once, e4m3_init);
+    e4m3_avx2 = on && e4m3_avx2_available();
+    return e4m3_avx2;
+}
+
+/* dt_fp8_dequant(_d): per 128 x 128 scale block, each row segment through the row decoder. */
+static void fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
+                        size_t c0, size_t nc, void *dst, size_t ld, bool dbl) {
+    const size_t B = DT_FP8_BLOCK, r1 = r0 + nr, c1 = c0 + nc;
+    for (size_t rb = r0 / B; rb * B < r1; rb++) {
+        size_t ia = rb * B > r0 ? rb * B : r0, ib = (rb + 1) * B < r1 ? (rb + 1) * B : r1;
+        for (size_t cb = c0 / B; cb * B < c1; cb++) {
+            size_t ja = cb * B > c0 ? cb * B : c0, jb = (cb + 1) * B < c1 ? (cb + 1) * B : c1;
+            float s;
+            memcpy(&s, (const uint8_t *)scale + (rb * scols + cb) * sizeof(float), sizeof s);
+            bool avx2 = avx2_for(s);
+            for (size_t i = ia; i < ib; i++) {
+                const uint8_t *src = w + i * cols + ja;
+                /* Rows of a column block are a page apart (o_proj: 16 KB): fetch ahead, which
+                 * also walks the page tables early. */
+                if (i + FP8_PREFETCH < r1) {
+                    const uint8_t *ahead = src + FP8_PREFETCH * cols;
+                    for (size_t o = 0; o < jb - ja; o += 64) __builtin_prefetch(ahead + o, 0, 0);
+                }
+                size_t at = (i - r0) * ld + (ja - c0);
+                if (dbl) row_d(src, jb - ja, s, (double *)dst + at, avx2);
+                else row_f(src, jb - ja, s, (float *)dst + at, avx2);
+            }
+        }
+    }
+}
+
+void dt_fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
+                    size_t c0, size_t nc, float *dst, size_t ld) {
+    fp8_dequant(w, cols, scale, scols, r0, nr, c0, nc, dst, ld, false);
+}
+
+void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
+                      size_t c0, size_t nc, double *dst, size_t ld) {
+    fp8_dequant(w, cols, scale, scols, r0, nr, c0, nc, dst, ld, true);
 }
 
 /* ================================================================ Mat */
@@ -227,4 +351,44 @@ size_t mat_first_nonfinite(const Mat *m) {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(m->data[i])) return i;
     return (size_t)-1;
+}
+
+/* ================================================================ MatD */
+
+MatD *matd_new(size_t rows, size_t cols) {
+    MatD *m = al_calloc(1, sizeof *m, "a double matrix");
+    if (!m) return NULL;
+    size_t n;
+    if (!al_mul_ok(rows, cols, &n, "a double matrix")) { free(m); return NULL; }
+    m->data = al_calloc(n ? n : 1, sizeof(double), "double matrix data");
+    if (!m->data) { free(m); return NULL; }
+    m->rows = rows;
+    m->cols = cols;
+    return m;
+}
+
+void matd_free(MatD *m) {
+    if (!m) return;
+    free(m->data);
+    free(m);
+}
+
+void vec_f2d(const float *src, size_t n, double *dst) {
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+void vec_d2f(const double *src, size_t n, float *dst) {
+    for (size_t i = 0; i < n; i++) dst[i] = (float)src[i];
+}
+
+MatD *matd_from_mat(const Mat *m) {
+    MatD *d = matd_new(m->rows, m->cols);
+    if (d) vec_f2d(m->data, m->rows * m->cols, d->data);
+    return d;
+}
+
+Mat *mat_from_matd(const MatD *m) {
+    Mat *f = mat_new(m->rows, m->cols);
+    if (f) vec_d2f(m->data, m->rows * m->cols, f->data);
+    return f;
 }

@@ -1,8 +1,11 @@
 /* tensor.h -- dtypes of checkpoint tensors and their conversion; dense float matrices.
  *
  * dt_*: the safetensors dtypes attnlab reads and writes, and elementwise conversion to and
- * from float32 (F16, BF16, F8_E4M3 with round-to-nearest-even on the way down).
- * Mat: an owned row-major float32 matrix, element (i, j) at data[i * cols + j]. */
+ * from float32 (F16, BF16, F8_E4M3 with round-to-nearest-even on the way down); the one FP8
+ * E4M3 row decoder (AVX2 + F16C where the CPU has it, else a table; bit-identical) and the
+ * DeepSeek block-scale dequantization built on it.
+ * Mat: an owned row-major float32 matrix, element (i, j) at data[i * cols + j]; MatD the same in
+ * double, with converters between the two. */
 #ifndef AL_TENSOR_H
 #define AL_TENSOR_H
 
@@ -38,6 +41,33 @@ int dt_to_f32(dt_type t, const void *src, size_t n, float *dst);
 /* Converts n floats to type t (float types only). */
 int dt_from_f32(dt_type t, const float *src, size_t n, void *dst);
 
+/* ================================================================ FP8 rows and block scales */
+
+/* DeepSeek FP8 checkpoints store one F32 scale per DT_FP8_BLOCK x DT_FP8_BLOCK block of a weight
+ * (R, C) as "<name>_scale_inv" of shape (dt_fp8_nblocks(R), dt_fp8_nblocks(C)); edge blocks are
+ * partial. W[i][j] = e4m3(code[i][j]) * scale[i / 128][j / 128], the product rounded to float. */
+#define DT_FP8_BLOCK 128
+static inline size_t dt_fp8_nblocks(size_t n) { return (n + DT_FP8_BLOCK - 1) / DT_FP8_BLOCK; }
+
+/* n E4M3 codes times one scale s: dst[j] = dt_e4m3_to_f32(src[j]) * s as float (NaN codes NaN);
+ * the _d variant widens that float to double. Thread-safe. */
+void dt_e4m3_row(const uint8_t *src, size_t n, float s, float *dst);
+void dt_e4m3_row_d(const uint8_t *src, size_t n, float s, double *dst);
+
+/* Rows [r0, r0+nr) x cols [c0, c0+nc) of an FP8 tensor (row-major codes at w, `cols` wide) with
+ * its block-scale grid (F32, (ceil(rows/128), scols); read with memcpy, so it may be unaligned
+ * in a mapping) into dst (nr x nc, leading dim ld), as float or widened to double. The caller
+ * checks the ranges. */
+void dt_fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
+                    size_t c0, size_t nc, float *dst, size_t ld);
+void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
+                      size_t c0, size_t nc, double *dst, size_t ld);
+
+/* Which E4M3 row decoder runs. For tests and benchmarks: false forces the table, true restores
+ * the default (AVX2 + F16C where the CPU has it). Returns whether the AVX2 decoder is now in use.
+ * Not for use while other threads decode. */
+bool dt_e4m3_simd(bool on);
+
 /* ================================================================ Mat */
 
 typedef struct {
@@ -63,5 +93,24 @@ double mat_fro(const Mat *m);
 double vec_rel_err(const float *a, const float *b, size_t n);
 /* First non-finite element index, or (size_t)-1 when all are finite. */
 size_t mat_first_nonfinite(const Mat *m);
+
+/* ================================================================ MatD */
+
+/* The double counterpart of Mat, for the LAPACK side of the numerics; element (i, j) at
+ * data[i * cols + j]. */
+typedef struct {
+    size_t rows, cols;
+    double *data;           /* (rows, cols) row-major, owned */
+} MatD;
+
+MatD *matd_new(size_t rows, size_t cols);        /* zero-filled; NULL + error on failure */
+void matd_free(MatD *m);
+/* Widened copy of a float matrix (exact); NULL + error on failure. */
+MatD *matd_from_mat(const Mat *m);
+/* Copy rounded to float (round to nearest); NULL + error on failure. */
+Mat *mat_from_matd(const MatD *m);
+/* The same elementwise conversions for n values into a buffer the caller owns. */
+void vec_f2d(const float *src, size_t n, double *dst);
+void vec_d2f(const double *src, size_t n, float *dst);
 
 #endif

@@ -28,6 +28,20 @@ static int check_layer(const PlotLayerRanks *l) {
     return AL_OK;
 }
 
+/* check_info and check_layer of every layer of a multi-layer figure (`what`: its name in the
+ * error); *max_heads: the most heads of any layer. */
+static int check_layers(const PlotRanksInfo *info, const PlotLayerRanks *layers, size_t n_layers, const char *what,
+                        size_t *max_heads) {
+    *max_heads = 0;
+    if (check_info(info)) return AL_ERR;
+    if (!layers || !n_layers) return al_err("plot ranks %s: no layers given", what);
+    for (size_t i = 0; i < n_layers; i++) {
+        if (check_layer(&layers[i])) return AL_ERR;
+        if (layers[i].n_heads > *max_heads) *max_heads = layers[i].n_heads;
+    }
+    return AL_OK;
+}
+
 /* qsort context: compare head indices by fused rank, then by index (a stable order). */
 static const int *sort_key;
 static int by_fused(const void *a, const void *b) {
@@ -164,13 +178,8 @@ static int grid_cols(size_t n) {
 
 int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
                     const PlotLayerRanks *layers, size_t n_layers) {
-    if (check_info(info)) return AL_ERR;
-    if (!layers || !n_layers) return al_err("plot ranks grid: no layers given");
-    size_t max_heads = 0;
-    for (size_t i = 0; i < n_layers; i++) {
-        if (check_layer(&layers[i])) return AL_ERR;
-        if (layers[i].n_heads > max_heads) max_heads = layers[i].n_heads;
-    }
+    size_t max_heads;
+    if (check_layers(info, layers, n_layers, "grid", &max_heads)) return AL_ERR;
     double *pts = al_malloc3(max_heads, 4, sizeof(double), "rank grid points");
     if (!pts) return AL_ERR;
 
@@ -250,13 +259,8 @@ static int cmp_int(const void *a, const void *b) {
 
 int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
                         const PlotLayerRanks *layers, size_t n_layers) {
-    if (check_info(info)) return AL_ERR;
-    if (!layers || !n_layers) return al_err("plot ranks by layer: no layers given");
-    size_t max_heads = 0;
-    for (size_t i = 0; i < n_layers; i++) {
-        if (check_layer(&layers[i])) return AL_ERR;
-        if (layers[i].n_heads > max_heads) max_heads = layers[i].n_heads;
-    }
+    size_t max_heads;
+    if (check_layers(info, layers, n_layers, "by layer", &max_heads)) return AL_ERR;
     double *v = al_malloc3(n_layers, 4, sizeof(double), "rank-by-layer points");
     int *tmp = al_malloc3(max_heads, 1, sizeof(int), "rank-by-layer sort");
     if (!v || !tmp) { free(v); free(tmp); return AL_ERR; }

@@ -41,20 +41,30 @@ static void index_range(size_t n, double *x0, double *x1) {
     *x1 = (double)n + pad;
 }
 
+/* The points of a spectrum figure and its page: x = 1..n and y = sigma_axis's values in one
+ * allocation (y = x + n; the caller frees x), the sigma range lo..hi and the index range x0..x1;
+ * then opens the page. NULL + error on failure. */
+static double *spectrum_page(const PlotOpts *opts, const double *sigma, size_t n, const char *what, double *lo,
+                             double *hi, double *x0, double *x1, PlotPage *pg) {
+    double *x = al_malloc3(n, 2, sizeof(double), what);
+    if (!x) return NULL;
+    if (sigma_axis(sigma, n, opts && opts->logy, x + n, lo, hi)) { free(x); return NULL; }
+    for (size_t i = 0; i < n; i++) x[i] = (double)(i + 1);
+    index_range(n, x0, x1);
+    if (plot_page_open(opts, pg)) { free(x); return NULL; }
+    return x;
+}
+
 /* ================================================================ spectrum */
 
 int plot_spectrum(const PlotOpts *opts, const double *sigma, size_t n) {
     if (n == 0) return al_err("plot spectrum: no singular values to draw");
     if (plot_check_finite(sigma, n, "sigma")) return AL_ERR;
-    double *x = al_malloc3(n, 2, sizeof(double), "spectrum plot points");
-    if (!x) return AL_ERR;
-    double *y = x + n, lo, hi, x0, x1;
-    if (sigma_axis(sigma, n, opts && opts->logy, y, &lo, &hi)) { free(x); return AL_ERR; }
-    for (size_t i = 0; i < n; i++) x[i] = (double)(i + 1);
-    index_range(n, &x0, &x1);
-
+    double lo, hi, x0, x1;
     PlotPage pg;
-    if (plot_page_open(opts, &pg)) { free(x); return AL_ERR; }
+    double *x = spectrum_page(opts, sigma, n, "spectrum plot points", &lo, &hi, &x0, &x1, &pg);
+    if (!x) return AL_ERR;
+    double *y = x + n;
     plot_page_title(opts, "Singular values");
     plot_vpor_std(opts, 0, 2.0);
     plwind(x0, x1, lo, hi);
@@ -126,15 +136,11 @@ int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy,
     for (size_t i = 0; i < n; i++)
         if (energy[i] < -1e-9 || energy[i] > 1.0 + 1e-9)
             return al_err("plot energy: energy[%zu] = %g is not a fraction in [0, 1]", i, energy[i]);
-    double *x = al_malloc3(n, 2, sizeof(double), "energy plot points");
-    if (!x) return AL_ERR;
-    double *y = x + n, lo, hi, x0, x1;
-    if (sigma_axis(sigma, n, opts && opts->logy, y, &lo, &hi)) { free(x); return AL_ERR; }
-    for (size_t i = 0; i < n; i++) x[i] = (double)(i + 1);
-    index_range(n, &x0, &x1);
-
+    double lo, hi, x0, x1;
     PlotPage pg;
-    if (plot_page_open(opts, &pg)) { free(x); return AL_ERR; }
+    double *x = spectrum_page(opts, sigma, n, "energy plot points", &lo, &hi, &x0, &x1, &pg);
+    if (!x) return AL_ERR;
+    double *y = x + n;
     plot_page_title(opts, "Singular values and cumulative energy");
     /* Legend: the two curves and the marks (built first: its rows set the layout). */
     PlotLegendItem items[2 + 4];

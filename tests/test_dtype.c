@@ -1,7 +1,8 @@
 /* test_dtype.c -- dtype names and sizes, and the scalar and bulk conversions of core/tensor.c:
  * exhaustive round trips of every F16 / BF16 / F8_E4M3 bit pattern, hand-computed
  * round-to-nearest-even ties (normal and subnormal), overflow (F16 -> Inf, E4M3 saturates at
- * 448), NaN patterns, signed zeros; bulk dt_to_f32 / dt_from_f32 agree with the scalars. */
+ * 448), NaN patterns, signed zeros; bulk dt_to_f32 / dt_from_f32 agree with the scalars;
+ * the FP8 row decoders (AVX2 and table, float and double) agree with the scalar product; Mat <-> MatD. */
 #include "check.h"
 #include "tensor.h"
 
@@ -142,7 +143,68 @@ static void test_e4m3(void) {
     CHECK(dt_e5m2_to_f32(0x01) == ldexpf(1, -16), "E5M2 smallest subnormal");
 }
 
+/* The FP8 row decoders, float and double, AVX2 (where the CPU has it) and table: every code times
+ * odd scales -- subnormal, negative, and one so large that 256 s overflows (the AVX2 decoder's
+ * exact rescaling does not hold there, so it must take the table) -- bit for bit as the scalar
+ * product dt_e4m3_to_f32(c) * s in float, NaN codes NaN, over a length that is no multiple of 8. */
+static void test_e4m3_rows(void) {
+    enum { N = 256 + 13 };
+    uint8_t src[N];
+    for (int i = 0; i < N; i++) src[i] = (uint8_t)(i * 37 + 11);
+    const float scales[] = {1.0f, 0.0078125f, 3.1415927f, -2.5f, 448.0f, 1e-40f, 3e37f, -3e38f};
+    for (int simd = 1; simd >= 0; simd--) {
+        bool on = dt_e4m3_simd(simd);
+        if (simd && !on) { printf("note: no AVX2 + F16C here; the table decoder only\n"); continue; }
+        for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+            float f[N], s = scales[k];
+            double d[N];
+            dt_e4m3_row(src, N, s, f);
+            dt_e4m3_row_d(src, N, s, d);
+            size_t bad = 0;
+            for (int i = 0; i < N; i++) {
+                float want = dt_e4m3_to_f32(src[i]) * s;
+                double wd = want;
+                if (isnan(want)) bad += !isnan(f[i]) || !isnan(d[i]);
+                else bad += f2u(f[i]) != f2u(want) || memcmp(&d[i], &wd, sizeof wd) != 0;
+            }
+            CHECK(bad == 0, "%s decoder, scale %g: %zu of %d values differ from the scalar product",
+                  simd ? "AVX2" : "table", (double)s, bad, N);
+        }
+    }
+    dt_e4m3_simd(true);
+}
+
 /* ---------------------------------------------------------------- bulk */
+
+/* Mat <-> MatD: widening is exact, narrowing rounds to nearest float; shapes carry over; an empty
+ * matrix converts to an empty one. */
+static void test_matd(void) {
+    Mat *m = mat_new(2, 3);
+    for (int i = 0; i < 6; i++) m->data[i] = ldexpf(1.0f + (float)i / 8, i - 3) * (i % 2 ? -1 : 1);
+    m->data[5] = 3.0e38f;
+    MatD *d = matd_from_mat(m);
+    CHECK(d && d->rows == 2 && d->cols == 3, "MatD shape");
+    size_t bad = 0;
+    for (int i = 0; d && i < 6; i++) bad += d->data[i] != (double)m->data[i];
+    CHECK(bad == 0, "widening changed %zu values", bad);
+    if (d) {
+        d->data[0] = 1.0 + ldexp(1, -24);           /* halfway between 1 and the next float: to even */
+        d->data[1] = 1.0 + 3 * ldexp(1, -24);       /* halfway above 1 + 2^-23: to 1 + 2^-22 */
+        d->data[2] = 0.1;
+    }
+    Mat *back = d ? mat_from_matd(d) : NULL;
+    CHECK(back && back->rows == 2 && back->cols == 3, "Mat shape");
+    if (back) {
+        CHECK(back->data[0] == 1.0f && back->data[1] == 1.0f + ldexpf(1, -22) && back->data[2] == 0.1f,
+              "narrowing rounds to nearest even: %.9g %.9g %.9g", (double)back->data[0], (double)back->data[1],
+              (double)back->data[2]);
+        CHECK(back->data[5] == 3.0e38f && back->data[3] == m->data[3], "untouched values come back exactly");
+    }
+    MatD *e = matd_new(0, 4);
+    Mat *ef = e ? mat_from_matd(e) : NULL;
+    CHECK(e && ef && ef->rows == 0 && ef->cols == 4, "an empty matrix converts");
+    mat_free(m); matd_free(d); mat_free(back); matd_free(e); mat_free(ef);
+}
 
 static void test_bulk(void) {
     float src[8] = {1.0f, -2.5f, 1.0625f, 65520.0f, 1e-30f, 448.0f, 3.0e38f, -0.0f};
@@ -188,6 +250,8 @@ int main(void) {
     test_f16();
     test_bf16();
     test_e4m3();
+    test_e4m3_rows();
     test_bulk();
+    test_matd();
     return check_done();
 }

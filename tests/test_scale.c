@@ -116,7 +116,7 @@ static void test_fp8_codes(void) {
     if (st) CHECK_OK(store_read(st, "w.weight", &ref));
     double *d = malloc(R * C * sizeof(double));
     for (int simd = 1; simd >= 0 && ref; simd--) {
-        bool on = gram_fp8_simd(simd);
+        bool on = dt_e4m3_simd(simd);
         if (simd && !on) { printf("note: no AVX2 + F16C here; the table decoder only\n"); continue; }
         CHECK_OK(gram_read_block(st, "w.weight", 0, R, 0, C, d, C));
         size_t bad = 0, nans = 0;
@@ -137,7 +137,7 @@ static void test_fp8_codes(void) {
             }
         CHECK(bad == 0, "%s decoder, offset block: %zu values differ", simd ? "AVX2" : "table", bad);
     }
-    gram_fp8_simd(true);
+    dt_e4m3_simd(true);
     /* A Gram over NaN codes is an error naming the tensor. */
     GramScratch *scr = gram_scratch_new();
     GramView v = { .tensor = al_strdup("w.weight"), .r0 = 0, .nr = 4, .c0 = 0, .nc = C, .row_gram = true };

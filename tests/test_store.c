@@ -101,7 +101,7 @@ static void test_dequant_kernel(void) {
     for (int i = 0; i < 3 * 130; i++) w[i] = 0x40;             /* 2.0 */
     float scale[2] = {0.5f, 3.0f}, dst[2 * 130];
     for (int i = 0; i < 2 * 130; i++) dst[i] = -1;
-    dt_fp8_dequant_rows(w, 130, scale, 2, 1, 2, dst);
+    dt_fp8_dequant(w, 130, scale, 2, 1, 2, 0, 130, dst, 130);
     CHECK(dst[0] == 1.0f && dst[127] == 1.0f && dst[128] == 6.0f && dst[129] == 6.0f, "row 1: %g %g %g %g",
           dst[0], dst[127], dst[128], dst[129]);
     CHECK(dst[130 + 129] == 6.0f && dst[130 + 5] == 1.0f, "row 2 written");
