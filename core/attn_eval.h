@@ -26,7 +26,8 @@ typedef struct AttnLayer {
     int hidden;               /* d_model */
     int n_heads;              /* H query (and output) heads */
     int v_dim;                /* dv per head */
-    double scale;             /* softmax scale on q.k */
+    double scale;             /* softmax scale on q.k (a YaRN GQA layer: times the attention factor squared) */
+    double rope_mscale;       /* MLA: YaRN's attention factor on the rotated q / k dims (1: none) */
     double *inv_freq;         /* (rope_dim / 2) angle per position of RoPE pair j; NULL without RoPE */
     int rope_dim;             /* RoPE dims per q/k head (GQA: head_dim or 0; MLA: qk_rope) */
     double norm_eps;          /* RMSNorm epsilon of the MLA latents */
@@ -74,15 +75,15 @@ size_t attn_layer_kv_values(const AttnLayer *L);
 
 /* Standard RoPE frequencies theta^(-2j/dim), j < dim/2 (caller frees). */
 double *attn_rope_freqs(int dim, double theta);
-/* The model's RoPE frequencies for `dim` rotary dims: standard with its rope_theta, then its
- * rope_scaling when that is "linear" (divided by factor) or "llama3" (low frequencies divided by
- * factor, a smooth blend between low_freq_factor and high_freq_factor wavelengths); any other
- * rope_scaling type is an error naming it. The scaling depends on each frequency alone, so the
- * frequencies for dim / M are every M-th of those for dim. Caller frees. */
+/* The model's RoPE frequencies for `dim` rotary dims (core/rope.h: its rope_theta, then its
+ * rope_scaling: linear, llama3 or yarn); any other rope_scaling type is an error naming it.
+ * Linear and llama3 depend on each frequency alone, so the frequencies for dim / M are every M-th
+ * of those for dim. Caller frees. */
 int attn_rope_freqs_model(const Model *m, int dim, double **out);
 
-/* Refuses what the evaluator does not cover, with the reason: rope_scaling other than linear /
- * llama3, an active sliding window, partial rotary dims, per-head Q/K norms. */
+/* Refuses what the evaluator does not cover, with the reason (core/analyses.h, AN_EVAL):
+ * rope_scaling other than linear / llama3 / yarn, an active sliding window, partial rotary dims,
+ * per-head Q/K norms. */
 int attn_check_model(const Model *m);
 /* Loads layer L of m (GQA families, GPT-2, DeepSeek MLA) as float32 row-vector matrices. */
 int attn_layer_load(Model *m, int layer, AttnLayer **out);
