@@ -6,13 +6,16 @@
  *   ATTN_GQA  Llama / Mistral / Qwen2 / llama2.c (and GPT-2 without RoPE): q = x W_Q + b_Q,
  *             k = x W_K + b_K, v = x W_V + b_V; RoPE on every q/k head dim, pairs (j, j + d/2)
  *             for rotate_half or (2j, 2j + 1) for interleaved; query head h reads KV head
- *             h / (H / G); scale d^-1/2.
+ *             h / (H / G); scale d^-1/2 (cfg_attn_scale; a YaRN model's attention factor, which
+ *             multiplies cos and sin of every dim, is folded into it as its square).
  *   ATTN_MLA  DeepSeek-V3 layout: q = x W_Q (+ b_Q) or q = norm(x W_QA + b_QA) W_QB; the KV latent
  *             [c ; k_pe] = x W_KVA + b_KVA (c: kv_rank dims, optionally RMS-normed; k_pe: the one
  *             RoPE key shared by all heads); [k_nope_h ; v_h] = c W_KVB; per head q = [q_nope ; q_pe].
  *             RoPE dims are stored interleaved and de-interleaved before rotate_half, as
  *             DeepSeek's modeling code does (so stored pair (2j, 2j + 1) turns at inv_freq[j]);
- *             scale (nope + rope)^-1/2 for a checkpoint (conversions may carry another one).
+ *             scale (nope + rope)^-1/2 for a checkpoint (times YaRN's mscale^2 with mscale_all_dim;
+ *             rope_mscale: YaRN's attention factor on the rotated dims; conversions may carry
+ *             another scale). RoPE and the causal softmax are core/rope.c's.
  * Scores are the scaled logits scale * q.k before the softmax; the evaluator masks j > i. */
 #ifndef AL_ATTN_EVAL_H
 #define AL_ATTN_EVAL_H

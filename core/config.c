@@ -340,17 +340,32 @@ int model_config_from_tree(const cJSON *root, const char *where, ModelConfig *cf
     return AL_OK;
 }
 
-int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg) {
+int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, cJSON **tree) {
     memset(cfg, 0, sizeof *cfg);
+    if (tree) *tree = NULL;
     cJSON *root = cJSON_Parse(json_text);
     if (!root) return al_err("%s: not valid JSON (near '%.20s')", where, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
     int rc = model_config_from_tree(root, where, cfg);
-    cJSON_Delete(root);
+    if (tree) *tree = root;
+    else cJSON_Delete(root);
     return rc;
+}
+
+int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg) {
+    return model_config_parse_keep(json_text, where, cfg, NULL);
 }
 
 cJSON *model_config_tree(const Model *m) {
     return m->config_tree ? cJSON_Duplicate(m->config_tree, true) : NULL;
+}
+
+void model_config_yarn_folded(cJSON *rs) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, "yarn")) return;
+    const char *keys[] = {"mscale", "mscale_all_dim", "attention_factor"};
+    for (size_t i = 0; i < 3; i++) cJSON_DeleteItemFromObjectCaseSensitive(rs, keys[i]);
+    cJSON_AddNumberToObject(rs, "attention_factor", 1.0);
 }
 
 size_t model_config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap) {

@@ -136,6 +136,9 @@ typedef struct {
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
  * unknown family is an error naming the fields it lacked. */
 int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg);
+/* The same, handing the parsed tree to *tree (caller frees; set even when the description fails,
+ * NULL when the text is not JSON). What model_open keeps in Model.config_tree. */
+int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, struct cJSON **tree);
 /* The same from a parsed tree. */
 int model_config_from_tree(const struct cJSON *root, const char *where, ModelConfig *cfg);
 /* Fills the description beyond the dims (RoPE spec, attention, blocks) from root, or with the
@@ -144,6 +147,11 @@ void model_config_describe(const struct cJSON *root, ModelConfig *cfg);
 /* A deep copy of the model's parsed config.json (caller frees with cJSON_Delete); NULL for a
  * llama2.c checkpoint. For exporters that pass keys through. */
 struct cJSON *model_config_tree(const struct Model *m);
+/* For a DeepSeek-layout export of a converted GQA model: YaRN's attention factor (on every dim
+ * of a GQA head) is folded into the converted weights, so the exported rope_scaling (object
+ * `rope_scaling` of an exported config, changed in place; NULL or other types: nothing) says
+ * attention_factor 1 and no mscale / mscale_all_dim. */
+void model_config_yarn_folded(struct cJSON *rope_scaling);
 /* Integer ids of a config.json key (a number or an array of numbers, e.g. eos_token_id)
  * appended to list[n..cap); returns the new count. */
 size_t model_config_ids(const struct Model *m, const char *key, int *list, size_t n, size_t cap);

@@ -135,10 +135,7 @@ static int open_hf(Model *m, const char *path) {
         return rc;
     }
     m->config_json = al_read_file(cfg_path, NULL);
-    int rc = m->config_json ? AL_OK : AL_ERR;
-    if (rc == AL_OK && !(m->config_tree = cJSON_Parse(m->config_json)))
-        rc = al_err("%s: not valid JSON (near '%.20s')", cfg_path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
-    if (rc == AL_OK) rc = model_config_from_tree(m->config_tree, cfg_path, &m->cfg);
+    int rc = m->config_json ? model_config_parse_keep(m->config_json, cfg_path, &m->cfg, &m->config_tree) : AL_ERR;
     free(cfg_path);
     if (rc == AL_OK) rc = store_open(path, &m->store);
     if (rc == AL_OK && m->cfg.family == FAM_GPT2 && !store_has(m->store, "transformer.h.0.attn.c_attn.weight") &&
