@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyses.h"
 #include "registry.h"
 #include "resolve.h"
 #include "session.h"
@@ -159,7 +160,12 @@ static const char INFO_HELP[] =
     "per layer and in total, and the KV cache per token per layer: values (MLA: kv_lora_rank\n"
     "+ qk_rope_head_dim; otherwise 2 x KV heads x head dim) and bytes in the cache dtype\n"
     "(the weights' dtype; BF16 for FP8 weights, as DeepSeek runs its cache).\n"
-    "`to FILE.json` writes one JSON object with these fields; `to FILE.csv` the rows.";
+    "Then the rest of the description (RoPE scaling, rotary dims, softmax scale, sliding window,\n"
+    "QK norm, norm, activation, MLP kind) and, per analysis (ranks vo, ranks qk, spectrum,\n"
+    "ppl/calibrate, convert mla, convert tpa, kvsvd, compare, export formats), whether it is\n"
+    "available on this model and, if not, why.\n"
+    "`to FILE.json` writes one JSON object with these fields (one key per analysis:\n"
+    "{available, reason}); `to FILE.csv` the rows.";
 
 /* The dtype a KV cache is held in for weights stored as d. */
 static dt_type kv_cache_dtype(dt_type d) {
@@ -182,6 +188,33 @@ static void info_str(Table *t, cJSON *o, const char *k, const char *v) {
 static void info_bool(Table *t, cJSON *o, const char *k, bool v) {
     if (table_row(t) == AL_OK) { table_str(t, k); table_bool(t, v); }
     if (o) cJSON_AddBoolToObject(o, k, v);
+}
+
+/* The rest of the description (core/config.h) and, per analysis (core/analyses.h), whether it is
+ * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
+ * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
+static void info_description(Table *t, cJSON *o, const Model *m) {
+    const ModelConfig *c = &m->cfg;
+    info_str(t, o, "rope_scaling", rope_scaling_name(&c->rope_spec.scaling));
+    if (c->rope_spec.scaling.kind != RS_NONE) info_num(t, o, "rope_scaling_factor", c->rope_spec.scaling.factor);
+    info_int(t, o, "rotary_dims", c->rope_spec.rotary_dim);
+    info_num(t, o, "softmax_scale", cfg_attn_scale(c, 0));
+    info_int(t, o, "sliding_window", c->sliding_window);
+    info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
+    info_str(t, o, "norm", norm_kind_name(c->norm));
+    info_str(t, o, "activation", c->activation);
+    info_str(t, o, "mlp", mlp_kind_name(c->mlp));
+    if (c->mlp == MLP_MOE) info_int(t, o, "routed_experts", c->moe.n_experts);
+    info_bool(t, o, "tie_embeddings", c->tie_embeddings);
+    for (int k = 0; k < AN_LISTED; k++) {
+        char why[1024], row[1100];
+        bool ok = analysis_available(m, (analysis_kind)k, why, sizeof why);
+        snprintf(row, sizeof row, "%s%s%s", ok ? "yes" : "no", why[0] ? ": " : "", why);
+        if (table_row(t) == AL_OK) { table_str(t, analysis_name((analysis_kind)k)); table_str(t, row); }
+        cJSON *j = o ? cJSON_AddObjectToObject(o, analysis_key((analysis_kind)k)) : NULL;
+        if (j) cJSON_AddBoolToObject(j, "available", ok);
+        if (j && why[0]) cJSON_AddStringToObject(j, ok ? "note" : "reason", why);
+    }
 }
 
 static int cmd_info(Session *s, const Args *a, Out *out) {
@@ -219,6 +252,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
     info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * c->n_layers);
     info_str(t, o, "path", m->path);
+    info_description(t, o, m);
 
     if (!json) return out_table_to(out, a, t);
     char *text = cJSON_Print(o);

@@ -23,17 +23,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Ids from config.json's key (a number or an array of numbers) appended to list (max cap). */
-static size_t config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap) {
-    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key), *e;
-    if (cJSON_IsNumber(j) && n < cap) list[n++] = j->valueint;
-    else if (cJSON_IsArray(j))
-        cJSON_ArrayForEach(e, j) if (cJSON_IsNumber(e) && n < cap) list[n++] = e->valueint;
-    cJSON_Delete(root);
-    return n;
-}
-
 /* ================================================================ tokenizer / tokenize */
 
 static const char TOKENIZER_HELP[] =
@@ -168,7 +157,7 @@ static int cmd_generate(Session *s, const Args *a, Out *out) {
     if (tok_encode(t, prompt, strlen(prompt), true, &pids, &np) != AL_OK) return AL_ERR;
     if (np == 0) {
         int bos[4];
-        if (config_ids(m, "bos_token_id", bos, 0, 1) == 0) {
+        if (model_config_ids(m, "bos_token_id", bos, 0, 1) == 0) {
             free(pids);
             return al_err("generate: the prompt is empty and neither the tokenizer nor config.json gives a BOS token; "
                           "give a prompt");
@@ -177,7 +166,7 @@ static int cmd_generate(Session *s, const Args *a, Out *out) {
         np = 1;
     }
     int stop[16];
-    size_t nstop = config_ids(m, "eos_token_id", stop, 0, 14);
+    size_t nstop = model_config_ids(m, "eos_token_id", stop, 0, 14);
     if (tok_eos(t) >= 0) stop[nstop++] = tok_eos(t);
     if (tok_type(t) == TOK_LLAMA2C && tok_bos(t) >= 0) stop[nstop++] = tok_bos(t);
     size_t cap = np + (size_t)ntok, n = np, shown = 0, V = fwd_vocab(f);

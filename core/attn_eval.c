@@ -5,17 +5,19 @@
 #include "attn_eval.h"
 
 #include <cblas.h>
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyses.h"
+#include "rope.h"
+
 /* ================================================================ objects */
 
 AttnLayer *attn_layer_new(attn_kind kind) {
     AttnLayer *L = al_calloc(1, sizeof *L, "an attention layer");
-    if (L) { L->kind = kind; L->rope = kind == ATTN_MLA ? ROPE_INTERLEAVED : ROPE_HALF; L->norm_eps = 1e-6; }
+    if (L) { L->kind = kind; L->rope = kind == ATTN_MLA ? ROPE_INTERLEAVED : ROPE_HALF; L->norm_eps = 1e-6; L->rope_mscale = 1.0; }
     return L;
 }
 
@@ -133,57 +135,21 @@ size_t attn_layer_kv_values(const AttnLayer *L) {
 double *attn_rope_freqs(int dim, double theta) {
     if (dim <= 0) return NULL;
     double *f = al_malloc3((size_t)dim / 2, 1, sizeof(double), "RoPE frequencies");
-    if (!f) return NULL;
-    for (int j = 0; j < dim / 2; j++) f[j] = pow(theta, -2.0 * j / dim);
+    if (f) rope_plain_freqs(dim, theta, f);
     return f;
 }
 
-/* Applies a rope_scaling object (linear, llama3; NULL / "default": none) to n frequencies. */
-static int rope_scale(const cJSON *rs, double *f, size_t n, const char *where) {
-    if (!rs || cJSON_IsNull(rs)) return AL_OK;
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
-    const char *type = cJSON_IsString(t) ? t->valuestring : "default";
-    const cJSON *fac = cJSON_GetObjectItemCaseSensitive(rs, "factor");
-    double factor = cJSON_IsNumber(fac) ? fac->valuedouble : 1.0;
-    if (!strcmp(type, "default")) return AL_OK;
-    if (factor <= 0) return al_err("%s: rope_scaling factor %g must be positive", where, factor);
-    if (!strcmp(type, "linear")) {
-        for (size_t j = 0; j < n; j++) f[j] /= factor;
-        return AL_OK;
-    }
-    if (!strcmp(type, "llama3")) {
-        const cJSON *lo = cJSON_GetObjectItemCaseSensitive(rs, "low_freq_factor");
-        const cJSON *hi = cJSON_GetObjectItemCaseSensitive(rs, "high_freq_factor");
-        const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
-        if (!cJSON_IsNumber(lo) || !cJSON_IsNumber(hi) || !cJSON_IsNumber(ctx) || hi->valuedouble <= lo->valuedouble)
-            return al_err("%s: rope_scaling llama3 needs low_freq_factor < high_freq_factor and "
-                          "original_max_position_embeddings", where);
-        double lf = lo->valuedouble, hf = hi->valuedouble, old = ctx->valuedouble;
-        double lo_wave = old / lf, hi_wave = old / hf;
-        for (size_t j = 0; j < n; j++) {
-            double wave = 2 * M_PI / f[j];
-            if (wave > lo_wave) f[j] /= factor;                          /* low frequencies: scaled */
-            else if (wave >= hi_wave) {                                  /* between: a smooth blend */
-                double s = (old / wave - lf) / (hf - lf);
-                f[j] = (1 - s) * f[j] / factor + s * f[j];
-            }
-        }
-        return AL_OK;
-    }
-    return al_err("%s: rope_scaling type '%s': the attention evaluator covers plain RoPE and the linear and llama3 "
-                  "scalings only, so this model cannot be evaluated or converted as described", where, type);
-}
-
 int attn_rope_freqs_model(const Model *m, int dim, double **out) {
-    *out = attn_rope_freqs(dim, m->cfg.rope_theta);
-    if (!*out) return dim > 0 ? AL_ERR : al_err("RoPE needs a positive number of dims (%d)", dim);
-    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
-    int rc = rope_scale(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), *out, (size_t)dim / 2,
-                        m->name ? m->name : m->path);
-    cJSON_Delete(root);
-    if (rc) { free(*out); *out = NULL; }
-    return rc;
+    *out = NULL;
+    if (dim <= 0) return al_err("RoPE needs a positive number of dims (%d)", dim);
+    double *f = al_malloc3((size_t)dim / 2, 1, sizeof(double), "RoPE frequencies");
+    if (!f) return AL_ERR;
+    if (rope_inv_freq(&m->cfg.rope_spec, dim, m->cfg.rope_spec.theta, f, m->name ? m->name : m->path)) {
+        free(f);
+        return AL_ERR;
+    }
+    *out = f;
+    return AL_OK;
 }
 
 void attn_out_free(AttnOut *o) {
@@ -195,42 +161,7 @@ void attn_out_free(AttnOut *o) {
 
 /* ================================================================ what the evaluator covers */
 
-int attn_check_model(const Model *m) {
-    const ModelConfig *c = &m->cfg;
-    const char *name = m->name ? m->name : m->path;
-    int rc = AL_OK;
-    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
-    if (root) {
-        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
-        const cJSON *use_sw = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
-        const cJSON *prf = cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor");
-        double probe = 1.0;
-        if (rs && !cJSON_IsNull(rs) && rope_scale(rs, &probe, 1, name)) {
-            rc = AL_ERR;
-        } else if (cJSON_IsNumber(sw) && !cJSON_IsFalse(use_sw)) {
-            rc = al_err("%s: config.json sets a sliding window of %d tokens: the attention evaluator covers full "
-                        "causal attention only, so this model cannot be evaluated or converted as described",
-                        name, (int)sw->valuedouble);
-        } else if (cJSON_IsNumber(prf) && prf->valuedouble < 1.0) {
-            rc = al_err("%s: partial_rotary_factor %g: RoPE on part of each head is not covered by the "
-                        "evaluator or the conversion", name, prf->valuedouble);
-        }
-        cJSON_Delete(root);
-    }
-    if (rc) return rc;
-    char *qn = model_tensor_name(m, 0, "self_attn.q_norm.weight");
-    char *kn = model_tensor_name(m, 0, "self_attn.k_norm.weight");
-    bool qk_norm = qn && kn && (store_has(m->store, qn) || store_has(m->store, kn));
-    free(qn);
-    free(kn);
-    if (qk_norm)
-        return al_err("%s: the attention has per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3) between the "
-                      "projection and RoPE: not covered by the evaluator or the conversion", name);
-    if (c->family == FAM_DEEPSEEK && c->qk_rope_dim <= 0)
-        return al_err("%s: an MLA model without RoPE dims is not covered", name);
-    return AL_OK;
-}
+int attn_check_model(const Model *m) { return analysis_check(m, AN_EVAL); }
 
 /* ================================================================ loading */
 
@@ -307,7 +238,8 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
     L->head_dim = cfg_d_qk(c);
     L->rope = c->rope;
     L->rope_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
-    L->scale = 1.0 / sqrt((double)L->head_dim);
+    double att = L->rope_dim ? rope_attention_factor(&c->rope_spec) : 1.0;
+    L->scale = cfg_attn_scale(c, layer) * att * att;   /* YaRN's factor on q and k: every dim rotates */
     if (L->rope_dim && attn_rope_freqs_model(m, L->rope_dim, &L->inv_freq)) return AL_ERR;
     if (model_layer_load(m, layer)) return AL_ERR;
     if (gather_heads(m, HK_Q, layer, c->n_heads, &L->W_Q) || gather_heads(m, HK_K, layer, c->n_kv_heads, &L->W_K) ||
@@ -331,14 +263,6 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
     return AL_OK;
 }
 
-/* True unless config.json says "rope_interleave": false (DeepSeek's HF code defaults to true). */
-static bool mla_interleaved(const Model *m) {
-    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
-    bool v = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
-    cJSON_Delete(root);
-    return v;
-}
-
 static int load_mla(Model *m, int layer, AttnLayer *L) {
     const ModelConfig *c = &m->cfg;
     size_t H = (size_t)c->n_heads, dq = (size_t)cfg_d_qk(c);
@@ -346,8 +270,9 @@ static int load_mla(Model *m, int layer, AttnLayer *L) {
     L->rope_dim = c->qk_rope_dim;
     L->kv_rank = c->kv_lora_rank;
     L->q_rank = c->q_lora_rank;
-    L->rope = mla_interleaved(m) ? ROPE_INTERLEAVED : ROPE_HALF;
-    L->scale = 1.0 / sqrt((double)dq);
+    L->rope = c->rope_spec.layout;
+    L->scale = cfg_attn_scale(c, layer);
+    L->rope_mscale = rope_attention_factor(&c->rope_spec);
     if (attn_rope_freqs_model(m, L->rope_dim, &L->inv_freq)) return AL_ERR;
     if (L->q_rank > 0) {
         if (read_t(m, layer, "self_attn.q_a_proj.weight", &L->W_QA) || read_t(m, layer, "self_attn.q_b_proj.weight", &L->W_QB) ||
@@ -414,37 +339,17 @@ static void rms_norm(float *x, size_t n, const float *w, double eps) {
 
 /* One head vector to position pos (see attn_eval.h). */
 void attn_rope_rotate(float *v, int dim, rope_layout lay, const double *inv_freq, int pos) {
-    int half = dim / 2;
-    for (int j = 0; j < half; j++) {
-        int a = lay == ROPE_INTERLEAVED ? 2 * j : j, b = lay == ROPE_INTERLEAVED ? 2 * j + 1 : j + half;
-        double ang = (double)pos * inv_freq[j], cs = cos(ang), sn = sin(ang);
-        float x = v[a], y = v[b];
-        v[a] = (float)(x * cs - y * sn);
-        v[b] = (float)(y * cs + x * sn);
-    }
+    rope_rotate_rows(v, 1, (size_t)dim, dim, lay, inv_freq, (double)pos, 1.0);
 }
 
 /* DeepSeek's MLA RoPE: the stored (interleaved) dims are de-interleaved, [x0 x2 x4 .. x1 x3 ..],
  * then rotated with rotate_half; the vector stays in de-interleaved order (q and k alike). */
-static void rope_mla(float *v, int dim, rope_layout lay, const double *inv_freq, int pos, float *tmp) {
+static void rope_mla(float *v, int dim, rope_layout lay, const double *inv_freq, int pos, double mscale, float *tmp) {
     if (lay == ROPE_INTERLEAVED) {
         for (int j = 0; j < dim / 2; j++) { tmp[j] = v[2 * j]; tmp[j + dim / 2] = v[2 * j + 1]; }
         memcpy(v, tmp, (size_t)dim * sizeof(float));
     }
-    attn_rope_rotate(v, dim, ROPE_HALF, inv_freq, pos);
-}
-
-/* Causal softmax of S (T, T) in place (row i over j <= i; the rest 0). */
-static void causal_softmax(float *S, size_t T) {
-    for (size_t i = 0; i < T; i++) {
-        float *row = S + i * T, mx = row[0];
-        for (size_t j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
-        double sum = 0;
-        for (size_t j = 0; j <= i; j++) { row[j] = expf(row[j] - mx); sum += row[j]; }
-        float inv = (float)(1.0 / sum);
-        for (size_t j = 0; j <= i; j++) row[j] *= inv;
-        for (size_t j = i + 1; j < T; j++) row[j] = 0;
-    }
+    rope_rotate_rows(v, 1, (size_t)dim, dim, ROPE_HALF, inv_freq, (double)pos, mscale);
 }
 
 /* One head: S = scale Qh Khᵀ (Qh, Kh (T, dk) with row strides), masked softmax, O_h = P V_h into O
@@ -456,7 +361,7 @@ static void head_attend(size_t T, size_t dk, size_t dv, float scale, const float
     for (size_t i = 0; i < T; i++)
         for (size_t j = i + 1; j < T; j++) S[i * T + j] = 0;
     if (logits) memcpy(logits, S, T * T * sizeof(float));
-    causal_softmax(S, T);
+    for (size_t i = 0; i < T; i++) attn_softmax_row(S + i * T, T, 0, i, 0);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dv, (int)T, 1.0f, S, (int)T, Vh, (int)ldv, 0.0f,
                 Oh, (int)ldo);
 }
@@ -490,8 +395,8 @@ static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *sco
         attn_linear(X->data, T, Dm, L->W_V, L->b_V, V);
         if (L->rope_dim > 0)
             for (size_t t = 0; t < T; t++) {
-                for (size_t h = 0; h < H; h++) attn_rope_rotate(Q + t * H * d + h * d, (int)d, L->rope, L->inv_freq, pos[t]);
-                for (size_t g = 0; g < G; g++) attn_rope_rotate(K + t * G * d + g * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                rope_rotate_rows(Q + t * H * d, H, d, (int)d, L->rope, L->inv_freq, pos[t], 1.0);
+                rope_rotate_rows(K + t * G * d, G, d, (int)d, L->rope, L->inv_freq, pos[t], 1.0);
             }
         rc = attend_heads(L, T, Q, K, V, scores, O);
     }
@@ -528,8 +433,9 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
                     (int)(r + dr), L->W_KVB->data, (int)(H * (dn + dv)), 0.0f, KV, (int)(H * (dn + dv)));
         if (dr)
             for (size_t t = 0; t < T; t++) {
-                rope_mla(KVA + t * (r + dr) + r, (int)dr, L->rope, L->inv_freq, pos[t], tmp);
-                for (size_t h = 0; h < H; h++) rope_mla(Q + t * H * dq + h * dq + dn, (int)dr, L->rope, L->inv_freq, pos[t], tmp);
+                rope_mla(KVA + t * (r + dr) + r, (int)dr, L->rope, L->inv_freq, pos[t], L->rope_mscale, tmp);
+                for (size_t h = 0; h < H; h++)
+                    rope_mla(Q + t * H * dq + h * dq + dn, (int)dr, L->rope, L->inv_freq, pos[t], L->rope_mscale, tmp);
             }
         for (size_t h = 0; h < H; h++) {
             for (size_t t = 0; t < T; t++) {

@@ -6,13 +6,16 @@
  *   ATTN_GQA  Llama / Mistral / Qwen2 / llama2.c (and GPT-2 without RoPE): q = x W_Q + b_Q,
  *             k = x W_K + b_K, v = x W_V + b_V; RoPE on every q/k head dim, pairs (j, j + d/2)
  *             for rotate_half or (2j, 2j + 1) for interleaved; query head h reads KV head
- *             h / (H / G); scale d^-1/2.
+ *             h / (H / G); scale d^-1/2 (cfg_attn_scale; a YaRN model's attention factor, which
+ *             multiplies cos and sin of every dim, is folded into it as its square).
  *   ATTN_MLA  DeepSeek-V3 layout: q = x W_Q (+ b_Q) or q = norm(x W_QA + b_QA) W_QB; the KV latent
  *             [c ; k_pe] = x W_KVA + b_KVA (c: kv_rank dims, optionally RMS-normed; k_pe: the one
  *             RoPE key shared by all heads); [k_nope_h ; v_h] = c W_KVB; per head q = [q_nope ; q_pe].
  *             RoPE dims are stored interleaved and de-interleaved before rotate_half, as
  *             DeepSeek's modeling code does (so stored pair (2j, 2j + 1) turns at inv_freq[j]);
- *             scale (nope + rope)^-1/2 for a checkpoint (conversions may carry another one).
+ *             scale (nope + rope)^-1/2 for a checkpoint (times YaRN's mscale^2 with mscale_all_dim;
+ *             rope_mscale: YaRN's attention factor on the rotated dims; conversions may carry
+ *             another scale). RoPE and the causal softmax are core/rope.c's.
  * Scores are the scaled logits scale * q.k before the softmax; the evaluator masks j > i. */
 #ifndef AL_ATTN_EVAL_H
 #define AL_ATTN_EVAL_H
@@ -26,7 +29,8 @@ typedef struct AttnLayer {
     int hidden;               /* d_model */
     int n_heads;              /* H query (and output) heads */
     int v_dim;                /* dv per head */
-    double scale;             /* softmax scale on q.k */
+    double scale;             /* softmax scale on q.k (a YaRN GQA layer: times the attention factor squared) */
+    double rope_mscale;       /* MLA: YaRN's attention factor on the rotated q / k dims (1: none) */
     double *inv_freq;         /* (rope_dim / 2) angle per position of RoPE pair j; NULL without RoPE */
     int rope_dim;             /* RoPE dims per q/k head (GQA: head_dim or 0; MLA: qk_rope) */
     double norm_eps;          /* RMSNorm epsilon of the MLA latents */
@@ -74,15 +78,15 @@ size_t attn_layer_kv_values(const AttnLayer *L);
 
 /* Standard RoPE frequencies theta^(-2j/dim), j < dim/2 (caller frees). */
 double *attn_rope_freqs(int dim, double theta);
-/* The model's RoPE frequencies for `dim` rotary dims: standard with its rope_theta, then its
- * rope_scaling when that is "linear" (divided by factor) or "llama3" (low frequencies divided by
- * factor, a smooth blend between low_freq_factor and high_freq_factor wavelengths); any other
- * rope_scaling type is an error naming it. The scaling depends on each frequency alone, so the
- * frequencies for dim / M are every M-th of those for dim. Caller frees. */
+/* The model's RoPE frequencies for `dim` rotary dims (core/rope.h: its rope_theta, then its
+ * rope_scaling: linear, llama3 or yarn); any other rope_scaling type is an error naming it.
+ * Linear and llama3 depend on each frequency alone, so the frequencies for dim / M are every M-th
+ * of those for dim. Caller frees. */
 int attn_rope_freqs_model(const Model *m, int dim, double **out);
 
-/* Refuses what the evaluator does not cover, with the reason: rope_scaling other than linear /
- * llama3, an active sliding window, partial rotary dims, per-head Q/K norms. */
+/* Refuses what the evaluator does not cover, with the reason (core/analyses.h, AN_EVAL):
+ * rope_scaling other than linear / llama3 / yarn, an active sliding window, partial rotary dims,
+ * per-head Q/K norms. */
 int attn_check_model(const Model *m);
 /* Loads layer L of m (GQA families, GPT-2, DeepSeek MLA) as float32 row-vector matrices. */
 int attn_layer_load(Model *m, int layer, AttnLayer **out);

@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyses.h"
 #include "farr.h"
 #include "kqsvd.h"
+#include "rope.h"
 #include "tpa.h"
 #include "transmla.h"
 
@@ -255,17 +257,7 @@ static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat 
         float *y = Y + t * n;
         if (b)
             for (size_t j = 0; j < n; j++) y[j] += b[j];
-        if (!rope) continue;
-        for (size_t h = 0; h < nh; h++) {
-            float *v = y + h * hd;
-            size_t half = hd / 2;
-            for (size_t j = 0; j < half; j++) {
-                size_t ia = L->rope == ROPE_INTERLEAVED ? 2 * j : j, ib = L->rope == ROPE_INTERLEAVED ? 2 * j + 1 : j + half;
-                double ang = (double)pos[t] * L->inv_freq[j], c = cos(ang), s = sin(ang), x0 = v[ia], x1 = v[ib];
-                v[ia] = (float)(x0 * c - x1 * s);
-                v[ib] = (float)(x0 * s + x1 * c);
-            }
-        }
+        if (rope) rope_rotate_rows(y, nh, hd, (int)hd, L->rope, L->inv_freq, pos[t], 1.0);
     }
 }
 
@@ -461,10 +453,7 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
     CmpOpts o = *opts;
     const ModelConfig *c = &m->cfg;
     const char *name = m->name ? m->name : m->path;
-    if (cfg_is_mla(c))
-        return al_err("compare: %s is MLA: it already caches one shared latent of %d + %d values; the comparison takes "
-                      "GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", name, c->kv_lora_rank, c->qk_rope_dim);
-    if (attn_check_model(m)) return AL_ERR;
+    if (analysis_check(m, AN_COMPARE)) return AL_ERR;
     if (o.budget < 1) return al_err("compare: kv-budget must be at least 1 value per token per layer");
     if (o.layer_hi < 0 || o.layer_hi >= c->n_layers) o.layer_hi = c->n_layers - 1;
     if (o.layer_lo < 0 || o.layer_lo > o.layer_hi)

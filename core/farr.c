@@ -3,7 +3,9 @@
  * KV-cache accounting, and the session cache (FarrState). See farr.h for the math. */
 #define _GNU_SOURCE
 #include "farr.h"
+#include "attn_eval.h"
 #include "gram.h"
+#include "rope.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -68,19 +70,11 @@ int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *
 }
 
 void farr_rope_rotate(Mat *W, rope_layout layout, double theta, double p) {
-    size_t d = W->cols, half = d / 2;
+    size_t d = W->cols;
     if (layout == ROPE_NONE || d < 2 || p == 0) return;
-    for (size_t t = 0; t < half; t++) {
-        double freq = pow(theta, -2.0 * (double)t / (double)d), ang = p * freq;
-        double cs = cos(ang), sn = sin(ang);
-        size_t i = layout == ROPE_HALF ? t : 2 * t, j = layout == ROPE_HALF ? t + half : 2 * t + 1;
-        for (size_t r = 0; r < W->rows; r++) {
-            float *row = W->data + r * d;
-            double a = row[i], b = row[j];
-            row[i] = (float)(a * cs - b * sn);
-            row[j] = (float)(b * cs + a * sn);
-        }
-    }
+    double *f = attn_rope_freqs((int)d, theta);
+    if (f) rope_rotate_rows(W->data, W->rows, d, (int)d, layout, f, p, 1.0);
+    free(f);
 }
 
 /* The factors of head h with the layer already loaded (thread-safe after model_layer_load). */
@@ -171,24 +165,12 @@ static int layer_task(size_t h, int worker, void *ud) {
 /* ---------------------------------------------------------------- the stream route */
 
 /* G' = Rᵀ G R for K' = K R, R the RoPE rotation at position p (as farr_rope_rotate applies it to
- * the columns of K): the same pair rotation on the columns of G, then on its rows. G is k x k. */
-static void rope_rotate_gram(double *G, size_t k, rope_layout layout, double theta, double p) {
-    size_t half = k / 2;
+ * the columns of K). G is k x k. */
+static void gram_rotate(double *G, size_t k, rope_layout layout, double theta, double p) {
     if (layout == ROPE_NONE || k < 2 || p == 0) return;
-    for (size_t t = 0; t < half; t++) {
-        double ang = p * pow(theta, -2.0 * (double)t / (double)k), cs = cos(ang), sn = sin(ang);
-        size_t i = layout == ROPE_HALF ? t : 2 * t, j = layout == ROPE_HALF ? t + half : 2 * t + 1;
-        for (size_t r = 0; r < k; r++) {
-            double a = G[r * k + i], b = G[r * k + j];
-            G[r * k + i] = a * cs - b * sn;
-            G[r * k + j] = b * cs + a * sn;
-        }
-        for (size_t c = 0; c < k; c++) {
-            double a = G[i * k + c], b = G[j * k + c];
-            G[i * k + c] = a * cs - b * sn;
-            G[j * k + c] = b * cs + a * sn;
-        }
-    }
+    double *f = attn_rope_freqs((int)k, theta);
+    if (f) rope_rotate_gram(G, k, layout, f, p);
+    free(f);
 }
 
 typedef struct {
@@ -222,7 +204,7 @@ static int stream_shared_task(size_t g, int worker, void *ud) {
     double *G = j->G[worker];
     size_t rows;
     int rc = stream_gram(j, j->l->kind == FARR_VO ? HK_V : HK_K, (int)g, worker, G, &rows);
-    if (rc == AL_OK && j->rot) rope_rotate_gram(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
+    if (rc == AL_OK && j->rot) gram_rotate(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
     if (rc == AL_OK) rc = lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
     if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->l->layer, (int)g, farr_fused_name(j->l->kind));
     return AL_OK;

@@ -8,21 +8,20 @@
 #include "forward.h"
 
 #include <cblas.h>
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "analyses.h"
 #include "lin.h"
+#include "rope.h"
 
 #define QCHUNK 64          /* query rows per attention block */
 #define LCHUNK 64          /* rows per logits block */
 
 /* ================================================================ types */
-
-typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU } act_kind;
 
 typedef struct {
     Mat *w;                /* HF (out, in), or Conv1D (in, out) when io */
@@ -52,11 +51,7 @@ struct Forward {
     double norm_eps;
     float *inv_freq;              /* (rope / 2) */
     float rope_mscale;            /* YaRN attention factor on cos / sin */
-    bool rope_half;               /* rotate_half pairs (j, j + r/2); else interleaved (2j, 2j+1) */
-    double scale;                 /* softmax scale */
-    size_t window;                /* sliding window (0: none) */
-    int window_from;              /* first layer with the window */
-    bool scale_by_layer;          /* GPT-2 scale_attn_by_inverse_layer_idx */
+    rope_layout rope_lay;         /* pairs in the checkpoint's layout (DeepSeek's stay interleaved) */
 
     Mat *embed;                   /* (V, D) */
     Mat *wpe;                     /* GPT-2 (n_positions, D) */
@@ -162,144 +157,30 @@ static float act_apply(act_kind a, float x) {
     case ACT_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
     case ACT_GELU_TANH: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case ACT_RELU: return x > 0 ? x : 0;
+    case ACT_UNKNOWN: break;
     }
     return x;
 }
 
-/* ================================================================ config extras */
+/* ================================================================ the description */
 
-static double yarn_mscale(double factor, double mscale) {
-    return factor <= 1 ? 1.0 : 0.1 * mscale * log(factor) + 1.0;
-}
-
-static double jnum(const cJSON *o, const char *key, double dflt) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
-}
-
-/* inv_freq and the YaRN factors from rope_scaling (NULL / "default": plain). */
-static int parse_rope_scaling(Forward *f, const cJSON *rs, const char *where) {
-    size_t half = f->rope / 2;
-    double theta = f->c->rope_theta > 0 ? f->c->rope_theta : 10000.0;
-    f->inv_freq = al_malloc3(half ? half : 1, 1, sizeof(float), "RoPE frequencies");
-    if (!f->inv_freq) return AL_ERR;
-    double *base = al_malloc3(half ? half : 1, 1, sizeof(double), "RoPE frequencies");
-    if (!base) return AL_ERR;
-    for (size_t j = 0; j < half; j++) base[j] = pow(theta, -(double)(2 * j) / (double)f->rope);
+/* What the pass takes from the model's description (core/config.h): activation, norm epsilon,
+ * RoPE frequencies (float) and YaRN's attention factor. Refusals are analysis_check's. */
+static int take_description(Forward *f) {
+    const ModelConfig *c = f->c;
+    f->act = c->act;
+    f->norm_eps = c->norm_eps > 0 ? c->norm_eps : 1e-5;
+    f->rope_lay = c->rope_spec.layout;
     f->rope_mscale = 1.f;
-    const char *type = NULL;
-    if (cJSON_IsObject(rs)) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
-        type = cJSON_IsString(t) ? t->valuestring : NULL;
-    }
-    double factor = cJSON_IsObject(rs) ? jnum(rs, "factor", 1.0) : 1.0;
-    int rc = AL_OK;
-    if (!type || !strcmp(type, "default")) {
-        /* plain */
-    } else if (!strcmp(type, "linear")) {
-        for (size_t j = 0; j < half; j++) base[j] /= factor;
-    } else if (!strcmp(type, "llama3")) {
-        double lo = jnum(rs, "low_freq_factor", 1.0), hi = jnum(rs, "high_freq_factor", 4.0);
-        double old = jnum(rs, "original_max_position_embeddings", 8192);
-        double lo_wl = old / lo, hi_wl = old / hi;
-        for (size_t j = 0; j < half; j++) {
-            double wl = 2 * M_PI / base[j];
-            if (wl < hi_wl) continue;
-            if (wl > lo_wl) { base[j] /= factor; continue; }
-            double smooth = (old / wl - lo) / (hi - lo);
-            base[j] = (1 - smooth) * base[j] / factor + smooth * base[j];
-        }
-    } else if (!strcmp(type, "yarn")) {
-        double orig = jnum(rs, "original_max_position_embeddings", f->c->max_pos ? f->c->max_pos : 4096);
-        double bf = jnum(rs, "beta_fast", 32), bs = jnum(rs, "beta_slow", 1);
-        double ms = jnum(rs, "mscale", 0), msa = jnum(rs, "mscale_all_dim", 0);
-        double dim = (double)f->rope;
-        double low = floor(dim * log(orig / (bf * 2 * M_PI)) / (2 * log(theta)));
-        double high = ceil(dim * log(orig / (bs * 2 * M_PI)) / (2 * log(theta)));
-        if (low < 0) low = 0;
-        if (high > dim - 1) high = dim - 1;
-        if (high == low) high += 0.001;
-        for (size_t j = 0; j < half; j++) {
-            double ramp = ((double)j - low) / (high - low);
-            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
-            double extra = 1 - ramp;                      /* weight of the unscaled frequency */
-            base[j] = base[j] / factor * (1 - extra) + base[j] * extra;
-        }
-        const cJSON *af = cJSON_GetObjectItemCaseSensitive(rs, "attention_factor");
-        double att = cJSON_IsNumber(af) ? af->valuedouble
-                     : (ms != 0 && msa != 0) ? yarn_mscale(factor, ms) / yarn_mscale(factor, msa)
-                                             : yarn_mscale(factor, 1.0);
-        f->rope_mscale = (float)att;
-        if (f->mla && msa != 0) {
-            double m2 = yarn_mscale(factor, msa);
-            f->scale *= m2 * m2;                          /* DeepSeek: softmax scale times mscale^2 */
-        }
-    } else
-        rc = al_err("%s: rope_scaling type '%s' is not supported by the forward pass (default, linear, llama3 and "
-                    "yarn are)", where, type);
-    for (size_t j = 0; j < half; j++) f->inv_freq[j] = (float)base[j];
+    size_t half = f->rope / 2;
+    if (!half) return AL_OK;
+    f->inv_freq = al_malloc3(half, 1, sizeof(float), "RoPE frequencies");
+    double *base = al_malloc3(half, 1, sizeof(double), "RoPE frequencies");
+    int rc = f->inv_freq && base ? rope_inv_freq(&c->rope_spec, (int)f->rope, c->rope_spec.theta, base, f->m->path) : AL_ERR;
+    for (size_t j = 0; rc == AL_OK && j < half; j++) f->inv_freq[j] = (float)base[j];
+    f->rope_mscale = (float)rope_attention_factor(&c->rope_spec);
     free(base);
     return rc;
-}
-
-/* Reads what the forward pass needs beyond ModelConfig from config.json. */
-static int parse_extras(Forward *f) {
-    const ModelConfig *c = f->c;
-    const char *where = f->m->path;
-    f->act = ACT_SILU;
-    f->norm_eps = c->norm_eps > 0 ? c->norm_eps : 1e-5;
-    f->scale = 1.0 / sqrt((double)f->dqk);
-    f->rope_half = c->rope == ROPE_HALF;
-    cJSON *root = f->m->config_json ? cJSON_Parse(f->m->config_json) : NULL;
-    int rc = AL_OK;
-    const char *act = NULL;
-    if (root) {
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, f->gpt2 ? "activation_function" : "hidden_act");
-        act = cJSON_IsString(a) ? a->valuestring : NULL;
-    }
-    if (f->gpt2 && !act) act = "gelu_new";
-    if (act) {
-        if (!strcmp(act, "silu") || !strcmp(act, "swish")) f->act = ACT_SILU;
-        else if (!strcmp(act, "gelu")) f->act = ACT_GELU;
-        else if (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_fast"))
-            f->act = ACT_GELU_TANH;
-        else if (!strcmp(act, "relu")) f->act = ACT_RELU;
-        else rc = al_err("%s: activation '%s' is not supported (silu, gelu, gelu_new, relu are)", where, act);
-    }
-    if (rc == AL_OK && root) {
-        double prf = jnum(root, "partial_rotary_factor", 1.0);
-        if (prf < 1.0 && !f->mla && !f->gpt2)
-            rc = al_err("%s: partial_rotary_factor %g is not supported by the forward pass", where, prf);
-        if (f->gpt2) {
-            const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights");
-            if (cJSON_IsFalse(s)) f->scale = 1.0;
-            f->scale_by_layer = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx"));
-        }
-        if (f->mla && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"))) f->rope_half = true;
-        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
-        bool use_sw = c->family == FAM_MISTRAL ||
-                      (c->family == FAM_QWEN2 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window")));
-        if (use_sw && cJSON_IsNumber(sw) && sw->valuedouble > 0) {
-            f->window = (size_t)sw->valuedouble;
-            f->window_from = c->family == FAM_QWEN2 ? (int)jnum(root, "max_window_layers", 0) : 0;
-        }
-    }
-    if (rc == AL_OK && f->rope)
-        rc = parse_rope_scaling(f, root ? cJSON_GetObjectItemCaseSensitive(root, "rope_scaling") : NULL, where);
-    cJSON_Delete(root);
-    return rc;
-}
-
-/* True when layer L of a DeepSeek config is a mixture-of-experts layer. */
-static bool moe_layer(const Forward *f, int L, int *n_experts, int *first_dense) {
-    cJSON *root = f->m->config_json ? cJSON_Parse(f->m->config_json) : NULL;
-    *n_experts = root ? (int)jnum(root, "n_routed_experts", 0) : 0;
-    *first_dense = root ? (int)jnum(root, "first_k_dense_replace", 0) : 0;
-    int freq = root ? (int)jnum(root, "moe_layer_freq", 1) : 1;
-    cJSON_Delete(root);
-    if (freq < 1) freq = 1;
-    return *n_experts > 0 && L >= *first_dense && L % freq == 0;
 }
 
 /* ================================================================ weights */
@@ -359,21 +240,8 @@ static void layer_release(Forward *f, int L) {
     free(prefix);
 }
 
-/* The MLP of a Llama-style or DeepSeek layer; refuses MoE layers by name. */
+/* The MLP of a Llama-style or DeepSeek layer (MoE layers were refused by analysis_check). */
 static int load_swiglu(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
-    char *g = model_tensor_name(f->m, L, "mlp.gate_proj.weight");
-    bool has = g && store_has(f->m->store, g);
-    free(g);
-    if (!has) {
-        int ne, fd;
-        bool moe = moe_layer(f, L, &ne, &fd);
-        char *e = model_tensor_name(f->m, L, "mlp.experts.0.gate_proj.weight");
-        bool experts = e && store_has(f->m->store, e);
-        free(e);
-        if (moe || experts)
-            return al_err("layer %d is a mixture-of-experts layer (n_routed_experts %d from layer %d on): the forward "
-                          "pass covers dense MLP layers only", L, ne, fd);
-    }
     size_t D = f->D, FF = f->ffn;
     int rc = load_lin(f, L, "mlp.gate_proj", D, FF, false, dry, bytes, &w->gate);
     if (rc == AL_OK) rc = load_lin(f, L, "mlp.up_proj", D, FF, false, dry, bytes, &w->up);
@@ -502,10 +370,8 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->kl = (size_t)c->kv_lora_rank;
     f->ffn = (size_t)c->intermediate;
     f->vocab = (size_t)c->vocab;
-    int rc = AL_OK;
-    if (f->vocab == 0 || f->ffn == 0)
-        rc = al_err("%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
-    if (rc == AL_OK) rc = parse_extras(f);
+    int rc = analysis_check(m, AN_PPL);
+    if (rc == AL_OK) rc = take_description(f);
     size_t maxc = opt && opt->max_ctx ? opt->max_ctx : c->max_pos > 0 ? (size_t)c->max_pos : 4096;
     f->layers = al_calloc((size_t)c->n_layers, sizeof *f->layers, "layer weights");
     f->kc = al_calloc((size_t)c->n_layers, sizeof *f->kc, "the KV cache");
@@ -539,13 +405,9 @@ void fwd_set_hooks(Forward *f, const FwdHooks *h) {
 
 Model *fwd_model(const Forward *f) { return f->m; }
 
-double fwd_attn_scale(const Forward *f, int layer) {
-    return f->scale_by_layer ? f->scale / (double)(layer + 1) : f->scale;
-}
+double fwd_attn_scale(const Forward *f, int layer) { return cfg_attn_scale(f->c, layer); }
 
-size_t fwd_attn_window(const Forward *f, int layer) {
-    return f->window && layer >= f->window_from ? f->window : 0;
-}
+size_t fwd_attn_window(const Forward *f, int layer) { return cfg_layer_window(f->c, layer); }
 
 int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
     int n = f->c->n_layers;
@@ -591,17 +453,12 @@ static int hook(Forward *f, fwd_act_kind kind, int L, const float *x, size_t T, 
 }
 
 /* cos / sin (T, rope/2) of positions pos .. pos+T-1, times the YaRN attention factor. */
-static int rope_tables(Forward *f, size_t T) {
+static int fwd_rope_tables(Forward *f, size_t T) {
     size_t half = f->rope / 2;
     if (!half) return AL_OK;
     float *cs = fb_fit(&f->cs, T, half, "RoPE tables"), *sn = fb_fit(&f->sn, T, half, "RoPE tables");
     if (!cs || !sn) return AL_ERR;
-    for (size_t t = 0; t < T; t++)
-        for (size_t j = 0; j < half; j++) {
-            float ang = (float)(f->pos + t) * f->inv_freq[j];
-            cs[t * half + j] = cosf(ang) * f->rope_mscale;
-            sn[t * half + j] = sinf(ang) * f->rope_mscale;
-        }
+    rope_tables(cs, sn, T, f->pos, f->inv_freq, half, f->rope_mscale);
     return AL_OK;
 }
 
@@ -610,15 +467,7 @@ static void rope_apply(const Forward *f, float *x, size_t T, size_t ld, size_t h
     size_t half = f->rope / 2;
     for (size_t t = 0; t < T; t++) {
         const float *cs = f->cs.p + t * half, *sn = f->sn.p + t * half;
-        for (size_t h = 0; h < heads; h++) {
-            float *r = x + t * ld + h * f->dqk + f->nope;
-            for (size_t j = 0; j < half; j++) {
-                float *a = f->rope_half ? r + j : r + 2 * j, *b = f->rope_half ? r + j + half : r + 2 * j + 1;
-                float x0 = *a, x1 = *b;
-                *a = x0 * cs[j] - x1 * sn[j];
-                *b = x1 * cs[j] + x0 * sn[j];
-            }
-        }
+        for (size_t h = 0; h < heads; h++) rope_rotate_cs(x + t * ld + h * f->dqk + f->nope, half, f->rope_lay, cs, sn);
     }
 }
 
@@ -695,12 +544,7 @@ static int attn_head(size_t h, int worker, void *ud) {
         for (size_t t = 0; t < nr; t++) {
             size_t p = f->pos + r0 + t;                       /* this row's position: keys 0..p */
             size_t lo = window && p + 1 > window ? p + 1 - window : 0;
-            float *s = S + t * nk, mx = -INFINITY;
-            for (size_t k = lo; k <= p; k++) mx = s[k] > mx ? s[k] : mx;
-            double sum = 0;
-            for (size_t k = lo; k <= p; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
-            float inv = (float)(1.0 / sum);
-            for (size_t k = 0; k < nk; k++) s[k] = (k >= lo && k <= p) ? s[k] * inv : 0.f;
+            attn_softmax_row(S + t * nk, nk, lo, p, f->c->attn_softcap);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)f->dv, (int)nk, 1.f, S, (int)nk, Vc,
                     (int)vw, 0.f, f->att.p + r0 * Hdv + h * f->dv, (int)Hdv);
@@ -839,7 +683,7 @@ static int body(Forward *f, const int *tokens, size_t T) {
             return al_err("token id %d (position %zu) is outside the model's vocabulary 0-%zu", tokens[t], f->pos + t,
                           f->vocab - 1);
     if (!fb_fit(&f->x, T, D, "hidden states") || !fb_fit(&f->h, T, D, "hidden states") || cache_fit(f, f->pos + T) ||
-        !fb_fit(&f->scores, (size_t)f->nworkers * QCHUNK, f->pos + T, "attention scores") || rope_tables(f, T))
+        !fb_fit(&f->scores, (size_t)f->nworkers * QCHUNK, f->pos + T, "attention scores") || fwd_rope_tables(f, T))
         return AL_ERR;
     for (size_t t = 0; t < T; t++) {
         memcpy(f->x.p + t * D, f->embed->data + (size_t)tokens[t] * D, D * sizeof(float));

@@ -8,7 +8,9 @@
  * dense MLP layers (q_lora or q_proj, kv_a_proj_with_mqa + kv_b_proj, latent RMSNorms unless
  * qk_latent_layernorm is false, RoPE on the qk_rope dims, softmax scale (nope + rope)^-0.5 times
  * YaRN's mscale^2 when rope_scaling is yarn with mscale_all_dim). Mixture-of-experts layers are
- * refused by fwd_new, naming the layer.
+ * refused by fwd_new, naming the layer. RoPE frequencies, the rotation and the softmax are
+ * core/rope.c's; the scale and windows come from the description (cfg_attn_scale,
+ * cfg_layer_window).
  *
  * One call fwd_run(tokens, T) runs T new tokens at positions pos .. pos+T-1 of the current
  * sequence (pos = tokens run since fwd_reset): each layer in turn over all T rows (sgemm), with
@@ -92,8 +94,8 @@ typedef struct {
 
 typedef struct Forward Forward;
 
-/* Prepares a forward pass over m (reads config extras from m->config_json, checks every layer's
- * tensors, loads weights that fit). opt may be NULL. Caller frees with fwd_free; m must outlive
+/* Prepares a forward pass over m (reads the model's description, refuses what analysis_check(m,
+ * AN_PPL) refuses, checks every layer's tensors, loads weights that fit). opt may be NULL. Caller frees with fwd_free; m must outlive
  * it. Errors name the tensor / config field / layer that is missing or unsupported. */
 int fwd_new(Model *m, const FwdOptions *opt, Forward **out);
 void fwd_free(Forward *f);
@@ -139,11 +141,11 @@ int fwd_ppl(Forward *f, const int *ids, size_t n, size_t seqlen, FwdPpl *out);
 
 /* The model the pass runs. */
 Model *fwd_model(const Forward *f);
-/* Softmax scale of layer's attention: d_qk^-1/2, or the config's (GPT-2 scale_attn_weights and
- * scale_attn_by_inverse_layer_idx, DeepSeek's YaRN mscale^2). */
+/* Softmax scale of layer's attention: cfg_attn_scale (d_qk^-1/2, or the config's: GPT-2
+ * scale_attn_weights and scale_attn_by_inverse_layer_idx, DeepSeek's YaRN mscale^2). */
 double fwd_attn_scale(const Forward *f, int layer);
-/* Sliding window of layer's attention in tokens (0: none): Mistral's sliding_window, Qwen2's from
- * max_window_layers on when use_sliding_window. */
+/* Sliding window of layer's attention in tokens (0: none): cfg_layer_window (Mistral's
+ * sliding_window, Qwen2's from max_window_layers on when use_sliding_window). */
 size_t fwd_attn_window(const Forward *f, int layer);
 
 /* ================================================================ attention overrides */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lin.h"
+#include "rope.h"
 #include "safetensors.h"
 
 #define QB 64                 /* query rows per attention block */
@@ -456,6 +457,7 @@ typedef struct {
     size_t ldq, ldk, ldv, T, m, d, dv, H;
     double scale;
     size_t window;
+    double softcap;           /* attention logit soft-cap (0: none) */
     float *out;               /* (T, H dv) */
     float *scores;            /* (workers, QB, T) */
 } AttnJob;
@@ -472,12 +474,7 @@ static int attn_task(size_t h, int worker, void *ud) {
                     j->Q + r0 * j->ldq + h * j->d, (int)j->ldq, K, (int)j->ldk, 0.f, S, (int)nk);
         for (size_t t = 0; t < nr; t++) {
             size_t p = r0 + t, lo = j->window && p + 1 > j->window ? p + 1 - j->window : 0;
-            float *s = S + t * nk, mx = -INFINITY;
-            for (size_t k = lo; k <= p; k++) mx = s[k] > mx ? s[k] : mx;
-            double sum = 0;
-            for (size_t k = lo; k <= p; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
-            float inv = (float)(1.0 / sum);
-            for (size_t k = 0; k < nk; k++) s[k] = (k >= lo && k <= p) ? s[k] * inv : 0.f;
+            attn_softmax_row(S + t * nk, nk, lo, p, j->softcap);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)j->dv, (int)nk, 1.f, S, (int)nk, V,
                     (int)j->ldv, 0.f, j->out + r0 * j->H * j->dv + h * j->dv, (int)(j->H * j->dv));
@@ -491,7 +488,7 @@ static int attend(KqEval *ev, size_t T, const float *Q, size_t ldq, const float 
     const CalibShape *sh = &ev->sh;
     AttnJob j = {.Q = Q, .K = K, .V = V, .ldq = ldq, .ldk = ldk, .ldv = ldv, .T = T,
                  .m = (size_t)calib_group(sh), .d = (size_t)sh->d_qk, .dv = (size_t)sh->d_v, .H = (size_t)sh->n_heads,
-                 .scale = scale, .window = window, .out = out, .scores = ev->scores};
+                 .scale = scale, .window = window, .softcap = ev->m ? ev->m->cfg.attn_softcap : 0, .out = out, .scores = ev->scores};
     if (T * T >= 4096 && ev->workers > 1) return lin_sweep((size_t)sh->n_heads, ev->workers, attn_task, &j);
     for (size_t h = 0; h < (size_t)sh->n_heads; h++) attn_task(h, 0, &j);
     return AL_OK;

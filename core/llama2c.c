@@ -125,6 +125,7 @@ static void l2c_config(ModelConfig *cfg, const int32_t h[7]) {
     cfg->tie_embeddings = h[5] > 0;
     cfg->dtype = DT_F32;
     snprintf(cfg->prefix, sizeof cfg->prefix, "model.");
+    model_config_describe(NULL, cfg);
 }
 
 int llama2c_open(const char *path, Store **store, ModelConfig *cfg) {

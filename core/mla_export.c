@@ -160,6 +160,7 @@ static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt) {
     cJSON *o = r->src->config_json ? cJSON_Parse(r->src->config_json) : cJSON_CreateObject();
     if (!o) return NULL;
     for (size_t i = 0; dropped_keys[i]; i++) cJSON_DeleteItemFromObjectCaseSensitive(o, dropped_keys[i]);
+    model_config_yarn_folded(cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"));   /* folded into W_Q */
     cJSON_AddStringToObject(o, "model_type", "deepseek_v3");
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));

@@ -1,4 +1,4 @@
-/* model.c -- config.json of each family, model_open over a tensor store, shape validation,
+/* model.c -- model_open over a tensor store (the config is parsed once, by core/config.c), shape validation,
  * and the canonical per-head views with a one-layer cache of dequantized weights. */
 #define _GNU_SOURCE
 #include "model.h"
@@ -15,195 +15,6 @@
 #include <sys/stat.h>
 
 int llama2c_open(const char *path, Store **store, ModelConfig *cfg);   /* llama2c.c */
-
-/* ================================================================ names */
-
-static const char *family_names[FAM_COUNT] = {
-    [FAM_LLAMA] = "llama", [FAM_MISTRAL] = "mistral", [FAM_QWEN2] = "qwen2",
-    [FAM_DEEPSEEK] = "deepseek", [FAM_GPT2] = "gpt2", [FAM_LLAMA2C] = "llama2c",
-};
-
-const char *model_family_name(model_family f) { return f >= 0 && f < FAM_COUNT ? family_names[f] : "?"; }
-
-const char *rope_layout_name(rope_layout r) {
-    return r == ROPE_HALF ? "rotate_half" : r == ROPE_INTERLEAVED ? "interleaved" : "none";
-}
-
-/* ================================================================ config.json */
-
-typedef struct {
-    const cJSON *root;
-    const char *where;
-    char missing[512];       /* names of required fields that were absent */
-    char invalid[512];       /* "name = value" of integer fields that are not non-negative ints */
-} cfg_reader;
-
-/* Appends ", item" (or "item") to a list buffer. */
-static void cfg_list_add(char *list, size_t cap, const char *item) {
-    size_t n = strlen(list);
-    snprintf(list + n, cap - n, "%s%s", n ? ", " : "", item);
-}
-
-/* Reads a non-negative integer field. Absent or null: dflt (as Hugging Face reads null), and
- * recorded as missing when required. A value that is not a whole number in [0, INT_MAX]
- * (negative, fractional, 1e20, a string) is recorded as invalid. */
-static int cfg_int(cfg_reader *r, const char *key, int dflt, bool required) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
-    if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (d >= 0 && d <= INT_MAX && d == floor(d)) return (int)d;
-    }
-    if (j && !cJSON_IsNull(j)) {
-        char item[160];
-        if (cJSON_IsNumber(j)) snprintf(item, sizeof item, "%s = %g", key, j->valuedouble);
-        else snprintf(item, sizeof item, "%s (not a number)", key);
-        cfg_list_add(r->invalid, sizeof r->invalid, item);
-        return dflt;
-    }
-    if (required) cfg_list_add(r->missing, sizeof r->missing, key);
-    return dflt;
-}
-
-static double cfg_num(cfg_reader *r, const char *key, double dflt) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
-    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
-}
-
-static bool cfg_bool(cfg_reader *r, const char *key, bool dflt) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
-    return cJSON_IsBool(j) ? cJSON_IsTrue(j) : dflt;
-}
-
-/* Maps model_type (or, without it, architectures[0]) to a family. */
-static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t cap) {
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->root, "model_type");
-    const cJSON *arch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r->root, "architectures"), 0);
-    static const struct { const char *type, *arch; model_family fam; } table[] = {
-        {"llama", "LlamaForCausalLM", FAM_LLAMA},          {"mistral", "MistralForCausalLM", FAM_MISTRAL},
-        {"qwen2", "Qwen2ForCausalLM", FAM_QWEN2},          {"deepseek_v3", "DeepseekV3ForCausalLM", FAM_DEEPSEEK},
-        {"deepseek_v2", "DeepseekV2ForCausalLM", FAM_DEEPSEEK}, {"kimi_k2", NULL, FAM_DEEPSEEK},
-        {"gpt2", "GPT2LMHeadModel", FAM_GPT2},
-    };
-    const char *t = cJSON_IsString(mt) ? mt->valuestring : NULL;
-    const char *a = cJSON_IsString(arch) ? arch->valuestring : NULL;
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if ((t && strcmp(t, table[i].type) == 0) || (!t && a && table[i].arch && strcmp(a, table[i].arch) == 0)) {
-            *fam = table[i].fam;
-            snprintf(type, cap, "%s", t ? t : table[i].type);
-            return AL_OK;
-        }
-    if (t && (strcmp(t, "qwen3") == 0 || strcmp(t, "qwen3_moe") == 0))
-        return al_err("%s: model_type '%s' has per-head Q/K RMSNorm between the projection and RoPE; attnlab's "
-                      "head views and conversions do not cover it yet", r->where, t);
-    if (!t && !a)
-        return al_err("%s: cannot tell the model family: no \"model_type\" and no \"architectures\" (attnlab knows "
-                      "llama, mistral, qwen2, deepseek_v2, deepseek_v3, kimi_k2, gpt2)", r->where);
-    return al_err("%s: model_type '%s' is not a family attnlab knows (llama, mistral, qwen2, deepseek_v2, deepseek_v3, "
-                  "kimi_k2, gpt2)", r->where, t ? t : a);
-}
-
-static void parse_gqa(cfg_reader *r, ModelConfig *c) {
-    c->hidden = cfg_int(r, "hidden_size", 0, true);
-    c->n_heads = cfg_int(r, "num_attention_heads", 0, true);
-    c->n_layers = cfg_int(r, "num_hidden_layers", 0, true);
-    c->n_kv_heads = cfg_int(r, "num_key_value_heads", c->n_heads, false);
-    int hd = cfg_int(r, "head_dim", c->n_heads ? c->hidden / c->n_heads : 0, false);
-    c->qk_nope_dim = 0;
-    c->qk_rope_dim = hd;
-    c->v_dim = hd;
-    c->rope = ROPE_HALF;
-    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
-    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
-    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
-    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
-    bool bias = cfg_bool(r, "attention_bias", false);
-    c->qkv_bias = c->family == FAM_QWEN2 ? true : bias;
-    c->o_bias = c->family == FAM_QWEN2 ? false : bias;
-    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
-    snprintf(c->prefix, sizeof c->prefix, "model.");
-}
-
-static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
-    c->hidden = cfg_int(r, "hidden_size", 0, true);
-    c->n_heads = cfg_int(r, "num_attention_heads", 0, true);
-    c->n_layers = cfg_int(r, "num_hidden_layers", 0, true);
-    c->n_kv_heads = c->n_heads;
-    c->q_lora_rank = cfg_int(r, "q_lora_rank", 0, false);
-    c->kv_lora_rank = cfg_int(r, "kv_lora_rank", 0, true);
-    c->qk_nope_dim = cfg_int(r, "qk_nope_head_dim", 0, true);
-    c->qk_rope_dim = cfg_int(r, "qk_rope_head_dim", 0, true);
-    c->v_dim = cfg_int(r, "v_head_dim", 0, true);
-    c->rope = ROPE_INTERLEAVED;
-    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
-    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
-    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
-    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
-    c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", false);
-    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
-    c->latent_norm = cfg_bool(r, "qk_latent_layernorm", true);
-    snprintf(c->prefix, sizeof c->prefix, "model.");
-}
-
-static void parse_gpt2(cfg_reader *r, ModelConfig *c) {
-    c->hidden = cfg_int(r, "n_embd", 0, true);
-    c->n_heads = cfg_int(r, "n_head", 0, true);
-    c->n_layers = cfg_int(r, "n_layer", 0, true);
-    c->n_kv_heads = c->n_heads;
-    int hd = c->n_heads ? c->hidden / c->n_heads : 0;
-    c->qk_nope_dim = hd;
-    c->qk_rope_dim = 0;
-    c->v_dim = hd;
-    c->rope = ROPE_NONE;
-    c->norm_eps = cfg_num(r, "layer_norm_epsilon", 1e-5);
-    c->intermediate = cfg_int(r, "n_inner", 4 * c->hidden, false);
-    if (!c->intermediate) c->intermediate = 4 * c->hidden;
-    c->max_pos = cfg_int(r, "n_positions", 0, false);
-    c->qkv_bias = c->o_bias = true;
-    c->tie_embeddings = true;
-    snprintf(c->prefix, sizeof c->prefix, "transformer.");
-}
-
-/* Checks that the dims read make sense together; names the offending fields. */
-static int cfg_validate(const ModelConfig *c, const char *where) {
-    if (c->n_layers <= 0 || c->n_heads <= 0 || c->hidden <= 0)
-        return al_err("%s: num_hidden_layers, num_attention_heads and hidden_size must be positive", where);
-    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0)
-        return al_err("%s: num_key_value_heads %d must divide num_attention_heads %d", where, c->n_kv_heads, c->n_heads);
-    if (cfg_d_qk(c) <= 0 || c->v_dim <= 0) return al_err("%s: head dims must be positive", where);
-    if (c->rope != ROPE_NONE && c->qk_rope_dim % 2 != 0)
-        return al_err("%s: the RoPE head dim %d must be even", where, c->qk_rope_dim);
-    if (c->family == FAM_GPT2 && c->hidden % c->n_heads != 0)
-        return al_err("%s: n_embd %d is not a multiple of n_head %d", where, c->hidden, c->n_heads);
-    return AL_OK;
-}
-
-int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    cJSON *root = cJSON_Parse(json_text);
-    if (!root) return al_err("%s: not valid JSON (near '%.20s')", where, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
-    cfg_reader r = {.root = root, .where = where};
-    int rc = AL_OK;
-    if (!cJSON_IsObject(root)) { rc = al_err("%s: not a JSON object", where); goto done; }
-    if ((rc = detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type)) != AL_OK) goto done;
-    cfg->vocab = cfg_int(&r, "vocab_size", 0, false);
-    cfg->dtype = DT_F32;
-    if (cfg->family == FAM_DEEPSEEK) parse_deepseek(&r, cfg);
-    else if (cfg->family == FAM_GPT2) parse_gpt2(&r, cfg);
-    else parse_gqa(&r, cfg);
-    if (r.invalid[0]) {
-        rc = al_err("%s: %s: these fields must be non-negative whole numbers", where, r.invalid);
-        goto done;
-    }
-    if (r.missing[0]) {
-        rc = al_err("%s: a %s config needs %s, which %s missing", where, cfg->model_type, r.missing,
-                    strchr(r.missing, ',') ? "are" : "is");
-        goto done;
-    }
-    rc = cfg_validate(cfg, where);
-done:
-    cJSON_Delete(root);
-    return rc;
-}
 
 /* ================================================================ parameter accounting */
 
@@ -324,13 +135,29 @@ static int open_hf(Model *m, const char *path) {
         return rc;
     }
     m->config_json = al_read_file(cfg_path, NULL);
-    int rc = m->config_json ? model_config_parse(m->config_json, cfg_path, &m->cfg) : AL_ERR;
+    int rc = m->config_json ? model_config_parse_keep(m->config_json, cfg_path, &m->cfg, &m->config_tree) : AL_ERR;
     free(cfg_path);
     if (rc == AL_OK) rc = store_open(path, &m->store);
     if (rc == AL_OK && m->cfg.family == FAM_GPT2 && !store_has(m->store, "transformer.h.0.attn.c_attn.weight") &&
         store_has(m->store, "h.0.attn.c_attn.weight"))
         m->cfg.prefix[0] = 0;                     /* GPT2Model saved without the LM head wrapper */
     return rc;
+}
+
+/* Records per-head (or whole-projection) Q/K norms from layer 0's q_norm / k_norm tensors. */
+static void note_qk_norm(Model *m) {
+    ModelConfig *c = &m->cfg;
+    const char *sfx[] = {"self_attn.q_norm.weight", "self_attn.k_norm.weight"};
+    for (int i = 0; i < 2 && c->qk_norm == QKN_NONE; i++) {
+        char *n = model_tensor_name(m, 0, sfx[i]);
+        const st_entry *e = NULL;
+        if (n && store_has(m->store, n) && store_entry(m->store, n, &e, NULL) == AL_OK && e) {
+            size_t numel = 1;
+            for (int k = 0; k < e->ndim; k++) numel *= e->shape[k];
+            c->qk_norm = numel > (size_t)cfg_d_qk(c) ? QKN_PROJ : QKN_HEAD;
+        }
+        free(n);
+    }
 }
 
 int model_open(const char *path, Model **out) {
@@ -345,6 +172,7 @@ int model_open(const char *path, Model **out) {
     m->cache->layer = -1;
     int rc = path_ends(path, ".bin") && !path_is_dir(path) ? llama2c_open(path, &m->store, &m->cfg) : open_hf(m, path);
     if (rc == AL_OK) rc = model_validate(m);
+    if (rc == AL_OK) note_qk_norm(m);
     if (rc != AL_OK) { model_free(m); return rc; }
     *out = m;
     return AL_OK;
@@ -364,6 +192,7 @@ void model_free(Model *m) {
     }
     store_free(m->store);
     free(m->config_json);
+    cJSON_Delete(m->config_tree);
     free(m->path);
     free(m->name);
     free(m);

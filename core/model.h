@@ -1,4 +1,4 @@
-/* model.h -- a loaded checkpoint: parsed config (family, dims, RoPE layout), its tensor store,
+/* model.h -- a loaded checkpoint: its description (core/config.h, parsed once at load), its tensor store,
  * and the canonical per-head views of attention weights.
  *
  * Per-head views are in the seed's row-vector convention (x @ W), as owned float32 copies:
@@ -16,48 +16,9 @@
 #ifndef AL_MODEL_H
 #define AL_MODEL_H
 
+#include "config.h"
 #include "store.h"
 
-typedef enum {
-    FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2,   /* GQA, RoPE rotate_half (Qwen2: q/k/v biases) */
-    FAM_DEEPSEEK,                        /* MLA: DeepSeek-V2/V3/R1, Kimi-K2 */
-    FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
-    FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
-    FAM_COUNT
-} model_family;
-
-typedef enum {
-    ROPE_NONE,
-    ROPE_HALF,          /* rotate_half: dim j pairs with j + d/2 (HF Llama/Mistral/Qwen2) */
-    ROPE_INTERLEAVED    /* dim 2j pairs with 2j + 1 (llama2.c; DeepSeek weights, de-interleaved in its code) */
-} rope_layout;
-
-typedef struct {
-    model_family family;
-    char model_type[32];      /* as config.json spells it */
-    int n_layers;
-    int n_heads;              /* query heads */
-    int n_kv_heads;           /* KV heads (MLA: = n_heads) */
-    int hidden;               /* d_model */
-    int vocab;
-    int intermediate;
-    int max_pos;
-    int qk_nope_dim;          /* per-head Q/K dims without RoPE (GPT-2: all of them; Llama: 0) */
-    int qk_rope_dim;          /* per-head Q/K dims with RoPE (Llama: head_dim; DeepSeek: qk_rope_head_dim) */
-    int v_dim;                /* per-head value dim */
-    int q_lora_rank;          /* 0: no query latent (plain q_proj) */
-    int kv_lora_rank;         /* 0: not MLA */
-    double rope_theta;
-    rope_layout rope;
-    double norm_eps;
-    bool qkv_bias;            /* Qwen2, GPT-2, Llama with attention_bias */
-    bool o_bias;              /* GPT-2 c_proj bias; Llama attention_bias */
-    bool tie_embeddings;
-    bool latent_norm;         /* MLA: RMSNorm on the q/kv latents (q_a_layernorm, kv_a_layernorm);
-                                 false when config says qk_latent_layernorm: false (TransMLA exports) */
-    dt_type dtype;            /* storage dtype of the attention weights */
-    char prefix[24];          /* tensor name prefix: "model." / "transformer." / "" */
-} ModelConfig;
 
 typedef enum { HK_Q, HK_K, HK_V, HK_O } head_kind;
 typedef enum { PART_ALL, PART_NOPE, PART_ROPE } head_part;
@@ -70,6 +31,8 @@ typedef struct Model {
     ModelConfig cfg;
     Store *store;
     char *config_json;        /* raw config.json text (NULL for llama2.c) */
+    struct cJSON *config_tree;   /* config.json parsed once at load (NULL for llama2.c); read through
+                                    ModelConfig, or model_config_tree for a copy */
     LayerCache *cache;        /* dequantized attention weights of the last layer used */
 } Model;
 
@@ -78,11 +41,6 @@ typedef struct Model {
 int model_open(const char *path, Model **out);
 void model_free(Model *m);
 
-/* Parses config.json text into cfg. `where` names the file in messages. An unknown family is
- * an error naming the fields it lacked. */
-int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg);
-const char *model_family_name(model_family f);
-const char *rope_layout_name(rope_layout r);
 
 static inline int cfg_d_qk(const ModelConfig *c) { return c->qk_nope_dim + c->qk_rope_dim; }
 static inline int cfg_d_in_q(const ModelConfig *c) { return c->q_lora_rank ? c->q_lora_rank : c->hidden; }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analyses.h"
 #include "safetensors.h"
 
 /* ================================================================ accounting (Table 1) */
@@ -112,14 +113,8 @@ size_t tpa_attn_params(const TpaDims *d, tpa_scheme s) {
 }
 
 size_t tpa_value_bytes(const Model *m) {
-    cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
-    const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
-    if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
-    size_t b = 0;
-    if (cJSON_IsString(td))
-        b = !strcmp(td->valuestring, "float32") ? 4 : !strcmp(td->valuestring, "float64") ? 8 : 2;
-    cJSON_Delete(root);
-    if (b) return b;
+    const char *td = m->cfg.torch_dtype;
+    if (td[0]) return !strcmp(td, "float32") ? 4 : !strcmp(td, "float64") ? 8 : 2;
     return m->cfg.dtype == DT_F32 ? 4 : m->cfg.dtype == DT_F64 ? 8 : 2;
 }
 
@@ -537,11 +532,7 @@ void tpa_model_free(TpaModel *t) {
 int tpa_resolve_opts(const Model *m, TpaOpts *o) {
     const ModelConfig *c = &m->cfg;
     const char *name = m->name ? m->name : m->path;
-    if (cfg_is_mla(c))
-        return al_err("%s is MLA (%s): it already caches one shared latent of %d + %d values per token; non-contextual "
-                      "TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
-                      name, model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
-    if (attn_check_model(m)) return AL_ERR;
+    if (analysis_check(m, AN_CONVERT_TPA)) return AL_ERR;
     int G = c->n_kv_heads, d = cfg_d_qk(c), dv = c->v_dim;
     if (o->form != TPA_FORM_A && o->form != TPA_FORM_B) return al_err("TPA form must be a or b");
     int lim_k = o->form == TPA_FORM_A ? G : d, lim_v = o->form == TPA_FORM_A ? G : dv;

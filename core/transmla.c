@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyses.h"
+
 /* ================================================================ small helpers */
 
 static double *dalloc(size_t r, size_t c, const char *what) {
@@ -662,15 +664,7 @@ TmlaOpts tmla_opts_default(void) {
 
 /* Refuses families the conversion does not cover, with the reason. */
 static int convertible(const Model *m) {
-    const ModelConfig *c = &m->cfg;
-    const char *name = m->name ? m->name : m->path;
-    if (c->family == FAM_DEEPSEEK)
-        return al_err("%s is already MLA (%s, kv_lora_rank %d): convert mla takes GQA models with RoPE (Llama, "
-                      "Mistral, Qwen2)", name, c->model_type, c->kv_lora_rank);
-    if (c->family == FAM_GPT2 || c->rope == ROPE_NONE)
-        return al_err("%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
-                      "Mistral and Qwen2 models", name, c->model_type);
-    return attn_check_model(m);
+    return analysis_check(m, AN_CONVERT_MLA);
 }
 
 int tmla_resolve_opts(const Model *m, TmlaOpts *o) {

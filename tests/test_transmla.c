@@ -316,7 +316,7 @@ static void test_models(const char *tmp) {
     model_free(m);
     /* refusals */
     const char *bad[][2] = {{"\"sliding_window\": 64", "sliding window"},
-                            {"\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2.0}", "rope_scaling type 'yarn'"},
+                            {"\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}", "rope_scaling type 'dynamic'"},
                             {"\"partial_rotary_factor\": 0.5", "partial_rotary_factor"},
                             {NULL, "per-head Q/K RMSNorm"}};
     for (size_t i = 0; i < 4; i++) {

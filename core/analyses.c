@@ -1,0 +1,177 @@
+/* analyses.c -- per analysis, whether a model's description allows it and why not (see
+ * analyses.h). The refusals of the evaluator, the forward pass, TransMLA, TPA and compare live
+ * here, once. */
+#define _GNU_SOURCE
+#include "analyses.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rope.h"
+
+static const char *names[AN_COUNT][2] = {
+    [AN_RANKS_VO] = {"ranks vo", "ranks_vo"},         [AN_RANKS_QK] = {"ranks qk", "ranks_qk"},
+    [AN_SPECTRUM] = {"spectrum", "spectrum"},         [AN_PPL] = {"ppl/calibrate", "ppl"},
+    [AN_CONVERT_MLA] = {"convert mla", "convert_mla"}, [AN_CONVERT_TPA] = {"convert tpa", "convert_tpa"},
+    [AN_KVSVD] = {"kvsvd", "kvsvd"},                  [AN_COMPARE] = {"compare", "compare"},
+    [AN_EXPORT] = {"export formats", "export"},       [AN_EVAL] = {"attention evaluator", "eval"},
+};
+
+const char *analysis_name(analysis_kind a) { return a >= 0 && a < AN_COUNT ? names[a][0] : "?"; }
+const char *analysis_key(analysis_kind a) { return a >= 0 && a < AN_COUNT ? names[a][1] : "?"; }
+
+/* Writes the reason and returns true (unavailable). */
+__attribute__((format(printf, 3, 4))) static bool why_set(char *why, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return true;
+}
+
+static const char *mname(const Model *m) { return m->name ? m->name : m->path; }
+
+/* A scaling rope.c does not compute: its message as the reason. */
+static bool rope_reason(const ModelConfig *c, const char *where, char *why, size_t cap) {
+    if (rope_scaling_check(&c->rope_spec.scaling, where) == AL_OK) return false;
+    why_set(why, cap, "%s", al_errmsg());
+    al_err_clear();
+    return true;
+}
+
+/* What the one-layer evaluator does not cover. */
+static bool eval_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = mname(m);
+    if (rope_reason(c, name, why, cap)) return true;
+    if (c->window_declared >= 0)
+        return why_set(why, cap, "%s: config.json sets a sliding window of %d tokens: the attention evaluator covers full "
+                       "causal attention only, so this model cannot be evaluated or converted as described", name,
+                       c->window_declared);
+    if (c->rope_spec.partial_factor < 1.0)
+        return why_set(why, cap, "%s: partial_rotary_factor %g: RoPE on part of each head is not covered by the "
+                       "evaluator or the conversion", name, c->rope_spec.partial_factor);
+    if (c->qk_norm != QKN_NONE)
+        return why_set(why, cap, "%s: the attention has per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3) between the "
+                       "projection and RoPE: not covered by the evaluator or the conversion", name);
+    if (c->family == FAM_DEEPSEEK && c->qk_rope_dim <= 0)
+        return why_set(why, cap, "%s: an MLA model without RoPE dims is not covered", name);
+    return false;
+}
+
+/* A layer of m whose MLP is a mixture of experts (by config or by its tensors), or -1. */
+static int moe_layer(const Model *m) {
+    if (m->cfg.family == FAM_GPT2) return -1;
+    for (int L = 0; L < m->cfg.n_layers; L++) {
+        char *g = model_tensor_name(m, L, "mlp.gate_proj.weight"), *e = model_tensor_name(m, L, "mlp.experts.0.gate_proj.weight");
+        bool dense = g && store_has(m->store, g), experts = e && store_has(m->store, e);
+        free(g);
+        free(e);
+        if (!dense && (experts || cfg_moe_layer(&m->cfg, L))) return L;
+    }
+    return -1;
+}
+
+/* What the forward pass does not cover. */
+static bool ppl_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    bool mla = cfg_is_mla(c), gpt2 = c->family == FAM_GPT2;
+    if (c->vocab == 0 || c->intermediate == 0)
+        return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
+    if (c->act == ACT_UNKNOWN)
+        return why_set(why, cap, "%s: activation '%s' is not supported (silu, gelu, gelu_new, relu are)", m->path,
+                       c->activation);
+    if (c->rope_spec.partial_factor < 1.0 && !mla && !gpt2)
+        return why_set(why, cap, "%s: partial_rotary_factor %g is not supported by the forward pass", m->path,
+                       c->rope_spec.partial_factor);
+    if (c->qk_rope_dim > 0 && c->rope != ROPE_NONE && rope_reason(c, m->path, why, cap)) return true;
+    if (c->qk_norm != QKN_NONE)
+        return why_set(why, cap, "%s: the attention has per-head Q/K RMSNorm (q_norm / k_norm) between the projection "
+                       "and RoPE: not covered by the forward pass", m->path);
+    int L = moe_layer(m);
+    if (L >= 0)
+        return why_set(why, cap, "layer %d is a mixture-of-experts layer (n_routed_experts %d from layer %d on): the "
+                       "forward pass covers dense MLP layers only", L, c->moe.n_experts, c->moe.first_dense);
+    return false;
+}
+
+static bool mla_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = mname(m);
+    if (c->family == FAM_DEEPSEEK)
+        return why_set(why, cap, "%s is already MLA (%s, kv_lora_rank %d): convert mla takes GQA models with RoPE (Llama, "
+                       "Mistral, Qwen2)", name, c->model_type, c->kv_lora_rank);
+    if (c->family == FAM_GPT2 || c->rope == ROPE_NONE)
+        return why_set(why, cap, "%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
+                       "Mistral and Qwen2 models", name, c->model_type);
+    return eval_reason(m, why, cap);
+}
+
+static bool tpa_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (cfg_is_mla(c))
+        return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
+                       "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
+                       mname(m), model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
+    return eval_reason(m, why, cap);
+}
+
+static bool compare_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (cfg_is_mla(c))
+        return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
+                       "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
+                       c->kv_lora_rank, c->qk_rope_dim);
+    return eval_reason(m, why, cap);
+}
+
+static bool qk_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (c->qk_norm != QKN_NONE)
+        return why_set(why, cap, "%s: per-head Q/K RMSNorm sits between the projections and the scores, so W_Q W_Kᵀ is "
+                       "not the map the model computes", mname(m));
+    if (c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0)
+        snprintf(why, cap, "RoPE on every Q/K dim: give `offset D` (a fixed position offset, analysis only)");
+    else if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
+        snprintf(why, cap, "the %d NoPE columns of each head (the RoPE part cannot be fused)", c->qk_nope_dim);
+    return false;
+}
+
+/* Export formats: those of the transformations available. */
+static bool export_reason(const Model *m, char *why, size_t cap) {
+    static const struct { analysis_kind a; const char *fmt; } fmts[] = {
+        {AN_RANKS_VO, "truncate"}, {AN_CONVERT_MLA, "mla"}, {AN_CONVERT_TPA, "tpa"}, {AN_KVSVD, "kvsvd"}};
+    char tmp[512], ok[128] = "", no[128] = "";
+    for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) {
+        char *list = analysis_available(m, fmts[i].a, tmp, sizeof tmp) ? ok : no;
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof ok - n, "%s%s", n ? ", " : "", fmts[i].fmt);
+    }
+    snprintf(why, cap, "%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "");
+    return false;
+}
+
+bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) {
+    if (cap) why[0] = 0;
+    bool no = false;
+    switch (a) {
+    case AN_RANKS_VO: case AN_SPECTRUM: break;
+    case AN_RANKS_QK: no = qk_reason(m, why, cap); break;
+    case AN_PPL: case AN_KVSVD: no = ppl_reason(m, why, cap); break;
+    case AN_CONVERT_MLA: no = mla_reason(m, why, cap); break;
+    case AN_CONVERT_TPA: no = tpa_reason(m, why, cap); break;
+    case AN_COMPARE: no = compare_reason(m, why, cap); break;
+    case AN_EXPORT: no = export_reason(m, why, cap); break;
+    case AN_EVAL: no = eval_reason(m, why, cap); break;
+    default: no = why_set(why, cap, "unknown analysis %d", (int)a);
+    }
+    return !no;
+}
+
+int analysis_check(const Model *m, analysis_kind a) {
+    char why[1024];
+    if (analysis_available(m, a, why, sizeof why)) return AL_OK;
+    return al_err("%s", why);
+}

@@ -1,0 +1,418 @@
+/* config.c -- the one config.json parser: family detection, each family's dims, and the rest of
+ * the model description (RoPE spec with its scaling, attention scale and soft-caps, sliding
+ * windows, norms, activation, MLP / MoE routing). See config.h. */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+/* ================================================================ names */
+
+static const char *family_names[FAM_COUNT] = {
+    [FAM_LLAMA] = "llama", [FAM_MISTRAL] = "mistral", [FAM_QWEN2] = "qwen2",
+    [FAM_DEEPSEEK] = "deepseek", [FAM_GPT2] = "gpt2", [FAM_LLAMA2C] = "llama2c",
+};
+
+const char *model_family_name(model_family f) { return f >= 0 && f < FAM_COUNT ? family_names[f] : "?"; }
+
+const char *rope_layout_name(rope_layout r) {
+    return r == ROPE_HALF ? "rotate_half" : r == ROPE_INTERLEAVED ? "interleaved" : "none";
+}
+
+/* ================================================================ config.json */
+
+typedef struct {
+    const cJSON *root;
+    const char *where;
+    char missing[512];       /* names of required fields that were absent */
+    char invalid[512];       /* "name = value" of integer fields that are not non-negative ints */
+} cfg_reader;
+
+/* Appends ", item" (or "item") to a list buffer. */
+static void cfg_list_add(char *list, size_t cap, const char *item) {
+    size_t n = strlen(list);
+    snprintf(list + n, cap - n, "%s%s", n ? ", " : "", item);
+}
+
+/* Reads a non-negative integer field. Absent or null: dflt (as Hugging Face reads null), and
+ * recorded as missing when required. A value that is not a whole number in [0, INT_MAX]
+ * (negative, fractional, 1e20, a string) is recorded as invalid. */
+static int cfg_int(cfg_reader *r, const char *key, int dflt, bool required) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (cJSON_IsNumber(j)) {
+        double d = j->valuedouble;
+        if (d >= 0 && d <= INT_MAX && d == floor(d)) return (int)d;
+    }
+    if (j && !cJSON_IsNull(j)) {
+        char item[160];
+        if (cJSON_IsNumber(j)) snprintf(item, sizeof item, "%s = %g", key, j->valuedouble);
+        else snprintf(item, sizeof item, "%s (not a number)", key);
+        cfg_list_add(r->invalid, sizeof r->invalid, item);
+        return dflt;
+    }
+    if (required) cfg_list_add(r->missing, sizeof r->missing, key);
+    return dflt;
+}
+
+static double jnum(const cJSON *o, const char *key, double dflt) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+}
+
+static double cfg_num(cfg_reader *r, const char *key, double dflt) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+}
+
+static bool cfg_bool(cfg_reader *r, const char *key, bool dflt) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    return cJSON_IsBool(j) ? cJSON_IsTrue(j) : dflt;
+}
+
+/* Maps model_type (or, without it, architectures[0]) to a family. */
+static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t cap) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->root, "model_type");
+    const cJSON *arch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r->root, "architectures"), 0);
+    static const struct { const char *type, *arch; model_family fam; } table[] = {
+        {"llama", "LlamaForCausalLM", FAM_LLAMA},          {"mistral", "MistralForCausalLM", FAM_MISTRAL},
+        {"qwen2", "Qwen2ForCausalLM", FAM_QWEN2},          {"deepseek_v3", "DeepseekV3ForCausalLM", FAM_DEEPSEEK},
+        {"deepseek_v2", "DeepseekV2ForCausalLM", FAM_DEEPSEEK}, {"kimi_k2", NULL, FAM_DEEPSEEK},
+        {"gpt2", "GPT2LMHeadModel", FAM_GPT2},
+    };
+    const char *t = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    const char *a = cJSON_IsString(arch) ? arch->valuestring : NULL;
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if ((t && strcmp(t, table[i].type) == 0) || (!t && a && table[i].arch && strcmp(a, table[i].arch) == 0)) {
+            *fam = table[i].fam;
+            snprintf(type, cap, "%s", t ? t : table[i].type);
+            return AL_OK;
+        }
+    if (t && (strcmp(t, "qwen3") == 0 || strcmp(t, "qwen3_moe") == 0))
+        return al_err("%s: model_type '%s' has per-head Q/K RMSNorm between the projection and RoPE; attnlab's "
+                      "head views and conversions do not cover it yet", r->where, t);
+    if (!t && !a)
+        return al_err("%s: cannot tell the model family: no \"model_type\" and no \"architectures\" (attnlab knows "
+                      "llama, mistral, qwen2, deepseek_v2, deepseek_v3, kimi_k2, gpt2)", r->where);
+    return al_err("%s: model_type '%s' is not a family attnlab knows (llama, mistral, qwen2, deepseek_v2, deepseek_v3, "
+                  "kimi_k2, gpt2)", r->where, t ? t : a);
+}
+
+static void parse_gqa(cfg_reader *r, ModelConfig *c) {
+    c->hidden = cfg_int(r, "hidden_size", 0, true);
+    c->n_heads = cfg_int(r, "num_attention_heads", 0, true);
+    c->n_layers = cfg_int(r, "num_hidden_layers", 0, true);
+    c->n_kv_heads = cfg_int(r, "num_key_value_heads", c->n_heads, false);
+    int hd = cfg_int(r, "head_dim", c->n_heads ? c->hidden / c->n_heads : 0, false);
+    c->qk_nope_dim = 0;
+    c->qk_rope_dim = hd;
+    c->v_dim = hd;
+    c->rope = ROPE_HALF;
+    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
+    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
+    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
+    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
+    bool bias = cfg_bool(r, "attention_bias", false);
+    c->qkv_bias = c->family == FAM_QWEN2 ? true : bias;
+    c->o_bias = c->family == FAM_QWEN2 ? false : bias;
+    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
+    snprintf(c->prefix, sizeof c->prefix, "model.");
+}
+
+static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
+    c->hidden = cfg_int(r, "hidden_size", 0, true);
+    c->n_heads = cfg_int(r, "num_attention_heads", 0, true);
+    c->n_layers = cfg_int(r, "num_hidden_layers", 0, true);
+    c->n_kv_heads = c->n_heads;
+    c->q_lora_rank = cfg_int(r, "q_lora_rank", 0, false);
+    c->kv_lora_rank = cfg_int(r, "kv_lora_rank", 0, true);
+    c->qk_nope_dim = cfg_int(r, "qk_nope_head_dim", 0, true);
+    c->qk_rope_dim = cfg_int(r, "qk_rope_head_dim", 0, true);
+    c->v_dim = cfg_int(r, "v_head_dim", 0, true);
+    c->rope = ROPE_INTERLEAVED;
+    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
+    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
+    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
+    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
+    c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", false);
+    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
+    c->latent_norm = cfg_bool(r, "qk_latent_layernorm", true);
+    snprintf(c->prefix, sizeof c->prefix, "model.");
+}
+
+static void parse_gpt2(cfg_reader *r, ModelConfig *c) {
+    c->hidden = cfg_int(r, "n_embd", 0, true);
+    c->n_heads = cfg_int(r, "n_head", 0, true);
+    c->n_layers = cfg_int(r, "n_layer", 0, true);
+    c->n_kv_heads = c->n_heads;
+    int hd = c->n_heads ? c->hidden / c->n_heads : 0;
+    c->qk_nope_dim = hd;
+    c->qk_rope_dim = 0;
+    c->v_dim = hd;
+    c->rope = ROPE_NONE;
+    c->norm_eps = cfg_num(r, "layer_norm_epsilon", 1e-5);
+    c->intermediate = cfg_int(r, "n_inner", 4 * c->hidden, false);
+    if (!c->intermediate) c->intermediate = 4 * c->hidden;
+    c->max_pos = cfg_int(r, "n_positions", 0, false);
+    c->qkv_bias = c->o_bias = true;
+    c->tie_embeddings = true;
+    snprintf(c->prefix, sizeof c->prefix, "transformer.");
+}
+
+/* Checks that the dims read make sense together; names the offending fields. */
+static int cfg_validate(const ModelConfig *c, const char *where) {
+    if (c->n_layers <= 0 || c->n_heads <= 0 || c->hidden <= 0)
+        return al_err("%s: num_hidden_layers, num_attention_heads and hidden_size must be positive", where);
+    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0)
+        return al_err("%s: num_key_value_heads %d must divide num_attention_heads %d", where, c->n_kv_heads, c->n_heads);
+    if (cfg_d_qk(c) <= 0 || c->v_dim <= 0) return al_err("%s: head dims must be positive", where);
+    if (c->rope != ROPE_NONE && c->qk_rope_dim % 2 != 0)
+        return al_err("%s: the RoPE head dim %d must be even", where, c->qk_rope_dim);
+    if (c->family == FAM_GPT2 && c->hidden % c->n_heads != 0)
+        return al_err("%s: n_embd %d is not a multiple of n_head %d", where, c->hidden, c->n_heads);
+    return AL_OK;
+}
+
+
+/* ================================================================ the rest of the description */
+
+const char *rope_scaling_name(const RopeScaling *s) {
+    switch (s->kind) {
+    case RS_NONE: return "none";
+    case RS_LINEAR: return "linear";
+    case RS_LLAMA3: return "llama3";
+    case RS_YARN: return "yarn";
+    case RS_LONGROPE: return "longrope";
+    case RS_OTHER: return s->type;
+    }
+    return "?";
+}
+
+const char *qk_norm_name(qk_norm_kind k) { return k == QKN_HEAD ? "per head" : k == QKN_PROJ ? "whole projection" : "none"; }
+const char *norm_kind_name(norm_kind k) { return k == NORM_LAYER ? "layernorm" : k == NORM_RMS_1P ? "rmsnorm (1 + w)" : "rmsnorm"; }
+const char *mlp_kind_name(mlp_kind k) { return k == MLP_DENSE ? "dense" : k == MLP_MOE ? "moe" : "gated"; }
+
+/* Up to cap numbers of array `key` of o into v; returns the count. */
+static int jarray(const cJSON *o, const char *key, double *v, int cap) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, a) if (cJSON_IsNumber(e) && n < cap) v[n++] = e->valuedouble;
+    return n;
+}
+
+/* rope_scaling (absent, null, "default": none). Defaults are those of the forward pass. */
+static void parse_rope_scaling(const cJSON *rs, const ModelConfig *c, RopeScaling *s) {
+    memset(s, 0, sizeof *s);
+    s->factor = 1.0;
+    s->attention_factor = NAN;
+    if (!cJSON_IsObject(rs)) return;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (!cJSON_IsString(t) || !strcmp(t->valuestring, "default")) return;
+    snprintf(s->type, sizeof s->type, "%s", t->valuestring);
+    s->factor = jnum(rs, "factor", 1.0);
+    s->attention_factor = jnum(rs, "attention_factor", NAN);
+    const char *type = s->type;
+    if (!strcmp(type, "linear")) s->kind = RS_LINEAR;
+    else if (!strcmp(type, "llama3")) {
+        s->kind = RS_LLAMA3;
+        s->low_freq_factor = jnum(rs, "low_freq_factor", 1.0);
+        s->high_freq_factor = jnum(rs, "high_freq_factor", 4.0);
+        s->orig_max_pos = jnum(rs, "original_max_position_embeddings", 8192);
+    } else if (!strcmp(type, "yarn")) {
+        s->kind = RS_YARN;
+        s->orig_max_pos = jnum(rs, "original_max_position_embeddings", c->max_pos ? c->max_pos : 4096);
+        s->beta_fast = jnum(rs, "beta_fast", 32);
+        s->beta_slow = jnum(rs, "beta_slow", 1);
+        s->mscale = jnum(rs, "mscale", 0);
+        s->mscale_all_dim = jnum(rs, "mscale_all_dim", 0);
+    } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
+        s->kind = RS_LONGROPE;
+        s->orig_max_pos = jnum(rs, "original_max_position_embeddings", c->max_pos);
+        s->n_short = jarray(rs, "short_factor", s->short_factor, CFG_MAX_ROPE_PAIRS);
+        s->n_long = jarray(rs, "long_factor", s->long_factor, CFG_MAX_ROPE_PAIRS);
+    } else
+        s->kind = RS_OTHER;
+}
+
+/* The RoPE spec: layout, rotary dims (partial rotary), theta(s), scaling. */
+static void parse_rope(const cJSON *root, ModelConfig *c) {
+    RopeSpec *r = &c->rope_spec;
+    c->rope_interleave = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
+    r->layout = c->rope;
+    if (c->family == FAM_DEEPSEEK) r->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
+    r->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
+    r->partial_factor = jnum(root, "partial_rotary_factor", jnum(root, "rotary_pct", 1.0));
+    int rd = (int)((double)r->head_dim * (r->partial_factor < 1.0 ? r->partial_factor : 1.0));
+    r->rotary_dim = rd - rd % 2;
+    r->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
+    r->local_theta = jnum(root, "rope_local_base_freq", 0);
+    parse_rope_scaling(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), c, &r->scaling);
+}
+
+/* Attention scale, soft-caps and sliding windows. */
+static void parse_attention(const cJSON *root, ModelConfig *c) {
+    c->query_pre_attn_scalar = jnum(root, "query_pre_attn_scalar", 0);
+    c->scale_attn = !(c->family == FAM_GPT2 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights")));
+    c->scale_by_layer = c->family == FAM_GPT2 &&
+                        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx"));
+    c->attn_softcap = jnum(root, "attn_logit_softcapping", 0);
+    c->final_softcap = jnum(root, "final_logit_softcapping", 0);
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    const cJSON *use = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
+    c->window_declared = cJSON_IsNumber(sw) && !cJSON_IsFalse(use) ? (int)sw->valuedouble : -1;
+    c->sliding_window = cJSON_IsNumber(sw) && sw->valuedouble > 0 && sw->valuedouble < INT_MAX ? (int)sw->valuedouble : 0;
+    bool on = c->family == FAM_MISTRAL || (c->family == FAM_QWEN2 && cJSON_IsTrue(use));
+    if (!on) c->sliding_window = 0;
+    c->window_from = c->family == FAM_QWEN2 ? (int)jnum(root, "max_window_layers", 0) : 0;
+    c->window_pattern = (int)jnum(root, "sliding_window_pattern", 0);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types"), *e;
+    int L = 0;
+    c->has_layer_types = cJSON_IsArray(lt);
+    cJSON_ArrayForEach(e, lt) {
+        if (L < CFG_MAX_LAYERS) c->layer_sliding[L] = cJSON_IsString(e) && strstr(e->valuestring, "sliding") != NULL;
+        L++;
+    }
+}
+
+/* Norms, activation, MLP and MoE routing. */
+static void parse_blocks(const cJSON *root, ModelConfig *c) {
+    c->norm = c->family == FAM_GPT2 ? NORM_LAYER : NORM_RMS;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, c->family == FAM_GPT2 ? "activation_function" : "hidden_act");
+    snprintf(c->activation, sizeof c->activation, "%s",
+             cJSON_IsString(a) ? a->valuestring : c->family == FAM_GPT2 ? "gelu_new" : "silu");
+    const char *act = c->activation;
+    c->act = !strcmp(act, "silu") || !strcmp(act, "swish") ? ACT_SILU
+             : !strcmp(act, "gelu") ? ACT_GELU
+             : !strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_fast") ? ACT_GELU_TANH
+             : !strcmp(act, "relu") ? ACT_RELU : ACT_UNKNOWN;
+    MoeSpec *m = &c->moe;
+    m->n_experts = (int)jnum(root, "n_routed_experts", jnum(root, "num_experts", 0));
+    m->top_k = (int)jnum(root, "num_experts_per_tok", 0);
+    m->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob"));
+    m->n_shared = (int)jnum(root, "n_shared_experts", jnum(root, "shared_expert_intermediate_size", 0) > 0 ? 1 : 0);
+    m->routed_scaling = jnum(root, "routed_scaling_factor", 1.0);
+    m->first_dense = (int)jnum(root, "first_k_dense_replace", 0);
+    m->layer_freq = (int)jnum(root, "moe_layer_freq", 1);
+    if (m->layer_freq < 1) m->layer_freq = 1;
+    m->sparse_step = (int)jnum(root, "decoder_sparse_step", 1);
+    if (m->sparse_step < 1) m->sparse_step = 1;
+    m->expert_ffn = (int)jnum(root, "moe_intermediate_size", 0);
+    double only[64];
+    m->n_mlp_only = jarray(root, "mlp_only_layers", only, 64);
+    for (int i = 0; i < m->n_mlp_only; i++) m->mlp_only[i] = (int)only[i];
+    c->mlp = m->n_experts > 0 ? MLP_MOE : c->family == FAM_GPT2 ? MLP_DENSE : MLP_GATED;
+    const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
+    if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", cJSON_IsString(td) ? td->valuestring : "");
+}
+
+void model_config_describe(const cJSON *root, ModelConfig *cfg) {
+    parse_rope(root, cfg);
+    parse_attention(root, cfg);
+    parse_blocks(root, cfg);
+}
+
+/* ================================================================ parse */
+
+int model_config_from_tree(const cJSON *root, const char *where, ModelConfig *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    if (!cJSON_IsObject(root)) return al_err("%s: not a JSON object", where);
+    cfg_reader r = {.root = root, .where = where};
+    if (detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type) != AL_OK) return AL_ERR;
+    cfg->vocab = cfg_int(&r, "vocab_size", 0, false);
+    cfg->dtype = DT_F32;
+    if (cfg->family == FAM_DEEPSEEK) parse_deepseek(&r, cfg);
+    else if (cfg->family == FAM_GPT2) parse_gpt2(&r, cfg);
+    else parse_gqa(&r, cfg);
+    if (r.invalid[0]) return al_err("%s: %s: these fields must be non-negative whole numbers", where, r.invalid);
+    if (r.missing[0])
+        return al_err("%s: a %s config needs %s, which %s missing", where, cfg->model_type, r.missing,
+                      strchr(r.missing, ',') ? "are" : "is");
+    if (cfg_validate(cfg, where) != AL_OK) return AL_ERR;
+    model_config_describe(root, cfg);
+    return AL_OK;
+}
+
+int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, cJSON **tree) {
+    memset(cfg, 0, sizeof *cfg);
+    if (tree) *tree = NULL;
+    cJSON *root = cJSON_Parse(json_text);
+    if (!root) return al_err("%s: not valid JSON (near '%.20s')", where, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    int rc = model_config_from_tree(root, where, cfg);
+    if (tree) *tree = root;
+    else cJSON_Delete(root);
+    return rc;
+}
+
+int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg) {
+    return model_config_parse_keep(json_text, where, cfg, NULL);
+}
+
+cJSON *model_config_tree(const Model *m) {
+    return m->config_tree ? cJSON_Duplicate(m->config_tree, true) : NULL;
+}
+
+void model_config_yarn_folded(cJSON *rs) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, "yarn")) return;
+    const char *keys[] = {"mscale", "mscale_all_dim", "attention_factor"};
+    for (size_t i = 0; i < 3; i++) cJSON_DeleteItemFromObjectCaseSensitive(rs, keys[i]);
+    cJSON_AddNumberToObject(rs, "attention_factor", 1.0);
+}
+
+size_t model_config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(m->config_tree, key), *e;
+    if (cJSON_IsNumber(j) && n < cap) list[n++] = j->valueint;
+    else if (cJSON_IsArray(j))
+        cJSON_ArrayForEach(e, j) if (cJSON_IsNumber(e) && n < cap) list[n++] = e->valueint;
+    return n;
+}
+
+/* ================================================================ per layer */
+
+/* YaRN's mscale: 0.1 m ln(factor) + 1 (1 for factor <= 1). */
+static double yarn_get_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * log(factor) + 1.0; }
+
+double cfg_attn_scale(const ModelConfig *c, int layer) {
+    double s = c->query_pre_attn_scalar > 0 ? 1.0 / sqrt(c->query_pre_attn_scalar) : 1.0 / sqrt((double)cfg_d_qk(c));
+    if (!c->scale_attn) s = 1.0;
+    const RopeScaling *rs = &c->rope_spec.scaling;
+    if (cfg_is_mla(c) && c->qk_rope_dim > 0 && rs->kind == RS_YARN && rs->mscale_all_dim != 0) {
+        double m2 = yarn_get_mscale(rs->factor, rs->mscale_all_dim);
+        s *= m2 * m2;                                  /* DeepSeek: softmax scale times mscale^2 */
+    }
+    return c->scale_by_layer ? s / (double)(layer + 1) : s;
+}
+
+/* True when layer is a sliding-window layer by layer_types / sliding_window_pattern / max_window_layers. */
+static bool layer_is_local(const ModelConfig *c, int layer) {
+    if (c->has_layer_types) return layer < CFG_MAX_LAYERS && c->layer_sliding[layer];
+    if (c->window_pattern > 0) return (layer + 1) % c->window_pattern != 0;
+    return layer >= c->window_from;
+}
+
+size_t cfg_layer_window(const ModelConfig *c, int layer) {
+    return c->sliding_window > 0 && layer_is_local(c, layer) ? (size_t)c->sliding_window : 0;
+}
+
+double cfg_layer_theta(const ModelConfig *c, int layer) {
+    const RopeSpec *r = &c->rope_spec;
+    return r->local_theta > 0 && c->sliding_window > 0 && layer_is_local(c, layer) ? r->local_theta : r->theta;
+}
+
+bool cfg_moe_layer(const ModelConfig *c, int layer) {
+    const MoeSpec *m = &c->moe;
+    if (m->n_experts <= 0 || layer < m->first_dense || layer % m->layer_freq != 0 || (layer + 1) % m->sparse_step != 0)
+        return false;
+    for (int i = 0; i < m->n_mlp_only; i++)
+        if (m->mlp_only[i] == layer) return false;
+    return true;
+}

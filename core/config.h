@@ -1,0 +1,178 @@
+/* config.h -- the model description: config.json parsed once, at load, into ModelConfig (family,
+ * dims, the RoPE spec, attention scale / soft-caps / sliding windows, QK normalisation, norm kind,
+ * activation, MLP and MoE routing, biases, tied embeddings). Every consumer reads this
+ * description; no other module parses config.json. Adding a family means adding its reader here.
+ *
+ * What a model can be used for is not decided here: the description records what the config
+ * says (a YaRN scaling, a sliding window, per-head Q/K norms) and core/analyses.c decides, per
+ * analysis, whether attnlab covers it. */
+#ifndef AL_CONFIG_H
+#define AL_CONFIG_H
+
+#include "tensor.h"
+
+struct cJSON;
+struct Model;
+
+typedef enum {
+    FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2,   /* GQA, RoPE rotate_half (Qwen2: q/k/v biases) */
+    FAM_DEEPSEEK,                        /* MLA: DeepSeek-V2/V3/R1, Kimi-K2 */
+    FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
+    FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
+    FAM_COUNT
+} model_family;
+
+typedef enum {
+    ROPE_NONE,
+    ROPE_HALF,          /* rotate_half: dim j pairs with j + d/2 (HF Llama/Mistral/Qwen2) */
+    ROPE_INTERLEAVED    /* dim 2j pairs with 2j + 1 (llama2.c; DeepSeek weights, de-interleaved in its code) */
+} rope_layout;
+
+/* rope_scaling of config.json. */
+typedef enum {
+    RS_NONE,            /* absent, null or "default" */
+    RS_LINEAR,          /* every frequency / factor */
+    RS_LLAMA3,          /* low frequencies / factor, a blend between two wavelengths */
+    RS_YARN,            /* frequency interpolation with a ramp, and an attention factor */
+    RS_LONGROPE,        /* per-frequency short / long factors (recorded; not computed) */
+    RS_OTHER            /* a type attnlab does not know ("dynamic", ...): `type` names it */
+} rope_scaling_kind;
+
+#define CFG_MAX_ROPE_PAIRS 256
+#define CFG_MAX_LAYERS 512
+
+typedef struct {
+    rope_scaling_kind kind;
+    char type[32];                /* as config.json spells it ("" when none) */
+    double factor;                /* 1 when absent */
+    double orig_max_pos;          /* original_max_position_embeddings (llama3 default 8192; yarn: max_pos or 4096) */
+    double low_freq_factor, high_freq_factor;           /* llama3 (defaults 1, 4) */
+    double beta_fast, beta_slow;                        /* yarn (defaults 32, 1) */
+    double mscale, mscale_all_dim;                      /* yarn (0 when absent) */
+    double attention_factor;                            /* yarn / longrope; NAN when absent */
+    int n_short, n_long;                                /* longrope factor arrays (pairs) */
+    double short_factor[CFG_MAX_ROPE_PAIRS], long_factor[CFG_MAX_ROPE_PAIRS];
+} RopeScaling;
+
+typedef struct {
+    rope_layout layout;           /* pairing applied to q/k (MLA: rotate_half after de-interleaving
+                                     when interleaved; DeepSeek's rope_interleave: false -> ROPE_HALF) */
+    int head_dim;                 /* per-head dims that carry RoPE (= qk_rope_dim) */
+    int rotary_dim;               /* dims actually rotated (partial rotary: < head_dim) */
+    double partial_factor;        /* partial_rotary_factor / rotary_pct (1: full) */
+    double theta;                 /* rope_theta */
+    double local_theta;           /* rope_local_base_freq of local (sliding) layers; 0: theta everywhere */
+    RopeScaling scaling;
+} RopeSpec;
+
+typedef enum { QKN_NONE, QKN_HEAD, QKN_PROJ } qk_norm_kind;            /* per head | whole projection */
+typedef enum { NORM_RMS, NORM_LAYER, NORM_RMS_1P } norm_kind;          /* RMS, LayerNorm with bias, RMS (1 + w) */
+typedef enum { MLP_DENSE, MLP_GATED, MLP_MOE } mlp_kind;
+typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN } act_kind;
+
+typedef struct {
+    int n_experts;                /* n_routed_experts / num_experts (0: dense) */
+    int top_k;                    /* num_experts_per_tok */
+    bool norm_topk_prob;
+    int n_shared;                 /* n_shared_experts (or 1 with a shared_expert_intermediate_size) */
+    double routed_scaling;        /* routed_scaling_factor (1) */
+    int first_dense;              /* first_k_dense_replace */
+    int layer_freq;               /* moe_layer_freq (1) */
+    int sparse_step;              /* decoder_sparse_step (1) */
+    int n_mlp_only;               /* mlp_only_layers */
+    int mlp_only[64];
+    int expert_ffn;               /* moe_intermediate_size */
+} MoeSpec;
+
+typedef struct {
+    model_family family;
+    char model_type[32];      /* as config.json spells it */
+    int n_layers;
+    int n_heads;              /* query heads */
+    int n_kv_heads;           /* KV heads (MLA: = n_heads) */
+    int hidden;               /* d_model */
+    int vocab;
+    int intermediate;
+    int max_pos;
+    int qk_nope_dim;          /* per-head Q/K dims without RoPE (GPT-2: all of them; Llama: 0) */
+    int qk_rope_dim;          /* per-head Q/K dims with RoPE (Llama: head_dim; DeepSeek: qk_rope_head_dim) */
+    int v_dim;                /* per-head value dim */
+    int q_lora_rank;          /* 0: no query latent (plain q_proj) */
+    int kv_lora_rank;         /* 0: not MLA */
+    double rope_theta;
+    rope_layout rope;
+    double norm_eps;
+    bool qkv_bias;            /* Qwen2, GPT-2, Llama with attention_bias */
+    bool o_bias;              /* GPT-2 c_proj bias; Llama attention_bias */
+    bool tie_embeddings;
+    bool latent_norm;         /* MLA: RMSNorm on the q/kv latents (q_a_layernorm, kv_a_layernorm);
+                                 false when config says qk_latent_layernorm: false (TransMLA exports) */
+    dt_type dtype;            /* storage dtype of the attention weights */
+    char prefix[24];          /* tensor name prefix: "model." / "transformer." / "" */
+
+    /* ---- the rest of the description (config.c) */
+    RopeSpec rope_spec;       /* layout, rotary dims, theta(s), scaling */
+    bool rope_interleave;     /* DeepSeek's rope_interleave (default true) */
+    double query_pre_attn_scalar;  /* softmax scale = this^-1/2 when > 0 (else d_qk^-1/2) */
+    bool scale_attn;          /* GPT-2 scale_attn_weights (true: scale d^-1/2; false: 1) */
+    bool scale_by_layer;      /* GPT-2 scale_attn_by_inverse_layer_idx */
+    double attn_softcap;      /* attn_logit_softcapping (0: none) */
+    double final_softcap;     /* final_logit_softcapping (0: none) */
+    int sliding_window;       /* tokens of the window where layers have one (0: none) */
+    int window_from;          /* Qwen2: max_window_layers (layers below have full attention) */
+    int window_pattern;       /* sliding_window_pattern: every n-th layer is global (0: none) */
+    int window_declared;      /* a numeric sliding_window not disabled by use_sliding_window (tokens; -1: none) */
+    bool has_layer_types;     /* layer_types given: layer_sliding holds it */
+    unsigned char layer_sliding[CFG_MAX_LAYERS];
+    qk_norm_kind qk_norm;     /* from the checkpoint's q_norm / k_norm tensors (model.c) */
+    norm_kind norm;
+    char activation[32];      /* hidden_act / activation_function (default silu; GPT-2 gelu_new) */
+    act_kind act;             /* what it names (ACT_UNKNOWN: a name attnlab does not compute) */
+    mlp_kind mlp;
+    MoeSpec moe;
+    char torch_dtype[16];     /* torch_dtype / dtype ("" when absent) */
+} ModelConfig;
+
+/* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
+ * unknown family is an error naming the fields it lacked. */
+int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg);
+/* The same, handing the parsed tree to *tree (caller frees; set even when the description fails,
+ * NULL when the text is not JSON). What model_open keeps in Model.config_tree. */
+int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, struct cJSON **tree);
+/* The same from a parsed tree. */
+int model_config_from_tree(const struct cJSON *root, const char *where, ModelConfig *cfg);
+/* Fills the description beyond the dims (RoPE spec, attention, blocks) from root, or with the
+ * defaults of the family's dims when root is NULL (llama2.c). */
+void model_config_describe(const struct cJSON *root, ModelConfig *cfg);
+/* A deep copy of the model's parsed config.json (caller frees with cJSON_Delete); NULL for a
+ * llama2.c checkpoint. For exporters that pass keys through. */
+struct cJSON *model_config_tree(const struct Model *m);
+/* For a DeepSeek-layout export of a converted GQA model: YaRN's attention factor (on every dim
+ * of a GQA head) is folded into the converted weights, so the exported rope_scaling (object
+ * `rope_scaling` of an exported config, changed in place; NULL or other types: nothing) says
+ * attention_factor 1 and no mscale / mscale_all_dim. */
+void model_config_yarn_folded(struct cJSON *rope_scaling);
+/* Integer ids of a config.json key (a number or an array of numbers, e.g. eos_token_id)
+ * appended to list[n..cap); returns the new count. */
+size_t model_config_ids(const struct Model *m, const char *key, int *list, size_t n, size_t cap);
+
+const char *model_family_name(model_family f);
+const char *rope_layout_name(rope_layout r);
+const char *rope_scaling_name(const RopeScaling *s);     /* "none", "linear", ... or the config's type */
+const char *qk_norm_name(qk_norm_kind k);
+const char *norm_kind_name(norm_kind k);
+const char *mlp_kind_name(mlp_kind k);
+
+/* Softmax scale of layer's attention: d_qk^-1/2 (or query_pre_attn_scalar^-1/2), GPT-2's
+ * scale_attn_weights / scale_attn_by_inverse_layer_idx, times YaRN's mscale^2 for MLA when
+ * rope_scaling sets mscale_all_dim (DeepSeek). */
+double cfg_attn_scale(const ModelConfig *c, int layer);
+/* Sliding window of layer's attention in tokens (0: full causal): Mistral's on every layer,
+ * Qwen2's from max_window_layers on when use_sliding_window, layer_types / sliding_window_pattern. */
+size_t cfg_layer_window(const ModelConfig *c, int layer);
+/* RoPE base of layer (rope_local_base_freq on sliding layers where set). */
+double cfg_layer_theta(const ModelConfig *c, int layer);
+/* True when layer L's MLP is a mixture of experts by the config's routing fields. */
+bool cfg_moe_layer(const ModelConfig *c, int layer);
+
+#endif
