@@ -4,10 +4,10 @@
 #define _GNU_SOURCE
 #include "export.h"
 
+#include "ckpt_write.h"
+
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -270,20 +270,16 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
 }
 
 /* Adds a rewritten tensor in the original dtype (FP8 gets fresh block scales) and shape. */
-static int add_rewritten(st_writer *w, const char *name, const st_entry *e, const Mat *W, bool keep_shape) {
-    if (e->dtype == DT_F8_E4M3) return st_writer_add_fp8(w, name, W);
+static int add_rewritten(CkptWriter *w, const char *name, const st_entry *e, const Mat *W, bool keep_shape) {
+    if (e->dtype == DT_F8_E4M3) return ckpt_add_mat(w, name, DT_F8_E4M3, W, 2);
     if (!dt_is_float(e->dtype) || e->dtype == DT_F8_E5M2 || e->dtype == DT_F64)
         return al_err("tensor '%s': cannot write dtype %s after truncation", name, dt_name(e->dtype));
     size_t n = W->rows * W->cols, shape[2] = { W->rows, W->cols };
     void *buf = al_malloc3(n, 1, dt_size(e->dtype), name);
     if (!buf) return AL_ERR;
-    int rc = dt_from_f32(e->dtype, W->data, n, buf);
-    if (rc == AL_OK) {
-        if (keep_shape) rc = st_writer_add(w, name, e->dtype, e->ndim, e->shape, buf, n * dt_size(e->dtype));
-        else rc = st_writer_add(w, name, e->dtype, 2, shape, buf, n * dt_size(e->dtype));
-    }
-    free(buf);
-    return rc;
+    if (dt_from_f32(e->dtype, W->data, n, buf) != AL_OK) { free(buf); return AL_ERR; }
+    if (keep_shape) return ckpt_add_owned(w, name, e->dtype, e->ndim, e->shape, buf, n * dt_size(e->dtype));
+    return ckpt_add_owned(w, name, e->dtype, 2, shape, buf, n * dt_size(e->dtype));
 }
 
 /* Is `name` the scale tensor of a rewritten FP8 weight? */
@@ -305,21 +301,17 @@ static bool is_dropped_scale(const Ctx *x, const char *name) {
     return drop;
 }
 
-/* Writes one output shard: the tensors of source shard `src` in order. */
-static int write_shard(Ctx *x, const char *src, const char *out_path, cJSON *weight_map, const char *shard_base) {
+/* Writes one output shard: the tensors of source shard `src` in order; copied tensors are
+ * streamed from the source's mapping. */
+static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
     const Store *s = x->m->store;
-    st_writer *w = st_writer_new();
-    if (!w) return al_err("out of memory");
     int rc = AL_OK;
-    const st_file *meta_f = NULL;
     for (size_t i = 0; rc == AL_OK && i < store_count(s); i++) {
         const char *name = store_name_at(s, i);
         const st_entry *e;
         const st_file *f;
         if ((rc = store_entry(s, name, &e, &f)) != AL_OK) break;
-        if (strcmp(st_path(f), src) != 0) continue;
-        meta_f = f;
-        if (is_dropped_scale(x, name)) continue;
+        if (strcmp(st_path(f), src) != 0 || is_dropped_scale(x, name)) continue;
         int L;
         const char *suffix;
         if (layer_of(x, name, &L, &suffix) && rewritten_suffix(x, suffix, L)) {
@@ -330,25 +322,13 @@ static int write_shard(Ctx *x, const char *src, const char *out_path, cJSON *wei
             rc = W ? add_rewritten(w, name, e, W, x->fmt != EXPORT_HF) : AL_ERR;
             mat_free(O); mat_free(W);
             x->rep.tensors_rewritten++;
-            if (rc == AL_OK && weight_map && e->dtype == DT_F8_E4M3) {
-                char *sn = al_asprintf("%s_scale_inv", name);
-                if (sn) cJSON_AddStringToObject(weight_map, sn, shard_base);
-                free(sn);
-            }
         } else {
-            rc = st_writer_add(w, name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+            rc = ckpt_add(w, name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
             x->rep.tensors_copied++;
         }
-        if (rc == AL_OK && weight_map) cJSON_AddStringToObject(weight_map, name, shard_base);
     }
-    if (rc == AL_OK && meta_f && st_meta(meta_f, "format")) rc = st_writer_meta(w, "format", st_meta(meta_f, "format"));
-    if (rc == AL_OK) {
-        x->rep.bytes += st_writer_bytes(w);
-        rc = st_writer_write(w, out_path);
-        if (rc == AL_OK) x->rep.files++;
-    }
-    st_writer_free(w);
-    if (rc != AL_OK) al_err_ctx("writing %s", out_path);
+    if (rc == AL_OK) rc = ckpt_shard_end(w);
+    if (rc == AL_ERR) al_err_ctx("writing the shard from %s", src);
     return rc;
 }
 
@@ -399,7 +379,7 @@ static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
     return j;
 }
 
-static int write_manifest(const Ctx *x, const char *dir) {
+static int write_manifest(const Ctx *x, CkptWriter *w) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "method", "FaRR (fuse and rank reduce, seed 000)");
     cJSON_AddStringToObject(j, "format", export_format_name(x->fmt));
@@ -426,24 +406,19 @@ static int write_manifest(const Ctx *x, const char *dir) {
         cJSON_AddStringToObject(j, "biases", x->c->o_bias
             ? "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias folded into the output bias"
             : "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias projected (z U_r, z W_V = b_V)");
-    char *text = cJSON_Print(j);
+    int rc = ckpt_write_json(w, "farr_manifest.json", j);
     cJSON_Delete(j);
-    if (!text) return al_err("out of memory writing the manifest");
-    char *path = al_asprintf("%s/farr_manifest.json", dir);
-    int rc = path ? al_write_file_atomic(path, text, strlen(text)) : AL_ERR;
-    free(path); free(text);
     return rc;
 }
 
-static int add_f32(st_writer *w, const char *name, const Mat *M) {
+static int add_f32(CkptWriter *w, const char *name, const Mat *M) {
     size_t shape[2] = { M->rows, M->cols };
-    return st_writer_add(w, name, DT_F32, 2, shape, M->data, M->rows * M->cols * sizeof(float));
+    return ckpt_add(w, name, DT_F32, 2, shape, M->data, M->rows * M->cols * sizeof(float));
 }
 
-static int write_factors(Ctx *x, const char *dir) {
-    st_writer *w = st_writer_new();
-    if (!w) return al_err("out of memory");
-    int rc = AL_OK;
+/* farr/factors.safetensors: the plans' factors (borrowed: the plans outlive the write). */
+static int write_factors(Ctx *x, CkptWriter *w) {
+    int rc = ckpt_file_begin(w, "farr/factors.safetensors", "pt");
     char name[256];
     for (int k = 0; k < 2 && rc == AL_OK; k++) {
         const FarrPlan *p = x->plan[k];
@@ -457,7 +432,7 @@ static int write_factors(Ctx *x, const char *dir) {
                 if (rc == AL_OK && tl->shared_bias) {
                     size_t sh[1] = { (size_t)tl->groups[g]->rank };
                     snprintf(name, sizeof name, "layers.%d.%s.shared_bias.%d", L, kn, g);
-                    rc = st_writer_add(w, name, DT_F32, 1, sh, tl->shared_bias[g], sh[0] * sizeof(float));
+                    rc = ckpt_add(w, name, DT_F32, 1, sh, tl->shared_bias[g], sh[0] * sizeof(float));
                 }
             }
             for (int h = 0; h < tl->n_heads && rc == AL_OK; h++) {
@@ -468,79 +443,30 @@ static int write_factors(Ctx *x, const char *dir) {
                     const FarrGroup *g = farr_plan_head(p, x->c, L, h, &idx);
                     size_t sh[1] = { (size_t)g->rank };
                     snprintf(name, sizeof name, "layers.%d.%s.head_bias.%d", L, kn, h);
-                    rc = st_writer_add(w, name, DT_F32, 1, sh, tl->head_bias[h], sh[0] * sizeof(float));
+                    rc = ckpt_add(w, name, DT_F32, 1, sh, tl->head_bias[h], sh[0] * sizeof(float));
                 }
             }
             if (rc == AL_OK && tl->o_bias_delta) {
                 size_t sh[1] = { (size_t)x->c->hidden };
                 snprintf(name, sizeof name, "layers.%d.%s.o_bias_delta", L, kn);
-                rc = st_writer_add(w, name, DT_F32, 1, sh, tl->o_bias_delta, sh[0] * sizeof(float));
+                rc = ckpt_add(w, name, DT_F32, 1, sh, tl->o_bias_delta, sh[0] * sizeof(float));
             }
         }
     }
-    char *fdir = al_asprintf("%s/farr", dir), *path = al_asprintf("%s/farr/factors.safetensors", dir);
-    if (rc == AL_OK) rc = fdir && path ? al_mkdirs(fdir) : AL_ERR;
-    if (rc == AL_OK) rc = st_writer_meta(w, "format", "pt");
-    if (rc == AL_OK) rc = st_writer_write(w, path);
-    if (rc == AL_OK) x->rep.files++;
-    free(fdir); free(path);
-    st_writer_free(w);
-    return rc;
+    return rc == AL_OK ? ckpt_file_end(w) : rc;
 }
 
 /* ================================================================ other files */
 
-static int write_config(Ctx *x, const char *dir) {
-    char *path = al_asprintf("%s/config.json", dir);
-    if (!path) return AL_ERR;
-    int rc;
-    if (x->fmt != EXPORT_HF) {
-        rc = al_write_file_atomic(path, x->m->config_json, strlen(x->m->config_json));
-    } else {
-        cJSON *j = cJSON_Parse(x->m->config_json);
-        if (!j) { free(path); return al_err("cannot re-read the source config.json"); }
-        if (x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
-        if (x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));
-        char *text = cJSON_Print(j);
-        cJSON_Delete(j);
-        rc = text ? al_write_file_atomic(path, text, strlen(text)) : al_err("out of memory");
-        free(text);
-    }
-    if (rc == AL_OK) x->rep.files++;
-    free(path);
-    return rc;
-}
-
-static bool ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-/* Copies the source folder's other regular files (tokenizer, generation config, ...). */
-static int copy_other_files(Ctx *x, const char *dir) {
-    const char *src = store_dir(x->m->store);
-    DIR *d = src ? opendir(src) : NULL;
-    if (!d) return AL_OK;
-    struct dirent *e;
-    int rc = AL_OK;
-    while (rc == AL_OK && (e = readdir(d))) {
-        const char *n = e->d_name;
-        if (n[0] == '.' || ends_with(n, ".safetensors") || strcmp(n, "config.json") == 0 ||
-            strcmp(n, "model.safetensors.index.json") == 0 || strcmp(n, "farr_manifest.json") == 0 ||
-            strstr(n, ".tmp."))
-            continue;
-        char *sp = al_asprintf("%s/%s", src, n), *dp = al_asprintf("%s/%s", dir, n);
-        struct stat sb;
-        if (sp && dp && stat(sp, &sb) == 0 && S_ISREG(sb.st_mode)) {
-            size_t len;
-            char *buf = al_read_file(sp, &len);
-            rc = buf ? al_write_file_atomic(dp, buf, len) : AL_ERR;
-            if (rc == AL_OK) x->rep.files++;
-            free(buf);
-        }
-        free(sp); free(dp);
-    }
-    closedir(d);
+/* config.json: the source's, as it is (factors), or with the new head sizes (hf). */
+static int write_config(Ctx *x, CkptWriter *w) {
+    if (x->fmt != EXPORT_HF) return ckpt_write_text(w, "config.json", x->m->config_json, strlen(x->m->config_json));
+    cJSON *j = cJSON_Parse(x->m->config_json);
+    if (!j) return al_err("cannot re-read the source config.json");
+    if (x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
+    if (x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));
+    int rc = ckpt_write_json(w, "config.json", j);
+    cJSON_Delete(j);
     return rc;
 }
 
@@ -562,51 +488,30 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     const char *why = export_hf_refusal(m, vo, qk);
     if (o.format == EXPORT_HF && why) return al_err("cannot export format hf: %s", why);
     x.fmt = o.format == EXPORT_AUTO ? (why ? EXPORT_FACTORS : EXPORT_HF) : o.format;
-    if (al_export_dir(dir, store_dir(m->store), o.force) != AL_OK) return AL_ERR;
     if (x.fmt == EXPORT_HF) {
         const ModelConfig *c = x.c;
         x.nope2 = qk ? qk->rank_max : c->qk_nope_dim;
         x.v2 = vo ? vo->rank_max : c->v_dim;
         x.q_scale = sqrt((double)(x.nope2 + c->qk_rope_dim) / (double)(c->qk_nope_dim + c->qk_rope_dim));
     }
-    if (al_mkdirs(dir) != AL_OK) return AL_ERR;
+    CkptWriter *w;
+    CkptOpts co = { .src = store_dir(m->store), .force = o.force, .can_force = true };
+    if (ckpt_begin(dir, &co, &w) != AL_OK) return AL_ERR;
     const Store *s = m->store;
-    char *index_src = al_asprintf("%s/model.safetensors.index.json", store_dir(s));
-    struct stat sb;
-    bool indexed = index_src && stat(index_src, &sb) == 0;
-    free(index_src);
-    cJSON *idx = indexed ? cJSON_CreateObject() : NULL;
-    cJSON *wm = NULL;
-    if (idx) {
-        cJSON *meta = cJSON_AddObjectToObject(idx, "metadata");
-        (void)meta;
-        wm = cJSON_AddObjectToObject(idx, "weight_map");
-    }
     int rc = AL_OK;
     size_t nf = store_nfiles(s);
     for (size_t i = 0; rc == AL_OK && i < nf; i++) {
-        const char *src = store_file_at(s, i);
-        char *tmp = al_strdup(src);
-        char *base = tmp ? al_strdup(indexed ? basename(tmp) : "model.safetensors") : NULL;
-        char *out = base ? al_asprintf("%s/%s", dir, base) : NULL;
-        rc = out ? write_shard(&x, src, out, wm, base) : AL_ERR;
-        free(tmp); free(base); free(out);
+        rc = write_shard(&x, w, store_file_at(s, i));
         al_progress("file", i + 1, nf);
         if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
     }
-    if (rc == AL_OK && idx) {
-        cJSON_AddNumberToObject(cJSON_GetObjectItem(idx, "metadata"), "total_size", (double)x.rep.bytes);
-        char *text = cJSON_Print(idx), *path = al_asprintf("%s/model.safetensors.index.json", dir);
-        rc = text && path ? al_write_file_atomic(path, text, strlen(text)) : al_err("out of memory");
-        if (rc == AL_OK) x.rep.files++;
-        free(text); free(path);
-    }
-    cJSON_Delete(idx);
-    if (rc == AL_OK) rc = write_config(&x, dir);
-    if (rc == AL_OK && x.fmt == EXPORT_FACTORS) rc = write_factors(&x, dir);
-    if (rc == AL_OK) rc = copy_other_files(&x, dir);
-    if (rc == AL_OK) rc = write_manifest(&x, dir);
-    if (rc == AL_OK) x.rep.files++;
+    x.rep.bytes = ckpt_weight_bytes(w);
+    if (rc == AL_OK) rc = write_config(&x, w);
+    if (rc == AL_OK && x.fmt == EXPORT_FACTORS) rc = write_factors(&x, w);
+    if (rc == AL_OK) rc = ckpt_copy_aux(w, store_dir(s), NULL);
+    if (rc == AL_OK) rc = write_manifest(&x, w);
+    if (rc == AL_OK) rc = ckpt_commit(w, &x.rep.files);
+    else ckpt_abort(w);
     x.rep.format = x.fmt;
     x.rep.q_scale = x.q_scale;
     if (rep) *rep = x.rep;
