@@ -470,11 +470,11 @@ static int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
 /* ================================================================ export (through `export DIR`) */
 
 /* Exports the session's conversion; shard_mb 0: the default shard size. */
-static int export_sharded(Session *s, const char *dir, const char *dtype, size_t shard_mb, Out *out) {
+static int export_sharded(Session *s, const char *dir, const char *dtype, size_t shard_mb, bool force, Out *out) {
     if (!cmd_convert_pending(s, NULL))
         return al_err("export: this session holds no conversion: run convert mla kv-rank R first");
     const TmlaResult *r = s->conv->res;
-    MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = shard_mb << 20};
+    MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = shard_mb << 20, .force = force};
     if (dtype && *dtype) {
         eo.dtype = !strcmp(dtype, "f32") ? DT_F32 : !strcmp(dtype, "f16") ? DT_F16 : !strcmp(dtype, "bf16") ? DT_BF16
                                                                                                           : DT_INVALID;
@@ -490,8 +490,8 @@ static int export_sharded(Session *s, const char *dir, const char *dtype, size_t
     return AL_OK;
 }
 
-int cmd_convert_export(Session *s, const char *dir, const char *dtype, size_t shard_mb, Out *out) {
-    return export_sharded(s, dir, dtype, shard_mb, out);
+int cmd_convert_export(Session *s, const char *dir, const char *dtype, size_t shard_mb, bool force, Out *out) {
+    return export_sharded(s, dir, dtype, shard_mb, force, out);
 }
 
 /* ================================================================ check */

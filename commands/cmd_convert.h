@@ -16,8 +16,8 @@ bool cmd_convert_pending(const Session *s, const Model *m);
  * by the session (valid until the next conversion or m closes). For `kv-cache`'s converted row. */
 const TmlaResult *cmd_convert_result(const Session *s, const Model *m);
 /* Exports the session's conversion to dir in DeepSeek-V3 layout (core/mla_export.h) and narrates
- * it on out; dtype "f32" | "f16" | "bf16" or NULL (the source's). */
-int cmd_convert_export(Session *s, const char *dir, const char *dtype, size_t shard_mb, Out *out);
+ * it on out; dtype "f32" | "f16" | "bf16" or NULL (the source's); force replaces an existing dir. */
+int cmd_convert_export(Session *s, const char *dir, const char *dtype, size_t shard_mb, bool force, Out *out);
 
 /* ================================================================ statistics for TransMLA */
 

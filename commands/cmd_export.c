@@ -30,8 +30,10 @@ static const char EXPORT_HELP[] =
     "  (tpa_manifest.json + tpa_factors.safetensors; no other loader reads it; `dtype`);\n"
     "- after `kvsvd learn`: the projections, per layer (kv_heads, d, R), and a manifest.\n"
     "Tensors the transformation did not touch are copied bit for bit (dtype and FP8 scales kept);\n"
-    "each file is written under a temporary name and renamed; a manifest records what was done.\n"
-    "Never writes into (or inside) the source folder; an existing non-empty DIR needs `force`.\n"
+    "the folder is built beside DIR and renamed into place only when complete; a manifest records\n"
+    "what was done. Never writes into (or inside) the source folder; an existing non-empty DIR\n"
+    "needs `force`, which replaces it as a whole. `dtype`, `shard-mb` and `format` are refused\n"
+    "where the export cannot honour them.\n"
     "Examples:\n"
     "  truncate vo rank 8 policy model-max; export out/r1-vo8\n"
     "  convert mla kv-rank 64; export out/llama-mla dtype bf16\n"
@@ -52,7 +54,7 @@ static const Param export_kw[] = {
       .help = "TransMLA / TPA: dtype of the new tensors (default: the source's for TransMLA, f32 for TPA)" },
     { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",
       .help = "TransMLA: split the weights into shards of at most MB MiB (default 4096)" },
-    { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "write into an existing non-empty folder" },
+    { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "replace an existing non-empty folder as a whole" },
     {0}
 };
 
@@ -75,6 +77,11 @@ static int export_farr(Session *s, const Args *a, const FarrPlan *vo, const Farr
     return AL_OK;
 }
 
+/* Refuses a keyword the chosen export cannot honour (never silently ignored). */
+static int refuse_kw(const Args *a, const char *kw, const char *what) {
+    return args_given(a, kw) ? al_err("export: %s is not taken by %s", kw, what) : AL_OK;
+}
+
 static int cmd_export(Session *s, const Args *a, Out *out) {
     const FarrPlan *vo = s->farr ? farr_state_plan(s->farr, s->cur, FARR_VO) : NULL;
     const FarrPlan *qk = s->farr ? farr_state_plan(s->farr, s->cur, FARR_QK) : NULL;
@@ -85,10 +92,20 @@ static int cmd_export(Session *s, const Args *a, Out *out) {
     size_t shard_mb = args_given(a, "shard-mb") ? (size_t)args_int(a, "shard-mb") : 0;
     if (last == XF_NONE)                 /* nothing recorded: the one that is pending, FaRR first */
         last = farr ? XF_FARR : mla ? XF_MLA : tpa ? XF_TPA : kv ? XF_KVSVD : XF_NONE;
-    if (last == XF_FARR && farr) return export_farr(s, a, vo, qk, out);
-    if (last == XF_MLA && mla) return cmd_convert_export(s, dir, dtype, shard_mb, out);
-    if (last == XF_TPA && tpa) return cmd_tpa_export(s, dir, dtype, out);
-    if (last == XF_KVSVD && kv) return cmd_kvsvd_export(s, dir, args_flag(a, "force"), out);
+    bool force = args_flag(a, "force");
+    if (last == XF_FARR && farr)
+        return refuse_kw(a, "dtype", "a FaRR export (each tensor keeps its dtype)") ||
+               refuse_kw(a, "shard-mb", "a FaRR export (it keeps the source's shards)") ? AL_ERR
+               : export_farr(s, a, vo, qk, out);
+    if (last == XF_MLA && mla)
+        return refuse_kw(a, "format", "a TransMLA export (always DeepSeek-V3 layout)") ? AL_ERR
+               : cmd_convert_export(s, dir, dtype, shard_mb, force, out);
+    if (last == XF_TPA && tpa)
+        return refuse_kw(a, "format", "a TPA export") || refuse_kw(a, "shard-mb", "a TPA export (one factors file)")
+                   ? AL_ERR : cmd_tpa_export(s, dir, dtype, force, out);
+    if (last == XF_KVSVD && kv)
+        return refuse_kw(a, "format", "a KQ-SVD export") || refuse_kw(a, "dtype", "a KQ-SVD export (F32 projections)") ||
+               refuse_kw(a, "shard-mb", "a KQ-SVD export") ? AL_ERR : cmd_kvsvd_export(s, dir, force, out);
     return al_err("nothing to export for %s: run `truncate vo|qk ...`, `convert mla ...`, `convert tpa ...` or "
                   "`kvsvd learn ...` first", s->cur->name);
 }

@@ -233,7 +233,7 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ export */
 
-int cmd_tpa_export(Session *s, const char *dir, const char *dtype, Out *out) {
+int cmd_tpa_export(Session *s, const char *dir, const char *dtype, bool force, Out *out) {
     if (!cmd_tpa_pending(s, NULL))
         return al_err("export: this session holds no TPA conversion: run convert tpa kv-rank R first");
     dt_type dt = DT_F32;
@@ -242,7 +242,7 @@ int cmd_tpa_export(Session *s, const char *dir, const char *dtype, Out *out) {
         if (dt == DT_INVALID) return al_err("export: dtype '%s': give f32, f16 or bf16", dtype);
     }
     const TpaModel *r = s->tpa->res;
-    if (tpa_export(r, dir, dt)) return AL_ERR;
+    if (tpa_export_opts(r, dir, &(TpaExportOpts){.dtype = dt, .force = force})) return AL_ERR;
     out_printf(out, "exported %s as non-contextual TPA form %s (R_K %d, R_V %d, %s) to %s: %s + %s\n",
                r->src_name, tpa_form_name(r->opts.form), r->opts.k_rank, r->opts.v_rank, dt_name(dt), dir, TPA_MANIFEST,
                TPA_FACTORS);

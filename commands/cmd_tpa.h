@@ -26,8 +26,8 @@ extern const char cmd_tpa_convert_help[];
 int cmd_tpa_convert(Session *s, const Args *a, Out *out);
 
 /* Writes the session's TPA conversion to dir (attnlab-tpa layout); dtype "f32" | "f16" | "bf16" or
- * NULL (f32). Narrates on out. */
-int cmd_tpa_export(Session *s, const char *dir, const char *dtype, Out *out);
+ * NULL (f32); force replaces an existing dir. Narrates on out. */
+int cmd_tpa_export(Session *s, const char *dir, const char *dtype, bool force, Out *out);
 
 /* Compares the session's TPA conversion with its source (src_name: another loaded model, or
  * NULL) on `tokens` random inputs; table layer, score_err, out_err; AL_ERR when the conversion

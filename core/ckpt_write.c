@@ -203,10 +203,7 @@ int ckpt_begin(const char *dir, const CkptOpts *opts, CkptWriter **out) {
     return AL_OK;
 }
 
-const char *ckpt_dir(const CkptWriter *w) { return w->dir; }
 size_t ckpt_weight_bytes(const CkptWriter *w) { return w->total; }
-size_t ckpt_shards(const CkptWriter *w) { return w->nshards; }
-size_t ckpt_files(const CkptWriter *w) { return w->files; }
 
 static void stfile_clear(StFile *f) {
     for (size_t i = 0; i < f->n; i++) { free(f->e[i].name); free(f->e[i].owned); }

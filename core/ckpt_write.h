@@ -47,8 +47,6 @@ int ckpt_begin(const char *dir, const CkptOpts *o, CkptWriter **out);
 int ckpt_commit(CkptWriter *w, size_t *files);
 /* Removes the staging folder and the parents ckpt_begin created. Frees w; NULL is fine. */
 void ckpt_abort(CkptWriter *w);
-/* The destination folder as given. */
-const char *ckpt_dir(const CkptWriter *w);
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -68,8 +66,6 @@ size_t ckpt_weight_bytes(const CkptWriter *w);
 
 /* Closes the current weight shard (no-op when it holds nothing). Names are given at commit. */
 int ckpt_shard_end(CkptWriter *w);
-/* Number of weight shards closed so far. */
-size_t ckpt_shards(const CkptWriter *w);
 
 /* Opens a safetensors file of a method's own layout at relpath (e.g. "farr/factors.safetensors"),
  * metadata {"format": format} (NULL: "pt"); ckpt_add* then go there until ckpt_file_end. */
@@ -93,7 +89,5 @@ int ckpt_write_text(CkptWriter *w, const char *relpath, const char *text, size_t
 int ckpt_copy_aux(CkptWriter *w, const char *src_dir, size_t *n);
 /* True when a file name is such an auxiliary file. */
 bool ckpt_is_aux(const char *name);
-/* Files written so far (shards and index counted at commit). */
-size_t ckpt_files(const CkptWriter *w);
 
 #endif

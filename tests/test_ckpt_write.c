@@ -165,6 +165,8 @@ static void test_aux(void) {
         free(p);
     }
     for (size_t i = 0; drop[i]; i++) CHECK(!exists(dst, drop[i]), "%s is not copied", drop[i]);
+    CHECK(ckpt_is_aux("LICENCE-MIT") && ckpt_is_aux("tokenizer.bin") && !ckpt_is_aux("tok.json") &&
+          !ckpt_is_aux("model-00001-of-00002.safetensors") && !ckpt_is_aux("pytorch_model.bin"), "aux names");
     free(src);
     free(dst);
 }
