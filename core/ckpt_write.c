@@ -29,6 +29,8 @@ typedef struct {
     const void *data;         /* borrowed or owned bytes */
     void *owned;              /* freed once written */
     size_t nbytes;
+    ckpt_fill_fn fill;        /* lazy: computes the bytes at write time from ud (owned) */
+    void *ud;
 } Ent;
 
 typedef struct {
@@ -206,7 +208,7 @@ int ckpt_begin(const char *dir, const CkptOpts *opts, CkptWriter **out) {
 size_t ckpt_weight_bytes(const CkptWriter *w) { return w->total; }
 
 static void stfile_clear(StFile *f) {
-    for (size_t i = 0; i < f->n; i++) { free(f->e[i].name); free(f->e[i].owned); }
+    for (size_t i = 0; i < f->n; i++) { free(f->e[i].name); free(f->e[i].owned); free(f->e[i].ud); }
     for (size_t i = 0; i < f->nm; i++) { free(f->mk[i]); free(f->mv[i]); }
     free(f->e); free(f->mk); free(f->mv); free(f->relpath);
     memset(f, 0, sizeof *f);
@@ -283,6 +285,14 @@ int ckpt_add_owned(CkptWriter *w, const char *name, dt_type dtype, int ndim, con
     return add_ent(w, name, dtype, ndim, shape, buf, buf, nbytes);
 }
 
+int ckpt_add_lazy(CkptWriter *w, const char *name, dt_type dtype, int ndim, const size_t *shape, size_t nbytes,
+                  ckpt_fill_fn fill, void *ud) {
+    if (add_ent(w, name, dtype, ndim, shape, NULL, NULL, nbytes)) { free(ud); return AL_ERR; }
+    w->cur.e[w->cur.n - 1].fill = fill;
+    w->cur.e[w->cur.n - 1].ud = ud;
+    return AL_OK;
+}
+
 int ckpt_add_mat(CkptWriter *w, const char *name, dt_type dtype, const Mat *m, int ndim) {
     size_t n = m->rows * m->cols, shape[2] = {m->rows, m->cols};
     if (dtype == DT_F8_E4M3) {
@@ -357,10 +367,16 @@ static int write_cur(CkptWriter *w, const char *rel) {
     free(hdr);
     int rc = AL_OK;
     for (size_t i = 0; ok && rc == AL_OK && i < f->n; i++) {
-        ok = f->e[i].nbytes == 0 || al_write_all(fd, f->e[i].data, f->e[i].nbytes);
-        free(f->e[i].owned);
-        f->e[i].owned = NULL;
-        if (al_interrupted()) rc = AL_INTERRUPTED;
+        Ent *e = &f->e[i];
+        if (e->fill) {                                 /* computed now, written, freed */
+            e->owned = al_malloc(e->nbytes, e->name);
+            rc = e->owned ? e->fill(e->ud, e->owned, e->nbytes) : AL_ERR;
+            e->data = e->owned;
+        }
+        ok = rc != AL_OK || e->nbytes == 0 || al_write_all(fd, e->data, e->nbytes);
+        free(e->owned);
+        e->owned = NULL;
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
     }
     if (rc == AL_OK) w->files++;
     return close_file(fd, path, ok, rc);

@@ -58,6 +58,12 @@ int ckpt_add(CkptWriter *w, const char *name, dt_type dtype, int ndim, const siz
 /* The same, taking ownership of buf (malloc'ed; freed once written, or on failure). */
 int ckpt_add_owned(CkptWriter *w, const char *name, dt_type dtype, int ndim, const size_t *shape, void *buf,
                    size_t nbytes);
+/* Computes a tensor's bytes when its file is written (dst holds nbytes); ud is the one given. */
+typedef int (*ckpt_fill_fn)(void *ud, void *dst, size_t nbytes);
+/* Adds a tensor whose bytes are computed only when its file is written, one at a time, so a
+ * shard of computed tensors never sits in memory whole. The writer owns ud (free()d after). */
+int ckpt_add_lazy(CkptWriter *w, const char *name, dt_type dtype, int ndim, const size_t *shape, size_t nbytes,
+                  ckpt_fill_fn fill, void *ud);
 /* A float matrix converted to dtype (F32, F16, BF16; F8_E4M3 adds "<name>_scale_inv" too, with
  * fresh 128x128 block scales), 2-D (rows, cols), or 1-D (cols) when ndim is 1. */
 int ckpt_add_mat(CkptWriter *w, const char *name, dt_type dtype, const Mat *m, int ndim);

@@ -76,6 +76,8 @@ typedef struct {
     export_format fmt;
     double q_scale;              /* hf QK */
     int nope2, v2;               /* hf: the new qk_nope_head_dim / v_head_dim */
+    float *scale;                /* FP8 block scales of the weight just written, for its _scale_inv */
+    size_t scale_bytes;
     ExportReport rep;
 } Ctx;
 
@@ -269,17 +271,80 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
     return W;
 }
 
-/* Adds a rewritten tensor in the original dtype (FP8 gets fresh block scales) and shape. */
-static int add_rewritten(CkptWriter *w, const char *name, const st_entry *e, const Mat *W, bool keep_shape) {
-    if (e->dtype == DT_F8_E4M3) return ckpt_add_mat(w, name, DT_F8_E4M3, W, 2);
+/* A rewritten tensor, computed when its shard is written (so a shard of them never sits in
+ * memory whole). */
+typedef struct {
+    Ctx *x;
+    const char *name, *suffix;   /* the store's name and its per-layer suffix */
+    const st_entry *e;           /* the source tensor */
+    int L;
+    bool scale;                  /* the FP8 "_scale_inv" of the weight written just before */
+} Job;
+
+/* The shape of the rewritten tensor: the source's (factors) or resliced (hf); ST_MAX_DIMS. */
+static int rewritten_shape(const Ctx *x, const char *suffix, const st_entry *e, size_t *shape) {
+    memcpy(shape, e->shape, sizeof e->shape);
+    if (x->fmt != EXPORT_HF) return e->ndim;
+    size_t H = (size_t)x->c->n_heads, rope = (size_t)x->c->qk_rope_dim, n2 = (size_t)x->nope2, v2 = (size_t)x->v2;
+    if (strstr(suffix, "kv_b_proj")) shape[0] = H * (n2 + v2);
+    else if (strstr(suffix, "o_proj")) shape[1] = H * v2;
+    else shape[0] = H * (n2 + rope);                  /* q_b_proj / q_proj */
+    return 2;
+}
+
+static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
+    Job *j = ud;
+    Ctx *x = j->x;
+    if (j->scale) {
+        if (!x->scale || x->scale_bytes != nbytes) return al_err("internal: no FP8 scales for %s", j->name);
+        memcpy(dst, x->scale, nbytes);
+        free(x->scale);
+        x->scale = NULL;
+        return AL_OK;
+    }
+    Mat *O = NULL, *W = NULL;
+    if (store_read(x->m->store, j->name, &O) != AL_OK) return AL_ERR;
+    if (x->fmt == EXPORT_HF) W = reslice_tensor(x, j->L, j->suffix, O);
+    else { pad_tensor(x, j->L, j->suffix, O); W = O; O = NULL; }
+    mat_free(O);
+    if (!W) return AL_ERR;
+    size_t n = W->rows * W->cols;
+    int rc = n * dt_size(j->e->dtype) == nbytes ? AL_OK
+             : al_err("internal: %s rewritten to %zu values, %zu bytes were planned", j->name, n, nbytes);
+    if (rc == AL_OK && j->e->dtype == DT_F8_E4M3) {
+        free(x->scale);
+        x->scale_bytes = ((W->rows + 127) / 128) * ((W->cols + 127) / 128) * sizeof(float);
+        x->scale = al_malloc(x->scale_bytes, j->name);
+        if (x->scale) st_fp8_blocks(W, dst, x->scale);
+        else rc = AL_ERR;
+    } else if (rc == AL_OK) {
+        rc = dt_from_f32(j->e->dtype, W->data, n, dst);
+    }
+    mat_free(W);
+    return rc;
+}
+
+/* Adds a rewritten tensor in the original dtype (FP8 with fresh block scales, "<name>_scale_inv"),
+ * computed when the shard is written. */
+static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry *e, int L, const char *suffix) {
     if (!dt_is_float(e->dtype) || e->dtype == DT_F8_E5M2 || e->dtype == DT_F64)
         return al_err("tensor '%s': cannot write dtype %s after truncation", name, dt_name(e->dtype));
-    size_t n = W->rows * W->cols, shape[2] = { W->rows, W->cols };
-    void *buf = al_malloc3(n, 1, dt_size(e->dtype), name);
-    if (!buf) return AL_ERR;
-    if (dt_from_f32(e->dtype, W->data, n, buf) != AL_OK) { free(buf); return AL_ERR; }
-    if (keep_shape) return ckpt_add_owned(w, name, e->dtype, e->ndim, e->shape, buf, n * dt_size(e->dtype));
-    return ckpt_add_owned(w, name, e->dtype, 2, shape, buf, n * dt_size(e->dtype));
+    size_t shape[ST_MAX_DIMS], numel = 1;
+    int nd = rewritten_shape(x, suffix, e, shape);
+    for (int d = 0; d < nd; d++) numel *= shape[d];
+    Job *j = al_malloc(sizeof *j, name);
+    if (!j) return AL_ERR;
+    *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .L = L};
+    int rc = ckpt_add_lazy(w, name, e->dtype, nd, shape, numel * dt_size(e->dtype), fill_rewritten, j);
+    if (rc != AL_OK || e->dtype != DT_F8_E4M3) return rc;
+    size_t sshape[2] = {(shape[0] + 127) / 128, (shape[1] + 127) / 128};
+    char *sname = al_asprintf("%s_scale_inv", name);
+    Job *js = sname ? al_malloc(sizeof *js, name) : NULL;
+    if (!js) { free(sname); return AL_ERR; }
+    *js = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .L = L, .scale = true};
+    rc = ckpt_add_lazy(w, sname, DT_F32, 2, sshape, sshape[0] * sshape[1] * sizeof(float), fill_rewritten, js);
+    free(sname);
+    return rc;
 }
 
 /* Is `name` the scale tensor of a rewritten FP8 weight? */
@@ -315,12 +380,7 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
         int L;
         const char *suffix;
         if (layer_of(x, name, &L, &suffix) && rewritten_suffix(x, suffix, L)) {
-            Mat *O = NULL, *W = NULL;
-            if ((rc = store_read(s, name, &O)) != AL_OK) break;
-            if (x->fmt == EXPORT_HF) W = reslice_tensor(x, L, suffix, O);
-            else { pad_tensor(x, L, suffix, O); W = O; O = NULL; }
-            rc = W ? add_rewritten(w, name, e, W, x->fmt != EXPORT_HF) : AL_ERR;
-            mat_free(O); mat_free(W);
+            rc = add_rewritten(x, w, name, e, L, suffix);
             x->rep.tensors_rewritten++;
         } else {
             rc = ckpt_add(w, name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
@@ -512,6 +572,7 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     if (rc == AL_OK) rc = write_manifest(&x, w);
     if (rc == AL_OK) rc = ckpt_commit(w, &x.rep.files);
     else ckpt_abort(w);
+    free(x.scale);
     x.rep.format = x.fmt;
     x.rep.q_scale = x.q_scale;
     if (rep) *rep = x.rep;
