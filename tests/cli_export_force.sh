@@ -35,5 +35,27 @@ out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export \
 ok "export \"\" fails" test $? -eq 1
 ok "export \"\" says why" has "$out" "no folder given"
 
+# Ctrl-C at random points of a forced export over an earlier one: the folder is always either the
+# old export or the new one, whole -- never a mix -- and no staging folder is left.
+"$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export ix" >/dev/null 2>&1
+old=$(ls ix | tr '\n' ' ')
+ok "the earlier export is there" test -f ix/farr_manifest.json
+mixed=0
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    "$ATTNLAB" -e "load demo-r1; truncate vo rank 16 policy model-max; export ix format factors force" >/dev/null 2>&1 &
+    pid=$!
+    sleep "0.$((RANDOM % 40))"
+    kill -INT "$pid" 2>/dev/null
+    wait "$pid"
+    now=$(ls ix | tr '\n' ' ')
+    if grep -q '"factors"' ix/farr_manifest.json; then
+        [ -f ix/farr/factors.safetensors ] || mixed=$((mixed + 1))
+    else
+        [ "$now" = "$old" ] || mixed=$((mixed + 1))
+    fi
+    [ -z "$(ls -A "$T" | grep -e staging -e '\.old\.')" ] || mixed=$((mixed + 1))
+done
+ok "Ctrl-C never leaves a mixed folder or a staging folder" test "$mixed" -eq 0
+
 ok "no staging folder left" test -z "$(ls -A "$T" | grep -e staging -e '\.old\.')"
 cli_done
