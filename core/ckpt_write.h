@@ -9,11 +9,13 @@
  *                 destination (".<name>.staging-XXXXXX", mkdtemp) and renamed into place by
  *                 ckpt_commit only when complete; ckpt_abort (any failure, Ctrl-C) removes it, and
  *                 the parent folders the writer created. With force the old folder is renamed
- *                 aside, the new one renamed in, then the old one removed: an old index or shard
+ *                 aside (".old.XXXXXX" beside it), the new one renamed in, then the old one removed: an old index or shard
  *                 can never survive beside new ones. Files are created O_EXCL | O_NOFOLLOW.
  *   weights       tensors added by descriptor (name, dtype, shape, bytes) into the current shard;
  *                 borrowed bytes (e.g. straight from the source's mapping) are streamed from
- *                 there into the file after the header, never copied into a shard buffer. Each
+ *                 there into the file after the header, never copied into a shard buffer;
+ *                 computed tensors are owned buffers, or lazy (computed one at a time while
+ *                 the shard is written). Each
  *                 ckpt_shard_end closes a shard; the shards are named model.safetensors (one) or
  *                 model-0000i-of-0000N.safetensors with model.safetensors.index.json
  *                 (metadata.total_size = the sum of tensor bytes; weight_map sorted by name).
