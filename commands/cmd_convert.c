@@ -312,7 +312,7 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     const TmlaResult *r = x->data;
     const char *dir = args_str(a, "dir");
     size_t shard_mb = args_given(a, "shard-mb") ? (size_t)args_int(a, "shard-mb") : 0;
-    MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = shard_mb << 20};
+    MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = shard_mb << 20, .force = args_flag(a, "force")};
     if (xform_export_dtype(a, DT_INVALID, &eo.dtype)) return AL_ERR;
     if (mla_export(r, dir, &eo)) return AL_ERR;
     out_printf(out, "exported %s as DeepSeek-V3 MLA to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, "
@@ -403,4 +403,5 @@ static void mla_xf_free(void *data) { tmla_result_free(data); }
 const XformKind cmd_convert_xform = {
     .name = "convert mla", .export_to = mla_xf_export, .check = mla_xf_check, .kv_row = mla_xf_kv_row,
     .describe = mla_xf_describe, .free = mla_xf_free, .owns_dir = mla_xf_owns_dir, .check_dir = mla_xf_check_dir,
+    .export_label = "a TransMLA export", .no_format = "always DeepSeek-V3 layout",
 };

@@ -30,8 +30,10 @@ static const char EXPORT_HELP[] =
     "  (tpa_manifest.json + tpa_factors.safetensors; no other loader reads it; `dtype`);\n"
     "- after `kvsvd learn`: the projections, per layer (kv_heads, d, R), and a manifest.\n"
     "Tensors the transformation did not touch are copied bit for bit (dtype and FP8 scales kept);\n"
-    "each file is written under a temporary name and renamed; a manifest records what was done.\n"
-    "Never writes into (or inside) the source folder; an existing non-empty DIR needs `force`.\n"
+    "the folder is built beside DIR and renamed into place only when complete; a manifest records\n"
+    "what was done. Never writes into (or inside) the source folder; an existing non-empty DIR\n"
+    "needs `force`, which replaces it as a whole. `dtype`, `shard-mb` and `format` are refused\n"
+    "where the export cannot honour them.\n"
     "Examples:\n"
     "  truncate vo rank 8 policy model-max; export out/r1-vo8\n"
     "  convert mla kv-rank 64; export out/llama-mla dtype bf16\n"
@@ -52,7 +54,7 @@ static const Param export_kw[] = {
       .help = "TransMLA / TPA: dtype of the new tensors (default: the source's for TransMLA, f32 for TPA)" },
     { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",
       .help = "TransMLA: split the weights into shards of at most MB MiB (default 4096)" },
-    { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "write into an existing non-empty folder" },
+    { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "replace an existing non-empty folder as a whole" },
     {0}
 };
 
@@ -61,7 +63,12 @@ static int cmd_export(Session *s, const Args *a, Out *out) {
     if (!x)
         return al_err("nothing to export for %s: run `truncate vo|qk ...`, `convert mla ...`, `convert tpa ...` or "
                       "`kvsvd learn ...` first", s->cur->name);
-    return x->kind->export_to(s, x, a, out);
+    const XformKind *k = x->kind;
+    const char *kw[] = {"format", "dtype", "shard-mb"}, *why[] = {k->no_format, k->no_dtype, k->no_shard_mb};
+    for (size_t i = 0; i < 3; i++)
+        if (why[i] && args_given(a, kw[i]))
+            return al_err("export: %s is not taken by %s (%s)", kw[i], k->export_label ? k->export_label : k->name, why[i]);
+    return k->export_to(s, x, a, out);
 }
 
 /* ================================================================ convert */

@@ -521,7 +521,9 @@ static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
 }
 
 const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_export, .describe = farr_xf_describe,
-                                   .alive = farr_xf_alive };
+                                   .alive = farr_xf_alive, .export_label = "a FaRR export",
+                                   .no_dtype = "each tensor keeps its dtype",
+                                   .no_shard_mb = "it keeps the source's shards" };
 
 /* ================================================================ the table */
 

@@ -148,7 +148,7 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     dt_type dt;
     if (xform_export_dtype(a, DT_F32, &dt)) return AL_ERR;
     const TpaModel *r = x->data;
-    if (tpa_export(r, dir, dt)) return AL_ERR;
+    if (tpa_export_opts(r, dir, &(TpaExportOpts){.dtype = dt, .force = args_flag(a, "force")})) return AL_ERR;
     out_printf(out, "exported %s as non-contextual TPA form %s (R_K %d, R_V %d, %s) to %s: %s + %s\n",
                r->src_name, tpa_form_name(r->opts.form), r->opts.k_rank, r->opts.v_rank, dt_name(dt), dir, TPA_MANIFEST,
                TPA_FACTORS);
@@ -457,4 +457,5 @@ static void tpa_xf_free(void *data) { tpa_model_free(data); }
 const XformKind cmd_tpa_xform = {
     .name = "convert tpa", .export_to = tpa_xf_export, .check = tpa_xf_check, .kv_row = tpa_xf_kv_row,
     .describe = tpa_xf_describe, .free = tpa_xf_free, .owns_dir = tpa_is_export, .check_dir = tpa_xf_check_dir,
+    .export_label = "a TPA export", .no_format = "attnlab's own layout", .no_shard_mb = "one factors file",
 };

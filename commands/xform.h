@@ -53,6 +53,10 @@ typedef struct XformKind {
        (keywords source, tokens, to); NULL: no export folder to check */
     bool (*owns_dir)(const char *dir);
     int (*check_dir)(Session *s, const char *dir, const Args *a, Out *out);
+    /* `export` keywords this kind cannot honour, with the reason shown when one is given (NULL:
+       taken); cmd_export refuses them before export_to runs, so none is silently ignored */
+    const char *no_format, *no_dtype, *no_shard_mb;
+    const char *export_label;   /* "a FaRR export", for those refusals */
 } XformKind;
 
 struct Xform {

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <errno.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -189,55 +191,42 @@ int al_mkdirs(const char *path) {
     return rc;
 }
 
-/* The resolved path of dir, or of its nearest existing ancestor when dir does not exist (*exact
- * false). Empty when nothing resolves. */
-static void real_or_ancestor(const char *dir, char out[PATH_MAX], bool *exact) {
-    *exact = realpath(dir, out) != NULL;
-    if (*exact) return;
-    out[0] = 0;
-    char *p = al_strdup(dir);
-    if (!p) return;
-    for (;;) {
-        char *slash = strrchr(p, '/');
-        if (!slash) { if (!realpath(".", out)) out[0] = 0; break; }
-        if (slash == p) { if (!realpath("/", out)) out[0] = 0; break; }
-        *slash = 0;
-        if (realpath(p, out)) break;
-    }
-    free(p);
+int al_create_excl(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        al_err("%s: cannot create: %s%s", path, strerror(errno),
+               errno == EEXIST || errno == ELOOP ? " (something is already there: attnlab never writes through it)" : "");
+    return fd;
 }
 
-int al_export_dir(const char *dir, const char *src_path, bool force) {
-    struct stat sb;
-    bool exists = stat(dir, &sb) == 0;
-    if (exists && !S_ISDIR(sb.st_mode))
-        return al_err("export destination %s exists and is not a folder: give a new folder", dir);
-    char src[PATH_MAX], dst[PATH_MAX];
-    if (src_path && *src_path && realpath(src_path, src)) {
-        if (stat(src, &sb) == 0 && !S_ISDIR(sb.st_mode)) {        /* a file model: its folder */
-            char *slash = strrchr(src, '/');
-            if (slash) slash[slash == src ? 1 : 0] = 0;
-        }
-        bool exact;
-        real_or_ancestor(dir, dst, &exact);
-        size_t n = strlen(src);
-        bool under = dst[0] && !strncmp(dst, src, n) && (dst[n] == 0 || dst[n] == '/' || src[n - 1] == '/');
-        if (under && exact && dst[n] == 0)
-            return al_err("export folder %s is the source model's own folder: attnlab never writes into a source "
-                          "checkpoint; give a new folder elsewhere", dir);
-        if (under)
-            return al_err("export folder %s is inside the source model's folder %s: attnlab never writes into a "
-                          "source checkpoint; give a new folder elsewhere", dir, src);
+int al_temp_beside(const char *path, char *tmp, size_t cap) {
+    if ((size_t)snprintf(tmp, cap, "%s.tmp.XXXXXX", path) >= cap) {
+        al_err("%s: path too long", path);
+        return -1;
     }
-    if (!exists || force) return AL_OK;
-    DIR *d = opendir(dir);
-    if (!d) return al_err("export folder %s cannot be read: %s", dir, strerror(errno));
-    struct dirent *e;
-    bool empty = true;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { empty = false; break; }
-    closedir(d);
-    return empty ? AL_OK
-                 : al_err("export folder %s exists and is not empty (nothing was written): give a new or empty "
-                          "folder, or add `force` where the command takes it", dir);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) { al_err("%s: cannot create a temporary file beside it: %s", path, strerror(errno)); return -1; }
+    if (fchmod(fd, 0644) != 0) { /* best effort: mkstemp makes 0600 */ }
+    return fd;
+}
+
+bool al_write_all(int fd, const void *buf, size_t len) {
+    const uint8_t *p = buf;
+    while (len) {
+        ssize_t k = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
+        if (k < 0) { if (errno == EINTR) continue; return false; }
+        p += k;
+        len -= (size_t)k;
+    }
+    return true;
+}
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)flag; (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void al_remove_tree(const char *dir) {
+    if (dir && *dir) nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }

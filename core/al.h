@@ -69,11 +69,16 @@ char *al_read_file(const char *path, size_t *len);
 /* mkdir -p: creates path and its missing parents; an error names the folder that failed. */
 int al_mkdirs(const char *path);
 
-/* Checks an export destination (creates nothing): dir must not be a file, must be neither the
- * folder of src_path (the source model: its folder, or a file in one; NULL: no source) nor inside
- * it (symlinks resolved; a dir that does not exist yet is placed by its nearest existing
- * ancestor), and must be new or empty unless force. Errors name the folder and what to do. */
-int al_export_dir(const char *dir, const char *src_path, bool force);
+/* Creates path for writing with O_CREAT | O_EXCL | O_NOFOLLOW (mode 0644): an existing file or a
+ * planted symlink is refused, never followed or truncated. Returns the fd, or -1 with an error. */
+int al_create_excl(const char *path);
+/* Creates an unpredictable temporary sibling "<path>.tmp.XXXXXX" (mkstemp, so O_EXCL: a planted
+ * symlink is never followed); its name goes to tmp (cap bytes). Returns the fd or -1 (error set). */
+int al_temp_beside(const char *path, char *tmp, size_t cap);
+/* Writes all of buf to fd (retrying short writes and EINTR); false on error (errno kept). */
+bool al_write_all(int fd, const void *buf, size_t len);
+/* Removes a folder and everything in it (symlinks removed, never followed). Quiet: best effort. */
+void al_remove_tree(const char *dir);
 
 /* Number of worker threads for head sweeps (defaults to the online CPU count; ATTNLAB_THREADS
  * overrides). */

@@ -4,10 +4,10 @@
 #define _GNU_SOURCE
 #include "export.h"
 
+#include "ckpt_write.h"
+
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -76,6 +76,8 @@ typedef struct {
     export_format fmt;
     double q_scale;              /* hf QK */
     int nope2, v2;               /* hf: the new qk_nope_head_dim / v_head_dim */
+    float *scale;                /* FP8 block scales of the weight just written, for its _scale_inv */
+    size_t scale_bytes;
     ExportReport rep;
 } Ctx;
 
@@ -269,20 +271,79 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
     return W;
 }
 
-/* Adds a rewritten tensor in the original dtype (FP8 gets fresh block scales) and shape. */
-static int add_rewritten(st_writer *w, const char *name, const st_entry *e, const Mat *W, bool keep_shape) {
-    if (e->dtype == DT_F8_E4M3) return st_writer_add_fp8(w, name, W);
+/* A rewritten tensor, computed when its shard is written (so a shard of them never sits in
+ * memory whole). */
+typedef struct {
+    Ctx *x;
+    const char *name, *suffix;   /* the store's name and its per-layer suffix */
+    const st_entry *e;           /* the source tensor */
+    int L;
+    bool scale;                  /* the FP8 "_scale_inv" of the weight written just before */
+} Job;
+
+/* The shape of the rewritten tensor: the source's (factors) or resliced (hf); ST_MAX_DIMS. */
+static int rewritten_shape(const Ctx *x, const char *suffix, const st_entry *e, size_t *shape) {
+    memcpy(shape, e->shape, sizeof e->shape);
+    if (x->fmt != EXPORT_HF) return e->ndim;
+    size_t H = (size_t)x->c->n_heads, rope = (size_t)x->c->qk_rope_dim, n2 = (size_t)x->nope2, v2 = (size_t)x->v2;
+    if (strstr(suffix, "kv_b_proj")) shape[0] = H * (n2 + v2);
+    else if (strstr(suffix, "o_proj")) shape[1] = H * v2;
+    else shape[0] = H * (n2 + rope);                  /* q_b_proj / q_proj */
+    return 2;
+}
+
+static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
+    Job *j = ud;
+    Ctx *x = j->x;
+    if (j->scale) {
+        if (!x->scale || x->scale_bytes != nbytes) return al_err("internal: no FP8 scales for %s", j->name);
+        memcpy(dst, x->scale, nbytes);
+        free(x->scale);
+        x->scale = NULL;
+        return AL_OK;
+    }
+    Mat *O = NULL, *W = NULL;
+    if (store_read(x->m->store, j->name, &O) != AL_OK) return AL_ERR;
+    if (x->fmt == EXPORT_HF) W = reslice_tensor(x, j->L, j->suffix, O);
+    else { pad_tensor(x, j->L, j->suffix, O); W = O; O = NULL; }
+    mat_free(O);
+    if (!W) return AL_ERR;
+    size_t n = W->rows * W->cols;
+    int rc = n * dt_size(j->e->dtype) == nbytes ? AL_OK
+             : al_err("internal: %s rewritten to %zu values, %zu bytes were planned", j->name, n, nbytes);
+    if (rc == AL_OK && j->e->dtype == DT_F8_E4M3) {
+        free(x->scale);
+        x->scale_bytes = ((W->rows + 127) / 128) * ((W->cols + 127) / 128) * sizeof(float);
+        x->scale = al_malloc(x->scale_bytes, j->name);
+        if (x->scale) st_fp8_blocks(W, dst, x->scale);
+        else rc = AL_ERR;
+    } else if (rc == AL_OK) {
+        rc = dt_from_f32(j->e->dtype, W->data, n, dst);
+    }
+    mat_free(W);
+    return rc;
+}
+
+/* Adds a rewritten tensor in the original dtype (FP8 with fresh block scales, "<name>_scale_inv"),
+ * computed when the shard is written. */
+static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry *e, int L, const char *suffix) {
     if (!dt_is_float(e->dtype) || e->dtype == DT_F8_E5M2 || e->dtype == DT_F64)
         return al_err("tensor '%s': cannot write dtype %s after truncation", name, dt_name(e->dtype));
-    size_t n = W->rows * W->cols, shape[2] = { W->rows, W->cols };
-    void *buf = al_malloc3(n, 1, dt_size(e->dtype), name);
-    if (!buf) return AL_ERR;
-    int rc = dt_from_f32(e->dtype, W->data, n, buf);
-    if (rc == AL_OK) {
-        if (keep_shape) rc = st_writer_add(w, name, e->dtype, e->ndim, e->shape, buf, n * dt_size(e->dtype));
-        else rc = st_writer_add(w, name, e->dtype, 2, shape, buf, n * dt_size(e->dtype));
-    }
-    free(buf);
+    size_t shape[ST_MAX_DIMS], numel = 1;
+    int nd = rewritten_shape(x, suffix, e, shape);
+    for (int d = 0; d < nd; d++) numel *= shape[d];
+    Job *j = al_malloc(sizeof *j, name);
+    if (!j) return AL_ERR;
+    *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .L = L};
+    int rc = ckpt_add_lazy(w, name, e->dtype, nd, shape, numel * dt_size(e->dtype), fill_rewritten, j);
+    if (rc != AL_OK || e->dtype != DT_F8_E4M3) return rc;
+    size_t sshape[2] = {(shape[0] + 127) / 128, (shape[1] + 127) / 128};
+    char *sname = al_asprintf("%s_scale_inv", name);
+    Job *js = sname ? al_malloc(sizeof *js, name) : NULL;
+    if (!js) { free(sname); return AL_ERR; }
+    *js = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .L = L, .scale = true};
+    rc = ckpt_add_lazy(w, sname, DT_F32, 2, sshape, sshape[0] * sshape[1] * sizeof(float), fill_rewritten, js);
+    free(sname);
     return rc;
 }
 
@@ -305,50 +366,29 @@ static bool is_dropped_scale(const Ctx *x, const char *name) {
     return drop;
 }
 
-/* Writes one output shard: the tensors of source shard `src` in order. */
-static int write_shard(Ctx *x, const char *src, const char *out_path, cJSON *weight_map, const char *shard_base) {
+/* Writes one output shard: the tensors of source shard `src` in order; copied tensors are
+ * streamed from the source's mapping. */
+static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
     const Store *s = x->m->store;
-    st_writer *w = st_writer_new();
-    if (!w) return al_err("out of memory");
     int rc = AL_OK;
-    const st_file *meta_f = NULL;
     for (size_t i = 0; rc == AL_OK && i < store_count(s); i++) {
         const char *name = store_name_at(s, i);
         const st_entry *e;
         const st_file *f;
         if ((rc = store_entry(s, name, &e, &f)) != AL_OK) break;
-        if (strcmp(st_path(f), src) != 0) continue;
-        meta_f = f;
-        if (is_dropped_scale(x, name)) continue;
+        if (strcmp(st_path(f), src) != 0 || is_dropped_scale(x, name)) continue;
         int L;
         const char *suffix;
         if (layer_of(x, name, &L, &suffix) && rewritten_suffix(x, suffix, L)) {
-            Mat *O = NULL, *W = NULL;
-            if ((rc = store_read(s, name, &O)) != AL_OK) break;
-            if (x->fmt == EXPORT_HF) W = reslice_tensor(x, L, suffix, O);
-            else { pad_tensor(x, L, suffix, O); W = O; O = NULL; }
-            rc = W ? add_rewritten(w, name, e, W, x->fmt != EXPORT_HF) : AL_ERR;
-            mat_free(O); mat_free(W);
+            rc = add_rewritten(x, w, name, e, L, suffix);
             x->rep.tensors_rewritten++;
-            if (rc == AL_OK && weight_map && e->dtype == DT_F8_E4M3) {
-                char *sn = al_asprintf("%s_scale_inv", name);
-                if (sn) cJSON_AddStringToObject(weight_map, sn, shard_base);
-                free(sn);
-            }
         } else {
-            rc = st_writer_add(w, name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+            rc = ckpt_add(w, name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
             x->rep.tensors_copied++;
         }
-        if (rc == AL_OK && weight_map) cJSON_AddStringToObject(weight_map, name, shard_base);
     }
-    if (rc == AL_OK && meta_f && st_meta(meta_f, "format")) rc = st_writer_meta(w, "format", st_meta(meta_f, "format"));
-    if (rc == AL_OK) {
-        x->rep.bytes += st_writer_bytes(w);
-        rc = st_writer_write(w, out_path);
-        if (rc == AL_OK) x->rep.files++;
-    }
-    st_writer_free(w);
-    if (rc != AL_OK) al_err_ctx("writing %s", out_path);
+    if (rc == AL_OK) rc = ckpt_shard_end(w);
+    if (rc == AL_ERR) al_err_ctx("writing the shard from %s", src);
     return rc;
 }
 
@@ -399,7 +439,7 @@ static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
     return j;
 }
 
-static int write_manifest(const Ctx *x, const char *dir) {
+static int write_manifest(const Ctx *x, CkptWriter *w) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "method", "FaRR (fuse and rank reduce, seed 000)");
     cJSON_AddStringToObject(j, "format", export_format_name(x->fmt));
@@ -426,24 +466,19 @@ static int write_manifest(const Ctx *x, const char *dir) {
         cJSON_AddStringToObject(j, "biases", x->c->o_bias
             ? "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias folded into the output bias"
             : "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias projected (z U_r, z W_V = b_V)");
-    char *text = cJSON_Print(j);
+    int rc = ckpt_write_json(w, "farr_manifest.json", j);
     cJSON_Delete(j);
-    if (!text) return al_err("out of memory writing the manifest");
-    char *path = al_asprintf("%s/farr_manifest.json", dir);
-    int rc = path ? al_write_file_atomic(path, text, strlen(text)) : AL_ERR;
-    free(path); free(text);
     return rc;
 }
 
-static int add_f32(st_writer *w, const char *name, const Mat *M) {
+static int add_f32(CkptWriter *w, const char *name, const Mat *M) {
     size_t shape[2] = { M->rows, M->cols };
-    return st_writer_add(w, name, DT_F32, 2, shape, M->data, M->rows * M->cols * sizeof(float));
+    return ckpt_add(w, name, DT_F32, 2, shape, M->data, M->rows * M->cols * sizeof(float));
 }
 
-static int write_factors(Ctx *x, const char *dir) {
-    st_writer *w = st_writer_new();
-    if (!w) return al_err("out of memory");
-    int rc = AL_OK;
+/* farr/factors.safetensors: the plans' factors (borrowed: the plans outlive the write). */
+static int write_factors(Ctx *x, CkptWriter *w) {
+    int rc = ckpt_file_begin(w, "farr/factors.safetensors", "pt");
     char name[256];
     for (int k = 0; k < 2 && rc == AL_OK; k++) {
         const FarrPlan *p = x->plan[k];
@@ -457,7 +492,7 @@ static int write_factors(Ctx *x, const char *dir) {
                 if (rc == AL_OK && tl->shared_bias) {
                     size_t sh[1] = { (size_t)tl->groups[g]->rank };
                     snprintf(name, sizeof name, "layers.%d.%s.shared_bias.%d", L, kn, g);
-                    rc = st_writer_add(w, name, DT_F32, 1, sh, tl->shared_bias[g], sh[0] * sizeof(float));
+                    rc = ckpt_add(w, name, DT_F32, 1, sh, tl->shared_bias[g], sh[0] * sizeof(float));
                 }
             }
             for (int h = 0; h < tl->n_heads && rc == AL_OK; h++) {
@@ -468,79 +503,30 @@ static int write_factors(Ctx *x, const char *dir) {
                     const FarrGroup *g = farr_plan_head(p, x->c, L, h, &idx);
                     size_t sh[1] = { (size_t)g->rank };
                     snprintf(name, sizeof name, "layers.%d.%s.head_bias.%d", L, kn, h);
-                    rc = st_writer_add(w, name, DT_F32, 1, sh, tl->head_bias[h], sh[0] * sizeof(float));
+                    rc = ckpt_add(w, name, DT_F32, 1, sh, tl->head_bias[h], sh[0] * sizeof(float));
                 }
             }
             if (rc == AL_OK && tl->o_bias_delta) {
                 size_t sh[1] = { (size_t)x->c->hidden };
                 snprintf(name, sizeof name, "layers.%d.%s.o_bias_delta", L, kn);
-                rc = st_writer_add(w, name, DT_F32, 1, sh, tl->o_bias_delta, sh[0] * sizeof(float));
+                rc = ckpt_add(w, name, DT_F32, 1, sh, tl->o_bias_delta, sh[0] * sizeof(float));
             }
         }
     }
-    char *fdir = al_asprintf("%s/farr", dir), *path = al_asprintf("%s/farr/factors.safetensors", dir);
-    if (rc == AL_OK) rc = fdir && path ? al_mkdirs(fdir) : AL_ERR;
-    if (rc == AL_OK) rc = st_writer_meta(w, "format", "pt");
-    if (rc == AL_OK) rc = st_writer_write(w, path);
-    if (rc == AL_OK) x->rep.files++;
-    free(fdir); free(path);
-    st_writer_free(w);
-    return rc;
+    return rc == AL_OK ? ckpt_file_end(w) : rc;
 }
 
 /* ================================================================ other files */
 
-static int write_config(Ctx *x, const char *dir) {
-    char *path = al_asprintf("%s/config.json", dir);
-    if (!path) return AL_ERR;
-    int rc;
-    if (x->fmt != EXPORT_HF) {
-        rc = al_write_file_atomic(path, x->m->config_json, strlen(x->m->config_json));
-    } else {
-        cJSON *j = cJSON_Parse(x->m->config_json);
-        if (!j) { free(path); return al_err("cannot re-read the source config.json"); }
-        if (x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
-        if (x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));
-        char *text = cJSON_Print(j);
-        cJSON_Delete(j);
-        rc = text ? al_write_file_atomic(path, text, strlen(text)) : al_err("out of memory");
-        free(text);
-    }
-    if (rc == AL_OK) x->rep.files++;
-    free(path);
-    return rc;
-}
-
-static bool ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-/* Copies the source folder's other regular files (tokenizer, generation config, ...). */
-static int copy_other_files(Ctx *x, const char *dir) {
-    const char *src = store_dir(x->m->store);
-    DIR *d = src ? opendir(src) : NULL;
-    if (!d) return AL_OK;
-    struct dirent *e;
-    int rc = AL_OK;
-    while (rc == AL_OK && (e = readdir(d))) {
-        const char *n = e->d_name;
-        if (n[0] == '.' || ends_with(n, ".safetensors") || strcmp(n, "config.json") == 0 ||
-            strcmp(n, "model.safetensors.index.json") == 0 || strcmp(n, "farr_manifest.json") == 0 ||
-            strstr(n, ".tmp."))
-            continue;
-        char *sp = al_asprintf("%s/%s", src, n), *dp = al_asprintf("%s/%s", dir, n);
-        struct stat sb;
-        if (sp && dp && stat(sp, &sb) == 0 && S_ISREG(sb.st_mode)) {
-            size_t len;
-            char *buf = al_read_file(sp, &len);
-            rc = buf ? al_write_file_atomic(dp, buf, len) : AL_ERR;
-            if (rc == AL_OK) x->rep.files++;
-            free(buf);
-        }
-        free(sp); free(dp);
-    }
-    closedir(d);
+/* config.json: the source's, as it is (factors), or with the new head sizes (hf). */
+static int write_config(Ctx *x, CkptWriter *w) {
+    if (x->fmt != EXPORT_HF) return ckpt_write_text(w, "config.json", x->m->config_json, strlen(x->m->config_json));
+    cJSON *j = cJSON_Parse(x->m->config_json);
+    if (!j) return al_err("cannot re-read the source config.json");
+    if (x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
+    if (x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));
+    int rc = ckpt_write_json(w, "config.json", j);
+    cJSON_Delete(j);
     return rc;
 }
 
@@ -562,51 +548,31 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     const char *why = export_hf_refusal(m, vo, qk);
     if (o.format == EXPORT_HF && why) return al_err("cannot export format hf: %s", why);
     x.fmt = o.format == EXPORT_AUTO ? (why ? EXPORT_FACTORS : EXPORT_HF) : o.format;
-    if (al_export_dir(dir, store_dir(m->store), o.force) != AL_OK) return AL_ERR;
     if (x.fmt == EXPORT_HF) {
         const ModelConfig *c = x.c;
         x.nope2 = qk ? qk->rank_max : c->qk_nope_dim;
         x.v2 = vo ? vo->rank_max : c->v_dim;
         x.q_scale = sqrt((double)(x.nope2 + c->qk_rope_dim) / (double)(c->qk_nope_dim + c->qk_rope_dim));
     }
-    if (al_mkdirs(dir) != AL_OK) return AL_ERR;
+    CkptWriter *w;
+    CkptOpts co = { .src = store_dir(m->store), .force = o.force, .can_force = true };
+    if (ckpt_begin(dir, &co, &w) != AL_OK) return AL_ERR;
     const Store *s = m->store;
-    char *index_src = al_asprintf("%s/model.safetensors.index.json", store_dir(s));
-    struct stat sb;
-    bool indexed = index_src && stat(index_src, &sb) == 0;
-    free(index_src);
-    cJSON *idx = indexed ? cJSON_CreateObject() : NULL;
-    cJSON *wm = NULL;
-    if (idx) {
-        cJSON *meta = cJSON_AddObjectToObject(idx, "metadata");
-        (void)meta;
-        wm = cJSON_AddObjectToObject(idx, "weight_map");
-    }
     int rc = AL_OK;
     size_t nf = store_nfiles(s);
     for (size_t i = 0; rc == AL_OK && i < nf; i++) {
-        const char *src = store_file_at(s, i);
-        char *tmp = al_strdup(src);
-        char *base = tmp ? al_strdup(indexed ? basename(tmp) : "model.safetensors") : NULL;
-        char *out = base ? al_asprintf("%s/%s", dir, base) : NULL;
-        rc = out ? write_shard(&x, src, out, wm, base) : AL_ERR;
-        free(tmp); free(base); free(out);
+        rc = write_shard(&x, w, store_file_at(s, i));
         al_progress("file", i + 1, nf);
         if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
     }
-    if (rc == AL_OK && idx) {
-        cJSON_AddNumberToObject(cJSON_GetObjectItem(idx, "metadata"), "total_size", (double)x.rep.bytes);
-        char *text = cJSON_Print(idx), *path = al_asprintf("%s/model.safetensors.index.json", dir);
-        rc = text && path ? al_write_file_atomic(path, text, strlen(text)) : al_err("out of memory");
-        if (rc == AL_OK) x.rep.files++;
-        free(text); free(path);
-    }
-    cJSON_Delete(idx);
-    if (rc == AL_OK) rc = write_config(&x, dir);
-    if (rc == AL_OK && x.fmt == EXPORT_FACTORS) rc = write_factors(&x, dir);
-    if (rc == AL_OK) rc = copy_other_files(&x, dir);
-    if (rc == AL_OK) rc = write_manifest(&x, dir);
-    if (rc == AL_OK) x.rep.files++;
+    x.rep.bytes = ckpt_weight_bytes(w);
+    if (rc == AL_OK) rc = write_config(&x, w);
+    if (rc == AL_OK && x.fmt == EXPORT_FACTORS) rc = write_factors(&x, w);
+    if (rc == AL_OK) rc = ckpt_copy_aux(w, store_dir(s), NULL);
+    if (rc == AL_OK) rc = write_manifest(&x, w);
+    if (rc == AL_OK) rc = ckpt_commit(w, &x.rep.files);
+    else ckpt_abort(w);
+    free(x.scale);
     x.rep.format = x.fmt;
     x.rep.q_scale = x.q_scale;
     if (rep) *rep = x.rep;

@@ -19,10 +19,12 @@
  *
  * Every tensor that is not truncated is copied bit for bit (its raw bytes, dtype and FP8 scales
  * kept); truncated tensors keep their dtype (FP8 is requantized with fresh 128x128 scales).
- * Shard layout and the index follow the source. Other files of the source folder (tokenizer,
- * generation config) are copied. Each file is written under a temporary name and renamed.
- * The destination must not be (or be inside) the source folder, and an existing non-empty
- * destination is refused unless force. */
+ * One output shard per source file (model.safetensors, or model-0000i-of-0000N.safetensors with an
+ * index), copied tensors streamed from the source's mapping; the source's auxiliary files
+ * (tokenizer, generation config, licence) are copied, nothing else. Everything goes through the
+ * checkpoint writer (core/ckpt_write.h): staged beside the destination and renamed into place
+ * only when complete. The destination must not be (or be inside) the source folder, and an
+ * existing non-empty destination is refused unless force, which replaces it as a whole. */
 #ifndef AL_EXPORT_H
 #define AL_EXPORT_H
 
@@ -32,7 +34,7 @@ typedef enum { EXPORT_AUTO, EXPORT_HF, EXPORT_FACTORS } export_format;
 
 typedef struct {
     export_format format;    /* AUTO: hf when the plans allow it, else factors */
-    bool force;              /* write into an existing non-empty folder */
+    bool force;              /* replace an existing non-empty folder as a whole */
 } ExportOpts;
 
 /* What an export did (for the command's report). */

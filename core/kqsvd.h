@@ -147,7 +147,8 @@ typedef struct {
 /* Writes DIR/kvsvd-<method>.safetensors per set -- F32 tensors layers.<l>.proj_k = A_K and
  * layers.<l>.proj_q = B_K of shape (G, d, R_K), layers.<l>.proj_v = A_V and layers.<l>.proj_o =
  * B_V of shape (G, dv, R_V) -- and DIR/kvsvd_manifest.json (methods, spec, per-layer ranks,
- * calibration and evaluation errors, how to apply them). Files go through temporary names.
+ * calibration and evaluation errors, how to apply them), staged and swapped in whole
+ * (kqsvd_export.c, core/ckpt_write.h); force replaces an existing folder entirely.
  * *files (optional) receives the number of files written. */
 int kqsvd_export(const char *dir, const KqProj *const *sets, size_t nsets, const KqExportInfo *info, size_t *files);
 

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "mla_export.h"
 
+#include "ckpt_write.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
@@ -12,17 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* ================================================================ folders and files */
-
-/* Writes a cJSON document to dir/name atomically. */
-static int write_json(const char *dir, const char *name, const cJSON *doc) {
-    char *text = cJSON_Print(doc), *path = al_asprintf("%s/%s", dir, name);
-    int rc = text && path ? al_write_file_atomic(path, text, strlen(text)) : al_err("out of memory writing %s", name);
-    free(text);
-    free(path);
-    return rc;
-}
 
 /* ================================================================ the tensor plan */
 
@@ -110,32 +101,48 @@ static float *new_bias(const AttnLayer *L, int kind, size_t n) {
     return v;
 }
 
-/* Adds one plan item to the writer. */
-static int add_item(st_writer *w, const TmlaResult *r, const PlanItem *it, dt_type dt, bool bias) {
+/* A new attention matrix, transposed to HF's (out, in) and converted when its shard is written. */
+typedef struct {
+    const Mat *m;
+    dt_type dt;
+} MatJob;
+
+static int fill_mat(void *ud, void *dst, size_t nbytes) {
+    const MatJob *j = ud;
+    Mat *t = mat_transpose(j->m);
+    int rc = !t ? AL_ERR : t->rows * t->cols * dt_size(j->dt) == nbytes ? dt_from_f32(j->dt, t->data, t->rows * t->cols, dst)
+                                                                       : al_err("internal: a new tensor changed size");
+    mat_free(t);
+    return rc;
+}
+
+/* Adds one plan item to the writer (copies streamed from the source's mapping; new matrices
+ * computed when their shard is written). */
+static int add_item(CkptWriter *w, const TmlaResult *r, const PlanItem *it, dt_type dt, bool bias) {
     if (it->kind == T_COPY) {
         const st_entry *e;
         const st_file *f;
         if (store_entry(r->src->store, it->name, &e, &f)) return AL_ERR;
-        return st_writer_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+        return ckpt_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
     }
     const AttnLayer *L = r->layers[it->layer];
     size_t rows, cols;
     new_shape(L, it->kind, bias, &rows, &cols);
     if (cols == 0) {
         float *v = new_bias(L, it->kind, rows);
-        void *buf = v ? al_malloc3(rows, dt_size(dt), 1, "a bias") : NULL;
-        int rc = buf && dt_from_f32(dt, v, rows, buf) == AL_OK
-                     ? st_writer_add(w, it->name, dt, 1, &rows, buf, rows * dt_size(dt)) : AL_ERR;
+        Mat row = {.rows = 1, .cols = rows, .data = v};
+        int rc = v ? ckpt_add_mat(w, it->name, dt, &row, 1) : AL_ERR;
         free(v);
-        free(buf);
         return rc;
     }
     const Mat *m = it->kind == T_Q ? L->W_Q : it->kind == T_QA ? L->W_QA : it->kind == T_QB ? L->W_QB
                  : it->kind == T_KVA ? L->W_KVA : it->kind == T_KVB ? L->W_KVB : L->W_O;
-    Mat *t = mat_transpose(m);
-    int rc = t ? st_writer_add_mat(w, it->name, dt, t) : AL_ERR;
-    mat_free(t);
-    return rc;
+    MatJob *j = al_malloc(sizeof *j, it->name);
+    if (!j) return AL_ERR;
+    *j = (MatJob){.m = m, .dt = dt};
+    size_t shape[2] = {m->cols, m->rows};             /* the transpose; 1-D when it has one row */
+    bool one = m->cols == 1;
+    return ckpt_add_lazy(w, it->name, dt, one ? 1 : 2, one ? shape + 1 : shape, m->rows * m->cols * dt_size(dt), fill_mat, j);
 }
 
 /* ================================================================ config and manifest */
@@ -191,11 +198,6 @@ static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt) {
     return o;
 }
 
-static void add_num_or_null(cJSON *o, const char *k, double v) {
-    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
-    else cJSON_AddNullToObject(o, k);
-}
-
 static cJSON *make_manifest(const TmlaResult *r, bool bias, dt_type dt, size_t nshards) {
     const TmlaOpts *o = &r->opts;
     cJSON *m = cJSON_CreateObject();
@@ -235,39 +237,17 @@ static cJSON *make_manifest(const TmlaResult *r, bool bias, dt_type dt, size_t n
         const TmlaLayerReport *p = &r->rep[l];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "layer", l);
-        add_num_or_null(e, "alpha", p->alpha);
-        add_num_or_null(e, "rope_energy", p->rope_energy);
-        add_num_or_null(e, "joint_energy", p->joint_energy);
-        add_num_or_null(e, "score_rel_err", p->score_err);
-        add_num_or_null(e, "output_rel_err", p->out_err);
-        add_num_or_null(e, "joint_energy_other_balance", p->joint_energy_alt);
-        add_num_or_null(e, "score_rel_err_other_balance", p->score_err_alt);
-        add_num_or_null(e, "output_rel_err_other_balance", p->out_err_alt);
+        ckpt_json_num(e, "alpha", p->alpha);
+        ckpt_json_num(e, "rope_energy", p->rope_energy);
+        ckpt_json_num(e, "joint_energy", p->joint_energy);
+        ckpt_json_num(e, "score_rel_err", p->score_err);
+        ckpt_json_num(e, "output_rel_err", p->out_err);
+        ckpt_json_num(e, "joint_energy_other_balance", p->joint_energy_alt);
+        ckpt_json_num(e, "score_rel_err_other_balance", p->score_err_alt);
+        ckpt_json_num(e, "output_rel_err_other_balance", p->out_err_alt);
         cJSON_AddItemToArray(layers, e);
     }
     return m;
-}
-
-/* Copies the source's tokenizer and generation files that exist. */
-static int copy_aux(const char *src_dir, const char *dir) {
-    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "tokenizer.model",
-                                        "special_tokens_map.json", "generation_config.json", "vocab.json",
-                                        "merges.txt", "added_tokens.json", NULL};
-    for (size_t i = 0; src_dir && files[i]; i++) {
-        char *from = al_asprintf("%s/%s", src_dir, files[i]), *to = al_asprintf("%s/%s", dir, files[i]);
-        struct stat sb;
-        int rc = AL_OK;
-        if (from && to && stat(from, &sb) == 0 && S_ISREG(sb.st_mode)) {
-            size_t n;
-            char *buf = al_read_file(from, &n);
-            rc = buf ? al_write_file_atomic(to, buf, n) : AL_ERR;
-            free(buf);
-        }
-        free(from);
-        free(to);
-        if (rc) return rc;
-    }
-    return AL_OK;
 }
 
 /* ================================================================ export */
@@ -299,58 +279,40 @@ static int make_plan(const TmlaResult *r, bool bias, dt_type dt, Plan *p) {
     return AL_OK;
 }
 
-/* Writes the shards (and the index when there is more than one); returns the shard count. */
-static int write_weights(const TmlaResult *r, const Plan *p, const char *dir, size_t limit, dt_type dt, bool bias,
-                         size_t *nshards) {
-    size_t acc = 0, ns = 1, total = 0;
+/* Splits the plan into shards of at most limit bytes (a tensor larger than that gets its own);
+ * returns the shard count. */
+static size_t assign_shards(const Plan *p, size_t limit) {
+    size_t acc = 0, ns = 1;
     for (size_t i = 0; i < p->n; i++) {
         if (acc > 0 && acc + p->v[i].bytes > limit) { ns++; acc = 0; }
         p->v[i].shard = (int)ns - 1;
         acc += p->v[i].bytes;
-        total += p->v[i].bytes;
     }
-    *nshards = ns;
-    cJSON *index = ns > 1 ? cJSON_CreateObject() : NULL, *map = NULL;
-    if (index) {
-        cJSON *meta = cJSON_AddObjectToObject(index, "metadata");
-        cJSON_AddNumberToObject(meta, "total_size", (double)total);
-        map = cJSON_AddObjectToObject(index, "weight_map");
-    }
+    return ns;
+}
+
+/* Writes the shards (the writer names them and writes the index when there is more than one). */
+static int write_weights(const TmlaResult *r, const Plan *p, CkptWriter *w, size_t ns, dt_type dt, bool bias) {
     int rc = AL_OK;
     for (size_t s = 0; rc == AL_OK && s < ns; s++) {
-        char fname[64];
-        if (ns == 1) snprintf(fname, sizeof fname, "model.safetensors");
-        else snprintf(fname, sizeof fname, "model-%05zu-of-%05zu.safetensors", s + 1, ns);
-        st_writer *w = st_writer_new();
-        if (!w) { rc = al_err("out of memory"); break; }
-        st_writer_meta(w, "format", "pt");
-        for (size_t i = 0; rc == AL_OK && i < p->n; i++) {
-            if (p->v[i].shard != (int)s) continue;
-            rc = add_item(w, r, &p->v[i], dt, bias);
-            if (rc == AL_OK && map) cJSON_AddStringToObject(map, p->v[i].name, fname);
-        }
-        char *path = al_asprintf("%s/%s", dir, fname);
-        if (rc == AL_OK) rc = path ? st_writer_write(w, path) : AL_ERR;
-        free(path);
-        st_writer_free(w);
+        for (size_t i = 0; rc == AL_OK && i < p->n; i++)
+            if (p->v[i].shard == (int)s) rc = add_item(w, r, &p->v[i], dt, bias);
+        if (rc == AL_OK) rc = ckpt_shard_end(w);
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
     }
-    if (rc == AL_OK && index) rc = write_json(dir, "model.safetensors.index.json", index);
-    cJSON_Delete(index);
     return rc;
 }
 
-int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
+/* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
+static int check_exportable(const TmlaResult *r, bool *bias) {
+    *bias = false;
     for (int l = 0; l < r->n_layers; l++)
         if (!r->layers[l])
             return al_err("export: layer %d was not converted; a DeepSeek-V3 checkpoint needs every layer in MLA form "
                           "(convert all layers)", l);
-    const char *src_dir = store_dir(r->src->store);
-    if (al_export_dir(dir, src_dir, false)) return AL_ERR;
-    dt_type dt = export_dtype(r, o);
-    bool bias = false;
     for (int l = 0; l < r->n_layers; l++) {
         const AttnLayer *L = r->layers[l];
-        bias |= L->b_Q || L->b_QA || L->b_KVA || L->b_O;
+        *bias |= L->b_Q || L->b_QA || L->b_KVA || L->b_O;
         if (L->kv_rank != r->kv_rank || L->rope_dim != r->rope_dim || L->qk_nope != r->qk_nope || L->q_rank != r->q_rank)
             return al_err("export: layer %d has other dims than the conversion's (rank %d, rope %d)", l, L->kv_rank,
                           L->rope_dim);
@@ -364,20 +326,35 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
             }
         free(want);
     }
+    return AL_OK;
+}
+
+int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
+    bool bias;
+    if (o && o->dtype != DT_INVALID && o->dtype != DT_F32 && o->dtype != DT_F16 && o->dtype != DT_BF16)
+        return al_err("export: dtype %s: give f32, f16 or bf16", dt_name(o->dtype));
+    if (check_exportable(r, &bias)) return AL_ERR;
+    const char *src_dir = store_dir(r->src->store);
+    CkptWriter *w;
+    CkptOpts co = {.src = src_dir, .force = o && o->force, .can_force = true};
+    if (ckpt_begin(dir, &co, &w)) return AL_ERR;
+    dt_type dt = export_dtype(r, o);
     Plan p = {0};
     size_t nshards = 0;
-    int rc = al_mkdirs(dir);
-    if (rc == AL_OK) rc = make_plan(r, bias, dt, &p);
-    if (rc == AL_OK) rc = write_weights(r, &p, dir, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30, dt, bias, &nshards);
+    int rc = make_plan(r, bias, dt, &p);
+    if (rc == AL_OK) nshards = assign_shards(&p, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
+    if (rc == AL_OK) rc = write_weights(r, &p, w, nshards, dt, bias);
     plan_free(&p);
     cJSON *cfg = rc == AL_OK ? make_config(r, bias, dt) : NULL;
-    if (rc == AL_OK) rc = cfg ? write_json(dir, "config.json", cfg) : al_err("out of memory writing config.json");
+    if (rc == AL_OK) rc = cfg ? ckpt_write_json(w, "config.json", cfg) : al_err("out of memory writing config.json");
     cJSON_Delete(cfg);
     cJSON *man = rc == AL_OK ? make_manifest(r, bias, dt, nshards) : NULL;
-    if (rc == AL_OK) rc = man ? write_json(dir, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
+    if (rc == AL_OK) rc = man ? ckpt_write_json(w, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
     cJSON_Delete(man);
-    if (rc == AL_OK) rc = copy_aux(src_dir, dir);
-    if (rc) al_err_ctx("export to %s", dir);
+    if (rc == AL_OK) rc = ckpt_copy_aux(w, src_dir, NULL);
+    if (rc == AL_OK) rc = ckpt_commit(w, NULL);
+    else ckpt_abort(w);
+    if (rc == AL_ERR) al_err_ctx("export to %s", dir);
     return rc;
 }
 

@@ -1,7 +1,7 @@
 /* mla_export.h -- writing a TransMLA conversion as a DeepSeek-V3 checkpoint, and `check`: loading
  * such an export and comparing its attention with the model it came from.
  *
- * The export folder gets (each file through a temporary name and rename):
+ * The export folder gets (staged beside it and renamed into place when complete):
  *   config.json      the source's config with model_type deepseek_v3, architectures
  *                    ["DeepseekV3ForCausalLM"], num_key_value_heads = heads, kv_lora_rank,
  *                    q_lora_rank (null: a plain q_proj), qk_rope_head_dim = head_dim = D,
@@ -17,7 +17,7 @@
  *                    copied bit for bit (same name, dtype, shape, bytes).
  *   attnlab_manifest.json  method, options, ranks, per-layer energies and errors, parameter and
  *                    KV-cache accounting, the source path (what `check` compares against).
- *   tokenizer and generation files of the source, copied when present. */
+ *   the source's auxiliary files (tokenizer, generation config, licence; ckpt_copy_aux). */
 #ifndef AL_MLA_EXPORT_H
 #define AL_MLA_EXPORT_H
 
@@ -27,10 +27,12 @@ typedef struct {
     dt_type dtype;            /* of the new attention tensors; DT_INVALID: the source's (F32/F16/BF16),
                                  BF16 for other sources */
     size_t shard_bytes;       /* split the weights into shards of at most this many bytes (0: 4 GiB) */
+    bool force;               /* replace an existing non-empty dir as a whole */
 } MlaExportOpts;
 
-/* Writes r (every layer converted) into dir, which must not exist or be empty, and must not be
- * the source's folder. */
+/* Writes r (every layer converted) into dir through the checkpoint writer (core/ckpt_write.h):
+ * dir must not exist or be empty (force: replaced as a whole), and must not be the source's
+ * folder. A dtype other than F32, F16 or BF16 is refused. */
 int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o);
 
 /* The name of the manifest file in an export folder. */

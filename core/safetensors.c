@@ -371,13 +371,9 @@ int st_writer_add_mat(st_writer *w, const char *name, dt_type dtype, const Mat *
     return rc;
 }
 
-int st_writer_add_fp8(st_writer *w, const char *name, const Mat *m) {
+void st_fp8_blocks(const Mat *m, uint8_t *q, float *scale) {
     const size_t B = DT_FP8_BLOCK, R = m->rows, C = m->cols;
     size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C);
-    uint8_t *q = al_malloc3(R, C, 1, name);
-    float *scale = al_malloc3(sr ? sr : 1, sc ? sc : 1, sizeof(float), name);
-    int rc = AL_ERR;
-    if (!q || !scale) goto out;
     for (size_t bi = 0; bi < sr; bi++)
         for (size_t bj = 0; bj < sc; bj++) {
             float amax = 0;
@@ -388,6 +384,16 @@ int st_writer_add_fp8(st_writer *w, const char *name, const Mat *m) {
             for (size_t i = bi * B; i < R && i < (bi + 1) * B; i++)
                 for (size_t j = bj * B; j < C && j < (bj + 1) * B; j++) q[i * C + j] = dt_f32_to_e4m3(m->data[i * C + j] / s);
         }
+}
+
+int st_writer_add_fp8(st_writer *w, const char *name, const Mat *m) {
+    const size_t R = m->rows, C = m->cols;
+    size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C);
+    uint8_t *q = al_malloc3(R, C, 1, name);
+    float *scale = al_malloc3(sr ? sr : 1, sc ? sc : 1, sizeof(float), name);
+    int rc = AL_ERR;
+    if (!q || !scale) goto out;
+    st_fp8_blocks(m, q, scale);
     size_t shape[2] = {R, C}, sshape[2] = {sr, sc};
     char *sname = al_asprintf("%s_scale_inv", name);
     if (!sname) goto out;
@@ -415,33 +421,32 @@ int st_writer_meta(st_writer *w, const char *key, const char *value) {
 
 size_t st_writer_bytes(const st_writer *w) { return w->total; }
 
-/* Builds the JSON header (padded with spaces to a multiple of 8 bytes). Caller frees. */
-static char *writer_header(const st_writer *w, size_t *len) {
+char *st_header_build(const st_desc *d, size_t n, const char *const *mk, const char *const *mv, size_t nm,
+                      size_t *len) {
     cJSON *root = cJSON_CreateObject();
-    if (w->n_meta) {
+    if (nm) {
         cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
-        for (size_t i = 0; i < w->n_meta; i++) cJSON_AddStringToObject(meta, w->meta_k[i], w->meta_v[i]);
+        for (size_t i = 0; i < nm; i++) cJSON_AddStringToObject(meta, mk[i], mv[i]);
     }
     size_t off = 0;
-    for (size_t i = 0; i < w->n; i++) {
-        const w_entry *e = &w->e[i];
-        cJSON *t = cJSON_AddObjectToObject(root, e->name);
-        cJSON_AddStringToObject(t, "dtype", dt_name(e->dtype));
+    for (size_t i = 0; i < n; i++) {
+        cJSON *t = cJSON_AddObjectToObject(root, d[i].name);
+        cJSON_AddStringToObject(t, "dtype", dt_name(d[i].dtype));
         cJSON *sh = cJSON_AddArrayToObject(t, "shape");
-        for (int d = 0; d < e->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e->shape[d]));
+        for (int k = 0; k < d[i].ndim; k++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)d[i].shape[k]));
         cJSON *of = cJSON_AddArrayToObject(t, "data_offsets");
         cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
-        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + e->nbytes)));
-        off += e->nbytes;
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + d[i].nbytes)));
+        off += d[i].nbytes;
     }
     char *js = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (!js) return NULL;
-    size_t n = strlen(js), padded = (n + 7) & ~(size_t)7;
+    size_t k = strlen(js), padded = (k + 7) & ~(size_t)7;
     char *out = malloc(padded + 1);
     if (out) {
-        memcpy(out, js, n);
-        memset(out + n, ' ', padded - n);
+        memcpy(out, js, k);
+        memset(out + k, ' ', padded - k);
         out[padded] = 0;
         *len = padded;
     }
@@ -449,25 +454,22 @@ static char *writer_header(const st_writer *w, size_t *len) {
     return out;
 }
 
-/* Writes all of buf to fd; false on error. */
-static bool write_all(int fd, const void *buf, size_t len) {
-    const uint8_t *p = buf;
-    while (len) {
-        ssize_t k = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (k < 0) { if (errno == EINTR) continue; return false; }
-        p += k;
-        len -= (size_t)k;
-    }
-    return true;
+/* The writer's JSON header (st_header_build). Caller frees. */
+static char *writer_header(const st_writer *w, size_t *len) {
+    st_desc *d = al_calloc(w->n, sizeof *d, "a safetensors header");
+    if (!d) return NULL;
+    for (size_t i = 0; i < w->n; i++)
+        d[i] = (st_desc){.name = w->e[i].name, .dtype = w->e[i].dtype, .ndim = w->e[i].ndim, .shape = w->e[i].shape,
+                         .nbytes = w->e[i].nbytes};
+    char *h = st_header_build(d, w->n, (const char *const *)w->meta_k, (const char *const *)w->meta_v, w->n_meta, len);
+    free(d);
+    return h;
 }
 
-/* Opens a temporary sibling of path for writing; returns fd and fills tmp. */
-static int open_temp(const char *path, char *tmp, size_t cap) {
-    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) al_err("%s: cannot create: %s", tmp, strerror(errno));
-    return fd;
-}
+static bool write_all(int fd, const void *buf, size_t len) { return al_write_all(fd, buf, len); }
+
+/* Opens an unpredictable temporary sibling of path (O_EXCL: never through a planted symlink). */
+static int open_temp(const char *path, char *tmp, size_t cap) { return al_temp_beside(path, tmp, cap); }
 
 /* Closes fd and renames tmp to path, or removes tmp on failure. */
 static int finish_temp(int fd, const char *tmp, const char *path, bool ok) {

@@ -49,6 +49,21 @@ void st_release(const st_file *f, const st_entry *e);
 
 typedef struct st_writer st_writer;
 
+/* One tensor of a header being built. */
+typedef struct {
+    const char *name;
+    dt_type dtype;
+    int ndim;
+    const size_t *shape;
+    size_t nbytes;
+} st_desc;
+
+/* The JSON header of a file holding d[0..n) in that order (data offsets consecutive) and the
+ * metadata strings mk[i] = mv[i], padded with spaces to a multiple of 8 bytes; *len its length.
+ * Caller frees; NULL when out of memory. Used by st_writer and the checkpoint writer. */
+char *st_header_build(const st_desc *d, size_t n, const char *const *mk, const char *const *mv, size_t nm,
+                      size_t *len);
+
 st_writer *st_writer_new(void);
 void st_writer_free(st_writer *w);
 /* Adds a tensor. The bytes are copied. nbytes must equal numel x dt_size. */
@@ -60,10 +75,14 @@ int st_writer_add_mat(st_writer *w, const char *name, dt_type dtype, const Mat *
  * scale_inv; scale grid ceil(rows/128) x ceil(cols/128), F32) and adds both tensors:
  * `name` and `<name minus ".weight">.weight_scale_inv`. */
 int st_writer_add_fp8(st_writer *w, const char *name, const Mat *m);
+/* The quantization st_writer_add_fp8 does: q (rows x cols bytes) and scale (ceil(rows/128) x
+ * ceil(cols/128) floats), both caller-allocated. */
+void st_fp8_blocks(const Mat *m, uint8_t *q, float *scale);
 int st_writer_meta(st_writer *w, const char *key, const char *value);
 /* Total bytes added so far (data section). */
 size_t st_writer_bytes(const st_writer *w);
-/* Writes to path via "path.tmp.<pid>" and rename(2); nothing is left behind on failure. */
+/* Writes to path via an unpredictable "path.tmp.XXXXXX" (O_EXCL) and rename(2); nothing is left
+ * behind on failure. */
 int st_writer_write(st_writer *w, const char *path);
 
 /* Writes a whole file atomically (temp name + rename). */

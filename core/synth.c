@@ -3,7 +3,8 @@
  *
  * Owns: the PRNG (splitmix64 + Box-Muller, one stream per tensor name, so a tensor's values do not
  * depend on the dtype or on the order of generation), the planted head pairs, the three demo
- * layouts, the power-of-two FP8 block quantizer, sharding + index, config.json.
+ * layouts, the power-of-two FP8 block quantizer, how tensors are split into shards and config.json
+ * (files, index and folder through core/ckpt_write.h).
  *
  * ---------------------------------------------------------------- planted structure
  * A "pair" is the two sides of a fused head map: VO (W_V[h]: d_in x d_v times W_O[h]: d_v x d)
@@ -55,7 +56,7 @@
  * 16 (signed-Hadamard integers, FP8-exact), so their V and fused VO have rank 16. */
 #define _GNU_SOURCE
 #include "synth.h"
-#include "safetensors.h"
+#include "ckpt_write.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -382,7 +383,7 @@ static void fp8_quantize(const Mat *m, uint8_t *q, float *scale) {
 
 /* Adds one listed tensor to a writer in its storage dtype (FP8: the weight and its
  * "<name minus .weight>.weight_scale_inv"). */
-static int add_tensor(st_writer *w, const SynTensor *t) {
+static int add_tensor(CkptWriter *w, const SynTensor *t) {
     const Mat *m = t->m;
     size_t shape[2] = {m->rows, m->cols}, n = m->rows * m->cols;
     const size_t *sh = t->ndim == 1 ? shape + 1 : shape;
@@ -393,140 +394,31 @@ static int add_tensor(st_writer *w, const SynTensor *t) {
         uint8_t *q = al_malloc(n, t->name);
         float *scale = al_malloc3(sr, sc, sizeof(float), t->name);
         char *sname = al_asprintf("%s_scale_inv", t->name);
-        rc = q && scale && sname ? AL_OK : AL_ERR;
-        if (rc == AL_OK) {
-            fp8_quantize(m, q, scale);
-            rc = st_writer_add(w, t->name, DT_F8_E4M3, 2, shape, q, n);
-        }
-        if (rc == AL_OK) rc = st_writer_add(w, sname, DT_F32, 2, sshape, scale, sr * sc * sizeof(float));
-        free(q);
-        free(scale);
+        if (!q || !scale || !sname) { free(q); free(scale); free(sname); return AL_ERR; }
+        fp8_quantize(m, q, scale);
+        rc = ckpt_add_owned(w, t->name, DT_F8_E4M3, 2, shape, q, n);
+        rc = rc ? (free(scale), rc) : ckpt_add_owned(w, sname, DT_F32, 2, sshape, scale, sr * sc * sizeof(float));
         free(sname);
         return rc;
     }
     void *buf = al_malloc3(n, 1, dt_size(t->dtype), t->name);
     if (!buf) return AL_ERR;
-    rc = dt_from_f32(t->dtype, m->data, n, buf);
-    if (rc == AL_OK) rc = st_writer_add(w, t->name, t->dtype, t->ndim, sh, buf, n * dt_size(t->dtype));
-    free(buf);
-    return rc;
-}
-
-/* ================================================================ folders */
-
-/* True when dir exists and holds anything; *isdir tells whether it is a folder. */
-static bool dir_nonempty(const char *dir, bool *exists, bool *isdir) {
-    struct stat sb;
-    *exists = stat(dir, &sb) == 0;
-    *isdir = *exists && S_ISDIR(sb.st_mode);
-    if (!*isdir) return *exists;
-    DIR *d = opendir(dir);
-    if (!d) return true;
-    struct dirent *e;
-    bool any = false;
-    while (!any && (e = readdir(d)))
-        any = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-    closedir(d);
-    return any;
-}
-
-/* Removes the files of a (flat) folder we wrote, then the folder. */
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char *p = al_asprintf("%s/%s", dir, e->d_name);
-        if (p) unlink(p);
-        free(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-/* Checks that dir is absent or empty and makes a temporary sibling folder to write into
- * (returned; caller frees). Everything is written there and renamed into place at the end. */
-static char *begin_dir(const char *dir) {
-    bool exists, isdir;
-    if (!dir || !*dir) { al_err("no output folder given"); return NULL; }
-    if (dir_nonempty(dir, &exists, &isdir)) {
-        al_err(isdir ? "%s already exists and is not empty; remove it or pick another folder"
-                     : "%s exists and is not a folder; pick another path", dir);
-        return NULL;
-    }
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--;   /* "out/" -> sibling "out.tmp.<pid>", not inside it */
-    char *tmp = al_asprintf("%.*s.tmp.%ld", (int)n, dir, (long)getpid());
-    if (!tmp) return NULL;
-    remove_tree(tmp);
-    if (al_mkdirs(tmp) != AL_OK) { free(tmp); return NULL; }
-    return tmp;
-}
-
-/* Renames the finished temporary folder onto dir (an empty dir is replaced). If another
- * process finished the same folder first (it now holds a config.json), ours is dropped. */
-static int finish_dir(char *tmp, const char *dir) {
-    int rc = AL_OK;
-    if (rename(tmp, dir) != 0) {
-        int e = errno;
-        char *cfg = al_asprintf("%s/config.json", dir);
-        struct stat sb;
-        bool done = cfg && stat(cfg, &sb) == 0 && (e == ENOTEMPTY || e == EEXIST);
-        free(cfg);
-        if (!done) rc = al_err("cannot move %s into place as %s: %s", tmp, dir, strerror(e));
-        remove_tree(tmp);
-    }
-    free(tmp);
-    return rc;
+    if (dt_from_f32(t->dtype, m->data, n, buf)) { free(buf); return AL_ERR; }
+    return ckpt_add_owned(w, t->name, t->dtype, t->ndim, sh, buf, n * dt_size(t->dtype));
 }
 
 /* ================================================================ writing a model */
 
-/* Shard file name i (0-based) of n: model-00001-of-00003.safetensors (caller frees). */
-static char *shard_name(int i, int n) { return al_asprintf("model-%05d-of-%05d.safetensors", i + 1, n); }
-
-/* Writes index.json: {"metadata": {"total_size": N}, "weight_map": {name: file}} (names sorted). */
-static int write_index(const char *dir, char **names, char **files, size_t n, size_t total) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
-    cJSON_AddNumberToObject(meta, "total_size", (double)total);
-    cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
-    /* insertion sort of indexes by name: n is at most a few thousand */
-    size_t *ord = al_malloc3(n ? n : 1, 1, sizeof(size_t), "index order");
-    if (!ord) { cJSON_Delete(root); return AL_ERR; }
-    for (size_t i = 0; i < n; i++) {
-        size_t j = i;
-        while (j > 0 && strcmp(names[ord[j - 1]], names[i]) > 0) { ord[j] = ord[j - 1]; j--; }
-        ord[j] = i;
-    }
-    for (size_t i = 0; i < n; i++) cJSON_AddStringToObject(map, names[ord[i]], files[ord[i]]);
-    free(ord);
-    char *js = cJSON_Print(root);
-    cJSON_Delete(root);
-    char *path = al_asprintf("%s/model.safetensors.index.json", dir);
-    int rc = js && path ? al_write_file_atomic(path, js, strlen(js)) : al_err("out of memory writing the index");
-    free(js);
-    free(path);
-    return rc;
-}
-
-/* Writes the listed tensors into `shards` files (split by size; a weight and its scale stay
- * together) plus the index when shards > 1. */
-static int write_shards(const char *dir, const SynList *l, int shards) {
-    size_t total = 0, nnames = 0;
-    for (size_t i = 0; i < l->n; i++) { total += l->t[i].nbytes; nnames += l->t[i].dtype == DT_F8_E4M3 ? 2 : 1; }
+/* Writes the listed tensors into `shards` weight shards (split by size; a weight and its scale
+ * stay together); the writer names them and writes the index when shards > 1. */
+static int write_shards(CkptWriter *w, const SynList *l, int shards) {
+    size_t total = 0;
+    for (size_t i = 0; i < l->n; i++) total += l->t[i].nbytes;
     if (shards < 1 || (size_t)shards > l->n)
         return al_err("shards must be between 1 and %zu (the number of tensors), got %d", l->n, shards);
-    char **names = al_calloc(nnames, sizeof(char *), "index names");
-    char **files = al_calloc(nnames, sizeof(char *), "index files");
-    int rc = names && files ? AL_OK : AL_ERR;
-    size_t ti = 0, ni = 0, done = 0;
+    int rc = AL_OK;
+    size_t ti = 0, done = 0;
     for (int s = 0; rc == AL_OK && s < shards; s++) {
-        char *fname = shards == 1 ? al_strdup("model.safetensors") : shard_name(s, shards);
-        char *path = fname ? al_asprintf("%s/%s", dir, fname) : NULL;
-        st_writer *w = path ? st_writer_new() : NULL;
-        rc = w ? st_writer_meta(w, "format", "pt") : AL_ERR;
         /* this shard takes tensors until its share of the bytes is reached, leaving at least one
          * tensor for every later shard */
         size_t goal = (size_t)((double)total * (s + 1) / shards);
@@ -537,36 +429,24 @@ static int write_shards(const char *dir, const SynList *l, int shards) {
             rc = add_tensor(w, t);
             done += t->nbytes;
             first = false;
-            names[ni] = al_strdup(t->name);
-            files[ni++] = al_strdup(fname);
-            if (t->dtype == DT_F8_E4M3) {
-                names[ni] = al_asprintf("%s_scale_inv", t->name);
-                files[ni++] = al_strdup(fname);
-            }
         }
-        if (rc == AL_OK) rc = st_writer_write(w, path);
-        st_writer_free(w);
-        free(path);
-        free(fname);
+        if (rc == AL_OK) rc = ckpt_shard_end(w);
     }
     if (rc == AL_OK && ti != l->n) rc = al_err("internal error: %zu tensors left after sharding", l->n - ti);
-    for (size_t i = 0; rc == AL_OK && i < ni; i++)
-        if (!names[i] || !files[i]) rc = al_err("out of memory naming tensors");
-    if (rc == AL_OK && shards > 1) rc = write_index(dir, names, files, ni, total);
-    for (size_t i = 0; names && files && i < ni; i++) { free(names[i]); free(files[i]); }
-    free(names);
-    free(files);
     return rc;
 }
 
-/* Writes root as dir/config.json (pretty-printed) and frees it. */
-static int write_config(const char *dir, cJSON *root) {
-    char *js = root ? cJSON_Print(root) : NULL;
+/* Starts a new model folder (no source, no force: dir must be new or empty); sharded: shard
+ * names and an index even for one shard. */
+static int begin_dir(const char *dir, bool sharded, CkptWriter **w) {
+    if (!dir || !*dir) return al_err("no output folder given");
+    return ckpt_begin(dir, &(CkptOpts){.always_index = sharded}, w);
+}
+
+/* Writes root as config.json and frees it. */
+static int write_config(CkptWriter *w, cJSON *root) {
+    int rc = root ? ckpt_write_json(w, "config.json", root) : al_err("out of memory writing config.json");
     cJSON_Delete(root);
-    char *path = al_asprintf("%s/config.json", dir);
-    int rc = js && path ? al_write_file_atomic(path, js, strlen(js)) : al_err("out of memory writing config.json");
-    free(js);
-    free(path);
     return rc;
 }
 
@@ -975,12 +855,12 @@ int synth_write(const SynthOptions *opt, const char *dir) {
     case SYNTH_DEMO_LLAMA: rc = llama_tensors(&l, opt); cfg = llama_config(opt); break;
     default: rc = gpt2_tensors(&l, opt); cfg = gpt2_config(opt); break;
     }
-    char *tmp = rc == AL_OK ? begin_dir(dir) : NULL;
-    if (rc == AL_OK && !tmp) rc = AL_ERR;
-    if (rc == AL_OK) rc = write_shards(tmp, &l, opt->shards);
-    if (rc == AL_OK) { rc = write_config(tmp, cfg); cfg = NULL; }
-    if (rc == AL_OK) rc = finish_dir(tmp, dir);
-    else if (tmp) { remove_tree(tmp); free(tmp); }
+    CkptWriter *w = NULL;
+    if (rc == AL_OK) rc = begin_dir(dir, false, &w);
+    if (rc == AL_OK) rc = write_shards(w, &l, opt->shards);
+    if (rc == AL_OK) { rc = write_config(w, cfg); cfg = NULL; }
+    if (rc == AL_OK) rc = ckpt_commit(w, NULL);
+    else ckpt_abort(w);
     cJSON_Delete(cfg);
     synlist_free(&l);
     if (rc == AL_ERR) al_err_ctx("synth %s", kind);
@@ -1063,7 +943,7 @@ static int ds_plant_v(Rng *rng, uint8_t *q, float *scale, size_t h, double rms) 
 
 /* Adds one FP8 weight "<prefix><what>.weight" (R x C) of table codes to w; heads of kv_b_proj with
  * h % 8 == 0 get the planted V. */
-static int ds_add_weight(st_writer *w, unsigned long seed, const uint8_t table[256], const char *prefix,
+static int ds_add_weight(CkptWriter *w, unsigned long seed, const uint8_t table[256], const char *prefix,
                          const char *what, size_t R, size_t C, double rms, bool plant) {
     size_t sr = (R + FP8_BLOCK - 1) / FP8_BLOCK, sc = (C + FP8_BLOCK - 1) / FP8_BLOCK;
     size_t shape[2] = {R, C}, sshape[2] = {sr, sc};
@@ -1077,8 +957,8 @@ static int ds_add_weight(st_writer *w, unsigned long seed, const uint8_t table[2
         ds_fill(&rng, table, q, R, C, scale, rms);
         for (size_t h = 0; plant && rc == AL_OK && h < DS_HEADS; h += DS_LOWV_EVERY) rc = ds_plant_v(&rng, q, scale, h, rms);
     }
-    if (rc == AL_OK) rc = st_writer_add(w, name, DT_F8_E4M3, 2, shape, q, R * C);
-    if (rc == AL_OK) rc = st_writer_add(w, sname, DT_F32, 2, sshape, scale, sr * sc * sizeof(float));
+    if (rc == AL_OK) { rc = ckpt_add_owned(w, name, DT_F8_E4M3, 2, shape, q, R * C); q = NULL; }
+    if (rc == AL_OK) { rc = ckpt_add_owned(w, sname, DT_F32, 2, sshape, scale, sr * sc * sizeof(float)); scale = NULL; }
     free(q);
     free(scale);
     free(name);
@@ -1087,13 +967,14 @@ static int ds_add_weight(st_writer *w, unsigned long seed, const uint8_t table[2
 }
 
 /* Adds a BF16 norm weight of ones. */
-static int ds_add_norm(st_writer *w, const char *prefix, const char *what, size_t n) {
+static int ds_add_norm(CkptWriter *w, const char *prefix, const char *what, size_t n) {
     uint16_t *b = al_malloc3(n, 1, sizeof(uint16_t), what);
     char *name = al_asprintf("%s%s.weight", prefix, what);
     int rc = b && name ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         for (size_t i = 0; i < n; i++) b[i] = dt_f32_to_bf16(1.0f);
-        rc = st_writer_add(w, name, DT_BF16, 1, &n, b, n * sizeof(uint16_t));
+        rc = ckpt_add_owned(w, name, DT_BF16, 1, &n, b, n * sizeof(uint16_t));
+        b = NULL;
     }
     free(b);
     free(name);
@@ -1158,7 +1039,7 @@ static cJSON *ds_config(int layers, unsigned long seed) {
 }
 
 /* Adds layer L's attention tensors (R1 shapes) to w. */
-static int ds_layer(st_writer *w, unsigned long seed, const uint8_t table[256], int L) {
+static int ds_layer(CkptWriter *w, unsigned long seed, const uint8_t table[256], int L) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "model.layers.%d.self_attn.", L);
     const size_t D = DS_HIDDEN, H = DS_HEADS;
@@ -1175,65 +1056,22 @@ static int ds_layer(st_writer *w, unsigned long seed, const uint8_t table[256], 
     return rc;
 }
 
-/* Names of the tensors of one layer, for the index (with their file). */
-static int ds_index_add(cJSON *map, int L, const char *file) {
-    static const char *const names[] = {"q_a_proj.weight", "q_a_proj.weight_scale_inv", "q_a_layernorm.weight",
-                                        "q_b_proj.weight", "q_b_proj.weight_scale_inv", "kv_a_proj_with_mqa.weight",
-                                        "kv_a_proj_with_mqa.weight_scale_inv", "kv_a_layernorm.weight",
-                                        "kv_b_proj.weight", "kv_b_proj.weight_scale_inv", "o_proj.weight",
-                                        "o_proj.weight_scale_inv"};
-    char buf[128];
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        snprintf(buf, sizeof buf, "model.layers.%d.self_attn.%s", L, names[i]);
-        if (!cJSON_AddStringToObject(map, buf, file)) return al_err("out of memory building the index");
-    }
-    return AL_OK;
-}
-
 int synth_ds_r1_shape(const char *dir, int layers, unsigned long seed) {
     if (layers < 1 || layers > 61) return al_err("synth ds-r1-shape: layers must be 1..61 (R1 has 61), got %d", layers);
     uint8_t table[256];
     ds_code_table(table);
-    int shards = (layers + DS_LAYERS_PER_SHARD - 1) / DS_LAYERS_PER_SHARD;
-    char *tmp = begin_dir(dir);
-    if (!tmp) return al_err_ctx("synth ds-r1-shape");
-    cJSON *index = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(index, "metadata");
-    cJSON *map = cJSON_AddObjectToObject(index, "weight_map");
-    size_t total = 0;
-    int rc = map && meta ? AL_OK : al_err("out of memory building the index");
-    for (int s = 0; rc == AL_OK && s < shards; s++) {
-        char *fname = shard_name(s, shards);
-        char *path = fname ? al_asprintf("%s/%s", tmp, fname) : NULL;
-        st_writer *w = path ? st_writer_new() : NULL;
-        rc = w ? st_writer_meta(w, "format", "pt") : AL_ERR;
-        for (int L = s * DS_LAYERS_PER_SHARD; rc == AL_OK && L < layers && L < (s + 1) * DS_LAYERS_PER_SHARD; L++) {
-            if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-            rc = ds_layer(w, seed, table, L);
-            if (rc == AL_OK) rc = ds_index_add(map, L, fname);
-            al_progress("layer", (size_t)L + 1, (size_t)layers);
-        }
-        if (rc == AL_OK) {
-            total += st_writer_bytes(w);
-            rc = st_writer_write(w, path);
-        }
-        st_writer_free(w);
-        free(path);
-        free(fname);
+    CkptWriter *w;
+    if (begin_dir(dir, true, &w)) return al_err_ctx("synth ds-r1-shape");
+    int rc = AL_OK;
+    for (int L = 0; rc == AL_OK && L < layers; L++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        rc = ds_layer(w, seed, table, L);
+        if (rc == AL_OK && ((L + 1) % DS_LAYERS_PER_SHARD == 0 || L == layers - 1)) rc = ckpt_shard_end(w);
+        al_progress("layer", (size_t)L + 1, (size_t)layers);
     }
-    if (rc == AL_OK) {
-        cJSON_AddNumberToObject(meta, "total_size", (double)total);
-        char *js = cJSON_Print(index);
-        char *path = al_asprintf("%s/model.safetensors.index.json", tmp);
-        rc = js && path ? al_write_file_atomic(path, js, strlen(js)) : al_err("out of memory writing the index");
-        free(js);
-        free(path);
-    }
-    cJSON_Delete(index);
-    if (rc == AL_OK) rc = write_config(tmp, ds_config(layers, seed));
-    if (rc == AL_OK) return finish_dir(tmp, dir) == AL_OK ? AL_OK : al_err_ctx("synth ds-r1-shape");
-    remove_tree(tmp);
-    free(tmp);
+    if (rc == AL_OK) rc = write_config(w, ds_config(layers, seed));
+    if (rc == AL_OK) rc = ckpt_commit(w, NULL);
+    else ckpt_abort(w);
     if (rc == AL_ERR) al_err_ctx("synth ds-r1-shape");
     return rc;
 }

@@ -1,8 +1,9 @@
 /* synth.h -- writes small HF-layout checkpoints with planted, documented low-rank structure
  * (the demo models and the test data), and DeepSeek-R1-shaped checkpoints for benchmarks.
  *
- * Every generator is deterministic for a given seed and writes through the safetensors writer
- * (temp name + rename), config.json included. See synth.c's header for the planted structure of
+ * Every generator is deterministic for a given seed and writes through the checkpoint writer
+ * (core/ckpt_write.h: staged beside the folder, renamed into place when complete), config.json
+ * included. See synth.c's header for the planted structure of
  * each demo model; tests assert those ranks exactly. */
 #ifndef AL_SYNTH_H
 #define AL_SYNTH_H

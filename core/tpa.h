@@ -223,10 +223,17 @@ int tpa_convert(Model *m, const TpaOpts *o, TpaModel **out);
 #define TPA_FORMAT "attnlab-tpa"
 #define TPA_FORMAT_VERSION 1
 
-/* Writes t (every layer converted) to dir (created; must be new or empty and not the source's
+typedef struct {
+    dt_type dtype;            /* of the weight matrices: F32, F16 or BF16 (others are refused) */
+    bool force;               /* replace an existing non-empty dir as a whole */
+} TpaExportOpts;
+
+/* Writes t (every layer converted) to dir (tpa_export.c, through core/ckpt_write.h: staged beside
+ * dir and renamed into place whole; dir must be new or empty unless force, and not the source's
  * folder); dtype F32, F16 or BF16 for the weight matrices (fixed factors and RoPE frequencies
- * stay F32 / F64). Files go through temporary names and rename. */
+ * stay F32 / F64). tpa_export is tpa_export_opts without force. */
 int tpa_export(const TpaModel *t, const char *dir, dt_type dtype);
+int tpa_export_opts(const TpaModel *t, const char *dir, const TpaExportOpts *o);
 /* Loads an export (src NULL, dir set); every layer is rebuilt from the factors. */
 int tpa_load(const char *dir, TpaModel **out);
 /* True when dir holds a TPA manifest. */

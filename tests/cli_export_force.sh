@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# cli_export_force.sh -- `export DIR ... force` for every export kind through the one checkpoint
+# writer: force replaces an earlier export as a whole (a sharded TransMLA export forced over by a
+# single-file one leaves no old shard or index), TPA exports take force too, keywords an export
+# cannot honour (dtype / shard-mb for FaRR, shard-mb for TPA) are refused instead of ignored,
+# `export ""` is refused, and no staging folder is ever left behind.
+set -u
+source "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-export-force
+cd "$T" || exit 1
+
+out=$("$ATTNLAB" -e "load demo-llama; convert mla kv-rank 48; export m1 shard-mb 1" 2>&1)
+ok "sharded TransMLA export" test -f m1/model.safetensors.index.json
+ok "it has several shards" test -f m1/model-00002-of-0000$(ls m1 | grep -c 'of-0000').safetensors
+out=$("$ATTNLAB" -e "load demo-llama; convert mla kv-rank 48; export m1" 2>&1)
+ok "without force: refused" has "$out" "is not empty"
+out=$("$ATTNLAB" -e "load demo-llama; convert mla kv-rank 48; export m1 force" 2>&1)
+ok "TransMLA export with force exits 0" test $? -eq 0
+ok "force leaves exactly the new files" test "$(ls m1 | tr '\n' ' ')" = "attnlab_manifest.json config.json model.safetensors "
+out=$("$ATTNLAB" -e "check m1" 2>&1)
+ok "the forced export checks" has "$out" "non-attention tensors: all"
+
+out=$("$ATTNLAB" -e "load demo-llama; convert tpa kv-rank 2; export t1; export t1 force" 2>&1)
+ok "TPA export with force exits 0" test $? -eq 0
+out=$("$ATTNLAB" -e "load demo-llama; convert tpa kv-rank 2; export t2 shard-mb 5" 2>&1)
+ok "TPA refuses shard-mb" has "$out" "shard-mb is not taken by a TPA export"
+ok "nothing written" test ! -e t2
+
+out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export f1 dtype bf16" 2>&1)
+ok "FaRR refuses dtype" has "$out" "dtype is not taken by a FaRR export"
+out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export f1 shard-mb 10" 2>&1)
+ok "FaRR refuses shard-mb" has "$out" "shard-mb is not taken by a FaRR export"
+ok "nothing written" test ! -e f1
+out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export \"\"" 2>&1)
+ok "export \"\" fails" test $? -eq 1
+ok "export \"\" says why" has "$out" "no folder given"
+
+# Ctrl-C at random points of a forced export over an earlier one: the folder is always either the
+# old export or the new one, whole -- never a mix -- and no staging folder is left.
+"$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export ix" >/dev/null 2>&1
+old=$(ls ix | tr '\n' ' ')
+ok "the earlier export is there" test -f ix/farr_manifest.json
+mixed=0
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    "$ATTNLAB" -e "load demo-r1; truncate vo rank 16 policy model-max; export ix format factors force" >/dev/null 2>&1 &
+    pid=$!
+    sleep "0.$((RANDOM % 40))"
+    kill -INT "$pid" 2>/dev/null
+    wait "$pid"
+    now=$(ls ix | tr '\n' ' ')
+    if grep -q '"factors"' ix/farr_manifest.json; then
+        [ -f ix/farr/factors.safetensors ] || mixed=$((mixed + 1))
+    else
+        [ "$now" = "$old" ] || mixed=$((mixed + 1))
+    fi
+    [ -z "$(ls -A "$T" | grep -e staging -e '\.old\.')" ] || mixed=$((mixed + 1))
+done
+ok "Ctrl-C never leaves a mixed folder or a staging folder" test "$mixed" -eq 0
+
+ok "no staging folder left" test -z "$(ls -A "$T" | grep -e staging -e '\.old\.')"
+cli_done
