@@ -4,10 +4,11 @@
  * (Mistral, Qwen2's max_window_layers, layer_types), activation, MoE routing; the kept tree
  * (model_config_tree is a deep copy); core/rope.c's softmax (window, soft-cap) and rotations
  * (both layouts; the double and the table rotation agree); and core/analyses.c's reasons
- * (per-head Q/K norms refuse the evaluator and ranks qk but not ranks vo; an unknown scaling
+ * (per-head Q/K norms refuse the evaluator and ranks qk -- FaRR asks -- but not ranks vo; an unknown scaling
  * refuses ppl and convert with the same message). */
 #include "test_transmla_util.h"
 #include "analyses.h"
+#include "farr.h"
 #include "rope.h"
 
 #include <cjson/cJSON.h>
@@ -139,6 +140,12 @@ static void test_model_and_analyses(const char *tmp) {
         CHECK(!analysis_available(m, AN_RANKS_QK, why, sizeof why) && strstr(why, "Q/K RMSNorm"), "ranks qk: %s", why);
         CHECK_ERR(analysis_check(m, AN_CONVERT_MLA), "per-head Q/K RMSNorm");
         CHECK_ERR(analysis_check(m, AN_PPL), "Q/K RMSNorm");
+        Mat *A = NULL, *B = NULL;
+        lin_op op;
+        CHECK_ERR(farr_head_factors(m, FARR_QK, 0, 0, 3, &A, &B, &op), "Q/K RMSNorm");   /* ranks qk asks analyses */
+        CHECK_OK(farr_head_factors(m, FARR_VO, 0, 0, FARR_NO_OFFSET, &A, &B, &op));     /* ranks vo does not */
+        mat_free(A);
+        mat_free(B);
         cJSON *t1 = model_config_tree(m), *t2 = model_config_tree(m);
         CHECK(t1 && t2 && t1 != t2 && cJSON_Compare(t1, t2, true), "model_config_tree: equal deep copies");
         if (t1) cJSON_DeleteItemFromObjectCaseSensitive(t1, "model_type");
