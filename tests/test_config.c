@@ -66,6 +66,11 @@ static void test_attention_fields(void) {
               "\"hidden_act\": \"gelu_pytorch_tanh\"");
     CHECK_NEAR(cfg_attn_scale(&c, 0), 1 / 16.0, 1e-15);
     CHECK(c.attn_softcap == 50 && c.final_softcap == 30 && c.act == ACT_GELU_TANH, "soft-caps and activation");
+    Model fake = {.name = "x", .path = "x", .cfg = c};        /* recorded, then refused per analysis */
+    fake.cfg.vocab = fake.cfg.intermediate = 10;
+    char why[512];
+    CHECK(!analysis_available(&fake, AN_EVAL, why, sizeof why) && strstr(why, "attn_logit_softcapping 50"), "%s", why);
+    CHECK(!analysis_available(&fake, AN_PPL, why, sizeof why) && strstr(why, "final_logit_softcapping 30"), "%s", why);
     c = parse(LLAMA ", \"hidden_act\": \"xielu\"");
     CHECK(c.act == ACT_UNKNOWN && !strcmp(c.activation, "xielu"), "an unknown activation is recorded");
     /* windows */
@@ -83,6 +88,9 @@ static void test_attention_fields(void) {
               "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"]");
     CHECK(cfg_layer_window(&c, 0) == 32 && cfg_layer_window(&c, 1) == 0 && cfg_layer_window(&c, 2) == 32, "layer_types");
     CHECK(cfg_layer_theta(&c, 0) == 10000 && cfg_layer_theta(&c, 1) == 1e6, "local / global theta");
+    Model fake2 = {.name = "x", .path = "x", .cfg = c};
+    fake2.cfg.vocab = fake2.cfg.intermediate = 10;
+    CHECK(!analysis_available(&fake2, AN_PPL, why, sizeof why) && strstr(why, "rope_local_base_freq"), "%s", why);
     /* MoE routing */
     c = parse("\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_attention_heads\": 2, \"num_hidden_layers\": 6, "
               "\"kv_lora_rank\": 16, \"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 8, \"v_head_dim\": 8, "
