@@ -41,6 +41,15 @@ static bool rope_reason(const ModelConfig *c, const char *where, char *why, size
     return true;
 }
 
+/* Per-layer RoPE bases (rope_local_base_freq on sliding layers): recorded, not computed yet. */
+static bool local_theta_reason(const ModelConfig *c, const char *where, char *why, size_t cap) {
+    for (int L = 0; L < c->n_layers; L++)
+        if (cfg_layer_theta(c, L) != c->rope_spec.theta)
+            return why_set(why, cap, "%s: rope_local_base_freq %g on sliding layers (layer %d): per-layer RoPE bases "
+                           "are not computed by attnlab yet", where, c->rope_spec.local_theta, L);
+    return false;
+}
+
 /* What the one-layer evaluator does not cover. */
 static bool eval_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
@@ -58,7 +67,10 @@ static bool eval_reason(const Model *m, char *why, size_t cap) {
                        "projection and RoPE: not covered by the evaluator or the conversion", name);
     if (c->family == FAM_DEEPSEEK && c->qk_rope_dim <= 0)
         return why_set(why, cap, "%s: an MLA model without RoPE dims is not covered", name);
-    return false;
+    if (c->attn_softcap > 0)
+        return why_set(why, cap, "%s: attn_logit_softcapping %g: the attention evaluator and the conversions do not "
+                       "soft-cap scores", name, c->attn_softcap);
+    return local_theta_reason(c, name, why, cap);
 }
 
 /* A layer of m whose MLP is a mixture of experts (by config or by its tensors), or -1. */
@@ -90,6 +102,10 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
     if (c->qk_norm != QKN_NONE)
         return why_set(why, cap, "%s: the attention has per-head Q/K RMSNorm (q_norm / k_norm) between the projection "
                        "and RoPE: not covered by the forward pass", m->path);
+    if (c->final_softcap > 0)
+        return why_set(why, cap, "%s: final_logit_softcapping %g: the forward pass does not soft-cap logits", m->path,
+                       c->final_softcap);
+    if (local_theta_reason(c, m->path, why, cap)) return true;
     int L = moe_layer(m);
     if (L >= 0)
         return why_set(why, cap, "layer %d is a mixture-of-experts layer (n_routed_experts %d from layer %d on): the "

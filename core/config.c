@@ -307,7 +307,9 @@ static void parse_blocks(const cJSON *root, ModelConfig *c) {
     double only[64];
     m->n_mlp_only = jarray(root, "mlp_only_layers", only, 64);
     for (int i = 0; i < m->n_mlp_only; i++) m->mlp_only[i] = (int)only[i];
-    c->mlp = m->n_experts > 0 ? MLP_MOE : c->family == FAM_GPT2 ? MLP_DENSE : MLP_GATED;
+    c->mlp = c->family == FAM_GPT2 ? MLP_DENSE : MLP_GATED;
+    for (int L = 0; L < c->n_layers; L++)
+        if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;         /* some layer routes to experts */
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
     if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", cJSON_IsString(td) ? td->valuestring : "");

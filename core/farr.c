@@ -3,6 +3,7 @@
  * KV-cache accounting, and the session cache (FarrState). See farr.h for the math. */
 #define _GNU_SOURCE
 #include "farr.h"
+#include "analyses.h"
 #include "attn_eval.h"
 #include "gram.h"
 #include "rope.h"
@@ -69,6 +70,13 @@ int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *
     return AL_OK;
 }
 
+/* farr_fuse_mode on a loaded model: QK fusion first asks core/analyses (per-head Q/K norms
+ * between the projections and the scores make W_Q W_Kᵀ the wrong map). */
+static int fuse_mode(const Model *m, farr_kind kind, int offset, head_part *part, bool *rotate_k) {
+    if (kind != FARR_VO && analysis_check(m, AN_RANKS_QK) != AL_OK) return AL_ERR;
+    return farr_fuse_mode(&m->cfg, kind, offset, part, rotate_k);
+}
+
 void farr_rope_rotate(Mat *W, rope_layout layout, double theta, double p) {
     size_t d = W->cols;
     if (layout == ROPE_NONE || d < 2 || p == 0) return;
@@ -103,7 +111,7 @@ int farr_head_factors(Model *m, farr_kind kind, int layer, int head, int offset,
     *A = *B = NULL;
     head_part part;
     bool rot;
-    if (farr_fuse_mode(&m->cfg, kind, offset, &part, &rot) != AL_OK) return AL_ERR;
+    if (fuse_mode(m, kind, offset, &part, &rot) != AL_OK) return AL_ERR;
     if (model_check_head(m, HK_Q, layer, head) != AL_OK) return AL_ERR;
     if (model_layer_load(m, layer) != AL_OK) return AL_ERR;
     return head_factors_loaded(m, kind, layer, head, part, rot, offset, A, B, op);
@@ -271,7 +279,7 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
     *out = NULL;
     const ModelConfig *c = &m->cfg;
     LayerJob job = { .m = m };
-    if (farr_fuse_mode(c, kind, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
+    if (fuse_mode(m, kind, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
     if (layer < 0 || layer >= c->n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
     if (route == FARR_ROUTE_FACTORS && model_layer_load(m, layer) != AL_OK) return AL_ERR;
@@ -720,7 +728,7 @@ int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
     FarrTruncOpts o = *opts;
     head_part part;
     bool rot;
-    if (farr_fuse_mode(c, o.kind, FARR_NO_OFFSET, &part, &rot) != AL_OK) return AL_ERR;
+    if (fuse_mode(m, o.kind, FARR_NO_OFFSET, &part, &rot) != AL_OK) return AL_ERR;
     if (o.layer_hi < 0) o.layer_hi = c->n_layers - 1;
     if (o.layer_lo < 0 || o.layer_lo > o.layer_hi || o.layer_hi >= c->n_layers)
         return al_err("layers %d-%d out of range: this model has layers 0-%d", o.layer_lo, o.layer_hi,

@@ -1,0 +1,186 @@
+/* test_config.c -- the model description (core/config.c) beyond the dims: RoPE spec (layout,
+ * partial rotary, scalings llama3 / yarn / longrope / unknown), attention scale (GPT-2 flags,
+ * query_pre_attn_scalar, DeepSeek's YaRN mscale^2), soft-caps, per-layer sliding windows
+ * (Mistral, Qwen2's max_window_layers, layer_types), activation, MoE routing; the kept tree
+ * (model_config_tree is a deep copy); core/rope.c's softmax (window, soft-cap) and rotations
+ * (both layouts; the double and the table rotation agree); and core/analyses.c's reasons
+ * (per-head Q/K norms refuse the evaluator and ranks qk -- FaRR asks -- but not ranks vo; an unknown scaling
+ * refuses ppl and convert with the same message). */
+#include "test_transmla_util.h"
+#include "analyses.h"
+#include "farr.h"
+#include "rope.h"
+
+#include <cjson/cJSON.h>
+
+#define LLAMA "\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4"
+
+static ModelConfig parse(const char *body) {
+    char json[2048];
+    snprintf(json, sizeof json, "{%s}", body);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "t/config.json", &c));
+    return c;
+}
+
+static void test_rope_spec(void) {
+    ModelConfig c = parse(LLAMA);
+    CHECK(c.rope_spec.layout == ROPE_HALF && c.rope_spec.rotary_dim == 16 && c.rope_spec.scaling.kind == RS_NONE,
+          "plain llama: rotate_half, 16 rotary dims, no scaling");
+    CHECK(c.act == ACT_SILU && c.mlp == MLP_GATED && c.norm == NORM_RMS && c.window_declared == -1, "llama defaults");
+    c = parse(LLAMA ", \"partial_rotary_factor\": 0.5, \"rope_theta\": 500000");
+    CHECK(c.rope_spec.rotary_dim == 8 && c.rope_spec.theta == 500000, "partial rotary: %d dims", c.rope_spec.rotary_dim);
+    c = parse(LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8}");
+    CHECK(c.rope_spec.scaling.kind == RS_LLAMA3 && c.rope_spec.scaling.low_freq_factor == 1 &&
+          c.rope_spec.scaling.high_freq_factor == 4 && c.rope_spec.scaling.orig_max_pos == 8192, "llama3 defaults");
+    c = parse(LLAMA ", \"max_position_embeddings\": 1000, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4, \"mscale\": 0.7}");
+    CHECK(c.rope_spec.scaling.kind == RS_YARN && c.rope_spec.scaling.orig_max_pos == 1000 &&
+          c.rope_spec.scaling.beta_fast == 32 && c.rope_spec.scaling.mscale == 0.7 && isnan(c.rope_spec.scaling.attention_factor),
+          "yarn fields and defaults");
+    CHECK_NEAR(rope_attention_factor(&c.rope_spec), 0.1 * log(4) + 1, 1e-15);
+    c = parse(LLAMA ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 2, 3], \"long_factor\": [4, 5]}");
+    CHECK(c.rope_spec.scaling.kind == RS_LONGROPE && c.rope_spec.scaling.n_short == 3 && c.rope_spec.scaling.long_factor[1] == 5,
+          "longrope arrays recorded");
+    CHECK_ERR(rope_scaling_check(&c.rope_spec.scaling, "t"), "rope_scaling type 'longrope'");
+    c = parse(LLAMA ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}");
+    CHECK(c.rope_spec.scaling.kind == RS_OTHER, "unknown scaling recorded, not refused at load");
+    double f[8];
+    CHECK_ERR(rope_inv_freq(&c.rope_spec, 16, 10000, f, "t"), "rope_scaling type 'dynamic'");
+    c = parse("\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, "
+              "\"kv_lora_rank\": 16, \"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 8, \"v_head_dim\": 8, \"rope_interleave\": false, "
+              "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 40, \"mscale\": 1, \"mscale_all_dim\": 1}");
+    double m2 = 0.1 * log(40) + 1;
+    CHECK(c.rope_spec.layout == ROPE_HALF && c.rope == ROPE_INTERLEAVED, "rope_interleave false: rotate_half pairs");
+    CHECK_NEAR(cfg_attn_scale(&c, 0), m2 * m2 / sqrt(12.0), 1e-15);
+    CHECK_NEAR(rope_attention_factor(&c.rope_spec), 1.0, 1e-15);
+}
+
+static void test_attention_fields(void) {
+    ModelConfig c = parse("\"model_type\": \"gpt2\", \"n_embd\": 32, \"n_head\": 4, \"n_layer\": 3, "
+                          "\"scale_attn_by_inverse_layer_idx\": true");
+    CHECK_NEAR(cfg_attn_scale(&c, 2), 1 / sqrt(8.0) / 3, 1e-15);
+    CHECK(c.act == ACT_GELU_TANH && c.norm == NORM_LAYER && c.mlp == MLP_DENSE, "gpt2: gelu_new, layernorm, dense MLP");
+    c = parse("\"model_type\": \"gpt2\", \"n_embd\": 32, \"n_head\": 4, \"n_layer\": 3, \"scale_attn_weights\": false");
+    CHECK_NEAR(cfg_attn_scale(&c, 1), 1.0, 0);
+    c = parse(LLAMA ", \"query_pre_attn_scalar\": 256, \"attn_logit_softcapping\": 50, \"final_logit_softcapping\": 30, "
+              "\"hidden_act\": \"gelu_pytorch_tanh\"");
+    CHECK_NEAR(cfg_attn_scale(&c, 0), 1 / 16.0, 1e-15);
+    CHECK(c.attn_softcap == 50 && c.final_softcap == 30 && c.act == ACT_GELU_TANH, "soft-caps and activation");
+    Model fake = {.name = "x", .path = "x", .cfg = c};        /* recorded, then refused per analysis */
+    fake.cfg.vocab = fake.cfg.intermediate = 10;
+    char why[512];
+    CHECK(!analysis_available(&fake, AN_EVAL, why, sizeof why) && strstr(why, "attn_logit_softcapping 50"), "%s", why);
+    CHECK(!analysis_available(&fake, AN_PPL, why, sizeof why) && strstr(why, "final_logit_softcapping 30"), "%s", why);
+    c = parse(LLAMA ", \"hidden_act\": \"xielu\"");
+    CHECK(c.act == ACT_UNKNOWN && !strcmp(c.activation, "xielu"), "an unknown activation is recorded");
+    /* windows */
+    c = parse("\"model_type\": \"mistral\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
+              "\"sliding_window\": 128");
+    CHECK(cfg_layer_window(&c, 0) == 128 && cfg_layer_window(&c, 3) == 128 && c.window_declared == 128, "mistral window");
+    c = parse("\"model_type\": \"qwen2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
+              "\"sliding_window\": 32, \"use_sliding_window\": true, \"max_window_layers\": 2");
+    CHECK(cfg_layer_window(&c, 1) == 0 && cfg_layer_window(&c, 2) == 32, "qwen2 windows from max_window_layers");
+    c = parse("\"model_type\": \"qwen2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
+              "\"sliding_window\": 32, \"use_sliding_window\": false");
+    CHECK(cfg_layer_window(&c, 3) == 0 && c.window_declared == -1, "qwen2 window off");
+    c = parse("\"model_type\": \"qwen2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
+              "\"sliding_window\": 32, \"use_sliding_window\": true, \"rope_local_base_freq\": 10000, \"rope_theta\": 1e6, "
+              "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"]");
+    CHECK(cfg_layer_window(&c, 0) == 32 && cfg_layer_window(&c, 1) == 0 && cfg_layer_window(&c, 2) == 32, "layer_types");
+    CHECK(cfg_layer_theta(&c, 0) == 10000 && cfg_layer_theta(&c, 1) == 1e6, "local / global theta");
+    Model fake2 = {.name = "x", .path = "x", .cfg = c};
+    fake2.cfg.vocab = fake2.cfg.intermediate = 10;
+    CHECK(!analysis_available(&fake2, AN_PPL, why, sizeof why) && strstr(why, "rope_local_base_freq"), "%s", why);
+    /* MoE routing */
+    c = parse("\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_attention_heads\": 2, \"num_hidden_layers\": 6, "
+              "\"kv_lora_rank\": 16, \"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 8, \"v_head_dim\": 8, "
+              "\"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"n_shared_experts\": 1, \"first_k_dense_replace\": 1, "
+              "\"moe_layer_freq\": 2, \"routed_scaling_factor\": 2.5, \"norm_topk_prob\": true");
+    CHECK(c.mlp == MLP_MOE && c.moe.top_k == 2 && c.moe.n_shared == 1 && c.moe.routed_scaling == 2.5 && c.moe.norm_topk_prob,
+          "moe fields");
+    CHECK(!cfg_moe_layer(&c, 0) && !cfg_moe_layer(&c, 1) && cfg_moe_layer(&c, 2) && !cfg_moe_layer(&c, 3) && cfg_moe_layer(&c, 4),
+          "moe layers: first_k_dense_replace 1, every 2nd");
+}
+
+static void test_softmax_rotation(void) {
+    float s[6] = {1, 2, 3, 4, 5, 6};
+    attn_softmax_row(s, 6, 1, 3, 0);
+    double e = exp(1.0) + exp(2.0) + 1;
+    CHECK(s[0] == 0 && s[4] == 0 && s[5] == 0, "outside [lo, hi] is 0");
+    CHECK_NEAR(s[3], exp(2.0) / e, 1e-6);
+    float t[3] = {100, 0, -100};
+    attn_softmax_row(t, 3, 0, 2, 2.0);                       /* capped to 2 tanh(x / 2): about 2, 0, -2 */
+    double z = exp(2 * tanh(50.0)) + 1 + exp(-2 * tanh(50.0));
+    CHECK_NEAR(t[0], exp(2.0) / z, 1e-6);
+    for (int lay = ROPE_HALF; lay <= ROPE_INTERLEAVED; lay++) {
+        float a[8] = {1, -2, 3, 0.5f, -1, 2, 0.25f, 4}, b[8];
+        memcpy(b, a, sizeof a);
+        double inv[4];
+        float invf[4], cs[4], sn[4];
+        rope_plain_freqs(8, 10000, inv);
+        for (int j = 0; j < 4; j++) invf[j] = (float)inv[j];
+        rope_rotate_rows(a, 1, 8, 8, (rope_layout)lay, inv, 5, 1.0);
+        rope_tables(cs, sn, 1, 5, invf, 4, 1.f);
+        rope_rotate_cs(b, 4, (rope_layout)lay, cs, sn);
+        double n0 = 0, n1 = 0;
+        for (int i = 0; i < 8; i++) { CHECK_NEAR(a[i], b[i], 1e-5); n1 += (double)a[i] * a[i]; }
+        float o[8] = {1, -2, 3, 0.5f, -1, 2, 0.25f, 4};
+        for (int i = 0; i < 8; i++) n0 += (double)o[i] * o[i];
+        CHECK_NEAR(n1, n0, 1e-5);                            /* a rotation keeps the norm */
+        size_t p0 = 0, p1 = lay == ROPE_HALF ? 4 : 1;       /* pair 0 turns by 5 radians */
+        CHECK_NEAR(a[p0], cos(5.0) * o[p0] - sin(5.0) * o[p1], 1e-6);
+    }
+}
+
+static void test_model_and_analyses(const char *tmp) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/qkn", tmp);
+    TuModel tm = {.model_type = "llama", .layers = 1, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
+                  .inter = 24, .vocab = 50, .dtype = DT_F32, .qk_norm = true};
+    CHECK_OK(tu_write_model(dir, &tm));
+    Model *m = NULL;
+    CHECK_OK(model_open(dir, &m));                           /* per-head Q/K norms: loads, recorded */
+    if (m) {
+        char why[1024];
+        CHECK(m->cfg.qk_norm == QKN_HEAD, "q_norm / k_norm recorded as per head");
+        CHECK(analysis_available(m, AN_RANKS_VO, why, sizeof why), "ranks vo stays available");
+        CHECK(analysis_available(m, AN_SPECTRUM, why, sizeof why), "spectrum stays available");
+        CHECK(!analysis_available(m, AN_RANKS_QK, why, sizeof why) && strstr(why, "Q/K RMSNorm"), "ranks qk: %s", why);
+        CHECK_ERR(analysis_check(m, AN_CONVERT_MLA), "per-head Q/K RMSNorm");
+        CHECK_ERR(analysis_check(m, AN_PPL), "Q/K RMSNorm");
+        Mat *A = NULL, *B = NULL;
+        lin_op op;
+        CHECK_ERR(farr_head_factors(m, FARR_QK, 0, 0, 3, &A, &B, &op), "Q/K RMSNorm");   /* ranks qk asks analyses */
+        CHECK_OK(farr_head_factors(m, FARR_VO, 0, 0, FARR_NO_OFFSET, &A, &B, &op));     /* ranks vo does not */
+        mat_free(A);
+        mat_free(B);
+        cJSON *t1 = model_config_tree(m), *t2 = model_config_tree(m);
+        CHECK(t1 && t2 && t1 != t2 && cJSON_Compare(t1, t2, true), "model_config_tree: equal deep copies");
+        if (t1) cJSON_DeleteItemFromObjectCaseSensitive(t1, "model_type");
+        CHECK(cJSON_GetObjectItemCaseSensitive(m->config_tree, "model_type") != NULL, "the copy is the caller's");
+        cJSON_Delete(t1);
+        cJSON_Delete(t2);
+    }
+    model_free(m);
+    snprintf(dir, sizeof dir, "%s/dyn", tmp);
+    tm.qk_norm = false;
+    tm.extra_config = "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}";
+    CHECK_OK(tu_write_model(dir, &tm));
+    CHECK_OK(model_open(dir, &m));
+    if (m) {
+        char a[1024], b[1024];
+        CHECK(!analysis_available(m, AN_CONVERT_TPA, a, sizeof a) && !analysis_available(m, AN_COMPARE, b, sizeof b), "refused");
+        CHECK(strcmp(a, b) == 0 && strstr(a, "rope_scaling type 'dynamic'"), "the same message: %s | %s", a, b);
+        CHECK_ERR(analysis_check(m, AN_PPL), "rope_scaling type 'dynamic'");
+        CHECK(analysis_available(m, AN_RANKS_VO, a, sizeof a), "ranks vo available");
+    }
+    model_free(m);
+}
+
+int main(void) {
+    test_rope_spec();
+    test_attention_fields();
+    test_softmax_rotation();
+    test_model_and_analyses(test_tmpdir());
+    return check_done();
+}
