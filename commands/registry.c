@@ -1,4 +1,4 @@
-/* registry.c -- the list of command groups (the ONE place to add a group), table look-ups, typed
+/* registry.c -- the registered command groups (commands.c lists commands/'s own), table look-ups, typed
  * argument access, the tokenizer and the parser that checks every argument against the table,
  * generated usage lines, and the dispatcher. Completion from the table is in complete.c. */
 #define _GNU_SOURCE
@@ -17,65 +17,40 @@
 
 /* ================================================================ the groups */
 
-/* Each group file commands/cmd_<group>.c defines one of these. To add a group, declare it here
- * and add one line to cmd_groups below. */
-extern const CommandGroup cmd_group_base;
-extern const CommandGroup cmd_group_synth;
-extern const CommandGroup cmd_group_plot;
-extern const CommandGroup cmd_group_farr;
-extern const CommandGroup cmd_group_export;
-extern const CommandGroup cmd_group_lm;
-extern const CommandGroup cmd_group_convert;
-extern const CommandGroup cmd_group_tpa;
-extern const CommandGroup cmd_group_calib;
+/* The groups in the order registered (commands_init registers commands/'s own, in `help` order;
+ * the front end adds its own after them). The registry lists no group itself, so the groups,
+ * which include this file's header, sit above it. */
+#define GROUPS_MAX 24
+static const CommandGroup *groups[GROUPS_MAX];
+static size_t ngroups;
 
-static const CommandGroup *const cmd_groups[] = {
-    &cmd_group_base,
-    &cmd_group_synth,
-    &cmd_group_plot,
-    &cmd_group_farr,
-    &cmd_group_export,
-    &cmd_group_lm,
-    &cmd_group_convert,
-    &cmd_group_tpa,
-    &cmd_group_calib,
-    NULL
-};
-
-/* Groups added by the front end (cmd_register_group), in the order added. */
-#define ADDED_MAX 8
-static const CommandGroup *added[ADDED_MAX];
-static size_t nadded;
-
-/* ================================================================ look-ups */
-
-static bool builtin_title(const char *title) {
-    for (size_t g = 0; cmd_groups[g]; g++)
-        if (!strcmp(cmd_groups[g]->title, title)) return true;
-    return false;
+/* The first registered group with g's title (g itself when it is the first). */
+static const CommandGroup *title_leader(const CommandGroup *g) {
+    for (size_t j = 0; j < ngroups; j++)
+        if (!strcmp(groups[j]->title, g->title)) return groups[j];
+    return g;
 }
 
-/* The k-th group in `help` order: each group of commands/ followed by the added groups sharing
- * its title, then the other added groups. NULL past the end. */
+/* The k-th group in `help` order: groups in the order registered, each followed by the later ones
+ * sharing its title (the front end's commands join the heading of commands/'s group). NULL past
+ * the end. */
 static const CommandGroup *group_at(size_t k) {
-    for (size_t g = 0; cmd_groups[g]; g++) {
-        if (k-- == 0) return cmd_groups[g];
-        for (size_t j = 0; j < nadded; j++)
-            if (!strcmp(added[j]->title, cmd_groups[g]->title) && k-- == 0) return added[j];
+    for (size_t g = 0; g < ngroups; g++) {
+        if (title_leader(groups[g]) != groups[g]) continue;
+        for (size_t j = g; j < ngroups; j++)
+            if (title_leader(groups[j]) == groups[g] && k-- == 0) return groups[j];
     }
-    for (size_t j = 0; j < nadded; j++)
-        if (!builtin_title(added[j]->title) && k-- == 0) return added[j];
     return NULL;
 }
 
 int cmd_register_group(const CommandGroup *g) {
-    for (size_t j = 0; j < nadded; j++)
-        if (added[j] == g) return AL_OK;
-    if (nadded >= ADDED_MAX) return al_err("too many command groups added (at most %d; raise ADDED_MAX)", ADDED_MAX);
-    if (!g->title || !*g->title) return al_err("an added command group needs a title");
+    for (size_t j = 0; j < ngroups; j++)
+        if (groups[j] == g) return AL_OK;
+    if (ngroups >= GROUPS_MAX) return al_err("too many command groups (at most %d; raise GROUPS_MAX)", GROUPS_MAX);
+    if (!g->title || !*g->title) return al_err("a command group needs a title");
     for (const Command *c = g->cmds; c && c->name; c++)
         if (cmd_find(c->name)) return al_err("command group '%s': '%s' is already a command", g->title, c->name);
-    added[nadded++] = g;
+    groups[ngroups++] = g;
     return AL_OK;
 }
 

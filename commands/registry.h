@@ -3,9 +3,10 @@
  *
  * Commands live in group files commands/cmd_<group>.c. Each defines
  *     const CommandGroup cmd_group_<group> = { .title = "...", .cmds = cmd_<group>_table };
- * with cmd_<group>_table an array of Command terminated by an empty entry {0}, and registry.c
- * lists the groups of commands/ in ONE place (add one line there: `&cmd_group_<group>,`). A
- * front end adds its own groups with cmd_register_group() (repl/: run, lua, history, quit).
+ * with cmd_<group>_table an array of Command terminated by an empty entry {0}, and commands.c
+ * lists the groups of commands/ in ONE place (add one line there: `&cmd_group_<group>,`);
+ * commands_init() registers them. A front end adds its own groups after that with
+ * cmd_register_group() (repl/: run, lua, history, quit). The registry itself names no group.
  *
  * A Command (designated initializers):
  *     static const Param ranks_pos[] = {
@@ -137,10 +138,11 @@ typedef struct CommandGroup {
     const Command *cmds;       /* {0}-terminated */
 } CommandGroup;
 
-/* Adds a front end's group at start-up (repl/ adds run, lua, echo, history, quit, exit; tests
- * add their own). In `help` order an added group follows the group of commands/ whose title it
- * shares (its commands extend that heading), else it comes after all of them. Adding the same
- * group twice is a no-op; a command name already in the table is an error. */
+/* Adds a group at start-up: commands_init() (commands.h) adds commands/'s own, then the front end
+ * its own (repl/ adds run, lua, echo, history, quit, exit; tests add theirs). In `help` order a
+ * group follows the first group whose title it shares (its commands extend that heading), else
+ * it comes in the order added. Adding the same group twice is a no-op; a command name already in
+ * the table is an error. */
 int cmd_register_group(const CommandGroup *g);
 
 /* Top-level command by name (NULL if none). */

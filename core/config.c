@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-
 /* ================================================================ names */
 
 static const char *family_names[FAM_COUNT] = {
@@ -357,10 +355,6 @@ int model_config_parse(const char *json_text, const char *where, ModelConfig *cf
     return model_config_parse_keep(json_text, where, cfg, NULL);
 }
 
-cJSON *model_config_tree(const Model *m) {
-    return m->config_tree ? cJSON_Duplicate(m->config_tree, true) : NULL;
-}
-
 void model_config_yarn_folded(cJSON *rs) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
     if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
@@ -370,8 +364,8 @@ void model_config_yarn_folded(cJSON *rs) {
     cJSON_AddNumberToObject(rs, "attention_factor", 1.0);
 }
 
-size_t model_config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(m->config_tree, key), *e;
+size_t config_tree_ids(const cJSON *root, const char *key, int *list, size_t n, size_t cap) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key), *e;
     if (cJSON_IsNumber(j) && n < cap) list[n++] = j->valueint;
     else if (cJSON_IsArray(j))
         cJSON_ArrayForEach(e, j) if (cJSON_IsNumber(e) && n < cap) list[n++] = e->valueint;

@@ -12,7 +12,6 @@
 #include "tensor.h"
 
 struct cJSON;
-struct Model;
 
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2,   /* GQA, RoPE rotate_half (Qwen2: q/k/v biases) */
@@ -144,17 +143,23 @@ int model_config_from_tree(const struct cJSON *root, const char *where, ModelCon
 /* Fills the description beyond the dims (RoPE spec, attention, blocks) from root, or with the
  * defaults of the family's dims when root is NULL (llama2.c). */
 void model_config_describe(const struct cJSON *root, ModelConfig *cfg);
-/* A deep copy of the model's parsed config.json (caller frees with cJSON_Delete); NULL for a
- * llama2.c checkpoint. For exporters that pass keys through. */
-struct cJSON *model_config_tree(const struct Model *m);
 /* For a DeepSeek-layout export of a converted GQA model: YaRN's attention factor (on every dim
  * of a GQA head) is folded into the converted weights, so the exported rope_scaling (object
  * `rope_scaling` of an exported config, changed in place; NULL or other types: nothing) says
  * attention_factor 1 and no mscale / mscale_all_dim. */
 void model_config_yarn_folded(struct cJSON *rope_scaling);
-/* Integer ids of a config.json key (a number or an array of numbers, e.g. eos_token_id)
- * appended to list[n..cap); returns the new count. */
-size_t model_config_ids(const struct Model *m, const char *key, int *list, size_t n, size_t cap);
+/* Integer ids of key in a parsed config (a number or an array of numbers, e.g. eos_token_id)
+ * appended to list[n..cap); returns the new count. model_config_ids (model.h) reads a model's. */
+size_t config_tree_ids(const struct cJSON *root, const char *key, int *list, size_t n, size_t cap);
+
+static inline int cfg_d_qk(const ModelConfig *c) { return c->qk_nope_dim + c->qk_rope_dim; }
+static inline int cfg_d_in_q(const ModelConfig *c) { return c->q_lora_rank ? c->q_lora_rank : c->hidden; }
+static inline int cfg_d_in_kv(const ModelConfig *c) { return c->kv_lora_rank ? c->kv_lora_rank : c->hidden; }
+static inline bool cfg_is_mla(const ModelConfig *c) { return c->kv_lora_rank > 0; }
+/* The KV head serving query head h. */
+static inline int cfg_kv_group(const ModelConfig *c, int h) {
+    return c->n_kv_heads > 0 ? h / (c->n_heads / c->n_kv_heads) : h;
+}
 
 const char *model_family_name(model_family f);
 const char *rope_layout_name(rope_layout r);

@@ -521,7 +521,7 @@ static int write_factors(Ctx *x, CkptWriter *w) {
 /* config.json: the source's, as it is (factors), or with the new head sizes (hf). */
 static int write_config(Ctx *x, CkptWriter *w) {
     if (x->fmt != EXPORT_HF) return ckpt_write_text(w, "config.json", x->m->config_json, strlen(x->m->config_json));
-    cJSON *j = cJSON_Parse(x->m->config_json);
+    cJSON *j = model_config_tree(x->m);
     if (!j) return al_err("cannot re-read the source config.json");
     if (x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
     if (x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));

@@ -5,7 +5,7 @@
  * vocab_size means the classifier (wcls) is stored after the weights instead of shared with the
  * embedding. RoPE in llama2.c rotates interleaved pairs (2j, 2j+1) of each head. */
 #define _GNU_SOURCE
-#include "model.h"
+#include "llama2c.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -164,7 +164,7 @@ static void set_default_num(cJSON *o, const char *k, double v) {
 
 static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt) {
     const ModelConfig *c = &r->src->cfg;
-    cJSON *o = r->src->config_json ? cJSON_Parse(r->src->config_json) : cJSON_CreateObject();
+    cJSON *o = r->src->config_tree ? model_config_tree(r->src) : cJSON_CreateObject();
     if (!o) return NULL;
     for (size_t i = 0; dropped_keys[i]; i++) cJSON_DeleteItemFromObjectCaseSensitive(o, dropped_keys[i]);
     model_config_yarn_folded(cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"));   /* folded into W_Q */

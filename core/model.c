@@ -2,6 +2,7 @@
  * and the canonical per-head views with a one-layer cache of dequantized weights. */
 #define _GNU_SOURCE
 #include "model.h"
+#include "llama2c.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -14,7 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int llama2c_open(const char *path, Store **store, ModelConfig *cfg);   /* llama2c.c */
 
 /* ================================================================ parameter accounting */
 
@@ -382,4 +382,14 @@ int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, 
     if (*out) { memcpy(*out, b->data + off, d * sizeof(float)); *n = d; }
     mat_free(b);
     return *out ? AL_OK : AL_ERR;
+}
+
+/* ================================================================ the parsed config */
+
+cJSON *model_config_tree(const Model *m) {
+    return m->config_tree ? cJSON_Duplicate(m->config_tree, true) : NULL;
+}
+
+size_t model_config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap) {
+    return m->config_tree ? config_tree_ids(m->config_tree, key, list, n, cap) : n;
 }

@@ -40,16 +40,14 @@ typedef struct Model {
  * or a llama2.c .bin. Errors name the file and what is missing. */
 int model_open(const char *path, Model **out);
 void model_free(Model *m);
+/* A deep copy of the model's parsed config.json (caller frees with cJSON_Delete); NULL for a
+ * llama2.c checkpoint. For exporters that pass keys through. */
+struct cJSON *model_config_tree(const Model *m);
+/* Integer ids of a config.json key (a number or an array of numbers, e.g. eos_token_id)
+ * appended to list[n..cap); returns the new count (0 for llama2.c). */
+size_t model_config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap);
 
 
-static inline int cfg_d_qk(const ModelConfig *c) { return c->qk_nope_dim + c->qk_rope_dim; }
-static inline int cfg_d_in_q(const ModelConfig *c) { return c->q_lora_rank ? c->q_lora_rank : c->hidden; }
-static inline int cfg_d_in_kv(const ModelConfig *c) { return c->kv_lora_rank ? c->kv_lora_rank : c->hidden; }
-static inline bool cfg_is_mla(const ModelConfig *c) { return c->kv_lora_rank > 0; }
-/* The KV head serving query head h. */
-static inline int cfg_kv_group(const ModelConfig *c, int h) {
-    return c->n_kv_heads > 0 ? h / (c->n_heads / c->n_kv_heads) : h;
-}
 /* Attention parameters of one layer (weights and biases of every attention projection). */
 size_t cfg_attn_params(const ModelConfig *c);
 /* Numbers cached per token per layer for keys and values (MLA: kv_lora + qk_rope). */

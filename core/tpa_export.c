@@ -71,7 +71,7 @@ static cJSON *manifest(const TpaModel *t, const AttnLayer *L0, dt_type dtype, co
     cJSON_AddStringToObject(s, "name", t->src_name ? t->src_name : "");
     if (src) {
         cJSON_AddStringToObject(s, "model_type", src->cfg.model_type);
-        cJSON *cfg = src->config_json ? cJSON_Parse(src->config_json) : NULL;
+        cJSON *cfg = model_config_tree(src);
         if (cfg) cJSON_AddItemToObject(s, "config", cfg);
     }
     cJSON *tens = cJSON_AddObjectToObject(root, "tensors");

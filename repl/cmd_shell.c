@@ -4,6 +4,7 @@
  * per-session state (ShellState), hung off Session.front and freed through a SessionHook. */
 #define _GNU_SOURCE
 #include "shell.h"
+#include "commands.h"
 
 #include <lua.h>
 #include <stdlib.h>
@@ -122,4 +123,4 @@ static const Command shell_cmds[] = {
 /* Same title as the base group of commands/: `help` lists these right after set. */
 static const CommandGroup shell_group = { .title = "Models and session", .cmds = shell_cmds };
 
-int shell_register(void) { return cmd_register_group(&shell_group); }
+int shell_register(void) { return commands_init() != AL_OK ? AL_ERR : cmd_register_group(&shell_group); }

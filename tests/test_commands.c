@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "commands.h"
 #include "registry.h"
 #include "session.h"
 
@@ -180,6 +181,9 @@ int main(void) {
     Session *s = session_new();
     CHECK(s != NULL, "session_new: %s", al_errmsg());
     if (!s) return check_done();
+    CHECK(!cmd_find("load") && !cmd_at(0, NULL), "the registry names no group before commands_init");
+    CHECK_OK(commands_init());
+    CHECK_OK(commands_init());   /* twice: a no-op */
     test_table(s);
     test_settings(s);
     test_quiet();

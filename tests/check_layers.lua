@@ -1,0 +1,165 @@
+-- check_layers.lua -- the layer rules of ARCHITECTURE.md, checked on the sources and the built
+-- objects: no include or call cycles between files, each folder calls only the folders below it,
+-- no command group includes another group's header, core/ never prints or exits, config.json is
+-- parsed in one module (core/config.c).
+--
+-- usage: lua5.4 tests/check_layers.lua SRC_DIR BUILD_DIR
+-- A module is one file pair (core/model.c + core/model.h -> "core/model"). Edges: a module includes
+-- another's header, or its object references a symbol defined by another's object (nm).
+-- Prints one line per violation and "layers: N violations"; exits 1 when there is any.
+
+local src, build = arg[1], arg[2]
+assert(src and build, "usage: lua5.4 check_layers.lua SRC_DIR BUILD_DIR")
+
+local FOLDERS = { "core", "plots", "commands", "repl" }
+-- what each folder may depend on besides itself (the layer picture)
+local MAY_USE = {
+  core = {}, plots = { core = true }, commands = { core = true, plots = true },
+  repl = { core = true, plots = true, commands = true },
+}
+-- calls that print or end the process: core/ returns errors instead
+local CORE_FORBIDDEN = { printf = 1, puts = 1, putchar = 1, exit = 1, _exit = 1, perror = 1, abort = 1 }
+
+local violations = {}
+local function violation(fmt, ...) violations[#violations + 1] = string.format(fmt, ...) end
+
+local function lines_of(cmd)
+  local p = assert(io.popen(cmd))
+  local t = {}
+  for l in p:lines() do t[#t + 1] = l end
+  p:close()
+  return t
+end
+
+-- ---------------------------------------------------------------- modules and include edges
+local modules, header_owner = {}, {}       -- "core/model" -> { files = {...} }; "model.h" -> module
+local edges = {}                            -- module -> { module -> "why" }
+local function edge(a, b, why)
+  if a == b then return end
+  edges[a] = edges[a] or {}
+  if not edges[a][b] then edges[a][b] = why end
+end
+
+for _, dir in ipairs(FOLDERS) do
+  for _, path in ipairs(lines_of(string.format("ls %s/%s 2>/dev/null", src, dir))) do
+    local base, ext = path:match("^(.*)%.([ch])$")
+    if base then
+      local mod = dir .. "/" .. base
+      modules[mod] = modules[mod] or { dir = dir, files = {} }
+      table.insert(modules[mod].files, dir .. "/" .. path)
+      if ext == "h" then
+        if header_owner[path] then violation("two headers named %s: %s and %s", path, header_owner[path], mod) end
+        header_owner[path] = mod
+      end
+    end
+  end
+end
+
+local function group_of(mod)   -- command group of commands/cmd_<group>[_...]: nil for other modules
+  return mod:match("^commands/cmd_([a-z0-9]+)")
+end
+
+for mod, m in pairs(modules) do
+  for _, file in ipairs(m.files) do
+    local f = assert(io.open(src .. "/" .. file))
+    for line in f:lines() do
+      if line:find("cJSON_Parse", 1, true) and line:find("config_json", 1, true) and file ~= "core/config.c" then
+        violation("%s parses config.json text again: read the model description (core/config.h) or model_config_tree", file)
+      end
+      local inc = line:match('^%s*#%s*include%s+"([^"]+)"')
+      if inc then
+        local owner = header_owner[inc:match("[^/]+$")]
+        if owner then
+          edge(mod, owner, "includes " .. inc)
+          local g, h = group_of(mod), group_of(owner)
+          if g and h and g ~= h then violation("%s includes the %s command group's header %s", file, h, inc) end
+        end
+      end
+    end
+    f:close()
+  end
+end
+
+-- ---------------------------------------------------------------- call edges from the objects
+local defined, undefined = {}, {}           -- symbol -> module; module -> { symbols }
+local objs = lines_of(string.format("find %s/CMakeFiles -path '*.dir/*' -name '*.c.o' 2>/dev/null", build))
+local seen_obj = {}
+for _, o in ipairs(objs) do
+  local dir, base = o:match("%.dir/([a-z]+)/([%w_]+)%.c%.o$")
+  local mod = dir and (dir .. "/" .. base)
+  if mod and modules[mod] and not seen_obj[mod] then
+    seen_obj[mod] = true
+    for _, l in ipairs(lines_of("nm " .. o)) do
+      local kind, sym = l:match("^%x*%s+(%a)%s+(%S+)$")
+      if kind and kind:match("[TDBRGSV]") then defined[sym] = defined[sym] or mod
+      elseif kind == "U" then
+        undefined[mod] = undefined[mod] or {}
+        table.insert(undefined[mod], sym)
+      end
+    end
+  end
+end
+local nobj = 0
+for _ in pairs(seen_obj) do nobj = nobj + 1 end
+if nobj == 0 then violation("no object files under %s/CMakeFiles: build first", build) end
+
+for mod, syms in pairs(undefined) do
+  for _, sym in ipairs(syms) do
+    local owner = defined[sym]
+    if owner then edge(mod, owner, "calls " .. sym) end
+    if modules[mod].dir == "core" and CORE_FORBIDDEN[sym] then
+      violation("%s calls %s: core/ returns errors and never prints or exits", mod, sym)
+    end
+  end
+end
+
+-- ---------------------------------------------------------------- layer rules
+for a, outs in pairs(edges) do
+  for b, why in pairs(outs) do
+    local da, db = modules[a].dir, modules[b].dir
+    if da ~= db and not MAY_USE[da][db] then violation("%s %s (%s): %s/ may not use %s/", a, why, b, da, db) end
+  end
+end
+
+-- ---------------------------------------------------------------- cycles (Tarjan's SCC)
+local index, low, onstack, stack, counter = {}, {}, {}, {}, 0
+local function strong(v)
+  counter = counter + 1
+  index[v], low[v] = counter, counter
+  stack[#stack + 1] = v
+  onstack[v] = true
+  for w in pairs(edges[v] or {}) do
+    if not index[w] then strong(w); low[v] = math.min(low[v], low[w])
+    elseif onstack[w] then low[v] = math.min(low[v], index[w]) end
+  end
+  if low[v] == index[v] then
+    local comp = {}
+    repeat
+      local w = table.remove(stack)
+      onstack[w] = nil
+      comp[#comp + 1] = w
+    until w == v
+    if #comp > 1 then
+      table.sort(comp)
+      local set = {}
+      for _, c in ipairs(comp) do set[c] = true end
+      local why = {}
+      for _, c in ipairs(comp) do
+        for d, reason in pairs(edges[c] or {}) do
+          if set[d] then why[#why + 1] = string.format("%s -> %s (%s)", c, d, reason) end
+        end
+      end
+      table.sort(why)
+      violation("cycle between %s: %s", table.concat(comp, ", "), table.concat(why, "; "))
+    end
+  end
+end
+local names = {}
+for mod in pairs(modules) do names[#names + 1] = mod end
+table.sort(names)
+for _, v in ipairs(names) do if not index[v] then strong(v) end end
+
+table.sort(violations)
+for _, v in ipairs(violations) do print(v) end
+print(string.format("layers: %d modules, %d objects, %d violations", #names, nobj, #violations))
+os.exit(#violations == 0 and 0 or 1)
