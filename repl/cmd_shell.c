@@ -1,35 +1,17 @@
 /* cmd_shell.c -- the front end's own commands: run, lua, echo, history, quit, exit. They go into
  * the one command table through cmd_register_group (shell_register), listed with the session
- * commands in `help`, so completion, `-e` and Lua see them like any other. Also the front end's
- * per-session state (ShellState), hung off Session.front and freed through a SessionHook. */
+ * commands in `help`, so completion, `-e` and Lua see them like any other. */
 #define _GNU_SOURCE
-#include "shell.h"
+#include "cmd_shell.h"
 #include "commands.h"
 
-#include <lua.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* ================================================================ the session's front-end state */
-
-static void shell_state_free(Session *s) {
-    ShellState *st = s->front;
-    if (!st) return;
-    shell_lua_close(st);
-    free(st);
-    s->front = NULL;
-}
-
-static const SessionHook shell_hook = { .name = "shell", .on_free = shell_state_free };
-
-ShellState *shell_state(Session *s) {
-    if (s->front) return s->front;
-    ShellState *st = al_calloc(1, sizeof *st, "the shell state");
-    if (!st) return NULL;
-    if (session_hook_add(s, &shell_hook)) { free(st); return NULL; }
-    s->front = st;
-    return st;
-}
+#include "exec.h"
+#include "history.h"
+#include "lua_shell.h"
+#include "registry.h"
+#include "shell.h"
 
 /* ================================================================ scripts and Lua */
 

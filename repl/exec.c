@@ -1,19 +1,20 @@
 /* exec.c -- running command lines through the registry: split at ';', parse, dispatch, print the
  * result, report errors where they happened (caret at the prompt, echoed line with a caret for
- * `-e` and piped input, file:line:col: in scripts), and drain queued warnings. */
+ * `-e` and piped input, file:line:col: in scripts), and drain queued warnings. `= expr` and
+ * `lua CODE` go to lua_shell.c, below this module. */
 #define _GNU_SOURCE
-#include "shell.h"
+#include "exec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ================================================================ reporting */
+#include "lua_shell.h"
+#include "progress.h"
+#include "registry.h"
+#include "shell.h"
 
-void shell_drain_warnings(Out *o) {
-    char buf[1024];
-    while (al_warn_pop(buf, sizeof buf)) out_eprintf(o, "warning: %s\n", buf);
-}
+/* ================================================================ reporting */
 
 /* Display width of line[0, col): UTF-8 continuation bytes take no column; a tab counts one
  * (the echoed line prints tabs as spaces). */

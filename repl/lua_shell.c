@@ -11,7 +11,7 @@
  * through the current Out. Ctrl-C while Lua runs sets a hook that raises "interrupted" at the
  * next instruction. */
 #define _GNU_SOURCE
-#include "shell.h"
+#include "lua_shell.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "progress.h"
+#include "shell.h"
 
 /* What a Lua state knows about its host: stored in the state's extra space. */
 typedef struct {
@@ -289,6 +292,16 @@ static int open_attn(lua_State *L) {
 
 /* ================================================================ the state */
 
+/* Closes the Lua state of st (if any); installed as st->lua_close, called when the session's
+ * front-end state is freed. */
+static void shell_lua_close(ShellState *st) {
+    if (!st || !st->L) return;
+    LuaCtx *ctx = ctx_of(st->L);
+    lua_close(st->L);
+    free(ctx);
+    st->L = NULL;
+}
+
 lua_State *shell_lua(Session *s) {
     ShellState *st = shell_state(s);
     if (!st) return NULL;
@@ -304,15 +317,8 @@ lua_State *shell_lua(Session *s) {
     luaL_requiref(L, "attn", open_attn, 1);
     lua_pop(L, 1);
     st->L = L;
+    st->lua_close = shell_lua_close;
     return L;
-}
-
-void shell_lua_close(ShellState *st) {
-    if (!st || !st->L) return;
-    LuaCtx *ctx = ctx_of(st->L);
-    lua_close(st->L);
-    free(ctx);
-    st->L = NULL;
 }
 
 /* Message handler: the error with a traceback. */

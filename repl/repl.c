@@ -1,7 +1,7 @@
-/* repl.c -- the program: argument handling (-h, -e, FILE.lua, FILE), the Readline prompt with
- * history kept across sessions and completion from the table, piped input without Readline,
- * Ctrl-C (stops a command or Lua code; clears the line at the idle prompt), and the terminal
- * progress line. */
+/* repl.c -- the program, the top of repl/: argument handling (-h, -e, FILE.lua, FILE), the
+ * Readline prompt with history kept across sessions (history.c) and completion from the table,
+ * piped input without Readline, and Ctrl-C (stops a command or Lua code; clears the line at the
+ * idle prompt). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -10,19 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <readline/history.h>
 #include <readline/readline.h>
 
-#include "resolve.h"
+#include "cmd_shell.h"
+#include "exec.h"
+#include "history.h"
+#include "lua_shell.h"
+#include "progress.h"
+#include "repl.h"
 #include "shell.h"
 
 #define PROMPT "attnlab> "
 #define PROMPT_MORE "   ...> "
-#define HISTORY_MAX 2000
 
 /* `quit` ran, and the status it asked for. */
 static bool wants_exit(const Session *s) { const ShellState *st = s->front; return st && st->want_exit; }
@@ -56,106 +57,6 @@ static void install_sigint(void) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;             /* no SA_RESTART: select() at the prompt returns EINTR */
     sigaction(SIGINT, &sa, NULL);
-}
-
-/* ================================================================ progress line */
-
-typedef struct {
-    const char *label;
-    size_t total;
-    struct timespec t0, last;
-    bool drawn;
-} Progress;
-
-static Progress prog;
-
-static double secs(struct timespec a, struct timespec b) {
-    return (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-}
-
-/* Draws "layer i/N  x.x layers/s  ~Ns left" on stderr (a terminal only), at most 10 times a
- * second, and clears it when done == total. */
-static void progress_draw(const char *label, size_t done, size_t total, void *ud) {
-    (void)ud;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (done == 0 || total != prog.total || label != prog.label) {
-        prog.label = label;
-        prog.total = total;
-        prog.t0 = now;
-        prog.last.tv_sec = 0;
-    }
-    if (done >= total) {
-        if (prog.drawn) { fputs("\r\033[K", stderr); fflush(stderr); }
-        prog.drawn = false;
-        prog.total = 0;
-        return;
-    }
-    if (prog.drawn && secs(prog.last, now) < 0.1) return;
-    prog.last = now;
-    double el = secs(prog.t0, now), rate = el > 0 && done ? (double)done / el : 0;
-    const char *l = label ? label : "step";
-    if (rate > 0)
-        fprintf(stderr, "\r%s %zu/%zu  %.1f %ss/s  ~%.0fs left\033[K", l, done, total, rate, l,
-                (double)(total - done) / rate);
-    else
-        fprintf(stderr, "\r%s %zu/%zu\033[K", l, done, total);
-    fflush(stderr);
-    prog.drawn = true;
-}
-
-void shell_progress_end(void) {
-    if (prog.drawn) { fputs("\r\033[K", stderr); fflush(stderr); }
-    prog.drawn = false;
-    prog.total = 0;
-}
-
-void shell_progress_install(void) {
-    if (isatty(STDERR_FILENO)) al_set_progress(progress_draw, NULL);
-}
-
-/* ================================================================ history */
-
-static char *history_path;
-
-static void history_open(void) {
-    char *home = resolve_home_dir();
-    if (!home) return;
-    history_path = al_asprintf("%s/history", home);
-    free(home);
-    if (!history_path) return;
-    stifle_history(HISTORY_MAX);
-    read_history(history_path);
-}
-
-/* Adds a line typed at the prompt (not repeats) and appends it to the file at once. */
-static void history_add(const char *line) {
-    const char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (!*p) return;
-    HIST_ENTRY *last = history_length > 0 ? history_get(history_base + history_length - 1) : NULL;
-    if (last && !strcmp(last->line, line)) return;
-    add_history(line);
-    if (!history_path) return;
-    struct stat sb;
-    if (stat(history_path, &sb) != 0) write_history(history_path);
-    else append_history(1, history_path);
-}
-
-static void history_close(void) {
-    if (history_path) history_truncate_file(history_path, HISTORY_MAX);
-    free(history_path);
-    history_path = NULL;
-}
-
-int shell_history_list(long n, Out *out) {
-    int len = history_length;
-    long from = n > 0 && n < len ? len - n : 0;
-    for (long i = from; i < len; i++) {
-        HIST_ENTRY *h = history_get(history_base + (int)i);
-        if (h) out_printf(out, "%5ld  %s\n", i + history_base, h->line);
-    }
-    return AL_OK;
 }
 
 /* ================================================================ completion glue */
@@ -215,7 +116,7 @@ static void on_line(char *line) {
         rl_callback_handler_remove();
         return;
     }
-    history_add(line);
+    shell_history_add(line);
     al_interrupt_flag = 0;
     sigint_at_prompt = 0;
     char *text = join_pending(&lp->pending, line);
@@ -252,7 +153,7 @@ static int run_interactive(Session *s, Out *out) {
     rl_basic_word_break_characters = " \t\n;";
     rl_completer_word_break_characters = " \t\n;";
     rl_completer_quote_characters = "\"'";
-    history_open();
+    shell_history_open();
     install_sigint();
     rl_callback_handler_install(PROMPT, on_line);
     if (sigint_pipe[0] < 0 && pipe2(sigint_pipe, O_NONBLOCK | O_CLOEXEC) != 0) sigint_pipe[0] = sigint_pipe[1] = -1;
@@ -288,7 +189,7 @@ static int run_interactive(Session *s, Out *out) {
     }
     if (!lp.done) rl_callback_handler_remove();
     free(lp.pending);
-    history_close();
+    shell_history_close();
     strlist_free(&comp_list);
     return lp.status;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "lua_shell.h"
 #include "registry.h"
 #include "session.h"
 #include "shell.h"

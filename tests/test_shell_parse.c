@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "cmd_shell.h"
+#include "exec.h"
+#include "lua_shell.h"
 #include "registry.h"
 #include "registry_internal.h"
 #include "session.h"

@@ -6,8 +6,9 @@
 
 #include <string.h>
 
+#include "cmd_shell.h"
+#include "exec.h"
 #include "session.h"
-#include "shell.h"
 
 /* Everything printed, in one buffer. */
 typedef struct { char buf[1 << 16]; size_t n; } Capture;

@@ -1,0 +1,17 @@
+/* history.h -- the prompt's history (Readline's), kept across sessions in the history file of
+ * attnlab's home folder ($ATTNLAB_HOME or ~/.config/attnlab), 2000 entries at most. */
+#ifndef AL_HISTORY_H
+#define AL_HISTORY_H
+
+#include "out.h"
+
+/* Reads the history file into Readline's history (no-op without a home folder). */
+void shell_history_open(void);
+/* Adds a line typed at the prompt (not repeats) and appends it to the file at once. */
+void shell_history_add(const char *line);
+/* Trims the file to HISTORY_MAX entries and forgets its path. */
+void shell_history_close(void);
+/* Prints the last n history entries (all with n <= 0). */
+int shell_history_list(long n, Out *out);
+
+#endif

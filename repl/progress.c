@@ -1,0 +1,65 @@
+/* progress.c -- the terminal progress line: core's progress reports (al_set_progress) drawn on
+ * stderr when it is a terminal, at most 10 times a second, cleared when the work ends. */
+#define _GNU_SOURCE
+#include "progress.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "al.h"
+
+typedef struct {
+    const char *label;
+    size_t total;
+    struct timespec t0, last;
+    bool drawn;
+} Progress;
+
+static Progress prog;
+
+static double secs(struct timespec a, struct timespec b) {
+    return (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+}
+
+/* Draws "layer i/N  x.x layers/s  ~Ns left" on stderr (a terminal only), at most 10 times a
+ * second, and clears it when done == total. */
+static void progress_draw(const char *label, size_t done, size_t total, void *ud) {
+    (void)ud;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (done == 0 || total != prog.total || label != prog.label) {
+        prog.label = label;
+        prog.total = total;
+        prog.t0 = now;
+        prog.last.tv_sec = 0;
+    }
+    if (done >= total) {
+        if (prog.drawn) { fputs("\r\033[K", stderr); fflush(stderr); }
+        prog.drawn = false;
+        prog.total = 0;
+        return;
+    }
+    if (prog.drawn && secs(prog.last, now) < 0.1) return;
+    prog.last = now;
+    double el = secs(prog.t0, now), rate = el > 0 && done ? (double)done / el : 0;
+    const char *l = label ? label : "step";
+    if (rate > 0)
+        fprintf(stderr, "\r%s %zu/%zu  %.1f %ss/s  ~%.0fs left\033[K", l, done, total, rate, l,
+                (double)(total - done) / rate);
+    else
+        fprintf(stderr, "\r%s %zu/%zu\033[K", l, done, total);
+    fflush(stderr);
+    prog.drawn = true;
+}
+
+void shell_progress_end(void) {
+    if (prog.drawn) { fputs("\r\033[K", stderr); fflush(stderr); }
+    prog.drawn = false;
+    prog.total = 0;
+}
+
+void shell_progress_install(void) {
+    if (isatty(STDERR_FILENO)) al_set_progress(progress_draw, NULL);
+}
