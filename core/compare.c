@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "analyses.h"
+#include "seeds.h"
 #include "farr.h"
 #include "kqsvd.h"
 #include "rope.h"
@@ -24,7 +25,7 @@ static const char *const METHOD_NAMES[CMP_NMETHODS] = {"farr", "transmla", "kq-s
 const char *cmp_method_name(cmp_method m) { return m >= 0 && m < CMP_NMETHODS ? METHOD_NAMES[m] : "?"; }
 
 CmpOpts cmp_opts_default(void) {
-    return (CmpOpts){.layer_lo = 0, .layer_hi = -1, .tokens = 64, .fit_tokens = 256, .seed = 20250607};
+    return (CmpOpts){.layer_lo = 0, .layer_hi = -1, .tokens = 64, .fit_tokens = 256, .seed = AL_SEED_COMPARE};
 }
 
 void cmp_result_free(CmpResult *r) {
@@ -266,8 +267,7 @@ static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat 
 static int gram_add(const float *Y, size_t T, size_t ld, size_t c0, size_t n, double *G) {
     double *Yd = al_malloc3(T, n, sizeof(double), "a Gram block"), *S = al_calloc(n * n, sizeof(double), "a Gram");
     if (!Yd || !S) { free(Yd); free(S); return AL_ERR; }
-    for (size_t t = 0; t < T; t++)
-        for (size_t i = 0; i < n; i++) Yd[t * n + i] = Y[t * ld + c0 + i];
+    for (size_t t = 0; t < T; t++) vec_f2d(Y + t * ld + c0, n, Yd + t * n);
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)T, 1.0, Yd, (int)n, 0.0, S, (int)n);
     for (size_t i = 0; i < n; i++)
         for (size_t j = i; j < n; j++) {
@@ -285,7 +285,7 @@ static int apply_proj(float *Y, size_t T, size_t ld, size_t c0, size_t n, const 
     float *Sf = al_malloc3(n, n, sizeof(float), "a projection"), *Z = al_malloc3(T, n, sizeof(float), "projected rows");
     if (!S || !Sf || !Z) { free(S); free(Sf); free(Z); return AL_ERR; }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)R, 1.0, A, (int)R, B, (int)R, 0.0, S, (int)n);
-    for (size_t i = 0; i < n * n; i++) Sf[i] = (float)S[i];
+    vec_d2f(S, n * n, Sf);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)n, 1.0f, Y + c0, (int)ld, Sf, (int)n,
                 0.0f, Z, (int)n);
     for (size_t t = 0; t < T; t++) memcpy(Y + t * ld + c0, Z + t * n, n * sizeof(float));
@@ -460,7 +460,7 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
         return al_err("compare: layers %d-%d: %s has layers 0-%d", o.layer_lo, o.layer_hi, name, c->n_layers - 1);
     if (!o.tokens) o.tokens = 64;
     if (!o.fit_tokens) o.fit_tokens = 256;
-    if (!o.seed) o.seed = 20250607;
+    if (!o.seed) o.seed = AL_SEED_COMPARE;
     int nl = o.layer_hi - o.layer_lo + 1;
     CmpResult *r = al_calloc(1, sizeof *r, "a comparison");
     Mat *X = NULL, *Xf = NULL;

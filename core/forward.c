@@ -177,7 +177,7 @@ static int take_description(Forward *f) {
     f->inv_freq = al_malloc3(half, 1, sizeof(float), "RoPE frequencies");
     double *base = al_malloc3(half, 1, sizeof(double), "RoPE frequencies");
     int rc = f->inv_freq && base ? rope_inv_freq(&c->rope_spec, (int)f->rope, c->rope_spec.theta, base, f->m->path) : AL_ERR;
-    for (size_t j = 0; rc == AL_OK && j < half; j++) f->inv_freq[j] = (float)base[j];
+    if (rc == AL_OK) vec_d2f(base, half, f->inv_freq);
     f->rope_mscale = (float)rope_attention_factor(&c->rope_spec);
     free(base);
     return rc;
@@ -742,6 +742,21 @@ int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *log
         for (size_t r0 = 0; r0 < T; r0 += LCHUNK)
             logits_rows(f, f->h.p + r0 * f->D, T - r0 < LCHUNK ? T - r0 : LCHUNK, logits + r0 * f->vocab);
     return AL_OK;
+}
+
+int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen) {
+    fwd_set_hooks(f, h);
+    int rc = AL_OK;
+    for (size_t s = 0; s < nseq && rc == AL_OK; s++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        fwd_reset(f);
+        rc = fwd_run(f, tokens + s * seqlen, seqlen, FWD_LOGITS_NONE, NULL);
+        al_progress("sequence", s + 1, nseq);
+    }
+    al_progress(NULL, 0, 0);
+    fwd_set_hooks(f, NULL);
+    fwd_reset(f);
+    return rc;
 }
 
 int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *count) {

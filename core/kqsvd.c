@@ -234,7 +234,7 @@ int kq_wo_grams(Model *m, double **out) {
                 mat_free(Wo);
                 break;
             }
-            for (size_t i = 0; i < dv * D; i++) W[i] = Wo->data[i];
+            vec_f2d(Wo->data, dv * D, W);
             mat_free(Wo);
             double *C = GW + l * per + (size_t)(h / calib_group(&sh)) * dv * dv;
             cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)dv, (int)D, 1.0, W, (int)D, 1.0, C, (int)dv);
@@ -692,16 +692,5 @@ int kq_eval_run(KqEval *ev, Model *m, Forward *f, const int *tokens, size_t nseq
     }
     ev->run_T = seqlen;
     FwdHooks h = {.mask = FWD_Q_ROPE | FWD_K_ROPE | FWD_V | FWD_ATTN_OUT, .fn = eval_hook, .ud = ev, .chunk = 0};
-    fwd_set_hooks(f, &h);
-    int rc = AL_OK;
-    for (size_t s = 0; s < nseq && rc == AL_OK; s++) {
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        fwd_reset(f);
-        rc = fwd_run(f, tokens + s * seqlen, seqlen, FWD_LOGITS_NONE, NULL);
-        al_progress("sequence", s + 1, nseq);
-    }
-    al_progress(NULL, 0, 0);
-    fwd_set_hooks(f, NULL);
-    fwd_reset(f);
-    return rc;
+    return fwd_run_hooked(f, &h, tokens, nseq, seqlen);
 }

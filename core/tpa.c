@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
+#include "seeds.h"
 #include "safetensors.h"
 
 /* ================================================================ accounting (Table 1) */
@@ -196,9 +197,8 @@ int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R
     double *Z = NULL, *P = NULL;
     int rc = Wd && (S || !Sigma) && Gram && Vec && eig ? AL_OK : AL_ERR;
     if (rc) goto done;
-    for (size_t i = 0; i < D * nc; i++) Wd[i] = W->data[i];
-    if (b)
-        for (size_t j = 0; j < nc; j++) Wd[D * nc + j] = b[j];
+    vec_f2d(W->data, D * nc, Wd);
+    if (b) vec_f2d(b, nc, Wd + D * nc);
     if (Sigma) {
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)nc, (int)D, 1.0, Sigma, (int)D, Wd, (int)nc,
                     0.0, S, (int)nc);
@@ -287,10 +287,9 @@ int tpa_factor_dense(const TpaFactor *f, Mat **W_hat, float **b_hat) {
     int rc = C && F && Y && (T || f->form != TPA_FORM_A) ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         size_t cw = f->ctx->cols;
-        for (size_t i = 0; i < D * cw; i++) C[i] = f->ctx->data[i];
-        if (f->bias)
-            for (size_t j = 0; j < cw; j++) C[D * cw + j] = f->bias[j];
-        for (size_t i = 0; i < R * (f->form == TPA_FORM_A ? G : d); i++) F[i] = f->fixed[i];
+        vec_f2d(f->ctx->data, D * cw, C);
+        if (f->bias) vec_f2d(f->bias, cw, C + D * cw);
+        vec_f2d(f->fixed, R * (f->form == TPA_FORM_A ? G : d), F);
         if (f->form == TPA_FORM_A) {
             /* C read as (n_in, R, d); T (n_in d, G) with T[(i, e), g] = (1/R) sum_r C[i, r, e] a_r[g]. */
             double *Cp = al_malloc3(n_in * d, R, sizeof(double), "the token-factor maps");
@@ -322,11 +321,10 @@ int tpa_factor_dense(const TpaFactor *f, Mat **W_hat, float **b_hat) {
     }
     if (rc == AL_OK && !(*W_hat = mat_new(D, nc))) rc = AL_ERR;
     if (rc == AL_OK) {
-        for (size_t i = 0; i < D * nc; i++) (*W_hat)->data[i] = (float)Y[i];
+        vec_d2f(Y, D * nc, (*W_hat)->data);
         if (f->bias) {
             if (!(*b_hat = al_malloc3(nc, 1, sizeof(float), "the materialized bias"))) rc = AL_ERR;
-            else
-                for (size_t j = 0; j < nc; j++) (*b_hat)[j] = (float)Y[D * nc + j];
+            else vec_d2f(Y + D * nc, nc, *b_hat);
         }
     }
     free(C); free(F); free(Y); free(T);
@@ -515,7 +513,7 @@ int tpa_layer_report(TpaLayer *l, const AttnLayer *src, size_t T, uint64_t seed,
 /* ================================================================ whole model */
 
 TpaOpts tpa_opts_default(void) {
-    TpaOpts o = {.form = TPA_FORM_A, .layer_lo = 0, .layer_hi = -1, .eval_tokens = 64, .seed = 20250604};
+    TpaOpts o = {.form = TPA_FORM_A, .layer_lo = 0, .layer_hi = -1, .eval_tokens = 64, .seed = AL_SEED_TPA_EVAL};
     return o;
 }
 
@@ -550,7 +548,7 @@ int tpa_resolve_opts(const Model *m, TpaOpts *o) {
     if (o->layer_lo < 0 || o->layer_lo > o->layer_hi)
         return al_err("layers %d-%d: %s has layers 0-%d", o->layer_lo, o->layer_hi, name, c->n_layers - 1);
     if (o->eval_tokens == 0) o->eval_tokens = 64;
-    if (o->seed == 0) o->seed = 20250604;
+    if (o->seed == 0) o->seed = AL_SEED_TPA_EVAL;
     return AL_OK;
 }
 
