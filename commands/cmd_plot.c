@@ -107,11 +107,6 @@ static const char ENERGY_HELP[] =
     "  plot energy q layer 3 head 5\n"
     "  plot energy qk layer 1 head 2 to qk_energy.pdf";
 
-#define PARAM_PLOT_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
-                        .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
-#define PARAM_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
-                       .help = "show the figure in a window (needs a display)" }
-
 static const Param kind_pos[] = {
     { .name = "kind", .type = ARG_ENUM, .choices = MAT_CHOICES, .comp = COMP_CHOICES,
       .help = "the head's matrix: q, k, v, o, or the fused qk / vo" },

@@ -57,11 +57,7 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
 #define PCMP_TOKENS PARAM_TOKENS(NULL, "random tokens of the evaluation (default: the last compare's, else 64)")
 #define PCMP_FIT PARAM_FIT("auto: calibration statistics when the session has them, else unit variance")
 #define PCMP_LINEAR { .name = "linear", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a linear axis (default: log)" }
-#define PCMP_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
-                  .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
-#define PCMP_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
-                      .help = "show the figure in a window (needs a display)" }
-#define PCMP_SHARED PCMP_LAYERS, PCMP_WHAT, PCMP_TOKENS, PCMP_FIT, PCMP_LINEAR, PCMP_TO, PCMP_WINDOW
+#define PCMP_SHARED PCMP_LAYERS, PCMP_WHAT, PCMP_TOKENS, PCMP_FIT, PCMP_LINEAR, PARAM_PLOT_TO, PARAM_WINDOW
 
 /* The comparison key of the keywords shared by both figures (budget left 0); layers and tokens
  * not given follow the session's last compare of the model, when there is one. */

@@ -29,9 +29,8 @@ const Param cmd_plot_kvsvd_errors_kw[] = {
     { .name = "what", .type = ARG_ENUM, .choices = WHAT_CHOICES, .def = "out", .comp = COMP_CHOICES,
       .help = "which error: attention output (out), keys, queries, values, or scores (kq)" },
     { .name = "log", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a log axis" },
-    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
-      .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
-    { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
     {0}
 };
 
@@ -98,9 +97,8 @@ const Param cmd_plot_kvsvd_unbalance_kw[] = {
       .help = "unbalance factors (positive numbers, comma-separated)" },
     PARAM_EVAL_WINDOWS,
     { .name = "log", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a log axis" },
-    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
-      .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
-    { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
     {0}
 };
 
