@@ -535,20 +535,8 @@ static int attn_head(size_t h, int worker, void *ud) {
     size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
     const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
     float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
-    size_t window = fwd_attn_window(f, j->L);
-    for (size_t r0 = 0; r0 < j->T; r0 += QCHUNK) {
-        size_t nr = j->T - r0 < QCHUNK ? j->T - r0 : QCHUNK;
-        size_t nk = f->pos + r0 + nr;                        /* keys visible to the chunk's last row */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)f->dqk, (float)j->scale,
-                    j->q + r0 * j->ldq + h * f->dqk, (int)j->ldq, K, (int)kw, 0.f, S, (int)nk);
-        for (size_t t = 0; t < nr; t++) {
-            size_t p = f->pos + r0 + t;                       /* this row's position: keys 0..p */
-            size_t lo = window && p + 1 > window ? p + 1 - window : 0;
-            attn_softmax_row(S + t * nk, nk, lo, p, f->c->attn_softcap);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)f->dv, (int)nk, 1.f, S, (int)nk, Vc,
-                    (int)vw, 0.f, f->att.p + r0 * Hdv + h * f->dv, (int)Hdv);
-    }
+    attn_head_causal(j->q + h * f->dqk, j->ldq, K, kw, Vc, vw, j->T, f->pos, f->dqk, f->dv, j->scale,
+                     fwd_attn_window(f, j->L), f->c->attn_softcap, QCHUNK, S, f->att.p + h * f->dv, Hdv);
     return AL_OK;
 }
 

@@ -469,17 +469,8 @@ static int attn_task(size_t h, int worker, void *ud) {
     size_t g = h / j->m, T = j->T;
     const float *K = j->K + g * j->d, *V = j->V + g * j->dv;
     float *S = j->scores + (size_t)worker * QB * T;
-    for (size_t r0 = 0; r0 < T; r0 += QB) {
-        size_t nr = T - r0 < QB ? T - r0 : QB, nk = r0 + nr;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)j->d, (float)j->scale,
-                    j->Q + r0 * j->ldq + h * j->d, (int)j->ldq, K, (int)j->ldk, 0.f, S, (int)nk);
-        for (size_t t = 0; t < nr; t++) {
-            size_t p = r0 + t, lo = j->window && p + 1 > j->window ? p + 1 - j->window : 0;
-            attn_softmax_row(S + t * nk, nk, lo, p, j->softcap);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)j->dv, (int)nk, 1.f, S, (int)nk, V,
-                    (int)j->ldv, 0.f, j->out + r0 * j->H * j->dv + h * j->dv, (int)(j->H * j->dv));
-    }
+    attn_head_causal(j->Q + h * j->d, j->ldq, K, j->ldk, V, j->ldv, T, 0, j->d, j->dv, j->scale, j->window, j->softcap, QB,
+                     S, j->out + h * j->dv, j->H * j->dv);
     return AL_OK;
 }
 
