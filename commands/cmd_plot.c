@@ -78,6 +78,13 @@ static int head_spectrum(Session *s, int mk, int layer, int head, int offset, co
     return AL_OK;
 }
 
+/* The matrix kind, layer, head and offset a spectrum or energy figure names, and that spectrum. */
+static int named_spectrum(Session *s, const Args *a, int *mk, int *layer, int *head, int *offset, const Spectrum **sp) {
+    *mk = args_enum(a, "kind");
+    if (head_args(a, layer, head, offset)) return AL_ERR;
+    return head_spectrum(s, *mk, *layer, *head, *offset, sp, NULL);
+}
+
 /* Title and subtitle of a per-head figure. */
 static void head_titles(const Session *s, int mk, int layer, int head, int offset, const Spectrum *sp,
                         const char *what, char *title, size_t tcap, char *sub, size_t scap) {
@@ -124,10 +131,9 @@ static const Param spectrum_kw[] = {
 };
 
 static int cmd_plot_spectrum(Session *s, const Args *a, Out *out) {
-    int layer, head, offset, mk = args_enum(a, "kind");
+    int layer, head, offset, mk;
     const Spectrum *sp;
-    if (head_args(a, &layer, &head, &offset)) return AL_ERR;
-    int rc = head_spectrum(s, mk, layer, head, offset, &sp, NULL);
+    int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp);
     if (rc) return rc;
     char title[256], sub[256], auto_name[256];
     head_titles(s, mk, layer, head, offset, sp, "singular values", title, sizeof title, sub, sizeof sub);
@@ -147,10 +153,9 @@ static int cmp_mark(const void *x, const void *y) {
 }
 
 static int cmd_plot_energy(Session *s, const Args *a, Out *out) {
-    int layer, head, offset, mk = args_enum(a, "kind");
+    int layer, head, offset, mk;
     const Spectrum *sp;
-    if (head_args(a, &layer, &head, &offset)) return AL_ERR;
-    int rc = head_spectrum(s, mk, layer, head, offset, &sp, NULL);
+    int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp);
     if (rc) return rc;
     double *energy = al_malloc3(sp->p, 1, sizeof(double), "cumulative energy");
     if (!energy) return AL_ERR;
