@@ -19,6 +19,7 @@
 
 #include "mla_export.h"
 #include "params.h"
+#include "seeds.h"
 #include "tmla_lm.h"
 #include "transmla.h"
 #include "ws_lm.h"
@@ -353,7 +354,7 @@ static int mla_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     MlaExportOpts eo = { .dtype = DT_F32 };
     MlaCheck *c = NULL;
     int rc = dir ? mla_export(x->data, dir, &eo) : AL_ERR;
-    if (rc == AL_OK) rc = mla_check(dir, x->src, (size_t)args_int(a, "tokens"), 20250601, &c);
+    if (rc == AL_OK) rc = mla_check(dir, x->src, (size_t)args_int(a, "tokens"), AL_SEED_MLA_CHECK, &c);
     nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
     if (rc) return rc;
@@ -374,7 +375,7 @@ static int mla_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out
     const char *name = args_str(a, "source");
     Model *src = name && *name ? session_find(s, name) : NULL;
     MlaCheck *c = NULL;
-    int rc = mla_check(dir, src, (size_t)args_int(a, "tokens"), 20250601, &c);
+    int rc = mla_check(dir, src, (size_t)args_int(a, "tokens"), AL_SEED_MLA_CHECK, &c);
     if (rc) return rc;
     rc = report_mla_check(c, NULL, a, out);
     mla_check_free(c);

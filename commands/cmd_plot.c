@@ -78,6 +78,13 @@ static int head_spectrum(Session *s, int mk, int layer, int head, int offset, co
     return AL_OK;
 }
 
+/* The matrix kind, layer, head and offset a spectrum or energy figure names, and that spectrum. */
+static int named_spectrum(Session *s, const Args *a, int *mk, int *layer, int *head, int *offset, const Spectrum **sp) {
+    *mk = args_enum(a, "kind");
+    if (head_args(a, layer, head, offset)) return AL_ERR;
+    return head_spectrum(s, *mk, *layer, *head, *offset, sp, NULL);
+}
+
 /* Title and subtitle of a per-head figure. */
 static void head_titles(const Session *s, int mk, int layer, int head, int offset, const Spectrum *sp,
                         const char *what, char *title, size_t tcap, char *sub, size_t scap) {
@@ -107,11 +114,6 @@ static const char ENERGY_HELP[] =
     "  plot energy q layer 3 head 5\n"
     "  plot energy qk layer 1 head 2 to qk_energy.pdf";
 
-#define PARAM_PLOT_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
-                        .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
-#define PARAM_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
-                       .help = "show the figure in a window (needs a display)" }
-
 static const Param kind_pos[] = {
     { .name = "kind", .type = ARG_ENUM, .choices = MAT_CHOICES, .comp = COMP_CHOICES,
       .help = "the head's matrix: q, k, v, o, or the fused qk / vo" },
@@ -129,10 +131,9 @@ static const Param spectrum_kw[] = {
 };
 
 static int cmd_plot_spectrum(Session *s, const Args *a, Out *out) {
-    int layer, head, offset, mk = args_enum(a, "kind");
+    int layer, head, offset, mk;
     const Spectrum *sp;
-    if (head_args(a, &layer, &head, &offset)) return AL_ERR;
-    int rc = head_spectrum(s, mk, layer, head, offset, &sp, NULL);
+    int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp);
     if (rc) return rc;
     char title[256], sub[256], auto_name[256];
     head_titles(s, mk, layer, head, offset, sp, "singular values", title, sizeof title, sub, sizeof sub);
@@ -152,10 +153,9 @@ static int cmp_mark(const void *x, const void *y) {
 }
 
 static int cmd_plot_energy(Session *s, const Args *a, Out *out) {
-    int layer, head, offset, mk = args_enum(a, "kind");
+    int layer, head, offset, mk;
     const Spectrum *sp;
-    if (head_args(a, &layer, &head, &offset)) return AL_ERR;
-    int rc = head_spectrum(s, mk, layer, head, offset, &sp, NULL);
+    int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp);
     if (rc) return rc;
     double *energy = al_malloc3(sp->p, 1, sizeof(double), "cumulative energy");
     if (!energy) return AL_ERR;
@@ -236,6 +236,25 @@ static PlotRanksInfo ranks_info(const Session *s, farr_kind kind, double tau, in
                            .name_fused = farr_fused_name(kind), .tau = tau, .head_dim = head_dim};
 }
 
+typedef enum { RANKS_ONE, RANKS_GRID, RANKS_BY_LAYER } ranks_figure;
+
+/* Builds the ranks of layers lo..hi at tau and draws them as fig into the plot destination. */
+static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int lo, int hi, double tau,
+                      ranks_figure fig, const char *auto_name) {
+    RankSet r;
+    int rc = rankset_build(s, kind, lo, hi, param_offset(a), tau, &r);
+    if (rc) return rc;
+    PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
+    plot_dest_window_hint(out, &d);
+    if (fig == RANKS_ONE) rc = plot_ranks(&d.o, &info, &r.layers[0]);
+    else if (fig == RANKS_GRID) rc = plot_ranks_grid(&d.o, &info, r.layers, r.n);
+    else rc = plot_ranks_by_layer(&d.o, &info, r.layers, r.n);
+    rankset_free(&r);
+    return plot_dest_done(out, &d, rc);
+}
+
 /* The layer range of a rank plot: `layer L` (one layer, or `layer all`), `layers A-B`, or the
  * positional range (`8`, `0-15`, `all`, default all). *single when one layer was named. */
 static int ranks_scope(Session *s, const Args *a, int *lo, int *hi, bool *single) {
@@ -282,26 +301,16 @@ static const Param ranks_kw[] = {
 static int cmd_plot_ranks(Session *s, const Args *a, Out *out) {
     farr_kind kind = !strcmp(a->cmd->name, "qk-ranks") ? FARR_QK : FARR_VO;
     double tau = param_tau(s, a);
-    int offset = param_offset(a);
     int lo, hi;
     bool single;
-    RankSet r;
     if (tau <= 0 || tau > 1) return al_err("%s: tau %g must be in (0, 1]", a->path, tau);
     if (ranks_scope(s, a, &lo, &hi, &single)) return AL_ERR;
-    int rc = rankset_build(s, kind, lo, hi, offset, tau, &r);
-    if (rc) return rc;
-    PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
     char auto_name[256];
     if (single)
         snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d", s->cur->name, farr_kind_name(kind), lo);
     else
         snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d-%d", s->cur->name, farr_kind_name(kind), lo, hi);
-    PlotDest d;
-    if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
-    plot_dest_window_hint(out, &d);
-    rc = single ? plot_ranks(&d.o, &info, &r.layers[0]) : plot_ranks_grid(&d.o, &info, r.layers, r.n);
-    rankset_free(&r);
-    return plot_dest_done(out, &d, rc);
+    return draw_ranks(s, a, out, kind, lo, hi, tau, single ? RANKS_ONE : RANKS_GRID, auto_name);
 }
 
 /* ================================================================ plot ranks-by-layer */
@@ -332,22 +341,12 @@ static const Param bylayer_kw[] = {
 static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
     farr_kind kind = param_pair(a);
     double tau = param_tau(s, a);
-    int offset = param_offset(a);
     long lo, hi;
-    RankSet r;
     if (tau <= 0 || tau > 1) return al_err("%s: tau %g must be in (0, 1]", a->path, tau);
     if (args_range(a, "layers", s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
-    int rc = rankset_build(s, kind, (int)lo, (int)hi, offset, tau, &r);
-    if (rc) return rc;
-    PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
     char auto_name[256];
     snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-by-layer", s->cur->name, farr_kind_name(kind));
-    PlotDest d;
-    if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
-    plot_dest_window_hint(out, &d);
-    rc = plot_ranks_by_layer(&d.o, &info, r.layers, r.n);
-    rankset_free(&r);
-    return plot_dest_done(out, &d, rc);
+    return draw_ranks(s, a, out, kind, (int)lo, (int)hi, tau, RANKS_BY_LAYER, auto_name);
 }
 
 /* ================================================================ plot heatmap */

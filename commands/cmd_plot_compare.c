@@ -23,14 +23,6 @@
 #include "session.h"
 #include "ws_compare.h"
 
-/* Renders the curves to d (x_whole: layers on x), says where the figure went and makes its path
- * the result. Frees d. */
-static int dest_render(Out *out, PlotDest *d, const PlotCurve *cv, size_t nc, bool x_whole) {
-    plot_dest_window_hint(out, d);
-    d->o.x_whole = x_whole;
-    return plot_dest_done(out, d, plot_curves(&d->o, cv, nc));
-}
-
 /* ================================================================ shared pieces */
 
 static const char *const WHAT_CHOICES[] = {"out", "score", NULL};
@@ -65,10 +57,7 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
 #define PCMP_TOKENS PARAM_TOKENS(NULL, "random tokens of the evaluation (default: the last compare's, else 64)")
 #define PCMP_FIT PARAM_FIT("auto: calibration statistics when the session has them, else unit variance")
 #define PCMP_LINEAR { .name = "linear", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a linear axis (default: log)" }
-#define PCMP_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
-                  .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
-#define PCMP_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
-                      .help = "show the figure in a window (needs a display)" }
+#define PCMP_SHARED PCMP_LAYERS, PCMP_WHAT, PCMP_TOKENS, PCMP_FIT, PCMP_LINEAR, PARAM_PLOT_TO, PARAM_WINDOW
 
 /* The comparison key of the keywords shared by both figures (budget left 0); layers and tokens
  * not given follow the session's last compare of the model, when there is one. */
@@ -115,13 +104,7 @@ const char CMD_PLOT_COMPARE_HELP[] =
 const Param cmd_plot_compare_kw[] = {
     { .name = "kv-budget", .type = ARG_INT, .min = 1, .max = 1 << 30, .comp = COMP_NONE, .metavar = "B",
       .help = "values cached per token per layer (default: the last compare's, else half the model's)" },
-    PCMP_LAYERS,
-    PCMP_WHAT,
-    PCMP_TOKENS,
-    PCMP_FIT,
-    PCMP_LINEAR,
-    PCMP_TO,
-    PCMP_WINDOW,
+    PCMP_SHARED,
     {0}
 };
 
@@ -289,16 +272,8 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         }
     snprintf(ylab, sizeof ylab, "relative %s error ||b - a|| / ||a||", what == 1 ? "score" : "output");
     snprintf(auto_name, sizeof auto_name, "%s-compare-B%zu-%s", m->name, r->budget, WHAT_CHOICES[what]);
-    PlotDest d;
-    rc = plot_dest_init(s, a, auto_name, &d);
-    if (rc == AL_OK) {
-        d.o.title = title;
-        d.o.subtitle = sub;
-        d.o.xlabel = "layer";
-        d.o.ylabel = ylab;
-        d.o.logy = logy;
-        rc = dest_render(out, &d, cv, nc, true);
-    }
+    PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "layer", .ylabel = ylab, .logy = logy, .x_whole = true};
+    rc = plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
     free(x);
     return rc;
 }
@@ -321,13 +296,7 @@ const char CMD_PLOT_COMPARE_BUDGETS_HELP[] =
 const Param cmd_plot_compare_budgets_kw[] = {
     { .name = "budgets", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "B,B,...",
       .help = "budgets to compare, values per token per layer (default: 1/16 .. 7/8 of the model's cache)" },
-    PCMP_LAYERS,
-    PCMP_WHAT,
-    PCMP_TOKENS,
-    PCMP_FIT,
-    PCMP_LINEAR,
-    PCMP_TO,
-    PCMP_WINDOW,
+    PCMP_SHARED,
     {0}
 };
 
@@ -475,15 +444,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
              act ? "calibration second moment" : "unit variance");
     snprintf(ylab, sizeof ylab, "mean relative %s error", what == 1 ? "score" : "output");
     snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-%s", m->name, WHAT_CHOICES[what]);
-    PlotDest d;
-    rc = plot_dest_init(s, a, auto_name, &d);
-    if (rc == AL_OK) {
-        d.o.title = title;
-        d.o.subtitle = sub;
-        d.o.xlabel = "values cached per token per layer";
-        d.o.ylabel = ylab;
-        d.o.logy = logy;
-        rc = dest_render(out, &d, cv, nc, false);
-    }
-    return rc;
+    PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "values cached per token per layer", .ylabel = ylab,
+                      .logy = logy};
+    return plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
 }

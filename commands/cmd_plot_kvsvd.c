@@ -29,9 +29,8 @@ const Param cmd_plot_kvsvd_errors_kw[] = {
     { .name = "what", .type = ARG_ENUM, .choices = WHAT_CHOICES, .def = "out", .comp = COMP_CHOICES,
       .help = "which error: attention output (out), keys, queries, values, or scores (kq)" },
     { .name = "log", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a log axis" },
-    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
-      .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
-    { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
     {0}
 };
 
@@ -76,17 +75,8 @@ int cmd_plot_kvsvd_errors(Session *s, const Args *a, Out *out) {
                  c->eval_split, c->st->seqlen);
     snprintf(ylab, sizeof ylab, "||M - M~||^2 / ||M||^2 (%s)", WHAT_CHOICES[what]);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-errors-%s", s->cur->name, WHAT_CHOICES[what]);
-    PlotDest d;
-    int rc = plot_dest_init(s, a, auto_name, &d);
-    if (rc == AL_OK) {
-        d.o.title = title;
-        d.o.subtitle = sub;
-        d.o.xlabel = "layer";
-        d.o.ylabel = ylab;
-        d.o.logy = args_flag(a, "log");
-        if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
-        rc = plot_dest_done(out, &d, plot_curves(&d.o, cv, nc));
-    }
+    PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "layer", .ylabel = ylab, .logy = args_flag(a, "log")};
+    int rc = plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
     free(x);
     free(y);
     return rc;
@@ -107,9 +97,8 @@ const Param cmd_plot_kvsvd_unbalance_kw[] = {
       .help = "unbalance factors (positive numbers, comma-separated)" },
     PARAM_EVAL_WINDOWS,
     { .name = "log", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a log axis" },
-    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
-      .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
-    { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
     {0}
 };
 
@@ -193,16 +182,7 @@ int cmd_plot_kvsvd_unbalance(Session *s, const Args *a, Out *out) {
     if (spec.by_eps) snprintf(sub, sizeof sub, "keys x beta, queries / beta; ranks from eps %g; mean over %d layers, %zu sequences", spec.eps, nl, count);
     else snprintf(sub, sizeof sub, "keys x beta, queries / beta; rank %d; mean over %d layers, %zu sequences", spec.rank, nl, count);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-unbalance", s->cur->name);
-    PlotDest d;
-    rc = plot_dest_init(s, a, auto_name, &d);
-    if (rc == AL_OK) {
-        d.o.title = title;
-        d.o.subtitle = sub;
-        d.o.xlabel = "unbalance factor beta";
-        d.o.ylabel = "relative output error (mean over layers)";
-        d.o.logy = args_flag(a, "log");
-        if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
-        rc = plot_dest_done(out, &d, plot_curves(&d.o, cv, KQ_NMETHODS));
-    }
-    return rc;
+    PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "unbalance factor beta",
+                      .ylabel = "relative output error (mean over layers)", .logy = args_flag(a, "log")};
+    return plot_dest_curves(s, a, out, auto_name, &lab, cv, KQ_NMETHODS);
 }

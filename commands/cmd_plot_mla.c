@@ -50,9 +50,8 @@ const Param cmd_plot_key_norms_kw[] = {
     { .name = "layer", .type = ARG_INT, .def = "0", .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
     { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 4096, .comp = COMP_NONE, .metavar = "M",
       .help = "adjacent RoPE frequencies per PCA (default 4, or the largest of 2, 1 dividing head dim / 2)" },
-    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
-      .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
-    { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
     PARAM_TMLA_STATS,
     {0}
 };
@@ -117,9 +116,8 @@ const Param cmd_plot_rope_energy_kw[] = {
     { .name = "layer", .type = ARG_INT, .def = "0", .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
     { .name = "freqfolds", .type = ARG_STRING, .def = "1,2,4,8", .comp = COMP_NONE, .metavar = "M,M,...",
       .help = "FreqFold values, one curve each (those not dividing head dim / 2 are skipped)" },
-    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
-      .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
-    { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
     PARAM_TMLA_STATS,
     {0}
 };
@@ -211,9 +209,8 @@ const Param cmd_plot_rope_removal_kw[] = {
     PARAM_LAYERS("layers that lose RoPE dims"),
     { .name = "data", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
       .help = "also write the points to FILE.csv or FILE.json" },
-    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
-      .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" },
-    { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, .help = "show the figure in a window (needs a display)" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
     PARAM_TMLA_STATS,
     {0}
 };

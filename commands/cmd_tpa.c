@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "params.h"
+#include "seeds.h"
 #include "ws_calib.h"
 #include "ws_compare.h"
 #include "compare.h"
@@ -164,7 +165,7 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
 /* Runs the check of t against src and turns it into the result table (and the verdict). */
 static int check_report(const TpaModel *t, Model *src, size_t tokens, const char *what, const Args *a, Out *out) {
     TpaCheck *c = NULL;
-    int rc = tpa_check(t, src, tokens, 20250605, &c);
+    int rc = tpa_check(t, src, tokens, AL_SEED_TPA_CHECK, &c);
     if (rc) return rc;
     out_printf(out, "%s (form %s, R_K %d, R_V %d) against %s: KV cache %zu -> %zu values per token per layer\n", what,
                tpa_form_name(t->opts.form), t->opts.k_rank, t->opts.v_rank, src->name ? src->name : src->path,

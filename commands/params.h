@@ -47,6 +47,12 @@ extern const char *const PARAM_SPLIT_CHOICES[];   /* train, valid */
       .help = "evaluation text (default: the calibration text)" },                                             \
     { .name = "ids", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", .help = "evaluation token ids instead of text" }
 
+/* Where a figure goes (commands/plot_dest.h): `to FILE` and `window`. */
+#define PARAM_PLOT_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
+                        .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
+#define PARAM_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
+                       .help = "show the figure in a window (needs a display)" }
+
 /* tau as given, else the session's `set tau`. */
 double param_tau(const Session *s, const Args *a);
 /* offset as given, else FARR_NO_OFFSET. */

@@ -64,3 +64,17 @@ int plot_dest_done(Out *out, PlotDest *d, int rc) {
 void plot_dest_window_hint(Out *out, const PlotDest *d) {
     if (d->o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
 }
+
+int plot_dest_curves(Session *s, const Args *a, Out *out, const char *auto_name, const PlotLabels *l,
+                     const PlotCurve *cv, size_t nc) {
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) return AL_ERR;
+    d.o.title = l->title;
+    d.o.subtitle = l->subtitle;
+    d.o.xlabel = l->xlabel;
+    d.o.ylabel = l->ylabel;
+    d.o.logy = l->logy;
+    d.o.x_whole = l->x_whole;
+    plot_dest_window_hint(out, &d);
+    return plot_dest_done(out, &d, plot_curves(&d.o, cv, nc));
+}

@@ -22,4 +22,14 @@ int plot_dest_done(Out *out, PlotDest *d, int rc);
 /* Says how to close the window before a renderer blocks on it (nothing for a file). */
 void plot_dest_window_hint(Out *out, const PlotDest *d);
 
+/* The labels of a figure of curves. */
+typedef struct {
+    const char *title, *subtitle, *xlabel, *ylabel;
+    bool logy, x_whole;       /* as in PlotOpts */
+} PlotLabels;
+/* One figure of nc curves with labels l to the destination plot_dest_init picks for auto_name: the
+ * window hint, the rendering, then plot_dest_done's report. */
+int plot_dest_curves(Session *s, const Args *a, Out *out, const char *auto_name, const PlotLabels *l,
+                     const PlotCurve *cv, size_t nc);
+
 #endif

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,20 +124,6 @@ static char *unique_name(const Session *s, const char *base) {
 
 static bool file_exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
 
-/* Removes a flat folder (the files in it, then the folder); best effort. */
-static void remove_flat_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char *p = al_asprintf("%s/%s", dir, e->d_name);
-        if (p) unlink(p);
-        free(p);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
 /* Opens a demo model from the cache, writing it there on first use: into a private temporary
  * folder renamed into place, so concurrent attnlab processes never see a half-written demo
  * (the loser of the rename race drops its copy and opens the winner's). */
@@ -153,17 +138,17 @@ static int open_demo(const char *what, const SynthOptions *opt, Model **out) {
     int rc = AL_OK;
     if (!dir || !tmp || !cfg) rc = AL_ERR;
     else if (!file_exists(cfg)) {
-        remove_flat_dir(tmp);
+        al_remove_tree(tmp);
         rc = synth_write(opt, tmp);
         if (rc) al_err_ctx("writing demo model %s into %s", what, tmp);
         else if (rename(tmp, dir) != 0) {
             int e = errno;
-            remove_flat_dir(tmp);
+            al_remove_tree(tmp);
             if (!file_exists(cfg))
                 rc = al_err("cannot move the demo model into %s: %s (remove that folder and load %s again)",
                             dir, strerror(e), what);
         }
-        if (rc) remove_flat_dir(tmp);
+        if (rc) al_remove_tree(tmp);
     }
     if (rc == AL_OK) rc = model_open(dir, out);
     free(cfg);

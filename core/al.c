@@ -230,3 +230,20 @@ static int remove_one(const char *path, const struct stat *sb, int flag, struct 
 void al_remove_tree(const char *dir) {
     if (dir && *dir) nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+int al_reserve(void *arr, size_t *cap, size_t need, size_t elt, const char *what) {
+    if (need <= *cap) return AL_OK;
+    size_t c = *cap ? *cap : 16, bytes;
+    while (c < need) {
+        if (c > SIZE_MAX / 2) return al_err("size overflow growing %s", what);
+        c *= 2;
+    }
+    if (!al_mul_ok(c, elt, &bytes, what)) return AL_ERR;
+    void *old;
+    memcpy(&old, arr, sizeof old);
+    void *p = realloc(old, bytes);
+    if (!p) return al_err("out of memory growing %s", what);
+    memcpy(arr, &p, sizeof p);
+    *cap = c;
+    return AL_OK;
+}

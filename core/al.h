@@ -84,4 +84,9 @@ void al_remove_tree(const char *dir);
  * overrides). */
 int al_threads(void);
 
+/* Room for `need` elements in a growing array: when *cap < need, *arr (the address of a T *
+ * pointer) is reallocated to double the capacity (16 at first) until it holds need elements of elt
+ * bytes. The array is untouched on failure; the error names what. */
+int al_reserve(void *arr, size_t *cap, size_t need, size_t elt, const char *what);
+
 #endif

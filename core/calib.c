@@ -129,11 +129,7 @@ static int syrk_cols(CalibStats *st, const float *x, size_t T, size_t ld, size_t
     if (!b) return AL_ERR;
     for (size_t t0 = 0; t0 < T; t0 += ROW_BLOCK) {
         size_t nr = T - t0 < ROW_BLOCK ? T - t0 : ROW_BLOCK;
-        for (size_t t = 0; t < nr; t++) {
-            const float *row = x + (t0 + t) * ld + c0;
-            double *dst = b + t * n;
-            for (size_t j = 0; j < n; j++) dst[j] = row[j];
-        }
+        for (size_t t = 0; t < nr; t++) vec_f2d(x + (t0 + t) * ld + c0, n, b + t * n);
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)nr, 1.0, b, (int)n, 1.0, C, (int)n);
     }
     return AL_OK;
@@ -220,17 +216,7 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
         return al_err("calibration: seqlen %zu is longer than the model's context %zu", seqlen, fwd_max_ctx(f));
     RunCtx c = {.st = st, .seqlen = seqlen};
     FwdHooks h = {.mask = calib_hook_mask(st), .fn = run_hook, .ud = &c, .chunk = 1024};
-    fwd_set_hooks(f, &h);
-    int rc = AL_OK;
-    for (size_t s = 0; s < nseq && rc == AL_OK; s++) {
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        fwd_reset(f);
-        rc = fwd_run(f, tokens + s * seqlen, seqlen, FWD_LOGITS_NONE, NULL);
-        al_progress("sequence", s + 1, nseq);
-    }
-    al_progress(NULL, 0, 0);
-    fwd_set_hooks(f, NULL);
-    fwd_reset(f);
+    int rc = fwd_run_hooked(f, &h, tokens, nseq, seqlen);
     if (st->seqlen == 0 || st->seqlen == seqlen) st->seqlen = seqlen;
     return rc;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "analyses.h"
+#include "seeds.h"
 #include "farr.h"
 #include "kqsvd.h"
 #include "rope.h"
@@ -24,7 +25,7 @@ static const char *const METHOD_NAMES[CMP_NMETHODS] = {"farr", "transmla", "kq-s
 const char *cmp_method_name(cmp_method m) { return m >= 0 && m < CMP_NMETHODS ? METHOD_NAMES[m] : "?"; }
 
 CmpOpts cmp_opts_default(void) {
-    return (CmpOpts){.layer_lo = 0, .layer_hi = -1, .tokens = 64, .fit_tokens = 256, .seed = 20250607};
+    return (CmpOpts){.layer_lo = 0, .layer_hi = -1, .tokens = 64, .fit_tokens = 256, .seed = AL_SEED_COMPARE};
 }
 
 void cmp_result_free(CmpResult *r) {
@@ -80,6 +81,30 @@ static Mat *augment(const Mat *W, size_t c0, size_t nc, const float *b) {
 
 /* ================================================================ farr */
 
+/* Analyses and splits one KV group (its shared factor S, its grp heads) at rank r; *fg: the split
+ * group (caller frees, also on failure). */
+static int split_group(farr_kind kind, const Mat *S, Mat **heads, size_t grp, int r, size_t g, FarrGroup **fg) {
+    int rc = farr_group_analyse(kind, S, (const Mat *const *)heads, (int)grp, 0.999, fg);
+    if (rc == AL_OK) rc = farr_group_split(*fg, kind, S, (const Mat *const *)heads, r);
+    if (rc == AL_OK && (*fg)->rank != r) rc = al_err("FaRR: group %zu kept rank %d of %d", g, (*fg)->rank, r);
+    return rc;
+}
+
+/* Columns [g R, (g + 1) R) of W (D, G R) and of the bias b (G R, may be NULL) from the group's
+ * shared factor (D rows, then the bias row). */
+static void put_shared(Mat *W, float *b, const FarrGroup *fg, size_t g, size_t R) {
+    size_t D = W->rows, GR = W->cols;
+    for (size_t i = 0; i < D; i++) memcpy(W->data + i * GR + g * R, fg->shared->data + i * R, R * sizeof(float));
+    if (b) memcpy(b + g * R, fg->shared->data + D * R, R * sizeof(float));
+}
+
+static void free_group(FarrGroup *fg, Mat **heads, size_t grp, Mat *S) {
+    farr_group_free(fg);
+    for (size_t i = 0; heads && i < grp; i++) mat_free(heads[i]);
+    free(heads);
+    mat_free(S);
+}
+
 /* FaRR VO truncation of every KV group of C at rank r (in place): v' = [x, 1] U_r, W_O'[h] =
  * U_rᵀ [W_V[g] ; b_V[g]] W_O[h]. */
 static int farr_vo(AttnLayer *C, int r) {
@@ -95,18 +120,12 @@ static int farr_vo(AttnLayer *C, int r) {
         rc = S && heads ? AL_OK : AL_ERR;
         for (size_t i = 0; rc == AL_OK && i < grp; i++)
             if (!(heads[i] = mat_slice(C->W_O, (g * grp + i) * dv, dv, 0, D))) rc = AL_ERR;
-        if (rc == AL_OK) rc = farr_group_analyse(FARR_VO, S, (const Mat *const *)heads, (int)grp, 0.999, &fg);
-        if (rc == AL_OK) rc = farr_group_split(fg, FARR_VO, S, (const Mat *const *)heads, r);
-        if (rc == AL_OK && (size_t)fg->rank != R) rc = al_err("FaRR: group %zu kept rank %d of %d", g, fg->rank, r);
+        if (rc == AL_OK) rc = split_group(FARR_VO, S, heads, grp, r, g, &fg);
         if (rc == AL_OK) {
-            for (size_t i = 0; i < D; i++) memcpy(Wv->data + i * G * R + g * R, fg->shared->data + i * R, R * sizeof(float));
-            if (bv) memcpy(bv + g * R, fg->shared->data + D * R, R * sizeof(float));
+            put_shared(Wv, bv, fg, g, R);
             for (size_t i = 0; i < grp; i++) memcpy(Wo->data + (g * grp + i) * R * D, fg->head[i]->data, R * D * sizeof(float));
         }
-        farr_group_free(fg);
-        for (size_t i = 0; heads && i < grp; i++) mat_free(heads[i]);
-        free(heads);
-        mat_free(S);
+        free_group(fg, heads, grp, S);
     }
     if (rc) { mat_free(Wv); mat_free(Wo); free(bv); return rc; }
     mat_free(C->W_V); mat_free(C->W_O); free(C->b_V);
@@ -135,12 +154,9 @@ static int farr_qk(AttnLayer *C, int r) {
             heads[i] = bias ? augment(C->W_Q, h * d, d, C->b_Q) : mat_slice(C->W_Q, 0, D, h * d, d);
             if (!heads[i]) rc = AL_ERR;
         }
-        if (rc == AL_OK) rc = farr_group_analyse(FARR_QK, S, (const Mat *const *)heads, (int)grp, 0.999, &fg);
-        if (rc == AL_OK) rc = farr_group_split(fg, FARR_QK, S, (const Mat *const *)heads, r);
-        if (rc == AL_OK && (size_t)fg->rank != R) rc = al_err("FaRR: group %zu kept rank %d of %d", g, fg->rank, r);
+        if (rc == AL_OK) rc = split_group(FARR_QK, S, heads, grp, r, g, &fg);
         if (rc == AL_OK) {
-            for (size_t i = 0; i < D; i++) memcpy(Wk->data + i * G * R + g * R, fg->shared->data + i * R, R * sizeof(float));
-            if (bk) memcpy(bk + g * R, fg->shared->data + D * R, R * sizeof(float));
+            put_shared(Wk, bk, fg, g, R);
             for (size_t k = 0; k < grp; k++) {
                 size_t h = g * grp + k;
                 for (size_t i = 0; i < D; i++)
@@ -148,10 +164,7 @@ static int farr_qk(AttnLayer *C, int r) {
                 if (bq) memcpy(bq + h * R, fg->head[k]->data + D * R, R * sizeof(float));
             }
         }
-        farr_group_free(fg);
-        for (size_t i = 0; heads && i < grp; i++) mat_free(heads[i]);
-        free(heads);
-        mat_free(S);
+        free_group(fg, heads, grp, S);
     }
     if (rc) { mat_free(Wk); mat_free(Wq); free(bk); free(bq); return rc; }
     mat_free(C->W_K); mat_free(C->W_Q); free(C->b_K); free(C->b_Q);
@@ -266,8 +279,7 @@ static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat 
 static int gram_add(const float *Y, size_t T, size_t ld, size_t c0, size_t n, double *G) {
     double *Yd = al_malloc3(T, n, sizeof(double), "a Gram block"), *S = al_calloc(n * n, sizeof(double), "a Gram");
     if (!Yd || !S) { free(Yd); free(S); return AL_ERR; }
-    for (size_t t = 0; t < T; t++)
-        for (size_t i = 0; i < n; i++) Yd[t * n + i] = Y[t * ld + c0 + i];
+    for (size_t t = 0; t < T; t++) vec_f2d(Y + t * ld + c0, n, Yd + t * n);
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)T, 1.0, Yd, (int)n, 0.0, S, (int)n);
     for (size_t i = 0; i < n; i++)
         for (size_t j = i; j < n; j++) {
@@ -285,7 +297,7 @@ static int apply_proj(float *Y, size_t T, size_t ld, size_t c0, size_t n, const 
     float *Sf = al_malloc3(n, n, sizeof(float), "a projection"), *Z = al_malloc3(T, n, sizeof(float), "projected rows");
     if (!S || !Sf || !Z) { free(S); free(Sf); free(Z); return AL_ERR; }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)R, 1.0, A, (int)R, B, (int)R, 0.0, S, (int)n);
-    for (size_t i = 0; i < n * n; i++) Sf[i] = (float)S[i];
+    vec_d2f(S, n * n, Sf);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)n, 1.0f, Y + c0, (int)ld, Sf, (int)n,
                 0.0f, Z, (int)n);
     for (size_t t = 0; t < T; t++) memcpy(Y + t * ld + c0, Z + t * n, n * sizeof(float));
@@ -460,7 +472,7 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
         return al_err("compare: layers %d-%d: %s has layers 0-%d", o.layer_lo, o.layer_hi, name, c->n_layers - 1);
     if (!o.tokens) o.tokens = 64;
     if (!o.fit_tokens) o.fit_tokens = 256;
-    if (!o.seed) o.seed = 20250607;
+    if (!o.seed) o.seed = AL_SEED_COMPARE;
     int nl = o.layer_hi - o.layer_lo + 1;
     CmpResult *r = al_calloc(1, sizeof *r, "a comparison");
     Mat *X = NULL, *Xf = NULL;

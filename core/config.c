@@ -102,31 +102,39 @@ static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t ca
                   "kimi_k2, gpt2)", r->where, t ? t : a);
 }
 
-static void parse_gqa(cfg_reader *r, ModelConfig *c) {
+/* The Hugging Face Llama-style fields GQA and DeepSeek configs share: the three sizes read first,
+ * the rest last (so missing and invalid keys are listed in the order of the file's readers). */
+static void parse_hf_sizes(cfg_reader *r, ModelConfig *c) {
     c->hidden = cfg_int(r, "hidden_size", 0, true);
     c->n_heads = cfg_int(r, "num_attention_heads", 0, true);
     c->n_layers = cfg_int(r, "num_hidden_layers", 0, true);
+}
+
+static void parse_hf_rest(cfg_reader *r, ModelConfig *c) {
+    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
+    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
+    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
+    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
+    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
+    snprintf(c->prefix, sizeof c->prefix, "model.");
+}
+
+static void parse_gqa(cfg_reader *r, ModelConfig *c) {
+    parse_hf_sizes(r, c);
     c->n_kv_heads = cfg_int(r, "num_key_value_heads", c->n_heads, false);
     int hd = cfg_int(r, "head_dim", c->n_heads ? c->hidden / c->n_heads : 0, false);
     c->qk_nope_dim = 0;
     c->qk_rope_dim = hd;
     c->v_dim = hd;
     c->rope = ROPE_HALF;
-    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
-    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
-    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
-    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
     bool bias = cfg_bool(r, "attention_bias", false);
     c->qkv_bias = c->family == FAM_QWEN2 ? true : bias;
     c->o_bias = c->family == FAM_QWEN2 ? false : bias;
-    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
-    snprintf(c->prefix, sizeof c->prefix, "model.");
+    parse_hf_rest(r, c);
 }
 
 static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
-    c->hidden = cfg_int(r, "hidden_size", 0, true);
-    c->n_heads = cfg_int(r, "num_attention_heads", 0, true);
-    c->n_layers = cfg_int(r, "num_hidden_layers", 0, true);
+    parse_hf_sizes(r, c);
     c->n_kv_heads = c->n_heads;
     c->q_lora_rank = cfg_int(r, "q_lora_rank", 0, false);
     c->kv_lora_rank = cfg_int(r, "kv_lora_rank", 0, true);
@@ -134,14 +142,9 @@ static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
     c->qk_rope_dim = cfg_int(r, "qk_rope_head_dim", 0, true);
     c->v_dim = cfg_int(r, "v_head_dim", 0, true);
     c->rope = ROPE_INTERLEAVED;
-    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
-    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
-    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
-    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
     c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", false);
-    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
     c->latent_norm = cfg_bool(r, "qk_latent_layernorm", true);
-    snprintf(c->prefix, sizeof c->prefix, "model.");
+    parse_hf_rest(r, c);
 }
 
 static void parse_gpt2(cfg_reader *r, ModelConfig *c) {

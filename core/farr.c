@@ -327,23 +327,17 @@ void farr_group_free(FarrGroup *g) {
     free(g);
 }
 
-static double *mat_double(const Mat *M) {
-    double *d = al_malloc3(M->rows, M->cols, sizeof(double), "a double copy");
-    if (d) for (size_t i = 0; i < M->rows * M->cols; i++) d[i] = M->data[i];
-    return d;
-}
-
 /* Gram of one head's factor in the group's inner space (k x k, full symmetric):
  * VO: P P^T for P = W_O (k x n); QK: Q^T Q for Q = W_Q (n_q x k). */
 static int head_gram(farr_kind kind, const Mat *P, double *G) {
     size_t k = kind == FARR_VO ? P->rows : P->cols;
     size_t n = kind == FARR_VO ? P->cols : P->rows;
-    double *Pd = mat_double(P);
+    MatD *Pd = matd_from_mat(P);
     if (!Pd) return AL_ERR;
     cblas_dsyrk(CblasRowMajor, CblasUpper, kind == FARR_VO ? CblasNoTrans : CblasTrans, (int)k,
-                (int)n, 1.0, Pd, kind == FARR_VO ? (int)n : (int)k, 0.0, G, (int)k);
+                (int)n, 1.0, Pd->data, kind == FARR_VO ? (int)n : (int)k, 0.0, G, (int)k);
     for (size_t i = 0; i < k; i++) for (size_t j = 0; j < i; j++) G[i * k + j] = G[j * k + i];
-    free(Pd);
+    matd_free(Pd);
     return AL_OK;
 }
 
@@ -391,15 +385,16 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
     } else {
         /* Per head: e_j = ||u_j^T S P_i||^2 = (Mt G_i Mt^T)_jj with Mt = U^T S (p x k), and the
          * head's total energy ||S P_i||_F^2 = <S^T S, G_i>. */
-        double *Sd = mat_double(S), *Mt = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
+        MatD *Sd = matd_from_mat(S);
+        double *Mt = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
         double *GS = al_malloc3(k, k, sizeof(double), "a Gram matrix"), *Gi = al_malloc3(k, k, sizeof(double), "a Gram matrix");
         double *Y = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
         rc = (Sd && Mt && GS && Gi && Y) ? AL_OK : AL_ERR;
         if (rc == AL_OK) {
             cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p, (int)k, (int)m, 1.0, g->U,
-                        (int)p, Sd, (int)k, 0.0, Mt, (int)k);
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)k, (int)m, 1.0, Sd,
-                        (int)k, Sd, (int)k, 0.0, GS, (int)k);
+                        (int)p, Sd->data, (int)k, 0.0, Mt, (int)k);
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)k, (int)m, 1.0, Sd->data,
+                        (int)k, Sd->data, (int)k, 0.0, GS, (int)k);
         }
         for (int i = 0; rc == AL_OK && i < n; i++) {
             if ((rc = head_gram(kind, heads[i], Gi)) != AL_OK) break;
@@ -415,7 +410,7 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
                 g->cum[(size_t)i * p + j] = total > 0 ? cum / total : 1.0;
             }
         }
-        free(Sd); free(Mt); free(GS); free(Gi); free(Y);
+        matd_free(Sd); free(Mt); free(GS); free(Gi); free(Y);
         if (rc != AL_OK) { farr_group_free(g); lin_spectrum_free(sp); return rc; }
         /* Smallest r keeping >= tau of every head's energy (p if rounding keeps it below tau). */
         g->rank_tau = (int)p;
@@ -441,28 +436,28 @@ int farr_group_split(FarrGroup *g, farr_kind kind, const Mat *S, const Mat *cons
     g->rank = r;
     mat_free(g->shared);
     g->shared = mat_new(m, rr);
-    double *Sd = mat_double(S), *Mt = al_malloc3(rr, k, sizeof(double), "projections");
-    if (!g->shared || !Sd || !Mt) { free(Sd); free(Mt); return AL_ERR; }
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < rr; j++) g->shared->data[i * rr + j] = (float)g->U[i * p + j];
+    MatD *Sd = matd_from_mat(S);
+    double *Mt = al_malloc3(rr, k, sizeof(double), "projections");
+    if (!g->shared || !Sd || !Mt) { matd_free(Sd); free(Mt); return AL_ERR; }
+    for (size_t i = 0; i < m; i++) vec_d2f(g->U + i * p, rr, g->shared->data + i * rr);
     /* Mt = U_r^T S (r x k) */
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rr, (int)k, (int)m, 1.0, g->U, (int)p,
-                Sd, (int)k, 0.0, Mt, (int)k);
+                Sd->data, (int)k, 0.0, Mt, (int)k);
     int rc = AL_OK;
     for (int i = 0; i < g->n && rc == AL_OK; i++) {
         const Mat *P = heads[i];
-        double *Pd = mat_double(P);
+        MatD *Pd = matd_from_mat(P);
         Mat *H = kind == FARR_VO ? mat_new(rr, P->cols) : mat_new(P->rows, rr);
         double *Hd = H ? al_malloc3(H->rows, H->cols, sizeof(double), "a head factor") : NULL;
-        if (!Pd || !H || !Hd) { free(Pd); mat_free(H); free(Hd); rc = AL_ERR; break; }
+        if (!Pd || !H || !Hd) { matd_free(Pd); mat_free(H); free(Hd); rc = AL_ERR; break; }
         if (kind == FARR_VO)     /* W_O' = Mt W_O (r x cols) */
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rr, (int)P->cols, (int)k, 1.0,
-                        Mt, (int)k, Pd, (int)P->cols, 0.0, Hd, (int)P->cols);
+                        Mt, (int)k, Pd->data, (int)P->cols, 0.0, Hd, (int)P->cols);
         else                     /* W_Q' = W_Q Mt^T (rows x r) */
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P->rows, (int)rr, (int)k, 1.0,
-                        Pd, (int)k, Mt, (int)k, 0.0, Hd, (int)rr);
-        for (size_t t = 0; t < H->rows * H->cols; t++) H->data[t] = (float)Hd[t];
-        free(Pd); free(Hd);
+                        Pd->data, (int)k, Mt, (int)k, 0.0, Hd, (int)rr);
+        vec_d2f(Hd, H->rows * H->cols, H->data);
+        matd_free(Pd); free(Hd);
         mat_free(g->head[i]);
         g->head[i] = H;
         double e = p ? g->cum[(size_t)i * p + rr - 1] : 1.0;
@@ -470,7 +465,7 @@ int farr_group_split(FarrGroup *g, farr_kind kind, const Mat *S, const Mat *cons
         g->energy[i] = e;
         g->err[i] = sqrt(e < 1 ? 1 - e : 0);
     }
-    free(Sd); free(Mt);
+    matd_free(Sd); free(Mt);
     return rc;
 }
 
@@ -549,12 +544,13 @@ static int group_bias(Model *m, farr_kind kind, int layer, int g, const FarrGrou
             tl->head_bias = al_calloc((size_t)tl->n_heads, sizeof(float *), "biases");
             if (!tl->head_bias) return AL_ERR;
         }
-        double *Sd = mat_double(S), *KtU = al_malloc3(k, r, sizeof(double), "a projection");
-        if (!Sd || !KtU) { free(Sd); free(KtU); return AL_ERR; }
+        MatD *Sd = matd_from_mat(S);
+        double *KtU = al_malloc3(k, r, sizeof(double), "a projection");
+        if (!Sd || !KtU) { matd_free(Sd); free(KtU); return AL_ERR; }
         /* KtU = W_K^T U_r (k x r) */
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)r, (int)mrows, 1.0, Sd, (int)k,
-                    grp->U, (int)p, 0.0, KtU, (int)r);
-        free(Sd);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)r, (int)mrows, 1.0, Sd->data,
+                    (int)k, grp->U, (int)p, 0.0, KtU, (int)r);
+        matd_free(Sd);
         int rc = AL_OK;
         for (int i = 0; i < per && rc == AL_OK; i++) {
             int h = g * per + i;
@@ -596,8 +592,8 @@ static int group_bias(Model *m, farr_kind kind, int layer, int g, const FarrGrou
         double *rhs = al_calloc(nrhs, sizeof(double), "a least-squares system");
         double *sv = al_calloc(k < mrows ? k : mrows, sizeof(double), "singular values");
         if (!At || !rhs || !sv) { free(At); free(rhs); free(sv); free(bv); return AL_ERR; }
-        for (size_t i = 0; i < mrows; i++) for (size_t a = 0; a < k; a++) At[i * k + a] = S->data[i * k + a];
-        for (size_t a = 0; a < k; a++) rhs[a] = bv[a];
+        vec_f2d(S->data, mrows * k, At);
+        vec_f2d(bv, k, rhs);
         lapack_int rank;
         lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)k, (lapack_int)mrows, 1, At,
                                          (lapack_int)k, rhs, (lapack_int)nrhs, sv, 1e-10, &rank);
@@ -867,11 +863,9 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
     FarrLayer *l;
     int rc = farr_layer_compute(m, kind, layer, offset, &l);
     if (rc != AL_OK) return rc;
-    if (st->n == st->cap) {
-        size_t cap = st->cap ? 2 * st->cap : 16;
-        CacheEntry *ne = realloc(st->e, cap * sizeof *ne);
-        if (!ne) { farr_layer_free(l); return al_err("out of memory growing the FaRR cache"); }
-        st->e = ne; st->cap = cap;
+    if (al_reserve(&st->e, &st->cap, st->n + 1, sizeof *st->e, "the FaRR cache")) {
+        farr_layer_free(l);
+        return AL_ERR;
     }
     st->e[st->n++] = (CacheEntry){ .m = m, .kind = kind, .layer = layer, .offset = offset, .l = l };
     st->computed++;
@@ -924,11 +918,9 @@ int farr_state_set_plan(FarrState *st, const Model *m, FarrPlan *plan) {
     WorkEntry *w = NULL;
     for (size_t i = 0; i < st->nw; i++) if (st->w[i].m == m) w = &st->w[i];
     if (!w) {
-        if (st->nw == st->capw) {
-            size_t cap = st->capw ? 2 * st->capw : 4;
-            WorkEntry *nw = realloc(st->w, cap * sizeof *nw);
-            if (!nw) { farr_plan_free(plan); return al_err("out of memory keeping a truncation"); }
-            st->w = nw; st->capw = cap;
+        if (al_reserve(&st->w, &st->capw, st->nw + 1, sizeof *st->w, "the kept truncations")) {
+            farr_plan_free(plan);
+            return AL_ERR;
         }
         w = &st->w[st->nw++];
         *w = (WorkEntry){ .m = m };

@@ -177,7 +177,7 @@ static int take_description(Forward *f) {
     f->inv_freq = al_malloc3(half, 1, sizeof(float), "RoPE frequencies");
     double *base = al_malloc3(half, 1, sizeof(double), "RoPE frequencies");
     int rc = f->inv_freq && base ? rope_inv_freq(&c->rope_spec, (int)f->rope, c->rope_spec.theta, base, f->m->path) : AL_ERR;
-    for (size_t j = 0; rc == AL_OK && j < half; j++) f->inv_freq[j] = (float)base[j];
+    if (rc == AL_OK) vec_d2f(base, half, f->inv_freq);
     f->rope_mscale = (float)rope_attention_factor(&c->rope_spec);
     free(base);
     return rc;
@@ -535,20 +535,8 @@ static int attn_head(size_t h, int worker, void *ud) {
     size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
     const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
     float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
-    size_t window = fwd_attn_window(f, j->L);
-    for (size_t r0 = 0; r0 < j->T; r0 += QCHUNK) {
-        size_t nr = j->T - r0 < QCHUNK ? j->T - r0 : QCHUNK;
-        size_t nk = f->pos + r0 + nr;                        /* keys visible to the chunk's last row */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)f->dqk, (float)j->scale,
-                    j->q + r0 * j->ldq + h * f->dqk, (int)j->ldq, K, (int)kw, 0.f, S, (int)nk);
-        for (size_t t = 0; t < nr; t++) {
-            size_t p = f->pos + r0 + t;                       /* this row's position: keys 0..p */
-            size_t lo = window && p + 1 > window ? p + 1 - window : 0;
-            attn_softmax_row(S + t * nk, nk, lo, p, f->c->attn_softcap);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)f->dv, (int)nk, 1.f, S, (int)nk, Vc,
-                    (int)vw, 0.f, f->att.p + r0 * Hdv + h * f->dv, (int)Hdv);
-    }
+    attn_head_causal(j->q + h * f->dqk, j->ldq, K, kw, Vc, vw, j->T, f->pos, f->dqk, f->dv, j->scale,
+                     fwd_attn_window(f, j->L), f->c->attn_softcap, QCHUNK, S, f->att.p + h * f->dv, Hdv);
     return AL_OK;
 }
 
@@ -742,6 +730,21 @@ int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *log
         for (size_t r0 = 0; r0 < T; r0 += LCHUNK)
             logits_rows(f, f->h.p + r0 * f->D, T - r0 < LCHUNK ? T - r0 : LCHUNK, logits + r0 * f->vocab);
     return AL_OK;
+}
+
+int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen) {
+    fwd_set_hooks(f, h);
+    int rc = AL_OK;
+    for (size_t s = 0; s < nseq && rc == AL_OK; s++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        fwd_reset(f);
+        rc = fwd_run(f, tokens + s * seqlen, seqlen, FWD_LOGITS_NONE, NULL);
+        al_progress("sequence", s + 1, nseq);
+    }
+    al_progress(NULL, 0, 0);
+    fwd_set_hooks(f, NULL);
+    fwd_reset(f);
+    return rc;
 }
 
 int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *count) {

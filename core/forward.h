@@ -119,6 +119,10 @@ typedef enum { FWD_LOGITS_NONE, FWD_LOGITS_LAST, FWD_LOGITS_ALL } fwd_logits;
  * full, a hook's error) or AL_INTERRUPTED (polled between layers); after a failure the sequence
  * is reset. */
 int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *logits);
+/* Runs nseq sequences of seqlen tokens (tokens[s seqlen ..]), each from a fresh cache, with the
+ * hooks h installed (removed and the cache reset after), reporting progress per sequence. Stops at
+ * the first error (a hook's included) or interrupt (AL_INTERRUPTED). */
+int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen);
 
 /* Runs tokens[0..T) as a fresh sequence (resets first) and returns the summed negative
  * log-likelihood (nats, double) of tokens[1..T) given their prefixes, and their count (T - 1).

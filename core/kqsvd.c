@@ -234,7 +234,7 @@ int kq_wo_grams(Model *m, double **out) {
                 mat_free(Wo);
                 break;
             }
-            for (size_t i = 0; i < dv * D; i++) W[i] = Wo->data[i];
+            vec_f2d(Wo->data, dv * D, W);
             mat_free(Wo);
             double *C = GW + l * per + (size_t)(h / calib_group(&sh)) * dv * dv;
             cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)dv, (int)D, 1.0, W, (int)D, 1.0, C, (int)dv);
@@ -469,17 +469,8 @@ static int attn_task(size_t h, int worker, void *ud) {
     size_t g = h / j->m, T = j->T;
     const float *K = j->K + g * j->d, *V = j->V + g * j->dv;
     float *S = j->scores + (size_t)worker * QB * T;
-    for (size_t r0 = 0; r0 < T; r0 += QB) {
-        size_t nr = T - r0 < QB ? T - r0 : QB, nk = r0 + nr;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)j->d, (float)j->scale,
-                    j->Q + r0 * j->ldq + h * j->d, (int)j->ldq, K, (int)j->ldk, 0.f, S, (int)nk);
-        for (size_t t = 0; t < nr; t++) {
-            size_t p = r0 + t, lo = j->window && p + 1 > j->window ? p + 1 - j->window : 0;
-            attn_softmax_row(S + t * nk, nk, lo, p, j->softcap);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)j->dv, (int)nk, 1.f, S, (int)nk, V,
-                    (int)j->ldv, 0.f, j->out + r0 * j->H * j->dv + h * j->dv, (int)(j->H * j->dv));
-    }
+    attn_head_causal(j->Q + h * j->d, j->ldq, K, j->ldk, V, j->ldv, T, 0, j->d, j->dv, j->scale, j->window, j->softcap, QB,
+                     S, j->out + h * j->dv, j->H * j->dv);
     return AL_OK;
 }
 
@@ -692,16 +683,5 @@ int kq_eval_run(KqEval *ev, Model *m, Forward *f, const int *tokens, size_t nseq
     }
     ev->run_T = seqlen;
     FwdHooks h = {.mask = FWD_Q_ROPE | FWD_K_ROPE | FWD_V | FWD_ATTN_OUT, .fn = eval_hook, .ud = ev, .chunk = 0};
-    fwd_set_hooks(f, &h);
-    int rc = AL_OK;
-    for (size_t s = 0; s < nseq && rc == AL_OK; s++) {
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        fwd_reset(f);
-        rc = fwd_run(f, tokens + s * seqlen, seqlen, FWD_LOGITS_NONE, NULL);
-        al_progress("sequence", s + 1, nseq);
-    }
-    al_progress(NULL, 0, 0);
-    fwd_set_hooks(f, NULL);
-    fwd_reset(f);
-    return rc;
+    return fwd_run_hooked(f, &h, tokens, nseq, seqlen);
 }

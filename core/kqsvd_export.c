@@ -28,7 +28,7 @@ static int write_set(CkptWriter *w, const KqProj *p, const char *fname) {
             size_t n = G * t[i].dim * (size_t)t[i].R;
             float *f = al_malloc3(n ? n : 1, 1, sizeof *f, "projection tensor");
             if (!f) { rc = AL_ERR; break; }
-            for (size_t k = 0; k < n; k++) f[k] = (float)t[i].x[k];
+            vec_d2f(t[i].x, n, f);
             char name[64];
             snprintf(name, sizeof name, "layers.%d.%s", l, t[i].n);
             size_t shape[3] = {G, t[i].dim, (size_t)t[i].R};

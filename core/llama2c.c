@@ -30,13 +30,7 @@ static int64_t l2c_abs(int32_t v) { return v < 0 ? -(int64_t)v : v; }
 
 /* Appends a float32 tensor of shape (rows, cols) (cols 0: 1-D) at the running offset. */
 static int l2c_add(l2c_layout *l, const char *name, size_t rows, size_t cols) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        st_entry *ne = realloc(l->e, cap * sizeof *ne);
-        if (!ne) return al_err("out of memory");
-        l->e = ne;
-        l->cap = cap;
-    }
+    if (al_reserve(&l->e, &l->cap, l->n + 1, sizeof *l->e, "the tensor table")) return AL_ERR;
     st_entry *e = &l->e[l->n];
     memset(e, 0, sizeof *e);
     e->name = strdup(name);

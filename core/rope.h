@@ -42,4 +42,12 @@ void rope_rotate_cs(float *v, size_t half, rope_layout lay, const float *cs, con
  * (softcap tanh(s / softcap)), softmax over keys [lo, hi], every other entry of [0, n) set to 0. */
 void attn_softmax_row(float *s, size_t n, size_t lo, size_t hi, double softcap);
 
+/* One query head's causal attention for T query rows at positions pos0 .. pos0 + T - 1 over keys
+ * 0 .. pos0 + T - 1, in blocks of qb rows: out_t = softmax(q_t Kᵀ scale, keys (window: the last
+ * window of) 0 .. pos0 + t, soft-capped) V. q (T, d) stride ldq; K (keys, d) stride ldk; V
+ * (keys, dv) stride ldv; out (T, dv) stride ldo; S scratch of qb x (pos0 + T) floats. */
+void attn_head_causal(const float *q, size_t ldq, const float *K, size_t ldk, const float *V, size_t ldv, size_t T,
+                      size_t pos0, size_t d, size_t dv, double scale, size_t window, double softcap, size_t qb, float *S,
+                      float *out, size_t ldo);
+
 #endif

@@ -337,13 +337,7 @@ int st_writer_add(st_writer *w, const char *name, dt_type dtype, int ndim, const
     if (need != nbytes) return al_err("tensor '%s': shape x %s is %zu bytes, got %zu", name, dt_name(dtype), need, nbytes);
     for (size_t i = 0; i < w->n; i++)
         if (strcmp(w->e[i].name, name) == 0) return al_err("tensor '%s' added twice", name);
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 64;
-        w_entry *ne = realloc(w->e, cap * sizeof *ne);
-        if (!ne) return al_err("out of memory");
-        w->e = ne;
-        w->cap = cap;
-    }
+    if (al_reserve(&w->e, &w->cap, w->n + 1, sizeof *w->e, "the tensor table")) return AL_ERR;
     w_entry *e = &w->e[w->n];
     memset(e, 0, sizeof *e);
     e->name = strdup(name);

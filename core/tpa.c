@@ -8,7 +8,6 @@
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <errno.h>
 #include <lapacke.h>
 #include <limits.h>
 #include <math.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
+#include "seeds.h"
 #include "safetensors.h"
 
 /* ================================================================ accounting (Table 1) */
@@ -196,9 +196,8 @@ int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R
     double *Z = NULL, *P = NULL;
     int rc = Wd && (S || !Sigma) && Gram && Vec && eig ? AL_OK : AL_ERR;
     if (rc) goto done;
-    for (size_t i = 0; i < D * nc; i++) Wd[i] = W->data[i];
-    if (b)
-        for (size_t j = 0; j < nc; j++) Wd[D * nc + j] = b[j];
+    vec_f2d(W->data, D * nc, Wd);
+    if (b) vec_f2d(b, nc, Wd + D * nc);
     if (Sigma) {
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)nc, (int)D, 1.0, Sigma, (int)D, Wd, (int)nc,
                     0.0, S, (int)nc);
@@ -287,10 +286,9 @@ int tpa_factor_dense(const TpaFactor *f, Mat **W_hat, float **b_hat) {
     int rc = C && F && Y && (T || f->form != TPA_FORM_A) ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         size_t cw = f->ctx->cols;
-        for (size_t i = 0; i < D * cw; i++) C[i] = f->ctx->data[i];
-        if (f->bias)
-            for (size_t j = 0; j < cw; j++) C[D * cw + j] = f->bias[j];
-        for (size_t i = 0; i < R * (f->form == TPA_FORM_A ? G : d); i++) F[i] = f->fixed[i];
+        vec_f2d(f->ctx->data, D * cw, C);
+        if (f->bias) vec_f2d(f->bias, cw, C + D * cw);
+        vec_f2d(f->fixed, R * (f->form == TPA_FORM_A ? G : d), F);
         if (f->form == TPA_FORM_A) {
             /* C read as (n_in, R, d); T (n_in d, G) with T[(i, e), g] = (1/R) sum_r C[i, r, e] a_r[g]. */
             double *Cp = al_malloc3(n_in * d, R, sizeof(double), "the token-factor maps");
@@ -322,11 +320,10 @@ int tpa_factor_dense(const TpaFactor *f, Mat **W_hat, float **b_hat) {
     }
     if (rc == AL_OK && !(*W_hat = mat_new(D, nc))) rc = AL_ERR;
     if (rc == AL_OK) {
-        for (size_t i = 0; i < D * nc; i++) (*W_hat)->data[i] = (float)Y[i];
+        vec_d2f(Y, D * nc, (*W_hat)->data);
         if (f->bias) {
             if (!(*b_hat = al_malloc3(nc, 1, sizeof(float), "the materialized bias"))) rc = AL_ERR;
-            else
-                for (size_t j = 0; j < nc; j++) (*b_hat)[j] = (float)Y[D * nc + j];
+            else vec_d2f(Y + D * nc, nc, *b_hat);
         }
     }
     free(C); free(F); free(Y); free(T);
@@ -515,7 +512,7 @@ int tpa_layer_report(TpaLayer *l, const AttnLayer *src, size_t T, uint64_t seed,
 /* ================================================================ whole model */
 
 TpaOpts tpa_opts_default(void) {
-    TpaOpts o = {.form = TPA_FORM_A, .layer_lo = 0, .layer_hi = -1, .eval_tokens = 64, .seed = 20250604};
+    TpaOpts o = {.form = TPA_FORM_A, .layer_lo = 0, .layer_hi = -1, .eval_tokens = 64, .seed = AL_SEED_TPA_EVAL};
     return o;
 }
 
@@ -550,7 +547,7 @@ int tpa_resolve_opts(const Model *m, TpaOpts *o) {
     if (o->layer_lo < 0 || o->layer_lo > o->layer_hi)
         return al_err("layers %d-%d: %s has layers 0-%d", o->layer_lo, o->layer_hi, name, c->n_layers - 1);
     if (o->eval_tokens == 0) o->eval_tokens = 64;
-    if (o->seed == 0) o->seed = 20250604;
+    if (o->seed == 0) o->seed = AL_SEED_TPA_EVAL;
     return AL_OK;
 }
 
@@ -623,28 +620,6 @@ bool tpa_is_export(const char *dir) {
     bool ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
     free(p);
     return ok;
-}
-
-/* Reads a whole text file (caller frees). */
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { al_err("cannot open %s: %s", path, strerror(errno)); return NULL; }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); al_err("out of memory reading %s", path); return NULL; }
-            buf = nb;
-        }
-        size_t k = fread(buf + n, 1, 4096, f);
-        n += k;
-        if (k < 4096) break;
-    }
-    fclose(f);
-    buf[n] = 0;
-    return buf;
 }
 
 /* Tensor `name` of f as float32 (rows, cols) (a 1-D tensor is 1 x n). Missing: NULL, AL_OK when
@@ -798,7 +773,7 @@ int tpa_load(const char *dir, TpaModel **out) {
     *out = NULL;
     char *mpath = al_asprintf("%s/%s", dir, TPA_MANIFEST);
     char *fpath = al_asprintf("%s/%s", dir, TPA_FACTORS);
-    char *text = mpath ? read_text(mpath) : NULL;
+    char *text = mpath ? al_read_file(mpath, NULL) : NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     st_file *f = NULL;
     TpaModel *t = NULL;

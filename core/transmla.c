@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "analyses.h"
+#include "seeds.h"
 
 /* ================================================================ small helpers */
 
@@ -21,22 +22,6 @@ static double *dalloc(size_t r, size_t c, const char *what) {
     size_t n;
     if (!al_mul_ok(r ? r : 1, c ? c : 1, &n, what)) return NULL;
     return al_calloc(n, sizeof(double), what);
-}
-
-/* Float matrix -> new double array (same layout). */
-static double *mat_to_d(const Mat *m) {
-    double *d = dalloc(m->rows, m->cols, "a double copy of a matrix");
-    if (d)
-        for (size_t i = 0; i < m->rows * m->cols; i++) d[i] = m->data[i];
-    return d;
-}
-
-/* Double array (r x c) -> new Mat. */
-static Mat *d_to_mat(const double *d, size_t r, size_t c) {
-    Mat *m = mat_new(r, c);
-    if (m)
-        for (size_t i = 0; i < r * c; i++) m->data[i] = (float)d[i];
-    return m;
 }
 
 /* Eigen-decomposition of the symmetric n x n matrix A (overwritten by the eigenvectors as columns,
@@ -157,8 +142,8 @@ int tmla_kv_cov_stats(const AttnLayer *gqa, const double *Sigma, const double *m
     double *W = dalloc(m, n, "the key/value weights"), *b = NULL;
     if (!W) return AL_ERR;
     for (size_t i = 0; i < m; i++) {
-        for (size_t j = 0; j < nk; j++) W[i * n + j] = gqa->W_K->data[i * nk + j];
-        for (size_t j = 0; j < nv; j++) W[i * n + nk + j] = gqa->W_V->data[i * nv + j];
+        vec_f2d(gqa->W_K->data + i * nk, nk, W + i * n);
+        vec_f2d(gqa->W_V->data + i * nv, nv, W + i * n + nk);
     }
     if ((gqa->b_K || gqa->b_V) && (b = dalloc(n, 1, "key/value biases")))
         for (size_t j = 0; j < n; j++)
@@ -353,8 +338,10 @@ double tmla_kept_energy(const TmlaLayer *T, const double *C_K) {
 /* Diagonal of the second moment of f = x W + b (see feature_cov) without forming it: (n). */
 static int feature_diag(const Mat *Wm, const float *b, const double *Sigma, const double *mu, double *out) {
     size_t m = Wm->rows, n = Wm->cols;
-    double *W = mat_to_d(Wm), *A = Sigma ? dalloc(m, n, "a covariance product") : NULL;
-    if (!W || (Sigma && !A)) { free(W); free(A); return AL_ERR; }
+    MatD *Wd = matd_from_mat(Wm);
+    const double *W = Wd ? Wd->data : NULL;
+    double *A = Sigma ? dalloc(m, n, "a covariance product") : NULL;
+    if (!W || (Sigma && !A)) { matd_free(Wd); free(A); return AL_ERR; }
     if (Sigma)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)m, 1.0, Sigma, (int)m, W, (int)n, 0.0,
                     A, (int)n);
@@ -367,7 +354,7 @@ static int feature_diag(const Mat *Wm, const float *b, const double *Sigma, cons
         if (b) s += 2 * b[j] * wm + (double)b[j] * b[j];
         out[j] = s;
     }
-    free(W);
+    matd_free(Wd);
     free(A);
     return AL_OK;
 }
@@ -492,7 +479,9 @@ static int build_query(const TmlaLayer *T, AttnLayer *L, size_t dn) {
     const AttnLayer *S = T->src;
     size_t m = (size_t)T->hidden, H = (size_t)T->H, d = (size_t)T->d, n = (size_t)T->G * d, D = (size_t)T->D;
     size_t dq = dn + D, grp = H / (size_t)T->G;
-    double *Wq = mat_to_d(S->W_Q), *Wn = dalloc(m, H * dq, "the converted query");
+    MatD *Wqd = matd_from_mat(S->W_Q);
+    const double *Wq = Wqd ? Wqd->data : NULL;
+    double *Wn = dalloc(m, H * dq, "the converted query");
     double *b = S->b_Q ? dalloc(H * dq, 1, "the converted query bias") : NULL;
     int rc = Wq && Wn && (b || !S->b_Q) ? AL_OK : AL_ERR;
     for (size_t h = 0; rc == AL_OK && h < H; h++) {
@@ -510,11 +499,10 @@ static int build_query(const TmlaLayer *T, AttnLayer *L, size_t dn) {
             }
         }
     }
-    if (rc == AL_OK && !(L->W_Q = d_to_mat(Wn, m, H * dq))) rc = AL_ERR;
+    if (rc == AL_OK && !(L->W_Q = mat_from_matd(&(MatD){m, H * dq, Wn}))) rc = AL_ERR;
     if (rc == AL_OK && b && !(L->b_Q = al_malloc3(H * dq, 1, sizeof(float), "a bias"))) rc = AL_ERR;
-    if (rc == AL_OK && b)
-        for (size_t j = 0; j < H * dq; j++) L->b_Q[j] = (float)b[j];
-    free(Wq); free(Wn); free(b);
+    if (rc == AL_OK && b) vec_d2f(b, H * dq, L->b_Q);
+    matd_free(Wqd); free(Wn); free(b);
     return rc;
 }
 
@@ -523,7 +511,9 @@ static int build_kv(const TmlaLayer *T, AttnLayer *L, size_t dn, const double *R
     const AttnLayer *S = T->src;
     size_t m = (size_t)T->hidden, H = (size_t)T->H, G = (size_t)T->G, d = (size_t)T->d, dv = (size_t)T->dv;
     size_t nk = G * d, nv = G * dv, D = (size_t)T->D, nK = nk - D, nJ = nK + nv, grp = H / G;
-    double *Wk = mat_to_d(S->W_K), *WJ = dalloc(m, nJ, "the joint features"), *A = dalloc(m, R + D, "the KV latent map");
+    MatD *Wkd = matd_from_mat(S->W_K);
+    const double *Wk = Wkd ? Wkd->data : NULL;
+    double *WJ = dalloc(m, nJ, "the joint features"), *A = dalloc(m, R + D, "the KV latent map");
     double *B = dalloc(R, H * (dn + dv), "the KV up-projection");
     bool bias = S->b_K || S->b_V;
     double *bK = bias ? dalloc(nk, 1, "bias") : NULL, *bJ = bias ? dalloc(nJ, 1, "bias") : NULL;
@@ -536,8 +526,7 @@ static int build_kv(const TmlaLayer *T, AttnLayer *L, size_t dn, const double *R
         if (nK)
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)nK, (int)nk, 1.0 / T->alpha, Wk, (int)nk,
                         T->U + D, (int)nk, 0.0, WJ, (int)nJ);
-        for (size_t i = 0; i < m; i++)
-            for (size_t a = 0; a < nv; a++) WJ[i * nJ + nK + a] = S->W_V->data[i * nv + a];
+        for (size_t i = 0; i < m; i++) vec_f2d(S->W_V->data + i * nv, nv, WJ + i * nJ + nK);
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)R, (int)nJ, 1.0, WJ, (int)nJ, RKV, (int)R, 0.0,
                     A, (int)(R + D));
         if (bias) {
@@ -557,12 +546,12 @@ static int build_kv(const TmlaLayer *T, AttnLayer *L, size_t dn, const double *R
             for (size_t r = 0; r < R; r++)
                 for (size_t a = 0; a < dv; a++) B[r * ldb + h * (dn + dv) + dn + a] = RKV[(nK + g * dv + a) * R + r];
         }
-        if (!(L->W_KVA = d_to_mat(A, m, R + D)) || !(L->W_KVB = d_to_mat(B, R, ldb))) rc = AL_ERR;
+        if (!(L->W_KVA = mat_from_matd(&(MatD){m, R + D, A})) || !(L->W_KVB = mat_from_matd(&(MatD){R, ldb, B})))
+            rc = AL_ERR;
         if (rc == AL_OK && bias && !(L->b_KVA = al_malloc3(R + D, 1, sizeof(float), "a bias"))) rc = AL_ERR;
-        if (rc == AL_OK && bias)
-            for (size_t j = 0; j < R + D; j++) L->b_KVA[j] = (float)bA[j];
+        if (rc == AL_OK && bias) vec_d2f(bA, R + D, L->b_KVA);
     }
-    free(Wk); free(WJ); free(A); free(B); free(bK); free(bJ); free(bA);
+    matd_free(Wkd); free(WJ); free(A); free(B); free(bK); free(bJ); free(bA);
     return rc;
 }
 
@@ -610,12 +599,12 @@ int tmla_q_cov_stats(const AttnLayer *mla, const double *Sigma, const double *mu
     *C_q = NULL;
     if (mla->kind != ATTN_MLA || !mla->W_Q) return al_err("q-rank: the layer has no plain query projection to factor");
     size_t n = mla->W_Q->cols;
-    double *W = mat_to_d(mla->W_Q), *b = mla->b_Q ? dalloc(n, 1, "bias") : NULL;
+    MatD *W = matd_from_mat(mla->W_Q);
+    double *b = mla->b_Q ? dalloc(n, 1, "bias") : NULL;
     int rc = W && (b || !mla->b_Q) ? AL_OK : AL_ERR;
-    if (rc == AL_OK && b)
-        for (size_t j = 0; j < n; j++) b[j] = mla->b_Q[j];
-    if (rc == AL_OK) rc = feature_cov(W, mla->W_Q->rows, n, b, Sigma, mu, C_q);
-    free(W);
+    if (rc == AL_OK && b) vec_f2d(mla->b_Q, n, b);
+    if (rc == AL_OK) rc = feature_cov(W->data, mla->W_Q->rows, n, b, Sigma, mu, C_q);
+    matd_free(W);
     free(b);
     return rc;
 }
@@ -625,7 +614,8 @@ int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q) {
     size_t m = mla->W_Q->rows, n = mla->W_Q->cols;
     if (Rq < 1 || (size_t)Rq > n) return al_err("q-rank %d: give 1-%zu (heads x (nope + rope))", Rq, n);
     size_t R = (size_t)Rq;
-    double *P = dalloc(n, n, "the query basis"), *w = dalloc(n, 1, "eigenvalues"), *W = mat_to_d(mla->W_Q);
+    MatD *W = matd_from_mat(mla->W_Q);
+    double *P = dalloc(n, n, "the query basis"), *w = dalloc(n, 1, "eigenvalues");
     double *A = dalloc(m, R, "the query down-projection"), *B = dalloc(R, n, "the query up-projection");
     int rc = P && w && W && A && B ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
@@ -633,11 +623,11 @@ int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q) {
         rc = sym_eig_desc(P, n, w, "query covariance");
     }
     if (rc == AL_OK) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)R, (int)n, 1.0, W, (int)n, P, (int)n, 0.0, A,
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)R, (int)n, 1.0, W->data, (int)n, P, (int)n, 0.0, A,
                     (int)R);
         for (size_t r = 0; r < R; r++)
             for (size_t j = 0; j < n; j++) B[r * n + j] = P[j * n + r];
-        Mat *QA = d_to_mat(A, m, R), *QB = d_to_mat(B, R, n);
+        Mat *QA = mat_from_matd(&(MatD){m, R, A}), *QB = mat_from_matd(&(MatD){R, n, B});
         float *bA = mla->b_Q ? al_malloc3(R, 1, sizeof(float), "a bias") : NULL;
         if (!QA || !QB || (mla->b_Q && !bA)) { mat_free(QA); mat_free(QB); free(bA); rc = AL_ERR; }
         else {
@@ -651,7 +641,7 @@ int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q) {
             mla->W_QA = QA; mla->W_QB = QB; mla->b_QA = bA; mla->q_rank = Rq;
         }
     }
-    free(P); free(w); free(W); free(A); free(B);
+    free(P); free(w); matd_free(W); free(A); free(B);
     return rc;
 }
 
@@ -659,7 +649,7 @@ int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q) {
 
 TmlaOpts tmla_opts_default(void) {
     return (TmlaOpts){.kv_rank = TMLA_FULL, .balance = true, .compare_balance = true, .eval_tokens = 64,
-                      .seed = 20250601, .layer_lo = 0, .layer_hi = -1};
+                      .seed = AL_SEED_TMLA_EVAL, .layer_lo = 0, .layer_hi = -1};
 }
 
 /* Refuses families the conversion does not cover, with the reason. */
@@ -723,7 +713,7 @@ static int shape_inputs(Mat *X, const double *Sigma, const double *mu) {
     if (rc == AL_OK && info != 0)
         rc = al_err("LAPACKE_dpotrf failed (info %d) on the %zu x %zu input covariance", (int)info, n, n);
     if (rc == AL_OK) {
-        for (size_t i = 0; i < T * n; i++) Z[i] = X->data[i];
+        vec_f2d(X->data, T * n, Z);
         cblas_dtrmm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)T, (int)n, 1.0, A, (int)n, Z,
                     (int)n);
         for (size_t t = 0; t < T; t++)

@@ -2,7 +2,8 @@
  * exhaustive round trips of every F16 / BF16 / F8_E4M3 bit pattern, hand-computed
  * round-to-nearest-even ties (normal and subnormal), overflow (F16 -> Inf, E4M3 saturates at
  * 448), NaN patterns, signed zeros; bulk dt_to_f32 / dt_from_f32 agree with the scalars;
- * the FP8 row decoders (AVX2 and table, float and double) agree with the scalar product; Mat <-> MatD. */
+ * the FP8 row decoders (AVX2 and table, float and double) agree with the scalar product; Mat <-> MatD;
+ * al_reserve, the growing-array helper the tensor tables use. */
 #include "check.h"
 #include "tensor.h"
 
@@ -206,6 +207,28 @@ static void test_matd(void) {
     mat_free(m); matd_free(d); mat_free(back); matd_free(e); mat_free(ef);
 }
 
+/* al_reserve: 16 slots at first, doubling until need fits, contents kept, nothing done when it
+ * fits, an overflowing size refused with the array and its capacity untouched. */
+static void test_reserve(void) {
+    int *a = NULL;
+    size_t cap = 0;
+    CHECK_OK(al_reserve(&a, &cap, 1, sizeof *a, "ints"));
+    CHECK(a && cap == 16, "first capacity %zu", cap);
+    for (int i = 0; a && i < 16; i++) a[i] = i * 7;
+    int *before = a;
+    CHECK_OK(al_reserve(&a, &cap, 16, sizeof *a, "ints"));
+    CHECK(a == before && cap == 16, "room already there: untouched");
+    CHECK_OK(al_reserve(&a, &cap, 40, sizeof *a, "ints"));
+    CHECK(cap == 64, "doubled to %zu for 40", cap);
+    size_t bad = 0;
+    for (int i = 0; a && i < 16; i++) bad += a[i] != i * 7;
+    CHECK(bad == 0, "growth lost %zu values", bad);
+    before = a;
+    CHECK_ERR(al_reserve(&a, &cap, 65, SIZE_MAX / 64, "huge things"), "huge things");
+    CHECK(a == before && cap == 64, "a refused growth leaves the array");
+    free(a);
+}
+
 static void test_bulk(void) {
     float src[8] = {1.0f, -2.5f, 1.0625f, 65520.0f, 1e-30f, 448.0f, 3.0e38f, -0.0f};
     uint8_t buf[64];
@@ -253,5 +276,6 @@ int main(void) {
     test_e4m3_rows();
     test_bulk();
     test_matd();
+    test_reserve();
     return check_done();
 }
