@@ -134,7 +134,7 @@ static int open_hf(Model *m, const char *path) {
         free(cfg_path);
         return rc;
     }
-    m->config_json = al_read_file(cfg_path, NULL);
+    m->config_json = al_read_file_max(cfg_path, NULL, AL_CAP_CONFIG, "config");
     int rc = m->config_json ? model_config_parse_keep(m->config_json, cfg_path, &m->cfg, &m->config_tree) : AL_ERR;
     free(cfg_path);
     if (rc == AL_OK) rc = store_open(path, &m->store);

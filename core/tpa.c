@@ -625,28 +625,6 @@ bool tpa_is_export(const char *dir) {
     return ok;
 }
 
-/* Reads a whole text file (caller frees). */
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { al_err("cannot open %s: %s", path, strerror(errno)); return NULL; }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); al_err("out of memory reading %s", path); return NULL; }
-            buf = nb;
-        }
-        size_t k = fread(buf + n, 1, 4096, f);
-        n += k;
-        if (k < 4096) break;
-    }
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
 /* Tensor `name` of f as float32 (rows, cols) (a 1-D tensor is 1 x n). Missing: NULL, AL_OK when
  * optional, else an error naming it. */
 static int read_tensor(const st_file *f, const char *name, bool required, Mat **out) {
@@ -798,7 +776,7 @@ int tpa_load(const char *dir, TpaModel **out) {
     *out = NULL;
     char *mpath = al_asprintf("%s/%s", dir, TPA_MANIFEST);
     char *fpath = al_asprintf("%s/%s", dir, TPA_FACTORS);
-    char *text = mpath ? read_text(mpath) : NULL;
+    char *text = mpath ? al_read_file_max(mpath, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     st_file *f = NULL;
     TpaModel *t = NULL;
