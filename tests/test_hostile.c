@@ -208,6 +208,10 @@ static void test_reads(void) {
         model_free(m);
         m = NULL;
     }
+    unlink(tpath("m/config.json", NULL));
+    FILE *fp = fopen(tpath("m/config.json", NULL), "wb");
+    if (fp) { fwrite("{\"model_type\": \"llama\"}\0{\"x\": 1}", 1, 33, fp); fclose(fp); }
+    CHECK_ERR(model_open(tpath("m", NULL), &m), "config.json: a NUL byte at byte 23: not a JSON text file");
     write_text("small.json", "{}");
     al_interrupt_flag = 1;
     CHECK(al_read_file_max(tpath("small.json", NULL), NULL, AL_CAP_CONFIG, "config") == NULL &&
