@@ -148,27 +148,96 @@ int al_threads(void) {
 
 /* ================================================================ files */
 
-char *al_read_file(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { al_err("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+/* Opens path for reading without waiting on a FIFO (O_NONBLOCK, cleared once it is known what
+ * the path is) and refuses what is not a regular file -- or, with streams, a pipe, socket or
+ * terminal (/dev/stdin) -- before a byte is read: a symlink to /dev/zero never fills memory. */
+static int open_to_read(const char *path, const char *kind, bool streams, struct stat *sb) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { al_err("%s: cannot open: %s", path, strerror(errno)); return -1; }
+    bool ok = fstat(fd, sb) == 0;
+    bool stream = ok && (S_ISFIFO(sb->st_mode) || S_ISSOCK(sb->st_mode) || (S_ISCHR(sb->st_mode) && isatty(fd)));
+    int fl = ok ? fcntl(fd, F_GETFL) : -1;
+    if (!ok || fl < 0) al_err("%s: cannot stat: %s", path, strerror(errno));
+    else if (S_ISDIR(sb->st_mode)) { ok = false; al_err("%s: is a folder, not a %s file", path, kind); }
+    else if (!S_ISREG(sb->st_mode) && !(streams && stream)) {
+        ok = false;
+        al_err("%s: not a regular file (a %s): attnlab reads a %s file only from a regular file", path,
+               S_ISFIFO(sb->st_mode) ? "FIFO" : S_ISCHR(sb->st_mode) ? "character device" : S_ISBLK(sb->st_mode) ? "block device"
+               : S_ISSOCK(sb->st_mode) ? "socket" : "special file", kind);
+    } else if (fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) { ok = false; al_err("%s: cannot read: %s", path, strerror(errno)); }
+    if (!ok) { close(fd); return -1; }
+    return fd;
+}
+
+/* Reads fd to the end into a NUL-terminated buffer, at most cap bytes; stops on Ctrl-C. */
+static char *read_fd_capped(int fd, const char *path, size_t cap, const char *kind, size_t *len) {
     char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {                       /* streamed, so pipes and /dev/stdin work too */
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 1 << 17;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(fp); al_err("%s: out of memory reading it", path); return NULL; }
+    size_t n = 0, room = 0;
+    for (;;) {
+        if (al_interrupted()) { al_err("%s: reading interrupted (Ctrl-C)", path); break; }
+        if (n + 65536 + 1 > room) {
+            room = room ? 2 * room : 1 << 17;
+            char *nb = realloc(buf, room);
+            if (!nb) { al_err("%s: out of memory reading it", path); break; }
             buf = nb;
         }
-        size_t got = fread(buf + n, 1, 65536, fp);
-        n += got;
-        if (got < 65536) break;
+        ssize_t got = read(fd, buf + n, 65536);
+        if (got < 0 && errno == EINTR) continue;                 /* Ctrl-C is checked at the top */
+        if (got < 0) { al_err("%s: read error: %s", path, strerror(errno)); break; }
+        if (got == 0) { buf[n] = 0; if (len) *len = n; return buf; }
+        n += (size_t)got;
+        if (n > cap) { al_err("%s: longer than %zu MiB, the most attnlab reads for a %s file; is it the right file?",
+                              path, cap >> 20, kind); break; }
     }
-    bool bad = ferror(fp);
-    fclose(fp);
-    if (bad) { free(buf); al_err("%s: read error (is it a folder?)", path); return NULL; }
+    free(buf);
+    return NULL;
+}
+
+char *al_read_file_max(const char *path, size_t *len, size_t cap, const char *kind) {
+    struct stat sb;
+    int fd = open_to_read(path, kind, false, &sb);
+    if (fd < 0) return NULL;
+    char *buf = NULL;
+    if ((uint64_t)sb.st_size > cap)
+        al_err("%s: %.1f MiB, larger than the %zu MiB attnlab reads for a %s file; is it the right file?", path,
+               (double)sb.st_size / (1 << 20), cap >> 20, kind);
+    else buf = read_fd_capped(fd, path, cap, kind, len);
+    close(fd);
+    return buf;
+}
+
+char *al_read_file(const char *path, size_t *len) {
+    struct stat sb;
+    int fd = open_to_read(path, "text", true, &sb);         /* pipes and /dev/stdin work too */
+    if (fd < 0) return NULL;
+    char *buf = NULL;
+    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > AL_CAP_TEXT)
+        al_err("%s: %.1f MiB, larger than the %d MiB attnlab reads for a text file", path,
+               (double)sb.st_size / (1 << 20), AL_CAP_TEXT >> 20);
+    else buf = read_fd_capped(fd, path, AL_CAP_TEXT, "text", len);
+    close(fd);
+    return buf;
+}
+
+int al_check_regular(const char *path, const char *kind) {
+    struct stat sb;
+    int fd = open_to_read(path, kind, false, &sb);
+    if (fd < 0) return AL_ERR;
+    close(fd);
+    return AL_OK;
+}
+
+const char *al_printable(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    if (!cap) return buf;
+    for (size_t i = 0; s && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool ctl = c < 0x20 || c == 0x7f;
+        if (n + (ctl ? 4 : 1) >= cap) break;
+        if (ctl) n += (size_t)snprintf(buf + n, cap - n, "\\x%02x", c);
+        else buf[n++] = (char)c;
+    }
     buf[n] = 0;
-    if (len) *len = n;
     return buf;
 }
 

@@ -63,8 +63,28 @@ char *al_strdup(const char *s);
 /* Formatted allocation (caller frees). */
 char *al_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The whole file as a NUL-terminated buffer (caller frees); len may be NULL. Errors name the file. */
+/* Files read whole are capped per kind (the message states the cap): */
+#define AL_CAP_CONFIG (16 << 20)       /* config.json, generation_config.json */
+#define AL_CAP_MANIFEST (16 << 20)     /* attnlab's export manifests */
+#define AL_CAP_INDEX (64 << 20)        /* model.safetensors.index.json */
+#define AL_CAP_TOKENIZER (256 << 20)   /* tokenizer.json, llama2.c tokenizer.bin */
+#define AL_CAP_SMALL (1 << 20)         /* the alias file, the HF cache's refs/main */
+#define AL_CAP_TEXT (1024 << 20)       /* text and token-id files the user names */
+
+/* A whole regular file of at most cap bytes as a NUL-terminated buffer (caller frees); len may be
+ * NULL. kind ("config", "tokenizer") names it in messages. A FIFO, device or folder is refused
+ * before reading (a symlink is followed to what it names), a longer file is refused with the cap
+ * in the message, and Ctrl-C (al_interrupted) stops a long read. Errors name the file. */
+char *al_read_file_max(const char *path, size_t *len, size_t cap, const char *kind);
+/* The same for text the user names (corpora, id lists): at most AL_CAP_TEXT, and a pipe or
+ * terminal is read too (/dev/stdin). */
 char *al_read_file(const char *path, size_t *len);
+/* AL_OK when path (symlinks followed) is a regular file; else an error naming it and saying what
+ * it is. For files that are mapped rather than read (calibration files). */
+int al_check_regular(const char *path, const char *kind);
+/* s for a message: control characters become \xNN (a newline or escape code never reaches the
+ * terminal), cut to fit cap bytes; returns buf. */
+const char *al_printable(const char *s, char *buf, size_t cap);
 
 /* mkdir -p: creates path and its missing parents; an error names the folder that failed. */
 int al_mkdirs(const char *path);

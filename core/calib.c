@@ -431,12 +431,13 @@ static int read_sum(const st_file *f, const char *name, size_t n, double *dst) {
 int calib_load(const char *path, CalibStats **out) {
     *out = NULL;
     st_file *f;
-    if (st_open(path, &f)) return AL_ERR;
+    if (al_check_regular(path, "calibration") != AL_OK || st_open(path, &f)) return AL_ERR;
     const char *fmt = st_meta(f, "format");
-    if (!fmt || strcmp(fmt, CALIB_FORMAT) != 0) {
+    if (!fmt || strcmp(fmt, CALIB_FORMAT) != 0) {     /* fmt lives in f: the message is made before closing */
+        al_err("%s: not a calibration file (metadata format is %s%s%s, want '" CALIB_FORMAT "'; write one with "
+               "`calib save`)", path, fmt ? "'" : "missing", fmt ? fmt : "", fmt ? "'" : "");
         st_close(f);
-        return al_err("%s: not a calibration file (metadata format is %s%s%s, want '" CALIB_FORMAT "'; write one with "
-                      "`calib save`)", path, fmt ? "'" : "missing", fmt ? fmt : "", fmt ? "'" : "");
+        return AL_ERR;
     }
     long long ver = 0, L = 0, H = 0, G = 0, d = 0, dv = 0, D = 0, hx = 0, seqlen = 0;
     int rc = read_meta_int(f, "version", &ver) || read_meta_int(f, "n_layers", &L) || read_meta_int(f, "n_heads", &H) ||

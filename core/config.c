@@ -31,6 +31,8 @@ typedef struct {
     const char *where;
     char missing[512];       /* names of required fields that were absent */
     char invalid[512];       /* "name = value" of integer fields that are not non-negative ints */
+    char badnum[512];        /* real-valued fields that are not numbers or out of their range */
+    int nbad;
 } cfg_reader;
 
 /* Appends ", item" (or "item") to a list buffer. */
@@ -59,14 +61,37 @@ static int cfg_int(cfg_reader *r, const char *key, int dflt, bool required) {
     return dflt;
 }
 
-static double jnum(const cJSON *o, const char *key, double dflt) {
+/* What a real-valued field must be besides a finite number. */
+typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS, NUM_INT } num_range;   /* NUM_INT: |x| <= INT_MAX */
+
+/* Reads number `key` of object o. Absent or null: dflt. Anything else that is not a finite number
+ * in range (a string such as "10000", true, 1e999, a negative epsilon) is recorded in r->badnum
+ * and dflt returned: the parse then fails naming it, so a default is never used silently. */
+static double jnum_in(cfg_reader *r, const cJSON *o, const char *key, double dflt, num_range range) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+    if (!j || cJSON_IsNull(j)) return dflt;
+    double d = cJSON_IsNumber(j) ? j->valuedouble : NAN;
+    bool ok = isfinite(d) && (range == NUM_ANY || (range == NUM_INT ? fabs(d) <= INT_MAX : range == NUM_NONNEG ? d >= 0 : d > 0));
+    if (ok) return d;
+    char item[200], name[128];
+    snprintf(name, sizeof name, "%s%s%s", o != r->root && o->string ? o->string : "", o != r->root && o->string ? "." : "", key);
+    key = name;
+    if (!cJSON_IsNumber(j))
+        snprintf(item, sizeof item, "%s (%s)", key,
+                 cJSON_IsString(j) ? "a string, not a number: write it without quotes" : "not a number");
+    else if (!isfinite(d)) snprintf(item, sizeof item, "%s = %g (must be finite)", key, d);
+    else snprintf(item, sizeof item, "%s = %g (must be %s)", key, d,
+                  range == NUM_POS ? "> 0" : range == NUM_NONNEG ? ">= 0" : "a count that fits an int");
+    cfg_list_add(r->badnum, sizeof r->badnum, item);
+    r->nbad++;
+    return dflt;
 }
 
-static double cfg_num(cfg_reader *r, const char *key, double dflt) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r->root, key);
-    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+static double jnum(cfg_reader *r, const cJSON *o, const char *key, double dflt) { return jnum_in(r, o, key, dflt, NUM_ANY); }
+static int jint(cfg_reader *r, const cJSON *o, const char *key, double dflt) { return (int)jnum_in(r, o, key, dflt, NUM_INT); }
+
+static double cfg_num(cfg_reader *r, const char *key, double dflt, num_range range) {
+    return jnum_in(r, r->root, key, dflt, range);
 }
 
 static bool cfg_bool(cfg_reader *r, const char *key, bool dflt) {
@@ -86,6 +111,8 @@ static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t ca
     };
     const char *t = cJSON_IsString(mt) ? mt->valuestring : NULL;
     const char *a = cJSON_IsString(arch) ? arch->valuestring : NULL;
+    char shown[96];                        /* the name as messages show it (control characters escaped) */
+    al_printable(t ? t : a, shown, sizeof shown);
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if ((t && strcmp(t, table[i].type) == 0) || (!t && a && table[i].arch && strcmp(a, table[i].arch) == 0)) {
             *fam = table[i].fam;
@@ -94,12 +121,12 @@ static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t ca
         }
     if (t && (strcmp(t, "qwen3") == 0 || strcmp(t, "qwen3_moe") == 0))
         return al_err("%s: model_type '%s' has per-head Q/K RMSNorm between the projection and RoPE; attnlab's "
-                      "head views and conversions do not cover it yet", r->where, t);
+                      "head views and conversions do not cover it yet", r->where, shown);
     if (!t && !a)
         return al_err("%s: cannot tell the model family: no \"model_type\" and no \"architectures\" (attnlab knows "
                       "llama, mistral, qwen2, deepseek_v2, deepseek_v3, kimi_k2, gpt2)", r->where);
     return al_err("%s: model_type '%s' is not a family attnlab knows (llama, mistral, qwen2, deepseek_v2, deepseek_v3, "
-                  "kimi_k2, gpt2)", r->where, t ? t : a);
+                  "kimi_k2, gpt2)", r->where, shown);
 }
 
 /* The Hugging Face Llama-style fields GQA and DeepSeek configs share: the three sizes read first,
@@ -111,8 +138,8 @@ static void parse_hf_sizes(cfg_reader *r, ModelConfig *c) {
 }
 
 static void parse_hf_rest(cfg_reader *r, ModelConfig *c) {
-    c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
-    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6);
+    c->rope_theta = cfg_num(r, "rope_theta", 10000.0, NUM_POS);
+    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6, NUM_NONNEG);
     c->intermediate = cfg_int(r, "intermediate_size", 0, false);
     c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
     c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
@@ -157,7 +184,7 @@ static void parse_gpt2(cfg_reader *r, ModelConfig *c) {
     c->qk_rope_dim = 0;
     c->v_dim = hd;
     c->rope = ROPE_NONE;
-    c->norm_eps = cfg_num(r, "layer_norm_epsilon", 1e-5);
+    c->norm_eps = cfg_num(r, "layer_norm_epsilon", 1e-5, NUM_NONNEG);
     c->intermediate = cfg_int(r, "n_inner", 4 * c->hidden, false);
     if (!c->intermediate) c->intermediate = 4 * c->hidden;
     c->max_pos = cfg_int(r, "n_positions", 0, false);
@@ -199,16 +226,26 @@ const char *qk_norm_name(qk_norm_kind k) { return k == QKN_HEAD ? "per head" : k
 const char *norm_kind_name(norm_kind k) { return k == NORM_LAYER ? "layernorm" : k == NORM_RMS_1P ? "rmsnorm (1 + w)" : "rmsnorm"; }
 const char *mlp_kind_name(mlp_kind k) { return k == MLP_DENSE ? "dense" : k == MLP_MOE ? "moe" : "gated"; }
 
-/* Up to cap numbers of array `key` of o into v; returns the count. */
-static int jarray(const cJSON *o, const char *key, double *v, int cap) {
+/* Up to cap numbers of array `key` of o into v; returns the count. An element that is not a
+ * finite number is recorded in r->badnum. */
+static int jarray(cfg_reader *r, const cJSON *o, const char *key, double *v, int cap) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *e;
     int n = 0;
-    cJSON_ArrayForEach(e, a) if (cJSON_IsNumber(e) && n < cap) v[n++] = e->valuedouble;
+    cJSON_ArrayForEach(e, a) {
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble)) {
+            char item[160];
+            snprintf(item, sizeof item, "%s (an element is not a finite number)", key);
+            cfg_list_add(r->badnum, sizeof r->badnum, item);
+            r->nbad++;
+            return n;
+        }
+        if (n < cap) v[n++] = e->valuedouble;
+    }
     return n;
 }
 
 /* rope_scaling (absent, null, "default": none). Defaults are those of the forward pass. */
-static void parse_rope_scaling(const cJSON *rs, const ModelConfig *c, RopeScaling *s) {
+static void parse_rope_scaling(cfg_reader *r, const cJSON *rs, const ModelConfig *c, RopeScaling *s) {
     memset(s, 0, sizeof *s);
     s->factor = 1.0;
     s->attention_factor = NAN;
@@ -216,63 +253,64 @@ static void parse_rope_scaling(const cJSON *rs, const ModelConfig *c, RopeScalin
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
     if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
     if (!cJSON_IsString(t) || !strcmp(t->valuestring, "default")) return;
-    snprintf(s->type, sizeof s->type, "%s", t->valuestring);
-    s->factor = jnum(rs, "factor", 1.0);
-    s->attention_factor = jnum(rs, "attention_factor", NAN);
+    al_printable(t->valuestring, s->type, sizeof s->type);   /* shown by info: no control characters */
+    s->factor = jnum(r, rs, "factor", 1.0);
+    s->attention_factor = jnum(r, rs, "attention_factor", NAN);
     const char *type = s->type;
     if (!strcmp(type, "linear")) s->kind = RS_LINEAR;
     else if (!strcmp(type, "llama3")) {
         s->kind = RS_LLAMA3;
-        s->low_freq_factor = jnum(rs, "low_freq_factor", 1.0);
-        s->high_freq_factor = jnum(rs, "high_freq_factor", 4.0);
-        s->orig_max_pos = jnum(rs, "original_max_position_embeddings", 8192);
+        s->low_freq_factor = jnum(r, rs, "low_freq_factor", 1.0);
+        s->high_freq_factor = jnum(r, rs, "high_freq_factor", 4.0);
+        s->orig_max_pos = jnum(r, rs, "original_max_position_embeddings", 8192);
     } else if (!strcmp(type, "yarn")) {
         s->kind = RS_YARN;
-        s->orig_max_pos = jnum(rs, "original_max_position_embeddings", c->max_pos ? c->max_pos : 4096);
-        s->beta_fast = jnum(rs, "beta_fast", 32);
-        s->beta_slow = jnum(rs, "beta_slow", 1);
-        s->mscale = jnum(rs, "mscale", 0);
-        s->mscale_all_dim = jnum(rs, "mscale_all_dim", 0);
+        s->orig_max_pos = jnum(r, rs, "original_max_position_embeddings", c->max_pos ? c->max_pos : 4096);
+        s->beta_fast = jnum(r, rs, "beta_fast", 32);
+        s->beta_slow = jnum(r, rs, "beta_slow", 1);
+        s->mscale = jnum(r, rs, "mscale", 0);
+        s->mscale_all_dim = jnum(r, rs, "mscale_all_dim", 0);
     } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
         s->kind = RS_LONGROPE;
-        s->orig_max_pos = jnum(rs, "original_max_position_embeddings", c->max_pos);
-        s->n_short = jarray(rs, "short_factor", s->short_factor, CFG_MAX_ROPE_PAIRS);
-        s->n_long = jarray(rs, "long_factor", s->long_factor, CFG_MAX_ROPE_PAIRS);
+        s->orig_max_pos = jnum(r, rs, "original_max_position_embeddings", c->max_pos);
+        s->n_short = jarray(r, rs, "short_factor", s->short_factor, CFG_MAX_ROPE_PAIRS);
+        s->n_long = jarray(r, rs, "long_factor", s->long_factor, CFG_MAX_ROPE_PAIRS);
     } else
         s->kind = RS_OTHER;
 }
 
 /* The RoPE spec: layout, rotary dims (partial rotary), theta(s), scaling. */
-static void parse_rope(const cJSON *root, ModelConfig *c) {
-    RopeSpec *r = &c->rope_spec;
+static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
+    RopeSpec *sp = &c->rope_spec;
     c->rope_interleave = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
-    r->layout = c->rope;
-    if (c->family == FAM_DEEPSEEK) r->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
-    r->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
-    r->partial_factor = jnum(root, "partial_rotary_factor", jnum(root, "rotary_pct", 1.0));
-    int rd = (int)((double)r->head_dim * (r->partial_factor < 1.0 ? r->partial_factor : 1.0));
-    r->rotary_dim = rd - rd % 2;
-    r->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
-    r->local_theta = jnum(root, "rope_local_base_freq", 0);
-    parse_rope_scaling(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), c, &r->scaling);
+    sp->layout = c->rope;
+    if (c->family == FAM_DEEPSEEK) sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
+    sp->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
+    sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", 1.0));
+    int rd = (int)((double)sp->head_dim * (sp->partial_factor > 0 && sp->partial_factor < 1.0 ? sp->partial_factor : 1.0));
+    sp->rotary_dim = rd - rd % 2;
+    sp->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
+    sp->local_theta = jnum(r, root, "rope_local_base_freq", 0);
+    parse_rope_scaling(r, cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), c, &sp->scaling);
 }
 
 /* Attention scale, soft-caps and sliding windows. */
-static void parse_attention(const cJSON *root, ModelConfig *c) {
-    c->query_pre_attn_scalar = jnum(root, "query_pre_attn_scalar", 0);
+static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
+    c->query_pre_attn_scalar = jnum(r, root, "query_pre_attn_scalar", 0);
     c->scale_attn = !(c->family == FAM_GPT2 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights")));
     c->scale_by_layer = c->family == FAM_GPT2 &&
                         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx"));
-    c->attn_softcap = jnum(root, "attn_logit_softcapping", 0);
-    c->final_softcap = jnum(root, "final_logit_softcapping", 0);
+    c->attn_softcap = jnum(r, root, "attn_logit_softcapping", 0);
+    c->final_softcap = jnum(r, root, "final_logit_softcapping", 0);
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     const cJSON *use = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
-    c->window_declared = cJSON_IsNumber(sw) && !cJSON_IsFalse(use) ? (int)sw->valuedouble : -1;
-    c->sliding_window = cJSON_IsNumber(sw) && sw->valuedouble > 0 && sw->valuedouble < INT_MAX ? (int)sw->valuedouble : 0;
+    double w = jnum_in(r, root, "sliding_window", -1, NUM_INT);
+    c->window_declared = cJSON_IsNumber(sw) && !cJSON_IsFalse(use) ? (int)w : -1;
+    c->sliding_window = w > 0 ? (int)w : 0;
     bool on = c->family == FAM_MISTRAL || (c->family == FAM_QWEN2 && cJSON_IsTrue(use));
     if (!on) c->sliding_window = 0;
-    c->window_from = c->family == FAM_QWEN2 ? (int)jnum(root, "max_window_layers", 0) : 0;
-    c->window_pattern = (int)jnum(root, "sliding_window_pattern", 0);
+    c->window_from = c->family == FAM_QWEN2 ? jint(r, root, "max_window_layers", 0) : 0;
+    c->window_pattern = jint(r, root, "sliding_window_pattern", 0);
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types"), *e;
     int L = 0;
     c->has_layer_types = cJSON_IsArray(lt);
@@ -283,43 +321,49 @@ static void parse_attention(const cJSON *root, ModelConfig *c) {
 }
 
 /* Norms, activation, MLP and MoE routing. */
-static void parse_blocks(const cJSON *root, ModelConfig *c) {
+static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->norm = c->family == FAM_GPT2 ? NORM_LAYER : NORM_RMS;
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, c->family == FAM_GPT2 ? "activation_function" : "hidden_act");
-    snprintf(c->activation, sizeof c->activation, "%s",
-             cJSON_IsString(a) ? a->valuestring : c->family == FAM_GPT2 ? "gelu_new" : "silu");
+    al_printable(cJSON_IsString(a) ? a->valuestring : c->family == FAM_GPT2 ? "gelu_new" : "silu", c->activation,
+                 sizeof c->activation);
     const char *act = c->activation;
     c->act = !strcmp(act, "silu") || !strcmp(act, "swish") ? ACT_SILU
              : !strcmp(act, "gelu") ? ACT_GELU
              : !strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_fast") ? ACT_GELU_TANH
              : !strcmp(act, "relu") ? ACT_RELU : ACT_UNKNOWN;
     MoeSpec *m = &c->moe;
-    m->n_experts = (int)jnum(root, "n_routed_experts", jnum(root, "num_experts", 0));
-    m->top_k = (int)jnum(root, "num_experts_per_tok", 0);
+    m->n_experts = jint(r, root, "n_routed_experts", jnum(r, root, "num_experts", 0));
+    m->top_k = jint(r, root, "num_experts_per_tok", 0);
     m->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob"));
-    m->n_shared = (int)jnum(root, "n_shared_experts", jnum(root, "shared_expert_intermediate_size", 0) > 0 ? 1 : 0);
-    m->routed_scaling = jnum(root, "routed_scaling_factor", 1.0);
-    m->first_dense = (int)jnum(root, "first_k_dense_replace", 0);
-    m->layer_freq = (int)jnum(root, "moe_layer_freq", 1);
+    m->n_shared = jint(r, root, "n_shared_experts", jnum(r, root, "shared_expert_intermediate_size", 0) > 0 ? 1 : 0);
+    m->routed_scaling = jnum(r, root, "routed_scaling_factor", 1.0);
+    m->first_dense = jint(r, root, "first_k_dense_replace", 0);
+    m->layer_freq = jint(r, root, "moe_layer_freq", 1);
     if (m->layer_freq < 1) m->layer_freq = 1;
-    m->sparse_step = (int)jnum(root, "decoder_sparse_step", 1);
+    m->sparse_step = jint(r, root, "decoder_sparse_step", 1);
     if (m->sparse_step < 1) m->sparse_step = 1;
-    m->expert_ffn = (int)jnum(root, "moe_intermediate_size", 0);
+    m->expert_ffn = jint(r, root, "moe_intermediate_size", 0);
     double only[64];
-    m->n_mlp_only = jarray(root, "mlp_only_layers", only, 64);
+    m->n_mlp_only = jarray(r, root, "mlp_only_layers", only, 64);
     for (int i = 0; i < m->n_mlp_only; i++) m->mlp_only[i] = (int)only[i];
     c->mlp = c->family == FAM_GPT2 ? MLP_DENSE : MLP_GATED;
     for (int L = 0; L < c->n_layers; L++)
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;         /* some layer routes to experts */
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
     if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
-    snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", cJSON_IsString(td) ? td->valuestring : "");
+    al_printable(cJSON_IsString(td) ? td->valuestring : "", c->torch_dtype, sizeof c->torch_dtype);
+}
+
+/* The description after the dims; what is not a number where one belongs goes to r->badnum. */
+static void describe(cfg_reader *r, const cJSON *root, ModelConfig *cfg) {
+    parse_rope(r, root, cfg);
+    parse_attention(r, root, cfg);
+    parse_blocks(r, root, cfg);
 }
 
 void model_config_describe(const cJSON *root, ModelConfig *cfg) {
-    parse_rope(root, cfg);
-    parse_attention(root, cfg);
-    parse_blocks(root, cfg);
+    cfg_reader r = {.root = root, .where = ""};
+    describe(&r, root, cfg);
 }
 
 /* ================================================================ parse */
@@ -335,19 +379,76 @@ int model_config_from_tree(const cJSON *root, const char *where, ModelConfig *cf
     else if (cfg->family == FAM_GPT2) parse_gpt2(&r, cfg);
     else parse_gqa(&r, cfg);
     if (r.invalid[0]) return al_err("%s: %s: these fields must be non-negative whole numbers", where, r.invalid);
+    if (r.badnum[0]) return al_err("%s: %s: fix %s", where, r.badnum, r.nbad > 1 ? "these fields" : "this field");
     if (r.missing[0])
         return al_err("%s: a %s config needs %s, which %s missing", where, cfg->model_type, r.missing,
                       strchr(r.missing, ',') ? "are" : "is");
     if (cfg_validate(cfg, where) != AL_OK) return AL_ERR;
-    model_config_describe(root, cfg);
+    describe(&r, root, cfg);
+    if (r.badnum[0]) return al_err("%s: %s: fix %s", where, r.badnum, r.nbad > 1 ? "these fields" : "this field");
     return AL_OK;
+}
+
+typedef struct { cJSON *item; size_t pos; } keyed_item;
+
+static int cmp_keyed(const void *a, const void *b) {
+    const keyed_item *x = a, *y = b;
+    int c = strcmp(x->item->string, y->item->string);
+    return c ? c : x->pos < y->pos ? -1 : 1;
+}
+
+/* Keeps the last of each repeated key of every object under j (as Python's json and
+ * Hugging Face do; cJSON alone would give the first), with a warning naming the key. */
+static int keep_last_keys(cJSON *j, const char *where) {
+    size_t n = 0, k = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, j) n++;
+    if (cJSON_IsObject(j) && n > 1) {
+        keyed_item *v = al_malloc3(n, 1, sizeof *v, "the config's keys");
+        if (!v) return AL_ERR;
+        cJSON_ArrayForEach(e, j) v[k] = (keyed_item){e, k}, k++;
+        qsort(v, n, sizeof *v, cmp_keyed);
+        for (size_t i = 0, run; i < n; i += run) {
+            for (run = 1; i + run < n && strcmp(v[i].item->string, v[i + run].item->string) == 0; run++) {}
+            if (run == 1) continue;
+            char shown[96];
+            al_warn("%s: key \"%s\" appears %zu times; attnlab uses the last, as Hugging Face does", where,
+                    al_printable(v[i].item->string, shown, sizeof shown), run);
+            for (size_t d = i; d + 1 < i + run; d++) cJSON_Delete(cJSON_DetachItemViaPointer(j, v[d].item));
+        }
+        free(v);
+    }
+    cJSON_ArrayForEach(e, j) if (keep_last_keys(e, where) != AL_OK) return AL_ERR;
+    return AL_OK;
+}
+
+/* Parses text as one JSON value with nothing after it but whitespace; repeated keys keep the last. */
+static cJSON *parse_config_json(const char *text, const char *where) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, false);
+    if (!root) {
+        char shown[64];
+        const char *at = cJSON_GetErrorPtr();
+        al_err("%s: not valid JSON (near '%s')", where, al_printable(at ? at : "", shown, 21));
+        return NULL;
+    }
+    while (end && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (end && *end) {
+        char shown[64];
+        al_err("%s: bytes after the JSON object (at byte %zu: '%s'): the file is damaged or two files were joined",
+               where, (size_t)(end - text), al_printable(end, shown, 21));
+        cJSON_Delete(root);
+        return NULL;
+    }
+    if (keep_last_keys(root, where) != AL_OK) { cJSON_Delete(root); return NULL; }
+    return root;
 }
 
 int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, cJSON **tree) {
     memset(cfg, 0, sizeof *cfg);
     if (tree) *tree = NULL;
-    cJSON *root = cJSON_Parse(json_text);
-    if (!root) return al_err("%s: not valid JSON (near '%.20s')", where, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    cJSON *root = parse_config_json(json_text, where);
+    if (!root) return AL_ERR;
     int rc = model_config_from_tree(root, where, cfg);
     if (tree) *tree = root;
     else cJSON_Delete(root);

@@ -133,12 +133,16 @@ typedef struct {
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
- * unknown family is an error naming the fields it lacked. */
+ * unknown family is an error naming the fields it lacked. Strict where a default would hide a
+ * damaged file: bytes after the JSON, a number given as a string (or true, or 1e999), rope_theta
+ * <= 0 and negative epsilons are errors naming the field; a repeated key keeps the last value, as
+ * Hugging Face does, with a warning (al_warn). Names kept or echoed (model_type, activation,
+ * torch_dtype, the RoPE scaling type) have control characters escaped (\xNN). */
 int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg);
 /* The same, handing the parsed tree to *tree (caller frees; set even when the description fails,
  * NULL when the text is not JSON). What model_open keeps in Model.config_tree. */
 int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, struct cJSON **tree);
-/* The same from a parsed tree. */
+/* The same from a parsed tree (its repeated keys, if any, were resolved by the caller). */
 int model_config_from_tree(const struct cJSON *root, const char *where, ModelConfig *cfg);
 /* Fills the description beyond the dims (RoPE spec, attention, blocks) from root, or with the
  * defaults of the family's dims when root is NULL (llama2.c). */

@@ -379,7 +379,7 @@ static char *manifest_source(const char *dir) {
         free(path);
         return NULL;
     }
-    char *text = al_read_file(path, NULL), *src = NULL;
+    char *text = al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest"), *src = NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "source");
     if (cJSON_IsString(s)) src = al_strdup(s->valuestring);

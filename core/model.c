@@ -134,8 +134,12 @@ static int open_hf(Model *m, const char *path) {
         free(cfg_path);
         return rc;
     }
-    m->config_json = al_read_file(cfg_path, NULL);
-    int rc = m->config_json ? model_config_parse_keep(m->config_json, cfg_path, &m->cfg, &m->config_tree) : AL_ERR;
+    size_t cfg_len = 0;
+    m->config_json = al_read_file_max(cfg_path, &cfg_len, AL_CAP_CONFIG, "config");
+    int rc = !m->config_json ? AL_ERR
+             : strlen(m->config_json) != cfg_len   /* what follows a NUL would be ignored unseen */
+                 ? al_err("%s: a NUL byte at byte %zu: not a JSON text file", cfg_path, strlen(m->config_json))
+                 : model_config_parse_keep(m->config_json, cfg_path, &m->cfg, &m->config_tree);
     free(cfg_path);
     if (rc == AL_OK) rc = store_open(path, &m->store);
     if (rc == AL_OK && m->cfg.family == FAM_GPT2 && !store_has(m->store, "transformer.h.0.attn.c_attn.weight") &&

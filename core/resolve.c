@@ -69,18 +69,20 @@ char *resolve_hf_cache_dir(void) {
     return al_asprintf("%s/.cache/huggingface/hub", home && *home ? home : "/tmp");
 }
 
-/* Reads "alias target" lines from the user's alias file once. */
+/* Reads "alias target" lines from the user's alias file once (at most AL_CAP_SMALL, a regular
+ * file: one that cannot be read is skipped with a warning). */
 static void load_user_aliases(void) {
     if (user_loaded) return;
     user_loaded = true;
     char *home = resolve_home_dir();
     char *path = home ? al_asprintf("%s/aliases", home) : NULL;
     free(home);
-    FILE *fp = path ? fopen(path, "r") : NULL;
+    char *text = path && exists(path) ? al_read_file_max(path, NULL, AL_CAP_SMALL, "alias") : NULL;
+    if (path && !text && exists(path)) al_warn("%s; the aliases in it are ignored", al_errmsg());
     free(path);
-    if (!fp) return;
-    char line[1024];
-    while (fgets(line, sizeof line, fp)) {
+    for (char *line = text, *next; line && *line; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next) *next++ = 0;
         char a[256], t[768];
         if (line[0] == '#' || sscanf(line, "%255s %767s", a, t) != 2) continue;
         user_alias *nu = realloc(user_aliases, (n_user + 1) * sizeof *nu);
@@ -90,7 +92,7 @@ static void load_user_aliases(void) {
         user_aliases[n_user].target = strdup(t);
         n_user++;
     }
-    fclose(fp);
+    free(text);
 }
 
 const char *resolve_alias(const char *alias) {
@@ -112,11 +114,51 @@ bool resolve_alias_at(size_t i, const char **alias, const char **target) {
 
 /* ================================================================ HF cache */
 
+/* True for a revision name refs/main may hold: a commit hash or a plain token of letters, digits,
+ * '.', '_' and '-', not starting with '.' (so never "..", never a path). */
+static bool plain_revision(const char *rev) {
+    size_t n = strlen(rev);
+    if (n == 0 || n > 127 || rev[0] == '.') return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = rev[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* The snapshot refs/main names (folder "<snaps>/<rev>" when it has a config.json, else NULL), or
+ * AL_ERR when the file is there but does not hold a plain revision name. */
+static int hf_ref_snapshot(const char *snaps, char **snap) {
+    *snap = NULL;
+    char *ref = al_asprintf("%.*s/refs/main", (int)(strlen(snaps) - strlen("/snapshots")), snaps);
+    if (!ref || !exists(ref)) { free(ref); return AL_OK; }
+    char *text = al_read_file_max(ref, NULL, AL_CAP_SMALL, "refs");
+    int rc = text ? AL_OK : AL_ERR;
+    if (text) {
+        size_t n = strlen(text);
+        while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ')) text[--n] = 0;
+        char shown[96];
+        if (!plain_revision(text))
+            rc = al_err("%s holds '%s', not a revision name (a commit hash, or letters, digits, '.', '_', '-' without "
+                        "'/' or '..'): the cache is damaged; delete that file or download the model again", ref,
+                        al_printable(text, shown, sizeof shown));
+    }
+    char *cand = rc == AL_OK ? al_asprintf("%s/%s", snaps, text) : NULL, *cfg = cand ? al_asprintf("%s/config.json", cand) : NULL;
+    if (cfg && exists(cfg)) { *snap = cand; cand = NULL; }
+    free(cfg);
+    free(cand);
+    free(text);
+    free(ref);
+    return rc;
+}
+
 /* The newest snapshot folder of repo (org/name) that has a config.json, or NULL; `looked`
- * gets the folder searched. */
-static char *hf_snapshot(const char *repo, char **looked) {
+ * gets the folder searched. AL_ERR (error set) when refs/main is damaged. */
+static int hf_snapshot(const char *repo, char **looked, char **snap) {
+    *snap = NULL;
     char *hub = resolve_hf_cache_dir();
-    if (!hub) return NULL;
+    if (!hub) return AL_OK;
     char flat[512] = "models--";           /* org/name -> models--org--name */
     size_t k = strlen(flat);
     for (const char *p = repo; *p && k + 3 < sizeof flat; p++) {
@@ -127,22 +169,10 @@ static char *hf_snapshot(const char *repo, char **looked) {
     char *snaps = al_asprintf("%s/%s/snapshots", hub, flat);
     free(hub);
     *looked = snaps;
-    if (!snaps || !is_dir(snaps)) return NULL;
+    if (!snaps || !is_dir(snaps)) return AL_OK;
     /* refs/main names the revision the hub last gave; prefer it */
-    char *ref = al_asprintf("%.*s/refs/main", (int)(strlen(snaps) - strlen("/snapshots")), snaps);
-    FILE *fp = ref ? fopen(ref, "r") : NULL;
-    free(ref);
-    if (fp) {
-        char rev[128] = {0};
-        if (fscanf(fp, "%127s", rev) == 1) {
-            char *cand = al_asprintf("%s/%s", snaps, rev), *cfg = cand ? al_asprintf("%s/config.json", cand) : NULL;
-            bool ok = cfg && exists(cfg);
-            free(cfg);
-            if (ok) { fclose(fp); return cand; }
-            free(cand);
-        }
-        fclose(fp);
-    }
+    if (hf_ref_snapshot(snaps, snap) != AL_OK) return AL_ERR;
+    if (*snap) return AL_OK;
     DIR *d = opendir(snaps);
     char *best = NULL;
     time_t best_t = 0;
@@ -156,7 +186,8 @@ static char *hf_snapshot(const char *repo, char **looked) {
         free(cfg);
     }
     if (d) closedir(d);
-    return best;
+    *snap = best;
+    return AL_OK;
 }
 
 /* Appends printf text to buf (capacity cap, current length *n), truncating instead of overflowing. */
@@ -192,8 +223,8 @@ int resolve_model(const char *name, char **path_out) {
     if (repo) looked_add(looked, sizeof looked, &n, "; alias '%s' = %s", name, repo);
     else repo = looks_like_repo(name) ? name : NULL;
     if (repo) {
-        char *dir = NULL;
-        char *snap = hf_snapshot(repo, &dir);
+        char *dir = NULL, *snap = NULL;
+        if (hf_snapshot(repo, &dir, &snap) != AL_OK) { free(dir); return AL_ERR; }
         if (snap) { free(dir); *path_out = snap; return AL_OK; }
         looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
         free(dir);

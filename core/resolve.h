@@ -4,7 +4,8 @@
  * by the user file $ATTNLAB_HOME/aliases or ~/.config/attnlab/aliases, lines "alias org/name")
  * mapped to org/name; org/name through the Hugging Face cache
  * ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub:
- * models--org--name/snapshots/<rev>/, the newest snapshot with a config.json).
+ * models--org--name/snapshots/<rev>/: the one refs/main names -- a plain revision name, never a
+ * path; anything else is an error -- else the newest snapshot with a config.json).
  * Demo names (demo-r1, demo-llama, demo-gpt2) are handled by the shell, not here. */
 #ifndef AL_RESOLVE_H
 #define AL_RESOLVE_H

@@ -71,7 +71,7 @@ static int store_index(Store *s) {
 
 /* Opens the shards named by an index.json and checks each listed tensor is where it says. */
 static int open_index(Store *s, const char *index_path) {
-    char *text = al_read_file(index_path, NULL);
+    char *text = al_read_file_max(index_path, NULL, AL_CAP_INDEX, "index");
     if (!text) return AL_ERR;
     cJSON *root = cJSON_Parse(text);
     free(text);

@@ -417,6 +417,15 @@ static int load_post(Tokenizer *t, const cJSON *pp, ibuf *pre, ibuf *post) {
                   t->path, jstr(pp, "type") ? jstr(pp, "type") : "?");
 }
 
+/* Every id the post_processor adds must be one of the vocabulary's (0 .. n-1). */
+static int check_post_ids(const Tokenizer *t, const ibuf *ids) {
+    for (size_t i = 0; i < ids->n; i++)
+        if (ids->p[i] < 0 || (size_t)ids->p[i] >= t->n)
+            return al_err("%s: the post_processor adds token id %d, outside the vocabulary (ids 0-%zu); the file "
+                          "is damaged", t->path, ids->p[i], t->n - 1);
+    return AL_OK;
+}
+
 /* Which of the three known split patterns a Split pre-tokenizer uses. */
 static int known_pattern(Tokenizer *t, const char *re, pretok_pattern *pt) {
     if (strstr(re, "\\p{N}{1,3}") && strstr(re, "(?i:'s|'t|'re|'ve|'m|'ll|'d)")) *pt = PT_LLAMA3;
@@ -508,7 +517,11 @@ static int load_bpe_model(Tokenizer *t, const cJSON *root) {
     cJSON_ArrayForEach(e, vocab) if (cJSON_IsNumber(e) && e->valueint > maxid) maxid = e->valueint;
     cJSON_ArrayForEach(e, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
-        if (cJSON_IsNumber(id) && id->valueint > maxid) maxid = id->valueint;
+        if (!cJSON_IsNumber(id)) continue;
+        if (id->valuedouble < 0 || id->valuedouble != (double)id->valueint)
+            return al_err("%s: added token '%s' has id %g, which is not a token id (a whole number from 0); the "
+                          "file is damaged", t->path, jstr(e, "content") ? jstr(e, "content") : "?", id->valuedouble);
+        if (id->valueint > maxid) maxid = id->valueint;
     }
     if (maxid < 0 || maxid > (1L << 24)) return al_err("%s: vocabulary ids are empty or beyond 2^24", t->path);
     if (tok_alloc_ids(t, (size_t)maxid + 1) != AL_OK) return AL_ERR;
@@ -572,6 +585,8 @@ static int load_json(Tokenizer *t, const char *text) {
     if (rc == AL_OK) rc = load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), &metaspace);
     if (rc == AL_OK) rc = load_pretok(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &bytelevel, &metaspace);
     if (rc == AL_OK) rc = load_post(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), &pre, &post);
+    if (rc == AL_OK) rc = check_post_ids(t, &pre);
+    if (rc == AL_OK) rc = check_post_ids(t, &post);
     if (rc == AL_OK && !bytelevel && !metaspace) {
         /* Older SentencePiece conversions say so only in the decoder. */
         const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
@@ -608,7 +623,7 @@ int tok_open(const char *path, Tokenizer **out) {
     t->path = al_strdup(path);
     t->bos = t->eos = t->unk = -1;
     size_t size = 0;
-    char *buf = t->path ? al_read_file(path, &size) : NULL;
+    char *buf = t->path ? al_read_file_max(path, &size, AL_CAP_TOKENIZER, "tokenizer") : NULL;
     int rc = buf ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         size_t i = 0;

@@ -773,7 +773,7 @@ int tpa_load(const char *dir, TpaModel **out) {
     *out = NULL;
     char *mpath = al_asprintf("%s/%s", dir, TPA_MANIFEST);
     char *fpath = al_asprintf("%s/%s", dir, TPA_FACTORS);
-    char *text = mpath ? al_read_file(mpath, NULL) : NULL;
+    char *text = mpath ? al_read_file_max(mpath, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     st_file *f = NULL;
     TpaModel *t = NULL;

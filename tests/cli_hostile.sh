@@ -1,0 +1,93 @@
+#!/bin/bash
+# cli_hostile.sh -- damaged or hostile files met through the shell (issue 14, items 5, 6, 11, 12,
+# 13): a config.json with a repeated key loads with the warning shown; one with a number given as
+# a string, bytes after the JSON, an escape code in model_type, a FIFO or a /dev/zero symlink is
+# refused with one clear line (no hang, no escape code on the terminal); `calib load` of a
+# safetensors file that is not a calibration file quotes that file's format; a tokenizer.json
+# with a negative added-token id is refused; refs/main pointing out of snapshots/ is refused.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-hostile
+
+"$ATTNLAB" -e "synth demo-llama $T/m dtype f32 seed 3" >/dev/null 2>&1
+ok "demo-llama written" test -f "$T/m/config.json"
+cp "$T/m/config.json" "$T/config.orig"
+# config.json with one key changed by python (the rest stays valid)
+edit() { python3 - "$T/config.orig" "$T/m/config.json" "$1" <<'PY'
+import json, sys
+src, dst, how = sys.argv[1:4]
+text = open(src).read().rstrip()
+c = json.loads(text)
+if how == "dup":      text = text[:-1] + ', "rope_theta": 123456.0}'
+elif how == "string": c["rope_theta"] = "10000"; text = json.dumps(c)
+elif how == "zero":   c["rope_theta"] = 0; text = json.dumps(c)
+elif how == "trail":  text = text + "\n{}"
+elif how == "esc":    c["model_type"] = "ll\x1b[31mama"; text = json.dumps(c)
+open(dst, "w").write(text)
+PY
+}
+
+if command -v python3 >/dev/null; then
+    edit dup
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/m; info" 2>&1)
+    ok "repeated key: loads" test $? -eq 0
+    ok "repeated key: warned" has "$out" 'key "rope_theta" appears 2 times; attnlab uses the last'
+    ok "repeated key: the last is used" has "$out" "123456"
+    edit string
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/m" 2>&1)
+    ok "string number: refused" test $? -ne 0
+    ok "string number: says so" has "$out" "rope_theta (a string, not a number: write it without quotes)"
+    edit zero
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/m" 2>&1)
+    ok "rope_theta 0: refused" has "$out" "rope_theta = 0 (must be > 0)"
+    edit trail
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/m" 2>&1)
+    ok "trailing bytes: refused" has "$out" "bytes after the JSON object"
+    edit esc
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/m" 2>&1)
+    ok "escape code: shown escaped" has "$out" 'll\\x1b\[31mama'
+    ok "escape code: never printed raw" test "$(printf '%s' "$out" | tr -d -c '\033' | wc -c)" -eq 0
+fi
+
+rm -f "$T/m/config.json"
+mkfifo "$T/m/config.json"
+out=$(timeout 60 "$ATTNLAB" -e "load $T/m" 2>&1)
+st=$?
+ok "FIFO config: no hang" test $st -ne 124
+ok "FIFO config: refused" has "$out" "not a regular file (a FIFO)"
+rm -f "$T/m/config.json"
+ln -s /dev/zero "$T/m/config.json"
+out=$(timeout 60 "$ATTNLAB" -e "load $T/m" 2>&1)
+ok "/dev/zero config: refused" has "$out" "not a regular file (a character device)"
+rm -f "$T/m/config.json"
+truncate -s 20M "$T/m/config.json"
+out=$(timeout 60 "$ATTNLAB" -e "load $T/m" 2>&1)
+ok "oversized config: refused with the cap" has "$out" "larger than the 16 MiB attnlab reads for a config file"
+rm -f "$T/m/config.json"
+cp "$T/config.orig" "$T/m/config.json"
+
+# calib load of a safetensors file that is not a calibration file (the model's own weights)
+shard=$(ls "$T/m"/*.safetensors | head -1)
+out=$(timeout 60 "$ATTNLAB" -e "load $T/m; calib load $shard" 2>&1)
+ok "calib load: refused" has "$out" "not a calibration file (metadata format is"
+ok "calib load: the message is one clean line" test "$(printf '%s' "$out" | tr -d -c '\001-\010\016-\037' | wc -c)" -eq 0
+
+# tokenizer.json with a negative added-token id (was an out-of-bounds write)
+cat >"$T/m/tokenizer.json" <<'EOF'
+{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"},
+ "added_tokens": [{"id": -100000, "content": "<x>", "special": true}]}
+EOF
+out=$(timeout 60 "$ATTNLAB" -e "load $T/m; tokenize \"ab\"" 2>&1)
+ok "negative added-token id: refused" has "$out" "added token '<x>' has id -100000, which is not a token id"
+rm -f "$T/m/tokenizer.json"
+
+# refs/main pointing out of snapshots/
+hub="$T/hub/models--org--name"
+mkdir -p "$hub/snapshots/abc" "$hub/refs"
+echo '{}' >"$hub/snapshots/abc/config.json"
+echo '{}' >"$T/config.json"
+printf '../../..' >"$hub/refs/main"
+out=$(HF_HUB_CACHE="$T/hub" timeout 60 "$ATTNLAB" -e "load org/name" 2>&1)
+ok "refs/main ../../..: refused" has "$out" "refs/main holds '../../..', not a revision name"
+
+cli_done
