@@ -304,6 +304,7 @@ static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
     }
     Mat *O = NULL, *W = NULL;
     if (store_read(x->m->store, j->name, &O) != AL_OK) return AL_ERR;
+    store_release_prefix(x->m->store, j->name);   /* the float copy is what is used now */
     if (x->fmt == EXPORT_HF) W = reslice_tensor(x, j->L, j->suffix, O);
     else { pad_tensor(x, j->L, j->suffix, O); W = O; O = NULL; }
     mat_free(O);
@@ -313,7 +314,7 @@ static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
              : al_err("internal: %s rewritten to %zu values, %zu bytes were planned", j->name, n, nbytes);
     if (rc == AL_OK && j->e->dtype == DT_F8_E4M3) {
         free(x->scale);
-        x->scale_bytes = ((W->rows + 127) / 128) * ((W->cols + 127) / 128) * sizeof(float);
+        x->scale_bytes = dt_fp8_nblocks(W->rows) * dt_fp8_nblocks(W->cols) * sizeof(float);
         x->scale = al_malloc(x->scale_bytes, j->name);
         if (x->scale) st_fp8_blocks(W, dst, x->scale);
         else rc = AL_ERR;
@@ -337,7 +338,7 @@ static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry
     *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .L = L};
     int rc = ckpt_add_lazy(w, name, e->dtype, nd, shape, numel * dt_size(e->dtype), fill_rewritten, j);
     if (rc != AL_OK || e->dtype != DT_F8_E4M3) return rc;
-    size_t sshape[2] = {(shape[0] + 127) / 128, (shape[1] + 127) / 128};
+    size_t sshape[2] = {dt_fp8_nblocks(shape[0]), dt_fp8_nblocks(shape[1])};
     char *sname = al_asprintf("%s_scale_inv", name);
     Job *js = sname ? al_malloc(sizeof *js, name) : NULL;
     if (!js) { free(sname); return AL_ERR; }
@@ -388,6 +389,7 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
         }
     }
     if (rc == AL_OK) rc = ckpt_shard_end(w);
+    store_release_prefix(s, "");   /* the pages the copies were streamed from: written now */
     if (rc == AL_ERR) al_err_ctx("writing the shard from %s", src);
     return rc;
 }
