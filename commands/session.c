@@ -124,35 +124,26 @@ static char *unique_name(const Session *s, const char *base) {
 
 static bool file_exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
 
-/* Opens a demo model from the cache, writing it there on first use: into a private temporary
- * folder renamed into place, so concurrent attnlab processes never see a half-written demo
- * (the loser of the rename race drops its copy and opens the winner's). */
+/* Opens a demo model from the cache, writing it there on first use. synth_write builds it in a
+ * private staging folder beside dir (core/ckpt_write.h: mkdtemp, O_EXCL files) renamed into place
+ * only when complete, so concurrent attnlab processes never see a half-written demo and no
+ * predictable temporary name is used: the loser of the rename race opens the winner's. */
 static int open_demo(const char *what, const SynthOptions *opt, Model **out) {
     char *cache = resolve_cache_dir();
     if (!cache) return al_err_ctx("load %s", what);
     /* the generator version is part of the folder name, so a changed generator never serves a stale demo */
     char *dir = al_asprintf("%s/%s-v%d", cache, what, SYNTH_VERSION);
-    char *tmp = al_asprintf("%s/.%s.tmp.%ld", cache, what, (long)getpid());
     char *cfg = dir ? al_asprintf("%s/config.json", dir) : NULL;
     free(cache);
     int rc = AL_OK;
-    if (!dir || !tmp || !cfg) rc = AL_ERR;
+    if (!dir || !cfg) rc = AL_ERR;
     else if (!file_exists(cfg)) {
-        al_remove_tree(tmp);
-        rc = synth_write(opt, tmp);
-        if (rc) al_err_ctx("writing demo model %s into %s", what, tmp);
-        else if (rename(tmp, dir) != 0) {
-            int e = errno;
-            al_remove_tree(tmp);
-            if (!file_exists(cfg))
-                rc = al_err("cannot move the demo model into %s: %s (remove that folder and load %s again)",
-                            dir, strerror(e), what);
-        }
-        if (rc) al_remove_tree(tmp);
+        rc = synth_write(opt, dir);
+        if (rc == AL_ERR && file_exists(cfg)) { al_err_clear(); rc = AL_OK; }   /* another process won */
+        else if (rc == AL_ERR) al_err_ctx("writing demo model %s into %s", what, dir);
     }
     if (rc == AL_OK) rc = model_open(dir, out);
     free(cfg);
-    free(tmp);
     free(dir);
     return rc;
 }

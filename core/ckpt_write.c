@@ -296,7 +296,7 @@ int ckpt_add_lazy(CkptWriter *w, const char *name, dt_type dtype, int ndim, cons
 int ckpt_add_mat(CkptWriter *w, const char *name, dt_type dtype, const Mat *m, int ndim) {
     size_t n = m->rows * m->cols, shape[2] = {m->rows, m->cols};
     if (dtype == DT_F8_E4M3) {
-        size_t sr = (m->rows + 127) / 128, sc = (m->cols + 127) / 128, sshape[2] = {sr, sc};
+        size_t sr = dt_fp8_nblocks(m->rows), sc = dt_fp8_nblocks(m->cols), sshape[2] = {sr, sc};
         uint8_t *q = al_malloc3(m->rows, m->cols, 1, name);
         float *scale = al_malloc3(sr ? sr : 1, sc ? sc : 1, sizeof(float), name);
         char *sname = al_asprintf("%s_scale_inv", name);

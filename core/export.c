@@ -139,25 +139,28 @@ static bool layer_of(const Ctx *x, const char *name, int *L, const char **suffix
 
 /* ================================================================ rewriting tensors */
 
-/* Writes rows/cols of a factor into a weight, with zeros past the factor's rank (padding). */
-static void put_rows_t(Mat *W, size_t row0, size_t nrows, const Mat *F, bool f_cols) {
-    /* W rows [row0, row0+nrows) := the columns of F (F_cols: F (W->cols x r), row j = F[:, j])
-     * or the rows of F (F (r x W->cols)); rows past r are zero. */
+/* Writes rows/cols of a factor into a weight, with zeros past the factor's rank (padding). W may
+ * be a window of the weight: its rows [w0, w0 + W->rows) (a stripe written one at a time). */
+static void put_rows_t(Mat *W, size_t w0, size_t row0, size_t nrows, const Mat *F, bool f_cols) {
+    /* weight rows [row0, row0+nrows) := the columns of F (F_cols: F (W->cols x r), row j = F[:, j])
+     * or the rows of F (F (r x W->cols)); rows past r are zero. Rows outside the window: skipped. */
     size_t r = F ? (f_cols ? F->cols : F->rows) : 0;
     for (size_t j = 0; j < nrows; j++) {
-        float *row = W->data + (row0 + j) * W->cols;
+        if (row0 + j < w0 || row0 + j >= w0 + W->rows) continue;
+        float *row = W->data + (row0 + j - w0) * W->cols;
         for (size_t i = 0; i < W->cols; i++)
             row[i] = j < r ? (f_cols ? F->data[i * F->cols + j] : F->data[j * F->cols + i]) : 0.0f;
     }
 }
 
-static void put_cols(Mat *W, size_t col0, size_t ncols, const Mat *F, bool f_cols) {
-    /* W columns [col0, col0+ncols) := the columns of F (F (W->rows x r)) or the rows of F
-     * (F (r x W->rows)); columns past r are zero. */
+static void put_cols(Mat *W, size_t w0, size_t col0, size_t ncols, const Mat *F, bool f_cols) {
+    /* W columns [col0, col0+ncols) := the columns of F (F (weight rows x r)) or the rows of F
+     * (F (r x weight rows)), rows w0.. of them; columns past r are zero. */
     size_t r = F ? (f_cols ? F->cols : F->rows) : 0;
     for (size_t i = 0; i < W->rows; i++)
         for (size_t j = 0; j < ncols; j++)
-            W->data[i * W->cols + col0 + j] = j < r ? (f_cols ? F->data[i * F->cols + j] : F->data[j * F->cols + i]) : 0.0f;
+            W->data[i * W->cols + col0 + j] =
+                j < r ? (f_cols ? F->data[(w0 + i) * F->cols + j] : F->data[j * F->cols + w0 + i]) : 0.0f;
 }
 
 static void put_vec(float *dst, size_t n, const float *src, size_t r) {
@@ -165,8 +168,9 @@ static void put_vec(float *dst, size_t n, const float *src, size_t r) {
 }
 
 /* The factors-format (zero-padded, same shape) version of tensor `suffix` of layer L. W holds
- * the original (dequantized) values and is edited in place. */
-static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W) {
+ * the original (dequantized) values of the weight's rows [w0, w0 + W->rows) and is edited in
+ * place (a 1-D tensor: w0 = 0, whole). */
+static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w0) {
     const ModelConfig *c = x->c;
     const FarrPlan *vo = x->plan[FARR_VO], *qk = x->plan[FARR_QK];
     const FarrTruncLayer *tv = farr_plan_layer(vo, L), *tq = farr_plan_layer(qk, L);
@@ -175,9 +179,9 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W) {
     if (c->family == FAM_GPT2) {
         size_t D = (size_t)c->hidden, d = dqk;
         if (strcmp(suffix, "attn.c_attn.weight") == 0) {
-            for (int h = 0; tq && h < H; h++) put_cols(W, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true);
-            for (int g = 0; tq && g < G; g++) put_cols(W, D + (size_t)g * d, d, plan_group(qk, L, g)->shared, true);
-            for (int g = 0; tv && g < G; g++) put_cols(W, 2 * D + (size_t)g * d, d, plan_group(vo, L, g)->shared, true);
+            for (int h = 0; tq && h < H; h++) put_cols(W, w0, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true);
+            for (int g = 0; tq && g < G; g++) put_cols(W, w0, D + (size_t)g * d, d, plan_group(qk, L, g)->shared, true);
+            for (int g = 0; tv && g < G; g++) put_cols(W, w0, 2 * D + (size_t)g * d, d, plan_group(vo, L, g)->shared, true);
         } else if (strcmp(suffix, "attn.c_attn.bias") == 0) {
             for (int h = 0; tq && h < H; h++)
                 put_vec(W->data + (size_t)h * d, d, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
@@ -186,7 +190,7 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W) {
                 put_vec(W->data + 2 * D + (size_t)g * d, d, tv->shared_bias ? tv->shared_bias[g] : NULL,
                         (size_t)plan_group(vo, L, g)->rank);
         } else if (strcmp(suffix, "attn.c_proj.weight") == 0) {
-            for (int h = 0; h < H; h++) put_rows_t(W, (size_t)h * d, d, plan_head_mat(x, vo, L, h), false);
+            for (int h = 0; h < H; h++) put_rows_t(W, w0, (size_t)h * d, d, plan_head_mat(x, vo, L, h), false);
         } else if (strcmp(suffix, "attn.c_proj.bias") == 0 && tv && tv->o_bias_delta) {
             for (size_t i = 0; i < D; i++) W->data[i] += tv->o_bias_delta[i];
         }
@@ -195,29 +199,29 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W) {
     if (cfg_is_mla(c)) {
         size_t kvrow = nope + dv;
         if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0) {
-            for (int h = 0; tq && h < H; h++) put_rows_t(W, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true);
+            for (int h = 0; tq && h < H; h++) put_rows_t(W, w0, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true);
         } else if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) {
-            for (int h = 0; tq && h < H; h++) put_rows_t(W, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true);
-            for (int h = 0; tv && h < H; h++) put_rows_t(W, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true);
+            for (int h = 0; tq && h < H; h++) put_rows_t(W, w0, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true);
+            for (int h = 0; tv && h < H; h++) put_rows_t(W, w0, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true);
         } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
-            for (int h = 0; h < H; h++) put_cols(W, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
+            for (int h = 0; h < H; h++) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
         }
         return;
     }
     /* GQA */
     if (strcmp(suffix, "self_attn.v_proj.weight") == 0) {
-        for (int g = 0; g < G; g++) put_rows_t(W, (size_t)g * dv, dv, plan_group(vo, L, g)->shared, true);
+        for (int g = 0; g < G; g++) put_rows_t(W, w0, (size_t)g * dv, dv, plan_group(vo, L, g)->shared, true);
     } else if (strcmp(suffix, "self_attn.v_proj.bias") == 0) {
         for (int g = 0; g < G; g++)
             put_vec(W->data + (size_t)g * dv, dv, tv->shared_bias ? tv->shared_bias[g] : NULL, (size_t)plan_group(vo, L, g)->rank);
     } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
-        for (int h = 0; h < H; h++) put_cols(W, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
+        for (int h = 0; h < H; h++) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
     } else if (strcmp(suffix, "self_attn.o_proj.bias") == 0 && tv->o_bias_delta) {
         for (size_t i = 0; i < W->cols * W->rows; i++) W->data[i] += tv->o_bias_delta[i];
     } else if (strcmp(suffix, "self_attn.q_proj.weight") == 0) {
-        for (int h = 0; h < H; h++) put_rows_t(W, (size_t)h * dqk, dqk, plan_head_mat(x, qk, L, h), true);
+        for (int h = 0; h < H; h++) put_rows_t(W, w0, (size_t)h * dqk, dqk, plan_head_mat(x, qk, L, h), true);
     } else if (strcmp(suffix, "self_attn.k_proj.weight") == 0) {
-        for (int g = 0; g < G; g++) put_rows_t(W, (size_t)g * dqk, dqk, plan_group(qk, L, g)->shared, true);
+        for (int g = 0; g < G; g++) put_rows_t(W, w0, (size_t)g * dqk, dqk, plan_group(qk, L, g)->shared, true);
     } else if (strcmp(suffix, "self_attn.q_proj.bias") == 0) {
         for (int h = 0; h < H; h++)
             put_vec(W->data + (size_t)h * dqk, dqk, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
@@ -244,7 +248,7 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
         if (!(W = mat_new(H * (n2 + rope), O->cols))) return NULL;
         for (size_t h = 0; h < H; h++) {
             Mat tmp = { .rows = n2, .cols = O->cols, .data = W->data + h * (n2 + rope) * O->cols };
-            if (qk) put_rows_t(&tmp, 0, n2, plan_head_mat(x, qk, L, (int)h), true);
+            if (qk) put_rows_t(&tmp, 0, 0, n2, plan_head_mat(x, qk, L, (int)h), true);
             else for (size_t j = 0; j < n2; j++) copy_row(&tmp, j, O, h * (nope + rope) + j, 1.0f);
             for (size_t j = 0; j < n2 * O->cols; j++) tmp.data[j] *= s;
             for (size_t t = 0; t < rope; t++) copy_row(W, h * (n2 + rope) + n2 + t, O, h * (nope + rope) + nope + t, s);
@@ -253,15 +257,15 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
         if (!(W = mat_new(H * (n2 + v2), O->cols))) return NULL;
         for (size_t h = 0; h < H; h++) {
             size_t base = h * (n2 + v2), obase = h * (nope + dv);
-            if (qk) put_rows_t(W, base, n2, plan_group(qk, L, (int)h)->shared, true);
+            if (qk) put_rows_t(W, 0, base, n2, plan_group(qk, L, (int)h)->shared, true);
             else for (size_t j = 0; j < n2; j++) copy_row(W, base + j, O, obase + j, 1.0f);
-            if (vo) put_rows_t(W, base + n2, v2, plan_group(vo, L, (int)h)->shared, true);
+            if (vo) put_rows_t(W, 0, base + n2, v2, plan_group(vo, L, (int)h)->shared, true);
             else for (size_t j = 0; j < v2; j++) copy_row(W, base + n2 + j, O, obase + nope + j, 1.0f);
         }
     } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
         if (!(W = mat_new(O->rows, H * v2))) return NULL;
         for (size_t h = 0; h < H; h++) {
-            if (vo) put_cols(W, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false);
+            if (vo) put_cols(W, 0, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false);
             else for (size_t i = 0; i < O->rows; i++)
                 for (size_t j = 0; j < v2; j++) W->data[i * W->cols + h * v2 + j] = O->data[i * O->cols + h * dv + j];
         }
@@ -281,15 +285,46 @@ typedef struct {
     bool scale;                  /* the FP8 "_scale_inv" of the weight written just before */
 } Job;
 
+/* The (rows, cols) of an hf-format (resliced) MLA tensor, from the source's. */
+static void rewritten_rows_cols(const Ctx *x, const char *suffix, size_t *rows, size_t *cols) {
+    size_t H = (size_t)x->c->n_heads, rope = (size_t)x->c->qk_rope_dim, n2 = (size_t)x->nope2, v2 = (size_t)x->v2;
+    if (strstr(suffix, "kv_b_proj")) *rows = H * (n2 + v2);
+    else if (strstr(suffix, "o_proj")) *cols = H * v2;
+    else *rows = H * (n2 + rope);                  /* q_b_proj / q_proj */
+}
+
 /* The shape of the rewritten tensor: the source's (factors) or resliced (hf); ST_MAX_DIMS. */
 static int rewritten_shape(const Ctx *x, const char *suffix, const st_entry *e, size_t *shape) {
     memcpy(shape, e->shape, sizeof e->shape);
     if (x->fmt != EXPORT_HF) return e->ndim;
-    size_t H = (size_t)x->c->n_heads, rope = (size_t)x->c->qk_rope_dim, n2 = (size_t)x->nope2, v2 = (size_t)x->v2;
-    if (strstr(suffix, "kv_b_proj")) shape[0] = H * (n2 + v2);
-    else if (strstr(suffix, "o_proj")) shape[1] = H * v2;
-    else shape[0] = H * (n2 + rope);                  /* q_b_proj / q_proj */
+    rewritten_rows_cols(x, suffix, &shape[0], &shape[1]);
     return 2;
+}
+
+/* Stores W (rows [r0, r0 + W->rows) of the rewritten tensor, r0 a multiple of DT_FP8_BLOCK) in
+ * dtype into dst (the whole tensor's bytes); FP8 fills the matching rows of scale blocks too. */
+static int store_rows(Ctx *x, const Job *j, const Mat *W, size_t r0, uint8_t *dst) {
+    size_t n = W->rows * W->cols;
+    if (j->e->dtype != DT_F8_E4M3) return dt_from_f32(j->e->dtype, W->data, n, dst + r0 * W->cols * dt_size(j->e->dtype));
+    st_fp8_blocks(W, dst + r0 * W->cols, x->scale + (r0 / DT_FP8_BLOCK) * dt_fp8_nblocks(W->cols));
+    return AL_OK;
+}
+
+/* Factors format: the tensor padded in place, read, padded and stored DT_FP8_BLOCK rows at a
+ * time, so no float copy of a whole weight is ever made (an R1 o_proj is 470 MB as float). */
+static int fill_padded(Ctx *x, const Job *j, uint8_t *dst, size_t R) {
+    int rc = AL_OK;
+    for (size_t r0 = 0; rc == AL_OK && r0 < R; r0 += DT_FP8_BLOCK) {
+        size_t nr = R - r0 < DT_FP8_BLOCK ? R - r0 : DT_FP8_BLOCK;
+        Mat *W = NULL;
+        rc = store_read_rows(x->m->store, j->name, r0, nr, &W);
+        if (rc == AL_OK) {
+            pad_tensor(x, j->L, j->suffix, W, r0);
+            rc = store_rows(x, j, W, r0, dst);
+        }
+        mat_free(W);
+    }
+    return rc;
 }
 
 static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
@@ -302,25 +337,30 @@ static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
         x->scale = NULL;
         return AL_OK;
     }
-    Mat *O = NULL, *W = NULL;
-    if (store_read(x->m->store, j->name, &O) != AL_OK) return AL_ERR;
-    if (x->fmt == EXPORT_HF) W = reslice_tensor(x, j->L, j->suffix, O);
-    else { pad_tensor(x, j->L, j->suffix, O); W = O; O = NULL; }
-    mat_free(O);
-    if (!W) return AL_ERR;
-    size_t n = W->rows * W->cols;
-    int rc = n * dt_size(j->e->dtype) == nbytes ? AL_OK
-             : al_err("internal: %s rewritten to %zu values, %zu bytes were planned", j->name, n, nbytes);
-    if (rc == AL_OK && j->e->dtype == DT_F8_E4M3) {
-        free(x->scale);
-        x->scale_bytes = ((W->rows + 127) / 128) * ((W->cols + 127) / 128) * sizeof(float);
-        x->scale = al_malloc(x->scale_bytes, j->name);
-        if (x->scale) st_fp8_blocks(W, dst, x->scale);
-        else rc = AL_ERR;
-    } else if (rc == AL_OK) {
-        rc = dt_from_f32(j->e->dtype, W->data, n, dst);
+    size_t R = 0, C = 0;
+    if (store_shape2(x->m->store, j->name, &R, &C) != AL_OK) return AL_ERR;
+    size_t rows = R, cols = C;
+    if (x->fmt == EXPORT_HF) rewritten_rows_cols(x, j->suffix, &rows, &cols);
+    if (rows * cols * dt_size(j->e->dtype) != nbytes)
+        return al_err("internal: %s rewritten to %zu values, %zu bytes were planned", j->name, rows * cols, nbytes);
+    free(x->scale);
+    x->scale = NULL;
+    if (j->e->dtype == DT_F8_E4M3) {
+        x->scale_bytes = dt_fp8_nblocks(rows) * dt_fp8_nblocks(cols) * sizeof(float);
+        if (!(x->scale = al_malloc(x->scale_bytes, j->name))) return AL_ERR;
     }
-    mat_free(W);
+    int rc;
+    if (x->fmt != EXPORT_HF) {
+        rc = fill_padded(x, j, dst, R);
+    } else {
+        Mat *O = NULL, *W = NULL;
+        if (store_read(x->m->store, j->name, &O) != AL_OK) return AL_ERR;
+        W = reslice_tensor(x, j->L, j->suffix, O);
+        mat_free(O);
+        rc = W ? store_rows(x, j, W, 0, dst) : AL_ERR;
+        mat_free(W);
+    }
+    store_release_prefix(x->m->store, j->name);   /* its pages are written now */
     return rc;
 }
 
@@ -337,7 +377,7 @@ static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry
     *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .L = L};
     int rc = ckpt_add_lazy(w, name, e->dtype, nd, shape, numel * dt_size(e->dtype), fill_rewritten, j);
     if (rc != AL_OK || e->dtype != DT_F8_E4M3) return rc;
-    size_t sshape[2] = {(shape[0] + 127) / 128, (shape[1] + 127) / 128};
+    size_t sshape[2] = {dt_fp8_nblocks(shape[0]), dt_fp8_nblocks(shape[1])};
     char *sname = al_asprintf("%s_scale_inv", name);
     Job *js = sname ? al_malloc(sizeof *js, name) : NULL;
     if (!js) { free(sname); return AL_ERR; }
@@ -388,6 +428,7 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
         }
     }
     if (rc == AL_OK) rc = ckpt_shard_end(w);
+    store_release_prefix(s, "");   /* the pages the copies were streamed from: written now */
     if (rc == AL_ERR) al_err_ctx("writing the shard from %s", src);
     return rc;
 }

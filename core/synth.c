@@ -70,8 +70,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FP8_BLOCK 128
-
 /* ================================================================ PRNG */
 
 /* splitmix64 state plus one spare Box-Muller deviate. */
@@ -333,7 +331,7 @@ static int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type d
     t->dtype = dtype;
     size_t R = m->rows, C = m->cols;
     if (dtype == DT_F8_E4M3)
-        t->nbytes = R * C + ((R + FP8_BLOCK - 1) / FP8_BLOCK) * ((C + FP8_BLOCK - 1) / FP8_BLOCK) * sizeof(float);
+        t->nbytes = R * C + dt_fp8_nblocks(R) * dt_fp8_nblocks(C) * sizeof(float);
     else
         t->nbytes = R * C * dt_size(dtype);
     l->n++;
@@ -364,20 +362,19 @@ static Mat *gauss_named(unsigned long seed, const char *name, size_t rows, size_
  * with amax / scale <= 448), so that small integers times a power of two stay exact. Fills q
  * (R*C bytes) and scale (ceil(R/128) x ceil(C/128) floats), both caller-allocated. */
 static void fp8_quantize(const Mat *m, uint8_t *q, float *scale) {
-    const size_t R = m->rows, C = m->cols, sc = (C + FP8_BLOCK - 1) / FP8_BLOCK;
-    for (size_t bi = 0; bi * FP8_BLOCK < R; bi++)
+    const size_t B = DT_FP8_BLOCK, R = m->rows, C = m->cols, sc = dt_fp8_nblocks(C);
+    for (size_t bi = 0; bi < dt_fp8_nblocks(R); bi++)
         for (size_t bj = 0; bj < sc; bj++) {
-            size_t i1 = bi * FP8_BLOCK + FP8_BLOCK < R ? bi * FP8_BLOCK + FP8_BLOCK : R;
-            size_t j1 = bj * FP8_BLOCK + FP8_BLOCK < C ? bj * FP8_BLOCK + FP8_BLOCK : C;
+            size_t i1 = (bi + 1) * B < R ? (bi + 1) * B : R, j1 = (bj + 1) * B < C ? (bj + 1) * B : C;
             float amax = 0;
-            for (size_t i = bi * FP8_BLOCK; i < i1; i++)
-                for (size_t j = bj * FP8_BLOCK; j < j1; j++) amax = fmaxf(amax, fabsf(m->data[i * C + j]));
+            for (size_t i = bi * B; i < i1; i++)
+                for (size_t j = bj * B; j < j1; j++) amax = fmaxf(amax, fabsf(m->data[i * C + j]));
             int e = amax > 0 ? (int)ceil(log2((double)amax / 448.0)) : 0;
             while (amax > 0 && ldexpf(448.0f, e) < amax) e++;
             float s = ldexpf(1.0f, e);
             scale[bi * sc + bj] = s;
-            for (size_t i = bi * FP8_BLOCK; i < i1; i++)
-                for (size_t j = bj * FP8_BLOCK; j < j1; j++) q[i * C + j] = dt_f32_to_e4m3(ldexpf(m->data[i * C + j], -e));
+            for (size_t i = bi * B; i < i1; i++)
+                for (size_t j = bj * B; j < j1; j++) q[i * C + j] = dt_f32_to_e4m3(ldexpf(m->data[i * C + j], -e));
         }
 }
 
@@ -389,7 +386,7 @@ static int add_tensor(CkptWriter *w, const SynTensor *t) {
     const size_t *sh = t->ndim == 1 ? shape + 1 : shape;
     int rc;
     if (t->dtype == DT_F8_E4M3) {
-        size_t sr = (m->rows + FP8_BLOCK - 1) / FP8_BLOCK, sc = (m->cols + FP8_BLOCK - 1) / FP8_BLOCK;
+        size_t sr = dt_fp8_nblocks(m->rows), sc = dt_fp8_nblocks(m->cols);
         size_t sshape[2] = {sr, sc};
         uint8_t *q = al_malloc(n, t->name);
         float *scale = al_malloc3(sr, sc, sizeof(float), t->name);
@@ -469,8 +466,8 @@ static void add_fp8_quant_config(cJSON *root) {
     add_str(q, "fmt", "e4m3");
     add_str(q, "quant_method", "fp8");
     cJSON *bs = cJSON_AddArrayToObject(q, "weight_block_size");
-    cJSON_AddItemToArray(bs, cJSON_CreateNumber(FP8_BLOCK));
-    cJSON_AddItemToArray(bs, cJSON_CreateNumber(FP8_BLOCK));
+    cJSON_AddItemToArray(bs, cJSON_CreateNumber(DT_FP8_BLOCK));
+    cJSON_AddItemToArray(bs, cJSON_CreateNumber(DT_FP8_BLOCK));
 }
 
 /* ================================================================ demo-r1 (DeepSeek-V3 layout) */
@@ -906,34 +903,48 @@ static void ds_code_table(uint8_t table[256]) {
     for (int i = 0; i < 256; i++) table[i] = dt_f32_to_e4m3((float)(64.0 * rng_gauss(&rng)));
 }
 
-/* An FP8 weight (R x C) of table codes and its scales: scale_inv = rms / 64 * (1 +- 25%) per
- * block, so the dequantized element RMS is about rms. q and scale are caller-allocated. */
-static void ds_fill(Rng *rng, const uint8_t table[256], uint8_t *q, size_t R, size_t C, float *scale, double rms) {
-    size_t n = R * C, i = 0;
+/* One FP8 weight of ds-r1-shape and where its bytes come from: the stream (seed, name) draws
+ * the codes, then the block scales, then the planted heads. The weight and its scales are lazy
+ * tensors (each computed only while its shard is written, one at a time), so a shard of R1 shapes
+ * never sits in memory: each fill replays the stream, skipping the other's draws. */
+typedef struct {
+    unsigned long seed;
+    uint8_t table[256];   /* the E4M3 codes bytes index (ds_code_table) */
+    char name[96];        /* "<prefix><what>.weight": the RNG stream */
+    size_t R, C;
+    double rms;
+    bool plant;           /* kv_b_proj: heads h % 8 == 0 get the planted V */
+} DsWeight;
+
+/* Skips n draws of rng_u64 (splitmix64's state advances by one constant per draw). */
+static void rng_skip(Rng *r, uint64_t n) { r->s += n * 0x9e3779b97f4a7c15ULL; }
+
+/* n table codes, 8 per draw (one draw more for the tail: n / 8 + 1 draws). */
+static void ds_codes(Rng *rng, const uint8_t table[256], uint8_t *q, size_t n) {
+    size_t i = 0;
     while (i + 8 <= n) {
         uint64_t u = rng_u64(rng);
         for (int k = 0; k < 8; k++) q[i++] = table[(u >> (8 * k)) & 0xff];
     }
     uint64_t u = rng_u64(rng);
     for (int k = 0; i < n; k++) q[i++] = table[(u >> (8 * k)) & 0xff];
-    size_t ns = ((R + FP8_BLOCK - 1) / FP8_BLOCK) * ((C + FP8_BLOCK - 1) / FP8_BLOCK);
-    for (size_t b = 0; b < ns; b++) scale[b] = (float)(rms / 64.0 * (0.75 + 0.5 * rng_unit(rng)));
 }
 
 /* Replaces the V rows of head h in kv_b_proj codes (rows h*256+128 .. +128, 512 columns, i.e.
  * 4 whole scale blocks) by an exact rank-16 signed-Hadamard pattern: codes of 16 * (integers in
- * [-16, 16]), all exactly representable, with one scale for the 4 blocks. */
+ * [-16, 16]), all exactly representable, with one scale for the 4 blocks. q or scale may be NULL
+ * (that half is not computed; the scales do not depend on the stream). */
 static int ds_plant_v(Rng *rng, uint8_t *q, float *scale, size_t h, double rms) {
     const size_t V = DS_V, KL = DS_KVLORA, r = DS_LOWV_RANK, row0 = h * (DS_NOPE + DS_V) + DS_NOPE;
+    /* entries have RMS 4 (sums of 16 signs), codes RMS 64 */
+    for (size_t j = 0; scale && j < KL / DT_FP8_BLOCK; j++)
+        scale[(row0 / DT_FP8_BLOCK) * (KL / DT_FP8_BLOCK) + j] = (float)(rms / 64.0);
+    if (!q) return AL_OK;
     double *hs = signed_hadamard(rng, V, r), *hk = signed_hadamard(rng, KL, r);
     double *w = hs && hk ? mul_abt(hs, hk, V, KL, r, 1.0) : NULL;   /* (V x KL) = W_V^T, integers */
-    if (w) {
+    if (w)
         for (size_t i = 0; i < V; i++)
             for (size_t j = 0; j < KL; j++) q[(row0 + i) * KL + j] = dt_f32_to_e4m3((float)(16.0 * w[i * KL + j]));
-        /* entries have RMS 4 (sums of 16 signs), codes RMS 64 */
-        size_t sc = KL / FP8_BLOCK;
-        for (size_t j = 0; j < sc; j++) scale[(row0 / FP8_BLOCK) * sc + j] = (float)(rms / 64.0);
-    }
     free(hs);
     free(hk);
     int rc = w ? AL_OK : AL_ERR;
@@ -941,27 +952,41 @@ static int ds_plant_v(Rng *rng, uint8_t *q, float *scale, size_t h, double rms) 
     return rc;
 }
 
-/* Adds one FP8 weight "<prefix><what>.weight" (R x C) of table codes to w; heads of kv_b_proj with
- * h % 8 == 0 get the planted V. */
+/* Computes the codes (q: R*C bytes) or the block scales (scale: scale_inv = rms / 64 * (1 +- 25%)
+ * per block, so the dequantized element RMS is about rms) of d; the other is NULL. */
+static int ds_gen(const DsWeight *d, uint8_t *q, float *scale) {
+    Rng rng;
+    rng_init(&rng, d->seed, d->name);
+    size_t n = d->R * d->C, ns = dt_fp8_nblocks(d->R) * dt_fp8_nblocks(d->C);
+    if (q) ds_codes(&rng, d->table, q, n);
+    else rng_skip(&rng, n / 8 + 1);
+    for (size_t b = 0; b < ns; b++) {
+        double u = rng_unit(&rng);
+        if (scale) scale[b] = (float)(d->rms / 64.0 * (0.75 + 0.5 * u));
+    }
+    int rc = AL_OK;
+    for (size_t h = 0; d->plant && rc == AL_OK && h < DS_HEADS; h += DS_LOWV_EVERY) rc = ds_plant_v(&rng, q, scale, h, d->rms);
+    return rc;
+}
+
+static int ds_fill_codes(void *ud, void *dst, size_t nbytes) { (void)nbytes; return ds_gen(ud, dst, NULL); }
+static int ds_fill_scales(void *ud, void *dst, size_t nbytes) { (void)nbytes; return ds_gen(ud, NULL, dst); }
+
+/* Adds one FP8 weight "<prefix><what>.weight" (R x C) of table codes and its
+ * "<...>.weight_scale_inv" to w, both lazy. */
 static int ds_add_weight(CkptWriter *w, unsigned long seed, const uint8_t table[256], const char *prefix,
                          const char *what, size_t R, size_t C, double rms, bool plant) {
-    size_t sr = (R + FP8_BLOCK - 1) / FP8_BLOCK, sc = (C + FP8_BLOCK - 1) / FP8_BLOCK;
-    size_t shape[2] = {R, C}, sshape[2] = {sr, sc};
-    char *name = al_asprintf("%s%s.weight", prefix, what), *sname = al_asprintf("%s%s.weight_scale_inv", prefix, what);
-    uint8_t *q = al_malloc3(R, C, 1, what);
-    float *scale = al_malloc3(sr, sc, sizeof(float), what);
-    int rc = name && sname && q && scale ? AL_OK : AL_ERR;
-    if (rc == AL_OK) {
-        Rng rng;
-        rng_init(&rng, seed, name);
-        ds_fill(&rng, table, q, R, C, scale, rms);
-        for (size_t h = 0; plant && rc == AL_OK && h < DS_HEADS; h += DS_LOWV_EVERY) rc = ds_plant_v(&rng, q, scale, h, rms);
-    }
-    if (rc == AL_OK) { rc = ckpt_add_owned(w, name, DT_F8_E4M3, 2, shape, q, R * C); q = NULL; }
-    if (rc == AL_OK) { rc = ckpt_add_owned(w, sname, DT_F32, 2, sshape, scale, sr * sc * sizeof(float)); scale = NULL; }
-    free(q);
-    free(scale);
-    free(name);
+    size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C), shape[2] = {R, C}, sshape[2] = {sr, sc};
+    DsWeight *d = al_calloc(1, sizeof *d, what), *ds = al_malloc(sizeof *ds, what);
+    char *sname = al_asprintf("%s%s.weight_scale_inv", prefix, what);
+    if (!d || !ds || !sname) { free(d); free(ds); free(sname); return AL_ERR; }
+    *d = (DsWeight){.seed = seed, .R = R, .C = C, .rms = rms, .plant = plant};
+    memcpy(d->table, table, sizeof d->table);
+    snprintf(d->name, sizeof d->name, "%s%s.weight", prefix, what);
+    *ds = *d;
+    int rc = ckpt_add_lazy(w, d->name, DT_F8_E4M3, 2, shape, R * C, ds_fill_codes, d);
+    if (rc == AL_OK) rc = ckpt_add_lazy(w, sname, DT_F32, 2, sshape, sr * sc * sizeof(float), ds_fill_scales, ds);
+    else free(ds);
     free(sname);
     return rc;
 }

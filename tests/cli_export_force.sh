@@ -34,6 +34,31 @@ ok "nothing written" test ! -e f1
 out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export \"\"" 2>&1)
 ok "export \"\" fails" test $? -eq 1
 ok "export \"\" says why" has "$out" "no folder given"
+for conv in "convert mla kv-rank 48" "convert tpa kv-rank 1"; do
+    out=$("$ATTNLAB" -e "load demo-llama; $conv; export \"\"" 2>&1)
+    ok "$conv: export \"\" fails" test $? -eq 1
+    ok "$conv: export \"\" says why" has "$out" "no folder given"
+done
+out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; lua attn.export(\"\")" 2>&1)
+ok "attn.export(\"\") fails" test $? -eq 1
+ok "attn.export(\"\") says why" has "$out" "no folder given"
+
+# Demo generation is staged too: Ctrl-C while a demo is being written leaves no folder and no
+# staging folder in the cache, and the next load writes it whole.
+dcache="$T/demo-cache"
+for i in 1 2 3; do
+    rm -rf "$dcache"
+    ATTNLAB_CACHE="$dcache" "$ATTNLAB" -e "load demo-r1" >/dev/null 2>&1 &
+    pid=$!
+    sleep "0.$((RANDOM % 30))"
+    kill -INT "$pid" 2>/dev/null
+    wait "$pid"
+    left=$(ls -A "$dcache" 2>/dev/null | grep -v '^demo-r1-v[0-9]*$' | tr '\n' ' ')
+    ok "interrupted demo generation leaves nothing else in the cache [$left]" test -z "$left"
+    [ -d "$dcache"/demo-r1-v1 ] && ok "a demo folder there is complete" test -f "$dcache"/demo-r1-v1/config.json
+done
+out=$(ATTNLAB_CACHE="$dcache" "$ATTNLAB" -e "load demo-r1" 2>&1)
+ok "the next load opens the demo" has "$out" "loaded demo-r1"
 
 # Ctrl-C at random points of a forced export over an earlier one: the folder is always either the
 # old export or the new one, whole -- never a mix -- and no staging folder is left.
