@@ -59,7 +59,7 @@ static int store_add_file(Store *s, st_file *f) {
 
 /* Sorts the name table and rejects a tensor present in two shards. */
 static int store_index(Store *s) {
-    qsort(s->items, s->n, sizeof *s->items, cmp_item);
+    if (s->n > 1) qsort(s->items, s->n, sizeof *s->items, cmp_item);     /* items is NULL when n is 0 */
     for (size_t i = 1; i < s->n; i++)
         if (strcmp(s->items[i].name, s->items[i - 1].name) == 0)
             return al_err("tensor '%s' is in two files: %s and %s", s->items[i].name, st_path(s->items[i - 1].f),
@@ -69,18 +69,55 @@ static int store_index(Store *s) {
 
 /* ================================================================ opening */
 
+/* The control character in s, or 0 (names echoed in one-line messages must be printable). */
+static int control_char(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return (unsigned char)*s;
+    return 0;
+}
+
+/* Parses index.json's text: one JSON value and only whitespace after it. */
+static cJSON *parse_index(const char *index_path, const char *text) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, false);
+    if (!root) { al_err("%s: not valid JSON", index_path); return NULL; }
+    while (end && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (end && *end) {
+        al_err("%s: not valid JSON: text after the JSON value at byte %zu", index_path, (size_t)(end - text));
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
 /* Opens the shards named by an index.json and checks each listed tensor is where it says. */
 static int open_index(Store *s, const char *index_path) {
-    char *text = al_read_file_max(index_path, NULL, AL_CAP_INDEX, "index");
+    size_t len = 0;
+    char *text = al_read_file_max(index_path, &len, AL_CAP_INDEX, "index");
     if (!text) return AL_ERR;
-    cJSON *root = cJSON_Parse(text);
+    if (strlen(text) != len) {
+        al_err("%s: not valid JSON: a NUL byte at byte %zu", index_path, strlen(text));
+        free(text);
+        return AL_ERR;
+    }
+    cJSON *root = parse_index(index_path, text);
     free(text);
-    if (!root) return al_err("%s: not valid JSON", index_path);
+    if (!root) return AL_ERR;
     int rc = AL_OK;
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(wm)) { rc = al_err("%s: no \"weight_map\" object", index_path); goto done; }
+    if (!wm->child) {
+        rc = al_err("%s: \"weight_map\" is empty: the index lists no tensors (remove it to open the *.safetensors "
+                    "files of the folder, or list each tensor's shard)", index_path);
+        goto done;
+    }
     const cJSON *it;
     cJSON_ArrayForEach(it, wm) {          /* open each distinct shard once */
+        int cc = control_char(it->string);
+        if (cc || (cJSON_IsString(it) && (cc = control_char(it->valuestring)))) {
+            rc = al_err("%s: a weight_map name has control character 0x%02x (names must be printable)", index_path, cc);
+            goto done;
+        }
         if (!cJSON_IsString(it)) { rc = al_err("%s: weight_map['%s'] is not a file name", index_path, it->string); goto done; }
         if (strchr(it->valuestring, '/')) { rc = al_err("%s: shard name '%s' has a '/'", index_path, it->valuestring); goto done; }
         bool seen = false;
@@ -196,6 +233,7 @@ const char *store_dir(const Store *s) { return s->dir; }
 
 static const store_item *find_item(const Store *s, const char *name) {
     store_item key = {name, NULL, NULL};
+    if (s->n == 0) return NULL;                           /* bsearch must not see a NULL base */
     return bsearch(&key, s->items, s->n, sizeof *s->items, cmp_item);
 }
 

@@ -174,7 +174,38 @@ static image build(const char *file) {
     if (!strcmp(file, "duplicate-metadata.safetensors"))
         return img("{\"__metadata__\":{\"a\":\"1\",\"b\":\"2\",\"c\":\"3\"},\"__metadata__\":{\"x\":\"1\"}}", 0);
     if (!strcmp(file, "duplicate-name.safetensors")) return img("{" E32("a", 0, 16) "," E32("a", 16, 32) "}", 32);
+    if (!strcmp(file, "data-hole.safetensors")) return img("{" E32("a", 0, 16) "," E32("b", 32, 48) "}", 48);
+    if (!strcmp(file, "data-trailing-bytes.safetensors")) return img("{" E32("a", 0, 16) "}", 24);
+    if (!strcmp(file, "empty-inside-tensor.safetensors"))
+        return img("{" E32("a", 0, 16) ",\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}", 16);
+    if (!strcmp(file, "header-trailing-json.safetensors")) return img("{" E32("a", 0, 16) "} {}    ", 16);
+    if (!strcmp(file, "header-not-utf8.safetensors"))
+        return img("{\"__metadata__\":{\"k\":\"\xc3" "(\"}," E32("a", 0, 16) "}", 16);
+    if (!strcmp(file, "metadata-value-not-string.safetensors"))
+        return img("{\"__metadata__\":{\"format\":\"pt\",\"layers\":7}," E32("a", 0, 16) "}", 16);
+    if (!strcmp(file, "metadata-null-twice.safetensors"))
+        return img("{\"__metadata__\":null,\"__metadata__\":null," E32("a", 0, 16) "}", 16);
+    if (!strcmp(file, "field-twice.safetensors"))
+        return img("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"dtype\":\"F16\",\"data_offsets\":[0,16]}}", 16);
+    if (!strcmp(file, "shape-float-literal.safetensors"))
+        return img("{\"a\":{\"dtype\":\"F32\",\"shape\":[4.0],\"data_offsets\":[0,16]}}", 16);
+    if (!strcmp(file, "offsets-exponent.safetensors"))
+        return img("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,1.6e1]}}", 16);
+    if (!strcmp(file, "json-leading-zero.safetensors"))
+        return img("{\"a\":{\"dtype\":\"F32\",\"shape\":[04],\"data_offsets\":[0,16]}}", 16);
+    if (!strcmp(file, "json-control-char-in-string.safetensors"))
+        return img("{\"__metadata__\":{\"k\":\"a\x01\"}," E32("a", 0, 16) "}", 16);
+    if (!strcmp(file, "json-lone-surrogate.safetensors"))
+        return img("{\"__metadata__\":{\"k\":\"\\ud800\"}," E32("a", 0, 16) "}", 16);
+    if (!strcmp(file, "json-nul-escape.safetensors")) return img("{" E32("a\\u0000b", 0, 16) "}", 16);
+    if (!strcmp(file, "json-trailing-comma.safetensors")) return img("{" E32("a", 0, 16) ",}", 16);
     if (!strcmp(file, "valid-small.safetensors")) return img_writer(0, false);
+    if (!strcmp(file, "valid-leading-space-null-metadata.safetensors"))
+        return img(" \n {\"__metadata__\": null, " E32("a", 0, 16) "} \t\r\n   ", 16);
+    if (!strcmp(file, "valid-empty-between.safetensors"))
+        return img("{" E32("a", 0, 16) ",\"e\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[16,16]},"
+                   E32("b", 16, 32) ",\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[32,36]},"
+                   "\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[36,36],\"extra\":[1.5,{\"x\":null}]}}", 36);
     if (!strcmp(file, "valid-empty.safetensors")) return img("{}      ", 0);
     if (!strcmp(file, "valid-fp8-with-scales.safetensors")) return img_fp8(1);
     if (!strcmp(file, "fp8-without-scale.safetensors")) return img_fp8(0);
@@ -236,7 +267,36 @@ static const corpus_case cases[] = {
      "two __metadata__ objects, the second smaller (was a heap overflow; found by the fuzzer)"},
     {"duplicate-name.safetensors", PARSE_ERR, "tensor 'a' appears twice in the header", NULL,
      "two entries named 'a' on different bytes"},
+    {"data-hole.safetensors", PARSE_ERR, "the data section has a hole: bytes [16, 32) before tensor 'b'", NULL,
+     "[0, 16] and [32, 48]: 16 bytes no tensor owns (the reference refuses holes)"},
+    {"data-trailing-bytes.safetensors", PARSE_ERR, "8 bytes after the last tensor", NULL,
+     "[0, 16] in a 24-byte data section"},
+    {"empty-inside-tensor.safetensors", PARSE_ERR, "empty tensor 'e' at offset 8 lies inside tensor 'a' [0, 16]", NULL,
+     "an empty tensor at 8, inside [0, 16]"},
+    {"header-trailing-json.safetensors", PARSE_ERR, "bytes after the JSON value at byte", NULL,
+     "the header is {...} {} : a second value after the object"},
+    {"header-not-utf8.safetensors", PARSE_ERR, "header is not valid UTF-8 (byte 0xc3 at byte 22", NULL,
+     "a metadata value with the bytes C3 28 (not UTF-8)"},
+    {"metadata-value-not-string.safetensors", PARSE_ERR, "\"__metadata__\" value of 'layers' is not a string", NULL,
+     "__metadata__ {\"format\": \"pt\", \"layers\": 7}"},
+    {"metadata-null-twice.safetensors", PARSE_ERR, "\"__metadata__\" appears twice in the header", NULL,
+     "__metadata__ null, twice"},
+    {"field-twice.safetensors", PARSE_ERR, "tensor 'a': \"dtype\" appears 2 times in its entry", NULL,
+     "a tensor entry with two dtypes"},
+    {"shape-float-literal.safetensors", PARSE_ERR, "shape[0] is not a non-negative integer", NULL, "shape [4.0]"},
+    {"offsets-exponent.safetensors", PARSE_ERR, "\"data_offsets\" must be [begin, end] integers", NULL,
+     "data_offsets [0, 1.6e1]"},
+    {"json-leading-zero.safetensors", PARSE_ERR, "header is not valid JSON", NULL, "shape [04] (no leading zeros in JSON)"},
+    {"json-control-char-in-string.safetensors", PARSE_ERR, "a control character inside a string", NULL,
+     "a raw 0x01 byte inside a metadata value"},
+    {"json-lone-surrogate.safetensors", PARSE_ERR, "an unpaired surrogate", NULL, "a metadata value \"\\ud800\""},
+    {"json-nul-escape.safetensors", PARSE_ERR, "\\u0000 in a string", NULL, "a tensor named \"a\\u0000b\""},
+    {"json-trailing-comma.safetensors", PARSE_ERR, "header is not valid JSON", NULL, "{..., }"},
     {"valid-small.safetensors", PARSE_OK, NULL, NULL, "valid: F32 w [2, 4] and v [4], metadata format=pt (fuzz seed)"},
+    {"valid-leading-space-null-metadata.safetensors", PARSE_OK, NULL, NULL,
+     "valid: whitespace before the header's object, \"__metadata__\": null, whitespace after (the reference accepts it)"},
+    {"valid-empty-between.safetensors", PARSE_OK, NULL, NULL,
+     "valid: empty tensors on boundaries, a scalar, an unknown member in an entry"},
     {"valid-empty.safetensors", PARSE_OK, NULL, NULL, "valid: no tensors (fuzz seed)"},
     {"valid-fp8-with-scales.safetensors", PARSE_OK, NULL, NULL,
      "valid: F8_E4M3 w.weight [130, 257] + F32 scales [2, 3] (fuzz seed)"},
@@ -361,7 +421,8 @@ static void test_corpus(void) {
     DIR *d = cdir[0] ? opendir(cdir) : NULL;
     struct dirent *de;
     while (d && (de = readdir(d))) {
-        if (de->d_name[0] == '.' || strcmp(de->d_name, "README.md") == 0) continue;
+        /* fuzz-findings/: reproducers of other readers' fuzz findings (see its README) */
+        if (de->d_name[0] == '.' || strcmp(de->d_name, "README.md") == 0 || strcmp(de->d_name, "fuzz-findings") == 0) continue;
         bool known = false;
         for (size_t i = 0; i < N_CASES && !known; i++) known = strcmp(cases[i].file, de->d_name) == 0;
         CHECK(known, "tests/corpus/%s is not in test_malformed.c's table", de->d_name);

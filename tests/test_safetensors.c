@@ -310,11 +310,74 @@ static void test_writer_errors(void) {
     st_close(NULL);
 }
 
+/* Parses a header text with data_len data bytes from memory. */
+static int parse_text(const char *header, size_t data_len, st_file **f) {
+    size_t hl = strlen(header);
+    uint8_t *b = calloc(8 + hl + data_len + 1, 1);
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, header, hl);
+    int rc = st_parse_buffer("mem.safetensors", b, 8 + hl + data_len, f);
+    if (rc == AL_OK) {                                   /* the entries point into b: check, then drop */
+        st_close(*f);
+        *f = NULL;
+    }
+    free(b);
+    return rc;
+}
+
+/* The reference implementation's rules the corpus (test_malformed) does not show. */
+static void test_reference_rules(void) {
+    st_file *f = NULL;
+    /* a repeated metadata key keeps its last value (serde's HashMap); null metadata is none */
+    static uint8_t buf[256];
+    const char *h = "{\"__metadata__\":{\"format\":\"pt\",\"format\":\"np\"}}";
+    size_t hl = strlen(h);
+    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(hl >> (8 * i));
+    memcpy(buf + 8, h, hl);
+    CHECK_OK(st_parse_buffer("dup.safetensors", buf, 8 + hl, &f));
+    if (f) { CHECK(st_meta(f, "format") && strcmp(st_meta(f, "format"), "np") == 0, "the last value wins"); st_close(f); }
+    h = "{\"__metadata__\":null}";
+    hl = strlen(h);
+    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(hl >> (8 * i));
+    memcpy(buf + 8, h, hl);
+    CHECK_OK(st_parse_buffer("null.safetensors", buf, 8 + hl, &f));
+    if (f) { CHECK(st_meta(f, "format") == NULL && st_count(f) == 0, "null metadata: none"); st_close(f); }
+    /* every whitespace serde_json skips, around the object; not other control bytes */
+    CHECK_OK(parse_text("\t\r\n {}\t\r\n ", 0, &f));
+    CHECK_ERR(parse_text("\x0c{}", 0, &f), "header is not valid JSON");
+    CHECK_ERR(parse_text("{}\x0b", 0, &f), "header is not valid JSON: bytes after the JSON value");
+    /* surrogate pairs and multi-byte UTF-8 are fine; overlong forms and encoded surrogates are not */
+    CHECK_OK(parse_text("{\"__metadata__\":{\"k\":\"\\ud83d\\ude00 \xc3\xa9 \xf0\x9f\x98\x80\"}}", 0, &f));
+    CHECK_ERR(parse_text("{\"__metadata__\":{\"k\":\"\xc0\xaf\"}}", 0, &f), "not valid UTF-8");
+    CHECK_ERR(parse_text("{\"__metadata__\":{\"k\":\"\xed\xa0\x80\"}}", 0, &f), "not valid UTF-8");
+    CHECK_ERR(parse_text("{\"__metadata__\":{\"k\":\"\xf4\x90\x80\x80\"}}", 0, &f), "not valid UTF-8");
+    CHECK_ERR(parse_text("{\"__metadata__\":{\"k\":\"\\udc00\"}}", 0, &f), "unpaired surrogate");
+    /* nesting: 127 levels in an ignored member are fine, 128 are not (serde_json's limit) */
+    char deep[600];
+    for (int depth = 127; depth <= 128; depth++) {
+        int n = snprintf(deep, sizeof deep, "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0],\"x\":");
+        for (int i = 0; i < depth - 2; i++) deep[n++] = '[';
+        for (int i = 0; i < depth - 2; i++) deep[n++] = ']';
+        snprintf(deep + n, sizeof deep - (size_t)n, "}}");
+        if (depth == 127) CHECK_OK(parse_text(deep, 0, &f));
+        else CHECK_ERR(parse_text(deep, 0, &f), "nested more than 127 deep");
+    }
+    /* the header limit is the reference's 100,000,000 bytes, not 100 MiB */
+    size_t big = 100000001;
+    uint8_t *b = calloc(8 + big, 1);
+    if (b) {
+        for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)big >> (8 * i));
+        CHECK_ERR(st_parse_buffer("big.safetensors", b, 8 + big, &f), "header length 100000001 is larger than");
+        free(b);
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s", test_tmpdir());
     test_raw_roundtrip();
     test_mat_roundtrip();
     test_fp8_writer();
     test_writer_errors();
+    test_reference_rules();
     return check_done();
 }

@@ -222,6 +222,20 @@ static void test_shard_errors(void) {
     CHECK_ERR(store_open(tpath("lacks", NULL), &s), "has a '/'");
     write_text(tpath("lacks", "model.safetensors.index.json"), "{\"weight_map\": {\"a\": 3}}");
     CHECK_ERR(store_open(tpath("lacks", NULL), &s), "weight_map['a'] is not a file name");
+    /* an empty weight_map (was NULL into qsort: a UBSan abort, and an empty store in release) */
+    write_text(tpath("lacks", "model.safetensors.index.json"), "{\"metadata\": {}, \"weight_map\": {}}");
+    CHECK_ERR(store_open(tpath("lacks", NULL), &s), "\"weight_map\" is empty: the index lists no tensors");
+    CHECK(s == NULL && strstr(al_errmsg(), "index.json") != NULL, "no store; names the index: %s", al_errmsg());
+    /* text after the JSON, a NUL byte, a newline in a name: refused, one line */
+    write_text(tpath("lacks", "model.safetensors.index.json"),
+               "{\"weight_map\": {\"a\": \"model-00001-of-00003.safetensors\"}} {\"weight_map\": {}}");
+    CHECK_ERR(store_open(tpath("lacks", NULL), &s), "not valid JSON: text after the JSON value at byte 58");
+    CHECK_OK(al_write_file_atomic(tpath("lacks", "model.safetensors.index.json"), "{\"weight_map\": {}\0}", 19));
+    CHECK_ERR(store_open(tpath("lacks", NULL), &s), "not valid JSON: a NUL byte at byte 17");
+    write_text(tpath("lacks", "model.safetensors.index.json"),
+               "{\"weight_map\": {\"a\\nb\": \"model-00001-of-00003.safetensors\"}}");
+    CHECK_ERR(store_open(tpath("lacks", NULL), &s), "a weight_map name has control character 0x0a");
+    CHECK(strchr(al_errmsg(), '\n') == NULL, "one line: %s", al_errmsg());
     write_text(tpath("lacks", "model.safetensors.index.json"), "{\"metadata\": {}}");
     CHECK_ERR(store_open(tpath("lacks", NULL), &s), "no \"weight_map\" object");
     write_text(tpath("lacks", "model.safetensors.index.json"), "{\"weight_map\": {\"a\": ");

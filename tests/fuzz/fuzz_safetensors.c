@@ -2,9 +2,9 @@
  *
  * Each input is a whole safetensors image. A parse either fails with a message (which must be
  * one non-empty line) or succeeds; on success every entry is checked against the promises the
- * reader makes (offsets inside the data section, size = numel x dtype size, no two non-empty
- * entries overlap, names findable), and every entry's bytes are touched and, for float types,
- * converted, so ASan sees any read the validation let through. See README.md for the build.
+ * reader makes (offsets inside the data section, size = numel x dtype size, the entries tile
+ * the data section exactly -- no overlap, no hole, nothing after the last --, names findable),
+ * and every entry's bytes are touched and, for float types, converted, so ASan sees any read the validation let through. See README.md for the build.
  * Built without libFuzzer (-DFUZZ_STANDALONE) it runs the files named on its command line. */
 #include "safetensors.h"
 
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     size_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | data[i];
-    size_t data_size = size - 8 - hlen, reach = 0;
+    size_t data_size = size - 8 - hlen, reach = 0, at = 0;
     const st_entry *prev = NULL;
     for (size_t i = 0; i < st_count(f); i++) {
         const st_entry *e = st_entry_at(f, i);
@@ -54,31 +54,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (prev && e->begin < prev->begin) fail("entries not sorted by offset");
         if (e->end > e->begin && e->begin < reach) fail("two tensors overlap");
         if (e->end > e->begin && e->end > reach) reach = e->end;
+        if (e->begin != at) fail("the entries do not tile the data section (a hole or an empty tensor inside one)");
+        at = e->end;
         if (st_find(f, e->name) != e) fail("st_find does not return the entry");
         touch(f, e);
         prev = e;
     }
+    if (at != data_size) fail("bytes after the last tensor");
     st_meta(f, "format");
     st_close(f);
     return 0;
 }
 
 #ifdef FUZZ_STANDALONE
-/* Replays files (a corpus, a crash) without libFuzzer: fuzz_safetensors FILE... */
-int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        FILE *fp = fopen(argv[i], "rb");
-        if (!fp) { perror(argv[i]); return 1; }
-        fseek(fp, 0, SEEK_END);
-        long n = ftell(fp);
-        fseek(fp, 0, SEEK_SET);
-        uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
-        size_t got = fread(b, 1, n > 0 ? (size_t)n : 0, fp);
-        fclose(fp);
-        LLVMFuzzerTestOneInput(b, got);
-        free(b);
-    }
-    printf("%d inputs ran\n", argc - 1);
-    return 0;
-}
+#include "fuzz_util.h"      /* main(): runs the files named on the command line */
 #endif
