@@ -2,7 +2,7 @@
 # cli_nan.sh -- NaN weights are never reported as a small error (issue 14): a demo-llama copy with
 # one NaN in layer 1's o_proj; `convert tpa` / `convert mla` print nan for that layer with a note
 # saying why, `check` of both conversions fails (TPA's exactness claim no longer says PASS),
-# `compare` notes it, and `fuse` gives the NaN message `ranks` and `spectrum` give instead of
+# `compare` refuses naming the weight, and `fuse` gives the NaN message `ranks` and `spectrum` give instead of
 # LAPACK's "illegal argument".
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -49,15 +49,13 @@ awk -F, '$1 == 1 { exit !($6 == "nan") }' mla.csv || fail "mla.csv out_err of la
 awk -F, '$1 == 1 { exit !($3 == "nan") }' chk.csv || fail "chk.csv out_err of layer 1: [$(cat chk.csv)]"
 [ "$(grep -c "note: layer 1's errors are NaN" out.txt)" = 2 ] || fail "mla notes: [$(cat out.txt)]"
 
-# compare: nan rows with the note (or an error naming NaN), never 0
+# compare: refused with the NaN message naming the weight, never 0 nor LAPACK's "illegal argument"
 run -e "load nl; compare kv-budget 64 layers 1 to cmp.csv"
-if [ "$(rc)" = 0 ]; then
-    grep -q "note: layer 1 (.*)'s errors are NaN" out.txt || fail "compare note: [$(cat out.txt)]"
-    awk -F, 'NR > 1 && $6 != "" && $6 + 0 == 0 && $6 != "nan" { bad = 1 } END { exit bad }' cmp.csv \
-        || fail "compare reports 0 on NaN weights: [$(cat cmp.csv)]"
-else
-    grep -qi "nan" err.txt || fail "compare error does not say NaN: [$(cat err.txt)]"
-fi
+[ "$(rc)" = 1 ] && grep -q "compare, layer 1: W_O holds NaN/Inf (first at \[0, 0\])" err.txt && [ ! -e cmp.csv ] \
+    || fail "compare: rc $(rc) [$(cat err.txt)]"
+grep -q "LAPACK" err.txt && fail "compare shows LAPACK: [$(cat err.txt)]"
+run -e "load nl; compare kv-budget 64 layers 2-3"
+[ "$(rc)" = 0 ] || fail "compare of the clean layers: rc $(rc) [$(cat err.txt)]"
 
 # fuse / spectrum / ranks: the same NaN message, no LAPACK
 run -e "load nl; fuse vo layer 1 head 0"
