@@ -261,7 +261,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     char *withnl = text ? al_asprintf("%s\n", text) : NULL;
     free(text);
     if (!withnl) return al_err("info: out of memory writing JSON");
-    int rc = al_write_file_atomic(to, withnl, strlen(withnl));
+    int rc = out_write_file(out, to, withnl, strlen(withnl));
     free(withnl);
     if (rc) return AL_ERR;
     out->written = true;

@@ -192,6 +192,7 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Table *t = table_new(9, "layer", "alpha", "rope_energy", "joint_energy", "score_err", "out_err", "joint_energy_other",
                          "score_err_other", "out_err_other");
     if (!t) return AL_ERR;
+    int nan_layer = -1;
     for (int l = ro->layer_lo; l <= ro->layer_hi; l++) {
         const TmlaLayerReport *p = &r->rep[l];
         if (table_row(t)) { table_free(t); return AL_ERR; }
@@ -199,9 +200,11 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
         double v[] = {p->alpha, p->rope_energy, p->joint_energy, p->score_err, p->out_err, p->joint_energy_alt,
                       p->score_err_alt, p->out_err_alt};
         for (size_t i = 0; i < sizeof v / sizeof *v; i++)
-            if (isfinite(v[i])) table_num(t, v[i]);
+            if (isfinite(v[i]) || i == 3 || i == 4) table_num(t, v[i]);     /* score_err, out_err: nan shows */
             else table_null(t);
+        if (nan_layer < 0 && (isnan(p->score_err) || isnan(p->out_err))) nan_layer = l;
     }
+    if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
     return out_table_to(out, a, t);
 }
 
@@ -335,13 +338,21 @@ static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, 
     else
         out_printf(out, "non-attention tensors: all %zu identical (name, dtype, shape, bytes)\n", c->copied_same);
     Table *t = table_new(3, "layer", "score_err", "out_err");
+    int nan_layer = -1;
     for (int l = 0; t && l < c->n_layers; l++) {
         if (table_row(t)) { table_free(t); t = NULL; break; }
         table_int(t, l);
         table_num(t, c->score_err[l]);
         table_num(t, c->out_err[l]);
+        if (nan_layer < 0 && (isnan(c->score_err[l]) || isnan(c->out_err[l]))) nan_layer = l;
     }
-    return t ? out_table_to(out, a, t) : AL_ERR;
+    if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
+    int rc = t ? out_table_to(out, a, t) : AL_ERR;
+    if (rc == AL_OK && nan_layer >= 0) {
+        out_emit_result(out);
+        return al_err("check failed: layer %d's errors are NaN (NaN/Inf in the source or the export)", nan_layer);
+    }
+    return rc;
 }
 
 /* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch

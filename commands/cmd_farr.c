@@ -103,7 +103,7 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     }
     const char *to = args_str(a, "to");
     if (to) {
-        rc = table_write_file(t, to, 9);
+        rc = table_write_file(out, t, to, 9);
         if (rc == AL_OK) out_printf(out, "wrote %zu rows to %s\n", t->nrows, to);
     } else if (out_narrates(out)) {
         char *text = table_render(t, out->fmt, out->prec);

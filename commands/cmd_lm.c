@@ -86,8 +86,8 @@ static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
     }
     k += (size_t)snprintf(line + k, cap - k, "\n");
     const char *to = args_str(a, "to");
-    if (to && *to) {
-        rc = al_write_file_atomic(to, line, k);
+    if (to) {                                   /* "" is refused, never stdout */
+        rc = out_write_file(out, to, line, k);
         if (rc == AL_OK) out_printf(out, "wrote %zu ids to %s\n", n, to);
     } else
         out_write(out, OUT_STDOUT, line, k);

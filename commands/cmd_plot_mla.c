@@ -303,7 +303,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     const char *data = args_str(a, "data");
     if (rc == AL_OK && data && *data) {
         Table *tb = removal_table(r);
-        rc = tb ? table_write_file(tb, data, s->prec) : AL_ERR;
+        rc = tb ? table_write_file(out, tb, data, s->prec) : AL_ERR;
         if (rc == AL_OK) out_printf(out, "wrote %zu points to %s\n", tb->nrows, data);
         table_free(tb);
     }

@@ -126,17 +126,19 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
                r->activation_stats ? "with the calibration's second moment" : "unit variance");
     Table *t = table_new(7, "layer", "k_energy", "v_energy", "k_err", "v_err", "score_err", "out_err");
     if (!t) return AL_ERR;
+    int nan_layer = -1;
     for (int l = ro->layer_lo; l <= ro->layer_hi; l++) {
         const TpaLayerReport *p = &r->layers[l]->rep;
         if (table_row(t)) { table_free(t); return AL_ERR; }
         table_int(t, l);
         num_or_null(t, p->k_energy);
         num_or_null(t, p->v_energy);
-        num_or_null(t, p->k_err);
-        num_or_null(t, p->v_err);
-        num_or_null(t, p->score_err);
-        num_or_null(t, p->out_err);
+        double e[] = {p->k_err, p->v_err, p->score_err, p->out_err};
+        bool nan = false;
+        for (size_t i = 0; i < sizeof e / sizeof *e; i++) { table_num(t, e[i]); nan |= isnan(e[i]); }
+        if (nan && nan_layer < 0) nan_layer = l;
     }
+    if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
     return out_table_to(out, a, t);
 }
 
@@ -176,12 +178,15 @@ static int check_report(const TpaModel *t, Model *src, size_t tokens, const char
         if (!t->layers[l]) continue;
         if (table_row(tb)) { table_free(tb); tb = NULL; break; }
         table_int(tb, l);
-        num_or_null(tb, c->score_err[l]);
-        num_or_null(tb, c->out_err[l]);
+        table_num(tb, c->score_err[l]);               /* nan: the note below says why */
+        table_num(tb, c->out_err[l]);
         if (c->exact && bad < 0 && !(c->out_err[l] <= TPA_EXACT_TOL)) bad = l;
     }
     if (!tb) { tpa_check_free(c); return AL_ERR; }
-    if (c->exact)
+    int nan_layer = c->first_nan;
+    if (nan_layer >= 0)
+        out_note_nan(out, "layer %d", nan_layer);
+    else if (c->exact)
         out_printf(out, "the conversion claims to be exact: largest output error %.3g %s %.0e: %s\n", c->max_out_err,
                    c->pass ? "<=" : ">", TPA_EXACT_TOL, c->pass ? "PASS" : "FAIL");
     else
@@ -190,6 +195,10 @@ static int check_report(const TpaModel *t, Model *src, size_t tokens, const char
     bool pass = c->pass;
     tpa_check_free(c);
     rc = out_table_to(out, a, tb);
+    if (rc == AL_OK && nan_layer >= 0) {
+        out_emit_result(out);
+        return al_err("check failed: layer %d's errors are NaN (NaN/Inf in the source or the conversion)", nan_layer);
+    }
     if (rc == AL_OK && !pass) {
         out_emit_result(out);
         return al_err("check failed: layer %d's output error %.3g is above %.0e although the conversion claims to "
@@ -401,6 +410,7 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
     if (!t) return AL_ERR;
     double sum[CMP_NMETHODS] = {0};
     int cnt[CMP_NMETHODS] = {0};
+    int nan_row = -1;
     for (int i = 0; i < r->n_rows; i++) {
         const CmpRow *w = &r->rows[i];
         if (table_row(t)) { table_free(t); return AL_ERR; }
@@ -409,10 +419,13 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
         if (w->ok) table_int(t, (long long)w->kv_values);
         else table_null(t);
         table_str(t, w->setting);
-        num_or_null(t, w->score_err);
-        num_or_null(t, w->out_err);
-        if (w->ok && isfinite(w->out_err)) { sum[w->method] += w->out_err; cnt[w->method]++; }
+        if (w->ok) { table_num(t, w->score_err); table_num(t, w->out_err); }    /* nan: NaN/Inf weights */
+        else { table_null(t); table_null(t); }
+        if (w->ok) { sum[w->method] += w->out_err; cnt[w->method]++; }
+        if (w->ok && nan_row < 0 && (isnan(w->score_err) || isnan(w->out_err))) nan_row = i;
     }
+    if (nan_row >= 0)
+        out_note_nan(out, "layer %d (%s)", r->rows[nan_row].layer, cmp_method_name(r->rows[nan_row].method));
     out_printf(out, "mean output error over the layers:");
     for (int k = 0; k < CMP_NMETHODS; k++)
         if (cnt[k]) out_printf(out, " %s %.4g;", cmp_method_name((cmp_method)k), sum[k] / cnt[k]);

@@ -282,13 +282,28 @@ static int format_of_path(const char *path) {
     return -1;
 }
 
-int table_write_file(const Table *t, const char *path, int prec) {
+int table_write_file(const Out *o, const Table *t, const char *path, int prec) {
     int f = format_of_path(path);
     if (f < 0) {
         const char *dot = strrchr(path, '.');
         return al_err("cannot write a table to '%s': the extension %s%s%s is not .csv or .json "
                       "(name the file FILE.csv or FILE.json)", path, dot ? "'" : "", dot ? dot : "(none)", dot ? "'" : "");
     }
+    if (out_may_write(o, path) != AL_OK) return AL_ERR;
+    char *text = table_render(t, (out_format)f, prec);
+    if (!text) return AL_ERR;
+    int rc = out_write_file(o, path, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+int out_may_write(const Out *o, const char *path) {
+    if (!path || !*path) return al_err("no file name given: name the file to write");
+    return o && o->may_write ? o->may_write(o->may_write_ud, path) : AL_OK;
+}
+
+int out_write_file(const Out *o, const char *path, const char *text, size_t len) {
+    if (out_may_write(o, path) != AL_OK) return AL_ERR;
     const char *slash = strrchr(path, '/');
     if (slash && slash != path) {                 /* the folder is made if missing, as for figures */
         char *dir = strndup(path, (size_t)(slash - path));
@@ -296,14 +311,20 @@ int table_write_file(const Table *t, const char *path, int prec) {
         free(dir);
         if (mrc != AL_OK) return mrc;
     }
-    char *text = table_render(t, (out_format)f, prec);
-    if (!text) return AL_ERR;
-    int rc = al_write_file_atomic(path, text, strlen(text));
-    free(text);
-    return rc;
+    return al_write_file_atomic(path, text, len);
 }
 
 /* ================================================================ Out */
+
+void out_note_nan(Out *o, const char *row_fmt, ...) {
+    char row[256];
+    va_list ap;
+    va_start(ap, row_fmt);
+    vsnprintf(row, sizeof row, row_fmt, ap);
+    va_end(ap);
+    out_printf(o, "note: %s's errors are NaN: the weights compared hold NaN/Inf values (the warnings name the "
+               "tensor), so there is no error to give\n", row);
+}
 
 void out_init(Out *o) {
     memset(o, 0, sizeof *o);
@@ -395,7 +416,7 @@ int out_table_to(Out *o, const Args *a, Table *t) {
     out_table(o, t);
     const char *to = a ? args_str(a, "to") : NULL;
     if (!to) return AL_OK;
-    if (table_write_file(t, to, o->prec) != AL_OK) return AL_ERR;
+    if (table_write_file(o, t, to, o->prec) != AL_OK) return AL_ERR;
     o->written = true;
     out_printf(o, "wrote %zu row%s to %s\n", t->nrows, t->nrows == 1 ? "" : "s", to);
     return AL_OK;

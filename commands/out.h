@@ -77,9 +77,10 @@ int out_format_parse(const char *s);
 /* Renders a table as text in a format (caller frees). `prec` is the significant digits of
  * CELL_NUM values (0: default 6). JSON is an array of objects keyed by column name. */
 char *table_render(const Table *t, out_format f, int prec);
+struct Out;
 /* Writes a table to path, format from the extension (.csv or .json; anything else is an error
- * naming the extension), atomically (temp + rename). */
-int table_write_file(const Table *t, const char *path, int prec);
+ * naming the extension), through out_write_file (o's write guard, folder made, atomic). */
+int table_write_file(const struct Out *o, const Table *t, const char *path, int prec);
 
 /* ================================================================ Out */
 
@@ -111,6 +112,11 @@ typedef struct Out {
     char *str;             /*   RES_STRING */
     bool written;          /* the result went to a file (`to FILE`): do not print it again */
     out_quiet quiet;       /* OUT_LOUD unless the front end silences narration (above) */
+    /* The check every file a command writes (not exports) goes through: AL_OK or an error.
+       cmd_dispatch installs write_guard_check (commands/write_guard.h: never into a loaded
+       model's folder) with the Session as ud; NULL: any path. */
+    int (*may_write)(const void *ud, const char *path);
+    const void *may_write_ud;
 } Out;
 
 /* An Out with the default sink; out_reset() drops the result (keeps sink, format and quiet). */
@@ -126,6 +132,16 @@ void out_write(Out *o, out_stream st, const char *s, size_t n);
 void out_printf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap);
 void out_eprintf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* AL_OK when o's guard lets path be written (always without a guard), else its error. */
+int out_may_write(const Out *o, const char *path);
+/* Writes len bytes of text to path for a command: o's guard first (out_may_write), then the
+ * path's folder made if missing, then an atomic write (temp + rename). An empty path is refused. */
+int out_write_file(const Out *o, const char *path, const char *text, size_t len);
+
+/* The note under a table of errors holding NaN: "note: ROW's errors are NaN: ..." saying why (NaN/Inf
+ * in the weights compared; the load warnings name the tensor). ROW is printf-formatted. */
+void out_note_nan(Out *o, const char *row_fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Results (replace any previous result; the Out takes ownership of t / copies arr, s). */
 void out_table(Out *o, Table *t);

@@ -1,6 +1,7 @@
 /* plot_dest.c -- where a figure goes (see plot_dest.h). */
 #define _GNU_SOURCE
 #include "plot_dest.h"
+#include "write_guard.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -43,6 +44,11 @@ int plot_dest_init(Session *s, const Args *a, const char *auto_name, PlotDest *d
         d->path = al_asprintf("%s/%s.%s", s->plot_dir && *s->plot_dir ? s->plot_dir : ".", name, fmt);
     }
     if (!d->path) return AL_ERR;
+    if (write_guard_check(s, d->path) != AL_OK) {       /* never into a loaded model's folder */
+        free(d->path);
+        d->path = NULL;
+        return AL_ERR;
+    }
     d->o.path = d->path;
     return AL_OK;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "session.h"
+#include "write_guard.h"
 
 /* ================================================================ the groups */
 
@@ -684,6 +685,8 @@ int cmd_dispatch(Session *s, const Args *a, Out *out) {
         return al_err("%s needs a model: load one first (load demo-r1, load PATH, or load org/name)", a->path);
     out->fmt = s->fmt;
     out->prec = s->prec;
+    out->may_write = write_guard_check;      /* never into a loaded model's folder */
+    out->may_write_ud = s;
     if (al_interrupted()) return al_err("interrupted");
     al_err_clear();
     int rc = a->cmd->fn(s, a, out);

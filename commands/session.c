@@ -224,7 +224,8 @@ static const Setting settings[] = {
     { .name = "precision", .type = SET_INT, .off = offsetof(Session, prec), .min = 1, .max = 17,
       .def = "6", .help = "significant digits of numbers in results, 1-17" },
     { .name = "plot.size", .type = SET_SIZE, .off = offsetof(Session, plot_w), .off2 = offsetof(Session, plot_h),
-      .min = 16, .max = 20000, .def = "1200x800", .example = "1200x800", .help = "figure size WxH in pixels" },
+      .min = 200, .min2 = 150, .max = 10000, .def = "1200x800", .example = "1200x800",   /* what PLplot draws */
+      .help = "figure size WxH in pixels" },
     { .name = "plot.dir", .type = SET_FOLDER, .off = offsetof(Session, plot_dir), .def = ".",
       .example = "figures", .help = "folder figures are written to" },
     { .name = "plot.format", .type = SET_WORD, .off = offsetof(Session, plot_fmt), .choices = plot_format_choices,
@@ -300,8 +301,9 @@ static int setting_parse(Session *s, const Setting *st, const char *value) {
     case SET_SIZE: {
         long w = strtol(value, &end, 10), h = 0;
         if (*end == 'x' || *end == 'X') h = strtol(end + 1, &end, 10);
-        if (*end || w < st->min || h < st->min || w > st->max || h > st->max)
-            return al_err("set %s: '%s' is not WxH in pixels, %g-%g each (e.g. set %s %s)", k, value, st->min, st->max, k, st->example);
+        if (*end || w < st->min || h < st->min2 || w > st->max || h > st->max)
+            return al_err("set %s: '%s' is not WxH in pixels, width %g-%g and height %g-%g (what figures can be drawn "
+                          "at; e.g. set %s %s)", k, value, st->min, st->max, st->min2, st->max, k, st->example);
         *FIELD(s, int, st->off) = (int)w;
         *FIELD(s, int, st->off2) = (int)h;
         return AL_OK;

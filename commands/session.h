@@ -88,7 +88,7 @@ typedef enum {
     SET_INT,      /* int in [min, max]                                 (precision) */
     SET_FORMAT,   /* out_format, one of .choices                       (format) */
     SET_WORD,     /* owned string, one of .choices                     (plot.format) */
-    SET_SIZE,     /* "WxH": two ints, each in [min, max]               (plot.size) */
+    SET_SIZE,     /* "WxH": W in [min, max], H in [min2, max]          (plot.size) */
     SET_FOLDER    /* owned string, not empty                           (plot.dir) */
 } setting_type;
 
@@ -97,6 +97,7 @@ typedef struct Setting {
     setting_type type;
     size_t off, off2;             /* offsetof(Session, field); SET_SIZE: off2 is the height's */
     double min, max;              /* bounds (see the types) */
+    double min2;                  /* SET_SIZE: the height's minimum */
     const char *const *choices;   /* SET_FORMAT, SET_WORD: NULL-terminated */
     const char *def;              /* the default, as typed */
     const char *example;          /* a value for messages and completion ("0.99", "figures") */

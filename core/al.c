@@ -49,9 +49,11 @@ void al_err_clear(void) { err_buf[0] = 0; }
 
 /* ================================================================ warnings */
 
-#define WARN_MAX 64
+#define WARN_MAX 64                  /* queued at most; the rest are counted, then said in one line */
 static char *warn_q[WARN_MAX];
+static unsigned warn_rep[WARN_MAX];  /* how many times each queued text came (identical ones queue once) */
 static int warn_head, warn_len;
+static unsigned long warn_dropped;   /* past WARN_MAX */
 static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void al_warn(const char *fmt, ...) {
@@ -61,10 +63,16 @@ void al_warn(const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&warn_mu);
-    if (warn_len < WARN_MAX) {
+    int i = 0;
+    while (i < warn_len && strcmp(warn_q[(warn_head + i) % WARN_MAX] ? warn_q[(warn_head + i) % WARN_MAX] : "", buf)) i++;
+    if (i < warn_len) {
+        warn_rep[(warn_head + i) % WARN_MAX]++;
+    } else if (warn_len < WARN_MAX) {
         warn_q[(warn_head + warn_len) % WARN_MAX] = strdup(buf);
+        warn_rep[(warn_head + warn_len) % WARN_MAX] = 1;
         warn_len++;
-    }
+    } else
+        warn_dropped++;
     pthread_mutex_unlock(&warn_mu);
 }
 
@@ -73,10 +81,16 @@ bool al_warn_pop(char *buf, size_t cap) {
     pthread_mutex_lock(&warn_mu);
     if (warn_len > 0) {
         char *w = warn_q[warn_head];
+        unsigned rep = warn_rep[warn_head];
         warn_head = (warn_head + 1) % WARN_MAX;
         warn_len--;
-        if (cap) snprintf(buf, cap, "%s", w ? w : "");
+        if (cap && rep > 1) snprintf(buf, cap, "%s (%u times)", w ? w : "", rep);
+        else if (cap) snprintf(buf, cap, "%s", w ? w : "");
         free(w);
+        got = true;
+    } else if (warn_dropped) {
+        if (cap) snprintf(buf, cap, "%lu more warnings not shown (at most %d are kept)", warn_dropped, WARN_MAX);
+        warn_dropped = 0;
         got = true;
     }
     pthread_mutex_unlock(&warn_mu);

@@ -30,9 +30,11 @@ void al_err_clear(void);
 
 /* ---------------------------------------------------------------- warnings */
 
-/* Queues a warning (process-wide, thread-safe). */
+/* Queues a warning (process-wide, thread-safe). A text already queued is counted, not queued
+ * again; past 64 queued texts the rest are only counted. */
 void al_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Pops the oldest queued warning into buf; returns false when none is left. */
+/* Pops the oldest queued warning into buf (" (N times)" added when it came N > 1 times), then
+ * one "N more warnings not shown" line when some were past the limit; false when none is left. */
 bool al_warn_pop(char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- interrupts */

@@ -504,6 +504,18 @@ int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores
     return AL_OK;
 }
 
+int attn_layer_finite(const AttnLayer *L) {
+    const Mat *M[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O};
+    static const char *const names[] = {"W_Q", "W_K", "W_V", "W_QA", "W_QB", "W_KVA", "W_KVB", "W_O"};
+    for (size_t i = 0; i < sizeof M / sizeof *M; i++) {
+        size_t at = M[i] ? mat_first_nonfinite(M[i]) : (size_t)-1;
+        if (at != (size_t)-1)
+            return al_err("%s holds NaN/Inf (first at [%zu, %zu]): this layer's errors are undefined (check the "
+                          "checkpoint; the warning names the tensor)", names[i], at / M[i]->cols, at % M[i]->cols);
+    }
+    return AL_OK;
+}
+
 void attn_rel_err(const AttnOut *a, const AttnOut *b, double *score_err, double *out_err) {
     if (score_err)
         *score_err = a->scores && b->scores && a->T == b->T && a->n_heads == b->n_heads

@@ -71,6 +71,10 @@ void attn_layer_free(AttnLayer *L);
 AttnLayer *attn_layer_copy(const AttnLayer *L);
 /* Checks that every matrix has the shape the dims imply; the message names the field. */
 int attn_layer_validate(const AttnLayer *L);
+/* AL_OK when every weight matrix is finite; else an error naming the field (W_O, ...) and the
+ * first NaN/Inf element: a layer's errors are undefined then (LAPACK would only say "illegal
+ * argument"). */
+int attn_layer_finite(const AttnLayer *L);
 /* Parameters of the layer (weights and biases). */
 size_t attn_layer_params(const AttnLayer *L);
 /* Numbers cached per token: GQA G (d + dv); MLA r + rope. */

@@ -498,6 +498,7 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
         AttnLayer *L = NULL;
         CmpRow *rows = r->rows + (size_t)(l - o.layer_lo) * CMP_NMETHODS;
         rc = attn_layer_load(m, l, &L);
+        if (rc == AL_OK) rc = attn_layer_finite(L);          /* NaN/Inf: said, not LAPACK's refusal */
         if (rc == AL_OK) rc = cmp_layer(L, o.budget, X, pos, Xf, posf, Sigma, rows);
         for (int k = 0; rc == AL_OK && k < CMP_NMETHODS; k++) rows[k].layer = l;
         attn_layer_free(L);

@@ -117,12 +117,26 @@ int farr_head_factors(Model *m, farr_kind kind, int layer, int head, int offset,
     return head_factors_loaded(m, kind, layer, head, part, rot, offset, A, B, op);
 }
 
+/* NaN/Inf in a head's factors: the error `ranks` gives for it, before LAPACK refuses the input. */
+static int fused_finite(const FarrFused *f) {
+    const Mat *M[2] = {f->A, f->B};
+    for (int i = 0; i < 2; i++) {
+        size_t at = mat_first_nonfinite(M[i]);
+        if (at != (size_t)-1)
+            return al_err("layer %d head %d (%s): its %s holds NaN/Inf (first at [%zu, %zu]): that head's spectra "
+                          "are undefined (check the checkpoint; the warning names the tensor)", f->layer, f->head,
+                          farr_fused_name(f->kind), farr_side_name(f->kind, i), at / M[i]->cols, at % M[i]->cols);
+    }
+    return AL_OK;
+}
+
 int farr_fuse(Model *m, farr_kind kind, int layer, int head, int offset, FarrFused **out) {
     *out = NULL;
     FarrFused *f = al_calloc(1, sizeof *f, "a fused head");
     if (!f) return AL_ERR;
     *f = (FarrFused){ .model = m, .kind = kind, .layer = layer, .head = head, .offset = offset };
     int rc = farr_head_factors(m, kind, layer, head, offset, &f->A, &f->B, &f->op);
+    if (rc == AL_OK) rc = fused_finite(f);
     if (rc == AL_OK) rc = lin_product_svd(f->A, f->B, f->op, LIN_VECTORS, &f->s, &f->sa, &f->sb);
     if (rc != AL_OK) { farr_fused_free(f); return rc; }
     *out = f;

@@ -343,6 +343,7 @@ double vec_rel_err(const float *a, const float *b, size_t n) {
         num += e * e;
         den += (double)a[i] * a[i];
     }
+    if (isnan(num) || isnan(den) || isinf(den)) return NAN;    /* NaN/Inf in an input: no error to give */
     return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
 }
 

@@ -89,7 +89,8 @@ static inline float *mat_at(const Mat *m, size_t i, size_t j) { return m->data +
 Mat *mat_mul(const Mat *A, const Mat *B);
 /* Frobenius norm (in double). */
 double mat_fro(const Mat *m);
-/* ||b - a|| / ||a|| over n floats, in double (0 when both are zero, Inf when only a is). */
+/* ||b - a|| / ||a|| over n floats, in double (0 when both are zero, Inf when only a is; NaN when
+ * either holds NaN or a holds Inf: a non-finite input never reads as a small error). */
 double vec_rel_err(const float *a, const float *b, size_t n);
 /* First non-finite element index, or (size_t)-1 when all are finite. */
 size_t mat_first_nonfinite(const Mat *m);

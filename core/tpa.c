@@ -924,9 +924,16 @@ int tpa_check(const TpaModel *t, Model *src, size_t T, uint64_t seed, TpaCheck *
     free(pos);
     if (rc) { tpa_check_free(k); return rc; }
     k->pass = true;
+    k->first_nan = -1;
     for (int l = 0; l < k->n_layers; l++) {
         double e = k->out_err[l];
-        if (isnan(e)) continue;
+        if (!t->layers[l]) continue;
+        if (isnan(e) || isnan(k->score_err[l])) {          /* NaN/Inf in the source or the conversion */
+            if (k->first_nan < 0) k->first_nan = l;
+            k->max_out_err = NAN;
+            k->pass = false;
+            continue;
+        }
         if (e > k->max_out_err) k->max_out_err = e;
         if (k->exact && !(e <= TPA_EXACT_TOL)) k->pass = false;
     }

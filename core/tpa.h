@@ -241,10 +241,12 @@ bool tpa_is_export(const char *dir);
 
 typedef struct {
     int n_layers;
-    double *score_err, *out_err;   /* (n_layers) NaN where the layer was not converted */
-    double max_out_err;
+    double *score_err, *out_err;   /* (n_layers) NaN where the layer was not converted, or where the
+                                       source or the conversion holds NaN/Inf (first_nan) */
+    double max_out_err;             /* NaN when some converted layer's error is NaN */
+    int first_nan;                  /* the first converted layer whose error is NaN, or -1 */
     bool exact;                     /* the conversion claims to reproduce the model */
-    bool pass;                      /* !exact, or every out_err <= TPA_EXACT_TOL */
+    bool pass;                      /* no NaN error, and !exact or every out_err <= TPA_EXACT_TOL */
 } TpaCheck;
 
 #define TPA_EXACT_TOL 1e-4

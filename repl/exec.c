@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lua_shell.h"
 #include "progress.h"
@@ -126,6 +127,11 @@ int shell_exec_line(Session *s, const char *line, const LineSrc *src, Out *paren
 int shell_run_commands_file(Session *s, const char *path, Out *parent) {
     FILE *f = fopen(path, "r");
     if (!f) return al_err("run: cannot open '%s' (%m)", path);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {     /* fopen opens a folder; reading it fails */
+        fclose(f);
+        return al_err("run: '%s' is a folder: give a file of commands or FILE.lua", path);
+    }
     char *buf = NULL;
     size_t cap = 0;
     long lineno = 0;
@@ -150,6 +156,7 @@ int shell_run_commands_file(Session *s, const char *path, Out *parent) {
             break;
         }
     }
+    if (rc == AL_OK && ferror(f)) rc = al_err("run: cannot read '%s' (%m)", path);
     free(buf);
     fclose(f);
     return rc;

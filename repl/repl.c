@@ -36,9 +36,14 @@ static volatile sig_atomic_t sigint_at_prompt;
  * signal arrived while Readline was processing a key (not blocked in select). */
 static int sigint_pipe[2] = {-1, -1};
 
-/* Sets the interrupt flag polled by long loops, stops running Lua, and tells the prompt loop. */
+/* Sets the interrupt flag polled by long loops, stops running Lua, and tells the prompt loop. A
+ * second Ctrl-C while the first is still pending in running Lua (a long C call such as a pattern
+ * match never reaches the hook) ends the process, as lua.c does. */
 static void on_sigint(int sig) {
-    (void)sig;
+    if (shell_lua_running() && al_interrupt_flag) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
     al_interrupt_flag = 1;
     sigint_at_prompt = 1;
     if (shell_lua_running()) shell_lua_interrupt();
@@ -218,6 +223,10 @@ static int run_piped(Session *s, Out *out) {
         fflush(stdout);
         if (rc == AL_EXIT || wants_exit(s)) break;
         if (rc != AL_OK) failed = true;
+    }
+    if (al_interrupt_flag && ferror(stdin)) {    /* Ctrl-C while waiting for input: as -e, a failure */
+        out_eprintf(out, "interrupted: the rest of the input was not run\n");
+        failed = true;
     }
     if (pending) {            /* input ended inside a Lua construct: run it for the error */
         if (shell_exec_line(s, pending, &(LineSrc){ 0 }, out) != AL_OK) failed = true;

@@ -243,8 +243,23 @@ static void test_stories(void) {
     model_free(b);
 }
 
+/* The relative error is NaN when an input holds NaN (or the reference Inf): never 0 (issue 14). */
+static void test_rel_err_nan(void) {
+    float a[3] = {1, 2, 3}, b[3] = {1, 2, 3}, z[3] = {0, 0, 0};
+    CHECK(vec_rel_err(a, b, 3) == 0, "equal vectors: 0");
+    CHECK(vec_rel_err(z, z, 3) == 0, "both zero: 0");
+    CHECK(isinf(vec_rel_err(z, a, 3)), "zero reference: Inf");
+    a[1] = NAN;
+    CHECK(isnan(vec_rel_err(a, b, 3)), "NaN in the reference: NaN, got %g", vec_rel_err(a, b, 3));
+    CHECK(isnan(vec_rel_err(b, a, 3)), "NaN in the other: NaN, got %g", vec_rel_err(b, a, 3));
+    a[1] = INFINITY;
+    CHECK(isnan(vec_rel_err(a, b, 3)), "Inf in the reference: NaN, got %g", vec_rel_err(a, b, 3));
+    CHECK(isnan(vec_rel_err(a, a, 3)), "Inf in both: NaN, got %g", vec_rel_err(a, a, 3));
+}
+
 int main(void) {
     AttnLayer *L;
+    test_rel_err_nan();
     L = rand_gqa(4, 2, 8, 16, ROPE_HALF, false); check_against_ref(L, "GQA rotate_half"); attn_layer_free(L);
     L = rand_gqa(6, 3, 8, 12, ROPE_INTERLEAVED, false); check_against_ref(L, "GQA interleaved"); attn_layer_free(L);
     L = rand_gqa(4, 1, 6, 10, ROPE_HALF, true); check_against_ref(L, "MQA + Qwen2 biases"); attn_layer_free(L);

@@ -98,7 +98,13 @@ static void test_settings(Session *s) {
           "defaults in the fields");
     CHECK_ERR(session_set(s, "precision", "18"), "set precision: '18' is not an integer 1-17");
     CHECK_ERR(session_set(s, "tau", "0"), "set tau: '0' is not a number in (0, 1] (e.g. set tau 0.99)");
-    CHECK_ERR(session_set(s, "plot.size", "8x8"), "is not WxH in pixels, 16-20000 each (e.g. set plot.size 1200x800)");
+    CHECK_ERR(session_set(s, "plot.size", "8x8"), "is not WxH in pixels, width 200-10000 and height 150-10000 (what "
+              "figures can be drawn at; e.g. set plot.size 1200x800)");
+    CHECK_ERR(session_set(s, "plot.size", "16x16"), "width 200-10000");      /* every plot failed after it */
+    CHECK_ERR(session_set(s, "plot.size", "200x149"), "height 150-10000");
+    CHECK_OK(session_set(s, "plot.size", "200x150"));
+    CHECK_OK(session_set(s, "plot.size", "1200x800"));
+    CHECK_ERR(session_set(s, "plot.size", "10001x800"), "width 200-10000");
     CHECK_ERR(session_set(s, "plot.dir", ""), "set plot.dir: give a folder (e.g. set plot.dir figures)");
     CHECK_ERR(session_set(s, "nope", "1"), "unknown setting 'nope' (settings: tau, format, precision, plot.size, plot.dir, plot.format)");
     CHECK_OK(session_set(s, "plot.format", "svg"));

@@ -327,6 +327,18 @@ static void test_usage_dispatch(Session *s) {
     al_warn("weights of %s hold NaN", "x");
     CHECK_OK(shell_exec_line(s, "  ; tst qk ;", &(LineSrc){ 0 }, &po));
     CHECK(!strcmp(cap.buf, "42\nwarning: weights of x hold NaN\n"), "result + warning: [%s]", cap.buf);
+    /* The warning limit holds (issue 14): an identical warning shows once with its count, and past
+       64 distinct ones a single line counts the rest. */
+    cap.n = 0;
+    for (int i = 0; i < 80; i++) al_warn("weights of %s hold NaN", "y");
+    for (int i = 0; i < 100; i++) al_warn("tensor t%d holds NaN", i);
+    CHECK_OK(shell_exec_line(s, "tst qk", &(LineSrc){ 0 }, &po));
+    size_t nw = 0;
+    for (const char *p = cap.buf; (p = strstr(p, "warning: ")); p++) nw++;
+    CHECK(nw == 65, "64 warnings + the count, got %zu: [%.300s]", nw, cap.buf);
+    CHECK(strstr(cap.buf, "warning: weights of y hold NaN (80 times)\n") != NULL, "repeats counted: [%.200s]", cap.buf);
+    CHECK(strstr(cap.buf, "warning: 37 more warnings not shown (at most 64 are kept)\n") != NULL, "the rest counted");
+    CHECK(strstr(cap.buf, "t62 holds") && !strstr(cap.buf, "t63 holds"), "the first 63 tensors kept");
     out_free(&po);
 }
 
