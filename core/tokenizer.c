@@ -370,6 +370,14 @@ static bool jtype(const cJSON *o, const char *type) {
     return s && strcmp(s, type) == 0;
 }
 
+/* s (NULL: "?") for a message, control characters escaped; two rotating buffers, so two per message. */
+static const char *esc(const char *s) {
+    static _Thread_local char buf[2][96];
+    static _Thread_local int k;
+    k ^= 1;
+    return al_printable(s ? s : "?", buf[k], sizeof buf[k]);
+}
+
 /* The id of a special token named in a post_processor (object "special_tokens" of a template,
  * or the token's own piece). */
 static int special_ids(Tokenizer *t, const cJSON *specials, const char *name, ibuf *out) {
@@ -381,7 +389,7 @@ static int special_ids(Tokenizer *t, const cJSON *specials, const char *name, ib
         return AL_OK;
     }
     int id = tok_piece_id(t, name);
-    if (id < 0) return al_err("%s: the post_processor adds token '%s', which is not in the vocabulary", t->path, name);
+    if (id < 0) return al_err("%s: the post_processor adds token '%s', which is not in the vocabulary", t->path, esc(name));
     return ib_add(out, id);
 }
 
@@ -414,7 +422,7 @@ static int load_post(Tokenizer *t, const cJSON *pp, ibuf *pre, ibuf *post) {
     }
     if (jtype(pp, "ByteLevel")) return AL_OK;          /* offsets only */
     return al_err("%s: post_processor type '%s' is not supported (TemplateProcessing, ByteLevel, Roberta, Bert are)",
-                  t->path, jstr(pp, "type") ? jstr(pp, "type") : "?");
+                  t->path, esc(jstr(pp, "type")));
 }
 
 /* Every id the post_processor adds must be one of the vocabulary's (0 .. n-1). */
@@ -470,7 +478,7 @@ static int load_pretok(Tokenizer *t, const cJSON *p, bool *bytelevel, bool *meta
         t->spm_split = !split || cJSON_IsTrue(split);
         return AL_OK;
     }
-    return al_err("%s: pre_tokenizer type '%s' is not supported (ByteLevel, Split, Metaspace are)", t->path, type);
+    return al_err("%s: pre_tokenizer type '%s' is not supported (ByteLevel, Split, Metaspace are)", t->path, esc(type));
 }
 
 /* The normalizer: SentencePiece-style Prepend/Replace of U+2581, or NFC (taken as a no-op: text
@@ -494,10 +502,10 @@ static int load_normalizer(Tokenizer *t, const cJSON *n, bool *metaspace) {
         const char *pat = jstr(cJSON_GetObjectItemCaseSensitive(n, "pattern"), "String"), *to = jstr(n, "content");
         if (pat && to && !strcmp(pat, " ") && !strcmp(to, "\xe2\x96\x81")) { *metaspace = true; return AL_OK; }
         return al_err("%s: Replace normalizer ('%s' -> '%s') is not supported (only ' ' -> U+2581)", t->path,
-                      pat ? pat : "?", to ? to : "?");
+                      esc(pat), esc(to));
     }
     if (!strcmp(type, "NFC")) return AL_OK;
-    return al_err("%s: normalizer type '%s' is not supported (Prepend, Replace of spaces, NFC are)", t->path, type);
+    return al_err("%s: normalizer type '%s' is not supported (Prepend, Replace of spaces, NFC are)", t->path, esc(type));
 }
 
 static int cmp_added(const void *a, const void *b) {
@@ -510,7 +518,7 @@ static int load_bpe_model(Tokenizer *t, const cJSON *root) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!jtype(model, "BPE"))
         return al_err("%s: model type '%s' is not supported (BPE is; WordPiece and Unigram are not)", t->path,
-                      jstr(model, "type") ? jstr(model, "type") : "?");
+                      esc(jstr(model, "type")));
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab"), *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), *e;
     if (!cJSON_IsObject(vocab)) return al_err("%s: model.vocab is not an object", t->path);
     long maxid = -1;
@@ -520,13 +528,14 @@ static int load_bpe_model(Tokenizer *t, const cJSON *root) {
         if (!cJSON_IsNumber(id)) continue;
         if (id->valuedouble < 0 || id->valuedouble != (double)id->valueint)
             return al_err("%s: added token '%s' has id %g, which is not a token id (a whole number from 0); the "
-                          "file is damaged", t->path, jstr(e, "content") ? jstr(e, "content") : "?", id->valuedouble);
+                          "file is damaged", t->path, esc(jstr(e, "content")), id->valuedouble);
         if (id->valueint > maxid) maxid = id->valueint;
     }
     if (maxid < 0 || maxid > (1L << 24)) return al_err("%s: vocabulary ids are empty or beyond 2^24", t->path);
     if (tok_alloc_ids(t, (size_t)maxid + 1) != AL_OK) return AL_ERR;
     cJSON_ArrayForEach(e, vocab) {
-        if (!cJSON_IsNumber(e) || e->valueint < 0) return al_err("%s: vocab entry '%s' has no valid id", t->path, e->string);
+        if (!cJSON_IsNumber(e) || e->valueint < 0 || e->valuedouble != (double)e->valueint)
+            return al_err("%s: vocab entry '%s' has no valid id (a whole number from 0)", t->path, esc(e->string));
         if (tok_set_piece(t, e->valueint, e->string, strlen(e->string)) != AL_OK) return AL_ERR;
     }
     t->nadded = (size_t)cJSON_GetArraySize(added);
@@ -578,7 +587,8 @@ static int guess_eos(const Tokenizer *t) {
 
 static int load_json(Tokenizer *t, const char *text) {
     cJSON *root = cJSON_Parse(text);
-    if (!root) return al_err("%s: not valid JSON (near '%.20s')", t->path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    char near[21];
+    if (!root) return al_err("%s: not valid JSON (near '%s')", t->path, al_printable(cJSON_GetErrorPtr(), near, sizeof near));
     bool bytelevel = false, metaspace = false;
     ibuf pre = {0}, post = {0};
     int rc = load_bpe_model(t, root);

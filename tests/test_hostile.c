@@ -73,6 +73,14 @@ static void test_tokenizer(void) {
               "added token '<x>' has id -5, which is not a token id");
     CHECK_ERR(open_tok(TOK_HEAD "\"added_tokens\": [{\"id\": -2147483648, \"content\": \"<y>\"}]}"), "is not a token id");
     CHECK_ERR(open_tok(TOK_HEAD "\"added_tokens\": [{\"id\": 2.5, \"content\": \"<z>\"}]}"), "has id 2.5");
+    CHECK_ERR(open_tok("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0.5}, \"merges\": []}}"),
+              "vocab entry 'b' has no valid id");
+    CHECK_ERR(open_tok("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"\\u001b[2J\": -1}, \"merges\": []}}"),
+              "vocab entry '\\x1b[2J' has no valid id");
+    CHECK(msg_printable(), "piece escaped: %s", al_errmsg());
+    CHECK_ERR(open_tok("{\"model\": \x1b[2J\n}"), "not valid JSON (near '");
+    CHECK(msg_printable(), "JSON error escaped: %s", al_errmsg());
+    CHECK_ERR(open_tok("{\"model\": {\"type\": \"Uni\x07gram\"}}"), "model type 'Uni\\x07gram' is not supported");
     CHECK_ERR(open_tok(TOK_HEAD "\"added_tokens\": [{\"id\": 1e300, \"content\": \"<z>\"}]}"), "has id 1e+300, which is not a token id");
     CHECK_ERR(open_tok(TOK_HEAD "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
                        "{\"id\": \"<s>\"}}, {\"Sequence\": {\"id\": \"A\"}}], \"special_tokens\": {\"<s>\": {\"ids\": [99]}}}}"),
