@@ -235,8 +235,9 @@ static void copy_row(Mat *D, size_t dst_row, const Mat *S, size_t src_row, float
     for (size_t i = 0; i < D->cols; i++) D->data[dst_row * D->cols + i] = s * S->data[src_row * S->cols + i];
 }
 
-/* The hf-format (resliced) version of an MLA tensor of layer L, from the original O. */
-static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O) {
+/* The hf-format (resliced) version of an MLA tensor of layer L, from the original O. o_proj may
+ * be a stripe: O holds its rows [w0, w0 + O->rows) (the others: w0 = 0, O whole). */
+static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O, size_t w0) {
     const ModelConfig *c = x->c;
     const FarrPlan *vo = farr_plan_layer(x->plan[FARR_VO], L) ? x->plan[FARR_VO] : NULL;
     const FarrPlan *qk = farr_plan_layer(x->plan[FARR_QK], L) ? x->plan[FARR_QK] : NULL;
@@ -265,7 +266,7 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
     } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
         if (!(W = mat_new(O->rows, H * v2))) return NULL;
         for (size_t h = 0; h < H; h++) {
-            if (vo) put_cols(W, 0, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false);
+            if (vo) put_cols(W, w0, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false);
             else for (size_t i = 0; i < O->rows; i++)
                 for (size_t j = 0; j < v2; j++) W->data[i * W->cols + h * v2 + j] = O->data[i * O->cols + h * dv + j];
         }
@@ -310,18 +311,24 @@ static int store_rows(Ctx *x, const Job *j, const Mat *W, size_t r0, uint8_t *ds
     return AL_OK;
 }
 
-/* Factors format: the tensor padded in place, read, padded and stored DT_FP8_BLOCK rows at a
- * time, so no float copy of a whole weight is ever made (an R1 o_proj is 470 MB as float). */
-static int fill_padded(Ctx *x, const Job *j, uint8_t *dst, size_t R) {
+/* Factors format (padded in place), and hf's o_proj (columns resliced): read, rewritten and stored
+ * DT_FP8_BLOCK rows at a time, so no float copy of a whole weight is ever made (an R1 o_proj is
+ * 470 MB as float). */
+static int fill_striped(Ctx *x, const Job *j, uint8_t *dst, size_t R) {
     int rc = AL_OK;
     for (size_t r0 = 0; rc == AL_OK && r0 < R; r0 += DT_FP8_BLOCK) {
         size_t nr = R - r0 < DT_FP8_BLOCK ? R - r0 : DT_FP8_BLOCK;
         Mat *W = NULL;
         rc = store_read_rows(x->m->store, j->name, r0, nr, &W);
-        if (rc == AL_OK) {
+        if (rc == AL_OK && x->fmt == EXPORT_HF) {
+            Mat *O = W;
+            W = reslice_tensor(x, j->L, j->suffix, O, r0);
+            mat_free(O);
+            rc = W ? AL_OK : AL_ERR;
+        } else if (rc == AL_OK) {
             pad_tensor(x, j->L, j->suffix, W, r0);
-            rc = store_rows(x, j, W, r0, dst);
         }
+        if (rc == AL_OK) rc = store_rows(x, j, W, r0, dst);
         mat_free(W);
     }
     return rc;
@@ -350,12 +357,12 @@ static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
         if (!(x->scale = al_malloc(x->scale_bytes, j->name))) return AL_ERR;
     }
     int rc;
-    if (x->fmt != EXPORT_HF) {
-        rc = fill_padded(x, j, dst, R);
+    if (x->fmt != EXPORT_HF || strstr(j->suffix, "o_proj")) {
+        rc = fill_striped(x, j, dst, R);
     } else {
         Mat *O = NULL, *W = NULL;
         if (store_read(x->m->store, j->name, &O) != AL_OK) return AL_ERR;
-        W = reslice_tensor(x, j->L, j->suffix, O);
+        W = reslice_tensor(x, j->L, j->suffix, O, 0);
         mat_free(O);
         rc = W ? store_rows(x, j, W, 0, dst) : AL_ERR;
         mat_free(W);
