@@ -121,7 +121,7 @@ static int cmd_models(Session *s, const Args *a, Out *out) {
         table_str(t, m->path);
     }
     if (!s->nmodels && !args_given(a, "to")) out_printf(out, "no models loaded (load demo-r1, load PATH)\n");
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 static int cmd_use(Session *s, const Args *a, Out *out) {
@@ -254,7 +254,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_str(t, o, "path", m->path);
     info_description(t, o, m);
 
-    if (!json) return out_table_to(out, a, t);
+    if (!json) return out_table_to(out, args_str(a, "to"), t);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     out_table(out, t);

@@ -99,7 +99,7 @@ static int cmd_calibrate(Session *s, const Args *a, Out *out) {
     const CalibStats *st = c->st;
     out_printf(out, "%zu sequences, %zu tokens in %.2f s (%.1f tok/s)%s\n", st->seqs[0], st->tokens[0], dt,
                (double)st->tokens[0] / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted, statistics kept" : "");
-    int r2 = out_table_to(out, a, stats_table(st));
+    int r2 = out_table_to(out, args_str(a, "to"), stats_table(st));
     return rc == AL_INTERRUPTED ? rc : r2;
 }
 
@@ -121,7 +121,7 @@ static int cmd_calib_info(Session *s, const Args *a, Out *out) {
     out_printf(out, "calibration of %s: %zu sequences x %zu tokens from %s (split %s)%s\n", c->m->name, st->seqs[0],
                st->seqlen, st->source ? st->source : "?", st->split ? st->split : "?",
                st->has_x ? ", attention-input second moments kept" : "");
-    return out_table_to(out, a, stats_table(st));
+    return out_table_to(out, args_str(a, "to"), stats_table(st));
 }
 
 static int cmd_calib_save(Session *s, const Args *a, Out *out) {
@@ -145,7 +145,7 @@ static int cmd_calib_load(Session *s, const Args *a, Out *out) {
     ws_calib_set(c, s->cur, st);
     out_printf(out, "loaded the calibration in %s (%zu sequences, %zu tokens%s%s) for %s\n", file, st->seqs[0], st->tokens[0],
                st->source ? ", from " : "", st->source ? st->source : "", s->cur->name);
-    return out_table_to(out, a, stats_table(st));
+    return out_table_to(out, args_str(a, "to"), stats_table(st));
 }
 
 /* ================================================================ kvsvd learn */
@@ -246,7 +246,7 @@ static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
                c->st->tokens[0]);
     int rc = xform_add(s, &kvsvd_xform, s->cur, NULL);
     if (rc) { table_free(t); return rc; }
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 /* ================================================================ kvsvd eval */
@@ -329,7 +329,7 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
     for (int l = 0; l < sh->n_layers; l++)
         diff_rank |= sets[0]->rank_k[l] != sets[0]->rank_v[l];
     if (diff_rank) out_printf(out, "(rank is the key rank; value ranks differ: see `kvsvd learn`)\n");
-    int r2 = out_table_to(out, a, t);
+    int r2 = out_table_to(out, args_str(a, "to"), t);
     return rc == AL_INTERRUPTED ? rc : r2;
 }
 

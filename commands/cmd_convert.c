@@ -205,7 +205,7 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
         if (nan_layer < 0 && (isnan(p->score_err) || isnan(p->out_err))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 /* ================================================================ convert mla-table */
@@ -305,7 +305,7 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
         table_num(tb, exp(w->nll));
     }
     tlm_kv_table_free(kt);
-    return tb ? out_table_to(out, a, tb) : AL_ERR;
+    return tb ? out_table_to(out, args_str(a, "to"), tb) : AL_ERR;
 }
 
 /* ================================================================ the transformation */
@@ -347,7 +347,7 @@ static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, 
         if (nan_layer < 0 && (isnan(c->score_err[l]) || isnan(c->out_err[l]))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
-    int rc = t ? out_table_to(out, a, t) : AL_ERR;
+    int rc = t ? out_table_to(out, args_str(a, "to"), t) : AL_ERR;
     if (rc == AL_OK && nan_layer >= 0) {
         out_emit_result(out);
         return al_err("check failed: layer %d's errors are NaN (NaN/Inf in the source or the export)", nan_layer);

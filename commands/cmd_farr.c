@@ -187,7 +187,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         out_printf(out, "%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
                    farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 /* ================================================================ fuse / fused */
@@ -309,12 +309,12 @@ static int cmd_fused(Session *s, const Args *a, Out *out) {
         }
         Table *t = u ? matrix_table("u", sp->m, sp->p, sp->U, NULL, sp->p, false)
                      : matrix_table("v", sp->n, sp->p, sp->Vt, NULL, sp->n, true);
-        return t ? out_table_to(out, a, t) : AL_ERR;
+        return t ? out_table_to(out, args_str(a, "to"), t) : AL_ERR;
     }
     if (!strcmp(what, "a") || !strcmp(what, "b")) {
         const Mat *M = what[0] == 'a' ? f->A : f->B;
         Table *t = matrix_table("c", M->rows, M->cols, NULL, M->data, M->cols, false);
-        return t ? out_table_to(out, a, t) : AL_ERR;
+        return t ? out_table_to(out, args_str(a, "to"), t) : AL_ERR;
     }
     /* info */
     double tau = s->tau;
@@ -333,7 +333,7 @@ static int cmd_fused(Session *s, const Args *a, Out *out) {
     table_int(t, (long long)lin_effective_rank(f->sa->sigma, f->sa->p, tau));
     table_int(t, (long long)lin_effective_rank(f->sb->sigma, f->sb->p, tau));
     table_int(t, (long long)lin_effective_rank(sp->sigma, sp->p, tau));
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 /* ================================================================ truncate */
@@ -474,7 +474,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
         table_free(t);
         return rc;
     }
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 /* ================================================================ the transformation */

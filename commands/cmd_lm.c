@@ -258,7 +258,7 @@ static int cmd_ppl(Session *s, const Args *a, Out *out) {
     table_int(tb, (long long)p.tokens);
     table_num(tb, p.nll);
     table_num(tb, exp(p.nll));
-    int r2 = out_table_to(out, a, tb);
+    int r2 = out_table_to(out, args_str(a, "to"), tb);
     return rc == AL_INTERRUPTED ? rc : r2;
 }
 

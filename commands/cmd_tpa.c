@@ -139,7 +139,7 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
         if (nan && nan_layer < 0) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 /* ================================================================ export */
@@ -194,7 +194,7 @@ static int check_report(const TpaModel *t, Model *src, size_t tokens, const char
     double worst = bad >= 0 ? c->out_err[bad] : 0;
     bool pass = c->pass;
     tpa_check_free(c);
-    rc = out_table_to(out, a, tb);
+    rc = out_table_to(out, args_str(a, "to"), tb);
     if (rc == AL_OK && nan_layer >= 0) {
         out_emit_result(out);
         return al_err("check failed: layer %d's errors are NaN (NaN/Inf in the source or the conversion)", nan_layer);
@@ -355,7 +355,7 @@ static int cmd_kv_table(Session *s, const Args *a, Out *out) {
                         tpa_attn_params(&d, (tpa_scheme)sc));
     if (rc == AL_OK && only < 0) rc = kv_session_rows(s, m, t, bytes, out);
     if (rc) { table_free(t); return rc; }
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 /* ================================================================ compare */
@@ -431,7 +431,7 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
         if (cnt[k]) out_printf(out, " %s %.4g;", cmp_method_name((cmp_method)k), sum[k] / cnt[k]);
         else out_printf(out, " %s n/a;", cmp_method_name((cmp_method)k));
     out_printf(out, "\n");
-    return out_table_to(out, a, t);
+    return out_table_to(out, args_str(a, "to"), t);
 }
 
 /* ================================================================ the table */

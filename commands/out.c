@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "al.h"
-#include "registry.h"
 #include "safetensors.h"
 
 /* ================================================================ a growable string */
@@ -411,10 +410,9 @@ void out_string(Out *o, const char *s) {
     o->kind = o->str ? RES_STRING : RES_NONE;
 }
 
-int out_table_to(Out *o, const Args *a, Table *t) {
+int out_table_to(Out *o, const char *to, Table *t) {
     if (!t) return AL_ERR;
     out_table(o, t);
-    const char *to = a ? args_str(a, "to") : NULL;
     if (!to) return AL_OK;
     if (table_write_file(o, t, to, o->prec) != AL_OK) return AL_ERR;
     o->written = true;

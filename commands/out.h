@@ -10,7 +10,7 @@
  *
  * Tables and `to FILE`: any command producing a table takes the keyword `to FILE.csv|FILE.json`
  * (put PARAM_TO in its keyword list, see registry.h) and ends with
- *     return out_table_to(out, a, t);
+ *     return out_table_to(out, args_str(a, "to"), t);
  * which writes the file atomically when `to` was given (and says so), else keeps the table as
  * the result to print. Either way Lua still gets the value.
  *
@@ -19,7 +19,7 @@
  * Example:
  *     Table *t = table_new(3, "layer", "head", "rank_vo");     // 3 columns
  *     for (...) { table_row(t); table_int(t, L); table_int(t, h); table_int(t, r); }
- *     return out_table_to(out, a, t);                            // takes ownership of t
+ *     return out_table_to(out, args_str(a, "to"), t);            // takes ownership of t
  */
 #ifndef AL_OUT_H
 #define AL_OUT_H
@@ -28,7 +28,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct Args;
 
 /* ================================================================ tables */
 
@@ -149,11 +148,11 @@ int out_array(Out *o, const double *v, size_t n);
 void out_number(Out *o, double v);
 void out_string(Out *o, const char *s);
 
-/* The one-line helper for table commands: if keyword `to` was given in a, writes t there
+/* The one-line helper for table commands: when to (the `to` keyword's value) is not NULL, writes t there
  * (CSV/JSON by extension, atomically), prints "wrote N rows to FILE" and marks the result
  * written; the table stays the result either way (Lua gets it). Takes ownership of t.
  * Returns AL_OK, or AL_ERR when t is NULL or the file cannot be written. */
-int out_table_to(Out *o, const struct Args *a, Table *t);
+int out_table_to(Out *o, const char *to, Table *t);
 
 /* Prints the result value (if any and not written) in o->fmt: tables aligned/CSV/JSON,
  * arrays one number per line (JSON: an array), numbers and strings on one line. */

@@ -36,7 +36,7 @@ static int t_fn(Session *s, const Args *a, Out *out) {
         for (long l = args_int(a, "layers"); l <= args_val(a, "layers")->hi; l++) {
             table_row(t); table_int(t, l); table_str(t, "x"); table_bool(t, l % 2 == 0);
         }
-        return out_table_to(out, a, t);
+        return out_table_to(out, declared(a, "to") ? args_str(a, "to") : NULL, t);
     }
     if (declared(a, "tau") && args_given(a, "tau")) {
         double v[3] = { 1.5, 2, args_float(a, "tau") };
@@ -372,7 +372,7 @@ static void test_output(void) {
     o.sink_ud = &cap;
     snprintf(path, sizeof path, "tst vo to '%s/r.csv'", dir);
     if (cmd_parse(NULL, path, &a, &e) == AL_OK) {
-        CHECK_OK(out_table_to(&o, &a, t));
+        CHECK_OK(out_table_to(&o, args_str(&a, "to"), t));
         t = NULL;
         CHECK(o.written && o.kind == RES_TABLE, "written flag");
         snprintf(path, sizeof path, "%s/r.csv", dir);
@@ -384,7 +384,7 @@ static void test_output(void) {
     snprintf(path, sizeof path, "tst vo to '%s/r.txt'", dir);
     if (cmd_parse(NULL, path, &a, &e) == AL_OK) {
         Table *t2 = table_new(1, "a");
-        CHECK_ERR(out_table_to(&o, &a, t2), "is not .csv or .json");
+        CHECK_ERR(out_table_to(&o, args_str(&a, "to"), t2), "is not .csv or .json");
         args_free(&a);
     }
     table_free(t);
