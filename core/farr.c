@@ -3,6 +3,7 @@
  * KV-cache accounting, and the session cache (FarrState). See farr.h for the math. */
 #define _GNU_SOURCE
 #include "farr.h"
+#include "farr_internal.h"
 #include "analyses.h"
 #include "attn_eval.h"
 #include "gram.h"

@@ -230,9 +230,6 @@ typedef struct {
 int farr_state_rank_table(const FarrState *st, const Model *m, farr_kind kind, int lo, int hi,
                           int offset, double tau, FarrRankRow **rows, size_t *n);
 
-/* Number of cache hits and computed layers so far (for tests: asking again is a hit). */
-void farr_state_stats(const FarrState *st, size_t *hits, size_t *computed);
-
 /* The working copy: stores plan as m's latest truncation of its kind (replacing an older one;
  * takes ownership). */
 int farr_state_set_plan(FarrState *st, const Model *m, FarrPlan *plan);

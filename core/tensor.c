@@ -2,6 +2,7 @@
  * decoder and block-scale dequantization, Mat and MatD. Owns nothing global but a constant table
  * of the 256 E4M3 values and which row decoder runs. */
 #include "tensor.h"
+#include "tensor_internal.h"
 
 #include <cblas.h>
 #include <float.h>

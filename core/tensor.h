@@ -63,11 +63,6 @@ void dt_fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t sco
 void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
                       size_t c0, size_t nc, double *dst, size_t ld);
 
-/* Which E4M3 row decoder runs. For tests and benchmarks: false forces the table, true restores
- * the default (AVX2 + F16C where the CPU has it). Returns whether the AVX2 decoder is now in use.
- * Not for use while other threads decode. */
-bool dt_e4m3_simd(bool on);
-
 /* ================================================================ Mat */
 
 typedef struct {

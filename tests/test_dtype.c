@@ -4,6 +4,7 @@
  * 448), NaN patterns, signed zeros; bulk dt_to_f32 / dt_from_f32 agree with the scalars;
  * the FP8 row decoders (AVX2 and table, float and double) agree with the scalar product; Mat <-> MatD;
  * al_reserve, the growing-array helper the tensor tables use. */
+#include "tensor_internal.h"
 #include "check.h"
 #include "tensor.h"
 

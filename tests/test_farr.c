@@ -4,6 +4,7 @@
  * their planted ranks (core/synth.c), truncation policies and accounting, the session cache, and
  * the real small checkpoints (skipped when absent). */
 #define TU_RNG_SEED 0x2545F4914F6CDD1DULL
+#include "farr_internal.h"
 #include "testutil.h"
 #include "farr.h"
 #include "synth.h"

@@ -7,6 +7,8 @@
  * stale), progress reports and Ctrl-C between layers keeping the finished ones, and one
  * DeepSeek-R1-shaped layer: planted ranks, dense references, and the layer's mapped pages
  * released after the sweep. */
+#include "farr_internal.h"
+#include "tensor_internal.h"
 #include "testutil.h"
 #include "farr.h"
 #include "gram.h"
