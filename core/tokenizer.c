@@ -91,14 +91,7 @@ typedef struct { char *p; size_t n, cap; } sbuf;
 typedef struct { int *p; size_t n, cap; } ibuf;
 
 static int sb_add(sbuf *b, const void *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) return al_err("out of memory (decoding text)");
-        b->p = np;
-        b->cap = cap;
-    }
+    if (al_reserve(&b->p, &b->cap, b->n + n + 1, 1, "decoded text") != AL_OK) return AL_ERR;
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
@@ -106,13 +99,7 @@ static int sb_add(sbuf *b, const void *s, size_t n) {
 }
 
 static int ib_add(ibuf *b, int v) {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 64;
-        int *np = realloc(b->p, cap * sizeof *np);
-        if (!np) return al_err("out of memory (token ids)");
-        b->p = np;
-        b->cap = cap;
-    }
+    if (al_reserve(&b->p, &b->cap, b->n + 1, sizeof *b->p, "token ids") != AL_OK) return AL_ERR;
     b->p[b->n++] = v;
     return AL_OK;
 }

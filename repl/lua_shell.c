@@ -367,14 +367,7 @@ static int report_lua_error(Session *s, lua_State *L, Out *out) {
 typedef struct { char *p; size_t n, cap; } Str;
 
 static void str_add(Str *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 128;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return;
-        b->p = p;
-        b->cap = cap;
-    }
+    if (al_reserve(&b->p, &b->cap, b->n + n + 1, 1, "a printed value") != AL_OK) return;
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;

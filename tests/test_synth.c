@@ -222,7 +222,7 @@ static bool exists(const char *dir, const char *name) {
     return stat(p, &sb) == 0;
 }
 
-/* Writes a demo into base/name (timed), opens it. */
+/* Writes a demo into base/name, opens it (the time is printed, not asserted: speed belongs in bench/). */
 static Model *make(const char *base, const char *name, const SynthOptions *o) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", base, name);
@@ -231,7 +231,6 @@ static Model *make(const char *base, const char *name, const SynthOptions *o) {
     double dt = now() - t0;
     CHECK(rc == AL_OK, "synth_write %s: %s", name, al_errmsg());
     printf("%-16s written in %.3f s\n", name, dt);
-    CHECK(dt < 5.0, "%s took %.2f s to write (budget ~1 s; 5 s allowed on a busy machine)", name, dt);
     Model *m = NULL;
     if (rc == AL_OK) CHECK_OK(model_open(dir, &m));
     return m;
