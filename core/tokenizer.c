@@ -412,12 +412,17 @@ static int load_post(Tokenizer *t, const cJSON *pp, ibuf *pre, ibuf *post) {
                   t->path, esc(jstr(pp, "type")));
 }
 
-/* Every id the post_processor adds must be one of the vocabulary's (0 .. n-1). */
+/* Every id the post_processor adds must be one of the vocabulary's (0 .. n-1) and have a piece
+ * (else encoding makes ids that decoding refuses). */
 static int check_post_ids(const Tokenizer *t, const ibuf *ids) {
-    for (size_t i = 0; i < ids->n; i++)
+    for (size_t i = 0; i < ids->n; i++) {
         if (ids->p[i] < 0 || (size_t)ids->p[i] >= t->n)
             return al_err("%s: the post_processor adds token id %d, outside the vocabulary (ids 0-%zu); the file "
                           "is damaged", t->path, ids->p[i], t->n - 1);
+        if (!t->piece[ids->p[i]])
+            return al_err("%s: the post_processor adds token id %d, which has no piece in the vocabulary or "
+                          "added_tokens; the file is damaged", t->path, ids->p[i]);
+    }
     return AL_OK;
 }
 

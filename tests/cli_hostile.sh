@@ -90,4 +90,25 @@ printf '../../..' >"$hub/refs/main"
 out=$(HF_HUB_CACHE="$T/hub" timeout 60 "$ATTNLAB" -e "load org/name" 2>&1)
 ok "refs/main ../../..: refused" has "$out" "refs/main holds '../../..', not a revision name"
 
+# the fuzz targets' findings in the config and tokenizer readers (tests/corpus/fuzz-findings): each
+# is refused with a message on one clean line (no raw control characters reach the terminal)
+FF="$ATTNLAB_SRC/tests/corpus/fuzz-findings"
+clean() { test "$(printf '%s' "$1" | tr -d -c '\001-\010\013-\037' | wc -c)" -eq 0; }
+for f in config-huge-moe-numbers config-json-error-echoes-raw-bytes config-model-type-control-chars; do
+    mkdir -p "$T/ff/$f"
+    cp "$FF/$f.json" "$T/ff/$f/config.json"
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/ff/$f" 2>&1); rc=$?
+    ok "fuzz finding $f: refused" [ "$rc" -eq 1 ]
+    ok "fuzz finding $f: one clean line" clean "$out"
+done
+out=$(timeout 60 "$ATTNLAB" -e "load $T/ff/config-huge-moe-numbers" 2>&1)
+ok "huge MoE counts: named" has "$out" "moe_layer_freq = 1e+40 (must be a count that fits an int)"
+for f in tokenizer-json-error-echoes-raw-bytes tokenizer-bos-id-without-piece; do
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/m; tokenizer $FF/$f.json" 2>&1); rc=$?
+    ok "fuzz finding $f: refused" [ "$rc" -eq 1 ]
+    ok "fuzz finding $f: one clean line" clean "$(printf '%s' "$out" | tail -n 1)"
+done
+out=$(timeout 60 "$ATTNLAB" -e "load $T/m; tokenizer $FF/tokenizer-bos-id-without-piece.json" 2>&1)
+ok "post_processor id without a piece: named" has "$out" "adds token id 1, which has no piece"
+
 cli_done
