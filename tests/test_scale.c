@@ -542,7 +542,9 @@ static void test_r1_shape(void) {
     long rss1 = rss_kb();
     printf("R1-shaped layer: VO + QK spectra in %.2f s; resident memory %+ld MB across the sweep\n", t,
            (rss1 - rss0) / 1024);
+#ifndef __SANITIZE_ADDRESS__   /* ASan's quarantine keeps freed heap resident: measured in normal builds */
     CHECK(rss1 - rss0 < 48 * 1024, "the layer's mapped pages are released (RSS grew by %ld MB)", (rss1 - rss0) / 1024);
+#endif
     if (vo && qk) {
         int bad = 0;
         for (int h = 0; h < vo->n_heads; h++) {
