@@ -124,10 +124,14 @@ static void l2c_config(ModelConfig *cfg, const int32_t h[7]) {
 
 int llama2c_open(const char *path, Store **store, ModelConfig *cfg) {
     *store = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block: refused below */
     if (fd < 0) return al_err("%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < L2C_HEADER) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return al_err("%s: not a regular file (a FIFO or a device is not a checkpoint)", path);
+    }
+    if ((size_t)sb.st_size < L2C_HEADER) {
         close(fd);
         return al_err("%s: truncated: a llama2.c checkpoint starts with a 28-byte header", path);
     }

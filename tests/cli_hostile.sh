@@ -111,4 +111,16 @@ done
 out=$(timeout 60 "$ATTNLAB" -e "load $T/m; tokenizer $FF/tokenizer-bos-id-without-piece.json" 2>&1)
 ok "post_processor id without a piece: named" has "$out" "adds token id 1, which has no piece"
 
+# a FIFO where a checkpoint's weights should be: refused at once, never a blocking open
+mkfifo "$T/fifo.bin"
+mkdir -p "$T/fifo-model"
+cp "$T/m/config.json" "$T/fifo-model/config.json"
+mkfifo "$T/fifo-model/model.safetensors"
+out=$(timeout 20 "$ATTNLAB" -e "load $T/fifo.bin" 2>&1); rc=$?
+ok "llama2.c .bin FIFO: refused, no hang" [ "$rc" -eq 1 ]
+ok "llama2.c .bin FIFO: said" has "$out" "not a regular file"
+out=$(timeout 20 "$ATTNLAB" -e "load $T/fifo-model" 2>&1); rc=$?
+ok "model.safetensors FIFO: refused, no hang" [ "$rc" -eq 1 ]
+ok "model.safetensors FIFO: said" has "$out" "not a regular file"
+
 cli_done
