@@ -114,7 +114,7 @@ int farr_head_factors(Model *m, farr_kind kind, int layer, int head, int offset,
     bool rot;
     if (fuse_mode(m, kind, offset, &part, &rot) != AL_OK) return AL_ERR;
     if (model_check_head(m, HK_Q, layer, head) != AL_OK) return AL_ERR;
-    if (model_layer_load(m, layer) != AL_OK) return AL_ERR;
+    /* one head: its blocks straight from the checkpoint (model_head), not the whole layer */
     return head_factors_loaded(m, kind, layer, head, part, rot, offset, A, B, op);
 }
 

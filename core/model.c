@@ -349,13 +349,32 @@ int model_head_block(const Model *m, head_kind kind, int layer, int head, head_p
     return block_gqa(&m->cfg, kind, head, c0, nc, b);
 }
 
+/* True when layer is the cached one (model_layer_load ran for it). */
+static bool layer_cached(Model *m, int layer) {
+    pthread_mutex_lock(&m->cache->mu);
+    bool yes = m->cache->layer == layer;
+    pthread_mutex_unlock(&m->cache->mu);
+    return yes;
+}
+
 int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out) {
     *out = NULL;
     HeadBlock b;
-    const Mat *t;
-    if (model_head_block(m, kind, layer, head, part, &b) != AL_OK || cache_get(m, layer, b.suffix, &t) != AL_OK)
-        return AL_ERR;
-    *out = b.transposed ? mat_slice_t(t, b.r0, b.nr, b.c0, b.nc) : mat_slice(t, b.r0, b.nr, b.c0, b.nc);
+    if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
+    if (layer_cached(m, layer)) {            /* slice the loaded layer */
+        const Mat *t;
+        if (cache_get(m, layer, b.suffix, &t) != AL_OK) return AL_ERR;
+        *out = b.transposed ? mat_slice_t(t, b.r0, b.nr, b.c0, b.nc) : mat_slice(t, b.r0, b.nr, b.c0, b.nc);
+        return *out ? AL_OK : AL_ERR;
+    }
+    /* one head alone: read just its block from the mapping (an R1 o_proj is 470 MB as float) */
+    char *name = model_tensor_name(m, layer, b.suffix);
+    Mat *blk = NULL;
+    int rc = name ? store_read_block(m->store, name, b.r0, b.nr, b.c0, b.nc, &blk) : AL_ERR;
+    free(name);
+    if (rc != AL_OK) return AL_ERR;
+    *out = b.transposed ? mat_transpose(blk) : blk;
+    if (b.transposed) mat_free(blk);
     return *out ? AL_OK : AL_ERR;
 }
 

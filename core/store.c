@@ -296,37 +296,47 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
 }
 
 /* Warns when m holds NaN or Inf, naming the tensor and the first bad element. */
-static void warn_nonfinite(const char *name, const Mat *m, size_t r0) {
+static void warn_nonfinite(const char *name, const Mat *m, size_t r0, size_t c0) {
     size_t i = mat_first_nonfinite(m);
     if (i == (size_t)-1) return;
     size_t count = 0;
     for (size_t k = i; k < m->rows * m->cols; k++) count += !isfinite(m->data[k]);
     al_warn("tensor '%s' has %zu NaN/Inf values (first at [%zu, %zu]); spectra and ranks of heads that use it are meaningless",
-            name, count, r0 + i / m->cols, i % m->cols);
+            name, count, r0 + i / m->cols, c0 + i % m->cols);
 }
 
-int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat **out) {
+int store_read_block(const Store *s, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, Mat **out) {
     *out = NULL;
     const st_entry *e; const st_file *f;
     size_t R = 0, C = 0;
     if (store_entry(s, name, &e, &f) != AL_OK || store_shape2(s, name, &R, &C) != AL_OK) return AL_ERR;
     if (r0 > R || nr > R - r0) return al_err("tensor '%s': rows %zu..%zu out of range (it has %zu rows)", name, r0, r0 + nr, R);
+    if (c0 > C || nc > C - c0) return al_err("tensor '%s': columns %zu..%zu out of range (it has %zu)", name, c0, c0 + nc, C);
     if (!dt_is_float(e->dtype)) return al_err("tensor '%s' is %s, not a float weight", name, dt_name(e->dtype));
-    Mat *m = mat_new(nr, C);
+    Mat *m = mat_new(nr, nc);
     if (!m) return al_err_ctx("tensor '%s'", name);
     const uint8_t *base = st_data(f, e);
     int rc = AL_OK;
     if (e->dtype == DT_F8_E4M3) {
         const void *scale = NULL; size_t scols = 0;
         rc = store_fp8_scale(s, name, R, C, &scale, &scols);
-        if (rc == AL_OK) dt_fp8_dequant(base, C, scale, scols, r0, nr, 0, C, m->data, C);
-    } else {
+        if (rc == AL_OK) dt_fp8_dequant(base, C, scale, scols, r0, nr, c0, nc, m->data, nc);
+    } else if (nc == C) {
         rc = dt_to_f32(e->dtype, base + r0 * C * dt_size(e->dtype), nr * C, m->data);
+    } else {
+        for (size_t i = 0; i < nr && rc == AL_OK; i++)   /* one row's column range at a time */
+            rc = dt_to_f32(e->dtype, base + ((r0 + i) * C + c0) * dt_size(e->dtype), nc, m->data + i * nc);
     }
     if (rc != AL_OK) { mat_free(m); return al_err_ctx("tensor '%s'", name); }
-    warn_nonfinite(name, m, r0);
+    warn_nonfinite(name, m, r0, c0);
     *out = m;
     return AL_OK;
+}
+
+int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat **out) {
+    size_t R = 0, C = 0;
+    if (store_shape2(s, name, &R, &C) != AL_OK) { *out = NULL; return AL_ERR; }
+    return store_read_block(s, name, r0, nr, 0, C, out);
 }
 
 int store_read(const Store *s, const char *name, Mat **out) {

@@ -29,6 +29,9 @@ int store_shape2(const Store *s, const char *name, size_t *rows, size_t *cols);
 int store_read(const Store *s, const char *name, Mat **out);
 /* Rows [r0, r0+nr) of a 2-D tensor as float32 (nr x cols), dequantized. */
 int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat **out);
+/* The block rows [r0, r0+nr) x cols [c0, c0+nc) as float32 (nr x nc), dequantized (FP8 with its
+ * block scales): the same values store_read gives there, without a copy of the whole tensor. */
+int store_read_block(const Store *s, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, Mat **out);
 /* The block scales of FP8 weight `name` of shape (R, C): "<name>_scale_inv", checked to be F32 of
  * shape (ceil(R/128), ceil(C/128)); *scale points into the mapping (possibly unaligned: read it
  * with memcpy), *scols is its column count. The error names the tensor and what is wrong. */

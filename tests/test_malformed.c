@@ -660,9 +660,16 @@ static void test_model_reads(void) {
         CHECK_OK(model_head(m, HK_O, 0, 0, PART_ALL, &v));
         mat_free(v);
         CHECK(!al_warn_pop(w_, sizeof w_), "a clean layer warns: %s", w_);
+        /* one head alone reads only its block (o_proj columns 0-15): its one bad value, at the
+           tensor's own coordinates */
         CHECK_OK(model_head(m, HK_O, 1, 0, PART_ALL, &v));
         mat_free(v);
         bool got = al_warn_pop(w_, sizeof w_);
+        CHECK(got && strstr(w_, "tensor 'model.layers.1.self_attn.o_proj.weight' has 1 NaN/Inf values (first at [30, 1])"),
+              "warning: %s", got ? w_ : "(none)");
+        /* the whole layer loaded: the whole tensor is read and both bad values are counted */
+        CHECK_OK(model_layer_load(m, 1));
+        got = al_warn_pop(w_, sizeof w_);
         CHECK(got && strstr(w_, "tensor 'model.layers.1.self_attn.o_proj.weight' has 2 NaN/Inf values (first at [3, 17])"),
               "warning: %s", got ? w_ : "(none)");
         model_free(m);

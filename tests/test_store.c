@@ -86,7 +86,23 @@ static void test_fp8_blocks(bool misalign) {
         CHECK(count_bad(r, ranges[k][0]) == 0, "rows %zu+%zu: %zu wrong", ranges[k][0], ranges[k][1], count_bad(r, ranges[k][0]));
         mat_free(r);
     }
+    /* blocks of rows x columns (what one head's view reads): across both block boundaries, the
+       corner block alone, one column */
+    static const size_t blocks[][4] = {{120, 10, 100, 60}, {128, 2, 256, 1}, {0, 130, 7, 200}, {5, 1, 127, 2}};
+    for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++) {
+        const size_t *b = blocks[k];
+        Mat *r = NULL;
+        CHECK_OK(store_read_block(s, "w.weight", b[0], b[1], b[2], b[3], &r));
+        if (!r) continue;
+        size_t bad = 0;
+        for (size_t i = 0; i < b[1]; i++)
+            for (size_t j = 0; j < b[3]; j++) bad += *mat_at(r, i, j) != expect_at(b[0] + i, b[2] + j);
+        CHECK(r->rows == b[1] && r->cols == b[3] && bad == 0, "block %zu+%zu x %zu+%zu: %zu wrong", b[0], b[1], b[2],
+              b[3], bad);
+        mat_free(r);
+    }
     Mat *r = NULL;
+    CHECK_ERR(store_read_block(s, "w.weight", 0, 1, 250, 8, &r), "columns 250..258 out of range (it has 257)");
     CHECK_ERR(store_read_rows(s, "w.weight", 120, 11, &r), "rows 120..131 out of range (it has 130 rows)");
     CHECK(r == NULL, "no matrix on error");
     CHECK_ERR(store_read_rows(s, "w.weight", 131, 0, &r), "out of range");
@@ -281,6 +297,10 @@ static void test_shapes(void) {
     CHECK_OK(st_writer_add(w, "cube", DT_F32, 3, s3, x, sizeof x));
     CHECK_OK(st_writer_add(w, "ids", DT_I32, 1, s1, ids, sizeof ids));
     CHECK_OK(st_writer_add(w, "scalar", DT_F32, 0, NULL, x, 4));
+    Mat *bf = mat_new(4, 6);
+    for (size_t i = 0; i < 24; i++) bf->data[i] = (float)i * 0.75f - 3.0f;
+    CHECK_OK(st_writer_add_mat(w, "bf", DT_BF16, bf));
+    mat_free(bf);
     const char *path = tpath("shapes.safetensors", NULL);
     CHECK_OK(st_writer_write(w, path));
     st_writer_free(w);
@@ -298,6 +318,18 @@ static void test_shapes(void) {
     CHECK_ERR(store_read(s, "cube", &m), "3 dims");
     CHECK_OK(store_read(s, "scalar", &m));
     mat_free(m);
+    /* a column block of a BF16 matrix (the per-row conversion path) equals the whole read there */
+    Mat *whole = NULL, *blk = NULL;
+    CHECK_OK(store_read(s, "bf", &whole));
+    CHECK_OK(store_read_block(s, "bf", 1, 2, 2, 3, &blk));
+    if (whole && blk) {
+        size_t bad = 0;
+        for (size_t i = 0; i < 2; i++)
+            for (size_t j = 0; j < 3; j++) bad += *mat_at(blk, i, j) != *mat_at(whole, 1 + i, 2 + j);
+        CHECK(blk->rows == 2 && blk->cols == 3 && bad == 0, "BF16 block: %zu wrong", bad);
+    }
+    mat_free(whole);
+    mat_free(blk);
     store_free(s);
 }
 
