@@ -28,7 +28,8 @@ int plot_dest_init(Session *s, const Args *a, const char *auto_name, PlotDest *d
     d->o.height = s->plot_h;
     const char *fmt = s->plot_fmt && *s->plot_fmt ? s->plot_fmt : "png";
     const char *to = args_str(a, "to");
-    if (to && *to) {
+    if (to && !*to) return al_err("plot: `to \"\"` names no file: give FILE.png|.svg|.pdf, or leave `to` out");
+    if (to) {
         d->path = has_ext(to) ? al_strdup(to) : al_asprintf("%s.%s", to, fmt);
     } else if (args_flag(a, "window")) {
         if (plot_window_check()) return AL_ERR;

@@ -39,6 +39,11 @@ cmp -s m/config.json config.orig || fail "config.json was overwritten through th
 run -e "load demo-gpt2; load m as second; use demo-gpt2; ranks vo to m/x.csv"
 [ "$(rc)" = 1 ] && grep -q "model second" err.txt && [ ! -e m/x.csv ] || fail "any loaded model: [$(cat err.txt)]"
 
+# a figure `to ""` names no file: refused, not written under an automatic name
+run -e "load demo-llama; plot vo-ranks layer 0 to \"\""
+[ "$(rc)" = 1 ] && grep -q 'names no file' err.txt && ! ls ./*.png >/dev/null 2>&1 \
+    || fail "plot to \"\": rc $(rc) [$(cat out.txt)] [$(cat err.txt)]"
+
 # tokenize and calib save, on the real small checkpoint copied here (skipped when absent)
 M="${ATTNLAB_MODELS:-}"
 if [ -n "$M" ] && [ -d "$M/stories260K-hf" ]; then
