@@ -703,7 +703,8 @@ static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int 
                           bool only_ranks, FarrTruncLayer **out, int *max_rank) {
     const ModelConfig *c = &m->cfg;
     *out = NULL;
-    if (model_layer_load(m, layer) != AL_OK) return AL_ERR;
+    /* no whole-layer float copy: each group reads its heads' blocks from the mapping (model_head),
+       and the layer's mapped pages are released at the end */
     FarrTruncLayer *tl = al_calloc(1, sizeof *tl, "a truncated layer");
     if (!tl) return AL_ERR;
     tl->layer = layer; tl->n_heads = c->n_heads; tl->n_kv = c->n_kv_heads;
@@ -728,6 +729,9 @@ static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int 
         for (int g = 0; g < tl->n_kv; g++) { free(tl->groups[g]->U); tl->groups[g]->U = NULL; }
         if (rc == AL_OK) layer_accounting(c, o->kind, part, tl);
     }
+    char *prefix = model_tensor_name(m, layer, "");
+    if (prefix) store_release_prefix(m->store, prefix);
+    free(prefix);
     if (rc != AL_OK || only_ranks) { trunc_layer_free(tl); return rc; }
     *out = tl;
     return AL_OK;
