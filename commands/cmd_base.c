@@ -358,7 +358,7 @@ static const Command base_cmds[] = {
     { .name = "close", .summary = "close a model (default: the current one), or all",
       .help = "Frees the model and every cache tied to it. The most recently loaded remaining\n"
               "model becomes current.", .pos = close_pos, .fn = cmd_close },
-    { .name = "info", .summary = "architecture of the current model (dims, RoPE, dtype, params, KV cache)",
+    { .name = "info", .summary = "the current model: its description (dims, RoPE, norms, MLP, KV cache) and what each analysis can do",
       .help = INFO_HELP, .kw = info_kw, .fn = cmd_info, .flags = CMD_MODEL },
     { .name = "set", .summary = "show or change settings (tau, format, precision, plot.*)", .help = SET_HELP,
       .pos = set_pos, .fn = cmd_set },
