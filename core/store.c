@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,10 @@ typedef struct {
     const char *name;         /* points into the entry */
     const st_entry *e;
     const st_file *f;
+    bool warned;              /* its NaN/Inf warning was given (once per tensor; under warn_mu) */
 } store_item;
+
+static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct Store {
     char *dir;
@@ -52,7 +56,7 @@ static int store_add_file(Store *s, st_file *f) {
     s->items = ni;
     for (size_t i = 0; i < st_count(f); i++) {
         const st_entry *e = st_entry_at(f, i);
-        s->items[s->n++] = (store_item){e->name, e, f};
+        s->items[s->n++] = (store_item){.name = e->name, .e = e, .f = f};
     }
     return AL_OK;
 }
@@ -232,7 +236,7 @@ const char *store_file_at(const Store *s, size_t i) { return i < s->nfiles ? st_
 const char *store_dir(const Store *s) { return s->dir; }
 
 static const store_item *find_item(const Store *s, const char *name) {
-    store_item key = {name, NULL, NULL};
+    store_item key = {.name = name};
     if (s->n == 0) return NULL;                           /* bsearch must not see a NULL base */
     return bsearch(&key, s->items, s->n, sizeof *s->items, cmp_item);
 }
@@ -295,17 +299,8 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
     return AL_OK;
 }
 
-/* Warns when m holds NaN or Inf, naming the tensor and the first bad element. */
-static void warn_nonfinite(const char *name, const Mat *m, size_t r0, size_t c0) {
-    size_t i = mat_first_nonfinite(m);
-    if (i == (size_t)-1) return;
-    size_t count = 0;
-    for (size_t k = i; k < m->rows * m->cols; k++) count += !isfinite(m->data[k]);
-    al_warn("tensor '%s' has %zu NaN/Inf values (first at [%zu, %zu]); spectra and ranks of heads that use it are meaningless",
-            name, count, r0 + i / m->cols, c0 + i % m->cols);
-}
-
-int store_read_block(const Store *s, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, Mat **out) {
+/* The block as float32, dequantized, without the NaN/Inf check (store_read_block's reader). */
+static int read_block(const Store *s, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, Mat **out) {
     *out = NULL;
     const st_entry *e; const st_file *f;
     size_t R = 0, C = 0;
@@ -328,9 +323,45 @@ int store_read_block(const Store *s, const char *name, size_t r0, size_t nr, siz
             rc = dt_to_f32(e->dtype, base + ((r0 + i) * C + c0) * dt_size(e->dtype), nc, m->data + i * nc);
     }
     if (rc != AL_OK) { mat_free(m); return al_err_ctx("tensor '%s'", name); }
-    warn_nonfinite(name, m, r0, c0);
     *out = m;
     return AL_OK;
+}
+
+/* NaN/Inf values of the whole tensor: their count and the first one's position, read 256 rows at a
+ * time (only on the error path: a block read found one). */
+static void count_nonfinite(const Store *s, const char *name, size_t R, size_t C, size_t *count, size_t *r, size_t *c) {
+    *count = 0;
+    for (size_t r0 = 0; r0 < R; r0 += 256) {
+        Mat *m;
+        size_t nr = R - r0 < 256 ? R - r0 : 256;
+        if (read_block(s, name, r0, nr, 0, C, &m) != AL_OK) { al_err_clear(); return; }
+        for (size_t k = 0; k < nr * C; k++)
+            if (!isfinite(m->data[k]) && (*count)++ == 0) { *r = r0 + k / C; *c = k % C; }
+        mat_free(m);
+    }
+}
+
+/* Warns once per tensor when a block read from it holds NaN or Inf: the whole tensor's count and
+ * first bad element, so reading it head by head (or stripe by stripe) gives one warning, not one
+ * per block. */
+static void warn_nonfinite(const Store *s, const char *name, const Mat *m) {
+    if (mat_first_nonfinite(m) == (size_t)-1) return;
+    store_item *it = (store_item *)find_item(s, name);
+    pthread_mutex_lock(&warn_mu);
+    bool first = it && !it->warned;
+    if (it) it->warned = true;
+    pthread_mutex_unlock(&warn_mu);
+    if (!first) return;
+    size_t R = 0, C = 0, count = 0, r = 0, c = 0;
+    if (store_shape2(s, name, &R, &C) == AL_OK) count_nonfinite(s, name, R, C, &count, &r, &c);
+    al_warn("tensor '%s' has %zu NaN/Inf values (first at [%zu, %zu]); spectra and ranks of heads that use it are meaningless",
+            name, count, r, c);
+}
+
+int store_read_block(const Store *s, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, Mat **out) {
+    int rc = read_block(s, name, r0, nr, c0, nc, out);
+    if (rc == AL_OK) warn_nonfinite(s, name, *out);
+    return rc;
 }
 
 int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat **out) {

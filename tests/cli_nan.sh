@@ -65,4 +65,21 @@ run -e "load nl; spectrum vo layer 1 head 0"
 [ "$(rc)" = 1 ] && grep -q "holds NaN/Inf" err.txt && ! grep -q "LAPACK" err.txt || fail "spectrum: [$(cat err.txt)]"
 run -e "load nl; ranks vo layer 1"
 [ "$(rc)" = 1 ] && grep -q "holds NaN/Inf" err.txt || fail "ranks: [$(cat err.txt)]"
+# NaN in several heads' columns of one tensor, read head by head (truncate, fuse): ONE warning for
+# the tensor with its whole count, not one per head block
+run -e "synth demo-llama nm"
+python3 - nm <<'PY' || fail "planting NaNs in several heads"
+import json, os, struct, sys
+f = os.path.join(sys.argv[1], "model.safetensors")
+with open(f, "r+b") as fp:
+    n = struct.unpack("<Q", fp.read(8))[0]
+    t = json.loads(fp.read(n))["model.layers.1.self_attn.o_proj.weight"]
+    for col in (3, 40, 100, 200):          # heads 0, 1, 3 and 6 of 32 columns each
+        fp.seek(8 + n + t["data_offsets"][0] + 2 * (5 * t["shape"][1] + col))
+        fp.write(b"\xc0\x7f")
+PY
+run -e "load nm; truncate vo rank 8 policy layer-max; fuse vo layer 1 head 3; fuse vo layer 1 head 6"
+[ "$(grep -c 'NaN/Inf values' err.txt)" = 1 ] || fail "one warning per tensor: [$(grep NaN err.txt)]"
+grep -q "o_proj.weight' has 4 NaN/Inf values (first at \[5, 3\])" err.txt || fail "whole count: [$(cat err.txt)]"
+
 cli_done
