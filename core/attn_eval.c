@@ -161,7 +161,6 @@ void attn_out_free(AttnOut *o) {
 
 /* ================================================================ what the evaluator covers */
 
-int attn_check_model(const Model *m) { return analysis_check(m, AN_EVAL); }
 
 /* ================================================================ loading */
 
@@ -302,7 +301,7 @@ int attn_layer_load(Model *m, int layer, AttnLayer **out) {
     *out = NULL;
     if (layer < 0 || layer >= m->cfg.n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
-    if (attn_check_model(m)) return AL_ERR;
+    if (analysis_check(m, AN_EVAL)) return AL_ERR;   /* what the evaluator does not cover, with the reason */
     bool mla = cfg_is_mla(&m->cfg);
     AttnLayer *L = attn_layer_new(mla ? ATTN_MLA : ATTN_GQA);
     if (!L) return AL_ERR;
@@ -335,11 +334,6 @@ static void rms_norm(float *x, size_t n, const float *w, double eps) {
     for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
     float r = (float)(1.0 / sqrt(ss / (double)n + eps));
     for (size_t i = 0; i < n; i++) x[i] = x[i] * r * w[i];
-}
-
-/* One head vector to position pos (see attn_eval.h). */
-void attn_rope_rotate(float *v, int dim, rope_layout lay, const double *inv_freq, int pos) {
-    rope_rotate_rows(v, 1, (size_t)dim, dim, lay, inv_freq, (double)pos, 1.0);
 }
 
 /* DeepSeek's MLA RoPE: the stored (interleaved) dims are de-interleaved, [x0 x2 x4 .. x1 x3 ..],

@@ -88,10 +88,6 @@ double *attn_rope_freqs(int dim, double theta);
  * of those for dim. Caller frees. */
 int attn_rope_freqs_model(const Model *m, int dim, double **out);
 
-/* Refuses what the evaluator does not cover, with the reason (core/analyses.h, AN_EVAL):
- * rope_scaling other than linear / llama3 / yarn, an active sliding window, partial rotary dims,
- * per-head Q/K norms. */
-int attn_check_model(const Model *m);
 /* Loads layer L of m (GQA families, GPT-2, DeepSeek MLA) as float32 row-vector matrices. */
 int attn_layer_load(Model *m, int layer, AttnLayer **out);
 
@@ -112,10 +108,7 @@ int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores
 /* The pieces the evaluator is made of, for other factored evaluators (TPA, compare):
  * Y (T, n) = X (T, k) @ W (k, n) + b (b may be NULL); */
 void attn_linear(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y);
-/* rotates the RoPE pairs of one head vector v (dim values) to position pos (ROPE_HALF pairs j
- * with j + dim/2, ROPE_INTERLEAVED 2j with 2j + 1, pair j turning by pos * inv_freq[j]); */
-void attn_rope_rotate(float *v, int dim, rope_layout lay, const double *inv_freq, int pos);
-/* and attends with L's GQA heads over given queries Q (T, H head_dim) and keys K (T, G head_dim),
+/* (the rotation is core/rope.h's rope_rotate_rows) and attends with L's GQA heads over given queries Q (T, H head_dim) and keys K (T, G head_dim),
  * RoPE already applied, and values V (T, G v_dim): causal softmax at L->scale, head outputs, then
  * W_O (+ b_O). want_scores keeps the (H, T, T) logits. *out is the caller's. */
 int attn_attend(const AttnLayer *L, size_t T, const float *Q, const float *K, const float *V, bool want_scores,

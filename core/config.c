@@ -368,7 +368,8 @@ void model_config_describe(const cJSON *root, ModelConfig *cfg) {
 
 /* ================================================================ parse */
 
-int model_config_from_tree(const cJSON *root, const char *where, ModelConfig *cfg) {
+/* The description from a parsed tree (its repeated keys, if any, were resolved by the caller). */
+static int model_config_from_tree(const cJSON *root, const char *where, ModelConfig *cfg) {
     memset(cfg, 0, sizeof *cfg);
     if (!cJSON_IsObject(root)) return al_err("%s: not a JSON object", where);
     cfg_reader r = {.root = root, .where = where};

@@ -142,8 +142,6 @@ int model_config_parse(const char *json_text, const char *where, ModelConfig *cf
 /* The same, handing the parsed tree to *tree (caller frees; set even when the description fails,
  * NULL when the text is not JSON). What model_open keeps in Model.config_tree. */
 int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, struct cJSON **tree);
-/* The same from a parsed tree (its repeated keys, if any, were resolved by the caller). */
-int model_config_from_tree(const struct cJSON *root, const char *where, ModelConfig *cfg);
 /* Fills the description beyond the dims (RoPE spec, attention, blocks) from root, or with the
  * defaults of the family's dims when root is NULL (llama2.c). */
 void model_config_describe(const struct cJSON *root, ModelConfig *cfg);

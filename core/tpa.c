@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
+#include "rope.h"
 #include "seeds.h"
 #include "safetensors.h"
 
@@ -397,7 +398,7 @@ static int factor_apply(const TpaFactor *f, const Mat *X, const int *pos, const 
         if (f->form == TPA_FORM_A) {
             /* cache row: R token factors b_r (d each), rotated once (eq. 3.6); K_t = (1/R) Aᵀ B. */
             if (rope)
-                for (size_t r = 0; r < R; r++) attn_rope_rotate(c + r * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                rope_rotate_rows(c, R, d, (int)d, L->rope, L->inv_freq, (double)pos[t], 1.0);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)G, (int)d, (int)R, invR, f->fixed, (int)G, c, (int)d,
                         0.0f, y, (int)d);
         } else {
@@ -405,7 +406,7 @@ static int factor_apply(const TpaFactor *f, const Mat *X, const int *pos, const 
             const float *B = f->fixed;
             if (rope) {
                 memcpy(Bt, f->fixed, R * d * sizeof(float));
-                for (size_t r = 0; r < R; r++) attn_rope_rotate(Bt + r * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                rope_rotate_rows(Bt, R, d, (int)d, L->rope, L->inv_freq, (double)pos[t], 1.0);
                 B = Bt;
             }
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)G, (int)d, (int)R, invR, c, (int)G, B, (int)d, 0.0f,
@@ -436,7 +437,7 @@ int tpa_eval(const TpaLayer *l, const Mat *X, const int *pos, bool want_scores, 
         attn_linear(X->data, T, X->cols, L->W_Q, L->b_Q, Q);
         if (rope)
             for (size_t t = 0; t < T; t++)
-                for (size_t h = 0; h < H; h++) attn_rope_rotate(Q + t * H * d + h * d, (int)d, L->rope, L->inv_freq, pos[t]);
+                rope_rotate_rows(Q + t * H * d, H, d, (int)d, L->rope, L->inv_freq, (double)pos[t], 1.0);
         rc = attn_attend(L, T, Q, K, V, want_scores, out);
     }
     free(Q); free(K); free(V);

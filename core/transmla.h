@@ -169,7 +169,7 @@ typedef struct TmlaResult {
 } TmlaResult;
 
 void tmla_result_free(TmlaResult *r);
-/* Checks that m can be converted (GQA family with full RoPE, what attn_check_model accepts) and
+/* Checks that m can be converted (GQA family with full RoPE, what analysis_check(m, AN_EVAL) accepts) and
  * resolves the options against its dims (errors say which value is wrong and what would fit). */
 int tmla_resolve_opts(const Model *m, TmlaOpts *o);
 /* Converts the layers of m; al_progress("layer") per layer; AL_INTERRUPTED keeps nothing. */
