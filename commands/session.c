@@ -97,11 +97,16 @@ int session_add_model(Session *s, Model *m, const char *name) {
 
 /* The base name of a path without a trailing '/' or a .safetensors / .bin extension (caller frees). */
 static char *base_name(const char *path) {
+    char *real = NULL;
+    size_t n0 = strlen(path);
+    if (n0 && path[n0 - 1] == '.' && (n0 == 1 || path[n0 - 2] == '/' || (path[n0 - 2] == '.' && (n0 == 2 || path[n0 - 3] == '/'))))
+        if ((real = realpath(path, NULL))) path = real;   /* `load .`: the folder's own name, not "." */
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--;
     size_t b = n;
     while (b > 0 && path[b - 1] != '/') b--;
     char *s = strndup(path + b, n - b);
+    free(real);
     if (!s) { al_err("out of memory"); return NULL; }
     for (const char *ext = ".safetensors"; ext; ext = strcmp(ext, ".bin") ? ".bin" : NULL) {
         size_t l = strlen(s), e = strlen(ext);

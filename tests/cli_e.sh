@@ -75,4 +75,9 @@ else
     echo "note: $M absent, info checks on a real model skipped"
 fi
 
+# `load .` inside a model folder names the model after the folder, not "."
+run -e "synth demo-gpt2 mygpt"
+(cd mygpt && "$B" -e "load .; models" >../out.txt 2>../err.txt); echo $? >rc.txt
+[ "$(rc)" = 0 ] && grep -q "^mygpt " out.txt || fail "load . name: [$(cat out.txt)] [$(cat err.txt)]"
+
 cli_done
