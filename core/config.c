@@ -16,7 +16,13 @@
 static const char *family_names[FAM_COUNT] = {
     [FAM_LLAMA] = "llama", [FAM_MISTRAL] = "mistral", [FAM_QWEN2] = "qwen2",
     [FAM_DEEPSEEK] = "deepseek", [FAM_GPT2] = "gpt2", [FAM_LLAMA2C] = "llama2c",
+    [FAM_QWEN3] = "qwen3", [FAM_GEMMA2] = "gemma2", [FAM_GEMMA3] = "gemma3", [FAM_MIXTRAL] = "mixtral",
+    [FAM_PHI3] = "phi3", [FAM_NEOX] = "gpt_neox", [FAM_OLMO2] = "olmo2",
 };
+
+/* The model_type values attnlab reads, for messages. */
+#define KNOWN_TYPES "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, gpt_neox, olmo2, " \
+                    "deepseek_v2, deepseek_v3, kimi_k2, gpt2"
 
 const char *model_family_name(model_family f) { return f >= 0 && f < FAM_COUNT ? family_names[f] : "?"; }
 
@@ -108,6 +114,10 @@ static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t ca
         {"qwen2", "Qwen2ForCausalLM", FAM_QWEN2},          {"deepseek_v3", "DeepseekV3ForCausalLM", FAM_DEEPSEEK},
         {"deepseek_v2", "DeepseekV2ForCausalLM", FAM_DEEPSEEK}, {"kimi_k2", NULL, FAM_DEEPSEEK},
         {"gpt2", "GPT2LMHeadModel", FAM_GPT2},
+        {"qwen3", "Qwen3ForCausalLM", FAM_QWEN3},          {"qwen3_moe", "Qwen3MoeForCausalLM", FAM_QWEN3},
+        {"gemma2", "Gemma2ForCausalLM", FAM_GEMMA2},       {"gemma3_text", "Gemma3ForCausalLM", FAM_GEMMA3},
+        {"mixtral", "MixtralForCausalLM", FAM_MIXTRAL},    {"phi3", "Phi3ForCausalLM", FAM_PHI3},
+        {"gpt_neox", "GPTNeoXForCausalLM", FAM_NEOX},      {"olmo2", "Olmo2ForCausalLM", FAM_OLMO2},
     };
     const char *t = cJSON_IsString(mt) ? mt->valuestring : NULL;
     const char *a = cJSON_IsString(arch) ? arch->valuestring : NULL;
@@ -119,14 +129,13 @@ static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t ca
             snprintf(type, cap, "%s", t ? t : table[i].type);
             return AL_OK;
         }
-    if (t && (strcmp(t, "qwen3") == 0 || strcmp(t, "qwen3_moe") == 0))
-        return al_err("%s: model_type '%s' has per-head Q/K RMSNorm between the projection and RoPE; attnlab's "
-                      "head views and conversions do not cover it yet", r->where, shown);
+    if (t && strcmp(t, "gemma3") == 0)
+        return al_err("%s: model_type 'gemma3' is the multimodal Gemma 3 (its text model sits under text_config): "
+                      "attnlab reads text-only checkpoints (model_type gemma3_text, Gemma3ForCausalLM)", r->where);
     if (!t && !a)
         return al_err("%s: cannot tell the model family: no \"model_type\" and no \"architectures\" (attnlab knows "
-                      "llama, mistral, qwen2, deepseek_v2, deepseek_v3, kimi_k2, gpt2)", r->where);
-    return al_err("%s: model_type '%s' is not a family attnlab knows (llama, mistral, qwen2, deepseek_v2, deepseek_v3, "
-                  "kimi_k2, gpt2)", r->where, shown);
+                      KNOWN_TYPES ")", r->where);
+    return al_err("%s: model_type '%s' is not a family attnlab knows (" KNOWN_TYPES ")", r->where, shown);
 }
 
 /* The Hugging Face Llama-style fields GQA and DeepSeek configs share: the three sizes read first,
@@ -158,6 +167,35 @@ static void parse_gqa(cfg_reader *r, ModelConfig *c) {
     c->qkv_bias = c->family == FAM_QWEN2 ? true : bias;
     c->o_bias = c->family == FAM_QWEN2 ? false : bias;
     parse_hf_rest(r, c);
+    bool gemma = c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3;
+    if (gemma || c->family == FAM_OLMO2 || c->family == FAM_PHI3 || c->family == FAM_MIXTRAL) {
+        double eps = gemma ? 1e-6 : 1e-5;         /* the families' config defaults */
+        c->norm_eps = cfg_num(r, "rms_norm_eps", eps, NUM_NONNEG);
+    }
+    if (gemma) c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", true);
+    if (c->family == FAM_PHI3) c->attn = QKV_CAT;
+}
+
+/* GPT-NeoX (Pythia): Llama's size keys, LayerNorm, partial rotary (rotary_pct), fused QKV. */
+static void parse_neox(cfg_reader *r, ModelConfig *c) {
+    parse_hf_sizes(r, c);
+    c->n_kv_heads = c->n_heads;
+    int hd = c->n_heads ? c->hidden / c->n_heads : 0;
+    double pct = cfg_num(r, "rotary_pct", 0.25, NUM_POS);
+    int rot = (int)((double)hd * (pct < 1.0 ? pct : 1.0));
+    c->qk_rope_dim = rot - rot % 2;
+    c->qk_nope_dim = hd - c->qk_rope_dim;
+    c->rope_first = true;
+    c->v_dim = hd;
+    c->rope = ROPE_HALF;
+    c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", true);
+    c->rope_theta = cfg_num(r, "rotary_emb_base", cfg_num(r, "rope_theta", 10000.0, NUM_POS), NUM_POS);
+    c->norm_eps = cfg_num(r, "layer_norm_eps", 1e-5, NUM_NONNEG);
+    c->intermediate = cfg_int(r, "intermediate_size", 0, false);
+    c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
+    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
+    c->attn = QKV_HEADS;
+    snprintf(c->prefix, sizeof c->prefix, "gpt_neox.");
 }
 
 static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
@@ -171,6 +209,7 @@ static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
     c->rope = ROPE_INTERLEAVED;
     c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", false);
     c->latent_norm = cfg_bool(r, "qk_latent_layernorm", true);
+    c->attn = QKV_MLA;
     parse_hf_rest(r, c);
 }
 
@@ -190,6 +229,7 @@ static void parse_gpt2(cfg_reader *r, ModelConfig *c) {
     c->max_pos = cfg_int(r, "n_positions", 0, false);
     c->qkv_bias = c->o_bias = true;
     c->tie_embeddings = true;
+    c->attn = QKV_CONV1D;
     snprintf(c->prefix, sizeof c->prefix, "transformer.");
 }
 
@@ -202,7 +242,7 @@ static int cfg_validate(const ModelConfig *c, const char *where) {
     if (cfg_d_qk(c) <= 0 || c->v_dim <= 0) return al_err("%s: head dims must be positive", where);
     if (c->rope != ROPE_NONE && c->qk_rope_dim % 2 != 0)
         return al_err("%s: the RoPE head dim %d must be even", where, c->qk_rope_dim);
-    if (c->family == FAM_GPT2 && c->hidden % c->n_heads != 0)
+    if ((c->family == FAM_GPT2 || c->family == FAM_NEOX) && c->hidden % c->n_heads != 0)
         return al_err("%s: n_embd %d is not a multiple of n_head %d", where, c->hidden, c->n_heads);
     return AL_OK;
 }
@@ -285,32 +325,42 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->rope_interleave = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
     sp->layout = c->rope;
     if (c->family == FAM_DEEPSEEK) sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
-    sp->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", 1.0));
-    int rd = (int)((double)sp->head_dim * (sp->partial_factor > 0 && sp->partial_factor < 1.0 ? sp->partial_factor : 1.0));
-    sp->rotary_dim = rd - rd % 2;
+    if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
+        int hd = c->qk_rope_dim, rd = (int)((double)hd * sp->partial_factor);
+        c->qk_rope_dim = rd - rd % 2;             /* HF: the first int(head_dim x factor) dims of each head rotate */
+        c->qk_nope_dim = hd - c->qk_rope_dim;
+        c->rope_first = true;
+    }
+    sp->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
+    sp->rotary_dim = sp->head_dim;
     sp->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
-    sp->local_theta = jnum(r, root, "rope_local_base_freq", 0);
+    sp->local_theta = jnum(r, root, "rope_local_base_freq", c->family == FAM_GEMMA3 ? 10000 : 0);
     parse_rope_scaling(r, cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), c, &sp->scaling);
 }
 
 /* Attention scale, soft-caps and sliding windows. */
 static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
-    c->query_pre_attn_scalar = jnum(r, root, "query_pre_attn_scalar", 0);
+    bool gemma = c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3;
+    c->query_pre_attn_scalar = jnum(r, root, "query_pre_attn_scalar", gemma ? 256 : 0);
     c->scale_attn = !(c->family == FAM_GPT2 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights")));
     c->scale_by_layer = c->family == FAM_GPT2 &&
                         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx"));
-    c->attn_softcap = jnum(r, root, "attn_logit_softcapping", 0);
-    c->final_softcap = jnum(r, root, "final_logit_softcapping", 0);
+    bool g2 = c->family == FAM_GEMMA2;            /* Gemma 2's defaults: 50 and 30 (null: none) */
+    c->attn_softcap = jnum(r, root, "attn_logit_softcapping", g2 && !cJSON_HasObjectItem(root, "attn_logit_softcapping") ? 50 : 0);
+    c->final_softcap = jnum(r, root, "final_logit_softcapping", g2 && !cJSON_HasObjectItem(root, "final_logit_softcapping") ? 30 : 0);
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     const cJSON *use = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
     double w = jnum_in(r, root, "sliding_window", -1, NUM_INT);
     c->window_declared = cJSON_IsNumber(sw) && !cJSON_IsFalse(use) ? (int)w : -1;
     c->sliding_window = w > 0 ? (int)w : 0;
-    bool on = c->family == FAM_MISTRAL || (c->family == FAM_QWEN2 && cJSON_IsTrue(use));
+    bool qwen = c->family == FAM_QWEN2 || c->family == FAM_QWEN3;
+    bool on = c->family == FAM_MISTRAL || c->family == FAM_MIXTRAL || c->family == FAM_PHI3 || gemma ||
+              (qwen && cJSON_IsTrue(use));
     if (!on) c->sliding_window = 0;
-    c->window_from = c->family == FAM_QWEN2 ? jint(r, root, "max_window_layers", 0) : 0;
-    c->window_pattern = jint(r, root, "sliding_window_pattern", 0);
+    c->window_from = qwen ? jint(r, root, "max_window_layers", 0) : 0;
+    /* Gemma 2 alternates local and global layers; Gemma 3 has five local layers per global one */
+    c->window_pattern = jint(r, root, "sliding_window_pattern", c->family == FAM_GEMMA2 ? 2 : c->family == FAM_GEMMA3 ? 6 : 0);
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types"), *e;
     int L = 0;
     c->has_layer_types = cJSON_IsArray(lt);
@@ -322,19 +372,34 @@ static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
 
 /* Norms, activation, MLP and MoE routing. */
 static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
-    c->norm = c->family == FAM_GPT2 ? NORM_LAYER : NORM_RMS;
+    bool gemma = c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3;
+    c->norm = c->family == FAM_GPT2 || c->family == FAM_NEOX ? NORM_LAYER : gemma ? NORM_RMS_1P : NORM_RMS;
+    c->block = gemma ? BLOCK_SANDWICH : c->family == FAM_OLMO2 ? BLOCK_POST
+               : c->family == FAM_NEOX && !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "use_parallel_residual"))
+                   ? BLOCK_PARALLEL : BLOCK_PRE;
+    c->embed_scale = gemma ? sqrt((double)c->hidden) : 1.0;
+    c->mlp_fused = c->family == FAM_PHI3;
+    c->mlp_bias = c->family == FAM_NEOX;
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, c->family == FAM_GPT2 ? "activation_function" : "hidden_act");
-    al_printable(cJSON_IsString(a) ? a->valuestring : c->family == FAM_GPT2 ? "gelu_new" : "silu", c->activation,
-                 sizeof c->activation);
+    if (gemma && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "hidden_activation")))
+        a = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");      /* Gemma's key wins */
+    const char *dflt = c->family == FAM_GPT2 ? "gelu_new" : gemma ? "gelu_pytorch_tanh" : c->family == FAM_NEOX ? "gelu" : "silu";
+    al_printable(cJSON_IsString(a) ? a->valuestring : dflt, c->activation, sizeof c->activation);
     const char *act = c->activation;
     c->act = !strcmp(act, "silu") || !strcmp(act, "swish") ? ACT_SILU
              : !strcmp(act, "gelu") ? ACT_GELU
              : !strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_fast") ? ACT_GELU_TANH
              : !strcmp(act, "relu") ? ACT_RELU : ACT_UNKNOWN;
     MoeSpec *m = &c->moe;
-    m->n_experts = jint(r, root, "n_routed_experts", jnum(r, root, "num_experts", 0));
+    m->n_experts = jint(r, root, "n_routed_experts", jnum(r, root, "num_experts", jnum(r, root, "num_local_experts", 0)));
     m->top_k = jint(r, root, "num_experts_per_tok", 0);
-    m->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob"));
+    m->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob")) || c->family == FAM_MIXTRAL;
+    const cJSON *sf = cJSON_GetObjectItemCaseSensitive(root, "scoring_func");
+    m->sigmoid = cJSON_IsString(sf) && !strcmp(sf->valuestring, "sigmoid");
+    m->n_group = jint(r, root, "n_group", 0);
+    m->topk_group = jint(r, root, "topk_group", 0);
+    const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, "topk_method");
+    al_printable(cJSON_IsString(tm) ? tm->valuestring : "", m->topk_method, sizeof m->topk_method);
     m->n_shared = jint(r, root, "n_shared_experts", jnum(r, root, "shared_expert_intermediate_size", 0) > 0 ? 1 : 0);
     m->routed_scaling = jnum(r, root, "routed_scaling_factor", 1.0);
     m->first_dense = jint(r, root, "first_k_dense_replace", 0);
@@ -346,9 +411,11 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     double only[64];
     m->n_mlp_only = jarray(r, root, "mlp_only_layers", only, 64);
     for (int i = 0; i < m->n_mlp_only; i++) m->mlp_only[i] = (int)only[i];
-    c->mlp = c->family == FAM_GPT2 ? MLP_DENSE : MLP_GATED;
+    c->mlp = c->family == FAM_GPT2 || c->family == FAM_NEOX ? MLP_DENSE : MLP_GATED;
     for (int L = 0; L < c->n_layers; L++)
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;         /* some layer routes to experts */
+    if (m->n_experts > 0)
+        m->layout = c->family == FAM_MIXTRAL ? MOE_MIXTRAL : c->family == FAM_DEEPSEEK ? MOE_DEEPSEEK : MOE_QWEN;
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
     if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
     al_printable(cJSON_IsString(td) ? td->valuestring : "", c->torch_dtype, sizeof c->torch_dtype);
@@ -376,8 +443,10 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     if (detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type) != AL_OK) return AL_ERR;
     cfg->vocab = cfg_int(&r, "vocab_size", 0, false);
     cfg->dtype = DT_F32;
+    cfg->embed_scale = 1.0;
     if (cfg->family == FAM_DEEPSEEK) parse_deepseek(&r, cfg);
     else if (cfg->family == FAM_GPT2) parse_gpt2(&r, cfg);
+    else if (cfg->family == FAM_NEOX) parse_neox(&r, cfg);
     else parse_gqa(&r, cfg);
     if (r.invalid[0]) return al_err("%s: %s: these fields must be non-negative whole numbers", where, r.invalid);
     if (r.badnum[0]) return al_err("%s: %s: fix %s", where, r.badnum, r.nbad > 1 ? "these fields" : "this field");
@@ -507,6 +576,10 @@ size_t cfg_layer_window(const ModelConfig *c, int layer) {
 double cfg_layer_theta(const ModelConfig *c, int layer) {
     const RopeSpec *r = &c->rope_spec;
     return r->local_theta > 0 && c->sliding_window > 0 && layer_is_local(c, layer) ? r->local_theta : r->theta;
+}
+
+bool cfg_layer_rope_scaled(const ModelConfig *c, int layer) {
+    return !(c->family == FAM_GEMMA3 && c->sliding_window > 0 && layer_is_local(c, layer));
 }
 
 bool cfg_moe_layer(const ModelConfig *c, int layer) {

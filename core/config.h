@@ -18,6 +18,14 @@ typedef enum {
     FAM_DEEPSEEK,                        /* MLA: DeepSeek-V2/V3/R1, Kimi-K2 */
     FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
     FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
+    FAM_QWEN3,                           /* qwen3, qwen3_moe: explicit head_dim, per-head q_norm / k_norm */
+    FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
+                                            embeddings x sqrt(hidden), soft-caps (2), q/k norms (3) */
+    FAM_MIXTRAL,                         /* mixtral: Mistral attention, top-k of experts w1/w2/w3 */
+    FAM_PHI3,                            /* phi3: fused qkv_proj and gate_up_proj, partial rotary */
+    FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
+                                            parallel residual, LayerNorm with bias, GELU MLP with biases */
+    FAM_OLMO2,                           /* olmo2: q/k norms over the whole projection, post-norms only */
     FAM_COUNT
 } model_family;
 
@@ -67,6 +75,31 @@ typedef struct {
 typedef enum { QKN_NONE, QKN_HEAD, QKN_PROJ } qk_norm_kind;            /* per head | whole projection */
 typedef enum { NORM_RMS, NORM_LAYER, NORM_RMS_1P } norm_kind;          /* RMS, LayerNorm with bias, RMS (1 + w) */
 typedef enum { MLP_DENSE, MLP_GATED, MLP_MOE } mlp_kind;
+/* Where a layer's attention weights live (core/model.c's per-head views follow it). */
+typedef enum {
+    QKV_SPLIT,          /* self_attn.{q,k,v,o}_proj (Llama, Mistral, Qwen, Gemma, Mixtral, OLMo 2) */
+    QKV_CAT,            /* self_attn.qkv_proj rows [Q heads ; K heads ; V heads] (Phi-3) */
+    QKV_HEADS,          /* attention.query_key_value rows head by head [q_h ; k_h ; v_h], attention.dense (GPT-NeoX) */
+    QKV_CONV1D,         /* attn.c_attn (in, out) columns [Q | K | V], attn.c_proj (GPT-2) */
+    QKV_MLA             /* q(_a/_b)_proj, kv_a_proj_with_mqa, kv_b_proj (DeepSeek) */
+} attn_layout;
+
+/* How a decoder layer arranges its norms and residuals. */
+typedef enum {
+    BLOCK_PRE,          /* x += attn(n1(x)); x += mlp(n2(x))                              (Llama, GPT-2) */
+    BLOCK_SANDWICH,     /* x += post_attn(attn(n1(x))); x += post_ff(mlp(pre_ff(x)))      (Gemma 2/3) */
+    BLOCK_POST,         /* x += post_attn(attn(x)); x += post_ff(mlp(x))                  (OLMo 2) */
+    BLOCK_PARALLEL      /* x += attn(n1(x)) + mlp(n2(x))            (GPT-NeoX use_parallel_residual) */
+} block_layout;
+
+/* Where a mixture-of-experts layer keeps its router and experts. */
+typedef enum {
+    MOE_NONE,
+    MOE_MIXTRAL,        /* block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} */
+    MOE_QWEN,           /* mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen3-MoE) */
+    MOE_DEEPSEEK        /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
+} moe_layout;
+
 typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN } act_kind;
 
 typedef struct {
@@ -81,6 +114,10 @@ typedef struct {
     int n_mlp_only;               /* mlp_only_layers */
     int mlp_only[64];
     int expert_ffn;               /* moe_intermediate_size */
+    moe_layout layout;            /* tensor names (MOE_NONE for dense models) */
+    bool sigmoid;                 /* scoring_func "sigmoid" (DeepSeek-V3); else softmax */
+    int n_group, topk_group;      /* DeepSeek grouped routing (n_group 0 or 1: no groups) */
+    char topk_method[24];         /* DeepSeek topk_method ("greedy", "group_limited_greedy", "noaux_tc") */
 } MoeSpec;
 
 typedef struct {
@@ -130,6 +167,15 @@ typedef struct {
     mlp_kind mlp;
     MoeSpec moe;
     char torch_dtype[16];     /* torch_dtype / dtype ("" when absent) */
+
+    /* ---- layout of the weights and the block (families beyond Llama) */
+    attn_layout attn;         /* where the attention weights live */
+    block_layout block;       /* norms and residuals of a layer */
+    bool rope_first;          /* partial rotary (GPT-NeoX, Phi-3): Q/K columns [0, qk_rope) carry RoPE and
+                                 [qk_rope, qk_rope + qk_nope) do not; else NoPE first (DeepSeek) */
+    double embed_scale;       /* embeddings times this (Gemma: sqrt(hidden); else 1) */
+    bool mlp_fused;           /* Phi-3: mlp.gate_up_proj rows [gate ; up] */
+    bool mlp_bias;            /* GPT-NeoX: MLP linears with biases */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
@@ -158,6 +204,9 @@ static inline int cfg_d_qk(const ModelConfig *c) { return c->qk_nope_dim + c->qk
 static inline int cfg_d_in_q(const ModelConfig *c) { return c->q_lora_rank ? c->q_lora_rank : c->hidden; }
 static inline int cfg_d_in_kv(const ModelConfig *c) { return c->kv_lora_rank ? c->kv_lora_rank : c->hidden; }
 static inline bool cfg_is_mla(const ModelConfig *c) { return c->kv_lora_rank > 0; }
+/* First Q/K column that carries RoPE, and the first that does not (see rope_first). */
+static inline int cfg_rope_col(const ModelConfig *c) { return c->rope_first ? 0 : c->qk_nope_dim; }
+static inline int cfg_nope_col(const ModelConfig *c) { return c->rope_first ? c->qk_rope_dim : 0; }
 /* The KV head serving query head h. */
 static inline int cfg_kv_group(const ModelConfig *c, int h) {
     return c->n_kv_heads > 0 ? h / (c->n_heads / c->n_kv_heads) : h;
@@ -179,6 +228,9 @@ double cfg_attn_scale(const ModelConfig *c, int layer);
 size_t cfg_layer_window(const ModelConfig *c, int layer);
 /* RoPE base of layer (rope_local_base_freq on sliding layers where set). */
 double cfg_layer_theta(const ModelConfig *c, int layer);
+/* True when layer's RoPE uses the config's rope_scaling (Gemma 3: global layers only; local
+ * layers use plain RoPE with rope_local_base_freq). */
+bool cfg_layer_rope_scaled(const ModelConfig *c, int layer);
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

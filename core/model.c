@@ -280,7 +280,7 @@ static int part_cols(const ModelConfig *c, head_part part, size_t *c0, size_t *n
     if (part == PART_NOPE && nope == 0)
         return al_err("this %s model applies RoPE to every Q/K dim: there is no NoPE part (seed 000, A.3)", c->model_type);
     if (part == PART_ROPE && rope == 0) return al_err("this %s model has no RoPE dims", c->model_type);
-    *c0 = part == PART_ROPE ? nope : 0;
+    *c0 = part == PART_ROPE ? (size_t)cfg_rope_col(c) : part == PART_NOPE ? (size_t)cfg_nope_col(c) : 0;
     *nc = part == PART_NOPE ? nope : part == PART_ROPE ? rope : nope + rope;
     return AL_OK;
 }

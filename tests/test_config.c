@@ -177,7 +177,58 @@ static void test_model_and_analyses(const char *tmp) {
     model_free(m);
 }
 
+/* Each family beyond Llama: the fields its modeling code reads, with its defaults. */
+static void test_families(void) {
+    ModelConfig c = parse("\"model_type\": \"qwen3\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                          "\"num_key_value_heads\": 2, \"num_hidden_layers\": 2, \"head_dim\": 32");
+    CHECK(c.family == FAM_QWEN3 && c.qk_rope_dim == 32 && c.v_dim == 32 && !c.qkv_bias && c.attn == QKV_SPLIT &&
+          c.block == BLOCK_PRE && c.mlp == MLP_GATED, "qwen3: explicit head_dim, no biases");
+    c = parse("\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
+              "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"norm_topk_prob\": true, \"decoder_sparse_step\": 2, "
+              "\"mlp_only_layers\": [3], \"moe_intermediate_size\": 16");
+    CHECK(c.family == FAM_QWEN3 && c.mlp == MLP_MOE && c.moe.layout == MOE_QWEN && c.moe.n_experts == 8 && c.moe.top_k == 2 &&
+          c.moe.norm_topk_prob && !cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 1) && !cfg_moe_layer(&c, 2) &&
+          !cfg_moe_layer(&c, 3), "qwen3_moe routing: layers (L+1) %% 2 == 0 minus mlp_only_layers");
+    c = parse("\"model_type\": \"gemma2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
+              "\"head_dim\": 32, \"sliding_window\": 16, \"final_logit_softcapping\": null");
+    CHECK(c.family == FAM_GEMMA2 && c.norm == NORM_RMS_1P && c.block == BLOCK_SANDWICH && c.attn_softcap == 50 &&
+          c.final_softcap == 0 && c.query_pre_attn_scalar == 256 && c.tie_embeddings && c.act == ACT_GELU_TANH &&
+          fabs(c.embed_scale - 8.0) < 1e-12, "gemma2 defaults (soft-cap 50, null final cap, scalar 256, x sqrt(64))");
+    CHECK(cfg_layer_window(&c, 0) == 16 && cfg_layer_window(&c, 1) == 0 && cfg_layer_window(&c, 2) == 16,
+          "gemma2 alternates local and global layers");
+    CHECK_NEAR(cfg_attn_scale(&c, 0), 1.0 / 16.0, 1e-15);
+    c = parse("\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 7, "
+              "\"sliding_window\": 16, \"rope_theta\": 1000000, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8}");
+    CHECK(c.family == FAM_GEMMA3 && c.attn_softcap == 0 && cfg_layer_window(&c, 4) == 16 && cfg_layer_window(&c, 5) == 0 &&
+          cfg_layer_theta(&c, 0) == 10000 && cfg_layer_theta(&c, 5) == 1e6 && cfg_layer_rope_scaled(&c, 5) &&
+          !cfg_layer_rope_scaled(&c, 0), "gemma3: five local layers (base 10000, no scaling) per global one");
+    c = parse("\"model_type\": \"gpt_neox\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"rotary_pct\": 0.25, \"rotary_emb_base\": 10000, \"intermediate_size\": 256");
+    CHECK(c.family == FAM_NEOX && c.qk_rope_dim == 4 && c.qk_nope_dim == 12 && c.rope_first && cfg_rope_col(&c) == 0 &&
+          cfg_nope_col(&c) == 4 && c.rope_spec.rotary_dim == 4 && c.norm == NORM_LAYER && c.block == BLOCK_PARALLEL &&
+          c.attn == QKV_HEADS && c.mlp == MLP_DENSE && c.mlp_bias && c.qkv_bias && c.o_bias && c.act == ACT_GELU &&
+          !strcmp(c.prefix, "gpt_neox."), "gpt_neox: the first 25%% of each head rotates; parallel residual");
+    c = parse("\"model_type\": \"phi3\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"partial_rotary_factor\": 0.75, \"sliding_window\": 32");
+    CHECK(c.family == FAM_PHI3 && c.attn == QKV_CAT && c.mlp_fused && c.qk_rope_dim == 12 && c.qk_nope_dim == 4 &&
+          c.rope_first && cfg_layer_window(&c, 1) == 32, "phi3: fused projections, partial rotary, window");
+    c = parse("\"model_type\": \"olmo2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2");
+    CHECK(c.family == FAM_OLMO2 && c.block == BLOCK_POST && c.norm_eps == 1e-5, "olmo2: post-norms, eps 1e-5");
+    c = parse("\"model_type\": \"mixtral\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"num_local_experts\": 8, \"num_experts_per_tok\": 2");
+    CHECK(c.family == FAM_MIXTRAL && c.mlp == MLP_MOE && c.moe.layout == MOE_MIXTRAL && c.moe.norm_topk_prob &&
+          c.moe.n_experts == 8 && cfg_moe_layer(&c, 0), "mixtral: every layer routes top-2 of 8, renormalised");
+    c = parse("\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 3, "
+              "\"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 4, \"v_head_dim\": 8, "
+              "\"n_routed_experts\": 8, \"first_k_dense_replace\": 1, \"scoring_func\": \"sigmoid\", \"n_group\": 4, "
+              "\"topk_group\": 2, \"topk_method\": \"noaux_tc\"");
+    CHECK(c.moe.layout == MOE_DEEPSEEK && c.moe.sigmoid && c.moe.n_group == 4 && c.moe.topk_group == 2 &&
+          !strcmp(c.moe.topk_method, "noaux_tc") && !cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 1) && !c.rope_first,
+          "deepseek_v3 routing fields");
+}
+
 int main(void) {
+    test_families();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();
