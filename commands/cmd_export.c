@@ -23,7 +23,10 @@ static const char EXPORT_HELP[] =
     "  policy model-max) sets qk_nope_head_dim / v_head_dim and reslices q_b_proj, kv_b_proj and\n"
     "  o_proj (queries scaled so the 1/sqrt(d) softmax scale keeps the scores); `format factors`\n"
     "  (any family) keeps the layout with the truncated heads zero-padded and writes the compact\n"
-    "  per-head factors to farr/factors.safetensors. Default: hf when the truncation allows it;\n"
+    "  per-head factors to farr/factors.safetensors; `format dense` (any family) writes the same\n"
+    "  weights without side files: the source's names, shapes and dtypes, each truncated head's\n"
+    "  rank-r factors at full shape, so any engine loads it (`check DIR` confirms its fused maps).\n"
+    "  Default: hf when the truncation allows it;\n"
     "- after `convert mla`: a DeepSeek-V3 checkpoint (`dtype` of the new attention tensors, default\n"
     "  the source's; `shard-mb` to split the weights); `check DIR` compares it with its source;\n"
     "- after `convert tpa`: the non-contextual TPA factors in attnlab's own layout\n"
@@ -39,7 +42,7 @@ static const char EXPORT_HELP[] =
     "  convert mla kv-rank 64; export out/llama-mla dtype bf16\n"
     "  export out/llama-farr format factors force";
 
-static const char *const FORMAT_CHOICES[] = {"hf", "factors", NULL};
+static const char *const FORMAT_CHOICES[] = {"hf", "factors", "dense", NULL};
 static const char *const DTYPE_CHOICES[] = {"f32", "f16", "bf16", NULL};
 
 static const Param export_pos[] = {
@@ -49,7 +52,7 @@ static const Param export_pos[] = {
 
 static const Param export_kw[] = {
     { .name = "format", .type = ARG_ENUM, .choices = FORMAT_CHOICES, .comp = COMP_CHOICES,
-      .help = "FaRR: hf (DeepSeek-V3 layout) or factors (default: hf when possible)" },
+      .help = "FaRR: hf (DeepSeek-V3 layout), factors or dense (default: hf when possible)" },
     { .name = "dtype", .type = ARG_ENUM, .choices = DTYPE_CHOICES, .comp = COMP_CHOICES,
       .help = "TransMLA / TPA: dtype of the new tensors (default: the source's for TransMLA, f32 for TPA)" },
     { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",

@@ -410,8 +410,71 @@ static void test_gpt2_bias(void) {
     free(src); free(dst);
 }
 
+/* ---------------------------------------------------------------- dense */
+
+static bool mla_vo(const char *name) { return strstr(name, "kv_b_proj") || strstr(name, "o_proj"); }
+
+/* format dense: the factors format's weights without side files; the reloaded fused VO maps are
+ * the plan's truncated maps (f32: to rounding), farr_dense_check confirms them from the folder
+ * alone, untouched tensors are bit for bit, and the dense and factors exports run the same model. */
+static void test_dense(void) {
+    char *src = demo("demo-r1-f32");
+    Model *m = open_or_fail(src);
+    if (!m) { free(src); return; }
+    FarrPlan *vo = NULL;
+    FarrTruncOpts ov = { .kind = FARR_VO, .tau = 0.99, .policy = FARR_POLICY_HEAD, .layer_lo = 0, .layer_hi = m->cfg.n_layers - 1 };
+    CHECK_OK(farr_truncate(m, &ov, &vo));
+    char *dst = al_asprintf("%s/out-dense", tmp_root), *fac = al_asprintf("%s/out-dense-factors", tmp_root);
+    char *side = al_asprintf("%s/farr", dst);
+    ExportOpts eo = { .format = EXPORT_DENSE };
+    ExportReport rep;
+    CHECK_OK(farr_export(m, vo, NULL, dst, &eo, &rep));
+    CHECK(rep.format == EXPORT_DENSE && rep.tensors_rewritten > 0, "dense export report");
+    struct stat sb;
+    CHECK(stat(side, &sb) != 0, "dense export has no farr/ side files");
+    CHECK(farr_is_dense_export(dst), "dense export recognized");
+    eo.format = EXPORT_FACTORS;
+    CHECK_OK(farr_export(m, vo, NULL, fac, &eo, NULL));
+    CHECK(!farr_is_dense_export(fac), "a factors export is no dense export");
+    Model *e = open_or_fail(dst), *f = open_or_fail(fac);
+    if (e && f) {
+        double w = compare_maps(e, vo, &m->cfg, 1.0);
+        printf("dense f32: fused VO maps differ from the plan's by %.3g\n", w);
+        CHECK(w < 1e-5, "F32 dense maps equal the truncated ones (%.3g)", w);
+        check_untouched(m, e, mla_vo);
+        FarrDenseCheck *c = NULL;
+        CHECK_OK(farr_dense_check(dst, NULL, &c));     /* the source from the manifest */
+        if (c) {
+            printf("dense check: %zu heads, kept singular values %.3g, past the rank %.3g\n", c->heads, c->sv_err, c->tail);
+            CHECK(c->heads == (size_t)(m->cfg.n_layers * m->cfg.n_heads) && c->sv_err < 1e-5 && c->tail < 1e-5,
+                  "dense check: %zu heads, %.3g, %.3g", c->heads, c->sv_err, c->tail);
+        }
+        farr_dense_check_free(c);
+        c = NULL;
+        CHECK_OK(farr_dense_check(fac, m, &c));       /* a factors export holds the same weights */
+        if (c) CHECK(c->sv_err < 1e-5 && c->tail < 1e-5, "factors export maps %.3g %.3g", c->sv_err, c->tail);
+        farr_dense_check_free(c);
+        /* the same model as the factors export: identical weight bytes */
+        size_t same = 0;
+        for (size_t i = 0; i < store_count(e->store); i++) {
+            const char *name = store_name_at(e->store, i);
+            const st_entry *a, *b;
+            const st_file *fa, *fb;
+            same += store_entry(e->store, name, &a, &fa) == AL_OK && store_entry(f->store, name, &b, &fb) == AL_OK &&
+                    a->end - a->begin == b->end - b->begin && !memcmp(st_data(fa, a), st_data(fb, b), a->end - a->begin);
+        }
+        CHECK(same == store_count(e->store) && same == store_count(m->store), "dense = factors weights: %zu of %zu", same,
+              store_count(e->store));
+    }
+    model_free(e); model_free(f);
+    farr_plan_free(vo);
+    model_free(m);
+    free(src); free(dst); free(fac); free(side);
+}
+
 int main(void) {
     tmp_root = test_tmpdir();
+    test_dense();
     test_hf_f32();
     test_factors_fp8();
     test_llama();
