@@ -159,8 +159,14 @@ static void stock_free(StockSet *s) {
     free(s->L); free(s->k_kv); free(s->k_q); free(s->d_kv); free(s->d_q);
 }
 
-static int stock_build(const TmlaResult *r, mla_latent_norm kind, StockSet *s) {
-    *s = (StockSet){.n = r->n_layers, .kind = kind, .eps = r->src->cfg.norm_eps > 0 ? r->src->cfg.norm_eps : 1e-6};
+/* The eps the export's latent norms are built for (and its rms_norm_eps): the source's, or 1e-6
+ * (MlaExportOpts.eps_1e6). */
+static double export_eps(const TmlaResult *r, const MlaExportOpts *o) {
+    return o && o->eps_1e6 ? 1e-6 : r->src->cfg.norm_eps > 0 ? r->src->cfg.norm_eps : 1e-6;
+}
+
+static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, StockSet *s) {
+    *s = (StockSet){.n = r->n_layers, .kind = kind, .eps = eps};
     s->L = al_calloc((size_t)s->n, sizeof *s->L, "stock layers");
     s->k_kv = al_calloc((size_t)s->n, sizeof(int), "exponents");
     s->k_q = al_calloc((size_t)s->n, sizeof(int), "exponents");
@@ -352,7 +358,7 @@ static void put_rope_scaling(cJSON *o, const cJSON *src_tree, const ModelConfig 
         cJSON_AddNullToObject(o, "rope_scaling");
 }
 
-static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt) {
+static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt, double eps) {
     const ModelConfig *c = &r->src->cfg;
     cJSON *src = r->src->config_tree ? model_config_tree(r->src) : NULL, *o = cJSON_CreateObject();
     if (!o) { cJSON_Delete(src); return NULL; }
@@ -369,7 +375,7 @@ static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt) {
     set_default_num(o, "num_hidden_layers", c->n_layers);
     set_default_num(o, "vocab_size", c->vocab);
     set_default_num(o, "max_position_embeddings", c->max_pos);
-    set_default_num(o, "rms_norm_eps", c->norm_eps);
+    set_num(o, "rms_norm_eps", eps);
     set_default_num(o, "rope_theta", c->rope_theta);
     if (!cJSON_GetObjectItemCaseSensitive(o, "hidden_act")) cJSON_AddStringToObject(o, "hidden_act", "silu");
     if (!cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings")) cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
@@ -443,6 +449,8 @@ static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, 
         : "norm weight = mean latent RMS on random RMS-normalised inputs (TransMLA): exact only where a token's "
           "latent RMS equals the mean");
     cJSON_AddNumberToObject(m, "latent_norm_eps", st->eps);
+    if (st->eps != r->src->cfg.norm_eps)
+        cJSON_AddNumberToObject(m, "source_rms_norm_eps", r->src->cfg.norm_eps);
     cJSON_AddBoolToObject(m, "qk_latent_layernorm", true);
     if (r->src->cfg.rope_spec.scaling.kind != RS_NONE && r->src->cfg.rope_spec.scaling.kind != RS_YARN) {
         const cJSON *rs = r->src->config_tree ? cJSON_GetObjectItemCaseSensitive(r->src->config_tree, "rope_scaling") : NULL;
@@ -573,7 +581,7 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
         return al_err("export: f16 cannot hold the linear latent-norm construction's scaled latents (about 1e-7: "
                       "subnormal in f16); export bf16 or f32 (or use the calibrated construction)");
     StockSet st;
-    if (stock_build(r, kind, &st)) { stock_free(&st); return al_err_ctx("export to %s", dir); }
+    if (stock_build(r, kind, export_eps(r, o), &st)) { stock_free(&st); return al_err_ctx("export to %s", dir); }
     const char *src_dir = store_dir(r->src->store);
     CkptWriter *w;
     CkptOpts co = {.src = src_dir, .force = o && o->force, .can_force = true};
@@ -584,7 +592,7 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
     if (rc == AL_OK) nshards = assign_shards(&p, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
     if (rc == AL_OK) rc = write_weights(r, st.L, &p, w, nshards, dt, bias);
     plan_free(&p);
-    cJSON *cfg = rc == AL_OK ? make_config(r, bias, dt) : NULL;
+    cJSON *cfg = rc == AL_OK ? make_config(r, bias, dt, st.eps) : NULL;
     if (rc == AL_OK) rc = cfg ? ckpt_write_json(w, "config.json", cfg) : al_err("out of memory writing config.json");
     cJSON_Delete(cfg);
     cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;
@@ -608,6 +616,7 @@ void mla_check_free(MlaCheck *c) {
     free(c->out_err);
     free(c->own_out_err);
     free(c->hf_out_err);
+    free(c->nobias_out_err);
     free(c);
 }
 
@@ -667,12 +676,32 @@ __attribute__((format(printf, 2, 3))) static void note(MlaCheck *c, const char *
  * a q_proj bias (MLA without a query latent), which no DeepSeek-V3 engine builds. */
 static bool stock_differs(const AttnLayer *L) { return L->q_rank == 0 && L->b_Q; }
 
-/* The layer as a stock engine runs it (a copy; q_proj's bias dropped), latent eps `eps`. */
-static AttnLayer *stock_view(const AttnLayer *L, double eps) {
+/* The layer as a stock engine runs it (a copy; q_proj's bias dropped, and every attention bias
+ * when nobias: vLLM, SGLang), latent eps `eps`. */
+static AttnLayer *stock_view(const AttnLayer *L, double eps, bool nobias) {
     AttnLayer *S = attn_layer_copy(L);
-    if (S && L->q_rank == 0) { free(S->b_Q); S->b_Q = NULL; }
+    if (S && (L->q_rank == 0 || nobias)) { free(S->b_Q); S->b_Q = NULL; }
+    if (S && nobias) {
+        free(S->b_QA); free(S->b_KVA); free(S->b_O);
+        S->b_QA = S->b_KVA = S->b_O = NULL;
+    }
     if (S) S->norm_eps = eps;
     return S;
+}
+
+/* The output error of the export's layer b without its attention biases (as vLLM and SGLang run
+ * it); NaN when it has none. */
+static int nobias_err(const AttnLayer *b, const AttnOut *oa, const Mat *X, const int *pos, double *err) {
+    double dummy;
+    *err = NAN;
+    if (!b->b_QA && !b->b_KVA && !b->b_O) return AL_OK;
+    AttnLayer *v = stock_view(b, b->norm_eps, true);
+    AttnOut *ov = NULL;
+    int rc = v ? attn_eval(v, X, pos, false, &ov) : AL_ERR;
+    if (rc == AL_OK) attn_rel_err(oa, ov, &dummy, err);
+    attn_out_free(ov);
+    attn_layer_free(v);
+    return rc;
 }
 
 /* Layer l: the source's attention against the export's, as stock (out_err, score_err), as attnlab
@@ -685,7 +714,7 @@ static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *po
     *stock = NULL;
     int rc = attn_layer_load(src, l, &a);
     if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
-    if (rc == AL_OK) rc = (s = stock_view(b, b->norm_eps)) && (h = stock_view(b, 1e-6)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = (s = stock_view(b, b->norm_eps, false)) && (h = stock_view(b, 1e-6, false)) ? AL_OK : AL_ERR;
     if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
     if (rc == AL_OK) rc = attn_eval(s, X, pos, true, &os);
     if (rc == AL_OK) attn_rel_err(oa, os, &c->score_err[l], &c->out_err[l]);
@@ -696,6 +725,7 @@ static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *po
         if (oh) attn_rel_err(oa, oh, &dummy, &c->hf_out_err[l]);
         else c->hf_out_err[l] = c->out_err[l];
     }
+    if (rc == AL_OK) rc = nobias_err(b, oa, X, pos, &c->nobias_out_err[l]);
     if (rc == AL_OK && stock_differs(b)) { *stock = s; s = NULL; }
     attn_out_free(oa); attn_out_free(ob); attn_out_free(os); attn_out_free(oh);
     attn_layer_free(a); attn_layer_free(b); attn_layer_free(s); attn_layer_free(h);
@@ -744,8 +774,9 @@ static int check_nll(Model *src, Model *ex, AttnLayer *const *over, size_t T, ui
 
 /* Notes on what stock engines compute differently from attnlab's reading of the export. */
 static void check_notes(const Model *src, const Model *ex, MlaCheck *c, bool qbias) {
-    double worst = 0, worst_hf = 0, worst_own = 0;
+    double worst = 0, worst_hf = 0, worst_own = 0, worst_nb = 0;
     for (int l = 0; l < c->n_layers; l++) {
+        if (!isnan(c->nobias_out_err[l])) worst_nb = fmax(worst_nb, c->nobias_out_err[l]);
         worst = fmax(worst, c->out_err[l]);
         worst_hf = fmax(worst_hf, c->hf_out_err[l]);
         worst_own = fmax(worst_own, c->own_out_err[l]);
@@ -761,9 +792,12 @@ static void check_notes(const Model *src, const Model *ex, MlaCheck *c, bool qbi
     char *ob = model_tensor_name(ex, 0, "self_attn.o_proj.bias");
     if ((kvb && store_has(ex->store, kvb)) || (ob && store_has(ex->store, ob)))
         note(c, "attention biases: transformers reads them (attention_bias true); vLLM and SGLang build DeepSeek-V3 "
-                "attention without biases and skip them, computing another model");
+                "attention without biases and skip them: largest output error without them %.3g", worst_nb);
     free(kvb);
     free(ob);
+    if (fabs(src->cfg.norm_eps - ex->cfg.norm_eps) > 1e-15)
+        note(c, "rms_norm_eps: the export's %g is not the source's %g (every RMSNorm of the model uses it; the "
+                "whole-model perplexity shows the difference)", ex->cfg.norm_eps, src->cfg.norm_eps);
     rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ex->cfg.rope_spec.scaling.kind;
     if (sk != ek)
         note(c, "RoPE: the source's rope_scaling %s has no DeepSeek-V3 form; the export turns at %s frequencies "
@@ -794,10 +828,13 @@ static int check_open(const char *dir, Model **src, Model **ex, Model **own, Mla
     c->out_err = al_calloc(n, sizeof(double), "errors");
     c->own_out_err = al_calloc(n, sizeof(double), "errors");
     c->hf_out_err = al_calloc(n, sizeof(double), "errors");
+    c->nobias_out_err = al_calloc(n, sizeof(double), "errors");
     c->kv_source = cfg_kv_values(&(*src)->cfg);
     c->kv_export = cfg_kv_values(&(*ex)->cfg);
     c->latent_eps = (*ex)->cfg.norm_eps;
-    return c->export_path && c->source_path && c->score_err && c->out_err && c->own_out_err && c->hf_out_err ? AL_OK : AL_ERR;
+    bool ok = c->export_path && c->source_path && c->score_err && c->out_err && c->own_out_err && c->hf_out_err &&
+              c->nobias_out_err;
+    return ok ? AL_OK : AL_ERR;
 }
 
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out) {

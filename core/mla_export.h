@@ -19,8 +19,9 @@
  *     up to delta, but tied to the engine's eps: vLLM and SGLang (and attnlab) normalise with
  *     rms_norm_eps, which the construction uses; transformers and DeepSeek's reference code use a
  *     fixed 1e-6 there, so for a source with another rms_norm_eps they scale the latent by
- *     sqrt(rms_norm_eps / 1e-6) (check reports that error). f16 cannot hold latents of ~1e-7
- *     (subnormal): refused, use bf16 / f32 or calibrated.
+ *     sqrt(rms_norm_eps / 1e-6) (check reports that error; eps_1e6 makes every engine agree at
+ *     the price of the other norms' eps). f16 cannot hold latents of ~1e-7 (subnormal): refused,
+ *     use bf16 / f32 or calibrated.
  *   calibrated (TransMLA's): weights unchanged, w = the mean over tokens of sqrt(mean(c^2) + eps)
  *     on random RMS-normalised inputs: exact only for tokens whose latent RMS equals that mean,
  *     independent of eps. Measured by check (and tests/test_mla_stock.c) for comparison.
@@ -64,6 +65,10 @@ typedef struct {
     size_t shard_bytes;       /* split the weights into shards of at most this many bytes (0: 4 GiB) */
     bool force;               /* replace an existing non-empty dir as a whole */
     mla_latent_norm latent_norm;   /* the construction above (default linear) */
+    bool eps_1e6;             /* write rms_norm_eps 1e-6 and build the latent norms for it, so that
+                                 transformers (fixed 1e-6 on the latents) and vLLM / SGLang agree;
+                                 the model's other RMSNorms then use 1e-6 instead of the source's
+                                 eps (check's whole-model perplexity measures it) */
 } MlaExportOpts;
 
 /* "linear" / "calibrated". */
@@ -101,6 +106,8 @@ typedef struct {
     double *own_out_err;      /* (n_layers) the export as attnlab reads it (q_proj.bias applied) */
     double *hf_out_err;       /* (n_layers) with transformers' latent eps 1e-6 (= out_err when
                                  rms_norm_eps is 1e-6) */
+    double *nobias_out_err;   /* (n_layers) without the attention biases, as vLLM and SGLang run it
+                                 (NaN: the export has none) */
     double latent_eps;        /* the export's rms_norm_eps */
     double nll_source, nll_export;   /* whole model: mean NLL (nats) per predicted token of `tokens`
                                         random token ids, the export run as stock (NaN: no forward

@@ -152,6 +152,10 @@ static void test_exact(const char *tmp) {
         if (c && cases[i].note)
             CHECK(strstr(c->notes, cases[i].note) != NULL, "%s: check notes [%s] lack '%s'", cases[i].what, c->notes,
                   cases[i].note);
+        if (c && !strcmp(cases[i].m.model_type, "qwen2"))   /* biases: vLLM / SGLang skip them, measured */
+            CHECK(c->nobias_out_err[0] > 1e-2, "%s: dropping the biases should show: %.3g", cases[i].what, c->nobias_out_err[0]);
+        else if (c)
+            CHECK(isnan(c->nobias_out_err[0]), "%s: no biases, no bias error: %.3g", cases[i].what, c->nobias_out_err[0]);
         if (c && !strcmp(cases[i].m.model_type, "llama"))   /* rms_norm_eps 1e-5: transformers' 1e-6 scales the latent */
             CHECK(c->hf_out_err[0] > 0.1, "%s: transformers' latent eps should show: %.3g", cases[i].what, c->hf_out_err[0]);
         double ld = logits_diff(m, out, 20);

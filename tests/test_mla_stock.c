@@ -5,7 +5,9 @@
  * dtype's rounding (no worse than rounding the unnormalised layer: the tiny latents lose nothing,
  * bf16 has f32's exponent range); the calibrated construction (TransMLA's mean-RMS weight) and a
  * plain unit norm are measurably wrong. Whole model (a synthetic Llama, exported both ways): the
- * stock check's output error and NLL difference; f16 is refused for the linear construction. */
+ * stock check's output error and NLL difference, also with eps_1e6 (all engines agree on the
+ * latent eps; the other norms' eps change shows in the NLL); f16 is refused for the linear
+ * construction. */
 #include "test_transmla_util.h"
 #include "mla_export.h"
 
@@ -135,6 +137,23 @@ static void test_model(const char *tmp) {
         mla_check_free(c);
     }
     CHECK(worst[0] < 1e-5 && fabs(dnll[0]) < 1e-5, "linear: %.3g, %.3g", worst[0], dnll[0]);
+    if (r) {   /* eps_1e6: transformers and vLLM agree; the model's other norms move from 1e-5 to 1e-6 */
+        snprintf(out, sizeof out, "%s/mla-eps", tmp);
+        MlaExportOpts eo = {.dtype = DT_F32, .eps_1e6 = true};
+        CHECK_OK(mla_export(r, out, &eo));
+        MlaCheck *c = NULL;
+        CHECK_OK(mla_check(out, m, 64, 7, &c));
+        double w = 0, wh = 0;
+        for (int l = 0; c && l < c->n_layers; l++) { w = fmax(w, c->out_err[l]); wh = fmax(wh, c->hf_out_err[l]); }
+        if (c) {
+            printf("whole model, linear with eps 1e-6: largest stock output error %.3g (transformers %.3g), NLL "
+                   "difference %.3g nats/token (the other norms' eps)\n", w, wh, c->nll_export - c->nll_source);
+            CHECK(w < 1e-5 && wh < 1e-5 && c->latent_eps == 1e-6, "eps_1e6: %.3g %.3g", w, wh);
+            CHECK(strstr(c->notes, "rms_norm_eps: the export's 1e-06") && !strstr(c->notes, "latent eps:"),
+                  "eps_1e6 notes: [%s]", c->notes);
+        }
+        mla_check_free(c);
+    }
     CHECK(worst[1] > 1e-3, "calibrated: %.3g", worst[1]);
     if (r) {
         snprintf(out, sizeof out, "%s/mla-f16", tmp);
