@@ -7,9 +7,12 @@
  * plain unit norm are measurably wrong. Whole model (a synthetic Llama, exported both ways): the
  * stock check's output error and NLL difference, also with eps_1e6 (all engines agree on the
  * latent eps; the other norms' eps change shows in the NLL); f16 is refused for the linear
- * construction. */
+ * construction; a YaRN export's rope_scaling carries the folded attention factor in every engine's
+ * keys and checks exact. */
 #include "test_transmla_util.h"
 #include "mla_export.h"
+
+#include <cjson/cJSON.h>
 
 /* Inputs as a layer sees them: standard normal rows scaled to RMS 1, times g. */
 static Mat *normed_inputs(size_t T, int hidden, const float *g, uint64_t seed) {
@@ -166,9 +169,51 @@ static void test_model(const char *tmp) {
     model_free(m);
 }
 
+/* YaRN: the attention factor is folded into the weights; the exported rope_scaling says so in the
+ * keys each engine reads (attention_factor 1 for transformers, mscale = mscale_all_dim = 0 for
+ * vLLM's and SGLang's DeepSeek YaRN), and the stock check is exact. */
+static void test_yarn_config(const char *tmp) {
+    TuModel tm = {.model_type = "llama", .layers = 1, .hidden = 32, .heads = 4, .kv_heads = 1, .head_dim = 8,
+                  .inter = 24, .vocab = 50, .dtype = DT_F32,
+                  .extra_config = "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
+                                  "\"original_max_position_embeddings\": 64, \"mscale\": 1.0, \"mscale_all_dim\": 1.0}"};
+    char src[4096], out[4200];
+    snprintf(src, sizeof src, "%s/yarn-src", tmp);
+    snprintf(out, sizeof out, "%s/yarn-mla", tmp);
+    CHECK_OK(tu_write_model(src, &tm));
+    Model *m = NULL;
+    CHECK_OK(model_open(src, &m));
+    TmlaOpts o = tmla_opts_default();
+    TmlaResult *r = NULL;
+    if (m) CHECK_OK(tmla_convert(m, &o, &r));
+    MlaExportOpts eo = {.dtype = DT_F32};
+    if (r) CHECK_OK(mla_export(r, out, &eo));
+    MlaCheck *c = NULL;
+    if (r) CHECK_OK(mla_check(out, m, 48, 5, &c));
+    if (c) {
+        printf("yarn: stock output error %.3g\n", c->out_err[0]);
+        CHECK(c->out_err[0] < 1e-5 && c->score_err[0] < 1e-5, "yarn export under stock semantics: %.3g", c->out_err[0]);
+    }
+    char path[4300];
+    snprintf(path, sizeof path, "%s/config.json", out);
+    char *text = al_read_file_max(path, NULL, 1 << 20, "config");
+    cJSON *cfg = text ? cJSON_Parse(text) : NULL;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    const cJSON *af = cJSON_GetObjectItemCaseSensitive(rs, "attention_factor"), *ms = cJSON_GetObjectItemCaseSensitive(rs, "mscale"),
+                *ma = cJSON_GetObjectItemCaseSensitive(rs, "mscale_all_dim");
+    CHECK(cJSON_IsNumber(af) && af->valuedouble == 1 && cJSON_IsNumber(ms) && ms->valuedouble == 0 && cJSON_IsNumber(ma) &&
+          ma->valuedouble == 0, "yarn rope_scaling as engines read it: [%s]", text ? text : "");
+    cJSON_Delete(cfg);
+    free(text);
+    mla_check_free(c);
+    tmla_result_free(r);
+    model_free(m);
+}
+
 int main(void) {
     const char *tmp = test_tmpdir();
     test_layers();
     test_model(tmp);
+    test_yarn_config(tmp);
     return check_done();
 }
