@@ -337,13 +337,23 @@ static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, 
                    c->first_diff);
     else
         out_printf(out, "non-attention tensors: all %zu identical (name, dtype, shape, bytes)\n", c->copied_same);
-    Table *t = table_new(3, "layer", "score_err", "out_err");
+    out_printf(out, "evaluated as stock DeepSeek-V3 engines run it (latent RMSNorms with eps %g, interleaved RoPE, "
+               "softmax scale (nope + rope)^-1/2); out_err_attnlab: as attnlab reads it, out_err_hf: latent eps 1e-6\n",
+               c->latent_eps);
+    if (c->nll_tokens)
+        out_printf(out, "whole model on %zu random tokens: perplexity %.6g (source) vs %.6g (export, stock); NLL "
+                   "difference %.3g nats per token\n", c->nll_tokens, exp(c->nll_source), exp(c->nll_export),
+                   c->nll_export - c->nll_source);
+    if (c->notes[0]) out_printf(out, "%s", c->notes);
+    Table *t = table_new(5, "layer", "score_err", "out_err", "out_err_attnlab", "out_err_hf");
     int nan_layer = -1;
     for (int l = 0; t && l < c->n_layers; l++) {
         if (table_row(t)) { table_free(t); t = NULL; break; }
         table_int(t, l);
         table_num(t, c->score_err[l]);
         table_num(t, c->out_err[l]);
+        table_num(t, c->own_out_err[l]);
+        table_num(t, c->hf_out_err[l]);
         if (nan_layer < 0 && (isnan(c->score_err[l]) || isnan(c->out_err[l]))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);

@@ -23,7 +23,10 @@ static const char EXPORT_HELP[] =
     "  policy model-max) sets qk_nope_head_dim / v_head_dim and reslices q_b_proj, kv_b_proj and\n"
     "  o_proj (queries scaled so the 1/sqrt(d) softmax scale keeps the scores); `format factors`\n"
     "  (any family) keeps the layout with the truncated heads zero-padded and writes the compact\n"
-    "  per-head factors to farr/factors.safetensors. Default: hf when the truncation allows it;\n"
+    "  per-head factors to farr/factors.safetensors; `format dense` (any family) writes the same\n"
+    "  weights without side files: the source's names, shapes and dtypes, each truncated head's\n"
+    "  rank-r factors at full shape, so any engine loads it (`check DIR` confirms its fused maps).\n"
+    "  Default: hf when the truncation allows it;\n"
     "- after `convert mla`: a DeepSeek-V3 checkpoint (`dtype` of the new attention tensors, default\n"
     "  the source's; `shard-mb` to split the weights); `check DIR` compares it with its source;\n"
     "- after `convert tpa`: the non-contextual TPA factors in attnlab's own layout\n"
@@ -39,7 +42,7 @@ static const char EXPORT_HELP[] =
     "  convert mla kv-rank 64; export out/llama-mla dtype bf16\n"
     "  export out/llama-farr format factors force";
 
-static const char *const FORMAT_CHOICES[] = {"hf", "factors", NULL};
+static const char *const FORMAT_CHOICES[] = {"hf", "factors", "dense", NULL};
 static const char *const DTYPE_CHOICES[] = {"f32", "f16", "bf16", NULL};
 
 static const Param export_pos[] = {
@@ -49,7 +52,7 @@ static const Param export_pos[] = {
 
 static const Param export_kw[] = {
     { .name = "format", .type = ARG_ENUM, .choices = FORMAT_CHOICES, .comp = COMP_CHOICES,
-      .help = "FaRR: hf (DeepSeek-V3 layout) or factors (default: hf when possible)" },
+      .help = "FaRR: hf (DeepSeek-V3 layout), factors or dense (default: hf when possible)" },
     { .name = "dtype", .type = ARG_ENUM, .choices = DTYPE_CHOICES, .comp = COMP_CHOICES,
       .help = "TransMLA / TPA: dtype of the new tensors (default: the source's for TransMLA, f32 for TPA)" },
     { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",
@@ -90,8 +93,11 @@ static const char CHECK_HELP[] =
     "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint or a TPA\n"
     "folder (tpa_manifest.json), both written by `export` -- and compares it with its source (the\n"
     "manifest's path, or `source NAME`, a loaded model); for TransMLA also every non-attention\n"
-    "tensor byte for byte. An exact TransMLA conversion (kv-rank full, D = d, one KV head or\n"
-    "identical KV heads) shows errors at float precision; TPA evaluates from its factors (RoPE as\n"
+    "tensor byte for byte. TransMLA exports are evaluated as stock DeepSeek-V3 engines run them\n"
+    "(latent RMSNorms, interleaved RoPE, stock softmax scale, no q_proj bias), with the whole-model\n"
+    "perplexity and notes on what engines compute differently; an exact conversion (kv-rank full,\n"
+    "D = d, one KV head or identical KV heads) shows errors at float precision. A FaRR `format\n"
+    "dense` export: its fused maps against the source's at the manifest's ranks. TPA evaluates from its factors (RoPE as\n"
     "TPA applies it), and a TPA conversion that claims to be exact (form a with R = the KV heads,\n"
     "form b with R = the head dim) fails when any layer's output error is above 1e-4.\n"
     "Examples:\n"

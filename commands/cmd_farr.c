@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_farr.h"
 #include "export.h"
 #include "farr.h"
 #include "registry.h"
@@ -430,7 +431,6 @@ static Table *truncate_head_table(const FarrPlan *p, const ModelConfig *c) {
     return t;
 }
 
-extern const XformKind cmd_farr_xform;   /* below */
 
 static int cmd_truncate(Session *s, const Args *a, Out *out) {
     const ModelConfig *c = &s->cur->cfg;
@@ -520,8 +520,24 @@ static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
     snprintf(buf, cap, "truncate of %s (FaRR working copy)", x->src->name);
 }
 
+/* `check DIR` of a dense FaRR export: its fused maps against the source's at the manifest's ranks. */
+static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
+    const char *name = args_str(a, "source");
+    FarrDenseCheck *c = NULL;
+    if (farr_dense_check(dir, name && *name ? session_find(s, name) : NULL, &c)) return AL_ERR;
+    out_printf(out, "%s against %s: %zu truncated heads; fused maps: kept singular values within %.3g of the "
+               "source's (relative to the largest; per-head truncations), past the rank %.3g\n", c->export_path,
+               c->source_path, c->heads, c->sv_err, c->tail);
+    out_printf(out, "%s\n", c->sv_err < 1e-2 && c->tail < 1e-2 ? "PASS: the export's fused maps are the plan's"
+                                                             : "FAIL: the export's fused maps are not the plan's");
+    bool ok = c->sv_err < 1e-2 && c->tail < 1e-2;
+    farr_dense_check_free(c);
+    return ok ? AL_OK : al_err("check: %s's fused maps differ from the truncation's", dir);
+}
+
 const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_export, .describe = farr_xf_describe,
                                    .alive = farr_xf_alive, .export_label = "a FaRR export",
+                                   .owns_dir = farr_is_dense_export, .check_dir = farr_xf_check_dir,
                                    .no_dtype = "each tensor keeps its dtype",
                                    .no_shard_mb = "it keeps the source's shards" };
 

@@ -4,6 +4,7 @@
 #include "methods.h"
 
 #include "cmd_convert.h"
+#include "cmd_farr.h"
 #include "cmd_tpa.h"
 
 const Command methods_convert_subs[] = {
@@ -13,4 +14,4 @@ const Command methods_convert_subs[] = {
     {0}
 };
 
-const XformKind *const methods_checkable_kinds[] = {&cmd_tpa_xform, &cmd_convert_xform, NULL};
+const XformKind *const methods_checkable_kinds[] = {&cmd_tpa_xform, &cmd_farr_xform, &cmd_convert_xform, NULL};

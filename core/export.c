@@ -5,6 +5,7 @@
 #include "export.h"
 
 #include "ckpt_write.h"
+#include "lin.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -19,14 +20,15 @@
 /* ================================================================ names */
 
 const char *export_format_name(export_format f) {
-    return f == EXPORT_HF ? "hf" : f == EXPORT_FACTORS ? "factors" : "auto";
+    return f == EXPORT_HF ? "hf" : f == EXPORT_FACTORS ? "factors" : f == EXPORT_DENSE ? "dense" : "auto";
 }
 
 int export_format_parse(const char *s, export_format *out) {
     if (strcmp(s, "hf") == 0) *out = EXPORT_HF;
     else if (strcmp(s, "factors") == 0) *out = EXPORT_FACTORS;
+    else if (strcmp(s, "dense") == 0) *out = EXPORT_DENSE;
     else if (strcmp(s, "auto") == 0) *out = EXPORT_AUTO;
-    else return al_err("unknown export format '%s': use hf or factors", s);
+    else return al_err("unknown export format '%s': use hf, factors or dense", s);
     return AL_OK;
 }
 
@@ -502,6 +504,10 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
         cJSON_AddNumberToObject(j, "q_scale", x->q_scale);
         cJSON_AddStringToObject(j, "note", "query rows are multiplied by q_scale = sqrt((qk_nope' + qk_rope) / "
                                 "(qk_nope + qk_rope)) so that scores scaled by 1/sqrt(q_head_dim) are unchanged");
+    } else if (x->fmt == EXPORT_DENSE) {
+        cJSON_AddStringToObject(j, "weights", "the source's layout, config, names, shapes and dtypes; each truncated "
+                                "head's rank-r factors at full shape (W_V' = [F_V 0], W_O' = [F_O ; 0]; W_Q', W_K' "
+                                "alike): W_V' W_O' is the truncated fused map; no side files");
     } else {
         cJSON_AddStringToObject(j, "factors_file", "farr/factors.safetensors");
         cJSON_AddStringToObject(j, "factors_naming", "layers.L.<vo|qk>.shared.G = W_V'[G] or W_K'[G] "
@@ -625,4 +631,110 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     x.rep.q_scale = x.q_scale;
     if (rep) *rep = x.rep;
     return rc;
+}
+
+/* ================================================================ check of a dense export */
+
+bool farr_is_dense_export(const char *dir) {
+    char *path = al_asprintf("%s/farr_manifest.json", dir);
+    char *text = path ? al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+    bool yes = cJSON_IsString(f) && strcmp(f->valuestring, "dense") == 0;
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    al_err_clear();
+    return yes;
+}
+
+void farr_dense_check_free(FarrDenseCheck *c) {
+    if (!c) return;
+    free(c->export_path);
+    free(c->source_path);
+    free(c);
+}
+
+/* The fused map of head h of layer L (VO: W_V[g] W_O[h]; QK: W_Q[h] W_K[g]^T over the NoPE
+ * columns for MLA) and its spectrum. */
+static int head_spectrum(Model *m, farr_kind k, int L, int h, Spectrum **out) {
+    Mat *A = NULL, *B = NULL;
+    int g = cfg_kv_group(&m->cfg, h);
+    head_part part = cfg_is_mla(&m->cfg) && k == FARR_QK ? PART_NOPE : PART_ALL;
+    int rc = k == FARR_VO ? model_head(m, HK_V, L, g, PART_ALL, &A) : model_head(m, HK_Q, L, h, part, &A);
+    if (rc == AL_OK) rc = k == FARR_VO ? model_head(m, HK_O, L, h, PART_ALL, &B) : model_head(m, HK_K, L, g, part, &B);
+    if (rc == AL_OK) rc = lin_dense_product_svd(A, B, k == FARR_VO ? LIN_AB : LIN_ABT, 0, out);
+    mat_free(A);
+    mat_free(B);
+    return rc;
+}
+
+/* One truncation of the manifest: every head of its layers, spectra of the export against the
+ * source's leading singular values at the head's kept rank. */
+static int check_truncation(Model *src, Model *ex, const cJSON *t, FarrDenseCheck *c) {
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(t, "kind"), *e;
+    farr_kind k = cJSON_IsString(kind) && strcmp(kind->valuestring, "qk") == 0 ? FARR_QK : FARR_VO;
+    bool per_head = src->cfg.n_kv_heads == src->cfg.n_heads || src->cfg.n_kv_heads <= 0;   /* else a group shares a basis */
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(t, "per_layer")) {
+        const cJSON *lj = cJSON_GetObjectItemCaseSensitive(e, "layer"), *ranks = cJSON_GetObjectItemCaseSensitive(e, "ranks");
+        int L = cJSON_IsNumber(lj) ? lj->valueint : -1;
+        if (L < 0 || L >= src->cfg.n_layers || !cJSON_IsArray(ranks))
+            return al_err("%s: farr_manifest.json: a truncated layer without a valid layer / ranks", c->export_path);
+        for (int h = 0; h < src->cfg.n_heads; h++) {
+            const cJSON *rj = cJSON_GetArrayItem(ranks, cfg_kv_group(&src->cfg, h));
+            if (!cJSON_IsNumber(rj)) return al_err("%s: farr_manifest.json: layer %d has no rank for head %d", c->export_path, L, h);
+            size_t r = (size_t)rj->valueint;
+            Spectrum *a = NULL, *b = NULL;
+            int rc = head_spectrum(src, k, L, h, &a);
+            if (rc == AL_OK) rc = head_spectrum(ex, k, L, h, &b);
+            if (rc == AL_OK && a->p > 0 && a->sigma[0] > 0) {
+                for (size_t i = 0; i < b->p; i++) {
+                    double want = i < r && i < a->p ? a->sigma[i] : 0.0;
+                    double d = fabs(b->sigma[i] - want) / a->sigma[0];
+                    if (i >= r) c->tail = fmax(c->tail, d);
+                    else if (per_head) c->sv_err = fmax(c->sv_err, d);
+                }
+                c->heads++;
+            }
+            lin_spectrum_free(a);
+            lin_spectrum_free(b);
+            if (rc) return al_err_ctx("layer %d head %d", L, h);
+        }
+        al_progress("layer", (size_t)L + 1, (size_t)src->cfg.n_layers);
+    }
+    return AL_OK;
+}
+
+int farr_dense_check(const char *dir, Model *src, FarrDenseCheck **out) {
+    *out = NULL;
+    FarrDenseCheck *c = al_calloc(1, sizeof *c, "a check");
+    char *path = al_asprintf("%s/farr_manifest.json", dir);
+    char *text = path ? al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    Model *ex = NULL, *own = NULL;
+    int rc = c && root ? AL_OK : al_err("%s: no readable farr_manifest.json: not a FaRR export", dir);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "source"), *t;
+    if (rc == AL_OK && !src)
+        rc = cJSON_IsString(s) ? model_open(s->valuestring, &own) : al_err("%s: the manifest names no source", path);
+    if (rc == AL_OK) src = src ? src : own;
+    if (rc == AL_OK) rc = model_open(dir, &ex);
+    if (rc == AL_OK && (ex->cfg.n_layers != src->cfg.n_layers || ex->cfg.n_heads != src->cfg.n_heads))
+        rc = al_err("%s has other dims than the source %s: not its export", dir, src->path);
+    if (rc == AL_OK) {
+        c->export_path = al_strdup(dir);
+        c->source_path = al_strdup(src->path);
+        rc = c->export_path && c->source_path ? AL_OK : AL_ERR;
+    }
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(root, "truncations")) {
+        if (rc == AL_OK) rc = check_truncation(src, ex, t, c);
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
+    }
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    model_free(ex);
+    model_free(own);
+    if (rc) { farr_dense_check_free(c); return rc; }
+    *out = c;
+    return AL_OK;
 }

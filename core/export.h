@@ -14,7 +14,13 @@
  *            anywhere), plus the compact per-head factors in farr/factors.safetensors
  *            (F32; names `layers.L.<vo|qk>.shared.G` = W_V'[G] or W_K'[G] (d_in_kv x r) and
  *            `layers.L.<vo|qk>.head.H` = W_O'[H] (r x hidden) or W_Q'[H] (d_in_q x r)).
- * Both write farr_manifest.json (method, tau or rank, policy, per-layer ranks, parameter and
+ *   dense    any family: the source's family, config.json, tensor names, shapes and dtypes, with
+ *            each truncated head's rank-r factors written at full shape: exactly the factors
+ *            format's weights (W_V' = [F_V 0], W_O' = [F_O ; 0] per head, and W_Q', W_K' alike, so
+ *            W_V' W_O' = F_V F_O is the plan's truncated fused map with no rounding but the
+ *            dtype's), without the farr/ side files: every engine and evaluation harness loads it
+ *            as the source's family. `check DIR` (farr_dense_check) confirms its fused maps.
+ * All write farr_manifest.json (method, tau or rank, policy, per-layer ranks, parameter and
  * KV-cache counts, energies and errors).
  *
  * Every tensor that is not truncated is copied bit for bit (its raw bytes, dtype and FP8 scales
@@ -30,7 +36,7 @@
 
 #include "farr.h"
 
-typedef enum { EXPORT_AUTO, EXPORT_HF, EXPORT_FACTORS } export_format;
+typedef enum { EXPORT_AUTO, EXPORT_HF, EXPORT_FACTORS, EXPORT_DENSE } export_format;
 
 typedef struct {
     export_format format;    /* AUTO: hf when the plans allow it, else factors */
@@ -47,7 +53,7 @@ typedef struct {
     double q_scale;          /* hf QK only (else 1) */
 } ExportReport;
 
-/* "hf" / "factors" / "auto"; parse returns AL_ERR naming the accepted words. */
+/* "hf" / "factors" / "dense" / "auto"; parse returns AL_ERR naming the accepted words. */
 const char *export_format_name(export_format f);
 int export_format_parse(const char *s, export_format *out);
 
@@ -57,5 +63,27 @@ const char *export_hf_refusal(const Model *m, const FarrPlan *vo, const FarrPlan
 /* Exports m with the plans applied (either may be NULL, not both) into dir. rep may be NULL. */
 int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *dir,
                 const ExportOpts *opts, ExportReport *rep);
+
+/* ================================================================ check of a dense export */
+
+/* True when dir holds a FaRR export in format dense (its farr_manifest.json says so). */
+bool farr_is_dense_export(const char *dir);
+
+typedef struct {
+    char *export_path, *source_path;
+    size_t heads;             /* heads compared (VO and QK truncations) */
+    double sv_err;            /* max over heads and i < r of |s'_i - s_i| / s_0: the export's kept singular
+                                 values against the source's leading ones (r: the head's rank); only
+                                 where each head has its own basis (MHA, MLA: not GQA groups, whose
+                                 shared basis keeps other values): 0 otherwise */
+    double tail;              /* max over heads of s'_i / s_0 for i >= r: what the export has past the rank */
+} FarrDenseCheck;
+
+void farr_dense_check_free(FarrDenseCheck *c);
+/* Opens the dense export in dir and its source (src, or the manifest's source when NULL) and
+ * compares, for every truncated head, the export's fused map (VO: W_V W_O; QK: W_Q W_K^T, NoPE
+ * columns for MLA) with the plan's: rank r (zero singular values past r) and, per-head
+ * truncations, the source's leading r singular values, within the dtype's rounding. */
+int farr_dense_check(const char *dir, Model *src, FarrDenseCheck **out);
 
 #endif

@@ -1,28 +1,202 @@
-/* mla_export.c -- a TransMLA conversion written as a DeepSeek-V3 checkpoint (config.json, weights
- * in one file or shards with an index, manifest, tokenizer files), and `check`, which loads an
- * export back and compares it with its source. Owns the MlaCheck it returns. */
+/* mla_export.c -- a TransMLA conversion written as a DeepSeek-V3 checkpoint that stock engines run
+ * as the converted model (the latent-norm constructions of mla_export.h; config.json with every
+ * field a DeepSeek-V3 loader reads, weights in one file or shards with an index, manifest,
+ * tokenizer files), and `check`, which loads an export back, evaluates it as a stock engine runs
+ * it and compares it with its source. Owns the MlaCheck it returns. */
 #define _GNU_SOURCE
 #include "mla_export.h"
 
 #include "ckpt_write.h"
+#include "forward.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+/* ================================================================ the latent norms */
+
+#define LIN_DELTA_LOG2 (-24)          /* the linear construction's bound on its relative error */
+#define LIN_K_MAX 100                 /* 2^k stays far inside every dtype's range */
+#define CALIB_TOKENS 256              /* inputs of the calibrated construction */
+#define CALIB_SEED 20251125ULL
+
+const char *mla_latent_norm_name(mla_latent_norm n) { return n == MLA_NORM_CALIBRATED ? "calibrated" : "linear"; }
+
+/* The linear construction's exponent for the latent columns [0, nc) of W (hidden, >= nc) with bias
+ * b (NULL: none) under input norm weight g (NULL: ones): the smallest k >= 0 with
+ * 2^-2k C^2 / (2 nc) <= 2^LIN_DELTA_LOG2, C the bound of mla_export.h; *delta gets the bound. */
+static int linear_k(const Mat *W, size_t nc, const float *b, const float *g, double *delta) {
+    double fg = 0, f1 = 0, bb = 0;
+    for (size_t i = 0; i < W->rows; i++) {
+        double gi = g ? g[i] : 1.0;
+        for (size_t j = 0; j < nc; j++) {
+            double w = W->data[i * W->cols + j];
+            f1 += w * w;
+            fg += gi * gi * w * w;
+        }
+    }
+    for (size_t j = 0; b && j < nc; j++) bb += (double)b[j] * b[j];
+    double C = 1.5 * sqrt((double)W->rows) * sqrt(fmax(fg, f1)) + sqrt(bb);
+    double need = C / sqrt(2.0 * (double)nc * ldexp(1.0, LIN_DELTA_LOG2));
+    int k = need > 1 ? (int)ceil(log2(need)) : 0;
+    *delta = ldexp(C * C / (2.0 * (double)nc), -2 * k);
+    return k;
+}
+
+/* Linear: W's first nc columns and b scaled by s = sqrt(eps) 2^-k, the norm weight 2^k. */
+static int norm_linear(Mat *W, size_t nc, float *b, const float *g, double eps, float **w, int *k_out) {
+    double delta;
+    int k = linear_k(W, nc, b, g, &delta);
+    if (!isfinite(delta) || k > LIN_K_MAX)
+        return al_err("the latent's bound is not finite or too large (2^%d): NaN/Inf or huge weights in W_KVA / W_QA", k);
+    double s = sqrt(eps) * ldexp(1.0, -k);
+    for (size_t i = 0; i < W->rows; i++)
+        for (size_t j = 0; j < nc; j++) W->data[i * W->cols + j] = (float)(W->data[i * W->cols + j] * s);
+    for (size_t j = 0; b && j < nc; j++) b[j] = (float)(b[j] * s);
+    if (!(*w = al_malloc3(nc, 1, sizeof(float), "a latent norm"))) return AL_ERR;
+    for (size_t j = 0; j < nc; j++) (*w)[j] = (float)ldexp(1.0, k);
+    if (k_out) *k_out = k;
+    return AL_OK;
+}
+
+/* Calibrated: the norm weight rho = mean over X's rows of sqrt(mean(c^2) + eps), c = x W[:, :nc] + b. */
+static int norm_calibrated(const Mat *W, size_t nc, const float *b, const Mat *X, double eps, float **w) {
+    float *c = al_malloc3(X->rows, W->cols, sizeof(float), "latents");
+    if (!c) return AL_ERR;
+    attn_linear(X->data, X->rows, X->cols, W, NULL, c);
+    double rho = 0;
+    for (size_t t = 0; t < X->rows; t++) {
+        double ss = 0;
+        for (size_t j = 0; j < nc; j++) {
+            double v = (double)c[t * W->cols + j] + (b ? b[j] : 0.0);
+            ss += v * v;
+        }
+        rho += sqrt(ss / (double)nc + eps);
+    }
+    free(c);
+    rho /= (double)X->rows;
+    if (!(*w = al_malloc3(nc, 1, sizeof(float), "a latent norm"))) return AL_ERR;
+    for (size_t j = 0; j < nc; j++) (*w)[j] = (float)rho;
+    return AL_OK;
+}
+
+/* CALIB_TOKENS random inputs as the layer sees them: standard normal rows scaled to RMS 1, times g. */
+static Mat *layer_inputs(int hidden, const float *g) {
+    Mat *X = attn_random_input(CALIB_TOKENS, hidden, CALIB_SEED);
+    for (size_t t = 0; X && t < X->rows; t++) {
+        float *x = X->data + t * X->cols;
+        double ss = 0;
+        for (size_t i = 0; i < X->cols; i++) ss += (double)x[i] * x[i];
+        double f = 1.0 / sqrt(ss / (double)X->cols);
+        for (size_t i = 0; i < X->cols; i++) x[i] = (float)(x[i] * f * (g ? g[i] : 1.0));
+    }
+    return X;
+}
+
+int mla_stock_layer(const AttnLayer *L, const float *g, double eps, mla_latent_norm kind, AttnLayer **out, int *k_kv,
+                    int *k_q) {
+    *out = NULL;
+    if (k_kv) *k_kv = 0;
+    if (k_q) *k_q = 0;
+    if (L->kind != ATTN_MLA || L->kva_norm || L->qa_norm)
+        return al_err("internal: mla_stock_layer takes an MLA layer without latent norms");
+    if (!(eps > 0)) return al_err("latent norm: eps %g must be positive", eps);
+    AttnLayer *S = attn_layer_copy(L);
+    if (!S) return AL_ERR;
+    S->norm_eps = eps;
+    size_t r = (size_t)L->kv_rank, ql = (size_t)L->q_rank;
+    int rc;
+    if (kind == MLA_NORM_LINEAR) {
+        rc = norm_linear(S->W_KVA, r, S->b_KVA, g, eps, &S->kva_norm, k_kv);
+        if (rc == AL_OK && ql) rc = norm_linear(S->W_QA, ql, S->b_QA, g, eps, &S->qa_norm, k_q);
+    } else {
+        Mat *X = layer_inputs(L->hidden, g);
+        rc = X ? norm_calibrated(S->W_KVA, r, S->b_KVA, X, eps, &S->kva_norm) : AL_ERR;
+        if (rc == AL_OK && ql) rc = norm_calibrated(S->W_QA, ql, S->b_QA, X, eps, &S->qa_norm);
+        mat_free(X);
+    }
+    if (rc) { attn_layer_free(S); return AL_ERR; }
+    *out = S;
+    return AL_OK;
+}
+
+/* The weight of layer l's input_layernorm as the norm applies it (Gemma's 1 + w), or NULL (ones)
+ * when the model has none attnlab can read. Caller frees. */
+static float *input_norm_weight(Model *m, int l) {
+    char *name = model_tensor_name(m, l, "input_layernorm.weight");
+    Mat *w = NULL;
+    float *g = NULL;
+    if (name && store_has(m->store, name) && store_read(m->store, name, &w) == AL_OK &&
+        w->rows * w->cols == (size_t)m->cfg.hidden) {
+        g = w->data;
+        w->data = NULL;
+        for (int i = 0; m->cfg.norm == NORM_RMS_1P && i < m->cfg.hidden; i++) g[i] += 1.0f;
+    }
+    al_err_clear();
+    mat_free(w);
+    free(name);
+    return g;
+}
+
+/* The stock layers of every converted layer, and what the construction did. */
+typedef struct {
+    AttnLayer **L;            /* (n) */
+    int *k_kv, *k_q;          /* (n) linear exponents */
+    double *d_kv, *d_q;       /* (n) the linear bounds on the relative error (NaN: calibrated) */
+    int n;
+    double eps;
+    mla_latent_norm kind;
+} StockSet;
+
+static void stock_free(StockSet *s) {
+    for (int l = 0; s->L && l < s->n; l++) attn_layer_free(s->L[l]);
+    free(s->L); free(s->k_kv); free(s->k_q); free(s->d_kv); free(s->d_q);
+}
+
+/* The eps the export's latent norms are built for (and its rms_norm_eps): the source's, or 1e-6
+ * (MlaExportOpts.eps_1e6). */
+static double export_eps(const TmlaResult *r, const MlaExportOpts *o) {
+    return o && o->eps_1e6 ? 1e-6 : r->src->cfg.norm_eps > 0 ? r->src->cfg.norm_eps : 1e-6;
+}
+
+static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, StockSet *s) {
+    *s = (StockSet){.n = r->n_layers, .kind = kind, .eps = eps};
+    s->L = al_calloc((size_t)s->n, sizeof *s->L, "stock layers");
+    s->k_kv = al_calloc((size_t)s->n, sizeof(int), "exponents");
+    s->k_q = al_calloc((size_t)s->n, sizeof(int), "exponents");
+    s->d_kv = al_calloc((size_t)s->n, sizeof(double), "bounds");
+    s->d_q = al_calloc((size_t)s->n, sizeof(double), "bounds");
+    if (!s->L || !s->k_kv || !s->k_q || !s->d_kv || !s->d_q) return AL_ERR;
+    for (int l = 0; l < s->n; l++) {
+        const AttnLayer *L = r->layers[l];
+        float *g = input_norm_weight(r->src, l);
+        int rc = mla_stock_layer(L, g, s->eps, kind, &s->L[l], &s->k_kv[l], &s->k_q[l]);
+        s->d_kv[l] = s->d_q[l] = NAN;
+        if (rc == AL_OK && kind == MLA_NORM_LINEAR) {
+            linear_k(L->W_KVA, (size_t)L->kv_rank, L->b_KVA, g, &s->d_kv[l]);
+            if (L->q_rank) linear_k(L->W_QA, (size_t)L->q_rank, L->b_QA, g, &s->d_q[l]);
+        }
+        free(g);
+        if (rc) return al_err_ctx("layer %d's latent norm", l);
+    }
+    return AL_OK;
+}
+
 /* ================================================================ the tensor plan */
 
-enum { T_COPY = -1, T_Q, T_Q_BIAS, T_QA, T_QA_BIAS, T_QB, T_KVA, T_KVA_BIAS, T_KVB, T_O, T_O_BIAS, T_KINDS };
+enum { T_COPY = -1, T_Q, T_Q_BIAS, T_QA, T_QA_BIAS, T_QAN, T_QB, T_KVA, T_KVA_BIAS, T_KVN, T_KVB, T_O, T_O_BIAS, T_KINDS };
 
 static const char *const new_suffix[T_KINDS] = {
     [T_Q] = "self_attn.q_proj.weight", [T_Q_BIAS] = "self_attn.q_proj.bias", [T_QA] = "self_attn.q_a_proj.weight",
-    [T_QA_BIAS] = "self_attn.q_a_proj.bias", [T_QB] = "self_attn.q_b_proj.weight",
-    [T_KVA] = "self_attn.kv_a_proj_with_mqa.weight", [T_KVA_BIAS] = "self_attn.kv_a_proj_with_mqa.bias",
+    [T_QA_BIAS] = "self_attn.q_a_proj.bias", [T_QAN] = "self_attn.q_a_layernorm.weight",
+    [T_QB] = "self_attn.q_b_proj.weight", [T_KVA] = "self_attn.kv_a_proj_with_mqa.weight",
+    [T_KVA_BIAS] = "self_attn.kv_a_proj_with_mqa.bias", [T_KVN] = "self_attn.kv_a_layernorm.weight",
     [T_KVB] = "self_attn.kv_b_proj.weight", [T_O] = "self_attn.o_proj.weight", [T_O_BIAS] = "self_attn.o_proj.bias",
 };
 
@@ -86,6 +260,8 @@ static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, siz
     case T_QA_BIAS: if (!bias || !L->q_rank) return false; *rows = (size_t)L->q_rank; return true;
     case T_KVA_BIAS: if (!bias) return false; *rows = L->W_KVA->cols; return true;
     case T_O_BIAS: if (!bias) return false; *rows = (size_t)L->hidden; return true;
+    case T_QAN: if (!L->qa_norm) return false; *rows = (size_t)L->q_rank; return true;
+    case T_KVN: if (!L->kva_norm) return false; *rows = (size_t)L->kv_rank; return true;
     }
     if (!m) return false;
     *rows = m->cols;            /* HF stores Linear weights (out, in): the transpose of x @ W */
@@ -93,10 +269,12 @@ static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, siz
     return true;
 }
 
-/* The bias values of a new 1-D tensor (zeros where the layer has none); caller frees. */
+/* The values of a new 1-D tensor (a bias, zeros where the layer has none, or a norm weight);
+ * caller frees. */
 static float *new_bias(const AttnLayer *L, int kind, size_t n) {
     float *v = al_calloc(n, sizeof(float), "a bias");
-    const float *src = kind == T_Q_BIAS ? L->b_Q : kind == T_QA_BIAS ? L->b_QA : kind == T_KVA_BIAS ? L->b_KVA : L->b_O;
+    const float *src = kind == T_Q_BIAS ? L->b_Q : kind == T_QA_BIAS ? L->b_QA : kind == T_KVA_BIAS ? L->b_KVA
+                     : kind == T_QAN ? L->qa_norm : kind == T_KVN ? L->kva_norm : L->b_O;
     if (v && src) memcpy(v, src, n * sizeof(float));
     return v;
 }
@@ -118,14 +296,15 @@ static int fill_mat(void *ud, void *dst, size_t nbytes) {
 
 /* Adds one plan item to the writer (copies streamed from the source's mapping; new matrices
  * computed when their shard is written). */
-static int add_item(CkptWriter *w, const TmlaResult *r, const PlanItem *it, dt_type dt, bool bias) {
+static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers, const PlanItem *it, dt_type dt,
+                    bool bias) {
     if (it->kind == T_COPY) {
         const st_entry *e;
         const st_file *f;
         if (store_entry(r->src->store, it->name, &e, &f)) return AL_ERR;
         return ckpt_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
     }
-    const AttnLayer *L = r->layers[it->layer];
+    const AttnLayer *L = layers[it->layer];
     size_t rows, cols;
     new_shape(L, it->kind, bias, &rows, &cols);
     if (cols == 0) {
@@ -147,11 +326,12 @@ static int add_item(CkptWriter *w, const TmlaResult *r, const PlanItem *it, dt_t
 
 /* ================================================================ config and manifest */
 
-static const char *const dropped_keys[] = {
-    "model_type", "architectures", "num_key_value_heads", "head_dim", "attention_bias", "sliding_window",
-    "use_sliding_window", "max_window_layers", "pretraining_tp", "auto_map", "_name_or_path",
-    "mlp_bias", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-    "qk_latent_layernorm", "first_k_dense_replace", "rope_interleave", "layer_types", "partial_rotary_factor", NULL};
+/* Keys of the source's config that a DeepSeek-V3 config shares (copied when present); every other
+ * key of the source is dropped. */
+static const char *const kept_keys[] = {
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "max_position_embeddings", "rms_norm_eps", "rope_theta", "hidden_act", "initializer_range", "use_cache",
+    "pad_token_id", "bos_token_id", "eos_token_id", "tie_word_embeddings", "torch_dtype", "transformers_version", NULL};
 
 static void set_num(cJSON *o, const char *k, double v) {
     cJSON_DeleteItemFromObjectCaseSensitive(o, k);
@@ -162,43 +342,79 @@ static void set_default_num(cJSON *o, const char *k, double v) {
     if (!cJSON_GetObjectItemCaseSensitive(o, k)) cJSON_AddNumberToObject(o, k, v);
 }
 
-static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt) {
+/* rope_scaling as a DeepSeek-V3 engine reads it: YaRN with its attention factor folded into the
+ * weights (attention_factor 1 for transformers; mscale = mscale_all_dim = 0 make vLLM's and
+ * SGLang's DeepSeek YaRN factor 1 and add no softmax mscale), null for anything else (linear,
+ * llama3, ...: no DeepSeek-V3 engine computes them; check reports the difference). */
+static void put_rope_scaling(cJSON *o, const cJSON *src_tree, const ModelConfig *c) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(src_tree, "rope_scaling");
+    if (c->rope_spec.scaling.kind == RS_YARN && cJSON_IsObject(rs)) {
+        cJSON *y = cJSON_Duplicate(rs, true);
+        model_config_yarn_folded(y);
+        set_num(y, "mscale", 0);
+        set_num(y, "mscale_all_dim", 0);
+        cJSON_AddItemToObject(o, "rope_scaling", y);
+    } else
+        cJSON_AddNullToObject(o, "rope_scaling");
+}
+
+static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt, double eps) {
     const ModelConfig *c = &r->src->cfg;
-    cJSON *o = r->src->config_tree ? model_config_tree(r->src) : cJSON_CreateObject();
-    if (!o) return NULL;
-    for (size_t i = 0; dropped_keys[i]; i++) cJSON_DeleteItemFromObjectCaseSensitive(o, dropped_keys[i]);
-    model_config_yarn_folded(cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"));   /* folded into W_Q */
-    cJSON_AddStringToObject(o, "model_type", "deepseek_v3");
+    cJSON *src = r->src->config_tree ? model_config_tree(r->src) : NULL, *o = cJSON_CreateObject();
+    if (!o) { cJSON_Delete(src); return NULL; }
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "deepseek_v3");
+    for (size_t i = 0; kept_keys[i]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, kept_keys[i]);
+        if (v) cJSON_AddItemToObject(o, kept_keys[i], cJSON_Duplicate(v, true));
+    }
     set_default_num(o, "hidden_size", c->hidden);
     set_default_num(o, "intermediate_size", c->intermediate);
     set_default_num(o, "num_attention_heads", c->n_heads);
     set_default_num(o, "num_hidden_layers", c->n_layers);
     set_default_num(o, "vocab_size", c->vocab);
     set_default_num(o, "max_position_embeddings", c->max_pos);
-    set_default_num(o, "rms_norm_eps", c->norm_eps);
+    set_num(o, "rms_norm_eps", eps);
     set_default_num(o, "rope_theta", c->rope_theta);
     if (!cJSON_GetObjectItemCaseSensitive(o, "hidden_act")) cJSON_AddStringToObject(o, "hidden_act", "silu");
     if (!cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings")) cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
     if (!cJSON_GetObjectItemCaseSensitive(o, "torch_dtype"))
         cJSON_AddStringToObject(o, "torch_dtype", dt == DT_BF16 ? "bfloat16" : dt == DT_F16 ? "float16" : "float32");
-    set_num(o, "num_key_value_heads", c->n_heads);
-    set_num(o, "kv_lora_rank", r->kv_rank);
+    const char *ids[] = {"bos_token_id", "eos_token_id"};   /* DeepseekV3Config's defaults (0, 1) are not the source's */
+    for (size_t i = 0; i < 2; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(o, ids[i])) cJSON_AddNullToObject(o, ids[i]);
+    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    /* attention */
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "kv_lora_rank", r->kv_rank);
     if (r->q_rank) cJSON_AddNumberToObject(o, "q_lora_rank", r->q_rank);
     else cJSON_AddNullToObject(o, "q_lora_rank");
     cJSON_AddNumberToObject(o, "qk_rope_head_dim", r->rope_dim);
-    cJSON_AddNumberToObject(o, "head_dim", r->rope_dim);
     cJSON_AddNumberToObject(o, "qk_nope_head_dim", r->qk_nope);
     cJSON_AddNumberToObject(o, "v_head_dim", r->v_dim);
+    cJSON_AddNumberToObject(o, "head_dim", r->rope_dim);
     cJSON_AddBoolToObject(o, "attention_bias", bias);
-    cJSON_AddBoolToObject(o, "qk_latent_layernorm", false);
     cJSON_AddBoolToObject(o, "rope_interleave", true);
+    put_rope_scaling(o, src, c);
+    /* every MLP dense: no MoE layer is built */
     cJSON_AddNumberToObject(o, "first_k_dense_replace", c->n_layers);
+    cJSON_AddNumberToObject(o, "moe_layer_freq", 1);
+    cJSON_AddNumberToObject(o, "n_routed_experts", 0);
+    cJSON_AddNumberToObject(o, "n_shared_experts", 0);
+    cJSON_AddNumberToObject(o, "num_experts_per_tok", 0);
+    cJSON_AddNumberToObject(o, "moe_intermediate_size", 0);
+    cJSON_AddNumberToObject(o, "n_group", 1);
+    cJSON_AddNumberToObject(o, "topk_group", 1);
+    cJSON_AddNumberToObject(o, "routed_scaling_factor", 1.0);
+    cJSON_AddBoolToObject(o, "norm_topk_prob", false);
+    cJSON_AddStringToObject(o, "topk_method", "greedy");
+    cJSON_AddStringToObject(o, "scoring_func", "softmax");
+    cJSON_Delete(src);
     return o;
 }
 
-static cJSON *make_manifest(const TmlaResult *r, bool bias, dt_type dt, size_t nshards) {
+static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, dt_type dt, size_t nshards) {
     const TmlaOpts *o = &r->opts;
     cJSON *m = cJSON_CreateObject();
     if (!m) return NULL;
@@ -226,6 +442,22 @@ static cJSON *make_manifest(const TmlaResult *r, bool bias, dt_type dt, size_t n
     cJSON_AddNumberToObject(m, "attention_params_after", (double)r->params_after);
     cJSON_AddNumberToObject(m, "shards", (double)nshards);
     cJSON_AddNumberToObject(m, "eval_tokens", (double)o->eval_tokens);
+    cJSON_AddStringToObject(m, "latent_norm", mla_latent_norm_name(st->kind));
+    cJSON_AddStringToObject(m, "latent_norm_how", st->kind == MLA_NORM_LINEAR
+        ? "W_c' = sqrt(eps) 2^-k W_c (and its bias), norm weight 2^k: RMSNorm acts linearly (eps dominates); "
+          "per layer k and the bound on its relative error"
+        : "norm weight = mean latent RMS on random RMS-normalised inputs (TransMLA): exact only where a token's "
+          "latent RMS equals the mean");
+    cJSON_AddNumberToObject(m, "latent_norm_eps", st->eps);
+    if (st->eps != r->src->cfg.norm_eps)
+        cJSON_AddNumberToObject(m, "source_rms_norm_eps", r->src->cfg.norm_eps);
+    cJSON_AddBoolToObject(m, "qk_latent_layernorm", true);
+    if (r->src->cfg.rope_spec.scaling.kind != RS_NONE && r->src->cfg.rope_spec.scaling.kind != RS_YARN) {
+        const cJSON *rs = r->src->config_tree ? cJSON_GetObjectItemCaseSensitive(r->src->config_tree, "rope_scaling") : NULL;
+        if (rs) cJSON_AddItemToObject(m, "source_rope_scaling", cJSON_Duplicate(rs, true));
+        cJSON_AddStringToObject(m, "rope_note", "the source's RoPE scaling has no DeepSeek-V3 form: the export's "
+                                                "rope_scaling is null (check measures the difference)");
+    }
     bool qbias = false;
     for (int l = 0; l < r->n_layers; l++) qbias |= r->layers[l] && !r->layers[l]->q_rank && r->layers[l]->b_Q;
     if (qbias)
@@ -245,6 +477,14 @@ static cJSON *make_manifest(const TmlaResult *r, bool bias, dt_type dt, size_t n
         ckpt_json_num(e, "joint_energy_other_balance", p->joint_energy_alt);
         ckpt_json_num(e, "score_rel_err_other_balance", p->score_err_alt);
         ckpt_json_num(e, "output_rel_err_other_balance", p->out_err_alt);
+        if (st->kind == MLA_NORM_LINEAR) {
+            cJSON_AddNumberToObject(e, "kv_norm_k", st->k_kv[l]);
+            ckpt_json_num(e, "kv_norm_rel_err_bound", st->d_kv[l]);
+            if (r->q_rank) {
+                cJSON_AddNumberToObject(e, "q_norm_k", st->k_q[l]);
+                ckpt_json_num(e, "q_norm_rel_err_bound", st->d_q[l]);
+            }
+        }
         cJSON_AddItemToArray(layers, e);
     }
     return m;
@@ -260,7 +500,7 @@ static dt_type export_dtype(const TmlaResult *r, const MlaExportOpts *o) {
 }
 
 /* Plans every tensor of the export (sorted by name) with its size. */
-static int make_plan(const TmlaResult *r, bool bias, dt_type dt, Plan *p) {
+static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, dt_type dt, Plan *p) {
     const Store *st = r->src->store;
     for (size_t i = 0; i < store_count(st); i++) {
         const char *name = store_name_at(st, i);
@@ -271,7 +511,7 @@ static int make_plan(const TmlaResult *r, bool bias, dt_type dt, Plan *p) {
     for (int l = 0; l < r->n_layers; l++)
         for (int k = 0; k < T_KINDS; k++) {
             size_t rows, cols;
-            if (!new_shape(r->layers[l], k, bias, &rows, &cols)) continue;
+            if (!new_shape(layers[l], k, bias, &rows, &cols)) continue;
             if (plan_add(p, model_tensor_name(r->src, l, new_suffix[k]), k, l, rows * (cols ? cols : 1) * dt_size(dt)))
                 return AL_ERR;
         }
@@ -292,11 +532,12 @@ static size_t assign_shards(const Plan *p, size_t limit) {
 }
 
 /* Writes the shards (the writer names them and writes the index when there is more than one). */
-static int write_weights(const TmlaResult *r, const Plan *p, CkptWriter *w, size_t ns, dt_type dt, bool bias) {
+static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Plan *p, CkptWriter *w, size_t ns,
+                         dt_type dt, bool bias) {
     int rc = AL_OK;
     for (size_t s = 0; rc == AL_OK && s < ns; s++) {
         for (size_t i = 0; rc == AL_OK && i < p->n; i++)
-            if (p->v[i].shard == (int)s) rc = add_item(w, r, &p->v[i], dt, bias);
+            if (p->v[i].shard == (int)s) rc = add_item(w, r, layers, &p->v[i], dt, bias);
         if (rc == AL_OK) rc = ckpt_shard_end(w);
         if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
     }
@@ -331,26 +572,33 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
 
 int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
     bool bias;
+    mla_latent_norm kind = o ? o->latent_norm : MLA_NORM_LINEAR;
     if (o && o->dtype != DT_INVALID && o->dtype != DT_F32 && o->dtype != DT_F16 && o->dtype != DT_BF16)
         return al_err("export: dtype %s: give f32, f16 or bf16", dt_name(o->dtype));
     if (check_exportable(r, &bias)) return AL_ERR;
+    dt_type dt = export_dtype(r, o);
+    if (dt == DT_F16 && kind == MLA_NORM_LINEAR)
+        return al_err("export: f16 cannot hold the linear latent-norm construction's scaled latents (about 1e-7: "
+                      "subnormal in f16); export bf16 or f32 (or use the calibrated construction)");
+    StockSet st;
+    if (stock_build(r, kind, export_eps(r, o), &st)) { stock_free(&st); return al_err_ctx("export to %s", dir); }
     const char *src_dir = store_dir(r->src->store);
     CkptWriter *w;
     CkptOpts co = {.src = src_dir, .force = o && o->force, .can_force = true};
-    if (ckpt_begin(dir, &co, &w)) return AL_ERR;
-    dt_type dt = export_dtype(r, o);
+    if (ckpt_begin(dir, &co, &w)) { stock_free(&st); return AL_ERR; }
     Plan p = {0};
     size_t nshards = 0;
-    int rc = make_plan(r, bias, dt, &p);
+    int rc = make_plan(r, st.L, bias, dt, &p);
     if (rc == AL_OK) nshards = assign_shards(&p, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
-    if (rc == AL_OK) rc = write_weights(r, &p, w, nshards, dt, bias);
+    if (rc == AL_OK) rc = write_weights(r, st.L, &p, w, nshards, dt, bias);
     plan_free(&p);
-    cJSON *cfg = rc == AL_OK ? make_config(r, bias, dt) : NULL;
+    cJSON *cfg = rc == AL_OK ? make_config(r, bias, dt, st.eps) : NULL;
     if (rc == AL_OK) rc = cfg ? ckpt_write_json(w, "config.json", cfg) : al_err("out of memory writing config.json");
     cJSON_Delete(cfg);
-    cJSON *man = rc == AL_OK ? make_manifest(r, bias, dt, nshards) : NULL;
+    cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;
     if (rc == AL_OK) rc = man ? ckpt_write_json(w, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
     cJSON_Delete(man);
+    stock_free(&st);
     if (rc == AL_OK) rc = ckpt_copy_aux(w, src_dir, NULL);
     if (rc == AL_OK) rc = ckpt_commit(w, NULL);
     else ckpt_abort(w);
@@ -366,6 +614,9 @@ void mla_check_free(MlaCheck *c) {
     free(c->source_path);
     free(c->score_err);
     free(c->out_err);
+    free(c->own_out_err);
+    free(c->hf_out_err);
+    free(c->nobias_out_err);
     free(c);
 }
 
@@ -410,51 +661,206 @@ static void compare_copies(const Model *src, const Model *ex, MlaCheck *c) {
     al_err_clear();
 }
 
+/* Appends one line to c->notes. */
+__attribute__((format(printf, 2, 3))) static void note(MlaCheck *c, const char *fmt, ...) {
+    size_t n = strlen(c->notes);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n + 2 < sizeof c->notes) vsnprintf(c->notes + n, sizeof c->notes - n - 1, fmt, ap);
+    va_end(ap);
+    n = strlen(c->notes);
+    if (n + 1 < sizeof c->notes) { c->notes[n] = '\n'; c->notes[n + 1] = 0; }
+}
+
+/* True when a stock engine computes this loaded export layer differently from attnlab's reading:
+ * a q_proj bias (MLA without a query latent), which no DeepSeek-V3 engine builds. */
+static bool stock_differs(const AttnLayer *L) { return L->q_rank == 0 && L->b_Q; }
+
+/* The layer as a stock engine runs it (a copy; q_proj's bias dropped, and every attention bias
+ * when nobias: vLLM, SGLang), latent eps `eps`. */
+static AttnLayer *stock_view(const AttnLayer *L, double eps, bool nobias) {
+    AttnLayer *S = attn_layer_copy(L);
+    if (S && (L->q_rank == 0 || nobias)) { free(S->b_Q); S->b_Q = NULL; }
+    if (S && nobias) {
+        free(S->b_QA); free(S->b_KVA); free(S->b_O);
+        S->b_QA = S->b_KVA = S->b_O = NULL;
+    }
+    if (S) S->norm_eps = eps;
+    return S;
+}
+
+/* The output error of the export's layer b without its attention biases (as vLLM and SGLang run
+ * it); NaN when it has none. */
+static int nobias_err(const AttnLayer *b, const AttnOut *oa, const Mat *X, const int *pos, double *err) {
+    double dummy;
+    *err = NAN;
+    if (!b->b_QA && !b->b_KVA && !b->b_O) return AL_OK;
+    AttnLayer *v = stock_view(b, b->norm_eps, true);
+    AttnOut *ov = NULL;
+    int rc = v ? attn_eval(v, X, pos, false, &ov) : AL_ERR;
+    if (rc == AL_OK) attn_rel_err(oa, ov, &dummy, err);
+    attn_out_free(ov);
+    attn_layer_free(v);
+    return rc;
+}
+
+/* Layer l: the source's attention against the export's, as stock (out_err, score_err), as attnlab
+ * reads it (own_out_err) and with transformers' latent eps (hf_out_err). stock: the stock layer,
+ * kept for the whole-model pass when it differs from attnlab's reading (else NULL). */
+static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *pos, MlaCheck *c, AttnLayer **stock) {
+    AttnLayer *a = NULL, *b = NULL, *s = NULL, *h = NULL;
+    AttnOut *oa = NULL, *ob = NULL, *os = NULL, *oh = NULL;
+    double dummy;
+    *stock = NULL;
+    int rc = attn_layer_load(src, l, &a);
+    if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
+    if (rc == AL_OK) rc = (s = stock_view(b, b->norm_eps, false)) && (h = stock_view(b, 1e-6, false)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
+    if (rc == AL_OK) rc = attn_eval(s, X, pos, true, &os);
+    if (rc == AL_OK) attn_rel_err(oa, os, &c->score_err[l], &c->out_err[l]);
+    if (rc == AL_OK) rc = attn_eval(b, X, pos, false, &ob);
+    if (rc == AL_OK) attn_rel_err(oa, ob, &dummy, &c->own_out_err[l]);
+    if (rc == AL_OK && fabs(b->norm_eps - 1e-6) > 1e-15) rc = attn_eval(h, X, pos, false, &oh);
+    if (rc == AL_OK) {
+        if (oh) attn_rel_err(oa, oh, &dummy, &c->hf_out_err[l]);
+        else c->hf_out_err[l] = c->out_err[l];
+    }
+    if (rc == AL_OK) rc = nobias_err(b, oa, X, pos, &c->nobias_out_err[l]);
+    if (rc == AL_OK && stock_differs(b)) { *stock = s; s = NULL; }
+    attn_out_free(oa); attn_out_free(ob); attn_out_free(os); attn_out_free(oh);
+    attn_layer_free(a); attn_layer_free(b); attn_layer_free(s); attn_layer_free(h);
+    return rc;
+}
+
+/* Mean NLL per predicted token of ids[T] under m (stock overrides where given). */
+static int model_nll(Model *m, AttnLayer *const *over, const int *ids, size_t T, double *nll) {
+    Forward *f = NULL;
+    double sum = NAN;
+    size_t n = 0;
+    int rc = fwd_new(m, NULL, &f);
+    for (int l = 0; rc == AL_OK && over && l < m->cfg.n_layers; l++)
+        if (over[l]) rc = fwd_set_attn(f, l, over[l]);
+    if (rc == AL_OK) rc = fwd_nll(f, ids, T, &sum, &n);
+    fwd_free(f);
+    *nll = rc == AL_OK && n ? sum / (double)n : NAN;
+    return rc;
+}
+
+/* Whole models: the NLL of T random token ids, the source against the export run as stock. */
+static int check_nll(Model *src, Model *ex, AttnLayer *const *over, size_t T, uint64_t seed, MlaCheck *c) {
+    c->nll_source = c->nll_export = NAN;
+    size_t V = (size_t)(src->cfg.vocab < ex->cfg.vocab ? src->cfg.vocab : ex->cfg.vocab);
+    if (T < 2 || V < 1) return AL_OK;
+    if (T > 512) T = 512;
+    int *ids = al_malloc3(T, 1, sizeof(int), "token ids");
+    if (!ids) return AL_ERR;
+    uint64_t x = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (size_t t = 0; t < T; t++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        ids[t] = (int)(x % V);
+    }
+    int rc = model_nll(src, NULL, ids, T, &c->nll_source);
+    if (rc == AL_OK) rc = model_nll(ex, over, ids, T, &c->nll_export);
+    free(ids);
+    if (rc == AL_INTERRUPTED) return rc;
+    if (rc) {
+        note(c, "whole-model perplexity not measured: %s", al_errmsg());
+        al_err_clear();
+        c->nll_source = c->nll_export = NAN;
+    } else
+        c->nll_tokens = T - 1;
+    return AL_OK;
+}
+
+/* Notes on what stock engines compute differently from attnlab's reading of the export. */
+static void check_notes(const Model *src, const Model *ex, MlaCheck *c, bool qbias) {
+    double worst = 0, worst_hf = 0, worst_own = 0, worst_nb = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!isnan(c->nobias_out_err[l])) worst_nb = fmax(worst_nb, c->nobias_out_err[l]);
+        worst = fmax(worst, c->out_err[l]);
+        worst_hf = fmax(worst_hf, c->hf_out_err[l]);
+        worst_own = fmax(worst_own, c->own_out_err[l]);
+    }
+    if (fabs(c->latent_eps - 1e-6) > 1e-15)
+        note(c, "latent eps: vLLM and SGLang normalise the latents with rms_norm_eps = %g (the stock errors above); "
+                "transformers and DeepSeek's reference code use 1e-6 there: largest output error %.3g (out_err_hf)",
+             c->latent_eps, worst_hf);
+    if (qbias)
+        note(c, "q_proj.bias: no DeepSeek-V3 engine builds a q_proj bias, so stock engines drop it (largest output "
+                "error %.3g; %.3g as attnlab reads it); convert with q-rank to carry it in q_a_proj.bias", worst, worst_own);
+    char *kvb = model_tensor_name(ex, 0, "self_attn.kv_a_proj_with_mqa.bias");
+    char *ob = model_tensor_name(ex, 0, "self_attn.o_proj.bias");
+    if ((kvb && store_has(ex->store, kvb)) || (ob && store_has(ex->store, ob)))
+        note(c, "attention biases: transformers reads them (attention_bias true); vLLM and SGLang build DeepSeek-V3 "
+                "attention without biases and skip them: largest output error without them %.3g", worst_nb);
+    free(kvb);
+    free(ob);
+    if (fabs(src->cfg.norm_eps - ex->cfg.norm_eps) > 1e-15)
+        note(c, "rms_norm_eps: the export's %g is not the source's %g (every RMSNorm of the model uses it; the "
+                "whole-model perplexity shows the difference)", ex->cfg.norm_eps, src->cfg.norm_eps);
+    rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ex->cfg.rope_spec.scaling.kind;
+    if (sk != ek)
+        note(c, "RoPE: the source's rope_scaling %s has no DeepSeek-V3 form; the export turns at %s frequencies "
+                "(included in the errors above; they grow with position)", rope_scaling_name(&src->cfg.rope_spec.scaling),
+             rope_scaling_name(&ex->cfg.rope_spec.scaling));
+}
+
+/* Opens the export and its source; fills the check's header and arrays. */
+static int check_open(const char *dir, Model **src, Model **ex, Model **own, MlaCheck *c) {
+    int rc = model_open(dir, ex);
+    if (rc == AL_OK && !cfg_is_mla(&(*ex)->cfg))
+        rc = al_err("%s is a %s model, not MLA: check compares a TransMLA export with its source", dir, (*ex)->cfg.model_type);
+    if (rc == AL_OK && !*src) {
+        char *sp = manifest_source(dir);
+        rc = sp ? model_open(sp, own) : AL_ERR;
+        free(sp);
+        *src = *own;
+    }
+    if (rc == AL_OK && (*src)->cfg.n_layers != (*ex)->cfg.n_layers)
+        rc = al_err("%s has %d layers but the source %s has %d: not its export", dir, (*ex)->cfg.n_layers, (*src)->path,
+                    (*src)->cfg.n_layers);
+    if (rc) return rc;
+    size_t n = (size_t)(*ex)->cfg.n_layers;
+    c->export_path = al_strdup(dir);
+    c->source_path = al_strdup((*src)->path);
+    c->n_layers = (int)n;
+    c->score_err = al_calloc(n, sizeof(double), "errors");
+    c->out_err = al_calloc(n, sizeof(double), "errors");
+    c->own_out_err = al_calloc(n, sizeof(double), "errors");
+    c->hf_out_err = al_calloc(n, sizeof(double), "errors");
+    c->nobias_out_err = al_calloc(n, sizeof(double), "errors");
+    c->kv_source = cfg_kv_values(&(*src)->cfg);
+    c->kv_export = cfg_kv_values(&(*ex)->cfg);
+    c->latent_eps = (*ex)->cfg.norm_eps;
+    bool ok = c->export_path && c->source_path && c->score_err && c->out_err && c->own_out_err && c->hf_out_err &&
+              c->nobias_out_err;
+    return ok ? AL_OK : AL_ERR;
+}
+
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out) {
     *out = NULL;
     Model *ex = NULL, *own = NULL;
     MlaCheck *c = al_calloc(1, sizeof *c, "a check");
     if (!c) return AL_ERR;
-    int rc = model_open(dir, &ex);
-    if (rc == AL_OK && !cfg_is_mla(&ex->cfg))
-        rc = al_err("%s is a %s model, not MLA: check compares a TransMLA export with its source", dir, ex->cfg.model_type);
-    if (rc == AL_OK && !src) {
-        char *sp = manifest_source(dir);
-        rc = sp ? model_open(sp, &own) : AL_ERR;
-        free(sp);
-        src = own;
-    }
-    if (rc == AL_OK && src->cfg.n_layers != ex->cfg.n_layers)
-        rc = al_err("%s has %d layers but the source %s has %d: not its export", dir, ex->cfg.n_layers, src->path,
-                    src->cfg.n_layers);
-    if (rc == AL_OK) {
-        c->export_path = al_strdup(dir);
-        c->source_path = al_strdup(src->path);
-        c->n_layers = ex->cfg.n_layers;
-        c->score_err = al_calloc((size_t)c->n_layers, sizeof(double), "errors");
-        c->out_err = al_calloc((size_t)c->n_layers, sizeof(double), "errors");
-        c->kv_source = cfg_kv_values(&src->cfg);
-        c->kv_export = cfg_kv_values(&ex->cfg);
-        if (!c->export_path || !c->source_path || !c->score_err || !c->out_err) rc = AL_ERR;
-    }
+    int rc = check_open(dir, &src, &ex, &own, c);
     size_t T = tokens ? tokens : 64;
     Mat *X = rc == AL_OK ? attn_random_input(T, src->cfg.hidden, seed) : NULL;
     int *pos = rc == AL_OK ? al_malloc3(T, 1, sizeof(int), "positions") : NULL;
-    if (rc == AL_OK && (!X || !pos)) rc = AL_ERR;
+    AttnLayer **over = rc == AL_OK ? al_calloc((size_t)c->n_layers, sizeof *over, "stock layers") : NULL;
+    if (rc == AL_OK && (!X || !pos || !over)) rc = AL_ERR;
     for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
+    bool qbias = false;
     for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        AttnLayer *a = NULL, *b = NULL;
-        AttnOut *oa = NULL, *ob = NULL;
-        rc = attn_layer_load(src, l, &a);
-        if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
-        if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
-        if (rc == AL_OK) rc = attn_eval(b, X, pos, true, &ob);
-        if (rc == AL_OK) attn_rel_err(oa, ob, &c->score_err[l], &c->out_err[l]);
-        attn_out_free(oa); attn_out_free(ob); attn_layer_free(a); attn_layer_free(b);
+        rc = check_layer(src, ex, l, X, pos, c, &over[l]);
+        qbias |= over[l] != NULL;
         al_progress("layer", (size_t)l + 1, (size_t)c->n_layers);
     }
+    if (rc == AL_OK) rc = check_nll(src, ex, over, T, seed, c);
     if (rc == AL_OK) compare_copies(src, ex, c);
+    if (rc == AL_OK) check_notes(src, ex, c, qbias);
+    for (int l = 0; over && l < c->n_layers; l++) attn_layer_free(over[l]);
+    free(over);
     mat_free(X);
     free(pos);
     model_free(ex);

@@ -1,34 +1,85 @@
-/* mla_export.h -- writing a TransMLA conversion as a DeepSeek-V3 checkpoint, and `check`: loading
- * such an export and comparing its attention with the model it came from.
+/* mla_export.h -- writing a TransMLA conversion as a DeepSeek-V3 checkpoint that stock engines
+ * (Hugging Face transformers, vLLM, SGLang) run as the converted model, and `check`: loading such
+ * an export and comparing it, evaluated as a stock engine runs it, with the model it came from.
+ *
+ * The latent norms. Stock DeepSeek-V3 code always applies an RMSNorm to the KV latent (and to the
+ * query latent when q_lora_rank is set): n(c) = c w / sqrt(mean(c^2) + eps) over the r latent
+ * dims. TransMLA's latent has no norm, and the per-token divisor cannot be undone by weights in
+ * general: keeping a constant |c| would need a latent spanning the whole hidden size. Two
+ * constructions (MlaExportOpts.latent_norm):
+ *   linear (default): make the norm act linearly. The attention input is x = g * u (u the RMS-
+ *     normalised hidden state, |u|^2 < hidden; g the layer's input_layernorm weight), so the
+ *     latent c = x W_c + b_c obeys |c| <= C = 1.5 sqrt(hidden) max(|diag(g) W_c|_F, |W_c|_F) + |b_c|
+ *     (the 1.5 and the max also cover check's standard-normal inputs). The export writes
+ *     W_c' = s W_c, b_c' = s b_c with s = sqrt(eps) 2^-k and the norm weight w = 2^k (exact in
+ *     every dtype), so that n(c') = c (1 + s^2 mean(c^2) / eps)^-1/2: relative error
+ *     delta <= s^2 C^2 / (2 r eps) = 2^-2k C^2 / (2 r) <= 2^-24 for the smallest such k, on every
+ *     input the layer can see (in practice far less: the bound is loose). kv_b_proj / q_b_proj
+ *     are unchanged and the normalised latent (what vLLM caches) keeps its natural scale. Exact
+ *     up to delta, but tied to the engine's eps: vLLM and SGLang (and attnlab) normalise with
+ *     rms_norm_eps, which the construction uses; transformers and DeepSeek's reference code use a
+ *     fixed 1e-6 there, so for a source with another rms_norm_eps they scale the latent by
+ *     sqrt(rms_norm_eps / 1e-6) (check reports that error; eps_1e6 makes every engine agree at
+ *     the price of the other norms' eps). f16 cannot hold latents of ~1e-7 (subnormal): refused,
+ *     use bf16 / f32 or calibrated.
+ *   calibrated (TransMLA's): weights unchanged, w = the mean over tokens of sqrt(mean(c^2) + eps)
+ *     on random RMS-normalised inputs: exact only for tokens whose latent RMS equals that mean,
+ *     independent of eps. Measured by check (and tests/test_mla_stock.c) for comparison.
  *
  * The export folder gets (staged beside it and renamed into place when complete):
  *   config.json      the source's config with model_type deepseek_v3, architectures
- *                    ["DeepseekV3ForCausalLM"], num_key_value_heads = heads, kv_lora_rank,
- *                    q_lora_rank (null: a plain q_proj), qk_rope_head_dim = head_dim = D,
- *                    qk_nope_head_dim, v_head_dim, attention_bias, qk_latent_layernorm false,
- *                    rope_interleave true, first_k_dense_replace = layers (every MLP stays dense);
- *                    sliding-window and GQA-only keys dropped.
+ *                    ["DeepseekV3ForCausalLM"], and every field a DeepSeek-V3 loader reads written
+ *                    explicitly: num_key_value_heads = heads, kv_lora_rank, q_lora_rank (null: a
+ *                    plain q_proj), qk_rope_head_dim = head_dim = D, qk_nope_head_dim, v_head_dim,
+ *                    attention_bias, rope_interleave true, rope_scaling (null unless YaRN, whose
+ *                    attention factor is folded into the weights: attention_factor 1, mscale 0,
+ *                    mscale_all_dim 0), rms_norm_eps, torch_dtype, tie_word_embeddings,
+ *                    bos/eos_token_id, and dense MLPs: first_k_dense_replace = layers,
+ *                    n_routed_experts 0 (vLLM adds it to an integer; null crashes its loader),
+ *                    n_shared_experts 0, routed_scaling_factor 1 (vLLM divides f16 activations by
+ *                    it), the other MoE fields neutral. Keys a stock loader does not know
+ *                    (sliding window, GQA-only keys, qk_latent_layernorm) are dropped; what the
+ *                    construction did is in the manifest.
  *   model.safetensors (or model-0000i-of-0000n.safetensors + model.safetensors.index.json)
- *                    per layer q_proj (or q_a_proj + q_b_proj), kv_a_proj_with_mqa = [latent rows ;
- *                    D shared RoPE key rows, pairs interleaved], kv_b_proj = per head [k_nope rows ;
- *                    v rows], o_proj; biases when the source had any (kv_a_proj_with_mqa, o_proj,
- *                    q_a_proj, and q_proj's when the query has no latent: DeepSeek's stock code has
- *                    no q_proj bias, see the manifest); no kv_a_layernorm. Every other tensor is
- *                    copied bit for bit (same name, dtype, shape, bytes).
- *   attnlab_manifest.json  method, options, ranks, per-layer energies and errors, parameter and
- *                    KV-cache accounting, the source path (what `check` compares against).
+ *                    per layer q_proj (or q_a_proj + q_a_layernorm + q_b_proj), kv_a_proj_with_mqa
+ *                    = [latent rows ; D shared RoPE key rows, pairs interleaved], kv_a_layernorm,
+ *                    kv_b_proj = per head [k_nope rows ; v rows], o_proj; biases when the source
+ *                    had any (kv_a_proj_with_mqa, o_proj, q_a_proj, and q_proj's when the query has
+ *                    no latent: no stock engine reads a q_proj bias, see check). Every other tensor
+ *                    is copied bit for bit (same name, dtype, shape, bytes).
+ *   attnlab_manifest.json  method, options, ranks, the latent-norm construction (per layer k and
+ *                    the bound delta), per-layer energies and errors, parameter and KV-cache
+ *                    accounting, the source path (what `check` compares against), the source's
+ *                    rope_scaling when the export cannot express it.
  *   the source's auxiliary files (tokenizer, generation config, licence; ckpt_copy_aux). */
 #ifndef AL_MLA_EXPORT_H
 #define AL_MLA_EXPORT_H
 
 #include "transmla.h"
 
+typedef enum { MLA_NORM_LINEAR, MLA_NORM_CALIBRATED } mla_latent_norm;
+
 typedef struct {
     dt_type dtype;            /* of the new attention tensors; DT_INVALID: the source's (F32/F16/BF16),
                                  BF16 for other sources */
     size_t shard_bytes;       /* split the weights into shards of at most this many bytes (0: 4 GiB) */
     bool force;               /* replace an existing non-empty dir as a whole */
+    mla_latent_norm latent_norm;   /* the construction above (default linear) */
+    bool eps_1e6;             /* write rms_norm_eps 1e-6 and build the latent norms for it, so that
+                                 transformers (fixed 1e-6 on the latents) and vLLM / SGLang agree;
+                                 the model's other RMSNorms then use 1e-6 instead of the source's
+                                 eps (check's whole-model perplexity measures it) */
 } MlaExportOpts;
+
+/* "linear" / "calibrated". */
+const char *mla_latent_norm_name(mla_latent_norm n);
+
+/* The layer a stock engine runs for converted layer L (no latent norms): a copy with RMSNorms on
+ * its latents (eps) built by construction `kind`; g is the layer's input_layernorm weight (hidden;
+ * NULL: ones). *k_kv / *k_q (may be NULL) get the linear exponents k (0 for calibrated or without
+ * a q latent). L must have no latent norms yet. Caller frees. */
+int mla_stock_layer(const AttnLayer *L, const float *g, double eps, mla_latent_norm kind, AttnLayer **out, int *k_kv,
+                    int *k_q);
 
 /* Writes r (every layer converted) into dir through the checkpoint writer (core/ckpt_write.h):
  * dir must not exist or be empty (force: replaced as a whole), and must not be the source's
@@ -49,12 +100,28 @@ typedef struct {
     size_t copied_diff;       /* ... that differ or are missing in the export */
     char first_diff[256];     /* name of the first one that differs ("" when none) */
     size_t kv_source, kv_export;   /* values cached per token per layer */
+    /* score_err / out_err are the export evaluated as a stock engine runs it: latent norms with
+     * eps = rms_norm_eps (vLLM, SGLang), interleaved RoPE, scale (nope + rope)^-1/2 (x YaRN's
+     * mscale^2), no q_proj bias. */
+    double *own_out_err;      /* (n_layers) the export as attnlab reads it (q_proj.bias applied) */
+    double *hf_out_err;       /* (n_layers) with transformers' latent eps 1e-6 (= out_err when
+                                 rms_norm_eps is 1e-6) */
+    double *nobias_out_err;   /* (n_layers) without the attention biases, as vLLM and SGLang run it
+                                 (NaN: the export has none) */
+    double latent_eps;        /* the export's rms_norm_eps */
+    double nll_source, nll_export;   /* whole model: mean NLL (nats) per predicted token of `tokens`
+                                        random token ids, the export run as stock (NaN: no forward
+                                        pass for this model; see notes) */
+    size_t nll_tokens;        /* tokens predicted */
+    char notes[1536];         /* what stock engines compute differently, one line each ("" when
+                                 nothing) */
 } MlaCheck;
 
 void mla_check_free(MlaCheck *c);
 /* Opens the export in dir and its source (src, or the manifest's source path when NULL) and
- * compares attention layer by layer on `tokens` random inputs (0: 64) at positions 0.. ; also
- * compares every non-attention tensor byte for byte. */
+ * compares attention layer by layer on `tokens` random inputs (0: 64) at positions 0.., and the
+ * whole models' NLL on `tokens` random token ids; also compares every non-attention tensor byte
+ * for byte. */
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out);
 
 #endif

@@ -1,9 +1,13 @@
 /* test_export.c -- round trips of FaRR exports: attnlab loads what it exported, the exported fused
  * maps equal the truncated ones (hf: queries scaled by q_scale), every untouched tensor is
  * byte-identical (FP8 scales included), factors and manifest are written, and the refusals
- * (source folder, non-empty folder, hf on a config that cannot express the shapes). */
+ * (source folder, non-empty folder, hf on a config that cannot express the shapes). Format dense:
+ * the factors format's weights without side files, its fused maps confirmed by farr_dense_check
+ * (which fails on a manifest claiming lower ranks), and a dense Llama export runs the truncated
+ * model built in memory from the plan. */
 #include "check.h"
 #include "export.h"
+#include "forward.h"
 #include "synth.h"
 
 #include <cjson/cJSON.h>
@@ -410,8 +414,163 @@ static void test_gpt2_bias(void) {
     free(src); free(dst);
 }
 
+/* ---------------------------------------------------------------- dense */
+
+static bool mla_vo(const char *name) { return strstr(name, "kv_b_proj") || strstr(name, "o_proj"); }
+
+/* format dense: the factors format's weights without side files; the reloaded fused VO maps are
+ * the plan's truncated maps (f32: to rounding), farr_dense_check confirms them from the folder
+ * alone, untouched tensors are bit for bit, and the dense and factors exports run the same model. */
+static void test_dense(void) {
+    char *src = demo("demo-r1-f32");
+    Model *m = open_or_fail(src);
+    if (!m) { free(src); return; }
+    FarrPlan *vo = NULL;
+    FarrTruncOpts ov = { .kind = FARR_VO, .tau = 0.99, .policy = FARR_POLICY_HEAD, .layer_lo = 0, .layer_hi = m->cfg.n_layers - 1 };
+    CHECK_OK(farr_truncate(m, &ov, &vo));
+    char *dst = al_asprintf("%s/out-dense", tmp_root), *fac = al_asprintf("%s/out-dense-factors", tmp_root);
+    char *side = al_asprintf("%s/farr", dst);
+    ExportOpts eo = { .format = EXPORT_DENSE };
+    ExportReport rep;
+    CHECK_OK(farr_export(m, vo, NULL, dst, &eo, &rep));
+    CHECK(rep.format == EXPORT_DENSE && rep.tensors_rewritten > 0, "dense export report");
+    struct stat sb;
+    CHECK(stat(side, &sb) != 0, "dense export has no farr/ side files");
+    CHECK(farr_is_dense_export(dst), "dense export recognized");
+    eo.format = EXPORT_FACTORS;
+    CHECK_OK(farr_export(m, vo, NULL, fac, &eo, NULL));
+    CHECK(!farr_is_dense_export(fac), "a factors export is no dense export");
+    Model *e = open_or_fail(dst), *f = open_or_fail(fac);
+    if (e && f) {
+        double w = compare_maps(e, vo, &m->cfg, 1.0);
+        printf("dense f32: fused VO maps differ from the plan's by %.3g\n", w);
+        CHECK(w < 1e-5, "F32 dense maps equal the truncated ones (%.3g)", w);
+        check_untouched(m, e, mla_vo);
+        FarrDenseCheck *c = NULL;
+        CHECK_OK(farr_dense_check(dst, NULL, &c));     /* the source from the manifest */
+        if (c) {
+            printf("dense check: %zu heads, kept singular values %.3g, past the rank %.3g\n", c->heads, c->sv_err, c->tail);
+            CHECK(c->heads == (size_t)(m->cfg.n_layers * m->cfg.n_heads) && c->sv_err < 1e-5 && c->tail < 1e-5,
+                  "dense check: %zu heads, %.3g, %.3g", c->heads, c->sv_err, c->tail);
+        }
+        farr_dense_check_free(c);
+        c = NULL;
+        CHECK_OK(farr_dense_check(fac, m, &c));       /* a factors export holds the same weights */
+        if (c) CHECK(c->sv_err < 1e-5 && c->tail < 1e-5, "factors export maps %.3g %.3g", c->sv_err, c->tail);
+        farr_dense_check_free(c);
+        c = NULL;
+        /* the check can fail: a manifest claiming rank 1 everywhere sees the export's maps go past it */
+        char *mp = al_asprintf("%s/farr_manifest.json", fac);
+        cJSON *man = read_manifest(fac), *t, *l, *r;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(man, "truncations"))
+            cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(t, "per_layer"))
+                cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(l, "ranks")) cJSON_SetNumberValue(r, 1);
+        char *txt = cJSON_Print(man);
+        if (txt) CHECK_OK(al_write_file_atomic(mp, txt, strlen(txt)));
+        CHECK_OK(farr_dense_check(fac, m, &c));
+        if (c) CHECK(c->tail > 1e-2, "rank-1 claims: the check sees %.3g past the rank", c->tail);
+        farr_dense_check_free(c);
+        free(txt); free(mp);
+        cJSON_Delete(man);
+        /* the same model as the factors export: identical weight bytes */
+        size_t same = 0;
+        for (size_t i = 0; i < store_count(e->store); i++) {
+            const char *name = store_name_at(e->store, i);
+            const st_entry *a, *b;
+            const st_file *fa, *fb;
+            same += store_entry(e->store, name, &a, &fa) == AL_OK && store_entry(f->store, name, &b, &fb) == AL_OK &&
+                    a->end - a->begin == b->end - b->begin && !memcmp(st_data(fa, a), st_data(fb, b), a->end - a->begin);
+        }
+        CHECK(same == store_count(e->store) && same == store_count(m->store), "dense = factors weights: %zu of %zu", same,
+              store_count(e->store));
+    }
+    model_free(e); model_free(f);
+    farr_plan_free(vo);
+    model_free(m);
+    free(src); free(dst); free(fac); free(side);
+}
+
+/* The truncated layer L of m built in memory from the plan (independently of export.c): W_V's
+ * group columns := [F_V 0], W_O's head rows := [F_O ; 0]. */
+static AttnLayer *truncated_layer(Model *m, const FarrPlan *vo, int L) {
+    AttnLayer *A = NULL;
+    CHECK_OK(attn_layer_load(m, L, &A));
+    const FarrTruncLayer *tl = farr_plan_layer(vo, L);
+    if (!A || !tl) return A;
+    size_t dv = (size_t)A->v_dim, D = (size_t)A->hidden;
+    for (int g = 0; g < A->n_kv_heads; g++) {
+        const Mat *F = tl->groups[g]->shared;           /* (hidden, r) */
+        for (size_t i = 0; i < D; i++)
+            for (size_t j = 0; j < dv; j++)
+                A->W_V->data[i * A->W_V->cols + (size_t)g * dv + j] = j < F->cols ? F->data[i * F->cols + j] : 0.0f;
+    }
+    for (int h = 0; h < A->n_heads; h++) {
+        int idx;
+        const FarrGroup *g = farr_plan_head(vo, &m->cfg, L, h, &idx);
+        const Mat *F = g->head[idx];                    /* (r, hidden) */
+        for (size_t j = 0; j < dv; j++)
+            for (size_t i = 0; i < D; i++)
+                A->W_O->data[((size_t)h * dv + j) * D + i] = j < F->rows ? F->data[j * F->cols + i] : 0.0f;
+    }
+    return A;
+}
+
+/* Relative difference of two logit arrays. */
+static double rel_diff(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) { num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); den += (double)a[i] * a[i]; }
+    return sqrt(num / den);
+}
+
+/* The dense export of a GQA model, loaded by attnlab's Llama loader, runs the truncated model:
+ * its logits equal those of the source with the truncated layers built in memory from the plan. */
+static void test_dense_forward(void) {
+    char *src = demo("demo-llama-f32");
+    Model *m = open_or_fail(src);
+    if (!m) { free(src); return; }
+    FarrPlan *vo = NULL;
+    FarrTruncOpts ov = { .kind = FARR_VO, .tau = 0.99, .policy = FARR_POLICY_HEAD, .layer_lo = 1, .layer_hi = 2 };
+    CHECK_OK(farr_truncate(m, &ov, &vo));
+    char *dst = al_asprintf("%s/out-dense-llama", tmp_root);
+    ExportOpts eo = { .format = EXPORT_DENSE };
+    CHECK_OK(farr_export(m, vo, NULL, dst, &eo, NULL));
+    Model *e = open_or_fail(dst);
+    Forward *fs = NULL, *fe = NULL;
+    AttnLayer *over[2] = {NULL, NULL};
+    if (e && vo) {
+        CHECK_OK(fwd_new(m, NULL, &fs));
+        CHECK_OK(fwd_new(e, NULL, &fe));
+    }
+    if (fs && fe) {
+        size_t T = 16, V = fwd_vocab(fs);
+        int tok[16];
+        for (size_t t = 0; t < T; t++) tok[t] = (int)((t * 11 + 5) % V);
+        float *ls = malloc(T * V * sizeof(float)), *lt = malloc(T * V * sizeof(float)), *le = malloc(T * V * sizeof(float));
+        CHECK_OK(fwd_run(fs, tok, T, FWD_LOGITS_ALL, ls));             /* the source, untruncated */
+        for (int L = 1; L <= 2; L++) {
+            over[L - 1] = truncated_layer(m, vo, L);
+            if (over[L - 1]) CHECK_OK(fwd_set_attn(fs, L, over[L - 1]));
+        }
+        CHECK_OK(fwd_run(fs, tok, T, FWD_LOGITS_ALL, lt));             /* truncated in memory */
+        CHECK_OK(fwd_run(fe, tok, T, FWD_LOGITS_ALL, le));             /* the dense export */
+        double d_exp = rel_diff(lt, le, T * V), d_src = rel_diff(ls, le, T * V);
+        printf("dense llama export: logits vs the truncated model %.3g, vs the untruncated source %.3g\n", d_exp, d_src);
+        CHECK(d_exp < 1e-5, "the dense export runs the truncated model: %.3g", d_exp);
+        CHECK(d_src > 1e-4, "and the truncation changes the model: %.3g", d_src);
+        free(ls); free(lt); free(le);
+    }
+    fwd_free(fs); fwd_free(fe);
+    attn_layer_free(over[0]); attn_layer_free(over[1]);
+    model_free(e);
+    farr_plan_free(vo);
+    model_free(m);
+    free(src); free(dst);
+}
+
 int main(void) {
     tmp_root = test_tmpdir();
+    test_dense();
+    test_dense_forward();
     test_hf_f32();
     test_factors_fp8();
     test_llama();

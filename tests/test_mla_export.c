@@ -1,7 +1,9 @@
 /* test_mla_export.c -- TransMLA exports in DeepSeek-V3 layout: for one KV head and for identical KV
- * heads (Llama, Qwen2 with biases, a query latent) `kv-rank full` with D = d reproduces the
- * original attention to 1e-4 relative after model_open of the export; every non-attention tensor
- * is copied bit for bit; config.json says what the issue asks; sharded exports load; refusals
+ * heads (Llama, Qwen2 with biases, a query latent) `kv-rank full` with D = d, evaluated as a stock
+ * engine runs it (latent RMSNorms, no q_proj bias), reproduces the original attention to 1e-5
+ * relative in f32; what stock engines cannot express (a q bias without a query latent, llama3
+ * RoPE scaling, transformers' latent eps) is measured and noted; every non-attention tensor
+ * is copied bit for bit; config.json says what the issue asks (stock keys only); sharded exports load; refusals
  * (non-empty folder, the source's folder or one inside it, a file, partial conversions); and the
  * real stories260K (HF and llama2.c .bin sources): `check` reproduces the errors the conversion
  * reported. */
@@ -61,29 +63,72 @@ static double logits_diff(Model *a, const char *export_dir, size_t T) {
     return sqrt(num / den);
 }
 
-static void expect_exact(const MlaCheck *c, const char *what) {
+/* Exact under stock semantics (stock: true) or only as attnlab reads the export. */
+static void expect_exact(const MlaCheck *c, const char *what, bool stock) {
     if (!c) return;
-    for (int l = 0; l < c->n_layers; l++)
-        CHECK(c->score_err[l] < 1e-4 && c->out_err[l] < 1e-4, "%s layer %d: export differs: scores %.3g outputs %.3g",
-              what, l, c->score_err[l], c->out_err[l]);
+    for (int l = 0; l < c->n_layers; l++) {
+        printf("%s layer %d: stock scores %.3g outputs %.3g, as attnlab reads it %.3g, transformers' eps %.3g\n", what, l,
+               c->score_err[l], c->out_err[l], c->own_out_err[l], c->hf_out_err[l]);
+        CHECK(c->own_out_err[l] < 1e-5, "%s layer %d: export differs as attnlab reads it: %.3g", what, l, c->own_out_err[l]);
+        if (stock)
+            CHECK(c->score_err[l] < 1e-5 && c->out_err[l] < 1e-5, "%s layer %d: export differs under stock semantics: "
+                  "scores %.3g outputs %.3g", what, l, c->score_err[l], c->out_err[l]);
+        else
+            CHECK(c->out_err[l] > 1e-2, "%s layer %d: stock engines drop something, yet the error is %.3g", what, l,
+                  c->out_err[l]);
+    }
+    CHECK(isfinite(c->nll_source) && c->nll_tokens == 31, "%s: whole-model NLL measured (%zu tokens)", what, c->nll_tokens);
+    if (stock) CHECK(fabs(c->nll_export - c->nll_source) < 1e-4, "%s: NLL %.6g vs %.6g", what, c->nll_export, c->nll_source);
     CHECK(c->copied_diff == 0 && c->copied_same > 0, "%s: %zu non-attention tensors differ (first %s), %zu equal", what,
           c->copied_diff, c->first_diff, c->copied_same);
 }
 
+/* Every key of an exported config.json is one DeepSeek-V3's config knows, and the fields the issue
+ * lists are written explicitly. */
+static void check_stock_keys(const cJSON *cfg, const char *what) {
+    static const char *const known[] = {
+        "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size",
+        "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "n_shared_experts", "n_routed_experts",
+        "routed_scaling_factor", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim",
+        "head_dim", "n_group", "topk_group", "num_experts_per_tok", "first_k_dense_replace", "norm_topk_prob",
+        "hidden_act", "max_position_embeddings", "initializer_range", "rms_norm_eps", "use_cache", "pad_token_id",
+        "bos_token_id", "eos_token_id", "tie_word_embeddings", "rope_theta", "rope_scaling", "rope_interleave",
+        "attention_bias", "attention_dropout", "torch_dtype", "transformers_version", "moe_layer_freq", "topk_method",
+        "scoring_func", NULL};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cfg) {
+        bool ok = false;
+        for (size_t i = 0; known[i] && !ok; i++) ok = !strcmp(known[i], e->string);
+        CHECK(ok, "%s: config.json key '%s' is no DeepSeek-V3 key", what, e->string);
+    }
+    static const char *const listed[] = {
+        "first_k_dense_replace", "n_routed_experts", "n_shared_experts", "routed_scaling_factor", "q_lora_rank",
+        "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "head_dim", "rope_interleave", "rope_scaling",
+        "attention_bias", "rms_norm_eps", "torch_dtype", "tie_word_embeddings", "bos_token_id", "eos_token_id", NULL};
+    for (size_t i = 0; listed[i]; i++)
+        CHECK(cJSON_GetObjectItemCaseSensitive(cfg, listed[i]) != NULL, "%s: config.json lacks %s", what, listed[i]);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling")), "%s: rope_scaling null", what);
+    CHECK(jnum(cfg, "n_routed_experts") == 0 && jnum(cfg, "routed_scaling_factor") == 1, "%s: dense MLPs", what);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "rope_interleave")), "%s: rope_interleave", what);
+}
+
 static void test_exact(const char *tmp) {
-    struct { TuModel m; int q_rank; size_t shard; const char *what; } cases[] = {
+    /* stock: exact as stock engines run it (no q_proj bias, no llama3 RoPE) */
+    struct { TuModel m; int q_rank; size_t shard; const char *what; bool stock; const char *note; } cases[] = {
         {{.model_type = "llama", .layers = 2, .hidden = 32, .heads = 4, .kv_heads = 1, .head_dim = 8, .inter = 24,
-          .vocab = 50, .dtype = DT_F32}, 0, 0, "llama, one KV head"},
+          .vocab = 50, .dtype = DT_F32}, 0, 0, "llama, one KV head", true, "latent eps"},
         {{.model_type = "llama", .layers = 2, .hidden = 32, .heads = 6, .kv_heads = 3, .head_dim = 8, .inter = 24,
-          .vocab = 50, .identical_kv = true, .tie = true, .dtype = DT_F32}, 0, 6000, "llama, identical KV heads, sharded"},
+          .vocab = 50, .identical_kv = true, .tie = true, .dtype = DT_F32}, 0, 6000, "llama, identical KV heads, sharded",
+         true, NULL},
         {{.model_type = "qwen2", .layers = 2, .hidden = 24, .heads = 4, .kv_heads = 2, .head_dim = 8, .inter = 20,
-          .vocab = 30, .identical_kv = true, .dtype = DT_F32}, 0, 0, "qwen2 with biases, identical KV heads"},
+          .vocab = 30, .identical_kv = true, .dtype = DT_F32}, 0, 0, "qwen2 with biases, identical KV heads", false,
+         "q_proj.bias"},
         {{.model_type = "qwen2", .layers = 1, .hidden = 24, .heads = 4, .kv_heads = 1, .head_dim = 8, .inter = 20,
-          .vocab = 30, .dtype = DT_F32}, 32, 0, "qwen2, query latent of full rank"},
+          .vocab = 30, .dtype = DT_F32}, 32, 0, "qwen2, query latent of full rank", true, "attention biases"},
         {{.model_type = "llama", .layers = 1, .hidden = 32, .heads = 4, .kv_heads = 1, .head_dim = 8, .inter = 24,
           .vocab = 50, .dtype = DT_F32, .extra_config = "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
           "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}"},
-         0, 0, "llama3 rope scaling, one KV head"},
+         0, 0, "llama3 rope scaling, one KV head", false, "RoPE: the source's rope_scaling llama3"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char src[4096], out[4096], path[4200];
@@ -98,10 +143,25 @@ static void test_exact(const char *tmp) {
         MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = cases[i].shard};
         TmlaResult *r = NULL;
         MlaCheck *c = round_trip(m, o, out, &eo, &r);
-        expect_exact(c, cases[i].what);
+        bool rope_diff = cases[i].m.extra_config != NULL;   /* llama3: the export turns at unscaled frequencies */
+        if (rope_diff && c) {
+            CHECK(c->out_err[0] > 1e-2 && c->own_out_err[0] > 1e-2, "%s: the RoPE difference shows: %.3g", cases[i].what,
+                  c->out_err[0]);
+        } else
+            expect_exact(c, cases[i].what, cases[i].stock);
+        if (c && cases[i].note)
+            CHECK(strstr(c->notes, cases[i].note) != NULL, "%s: check notes [%s] lack '%s'", cases[i].what, c->notes,
+                  cases[i].note);
+        if (c && !strcmp(cases[i].m.model_type, "qwen2"))   /* biases: vLLM / SGLang skip them, measured */
+            CHECK(c->nobias_out_err[0] > 1e-2, "%s: dropping the biases should show: %.3g", cases[i].what, c->nobias_out_err[0]);
+        else if (c)
+            CHECK(isnan(c->nobias_out_err[0]), "%s: no biases, no bias error: %.3g", cases[i].what, c->nobias_out_err[0]);
+        if (c && !strcmp(cases[i].m.model_type, "llama"))   /* rms_norm_eps 1e-5: transformers' 1e-6 scales the latent */
+            CHECK(c->hf_out_err[0] > 0.1, "%s: transformers' latent eps should show: %.3g", cases[i].what, c->hf_out_err[0]);
         double ld = logits_diff(m, out, 20);
         printf("%s: whole-model logits differ by %.3g\n", cases[i].what, ld);
-        CHECK(ld < 1e-4, "%s: whole-model logits (core/forward.c) of the export differ by %.3g", cases[i].what, ld);
+        if (rope_diff) CHECK(ld > 1e-3, "%s: whole-model logits should show the RoPE difference: %.3g", cases[i].what, ld);
+        else CHECK(ld < 1e-5, "%s: whole-model logits (core/forward.c) of the export differ by %.3g", cases[i].what, ld);
         /* the export's layers load back as exactly the converted layers (F32) */
         Model *ex = NULL;
         CHECK_OK(model_open(out, &ex));
@@ -109,21 +169,22 @@ static void test_exact(const char *tmp) {
         int R = (G - 1) * d + G * d, nope = G > 1 ? d : 0;
         if (ex && r) {
             CHECK(ex->cfg.family == FAM_DEEPSEEK && ex->cfg.kv_lora_rank == R && ex->cfg.qk_rope_dim == d &&
-                  ex->cfg.qk_nope_dim == nope && ex->cfg.n_kv_heads == H && !ex->cfg.latent_norm &&
+                  ex->cfg.qk_nope_dim == nope && ex->cfg.n_kv_heads == H && ex->cfg.latent_norm &&
                   ex->cfg.q_lora_rank == cases[i].q_rank, "%s: export config as loaded", cases[i].what);
             AttnLayer *L = NULL;
             CHECK_OK(attn_layer_load(ex, 0, &L));
-            if (L) {
+            if (L && rope_diff) memcpy(L->inv_freq, r->layers[0]->inv_freq, (size_t)d / 2 * sizeof(double));
+            if (L) {                                   /* the weights hold the conversion exactly */
                 double se, oe;
                 tu_errs(r->layers[0], L, &se, &oe);
-                CHECK(se < 1e-6 && oe < 1e-6, "%s: reloaded layer differs from the converted one: %.3g %.3g",
+                CHECK(se < 1e-5 && oe < 1e-5, "%s: reloaded layer differs from the converted one: %.3g %.3g",
                       cases[i].what, se, oe);
             }
             attn_layer_free(L);
             char *kvn = model_tensor_name(ex, 0, "self_attn.kv_a_layernorm.weight");
             char *kva = model_tensor_name(ex, 1 % ex->cfg.n_layers, "self_attn.kv_a_proj_with_mqa.weight");
             size_t rows = 0, cols = 0;
-            CHECK(!store_has(ex->store, kvn), "%s: no kv_a_layernorm", cases[i].what);
+            CHECK(store_has(ex->store, kvn), "%s: kv_a_layernorm written", cases[i].what);
             CHECK_OK(store_shape2(ex->store, kva, &rows, &cols));
             CHECK(rows == (size_t)(R + d) && cols == (size_t)cases[i].m.hidden, "kv_a_proj_with_mqa %zu x %zu", rows, cols);
             free(kvn);
@@ -148,7 +209,7 @@ static void test_exact(const char *tmp) {
             CHECK(jnum(cfg, "qk_nope_head_dim") == nope && jnum(cfg, "v_head_dim") == d, "nope / v dims");
             const cJSON *ql = cJSON_GetObjectItemCaseSensitive(cfg, "q_lora_rank");
             CHECK(cases[i].q_rank ? jnum(cfg, "q_lora_rank") == cases[i].q_rank : cJSON_IsNull(ql), "q_lora_rank");
-            CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cfg, "qk_latent_layernorm")), "qk_latent_layernorm false");
+            check_stock_keys(cfg, cases[i].what);
             CHECK(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(cfg, "attention_bias")) &&
                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "attention_bias")) ==
                       !strcmp(cases[i].m.model_type, "qwen2"), "attention_bias");
