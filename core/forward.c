@@ -902,18 +902,41 @@ static int ffn_apply(Forward *f, const Ffn *n, const float *x, size_t T, float *
 
 /* ---------------------------------------------------------------- mixture of experts */
 
+/* Keeps the topk_group best groups of experts in sel (E), setting the others to 0 as Hugging Face
+ * masks them: a group's score is its best selection score (DeepSeek-V2 group_limited_greedy) or
+ * the sum of its best two (V3). gs: scratch of n_group. */
+static void group_limit(const MoeSpec *m, bool v3, double *sel, double *gs) {
+    int ng = m->n_group, per = m->n_experts / ng;
+    for (int g = 0; g < ng; g++) {
+        double b1 = -INFINITY, b2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (sel[e] > b1) { b2 = b1; b1 = sel[e]; }
+            else if (sel[e] > b2) b2 = sel[e];
+        }
+        gs[g] = v3 ? b1 + b2 : b1;
+    }
+    for (int r = 0; r < m->topk_group; r++) {         /* kept groups are marked -inf */
+        int best = -1;
+        for (int g = 0; g < ng; g++)
+            if (gs[g] != -INFINITY && (best < 0 || gs[g] > gs[best])) best = g;
+        if (best >= 0) gs[best] = -INFINITY;
+    }
+    for (int e = 0; e < m->n_experts; e++)
+        if (gs[e / per] != -INFINITY) sel[e] = 0.0;
+}
+
 /* The k experts of one token from its router logits z (E) into idx / wt (k), as Hugging Face routes:
  * Mixtral / Qwen3-MoE softmax, top-k, renormalised (Mixtral always, Qwen when norm_topk_prob);
- * DeepSeek-V2 softmax, greedy or group_limited_greedy (groups by their best expert), times
- * routed_scaling_factor, not renormalised; DeepSeek-V3 (every DeepSeek type but deepseek_v2, as
- * Hugging Face's modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
- * e_score_correction_bias within the topk_group groups of the best two-expert sums, weights the
- * plain scores, renormalised when norm_topk_prob (+1e-20), times routed_scaling_factor. s, sel:
- * scratch of E doubles; gs: of n_group. */
+ * DeepSeek-V2 softmax, greedy or group_limited_greedy, times routed_scaling_factor, not
+ * renormalised; DeepSeek-V3 (every DeepSeek type but deepseek_v2, as Hugging Face's
+ * modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
+ * e_score_correction_bias within the topk_group best groups, weights the plain scores,
+ * renormalised when norm_topk_prob (+1e-20), times routed_scaling_factor. s, sel: scratch of E
+ * doubles; gs: of n_group. */
 static void route_token(const Forward *f, const float *z, const float *bias, double *s, double *sel, double *gs,
                         int *idx, float *wt) {
     const MoeSpec *m = &f->c->moe;
-    int E = m->n_experts, k = m->top_k, ng = m->n_group > 1 ? m->n_group : 1, per = E / ng;
+    int E = m->n_experts, k = m->top_k;
     bool ds = m->layout == MOE_DEEPSEEK, v3 = ds && strcmp(f->c->model_type, "deepseek_v2") != 0;
     bool sig = v3 || (!ds && m->sigmoid);
     double mx = -INFINITY, sum = 0;
@@ -926,24 +949,7 @@ static void route_token(const Forward *f, const float *z, const float *bias, dou
         if (!sig) s[e] /= sum;
         sel[e] = s[e] + (bias ? bias[e] : 0.0);
     }
-    if (ng > 1 && (v3 || !strcmp(m->topk_method, "group_limited_greedy"))) {
-        for (int g = 0; g < ng; g++) {                /* V3: sum of the best two; V2: the best */
-            double b1 = -INFINITY, b2 = -INFINITY;
-            for (int e = g * per; e < (g + 1) * per; e++) {
-                if (sel[e] > b1) { b2 = b1; b1 = sel[e]; }
-                else if (sel[e] > b2) b2 = sel[e];
-            }
-            gs[g] = v3 ? b1 + b2 : b1;
-        }
-        for (int r = 0; r < m->topk_group; r++) {     /* mark the kept groups with -inf */
-            int best = -1;
-            for (int g = 0; g < ng; g++)
-                if (gs[g] != -INFINITY && (best < 0 || gs[g] > gs[best])) best = g;
-            if (best >= 0) gs[best] = -INFINITY;
-        }
-        for (int e = 0; e < E; e++)
-            if (gs[e / per] != -INFINITY) sel[e] = 0.0;     /* HF masks the other groups with 0 */
-    }
+    if (m->n_group > 1 && (v3 || !strcmp(m->topk_method, "group_limited_greedy"))) group_limit(m, v3, sel, gs);
     double tot = 0;
     for (int r = 0; r < k; r++) {
         int best = -1;
@@ -958,39 +964,48 @@ static void route_token(const Forward *f, const float *z, const float *bias, dou
     for (int r = 0; r < k; r++) wt[r] = (float)(s[idx[r]] / div * scale);
 }
 
-/* MoE MLP of layer L on f->h (T rows) into f->h: tokens routed, then for each expert its tokens
- * gathered into one block (one sgemm per projection), weighted and scattered back; plus the
- * shared experts. */
+/* Runs expert e over the n choices rows[0..n) (choice i: token i / k, weight wt[i]) of x (T, D),
+ * adding the weighted outputs to f->h. */
+static int expert_rows(Forward *f, const Ffn *ex, const float *x, const int *rows, size_t n, const float *wt, size_t k) {
+    size_t D = f->D;
+    float *gx = fb_fit(&f->gx, n, D, "MoE rows"), *gy = fb_fit(&f->gy, n, D, "MoE rows");
+    if (!gx || !gy) return AL_ERR;
+    for (size_t r = 0; r < n; r++) memcpy(gx + r * D, x + (size_t)rows[r] / k * D, D * sizeof(float));
+    int rc = ffn_apply(f, ex, gx, n, gy);
+    for (size_t r = 0; rc == AL_OK && r < n; r++) {
+        float c = wt[rows[r]], *o = f->h.p + (size_t)rows[r] / k * D;
+        for (size_t j = 0; j < D; j++) o[j] += c * gy[r * D + j];
+    }
+    return rc;
+}
+
+/* MoE MLP of layer L on f->h (T rows) into f->h: tokens routed, the choices bucketed by expert
+ * (counting sort), each expert run once over its rows (one sgemm per projection), weighted and
+ * scattered back; plus the shared experts. */
 static int moe_mlp(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     const MoeSpec *m = &f->c->moe;
-    size_t D = f->D, E = (size_t)m->n_experts, k = (size_t)m->top_k;
-    float *x = fb_fit(&f->mx, T, D, "MoE input"), *gx = fb_fit(&f->gx, T, D, "MoE rows"), *gy = fb_fit(&f->gy, T, D, "MoE rows");
-    float *z = fb_fit(&f->rl, T, E, "router logits");
-    int *idx = al_malloc3(T * k + T, 1, sizeof(int), "expert choices"), *rows = idx ? idx + T * k : NULL;
-    float *wt = al_malloc3(T * k, 1, sizeof(float), "expert weights");
+    size_t D = f->D, E = (size_t)m->n_experts, k = (size_t)m->top_k, n = T * k;
+    float *x = fb_fit(&f->mx, T, D, "MoE input"), *z = fb_fit(&f->rl, T, E, "router logits");
+    int *idx = al_malloc3(2 * n + E + 1, 1, sizeof(int), "expert choices");
+    float *wt = al_malloc3(n, 1, sizeof(float), "expert weights");
     double *sc = al_malloc3(2 * E + (size_t)(m->n_group > 1 ? m->n_group : 1), 1, sizeof(double), "router scores");
-    int rc = x && gx && gy && z && idx && wt && sc ? AL_OK : AL_ERR;
+    int rc = x && z && idx && wt && sc ? AL_OK : AL_ERR;
+    int *rows = idx ? idx + n : NULL, *start = idx ? idx + 2 * n : NULL;   /* choices by expert; (E + 1) offsets */
     if (rc == AL_OK) {
         memcpy(x, f->h.p, T * D * sizeof(float));
         lin_apply(&w->router, x, D, T, z, E);
         for (size_t t = 0; t < T; t++)
             route_token(f, z + t * E, w->ebias ? w->ebias->data : NULL, sc, sc + E, sc + 2 * E, idx + t * k, wt + t * k);
+        memset(start, 0, (E + 1) * sizeof(int));
+        for (size_t i = 0; i < n; i++) start[idx[i] + 1]++;
+        for (size_t e = 0; e < E; e++) start[e + 1] += start[e];
+        for (size_t i = 0; i < n; i++) rows[start[idx[i]]++] = (int)i;     /* start[e] becomes the end of e */
         if (w->mlp.ffn) rc = ffn_apply(f, &w->mlp, x, T, f->h.p);
         else memset(f->h.p, 0, T * D * sizeof(float));
     }
-    for (size_t e = 0; rc == AL_OK && e < E; e++) {
-        size_t n = 0;
-        for (size_t i = 0; i < T * k; i++)
-            if (idx[i] == (int)e) rows[n++] = (int)i;
-        if (!n) continue;
-        for (size_t r = 0; r < n; r++) memcpy(gx + r * D, x + (size_t)rows[r] / k * D, D * sizeof(float));
-        rc = ffn_apply(f, &w->experts[e], gx, n, gy);
-        for (size_t r = 0; rc == AL_OK && r < n; r++) {
-            float c = wt[rows[r]], *o = f->h.p + (size_t)rows[r] / k * D;
-            for (size_t j = 0; j < D; j++) o[j] += c * gy[r * D + j];
-        }
-    }
+    for (size_t e = 0, b = 0; rc == AL_OK && e < E; b = (size_t)start[e++])
+        if ((size_t)start[e] > b) rc = expert_rows(f, &w->experts[e], x, rows + b, (size_t)start[e] - b, wt, k);
     free(idx);
     free(wt);
     free(sc);
