@@ -1,6 +1,7 @@
-/* forward.c -- the float32 forward pass: config extras (activation, rope_scaling, windows),
- * weights (resident or streamed per layer), the layer kernels (norms, RoPE, attention over the
- * KV cache, MLPs) and the activation hooks. See forward.h for the contract.
+/* forward.c -- the float32 forward pass: config extras (activation, RoPE sets, windows), weights
+ * by Hugging Face tensor name tables per layout (resident or streamed per layer), the layer
+ * kernels (norms by kind and slot, q/k norms, RoPE, attention over the KV cache, dense MLPs,
+ * mixture-of-experts routing) and the activation hooks. See forward.h for the contract.
  *
  * Row-vector convention throughout: activations are (T, width) row-major; an HF Linear weight
  * W (out, in) is applied as x @ W^T, a GPT-2 Conv1D weight W (in, out) as x @ W. */

@@ -25,7 +25,8 @@
  *   gpt_neox            LayerNorm with bias, query_key_value head by head, partial rotary,
  *                       parallel (or sequential) residual, exact-GELU MLP with biases, embed_out
  *   olmo2               q_norm / k_norm over the whole projection, post-norms only
- * MoE layers route every token, then run each expert once over the rows routed to it (one
+ * Layers use at most two RoPE frequency sets (the config's theta with its rope_scaling, and one
+ * other base / unscaled set, Gemma 3's local layers). MoE layers route every token, then run each expert once over the rows routed to it (one
  * sgemm per projection). RoPE frequencies, the rotation and the softmax are core/rope.c's; the
  * scale, windows and per-layer RoPE bases come from the description (cfg_attn_scale,
  * cfg_layer_window, cfg_layer_theta, cfg_layer_rope_scaled).
@@ -178,8 +179,9 @@ size_t fwd_attn_window(const Forward *f, int layer);
 /* ================================================================ attention overrides */
 
 /* Runs L (core/attn_eval.h; borrowed: keep it alive while set) as layer's attention in place of
- * the model's: its input is the layer's normalized attention input, its output (after its W_O)
- * joins the residual stream. NULL restores the model's attention. L must read and write the
+ * the model's: its input is the layer's normalized attention input (OLMo 2: the residual stream
+ * itself), its output (after its W_O) takes the place of the model's attention output (Gemma,
+ * OLMo 2: before the post-attention norm). NULL restores the model's attention. L must read and write the
  * model's hidden size. The sequence is reset. An overridden layer keeps the attention inputs of
  * the sequence and evaluates L over all of them on each call (attn_eval at positions 0..pos+T-1:
  * fine for fwd_nll and calibration; decoding token by token costs O(pos) per token), and hands
