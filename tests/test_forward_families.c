@@ -12,7 +12,9 @@
  * norms, post-norms). Logits agree to 1e-4 relative (max |diff| / max |ref|), and switching
  * off a family's features (soft-caps, windows, q/k norms, grouped routing, longrope's long
  * factors, ...) in the reference moves it by more than 1e-3; prefill equals decoding token by
- * token and streamed weights equal resident ones; a qwen3 model's FWD_Q / FWD_K hooks are the normed projections and
+ * token and streamed weights equal resident ones; what is still refused (an unknown DeepSeek-V2
+ * topk_method, inconsistent groups, top-k beyond the experts, experts the config does not route,
+ * longrope factor counts, an unknown activation) is refused by name; a qwen3 model's FWD_Q / FWD_K hooks are the normed projections and
  * FWD_K_ROPE the rotated keys. */
 #define _GNU_SOURCE
 #include "check.h"
@@ -785,6 +787,49 @@ static void test_deepseek(void) {
     }
 }
 
+/* What the pass still refuses, with a reason that names it. */
+static void expect_refusal(Spec *s, const char *config, const char *needle) {
+    char *dir = al_asprintf("%s/%s", tmpdir, s->name);
+    CHECK_OK(write_dir(dir, config));
+    Model *m = open_model(dir, s);
+    Forward *f = NULL;
+    if (m) CHECK_ERR(fwd_new(m, NULL, &f), needle);
+    fwd_free(f);
+    model_free(m);
+    free(dir);
+}
+
+static void test_refusals(void) {
+    static Spec s;
+    s = base("refuse_ds", 2, H, 24);
+    s.attn = A_MLA; s.kl = 12; s.nope = 4; s.rot = 4;
+    s.moe = MOE_DS2; s.E = 8; s.k = 2; s.eff = 16; s.nsh = 1;
+    s.moe_layer[1] = true;
+    make_weights(&s);
+    const char *head = "{\"model_type\":\"deepseek_v2\",\"hidden_size\":32,\"num_attention_heads\":4,"
+                       "\"num_hidden_layers\":2,\"intermediate_size\":24,\"vocab_size\":40,\"kv_lora_rank\":12,"
+                       "\"qk_nope_head_dim\":4,\"qk_rope_head_dim\":4,\"v_head_dim\":8,\"n_routed_experts\":8,"
+                       "\"n_shared_experts\":1,\"moe_intermediate_size\":16,\"first_k_dense_replace\":1,";
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "%s\"num_experts_per_tok\":2,\"topk_method\":\"bogus\"}", head);
+    expect_refusal(&s, cfg, "topk_method 'bogus'");
+    snprintf(cfg, sizeof cfg, "%s\"num_experts_per_tok\":2,\"topk_method\":\"group_limited_greedy\",\"n_group\":3,"
+             "\"topk_group\":1}", head);
+    expect_refusal(&s, cfg, "inconsistent");
+    snprintf(cfg, sizeof cfg, "%s\"num_experts_per_tok\":9}", head);
+    expect_refusal(&s, cfg, "layer 1 is a mixture-of-experts layer (8 experts) but num_experts_per_tok is 9");
+    snprintf(cfg, sizeof cfg, "%s\"num_experts_per_tok\":2,\"first_k_dense_replace\":2}", head);  /* last key wins */
+    expect_refusal(&s, cfg, "layer 1 holds experts but config.json does not route to them");
+    s = base("refuse_phi3", 1, 2, 24);
+    s.attn = A_CAT; s.mlp = M_FUSED;
+    make_weights(&s);
+    expect_refusal(&s, "{\"model_type\":\"phi3\"," COMMON(1, 2, 24) "\"partial_rotary_factor\":0.5,\"rope_scaling\":"
+                   "{\"type\":\"longrope\",\"short_factor\":[1.0],\"long_factor\":[1.0,2.0]}}", "1 short and 2 long factors");
+    s = base("refuse_act", 1, 2, 24);
+    make_weights(&s);
+    expect_refusal(&s, "{\"model_type\":\"qwen3\"," COMMON(1, 2, 24) "\"hidden_act\":\"xielu\"}", "activation 'xielu'");
+}
+
 int main(void) {
     tmpdir = test_tmpdir();
     test_qwen3();
@@ -792,6 +837,7 @@ int main(void) {
     test_mixtral_phi3_olmo2();
     test_neox();
     test_deepseek();
+    test_refusals();
     bag_clear();
     return check_done();
 }
