@@ -73,17 +73,50 @@ static bool eval_reason(const Model *m, char *why, size_t cap) {
     return local_theta_reason(c, name, why, cap);
 }
 
-/* A layer of m whose MLP is a mixture of experts (by config or by its tensors), or -1. */
-static int moe_layer(const Model *m) {
-    if (m->cfg.family == FAM_GPT2) return -1;
-    for (int L = 0; L < m->cfg.n_layers; L++) {
-        char *g = model_tensor_name(m, L, "mlp.gate_proj.weight"), *e = model_tensor_name(m, L, "mlp.experts.0.gate_proj.weight");
-        bool dense = g && store_has(m->store, g), experts = e && store_has(m->store, e);
-        free(g);
-        free(e);
-        if (!dense && (experts || cfg_moe_layer(&m->cfg, L))) return L;
+/* What the forward pass cannot run in m's mixture-of-experts layers (the reason into why): a layer
+ * with expert tensors the config does not route, or routing fields it does not implement. */
+static bool moe_layer(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const MoeSpec *e = &c->moe;
+    if (c->family == FAM_GPT2) return false;
+    for (int L = 0; m->store && L < c->n_layers; L++) {   /* a description alone has no tensors */
+        char *a = model_tensor_name(m, L, "mlp.experts.0.gate_proj.weight");
+        char *b = model_tensor_name(m, L, "block_sparse_moe.experts.0.w1.weight");
+        bool experts = (a && store_has(m->store, a)) || (b && store_has(m->store, b));
+        free(a);
+        free(b);
+        if (experts && !cfg_moe_layer(c, L))
+            return why_set(why, cap, "%s: layer %d holds experts but config.json does not route to them there (num_experts "
+                           "/ n_routed_experts %d, first_k_dense_replace %d, moe_layer_freq %d, decoder_sparse_step %d, "
+                           "mlp_only_layers)", m->path, L, e->n_experts, e->first_dense, e->layer_freq, e->sparse_step);
     }
-    return -1;
+    if (c->mlp != MLP_MOE) return false;
+    bool ds = e->layout == MOE_DEEPSEEK, v2 = !strcmp(c->model_type, "deepseek_v2");
+    int first = 0;
+    while (first < c->n_layers && !cfg_moe_layer(c, first)) first++;
+    if (e->layout == MOE_NONE || e->top_k <= 0 || e->top_k > e->n_experts)
+        return why_set(why, cap, "layer %d is a mixture-of-experts layer (%d experts) but num_experts_per_tok is %d: the "
+                       "forward pass needs 1 <= top-k <= experts", first, e->n_experts, e->top_k);
+    if (!ds && e->n_shared > 0)
+        return why_set(why, cap, "%s: a shared expert in a %s MoE (shared_expert_intermediate_size) is not covered by "
+                       "the forward pass (Mixtral, Qwen3-MoE and DeepSeek layouts are)", m->path, c->model_type);
+    if (ds && v2 && e->topk_method[0] && strcmp(e->topk_method, "greedy") && strcmp(e->topk_method, "group_limited_greedy"))
+        return why_set(why, cap, "%s: DeepSeek-V2 topk_method '%s' is not covered (greedy, group_limited_greedy are)",
+                       m->path, e->topk_method);
+    bool groups = ds && e->n_group > 1 && (!v2 || !strcmp(e->topk_method, "group_limited_greedy"));
+    if (groups && (e->n_experts % e->n_group || e->topk_group < 1 || e->topk_group > e->n_group ||
+                   e->topk_group * (e->n_experts / e->n_group) < e->top_k || (!v2 && e->n_experts / e->n_group < 2)))
+        return why_set(why, cap, "%s: grouped routing with %d experts, n_group %d, topk_group %d, top-k %d is "
+                       "inconsistent", m->path, e->n_experts, e->n_group, e->topk_group, e->top_k);
+    return false;
+}
+
+/* Longrope as the forward pass computes it: dim / 2 short and long factors. */
+static bool longrope_reason(const ModelConfig *c, const char *where, char *why, size_t cap) {
+    const RopeScaling *s = &c->rope_spec.scaling;
+    if (s->n_short == c->qk_rope_dim / 2 && s->n_long == c->qk_rope_dim / 2) return false;
+    return why_set(why, cap, "%s: rope_scaling longrope has %d short and %d long factors; the %d rotary dims need %d of "
+                   "each", where, s->n_short, s->n_long, c->qk_rope_dim, c->qk_rope_dim / 2);
 }
 
 /* What the forward pass does not cover. */
@@ -93,24 +126,17 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
     if (c->vocab == 0 || c->intermediate == 0)
         return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
     if (c->act == ACT_UNKNOWN)
-        return why_set(why, cap, "%s: activation '%s' is not supported (silu, gelu, gelu_new, relu are)", m->path,
-                       c->activation);
-    if (c->rope_spec.partial_factor < 1.0 && !mla && !gpt2)
+        return why_set(why, cap, "%s: activation '%s' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu "
+                       "are)", m->path, c->activation);
+    if (c->rope_spec.partial_factor < 1.0 && !mla && !gpt2 && !c->rope_first)
         return why_set(why, cap, "%s: partial_rotary_factor %g is not supported by the forward pass", m->path,
                        c->rope_spec.partial_factor);
-    if (c->qk_rope_dim > 0 && c->rope != ROPE_NONE && rope_reason(c, m->path, why, cap)) return true;
-    if (c->qk_norm != QKN_NONE)
-        return why_set(why, cap, "%s: the attention has per-head Q/K RMSNorm (q_norm / k_norm) between the projection "
-                       "and RoPE: not covered by the forward pass", m->path);
-    if (c->final_softcap > 0)
-        return why_set(why, cap, "%s: final_logit_softcapping %g: the forward pass does not soft-cap logits", m->path,
-                       c->final_softcap);
-    if (local_theta_reason(c, m->path, why, cap)) return true;
-    int L = moe_layer(m);
-    if (L >= 0)
-        return why_set(why, cap, "layer %d is a mixture-of-experts layer (n_routed_experts %d from layer %d on): the "
-                       "forward pass covers dense MLP layers only", L, c->moe.n_experts, c->moe.first_dense);
-    return false;
+    bool rope = c->qk_rope_dim > 0 && c->rope != ROPE_NONE;
+    if (rope && c->rope_spec.scaling.kind == RS_LONGROPE) {
+        if (longrope_reason(c, m->path, why, cap)) return true;
+    } else if (rope && rope_reason(c, m->path, why, cap))
+        return true;
+    return moe_layer(m, why, cap);
 }
 
 static bool mla_reason(const Model *m, char *why, size_t cap) {

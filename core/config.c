@@ -312,7 +312,11 @@ static void parse_rope_scaling(cfg_reader *r, const cJSON *rs, const ModelConfig
         s->mscale_all_dim = jnum(r, rs, "mscale_all_dim", 0);
     } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
         s->kind = RS_LONGROPE;
-        s->orig_max_pos = jnum(r, rs, "original_max_position_embeddings", c->max_pos);
+        /* Phi-3 keeps original_max_position_embeddings at the top level: HF then takes the factor as
+           max_position_embeddings / original_max_position_embeddings */
+        double top = jnum(r, r->root, "original_max_position_embeddings", 0);
+        s->orig_max_pos = jnum(r, rs, "original_max_position_embeddings", top > 0 ? top : c->max_pos);
+        if (top > 0 && c->max_pos > 0) s->factor = c->max_pos / top;
         s->n_short = jarray(r, rs, "short_factor", s->short_factor, CFG_MAX_ROPE_PAIRS);
         s->n_long = jarray(r, rs, "long_factor", s->long_factor, CFG_MAX_ROPE_PAIRS);
     } else

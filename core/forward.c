@@ -1,6 +1,7 @@
-/* forward.c -- the float32 forward pass: config extras (activation, rope_scaling, windows),
- * weights (resident or streamed per layer), the layer kernels (norms, RoPE, attention over the
- * KV cache, MLPs) and the activation hooks. See forward.h for the contract.
+/* forward.c -- the float32 forward pass: config extras (activation, RoPE sets, windows), weights
+ * by Hugging Face tensor name tables per layout (resident or streamed per layer), the layer
+ * kernels (norms by kind and slot, q/k norms, RoPE, attention over the KV cache, dense MLPs,
+ * mixture-of-experts routing) and the activation hooks. See forward.h for the contract.
  *
  * Row-vector convention throughout: activations are (T, width) row-major; an HF Linear weight
  * W (out, in) is applied as x @ W^T, a GPT-2 Conv1D weight W (in, out) as x @ W. */
@@ -30,27 +31,50 @@ typedef struct {
     size_t in, out;
 } Lin;
 
+/* A feed-forward net: gated act(x gate^T) * (x up^T) (gu: Phi-3's fused rows [gate ; up]) or, when
+ * neither gate nor gu is set, act(x up^T); then down. */
 typedef struct {
-    Mat *n1, *n1b, *n2, *n2b;     /* input / post-attention norms (1, D); biases for LayerNorm */
+    Lin gate, up, gu, down;
+    size_t ffn;            /* inner width */
+} Ffn;
+
+/* Norm slots of a layer (which exist depends on the block layout). */
+enum { NS_ATTN_IN, NS_ATTN_OUT, NS_MLP_IN, NS_MLP_OUT, NS_COUNT };
+
+typedef struct {
+    Mat *nw[NS_COUNT], *nb[NS_COUNT];  /* norm weights (1, D) and LayerNorm biases, NULL where absent */
     Lin q, k, v, o;               /* GQA; MLA: q is q_proj or q_b_proj, o is o_proj */
-    Lin qkv;                      /* GPT-2 c_attn (D, 3D) */
+    Lin qkv;                      /* fused: GPT-2 c_attn (D, 3D); Phi-3 qkv_proj and GPT-NeoX query_key_value
+                                     ((H + 2G) dqk, D) with rows [Q ; K ; V] (NeoX's reordered at load) */
+    Mat *qn, *kn;                 /* q_norm / k_norm: (1, dqk) per head, or (1, H dqk) / (1, G dqk) (QKN_PROJ) */
     Lin qa, kva, kvb;             /* MLA: q_a_proj (ql, D), kv_a_proj_with_mqa (kl + rope, D), kv_b_proj */
     Mat *qa_norm, *kva_norm;      /* MLA latent RMSNorms (1, ql), (1, kl) or NULL */
-    Lin gate, up, down;           /* SwiGLU; GPT-2: up = c_fc, down = c_proj */
+    Ffn mlp;                      /* dense MLP; MoE layers: the shared experts (ffn 0: none) */
+    Lin router;                   /* MoE: gate (E, D) */
+    Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
+    Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
     bool loaded;
 } LayerW;
 
 typedef struct { float *p; size_t cap; } fbuf;
 
+/* RoPE frequencies of one kind of layer (Gemma 3: global and local layers differ). */
+typedef struct {
+    float *inv;                   /* (rope / 2); longrope: the short factors */
+    float *inv_long;              /* longrope: the long factors (sequences beyond orig_max_pos), else NULL */
+    float mscale;                 /* attention factor on cos / sin (YaRN, longrope; else 1) */
+    fbuf cs, sn;                  /* (T, rope / 2) tables of the current call */
+} RopeSet;
+
 struct Forward {
     Model *m;
     const ModelConfig *c;
-    bool gpt2, mla;
-    size_t D, H, G, dqk, nope, rope, dv, ql, kl, ffn, vocab;   /* ffn: MLP width */
+    bool mla;
+    size_t D, H, G, dqk, nope, rope, rcol, dv, ql, kl, ffn, vocab;   /* ffn: MLP width; rcol: first RoPE column */
     act_kind act;
     double norm_eps;
-    float *inv_freq;              /* (rope / 2) */
-    float rope_mscale;            /* YaRN attention factor on cos / sin */
+    RopeSet rs[2];                /* [0]: theta with rope_scaling; [1]: layers of another base or unscaled */
+    unsigned char *lrs;           /* (n_layers) index into rs */
     rope_layout rope_lay;         /* pairs in the checkpoint's layout (DeepSeek's stay interleaved) */
 
     Mat *embed;                   /* (V, D) */
@@ -69,7 +93,7 @@ struct Forward {
     int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
 
     /* scratch, (rows, width) */
-    fbuf x, h, q, k, v, att, f1, f2, lat, lat2, kvb, cs, sn, logit, scores;
+    fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl;
     int nworkers;
 };
 
@@ -125,30 +149,41 @@ static void lin_apply(const Lin *l, const float *x, size_t ldx, size_t T, float 
         }
 }
 
-/* out = RMSNorm(x) * w, rows of width n. */
-static void rmsnorm(const float *x, size_t ldx, size_t T, size_t n, const float *w, double eps, float *out, size_t ldo) {
+/* out = RMSNorm(x) * w (one_plus: * (1 + w), Gemma), rows of width n; in place when out == x.
+ * As Hugging Face computes it in float32: x * rsqrt(mean(x^2) + eps) * w. */
+static void rmsnorm(const float *x, size_t ldx, size_t T, size_t n, const float *w, bool one_plus, double eps,
+                    float *out, size_t ldo) {
     for (size_t t = 0; t < T; t++) {
         const float *r = x + t * ldx;
         double ss = 0;
         for (size_t j = 0; j < n; j++) ss += (double)r[j] * r[j];
         float inv = (float)(1.0 / sqrt(ss / (double)n + eps));
         float *o = out + t * ldo;
-        for (size_t j = 0; j < n; j++) o[j] = r[j] * inv * w[j];
+        if (one_plus) for (size_t j = 0; j < n; j++) o[j] = r[j] * inv * (1.f + w[j]);
+        else for (size_t j = 0; j < n; j++) o[j] = r[j] * inv * w[j];
     }
 }
 
-/* out = LayerNorm(x) * w + b. */
-static void layernorm(const float *x, size_t T, size_t n, const float *w, const float *b, double eps, float *out) {
+/* out = LayerNorm(x) * w + b; in place when out == x. */
+static void layernorm(const float *x, size_t ldx, size_t T, size_t n, const float *w, const float *b, double eps,
+                      float *out, size_t ldo) {
     for (size_t t = 0; t < T; t++) {
-        const float *r = x + t * n;
+        const float *r = x + t * ldx;
         double mean = 0, var = 0;
         for (size_t j = 0; j < n; j++) mean += r[j];
         mean /= (double)n;
         for (size_t j = 0; j < n; j++) var += (r[j] - mean) * (r[j] - mean);
         float inv = (float)(1.0 / sqrt(var / (double)n + eps));
-        float *o = out + t * n;
+        float *o = out + t * ldo;
         for (size_t j = 0; j < n; j++) o[j] = (float)(r[j] - mean) * inv * w[j] + (b ? b[j] : 0.f);
     }
+}
+
+/* The model's norm (config.h norm_kind) of T rows of width n, weight w (and LayerNorm bias b). */
+static void norm_apply(const Forward *f, const Mat *w, const Mat *b, const float *x, size_t ldx, size_t T, size_t n,
+                       float *out, size_t ldo) {
+    if (f->c->norm == NORM_LAYER) layernorm(x, ldx, T, n, w->data, b ? b->data : NULL, f->norm_eps, out, ldo);
+    else rmsnorm(x, ldx, T, n, w->data, f->c->norm == NORM_RMS_1P, f->norm_eps, out, ldo);
 }
 
 static float act_apply(act_kind a, float x) {
@@ -164,22 +199,53 @@ static float act_apply(act_kind a, float x) {
 
 /* ================================================================ the description */
 
+/* Frequencies of one RoPE set: base theta, with the config's rope_scaling when scaled (longrope:
+ * both factor sets). */
+static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled) {
+    const RopeSpec *spec = &f->c->rope_spec;
+    bool lr = scaled && spec->scaling.kind == RS_LONGROPE;
+    size_t half = f->rope / 2;
+    RopeSpec plain = *spec;
+    if (!scaled) { memset(&plain.scaling, 0, sizeof plain.scaling); plain.scaling.factor = 1; plain.scaling.attention_factor = NAN; }
+    rs->inv = al_malloc3(half, 1, sizeof(float), "RoPE frequencies");
+    rs->inv_long = lr ? al_malloc3(half, 1, sizeof(float), "RoPE frequencies") : NULL;
+    double *base = al_malloc3(half, 1, sizeof(double), "RoPE frequencies");
+    int rc = rs->inv && base && (!lr || rs->inv_long) ? AL_OK : AL_ERR;
+    const char *where = f->m->path;
+    if (rc == AL_OK && lr) {
+        rc = rope_longrope_freqs(&spec->scaling, (int)f->rope, theta, true, base, where);
+        if (rc == AL_OK) vec_d2f(base, half, rs->inv_long);
+        if (rc == AL_OK) rc = rope_longrope_freqs(&spec->scaling, (int)f->rope, theta, false, base, where);
+    } else if (rc == AL_OK)
+        rc = rope_inv_freq(&plain, (int)f->rope, theta, base, where);
+    if (rc == AL_OK) vec_d2f(base, half, rs->inv);
+    rs->mscale = (float)rope_attention_factor(scaled ? spec : &plain);
+    free(base);
+    return rc;
+}
+
 /* What the pass takes from the model's description (core/config.h): activation, norm epsilon,
- * RoPE frequencies (float) and YaRN's attention factor. Refusals are analysis_check's. */
+ * RoPE frequencies (float) per kind of layer and their attention factors. Refusals are
+ * analysis_check's. */
 static int take_description(Forward *f) {
     const ModelConfig *c = f->c;
     f->act = c->act;
     f->norm_eps = c->norm_eps > 0 ? c->norm_eps : 1e-5;
     f->rope_lay = c->rope_spec.layout;
-    f->rope_mscale = 1.f;
-    size_t half = f->rope / 2;
-    if (!half) return AL_OK;
-    f->inv_freq = al_malloc3(half, 1, sizeof(float), "RoPE frequencies");
-    double *base = al_malloc3(half, 1, sizeof(double), "RoPE frequencies");
-    int rc = f->inv_freq && base ? rope_inv_freq(&c->rope_spec, (int)f->rope, c->rope_spec.theta, base, f->m->path) : AL_ERR;
-    if (rc == AL_OK) vec_d2f(base, half, f->inv_freq);
-    f->rope_mscale = (float)rope_attention_factor(&c->rope_spec);
-    free(base);
+    f->lrs = al_calloc((size_t)c->n_layers, 1, "RoPE sets");
+    if (!f->lrs) return AL_ERR;
+    if (!f->rope) return AL_OK;
+    double theta = c->rope_spec.theta, other = theta;
+    bool other_scaled = true, two = false;
+    for (int L = 0; L < c->n_layers; L++)
+        if (cfg_layer_theta(c, L) != theta || !cfg_layer_rope_scaled(c, L)) {
+            f->lrs[L] = 1;
+            other = cfg_layer_theta(c, L);
+            other_scaled = cfg_layer_rope_scaled(c, L);
+            two = true;
+        }
+    int rc = rope_set_init(f, &f->rs[0], theta, true);
+    if (rc == AL_OK && two) rc = rope_set_init(f, &f->rs[1], other, other_scaled);
     return rc;
 }
 
@@ -228,24 +294,170 @@ static int load_norm(Forward *f, int L, const char *base, size_t n, bool dry, si
     return rc;
 }
 
+/* ---------------------------------------------------------------- tensor names (Hugging Face's) */
+
+/* Norm slots by block layout (GPT-2: ln_1 / ln_2). */
+static const char *const norm_names[][NS_COUNT] = {
+    [BLOCK_PRE] = {"input_layernorm", NULL, "post_attention_layernorm", NULL},
+    [BLOCK_SANDWICH] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                        "post_feedforward_layernorm"},
+    [BLOCK_POST] = {NULL, "post_attention_layernorm", NULL, "post_feedforward_layernorm"},
+    [BLOCK_PARALLEL] = {"input_layernorm", NULL, "post_attention_layernorm", NULL},
+};
+static const char *const gpt2_norms[NS_COUNT] = {"ln_1", NULL, "ln_2", NULL};
+
+/* Attention projections by weight layout (MLA's are read in load_mla). */
+typedef struct { const char *q, *k, *v, *qkv, *o; } attn_names;
+static const attn_names attn_tab[] = {
+    [QKV_SPLIT] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", NULL, "self_attn.o_proj"},
+    [QKV_CAT] = {NULL, NULL, NULL, "self_attn.qkv_proj", "self_attn.o_proj"},
+    [QKV_HEADS] = {NULL, NULL, NULL, "attention.query_key_value", "attention.dense"},
+    [QKV_CONV1D] = {NULL, NULL, NULL, "attn.c_attn", "attn.c_proj"},
+    [QKV_MLA] = {NULL, NULL, NULL, NULL, "self_attn.o_proj"},
+};
+
+/* Linears of a feed-forward net (NULL: absent). */
+typedef struct { const char *gate, *up, *gu, *down; } ffn_names;
+
+static ffn_names dense_names(const ModelConfig *c) {
+    if (c->family == FAM_GPT2) return (ffn_names){NULL, "mlp.c_fc", NULL, "mlp.c_proj"};
+    if (c->family == FAM_NEOX) return (ffn_names){NULL, "mlp.dense_h_to_4h", NULL, "mlp.dense_4h_to_h"};
+    if (c->mlp_fused) return (ffn_names){NULL, NULL, "mlp.gate_up_proj", "mlp.down_proj"};
+    return (ffn_names){"mlp.gate_proj", "mlp.up_proj", NULL, "mlp.down_proj"};
+}
+
+/* Router and experts by MoE layout ("%d": the expert). */
+typedef struct { const char *router, *expert; ffn_names e; } moe_names;
+static const moe_names moe_tab[] = {
+    [MOE_MIXTRAL] = {"block_sparse_moe.gate", "block_sparse_moe.experts.%d.", {"w1", "w3", NULL, "w2"}},
+    [MOE_QWEN] = {"mlp.gate", "mlp.experts.%d.", {"gate_proj", "up_proj", NULL, "down_proj"}},
+    [MOE_DEEPSEEK] = {"mlp.gate", "mlp.experts.%d.", {"gate_proj", "up_proj", NULL, "down_proj"}},
+};
+
+/* ---------------------------------------------------------------- loading */
+
+static void ffn_free(Ffn *n) { lin_free(&n->gate); lin_free(&n->up); lin_free(&n->gu); lin_free(&n->down); }
+
 static void layer_release(Forward *f, int L) {
     LayerW *w = &f->layers[L];
-    mat_free(w->n1); mat_free(w->n1b); mat_free(w->n2); mat_free(w->n2b);
-    mat_free(w->qa_norm); mat_free(w->kva_norm);
-    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->gate, &w->up, &w->down};
+    for (int i = 0; i < NS_COUNT; i++) { mat_free(w->nw[i]); mat_free(w->nb[i]); }
+    mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
+    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
+    ffn_free(&w->mlp);
+    if (w->experts)
+        for (int e = 0; e < f->c->moe.n_experts; e++) ffn_free(&w->experts[e]);
+    free(w->experts);
     memset(w, 0, sizeof *w);
     char *prefix = model_tensor_name(f->m, L, "");
     if (prefix) store_release_prefix(f->m->store, prefix);
     free(prefix);
 }
 
-/* The MLP of a Llama-style or DeepSeek layer (MoE layers were refused by analysis_check). */
-static int load_swiglu(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
-    size_t D = f->D, FF = f->ffn;
-    int rc = load_lin(f, L, "mlp.gate_proj", D, FF, false, dry, bytes, &w->gate);
-    if (rc == AL_OK) rc = load_lin(f, L, "mlp.up_proj", D, FF, false, dry, bytes, &w->up);
-    if (rc == AL_OK) rc = load_lin(f, L, "mlp.down_proj", FF, D, false, dry, bytes, &w->down);
+/* Linear pre + name of layer L (nothing when name is NULL). */
+static int load_part(Forward *f, int L, const char *pre, const char *name, size_t in, size_t out, bool dry,
+                     size_t *bytes, Lin *l) {
+    if (!name) return AL_OK;
+    char *n = al_asprintf("%s%s", pre, name);
+    int rc = n ? load_lin(f, L, n, in, out, f->c->family == FAM_GPT2, dry, bytes, l) : AL_ERR;
+    free(n);
+    return rc;
+}
+
+/* A feed-forward net of inner width ffn under prefix pre of layer L. */
+static int load_ffn(Forward *f, int L, const char *pre, const ffn_names *n, size_t ffn, bool dry, size_t *bytes,
+                    Ffn *o) {
+    size_t D = f->D;
+    o->ffn = ffn;
+    int rc = load_part(f, L, pre, n->gate, D, ffn, dry, bytes, &o->gate);
+    if (rc == AL_OK) rc = load_part(f, L, pre, n->up, D, ffn, dry, bytes, &o->up);
+    if (rc == AL_OK) rc = load_part(f, L, pre, n->gu, D, 2 * ffn, dry, bytes, &o->gu);
+    if (rc == AL_OK) rc = load_part(f, L, pre, n->down, ffn, D, dry, bytes, &o->down);
+    return rc;
+}
+
+/* Inner width of one routed expert (Mixtral: intermediate_size; else moe_intermediate_size). */
+static size_t expert_ffn(const Forward *f) {
+    return f->c->moe.expert_ffn > 0 ? (size_t)f->c->moe.expert_ffn : f->ffn;
+}
+
+/* Router, correction bias, routed and shared experts of MoE layer L. */
+static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    const MoeSpec *ms = &f->c->moe;
+    const moe_names *n = &moe_tab[ms->layout];
+    size_t E = (size_t)ms->n_experts, eff = expert_ffn(f);
+    int rc = load_lin(f, L, n->router, f->D, E, false, dry, bytes, &w->router);
+    char *bn = model_tensor_name(f->m, L, "mlp.gate.e_score_correction_bias");
+    if (rc == AL_OK && bn && ms->layout == MOE_DEEPSEEK && store_has(f->m->store, bn))
+        rc = load_mat(f, bn, 1, E, dry, bytes, &w->ebias);
+    free(bn);
+    if (rc == AL_OK && !(w->experts = al_calloc(E, sizeof *w->experts, "experts"))) rc = AL_ERR;
+    char pre[64];
+    for (size_t e = 0; rc == AL_OK && e < E; e++) {
+        snprintf(pre, sizeof pre, n->expert, (int)e);
+        rc = load_ffn(f, L, pre, &n->e, eff, dry, bytes, &w->experts[e]);
+    }
+    ffn_names sh = {"gate_proj", "up_proj", NULL, "down_proj"};
+    if (rc == AL_OK && ms->n_shared > 0)
+        rc = load_ffn(f, L, "mlp.shared_experts.", &sh, eff * (size_t)ms->n_shared, dry, bytes, &w->mlp);
+    return rc;
+}
+
+/* MLA's projections and latent norms. */
+static int load_mla(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    size_t D = f->D, H = f->H, dqk = f->dqk;
+    int rc = AL_OK;
+    if (f->ql) {
+        rc = load_lin(f, L, "self_attn.q_a_proj", D, f->ql, false, dry, bytes, &w->qa);
+        if (rc == AL_OK && f->c->latent_norm)
+            rc = load_norm(f, L, "self_attn.q_a_layernorm", f->ql, dry, bytes, &w->qa_norm, NULL);
+        if (rc == AL_OK) rc = load_lin(f, L, "self_attn.q_b_proj", f->ql, H * dqk, false, dry, bytes, &w->q);
+    } else
+        rc = load_lin(f, L, "self_attn.q_proj", D, H * dqk, false, dry, bytes, &w->q);
+    if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_a_proj_with_mqa", D, f->kl + f->rope, false, dry, bytes, &w->kva);
+    if (rc == AL_OK && f->c->latent_norm)
+        rc = load_norm(f, L, "self_attn.kv_a_layernorm", f->kl, dry, bytes, &w->kva_norm, NULL);
+    if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_b_proj", f->kl, H * (f->nope + f->dv), false, dry, bytes, &w->kvb);
+    return rc;
+}
+
+/* GPT-NeoX's query_key_value rows head by head [q_h ; k_h ; v_h] (and bias) reordered to [Q ; K ; V]. */
+static int neox_reorder(Forward *f, Lin *l) {
+    size_t H = f->H, d = f->dqk, cols = l->w->cols;
+    Mat *w = mat_new(l->w->rows, cols);
+    float *b = l->b ? al_malloc3(l->out, 1, sizeof(float), "a bias") : NULL;
+    if (!w || (l->b && !b)) { mat_free(w); free(b); return AL_ERR; }
+    for (size_t h = 0; h < H; h++)
+        for (size_t p = 0; p < 3; p++)
+            for (size_t r = 0; r < d; r++) {
+                size_t src = (h * 3 + p) * d + r, dst = (p * H + h) * d + r;
+                memcpy(w->data + dst * cols, l->w->data + src * cols, cols * sizeof(float));
+                if (b) b[dst] = l->b->data[src];
+            }
+    mat_free(l->w);
+    l->w = w;
+    if (b) { memcpy(l->b->data, b, l->out * sizeof(float)); free(b); }
+    return AL_OK;
+}
+
+/* The attention projections of layer L (and q/k norms). */
+static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    const ModelConfig *c = f->c;
+    size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
+    const attn_names *n = &attn_tab[c->attn];
+    bool io = c->attn == QKV_CONV1D;
+    int rc = f->mla ? load_mla(f, L, dry, bytes, w) : AL_OK;
+    if (rc == AL_OK && n->q) rc = load_lin(f, L, n->q, D, H * dqk, false, dry, bytes, &w->q);
+    if (rc == AL_OK && n->k) rc = load_lin(f, L, n->k, D, G * dqk, false, dry, bytes, &w->k);
+    if (rc == AL_OK && n->v) rc = load_lin(f, L, n->v, D, G * dv, false, dry, bytes, &w->v);
+    if (rc == AL_OK && n->qkv) rc = load_lin(f, L, n->qkv, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
+    if (rc == AL_OK) rc = load_lin(f, L, n->o, H * dv, D, io, dry, bytes, &w->o);
+    if (rc == AL_OK && !dry && c->attn == QKV_HEADS) rc = neox_reorder(f, &w->qkv);
+    if (rc == AL_OK && c->qk_norm != QKN_NONE) {
+        bool proj = c->qk_norm == QKN_PROJ;
+        rc = load_norm(f, L, "self_attn.q_norm", proj ? H * dqk : dqk, dry, bytes, &w->qn, NULL);
+        if (rc == AL_OK) rc = load_norm(f, L, "self_attn.k_norm", proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
+    }
     return rc;
 }
 
@@ -255,38 +467,14 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     if (!dry && w->loaded) return AL_OK;
     LayerW tmp = {0};
     LayerW *dst = dry ? &tmp : w;
-    size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
-    int rc;
-    if (f->gpt2) {
-        rc = load_norm(f, L, "ln_1", D, dry, bytes, &dst->n1, &dst->n1b);
-        if (rc == AL_OK) rc = load_norm(f, L, "ln_2", D, dry, bytes, &dst->n2, &dst->n2b);
-        if (rc == AL_OK) rc = load_lin(f, L, "attn.c_attn", D, 3 * D, true, dry, bytes, &dst->qkv);
-        if (rc == AL_OK) rc = load_lin(f, L, "attn.c_proj", D, D, true, dry, bytes, &dst->o);
-        if (rc == AL_OK) rc = load_lin(f, L, "mlp.c_fc", D, f->ffn, true, dry, bytes, &dst->up);
-        if (rc == AL_OK) rc = load_lin(f, L, "mlp.c_proj", f->ffn, D, true, dry, bytes, &dst->down);
-    } else {
-        rc = load_norm(f, L, "input_layernorm", D, dry, bytes, &dst->n1, NULL);
-        if (rc == AL_OK) rc = load_norm(f, L, "post_attention_layernorm", D, dry, bytes, &dst->n2, NULL);
-        if (rc == AL_OK && f->mla) {
-            if (f->ql) {
-                rc = load_lin(f, L, "self_attn.q_a_proj", D, f->ql, false, dry, bytes, &dst->qa);
-                if (rc == AL_OK && f->c->latent_norm)
-                    rc = load_norm(f, L, "self_attn.q_a_layernorm", f->ql, dry, bytes, &dst->qa_norm, NULL);
-                if (rc == AL_OK) rc = load_lin(f, L, "self_attn.q_b_proj", f->ql, H * dqk, false, dry, bytes, &dst->q);
-            } else
-                rc = load_lin(f, L, "self_attn.q_proj", D, H * dqk, false, dry, bytes, &dst->q);
-            if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_a_proj_with_mqa", D, f->kl + f->rope, false, dry, bytes, &dst->kva);
-            if (rc == AL_OK && f->c->latent_norm)
-                rc = load_norm(f, L, "self_attn.kv_a_layernorm", f->kl, dry, bytes, &dst->kva_norm, NULL);
-            if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_b_proj", f->kl, H * (f->nope + dv), false, dry, bytes, &dst->kvb);
-        } else if (rc == AL_OK) {
-            rc = load_lin(f, L, "self_attn.q_proj", D, H * dqk, false, dry, bytes, &dst->q);
-            if (rc == AL_OK) rc = load_lin(f, L, "self_attn.k_proj", D, G * dqk, false, dry, bytes, &dst->k);
-            if (rc == AL_OK) rc = load_lin(f, L, "self_attn.v_proj", D, G * dv, false, dry, bytes, &dst->v);
-        }
-        if (rc == AL_OK) rc = load_lin(f, L, "self_attn.o_proj", H * dv, D, false, dry, bytes, &dst->o);
-        if (rc == AL_OK) rc = load_swiglu(f, L, dry, bytes, dst);
-    }
+    const char *const *nn = f->c->family == FAM_GPT2 ? gpt2_norms : norm_names[f->c->block];
+    int rc = AL_OK;
+    for (int i = 0; rc == AL_OK && i < NS_COUNT; i++)
+        if (nn[i]) rc = load_norm(f, L, nn[i], f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
+    if (rc == AL_OK) rc = load_attn(f, L, dry, bytes, dst);
+    ffn_names dn = dense_names(f->c);
+    if (rc == AL_OK) rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, "", &dn, f->ffn, dry, bytes, &dst->mlp);
+    free(tmp.experts);
     if (rc != AL_OK) {
         if (!dry) layer_release(f, L);
         return al_err_ctx("forward pass, layer %d", L);
@@ -297,23 +485,25 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
 
 /* Embeddings, final norm and LM head. */
 static int load_globals(Forward *f, size_t *bytes) {
-    const char *emb = f->gpt2 ? "wte.weight" : "embed_tokens.weight";
-    char *n = global_name(f, emb);
+    model_family fam = f->c->family;
+    bool gpt2 = fam == FAM_GPT2, neox = fam == FAM_NEOX;
+    char *n = global_name(f, gpt2 ? "wte.weight" : neox ? "embed_in.weight" : "embed_tokens.weight");
     int rc = n ? load_mat(f, n, f->vocab, f->D, false, bytes, &f->embed) : AL_ERR;
     free(n);
-    if (rc == AL_OK && f->gpt2) {
+    if (rc == AL_OK && gpt2) {
         n = global_name(f, "wpe.weight");
         size_t R = 0, C = 0;
         rc = n ? store_shape2(f->m->store, n, &R, &C) : AL_ERR;
         if (rc == AL_OK) rc = load_mat(f, n, R, f->D, false, bytes, &f->wpe);
         free(n);
     }
-    if (rc == AL_OK) rc = load_norm(f, -1, f->gpt2 ? "ln_f" : "norm", f->D, false, bytes, &f->norm, &f->norm_b);
-    if (rc == AL_OK && store_has(f->m->store, "lm_head.weight"))
-        rc = load_mat(f, "lm_head.weight", f->vocab, f->D, false, bytes, &f->lm_head);
-    else if (rc == AL_OK && !f->c->tie_embeddings && !f->gpt2)
-        rc = al_err("%s: no lm_head.weight and tie_word_embeddings is not set: the output projection is missing",
-                    f->m->path);
+    if (rc == AL_OK)
+        rc = load_norm(f, -1, gpt2 ? "ln_f" : neox ? "final_layer_norm" : "norm", f->D, false, bytes, &f->norm, &f->norm_b);
+    const char *head = neox ? "embed_out.weight" : "lm_head.weight";
+    if (rc == AL_OK && store_has(f->m->store, head))
+        rc = load_mat(f, head, f->vocab, f->D, false, bytes, &f->lm_head);
+    else if (rc == AL_OK && !f->c->tie_embeddings && !gpt2)
+        rc = al_err("%s: no %s and tie_word_embeddings is not set: the output projection is missing", f->m->path, head);
     return rc;
 }
 
@@ -343,9 +533,15 @@ void fwd_free(Forward *f) {
     free(f->xin);
     free(f->over);
     free(f->opos);
-    free(f->inv_freq);
-    fbuf *bs[] = {&f->x, &f->h, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb, &f->cs,
-                  &f->sn, &f->logit, &f->scores};
+    free(f->lrs);
+    for (int i = 0; i < 2; i++) {
+        free(f->rs[i].inv);
+        free(f->rs[i].inv_long);
+        fb_free(&f->rs[i].cs);
+        fb_free(&f->rs[i].sn);
+    }
+    fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
 }
@@ -357,7 +553,6 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     if (!f) return AL_ERR;
     f->m = m;
     f->c = c;
-    f->gpt2 = c->family == FAM_GPT2;
     f->mla = cfg_is_mla(c);
     f->D = (size_t)c->hidden;
     f->H = (size_t)c->n_heads;
@@ -365,6 +560,7 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->nope = (size_t)c->qk_nope_dim;
     f->rope = (size_t)c->qk_rope_dim;
     f->dqk = f->nope + f->rope;
+    f->rcol = (size_t)cfg_rope_col(c);
     f->dv = (size_t)c->v_dim;
     f->ql = (size_t)c->q_lora_rank;
     f->kl = (size_t)c->kv_lora_rank;
@@ -452,23 +648,42 @@ static int hook(Forward *f, fwd_act_kind kind, int L, const float *x, size_t T, 
     return AL_OK;
 }
 
-/* cos / sin (T, rope/2) of positions pos .. pos+T-1, times the YaRN attention factor. */
+/* cos / sin (T, rope/2) of positions pos .. pos+T-1 for each RoPE set, times its attention
+ * factor; longrope takes its long factors when pos + T exceeds original_max_position_embeddings
+ * (as Hugging Face decides per call from the last position). */
 static int fwd_rope_tables(Forward *f, size_t T) {
     size_t half = f->rope / 2;
     if (!half) return AL_OK;
-    float *cs = fb_fit(&f->cs, T, half, "RoPE tables"), *sn = fb_fit(&f->sn, T, half, "RoPE tables");
-    if (!cs || !sn) return AL_ERR;
-    rope_tables(cs, sn, T, f->pos, f->inv_freq, half, f->rope_mscale);
+    for (int i = 0; i < 2 && f->rs[i].inv; i++) {
+        RopeSet *r = &f->rs[i];
+        float *cs = fb_fit(&r->cs, T, half, "RoPE tables"), *sn = fb_fit(&r->sn, T, half, "RoPE tables");
+        if (!cs || !sn) return AL_ERR;
+        bool lng = r->inv_long && (double)(f->pos + T) > f->c->rope_spec.scaling.orig_max_pos;
+        rope_tables(cs, sn, T, f->pos, lng ? r->inv_long : r->inv, half, r->mscale);
+    }
     return AL_OK;
 }
 
-/* Rotates the RoPE columns [nope, nope + rope) of every head of x (T rows, stride ld). */
-static void rope_apply(const Forward *f, float *x, size_t T, size_t ld, size_t heads) {
+/* Rotates the RoPE columns [rcol, rcol + rope) of every head of x (T rows, stride ld) with layer
+ * L's RoPE set. */
+static void rope_apply(const Forward *f, int L, float *x, size_t T, size_t ld, size_t heads) {
     size_t half = f->rope / 2;
+    const RopeSet *r = &f->rs[f->lrs[L]];
     for (size_t t = 0; t < T; t++) {
-        const float *cs = f->cs.p + t * half, *sn = f->sn.p + t * half;
-        for (size_t h = 0; h < heads; h++) rope_rotate_cs(x + t * ld + h * f->dqk + f->nope, half, f->rope_lay, cs, sn);
+        const float *cs = r->cs.p + t * half, *sn = r->sn.p + t * half;
+        for (size_t h = 0; h < heads; h++) rope_rotate_cs(x + t * ld + h * f->dqk + f->rcol, half, f->rope_lay, cs, sn);
     }
+}
+
+/* q_norm / k_norm w on x (T rows, stride ld, heads of dqk): per head (QKN_HEAD) or over the whole
+ * projection (QKN_PROJ); RMSNorm, (1 + w) where the model's norms are. */
+static void qk_norm(const Forward *f, const Mat *w, float *x, size_t T, size_t ld, size_t heads) {
+    if (!w) return;
+    bool one_plus = f->c->norm == NORM_RMS_1P;
+    if (f->c->qk_norm == QKN_PROJ) rmsnorm(x, ld, T, heads * f->dqk, w->data, one_plus, f->norm_eps, x, ld);
+    else
+        for (size_t t = 0; t < T; t++)
+            rmsnorm(x + t * ld, f->dqk, heads, f->dqk, w->data, one_plus, f->norm_eps, x + t * ld, f->dqk);
 }
 
 /* Makes the attention-input cache of overridden layer L hold cap rows (keeping the old ones). */
@@ -553,109 +768,292 @@ static int attention_override(Forward *f, int L, size_t T) {
     return AL_OK;
 }
 
-/* Attention block of layer L on f->h (normed input, T rows): Q, K, V, RoPE, cache, attention,
- * output projection into f->h (T, D). */
+/* Q, K, V of the rows Q/K/V (T, H dqk / G dqk / G dv) with their strides. */
+typedef struct { float *q, *k, *v; size_t ldq, ldk, ldv; } QKV;
+
+/* MLA: the query (through its latent), the KV latent and kv_b_proj into per-head keys and values
+ * (the shared RoPE part repeated in each head). */
+static int project_mla(Forward *f, int L, size_t T, QKV *o) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, H = f->H, dqk = f->dqk, dv = f->dv, ql = f->ql, kl = f->kl, r = f->rope, nope = f->nope;
+    size_t kvw = nope + dv, qw = H * dqk, kw = H * dqk, vw = H * dv;
+    int rc;
+    if (!(o->q = fb_fit(&f->q, T, qw, "Q")) || !(o->k = fb_fit(&f->k, T, kw, "K")) || !(o->v = fb_fit(&f->v, T, vw, "V")) ||
+        !fb_fit(&f->lat, T, (ql > kl + r ? ql : kl + r), "latents") || !fb_fit(&f->lat2, T, kl, "latents") ||
+        !fb_fit(&f->kvb, T, H * kvw, "kv_b output"))
+        return AL_ERR;
+    o->ldq = qw; o->ldk = kw; o->ldv = vw;
+    if (ql) {
+        lin_apply(&w->qa, f->h.p, D, T, f->lat.p, ql);
+        if (w->qa_norm) rmsnorm(f->lat.p, ql, T, ql, w->qa_norm->data, false, f->norm_eps, f->lat.p, ql);
+        if ((rc = hook(f, FWD_Q_LATENT, L, f->lat.p, T, 1, ql, ql))) return rc;
+        lin_apply(&w->q, f->lat.p, ql, T, o->q, qw);
+    } else
+        lin_apply(&w->q, f->h.p, D, T, o->q, qw);
+    lin_apply(&w->kva, f->h.p, D, T, f->lat.p, kl + r);  /* [c_kv | k_pe] */
+    float *ckv = f->lat2.p;
+    if (w->kva_norm) rmsnorm(f->lat.p, kl + r, T, kl, w->kva_norm->data, false, f->norm_eps, ckv, kl);
+    else for (size_t t = 0; t < T; t++) memcpy(ckv + t * kl, f->lat.p + t * (kl + r), kl * sizeof(float));
+    if ((rc = hook(f, FWD_KV_LATENT, L, ckv, T, 1, kl, kl))) return rc;
+    lin_apply(&w->kvb, ckv, kl, T, f->kvb.p, H * kvw);   /* per head [k_nope | v] */
+    for (size_t t = 0; t < T; t++)
+        for (size_t h = 0; h < H; h++) {
+            const float *src = f->kvb.p + t * H * kvw + h * kvw;
+            memcpy(o->k + t * kw + h * dqk, src, nope * sizeof(float));
+            memcpy(o->k + t * kw + h * dqk + nope, f->lat.p + t * (kl + r) + kl, r * sizeof(float));
+            memcpy(o->v + t * vw + h * dv, src + nope, dv * sizeof(float));
+        }
+    return AL_OK;
+}
+
+/* Q, K, V of layer L from f->h (T rows): one fused sgemm (columns [Q | K | V]) or three. */
+static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, qw = f->H * f->dqk, kw = f->G * f->dqk, vw = f->G * f->dv;
+    if (f->mla) return project_mla(f, L, T, o);
+    if (w->qkv.w) {
+        size_t n = qw + kw + vw;
+        if (!(o->q = fb_fit(&f->q, T, n, "Q/K/V"))) return AL_ERR;
+        lin_apply(&w->qkv, f->h.p, D, T, o->q, n);
+        o->k = o->q + qw;
+        o->v = o->k + kw;
+        o->ldq = o->ldk = o->ldv = n;
+        return AL_OK;
+    }
+    if (!(o->q = fb_fit(&f->q, T, qw, "Q")) || !(o->k = fb_fit(&f->k, T, kw, "K")) || !(o->v = fb_fit(&f->v, T, vw, "V")))
+        return AL_ERR;
+    o->ldq = qw; o->ldk = kw; o->ldv = vw;
+    lin_apply(&w->q, f->h.p, D, T, o->q, qw);
+    lin_apply(&w->k, f->h.p, D, T, o->k, kw);
+    lin_apply(&w->v, f->h.p, D, T, o->v, vw);
+    return AL_OK;
+}
+
+/* softmax(q K^T scale) V of every head over the cache into f->att (T, H dv). */
+static int attend(Forward *f, int L, size_t T, const QKV *p) {
+    attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
+    int rc = AL_OK;
+    if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
+        rc = lin_sweep(f->H, f->nworkers, attn_head, &job);
+    else
+        for (size_t h = 0; h < f->H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
+    return rc;
+}
+
+/* Attention block of layer L on f->h (normed input, T rows): Q, K, V, q/k norms, RoPE, cache,
+ * attention, output projection into f->h (T, D). */
 static int attention(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
-    size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
-    size_t qw = H * dqk, kw = G * dqk, vw = G * dv;
-    float *q, *k, *v;
-    size_t ldq, ldk, ldv;
+    size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv, kw = G * dqk, vw = G * dv;
+    QKV p;
     int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
     if (rc) return rc;
     if (f->over[L]) {
         if ((rc = attention_override(f, L, T))) return rc;
         return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
     }
-    if (!fb_fit(&f->att, T, H * dv, "attention output")) return AL_ERR;
-    if (f->gpt2) {                                           /* c_attn: [Q | K | V] columns, one sgemm */
-        if (!(q = fb_fit(&f->q, T, 3 * D, "Q/K/V"))) return AL_ERR;
-        lin_apply(&w->qkv, f->h.p, D, T, q, 3 * D);
-        k = q + D;
-        v = q + 2 * D;
-        ldq = ldk = ldv = 3 * D;
-    } else if (f->mla) {
-        size_t ql = f->ql, kl = f->kl, r = f->rope, nope = f->nope, kvw = nope + dv;
-        if (!(q = fb_fit(&f->q, T, qw, "Q")) || !(k = fb_fit(&f->k, T, kw, "K")) || !(v = fb_fit(&f->v, T, vw, "V")) ||
-            !fb_fit(&f->lat, T, (ql > kl + r ? ql : kl + r), "latents") || !fb_fit(&f->lat2, T, kl, "latents") ||
-            !fb_fit(&f->kvb, T, H * kvw, "kv_b output"))
-            return AL_ERR;
-        ldq = qw; ldk = kw; ldv = vw;
-        if (ql) {
-            lin_apply(&w->qa, f->h.p, D, T, f->lat.p, ql);
-            if (w->qa_norm) rmsnorm(f->lat.p, ql, T, ql, w->qa_norm->data, f->norm_eps, f->lat.p, ql);
-            if ((rc = hook(f, FWD_Q_LATENT, L, f->lat.p, T, 1, ql, ql))) return rc;
-            lin_apply(&w->q, f->lat.p, ql, T, q, qw);
-        } else
-            lin_apply(&w->q, f->h.p, D, T, q, qw);
-        lin_apply(&w->kva, f->h.p, D, T, f->lat.p, kl + r);  /* [c_kv | k_pe] */
-        float *ckv = f->lat2.p;
-        if (w->kva_norm) rmsnorm(f->lat.p, kl + r, T, kl, w->kva_norm->data, f->norm_eps, ckv, kl);
-        else for (size_t t = 0; t < T; t++) memcpy(ckv + t * kl, f->lat.p + t * (kl + r), kl * sizeof(float));
-        if ((rc = hook(f, FWD_KV_LATENT, L, ckv, T, 1, kl, kl))) return rc;
-        lin_apply(&w->kvb, ckv, kl, T, f->kvb.p, H * kvw);   /* per head [k_nope | v] */
-        for (size_t t = 0; t < T; t++)
-            for (size_t h = 0; h < H; h++) {
-                const float *src = f->kvb.p + t * H * kvw + h * kvw;
-                memcpy(k + t * kw + h * dqk, src, nope * sizeof(float));
-                memcpy(k + t * kw + h * dqk + nope, f->lat.p + t * (kl + r) + kl, r * sizeof(float));
-                memcpy(v + t * vw + h * dv, src + nope, dv * sizeof(float));
-            }
-    } else {
-        if (!(q = fb_fit(&f->q, T, qw, "Q")) || !(k = fb_fit(&f->k, T, kw, "K")) || !(v = fb_fit(&f->v, T, vw, "V")))
-            return AL_ERR;
-        ldq = qw; ldk = kw; ldv = vw;
-        lin_apply(&w->q, f->h.p, D, T, q, qw);
-        lin_apply(&w->k, f->h.p, D, T, k, kw);
-        lin_apply(&w->v, f->h.p, D, T, v, vw);
-    }
-    if ((rc = hook(f, FWD_Q, L, q, T, H, dqk, ldq)) || (rc = hook(f, FWD_K, L, k, T, G, dqk, ldk)) ||
-        (rc = hook(f, FWD_V, L, v, T, G, dv, ldv)))
+    if (!fb_fit(&f->att, T, H * dv, "attention output") || project_qkv(f, L, T, &p)) return AL_ERR;
+    qk_norm(f, w->qn, p.q, T, p.ldq, H);
+    qk_norm(f, w->kn, p.k, T, p.ldk, G);
+    if ((rc = hook(f, FWD_Q, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K, L, p.k, T, G, dqk, p.ldk)) ||
+        (rc = hook(f, FWD_V, L, p.v, T, G, dv, p.ldv)))
         return rc;
     if (f->rope) {
-        rope_apply(f, q, T, ldq, H);
-        rope_apply(f, k, T, ldk, G);
+        rope_apply(f, L, p.q, T, p.ldq, H);
+        rope_apply(f, L, p.k, T, p.ldk, G);
     }
-    if ((rc = hook(f, FWD_Q_ROPE, L, q, T, H, dqk, ldq)) || (rc = hook(f, FWD_K_ROPE, L, k, T, G, dqk, ldk))) return rc;
+    if ((rc = hook(f, FWD_Q_ROPE, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K_ROPE, L, p.k, T, G, dqk, p.ldk)))
+        return rc;
     for (size_t t = 0; t < T; t++) {
-        memcpy(f->kc[L] + (f->pos + t) * kw, k + t * ldk, kw * sizeof(float));
-        memcpy(f->vc[L] + (f->pos + t) * vw, v + t * ldv, vw * sizeof(float));
+        memcpy(f->kc[L] + (f->pos + t) * kw, p.k + t * p.ldk, kw * sizeof(float));
+        memcpy(f->vc[L] + (f->pos + t) * vw, p.v + t * p.ldv, vw * sizeof(float));
     }
-    attn_job job = {.f = f, .L = L, .T = T, .q = q, .ldq = ldq, .scale = fwd_attn_scale(f, L)};
-    if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
-        rc = lin_sweep(H, f->nworkers, attn_head, &job);
-    else
-        for (size_t h = 0; h < H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
-    if (rc) return rc;
-    if ((rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
+    if ((rc = attend(f, L, T, &p)) || (rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
     lin_apply(&w->o, f->att.p, H * dv, T, f->h.p, D);
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }
 
-/* MLP of layer L on f->h (normed, T rows) into f->h. */
-static int mlp(Forward *f, int L, size_t T) {
-    LayerW *w = &f->layers[L];
-    size_t D = f->D, FF = f->ffn;
-    float *a = fb_fit(&f->f1, T, FF, "MLP activations"), *b = f->gpt2 ? NULL : fb_fit(&f->f2, T, FF, "MLP activations");
-    if (!a || (!f->gpt2 && !b)) return AL_ERR;
-    if (f->gpt2) {
-        lin_apply(&w->up, f->h.p, D, T, a, FF);
-        for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]);
-    } else {
-        lin_apply(&w->gate, f->h.p, D, T, a, FF);
-        lin_apply(&w->up, f->h.p, D, T, b, FF);
-        for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]) * b[i];
+/* One feed-forward net n on x (T rows, width D) into y (T, D); scratch f1 / f2. */
+static int ffn_apply(Forward *f, const Ffn *n, const float *x, size_t T, float *y) {
+    size_t D = f->D, FF = n->ffn;
+    bool gated = n->gate.w || n->gu.w;
+    float *a = fb_fit(&f->f1, T, gated ? 2 * FF : FF, "MLP activations");
+    if (!a) return AL_ERR;
+    if (n->gu.w) {                                    /* Phi-3: [gate | up] columns */
+        lin_apply(&n->gu, x, D, T, a, 2 * FF);
+        for (size_t t = 0; t < T; t++) {
+            float *r = a + t * 2 * FF;
+            for (size_t j = 0; j < FF; j++) r[j] = act_apply(f->act, r[j]) * r[FF + j];
+        }
+        lin_apply(&n->down, a, 2 * FF, T, y, D);
+        return AL_OK;
     }
-    lin_apply(&w->down, a, FF, T, f->h.p, D);
+    float *b = gated ? a + T * FF : NULL;
+    if (gated) {
+        lin_apply(&n->gate, x, D, T, a, FF);
+        lin_apply(&n->up, x, D, T, b, FF);
+        for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]) * b[i];
+    } else {
+        lin_apply(&n->up, x, D, T, a, FF);
+        for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]);
+    }
+    lin_apply(&n->down, a, FF, T, y, D);
     return AL_OK;
 }
 
-/* Normalization of layer L (which = 1: before attention, 2: before the MLP) from f->x into f->h. */
-static void layer_norm_in(Forward *f, int L, int which, size_t T) {
+/* ---------------------------------------------------------------- mixture of experts */
+
+/* Keeps the topk_group best groups of experts in sel (E), setting the others to 0 as Hugging Face
+ * masks them: a group's score is its best selection score (DeepSeek-V2 group_limited_greedy) or
+ * the sum of its best two (V3). gs: scratch of n_group. */
+static void group_limit(const MoeSpec *m, bool v3, double *sel, double *gs) {
+    int ng = m->n_group, per = m->n_experts / ng;
+    for (int g = 0; g < ng; g++) {
+        double b1 = -INFINITY, b2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (sel[e] > b1) { b2 = b1; b1 = sel[e]; }
+            else if (sel[e] > b2) b2 = sel[e];
+        }
+        gs[g] = v3 ? b1 + b2 : b1;
+    }
+    for (int r = 0; r < m->topk_group; r++) {         /* kept groups are marked -inf */
+        int best = -1;
+        for (int g = 0; g < ng; g++)
+            if (gs[g] != -INFINITY && (best < 0 || gs[g] > gs[best])) best = g;
+        if (best >= 0) gs[best] = -INFINITY;
+    }
+    for (int e = 0; e < m->n_experts; e++)
+        if (gs[e / per] != -INFINITY) sel[e] = 0.0;
+}
+
+/* The k experts of one token from its router logits z (E) into idx / wt (k), as Hugging Face routes:
+ * Mixtral / Qwen3-MoE softmax, top-k, renormalised (Mixtral always, Qwen when norm_topk_prob);
+ * DeepSeek-V2 softmax, greedy or group_limited_greedy, times routed_scaling_factor, not
+ * renormalised; DeepSeek-V3 (every DeepSeek type but deepseek_v2, as Hugging Face's
+ * modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
+ * e_score_correction_bias within the topk_group best groups, weights the plain scores,
+ * renormalised when norm_topk_prob (+1e-20), times routed_scaling_factor. s, sel: scratch of E
+ * doubles; gs: of n_group. */
+static void route_token(const Forward *f, const float *z, const float *bias, double *s, double *sel, double *gs,
+                        int *idx, float *wt) {
+    const MoeSpec *m = &f->c->moe;
+    int E = m->n_experts, k = m->top_k;
+    bool ds = m->layout == MOE_DEEPSEEK, v3 = ds && strcmp(f->c->model_type, "deepseek_v2") != 0;
+    bool sig = v3 || (!ds && m->sigmoid);
+    double mx = -INFINITY, sum = 0;
+    for (int e = 0; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+    for (int e = 0; e < E; e++) {
+        s[e] = sig ? 1.0 / (1.0 + exp(-(double)z[e])) : exp((double)z[e] - mx);
+        sum += s[e];
+    }
+    for (int e = 0; e < E; e++) {
+        if (!sig) s[e] /= sum;
+        sel[e] = s[e] + (bias ? bias[e] : 0.0);
+    }
+    if (m->n_group > 1 && (v3 || !strcmp(m->topk_method, "group_limited_greedy"))) group_limit(m, v3, sel, gs);
+    double tot = 0;
+    for (int r = 0; r < k; r++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (sel[e] != -INFINITY && (best < 0 || sel[e] > sel[best])) best = e;
+        idx[r] = best;
+        sel[best] = -INFINITY;
+        tot += s[best];
+    }
+    bool norm = ds ? v3 && m->norm_topk_prob : m->norm_topk_prob;
+    double div = norm ? tot + (ds ? 1e-20 : 0) : 1, scale = ds ? m->routed_scaling : 1;
+    for (int r = 0; r < k; r++) wt[r] = (float)(s[idx[r]] / div * scale);
+}
+
+/* Runs expert e over the n choices rows[0..n) (choice i: token i / k, weight wt[i]) of x (T, D),
+ * adding the weighted outputs to f->h. */
+static int expert_rows(Forward *f, const Ffn *ex, const float *x, const int *rows, size_t n, const float *wt, size_t k) {
+    size_t D = f->D;
+    float *gx = fb_fit(&f->gx, n, D, "MoE rows"), *gy = fb_fit(&f->gy, n, D, "MoE rows");
+    if (!gx || !gy) return AL_ERR;
+    for (size_t r = 0; r < n; r++) memcpy(gx + r * D, x + (size_t)rows[r] / k * D, D * sizeof(float));
+    int rc = ffn_apply(f, ex, gx, n, gy);
+    for (size_t r = 0; rc == AL_OK && r < n; r++) {
+        float c = wt[rows[r]], *o = f->h.p + (size_t)rows[r] / k * D;
+        for (size_t j = 0; j < D; j++) o[j] += c * gy[r * D + j];
+    }
+    return rc;
+}
+
+/* MoE MLP of layer L on f->h (T rows) into f->h: tokens routed, the choices bucketed by expert
+ * (counting sort), each expert run once over its rows (one sgemm per projection), weighted and
+ * scattered back; plus the shared experts. */
+static int moe_mlp(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
-    Mat *n = which == 1 ? w->n1 : w->n2, *nb = which == 1 ? w->n1b : w->n2b;
-    if (f->gpt2) layernorm(f->x.p, T, f->D, n->data, nb ? nb->data : NULL, f->norm_eps, f->h.p);
-    else rmsnorm(f->x.p, f->D, T, f->D, n->data, f->norm_eps, f->h.p, f->D);
+    const MoeSpec *m = &f->c->moe;
+    size_t D = f->D, E = (size_t)m->n_experts, k = (size_t)m->top_k, n = T * k;
+    float *x = fb_fit(&f->mx, T, D, "MoE input"), *z = fb_fit(&f->rl, T, E, "router logits");
+    int *idx = al_malloc3(2 * n + E + 1, 1, sizeof(int), "expert choices");
+    float *wt = al_malloc3(n, 1, sizeof(float), "expert weights");
+    double *sc = al_malloc3(2 * E + (size_t)(m->n_group > 1 ? m->n_group : 1), 1, sizeof(double), "router scores");
+    int rc = x && z && idx && wt && sc ? AL_OK : AL_ERR;
+    int *rows = idx ? idx + n : NULL, *start = idx ? idx + 2 * n : NULL;   /* choices by expert; (E + 1) offsets */
+    if (rc == AL_OK) {
+        memcpy(x, f->h.p, T * D * sizeof(float));
+        lin_apply(&w->router, x, D, T, z, E);
+        for (size_t t = 0; t < T; t++)
+            route_token(f, z + t * E, w->ebias ? w->ebias->data : NULL, sc, sc + E, sc + 2 * E, idx + t * k, wt + t * k);
+        memset(start, 0, (E + 1) * sizeof(int));
+        for (size_t i = 0; i < n; i++) start[idx[i] + 1]++;
+        for (size_t e = 0; e < E; e++) start[e + 1] += start[e];
+        for (size_t i = 0; i < n; i++) rows[start[idx[i]]++] = (int)i;     /* start[e] becomes the end of e */
+        if (w->mlp.ffn) rc = ffn_apply(f, &w->mlp, x, T, f->h.p);
+        else memset(f->h.p, 0, T * D * sizeof(float));
+    }
+    for (size_t e = 0, b = 0; rc == AL_OK && e < E; b = (size_t)start[e++])
+        if ((size_t)start[e] > b) rc = expert_rows(f, &w->experts[e], x, rows + b, (size_t)start[e] - b, wt, k);
+    free(idx);
+    free(wt);
+    free(sc);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the block */
+
+/* Norm slot i of layer L from x (T, D) into out; without that norm a copy (or nothing in place). */
+static void norm_slot(Forward *f, int L, int i, const float *x, float *out, size_t T) {
+    const LayerW *w = &f->layers[L];
+    if (w->nw[i]) norm_apply(f, w->nw[i], w->nb[i], x, f->D, T, f->D, out, f->D);
+    else if (out != x) memcpy(out, x, T * f->D * sizeof(float));
+}
+
+/* The MLP of layer L on f->h into f->h (dense or experts). */
+static int mlp(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    if (w->experts) return moe_mlp(f, L, T);
+    float *x = fb_fit(&f->mx, T, f->D, "MLP input");
+    if (!x) return AL_ERR;
+    memcpy(x, f->h.p, T * f->D * sizeof(float));
+    return ffn_apply(f, &w->mlp, x, T, f->h.p);
+}
+
+static void add_rows(float *x, const float *y, size_t n) { for (size_t i = 0; i < n; i++) x[i] += y[i]; }
+
+/* Layer L on f->x (T rows) by the block layout (config.h block_layout): norms in slots that exist,
+ * residuals sequential, or parallel (x + attn(n1(x)) + mlp(n2(x))). */
+static int layer_run(Forward *f, int L, size_t T) {
+    size_t n = T * f->D;
+    bool par = f->c->block == BLOCK_PARALLEL;
+    norm_slot(f, L, NS_ATTN_IN, f->x.p, f->h.p, T);
+    int rc = attention(f, L, T);
+    if (rc) return rc;
+    norm_slot(f, L, NS_ATTN_OUT, f->h.p, f->h.p, T);
+    if (par) {
+        if (!fb_fit(&f->y, T, f->D, "attention output")) return AL_ERR;
+        memcpy(f->y.p, f->h.p, n * sizeof(float));
+    } else
+        add_rows(f->x.p, f->h.p, n);
+    norm_slot(f, L, NS_MLP_IN, f->x.p, f->h.p, T);
+    if ((rc = mlp(f, L, T))) return rc;
+    norm_slot(f, L, NS_MLP_OUT, f->h.p, f->h.p, T);
+    add_rows(f->x.p, f->h.p, n);
+    if (par) add_rows(f->x.p, f->y.p, n);
+    return AL_OK;
 }
 
 /* The whole stack over tokens at positions pos..pos+T-1: leaves the final normed hidden
@@ -673,27 +1071,22 @@ static int body(Forward *f, const int *tokens, size_t T) {
     if (!fb_fit(&f->x, T, D, "hidden states") || !fb_fit(&f->h, T, D, "hidden states") || cache_fit(f, f->pos + T) ||
         !fb_fit(&f->scores, (size_t)f->nworkers * QCHUNK, f->pos + T, "attention scores") || fwd_rope_tables(f, T))
         return AL_ERR;
+    float es = (float)f->c->embed_scale;              /* Gemma: sqrt(hidden) in the weights' dtype */
     for (size_t t = 0; t < T; t++) {
         memcpy(f->x.p + t * D, f->embed->data + (size_t)tokens[t] * D, D * sizeof(float));
+        if (es != 1.f && es > 0)
+            for (size_t j = 0; j < D; j++) f->x.p[t * D + j] *= es;
         if (f->wpe)
             for (size_t j = 0; j < D; j++) f->x.p[t * D + j] += f->wpe->data[(f->pos + t) * D + j];
     }
     for (int L = 0; L < f->c->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         int rc = layer_load(f, L, false, NULL);
-        if (rc == AL_OK) { layer_norm_in(f, L, 1, T); rc = attention(f, L, T); }
-        if (rc == AL_OK) {
-            for (size_t i = 0; i < T * D; i++) f->x.p[i] += f->h.p[i];
-            layer_norm_in(f, L, 2, T);
-            rc = mlp(f, L, T);
-        }
-        if (rc == AL_OK)
-            for (size_t i = 0; i < T * D; i++) f->x.p[i] += f->h.p[i];
+        if (rc == AL_OK) rc = layer_run(f, L, T);
         if (f->streaming) layer_release(f, L);
         if (rc != AL_OK) return rc;
     }
-    if (f->gpt2) layernorm(f->x.p, T, D, f->norm->data, f->norm_b ? f->norm_b->data : NULL, f->norm_eps, f->h.p);
-    else rmsnorm(f->x.p, D, T, D, f->norm->data, f->norm_eps, f->h.p, D);
+    norm_apply(f, f->norm, f->norm_b, f->x.p, D, T, D, f->h.p, D);
     f->pos += T;
     return AL_OK;
 }
@@ -706,6 +1099,9 @@ static void logits_rows(const Forward *f, const float *h, size_t n, float *out) 
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)f->vocab, (int)f->D, 1.f, h, (int)f->D, W->data,
                     (int)f->D, 0.f, out, (int)f->vocab);
+    double cap = f->c->final_softcap;                 /* Gemma 2: cap tanh(z / cap) */
+    if (cap > 0)
+        for (size_t i = 0; i < n * f->vocab; i++) out[i] = (float)(cap * tanh(out[i] / cap));
 }
 
 /* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking

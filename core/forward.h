@@ -4,13 +4,32 @@
  * Families: Llama / Mistral / Qwen2 (RMSNorm, RoPE rotate_half, rope_scaling llama3 / linear,
  * GQA, SwiGLU, tied embeddings, biases where the checkpoint has them, Mistral's sliding
  * window), llama2.c checkpoints (RoPE on interleaved pairs), GPT-2 (LayerNorm, learned
- * positions, gelu_new, Conv1D (in, out) weights, fused c_attn) and the DeepSeek-V3 layout with
- * dense MLP layers (q_lora or q_proj, kv_a_proj_with_mqa + kv_b_proj, latent RMSNorms unless
- * qk_latent_layernorm is false, RoPE on the qk_rope dims, softmax scale (nope + rope)^-0.5 times
- * YaRN's mscale^2 when rope_scaling is yarn with mscale_all_dim). Mixture-of-experts layers are
- * refused by fwd_new, naming the layer. RoPE frequencies, the rotation and the softmax are
- * core/rope.c's; the scale and windows come from the description (cfg_attn_scale,
- * cfg_layer_window).
+ * positions, gelu_new, Conv1D (in, out) weights, fused c_attn), the DeepSeek-V2/V3 layout (q_lora
+ * or q_proj, kv_a_proj_with_mqa + kv_b_proj, latent RMSNorms unless qk_latent_layernorm is false,
+ * RoPE on the qk_rope dims, softmax scale (nope + rope)^-0.5 times YaRN's mscale^2 when
+ * rope_scaling is yarn with mscale_all_dim) and the families of issue 12, each as its Hugging Face
+ * modeling file computes it:
+ *   qwen3 / qwen3_moe   per-head q_norm / k_norm before RoPE; MoE softmax top-k (norm_topk_prob)
+ *   gemma2 / gemma3_text RMSNorm x (1 + w), embeddings x sqrt(hidden), sandwich norms, GeGLU (tanh),
+ *                       query_pre_attn_scalar, attention and final logit soft-caps, per-layer
+ *                       windows, Gemma 3's q/k norms and local RoPE base (rope_scaling on global
+ *                       layers only)
+ *   mixtral             MoE softmax top-k renormalised, experts w1 / w3 / w2
+ *   deepseek MoE        V2: softmax, greedy / group_limited_greedy, x routed_scaling_factor; V3 /
+ *                       Kimi-K2: sigmoid, e_score_correction_bias for selection, n_group /
+ *                       topk_group, norm_topk_prob, x routed_scaling_factor; shared experts;
+ *                       first_k_dense_replace / moe_layer_freq
+ *   phi3                fused qkv_proj / gate_up_proj, partial rotary, longrope (short / long
+ *                       factors by whether pos + T exceeds original_max_position_embeddings,
+ *                       attention factor on cos / sin), sliding window
+ *   gpt_neox            LayerNorm with bias, query_key_value head by head, partial rotary,
+ *                       parallel (or sequential) residual, exact-GELU MLP with biases, embed_out
+ *   olmo2               q_norm / k_norm over the whole projection, post-norms only
+ * Layers use at most two RoPE frequency sets (the config's theta with its rope_scaling, and one
+ * other base / unscaled set, Gemma 3's local layers). MoE layers route every token, then run each expert once over the rows routed to it (one
+ * sgemm per projection). RoPE frequencies, the rotation and the softmax are core/rope.c's; the
+ * scale, windows and per-layer RoPE bases come from the description (cfg_attn_scale,
+ * cfg_layer_window, cfg_layer_theta, cfg_layer_rope_scaled).
  *
  * One call fwd_run(tokens, T) runs T new tokens at positions pos .. pos+T-1 of the current
  * sequence (pos = tokens run since fwd_reset): each layer in turn over all T rows (sgemm), with
@@ -24,10 +43,15 @@
  * fwd_act_kind enum. Per-head data is (rows, heads * head_dim): head h of row t starts at
  * x + t * ld + h * head_dim. The buffers are valid only during the call; a callback that returns
  * non-OK stops the run with its status. Columns follow the model's weights (the per-head views of
- * model.h): Q/K columns [0, qk_nope) are NoPE, [qk_nope, qk_nope + qk_rope) carry RoPE, rotated in
- * the checkpoint's own pair layout (DeepSeek's interleaved pairs are not de-interleaved: scores
- * are the same, and the columns match model_head's). MLA keys are given per head with the
- * shared RoPE part repeated in each head.
+ * model.h): Q/K columns [0, qk_nope) are NoPE, [qk_nope, qk_nope + qk_rope) carry RoPE -- or, with
+ * partial rotary (cfg.rope_first: GPT-NeoX, Phi-3), the first qk_rope columns carry RoPE and the
+ * rest do not (cfg_rope_col / cfg_nope_col) -- rotated in the checkpoint's own pair layout
+ * (DeepSeek's interleaved pairs are not de-interleaved: scores are the same, and the columns match
+ * model_head's). MLA keys are given per head with the shared RoPE part repeated in each head.
+ * "Before RoPE" (FWD_Q, FWD_K) means what RoPE is applied to: for models with q_norm / k_norm
+ * (Qwen3, Gemma 3, OLMo 2) that is after the norms, so these are not x @ W_Q there. Fused
+ * projections (Phi-3 qkv_proj, GPT-NeoX query_key_value) are split into heads as model.h's
+ * views are. FWD_ATTN_PROJ is before Gemma's post-attention norm.
  *
  * Attention overrides (fwd_set_attn): any layer's attention can be replaced by an AttnLayer
  * (core/attn_eval.h: a TransMLA conversion, a RoPE-removal variant), so converted layers run
@@ -155,8 +179,9 @@ size_t fwd_attn_window(const Forward *f, int layer);
 /* ================================================================ attention overrides */
 
 /* Runs L (core/attn_eval.h; borrowed: keep it alive while set) as layer's attention in place of
- * the model's: its input is the layer's normalized attention input, its output (after its W_O)
- * joins the residual stream. NULL restores the model's attention. L must read and write the
+ * the model's: its input is the layer's normalized attention input (OLMo 2: the residual stream
+ * itself), its output (after its W_O) takes the place of the model's attention output (Gemma,
+ * OLMo 2: before the post-attention norm). NULL restores the model's attention. L must read and write the
  * model's hidden size. The sequence is reset. An overridden layer keeps the attention inputs of
  * the sequence and evaluates L over all of them on each call (attn_eval at positions 0..pos+T-1:
  * fine for fwd_nll and calibration; decoding token by token costs O(pos) per token), and hands

@@ -69,10 +69,30 @@ int rope_inv_freq(const RopeSpec *s, int dim, double theta, double *f, const cha
     return AL_OK;
 }
 
+int rope_longrope_freqs(const RopeScaling *s, int dim, double theta, bool long_seq, double *f, const char *where) {
+    int half = dim / 2;
+    const double *ext = long_seq ? s->long_factor : s->short_factor;
+    int n = long_seq ? s->n_long : s->n_short;
+    if (s->kind != RS_LONGROPE) return al_err("%s: rope_scaling is not longrope", where);
+    if (dim <= 0 || n != half)
+        return al_err("%s: rope_scaling longrope has %d %s factors but the %d rotary dims need %d: the config is "
+                      "inconsistent", where, n, long_seq ? "long" : "short", dim, half);
+    rope_plain_freqs(dim, theta, f);
+    for (int j = 0; j < half; j++) {
+        if (!(ext[j] > 0)) return al_err("%s: longrope factor %d is %g; factors must be positive", where, j, ext[j]);
+        f[j] /= ext[j];
+    }
+    return AL_OK;
+}
+
 static double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * log(factor) + 1.0; }
 
 double rope_attention_factor(const RopeSpec *s) {
     const RopeScaling *r = &s->scaling;
+    if (r->kind == RS_LONGROPE) {                     /* Phi-3: sqrt(1 + ln(factor) / ln(orig_max_pos)) */
+        if (!isnan(r->attention_factor)) return r->attention_factor;
+        return r->factor <= 1 || r->orig_max_pos <= 1 ? 1.0 : sqrt(1 + log(r->factor) / log(r->orig_max_pos));
+    }
     if (r->kind != RS_YARN) return 1.0;
     if (!isnan(r->attention_factor)) return r->attention_factor;
     if (r->mscale != 0 && r->mscale_all_dim != 0) return yarn_mscale(r->factor, r->mscale) / yarn_mscale(r->factor, r->mscale_all_dim);

@@ -24,7 +24,14 @@ int rope_scaling_check(const RopeScaling *s, const char *where);
  * the scaling. For linear and llama3 the scaling depends on each frequency alone (the
  * frequencies of dim / M are every M-th of dim's); YaRN's ramp is over pair indices of dim. */
 int rope_inv_freq(const RopeSpec *s, int dim, double theta, double *f, const char *where);
-/* The factor YaRN multiplies cos and sin with (1 for other scalings). */
+/* Phi-3's longrope (Hugging Face _compute_longrope_parameters): f_j = theta^(-2j/dim) / ext_j with
+ * ext the long factors when the sequence (the last position of the call + 1) exceeds
+ * original_max_position_embeddings, else the short ones; dim / 2 factors are required. The
+ * forward pass computes it; rope_inv_freq and rope_scaling_check still refuse longrope (the
+ * evaluator and the conversions use one set of frequencies for every length). */
+int rope_longrope_freqs(const RopeScaling *s, int dim, double theta, bool long_seq, double *f, const char *where);
+/* The factor YaRN and longrope multiply cos and sin with (1 for other scalings); longrope's is
+ * attention_factor, else sqrt(1 + ln(factor) / ln(orig_max_pos)) when factor > 1. */
 double rope_attention_factor(const RopeSpec *s);
 
 /* Rotates `rows` vectors (row stride ld) of dim values to position pos: pair j turns by
