@@ -256,10 +256,7 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
         gather_bias(m, HK_K, layer, c->n_kv_heads, (size_t)L->head_dim, &L->b_K) ||
         gather_bias(m, HK_V, layer, c->n_kv_heads, (size_t)c->v_dim, &L->b_V))
         return AL_ERR;
-    if (c->o_bias)
-        return read_vec(m, layer, c->family == FAM_GPT2 ? "attn.c_proj.bias" : "self_attn.o_proj.bias", (size_t)c->hidden,
-                        &L->b_O);
-    return AL_OK;
+    return model_o_bias(m, layer, &L->b_O);
 }
 
 static int load_mla(Model *m, int layer, AttnLayer *L) {
