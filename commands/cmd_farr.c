@@ -44,6 +44,12 @@ static const char *kind_label(int k) {
     return names[k];
 }
 
+/* On partial-rotary models, the line saying which Q/K dims QK fusion used. */
+static void say_qk_dims(Session *s, Out *out, farr_kind kind) {
+    char dims[160];
+    if (kind == FARR_QK && farr_qk_dims(&s->cur->cfg, dims, sizeof dims)) out_printf(out, "QK uses the %s\n", dims);
+}
+
 /* ================================================================ spectrum */
 
 static const char SPECTRUM_HELP[] =
@@ -51,7 +57,8 @@ static const char SPECTRUM_HELP[] =
     "sum_{j<=i} sigma_j^2 / sum sigma^2 and the effective ranks at tau 0.99 and 0.999 (and the\n"
     "session tau). KIND: q, k, v, o (one projection; for GQA k and v are the KV head that query\n"
     "head H reads) or qk, vo (the fused pair, from its factors -- never formed). qk uses the NoPE\n"
-    "columns where RoPE is partial (MLA) and all columns without RoPE (GPT-2); full-RoPE models\n"
+    "columns where RoPE is partial (MLA; GPT-NeoX and Phi-3 partial rotary, which rotate each head's\n"
+    "first dims: the output names the dims used) and all columns without RoPE (GPT-2); full-RoPE models\n"
     "need `offset D`. The result is the array of singular values; `to FILE.csv` writes\n"
     "index,sigma,energy (1-based index, energy cumulative).\n"
     "Examples:\n"
@@ -100,6 +107,7 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
         if (s->tau != 0.99 && s->tau != 0.999)
             out_printf(out, ", %zu at tau %g", lin_effective_rank(sp->sigma, sp->p, s->tau), s->tau);
         out_printf(out, "\n");
+        say_qk_dims(s, out, kind);
     }
     const char *to = args_str(a, "to");
     if (to) {
@@ -187,6 +195,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         out_printf(out, "%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
                    farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
+    if (out_narrates(out)) say_qk_dims(s, out, kind);
     return out_table_to(out, args_str(a, "to"), t);
 }
 
@@ -229,6 +238,7 @@ static int cmd_fuse(Session *s, const Args *a, Out *out) {
                farr_side_name(kind, 0), lin_effective_rank(f->sa->sigma, f->sa->p, tau),
                farr_side_name(kind, 1), lin_effective_rank(f->sb->sigma, f->sb->p, tau),
                farr_fused_name(kind), lin_effective_rank(sp->sigma, sp->p, tau), sp->p ? sp->sigma[0] : 0.0);
+    say_qk_dims(s, out, kind);
     out_printf(out, "kept: `fused info|sigma|energy|u|v|a|b` reads it\n");
 result:
     if (out_array(out, sp->sigma, sp->p)) return AL_ERR;
