@@ -8,6 +8,9 @@
 #include "testutil.h"
 #include "farr.h"
 #include "synth.h"
+#include "safetensors.h"
+
+#include <sys/stat.h>
 
 #include <cblas.h>
 
@@ -546,6 +549,106 @@ static void test_real(void) {
     free(path);
 }
 
+
+/* ---------------------------------------------------------------- partial rotary, Q/K norms */
+
+/* Writes a one-layer checkpoint of layout `type` (gpt_neox: query_key_value head by head; qwen3:
+ * split with q_norm / k_norm) with hidden 32, 4 heads of 8. The NoPE columns of every query head
+ * (neox: dims 2-7 of each head, rotary_pct 0.25) are planted at rank 3: W_Q^h[:, 2:8] = A_h B_h. */
+static Model *open_family(const char *type) {
+    size_t D = 32, H = 4, d = 8, rot = 2;
+    bool neox = strcmp(type, "gpt_neox") == 0;
+    Mat *Wq = randn(H * d, D, 0.2), *Wk = randn(H * d, D, 0.2), *Wv = randn(H * d, D, 0.2), *Wo = randn(D, H * d, 0.2);
+    for (size_t h = 0; h < H; h++) {
+        Mat *A = randn(d - rot, 3, 1.0), *B = randn(3, D, 0.2);        /* rows (out) h d + 2.. of (out, in) */
+        for (size_t i = 0; i < d - rot; i++)
+            for (size_t j = 0; j < D; j++) {
+                double v = 0;
+                for (size_t k = 0; k < 3; k++) v += (double)*mat_at(A, i, k) * *mat_at(B, k, j);
+                *mat_at(Wq, h * d + rot + i, j) = (float)v;
+            }
+        mat_free(A);
+        mat_free(B);
+    }
+    st_writer *w = st_writer_new();
+    if (neox) {
+        Mat *qkv = mat_new(3 * H * d, D);             /* head h: rows [q_h ; k_h ; v_h] from 3 d h */
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < d; i++) {
+                memcpy(mat_at(qkv, 3 * d * h + i, 0), mat_at(Wq, h * d + i, 0), D * sizeof(float));
+                memcpy(mat_at(qkv, 3 * d * h + d + i, 0), mat_at(Wk, h * d + i, 0), D * sizeof(float));
+                memcpy(mat_at(qkv, 3 * d * h + 2 * d + i, 0), mat_at(Wv, h * d + i, 0), D * sizeof(float));
+            }
+        Mat *qb = randn(1, 3 * H * d, 0.1), *ob = randn(1, D, 0.1);
+        CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.query_key_value.weight", DT_F32, qkv));
+        CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.query_key_value.bias", DT_F32, qb));
+        CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.dense.weight", DT_F32, Wo));
+        CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.dense.bias", DT_F32, ob));
+        mat_free(qkv); mat_free(qb); mat_free(ob);
+    } else {
+        Mat *nw = randn(1, d, 1.0);
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.q_proj.weight", DT_F32, Wq));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.k_proj.weight", DT_F32, Wk));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.v_proj.weight", DT_F32, Wv));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.o_proj.weight", DT_F32, Wo));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.q_norm.weight", DT_F32, nw));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.k_norm.weight", DT_F32, nw));
+        mat_free(nw);
+    }
+    mat_free(Wq); mat_free(Wk); mat_free(Wv); mat_free(Wo);
+    char *dir = al_asprintf("%s/fam-%s", tmp_root, type), *cfgp = al_asprintf("%s/config.json", dir);
+    char *stp = al_asprintf("%s/model.safetensors", dir);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "{\"model_type\": \"%s\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+             "\"num_key_value_heads\": 4, \"head_dim\": 8, \"num_hidden_layers\": 1, \"rotary_pct\": 0.25, "
+             "\"vocab_size\": 64, \"intermediate_size\": 64}", type);
+    mkdir(dir, 0755);
+    CHECK_OK(st_writer_write(w, stp));
+    st_writer_free(w);
+    CHECK_OK(al_write_file_atomic(cfgp, cfg, strlen(cfg)));
+    Model *m = NULL;
+    CHECK_OK(model_open(dir, &m));
+    free(dir); free(cfgp); free(stp);
+    return m;
+}
+
+static void test_families(void) {
+    Model *m = open_family("gpt_neox");
+    if (m) {
+        FarrLayer *l = NULL;
+        char dims[160];
+        CHECK(farr_qk_dims(&m->cfg, dims, sizeof dims) &&
+              strcmp(dims, "NoPE dims 2-7 of each head (6 of 8; dims 0-1 carry RoPE)") == 0, "dims: %s", dims);
+        CHECK_ERR(farr_layer_compute(m, FARR_QK, 0, 3, &l), "fuses its 6 NoPE columns exactly");
+        CHECK_OK(farr_layer_compute(m, FARR_QK, 0, FARR_NO_OFFSET, &l));
+        for (int h = 0; l && h < 4; h++) {
+            const Spectrum *f = l->fused[h];
+            CHECK(l->head_dim == 6 && f->p >= 4, "NoPE head dim %d, %zu values", l->head_dim, f->p);
+            if (f->p < 4) continue;
+            CHECK(f->sigma[2] > 1e-3 * f->sigma[0] && f->sigma[3] < 1e-5 * f->sigma[0],
+                  "head %d: planted NoPE rank 3 (sigma 3 / 1 = %.3g, 4 / 1 = %.3g)", h, f->sigma[2] / f->sigma[0],
+                  f->sigma[3] / f->sigma[0]);
+            CHECK(lin_effective_rank(f->sigma, f->p, 0.999999) == 3, "head %d: effective rank %zu", h,
+                  lin_effective_rank(f->sigma, f->p, 0.999999));
+        }
+        farr_layer_free(l);
+        l = NULL;
+        CHECK_OK(farr_layer_compute(m, FARR_VO, 0, FARR_NO_OFFSET, &l));
+        CHECK(l && l->head_dim == 8, "VO on the whole head");
+        farr_layer_free(l);
+        model_free(m);
+    }
+    m = open_family("qwen3");
+    if (m) {
+        FarrLayer *l = NULL;
+        CHECK_ERR(farr_layer_compute(m, FARR_QK, 0, 0, &l), "per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3");
+        CHECK_ERR(farr_layer_compute(m, FARR_QK, 0, 0, &l), "not a bilinear form of the input");
+        CHECK_OK(farr_layer_compute(m, FARR_VO, 0, FARR_NO_OFFSET, &l));      /* V and O are untouched by the norm */
+        farr_layer_free(l);
+        model_free(m);
+    }
+}
+
 int main(void) {
     tmp_root = test_tmpdir();
     test_seed_accounting();
@@ -559,5 +662,6 @@ int main(void) {
     test_demo_gpt2();
     test_state();
     test_real();
+    test_families();
     return check_done();
 }
