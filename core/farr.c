@@ -80,6 +80,18 @@ bool farr_qk_dims(const ModelConfig *c, char *buf, size_t cap) {
     return true;
 }
 
+int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out) {
+    *out = NULL;
+    if (m->cfg.qk_norm == QKN_NONE) return AL_OK;
+    if (model_check_head(m, HK_Q, layer, head)) return AL_ERR;
+    Mat *W = NULL;
+    int rc = side == 0 ? model_head(m, HK_Q, layer, head, PART_ALL, &W)
+                       : model_head(m, HK_K, layer, cfg_kv_group(&m->cfg, head), PART_ALL, &W);
+    if (rc == AL_OK) rc = lin_svd(W, 0, out);
+    mat_free(W);
+    return rc;
+}
+
 /* farr_fuse_mode on a loaded model: QK fusion first asks core/analyses (per-head Q/K norms
  * between the projections and the scores make W_Q W_Kᵀ the wrong map). */
 static int fuse_mode(const Model *m, farr_kind kind, int offset, head_part *part, bool *rotate_k) {

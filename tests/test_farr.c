@@ -633,6 +633,9 @@ static void test_families(void) {
         }
         farr_layer_free(l);
         l = NULL;
+        Spectrum *none = (Spectrum *)1;
+        CHECK_OK(farr_normed_side(m, 0, 0, 0, &none));
+        CHECK(none == NULL, "no Q/K norm: QK goes through the fusion");
         CHECK_OK(farr_layer_compute(m, FARR_VO, 0, FARR_NO_OFFSET, &l));
         CHECK(l && l->head_dim == 8, "VO on the whole head");
         farr_layer_free(l);
@@ -643,6 +646,13 @@ static void test_families(void) {
         FarrLayer *l = NULL;
         CHECK_ERR(farr_layer_compute(m, FARR_QK, 0, 0, &l), "per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3");
         CHECK_ERR(farr_layer_compute(m, FARR_QK, 0, 0, &l), "not a bilinear form of the input");
+        Spectrum *sq = NULL, *ref = NULL;                 /* q alone: the whole projection's spectrum */
+        Mat *Wq = NULL;
+        CHECK_OK(farr_normed_side(m, 0, 0, 2, &sq));
+        CHECK_OK(model_head(m, HK_Q, 0, 2, PART_ALL, &Wq));
+        if (Wq) CHECK_OK(lin_svd(Wq, 0, &ref));
+        CHECK(sq && ref && sq->p == 8 && fabs(sq->sigma[7] - ref->sigma[7]) < 1e-9 * ref->sigma[0], "qwen3 W_Q spectrum");
+        lin_spectrum_free(sq); lin_spectrum_free(ref); mat_free(Wq);
         CHECK_OK(farr_layer_compute(m, FARR_VO, 0, FARR_NO_OFFSET, &l));      /* V and O are untouched by the norm */
         farr_layer_free(l);
         model_free(m);
