@@ -9,6 +9,8 @@
 #include "farr.h"
 #include "synth.h"
 #include "safetensors.h"
+#include "attn_eval.h"
+#include "export.h"
 
 #include <sys/stat.h>
 
@@ -580,6 +582,8 @@ static Model *open_family(const char *type) {
                 memcpy(mat_at(qkv, 3 * d * h + 2 * d + i, 0), mat_at(Wv, h * d + i, 0), D * sizeof(float));
             }
         Mat *qb = randn(1, 3 * H * d, 0.1), *ob = randn(1, D, 0.1);
+        for (size_t i = 0; i < 3 * H * d; i++)   /* no query bias: its term b_Q W_Kᵀ x' lies outside a low-rank */
+            if ((i / d) % 3 == 0) qb->data[i] = 0;   /* fused map's range (truncate keeps it only there) */
         CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.query_key_value.weight", DT_F32, qkv));
         CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.query_key_value.bias", DT_F32, qb));
         CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.dense.weight", DT_F32, Wo));
@@ -612,6 +616,48 @@ static Model *open_family(const char *type) {
     return m;
 }
 
+/* Exact truncations (VO at the full rank 8; QK at the planted NoPE rank 3) exported in factors
+ * format reproduce the layer: the fused query_key_value / dense are rewritten where the
+ * views are, the RoPE rows kept. */
+static void export_exact(Model *m) {
+    FarrPlan *vo = NULL, *qk = NULL;
+    FarrTruncOpts ov = {.kind = FARR_VO, .by_rank = true, .rank = 8, .policy = FARR_POLICY_HEAD, .layer_lo = 0, .layer_hi = -1};
+    FarrTruncOpts oq = {.kind = FARR_QK, .by_rank = true, .rank = 3, .policy = FARR_POLICY_HEAD, .layer_lo = 0, .layer_hi = -1};
+    CHECK_OK(farr_truncate(m, &ov, &vo));
+    CHECK_OK(farr_truncate(m, &oq, &qk));
+    char *dst = al_asprintf("%s/fam-export-%s", tmp_root, m->cfg.model_type);
+    ExportOpts eo = {.format = EXPORT_FACTORS};
+    ExportReport rep = {0};
+    if (vo && qk) CHECK_OK(farr_export(m, vo, qk, dst, &eo, &rep));
+    CHECK(rep.tensors_rewritten == 4, "%s: query_key_value, dense and their biases rewritten (%zu)", m->cfg.model_type,
+          rep.tensors_rewritten);
+    Model *e = NULL;
+    CHECK_OK(model_open(dst, &e));
+    AttnLayer *a = NULL, *b = NULL;
+    CHECK_OK(attn_layer_load(m, 0, &a));
+    if (e) CHECK_OK(attn_layer_load(e, 0, &b));
+    if (a && b) {
+        int pos[16];
+        for (int t = 0; t < 16; t++) pos[t] = t;
+        Mat *X = attn_random_input(16, 32, 3);
+        AttnOut *oa = NULL, *ob = NULL;
+        double se = 1, oe = 1;
+        CHECK_OK(attn_eval(a, X, pos, true, &oa));
+        CHECK_OK(attn_eval(b, X, pos, true, &ob));
+        if (oa && ob) attn_rel_err(oa, ob, &se, &oe);
+        /* b_K is dropped (q . b_K is the same for every key: the softmax ignores it), so the logits move
+         * by a constant per query and only the outputs are compared */
+        CHECK(oe < 1e-5 && se > 0, "%s export reproduces the layer: outputs %.3g (logits %.3g)", m->cfg.model_type, oe, se);
+        CHECK(fabs(a->W_Q->data[5] - b->W_Q->data[5]) > 1e-7 || fabs(a->W_Q->data[7] - b->W_Q->data[7]) > 1e-7,
+              "the query factors were rewritten");
+        attn_out_free(oa); attn_out_free(ob); mat_free(X);
+    }
+    attn_layer_free(a); attn_layer_free(b);
+    model_free(e);
+    farr_plan_free(vo); farr_plan_free(qk);
+    free(dst);
+}
+
 static void test_families(void) {
     Model *m = open_family("gpt_neox");
     if (m) {
@@ -633,6 +679,7 @@ static void test_families(void) {
         }
         farr_layer_free(l);
         l = NULL;
+        export_exact(m);
         Spectrum *none = (Spectrum *)1;
         CHECK_OK(farr_normed_side(m, 0, 0, 0, &none));
         CHECK(none == NULL, "no Q/K norm: QK goes through the fusion");
