@@ -45,6 +45,12 @@ static const char *kind_label(int k) {
     return names[k];
 }
 
+/* On partial-rotary models, the line saying which Q/K dims QK fusion used. */
+static void say_qk_dims(Session *s, Out *out, farr_kind kind) {
+    char dims[160];
+    if (kind == FARR_QK && farr_qk_dims(&s->cur->cfg, dims, sizeof dims)) out_printf(out, "QK uses the %s\n", dims);
+}
+
 /* ================================================================ spectrum */
 
 static const char SPECTRUM_HELP[] =
@@ -52,8 +58,10 @@ static const char SPECTRUM_HELP[] =
     "sum_{j<=i} sigma_j^2 / sum sigma^2 and the effective ranks at tau 0.99 and 0.999 (and the\n"
     "session tau). KIND: q, k, v, o (one projection; for GQA k and v are the KV head that query\n"
     "head H reads) or qk, vo (the fused pair, from its factors -- never formed). qk uses the NoPE\n"
-    "columns where RoPE is partial (MLA) and all columns without RoPE (GPT-2); full-RoPE models\n"
-    "need `offset D`. The result is the array of singular values; `to FILE.csv` writes\n"
+    "columns where RoPE is partial (MLA; GPT-NeoX and Phi-3 partial rotary, which rotate each head's\n"
+    "first dims: the output names the dims used) and all columns without RoPE (GPT-2); full-RoPE models\n"
+    "need `offset D`. Where a Q/K norm sits between projection and score (Qwen3, Gemma 3, OLMo 2), qk is\n"
+    "refused and q / k are the whole projection of one head. The result is the array of singular values; `to FILE.csv` writes\n"
     "index,sigma,energy (1-based index, energy cumulative).\n"
     "Examples:\n"
     "  spectrum vo layer 2 head 0\n"
@@ -70,18 +78,33 @@ static const Param spectrum_kw[] = {
     PARAM_LAYER, PARAM_HEAD, PARAM_OFFSET, PARAM_TO, {0}
 };
 
+static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, int head, const Spectrum *sp);
+
 static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     int k = args_enum(a, "kind"), layer, head;
     if (need_layer_head(a, &layer, &head)) return AL_ERR;
     farr_kind kind = (k == 0 || k == 1 || k == 4) ? FARR_QK : FARR_VO;
     int side = (k == 4 || k == 5) ? 2 : (k == 0 || k == 2) ? 0 : 1;
+    Spectrum *own = NULL;          /* q / k alone where a Q/K norm refuses QK fusion */
+    if (kind == FARR_QK && side != 2 && farr_normed_side(s->cur, side, layer, head, &own)) return AL_ERR;
+    if (own) {
+        int rc = spectrum_show(s, a, out, k, layer, head, own);
+        lin_spectrum_free(own);
+        return rc;
+    }
     FarrState *st;
     const FarrLayer *fl;
     if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_layer(st, s->cur, kind, layer, param_offset(a), &fl);
     if (rc) return rc;
     if (head < 0 || head >= fl->n_heads) return al_err("head %d out of range: heads 0-%d", head, fl->n_heads - 1);
-    const Spectrum *sp = side == 0 ? fl->a[head] : side == 1 ? fl->b[head] : fl->fused[head];
+    return spectrum_show(s, a, out, k, layer, head, side == 0 ? fl->a[head] : side == 1 ? fl->b[head] : fl->fused[head]);
+}
+
+/* The table, the narration and the result of one spectrum. */
+static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, int head, const Spectrum *sp) {
+    farr_kind kind = (k == 0 || k == 1 || k == 4) ? FARR_QK : FARR_VO;
+    int rc = AL_OK;
     double *energy = al_calloc(sp->p ? sp->p : 1, sizeof(double), "energies");
     if (!energy) return AL_ERR;
     lin_cum_energy(sp->sigma, sp->p, energy);
@@ -101,6 +124,7 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
         if (s->tau != 0.99 && s->tau != 0.999)
             out_printf(out, ", %zu at tau %g", lin_effective_rank(sp->sigma, sp->p, s->tau), s->tau);
         out_printf(out, "\n");
+        say_qk_dims(s, out, kind);
     }
     const char *to = args_str(a, "to");
     if (to) {
@@ -128,6 +152,12 @@ static const char RANKS_HELP[] =
     "resident at a time, so a 671B checkpoint sweeps in ~160 MB), then small eigen-solves. Sweeps\n"
     "use every core, show progress (layers done, rate, time left) on a terminal, stop with\n"
     "Ctrl-C (finished layers are kept) and are cached: asking again, at any tau, is instant.\n"
+    "qk on partial RoPE fuses the NoPE dims only (DeepSeek MLA; GPT-NeoX rotary_pct and Phi-3\n"
+    "partial_rotary_factor, whose RoPE dims come first: the output names the dims used). qk is\n"
+    "refused where a Q/K RMSNorm sits between projection and score (Qwen3, Gemma 3: per head; OLMo 2:\n"
+    "whole projection): q and k are divided by their own per-token RMS, so the score is not a\n"
+    "bilinear form and W_Q W_K^T is not what the model computes; `spectrum q|k` still gives each\n"
+    "projection's own spectrum there.\n"
     "Examples:\n"
     "  ranks vo layer 8\n"
     "  ranks qk all tau 0.99 to qk_ranks.csv\n"
@@ -188,6 +218,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         out_printf(out, "%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
                    farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
+    if (out_narrates(out)) say_qk_dims(s, out, kind);
     return out_table_to(out, args_str(a, "to"), t);
 }
 
@@ -230,6 +261,7 @@ static int cmd_fuse(Session *s, const Args *a, Out *out) {
                farr_side_name(kind, 0), lin_effective_rank(f->sa->sigma, f->sa->p, tau),
                farr_side_name(kind, 1), lin_effective_rank(f->sb->sigma, f->sb->p, tau),
                farr_fused_name(kind), lin_effective_rank(sp->sigma, sp->p, tau), sp->p ? sp->sigma[0] : 0.0);
+    say_qk_dims(s, out, kind);
     out_printf(out, "kept: `fused info|sigma|energy|u|v|a|b` reads it\n");
 result:
     if (out_array(out, sp->sigma, sp->p)) return AL_ERR;

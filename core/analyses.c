@@ -50,26 +50,43 @@ static bool local_theta_reason(const ModelConfig *c, const char *where, char *wh
     return false;
 }
 
-/* What the one-layer evaluator does not cover. */
+/* The Q/K norm, named for messages. */
+static const char *qk_norm_words(const ModelConfig *c) {
+    return c->qk_norm == QKN_PROJ ? "Q/K RMSNorm over the whole projection (q_norm / k_norm, as in OLMo 2)"
+                                  : "per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3 and Gemma 3)";
+}
+
+/* What the one-layer evaluator does not cover. It computes Q/K norms, partial rotary, soft-caps,
+ * per-layer sliding windows and local RoPE bases (core/attn_eval.c). */
 static bool eval_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
     if (rope_reason(c, name, why, cap)) return true;
-    if (c->window_declared >= 0)
-        return why_set(why, cap, "%s: config.json sets a sliding window of %d tokens: the attention evaluator covers full "
-                       "causal attention only, so this model cannot be evaluated or converted as described", name,
-                       c->window_declared);
-    if (c->rope_spec.partial_factor < 1.0)
-        return why_set(why, cap, "%s: partial_rotary_factor %g: RoPE on part of each head is not covered by the "
-                       "evaluator or the conversion", name, c->rope_spec.partial_factor);
-    if (c->qk_norm != QKN_NONE)
-        return why_set(why, cap, "%s: the attention has per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3) between the "
-                       "projection and RoPE: not covered by the evaluator or the conversion", name);
     if (c->family == FAM_DEEPSEEK && c->qk_rope_dim <= 0)
         return why_set(why, cap, "%s: an MLA model without RoPE dims is not covered", name);
+    if (!cfg_is_mla(c) && c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && rope_attention_factor(&c->rope_spec) != 1.0)
+        return why_set(why, cap, "%s: %s scaling multiplies the rotated dims only, and with partial rotary (%d of %d "
+                       "dims) the evaluator cannot fold it into the softmax scale", name,
+                       rope_scaling_name(&c->rope_spec.scaling), c->qk_rope_dim, cfg_d_qk(c));
+    return false;
+}
+
+/* What a conversion whose export format cannot express it does not cover: sliding windows,
+ * soft-capped scores, Q/K norms and per-layer RoPE bases (what = "convert mla", ...). */
+static bool convert_reason(const Model *m, const char *what, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = mname(m);
+    if (c->window_declared >= 0)
+        return why_set(why, cap, "%s: config.json sets a sliding window of %d tokens: %s converts full causal attention "
+                       "only (its export has no window), so this model cannot be converted as described", name,
+                       c->window_declared, what);
+    if (c->qk_norm != QKN_NONE)
+        return why_set(why, cap, "%s: the attention has %s between the projection and RoPE: %s factors the projections, "
+                       "and the norm divides each q / k by its own per-token RMS, which the converted layer would not "
+                       "reproduce; not covered", name, qk_norm_words(c), what);
     if (c->attn_softcap > 0)
-        return why_set(why, cap, "%s: attn_logit_softcapping %g: the attention evaluator and the conversions do not "
-                       "soft-cap scores", name, c->attn_softcap);
+        return why_set(why, cap, "%s: attn_logit_softcapping %g: %s's export does not soft-cap scores", name,
+                       c->attn_softcap, what);
     return local_theta_reason(c, name, why, cap);
 }
 
@@ -148,7 +165,11 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
     if (c->family == FAM_GPT2 || c->rope == ROPE_NONE)
         return why_set(why, cap, "%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
                        "Mistral and Qwen2 models", name, c->model_type);
-    return eval_reason(m, why, cap);
+    if (c->rope_spec.partial_factor < 1.0)
+        return why_set(why, cap, "%s: partial_rotary_factor %g (RoPE on %d of %d dims per head): TransMLA with RoRoPE on "
+                       "the rotary part only is not implemented yet", name, c->rope_spec.partial_factor,
+                       c->qk_rope_dim, cfg_d_qk(c));
+    return eval_reason(m, why, cap) || convert_reason(m, "convert mla", why, cap);
 }
 
 static bool tpa_reason(const Model *m, char *why, size_t cap) {
@@ -157,7 +178,7 @@ static bool tpa_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
                        "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
                        mname(m), model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
-    return eval_reason(m, why, cap);
+    return eval_reason(m, why, cap) || convert_reason(m, "convert tpa", why, cap);
 }
 
 static bool compare_reason(const Model *m, char *why, size_t cap) {
@@ -166,18 +187,28 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
                        "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
                        c->kv_lora_rank, c->qk_rope_dim);
-    return eval_reason(m, why, cap);
+    if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
+        return why_set(why, cap, "compare: %s has partial rotary (RoPE on %d of %d dims per head): the comparison's "
+                       "methods rotate whole heads", mname(m), c->qk_rope_dim, cfg_d_qk(c));
+    return eval_reason(m, why, cap) || convert_reason(m, "compare", why, cap);
 }
 
+/* QK fusion. With a Q/K RMSNorm between projection and score, q = g (x W_Q) / rms(x W_Q): the
+ * score is a bilinear form of the input divided by two per-token norms that depend on the
+ * projections themselves, so W_Q W_Kᵀ (or W_Q diag(g_q g_k) W_Kᵀ) is not the map the model
+ * computes, and truncating W_Q / W_K would change the norms too: refused. */
 static bool qk_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     if (c->qk_norm != QKN_NONE)
-        return why_set(why, cap, "%s: per-head Q/K RMSNorm sits between the projections and the scores, so W_Q W_Kᵀ is "
-                       "not the map the model computes", mname(m));
+        return why_set(why, cap, "%s: %s sits between the projections and the scores: each q and k is divided by its own "
+                       "per-token RMS (a function of x W_Q, x W_K), so the score is not a bilinear form of the input and "
+                       "W_Q W_Kᵀ is not the map the model computes (ranks vo, spectra of single heads and the forward "
+                       "pass are unaffected)", mname(m), qk_norm_words(c));
     if (c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0)
         snprintf(why, cap, "RoPE on every Q/K dim: give `offset D` (a fixed position offset, analysis only)");
     else if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
-        snprintf(why, cap, "the %d NoPE columns of each head (the RoPE part cannot be fused)", c->qk_nope_dim);
+        snprintf(why, cap, "the %d NoPE columns of each head, dims %d-%d (the RoPE part cannot be fused)", c->qk_nope_dim,
+                 cfg_nope_col(c), cfg_nope_col(c) + c->qk_nope_dim - 1);
     return false;
 }
 

@@ -25,7 +25,7 @@ void attn_layer_free(AttnLayer *L) {
     if (!L) return;
     Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O};
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) mat_free(mats[i]);
-    float *vecs[] = {L->b_Q, L->b_K, L->b_V, L->b_QA, L->qa_norm, L->b_KVA, L->kva_norm, L->b_O};
+    float *vecs[] = {L->b_Q, L->b_K, L->b_V, L->b_QA, L->qa_norm, L->b_KVA, L->kva_norm, L->b_O, L->q_norm, L->k_norm};
     for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++) free(vecs[i]);
     free(L->inv_freq);
     free(L);
@@ -47,6 +47,12 @@ static Mat *mat_dup(const Mat *m, bool *ok) {
     return c;
 }
 
+/* Values of the q (or k) norm weight: head_dim per head, or the whole projection. */
+static size_t qk_norm_len(const AttnLayer *L, bool key) {
+    size_t d = (size_t)L->head_dim, n = (size_t)(key ? L->n_kv_heads : L->n_heads);
+    return L->qk_norm == QKN_PROJ ? n * d : L->qk_norm == QKN_HEAD ? d : 0;
+}
+
 AttnLayer *attn_layer_copy(const AttnLayer *L) {
     AttnLayer *C = al_malloc(sizeof *C, "an attention layer");
     if (!C) return NULL;
@@ -63,6 +69,8 @@ AttnLayer *attn_layer_copy(const AttnLayer *L) {
     C->b_KVA = vec_dup(L->b_KVA, L->W_KVA ? L->W_KVA->cols : 0, &ok);
     C->kva_norm = vec_dup(L->kva_norm, (size_t)L->kv_rank, &ok);
     C->b_O = vec_dup(L->b_O, (size_t)L->hidden, &ok);
+    C->q_norm = vec_dup(L->q_norm, qk_norm_len(L, false), &ok);
+    C->k_norm = vec_dup(L->k_norm, qk_norm_len(L, true), &ok);
     C->inv_freq = NULL;
     if (L->inv_freq && L->rope_dim > 0) {
         C->inv_freq = al_malloc3((size_t)L->rope_dim / 2, 1, sizeof(double), "RoPE frequencies");
@@ -92,8 +100,10 @@ int attn_layer_validate(const AttnLayer *L) {
     if (L->kind == ATTN_GQA) {
         size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
         if (G == 0 || H % G) return al_err("attention layer: %zu KV heads must divide %zu heads", G, H);
-        if (L->rope_dim != 0 && L->rope_dim != L->head_dim)
-            return al_err("attention layer: GQA RoPE must cover the whole head (%d of %d dims)", L->rope_dim, L->head_dim);
+        if (L->rope_dim > L->head_dim)
+            return al_err("attention layer: %d RoPE dims in a head of %d", L->rope_dim, L->head_dim);
+        if (L->qk_norm != QKN_NONE && (!L->q_norm || !L->k_norm))
+            return al_err("attention layer: Q/K norm weights are missing");
         if ((rc = need(L->W_Q, "W_Q", D, H * d, true)) || (rc = need(L->W_K, "W_K", D, G * d, true)) ||
             (rc = need(L->W_V, "W_V", D, G * dv, true)))
             return rc;
@@ -124,6 +134,7 @@ size_t attn_layer_params(const AttnLayer *L) {
     if (L->b_KVA) p += L->W_KVA->cols;
     if (L->kva_norm) p += (size_t)L->kv_rank;
     if (L->b_O) p += (size_t)L->hidden;
+    if (L->q_norm) p += qk_norm_len(L, false) + qk_norm_len(L, true);
     return p;
 }
 
@@ -231,15 +242,42 @@ static int gather_bias(Model *m, head_kind kind, int layer, int n, size_t w, flo
     return AL_OK;
 }
 
+/* The RoPE frequencies of layer (its base: rope_local_base_freq on Gemma 3's sliding layers, which
+ * also skip rope_scaling). */
+static int layer_freqs(Model *m, int layer, int dim, double **out) {
+    const ModelConfig *c = &m->cfg;
+    if (cfg_layer_rope_scaled(c, layer) && cfg_layer_theta(c, layer) == c->rope_spec.theta)
+        return attn_rope_freqs_model(m, dim, out);
+    *out = attn_rope_freqs(dim, cfg_layer_theta(c, layer));
+    return *out ? AL_OK : AL_ERR;
+}
+
+/* Q/K norm weights of layer (q_norm / k_norm), and the norm's kind. */
+static int load_qk_norm(Model *m, int layer, AttnLayer *L) {
+    const ModelConfig *c = &m->cfg;
+    L->qk_norm = c->qk_norm;
+    L->norm_1p = c->norm == NORM_RMS_1P;
+    if (c->qk_norm == QKN_NONE) return AL_OK;
+    if (read_vec(m, layer, "self_attn.q_norm.weight", qk_norm_len(L, false), &L->q_norm) ||
+        read_vec(m, layer, "self_attn.k_norm.weight", qk_norm_len(L, true), &L->k_norm))
+        return AL_ERR;
+    if (!L->q_norm || !L->k_norm) return al_err("layer %d: q_norm / k_norm weights are missing (layer 0 has them)", layer);
+    return AL_OK;
+}
+
 static int load_gqa(Model *m, int layer, AttnLayer *L) {
     const ModelConfig *c = &m->cfg;
     L->n_kv_heads = c->n_kv_heads;
     L->head_dim = cfg_d_qk(c);
     L->rope = c->rope;
     L->rope_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
-    double att = L->rope_dim ? rope_attention_factor(&c->rope_spec) : 1.0;
+    L->window = cfg_layer_window(c, layer);
+    L->softcap = c->attn_softcap;
+    bool scaled = cfg_layer_rope_scaled(c, layer);
+    double att = L->rope_dim && scaled ? rope_attention_factor(&c->rope_spec) : 1.0;
     L->scale = cfg_attn_scale(c, layer) * att * att;   /* YaRN's factor on q and k: every dim rotates */
-    if (L->rope_dim && attn_rope_freqs_model(m, L->rope_dim, &L->inv_freq)) return AL_ERR;
+    if (L->rope_dim && layer_freqs(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;
+    if (load_qk_norm(m, layer, L)) return AL_ERR;
     if (model_layer_load(m, layer)) return AL_ERR;
     if (gather_heads(m, HK_Q, layer, c->n_heads, &L->W_Q) || gather_heads(m, HK_K, layer, c->n_kv_heads, &L->W_K) ||
         gather_heads(m, HK_V, layer, c->n_kv_heads, &L->W_V))
@@ -256,10 +294,7 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
         gather_bias(m, HK_K, layer, c->n_kv_heads, (size_t)L->head_dim, &L->b_K) ||
         gather_bias(m, HK_V, layer, c->n_kv_heads, (size_t)c->v_dim, &L->b_V))
         return AL_ERR;
-    if (c->o_bias)
-        return read_vec(m, layer, c->family == FAM_GPT2 ? "attn.c_proj.bias" : "self_attn.o_proj.bias", (size_t)c->hidden,
-                        &L->b_O);
-    return AL_OK;
+    return model_o_bias(m, layer, &L->b_O);
 }
 
 static int load_mla(Model *m, int layer, AttnLayer *L) {
@@ -336,6 +371,18 @@ static void rms_norm(float *x, size_t n, const float *w, double eps) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] * r * w[i];
 }
 
+/* The Q/K norm of n heads of d values (row of one token, in place): per head, or over all n d. */
+static void qk_norm_row(float *x, size_t n, size_t d, qk_norm_kind k, const float *w, bool one_plus, double eps) {
+    size_t len = k == QKN_PROJ ? n * d : d, parts = k == QKN_PROJ ? 1 : n;
+    for (size_t p = 0; p < parts; p++) {
+        float *v = x + p * len;
+        double ss = 0;
+        for (size_t i = 0; i < len; i++) ss += (double)v[i] * v[i];
+        double r = 1.0 / sqrt(ss / (double)len + eps);
+        for (size_t i = 0; i < len; i++) v[i] = (float)(v[i] * r * (one_plus ? 1.0 + w[i] : (double)w[i]));
+    }
+}
+
 /* DeepSeek's MLA RoPE: the stored (interleaved) dims are de-interleaved, [x0 x2 x4 .. x1 x3 ..],
  * then rotated with rotate_half; the vector stays in de-interleaved order (q and k alike). */
 static void rope_mla(float *v, int dim, rope_layout lay, const double *inv_freq, int pos, double mscale, float *tmp) {
@@ -346,16 +393,21 @@ static void rope_mla(float *v, int dim, rope_layout lay, const double *inv_freq,
     rope_rotate_rows(v, 1, (size_t)dim, dim, ROPE_HALF, inv_freq, (double)pos, mscale);
 }
 
-/* One head: S = scale Qh Khᵀ (Qh, Kh (T, dk) with row strides), masked softmax, O_h = P V_h into O
- * (row stride ldo). Keeps the logits in `logits` (T, T) when not NULL. */
-static void head_attend(size_t T, size_t dk, size_t dv, float scale, const float *Qh, size_t ldq, const float *Kh,
-                        size_t ldk, const float *Vh, size_t ldv, float *S, float *logits, float *Oh, size_t ldo) {
+/* The first key token i sees (window: the last `window` tokens up to i). */
+static size_t first_key(size_t i, size_t window) { return window && i + 1 > window ? i + 1 - window : 0; }
+
+/* One head: S = scale Qh Khᵀ (Qh, Kh (T, dk) with row strides), masked (causal, window) soft-capped
+ * softmax, O_h = P V_h into O (row stride ldo). Keeps the logits in `logits` (T, T) when not NULL. */
+static void head_attend(size_t T, size_t dk, size_t dv, float scale, size_t window, double softcap, const float *Qh,
+                        size_t ldq, const float *Kh, size_t ldk, const float *Vh, size_t ldv, float *S, float *logits,
+                        float *Oh, size_t ldo) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)dk, scale, Qh, (int)ldq, Kh, (int)ldk, 0.0f,
                 S, (int)T);
     for (size_t i = 0; i < T; i++)
-        for (size_t j = i + 1; j < T; j++) S[i * T + j] = 0;
+        for (size_t j = 0; j < T; j++)
+            if (j > i || j < first_key(i, window)) S[i * T + j] = 0;
     if (logits) memcpy(logits, S, T * T * sizeof(float));
-    for (size_t i = 0; i < T; i++) attn_softmax_row(S + i * T, T, 0, i, 0);
+    for (size_t i = 0; i < T; i++) attn_softmax_row(S + i * T, T, first_key(i, window), i, softcap);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dv, (int)T, 1.0f, S, (int)T, Vh, (int)ldv, 0.0f,
                 Oh, (int)ldo);
 }
@@ -369,7 +421,7 @@ static int attend_heads(const AttnLayer *L, size_t T, const float *Q, const floa
     if (!S) return AL_ERR;
     for (size_t h = 0; h < H; h++) {
         size_t g = h / (H / G);
-        head_attend(T, d, dv, (float)L->scale, Q + h * d, H * d, K + g * d, G * d, V + g * dv, G * dv, S,
+        head_attend(T, d, dv, (float)L->scale, L->window, L->softcap, Q + h * d, H * d, K + g * d, G * d, V + g * dv, G * dv, S,
                     scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
     }
     free(S);
@@ -387,10 +439,14 @@ static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *sco
         attn_linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
         attn_linear(X->data, T, Dm, L->W_K, L->b_K, K);
         attn_linear(X->data, T, Dm, L->W_V, L->b_V, V);
+        for (size_t t = 0; t < T && L->qk_norm != QKN_NONE; t++) {
+            qk_norm_row(Q + t * H * d, H, d, L->qk_norm, L->q_norm, L->norm_1p, L->norm_eps);
+            qk_norm_row(K + t * G * d, G, d, L->qk_norm, L->k_norm, L->norm_1p, L->norm_eps);
+        }
         if (L->rope_dim > 0)
             for (size_t t = 0; t < T; t++) {
-                rope_rotate_rows(Q + t * H * d, H, d, (int)d, L->rope, L->inv_freq, pos[t], 1.0);
-                rope_rotate_rows(K + t * G * d, G, d, (int)d, L->rope, L->inv_freq, pos[t], 1.0);
+                rope_rotate_rows(Q + t * H * d, H, d, L->rope_dim, L->rope, L->inv_freq, pos[t], 1.0);
+                rope_rotate_rows(K + t * G * d, G, d, L->rope_dim, L->rope, L->inv_freq, pos[t], 1.0);
             }
         rc = attend_heads(L, T, Q, K, V, scores, O);
     }
@@ -437,7 +493,7 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
                 memcpy(Kh + t * dq, KV + t * H * (dn + dv) + h * (dn + dv), dn * sizeof(float));
                 memcpy(Kh + t * dq + dn, KVA + t * (r + dr) + r, dr * sizeof(float));
             }
-            head_attend(T, dq, dv, (float)L->scale, Qh, dq, Kh, dq, KV + h * (dn + dv) + dn, H * (dn + dv), S,
+            head_attend(T, dq, dv, (float)L->scale, 0, 0, Qh, dq, Kh, dq, KV + h * (dn + dv) + dn, H * (dn + dv), S,
                         scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
         }
     }

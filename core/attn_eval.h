@@ -3,8 +3,10 @@
  * causal attention scores of every head and the layer's output after o_proj.
  *
  * Two layouts:
- *   ATTN_GQA  Llama / Mistral / Qwen2 / llama2.c (and GPT-2 without RoPE): q = x W_Q + b_Q,
- *             k = x W_K + b_K, v = x W_V + b_V; RoPE on every q/k head dim, pairs (j, j + d/2)
+ *   ATTN_GQA  Llama / Mistral / Qwen2/3 / Gemma / Mixtral / Phi-3 / GPT-NeoX / OLMo 2 / llama2.c
+ *             (and GPT-2 without RoPE): q = x W_Q + b_Q, k = x W_K + b_K, v = x W_V + b_V; optional
+ *             RMSNorm of q and k (per head or whole projection); RoPE on the first rope_dim dims of
+ *             every q/k head (all of them unless partial rotary), pairs (j, j + rope_dim/2)
  *             for rotate_half or (2j, 2j + 1) for interleaved; query head h reads KV head
  *             h / (H / G); scale d^-1/2 (cfg_attn_scale; a YaRN model's attention factor, which
  *             multiplies cos and sin of every dim, is folded into it as its square).
@@ -16,7 +18,8 @@
  *             scale (nope + rope)^-1/2 for a checkpoint (times YaRN's mscale^2 with mscale_all_dim;
  *             rope_mscale: YaRN's attention factor on the rotated dims; conversions may carry
  *             another scale). RoPE and the causal softmax are core/rope.c's.
- * Scores are the scaled logits scale * q.k before the softmax; the evaluator masks j > i. */
+ * Scores are the scaled logits scale * q.k before the soft-cap and the softmax; the evaluator masks
+ * j > i and, with a sliding window, j <= i - window (masked entries are 0). */
 #ifndef AL_ATTN_EVAL_H
 #define AL_ATTN_EVAL_H
 
@@ -37,7 +40,15 @@ typedef struct AttnLayer {
 
     /* ---- GQA */
     int n_kv_heads;           /* G */
-    int head_dim;             /* d per q/k head */
+    int head_dim;             /* d per q/k head; RoPE turns its first rope_dim dims (partial rotary:
+                                 GPT-NeoX rotary_pct, Phi-3 partial_rotary_factor; the rest carry none) */
+    qk_norm_kind qk_norm;     /* RMSNorm of q and k after the projection (+ bias), before RoPE: per head
+                                 (Qwen3, Gemma 3: weights (d)) or over the whole projection (OLMo 2:
+                                 weights (H d) and (G d)); QKN_NONE: none */
+    float *q_norm, *k_norm;   /* their weights (NULL without) */
+    bool norm_1p;             /* the norms multiply by (1 + w) (Gemma) */
+    size_t window;            /* sliding window in tokens (token i sees j > i - window); 0: full causal */
+    double softcap;           /* scores soft-capped as softcap tanh(s / softcap) before the softmax; 0: none */
     rope_layout rope;         /* pairing of RoPE dims inside a GQA head (MLA: always interleaved) */
     Mat *W_Q;                 /* GQA (hidden, H d); MLA without q latent (hidden, H (nope + rope)) */
     Mat *W_K;                 /* (hidden, G d) */

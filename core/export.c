@@ -95,6 +95,16 @@ static const Mat *plan_head_mat(const Ctx *x, const FarrPlan *p, int L, int h) {
     return g ? g->head[idx] : NULL;
 }
 
+/* True when `suffix` is the weight (or its bias: *bias) that holds the GQA views of `kind` in layer
+ * L (model_head_block's suffix: q/k/v/o_proj, qkv_proj, query_key_value, dense). */
+static bool gqa_holds(const Ctx *x, int L, head_kind kind, const char *suffix, bool *bias) {
+    HeadBlock b;
+    if (model_head_block(x->m, kind, L, 0, PART_ALL, &b) != AL_OK) { al_err_clear(); return false; }
+    size_t n = strlen(b.suffix) - strlen("weight");
+    *bias = strncmp(suffix, b.suffix, n) == 0 && strcmp(suffix + n, "bias") == 0;
+    return strcmp(suffix, b.suffix) == 0 || *bias;
+}
+
 /* The attention tensors a truncation rewrites, per family (HF suffixes). */
 static bool rewritten_suffix(const Ctx *x, const char *suffix, int L) {
     const FarrPlan *vo = farr_plan_layer(x->plan[FARR_VO], L) ? x->plan[FARR_VO] : NULL;
@@ -112,12 +122,10 @@ static bool rewritten_suffix(const Ctx *x, const char *suffix, int L) {
             return qk != NULL;
         return false;
     }
-    if (strcmp(suffix, "self_attn.v_proj.weight") == 0 || strcmp(suffix, "self_attn.o_proj.weight") == 0) return vo != NULL;
-    if (strcmp(suffix, "self_attn.v_proj.bias") == 0 || strcmp(suffix, "self_attn.o_proj.bias") == 0) return vo != NULL;
-    if (strcmp(suffix, "self_attn.q_proj.weight") == 0 || strcmp(suffix, "self_attn.k_proj.weight") == 0 ||
-        strcmp(suffix, "self_attn.q_proj.bias") == 0 || strcmp(suffix, "self_attn.k_proj.bias") == 0)
-        return qk != NULL;
-    return false;
+    /* GQA layouts (split, Phi-3 qkv_proj, GPT-NeoX query_key_value): where the views live */
+    bool bias;
+    return (vo && (gqa_holds(x, L, HK_V, suffix, &bias) || gqa_holds(x, L, HK_O, suffix, &bias))) ||
+           (qk && (gqa_holds(x, L, HK_Q, suffix, &bias) || gqa_holds(x, L, HK_K, suffix, &bias)));
 }
 
 /* Splits a tensor name into its layer and suffix; false when it is not a per-layer tensor. */
@@ -169,6 +177,40 @@ static void put_vec(float *dst, size_t n, const float *src, size_t r) {
     for (size_t j = 0; j < n; j++) dst[j] = src && j < r ? src[j] : 0.0f;
 }
 
+/* GQA layouts: the rows (Q/K/V, HF (out, in)) and columns (O) of each head where
+ * model_head_block puts them -- Q/K over the part the QK plan fused (the NoPE rows of a
+ * partial-rotary head; the RoPE rows stay) -- and the matching bias values. */
+static void pad_gqa(const Ctx *x, int L, const char *suffix, Mat *W, size_t w0) {
+    const ModelConfig *c = x->c;
+    const FarrPlan *vo = x->plan[FARR_VO], *qk = x->plan[FARR_QK];
+    const FarrTruncLayer *tv = farr_plan_layer(vo, L), *tq = farr_plan_layer(qk, L);
+    head_part qpart = c->qk_nope_dim > 0 && c->qk_rope_dim > 0 ? PART_NOPE : PART_ALL;
+    bool bias;
+    for (int h = 0; h < c->n_heads; h++) {
+        HeadBlock b;
+        int g = cfg_kv_group(c, h);
+        bool first = h == 0 || g != cfg_kv_group(c, h - 1);          /* each KV head once */
+        if (tv && gqa_holds(x, L, HK_V, suffix, &bias) && first && !model_head_block(x->m, HK_V, L, g, PART_ALL, &b)) {
+            if (bias) put_vec(W->data + b.r0, b.nr, tv->shared_bias ? tv->shared_bias[g] : NULL, (size_t)plan_group(vo, L, g)->rank);
+            else put_rows_t(W, w0, b.r0, b.nr, plan_group(vo, L, g)->shared, true);
+        }
+        if (tv && gqa_holds(x, L, HK_O, suffix, &bias) && !model_head_block(x->m, HK_O, L, h, PART_ALL, &b)) {
+            if (!bias) put_cols(W, w0, b.c0, b.nc, plan_head_mat(x, vo, L, h), false);
+            else if (h == 0 && tv->o_bias_delta)
+                for (size_t i = 0; i < W->cols * W->rows; i++) W->data[i] += tv->o_bias_delta[i];
+        }
+        if (tq && gqa_holds(x, L, HK_Q, suffix, &bias) && !model_head_block(x->m, HK_Q, L, h, qpart, &b)) {
+            const Mat *F = plan_head_mat(x, qk, L, h);
+            if (bias) put_vec(W->data + b.r0, b.nr, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)F->cols);
+            else put_rows_t(W, w0, b.r0, b.nr, F, true);
+        }
+        if (tq && gqa_holds(x, L, HK_K, suffix, &bias) && first && !model_head_block(x->m, HK_K, L, g, qpart, &b)) {
+            if (bias) put_vec(W->data + b.r0, b.nr, NULL, 0);      /* b_K' = 0: constant per query */
+            else put_rows_t(W, w0, b.r0, b.nr, plan_group(qk, L, g)->shared, true);
+        }
+    }
+}
+
 /* The factors-format (zero-padded, same shape) version of tensor `suffix` of layer L. W holds
  * the original (dequantized) values of the weight's rows [w0, w0 + W->rows) and is edited in
  * place (a 1-D tensor: w0 = 0, whole). */
@@ -210,26 +252,7 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
         }
         return;
     }
-    /* GQA */
-    if (strcmp(suffix, "self_attn.v_proj.weight") == 0) {
-        for (int g = 0; g < G; g++) put_rows_t(W, w0, (size_t)g * dv, dv, plan_group(vo, L, g)->shared, true);
-    } else if (strcmp(suffix, "self_attn.v_proj.bias") == 0) {
-        for (int g = 0; g < G; g++)
-            put_vec(W->data + (size_t)g * dv, dv, tv->shared_bias ? tv->shared_bias[g] : NULL, (size_t)plan_group(vo, L, g)->rank);
-    } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
-        for (int h = 0; h < H; h++) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
-    } else if (strcmp(suffix, "self_attn.o_proj.bias") == 0 && tv->o_bias_delta) {
-        for (size_t i = 0; i < W->cols * W->rows; i++) W->data[i] += tv->o_bias_delta[i];
-    } else if (strcmp(suffix, "self_attn.q_proj.weight") == 0) {
-        for (int h = 0; h < H; h++) put_rows_t(W, w0, (size_t)h * dqk, dqk, plan_head_mat(x, qk, L, h), true);
-    } else if (strcmp(suffix, "self_attn.k_proj.weight") == 0) {
-        for (int g = 0; g < G; g++) put_rows_t(W, w0, (size_t)g * dqk, dqk, plan_group(qk, L, g)->shared, true);
-    } else if (strcmp(suffix, "self_attn.q_proj.bias") == 0) {
-        for (int h = 0; h < H; h++)
-            put_vec(W->data + (size_t)h * dqk, dqk, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
-    } else if (strcmp(suffix, "self_attn.k_proj.bias") == 0) {
-        for (int g = 0; g < G; g++) put_vec(W->data + (size_t)g * dqk, dqk, NULL, 0);
-    }
+    pad_gqa(x, L, suffix, W, w0);
 }
 
 /* Copies row src_row of S into row dst_row of D, times s. */

@@ -57,7 +57,7 @@ int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *
         if (offset != FARR_NO_OFFSET)
             return al_err("this %s model has partial RoPE: qk fuses its %d NoPE columns exactly; an "
                           "offset is only for full-RoPE families", c->model_type, c->qk_nope_dim);
-        *part = PART_NOPE;                              /* MLA: NoPE columns only */
+        *part = PART_NOPE;                              /* MLA, partial rotary: NoPE columns only */
         return AL_OK;
     }
     if (offset == FARR_NO_OFFSET)
@@ -69,6 +69,27 @@ int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *
     if (offset < 0) return al_err("offset must be >= 0 (got %d)", offset);
     *rotate_k = true;
     return AL_OK;
+}
+
+bool farr_qk_dims(const ModelConfig *c, char *buf, size_t cap) {
+    if (cap) buf[0] = 0;
+    if (!c->rope_first || c->qk_nope_dim <= 0 || c->qk_rope_dim <= 0) return false;
+    int n0 = cfg_nope_col(c), r0 = cfg_rope_col(c), d = cfg_d_qk(c);
+    snprintf(buf, cap, "NoPE dims %d-%d of each head (%d of %d; dims %d-%d carry RoPE)", n0, n0 + c->qk_nope_dim - 1,
+             c->qk_nope_dim, d, r0, r0 + c->qk_rope_dim - 1);
+    return true;
+}
+
+int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out) {
+    *out = NULL;
+    if (m->cfg.qk_norm == QKN_NONE) return AL_OK;
+    if (model_check_head(m, HK_Q, layer, head)) return AL_ERR;
+    Mat *W = NULL;
+    int rc = side == 0 ? model_head(m, HK_Q, layer, head, PART_ALL, &W)
+                       : model_head(m, HK_K, layer, cfg_kv_group(&m->cfg, head), PART_ALL, &W);
+    if (rc == AL_OK) rc = lin_svd(W, 0, out);
+    mat_free(W);
+    return rc;
 }
 
 /* farr_fuse_mode on a loaded model: QK fusion first asks core/analyses (per-head Q/K norms
@@ -574,9 +595,10 @@ static int group_bias(Model *m, farr_kind kind, int layer, int g, const FarrGrou
             if ((rc = model_head_bias(m, HK_Q, layer, h, &b, &nb)) != AL_OK) break;
             tl->head_bias[h] = al_calloc(r, sizeof(float), "a bias");
             if (!tl->head_bias[h]) { free(b); rc = AL_ERR; break; }
-            for (size_t j = 0; j < r && b && nb >= k; j++) {
+            size_t off = k < nb ? (size_t)cfg_nope_col(c) : 0;     /* the NoPE part's slice of the bias */
+            for (size_t j = 0; j < r && b && nb >= off + k; j++) {
                 double v = 0;
-                for (size_t a = 0; a < k; a++) v += b[a] * KtU[a * r + j];
+                for (size_t a = 0; a < k; a++) v += b[off + a] * KtU[a * r + j];
                 tl->head_bias[h][j] = (float)v;
             }
             free(b);

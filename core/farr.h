@@ -42,6 +42,14 @@ const char *farr_fused_name(farr_kind k);            /* "VO" / "QK" */
  * rotation is applied to K. Refuses full-RoPE families without an offset, with the seed A.3
  * reason; offset is FARR_NO_OFFSET or >= 0. VO always succeeds (part PART_ALL). */
 int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *part, bool *rotate_k);
+/* Which Q/K dims of each head QK fusion uses on a partial-rotary model (cfg.rope_first: GPT-NeoX,
+ * Phi-3 partial_rotary_factor), e.g. "NoPE dims 8-31 of each head (24 of 32; dims 0-7 carry RoPE)";
+ * false (buf "") on other models, whose part is fixed by the family (MLA: NoPE; GPT-2: all). */
+bool farr_qk_dims(const ModelConfig *c, char *buf, size_t cap);
+/* On a model with a Q/K norm (whose QK fusion is refused), the spectrum of the whole W_Q of query
+ * head `head` (side 0) or the W_K of its KV head (side 1): the norm follows the projection, so the
+ * projection's own spectrum is still the weight's. *out NULL (AL_OK) on other models. */
+int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out);
 
 /* The two factors of query head h's fused map in layer L: *A (m x k) and *B with the product
  * A @ op(B): VO: A = W_V[g], B = W_O[h], LIN_AB; QK: A = W_Q[h] (part), B = W_K[g] (part, RoPE at

@@ -73,6 +73,16 @@ static size_t attn_requirements(const ModelConfig *c, tensor_req *req) {
         req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
         return n;
     }
+    if (c->attn == QKV_CAT) {                     /* Phi-3: rows [Q heads ; K heads ; V heads] */
+        req[n++] = (tensor_req){"self_attn.qkv_proj.weight", H * dqk + G * dqk + G * dv, D};
+        req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+        return n;
+    }
+    if (c->attn == QKV_HEADS) {                   /* GPT-NeoX: rows head by head [q_h ; k_h ; v_h] */
+        req[n++] = (tensor_req){"attention.query_key_value.weight", H * (2 * dqk + dv), D};
+        req[n++] = (tensor_req){"attention.dense.weight", D, H * dv};
+        return n;
+    }
     req[n++] = (tensor_req){"self_attn.q_proj.weight", H * dqk, D};
     req[n++] = (tensor_req){"self_attn.k_proj.weight", G * dqk, D};
     req[n++] = (tensor_req){"self_attn.v_proj.weight", G * dv, D};
@@ -315,9 +325,32 @@ static int block_mla(const ModelConfig *c, head_kind kind, int head, head_part p
     return al_err("internal: unknown head kind %d", (int)kind);
 }
 
-/* GQA (Llama, Mistral, Qwen2, llama2.c): q/k/v_proj rows per head, o_proj columns per head. */
+/* GQA (Llama, Mistral, Qwen2/3, Gemma, Mixtral, OLMo 2, llama2.c): q/k/v_proj rows per head,
+ * o_proj columns per head. Phi-3's qkv_proj stacks the same rows: [Q heads ; K heads ; V heads].
+ * GPT-NeoX's query_key_value holds them head by head: head h's rows [q_h ; k_h ; v_h] start at
+ * h (2 d_qk + dv); its attention.dense has o_proj's layout. */
 static int block_gqa(const ModelConfig *c, head_kind kind, int head, size_t c0, size_t nc, HeadBlock *b) {
     size_t h = (size_t)head, dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, D = (size_t)c->hidden;
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+    if (c->attn == QKV_CAT) {
+        const char *qkv = "self_attn.qkv_proj.weight";
+        switch (kind) {
+        case HK_Q: return block_set(b, qkv, h * dqk + c0, nc, 0, D, true);
+        case HK_K: return block_set(b, qkv, H * dqk + h * dqk + c0, nc, 0, D, true);
+        case HK_V: return block_set(b, qkv, (H + G) * dqk + h * dv, dv, 0, D, true);
+        case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
+        }
+    }
+    if (c->attn == QKV_HEADS) {
+        const char *qkv = "attention.query_key_value.weight";
+        size_t row = h * (2 * dqk + dv);
+        switch (kind) {
+        case HK_Q: return block_set(b, qkv, row + c0, nc, 0, D, true);
+        case HK_K: return block_set(b, qkv, row + dqk + c0, nc, 0, D, true);
+        case HK_V: return block_set(b, qkv, row + 2 * dqk, dv, 0, D, true);
+        case HK_O: return block_set(b, "attention.dense.weight", 0, D, h * dv, dv, true);
+        }
+    }
     switch (kind) {
     case HK_Q: return block_set(b, "self_attn.q_proj.weight", h * dqk + c0, nc, 0, D, true);
     case HK_K: return block_set(b, "self_attn.k_proj.weight", h * dqk + c0, nc, 0, D, true);
@@ -378,33 +411,58 @@ int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Ma
     return *out ? AL_OK : AL_ERR;
 }
 
+/* "<x>.weight" -> "<x>.bias" (caller frees). */
+static char *bias_suffix(const char *weight_suffix) {
+    size_t n = strlen(weight_suffix);
+    return al_asprintf("%.*s.bias", (int)(n > 7 ? n - 7 : n), weight_suffix);
+}
+
+/* Values [off, off + d) of layer L's 1-D tensor `suffix` into *out (d floats). */
+static int read_bias(Model *m, int layer, const char *suffix, size_t off, size_t d, float **out) {
+    char *name = model_tensor_name(m, layer, suffix);
+    Mat *b = NULL;
+    int rc = name ? store_read(m->store, name, &b) : AL_ERR;
+    if (rc == AL_OK && off + d > b->rows * b->cols)
+        rc = al_err("bias '%s' has %zu values, shorter than the config implies (it needs [%zu, %zu))", name,
+                    b->rows * b->cols, off, off + d);
+    free(name);
+    if (rc != AL_OK) { mat_free(b); return rc; }
+    *out = al_malloc3(d, 1, sizeof(float), "a bias");
+    if (*out) memcpy(*out, b->data + off, d * sizeof(float));
+    mat_free(b);
+    return *out ? AL_OK : AL_ERR;
+}
+
+/* The bias of a Q/K/V view sits where the view's output dims sit in the weight: rows r0.. of an
+ * HF Linear (out, in), columns c0.. of GPT-2's Conv1D (in, out). */
 int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, size_t *n) {
     *out = NULL;
     *n = 0;
     const ModelConfig *c = &m->cfg;
     if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
     if (kind == HK_O || !c->qkv_bias || cfg_is_mla(c)) return AL_OK;
-    size_t d = kind == HK_V ? (size_t)c->v_dim : (size_t)cfg_d_qk(c), off;
-    char *name;
-    if (c->family == FAM_GPT2) {
-        name = model_tensor_name(m, layer, "attn.c_attn.bias");
-        off = (size_t)(kind == HK_Q ? 0 : kind == HK_K ? 1 : 2) * (size_t)c->hidden + (size_t)head * d;
-    } else {
-        name = model_tensor_name(m, layer, kind == HK_Q ? "self_attn.q_proj.bias" : kind == HK_K ? "self_attn.k_proj.bias"
-                                                                                               : "self_attn.v_proj.bias");
-        off = (size_t)head * d;
-    }
-    Mat *b = NULL;
-    int rc = name ? store_read(m->store, name, &b) : AL_ERR;
-    if (rc == AL_OK && off + d > b->rows * b->cols)
-        rc = al_err("bias '%s' has %zu values, shorter than the config implies (head %d needs [%zu, %zu))", name,
-                    b->rows * b->cols, head, off, off + d);
+    HeadBlock b;
+    if (model_head_block(m, kind, layer, head, PART_ALL, &b) != AL_OK) return AL_ERR;
+    size_t off = b.transposed ? b.r0 : b.c0, d = b.transposed ? b.nr : b.nc;
+    char *sfx = bias_suffix(b.suffix);
+    int rc = sfx ? read_bias(m, layer, sfx, off, d, out) : AL_ERR;
+    free(sfx);
+    if (rc == AL_OK) *n = d;
+    return rc;
+}
+
+int model_o_bias(Model *m, int layer, float **out) {
+    *out = NULL;
+    if (model_check_head(m, HK_O, layer, 0) != AL_OK) return AL_ERR;
+    if (!m->cfg.o_bias) return AL_OK;
+    HeadBlock b;
+    if (model_head_block(m, HK_O, layer, 0, PART_ALL, &b) != AL_OK) return AL_ERR;
+    char *sfx = bias_suffix(b.suffix), *name = sfx ? model_tensor_name(m, layer, sfx) : NULL;
+    int rc = !name ? AL_ERR : !store_has(m->store, name) ? AL_OK      /* attention_bias without an o bias */
+                                                      : read_bias(m, layer, sfx, 0, (size_t)m->cfg.hidden, out);
+    free(sfx);
     free(name);
-    if (rc != AL_OK) { mat_free(b); return rc; }
-    *out = al_malloc3(d, 1, sizeof(float), "a bias");
-    if (*out) { memcpy(*out, b->data + off, d * sizeof(float)); *n = d; }
-    mat_free(b);
-    return *out ? AL_OK : AL_ERR;
+    return rc;
 }
 
 /* ================================================================ the parsed config */

@@ -7,7 +7,12 @@
  *   HK_V[g]: (d_in_kv, d_v)
  *   HK_O[h]: (d_v, hidden)
  * with g = h / (n_heads / n_kv_heads) the KV head of query head h (MLA: g = h).
- * Columns of Q and K: [0, qk_nope) are NoPE, [qk_nope, qk_nope + qk_rope) carry RoPE.
+ * Columns of Q and K: [0, qk_nope) are NoPE, [qk_nope, qk_nope + qk_rope) carry RoPE (DeepSeek,
+ * GPT-2); with partial rotary (cfg.rope_first: GPT-NeoX, Phi-3's partial_rotary_factor) the RoPE
+ * columns come first: cfg_rope_col / cfg_nope_col give where each part starts.
+ * Layouts (cfg.attn): q/k/v/o_proj (split), Phi-3's qkv_proj [Q heads ; K heads ; V heads] + o_proj,
+ * GPT-NeoX's query_key_value head by head [q_h ; k_h ; v_h] + attention.dense, GPT-2's Conv1D
+ * c_attn [Q | K | V] + c_proj, DeepSeek's MLA projections (model_head_block says where each view is).
  * HF Linear weights are stored (out, in), so these views are transposed row slices; GPT-2's
  * Conv1D stores (in, out), so its views are column slices. In MLA the RoPE part of K is one
  * shared head read from hidden states (the last qk_rope rows of kv_a_proj_with_mqa):
@@ -70,8 +75,14 @@ typedef struct {
 } HeadBlock;
 /* The block of the view (kind, layer, head, part), with model_head's checks and messages. */
 int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b);
-/* Bias of a per-head Q/K/V projection (d_out values) or NULL when the model has none. */
+/* Bias of a per-head Q/K/V projection (d_out values) or NULL when the model has none. It is read
+ * from the bias beside the view's weight (model_head_block's suffix with .bias), at the view's
+ * output dims: q/k/v_proj.bias, Phi-3's qkv_proj.bias, GPT-NeoX's query_key_value.bias head by
+ * head, GPT-2's c_attn.bias. */
 int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, size_t *n);
+/* The output projection's bias (hidden values: o_proj.bias, attention.dense.bias, c_proj.bias) or
+ * NULL when the config has none (o_bias false) or the checkpoint lacks the tensor. */
+int model_o_bias(Model *m, int layer, float **out);
 /* Loads (dequantizes) layer L's attention weights into the cache, releasing the previous layer.
  * After this, model_head for layer L only reads the cache and is safe from many threads. */
 int model_layer_load(Model *m, int layer);

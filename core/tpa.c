@@ -398,7 +398,7 @@ static int factor_apply(const TpaFactor *f, const Mat *X, const int *pos, const 
         if (f->form == TPA_FORM_A) {
             /* cache row: R token factors b_r (d each), rotated once (eq. 3.6); K_t = (1/R) Aᵀ B. */
             if (rope)
-                rope_rotate_rows(c, R, d, (int)d, L->rope, L->inv_freq, (double)pos[t], 1.0);
+                rope_rotate_rows(c, R, d, L->rope_dim, L->rope, L->inv_freq, (double)pos[t], 1.0);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)G, (int)d, (int)R, invR, f->fixed, (int)G, c, (int)d,
                         0.0f, y, (int)d);
         } else {
@@ -406,7 +406,7 @@ static int factor_apply(const TpaFactor *f, const Mat *X, const int *pos, const 
             const float *B = f->fixed;
             if (rope) {
                 memcpy(Bt, f->fixed, R * d * sizeof(float));
-                rope_rotate_rows(Bt, R, d, (int)d, L->rope, L->inv_freq, (double)pos[t], 1.0);
+                rope_rotate_rows(Bt, R, d, L->rope_dim, L->rope, L->inv_freq, (double)pos[t], 1.0);
                 B = Bt;
             }
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)G, (int)d, (int)R, invR, c, (int)G, B, (int)d, 0.0f,
@@ -437,7 +437,7 @@ int tpa_eval(const TpaLayer *l, const Mat *X, const int *pos, bool want_scores, 
         attn_linear(X->data, T, X->cols, L->W_Q, L->b_Q, Q);
         if (rope)
             for (size_t t = 0; t < T; t++)
-                rope_rotate_rows(Q + t * H * d, H, d, (int)d, L->rope, L->inv_freq, (double)pos[t], 1.0);
+                rope_rotate_rows(Q + t * H * d, H, d, L->rope_dim, L->rope, L->inv_freq, (double)pos[t], 1.0);
         rc = attn_attend(L, T, Q, K, V, want_scores, out);
     }
     free(Q); free(K); free(V);
@@ -810,7 +810,7 @@ int tpa_load(const char *dir, TpaModel **out) {
         goto done;
     if (t->n_layers < 1 || t->n_layers > 100000 || t->hidden < 1 || t->n_heads < 1 || t->n_kv_heads < 1 ||
         t->n_heads % t->n_kv_heads || t->head_dim < 1 || t->v_dim < 1 || rope_dim < 0 || rope_dim % 2 ||
-        (rope_dim && rope_dim != t->head_dim)) {
+        rope_dim > t->head_dim) {
         rc = al_err("%s: inconsistent dims (layers %d, hidden %d, heads %d, kv heads %d, head_dim %d, v_head_dim %d, "
                     "rope_dim %d)", mpath, t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim, t->v_dim,
                     rope_dim);

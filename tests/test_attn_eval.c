@@ -1,6 +1,7 @@
 /* test_attn_eval.c -- the one-layer attention evaluator against a plain double-precision
  * reference written from the formulas (GQA with rotate_half and interleaved RoPE, Qwen2-style
- * biases; MLA with a query latent, latent RMSNorm, biases and DeepSeek's de-interleaved RoPE), and
+ * biases; partial rotary, Q/K norms per head and over the projection (1 + w too), soft-cap, sliding
+ * window; MLA with a query latent, latent RMSNorm, biases and DeepSeek's de-interleaved RoPE), and
  * on the real stories260K in both layouts (HF rotate_half vs llama2.c interleaved: same outputs). */
 #include "check.h"
 #include "attn_eval.h"
@@ -51,15 +52,17 @@ static Mat *ref_attend(const AttnLayer *L, size_t T, size_t H, size_t dq, size_t
     for (size_t h = 0; h < H; h++)
         for (size_t i = 0; i < T; i++) {
             double mx = -1e300, sum = 0;
-            for (size_t j = 0; j <= i; j++) {
+            size_t j0 = L->window && i >= L->window ? i - L->window + 1 : 0;     /* keys i - j < window */
+            for (size_t j = j0; j <= i; j++) {
                 double s = 0;
                 for (size_t e = 0; e < dq; e++) s += q[(i * H + h) * dq + e] * k[(j * H + h) * dq + e];
                 p[j] = s * L->scale;
                 logits[h * T * T + i * T + j] = (float)p[j];
+                if (L->softcap > 0) p[j] = L->softcap * tanh(p[j] / L->softcap);
                 if (p[j] > mx) mx = p[j];
             }
-            for (size_t j = 0; j <= i; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
-            for (size_t j = 0; j <= i; j++)
+            for (size_t j = j0; j <= i; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+            for (size_t j = j0; j <= i; j++)
                 for (size_t e = 0; e < dv; e++) o[(i * H + h) * dv + e] += p[j] / sum * v[(j * H + h) * dv + e];
         }
     Mat *Y = mat_new(T, (size_t)L->hidden);
@@ -74,6 +77,13 @@ static Mat *ref_attend(const AttnLayer *L, size_t T, size_t H, size_t dq, size_t
     return Y;
 }
 
+static void ref_rms_d(double *x, size_t n, const double *w, double eps) {
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += x[i] * x[i];
+    double r = 1 / sqrt(ss / n + eps);
+    for (size_t i = 0; i < n; i++) x[i] *= r * w[i];
+}
+
 static Mat *ref_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *logits) {
     size_t T = X->rows, H = L->n_heads, G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim;
     double *q = malloc(T * H * d * sizeof(double)), *k = malloc(T * H * d * sizeof(double));
@@ -86,9 +96,32 @@ static Mat *ref_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *log
                 k[(t * H + h) * d + e] = dot_col(X, t, L->W_K, g * d + e, L->b_K);
             }
             for (size_t e = 0; e < dv; e++) v[(t * H + h) * dv + e] = dot_col(X, t, L->W_V, g * dv + e, L->b_V);
-            if (L->rope_dim == 0) continue;
-            ref_rope(q + (t * H + h) * d, (int)d, L->rope == ROPE_INTERLEAVED, L->inv_freq, pos[t]);
-            ref_rope(k + (t * H + h) * d, (int)d, L->rope == ROPE_INTERLEAVED, L->inv_freq, pos[t]);
+        }
+    /* Q/K norms: per head, or over the whole projection (the K projection has G heads) */
+    for (size_t t = 0; t < T && L->qk_norm != QKN_NONE; t++) {
+        double qa[512], ka[512], wq[512], wk[512];
+        size_t nq = L->qk_norm == QKN_PROJ ? H : 1, nk = L->qk_norm == QKN_PROJ ? G : 1;
+        for (size_t part = 0; part < H / nq; part++) {
+            for (size_t e = 0; e < nq * d; e++) qa[e] = q[(t * H + part * nq) * d + e];
+            for (size_t e = 0; e < nq * d; e++) wq[e] = L->norm_1p ? 1.0 + L->q_norm[e] : L->q_norm[e];
+            ref_rms_d(qa, nq * d, wq, L->norm_eps);
+            for (size_t e = 0; e < nq * d; e++) q[(t * H + part * nq) * d + e] = qa[e];
+        }
+        for (size_t g = 0; g < G / nk; g++) {          /* the distinct keys: those of query heads h = g' H / G */
+            for (size_t e = 0; e < nk * d; e++) ka[e] = dot_col(X, t, L->W_K, g * nk * d + e, L->b_K);
+            for (size_t e = 0; e < nk * d; e++) wk[e] = L->norm_1p ? 1.0 + L->k_norm[e] : L->k_norm[e];
+            ref_rms_d(ka, nk * d, wk, L->norm_eps);
+            for (size_t h = 0; h < H; h++) {
+                size_t kv = h / (H / G);
+                if (kv / nk != g) continue;
+                for (size_t e = 0; e < d; e++) k[(t * H + h) * d + e] = ka[(kv % nk) * d + e];
+            }
+        }
+    }
+    for (size_t t = 0; t < T && L->rope_dim > 0; t++)
+        for (size_t h = 0; h < H; h++) {        /* partial rotary: the first rope_dim dims of each head */
+            ref_rope(q + (t * H + h) * d, L->rope_dim, L->rope == ROPE_INTERLEAVED, L->inv_freq, pos[t]);
+            ref_rope(k + (t * H + h) * d, L->rope_dim, L->rope == ROPE_INTERLEAVED, L->inv_freq, pos[t]);
         }
     Mat *Y = ref_attend(L, T, H, d, dv, q, k, v, logits);
     free(q); free(k); free(v);
@@ -265,6 +298,27 @@ int main(void) {
     L = rand_gqa(4, 1, 6, 10, ROPE_HALF, true); check_against_ref(L, "MQA + Qwen2 biases"); attn_layer_free(L);
     L = rand_gqa(3, 3, 4, 12, ROPE_NONE, true); L->rope_dim = 0; check_against_ref(L, "MHA without RoPE");
     attn_layer_free(L);
+    /* the families of issue 12: partial rotary (GPT-NeoX, Phi-3), Q/K norms per head (Qwen3; Gemma 3
+     * with 1 + w) and over the whole projection (OLMo 2), soft-capped scores and a sliding window (Gemma 2) */
+    L = rand_gqa(4, 4, 8, 16, ROPE_HALF, true); L->rope_dim = 2; free(L->inv_freq); L->inv_freq = attn_rope_freqs(2, 10000.0);
+    check_against_ref(L, "partial rotary (2 of 8 dims)"); attn_layer_free(L);
+    static const struct { qk_norm_kind k; bool one_p; const char *what; } norms[] = {
+        {QKN_HEAD, false, "per-head Q/K norm"}, {QKN_HEAD, true, "per-head Q/K norm (1 + w)"},
+        {QKN_PROJ, false, "whole-projection Q/K norm"}};
+    for (size_t i = 0; i < 3; i++) {
+        L = rand_gqa(4, 2, 6, 12, ROPE_HALF, i == 2);
+        L->qk_norm = norms[i].k; L->norm_1p = norms[i].one_p; L->norm_eps = 1e-6;
+        L->q_norm = randv(norms[i].k == QKN_PROJ ? 24 : 6, 0.7); L->k_norm = randv(norms[i].k == QKN_PROJ ? 12 : 6, 0.7);
+        check_against_ref(L, norms[i].what);
+        AttnLayer *C2 = attn_layer_copy(L);
+        CHECK(C2 && attn_layer_params(C2) == attn_layer_params(L), "copy keeps the norm weights");
+        if (C2) check_against_ref(C2, "copied Q/K-norm layer");
+        attn_layer_free(C2);
+        attn_layer_free(L);
+    }
+    L = rand_gqa(4, 2, 8, 16, ROPE_HALF, false); L->softcap = 0.5; L->window = 4;
+    for (size_t i = 0; i < (size_t)(16 * 8); i++) L->W_Q->data[i] *= 4;      /* logits past the cap */
+    check_against_ref(L, "soft-cap 0.5 and a window of 4 tokens"); attn_layer_free(L);
     L = rand_mla(4, 6, 4, 5, 7, 0, 16, false, false); check_against_ref(L, "MLA plain q_proj"); attn_layer_free(L);
     L = rand_mla(3, 4, 6, 4, 5, 9, 14, true, true); check_against_ref(L, "MLA q latent + norms + biases");
     AttnLayer *C = attn_layer_copy(L);

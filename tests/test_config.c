@@ -69,7 +69,8 @@ static void test_attention_fields(void) {
     Model fake = {.name = "x", .path = "x", .cfg = c};        /* recorded, then refused per analysis */
     fake.cfg.vocab = fake.cfg.intermediate = 10;
     char why[512];
-    CHECK(!analysis_available(&fake, AN_EVAL, why, sizeof why) && strstr(why, "attn_logit_softcapping 50"), "%s", why);
+    CHECK(analysis_available(&fake, AN_EVAL, why, sizeof why), "the evaluator soft-caps scores: %s", why);
+    CHECK(!analysis_available(&fake, AN_CONVERT_TPA, why, sizeof why) && strstr(why, "attn_logit_softcapping 50"), "%s", why);
     CHECK(analysis_available(&fake, AN_PPL, why, sizeof why), "the forward pass soft-caps logits: %s", why);
     c = parse(LLAMA ", \"hidden_act\": \"xielu\"");
     CHECK(c.act == ACT_UNKNOWN && !strcmp(c.activation, "xielu"), "an unknown activation is recorded");

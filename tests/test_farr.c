@@ -8,6 +8,11 @@
 #include "testutil.h"
 #include "farr.h"
 #include "synth.h"
+#include "safetensors.h"
+#include "attn_eval.h"
+#include "export.h"
+
+#include <sys/stat.h>
 
 #include <cblas.h>
 
@@ -546,6 +551,161 @@ static void test_real(void) {
     free(path);
 }
 
+
+/* ---------------------------------------------------------------- partial rotary, Q/K norms */
+
+/* Writes a one-layer checkpoint of layout `type` (gpt_neox: query_key_value head by head; qwen3:
+ * split with q_norm / k_norm) with hidden 32, 4 heads of 8. The NoPE columns of every query head
+ * (neox: dims 2-7 of each head, rotary_pct 0.25) are planted at rank 3: W_Q^h[:, 2:8] = A_h B_h. */
+static Model *open_family(const char *type) {
+    size_t D = 32, H = 4, d = 8, rot = 2;
+    bool neox = strcmp(type, "gpt_neox") == 0;
+    Mat *Wq = randn(H * d, D, 0.2), *Wk = randn(H * d, D, 0.2), *Wv = randn(H * d, D, 0.2), *Wo = randn(D, H * d, 0.2);
+    for (size_t h = 0; h < H; h++) {
+        Mat *A = randn(d - rot, 3, 1.0), *B = randn(3, D, 0.2);        /* rows (out) h d + 2.. of (out, in) */
+        for (size_t i = 0; i < d - rot; i++)
+            for (size_t j = 0; j < D; j++) {
+                double v = 0;
+                for (size_t k = 0; k < 3; k++) v += (double)*mat_at(A, i, k) * *mat_at(B, k, j);
+                *mat_at(Wq, h * d + rot + i, j) = (float)v;
+            }
+        mat_free(A);
+        mat_free(B);
+    }
+    st_writer *w = st_writer_new();
+    if (neox) {
+        Mat *qkv = mat_new(3 * H * d, D);             /* head h: rows [q_h ; k_h ; v_h] from 3 d h */
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < d; i++) {
+                memcpy(mat_at(qkv, 3 * d * h + i, 0), mat_at(Wq, h * d + i, 0), D * sizeof(float));
+                memcpy(mat_at(qkv, 3 * d * h + d + i, 0), mat_at(Wk, h * d + i, 0), D * sizeof(float));
+                memcpy(mat_at(qkv, 3 * d * h + 2 * d + i, 0), mat_at(Wv, h * d + i, 0), D * sizeof(float));
+            }
+        Mat *qb = randn(1, 3 * H * d, 0.1), *ob = randn(1, D, 0.1);
+        for (size_t i = 0; i < 3 * H * d; i++)   /* no query bias: its term b_Q W_Kᵀ x' lies outside a low-rank */
+            if ((i / d) % 3 == 0) qb->data[i] = 0;   /* fused map's range (truncate keeps it only there) */
+        CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.query_key_value.weight", DT_F32, qkv));
+        CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.query_key_value.bias", DT_F32, qb));
+        CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.dense.weight", DT_F32, Wo));
+        CHECK_OK(st_writer_add_mat(w, "gpt_neox.layers.0.attention.dense.bias", DT_F32, ob));
+        mat_free(qkv); mat_free(qb); mat_free(ob);
+    } else {
+        Mat *nw = randn(1, d, 1.0);
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.q_proj.weight", DT_F32, Wq));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.k_proj.weight", DT_F32, Wk));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.v_proj.weight", DT_F32, Wv));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.o_proj.weight", DT_F32, Wo));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.q_norm.weight", DT_F32, nw));
+        CHECK_OK(st_writer_add_mat(w, "model.layers.0.self_attn.k_norm.weight", DT_F32, nw));
+        mat_free(nw);
+    }
+    mat_free(Wq); mat_free(Wk); mat_free(Wv); mat_free(Wo);
+    char *dir = al_asprintf("%s/fam-%s", tmp_root, type), *cfgp = al_asprintf("%s/config.json", dir);
+    char *stp = al_asprintf("%s/model.safetensors", dir);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "{\"model_type\": \"%s\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+             "\"num_key_value_heads\": 4, \"head_dim\": 8, \"num_hidden_layers\": 1, \"rotary_pct\": 0.25, "
+             "\"vocab_size\": 64, \"intermediate_size\": 64}", type);
+    mkdir(dir, 0755);
+    CHECK_OK(st_writer_write(w, stp));
+    st_writer_free(w);
+    CHECK_OK(al_write_file_atomic(cfgp, cfg, strlen(cfg)));
+    Model *m = NULL;
+    CHECK_OK(model_open(dir, &m));
+    free(dir); free(cfgp); free(stp);
+    return m;
+}
+
+/* Exact truncations (VO at the full rank 8; QK at the planted NoPE rank 3) exported in factors
+ * format reproduce the layer: the fused query_key_value / dense are rewritten where the
+ * views are, the RoPE rows kept. */
+static void export_exact(Model *m) {
+    FarrPlan *vo = NULL, *qk = NULL;
+    FarrTruncOpts ov = {.kind = FARR_VO, .by_rank = true, .rank = 8, .policy = FARR_POLICY_HEAD, .layer_lo = 0, .layer_hi = -1};
+    FarrTruncOpts oq = {.kind = FARR_QK, .by_rank = true, .rank = 3, .policy = FARR_POLICY_HEAD, .layer_lo = 0, .layer_hi = -1};
+    CHECK_OK(farr_truncate(m, &ov, &vo));
+    CHECK_OK(farr_truncate(m, &oq, &qk));
+    char *dst = al_asprintf("%s/fam-export-%s", tmp_root, m->cfg.model_type);
+    ExportOpts eo = {.format = EXPORT_FACTORS};
+    ExportReport rep = {0};
+    if (vo && qk) CHECK_OK(farr_export(m, vo, qk, dst, &eo, &rep));
+    CHECK(rep.tensors_rewritten == 4, "%s: query_key_value, dense and their biases rewritten (%zu)", m->cfg.model_type,
+          rep.tensors_rewritten);
+    Model *e = NULL;
+    CHECK_OK(model_open(dst, &e));
+    AttnLayer *a = NULL, *b = NULL;
+    CHECK_OK(attn_layer_load(m, 0, &a));
+    if (e) CHECK_OK(attn_layer_load(e, 0, &b));
+    if (a && b) {
+        int pos[16];
+        for (int t = 0; t < 16; t++) pos[t] = t;
+        Mat *X = attn_random_input(16, 32, 3);
+        AttnOut *oa = NULL, *ob = NULL;
+        double se = 1, oe = 1;
+        CHECK_OK(attn_eval(a, X, pos, true, &oa));
+        CHECK_OK(attn_eval(b, X, pos, true, &ob));
+        if (oa && ob) attn_rel_err(oa, ob, &se, &oe);
+        /* b_K is dropped (q . b_K is the same for every key: the softmax ignores it), so the logits move
+         * by a constant per query and only the outputs are compared */
+        CHECK(oe < 1e-5 && se > 0, "%s export reproduces the layer: outputs %.3g (logits %.3g)", m->cfg.model_type, oe, se);
+        CHECK(fabs(a->W_Q->data[5] - b->W_Q->data[5]) > 1e-7 || fabs(a->W_Q->data[7] - b->W_Q->data[7]) > 1e-7,
+              "the query factors were rewritten");
+        attn_out_free(oa); attn_out_free(ob); mat_free(X);
+    }
+    attn_layer_free(a); attn_layer_free(b);
+    model_free(e);
+    farr_plan_free(vo); farr_plan_free(qk);
+    free(dst);
+}
+
+static void test_families(void) {
+    Model *m = open_family("gpt_neox");
+    if (m) {
+        FarrLayer *l = NULL;
+        char dims[160];
+        CHECK(farr_qk_dims(&m->cfg, dims, sizeof dims) &&
+              strcmp(dims, "NoPE dims 2-7 of each head (6 of 8; dims 0-1 carry RoPE)") == 0, "dims: %s", dims);
+        CHECK_ERR(farr_layer_compute(m, FARR_QK, 0, 3, &l), "fuses its 6 NoPE columns exactly");
+        CHECK_OK(farr_layer_compute(m, FARR_QK, 0, FARR_NO_OFFSET, &l));
+        for (int h = 0; l && h < 4; h++) {
+            const Spectrum *f = l->fused[h];
+            CHECK(l->head_dim == 6 && f->p >= 4, "NoPE head dim %d, %zu values", l->head_dim, f->p);
+            if (f->p < 4) continue;
+            CHECK(f->sigma[2] > 1e-3 * f->sigma[0] && f->sigma[3] < 1e-5 * f->sigma[0],
+                  "head %d: planted NoPE rank 3 (sigma 3 / 1 = %.3g, 4 / 1 = %.3g)", h, f->sigma[2] / f->sigma[0],
+                  f->sigma[3] / f->sigma[0]);
+            CHECK(lin_effective_rank(f->sigma, f->p, 0.999999) == 3, "head %d: effective rank %zu", h,
+                  lin_effective_rank(f->sigma, f->p, 0.999999));
+        }
+        farr_layer_free(l);
+        l = NULL;
+        export_exact(m);
+        Spectrum *none = (Spectrum *)1;
+        CHECK_OK(farr_normed_side(m, 0, 0, 0, &none));
+        CHECK(none == NULL, "no Q/K norm: QK goes through the fusion");
+        CHECK_OK(farr_layer_compute(m, FARR_VO, 0, FARR_NO_OFFSET, &l));
+        CHECK(l && l->head_dim == 8, "VO on the whole head");
+        farr_layer_free(l);
+        model_free(m);
+    }
+    m = open_family("qwen3");
+    if (m) {
+        FarrLayer *l = NULL;
+        CHECK_ERR(farr_layer_compute(m, FARR_QK, 0, 0, &l), "per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3");
+        CHECK_ERR(farr_layer_compute(m, FARR_QK, 0, 0, &l), "not a bilinear form of the input");
+        Spectrum *sq = NULL, *ref = NULL;                 /* q alone: the whole projection's spectrum */
+        Mat *Wq = NULL;
+        CHECK_OK(farr_normed_side(m, 0, 0, 2, &sq));
+        CHECK_OK(model_head(m, HK_Q, 0, 2, PART_ALL, &Wq));
+        if (Wq) CHECK_OK(lin_svd(Wq, 0, &ref));
+        CHECK(sq && ref && sq->p == 8 && fabs(sq->sigma[7] - ref->sigma[7]) < 1e-9 * ref->sigma[0], "qwen3 W_Q spectrum");
+        lin_spectrum_free(sq); lin_spectrum_free(ref); mat_free(Wq);
+        CHECK_OK(farr_layer_compute(m, FARR_VO, 0, FARR_NO_OFFSET, &l));      /* V and O are untouched by the norm */
+        farr_layer_free(l);
+        model_free(m);
+    }
+}
+
 int main(void) {
     tmp_root = test_tmpdir();
     test_seed_accounting();
@@ -559,5 +719,6 @@ int main(void) {
     test_demo_gpt2();
     test_state();
     test_real();
+    test_families();
     return check_done();
 }

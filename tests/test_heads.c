@@ -7,7 +7,9 @@
  *
  * Families: Llama GQA (4 heads, 2 KV heads, explicit head_dim != hidden/heads), Qwen2 (q/k/v
  * biases), DeepSeek-V3 MLA with q_lora_rank and with q_lora_rank null (q_proj), GPT-2 Conv1D
- * with the fused c_attn (with and without the "transformer." prefix), DeepSeek FP8. */
+ * with the fused c_attn (with and without the "transformer." prefix), DeepSeek FP8, Phi-3's fused
+ * qkv_proj with partial rotary, GPT-NeoX's head-by-head query_key_value (biases, rotary_pct), and the
+ * split layouts of Qwen3 / Gemma / Mixtral / OLMo 2 with their Q/K norm kinds. */
 #include "testutil.h"
 #include "model.h"
 
@@ -415,6 +417,178 @@ static void test_gpt2(bool prefixed) {
     model_free(m);
 }
 
+
+/* ---------------------------------------------------------------- Phi-3 fused qkv_proj */
+
+/* hidden 24, 4 heads, 2 KV heads, head_dim 6, partial_rotary_factor 0.5 (3 of 6 -> 2 rotary dims
+ * rounded to even): qkv_proj (24 + 12 + 12, 24) rows [Q heads ; K heads ; V heads], o_proj (24, 24). */
+static void test_phi3(void) {
+    st_writer *w = st_writer_new();
+    add_enc(w, "model.layers.0.self_attn.qkv_proj.weight", 1, 48, 24);
+    add_enc(w, "model.layers.0.self_attn.o_proj.weight", 2, 24, 24);
+    Model *m = open_model("phi3", "{\"model_type\": \"phi3\", \"hidden_size\": 24, \"num_attention_heads\": 4, "
+                          "\"num_key_value_heads\": 2, \"num_hidden_layers\": 1, \"partial_rotary_factor\": 0.5}", w);
+    if (!m) return;
+    const ModelConfig *c = &m->cfg;
+    CHECK(c->attn == QKV_CAT && c->rope_first && c->qk_rope_dim == 2 && c->qk_nope_dim == 4, "phi3 partial rotary: rope %d nope %d",
+          c->qk_rope_dim, c->qk_nope_dim);
+    CHECK(cfg_attn_params(c) == 24 * 48 + 24 * 24, "params %zu", cfg_attn_params(c));
+    for (int h = 0; h < 4; h++) {
+        char what[64];
+        Mat *v;
+        int g = cfg_kv_group(c, h);
+        snprintf(what, sizeof what, "phi3 Q%d", h);
+        check_t(v = view(m, HK_Q, 0, h, PART_ALL), what, 24, 6, enc_f32, 1, (size_t)h * 6, 0);
+        mat_free(v);
+        snprintf(what, sizeof what, "phi3 Q%d rope (first 2 dims)", h);
+        check_t(v = view(m, HK_Q, 0, h, PART_ROPE), what, 24, 2, enc_f32, 1, (size_t)h * 6, 0);
+        mat_free(v);
+        snprintf(what, sizeof what, "phi3 Q%d nope (last 4 dims)", h);
+        check_t(v = view(m, HK_Q, 0, h, PART_NOPE), what, 24, 4, enc_f32, 1, (size_t)h * 6 + 2, 0);
+        mat_free(v);
+        snprintf(what, sizeof what, "phi3 K%d", g);
+        check_t(v = view(m, HK_K, 0, g, PART_ALL), what, 24, 6, enc_f32, 1, 24 + (size_t)g * 6, 0);
+        mat_free(v);
+        snprintf(what, sizeof what, "phi3 K%d nope", g);
+        check_t(v = view(m, HK_K, 0, g, PART_NOPE), what, 24, 4, enc_f32, 1, 24 + (size_t)g * 6 + 2, 0);
+        mat_free(v);
+        snprintf(what, sizeof what, "phi3 V%d", g);
+        check_t(v = view(m, HK_V, 0, g, PART_ALL), what, 24, 6, enc_f32, 1, 36 + (size_t)g * 6, 0);
+        mat_free(v);
+        snprintf(what, sizeof what, "phi3 O%d", h);
+        check_t(v = view(m, HK_O, 0, h, PART_ALL), what, 6, 24, enc_f32, 2, 0, (size_t)h * 6);
+        mat_free(v);
+    }
+    CHECK_OK(model_layer_load(m, 0));               /* the cached layer gives the same slices */
+    Mat *v;
+    check_t(v = view(m, HK_V, 0, 1, PART_ALL), "phi3 V1 cached", 24, 6, enc_f32, 1, 42, 0);
+    mat_free(v);
+    check_bias(m, HK_Q, 0, 0, 0, 0, 0);
+    float *ob = (float *)1;
+    CHECK_OK(model_o_bias(m, 0, &ob));
+    CHECK(ob == NULL, "phi3 has no o bias");
+    model_free(m);
+}
+
+/* ---------------------------------------------------------------- GPT-NeoX query_key_value */
+
+/* The explicitly formed HF tensors: W (3D, D) viewed as (H, 3, hd, D) -- head h's rows
+ * [q_h ; k_h ; v_h] start at 3 hd h. hidden 32, 4 heads of 8, rotary_pct 0.25 (2 rotary dims),
+ * 2 layers, biases on query_key_value and dense. */
+static void test_neox(void) {
+    st_writer *w = st_writer_new();
+    char n[128];
+    for (int L = 0; L < 2; L++) {
+        snprintf(n, sizeof n, "gpt_neox.layers.%d.attention.query_key_value.weight", L);
+        add_enc(w, n, L * 16 + 1, 96, 32);
+        snprintf(n, sizeof n, "gpt_neox.layers.%d.attention.query_key_value.bias", L);
+        add_enc(w, n, L * 16 + 2, 0, 96);
+        snprintf(n, sizeof n, "gpt_neox.layers.%d.attention.dense.weight", L);
+        add_enc(w, n, L * 16 + 3, 32, 32);
+        snprintf(n, sizeof n, "gpt_neox.layers.%d.attention.dense.bias", L);
+        add_enc(w, n, L * 16 + 4, 0, 32);
+    }
+    Model *m = open_model("neox", "{\"model_type\": \"gpt_neox\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+                          "\"num_hidden_layers\": 2, \"rotary_pct\": 0.25, \"vocab_size\": 50}", w);
+    if (!m) return;
+    const ModelConfig *c = &m->cfg;
+    CHECK(c->attn == QKV_HEADS && c->rope_first && c->qk_rope_dim == 2 && c->qk_nope_dim == 6 && c->n_kv_heads == 4,
+          "neox dims: rope %d nope %d", c->qk_rope_dim, c->qk_nope_dim);
+    CHECK(cfg_rope_col(c) == 0 && cfg_nope_col(c) == 2, "rotary columns first");
+    CHECK(cfg_attn_params(c) == 32 * 96 + 32 * 32 + 96 + 32, "params %zu", cfg_attn_params(c));
+    char *tn = model_tensor_name(m, 1, "attention.dense.weight");
+    CHECK(tn && strcmp(tn, "gpt_neox.layers.1.attention.dense.weight") == 0, "tensor name %s", tn);
+    free(tn);
+    for (int t = 0; t < 2; t++) {
+        if (t == 1) CHECK_OK(model_layer_load(m, 1));
+        for (int L = 0; L < 2; L++)
+            for (int h = 0; h < 4; h++) {
+                char what[64];
+                Mat *v;
+                size_t row = (size_t)h * 24;
+                int tid = L * 16 + 1;
+                snprintf(what, sizeof what, "neox L%d Q%d", L, h);
+                check_t(v = view(m, HK_Q, L, h, PART_ALL), what, 32, 8, enc_f32, tid, row, 0);
+                mat_free(v);
+                snprintf(what, sizeof what, "neox L%d Q%d rope", L, h);
+                check_t(v = view(m, HK_Q, L, h, PART_ROPE), what, 32, 2, enc_f32, tid, row, 0);
+                mat_free(v);
+                snprintf(what, sizeof what, "neox L%d Q%d nope", L, h);
+                check_t(v = view(m, HK_Q, L, h, PART_NOPE), what, 32, 6, enc_f32, tid, row + 2, 0);
+                mat_free(v);
+                snprintf(what, sizeof what, "neox L%d K%d", L, h);
+                check_t(v = view(m, HK_K, L, h, PART_ALL), what, 32, 8, enc_f32, tid, row + 8, 0);
+                mat_free(v);
+                snprintf(what, sizeof what, "neox L%d K%d nope", L, h);
+                check_t(v = view(m, HK_K, L, h, PART_NOPE), what, 32, 6, enc_f32, tid, row + 10, 0);
+                mat_free(v);
+                snprintf(what, sizeof what, "neox L%d V%d", L, h);
+                check_t(v = view(m, HK_V, L, h, PART_ALL), what, 32, 8, enc_f32, tid, row + 16, 0);
+                mat_free(v);
+                snprintf(what, sizeof what, "neox L%d O%d", L, h);
+                check_t(v = view(m, HK_O, L, h, PART_ALL), what, 8, 32, enc_f32, L * 16 + 3, 0, (size_t)h * 8);
+                mat_free(v);
+                check_bias(m, HK_Q, L, h, 8, L * 16 + 2, row);
+                check_bias(m, HK_K, L, h, 8, L * 16 + 2, row + 8);
+                check_bias(m, HK_V, L, h, 8, L * 16 + 2, row + 16);
+            }
+    }
+    float *ob = NULL;
+    CHECK_OK(model_o_bias(m, 1, &ob));
+    size_t bad = 0;
+    for (size_t i = 0; ob && i < 32; i++) bad += ob[i] != enc_f32(16 + 4, 0, i);
+    CHECK(ob && bad == 0, "neox dense bias: %zu wrong", bad);
+    free(ob);
+    model_free(m);
+}
+
+/* ---------------------------------------------------------------- split layouts with q/k norms */
+
+/* Qwen3 / Gemma 3 (per-head q_norm / k_norm of head_dim) and OLMo 2 (over the whole projection),
+ * Gemma 2 and Mixtral (plain): q/k/v/o_proj views as Llama's; the norm kind comes from the
+ * tensors. hidden 16, 4 heads, 2 KV heads, head_dim 8 (explicit, != 16 / 4). */
+static void test_split_families(void) {
+    static const struct { const char *type; int qn, kn; qk_norm_kind want; } fam[] = {
+        {"qwen3", 8, 8, QKN_HEAD}, {"qwen3_moe", 8, 8, QKN_HEAD}, {"gemma3_text", 8, 8, QKN_HEAD},
+        {"olmo2", 32, 16, QKN_PROJ}, {"gemma2", 0, 0, QKN_NONE}, {"mixtral", 0, 0, QKN_NONE}};
+    for (size_t f = 0; f < sizeof fam / sizeof *fam; f++) {
+        st_writer *w = st_writer_new();
+        add_enc(w, "model.layers.0.self_attn.q_proj.weight", 1, 32, 16);
+        add_enc(w, "model.layers.0.self_attn.k_proj.weight", 2, 16, 16);
+        add_enc(w, "model.layers.0.self_attn.v_proj.weight", 3, 16, 16);
+        add_enc(w, "model.layers.0.self_attn.o_proj.weight", 4, 16, 32);
+        if (fam[f].qn) {
+            add_enc(w, "model.layers.0.self_attn.q_norm.weight", 5, 0, (size_t)fam[f].qn);
+            add_enc(w, "model.layers.0.self_attn.k_norm.weight", 6, 0, (size_t)fam[f].kn);
+        }
+        char cfg[512], sub[32];
+        snprintf(cfg, sizeof cfg, "{\"model_type\": \"%s\", \"hidden_size\": 16, \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2, \"head_dim\": 8, \"num_hidden_layers\": 1}", fam[f].type);
+        snprintf(sub, sizeof sub, "split_%zu", f);
+        Model *m = open_model(sub, cfg, w);
+        if (!m) continue;
+        CHECK(m->cfg.qk_norm == fam[f].want, "%s: qk norm %s", fam[f].type, qk_norm_name(m->cfg.qk_norm));
+        for (int h = 0; h < 4; h++) {
+            char what[64];
+            Mat *v;
+            int g = cfg_kv_group(&m->cfg, h);
+            snprintf(what, sizeof what, "%s Q%d", fam[f].type, h);
+            check_t(v = view(m, HK_Q, 0, h, PART_ALL), what, 16, 8, enc_f32, 1, (size_t)h * 8, 0);
+            mat_free(v);
+            snprintf(what, sizeof what, "%s K%d", fam[f].type, g);
+            check_t(v = view(m, HK_K, 0, g, PART_ALL), what, 16, 8, enc_f32, 2, (size_t)g * 8, 0);
+            mat_free(v);
+            snprintf(what, sizeof what, "%s V%d", fam[f].type, g);
+            check_t(v = view(m, HK_V, 0, g, PART_ALL), what, 16, 8, enc_f32, 3, (size_t)g * 8, 0);
+            mat_free(v);
+            snprintf(what, sizeof what, "%s O%d", fam[f].type, h);
+            check_t(v = view(m, HK_O, 0, h, PART_ALL), what, 8, 16, enc_f32, 4, 0, (size_t)h * 8);
+            mat_free(v);
+        }
+        model_free(m);
+    }
+}
+
 int main(void) {
     snprintf(tu_dir, sizeof tu_dir, "%s", test_tmpdir());
     test_llama();
@@ -423,5 +597,8 @@ int main(void) {
     test_deepseek_fp8();
     test_gpt2(true);
     test_gpt2(false);
+    test_phi3();
+    test_neox();
+    test_split_families();
     return check_done();
 }

@@ -7,6 +7,7 @@
 #include "lin.h"
 #include "synth.h"
 #include "tpa.h"
+#include "test_transmla_util.h"
 
 #include <cblas.h>
 
@@ -539,6 +540,61 @@ static void test_bad_export(const char *tmp) {
     CHECK(!tpa_is_export(tmp), "a folder without a manifest is not an export");
 }
 
+
+/* ================================================================ families of issue 12 */
+
+/* TPA at its exact rank on partial-rotary sources (GPT-NeoX rotary_pct 0.25 with biases; Phi-3's
+ * fused qkv_proj with partial_rotary_factor 0.5): the conversion, its export and the check
+ * reproduce the source's attention; Q/K-norm and soft-capped sources are refused naming why. */
+static void test_families(const char *tmp) {
+    static const struct { const char *type, *extra; int H, G, d; } ok[] = {
+        {"gpt_neox", "\"rotary_pct\": 0.25", 4, 4, 8}, {"phi3", "\"partial_rotary_factor\": 0.5", 4, 2, 8}};
+    for (size_t i = 0; i < 2; i++) {
+        char dir[4200], out[4200];
+        snprintf(dir, sizeof dir, "%s/fam-%s", tmp, ok[i].type);
+        CHECK_OK(tu_write_family(dir, ok[i].type, 2, ok[i].H, ok[i].G, ok[i].d, 32, false, ok[i].extra));
+        Model *m = NULL;
+        CHECK_OK(model_open(dir, &m));
+        if (!m) continue;
+        CHECK(m->cfg.rope_first && m->cfg.qk_rope_dim < cfg_d_qk(&m->cfg), "%s: partial rotary", ok[i].type);
+        TpaOpts o = tpa_opts_default();
+        o.eval_tokens = 24;
+        TpaModel *t = NULL;
+        CHECK_OK(tpa_convert(m, &o, &t));
+        for (int l = 0; t && l < t->n_layers; l++)
+            CHECK(t->exact && t->layers[l]->rep.out_err < 1e-5 && t->layers[l]->rep.score_err < 1e-5,
+                  "%s layer %d exact: %.3g", ok[i].type, l, t->layers[l]->rep.out_err);
+        snprintf(out, sizeof out, "%s/tpa-%s", tmp, ok[i].type);
+        if (t) CHECK_OK(tpa_export(t, out, DT_F32));
+        TpaModel *ld = NULL;
+        TpaCheck *k = NULL;
+        if (t) CHECK_OK(tpa_load(out, &ld));
+        if (ld) CHECK_OK(tpa_check(ld, m, 16, 5, &k));
+        if (k) CHECK(k->exact && k->pass && k->max_out_err < 1e-5, "%s: check of the export %.3g", ok[i].type, k->max_out_err);
+        tpa_check_free(k);
+        tpa_model_free(ld);
+        tpa_model_free(t);
+        model_free(m);
+    }
+    static const struct { const char *type, *extra; bool norm; const char *why; } bad[] = {
+        {"qwen3", NULL, true, "per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3"},
+        {"gemma2", "\"sliding_window\": null", false, "attn_logit_softcapping 50"}};
+    for (size_t i = 0; i < 2; i++) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/fam-bad-%s", tmp, bad[i].type);
+        CHECK_OK(tu_write_family(dir, bad[i].type, 1, 4, 2, 8, 32, bad[i].norm, bad[i].extra));
+        Model *m = NULL;
+        CHECK_OK(model_open(dir, &m));
+        TpaOpts o = tpa_opts_default();
+        TpaModel *t = NULL;
+        if (m) CHECK_ERR(tpa_convert(m, &o, &t), bad[i].why);
+        AttnLayer *L = NULL;
+        if (m) CHECK_OK(attn_layer_load(m, 0, &L));          /* the evaluator covers them */
+        attn_layer_free(L);
+        model_free(m);
+    }
+}
+
 int main(void) {
     const char *tmp = test_tmpdir();
     test_table1();
@@ -551,5 +607,6 @@ int main(void) {
     test_weighted_layer();
     test_model(tmp);
     test_bad_export(tmp);
+    test_families(tmp);
     return check_done();
 }

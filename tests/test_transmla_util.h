@@ -1,6 +1,7 @@
 /* test_transmla_util.h -- shared by the TransMLA tests: random GQA layers, and small Llama / Qwen2
  * checkpoints (safetensors writer + config.json) with optional planted structure (identical KV
- * heads, loud keys). */
+ * heads, loud keys), and attention-only checkpoints in the layouts of the issue-12 families
+ * (GPT-NeoX, Phi-3, split with Q/K norms). */
 #ifndef TEST_TRANSMLA_UTIL_H
 #define TEST_TRANSMLA_UTIL_H
 
@@ -13,13 +14,13 @@
 static uint64_t tu_seed = 777;
 
 /* A fresh standard-normal matrix (r x c) times sc. */
-static Mat *tu_randm(size_t r, size_t c, double sc) {
+static inline Mat *tu_randm(size_t r, size_t c, double sc) {
     Mat *m = attn_random_input(r, (int)c, tu_seed++);
     for (size_t i = 0; i < r * c; i++) m->data[i] *= (float)sc;
     return m;
 }
 
-static float *tu_randv(size_t n, double sc) {
+static inline float *tu_randv(size_t n, double sc) {
     Mat *m = tu_randm(1, n, sc);
     float *v = malloc(n * sizeof(float));
     memcpy(v, m->data, n * sizeof(float));
@@ -28,7 +29,7 @@ static float *tu_randv(size_t n, double sc) {
 }
 
 /* A random GQA layer; identical_kv copies KV head 0 into every KV head. */
-static AttnLayer *tu_gqa(int H, int G, int d, int hidden, rope_layout lay, bool bias, bool identical_kv) {
+static inline AttnLayer *tu_gqa(int H, int G, int d, int hidden, rope_layout lay, bool bias, bool identical_kv) {
     AttnLayer *L = attn_layer_new(ATTN_GQA);
     L->hidden = hidden; L->n_heads = H; L->n_kv_heads = G; L->head_dim = d; L->v_dim = d;
     L->rope = lay; L->rope_dim = d; L->inv_freq = attn_rope_freqs(d, 10000.0);
@@ -81,12 +82,12 @@ typedef struct {
     bool qk_norm;             /* also write per-head q_norm / k_norm weights (as Qwen3 has) */
 } TuModel;
 
-static int tu_add(st_writer *w, const char *name, const Mat *m, dt_type dt) {
+static inline int tu_add(st_writer *w, const char *name, const Mat *m, dt_type dt) {
     return st_writer_add_mat(w, name, dt, m);
 }
 
 /* Writes config.json + model.safetensors into dir (created). Returns AL_OK. */
-static int tu_write_model(const char *dir, const TuModel *o) {
+static inline int tu_write_model(const char *dir, const TuModel *o) {
     mkdir(dir, 0755);
     bool qwen = strcmp(o->model_type, "qwen2") == 0;
     int H = o->heads, G = o->kv_heads, d = o->head_dim, Dm = o->hidden;
@@ -163,6 +164,87 @@ static int tu_write_model(const char *dir, const TuModel *o) {
              o->extra_config ? o->extra_config : "");
     snprintf(name, sizeof name, "%s/config.json", dir);
     if (rc == AL_OK) rc = al_write_file_atomic(name, cfg, strlen(cfg));
+    return rc;
+}
+
+/* ---------------------------------------------------------------- family layouts (issue 12) */
+
+/* Writes an attention-only checkpoint (config.json + model.safetensors; enough for model_open,
+ * the per-head views, the evaluator and the conversions) of model_type `type` in its own layout:
+ * "gpt_neox" (gpt_neox.layers.L.attention.query_key_value rows head by head [q_h ; k_h ; v_h] with
+ * bias, attention.dense with bias), "phi3" (self_attn.qkv_proj rows [Q ; K ; V] + o_proj), any other
+ * type split q/k/v/o_proj, with q_norm / k_norm of head_dim when qk_norm. The weights are random
+ * (tu_gqa, H heads, G KV heads of d; GPT-NeoX: G = H); `extra` is appended to config.json (e.g.
+ * "\"rotary_pct\": 0.25"). */
+static inline int tu_write_family(const char *dir, const char *type, int layers, int H, int G, int d, int Dm, bool qk_norm,
+                           const char *extra) {
+    mkdir(dir, 0755);
+    bool neox = strcmp(type, "gpt_neox") == 0, phi3 = strcmp(type, "phi3") == 0;
+    if (neox) G = H;
+    st_writer *w = st_writer_new();
+    char name[256];
+    int rc = AL_OK;
+    for (int l = 0; l < layers; l++) {
+        AttnLayer *L = tu_gqa(H, G, d, Dm, ROPE_HALF, neox, false);
+        Mat *q = mat_transpose(L->W_Q), *k = mat_transpose(L->W_K), *v = mat_transpose(L->W_V), *o = mat_transpose(L->W_O);
+        size_t nq = (size_t)H * d, nk = (size_t)G * d;
+        if (neox || phi3) {
+            Mat *qkv = mat_new(nq + 2 * nk, (size_t)Dm);
+            float *b = calloc(nq + 2 * nk, sizeof(float));
+            for (size_t r = 0; r < nq + 2 * nk; r++) {
+                /* phi3: [Q ; K ; V]; neox: head h, part p (q, k, v), row i at (3 h + p) d + i */
+                size_t part = phi3 ? (r < nq ? 0 : r < nq + nk ? 1 : 2) : (r / (size_t)d) % 3;
+                size_t src = phi3 ? r - (part == 0 ? 0 : part == 1 ? nq : nq + nk) : (r / (3 * (size_t)d)) * d + r % (size_t)d;
+                const Mat *from = part == 0 ? q : part == 1 ? k : v;
+                const float *fb = part == 0 ? L->b_Q : part == 1 ? L->b_K : L->b_V;
+                memcpy(qkv->data + r * (size_t)Dm, from->data + src * (size_t)Dm, (size_t)Dm * sizeof(float));
+                if (fb) b[r] = fb[src];
+            }
+            snprintf(name, sizeof name, neox ? "gpt_neox.layers.%d.attention.query_key_value.weight"
+                                             : "model.layers.%d.self_attn.qkv_proj.weight", l);
+            rc |= st_writer_add_mat(w, name, DT_F32, qkv);
+            snprintf(name, sizeof name, neox ? "gpt_neox.layers.%d.attention.dense.weight" : "model.layers.%d.self_attn.o_proj.weight", l);
+            rc |= st_writer_add_mat(w, name, DT_F32, o);
+            if (neox) {
+                size_t n = nq + 2 * nk, nd = (size_t)Dm;
+                float *ob = tu_randv(nd, 0.2);
+                snprintf(name, sizeof name, "gpt_neox.layers.%d.attention.query_key_value.bias", l);
+                rc |= st_writer_add(w, name, DT_F32, 1, &n, b, n * 4);
+                snprintf(name, sizeof name, "gpt_neox.layers.%d.attention.dense.bias", l);
+                rc |= st_writer_add(w, name, DT_F32, 1, &nd, ob, nd * 4);
+                free(ob);
+            }
+            mat_free(qkv);
+            free(b);
+        } else {
+            const char *sfx[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+            Mat *ms[4] = {q, k, v, o};
+            for (int i = 0; i < 4; i++) {
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, sfx[i]);
+                rc |= st_writer_add_mat(w, name, DT_F32, ms[i]);
+            }
+            for (int i = 0; qk_norm && i < 2; i++) {
+                size_t n = (size_t)d;
+                float *nw = tu_randv(n, 0.5);
+                for (size_t j = 0; j < n; j++) nw[j] += 1.0f;
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, i ? "k_norm" : "q_norm");
+                rc |= st_writer_add(w, name, DT_F32, 1, &n, nw, n * 4);
+                free(nw);
+            }
+        }
+        mat_free(q); mat_free(k); mat_free(v); mat_free(o);
+        attn_layer_free(L);
+    }
+    snprintf(name, sizeof name, "%s/model.safetensors", dir);
+    if (rc == AL_OK) rc = st_writer_write(w, name);
+    st_writer_free(w);
+    char cfg[1024], path[4400];
+    snprintf(cfg, sizeof cfg,
+             "{\"model_type\": \"%s\", \"hidden_size\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+             "\"head_dim\": %d, \"num_hidden_layers\": %d, \"vocab_size\": 64, \"intermediate_size\": 64, "
+             "\"max_position_embeddings\": 256%s%s}\n", type, Dm, H, G, d, layers, extra ? ", " : "", extra ? extra : "");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (rc == AL_OK) rc = al_write_file_atomic(path, cfg, strlen(cfg));
     return rc;
 }
 
