@@ -112,7 +112,7 @@ static const char FAMILY_HELP[] =
     "structure and dims are in core/synth_family.c's header. No tokenizer: feed token ids.";
 
 static const Param family_pos[] = {
-    { .name = "name", .type = ARG_ENUM, .choices = synth_family_names, .comp = COMP_CHOICES, .metavar = "NAME",
+    { .name = "name", .type = ARG_ENUM, .choices = synth_family_names, .comp = COMP_CHOICES,
       .help = "the family (its config's model_type)" },
     { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR",
       .help = "output folder (created; must not exist or be empty)" },
