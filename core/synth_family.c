@@ -23,9 +23,10 @@
  *   deepseek_v3 (qk_nope 32): layer 1 bottleneck K NoPE rank 8; layer 2 flat (32); else random.
  * Everything else is Gaussian with element RMS 1/sqrt(fan-in) (embeddings RMS 1); norm weights
  * are 1 + 0.1 N(0,1) (Gemma's (1 + w) weights 0.1 N(0,1)), LayerNorm and linear biases 0.1
- * N(0,1), DeepSeek's e_score_correction_bias 0.1 N(0,1), so that every weight matters to the
- * logits. Windows are small (sliding_window 8) and soft-caps low (gemma2: 5 and 10) so that
- * tests over 24+ tokens see them.
+ * N(0,1), DeepSeek's e_score_correction_bias 0.5 + 0.1 N(0,1) (so every choice score is positive
+ * and masking the other groups with 0, or -inf as newer transformers do, chooses alike), so that
+ * every weight matters to the logits. Windows are small (sliding_window 8) and soft-caps low
+ * (gemma2: 5 and 10) so that tests over 24+ tokens see them.
  *
  * Families (hidden, heads / KV heads x head_dim, layers, MLP):
  *   qwen3        64, 4/2 x 32, 3, gated 128; per-head q_norm / k_norm; tied embeddings
@@ -317,7 +318,7 @@ static int mlp_moe(const Ctx *c) {
     char n[160];
     snprintf(n, sizeof n, "%sgate.weight", base);
     int rc = add_gauss(c, n, E, D, 0);
-    if (rc == AL_OK && c->f == SF_DEEPSEEK) rc = add_vec(c, "mlp.gate.e_score_correction_bias", E, 0.0f, DT_F32);
+    if (rc == AL_OK && c->f == SF_DEEPSEEK) rc = add_vec(c, "mlp.gate.e_score_correction_bias", E, 0.5f, DT_F32);
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
         snprintf(n, sizeof n, "%sexperts.%zu.", base, e);
         rc = mlp_gated(c, n, F, mix);

@@ -166,7 +166,8 @@ static int parse_config(RefModel *m, const cJSON *r) {
     m->hd = m->fam == R_PHI3 || m->fam == R_NEOX || m->fam == R_OLMO2 ? m->D / m->H
                                                                         : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
-                              : jnum(r, "rms_norm_eps", gemma(m) || m->fam == R_QWEN3 ? 1e-6 : 1e-5, 1e-6);
+                              : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || m->fam == R_OLMO2
+                                                            ? 1e-5 : 1e-6, 1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m));
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
     m->qkv_bias = m->fam == R_QWEN2 || ab;
@@ -231,6 +232,24 @@ void ref_free(RefModel *m) {
 }
 
 size_t ref_vocab(const RefModel *m) { return (size_t)m->V; }
+
+static bool moe_layer(const RefModel *m, int L);
+static void layer_rope(const RefModel *m, int L, double *theta, double *factor);
+
+void ref_describe(const RefModel *m, int L, RefLayerInfo *o) {
+    *o = (RefLayerInfo){0};
+    if (L < 0 || L >= m->L) return;
+    o->window = m->sliding[L] ? m->window : 0;
+    layer_rope(m, L, &o->theta, &o->rope_factor);
+    o->scale = m->scale;
+    o->rot = m->rot;
+    o->moe = moe_layer(m, L);
+    o->eps = m->eps;
+    o->embed_scale = m->embed_scale;
+    o->attn_cap = m->attn_cap;
+    o->final_cap = m->final_cap;
+    o->tied = m->tied;
+}
 
 /* ================================================================ tensors and small kernels */
 

@@ -11,6 +11,7 @@
 #ifndef AL_REF_FORWARD_H
 #define AL_REF_FORWARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct RefModel RefModel;
@@ -23,5 +24,18 @@ size_t ref_vocab(const RefModel *m);
 int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits);
 /* Mean negative log-likelihood (nats) of tokens[1..T) given their prefixes, from ref_logits. */
 int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);
+
+/* What the reference read from config.json for layer L, for cross-checks with attnlab's
+ * description (core/config.h). */
+typedef struct {
+    int window;                /* sliding window in tokens (0: full causal) */
+    double theta, rope_factor; /* RoPE base and linear scaling factor of the layer */
+    double scale;              /* softmax scale */
+    int rot;                   /* rotary dims per head */
+    bool moe;                  /* mixture-of-experts MLP */
+    double eps, embed_scale, attn_cap, final_cap;
+    bool tied;
+} RefLayerInfo;
+void ref_describe(const RefModel *m, int L, RefLayerInfo *out);
 
 #endif

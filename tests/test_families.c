@@ -1,5 +1,8 @@
 /* test_families.c -- every family of issue 12 on its synthetic checkpoint (core/synth_family.c)
  * against the independent float64 reference of tests/ref_forward.c:
+ *   (0) the description attnlab parses from config.json (windows per layer, RoPE base and scaling
+ *       per layer, softmax scale, rotary dims, MoE layers, eps, embedding scale, soft-caps, tied
+ *       embeddings) equals what the reference read on its own;
  *   (a) model_open loads it and the planted VO (and NoPE QK) ranks come back exactly at tau 0.999
  *       and 0.99 (farr_layer_compute: the per-head views of core/model.c);
  *   (b) attnlab's forward pass (fwd_run, FWD_LOGITS_ALL) equals the reference's logits to 1e-4
@@ -16,6 +19,7 @@
  * views cover every family. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "config.h"
 #include "farr.h"
 #include "forward.h"
 #include "ref_forward.h"
@@ -90,6 +94,42 @@ static void check_ranks(Model *m, const char *fam, farr_kind kind) {
     }
     printf("  %-12s ranks %s %s: %d planted ranks exact, %d wrong\n", fam, farr_kind_name(kind), bad ? "FAIL" : "ok",
            exact, bad);
+}
+
+/* The description attnlab parses from config.json (model_config_parse: runs even where loading is
+ * refused) against what the reference read, layer by layer. */
+static void check_description(const char *fam, const char *dir) {
+    RefModel *r = NULL;
+    char *p = al_asprintf("%s/config.json", dir);
+    size_t n = 0;
+    char *text = p ? al_read_file(p, &n) : NULL;
+    ModelConfig c;
+    int rc = text ? model_config_parse(text, p, &c) : AL_ERR;
+    CHECK(rc == AL_OK, "%s: config.json: %s", fam, al_errmsg());
+    if (rc == AL_OK) CHECK_OK(ref_open(dir, &r));
+    int bad = 0;
+    for (int L = 0; r && L < c.n_layers; L++) {
+        RefLayerInfo o;
+        ref_describe(r, L, &o);
+        const RopeScaling *rs = &c.rope_spec.scaling;
+        double factor = cfg_layer_rope_scaled(&c, L) && rs->kind == RS_LINEAR ? rs->factor : 1.0;
+        bool ok = (int)cfg_layer_window(&c, L) == o.window && cfg_layer_theta(&c, L) == o.theta &&
+                  factor == o.rope_factor && fabs(cfg_attn_scale(&c, L) - o.scale) <= 1e-12 * o.scale &&
+                  c.qk_rope_dim == o.rot && cfg_moe_layer(&c, L) == o.moe && c.norm_eps == o.eps &&
+                  fabs(c.embed_scale - o.embed_scale) <= 1e-6 * o.embed_scale && c.attn_softcap == o.attn_cap &&
+                  c.final_softcap == o.final_cap && c.tie_embeddings == o.tied;
+        CHECK(ok, "%s layer %d: attnlab window %zu theta %g factor %g scale %g rotary %d moe %d eps %g embed x%g "
+                  "caps %g %g tied %d; reference %d %g %g %g %d %d %g x%g %g %g %d", fam, L, cfg_layer_window(&c, L),
+              cfg_layer_theta(&c, L), factor, cfg_attn_scale(&c, L), c.qk_rope_dim, cfg_moe_layer(&c, L), c.norm_eps,
+              c.embed_scale, c.attn_softcap, c.final_softcap, c.tie_embeddings, o.window, o.theta, o.rope_factor,
+              o.scale, o.rot, o.moe, o.eps, o.embed_scale, o.attn_cap, o.final_cap, o.tied);
+        bad += !ok;
+    }
+    if (r) printf("  %-12s config %s: windows, RoPE bases / scaling, scale, rotary dims, MoE layers, eps, caps\n", fam,
+                  bad ? "FAIL" : "ok");
+    ref_free(r);
+    free(text);
+    free(p);
 }
 
 /* (b) logits and perplexity of attnlab's pass against the reference. */
@@ -174,6 +214,7 @@ static int make_mistral(const char *dir) {
 /* One checkpoint already written in dir: load, ranks, forward. */
 static void check_model(const char *fam, const char *dir, bool family) {
     Model *m = NULL;
+    check_description(fam, dir);
     if (model_open(dir, &m) != AL_OK) {
         refused(fam, "load");
         return;
