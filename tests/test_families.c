@@ -10,7 +10,9 @@
  *       fwd_ppl equals the reference's mean NLL to 1e-4 relative over 40 tokens.
  * Baselines that validate the reference itself against attnlab's existing pass: demo-llama
  * (F32) for the Llama path, demo-r1 (F32, dense MLP) for the MLA attention, and demo-llama
- * relabelled Mistral with sliding_window 8 (mistral-w8) for the window.
+ * relabelled Mistral with sliding_window 8 (mistral-w8) for the window, and the phi3 checkpoint
+ * with full rotary split into Mistral's q/k/v_proj and gate/up_proj (phi3-split: attnlab's
+ * Mistral pass on the split weights against the reference on the fused Phi-3 layout).
  *
  * Each family prints one line per check (ok / FAIL with the numbers / PENDING with attnlab's
  * refusal). A refusal of model_open, the rank sweep or fwd_new (a family attnlab does not cover
@@ -23,6 +25,7 @@
 #include "farr.h"
 #include "forward.h"
 #include "ref_forward.h"
+#include "safetensors.h"
 #include "synth.h"
 
 #include <cjson/cJSON.h>
@@ -133,9 +136,9 @@ static void check_description(const char *fam, const char *dir) {
 }
 
 /* (b) logits and perplexity of attnlab's pass against the reference. */
-static void check_forward(Model *m, const char *fam, const char *dir) {
+static void check_forward(Model *m, const char *fam, const char *ref_dir) {
     RefModel *r = NULL;
-    CHECK_OK(ref_open(dir, &r));
+    CHECK_OK(ref_open(ref_dir, &r));
     if (!r) return;
     Forward *f = NULL;
     if (fwd_new(m, NULL, &f) != AL_OK) {
@@ -188,33 +191,97 @@ static void check_forward(Model *m, const char *fam, const char *dir) {
     ref_free(r);
 }
 
-/* Rewrites dir/config.json of demo-llama as Mistral with a sliding window of 8 (the same weights):
- * the window semantics (key j seen from query i when i - j < window) against attnlab's. */
-static int make_mistral(const char *dir) {
-    char *p = al_asprintf("%s/config.json", dir);
+/* Reads in/config.json, lets edit change it, writes it as out/config.json. */
+static int config_edit(const char *in, const char *out, void (*edit)(cJSON *root)) {
+    char *p = al_asprintf("%s/config.json", in), *q = al_asprintf("%s/config.json", out);
     size_t n = 0;
-    char *text = p ? al_read_file(p, &n) : NULL;
+    char *text = p ? al_read_file(p, &n) : NULL, *js = NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
-    char *out = NULL;
     if (root) {
-        cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("mistral"));
-        cJSON_AddNumberToObject(root, "sliding_window", 8);
-        out = cJSON_Print(root);
+        edit(root);
+        js = cJSON_Print(root);
     }
-    FILE *f = out ? fopen(p, "w") : NULL;
-    int rc = f && fputs(out, f) >= 0 ? AL_OK : al_err("cannot rewrite %s", p ? p : dir);
-    if (f && fclose(f) != 0) rc = al_err("cannot write %s", p);
+    FILE *f = js && q ? fopen(q, "w") : NULL;
+    int rc = f && fputs(js, f) >= 0 ? AL_OK : al_err("cannot rewrite %s", q ? q : out);
+    if (f && fclose(f) != 0) rc = al_err("cannot write %s", q);
     cJSON_Delete(root);
-    free(out);
-    free(text);
-    free(p);
+    free(js); free(text); free(p); free(q);
+    return rc;
+}
+
+static void set_num(cJSON *root, const char *k, double v) {
+    cJSON_DeleteItemFromObject(root, k);
+    cJSON_AddNumberToObject(root, k, v);
+}
+
+/* demo-llama relabelled Mistral with a sliding window of 8 (the same weights): the window
+ * semantics (key j seen from query i when i - j < window) against attnlab's. */
+static void to_mistral_w8(cJSON *root) {
+    cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("mistral"));
+    set_num(root, "sliding_window", 8);
+}
+
+/* Phi-3 with full rotary (what attnlab's Mistral pass can run). */
+static void phi3_full_rotary(cJSON *root) { set_num(root, "partial_rotary_factor", 1.0); }
+static void phi3_to_mistral(cJSON *root) {
+    phi3_full_rotary(root);
+    cJSON_DeleteItemFromObject(root, "partial_rotary_factor");
+    cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("mistral"));
+}
+
+/* Adds rows [r0, r0 + n) of the (rows x cols) float matrix a under name. */
+static int add_rows(st_writer *w, const char *name, const float *a, size_t r0, size_t n, size_t cols) {
+    size_t shape[2] = {n, cols};
+    return st_writer_add(w, name, DT_F32, 2, shape, a + r0 * cols, n * cols * sizeof(float));
+}
+
+/* The Phi-3 checkpoint in src rewritten as Mistral in dst (created): qkv_proj rows [Q; K; V] split
+ * into q/k/v_proj, gate_up_proj rows [gate; up] into gate_proj / up_proj, full rotary. Running
+ * the reference on src (Phi-3 layout) against attnlab's Mistral pass on dst checks the
+ * reference's slicing of the fused layouts (and the window on a Phi-3 config). */
+static int phi3_as_mistral(const char *src, const char *dst) {
+    char *sp = al_asprintf("%s/model.safetensors", src), *dp = al_asprintf("%s/model.safetensors", dst);
+    st_file *st = NULL;
+    st_writer *w = st_writer_new();
+    int rc = sp && dp && w && mkdir(dst, 0755) == 0 ? st_open(sp, &st) : al_err("cannot make %s", dst);
+    const size_t qd = 4 * 32, kd = 2 * 32, F = 256;          /* synth_family.c's phi3 */
+    for (size_t i = 0; rc == AL_OK && i < st_count(st); i++) {
+        const st_entry *e = st_entry_at(st, i);
+        size_t n = st_numel(e), cols = e->ndim == 2 ? e->shape[1] : n;
+        float *a = malloc(n * sizeof *a);
+        rc = a ? dt_to_f32(e->dtype, st_data(st, e), n, a) : AL_ERR;
+        char name[256], *cut = NULL;
+        snprintf(name, sizeof name, "%s", e->name);
+        if (rc == AL_OK && (cut = strstr(name, "self_attn.qkv_proj.weight"))) {
+            strcpy(cut, "self_attn.q_proj.weight");
+            rc = add_rows(w, name, a, 0, qd, cols);
+            strcpy(cut, "self_attn.k_proj.weight");
+            if (rc == AL_OK) rc = add_rows(w, name, a, qd, kd, cols);
+            strcpy(cut, "self_attn.v_proj.weight");
+            if (rc == AL_OK) rc = add_rows(w, name, a, qd + kd, kd, cols);
+        } else if (rc == AL_OK && (cut = strstr(name, "mlp.gate_up_proj.weight"))) {
+            strcpy(cut, "mlp.gate_proj.weight");
+            rc = add_rows(w, name, a, 0, F, cols);
+            strcpy(cut, "mlp.up_proj.weight");
+            if (rc == AL_OK) rc = add_rows(w, name, a, F, F, cols);
+        } else if (rc == AL_OK)
+            rc = st_writer_add(w, name, DT_F32, e->ndim, e->shape, a, n * sizeof(float));
+        free(a);
+    }
+    if (rc == AL_OK) rc = st_writer_write(w, dp);
+    if (rc == AL_OK) rc = config_edit(src, dst, phi3_to_mistral);
+    if (rc == AL_OK) rc = config_edit(src, src, phi3_full_rotary);
+    if (st) st_close(st);
+    st_writer_free(w);
+    free(sp);
+    free(dp);
     return rc;
 }
 
 /* One checkpoint already written in dir: load, ranks, forward. */
-static void check_model(const char *fam, const char *dir, bool family) {
+static void check_model(const char *fam, const char *dir, const char *ref_dir, bool family) {
     Model *m = NULL;
-    check_description(fam, dir);
+    check_description(fam, ref_dir);
     if (model_open(dir, &m) != AL_OK) {
         refused(fam, "load");
         return;
@@ -223,7 +290,7 @@ static void check_model(const char *fam, const char *dir, bool family) {
         check_ranks(m, fam, FARR_VO);
         check_ranks(m, fam, FARR_QK);
     }
-    check_forward(m, fam, dir);
+    check_forward(m, fam, ref_dir);
     model_free(m);
 }
 
@@ -236,17 +303,24 @@ int main(void) {
         char *dir = al_asprintf("%s/%s", tmp, base[i].name);
         SynthOptions o = {base[i].kind, DT_F32, 1, SYNTH_DEFAULT_SEED};
         CHECK_OK(synth_write(&o, dir));
-        if (!strcmp(base[i].name, "mistral-w8")) CHECK_OK(make_mistral(dir));
-        check_model(base[i].name, dir, false);
+        if (!strcmp(base[i].name, "mistral-w8")) CHECK_OK(config_edit(dir, dir, to_mistral_w8));
+        check_model(base[i].name, dir, dir, false);
         free(dir);
     }
     for (int i = 0; synth_family_names[i]; i++) {
         const char *fam = synth_family_names[i];
         char *dir = al_asprintf("%s/%s", tmp, fam);
         CHECK_OK(synth_family_write(fam, DT_F32, SYNTH_DEFAULT_SEED, dir));
-        check_model(fam, dir, true);
+        check_model(fam, dir, dir, true);
         free(dir);
     }
+    /* the reference's Phi-3 slicing against attnlab's Mistral pass on the split weights */
+    char *ps = al_asprintf("%s/phi3-full", tmp), *pd = al_asprintf("%s/phi3-as-mistral", tmp);
+    CHECK_OK(synth_family_write("phi3", DT_F32, SYNTH_DEFAULT_SEED, ps));
+    CHECK_OK(phi3_as_mistral(ps, pd));
+    check_model("phi3-split", pd, ps, false);
+    free(ps);
+    free(pd);
     printf("%d checks pending (refused by attnlab; strict mode %s)\n", pending_n, strict() ? "on" : "off");
     return check_done();
 }
