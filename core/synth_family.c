@@ -21,11 +21,11 @@
  *   gpt_neox (rotary_pct 0.25: columns [0, 8) of each head rotate, [8, 32) are NoPE):
  *     layer 1 bottleneck K NoPE rank 8 (QK rank 8, Q 24); layer 2 flat (Q, K, QK 24); else random.
  *   deepseek_v3 (qk_nope 32): layer 1 bottleneck K NoPE rank 8; layer 2 flat (32); else random.
- * Everything else is Gaussian with element RMS 1/sqrt(fan-in) (embeddings RMS 1); norm weights
- * are 1 + 0.1 N(0,1) (Gemma's (1 + w) weights 0.1 N(0,1)), LayerNorm and linear biases 0.1
- * N(0,1), DeepSeek's e_score_correction_bias 0.5 + 0.1 N(0,1) (so every choice score is positive
- * and masking the other groups with 0, or -inf as newer transformers do, chooses alike), so that
- * every weight matters to the logits. Windows are small (sliding_window 8) and soft-caps low
+ * Everything else is Gaussian with element RMS 1/sqrt(fan-in) (embeddings RMS 1; tied ones, the
+ * output layer too, 1/sqrt(hidden)); norm weights are 1 + 0.1 N(0,1) (Gemma's (1 + w) weights
+ * 0.1 N(0,1)), LayerNorm and linear biases 0.1 N(0,1), DeepSeek's e_score_correction_bias
+ * 0.5 + 0.1 N(0,1) (so every choice score is positive and masking the other groups with 0, or
+ * -inf as newer transformers do, chooses alike), so that every weight matters to the logits. Windows are small (sliding_window 8) and soft-caps low
  * (gemma2: 5 and 10) so that tests over 24+ tokens see them.
  *
  * Families (hidden, heads / KV heads x head_dim, layers, MLP):
@@ -366,8 +366,9 @@ static int fam_tensors(SynList *l, int f, dt_type dt, unsigned long seed) {
     const FamSpec *s = &FAMS[f];
     Ctx c = {f, s, seed, dt, l, -1};
     const bool neox = f == SF_NEOX;
+    /* tied embeddings are also the output layer: RMS 1/sqrt(hidden) keeps the logits O(1) */
     int rc = add_gauss(&c, neox ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight", (size_t)s->vocab,
-                       (size_t)s->hidden, 1.0);
+                       (size_t)s->hidden, fam_tied(f) ? 1 / sqrt((double)s->hidden) : 1.0);
     for (int L = 0; rc == AL_OK && L < s->layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         c.L = L;
