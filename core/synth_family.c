@@ -25,8 +25,9 @@
  * output layer too, 1/sqrt(hidden)); norm weights are 1 + 0.1 N(0,1) (Gemma's (1 + w) weights
  * 0.1 N(0,1)), LayerNorm and linear biases 0.1 N(0,1), DeepSeek's e_score_correction_bias
  * 0.5 + 0.1 N(0,1) (so every choice score is positive and masking the other groups with 0, or
- * -inf as newer transformers do, chooses alike), so that every weight matters to the logits. Windows are small (sliding_window 8) and soft-caps low
- * (gemma2: 5 and 10) so that tests over 24+ tokens see them.
+ * -inf as newer transformers do, chooses alike), so that every weight matters to the logits.
+ * Windows are small (sliding_window 8) and soft-caps low (gemma2: 5 and 10) so that tests over
+ * 24+ tokens see them.
  *
  * Families (hidden, heads / KV heads x head_dim, layers, MLP):
  *   qwen3        64, 4/2 x 32, 3, gated 128; per-head q_norm / k_norm; tied embeddings
