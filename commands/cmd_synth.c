@@ -1,6 +1,7 @@
 /* cmd_synth.c -- the `synth` command group: writes the demo models (demo-r1, demo-llama,
- * demo-gpt2: small HF-layout checkpoints with planted, documented low-rank heads) and
- * DeepSeek-R1-shaped FP8 checkpoints (ds-r1-shape) into a folder, through core/synth.c.
+ * demo-gpt2: small HF-layout checkpoints with planted, documented low-rank heads), one tiny
+ * checkpoint per model family (family NAME: core/synth_family.c) and DeepSeek-R1-shaped FP8
+ * checkpoints (ds-r1-shape) into a folder, through core/synth.c.
  * The planted structure is documented in examples/README.md. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -96,6 +97,52 @@ static int cmd_synth_demo(Session *s, const Args *a, Out *out) {
     return AL_OK;
 }
 
+/* ================================================================ synth family */
+
+static const char FAMILY_HELP[] =
+    "Writes a tiny checkpoint of one model family into DIR (created; it must not exist or be\n"
+    "empty), with the real Hugging Face tensor names, shapes and config.json keys of the family:\n"
+    "  qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 deepseek_v3\n"
+    "(hidden 64-128, 3-6 layers, vocab 256, head_dim 32; MoE: 4 experts top-2, deepseek_v3: 8\n"
+    "routed experts in 4 groups, a shared expert, layer 0 dense). Planted VO pairs per KV head:\n"
+    "layer 0 random; layer 1 KV head 0 bottleneck V rank 6, the others flat (32); layer 2\n"
+    "fused-low (V, O 31 at tau 0.999, VO 4); later layers random. gpt_neox (NoPE columns 8..31)\n"
+    "and deepseek_v3 (qk_nope 32) also plant QK: layer 1 K rank 8, layer 2 flat. Small sliding\n"
+    "windows (8) and, for gemma2, low soft-caps (5, 10), so short sequences exercise them. The\n"
+    "structure and dims are in core/synth_family.c's header. No tokenizer: feed token ids.";
+
+static const Param family_pos[] = {
+    { .name = "name", .type = ARG_ENUM, .choices = synth_family_names, .comp = COMP_CHOICES,
+      .help = "the family (its config's model_type)" },
+    { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR",
+      .help = "output folder (created; must not exist or be empty)" },
+    {0}
+};
+
+static const char *const FAMILY_DTYPES[] = {"f32", "bf16", NULL};
+
+static const Param family_kw[] = {
+    { .name = "dtype", .type = ARG_ENUM, .choices = FAMILY_DTYPES, .def = "f32", .comp = COMP_CHOICES,
+      .help = "storage dtype of the weights" },
+    { .name = "seed", .type = ARG_INT, .def = "42", .min = 0, .max = 4294967295.0, .comp = COMP_NONE,
+      .metavar = "S", .help = "random seed (same seed, same bytes)" },
+    {0}
+};
+
+static int cmd_synth_family(Session *s, const Args *a, Out *out) {
+    (void)s;
+    int f = args_enum(a, "name");
+    const char *name = f >= 0 ? synth_family_names[f] : "?";
+    dt_type dt = args_enum(a, "dtype") == 1 ? DT_BF16 : DT_F32;
+    unsigned long seed = (unsigned long)args_int(a, "seed");
+    const char *dir = args_str(a, "dir");
+    int rc = synth_family_write(name, dt, seed, dir);
+    if (rc != AL_OK) return rc;
+    out_printf(out, "wrote family %s (%s, seed %lu): ", name, dt_name(dt), seed);
+    report_dir(out, dir);
+    return AL_OK;
+}
+
 /* ================================================================ synth ds-r1-shape */
 
 static const char DS_HELP[] =
@@ -131,9 +178,11 @@ static int cmd_synth_ds(Session *s, const Args *a, Out *out) {
 
 static const char SYNTH_HELP[] =
     "Writes synthetic checkpoints: the demo models with planted low-rank heads (the same ones\n"
-    "`load demo-r1` opens) and DeepSeek-R1-shaped FP8 checkpoints for benchmarks.\n"
+    "`load demo-r1` opens), one tiny checkpoint per model family (`synth family NAME DIR`) and\n"
+    "DeepSeek-R1-shaped FP8 checkpoints for benchmarks.\n"
     "Examples:\n"
     "  synth demo-llama /tmp/llama dtype f32\n"
+    "  synth family gemma2 /tmp/g2; load /tmp/g2\n"
     "  synth demo-r1 /tmp/r1 shards 1 seed 7; load /tmp/r1\n"
     "  synth ds-r1-shape /tmp/r1big layers 4";
 
@@ -144,13 +193,15 @@ static const Command synth_subs[] = {
       .help = DEMO_HELP, .pos = demo_pos, .kw = llama_kw, .fn = cmd_synth_demo },
     { .name = "demo-gpt2", .summary = "GPT-2 (MHA, Conv1D, no RoPE) demo model, F32 by default",
       .help = DEMO_HELP, .pos = demo_pos, .kw = gpt2_kw, .fn = cmd_synth_demo },
+    { .name = "family", .summary = "a tiny checkpoint of one model family (qwen3, gemma2, phi3, ...)",
+      .help = FAMILY_HELP, .pos = family_pos, .kw = family_kw, .fn = cmd_synth_family },
     { .name = "ds-r1-shape", .summary = "DeepSeek-R1's exact attention shapes in FP8 (benchmarks)",
       .help = DS_HELP, .pos = demo_pos, .kw = ds_kw, .fn = cmd_synth_ds },
     {0}
 };
 
 static const Command synth_cmds[] = {
-    { .name = "synth", .summary = "write a demo model or an R1-shaped checkpoint into a folder",
+    { .name = "synth", .summary = "write a demo model, a family's tiny checkpoint or an R1-shaped one",
       .help = SYNTH_HELP, .sub = synth_subs },
     {0}
 };

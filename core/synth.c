@@ -56,6 +56,7 @@
  * 16 (signed-Hadamard integers, FP8-exact), so their V and fused VO have rank 16. */
 #define _GNU_SOURCE
 #include "synth.h"
+#include "synth_internal.h"
 #include "ckpt_write.h"
 
 #include <cblas.h>
@@ -72,13 +73,6 @@
 
 /* ================================================================ PRNG */
 
-/* splitmix64 state plus one spare Box-Muller deviate. */
-typedef struct {
-    uint64_t s;
-    bool has_spare;
-    double spare;
-} Rng;
-
 static uint64_t rng_u64(Rng *r) {
     uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -87,12 +81,12 @@ static uint64_t rng_u64(Rng *r) {
 }
 
 /* Uniform in (0, 1). */
-static double rng_unit(Rng *r) { return ((double)(rng_u64(r) >> 11) + 0.5) * 0x1.0p-53; }
+static double syn_rng_unit(Rng *r) { return ((double)(rng_u64(r) >> 11) + 0.5) * 0x1.0p-53; }
 
 /* Standard normal deviate (Box-Muller, both outputs used). */
-static double rng_gauss(Rng *r) {
+double syn_rng_gauss(Rng *r) {
     if (r->has_spare) { r->has_spare = false; return r->spare; }
-    double u = rng_unit(r), v = rng_unit(r);
+    double u = syn_rng_unit(r), v = syn_rng_unit(r);
     double rad = sqrt(-2.0 * log(u)), th = 2.0 * M_PI * v;
     r->spare = rad * sin(th);
     r->has_spare = true;
@@ -103,7 +97,7 @@ static double rng_gauss(Rng *r) {
 static size_t rng_below(Rng *r, size_t n) { return n ? (size_t)(rng_u64(r) % n) : 0; }
 
 /* A stream for (seed, name): FNV-1a of the name mixed into the seed. */
-static void rng_init(Rng *r, unsigned long seed, const char *stream) {
+void syn_rng_init(Rng *r, unsigned long seed, const char *stream) {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (const char *p = stream; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
     r->s = (uint64_t)seed * 0x9e3779b97f4a7c15ULL ^ h;
@@ -117,7 +111,7 @@ static void rng_init(Rng *r, unsigned long seed, const char *stream) {
 static double *gauss_d(Rng *rng, size_t r, size_t c, double sd) {
     double *a = al_malloc3(r, c, sizeof(double), "synthetic Gaussian matrix");
     if (a)
-        for (size_t i = 0; i < r * c; i++) a[i] = sd * rng_gauss(rng);
+        for (size_t i = 0; i < r * c; i++) a[i] = sd * syn_rng_gauss(rng);
     return a;
 }
 
@@ -199,23 +193,12 @@ static Mat *mat_from_d(const double *a, size_t rows, size_t cols) {
 
 /* ================================================================ planted pairs */
 
-typedef enum { PAT_RANDOM, PAT_FLAT, PAT_BOTTLENECK, PAT_FUSED_LOW } pair_pattern;
-
-typedef struct {
-    pair_pattern pat;
-    int r;          /* bottleneck / fused-low rank */
-    double beta;    /* fused-low: weak singular value relative to the strong ones */
-} PairSpec;
-
-static const PairSpec P_RANDOM = {PAT_RANDOM, 0, 0}, P_FLAT = {PAT_FLAT, 0, 0};
-static PairSpec p_bottle(int r) { return (PairSpec){PAT_BOTTLENECK, r, 0}; }
-static PairSpec p_low(int r, double beta) { return (PairSpec){PAT_FUSED_LOW, r, beta}; }
 
 /* A planted pair: the shared side L (m x k) -- W_V[g], or W_K[g] for QK -- and G per-head sides
  * R[j] (n x k) -- W_O[h]^T, or W_Q[h] -- whose fused maps L R[j]^T have the spectrum of sp (see
  * the top of this file). Element RMS of L and R is about rms_l and rms_r. Caller frees L and
  * R[0..G). */
-static int gen_pair(Rng *rng, const PairSpec *sp, size_t m, size_t n, size_t k, int G, double rms_l, double rms_r,
+int syn_gen_pair(Rng *rng, const PairSpec *sp, size_t m, size_t n, size_t k, int G, double rms_l, double rms_r,
                     Mat **L, Mat **R) {
     double *l = NULL, *P = NULL, *s = NULL, *hs = NULL, *hk = NULL;
     int rc = AL_ERR;
@@ -249,7 +232,7 @@ static int gen_pair(Rng *rng, const PairSpec *sp, size_t m, size_t n, size_t k, 
         P = al_malloc3(k, k, sizeof(double), "value-space basis");
         if (!l || !P) goto out;
         for (size_t i = 0; i < k; i++)
-            for (size_t j = 0; j < k; j++) P[i * k + j] = j < r ? hk[i * r + j] / sqrt((double)pk) : rng_gauss(rng);
+            for (size_t j = 0; j < k; j++) P[i * k + j] = j < r ? hk[i * r + j] / sqrt((double)pk) : syn_rng_gauss(rng);
         if (qr_q(P, k, k) != AL_OK) goto out;
         for (size_t j = 0; j < k; j++) s[j] = 1.0;
     } else {
@@ -294,27 +277,15 @@ out:
 
 /* ================================================================ tensor list */
 
-typedef struct {
-    char *name;
-    int ndim;            /* 1 or 2 */
-    Mat *m;              /* values (rows, cols); a 1-D tensor is 1 x n */
-    dt_type dtype;       /* storage: F32, BF16, or F8_E4M3 (+ a scale tensor) */
-    size_t nbytes;       /* bytes on disk, scale tensor included */
-} SynTensor;
 
-typedef struct {
-    SynTensor *t;
-    size_t n, cap;
-} SynList;
-
-static void synlist_free(SynList *l) {
+void synlist_free(SynList *l) {
     for (size_t i = 0; i < l->n; i++) { free(l->t[i].name); mat_free(l->t[i].m); }
     free(l->t);
     memset(l, 0, sizeof *l);
 }
 
 /* Appends m (ownership taken, also on failure) under name with storage dtype. */
-static int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype) {
+int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype) {
     if (!m) return AL_ERR;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
@@ -339,7 +310,7 @@ static int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type d
 }
 
 /* Constant vector (1 x n). */
-static Mat *vec_const(size_t n, float v) {
+Mat *syn_vec_const(size_t n, float v) {
     Mat *m = mat_new(1, n);
     if (m)
         for (size_t i = 0; i < n; i++) m->data[i] = v;
@@ -347,12 +318,12 @@ static Mat *vec_const(size_t n, float v) {
 }
 
 /* Gaussian matrix (rows x cols) with element RMS sd from the stream (seed, name). */
-static Mat *gauss_named(unsigned long seed, const char *name, size_t rows, size_t cols, double sd) {
+Mat *syn_gauss_named(unsigned long seed, const char *name, size_t rows, size_t cols, double sd) {
     Rng rng;
-    rng_init(&rng, seed, name);
+    syn_rng_init(&rng, seed, name);
     Mat *m = mat_new(rows, cols);
     if (m)
-        for (size_t i = 0; i < rows * cols; i++) m->data[i] = (float)(sd * rng_gauss(&rng));
+        for (size_t i = 0; i < rows * cols; i++) m->data[i] = (float)(sd * syn_rng_gauss(&rng));
     return m;
 }
 
@@ -447,24 +418,36 @@ static int write_config(CkptWriter *w, cJSON *root) {
     return rc;
 }
 
-static void add_num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
-static void add_str(cJSON *o, const char *k, const char *v) { cJSON_AddStringToObject(o, k, v); }
+void syn_add_num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
+void syn_add_str(cJSON *o, const char *k, const char *v) { cJSON_AddStringToObject(o, k, v); }
 
 /* The "attnlab_synth" block every generated config carries (what made it). */
-static void add_provenance(cJSON *root, const char *kind, unsigned long seed, dt_type dt) {
+void syn_add_provenance(cJSON *root, const char *kind, unsigned long seed, dt_type dt) {
     cJSON *p = cJSON_AddObjectToObject(root, "attnlab_synth");
-    add_str(p, "kind", kind);
-    add_num(p, "seed", (double)seed);
-    add_str(p, "dtype", dt_name(dt));
-    add_num(p, "version", SYNTH_VERSION);
-    add_str(p, "recipe", "see attnlab examples/README.md and core/synth.c");
+    syn_add_str(p, "kind", kind);
+    syn_add_num(p, "seed", (double)seed);
+    syn_add_str(p, "dtype", dt_name(dt));
+    syn_add_num(p, "version", SYNTH_VERSION);
+    syn_add_str(p, "recipe", "see attnlab examples/README.md and core/synth.c");
+}
+
+int syn_write_model(const SynList *l, cJSON *cfg, const char *dir, int shards) {
+    CkptWriter *w = NULL;
+    int rc = begin_dir(dir, false, &w);
+    if (rc != AL_OK) { cJSON_Delete(cfg); return rc; }
+    rc = write_shards(w, l, shards);
+    if (rc == AL_OK) rc = write_config(w, cfg);
+    else cJSON_Delete(cfg);
+    if (rc == AL_OK) rc = ckpt_commit(w, NULL);
+    else ckpt_abort(w);
+    return rc;
 }
 
 static void add_fp8_quant_config(cJSON *root) {
     cJSON *q = cJSON_AddObjectToObject(root, "quantization_config");
-    add_str(q, "activation_scheme", "dynamic");
-    add_str(q, "fmt", "e4m3");
-    add_str(q, "quant_method", "fp8");
+    syn_add_str(q, "activation_scheme", "dynamic");
+    syn_add_str(q, "fmt", "e4m3");
+    syn_add_str(q, "quant_method", "fp8");
     cJSON *bs = cJSON_AddArrayToObject(q, "weight_block_size");
     cJSON_AddItemToArray(bs, cJSON_CreateNumber(DT_FP8_BLOCK));
     cJSON_AddItemToArray(bs, cJSON_CreateNumber(DT_FP8_BLOCK));
@@ -478,11 +461,11 @@ enum { R1_HIDDEN = 320, R1_HEADS = 8, R1_QLORA = 192, R1_KVLORA = 96, R1_NOPE = 
 /* Planted VO / QK structure of demo-r1 (see the top of this file). */
 static PairSpec r1_vo(int L, int h) {
     switch (L) {
-    case 1: return h % 2 == 0 ? p_bottle(6) : P_FLAT;
+    case 1: return h % 2 == 0 ? p_bottle(6) : p_flat();
     case 2: return p_low(4, 0.055);
     case 3: return h % 2 == 0 ? p_bottle(6) : p_low(3, 0.05);
-    case 4: return P_FLAT;
-    default: return P_RANDOM;
+    case 4: return p_flat();
+    default: return p_random();
     }
 }
 
@@ -491,35 +474,34 @@ static PairSpec r1_qk(int L, int h) {
     case 1: return p_bottle(8);
     case 2: return p_low(4, 0.055);
     case 3: return p_bottle(2 * (h + 1));
-    case 4: return P_FLAT;
-    default: return P_RANDOM;
+    case 4: return p_flat();
+    default: return p_random();
     }
 }
 
-/* Layer L of demo-r1: attention with planted heads, norms, dense MLP. */
-static int r1_layer(SynList *l, const SynthOptions *o, int L) {
-    const dt_type wt = o->dtype, nt = o->dtype == DT_F8_E4M3 ? DT_BF16 : o->dtype;
-    const size_t D = R1_HIDDEN, H = R1_HEADS, QL = R1_QLORA, KL = R1_KVLORA, NP = R1_NOPE, RP = R1_ROPE, V = R1_V;
-    char name[160], stream[64];
+int syn_mla_heads(unsigned long seed, const char *kind, int L, const MlaDims *d, syn_pair_fn vo_fn,
+                  syn_pair_fn qk_fn, Mat **qbp, Mat **kvbp, Mat **opp) {
+    const size_t D = d->D, H = d->H, QL = d->QL, KL = d->KL, NP = d->NP, RP = d->RP, V = d->V;
+    char stream[96];
     Mat *qb = mat_new(H * (NP + RP), QL), *kvb = mat_new(H * (NP + V), KL), *op = mat_new(D, H * V);
     int rc = qb && kvb && op ? AL_OK : AL_ERR;
     for (size_t h = 0; rc == AL_OK && h < H; h++) {
         Rng rng;
         Mat *Lv = NULL, *Ro = NULL, *Lk = NULL, *Rq = NULL;
-        PairSpec vo = r1_vo(L, (int)h), qk = r1_qk(L, (int)h);
-        snprintf(stream, sizeof stream, "demo-r1.L%d.h%zu.vo", L, h);
-        rng_init(&rng, o->seed, stream);
-        rc = gen_pair(&rng, &vo, KL, D, V, 1, 1 / sqrt((double)KL), 1 / sqrt((double)(H * V)), &Lv, &Ro);
-        snprintf(stream, sizeof stream, "demo-r1.L%d.h%zu.qk", L, h);
-        rng_init(&rng, o->seed, stream);
-        if (rc == AL_OK) rc = gen_pair(&rng, &qk, KL, QL, NP, 1, 1 / sqrt((double)KL), 1 / sqrt((double)QL), &Lk, &Rq);
+        PairSpec vo = vo_fn(L, (int)h), qk = qk_fn(L, (int)h);
+        snprintf(stream, sizeof stream, "%s.L%d.h%zu.vo", kind, L, h);
+        syn_rng_init(&rng, seed, stream);
+        rc = syn_gen_pair(&rng, &vo, KL, D, V, 1, 1 / sqrt((double)KL), 1 / sqrt((double)(H * V)), &Lv, &Ro);
+        snprintf(stream, sizeof stream, "%s.L%d.h%zu.qk", kind, L, h);
+        syn_rng_init(&rng, seed, stream);
+        if (rc == AL_OK) rc = syn_gen_pair(&rng, &qk, KL, QL, NP, 1, 1 / sqrt((double)KL), 1 / sqrt((double)QL), &Lk, &Rq);
         if (rc == AL_OK) {
             /* q_b_proj rows of head h: NoPE rows = W_Q^T (Rq: QL x NP), then RoPE rows (random) */
             for (size_t i = 0; i < NP; i++)
                 for (size_t j = 0; j < QL; j++) *mat_at(qb, h * (NP + RP) + i, j) = *mat_at(Rq, j, i);
             for (size_t i = 0; i < RP; i++)
                 for (size_t j = 0; j < QL; j++)
-                    *mat_at(qb, h * (NP + RP) + NP + i, j) = (float)(rng_gauss(&rng) / sqrt((double)QL));
+                    *mat_at(qb, h * (NP + RP) + NP + i, j) = (float)(syn_rng_gauss(&rng) / sqrt((double)QL));
             /* kv_b_proj rows of head h: K NoPE rows = W_K^T (Lk: KL x NP), then V rows = W_V^T */
             for (size_t i = 0; i < NP; i++)
                 for (size_t j = 0; j < KL; j++) *mat_at(kvb, h * (NP + V) + i, j) = *mat_at(Lk, j, i);
@@ -531,22 +513,37 @@ static int r1_layer(SynList *l, const SynthOptions *o, int L) {
         }
         mat_free(Lv); mat_free(Ro); mat_free(Lk); mat_free(Rq);
     }
-    if (rc != AL_OK) { mat_free(qb); mat_free(kvb); mat_free(op); return rc; }
+    if (rc != AL_OK) { mat_free(qb); mat_free(kvb); mat_free(op); qb = kvb = op = NULL; }
+    *qbp = qb;
+    *kvbp = kvb;
+    *opp = op;
+    return rc;
+}
+
+/* Layer L of demo-r1: attention with planted heads, norms, dense MLP. */
+static int r1_layer(SynList *l, const SynthOptions *o, int L) {
+    const dt_type wt = o->dtype, nt = o->dtype == DT_F8_E4M3 ? DT_BF16 : o->dtype;
+    const size_t D = R1_HIDDEN, QL = R1_QLORA, KL = R1_KVLORA, RP = R1_ROPE;
+    const MlaDims dims = {D, R1_HEADS, QL, KL, R1_NOPE, RP, R1_V};
+    char name[160];
+    Mat *qb, *kvb, *op;
+    int rc = syn_mla_heads(o->seed, "demo-r1", L, &dims, r1_vo, r1_qk, &qb, &kvb, &op);
+    if (rc != AL_OK) return rc;
 #define ADD(suffix, nd, mat, dt) \
     (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), synlist_add(l, name, nd, mat, dt))
 #define ADD_GAUSS(suffix, r, c, sd) \
     (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), \
-     synlist_add(l, name, 2, gauss_named(o->seed, name, r, c, sd), wt))
+     synlist_add(l, name, 2, syn_gauss_named(o->seed, name, r, c, sd), wt))
     const double sd_d = 1 / sqrt((double)D);
-    rc = ADD("input_layernorm.weight", 1, vec_const(D, 1), nt);
+    rc = ADD("input_layernorm.weight", 1, syn_vec_const(D, 1), nt);
     if (rc == AL_OK) rc = ADD_GAUSS("self_attn.q_a_proj.weight", QL, D, sd_d);
-    if (rc == AL_OK) rc = ADD("self_attn.q_a_layernorm.weight", 1, vec_const(QL, 1), nt);
+    if (rc == AL_OK) rc = ADD("self_attn.q_a_layernorm.weight", 1, syn_vec_const(QL, 1), nt);
     if (rc == AL_OK) rc = ADD("self_attn.q_b_proj.weight", 2, qb, wt); else mat_free(qb);
     if (rc == AL_OK) rc = ADD_GAUSS("self_attn.kv_a_proj_with_mqa.weight", KL + RP, D, sd_d);
-    if (rc == AL_OK) rc = ADD("self_attn.kv_a_layernorm.weight", 1, vec_const(KL, 1), nt);
+    if (rc == AL_OK) rc = ADD("self_attn.kv_a_layernorm.weight", 1, syn_vec_const(KL, 1), nt);
     if (rc == AL_OK) rc = ADD("self_attn.kv_b_proj.weight", 2, kvb, wt); else mat_free(kvb);
     if (rc == AL_OK) rc = ADD("self_attn.o_proj.weight", 2, op, wt); else mat_free(op);
-    if (rc == AL_OK) rc = ADD("post_attention_layernorm.weight", 1, vec_const(D, 1), nt);
+    if (rc == AL_OK) rc = ADD("post_attention_layernorm.weight", 1, syn_vec_const(D, 1), nt);
     if (rc == AL_OK) rc = ADD_GAUSS("mlp.gate_proj.weight", R1_INTER, D, sd_d);
     if (rc == AL_OK) rc = ADD_GAUSS("mlp.up_proj.weight", R1_INTER, D, sd_d);
     if (rc == AL_OK) rc = ADD_GAUSS("mlp.down_proj.weight", D, R1_INTER, 1 / sqrt((double)R1_INTER));
@@ -560,44 +557,44 @@ static cJSON *r1_config(const SynthOptions *o) {
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
     cJSON_AddFalseToObject(c, "attention_bias");
-    add_num(c, "attention_dropout", 0.0);
-    add_num(c, "bos_token_id", 0);
-    add_num(c, "eos_token_id", 1);
-    add_num(c, "first_k_dense_replace", R1_LAYERS);   /* every layer dense: no MoE */
-    add_str(c, "hidden_act", "silu");
-    add_num(c, "hidden_size", R1_HIDDEN);
-    add_num(c, "initializer_range", 0.02);
-    add_num(c, "intermediate_size", R1_INTER);
-    add_num(c, "kv_lora_rank", R1_KVLORA);
-    add_num(c, "max_position_embeddings", 4096);
-    add_str(c, "model_type", "deepseek_v3");
-    add_num(c, "moe_intermediate_size", 64);
-    add_num(c, "moe_layer_freq", 1);
-    add_num(c, "n_group", 1);
-    add_num(c, "n_routed_experts", 4);
-    add_num(c, "n_shared_experts", 1);
+    syn_add_num(c, "attention_dropout", 0.0);
+    syn_add_num(c, "bos_token_id", 0);
+    syn_add_num(c, "eos_token_id", 1);
+    syn_add_num(c, "first_k_dense_replace", R1_LAYERS);   /* every layer dense: no MoE */
+    syn_add_str(c, "hidden_act", "silu");
+    syn_add_num(c, "hidden_size", R1_HIDDEN);
+    syn_add_num(c, "initializer_range", 0.02);
+    syn_add_num(c, "intermediate_size", R1_INTER);
+    syn_add_num(c, "kv_lora_rank", R1_KVLORA);
+    syn_add_num(c, "max_position_embeddings", 4096);
+    syn_add_str(c, "model_type", "deepseek_v3");
+    syn_add_num(c, "moe_intermediate_size", 64);
+    syn_add_num(c, "moe_layer_freq", 1);
+    syn_add_num(c, "n_group", 1);
+    syn_add_num(c, "n_routed_experts", 4);
+    syn_add_num(c, "n_shared_experts", 1);
     cJSON_AddTrueToObject(c, "norm_topk_prob");
-    add_num(c, "num_attention_heads", R1_HEADS);
-    add_num(c, "num_experts_per_tok", 2);
-    add_num(c, "num_hidden_layers", R1_LAYERS);
-    add_num(c, "num_key_value_heads", R1_HEADS);
-    add_num(c, "num_nextn_predict_layers", 0);
-    add_num(c, "q_lora_rank", R1_QLORA);
-    add_num(c, "qk_nope_head_dim", R1_NOPE);
-    add_num(c, "qk_rope_head_dim", R1_ROPE);
+    syn_add_num(c, "num_attention_heads", R1_HEADS);
+    syn_add_num(c, "num_experts_per_tok", 2);
+    syn_add_num(c, "num_hidden_layers", R1_LAYERS);
+    syn_add_num(c, "num_key_value_heads", R1_HEADS);
+    syn_add_num(c, "num_nextn_predict_layers", 0);
+    syn_add_num(c, "q_lora_rank", R1_QLORA);
+    syn_add_num(c, "qk_nope_head_dim", R1_NOPE);
+    syn_add_num(c, "qk_rope_head_dim", R1_ROPE);
     if (o->dtype == DT_F8_E4M3) add_fp8_quant_config(c);
-    add_num(c, "rms_norm_eps", 1e-6);
+    syn_add_num(c, "rms_norm_eps", 1e-6);
     cJSON_AddNullToObject(c, "rope_scaling");
-    add_num(c, "rope_theta", 10000);
-    add_num(c, "routed_scaling_factor", 1.0);
-    add_str(c, "scoring_func", "sigmoid");
-    add_num(c, "topk_group", 1);
-    add_str(c, "topk_method", "noaux_tc");
+    syn_add_num(c, "rope_theta", 10000);
+    syn_add_num(c, "routed_scaling_factor", 1.0);
+    syn_add_str(c, "scoring_func", "sigmoid");
+    syn_add_num(c, "topk_group", 1);
+    syn_add_str(c, "topk_method", "noaux_tc");
     cJSON_AddFalseToObject(c, "tie_word_embeddings");
-    add_str(c, "torch_dtype", o->dtype == DT_F32 ? "float32" : "bfloat16");
-    add_num(c, "v_head_dim", R1_V);
-    add_num(c, "vocab_size", R1_VOCAB);
-    add_provenance(c, "demo-r1", o->seed, o->dtype);
+    syn_add_str(c, "torch_dtype", o->dtype == DT_F32 ? "float32" : "bfloat16");
+    syn_add_num(c, "v_head_dim", R1_V);
+    syn_add_num(c, "vocab_size", R1_VOCAB);
+    syn_add_provenance(c, "demo-r1", o->seed, o->dtype);
     return c;
 }
 
@@ -605,16 +602,16 @@ static cJSON *r1_config(const SynthOptions *o) {
 static int r1_tensors(SynList *l, const SynthOptions *o) {
     const dt_type et = o->dtype == DT_F8_E4M3 ? DT_BF16 : o->dtype;
     int rc = synlist_add(l, "model.embed_tokens.weight", 2,
-                         gauss_named(o->seed, "model.embed_tokens.weight", R1_VOCAB, R1_HIDDEN, 1.0), et);
+                         syn_gauss_named(o->seed, "model.embed_tokens.weight", R1_VOCAB, R1_HIDDEN, 1.0), et);
     for (int L = 0; rc == AL_OK && L < R1_LAYERS; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         rc = r1_layer(l, o, L);
         al_progress("layer", (size_t)L + 1, R1_LAYERS);
     }
-    if (rc == AL_OK) rc = synlist_add(l, "model.norm.weight", 1, vec_const(R1_HIDDEN, 1), et);
+    if (rc == AL_OK) rc = synlist_add(l, "model.norm.weight", 1, syn_vec_const(R1_HIDDEN, 1), et);
     if (rc == AL_OK)
         rc = synlist_add(l, "lm_head.weight", 2,
-                         gauss_named(o->seed, "lm_head.weight", R1_VOCAB, R1_HIDDEN, 1 / sqrt((double)R1_HIDDEN)), et);
+                         syn_gauss_named(o->seed, "lm_head.weight", R1_VOCAB, R1_HIDDEN, 1 / sqrt((double)R1_HIDDEN)), et);
     return rc;
 }
 
@@ -624,25 +621,25 @@ enum { LL_HIDDEN = 256, LL_HEADS = 8, LL_KV = 2, LL_HD = 32, LL_LAYERS = 4, LL_V
 
 static PairSpec llama_vo(int L, int g) {
     switch (L) {
-    case 1: return g == 0 ? p_bottle(6) : P_FLAT;
+    case 1: return g == 0 ? p_bottle(6) : p_flat();
     case 2: return p_low(4, 0.055);
-    default: return P_RANDOM;
+    default: return p_random();
     }
 }
 
-static int llama_layer(SynList *l, const SynthOptions *o, int L) {
-    const dt_type dt = o->dtype;
-    const size_t D = LL_HIDDEN, H = LL_HEADS, KV = LL_KV, HD = LL_HD, G = H / KV;
-    char name[160], stream[64];
-    Mat *vp = mat_new(KV * HD, D), *op = mat_new(D, H * HD);
-    int rc = vp && op ? AL_OK : AL_ERR;
+int syn_gqa_vo(unsigned long seed, const char *kind, int L, const GqaDims *d, syn_pair_fn vo_fn, Mat **vpp,
+               Mat **opp) {
+    const size_t D = d->D, H = d->H, KV = d->KV, HD = d->HD, G = H / KV;
+    char stream[96];
+    Mat *vp = mat_new(KV * HD, D), *op = mat_new(D, H * HD), **Ro = al_calloc(G, sizeof *Ro, "planted heads");
+    int rc = vp && op && Ro ? AL_OK : AL_ERR;
     for (size_t g = 0; rc == AL_OK && g < KV; g++) {
         Rng rng;
-        Mat *Lv = NULL, *Ro[LL_HEADS / LL_KV] = {0};
-        PairSpec vo = llama_vo(L, (int)g);
-        snprintf(stream, sizeof stream, "demo-llama.L%d.g%zu.vo", L, g);
-        rng_init(&rng, o->seed, stream);
-        rc = gen_pair(&rng, &vo, D, D, HD, (int)G, 1 / sqrt((double)D), 1 / sqrt((double)(H * HD)), &Lv, Ro);
+        Mat *Lv = NULL;
+        PairSpec vo = vo_fn(L, (int)g);
+        snprintf(stream, sizeof stream, "%s.L%d.g%zu.vo", kind, L, g);
+        syn_rng_init(&rng, seed, stream);
+        rc = syn_gen_pair(&rng, &vo, D, D, HD, (int)G, 1 / sqrt((double)D), 1 / sqrt((double)(H * HD)), &Lv, Ro);
         if (rc == AL_OK) {
             for (size_t i = 0; i < HD; i++)
                 for (size_t j = 0; j < D; j++) *mat_at(vp, g * HD + i, j) = *mat_at(Lv, j, i);
@@ -651,21 +648,35 @@ static int llama_layer(SynList *l, const SynthOptions *o, int L) {
                     for (size_t j = 0; j < HD; j++) *mat_at(op, i, (g * G + k) * HD + j) = *mat_at(Ro[k], i, j);
         }
         mat_free(Lv);
-        for (size_t k = 0; k < G; k++) mat_free(Ro[k]);
+        for (size_t k = 0; k < G; k++) { mat_free(Ro[k]); Ro[k] = NULL; }
     }
-    if (rc != AL_OK) { mat_free(vp); mat_free(op); return rc; }
+    free(Ro);
+    if (rc != AL_OK) { mat_free(vp); mat_free(op); vp = op = NULL; }
+    *vpp = vp;
+    *opp = op;
+    return rc;
+}
+
+static int llama_layer(SynList *l, const SynthOptions *o, int L) {
+    const dt_type dt = o->dtype;
+    const size_t D = LL_HIDDEN, H = LL_HEADS, KV = LL_KV, HD = LL_HD;
+    const GqaDims dims = {D, H, KV, HD};
+    char name[160];
+    Mat *vp, *op;
+    int rc = syn_gqa_vo(o->seed, "demo-llama", L, &dims, llama_vo, &vp, &op);
+    if (rc != AL_OK) return rc;
 #define ADD(suffix, nd, mat) \
     (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), synlist_add(l, name, nd, mat, dt))
 #define ADD_GAUSS(suffix, r, c, sd) \
     (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), \
-     synlist_add(l, name, 2, gauss_named(o->seed, name, r, c, sd), dt))
+     synlist_add(l, name, 2, syn_gauss_named(o->seed, name, r, c, sd), dt))
     const double sd_d = 1 / sqrt((double)D);
-    rc = ADD("input_layernorm.weight", 1, vec_const(D, 1));
+    rc = ADD("input_layernorm.weight", 1, syn_vec_const(D, 1));
     if (rc == AL_OK) rc = ADD_GAUSS("self_attn.q_proj.weight", H * HD, D, sd_d);
     if (rc == AL_OK) rc = ADD_GAUSS("self_attn.k_proj.weight", KV * HD, D, sd_d);
     if (rc == AL_OK) rc = ADD("self_attn.v_proj.weight", 2, vp); else mat_free(vp);
     if (rc == AL_OK) rc = ADD("self_attn.o_proj.weight", 2, op); else mat_free(op);
-    if (rc == AL_OK) rc = ADD("post_attention_layernorm.weight", 1, vec_const(D, 1));
+    if (rc == AL_OK) rc = ADD("post_attention_layernorm.weight", 1, syn_vec_const(D, 1));
     if (rc == AL_OK) rc = ADD_GAUSS("mlp.gate_proj.weight", LL_INTER, D, sd_d);
     if (rc == AL_OK) rc = ADD_GAUSS("mlp.up_proj.weight", LL_INTER, D, sd_d);
     if (rc == AL_OK) rc = ADD_GAUSS("mlp.down_proj.weight", D, LL_INTER, 1 / sqrt((double)LL_INTER));
@@ -679,42 +690,42 @@ static cJSON *llama_config(const SynthOptions *o) {
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
     cJSON_AddFalseToObject(c, "attention_bias");
-    add_num(c, "attention_dropout", 0.0);
-    add_num(c, "bos_token_id", 1);
-    add_num(c, "eos_token_id", 2);
-    add_num(c, "head_dim", LL_HD);
-    add_str(c, "hidden_act", "silu");
-    add_num(c, "hidden_size", LL_HIDDEN);
-    add_num(c, "initializer_range", 0.02);
-    add_num(c, "intermediate_size", LL_INTER);
-    add_num(c, "max_position_embeddings", 2048);
+    syn_add_num(c, "attention_dropout", 0.0);
+    syn_add_num(c, "bos_token_id", 1);
+    syn_add_num(c, "eos_token_id", 2);
+    syn_add_num(c, "head_dim", LL_HD);
+    syn_add_str(c, "hidden_act", "silu");
+    syn_add_num(c, "hidden_size", LL_HIDDEN);
+    syn_add_num(c, "initializer_range", 0.02);
+    syn_add_num(c, "intermediate_size", LL_INTER);
+    syn_add_num(c, "max_position_embeddings", 2048);
     cJSON_AddFalseToObject(c, "mlp_bias");
-    add_str(c, "model_type", "llama");
-    add_num(c, "num_attention_heads", LL_HEADS);
-    add_num(c, "num_hidden_layers", LL_LAYERS);
-    add_num(c, "num_key_value_heads", LL_KV);
-    add_num(c, "rms_norm_eps", 1e-5);
+    syn_add_str(c, "model_type", "llama");
+    syn_add_num(c, "num_attention_heads", LL_HEADS);
+    syn_add_num(c, "num_hidden_layers", LL_LAYERS);
+    syn_add_num(c, "num_key_value_heads", LL_KV);
+    syn_add_num(c, "rms_norm_eps", 1e-5);
     cJSON_AddNullToObject(c, "rope_scaling");
-    add_num(c, "rope_theta", 10000);
+    syn_add_num(c, "rope_theta", 10000);
     cJSON_AddFalseToObject(c, "tie_word_embeddings");
-    add_str(c, "torch_dtype", o->dtype == DT_F32 ? "float32" : "bfloat16");
-    add_num(c, "vocab_size", LL_VOCAB);
-    add_provenance(c, "demo-llama", o->seed, o->dtype);
+    syn_add_str(c, "torch_dtype", o->dtype == DT_F32 ? "float32" : "bfloat16");
+    syn_add_num(c, "vocab_size", LL_VOCAB);
+    syn_add_provenance(c, "demo-llama", o->seed, o->dtype);
     return c;
 }
 
 static int llama_tensors(SynList *l, const SynthOptions *o) {
     int rc = synlist_add(l, "model.embed_tokens.weight", 2,
-                         gauss_named(o->seed, "model.embed_tokens.weight", LL_VOCAB, LL_HIDDEN, 1.0), o->dtype);
+                         syn_gauss_named(o->seed, "model.embed_tokens.weight", LL_VOCAB, LL_HIDDEN, 1.0), o->dtype);
     for (int L = 0; rc == AL_OK && L < LL_LAYERS; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         rc = llama_layer(l, o, L);
         al_progress("layer", (size_t)L + 1, LL_LAYERS);
     }
-    if (rc == AL_OK) rc = synlist_add(l, "model.norm.weight", 1, vec_const(LL_HIDDEN, 1), o->dtype);
+    if (rc == AL_OK) rc = synlist_add(l, "model.norm.weight", 1, syn_vec_const(LL_HIDDEN, 1), o->dtype);
     if (rc == AL_OK)
         rc = synlist_add(l, "lm_head.weight", 2,
-                         gauss_named(o->seed, "lm_head.weight", LL_VOCAB, LL_HIDDEN, 1 / sqrt((double)LL_HIDDEN)), o->dtype);
+                         syn_gauss_named(o->seed, "lm_head.weight", LL_VOCAB, LL_HIDDEN, 1 / sqrt((double)LL_HIDDEN)), o->dtype);
     return rc;
 }
 
@@ -724,9 +735,9 @@ enum { G2_HIDDEN = 256, G2_HEADS = 8, G2_HD = 32, G2_LAYERS = 4, G2_VOCAB = 256,
 
 static PairSpec gpt2_vo(int L, int h) {
     switch (L) {
-    case 1: return h % 2 == 0 ? p_bottle(6) : P_FLAT;
+    case 1: return h % 2 == 0 ? p_bottle(6) : p_flat();
     case 2: return p_low(4, 0.055);
-    default: return P_RANDOM;
+    default: return p_random();
     }
 }
 
@@ -734,7 +745,7 @@ static PairSpec gpt2_qk(int L) {
     switch (L) {
     case 1: return p_bottle(8);
     case 2: return p_low(4, 0.055);
-    default: return P_RANDOM;
+    default: return p_random();
     }
 }
 
@@ -750,11 +761,11 @@ static int gpt2_layer(SynList *l, const SynthOptions *o, int L) {
         Mat *Lv = NULL, *Ro = NULL, *Lk = NULL, *Rq = NULL;
         PairSpec vo = gpt2_vo(L, (int)h), qk = gpt2_qk(L);
         snprintf(stream, sizeof stream, "demo-gpt2.L%d.h%zu.vo", L, h);
-        rng_init(&rng, o->seed, stream);
-        rc = gen_pair(&rng, &vo, D, D, HD, 1, 1 / sqrt((double)D), 1 / sqrt((double)D), &Lv, &Ro);
+        syn_rng_init(&rng, o->seed, stream);
+        rc = syn_gen_pair(&rng, &vo, D, D, HD, 1, 1 / sqrt((double)D), 1 / sqrt((double)D), &Lv, &Ro);
         snprintf(stream, sizeof stream, "demo-gpt2.L%d.h%zu.qk", L, h);
-        rng_init(&rng, o->seed, stream);
-        if (rc == AL_OK) rc = gen_pair(&rng, &qk, D, D, HD, 1, 1 / sqrt((double)D), 1 / sqrt((double)D), &Lk, &Rq);
+        syn_rng_init(&rng, o->seed, stream);
+        if (rc == AL_OK) rc = syn_gen_pair(&rng, &qk, D, D, HD, 1, 1 / sqrt((double)D), 1 / sqrt((double)D), &Lk, &Rq);
         if (rc == AL_OK)
             for (size_t i = 0; i < D; i++)
                 for (size_t j = 0; j < HD; j++) {
@@ -769,15 +780,15 @@ static int gpt2_layer(SynList *l, const SynthOptions *o, int L) {
 #define ADD(suffix, nd, mat) \
     (snprintf(name, sizeof name, "transformer.h.%d.%s", L, suffix), synlist_add(l, name, nd, mat, dt))
 #define GAUSS(suffix, r, c, sd) \
-    (snprintf(name, sizeof name, "transformer.h.%d.%s", L, suffix), gauss_named(o->seed, name, r, c, sd))
-    rc = ADD("ln_1.weight", 1, vec_const(D, 1));
-    if (rc == AL_OK) rc = ADD("ln_1.bias", 1, vec_const(D, 0));
+    (snprintf(name, sizeof name, "transformer.h.%d.%s", L, suffix), syn_gauss_named(o->seed, name, r, c, sd))
+    rc = ADD("ln_1.weight", 1, syn_vec_const(D, 1));
+    if (rc == AL_OK) rc = ADD("ln_1.bias", 1, syn_vec_const(D, 0));
     if (rc == AL_OK) rc = ADD("attn.c_attn.weight", 2, ca); else mat_free(ca);
     if (rc == AL_OK) rc = ADD("attn.c_attn.bias", 1, GAUSS("attn.c_attn.bias", 1, 3 * D, 0.02));
     if (rc == AL_OK) rc = ADD("attn.c_proj.weight", 2, cp); else mat_free(cp);
     if (rc == AL_OK) rc = ADD("attn.c_proj.bias", 1, GAUSS("attn.c_proj.bias", 1, D, 0.02));
-    if (rc == AL_OK) rc = ADD("ln_2.weight", 1, vec_const(D, 1));
-    if (rc == AL_OK) rc = ADD("ln_2.bias", 1, vec_const(D, 0));
+    if (rc == AL_OK) rc = ADD("ln_2.weight", 1, syn_vec_const(D, 1));
+    if (rc == AL_OK) rc = ADD("ln_2.bias", 1, syn_vec_const(D, 0));
     if (rc == AL_OK) rc = ADD("mlp.c_fc.weight", 2, GAUSS("mlp.c_fc.weight", D, 4 * D, 1 / sqrt((double)D)));
     if (rc == AL_OK) rc = ADD("mlp.c_fc.bias", 1, GAUSS("mlp.c_fc.bias", 1, 4 * D, 0.02));
     if (rc == AL_OK) rc = ADD("mlp.c_proj.weight", 2, GAUSS("mlp.c_proj.weight", 4 * D, D, 1 / sqrt(4.0 * D)));
@@ -789,44 +800,44 @@ static int gpt2_layer(SynList *l, const SynthOptions *o, int L) {
 
 static cJSON *gpt2_config(const SynthOptions *o) {
     cJSON *c = cJSON_CreateObject();
-    add_str(c, "activation_function", "gelu_new");
+    syn_add_str(c, "activation_function", "gelu_new");
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
-    add_num(c, "attn_pdrop", 0.1);
-    add_num(c, "bos_token_id", 0);
-    add_num(c, "embd_pdrop", 0.1);
-    add_num(c, "eos_token_id", 0);
-    add_num(c, "initializer_range", 0.02);
-    add_num(c, "layer_norm_epsilon", 1e-5);
-    add_str(c, "model_type", "gpt2");
-    add_num(c, "n_ctx", G2_POS);
-    add_num(c, "n_embd", G2_HIDDEN);
-    add_num(c, "n_head", G2_HEADS);
+    syn_add_num(c, "attn_pdrop", 0.1);
+    syn_add_num(c, "bos_token_id", 0);
+    syn_add_num(c, "embd_pdrop", 0.1);
+    syn_add_num(c, "eos_token_id", 0);
+    syn_add_num(c, "initializer_range", 0.02);
+    syn_add_num(c, "layer_norm_epsilon", 1e-5);
+    syn_add_str(c, "model_type", "gpt2");
+    syn_add_num(c, "n_ctx", G2_POS);
+    syn_add_num(c, "n_embd", G2_HIDDEN);
+    syn_add_num(c, "n_head", G2_HEADS);
     cJSON_AddNullToObject(c, "n_inner");
-    add_num(c, "n_layer", G2_LAYERS);
-    add_num(c, "n_positions", G2_POS);
-    add_num(c, "resid_pdrop", 0.1);
+    syn_add_num(c, "n_layer", G2_LAYERS);
+    syn_add_num(c, "n_positions", G2_POS);
+    syn_add_num(c, "resid_pdrop", 0.1);
     cJSON_AddTrueToObject(c, "scale_attn_weights");
     cJSON_AddTrueToObject(c, "tie_word_embeddings");
-    add_str(c, "torch_dtype", o->dtype == DT_F32 ? "float32" : "bfloat16");
-    add_num(c, "vocab_size", G2_VOCAB);
-    add_provenance(c, "demo-gpt2", o->seed, o->dtype);
+    syn_add_str(c, "torch_dtype", o->dtype == DT_F32 ? "float32" : "bfloat16");
+    syn_add_num(c, "vocab_size", G2_VOCAB);
+    syn_add_provenance(c, "demo-gpt2", o->seed, o->dtype);
     return c;
 }
 
 static int gpt2_tensors(SynList *l, const SynthOptions *o) {
     int rc = synlist_add(l, "transformer.wte.weight", 2,
-                         gauss_named(o->seed, "transformer.wte.weight", G2_VOCAB, G2_HIDDEN, 0.1), o->dtype);
+                         syn_gauss_named(o->seed, "transformer.wte.weight", G2_VOCAB, G2_HIDDEN, 0.1), o->dtype);
     if (rc == AL_OK)
         rc = synlist_add(l, "transformer.wpe.weight", 2,
-                         gauss_named(o->seed, "transformer.wpe.weight", G2_POS, G2_HIDDEN, 0.01), o->dtype);
+                         syn_gauss_named(o->seed, "transformer.wpe.weight", G2_POS, G2_HIDDEN, 0.01), o->dtype);
     for (int L = 0; rc == AL_OK && L < G2_LAYERS; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         rc = gpt2_layer(l, o, L);
         al_progress("layer", (size_t)L + 1, G2_LAYERS);
     }
-    if (rc == AL_OK) rc = synlist_add(l, "transformer.ln_f.weight", 1, vec_const(G2_HIDDEN, 1), o->dtype);
-    if (rc == AL_OK) rc = synlist_add(l, "transformer.ln_f.bias", 1, vec_const(G2_HIDDEN, 0), o->dtype);
+    if (rc == AL_OK) rc = synlist_add(l, "transformer.ln_f.weight", 1, syn_vec_const(G2_HIDDEN, 1), o->dtype);
+    if (rc == AL_OK) rc = synlist_add(l, "transformer.ln_f.bias", 1, syn_vec_const(G2_HIDDEN, 0), o->dtype);
     return rc;
 }
 
@@ -852,12 +863,7 @@ int synth_write(const SynthOptions *opt, const char *dir) {
     case SYNTH_DEMO_LLAMA: rc = llama_tensors(&l, opt); cfg = llama_config(opt); break;
     default: rc = gpt2_tensors(&l, opt); cfg = gpt2_config(opt); break;
     }
-    CkptWriter *w = NULL;
-    if (rc == AL_OK) rc = begin_dir(dir, false, &w);
-    if (rc == AL_OK) rc = write_shards(w, &l, opt->shards);
-    if (rc == AL_OK) { rc = write_config(w, cfg); cfg = NULL; }
-    if (rc == AL_OK) rc = ckpt_commit(w, NULL);
-    else ckpt_abort(w);
+    if (rc == AL_OK) { rc = syn_write_model(&l, cfg, dir, opt->shards); cfg = NULL; }
     cJSON_Delete(cfg);
     synlist_free(&l);
     if (rc == AL_ERR) al_err_ctx("synth %s", kind);
@@ -899,8 +905,8 @@ enum { DS_HIDDEN = 7168, DS_HEADS = 128, DS_QLORA = 1536, DS_KVLORA = 512, DS_NO
 /* 256 E4M3 codes of N(0, 64^2) deviates (a fixed table; bytes index it). */
 static void ds_code_table(uint8_t table[256]) {
     Rng rng;
-    rng_init(&rng, 0x5eed, "ds-r1-shape codes");
-    for (int i = 0; i < 256; i++) table[i] = dt_f32_to_e4m3((float)(64.0 * rng_gauss(&rng)));
+    syn_rng_init(&rng, 0x5eed, "ds-r1-shape codes");
+    for (int i = 0; i < 256; i++) table[i] = dt_f32_to_e4m3((float)(64.0 * syn_rng_gauss(&rng)));
 }
 
 /* One FP8 weight of ds-r1-shape and where its bytes come from: the stream (seed, name) draws
@@ -956,12 +962,12 @@ static int ds_plant_v(Rng *rng, uint8_t *q, float *scale, size_t h, double rms) 
  * per block, so the dequantized element RMS is about rms) of d; the other is NULL. */
 static int ds_gen(const DsWeight *d, uint8_t *q, float *scale) {
     Rng rng;
-    rng_init(&rng, d->seed, d->name);
+    syn_rng_init(&rng, d->seed, d->name);
     size_t n = d->R * d->C, ns = dt_fp8_nblocks(d->R) * dt_fp8_nblocks(d->C);
     if (q) ds_codes(&rng, d->table, q, n);
     else rng_skip(&rng, n / 8 + 1);
     for (size_t b = 0; b < ns; b++) {
-        double u = rng_unit(&rng);
+        double u = syn_rng_unit(&rng);
         if (scale) scale[b] = (float)(d->rms / 64.0 * (0.75 + 0.5 * u));
     }
     int rc = AL_OK;
@@ -1011,55 +1017,55 @@ static cJSON *ds_config(int layers, unsigned long seed) {
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
     cJSON_AddFalseToObject(c, "attention_bias");
-    add_num(c, "attention_dropout", 0.0);
-    add_num(c, "aux_loss_alpha", 0.001);
-    add_num(c, "bos_token_id", 0);
-    add_num(c, "eos_token_id", 1);
-    add_num(c, "ep_size", 1);
-    add_num(c, "first_k_dense_replace", 3);
-    add_str(c, "hidden_act", "silu");
-    add_num(c, "hidden_size", DS_HIDDEN);
-    add_num(c, "initializer_range", 0.02);
-    add_num(c, "intermediate_size", 18432);
-    add_num(c, "kv_lora_rank", DS_KVLORA);
-    add_num(c, "max_position_embeddings", 163840);
-    add_str(c, "model_type", "deepseek_v3");
-    add_num(c, "moe_intermediate_size", 2048);
-    add_num(c, "moe_layer_freq", 1);
-    add_num(c, "n_group", 8);
-    add_num(c, "n_routed_experts", 256);
-    add_num(c, "n_shared_experts", 1);
+    syn_add_num(c, "attention_dropout", 0.0);
+    syn_add_num(c, "aux_loss_alpha", 0.001);
+    syn_add_num(c, "bos_token_id", 0);
+    syn_add_num(c, "eos_token_id", 1);
+    syn_add_num(c, "ep_size", 1);
+    syn_add_num(c, "first_k_dense_replace", 3);
+    syn_add_str(c, "hidden_act", "silu");
+    syn_add_num(c, "hidden_size", DS_HIDDEN);
+    syn_add_num(c, "initializer_range", 0.02);
+    syn_add_num(c, "intermediate_size", 18432);
+    syn_add_num(c, "kv_lora_rank", DS_KVLORA);
+    syn_add_num(c, "max_position_embeddings", 163840);
+    syn_add_str(c, "model_type", "deepseek_v3");
+    syn_add_num(c, "moe_intermediate_size", 2048);
+    syn_add_num(c, "moe_layer_freq", 1);
+    syn_add_num(c, "n_group", 8);
+    syn_add_num(c, "n_routed_experts", 256);
+    syn_add_num(c, "n_shared_experts", 1);
     cJSON_AddTrueToObject(c, "norm_topk_prob");
-    add_num(c, "num_attention_heads", DS_HEADS);
-    add_num(c, "num_experts_per_tok", 8);
-    add_num(c, "num_hidden_layers", layers);
-    add_num(c, "num_key_value_heads", DS_HEADS);
-    add_num(c, "num_nextn_predict_layers", 1);
-    add_num(c, "q_lora_rank", DS_QLORA);
-    add_num(c, "qk_nope_head_dim", DS_NOPE);
-    add_num(c, "qk_rope_head_dim", DS_ROPE);
+    syn_add_num(c, "num_attention_heads", DS_HEADS);
+    syn_add_num(c, "num_experts_per_tok", 8);
+    syn_add_num(c, "num_hidden_layers", layers);
+    syn_add_num(c, "num_key_value_heads", DS_HEADS);
+    syn_add_num(c, "num_nextn_predict_layers", 1);
+    syn_add_num(c, "q_lora_rank", DS_QLORA);
+    syn_add_num(c, "qk_nope_head_dim", DS_NOPE);
+    syn_add_num(c, "qk_rope_head_dim", DS_ROPE);
     add_fp8_quant_config(c);
-    add_num(c, "rms_norm_eps", 1e-6);
+    syn_add_num(c, "rms_norm_eps", 1e-6);
     cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
-    add_num(rs, "beta_fast", 32);
-    add_num(rs, "beta_slow", 1);
-    add_num(rs, "factor", 40);
-    add_num(rs, "mscale", 1.0);
-    add_num(rs, "mscale_all_dim", 1.0);
-    add_num(rs, "original_max_position_embeddings", 4096);
-    add_str(rs, "type", "yarn");
-    add_num(c, "rope_theta", 10000);
-    add_num(c, "routed_scaling_factor", 2.5);
-    add_str(c, "scoring_func", "sigmoid");
+    syn_add_num(rs, "beta_fast", 32);
+    syn_add_num(rs, "beta_slow", 1);
+    syn_add_num(rs, "factor", 40);
+    syn_add_num(rs, "mscale", 1.0);
+    syn_add_num(rs, "mscale_all_dim", 1.0);
+    syn_add_num(rs, "original_max_position_embeddings", 4096);
+    syn_add_str(rs, "type", "yarn");
+    syn_add_num(c, "rope_theta", 10000);
+    syn_add_num(c, "routed_scaling_factor", 2.5);
+    syn_add_str(c, "scoring_func", "sigmoid");
     cJSON_AddTrueToObject(c, "seq_aux");
     cJSON_AddFalseToObject(c, "tie_word_embeddings");
-    add_num(c, "topk_group", 4);
-    add_str(c, "topk_method", "noaux_tc");
-    add_str(c, "torch_dtype", "bfloat16");
+    syn_add_num(c, "topk_group", 4);
+    syn_add_str(c, "topk_method", "noaux_tc");
+    syn_add_str(c, "torch_dtype", "bfloat16");
     cJSON_AddTrueToObject(c, "use_cache");
-    add_num(c, "v_head_dim", DS_V);
-    add_num(c, "vocab_size", 129280);
-    add_provenance(c, "ds-r1-shape", seed, DT_F8_E4M3);
+    syn_add_num(c, "v_head_dim", DS_V);
+    syn_add_num(c, "vocab_size", 129280);
+    syn_add_provenance(c, "ds-r1-shape", seed, DT_F8_E4M3);
     return c;
 }
 

@@ -34,6 +34,20 @@ bool synth_demo_name(const char *name, SynthOptions *opt);
 /* "demo-r1", "demo-llama", "demo-gpt2". */
 const char *synth_kind_name(synth_kind k);
 
+/* ---------------------------------------------------------------- one checkpoint per family
+ * (core/synth_family.c: dims and planted structure in its header) */
+
+/* "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "mixtral", "phi3", "gpt_neox", "olmo2",
+ * "deepseek_v3" (each its config's model_type); NULL-terminated. */
+extern const char *const synth_family_names[];
+/* Writes family's tiny checkpoint (F32 or BF16, one model.safetensors, config.json) into dir
+ * (created; must not exist or be empty). Deterministic for a seed. */
+int synth_family_write(const char *family, dt_type dtype, unsigned long seed, const char *dir);
+/* The planted effective ranks at tau (0.999 or 0.99) of query head h's VO pair (qk false: *ra V,
+ * *rb O, *rf VO) or NoPE QK pair (qk true: *ra Q, *rb K, *rf QK) in layer L of family; false
+ * where nothing is planted (random heads; QK of families whose QK is all RoPE). */
+bool synth_family_planted(const char *family, bool qk, int layer, int head, double tau, int *ra, int *rb, int *rf);
+
 /* A DeepSeek-R1-shaped checkpoint (R1's exact attention shapes, FP8 with 128x128 scales,
  * several layers per shard, an index), attention tensors only. */
 int synth_ds_r1_shape(const char *dir, int layers, unsigned long seed);

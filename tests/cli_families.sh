@@ -1,0 +1,72 @@
+#!/bin/bash
+# cli_families.sh -- `synth family NAME DIR` for every family of issue 12, then `load`, `info`,
+# `ranks vo` and `ppl` on the result through `attnlab -e`: each family is written, its
+# config.json names its model_type, the planted ranks of layer 1 (KV head 0: V and VO rank 6) and
+# layer 2 (VO rank 4) show in `ranks vo`, the same seed gives the same bytes, an unknown family
+# lists the known ones. A family attnlab refuses to load or run (not covered yet) is reported
+# PENDING, not failed, unless ATTNLAB_FAMILIES_STRICT=1 (test_families.c has the same switch);
+# a ppl it does compute must be finite and plausible for vocab 256.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-families
+cd "$T" || exit 1
+STRICT=${ATTNLAB_FAMILIES_STRICT:-0}
+pending=0
+
+# pending WHAT: a refusal (stderr in err.txt) -- a failure in strict mode
+pending() {
+    if [ "$STRICT" = 1 ]; then fail "$1 refused: $(head -3 err.txt)"
+    else pending=$((pending + 1)); echo "PENDING: $1: $(head -1 err.txt)"; fi
+}
+
+# 40 token ids for ppl (any ids below 256)
+for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+
+for fam in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 deepseek_v3; do
+    d=$T/$fam
+    run -e "synth family $fam $d"
+    [ "$(rc)" = 0 ] || { fail "synth family $fam: rc $(rc): $(cat err.txt)"; continue; }
+    has "$(cat out.txt)" "wrote family $fam (F32, seed 42)" || fail "$fam: synth's report [$(cat out.txt)]"
+    grep -Eq "\"model_type\":[[:space:]]*\"$fam\"" "$d/config.json" || fail "$fam: config.json lacks model_type $fam"
+    run -e "load $d; info"
+    if [ "$(rc)" != 0 ]; then pending "$fam load"; continue; fi
+    has "$(cat out.txt)" "model_type  *$fam" || fail "$fam: info [$(cat out.txt)]"
+    run -e "load $d; ranks vo"
+    if [ "$(rc)" != 0 ]; then pending "$fam ranks vo"
+    else
+        # layer 1 head 0 (KV head 0, bottleneck): V 6, O 32, VO 6; layer 2 head 0: VO 4
+        grep -Eq "^ +1 +0 +6 +32 +6$" out.txt || fail "$fam: layer 1 head 0 not V 6 / O 32 / VO 6: [$(cat out.txt)]"
+        grep -Eq "^ +2 +0 +31 +31 +4$" out.txt || fail "$fam: layer 2 head 0 not V 31 / O 31 / VO 4: [$(cat out.txt)]"
+    fi
+    run -e "load $d; ppl ids ids.txt seqlen 40"
+    if [ "$(rc)" != 0 ]; then pending "$fam ppl"
+    else
+        awk '$1 == 39 { ok = ($2 > 1 && $2 < 20 && $3 > 1) } END { exit !ok }' out.txt ||
+            fail "$fam: ppl [$(cat out.txt)]"
+    fi
+done
+
+# the same seed gives the same bytes; another seed other bytes
+run -e "synth family gemma2 $T/s1 seed 5; synth family gemma2 $T/s2 seed 5; synth family gemma2 $T/s3 seed 6"
+ok "three gemma2 written" test "$(rc)" = 0
+ok "same seed, same bytes" cmp -s "$T/s1/model.safetensors" "$T/s2/model.safetensors"
+differ() { ! cmp -s "$1" "$2"; }
+ok "other seed, other bytes" differ "$T/s1/model.safetensors" "$T/s3/model.safetensors"
+run -e "synth family olmo2 $T/b16 dtype bf16"
+ok "bf16 written" test "$(rc)" = 0
+ok "bf16 torch_dtype" grep -Eq '"torch_dtype":[[:space:]]*"bfloat16"' "$T/b16/config.json"
+
+# errors: an unknown family lists the known ones; fp8 is not offered
+run -e "synth family llama9 $T/x"
+ok "unknown family exits 1" test "$(rc)" = 1
+ok "unknown family lists qwen3_moe" grep -q "qwen3_moe" err.txt
+ok "nothing written for it" test ! -e "$T/x"
+run -e "synth family qwen3 $T/y dtype fp8"
+ok "fp8 refused" test "$(rc)" = 1
+
+# help names the families
+run -e "help synth family"
+ok "help synth family lists gemma3_text" grep -q "gemma3_text" out.txt
+
+echo "$pending family checks pending (refused by attnlab; ATTNLAB_FAMILIES_STRICT=$STRICT)"
+cli_done

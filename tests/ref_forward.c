@@ -1,0 +1,693 @@
+/* ref_forward.c -- the float64 reference forward pass of the tests (see ref_forward.h), written
+ * from the Hugging Face modeling files. Per family, what it computes (HF names):
+ *   llama, mistral, qwen2   RMSNorm (w x), q/k/v/o_proj (+ q/k/v biases for qwen2, attention_bias),
+ *                           RoPE rotate_half on the whole head, GQA, SwiGLU, sliding window (mistral;
+ *                           qwen2 from max_window_layers with use_sliding_window)
+ *   qwen3, qwen3_moe        + q_norm / k_norm RMSNorm per head before RoPE; MoE: softmax router,
+ *                           top-k, renormalised when norm_topk_prob
+ *   gemma2                  RMSNorm x (1 + w), embeddings x sqrt(hidden) (rounded to the dtype),
+ *                           sandwich norms, GeGLU (tanh), scale query_pre_attn_scalar^-1/2,
+ *                           tanh soft-caps of scores and of the final logits, sliding window on
+ *                           even layers, tied embeddings
+ *   gemma3_text             + q_norm / k_norm (1 + w) per head, no soft-caps by default, 5 local :
+ *                           1 global (sliding_window_pattern), local RoPE base rope_local_base_freq
+ *                           and no rope_scaling on local layers
+ *   mixtral                 Mistral attention, softmax router, top-k renormalised, w1 / w3 / w2
+ *   phi3                    fused qkv_proj rows [Q; K; V], gate_up_proj rows [gate; up], partial
+ *                           rotary (the first partial_rotary_factor x head_dim dims of each head)
+ *   gpt_neox                query_key_value rows head by head [q; k; v] with bias, rotary_pct,
+ *                           LayerNorm with bias, exact GELU MLP with biases, parallel residual
+ *                           x + attn(ln1(x)) + mlp(ln2(x)), untied embed_out
+ *   olmo2                   q_norm / k_norm over the whole projection, norms after attention and
+ *                           MLP only (x + norm(attn(x)), x + norm(mlp(x)))
+ *   deepseek_v3             MLA: q_a_proj -> q_a_layernorm -> q_b_proj (or q_proj), kv_a_proj_with_mqa
+ *                           -> kv_a_layernorm -> kv_b_proj [k_nope; v] per head, one shared RoPE key,
+ *                           rope_interleave (pairs (2i, 2i+1)), scale (nope + rope)^-1/2; MoE from
+ *                           first_k_dense_replace: sigmoid scores, e_score_correction_bias for the
+ *                           choice only, top-2 sum per group, topk_group groups, top-k, weights
+ *                           renormalised (+1e-20) times routed_scaling_factor, shared experts
+ * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
+ * masking_utils sliding_window_overlay). */
+#define _GNU_SOURCE
+#include "ref_forward.h"
+
+#include "al.h"
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
+               R_OLMO2, R_DSV3 } rfam;
+typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
+
+#define REF_MAX_LAYERS 256
+
+struct RefModel {
+    rfam fam;
+    st_file *st;
+    const char *prefix;            /* "model." / "gpt_neox." */
+    int D, H, KV, hd, L, V, F;
+    double eps;
+    double theta, local_theta, rope_factor;   /* rope_factor: linear scaling (1: none) */
+    int rot;                       /* rotary dims per head (the first rot dims) */
+    bool tied, qkv_bias, o_bias, parallel;
+    int window;                    /* 0: none */
+    bool sliding[REF_MAX_LAYERS];
+    double scale, attn_cap, final_cap, embed_scale;
+    ract act;
+    /* mixture of experts */
+    int E, topk, eF, first_dense, layer_freq, sparse_step, n_group, topk_group, n_shared, n_only, only[64];
+    bool norm_topk, sigmoid;
+    double routed_scale;
+    /* MLA */
+    int qlora, kvlora, nope, rope, vdim;
+    bool interleave;
+};
+
+/* ================================================================ config.json */
+
+/* Number at key: dflt when absent, if_null when null. */
+static double jnum(const cJSON *r, const char *k, double dflt, double if_null) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r, k);
+    if (!j) return dflt;
+    if (cJSON_IsNull(j)) return if_null;
+    if (cJSON_IsBool(j)) return cJSON_IsTrue(j);
+    return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+}
+static bool jbool(const cJSON *r, const char *k, bool dflt) { return jnum(r, k, dflt, dflt) != 0; }
+static const char *jstr(const cJSON *r, const char *k) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(r, k);
+    return cJSON_IsString(j) ? j->valuestring : NULL;
+}
+
+static int parse_family(const char *mt, rfam *f) {
+    static const struct { const char *n; rfam f; } t[] = {
+        {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
+        {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
+        {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"deepseek_v3", R_DSV3}};
+    for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
+        if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
+    return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
+}
+
+static bool gemma(const RefModel *m) { return m->fam == R_GEMMA2 || m->fam == R_GEMMA3; }
+
+/* Sliding layers: layer_types, else the family's pattern (HF configuration classes). */
+static void parse_windows(RefModel *m, const cJSON *r) {
+    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL ? 4096 : gemma(m) ? 4096 : 0, 0);
+    if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE) && !jbool(r, "use_sliding_window", false))
+        w = 0;
+    m->window = (int)w;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r, "layer_types");
+    int pattern = (int)jnum(r, "sliding_window_pattern", 6, 6), mwl = (int)jnum(r, "max_window_layers", 0, 0);
+    for (int L = 0; L < m->L && L < REF_MAX_LAYERS; L++) {
+        const cJSON *e = cJSON_IsArray(lt) ? cJSON_GetArrayItem(lt, L) : NULL;
+        bool s;
+        if (e) s = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+        else if (m->fam == R_GEMMA2) s = L % 2 == 0;
+        else if (m->fam == R_GEMMA3) s = (L + 1) % pattern != 0;
+        else if (m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE) s = L >= mwl;
+        else s = true;
+        m->sliding[L] = s && m->window > 0;
+    }
+}
+
+static int parse_rope(RefModel *m, const cJSON *r) {
+    m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", 10000, 10000);
+    m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
+    double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", 1, 1);
+    m->rot = (int)(m->hd * pf);
+    m->rope_factor = 1;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r, "rope_scaling");
+    if (cJSON_IsObject(rs)) {
+        const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
+        if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
+        else if (t && strcmp(t, "default")) return al_err("ref: rope_scaling '%s' is not covered", t);
+    }
+    return AL_OK;
+}
+
+static void parse_moe(RefModel *m, const cJSON *r) {
+    m->E = (int)(m->fam == R_MIXTRAL ? jnum(r, "num_local_experts", 8, 0)
+                 : m->fam == R_QWEN3_MOE ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
+    if (m->fam != R_MIXTRAL && m->fam != R_QWEN3_MOE && m->fam != R_DSV3) m->E = 0;
+    m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
+    m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
+    if (m->fam == R_MIXTRAL) m->eF = m->F;
+    m->norm_topk = m->fam == R_MIXTRAL || jbool(r, "norm_topk_prob", m->fam == R_DSV3);
+    m->first_dense = (int)jnum(r, "first_k_dense_replace", 0, 0);
+    m->layer_freq = (int)jnum(r, "moe_layer_freq", 1, 1);
+    m->sparse_step = (int)jnum(r, "decoder_sparse_step", 1, 1);
+    m->n_group = (int)jnum(r, "n_group", 1, 1);
+    m->topk_group = (int)jnum(r, "topk_group", 1, 1);
+    m->n_shared = (int)jnum(r, "n_shared_experts", 0, 0);
+    m->routed_scale = jnum(r, "routed_scaling_factor", 1, 1);
+    m->sigmoid = m->fam == R_DSV3;
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(r, "mlp_only_layers"), *e;
+    if (cJSON_IsArray(mo))
+        cJSON_ArrayForEach(e, mo) if (m->n_only < 64 && cJSON_IsNumber(e)) m->only[m->n_only++] = e->valueint;
+}
+
+static int parse_config(RefModel *m, const cJSON *r) {
+    if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
+    m->prefix = m->fam == R_NEOX ? "gpt_neox." : "model.";
+    m->D = (int)jnum(r, "hidden_size", 0, 0);
+    m->H = (int)jnum(r, "num_attention_heads", 0, 0);
+    m->KV = m->fam == R_NEOX ? m->H : (int)jnum(r, "num_key_value_heads", m->H, m->H);
+    m->L = (int)jnum(r, "num_hidden_layers", 0, 0);
+    m->V = (int)jnum(r, "vocab_size", 0, 0);
+    m->F = (int)jnum(r, "intermediate_size", 0, 0);
+    if (m->D <= 0 || m->H <= 0 || m->KV <= 0 || m->L <= 0 || m->L > REF_MAX_LAYERS || m->V <= 0)
+        return al_err("ref: config.json lacks hidden_size / heads / layers / vocab");
+    m->hd = m->fam == R_PHI3 || m->fam == R_NEOX || m->fam == R_OLMO2 ? m->D / m->H
+                                                                        : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
+    m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
+                              : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || m->fam == R_OLMO2
+                                                            ? 1e-5 : 1e-6, 1e-6);
+    m->tied = jbool(r, "tie_word_embeddings", gemma(m));
+    bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
+    m->qkv_bias = m->fam == R_QWEN2 || ab;
+    m->o_bias = m->fam != R_QWEN2 && ab;
+    m->parallel = m->fam == R_NEOX && jbool(r, "use_parallel_residual", true);
+    const char *act = jstr(r, gemma(m) ? "hidden_activation" : "hidden_act");
+    if (!act) act = gemma(m) ? "gelu_pytorch_tanh" : m->fam == R_NEOX ? "gelu" : "silu";
+    if (!strcmp(act, "silu")) m->act = A_SILU;
+    else if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new")) m->act = A_GELU_TANH;
+    else if (!strcmp(act, "gelu")) m->act = A_GELU;
+    else return al_err("ref: activation '%s' is not covered", act);
+    if (m->fam == R_DSV3) {
+        m->qlora = (int)jnum(r, "q_lora_rank", 0, 0);
+        m->kvlora = (int)jnum(r, "kv_lora_rank", 0, 0);
+        m->nope = (int)jnum(r, "qk_nope_head_dim", 0, 0);
+        m->rope = (int)jnum(r, "qk_rope_head_dim", 0, 0);
+        m->vdim = (int)jnum(r, "v_head_dim", 0, 0);
+        m->interleave = jbool(r, "rope_interleave", true);
+        m->hd = m->nope + m->rope;
+    }
+    if (parse_rope(m, r)) return AL_ERR;
+    if (m->fam == R_DSV3) m->rot = m->rope;
+    double qpas = gemma(m) ? jnum(r, "query_pre_attn_scalar", 256, 256) : m->hd;
+    m->scale = 1.0 / sqrt(qpas);
+    m->attn_cap = m->fam == R_GEMMA2 ? jnum(r, "attn_logit_softcapping", 50, 0) : jnum(r, "attn_logit_softcapping", 0, 0);
+    m->final_cap = m->fam == R_GEMMA2 ? jnum(r, "final_logit_softcapping", 30, 0) : jnum(r, "final_logit_softcapping", 0, 0);
+    /* Gemma: normalizer = tensor(hidden ** 0.5, dtype = the activations' dtype) */
+    m->embed_scale = 1;
+    if (gemma(m)) {
+        float s = (float)sqrt((double)m->D), b;
+        const char *td = jstr(r, "torch_dtype");
+        if (td && !strcmp(td, "bfloat16")) { uint16_t u; dt_from_f32(DT_BF16, &s, 1, &u); dt_to_f32(DT_BF16, &u, 1, &b); s = b; }
+        m->embed_scale = s;
+    }
+    parse_windows(m, r);
+    parse_moe(m, r);
+    return AL_OK;
+}
+
+int ref_open(const char *dir, RefModel **out) {
+    *out = NULL;
+    char *cp = al_asprintf("%s/config.json", dir), *sp = al_asprintf("%s/model.safetensors", dir);
+    size_t n = 0;
+    char *text = cp ? al_read_file(cp, &n) : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    RefModel *m = calloc(1, sizeof *m);
+    int rc = root && m ? parse_config(m, root) : al_err("ref: cannot read %s", cp ? cp : dir);
+    if (rc == AL_OK) rc = st_open(sp, &m->st);
+    cJSON_Delete(root);
+    free(text);
+    free(cp);
+    free(sp);
+    if (rc != AL_OK) { ref_free(m); return rc; }
+    *out = m;
+    return AL_OK;
+}
+
+void ref_free(RefModel *m) {
+    if (!m) return;
+    if (m->st) st_close(m->st);
+    free(m);
+}
+
+size_t ref_vocab(const RefModel *m) { return (size_t)m->V; }
+
+static bool moe_layer(const RefModel *m, int L);
+static void layer_rope(const RefModel *m, int L, double *theta, double *factor);
+
+void ref_describe(const RefModel *m, int L, RefLayerInfo *o) {
+    *o = (RefLayerInfo){0};
+    if (L < 0 || L >= m->L) return;
+    o->window = m->sliding[L] ? m->window : 0;
+    layer_rope(m, L, &o->theta, &o->rope_factor);
+    o->scale = m->scale;
+    o->rot = m->rot;
+    o->moe = moe_layer(m, L);
+    o->eps = m->eps;
+    o->embed_scale = m->embed_scale;
+    o->attn_cap = m->attn_cap;
+    o->final_cap = m->final_cap;
+    o->tied = m->tied;
+}
+
+/* ================================================================ tensors and small kernels */
+
+/* The tensor name (layer L's "<prefix>layers.L.<what>", or what itself when L < 0) as doubles,
+ * checked to hold rows x cols values (cols 0: a vector of rows). Caller frees. */
+static double *tget(const RefModel *m, int L, const char *what, size_t rows, size_t cols) {
+    char name[256];
+    if (L >= 0) snprintf(name, sizeof name, "%slayers.%d.%s", m->prefix, L, what);
+    else snprintf(name, sizeof name, "%s", what);
+    const st_entry *e = st_find(m->st, name);
+    size_t want = rows * (cols ? cols : 1);
+    if (!e) { al_err("ref: tensor %s missing", name); return NULL; }
+    if (st_numel(e) != want || (cols && (e->ndim != 2 || e->shape[0] != rows))) {
+        al_err("ref: tensor %s has %zu values, want %zu x %zu", name, st_numel(e), rows, cols);
+        return NULL;
+    }
+    float *f = malloc(want * sizeof *f);
+    double *d = malloc(want * sizeof *d);
+    if (!f || !d || dt_to_f32(e->dtype, st_data(m->st, e), want, f)) { free(f); free(d); al_err("ref: reading %s", name); return NULL; }
+    for (size_t i = 0; i < want; i++) d[i] = f[i];
+    free(f);
+    return d;
+}
+
+/* y (T x out) = x (T x in, row stride ldx) W^T (+ b); W (out x in). */
+static void lin(const double *x, size_t ldx, size_t T, size_t in, const double *W, const double *b, size_t out,
+                double *y) {
+    for (size_t t = 0; t < T; t++)
+        for (size_t o = 0; o < out; o++) {
+            double s = b ? b[o] : 0;
+            for (size_t i = 0; i < in; i++) s += x[t * ldx + i] * W[o * in + i];
+            y[t * out + o] = s;
+        }
+}
+
+/* Loads W (out x in) and, when bias, b (out) of "<what>.weight" / ".bias", and applies them. */
+static int lin_named(const RefModel *m, int L, const char *what, bool bias, const double *x, size_t ldx, size_t T,
+                     size_t in, size_t out, double *y) {
+    char n[160];
+    snprintf(n, sizeof n, "%s.weight", what);
+    double *W = tget(m, L, n, out, in), *b = NULL;
+    snprintf(n, sizeof n, "%s.bias", what);
+    if (W && bias) b = tget(m, L, n, out, 0);
+    int rc = W && (!bias || b) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) lin(x, ldx, T, in, W, b, out, y);
+    free(W);
+    free(b);
+    return rc;
+}
+
+/* RMSNorm of n values in place: x / sqrt(mean x^2 + eps) * w (Gemma: * (1 + w)). */
+static void rms(double *x, size_t n, const double *w, double eps, bool one_plus) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += x[i] * x[i];
+    double r = 1.0 / sqrt(s / (double)n + eps);
+    for (size_t i = 0; i < n; i++) x[i] = x[i] * r * (one_plus ? 1.0 + w[i] : w[i]);
+}
+
+/* LayerNorm with bias (biased variance). */
+static void layernorm(double *x, size_t n, const double *w, const double *b, double eps) {
+    double mu = 0, v = 0;
+    for (size_t i = 0; i < n; i++) mu += x[i];
+    mu /= (double)n;
+    for (size_t i = 0; i < n; i++) v += (x[i] - mu) * (x[i] - mu);
+    double r = 1.0 / sqrt(v / (double)n + eps);
+    for (size_t i = 0; i < n; i++) x[i] = (x[i] - mu) * r * w[i] + b[i];
+}
+
+/* The model's norm named what (layer L or a full name) over T rows of n values, stride ld. */
+static int norm_rows(const RefModel *m, int L, const char *what, double *x, size_t T, size_t n, size_t ld) {
+    char wn[160], bn[160];
+    snprintf(wn, sizeof wn, "%s.weight", what);
+    snprintf(bn, sizeof bn, "%s.bias", what);
+    double *w = tget(m, L, wn, n, 0), *b = m->fam == R_NEOX && w ? tget(m, L, bn, n, 0) : NULL;
+    if (!w || (m->fam == R_NEOX && !b)) { free(w); return AL_ERR; }
+    for (size_t t = 0; t < T; t++) {
+        if (m->fam == R_NEOX) layernorm(x + t * ld, n, w, b, m->eps);
+        else rms(x + t * ld, n, w, m->eps, gemma(m));
+    }
+    free(w);
+    free(b);
+    return AL_OK;
+}
+
+static double act(const RefModel *m, double x) {
+    switch (m->act) {
+    case A_SILU: return x / (1.0 + exp(-x));
+    case A_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    default: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    }
+}
+
+/* RoPE at position p on the first rot dims of x: rotate_half (dim i pairs with i + rot/2), after
+ * de-interleaving (dims 2i, 2i+1 -> i, i + rot/2) when interleave (DeepSeek's rope_interleave). */
+static void rope(double *x, int rot, double p, double theta, double factor, bool interleave) {
+    int half = rot / 2;
+    double tmp[512];
+    if (interleave) {
+        for (int i = 0; i < half; i++) { tmp[i] = x[2 * i]; tmp[i + half] = x[2 * i + 1]; }
+        memcpy(x, tmp, (size_t)rot * sizeof *x);
+    }
+    for (int i = 0; i < half; i++) {
+        double f = 1.0 / pow(theta, 2.0 * i / rot) / factor, c = cos(p * f), s = sin(p * f);
+        double a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
+/* Softmax attention of one query row over keys 0..i (window: i - j < window) with scale and soft-cap:
+ * out (dv) = sum_j p_j v_j. q (dq), k rows at k + j*ldk, v rows at v + j*ldv. */
+static void attend(const RefModel *m, int L, size_t i, const double *q, const double *k, size_t ldk, const double *v,
+                   size_t ldv, size_t dq, size_t dv, double *p, double *out) {
+    size_t w = m->sliding[L] ? (size_t)m->window : 0, j0 = w && i + 1 > w ? i + 1 - w : 0;
+    double mx = -INFINITY, sum = 0;
+    for (size_t j = j0; j <= i; j++) {
+        double s = 0;
+        for (size_t d = 0; d < dq; d++) s += q[d] * k[j * ldk + d];
+        s *= m->scale;
+        if (m->attn_cap > 0) s = m->attn_cap * tanh(s / m->attn_cap);
+        p[j] = s;
+        if (s > mx) mx = s;
+    }
+    for (size_t j = j0; j <= i; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+    for (size_t d = 0; d < dv; d++) out[d] = 0;
+    for (size_t j = j0; j <= i; j++)
+        for (size_t d = 0; d < dv; d++) out[d] += p[j] / sum * v[j * ldv + d];
+}
+
+/* ================================================================ attention */
+
+/* RoPE base and linear factor of layer L (Gemma 3: local layers use rope_local_base_freq, unscaled). */
+static void layer_rope(const RefModel *m, int L, double *theta, double *factor) {
+    bool local = m->fam == R_GEMMA3 && m->sliding[L];
+    *theta = local ? m->local_theta : m->theta;
+    *factor = local ? 1.0 : m->rope_factor;
+}
+
+/* Q (T x H hd), K, V (T x KV hd) of layer L from the family's layout. */
+static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double *Q, double *K, double *V) {
+    const size_t D = (size_t)m->D, qd = (size_t)(m->H * m->hd), kd = (size_t)(m->KV * m->hd), hd = (size_t)m->hd;
+    if (m->fam == R_PHI3 || m->fam == R_NEOX) {
+        size_t n = qd + 2 * kd;
+        double *y = malloc(T * n * sizeof *y);
+        int rc = y ? lin_named(m, L, m->fam == R_PHI3 ? "self_attn.qkv_proj" : "attention.query_key_value",
+                               m->fam == R_NEOX, h, D, T, D, n, y) : AL_ERR;
+        for (size_t t = 0; rc == AL_OK && t < T; t++) {
+            if (m->fam == R_PHI3) {                       /* [Q heads ; K heads ; V heads] */
+                memcpy(Q + t * qd, y + t * n, qd * sizeof *y);
+                memcpy(K + t * kd, y + t * n + qd, kd * sizeof *y);
+                memcpy(V + t * kd, y + t * n + qd + kd, kd * sizeof *y);
+            } else                                        /* head by head [q_h ; k_h ; v_h] */
+                for (size_t hh = 0; hh < (size_t)m->H; hh++) {
+                    memcpy(Q + t * qd + hh * hd, y + t * n + 3 * hh * hd, hd * sizeof *y);
+                    memcpy(K + t * kd + hh * hd, y + t * n + 3 * hh * hd + hd, hd * sizeof *y);
+                    memcpy(V + t * kd + hh * hd, y + t * n + 3 * hh * hd + 2 * hd, hd * sizeof *y);
+                }
+        }
+        free(y);
+        return rc;
+    }
+    int rc = lin_named(m, L, "self_attn.q_proj", m->qkv_bias, h, D, T, D, qd, Q);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.k_proj", m->qkv_bias, h, D, T, D, kd, K);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.v_proj", m->qkv_bias, h, D, T, D, kd, V);
+    if (rc != AL_OK) return rc;
+    if (m->fam == R_OLMO2) {                              /* over the whole projection */
+        rc = norm_rows(m, L, "self_attn.q_norm", Q, T, qd, qd);
+        if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T, kd, kd);
+    } else if (m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3) {   /* per head */
+        rc = norm_rows(m, L, "self_attn.q_norm", Q, T * (size_t)m->H, hd, hd);
+        if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T * (size_t)m->KV, hd, hd);
+    }
+    return rc;
+}
+
+/* GQA attention of layer L: out (T x D). */
+static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double *out) {
+    const size_t D = (size_t)m->D, H = (size_t)m->H, KV = (size_t)m->KV, hd = (size_t)m->hd;
+    const size_t qd = H * hd, kd = KV * hd;
+    double *Q = malloc(T * qd * sizeof *Q), *K = malloc(T * kd * sizeof *K), *V = malloc(T * kd * sizeof *V);
+    double *A = malloc(T * qd * sizeof *A), *p = malloc(T * sizeof *p);
+    int rc = Q && K && V && A && p ? qkv_proj(m, L, h, T, Q, K, V) : AL_ERR;
+    double theta, factor;
+    layer_rope(m, L, &theta, &factor);
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        for (size_t i = 0; i < H; i++) rope(Q + t * qd + i * hd, m->rot, (double)t, theta, factor, false);
+        for (size_t g = 0; g < KV; g++) rope(K + t * kd + g * hd, m->rot, (double)t, theta, factor, false);
+    }
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t i = 0; i < H; i++) {
+            size_t g = i / (H / KV);
+            attend(m, L, t, Q + t * qd + i * hd, K + g * hd, kd, V + g * hd, kd, hd, hd, p, A + t * qd + i * hd);
+        }
+    const char *o = m->fam == R_NEOX ? "attention.dense" : "self_attn.o_proj";
+    if (rc == AL_OK) rc = lin_named(m, L, o, m->o_bias, A, qd, T, qd, D, out);
+    free(Q); free(K); free(V); free(A); free(p);
+    return rc;
+}
+
+/* DeepSeek MLA attention of layer L: out (T x D). */
+static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double *out) {
+    const size_t D = (size_t)m->D, H = (size_t)m->H, np = (size_t)m->nope, rp = (size_t)m->rope, dv = (size_t)m->vdim;
+    const size_t KL = (size_t)m->kvlora, QL = (size_t)m->qlora, dq = np + rp;
+    double *qa = QL ? malloc(T * QL * sizeof *qa) : NULL, *q = malloc(T * H * dq * sizeof *q);
+    double *ckv = malloc(T * (KL + rp) * sizeof *ckv), *kvb = malloc(T * H * (np + dv) * sizeof *kvb);
+    double *kf = malloc(T * H * dq * sizeof *kf), *A = malloc(T * H * dv * sizeof *A), *p = malloc(T * sizeof *p);
+    int rc = q && ckv && kvb && kf && A && p && (!QL || qa) ? AL_OK : AL_ERR;
+    if (rc == AL_OK && QL) {
+        rc = lin_named(m, L, "self_attn.q_a_proj", false, h, D, T, D, QL, qa);
+        if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.q_a_layernorm", qa, T, QL, QL);
+        if (rc == AL_OK) rc = lin_named(m, L, "self_attn.q_b_proj", false, qa, QL, T, QL, H * dq, q);
+    } else if (rc == AL_OK)
+        rc = lin_named(m, L, "self_attn.q_proj", false, h, D, T, D, H * dq, q);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.kv_a_proj_with_mqa", false, h, D, T, D, KL + rp, ckv);
+    if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.kv_a_layernorm", ckv, T, KL, KL + rp);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.kv_b_proj", false, ckv, KL + rp, T, KL, H * (np + dv), kvb);
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        double *kpe = ckv + t * (KL + rp) + KL;          /* one RoPE key shared by the heads */
+        rope(kpe, (int)rp, (double)t, m->theta, m->rope_factor, m->interleave);
+        for (size_t i = 0; i < H; i++) {
+            rope(q + (t * H + i) * dq + np, (int)rp, (double)t, m->theta, m->rope_factor, m->interleave);
+            memcpy(kf + (t * H + i) * dq, kvb + (t * H + i) * (np + dv), np * sizeof *kf);
+            memcpy(kf + (t * H + i) * dq + np, kpe, rp * sizeof *kf);
+        }
+    }
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t i = 0; i < H; i++)
+            attend(m, L, t, q + (t * H + i) * dq, kf + i * dq, H * dq, kvb + i * (np + dv) + np, H * (np + dv), dq, dv,
+                   p, A + (t * H + i) * dv);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, H * dv, T, H * dv, D, out);
+    free(qa); free(q); free(ckv); free(kvb); free(kf); free(A); free(p);
+    return rc;
+}
+
+/* ================================================================ MLP and experts */
+
+/* Gated MLP "<pre>{gate,up,down}" (names g, u, d) of width F on the rows listed in rows[0..n)
+ * (all T rows when rows is NULL), y[row] += w[k] * mlp(x[row]) (w NULL: weight 1). */
+static int gated(const RefModel *m, int L, const char *pre, const char *const nm[3], size_t F, const double *x,
+                 size_t T, const size_t *rows, const double *w, size_t n, double *y) {
+    const size_t D = (size_t)m->D;
+    char a[160], b[160], c[160];
+    snprintf(a, sizeof a, "%s%s.weight", pre, nm[0]);
+    snprintf(b, sizeof b, "%s%s.weight", pre, nm[1]);
+    snprintf(c, sizeof c, "%s%s.weight", pre, nm[2]);
+    double *G = tget(m, L, a, F, D), *U = G ? tget(m, L, b, F, D) : NULL, *Dn = U ? tget(m, L, c, D, F) : NULL;
+    double *hbuf = malloc(F * sizeof *hbuf);
+    int rc = G && U && Dn && hbuf ? AL_OK : AL_ERR;
+    size_t cnt = rows ? n : T;
+    for (size_t k = 0; rc == AL_OK && k < cnt; k++) {
+        size_t t = rows ? rows[k] : k;
+        double g, u;
+        for (size_t f = 0; f < F; f++) {
+            lin(x + t * D, D, 1, D, G + f * D, NULL, 1, &g);
+            lin(x + t * D, D, 1, D, U + f * D, NULL, 1, &u);
+            hbuf[f] = act(m, g) * u;
+        }
+        for (size_t o = 0; o < D; o++) {
+            double s = 0;
+            for (size_t f = 0; f < F; f++) s += Dn[o * F + f] * hbuf[f];
+            y[t * D + o] += (w ? w[k] : 1.0) * s;
+        }
+    }
+    free(G); free(U); free(Dn); free(hbuf);
+    return rc;
+}
+
+static const char *const NM_PROJ[3] = {"gate_proj", "up_proj", "down_proj"};
+static const char *const NM_MIXTRAL[3] = {"w1", "w3", "w2"};
+
+static bool moe_layer(const RefModel *m, int L) {
+    if (m->E <= 0) return false;
+    if (m->fam == R_DSV3) return L >= m->first_dense && L % m->layer_freq == 0;
+    if (m->fam == R_QWEN3_MOE) {
+        for (int i = 0; i < m->n_only; i++)
+            if (m->only[i] == L) return false;
+        return (L + 1) % m->sparse_step == 0;
+    }
+    return true;
+}
+
+/* Indices of the k largest of s[0..n) (first index wins ties) into idx. */
+static void topk(const double *s, int n, int k, int *idx) {
+    bool used[512] = {0};
+    for (int j = 0; j < k; j++) {
+        int b = -1;
+        for (int e = 0; e < n; e++)
+            if (!used[e] && (b < 0 || s[e] > s[b])) b = e;
+        idx[j] = b;
+        used[b] = true;
+    }
+}
+
+/* Router of one token: the chosen experts idx[0..top_k) and their weights w. */
+static void route(const RefModel *m, const double *logit, const double *bias, int *idx, double *w) {
+    const int E = m->E, k = m->topk;
+    double s[512], c[512], sum = 0;
+    if (!m->sigmoid) {                                    /* softmax over all experts, top-k */
+        double mx = -INFINITY, z = 0;
+        for (int e = 0; e < E; e++) mx = fmax(mx, logit[e]);
+        for (int e = 0; e < E; e++) { s[e] = exp(logit[e] - mx); z += s[e]; }
+        for (int e = 0; e < E; e++) s[e] /= z;
+        topk(s, E, k, idx);
+    } else {                                              /* DeepSeek-V3 noaux_tc */
+        for (int e = 0; e < E; e++) { s[e] = 1.0 / (1.0 + exp(-logit[e])); c[e] = s[e] + (bias ? bias[e] : 0); }
+        int G = m->n_group > 1 ? m->n_group : 1, per = E / G, gidx[64], two[2];
+        double gs[64];
+        for (int g = 0; g < G; g++) {
+            topk(c + g * per, per, per < 2 ? per : 2, two);
+            gs[g] = c[g * per + two[0]] + (per < 2 ? 0 : c[g * per + two[1]]);
+        }
+        topk(gs, G, G > 1 ? m->topk_group : 1, gidx);
+        for (int e = 0; e < E; e++) {
+            bool keep = G == 1;
+            for (int j = 0; j < (G > 1 ? m->topk_group : 1); j++) keep |= gidx[j] == e / per;
+            if (!keep) c[e] = 0.0;                        /* masked_fill(~mask, 0.0) */
+        }
+        topk(c, E, k, idx);
+    }
+    for (int j = 0; j < k; j++) { w[j] = s[idx[j]]; sum += w[j]; }
+    for (int j = 0; j < k; j++) {
+        if (m->norm_topk) w[j] /= m->sigmoid ? sum + 1e-20 : sum;
+        if (m->sigmoid) w[j] *= m->routed_scale;
+    }
+}
+
+/* Mixture-of-experts MLP of layer L: y (T x D, zeroed by the caller) += the routed experts. */
+static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
+    const size_t D = (size_t)m->D, E = (size_t)m->E, k = (size_t)m->topk;
+    const bool mix = m->fam == R_MIXTRAL;
+    const char *base = mix ? "block_sparse_moe." : "mlp.";
+    char n[160];
+    snprintf(n, sizeof n, "%sgate", base);
+    double *logit = malloc(T * E * sizeof *logit), *bias = NULL, *w = malloc(T * k * sizeof *w);
+    int *idx = malloc(T * k * sizeof *idx);
+    size_t *rows = malloc(T * sizeof *rows);
+    double *rw = malloc(T * sizeof *rw);
+    int rc = logit && w && idx && rows && rw ? lin_named(m, L, n, false, x, D, T, D, E, logit) : AL_ERR;
+    if (rc == AL_OK && m->fam == R_DSV3) rc = (bias = tget(m, L, "mlp.gate.e_score_correction_bias", E, 0)) ? AL_OK : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++) route(m, logit + t * E, bias, idx + t * k, w + t * k);
+    for (size_t e = 0; rc == AL_OK && e < E; e++) {
+        size_t cnt = 0;
+        for (size_t t = 0; t < T; t++)
+            for (size_t j = 0; j < k; j++)
+                if ((size_t)idx[t * k + j] == e) { rows[cnt] = t; rw[cnt++] = w[t * k + j]; }
+        snprintf(n, sizeof n, "%sexperts.%zu.", base, e);
+        if (cnt) rc = gated(m, L, n, mix ? NM_MIXTRAL : NM_PROJ, (size_t)m->eF, x, T, rows, rw, cnt, y);
+    }
+    if (rc == AL_OK && m->fam == R_DSV3 && m->n_shared > 0)
+        rc = gated(m, L, "mlp.shared_experts.", NM_PROJ, (size_t)(m->eF * m->n_shared), x, T, NULL, NULL, 0, y);
+    free(logit); free(bias); free(w); free(idx); free(rows); free(rw);
+    return rc;
+}
+
+/* MLP of layer L: y (T x D) = mlp(x). */
+static int mlp(const RefModel *m, int L, const double *x, size_t T, double *y) {
+    const size_t D = (size_t)m->D, F = (size_t)m->F;
+    memset(y, 0, T * D * sizeof *y);
+    if (moe_layer(m, L)) return moe(m, L, x, T, y);
+    if (m->fam == R_PHI3 || m->fam == R_NEOX) {
+        size_t n = m->fam == R_PHI3 ? 2 * F : F;
+        double *u = malloc(T * n * sizeof *u), *hh = malloc(T * F * sizeof *hh);
+        int rc = u && hh ? lin_named(m, L, m->fam == R_PHI3 ? "mlp.gate_up_proj" : "mlp.dense_h_to_4h", m->fam == R_NEOX,
+                                     x, D, T, D, n, u) : AL_ERR;
+        for (size_t t = 0; rc == AL_OK && t < T; t++)
+            for (size_t f = 0; f < F; f++)      /* Phi-3: rows [gate ; up] -> up * act(gate) */
+                hh[t * F + f] = m->fam == R_PHI3 ? u[t * n + F + f] * act(m, u[t * n + f]) : act(m, u[t * n + f]);
+        if (rc == AL_OK)
+            rc = lin_named(m, L, m->fam == R_PHI3 ? "mlp.down_proj" : "mlp.dense_4h_to_h", m->fam == R_NEOX, hh, F, T, F,
+                           D, y);
+        free(u);
+        free(hh);
+        return rc;
+    }
+    return gated(m, L, "mlp.", NM_PROJ, F, x, T, NULL, NULL, 0, y);
+}
+
+/* ================================================================ the pass */
+
+/* Decoder layer L on the residual stream x (T x D), in place. */
+static int layer(const RefModel *m, int L, double *x, size_t T) {
+    const size_t D = (size_t)m->D, n = T * D;
+    double *h = malloc(n * sizeof *h), *a = malloc(n * sizeof *a), *f = malloc(n * sizeof *f);
+    int rc = h && a && f ? AL_OK : AL_ERR;
+    if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
+    if (rc == AL_OK && m->fam != R_OLMO2) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
+    if (rc == AL_OK) rc = m->fam == R_DSV3 ? attn_mla(m, L, h, T, a) : attn_gqa(m, L, h, T, a);
+    if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
+        memcpy(h, x, n * sizeof *h);
+        rc = norm_rows(m, L, "post_attention_layernorm", h, T, D, D);
+        if (rc == AL_OK) rc = mlp(m, L, h, T, f);
+        for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i] + f[i];
+    } else if (rc == AL_OK) {
+        bool sandwich = gemma(m), post = m->fam == R_OLMO2;
+        if (sandwich || post) rc = norm_rows(m, L, "post_attention_layernorm", a, T, D, D);
+        for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i];
+        if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
+        if (rc == AL_OK && !post)
+            rc = norm_rows(m, L, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm", h, T, D, D);
+        if (rc == AL_OK) rc = mlp(m, L, h, T, f);
+        if (rc == AL_OK && (sandwich || post)) rc = norm_rows(m, L, "post_feedforward_layernorm", f, T, D, D);
+        for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += f[i];
+    }
+    free(h); free(a); free(f);
+    return rc;
+}
+
+int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
+    const size_t D = (size_t)m->D, V = (size_t)m->V;
+    const char *emb = m->fam == R_NEOX ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight";
+    double *E = tget(m, -1, emb, V, D), *x = malloc(T * D * sizeof *x), *W = NULL;
+    int rc = E && x ? AL_OK : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        if (tokens[t] < 0 || (size_t)tokens[t] >= V) { rc = al_err("ref: token %d outside the vocabulary", tokens[t]); break; }
+        for (size_t i = 0; i < D; i++) x[t * D + i] = E[(size_t)tokens[t] * D + i] * m->embed_scale;
+    }
+    for (int L = 0; rc == AL_OK && L < m->L; L++) rc = layer(m, L, x, T);
+    if (rc == AL_OK) rc = norm_rows(m, -1, m->fam == R_NEOX ? "gpt_neox.final_layer_norm" : "model.norm", x, T, D, D);
+    if (rc == AL_OK && !m->tied) rc = (W = tget(m, -1, m->fam == R_NEOX ? "embed_out.weight" : "lm_head.weight", V, D)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) lin(x, D, T, D, m->tied ? E : W, NULL, V, logits);
+    for (size_t i = 0; rc == AL_OK && m->final_cap > 0 && i < T * V; i++)
+        logits[i] = m->final_cap * tanh(logits[i] / m->final_cap);
+    free(E); free(x); free(W);
+    return rc;
+}
+
+int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll) {
+    if (T < 2) return al_err("ref: perplexity needs at least 2 tokens");
+    const size_t V = (size_t)m->V;
+    double *z = malloc(T * V * sizeof *z), s = 0;
+    int rc = z ? ref_logits(m, tokens, T, z) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t + 1 < T; t++) {
+        double mx = -INFINITY, sum = 0;
+        for (size_t v = 0; v < V; v++) mx = fmax(mx, z[t * V + v]);
+        for (size_t v = 0; v < V; v++) sum += exp(z[t * V + v] - mx);
+        s += mx + log(sum) - z[t * V + (size_t)tokens[t + 1]];
+    }
+    free(z);
+    if (rc == AL_OK) *nll = s / (double)(T - 1);
+    return rc;
+}
