@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "kqsvd.h"
 #include "safetensors.h"
+#include "tpa.h"
 
 /* ================================================================ names and the report */
 
@@ -660,6 +662,14 @@ static void emit_aggs(Lint *x) {
 /* Expected tensors for the families attnlab describes, then the tensors nothing placed. */
 static void check_layout(Lint *x) {
     if (!x->cfg_ok || !x->nt) return;
+    const ModelConfig *c = &x->cfg;                 /* a config far beyond the folder: say so, do not walk it */
+    double want = (double)c->n_layers * (16.0 + 3.0 * (c->moe.n_experts + c->moe.n_shared));
+    if (want > 4.0 * (double)x->nt + 1e4) {
+        add(x, LINT_ERROR, LT_ALL, 0, "config.json describes about %.0f tensors (num_hidden_layers %d%s) but the "
+            "folder holds %zu: check num_hidden_layers and the expert counts", want, c->n_layers,
+            c->moe.n_experts ? ", with routed experts" : "", x->nt);
+        return;
+    }
     switch (x->cfg.family) {
     case FAM_LLAMA: case FAM_MISTRAL: case FAM_QWEN2: layout_gqa(x); break;
     case FAM_DEEPSEEK: layout_deepseek(x); break;
@@ -741,7 +751,19 @@ static void lint_free(Lint *x) {
     cJSON_Delete(x->tree);
 }
 
+/* attnlab's own export layouts, which no engine reads (the findings about them follow). */
+static void check_own_layouts(Lint *x) {
+    if (has_file(x, "config.json")) return;
+    if (has_file(x, TPA_MANIFEST))
+        add(x, LINT_ERROR, LT_ALL, 0, "an attnlab TPA export (%s): attnlab's own layout, which no engine reads; "
+            "`check DIR` evaluates it in attnlab", TPA_MANIFEST);
+    if (has_file(x, KQ_MANIFEST))
+        add(x, LINT_ERROR, LT_ALL, 0, "KQ-SVD projections (%s), not a model: engines load the source model; the "
+            "projections are attnlab's", KQ_MANIFEST);
+}
+
 static void lint_dir(Lint *x) {
+    check_own_layouts(x);
     read_config(x);
     if (x->tree) check_family(x);
     cJSON *wm = NULL, *index = NULL;
