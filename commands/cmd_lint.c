@@ -71,13 +71,17 @@ static void targets_str(unsigned bits, char *buf, size_t cap) {
         if (bits & target_bits[i]) o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", lint_target_name(i));
 }
 
-/* The header line and the numbered findings. */
-static void narrate(Out *out, const LintReport *r) {
+/* The header line. */
+static void narrate_header(Out *out, const LintReport *r) {
     size_t ne = lint_count(r, LINT_ERROR), nw = lint_count(r, LINT_WARNING), na = lint_count(r, LINT_ADVISORY);
     out_printf(out, "lint %s: %s%s%s%s, %zu tensor%s in %zu file%s: %zu error%s, %zu warning%s, %zu advisor%s\n", r->path,
                r->model_type[0] ? r->model_type : "(no model_type)", r->arch[0] ? " (" : "", r->arch,
                r->arch[0] ? ")" : "", r->ntensors, r->ntensors == 1 ? "" : "s", r->nfiles, r->nfiles == 1 ? "" : "s",
                ne, ne == 1 ? "" : "s", nw, nw == 1 ? "" : "s", na, na == 1 ? "y" : "ies");
+}
+
+/* The numbered findings: errors, then warnings, then advisories. */
+static void narrate_findings(Out *out, const LintReport *r) {
     for (size_t k = 0; k < r->n; k++) {
         const LintFinding *f = &r->f[k];
         char tg[96];
@@ -86,6 +90,9 @@ static void narrate(Out *out, const LintReport *r) {
     }
 }
 
+/* At the prompt: the header, the compact per-target table (errors by number), the numbered
+ * findings; the full table is the value (already shown). Else the header and findings, then the
+ * value printed in the session's format or written `to FILE`. */
 static int cmd_lint(Session *s, const Args *a, Out *out) {
     (void)s;
     const char *dir = args_str(a, "dir"), *to = args_str(a, "to");
@@ -94,14 +101,15 @@ static int cmd_lint(Session *s, const Args *a, Out *out) {
     Table *full = lint_table(r, false);
     Table *compact = out_narrates(out) && !to && out->fmt == FMT_TABLE ? lint_table(r, true) : NULL;
     if (!full) { table_free(compact); lint_report_free(r); return AL_ERR; }
-    if (out_narrates(out)) narrate(out, r);
-    lint_report_free(r);
-    if (!compact) return out_table_to(out, to, full);
-    char *text = table_render(compact, FMT_TABLE, out->prec);
-    table_free(compact);
+    if (out_narrates(out)) narrate_header(out, r);
+    char *text = compact ? table_render(compact, FMT_TABLE, out->prec) : NULL;
     if (text) out_printf(out, "%s", text);
     free(text);
-    out_table(out, full);          /* the value Lua and notebooks get; already shown compactly */
+    if (out_narrates(out)) narrate_findings(out, r);
+    lint_report_free(r);
+    if (!compact) return out_table_to(out, to, full);
+    table_free(compact);
+    out_table(out, full);
     out->written = true;
     return AL_OK;
 }

@@ -367,13 +367,23 @@ static void open_indexed(Lint *x, const char *index_path, cJSON **wm_out, cJSON 
 
 /* ================================================================ shard metadata and dtypes */
 
+/* __metadata__'s "format": transformers refuses a file whose metadata lacks pt / tf / flax / mlx
+ * (recent versions accept a file with no __metadata__ at all, older ones refuse it too). */
 static void check_shard_meta(Lint *x) {
     for (size_t f = 0; f < x->nfiles; f++) {
         const char *fmt = st_meta(x->files[f], "format");
-        if (!fmt || strcmp(fmt, "pt"))
-            add(x, LINT_ERROR, LT_HF, 0, "%s: __metadata__ has %s: transformers refuses a safetensors file without "
-                "{\"format\": \"pt\"} (\"does not contain the valid metadata\"); re-save it with that metadata",
-                x->fnames[f], fmt ? "another \"format\"" : "no \"format\"");
+        char shown[32];
+        if (fmt && !strcmp(fmt, "pt")) continue;
+        if (!fmt && !st_meta_count(x->files[f]))
+            add(x, LINT_WARNING, LT_HF, 0, "%s has no __metadata__: recent transformers load it, older versions "
+                "refuse it (\"does not contain the valid metadata\"); write {\"format\": \"pt\"}", x->fnames[f]);
+        else if (fmt && (!strcmp(fmt, "tf") || !strcmp(fmt, "flax") || !strcmp(fmt, "mlx")))
+            add(x, LINT_WARNING, LT_HF, 0, "%s: __metadata__ says format '%s': transformers loads it, but PyTorch "
+                "checkpoints say \"pt\"", x->fnames[f], fmt);
+        else
+            add(x, LINT_ERROR, LT_HF, 0, "%s: __metadata__ has %s%s%s: transformers refuses it (\"does not contain the "
+                "valid metadata\"); re-save it with {\"format\": \"pt\"}", x->fnames[f], fmt ? "format '" : "no \"format\"",
+                fmt ? al_printable(fmt, shown, sizeof shown) : "", fmt ? "'" : "");
     }
 }
 
@@ -454,6 +464,24 @@ static void shape_str(const st_entry *e, char *buf, size_t cap) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+/* The block scales beside FP8 weight `name` (R, C): F32 (ceil(R/128), ceil(C/128)). */
+static void expect_scales(Lint *x, const char *name, const st_entry *w) {
+    char sc[280];
+    snprintf(sc, sizeof sc, "%s_scale_inv", name);
+    LTensor *s = find(x, sc);
+    if (!s) { agg_add(x, AGG_MISSING, sc, sc); return; }
+    s->used = true;
+    size_t r = dt_fp8_nblocks(w->shape[0]), c = dt_fp8_nblocks(w->shape[1]);
+    const st_entry *e = s->e;
+    if (e->dtype != DT_F32 || e->ndim != 2 || e->shape[0] != r || e->shape[1] != c) {
+        char have[96], msg[700];
+        shape_str(e, have, sizeof have);
+        snprintf(msg, sizeof msg, "%s is %s %s; FP8 block scales of a [%zu, %zu] weight are F32 [%zu, %zu] (one per "
+                 "128 x 128 block)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1], r, c);
+        agg_add(x, AGG_SHAPE, sc, msg);
+    }
+}
+
 /* One tensor the family's loader expects: shape [d0] (d1 = 0) or [d0, d1], `why` naming the config
  * keys that give it. FP8 weights bring their block scales along. */
 static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why, const char *fmt, ...)
@@ -479,13 +507,7 @@ static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why
         else snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu] (%s)", name, have, d0, why);
         agg_add(x, AGG_SHAPE, name, msg);
     }
-    if (e->dtype == DT_F8_E4M3 && ends_with(name, ".weight")) {
-        char sc[280];
-        snprintf(sc, sizeof sc, "%s_scale_inv", name);
-        LTensor *s = find(x, sc);
-        if (s) s->used = true;
-        else agg_add(x, AGG_MISSING, sc, sc);
-    }
+    if (e->dtype == DT_F8_E4M3 && ends_with(name, ".weight") && e->ndim == 2) expect_scales(x, name, e);
 }
 
 /* Which expected tensors may be absent (tied embeddings). */
@@ -659,6 +681,23 @@ static void emit_aggs(Lint *x) {
     }
 }
 
+/* tie_word_embeddings with an lm_head of its own: engines use the embeddings as the head. */
+static void check_tied_head(Lint *x) {
+    const char *emb = x->cfg.family == FAM_GPT2 ? (find(x, "wte.weight") ? "wte.weight" : "transformer.wte.weight")
+                                                : "model.embed_tokens.weight";
+    const LTensor *h = find(x, "lm_head.weight"), *e = find(x, emb);
+    if (!x->cfg.tie_embeddings || !h || !e) return;
+    size_t n = h->e->end - h->e->begin;
+    bool same = n == e->e->end - e->e->begin && h->e->dtype == e->e->dtype &&
+                !memcmp(st_data(x->files[h->file], h->e), st_data(x->files[e->file], e->e), n);
+    if (same)
+        add(x, LINT_ADVISORY, LT_ALL, 0, "lm_head.weight repeats %s (tie_word_embeddings): engines tie them and "
+            "skip the copy", emb);
+    else
+        add(x, LINT_ERROR, LT_ALL, LT_ALL, "tie_word_embeddings is true but lm_head.weight differs from %s: engines "
+            "use the embeddings as the output head and drop lm_head; set tie_word_embeddings false", emb);
+}
+
 /* Expected tensors for the families attnlab describes, then the tensors nothing placed. */
 static void check_layout(Lint *x) {
     if (!x->cfg_ok || !x->nt) return;
@@ -676,6 +715,7 @@ static void check_layout(Lint *x) {
     case FAM_GPT2: layout_gpt2(x); break;
     default: return;
     }
+    check_tied_head(x);
     for (size_t i = 0; i < x->nt; i++)
         if (!x->t[i].used) agg_add(x, skipped(x, x->t[i].name) ? AGG_SKIPPED : AGG_UNKNOWN, x->t[i].name, x->t[i].name);
     emit_aggs(x);
@@ -700,6 +740,12 @@ static void check_mla(Lint *x) {
         add(x, LINT_ERROR, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "attention_bias: true: vLLM's and SGLang's "
             "DeepSeek attention has no biases and skips the bias tensors (transformers adds them to q_a_proj, "
             "kv_a_proj_with_mqa and o_proj); fold the biases away or expect a different model there");
+    rope_scaling_kind rs = c->rope_spec.scaling.kind;
+    if (rs != RS_NONE && rs != RS_YARN)
+        add(x, LINT_ERROR, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "rope_scaling '%s': vLLM's and SGLang's DeepSeek "
+            "attention run every rope_scaling type but the default as DeepSeek's YaRN (transformers computes '%s'); "
+            "only YaRN or no scaling means the same model there", rope_scaling_name(&c->rope_spec.scaling),
+            rope_scaling_name(&c->rope_spec.scaling));
     if (c->kv_lora_rank == 512 && c->qk_rope_dim == 64)
         add(x, LINT_ADVISORY, LT_VLLM | LT_SGLANG, 0, "MLA shapes kv_lora_rank 512 + qk_rope_head_dim 64 qualify for "
             "FlashMLA (vLLM's and SGLang's fastest MLA decode kernel on Hopper)");

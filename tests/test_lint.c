@@ -3,9 +3,11 @@
  * severity, targets and verdicts: no tokenizer, a wrong total_size, a missing shard, a tensor
  * missing from weight_map, a config/shape mismatch, deepseek_v3 without kv_a_layernorm and with
  * qk_latent_layernorm: false, an unknown tensor, no {"format": "pt"}, FP8 without a
- * quantization_config, torch_dtype against the weights, rope_interleave / attention_bias for
- * vLLM and SGLang, FlashMLA's shapes, a broken shard, no or bad config.json, an unknown family, a
- * config describing millions of tensors, a TPA export, a .gguf file, a missing path. */
+ * quantization_config or without a block scale, torch_dtype against the weights, rope_interleave
+ * / attention_bias / a llama3 rope_scaling on DeepSeek for vLLM and SGLang, a tied head that
+ * differs, FlashMLA's shapes, a broken shard, no or bad config.json, an unknown family, a config
+ * describing millions of tensors, a TPA export, a .gguf file, a missing path; and damaged folders
+ * (random bytes in config, index and shard header) give a report, never a crash. */
 #include "check.h"
 #include "lint.h"
 #include "safetensors.h"
@@ -222,11 +224,19 @@ static void test_unindexed(void) {
 
 static void test_metadata(void) {
     char *dir = demo("meta", SYNTH_DEMO_LLAMA, DT_F32, 1, true);
-    rewrite_st(pathf("%s/model.safetensors", dir), NULL, NULL, NULL);
+    const char *st = pathf("%s/model.safetensors", dir);
+    rewrite_st(st, NULL, NULL, NULL);
     LintReport *r = lint(dir);
-    EXPECT(r, LINT_ERROR, "__metadata__ has no \"format\"");
+    EXPECT(r, LINT_WARNING, "model.safetensors has no __metadata__: recent transformers load it");
+    expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
+    lint_report_free(r);
+    rewrite_st(st, NULL, NULL, "np");
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "model.safetensors: __metadata__ has format 'np': transformers refuses it");
     expect_verdicts(r, LINT_FAILS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
     lint_report_free(r);
+    rewrite_st(st, NULL, NULL, "flax");
+    LINT_EXPECT(dir, LINT_WARNING, "__metadata__ says format 'flax'");
     free(dir);
 }
 
@@ -239,6 +249,7 @@ static void wrong_arch(cJSON *root) {
     cJSON_ReplaceItemInObject(root, "architectures", cJSON_CreateStringArray((const char *[]){"MistralForCausalLM"}, 1));
 }
 static void no_arch(cJSON *root) { cJSON_DeleteItemFromObject(root, "architectures"); }
+static void tie(cJSON *root) { cJSON_ReplaceItemInObject(root, "tie_word_embeddings", cJSON_CreateTrue()); }
 static void many_layers(cJSON *root) { cJSON_ReplaceItemInObject(root, "num_hidden_layers", cJSON_CreateNumber(2000000)); }
 static void qwen3(cJSON *root) { cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("qwen3")); }
 static void martian(cJSON *root) { cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("martian")); }
@@ -252,6 +263,14 @@ static void test_config_shapes(void) {
                           "(num_key_value_heads x head_dim, hidden_size) (4 tensors like it");
     EXPECT(r, LINT_ERROR, "v_proj.weight is [64, 256]");
     expect_verdicts(r, LINT_FAILS, LINT_FAILS, LINT_FAILS, LINT_FAILS);
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("tied", SYNTH_DEMO_LLAMA, DT_F32, 1, true);
+    edit_json(pathf("%s/config.json", dir), tie);
+    r = lint(dir);
+    const LintFinding *f = finding(r, LINT_ERROR, "tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
+    CHECK(f && f->loads == LT_ALL, "a tied head that differs: every engine computes another model");
     lint_report_free(r);
     free(dir);
 
@@ -311,6 +330,13 @@ static void stock_unlike(cJSON *root) {
     cJSON_AddBoolToObject(root, "rope_interleave", false);
     cJSON_ReplaceItemInObject(root, "attention_bias", cJSON_CreateTrue());
 }
+static void llama3_scaling(cJSON *root) {
+    cJSON *rs = cJSON_CreateObject();
+    cJSON_AddStringToObject(rs, "rope_type", "llama3");
+    cJSON_AddNumberToObject(rs, "factor", 8);
+    cJSON_AddNumberToObject(rs, "original_max_position_embeddings", 1024);
+    cJSON_ReplaceItemInObject(root, "rope_scaling", rs);
+}
 static void flashmla(cJSON *root) {
     cJSON_ReplaceItemInObject(root, "kv_lora_rank", cJSON_CreateNumber(512));
     cJSON_ReplaceItemInObject(root, "qk_rope_head_dim", cJSON_CreateNumber(64));
@@ -351,15 +377,79 @@ static void test_deepseek(void) {
     lint_report_free(r);
     free(dir);
 
+    dir = demo("mla4", SYNTH_DEMO_R1, DT_F32, 1, true);
+    edit_json(pathf("%s/config.json", dir), llama3_scaling);
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "rope_scaling 'llama3': vLLM's and SGLang's DeepSeek attention run every rope_scaling type");
+    expect_verdicts(r, LINT_LOADS, LINT_DIFFERENT, LINT_DIFFERENT, LINT_LOADS);
+    lint_report_free(r);
+    free(dir);
+
     dir = demo("fp8", SYNTH_DEMO_R1, DT_F8_E4M3, 1, true);
     cfg = pathf("%s/config.json", dir);
     edit_json(cfg, flashmla);
     r = lint(dir);
     EXPECT(r, LINT_ADVISORY, "qualify for FlashMLA");
+    rewrite_st(pathf("%s/model.safetensors", dir), "model.layers.2.self_attn.o_proj.weight_scale_inv", NULL, "pt");
     EXPECT(r, LINT_ERROR, "kv_a_layernorm.weight is [96]; config.json says [512] (kv_lora_rank)");
     lint_report_free(r);
     edit_json(cfg, no_quant);
     LINT_EXPECT(dir, LINT_ERROR, "FP8 weights but no quantization_config");
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- hostile folders */
+
+static char *slurp_n(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *b = NULL;
+    *n = 0;
+    if (f && !fseek(f, 0, SEEK_END)) {
+        long len = ftell(f);
+        rewind(f);
+        b = len > 0 ? malloc((size_t)len) : NULL;
+        if (b) *n = fread(b, 1, (size_t)len, f);
+    }
+    if (f) fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const char *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f) { fwrite(b, 1, n, f); fclose(f); }
+}
+
+/* Random bytes flipped in config.json, the index and a shard's header (or a file cut short):
+ * lint reports, never crashes (the sanitizer build checks the memory too). */
+static void test_hostile(void) {
+    char *dir = demo("hostile", SYNTH_DEMO_R1, DT_F8_E4M3, 2, true);
+    const char *names[3] = {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors"};
+    char *orig[3];
+    size_t len[3];
+    for (int i = 0; i < 3; i++) orig[i] = slurp_n(pathf("%s/%s", dir, names[i]), &len[i]);
+    unsigned long long st = 0x2545F4914F6CDD1DULL;
+    size_t reports = 0;
+    for (int it = 0; it < 240; it++) {
+        int k = it % 3;
+        if (!orig[k]) continue;
+        char *b = malloc(len[k]);
+        memcpy(b, orig[k], len[k]);
+        size_t span = k == 2 ? 8 + 4096 : len[k], n = len[k];
+        if (span > n) span = n;
+        for (int j = 0; j < 1 + it % 4; j++) {
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            b[st % span] = (char)(st >> 32);
+        }
+        if (it % 16 == 15) n = (size_t)(st % n);
+        spit(pathf("%s/%s", dir, names[k]), b, n);
+        LintReport *r = NULL;
+        if (lint_folder(dir, &r) == AL_OK && r) reports++;
+        lint_report_free(r);
+        spit(pathf("%s/%s", dir, names[k]), orig[k], len[k]);
+        free(b);
+    }
+    CHECK(reports == 240, "every damaged folder gives a report (%zu of 240)", reports);
+    for (int i = 0; i < 3; i++) free(orig[i]);
     free(dir);
 }
 
@@ -391,6 +481,7 @@ int main(void) {
     test_config_shapes();
     test_unknown_tensor();
     test_deepseek();
+    test_hostile();
     test_paths();
     return check_done();
 }
