@@ -723,10 +723,48 @@ static void check_layout(Lint *x) {
 
 /* ================================================================ semantics and kernels */
 
+static bool absent(const Lint *x, const char *key) { return !cJSON_GetObjectItemCaseSensitive(x->tree, key); }
+
+/* Keys a deepseek_v3 config leaves to DeepSeek-V3's own defaults (transformers'
+ * DeepseekV3Config, which vLLM and SGLang read too) where attnlab reads another value: q_lora_rank
+ * (1536: a q latent), first_k_dense_replace (3) and n_routed_experts (256), and on MoE layers
+ * the routing keys. */
+static void check_ds_defaults(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    if (strcmp(c->model_type, "deepseek_v3")) return;
+    if (absent(x, "q_lora_rank"))
+        add(x, LINT_ERROR, LT_ALL, 0, "config.json has no q_lora_rank: DeepSeek-V3's default 1536 makes engines "
+            "build q_a_proj / q_b_proj; write \"q_lora_rank\": null for a plain q_proj");
+    if (absent(x, "first_k_dense_replace") || absent(x, "n_routed_experts")) {
+        const cJSON *fk = cJSON_GetObjectItemCaseSensitive(x->tree, "first_k_dense_replace");
+        int first = cJSON_IsNumber(fk) ? (int)fk->valuedouble : 3, L = 0;
+        while (L < c->n_layers && (L >= first) == cfg_moe_layer(c, L)) L++;
+        if (L < c->n_layers)
+            add(x, LINT_ERROR, LT_ALL, 0, "config.json leaves %s to DeepSeek-V3's defaults (first_k_dense_replace 3, "
+                "n_routed_experts 256): engines build layer %d's MLP as %s, attnlab reads %s; write both "
+                "(first_k_dense_replace = num_hidden_layers for a dense model)",
+                absent(x, "first_k_dense_replace") ? "first_k_dense_replace" : "n_routed_experts", L,
+                L >= first ? "a mixture of experts" : "a dense MLP", L >= first ? "a dense MLP" : "experts");
+    }
+    static const char *const moe_keys[] = {"n_shared_experts", "moe_intermediate_size", "num_experts_per_tok",
+                                           "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob", NULL};
+    char missing[256] = "";
+    for (size_t i = 0; c->mlp == MLP_MOE && moe_keys[i]; i++)
+        if (absent(x, moe_keys[i]))
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", *missing ? ", " : "", moe_keys[i]);
+    if (*missing)
+        add(x, LINT_ERROR, LT_ALL, LT_ALL, "config.json leaves %s to DeepSeek-V3's defaults (1, 2048, 8, 2.5, 8, 4, "
+            "true) where attnlab reads none: the experts are routed differently; write them", missing);
+    if (absent(x, "bos_token_id") || absent(x, "eos_token_id"))
+        add(x, LINT_ADVISORY, LT_ALL, 0, "config.json has no bos_token_id / eos_token_id: DeepSeek-V3's defaults 0 "
+            "and 1 apply in generation; write the tokenizer's");
+}
+
 /* DeepSeek keys whose meaning a stock loader does not share, and FlashMLA's shapes. */
 static void check_mla(Lint *x) {
     const ModelConfig *c = &x->cfg;
     if (!x->cfg_ok || c->family != FAM_DEEPSEEK) return;
+    check_ds_defaults(x);
     const cJSON *lln = cJSON_GetObjectItemCaseSensitive(x->tree, "qk_latent_layernorm");
     if (cJSON_IsFalse(lln))
         add(x, LINT_ERROR, LT_ALL, LT_ALL, "config.json sets qk_latent_layernorm: false, a key only attnlab reads: "

@@ -11,14 +11,18 @@
  *
  * What is checked: config.json present and parsed (core/config.c); model_type and architectures
  * known to each target (the table in lint.c, from the engines' model registries); keys that change
- * semantics for attnlab but that stock loaders ignore (qk_latent_layernorm: false); every tensor
- * the family's loader expects, with the shape config.json implies (hidden, heads, KV heads,
- * head_dim, intermediate, vocab, the MLA ranks and head dims, experts) -- for llama, mistral,
- * qwen2, deepseek_v2/v3 and gpt2, the families attnlab describes; tensors no loader places; the
- * index (every tensor in weight_map, every named shard present, metadata.total_size = the sum of
- * tensor bytes); each shard's header (validated by core/safetensors.c) and its
- * __metadata__ {"format": "pt"}; torch_dtype against the tensors' dtypes, FP8 without a
- * quantization_config; tokenizer files; FlashMLA's shapes for MLA checkpoints.
+ * semantics for attnlab but that stock loaders ignore (qk_latent_layernorm: false), DeepSeek keys
+ * vLLM and SGLang read otherwise (rope_interleave: false, attention_bias, a rope_scaling other than
+ * YaRN) and deepseek_v3 keys left to DeepSeek-V3's own defaults (q_lora_rank, first_k_dense_replace,
+ * n_routed_experts, the routing keys); every tensor the family's loader expects, with the shape
+ * config.json implies (hidden, heads, KV heads, head_dim, intermediate, vocab, the MLA ranks and
+ * head dims, experts, FP8 block scales) -- for llama, mistral, qwen2, deepseek_v2/v3 and gpt2, the
+ * families attnlab describes; tensors no loader places; a tied head that differs from the
+ * embeddings; the index (every tensor in weight_map, every named shard present,
+ * metadata.total_size = the sum of tensor bytes); each shard's header (validated by
+ * core/safetensors.c) and its __metadata__ {"format": "pt"}; torch_dtype against the tensors'
+ * dtypes, FP8 without a quantization_config; tokenizer files; FlashMLA's shapes for MLA
+ * checkpoints; attnlab's own layouts (TPA, KQ-SVD) named as such.
  *
  * A folder that cannot be read at all is a finding too: lint_folder fails only when the path does
  * not exist or memory runs out. */

@@ -4,10 +4,11 @@
  * missing from weight_map, a config/shape mismatch, deepseek_v3 without kv_a_layernorm and with
  * qk_latent_layernorm: false, an unknown tensor, no {"format": "pt"}, FP8 without a
  * quantization_config or without a block scale, torch_dtype against the weights, rope_interleave
- * / attention_bias / a llama3 rope_scaling on DeepSeek for vLLM and SGLang, a tied head that
- * differs, FlashMLA's shapes, a broken shard, no or bad config.json, an unknown family, a config
- * describing millions of tensors, a TPA export, a .gguf file, a missing path; and damaged folders
- * (random bytes in config, index and shard header) give a report, never a crash. */
+ * / attention_bias / a llama3 rope_scaling on DeepSeek for vLLM and SGLang, deepseek_v3 keys left
+ * to DeepSeek-V3's defaults, a tied head that differs, FlashMLA's shapes, a broken shard, no or
+ * bad config.json, an unknown family, a config describing millions of tensors, a TPA export, a
+ * .gguf file, a missing path; and damaged folders (random bytes in config, index and shard
+ * header) give a report, never a crash. */
 #include "check.h"
 #include "lint.h"
 #include "safetensors.h"
@@ -337,6 +338,15 @@ static void llama3_scaling(cJSON *root) {
     cJSON_AddNumberToObject(rs, "original_max_position_embeddings", 1024);
     cJSON_ReplaceItemInObject(root, "rope_scaling", rs);
 }
+static void ds_defaults(cJSON *root) {
+    cJSON_DeleteItemFromObject(root, "q_lora_rank");
+    cJSON_DeleteItemFromObject(root, "first_k_dense_replace");
+    cJSON_DeleteItemFromObject(root, "eos_token_id");
+}
+static void ds_moe(cJSON *root) {
+    cJSON_AddNumberToObject(root, "first_k_dense_replace", 5);
+    cJSON_DeleteItemFromObject(root, "n_group");
+}
 static void flashmla(cJSON *root) {
     cJSON_ReplaceItemInObject(root, "kv_lora_rank", cJSON_CreateNumber(512));
     cJSON_ReplaceItemInObject(root, "qk_rope_head_dim", cJSON_CreateNumber(64));
@@ -374,6 +384,22 @@ static void test_deepseek(void) {
     EXPECT(r, LINT_ERROR, "rope_interleave: false");
     EXPECT(r, LINT_ERROR, "attention_bias: true");
     EXPECT(r, LINT_ERROR, "missing model.layers.0.self_attn.kv_a_proj_with_mqa.bias");   /* HF reads them */
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("mla5", SYNTH_DEMO_R1, DT_F32, 1, true);
+    cfg = pathf("%s/config.json", dir);
+    edit_json(cfg, ds_defaults);
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "config.json has no q_lora_rank: DeepSeek-V3's default 1536");
+    EXPECT(r, LINT_ERROR, "leaves first_k_dense_replace to DeepSeek-V3's defaults (first_k_dense_replace 3, "
+                          "n_routed_experts 256): engines build layer 0's MLP as a dense MLP, attnlab reads experts");
+    EXPECT(r, LINT_ADVISORY, "no bos_token_id / eos_token_id");
+    lint_report_free(r);
+    edit_json(cfg, ds_moe);
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "config.json leaves n_group to DeepSeek-V3's defaults");
+    EXPECT(r, LINT_ERROR, "missing model.layers.5.mlp.gate.weight");
     lint_report_free(r);
     free(dir);
 
