@@ -9,15 +9,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "resolve.h"
 #include "session.h"
 
 static const unsigned target_bits[LINT_NTARGETS] = {LT_HF, LT_VLLM, LT_SGLANG, LT_LLAMACPP};
 
-/* What the target builds from the folder: the transformers class, or architectures[0]. */
-static const char *target_reads(const LintReport *r, int i) {
+/* What the target builds from the folder: the transformers class, architectures[0], or the GGUF
+ * architecture llama.cpp's converter writes (buf holds it). */
+static const char *target_reads(const LintReport *r, int i, char *buf, size_t cap) {
     const char *c = i == 0 && r->hf_class[0] ? r->hf_class : r->arch;
-    return c[0] ? c : "?";
+    if (i == LINT_NTARGETS - 1 && r->gguf_arch[0]) snprintf(buf, cap, "%s (GGUF)", r->gguf_arch);
+    else snprintf(buf, cap, "%s", c[0] ? c : "?");
+    return buf;
 }
 
 /* "a; b; c" of the findings of target bit `tb` whose severity is in [lo, hi] (caller frees; "" if
@@ -49,7 +54,8 @@ static Table *lint_table(const LintReport *r, bool numbers) {
             return NULL;
         }
         table_str(t, lint_target_name(i));
-        table_str(t, target_reads(r, i));
+        char reads[128];
+        table_str(t, target_reads(r, i, reads, sizeof reads));
         table_str(t, lint_verdict_name(lint_verdict_of(r, target_bits[i])));
         table_str(t, why);
         if (!numbers) table_str(t, notes);
@@ -96,8 +102,14 @@ static void narrate_findings(Out *out, const LintReport *r) {
 static int cmd_lint(Session *s, const Args *a, Out *out) {
     (void)s;
     const char *dir = args_str(a, "dir"), *to = args_str(a, "to");
+    char *resolved = NULL;                          /* an alias or org/name in the Hugging Face cache */
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && resolve_model(dir, &resolved) == AL_OK) dir = resolved;
+    al_err_clear();
     LintReport *r = NULL;
-    if (lint_folder(dir, &r) != AL_OK) return AL_ERR;
+    int rc = lint_folder(dir, &r);
+    free(resolved);
+    if (rc != AL_OK) return AL_ERR;
     Table *full = lint_table(r, false);
     Table *compact = out_narrates(out) && !to && out->fmt == FMT_TABLE ? lint_table(r, true) : NULL;
     if (!full) { table_free(compact); lint_report_free(r); return AL_ERR; }
@@ -128,19 +140,21 @@ static const char LINT_HELP[] =
     "the index (weight_map covers every tensor, every shard exists, metadata.total_size = the\n"
     "tensors' bytes); each shard's header and __metadata__ {\"format\": \"pt\"}; torch_dtype\n"
     "against the weights, FP8 without a quantization_config; tokenizer files; FlashMLA's shapes\n"
-    "(kv_lora_rank 512 + qk_rope_head_dim 64).\n"
+    "(kv_lora_rank 512 + qk_rope_head_dim 64). DIR may be an alias or org/name found in the\n"
+    "Hugging Face cache, as for `load`.\n"
     "At the prompt the findings are numbered and the table names them; the result (Lua, `to`)\n"
     "has the messages in full (columns target, reads, verdict, reasons, notes). The command\n"
     "succeeds whatever it finds -- `attnlab -e 'lint DIR'` exits 0 unless DIR does not exist --\n"
     "so read the verdicts (e.g. attn.lint(DIR)[2].verdict in Lua). A .gguf file: not yet.\n"
     "Examples:\n"
     "  lint out/llama-mla\n"
+    "  lint Qwen/Qwen2.5-0.5B\n"
     "  synth demo-r1 /tmp/r1; lint /tmp/r1 to lint.json\n"
     "  lua for _, r in ipairs(attn.lint('out/farr')) do print(r.target, r.verdict) end";
 
 static const Param lint_pos[] = {
     { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR",
-      .help = "the checkpoint folder (config.json, safetensors, tokenizer)" },
+      .help = "the checkpoint folder (config.json, safetensors, tokenizer), or an alias / org/name in the HF cache" },
     {0}
 };
 static const Param lint_kw[] = { PARAM_TO, {0} };

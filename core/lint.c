@@ -128,16 +128,16 @@ static bool has_file(const Lint *x, const char *name) {
  * files (python/sglang/srt/models, EntryClass), and llama.cpp's convert_hf_to_gguf.py
  * (@ModelBase.register): all of them hold every family below today. */
 static const struct {
-    const char *type, *cls;
+    const char *type, *cls, *gguf;     /* model_type, transformers class, llama.cpp's GGUF architecture */
     unsigned targets;
 } families[] = {
-    {"llama", "LlamaForCausalLM", LT_ALL},           {"mistral", "MistralForCausalLM", LT_ALL},
-    {"qwen2", "Qwen2ForCausalLM", LT_ALL},           {"qwen3", "Qwen3ForCausalLM", LT_ALL},
-    {"qwen3_moe", "Qwen3MoeForCausalLM", LT_ALL},    {"gemma2", "Gemma2ForCausalLM", LT_ALL},
-    {"gemma3_text", "Gemma3ForCausalLM", LT_ALL},    {"mixtral", "MixtralForCausalLM", LT_ALL},
-    {"phi3", "Phi3ForCausalLM", LT_ALL},             {"gpt_neox", "GPTNeoXForCausalLM", LT_ALL},
-    {"olmo2", "Olmo2ForCausalLM", LT_ALL},           {"deepseek_v2", "DeepseekV2ForCausalLM", LT_ALL},
-    {"deepseek_v3", "DeepseekV3ForCausalLM", LT_ALL}, {"gpt2", "GPT2LMHeadModel", LT_ALL},
+    {"llama", "LlamaForCausalLM", "llama", LT_ALL},             {"mistral", "MistralForCausalLM", "llama", LT_ALL},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", LT_ALL},             {"qwen3", "Qwen3ForCausalLM", "qwen3", LT_ALL},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3moe", LT_ALL},   {"gemma2", "Gemma2ForCausalLM", "gemma2", LT_ALL},
+    {"gemma3_text", "Gemma3ForCausalLM", "gemma3", LT_ALL},     {"mixtral", "MixtralForCausalLM", "llama", LT_ALL},
+    {"phi3", "Phi3ForCausalLM", "phi3", LT_ALL},                {"gpt_neox", "GPTNeoXForCausalLM", "gptneox", LT_ALL},
+    {"olmo2", "Olmo2ForCausalLM", "olmo2", LT_ALL},             {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", LT_ALL},
+    {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek2", LT_ALL}, {"gpt2", "GPT2LMHeadModel", "gpt2", LT_ALL},
 };
 #define NFAMILIES (sizeof families / sizeof *families)
 
@@ -164,6 +164,7 @@ static void check_family(Lint *x) {
         add(x, LINT_WARNING, LT_ALL, 0, "model_type '%s' is not among the families lint knows (%zu of them: llama, "
             "qwen2, deepseek_v3, gpt2, ...): whether each engine loads it is not checked", r->model_type, NFAMILIES);
     if (fam >= 0) snprintf(r->hf_class, sizeof r->hf_class, "%s", families[fam].cls);
+    if (fam >= 0) snprintf(r->gguf_arch, sizeof r->gguf_arch, "%s", families[fam].gguf);
     if (fam >= 0 && ~families[fam].targets & LT_ALL)
         add(x, LINT_ERROR, ~families[fam].targets & LT_ALL, 0, "model_type '%s' has no implementation in this engine",
             r->model_type);
@@ -865,6 +866,12 @@ static void lint_dir(Lint *x) {
     check_tokenizer(x);
 }
 
+/* A GGUF file. The reader (core/gguf.c) is being written; its checks plug in here (llama.cpp's
+ * metadata keys and tensor names per architecture, the tokenizer metadata). */
+static void lint_gguf(Lint *x, const char *path) {
+    add(x, LINT_ADVISORY, LT_ALL, 0, "GGUF lint: not yet (%s is not checked)", path);
+}
+
 /* Errors first, then warnings, then advisories; the order found within each (a stable sort). */
 static void sort_findings(LintReport *r) {
     for (size_t i = 1; i < r->n; i++) {
@@ -882,9 +889,7 @@ int lint_folder(const char *path, LintReport **out) {
     if (!r || !(r->path = al_strdup(path))) { free(r); return al_err("out of memory"); }
     Lint x = {.r = r, .dir = path};
     if (is_dir(path)) lint_dir(&x);
-    else if (ends_with(path, ".gguf"))
-        /* GGUF: the reader (core/gguf.c) is being written; its checks plug in here. */
-        add(&x, LINT_ADVISORY, LT_ALL, 0, "GGUF lint: not yet (%s is not checked)", path);
+    else if (ends_with(path, ".gguf")) lint_gguf(&x, path);
     else
         add(&x, LINT_ERROR, LT_ALL, 0, "%s is a file: engines load a checkpoint folder (config.json, weights, "
             "tokenizer); lint the folder holding it", path);

@@ -54,6 +54,7 @@ typedef struct {
     char model_type[64];  /* as config.json says ("" when none) */
     char arch[96];        /* architectures[0] ("" when none) */
     char hf_class[64];    /* the transformers class model_type maps to ("" when unknown) */
+    char gguf_arch[32];   /* llama.cpp's GGUF architecture for it ("deepseek2"; "" when unknown) */
     size_t ntensors, nfiles;   /* weight tensors and safetensors files read */
     LintFinding *f;
     size_t n, cap;

@@ -3,8 +3,9 @@
 # (no tokenizer: llama.cpp's converter refuses, the others load; with tokenizer files planted every
 # target loads), a FaRR export, a TransMLA export (what lint says follows the folder's actual
 # content: kv_a_layernorm present or not, qk_latent_layernorm set or not), a copy of it with both
-# defects planted, a TPA export, `to FILE.json`, the Lua value, and the exit
-# status (0 whatever lint finds; 1 for a missing folder).
+# defects planted, a TPA export, org/name through the Hugging Face cache (llama.cpp's row naming the
+# GGUF architecture), `to FILE.json`, the Lua value, and the exit status (0 whatever lint finds; 1
+# for a missing folder).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-lint shared-cache
@@ -86,6 +87,13 @@ run -e "lua local t = attn.lint('llama'); print(#t, t[1].target, t[1].reads, t[1
     || fail "Lua value: [$(cat out.txt) $(cat err.txt)]"
 run -e "set format csv; lint r1"
 grep -q "^transformers,DeepseekV3ForCausalLM,loads,," out.txt || fail "csv format: [$(cat out.txt)]"
+
+# org/name through the Hugging Face cache, and llama.cpp's row names the GGUF architecture
+mkdir -p hub/models--acme--tiny/snapshots/rev1
+cp r1/* hub/models--acme--tiny/snapshots/rev1/
+HF_HUB_CACHE=$T/hub run -e "lint acme/tiny"
+[ "$(rc)" = 0 ] && grep -q "^lint .*hub/models--acme--tiny/snapshots/rev1: deepseek_v3" out.txt \
+    && row llama.cpp | grep -q "deepseek2 (GGUF)  *loads" || fail "lint org/name: [$(cat out.txt) $(cat err.txt)]"
 
 # a missing folder is the one failure
 run -e "lint nowhere"
