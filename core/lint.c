@@ -213,6 +213,13 @@ static void open_shard(Lint *x, const char *name) {
     free(p);
 }
 
+/* No control characters (names from the folder go into messages as they are). */
+static bool printable(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+    return true;
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The *.safetensors files of the folder, sorted (caller frees each and the array). */
@@ -224,7 +231,7 @@ static char **list_safetensors(const Lint *x, size_t *n) {
     size_t cap = 0;
     struct dirent *e;
     while ((e = readdir(d)))
-        if (ends_with(e->d_name, ".safetensors") && e->d_name[0] != '.') {
+        if (ends_with(e->d_name, ".safetensors") && e->d_name[0] != '.' && printable(e->d_name)) {
             if (al_reserve(&v, &cap, *n + 1, sizeof *v, "lint") != AL_OK) break;
             v[(*n)++] = al_strdup(e->d_name);
         }
@@ -288,29 +295,36 @@ static void collect_tensors(Lint *x) {
 /* weight_map against the shards: every named shard present, every listed tensor where it says,
  * every tensor listed, metadata.total_size the sum of tensor bytes. */
 static void check_index_map(Lint *x, const cJSON *wm, const cJSON *root) {
-    size_t unlisted = 0, total = 0;
+    size_t unlisted = 0, total = 0, nk = 0;
     const char *first = NULL;
+    const char **keys = al_calloc((size_t)cJSON_GetArraySize(wm) + 1, sizeof *keys, "lint");
+    const cJSON *it;
+    if (!keys) { x->oom = true; return; }
+    cJSON_ArrayForEach(it, wm) keys[nk++] = it->string;     /* sorted: a lookup per tensor, not a scan */
+    qsort(keys, nk, sizeof *keys, cmp_str);
     for (size_t i = 0; i < x->nt; i++) {
         total += x->t[i].e->end - x->t[i].e->begin;
-        if (!cJSON_GetObjectItemCaseSensitive(wm, x->t[i].name) && !unlisted++) first = x->t[i].name;
+        if (!bsearch(&x->t[i].name, keys, nk, sizeof *keys, cmp_str) && !unlisted++) first = x->t[i].name;
     }
+    free(keys);
     if (unlisted)
         add(x, LINT_WARNING, LT_ALL, 0, "weight_map does not list %zu tensor%s the shards hold (first: %s): "
             "transformers reports them missing and loaders that plan from the index skip them; list every tensor",
             unlisted, unlisted == 1 ? "" : "s", first);
-    const cJSON *it;
     cJSON_ArrayForEach(it, wm) {
+        char name[160];
         const LTensor *t = find(x, it->string);
         if (!t && cJSON_IsString(it))
             for (size_t f = 0; f < x->nfiles; f++)
                 if (!strcmp(x->fnames[f], it->valuestring)) {   /* only shards that opened */
                     add(x, LINT_ERROR, LT_ALL, 0, "weight_map puts '%s' in %s, which lacks it: loaders stop at the "
-                        "missing tensor; fix the index or the shard", it->string, it->valuestring);
+                        "missing tensor; fix the index or the shard", al_printable(it->string, name, sizeof name),
+                        x->fnames[f]);
                     break;
                 }
         if (t && cJSON_IsString(it) && strcmp(x->fnames[t->file], it->valuestring))
-            add(x, LINT_ERROR, LT_ALL, 0, "weight_map puts '%s' in %s but it is in %s: fix the index", it->string,
-                it->valuestring, x->fnames[t->file]);
+            add(x, LINT_ERROR, LT_ALL, 0, "weight_map puts '%s' in %s but it is in %s: fix the index", t->name,
+                al_printable(it->valuestring, name, sizeof name), x->fnames[t->file]);
     }
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "metadata"), "total_size");
     if (!cJSON_IsNumber(ts))
@@ -326,11 +340,12 @@ static void check_index_map(Lint *x, const cJSON *wm, const cJSON *root) {
 static void open_indexed(Lint *x, const char *index_path, cJSON **wm_out, cJSON **root_out) {
     char *text = al_read_file_max(index_path, NULL, AL_CAP_INDEX, "index");
     cJSON *root = text ? cJSON_Parse(text) : NULL;
+    bool read = text != NULL;
     free(text);
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!root || !cJSON_IsObject(wm)) {
         add(x, LINT_ERROR, LT_ALL, 0, "model.safetensors.index.json %s: every loader reads the shards from its "
-            "weight_map; rewrite it", !root ? "is not valid JSON" : "has no \"weight_map\" object");
+            "weight_map; rewrite it", !read ? al_errmsg() : !root ? "is not valid JSON" : "has no \"weight_map\" object");
         al_err_clear();
         cJSON_Delete(root);
         return;
@@ -340,6 +355,12 @@ static void open_indexed(Lint *x, const char *index_path, cJSON **wm_out, cJSON 
     const cJSON *it;
     cJSON_ArrayForEach(it, wm) {
         const char *s = cJSON_IsString(it) ? it->valuestring : NULL;
+        char shown[160];
+        if (s && !printable(s)) {
+            add(x, LINT_ERROR, LT_ALL, 0, "the index names shard '%s', with a control character: no loader opens it; "
+                "rewrite the index", al_printable(s, shown, sizeof shown));
+            s = NULL;
+        }
         bool seen = false;
         for (size_t i = 0; s && i < n && !seen; i++) seen = !strcmp(names[i], s);
         if (!s || seen) continue;
@@ -429,7 +450,7 @@ static void check_dtypes(Lint *x) {
     else if (main != DT_INVALID && want != DT_INVALID && want != main)
         add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "torch_dtype is %s but most weights are %s: engines "
             "cast the weights to torch_dtype on load (vLLM's dtype auto follows it); write the weights' dtype or "
-            "convert them", td, dt_name(main));
+            "convert them", al_printable(td, shown, sizeof shown), dt_name(main));
 }
 
 /* ================================================================ the family's layout */
@@ -655,31 +676,58 @@ static bool skipped(const Lint *x, const char *name) {
            sscanf(name, "model.layers.%d.", &L) == 1 && L >= x->cfg.n_layers;
 }
 
-/* Loaders' behaviour on a missing and on an unplaced tensor, in one sentence each. */
-#define MISSING_WHAT "transformers and SGLang initialise it (norms to one, projections at random: a different " \
-    "model), vLLM refuses weights the checkpoint lacks, llama.cpp's loader needs every tensor"
-#define UNKNOWN_WHAT "transformers and SGLang drop it (a different model if it mattered), vLLM and " \
-    "convert_hf_to_gguf.py stop at a tensor they cannot place"
-
-static void emit_aggs(Lint *x) {
+/* The aggregates of one kind as "A, B (6 tensors like it: P), ..." (at most 8, then a count);
+ * *norm set when a kv_a_layernorm is among them. Caller frees; NULL when there are none (or memory
+ * ran out: x->oom). */
+static char *agg_list(Lint *x, agg_kind kind, bool *norm) {
+    char *s = NULL;
+    size_t shown = 0, more = 0;
     for (size_t i = 0; i < x->nagg; i++) {
         const Agg *a = &x->agg[i];
-        char more[224] = "";
-        if (a->count > 1) snprintf(more, sizeof more, " (%zu tensors like it: %s)", a->count, a->pattern);
-        bool norm = strstr(a->pattern, "kv_a_layernorm") != NULL;
-        if (a->kind == AGG_MISSING)
-            add(x, LINT_ERROR, LT_ALL, LT_HF | LT_SGLANG, "missing %s%s: %s%s", a->first, more, MISSING_WHAT,
-                norm ? "; without kv_a_layernorm, stock DeepSeek-V3 code still normalises the latent, with unit "
-                       "weight: export it with the norm present and accounted for" : "");
-        else if (a->kind == AGG_SHAPE)
-            add(x, LINT_ERROR, LT_ALL, 0, "%s%s: loaders refuse a size mismatch; fix config.json or the tensor",
-                a->first, more);
-        else if (a->kind == AGG_UNKNOWN)
-            add(x, LINT_ERROR, LT_ALL, LT_HF | LT_SGLANG, "%s%s is no tensor of %s: %s", a->first, more,
-                x->r->hf_class[0] ? x->r->hf_class : x->cfg.model_type, UNKNOWN_WHAT);
-        else
-            add(x, LINT_ADVISORY, LT_ALL, 0, "%s%s: engines skip it", a->first, more);
+        if (a->kind != kind) continue;
+        if (norm && strstr(a->pattern, "kv_a_layernorm")) *norm = true;
+        if (shown == 8) { more++; continue; }
+        char like[224] = "";
+        if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
+        char *n = al_asprintf("%s%s%s%s", s ? s : "", s ? ", " : "", a->first, like);
+        free(s);
+        if (!(s = n)) { x->oom = true; return NULL; }
+        shown++;
     }
+    if (more) {
+        char *n = al_asprintf("%s and %zu more kind%s", s, more, more == 1 ? "" : "s");
+        free(s);
+        if (!(s = n)) x->oom = true;
+    }
+    return s;
+}
+
+/* Loaders' behaviour on a missing and on an unplaced tensor, in one finding each. */
+static void emit_aggs(Lint *x) {
+    bool norm = false;
+    char *miss = agg_list(x, AGG_MISSING, &norm), *unk = agg_list(x, AGG_UNKNOWN, NULL), *skip = agg_list(x, AGG_SKIPPED, NULL);
+    if (miss)
+        add(x, LINT_ERROR, LT_ALL, LT_HF | LT_SGLANG, "missing %s: transformers and SGLang initialise what is missing "
+            "(norms to one, projections at random: a different model), vLLM refuses weights the checkpoint lacks, "
+            "llama.cpp's loader needs every tensor%s", miss, norm ? "; without kv_a_layernorm, stock DeepSeek-V3 "
+            "code still normalises the latent, with unit weight: export it with the norm present and accounted for" : "");
+    if (unk)
+        add(x, LINT_ERROR, LT_ALL, LT_HF | LT_SGLANG, "%s: no tensor%s of %s: transformers and SGLang drop them (a "
+            "different model if they mattered), vLLM and convert_hf_to_gguf.py stop at a tensor they cannot place",
+            unk, strchr(unk, ',') || strstr(unk, "tensors like it") ? "s" : "",
+            x->r->hf_class[0] ? x->r->hf_class : x->cfg.model_type);
+    if (skip) add(x, LINT_ADVISORY, LT_ALL, 0, "%s: engines skip it", skip);
+    for (size_t i = 0; i < x->nagg; i++)
+        if (x->agg[i].kind == AGG_SHAPE) {
+            const Agg *a = &x->agg[i];
+            char like[224] = "";
+            if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
+            add(x, LINT_ERROR, LT_ALL, 0, "%s%s: loaders refuse a size mismatch; fix config.json or the tensor",
+                a->first, like);
+        }
+    free(miss);
+    free(unk);
+    free(skip);
 }
 
 /* tie_word_embeddings with an lm_head of its own: engines use the embeddings as the head. */
