@@ -336,6 +336,18 @@ static void check_index_map(Lint *x, const cJSON *wm, const cJSON *root) {
             total);
 }
 
+/* The folder's *.safetensors files the index does not name (names[0..n)). */
+static void note_unnamed(Lint *x, char **names, size_t n) {
+    size_t nall;
+    char **all = list_safetensors(x, &nall);
+    for (size_t i = 0; i < nall; i++) {
+        bool named = false;
+        for (size_t j = 0; j < n && !named; j++) named = !strcmp(all[i], names[j]);
+        if (!named) add(x, LINT_ADVISORY, LT_ALL, 0, "%s is not named by the index: loaders skip it", all[i]);
+    }
+    free_list(all, nall);
+}
+
 /* Opens the shards model.safetensors.index.json names (a missing or broken one is a finding). */
 static void open_indexed(Lint *x, const char *index_path, cJSON **wm_out, cJSON **root_out) {
     char *text = al_read_file_max(index_path, NULL, AL_CAP_INDEX, "index");
@@ -373,15 +385,7 @@ static void open_indexed(Lint *x, const char *index_path, cJSON **wm_out, cJSON 
                 "stops there; copy the shard or rewrite the index", names[i]);
         else open_shard(x, names[i]);
     }
-    size_t nall;
-    char **all = list_safetensors(x, &nall);
-    for (size_t i = 0; i < nall; i++) {
-        bool named = false;
-        for (size_t j = 0; j < n && !named; j++) named = !strcmp(all[i], names[j]);
-        if (!named)
-            add(x, LINT_ADVISORY, LT_ALL, 0, "%s is not named by the index: loaders skip it", all[i]);
-    }
-    free_list(all, nall);
+    note_unnamed(x, names, n);
     free_list(names, n);
     *wm_out = (cJSON *)wm;
     *root_out = root;

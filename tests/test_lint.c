@@ -195,6 +195,10 @@ static void test_index(void) {
     expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
     lint_report_free(r);
 
+    put(dir, "stray.safetensors", "x");
+    LINT_EXPECT(dir, LINT_ADVISORY, "stray.safetensors is not named by the index: loaders skip it");
+    unlink(pathf("%s/stray.safetensors", dir));
+
     edit_json(index, drop_one_from_map);
     LINT_EXPECT(dir, LINT_WARNING, "weight_map does not list 1 tensor the shards hold (first: model.norm.weight)");
 
