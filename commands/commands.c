@@ -15,6 +15,7 @@ extern const CommandGroup cmd_group_lm;
 extern const CommandGroup cmd_group_convert;
 extern const CommandGroup cmd_group_tpa;
 extern const CommandGroup cmd_group_calib;
+extern const CommandGroup cmd_group_lint;
 
 static const CommandGroup *const builtin_groups[] = {
     &cmd_group_base,
@@ -26,6 +27,7 @@ static const CommandGroup *const builtin_groups[] = {
     &cmd_group_convert,
     &cmd_group_tpa,
     &cmd_group_calib,
+    &cmd_group_lint,
     NULL
 };
 

@@ -587,6 +587,8 @@ const char *st_meta(const st_file *f, const char *key) {
     return NULL;
 }
 
+size_t st_meta_count(const st_file *f) { return f->n_meta; }
+
 size_t st_numel(const st_entry *e) {
     size_t n = 1;
     for (int i = 0; i < e->ndim; i++) n *= e->shape[i];

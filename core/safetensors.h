@@ -40,6 +40,8 @@ const st_entry *st_find(const st_file *f, const char *name);
 const void *st_data(const st_file *f, const st_entry *e);
 /* Value of a string in "__metadata__", or NULL. */
 const char *st_meta(const st_file *f, const char *key);
+/* Number of "__metadata__" strings (0: none, or no "__metadata__"). */
+size_t st_meta_count(const st_file *f);
 /* Element count of an entry (product of its shape). */
 size_t st_numel(const st_entry *e);
 /* Tells the kernel the entry's pages are no longer needed (streaming sweeps). */

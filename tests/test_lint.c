@@ -1,0 +1,517 @@
+/* test_lint.c -- core/lint.c on synthetic folders: the clean demo models (with tokenizer files
+ * planted) have no errors and no warnings; each planted defect gives its finding, with the right
+ * severity, targets and verdicts: no tokenizer, a wrong total_size, a missing shard, a tensor
+ * missing from weight_map, a config/shape mismatch, deepseek_v3 without kv_a_layernorm and with
+ * qk_latent_layernorm: false, an unknown tensor, no {"format": "pt"}, FP8 without a
+ * quantization_config or without a block scale, torch_dtype against the weights, rope_interleave
+ * / attention_bias / a llama3 rope_scaling on DeepSeek for vLLM and SGLang, deepseek_v3 keys left
+ * to DeepSeek-V3's defaults, a tied head that differs, FlashMLA's shapes, a broken shard, no or
+ * bad config.json, an unknown family, a config describing millions of tensors, a TPA export, a
+ * .gguf file, a missing path; and damaged folders (random bytes in config, index and shard
+ * header) give a report, never a crash. */
+#include "check.h"
+#include "lint.h"
+#include "safetensors.h"
+#include "synth.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+static const char *tmp;
+
+/* ---------------------------------------------------------------- folder helpers */
+
+static char *pathf(const char *fmt, ...) {
+    static char buf[8][1024];
+    static int k;
+    char *b = buf[k++ % 8];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof buf[0], fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+static void put(const char *dir, const char *name, const char *text) {
+    FILE *f = fopen(pathf("%s/%s", dir, name), "w");
+    if (f) { fputs(text, f); fclose(f); }
+}
+
+static void add_tokenizer(const char *dir) {
+    put(dir, "tokenizer.json", "{}");
+    put(dir, "tokenizer_config.json", "{}");
+}
+
+/* A demo model in tmp/name (f32 unless dt says otherwise), with tokenizer files when tok. */
+static char *demo(const char *name, synth_kind kind, dt_type dt, int shards, bool tok) {
+    char *dir = al_asprintf("%s/%s", tmp, name);
+    SynthOptions o = {.kind = kind, .dtype = dt, .shards = shards, .seed = 7};
+    CHECK_OK(synth_write(&o, dir));
+    if (tok) add_tokenizer(dir);
+    return dir;
+}
+
+/* Edits a JSON file in place: edit(root) changes the tree. */
+static void edit_json(const char *path, void (*edit)(cJSON *root)) {
+    FILE *f = fopen(path, "r");
+    char buf[1 << 17];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    cJSON *root = cJSON_Parse(buf);
+    CHECK(root != NULL, "%s is not JSON", path);
+    if (!root) return;
+    edit(root);
+    char *text = cJSON_Print(root);
+    f = fopen(path, "w");
+    if (f && text) fputs(text, f);
+    if (f) fclose(f);
+    free(text);
+    cJSON_Delete(root);
+}
+
+/* Rewrites a safetensors file: every tensor but `drop` (a name prefix; NULL: none), plus an F32
+ * tensor `extra` of shape [4] (NULL: none), with __metadata__ format `format` (NULL: none). */
+static void rewrite_st(const char *path, const char *drop, const char *extra, const char *format) {
+    st_file *f = NULL;
+    CHECK_OK(st_open(path, &f));
+    if (!f) return;
+    st_writer *w = st_writer_new();
+    for (size_t i = 0; i < st_count(f); i++) {
+        const st_entry *e = st_entry_at(f, i);
+        if (drop && !strncmp(e->name, drop, strlen(drop))) continue;
+        CHECK_OK(st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin));
+    }
+    float four[4] = {1, 2, 3, 4};
+    size_t shape[1] = {4};
+    if (extra) CHECK_OK(st_writer_add(w, extra, DT_F32, 1, shape, four, sizeof four));
+    if (format) CHECK_OK(st_writer_meta(w, "format", format));
+    CHECK_OK(st_writer_write(w, path));
+    st_writer_free(w);
+    st_close(f);
+}
+
+/* ---------------------------------------------------------------- report helpers */
+
+static LintReport *lint(const char *dir) {
+    LintReport *r = NULL;
+    CHECK_OK(lint_folder(dir, &r));
+    return r;
+}
+
+/* The first finding of severity sev whose message holds needle (NULL when none). */
+static const LintFinding *finding(const LintReport *r, lint_severity sev, const char *needle) {
+    for (size_t i = 0; r && i < r->n; i++)
+        if (r->f[i].sev == sev && strstr(r->f[i].msg, needle)) return &r->f[i];
+    return NULL;
+}
+
+static void dump(const LintReport *r) {
+    for (size_t i = 0; r && i < r->n; i++)
+        fprintf(stderr, "  [%s %x/%x] %s\n", lint_severity_name(r->f[i].sev), r->f[i].targets, r->f[i].loads, r->f[i].msg);
+}
+
+#define EXPECT(r, sev, needle) do { \
+    const LintFinding *f_ = finding((r), (sev), (needle)); \
+    CHECK(f_ != NULL, "no %s finding with '%s'", lint_severity_name(sev), (needle)); \
+    if (!f_) dump(r); } while (0)
+
+/* Lints dir and expects one finding. */
+#define LINT_EXPECT(dir, sev, needle) do { LintReport *r_ = lint(dir); EXPECT(r_, sev, needle); lint_report_free(r_); } while (0)
+
+static void expect_verdicts(const LintReport *r, lint_verdict hf, lint_verdict vllm, lint_verdict sgl, lint_verdict cpp) {
+    if (!r) return;
+    const unsigned bits[4] = {LT_HF, LT_VLLM, LT_SGLANG, LT_LLAMACPP};
+    const lint_verdict want[4] = {hf, vllm, sgl, cpp};
+    for (int i = 0; i < 4; i++) {
+        lint_verdict v = lint_verdict_of(r, bits[i]);
+        CHECK(v == want[i], "%s: %s, want %s", lint_target_name(i), lint_verdict_name(v), lint_verdict_name(want[i]));
+        if (v != want[i]) dump(r);
+    }
+}
+
+/* ---------------------------------------------------------------- clean folders */
+
+static void test_clean(void) {
+    const struct { const char *name; synth_kind k; dt_type dt; int shards; const char *cls; } m[] = {
+        {"llama", SYNTH_DEMO_LLAMA, DT_F32, 1, "LlamaForCausalLM"},
+        {"llama_bf16_3", SYNTH_DEMO_LLAMA, DT_BF16, 3, "LlamaForCausalLM"},
+        {"gpt2", SYNTH_DEMO_GPT2, DT_F32, 1, "GPT2LMHeadModel"},
+        {"r1", SYNTH_DEMO_R1, DT_F8_E4M3, 3, "DeepseekV3ForCausalLM"},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++) {
+        char *dir = demo(m[i].name, m[i].k, m[i].dt, m[i].shards, true);
+        LintReport *r = lint(dir);
+        if (r) {
+            CHECK(lint_count(r, LINT_ERROR) == 0 && lint_count(r, LINT_WARNING) == 0, "%s: %zu errors, %zu warnings",
+                  m[i].name, lint_count(r, LINT_ERROR), lint_count(r, LINT_WARNING));
+            if (lint_count(r, LINT_ERROR) + lint_count(r, LINT_WARNING)) dump(r);
+            CHECK(!strcmp(r->hf_class, m[i].cls) && !strcmp(r->arch, m[i].cls), "%s: class %s", m[i].name, r->hf_class);
+            CHECK(r->ntensors > 30 && r->nfiles == (size_t)m[i].shards, "%s: %zu tensors in %zu files", m[i].name,
+                  r->ntensors, r->nfiles);
+            expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
+        }
+        if (m[i].k == SYNTH_DEMO_R1) EXPECT(r, LINT_ADVISORY, "FlashMLA needs kv_lora_rank 512");
+        lint_report_free(r);
+        free(dir);
+    }
+}
+
+/* ---------------------------------------------------------------- files */
+
+static void test_no_tokenizer(void) {
+    char *dir = demo("notok", SYNTH_DEMO_LLAMA, DT_F32, 1, false);
+    LintReport *r = lint(dir);
+    const LintFinding *w = finding(r, LINT_WARNING, "no tokenizer");
+    CHECK(w && w->targets == (LT_HF | LT_VLLM | LT_SGLANG), "tokenizer warning targets");
+    EXPECT(r, LINT_ERROR, "convert_hf_to_gguf.py writes the vocabulary");
+    expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, LINT_FAILS);
+    lint_report_free(r);
+    unlink(pathf("%s/tokenizer.json", dir));
+    put(dir, "tokenizer.model", "x");
+    r = lint(dir);
+    EXPECT(r, LINT_WARNING, "no tokenizer_config.json");
+    CHECK(!finding(r, LINT_WARNING, "no tokenizer ("), "tokenizer.model counts as a tokenizer");
+    lint_report_free(r);
+    free(dir);
+}
+
+static void set_total_size(cJSON *root) {
+    cJSON *m = cJSON_GetObjectItem(root, "metadata");
+    cJSON_ReplaceItemInObject(m, "total_size", cJSON_CreateNumber(12345));
+}
+
+static void drop_one_from_map(cJSON *root) {
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "weight_map"), "model.norm.weight");
+}
+
+static void test_index(void) {
+    char *dir = demo("idx", SYNTH_DEMO_R1, DT_F8_E4M3, 3, true);
+    const char *index = pathf("%s/model.safetensors.index.json", dir);
+    edit_json(index, set_total_size);
+    LintReport *r = lint(dir);
+    EXPECT(r, LINT_WARNING, "metadata.total_size is 12345 but the tensors hold");
+    expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
+    lint_report_free(r);
+
+    put(dir, "stray.safetensors", "x");
+    LINT_EXPECT(dir, LINT_ADVISORY, "stray.safetensors is not named by the index: loaders skip it");
+    unlink(pathf("%s/stray.safetensors", dir));
+
+    edit_json(index, drop_one_from_map);
+    LINT_EXPECT(dir, LINT_WARNING, "weight_map does not list 1 tensor the shards hold (first: model.norm.weight)");
+
+    unlink(pathf("%s/model-00002-of-00003.safetensors", dir));
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "the index names shard model-00002-of-00003.safetensors but the folder has no such file");
+    expect_verdicts(r, LINT_FAILS, LINT_FAILS, LINT_FAILS, LINT_FAILS);
+    CHECK(r && r->nfiles == 2, "the other two shards are read");
+    lint_report_free(r);
+
+    put(dir, "model-00002-of-00003.safetensors", "not a safetensors file");
+    LINT_EXPECT(dir, LINT_ERROR, "model-00002-of-00003.safetensors cannot be read");
+
+    put(dir, "model.safetensors.index.json", "{\"weight_map\": 3}");
+    LINT_EXPECT(dir, LINT_ERROR, "has no \"weight_map\" object");
+    free(dir);
+}
+
+static void test_unindexed(void) {
+    char *dir = demo("noidx", SYNTH_DEMO_LLAMA, DT_F32, 2, true);
+    unlink(pathf("%s/model.safetensors.index.json", dir));
+    LintReport *r = lint(dir);
+    EXPECT(r, LINT_ERROR, "2 *.safetensors files and no model.safetensors.index.json");
+    expect_verdicts(r, LINT_FAILS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
+    lint_report_free(r);
+    free(dir);
+}
+
+static void test_metadata(void) {
+    char *dir = demo("meta", SYNTH_DEMO_LLAMA, DT_F32, 1, true);
+    const char *st = pathf("%s/model.safetensors", dir);
+    rewrite_st(st, NULL, NULL, NULL);
+    LintReport *r = lint(dir);
+    EXPECT(r, LINT_WARNING, "model.safetensors has no __metadata__: recent transformers load it");
+    expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
+    lint_report_free(r);
+    rewrite_st(st, NULL, NULL, "np");
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "model.safetensors: __metadata__ has format 'np': transformers refuses it");
+    expect_verdicts(r, LINT_FAILS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
+    lint_report_free(r);
+    rewrite_st(st, NULL, NULL, "flax");
+    LINT_EXPECT(dir, LINT_WARNING, "__metadata__ says format 'flax'");
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- config and tensors */
+
+static void kv_heads_4(cJSON *root) { cJSON_ReplaceItemInObject(root, "num_key_value_heads", cJSON_CreateNumber(4)); }
+static void bf16_dtype(cJSON *root) { cJSON_ReplaceItemInObject(root, "torch_dtype", cJSON_CreateString("bfloat16")); }
+static void no_dtype(cJSON *root) { cJSON_DeleteItemFromObject(root, "torch_dtype"); }
+static void wrong_arch(cJSON *root) {
+    cJSON_ReplaceItemInObject(root, "architectures", cJSON_CreateStringArray((const char *[]){"MistralForCausalLM"}, 1));
+}
+static void no_arch(cJSON *root) { cJSON_DeleteItemFromObject(root, "architectures"); }
+static void tie(cJSON *root) { cJSON_ReplaceItemInObject(root, "tie_word_embeddings", cJSON_CreateTrue()); }
+static void many_layers(cJSON *root) { cJSON_ReplaceItemInObject(root, "num_hidden_layers", cJSON_CreateNumber(2000000)); }
+static void qwen3(cJSON *root) { cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("qwen3")); }
+static void martian(cJSON *root) { cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("martian")); }
+
+static void test_config_shapes(void) {
+    char *dir = demo("shape", SYNTH_DEMO_LLAMA, DT_F32, 1, true);
+    const char *cfg = pathf("%s/config.json", dir);
+    edit_json(cfg, kv_heads_4);
+    LintReport *r = lint(dir);
+    EXPECT(r, LINT_ERROR, "model.layers.0.self_attn.k_proj.weight is [64, 256]; config.json says [128, 256] "
+                          "(num_key_value_heads x head_dim, hidden_size) (4 tensors like it");
+    EXPECT(r, LINT_ERROR, "v_proj.weight is [64, 256]");
+    expect_verdicts(r, LINT_FAILS, LINT_FAILS, LINT_FAILS, LINT_FAILS);
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("tied", SYNTH_DEMO_LLAMA, DT_F32, 1, true);
+    edit_json(pathf("%s/config.json", dir), tie);
+    r = lint(dir);
+    const LintFinding *f = finding(r, LINT_ERROR, "tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
+    CHECK(f && f->loads == LT_ALL, "a tied head that differs: every engine computes another model");
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("dtype", SYNTH_DEMO_LLAMA, DT_F32, 1, true);
+    cfg = pathf("%s/config.json", dir);
+    edit_json(cfg, bf16_dtype);
+    LINT_EXPECT(dir, LINT_WARNING, "torch_dtype is bfloat16 but most weights are F32");
+    edit_json(cfg, no_dtype);
+    LINT_EXPECT(dir, LINT_ADVISORY, "config.json has no torch_dtype");
+    edit_json(cfg, wrong_arch);
+    LINT_EXPECT(dir, LINT_ERROR, "architectures[0] is 'MistralForCausalLM' but model_type 'llama' is LlamaForCausalLM");
+    edit_json(cfg, no_arch);
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "no \"architectures\" list");
+    expect_verdicts(r, LINT_LOADS, LINT_FAILS, LINT_FAILS, LINT_FAILS);
+    lint_report_free(r);
+    edit_json(cfg, many_layers);
+    LINT_EXPECT(dir, LINT_ERROR, "config.json describes about 32000000 tensors (num_hidden_layers 2000000)");
+    edit_json(cfg, qwen3);
+    r = lint(dir);
+    EXPECT(r, LINT_ADVISORY, "this family's are not checked");
+    CHECK(r && !strcmp(r->hf_class, "Qwen3ForCausalLM"), "qwen3's class");
+    lint_report_free(r);
+    edit_json(cfg, martian);
+    LINT_EXPECT(dir, LINT_WARNING, "model_type 'martian' is not among the families lint knows");
+
+    put(dir, "config.json", "{\"model_type\": ");
+    LINT_EXPECT(dir, LINT_ERROR, "config.json cannot be read as JSON");
+    unlink(pathf("%s/config.json", dir));
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "no config.json");
+    expect_verdicts(r, LINT_FAILS, LINT_FAILS, LINT_FAILS, LINT_FAILS);
+    lint_report_free(r);
+    free(dir);
+}
+
+static void test_unknown_tensor(void) {
+    char *dir = demo("unknown", SYNTH_DEMO_LLAMA, DT_F32, 1, true);
+    rewrite_st(pathf("%s/model.safetensors", dir), NULL, "model.layers.0.self_attn.q_proj.bias", "pt");
+    LintReport *r = lint(dir);
+    EXPECT(r, LINT_ERROR, "model.layers.0.self_attn.q_proj.bias: no tensor of LlamaForCausalLM");
+    expect_verdicts(r, LINT_DIFFERENT, LINT_FAILS, LINT_DIFFERENT, LINT_FAILS);
+    lint_report_free(r);
+    rewrite_st(pathf("%s/model.safetensors", dir), "model.layers.0.self_attn.q_proj.bias", "model.layers.1.self_attn.rotary_emb.inv_freq", "pt");
+    r = lint(dir);
+    CHECK(r && lint_count(r, LINT_ERROR) == 0, "a rotary cache is no error");
+    EXPECT(r, LINT_ADVISORY, "rotary_emb.inv_freq: engines skip it");
+    lint_report_free(r);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- DeepSeek */
+
+static void latent_norm_off(cJSON *root) { cJSON_AddBoolToObject(root, "qk_latent_layernorm", false); }
+static void no_quant(cJSON *root) { cJSON_DeleteItemFromObject(root, "quantization_config"); }
+static void stock_unlike(cJSON *root) {
+    cJSON_AddBoolToObject(root, "rope_interleave", false);
+    cJSON_ReplaceItemInObject(root, "attention_bias", cJSON_CreateTrue());
+}
+static void llama3_scaling(cJSON *root) {
+    cJSON *rs = cJSON_CreateObject();
+    cJSON_AddStringToObject(rs, "rope_type", "llama3");
+    cJSON_AddNumberToObject(rs, "factor", 8);
+    cJSON_AddNumberToObject(rs, "original_max_position_embeddings", 1024);
+    cJSON_ReplaceItemInObject(root, "rope_scaling", rs);
+}
+static void ds_defaults(cJSON *root) {
+    cJSON_DeleteItemFromObject(root, "q_lora_rank");
+    cJSON_DeleteItemFromObject(root, "first_k_dense_replace");
+    cJSON_DeleteItemFromObject(root, "eos_token_id");
+}
+static void ds_moe(cJSON *root) {
+    cJSON_AddNumberToObject(root, "first_k_dense_replace", 5);
+    cJSON_DeleteItemFromObject(root, "n_group");
+}
+static void flashmla(cJSON *root) {
+    cJSON_ReplaceItemInObject(root, "kv_lora_rank", cJSON_CreateNumber(512));
+    cJSON_ReplaceItemInObject(root, "qk_rope_head_dim", cJSON_CreateNumber(64));
+}
+
+static void test_deepseek(void) {
+    char *dir = demo("mla", SYNTH_DEMO_R1, DT_F32, 1, true);
+    rewrite_st(pathf("%s/model.safetensors", dir), "model.layers.0.self_attn.kv_a_layernorm", NULL, "pt");
+    LintReport *r = lint(dir);
+    EXPECT(r, LINT_ERROR, "missing model.layers.0.self_attn.kv_a_layernorm.weight: ");
+    EXPECT(r, LINT_ERROR, "without kv_a_layernorm, stock DeepSeek-V3 code still normalises the latent");
+    expect_verdicts(r, LINT_DIFFERENT, LINT_FAILS, LINT_DIFFERENT, LINT_FAILS);
+    lint_report_free(r);
+
+    const char *cfg = pathf("%s/config.json", dir);
+    edit_json(cfg, latent_norm_off);
+    r = lint(dir);
+    const LintFinding *f = finding(r, LINT_ERROR, "qk_latent_layernorm: false");
+    CHECK(f && f->targets == LT_ALL && f->loads == LT_ALL, "qk_latent_layernorm: every target loads a different model");
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("mla2", SYNTH_DEMO_R1, DT_F32, 1, true);
+    cfg = pathf("%s/config.json", dir);
+    edit_json(cfg, latent_norm_off);
+    r = lint(dir);
+    expect_verdicts(r, LINT_DIFFERENT, LINT_DIFFERENT, LINT_DIFFERENT, LINT_DIFFERENT);
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("mla3", SYNTH_DEMO_R1, DT_F32, 1, true);
+    cfg = pathf("%s/config.json", dir);
+    edit_json(cfg, stock_unlike);
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "rope_interleave: false");
+    EXPECT(r, LINT_ERROR, "attention_bias: true");
+    EXPECT(r, LINT_ERROR, "model.layers.0.self_attn.kv_a_proj_with_mqa.bias (6 tensors like it");   /* HF reads them */
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("mla5", SYNTH_DEMO_R1, DT_F32, 1, true);
+    cfg = pathf("%s/config.json", dir);
+    edit_json(cfg, ds_defaults);
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "config.json has no q_lora_rank: DeepSeek-V3's default 1536");
+    EXPECT(r, LINT_ERROR, "leaves first_k_dense_replace to DeepSeek-V3's defaults (first_k_dense_replace 3, "
+                          "n_routed_experts 256): engines build layer 0's MLP as a dense MLP, attnlab reads experts");
+    EXPECT(r, LINT_ADVISORY, "no bos_token_id / eos_token_id");
+    lint_report_free(r);
+    edit_json(cfg, ds_moe);
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "config.json leaves n_group to DeepSeek-V3's defaults");
+    EXPECT(r, LINT_ERROR, ", model.layers.5.mlp.gate.weight");
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("mla4", SYNTH_DEMO_R1, DT_F32, 1, true);
+    edit_json(pathf("%s/config.json", dir), llama3_scaling);
+    r = lint(dir);
+    EXPECT(r, LINT_ERROR, "rope_scaling 'llama3': vLLM's and SGLang's DeepSeek attention run every rope_scaling type");
+    expect_verdicts(r, LINT_LOADS, LINT_DIFFERENT, LINT_DIFFERENT, LINT_LOADS);
+    lint_report_free(r);
+    free(dir);
+
+    dir = demo("fp8", SYNTH_DEMO_R1, DT_F8_E4M3, 1, true);
+    cfg = pathf("%s/config.json", dir);
+    edit_json(cfg, flashmla);
+    r = lint(dir);
+    EXPECT(r, LINT_ADVISORY, "qualify for FlashMLA");
+    rewrite_st(pathf("%s/model.safetensors", dir), "model.layers.2.self_attn.o_proj.weight_scale_inv", NULL, "pt");
+    EXPECT(r, LINT_ERROR, "kv_a_layernorm.weight is [96]; config.json says [512] (kv_lora_rank)");
+    lint_report_free(r);
+    edit_json(cfg, no_quant);
+    LINT_EXPECT(dir, LINT_ERROR, "FP8 weights but no quantization_config");
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- hostile folders */
+
+static char *slurp_n(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *b = NULL;
+    *n = 0;
+    if (f && !fseek(f, 0, SEEK_END)) {
+        long len = ftell(f);
+        rewind(f);
+        b = len > 0 ? malloc((size_t)len) : NULL;
+        if (b) *n = fread(b, 1, (size_t)len, f);
+    }
+    if (f) fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const char *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f) { fwrite(b, 1, n, f); fclose(f); }
+}
+
+/* Random bytes flipped in config.json, the index and a shard's header (or a file cut short):
+ * lint reports, never crashes (the sanitizer build checks the memory too). */
+static void test_hostile(void) {
+    char *dir = demo("hostile", SYNTH_DEMO_R1, DT_F8_E4M3, 2, true);
+    const char *names[3] = {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors"};
+    char *orig[3];
+    size_t len[3];
+    for (int i = 0; i < 3; i++) orig[i] = slurp_n(pathf("%s/%s", dir, names[i]), &len[i]);
+    unsigned long long st = 0x2545F4914F6CDD1DULL;
+    size_t reports = 0;
+    for (int it = 0; it < 240; it++) {
+        int k = it % 3;
+        if (!orig[k]) continue;
+        char *b = malloc(len[k]);
+        memcpy(b, orig[k], len[k]);
+        size_t span = k == 2 ? 8 + 4096 : len[k], n = len[k];
+        if (span > n) span = n;
+        for (int j = 0; j < 1 + it % 4; j++) {
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            b[st % span] = (char)(st >> 32);
+        }
+        if (it % 16 == 15) n = (size_t)(st % n);
+        spit(pathf("%s/%s", dir, names[k]), b, n);
+        LintReport *r = NULL;
+        if (lint_folder(dir, &r) == AL_OK && r) reports++;
+        lint_report_free(r);
+        spit(pathf("%s/%s", dir, names[k]), orig[k], len[k]);
+        free(b);
+    }
+    CHECK(reports == 240, "every damaged folder gives a report (%zu of 240)", reports);
+    for (int i = 0; i < 3; i++) free(orig[i]);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- paths */
+
+static void test_paths(void) {
+    LintReport *r = NULL;
+    CHECK_ERR(lint_folder(pathf("%s/nothing-here", tmp), &r), "no such folder or file");
+    CHECK(r == NULL, "no report for a missing path");
+    put(tmp, "model.gguf", "GGUF");
+    r = lint(pathf("%s/model.gguf", tmp));
+    EXPECT(r, LINT_ADVISORY, "GGUF lint: not yet");
+    lint_report_free(r);
+    put(tmp, "tpa_manifest.json", "{}");
+    r = lint(tmp);                                   /* a folder of folders: no config, no weights */
+    EXPECT(r, LINT_ERROR, "an attnlab TPA export (tpa_manifest.json)");
+    EXPECT(r, LINT_ERROR, "no config.json");
+    EXPECT(r, LINT_ERROR, "no weights");
+    lint_report_free(r);
+}
+
+int main(void) {
+    tmp = test_tmpdir();
+    test_clean();
+    test_no_tokenizer();
+    test_index();
+    test_unindexed();
+    test_metadata();
+    test_config_shapes();
+    test_unknown_tensor();
+    test_deepseek();
+    test_hostile();
+    test_paths();
+    return check_done();
+}
