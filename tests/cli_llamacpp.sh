@@ -3,12 +3,14 @@
 # prebuilt CPU llama.cpp; scripts/install-deps.sh installs it under
 # ${ATTNLAB_NODE_PREFIX:-~/.local/share/attnlab/node}). For stories260K (llama2.c, its tokenizer),
 # demo-llama (a synthetic Llama GQA model: 8 heads, 2 KV heads), demo-gpt2 and a TransMLA
-# conversion of demo-llama (deepseek2, MLA), the next-token logits llama.cpp computes after every
+# conversion of demo-llama (deepseek2, MLA), a Qwen2 made from demo-llama with q/k/v biases, and
+# gpt2-tiny-random, the next-token logits llama.cpp computes after every
 # token of a prompt (tests/llamacpp_logits.mjs, F32 KV cache) are compared with attnlab's forward
 # pass on the source checkpoint (`test_gguf logits`): f32 within 1e-4 with every argmax equal
 # (GPT-2: 1e-2, llama.cpp's GELU is tabulated in F16);
 # f16 / bf16 / q8_0 within their rounding (llama.cpp also rounds the activations to the weights'
-# type). Without node (or node-llama-cpp) the test says why and is skipped (exit 77).
+# type); llama.cpp tokenizes text with the exported tokenizer metadata as attnlab does (stories260K's
+# llama2.c vocabulary, GPT-2's byte-level BPE) and decodes the same greedy story. Without node (or node-llama-cpp) the test says why and is skipped (exit 77).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-llamacpp shared-cache
@@ -46,6 +48,11 @@ compare demo-llama-f16 dl dl16.gguf 2e-2
 compare demo-llama-bf16 dl dlb.gguf 1e-1
 compare demo-llama-q8_0 dl dlq.gguf 1e-1
 
+"$TG" make-qwen2 dl qw 2> err.txt || fail "make-qwen2: $(cat err.txt)"
+run -e "load qw; export qw.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "qwen2 export: [$(cat err.txt)]"
+compare qwen2-f32 qw qw.gguf 1e-4 argmax
+
 run -e "synth demo-gpt2 g2; load g2; export g2.gguf dtype f32"
 [ "$(rc)" = 0 ] || fail "demo-gpt2 export: [$(cat err.txt)]"
 # ggml's CPU GELU reads an F16 table (GGML_GELU_FP16): ~2e-3 on demo-gpt2's logits even in F32
@@ -61,7 +68,24 @@ if [ -f "$M/stories260K/stories260K.bin" ]; then
     [ "$(rc)" = 0 ] || fail "stories260K export: [$(cat err.txt)]"
     compare stories260K-f32 "$M/stories260K/stories260K.bin" st.gguf 1e-4 argmax
     compare stories260K-q8_0 "$M/stories260K/stories260K.bin" stq.gguf 5e-1
+    # the tokenizer metadata: llama.cpp encodes the text as attnlab does, and decodes the same story
+    text="Once upon a time, Lily saw a big dog."
+    run -e "load $M/stories260K/stories260K.bin; tokenize \"$text\"; generate \"$text\" tokens 20"
+    ids=$(sed -n 2p out.txt | tr ' ' ','); story=$(sed -n 3p out.txt)
+    node "$JS" st.gguf --text "$text" 20 > gen.json 2> node_gen.txt || fail "llama.cpp text mode: $(tail -3 node_gen.txt)"
+    echo "stories260K in llama.cpp: $(cat gen.json)"
+    grep -q "\"tokens\":\[$ids\]" gen.json || fail "stories260K tokens: attnlab [$ids], llama.cpp $(cat gen.json)"
+    grep -qF "$story" gen.json || fail "stories260K greedy text: attnlab [$story], llama.cpp $(cat gen.json)"
 else
     echo "stories260K not found under $M: its part is skipped"
+fi
+
+if [ -d "$M/gpt2-tiny-random" ]; then          # a byte-level BPE tokenizer.json with its merges
+    text="Hello world, it's 2024!"
+    run -e "load $M/gpt2-tiny-random; export g2t.gguf dtype f32; tokenize \"$text\""
+    ids=$(tail -1 out.txt | tr ' ' ',')
+    node "$JS" g2t.gguf --text "$text" 1 > gen2.json 2> node_gen2.txt || fail "gpt2 text mode: $(tail -3 node_gen2.txt)"
+    grep -q "\"tokens\":\[$ids\]" gen2.json || fail "gpt2-tiny-random tokens: attnlab [$ids], llama.cpp $(cat gen2.json)"
+    compare gpt2-tiny-random-f32 "$M/gpt2-tiny-random" g2t.gguf 1e-4 argmax
 fi
 cli_done

@@ -1,6 +1,8 @@
 // llamacpp_logits.mjs -- runs a GGUF in a real llama.cpp (the npm package node-llama-cpp, CPU build)
 // and prints, as JSON, the raw next-token logits after every prompt token:
 //   node llamacpp_logits.mjs MODEL.gguf "id id id ..."  ->  {"llama_cpp": "...", "n_vocab": V, "logits": [[V floats] x T]}
+//   node llamacpp_logits.mjs MODEL.gguf --text "TEXT" N  ->  {"tokens": [llama.cpp's ids of TEXT, BOS
+//       first], "greedy": "TEXT continued greedily for N tokens, detokenized by llama.cpp"}
 // With a third argument REF.json ({"logits": [[...]]}, e.g. from `test_gguf logits`), it prints one
 // line instead: "llama.cpp REPO@RELEASE max_abs_diff D max_abs_logit M argmax_agree K/T".
 // node-llama-cpp is found under $ATTNLAB_NODE_PREFIX (default ~/.local/share/attnlab/node, where
@@ -17,14 +19,31 @@ if (!fs.existsSync(entry)) {
     process.exit(77);
 }
 const [modelPath, idText] = process.argv.slice(2);
-const tokens = idText.trim().split(/\s+/).map(Number);
+const textMode = idText === "--text";
+const tokens = textMode ? [] : idText.trim().split(/\s+/).map(Number);
 const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
-const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 2 });
 const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
 // an F32 KV cache (llama.cpp defaults to F16, which alone costs ~1e-3 in the logits) and no flash attention
 const context = await model.createContext({ contextSize: Math.max(64, tokens.length + 8), batchSize: 64,
     flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" });
 const seq = context.getSequence();
+if (textMode) {
+    const [text, n] = process.argv.slice(4);
+    const ids = [...model.tokenize(text, true)];
+    if (model.tokens.shouldPrependBosToken && model.tokens.bos != null && ids[0] !== model.tokens.bos) ids.unshift(model.tokens.bos);
+    const out = [];
+    let input = ids.map((t, i) => (i === ids.length - 1 ? [t, { generateNext: { logits: true } }] : t));
+    for (let k = 0; k < Number(n); k++) {
+        const res = await seq.controlledEvaluate(input);
+        let best = -1, bv = -Infinity;
+        for (const [tok, v] of res[res.length - 1].next.logits) if (v > bv) { bv = v; best = tok; }
+        out.push(best);
+        input = [[best, { generateNext: { logits: true } }]];
+    }
+    process.stdout.write(JSON.stringify({ tokens: ids, greedy: model.detokenize([...ids, ...out]) }) + "\n");
+    process.exit(0);
+}
 const nVocab = 0;
 const input = tokens.map((t) => [t, { generateNext: { logits: true } }]);
 const res = await seq.controlledEvaluate(input);

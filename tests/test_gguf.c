@@ -3,18 +3,25 @@
  * Q8_0 follows ggml's reference quantization, truncated and malformed files are errors (every
  * prefix of a valid file, bad magic / version / type / alignment / overlap / duplicates), and
  * models exported to GGUF and opened again give the logits of their source (demo-llama with its
- * rotate_half permutation, demo-gpt2's transposed Conv1D, stories260K's interleaved layout).
+ * rotate_half permutation, a Qwen2 with biases, demo-gpt2's transposed Conv1D, stories260K's
+ * interleaved layout).
  *
- * Also a helper for tests/cli_llamacpp.sh and cli_gguf.sh:
- *   test_gguf logits MODEL "id id ..."   prints {"logits": [[V floats] x T]} (attnlab's forward pass) */
+ * Also helpers for tests/cli_llamacpp.sh and cli_gguf.sh:
+ *   test_gguf logits MODEL "id id ..."   prints {"logits": [[V floats] x T]} (attnlab's forward pass)
+ *   test_gguf make-qwen2 SRC DST         writes SRC (Llama layout) as a Qwen2 checkpoint, F32, with
+ *                                        random q/k/v biases (there is no Qwen2 demo model) */
 #define _GNU_SOURCE
 #include "check.h"
+#include "ckpt_write.h"
 #include "forward.h"
 #include "gguf_convert.h"
 #include "synth.h"
 
+#include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <unistd.h>
+
+static int make_qwen2(const char *src, const char *dst);
 
 /* ================================================================ helpers */
 
@@ -280,6 +287,11 @@ static void test_models(const char *dir) {
     CHECK(d < 0.05, "demo-llama f16: max logit diff %g", d);
     d = export_diff(ll, dir, "llq8", GG_Q8_0);
     CHECK(d < 0.5, "demo-llama q8_0: max logit diff %g", d);
+    char *qw = al_asprintf("%s/qwen2", dir);
+    CHECK_OK(make_qwen2(ll, qw));
+    d = export_diff(qw, dir, "qw", GG_F32);
+    CHECK(d < 1e-4, "qwen2 f32: max logit diff %g", d);
+    free(qw);
     d = export_diff(g2, dir, "g2", GG_F32);
     CHECK(d < 1e-4, "demo-gpt2 f32: max logit diff %g", d);
     const char *models = getenv("ATTNLAB_MODELS");
@@ -316,6 +328,52 @@ static void test_models(const char *dir) {
     free(g2);
 }
 
+/* ================================================================ a Qwen2 model */
+
+/* dst: src (a Llama-layout checkpoint) as Qwen2, F32, with random q/k/v biases (scale 0.5). */
+static int make_qwen2(const char *src, const char *dst) {
+    Model *m;
+    if (model_open(src, &m) != AL_OK) return AL_ERR;
+    CkptWriter *w = NULL;
+    CkptOpts o = {.src = m->path};
+    int rc = ckpt_begin(dst, &o, &w);
+    unsigned seed = 11;
+    for (size_t i = 0; rc == AL_OK && i < store_count(m->store); i++) {
+        const char *name = store_name_at(m->store, i);
+        const st_entry *e;
+        Mat *t = NULL;
+        rc = store_entry(m->store, name, &e, NULL);
+        if (rc == AL_OK) rc = store_read(m->store, name, &t);
+        if (rc == AL_OK) rc = ckpt_add_mat(w, name, DT_F32, t, e->ndim == 1 ? 1 : 2);
+        size_t n = strlen(name);
+        if (rc == AL_OK && n > 14 && strcmp(name + n - 12, "_proj.weight") == 0 && strchr("qkv", name[n - 13])) {
+            Mat *b = mat_new(1, t->rows);
+            for (size_t k = 0; b && k < t->rows; k++) b->data[k] = frand(&seed) * 0.25f;
+            char *bn = al_asprintf("%.*sbias", (int)(n - 6), name);
+            rc = b && bn ? ckpt_add_mat(w, bn, DT_F32, b, 1) : AL_ERR;
+            mat_free(b);
+            free(bn);
+        }
+        mat_free(t);
+    }
+    cJSON *c = model_config_tree(m);
+    if (rc == AL_OK && c) {
+        cJSON_ReplaceItemInObject(c, "model_type", cJSON_CreateString("qwen2"));
+        cJSON_DeleteItemFromObject(c, "architectures");
+        cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray((const char *const[]){"Qwen2ForCausalLM"}, 1));
+        cJSON_DeleteItemFromObject(c, "attnlab_synth");
+        cJSON_AddBoolToObject(c, "use_sliding_window", false);
+        cJSON_DeleteItemFromObject(c, "torch_dtype");
+        cJSON_AddStringToObject(c, "torch_dtype", "float32");
+        rc = ckpt_write_json(w, "config.json", c);
+    }
+    cJSON_Delete(c);
+    if (rc == AL_OK) rc = ckpt_commit(w, NULL);
+    else ckpt_abort(w);
+    model_free(m);
+    return rc;
+}
+
 /* ================================================================ the helper */
 
 static int print_logits(const char *path, const char *idtext) {
@@ -345,6 +403,11 @@ static int print_logits(const char *path, const char *idtext) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "logits") == 0) return print_logits(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "make-qwen2") == 0) {
+        if (make_qwen2(argv[2], argv[3]) == AL_OK) return 0;
+        fprintf(stderr, "%s\n", al_errmsg());
+        return 1;
+    }
     const char *dir = test_tmpdir();
     test_q8_0_reference();
     test_roundtrip(dir);
