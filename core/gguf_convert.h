@@ -25,8 +25,11 @@
  * llama3 scaling as the rope_freqs tensor), norm epsilon, and the tokenizer: llama2.c tok*.bin
  * as llama.cpp's convert-llama2c does (model "llama", spaces as U+2581, scores, types), a
  * byte-level BPE tokenizer.json as model "gpt2" with its merges (pre-tokenizer named from its
- * pattern: llama-bpe, qwen2 or gpt-2), a SentencePiece-style one as "llama"; without a
- * tokenizer, model a placeholder BPE vocabulary "[i]" (llama.cpp then runs token ids).
+ * pattern: llama-bpe, qwen2 or gpt-2), a SentencePiece-style one as "llama" (scores -id: an
+ * approximation of the converter's); without a tokenizer, a placeholder BPE vocabulary "[i]"
+ * without merges (llama.cpp then loads the file and runs token ids). The source's rope_scaling
+ * object is kept as attnlab.rope_scaling (llama.cpp ignores it; `load` reads it back); Mistral's
+ * sliding window is written as <arch>.attention.sliding_window, which llama.cpp's llama ignores.
  * 1-D tensors and norms are F32; Q8_0 tensors whose rows are not whole blocks of 32 are F16
  * (the converter's fallback). */
 #ifndef AL_GGUF_CONVERT_H

@@ -149,7 +149,7 @@ static int open_hf(Model *m, const char *path) {
     return rc;
 }
 
-/* Opens a GGUF (core/gguf_convert.h): an HF-layout store and config.json built from it. */
+/* Opens a GGUF (core/gguf_arch.h): an HF-layout store and config.json built from it. */
 static int open_gguf(Model *m, const char *path) {
     int rc = gguf_model_open(path, &m->store, &m->config_json);
     return rc ? rc : model_config_parse_keep(m->config_json, path, &m->cfg, &m->config_tree);

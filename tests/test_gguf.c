@@ -174,6 +174,28 @@ static void test_roundtrip(const char *dir) {
             CHECK(0, "cut at %zu: unexpected message %s", n, al_errmsg());
     }
     CHECK(ok == 8 && first_ok == len - 8, "%zu truncated images parsed, the first at %zu of %zu", ok, first_ok, len);
+    /* random byte changes in the header: parsed or refused with a message, never a crash */
+    size_t hdr = len > 4096 ? 4096 : len, refused = 0;
+    uint8_t *mut = buf ? malloc(len) : NULL;
+    for (int k = 0; mut && k < 3000; k++) {
+        memcpy(mut, buf, len);
+        for (int j = 0; j < 1 + k % 3; j++) {
+            seed = seed * 1103515245u + 12345u;
+            mut[(seed >> 8) % hdr] ^= (uint8_t)(1u << (k % 8));
+        }
+        GgufFile *g = NULL;
+        if (gguf_parse_buffer("mut", mut, len, &g) == AL_OK) {
+            for (size_t i = 0; i < gguf_tensor_count(g); i++) {      /* every tensor readable */
+                const GgufTensor *t = gguf_tensor_at(g, i);
+                float *x = t->numel <= (1u << 20) ? malloc(t->numel * sizeof *x) : NULL;
+                if (x) gguf_tensor_f32(g, t, x);
+                free(x);
+            }
+            gguf_close(g);
+        } else refused += *al_errmsg() != 0;
+    }
+    CHECK(refused > 100, "mutations refused with a message: %zu", refused);
+    free(mut);
     free(buf);
     free(path);
 }
