@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gguf_convert.h"
 #include "methods.h"
 #include "params.h"
 #include "registry.h"
@@ -32,6 +33,11 @@ static const char EXPORT_HELP[] =
     "- after `convert tpa`: the non-contextual TPA factors in attnlab's own layout\n"
     "  (tpa_manifest.json + tpa_factors.safetensors; no other loader reads it; `dtype`);\n"
     "- after `kvsvd learn`: the projections, per layer (kv_heads, d, R), and a manifest.\n"
+    "`format gguf` (or DIR ending in .gguf) writes the current model itself as one GGUF file for\n"
+    "llama.cpp (DIR/model.gguf, or the file named): architectures llama (Llama, Mistral,\n"
+    "llama2.c), qwen2, gpt2 and deepseek2 (a loaded DeepSeek-V3 / TransMLA export folder), the\n"
+    "tokenizer beside the model as llama.cpp's metadata; `dtype f32|f16|bf16|q8_0` for the 2-D\n"
+    "weights (default: the source's; norms and 1-D tensors stay f32). `load FILE.gguf` reads it back.\n"
     "Tensors the transformation did not touch are copied bit for bit (dtype and FP8 scales kept);\n"
     "the folder is built beside DIR and renamed into place only when complete; a manifest records\n"
     "what was done. Never writes into (or inside) the source folder; an existing non-empty DIR\n"
@@ -40,10 +46,11 @@ static const char EXPORT_HELP[] =
     "Examples:\n"
     "  truncate vo rank 8 policy model-max; export out/r1-vo8\n"
     "  convert mla kv-rank 64; export out/llama-mla dtype bf16\n"
-    "  export out/llama-farr format factors force";
+    "  export out/llama-farr format factors force\n"
+    "  export out/stories.gguf dtype q8_0";
 
-static const char *const FORMAT_CHOICES[] = {"hf", "factors", "dense", NULL};
-static const char *const DTYPE_CHOICES[] = {"f32", "f16", "bf16", NULL};
+static const char *const FORMAT_CHOICES[] = {"hf", "factors", "dense", "gguf", NULL};
+static const char *const DTYPE_CHOICES[] = {"f32", "f16", "bf16", "q8_0", NULL};
 
 static const Param export_pos[] = {
     { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "the new folder" },
@@ -52,20 +59,51 @@ static const Param export_pos[] = {
 
 static const Param export_kw[] = {
     { .name = "format", .type = ARG_ENUM, .choices = FORMAT_CHOICES, .comp = COMP_CHOICES,
-      .help = "FaRR: hf (DeepSeek-V3 layout), factors or dense (default: hf when possible)" },
+      .help = "FaRR: hf (DeepSeek-V3 layout), factors or dense (default: hf when possible); gguf: the model for llama.cpp" },
     { .name = "dtype", .type = ARG_ENUM, .choices = DTYPE_CHOICES, .comp = COMP_CHOICES,
-      .help = "TransMLA / TPA: dtype of the new tensors (default: the source's for TransMLA, f32 for TPA)" },
+      .help = "TransMLA / TPA / gguf: dtype of the new tensors (default: the source's for TransMLA and gguf, f32 for TPA)" },
     { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",
       .help = "TransMLA: split the weights into shards of at most MB MiB (default 4096)" },
     { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "replace an existing non-empty folder as a whole" },
     {0}
 };
 
+/* `export DIR format gguf` / `export FILE.gguf`: the current model itself (core/gguf_convert.h). */
+static int export_gguf(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    const Xform *x = xform_newest(s, m, NULL);
+    if (x)
+        return al_err("export: GGUF of a transformation (%s) is not written directly yet: `export DIR` it, `load DIR`, "
+                      "then `export FILE.gguf`", x->kind->export_label ? x->kind->export_label : x->kind->name);
+    if (args_given(a, "shard-mb")) return al_err("export: shard-mb is not taken by GGUF (one file)");
+    dt_type src = m->cfg.dtype;
+    GgufExportOpts o = {.dtype = src == DT_F16 ? GG_F16 : src == DT_F32 ? GG_F32 : GG_BF16, .force = args_flag(a, "force")};
+    if (args_given(a, "dtype") && gg_type_parse(args_str(a, "dtype"), &o.dtype)) return AL_ERR;
+    GgufExportReport r;
+    int rc = gguf_export(m, args_str(a, "dir"), &o, &r);
+    if (rc) return rc;
+    out_printf(out, "exported %s as GGUF to %s: llama.cpp architecture %s, %s, %zu tensors (%.1f MiB), %zu metadata keys, "
+               "tokenizer %s\n", m->name, r.path, r.arch, gg_type_name(o.dtype), r.tensors, (double)r.bytes / 1048576.0,
+               r.kvs, r.tokenizer);
+    if (r.f16_fallback)
+        out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);
+    if (r.latent_scaled)
+        out_printf(out, "  MLA latents scaled so that llama.cpp's latent RMSNorm acts linearly (relative error < 5e-7)\n");
+    return AL_OK;
+}
+
+static bool is_gguf_export(const Args *a) {
+    const char *d = args_str(a, "dir");
+    size_t n = d ? strlen(d) : 0;
+    return (args_given(a, "format") && strcmp(args_str(a, "format"), "gguf") == 0) || (n > 5 && !strcmp(d + n - 5, ".gguf"));
+}
+
 static int cmd_export(Session *s, const Args *a, Out *out) {
+    if (is_gguf_export(a)) return export_gguf(s, a, out);
     const Xform *x = xform_newest(s, s->cur, NULL);
     if (!x)
         return al_err("nothing to export for %s: run `truncate vo|qk ...`, `convert mla ...`, `convert tpa ...` or "
-                      "`kvsvd learn ...` first", s->cur->name);
+                      "`kvsvd learn ...` first (or `export FILE.gguf` for the model itself)", s->cur->name);
     const XformKind *k = x->kind;
     const char *kw[] = {"format", "dtype", "shard-mb"}, *why[] = {k->no_format, k->no_dtype, k->no_shard_mb};
     for (size_t i = 0; i < 3; i++)

@@ -445,6 +445,16 @@ int ckpt_write_text(CkptWriter *w, const char *relpath, const char *text, size_t
     return rc;
 }
 
+int ckpt_write_stream(CkptWriter *w, const char *relpath, ckpt_stream_fn fn, void *ud) {
+    char *path = NULL;
+    int fd = open_new(w, relpath, &path);
+    if (fd < 0) { free(path); return AL_ERR; }
+    int rc = fn(ud, fd, path);
+    rc = close_file(fd, path, rc == AL_OK, rc);
+    if (rc == AL_OK) w->files++;
+    return rc;
+}
+
 int ckpt_write_json(CkptWriter *w, const char *relpath, const cJSON *doc) {
     char *text = doc ? cJSON_Print(doc) : NULL;
     int rc = text ? ckpt_write_text(w, relpath, text, strlen(text)) : al_err("out of memory writing %s", relpath);

@@ -90,6 +90,10 @@ int ckpt_write_json(CkptWriter *w, const char *relpath, const cJSON *doc);
 void ckpt_json_num(cJSON *o, const char *key, double v);
 /* Writes len bytes as relpath. */
 int ckpt_write_text(CkptWriter *w, const char *relpath, const char *text, size_t len);
+/* Writes relpath by handing fn the new file's descriptor (ud and the path for messages); the
+ * file is fsync'ed, and removed when fn fails. For single-file formats (GGUF). */
+typedef int (*ckpt_stream_fn)(void *ud, int fd, const char *path);
+int ckpt_write_stream(CkptWriter *w, const char *relpath, ckpt_stream_fn fn, void *ud);
 /* Copies, streamed, the auxiliary files of the source folder (src_dir; a file's folder when it
  * is a file) that belong to a checkpoint: tokenizer.json, tokenizer_config.json,
  * special_tokens_map.json, generation_config.json, tokenizer.model, added_tokens.json, vocab.*,

@@ -2,6 +2,7 @@
  * and the canonical per-head views with a one-layer cache of dequantized weights. */
 #define _GNU_SOURCE
 #include "model.h"
+#include "gguf_arch.h"
 #include "llama2c.h"
 
 #include <cjson/cJSON.h>
@@ -158,6 +159,12 @@ static int open_hf(Model *m, const char *path) {
     return rc;
 }
 
+/* Opens a GGUF (core/gguf_arch.h): an HF-layout store and config.json built from it. */
+static int open_gguf(Model *m, const char *path) {
+    int rc = gguf_model_open(path, &m->store, &m->config_json);
+    return rc ? rc : model_config_parse_keep(m->config_json, path, &m->cfg, &m->config_tree);
+}
+
 /* Records per-head (or whole-projection) Q/K norms from layer 0's q_norm / k_norm tensors. */
 static void note_qk_norm(Model *m) {
     ModelConfig *c = &m->cfg;
@@ -184,7 +191,10 @@ int model_open(const char *path, Model **out) {
     if (!m->path || !m->name || !m->cache) { model_free(m); return AL_ERR; }
     pthread_mutex_init(&m->cache->mu, NULL);
     m->cache->layer = -1;
-    int rc = path_ends(path, ".bin") && !path_is_dir(path) ? llama2c_open(path, &m->store, &m->cfg) : open_hf(m, path);
+    bool file = !path_is_dir(path);
+    int rc = file && path_ends(path, ".bin")    ? llama2c_open(path, &m->store, &m->cfg)
+             : file && path_ends(path, ".gguf") ? open_gguf(m, path)
+                                                : open_hf(m, path);
     if (rc == AL_OK) rc = model_validate(m);
     if (rc == AL_OK) note_qk_norm(m);
     if (rc != AL_OK) { model_free(m); return rc; }

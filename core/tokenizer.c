@@ -228,6 +228,9 @@ int tok_eos(const Tokenizer *t) { return t->eos; }
 const char *tok_piece(const Tokenizer *t, int id) {
     return id >= 0 && (size_t)id < t->n ? t->piece[id] : NULL;
 }
+float tok_score(const Tokenizer *t, int id) {
+    return t->score && id >= 0 && (size_t)id < t->n ? t->score[id] : NAN;
+}
 int tok_piece_id(const Tokenizer *t, const char *piece) {
     for (size_t i = 0; i < t->nadded; i++)
         if (strcmp(t->added[i].s, piece) == 0) return t->added[i].id;

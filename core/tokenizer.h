@@ -54,6 +54,8 @@ int tok_eos(const Tokenizer *t);
 int tok_piece_id(const Tokenizer *t, const char *piece);
 /* The stored piece of an id (NULL when out of range); for display. */
 const char *tok_piece(const Tokenizer *t, int id);
+/* The piece's score (llama2.c files; NAN for tokenizer.json and ids out of range). */
+float tok_score(const Tokenizer *t, int id);
 
 /* Encodes len bytes of UTF-8 text. With add_special, the tokens the tokenizer adds (BOS) come
  * first. *ids is malloc'ed (caller frees), *n its length. */

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Installs attnlab's build dependencies from Debian 12 packages (skips apt when all are present).
 # --no-install-recommends matters: PLplot's recommends replace the Lua 5.4 interpreter with 5.1.
+# Then, for the test that runs GGUF exports in a real llama.cpp (tests/cli_llamacpp.sh), Debian's
+# nodejs + npm and the npm package node-llama-cpp (prebuilt llama.cpp binaries for linux-x64),
+# pinned, into $ATTNLAB_NODE_PREFIX (default ~/.local/share/attnlab/node, outside the repository);
+# when that install fails (no network) the build still works and that test is skipped.
 set -euo pipefail
+NODE_LLAMA_CPP=node-llama-cpp@3.22.1     # ships llama.cpp release v0.5.0 (ggml-org/llama.cpp)
+NODE_PREFIX=${ATTNLAB_NODE_PREFIX:-$HOME/.local/share/attnlab/node}
 pkgs=(build-essential cmake pkg-config libreadline-dev libplplot-dev plplot-driver-cairo
       libopenblas-dev liblapacke-dev liblua5.4-dev lua5.4 libcjson-dev)
 have_all() {
@@ -9,14 +15,31 @@ have_all() {
   pkg-config --exists lua5.4 plplot openblas lapacke libcjson readline || return 1
   ls /usr/lib/*/plplot*/drivers/cairo.so >/dev/null 2>&1 || return 1
 }
-if have_all; then
-  echo "install-deps: all dependencies present"
-  exit 0
-fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
-have_all || { echo "install-deps: packages installed but a dependency is still missing" >&2; exit 1; }
+if have_all; then
+  echo "install-deps: all build dependencies present"
+else
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
+  have_all || { echo "install-deps: packages installed but a dependency is still missing" >&2; exit 1; }
+  echo "install-deps: build dependencies installed"
+fi
+
+# node-llama-cpp (optional: only tests/cli_llamacpp.sh uses it)
+if [ -f "$NODE_PREFIX/node_modules/node-llama-cpp/dist/index.js" ]; then
+  echo "install-deps: node-llama-cpp present in $NODE_PREFIX"
+  exit 0
+fi
+if ! command -v npm >/dev/null; then
+  { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends nodejs npm; } \
+    || echo "install-deps: could not install nodejs/npm: tests/cli_llamacpp.sh will be skipped" >&2
+fi
+if command -v npm >/dev/null && mkdir -p "$NODE_PREFIX" \
+    && npm install --prefix "$NODE_PREFIX" --no-audit --no-fund "$NODE_LLAMA_CPP" >/dev/null; then
+  echo "install-deps: $NODE_LLAMA_CPP installed in $NODE_PREFIX"
+else
+  echo "install-deps: $NODE_LLAMA_CPP not installed: tests/cli_llamacpp.sh will be skipped" >&2
+fi
 echo "install-deps: done"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# cli_gguf.sh -- `export ... format gguf` / `export FILE.gguf` and `load FILE.gguf` through
+# `attnlab -e`: demo-llama (GQA, rotate_half permuted for llama.cpp), demo-gpt2, stories260K
+# (llama2.c, with its tokenizer) and a TransMLA conversion of demo-llama exported and loaded
+# (deepseek2, latents made linear under llama.cpp's latent norm) are written as GGUF, loaded back,
+# and give their source's perplexity on the same ids (f32: equal to 1e-5; f16 / bf16 / q8_0 within
+# their rounding); the folder form writes DIR/model.gguf; refusals (an existing file without
+# force, a transformation pending, shard-mb, a GGUF inside the source folder) are errors.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-gguf shared-cache
+cd "$T" || exit 1
+M=${ATTNLAB_MODELS:-$ATTNLAB_SRC/../shared/models}
+
+echo "1 5 9 23 7 100 3 44 12 9 8 77 66 55 4 3 2 1 0 99 17 18 19 20" > ids.txt
+
+# nll MODEL: the mean NLL attnlab's `ppl ids` gives on ids.txt
+nll() {
+    run -e "load $1; ppl ids ids.txt"
+    [ "$(rc)" = 0 ] || { echo "nan"; echo "ppl $1 failed: $(cat err.txt)" >&2; return; }
+    awk '$1 ~ /^[0-9]+$/ && NF == 3 { print $2 }' out.txt | tail -1
+}
+# close A B TOL: |A - B| <= TOL
+close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; }
+
+# demo-llama: every dtype
+run -e "synth demo-llama dl; load dl; export dl.gguf dtype f32; export dl16.gguf dtype f16; export dlb.gguf dtype bf16; export dlq.gguf dtype q8_0; export ggdir format gguf"
+[ "$(rc)" = 0 ] || fail "demo-llama exports: rc $(rc) [$(cat err.txt)]"
+grep -q "exported dl as GGUF to dl.gguf: llama.cpp architecture llama, F32, 39 tensors" out.txt || fail "export narration: [$(head -3 out.txt)]"
+grep -q "tokenizer synthetic" out.txt || fail "synthetic vocabulary: [$(head -3 out.txt)]"
+[ -s ggdir/model.gguf ] || fail "folder form: no ggdir/model.gguf"
+[ "$(head -c 4 dl.gguf)" = GGUF ] || fail "magic"
+src=$(nll dl)
+close "$src" "$(nll dl.gguf)" 1e-5 || fail "demo-llama f32 nll: $src vs $(nll dl.gguf)"
+close "$src" "$(nll ggdir/model.gguf)" 1e-5 || fail "demo-llama folder nll"
+close "$src" "$(nll dl16.gguf)" 1e-3 || fail "demo-llama f16 nll: $src vs $(nll dl16.gguf)"
+close "$src" "$(nll dlb.gguf)" 1e-2 || fail "demo-llama bf16 nll: $src vs $(nll dlb.gguf)"
+close "$src" "$(nll dlq.gguf)" 3e-2 || fail "demo-llama q8_0 nll: $src vs $(nll dlq.gguf)"
+run -e "load dl.gguf; info"
+grep -Eq "^family +llama" out.txt && grep -Eq "^kv_heads +2" out.txt || fail "info of the GGUF: [$(head -12 out.txt)]"
+
+# refusals
+run -e "load dl; export dl.gguf"
+[ "$(rc)" = 1 ] && grep -q "dl.gguf exists: give \`force\` to replace it" err.txt || fail "existing file: [$(cat err.txt)]"
+run -e "load dl; export dl.gguf force"
+[ "$(rc)" = 0 ] || fail "force: [$(cat err.txt)]"
+run -e "load dl; export dl/inside.gguf"
+[ "$(rc)" = 1 ] && grep -q "inside the folder of dl" err.txt || fail "inside the source: [$(cat err.txt)]"
+run -e "load dl; export x.gguf shard-mb 4"
+[ "$(rc)" = 1 ] && grep -q "shard-mb is not taken by GGUF" err.txt || fail "shard-mb: [$(cat err.txt)]"
+run -e "load dl; convert mla kv-rank 48; export x.gguf"
+[ "$(rc)" = 1 ] && grep -q "GGUF of a transformation" err.txt || fail "pending transformation: [$(cat err.txt)]"
+run -e "load dl; convert mla kv-rank 48; export xm dtype q8_0"
+[ "$(rc)" = 1 ] && grep -q "give f32, f16 or bf16" err.txt || fail "q8_0 outside GGUF: [$(cat err.txt)]"
+printf 'GGUF\003\000\000\000' > bad.gguf
+run -e "load bad.gguf"
+[ "$(rc)" = 1 ] && grep -q "truncated GGUF" err.txt || fail "truncated file: [$(cat err.txt)]"
+
+# demo-gpt2
+run -e "synth demo-gpt2 g2; load g2; export g2.gguf dtype f32"
+[ "$(rc)" = 0 ] && grep -q "llama.cpp architecture gpt2" out.txt || fail "gpt2 export: [$(cat err.txt)]"
+close "$(nll g2)" "$(nll g2.gguf)" 1e-5 || fail "demo-gpt2 nll: $(nll g2) vs $(nll g2.gguf)"
+
+# a TransMLA conversion of demo-llama, exported, loaded, written as deepseek2
+run -e "load dl; convert mla kv-rank full; export mla; load mla; export mla.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "MLA export: rc $(rc) [$(cat err.txt)]"
+grep -q "llama.cpp architecture deepseek2" out.txt && grep -q "MLA latents scaled" out.txt || fail "MLA narration: [$(tail -3 out.txt)]"
+close "$(nll mla)" "$(nll mla.gguf)" 1e-5 || fail "MLA nll: $(nll mla) vs $(nll mla.gguf)"
+run -e "load mla.gguf; info"
+grep -Eq "^family +deepseek" out.txt || fail "MLA GGUF family: [$(head -5 out.txt)]"
+
+# stories260K (llama2.c, interleaved RoPE, its tokenizer)
+if [ -f "$M/stories260K/stories260K.bin" ]; then
+    run -e "load $M/stories260K/stories260K.bin as st; export st.gguf dtype f32"
+    [ "$(rc)" = 0 ] && grep -q "tokenizer llama" out.txt || fail "stories export: [$(cat out.txt err.txt)]"
+    close "$(nll "$M/stories260K/stories260K.bin")" "$(nll st.gguf)" 1e-5 || fail "stories nll"
+else
+    echo "stories260K not found under $M: its part is skipped"
+fi
+cli_done

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# cli_llamacpp.sh -- GGUF exports run in a real llama.cpp: the npm package node-llama-cpp (its
+# prebuilt CPU llama.cpp; scripts/install-deps.sh installs it under
+# ${ATTNLAB_NODE_PREFIX:-~/.local/share/attnlab/node}). For stories260K (llama2.c, its tokenizer),
+# demo-llama (a synthetic Llama GQA model: 8 heads, 2 KV heads), demo-gpt2 and a TransMLA
+# conversion of demo-llama (deepseek2, MLA), a Qwen2 made from demo-llama with q/k/v biases, and
+# gpt2-tiny-random, the next-token logits llama.cpp computes after every
+# token of a prompt (tests/llamacpp_logits.mjs, F32 KV cache) are compared with attnlab's forward
+# pass on the source checkpoint (`test_gguf logits`): f32 within 1e-4 with every argmax equal
+# (GPT-2: 1e-2, llama.cpp's GELU is tabulated in F16);
+# f16 / bf16 / q8_0 within their rounding (llama.cpp also rounds the activations to the weights'
+# type); llama.cpp tokenizes text with the exported tokenizer metadata as attnlab does (stories260K's
+# llama2.c vocabulary, GPT-2's byte-level BPE) and decodes the same greedy story. Without node (or node-llama-cpp) the test says why and is skipped (exit 77).
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-llamacpp shared-cache
+cd "$T" || exit 1
+M=${ATTNLAB_MODELS:-$ATTNLAB_SRC/../shared/models}
+JS=$ATTNLAB_SRC/tests/llamacpp_logits.mjs
+TG=$(dirname "$T")/test_gguf                 # the unit test's binary doubles as the logits helper
+PREFIX=${ATTNLAB_NODE_PREFIX:-$HOME/.local/share/attnlab/node}
+
+command -v node >/dev/null || { echo "SKIP: node is not installed (scripts/install-deps.sh installs nodejs and node-llama-cpp)"; exit 77; }
+[ -f "$PREFIX/node_modules/node-llama-cpp/dist/index.js" ] \
+    || { echo "SKIP: node-llama-cpp is not installed under $PREFIX (scripts/install-deps.sh installs it)"; exit 77; }
+[ -x "$TG" ] || { echo "FAIL: no test_gguf binary at $TG"; exit 1; }
+
+IDS="1 5 9 23 7 100 3 44 12 9 8 77 66 55 4 3"
+
+# compare NAME SOURCE GGUF TOL [argmax]: llama.cpp on GGUF against attnlab on SOURCE
+compare() {
+    local name=$1 src=$2 gguf=$3 tol=$4 line
+    "$TG" logits "$src" "$IDS" > "ref_$name.json" 2> err.txt || { fail "$name: attnlab logits: $(cat err.txt)"; return; }
+    line=$(node "$JS" "$gguf" "$IDS" "ref_$name.json" 2> "node_$name.txt")
+    echo "$name: $line"
+    [ -n "$line" ] || { fail "$name: llama.cpp failed: $(tail -5 "node_$name.txt")"; return; }
+    awk -v l="$line" -v t="$tol" -v am="${5:-}" 'BEGIN {
+        n = split(l, w, " "); for (i = 1; i < n; i++) v[w[i]] = w[i + 1]
+        split(v["argmax_agree"], a, "/")
+        exit !(v["max_abs_diff"] + 0 <= t + 0 && (am == "" || a[1] == a[2])) }' \
+        || fail "$name: beyond tolerance $tol${5:+ or argmax differs}: $line"
+}
+
+run -e "synth demo-llama dl; load dl; export dl.gguf dtype f32; export dl16.gguf dtype f16; export dlb.gguf dtype bf16; export dlq.gguf dtype q8_0"
+[ "$(rc)" = 0 ] || fail "demo-llama exports: [$(cat err.txt)]"
+compare demo-llama-f32 dl dl.gguf 1e-4 argmax
+compare demo-llama-f16 dl dl16.gguf 2e-2
+compare demo-llama-bf16 dl dlb.gguf 1e-1
+compare demo-llama-q8_0 dl dlq.gguf 1e-1
+
+"$TG" make-qwen2 dl qw 2> err.txt || fail "make-qwen2: $(cat err.txt)"
+run -e "load qw; export qw.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "qwen2 export: [$(cat err.txt)]"
+compare qwen2-f32 qw qw.gguf 1e-4 argmax
+
+run -e "synth demo-gpt2 g2; load g2; export g2.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "demo-gpt2 export: [$(cat err.txt)]"
+# ggml's CPU GELU reads an F16 table (GGML_GELU_FP16): ~2e-3 on demo-gpt2's logits even in F32
+compare demo-gpt2-f32 g2 g2.gguf 1e-2 argmax
+
+run -e "load dl; convert mla kv-rank full; export mla; load mla; export mla.gguf dtype f32; export mlab.gguf dtype bf16"
+[ "$(rc)" = 0 ] || fail "MLA export: [$(cat err.txt)]"
+compare transmla-f32 mla mla.gguf 1e-4 argmax
+compare transmla-bf16 mla mlab.gguf 1e-1
+
+if [ -f "$M/stories260K/stories260K.bin" ]; then
+    run -e "load $M/stories260K/stories260K.bin as st; export st.gguf dtype f32; export stq.gguf dtype q8_0"
+    [ "$(rc)" = 0 ] || fail "stories260K export: [$(cat err.txt)]"
+    compare stories260K-f32 "$M/stories260K/stories260K.bin" st.gguf 1e-4 argmax
+    compare stories260K-q8_0 "$M/stories260K/stories260K.bin" stq.gguf 5e-1
+    # the tokenizer metadata: llama.cpp encodes the text as attnlab does, and decodes the same story
+    text="Once upon a time, Lily saw a big dog."
+    run -e "load $M/stories260K/stories260K.bin; tokenize \"$text\"; generate \"$text\" tokens 20"
+    ids=$(sed -n 2p out.txt | tr ' ' ','); story=$(sed -n 3p out.txt)
+    node "$JS" st.gguf --text "$text" 20 > gen.json 2> node_gen.txt || fail "llama.cpp text mode: $(tail -3 node_gen.txt)"
+    echo "stories260K in llama.cpp: $(cat gen.json)"
+    grep -q "\"tokens\":\[$ids\]" gen.json || fail "stories260K tokens: attnlab [$ids], llama.cpp $(cat gen.json)"
+    grep -qF "$story" gen.json || fail "stories260K greedy text: attnlab [$story], llama.cpp $(cat gen.json)"
+else
+    echo "stories260K not found under $M: its part is skipped"
+fi
+
+if [ -d "$M/gpt2-tiny-random" ]; then          # a byte-level BPE tokenizer.json with its merges
+    text="Hello world, it's 2024!"
+    run -e "load $M/gpt2-tiny-random; export g2t.gguf dtype f32; tokenize \"$text\""
+    ids=$(tail -1 out.txt | tr ' ' ',')
+    node "$JS" g2t.gguf --text "$text" 1 > gen2.json 2> node_gen2.txt || fail "gpt2 text mode: $(tail -3 node_gen2.txt)"
+    grep -q "\"tokens\":\[$ids\]" gen2.json || fail "gpt2-tiny-random tokens: attnlab [$ids], llama.cpp $(cat gen2.json)"
+    compare gpt2-tiny-random-f32 "$M/gpt2-tiny-random" g2t.gguf 1e-4 argmax
+fi
+cli_done
