@@ -16,9 +16,8 @@
  *
  * Each family prints one line per check (ok / FAIL with the numbers / PENDING with attnlab's
  * refusal). A refusal of model_open, the rank sweep or fwd_new (a family attnlab does not cover
- * yet) is PENDING, not a failure, unless FAMILIES_STRICT is 1 (or $ATTNLAB_FAMILIES_STRICT=1);
- * wrong numbers always fail. Set FAMILIES_STRICT to 1 once the forward pass and the per-head
- * views cover every family. */
+ * yet) fails while FAMILIES_STRICT is 1 (every family is covered); $ATTNLAB_FAMILIES_STRICT=0
+ * turns refusals into PENDING lines while a new family is being added. Wrong numbers always fail. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "config.h"
@@ -33,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FAMILIES_STRICT 0
+#define FAMILIES_STRICT 1
 #define T_LOGITS 24
 #define T_PPL 40
 #define REL_TOL 1e-4
