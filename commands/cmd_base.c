@@ -83,10 +83,26 @@ static const char LOAD_HELP[] =
     "  - a demo name: demo-r1 (DeepSeek-style MLA), demo-llama (GQA), demo-gpt2, with variants\n"
     "    such as demo-r1-bf16; written into the cache folder ($ATTNLAB_CACHE) on first use;\n"
     "  - a path: a folder with config.json and safetensors (single file or sharded index),\n"
-    "    a .safetensors file with config.json beside it, or a llama2.c .bin;\n"
+    "    a .safetensors file with config.json beside it, a llama2.c .bin, or a .gguf file;\n"
     "  - a short alias (e.g. ds-r1) or org/name, found in the Hugging Face cache.\n"
     "Several models can be open at once; each has a name (the demo name, the folder's base\n"
-    "name, or `as NAME`). Tensors are read lazily: loading a 671B checkpoint is instant.";
+    "name, or `as NAME`). Tensors are read lazily: loading a 671B checkpoint is instant.\n"
+    "\n"
+    "Families (model_type) and what each analysis does on them (`info` says it per model):\n"
+    "  family                        vo  qk           ppl  mla    tpa  compare\n"
+    "  llama mistral qwen2 llama.c   yes offset D     yes  yes    yes  yes   (no sliding window)\n"
+    "  mixtral                       yes offset D     yes  yes*   yes  yes   (no window; *: no export, MoE)\n"
+    "  phi3                          yes NoPE/offset  yes  full*  yes  full  (no window; *: no export)\n"
+    "  gpt_neox (Pythia)             yes NoPE dims    yes  no     yes  no    (partial rotary)\n"
+    "  qwen3 qwen3_moe olmo2         yes no (norm)    yes  no     no   no    (q/k RMSNorm)\n"
+    "  gemma2                        yes offset D     yes  no     no   no    (sliding windows)\n"
+    "  gemma3_text                   yes no (norm)    yes  no     no   no    (q/k norm, windows)\n"
+    "  deepseek_v2 deepseek_v3 kimi  yes NoPE dims    yes  (MLA)  no   no    (MoE layers run)\n"
+    "  gpt2                          yes all dims     yes  no     yes  yes   (no RoPE)\n"
+    "vo: ranks/spectrum/fuse/truncate vo and their exports (every family); qk: how W_Q W_K^T is\n"
+    "fused (offset D: at a fixed RoPE offset; NoPE dims: the dims without RoPE, exactly); ppl: ppl,\n"
+    "generate, calibrate, kvsvd; mla: convert mla (TransMLA; full: full rotary only); tpa: convert\n"
+    "tpa. `synth family NAME DIR` writes a tiny checkpoint of each family with planted ranks.";
 
 static int cmd_load(Session *s, const Args *a, Out *out) {
     Model *m;

@@ -547,6 +547,18 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
 /* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
 static int check_exportable(const TmlaResult *r, bool *bias) {
     *bias = false;
+    const ModelConfig *c = &r->src->cfg;
+    if (c->mlp == MLP_MOE)
+        return al_err("export: %s's MLP layers are a mixture of experts (%s routing): the DeepSeek-V3 checkpoint the "
+                      "export writes keeps every MLP dense, and DeepSeek's router (sigmoid / group-limited) is not "
+                      "the source's; the conversion runs in the session (ppl, check), it cannot be exported",
+                      c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k" : "the source's");
+    if (c->mlp_fused || c->block != BLOCK_PRE || c->norm != NORM_RMS || c->embed_scale != 1.0)
+        return al_err("export: %s's decoder layers (%s%s) are not DeepSeek-V3's (pre-norm RMSNorm, separate "
+                      "gate_proj / up_proj): its other tensors cannot be copied as they are into a DeepSeek-V3 "
+                      "checkpoint; the conversion runs in the session (ppl, check), it cannot be exported", c->model_type,
+                      c->mlp_fused ? "a fused gate_up_proj" : c->block != BLOCK_PRE ? "other norms around the blocks" : "",
+                      c->mlp_fused || c->block != BLOCK_PRE ? "" : "another norm or embedding scale");
     for (int l = 0; l < r->n_layers; l++)
         if (!r->layers[l])
             return al_err("export: layer %d was not converted; a DeepSeek-V3 checkpoint needs every layer in MLA form "

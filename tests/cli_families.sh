@@ -64,6 +64,24 @@ ok "nothing written for it" test ! -e "$T/x"
 run -e "synth family qwen3 $T/y dtype fp8"
 ok "fp8 refused" test "$(rc)" = 1
 
+# conversions: the reasons name what blocks them; a converted MoE or fused-MLP source runs in the
+# session but its DeepSeek-V3 export is refused (the other tensors do not fit that layout)
+run -e "load $T/qwen3; convert mla kv-rank 32"
+ok "qwen3 convert mla refused" test "$(rc)" = 1
+ok "  naming the q/k norm" grep -q "Q/K RMSNorm" err.txt
+run -e "load $T/gpt_neox; ranks qk layer 1"
+ok "gpt_neox ranks qk runs" test "$(rc)" = 0
+ok "  on the NoPE dims, said" grep -q "NoPE dims 8-31" out.txt
+for fam in mixtral phi3; do
+    cp -r "$T/$fam" "$T/$fam-nw"
+    sed -i -E 's/"sliding_window":[[:space:]]*[0-9]+/"sliding_window": null/; s/"partial_rotary_factor":[[:space:]]*[0-9.]+/"partial_rotary_factor": 1.0/' "$T/$fam-nw/config.json"
+    run -e "load $T/$fam-nw; convert mla kv-rank 64; export $T/$fam-mla"
+    ok "$fam: convert mla runs, its export is refused" test "$(rc)" = 1
+    ok "  the conversion ran" grep -q "converted layers 0-2" out.txt
+    ok "  the export says why" grep -Eq "mixture of experts|fused gate_up_proj" err.txt
+    ok "  and wrote nothing" test ! -e "$T/$fam-mla"
+done
+
 # help names the families
 run -e "help synth family"
 ok "help synth family lists gemma3_text" grep -q "gemma3_text" out.txt
