@@ -91,6 +91,10 @@ static void head_titles(const Session *s, int mk, int layer, int head, int offse
     snprintf(title, tcap, "%s layer %d head %d: %s of %s", s->cur->name ? s->cur->name : "model", layer, head,
              what, mat_label(mk));
     int n = snprintf(sub, scap, "%zu x %zu map, %zu singular values", sp->m, sp->n, sp->p);
+    char dims[128];
+    if ((mk == M_Q || mk == M_K || mk == M_QK) && farr_qk_dims(&s->cur->cfg, dims, sizeof dims) && n > 0 &&
+        (size_t)n < scap)
+        n += snprintf(sub + n, scap - (size_t)n, "; %s", dims);     /* partial rotary: which dims */
     if (offset != FARR_NO_OFFSET && n > 0 && (size_t)n < scap)
         snprintf(sub + n, scap - (size_t)n, "; K rotated by RoPE at position %d (analysis only)", offset);
 }
@@ -450,7 +454,7 @@ static int cmd_plot_heatmap(Session *s, const Args *a, Out *out) {
     char what[128];
     int rc = heatmap_matrix(s, mk, layer, head, offset, factor, &W, what, sizeof what);
     if (rc) return rc;
-    char title[256], sub[128], auto_name[256];
+    char title[256], sub[256], auto_name[256];
     snprintf(title, sizeof title, "%s layer %d head %d: %s", s->cur->name, layer, head, what);
     snprintf(sub, sizeof sub, "%zu x %zu", W->rows, W->cols);
     snprintf(auto_name, sizeof auto_name, "%s-heatmap-%s%s%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk],
