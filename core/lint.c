@@ -578,7 +578,8 @@ static void layout_moe(Lint *x, const char *p) {
     if (ds && m->n_shared > 0) {
         char q[128];
         snprintf(q, sizeof q, "%s.shared_experts", b);
-        expect_gated_mlp(x, q, f * (size_t)m->n_shared, h, false, "moe_intermediate_size x n_shared_experts, hidden_size");
+        expect_gated_mlp(x, q, f * (size_t)m->n_shared, h, false,
+                         "moe_intermediate_size x n_shared_experts, hidden_size");
     }
 }
 
@@ -595,7 +596,8 @@ static void expect_norm(Lint *x, const char *p, const char *what) {
     const char *dot = p ? "." : "";
     if (!p) p = "";
     expect(x, false, (size_t)x->cfg.hidden, 0, "hidden_size", "%s%s%s.weight", p, dot, what);
-    if (x->cfg.norm == NORM_LAYER) expect(x, false, (size_t)x->cfg.hidden, 0, "hidden_size", "%s%s%s.bias", p, dot, what);
+    if (x->cfg.norm == NORM_LAYER)
+        expect(x, false, (size_t)x->cfg.hidden, 0, "hidden_size", "%s%s%s.bias", p, dot, what);
 }
 
 /* The norms of layer p as its block layout arranges them (config.h's block_layout). */
@@ -620,7 +622,8 @@ static void layout_gqa_attn(Lint *x, const char *p) {
         expect(x, false, h, H * vd, "hidden_size, num_attention_heads x head_dim", "%s.self_attn.o_proj.weight", p);
     } else if (c->attn == QKV_HEADS) {
         expect(x, false, 3 * q, h, "3 x hidden_size, hidden_size", "%s.attention.query_key_value.weight", p);
-        if (c->qkv_bias) expect(x, false, 3 * q, 0, "3 x hidden_size (attention_bias)", "%s.attention.query_key_value.bias", p);
+        if (c->qkv_bias)
+            expect(x, false, 3 * q, 0, "3 x hidden_size (attention_bias)", "%s.attention.query_key_value.bias", p);
         expect(x, false, h, H * vd, "hidden_size, hidden_size", "%s.attention.dense.weight", p);
         if (c->o_bias) expect(x, false, h, 0, "hidden_size (attention_bias)", "%s.attention.dense.bias", p);
     } else {
@@ -640,8 +643,10 @@ static void layout_gqa_attn(Lint *x, const char *p) {
         expect(x, false, hd, 0, "head_dim (per-head q_norm)", "%s.self_attn.q_norm.weight", p);
         expect(x, false, hd, 0, "head_dim (per-head k_norm)", "%s.self_attn.k_norm.weight", p);
     } else if (qn == QKN_PROJ) {
-        expect(x, false, q, 0, "num_attention_heads x head_dim (q_norm over the projection)", "%s.self_attn.q_norm.weight", p);
-        expect(x, false, kv, 0, "num_key_value_heads x head_dim (k_norm over the projection)", "%s.self_attn.k_norm.weight", p);
+        expect(x, false, q, 0, "num_attention_heads x head_dim (q_norm over the projection)",
+               "%s.self_attn.q_norm.weight", p);
+        expect(x, false, kv, 0, "num_key_value_heads x head_dim (k_norm over the projection)",
+               "%s.self_attn.k_norm.weight", p);
     }
 }
 
@@ -677,7 +682,8 @@ static void layout_gqa(Lint *x) {
     size_t h = (size_t)c->hidden;
     bool neox = c->family == FAM_NEOX;
     const char *pf = c->prefix;
-    expect(x, false, (size_t)c->vocab, h, "vocab_size x hidden_size", "%s%s.weight", pf, neox ? "embed_in" : "embed_tokens");
+    expect(x, false, (size_t)c->vocab, h, "vocab_size x hidden_size", "%s%s.weight", pf,
+           neox ? "embed_in" : "embed_tokens");
     expect(x, tied(x), (size_t)c->vocab, h, "vocab_size x hidden_size", "%s.weight", neox ? "embed_out" : "lm_head");
     char fin[48];
     snprintf(fin, sizeof fin, "%s%s", pf, neox ? "final_layer_norm" : "norm");

@@ -9,8 +9,8 @@
  * bad config.json, an unknown family, a config describing millions of tensors, a TPA export, a
  * .gguf file, a missing path; every `synth family` checkpoint lints clean, and a planted defect per
  * layout is found (q/k norms, sandwich and post norms, fused qkv_proj / gate_up_proj, GPT-NeoX's
- * names, Mixtral / Qwen3-MoE / DeepSeek experts and routers); and damaged folders (random bytes in config, index and shard
- * header) give a report, never a crash. */
+ * names, Mixtral / Qwen3-MoE / DeepSeek experts and routers); and damaged folders (random bytes
+ * in config, index and shard header) give a report, never a crash. */
 #include "check.h"
 #include "lint.h"
 #include "safetensors.h"
@@ -353,7 +353,8 @@ static void test_families_clean(void) {
             if (lint_count(r, LINT_ERROR) + lint_count(r, LINT_WARNING)) dump(r);
             CHECK(r->hf_class[0] && !strcmp(r->hf_class, r->arch), "%s: class %s, architectures %s",
                   synth_family_names[i], r->hf_class, r->arch);
-            CHECK(!strcmp(r->model_type, synth_family_names[i]), "%s: model_type %s", synth_family_names[i], r->model_type);
+            CHECK(!strcmp(r->model_type, synth_family_names[i]), "%s: model_type %s", synth_family_names[i],
+                  r->model_type);
             CHECK(!finding(r, LINT_ADVISORY, "not checked") && !finding(r, LINT_ADVISORY, "are not ("),
                   "%s: tensors are checked", synth_family_names[i]);
             expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
@@ -427,7 +428,8 @@ static void test_families_defects(void) {
         {"deepseek_v3", "model.layers.1.mlp.shared_experts.gate_proj", NULL, LINT_ERROR,
              "missing model.layers.1.mlp.shared_experts.gate_proj.weight", LINT_DIFFERENT},
     };
-    for (size_t i = 0; i < sizeof d / sizeof *d; i++) defect(d[i].fam, d[i].drop, d[i].extra, d[i].sev, d[i].needle, d[i].hf);
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        defect(d[i].fam, d[i].drop, d[i].extra, d[i].sev, d[i].needle, d[i].hf);
 }
 
 /* ---------------------------------------------------------------- DeepSeek */
