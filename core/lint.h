@@ -16,8 +16,11 @@
  * YaRN) and deepseek_v3 keys left to DeepSeek-V3's own defaults (q_lora_rank, first_k_dense_replace,
  * n_routed_experts, the routing keys); every tensor the family's loader expects, with the shape
  * config.json implies (hidden, heads, KV heads, head_dim, intermediate, vocab, the MLA ranks and
- * head dims, experts, FP8 block scales) -- for llama, mistral, qwen2, deepseek_v2/v3 and gpt2, the
- * families attnlab describes; tensors no loader places; a tied head that differs from the
+ * head dims, experts, FP8 block scales) -- for every family attnlab describes (llama, mistral, qwen2,
+ * qwen3, qwen3_moe, gemma2, gemma3_text, mixtral, phi3, gpt_neox, olmo2, deepseek_v2/v3, gpt2), the
+ * names driven by ModelConfig's layouts (config.h: attention QKV_SPLIT / QKV_CAT / QKV_HEADS / MLA,
+ * the block's norms, q/k norms, fused MLPs, the MoE layout's routers and experts); tensors no loader
+ * places; a tied head that differs from the
  * embeddings; the index (every tensor in weight_map, every named shard present,
  * metadata.total_size = the sum of tensor bytes); each shard's header (validated by
  * core/safetensors.c) and its __metadata__ {"format": "pt"}; torch_dtype against the tensors'

@@ -87,4 +87,22 @@ if [ -f "$M" ]; then
     grep -q "non-attention tensors: all 27 identical" out.txt || fail "stories260K.bin copies: [$(cat out.txt)]"
 fi
 
+# lint the export (issue 13, 4): stock DeepSeek-V3 semantics (kv_a_layernorm present, stock keys),
+# so transformers, vLLM and SGLang load it; llama.cpp's converter needs the tokenizer the demo lacks.
+# From a source with tokenizer files (copied into the export) every target loads it.
+run -e "lint out"
+[ "$(rc)" = 0 ] && grep -q "^lint out: deepseek_v3 (DeepseekV3ForCausalLM), 43 tensors in 1 file: 1 error, 1 warning" out.txt \
+    || fail "lint out: [$(cat out.txt) $(cat err.txt)]"
+for t in transformers vLLM SGLang; do
+    grep -Eq "^$t +DeepseekV3ForCausalLM +loads *$" out.txt || fail "lint out, $t: [$(cat out.txt)]"
+done
+grep -Eq "^llama.cpp +deepseek2 \(GGUF\) +will not load" out.txt && grep -q "llama.cpp: no tokenizer files" out.txt \
+    || fail "lint out, llama.cpp: [$(cat out.txt)]"
+run -e "synth demo-llama tsrc dtype f32"
+echo '{}' >tsrc/tokenizer.json
+echo '{}' >tsrc/tokenizer_config.json
+run -e "load tsrc; convert mla kv-rank 48; export tout; lint tout"
+[ "$(rc)" = 0 ] && [ -s tout/tokenizer.json ] && grep -q "^lint tout: .*: 0 errors, 0 warnings" out.txt \
+    && [ "$(grep -Ec '^(transformers|vLLM|SGLang|llama.cpp) .* loads *$' out.txt)" = 4 ] || fail "lint tout: [$(cat out.txt) $(cat err.txt)]"
+
 cli_done

@@ -29,4 +29,24 @@ grep -Eq "^model_type +llama$" out.txt || fail "GQA export loads as llama"
 "$B" -e "load demo-r1-f32; truncate vo rank 4 policy model-max; export rf format factors" >/dev/null 2>err.txt \
     || fail "factors export: $(cat err.txt)"
 [ -d rf/farr ] || fail "factors export keeps its side files"
+# ---- lint every dense export (issue 13, 4): the source's family, every tensor where its loader
+# expects it; the demos have no tokenizer (llama.cpp's converter needs one, the rest load), and a
+# source with tokenizer files -- the demo and each `synth family` -- gives an export every target loads
+for d in rd:DeepseekV3ForCausalLM ld:LlamaForCausalLM; do
+    "$B" -e "lint ${d%%:*}" >out.txt 2>err.txt || fail "lint ${d%%:*}: $(cat err.txt)"
+    grep -q ": 1 error, 1 warning" out.txt && [ "$(grep -Ec "^(transformers|vLLM|SGLang) +${d#*:} +loads *$" out.txt)" = 3 ] \
+        && grep -Eq "^llama.cpp .*will not load" out.txt || fail "lint ${d%%:*}: [$(cat out.txt)]"
+done
+"$B" -e "synth demo-llama tl dtype f32" >/dev/null 2>err.txt || fail "synth: $(cat err.txt)"
+for f in tl qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 deepseek_v3; do
+    [ "$f" = tl ] || "$B" -e "synth family $f src-$f" >/dev/null 2>err.txt || fail "synth family $f: $(cat err.txt)"
+    s=src-$f; [ "$f" = tl ] && s=tl
+    echo '{}' >"$s/tokenizer.json"
+    echo '{}' >"$s/tokenizer_config.json"
+    "$B" -e "load $s; truncate vo rank 4 policy model-max; export dense-$f format dense; lint dense-$f" >out.txt 2>err.txt \
+        || fail "dense export + lint of $f: $(cat err.txt)"
+    grep -q "^lint dense-$f: .*: 0 errors, 0 warnings" out.txt && [ "$(grep -c ' loads *$' out.txt)" = 4 ] \
+        || fail "lint dense-$f: [$(grep -A12 '^lint' out.txt)]"
+done
+
 cli_done

@@ -96,4 +96,13 @@ grep -q "Case 1: the bottleneck effect.*-- layer 1" cases.txt || fail "case 1: $
 grep -q "Case 2: only low when fused.*-- layer 2" cases.txt || fail "case 2"
 grep -q "The common case: high-rank layers.*-- layer 0" cases.txt || fail "case 3"
 
+# ---- lint the exports (issue 13, 4): the hf export of the MLA demo and the factors export of the
+# Llama demo keep their family's layout; transformers, vLLM and SGLang load them (no tokenizer in the
+# demos: llama.cpp's converter refuses)
+for d in out1:DeepseekV3ForCausalLM outl:LlamaForCausalLM; do
+  "$B" -e "lint ${d%%:*}" >out.txt 2>err.txt || fail "lint ${d%%:*}: $(cat err.txt)"
+  [ "$(grep -Ec "^(transformers|vLLM|SGLang) +${d#*:} +loads *$" out.txt)" = 3 ] && grep -q ": 1 error, 1 warning" out.txt \
+    && grep -q "llama.cpp: no tokenizer files" out.txt || fail "lint ${d%%:*}: [$(cat out.txt)]"
+done
+
 cli_done

@@ -4,7 +4,8 @@
 # target loads), a FaRR export, a TransMLA export (what lint says follows the folder's actual
 # content: kv_a_layernorm present or not, qk_latent_layernorm set or not), a copy of it with both
 # defects planted, a TPA export, org/name through the Hugging Face cache (llama.cpp's row naming the
-# GGUF architecture), `to FILE.json`, the Lua value, and the exit status (0 whatever lint finds; 1
+# GGUF architecture), a gemma3_text `synth family` checkpoint and its dense export (clean) and a copy
+# with a q_norm renamed, `to FILE.json`, the Lua value, and the exit status (0 whatever lint finds; 1
 # for a missing folder).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -56,6 +57,8 @@ if [ "$latent" != 0 ]; then
     grep -q "config.json sets qk_latent_layernorm: false, a key only attnlab reads" out.txt \
         || fail "lint mla: qk_latent_layernorm: [$(cat out.txt)]"
 fi
+# the export is stock DeepSeek-V3 (issue 13, 1): kv_a_layernorm written, no attnlab-only key
+[ "$norm" != 0 ] && [ "$latent" = 0 ] || fail "the TransMLA export is not stock: kv_a_layernorm $norm, qk_latent_layernorm: false $latent"
 if [ "$norm" = 0 ] || [ "$latent" != 0 ]; then
     row transformers | grep -q "loads, but computes a different model" || fail "lint mla transformers: [$(cat out.txt)]"
 else
@@ -76,6 +79,19 @@ grep -q "wrote 4 rows to planted.json" out.txt || fail "lint to FILE: [$(cat out
 grep -q '"target":[[:space:]]*"transformers"' planted.json && grep -q '"verdict":[[:space:]]*"loads, but computes a different model"' planted.json \
     && grep -q '"verdict":[[:space:]]*"will not load"' planted.json \
     && grep -q '"reasons":[[:space:]]*"[^"]*qk_latent_layernorm: false' planted.json || fail "planted.json: [$(cat planted.json)]"
+
+# a family of issue 12 (tensor names from its layouts) and its dense FaRR export: every target loads them
+run -e "synth family gemma3_text g3"
+echo '{}' >g3/tokenizer.json
+echo '{}' >g3/tokenizer_config.json
+run -e "lint g3; load g3; truncate vo rank 4 policy model-max; export g3d format dense; lint g3d"
+[ "$(rc)" = 0 ] && grep -q "^lint g3: gemma3_text (Gemma3ForCausalLM), 80 tensors in 1 file: 0 errors, 0 warnings" out.txt \
+    && grep -q "^lint g3d: gemma3_text (Gemma3ForCausalLM), 80 tensors in 1 file: 0 errors, 0 warnings" out.txt \
+    && [ "$(grep -c ' loads *$' out.txt)" = 8 ] || fail "lint gemma3_text: [$(cat out.txt) $(cat err.txt)]"
+LC_ALL=C sed -i 's/layers\.1\.self_attn\.q_norm/layers.1.self_attn.q_nor_/' g3/model.safetensors
+run -e "lint g3"
+grep -q "missing model.layers.1.self_attn.q_norm.weight" out.txt && grep -q "model.layers.1.self_attn.q_nor_.weight: no tensor of Gemma3ForCausalLM" out.txt \
+    || fail "lint g3 with q_norm renamed: [$(cat out.txt)]"
 
 # a TPA export: attnlab's own layout
 run -e "load llama as l; convert tpa kv-rank 2; export tpa; lint tpa"

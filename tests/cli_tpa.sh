@@ -117,4 +117,9 @@ fi
 run -e "load demo-llama; lua print(attn.convert('tpa', {['kv-rank'] = 1})[4].out_err > 0.01, attn.kv_cache({family = 'mha'})[1].kv_values_per_token)"
 [ "$(rc)" = 0 ] && grep -Eq "^true\s+512$" out.txt || fail "Lua: [$(cat out.txt)] [$(cat err.txt)]"
 
+# ---- lint names attnlab's own layout: no engine loads a TPA export
+run -e "lint ex-b"
+[ "$(rc)" = 0 ] && grep -q "an attnlab TPA export (tpa_manifest.json): attnlab's own layout" out.txt \
+    && [ "$(grep -c ' will not load' out.txt)" = 4 ] || fail "lint ex-b: [$(cat out.txt) $(cat err.txt)]"
+
 cli_done

@@ -7,8 +7,10 @@
  * / attention_bias / a llama3 rope_scaling on DeepSeek for vLLM and SGLang, deepseek_v3 keys left
  * to DeepSeek-V3's defaults, a tied head that differs, FlashMLA's shapes, a broken shard, no or
  * bad config.json, an unknown family, a config describing millions of tensors, a TPA export, a
- * .gguf file, a missing path; and damaged folders (random bytes in config, index and shard
- * header) give a report, never a crash. */
+ * .gguf file, a missing path; every `synth family` checkpoint lints clean, and a planted defect per
+ * layout is found (q/k norms, sandwich and post norms, fused qkv_proj / gate_up_proj, GPT-NeoX's
+ * names, Mixtral / Qwen3-MoE / DeepSeek experts and routers); and damaged folders (random bytes
+ * in config, index and shard header) give a report, never a crash. */
 #include "check.h"
 #include "lint.h"
 #include "safetensors.h"
@@ -256,7 +258,10 @@ static void wrong_arch(cJSON *root) {
 static void no_arch(cJSON *root) { cJSON_DeleteItemFromObject(root, "architectures"); }
 static void tie(cJSON *root) { cJSON_ReplaceItemInObject(root, "tie_word_embeddings", cJSON_CreateTrue()); }
 static void many_layers(cJSON *root) { cJSON_ReplaceItemInObject(root, "num_hidden_layers", cJSON_CreateNumber(2000000)); }
-static void qwen3(cJSON *root) { cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("qwen3")); }
+static void qwen3(cJSON *root) {          /* and the demo's 4 layers back */
+    cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("qwen3"));
+    cJSON_ReplaceItemInObject(root, "num_hidden_layers", cJSON_CreateNumber(4));
+}
 static void martian(cJSON *root) { cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("martian")); }
 
 static void test_config_shapes(void) {
@@ -296,7 +301,7 @@ static void test_config_shapes(void) {
     LINT_EXPECT(dir, LINT_ERROR, "config.json describes about 32000000 tensors (num_hidden_layers 2000000)");
     edit_json(cfg, qwen3);
     r = lint(dir);
-    EXPECT(r, LINT_ADVISORY, "this family's are not checked");
+    EXPECT(r, LINT_ERROR, "missing model.layers.0.self_attn.q_norm.weight");     /* Llama's tensors, Qwen3's config */
     CHECK(r && !strcmp(r->hf_class, "Qwen3ForCausalLM"), "qwen3's class");
     lint_report_free(r);
     edit_json(cfg, martian);
@@ -325,6 +330,106 @@ static void test_unknown_tensor(void) {
     EXPECT(r, LINT_ADVISORY, "rotary_emb.inv_freq: engines skip it");
     lint_report_free(r);
     free(dir);
+}
+
+/* ---------------------------------------------------------------- the families of issue 12 */
+
+/* `synth family NAME` into tmp/dir (f32, tokenizer files planted). */
+static char *family(const char *name, const char *dir) {
+    char *d = al_asprintf("%s/%s", tmp, dir);
+    CHECK_OK(synth_family_write(name, DT_F32, 7, d));
+    add_tokenizer(d);
+    return d;
+}
+
+/* Every family's synthetic checkpoint lints clean: its class, every tensor placed, every target loads. */
+static void test_families_clean(void) {
+    for (size_t i = 0; synth_family_names[i]; i++) {
+        char *dir = family(synth_family_names[i], pathf("fam_%s", synth_family_names[i]));
+        LintReport *r = lint(dir);
+        if (r) {
+            CHECK(lint_count(r, LINT_ERROR) == 0 && lint_count(r, LINT_WARNING) == 0, "%s: %zu errors, %zu warnings",
+                  synth_family_names[i], lint_count(r, LINT_ERROR), lint_count(r, LINT_WARNING));
+            if (lint_count(r, LINT_ERROR) + lint_count(r, LINT_WARNING)) dump(r);
+            CHECK(r->hf_class[0] && !strcmp(r->hf_class, r->arch), "%s: class %s, architectures %s",
+                  synth_family_names[i], r->hf_class, r->arch);
+            CHECK(!strcmp(r->model_type, synth_family_names[i]), "%s: model_type %s", synth_family_names[i],
+                  r->model_type);
+            CHECK(!finding(r, LINT_ADVISORY, "not checked") && !finding(r, LINT_ADVISORY, "are not ("),
+                  "%s: tensors are checked", synth_family_names[i]);
+            expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, LINT_LOADS);
+        }
+        lint_report_free(r);
+        free(dir);
+    }
+}
+
+/* A planted defect per layout: rewrite_st on the family's model.safetensors drops tensors (a name
+ * prefix) and/or adds an F32 [4] tensor; the finding names it. */
+static void defect(const char *fam, const char *drop, const char *extra, lint_severity sev, const char *needle,
+                   lint_verdict hf) {
+    static int k;
+    char *dir = family(fam, pathf("defect_%s_%d", fam, k++));
+    rewrite_st(pathf("%s/model.safetensors", dir), drop, extra, "pt");
+    unlink(pathf("%s/model.safetensors.index.json", dir));
+    LintReport *r = lint(dir);
+    EXPECT(r, sev, needle);
+    if (r && sev == LINT_ERROR) CHECK(lint_verdict_of(r, LT_HF) == hf, "%s: transformers %s", fam,
+                                      lint_verdict_name(lint_verdict_of(r, LT_HF)));
+    if (r && sev == LINT_ERROR) CHECK(lint_verdict_of(r, LT_VLLM) == LINT_FAILS, "%s: vLLM refuses", fam);
+    lint_report_free(r);
+    free(dir);
+}
+
+static void test_families_defects(void) {
+    static const struct {
+        const char *fam, *drop, *extra;
+        lint_severity sev;
+        const char *needle;
+        lint_verdict hf;
+    } d[] = {
+        /* per-head q/k norms (Qwen3, Gemma 3) and OLMo 2's over the whole projection */
+        {"qwen3", "model.layers.1.self_attn.q_norm.weight", NULL, LINT_ERROR,
+             "missing model.layers.1.self_attn.q_norm.weight", LINT_DIFFERENT},
+        {"gemma3_text", "model.layers.0.self_attn.k_norm.weight", NULL, LINT_ERROR,
+             "missing model.layers.0.self_attn.k_norm.weight", LINT_DIFFERENT},
+        {"olmo2", "model.layers.2.self_attn.q_norm.weight", "model.layers.2.self_attn.q_norm.weight", LINT_ERROR,
+             "model.layers.2.self_attn.q_norm.weight is [4]; config.json says [128] (num_attention_heads x head_dim "
+             "(q_norm over the projection))", LINT_FAILS},
+        /* block layouts: Gemma's sandwich norms, OLMo 2's post-norms only */
+        {"gemma2", "model.layers.3.pre_feedforward_layernorm.weight", NULL, LINT_ERROR,
+             "missing model.layers.3.pre_feedforward_layernorm.weight", LINT_DIFFERENT},
+        {"olmo2", NULL, "model.layers.0.input_layernorm.weight", LINT_ERROR,
+             "model.layers.0.input_layernorm.weight: no tensor of Olmo2ForCausalLM", LINT_DIFFERENT},
+        /* fused layouts: Phi-3's qkv_proj and gate_up_proj, GPT-NeoX's query_key_value and LayerNorm biases */
+        {"phi3", "model.layers.1.self_attn.qkv_proj.weight", "model.layers.1.self_attn.qkv_proj.weight", LINT_ERROR,
+             "model.layers.1.self_attn.qkv_proj.weight is [4]; config.json says [256, 128] ((num_attention_heads + 2 "
+             "num_key_value_heads) x head_dim, hidden_size)", LINT_FAILS},
+        {"phi3", "model.layers.0.mlp.gate_up_proj.weight", NULL, LINT_ERROR,
+             "missing model.layers.0.mlp.gate_up_proj.weight", LINT_DIFFERENT},
+        {"gpt_neox", "gpt_neox.final_layer_norm.bias", NULL, LINT_ERROR, "missing gpt_neox.final_layer_norm.bias",
+             LINT_DIFFERENT},
+        {"gpt_neox", "embed_out.weight", NULL, LINT_ERROR, "missing embed_out.weight", LINT_DIFFERENT},
+        {"gpt_neox", NULL, "gpt_neox.layers.1.attention.q_proj.weight", LINT_ERROR,
+             "gpt_neox.layers.1.attention.q_proj.weight: no tensor of GPTNeoXForCausalLM", LINT_DIFFERENT},
+        {"gpt_neox", NULL, "gpt_neox.layers.1.attention.masked_bias", LINT_ADVISORY,
+             "gpt_neox.layers.1.attention.masked_bias: engines skip it", LINT_LOADS},
+        /* experts and routers of the three MoE layouts */
+        {"mixtral", "model.layers.2.block_sparse_moe.experts.3.", NULL, LINT_ERROR,
+             "missing model.layers.2.block_sparse_moe.experts.3.w1.weight", LINT_DIFFERENT},
+        {"mixtral", "model.layers.0.block_sparse_moe.gate.weight", NULL, LINT_ERROR,
+             "missing model.layers.0.block_sparse_moe.gate.weight", LINT_DIFFERENT},
+        {"qwen3_moe", "model.layers.1.mlp.experts.2.down_proj", NULL, LINT_ERROR,
+             "missing model.layers.1.mlp.experts.2.down_proj.weight", LINT_DIFFERENT},
+        {"qwen3_moe", NULL, "model.layers.1.mlp.shared_expert.up_proj.weight", LINT_ERROR,
+             "model.layers.1.mlp.shared_expert.up_proj.weight: no tensor of Qwen3MoeForCausalLM", LINT_DIFFERENT},
+        {"deepseek_v3", "model.layers.2.mlp.experts.7.", NULL, LINT_ERROR,
+             "missing model.layers.2.mlp.experts.7.gate_proj.weight", LINT_DIFFERENT},
+        {"deepseek_v3", "model.layers.1.mlp.shared_experts.gate_proj", NULL, LINT_ERROR,
+             "missing model.layers.1.mlp.shared_experts.gate_proj.weight", LINT_DIFFERENT},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        defect(d[i].fam, d[i].drop, d[i].extra, d[i].sev, d[i].needle, d[i].hf);
 }
 
 /* ---------------------------------------------------------------- DeepSeek */
@@ -510,6 +615,8 @@ int main(void) {
     test_metadata();
     test_config_shapes();
     test_unknown_tensor();
+    test_families_clean();
+    test_families_defects();
     test_deepseek();
     test_hostile();
     test_paths();
