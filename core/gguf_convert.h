@@ -41,6 +41,8 @@
 typedef struct {
     gg_type dtype;            /* 2-D weights (default F32 when zero-initialised: GG_F32 = 0) */
     bool force;               /* replace an existing file / non-empty folder */
+    const char *src;          /* the folder (or a file in it) the GGUF must not be written into; NULL:
+                                 m's own (a scratch copy of a transformation names its source's) */
 } GgufExportOpts;
 
 typedef struct {
@@ -59,5 +61,9 @@ const char *gguf_arch_for(const Model *m, const char **why);
  * checkpoint writer, core/ckpt_write.h) that gets model.gguf. The file is written under a
  * temporary name and renamed into place. rep may be NULL. */
 int gguf_export(Model *m, const char *dest, const GgufExportOpts *o, GgufExportReport *rep);
+/* What gguf_export refuses before writing, checked alone (no file touched): dest ending in .gguf
+ * that exists (without o->force) or is no regular file, and dest inside the folder of o->src (m's
+ * when NULL). */
+int gguf_dest_check(const Model *m, const char *dest, const GgufExportOpts *o);
 
 #endif
