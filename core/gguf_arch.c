@@ -48,6 +48,32 @@ static const GgufMap QWEN2_LAYER[] = {
     {"self_attn.k_proj.bias", "attn_k.bias", XF_COPY, false, false},
     {"self_attn.v_proj.bias", "attn_v.bias", XF_COPY, false, false},
     {0}};
+#define QKVO_COPY                                                                      \
+    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, false, false},               \
+    {"self_attn.k_proj.weight", "attn_k.weight", XF_COPY, false, false},               \
+    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},               \
+    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},          \
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", XF_COPY, false, false},          \
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", XF_COPY, false, false}
+/* Qwen3: per-head q/k RMSNorms (head_dim), optional attention biases; llama.cpp's NEOX RoPE. */
+static const GgufMap QWEN3_LAYER[] = {
+    LLAMA_MLP,
+    QKVO_COPY,
+    {"self_attn.q_proj.bias", "attn_q.bias", XF_COPY, true, false},
+    {"self_attn.k_proj.bias", "attn_k.bias", XF_COPY, true, false},
+    {"self_attn.v_proj.bias", "attn_v.bias", XF_COPY, true, false},
+    {"self_attn.o_proj.bias", "attn_output.bias", XF_COPY, true, false},
+    {0}};
+/* OLMo 2: post-norms only (post_attention_norm, post_ffw_norm), q/k RMSNorms over the whole
+ * projection (H hd, KV hd); NEOX RoPE. */
+static const GgufMap OLMO2_LAYER[] = {
+    QKVO_COPY,
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", XF_COPY, false, false},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", XF_COPY, false, false},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", XF_COPY, false, false},
+    {"mlp.up_proj.weight", "ffn_up.weight", XF_COPY, false, false},
+    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false},
+    {0}};
 static const GgufMap GPT2_GLOB[] = {
     {"wte.weight", "token_embd.weight", XF_COPY, false, false},
     {"wpe.weight", "position_embd.weight", XF_COPY, false, false},
@@ -97,6 +123,8 @@ static const GgufArch ARCHS[] = {
     {FAM_QWEN2, "qwen2", "qwen2", LLAMA_GLOB, QWEN2_LAYER, kv_llama, cfg_llama},
     {FAM_GPT2, "gpt2", "gpt2", GPT2_GLOB, GPT2_LAYER, kv_gpt2, cfg_gpt2},
     {FAM_DEEPSEEK, "deepseek2", "deepseek_v3", LLAMA_GLOB, DS2_LAYER, kv_ds2, cfg_ds2},
+    {FAM_QWEN3, "qwen3", "qwen3", LLAMA_GLOB, QWEN3_LAYER, kv_llama, cfg_llama},
+    {FAM_OLMO2, "olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -477,7 +505,7 @@ int gguf_model_open(const char *path, Store **store, char **config_json) {
     for (size_t i = 0; arch && !a && i < NARCHS; i++)
         if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
     int rc = a ? AL_OK
-               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, gpt2 and deepseek2", path,
+               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, gpt2 and deepseek2", path,
                         arch ? arch : "(none)");
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");

@@ -23,14 +23,16 @@ const char *gguf_arch_for(const Model *m, const char **why) {
     const GgufArch *a = gguf_arch_row(c);
     *why = NULL;
     if (!a) *why = "no llama.cpp architecture is mapped for this family yet";
-    else if (c->family == FAM_DEEPSEEK && c->mlp == MLP_MOE)
-        *why = "mixture-of-experts layers are not converted to GGUF yet (dense DeepSeek-V3 layouts only)";
+    else if (c->mlp == MLP_MOE)
+        *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts only)";
     else if (c->family == FAM_DEEPSEEK && c->rope_spec.layout != ROPE_INTERLEAVED)
         *why = "rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs";
     else if (c->rope_spec.scaling.kind == RS_LONGROPE || c->rope_spec.scaling.kind == RS_OTHER)
         *why = "its rope_scaling type has no GGUF mapping here (none, linear, llama3 and yarn do)";
-    else if (c->qk_norm != QKN_NONE)
-        *why = "per-head q/k norms belong to families without a row yet (qwen3, olmo2, gemma3)";
+    else if (c->qk_norm != (c->family == FAM_QWEN3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE))
+        *why = "its q/k norms are not the ones its llama.cpp architecture applies";
+    else if (c->block != (c->family == FAM_OLMO2 ? BLOCK_POST : BLOCK_PRE))
+        *why = "its layers' norm arrangement is not the one its llama.cpp architecture runs";
     return *why ? NULL : a->arch;
 }
 

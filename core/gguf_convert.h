@@ -9,6 +9,10 @@
  *              LlamaModel.permute does; llama2.c weights are interleaved already and copied.
  *   qwen2      Qwen2 (rotate_half kept: llama.cpp's NEOX RoPE), q/k/v biases.
  *   gpt2       GPT-2: Conv1D (in, out) weights transposed to (out, in), fused attn_qkv.
+ *   qwen3      Qwen3 (dense): qwen2's layout with per-head q/k RMSNorms (attn_q_norm, attn_k_norm of
+ *              head_dim), no biases unless attention_bias; NEOX RoPE; key_length = head_dim.
+ *   olmo2      OLMo 2: no pre-norms, post_attention_norm and post_ffw_norm after attention / MLP,
+ *              q/k RMSNorms over the whole projection (H hd, KV hd); NEOX RoPE.
  *   deepseek2  the DeepSeek-V3 layout (MLA) with dense MLPs: kv_b_proj is split per head into
  *              attn_k_b (H, kv_lora, nope) -- transposed -- and attn_v_b (H, v, kv_lora), as the
  *              current converter writes; head_count_kv 1, key_length kv_lora + rope, value_length
@@ -55,7 +59,8 @@ typedef struct {
     char path[4096];          /* the file written */
 } GgufExportReport;
 
-/* The llama.cpp architecture m maps to, or NULL with *why (static) saying why not. */
+/* The llama.cpp architecture m maps to, or NULL with *why (static) saying why not (no row; experts;
+ * q/k norms or a block arrangement other than the row's). */
 const char *gguf_arch_for(const Model *m, const char **why);
 /* Writes m as GGUF: dest ending in .gguf is the file, else a folder (checked and staged by the
  * checkpoint writer, core/ckpt_write.h) that gets model.gguf. The file is written under a

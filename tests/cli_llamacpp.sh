@@ -4,7 +4,7 @@
 # ${ATTNLAB_NODE_PREFIX:-~/.local/share/attnlab/node}). For stories260K (llama2.c, its tokenizer),
 # demo-llama (a synthetic Llama GQA model: 8 heads, 2 KV heads), demo-gpt2 and a TransMLA
 # conversion of demo-llama (deepseek2, MLA), a Qwen2 made from demo-llama with q/k/v biases,
-# gpt2-tiny-random, and demo-llama's FaRR truncation / TransMLA conversion exported straight to
+# gpt2-tiny-random, synthetic qwen3 and olmo2 (`synth family`), and demo-llama's FaRR truncation / TransMLA conversion exported straight to
 # GGUF (dense / stock DeepSeek-V3 forms), the next-token logits llama.cpp computes after every
 # token of a prompt (tests/llamacpp_logits.mjs, F32 KV cache) are compared with attnlab's forward
 # pass on the source checkpoint (`test_gguf logits`): f32 within 1e-4 with every argmax equal
@@ -63,6 +63,13 @@ run -e "load dl; convert mla kv-rank full; export mla; load mla; export mla.gguf
 [ "$(rc)" = 0 ] || fail "MLA export: [$(cat err.txt)]"
 compare transmla-f32 mla mla.gguf 1e-4 argmax
 compare transmla-bf16 mla mlab.gguf 1e-1
+
+# families of issue 12 (synthetic checkpoints): qwen3 (max |dlogit| 2.2e-6 measured), olmo2 (2.7e-6)
+for f in qwen3 olmo2; do
+    run -e "synth family $f $f; load $f; export $f.gguf dtype f32"
+    [ "$(rc)" = 0 ] || fail "$f export: [$(cat err.txt)]"
+    compare "$f-f32" "$f" "$f.gguf" 1e-4 argmax
+done
 
 # transformations chained to GGUF (`export FILE.gguf` right after them): a FaRR truncation through
 # its dense export, a lossy TransMLA conversion through its stock DeepSeek-V3 one; attnlab's
