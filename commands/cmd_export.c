@@ -39,7 +39,7 @@ static const char EXPORT_HELP[] =
     "(DIR/model.gguf, or the file named) -- after `truncate` the dense FaRR export of it, after\n"
     "`convert mla` the stock DeepSeek-V3 one (each written to a scratch folder beside DIR, read\n"
     "back and removed) --: architectures llama (Llama, Mistral, llama2.c), qwen2, qwen3 (dense),\n"
-    "olmo2, gpt2 and deepseek2 (a loaded DeepSeek-V3 / TransMLA export folder or a `convert mla`), the\n"
+    "olmo2, phi3, gpt2 and deepseek2 (a loaded DeepSeek-V3 / TransMLA export folder or a `convert mla`), the\n"
     "tokenizer beside the model as llama.cpp's metadata; `dtype f32|f16|bf16|q8_0` for the 2-D\n"
     "weights (default: the source's; norms and 1-D tensors stay f32). `load FILE.gguf` reads it back.\n"
     "Tensors the transformation did not touch are copied bit for bit (dtype and FP8 scales kept);\n"

@@ -3,7 +3,7 @@
  * metadata writer, and the config.json reader used when a GGUF is read back), and the way back:
  * a GGUF opened as an HF-layout store + config.json (model_open calls gguf_model_open for *.gguf,
  * as it calls llama2c_open for *.bin). Names and keys follow llama.cpp's gguf-py constants and
- * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py, olmo.py); see
+ * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py, olmo.py, phi.py); see
  * core/gguf_convert.h for the conventions of each row. Adding a family: its tensor map and a row
  * in ARCHS (gguf_arch.c), with a kv writer (or kv_llama's) and a config reader. */
 #ifndef AL_GGUF_ARCH_H

@@ -13,6 +13,9 @@
  *              head_dim), no biases unless attention_bias; NEOX RoPE; key_length = head_dim.
  *   olmo2      OLMo 2: no pre-norms, post_attention_norm and post_ffw_norm after attention / MLP,
  *              q/k RMSNorms over the whole projection (H hd, KV hd); NEOX RoPE.
+ *   phi3       Phi-3: qkv_proj and gate_up_proj as llama.cpp's fused attn_qkv / ffn_up, partial NEOX
+ *              RoPE (rope.dimension_count the rotated dims), sliding_window as conversion/phi.py
+ *              writes it (llama.cpp's window then admits one key more than Phi-3's: cli_llamacpp).
  *   deepseek2  the DeepSeek-V3 layout (MLA) with dense MLPs: kv_b_proj is split per head into
  *              attn_k_b (H, kv_lora, nope) -- transposed -- and attn_v_b (H, v, kv_lora), as the
  *              current converter writes; head_count_kv 1, key_length kv_lora + rope, value_length

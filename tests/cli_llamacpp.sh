@@ -64,9 +64,14 @@ run -e "load dl; convert mla kv-rank full; export mla; load mla; export mla.gguf
 compare transmla-f32 mla mla.gguf 1e-4 argmax
 compare transmla-bf16 mla mlab.gguf 1e-1
 
-# families of issue 12 (synthetic checkpoints): qwen3 (max |dlogit| 2.2e-6 measured), olmo2 (2.7e-6)
-for f in qwen3 olmo2; do
-    run -e "synth family $f $f; load $f; export $f.gguf dtype f32"
+# families of issue 12 (synthetic checkpoints): qwen3 (max |dlogit| 2.2e-6 measured), olmo2 (2.7e-6),
+# phi3 without its sliding window (2.9e-6; named p3m: llama.cpp special-cases general.name "phi3"'s
+# vocabulary). With the window (8) this llama.cpp lets a query see 9 keys where attnlab sees 8:
+# equal up to 8 tokens, then apart (2.7 at 16 tokens) -- not compared here.
+run -e "synth family phi3 p3m" && sed -i 's/"sliding_window":[[:space:]]*8/"sliding_window": null/' p3m/config.json
+grep -q '"sliding_window": null' p3m/config.json || fail "p3m: no sliding_window to drop"
+for f in qwen3 olmo2 p3m; do
+    run -e "$( [ "$f" = p3m ] || echo "synth family $f $f; ")load $f; export $f.gguf dtype f32"
     [ "$(rc)" = 0 ] || fail "$f export: [$(cat err.txt)]"
     compare "$f-f32" "$f" "$f.gguf" 1e-4 argmax
 done
