@@ -534,6 +534,47 @@ static int back_store(Back *b, const char *path, Store **store) {
     return rc;
 }
 
+/* Whether name is a tensor of row a (any layer, or rope_freqs). */
+static bool row_has(const GgufArch *a, const char *name) {
+    if (strcmp(name, "rope_freqs.weight") == 0) return true;
+    for (const GgufMap *t = a->glob; t->hf; t++)
+        if (strcmp(t->gg, name) == 0) return true;
+    int L, n = 0;
+    if (sscanf(name, "blk.%d.%n", &L, &n) != 1 || n == 0) return false;
+    for (const GgufMap *t = a->layer; t->hf; t++)
+        if (strcmp(t->gg, name + n) == 0) return true;
+    return false;
+}
+
+int gguf_check_tensors(const GgufFile *f, bool *checked) {
+    const char *arch = gguf_get_str(f, "general.architecture");
+    const GgufArch *a = NULL;
+    for (size_t i = 0; arch && !a && i < NARCHS; i++)
+        if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
+    *checked = a != NULL;
+    if (!a) return AL_OK;
+    int64_t layers = gint(f, a, "block_count", 0), hidden = gint(f, a, "embedding_length", 0);
+    for (const GgufMap *t = a->glob; t->hf; t++)
+        if (!t->opt && !gguf_tensor_find(f, t->gg)) return al_err("no tensor %s, which llama.cpp's %s needs", t->gg, arch);
+    for (int64_t L = 0; L < layers; L++)
+        for (const GgufMap *t = a->layer; t->hf; t++) {
+            if (t->opt) continue;
+            char *gg = gguf_layer_name(t, (int)L);
+            bool has = gg && gguf_tensor_find(f, gg);
+            int rc = has ? AL_OK : al_err("no tensor %s, which llama.cpp's %s needs", gg ? gg : t->gg, arch);
+            free(gg);
+            if (rc) return rc;
+        }
+    const GgufTensor *e = gguf_tensor_find(f, "token_embd.weight");
+    if (e && (e->ndim != 2 || (int64_t)e->ne[0] != hidden))
+        return al_err("token_embd.weight has %d dims of which the first is %llu: llama.cpp expects (%lld, vocab)", e->ndim,
+                      (unsigned long long)e->ne[0], (long long)hidden);
+    for (size_t i = 0; i < gguf_tensor_count(f); i++)
+        if (!row_has(a, gguf_tensor_at(f, i)->name))
+            return al_err("tensor %s is no tensor of llama.cpp's %s", gguf_tensor_at(f, i)->name, arch);
+    return AL_OK;
+}
+
 int gguf_model_open(const char *path, Store **store, char **config_json) {
     *store = NULL;
     *config_json = NULL;

@@ -61,6 +61,12 @@ void gguf_permute_rows(const float *src, float *dst, size_t heads, size_t rows, 
 void gguf_kv_b_split(const ModelConfig *c, const float *kvb, float *dst, bool k);
 void gguf_kv_b_join(const ModelConfig *c, const float *src, float *kvb, bool k);
 
+/* Checks f's tensors against the row of its general.architecture (lint): every tensor the row needs
+ * (per layer for <arch>.block_count layers) is present, token_embd.weight is (embedding_length,
+ * vocab) and no tensor lies outside the row. *checked = false (AL_OK) when attnlab has no row for
+ * the architecture. Errors name the first tensor wrong. */
+int gguf_check_tensors(const GgufFile *f, bool *checked);
+
 /* Reads a GGUF of a family of the table back as an HF-layout model: *store holds the tensors under
  * Hugging Face names (F32, dequantized, the transforms undone), *config_json a config.json text of
  * the family (caller frees). Errors name the file and the tensor or key. */

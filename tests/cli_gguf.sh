@@ -115,6 +115,17 @@ done
 run -e "synth family qwen3_moe q3m; load q3m; export q3m.gguf"
 [ "$(rc)" = 1 ] && grep -q "mixture-of-experts layers are not converted to GGUF yet" err.txt || fail "qwen3_moe: [$(cat err.txt)]"
 
+# lint of a GGUF: an export has no errors; a tensor renamed and the vocabulary key damaged are
+# errors for llama.cpp naming them; an unreadable file is one
+run -e "lint qwen3.gguf"
+[ "$(rc)" = 0 ] && grep -q "0 errors" out.txt || fail "lint of a good GGUF: [$(cat out.txt err.txt)]"
+python3 -c "import sys; d = open('qwen3.gguf', 'rb').read(); open('bad3.gguf', 'wb').write(d.replace(b'blk.1.attn_k_norm.weight', b'blk.1.attn_k_nxrm.weight').replace(b'tokenizer.ggml.tokens', b'tokenizer.ggml.tokenz'))"
+run -e "lint bad3.gguf"
+grep -q "error    llama.cpp: no tensor blk.1.attn_k_norm.weight, which llama.cpp's qwen3 needs" out.txt \
+    && grep -q "error    llama.cpp: no tokenizer.ggml.model / tokenizer.ggml.tokens" out.txt || fail "lint of a bad GGUF: [$(cat out.txt)]"
+run -e "lint bad.gguf"
+grep -q "error    llama.cpp: not a readable GGUF" out.txt || fail "lint of a truncated GGUF: [$(cat out.txt)]"
+
 # stories260K (llama2.c, interleaved RoPE, its tokenizer)
 if [ -f "$M/stories260K/stories260K.bin" ]; then
     run -e "load $M/stories260K/stories260K.bin as st; export st.gguf dtype f32"
