@@ -422,8 +422,16 @@ static void mla_xf_describe(const Xform *x, char *buf, size_t cap) {
 
 static void mla_xf_free(void *data) { tmla_result_free(data); }
 
+/* `export FILE.gguf` after `convert mla`: the stock DeepSeek-V3 checkpoint in float32. */
+static int mla_xf_engine_export(Session *s, const Xform *x, const char *dir) {
+    (void)s;
+    MlaExportOpts eo = { .dtype = DT_F32 };
+    return mla_export(x->data, dir, &eo);
+}
+
 const XformKind cmd_convert_xform = {
     .name = "convert mla", .export_to = mla_xf_export, .check = mla_xf_check, .kv_row = mla_xf_kv_row,
     .describe = mla_xf_describe, .free = mla_xf_free, .owns_dir = mla_xf_owns_dir, .check_dir = mla_xf_check_dir,
     .export_label = "a TransMLA export", .no_format = "always DeepSeek-V3 layout",
+    .engine_export = mla_xf_engine_export, .engine_form = "its stock DeepSeek-V3 export",
 };

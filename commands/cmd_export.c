@@ -5,7 +5,9 @@
  * (the newest checkable transformation of the current model, or an export folder, against its
  * source). `kv-cache` (cmd_tpa.c) lists a row for each transformation. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gguf_convert.h"
@@ -33,9 +35,11 @@ static const char EXPORT_HELP[] =
     "- after `convert tpa`: the non-contextual TPA factors in attnlab's own layout\n"
     "  (tpa_manifest.json + tpa_factors.safetensors; no other loader reads it; `dtype`);\n"
     "- after `kvsvd learn`: the projections, per layer (kv_heads, d, R), and a manifest.\n"
-    "`format gguf` (or DIR ending in .gguf) writes the current model itself as one GGUF file for\n"
-    "llama.cpp (DIR/model.gguf, or the file named): architectures llama (Llama, Mistral,\n"
-    "llama2.c), qwen2, gpt2 and deepseek2 (a loaded DeepSeek-V3 / TransMLA export folder), the\n"
+    "`format gguf` (or DIR ending in .gguf) writes the current model as one GGUF file for llama.cpp\n"
+    "(DIR/model.gguf, or the file named) -- after `truncate` the dense FaRR export of it, after\n"
+    "`convert mla` the stock DeepSeek-V3 one (each written to a scratch folder beside DIR, read\n"
+    "back and removed) --: architectures llama (Llama, Mistral, llama2.c), qwen2, qwen3 (dense),\n"
+    "olmo2, phi3, gpt2 and deepseek2 (a loaded DeepSeek-V3 / TransMLA export folder or a `convert mla`), the\n"
     "tokenizer beside the model as llama.cpp's metadata; `dtype f32|f16|bf16|q8_0` for the 2-D\n"
     "weights (default: the source's; norms and 1-D tensors stay f32). `load FILE.gguf` reads it back.\n"
     "Tensors the transformation did not touch are copied bit for bit (dtype and FP8 scales kept);\n"
@@ -47,7 +51,8 @@ static const char EXPORT_HELP[] =
     "  truncate vo rank 8 policy model-max; export out/r1-vo8\n"
     "  convert mla kv-rank 64; export out/llama-mla dtype bf16\n"
     "  export out/llama-farr format factors force\n"
-    "  export out/stories.gguf dtype q8_0";
+    "  export out/stories.gguf dtype q8_0\n"
+    "  truncate vo rank 8; export out/r8.gguf";
 
 static const char *const FORMAT_CHOICES[] = {"hf", "factors", "dense", "gguf", NULL};
 static const char *const DTYPE_CHOICES[] = {"f32", "f16", "bf16", "q8_0", NULL};
@@ -68,23 +73,64 @@ static const Param export_kw[] = {
     {0}
 };
 
-/* `export DIR format gguf` / `export FILE.gguf`: the current model itself (core/gguf_convert.h). */
-static int export_gguf(Session *s, const Args *a, Out *out) {
-    Model *m = s->cur;
+/* The model GGUF writes for m: m itself, or (a transformation pending) *tmp_model opened from a
+ * scratch folder *scratch beside dest that holds its engine_export (xform.h). */
+static int gguf_source(Session *s, Model *m, const char *dest, Model **tmp_model, char **scratch) {
     const Xform *x = xform_newest(s, m, NULL);
-    if (x)
-        return al_err("export: GGUF of a transformation (%s) is not written directly yet: `export DIR` it, `load DIR`, "
-                      "then `export FILE.gguf`", x->kind->export_label ? x->kind->export_label : x->kind->name);
+    *tmp_model = NULL, *scratch = NULL;
+    if (!x) return AL_OK;
+    if (!x->kind->engine_export)
+        return al_err("export: GGUF of a transformation (%s) is not written directly: `export DIR` it, `load DIR`, "
+                      "then `export FILE.gguf` (written directly: after `truncate` and `convert mla`)",
+                      x->kind->export_label ? x->kind->export_label : x->kind->name);
+    const char *slash = strrchr(dest, '/');
+    char *parent = slash ? al_asprintf("%.*s", (int)(slash - dest), dest) : al_strdup(".");
+    int rc = parent && (!*parent || al_mkdirs(parent) == AL_OK) ? AL_OK : AL_ERR;
+    char *tmpl = rc ? NULL : al_asprintf("%s/.attnlab-gguf-XXXXXX", *parent ? parent : "/");
+    free(parent);
+    if (!tmpl) return AL_ERR;
+    if (!mkdtemp(tmpl)) {
+        rc = al_err("export: cannot make a scratch folder %s beside %s: %s", tmpl, dest, strerror(errno));
+        free(tmpl);
+        return rc;
+    }
+    *scratch = tmpl;
+    char *dir = al_asprintf("%s/export", tmpl);
+    rc = dir ? x->kind->engine_export(s, x, dir) : AL_ERR;
+    if (rc == AL_OK) rc = model_open(dir, tmp_model);
+    free(dir);
+    if (rc == AL_OK) {
+        char *name = al_asprintf("%s", m->name);      /* general.name and messages: the source's */
+        if (name) free((*tmp_model)->name), (*tmp_model)->name = name;
+    }
+    return rc;
+}
+
+/* `export DIR format gguf` / `export FILE.gguf`: the current model itself, or its pending
+ * `truncate` / `convert mla` through a scratch export (gguf_source) removed afterwards, also on
+ * errors and Ctrl-C (core/gguf_convert.h). */
+static int export_gguf(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur, *g = NULL;
     if (args_given(a, "shard-mb")) return al_err("export: shard-mb is not taken by GGUF (one file)");
     dt_type src = m->cfg.dtype;
-    GgufExportOpts o = {.dtype = src == DT_F16 ? GG_F16 : src == DT_F32 ? GG_F32 : GG_BF16, .force = args_flag(a, "force")};
+    GgufExportOpts o = {.dtype = src == DT_F16 ? GG_F16 : src == DT_F32 ? GG_F32 : GG_BF16, .force = args_flag(a, "force"),
+                        .src = m->path};
     if (args_given(a, "dtype") && gg_type_parse(args_str(a, "dtype"), &o.dtype)) return AL_ERR;
+    const Xform *x = xform_newest(s, m, NULL);
+    char *scratch = NULL;
     GgufExportReport r;
-    int rc = gguf_export(m, args_str(a, "dir"), &o, &r);
+    int rc = x ? gguf_dest_check(m, args_str(a, "dir"), &o) : AL_OK;  /* before the scratch export */
+    if (rc == AL_OK) rc = gguf_source(s, m, args_str(a, "dir"), &g, &scratch);
+    if (rc == AL_OK) rc = gguf_export(g ? g : m, args_str(a, "dir"), &o, &r);
+    if (g) model_free(g);
+    if (scratch) al_remove_tree(scratch);
+    free(scratch);
     if (rc) return rc;
-    out_printf(out, "exported %s as GGUF to %s: llama.cpp architecture %s, %s, %zu tensors (%.1f MiB), %zu metadata keys, "
-               "tokenizer %s\n", m->name, r.path, r.arch, gg_type_name(o.dtype), r.tensors, (double)r.bytes / 1048576.0,
-               r.kvs, r.tokenizer);
+    char what[300] = "";
+    if (x) snprintf(what, sizeof what, " with its %s (through %s)", x->kind->name, x->kind->engine_form);
+    out_printf(out, "exported %s%s as GGUF to %s: llama.cpp architecture %s, %s, %zu tensors (%.1f MiB), %zu metadata keys, "
+               "tokenizer %s\n", m->name, what, r.path, r.arch, gg_type_name(o.dtype), r.tensors,
+               (double)r.bytes / 1048576.0, r.kvs, r.tokenizer);
     if (r.f16_fallback)
         out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);
     if (r.latent_scaled)

@@ -567,11 +567,20 @@ static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *ou
     return ok ? AL_OK : al_err("check: %s's fused maps differ from the truncation's", dir);
 }
 
+/* `export FILE.gguf` after `truncate`: the dense export (source names, shapes and dtypes). */
+static int farr_xf_engine_export(Session *s, const Xform *x, const char *dir) {
+    const FarrPlan *vo, *qk;
+    farr_plans(s, x->src, &vo, &qk);
+    ExportOpts o = { .format = EXPORT_DENSE };
+    return farr_export(x->src, vo, qk, dir, &o, NULL);
+}
+
 const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_export, .describe = farr_xf_describe,
                                    .alive = farr_xf_alive, .export_label = "a FaRR export",
                                    .owns_dir = farr_is_dense_export, .check_dir = farr_xf_check_dir,
                                    .no_dtype = "each tensor keeps its dtype",
-                                   .no_shard_mb = "it keeps the source's shards" };
+                                   .no_shard_mb = "it keeps the source's shards",
+                                   .engine_export = farr_xf_engine_export, .engine_form = "its dense FaRR export" };
 
 /* ================================================================ the table */
 

@@ -57,6 +57,11 @@ typedef struct XformKind {
        taken); cmd_export refuses them before export_to runs, so none is silently ignored */
     const char *no_format, *no_dtype, *no_shard_mb;
     const char *export_label;   /* "a FaRR export", for those refusals */
+    /* writes x as a checkpoint any engine loads into the new folder dir (float32 where the form
+       allows), which `export FILE.gguf` reads back and writes as GGUF; engine_form names it ("its
+       dense FaRR export"); NULL: no such form (GGUF refused) */
+    int (*engine_export)(Session *s, const Xform *x, const char *dir);
+    const char *engine_form;
 } XformKind;
 
 struct Xform {

@@ -48,6 +48,41 @@ static const GgufMap QWEN2_LAYER[] = {
     {"self_attn.k_proj.bias", "attn_k.bias", XF_COPY, false, false},
     {"self_attn.v_proj.bias", "attn_v.bias", XF_COPY, false, false},
     {0}};
+#define QKVO_COPY                                                                      \
+    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, false, false},               \
+    {"self_attn.k_proj.weight", "attn_k.weight", XF_COPY, false, false},               \
+    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},               \
+    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},          \
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", XF_COPY, false, false},          \
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", XF_COPY, false, false}
+/* Qwen3: per-head q/k RMSNorms (head_dim), optional attention biases; llama.cpp's NEOX RoPE. */
+static const GgufMap QWEN3_LAYER[] = {
+    LLAMA_MLP,
+    QKVO_COPY,
+    {"self_attn.q_proj.bias", "attn_q.bias", XF_COPY, true, false},
+    {"self_attn.k_proj.bias", "attn_k.bias", XF_COPY, true, false},
+    {"self_attn.v_proj.bias", "attn_v.bias", XF_COPY, true, false},
+    {"self_attn.o_proj.bias", "attn_output.bias", XF_COPY, true, false},
+    {0}};
+/* OLMo 2: post-norms only (post_attention_norm, post_ffw_norm), q/k RMSNorms over the whole
+ * projection (H hd, KV hd); NEOX RoPE. */
+static const GgufMap OLMO2_LAYER[] = {
+    QKVO_COPY,
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", XF_COPY, false, false},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", XF_COPY, false, false},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", XF_COPY, false, false},
+    {"mlp.up_proj.weight", "ffn_up.weight", XF_COPY, false, false},
+    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false},
+    {0}};
+/* Phi-3: fused attn_qkv [Q ; K ; V] and ffn_up [gate ; up] as stored; partial NEOX RoPE. */
+static const GgufMap PHI3_LAYER[] = {
+    {"input_layernorm.weight", "attn_norm.weight", XF_COPY, false, false},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", XF_COPY, false, false},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight", XF_COPY, false, false},
+    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},
+    {"mlp.gate_up_proj.weight", "ffn_up.weight", XF_COPY, false, false},
+    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false},
+    {0}};
 static const GgufMap GPT2_GLOB[] = {
     {"wte.weight", "token_embd.weight", XF_COPY, false, false},
     {"wpe.weight", "position_embd.weight", XF_COPY, false, false},
@@ -88,6 +123,8 @@ static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const 
 static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int cfg_gpt2(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int cfg_ds2(const GgufFile *f, const GgufArch *a, cJSON *c);
+static int kv_phi3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int cfg_phi3(const GgufFile *f, const GgufArch *a, cJSON *c);
 
 /* One row per family; the first row of an architecture is the one read back. */
 static const GgufArch ARCHS[] = {
@@ -97,6 +134,9 @@ static const GgufArch ARCHS[] = {
     {FAM_QWEN2, "qwen2", "qwen2", LLAMA_GLOB, QWEN2_LAYER, kv_llama, cfg_llama},
     {FAM_GPT2, "gpt2", "gpt2", GPT2_GLOB, GPT2_LAYER, kv_gpt2, cfg_gpt2},
     {FAM_DEEPSEEK, "deepseek2", "deepseek_v3", LLAMA_GLOB, DS2_LAYER, kv_ds2, cfg_ds2},
+    {FAM_QWEN3, "qwen3", "qwen3", LLAMA_GLOB, QWEN3_LAYER, kv_llama, cfg_llama},
+    {FAM_OLMO2, "olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
+    {FAM_PHI3, "phi3", "phi3", LLAMA_GLOB, PHI3_LAYER, kv_phi3, cfg_phi3},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -200,6 +240,22 @@ static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, cons
     return rc;
 }
 
+/* Phi-3 as conversion/phi.py writes it: rope.dimension_count the rotated dims, the original context,
+ * the sliding window (llama.cpp applies it to every layer, as Phi-3 does). */
+static int kv_phi3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    const RopeScaling *s = &c->rope_spec.scaling;
+    int rc = kv_common(w, c, tree, a);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attention.layer_norm_rms_epsilon"), (float)c->norm_eps);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "rope.dimension_count"), (uint32_t)c->qk_rope_dim);
+    if (!rc && s->kind == RS_NONE)
+        rc = gguf_set_u32(w, gguf_arch_key(a, "rope.scaling.original_context_length"),
+                          (uint32_t)(c->max_pos > 0 ? c->max_pos : 2048));
+    if (!rc && c->sliding_window > 0)
+        rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
+    return rc;
+}
+
 static int kv_gpt2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
     int rc = kv_common(w, c, tree, a);
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.head_count_kv"), (uint32_t)c->n_heads);
@@ -293,6 +349,17 @@ static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c) {
         cJSON_AddBoolToObject(c, "attention_bias", gguf_tensor_find(f, "blk.0.attn_q.bias") != NULL);
     else
         cJSON_AddBoolToObject(c, "use_sliding_window", false);
+    return rc;
+}
+
+static int cfg_phi3(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    int64_t H = gint(f, a, "attention.head_count", 1), D = gint(f, a, "embedding_length", 0);
+    int rc = cfg_common(f, a, c, true);
+    int64_t hd = H ? D / H : 0, sw = gint(f, a, "attention.sliding_window", 0);
+    add_int(c, "num_key_value_heads", gint(f, a, "attention.head_count_kv", H));
+    cJSON_AddNumberToObject(c, "partial_rotary_factor", hd ? (double)gint(f, a, "rope.dimension_count", hd) / (double)hd : 1.0);
+    add_int(c, "original_max_position_embeddings", gint(f, a, "rope.scaling.original_context_length", 0));
+    if (sw > 0) add_int(c, "sliding_window", sw);
     return rc;
 }
 
@@ -467,6 +534,47 @@ static int back_store(Back *b, const char *path, Store **store) {
     return rc;
 }
 
+/* Whether name is a tensor of row a (any layer, or rope_freqs). */
+static bool row_has(const GgufArch *a, const char *name) {
+    if (strcmp(name, "rope_freqs.weight") == 0) return true;
+    for (const GgufMap *t = a->glob; t->hf; t++)
+        if (strcmp(t->gg, name) == 0) return true;
+    int L, n = 0;
+    if (sscanf(name, "blk.%d.%n", &L, &n) != 1 || n == 0) return false;
+    for (const GgufMap *t = a->layer; t->hf; t++)
+        if (strcmp(t->gg, name + n) == 0) return true;
+    return false;
+}
+
+int gguf_check_tensors(const GgufFile *f, bool *checked) {
+    const char *arch = gguf_get_str(f, "general.architecture");
+    const GgufArch *a = NULL;
+    for (size_t i = 0; arch && !a && i < NARCHS; i++)
+        if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
+    *checked = a != NULL;
+    if (!a) return AL_OK;
+    int64_t layers = gint(f, a, "block_count", 0), hidden = gint(f, a, "embedding_length", 0);
+    for (const GgufMap *t = a->glob; t->hf; t++)
+        if (!t->opt && !gguf_tensor_find(f, t->gg)) return al_err("no tensor %s, which llama.cpp's %s needs", t->gg, arch);
+    for (int64_t L = 0; L < layers; L++)
+        for (const GgufMap *t = a->layer; t->hf; t++) {
+            if (t->opt) continue;
+            char *gg = gguf_layer_name(t, (int)L);
+            bool has = gg && gguf_tensor_find(f, gg);
+            int rc = has ? AL_OK : al_err("no tensor %s, which llama.cpp's %s needs", gg ? gg : t->gg, arch);
+            free(gg);
+            if (rc) return rc;
+        }
+    const GgufTensor *e = gguf_tensor_find(f, "token_embd.weight");
+    if (e && (e->ndim != 2 || (int64_t)e->ne[0] != hidden))
+        return al_err("token_embd.weight has %d dims of which the first is %llu: llama.cpp expects (%lld, vocab)", e->ndim,
+                      (unsigned long long)e->ne[0], (long long)hidden);
+    for (size_t i = 0; i < gguf_tensor_count(f); i++)
+        if (!row_has(a, gguf_tensor_at(f, i)->name))
+            return al_err("tensor %s is no tensor of llama.cpp's %s", gguf_tensor_at(f, i)->name, arch);
+    return AL_OK;
+}
+
 int gguf_model_open(const char *path, Store **store, char **config_json) {
     *store = NULL;
     *config_json = NULL;
@@ -477,7 +585,7 @@ int gguf_model_open(const char *path, Store **store, char **config_json) {
     for (size_t i = 0; arch && !a && i < NARCHS; i++)
         if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
     int rc = a ? AL_OK
-               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, gpt2 and deepseek2", path,
+               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, phi3, gpt2 and deepseek2", path,
                         arch ? arch : "(none)");
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");

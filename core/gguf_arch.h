@@ -3,7 +3,7 @@
  * metadata writer, and the config.json reader used when a GGUF is read back), and the way back:
  * a GGUF opened as an HF-layout store + config.json (model_open calls gguf_model_open for *.gguf,
  * as it calls llama2c_open for *.bin). Names and keys follow llama.cpp's gguf-py constants and
- * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py); see
+ * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py, olmo.py, phi.py); see
  * core/gguf_convert.h for the conventions of each row. Adding a family: its tensor map and a row
  * in ARCHS (gguf_arch.c), with a kv writer (or kv_llama's) and a config reader. */
 #ifndef AL_GGUF_ARCH_H
@@ -60,6 +60,12 @@ void gguf_permute_rows(const float *src, float *dst, size_t heads, size_t rows, 
  * and back into kv_b_proj's rows. */
 void gguf_kv_b_split(const ModelConfig *c, const float *kvb, float *dst, bool k);
 void gguf_kv_b_join(const ModelConfig *c, const float *src, float *kvb, bool k);
+
+/* Checks f's tensors against the row of its general.architecture (lint): every tensor the row needs
+ * (per layer for <arch>.block_count layers) is present, token_embd.weight is (embedding_length,
+ * vocab) and no tensor lies outside the row. *checked = false (AL_OK) when attnlab has no row for
+ * the architecture. Errors name the first tensor wrong. */
+int gguf_check_tensors(const GgufFile *f, bool *checked);
 
 /* Reads a GGUF of a family of the table back as an HF-layout model: *store holds the tensors under
  * Hugging Face names (F32, dequantized, the transforms undone), *config_json a config.json text of

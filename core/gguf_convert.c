@@ -23,14 +23,16 @@ const char *gguf_arch_for(const Model *m, const char **why) {
     const GgufArch *a = gguf_arch_row(c);
     *why = NULL;
     if (!a) *why = "no llama.cpp architecture is mapped for this family yet";
-    else if (c->family == FAM_DEEPSEEK && c->mlp == MLP_MOE)
-        *why = "mixture-of-experts layers are not converted to GGUF yet (dense DeepSeek-V3 layouts only)";
+    else if (c->mlp == MLP_MOE)
+        *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts only)";
     else if (c->family == FAM_DEEPSEEK && c->rope_spec.layout != ROPE_INTERLEAVED)
         *why = "rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs";
     else if (c->rope_spec.scaling.kind == RS_LONGROPE || c->rope_spec.scaling.kind == RS_OTHER)
         *why = "its rope_scaling type has no GGUF mapping here (none, linear, llama3 and yarn do)";
-    else if (c->qk_norm != QKN_NONE)
-        *why = "per-head q/k norms belong to families without a row yet (qwen3, olmo2, gemma3)";
+    else if (c->qk_norm != (c->family == FAM_QWEN3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE))
+        *why = "its q/k norms are not the ones its llama.cpp architecture applies";
+    else if (c->block != (c->family == FAM_OLMO2 ? BLOCK_POST : BLOCK_PRE))
+        *why = "its layers' norm arrangement is not the one its llama.cpp architecture runs";
     return *why ? NULL : a->arch;
 }
 
@@ -463,20 +465,45 @@ static bool ends_with(const char *s, const char *suf) {
 
 static int write_stream(void *ud, int fd, const char *path) { return gguf_write_fd(ud, fd, path); }
 
-/* A .gguf file: refused when it exists (without force) or lies in the source model's folder. */
-static int write_single(Model *m, GgufWriter *w, const char *dest, bool force) {
+/* *src = the real folder dest must stay out of (o->src, a file's folder, or m's store). */
+static bool src_folder(const Model *m, const GgufExportOpts *o, char src[4096]) {
+    struct stat ss;
+    if (!realpath(o->src ? o->src : store_dir(m->store), src)) return false;
+    if (o->src && stat(src, &ss) == 0 && !S_ISDIR(ss.st_mode)) {   /* a file: its folder */
+        char *cut = strrchr(src, '/');
+        if (cut) cut[cut == src] = 0;
+    }
+    return true;
+}
+
+int gguf_dest_check(const Model *m, const char *dest, const GgufExportOpts *o) {
     struct stat sb;
-    if (!force && lstat(dest, &sb) == 0) return al_err("%s exists: give `force` to replace it", dest);
-    if (lstat(dest, &sb) == 0 && !S_ISREG(sb.st_mode)) return al_err("%s exists and is not a regular file", dest);
-    char *d = al_strdup(dest), *slash = d ? strrchr(d, '/') : NULL;
+    bool file = ends_with(dest, ".gguf");
+    if (file && !o->force && lstat(dest, &sb) == 0) return al_err("%s exists: give `force` to replace it", dest);
+    if (file && lstat(dest, &sb) == 0 && !S_ISREG(sb.st_mode)) return al_err("%s exists and is not a regular file", dest);
+    char *d = al_strdup(dest), parent[4096], src[4096];
     if (!d) return AL_ERR;
-    if (slash) *slash = 0;
-    char parent[4096], src[4096];
-    bool same = realpath(slash ? (*d ? d : "/") : ".", parent) && realpath(store_dir(m->store), src) &&
-                strncmp(parent, src, strlen(src)) == 0 && (parent[strlen(src)] == 0 || parent[strlen(src)] == '/');
-    int rc = slash && *d && al_mkdirs(d) ? AL_ERR : AL_OK;
+    bool found = false;                 /* the nearest existing folder above dest */
+    for (char *slash = strrchr(d, '/'); !found; slash = strrchr(d, '/')) {
+        if (!slash) { found = realpath(".", parent) != NULL; break; }
+        *slash = 0;
+        found = realpath(*d ? d : "/", parent) != NULL;
+    }
     free(d);
+    bool same = found && src_folder(m, o, src) && strncmp(parent, src, strlen(src)) == 0 &&
+                (parent[strlen(src)] == 0 || parent[strlen(src)] == '/');
     if (same) return al_err("%s is inside the folder of %s (%s): write the GGUF elsewhere", dest, m->name, src);
+    return AL_OK;
+}
+
+/* A .gguf file: refused when it exists (without force) or lies in the source model's folder. */
+static int write_single(Model *m, GgufWriter *w, const char *dest, const GgufExportOpts *o) {
+    int rc = gguf_dest_check(m, dest, o);
+    char *d = rc ? NULL : al_strdup(dest), *slash = d ? strrchr(d, '/') : NULL;
+    if (rc || !d) return AL_ERR;
+    if (slash) *slash = 0;
+    rc = slash && *d && al_mkdirs(d) ? AL_ERR : AL_OK;
+    free(d);
     return rc ? rc : gguf_write_file(w, dest);
 }
 
@@ -493,10 +520,10 @@ int gguf_export(Model *m, const char *dest, const GgufExportOpts *o, GgufExportR
     int rc = build(m, gguf_arch_row(&m->cfg), o, rep, w);
     bool file = ends_with(dest, ".gguf");
     snprintf(rep->path, sizeof rep->path, file ? "%s" : "%s/model.gguf", dest);
-    if (rc == AL_OK && file) rc = write_single(m, w, dest, o->force);
+    if (rc == AL_OK && file) rc = write_single(m, w, dest, o);
     else if (rc == AL_OK) {
         CkptWriter *cw = NULL;
-        CkptOpts co = {.src = m->path, .force = o->force, .can_force = true};
+        CkptOpts co = {.src = o->src ? o->src : m->path, .force = o->force, .can_force = true};
         rc = ckpt_begin(dest, &co, &cw);
         if (rc == AL_OK) {
             rc = ckpt_write_stream(cw, "model.gguf", write_stream, w);

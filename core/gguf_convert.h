@@ -9,6 +9,13 @@
  *              LlamaModel.permute does; llama2.c weights are interleaved already and copied.
  *   qwen2      Qwen2 (rotate_half kept: llama.cpp's NEOX RoPE), q/k/v biases.
  *   gpt2       GPT-2: Conv1D (in, out) weights transposed to (out, in), fused attn_qkv.
+ *   qwen3      Qwen3 (dense): qwen2's layout with per-head q/k RMSNorms (attn_q_norm, attn_k_norm of
+ *              head_dim), no biases unless attention_bias; NEOX RoPE; key_length = head_dim.
+ *   olmo2      OLMo 2: no pre-norms, post_attention_norm and post_ffw_norm after attention / MLP,
+ *              q/k RMSNorms over the whole projection (H hd, KV hd); NEOX RoPE.
+ *   phi3       Phi-3: qkv_proj and gate_up_proj as llama.cpp's fused attn_qkv / ffn_up, partial NEOX
+ *              RoPE (rope.dimension_count the rotated dims), sliding_window as conversion/phi.py
+ *              writes it (llama.cpp's window then admits one key more than Phi-3's: cli_llamacpp).
  *   deepseek2  the DeepSeek-V3 layout (MLA) with dense MLPs: kv_b_proj is split per head into
  *              attn_k_b (H, kv_lora, nope) -- transposed -- and attn_v_b (H, v, kv_lora), as the
  *              current converter writes; head_count_kv 1, key_length kv_lora + rope, value_length
@@ -41,6 +48,8 @@
 typedef struct {
     gg_type dtype;            /* 2-D weights (default F32 when zero-initialised: GG_F32 = 0) */
     bool force;               /* replace an existing file / non-empty folder */
+    const char *src;          /* the folder (or a file in it) the GGUF must not be written into; NULL:
+                                 m's own (a scratch copy of a transformation names its source's) */
 } GgufExportOpts;
 
 typedef struct {
@@ -53,11 +62,16 @@ typedef struct {
     char path[4096];          /* the file written */
 } GgufExportReport;
 
-/* The llama.cpp architecture m maps to, or NULL with *why (static) saying why not. */
+/* The llama.cpp architecture m maps to, or NULL with *why (static) saying why not (no row; experts;
+ * q/k norms or a block arrangement other than the row's). */
 const char *gguf_arch_for(const Model *m, const char **why);
 /* Writes m as GGUF: dest ending in .gguf is the file, else a folder (checked and staged by the
  * checkpoint writer, core/ckpt_write.h) that gets model.gguf. The file is written under a
  * temporary name and renamed into place. rep may be NULL. */
 int gguf_export(Model *m, const char *dest, const GgufExportOpts *o, GgufExportReport *rep);
+/* What gguf_export refuses before writing, checked alone (no file touched): dest ending in .gguf
+ * that exists (without o->force) or is no regular file, and dest inside the folder of o->src (m's
+ * when NULL). */
+int gguf_dest_check(const Model *m, const char *dest, const GgufExportOpts *o);
 
 #endif

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "gguf_arch.h"
 #include "kqsvd.h"
 #include "safetensors.h"
 #include "tpa.h"
@@ -1022,10 +1023,47 @@ static void lint_dir(Lint *x) {
     check_tokenizer(x);
 }
 
-/* A GGUF file. The reader (core/gguf.c) is being written; its checks plug in here (llama.cpp's
- * metadata keys and tensor names per architecture, the tokenizer metadata). */
+/* llama.cpp's architecture names (llama-arch.cpp) that decoder checkpoints use. */
+static const char *const GGUF_ARCHS[] = {
+    "llama", "llama4", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi2", "phi3",
+    "phimoe", "gptneox", "gpt2", "olmo", "olmo2", "olmoe", "deepseek", "deepseek2", "falcon", "starcoder", "starcoder2",
+    "mpt", "bloom", "stablelm", "internlm2", "minicpm", "command-r", "cohere2", "granite", "granitemoe", "exaone",
+    "chatglm", "glm4", "baichuan", "orion", "mamba", "rwkv6", "jamba", "dbrx", "arctic", "nemotron", "gpt-oss", NULL};
+
+/* A GGUF file, through the validated reader (core/gguf.h): an architecture llama.cpp knows, the
+ * metadata keys it requires of every architecture, a vocabulary (llama.cpp refuses a file
+ * without one), and the tensors of the architectures attnlab maps (core/gguf_arch.h). */
 static void lint_gguf(Lint *x, const char *path) {
-    add(x, LINT_ADVISORY, LT_ALL, 0, "GGUF lint: not yet (%s is not checked)", path);
+    GgufFile *f = NULL;
+    if (gguf_open(path, &f) != AL_OK) {
+        add(x, LINT_ERROR, LT_LLAMACPP, 0, "not a readable GGUF: %s", al_errmsg());
+        return;
+    }
+    const char *arch = gguf_get_str(f, "general.architecture");
+    if (arch) snprintf(x->r->gguf_arch, sizeof x->r->gguf_arch, "%s", arch);
+    x->r->ntensors = gguf_tensor_count(f);
+    x->r->nfiles = 1;
+    bool known = false;
+    for (size_t i = 0; arch && !known && GGUF_ARCHS[i]; i++) known = strcmp(arch, GGUF_ARCHS[i]) == 0;
+    if (!arch) add(x, LINT_ERROR, LT_LLAMACPP, 0, "no general.architecture: llama.cpp cannot pick the model graph");
+    else if (!known) add(x, LINT_ERROR, LT_LLAMACPP, 0, "general.architecture '%s' is no llama.cpp architecture", arch);
+    const char *keys[] = {"block_count", "context_length", "embedding_length", "attention.head_count"};
+    char key[160];
+    for (size_t i = 0; arch && i < sizeof keys / sizeof *keys; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, keys[i]);
+        if (!gguf_kv_find(f, key)) add(x, LINT_ERROR, LT_LLAMACPP, 0, "no metadata key %s, which llama.cpp requires", key);
+    }
+    if (!gguf_kv_find(f, "tokenizer.ggml.model") || !gguf_kv_find(f, "tokenizer.ggml.tokens"))
+        add(x, LINT_ERROR, LT_LLAMACPP, 0, "no tokenizer.ggml.model / tokenizer.ggml.tokens: llama.cpp loads no model "
+            "without its vocabulary");
+    bool checked = false;
+    if (arch && known && gguf_check_tensors(f, &checked) != AL_OK)
+        add(x, LINT_ERROR, LT_LLAMACPP, 0, "%s", al_errmsg());
+    else if (arch && known && !checked)
+        add(x, LINT_ADVISORY, LT_LLAMACPP, 0, "the tensors of llama.cpp's %s are not checked (attnlab maps llama, qwen2, "
+            "qwen3, olmo2, phi3, gpt2, deepseek2)", arch);
+    al_err_clear();
+    gguf_close(f);
 }
 
 /* Errors first, then warnings, then advisories; the order found within each (a stable sort). */

@@ -63,7 +63,7 @@ typedef struct {
     size_t n, cap;
 } LintReport;
 
-/* Lints a checkpoint folder (a `.gguf` file: a placeholder finding for now). Fails only when the
+/* Lints a checkpoint folder, or a `.gguf` file (for llama.cpp: architecture, keys, vocabulary, tensors). Fails only when the
  * path does not exist or memory runs out; every problem of the folder is a finding. */
 int lint_folder(const char *path, LintReport **out);
 void lint_report_free(LintReport *r);

@@ -596,7 +596,7 @@ static void test_paths(void) {
     CHECK(r == NULL, "no report for a missing path");
     put(tmp, "model.gguf", "GGUF");
     r = lint(pathf("%s/model.gguf", tmp));
-    EXPECT(r, LINT_ADVISORY, "GGUF lint: not yet");
+    EXPECT(r, LINT_ERROR, "not a readable GGUF");
     lint_report_free(r);
     put(tmp, "tpa_manifest.json", "{}");
     r = lint(tmp);                                   /* a folder of folders: no config, no weights */
