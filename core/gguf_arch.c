@@ -104,6 +104,28 @@ static const GgufMap GPT2_LAYER[] = {
     {"mlp.c_proj.weight", "ffn_down.weight", XF_T, false, false},
     {"mlp.c_proj.bias", "ffn_down.bias", XF_COPY, false, false},
     {0}};
+/* GPT-NeoX (Pythia): LayerNorms with biases, fused attn_qkv reordered to [Q ; K ; V], GELU MLP
+ * with biases, untied embed_out; partial NEOX RoPE (rope.dimension_count the rotated dims). */
+static const GgufMap NEOX_GLOB[] = {
+    {"embed_in.weight", "token_embd.weight", XF_COPY, false, false},
+    {"final_layer_norm.weight", "output_norm.weight", XF_COPY, false, false},
+    {"final_layer_norm.bias", "output_norm.bias", XF_COPY, false, false},
+    {"embed_out.weight", "output.weight", XF_COPY, true, true},
+    {0}};
+static const GgufMap NEOX_LAYER[] = {
+    {"input_layernorm.weight", "attn_norm.weight", XF_COPY, false, false},
+    {"input_layernorm.bias", "attn_norm.bias", XF_COPY, false, false},
+    {"attention.query_key_value.weight", "attn_qkv.weight", XF_QKV_HEADS, false, false},
+    {"attention.query_key_value.bias", "attn_qkv.bias", XF_QKV_HEADS, true, false},
+    {"attention.dense.weight", "attn_output.weight", XF_COPY, false, false},
+    {"attention.dense.bias", "attn_output.bias", XF_COPY, true, false},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", XF_COPY, false, false},
+    {"post_attention_layernorm.bias", "ffn_norm.bias", XF_COPY, false, false},
+    {"mlp.dense_h_to_4h.weight", "ffn_up.weight", XF_COPY, false, false},
+    {"mlp.dense_h_to_4h.bias", "ffn_up.bias", XF_COPY, false, false},
+    {"mlp.dense_4h_to_h.weight", "ffn_down.weight", XF_COPY, false, false},
+    {"mlp.dense_4h_to_h.bias", "ffn_down.bias", XF_COPY, false, false},
+    {0}};
 static const GgufMap DS2_LAYER[] = {
     LLAMA_MLP,
     {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, true, false},
@@ -125,6 +147,8 @@ static int cfg_gpt2(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int cfg_ds2(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int kv_phi3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int cfg_phi3(const GgufFile *f, const GgufArch *a, cJSON *c);
+static int kv_neox(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int cfg_neox(const GgufFile *f, const GgufArch *a, cJSON *c);
 
 /* One row per family; the first row of an architecture is the one read back. */
 static const GgufArch ARCHS[] = {
@@ -137,6 +161,7 @@ static const GgufArch ARCHS[] = {
     {FAM_QWEN3, "qwen3", "qwen3", LLAMA_GLOB, QWEN3_LAYER, kv_llama, cfg_llama},
     {FAM_OLMO2, "olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
     {FAM_PHI3, "phi3", "phi3", LLAMA_GLOB, PHI3_LAYER, kv_phi3, cfg_phi3},
+    {FAM_NEOX, "gptneox", "gpt_neox", NEOX_GLOB, NEOX_LAYER, kv_neox, cfg_neox},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -159,6 +184,16 @@ void gguf_permute_rows(const float *src, float *dst, size_t heads, size_t rows, 
                 size_t to = inverse ? halves : inter, from = inverse ? inter : halves;
                 memcpy(dst + to * cols, src + from * cols, cols * sizeof *dst);
             }
+}
+
+void gguf_qkv_heads(const float *src, float *dst, size_t heads, size_t rows, size_t cols, bool inverse) {
+    size_t hd = rows / (3 * heads);
+    for (size_t h = 0; h < heads; h++)
+        for (size_t s = 0; s < 3; s++) {
+            size_t fused = (h * 3 + s) * hd, split = (s * heads + h) * hd;
+            size_t to = inverse ? fused : split, from = inverse ? split : fused;
+            memcpy(dst + to * cols, src + from * cols, hd * cols * sizeof *dst);
+        }
 }
 
 void gguf_kv_b_split(const ModelConfig *c, const float *kvb, float *dst, bool k) {
@@ -253,6 +288,15 @@ static int kv_phi3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const
                           (uint32_t)(c->max_pos > 0 ? c->max_pos : 2048));
     if (!rc && c->sliding_window > 0)
         rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
+    return rc;
+}
+
+/* GPT-NeoX as GPTNeoXModel writes it: the rotated dims, the parallel residual, LayerNorm eps. */
+static int kv_neox(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    int rc = kv_common(w, c, tree, a);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "rope.dimension_count"), (uint32_t)c->qk_rope_dim);
+    if (!rc) rc = gguf_set_bool(w, gguf_arch_key(a, "use_parallel_residual"), c->block == BLOCK_PARALLEL);
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attention.layer_norm_epsilon"), (float)c->norm_eps);
     return rc;
 }
 
@@ -363,6 +407,18 @@ static int cfg_phi3(const GgufFile *f, const GgufArch *a, cJSON *c) {
     return rc;
 }
 
+static int cfg_neox(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    int64_t H = gint(f, a, "attention.head_count", 1), D = gint(f, a, "embedding_length", 0), hd = H ? D / H : 0;
+    int rc = cfg_common(f, a, c, true);
+    cJSON_AddNumberToObject(c, "rotary_pct", hd ? (double)gint(f, a, "rope.dimension_count", hd) / (double)hd : 1.0);
+    cJSON_AddNumberToObject(c, "rotary_emb_base", gnum(f, a, "rope.freq_base", 10000.0));
+    cJSON_AddNumberToObject(c, "layer_norm_eps", gnum(f, a, "attention.layer_norm_epsilon", 1e-5));
+    cJSON_AddBoolToObject(c, "use_parallel_residual", gint(f, a, "use_parallel_residual", 1) != 0);
+    cJSON_AddBoolToObject(c, "attention_bias", gguf_tensor_find(f, "blk.0.attn_qkv.bias") != NULL);
+    cJSON_AddStringToObject(c, "hidden_act", "gelu");
+    return rc;
+}
+
 static int cfg_gpt2(const GgufFile *f, const GgufArch *a, cJSON *c) {
     int rc = cfg_common(f, a, c, false);
     add_int(c, "n_ctx", gint(f, a, "context_length", 1024));
@@ -409,9 +465,10 @@ typedef struct {
 } Back;
 
 static char *back_hf_name(const GgufArch *a, const GgufMap *t, int layer) {
-    bool gpt2 = a->fam == FAM_GPT2;
-    if (layer < 0) return t->abs ? al_strdup(t->hf) : al_asprintf("%s%s", gpt2 ? "transformer." : "model.", t->hf);
-    return al_asprintf(gpt2 ? "transformer.h.%d.%s" : "model.layers.%d.%s", layer, t->hf);
+    bool gpt2 = a->fam == FAM_GPT2, neox = a->fam == FAM_NEOX;
+    if (layer < 0)
+        return t->abs ? al_strdup(t->hf) : al_asprintf("%s%s", gpt2 ? "transformer." : neox ? "gpt_neox." : "model.", t->hf);
+    return al_asprintf(gpt2 ? "transformer.h.%d.%s" : neox ? "gpt_neox.layers.%d.%s" : "model.layers.%d.%s", layer, t->hf);
 }
 
 /* Checks a tensor's ne against the dims the transform expects. */
@@ -448,6 +505,9 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
         C = (size_t)c->kv_lora_rank;
     } else if (g->ndim > 2) rc = al_err("%s: %s has %d dims, expected at most 2", gguf_path(b->f), g->name, g->ndim);
     if (t->xf == XF_T) { size_t s = R; R = C; C = s; }
+    if (t->xf == XF_QKV_HEADS && (!c->n_heads || (g->ndim == 1 ? C : R) % (3 * (size_t)c->n_heads)))
+        rc = al_err("%s: %s: %zu rows do not split into 3 x %d heads", gguf_path(b->f), g->name, g->ndim == 1 ? C : R,
+                    c->n_heads);
     if ((t->xf == XF_PERM_Q || t->xf == XF_PERM_K) && strcmp(b->a->arch, "llama") == 0) {
         size_t heads = (size_t)(t->xf == XF_PERM_Q ? c->n_heads : c->n_kv_heads), rows = g->ndim == 1 ? C : R;
         if (!heads || rows % heads || (rows / heads) % 2)
@@ -477,6 +537,8 @@ static int back_fill(const Back *b, const LEnt *l, float *dst) {
         if (!(tmp = al_malloc3(l->src[1]->numel, 1, sizeof *tmp, l->src[1]->name))) return AL_ERR;
         gguf_tensor_f32(b->f, l->src[1], tmp);
         gguf_kv_b_join(&b->c, tmp, dst, false);
+    } else if (l->xf == XF_QKV_HEADS) {
+        gguf_qkv_heads(tmp, dst, (size_t)b->c.n_heads, g->ndim == 1 ? C : R, g->ndim == 1 ? 1 : C, true);
     } else if (perm) {
         size_t heads = (size_t)(l->xf == XF_PERM_Q ? b->c.n_heads : b->c.n_kv_heads);
         gguf_permute_rows(tmp, dst, heads, g->ndim == 1 ? C : R, g->ndim == 1 ? 1 : C, true);
@@ -585,8 +647,8 @@ int gguf_model_open(const char *path, Store **store, char **config_json) {
     for (size_t i = 0; arch && !a && i < NARCHS; i++)
         if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
     int rc = a ? AL_OK
-               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, phi3, gpt2 and deepseek2", path,
-                        arch ? arch : "(none)");
+               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, phi3, gptneox, gpt2 and "
+                        "deepseek2", path, arch ? arch : "(none)");
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");
     char *json = rc == AL_OK ? cJSON_Print(c) : NULL;

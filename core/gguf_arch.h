@@ -25,6 +25,7 @@ typedef enum {
     XF_V_B,         /* kv_b_proj -> attn_v_b (H, v, kv_lora) */
     XF_LAT_KV,      /* kv_a_proj_with_mqa with its kv_lora latent rows scaled (no latent norm) */
     XF_LAT_Q,       /* q_a_proj scaled (no latent norm) */
+    XF_QKV_HEADS,   /* GPT-NeoX query_key_value rows (H, 3, hd) -> (3, H, hd): [Q ; K ; V] */
 } gguf_xf;
 
 /* One tensor of a family: HF name, llama.cpp name. */
@@ -56,6 +57,9 @@ char *gguf_layer_name(const GgufMap *t, int layer);
  * LlamaModel.permute): new row h hd + 2i + j <- old row h hd + j hd/2 + i; inverse goes back.
  * src and dst are (rows, cols), distinct. */
 void gguf_permute_rows(const float *src, float *dst, size_t heads, size_t rows, size_t cols, bool inverse);
+/* GPT-NeoX's fused QKV rows head by head (H, 3, hd) to [Q ; K ; V] (3, H, hd) (llama.cpp's
+ * GPTNeoXModel.modify_tensors); inverse goes back. src and dst are (rows, cols), distinct. */
+void gguf_qkv_heads(const float *src, float *dst, size_t heads, size_t rows, size_t cols, bool inverse);
 /* kv_b_proj (H (nope + v), kv_lora) to attn_k_b (H, kv_lora, nope) (k) or attn_v_b (H, v, kv_lora),
  * and back into kv_b_proj's rows. */
 void gguf_kv_b_split(const ModelConfig *c, const float *kvb, float *dst, bool k);

@@ -99,13 +99,15 @@ run -e "load dl; truncate vo rank 3; export tr.gguf"
 for d in . sub dl; do ls -a "$d" | grep -q attnlab-gguf && fail "scratch folder left in $d: $(ls -a "$d")"; done
 
 # the families of issue 12 with a llama.cpp row: qwen3 (per-head q/k norms), olmo2 (post-norms,
-# q/k norms over the projection), phi3 (fused qkv / gate_up, partial RoPE, sliding window 8): F32 logits bit for bit equal after the round trip, NLL to 1e-5;
+# q/k norms over the projection), phi3 (fused qkv / gate_up, partial RoPE, sliding window 8),
+# gpt_neox as gptneox (head-by-head QKV reordered to [Q ; K ; V], parallel residual, biases): F32 logits bit for bit equal after the round trip, NLL to 1e-5;
 # qwen3_moe (experts) and families without a row are refused naming why
 TG=$(dirname "$T")/test_gguf
 IDS="1 5 9 23 7 100 3 44 12 9 8 77 66 55 4 3"
-for f in qwen3 olmo2 phi3; do
+for fa in qwen3:qwen3 olmo2:olmo2 phi3:phi3 gpt_neox:gptneox; do
+    f=${fa%%:*} arch=${fa#*:}
     run -e "synth family $f $f; load $f; export $f.gguf dtype f32"
-    [ "$(rc)" = 0 ] && grep -q "llama.cpp architecture $f, F32" out.txt || fail "$f export: [$(cat out.txt err.txt)]"
+    [ "$(rc)" = 0 ] && grep -q "llama.cpp architecture $arch, F32" out.txt || fail "$f export: [$(cat out.txt err.txt)]"
     "$TG" logits "$f" "$IDS" > "ref_$f.json" && "$TG" logits "$f.gguf" "$IDS" > "gg_$f.json" || fail "$f logits"
     cmp -s "ref_$f.json" "gg_$f.json" || fail "$f: logits of the GGUF differ from the source's"
     close "$(nll "$f")" "$(nll "$f.gguf")" 1e-5 || fail "$f nll: $(nll "$f") vs $(nll "$f.gguf")"

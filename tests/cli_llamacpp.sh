@@ -75,6 +75,11 @@ for f in qwen3 olmo2 p3m; do
     [ "$(rc)" = 0 ] || fail "$f export: [$(cat err.txt)]"
     compare "$f-f32" "$f" "$f.gguf" 1e-4 argmax
 done
+# gpt_neox as gptneox (QKV reordered head by head, parallel residual, partial NEOX RoPE): ggml's
+# F16-tabulated GELU again (HF's exact erf GELU besides)
+run -e "synth family gpt_neox nx; load nx; export nx.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "gpt_neox export: [$(cat err.txt)]"
+compare gpt_neox-f32 nx nx.gguf 1e-2 argmax
 
 # transformations chained to GGUF (`export FILE.gguf` right after them): a FaRR truncation through
 # its dense export, a lossy TransMLA conversion through its stock DeepSeek-V3 one; attnlab's
