@@ -104,6 +104,25 @@ static const GgufMap GPT2_LAYER[] = {
     {"mlp.c_proj.weight", "ffn_down.weight", XF_T, false, false},
     {"mlp.c_proj.bias", "ffn_down.bias", XF_COPY, false, false},
     {0}};
+/* Gemma 2: sandwich norms stored as 1 + w (Gemma2Model.modify_tensors), GeGLU, tied output. */
+static const GgufMap GEMMA_GLOB[] = {
+    {"embed_tokens.weight", "token_embd.weight", XF_COPY, false, false},
+    {"norm.weight", "output_norm.weight", XF_PLUS1, false, false},
+    {"lm_head.weight", "output.weight", XF_COPY, true, true},
+    {0}};
+static const GgufMap GEMMA2_LAYER[] = {
+    {"input_layernorm.weight", "attn_norm.weight", XF_PLUS1, false, false},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", XF_PLUS1, false, false},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight", XF_PLUS1, false, false},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", XF_PLUS1, false, false},
+    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, false, false},
+    {"self_attn.k_proj.weight", "attn_k.weight", XF_COPY, false, false},
+    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},
+    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", XF_COPY, false, false},
+    {"mlp.up_proj.weight", "ffn_up.weight", XF_COPY, false, false},
+    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false},
+    {0}};
 /* GPT-NeoX (Pythia): LayerNorms with biases, fused attn_qkv reordered to [Q ; K ; V], GELU MLP
  * with biases, untied embed_out; partial NEOX RoPE (rope.dimension_count the rotated dims). */
 static const GgufMap NEOX_GLOB[] = {
@@ -148,6 +167,8 @@ static int cfg_ds2(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int kv_phi3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int cfg_phi3(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int kv_neox(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int kv_gemma2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int cfg_gemma2(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int cfg_neox(const GgufFile *f, const GgufArch *a, cJSON *c);
 
 /* One row per family; the first row of an architecture is the one read back. */
@@ -161,6 +182,7 @@ static const GgufArch ARCHS[] = {
     {FAM_QWEN3, "qwen3", "qwen3", LLAMA_GLOB, QWEN3_LAYER, kv_llama, cfg_llama},
     {FAM_OLMO2, "olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
     {FAM_PHI3, "phi3", "phi3", LLAMA_GLOB, PHI3_LAYER, kv_phi3, cfg_phi3},
+    {FAM_GEMMA2, "gemma2", "gemma2", GEMMA_GLOB, GEMMA2_LAYER, kv_gemma2, cfg_gemma2},
     {FAM_NEOX, "gptneox", "gpt_neox", NEOX_GLOB, NEOX_LAYER, kv_neox, cfg_neox},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
@@ -300,6 +322,24 @@ static int kv_neox(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const
     return rc;
 }
 
+/* Gemma 2 as Gemma2Model writes it: head_dim, the soft-caps, the window (llama.cpp: even layers
+ * local); query_pre_attn_scalar only for attnlab (llama.cpp scales by 1/sqrt(head_dim) but for
+ * its 27B type). */
+static int kv_gemma2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    int rc = kv_common(w, c, tree, a);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attention.layer_norm_rms_epsilon"), (float)c->norm_eps);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length"), (uint32_t)cfg_d_qk(c));
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)c->v_dim);
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attn_logit_softcapping"), (float)c->attn_softcap);
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "final_logit_softcapping"), (float)c->final_softcap);
+    if (!rc && c->sliding_window > 0)
+        rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
+    if (!rc && c->query_pre_attn_scalar > 0)
+        rc = gguf_set_f32(w, "attnlab.query_pre_attn_scalar", (float)c->query_pre_attn_scalar);
+    return rc;
+}
+
 static int kv_gpt2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
     int rc = kv_common(w, c, tree, a);
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.head_count_kv"), (uint32_t)c->n_heads);
@@ -416,6 +456,23 @@ static int cfg_neox(const GgufFile *f, const GgufArch *a, cJSON *c) {
     cJSON_AddBoolToObject(c, "use_parallel_residual", gint(f, a, "use_parallel_residual", 1) != 0);
     cJSON_AddBoolToObject(c, "attention_bias", gguf_tensor_find(f, "blk.0.attn_qkv.bias") != NULL);
     cJSON_AddStringToObject(c, "hidden_act", "gelu");
+    return rc;
+}
+
+static int cfg_gemma2(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    int64_t H = gint(f, a, "attention.head_count", 1), D = gint(f, a, "embedding_length", 0);
+    int64_t hd = gint(f, a, "attention.key_length", H ? D / H : 0), sw = gint(f, a, "attention.sliding_window", 0);
+    double q;
+    int rc = cfg_common(f, a, c, true);
+    add_int(c, "num_key_value_heads", gint(f, a, "attention.head_count_kv", H));
+    add_int(c, "head_dim", hd);
+    cJSON_AddNumberToObject(c, "attn_logit_softcapping", gnum(f, a, "attn_logit_softcapping", 0));
+    cJSON_AddNumberToObject(c, "final_logit_softcapping", gnum(f, a, "final_logit_softcapping", 0));
+    if (sw > 0) add_int(c, "sliding_window", sw);
+    else cJSON_AddNullToObject(c, "sliding_window");
+    bool has_q = gguf_kv_find(f, "attnlab.query_pre_attn_scalar") && gguf_get_num(f, "attnlab.query_pre_attn_scalar", &q) == AL_OK;
+    cJSON_AddNumberToObject(c, "query_pre_attn_scalar", has_q ? q : (double)hd);
+    cJSON_AddStringToObject(c, "hidden_activation", "gelu_pytorch_tanh");
     return rc;
 }
 
@@ -539,6 +596,8 @@ static int back_fill(const Back *b, const LEnt *l, float *dst) {
         gguf_kv_b_join(&b->c, tmp, dst, false);
     } else if (l->xf == XF_QKV_HEADS) {
         gguf_qkv_heads(tmp, dst, (size_t)b->c.n_heads, g->ndim == 1 ? C : R, g->ndim == 1 ? 1 : C, true);
+    } else if (l->xf == XF_PLUS1) {
+        for (size_t i = 0; i < g->numel; i++) dst[i] = tmp[i] - 1.0f;
     } else if (perm) {
         size_t heads = (size_t)(l->xf == XF_PERM_Q ? b->c.n_heads : b->c.n_kv_heads);
         gguf_permute_rows(tmp, dst, heads, g->ndim == 1 ? C : R, g->ndim == 1 ? 1 : C, true);
@@ -647,7 +706,7 @@ int gguf_model_open(const char *path, Store **store, char **config_json) {
     for (size_t i = 0; arch && !a && i < NARCHS; i++)
         if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
     int rc = a ? AL_OK
-               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, phi3, gptneox, gpt2 and "
+               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, phi3, gemma2, gptneox, gpt2 and "
                         "deepseek2", path, arch ? arch : "(none)");
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");

@@ -25,6 +25,7 @@ typedef enum {
     XF_V_B,         /* kv_b_proj -> attn_v_b (H, v, kv_lora) */
     XF_LAT_KV,      /* kv_a_proj_with_mqa with its kv_lora latent rows scaled (no latent norm) */
     XF_LAT_Q,       /* q_a_proj scaled (no latent norm) */
+    XF_PLUS1,       /* Gemma's RMSNorm weight w stored as 1 + w (llama.cpp multiplies by it) */
     XF_QKV_HEADS,   /* GPT-NeoX query_key_value rows (H, 3, hd) -> (3, H, hd): [Q ; K ; V] */
 } gguf_xf;
 

@@ -32,7 +32,8 @@ const char *gguf_arch_for(const Model *m, const char **why) {
     else if (c->qk_norm != (c->family == FAM_QWEN3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE))
         *why = "its q/k norms are not the ones its llama.cpp architecture applies";
     else if (c->block != (c->family == FAM_OLMO2 ? BLOCK_POST : BLOCK_PRE) &&
-             !(c->family == FAM_NEOX && c->block == BLOCK_PARALLEL))
+             !(c->family == FAM_NEOX && c->block == BLOCK_PARALLEL) &&
+             !(c->family == FAM_GEMMA2 && c->block == BLOCK_SANDWICH))
         *why = "its layers' norm arrangement is not the one its llama.cpp architecture runs";
     return *why ? NULL : a->arch;
 }
@@ -75,6 +76,8 @@ static int fill_tensor(void *ud, float *dst, size_t numel) {
         else memcpy(dst, w->data, numel * sizeof *dst);
     } else if (f->xf == XF_QKV_HEADS) {
         gguf_qkv_heads(w->data, dst, (size_t)c->n_heads, R == 1 ? C : R, R == 1 ? 1 : C, false);
+    } else if (f->xf == XF_PLUS1) {
+        for (size_t i = 0; i < numel; i++) dst[i] = w->data[i] + 1.0f;
     } else if (f->xf == XF_T) {
         for (size_t i = 0; i < R; i++)
             for (size_t j = 0; j < C; j++) dst[j * R + i] = w->data[i * C + j];

@@ -80,6 +80,14 @@ done
 run -e "synth family gpt_neox nx; load nx; export nx.gguf dtype f32"
 [ "$(rc)" = 0 ] || fail "gpt_neox export: [$(cat err.txt)]"
 compare gpt_neox-f32 nx nx.gguf 1e-2 argmax
+# gemma2 as g2m: without its window and with query_pre_attn_scalar = head_dim (32), as this
+# llama.cpp scales queries by 1/sqrt(head_dim) (but for its 27B type)
+run -e "synth family gemma2 g2m" && sed -i -e 's/"sliding_window":[[:space:]]*8/"sliding_window": null/' \
+    -e 's/"query_pre_attn_scalar":[[:space:]]*24/"query_pre_attn_scalar": 32/' g2m/config.json
+grep -q '"query_pre_attn_scalar": 32' g2m/config.json || fail "g2m: no query_pre_attn_scalar to change"
+run -e "load g2m; export g2m.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "gemma2 export: [$(cat err.txt)]"
+compare gemma2-f32 g2m g2m.gguf 1e-2 argmax
 
 # transformations chained to GGUF (`export FILE.gguf` right after them): a FaRR truncation through
 # its dense export, a lossy TransMLA conversion through its stock DeepSeek-V3 one; attnlab's
