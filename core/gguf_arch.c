@@ -110,18 +110,24 @@ static const GgufMap GEMMA_GLOB[] = {
     {"norm.weight", "output_norm.weight", XF_PLUS1, false, false},
     {"lm_head.weight", "output.weight", XF_COPY, true, true},
     {0}};
-static const GgufMap GEMMA2_LAYER[] = {
-    {"input_layernorm.weight", "attn_norm.weight", XF_PLUS1, false, false},
-    {"post_attention_layernorm.weight", "post_attention_norm.weight", XF_PLUS1, false, false},
-    {"pre_feedforward_layernorm.weight", "ffn_norm.weight", XF_PLUS1, false, false},
-    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", XF_PLUS1, false, false},
-    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, false, false},
-    {"self_attn.k_proj.weight", "attn_k.weight", XF_COPY, false, false},
-    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},
-    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", XF_COPY, false, false},
-    {"mlp.up_proj.weight", "ffn_up.weight", XF_COPY, false, false},
-    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false},
+#define GEMMA_SANDWICH                                                                                \
+    {"input_layernorm.weight", "attn_norm.weight", XF_PLUS1, false, false},                            \
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", XF_PLUS1, false, false},         \
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight", XF_PLUS1, false, false},                   \
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", XF_PLUS1, false, false},             \
+    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, false, false},                               \
+    {"self_attn.k_proj.weight", "attn_k.weight", XF_COPY, false, false},                               \
+    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},                               \
+    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},                          \
+    {"mlp.gate_proj.weight", "ffn_gate.weight", XF_COPY, false, false},                                \
+    {"mlp.up_proj.weight", "ffn_up.weight", XF_COPY, false, false},                                    \
+    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false}
+static const GgufMap GEMMA2_LAYER[] = {GEMMA_SANDWICH, {0}};
+/* Gemma 3: Gemma 2's layer with per-head q/k RMSNorms, also stored as 1 + w. */
+static const GgufMap GEMMA3_LAYER[] = {
+    GEMMA_SANDWICH,
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", XF_PLUS1, false, false},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", XF_PLUS1, false, false},
     {0}};
 /* GPT-NeoX (Pythia): LayerNorms with biases, fused attn_qkv reordered to [Q ; K ; V], GELU MLP
  * with biases, untied embed_out; partial NEOX RoPE (rope.dimension_count the rotated dims). */
@@ -183,6 +189,7 @@ static const GgufArch ARCHS[] = {
     {FAM_OLMO2, "olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
     {FAM_PHI3, "phi3", "phi3", LLAMA_GLOB, PHI3_LAYER, kv_phi3, cfg_phi3},
     {FAM_GEMMA2, "gemma2", "gemma2", GEMMA_GLOB, GEMMA2_LAYER, kv_gemma2, cfg_gemma2},
+    {FAM_GEMMA3, "gemma3", "gemma3_text", GEMMA_GLOB, GEMMA3_LAYER, kv_gemma2, cfg_gemma2},
     {FAM_NEOX, "gptneox", "gpt_neox", NEOX_GLOB, NEOX_LAYER, kv_neox, cfg_neox},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
@@ -322,8 +329,8 @@ static int kv_neox(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const
     return rc;
 }
 
-/* Gemma 2 as Gemma2Model writes it: head_dim, the soft-caps, the window (llama.cpp: even layers
- * local); query_pre_attn_scalar only for attnlab (llama.cpp scales by 1/sqrt(head_dim) but for
+/* Gemma 2 / 3 as Gemma2Model / Gemma3Model write them: head_dim, Gemma 2's soft-caps, the window
+ * (llama.cpp: even layers local in gemma2, 5 of 6 in gemma3), Gemma 3's local RoPE base; query_pre_attn_scalar only for attnlab (llama.cpp scales by 1/sqrt(head_dim) but for
  * its 27B type). */
 static int kv_gemma2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
     int rc = kv_common(w, c, tree, a);
@@ -331,8 +338,13 @@ static int kv_gemma2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, con
     if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attention.layer_norm_rms_epsilon"), (float)c->norm_eps);
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length"), (uint32_t)cfg_d_qk(c));
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)c->v_dim);
-    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attn_logit_softcapping"), (float)c->attn_softcap);
-    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "final_logit_softcapping"), (float)c->final_softcap);
+    bool g2 = c->family == FAM_GEMMA2;   /* Gemma 3 has no soft-caps; its local layers their own base */
+    if (!rc && (g2 || c->attn_softcap > 0))
+        rc = gguf_set_f32(w, gguf_arch_key(a, "attn_logit_softcapping"), (float)c->attn_softcap);
+    if (!rc && (g2 || c->final_softcap > 0))
+        rc = gguf_set_f32(w, gguf_arch_key(a, "final_logit_softcapping"), (float)c->final_softcap);
+    if (!rc && !g2 && c->rope_spec.local_theta > 0)
+        rc = gguf_set_f32(w, gguf_arch_key(a, "rope.freq_base_swa"), (float)c->rope_spec.local_theta);
     if (!rc && c->sliding_window > 0)
         rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
     if (!rc && c->query_pre_attn_scalar > 0)
@@ -473,6 +485,7 @@ static int cfg_gemma2(const GgufFile *f, const GgufArch *a, cJSON *c) {
     bool has_q = gguf_kv_find(f, "attnlab.query_pre_attn_scalar") && gguf_get_num(f, "attnlab.query_pre_attn_scalar", &q) == AL_OK;
     cJSON_AddNumberToObject(c, "query_pre_attn_scalar", has_q ? q : (double)hd);
     cJSON_AddStringToObject(c, "hidden_activation", "gelu_pytorch_tanh");
+    if (a->fam == FAM_GEMMA3) cJSON_AddNumberToObject(c, "rope_local_base_freq", gnum(f, a, "rope.freq_base_swa", 10000.0));
     return rc;
 }
 
@@ -706,7 +719,7 @@ int gguf_model_open(const char *path, Store **store, char **config_json) {
     for (size_t i = 0; arch && !a && i < NARCHS; i++)
         if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
     int rc = a ? AL_OK
-               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, phi3, gemma2, gptneox, gpt2 and "
+               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, phi3, gemma2, gemma3, gptneox, gpt2 and "
                         "deepseek2", path, arch ? arch : "(none)");
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");

@@ -29,11 +29,11 @@ const char *gguf_arch_for(const Model *m, const char **why) {
         *why = "rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs";
     else if (c->rope_spec.scaling.kind == RS_LONGROPE || c->rope_spec.scaling.kind == RS_OTHER)
         *why = "its rope_scaling type has no GGUF mapping here (none, linear, llama3 and yarn do)";
-    else if (c->qk_norm != (c->family == FAM_QWEN3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE))
+    else if (c->qk_norm != (c->family == FAM_QWEN3 || c->family == FAM_GEMMA3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE))
         *why = "its q/k norms are not the ones its llama.cpp architecture applies";
     else if (c->block != (c->family == FAM_OLMO2 ? BLOCK_POST : BLOCK_PRE) &&
              !(c->family == FAM_NEOX && c->block == BLOCK_PARALLEL) &&
-             !(c->family == FAM_GEMMA2 && c->block == BLOCK_SANDWICH))
+             !((c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3) && c->block == BLOCK_SANDWICH))
         *why = "its layers' norm arrangement is not the one its llama.cpp architecture runs";
     return *why ? NULL : a->arch;
 }

@@ -88,6 +88,12 @@ grep -q '"query_pre_attn_scalar": 32' g2m/config.json || fail "g2m: no query_pre
 run -e "load g2m; export g2m.gguf dtype f32"
 [ "$(rc)" = 0 ] || fail "gemma2 export: [$(cat err.txt)]"
 compare gemma2-f32 g2m g2m.gguf 1e-2 argmax
+# gemma3_text as g3m, without its window
+run -e "synth family gemma3_text g3m" && sed -i 's/"sliding_window":[[:space:]]*8/"sliding_window": null/' g3m/config.json
+grep -q '"sliding_window": null' g3m/config.json || fail "g3m: no sliding_window to drop"
+run -e "load g3m; export g3m.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "gemma3 export: [$(cat err.txt)]"
+compare gemma3-f32 g3m g3m.gguf 1e-2 argmax
 
 # transformations chained to GGUF (`export FILE.gguf` right after them): a FaRR truncation through
 # its dense export, a lossy TransMLA conversion through its stock DeepSeek-V3 one; attnlab's
