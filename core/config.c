@@ -383,6 +383,8 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
                    ? BLOCK_PARALLEL : BLOCK_PRE;
     c->embed_scale = gemma ? sqrt((double)c->hidden) : 1.0;
     c->mlp_fused = c->family == FAM_PHI3;
+    /* q/k norms the family's modeling code always builds (model.c records others from the tensors) */
+    c->qk_norm = c->family == FAM_QWEN3 || c->family == FAM_GEMMA3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE;
     c->mlp_bias = c->family == FAM_NEOX;
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, c->family == FAM_GPT2 ? "activation_function" : "hidden_act");
     if (gemma && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "hidden_activation")))

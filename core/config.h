@@ -160,7 +160,8 @@ typedef struct {
     int window_declared;      /* a numeric sliding_window not disabled by use_sliding_window (tokens; -1: none) */
     bool has_layer_types;     /* layer_types given: layer_sliding holds it */
     unsigned char layer_sliding[CFG_MAX_LAYERS];
-    qk_norm_kind qk_norm;     /* from the checkpoint's q_norm / k_norm tensors (model.c) */
+    qk_norm_kind qk_norm;     /* the family's (Qwen3, Gemma 3: per head; OLMo 2: projection), else from the
+                                 checkpoint's q_norm / k_norm tensors (model.c) */
     norm_kind norm;
     char activation[32];      /* hidden_act / activation_function (default silu; GPT-2 gelu_new) */
     act_kind act;             /* what it names (ACT_UNKNOWN: a name attnlab does not compute) */

@@ -584,13 +584,6 @@ static void layout_moe(Lint *x, const char *p) {
     }
 }
 
-/* The Q/K norms the family's transformers class builds (config.h records qk_norm from the tensors
- * a checkpoint holds, model.c; lint needs what the loader expects): Qwen3 and Gemma 3 per head,
- * OLMo 2 over the whole projection. */
-static qk_norm_kind expected_qk_norm(const ModelConfig *c) {
-    return c->family == FAM_QWEN3 || c->family == FAM_GEMMA3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE;
-}
-
 /* A norm "p.what" (p NULL: "what") of the family's kind: RMSNorm weight [h], LayerNorm (GPT-NeoX)
  * weight and bias. */
 static void expect_norm(Lint *x, const char *p, const char *what) {
@@ -639,7 +632,7 @@ static void layout_gqa_attn(Lint *x, const char *p) {
         }
         if (c->o_bias) expect(x, false, h, 0, "hidden_size", "%s.self_attn.o_proj.bias", p);
     }
-    qk_norm_kind qn = expected_qk_norm(c);
+    qk_norm_kind qn = c->qk_norm;       /* the family's, from config.c */
     if (qn == QKN_HEAD) {
         expect(x, false, hd, 0, "head_dim (per-head q_norm)", "%s.self_attn.q_norm.weight", p);
         expect(x, false, hd, 0, "head_dim (per-head k_norm)", "%s.self_attn.k_norm.weight", p);

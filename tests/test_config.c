@@ -184,6 +184,7 @@ static void test_families(void) {
                           "\"num_key_value_heads\": 2, \"num_hidden_layers\": 2, \"head_dim\": 32");
     CHECK(c.family == FAM_QWEN3 && c.qk_rope_dim == 32 && c.v_dim == 32 && !c.qkv_bias && c.attn == QKV_SPLIT &&
           c.block == BLOCK_PRE && c.mlp == MLP_GATED, "qwen3: explicit head_dim, no biases");
+    CHECK(c.qk_norm == QKN_HEAD, "qwen3: per-head q/k norms are the family's, before any tensor is read");
     c = parse("\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
               "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"norm_topk_prob\": true, \"decoder_sparse_step\": 2, "
               "\"mlp_only_layers\": [3], \"moe_intermediate_size\": 16");
@@ -214,7 +215,8 @@ static void test_families(void) {
     CHECK(c.family == FAM_PHI3 && c.attn == QKV_CAT && c.mlp_fused && c.qk_rope_dim == 12 && c.qk_nope_dim == 4 &&
           c.rope_first && cfg_layer_window(&c, 1) == 32, "phi3: fused projections, partial rotary, window");
     c = parse("\"model_type\": \"olmo2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2");
-    CHECK(c.family == FAM_OLMO2 && c.block == BLOCK_POST && c.norm_eps == 1e-5, "olmo2: post-norms, eps 1e-5");
+    CHECK(c.family == FAM_OLMO2 && c.block == BLOCK_POST && c.norm_eps == 1e-5 && c.qk_norm == QKN_PROJ,
+          "olmo2: post-norms, eps 1e-5, q/k norms over the projection");
     c = parse("\"model_type\": \"mixtral\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
               "\"num_local_experts\": 8, \"num_experts_per_tok\": 2");
     CHECK(c.family == FAM_MIXTRAL && c.mlp == MLP_MOE && c.moe.layout == MOE_MIXTRAL && c.moe.norm_topk_prob &&
