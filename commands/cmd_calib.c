@@ -111,6 +111,8 @@ static const char CALIB_HELP[] =
     "  calib save FILE    writes them (safetensors, F64 Grams per layer and KV head, counts and\n"
     "                     the source in the metadata), so a large model is calibrated once\n"
     "  calib load FILE    reads them back for the current model (shapes must match)\n"
+    "                     -- or the same statistics from PyTorch on GPUs: scripts/attnlab_collect.py\n"
+    "                     (`calib info` then shows the collector, date, versions and devices)\n"
     "`kvsvd eval` also needs the text of an evaluation split: after `calib load`, give it with\n"
     "`kvsvd eval text FILE` (or `ids FILE`).";
 
@@ -121,6 +123,9 @@ static int cmd_calib_info(Session *s, const Args *a, Out *out) {
     out_printf(out, "calibration of %s: %zu sequences x %zu tokens from %s (split %s)%s\n", c->m->name, st->seqs[0],
                st->seqlen, st->source ? st->source : "?", st->split ? st->split : "?",
                st->has_x ? ", attention-input second moments kept" : "");
+    char prov[768];
+    calib_provenance(st, prov, sizeof prov);
+    if (*prov) out_printf(out, "provenance: %s\n", prov);
     return out_table_to(out, args_str(a, "to"), stats_table(st));
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "safetensors.h"
 
@@ -91,6 +92,7 @@ void calib_free(CalibStats *st) {
     if (!st) return;
     free(st->tokens); free(st->seqs);
     free(st->model); free(st->source); free(st->split);
+    for (int i = 0; i < CALIB_NPROV; i++) free(st->prov[i]);
     free(st->gk); free(st->gq); free(st->gv); free(st->gx); free(st->sx);
     free(st->buf);
     free(st);
@@ -103,6 +105,22 @@ static int set_str(char **dst, const char *s) {
     free(*dst);
     *dst = c;
     return AL_OK;
+}
+
+const char *const CALIB_PROV_KEYS[CALIB_NPROV] = {"collector", "created", "torch", "transformers", "dtype", "devices",
+                                                  "world_size"};
+
+void calib_provenance(const CalibStats *st, char *buf, size_t cap) {
+    static const char *const label[CALIB_NPROV] = {"", "", "torch ", "transformers ", "", "", ""};
+    char *const *p = st->prov;                  /* collector, created, torch, transformers, dtype, devices, world */
+    char extra[512] = "";
+    size_t n = 0;
+    for (int i = 2; i < CALIB_NPROV && n < sizeof extra; i++)
+        if (p[i])
+            n += (size_t)snprintf(extra + n, sizeof extra - n, "%s%s%s%s", n ? ", " : "", label[i], p[i],
+                                  i < 6 ? "" : strcmp(p[i], "1") == 0 ? " process" : " processes");
+    snprintf(buf, cap, "%s%s%s%s%s%s%s", p[0] ? "collected by " : "", p[0] ? p[0] : "", p[1] ? " on " : "",
+             p[1] ? p[1] : "", *extra ? " (" : "", extra, *extra ? ")" : "");
 }
 
 int calib_set_meta(CalibStats *st, const char *model, const char *source, const char *split) {
@@ -355,6 +373,17 @@ static int add_sum(st_writer *w, const CalibStats *st, int l) {
     return st_writer_add(w, name, DT_F64, 1, &n, st->sx + (size_t)l * n, n * sizeof(double));
 }
 
+/* The provenance keys: those st carries (from a loaded file), else this attnlab's. */
+static int save_provenance(st_writer *w, const CalibStats *st) {
+    char now[32];
+    time_t t = time(NULL);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%S+00:00", gmtime(&t));
+    if (!st->prov[0]) return st_writer_meta(w, "collector", "attnlab calibrate") || st_writer_meta(w, "created", now);
+    for (int i = 0; i < CALIB_NPROV; i++)
+        if (st->prov[i] && st_writer_meta(w, CALIB_PROV_KEYS[i], st->prov[i])) return AL_ERR;
+    return AL_OK;
+}
+
 int calib_save(const CalibStats *st, const char *path) {
     const CalibShape *sh = &st->sh;
     size_t biggest = layer_elems(sh, CALIB_K);
@@ -372,7 +401,7 @@ int calib_save(const CalibStats *st, const char *path) {
              meta_int(w, "seqlen", (long long)st->seqlen) || st_writer_meta(w, "keys", "after RoPE") ||
              (st->model && st_writer_meta(w, "model", st->model)) ||
              (st->source && st_writer_meta(w, "source", st->source)) ||
-             (st->split && st_writer_meta(w, "split", st->split));
+             (st->split && st_writer_meta(w, "split", st->split)) || save_provenance(w, st);
     for (int l = 0; rc == AL_OK && l < sh->n_layers; l++) {
         rc = add_gram(w, st, CALIB_K, l, "gram_k", tmp) || add_gram(w, st, CALIB_Q, l, "gram_q", tmp) ||
              add_gram(w, st, CALIB_V, l, "gram_v", tmp) || (st->has_x && add_gram(w, st, CALIB_X, l, "gram_x", tmp)) ||
@@ -484,6 +513,7 @@ int calib_load(const char *path, CalibStats **out) {
     if (rc == AL_OK) {
         st->seqlen = (size_t)seqlen;
         rc = calib_set_meta(st, st_meta(f, "model"), st_meta(f, "source"), st_meta(f, "split"));
+        for (int i = 0; rc == AL_OK && i < CALIB_NPROV; i++) rc = set_str(&st->prov[i], st_meta(f, CALIB_PROV_KEYS[i]));
     }
     st_close(f);
     if (rc) { calib_free(st); return AL_ERR; }

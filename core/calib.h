@@ -29,7 +29,10 @@
  *   layers.<l>.gram_x (hidden, hidden) and layers.<l>.sum_x (hidden) when present, counts
  *   (n_layers, 2) I64 (tokens, sequences),
  * and metadata: format "attnlab-calib", version (2; version 1 files, without sum_x, still load,
- * with no mean), the shape, model, source, split, seqlen. */
+ * with no mean), the shape, model, source, split, seqlen, and the provenance (CALIB_PROV_KEYS:
+ * collector, created, torch, transformers, dtype, devices, world_size; `calibrate` writes
+ * collector "attnlab calibrate" and created, scripts/attnlab_collect.py all of them). The same
+ * file comes from PyTorch for models no CPU can run: scripts/attnlab_collect.py. */
 #ifndef AL_CALIB_H
 #define AL_CALIB_H
 
@@ -53,6 +56,10 @@ static inline int calib_group(const CalibShape *sh) { return sh->n_heads / sh->n
 
 typedef enum { CALIB_K, CALIB_Q, CALIB_V, CALIB_X } calib_which;
 
+/* Provenance metadata keys, kept through load and save (calib_provenance joins them). */
+#define CALIB_NPROV 7
+extern const char *const CALIB_PROV_KEYS[CALIB_NPROV];
+
 typedef struct CalibStats {
     CalibShape sh;
     bool has_x;               /* G_X (and S_X) are accumulated */
@@ -62,6 +69,7 @@ typedef struct CalibStats {
     char *model;              /* metadata, owned, may be NULL: the model's name */
     char *source;             /*   the text or id file */
     char *split;              /*   "train" / "valid" / other */
+    char *prov[CALIB_NPROV];  /*   provenance values of CALIB_PROV_KEYS, owned, NULL when absent */
     double *gk;               /* (L, G, d, d) upper triangles; see calib_gram */
     double *gq;               /* (L, G, d, d) */
     double *gv;               /* (L, G, dv, dv) */
@@ -74,6 +82,9 @@ typedef struct CalibStats {
 /* Zeroed statistics of shape sh (with G_X when with_x). Caller frees with calib_free. */
 int calib_new(const CalibShape *sh, bool with_x, CalibStats **out);
 void calib_free(CalibStats *st);
+/* "collected by X on DATE (torch T, transformers V, dtype, devices, N processes)" into buf from
+ * the provenance present; "" when there is none. */
+void calib_provenance(const CalibStats *st, char *buf, size_t cap);
 /* Sets the metadata strings (copies; NULL leaves one unchanged). */
 int calib_set_meta(CalibStats *st, const char *model, const char *source, const char *split);
 

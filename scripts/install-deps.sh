@@ -4,7 +4,8 @@
 # Then, for the test that runs GGUF exports in a real llama.cpp (tests/cli_llamacpp.sh), Debian's
 # nodejs + npm and the npm package node-llama-cpp (prebuilt llama.cpp binaries for linux-x64),
 # pinned, into $ATTNLAB_NODE_PREFIX (default ~/.local/share/attnlab/node, outside the repository);
-# when that install fails (no network) the build still works and that test is skipped.
+# when that install fails (no network) the build still works and that test is skipped. Debian's
+# python3-torch, likewise optional, for the test of scripts/attnlab_collect.py (tests/cli_collect.sh).
 set -euo pipefail
 NODE_LLAMA_CPP=node-llama-cpp@3.22.1     # ships llama.cpp release v0.5.0 (ggml-org/llama.cpp)
 NODE_PREFIX=${ATTNLAB_NODE_PREFIX:-$HOME/.local/share/attnlab/node}
@@ -25,6 +26,15 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
   have_all || { echo "install-deps: packages installed but a dependency is still missing" >&2; exit 1; }
   echo "install-deps: build dependencies installed"
+fi
+
+# python3-torch (optional: only tests/cli_collect.sh, which runs scripts/attnlab_collect.py's
+# statistics code, uses it; the collector itself runs wherever the user's PyTorch is)
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "install-deps: python3-torch present"
+else
+  $SUDO apt-get install -y -qq --no-install-recommends python3-torch \
+    || echo "install-deps: could not install python3-torch: tests/cli_collect.sh will be skipped" >&2
 fi
 
 # node-llama-cpp (optional: only tests/cli_llamacpp.sh uses it)
