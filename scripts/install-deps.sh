@@ -33,7 +33,7 @@ fi
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "install-deps: python3-torch present"
 else
-  $SUDO apt-get install -y -qq --no-install-recommends python3-torch \
+  { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends python3-torch; } \
     || echo "install-deps: could not install python3-torch: tests/cli_collect.sh will be skipped" >&2
 fi
 
