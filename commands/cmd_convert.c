@@ -94,10 +94,13 @@ const char CMD_CONVERT_MLA_HELP[] =
     "every layer's attention input, so keys, values and queries get their exact activation second\n"
     "moments (alpha is then the RMS ratio of the activation NoPE keys and values). They become the\n"
     "session's calibration (`calib info`, `calib save`), used by later TransMLA commands.\n"
-    "Perplexity: with a calibration text, the perplexity of its first `ppl-tokens` tokens (windows\n"
-    "of seqlen) is reported before (the loaded model) and after (the conversion exported to a\n"
-    "scratch folder as DeepSeek-V3 and run by the forward pass; with only some layers converted,\n"
-    "the forward pass runs with the converted layers swapped in); `ppl off` skips it.\n"
+    "Perplexity: with a calibration text, the perplexity of up to `ppl-tokens` tokens (windows of\n"
+    "seqlen) of its validation split -- the last tenth of its windows, never calibrated on -- or,\n"
+    "with `split train`, of the calibrated windows (in-sample, said so), or of `eval FILE` (a\n"
+    "held-out text; `eval-ids FILE` as token ids) is reported before (the loaded model) and after\n"
+    "(the conversion exported to a scratch folder as DeepSeek-V3 and run by the forward pass; with\n"
+    "only some layers converted, the forward pass runs with the converted layers swapped in); `ppl\n"
+    "off` skips it. A text too short for a validation window falls back to in-sample, said so.\n"
     "Examples:\n"
     "  convert mla kv-rank full\n"
     "  convert mla kv-rank 512 rope-dim 64\n"
@@ -139,6 +142,21 @@ static int parse_rank(const Args *a, int *R) {
     return AL_OK;
 }
 
+/* Says when the one RoPE key of D dims cannot hold the merged keys (G d RoPE dims): the dims that
+ * lose RoPE then cost accuracy at any kv-rank, full included (seed 003, 4.2). */
+static void note_rope_loss(const Model *m, const TmlaResult *r, Out *out) {
+    const TmlaOpts *ro = &r->opts;
+    int G = m->cfg.n_kv_heads, d = cfg_d_qk(&m->cfg), worst = -1;
+    for (int l = ro->layer_lo; l <= ro->layer_hi; l++)
+        if (worst < 0 || r->rep[l].rope_energy < r->rep[worst].rope_energy) worst = l;
+    if (worst < 0 || G * d <= r->rope_dim || !(r->rep[worst].rope_energy < 1 - 1e-6)) return;
+    out_printf(out, "note: %snot lossless: the merged key has %d x %d = %d RoPE dims and MLA keeps one RoPE key of %d; "
+               "the others lose RoPE (rope_energy down to %.4g in layer %d, out_err %.3g there), which dominates the "
+               "error%s (exact only with one KV head or identical KV heads)\n", ro->kv_rank == TMLA_FULL ?
+               "kv-rank full keeps every latent direction but is " : "", G, d, G * d, r->rope_dim,
+               r->rep[worst].rope_energy, worst, r->rep[worst].out_err, ro->kv_rank == TMLA_FULL ? "" : " beside the rank");
+}
+
 int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TmlaOpts o = tmla_opts_default();
@@ -178,8 +196,8 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
         if (rc == AL_OK) rc = ppl_converted(r, f, &u, &after, &route);
         if (rc == AL_INTERRUPTED) { ws_tmla_stats_release(&u); return rc; }
         if (rc == AL_OK)
-            out_printf(out, "perplexity on %zu tokens of %s (windows of %zu): %.6g before, %.6g after (%+.2f%%; log "
-                       "%.5f -> %.5f), after = %s\n", after.tokens, u.text, u.seqlen, exp(before.nll), exp(after.nll),
+            out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
+                       "%.5f -> %.5f), after = %s\n", after.tokens, u.ppl_on, u.seqlen, exp(before.nll), exp(after.nll),
                        100.0 * (exp(after.nll - before.nll) - 1), before.nll, after.nll, route);
         else                      /* the conversion stands; say why there is no perplexity */
             out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
@@ -205,6 +223,7 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
         if (nan_layer < 0 && (isnan(p->score_err) || isnan(p->out_err))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
+    note_rope_loss(m, r, out);
     return out_table_to(out, args_str(a, "to"), t);
 }
 
@@ -213,8 +232,9 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
 const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "TransMLA Figure 4b as a table: every layer converted four ways per kv-rank -- joint PCA of\n"
     "NoPE keys and values from the weights (W) or from the calibration activations (WX), each\n"
-    "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text\n"
-    "(first `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
+    "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text's\n"
+    "validation split (held out; `split train`: the calibrated windows, in-sample; `eval FILE`:\n"
+    "another text; up to `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
     "model's forward pass in memory (core/tmla_lm.h; the same numbers as on an export). The\n"
     "RoRoPE rotation follows the PCA statistics too (W or WX); rope_energy is the key energy the\n"
     "RoPE dims keep, measured on the calibration activations for both (WX keeps at least as much);\n"
@@ -288,8 +308,8 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     int nJ = (c->n_kv_heads * cfg_d_qk(c) - kt->rope_dim) + c->n_kv_heads * c->v_dim;
     out_printf(out, "%s layers %ld-%ld, RoPE dims %d (freqfold %d), PCA activations: %s\n", m->name, lo, hi, kt->rope_dim,
                kt->freqfold, u.source);
-    out_printf(out, "perplexity on %zu tokens (windows of %zu): original %.6g (log %.5f)\n", kt->tokens, u.seqlen,
-               exp(kt->base_nll), kt->base_nll);
+    out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: original %.6g (log %.5f)\n", kt->tokens, u.ppl_on,
+               u.seqlen, exp(kt->base_nll), kt->base_nll);
     ws_tmla_stats_release(&u);
     Table *tb = table_new(8, "kv_rank", "pca", "balance", "alpha", "rope_energy", "joint_energy", "nll", "ppl");
     for (size_t i = 0; tb && i < kt->n; i++) {
