@@ -33,7 +33,7 @@ run -e "load demo-llama as d; convert mla kv-rank 48 rope-dim 16 ids ids.txt sam
 [ "$(rc)" = 0 ] || fail "convert with ids: rc $(rc) [$(cat err.txt)]"
 grep -q "activation statistics of d: 4 windows x 32 tokens of ids.txt" out.txt || fail "statistics narration: [$(cat out.txt)]"
 grep -q "PCA statistics: activations of 4 x 32 tokens of ids.txt" out.txt || fail "PCA narration"
-grep -q "errors on 64 random tokens (Gaussian with the activations' mean and covariance)" out.txt || fail "error inputs"
+grep -q "relative Frobenius errors on 64 random Gaussian tokens, seed 20250601 (with the activations' mean and covariance)" out.txt || fail "error inputs"
 # perplexity on the held-out validation split (window 8 of 9: tokens 256-299), not the calibrated windows
 line=$(grep "^perplexity on 42 tokens, held out (the validation split of ids.txt, tokens 256-299), windows of 32: " out.txt)
 [ -n "$line" ] || fail "perplexity line: [$(cat out.txt)]"
