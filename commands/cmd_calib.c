@@ -182,9 +182,10 @@ static const char LEARN_HELP[] =
     "takes per layer the smallest rank keeping 1 - E of the energy of the key (and, apart, the\n"
     "value) spectra averaged over the layer's heads. `beta B` learns with keys times B and queries\n"
     "divided by B (section 6.2: K-SVD and KQ-SVD do not change, Eigen drifts towards K-SVD).\n"
-    "The table gives the ranks and the relative squared Frobenius errors on the calibration set\n"
-    "(whole concatenated caches): keys, queries, values, the score matrix K Qᵀ, and V W_O.\n"
-    "KQ-SVD's err_kq is never above the others' there (Theorem 2).\n"
+    "The table gives the ranks and the relative Frobenius errors ||M - M̃|| / ||M|| (unsquared, as\n"
+    "every error attnlab reports) on the calibration set (whole concatenated caches): keys k_err,\n"
+    "queries q_err, values v_err, the score matrix K Qᵀ kq_err, and V W_O vo_err. KQ-SVD's kq_err\n"
+    "is never above the others' there (Theorem 2).\n"
     "Examples:\n"
     "  kvsvd learn all eps 0.1\n"
     "  kvsvd learn kqsvd rank 32 to kqsvd.csv";
@@ -227,7 +228,7 @@ static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
         int rc = learn_one(s, c, (kq_method)k, &spec);
         if (rc) return rc;
     }
-    Table *t = table_new(9, "layer", "method", "rank_k", "rank_v", "err_k", "err_q", "err_v", "err_kq", "err_vo");
+    Table *t = table_new(9, "layer", "method", "rank_k", "rank_v", "k_err", "q_err", "v_err", "kq_err", "vo_err");
     if (!t) return AL_ERR;
     const CalibShape *sh = &c->st->sh;
     for (int l = 0; l < sh->n_layers; l++)
@@ -247,8 +248,9 @@ static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
         }
     if (spec.by_eps) out_printf(out, "ranks from eps %g (per layer, keys and values apart)", spec.eps);
     else out_printf(out, "rank %d", spec.rank);
-    out_printf(out, "%s; errors on the calibration set (%zu tokens)\n", spec.beta != 1 ? ", with keys x beta, queries / beta" : "",
-               c->st->tokens[0]);
+    out_printf(out, "%s; relative Frobenius errors on the calibration set (%zu tokens of %s, in-sample)\n",
+               spec.beta != 1 ? ", with keys x beta, queries / beta" : "", c->st->tokens[0],
+               c->st->source ? c->st->source : "?");
     int rc = xform_add(s, &kvsvd_xform, s->cur, NULL);
     if (rc) { table_free(t); return rc; }
     return out_table_to(out, args_str(a, "to"), t);
@@ -258,14 +260,16 @@ static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
 
 static const char EVAL_HELP[] =
     "Evaluates the learned projections (section 6.1): runs the forward pass again over N windows\n"
-    "of a split of the calibration text (default: the validation split, at most 32 windows, the\n"
-    "calibration's seqlen) and, per layer and sequence, measures the relative squared Frobenius\n"
-    "errors ||M - M̃||² / ||M||² of the keys, queries, values, the full T x T score matrix K Qᵀ (no\n"
-    "mask) -- from per-sequence Gram matrices -- and of the attention output MHA(X) = [softmax(Q\n"
-    "K̃ᵀ s) Ṽ]_h W_O recomputed with the causal mask (no output bias); errors are summed over a\n"
-    "layer's heads, averaged over the sequences. One row per layer and learned method; `to\n"
-    "FILE.csv` writes the header layer,method,rank,err_k,err_q,err_v,err_kq,err_out (rank: the\n"
-    "key rank). After `calib load` give the text with `text FILE` or `ids FILE`.\n"
+    "of the calibration text -- `split valid` (default): its validation windows, held out; `split\n"
+    "train`: exactly the windows the statistics came from (in-sample); at most 32 (`samples N`),\n"
+    "the calibration's seqlen -- and, per layer and sequence, measures the relative Frobenius\n"
+    "errors ||M - M̃|| / ||M|| (unsquared; the paper tabulates their squares) of the keys, queries,\n"
+    "values, the full T x T score matrix K Qᵀ (no mask) -- from per-sequence Gram matrices -- and\n"
+    "of the attention output MHA(X) = [softmax(Q K̃ᵀ s) Ṽ]_h W_O recomputed with the causal mask\n"
+    "(no output bias); errors are summed over a layer's heads, averaged over the sequences. One\n"
+    "row per layer and learned method; `to FILE.csv` writes the header\n"
+    "layer,method,rank,k_err,q_err,v_err,kq_err,out_err (rank: the key rank). After `calib load`\n"
+    "give the text with `text FILE` or `ids FILE` (its split train / valid windows).\n"
     "Examples:\n"
     "  kvsvd eval\n"
     "  kvsvd eval split train samples 8 to errors.csv";
@@ -284,12 +288,12 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
     int *own;
     const int *ids;
     size_t L, first, count;
-    if (ws_calib_eval_tokens(s, c, a, "kvsvd eval", &own, &ids, &L, &first, &count)) return AL_ERR;
+    char on[256];
+    if (ws_calib_eval_tokens(s, c, a, "kvsvd eval", &own, &ids, &L, &first, &count, on, sizeof on)) return AL_ERR;
     KqEval *ev;
     if (kq_eval_new(&c->st->sh, sets, ns, &ev)) { free(own); return AL_ERR; }
     const char *split = args_str(a, "split");
-    out_printf(out, "evaluating %zu method%s on %zu %s window%s of %zu tokens\n", ns, ns == 1 ? "" : "s", count, split,
-               count == 1 ? "" : "s", L);
+    out_printf(out, "evaluating %zu method%s on %s\n", ns, ns == 1 ? "" : "s", on);
     double t0 = now_s();
     int rc = kq_eval_run(ev, s->cur, f, ids + first * L, count, L);
     free(own);
@@ -301,7 +305,7 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
         al_warn("kvsvd eval: the recomputed attention differs from the forward pass's by %.2g (relative); the softmax "
                 "scale or mask of this model may not be reproduced exactly", kq_eval_ref_diff(ev));
     ws_calib_drop_eval(c);
-    Table *t = table_new(8, "layer", "method", "rank", "err_k", "err_q", "err_v", "err_kq", "err_out");
+    Table *t = table_new(8, "layer", "method", "rank", "k_err", "q_err", "v_err", "kq_err", "out_err");
     double mean[KQ_NMETHODS][5] = {{0}};
     for (size_t i = 0; rc != AL_ERR && i < ns; i++)
         if (!(c->errs[meth[i]] = al_calloc((size_t)sh->n_layers, sizeof(KqErr), "evaluation results"))) rc = AL_ERR;
@@ -321,13 +325,14 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
     kq_eval_free(ev);
     if (!t || rc == AL_ERR) { table_free(t); ws_calib_drop_eval(c); return AL_ERR; }
     snprintf(c->eval_split, sizeof c->eval_split, "%s", split);
+    snprintf(c->eval_on, sizeof c->eval_on, "%s", on);
     c->eval_seqs = e0.n_seq;
     double dt = now_s() - t0;
-    out_printf(out, "%zu sequences in %.2f s%s; means over layers:\n", e0.n_seq, dt,
+    out_printf(out, "%zu sequences in %.2f s%s; relative Frobenius errors, means over layers:\n", e0.n_seq, dt,
                rc == AL_INTERRUPTED ? " -- interrupted" : "");
     for (size_t i = 0; i < ns; i++) {
         const double *m = mean[meth[i]];
-        out_printf(out, "  %-7s err_k %.4g  err_q %.4g  err_v %.4g  err_kq %.4g  err_out %.4g\n", kq_method_label(meth[i]),
+        out_printf(out, "  %-7s k_err %.4g  q_err %.4g  v_err %.4g  kq_err %.4g  out_err %.4g\n", kq_method_label(meth[i]),
                    m[0], m[1], m[2], m[3], m[4]);
     }
     bool diff_rank = false;

@@ -22,6 +22,7 @@
 #include "seeds.h"
 #include "tmla_lm.h"
 #include "transmla.h"
+#include "ws_calib.h"
 #include "ws_lm.h"
 #include "ws_tmla.h"
 #include "xform.h"
@@ -83,21 +84,26 @@ const char CMD_CONVERT_MLA_HELP[] =
     "     basis of rank R (the KV latent), alpha folded back into the key up-projection;\n"
     "  5. the softmax scale (nope + D)^-1/2 is corrected in the query.\n"
     "Per layer it reports alpha, the key energy kept in the RoPE dims, the energy kept by the\n"
-    "joint basis, and the relative error of attention scores and outputs on random inputs, with\n"
-    "the other balance setting beside it. The KV cache goes from G (d + dv) to R + D values per\n"
+    "joint basis, and the relative Frobenius error of attention scores and outputs on random\n"
+    "Gaussian tokens (`tokens T`, `seed S`; both printed, and `check` reuses them), with the\n"
+    "other balance setting beside it. The KV cache goes from G (d + dv) to R + D values per\n"
     "token and layer (`kv-cache` tabulates it). `export DIR [dtype T] [shard-mb MB]` writes the\n"
     "result; `check` compares it with the model, `check DIR` an export.\n"
     "kv-rank full keeps every direction: with one KV head or identical KV heads and D = d the\n"
-    "conversion is exact.\n"
+    "conversion is exact; otherwise the one RoPE key of D dims cannot hold the G d RoPE dims of\n"
+    "the merged key, the rest lose RoPE, and that dominates the error (a note says so).\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
     "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2), keeping E[x xᵀ] and E[x] of\n"
     "every layer's attention input, so keys, values and queries get their exact activation second\n"
     "moments (alpha is then the RMS ratio of the activation NoPE keys and values). They become the\n"
     "session's calibration (`calib info`, `calib save`), used by later TransMLA commands.\n"
-    "Perplexity: with a calibration text, the perplexity of its first `ppl-tokens` tokens (windows\n"
-    "of seqlen) is reported before (the loaded model) and after (the conversion exported to a\n"
-    "scratch folder as DeepSeek-V3 and run by the forward pass; with only some layers converted,\n"
-    "the forward pass runs with the converted layers swapped in); `ppl off` skips it.\n"
+    "Perplexity: with a calibration text, the perplexity of up to `ppl-tokens` tokens (windows of\n"
+    "seqlen) of its validation split -- the last tenth of its windows, never calibrated on -- or,\n"
+    "with `split train`, of the calibrated windows (in-sample, said so), or of `eval FILE` (a\n"
+    "held-out text; `eval-ids FILE` as token ids) is reported before (the loaded model) and after\n"
+    "(the conversion exported to a scratch folder as DeepSeek-V3 and run by the forward pass; with\n"
+    "only some layers converted, the forward pass runs with the converted layers swapped in); `ppl\n"
+    "off` skips it. A text too short for a validation window falls back to in-sample, said so.\n"
     "Examples:\n"
     "  convert mla kv-rank full\n"
     "  convert mla kv-rank 512 rope-dim 64\n"
@@ -119,6 +125,7 @@ const Param cmd_convert_mla_kw[] = {
       .help = "factor the query through a latent of this rank (q_a_proj / q_b_proj)" },
     PARAM_LAYERS("layers to convert (export needs all)"),
     PARAM_TOKENS("64", "random tokens for the error report"),
+    PARAM_SEED,
     { .name = "ppl", .type = ARG_ENUM, .choices = ONOFF, .def = "on", .comp = COMP_CHOICES,
       .help = "perplexity before and after, when there is a calibration text" },
     PARAM_TMLA_STATS,
@@ -139,6 +146,21 @@ static int parse_rank(const Args *a, int *R) {
     return AL_OK;
 }
 
+/* Says when the one RoPE key of D dims cannot hold the merged keys (G d RoPE dims): the dims that
+ * lose RoPE then cost accuracy at any kv-rank, full included (seed 003, 4.2). */
+static void note_rope_loss(const Model *m, const TmlaResult *r, Out *out) {
+    const TmlaOpts *ro = &r->opts;
+    int G = m->cfg.n_kv_heads, d = cfg_d_qk(&m->cfg), worst = -1;
+    for (int l = ro->layer_lo; l <= ro->layer_hi; l++)
+        if (worst < 0 || r->rep[l].rope_energy < r->rep[worst].rope_energy) worst = l;
+    if (worst < 0 || G * d <= r->rope_dim || !(r->rep[worst].rope_energy < 1 - 1e-6)) return;
+    out_printf(out, "note: %snot lossless: the merged key has %d x %d = %d RoPE dims and MLA keeps one RoPE key of %d; "
+               "the others lose RoPE (rope_energy down to %.4g in layer %d, out_err %.3g there), which dominates the "
+               "error%s (exact only with one KV head or identical KV heads)\n", ro->kv_rank == TMLA_FULL ?
+               "kv-rank full keeps every latent direction but is " : "", G, d, G * d, r->rope_dim,
+               r->rep[worst].rope_energy, worst, r->rep[worst].out_err, ro->kv_rank == TMLA_FULL ? "" : " beside the rank");
+}
+
 int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TmlaOpts o = tmla_opts_default();
@@ -148,6 +170,7 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     o.balance = args_enum(a, "balance") != 1;
     o.q_rank = args_given(a, "q-rank") ? (int)args_int(a, "q-rank") : 0;
     o.eval_tokens = (size_t)args_int(a, "tokens");
+    if (args_given(a, "seed")) o.seed = (uint64_t)args_int(a, "seed");
     long lo, hi;
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     o.layer_lo = (int)lo;
@@ -178,16 +201,17 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
         if (rc == AL_OK) rc = ppl_converted(r, f, &u, &after, &route);
         if (rc == AL_INTERRUPTED) { ws_tmla_stats_release(&u); return rc; }
         if (rc == AL_OK)
-            out_printf(out, "perplexity on %zu tokens of %s (windows of %zu): %.6g before, %.6g after (%+.2f%%; log "
-                       "%.5f -> %.5f), after = %s\n", after.tokens, u.text, u.seqlen, exp(before.nll), exp(after.nll),
+            out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
+                       "%.5f -> %.5f), after = %s\n", after.tokens, u.ppl_on, u.seqlen, exp(before.nll), exp(after.nll),
                        100.0 * (exp(after.nll - before.nll) - 1), before.nll, after.nll, route);
         else                      /* the conversion stands; say why there is no perplexity */
             out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
         rc = AL_OK;
     }
     ws_tmla_stats_release(&u);
-    out_printf(out, "errors on %zu random tokens (%s); balance %s, `other` = balance %s\n", ro->eval_tokens,
-               r->activation_stats ? "Gaussian with the activations' mean and covariance" : "unit-variance inputs",
+    out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); balance %s, `other` = "
+               "balance %s\n", ro->eval_tokens, (unsigned long long)ro->seed,
+               r->activation_stats ? "with the activations' mean and covariance" : "unit variance",
                ro->balance ? "on" : "off", ro->balance ? "off" : "on");
     Table *t = table_new(9, "layer", "alpha", "rope_energy", "joint_energy", "score_err", "out_err", "joint_energy_other",
                          "score_err_other", "out_err_other");
@@ -205,6 +229,7 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
         if (nan_layer < 0 && (isnan(p->score_err) || isnan(p->out_err))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
+    note_rope_loss(m, r, out);
     return out_table_to(out, args_str(a, "to"), t);
 }
 
@@ -213,8 +238,9 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
 const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "TransMLA Figure 4b as a table: every layer converted four ways per kv-rank -- joint PCA of\n"
     "NoPE keys and values from the weights (W) or from the calibration activations (WX), each\n"
-    "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text\n"
-    "(first `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
+    "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text's\n"
+    "validation split (held out; `split train`: the calibrated windows, in-sample; `eval FILE`:\n"
+    "another text; up to `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
     "model's forward pass in memory (core/tmla_lm.h; the same numbers as on an export). The\n"
     "RoRoPE rotation follows the PCA statistics too (W or WX); rope_energy is the key energy the\n"
     "RoPE dims keep, measured on the calibration activations for both (WX keeps at least as much);\n"
@@ -288,8 +314,8 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     int nJ = (c->n_kv_heads * cfg_d_qk(c) - kt->rope_dim) + c->n_kv_heads * c->v_dim;
     out_printf(out, "%s layers %ld-%ld, RoPE dims %d (freqfold %d), PCA activations: %s\n", m->name, lo, hi, kt->rope_dim,
                kt->freqfold, u.source);
-    out_printf(out, "perplexity on %zu tokens (windows of %zu): original %.6g (log %.5f)\n", kt->tokens, u.seqlen,
-               exp(kt->base_nll), kt->base_nll);
+    out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: original %.6g (log %.5f)\n", kt->tokens, u.ppl_on,
+               u.seqlen, exp(kt->base_nll), kt->base_nll);
     ws_tmla_stats_release(&u);
     Table *tb = table_new(8, "kv_rank", "pca", "balance", "alpha", "rope_energy", "joint_energy", "nll", "ppl");
     for (size_t i = 0; tb && i < kt->n; i++) {
@@ -328,8 +354,8 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     return AL_OK;
 }
 
-/* Prints an MlaCheck as text and a layer table. */
-static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, Out *out) {
+/* Prints an MlaCheck as text (`inputs`: what the layers were evaluated on) and a layer table. */
+static int report_mla_check(const MlaCheck *c, const char *what, const char *inputs, const Args *a, Out *out) {
     out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n",
                what ? what : c->export_path, c->source_path, c->n_layers, c->kv_source, c->kv_export);
     if (c->copied_diff)
@@ -340,6 +366,7 @@ static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, 
     out_printf(out, "evaluated as stock DeepSeek-V3 engines run it (latent RMSNorms with eps %g, interleaved RoPE, "
                "softmax scale (nope + rope)^-1/2); out_err_attnlab: as attnlab reads it, out_err_hf: latent eps 1e-6\n",
                c->latent_eps);
+    out_printf(out, "relative Frobenius errors per layer on %s\n", inputs);
     if (c->nll_tokens)
         out_printf(out, "whole model on %zu random tokens: perplexity %.6g (source) vs %.6g (export, stock); NLL "
                    "difference %.3g nats per token\n", c->nll_tokens, exp(c->nll_source), exp(c->nll_export),
@@ -365,22 +392,63 @@ static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, 
     return rc;
 }
 
+/* The inputs a check of a conversion of src draws (see CHECK_HELP): with `calib` and a session
+ * calibration of src that kept the attention input, each layer's Gaussian with its mean and
+ * covariance (as `convert mla` draws them), else unit variance. *sigma / *mu: NULL or owned
+ * (calib_free_arrays); desc says which, with tokens and seed. */
+static int check_inputs(Session *s, Model *src, bool calib, size_t tokens, uint64_t seed, double ***sigma, double ***mu,
+                        char *desc, size_t cap) {
+    const CalibStats *cs = NULL;
+    *sigma = *mu = NULL;
+    if (calib) ws_calib_stats(s, src, &cs);
+    if (cs && cs->has_x) {
+        if (calib_input_arrays(cs, 0, -1, sigma, mu)) return AL_ERR;
+        snprintf(desc, cap, "%zu random Gaussian tokens, seed %llu, with the activations' mean and covariance of the "
+                 "session's calibration of %s (%zu tokens of %s)", tokens, (unsigned long long)seed, src->name,
+                 cs->tokens[0], cs->source ? cs->source : "?");
+    } else
+        snprintf(desc, cap, "%zu random Gaussian tokens, seed %llu (unit variance%s)", tokens, (unsigned long long)seed,
+                 calib ? ": the session has no calibration of the source with attention inputs" : "");
+    return AL_OK;
+}
+
+/* Checks dir against src on the inputs check_inputs picks and reports it as `what`. */
+static int run_mla_check(Session *s, const char *dir, Model *src, bool calib, size_t tokens, uint64_t seed,
+                         const char *what, const Args *a, Out *out) {
+    double **sigma = NULL, **mu = NULL;
+    char desc[512] = "";
+    MlaCheck *c = NULL;
+    int n = src ? src->cfg.n_layers : 0;
+    int rc = src ? check_inputs(s, src, calib, tokens, seed, &sigma, &mu, desc, sizeof desc) : AL_OK;
+    if (!src) snprintf(desc, sizeof desc, "%zu random Gaussian tokens, seed %llu (unit variance)", tokens,
+                       (unsigned long long)seed);
+    if (rc == AL_OK)
+        rc = mla_check_on(dir, src, tokens, seed, (const double *const *)sigma, (const double *const *)mu, &c);
+    calib_free_arrays(n, sigma, mu);
+    if (rc) return rc;
+    rc = report_mla_check(c, what, desc, a, out);
+    mla_check_free(c);
+    return rc;
+}
+
 /* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
- * folder, checked against the model it came from, and the folder removed. */
+ * folder, checked against the model it came from, and the folder removed. The inputs are the
+ * conversion's own unless `tokens` / `seed` say otherwise: its tokens and seed, and the session's
+ * calibration when the conversion used activation statistics -- so the errors reproduce its report. */
 static int mla_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
-    (void)s;
+    const TmlaResult *r = x->data;
     char tmpl[] = "/tmp/attnlab-check-XXXXXX";
     if (!mkdtemp(tmpl)) return al_err("check: cannot make a scratch folder in /tmp: %s", strerror(errno));
     char *dir = al_asprintf("%s/export", tmpl);
     MlaExportOpts eo = { .dtype = DT_F32 };
-    MlaCheck *c = NULL;
-    int rc = dir ? mla_export(x->data, dir, &eo) : AL_ERR;
-    if (rc == AL_OK) rc = mla_check(dir, x->src, (size_t)args_int(a, "tokens"), AL_SEED_MLA_CHECK, &c);
+    size_t tokens = args_given(a, "tokens") ? (size_t)args_int(a, "tokens") : r->opts.eval_tokens;
+    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : r->opts.seed;
+    int rc = dir ? mla_export(r, dir, &eo) : AL_ERR;
+    if (rc == AL_OK)
+        rc = run_mla_check(s, dir, x->src, r->activation_stats, tokens, seed,
+                           "the session's conversion (written in float32 to a scratch folder, removed after)", a, out);
     nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
-    if (rc) return rc;
-    rc = report_mla_check(c, "the session's conversion (written in float32 to a scratch folder, removed after)", a, out);
-    mla_check_free(c);
     return rc;
 }
 
@@ -391,16 +459,13 @@ static bool mla_xf_owns_dir(const char *dir) {
     return true;
 }
 
-/* `check DIR` of a TransMLA export against its source (`source NAME`, else the manifest's path). */
+/* `check DIR` of a TransMLA export against its source (`source NAME`, else the manifest's path);
+ * with `source NAME` and a session calibration of it, on its activation statistics. */
 static int mla_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
     const char *name = args_str(a, "source");
     Model *src = name && *name ? session_find(s, name) : NULL;
-    MlaCheck *c = NULL;
-    int rc = mla_check(dir, src, (size_t)args_int(a, "tokens"), AL_SEED_MLA_CHECK, &c);
-    if (rc) return rc;
-    rc = report_mla_check(c, NULL, a, out);
-    mla_check_free(c);
-    return rc;
+    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_MLA_CHECK;
+    return run_mla_check(s, dir, src, true, (size_t)args_int(a, "tokens"), seed, NULL, a, out);
 }
 
 static bool mla_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) {

@@ -172,8 +172,10 @@ static const char CONVERT_HELP[] =
 /* ================================================================ check */
 
 static const char CHECK_HELP[] =
-    "Compares a conversion with the model it came from, layer by layer: relative error of the\n"
-    "causal attention scores and of the attention outputs on random inputs.\n"
+    "Compares a conversion with the model it came from, layer by layer: relative Frobenius error of\n"
+    "the causal attention scores and of the attention outputs on random Gaussian tokens (`seed S`;\n"
+    "both printed): a `convert mla` is checked on its own report's tokens and seed, and on the\n"
+    "session's calibration when it used one, so the numbers reproduce its report.\n"
     "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
     "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint or a TPA\n"
     "folder (tpa_manifest.json), both written by `export` -- and compares it with its source (the\n"
@@ -199,6 +201,7 @@ static const Param check_kw[] = {
     { .name = "source", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME",
       .help = "a loaded model to compare with (default: the manifest's source)" },
     PARAM_TOKENS("64", "random tokens per layer"),
+    PARAM_SEED,
     PARAM_TO,
     {0}
 };

@@ -19,6 +19,7 @@
 #include "registry.h"
 #include "params.h"
 #include "session.h"
+#include "tpa.h"
 #include "workspace.h"
 #include "xform.h"
 
@@ -497,9 +498,12 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
                    p->energy_min, p->energy_mean, p->err_max, p->err_mean);
         if (cfg_is_mla(c))
             out_printf(out, "KV cache: unchanged (MLA caches the %d-dim latent, not the heads)\n", c->kv_lora_rank);
-        else
-            out_printf(out, "KV cache: %s values per token over these layers %zu -> %zu\n",
-                       o.kind == FARR_VO ? "value" : "key", p->kv_before, p->kv_after);
+        else {                   /* K+V per token per layer as info, convert and kv-cache count it */
+            size_t L = (size_t)c->n_layers, all = cfg_kv_values(c) * L, now = all - (p->kv_before - p->kv_after);
+            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %zu -> %.4g values "
+                       "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, all / L, (double)now / (double)L,
+                       100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));
+        }
         out_printf(out, "working copy updated (the loaded model is unchanged): `export DIR` writes it\n");
     }
     if ((rc = farr_state_set_plan(st, s->cur, p)) != AL_OK || (rc = xform_add(s, &cmd_farr_xform, s->cur, NULL)) != AL_OK) {

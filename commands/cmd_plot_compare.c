@@ -57,7 +57,7 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
 #define PCMP_TOKENS PARAM_TOKENS(NULL, "random tokens of the evaluation (default: the last compare's, else 64)")
 #define PCMP_FIT PARAM_FIT("auto: calibration statistics when the session has them, else unit variance")
 #define PCMP_LINEAR { .name = "linear", .type = ARG_FLAG, .comp = COMP_NONE, .help = "errors on a linear axis (default: log)" }
-#define PCMP_SHARED PCMP_LAYERS, PCMP_WHAT, PCMP_TOKENS, PCMP_FIT, PCMP_LINEAR, PARAM_PLOT_TO, PARAM_WINDOW
+#define PCMP_SHARED PCMP_LAYERS, PCMP_WHAT, PCMP_TOKENS, PARAM_SEED, PCMP_FIT, PCMP_LINEAR, PARAM_PLOT_TO, PARAM_WINDOW
 
 /* The comparison key of the keywords shared by both figures (budget left 0); layers and tokens
  * not given follow the session's last compare of the model, when there is one. */
@@ -66,6 +66,7 @@ static int key_from_args(Session *s, const Args *a, WsCmpKey *q) {
     q->layer_lo = -1;
     q->fit = args_enum(a, "fit");
     if (args_given(a, "tokens")) q->tokens = (size_t)args_int(a, "tokens");
+    if (args_given(a, "seed")) q->seed = (uint64_t)args_int(a, "seed");
     if (args_given(a, "layers")) {
         long lo, hi;
         if (args_range(a, "layers", s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
@@ -75,6 +76,7 @@ static int key_from_args(Session *s, const Args *a, WsCmpKey *q) {
     const CmpResult *last = ws_compare_last(s, s->cur);
     if (last && last->n_rows > 0) {
         if (!q->tokens) q->tokens = last->tokens;
+        if (!q->seed) q->seed = last->seed;
         if (q->layer_lo < 0) {
             q->layer_lo = last->rows[0].layer;
             q->layer_hi = last->rows[last->n_rows - 1].layer;
@@ -172,8 +174,9 @@ static void narrate_compare(Out *out, const Model *m, const CmpResult *r, bool r
     char lay[48];
     layers_text(lay, sizeof lay, lo, hi);
     out_printf(out, "%s at a KV budget of %zu of %zu values per token per layer (%.1f%%), %s: %s; %zu random "
-               "Gaussian tokens (%s)\n", m->name, r->budget, r->kv_model, 100.0 * (double)r->budget / (double)r->kv_model,
-               lay, reused ? "the session's last compare" : "compared now (kept for the next plot)", r->tokens,
+               "Gaussian tokens, seed %llu (%s)\n", m->name, r->budget, r->kv_model,
+               100.0 * (double)r->budget / (double)r->kv_model, lay, reused ? "the session's last compare"
+               : "compared now (kept for the next plot)", r->tokens, (unsigned long long)r->seed,
                r->activation_stats ? "with the calibration's second moment" : "unit variance");
     for (int k = 0; k < CMP_NMETHODS; k++) {
         const MethodLine *ml = &lines[k];
@@ -374,7 +377,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     size_t tokens = 0;
     int lo = 0, hi = 0, rc = AL_OK;
     bool act = false;
-    Table *t = table_new(1 + CMP_NMETHODS, "budget", "farr", "transmla", "kq-svd", "tpa-a", "tpa-b", "mean-pool");
+    Table *t = table_new(1 + CMP_NMETHODS, "budget", "farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool");
     if (!t) return AL_ERR;
     for (size_t i = 0; i < nb && rc == AL_OK; i++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }

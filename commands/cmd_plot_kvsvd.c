@@ -18,9 +18,11 @@
 static const char *const WHAT_CHOICES[] = {"out", "k", "q", "v", "kq", NULL};
 
 const char CMD_PLOT_KVSVD_ERRORS_HELP[] =
-    "KQ-SVD Figure 1 (top): the relative squared Frobenius error of the attention output per\n"
-    "layer, one curve per method, from the last `kvsvd eval` (run it first). `what k|q|v|kq`\n"
-    "plots the error on keys, queries, values or the score matrix K Qᵀ instead; `log` logs y.\n"
+    "KQ-SVD Figure 1 (top): the relative Frobenius error ||M - M̃|| / ||M|| of the attention\n"
+    "output per layer (unsquared, as every attnlab error; the paper plots its square), one curve\n"
+    "per method, from the last `kvsvd eval` (run it first); the subtitle names the windows it ran\n"
+    "on. `what k|q|v|kq` plots the error on keys, queries, values or the score matrix K Qᵀ\n"
+    "instead; `log` logs y.\n"
     "Examples:\n"
     "  kvsvd learn all eps 0.1; kvsvd eval; plot kvsvd-errors to fig1.png\n"
     "  plot kvsvd-errors what kq log";
@@ -63,17 +65,15 @@ int cmd_plot_kvsvd_errors(Session *s, const Args *a, Out *out) {
     }
     if (!nc) { free(x); free(y); return al_err("plot kvsvd-errors: no evaluation yet: run `kvsvd learn all` and `kvsvd eval` first"); }
     static const char *names[] = {"attention output", "keys K", "queries Q", "values V", "scores K Qᵀ"};
-    char title[256], sub[256], ylab[128], auto_name[256];
+    char title[256], sub[512], ylab[128], auto_name[256];
     snprintf(title, sizeof title, "%s: relative error on the %s per layer", s->cur->name, names[what]);
     const KqProj *p = NULL;
     for (int k = 0; k < KQ_NMETHODS && !p; k++) p = c->proj[k];
     if (p && p->spec.by_eps)
-        snprintf(sub, sizeof sub, "ranks from eps %g; %zu %s sequences of %zu tokens", p->spec.eps, c->eval_seqs,
-                 c->eval_split, c->st->seqlen);
+        snprintf(sub, sizeof sub, "ranks from eps %g; on %s", p->spec.eps, c->eval_on);
     else
-        snprintf(sub, sizeof sub, "rank %d; %zu %s sequences of %zu tokens", p ? p->spec.rank : 0, c->eval_seqs,
-                 c->eval_split, c->st->seqlen);
-    snprintf(ylab, sizeof ylab, "||M - M~||^2 / ||M||^2 (%s)", WHAT_CHOICES[what]);
+        snprintf(sub, sizeof sub, "rank %d; on %s", p ? p->spec.rank : 0, c->eval_on);
+    snprintf(ylab, sizeof ylab, "%s_err = ||M - M~|| / ||M||", WHAT_CHOICES[what]);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-errors-%s", s->cur->name, WHAT_CHOICES[what]);
     PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "layer", .ylabel = ylab, .logy = args_flag(a, "log")};
     int rc = plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
@@ -83,7 +83,8 @@ int cmd_plot_kvsvd_errors(Session *s, const Args *a, Out *out) {
 }
 
 const char CMD_PLOT_KVSVD_UNBALANCE_HELP[] =
-    "KQ-SVD Figure 2: the attention output error averaged over layers against the unbalance beta\n"
+    "KQ-SVD Figure 2: the attention output error out_err (relative Frobenius, unsquared) averaged\n"
+    "over layers against the unbalance beta\n"
     "(keys multiplied by beta, queries divided by it: the scores do not change). For each beta the\n"
     "three methods are learned at the rank setting of the last `kvsvd learn` (default eps 0.1)\n"
     "and evaluated as `kvsvd eval` does (one forward pass for all). K-SVD and KQ-SVD stay flat;\n"
@@ -146,18 +147,20 @@ int cmd_plot_kvsvd_unbalance(Session *s, const Args *a, Out *out) {
     const int *ids;
     size_t L, first, count;
     KqEval *ev = NULL;
-    if (rc == AL_OK) rc = ws_calib_eval_tokens(s, c, a, "plot kvsvd-unbalance", &own, &ids, &L, &first, &count);
+    char on[256] = "";
+    if (rc == AL_OK)
+        rc = ws_calib_eval_tokens(s, c, a, "plot kvsvd-unbalance", &own, &ids, &L, &first, &count, on, sizeof on);
     if (rc == AL_OK) rc = kq_eval_new(&c->st->sh, (const KqProj *const *)sets, ns, &ev);
     if (rc == AL_OK) {
-        out_printf(out, "learned 3 methods at %zu betas; evaluating on %zu %s window%s of %zu tokens\n", nb, count,
-                   args_str(a, "split"), count == 1 ? "" : "s", L);
+        out_printf(out, "learned 3 methods at %zu betas; evaluating on %s\n", nb, on);
         rc = kq_eval_run(ev, s->cur, f, ids + first * L, count, L);
     }
     free(own);
     double y[KQ_NMETHODS][MAX_BETAS];
     int nl = c->st->sh.n_layers;
     if (rc == AL_OK) {
-        out_printf(out, "%8s %12s %12s %12s\n", "beta", "K-SVD", "Eigen", "KQ-SVD");
+        out_printf(out, "out_err (relative Frobenius), mean over layers:\n%8s %12s %12s %12s\n", "beta", "K-SVD", "Eigen",
+                   "KQ-SVD");
         for (size_t i = 0; i < nb; i++) {
             for (int k = 0; k < KQ_NMETHODS; k++) {
                 double sum = 0;
@@ -177,12 +180,15 @@ int cmd_plot_kvsvd_unbalance(Session *s, const Args *a, Out *out) {
     PlotCurve cv[KQ_NMETHODS];
     for (int k = 0; k < KQ_NMETHODS; k++)
         cv[k] = (PlotCurve){.label = kq_method_label((kq_method)k), .x = betas, .y = y[k], .n = nb, .points = true};
-    char title[256], sub[256], auto_name[256];
+    char title[256], sub[512], auto_name[256];
     snprintf(title, sizeof title, "%s: attention output error against key/query unbalance", s->cur->name);
-    if (spec.by_eps) snprintf(sub, sizeof sub, "keys x beta, queries / beta; ranks from eps %g; mean over %d layers, %zu sequences", spec.eps, nl, count);
-    else snprintf(sub, sizeof sub, "keys x beta, queries / beta; rank %d; mean over %d layers, %zu sequences", spec.rank, nl, count);
+    if (spec.by_eps)
+        snprintf(sub, sizeof sub, "keys x beta, queries / beta; ranks from eps %g; mean over %d layers; on %s", spec.eps,
+                 nl, on);
+    else
+        snprintf(sub, sizeof sub, "keys x beta, queries / beta; rank %d; mean over %d layers; on %s", spec.rank, nl, on);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-unbalance", s->cur->name);
     PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "unbalance factor beta",
-                      .ylabel = "relative output error (mean over layers)", .logy = args_flag(a, "log")};
+                      .ylabel = "out_err = ||Y - Y~|| / ||Y|| (mean over layers)", .logy = args_flag(a, "log")};
     return plot_dest_curves(s, a, out, auto_name, &lab, cv, KQ_NMETHODS);
 }

@@ -182,7 +182,7 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
 /* ================================================================ plot rope-removal */
 
 const char CMD_PLOT_ROPE_REMOVAL_HELP[] =
-    "TransMLA Figure 3b: log-perplexity (mean NLL per token, nats) of the calibration text as RoPE\n"
+    "TransMLA Figure 3b: log-perplexity (mean NLL per token, nats) of a held-out text as RoPE\n"
     "is removed from a growing fraction of the merged key's dims in the chosen layers, without KV\n"
     "compression (the dims that lose RoPE stay as NoPE keys). Curves: RoRoPE (one PCA rotation per\n"
     "frequency across the KV heads; the rotated pairs of largest key energy keep RoPE), RoRoPE +\n"
@@ -193,7 +193,10 @@ const char CMD_PLOT_ROPE_REMOVAL_HELP[] =
     "RoRoPE and MHA2MLA. The variants run in memory: the model's forward pass with the converted\n"
     "layers swapped in (core/tmla_lm.h); a standard RoPE cannot carry these frequency patterns, so\n"
     "they are not exported. PCAs and norms use the calibration activations when there are any,\n"
-    "else the weights. Needs a text: `calib FILE`, `ids FILE`, or the session's calibration.\n"
+    "else the weights. Needs a text: `calib FILE`, `ids FILE`, or the session's calibration;\n"
+    "perplexity is on its validation split (held out) unless `split train` (in-sample) or `eval\n"
+    "FILE` (another text). FreqFold M > 1 starts above the original even with nothing removed\n"
+    "(M frequencies turn at one; on small heads they are far apart): the subtitle says so.\n"
     "`data FILE` writes the points (.csv or .json).\n"
     "Examples:\n"
     "  plot rope-removal calib story.txt seqlen 128\n"
@@ -250,6 +253,18 @@ static Table *removal_table(const TlmRemoval *r) {
     return t;
 }
 
+/* The largest FreqFold M > 1 whose curve starts (the fewest dims removed) above the original, 0 if
+ * none: it replaces M frequencies by one, which is inexact even before any dim loses RoPE. */
+static int freqfold_above(const TlmRemoval *r) {
+    int M = 0;
+    for (size_t i = 0; i < r->n_curves; i++) {
+        const TlmRemovalCurve *c = &r->curves[i];
+        bool above = c->n > 0 && c->removed[0] == 0 && c->nll[0] > r->base_nll + 1e-6 * fabs(r->base_nll);
+        if (c->M > 1 && above && c->M > M) M = c->M;
+    }
+    return M;
+}
+
 int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     double fr[64], mf[16];
@@ -278,8 +293,8 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = tlm_rope_removal(f, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
-    out_printf(out, "%s: log-perplexity on %zu tokens (windows of %zu), original %.5f (ppl %.6g); layers %ld-%ld; %s\n",
-               m->name, r->tokens, u.seqlen, r->base_nll, exp(r->base_nll), lo, hi, u.source);
+    out_printf(out, "%s: log-perplexity on %zu tokens, %s, windows of %zu: original %.5f (ppl %.6g); layers %ld-%ld; "
+               "PCA / norms: %s\n", m->name, r->tokens, u.ppl_on, u.seqlen, r->base_nll, exp(r->base_nll), lo, hi, u.source);
     size_t nc = r->n_curves + 1;
     PlotCurve *cv = al_calloc(nc, sizeof *cv, "curves");
     char (*labels)[64] = al_calloc(nc, 64, "labels");
@@ -309,8 +324,19 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     }
     char title[256], sub[1024], auto_name[256];
     snprintf(title, sizeof title, "%s: log-perplexity as RoPE dims are removed", m->name);
-    snprintf(sub, sizeof sub, "layers %ld-%ld, %zu tokens, no KV compression; PCA / norms: %s", lo, hi, r->tokens,
-             u.source);
+    const char *base = u.text ? strrchr(u.text, '/') : NULL;
+    int fM = freqfold_above(r);
+    int n = snprintf(sub, sizeof sub, "layers %ld-%ld, %zu %s tokens of %s%s; PCA: %s", lo, hi, r->tokens,
+                     u.in_sample ? "in-sample" : "held-out", base ? base + 1 : u.text ? u.text : "?",
+                     fM ? "" : ", no KV compression", u.act ? "activations" : "weights");
+    if (fM > 0 && n > 0 && (size_t)n < sizeof sub) {     /* adjacent frequencies differ by theta^(2/d) */
+        double step = pow(cfg_layer_theta(&m->cfg, (int)lo), 1.0 / d2);
+        snprintf(sub + n, sizeof sub - (size_t)n, ". FreqFold %d starts above the original: %d neighbouring "
+                 "frequencies (x%.3g apart at d = %d) turn as one", fM, fM, step, 2 * d2);
+        out_printf(out, "FreqFold %d starts above the original even with nothing removed: each group of %d adjacent "
+                   "RoPE frequencies turns at its first one, and in a head of %d dims neighbours differ by x%.3g "
+                   "(x%.3g at 128 dims)\n", fM, fM, 2 * d2, step, pow(cfg_layer_theta(&m->cfg, (int)lo), 1.0 / 64));
+    }
     snprintf(auto_name, sizeof auto_name, "%s-rope-removal", m->name);
     ws_tmla_stats_release(&u);
     PlotDest d;

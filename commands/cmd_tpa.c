@@ -38,8 +38,9 @@ const char CMD_TPA_CONVERT_HELP[] =
     "Queries and W_O are kept (TPA KV-only). The fit is activation-weighted when the session has\n"
     "calibration statistics of the model's attention inputs (`calibrate`), else it is the weights'\n"
     "own (unit-variance inputs); `fit weights|calib` forces one.\n"
-    "Per layer it reports the energy kept, the relative errors of keys and values, and of the\n"
-    "attention scores and outputs on random inputs, with the factored evaluator against the model.\n"
+    "Per layer it reports the energy kept, the relative Frobenius errors of keys and values, and of\n"
+    "the attention scores and outputs on random Gaussian tokens (`seed S`, layer l drawing with S +\n"
+    "l; printed), with the factored evaluator against the model.\n"
     "kv-rank R sets both ranks; k-rank / v-rank set one each (the other stays exact).\n"
     "`export DIR` writes the result in attnlab's own layout (there is no standard loader for\n"
     "non-contextual TPA): tpa_manifest.json (format attnlab-tpa v1: source path and config, form,\n"
@@ -67,6 +68,7 @@ const Param cmd_tpa_convert_kw[] = {
       .help = "a: fixed head factors, cached token factors; b: cached head factors, fixed token factors" },
     PARAM_LAYERS("layers to convert (export needs all)"),
     PARAM_TOKENS("64", "random tokens for the error report"),
+    PARAM_SEED,
     PARAM_FIT("auto: calibration statistics when the session has them, else the weights"),
     PARAM_TO,
     {0}
@@ -92,6 +94,7 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
     o.k_rank = kv ? (int)args_int(a, "kv-rank") : k ? (int)args_int(a, "k-rank") : 0;
     o.v_rank = kv ? (int)args_int(a, "kv-rank") : v ? (int)args_int(a, "v-rank") : 0;
     o.eval_tokens = (size_t)args_int(a, "tokens");
+    o.seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_TPA_EVAL;
     long lo, hi;
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     o.layer_lo = (int)lo;
@@ -122,7 +125,8 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
         out_printf(out, "fit: activation-weighted by the calibration's attention inputs (%zu tokens per layer)\n", ntok);
     else
         out_printf(out, "fit: the weights' own (unit-variance inputs)\n");
-    out_printf(out, "errors on %zu random Gaussian tokens (%s), TPA evaluated from its factors\n", ro->eval_tokens,
+    out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu + layer (%s), TPA evaluated "
+               "from its factors\n", ro->eval_tokens, (unsigned long long)ro->seed,
                r->activation_stats ? "with the calibration's second moment" : "unit variance");
     Table *t = table_new(7, "layer", "k_energy", "v_energy", "k_err", "v_err", "score_err", "out_err");
     if (!t) return AL_ERR;
@@ -167,11 +171,14 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
 /* Runs the check of t against src and turns it into the result table (and the verdict). */
 static int check_report(const TpaModel *t, Model *src, size_t tokens, const char *what, const Args *a, Out *out) {
     TpaCheck *c = NULL;
-    int rc = tpa_check(t, src, tokens, AL_SEED_TPA_CHECK, &c);
+    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_TPA_CHECK;
+    int rc = tpa_check(t, src, tokens, seed, &c);
     if (rc) return rc;
     out_printf(out, "%s (form %s, R_K %d, R_V %d) against %s: KV cache %zu -> %zu values per token per layer\n", what,
                tpa_form_name(t->opts.form), t->opts.k_rank, t->opts.v_rank, src->name ? src->name : src->path,
                t->kv_before, t->kv_after);
+    out_printf(out, "relative Frobenius errors per layer on %zu random Gaussian tokens, seed %llu (unit variance)\n",
+               tokens, (unsigned long long)seed);
     Table *tb = table_new(3, "layer", "score_err", "out_err");
     int bad = -1;
     for (int l = 0; tb && l < c->n_layers; l++) {
@@ -365,12 +372,15 @@ static const char COMPARE_HELP[] =
     "token per layer), layer by layer: the relative error of the attention scores and outputs of\n"
     "  farr       FaRR truncation of the cached V dims (and K dims where there is no RoPE);\n"
     "  transmla   TransMLA with balanced KV and its best FreqFold (kv_rank R = B - D);\n"
-    "  kq-svd     KQ-SVD projections of the cached keys and values (learned on random tokens);\n"
+    "  kqsvd      KQ-SVD projections of the cached keys and values: those `kvsvd learn kqsvd`\n"
+    "             made when their ranks fit B, else learned at B from the session's calibration\n"
+    "             Grams (`calibrate`), else from random tokens;\n"
     "  tpa-a      non-contextual TPA, fixed head factors (R_K d + R_V dv values);\n"
     "  tpa-b      non-contextual TPA, fixed token factors ((R_K + R_V) G values);\n"
     "  mean-pool  KV heads averaged into fewer groups.\n"
     "Each method takes the largest setting that fits B (K and V ranks filled alternately); one that\n"
-    "cannot fit says why. Errors are on random Gaussian tokens, the same for every method: of unit\n"
+    "cannot fit says why. Errors are relative Frobenius errors ||Y - Y'|| / ||Y|| (unsquared, as\n"
+    "everywhere in attnlab) on random Gaussian tokens (`seed S`, printed), the same for every method: of unit\n"
     "variance, or, when the session has calibration statistics of the attention inputs\n"
     "(`calibrate ... inputs on`), with each layer's second moment, which TransMLA and TPA then fit\n"
     "to (`fit weights` ignores the calibration). The summary gives each method's mean output error\n"
@@ -386,6 +396,7 @@ static const Param compare_kw[] = {
     PARAM_LAYERS("layers to compare"),
     PARAM_TOKENS("64", "random tokens of the evaluation"),
     PARAM_FIT("auto: calibration statistics when the session has them, else unit-variance inputs"),
+    PARAM_SEED,
     PARAM_TO,
     {0}
 };
@@ -396,16 +407,20 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     WsCmpKey q = {.budget = args_given(a, "kv-budget") ? (size_t)args_int(a, "kv-budget") : 0,
                    .layer_lo = (int)lo, .layer_hi = (int)hi, .tokens = (size_t)args_int(a, "tokens"),
-                   .fit = args_enum(a, "fit")};
+                   .fit = args_enum(a, "fit"), .seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : 0};
     CmpResult *r = NULL;
     int rc = ws_compare_run(s, m, &q, &r);
     if (rc == AL_OK) rc = ws_compare_keep(s, m, &q, r);     /* for `plot compare` */
     if (rc) return rc;
-    out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%); errors on "
-               "%zu random Gaussian tokens (%s)\n", m->name, r->budget, r->kv_model,
-               100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
+    out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%); relative "
+               "Frobenius errors on %zu random Gaussian tokens, seed %llu (%s)\n", m->name, r->budget, r->kv_model,
+               100.0 * (double)r->budget / (double)r->kv_model, r->tokens, (unsigned long long)r->seed,
                r->activation_stats ? "with the calibration's second moment per layer; TransMLA and TPA fit to it"
                                    : "unit variance");
+    out_printf(out, "KQ-SVD's projections: %s\n", r->kq_from == CMP_KQ_LEARNED ? "those `kvsvd learn kqsvd` made"
+                                                   : r->kq_from == CMP_KQ_CALIB ? "learned at the budget from the "
+                                                     "session's calibration (its Grams of real text)"
+                                                   : "learned at the budget from random tokens (no calibration)");
     Table *t = table_new(6, "layer", "method", "kv_values", "setting", "score_err", "out_err");
     if (!t) return AL_ERR;
     double sum[CMP_NMETHODS] = {0};

@@ -15,6 +15,7 @@
 void ws_calib_drop_eval(CalibState *c) {
     for (int k = 0; k < KQ_NMETHODS; k++) { free(c->errs[k]); c->errs[k] = NULL; }
     c->eval_split[0] = 0;
+    c->eval_on[0] = 0;
 }
 
 void ws_calib_drop_proj(CalibState *c) {
@@ -158,23 +159,44 @@ int ws_read_tokens_arg(Session *s, const char *cmd, const char *what, const char
     return ws_read_tokens(s, s->cur, file && *file ? file : what, file && *file, ids, n);
 }
 
-/* Token windows for an evaluation: ids (borrowed from the state or owned in *own), first, count. */
+/* Token windows for an evaluation: ids (borrowed from the state or owned in *own), first, count,
+ * and what they are in on. */
 int ws_calib_eval_tokens(Session *s, CalibState *c, const Args *a, const char *cmd, int **own, const int **ids,
-                         size_t *seqlen, size_t *first, size_t *count) {
+                         size_t *seqlen, size_t *first, size_t *count, char *on, size_t cap) {
     *own = NULL;
     size_t n = c->nids;
     *ids = c->ids;
-    const char *text = args_str(a, "text"), *idf = args_str(a, "ids");
-    if ((text && *text) || (idf && *idf)) {
+    const char *text = args_str(a, "text"), *idf = args_str(a, "ids"), *name = c->text;
+    bool other = (text && *text) || (idf && *idf);
+    if (other) {
         if (ws_read_tokens_arg(s, cmd, idf && *idf ? "ids" : text, idf && *idf ? idf : NULL, own, &n)) return AL_ERR;
         *ids = *own;
+        name = idf && *idf ? idf : text;
     } else if (!c->ids)
         return al_err("%s: the session has no calibration text (statistics were loaded): give `text FILE` or `ids FILE`", cmd);
     *seqlen = args_given(a, "seqlen") ? (size_t)args_int(a, "seqlen") : c->st->seqlen;
     if (*seqlen == 0) return al_err("%s: give `seqlen L` (the statistics do not record one)", cmd);
     calib_split split = args_enum(a, "split") == 0 ? CALIB_TRAIN : CALIB_VALID;
     size_t N = args_given(a, "samples") ? (size_t)args_int(a, "samples") : 32;
+    if (!other && split == CALIB_TRAIN) {      /* train: exactly the windows the statistics came from */
+        if (*seqlen != c->req.seqlen) {
+            free(*own);
+            *own = NULL;
+            return al_err("%s: split train is the %zu calibrated windows of %zu tokens: leave seqlen out (or give "
+                          "split valid)", cmd, c->count, c->req.seqlen);
+        }
+        *first = c->first;
+        *count = N < c->count ? N : c->count;
+        snprintf(on, cap, "%s%zu calibrated window%s of %zu tokens of %s (in-sample)", *count < c->count ? "the first " : "",
+                 *count, *count == 1 ? "" : "s", *seqlen, name);
+        return AL_OK;
+    }
     if (calib_windows(n, *seqlen, split, N, first, count)) { free(*own); *own = NULL; return al_err_ctx("%s", cmd); }
+    size_t lo = *first * *seqlen, hi = (*first + *count) * *seqlen, c0 = c->first * c->req.seqlen,
+           c1 = (c->first + c->count) * c->req.seqlen;
+    bool in = !other && lo < c1 && c0 < hi;      /* calibrated on the validation split itself */
+    snprintf(on, cap, "%zu %s window%s of %zu tokens of %s (%s)", *count, split == CALIB_TRAIN ? "training" : "validation",
+             *count == 1 ? "" : "s", *seqlen, name ? name : "?", other ? "another text" : in ? "in-sample" : "held out");
     return AL_OK;
 }
 

@@ -35,6 +35,7 @@ typedef struct CalibState {
     double *gw;                     /* W_O Grams of m (kq_wo_grams), cached */
     KqErr *errs[KQ_NMETHODS];       /* last `kvsvd eval`: (n_layers) per method, or NULL */
     char eval_split[8];
+    char eval_on[256];              /* which windows the last evaluation ran on (ws_calib_eval_tokens) */
     size_t eval_seqs;
 } CalibState;
 
@@ -81,11 +82,14 @@ bool ws_calib_text(const Session *s, const Model *m, CalibText *out);
 
 /* Token windows for an evaluation (keywords of PARAM_EVAL_WINDOWS, params.h: split, samples,
  * seqlen, text, ids) of the calibration c: *ids borrowed from c, or read from the given text and
- * owned in *own (caller frees); windows [first, first + count) of *seqlen tokens. cmd names the
- * command in errors. */
+ * owned in *own (caller frees); windows [first, first + count) of *seqlen tokens. Of the
+ * calibration's own text, `split train` is exactly the windows the statistics came from (at most
+ * `samples` of them: in-sample) and `split valid` its validation windows (held out unless the
+ * calibration ran on them). on (cap bytes) says which windows, for narration and figures ("2
+ * validation windows of 32 tokens of story.txt (held out)"). cmd names the command in errors. */
 typedef struct Args Args;
 int ws_calib_eval_tokens(Session *s, CalibState *c, const Args *a, const char *cmd, int **own, const int **ids,
-                         size_t *seqlen, size_t *first, size_t *count);
+                         size_t *seqlen, size_t *first, size_t *count, char *on, size_t cap);
 
 /* Per-layer E[x xᵀ] of layers lo..hi (sigma has n_layers entries, NULL outside lo..hi) from the
  * session's calibration of m, when `fit` (0 auto, 1 weights, 2 calib: PARAM_FIT_CHOICES) asks for

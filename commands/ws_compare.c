@@ -12,6 +12,8 @@
 typedef struct {
     const void *stats;        /* the session's CalibStats, compared by address */
     size_t tokens, seqs;      /* summed over layers: a reloaded or grown calibration differs */
+    const void *kq;           /* the KQ-SVD projections `kvsvd learn` made (NULL: none) */
+    bool has_x;               /* it kept the attention input's second moments (the inputs' law) */
 } CalibMark;
 
 typedef struct {
@@ -43,12 +45,21 @@ static int cmp_state(Session *s, CmpState **out) {
     return AL_OK;
 }
 
-/* Which calibration a comparison of m with `fit` draws its inputs from (stats NULL: none). */
-static int calib_mark(Session *s, const Model *m, int fit, CalibMark *mk) {
+/* The learned KQ-SVD projections of m in this session (NULL: none). */
+static const KqProj *learned_kq(Session *s, const Model *m) {
+    CalibState *c;
+    return ws_calib(s, &c) == AL_OK && c->m == m && c->st ? c->proj[KQ_KQSVD] : NULL;
+}
+
+/* Which calibration a comparison of m with `fit` draws its inputs and KQ-SVD's projections from
+ * (stats NULL: none). */
+static int calib_mark(Session *s, Model *m, int fit, CalibMark *mk) {
     memset(mk, 0, sizeof *mk);
     const CalibStats *cs = NULL;
-    if (fit == 1 || ws_calib_stats(s, m, &cs) || !cs || !cs->has_x) return AL_OK;
+    if (fit == 1 || ws_calib_stats(s, m, &cs) || !cs) return AL_OK;
     mk->stats = cs;
+    mk->has_x = cs->has_x;
+    mk->kq = learned_kq(s, m);
     for (int l = 0; l < cs->sh.n_layers; l++) {
         mk->tokens += cs->tokens[l];
         mk->seqs += cs->seqs[l];
@@ -60,6 +71,7 @@ int ws_compare_run(Session *s, Model *m, const WsCmpKey *q, CmpResult **out) {
     CmpOpts o = cmp_opts_default();
     o.budget = q->budget;
     if (q->tokens) o.tokens = q->tokens;
+    if (q->seed) o.seed = q->seed;
     o.layer_lo = q->layer_lo < 0 ? 0 : q->layer_lo;
     o.layer_hi = q->layer_lo < 0 ? m->cfg.n_layers - 1 : q->layer_hi;
     if (!o.budget)
@@ -69,6 +81,10 @@ int ws_compare_run(Session *s, Model *m, const WsCmpKey *q, CmpResult **out) {
     size_t ntok = 0;
     if (ws_calib_fit_sigma(s, m, q->fit, o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
     o.sigma = (const double *const *)sigma;
+    if (q->fit != 1) {                      /* KQ-SVD from the session's calibration, learned or not */
+        ws_calib_stats(s, m, &o.calib);
+        o.kq = learned_kq(s, m);
+    }
     int rc = cmp_kv_budget(m, &o, out);
     ws_calib_free_sigma(sigma, m->cfg.n_layers);
     return rc;
@@ -87,8 +103,10 @@ static bool compare_matches(const CmpState *st, const Model *m, const WsCmpKey *
     const CmpResult *r = st->cmp;
     if (!r || st->cmp_model != m || r->n_rows < 1) return false;
     if ((q->budget && q->budget != r->budget) || (q->tokens && q->tokens != r->tokens)) return false;
-    if (q->fit == 2 && !mk->stats) return false;      /* running it gives the error */
-    if (mk->stats != st->cmp_calib.stats || mk->tokens != st->cmp_calib.tokens || mk->seqs != st->cmp_calib.seqs)
+    if (q->seed && q->seed != r->seed) return false;
+    if (q->fit == 2 && !mk->has_x) return false;      /* running it gives the error */
+    if (mk->stats != st->cmp_calib.stats || mk->tokens != st->cmp_calib.tokens || mk->seqs != st->cmp_calib.seqs ||
+        mk->kq != st->cmp_calib.kq)
         return false;
     return q->layer_lo < 0 || (q->layer_lo >= r->rows[0].layer && q->layer_hi <= r->rows[r->n_rows - 1].layer);
 }

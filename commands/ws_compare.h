@@ -1,7 +1,8 @@
 /* ws_compare.h -- the kept comparison of the session's workspace: the last `compare kv-budget B`
  * (core/compare.h), which `plot compare` reuses when it answers the same question, and the runner
- * both use (inputs drawn from the workspace's calibration as `fit` says). Dropped when its model
- * closes. */
+ * both use: inputs drawn from the workspace's calibration as `fit` says, and KQ-SVD's projections
+ * from `kvsvd learn kqsvd` or the calibration's Grams when the session has them (unless `fit
+ * weights`). Dropped when its model closes. */
 #ifndef AL_WS_COMPARE_H
 #define AL_WS_COMPARE_H
 
@@ -15,6 +16,7 @@ typedef struct {
     int layer_lo, layer_hi;   /* inclusive, resolved; layer_lo < 0: the kept ones, else all */
     size_t tokens;            /* evaluation tokens (0: the kept one's, else 64) */
     int fit;                  /* 0 auto, 1 weights, 2 calib (PARAM_FIT_CHOICES) */
+    uint64_t seed;            /* of the random tokens (0: the kept one's, else AL_SEED_COMPARE) */
 } WsCmpKey;
 
 /* Runs the comparison q of m without keeping it: *out is the caller's (cmp_result_free).

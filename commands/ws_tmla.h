@@ -14,13 +14,15 @@ typedef struct {
     int n_layers;
     double **sigma, **mu;     /* (n_layers) E[x xᵀ] and E[x] of each layer's attention input when act
                                  (owned; mu entries NULL when unknown) */
-    const int *ids;           /* tokens of the calibration text for perplexity, or NULL: the session
-                                 calibration's (ws_calib_text) or own_ids */
+    const int *ids;           /* the perplexity tokens (ppl_tokens of them), or NULL: within the
+                                 session calibration's text (ws_calib_text), own_ids or eval_ids */
     int *own_ids;             /* owned tokens (a text read for `stats weights`), or NULL */
-    size_t n_ids;             /* all of them */
-    const char *text;         /* the text's file, for narration */
-    size_t ppl_tokens;        /* how many of them perplexities use */
+    int *eval_ids;            /* owned tokens of `eval FILE` / `eval-ids FILE`, or NULL */
+    const char *text;         /* the perplexity text's file, for narration */
+    size_t ppl_tokens;        /* how many tokens perplexities use */
     size_t seqlen;            /* perplexity window */
+    bool in_sample;           /* the perplexity tokens overlap the calibration's windows */
+    char ppl_on[256];         /* which tokens: "held out: ..." or "in-sample: ..." (for narration) */
     char source[512];         /* for narration: where the statistics / the text came from */
 } TmlaStatsUse;
 
@@ -29,13 +31,17 @@ typedef struct {
  * core/calib.h's G_X and S_X), which becomes the session's calibration of m (unless it already is
  * that one), else the session's calibration is used when it kept the attention input; `stats
  * weights` forces the weight-based PCAs (a given text then only serves the perplexity), `stats act`
- * fails without statistics. The text for perplexity is the calibration's (ws_calib_text: none
- * after `calib load`). need_text: an error when there is none. Narrates on out what it computes.
- * Release with ws_tmla_stats_release. */
+ * fails without statistics. Perplexity: `eval FILE` / `eval-ids FILE` (a held-out text), else the
+ * calibration text (ws_calib_text: none after `calib load`) -- by default its validation split
+ * (held out: the last tenth of the windows, from its first window to the end), `split train` the
+ * calibrated windows themselves (in-sample); a text without a validation window falls back to
+ * in-sample, said in ppl_on. need_text: an error when there is none. Narrates on out what it
+ * computes. Release with ws_tmla_stats_release. */
 int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
 void ws_tmla_stats_release(TmlaStatsUse *u);
 
 extern const char *const WS_TMLA_STATS_CHOICES[];
+extern const char *const WS_TMLA_SPLIT_CHOICES[];
 
 /* The keywords ws_tmla_stats reads (put them in a command's keyword list). */
 #define PARAM_TMLA_STATS                                                                                  \
@@ -50,6 +56,12 @@ extern const char *const WS_TMLA_STATS_CHOICES[];
     { .name = "seqlen", .type = ARG_INT, .def = "256", .min = 2, .max = 1e6, .comp = COMP_NONE,               \
       .metavar = "L", .help = "tokens per calibration and perplexity window (TransMLA: 256)" },               \
     { .name = "ppl-tokens", .type = ARG_INT, .def = "4096", .min = 2, .max = 1e12, .comp = COMP_NONE,         \
-      .metavar = "N", .help = "tokens of the text used for perplexity" }
+      .metavar = "N", .help = "tokens of the text used for perplexity" },                                     \
+    { .name = "eval", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                                \
+      .help = "held-out text for perplexity (default: the calibration text's validation split)" },           \
+    { .name = "eval-ids", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                            \
+      .help = "the held-out text as whitespace-separated token ids" },                                        \
+    { .name = "split", .type = ARG_ENUM, .choices = WS_TMLA_SPLIT_CHOICES, .comp = COMP_CHOICES,              \
+      .help = "perplexity on the calibration text's valid split (held out, default) or train (in-sample)" }
 
 #endif

@@ -1,7 +1,7 @@
 /* compare.c -- all KV-cache reductions at one budget (see compare.h): builds each method's
  * version of one attention layer through its own module (farr.h, transmla.h, kqsvd.h, tpa.h) or
  * here (mean-pooling, the attention over projected caches), and measures every version on the
- * same random tokens. Owns the CmpResult it returns. */
+ * same random tokens (relative Frobenius errors, unsquared). Owns the CmpResult it returns. */
 #define _GNU_SOURCE
 #include "compare.h"
 
@@ -20,7 +20,7 @@
 #include "tpa.h"
 #include "transmla.h"
 
-static const char *const METHOD_NAMES[CMP_NMETHODS] = {"farr", "transmla", "kq-svd", "tpa-a", "tpa-b", "mean-pool"};
+static const char *const METHOD_NAMES[CMP_NMETHODS] = {"farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool"};
 
 const char *cmp_method_name(cmp_method m) { return m >= 0 && m < CMP_NMETHODS ? METHOD_NAMES[m] : "?"; }
 
@@ -258,7 +258,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
     return AL_OK;
 }
 
-/* ================================================================ kq-svd */
+/* ================================================================ kqsvd */
 
 /* Y (T, n) = X W + b, then RoPE (pairs per L->rope) on each of the nh heads of dim hd when rope. */
 static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat *W, const float *b, size_t nh,
@@ -307,63 +307,116 @@ static int apply_proj(float *Y, size_t T, size_t ld, size_t c0, size_t n, const 
     return AL_OK;
 }
 
-static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const Mat *Xf, const int *posf,
-                    const AttnOut *ref, CmpRow *r) {
+/* The learned set p at layer l when its ranks fit budget B (G (R_K + R_V) <= B), else NULL. */
+static const KqProj *learned_fits(const CmpKqFrom *kq, size_t G, size_t B) {
+    const KqProj *p = kq ? kq->p : NULL;
+    if (!p || p->method != KQ_KQSVD || kq->layer < 0 || kq->layer >= p->sh.n_layers) return NULL;
+    return G * (size_t)(p->rank_k[kq->layer] + p->rank_v[kq->layer]) <= B ? p : NULL;
+}
+
+/* KV head g's key and value projections (A, B: d x rk, Av, Bv: dv x rv): copied from the learned
+ * set, else KQ-SVD of the calibration's Grams (st) or of the fit tokens' (Kf, Qf, Vf: Tf rows).
+ * GK, GQ: scratch (nmax x nmax). */
+static int group_proj(const AttnLayer *L, const CmpKqFrom *kq, const KqProj *lp, size_t g, int rk, int rv,
+                      const float *Kf, const float *Qf, const float *Vf, size_t Tf, double *GK, double *GQ, double *A,
+                      double *B, double *Av, double *Bv) {
     size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
-    size_t grp = H / G, D = (size_t)L->hidden;
+    size_t grp = H / G, D = (size_t)L->hidden, Rk = (size_t)rk, Rv = (size_t)rv;
+    if (lp) {
+        memcpy(A, lp->A_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
+        memcpy(B, lp->B_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
+        memcpy(Av, lp->A_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
+        memcpy(Bv, lp->B_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
+        return AL_OK;
+    }
+    const CalibStats *st = kq ? kq->st : NULL;
+    int rc = AL_OK;
+    /* keys: G_K of the group's keys, G_Q of its stacked queries (Theorem 5) */
+    if (st) {
+        rc = calib_gram(st, CALIB_K, kq->layer, (int)g, GK);
+        if (rc == AL_OK) rc = calib_gram(st, CALIB_Q, kq->layer, (int)g, GQ);
+    } else {
+        memset(GK, 0, d * d * sizeof(double));
+        memset(GQ, 0, d * d * sizeof(double));
+        rc = gram_add(Kf, Tf, G * d, g * d, d, GK);
+        for (size_t i = 0; rc == AL_OK && i < grp; i++) rc = gram_add(Qf, Tf, H * d, (g * grp + i) * d, d, GQ);
+    }
+    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, d, Rk, A, B, NULL);
+    /* values: G_V and G_W = sum over the group's heads of W_O[h] W_O[h]ᵀ (Appendix B) */
+    if (rc == AL_OK && st) rc = calib_gram(st, CALIB_V, kq->layer, (int)g, GK);
+    else if (rc == AL_OK) {
+        memset(GK, 0, dv * dv * sizeof(double));
+        rc = gram_add(Vf, Tf, G * dv, g * dv, dv, GK);
+    }
+    if (rc == AL_OK) memset(GQ, 0, dv * dv * sizeof(double));
+    /* W_O[h] (dv, D) is rows of W_O: its Gram W_O[h] W_O[h]ᵀ is the Gram of its transpose. */
+    for (size_t i = 0; rc == AL_OK && i < grp; i++) {
+        Mat *WoT = mat_slice_t(L->W_O, (g * grp + i) * dv, dv, 0, D);
+        rc = WoT ? gram_add(WoT->data, D, dv, 0, dv, GQ) : AL_ERR;
+        mat_free(WoT);
+    }
+    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, dv, Rv, Av, Bv, NULL);
+    return rc;
+}
+
+/* The calibration's shape must be the layer's for its Grams to stand in for the fit tokens. */
+static bool calib_fits(const CmpKqFrom *kq, const AttnLayer *L) {
+    const CalibStats *st = kq ? kq->st : NULL;
+    return st && kq->layer >= 0 && kq->layer < st->sh.n_layers && st->tokens[kq->layer] > 0 &&
+           st->sh.n_kv_heads == L->n_kv_heads && st->sh.d_qk == L->head_dim && st->sh.d_v == L->v_dim;
+}
+
+static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const Mat *Xf, const int *posf,
+                    const CmpKqFrom *kq_in, const AttnOut *ref, CmpRow *r, int *from) {
+    size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
+    CmpKqFrom kq = kq_in ? *kq_in : (CmpKqFrom){.layer = -1};
+    if (!calib_fits(&kq, L)) kq.st = NULL;
+    const KqProj *lp = learned_fits(&kq, G, B);
     int rk, rv;
-    fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
+    if (lp) { rk = lp->rank_k[kq.layer]; rv = lp->rank_v[kq.layer]; }
+    else fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
     if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one key and one value dim per KV head)", 2 * G); return AL_OK; }
-    bool rope = L->rope_dim > 0;
+    *from = lp ? CMP_KQ_LEARNED : kq.st ? CMP_KQ_CALIB : CMP_KQ_FIT;
+    bool rope = L->rope_dim > 0, fit = *from == CMP_KQ_FIT;
     size_t Tf = Xf->rows, T = X->rows, nmax = d > dv ? d : dv;
-    float *Qf = al_malloc3(Tf, H * d, sizeof(float), "fit queries"), *Kf = al_malloc3(Tf, G * d, sizeof(float), "fit keys");
-    float *Vf = al_malloc3(Tf, G * dv, sizeof(float), "fit values");
+    float *Qf = fit ? al_malloc3(Tf, H * d, sizeof(float), "fit queries") : NULL;
+    float *Kf = fit ? al_malloc3(Tf, G * d, sizeof(float), "fit keys") : NULL;
+    float *Vf = fit ? al_malloc3(Tf, G * dv, sizeof(float), "fit values") : NULL;
     float *Q = al_malloc3(T, H * d, sizeof(float), "queries"), *K = al_malloc3(T, G * d, sizeof(float), "keys");
     float *V = al_malloc3(T, G * dv, sizeof(float), "values");
     double *GK = al_malloc3(nmax, nmax, sizeof(double), "a Gram"), *GQ = al_malloc3(nmax, nmax, sizeof(double), "a Gram");
     double *A = al_malloc3(nmax, nmax, sizeof(double), "a projection"), *Bm = al_malloc3(nmax, nmax, sizeof(double), "a projection");
+    double *Av = al_malloc3(nmax, nmax, sizeof(double), "a projection"), *Bv = al_malloc3(nmax, nmax, sizeof(double), "a projection");
     AttnOut *o = NULL;
-    int rc = Qf && Kf && Vf && Q && K && V && GK && GQ && A && Bm ? AL_OK : AL_ERR;
-    if (rc == AL_OK) {
+    int rc = (!fit || (Qf && Kf && Vf)) && Q && K && V && GK && GQ && A && Bm && Av && Bv ? AL_OK : AL_ERR;
+    if (rc == AL_OK && fit) {
         project(L, Xf, posf, L->W_Q, L->b_Q, H, d, rope, Qf);
         project(L, Xf, posf, L->W_K, L->b_K, G, d, rope, Kf);
         project(L, Xf, posf, L->W_V, L->b_V, G, dv, false, Vf);
+    }
+    if (rc == AL_OK) {
         project(L, X, pos, L->W_Q, L->b_Q, H, d, rope, Q);
         project(L, X, pos, L->W_K, L->b_K, G, d, rope, K);
         project(L, X, pos, L->W_V, L->b_V, G, dv, false, V);
     }
     for (size_t g = 0; rc == AL_OK && g < G; g++) {
-        /* keys: G_K of the group's keys, G_Q of its stacked queries (Theorem 5) */
-        memset(GK, 0, d * d * sizeof(double));
-        memset(GQ, 0, d * d * sizeof(double));
-        rc = gram_add(Kf, Tf, G * d, g * d, d, GK);
-        for (size_t i = 0; rc == AL_OK && i < grp; i++) rc = gram_add(Qf, Tf, H * d, (g * grp + i) * d, d, GQ);
-        if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, d, (size_t)rk, A, Bm, NULL);
+        rc = group_proj(L, &kq, lp, g, rk, rv, Kf, Qf, Vf, Tf, GK, GQ, A, Bm, Av, Bv);
         if (rc == AL_OK) rc = apply_proj(K, T, G * d, g * d, d, A, Bm, (size_t)rk);
-        /* values: G_V and G_W = sum over the group's heads of W_O[h] W_O[h]ᵀ (Appendix B) */
-        if (rc == AL_OK) {
-            memset(GK, 0, dv * dv * sizeof(double));
-            memset(GQ, 0, dv * dv * sizeof(double));
-            rc = gram_add(Vf, Tf, G * dv, g * dv, dv, GK);
-            /* W_O[h] (dv, D) is rows of W_O: its Gram W_O[h] W_O[h]ᵀ is the Gram of its transpose. */
-            for (size_t i = 0; rc == AL_OK && i < grp; i++) {
-                Mat *WoT = mat_slice_t(L->W_O, (g * grp + i) * dv, dv, 0, D);
-                rc = WoT ? gram_add(WoT->data, D, dv, 0, dv, GQ) : AL_ERR;
-                mat_free(WoT);
-            }
-            if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, dv, (size_t)rv, A, Bm, NULL);
-        }
-        if (rc == AL_OK) rc = apply_proj(V, T, G * dv, g * dv, dv, A, Bm, (size_t)rv);
+        if (rc == AL_OK) rc = apply_proj(V, T, G * dv, g * dv, dv, Av, Bv, (size_t)rv);
     }
     if (rc == AL_OK) rc = attn_attend(L, T, Q, K, V, true, &o);
     if (rc == AL_OK) {
         attn_rel_err(ref, o, &r->score_err, &r->out_err);
         r->ok = true;
         r->kv_values = G * (size_t)(rk + rv);
-        snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (%zu random fit tokens)", rk, rv, Tf);
+        if (lp) snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (kvsvd learn)", rk, rv);
+        else if (kq.st)
+            snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (calibration, %zu tokens)", rk, rv,
+                     kq.st->tokens[kq.layer]);
+        else snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (%zu random fit tokens)", rk, rv, Tf);
     }
     attn_out_free(o);
-    free(Qf); free(Kf); free(Vf); free(Q); free(K); free(V); free(GK); free(GQ); free(A); free(Bm);
+    free(Qf); free(Kf); free(Vf); free(Q); free(K); free(V); free(GK); free(GQ); free(A); free(Bm); free(Av); free(Bv);
     return rc;
 }
 
@@ -439,11 +492,16 @@ static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *po
 
 int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
               const double *Sigma, CmpRow *rows) {
+    return cmp_layer_from(L, budget, X, pos, Xfit, posfit, Sigma, NULL, rows, NULL);
+}
+
+int cmp_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
+                   const double *Sigma, const CmpKqFrom *kq, CmpRow *rows, int *kq_from) {
     if (L->kind != ATTN_GQA)
         return al_err("compare: the methods take GQA / MHA layers; an MLA layer already caches a shared latent");
     AttnOut *ref = NULL;
     if (attn_eval(L, X, pos, true, &ref)) return AL_ERR;
-    int rc = AL_OK;
+    int rc = AL_OK, from = CMP_KQ_FIT;
     for (int k = 0; k < CMP_NMETHODS; k++) {
         CmpRow *r = &rows[k];
         memset(r, 0, sizeof *r);
@@ -452,11 +510,12 @@ int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, c
     }
     if ((rc = do_farr(L, budget, X, pos, ref, &rows[CMP_FARR]))) al_err_ctx("FaRR");
     else if ((rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[CMP_TRANSMLA]))) al_err_ctx("TransMLA");
-    else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, ref, &rows[CMP_KQSVD]))) al_err_ctx("KQ-SVD");
+    else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, kq, ref, &rows[CMP_KQSVD], &from))) al_err_ctx("KQ-SVD");
     else if ((rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[CMP_TPA_A]))) al_err_ctx("TPA form a");
     else if ((rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[CMP_TPA_B]))) al_err_ctx("TPA form b");
     else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[CMP_MEANPOOL]))) al_err_ctx("mean-pool");
     attn_out_free(ref);
+    if (kq_from) *kq_from = from;
     return rc;
 }
 
@@ -473,7 +532,7 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
     if (!o.tokens) o.tokens = 64;
     if (!o.fit_tokens) o.fit_tokens = 256;
     if (!o.seed) o.seed = AL_SEED_COMPARE;
-    int nl = o.layer_hi - o.layer_lo + 1;
+    int nl = o.layer_hi - o.layer_lo + 1, nfrom[3] = {0, 0, 0};
     CmpResult *r = al_calloc(1, sizeof *r, "a comparison");
     Mat *X = NULL, *Xf = NULL;
     const double *lastS = NULL;
@@ -499,7 +558,10 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
         CmpRow *rows = r->rows + (size_t)(l - o.layer_lo) * CMP_NMETHODS;
         rc = attn_layer_load(m, l, &L);
         if (rc == AL_OK) rc = attn_layer_finite(L);          /* NaN/Inf: said, not LAPACK's refusal */
-        if (rc == AL_OK) rc = cmp_layer(L, o.budget, X, pos, Xf, posf, Sigma, rows);
+        CmpKqFrom kq = {.st = o.calib, .p = o.kq, .layer = l};
+        int from = CMP_KQ_FIT;
+        if (rc == AL_OK) rc = cmp_layer_from(L, o.budget, X, pos, Xf, posf, Sigma, &kq, rows, &from);
+        if (rc == AL_OK) nfrom[from]++;
         for (int k = 0; rc == AL_OK && k < CMP_NMETHODS; k++) rows[k].layer = l;
         attn_layer_free(L);
         if (rc) al_err_ctx("compare, layer %d", l);
@@ -513,6 +575,9 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
     r->budget = o.budget;
     r->kv_model = cfg_kv_values(c);
     r->tokens = o.tokens;
+    r->seed = o.seed;
+    r->kq_from = nfrom[CMP_KQ_LEARNED] >= nfrom[CMP_KQ_CALIB] && nfrom[CMP_KQ_LEARNED] >= nfrom[CMP_KQ_FIT] ? CMP_KQ_LEARNED
+                 : nfrom[CMP_KQ_CALIB] >= nfrom[CMP_KQ_FIT] ? CMP_KQ_CALIB : CMP_KQ_FIT;
     r->n_rows = nl * CMP_NMETHODS;
     *out = r;
     return AL_OK;

@@ -11,10 +11,12 @@
  *              G > 1 it is in general not exact at any B: its one shared RoPE key of D <= d dims
  *              leaves the other G d - D key dims without rotation (seed 003, 4.2), exact only when
  *              RoRoPE leaves them no energy (identical KV heads, say).
- *   kq-svd     KQ-SVD (seed 001, Theorem 2 with the GQA stacking of Theorem 5; values by the
+ *   kqsvd      KQ-SVD (seed 001, Theorem 2 with the GQA stacking of Theorem 5; values by the
  *              output variant of Appendix B): rank R_K / R_V projections of each KV head's cached
- *              keys (after RoPE) and values, learned from the Grams of FIT random tokens: G (R_K +
- *              R_V) values.
+ *              keys (after RoPE) and values: G (R_K + R_V) values. Learned from, in this order of
+ *              preference: the projections `kvsvd learn kqsvd` made (CmpOpts.kq) when their ranks
+ *              fit B; the Grams of the session's calibration (CmpOpts.calib: real text) at the
+ *              budget's ranks; else the Grams of FIT random tokens.
  *   tpa-a      non-contextual TPA form a (seed 004, core/tpa.h): R_K d + R_V dv values.
  *   tpa-b      non-contextual TPA form b: (R_K + R_V) G values.
  *   mean-pool  the simple baseline: KV heads averaged into G' groups (G' the largest divisor of G
@@ -26,9 +28,10 @@
  * row with no error and the reason. Budgets at or above the model's own cache give exact rows (all
  * but TransMLA's, see above).
  *
- * Errors are relative Frobenius norms ||b - a|| / ||a|| of the causal attention scores and of the
- * layer's output (after W_O and its bias) on T random Gaussian tokens at positions 0..T-1, the
- * same tokens for every method; KQ-SVD learns from other tokens of the same law. Without
+ * Errors are relative Frobenius errors ||b - a|| / ||a|| (unsquared) of the causal attention
+ * scores and of the layer's output (after W_O and its bias) on T random Gaussian tokens at
+ * positions 0..T-1 drawn with CmpOpts.seed (reported in CmpResult.seed), the same tokens for every
+ * method; KQ-SVD without a calibration learns from other tokens of the same law (seed + 1). Without
  * calibration the tokens have unit variance and the weight-based fits (FaRR, TransMLA, TPA) are
  * optimal for them in expectation. With a layer's input second moment Sigma (calibration), the
  * tokens are drawn with that second moment and TransMLA and TPA fit with it (FaRR and mean-pool
@@ -38,10 +41,12 @@
 #define AL_COMPARE_H
 
 #include "attn_eval.h"
+#include "kqsvd.h"
 
 typedef enum { CMP_FARR, CMP_TRANSMLA, CMP_KQSVD, CMP_TPA_A, CMP_TPA_B, CMP_MEANPOOL, CMP_NMETHODS } cmp_method;
 
-/* "farr", "transmla", "kq-svd", "tpa-a", "tpa-b", "mean-pool". */
+/* "farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool" (the tokens of `compare`'s method
+ * column; prose writes FaRR, TransMLA, KQ-SVD, TPA). */
 const char *cmp_method_name(cmp_method m);
 
 typedef struct {
@@ -52,6 +57,8 @@ typedef struct {
     uint64_t seed;            /* of the evaluation tokens (0: a fixed default); fit tokens use seed + 1 */
     const double *const *sigma;   /* NULL, or per layer (n_layers entries) E[x xᵀ] (D x D) of the
                                      attention input (calibration); a NULL entry: unit variance */
+    const CalibStats *calib;  /* NULL, or the session's calibration of the model: KQ-SVD's Grams */
+    const KqProj *kq;         /* NULL, or KQ-SVD projections of the model (`kvsvd learn kqsvd`) */
 } CmpOpts;
 
 CmpOpts cmp_opts_default(void);
@@ -69,7 +76,10 @@ typedef struct {
     size_t budget;
     size_t kv_model;          /* the model's own cache per token per layer */
     size_t tokens;
+    uint64_t seed;            /* of the evaluation tokens */
     bool activation_stats;    /* some layer used a given Sigma */
+    int kq_from;              /* where KQ-SVD's projections came from in most layers: CMP_KQ_FIT
+                                 (random tokens), CMP_KQ_CALIB (calibration Grams), CMP_KQ_LEARNED */
     int n_rows;
     CmpRow *rows;             /* (layers x CMP_NMETHODS), layer-major */
 } CmpResult;
@@ -81,6 +91,20 @@ void cmp_result_free(CmpResult *r);
  * for TransMLA's and TPA's fits (NULL: unit variance). */
 int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
               const double *Sigma, CmpRow *rows);
+
+enum { CMP_KQ_FIT, CMP_KQ_CALIB, CMP_KQ_LEARNED };
+
+/* Where KQ-SVD learns layer `layer` from (see the top): st (calibration Grams) and / or p (learned
+ * projections), either NULL. */
+typedef struct {
+    const CalibStats *st;
+    const KqProj *p;
+    int layer;
+} CmpKqFrom;
+
+/* cmp_layer with KQ-SVD's projections from kq (NULL: Xfit); *kq_from (may be NULL) says which. */
+int cmp_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
+                   const double *Sigma, const CmpKqFrom *kq, CmpRow *rows, int *kq_from);
 
 /* Compares every method on layers [lo, hi] of m (GQA / MHA families the evaluator covers; MLA
  * is refused: it already caches a shared latent). al_progress("layer"); Ctrl-C between layers

@@ -19,7 +19,8 @@
  *           queries (Theorem 5). Values: the same with (G_V, G_W), G_W = Σ_h W_O[h] W_O[h]ᵀ over
  *           the group's output heads (Appendix B: V S W_O ≈ V W_O).
  *
- * Errors (6.1), relative squared Frobenius ||M - M̃||² / ||M||², from Grams with E = I - S:
+ * Errors: relative Frobenius ||M - M̃|| / ||M|| (unsquared, as every error attnlab reports; the
+ * paper's section 6.1 tabulates their squares), from the squared norms that Grams give, E = I - S:
  *   ||K - K S||²        = tr(Eᵀ G_K E)
  *   ||Q - Q Sᵀ||²       = tr(E G_Q Eᵀ)
  *   ||K Qᵀ - K S Qᵀ||²  = tr(Eᵀ G_K E G_Q)     (the full score matrix, no mask), over tr(G_K G_Q)
@@ -32,6 +33,8 @@
  * curve, averaged over the layer's KV heads, keeps at least 1 - eps (keys and values apart). */
 #ifndef AL_KQSVD_H
 #define AL_KQSVD_H
+
+#include <math.h>
 
 #include "calib.h"
 
@@ -99,13 +102,14 @@ int kq_wo_grams(Model *m, double **out);
  * returns AL_INTERRUPTED (nothing kept). Caller frees *out with kq_proj_free. */
 int kq_learn(const CalibStats *st, const double *G_W, kq_method m, const KqSpec *spec, KqProj **out);
 
-/* Relative calibration-set error (0 when the norm is 0). */
-static inline double kq_rel(double num, double den) { return den > 0 ? num / den : 0.0; }
+/* The relative Frobenius error ||M - M̃|| / ||M|| from the squared norms num = ||M - M̃||² and
+ * den = ||M||² (0 when the norm is 0). */
+static inline double kq_rel(double num, double den) { return den > 0 && num > 0 ? sqrt(num / den) : 0.0; }
 
 /* ================================================================ evaluation */
 
 typedef struct {
-    double k, q, v, kq, out;  /* relative squared Frobenius errors, averaged over sequences */
+    double k, q, v, kq, out;  /* relative Frobenius errors (kq_rel), averaged over sequences */
     size_t n_seq;             /* sequences averaged */
 } KqErr;
 

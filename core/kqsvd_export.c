@@ -87,17 +87,17 @@ static cJSON *manifest(const KqProj *const *sets, size_t nsets, const KqExportIn
             cJSON_AddNumberToObject(o, "layer", l);
             cJSON_AddNumberToObject(o, "rank_k", p->rank_k[l]);
             cJSON_AddNumberToObject(o, "rank_v", p->rank_v[l]);
-            cJSON_AddNumberToObject(o, "cal_err_k", kq_rel(p->cal_k[l].k, p->cal_k[l].nk));
-            cJSON_AddNumberToObject(o, "cal_err_q", kq_rel(p->cal_k[l].q, p->cal_k[l].nq));
-            cJSON_AddNumberToObject(o, "cal_err_v", kq_rel(p->cal_v[l].k, p->cal_v[l].nk));
-            cJSON_AddNumberToObject(o, "cal_err_kq", kq_rel(p->cal_k[l].kq, p->cal_k[l].nkq));
-            if (p->cal_v[l].nkq > 0) cJSON_AddNumberToObject(o, "cal_err_vo", kq_rel(p->cal_v[l].kq, p->cal_v[l].nkq));
+            cJSON_AddNumberToObject(o, "cal_k_err", kq_rel(p->cal_k[l].k, p->cal_k[l].nk));
+            cJSON_AddNumberToObject(o, "cal_q_err", kq_rel(p->cal_k[l].q, p->cal_k[l].nq));
+            cJSON_AddNumberToObject(o, "cal_v_err", kq_rel(p->cal_v[l].k, p->cal_v[l].nk));
+            cJSON_AddNumberToObject(o, "cal_kq_err", kq_rel(p->cal_k[l].kq, p->cal_k[l].nkq));
+            if (p->cal_v[l].nkq > 0) cJSON_AddNumberToObject(o, "cal_vo_err", kq_rel(p->cal_v[l].kq, p->cal_v[l].nkq));
             if (errs && errs[l].n_seq) {
-                cJSON_AddNumberToObject(o, "err_k", errs[l].k);
-                cJSON_AddNumberToObject(o, "err_q", errs[l].q);
-                cJSON_AddNumberToObject(o, "err_v", errs[l].v);
-                cJSON_AddNumberToObject(o, "err_kq", errs[l].kq);
-                cJSON_AddNumberToObject(o, "err_out", errs[l].out);
+                cJSON_AddNumberToObject(o, "k_err", errs[l].k);
+                cJSON_AddNumberToObject(o, "q_err", errs[l].q);
+                cJSON_AddNumberToObject(o, "v_err", errs[l].v);
+                cJSON_AddNumberToObject(o, "kq_err", errs[l].kq);
+                cJSON_AddNumberToObject(o, "out_err", errs[l].out);
             }
             cJSON_AddItemToArray(ls, o);
         }

@@ -850,6 +850,11 @@ static int check_open(const char *dir, Model **src, Model **ex, Model **own, Mla
 }
 
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out) {
+    return mla_check_on(dir, src, tokens, seed, NULL, NULL, out);
+}
+
+int mla_check_on(const char *dir, Model *src, size_t tokens, uint64_t seed, const double *const *sigma,
+                 const double *const *mu, MlaCheck **out) {
     *out = NULL;
     Model *ex = NULL, *own = NULL;
     MlaCheck *c = al_calloc(1, sizeof *c, "a check");
@@ -864,7 +869,10 @@ int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaChec
     bool qbias = false;
     for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        rc = check_layer(src, ex, l, X, pos, c, &over[l]);
+        const double *S = sigma && l < src->cfg.n_layers ? sigma[l] : NULL;
+        Mat *Xl = S ? tmla_eval_inputs(T, src->cfg.hidden, seed, S, mu ? mu[l] : NULL) : NULL;
+        rc = S && !Xl ? AL_ERR : check_layer(src, ex, l, Xl ? Xl : X, pos, c, &over[l]);
+        mat_free(Xl);
         qbias |= over[l] != NULL;
         al_progress("layer", (size_t)l + 1, (size_t)c->n_layers);
     }

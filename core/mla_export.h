@@ -123,5 +123,9 @@ void mla_check_free(MlaCheck *c);
  * whole models' NLL on `tokens` random token ids; also compares every non-attention tensor byte
  * for byte. */
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out);
+/* The same with each layer l's inputs drawn as `convert mla` draws its report's under activation
+ * statistics (tmla_eval_inputs with sigma[l], mu[l]; a NULL sigma or entry: standard normal). */
+int mla_check_on(const char *dir, Model *src, size_t tokens, uint64_t seed, const double *const *sigma,
+                 const double *const *mu, MlaCheck **out);
 
 #endif

@@ -1,7 +1,9 @@
 /* seeds.h -- the fixed random seeds of attnlab, in one place: each names the draw it seeds (the
  * evaluation inputs of a conversion, a check or a comparison). The values are part of what the
- * CLI prints (errors measured on those inputs), so changing one changes transcripts. Tests pass
- * their own seeds. */
+ * CLI prints (errors measured on those inputs), so changing one changes transcripts. They are the
+ * defaults of the commands' `seed S` (compare, convert mla, convert tpa, check, plot compare),
+ * which print the seed they used; `check` of a session's `convert mla` takes the conversion's.
+ * Tests pass their own seeds. */
 #ifndef AL_SEEDS_H
 #define AL_SEEDS_H
 

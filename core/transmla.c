@@ -731,6 +731,11 @@ static Mat *report_inputs(const TmlaOpts *o, int hidden, const double *Sigma, co
     return X;
 }
 
+Mat *tmla_eval_inputs(size_t T, int hidden, uint64_t seed, const double *Sigma, const double *mu) {
+    TmlaOpts o = {.eval_tokens = T, .seed = seed};
+    return report_inputs(&o, hidden, Sigma, mu);
+}
+
 /* Errors of mla against gqa on the report's inputs X (positions 0..T-1). */
 static int measure(const AttnLayer *gqa, const AttnLayer *mla, const Mat *X, double *se, double *oe) {
     size_t T = X->rows;

@@ -180,6 +180,10 @@ int tmla_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, const double *Si
 /* The same with the input mean mu (NULL: zero). */
 int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const double *Sigma, const double *mu,
                              AttnLayer **mla, TmlaLayerReport *rep);
+/* The report's inputs of a layer: T standard normal rows from seed, or Gaussian with second
+ * moment Sigma and mean mu (NULL: zero) when Sigma is given; what `check` reuses to reproduce the
+ * report. Caller frees. */
+Mat *tmla_eval_inputs(size_t T, int hidden, uint64_t seed, const double *Sigma, const double *mu);
 
 /* ================================================================ figures' data */
 

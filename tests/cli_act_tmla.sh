@@ -33,20 +33,22 @@ run -e "load demo-llama as d; convert mla kv-rank 48 rope-dim 16 ids ids.txt sam
 [ "$(rc)" = 0 ] || fail "convert with ids: rc $(rc) [$(cat err.txt)]"
 grep -q "activation statistics of d: 4 windows x 32 tokens of ids.txt" out.txt || fail "statistics narration: [$(cat out.txt)]"
 grep -q "PCA statistics: activations of 4 x 32 tokens of ids.txt" out.txt || fail "PCA narration"
-grep -q "errors on 64 random tokens (Gaussian with the activations' mean and covariance)" out.txt || fail "error inputs"
-line=$(grep "^perplexity on 290 tokens of ids.txt (windows of 32): " out.txt)
+grep -q "relative Frobenius errors on 64 random Gaussian tokens, seed 20250601 (with the activations' mean and covariance)" out.txt || fail "error inputs"
+# perplexity on the held-out validation split (window 8 of 9: tokens 256-299), not the calibrated windows
+line=$(grep "^perplexity on 42 tokens, held out (the validation split of ids.txt, tokens 256-299), windows of 32: " out.txt)
 [ -n "$line" ] || fail "perplexity line: [$(cat out.txt)]"
 echo "$line" | grep -q "after = its DeepSeek-V3 export, run by the forward pass" || fail "perplexity route: [$line]"
 before=$(echo "$line" | sed -E 's/.*: ([0-9.e+]+) before, ([0-9.e+]+) after.*/\1/')
 after=$(echo "$line" | sed -E 's/.*: ([0-9.e+]+) before, ([0-9.e+]+) after.*/\2/')
 awk -v a="$before" -v b="$after" 'BEGIN { exit !(a > 1 && a < 1e6 && b > 1 && b < 1e6) }' || fail "perplexities $before / $after"
 [ "$(wc -l < conv.csv)" = 5 ] || fail "conv.csv rows"
-# the same model as loaded, through `ppl`: the `before` number
-run -e "load demo-llama; ppl ids ids.txt seqlen 32 to p.csv"
+# the same model as loaded, through `ppl` on those held-out tokens: the `before` number
+cut -d' ' -f257-300 ids.txt > valid.txt
+run -e "load demo-llama; ppl ids valid.txt seqlen 32 to p.csv"
 near "$(sed -n 2p p.csv | cut -d, -f3)" "$before" 1e-4 || fail "ppl $(sed -n 2p p.csv) vs before $before"
 # weights, with the text still giving the perplexity; ppl off
 run -e "load demo-llama; convert mla kv-rank 48 rope-dim 16 ids ids.txt seqlen 32 stats weights"
-grep -q "PCA statistics: weights (unit-variance inputs)" out.txt && grep -q "^perplexity on 290 tokens" out.txt \
+grep -q "PCA statistics: weights (unit-variance inputs)" out.txt && grep -q "^perplexity on 42 tokens, held out" out.txt \
     || fail "stats weights: [$(cat out.txt)]"
 grep -q "activation statistics of" out.txt && fail "stats weights computed activation statistics"
 run -e "load demo-llama; convert mla kv-rank 48 ids ids.txt seqlen 32 ppl off"
@@ -98,7 +100,7 @@ She ate her dinner and went to bed. She dreamed of the dog, the park and her fri
 EOF
     run -e "load '$M' as s; convert mla kv-rank 40 calib story.txt seqlen 64; plot key-norms layer 0 to kn.png; plot key-norms layer 0 stats weights to knw.png"
     [ "$(rc)" = 0 ] || fail "stories260K: rc $(rc) [$(cat err.txt)]"
-    line=$(grep "^perplexity on [0-9]* tokens of story.txt" out.txt)
+    line=$(grep "^perplexity on [0-9]* tokens, held out (the validation split of story.txt" out.txt)
     before=$(echo "$line" | sed -E 's/.*: ([0-9.e+]+) before, ([0-9.e+]+) after.*/\1/')
     after=$(echo "$line" | sed -E 's/.*: ([0-9.e+]+) before, ([0-9.e+]+) after.*/\2/')
     # the trained model knows such stories (ppl well under the vocabulary of 512); the conversion costs some
@@ -111,7 +113,8 @@ EOF
     [ "$(rc)" = 0 ] || fail "calibrate + convert: rc $(rc) [$(cat err.txt)]"
     grep -q "PCA statistics: activations of the session's calibration ([0-9]* tokens of story.txt)" out.txt \
         || fail "session calibration narration: [$(grep PCA out.txt)]"
-    grep -q "^perplexity on [0-9]* tokens of story.txt (windows of 64)" out.txt || fail "session calibration perplexity"
+    grep -q "^perplexity on [0-9]* tokens, held out (the validation split of story.txt, .*), windows of 64" out.txt \
+        || fail "session calibration perplexity: [$(grep perplexity out.txt)]"
 else
     echo "note: $M not found: the stories260K part is skipped"
 fi

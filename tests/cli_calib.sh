@@ -24,11 +24,11 @@ run -e "load $BIN; calibrate story.txt seqlen 32 to stats.csv; kvsvd learn all r
 grep -q "calibrating stories260K on 15 train windows of 32 tokens" out.txt || fail "calibrate narration: [$(head -3 out.txt)]"
 [ "$(head -1 stats.csv)" = "layer,tokens,sequences,rms_k,rms_q,rms_v" ] || fail "stats CSV: [$(head -1 stats.csv)]"
 [ "$(sed -n 2p stats.csv | cut -d, -f1-3)" = "0,480,15" ] || fail "stats counts: [$(sed -n 2p stats.csv)]"
-[ "$(head -1 eval.csv)" = "layer,method,rank,err_k,err_q,err_v,err_kq,err_out" ] || fail "eval CSV header: [$(head -1 eval.csv)]"
+[ "$(head -1 eval.csv)" = "layer,method,rank,k_err,q_err,v_err,kq_err,out_err" ] || fail "eval CSV header: [$(head -1 eval.csv)]"
 [ "$(tail -n +2 eval.csv | wc -l)" = 15 ] || fail "eval rows: want 5 layers x 3 methods: [$(cat eval.csv)]"
 awk -F, 'NR > 1 && $3 != 3 { exit 1 }' eval.csv || fail "rank column: [$(cat eval.csv)]"
 awk -F, 'NR > 1 { for (i = 4; i <= 8; i++) if (!($i >= 0 && $i < 2)) exit 1 }' eval.csv || fail "error values: [$(cat eval.csv)]"
-# On the calibration set KQ-SVD's err_kq (column 8 of learn.csv) is never above K-SVD's or Eigen's.
+# On the calibration set KQ-SVD's kq_err (column 8 of learn.csv) is never above K-SVD's or Eigen's.
 awk -F, 'NR > 1 { e[$1, $2] = $8; L[$1] = 1 } END { for (l in L) if (e[l, "kqsvd"] > e[l, "ksvd"] * (1 + 1e-9) || e[l, "kqsvd"] > e[l, "eigen"] * (1 + 1e-9)) exit 1 }' learn.csv ||
   fail "KQ-SVD above another method on the calibration set: [$(cat learn.csv)]"
 grep -q "warning" err.txt && fail "unexpected warning: [$(cat err.txt)]"
@@ -43,7 +43,7 @@ awk '$1 ~ /^[0-9.]+$/ && NF == 4 { n++; if (n == 1) { k = $2; q = $4 } else if (
 for f in kvsvd-ksvd.safetensors kvsvd-eigen.safetensors kvsvd-kqsvd.safetensors kvsvd_manifest.json; do
   [ -s "proj/$f" ] || fail "export: proj/$f missing"
 done
-grep -Eq '"rank_k":[[:space:]]*3' proj/kvsvd_manifest.json && grep -q '"err_out"' proj/kvsvd_manifest.json || fail "manifest: [$(head -40 proj/kvsvd_manifest.json)]"
+grep -Eq '"rank_k":[[:space:]]*3' proj/kvsvd_manifest.json && grep -q '"out_err"' proj/kvsvd_manifest.json || fail "manifest: [$(head -40 proj/kvsvd_manifest.json)]"
 # The tensor header: layers.0.proj_k of shape [4, 8, 3] (4 KV heads, head dim 8, rank 3).
 head -c 4000 proj/kvsvd-kqsvd.safetensors | grep -aq '"layers.0.proj_k":{"dtype":"F32","shape":\[4,8,3\]' ||
   fail "proj_k shape: [$(head -c 300 proj/kvsvd-kqsvd.safetensors)]"

@@ -32,7 +32,7 @@ grep -q "^wrote $T/a.png$" out.txt && grep -q "^wrote $T/figs/b.svg$" out.txt &&
 grep -q "demo-llama at a KV budget of 64 of 128 values .*, layers 1-2: compared now (kept for the next plot)" out.txt \
     || fail "another budget runs the comparison: [$(grep 'KV budget' out.txt)]"
 # the figure shows the very numbers compare printed (first plot: out errors, 4 layers)
-for meth in farr transmla kq-svd tpa-a tpa-b mean-pool; do
+for meth in farr transmla kqsvd tpa-a tpa-b mean-pool; do
     c=$(compare_mean "$meth"); p=$(plot_mean "$meth" | head -1)
     [ -n "$c" ] && [ "$c" = "$p" ] || fail "$meth: compare's mean $c, the plot's $p"
 done
@@ -105,9 +105,9 @@ if [ -d "$M" ]; then
                  for (i = 0; i < 1200; i++) printf "%s ", w[int(rand() * 18) + 1] }' > story.txt
     run "load $M as s; compare kv-budget 32 layers 0-1 tokens 16; calibrate story.txt samples 2 seqlen 64 inputs on; plot compare to cal.png; plot compare fit weights to w.png"
     [ "$(rc)" = 0 ] || fail "calibrated: rc $(rc) [$(cat err.txt)]"
-    grep -q "s at a KV budget of 32 of 64 values .*, layers 0-1: compared now .*16 random Gaussian tokens (with the calibration's second moment)" out.txt \
+    grep -q "s at a KV budget of 32 of 64 values .*, layers 0-1: compared now .*16 random Gaussian tokens, seed 20250607 (with the calibration's second moment)" out.txt \
         || fail "calibration reruns: [$(grep 'KV budget' out.txt)]"
-    grep -q "s at a KV budget of 32 of 64 values .*, layers 0-1: compared now .*16 random Gaussian tokens (unit variance)" out.txt \
+    grep -q "s at a KV budget of 32 of 64 values .*, layers 0-1: compared now .*16 random Gaussian tokens, seed 20250607 (unit variance)" out.txt \
         || fail "fit weights reruns: [$(grep 'KV budget' out.txt)]"
     is_png cal.png && is_png w.png || fail "calibrated PNGs"
 fi

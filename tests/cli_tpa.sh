@@ -85,7 +85,7 @@ run -e "load demo-llama; compare kv-budget 96 layers 1-2 tokens 32 to cmp.csv"
 [ "$(rc)" = 0 ] || fail "compare: rc $(rc) [$(cat err.txt)]"
 [ "$(head -1 cmp.csv)" = "layer,method,kv_values,setting,score_err,out_err" ] || fail "cmp.csv header: [$(head -1 cmp.csv)]"
 [ "$(wc -l < cmp.csv)" = 13 ] || fail "cmp.csv rows: $(wc -l < cmp.csv)"
-for meth in farr transmla kq-svd tpa-a tpa-b mean-pool; do
+for meth in farr transmla kqsvd tpa-a tpa-b mean-pool; do
     grep -q "^1,$meth," cmp.csv || fail "compare row $meth"
 done
 grep -q '^1,farr,96,"\?r_v 16 (keys whole under RoPE)' cmp.csv || fail "FaRR row: [$(grep farr cmp.csv)]"
@@ -107,9 +107,9 @@ if [ -d "$M" ]; then
     [ "$(rc)" = 0 ] || fail "calibrated convert tpa: rc $(rc) [$(cat err.txt)]"
     grep -q "fit: activation-weighted by the calibration's attention inputs (256 tokens per layer)" out.txt \
         && grep -q "fit: the weights' own" out.txt || fail "fit narration: [$(cat out.txt)]"
-    grep -q "errors on 64 random Gaussian tokens (with the calibration's second moment)" out.txt || fail "weighted inputs"
+    grep -q "relative Frobenius errors on 64 random Gaussian tokens, seed 20250604 + layer (with the calibration's second moment)" out.txt || fail "weighted inputs"
     [ "$(wc -l < w.csv)" = 6 ] && [ "$(wc -l < u.csv)" = 6 ] || fail "calibrated CSVs"
-    grep -q "errors on 16 random Gaussian tokens (with the calibration's second moment per layer" out.txt \
+    grep -q "relative Frobenius errors on 16 random Gaussian tokens, seed 20250607 (with the calibration's second moment per layer" out.txt \
         || fail "calibrated compare: [$(tail -20 out.txt)]"
 fi
 

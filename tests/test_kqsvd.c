@@ -480,9 +480,11 @@ static void test_eval(void) {
                     dkq += a * a;
                 }
         }
-        CHECK(fabs(e.k - nk / dk) <= 1e-5 * fmax(e.k, 1e-7), "set %zu err_k %.9g formed %.9g", k, e.k, nk / dk);
-        CHECK(fabs(e.v - nv / dvv) <= 1e-5 * fmax(e.v, 1e-7), "set %zu err_v %.9g formed %.9g", k, e.v, nv / dvv);
-        CHECK(fabs(e.kq - nkq / dkq) <= 1e-5 * fmax(e.kq, 1e-7), "set %zu err_kq %.9g formed %.9g", k, e.kq, nkq / dkq);
+        /* kq_eval reports relative Frobenius errors (unsquared): compare their squares with the formed ratios */
+        CHECK(fabs(e.k * e.k - nk / dk) <= 1e-5 * fmax(e.k * e.k, 1e-7), "set %zu k_err^2 %.9g formed %.9g", k, e.k * e.k, nk / dk);
+        CHECK(fabs(e.v * e.v - nv / dvv) <= 1e-5 * fmax(e.v * e.v, 1e-7), "set %zu v_err^2 %.9g formed %.9g", k, e.v * e.v, nv / dvv);
+        CHECK(fabs(e.kq * e.kq - nkq / dkq) <= 1e-5 * fmax(e.kq * e.kq, 1e-7), "set %zu kq_err^2 %.9g formed %.9g", k,
+              e.kq * e.kq, nkq / dkq);
         naive_attn(Q, Kt, Vt, TT, H, G, D, DV, s, Ht);
         double no = 0, dout = 0;
         for (size_t t = 0; t < TT; t++)
@@ -492,9 +494,11 @@ static void test_eval(void) {
                 no += (a - b) * (a - b);
                 dout += a * a;
             }
-        CHECK(fabs(e.out - no / dout) <= 1e-3 * fmax(no / dout, 1e-6), "set %zu err_out %.9g naive %.9g", k, e.out, no / dout);
-        if (k == 3) CHECK(e.out < 1e-9 && e.k < 1e-9 && e.kq < 1e-9, "full rank: errors %g %g %g", e.out, e.k, e.kq);
-        else CHECK(e.out > 1e-6, "rank 3 of 8 loses something: %g", e.out);
+        CHECK(fabs(e.out * e.out - no / dout) <= 1e-3 * fmax(no / dout, 1e-6), "set %zu out_err^2 %.9g naive %.9g", k,
+              e.out * e.out, no / dout);
+        if (k == 3) CHECK(e.out * e.out < 1e-9 && e.k * e.k < 1e-9 && e.kq * e.kq < 1e-9, "full rank: errors %g %g %g", e.out,
+                          e.k, e.kq);
+        else CHECK(e.out * e.out > 1e-6, "rank 3 of 8 loses something: %g", e.out);
     }
     /* Layer 0 never evaluated: zero count. */
     KqErr e0;
@@ -649,7 +653,7 @@ static void test_save_load_export(const char *dir) {
         size_t n = fread(buf, 1, sizeof buf - 1, fp);
         buf[n] = 0;
         fclose(fp);
-        CHECK(strstr(buf, "\"rank_k\"") && strstr(buf, "\"cal_err_kq\"") && strstr(buf, "\"eps\""), "manifest content");
+        CHECK(strstr(buf, "\"rank_k\"") && strstr(buf, "\"cal_kq_err\"") && strstr(buf, "\"eps\""), "manifest content");
     }
     CHECK_ERR(kqsvd_export(out, sets, 1, &info, &files), "not empty");
     info.force = true;
