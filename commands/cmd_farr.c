@@ -190,7 +190,10 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     FarrState *st;
     if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_sweep(st, s->cur, kind, (int)lo, (int)hi, offset);
-    if (rc) return rc;
+    long asked = hi;
+    if (rc == AL_INTERRUPTED)        /* Ctrl-C: keep the layers finished (cached) from lo on */
+        for (hi = lo - 1; hi < asked && farr_state_get_layer(st, s->cur, kind, (int)hi + 1, offset); hi++) {}
+    if (rc && (rc != AL_INTERRUPTED || hi < lo)) return rc;
     char c2[16], c3[16], c4[16];
     snprintf(c2, sizeof c2, "rank_%s", kind == FARR_VO ? "v" : "q");
     snprintf(c3, sizeof c3, "rank_%s", kind == FARR_VO ? "o" : "k");
@@ -219,7 +222,11 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
                    farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
-    return out_table_to(out, args_str(a, "to"), t);
+    rc = out_table_to(out, args_str(a, "to"), t);
+    if (rc || hi == asked) return rc;
+    al_err("ranks: interrupted after %ld of %ld layers: kept layers %ld-%ld (run it again to go on: finished layers are cached)",
+           hi - lo + 1, asked - lo + 1, lo, hi);
+    return AL_INTERRUPTED;
 }
 
 /* ================================================================ fuse / fused */
