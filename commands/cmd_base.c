@@ -181,7 +181,8 @@ static const char INFO_HELP[] =
     "ppl/calibrate, convert mla, convert tpa, kvsvd, compare, export formats), whether it is\n"
     "available on this model and, if not, why.\n"
     "`to FILE.json` writes one JSON object with these fields (one key per analysis:\n"
-    "{available, reason}); `to FILE.csv` the rows.";
+    "{available, reason}); `to FILE.csv` the rows. From Lua, attn.info() is one table keyed\n"
+    "by field (attn.info().layers).";
 
 /* The dtype a KV cache is held in for weights stored as d. */
 static dt_type kv_cache_dtype(dt_type d) {
@@ -242,6 +243,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     Table *t = table_new(2, "field", "value");
     cJSON *o = json ? cJSON_CreateObject() : NULL;
     if (!t || (json && !o)) { table_free(t); cJSON_Delete(o); return al_err("info: out of memory"); }
+    t->record = true;          /* Lua: attn.info().layers */
 
     dt_type kvd = kv_cache_dtype(c->dtype);
     size_t per_layer = cfg_attn_params(c), kvv = cfg_kv_values(c);
@@ -289,12 +291,15 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
 
 static const char SET_HELP[] =
     "Session settings. `set` lists them with their values; `set KEY` prints one;\n"
-    "`set KEY VALUE` changes it (e.g. set tau 0.99, set format csv, set plot.size 1600x900).";
+    "`set KEY VALUE` changes it (e.g. set tau 0.99, set format csv, set plot.size 1600x900),\n"
+    "saying the new value at the prompt (silently from Lua: attn.set(\"tau\", 0.99); read one\n"
+    "with attn.get(\"tau\"), typed, or all as one table with attn.get()).";
 
 static int cmd_set(Session *s, const Args *a, Out *out) {
     const char *key = args_str(a, "key"), *val = args_str(a, "value");
     if (key && *key && val && *val) {
         if (session_set(s, key, val)) return AL_ERR;
+        if (!out_narrates(out)) return AL_OK;      /* silent in notebooks (attn.set) */
         char *v = session_get(s, key);
         out_printf(out, "%s = %s\n", key, v ? v : "?");
         free(v);

@@ -134,9 +134,8 @@ static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, 
         char *text = table_render(t, out->fmt, out->prec);
         if (text) { out_printf(out, "%s", text); free(text); }
     }
-    table_free(t);
-    if (rc) return rc;
-    if (out_array(out, sp->sigma, sp->p)) return AL_ERR;
+    if (rc) { table_free(t); return rc; }
+    out_table(out, t);       /* the value: rows {index, sigma, energy} */
     out->written = true;     /* printed above (or written to the file) */
     return AL_OK;
 }

@@ -6,7 +6,10 @@
  * number or a string. The front door decides what to do with the value: the REPL and `-e` print
  * it in the session's format (aligned table, CSV or JSON); the Lua module `attn` returns it as a
  * Lua value (a table result becomes an array of row tables keyed by column name; an array
- * becomes a Lua array of numbers).
+ * becomes a Lua array of numbers). Two table shapes are told apart for Lua: a Table with
+ * .record set (field, value rows) becomes ONE table keyed by field; a last row whose first cell
+ * is the string "total" holds the table's totals: Lua gets the other rows and, as a second
+ * value, the totals keyed by column (without that first cell).
  *
  * Tables and `to FILE`: any command producing a table takes the keyword `to FILE.csv|FILE.json`
  * (put PARAM_TO in its keyword list, see registry.h) and ends with
@@ -46,6 +49,8 @@ typedef struct Table {
     size_t nrows, cap;
     Cell *cells;           /* (nrows, ncols) row-major, owned */
     size_t cur_col;        /* next column table_int()/... fills in the current row */
+    bool record;           /* one record, a (field, value) row per field (`info`): Lua gets one
+                              table keyed by the first column instead of rows */
 } Table;
 
 /* A table with ncols columns named by the variadic const char * arguments. NULL + error on
