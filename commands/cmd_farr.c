@@ -573,6 +573,12 @@ static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *ou
     return ok ? AL_OK : al_err("check: %s's fused maps differ from the truncation's", dir);
 }
 
+/* `undo`: drops m's working copy (and its spectra cache); undo re-runs the older truncations. */
+static void farr_xf_reset(Session *s, Model *m) {
+    FarrState *st;
+    if (ws_farr(s, &st) == AL_OK) farr_state_drop_model(st, m);
+}
+
 /* `export FILE.gguf` after `truncate`: the dense export (source names, shapes and dtypes). */
 static int farr_xf_engine_export(Session *s, const Xform *x, const char *dir) {
     const FarrPlan *vo, *qk;
@@ -586,7 +592,8 @@ const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_expo
                                    .owns_dir = farr_is_dense_export, .check_dir = farr_xf_check_dir,
                                    .no_dtype = "each tensor keeps its dtype",
                                    .no_shard_mb = "it keeps the source's shards",
-                                   .engine_export = farr_xf_engine_export, .engine_form = "its dense FaRR export" };
+                                   .engine_export = farr_xf_engine_export, .engine_form = "its dense FaRR export",
+                                   .reset = farr_xf_reset, .replays = true };
 
 /* ================================================================ the table */
 

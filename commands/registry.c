@@ -677,7 +677,49 @@ int cmd_parse(Session *s, const char *line, Args *a, ParseErr *e) {
     return rc;
 }
 
+/* ================================================================ a command as a line */
+
+/* Appends word to the growing line *buf (quoted when it holds a space, ';', a quote or is empty). */
+static int line_add(char **buf, size_t *n, size_t *cap, const char *word) {
+    bool q = !*word || strpbrk(word, " \t;\"'#=") != NULL;
+    size_t need = *n + 2 * strlen(word) + 4;
+    if (al_reserve(buf, cap, need, 1, "a command line")) return AL_ERR;
+    char *p = *buf + *n;
+    if (*n) *p++ = ' ';
+    if (q) *p++ = '"';
+    for (const char *w = word; *w; w++) {
+        if (q && (*w == '"' || *w == '\\')) *p++ = '\\';
+        *p++ = *w;
+    }
+    if (q) *p++ = '"';
+    *p = 0;
+    *n = (size_t)(p - *buf);
+    return AL_OK;
+}
+
+char *args_line(const Args *a) {
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int rc = line_add(&buf, &n, &cap, a->top->name);
+    if (!rc && a->cmd != a->top) rc = line_add(&buf, &n, &cap, a->cmd->name);
+    for (size_t i = 0; !rc && i < a->npos; i++)
+        if (a->pos[i].given && a->pos[i].s) rc = line_add(&buf, &n, &cap, a->pos[i].s);
+    for (size_t i = 0; !rc && i < a->nkw; i++) {
+        if (!a->kw[i].given) continue;
+        rc = line_add(&buf, &n, &cap, a->kw[i].p->name);
+        if (!rc && a->kw[i].p->type != ARG_FLAG && a->kw[i].s) rc = line_add(&buf, &n, &cap, a->kw[i].s);
+    }
+    if (rc) { free(buf); return NULL; }
+    return buf;
+}
+
 /* ================================================================ dispatch */
+
+static const Args *running;
+static cmd_observer_fn observer;
+
+const Args *cmd_running(void) { return running; }
+void cmd_set_observer(cmd_observer_fn fn) { observer = fn; }
 
 int cmd_dispatch(Session *s, const Args *a, Out *out) {
     if (!a->cmd || !a->cmd->fn) return al_err("'%s' has no handler", a->path);
@@ -689,7 +731,11 @@ int cmd_dispatch(Session *s, const Args *a, Out *out) {
     out->may_write_ud = s;
     if (al_interrupted()) return al_err("interrupted");
     al_err_clear();
+    const Args *outer = running;
+    running = a;
     int rc = a->cmd->fn(s, a, out);
+    running = outer;
+    if (rc == AL_OK && observer) observer(s, a);
     if (rc == AL_INTERRUPTED) {
         if (!strstr(al_errmsg(), "interrupt")) al_err("%s: interrupted", a->path);
     } else if (rc == AL_ERR && !strcmp(al_errmsg(), "unknown error"))

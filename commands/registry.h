@@ -247,11 +247,24 @@ int cmd_validate(const Command *c, const char *prefix);
 /* A parameter's value placeholder: its metavar, or "vo|qk" for enums, "N", "X", "A-B|all", "FILE". */
 void cmd_metavar(const Param *p, char *buf, size_t cap);
 
+/* The command as a canonical line: its path, then the arguments the user typed, positionals in
+ * order and keywords as `name value` (quoted where needed), e.g. "truncate vo rank 4 policy
+ * model-max"; parsing it gives the same Args. Caller frees; NULL + error on failure. */
+char *args_line(const Args *a);
+
 /* ================================================================ dispatch */
 
-/* Runs a parsed command: checks CMD_MODEL, clears the interrupt flag, calls the handler.
- * Returns the handler's status (AL_ERR with al_errmsg set; "interrupted" for AL_INTERRUPTED). */
+/* Runs a parsed command: checks CMD_MODEL, clears the interrupt flag, calls the handler, then
+ * (on success) the observer. Returns the handler's status (AL_ERR with al_errmsg set;
+ * "interrupted" for AL_INTERRUPTED). */
 int cmd_dispatch(Session *s, const Args *a, Out *out);
+/* The innermost command being dispatched (NULL between commands): what a transformation records
+ * as the command that made it. */
+const Args *cmd_running(void);
+/* One observer called after every command that succeeded (NULL: none); commands_init installs the
+ * session's (it keeps the lines `save session` replays). */
+typedef void (*cmd_observer_fn)(Session *s, const Args *a);
+void cmd_set_observer(cmd_observer_fn fn);
 
 /* ================================================================ completion (complete.c) */
 

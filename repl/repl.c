@@ -217,6 +217,7 @@ static int run_piped(Session *s, Out *out) {
         char *text = join_pending(&pending, buf);
         if (!text) { failed = true; break; }
         if (shell_lua_incomplete(s, text)) continue;
+        shell_history_add(text);          /* in memory: `history to FILE` */
         LineSrc src = { 0 };
         int rc = shell_exec_line(s, text, &src, out);
         free(pending);
@@ -278,6 +279,7 @@ int shell_main(int argc, char **argv) {
             install_sigint();
             ran = true;
             ncmds++;
+            shell_history_add(argv[i + 1]);          /* in memory: `history to FILE` */
             int rc = shell_exec_line(s, argv[++i], &(LineSrc){ 0 }, &out);
             fflush(stdout);
             if (rc == AL_EXIT || wants_exit(s)) { status = exit_code(s); break; }

@@ -17,4 +17,36 @@ grep -q -- "--version" out.txt || fail "-h does not list --version: [$(cat out.t
 echo "echo hi" | "$B" >out.txt 2>err.txt
 [ "$(cat out.txt)" = "hi" ] || fail "piped input prints more than its output: [$(cat out.txt)]"
 
+# digest DIR: one line per file (relative name and sha256)
+digest() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
+
+# ---- item 14: transformations as a stack; undo; transforms
+run -e "load demo-r1-f32; truncate vo rank 4 policy model-max; export u_ref"
+[ "$(rc)" = 0 ] || fail "reference export: [$(cat err.txt)]"
+run -e "load demo-r1-f32; truncate vo rank 4 policy model-max; truncate qk rank 8 policy model-max; truncate vo rank 6 policy model-max; transforms; undo; undo; transforms; export u_undo"
+[ "$(rc)" = 0 ] || fail "undo: [$(cat err.txt)]"
+grep -q "truncate vo rank 6 policy model-max .* 2$" out.txt || fail "transforms: the command and two replaced: [$(cat out.txt)]"
+grep -q "^undone: truncate of demo-r1-f32" out.txt || fail "undo says what it removed: [$(cat out.txt)]"
+grep -Eq "^ +1 +demo-r1-f32 +truncate +truncate vo rank 4 policy model-max .* 0$" out.txt || fail "after two undos: [$(cat out.txt)]"
+[ "$(digest u_undo)" = "$(digest u_ref)" ] || fail "export after undo differs from the first truncation's"
+run -e "load demo-llama; convert mla kv-rank 32; convert mla kv-rank 16; undo; transforms; undo; undo"
+[ "$(rc)" = 1 ] && grep -q "convert mla kv-rank 32 .* 0$" out.txt || fail "convert mla undo: rc $(rc) [$(cat out.txt)]"
+grep -q "demo-llama has no transformation to undo" err.txt || fail "undo with nothing left: [$(cat err.txt)]"
+
+# ---- item 12: save session FILE and run FILE round-trip; history to FILE
+run -e "load demo-r1-f32; load demo-llama as gqa; set tau 0.99; convert mla kv-rank 32; use demo-r1-f32; truncate vo rank 4 policy model-max; truncate qk rank 8 policy model-max; save session s1.txt; export e1"
+[ "$(rc)" = 0 ] || fail "save session: [$(cat err.txt)]"
+grep -q "^set tau 0.99$" s1.txt && grep -q "^load .* as gqa$" s1.txt && grep -q "^convert mla kv-rank 32$" s1.txt \
+  && grep -q "^truncate qk rank 8 policy model-max$" s1.txt && [ "$(tail -1 s1.txt)" = "use demo-r1-f32" ] \
+  || fail "session file: [$(cat s1.txt)]"
+run s1.txt
+[ "$(rc)" = 0 ] || fail "attnlab s1.txt: [$(cat err.txt)]"
+run -e "run s1.txt; save session s2.txt; export e2"
+[ "$(rc)" = 0 ] && cmp -s s1.txt s2.txt || fail "round trip: [$(diff s1.txt s2.txt)] [$(cat err.txt)]"
+[ "$(digest e1)" = "$(digest e2)" ] || fail "export after replay differs"
+printf 'load demo-r1\nset tau 0.99\nranks vo layer 1\nhistory\nhistory to h.txt\n' | "$B" >out.txt 2>err.txt
+[ "$(cat h.txt)" = "$(printf 'load demo-r1\nset tau 0.99\nranks vo layer 1')" ] || fail "history to: [$(cat h.txt)]"
+run h.txt
+[ "$(rc)" = 0 ] && grep -q "tau 0.99" out.txt || fail "replaying the history: [$(cat out.txt)] [$(cat err.txt)]"
+
 cli_done
