@@ -721,6 +721,30 @@ static cmd_observer_fn observer;
 const Args *cmd_running(void) { return running; }
 void cmd_set_observer(cmd_observer_fn fn) { observer = fn; }
 
+/* With `set csv.params on`, the command's settings and parameters as CSV context columns (out.h): the model; every number
+ * or word choice in force (typed or defaulted) except the layer and head selections, which are
+ * the rows; a keyword left out that names a setting (tau) with the setting's value. */
+static void dispatch_context(Session *s, const Args *a, Out *out) {
+    out->nctx = 0;
+    if (!s->csv_params || strcmp(s->csv_params, "on")) return;
+    if (((a->cmd->flags | a->top->flags) & CMD_MODEL) && s->cur) out_context(out, "model", s->cur->name);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < (pass ? a->nkw : a->npos); i++) {
+            const ArgVal *v = pass ? &a->kw[i] : &a->pos[i];
+            const Param *p = v->p;
+            if (!p || !(p->type == ARG_INT || p->type == ARG_FLOAT || p->type == ARG_ENUM)) continue;
+            if (p->comp == COMP_LAYERS || p->comp == COMP_HEADS) continue;
+            if (v->present && v->s) { out_context(out, p->name, v->s); continue; }
+            const Setting *st;
+            for (size_t k = 0; (st = session_setting_at(k)); k++) {
+                if (strcmp(st->name, p->name)) continue;
+                char *val = session_get(s, st->name);
+                if (val) out_context(out, p->name, val);
+                free(val);
+            }
+        }
+}
+
 int cmd_dispatch(Session *s, const Args *a, Out *out) {
     if (!a->cmd || !a->cmd->fn) return al_err("'%s' has no handler", a->path);
     if (((a->cmd->flags | a->top->flags) & CMD_MODEL) && !s->cur)
@@ -729,6 +753,7 @@ int cmd_dispatch(Session *s, const Args *a, Out *out) {
     out->prec = s->prec;
     out->may_write = write_guard_check;      /* never into a loaded model's folder */
     out->may_write_ud = s;
+    dispatch_context(s, a, out);
     if (al_interrupted()) return al_err("interrupted");
     al_err_clear();
     const Args *outer = running;

@@ -49,4 +49,18 @@ printf 'load demo-r1\nset tau 0.99\nranks vo layer 1\nhistory\nhistory to h.txt\
 run h.txt
 [ "$(rc)" = 0 ] && grep -q "tau 0.99" out.txt || fail "replaying the history: [$(cat out.txt)] [$(cat err.txt)]"
 
+# ---- item 15: settings and parameters as CSV columns (set csv.params on), so sweeps concatenate
+run -e "load demo-r1-f32; set csv.params on; set tau 0.99; ranks vo layer 2 to r99.csv; ranks vo layer 2 tau 0.9 to r90.csv; truncate vo rank 4 policy model-max to tr.csv; set format csv; ranks qk layer 1; info to i.csv"
+[ "$(rc)" = 0 ] || fail "csv.params: [$(cat err.txt)]"
+[ "$(head -1 r99.csv)" = "layer,head,rank_v,rank_o,rank_vo,model,pair,tau" ] || fail "ranks header: [$(head -1 r99.csv)]"
+[ "$(sed -n 2p r99.csv)" = "2,0,19,19,4,demo-r1-f32,vo,0.99" ] || fail "ranks row (tau from the setting): [$(sed -n 2p r99.csv)]"
+[ "$(sed -n 2p r90.csv | cut -d, -f6-)" = "demo-r1-f32,vo,0.9" ] || fail "ranks row (tau given): [$(sed -n 2p r90.csv)]"
+[ "$(head -1 r99.csv)" = "$(head -1 r90.csv)" ] || fail "the sweep's files share a header"
+head -1 tr.csv | grep -q ",model,pair,tau,rank,policy$" && grep -q "^total,.*,demo-r1-f32,vo,0.99,4,model-max$" tr.csv \
+  || fail "truncate: rank and policy columns: [$(cat tr.csv)]"
+grep -q "^layer,head,rank_q,rank_k,rank_qk,model,pair,tau$" out.txt || fail "format csv at the prompt: [$(cat out.txt)]"
+[ "$(head -1 i.csv)" = "field,value" ] || fail "a record (info) gets no columns: [$(head -1 i.csv)]"
+run -e "load demo-r1-f32; ranks vo layer 2 to plain.csv"
+[ "$(head -1 plain.csv)" = "layer,head,rank_v,rank_o,rank_vo" ] || fail "csv.params off by default: [$(head -1 plain.csv)]"
+
 cli_done
