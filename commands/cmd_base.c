@@ -35,6 +35,13 @@ static void help_params(Out *out, const Param *ps, bool kw) {
     }
 }
 
+/* `help load`'s list of aliases: the user's file first (they win), then the built-in ones. */
+static void help_aliases(Out *out) {
+    const char *alias, *target;
+    out_printf(out, "\naliases (yours from $ATTNLAB_HOME/aliases first):\n");
+    for (size_t i = 0; resolve_alias_at(i, &alias, &target); i++) out_printf(out, "  %-14s %s\n", alias, target);
+}
+
 /* Help for one command (a leaf or a command with sub-commands). */
 static void help_command(Out *out, const Command *c, const char *prefix) {
     char *u = cmd_usage(c, prefix);
@@ -61,8 +68,10 @@ static int cmd_help(Session *s, const Args *a, Out *out) {
             if (!sc) return al_err("help: '%s' has no sub-command '%s'%s", name, sub,
                                    c->sub ? " (help for the list: help CMD)" : "");
             help_command(out, sc, c->name);
-        } else
+        } else {
             help_command(out, c, NULL);
+            if (!strcmp(c->name, "load")) help_aliases(out);
+        }
         return AL_OK;
     }
     const CommandGroup *g, *last = NULL;
@@ -84,7 +93,9 @@ static const char LOAD_HELP[] =
     "    such as demo-r1-bf16; written into the cache folder ($ATTNLAB_CACHE) on first use;\n"
     "  - a path: a folder with config.json and safetensors (single file or sharded index),\n"
     "    a .safetensors file with config.json beside it, a llama2.c .bin, or a .gguf file;\n"
-    "  - a short alias (e.g. ds-r1) or org/name, found in the Hugging Face cache.\n"
+    "  - a short alias (e.g. ds-r1) or org/name, found in the Hugging Face cache; your own\n"
+    "    aliases are lines `NAME org/name` or `NAME /path/to/folder` in $ATTNLAB_HOME/aliases\n"
+    "    (~/.config/attnlab/aliases); the list is at the end of this help.\n"
     "Several models can be open at once; each has a name (the demo name, the folder's base\n"
     "name, or `as NAME`). Tensors are read lazily: loading a 671B checkpoint is instant.\n"
     "\n"

@@ -63,4 +63,28 @@ grep -q "^layer,head,rank_q,rank_k,rank_qk,model,pair,tau$" out.txt || fail "for
 run -e "load demo-r1-f32; ranks vo layer 2 to plain.csv"
 [ "$(head -1 plain.csv)" = "layer,head,rank_v,rank_o,rank_vo" ] || fail "csv.params off by default: [$(head -1 plain.csv)]"
 
+# ---- item 8: file arguments, ppl's default window, aliases of local folders, help load lists aliases
+mkdir -p ah
+echo "mine $ATTNLAB_CACHE/demo-llama-v1" >ah/aliases
+echo "gone ./no-such-folder" >>ah/aliases
+"$B" -e "load demo-llama" >/dev/null 2>&1          # writes the demo into the cache
+ATTNLAB_HOME="$T/ah" run -e "load mine; help load"
+[ "$(rc)" = 0 ] && grep -q "^loaded mine: llama" out.txt || fail "alias of a local folder: [$(cat out.txt)] [$(cat err.txt)]"
+grep -Eq "^  mine +$ATTNLAB_CACHE/demo-llama-v1$" out.txt && grep -Eq "^  ds-r1 +deepseek-ai/" out.txt || fail "help load lists the aliases: [$(cat out.txt)]"
+ATTNLAB_HOME="$T/ah" run -e "load gone"
+[ "$(rc)" = 1 ] && grep -q "alias 'gone' = ./no-such-folder: no such file or folder" err.txt || fail "alias to a missing folder: [$(cat err.txt)]"
+M="${ATTNLAB_MODELS:-}"
+if [ -n "$M" ] && [ -d "$M/stories260K-hf" ]; then
+  cp -r "$M/stories260K-hf" short && sed -i 's/"max_position_embeddings": 512/"max_position_embeddings": 64/' short/config.json
+  printf 'Once upon a time, there was a little girl named Lily. She liked to play outside in the park with her friends.\n%.0s' 1 2 3 4 5 >story.txt
+  run -e "load short; ppl story.txt"
+  [ "$(rc)" = 0 ] && grep -q "windows of up to 64 tokens" err.txt || fail "ppl default window min(512, context): [$(cat err.txt)]"
+  run -e "load short; ppl story.txt seqlen 32"
+  grep -q "windows of up to 32 tokens" err.txt || fail "ppl seqlen: [$(cat err.txt)]"
+  run -e "load short; tokenize story.txt"
+  [ "$(rc)" = 1 ] && grep -q "tokenize: 'story.txt' is a file: \`tokenize file story.txt\`" err.txt || fail "tokenize PATH: [$(cat err.txt)]"
+  run -e "load short; tokenize file story.txt; tokenize \"story\""
+  [ "$(rc)" = 0 ] && [ "$(wc -l <out.txt)" -ge 2 ] || fail "tokenize file / text: [$(cat out.txt)] [$(cat err.txt)]"
+fi
+
 cli_done
