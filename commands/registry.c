@@ -460,6 +460,8 @@ static int validate_params(const char *path, const Param *ps, bool positional) {
         if (!*p->name) return al_err("%s: a parameter has an empty name", path);
         if (!p->help || !*p->help) return al_err("%s: parameter '%s' has no help line", path, p->name);
         if (p->comp == COMP_UNSET) return al_err("%s: parameter '%s' has no completion hint (.comp; COMP_NONE for free text)", path, p->name);
+        if ((p->comp == COMP_FILES) != (p->type == ARG_PATH))   /* file names only where a file goes */
+            return al_err("%s: parameter '%s': file completion (COMP_FILES) goes with ARG_PATH and only there", path, p->name);
         if (p->type == ARG_ENUM && (!p->choices || !p->choices[0]))
             return al_err("%s: enum parameter '%s' has no choices", path, p->name);
         if (p->comp == COMP_CHOICES && p->type != ARG_ENUM)

@@ -80,7 +80,8 @@ typedef enum {
     COMP_LAYERS,     /* layer numbers of the current model (and `all` with PF_ALL / ARG_RANGE);
                         the parser also checks the value against the model's layer count */
     COMP_HEADS,      /* query-head numbers of the current model (checked like COMP_LAYERS) */
-    COMP_FILES,      /* file paths */
+    COMP_FILES,      /* file paths: exactly the ARG_PATH parameters (cmd_validate checks it); tab
+                        offers file names nowhere else (but `load` and `set plot.dir`) */
     COMP_COMMANDS,   /* command names (for `help`) */
     COMP_SETTINGS    /* setting names (for `set`) */
 } comp_hint;
@@ -240,7 +241,7 @@ int cmd_parse(Session *s, const char *line, Args *a, ParseErr *e);
 char *cmd_usage(const Command *c, const char *prefix);
 /* Checks one table entry (and its sub-commands): summary, long help, a handler or sub-commands
  * (not both), every parameter with a help line and a completion hint, enum choices, defaults that
- * parse, no duplicate parameter names, PF_REST only on a last string positional, required
+ * parse, no duplicate parameter names, COMP_FILES exactly on ARG_PATH, PF_REST only on a last string positional, required
  * positionals before optional ones. AL_ERR names the command and what is missing. */
 int cmd_validate(const Command *c, const char *prefix);
 
