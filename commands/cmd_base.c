@@ -35,6 +35,13 @@ static void help_params(Out *out, const Param *ps, bool kw) {
     }
 }
 
+/* `help load`'s list of aliases: the user's file first (they win), then the built-in ones. */
+static void help_aliases(Out *out) {
+    const char *alias, *target;
+    out_printf(out, "\naliases (yours from $ATTNLAB_HOME/aliases first):\n");
+    for (size_t i = 0; resolve_alias_at(i, &alias, &target); i++) out_printf(out, "  %-14s %s\n", alias, target);
+}
+
 /* Help for one command (a leaf or a command with sub-commands). */
 static void help_command(Out *out, const Command *c, const char *prefix) {
     char *u = cmd_usage(c, prefix);
@@ -61,8 +68,10 @@ static int cmd_help(Session *s, const Args *a, Out *out) {
             if (!sc) return al_err("help: '%s' has no sub-command '%s'%s", name, sub,
                                    c->sub ? " (help for the list: help CMD)" : "");
             help_command(out, sc, c->name);
-        } else
+        } else {
             help_command(out, c, NULL);
+            if (!strcmp(c->name, "load")) help_aliases(out);
+        }
         return AL_OK;
     }
     const CommandGroup *g, *last = NULL;
@@ -84,7 +93,9 @@ static const char LOAD_HELP[] =
     "    such as demo-r1-bf16; written into the cache folder ($ATTNLAB_CACHE) on first use;\n"
     "  - a path: a folder with config.json and safetensors (single file or sharded index),\n"
     "    a .safetensors file with config.json beside it, a llama2.c .bin, or a .gguf file;\n"
-    "  - a short alias (e.g. ds-r1) or org/name, found in the Hugging Face cache.\n"
+    "  - a short alias (e.g. ds-r1) or org/name, found in the Hugging Face cache; your own\n"
+    "    aliases are lines `NAME org/name` or `NAME /path/to/folder` in $ATTNLAB_HOME/aliases\n"
+    "    (~/.config/attnlab/aliases); the list is at the end of this help.\n"
     "Several models can be open at once; each has a name (the demo name, the folder's base\n"
     "name, or `as NAME`). Tensors are read lazily: loading a 671B checkpoint is instant.\n"
     "\n"
@@ -181,7 +192,8 @@ static const char INFO_HELP[] =
     "ppl/calibrate, convert mla, convert tpa, kvsvd, compare, export formats), whether it is\n"
     "available on this model and, if not, why.\n"
     "`to FILE.json` writes one JSON object with these fields (one key per analysis:\n"
-    "{available, reason}); `to FILE.csv` the rows.";
+    "{available, reason}); `to FILE.csv` the rows. From Lua, attn.info() is one table keyed\n"
+    "by field (attn.info().layers).";
 
 /* The dtype a KV cache is held in for weights stored as d. */
 static dt_type kv_cache_dtype(dt_type d) {
@@ -242,6 +254,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     Table *t = table_new(2, "field", "value");
     cJSON *o = json ? cJSON_CreateObject() : NULL;
     if (!t || (json && !o)) { table_free(t); cJSON_Delete(o); return al_err("info: out of memory"); }
+    t->record = true;          /* Lua: attn.info().layers */
 
     dt_type kvd = kv_cache_dtype(c->dtype);
     size_t per_layer = cfg_attn_params(c), kvv = cfg_kv_values(c);
@@ -289,12 +302,15 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
 
 static const char SET_HELP[] =
     "Session settings. `set` lists them with their values; `set KEY` prints one;\n"
-    "`set KEY VALUE` changes it (e.g. set tau 0.99, set format csv, set plot.size 1600x900).";
+    "`set KEY VALUE` changes it (e.g. set tau 0.99, set format csv, set plot.size 1600x900),\n"
+    "saying the new value at the prompt (silently from Lua: attn.set(\"tau\", 0.99); read one\n"
+    "with attn.get(\"tau\"), typed, or all as one table with attn.get()).";
 
 static int cmd_set(Session *s, const Args *a, Out *out) {
     const char *key = args_str(a, "key"), *val = args_str(a, "value");
     if (key && *key && val && *val) {
         if (session_set(s, key, val)) return AL_ERR;
+        if (!out_narrates(out)) return AL_OK;      /* silent in notebooks (attn.set) */
         char *v = session_get(s, key);
         out_printf(out, "%s = %s\n", key, v ? v : "?");
         free(v);

@@ -389,7 +389,8 @@ static void kvsvd_xf_describe(const Xform *x, char *buf, size_t cap) {
 static const XformKind kvsvd_xform = { .name = "kvsvd learn", .export_to = kvsvd_xf_export,
                                        .describe = kvsvd_xf_describe, .alive = kvsvd_xf_alive,
                                        .export_label = "a KQ-SVD export", .no_format = "one layout",
-                                       .no_dtype = "F32 projections", .no_shard_mb = "one file per method" };
+                                       .no_dtype = "F32 projections", .no_shard_mb = "one file per method",
+                                       .replays = true };   /* undo: kvsvd learn overwrites all learned state */
 
 /* ================================================================ the table */
 

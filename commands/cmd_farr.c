@@ -135,9 +135,8 @@ static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, 
         char *text = table_render(t, out->fmt, out->prec);
         if (text) { out_printf(out, "%s", text); free(text); }
     }
-    table_free(t);
-    if (rc) return rc;
-    if (out_array(out, sp->sigma, sp->p)) return AL_ERR;
+    if (rc) { table_free(t); return rc; }
+    out_table(out, t);       /* the value: rows {index, sigma, energy} */
     out->written = true;     /* printed above (or written to the file) */
     return AL_OK;
 }
@@ -191,7 +190,10 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     FarrState *st;
     if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_sweep(st, s->cur, kind, (int)lo, (int)hi, offset);
-    if (rc) return rc;
+    long asked = hi;
+    if (rc == AL_INTERRUPTED)        /* Ctrl-C: keep the layers finished (cached) from lo on */
+        for (hi = lo - 1; hi < asked && farr_state_get_layer(st, s->cur, kind, (int)hi + 1, offset); hi++) {}
+    if (rc && (rc != AL_INTERRUPTED || hi < lo)) return rc;
     char c2[16], c3[16], c4[16];
     snprintf(c2, sizeof c2, "rank_%s", kind == FARR_VO ? "v" : "q");
     snprintf(c3, sizeof c3, "rank_%s", kind == FARR_VO ? "o" : "k");
@@ -220,7 +222,11 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
                    farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
-    return out_table_to(out, args_str(a, "to"), t);
+    rc = out_table_to(out, args_str(a, "to"), t);
+    if (rc || hi == asked) return rc;
+    al_err("ranks: interrupted after %ld of %ld layers: kept layers %ld-%ld (run it again to go on: finished layers are cached)",
+           hi - lo + 1, asked - lo + 1, lo, hi);
+    return AL_INTERRUPTED;
 }
 
 /* ================================================================ fuse / fused */
@@ -571,6 +577,12 @@ static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *ou
     return ok ? AL_OK : al_err("check: %s's fused maps differ from the truncation's", dir);
 }
 
+/* `undo`: drops m's working copy (and its spectra cache); undo re-runs the older truncations. */
+static void farr_xf_reset(Session *s, Model *m) {
+    FarrState *st;
+    if (ws_farr(s, &st) == AL_OK) farr_state_drop_model(st, m);
+}
+
 /* `export FILE.gguf` after `truncate`: the dense export (source names, shapes and dtypes). */
 static int farr_xf_engine_export(Session *s, const Xform *x, const char *dir) {
     const FarrPlan *vo, *qk;
@@ -584,7 +596,8 @@ const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_expo
                                    .owns_dir = farr_is_dense_export, .check_dir = farr_xf_check_dir,
                                    .no_dtype = "each tensor keeps its dtype",
                                    .no_shard_mb = "it keeps the source's shards",
-                                   .engine_export = farr_xf_engine_export, .engine_form = "its dense FaRR export" };
+                                   .engine_export = farr_xf_engine_export, .engine_form = "its dense FaRR export",
+                                   .reset = farr_xf_reset, .replays = true };
 
 /* ================================================================ the table */
 

@@ -56,7 +56,10 @@ static const char TOKENIZE_HELP[] =
     "Encodes TEXT (quote it) or, with `file FILE`, the contents of FILE, with the tokenizer of\n"
     "the current model, and prints the token ids whitespace-separated on one line, starting\n"
     "with the BOS the tokenizer adds (llama2.c: 1). `to OUT` writes them to OUT instead, which\n"
-    "`ppl ids OUT` reads back. From Lua the result is the array of ids.";
+    "`ppl ids OUT` reads back. From Lua the result is the array of ids. The rule for files is the\n"
+    "same everywhere: where a command takes text, a file is `file FILE` (a TEXT that names an\n"
+    "existing file is refused, so a path is never encoded by mistake); where it takes a FILE\n"
+    "(ppl, calibrate, run), the word is a path.";
 
 static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
     Tokenizer *t;
@@ -69,8 +72,13 @@ static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
             return al_err("tokenize: give TEXT (one quoted string) or `file FILE`, not '%s' followed by '%s'", text, file);
         if (!(owned = al_read_file(file, &len))) return AL_ERR;
         text = owned;
-    } else
+    } else if (al_check_regular(text, "a file") == AL_OK)   /* one rule: a file is always `file FILE` */
+        return al_err("tokenize: '%s' is a file: `tokenize file %s` encodes its contents (TEXT is encoded as "
+                      "typed; ppl FILE and calibrate FILE read files)", text, text);
+    else {
+        al_err_clear();
         len = strlen(text);
+    }
     int *ids = NULL;
     size_t n = 0;
     int rc = tok_encode(t, text, len, true, &ids, &n);
@@ -242,7 +250,8 @@ static int cmd_ppl(Session *s, const Args *a, Out *out) {
         free(text);
         if (rc != AL_OK) return rc;
     }
-    size_t L = (size_t)args_int(a, "seqlen");
+    long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;    /* default: min(512, the context) */
+    size_t L = (size_t)(args_given(a, "seqlen") ? args_int(a, "seqlen") : ctx < 512 ? ctx : 512);
     if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < n) n = (size_t)args_int(a, "max-tokens");
     FwdPpl p;
     double t0 = now_s();
@@ -303,8 +312,8 @@ static const Param ppl_pos[] = {
     {0}
 };
 static const Param ppl_kw[] = {
-    { .name = "seqlen", .type = ARG_INT, .def = "512", .min = 2, .max = 1e7, .comp = COMP_NONE, .metavar = "L",
-      .help = "window length in tokens" },
+    { .name = "seqlen", .type = ARG_INT, .min = 2, .max = 1e7, .comp = COMP_NONE, .metavar = "L",
+      .help = "window length in tokens (default: min(512, the model's context))" },
     { .name = "max-tokens", .type = ARG_INT, .min = 2, .max = 1e12, .comp = COMP_NONE, .metavar = "N",
       .help = "use only the first N tokens (default: all)" },
     PARAM_TO,

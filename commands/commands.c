@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "cmd_session.h"
 #include "registry.h"
 
 extern const CommandGroup cmd_group_base;
@@ -28,11 +29,13 @@ static const CommandGroup *const builtin_groups[] = {
     &cmd_group_tpa,
     &cmd_group_calib,
     &cmd_group_lint,
+    &cmd_group_session,
     NULL
 };
 
 int commands_init(void) {
     for (size_t g = 0; builtin_groups[g]; g++)
         if (cmd_register_group(builtin_groups[g]) != AL_OK) return AL_ERR;
+    cmd_set_observer(session_observe);
     return AL_OK;
 }

@@ -18,6 +18,7 @@ void strlist_free(StrList *l) {
     free(l->v);
     l->v = NULL;
     l->n = l->cap = 0;
+    l->files = false;          /* kept, it made every completion after a file slot offer files */
 }
 
 int strlist_add(StrList *l, const char *s) {
@@ -102,6 +103,7 @@ static void offer_setting_value(const char *key, const char *word, StrList *l) {
 
 int cmd_complete(Session *s, const char *line, size_t start, size_t point, StrList *out) {
     char word[256];
+    out->files = false;
     size_t wl = point > start ? point - start : 0;
     if (wl >= sizeof word) wl = sizeof word - 1;
     memcpy(word, line + start, wl);

@@ -15,3 +15,5 @@ const Command methods_convert_subs[] = {
 };
 
 const XformKind *const methods_checkable_kinds[] = {&cmd_tpa_xform, &cmd_farr_xform, &cmd_convert_xform, NULL};
+
+const char *const methods_state_commands[] = {"calibrate", "calib load", NULL};

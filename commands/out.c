@@ -206,9 +206,14 @@ static void render_json(const Table *t, Buf *b, int prec) {
     buf_puts(b, t->nrows ? "\n]\n" : "]\n");
 }
 
-static void render_csv(const Table *t, Buf *b, int prec) {
+/* CSV; the context columns of o (NULL: none) that t does not have go after t's own. */
+static void render_csv(const Table *t, Buf *b, int prec, const Out *o) {
     char tmp[1024];
+    bool extra[OUT_CTX_MAX] = {0};
+    size_t nctx = o && !t->record ? o->nctx : 0;
+    for (size_t k = 0; k < nctx; k++) extra[k] = table_col(t, o->ctx[k].name) < 0;
     for (size_t j = 0; j < t->ncols; j++) { if (j) buf_puts(b, ","); csv_field(b, t->cols[j]); }
+    for (size_t k = 0; k < nctx; k++) if (extra[k]) { buf_puts(b, ","); csv_field(b, o->ctx[k].name); }
     buf_puts(b, "\n");
     for (size_t i = 0; i < t->nrows; i++) {
         for (size_t j = 0; j < t->ncols; j++) {
@@ -219,6 +224,7 @@ static void render_csv(const Table *t, Buf *b, int prec) {
             else cell_text(c, tmp, sizeof tmp, prec);
             csv_field(b, c->kind == CELL_STR ? c->str : tmp);
         }
+        for (size_t k = 0; k < nctx; k++) if (extra[k]) { buf_puts(b, ","); csv_field(b, o->ctx[k].value); }
         buf_puts(b, "\n");
     }
 }
@@ -264,12 +270,24 @@ static void render_aligned(const Table *t, Buf *b, int prec) {
     free(left);
 }
 
-char *table_render(const Table *t, out_format f, int prec) {
+/* table_render with o's context columns in CSV. */
+static char *render_with(const Table *t, out_format f, int prec, const Out *o) {
     Buf b = {0};
     if (f == FMT_JSON) render_json(t, &b, prec);
-    else if (f == FMT_CSV) render_csv(t, &b, prec);
+    else if (f == FMT_CSV) render_csv(t, &b, prec, o);
     else render_aligned(t, &b, prec);
     return buf_take(&b, "a table");
+}
+
+char *table_render(const Table *t, out_format f, int prec) { return render_with(t, f, prec, NULL); }
+
+void out_context(Out *o, const char *name, const char *value) {
+    size_t k = 0;
+    while (k < o->nctx && strcmp(o->ctx[k].name, name)) k++;
+    if (k == OUT_CTX_MAX) return;
+    snprintf(o->ctx[k].name, sizeof o->ctx[k].name, "%s", name);
+    snprintf(o->ctx[k].value, sizeof o->ctx[k].value, "%s", value);
+    if (k == o->nctx) o->nctx++;
 }
 
 /* Format from a file name's extension, or -1. */
@@ -289,7 +307,7 @@ int table_write_file(const Out *o, const Table *t, const char *path, int prec) {
                       "(name the file FILE.csv or FILE.json)", path, dot ? "'" : "", dot ? dot : "(none)", dot ? "'" : "");
     }
     if (out_may_write(o, path) != AL_OK) return AL_ERR;
-    char *text = table_render(t, (out_format)f, prec);
+    char *text = render_with(t, (out_format)f, prec, o);
     if (!text) return AL_ERR;
     int rc = out_write_file(o, path, text, strlen(text));
     free(text);
@@ -426,7 +444,7 @@ void out_emit_result(Out *o) {
     switch (o->kind) {
     case RES_NONE: return;
     case RES_TABLE: {
-        char *s = table_render(o->table, o->fmt, o->prec);
+        char *s = render_with(o->table, o->fmt, o->prec, o);
         if (s) { out_write(o, OUT_STDOUT, s, strlen(s)); free(s); }
         return;
     }

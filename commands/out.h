@@ -6,7 +6,10 @@
  * number or a string. The front door decides what to do with the value: the REPL and `-e` print
  * it in the session's format (aligned table, CSV or JSON); the Lua module `attn` returns it as a
  * Lua value (a table result becomes an array of row tables keyed by column name; an array
- * becomes a Lua array of numbers).
+ * becomes a Lua array of numbers). Two table shapes are told apart for Lua: a Table with
+ * .record set (field, value rows) becomes ONE table keyed by field; a last row whose first cell
+ * is the string "total" holds the table's totals: Lua gets the other rows and, as a second
+ * value, the totals keyed by column (without that first cell).
  *
  * Tables and `to FILE`: any command producing a table takes the keyword `to FILE.csv|FILE.json`
  * (put PARAM_TO in its keyword list, see registry.h) and ends with
@@ -46,6 +49,8 @@ typedef struct Table {
     size_t nrows, cap;
     Cell *cells;           /* (nrows, ncols) row-major, owned */
     size_t cur_col;        /* next column table_int()/... fills in the current row */
+    bool record;           /* one record, a (field, value) row per field (`info`): Lua gets one
+                              table keyed by the first column instead of rows */
 } Table;
 
 /* A table with ncols columns named by the variadic const char * arguments. NULL + error on
@@ -78,7 +83,8 @@ int out_format_parse(const char *s);
 char *table_render(const Table *t, out_format f, int prec);
 struct Out;
 /* Writes a table to path, format from the extension (.csv or .json; anything else is an error
- * naming the extension), through out_write_file (o's write guard, folder made, atomic). */
+ * naming the extension), through out_write_file (o's write guard, folder made, atomic); CSV gets
+ * o's context columns (Out.ctx). */
 int table_write_file(const struct Out *o, const Table *t, const char *path, int prec);
 
 /* ================================================================ Out */
@@ -96,6 +102,10 @@ typedef enum { RES_NONE, RES_TABLE, RES_ARRAY, RES_NUMBER, RES_STRING } res_kind
  *               still say which files they wrote (test with out_narrates());
  *   OUT_SILENT  nothing on stdout at all (attn.quiet(true)); warnings and errors still print. */
 typedef enum { OUT_LOUD = 0, OUT_QUIET, OUT_SILENT } out_quiet;
+
+/* A setting or parameter in force for the command (name, value as typed). */
+#define OUT_CTX_MAX 16
+typedef struct { char name[32]; char value[128]; } OutCtx;
 
 typedef struct Out {
     out_sink_fn sink;      /* NULL: stdout / stderr */
@@ -116,6 +126,13 @@ typedef struct Out {
        model's folder) with the Session as ud; NULL: any path. */
     int (*may_write)(const void *ud, const char *path);
     const void *may_write_ud;
+    /* The settings and parameters the command ran with (cmd_dispatch fills them with `set
+       csv.params on`: the model, tau, kv-rank, policy, seed, ...): CSV output -- `to FILE.csv`
+       and `format csv` -- appends them as columns, one value on every row, after the table's own
+       (a name the table already has is left out; not for records), so the CSVs of a sweep
+       concatenate. Kept by out_reset. */
+    OutCtx ctx[OUT_CTX_MAX];
+    size_t nctx;
 } Out;
 
 /* An Out with the default sink; out_reset() drops the result (keeps sink, format and quiet). */
@@ -131,6 +148,9 @@ void out_write(Out *o, out_stream st, const char *s, size_t n);
 void out_printf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap);
 void out_eprintf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Adds (or replaces) a context column (see Out.ctx); past OUT_CTX_MAX it is dropped. */
+void out_context(Out *o, const char *name, const char *value);
 
 /* AL_OK when o's guard lets path be written (always without a guard), else its error. */
 int out_may_write(const Out *o, const char *path);

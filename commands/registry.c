@@ -460,6 +460,8 @@ static int validate_params(const char *path, const Param *ps, bool positional) {
         if (!*p->name) return al_err("%s: a parameter has an empty name", path);
         if (!p->help || !*p->help) return al_err("%s: parameter '%s' has no help line", path, p->name);
         if (p->comp == COMP_UNSET) return al_err("%s: parameter '%s' has no completion hint (.comp; COMP_NONE for free text)", path, p->name);
+        if ((p->comp == COMP_FILES) != (p->type == ARG_PATH))   /* file names only where a file goes */
+            return al_err("%s: parameter '%s': file completion (COMP_FILES) goes with ARG_PATH and only there", path, p->name);
         if (p->type == ARG_ENUM && (!p->choices || !p->choices[0]))
             return al_err("%s: enum parameter '%s' has no choices", path, p->name);
         if (p->comp == COMP_CHOICES && p->type != ARG_ENUM)
@@ -677,7 +679,73 @@ int cmd_parse(Session *s, const char *line, Args *a, ParseErr *e) {
     return rc;
 }
 
+/* ================================================================ a command as a line */
+
+/* Appends word to the growing line *buf (quoted when it holds a space, ';', a quote or is empty). */
+static int line_add(char **buf, size_t *n, size_t *cap, const char *word) {
+    bool q = !*word || strpbrk(word, " \t;\"'#=") != NULL;
+    size_t need = *n + 2 * strlen(word) + 4;
+    if (al_reserve(buf, cap, need, 1, "a command line")) return AL_ERR;
+    char *p = *buf + *n;
+    if (*n) *p++ = ' ';
+    if (q) *p++ = '"';
+    for (const char *w = word; *w; w++) {
+        if (q && (*w == '"' || *w == '\\')) *p++ = '\\';
+        *p++ = *w;
+    }
+    if (q) *p++ = '"';
+    *p = 0;
+    *n = (size_t)(p - *buf);
+    return AL_OK;
+}
+
+char *args_line(const Args *a) {
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int rc = line_add(&buf, &n, &cap, a->top->name);
+    if (!rc && a->cmd != a->top) rc = line_add(&buf, &n, &cap, a->cmd->name);
+    for (size_t i = 0; !rc && i < a->npos; i++)
+        if (a->pos[i].given && a->pos[i].s) rc = line_add(&buf, &n, &cap, a->pos[i].s);
+    for (size_t i = 0; !rc && i < a->nkw; i++) {
+        if (!a->kw[i].given) continue;
+        rc = line_add(&buf, &n, &cap, a->kw[i].p->name);
+        if (!rc && a->kw[i].p->type != ARG_FLAG && a->kw[i].s) rc = line_add(&buf, &n, &cap, a->kw[i].s);
+    }
+    if (rc) { free(buf); return NULL; }
+    return buf;
+}
+
 /* ================================================================ dispatch */
+
+static const Args *running;
+static cmd_observer_fn observer;
+
+const Args *cmd_running(void) { return running; }
+void cmd_set_observer(cmd_observer_fn fn) { observer = fn; }
+
+/* With `set csv.params on`, the command's settings and parameters as CSV context columns (out.h): the model; every number
+ * or word choice in force (typed or defaulted) except the layer and head selections, which are
+ * the rows; a keyword left out that names a setting (tau) with the setting's value. */
+static void dispatch_context(Session *s, const Args *a, Out *out) {
+    out->nctx = 0;
+    if (!s->csv_params || strcmp(s->csv_params, "on")) return;
+    if (((a->cmd->flags | a->top->flags) & CMD_MODEL) && s->cur) out_context(out, "model", s->cur->name);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < (pass ? a->nkw : a->npos); i++) {
+            const ArgVal *v = pass ? &a->kw[i] : &a->pos[i];
+            const Param *p = v->p;
+            if (!p || !(p->type == ARG_INT || p->type == ARG_FLOAT || p->type == ARG_ENUM)) continue;
+            if (p->comp == COMP_LAYERS || p->comp == COMP_HEADS) continue;
+            if (v->present && v->s) { out_context(out, p->name, v->s); continue; }
+            const Setting *st;
+            for (size_t k = 0; (st = session_setting_at(k)); k++) {
+                if (strcmp(st->name, p->name)) continue;
+                char *val = session_get(s, st->name);
+                if (val) out_context(out, p->name, val);
+                free(val);
+            }
+        }
+}
 
 int cmd_dispatch(Session *s, const Args *a, Out *out) {
     if (!a->cmd || !a->cmd->fn) return al_err("'%s' has no handler", a->path);
@@ -687,9 +755,14 @@ int cmd_dispatch(Session *s, const Args *a, Out *out) {
     out->prec = s->prec;
     out->may_write = write_guard_check;      /* never into a loaded model's folder */
     out->may_write_ud = s;
+    dispatch_context(s, a, out);
     if (al_interrupted()) return al_err("interrupted");
     al_err_clear();
+    const Args *outer = running;
+    running = a;
     int rc = a->cmd->fn(s, a, out);
+    running = outer;
+    if (rc == AL_OK && observer) observer(s, a);
     if (rc == AL_INTERRUPTED) {
         if (!strstr(al_errmsg(), "interrupt")) al_err("%s: interrupted", a->path);
     } else if (rc == AL_ERR && !strcmp(al_errmsg(), "unknown error"))

@@ -80,7 +80,8 @@ typedef enum {
     COMP_LAYERS,     /* layer numbers of the current model (and `all` with PF_ALL / ARG_RANGE);
                         the parser also checks the value against the model's layer count */
     COMP_HEADS,      /* query-head numbers of the current model (checked like COMP_LAYERS) */
-    COMP_FILES,      /* file paths */
+    COMP_FILES,      /* file paths: exactly the ARG_PATH parameters (cmd_validate checks it); tab
+                        offers file names nowhere else (but `load` and `set plot.dir`) */
     COMP_COMMANDS,   /* command names (for `help`) */
     COMP_SETTINGS    /* setting names (for `set`) */
 } comp_hint;
@@ -240,18 +241,31 @@ int cmd_parse(Session *s, const char *line, Args *a, ParseErr *e);
 char *cmd_usage(const Command *c, const char *prefix);
 /* Checks one table entry (and its sub-commands): summary, long help, a handler or sub-commands
  * (not both), every parameter with a help line and a completion hint, enum choices, defaults that
- * parse, no duplicate parameter names, PF_REST only on a last string positional, required
+ * parse, no duplicate parameter names, COMP_FILES exactly on ARG_PATH, PF_REST only on a last string positional, required
  * positionals before optional ones. AL_ERR names the command and what is missing. */
 int cmd_validate(const Command *c, const char *prefix);
 
 /* A parameter's value placeholder: its metavar, or "vo|qk" for enums, "N", "X", "A-B|all", "FILE". */
 void cmd_metavar(const Param *p, char *buf, size_t cap);
 
+/* The command as a canonical line: its path, then the arguments the user typed, positionals in
+ * order and keywords as `name value` (quoted where needed), e.g. "truncate vo rank 4 policy
+ * model-max"; parsing it gives the same Args. Caller frees; NULL + error on failure. */
+char *args_line(const Args *a);
+
 /* ================================================================ dispatch */
 
-/* Runs a parsed command: checks CMD_MODEL, clears the interrupt flag, calls the handler.
- * Returns the handler's status (AL_ERR with al_errmsg set; "interrupted" for AL_INTERRUPTED). */
+/* Runs a parsed command: checks CMD_MODEL, clears the interrupt flag, calls the handler, then
+ * (on success) the observer. Returns the handler's status (AL_ERR with al_errmsg set;
+ * "interrupted" for AL_INTERRUPTED). */
 int cmd_dispatch(Session *s, const Args *a, Out *out);
+/* The innermost command being dispatched (NULL between commands): what a transformation records
+ * as the command that made it. */
+const Args *cmd_running(void);
+/* One observer called after every command that succeeded (NULL: none); commands_init installs the
+ * session's (it keeps the lines `save session` replays). */
+typedef void (*cmd_observer_fn)(Session *s, const Args *a);
+void cmd_set_observer(cmd_observer_fn fn);
 
 /* ================================================================ completion (complete.c) */
 

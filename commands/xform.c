@@ -1,5 +1,6 @@
 /* xform.c -- the session's transformations (xform.h): a list, newest first, kept in the
- * workspace; replaced per kind and source, dropped with their source model. */
+ * workspace; replaced per kind and source (the replaced one kept underneath for `undo`), dropped
+ * with their source model; undo, re-running a kind's stack where its state lives elsewhere. */
 #include "xform.h"
 
 #include <stdio.h>
@@ -12,9 +13,15 @@ typedef struct {
     Xform *head;
 } XformList;
 
+/* Frees x and the stack it replaced. */
 static void xf_free(Xform *x) {
-    if (x->kind->free) x->kind->free(x->data);
-    free(x);
+    while (x) {
+        Xform *under = x->replaced;
+        if (x->kind->free) x->kind->free(x->data);
+        free(x->cmd);
+        free(x);
+        x = under;
+    }
 }
 
 /* Unlinks and frees every transformation of m (all when m is NULL). */
@@ -52,14 +59,78 @@ int xform_add(Session *s, const XformKind *k, Model *src, void *data) {
         return AL_ERR;
     }
     XformList *l = p;
+    Xform *under = NULL;
     for (Xform **q = &l->head; *q;) {
         Xform *o = *q;
-        if (o->kind == k && o->src == src) { *q = o->next; xf_free(o); }
+        if (o->kind == k && o->src == src) { *q = o->next; o->next = NULL; under = o; }
         else q = &o->next;
     }
-    *x = (Xform){.kind = k, .src = src, .data = data, .next = l->head};
+    const Args *a = cmd_running();
+    *x = (Xform){.kind = k, .src = src, .data = data, .cmd = a ? args_line(a) : NULL, .replaced = under,
+                 .next = l->head};
     l->head = x;
     return AL_OK;
+}
+
+const char *xform_stack_cmd(const Xform *x, size_t i) {
+    size_t n = 0;
+    for (const Xform *y = x; y; y = y->replaced) n++;
+    if (i >= n) return NULL;
+    for (size_t k = n - 1 - i; k > 0; k--) x = x->replaced;
+    return x->cmd ? x->cmd : "";
+}
+
+/* Re-runs the command lines of stack (oldest first, its own last) quietly on the current model:
+ * the kind's state is rebuilt and the entries come back, each replacing the one before. */
+static int xf_replay(Session *s, char **cmds, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        Args a;
+        ParseErr e;
+        Out o;
+        out_init(&o);
+        o.quiet = OUT_SILENT;
+        int rc = cmd_parse(s, cmds[i], &a, &e);
+        if (rc == AL_OK) rc = cmd_dispatch(s, &a, &o);
+        else al_err("%s", e.msg);
+        args_free(&a);
+        out_free(&o);
+        if (rc != AL_OK) return al_err_ctx("undo: re-running '%s'", cmds[i]);
+    }
+    return AL_OK;
+}
+
+int xform_undo(Session *s, Model *m, char *what, size_t cap) {
+    XformList *l = xf_pruned(s);
+    Xform **q = l ? &l->head : NULL;
+    while (q && *q && (*q)->src != m) q = &(*q)->next;
+    if (!q || !*q) return al_err("undo: %s has no transformation to undo (transforms lists them)", m->name);
+    Xform *x = *q, *under = x->replaced;
+    xform_describe(x, what, cap);
+    *q = x->next;
+    x->replaced = NULL;
+    if (!x->kind->replays || !under) {           /* the older one owns its state: it stands again */
+        if (x->kind->reset && !under) x->kind->reset(s, m);
+        if (under) { under->next = l->head; l->head = under; }
+        xf_free(x);
+        return AL_OK;
+    }
+    /* the kind's state lives outside the entries: rebuild it from the older commands */
+    size_t n = 0;
+    for (const Xform *y = under; y; y = y->replaced) n++;
+    char **cmds = al_calloc(n, sizeof *cmds, "the commands to re-run");
+    bool ok = cmds != NULL;
+    for (size_t i = 0; ok && i < n; i++) ok = (cmds[i] = al_strdup(xform_stack_cmd(under, i))) != NULL;
+    const XformKind *k = x->kind;
+    xf_free(x);
+    xf_free(under);
+    if (k->reset) k->reset(s, m);
+    Model *cur = s->cur;
+    s->cur = m;
+    int rc = ok ? xf_replay(s, cmds, n) : AL_ERR;
+    s->cur = cur;
+    for (size_t i = 0; cmds && i < n; i++) free(cmds[i]);
+    free(cmds);
+    return rc;
 }
 
 const Xform *xform_newest(Session *s, const Model *m, const XformKind *k) {

@@ -8,10 +8,13 @@
  *         .check = tpa_xf_check, .kv_row = tpa_xf_kv_row, .describe = tpa_xf_describe,
  *         .free = tpa_xf_free, .owns_dir = tpa_is_export, .check_dir = tpa_xf_check_dir };
  *     xform_add(s, &cmd_tpa_xform, m, result);      -- the session takes result over
- * The session keeps them newest first (in the workspace, workspace.h). A newer transformation of
- * the same kind and source replaces the older one; closing the source drops them. `export` and
- * `check` act on the newest transformation of the current model (check: the newest that can be
- * checked); `kv-cache` lists a row for each (oldest first, as they were made). */
+ * The session keeps them newest first (in the workspace, workspace.h), each with the command line
+ * that made it (cmd_running). A newer transformation of the same kind and source replaces the
+ * older one in the list and keeps it underneath (Xform.replaced), so the list is a stack per kind:
+ * `undo` (xform_undo) pops the newest transformation of a model and the one it replaced stands
+ * again; `transforms` lists them; `save session` writes their commands. Closing the source drops
+ * them. `export` and `check` act on the newest transformation of the current model (check: the
+ * newest that can be checked); `kv-cache` lists a row for each (oldest first, as they were made). */
 #ifndef AL_XFORM_H
 #define AL_XFORM_H
 
@@ -62,12 +65,20 @@ typedef struct XformKind {
        dense FaRR export"); NULL: no such form (GGUF refused) */
     int (*engine_export)(Session *s, const Xform *x, const char *dir);
     const char *engine_form;
+    /* A kind whose state lives outside its entries (data NULL: the FaRR working copy, learned
+       KQ-SVD projections): drops that state of m; undo then re-runs the commands of the entries
+       that stand again. NULL: each entry owns its state (data), undo just frees the newest. */
+    void (*reset)(Session *s, Model *m);
+    bool replays;          /* undo re-runs the older entries' commands (set with reset, or alone when
+                              the command overwrites all of the kind's state) */
 } XformKind;
 
 struct Xform {
     const XformKind *kind;
     Model *src;            /* the model it was made of (a session model) */
     void *data;            /* the method's result (owned when kind->free) */
+    char *cmd;             /* the command line that made it (args_line), owned; NULL if unknown */
+    Xform *replaced;       /* the older one of the same kind and source it replaced (undo restores it) */
     Xform *next;           /* the next older one */
 };
 
@@ -84,6 +95,13 @@ const Xform *xform_list(Session *s);
 size_t xform_kv_bytes(const XformKvCtx *c, size_t after, size_t conv);
 /* `export`'s dtype keyword: *dt = its value, or def when absent. */
 int xform_export_dtype(const Args *a, dt_type def, dt_type *dt);
+
+/* `undo`: removes the newest transformation of m; the one it replaced (if any) stands again, its
+ * kind's state rebuilt by re-running the commands of its stack (kind->replays). *what receives
+ * the removed one's description (cap bytes). AL_ERR when m has none. */
+int xform_undo(Session *s, Model *m, char *what, size_t cap);
+/* The stack under x, oldest first: the i-th command line (x's own last), NULL past the end. */
+const char *xform_stack_cmd(const Xform *x, size_t i);
 
 /* Fills buf with x's description (its kind's describe, else "NAME of MODEL"). */
 void xform_describe(const Xform *x, char *buf, size_t cap);

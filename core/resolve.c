@@ -220,6 +220,13 @@ int resolve_model(const char *name, char **path_out) {
     looked[0] = 0;
     looked_add(looked, sizeof looked, &n, "path '%.200s' (no such file or folder)", name);
     const char *repo = resolve_alias(name);
+    if (repo && (repo[0] == '/' || repo[0] == '~' || repo[0] == '.')) {     /* an alias of a local folder */
+        const char *home = getenv("HOME");
+        char *p = repo[0] == '~' ? al_asprintf("%s%s", home ? home : "", repo + 1) : al_strdup(repo);
+        if (p && exists(p)) { *path_out = p; return AL_OK; }
+        free(p);
+        return al_err("alias '%s' = %s: no such file or folder (fix the line in $ATTNLAB_HOME/aliases)", name, repo);
+    }
     if (repo) looked_add(looked, sizeof looked, &n, "; alias '%s' = %s", name, repo);
     else repo = looks_like_repo(name) ? name : NULL;
     if (repo) {

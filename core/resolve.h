@@ -1,8 +1,9 @@
 /* resolve.h -- from what a user types after `load` to a path on disk.
  *
  * Order: an existing path (folder, .safetensors, .bin); a short alias (built-in table, extended
- * by the user file $ATTNLAB_HOME/aliases or ~/.config/attnlab/aliases, lines "alias org/name")
- * mapped to org/name; org/name through the Hugging Face cache
+ * by the user file $ATTNLAB_HOME/aliases or ~/.config/attnlab/aliases, lines "alias org/name" or
+ * "alias /path/to/folder" -- a target starting with '/', '~' or '.' is a local path) mapped to
+ * org/name or that path; org/name through the Hugging Face cache
  * ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub:
  * models--org--name/snapshots/<rev>/: the one refs/main names -- a plain revision name, never a
  * path; anything else is an error -- else the newest snapshot with a config.json).

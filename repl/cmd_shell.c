@@ -52,6 +52,7 @@ static int cmd_echo(Session *s, const Args *a, Out *out) {
 
 static int cmd_history(Session *s, const Args *a, Out *out) {
     (void)s;
+    if (args_given(a, "to")) return shell_history_write(args_given(a, "n") ? args_int(a, "n") : 0, args_str(a, "to"), out);
     return shell_history_list(args_int(a, "n"), out);
 }
 
@@ -84,6 +85,12 @@ static const Param history_pos[] = {
     {0}
 };
 
+static const Param history_kw[] = {
+    { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
+      .help = "write this session's commands (the last N with N) to FILE, one a line, for run FILE" },
+    {0}
+};
+
 static const Command shell_cmds[] = {
     { .name = "run", .summary = "run FILE.lua or a file of commands", .help = RUN_HELP, .pos = run_pos,
       .fn = cmd_run, .lua_name = "run_file" },
@@ -93,7 +100,11 @@ static const Command shell_cmds[] = {
       .pos = echo_pos, .fn = cmd_echo },
     { .name = "history", .summary = "show recent command lines",
       .help = "The prompt's history, kept across sessions in the history file of attnlab's\n"
-              "home folder ($ATTNLAB_HOME or ~/.config/attnlab).", .pos = history_pos, .fn = cmd_history },
+              "home folder ($ATTNLAB_HOME or ~/.config/attnlab); lines of piped input and -e count\n"
+              "for the session. `history to FILE` writes this session's command lines (no numbers,\n"
+              "without `history` itself) as a file `run FILE` replays; `save session FILE` writes\n"
+              "the state instead (models, settings, transformations).",
+      .pos = history_pos, .kw = history_kw, .fn = cmd_history },
     { .name = "quit", .summary = "leave attnlab (also Ctrl-D)",
       .help = "Ends the session. Not available from Lua (use os.exit there).", .fn = cmd_quit,
       .flags = CMD_NOLUA },

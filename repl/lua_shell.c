@@ -4,8 +4,10 @@
  * values; attn.<command>(positional..., {keyword = value}) calls one command through a single
  * trampoline (the command's table entry is its upvalue), which turns Lua values into the same
  * tokens the prompt would give, parses them against the table, dispatches, and turns an error
- * into luaL_error. Results: a table becomes an array of row tables keyed by column name, an
- * array a Lua array of numbers, numbers and strings themselves.
+ * into luaL_error. Results: a table becomes an array of row tables keyed by column name (a
+ * "total" last row comes back as a second value; a record such as `info` as one table keyed by
+ * field, out.h), an array a Lua array of numbers, numbers and strings themselves. attn.get(KEY)
+ * reads a setting (typed); attn.set is silent here, as every command's narration is.
  * Commands called from Lua run with narration off (Out.quiet = OUT_QUIET: the values come back
  * instead); attn.quiet(true) drops their stdout text altogether (OUT_SILENT). print() writes
  * through the current Out. Ctrl-C while Lua runs sets a hook that raises "interrupted" at the
@@ -58,6 +60,52 @@ void shell_lua_name(const Command *c, char *buf, size_t cap) {
 
 /* ================================================================ values */
 
+/* Pushes one cell's value (nil for an empty cell). */
+static void push_cell(lua_State *L, const Cell *c) {
+    switch (c->kind) {
+    case CELL_NULL: lua_pushnil(L); break;
+    case CELL_INT: lua_pushinteger(L, (lua_Integer)c->num); break;
+    case CELL_NUM: lua_pushnumber(L, c->num); break;
+    case CELL_STR: lua_pushstring(L, c->str); break;
+    case CELL_BOOL: lua_pushboolean(L, c->b); break;
+    }
+}
+
+/* Pushes row i of t as a table keyed by column, from column j0 on. */
+static void push_row(lua_State *L, const Table *t, size_t i, size_t j0) {
+    lua_createtable(L, 0, (int)t->ncols);
+    for (size_t j = j0; j < t->ncols; j++) {
+        push_cell(L, table_cell(t, i, j));
+        lua_setfield(L, -2, t->cols[j]);      /* nil: no field */
+    }
+}
+
+/* Pushes a table result (out.h): a record as one table keyed by its first column; else the rows
+ * keyed by column, and a last row labelled "total" as a second value. Returns the count. */
+static int push_table(lua_State *L, const Table *t) {
+    if (t->record && t->ncols == 2) {
+        lua_createtable(L, 0, (int)t->nrows);
+        for (size_t i = 0; i < t->nrows; i++) {
+            const Cell *k = table_cell(t, i, 0);
+            if (k->kind != CELL_STR) continue;
+            push_cell(L, table_cell(t, i, 1));
+            lua_setfield(L, -2, k->str);
+        }
+        return 1;
+    }
+    const Cell *last = t->nrows ? table_cell(t, t->nrows - 1, 0) : NULL;
+    bool total = last && last->kind == CELL_STR && !strcmp(last->str, "total");
+    size_t n = t->nrows - (total ? 1 : 0);
+    lua_createtable(L, n > 1e6 ? 0 : (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        push_row(L, t, i, 0);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    if (!total) return 1;
+    push_row(L, t, n, 1);
+    return 2;
+}
+
 /* Pushes a command's result; returns the number of values pushed (0 for none). */
 static int push_result(lua_State *L, const Out *o) {
     switch (o->kind) {
@@ -71,26 +119,7 @@ static int push_result(lua_State *L, const Out *o) {
         lua_createtable(L, o->narr > 1e6 ? 0 : (int)o->narr, 0);
         for (size_t i = 0; i < o->narr; i++) { lua_pushnumber(L, o->arr[i]); lua_rawseti(L, -2, (lua_Integer)i + 1); }
         return 1;
-    case RES_TABLE: {
-        const Table *t = o->table;
-        lua_createtable(L, t->nrows > 1e6 ? 0 : (int)t->nrows, 0);
-        for (size_t i = 0; i < t->nrows; i++) {
-            lua_createtable(L, 0, (int)t->ncols);
-            for (size_t j = 0; j < t->ncols; j++) {
-                const Cell *c = table_cell(t, i, j);
-                switch (c->kind) {
-                case CELL_NULL: continue;
-                case CELL_INT: lua_pushinteger(L, (lua_Integer)c->num); break;
-                case CELL_NUM: lua_pushnumber(L, c->num); break;
-                case CELL_STR: lua_pushstring(L, c->str); break;
-                case CELL_BOOL: lua_pushboolean(L, c->b); break;
-                }
-                lua_setfield(L, -2, t->cols[j]);
-            }
-            lua_rawseti(L, -2, (lua_Integer)i + 1);
-        }
-        return 1;
-    }
+    case RES_TABLE: return push_table(L, o->table);
     }
     return 0;
 }
@@ -251,6 +280,37 @@ static int l_quiet(lua_State *L) {
     return 1;
 }
 
+/* Pushes setting st's value: a number for number and integer settings, else its text. */
+static bool push_setting(lua_State *L, const Session *s, const Setting *st) {
+    if (st->type == SET_NUMBER) { lua_pushnumber(L, *(const double *)((const char *)s + st->off)); return true; }
+    if (st->type == SET_INT) { lua_pushinteger(L, *(const int *)((const char *)s + st->off)); return true; }
+    char *v = session_get(s, st->name);
+    if (!v) return false;
+    lua_pushstring(L, v);
+    free(v);
+    return true;
+}
+
+/* attn.get(KEY) -> the setting's value (attn.get("tau") == 0.999); attn.get() -> every setting in
+ * one table keyed by name. An unknown key is an error listing the settings. */
+static int l_get(lua_State *L) {
+    LuaCtx *ctx = ctx_of(L);
+    const Setting *st;
+    if (lua_isnoneornil(L, 1)) {
+        lua_newtable(L);
+        for (size_t i = 0; (st = session_setting_at(i)); i++)
+            if (push_setting(L, ctx->s, st)) lua_setfield(L, -2, st->name);
+        return 1;
+    }
+    const char *key = luaL_checkstring(L, 1);
+    for (size_t i = 0; (st = session_setting_at(i)); i++)
+        if (!strcmp(st->name, key) && push_setting(L, ctx->s, st)) return 1;
+    char *v = session_get(ctx->s, key);  /* NULL: unknown, with the message */
+    bool known = v != NULL;
+    free(v);
+    return luaL_error(L, "attn.get: %s", known ? "out of memory" : al_errmsg());
+}
+
 /* print(...) through the Out sink. */
 static int l_print(lua_State *L) {
     LuaCtx *ctx = ctx_of(L);
@@ -287,6 +347,8 @@ static int open_attn(lua_State *L) {
     lua_setfield(L, -2, "commands");
     lua_pushcfunction(L, l_quiet);
     lua_setfield(L, -2, "quiet");
+    lua_pushcfunction(L, l_get);
+    lua_setfield(L, -2, "get");
     return 1;
 }
 

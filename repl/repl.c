@@ -1,7 +1,7 @@
-/* repl.c -- the program, the top of repl/: argument handling (-h, -e, FILE.lua, FILE), the
- * Readline prompt with history kept across sessions (history.c) and completion from the table,
- * piped input without Readline, and Ctrl-C (stops a command or Lua code; clears the line at the
- * idle prompt). */
+/* repl.c -- the program, the top of repl/: argument handling (-h, --version, -e, FILE.lua, FILE),
+ * the Readline prompt (after a one-line banner: version and `help`) with history kept across
+ * sessions (history.c) and completion from the table, piped input without Readline, and Ctrl-C
+ * (stops a command or Lua code; clears the line at the idle prompt). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -160,6 +160,7 @@ static int run_interactive(Session *s, Out *out) {
     rl_completer_quote_characters = "\"'";
     shell_history_open();
     install_sigint();
+    printf("attnlab %s -- type help for the commands, help CMD for one, quit to leave\n", ATTNLAB_VERSION);
     rl_callback_handler_install(PROMPT, on_line);
     if (sigint_pipe[0] < 0 && pipe2(sigint_pipe, O_NONBLOCK | O_CLOEXEC) != 0) sigint_pipe[0] = sigint_pipe[1] = -1;
     while (!lp.done) {
@@ -216,6 +217,7 @@ static int run_piped(Session *s, Out *out) {
         char *text = join_pending(&pending, buf);
         if (!text) { failed = true; break; }
         if (shell_lua_incomplete(s, text)) continue;
+        shell_history_add(text);          /* in memory: `history to FILE` */
         LineSrc src = { 0 };
         int rc = shell_exec_line(s, text, &src, out);
         free(pending);
@@ -253,6 +255,7 @@ static void usage(FILE *f) {
         "  attnlab FILE            run a file of commands, one line each; stops at the first\n"
         "                          failure (FILE:LINE: message) with status 1\n"
         "  attnlab -h              this text\n"
+        "  attnlab --version       the version\n"
         "\n"
         "Environment: ATTNLAB_HOME (history, aliases; default ~/.config/attnlab),\n"
         "ATTNLAB_CACHE (demo models; default ~/.cache/attnlab), HF_HUB_CACHE / HF_HOME,\n"
@@ -270,11 +273,13 @@ int shell_main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); session_free(s); return 0; }
+        if (!strcmp(a, "--version") || !strcmp(a, "-V")) { printf("attnlab %s\n", ATTNLAB_VERSION); session_free(s); return 0; }
         if (!strcmp(a, "-e")) {
             if (i + 1 >= argc) { fprintf(stderr, "attnlab: -e needs commands: attnlab -e \"load demo-r1; info\"\n"); status = 2; break; }
             install_sigint();
             ran = true;
             ncmds++;
+            shell_history_add(argv[i + 1]);          /* in memory: `history to FILE` */
             int rc = shell_exec_line(s, argv[++i], &(LineSrc){ 0 }, &out);
             fflush(stdout);
             if (rc == AL_EXIT || wants_exit(s)) { status = exit_code(s); break; }

@@ -75,8 +75,7 @@ for _, c in ipairs(cases) do
     for _, r in ipairs(heads) do
       print(string.format("  %4d  %6d  %6d  %7d  %s", r.head, r.rank_v, r.rank_o, r.rank_vo, r.case))
     end
-    local t = attn.truncate("vo", {tau = tau, layers = tostring(l), policy = "layer-max"})
-    local total = t[#t]
+    local _, total = attn.truncate("vo", {tau = tau, layers = tostring(l), policy = "layer-max"})
     print(string.format("  layer-max truncation at tau %g: rank %d, parameters %d -> %d (%.1f%% fewer), "
       .. "min energy kept %.6f", tau, total.rank_max, total.params_before, total.params_after,
       100 * (1 - total.params_after / total.params_before), total.energy_min))

@@ -2,8 +2,8 @@
 --
 --   attnlab scripts/info_demos.lua [MODEL ...]        (default: demo-r1 demo-llama demo-gpt2)
 --
--- Shows the shell's Lua side: attn.load returns the session name, attn.info() returns rows
--- {field=..., value=...}, attn.run runs any command line and returns its result, and keyword
+-- Shows the shell's Lua side: attn.load returns the session name, attn.info() returns one table
+-- keyed by field (attn.info().layers), attn.run runs any command line and returns its result, and keyword
 -- arguments go in a trailing table (attn.models({to = "models.csv"})); attn.quiet(true) drops the
 -- commands' narration.
 
@@ -13,12 +13,10 @@ local names = {}
 for i = 1, #arg do names[#names + 1] = arg[i] end
 if #names == 0 then names = {"demo-r1", "demo-llama", "demo-gpt2"} end
 
--- info rows -> one table keyed by field
+-- info: one table keyed by field
 local function info_of(name)
   attn.use(name)
-  local t = {}
-  for _, row in ipairs(attn.info()) do t[row.field] = row.value end
-  return t
+  return attn.info()
 end
 
 local fields = {

@@ -74,7 +74,8 @@ attn.load("demo-r1")
 local r = attn.run("ranks vo layer 2")
 assert(#r == 8 and r[1].layer == 2 and r[1].head == 0 and r[1].rank_v == 31 and r[1].rank_vo == 4, "ranks rows")
 local s = attn.spectrum("vo", {layer = 2, head = 0})
-assert(#s == 32 and s[1] >= s[2] and s[5] < 0.01 * s[1], "spectrum array")
+assert(#s == 32 and s[1].sigma >= s[2].sigma and s[5].sigma < 0.01 * s[1].sigma, "spectrum rows")
+assert(s[1].index == 1 and s[32].energy > 0.999999 and s[1].energy < s[2].energy, "spectrum: every column")
 local q = attn.ranks("qk", {layer = 3})
 assert(q[8].rank_qk == 16 and q[8].rank_k == 16, "qk rows")
 local f = attn.fuse("vo", {layer = 1, head = 0})
@@ -83,8 +84,9 @@ local u = attn.fused("u", {index = 1})
 local n = 0
 for _, x in ipairs(u) do n = n + x * x end
 assert(#u == 96 and math.abs(n - 1) < 1e-6, "unit left vector")
-local t = attn.truncate("vo", {tau = 0.999, layers = "1-3"})
-assert(t[#t].layer == "total" and t[1].rank_min == 6 and t[1].rank_max == 32, "truncate rows")
+local t, total = attn.truncate("vo", {tau = 0.999, layers = "1-3"})
+assert(#t == 3 and t[3].layer == 3 and t[1].rank_min == 6 and t[1].rank_max == 32, "truncate rows")
+assert(total.layer == nil and total.rank_min == 3 and total.rank_max == 32 and total.params_before > total.params_after, "truncate totals")
 print("lua ok")
 LUA
 "$B" nb.lua >out.txt 2>err.txt || fail "notebook: $(cat err.txt)"

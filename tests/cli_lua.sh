@@ -28,14 +28,14 @@ ok, err = pcall(attn.models, {lyer = 3})
 assert(not ok and err:find("unexpected argument 'lyer'", 1, true), err)
 -- a table result is an array of rows keyed by column
 local rows = attn.run("set")
-assert(#rows == 6 and rows[1].setting == "tau" and rows[1].value == "0.99", "set rows")
+assert(#rows == 7 and rows[1].setting == "tau" and rows[1].value == "0.99", "set rows")
 print("models", #attn.models())
 local m = os.getenv("MODEL")
 if m then
   local name = attn.load(m, {as = "tiny"})
   assert(name == "tiny", "load returns the name: " .. tostring(name))
-  local info = {}
-  for _, r in ipairs(attn.info()) do info[r.field] = r.value end
+  local info = attn.info()
+  assert(attn.info().layers == 5, "attn.info() keyed by field")
   assert(info.layers == 5 and math.type(info.layers) == "integer" and info.heads == 8, "info rows")
   assert(info.family == "llama" and info.qkv_bias == false and info.rope_theta == 10000.0, "info types")
   local ms = attn.models({to = "m.json"})
@@ -87,7 +87,24 @@ grep -q "^c3.txt:2:13: unexpected argument 'extra'" err.txt || fail "parse error
 # attn.quiet drops narration but keeps results
 printf 'assert(attn.quiet(true) == false)\nassert(attn.set("tau", 0.5) == nil)\nprint(attn.set("tau"))\nattn.quiet(false)\nattn.set("tau", 0.75)\n' >q.lua
 "$B" q.lua >out.txt 2>err.txt
-[ "$(cat out.txt)" = "$(printf '0.5\ntau = 0.75')" ] || fail "quiet: [$(cat out.txt)] [$(cat err.txt)]"
+[ "$(cat out.txt)" = "0.5" ] || fail "quiet, and attn.set silent in notebooks: [$(cat out.txt)] [$(cat err.txt)]"
+# attn.get reads a setting, typed; attn.get() all of them
+cat >g.lua <<'LUA'
+assert(attn.get("tau") == 0.999 and math.type(attn.get("precision")) == "integer", "attn.get typed")
+attn.set("tau", 0.123456789)
+assert(attn.get("tau") == 0.123456789, "attn.get full precision")
+local all = attn.get()
+assert(all.format == "table" and all["plot.size"] == "1200x800" and all.tau == 0.123456789, "attn.get()")
+assert(not pcall(attn.get, "lyer"), "attn.get of an unknown setting")
+local ok, msg = pcall(attn.get, "lyer")
+assert(msg:find("unknown setting 'lyer'", 1, true), msg)
+print("get ok")
+LUA
+"$B" g.lua >out.txt 2>err.txt
+[ "$(cat out.txt)" = "get ok" ] || fail "attn.get: [$(cat out.txt)] [$(cat err.txt)]"
+# at the prompt set still says the new value
+"$B" -e "set tau 0.75" >out.txt 2>err.txt
+[ "$(cat out.txt)" = "tau = 0.75" ] || fail "set at the prompt: [$(cat out.txt)]"
 
 # the example notebook runs on the demo models
 "$B" "$ATTNLAB_SRC/scripts/info_demos.lua" demo-llama demo-gpt2 >out.txt 2>err.txt

@@ -65,7 +65,8 @@ def check(cond, what):
         fails.append(what)
 
 pid, fd = spawn()
-read_until(fd, "attnlab> ")
+banner = read_until(fd, "attnlab> ")
+check("attnlab 0." in banner and "help" in banner, "no one-line banner with the version and help: %r" % banner)
 # tab completion of a command name, then run it
 os.write(fd, b"ech\t")
 out = read_until(fd, "echo ")
