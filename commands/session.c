@@ -220,6 +220,7 @@ int session_model(Session *s, Model **out) {
 
 static const char *const format_choices[] = { "table", "csv", "json", NULL };
 static const char *const plot_format_choices[] = { "png", "svg", "pdf", NULL };
+static const char *const compute_choices[] = { "f32", "bf16", NULL };
 
 static const Setting settings[] = {
     { .name = "tau", .type = SET_NUMBER, .off = offsetof(Session, tau), .min = 0, .max = 1,
@@ -235,6 +236,8 @@ static const Setting settings[] = {
       .example = "figures", .help = "folder figures are written to" },
     { .name = "plot.format", .type = SET_WORD, .off = offsetof(Session, plot_fmt), .choices = plot_format_choices,
       .def = "png", .help = "figure file type when a name has no extension: png | svg | pdf" },
+    { .name = "compute", .type = SET_WORD, .off = offsetof(Session, compute), .choices = compute_choices,
+      .def = "f32", .help = "forward-pass products: f32 (weights widened to float32) | bf16 (activations rounded to BF16, vdpbf16ps)" },
 };
 #define NSETTINGS (sizeof settings / sizeof *settings)
 

@@ -38,6 +38,7 @@ struct Session {
     int plot_w, plot_h;        /* plot.size WxH in pixels */
     char *plot_dir;            /* plot.dir: folder for figures (owned) */
     char *plot_fmt;            /* plot.format: png | svg | pdf (owned) */
+    char *compute;             /* compute: f32 | bf16, the forward pass's products (core/matmul.h; owned) */
 
     /* ---- what commands keep between commands (commands/workspace.h), freed through its hook */
     struct Workspace *ws;

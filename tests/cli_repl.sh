@@ -35,7 +35,7 @@ printf '= attn.run("set tau 0.25; set tau")\n= pcall(attn.use, "nope")\n= #attn.
 [ "$(sed -n 1p out.txt)" = "tau = 0.25" ] || fail "attn.run text: [$(cat out.txt)]"
 [ "$(sed -n 2p out.txt)" = "0.25" ] || fail "attn.run value: [$(cat out.txt)]"
 grep -q "^false	attn.use: no model named 'nope'" out.txt || fail "pcall error: [$(cat out.txt)]"
-[ "$(sed -n 4p out.txt)" = "6" ] && [ "$(sed -n 5p out.txt)" = "tau" ] || fail "set as rows: [$(cat out.txt)]"
+[ "$(sed -n 4p out.txt)" = "7" ] && [ "$(sed -n 5p out.txt)" = "tau" ] || fail "set as rows: [$(cat out.txt)]"
 
 # output formats
 printf 'set format csv\nset\nset format json\nhistory 0\n' | "$B" >out.txt 2>err.txt
