@@ -1,7 +1,8 @@
-/* matmul.c -- y = x W^T from stored weights: views of a store's tensors (WMat), the per-panel
- * float32 route (widening BF16 / F16, dequantizing FP8, then a one-thread sgemm per panel), the
- * BF16 route (activations rounded to BF16, vdpbf16ps tiles of 4 tokens x 6 weight rows), the
- * run-time choice of kernels and the per-worker scratch. See matmul.h for the contract. */
+/* matmul.c -- y = x W^T from stored weights: views of a store's tensors (WMat), register tiles of 4
+ * tokens x 6 weight rows (BF16 / F16 widened for float32 FMA; BF16 activations for vdpbf16ps), the
+ * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
+ * then a one-thread sgemm), the run-time choice of kernels and the per-worker scratch. See
+ * matmul.h for the contract. */
 #define _GNU_SOURCE
 #include "matmul.h"
 
@@ -250,56 +251,101 @@ static int run_units(MmWork *wk, size_t N, size_t nb, size_t work, lin_task_fn f
     return lin_sweep(units, wk->nthreads, fn, job);
 }
 
-static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
-    if (pan_fit(wk)) return AL_ERR;
-    f32_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk, .simd = use_avx512(),
-                 .nb = unit_rows(W->rows, wk->nthreads, MM_PANEL_ROWS, 16)};
-    return run_units(wk, W->rows, j.nb, T * W->rows * W->cols, f32_unit, &j);
-}
+/* ================================================================ register tiles */
 
-/* ================================================================ the BF16 route */
+#define TILE_KC 4096         /* columns per pass over a unit's rows (96 x 4096 16-bit weights: 768 KB) */
+#define TILE_NB 96           /* rows per unit: 16 tiles of 6 */
 
-#define BF_KC 4096           /* columns per pass over a unit's rows (a 96 x 4096 BF16 block: 768 KB) */
-#define BF_NB 96             /* rows per unit: 16 tiles of 6 */
+/* A tile kernel: NT tokens (rows of x, stride ldx elements) x NN weight rows (16-bit, stride ldw)
+ * over kc columns into y (stride ldy), added to y when acc. */
+typedef void (*tile_fn)(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc);
+typedef struct { tile_fn t46, t16, t41, t11; } Tiles;   /* 4x6, 1x6, 4x1, 1x1 */
 
 #if MM_X86
-/* NT tokens x NN weight rows over kc columns: y[t][n] (+)= sum_k x[t][k] w[n][k], BF16 pairs
- * accumulated in float32 by vdpbf16ps, each accumulator summed across its 16 lanes at the end. */
+/* y[t][n] (+)= sum_k x[t][k] w[n][k] for BF16 x and w: pairs accumulated in float32 by vdpbf16ps,
+ * each accumulator summed across its 16 lanes at the end. */
 TGT_BF16 static inline __attribute__((always_inline)) void
 bf_tile(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc,
         const int NT, const int NN) {
     __m512 a[4][6];
+#pragma GCC unroll 8
     for (int i = 0; i < NT; i++)
+#pragma GCC unroll 8
         for (int n = 0; n < NN; n++) a[i][n] = _mm512_setzero_ps();
-    size_t k = 0;
-    for (; k + 32 <= kc; k += 32) {
+    for (size_t k = 0; k < kc; k += 32) {
+        __mmask32 m = kc - k >= 32 ? (__mmask32)~0u : (__mmask32)((1ull << (kc - k)) - 1);
         __m512bh xv[4];
-        for (int i = 0; i < NT; i++) xv[i] = (__m512bh)_mm512_loadu_si512((const void *)(x + i * ldx + k));
-        for (int n = 0; n < NN; n++) {
-            __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + n * ldw + k));
-            for (int i = 0; i < NT; i++) a[i][n] = _mm512_dpbf16_ps(a[i][n], xv[i], wv);
-        }
-    }
-    if (k < kc) {
-        __mmask32 m = (__mmask32)((1ull << (kc - k)) - 1);
-        __m512bh xv[4];
+#pragma GCC unroll 8
         for (int i = 0; i < NT; i++) xv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, (const void *)(x + i * ldx + k));
+#pragma GCC unroll 8
         for (int n = 0; n < NN; n++) {
             __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, (const void *)(w + n * ldw + k));
+#pragma GCC unroll 8
             for (int i = 0; i < NT; i++) a[i][n] = _mm512_dpbf16_ps(a[i][n], xv[i], wv);
         }
     }
+#pragma GCC unroll 8
     for (int i = 0; i < NT; i++)
+#pragma GCC unroll 8
         for (int n = 0; n < NN; n++) {
             float s = _mm512_reduce_add_ps(a[i][n]);
             y[i * ldy + n] = acc ? y[i * ldy + n] + s : s;
         }
 }
 
-TGT_BF16 static void bf_4x6(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc) { bf_tile(x, ldx, w, ldw, kc, y, ldy, acc, 4, 6); }
-TGT_BF16 static void bf_1x6(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc) { bf_tile(x, ldx, w, ldw, kc, y, ldy, acc, 1, 6); }
-TGT_BF16 static void bf_4x1(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc) { bf_tile(x, ldx, w, ldw, kc, y, ldy, acc, 4, 1); }
-TGT_BF16 static void bf_1x1(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc) { bf_tile(x, ldx, w, ldw, kc, y, ldy, acc, 1, 1); }
+/* 16 stored 16-bit weights (the first of mask m) widened to float32: BF16 by a shift, F16 by vcvtph2ps. */
+TGT_512 static inline __attribute__((always_inline)) __m512 widen16(const uint16_t *p, __mmask16 m, const bool f16) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const void *)p);
+    if (f16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The same tile for float32 x and BF16 / F16 w widened in registers, float32 FMA. */
+TGT_512 static inline __attribute__((always_inline)) void
+wf_tile(const float *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc,
+        const int NT, const int NN, const bool f16) {
+    __m512 a[4][6];
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; i++)
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) a[i][n] = _mm512_setzero_ps();
+    for (size_t k = 0; k < kc; k += 16) {
+        __mmask16 m = kc - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (kc - k)) - 1);
+        __m512 xv[4];
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) xv[i] = _mm512_maskz_loadu_ps(m, x + i * ldx + k);
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) {
+            __m512 wv = widen16(w + n * ldw + k, m, f16);
+#pragma GCC unroll 8
+            for (int i = 0; i < NT; i++) a[i][n] = _mm512_fmadd_ps(xv[i], wv, a[i][n]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; i++)
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) {
+            float s = _mm512_reduce_add_ps(a[i][n]);
+            y[i * ldy + n] = acc ? y[i * ldy + n] + s : s;
+        }
+}
+
+#define TILE_FNS(name, tgt, call)                                                                                     \
+    tgt static void name##_4x6(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y,       \
+                               size_t ldy, bool acc) { call(4, 6); }                                                 \
+    tgt static void name##_1x6(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y,       \
+                               size_t ldy, bool acc) { call(1, 6); }                                                 \
+    tgt static void name##_4x1(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y,       \
+                               size_t ldy, bool acc) { call(4, 1); }                                                 \
+    tgt static void name##_1x1(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y,       \
+                               size_t ldy, bool acc) { call(1, 1); }                                                 \
+    static const Tiles name##_tiles = {name##_4x6, name##_1x6, name##_4x1, name##_1x1};
+#define CALL_BF(nt, nn) bf_tile(x, ldx, w, ldw, kc, y, ldy, acc, nt, nn)
+#define CALL_WB(nt, nn) wf_tile(x, ldx, w, ldw, kc, y, ldy, acc, nt, nn, false)
+#define CALL_WH(nt, nn) wf_tile(x, ldx, w, ldw, kc, y, ldy, acc, nt, nn, true)
+TILE_FNS(bf, TGT_BF16, CALL_BF)
+TILE_FNS(wb, TGT_512, CALL_WB)
+TILE_FNS(wh, TGT_512, CALL_WH)
 
 /* n floats rounded to BF16 (round to nearest even, as dt_f32_to_bf16; NaN stays NaN). */
 TGT_BF16 static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) {
@@ -311,55 +357,60 @@ TGT_BF16 static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) {
     return j;
 }
 #else
-typedef void (*bf_fn)(const uint16_t *, size_t, const uint16_t *, size_t, size_t, float *, size_t, bool);
-static void bf_none(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc) {
-    (void)x; (void)ldx; (void)w; (void)ldw; (void)kc; (void)y; (void)ldy; (void)acc;
-}
-#define bf_4x6 bf_none
-#define bf_1x6 bf_none
-#define bf_4x1 bf_none
-#define bf_1x1 bf_none
+static const Tiles bf_tiles, wb_tiles, wh_tiles;     /* never used: no x86 kernels */
 static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) { (void)src; (void)n; (void)dst; return 0; }
 #endif
 
 typedef struct {
     const WMat *W;
-    const uint16_t *xb;      /* (T, K) BF16 */
-    size_t T;
+    const char *x;           /* (T, K) of xe-byte elements, row stride ldx elements */
+    size_t ldx, xe, T;
     float *y;
     size_t ldy;
-} bf_job;
+    const Tiles *tl;
+} tile_job;
 
-/* Unit i: rows [i BF_NB, +BF_NB) in passes of BF_KC columns; per pass, every 4 tokens against
- * every 6 rows (the unit's block stays in L2, the 4 token rows in L1). */
-static int bf_unit(size_t i, int worker, void *ud) {
-    (void)worker;
-    bf_job *j = ud;
+/* The tiles of rows [n0, n1) for tokens [t, t + (four ? 4 : 1)) over columns [k0, k0 + kc). */
+static void tile_row(const tile_job *j, size_t t, bool four, size_t n0, size_t n1, size_t k0, size_t kc) {
     const uint16_t *W = j->W->data;
-    size_t K = j->W->cols, n0 = i * BF_NB, n1 = j->W->rows - n0 < BF_NB ? j->W->rows : n0 + BF_NB, T = j->T;
-    for (size_t k0 = 0; k0 < K; k0 += BF_KC) {
-        size_t kc = K - k0 < BF_KC ? K - k0 : BF_KC;
-        bool acc = k0 > 0;
-        for (size_t t = 0; t < T; t += 4) {
-            const uint16_t *x = j->xb + t * K + k0;
-            float *y = j->y + t * j->ldy;
-            bool four = T - t >= 4;
-            size_t n = n0;
-            for (; n + 6 <= n1; n += 6)
-                (four ? bf_4x6 : bf_1x6)(x, K, W + n * K + k0, K, kc, y + n, j->ldy, acc);
-            for (; n < n1; n++) (four ? bf_4x1 : bf_1x1)(x, K, W + n * K + k0, K, kc, y + n, j->ldy, acc);
-            if (!four) {                     /* the last T % 4 tokens, one at a time */
-                for (size_t u = t + 1; u < T; u++) {
-                    const uint16_t *xu = j->xb + u * K + k0;
-                    float *yu = j->y + u * j->ldy;
-                    for (n = n0; n + 6 <= n1; n += 6) bf_1x6(xu, K, W + n * K + k0, K, kc, yu + n, j->ldy, acc);
-                    for (; n < n1; n++) bf_1x1(xu, K, W + n * K + k0, K, kc, yu + n, j->ldy, acc);
-                }
-                break;
-            }
-        }
+    size_t K = j->W->cols;
+    const void *x = j->x + (t * j->ldx + k0) * j->xe;
+    float *y = j->y + t * j->ldy;
+    tile_fn f6 = four ? j->tl->t46 : j->tl->t16, f1 = four ? j->tl->t41 : j->tl->t11;
+    size_t n = n0;
+    for (; n + 6 <= n1; n += 6) f6(x, j->ldx, W + n * K + k0, K, kc, y + n, j->ldy, k0 > 0);
+    for (; n < n1; n++) f1(x, j->ldx, W + n * K + k0, K, kc, y + n, j->ldy, k0 > 0);
+}
+
+/* Unit i: rows [i TILE_NB, +TILE_NB) in passes of TILE_KC columns; per pass, every 4 tokens against
+ * every 6 rows (the unit's block stays in L2, the 4 token rows in L1), the last T % 4 one by one. */
+static int tile_unit(size_t i, int worker, void *ud) {
+    (void)worker;
+    tile_job *j = ud;
+    size_t K = j->W->cols, n0 = i * TILE_NB, n1 = j->W->rows - n0 < TILE_NB ? j->W->rows : n0 + TILE_NB, T = j->T;
+    for (size_t k0 = 0; k0 < K; k0 += TILE_KC) {
+        size_t kc = K - k0 < TILE_KC ? K - k0 : TILE_KC, t = 0;
+        for (; t + 4 <= T; t += 4) tile_row(j, t, true, n0, n1, k0, kc);
+        for (; t < T; t++) tile_row(j, t, false, n0, n1, k0, kc);
     }
     return AL_OK;
+}
+
+static int run_tiles(MmWork *wk, const WMat *W, const void *x, size_t ldx, size_t xe, size_t T, float *y, size_t ldy,
+                     const Tiles *tl) {
+    tile_job j = {.W = W, .x = x, .ldx = ldx, .xe = xe, .T = T, .y = y, .ldy = ldy, .tl = tl};
+    return run_units(wk, W->rows, TILE_NB, T * W->rows * W->cols, tile_unit, &j);
+}
+
+/* The float32 route: BF16 / F16 weights widened in registers (AVX-512 tiles), else (FP8, or no
+ * AVX-512) per panel into the worker's buffer and a one-thread sgemm. */
+static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    if ((W->dt == DT_BF16 || W->dt == DT_F16) && use_avx512())
+        return run_tiles(wk, W, x, ldx, sizeof(float), T, y, ldy, W->dt == DT_BF16 ? &wb_tiles : &wh_tiles);
+    if (pan_fit(wk)) return AL_ERR;
+    f32_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk, .simd = use_avx512(),
+                 .nb = unit_rows(W->rows, wk->nthreads, MM_PANEL_ROWS, 16)};
+    return run_units(wk, W->rows, j.nb, T * W->rows * W->cols, f32_unit, &j);
 }
 
 /* x (T, K) rounded to BF16: into wk->xb (vdpbf16ps), or as floats into wk->xr (the portable
@@ -386,8 +437,7 @@ static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_
     bool simd = mm_have_bf16();
     if (round_x(wk, x, ldx, T, W->cols, simd)) return AL_ERR;
     if (!simd) return xwt_f32(wk, W, wk->xr, W->cols, T, y, ldy);
-    bf_job j = {.W = W, .xb = wk->xb, .T = T, .y = y, .ldy = ldy};
-    return run_units(wk, W->rows, BF_NB, T * W->rows * W->cols, bf_unit, &j);
+    return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);
 }
 
 /* ================================================================ products */

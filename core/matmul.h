@@ -4,10 +4,11 @@
  * WMat views a 2-D tensor of a Store in its stored dtype. F32 weights go to BLAS (sgemm / sgemv,
  * OpenBLAS threads) as they are. BF16, F16 and FP8 E4M3 (DeepSeek 128x128 block scales) weights
  * are multiplied per panel of rows:
- *   MM_F32   (the default) each panel (at most MM_PANEL_ROWS x MM_PANEL_COLS) is widened to float32
- *            in a small per-worker buffer (AVX-512 where the CPU has it) and multiplied with a
- *            one-thread sgemm: the values are the ones store_read gives, so results equal a float32
- *            copy's to float rounding (only the order of the sums differs).
+ *   MM_F32   (the default) BF16 / F16 weights are widened to float32 in registers (AVX-512 tiles of
+ *            4 tokens x 6 rows, float32 FMA); FP8 weights, and all of them where the CPU lacks
+ *            AVX-512, per panel (at most MM_PANEL_ROWS x MM_PANEL_COLS) into a small per-worker
+ *            buffer and a one-thread sgemm. The values are the ones store_read gives, so results
+ *            equal a float32 copy's to float rounding (only the order of the sums differs).
  *   MM_BF16  BF16 weights: activations rounded to BF16 (round to nearest even) and multiplied with
  *            AVX-512 BF16 dot products (vdpbf16ps, float32 accumulation), as GPU inference and
  *            llama.cpp's BF16 path do; where the CPU lacks AVX-512 BF16, the same rounded
