@@ -16,7 +16,8 @@
  *                           writes a Llama-3-8B-shaped BF16 model (32 layers, hidden 4096, 32 heads,
  *                           8 KV heads, MLP 14336, vocab 128256: 16 GB) into DIR (default a fresh
  *                           folder under /tmp), whose layers 2..31 have zero o_proj and down_proj
- *                           (they compute, and add exactly 0), then in fresh processes runs `ppl`
+ *                           (they compute, and add exactly 0; from layer 4 on all their projections
+ *                           are zero, which is quick to write), then in fresh processes runs `ppl`
  *                           (fwd_ppl, 2 windows of 64 tokens) and `calibrate` (calib_run, 2 x 64)
  *                           on it and on the same files read as 2 layers (config num_hidden_layers
  *                           2): the perplexities must be identical; prints each process's peak
@@ -243,13 +244,16 @@ static int write_llama(const char *dir, const Shape *S) {
     for (int L = -1; rc == AL_OK && L < S->L; L++) {
         st_writer *w = st_writer_new();
         char file[64], name[128];
-        float z = L >= S->zero_from ? 0.f : 1.f;
+        float z = L >= S->zero_from ? 0.f : 1.f, p = L >= S->zero_from + 2 ? 0.f : 1.f;
         snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", L + 2, S->L + 1);
+        char *path = al_asprintf("%s/%s", dir, file);
+        struct stat sb;
+        bool have = path && stat(path, &sb) == 0;          /* a shard of an interrupted run is kept */
         struct { const char *s; size_t r, c; float scale, off; } t[] = {
             {"input_layernorm.weight", 1, D, 0.05f, 1}, {"post_attention_layernorm.weight", 1, D, 0.05f, 1},
-            {"self_attn.q_proj.weight", qd, D, 0.03f, 0}, {"self_attn.k_proj.weight", kd, D, 0.03f, 0},
-            {"self_attn.v_proj.weight", kd, D, 0.03f, 0}, {"self_attn.o_proj.weight", D, qd, 0.03f * z, 0},
-            {"mlp.gate_proj.weight", FF, D, 0.03f, 0}, {"mlp.up_proj.weight", FF, D, 0.03f, 0},
+            {"self_attn.q_proj.weight", qd, D, 0.03f * p, 0}, {"self_attn.k_proj.weight", kd, D, 0.03f * p, 0},
+            {"self_attn.v_proj.weight", kd, D, 0.03f * p, 0}, {"self_attn.o_proj.weight", D, qd, 0.03f * z, 0},
+            {"mlp.gate_proj.weight", FF, D, 0.03f * p, 0}, {"mlp.up_proj.weight", FF, D, 0.03f * p, 0},
             {"mlp.down_proj.weight", D, FF, 0.02f * z, 0}};
         struct { const char *s; size_t r, c; float scale, off; } g[] = {
             {"model.embed_tokens.weight", (size_t)S->V, D, 0.05f, 0}, {"lm_head.weight", (size_t)S->V, D, 0.03f, 0},
@@ -258,12 +262,12 @@ static int write_llama(const char *dir, const Shape *S) {
         for (size_t i = 0; rc == AL_OK && i < n; i++) {
             if (L < 0) snprintf(name, sizeof name, "%s", g[i].s);
             else snprintf(name, sizeof name, "model.layers.%d.%s", L, t[i].s);
-            rc = L < 0 ? add(w, name, g[i].r, g[i].c, g[i].scale, g[i].off) : add(w, name, t[i].r, t[i].c, t[i].scale, t[i].off);
+            if (!have)
+                rc = L < 0 ? add(w, name, g[i].r, g[i].c, g[i].scale, g[i].off) : add(w, name, t[i].r, t[i].c, t[i].scale, t[i].off);
             fprintf(idx, "%s\"%s\": \"%s\"", first ? "" : ", ", name, file);
             first = false;
         }
-        char *path = al_asprintf("%s/%s", dir, file);
-        if (rc == AL_OK) rc = path ? st_writer_write(w, path) : AL_ERR;
+        if (rc == AL_OK && !have) rc = path ? st_writer_write(w, path) : AL_ERR;
         free(path);
         st_writer_free(w);
         fprintf(stderr, "\rwriting %s: shard %d of %d", dir, L + 2, S->L + 1);

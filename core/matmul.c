@@ -262,16 +262,32 @@ typedef void (*tile_fn)(const void *x, size_t ldx, const uint16_t *w, size_t ldw
 typedef struct { tile_fn t46, t16, t41, t11; } Tiles;   /* 4x6, 1x6, 4x1, 1x1 */
 
 #if MM_X86
+/* The accumulators of an NT x NN tile: zeroed; summed across lanes into y (added when acc). */
+TGT_512 static inline __attribute__((always_inline)) void tile_zero(__m512 a[4][6], const int NT, const int NN) {
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; i++)
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) a[i][n] = _mm512_setzero_ps();
+}
+
+TGT_512 static inline __attribute__((always_inline)) void tile_store(__m512 a[4][6], float *y, size_t ldy, bool acc,
+                                                                      const int NT, const int NN) {
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; i++)
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) {
+            float s = _mm512_reduce_add_ps(a[i][n]);
+            y[i * ldy + n] = acc ? y[i * ldy + n] + s : s;
+        }
+}
+
 /* y[t][n] (+)= sum_k x[t][k] w[n][k] for BF16 x and w: pairs accumulated in float32 by vdpbf16ps,
  * each accumulator summed across its 16 lanes at the end. */
 TGT_BF16 static inline __attribute__((always_inline)) void
 bf_tile(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc,
         const int NT, const int NN) {
     __m512 a[4][6];
-#pragma GCC unroll 8
-    for (int i = 0; i < NT; i++)
-#pragma GCC unroll 8
-        for (int n = 0; n < NN; n++) a[i][n] = _mm512_setzero_ps();
+    tile_zero(a, NT, NN);
     for (size_t k = 0; k < kc; k += 32) {
         __mmask32 m = kc - k >= 32 ? (__mmask32)~0u : (__mmask32)((1ull << (kc - k)) - 1);
         __m512bh xv[4];
@@ -284,13 +300,7 @@ bf_tile(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc,
             for (int i = 0; i < NT; i++) a[i][n] = _mm512_dpbf16_ps(a[i][n], xv[i], wv);
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < NT; i++)
-#pragma GCC unroll 8
-        for (int n = 0; n < NN; n++) {
-            float s = _mm512_reduce_add_ps(a[i][n]);
-            y[i * ldy + n] = acc ? y[i * ldy + n] + s : s;
-        }
+    tile_store(a, y, ldy, acc, NT, NN);
 }
 
 /* 16 stored 16-bit weights (the first of mask m) widened to float32: BF16 by a shift, F16 by vcvtph2ps. */
@@ -305,10 +315,7 @@ TGT_512 static inline __attribute__((always_inline)) void
 wf_tile(const float *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc,
         const int NT, const int NN, const bool f16) {
     __m512 a[4][6];
-#pragma GCC unroll 8
-    for (int i = 0; i < NT; i++)
-#pragma GCC unroll 8
-        for (int n = 0; n < NN; n++) a[i][n] = _mm512_setzero_ps();
+    tile_zero(a, NT, NN);
     for (size_t k = 0; k < kc; k += 16) {
         __mmask16 m = kc - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (kc - k)) - 1);
         __m512 xv[4];
@@ -321,13 +328,7 @@ wf_tile(const float *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, fl
             for (int i = 0; i < NT; i++) a[i][n] = _mm512_fmadd_ps(xv[i], wv, a[i][n]);
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < NT; i++)
-#pragma GCC unroll 8
-        for (int n = 0; n < NN; n++) {
-            float s = _mm512_reduce_add_ps(a[i][n]);
-            y[i * ldy + n] = acc ? y[i * ldy + n] + s : s;
-        }
+    tile_store(a, y, ldy, acc, NT, NN);
 }
 
 #define TILE_FNS(name, tgt, call)                                                                                     \
