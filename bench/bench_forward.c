@@ -3,10 +3,25 @@
  * shapes: hidden 2048, 22 layers, 32 heads, 4 KV heads, head_dim 64, MLP 5632, vocab 32000,
  * untied; BF16 shards, one per layer, written on first use), with a per-stage breakdown taken
  * through the activation hooks (their timestamps split each layer into QKV projections, RoPE,
- * attention, output projection and norm + MLP).
+ * attention, output projection and norm + MLP). For the 1.1B model, in one run (issue 18):
+ *   - the time before the first window (model_open + fwd_new + the first 16-token run, minus a
+ *     warm 16-token run) against reading the weight files once from a warm page cache;
+ *   - prefill tok/s in compute f32 and bf16 (core/matmul.h);
+ *   - the GEMM floor: OpenBLAS sgemm (all threads) on float32 copies of one layer's weights and the
+ *     LM head, for T tokens, as tok/s of the whole model.
  *
  *   bench_forward [DIR]     DIR for the synthetic model (default $ATTNLAB_CACHE/bench-llama-1b,
- *                           else /tmp/attnlab-bench-llama-1b); `-` skips it. */
+ *                           else /tmp/attnlab-bench-llama-1b); `-` skips it.
+ *   bench_forward --llama8b [DIR]
+ *                           writes a Llama-3-8B-shaped BF16 model (32 layers, hidden 4096, 32 heads,
+ *                           8 KV heads, MLP 14336, vocab 128256: 16 GB) into DIR (default a fresh
+ *                           folder under /tmp), whose layers 2..31 have zero o_proj and down_proj
+ *                           (they compute, and add exactly 0; from layer 4 on all their projections
+ *                           are zero, which is quick to write), then in fresh processes runs `ppl`
+ *                           (fwd_ppl, 2 windows of 64 tokens) and `calibrate` (calib_run, 2 x 64)
+ *                           on it and on the same files read as 2 layers (config num_hidden_layers
+ *                           2): the perplexities must be identical; prints each process's peak
+ *                           RSS (VmHWM) and removes DIR. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +29,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <cblas.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "calib.h"
 #include "forward.h"
 
 static double now_s(void) {
@@ -78,7 +98,54 @@ static double time_decode(Forward *f, float *z, size_t n) {
     return now_s() - t0;
 }
 
-static void bench_model(const char *label, const char *path, const size_t *Ts, size_t nT, size_t ndec) {
+/* Seconds to read every *.safetensors file of dir once (read(2), 8 MB at a time). */
+static double read_files_s(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "ls '%s'/*.safetensors", dir);
+    FILE *ls = popen(cmd, "r");
+    if (!ls) return -1;
+    char path[4200];
+    size_t cap = (size_t)8 << 20;
+    char *buf = malloc(cap);
+    double t0 = now_s();
+    while (fgets(path, sizeof path, ls)) {
+        path[strcspn(path, "\n")] = 0;
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        while (fread(buf, 1, cap, f) == cap) {}
+        fclose(f);
+    }
+    double dt = now_s() - t0;
+    pclose(ls);
+    free(buf);
+    return dt;
+}
+
+/* Prefill of each T in mode c (best of reps), with the stage breakdown of the last. */
+static void prefill_rows(Forward *f, const int *ids, const size_t *Ts, size_t nT, float *z, mm_compute c, int reps,
+                         double *tps) {
+    fwd_set_compute(f, c);
+    time_prefill(f, ids, 16, z, NULL);                                  /* warm-up of this mode */
+    for (size_t i = 0; i < nT; i++) {
+        Prof p = {0};
+        double dt = 1e30;
+        for (int r = 0; r < reps; r++) {
+            Prof q = {0};
+            double d = time_prefill(f, ids, Ts[i], z, &q);
+            if (d < dt) { dt = d; p = q; }
+        }
+        double tot = 0;
+        for (int s = 0; s < ST_N; s++) tot += p.acc[s];
+        tps[i] = (double)Ts[i] / dt;
+        printf("  %-4s prefill T=%-5zu %8.3f s  %9.1f tok/s   [", mm_compute_name(c), Ts[i], dt, tps[i]);
+        for (int s = 0; s < ST_N; s++) printf("%s%s %.0f%%", s ? ", " : "", stage_name[s], 100 * p.acc[s] / dt);
+        printf(", rest %.0f%%]\n", 100 * (dt - tot) / dt);
+    }
+}
+
+static double floor_tps(size_t T);
+
+static void bench_model(const char *label, const char *path, const size_t *Ts, size_t nT, size_t ndec, bool big) {
     Model *m = NULL;
     Forward *f = NULL;
     double t0 = now_s();
@@ -87,34 +154,51 @@ static void bench_model(const char *label, const char *path, const size_t *Ts, s
         model_free(m);
         return;
     }
-    printf("%s: loaded in %.2f s (%s)\n", label, now_s() - t0, fwd_streaming(f) ? "streamed" : "resident float32");
-    size_t V = fwd_vocab(f), Tmax = 0;
+    double t_open = now_s() - t0;
+    size_t V = fwd_vocab(f), Tmax = 16;
     for (size_t i = 0; i < nT; i++) Tmax = Ts[i] > Tmax ? Ts[i] : Tmax;
     int *ids = malloc(Tmax * sizeof *ids);
     float *z = malloc(V * sizeof *z);
     for (size_t i = 0; i < Tmax; i++) ids[i] = (int)((i * 2654435761u) % (V - 3)) + 3;
-    time_prefill(f, ids, Ts[0] < 16 ? Ts[0] : 16, z, NULL);           /* warm-up */
-    for (size_t i = 0; i < nT; i++) {
-        Prof p = {0};
-        double dt = time_prefill(f, ids, Ts[i], z, &p);
-        double tot = 0;
-        for (int s = 0; s < ST_N; s++) tot += p.acc[s];
-        printf("  prefill T=%-5zu %8.3f s  %9.1f tok/s   [", Ts[i], dt, (double)Ts[i] / dt);
-        for (int s = 0; s < ST_N; s++) printf("%s%s %.0f%%", s ? ", " : "", stage_name[s], 100 * p.acc[s] / dt);
-        printf(", rest (last MLP, final norm, LM head) %.0f%%]\n", 100 * (dt - tot) / dt);
+    double t_first = time_prefill(f, ids, 16, z, NULL), t_warm = time_prefill(f, ids, 16, z, NULL);
+    double before = t_open + t_first - t_warm;
+    printf("%s: open + fwd_new %.3f s (%s), first 16-token run %.3f s, warm %.3f s\n", label, t_open,
+           fwd_streaming(f) ? "streamed" : "weights mapped", t_first, t_warm);
+    if (big) {
+        double rd = read_files_s(path);
+        printf("  before the first window: %.3f s; reading the weight files once (warm page cache): %.3f s -> %.1fx "
+               "(target <= 10x)\n", before, rd, before / rd);
     }
-    time_prefill(f, ids, Ts[0], z, NULL);
-    double dd = time_decode(f, z, ndec);
-    printf("  decode %zu tokens after %zu: %.3f s  %.1f tok/s\n", ndec, Ts[0], dd, (double)ndec / dd);
+    double t32[8] = {0}, t16[8] = {0};
+    prefill_rows(f, ids, Ts, nT, z, MM_F32, big ? 2 : 3, t32);
+    prefill_rows(f, ids, Ts, nT, z, MM_BF16, big ? 2 : 3, t16);
+    for (size_t i = 0; big && i < nT; i++) {
+        double fl = floor_tps(Ts[i]);
+        printf("  T=%zu: bf16 / f32 = %.2fx; GEMM floor (OpenBLAS sgemm, float32 copies of the same shapes): %.1f tok/s -> "
+               "f32 at %.2fx, bf16 at %.2fx of it\n", Ts[i], t16[i] / t32[i], fl, t32[i] / fl, t16[i] / fl);
+    }
+    for (int c = 0; c < 2; c++) {
+        fwd_set_compute(f, c ? MM_BF16 : MM_F32);
+        time_prefill(f, ids, Ts[0], z, NULL);
+        double dd = time_decode(f, z, ndec);
+        printf("  %-4s decode %zu tokens after %zu: %.3f s  %.1f tok/s\n", c ? "bf16" : "f32", ndec, Ts[0], dd,
+               (double)ndec / dd);
+    }
     free(ids);
     free(z);
     fwd_free(f);
     model_free(m);
 }
 
-/* ================================================================ the synthetic 1.1B model */
+/* ================================================================ synthetic Llama checkpoints */
 
-enum { BD = 2048, BL = 22, BH = 32, BG = 4, BHD = 64, BFF = 5632, BV = 32000 };
+typedef struct {
+    int D, L, H, G, HD, FF, V;
+    int zero_from;           /* layers from this one on get zero o_proj and down_proj (they add 0) */
+} Shape;
+
+static const Shape llama1b = {2048, 22, 32, 4, 64, 5632, 32000, 1 << 30};
+static const Shape llama8b = {4096, 32, 32, 8, 128, 14336, 128256, 2};
 
 static unsigned long long rng = 88172645463325252ull;
 static float rnd(float scale) {
@@ -125,14 +209,29 @@ static float rnd(float scale) {
 static int add(st_writer *w, const char *name, size_t r, size_t c, float scale, float offset) {
     Mat *m = mat_new(r, c);
     if (!m) return AL_ERR;
-    for (size_t i = 0; i < r * c; i++) m->data[i] = offset + rnd(scale);
+    if (scale != 0 || offset != 0)
+        for (size_t i = 0; i < r * c; i++) m->data[i] = offset + rnd(scale);
     int rc = st_writer_add_mat(w, name, DT_BF16, m);
     mat_free(m);
     return rc;
 }
 
+static int write_config(const char *dir, const Shape *S, int layers) {
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": %d, "
+             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+             "\"intermediate_size\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 2048, \"rms_norm_eps\": 1e-5, "
+             "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}\n",
+             S->D, layers, S->H, S->G, S->HD, S->FF, S->V);
+    char *cp = al_asprintf("%s/config.json", dir);
+    int rc = al_write_file_atomic(cp, cfg, strlen(cfg));
+    free(cp);
+    return rc;
+}
+
 /* Writes the model (one shard per layer, plus one for the embeddings and head) and its index. */
-static int write_llama1b(const char *dir) {
+static int write_llama(const char *dir, const Shape *S) {
     mkdir(dir, 0755);
     char *ip = al_asprintf("%s/model.safetensors.index.json", dir);
     FILE *idx = fopen(ip, "w");
@@ -141,57 +240,188 @@ static int write_llama1b(const char *dir) {
     fprintf(idx, "{\"metadata\": {}, \"weight_map\": {");
     bool first = true;
     int rc = AL_OK;
-    for (int L = -1; rc == AL_OK && L < BL; L++) {
+    size_t D = (size_t)S->D, qd = (size_t)(S->H * S->HD), kd = (size_t)(S->G * S->HD), FF = (size_t)S->FF;
+    for (int L = -1; rc == AL_OK && L < S->L; L++) {
         st_writer *w = st_writer_new();
         char file[64], name[128];
-        snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", L + 2, BL + 1);
+        float z = L >= S->zero_from ? 0.f : 1.f, p = L >= S->zero_from + 2 ? 0.f : 1.f;
+        snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", L + 2, S->L + 1);
+        char *path = al_asprintf("%s/%s", dir, file);
+        struct stat sb;
+        bool have = path && stat(path, &sb) == 0;          /* a shard of an interrupted run is kept */
         struct { const char *s; size_t r, c; float scale, off; } t[] = {
-            {"input_layernorm.weight", 1, BD, 0.05f, 1}, {"post_attention_layernorm.weight", 1, BD, 0.05f, 1},
-            {"self_attn.q_proj.weight", BH * BHD, BD, 0.03f, 0}, {"self_attn.k_proj.weight", BG * BHD, BD, 0.03f, 0},
-            {"self_attn.v_proj.weight", BG * BHD, BD, 0.03f, 0}, {"self_attn.o_proj.weight", BD, BH * BHD, 0.03f, 0},
-            {"mlp.gate_proj.weight", BFF, BD, 0.03f, 0}, {"mlp.up_proj.weight", BFF, BD, 0.03f, 0},
-            {"mlp.down_proj.weight", BD, BFF, 0.02f, 0}};
+            {"input_layernorm.weight", 1, D, 0.05f, 1}, {"post_attention_layernorm.weight", 1, D, 0.05f, 1},
+            {"self_attn.q_proj.weight", qd, D, 0.03f * p, 0}, {"self_attn.k_proj.weight", kd, D, 0.03f * p, 0},
+            {"self_attn.v_proj.weight", kd, D, 0.03f * p, 0}, {"self_attn.o_proj.weight", D, qd, 0.03f * z, 0},
+            {"mlp.gate_proj.weight", FF, D, 0.03f * p, 0}, {"mlp.up_proj.weight", FF, D, 0.03f * p, 0},
+            {"mlp.down_proj.weight", D, FF, 0.02f * z, 0}};
         struct { const char *s; size_t r, c; float scale, off; } g[] = {
-            {"model.embed_tokens.weight", BV, BD, 0.05f, 0}, {"lm_head.weight", BV, BD, 0.03f, 0},
-            {"model.norm.weight", 1, BD, 0.05f, 1}};
+            {"model.embed_tokens.weight", (size_t)S->V, D, 0.05f, 0}, {"lm_head.weight", (size_t)S->V, D, 0.03f, 0},
+            {"model.norm.weight", 1, D, 0.05f, 1}};
         size_t n = L < 0 ? 3 : 9;
         for (size_t i = 0; rc == AL_OK && i < n; i++) {
             if (L < 0) snprintf(name, sizeof name, "%s", g[i].s);
             else snprintf(name, sizeof name, "model.layers.%d.%s", L, t[i].s);
-            rc = L < 0 ? add(w, name, g[i].r, g[i].c, g[i].scale, g[i].off) : add(w, name, t[i].r, t[i].c, t[i].scale, t[i].off);
+            if (!have)
+                rc = L < 0 ? add(w, name, g[i].r, g[i].c, g[i].scale, g[i].off) : add(w, name, t[i].r, t[i].c, t[i].scale, t[i].off);
             fprintf(idx, "%s\"%s\": \"%s\"", first ? "" : ", ", name, file);
             first = false;
         }
-        char *path = al_asprintf("%s/%s", dir, file);
-        if (rc == AL_OK) rc = path ? st_writer_write(w, path) : AL_ERR;
+        if (rc == AL_OK && !have) rc = path ? st_writer_write(w, path) : AL_ERR;
         free(path);
         st_writer_free(w);
-        fprintf(stderr, "\rwriting %s: shard %d of %d", dir, L + 2, BL + 1);
+        fprintf(stderr, "\rwriting %s: shard %d of %d", dir, L + 2, S->L + 1);
     }
     fprintf(stderr, "\n");
     fprintf(idx, "}}\n");
     fclose(idx);
-    if (rc != AL_OK) return rc;
-    char cfg[1024];
-    snprintf(cfg, sizeof cfg,
-             "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": %d, "
-             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
-             "\"intermediate_size\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 2048, \"rms_norm_eps\": 1e-5, "
-             "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}\n",
-             BD, BL, BH, BG, BHD, BFF, BV);
-    char *cp = al_asprintf("%s/config.json", dir);
-    rc = al_write_file_atomic(cp, cfg, strlen(cfg));
-    free(cp);
-    return rc;
+    return rc == AL_OK ? write_config(dir, S, S->L) : rc;
+}
+
+/* ================================================================ the GEMM floor */
+
+/* tok/s of the 1.1B model's products alone for T tokens: OpenBLAS sgemm (all its threads) on float32
+ * matrices of one layer's shapes, times the layers, plus the LM head for the last row. */
+static double floor_tps(size_t T) {
+    const Shape *S = &llama1b;
+    size_t D = (size_t)S->D, qd = (size_t)(S->H * S->HD), kd = (size_t)(S->G * S->HD), FF = (size_t)S->FF;
+    size_t sh[][2] = {{qd, D}, {kd, D}, {kd, D}, {D, qd}, {FF, D}, {FF, D}, {D, FF}};
+    float *x = malloc(T * FF * sizeof(float)), *y = malloc(T * FF * sizeof(float));
+    float *w = malloc(FF * D * sizeof(float));
+    for (size_t i = 0; i < T * FF; i++) x[i] = rnd(1);
+    for (size_t i = 0; i < FF * D; i++) w[i] = rnd(0.03f);
+    double best = 1e30;
+    for (int r = 0; r < 2; r++) {
+        double t0 = now_s();
+        for (size_t i = 0; i < sizeof sh / sizeof *sh; i++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)sh[i][0], (int)sh[i][1], 1.f, x, (int)sh[i][1], w,
+                        (int)sh[i][1], 0.f, y, (int)sh[i][0]);
+        double dt = now_s() - t0;
+        best = dt < best ? dt : best;
+    }
+    float *head = malloc((size_t)S->V * D * sizeof(float));
+    for (size_t i = 0; i < (size_t)S->V * D; i++) head[i] = rnd(0.03f);
+    double t0 = now_s();
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, S->V, (int)D, 1.f, head, (int)D, x, 1, 0.f, y, 1);
+    double th = now_s() - t0;
+    free(head);
+    free(x); free(y); free(w);
+    return (double)T / (best * S->L + th);
+}
+
+/* ================================================================ the 8B model: memory */
+
+static long vm_hwm_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long hwm = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) hwm = atol(line + 6);
+    if (f) fclose(f);
+    return hwm;
+}
+
+/* Child: `ppl` or `calibrate` (2 windows / sequences of 64 tokens) on dir; prints the result and VmHWM. */
+static int child(const char *what, const char *dir) {
+    Model *m = NULL;
+    Forward *f = NULL;
+    double t0 = now_s();
+    if (model_open(dir, &m) != AL_OK || fwd_new(m, NULL, &f) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+    size_t n = 128, V = fwd_vocab(f);
+    int *ids = malloc(n * sizeof *ids);
+    for (size_t i = 0; i < n; i++) ids[i] = (int)((i * 2654435761u) % (V - 3)) + 3;
+    int rc;
+    if (!strcmp(what, "ppl")) {
+        FwdPpl p;
+        rc = fwd_ppl(f, ids, n, 64, &p);
+        printf("%.17g ", exp(p.nll));
+    } else {
+        CalibShape sh;
+        CalibStats *st = NULL;
+        rc = calib_shape_of(m, &sh);
+        if (rc == AL_OK) rc = calib_new(&sh, true, &st);
+        if (rc == AL_OK) rc = calib_run(st, f, ids, 2, 64);
+        printf("- ");
+        calib_free(st);
+    }
+    printf("%ld %.1f %s\n", vm_hwm_kb(), now_s() - t0, fwd_streaming(f) ? "streamed" : "mapped");
+    if (rc != AL_OK) fprintf(stderr, "%s\n", al_errmsg());
+    free(ids);
+    fwd_free(f);
+    model_free(m);
+    return rc != AL_OK;
+}
+
+/* Runs this program in child mode; prints its line. */
+static void run_child(const char *what, const char *dir, const char *label) {
+    char self[4096], cmd[8400], line[512] = "";
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) return;
+    self[sl] = 0;
+    snprintf(cmd, sizeof cmd, "'%s' --child %s '%s'", self, what, dir);
+    FILE *p = popen(cmd, "r");
+    if (p && fgets(line, sizeof line, p)) {
+        char res[64];
+        long kb = 0;
+        double sec = 0;
+        char mode[32] = "";
+        if (sscanf(line, "%63s %ld %lf %31s", res, &kb, &sec, mode) == 4)
+            printf("  %-10s %-28s %s%s  peak RSS (VmHWM) %.2f GB  (%.1f s, %s)\n", what, label, strcmp(res, "-") ? "ppl " : "",
+                   strcmp(res, "-") ? res : "", (double)kb / 1048576.0, sec, mode);
+        else printf("  %s %s: %s", what, label, line);
+    }
+    if (p) pclose(p);
+}
+
+static int bench_8b(const char *given) {
+    char tmpl[] = "/tmp/attnlab-bench-8b-XXXXXX";
+    char *dir = given ? al_strdup(given) : NULL;
+    if (!dir) {
+        if (!mkdtemp(tmpl)) { perror("mkdtemp"); return 1; }
+        dir = al_asprintf("%s/llama8b", tmpl);
+    }
+    char *cfg = al_asprintf("%s/config.json", dir);
+    struct stat sb;
+    if (stat(cfg, &sb) != 0) {
+        double t0 = now_s();
+        if (write_llama(dir, &llama8b) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+        printf("wrote a Llama-3-8B-shaped BF16 checkpoint (layers 2-31 add zero) in %.1f s\n", now_s() - t0);
+    }
+    free(cfg);
+    /* the same files as a 2-layer model: a folder of links and a config of 2 layers */
+    char *two = al_asprintf("%s-2layers", dir), *cmd = al_asprintf("mkdir -p '%s' && ln -sf '%s'/*.safetensors '%s'/model.safetensors.index.json '%s'/",
+                                                                  two, dir, dir, two);
+    if (system(cmd) != 0 || write_config(two, &llama8b, 2) != AL_OK) { fprintf(stderr, "cannot make %s\n", two); return 1; }
+    printf("Llama-3-8B shape, BF16 (%s), 2 windows of 64 tokens; layers 2-31 compute and add 0, so ppl must equal the "
+           "2-layer model's:\n", dir);
+    run_child("ppl", dir, "32 layers (16 GB)");
+    run_child("ppl", two, "2 layers, same files");
+    run_child("calibrate", dir, "32 layers (16 GB)");
+    free(cmd);
+    if (!given) {
+        cmd = al_asprintf("rm -rf '%s'", tmpl);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpl);
+        free(cmd);
+    } else {
+        cmd = al_asprintf("rm -rf '%s'", two);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", two);
+        free(cmd);
+    }
+    free(two);
+    free(dir);
+    return 0;
 }
 
 int main(int argc, char **argv) {
+    if (argc > 3 && !strcmp(argv[1], "--child")) return child(argv[2], argv[3]);
+    if (argc > 1 && !strcmp(argv[1], "--llama8b")) return bench_8b(argc > 2 ? argv[2] : NULL);
     const char *models = getenv("ATTNLAB_MODELS");
     char *stories = al_asprintf("%s/stories260K/stories260K.bin", models ? models : "../shared/models");
     struct stat sb;
+    printf("vdpbf16ps: %s\n", mm_have_bf16() ? "yes" : "no (bf16 mode takes the portable route)");
     if (stat(stories, &sb) == 0) {
         size_t Ts[] = {256, 512};
-        bench_model("stories260K", stories, Ts, 2, 256);
+        bench_model("stories260K", stories, Ts, 2, 256, false);
     } else
         printf("stories260K: not found at %s (set ATTNLAB_MODELS)\n", stories);
     free(stories);
@@ -202,12 +432,12 @@ int main(int argc, char **argv) {
     char *cfg = al_asprintf("%s/config.json", dir);
     if (stat(cfg, &sb) != 0) {
         double t0 = now_s();
-        if (write_llama1b(dir) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+        if (write_llama(dir, &llama1b) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
         printf("wrote the synthetic Llama-1.1B (BF16) in %.1f s\n", now_s() - t0);
     }
     free(cfg);
     size_t Ts[] = {128, 512};
-    bench_model("llama-1.1B (synthetic, TinyLlama shapes)", dir, Ts, 2, 16);
+    bench_model("llama-1.1B (synthetic, TinyLlama shapes)", dir, Ts, 2, 16, true);
     free(dir);
     return 0;
 }

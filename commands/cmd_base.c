@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "analyses.h"
+#include "matmul.h"
 #include "registry.h"
 #include "resolve.h"
 #include "session.h"
@@ -273,6 +274,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_num(t, o, "rope_theta", c->rope_theta);
     info_str(t, o, "rope_layout", rope_layout_name(c->rope));
     info_str(t, o, "dtype", dt_name(c->dtype));
+    info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
     info_bool(t, o, "qkv_bias", c->qkv_bias);
     info_int(t, o, "attn_params_per_layer", (long long)per_layer);
     info_int(t, o, "attn_params_total", (long long)per_layer * c->n_layers);

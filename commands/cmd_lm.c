@@ -262,6 +262,7 @@ static int cmd_ppl(Session *s, const Args *a, Out *out) {
     double dt = now_s() - t0;
     out_eprintf(out, "%zu windows of up to %zu tokens, %zu predicted, %.2f s (%.1f tok/s)%s\n", p.windows, L, p.tokens,
                 dt, (double)(p.tokens + p.windows) / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted" : "");
+    if (fwd_compute(f) != MM_F32) out_eprintf(out, "compute %s\n", mm_compute_describe(fwd_compute(f)));
     Table *tb = table_new(3, "tokens", "nll", "ppl");
     if (!tb || table_row(tb)) { table_free(tb); return AL_ERR; }
     table_int(tb, (long long)p.tokens);

@@ -221,6 +221,7 @@ int session_model(Session *s, Model **out) {
 static const char *const format_choices[] = { "table", "csv", "json", NULL };
 static const char *const plot_format_choices[] = { "png", "svg", "pdf", NULL };
 static const char *const on_off_choices[] = { "on", "off", NULL };
+static const char *const compute_choices[] = { "f32", "bf16", NULL };
 
 static const Setting settings[] = {
     { .name = "tau", .type = SET_NUMBER, .off = offsetof(Session, tau), .min = 0, .max = 1,
@@ -238,6 +239,8 @@ static const Setting settings[] = {
       .def = "png", .help = "figure file type when a name has no extension: png | svg | pdf" },
     { .name = "csv.params", .type = SET_WORD, .off = offsetof(Session, csv_params), .choices = on_off_choices,
       .def = "off", .help = "on: CSV output ends with the model, settings and parameters as columns (sweeps concatenate)" },
+    { .name = "compute", .type = SET_WORD, .off = offsetof(Session, compute), .choices = compute_choices,
+      .def = "f32", .help = "forward-pass products: f32 (weights widened to float32) | bf16 (activations rounded to BF16, vdpbf16ps)" },
 };
 #define NSETTINGS (sizeof settings / sizeof *settings)
 

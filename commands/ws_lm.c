@@ -88,6 +88,7 @@ int lm_forward(Session *s, Model *m, Forward **out) {
     LmEntry *e = lm_entry(s, m);
     if (!e) return AL_ERR;
     if (!e->fwd && fwd_new(m, NULL, &e->fwd) != AL_OK) return AL_ERR;
+    fwd_set_compute(e->fwd, mm_compute_parse(s->compute));
     fwd_set_hooks(e->fwd, NULL);
     fwd_clear_attn(e->fwd);
     *out = e->fwd;

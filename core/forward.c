@@ -1,5 +1,6 @@
 /* forward.c -- the float32 forward pass: config extras (activation, RoPE sets, windows), weights
- * by Hugging Face tensor name tables per layout (resident or streamed per layer), the layer
+ * by Hugging Face tensor name tables per layout (views of the mapping in their stored dtype,
+ * multiplied by core/matmul.c; pages kept or released per layer), the layer
  * kernels (norms by kind and slot, q/k norms, RoPE, attention over the KV cache, dense MLPs,
  * mixture-of-experts routing) and the activation hooks. See forward.h for the contract.
  *
@@ -17,6 +18,7 @@
 
 #include "analyses.h"
 #include "lin.h"
+#include "matmul.h"
 #include "rope.h"
 
 #define QCHUNK 64          /* query rows per attention block */
@@ -25,7 +27,7 @@
 /* ================================================================ types */
 
 typedef struct {
-    Mat *w;                /* HF (out, in), or Conv1D (in, out) when io */
+    WMat w;                /* HF (out, in), or Conv1D (in, out) when io (a float32 view); w.data NULL: absent */
     Mat *b;                /* (1, out) or NULL */
     bool io;
     size_t in, out;
@@ -45,7 +47,8 @@ typedef struct {
     Mat *nw[NS_COUNT], *nb[NS_COUNT];  /* norm weights (1, D) and LayerNorm biases, NULL where absent */
     Lin q, k, v, o;               /* GQA; MLA: q is q_proj or q_b_proj, o is o_proj */
     Lin qkv;                      /* fused: GPT-2 c_attn (D, 3D); Phi-3 qkv_proj and GPT-NeoX query_key_value
-                                     ((H + 2G) dqk, D) with rows [Q ; K ; V] (NeoX's reordered at load) */
+                                     ((H + 2G) dqk, D) with rows [Q ; K ; V] (NeoX's head by head: its
+                                     outputs are reordered, neox_unmix) */
     Mat *qn, *kn;                 /* q_norm / k_norm: (1, dqk) per head, or (1, H dqk) / (1, G dqk) (QKN_PROJ) */
     Lin qa, kva, kvb;             /* MLA: q_a_proj (ql, D), kv_a_proj_with_mqa (kl + rope, D), kv_b_proj */
     Mat *qa_norm, *kva_norm;      /* MLA latent RMSNorms (1, ql), (1, kl) or NULL */
@@ -77,9 +80,9 @@ struct Forward {
     unsigned char *lrs;           /* (n_layers) index into rs */
     rope_layout rope_lay;         /* pairs in the checkpoint's layout (DeepSeek's stay interleaved) */
 
-    Mat *embed;                   /* (V, D) */
-    Mat *wpe;                     /* GPT-2 (n_positions, D) */
-    Mat *lm_head;                 /* (V, D), or NULL: tied to embed */
+    WMat embed;                   /* (V, D) */
+    WMat wpe;                     /* GPT-2 (n_positions, D); data NULL: none */
+    WMat lm_head;                 /* (V, D); data NULL: tied to embed */
     Mat *norm, *norm_b;           /* final norm (1, D) */
     LayerW *layers;               /* (n_layers) */
     bool streaming;
@@ -93,8 +96,10 @@ struct Forward {
     int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
 
     /* scratch, (rows, width) */
-    fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl;
+    fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm;
     int nworkers;
+    MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
+    mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
 };
 
 /* ================================================================ small helpers */
@@ -120,7 +125,9 @@ static float *fb_fit(fbuf *b, size_t a, size_t b2, const char *what) {
     size_t n;
     if (!al_mul_ok(a, b2 ? b2 : 1, &n, what)) return NULL;
     if (n <= b->cap && b->p) return b->p;
-    float *p = al_malloc3(n ? n : 1, 1, sizeof(float), what);
+    size_t bytes;
+    if (!al_mul_ok(n ? n : 1, sizeof(float), &bytes, what)) return NULL;
+    float *p = mm_alloc(bytes, what);
     if (!p) return NULL;
     free(b->p);
     b->p = p;
@@ -130,23 +137,20 @@ static float *fb_fit(fbuf *b, size_t a, size_t b2, const char *what) {
 
 static void fb_free(fbuf *b) { free(b->p); b->p = NULL; b->cap = 0; }
 
-static void lin_free(Lin *l) { mat_free(l->w); mat_free(l->b); l->w = l->b = NULL; }
+static void lin_free(Lin *l) { wmat_free(&l->w); mat_free(l->b); l->b = NULL; }
 
 static int xin_fit(Forward *f, int L, size_t cap);
 
-/* y (T, out; row stride ldy) = x (T, in; stride ldx) @ W^T (+ b). */
-static void lin_apply(const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
-    if (T == 1)
-        cblas_sgemv(CblasRowMajor, l->io ? CblasTrans : CblasNoTrans, (int)l->w->rows, (int)l->w->cols, 1.f,
-                    l->w->data, (int)l->w->cols, x, 1, 0.f, y, 1);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, l->io ? CblasNoTrans : CblasTrans, (int)T, (int)l->out, (int)l->in,
-                    1.f, x, (int)ldx, l->w->data, (int)l->w->cols, 0.f, y, (int)ldy);
+/* y (T, out; row stride ldy) = x (T, in; stride ldx) @ W^T (+ b), in the pass's compute mode. */
+static int lin_apply(Forward *f, const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    int rc = l->io ? mm_xw(&l->w, x, ldx, T, y, ldy) : mm_xwt(f->mm, &l->w, x, ldx, T, y, ldy, f->compute);
+    if (rc != AL_OK) return rc;
     if (l->b)
         for (size_t t = 0; t < T; t++) {
             float *r = y + t * ldy;
             for (size_t j = 0; j < l->out; j++) r[j] += l->b->data[j];
         }
+    return AL_OK;
 }
 
 /* out = RMSNorm(x) * w (one_plus: * (1 + w), Gemma), rows of width n; in place when out == x.
@@ -254,16 +258,33 @@ static int take_description(Forward *f) {
 /* Full name of a global tensor ("embed_tokens.weight" under the family's prefix). */
 static char *global_name(const Forward *f, const char *suffix) { return al_asprintf("%s%s", f->c->prefix, suffix); }
 
-/* Reads (or, with dry, only checks and counts) tensor `name` of shape (rows, cols). */
-static int load_mat(Forward *f, const char *name, size_t rows, size_t cols, bool dry, size_t *bytes, Mat **out) {
+/* Checks that tensor `name` has shape (rows, cols) (a vector: rows * cols values) and counts its
+ * stored bytes. */
+static int check_shape(Forward *f, const char *name, size_t rows, size_t cols, size_t *bytes) {
     size_t R, C;
-    if (store_shape2(f->m->store, name, &R, &C) != AL_OK) return AL_ERR;
+    const st_entry *e;
+    if (store_shape2(f->m->store, name, &R, &C) != AL_OK || store_entry(f->m->store, name, &e, NULL) != AL_OK) return AL_ERR;
     if (R * C != rows * cols || (rows > 1 && (R != rows || C != cols)))
         return al_err("tensor '%s' has shape [%zu, %zu] but the forward pass of this %s model needs [%zu, %zu]", name, R,
                       C, f->c->model_type, rows, cols);
-    if (bytes) *bytes += R * C * sizeof(float);
+    if (bytes) *bytes += R * C * dt_size(e->dtype);
+    return AL_OK;
+}
+
+/* Reads (or, with dry, only checks and counts) the small tensor `name` (a norm weight, a bias) of
+ * shape (rows, cols) as float32. */
+static int load_mat(Forward *f, const char *name, size_t rows, size_t cols, bool dry, size_t *bytes, Mat **out) {
+    if (check_shape(f, name, rows, cols, bytes) != AL_OK) return AL_ERR;
     if (dry) return AL_OK;
     return store_read(f->m->store, name, out);
+}
+
+/* A view of weight `name` of shape (rows, cols) in its stored dtype (io: a float32 view for x @ W);
+ * with dry, only the check and the count. */
+static int load_view(Forward *f, const char *name, size_t rows, size_t cols, bool io, bool dry, size_t *bytes, WMat *out) {
+    if (check_shape(f, name, rows, cols, bytes) != AL_OK) return AL_ERR;
+    if (dry) return AL_OK;
+    return wmat_view(f->m->store, name, io, out);
 }
 
 /* A linear layer `base`.weight (+ optional `base`.bias) of layer L (L < 0: global). */
@@ -274,7 +295,7 @@ static int load_lin(Forward *f, int L, const char *base, size_t in, size_t out, 
     l->io = io;
     l->in = in;
     l->out = out;
-    if (rc == AL_OK) rc = load_mat(f, wn, io ? in : out, io ? out : in, dry, bytes, &l->w);
+    if (rc == AL_OK) rc = load_view(f, wn, io ? in : out, io ? out : in, io, dry, bytes, &l->w);
     if (rc == AL_OK && store_has(f->m->store, bn)) rc = load_mat(f, bn, 1, out, dry, bytes, &l->b);
     free(w);
     free(wn);
@@ -421,22 +442,18 @@ static int load_mla(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     return rc;
 }
 
-/* GPT-NeoX's query_key_value rows head by head [q_h ; k_h ; v_h] (and bias) reordered to [Q ; K ; V]. */
-static int neox_reorder(Forward *f, Lin *l) {
-    size_t H = f->H, d = f->dqk, cols = l->w->cols;
-    Mat *w = mat_new(l->w->rows, cols);
-    float *b = l->b ? al_malloc3(l->out, 1, sizeof(float), "a bias") : NULL;
-    if (!w || (l->b && !b)) { mat_free(w); free(b); return AL_ERR; }
-    for (size_t h = 0; h < H; h++)
-        for (size_t p = 0; p < 3; p++)
-            for (size_t r = 0; r < d; r++) {
-                size_t src = (h * 3 + p) * d + r, dst = (p * H + h) * d + r;
-                memcpy(w->data + dst * cols, l->w->data + src * cols, cols * sizeof(float));
-                if (b) b[dst] = l->b->data[src];
-            }
-    mat_free(l->w);
-    l->w = w;
-    if (b) { memcpy(l->b->data, b, l->out * sizeof(float)); free(b); }
+/* GPT-NeoX's query_key_value output columns, head by head [q_h ; k_h ; v_h], reordered in place to
+ * [Q ; K ; V] in each of the T rows of y (stride ld; the weights stay as stored). */
+static int neox_unmix(Forward *f, float *y, size_t T, size_t ld) {
+    size_t H = f->H, d = f->dqk, n = 3 * H * d;
+    float *tmp = fb_fit(&f->perm, 1, n, "a query_key_value row");
+    if (!tmp) return AL_ERR;
+    for (size_t t = 0; t < T; t++) {
+        float *r = y + t * ld;
+        for (size_t h = 0; h < H; h++)
+            for (size_t p = 0; p < 3; p++) memcpy(tmp + (p * H + h) * d, r + (h * 3 + p) * d, d * sizeof(float));
+        memcpy(r, tmp, n * sizeof(float));
+    }
     return AL_OK;
 }
 
@@ -452,7 +469,6 @@ static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     if (rc == AL_OK && n->v) rc = load_lin(f, L, n->v, D, G * dv, false, dry, bytes, &w->v);
     if (rc == AL_OK && n->qkv) rc = load_lin(f, L, n->qkv, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
     if (rc == AL_OK) rc = load_lin(f, L, n->o, H * dv, D, io, dry, bytes, &w->o);
-    if (rc == AL_OK && !dry && c->attn == QKV_HEADS) rc = neox_reorder(f, &w->qkv);
     if (rc == AL_OK && c->qk_norm != QKN_NONE) {
         bool proj = c->qk_norm == QKN_PROJ;
         rc = load_norm(f, L, "self_attn.q_norm", proj ? H * dqk : dqk, dry, bytes, &w->qn, NULL);
@@ -488,20 +504,20 @@ static int load_globals(Forward *f, size_t *bytes) {
     model_family fam = f->c->family;
     bool gpt2 = fam == FAM_GPT2, neox = fam == FAM_NEOX;
     char *n = global_name(f, gpt2 ? "wte.weight" : neox ? "embed_in.weight" : "embed_tokens.weight");
-    int rc = n ? load_mat(f, n, f->vocab, f->D, false, bytes, &f->embed) : AL_ERR;
+    int rc = n ? load_view(f, n, f->vocab, f->D, false, false, bytes, &f->embed) : AL_ERR;
     free(n);
     if (rc == AL_OK && gpt2) {
         n = global_name(f, "wpe.weight");
         size_t R = 0, C = 0;
         rc = n ? store_shape2(f->m->store, n, &R, &C) : AL_ERR;
-        if (rc == AL_OK) rc = load_mat(f, n, R, f->D, false, bytes, &f->wpe);
+        if (rc == AL_OK) rc = load_view(f, n, R, f->D, false, false, bytes, &f->wpe);
         free(n);
     }
     if (rc == AL_OK)
         rc = load_norm(f, -1, gpt2 ? "ln_f" : neox ? "final_layer_norm" : "norm", f->D, false, bytes, &f->norm, &f->norm_b);
     const char *head = neox ? "embed_out.weight" : "lm_head.weight";
     if (rc == AL_OK && store_has(f->m->store, head))
-        rc = load_mat(f, head, f->vocab, f->D, false, bytes, &f->lm_head);
+        rc = load_view(f, head, f->vocab, f->D, false, false, bytes, &f->lm_head);
     else if (rc == AL_OK && !f->c->tie_embeddings && !gpt2)
         rc = al_err("%s: no %s and tie_word_embeddings is not set: the output projection is missing", f->m->path, head);
     return rc;
@@ -523,7 +539,8 @@ void fwd_free(Forward *f) {
     if (f->layers)
         for (int L = 0; L < f->c->n_layers; L++) layer_release(f, L);
     free(f->layers);
-    mat_free(f->embed); mat_free(f->wpe); mat_free(f->lm_head); mat_free(f->norm); mat_free(f->norm_b);
+    wmat_free(&f->embed); wmat_free(&f->wpe); wmat_free(&f->lm_head); mat_free(f->norm); mat_free(f->norm_b);
+    mm_work_free(f->mm);
     if (f->kc)
         for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
     if (f->xin)
@@ -541,7 +558,7 @@ void fwd_free(Forward *f) {
         fb_free(&f->rs[i].sn);
     }
     fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
-                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl};
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
 }
@@ -578,11 +595,13 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     size_t layer_bytes = 0, glob_bytes = 0;
     for (int L = 0; rc == AL_OK && L < c->n_layers; L++) rc = layer_load(f, L, true, &layer_bytes);
     if (rc == AL_OK) rc = load_globals(f, &glob_bytes);
-    if (rc == AL_OK && f->wpe && maxc > f->wpe->rows) maxc = f->wpe->rows;
+    if (rc == AL_OK && f->wpe.data && maxc > f->wpe.rows) maxc = f->wpe.rows;
     f->max_ctx = maxc;
     f->streaming = layer_bytes + glob_bytes > mem_budget(opt);
     for (int L = 0; rc == AL_OK && !f->streaming && L < c->n_layers; L++) rc = layer_load(f, L, false, NULL);
     f->nworkers = lin_sweep_threads(f->H, 0);
+    f->compute = opt ? opt->compute : MM_F32;
+    if (rc == AL_OK && !(f->mm = mm_work_new(0))) rc = AL_ERR;
     if (rc != AL_OK) { fwd_free(f); return rc; }
     *out = f;
     return AL_OK;
@@ -593,6 +612,8 @@ size_t fwd_pos(const Forward *f) { return f->pos; }
 size_t fwd_vocab(const Forward *f) { return f->vocab; }
 size_t fwd_max_ctx(const Forward *f) { return f->max_ctx; }
 bool fwd_streaming(const Forward *f) { return f->streaming; }
+void fwd_set_compute(Forward *f, mm_compute c) { f->compute = c; }
+mm_compute fwd_compute(const Forward *f) { return f->compute; }
 
 void fwd_set_hooks(Forward *f, const FwdHooks *h) {
     if (h) f->hooks = *h;
@@ -784,18 +805,18 @@ static int project_mla(Forward *f, int L, size_t T, QKV *o) {
         return AL_ERR;
     o->ldq = qw; o->ldk = kw; o->ldv = vw;
     if (ql) {
-        lin_apply(&w->qa, f->h.p, D, T, f->lat.p, ql);
+        if ((rc = lin_apply(f, &w->qa, f->h.p, D, T, f->lat.p, ql))) return rc;
         if (w->qa_norm) rmsnorm(f->lat.p, ql, T, ql, w->qa_norm->data, false, f->norm_eps, f->lat.p, ql);
         if ((rc = hook(f, FWD_Q_LATENT, L, f->lat.p, T, 1, ql, ql))) return rc;
-        lin_apply(&w->q, f->lat.p, ql, T, o->q, qw);
-    } else
-        lin_apply(&w->q, f->h.p, D, T, o->q, qw);
-    lin_apply(&w->kva, f->h.p, D, T, f->lat.p, kl + r);  /* [c_kv | k_pe] */
+        if ((rc = lin_apply(f, &w->q, f->lat.p, ql, T, o->q, qw))) return rc;
+    } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
+        return rc;
+    if ((rc = lin_apply(f, &w->kva, f->h.p, D, T, f->lat.p, kl + r))) return rc;  /* [c_kv | k_pe] */
     float *ckv = f->lat2.p;
     if (w->kva_norm) rmsnorm(f->lat.p, kl + r, T, kl, w->kva_norm->data, false, f->norm_eps, ckv, kl);
     else for (size_t t = 0; t < T; t++) memcpy(ckv + t * kl, f->lat.p + t * (kl + r), kl * sizeof(float));
     if ((rc = hook(f, FWD_KV_LATENT, L, ckv, T, 1, kl, kl))) return rc;
-    lin_apply(&w->kvb, ckv, kl, T, f->kvb.p, H * kvw);   /* per head [k_nope | v] */
+    if ((rc = lin_apply(f, &w->kvb, ckv, kl, T, f->kvb.p, H * kvw))) return rc;   /* per head [k_nope | v] */
     for (size_t t = 0; t < T; t++)
         for (size_t h = 0; h < H; h++) {
             const float *src = f->kvb.p + t * H * kvw + h * kvw;
@@ -811,10 +832,12 @@ static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
     LayerW *w = &f->layers[L];
     size_t D = f->D, qw = f->H * f->dqk, kw = f->G * f->dqk, vw = f->G * f->dv;
     if (f->mla) return project_mla(f, L, T, o);
-    if (w->qkv.w) {
+    int rc;
+    if (w->qkv.w.data) {
         size_t n = qw + kw + vw;
         if (!(o->q = fb_fit(&f->q, T, n, "Q/K/V"))) return AL_ERR;
-        lin_apply(&w->qkv, f->h.p, D, T, o->q, n);
+        if ((rc = lin_apply(f, &w->qkv, f->h.p, D, T, o->q, n))) return rc;
+        if (f->c->attn == QKV_HEADS && (rc = neox_unmix(f, o->q, T, n))) return rc;
         o->k = o->q + qw;
         o->v = o->k + kw;
         o->ldq = o->ldk = o->ldv = n;
@@ -823,10 +846,9 @@ static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
     if (!(o->q = fb_fit(&f->q, T, qw, "Q")) || !(o->k = fb_fit(&f->k, T, kw, "K")) || !(o->v = fb_fit(&f->v, T, vw, "V")))
         return AL_ERR;
     o->ldq = qw; o->ldk = kw; o->ldv = vw;
-    lin_apply(&w->q, f->h.p, D, T, o->q, qw);
-    lin_apply(&w->k, f->h.p, D, T, o->k, kw);
-    lin_apply(&w->v, f->h.p, D, T, o->v, vw);
-    return AL_OK;
+    if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)) || (rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw)))
+        return rc;
+    return lin_apply(f, &w->v, f->h.p, D, T, o->v, vw);
 }
 
 /* softmax(q K^T scale) V of every head over the cache into f->att (T, H dv). */
@@ -852,7 +874,8 @@ static int attention(Forward *f, int L, size_t T) {
         if ((rc = attention_override(f, L, T))) return rc;
         return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
     }
-    if (!fb_fit(&f->att, T, H * dv, "attention output") || project_qkv(f, L, T, &p)) return AL_ERR;
+    if (!fb_fit(&f->att, T, H * dv, "attention output")) return AL_ERR;
+    if ((rc = project_qkv(f, L, T, &p))) return rc;
     qk_norm(f, w->qn, p.q, T, p.ldq, H);
     qk_norm(f, w->kn, p.k, T, p.ldk, G);
     if ((rc = hook(f, FWD_Q, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K, L, p.k, T, G, dqk, p.ldk)) ||
@@ -869,36 +892,34 @@ static int attention(Forward *f, int L, size_t T) {
         memcpy(f->vc[L] + (f->pos + t) * vw, p.v + t * p.ldv, vw * sizeof(float));
     }
     if ((rc = attend(f, L, T, &p)) || (rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
-    lin_apply(&w->o, f->att.p, H * dv, T, f->h.p, D);
+    if ((rc = lin_apply(f, &w->o, f->att.p, H * dv, T, f->h.p, D))) return rc;
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }
 
 /* One feed-forward net n on x (T rows, width D) into y (T, D); scratch f1 / f2. */
 static int ffn_apply(Forward *f, const Ffn *n, const float *x, size_t T, float *y) {
     size_t D = f->D, FF = n->ffn;
-    bool gated = n->gate.w || n->gu.w;
+    bool gated = n->gate.w.data || n->gu.w.data;
     float *a = fb_fit(&f->f1, T, gated ? 2 * FF : FF, "MLP activations");
+    int rc;
     if (!a) return AL_ERR;
-    if (n->gu.w) {                                    /* Phi-3: [gate | up] columns */
-        lin_apply(&n->gu, x, D, T, a, 2 * FF);
+    if (n->gu.w.data) {                               /* Phi-3: [gate | up] columns */
+        if ((rc = lin_apply(f, &n->gu, x, D, T, a, 2 * FF))) return rc;
         for (size_t t = 0; t < T; t++) {
             float *r = a + t * 2 * FF;
             for (size_t j = 0; j < FF; j++) r[j] = act_apply(f->act, r[j]) * r[FF + j];
         }
-        lin_apply(&n->down, a, 2 * FF, T, y, D);
-        return AL_OK;
+        return lin_apply(f, &n->down, a, 2 * FF, T, y, D);
     }
     float *b = gated ? a + T * FF : NULL;
     if (gated) {
-        lin_apply(&n->gate, x, D, T, a, FF);
-        lin_apply(&n->up, x, D, T, b, FF);
+        if ((rc = lin_apply(f, &n->gate, x, D, T, a, FF)) || (rc = lin_apply(f, &n->up, x, D, T, b, FF))) return rc;
         for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]) * b[i];
     } else {
-        lin_apply(&n->up, x, D, T, a, FF);
+        if ((rc = lin_apply(f, &n->up, x, D, T, a, FF))) return rc;
         for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]);
     }
-    lin_apply(&n->down, a, FF, T, y, D);
-    return AL_OK;
+    return lin_apply(f, &n->down, a, FF, T, y, D);
 }
 
 /* ---------------------------------------------------------------- mixture of experts */
@@ -995,9 +1016,11 @@ static int moe_mlp(Forward *f, int L, size_t T) {
     int *rows = idx ? idx + n : NULL, *start = idx ? idx + 2 * n : NULL;   /* choices by expert; (E + 1) offsets */
     if (rc == AL_OK) {
         memcpy(x, f->h.p, T * D * sizeof(float));
-        lin_apply(&w->router, x, D, T, z, E);
-        for (size_t t = 0; t < T; t++)
+        rc = lin_apply(f, &w->router, x, D, T, z, E);
+        for (size_t t = 0; rc == AL_OK && t < T; t++)
             route_token(f, z + t * E, w->ebias ? w->ebias->data : NULL, sc, sc + E, sc + 2 * E, idx + t * k, wt + t * k);
+    }
+    if (rc == AL_OK) {
         memset(start, 0, (E + 1) * sizeof(int));
         for (size_t i = 0; i < n; i++) start[idx[i] + 1]++;
         for (size_t e = 0; e < E; e++) start[e + 1] += start[e];
@@ -1068,16 +1091,19 @@ static int body(Forward *f, const int *tokens, size_t T) {
         if (tokens[t] < 0 || (size_t)tokens[t] >= f->vocab)
             return al_err("token id %d (position %zu) is outside the model's vocabulary 0-%zu", tokens[t], f->pos + t,
                           f->vocab - 1);
-    if (!fb_fit(&f->x, T, D, "hidden states") || !fb_fit(&f->h, T, D, "hidden states") || cache_fit(f, f->pos + T) ||
+    if (!fb_fit(&f->x, T, D, "hidden states") || !fb_fit(&f->h, T, D, "hidden states") || !fb_fit(&f->y, 1, D, "a row") ||
+        cache_fit(f, f->pos + T) ||
         !fb_fit(&f->scores, (size_t)f->nworkers * QCHUNK, f->pos + T, "attention scores") || fwd_rope_tables(f, T))
         return AL_ERR;
     float es = (float)f->c->embed_scale;              /* Gemma: sqrt(hidden) in the weights' dtype */
     for (size_t t = 0; t < T; t++) {
-        memcpy(f->x.p + t * D, f->embed->data + (size_t)tokens[t] * D, D * sizeof(float));
+        wmat_row(&f->embed, (size_t)tokens[t], f->x.p + t * D);
         if (es != 1.f && es > 0)
             for (size_t j = 0; j < D; j++) f->x.p[t * D + j] *= es;
-        if (f->wpe)
-            for (size_t j = 0; j < D; j++) f->x.p[t * D + j] += f->wpe->data[(f->pos + t) * D + j];
+        if (f->wpe.data) {
+            wmat_row(&f->wpe, f->pos + t, f->y.p);
+            for (size_t j = 0; j < D; j++) f->x.p[t * D + j] += f->y.p[j];
+        }
     }
     for (int L = 0; L < f->c->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
@@ -1092,16 +1118,14 @@ static int body(Forward *f, const int *tokens, size_t T) {
 }
 
 /* logits (n, V) of n hidden rows h (n, D). */
-static void logits_rows(const Forward *f, const float *h, size_t n, float *out) {
-    const Mat *W = f->lm_head ? f->lm_head : f->embed;
-    if (n == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)f->vocab, (int)f->D, 1.f, W->data, (int)f->D, h, 1, 0.f, out, 1);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)f->vocab, (int)f->D, 1.f, h, (int)f->D, W->data,
-                    (int)f->D, 0.f, out, (int)f->vocab);
+static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
+    const WMat *W = f->lm_head.data ? &f->lm_head : &f->embed;
+    int rc = mm_xwt(f->mm, W, h, f->D, n, out, f->vocab, f->compute);
+    if (rc != AL_OK) return rc;
     double cap = f->c->final_softcap;                 /* Gemma 2: cap tanh(z / cap) */
     if (cap > 0)
         for (size_t i = 0; i < n * f->vocab; i++) out[i] = (float)(cap * tanh(out[i] / cap));
+    return AL_OK;
 }
 
 /* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking
@@ -1121,11 +1145,12 @@ static int body_threads(Forward *f, const int *tokens, size_t T) {
 int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *logits) {
     int rc = body_threads(f, tokens, T);
     if (rc != AL_OK) { fwd_reset(f); return rc; }
-    if (want == FWD_LOGITS_LAST) logits_rows(f, f->h.p + (T - 1) * f->D, 1, logits);
+    if (want == FWD_LOGITS_LAST) rc = logits_rows(f, f->h.p + (T - 1) * f->D, 1, logits);
     else if (want == FWD_LOGITS_ALL)
-        for (size_t r0 = 0; r0 < T; r0 += LCHUNK)
-            logits_rows(f, f->h.p + r0 * f->D, T - r0 < LCHUNK ? T - r0 : LCHUNK, logits + r0 * f->vocab);
-    return AL_OK;
+        for (size_t r0 = 0; rc == AL_OK && r0 < T; r0 += LCHUNK)
+            rc = logits_rows(f, f->h.p + r0 * f->D, T - r0 < LCHUNK ? T - r0 : LCHUNK, logits + r0 * f->vocab);
+    if (rc != AL_OK) fwd_reset(f);
+    return rc;
 }
 
 int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen) {
@@ -1155,7 +1180,7 @@ int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *co
     double sum = 0;
     for (size_t r0 = 0; r0 + 1 < T; r0 += LCHUNK) {
         size_t n = T - 1 - r0 < LCHUNK ? T - 1 - r0 : LCHUNK;
-        logits_rows(f, f->h.p + r0 * f->D, n, lg);
+        if ((rc = logits_rows(f, f->h.p + r0 * f->D, n, lg))) { fwd_reset(f); return rc; }
         for (size_t t = 0; t < n; t++) {
             const float *z = lg + t * f->vocab;
             float mx = -INFINITY;

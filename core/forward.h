@@ -34,9 +34,10 @@
  * One call fwd_run(tokens, T) runs T new tokens at positions pos .. pos+T-1 of the current
  * sequence (pos = tokens run since fwd_reset): each layer in turn over all T rows (sgemm), with
  * keys and values appended to the cache, so a prompt is one call and each generated token one
- * more. Weights are float32 copies (store_read dequantizes FP8 / BF16); they stay resident when
- * they fit the memory budget (FwdOptions.mem_budget), else each layer is read before use and
- * dropped after.
+ * more. Weights are never copied to float32: the products read them from the mapping in their
+ * stored dtype (core/matmul.h: F32, BF16, F16, FP8 E4M3 with block scales; only norms and biases
+ * are float copies). Their pages stay mapped in when the model fits the memory budget
+ * (FwdOptions.mem_budget), else each layer's pages are released after use.
  *
  * Hooks (for calibration statistics): with fwd_set_hooks, every layer hands the activations named
  * in the mask to a callback, in row chunks of at most FwdHooks.chunk tokens, in the order of the
@@ -60,6 +61,7 @@
 #define AL_FORWARD_H
 
 #include "attn_eval.h"
+#include "matmul.h"
 #include "model.h"
 
 /* ================================================================ hooks */
@@ -112,8 +114,9 @@ typedef struct {
 
 typedef struct {
     size_t max_ctx;       /* longest sequence (0: the config's max_position_embeddings, else 4096) */
-    size_t mem_budget;    /* bytes of float32 weights kept resident (0: $ATTNLAB_FWD_MEM, else 60%
-                             of physical memory); beyond it, layers are streamed */
+    size_t mem_budget;    /* bytes of stored weights kept mapped in (0: $ATTNLAB_FWD_MEM, else 60% of
+                             physical memory); beyond it, each layer's pages are released after use */
+    mm_compute compute;   /* MM_F32 (the default) or MM_BF16: core/matmul.h */
 } FwdOptions;
 
 typedef struct Forward Forward;
@@ -132,6 +135,10 @@ size_t fwd_vocab(const Forward *f);
 size_t fwd_max_ctx(const Forward *f);
 /* True when the weights are streamed layer by layer (they did not fit the budget). */
 bool fwd_streaming(const Forward *f);
+/* The products' compute mode (core/matmul.h: f32 widens the stored weights, bf16 rounds the
+ * activations to BF16 for vdpbf16ps); it applies from the next fwd_run. */
+void fwd_set_compute(Forward *f, mm_compute c);
+mm_compute fwd_compute(const Forward *f);
 /* Installs hooks (copied); NULL removes them. */
 void fwd_set_hooks(Forward *f, const FwdHooks *h);
 

@@ -34,7 +34,7 @@ grep -q "'end' expected near <eof>" err.txt || fail "unfinished chunk error: [$(
 printf '= attn.run("set tau 0.25; set tau")\n= pcall(attn.use, "nope")\n= #attn.run("set")\n= attn.run("set")[1].setting\n' | "$B" >out.txt 2>err.txt
 [ "$(sed -n 1p out.txt)" = "0.25" ] || fail "attn.run value (set is silent from Lua): [$(cat out.txt)]"
 grep -q "^false	attn.use: no model named 'nope'" out.txt || fail "pcall error: [$(cat out.txt)]"
-[ "$(sed -n 3p out.txt)" = "7" ] && [ "$(sed -n 4p out.txt)" = "tau" ] || fail "set as rows: [$(cat out.txt)]"
+[ "$(sed -n 3p out.txt)" = "8" ] && [ "$(sed -n 4p out.txt)" = "tau" ] || fail "set as rows: [$(cat out.txt)]"
 
 # output formats
 printf 'set format csv\nset\nset format json\nhistory 0\n' | "$B" >out.txt 2>err.txt

@@ -94,7 +94,7 @@ static void test_settings(Session *s) {
         free(v);
         CHECK(st->help && *st->help, "%s has help", st->name);
     }
-    CHECK(n == 7, "seven settings, got %zu", n);
+    CHECK(n == 8, "eight settings, got %zu", n);
     CHECK(s->tau == 0.999 && s->fmt == FMT_TABLE && s->prec == 6 && s->plot_w == 1200 && s->plot_h == 800,
           "defaults in the fields");
     CHECK_ERR(session_set(s, "precision", "18"), "set precision: '18' is not an integer 1-17");
@@ -107,7 +107,7 @@ static void test_settings(Session *s) {
     CHECK_OK(session_set(s, "plot.size", "1200x800"));
     CHECK_ERR(session_set(s, "plot.size", "10001x800"), "width 200-10000");
     CHECK_ERR(session_set(s, "plot.dir", ""), "set plot.dir: give a folder (e.g. set plot.dir figures)");
-    CHECK_ERR(session_set(s, "nope", "1"), "unknown setting 'nope' (settings: tau, format, precision, plot.size, plot.dir, plot.format, csv.params)");
+    CHECK_ERR(session_set(s, "nope", "1"), "unknown setting 'nope' (settings: tau, format, precision, plot.size, plot.dir, plot.format, csv.params, compute)");
     CHECK_OK(session_set(s, "plot.format", "svg"));
     char *v = session_get(s, "plot.format");
     CHECK(v && !strcmp(v, "svg"), "plot.format: %s", v ? v : "?");

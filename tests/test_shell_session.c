@@ -44,7 +44,7 @@ static void test_settings(Session *s) {
         free(val);
         n++;
     }
-    CHECK(n == 7, "%zu settings", n);
+    CHECK(n == 8, "%zu settings", n);
     CHECK_OK(session_set(s, "format", "table"));
     CHECK_OK(session_set(s, "tau", "0.999"));
 }

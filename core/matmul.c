@@ -1,0 +1,467 @@
+/* matmul.c -- y = x W^T from stored weights: views of a store's tensors (WMat), register tiles of 4
+ * tokens x 6 weight rows (BF16 / F16 widened for float32 FMA; BF16 activations for vdpbf16ps), the
+ * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
+ * then a one-thread sgemm), the run-time choice of kernels and the per-worker scratch. See
+ * matmul.h for the contract. */
+#define _GNU_SOURCE
+#include "matmul.h"
+
+#include <cblas.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "lin.h"
+#include "matmul_internal.h"
+
+/* ================================================================ run-time choice */
+
+static atomic_int simd_off;          /* mm_simd(false) */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MM_X86 1
+#define TGT_512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define TGT_BF16 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
+static bool cpu_avx512(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+static bool cpu_bf16(void) { return cpu_avx512() && __builtin_cpu_supports("avx512bf16"); }
+#else
+#define MM_X86 0
+static bool cpu_avx512(void) { return false; }
+static bool cpu_bf16(void) { return false; }
+#endif
+
+static bool use_avx512(void) { return !atomic_load(&simd_off) && cpu_avx512(); }
+bool mm_have_bf16(void) { return !atomic_load(&simd_off) && cpu_bf16(); }
+
+bool mm_simd(bool on) {
+    atomic_store(&simd_off, !on);
+    return mm_have_bf16();
+}
+
+const char *mm_compute_name(mm_compute c) { return c == MM_BF16 ? "bf16" : "f32"; }
+
+mm_compute mm_compute_parse(const char *name) { return name && !strcmp(name, "bf16") ? MM_BF16 : MM_F32; }
+
+const char *mm_compute_describe(mm_compute c) {
+    if (c == MM_F32) return "f32 (weights widened to float32)";
+    return mm_have_bf16() ? "bf16 (activations rounded to BF16, vdpbf16ps)"
+                          : "bf16 (activations rounded to BF16; float32 products: this CPU has no vdpbf16ps)";
+}
+
+/* ================================================================ views */
+
+int wmat_view(const Store *s, const char *name, bool f32_only, WMat *w) {
+    memset(w, 0, sizeof *w);
+    const st_entry *e;
+    const st_file *f;
+    if (store_entry(s, name, &e, &f) != AL_OK || store_shape2(s, name, &w->rows, &w->cols) != AL_OK) return AL_ERR;
+    w->dt = e->dtype;
+    w->data = st_data(f, e);
+    bool kernel = w->dt == DT_BF16 || w->dt == DT_F16 || w->dt == DT_F8_E4M3 ||
+                  (w->dt == DT_F32 && ((uintptr_t)w->data & 3) == 0);
+    if (w->dt == DT_F8_E4M3 && !f32_only && store_fp8_scale(s, name, w->rows, w->cols, &w->scale, &w->scols) != AL_OK)
+        return AL_ERR;
+    if (kernel && (!f32_only || w->dt == DT_F32)) return AL_OK;
+    if (store_read(s, name, &w->own) != AL_OK) return AL_ERR;
+    w->dt = DT_F32;
+    w->data = w->own->data;
+    w->scale = NULL;
+    return AL_OK;
+}
+
+void wmat_free(WMat *w) {
+    mat_free(w->own);
+    memset(w, 0, sizeof *w);
+}
+
+size_t wmat_bytes(const WMat *w) { return w->rows * w->cols * dt_size(w->dt); }
+
+/* ---------------------------------------------------------------- widening */
+
+#if MM_X86
+TGT_512 static size_t bf16_widen_512(const uint16_t *src, size_t n, float *dst) {
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(src + j)));
+        _mm512_storeu_ps(dst + j, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    }
+    return j;
+}
+TGT_512 static size_t f16_widen_512(const uint16_t *src, size_t n, float *dst) {
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(dst + j, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + j))));
+    return j;
+}
+#else
+static size_t bf16_widen_512(const uint16_t *src, size_t n, float *dst) { (void)src; (void)n; (void)dst; return 0; }
+static size_t f16_widen_512(const uint16_t *src, size_t n, float *dst) { (void)src; (void)n; (void)dst; return 0; }
+#endif
+
+/* n stored values of dtype dt (BF16 / F16) at src into float32. */
+static void widen(dt_type dt, const void *src, size_t n, float *dst, bool simd) {
+    const uint16_t *s = src;
+    size_t j = 0;
+    if (dt == DT_BF16) {
+        if (simd) j = bf16_widen_512(s, n, dst);
+        for (; j < n; j++) dst[j] = dt_bf16_to_f32(s[j]);
+    } else {
+        if (simd) j = f16_widen_512(s, n, dst);
+        for (; j < n; j++) dst[j] = dt_f16_to_f32(s[j]);
+    }
+}
+
+void wmat_row(const WMat *w, size_t r, float *dst) {
+    const uint8_t *b = w->data;
+    size_t C = w->cols;
+    switch (w->dt) {
+    case DT_F32: memcpy(dst, b + r * C * 4, C * 4); break;
+    case DT_BF16: case DT_F16: widen(w->dt, b + r * C * 2, C, dst, use_avx512()); break;
+    case DT_F8_E4M3: dt_fp8_dequant(b, C, w->scale, w->scols, r, 1, 0, C, dst, C); break;
+    default: break;                  /* wmat_view leaves no other dtype */
+    }
+}
+
+/* Rows [r0, r0+nr) x cols [c0, c0+nc) of W as float32 into dst (nr, nc). */
+static void panel(const WMat *w, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, bool simd) {
+    const uint8_t *b = w->data;
+    size_t C = w->cols;
+    if (w->dt == DT_F8_E4M3) { dt_fp8_dequant(b, C, w->scale, w->scols, r0, nr, c0, nc, dst, nc); return; }
+    for (size_t i = 0; i < nr; i++) {
+        size_t off = ((r0 + i) * C + c0) * dt_size(w->dt);
+        if (w->dt == DT_F32) memcpy(dst + i * nc, b + off, nc * 4);
+        else widen(w->dt, b + off, nc, dst + i * nc, simd);
+    }
+}
+
+/* ================================================================ scratch */
+
+void *mm_alloc(size_t bytes, const char *what) {
+    void *p = NULL;
+    size_t align = bytes >= ((size_t)2 << 20) ? (size_t)2 << 20 : 64;
+    if (posix_memalign(&p, align, bytes ? bytes : 1) != 0) { al_err("out of memory for %s (%zu bytes)", what, bytes); return NULL; }
+    if (align > 64) madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
+struct MmWork {
+    int nthreads;
+    float **pan;             /* (nthreads) panels of MM_PANEL_ROWS x MM_PANEL_COLS */
+    uint16_t *xb;            /* BF16 activations (cap) */
+    float *xr;               /* activations rounded to BF16, as float (cap) */
+    size_t xcap, rcap;
+};
+
+MmWork *mm_work_new(int nthreads) {
+    MmWork *wk = al_calloc(1, sizeof *wk, "matmul scratch");
+    if (!wk) return NULL;
+    wk->nthreads = nthreads > 0 ? nthreads : al_threads();
+    wk->pan = al_calloc((size_t)wk->nthreads, sizeof *wk->pan, "matmul scratch");
+    if (!wk->pan) { free(wk); return NULL; }
+    return wk;
+}
+
+void mm_work_free(MmWork *wk) {
+    if (!wk) return;
+    for (int i = 0; i < wk->nthreads; i++) free(wk->pan[i]);
+    free(wk->pan);
+    free(wk->xb);
+    free(wk->xr);
+    free(wk);
+}
+
+int mm_work_threads(const MmWork *wk) { return wk->nthreads; }
+
+/* Allocates every worker's panel on first use. */
+static int pan_fit(MmWork *wk) {
+    for (int i = 0; i < wk->nthreads; i++)
+        if (!wk->pan[i] && !(wk->pan[i] = mm_alloc((size_t)MM_PANEL_ROWS * MM_PANEL_COLS * sizeof(float), "a weight panel")))
+            return AL_ERR;
+    return AL_OK;
+}
+
+/* Makes *p hold n elements of size elt (contents not kept). */
+static int buf_fit(void **p, size_t *cap, size_t n, size_t elt, const char *what) {
+    if (n <= *cap && *p) return AL_OK;
+    size_t bytes;
+    if (!al_mul_ok(n, elt, &bytes, what)) return AL_ERR;
+    void *q = mm_alloc(bytes, what);
+    if (!q) return AL_ERR;
+    free(*p);
+    *p = q;
+    *cap = n;
+    return AL_OK;
+}
+
+/* ================================================================ the float32 route */
+
+typedef struct {
+    const WMat *W;
+    const float *x;
+    size_t ldx, T;
+    float *y;
+    size_t ldy, nb;          /* rows per unit */
+    MmWork *wk;
+    bool simd;
+} f32_job;
+
+/* Unit i: output columns [i nb, +nb) over panels of MM_PANEL_COLS, accumulated by sgemm. */
+static int f32_unit(size_t i, int worker, void *ud) {
+    f32_job *j = ud;
+    const WMat *W = j->W;
+    size_t n0 = i * j->nb, nr = W->rows - n0 < j->nb ? W->rows - n0 : j->nb, K = W->cols;
+    float *buf = j->wk->pan[worker];
+    for (size_t k0 = 0; k0 < K; k0 += MM_PANEL_COLS) {
+        size_t kc = K - k0 < MM_PANEL_COLS ? K - k0 : MM_PANEL_COLS;
+        panel(W, n0, nr, k0, kc, buf, j->simd);
+        if (j->T == 1) {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nr, (int)kc, 1.f, buf, (int)kc, j->x + k0, 1, k0 ? 1.f : 0.f,
+                        j->y + n0, 1);
+        } else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->T, (int)nr, (int)kc, 1.f, j->x + k0, (int)j->ldx,
+                        buf, (int)kc, k0 ? 1.f : 0.f, j->y + n0, (int)j->ldy);
+    }
+    return AL_OK;
+}
+
+/* Rows per unit: the rows split evenly over the workers, in blocks of at most `most`, multiples
+ * of `mult`. */
+static size_t unit_rows(size_t N, int nthreads, size_t most, size_t mult) {
+    size_t per = (N + (size_t)nthreads - 1) / (size_t)nthreads;
+    per = (per + mult - 1) / mult * mult;
+    if (per > most) per = most / mult * mult;
+    return per ? per : mult;
+}
+
+/* Products below this many multiply-adds run on the calling thread (starting threads costs more). */
+#define MM_SMALL ((size_t)1 << 21)
+
+/* The units of a product of `work` multiply-adds on the workers (one BLAS thread each). */
+static int run_units(MmWork *wk, size_t N, size_t nb, size_t work, lin_task_fn fn, void *job) {
+    size_t units = (N + nb - 1) / nb;
+    if (units == 1 || wk->nthreads == 1 || work < MM_SMALL) {
+        int rc = AL_OK;
+        for (size_t i = 0; i < units && rc == AL_OK; i++) rc = fn(i, 0, job);
+        return rc;
+    }
+    return lin_sweep(units, wk->nthreads, fn, job);
+}
+
+/* ================================================================ register tiles */
+
+#define TILE_KC 4096         /* columns per pass over a unit's rows (96 x 4096 16-bit weights: 768 KB) */
+#define TILE_NB 96           /* rows per unit: 16 tiles of 6 */
+
+/* A tile kernel: NT tokens (rows of x, stride ldx elements) x NN weight rows (16-bit, stride ldw)
+ * over kc columns into y (stride ldy), added to y when acc. */
+typedef void (*tile_fn)(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc);
+typedef struct { tile_fn t46, t16, t41, t11; } Tiles;   /* 4x6, 1x6, 4x1, 1x1 */
+
+#if MM_X86
+/* The accumulators of an NT x NN tile: zeroed; summed across lanes into y (added when acc). */
+TGT_512 static inline __attribute__((always_inline)) void tile_zero(__m512 a[4][6], const int NT, const int NN) {
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; i++)
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) a[i][n] = _mm512_setzero_ps();
+}
+
+TGT_512 static inline __attribute__((always_inline)) void tile_store(__m512 a[4][6], float *y, size_t ldy, bool acc,
+                                                                      const int NT, const int NN) {
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; i++)
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) {
+            float s = _mm512_reduce_add_ps(a[i][n]);
+            y[i * ldy + n] = acc ? y[i * ldy + n] + s : s;
+        }
+}
+
+/* y[t][n] (+)= sum_k x[t][k] w[n][k] for BF16 x and w: pairs accumulated in float32 by vdpbf16ps,
+ * each accumulator summed across its 16 lanes at the end. */
+TGT_BF16 static inline __attribute__((always_inline)) void
+bf_tile(const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc,
+        const int NT, const int NN) {
+    __m512 a[4][6];
+    tile_zero(a, NT, NN);
+    for (size_t k = 0; k < kc; k += 32) {
+        __mmask32 m = kc - k >= 32 ? (__mmask32)~0u : (__mmask32)((1ull << (kc - k)) - 1);
+        __m512bh xv[4];
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) xv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, (const void *)(x + i * ldx + k));
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) {
+            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, (const void *)(w + n * ldw + k));
+#pragma GCC unroll 8
+            for (int i = 0; i < NT; i++) a[i][n] = _mm512_dpbf16_ps(a[i][n], xv[i], wv);
+        }
+    }
+    tile_store(a, y, ldy, acc, NT, NN);
+}
+
+/* 16 stored 16-bit weights (the first of mask m) widened to float32: BF16 by a shift, F16 by vcvtph2ps. */
+TGT_512 static inline __attribute__((always_inline)) __m512 widen16(const uint16_t *p, __mmask16 m, const bool f16) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const void *)p);
+    if (f16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The same tile for float32 x and BF16 / F16 w widened in registers, float32 FMA. */
+TGT_512 static inline __attribute__((always_inline)) void
+wf_tile(const float *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y, size_t ldy, bool acc,
+        const int NT, const int NN, const bool f16) {
+    __m512 a[4][6];
+    tile_zero(a, NT, NN);
+    for (size_t k = 0; k < kc; k += 16) {
+        __mmask16 m = kc - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (kc - k)) - 1);
+        __m512 xv[4];
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) xv[i] = _mm512_maskz_loadu_ps(m, x + i * ldx + k);
+#pragma GCC unroll 8
+        for (int n = 0; n < NN; n++) {
+            __m512 wv = widen16(w + n * ldw + k, m, f16);
+#pragma GCC unroll 8
+            for (int i = 0; i < NT; i++) a[i][n] = _mm512_fmadd_ps(xv[i], wv, a[i][n]);
+        }
+    }
+    tile_store(a, y, ldy, acc, NT, NN);
+}
+
+#define TILE_FNS(name, tgt, call)                                                                                     \
+    tgt static void name##_4x6(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y,       \
+                               size_t ldy, bool acc) { call(4, 6); }                                                 \
+    tgt static void name##_1x6(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y,       \
+                               size_t ldy, bool acc) { call(1, 6); }                                                 \
+    tgt static void name##_4x1(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y,       \
+                               size_t ldy, bool acc) { call(4, 1); }                                                 \
+    tgt static void name##_1x1(const void *x, size_t ldx, const uint16_t *w, size_t ldw, size_t kc, float *y,       \
+                               size_t ldy, bool acc) { call(1, 1); }                                                 \
+    static const Tiles name##_tiles = {name##_4x6, name##_1x6, name##_4x1, name##_1x1};
+#define CALL_BF(nt, nn) bf_tile(x, ldx, w, ldw, kc, y, ldy, acc, nt, nn)
+#define CALL_WB(nt, nn) wf_tile(x, ldx, w, ldw, kc, y, ldy, acc, nt, nn, false)
+#define CALL_WH(nt, nn) wf_tile(x, ldx, w, ldw, kc, y, ldy, acc, nt, nn, true)
+TILE_FNS(bf, TGT_BF16, CALL_BF)
+TILE_FNS(wb, TGT_512, CALL_WB)
+TILE_FNS(wh, TGT_512, CALL_WH)
+
+/* n floats rounded to BF16 (round to nearest even, as dt_f32_to_bf16; NaN stays NaN). */
+TGT_BF16 static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) {
+    size_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + j + 16), _mm512_loadu_ps(src + j));
+        _mm512_storeu_si512((void *)(dst + j), (__m512i)v);
+    }
+    return j;
+}
+#else
+static const Tiles bf_tiles, wb_tiles, wh_tiles;     /* never used: no x86 kernels */
+static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) { (void)src; (void)n; (void)dst; return 0; }
+#endif
+
+typedef struct {
+    const WMat *W;
+    const char *x;           /* (T, K) of xe-byte elements, row stride ldx elements */
+    size_t ldx, xe, T;
+    float *y;
+    size_t ldy;
+    const Tiles *tl;
+} tile_job;
+
+/* The tiles of rows [n0, n1) for tokens [t, t + (four ? 4 : 1)) over columns [k0, k0 + kc). */
+static void tile_row(const tile_job *j, size_t t, bool four, size_t n0, size_t n1, size_t k0, size_t kc) {
+    const uint16_t *W = j->W->data;
+    size_t K = j->W->cols;
+    const void *x = j->x + (t * j->ldx + k0) * j->xe;
+    float *y = j->y + t * j->ldy;
+    tile_fn f6 = four ? j->tl->t46 : j->tl->t16, f1 = four ? j->tl->t41 : j->tl->t11;
+    size_t n = n0;
+    for (; n + 6 <= n1; n += 6) f6(x, j->ldx, W + n * K + k0, K, kc, y + n, j->ldy, k0 > 0);
+    for (; n < n1; n++) f1(x, j->ldx, W + n * K + k0, K, kc, y + n, j->ldy, k0 > 0);
+}
+
+/* Unit i: rows [i TILE_NB, +TILE_NB) in passes of TILE_KC columns; per pass, every 4 tokens against
+ * every 6 rows (the unit's block stays in L2, the 4 token rows in L1), the last T % 4 one by one. */
+static int tile_unit(size_t i, int worker, void *ud) {
+    (void)worker;
+    tile_job *j = ud;
+    size_t K = j->W->cols, n0 = i * TILE_NB, n1 = j->W->rows - n0 < TILE_NB ? j->W->rows : n0 + TILE_NB, T = j->T;
+    for (size_t k0 = 0; k0 < K; k0 += TILE_KC) {
+        size_t kc = K - k0 < TILE_KC ? K - k0 : TILE_KC, t = 0;
+        for (; t + 4 <= T; t += 4) tile_row(j, t, true, n0, n1, k0, kc);
+        for (; t < T; t++) tile_row(j, t, false, n0, n1, k0, kc);
+    }
+    return AL_OK;
+}
+
+static int run_tiles(MmWork *wk, const WMat *W, const void *x, size_t ldx, size_t xe, size_t T, float *y, size_t ldy,
+                     const Tiles *tl) {
+    tile_job j = {.W = W, .x = x, .ldx = ldx, .xe = xe, .T = T, .y = y, .ldy = ldy, .tl = tl};
+    return run_units(wk, W->rows, TILE_NB, T * W->rows * W->cols, tile_unit, &j);
+}
+
+/* The float32 route: BF16 / F16 weights widened in registers (AVX-512 tiles), else (FP8, or no
+ * AVX-512) per panel into the worker's buffer and a one-thread sgemm. */
+static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    if ((W->dt == DT_BF16 || W->dt == DT_F16) && use_avx512())
+        return run_tiles(wk, W, x, ldx, sizeof(float), T, y, ldy, W->dt == DT_BF16 ? &wb_tiles : &wh_tiles);
+    if (pan_fit(wk)) return AL_ERR;
+    f32_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk, .simd = use_avx512(),
+                 .nb = unit_rows(W->rows, wk->nthreads, MM_PANEL_ROWS, 16)};
+    return run_units(wk, W->rows, j.nb, T * W->rows * W->cols, f32_unit, &j);
+}
+
+/* x (T, K) rounded to BF16: into wk->xb (vdpbf16ps), or as floats into wk->xr (the portable
+ * route). */
+static int round_x(MmWork *wk, const float *x, size_t ldx, size_t T, size_t K, bool simd) {
+    size_t n;
+    if (!al_mul_ok(T, K, &n, "activations")) return AL_ERR;
+    if (simd) {
+        if (buf_fit((void **)&wk->xb, &wk->xcap, n, sizeof(uint16_t), "BF16 activations")) return AL_ERR;
+        for (size_t t = 0; t < T; t++) {
+            const float *r = x + t * ldx;
+            uint16_t *d = wk->xb + t * K;
+            for (size_t k = to_bf16_512(r, K, d); k < K; k++) d[k] = dt_f32_to_bf16(r[k]);
+        }
+        return AL_OK;
+    }
+    if (buf_fit((void **)&wk->xr, &wk->rcap, n, sizeof(float), "activations rounded to BF16")) return AL_ERR;
+    for (size_t t = 0; t < T; t++)
+        for (size_t k = 0; k < K; k++) wk->xr[t * K + k] = dt_bf16_to_f32(dt_f32_to_bf16(x[t * ldx + k]));
+    return AL_OK;
+}
+
+static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    bool simd = mm_have_bf16();
+    if (round_x(wk, x, ldx, T, W->cols, simd)) return AL_ERR;
+    if (!simd) return xwt_f32(wk, W, wk->xr, W->cols, T, y, ldy);
+    return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);
+}
+
+/* ================================================================ products */
+
+int mm_xwt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy, mm_compute c) {
+    if (W->dt == DT_F32) {
+        if (T == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)W->rows, (int)W->cols, 1.f, W->data, (int)W->cols, x, 1, 0.f, y, 1);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)W->rows, (int)W->cols, 1.f, x, (int)ldx,
+                        W->data, (int)W->cols, 0.f, y, (int)ldy);
+        return AL_OK;
+    }
+    if (c == MM_BF16 && W->dt == DT_BF16) return xwt_bf16(wk, W, x, ldx, T, y, ldy);
+    return xwt_f32(wk, W, x, ldx, T, y, ldy);
+}
+
+int mm_xw(const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    if (W->dt != DT_F32) return al_err("internal: a Conv1D weight must be a float32 view");
+    if (T == 1)
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)W->rows, (int)W->cols, 1.f, W->data, (int)W->cols, x, 1, 0.f, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)W->cols, (int)W->rows, 1.f, x, (int)ldx,
+                    W->data, (int)W->cols, 0.f, y, (int)ldy);
+    return AL_OK;
+}

@@ -1,0 +1,80 @@
+/* matmul.h -- y = x W^T with W a stored weight read where it lies (the checkpoint's mapping),
+ * never converted whole: what the forward pass multiplies by.
+ *
+ * WMat views a 2-D tensor of a Store in its stored dtype. F32 weights go to BLAS (sgemm / sgemv,
+ * OpenBLAS threads) as they are. BF16, F16 and FP8 E4M3 (DeepSeek 128x128 block scales) weights
+ * are multiplied per panel of rows:
+ *   MM_F32   (the default) BF16 / F16 weights are widened to float32 in registers (AVX-512 tiles of
+ *            4 tokens x 6 rows, float32 FMA); FP8 weights, and all of them where the CPU lacks
+ *            AVX-512, per panel (at most MM_PANEL_ROWS x MM_PANEL_COLS) into a small per-worker
+ *            buffer and a one-thread sgemm. The values are the ones store_read gives, so results
+ *            equal a float32 copy's to float rounding (only the order of the sums differs).
+ *   MM_BF16  BF16 weights: activations rounded to BF16 (round to nearest even) and multiplied with
+ *            AVX-512 BF16 dot products (vdpbf16ps, float32 accumulation), as GPU inference and
+ *            llama.cpp's BF16 path do; where the CPU lacks AVX-512 BF16, the same rounded
+ *            activations through the float32 route (products exact, float32 sums). F16 / FP8 / F32
+ *            weights take the MM_F32 route in this mode.
+ * Dtypes without a kernel (F64, F8_E5M2) and Conv1D (in, out) weights stored in anything but F32
+ * are converted to an owned float32 copy when the view is made (GPT-2-style models only).
+ *
+ * Work is split over MmWork's workers (lin_sweep, one BLAS thread each) by blocks of output
+ * columns; MmWork owns the per-worker panels and the BF16 activation buffer, allocated once and
+ * grown when a call needs more. */
+#ifndef AL_MATMUL_H
+#define AL_MATMUL_H
+
+#include "store.h"
+
+typedef enum { MM_F32, MM_BF16 } mm_compute;
+
+/* "f32" / "bf16". */
+const char *mm_compute_name(mm_compute c);
+/* The mode a name gives: "bf16" is MM_BF16, anything else (NULL, "f32") MM_F32. */
+mm_compute mm_compute_parse(const char *name);
+/* What the mode computes ("bf16 (activations rounded to BF16, vdpbf16ps)"), naming the portable
+ * route when the CPU lacks AVX-512 BF16. Static string. */
+const char *mm_compute_describe(mm_compute c);
+/* True when this CPU runs vdpbf16ps (and the kernel is not switched off, matmul_internal.h). */
+bool mm_have_bf16(void);
+
+#define MM_PANEL_ROWS 256
+#define MM_PANEL_COLS 2048
+
+typedef struct {
+    dt_type dt;              /* stored dtype (DT_F32 when own) */
+    const void *data;        /* (rows, cols) row-major in dt: the mapping, or own->data */
+    const void *scale;       /* FP8: block scales (F32, (ceil(rows/128), scols); maybe unaligned) */
+    size_t scols;
+    size_t rows, cols;
+    Mat *own;                /* owned float32 copy (dtypes without a kernel, Conv1D non-F32), or NULL */
+} WMat;
+
+/* A view of tensor `name` (2-D, or 1-D as 1 x n) of s. f32_only: the caller multiplies it as
+ * x @ W (Conv1D): anything but F32 becomes an owned float32 copy. The view borrows s's mapping:
+ * s must outlive it. Errors name the tensor. */
+int wmat_view(const Store *s, const char *name, bool f32_only, WMat *w);
+void wmat_free(WMat *w);
+/* Bytes the view keeps: the stored tensor's size, or its float32 copy's. */
+size_t wmat_bytes(const WMat *w);
+/* Row r as float32 (cols floats into dst). */
+void wmat_row(const WMat *w, size_t r, float *dst);
+
+/* bytes of memory, 64-byte aligned; from 2 MB on 2 MB-aligned with transparent huge pages asked
+ * for (madvise), so that first touching a large buffer costs 512x fewer page faults. free() it.
+ * NULL + error naming `what` when out of memory. */
+void *mm_alloc(size_t bytes, const char *what);
+
+typedef struct MmWork MmWork;
+
+/* Scratch for nthreads workers (0: al_threads()). NULL + error when out of memory. */
+MmWork *mm_work_new(int nthreads);
+void mm_work_free(MmWork *wk);
+int mm_work_threads(const MmWork *wk);
+
+/* y (T, W.rows; row stride ldy) = x (T, W.cols; stride ldx) @ W^T in mode c. Returns AL_OK, AL_ERR
+ * (out of memory) or AL_INTERRUPTED (lin_sweep's poll). */
+int mm_xwt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy, mm_compute c);
+/* y (T, W.cols) = x (T, W.rows) @ W for a Conv1D weight (an F32 view, wmat_view's f32_only). */
+int mm_xw(const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy);
+
+#endif
