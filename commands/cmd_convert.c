@@ -34,11 +34,12 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 }
 
 /* Mean NLL of the converted model: exported (F32) to a scratch folder and run by the forward pass
- * when every layer is converted, else by the source's forward pass f with the converted layers
- * swapped in (restored after). */
+ * when every layer is converted and the export can hold it, else by the source's forward pass f
+ * with the converted layers swapped in (restored after). */
 static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u, FwdPpl *p, const char **route) {
     bool all = true;
     for (int l = 0; l < r->n_layers; l++) all &= r->layers[l] != NULL;
+    if (all && mla_exportable(r) != AL_OK) { al_err_clear(); all = false; }   /* no DeepSeek-V3 form: in memory */
     int rc = AL_OK;
     if (all) {
         const char *tmp = getenv("TMPDIR");
@@ -332,18 +333,21 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
 static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, Out *out) {
     out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n",
                what ? what : c->export_path, c->source_path, c->n_layers, c->kv_source, c->kv_export);
-    if (c->copied_diff)
+    if (c->in_session)
+        out_printf(out, "evaluated as converted in the session (no export written); non-attention layers: the source's\n");
+    else if (c->copied_diff)
         out_printf(out, "non-attention tensors: %zu identical, %zu DIFFER (first: %s)\n", c->copied_same, c->copied_diff,
                    c->first_diff);
     else
         out_printf(out, "non-attention tensors: all %zu identical (name, dtype, shape, bytes)\n", c->copied_same);
-    out_printf(out, "evaluated as stock DeepSeek-V3 engines run it (latent RMSNorms with eps %g, interleaved RoPE, "
-               "softmax scale (nope + rope)^-1/2); out_err_attnlab: as attnlab reads it, out_err_hf: latent eps 1e-6\n",
-               c->latent_eps);
+    if (!c->in_session)
+        out_printf(out, "evaluated as stock DeepSeek-V3 engines run it (latent RMSNorms with eps %g, interleaved RoPE, "
+                   "softmax scale (nope + rope)^-1/2); out_err_attnlab: as attnlab reads it, out_err_hf: latent eps 1e-6\n",
+                   c->latent_eps);
     if (c->nll_tokens)
-        out_printf(out, "whole model on %zu random tokens: perplexity %.6g (source) vs %.6g (export, stock); NLL "
+        out_printf(out, "whole model on %zu random tokens: perplexity %.6g (source) vs %.6g (%s); NLL "
                    "difference %.3g nats per token\n", c->nll_tokens, exp(c->nll_source), exp(c->nll_export),
-                   c->nll_export - c->nll_source);
+                   c->in_session ? "converted" : "export, stock", c->nll_export - c->nll_source);
     if (c->notes[0]) out_printf(out, "%s", c->notes);
     Table *t = table_new(5, "layer", "score_err", "out_err", "out_err_attnlab", "out_err_hf");
     int nan_layer = -1;
@@ -366,9 +370,20 @@ static int report_mla_check(const MlaCheck *c, const char *what, const Args *a, 
 }
 
 /* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
- * folder, checked against the model it came from, and the folder removed. */
+ * folder, checked against the model it came from, and the folder removed; a conversion the export
+ * refuses is checked as the session holds it. */
 static int mla_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     (void)s;
+    if (mla_exportable(x->data) != AL_OK) {       /* no DeepSeek-V3 form: the conversion as held */
+        char why[512];
+        snprintf(why, sizeof why, "%s", al_errmsg());
+        al_err_clear();
+        MlaCheck *c = NULL;
+        if (mla_check_session(x->data, why, (size_t)args_int(a, "tokens"), AL_SEED_MLA_CHECK, &c)) return AL_ERR;
+        int rc = report_mla_check(c, "the session's conversion", a, out);
+        mla_check_free(c);
+        return rc;
+    }
     char tmpl[] = "/tmp/attnlab-check-XXXXXX";
     if (!mkdtemp(tmpl)) return al_err("check: cannot make a scratch folder in /tmp: %s", strerror(errno));
     char *dir = al_asprintf("%s/export", tmpl);

@@ -189,9 +189,9 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
                        "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
                        c->kv_lora_rank, c->qk_rope_dim);
-    if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
-        return why_set(why, cap, "compare: %s has partial rotary (RoPE on %d of %d dims per head): the comparison's "
-                       "methods rotate whole heads", mname(m), c->qk_rope_dim, cfg_d_qk(c));
+    if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && !c->rope_first)
+        return why_set(why, cap, "compare: %s has its NoPE dims before its RoPE dims (%d + %d per head): the "
+                       "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
     return eval_reason(m, why, cap) || convert_reason(m, "compare", why, cap);
 }
 

@@ -6,10 +6,13 @@
  * outputs to 1e-5, and so does D = rd for one KV head or identical KV heads; the output error
  * grows as kv rank shrinks; the GPT-NeoX and Phi-3 checkpoint layouts convert through the model
  * driver; a Mistral with partial_rotary_factor is exported as DeepSeek-V3 (qk_rope_head_dim = rd,
- * qk_nope_head_dim = d) and `check` finds it exact; and the session check of a source whose other
- * layers cannot be exported. */
+ * qk_nope_head_dim = d) and `check` finds it exact, also in the session without an export (one layer
+ * converted); and `compare` on partial rotary: every row
+ * computed, exact at the model's own budget (all but TransMLA with several KV heads), KQ-SVD's keys
+ * turned on the rotary dims only. */
 #include "test_transmla_util.h"
 #include "analyses.h"
+#include "compare.h"
 #include "mla_export.h"
 #include "transmla.h"
 
@@ -130,6 +133,30 @@ static void test_pipeline(void) {
     attn_layer_free(gqa);
 }
 
+/* compare on a partial-rotary model at its own cache size: every method computes a row, and
+ * every row but TransMLA's (one shared RoPE key for several KV heads) reproduces the layer. */
+static void test_compare(Model *m, const char *what) {
+    char why[1024];
+    CHECK(analysis_available(m, AN_COMPARE, why, sizeof why), "%s: compare refused: %s", what, why);
+    CmpOpts o = cmp_opts_default();
+    o.budget = cfg_kv_values(&m->cfg);
+    o.tokens = 32;
+    o.fit_tokens = 128;
+    CmpResult *r = NULL;
+    CHECK_OK(cmp_kv_budget(m, &o, &r));
+    for (int i = 0; r && i < r->n_rows; i++) {
+        const CmpRow *w = &r->rows[i];
+        CHECK(w->ok, "%s layer %d %s: no row: %s", what, w->layer, cmp_method_name(w->method), w->setting);
+        if (w->method != CMP_TRANSMLA)
+            CHECK(w->out_err < 1e-4, "%s layer %d %s at the full budget: output error %.3g", what, w->layer,
+                  cmp_method_name(w->method), w->out_err);
+        else
+            CHECK(isfinite(w->out_err) && w->kv_values <= o.budget, "%s layer %d transmla: %.3g (%s)", what, w->layer,
+                  w->out_err, w->setting);
+    }
+    cmp_result_free(r);
+}
+
 /* GPT-NeoX and Phi-3 layouts: allowed, converted by the driver, exact at full rank with every
  * rotary dim kept, errors monotone in kv rank. */
 static void test_families(const char *tmp) {
@@ -171,12 +198,22 @@ static void test_families(const char *tmp) {
             if (ranks[i] == TMLA_FULL)
                 CHECK(r->kv_rank == nJ && r->kv_after == (size_t)(nJ + fam[f].rd), "%s: full rank %d", fam[f].type, r->kv_rank);
             double e = fmax(r->rep[0].out_err, r->rep[1].out_err);
+            if (i == 0) {             /* no DeepSeek-V3 form for these layers: export refused, session check */
+                CHECK_ERR(mla_exportable(r), f ? "fused gate_up_proj" : "other norms around the blocks");
+                MlaCheck *c = NULL;
+                CHECK_OK(mla_check_session(r, "no export", 32, 99, &c));
+                for (int l = 0; c && l < 2; l++)
+                    CHECK(isfinite(c->out_err[l]) && c->out_err[l] > 0, "%s: session check layer %d: %.3g", fam[f].type,
+                          l, c->out_err[l]);
+                mla_check_free(c);
+            }
             CHECK(isfinite(e) && e >= prev - 1e-6, "%s kv-rank %d: error %.4g below the larger rank's %.4g", fam[f].type,
                   ranks[i], e, prev);
             printf("%s kv-rank %3d: rope energy %.4f outputs %.4g\n", fam[f].type, r->kv_rank, r->rep[1].rope_energy, e);
             prev = e;
             tmla_result_free(r);
         }
+        test_compare(m, fam[f].type);
         model_free(m);
     }
 }
@@ -214,6 +251,25 @@ static void test_export(const char *tmp) {
             for (int l = 0; l < c->n_layers; l++)
                 CHECK(c->out_err[l] < 1e-4, "check layer %d: out_err %.3g", l, c->out_err[l]);
             CHECK(fabs(c->nll_export - c->nll_source) < 1e-4, "NLL %.6g vs %.6g", c->nll_export, c->nll_source);
+        }
+        mla_check_free(c);
+    }
+    tmla_result_free(r);
+    /* only layer 0 converted: no export, and check runs on the conversion as the session holds it */
+    o = tmla_opts_default();
+    o.layer_hi = 0;
+    r = NULL;
+    CHECK_OK(tmla_convert(m, &o, &r));
+    if (r) {
+        CHECK_ERR(mla_exportable(r), "layer 1 was not converted");
+        MlaCheck *c = NULL;
+        CHECK_OK(mla_check_session(r, "layer 1 was not converted", 32, 99, &c));
+        if (c) {
+            CHECK(c->in_session && !c->export_path && c->n_layers == 2, "session check header");
+            CHECK(c->out_err[0] < 1e-5 && c->out_err[1] == 0, "session check errors %.3g %.3g", c->out_err[0], c->out_err[1]);
+            CHECK(c->nll_tokens == 31 && fabs(c->nll_export - c->nll_source) < 1e-4, "session NLL %.6g vs %.6g",
+                  c->nll_export, c->nll_source);
+            CHECK(strstr(c->notes, "layer 1 was not converted") != NULL, "notes: %s", c->notes);
         }
         mla_check_free(c);
     }
