@@ -139,8 +139,8 @@ int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q);
 
 typedef struct {
     int kv_rank;              /* R, or TMLA_FULL */
-    int rope_dim;             /* D; 0: d / freqfold */
-    int freqfold;             /* M; 0: d / rope_dim (1 when neither is given) */
+    int rope_dim;             /* D; 0: rd / freqfold (rd: rotary dims of a head, d unless partial) */
+    int freqfold;             /* M; 0: rd / rope_dim (1 when neither is given) */
     bool balance;             /* KV balancing (default on) */
     bool compare_balance;     /* also measure the other balance setting for the report */
     int q_rank;               /* 0: plain q_proj */
@@ -154,7 +154,7 @@ typedef struct {
                                      mean); only read where sigma is given */
 } TmlaOpts;
 
-/* Defaults: full rank, M = 1, D = d, balance on with the comparison, 64 tokens. */
+/* Defaults: full rank, M = 1, D = rd, balance on with the comparison, 64 tokens. */
 TmlaOpts tmla_opts_default(void);
 
 typedef struct {

@@ -94,6 +94,9 @@ ok "  check's whole-model perplexity" grep -q "whole model on 63 random tokens" 
 run -e "load $T/gpt_neox; convert mla kv-rank 64; export $T/neox-mla"
 ok "gpt_neox: its export is refused" test "$(rc)" = 1
 ok "  naming the blocks" grep -q "other norms around the blocks" err.txt
+run -e "load $T/gpt_neox; plot rope-energy layer 1 to $T/neox-re.png"
+ok "gpt_neox plot rope-energy over the 4 rotary frequencies" test "$(rc)" = 0
+ok "  freqfold 8 skipped" grep -q "freqfold 8 skipped: it does not divide the 4 frequencies" out.txt
 run -e "load $T/gpt_neox; compare kv-budget 128 layers 1"
 ok "gpt_neox compare runs" test "$(rc)" = 0
 ok "  TransMLA keeps the rotary dims" grep -Eq "transmla +128 +R 120 \+ D 8" out.txt
