@@ -104,8 +104,8 @@ static const char LOAD_HELP[] =
     "  family                        vo  qk           ppl  mla    tpa  compare\n"
     "  llama mistral qwen2 llama.c   yes offset D     yes  yes    yes  yes   (no sliding window)\n"
     "  mixtral                       yes offset D     yes  yes*   yes  yes   (no window; *: no export, MoE)\n"
-    "  phi3                          yes NoPE/offset  yes  full*  yes  full  (no window; *: no export)\n"
-    "  gpt_neox (Pythia)             yes NoPE dims    yes  no     yes  no    (partial rotary)\n"
+    "  phi3                          yes NoPE/offset  yes  yes*   yes  yes   (no window; *: no export)\n"
+    "  gpt_neox (Pythia)             yes NoPE dims    yes  yes*   yes  yes   (*: no export, LayerNorm)\n"
     "  qwen3 qwen3_moe olmo2         yes no (norm)    yes  no     no   no    (q/k RMSNorm)\n"
     "  gemma2                        yes offset D     yes  no     no   no    (sliding windows)\n"
     "  gemma3_text                   yes no (norm)    yes  no     no   no    (q/k norm, windows)\n"
@@ -113,8 +113,9 @@ static const char LOAD_HELP[] =
     "  gpt2                          yes all dims     yes  no     yes  yes   (no RoPE)\n"
     "vo: ranks/spectrum/fuse/truncate vo and their exports (every family); qk: how W_Q W_K^T is\n"
     "fused (offset D: at a fixed RoPE offset; NoPE dims: the dims without RoPE, exactly); ppl: ppl,\n"
-    "generate, calibrate, kvsvd; mla: convert mla (TransMLA; full: full rotary only); tpa: convert\n"
-    "tpa. `synth family NAME DIR` writes a tiny checkpoint of each family with planted ranks.";
+    "generate, calibrate, kvsvd; mla: convert mla (TransMLA; partial rotary: RoRoPE on the rotary\n"
+    "dims, the NoPE dims join the latent; yes*: check and ppl in the session); tpa: convert tpa.\n"
+    "`synth family NAME DIR` writes a tiny checkpoint of each family with planted ranks.";
 
 static int cmd_load(Session *s, const Args *a, Out *out) {
     Model *m;

@@ -35,11 +35,12 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 }
 
 /* Mean NLL of the converted model: exported (F32) to a scratch folder and run by the forward pass
- * when every layer is converted, else by the source's forward pass f with the converted layers
- * swapped in (restored after). */
+ * when every layer is converted and the export can hold it, else by the source's forward pass f
+ * with the converted layers swapped in (restored after). */
 static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u, FwdPpl *p, const char **route) {
     bool all = true;
     for (int l = 0; l < r->n_layers; l++) all &= r->layers[l] != NULL;
+    if (all && mla_exportable(r) != AL_OK) { al_err_clear(); all = false; }   /* no DeepSeek-V3 form: in memory */
     int rc = AL_OK;
     if (all) {
         const char *tmp = getenv("TMPDIR");
@@ -92,6 +93,12 @@ const char CMD_CONVERT_MLA_HELP[] =
     "kv-rank full keeps every direction: with one KV head or identical KV heads and D = d the\n"
     "conversion is exact; otherwise the one RoPE key of D dims cannot hold the G d RoPE dims of\n"
     "the merged key, the rest lose RoPE, and that dominates the error (a note says so).\n"
+    "Partial rotary (GPT-NeoX rotary_pct, Phi-3 partial_rotary_factor: the first rd dims of a head\n"
+    "turn): RoRoPE rotates the rotary dims only, rope-dim and freqfold count them (default D = rd);\n"
+    "the NoPE dims of every KV head join the latent with the values, and each query's NoPE dims\n"
+    "pair with them as MLA's NoPE part does (qk_nope_head_dim = d). Where the source's other\n"
+    "layers have no DeepSeek-V3 form (NeoX's parallel LayerNorm blocks, Phi-3's fused MLP, MoE),\n"
+    "export is refused and `check` and the perplexity run the conversion in the session.\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
     "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2), keeping E[x xᵀ] and E[x] of\n"
     "every layer's attention input, so keys, values and queries get their exact activation second\n"
@@ -358,19 +365,22 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
 static int report_mla_check(const MlaCheck *c, const char *what, const char *inputs, const Args *a, Out *out) {
     out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n",
                what ? what : c->export_path, c->source_path, c->n_layers, c->kv_source, c->kv_export);
-    if (c->copied_diff)
+    if (c->in_session)
+        out_printf(out, "evaluated as converted in the session (no export written); non-attention layers: the source's\n");
+    else if (c->copied_diff)
         out_printf(out, "non-attention tensors: %zu identical, %zu DIFFER (first: %s)\n", c->copied_same, c->copied_diff,
                    c->first_diff);
     else
         out_printf(out, "non-attention tensors: all %zu identical (name, dtype, shape, bytes)\n", c->copied_same);
-    out_printf(out, "evaluated as stock DeepSeek-V3 engines run it (latent RMSNorms with eps %g, interleaved RoPE, "
-               "softmax scale (nope + rope)^-1/2); out_err_attnlab: as attnlab reads it, out_err_hf: latent eps 1e-6\n",
-               c->latent_eps);
+    if (!c->in_session)
+        out_printf(out, "evaluated as stock DeepSeek-V3 engines run it (latent RMSNorms with eps %g, interleaved RoPE, "
+                   "softmax scale (nope + rope)^-1/2); out_err_attnlab: as attnlab reads it, out_err_hf: latent eps 1e-6\n",
+                   c->latent_eps);
     out_printf(out, "relative Frobenius errors per layer on %s\n", inputs);
     if (c->nll_tokens)
-        out_printf(out, "whole model on %zu random tokens: perplexity %.6g (source) vs %.6g (export, stock); NLL "
+        out_printf(out, "whole model on %zu random tokens: perplexity %.6g (source) vs %.6g (%s); NLL "
                    "difference %.3g nats per token\n", c->nll_tokens, exp(c->nll_source), exp(c->nll_export),
-                   c->nll_export - c->nll_source);
+                   c->in_session ? "converted" : "export, stock", c->nll_export - c->nll_source);
     if (c->notes[0]) out_printf(out, "%s", c->notes);
     Table *t = table_new(5, "layer", "score_err", "out_err", "out_err_attnlab", "out_err_hf");
     int nan_layer = -1;
@@ -432,17 +442,32 @@ static int run_mla_check(Session *s, const char *dir, Model *src, bool calib, si
 }
 
 /* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
- * folder, checked against the model it came from, and the folder removed. The inputs are the
+/* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
+ * folder, checked against the model it came from, and the folder removed; a conversion the export
+ * refuses is checked as the session holds it (unit-variance inputs). The inputs are the
  * conversion's own unless `tokens` / `seed` say otherwise: its tokens and seed, and the session's
  * calibration when the conversion used activation statistics -- so the errors reproduce its report. */
 static int mla_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     const TmlaResult *r = x->data;
+    size_t tokens = args_given(a, "tokens") ? (size_t)args_int(a, "tokens") : r->opts.eval_tokens;
+    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : r->opts.seed;
+    if (mla_exportable(x->data) != AL_OK) {       /* no DeepSeek-V3 form: the conversion as held */
+        char why[512], desc[256];
+        snprintf(why, sizeof why, "%s", al_errmsg());
+        al_err_clear();
+        snprintf(desc, sizeof desc, "%zu random Gaussian tokens, seed %llu (unit variance%s)", tokens,
+                 (unsigned long long)seed, r->activation_stats ? "; the in-session check does not draw the calibration's "
+                 "activations" : "");
+        MlaCheck *c = NULL;
+        if (mla_check_session(x->data, why, tokens, seed, &c)) return AL_ERR;
+        int rc = report_mla_check(c, "the session's conversion", desc, a, out);
+        mla_check_free(c);
+        return rc;
+    }
     char tmpl[] = "/tmp/attnlab-check-XXXXXX";
     if (!mkdtemp(tmpl)) return al_err("check: cannot make a scratch folder in /tmp: %s", strerror(errno));
     char *dir = al_asprintf("%s/export", tmpl);
     MlaExportOpts eo = { .dtype = DT_F32 };
-    size_t tokens = args_given(a, "tokens") ? (size_t)args_int(a, "tokens") : r->opts.eval_tokens;
-    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : r->opts.seed;
     int rc = dir ? mla_export(r, dir, &eo) : AL_ERR;
     if (rc == AL_OK)
         rc = run_mla_check(s, dir, x->src, r->activation_stats, tokens, seed,

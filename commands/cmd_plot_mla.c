@@ -124,7 +124,8 @@ const Param cmd_plot_rope_energy_kw[] = {
 
 int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
-    int layer = (int)args_int(a, "layer"), d2 = (m->cfg.qk_nope_dim + m->cfg.qk_rope_dim) / 2;
+    int layer = (int)args_int(a, "layer");
+    int d2 = (m->cfg.qk_rope_dim ? m->cfg.qk_rope_dim : m->cfg.qk_nope_dim) / 2;   /* rotary frequencies */
     int Ms[16];
     size_t nM = 0;
     const char *list = args_str(a, "freqfolds");

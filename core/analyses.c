@@ -165,10 +165,12 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
     if (c->family == FAM_GPT2 || c->rope == ROPE_NONE)
         return why_set(why, cap, "%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
                        "Mistral and Qwen2 models", name, c->model_type);
-    if (c->rope_spec.partial_factor < 1.0)
-        return why_set(why, cap, "%s: partial_rotary_factor %g (RoPE on %d of %d dims per head): TransMLA with RoRoPE on "
-                       "the rotary part only is not implemented yet", name, c->rope_spec.partial_factor,
-                       c->qk_rope_dim, cfg_d_qk(c));
+    /* Partial rotary: RoRoPE on the rotary dims, the NoPE dims join the latent (transmla.h); the
+     * evaluator turns the FIRST rope dims of a head, which is where rope_first puts them. */
+    if (c->qk_nope_dim > 0 && !c->rope_first)
+        return why_set(why, cap, "%s: the NoPE dims of each head come before the RoPE dims (%d + %d): convert mla takes "
+                       "partial rotary with the rotary dims first (GPT-NeoX, Phi-3)", name, c->qk_nope_dim,
+                       c->qk_rope_dim);
     return eval_reason(m, why, cap) || convert_reason(m, "convert mla", why, cap);
 }
 
@@ -187,9 +189,9 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
                        "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
                        c->kv_lora_rank, c->qk_rope_dim);
-    if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
-        return why_set(why, cap, "compare: %s has partial rotary (RoPE on %d of %d dims per head): the comparison's "
-                       "methods rotate whole heads", mname(m), c->qk_rope_dim, cfg_d_qk(c));
+    if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && !c->rope_first)
+        return why_set(why, cap, "compare: %s has its NoPE dims before its RoPE dims (%d + %d per head): the "
+                       "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
     return eval_reason(m, why, cap) || convert_reason(m, "compare", why, cap);
 }
 

@@ -202,13 +202,14 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
 
 /* ================================================================ transmla */
 
-/* TransMLA at budget B: every FreqFold M with D = d / M RoPE dims and kv_rank B - D; the M is
+/* TransMLA at budget B: every FreqFold M with D = rd / M RoPE dims (rd: the rotary dims of a head,
+ * d unless partial rotary) and kv_rank B - D; the M is
  * picked by the output error on the fit tokens Xf (reference refF), and only that conversion is
  * measured on the evaluation tokens X, so the reported error is not the minimum of several
  * measurements on the same tokens. */
 static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const Mat *X, const int *pos,
                        const AttnOut *ref, const Mat *Xf, const int *posf, CmpRow *r) {
-    int G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim, d2 = d / 2;
+    int G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim, rd = L->rope_dim, d2 = rd / 2;
     if (L->rope_dim <= 0) { row_na(r, "n/a: RoRoPE needs rotary keys (the model has no RoPE)"); return AL_OK; }
     AttnOut *refF = NULL;
     if (attn_eval(L, Xf, posf, true, &refF)) return AL_ERR;
@@ -217,7 +218,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
     CmpRow best = *r;
     for (int M = 1; M <= d2; M++) {
         if (d2 % M) continue;
-        int D = d / M, nJ = (G * d - D) + G * dv;
+        int D = rd / M, nJ = (G * d - D) + G * dv;
         if ((size_t)D + 1 > B) continue;
         int R = (int)(B - (size_t)D);
         if (R > nJ) R = nJ;
@@ -250,7 +251,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
         attn_layer_free(mla);
     }
     attn_out_free(refF);
-    if (!any) { row_na(r, "n/a: needs >= %d values (one latent dim + the smallest RoPE part)", d / d2 + 1); return AL_OK; }
+    if (!any) { row_na(r, "n/a: needs >= %d values (one latent dim + the smallest RoPE part)", rd / d2 + 1); return AL_OK; }
     int rc = measure_layer(pick, X, pos, ref, &best);
     attn_layer_free(pick);
     if (rc) return al_err_ctx("TransMLA, %s", best.setting);
@@ -260,7 +261,8 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
 
 /* ================================================================ kqsvd */
 
-/* Y (T, n) = X W + b, then RoPE (pairs per L->rope) on each of the nh heads of dim hd when rope. */
+/* Y (T, n) = X W + b, then RoPE (pairs per L->rope, on the first L->rope_dim dims) on each of the nh
+ * heads of dim hd when rope. */
 static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat *W, const float *b, size_t nh,
                     size_t hd, bool rope, float *Y) {
     size_t T = X->rows, n = W->cols;
@@ -270,7 +272,7 @@ static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat 
         float *y = Y + t * n;
         if (b)
             for (size_t j = 0; j < n; j++) y[j] += b[j];
-        if (rope) rope_rotate_rows(y, nh, hd, (int)hd, L->rope, L->inv_freq, pos[t], 1.0);
+        if (rope) rope_rotate_rows(y, nh, hd, L->rope_dim, L->rope, L->inv_freq, pos[t], 1.0);
     }
 }
 

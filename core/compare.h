@@ -6,17 +6,18 @@
  *              kept whole (seed A.3), so B must hold them: G d + G r_v. Biases ride along as one
  *              more input row (x -> [x, 1]), so the truncation stays exact at full rank.
  *   transmla   TransMLA (seed 003) with balanced KV and its best FreqFold: for every M dividing
- *              d/2, D = d/M RoPE dims and kv_rank R = B - D; the M with the lowest output error on
+ *              rd/2, D = rd/M RoPE dims (rd: the rotary dims of a head, d unless partial rotary,
+ *              whose NoPE dims join the latent) and kv_rank R = B - D; the M with the lowest output error on
  *              the fit tokens (KQ-SVD's), then measured on the evaluation tokens. Needs RoPE. With
  *              G > 1 it is in general not exact at any B: its one shared RoPE key of D <= d dims
  *              leaves the other G d - D key dims without rotation (seed 003, 4.2), exact only when
  *              RoRoPE leaves them no energy (identical KV heads, say).
  *   kqsvd      KQ-SVD (seed 001, Theorem 2 with the GQA stacking of Theorem 5; values by the
  *              output variant of Appendix B): rank R_K / R_V projections of each KV head's cached
- *              keys (after RoPE) and values: G (R_K + R_V) values. Learned from, in this order of
- *              preference: the projections `kvsvd learn kqsvd` made (CmpOpts.kq) when their ranks
- *              fit B; the Grams of the session's calibration (CmpOpts.calib: real text) at the
- *              budget's ranks; else the Grams of FIT random tokens.
+ *              keys (after RoPE, on the rotary dims of a partial-rotary head) and values: G (R_K + R_V)
+ *              values. Learned from, in this order of preference: the projections `kvsvd learn kqsvd`
+ *              made (CmpOpts.kq) when their ranks fit B; the Grams of the session's calibration
+ *              (CmpOpts.calib: real text) at the budget's ranks; else the Grams of FIT random tokens.
  *   tpa-a      non-contextual TPA form a (seed 004, core/tpa.h): R_K d + R_V dv values.
  *   tpa-b      non-contextual TPA form b: (R_K + R_V) G values.
  *   mean-pool  the simple baseline: KV heads averaged into G' groups (G' the largest divisor of G

@@ -817,6 +817,14 @@ static void check_notes(const Model *src, const Model *ex, MlaCheck *c, bool qbi
              rope_scaling_name(&ex->cfg.rope_spec.scaling));
 }
 
+/* The check's per-layer error arrays (n each); false when out of memory. */
+static bool check_arrays(MlaCheck *c, size_t n) {
+    double **arr[] = {&c->score_err, &c->out_err, &c->own_out_err, &c->hf_out_err, &c->nobias_out_err};
+    bool ok = true;
+    for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) ok &= (*arr[i] = al_calloc(n, sizeof(double), "errors")) != NULL;
+    return ok;
+}
+
 /* Opens the export and its source; fills the check's header and arrays. */
 static int check_open(const char *dir, Model **src, Model **ex, Model **own, MlaCheck *c) {
     int rc = model_open(dir, ex);
@@ -836,17 +844,67 @@ static int check_open(const char *dir, Model **src, Model **ex, Model **own, Mla
     c->export_path = al_strdup(dir);
     c->source_path = al_strdup((*src)->path);
     c->n_layers = (int)n;
-    c->score_err = al_calloc(n, sizeof(double), "errors");
-    c->out_err = al_calloc(n, sizeof(double), "errors");
-    c->own_out_err = al_calloc(n, sizeof(double), "errors");
-    c->hf_out_err = al_calloc(n, sizeof(double), "errors");
-    c->nobias_out_err = al_calloc(n, sizeof(double), "errors");
+    bool arrays = check_arrays(c, n);
     c->kv_source = cfg_kv_values(&(*src)->cfg);
     c->kv_export = cfg_kv_values(&(*ex)->cfg);
     c->latent_eps = (*ex)->cfg.norm_eps;
-    bool ok = c->export_path && c->source_path && c->score_err && c->out_err && c->own_out_err && c->hf_out_err &&
-              c->nobias_out_err;
-    return ok ? AL_OK : AL_ERR;
+    return c->export_path && c->source_path && arrays ? AL_OK : AL_ERR;
+}
+
+int mla_exportable(const TmlaResult *r) {
+    bool bias;
+    return check_exportable(r, &bias);
+}
+
+/* Layer l of the session's conversion against the source (0 when the layer was not converted). */
+static int session_layer(const TmlaResult *r, int l, const Mat *X, const int *pos, MlaCheck *c) {
+    c->score_err[l] = c->out_err[l] = 0;
+    if (r->layers[l]) {
+        AttnLayer *a = NULL;
+        AttnOut *oa = NULL, *ob = NULL;
+        int rc = attn_layer_load(r->src, l, &a);
+        if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
+        if (rc == AL_OK) rc = attn_eval(r->layers[l], X, pos, true, &ob);
+        if (rc == AL_OK) attn_rel_err(oa, ob, &c->score_err[l], &c->out_err[l]);
+        attn_out_free(oa); attn_out_free(ob); attn_layer_free(a);
+        if (rc) return rc;
+    }
+    c->own_out_err[l] = c->hf_out_err[l] = c->out_err[l];    /* no latent norm: no eps, no stock form */
+    c->nobias_out_err[l] = NAN;
+    return AL_OK;
+}
+
+int mla_check_session(const TmlaResult *r, const char *why, size_t tokens, uint64_t seed, MlaCheck **out) {
+    *out = NULL;
+    MlaCheck *c = al_calloc(1, sizeof *c, "a check");
+    if (!c) return AL_ERR;
+    size_t n = (size_t)r->n_layers, T = tokens ? tokens : 64;
+    c->in_session = true;
+    c->source_path = al_strdup(r->src->path);
+    c->n_layers = r->n_layers;
+    bool arrays = check_arrays(c, n);
+    c->kv_source = cfg_kv_values(&r->src->cfg);
+    c->kv_export = r->kv_after;
+    c->latent_eps = NAN;
+    Mat *X = attn_random_input(T, r->src->cfg.hidden, seed);
+    int *pos = al_malloc3(T, 1, sizeof(int), "positions");
+    int rc = c->source_path && arrays && X && pos ? AL_OK : AL_ERR;
+    for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
+    for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        rc = session_layer(r, l, X, pos, c);
+        al_progress("layer", (size_t)l + 1, n);
+    }
+    if (rc == AL_OK) {
+        note(c, "no DeepSeek-V3 export (%s): the conversion is checked as the session holds it, without the latent "
+                "RMSNorms a DeepSeek-V3 engine would add", why && *why ? why : "not exportable");
+        rc = check_nll(r->src, r->src, r->layers, T, seed, c);
+    }
+    mat_free(X);
+    free(pos);
+    if (rc) { mla_check_free(c); return rc; }
+    *out = c;
+    return AL_OK;
 }
 
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out) {

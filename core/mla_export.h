@@ -115,6 +115,8 @@ typedef struct {
     size_t nll_tokens;        /* tokens predicted */
     char notes[1536];         /* what stock engines compute differently, one line each ("" when
                                  nothing) */
+    bool in_session;          /* mla_check_session: the conversion as the session holds it, no export
+                                 (export_path NULL, no tensors compared, every error column the same) */
 } MlaCheck;
 
 void mla_check_free(MlaCheck *c);
@@ -127,5 +129,15 @@ int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaChec
  * statistics (tmla_eval_inputs with sigma[l], mu[l]; a NULL sigma or entry: standard normal). */
 int mla_check_on(const char *dir, Model *src, size_t tokens, uint64_t seed, const double *const *sigma,
                  const double *const *mu, MlaCheck **out);
+
+/* AL_OK when mla_export can write r; else its refusal as the error (a source whose other layers
+ * have no DeepSeek-V3 form: GPT-NeoX's parallel LayerNorm blocks, Phi-3's fused MLP, MoE; layers
+ * left unconverted; RoPE frequencies DeepSeek's layout cannot hold). */
+int mla_exportable(const TmlaResult *r);
+/* `check` of a conversion no DeepSeek-V3 checkpoint can hold, without writing it: every converted
+ * layer as the session holds it (no latent RMSNorms) against the source on `tokens` random inputs
+ * (0: 64), unconverted layers 0, and the whole source model's NLL with and without the converted
+ * layers on `tokens` random token ids; `why` (the export's refusal) goes in the notes. */
+int mla_check_session(const TmlaResult *r, const char *why, size_t tokens, uint64_t seed, MlaCheck **out);
 
 #endif

@@ -151,7 +151,7 @@ static size_t kept_pairs(double f, int M, size_t G, size_t d2) {
 static int removal_curve(Study *st, const TlmRemovalOpts *o, const LayerCov *cov, int M, TlmRemovalCurve *cv,
                          size_t *done, size_t total) {
     const ModelConfig *c = &st->m->cfg;
-    size_t G = (size_t)c->n_kv_heads, d2 = (size_t)cfg_d_qk(c) / 2, np = G * d2, nf = o->n_removed;
+    size_t G = (size_t)c->n_kv_heads, d2 = (size_t)c->qk_rope_dim / 2, np = G * d2, nf = o->n_removed;   /* rotary pairs */
     cv->M = M;
     cv->removed = al_calloc(nf, sizeof(double), "a curve");
     cv->rope_dims = al_calloc(nf, sizeof(int), "a curve");
@@ -193,7 +193,7 @@ static int removal_curve(Study *st, const TlmRemovalOpts *o, const LayerCov *cov
 int tlm_rope_removal(Forward *f, const TlmRemovalOpts *o, TlmRemoval **out) {
     *out = NULL;
     const ModelConfig *c = &fwd_model(f)->cfg;
-    int d2 = cfg_d_qk(c) / 2;
+    int d2 = c->qk_rope_dim / 2;               /* the rotary frequencies of a head (partial rotary: fewer than d/2) */
     for (size_t i = 0; i < o->nM; i++)
         if (o->Ms[i] < 1 || d2 % o->Ms[i])
             return al_err("freqfold %d: M must divide the %d RoPE frequencies of a head", o->Ms[i], d2);

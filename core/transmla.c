@@ -79,9 +79,29 @@ static int feature_cov(const double *W, size_t m, size_t n, const double *b, con
     return AL_OK;
 }
 
-/* Index of the real / imaginary dim of RoPE frequency l inside a head of dim d. */
-static size_t re_dim(rope_layout r, size_t l, size_t d) { (void)d; return r == ROPE_INTERLEAVED ? 2 * l : l; }
-static size_t im_dim(rope_layout r, size_t l, size_t d) { return r == ROPE_INTERLEAVED ? 2 * l + 1 : l + d / 2; }
+/* Index of the real / imaginary dim of RoPE frequency l inside a head whose first rd dims rotate. */
+static size_t re_dim(rope_layout r, size_t l, size_t rd) { (void)rd; return r == ROPE_INTERLEAVED ? 2 * l : l; }
+static size_t im_dim(rope_layout r, size_t l, size_t rd) { return r == ROPE_INTERLEAVED ? 2 * l + 1 : l + rd / 2; }
+
+/* The dims map of the merged key (transmla.h): G rd rotary coordinates (g d + e, e < rd), the
+ * source's NoPE coordinates (e >= rd) after them in U's columns. */
+static size_t n_rot(const TmlaLayer *T) { return (size_t)T->G * (size_t)T->rd; }
+
+/* U's columns G rd.. : the source's NoPE coordinates g d + e (e >= rd), unchanged, in order. */
+static void nope_columns(const TmlaLayer *T, double *U) {
+    size_t d = (size_t)T->d, rd = (size_t)T->rd, n = (size_t)T->G * d, j = n_rot(T);
+    for (size_t g = 0; g < (size_t)T->G; g++)
+        for (size_t e = rd; e < d; e++) U[(g * d + e) * n + j++] = 1;
+}
+
+/* Trace of C_K (G d square) over the rotary coordinates. */
+static double rot_trace(const TmlaLayer *T, const double *C_K) {
+    size_t d = (size_t)T->d, n = (size_t)T->G * d;
+    double t = 0;
+    for (size_t g = 0; g < (size_t)T->G; g++)
+        for (size_t e = 0; e < (size_t)T->rd; e++) t += C_K[(g * d + e) * n + g * d + e];
+    return t;
+}
 
 /* ================================================================ step 1: merge */
 
@@ -102,28 +122,27 @@ int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) {
     if (gqa->rope_dim == 0 || gqa->rope == ROPE_NONE || !gqa->inv_freq)
         return al_err("TransMLA merge: the layer has no RoPE (RoRoPE needs rotary keys; without RoPE a plain "
                       "low-rank KV factorization applies)");
-    if (gqa->rope_dim != gqa->head_dim)
-        return al_err("TransMLA merge: RoPE covers %d of %d head dims; only full rotary heads are covered",
-                      gqa->rope_dim, gqa->head_dim);
     if (attn_layer_validate(gqa)) return AL_ERR;
     TmlaLayer *T = al_calloc(1, sizeof *T, "a TransMLA layer");
     if (!T) return AL_ERR;
     T->H = gqa->n_heads; T->G = gqa->n_kv_heads; T->d = gqa->head_dim; T->dv = gqa->v_dim; T->hidden = gqa->hidden;
-    size_t n = (size_t)T->G * (size_t)T->d, d = (size_t)T->d;
+    T->rd = gqa->rope_dim;
+    size_t n = (size_t)T->G * (size_t)T->d, d = (size_t)T->d, rd = (size_t)T->rd;
     T->src = attn_layer_copy(gqa);
     T->U = dalloc(n, n, "the merged key basis");
-    T->pair_freq = dalloc(n / 2, 1, "pair frequencies");
+    T->pair_freq = dalloc(n_rot(T) / 2, 1, "pair frequencies");
     if (!T->src || !T->U || !T->pair_freq) { tmla_layer_free(T); return AL_ERR; }
     for (size_t g = 0; g < (size_t)T->G; g++)
-        for (size_t l = 0; l < d / 2; l++) {
-            size_t p = g * (d / 2) + l;
-            T->U[(g * d + re_dim(gqa->rope, l, d)) * n + 2 * p] = 1;
-            T->U[(g * d + im_dim(gqa->rope, l, d)) * n + 2 * p + 1] = 1;
+        for (size_t l = 0; l < rd / 2; l++) {
+            size_t p = g * (rd / 2) + l;
+            T->U[(g * d + re_dim(gqa->rope, l, rd)) * n + 2 * p] = 1;
+            T->U[(g * d + im_dim(gqa->rope, l, rd)) * n + 2 * p + 1] = 1;
             T->pair_freq[p] = gqa->inv_freq[l];
         }
-    T->D = (int)n;
+    nope_columns(T, T->U);
+    T->D = (int)n_rot(T);
     T->alpha = 1;
-    T->n_J = T->G * T->dv;
+    T->n_J = (int)(n - n_rot(T)) + T->G * T->dv;
     T->R = T->n_J;
     T->joint_energy = 1;
     T->q_mult = 1;
@@ -174,22 +193,27 @@ static void reset_joint(TmlaLayer *T) {
 }
 
 int tmla_rorope(TmlaLayer *T, int M, const double *C_K) {
-    size_t d = (size_t)T->d, d2 = d / 2, G = (size_t)T->G, n = G * d;
+    size_t d = (size_t)T->d, rd = (size_t)T->rd, d2 = rd / 2, G = (size_t)T->G, n = G * d, nr = n_rot(T);
     if (M < 1 || d2 % (size_t)M)
-        return al_err("freqfold %d: M must divide the %zu RoPE frequencies of a head (head dim %zu)", M, d2, d);
+        return al_err("freqfold %d: M must divide the %zu RoPE frequencies of a head (%s %zu)", M, d2,
+                      rd < d ? "rotary dims" : "head dim", rd);
     size_t ng = d2 / (size_t)M, k = (size_t)M * G;
     rope_layout lay = T->src->rope;
-    double *U = dalloc(n, n, "the RoRoPE basis"), *freq = dalloc(n / 2, 1, "pair frequencies");
+    double *U = dalloc(n, n, "the RoRoPE basis"), *freq = dalloc(nr / 2, 1, "pair frequencies");
     double *energy = dalloc(n, 1, "key energies"), *eig = dalloc(ng, k, "group eigenvalues");
     double *Cs = dalloc(k, k, "a frequency group's covariance"), *w = dalloc(k, 1, "eigenvalues");
     size_t *ire = al_calloc(k, sizeof(size_t), "indices"), *iim = al_calloc(k, sizeof(size_t), "indices");
     int rc = U && freq && energy && eig && Cs && w && ire && iim ? AL_OK : AL_ERR;
+    if (rc == AL_OK) nope_columns(T, U);
+    for (size_t j = nr; rc == AL_OK && j < n; j++)            /* the source's NoPE coordinates: not rotated */
+        for (size_t i = 0; i < n; i++)
+            if (U[i * n + j] != 0) energy[j] = C_K[i * n + i];
     for (size_t m = 0; rc == AL_OK && m < ng; m++) {
         for (size_t f = 0; f < (size_t)M; f++)
             for (size_t g = 0; g < G; g++) {
                 size_t l = m * (size_t)M + f;
-                ire[f * G + g] = g * d + re_dim(lay, l, d);
-                iim[f * G + g] = g * d + im_dim(lay, l, d);
+                ire[f * G + g] = g * d + re_dim(lay, l, rd);
+                iim[f * G + g] = g * d + im_dim(lay, l, rd);
             }
         /* One rotation for the real and the imaginary dims: PCA of C_re + C_im (App. B, eq. 32). */
         for (size_t i = 0; i < k; i++)
@@ -216,18 +240,18 @@ int tmla_rorope(TmlaLayer *T, int M, const double *C_K) {
     if (rc) { free(U); free(freq); free(energy); free(eig); return rc; }
     free(T->U); free(T->pair_freq); free(T->key_energy); free(T->group_eig);
     T->U = U; T->pair_freq = freq; T->key_energy = energy; T->group_eig = eig;
-    T->key_total = 0;
-    for (size_t i = 0; i < n; i++) T->key_total += C_K[i * n + i];
+    T->key_total = rot_trace(T, C_K);
     T->M = M;
-    T->D = (int)n;
+    T->D = (int)nr;
     reset_joint(T);
     return AL_OK;
 }
 
 int tmla_remove_rope(TmlaLayer *T, int D, double *kept) {
-    int n = T->G * T->d;
+    int n = (int)n_rot(T);
     if (D < 2 || D > n || D % 2)
-        return al_err("rope-dim %d: the RoPE dims kept must be even and between 2 and %d (KV heads x head dim)", D, n);
+        return al_err("rope-dim %d: the RoPE dims kept must be even and between 2 and %d (KV heads x %s)", D, n,
+                      T->rd < T->d ? "rotary dims" : "head dim");
     T->D = D;
     reset_joint(T);
     if (kept) {
@@ -242,10 +266,12 @@ int tmla_remove_rope(TmlaLayer *T, int D, double *kept) {
 /* Moves the rotated pairs of T into the order perm (perm[q] = old pair now at q): U columns,
  * frequencies and key energies. */
 static int permute_pairs(TmlaLayer *T, const size_t *perm) {
-    size_t n = (size_t)T->G * (size_t)T->d, np = n / 2;
+    size_t n = (size_t)T->G * (size_t)T->d, np = n_rot(T) / 2;
     double *U = dalloc(n, n, "the RoPE basis"), *freq = dalloc(np, 1, "pair frequencies");
     double *en = T->key_energy ? dalloc(n, 1, "key energies") : NULL;
     if (!U || !freq || (T->key_energy && !en)) { free(U); free(freq); free(en); return AL_ERR; }
+    memcpy(U, T->U, n * n * sizeof(double));                 /* the NoPE columns stay */
+    if (en) memcpy(en, T->key_energy, n * sizeof(double));
     for (size_t q = 0; q < np; q++) {
         size_t p = perm[q];
         for (size_t i = 0; i < n; i++) {
@@ -257,14 +283,14 @@ static int permute_pairs(TmlaLayer *T, const size_t *perm) {
     }
     free(T->U); free(T->pair_freq); free(T->key_energy);
     T->U = U; T->pair_freq = freq; T->key_energy = en;
-    T->D = (int)n;
+    T->D = (int)(2 * np);
     reset_joint(T);
     return AL_OK;
 }
 
 int tmla_sort_pairs(TmlaLayer *T) {
     if (!T->key_energy) return al_err("TransMLA: sorting the RoPE pairs needs their key energies (run RoRoPE first)");
-    size_t np = (size_t)T->G * (size_t)T->d / 2;
+    size_t np = n_rot(T) / 2;
     size_t *perm = al_calloc(np, sizeof *perm, "a pair order");
     if (!perm) return AL_ERR;
     for (size_t q = 0; q < np; q++) perm[q] = q;
@@ -283,7 +309,7 @@ int tmla_sort_pairs(TmlaLayer *T) {
 }
 
 int tmla_select_pairs(TmlaLayer *T, const size_t *pairs, size_t n_sel, const double *C_K) {
-    size_t d = (size_t)T->d, n = (size_t)T->G * d, np = n / 2;
+    size_t d = (size_t)T->d, rd = (size_t)T->rd, n = (size_t)T->G * d, np = n_rot(T) / 2;
     rope_layout lay = T->src->rope;
     bool *used = al_calloc(np ? np : 1, sizeof *used, "pair flags");
     size_t *perm = al_calloc(np ? np : 1, sizeof *perm, "a pair order");
@@ -301,11 +327,14 @@ int tmla_select_pairs(TmlaLayer *T, const size_t *pairs, size_t n_sel, const dou
         free(T->group_eig);
         T->group_eig = NULL;
         if (!(T->key_energy = dalloc(n, 1, "key energies"))) rc = AL_ERR;
-        T->key_total = 0;
-        for (size_t i = 0; i < n; i++) T->key_total += C_K[i * n + i];
+        T->key_total = rot_trace(T, C_K);
+        if (rc == AL_OK) nope_columns(T, T->U);
+        for (size_t j = 2 * np; rc == AL_OK && j < n; j++)
+            for (size_t i = 0; i < n; i++)
+                if (T->U[i * n + j] != 0) T->key_energy[j] = C_K[i * n + i];
         for (size_t g = 0; rc == AL_OK && g < (size_t)T->G; g++)
-            for (size_t l = 0; l < d / 2; l++) {
-                size_t p = g * (d / 2) + l, a = g * d + re_dim(lay, l, d), b = g * d + im_dim(lay, l, d);
+            for (size_t l = 0; l < rd / 2; l++) {
+                size_t p = g * (rd / 2) + l, a = g * d + re_dim(lay, l, rd), b = g * d + im_dim(lay, l, rd);
                 T->U[a * n + 2 * p] = 1;
                 T->U[b * n + 2 * p + 1] = 1;
                 T->pair_freq[p] = T->src->inv_freq[l];
@@ -322,8 +351,7 @@ int tmla_select_pairs(TmlaLayer *T, const size_t *pairs, size_t n_sel, const dou
 
 double tmla_kept_energy(const TmlaLayer *T, const double *C_K) {
     size_t n = (size_t)T->G * (size_t)T->d, D = (size_t)T->D;
-    double tot = 0, kept = 0;
-    for (size_t i = 0; i < n; i++) tot += C_K[i * n + i];
+    double tot = rot_trace(T, C_K), kept = 0;
     double *A = dalloc(n, D, "a covariance product");
     if (!A) return NAN;
     /* A = C_K U[:, :D]; kept = Σ_j U[:, j] · A[:, j]. */
@@ -360,9 +388,10 @@ static int feature_diag(const Mat *Wm, const float *b, const double *Sigma, cons
 }
 
 int tmla_mha2mla_pairs(const AttnLayer *gqa, const double *Sigma, const double *mu, int r, size_t *pairs) {
-    size_t H = (size_t)gqa->n_heads, G = (size_t)gqa->n_kv_heads, d = (size_t)gqa->head_dim, d2 = d / 2;
-    if (gqa->kind != ATTN_GQA || !gqa->inv_freq || gqa->rope_dim != gqa->head_dim)
-        return al_err("MHA2MLA pair selection: the layer must be GQA with RoPE on every head dim");
+    size_t H = (size_t)gqa->n_heads, G = (size_t)gqa->n_kv_heads, d = (size_t)gqa->head_dim;
+    size_t rd = (size_t)gqa->rope_dim, d2 = rd / 2;
+    if (gqa->kind != ATTN_GQA || !gqa->inv_freq || rd == 0)
+        return al_err("MHA2MLA pair selection: the layer must be GQA with RoPE");
     if (r < 1 || (size_t)r > d2) return al_err("MHA2MLA pair selection: keep 1-%zu frequencies per head, not %d", d2, r);
     double *eq = dalloc(H, d, "query energies"), *ek = dalloc(G, d, "key energies"), *score = dalloc(d2, 1, "scores");
     int rc = eq && ek && score ? AL_OK : AL_ERR;
@@ -372,7 +401,7 @@ int tmla_mha2mla_pairs(const AttnLayer *gqa, const double *Sigma, const double *
     for (size_t g = 0; rc == AL_OK && g < G; g++) {
         /* score of frequency l: (Σ over the group's query heads of RMS |q_l|) x RMS |k_l| */
         for (size_t l = 0; l < d2; l++) {
-            size_t a = re_dim(gqa->rope, l, d), b = im_dim(gqa->rope, l, d);
+            size_t a = re_dim(gqa->rope, l, rd), b = im_dim(gqa->rope, l, rd);
             double qn = 0;
             for (size_t h = g * grp; h < (g + 1) * grp; h++) qn += sqrt(fmax(0, eq[h * d + a] + eq[h * d + b]));
             score[l] = qn * sqrt(fmax(0, ek[g * d + a] + ek[g * d + b]));
@@ -660,22 +689,25 @@ static int convertible(const Model *m) {
 int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
     if (convertible(m)) return AL_ERR;
     const ModelConfig *c = &m->cfg;
-    int d = cfg_d_qk(c), d2 = d / 2, G = c->n_kv_heads;
+    /* rd: the rotary dims of a head (d unless partial rotary, where the other d - rd join the latent) */
+    int d = cfg_d_qk(c), rd = c->qk_rope_dim, d2 = rd / 2, G = c->n_kv_heads;
+    const char *unit = rd < d ? "rotary dims" : "head dim";
     int M = o->freqfold, D = o->rope_dim;
     if (M < 0 || D < 0) return al_err("rope-dim and freqfold must be positive");
     if (M == 0 && D == 0) M = 1;
     if (M == 0) {
-        if (D > d || d % D || d2 % (d / D))
-            return al_err("rope-dim %d: the RoPE dims kept must be head dim / M with M dividing %d (head dim %d): "
-                          "try %d, %d or %d", D, d2, d, d, d / 2, d2 % 4 == 0 ? d / 4 : d / 2);
-        M = d / D;
+        if (D > rd || rd % D || d2 % (rd / D))
+            return al_err("rope-dim %d: the RoPE dims kept must be %s / M with M dividing %d (%s %d): try %d, %d or %d",
+                          D, unit, d2, unit, rd, rd, rd / 2, d2 % 4 == 0 ? rd / 4 : rd / 2);
+        M = rd / D;
     }
     if (d2 % M)
-        return al_err("freqfold %d: M must divide the %d RoPE frequencies of a head (head dim %d)", M, d2, d);
-    if (D == 0) D = d / M;
-    if (D != d / M)
-        return al_err("rope-dim %d with freqfold %d: FreqFold M keeps head dim / M = %d RoPE dims (one standard RoPE "
-                      "of dim D = d/M carries every M-th frequency); give one of the two", D, M, d / M);
+        return al_err("freqfold %d: M must divide the %d RoPE frequencies of a head (%s %d)", M, d2, unit, rd);
+    if (D == 0) D = rd / M;
+    if (D != rd / M)
+        return al_err("rope-dim %d with freqfold %d: FreqFold M keeps %s / M = %d RoPE dims (one standard RoPE "
+                      "of dim D = %s/M carries every M-th frequency); give one of the two", D, M, unit, rd / M,
+                      rd < d ? "rd" : "d");
     int nJ = (G * d - D) + G * c->v_dim;
     if (o->kv_rank != TMLA_FULL && (o->kv_rank < 1 || o->kv_rank > nJ))
         return al_err("kv-rank %d: this model's joint NoPE key / value basis has %d directions ((%d x %d - %d) + %d x "
@@ -900,19 +932,20 @@ int tmla_key_norms_stats(Model *m, int layer, int freqfold, const double *Sigma,
     TmlaLayer *T;
     double *C;
     if (figure_setup(m, layer, Sigma, mu, &T, &C)) return AL_ERR;
-    size_t d = (size_t)T->d, n = (size_t)T->G * d, np = n / 2;
+    size_t d = (size_t)T->d, rd = (size_t)T->rd, n = (size_t)T->G * d, np = n_rot(T) / 2;
     TmlaKeyNorms *k = al_calloc(1, sizeof *k, "key norms");
     int rc = k ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
-        k->n_pairs = np; k->pairs_per_head = d / 2; k->M = freqfold;
+        k->n_pairs = np; k->pairs_per_head = rd / 2; k->M = freqfold;
         double **arr[] = {&k->orig_re, &k->orig_im, &k->rot_re, &k->rot_im, &k->fold_re, &k->fold_im};
         for (size_t i = 0; i < 6; i++)
             if (!(*arr[i] = dalloc(np, 1, "key norms"))) rc = AL_ERR;
     }
     for (size_t p = 0; rc == AL_OK && p < np; p++) {          /* the merge is a permutation: read C's diagonal */
-        size_t g = p / (d / 2), l = p % (d / 2);
-        k->orig_re[p] = sqrt(fmax(0, C[(g * d + re_dim(T->src->rope, l, d)) * n + g * d + re_dim(T->src->rope, l, d)]));
-        k->orig_im[p] = sqrt(fmax(0, C[(g * d + im_dim(T->src->rope, l, d)) * n + g * d + im_dim(T->src->rope, l, d)]));
+        size_t g = p / (rd / 2), l = p % (rd / 2), a = g * d + re_dim(T->src->rope, l, rd);
+        size_t b = g * d + im_dim(T->src->rope, l, rd);
+        k->orig_re[p] = sqrt(fmax(0, C[a * n + a]));
+        k->orig_im[p] = sqrt(fmax(0, C[b * n + b]));
     }
     if (rc == AL_OK) rc = tmla_rorope(T, 1, C);
     for (size_t p = 0; rc == AL_OK && p < np; p++) {
@@ -953,15 +986,14 @@ int tmla_rope_energy_stats(Model *m, int layer, const int *Ms, size_t nM, const 
     TmlaLayer *T;
     double *C;
     if (figure_setup(m, layer, Sigma, mu, &T, &C)) return AL_ERR;
-    size_t d = (size_t)T->d, G = (size_t)T->G, n = G * d;
+    size_t d = (size_t)T->d, rd = (size_t)T->rd, G = (size_t)T->G, n = G * d;
     TmlaRopeEnergy *e = al_calloc(1, sizeof *e, "RoPE energy curves");
     int rc = e && (e->curves = al_calloc(nM + 1, sizeof *e->curves, "curves")) ? AL_OK : AL_ERR;
-    double tot = 0;
-    for (size_t i = 0; i < n; i++) tot += C[i * n + i];
+    double tot = rot_trace(T, C);
     for (size_t c = 0; rc == AL_OK && c < nM; c++) {
         int M = Ms[c];
         if ((rc = tmla_rorope(T, M, C)) != AL_OK) break;
-        size_t k = (size_t)M * G, ng = d / 2 / (size_t)M;
+        size_t k = (size_t)M * G, ng = rd / 2 / (size_t)M;
         TmlaRopeCurve *cv = &e->curves[e->n_curves++];
         cv->M = M;
         cv->n = k;
@@ -969,12 +1001,12 @@ int tmla_rope_energy_stats(Model *m, int layer, const int *Ms, size_t nM, const 
         double acc = 0;
         for (size_t j = 0; j < k; j++) {           /* j + 1 components of every group: (j + 1) d / M dims */
             for (size_t g = 0; g < ng; g++) acc += T->group_eig[g * k + j];
-            cv->dims[j] = (double)((j + 1) * d / (size_t)M);
+            cv->dims[j] = (double)((j + 1) * rd / (size_t)M);
             cv->energy[j] = tot > 0 ? acc / tot : 1;
         }
     }
     if (rc == AL_OK) {             /* baseline without rotation: per frequency, the k strongest heads' pairs */
-        size_t nf = d / 2;
+        size_t nf = rd / 2;
         double *pe = dalloc(G, nf, "pair energies");
         TmlaRopeCurve *cv = &e->curves[e->n_curves++];
         cv->M = 0;
@@ -982,7 +1014,7 @@ int tmla_rope_energy_stats(Model *m, int layer, const int *Ms, size_t nM, const 
         if (!pe || !(cv->dims = dalloc(G, 1, "curve")) || !(cv->energy = dalloc(G, 1, "curve"))) rc = AL_ERR;
         for (size_t l = 0; rc == AL_OK && l < nf; l++) {
             for (size_t g = 0; g < G; g++) {
-                size_t a = g * d + re_dim(T->src->rope, l, d), b = g * d + im_dim(T->src->rope, l, d);
+                size_t a = g * d + re_dim(T->src->rope, l, rd), b = g * d + im_dim(T->src->rope, l, rd);
                 pe[l * G + g] = C[a * n + a] + C[b * n + b];
             }
             qsort(pe + l * G, G, sizeof *pe, cmp_desc);
@@ -990,7 +1022,7 @@ int tmla_rope_energy_stats(Model *m, int layer, const int *Ms, size_t nM, const 
         double acc = 0;
         for (size_t k = 0; rc == AL_OK && k < G; k++) {
             for (size_t l = 0; l < nf; l++) acc += pe[l * G + k];
-            cv->dims[k] = (double)((k + 1) * d);
+            cv->dims[k] = (double)((k + 1) * rd);
             cv->energy[k] = tot > 0 ? acc / tot : 1;
         }
         free(pe);

@@ -19,6 +19,17 @@
  *                        folded back into the key up-projection (the second approximation).
  *   5. tmla_fold_scale   the q.k head dim becomes nope + D: the softmax scale correction is folded
  *                        into the query so the scores are unchanged.
+ *
+ * Partial rotary (GPT-NeoX rotary_pct, Phi-3 partial_rotary_factor): the first rd = rope_dim of
+ * each head's d dims turn (AttnLayer's convention), the other d - rd never do. The dims map of the
+ * merged key: coordinate g d + e is rotary for e < rd (pair l = e mod rd/2, real for e < rd/2 with
+ * rotate_half), NoPE otherwise. RoRoPE rotates the G rd rotary coordinates only (U's first G rd
+ * columns, pairs of equal frequency); U's last G (d - rd) columns are the source's NoPE
+ * coordinates unchanged, so they join the joint latent with the rotary coordinates RoPE removal
+ * drops and with V (the NoPE part of MLA, seed 000 A.3); each query's NoPE dims pair with them
+ * through the absorbed q_nope = q_h. Exact at full kv rank with D = G rd (every rotary coordinate
+ * keeps RoPE); D = rd / M keeps one standard RoPE head. Energies of steps 2-3 are fractions of
+ * the ROTARY key energy (the source's NoPE dims never had RoPE to lose).
  *   tmla_build materializes the MLA layer (attn_eval.h, DeepSeek-V3 layout) at any stage:
  *   per head q = [q_nope (d, the original query) ; q_pe (D)], k_nope_h = c W_KVB (the NoPE part of
  *   KV head g(h) in its own coordinates), one shared RoPE key, RoPE pairs stored interleaved.
@@ -41,15 +52,17 @@
 typedef struct TmlaLayer {
     AttnLayer *src;           /* the GQA layer (owned copy) */
     int H, G, d, dv, hidden;
+    int rd;                   /* rotary dims per head (= src->rope_dim; d unless partial rotary) */
     double *U;                /* (G d, G d) orthogonal: column j is rotated key coordinate j, over merged
-                                 coordinates g d + e; columns (2p, 2p+1) are the (re, im) of pair p */
-    double *pair_freq;        /* (G d / 2) RoPE frequency of rotated pair p */
+                                 coordinates g d + e; columns (2p, 2p+1), p < G rd / 2, are the (re, im)
+                                 of pair p; columns G rd.. the source's NoPE coordinates (partial rotary) */
+    double *pair_freq;        /* (G rd / 2) RoPE frequency of rotated pair p */
     double *key_energy;       /* (G d) diag(Uᵀ C_K U): key energy per rotated coordinate (NULL before
                                  tmla_rorope) */
-    double key_total;         /* trace C_K */
+    double key_total;         /* trace of C_K over the rotary coordinates (all of C_K unless partial) */
     double *group_eig;        /* (n_groups, M G) eigenvalues of C_re + C_im per FreqFold group, descending */
     int M;                    /* FreqFold: frequencies per PCA group (0 before tmla_rorope) */
-    int D;                    /* rotated coordinates that keep RoPE (G d until tmla_remove_rope) */
+    int D;                    /* rotated coordinates that keep RoPE (G rd until tmla_remove_rope) */
     double alpha;             /* KV balancing factor (1: off) */
     double *R_KV;             /* (n_J, R) joint basis of [K_nope / alpha ; V]; NULL = identity */
     int n_J, R;               /* n_J = (G d - D) + G dv */
@@ -61,7 +74,8 @@ typedef struct TmlaLayer {
 void tmla_layer_free(TmlaLayer *T);
 
 /* Step 1: merges the KV heads of a GQA layer with RoPE (copies gqa). The result, built, is the
- * exact MLA form: D = G d RoPE dims (pair (g, l) at frequency l), latent = the G dv values. */
+ * exact MLA form: D = G rd RoPE dims (pair (g, l) at frequency l), latent = the G dv values (and
+ * the G (d - rd) NoPE key dims of a partial-rotary source). */
 int tmla_merge(const AttnLayer *gqa, TmlaLayer **out);
 
 /* Second moment of [k ; v] = x [W_K | W_V] + [b_K | b_V] for inputs with E[x xᵀ] = Sigma
@@ -72,19 +86,20 @@ int tmla_kv_cov_stats(const AttnLayer *gqa, const double *Sigma, const double *m
 /* Its key block C_K (G d square), caller frees. */
 double *tmla_key_cov(const TmlaLayer *T, const double *C_kv);
 
-/* Steps 2-3 (RoRoPE + FreqFold): M divides d/2; C_K is the merged key's second moment (G d
- * square). Rotated pair p = c n_groups + m holds component c of group m (frequency of the
- * group's first member), so the leading d/M coordinates are component 0 of every group. */
+/* Steps 2-3 (RoRoPE + FreqFold): M divides rd/2; C_K is the merged key's second moment (G d
+ * square; only its rotary block is rotated). Rotated pair p = c n_groups + m holds component c of
+ * group m (frequency of the group's first member), so the leading rd/M coordinates are component 0
+ * of every group. */
 int tmla_rorope(TmlaLayer *T, int M, const double *C_K);
-/* Step 3: keeps RoPE on the first D rotated coordinates (even, 2 <= D <= G d); the fraction of the
- * key energy they hold goes to *kept (may be NULL). */
+/* Step 3: keeps RoPE on the first D rotated coordinates (even, 2 <= D <= G rd); the fraction of the
+ * rotary key energy they hold goes to *kept (may be NULL). */
 int tmla_remove_rope(TmlaLayer *T, int D, double *kept);
 
 /* Reorders the rotated pairs by descending key energy (after tmla_rorope), so that keeping D RoPE
  * dims keeps the D / 2 strongest pairs of any group (the RoPE-removal curve; the export keeps the
  * rorope order, whose first d / M dims form a standard RoPE). */
 int tmla_sort_pairs(TmlaLayer *T);
-/* Without rotation: the merged pairs listed in pairs[n] (p = g d/2 + l: KV head g, frequency l)
+/* Without rotation: the merged pairs listed in pairs[n] (p = g rd/2 + l: KV head g, frequency l)
  * come first, the others after, each turning at its own frequency; key energies from C_K. Then
  * tmla_remove_rope(T, 2 n) keeps RoPE on exactly those pairs (MHA2MLA's partial RoPE). */
 int tmla_select_pairs(TmlaLayer *T, const size_t *pairs, size_t n, const double *C_K);
@@ -93,8 +108,8 @@ int tmla_select_pairs(TmlaLayer *T, const size_t *pairs, size_t n, const double 
  * moment Sigma and mean mu (NULL: unit variance, zero mean). pairs gets G r merged pair indices,
  * head by head, by frequency. */
 int tmla_mha2mla_pairs(const AttnLayer *gqa, const double *Sigma, const double *mu, int r, size_t *pairs);
-/* Fraction of trace C_K that the first D coordinates of T's current basis hold (C_K may come from
- * other statistics than the basis did). */
+/* Fraction of the rotary trace of C_K that the first D coordinates of T's current basis hold (C_K
+ * may come from other statistics than the basis did). */
 double tmla_kept_energy(const TmlaLayer *T, const double *C_K);
 
 /* Second moment of the joint PCA's features [K_nope ; V] (unscaled) from C_kv, through the
@@ -124,8 +139,8 @@ int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q);
 
 typedef struct {
     int kv_rank;              /* R, or TMLA_FULL */
-    int rope_dim;             /* D; 0: d / freqfold */
-    int freqfold;             /* M; 0: d / rope_dim (1 when neither is given) */
+    int rope_dim;             /* D; 0: rd / freqfold (rd: rotary dims of a head, d unless partial) */
+    int freqfold;             /* M; 0: rd / rope_dim (1 when neither is given) */
     bool balance;             /* KV balancing (default on) */
     bool compare_balance;     /* also measure the other balance setting for the report */
     int q_rank;               /* 0: plain q_proj */
@@ -139,13 +154,13 @@ typedef struct {
                                      mean); only read where sigma is given */
 } TmlaOpts;
 
-/* Defaults: full rank, M = 1, D = d, balance on with the comparison, 64 tokens. */
+/* Defaults: full rank, M = 1, D = rd, balance on with the comparison, 64 tokens. */
 TmlaOpts tmla_opts_default(void);
 
 typedef struct {
     int layer;
     double alpha;             /* balancing factor used (1 when off) */
-    double rope_energy;       /* key energy kept in the D RoPE dims (fraction) */
+    double rope_energy;       /* rotary key energy kept in the D RoPE dims (fraction) */
     double joint_energy;      /* energy kept by the rank-R joint basis (fraction of its input) */
     double score_err;         /* relative error of the causal scores on random inputs (standard normal,
                                  or Gaussian with the layer's given second moment and mean) */
@@ -169,7 +184,8 @@ typedef struct TmlaResult {
 } TmlaResult;
 
 void tmla_result_free(TmlaResult *r);
-/* Checks that m can be converted (GQA family with full RoPE, what analysis_check(m, AN_EVAL) accepts) and
+/* Checks that m can be converted (GQA family with RoPE, full or partial, what analysis_check(m,
+ * AN_CONVERT_MLA) accepts; rope_dim and freqfold count the rotary dims rd of a head) and
  * resolves the options against its dims (errors say which value is wrong and what would fit). */
 int tmla_resolve_opts(const Model *m, TmlaOpts *o);
 /* Converts the layers of m; al_progress("layer") per layer; AL_INTERRUPTED keeps nothing. */
@@ -189,11 +205,11 @@ Mat *tmla_eval_inputs(size_t T, int hidden, uint64_t seed, const double *Sigma, 
 
 /* TransMLA Figure 3a: RMS of each key dimension under inputs with second moment Sigma (NULL:
  * unit variance, i.e. the row norm of the key projection), real and imaginary halves apart. Pair p
- * of the merged head: original (head-major, p = g d/2 + l), after RoRoPE (M = 1) and after RoRoPE
+ * of the merged head: original (head-major, p = g rd/2 + l), after RoRoPE (M = 1) and after RoRoPE
  * + FreqFold M (component-major, p = c n_groups + m). */
 typedef struct {
-    size_t n_pairs;           /* G d / 2 */
-    size_t pairs_per_head;    /* d / 2 */
+    size_t n_pairs;           /* G rd / 2 */
+    size_t pairs_per_head;    /* rd / 2 */
     int M;
     double *orig_re, *orig_im;    /* (n_pairs) each */
     double *rot_re, *rot_im;
@@ -207,8 +223,9 @@ int tmla_key_norms_stats(Model *m, int layer, int freqfold, const double *Sigma,
 
 /* The key-energy side of Figure 3b (its perplexity side is tlm_rope_removal, core/tmla_lm.h): key
  * energy kept in the RoPE dims against RoPE dims kept (under Sigma, NULL: weights), one curve per
- * FreqFold M (keeping k components per group: k d / M dims), and a baseline without rotation that
- * keeps, for every frequency, the pairs of the k strongest KV heads (k d dims; MHA2MLA-like). */
+ * FreqFold M (keeping k components per group: k rd / M dims), and a baseline without rotation that
+ * keeps, for every frequency, the pairs of the k strongest KV heads (k rd dims; MHA2MLA-like);
+ * fractions of the rotary key energy. */
 typedef struct {
     int M;                    /* 0: the no-rotation baseline */
     size_t n;
@@ -222,7 +239,7 @@ typedef struct {
 } TmlaRopeEnergy;
 
 void tmla_rope_energy_free(TmlaRopeEnergy *e);
-/* Curves for each M in Ms that divides d/2 (others are an error), plus the baseline. */
+/* Curves for each M in Ms that divides rd/2 (others are an error), plus the baseline. */
 int tmla_rope_energy(Model *m, int layer, const int *Ms, size_t nM, const double *Sigma, TmlaRopeEnergy **out);
 /* The same with the input mean mu (NULL: zero). */
 int tmla_rope_energy_stats(Model *m, int layer, const int *Ms, size_t nM, const double *Sigma, const double *mu,

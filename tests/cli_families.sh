@@ -82,6 +82,26 @@ for fam in mixtral phi3; do
     ok "  and wrote nothing" test ! -e "$T/$fam-mla"
 done
 
+# convert mla on partial rotary (gpt_neox, rotary_pct 0.25: 8 of 32 dims turn): RoRoPE on the rotary
+# dims, the NoPE dims join the latent; perplexity and check run in the session (NeoX's parallel
+# LayerNorm blocks have no DeepSeek-V3 export); compare computes every row but FaRR's
+run -e "load $T/gpt_neox; convert mla kv-rank full ids ids.txt seqlen 40 stats weights; check"
+ok "gpt_neox convert mla + ppl + check run" test "$(rc)" = 0
+ok "  RoPE dims = the rotary dims, NoPE = the head" grep -q "RoPE dims 8 (freqfold 1), nope 32" out.txt
+ok "  perplexity after, in memory" grep -Eq "perplexity on 39 tokens .* after = the converted layers swapped in memory" out.txt
+ok "  check in the session" grep -q "evaluated as converted in the session" out.txt
+ok "  check's whole-model perplexity" grep -q "whole model on 63 random tokens" out.txt
+run -e "load $T/gpt_neox; convert mla kv-rank 64; export $T/neox-mla"
+ok "gpt_neox: its export is refused" test "$(rc)" = 1
+ok "  naming the blocks" grep -q "other norms around the blocks" err.txt
+run -e "load $T/gpt_neox; plot rope-energy layer 1 to $T/neox-re.png"
+ok "gpt_neox plot rope-energy over the 4 rotary frequencies" test "$(rc)" = 0
+ok "  freqfold 8 skipped" grep -q "freqfold 8 skipped: it does not divide the 4 frequencies" out.txt
+run -e "load $T/gpt_neox; compare kv-budget 128 layers 1"
+ok "gpt_neox compare runs" test "$(rc)" = 0
+ok "  TransMLA keeps the rotary dims" grep -Eq "transmla +128 +R 120 \+ D 8" out.txt
+ok "  FaRR says why not" grep -q "farr .*n/a: keys under RoPE" out.txt
+
 # help names the families
 run -e "help synth family"
 ok "help synth family lists gemma3_text" grep -q "gemma3_text" out.txt

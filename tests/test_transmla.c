@@ -317,9 +317,8 @@ static void test_models(const char *tmp) {
     /* refusals */
     const char *bad[][2] = {{"\"sliding_window\": 64", "sliding window"},
                             {"\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}", "rope_scaling type 'dynamic'"},
-                            {"\"partial_rotary_factor\": 0.5", "partial_rotary_factor"},
                             {NULL, "per-head Q/K RMSNorm"}};
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 3; i++) {
         snprintf(dir, sizeof dir, "%s/bad%zu", tmp, i);
         TuModel b = tm;
         b.model_type = "mistral";
@@ -334,6 +333,20 @@ static void test_models(const char *tmp) {
         if (bm) CHECK_ERR(tmla_resolve_opts(bm, &o), bad[i][1]);
         model_free(bm);
     }
+    /* partial rotary is converted now (test_transmla_partial.c): the RoPE dims default to the 4
+     * rotary dims of a head of 8 */
+    snprintf(dir, sizeof dir, "%s/partial", tmp);
+    TuModel pm = tm;
+    pm.model_type = "mistral";
+    pm.extra_config = "\"partial_rotary_factor\": 0.5";
+    pm.layers = 1;
+    CHECK_OK(tu_write_model(dir, &pm));
+    Model *bm = NULL;
+    CHECK_OK(model_open(dir, &bm));
+    o = tmla_opts_default();
+    if (bm) CHECK_OK(tmla_resolve_opts(bm, &o));
+    CHECK(o.rope_dim == 4 && o.freqfold == 1, "partial rotary: rope-dim %d freqfold %d", o.rope_dim, o.freqfold);
+    model_free(bm);
 }
 
 static void test_stories(void) {
