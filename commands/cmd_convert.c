@@ -442,7 +442,6 @@ static int run_mla_check(Session *s, const char *dir, Model *src, bool calib, si
 }
 
 /* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
-/* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
  * folder, checked against the model it came from, and the folder removed; a conversion the export
  * refuses is checked as the session holds it (unit-variance inputs). The inputs are the
  * conversion's own unless `tokens` / `seed` say otherwise: its tokens and seed, and the session's
