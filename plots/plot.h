@@ -6,8 +6,8 @@
  * rank, min / median / max of given ranks, pooling a large matrix down to screen cells).
  *
  * Where a figure goes is PlotOpts: a file whose extension picks the device (.png -> pngcairo,
- * .svg -> svgcairo, .pdf -> pdfcairo; the folder is made when missing, the file is written under
- * a temporary name and renamed when complete, and a path that cannot be written is an error
+ * .svg -> svg (PLplot's own driver: text stays <text>, editable), .pdf -> pdfcairo; the folder
+ * is made when missing, the file is written under a temporary name and renamed when complete, and a path that cannot be written is an error
  * before PLplot starts, never a prompt), or an interactive xcairo window (needs a reachable X
  * display, checked first; blocks until a key or a click in the window). Sizes are pixels for
  * PNG and windows, points for SVG and PDF; text keeps its size in pixels and scales with the
@@ -38,7 +38,7 @@ typedef struct {
     bool x_whole;          /* curves: x ticks on whole numbers only (layers), at least 1 apart */
 } PlotOpts;
 
-/* Device name for a file name by its extension ("pngcairo", "svgcairo", "pdfcairo"), or NULL
+/* Device name for a file name by its extension ("pngcairo", "svg", "pdfcairo"), or NULL
  * (with an error naming the extensions accepted). */
 const char *plot_device_for(const char *path);
 /* True when $DISPLAY is set and non-empty (a window may be possible). */

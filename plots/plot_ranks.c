@@ -215,8 +215,14 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
 
     const PlotOpts o = *opts;
     PlotPage pg;
-    bool big = n_layers > 16;
-    if (plot_page_open_design(&o, &pg, big ? 1400 : PLOT_DEFAULT_WIDTH, big ? 1000 : PLOT_DEFAULT_HEIGHT)) {
+    /* The page from the panel count: 1000 x 700 up to 16 panels, then about 180 x 140 per panel
+     * (61 layers, 8 x 8: 1560 x 1320), so panels keep a readable size. */
+    int cols = grid_cols(n_layers);
+    int rows = (int)((n_layers + (size_t)cols - 1) / (size_t)cols);
+    int dw = n_layers > 16 ? 120 + 180 * cols : PLOT_DEFAULT_WIDTH, dh = n_layers > 16 ? 200 + 140 * rows : PLOT_DEFAULT_HEIGHT;
+    if (dw < PLOT_DEFAULT_WIDTH) dw = PLOT_DEFAULT_WIDTH;
+    if (dh < PLOT_DEFAULT_HEIGHT) dh = PLOT_DEFAULT_HEIGHT;
+    if (plot_page_open_design(&o, &pg, dw, dh)) {
         free(pts);
         return AL_ERR;
     }
@@ -226,15 +232,13 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
              info->name_a, info->name_b, info->name_fused, info->tau);
     plot_page_title(&o, title);
 
-    int cols = grid_cols(n_layers);
-    int rows = (int)((n_layers + (size_t)cols - 1) / (size_t)cols);
     /* Margins in character heights: title and legend above, tick labels and the axis label
      * below and left; gy leaves room for the panel label "L12". */
     const double ey = plot_em_y(), ex = plot_em_x();
     const double L = 5.2 * ex, R = 1.0 - 1.2 * ex, B = 4.2 * ey, T = plot_top(&o, 1) - 1.4 * ey;
     PlotLegendItem items[3];
     legend_items(info, lab, items);
-    const double gx = 0.7 * ex, gy = 1.5 * ey;
+    const double gx = 0.7 * ex, gy = 2.1 * ey;      /* gy: the panel label and a gap above it */
     double pw = (R - L - gx * (cols - 1)) / cols, ph = (T - B - gy * (rows - 1)) / rows;
     double small = rows > 4 ? 0.78 : 0.85;
     double ymax = 1.04 * info->head_dim;

@@ -9,7 +9,8 @@
 #      them), the summary by default on the terminal past 64 rows (the result still every head);
 #      `plot vo-ranks ... order head|rank`;
 #   13 `ranks ... model NAME` without switching, `diff ranks`, `plot ranks-by-layer ... models A,B`;
-#   18 `plot spectrum ... log` has its own default file name.
+#   18 `plot spectrum ... log` has its own default file name; SVG keeps text as <text> (PLplot's svg
+#      driver); a log axis of two decades or less gets 2 and 5 labels between the decades.
 set -u
 : "${ATTNLAB_SRC:?ATTNLAB_SRC must name the source tree}"
 . "$(dirname "$0")/lib_cli.sh"
@@ -112,5 +113,11 @@ ok "models: one name refused" has "$out" "two or more names"
 out=$(e "load demo-r1; set plot.dir $T/auto; plot spectrum vo layer 2 head 0; plot spectrum vo layer 2 head 0 log")
 ok "linear and log spectra: two files" test "$(ls "$T/auto" | grep -c spectrum)" -eq 2
 ok "the log one ends in -log" test -f "$T/auto/demo-r1-spectrum-vo-L2-H0-log.png"
+
+e "load demo-r1; plot spectrum vo layer 0 head 0 log to s.svg" >/dev/null
+ok "SVG: text is text" grep -q "<text" s.svg
+txt=$(python3 -c "import re, html; print('|'.join(html.unescape(x) for x in re.findall(r'<tspan[^>]*>([^<]*)', open('s.svg').read())))" 2>/dev/null)
+ok "SVG: the title is readable text" has "$txt" "demo-r1 layer 0 head 0: singular values of fused W_V W_O"
+ok "log axis over two decades: 0.2, 0.5, 2 and 5 labelled" has "$txt" "|0.2|0.5|2|5|"
 
 cli_done
