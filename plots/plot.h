@@ -144,7 +144,8 @@ typedef struct {
 } PlotKeyNorms;
 
 /* Key-norm concentration: top panel the real halves, bottom panel the imaginary halves (drawn
- * downward, mirrored), one line per variant; pairs_per_head > 0 draws faint head boundaries. */
+ * downward, mirrored), one line per variant; pairs_per_head > 0 draws dashed head boundaries,
+ * labelled "KV head g" (up to 8 heads; the number alone up to 32). */
 int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_variants,
                    size_t n_pairs, size_t pairs_per_head);
 

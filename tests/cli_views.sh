@@ -9,6 +9,7 @@
 #      them), the summary by default on the terminal past 64 rows (the result still every head);
 #      `plot vo-ranks ... order head|rank`;
 #   13 `ranks ... model NAME` without switching, `diff ranks`, `plot ranks-by-layer ... models A,B`;
+#   16 `plot kv-balance` (TransMLA Figure 4a) and labelled head separators on `plot key-norms`;
 #   18 `plot spectrum ... log` has its own default file name; SVG keeps text as <text> (PLplot's svg
 #      driver); a log axis of two decades or less gets 2 and 5 labels between the decades.
 set -u
@@ -119,5 +120,18 @@ ok "SVG: text is text" grep -q "<text" s.svg
 txt=$(python3 -c "import re, html; print('|'.join(html.unescape(x) for x in re.findall(r'<tspan[^>]*>([^<]*)', open('s.svg').read())))" 2>/dev/null)
 ok "SVG: the title is readable text" has "$txt" "demo-r1 layer 0 head 0: singular values of fused W_V W_O"
 ok "log axis over two decades: 0.2, 0.5, 2 and 5 labelled" has "$txt" "|0.2|0.5|2|5|"
+
+# ---- 16: TransMLA Figure 4a, and labelled head separators on key-norm figures
+out=$(e "load demo-llama; plot kv-balance layer 1 to kvb.png; plot kv-balance layer 1 to kvb.svg; plot key-norms layer 1 to kn.svg")
+ok "plot kv-balance exits 0" test $? -eq 0
+ok "kv-balance: PNG" is_png kvb.png
+ok "kv-balance: alpha reported" has "$out" "layer 1: alpha = "
+txt=$(python3 -c "import re, html; print('|'.join(html.unescape(x) for x in re.findall(r'<tspan[^>]*>([^<]*)', open('kvb.svg').read())))" 2>/dev/null)
+ok "kv-balance: before and after in the legend" has "$txt" "NoPE keys, before balancing|.*NoPE keys / α, after balancing (α = "
+ok "kv-balance: values" has "$txt" "values (unchanged)"
+txt=$(python3 -c "import re, html; print('|'.join(html.unescape(x) for x in re.findall(r'<tspan[^>]*>([^<]*)', open('kn.svg').read())))" 2>/dev/null)
+ok "key-norms: head separators labelled" has "$txt" "KV head 0|KV head 1"
+out=$(e "load demo-r1; plot kv-balance layer 0")
+ok "kv-balance on MLA: refused" test $? -ne 0
 
 cli_done
