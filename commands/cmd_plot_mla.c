@@ -338,20 +338,10 @@ const char CMD_PLOT_KV_BALANCE_HELP[] =
     "rotated dims, as `convert mla` does) and the value dims, head by head -- before and after KV\n"
     "balancing, which divides the keys by alpha = RMS NoPE key / RMS value so that the keys do\n"
     "not dominate the shared PCA. Statistics as `plot key-norms` (activations when there are any,\n"
-    "else the weights). y is logarithmic.\n"
+    "else the weights). y is logarithmic. Takes the keywords of `plot key-norms`.\n"
     "Examples:\n"
     "  plot kv-balance layer 0\n"
     "  plot kv-balance layer 2 freqfold 2 calib story.txt to figs/kv_balance.png";
-
-const Param cmd_plot_kv_balance_kw[] = {
-    { .name = "layer", .type = ARG_INT, .def = "0", .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
-    { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 4096, .comp = COMP_NONE, .metavar = "M",
-      .help = "adjacent RoPE frequencies per PCA (default 4, or the largest of 2, 1 dividing head dim / 2)" },
-    PARAM_PLOT_TO,
-    PARAM_WINDOW,
-    PARAM_TMLA_STATS,
-    {0}
-};
 
 /* The joint PCA input's second moment C_J of one layer after RoRoPE + FreqFold M and RoPE kept
  * on d / M dims, and the balanced layer (T->alpha). Caller frees both. */

@@ -22,7 +22,6 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out);
 extern const Param cmd_plot_key_norms_kw[];
 extern const Param cmd_plot_rope_energy_kw[];
 extern const Param cmd_plot_rope_removal_kw[];
-extern const Param cmd_plot_kv_balance_kw[];
 extern const char CMD_PLOT_KEY_NORMS_HELP[];
 extern const char CMD_PLOT_ROPE_ENERGY_HELP[];
 extern const char CMD_PLOT_ROPE_REMOVAL_HELP[];
@@ -39,7 +38,7 @@ extern const char CMD_PLOT_KV_BALANCE_HELP[];
       .help = CMD_PLOT_ROPE_REMOVAL_HELP, .kw = cmd_plot_rope_removal_kw, .fn = cmd_plot_rope_removal, \
       .flags = CMD_MODEL },                                                                                \
     { .name = "kv-balance", .summary = "TransMLA Fig. 4a: key and value norms before / after KV balancing", \
-      .help = CMD_PLOT_KV_BALANCE_HELP, .kw = cmd_plot_kv_balance_kw, .fn = cmd_plot_kv_balance,       \
+      .help = CMD_PLOT_KV_BALANCE_HELP, .kw = cmd_plot_key_norms_kw, .fn = cmd_plot_kv_balance,        \
       .flags = CMD_MODEL }
 
 #endif
