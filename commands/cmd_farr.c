@@ -61,8 +61,10 @@ static const char SPECTRUM_HELP[] =
     "head H reads) or qk, vo (the fused pair, from its factors -- never formed). qk uses the NoPE\n"
     "columns where RoPE is partial (MLA; GPT-NeoX and Phi-3 partial rotary, which rotate each head's\n"
     "first dims: the output names the dims used) and all columns without RoPE (GPT-2); full-RoPE models\n"
-    "need `offset D`. Where a Q/K norm sits between projection and score (Qwen3, Gemma 3, OLMo 2), qk is\n"
-    "refused and q / k are the whole projection of one head. The result is the array of singular values; `to FILE.csv` writes\n"
+    "(Llama, Mistral, Qwen2) need `offset D` for qk, while q and k there are the whole projection of\n"
+    "one head: RoPE rotates a projection's output, so a single W_Q or W_K has no RoPE problem. Where a\n"
+    "Q/K norm sits between projection and score (Qwen3, Gemma 3, OLMo 2), qk is refused and q / k are\n"
+    "the whole projection too. The result is the array of singular values; `to FILE.csv` writes\n"
     "index,sigma,energy (1-based index, energy cumulative).\n"
     "Examples:\n"
     "  spectrum vo layer 2 head 0\n"
@@ -86,8 +88,14 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     if (need_layer_head(a, &layer, &head)) return AL_ERR;
     farr_kind kind = (k == 0 || k == 1 || k == 4) ? FARR_QK : FARR_VO;
     int side = (k == 4 || k == 5) ? 2 : (k == 0 || k == 2) ? 0 : 1;
-    Spectrum *own = NULL;          /* q / k alone where a Q/K norm refuses QK fusion */
-    if (kind == FARR_QK && side != 2 && farr_normed_side(s->cur, side, layer, head, &own)) return AL_ERR;
+    Spectrum *own = NULL;          /* q / k alone where QK fusion is refused (Q/K norm, full RoPE) */
+    Mat *W = NULL;
+    if (kind == FARR_QK && side != 2 && farr_side_alone(s->cur, side, layer, head, param_offset(a), &W)) return AL_ERR;
+    if (W) {
+        int rc = lin_svd(W, 0, &own);
+        mat_free(W);
+        if (rc) return rc;
+    }
     if (own) {
         int rc = spectrum_show(s, a, out, k, layer, head, own);
         lin_spectrum_free(own);
@@ -158,11 +166,21 @@ static const char RANKS_HELP[] =
     "whole projection): q and k are divided by their own per-token RMS, so the score is not a\n"
     "bilinear form and W_Q W_K^T is not what the model computes; `spectrum q|k` still gives each\n"
     "projection's own spectrum there.\n"
+    "Views: `order rank` sorts each layer's heads by fused rank (head ids kept in the head column;\n"
+    "default `order head`). `summary` gives one row per layer instead: layer, heads, the min and\n"
+    "max of each factor's rank, the min / median / max fused rank and the heads holding the min\n"
+    "and max. On the terminal a table of more than 64 rows prints that summary (with a note); the\n"
+    "result (Lua, `to FILE`) is still every head's row, and `heads` prints them all. `model NAME`\n"
+    "reads another loaded model (or loads NAME as `load` does) without switching to it.\n"
     "Examples:\n"
     "  ranks vo layer 8\n"
     "  ranks qk all tau 0.99 to qk_ranks.csv\n"
-    "  ranks vo 0-3\n"
+    "  ranks vo 0-3 order rank\n"
+    "  ranks vo all summary\n"
+    "  ranks vo all model demo-llama\n"
     "  = attn.run(\"ranks vo layer 2\")[1].rank_vo";
+
+static const char *const ORDER_CHOICES[] = {"head", "rank", NULL};
 
 static const Param ranks_pos[] = {
     PARAM_PAIR,
@@ -171,63 +189,264 @@ static const Param ranks_pos[] = {
     {0}
 };
 
+#define PARAM_RANKS_MODEL { .name = "model", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME", \
+    .help = "another model (loaded, or loaded now as `load` does) instead of the current one; no switch" }
+
 static const Param ranks_kw[] = {
     { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .comp = COMP_LAYERS, .metavar = "L|all",
       .help = "one layer (or all)" },
-    PARAM_TAU, PARAM_OFFSET, PARAM_TO, {0}
+    PARAM_TAU, PARAM_OFFSET,
+    { .name = "order", .type = ARG_ENUM, .choices = ORDER_CHOICES, .def = "head", .comp = COMP_CHOICES,
+      .help = "rows in head order, or by fused rank within each layer" },
+    { .name = "summary", .type = ARG_FLAG, .comp = COMP_NONE,
+      .help = "one row per layer: min / median / max ranks and the heads holding them" },
+    { .name = "heads", .type = ARG_FLAG, .comp = COMP_NONE, .help = "print every head's row even when the table is large" },
+    PARAM_RANKS_MODEL,
+    PARAM_TO, {0}
 };
+
+/* Rows printed on the terminal before `ranks` shows the per-layer summary instead. */
+#define RANKS_TERMINAL_ROWS 64
+
+/* The model a command reads: `model NAME` (loaded aside when needed) or the current one. */
+static int target_model(Session *s, const Args *a, Model **m) {
+    const char *name = args_str(a, "model");
+    if (!name || !*name) { *m = s->cur; return AL_OK; }
+    return session_model_aside(s, name, m);
+}
+
+/* The rank table of layers lo..hi of m at tau, swept (cached) first; *rows the caller's. */
+static int rank_rows(Session *s, Model *m, farr_kind kind, int lo, int *hi, int offset, double tau,
+                     FarrRankRow **rows, size_t *n, int *cap) {
+    FarrState *st;
+    if (ws_farr(s, &st)) return AL_ERR;
+    int asked = *hi, rc = farr_state_sweep(st, m, kind, lo, asked, offset);
+    if (rc == AL_INTERRUPTED)        /* Ctrl-C: keep the layers finished (cached) from lo on */
+        for (*hi = lo - 1; *hi < asked && farr_state_get_layer(st, m, kind, *hi + 1, offset); (*hi)++) {}
+    if (rc && (rc != AL_INTERRUPTED || *hi < lo)) return rc;
+    int rc2 = farr_state_rank_table(st, m, kind, lo, *hi, offset, tau, rows, n);
+    if (rc2) return rc2;
+    const FarrLayer *fl0 = farr_state_get_layer(st, m, kind, lo, offset);
+    *cap = fl0 ? fl0->head_dim : 0;
+    return rc;                       /* AL_OK, or AL_INTERRUPTED with *hi the last layer kept */
+}
+
+/* "rank_v", "rank_o", "rank_vo" (side 0, 1, 2) into buf. */
+static const char *rank_col(farr_kind kind, int side, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "rank_%s%s", side == 2 ? farr_kind_name(kind) : kind == FARR_VO ? (side ? "o" : "v")
+                                                                                       : (side ? "k" : "q"),
+             suffix);
+    return buf;
+}
+
+static int by_layer_rank(const void *x, const void *y) {
+    const FarrRankRow *a = x, *b = y;
+    if (a->layer != b->layer) return a->layer < b->layer ? -1 : 1;
+    if (a->rank_fused != b->rank_fused) return a->rank_fused < b->rank_fused ? -1 : 1;
+    return (a->head > b->head) - (a->head < b->head);
+}
+
+static Table *ranks_table(farr_kind kind, const FarrRankRow *rows, size_t n) {
+    char c2[24], c3[24], c4[24];
+    Table *t = table_new(5, "layer", "head", rank_col(kind, 0, "", c2, sizeof c2), rank_col(kind, 1, "", c3, sizeof c3),
+                         rank_col(kind, 2, "", c4, sizeof c4));
+    for (size_t i = 0; t && i < n; i++) {
+        const FarrRankRow *r = &rows[i];
+        if (table_row(t)) { table_free(t); return NULL; }
+        table_int(t, r->layer); table_int(t, r->head);
+        table_int(t, r->rank_a); table_int(t, r->rank_b); table_int(t, r->rank_fused);
+    }
+    return t;
+}
+
+static int cmp_int(const void *x, const void *y) {
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* One row per layer of a head-ordered or rank-ordered rank table (rows of a layer contiguous). */
+static Table *ranks_summary(farr_kind kind, const FarrRankRow *rows, size_t n) {
+    char c[7][32];
+    const char *names[11] = {"layer", "heads", rank_col(kind, 0, "_min", c[0], 32), rank_col(kind, 0, "_max", c[1], 32),
+                             rank_col(kind, 1, "_min", c[2], 32), rank_col(kind, 1, "_max", c[3], 32),
+                             rank_col(kind, 2, "_min", c[4], 32), rank_col(kind, 2, "_median", c[5], 32),
+                             rank_col(kind, 2, "_max", c[6], 32), "head_min", "head_max"};
+    Table *t = table_new_v(11, names);
+    int *f = al_calloc(n ? n : 1, sizeof(int), "fused ranks");
+    if (!t || !f) { table_free(t); free(f); return NULL; }
+    for (size_t i = 0; i < n;) {
+        size_t j = i, k;
+        while (j < n && rows[j].layer == rows[i].layer) j++;
+        int amin = 1 << 30, amax = 0, bmin = 1 << 30, bmax = 0;
+        const FarrRankRow *lo = &rows[i], *hi = &rows[i];
+        for (k = i; k < j; k++) {
+            const FarrRankRow *r = &rows[k];
+            if (r->rank_a < amin) amin = r->rank_a;
+            if (r->rank_a > amax) amax = r->rank_a;
+            if (r->rank_b < bmin) bmin = r->rank_b;
+            if (r->rank_b > bmax) bmax = r->rank_b;
+            if (r->rank_fused < lo->rank_fused || (r->rank_fused == lo->rank_fused && r->head < lo->head)) lo = r;
+            if (r->rank_fused > hi->rank_fused || (r->rank_fused == hi->rank_fused && r->head < hi->head)) hi = r;
+            f[k - i] = r->rank_fused;
+        }
+        size_t m = j - i;
+        qsort(f, m, sizeof *f, cmp_int);
+        if (table_row(t)) { table_free(t); free(f); return NULL; }
+        table_int(t, rows[i].layer); table_int(t, (long long)m);
+        table_int(t, amin); table_int(t, amax); table_int(t, bmin); table_int(t, bmax);
+        table_int(t, lo->rank_fused);
+        table_num(t, m % 2 ? f[m / 2] : 0.5 * (f[m / 2 - 1] + f[m / 2]));
+        table_int(t, hi->rank_fused); table_int(t, lo->head); table_int(t, hi->head);
+        i = j;
+    }
+    free(f);
+    return t;
+}
 
 static int cmd_ranks(Session *s, const Args *a, Out *out) {
     farr_kind kind = param_pair(a);
     double tau = param_tau(s, a);
     int offset = param_offset(a);
     long lo, hi;
+    Model *m;
     const char *which = args_given(a, "layer") ? "layer" : "range";
     if (args_given(a, "layer") && args_given(a, "range"))
         return al_err("ranks: give either a range or `layer L`, not both");
-    if (args_range(a, which, s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (args_flag(a, "summary") && args_flag(a, "heads"))
+        return al_err("ranks: give `summary` (one row per layer) or `heads` (every head), not both");
+    if (target_model(s, a, &m)) return AL_ERR;
+    if (args_range(a, which, m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     if (!(tau > 0 && tau <= 1)) return al_err("ranks: tau %g must be in (0, 1]", tau);
-    FarrState *st;
-    if (ws_farr(s, &st)) return AL_ERR;
-    int rc = farr_state_sweep(st, s->cur, kind, (int)lo, (int)hi, offset);
-    long asked = hi;
-    if (rc == AL_INTERRUPTED)        /* Ctrl-C: keep the layers finished (cached) from lo on */
-        for (hi = lo - 1; hi < asked && farr_state_get_layer(st, s->cur, kind, (int)hi + 1, offset); hi++) {}
-    if (rc && (rc != AL_INTERRUPTED || hi < lo)) return rc;
-    char c2[16], c3[16], c4[16];
-    snprintf(c2, sizeof c2, "rank_%s", kind == FARR_VO ? "v" : "q");
-    snprintf(c3, sizeof c3, "rank_%s", kind == FARR_VO ? "o" : "k");
-    snprintf(c4, sizeof c4, "rank_%s", farr_kind_name(kind));
     FarrRankRow *rows;
-    size_t nrows;
-    if ((rc = farr_state_rank_table(st, s->cur, kind, (int)lo, (int)hi, offset, tau, &rows, &nrows))) return rc;
-    const FarrLayer *fl0 = farr_state_get_layer(st, s->cur, kind, (int)lo, offset);
-    int cap = fl0 ? fl0->head_dim : 0, fmin = 1 << 30, fmax = 0;
+    size_t n;
+    int hi_kept = (int)hi, cap, rc = rank_rows(s, m, kind, (int)lo, &hi_kept, offset, tau, &rows, &n, &cap);
+    if (rc && rc != AL_INTERRUPTED) return rc;
+    long asked = hi;
+    hi = hi_kept;
+    if (!strcmp(args_str(a, "order"), "rank")) qsort(rows, n, sizeof *rows, by_layer_rank);
+    int fmin = 1 << 30, fmax = 0;
     double fsum = 0;
-    size_t n = nrows;
-    Table *t = table_new(5, "layer", "head", c2, c3, c4);
-    for (size_t i = 0; t && i < nrows; i++) {
-        const FarrRankRow *r = &rows[i];
-        if (table_row(t)) { table_free(t); t = NULL; break; }
-        table_int(t, r->layer); table_int(t, r->head);
-        table_int(t, r->rank_a); table_int(t, r->rank_b); table_int(t, r->rank_fused);
-        if (r->rank_fused < fmin) fmin = r->rank_fused;
-        if (r->rank_fused > fmax) fmax = r->rank_fused;
-        fsum += r->rank_fused;
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].rank_fused < fmin) fmin = rows[i].rank_fused;
+        if (rows[i].rank_fused > fmax) fmax = rows[i].rank_fused;
+        fsum += rows[i].rank_fused;
     }
+    bool summary = args_flag(a, "summary");
+    bool brief = !summary && !args_flag(a, "heads") && !args_str(a, "to") && out_narrates(out) &&
+                 out->fmt == FMT_TABLE && n > RANKS_TERMINAL_ROWS;
+    Table *t = summary ? ranks_summary(kind, rows, n) : ranks_table(kind, rows, n);
+    Table *brief_t = brief ? ranks_summary(kind, rows, n) : NULL;
     free(rows);
-    if (!t) return AL_ERR;
+    if (!t || (brief && !brief_t)) { table_free(t); table_free(brief_t); return AL_ERR; }
     if (out_narrates(out))
-        out_printf(out, "%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
-                   farr_fused_name(kind), tau, lo, hi, fmin, fmax, n ? fsum / (double)n : 0.0, cap, n,
+        out_printf(out, "%s%s%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
+                   m != s->cur ? m->name : "", m != s->cur ? ": " : "", farr_fused_name(kind), tau, lo, hi, fmin, fmax,
+                   n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
-    rc = out_table_to(out, args_str(a, "to"), t);
-    if (rc || hi == asked) return rc;
+    if (brief) {
+        char *text = table_render(brief_t, out->fmt, out->prec);
+        if (text) out_printf(out, "%s", text);
+        free(text);
+        table_free(brief_t);
+        out_printf(out, "(%zu rows: one row per layer shown; `heads` prints every head, `to FILE.csv` writes them)\n", n);
+        out_table(out, t);
+        out->written = true;
+    } else if ((rc = out_table_to(out, args_str(a, "to"), t)))
+        return rc;
+    if (hi == asked) return AL_OK;
     al_err("ranks: interrupted after %ld of %ld layers: kept layers %ld-%ld (run it again to go on: finished layers are cached)",
            hi - lo + 1, asked - lo + 1, lo, hi);
     return AL_INTERRUPTED;
 }
+
+/* ================================================================ diff ranks */
+
+static const char DIFF_HELP[] =
+    "Compares two models' analysis tables head by head; `help diff ranks`.";
+
+static const char DIFF_RANKS_HELP[] =
+    "Two models' rank tables of one pair, head by head (say a model and its fine-tune, or two\n"
+    "checkpoints of a run): layer, head, each factor's rank and the fused rank in model A and in\n"
+    "model B, and delta = B's fused rank minus A's. Models are loaded names, or loaded now as\n"
+    "`load` does, without switching the session's model; both must have the same layers and heads.\n"
+    "Prints how many heads changed and by how much; the result is the table.\n"
+    "Examples:\n"
+    "  diff ranks vo demo-r1 demo-r1-bf16\n"
+    "  diff ranks vo base tuned layers 0-3 tau 0.99 to vo_diff.csv";
+
+static const Param diff_ranks_pos[] = {
+    PARAM_PAIR,
+    { .name = "a", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "A", .help = "the first model" },
+    { .name = "b", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "B", .help = "the second model" },
+    {0}
+};
+
+static const Param diff_ranks_kw[] = { PARAM_LAYERS("layers A-B to compare"), PARAM_TAU, PARAM_TO, {0} };
+
+static Table *diff_table(farr_kind kind, const FarrRankRow *ra, const FarrRankRow *rb, size_t n) {
+    char c[6][32];
+    const char *names[9] = {"layer", "head", rank_col(kind, 0, "_a", c[0], 32), rank_col(kind, 0, "_b", c[1], 32),
+                            rank_col(kind, 1, "_a", c[2], 32), rank_col(kind, 1, "_b", c[3], 32),
+                            rank_col(kind, 2, "_a", c[4], 32), rank_col(kind, 2, "_b", c[5], 32), "delta"};
+    Table *t = table_new_v(9, names);
+    for (size_t i = 0; t && i < n; i++) {
+        if (table_row(t)) { table_free(t); return NULL; }
+        table_int(t, ra[i].layer); table_int(t, ra[i].head);
+        table_int(t, ra[i].rank_a); table_int(t, rb[i].rank_a);
+        table_int(t, ra[i].rank_b); table_int(t, rb[i].rank_b);
+        table_int(t, ra[i].rank_fused); table_int(t, rb[i].rank_fused);
+        table_int(t, rb[i].rank_fused - ra[i].rank_fused);
+    }
+    return t;
+}
+
+static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
+    farr_kind kind = param_pair(a);
+    double tau = param_tau(s, a);
+    Model *ma, *mb;
+    if (session_model_aside(s, args_str(a, "a"), &ma) || session_model_aside(s, args_str(a, "b"), &mb)) return AL_ERR;
+    const ModelConfig *ca = &ma->cfg, *cb = &mb->cfg;
+    if (ca->n_layers != cb->n_layers || ca->n_heads != cb->n_heads)
+        return al_err("diff ranks: %s has %d layers x %d heads, %s has %d x %d: a head-by-head diff needs the same "
+                      "shape (compare them side by side with `plot ranks-by-layer %s models %s,%s`)", ma->name,
+                      ca->n_layers, ca->n_heads, mb->name, cb->n_layers, cb->n_heads, farr_kind_name(kind), ma->name,
+                      mb->name);
+    long lo, hi;
+    if (args_range(a, "layers", ca->n_layers, &lo, &hi)) return AL_ERR;
+    if (!(tau > 0 && tau <= 1)) return al_err("diff ranks: tau %g must be in (0, 1]", tau);
+    FarrRankRow *ra = NULL, *rb = NULL;
+    size_t na = 0, nb = 0;
+    int cap_a, cap_b;
+    int ha = (int)hi, hb = (int)hi;
+    int rc = rank_rows(s, ma, kind, (int)lo, &ha, FARR_NO_OFFSET, tau, &ra, &na, &cap_a);
+    if (rc == AL_OK) rc = rank_rows(s, mb, kind, (int)lo, &hb, FARR_NO_OFFSET, tau, &rb, &nb, &cap_b);
+    if (rc == AL_OK && na != nb) rc = al_err("diff ranks: %zu rows against %zu", na, nb);
+    Table *t = rc ? NULL : diff_table(kind, ra, rb, na);
+    size_t changed = 0, up = 0;
+    int dmin = 0, dmax = 0;
+    for (size_t i = 0; t && i < na; i++) {
+        int d = rb[i].rank_fused - ra[i].rank_fused;
+        changed += d != 0;
+        up += d > 0;
+        if (d < dmin) dmin = d;
+        if (d > dmax) dmax = d;
+    }
+    free(ra);
+    free(rb);
+    if (!t) return rc ? rc : AL_ERR;
+    if (out_narrates(out))
+        out_printf(out, "%s ranks at tau %g, layers %ld-%ld: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
+                   "delta %d to %+d\n", farr_fused_name(kind), tau, lo, hi, ma->name, mb->name, changed, na, up,
+                   changed - up, dmin, dmax);
+    return out_table_to(out, args_str(a, "to"), t);
+}
+
+static const Command diff_subs[] = {
+    { .name = "ranks", .summary = "two models' rank tables head by head, with the fused rank's change",
+      .help = DIFF_RANKS_HELP, .pos = diff_ranks_pos, .kw = diff_ranks_kw, .fn = cmd_diff_ranks },
+    {0}
+};
 
 /* ================================================================ fuse / fused */
 
@@ -612,6 +831,7 @@ static const Command farr_cmds[] = {
       .help = FUSED_HELP, .pos = fused_pos, .kw = fused_kw, .fn = cmd_fused },
     { .name = "truncate", .summary = "FaRR truncate-and-split on a working copy, with accounting",
       .help = TRUNCATE_HELP, .pos = truncate_pos, .kw = truncate_kw, .fn = cmd_truncate, .flags = CMD_MODEL },
+    { .name = "diff", .summary = "two models side by side: `diff ranks vo A B`", .help = DIFF_HELP, .sub = diff_subs },
     {0}
 };
 

@@ -58,13 +58,29 @@ static int head_args(const Args *a, int *layer, int *head, int *offset) {
     return AL_OK;
 }
 
-/* The cached (or now computed) singular values of one head's matrix kind. */
+/* The cached (or now computed) singular values of one head's matrix kind. A Q or K projection
+ * alone where QK fusion is refused (full RoPE, Q/K norm) is computed here: *own holds it then
+ * (the caller frees it with lin_spectrum_free; NULL otherwise). */
 static int head_spectrum(Session *s, int mk, int layer, int head, int offset, const Spectrum **out,
-                         const FarrLayer **fl_out) {
+                         Spectrum **own) {
     FarrState *st;
     const FarrLayer *fl;
     int side;
     farr_kind kind = mat_pair(mk, &side);
+    Mat *W = NULL;
+    *own = NULL;
+    if (kind == FARR_QK && side != 2 && farr_side_alone(s->cur, side, layer, head, offset, &W)) return AL_ERR;
+    if (W) {
+        int rc = lin_svd(W, 0, own);
+        mat_free(W);
+        if (rc == AL_OK && !(*own)->p) {
+            lin_spectrum_free(*own);
+            *own = NULL;
+            return al_err("%s of layer %d head %d has no singular values", mat_label(mk), layer, head);
+        }
+        *out = *own;
+        return rc;
+    }
     if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_layer(st, s->cur, kind, layer, offset, &fl);
     if (rc) return rc;
@@ -74,15 +90,17 @@ static int head_spectrum(Session *s, int mk, int layer, int head, int offset, co
     if (!arr || !arr[head] || !arr[head]->p)
         return al_err("%s of layer %d head %d has no singular values", mat_label(mk), layer, head);
     *out = arr[head];
-    if (fl_out) *fl_out = fl;
     return AL_OK;
 }
 
-/* The matrix kind, layer, head and offset a spectrum or energy figure names, and that spectrum. */
-static int named_spectrum(Session *s, const Args *a, int *mk, int *layer, int *head, int *offset, const Spectrum **sp) {
+/* The matrix kind, layer, head and offset a spectrum or energy figure names, and that spectrum
+ * (*own: see head_spectrum). */
+static int named_spectrum(Session *s, const Args *a, int *mk, int *layer, int *head, int *offset, const Spectrum **sp,
+                          Spectrum **own) {
+    *own = NULL;
     *mk = args_enum(a, "kind");
     if (head_args(a, layer, head, offset)) return AL_ERR;
-    return head_spectrum(s, *mk, *layer, *head, *offset, sp, NULL);
+    return head_spectrum(s, *mk, *layer, *head, *offset, sp, own);
 }
 
 /* Title and subtitle of a per-head figure. */
@@ -104,8 +122,11 @@ static void head_titles(const Session *s, int mk, int layer, int head, int offse
 static const char SPECTRUM_HELP[] =
     "Singular values of one head's matrix against their index (seed 000, 1.3): KIND is q, k, v\n"
     "or o (one projection) or qk, vo (the fused pair W_Q W_Kᵀ, W_V W_O). For GQA, k and v are\n"
-    "the KV head that query head H reads. `log` draws sigma on a log axis. The spectra come\n"
-    "from the FaRR cache (computed once per layer, as `ranks` does).\n"
+    "the KV head that query head H reads. q and k work on every model: on full-RoPE models\n"
+    "(Llama, Mistral, Qwen2) they are the whole projection (RoPE rotates its output); only the\n"
+    "fused qk needs the NoPE part or `offset D`. `log` draws sigma on a log axis (its default\n"
+    "file name ends in -log). The spectra come from the FaRR cache (computed once per layer, as\n"
+    "`ranks` does).\n"
     "Examples:\n"
     "  plot spectrum q layer 3 head 5 log\n"
     "  plot spectrum vo layer 2 head 0 to figs/vo_2_0.svg";
@@ -137,18 +158,22 @@ static const Param spectrum_kw[] = {
 static int cmd_plot_spectrum(Session *s, const Args *a, Out *out) {
     int layer, head, offset, mk;
     const Spectrum *sp;
-    int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp);
+    Spectrum *own;
+    int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp, &own);
     if (rc) return rc;
     char title[256], sub[256], auto_name[256];
     head_titles(s, mk, layer, head, offset, sp, "singular values", title, sizeof title, sub, sizeof sub);
-    snprintf(auto_name, sizeof auto_name, "%s-spectrum-%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk], layer, head);
+    snprintf(auto_name, sizeof auto_name, "%s-spectrum-%s-L%d-H%d%s", s->cur->name, MAT_CHOICES[mk], layer, head,
+             args_flag(a, "log") ? "-log" : "");
     PlotDest d;
-    if (plot_dest_init(s, a, auto_name, &d)) return AL_ERR;
+    if (plot_dest_init(s, a, auto_name, &d)) { lin_spectrum_free(own); return AL_ERR; }
     d.o.title = title;
     d.o.subtitle = sub;
     d.o.logy = args_flag(a, "log");
     plot_dest_window_hint(out, &d);
-    return plot_dest_done(out, &d, plot_spectrum(&d.o, sp->sigma, sp->p));
+    rc = plot_spectrum(&d.o, sp->sigma, sp->p);
+    lin_spectrum_free(own);
+    return plot_dest_done(out, &d, rc);
 }
 
 static int cmp_mark(const void *x, const void *y) {
@@ -156,11 +181,24 @@ static int cmp_mark(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+static int energy_figure(Session *s, const Args *a, Out *out, int mk, int layer, int head, int offset,
+                         const Spectrum *sp);
+
 static int cmd_plot_energy(Session *s, const Args *a, Out *out) {
     int layer, head, offset, mk;
     const Spectrum *sp;
-    int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp);
+    Spectrum *own;
+    int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp, &own);
     if (rc) return rc;
+    rc = energy_figure(s, a, out, mk, layer, head, offset, sp);
+    lin_spectrum_free(own);
+    return rc;
+}
+
+/* The energy figure of one spectrum (plot energy). */
+static int energy_figure(Session *s, const Args *a, Out *out, int mk, int layer, int head, int offset,
+                         const Spectrum *sp) {
+    int rc;
     double *energy = al_malloc3(sp->p, 1, sizeof(double), "cumulative energy");
     if (!energy) return AL_ERR;
     lin_cum_energy(sp->sigma, sp->p, energy);
@@ -180,7 +218,8 @@ static int cmd_plot_energy(Session *s, const Args *a, Out *out) {
     qsort(marks, nm, sizeof marks[0], cmp_mark);
     char title[256], sub[256], auto_name[256];
     head_titles(s, mk, layer, head, offset, sp, "energy", title, sizeof title, sub, sizeof sub);
-    snprintf(auto_name, sizeof auto_name, "%s-energy-%s-L%d-H%d", s->cur->name, MAT_CHOICES[mk], layer, head);
+    snprintf(auto_name, sizeof auto_name, "%s-energy-%s-L%d-H%d%s", s->cur->name, MAT_CHOICES[mk], layer, head,
+             args_flag(a, "log") ? "-log" : "");
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { free(energy); return AL_ERR; }
     d.o.title = title;
@@ -210,21 +249,21 @@ static void rankset_free(RankSet *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Fills r from the FaRR cache (computing missing layers with progress and Ctrl-C). */
-static int rankset_build(Session *s, farr_kind kind, int lo, int hi, int offset, double tau, RankSet *r) {
+/* Fills r from the FaRR cache of model m (computing missing layers with progress and Ctrl-C). */
+static int rankset_build(Session *s, Model *m, farr_kind kind, int lo, int hi, int offset, double tau, RankSet *r) {
     FarrState *st;
     memset(r, 0, sizeof *r);
     if (ws_farr(s, &st)) return AL_ERR;
-    int rc = farr_state_sweep(st, s->cur, kind, lo, hi, offset);
+    int rc = farr_state_sweep(st, m, kind, lo, hi, offset);
     if (rc) return rc;
-    size_t n = (size_t)(hi - lo + 1), nh = (size_t)s->cur->cfg.n_heads, cells;
+    size_t n = (size_t)(hi - lo + 1), nh = (size_t)m->cfg.n_heads, cells;
     if (!al_mul_ok(n, 3 * nh, &cells, "rank table")) return AL_ERR;
     r->layers = al_calloc(n, sizeof *r->layers, "rank table");
     r->ranks = al_malloc3(cells, 1, sizeof(int), "rank table");
     if (!r->layers || !r->ranks) { rankset_free(r); return AL_ERR; }
     r->n = n;
     for (size_t i = 0; i < n; i++) {
-        const FarrLayer *fl = farr_state_get_layer(st, s->cur, kind, lo + (int)i, offset);
+        const FarrLayer *fl = farr_state_get_layer(st, m, kind, lo + (int)i, offset);
         if (!fl) { rankset_free(r); return al_err("layer %d: no spectra in the FaRR cache", lo + (int)i); }
         int *ra = r->ranks + i * 3 * nh, *rb = ra + nh, *rf = rb + nh;
         size_t h_n = (size_t)fl->n_heads < nh ? (size_t)fl->n_heads : nh;
@@ -246,9 +285,10 @@ typedef enum { RANKS_ONE, RANKS_GRID, RANKS_BY_LAYER } ranks_figure;
 static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int lo, int hi, double tau,
                       ranks_figure fig, const char *auto_name) {
     RankSet r;
-    int rc = rankset_build(s, kind, lo, hi, param_offset(a), tau, &r);
+    int rc = rankset_build(s, s->cur, kind, lo, hi, param_offset(a), tau, &r);
     if (rc) return rc;
     PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
+    info.by_head = fig != RANKS_BY_LAYER && !strcmp(args_str(a, "order"), "head");
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
     plot_dest_window_hint(out, &d);
@@ -279,9 +319,12 @@ static const char RANKS_HELP[] =
     "the head dim. With more than one layer (`all`, `layers A-B`, or no layer at all) it draws\n"
     "the model-wide grid of 2.4, one small panel per layer. Ranks are at the session tau unless\n"
     "`tau` is given; the spectra come from the FaRR cache (missing layers are computed once,\n"
-    "with progress, and Ctrl-C keeps the finished ones).\n"
+    "with progress, and Ctrl-C keeps the finished ones). Sorted by rank, a one-layer figure labels\n"
+    "each position with its head id (every k-th past 48 heads); `order head` puts the heads in model\n"
+    "order instead (x = head id), in one layer or the grid.\n"
     "Examples:\n"
     "  plot vo-ranks layer 2\n"
+    "  plot vo-ranks layer 2 order head\n"
     "  plot qk-ranks all to figs/qk_grid.png\n"
     "  plot vo-ranks layers 0-3 tau 0.99";
 
@@ -291,10 +334,14 @@ static const Param ranks_pos[] = {
     {0}
 };
 
+static const char *const ORDER_CHOICES[] = {"rank", "head", NULL};
+
 static const Param ranks_kw[] = {
     { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .comp = COMP_LAYERS, .metavar = "L|all",
       .help = "one layer (or all: the grid)" },
     PARAM_LAYERS_OPT("the grid of layers A-B"),
+    { .name = "order", .type = ARG_ENUM, .choices = ORDER_CHOICES, .def = "rank", .comp = COMP_CHOICES,
+      .help = "x: heads sorted by fused rank (labelled with their ids), or in head order" },
     PARAM_TAU,
     PARAM_OFFSET,
     PARAM_PLOT_TO,
@@ -323,8 +370,12 @@ static const char BYLAYER_HELP[] =
     "Per-layer minimum, median and maximum fused effective rank against depth, the min..max\n"
     "band shaded. The maximum is the uniform rank a per-layer truncation must keep (heads of a\n"
     "layer share one size in attention kernels), so this is where FaRR can and cannot pay.\n"
+    "`models A,B,C` draws several models in one figure, one curve per model of the per-layer\n"
+    "`stat` (max by default; median, min): models are loaded names or anything `load` takes,\n"
+    "loaded as needed without switching the session's model.\n"
     "Examples:\n"
     "  plot ranks-by-layer vo\n"
+    "  plot ranks-by-layer vo models demo-r1,demo-llama stat median\n"
     "  plot ranks-by-layer qk layers 0-20 tau 0.99 to qk_depth.pdf";
 
 
@@ -333,8 +384,14 @@ static const Param bylayer_pos[] = {
     {0}
 };
 
+static const char *const STAT_CHOICES[] = {"min", "median", "max", NULL};
+
 static const Param bylayer_kw[] = {
     PARAM_LAYERS("layers A-B"),
+    { .name = "models", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "A,B,...",
+      .help = "several models side by side (names or anything `load` takes), none switched to" },
+    { .name = "stat", .type = ARG_ENUM, .choices = STAT_CHOICES, .def = "max", .comp = COMP_CHOICES,
+      .help = "with models: the per-layer statistic drawn (min, median or max over heads)" },
     PARAM_TAU,
     PARAM_OFFSET,
     PARAM_PLOT_TO,
@@ -342,11 +399,48 @@ static const Param bylayer_kw[] = {
     {0}
 };
 
+#define MODELS_MAX 16
+
+/* Ranks of each named model (comma-separated) for the side-by-side figure. */
+static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, double tau) {
+    char *list = al_strdup(args_str(a, "models")), *save = NULL, names[512] = "";
+    RankSet r[MODELS_MAX];
+    PlotRanksModel pm[MODELS_MAX];
+    size_t n = 0, len = 0;
+    int rc = list ? AL_OK : AL_ERR;
+    for (char *w = list ? strtok_r(list, ",", &save) : NULL; w && !rc; w = strtok_r(NULL, ",", &save)) {
+        Model *m;
+        long lo, hi;
+        if (n == MODELS_MAX) { rc = al_err("%s: at most %d models in one figure", a->path, MODELS_MAX); break; }
+        if ((rc = session_model_aside(s, w, &m)) || (rc = args_range(a, "layers", m->cfg.n_layers, &lo, &hi))) break;
+        if ((rc = rankset_build(s, m, kind, (int)lo, (int)hi, FARR_NO_OFFSET, tau, &r[n]))) break;
+        pm[n] = (PlotRanksModel){.model = m->name, .layers = r[n].layers, .n_layers = r[n].n, .head_dim = r[n].head_dim};
+        len += (size_t)snprintf(names + len, len < sizeof names ? sizeof names - len : 0, "%s%s", n ? "-" : "", m->name);
+        n++;
+    }
+    free(list);
+    if (!rc && n < 2) rc = al_err("%s: `models` takes two or more names separated by commas, e.g. models demo-r1,demo-llama", a->path);
+    char auto_name[700];
+    snprintf(auto_name, sizeof auto_name, "%s-ranks-by-layer-%s-%s", farr_kind_name(kind), args_str(a, "stat"), names);
+    PlotDest d;
+    if (!rc && !(rc = plot_dest_init(s, a, auto_name, &d))) {
+        PlotRanksInfo info = ranks_info(s, kind, tau, 0);
+        plot_dest_window_hint(out, &d);
+        rc = plot_dest_done(out, &d, plot_ranks_by_layer_models(&d.o, &info, pm, n, (plot_rank_stat)args_enum(a, "stat")));
+    }
+    for (size_t k = 0; k < n; k++) rankset_free(&r[k]);
+    return rc;
+}
+
 static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
     farr_kind kind = param_pair(a);
     double tau = param_tau(s, a);
     long lo, hi;
     if (tau <= 0 || tau > 1) return al_err("%s: tau %g must be in (0, 1]", a->path, tau);
+    if (args_given(a, "models")) {
+        if (args_given(a, "offset")) return al_err("%s: offset is for one model's qk, not for `models`", a->path);
+        return bylayer_models(s, a, out, kind, tau);
+    }
     if (args_range(a, "layers", s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
     char auto_name[256];
     snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-by-layer", s->cur->name, farr_kind_name(kind));
@@ -399,8 +493,12 @@ static int heatmap_matrix(Session *s, int mk, int layer, int head, int offset, i
     int side;
     farr_kind kind = mat_pair(mk, &side);
     Mat *A = NULL, *B = NULL, *W = NULL;
-    lin_op op;
-    int rc = farr_head_factors(s->cur, kind, layer, head, offset, &A, &B, &op);
+    lin_op op = LIN_AB;
+    int rc = AL_OK;
+    /* q / k alone where QK fusion is refused: the whole projection stands in for the factor. */
+    if (kind == FARR_QK && side != 2 && farr_side_alone(s->cur, side, layer, head, offset, side == 0 ? &A : &B))
+        return AL_ERR;
+    if (!A && !B) rc = farr_head_factors(s->cur, kind, layer, head, offset, &A, &B, &op);
     if (rc) return rc;
     if (side == 2) {
         if (factor < 0) {

@@ -356,3 +356,85 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     tlm_removal_free(r);
     return rc;
 }
+
+/* ================================================================ plot kv-balance */
+
+const char CMD_PLOT_KV_BALANCE_HELP[] =
+    "TransMLA Figure 4a for one layer: the RMS of every feature of the joint PCA's input -- the\n"
+    "NoPE key dims (after RoRoPE + FreqFold M and removing RoPE from all but the first d / M\n"
+    "rotated dims, as `convert mla` does) and the value dims, head by head -- before and after KV\n"
+    "balancing, which divides the keys by alpha = RMS NoPE key / RMS value so that the keys do\n"
+    "not dominate the shared PCA. Statistics as `plot key-norms` (activations when there are any,\n"
+    "else the weights). y is logarithmic. Takes the keywords of `plot key-norms`.\n"
+    "Examples:\n"
+    "  plot kv-balance layer 0\n"
+    "  plot kv-balance layer 2 freqfold 2 calib story.txt to figs/kv_balance.png";
+
+/* The joint PCA input's second moment C_J of one layer after RoRoPE + FreqFold M and RoPE kept
+ * on d / M dims, and the balanced layer (T->alpha). Caller frees both. */
+static int kv_joint(Model *m, int layer, int M, const double *S, const double *mu, TmlaLayer **T, double **C_J) {
+    AttnLayer *gqa = NULL;
+    double *C_kv = NULL, *C_K = NULL;
+    *T = NULL;
+    *C_J = NULL;
+    int rc = attn_layer_load(m, layer, &gqa);
+    if (rc == AL_OK) rc = tmla_merge(gqa, T);
+    if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, S, mu, &C_kv);
+    if (rc == AL_OK && !(C_K = tmla_key_cov(*T, C_kv))) rc = AL_ERR;
+    if (rc == AL_OK) rc = tmla_rorope(*T, M, C_K);
+    if (rc == AL_OK) rc = tmla_remove_rope(*T, (*T)->d / M, NULL);
+    if (rc == AL_OK) rc = tmla_joint_cov(*T, C_kv, C_J);
+    if (rc == AL_OK) rc = tmla_balance(*T, true, *C_J);
+    attn_layer_free(gqa);
+    free(C_kv);
+    free(C_K);
+    if (rc) { tmla_layer_free(*T); *T = NULL; free(*C_J); *C_J = NULL; }
+    return rc;
+}
+
+int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    int layer = (int)args_int(a, "layer"), M = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : default_fold(m);
+    TmlaStatsUse u;
+    const double *S, *mu;
+    int rc = ws_tmla_stats(s, m, a, false, &u, out);
+    if (rc) return rc;
+    layer_stats(&u, layer, &S, &mu);
+    TmlaLayer *T;
+    double *C_J;
+    if ((rc = kv_joint(m, layer, M, S, mu, &T, &C_J))) { ws_tmla_stats_release(&u); return rc; }
+    size_t nJ = (size_t)T->n_J, nv = (size_t)T->G * (size_t)T->dv, nk = nJ - nv;
+    double *v = al_malloc3(nJ, 3, sizeof(double), "kv norms"), alpha = T->alpha;
+    if (!v) { tmla_layer_free(T); free(C_J); ws_tmla_stats_release(&u); return AL_ERR; }
+    double *x = v, *before = v + nJ, *after = v + 2 * nJ;
+    for (size_t i = 0; i < nJ; i++) {
+        x[i] = (double)i;
+        before[i] = sqrt(fmax(0, C_J[i * nJ + i]));
+        after[i] = i < nk ? before[i] / alpha : before[i];
+    }
+    char title[256], sub[1024], auto_name[256], lk[96];
+    snprintf(lk, sizeof lk, "NoPE keys / α, after balancing (α = %.3g)", alpha);
+    PlotCurve c[3] = {{.label = "NoPE keys, before balancing", .x = x, .y = before, .n = nk, .fixed_color = true, .slot = 3},
+                      {.label = lk, .x = x, .y = after, .n = nk, .fixed_color = true, .slot = 2},
+                      {.label = "values (unchanged)", .x = x + nk, .y = before + nk, .n = nv, .fixed_color = true, .slot = 0}};
+    snprintf(title, sizeof title, "%s layer %d: key and value norms before and after KV balancing", m->name, layer);
+    snprintf(sub, sizeof sub, "dims 0-%zu: NoPE keys (RoRoPE + %dD FreqFold, RoPE kept on %d dims); dims %zu-%zu: values "
+             "of %d KV heads x %d; %s", nk - 1, M, T->d / M, nk, nJ - 1, T->G, T->dv, u.source);
+    ws_tmla_stats_release(&u);
+    tmla_layer_free(T);
+    free(C_J);
+    out_printf(out, "layer %d: alpha = %.6g (RMS NoPE key / RMS value); keys divided by it before the joint PCA\n",
+               layer, alpha);
+    snprintf(auto_name, sizeof auto_name, "%s-kv-balance-L%d-M%d", m->name, layer, M);
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) { free(v); return AL_ERR; }
+    d.o.title = title;
+    d.o.subtitle = sub;
+    d.o.xlabel = "feature of the joint PCA input [K_nope ; V]";
+    d.o.ylabel = "RMS per dim (log scale)";
+    d.o.logy = true;
+    plot_dest_window_hint(out, &d);
+    rc = plot_curves(&d.o, c, 3);
+    free(v);
+    return plot_dest_done(out, &d, rc);
+}

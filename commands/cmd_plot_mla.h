@@ -5,6 +5,8 @@
  *                                         kept, one curve per FreqFold M
  *   plot rope-removal                     Figure 3b: log-perplexity against the fraction of RoPE
  *                                         dims removed (RoRoPE, + FreqFold, MHA2MLA)
+ *   plot kv-balance layer L               Figure 4a: NoPE key and value norms before / after KV
+ *                                         balancing
  * The figures take the statistics keywords of ws_tmla.h (activation- or weight-based).
  * To plug them into `plot`, put CMD_PLOT_MLA_SUBS among the entries of cmd_plot.c's plot_subs. */
 #ifndef AL_CMD_PLOT_MLA_H
@@ -15,6 +17,7 @@
 int cmd_plot_key_norms(Session *s, const Args *a, Out *out);
 int cmd_plot_rope_energy(Session *s, const Args *a, Out *out);
 int cmd_plot_rope_removal(Session *s, const Args *a, Out *out);
+int cmd_plot_kv_balance(Session *s, const Args *a, Out *out);
 
 extern const Param cmd_plot_key_norms_kw[];
 extern const Param cmd_plot_rope_energy_kw[];
@@ -22,6 +25,7 @@ extern const Param cmd_plot_rope_removal_kw[];
 extern const char CMD_PLOT_KEY_NORMS_HELP[];
 extern const char CMD_PLOT_ROPE_ENERGY_HELP[];
 extern const char CMD_PLOT_ROPE_REMOVAL_HELP[];
+extern const char CMD_PLOT_KV_BALANCE_HELP[];
 
 #define CMD_PLOT_MLA_SUBS                                                                                  \
     { .name = "key-norms", .summary = "TransMLA Fig. 3a: key norm per dim, original / RoRoPE / FreqFold", \
@@ -32,6 +36,9 @@ extern const char CMD_PLOT_ROPE_REMOVAL_HELP[];
       .flags = CMD_MODEL },                                                                                \
     { .name = "rope-removal", .summary = "TransMLA Fig. 3b: log-perplexity against RoPE dims removed",   \
       .help = CMD_PLOT_ROPE_REMOVAL_HELP, .kw = cmd_plot_rope_removal_kw, .fn = cmd_plot_rope_removal, \
+      .flags = CMD_MODEL },                                                                                \
+    { .name = "kv-balance", .summary = "TransMLA Fig. 4a: key and value norms before / after KV balancing", \
+      .help = CMD_PLOT_KV_BALANCE_HELP, .kw = cmd_plot_key_norms_kw, .fn = cmd_plot_kv_balance,        \
       .flags = CMD_MODEL }
 
 #endif

@@ -210,6 +210,14 @@ int session_close(Session *s, const char *name) {
     return AL_OK;
 }
 
+int session_model_aside(Session *s, const char *what, Model **out) {
+    if ((*out = session_find(s, what))) return AL_OK;
+    Model *keep = s->cur;
+    int rc = session_load(s, what, NULL, out);
+    if (keep) s->cur = keep;
+    return rc;
+}
+
 int session_model(Session *s, Model **out) {
     *out = s->cur;
     if (!s->cur) return al_err("no model loaded: load one first (load demo-r1, load PATH, or load org/name)");

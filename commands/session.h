@@ -79,6 +79,10 @@ int session_use(Session *s, const char *name);
 /* Closes the named model (hooks' on_model_close first); if it was current, the most recently
  * loaded remaining model becomes current. */
 int session_close(Session *s, const char *name);
+/* A loaded model by session name, else `what` loaded (as `load` does) WITHOUT making it current:
+ * for commands that read several models side by side (`ranks ... model NAME`, `diff ranks`,
+ * `plot ranks-by-layer ... models A,B`). The model stays loaded under its session name. */
+int session_model_aside(Session *s, const char *what, Model **out);
 /* The current model, or an error telling the user to `load` one. */
 int session_model(Session *s, Model **out);
 

@@ -80,16 +80,29 @@ bool farr_qk_dims(const ModelConfig *c, char *buf, size_t cap) {
     return true;
 }
 
+/* The whole W_Q of query head `head` (side 0) or W_K of its KV head (side 1). */
+static int whole_side(Model *m, int side, int layer, int head, Mat **W) {
+    if (model_check_head(m, HK_Q, layer, head)) return AL_ERR;
+    return side == 0 ? model_head(m, HK_Q, layer, head, PART_ALL, W)
+                     : model_head(m, HK_K, layer, cfg_kv_group(&m->cfg, head), PART_ALL, W);
+}
+
 int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out) {
     *out = NULL;
     if (m->cfg.qk_norm == QKN_NONE) return AL_OK;
-    if (model_check_head(m, HK_Q, layer, head)) return AL_ERR;
     Mat *W = NULL;
-    int rc = side == 0 ? model_head(m, HK_Q, layer, head, PART_ALL, &W)
-                       : model_head(m, HK_K, layer, cfg_kv_group(&m->cfg, head), PART_ALL, &W);
+    int rc = whole_side(m, side, layer, head, &W);
     if (rc == AL_OK) rc = lin_svd(W, 0, out);
     mat_free(W);
     return rc;
+}
+
+int farr_side_alone(Model *m, int side, int layer, int head, int offset, Mat **W) {
+    const ModelConfig *c = &m->cfg;
+    *W = NULL;
+    bool full_rope = c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0;
+    if (c->qk_norm == QKN_NONE && !(full_rope && offset == FARR_NO_OFFSET)) return AL_OK;
+    return whole_side(m, side, layer, head, W);
 }
 
 /* farr_fuse_mode on a loaded model: QK fusion first asks core/analyses (per-head Q/K norms

@@ -50,6 +50,12 @@ bool farr_qk_dims(const ModelConfig *c, char *buf, size_t cap);
  * head `head` (side 0) or the W_K of its KV head (side 1): the norm follows the projection, so the
  * projection's own spectrum is still the weight's. *out NULL (AL_OK) on other models. */
 int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out);
+/* One Q or K projection alone where QK fusion would not hand it over as the pair's factor: a
+ * Q/K norm follows the projection, or RoPE covers every Q/K dim and no offset is given (the
+ * rotation acts on the projection's output, so one W_Q or W_K head has no RoPE problem; only the
+ * fused W_Q W_K^T does). *W is the whole W_Q of query head `head` (side 0) or the W_K of its KV
+ * head (side 1), the caller's to free; NULL (AL_OK) where the fused pair's own factor applies. */
+int farr_side_alone(Model *m, int side, int layer, int head, int offset, Mat **W);
 
 /* The two factors of query head h's fused map in layer L: *A (m x k) and *B with the product
  * A @ op(B): VO: A = W_V[g], B = W_O[h], LIN_AB; QK: A = W_Q[h] (part), B = W_K[g] (part, RoPE at

@@ -6,8 +6,8 @@
  * rank, min / median / max of given ranks, pooling a large matrix down to screen cells).
  *
  * Where a figure goes is PlotOpts: a file whose extension picks the device (.png -> pngcairo,
- * .svg -> svgcairo, .pdf -> pdfcairo; the folder is made when missing, the file is written under
- * a temporary name and renamed when complete, and a path that cannot be written is an error
+ * .svg -> svg (PLplot's own driver: text stays <text>, editable), .pdf -> pdfcairo; the folder
+ * is made when missing, the file is written under a temporary name and renamed when complete, and a path that cannot be written is an error
  * before PLplot starts, never a prompt), or an interactive xcairo window (needs a reachable X
  * display, checked first; blocks until a key or a click in the window). Sizes are pixels for
  * PNG and windows, points for SVG and PDF; text keeps its size in pixels and scales with the
@@ -38,7 +38,7 @@ typedef struct {
     bool x_whole;          /* curves: x ticks on whole numbers only (layers), at least 1 apart */
 } PlotOpts;
 
-/* Device name for a file name by its extension ("pngcairo", "svgcairo", "pdfcairo"), or NULL
+/* Device name for a file name by its extension ("pngcairo", "svg", "pdfcairo"), or NULL
  * (with an error naming the extensions accepted). */
 const char *plot_device_for(const char *path);
 /* True when $DISPLAY is set and non-empty (a window may be possible). */
@@ -88,16 +88,19 @@ typedef struct {
     const char *name_fused;    /* "VO" or "QK" */
     double tau;                /* energy threshold the ranks were taken at */
     int head_dim;              /* y axis runs 0..head_dim (ranks above it are clipped) */
+    bool by_head;              /* x = heads in model order (head ids) instead of sorted by fused rank */
 } PlotRanksInfo;
 
-/* One layer: x = heads sorted by fused rank (ascending), A and B ranks as dots of two colours,
- * the fused rank as a line; legend; title "<model> layer L: <A>, <B> and <AB> effective ranks
- * (tau = ...)". */
+/* One layer: x = heads sorted by fused rank (ascending; or in head order with info->by_head), A
+ * and B ranks as dots of two colours, the fused rank as a line; legend; title "<model> layer L:
+ * <A>, <B> and <AB> effective ranks (tau = ...)". Sorted, the x ticks are labelled with the head
+ * ids (every one up to 48 heads, else every k-th), so "head 50" can be found. */
 int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerRanks *layer);
 
 /* The model-wide grid: one small panel per layer (up to 8 columns: 61 layers make 8 x 8),
- * shared axes, panel labels "L<n>", one legend. With more than 16 layers and no size given the
- * page is 1400 x 1000; it stays readable down to about 1000 x 700. */
+ * shared axes, panel labels "L<n>", one legend; info->by_head as in plot_ranks. Without a size
+ * given, the page grows with the panel count (1000 x 700 up to 16 panels, about 180 x 140 per
+ * panel beyond); it stays readable down to about 1000 x 700. */
 int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
                     const PlotLayerRanks *layers, size_t n_layers);
 
@@ -105,6 +108,22 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
  * per-layer truncation must keep), the min..max band shaded. */
 int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
                         const PlotLayerRanks *layers, size_t n_layers);
+
+/* One model of a side-by-side rank figure. */
+typedef struct {
+    const char *model;              /* legend text */
+    const PlotLayerRanks *layers;   /* (n_layers) */
+    size_t n_layers;
+    int head_dim;                   /* its rank cap (ranks above are clipped) */
+} PlotRanksModel;
+
+typedef enum { PLOT_RANK_MIN, PLOT_RANK_MEDIAN, PLOT_RANK_MAX } plot_rank_stat;
+
+/* Several models in one figure: per model one curve of the min, median or max fused rank over
+ * each layer's heads against depth (info names the pair and tau; its model and head_dim are
+ * unused). The default title names the statistic. */
+int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, const PlotRanksModel *models,
+                               size_t n_models, plot_rank_stat stat);
 
 /* ================================================================ matrices */
 
@@ -125,7 +144,8 @@ typedef struct {
 } PlotKeyNorms;
 
 /* Key-norm concentration: top panel the real halves, bottom panel the imaginary halves (drawn
- * downward, mirrored), one line per variant; pairs_per_head > 0 draws faint head boundaries. */
+ * downward, mirrored), one line per variant; pairs_per_head > 0 draws dashed head boundaries,
+ * labelled "KV head g" (up to 8 heads; the number alone up to 32). */
 int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_variants,
                    size_t n_pairs, size_t pairs_per_head);
 

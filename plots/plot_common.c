@@ -47,7 +47,7 @@ PLINT plot_series_color(size_t i) {
 
 const char *plot_device_for(const char *path) {
     static const struct { const char *ext, *dev; } map[] = {
-        {".png", "pngcairo"}, {".svg", "svgcairo"}, {".pdf", "pdfcairo"},
+        {".png", "pngcairo"}, {".svg", "svg"}, {".pdf", "pdfcairo"},
     };
     const char *dot = path ? strrchr(path, '.') : NULL;
     const char *slash = path ? strrchr(path, '/') : NULL;
@@ -299,28 +299,57 @@ static double fit_rel(const char *s, double rel) {
     return rel;
 }
 
+#define SUBTITLE_MIN_REL 0.82   /* below this a long subtitle wraps onto a second line instead */
+
+/* The subtitle as printed: escaped into l1 (and l2, "" when it fits one line) at *rel. A subtitle
+ * that would shrink below SUBTITLE_MIN_REL breaks at the "; " (else the space) nearest its middle.
+ * Returns the number of lines (0 without a subtitle). */
+static int subtitle_lines(const PlotOpts *o, char *l1, char *l2, size_t cap, double *rel) {
+    l1[0] = l2[0] = 0;
+    if (!o->subtitle) return 0;
+    plot_esc(l1, cap, o->subtitle);
+    *rel = fit_rel(l1, 0.95);
+    if (*rel >= SUBTITLE_MIN_REL) return 1;
+    size_t n = strlen(l1), best = 0;
+    for (int pass = 0; pass < 2 && !best; pass++)
+        for (size_t i = 1; i + 1 < n; i++) {
+            bool at = pass == 0 ? (l1[i] == ';' && l1[i + 1] == ' ') : l1[i] == ' ';
+            if (at && (!best || (i > n / 2 ? i - n / 2 : n / 2 - i) < (best > n / 2 ? best - n / 2 : n / 2 - best)))
+                best = i;
+        }
+    if (!best) return 1;
+    snprintf(l2, cap, "%s", l1 + best + (l1[best] == ';' ? 2 : 1));
+    l1[best + (l1[best] == ';' ? 1 : 0)] = 0;
+    double r1 = fit_rel(l1, 0.95), r2 = fit_rel(l2, 0.95);
+    *rel = r1 < r2 ? r1 : r2;
+    return 2;
+}
+
 void plot_page_title(const PlotOpts *o, const char *dflt) {
-    char buf[512];
+    char buf[512], l2[512];
     const char *t = o->title ? plot_esc(buf, sizeof buf, o->title) : dflt;
     plvpor(0.0, 1.0, 0.0, 1.0);
     plwind(0.0, 1.0, 0.0, 1.0);
     plcol0(PC_FG);
-    double ey = plot_em_y();
+    double ey = plot_em_y(), rel = 0.95;
     plot_chr(fit_rel(t, 1.25));
     plptex(0.5, 1.0 - 1.6 * ey, 1.0, 0.0, 0.5, t);
-    if (o->subtitle) {
-        plot_esc(buf, sizeof buf, o->subtitle);
-        plot_chr(fit_rel(buf, 0.95));
+    int lines = subtitle_lines(o, buf, l2, sizeof buf, &rel);
+    if (lines) {
+        plot_chr(rel);
         plcol0(PC_GREY);
         plptex(0.5, 1.0 - 3.5 * ey, 1.0, 0.0, 0.5, buf);
+        if (lines == 2) plptex(0.5, 1.0 - 4.9 * ey, 1.0, 0.0, 0.5, l2);
     }
     plot_chr(1.0);
     plcol0(PC_FG);
 }
 
 double plot_top(const PlotOpts *o, int legend_rows) {
-    double ey = plot_em_y();
-    double top = 1.0 - (o->subtitle ? 4.5 : 2.9) * ey;
+    double ey = plot_em_y(), rel;
+    char l1[512], l2[512];
+    int lines = subtitle_lines(o, l1, l2, sizeof l1, &rel);
+    double top = 1.0 - (lines == 2 ? 5.9 : lines ? 4.5 : 2.9) * ey;
     if (legend_rows > 0) top -= (1.0 + 1.85 * legend_rows) * ey;
     return top - 0.4 * ey;
 }
@@ -336,6 +365,18 @@ void plot_axis_labels(const PlotOpts *o, const char *dx, const char *dy) {
     plcol0(PC_FG);
     plmtex("b", 3.0, 0.5, 0.5, o->xlabel ? plot_esc(bx, sizeof bx, o->xlabel) : dx);
     plmtex("l", 4.2, 0.5, 0.5, o->ylabel ? plot_esc(by, sizeof by, o->ylabel) : dy);
+}
+
+void plot_log_labels(double lo, double hi) {
+    if (!(hi > lo) || hi - lo > 2.01) return;
+    char buf[32];
+    for (double k = floor(lo); k <= hi; k += 1.0)
+        for (int m = 2; m <= 5; m += 3) {
+            double y = k + log10((double)m);
+            if (y <= lo || y >= hi) continue;
+            snprintf(buf, sizeof buf, "%g", m * pow(10.0, k));
+            plmtex("lv", 0.5, (y - lo) / (hi - lo), 1.0, buf);
+        }
 }
 
 /* ================================================================ legends */

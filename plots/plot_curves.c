@@ -84,7 +84,12 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
                                     plot_series_color(c), curves[k].points ? PL_ITEM_LINE_DOT : PL_ITEM_LINE,
                                     (PLINT)(1 + (c / 7) % 8)};
     }
-    plot_vpor_std(opts, plot_legend_rows(items, (int)n_curves, plot_vpor_std_width(2.0), 0.9), 2.0);
+    /* A legend past 3 rows at the usual size takes too much of the height: smaller text, which
+     * also lets long labels share a row. */
+    double lrel = 0.9;
+    int lrows = plot_legend_rows(items, (int)n_curves, plot_vpor_std_width(2.0), lrel);
+    if (lrows > 3) lrows = plot_legend_rows(items, (int)n_curves, plot_vpor_std_width(2.0), lrel = 0.72);
+    plot_vpor_std(opts, (int)ceil(lrows * lrel / 0.9), 2.0);      /* rows reserved at the usual size */
     plwind(r[0], r[1], r[2], r[3]);
     double xstep = 0;           /* whole-number x: a round step of at least 1, minor ticks at each */
     PLINT xsub = 0;
@@ -97,6 +102,7 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
     plbox("g", xstep, xsub, opts->logy ? "gl" : "g", 0, 0);
     plcol0(PC_FG);
     plbox("bcnst", xstep, xsub, opts->logy ? "bcnstlv" : "bcnstv", 0, 0);
+    if (opts->logy) plot_log_labels(r[2], r[3]);
     plot_axis_labels(opts, "x", "y");
 
     double fs = plot_font_scale();
@@ -108,7 +114,7 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
     }
     pllsty(1);
     plwidth(fs);
-    plot_legend(items, (int)n_curves, 0.9);
+    plot_legend(items, (int)n_curves, lrel);
     free(buf);
     return plot_page_close(&pg);
 }

@@ -106,6 +106,10 @@ void plot_dots(size_t n, const double *x, const double *y, double rel);
 /* A round tick step (1, 2, 2.5 or 5 times a power of ten) giving about `target` intervals. */
 double plot_nice_step(double range, int target);
 
+/* Labels at 2 and 5 times the powers of ten on the left axis of a log y axis (window lo..hi in
+ * log10 units) when it spans at most two decades, where PLplot labels only the decades. */
+void plot_log_labels(double lo, double hi);
+
 /* ---------------------------------------------------------------- checks */
 
 /* Error unless all n values are finite; `what` names the array in the message. */

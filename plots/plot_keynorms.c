@@ -12,14 +12,16 @@
 
 #define KN_MAX_VARIANTS 7
 
-/* Draws one half-panel: every variant's values (re or im) against pair index, with faint head
- * boundaries. The window is set by the caller (mirrored for the bottom panel). */
+/* Draws one half-panel: every variant's values (re or im) against pair index, with head
+ * boundaries (labelled by head_labels in the top panel). The window is set by the caller (mirrored for the bottom panel). */
 static void draw_half(const PlotKeyNorms *v, size_t nv, size_t n, size_t pph, double ymax, bool im,
                       const double *x) {
     double fs = plot_font_scale();
     if (pph > 0) {
-        plcol0(PC_LIGHT);
+        plcol0(PC_GREY);
+        pllsty(2);
         for (size_t b = pph; b < n; b += pph) pljoin(b - 0.5, 0.0, b - 0.5, ymax);
+        pllsty(1);
     }
     for (size_t k = 0; k < nv; k++) {
         plcol0(plot_series_color(k));
@@ -27,6 +29,25 @@ static void draw_half(const PlotKeyNorms *v, size_t nv, size_t n, size_t pph, do
         plline((PLINT)n, x, im ? v[k].im : v[k].re);
     }
     plwidth(fs);
+}
+
+/* "KV head g" centred over each head's span just inside the top of the current panel (window
+ * x0..x1), when the spans are wide enough to hold it; the separators are drawn by draw_half. */
+static void head_labels(size_t n, size_t pph, double x0, double x1) {
+    if (!pph || pph >= n) return;
+    size_t heads = (n + pph - 1) / pph;
+    bool long_form = heads <= 8;
+    if (heads > 32) return;
+    char buf[32];
+    plot_chr(long_form ? 0.75 : 0.6);
+    plcol0(PC_GREY);
+    for (size_t g = 0; g < heads; g++) {
+        snprintf(buf, sizeof buf, long_form ? "KV head %zu" : "%zu", g);
+        double c = (double)(g * pph) + 0.5 * (double)pph - 0.5;
+        plmtex("t", -1.3, (c - x0) / (x1 - x0), 0.5, buf);
+    }
+    plot_chr(1.0);
+    plcol0(PC_FG);
 }
 
 int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_variants,
@@ -74,6 +95,7 @@ int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_
     plcol0(PC_FG);
     plbox("bcst", 0, 0, "bcnstv", 0, 0);
     plmtex("l", 4.2, 0.5, 0.5, "Re-dim norm");
+    head_labels(n_pairs, pairs_per_head, x0, x1);
 
     plot_legend(items, (int)n_variants, 0.9);
 

@@ -50,15 +50,17 @@ static int by_fused(const void *a, const void *b) {
     return i < j ? -1 : (i > j);
 }
 
-/* Points of one layer, heads sorted by fused rank: x = 1..n, ya / yb / yf the three ranks
- * (clipped to head_dim). xs must hold 4 * n doubles; the four arrays are laid out in it. */
-static int layer_points(const PlotLayerRanks *l, int head_dim, double *xs) {
+/* Points of one layer, heads sorted by fused rank (or in head order when by_head): x = 1..n, ya /
+ * yb / yf the three ranks (clipped to head_dim). xs must hold 4 * n doubles; the four arrays are
+ * laid out in it. ids (n, may be NULL) receives the head at each position. */
+static int layer_points(const PlotLayerRanks *l, int head_dim, bool by_head, double *xs, size_t *ids) {
     size_t n = l->n_heads;
     size_t *idx = al_malloc3(n, 1, sizeof(size_t), "head order");
     if (!idx) return AL_ERR;
     for (size_t h = 0; h < n; h++) idx[h] = h;
     sort_key = l->rank_fused;
-    qsort(idx, n, sizeof *idx, by_fused);
+    if (!by_head) qsort(idx, n, sizeof *idx, by_fused);
+    if (ids) memcpy(ids, idx, n * sizeof *idx);
     for (size_t k = 0; k < n; k++) {
         size_t h = idx[k];
         xs[k] = (double)(k + 1);
@@ -95,10 +97,24 @@ static void legend_items(const PlotRanksInfo *info, char lab[3][96], PlotLegendI
     items[2] = (PlotLegendItem){lab[2], PC_GREEN, PL_ITEM_LINE, 1};
 }
 
-/* x label "heads, sorted by fused VO rank" into buf. */
+/* x label "heads, sorted by fused VO rank" (or "head" in head order) into buf. */
 static const char *xlabel_sorted(const PlotRanksInfo *info, char *buf, size_t cap) {
-    snprintf(buf, cap, "heads, sorted by fused %s rank", info->name_fused ? info->name_fused : "");
+    if (info->by_head) snprintf(buf, cap, "head");
+    else snprintf(buf, cap, "heads, sorted by fused %s rank", info->name_fused ? info->name_fused : "");
     return buf;
+}
+
+/* Head ids under the x axis of a one-layer plot sorted by rank (window x0..x1): every position
+ * up to 48 heads, else every k-th, so a named head can be found. */
+static void head_id_labels(const size_t *ids, size_t n, double x0, double x1, double rel) {
+    size_t step = n <= 48 ? 1 : (size_t)plot_nice_step((double)n, 24);
+    char buf[24];
+    plot_chr(rel);
+    for (size_t k = 0; k < n; k += step) {
+        snprintf(buf, sizeof buf, "%zu", ids[k]);
+        plmtex("b", 1.3, ((double)(k + 1) - x0) / (x1 - x0), 0.5, buf);
+    }
+    plot_chr(1.0);
 }
 
 static const char *ylabel_rank(const PlotRanksInfo *info, char *buf, size_t cap) {
@@ -126,11 +142,15 @@ int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerR
     if (check_info(info) || check_layer(layer)) return AL_ERR;
     size_t n = layer->n_heads;
     double *pts = al_malloc3(n, 4, sizeof(double), "rank plot points");
-    if (!pts) return AL_ERR;
-    if (layer_points(layer, info->head_dim, pts)) { free(pts); return AL_ERR; }
+    size_t *ids = al_malloc3(n, 1, sizeof(size_t), "head ids");
+    if (!pts || !ids || layer_points(layer, info->head_dim, info->by_head, pts, ids)) {
+        free(pts);
+        free(ids);
+        return AL_ERR;
+    }
 
     PlotPage pg;
-    if (plot_page_open(opts, &pg)) { free(pts); return AL_ERR; }
+    if (plot_page_open(opts, &pg)) { free(pts); free(ids); return AL_ERR; }
     char title[256], model[96], xl[96], yl[96], lab[3][96];
     snprintf(title, sizeof title, "%s layer %d: %s, %s and fused %s effective ranks (τ = %g)",
              plot_esc(model, sizeof model, info->model ? info->model : "model"), layer->layer,
@@ -145,11 +165,21 @@ int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerR
     plcol0(PC_LIGHT);
     plbox("g", xs, 0, "g", ys, 0);
     plcol0(PC_FG);
-    plbox("bcnst", xs, 2, "bcnstv", ys, 2);
-    plot_axis_labels(opts, xlabel_sorted(info, xl, sizeof xl), ylabel_rank(info, yl, sizeof yl));
+    if (info->by_head) {               /* x = head ids 0..n-1 at positions 1..n */
+        plwind(-pad, (double)n - 1 + pad, 0.0, 1.04 * info->head_dim);
+        plbox("bcnst", xs, 2, "bcnstv", ys, 2);
+        plwind(1.0 - pad, (double)n + pad, 0.0, 1.04 * info->head_dim);
+    } else {
+        plbox("bcst", n <= 48 ? 1.0 : xs, n <= 48 ? 1 : 2, "bcnstv", ys, 2);
+        head_id_labels(ids, n, 1.0 - pad, (double)n + pad, n > 24 ? 0.7 : 0.85);
+    }
+    char xlh[128];
+    snprintf(xlh, sizeof xlh, "%s%s", xlabel_sorted(info, xl, sizeof xl), info->by_head ? "" : " (labels: head ids)");
+    plot_axis_labels(opts, xlh, ylabel_rank(info, yl, sizeof yl));
     draw_layer(pts, n, n > 64 ? 0.55 : 0.8);
     plot_legend(items, 3, 0.9);
     free(pts);
+    free(ids);
     return plot_page_close(&pg);
 }
 
@@ -185,8 +215,14 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
 
     const PlotOpts o = *opts;
     PlotPage pg;
-    bool big = n_layers > 16;
-    if (plot_page_open_design(&o, &pg, big ? 1400 : PLOT_DEFAULT_WIDTH, big ? 1000 : PLOT_DEFAULT_HEIGHT)) {
+    /* The page from the panel count: 1000 x 700 up to 16 panels, then about 180 x 140 per panel
+     * (61 layers, 8 x 8: 1560 x 1320), so panels keep a readable size. */
+    int cols = grid_cols(n_layers);
+    int rows = (int)((n_layers + (size_t)cols - 1) / (size_t)cols);
+    int dw = n_layers > 16 ? 120 + 180 * cols : PLOT_DEFAULT_WIDTH, dh = n_layers > 16 ? 200 + 140 * rows : PLOT_DEFAULT_HEIGHT;
+    if (dw < PLOT_DEFAULT_WIDTH) dw = PLOT_DEFAULT_WIDTH;
+    if (dh < PLOT_DEFAULT_HEIGHT) dh = PLOT_DEFAULT_HEIGHT;
+    if (plot_page_open_design(&o, &pg, dw, dh)) {
         free(pts);
         return AL_ERR;
     }
@@ -196,15 +232,13 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
              info->name_a, info->name_b, info->name_fused, info->tau);
     plot_page_title(&o, title);
 
-    int cols = grid_cols(n_layers);
-    int rows = (int)((n_layers + (size_t)cols - 1) / (size_t)cols);
     /* Margins in character heights: title and legend above, tick labels and the axis label
      * below and left; gy leaves room for the panel label "L12". */
     const double ey = plot_em_y(), ex = plot_em_x();
     const double L = 5.2 * ex, R = 1.0 - 1.2 * ex, B = 4.2 * ey, T = plot_top(&o, 1) - 1.4 * ey;
     PlotLegendItem items[3];
     legend_items(info, lab, items);
-    const double gx = 0.7 * ex, gy = 1.5 * ey;
+    const double gx = 0.7 * ex, gy = 2.1 * ey;      /* gy: the panel label and a gap above it */
     double pw = (R - L - gx * (cols - 1)) / cols, ph = (T - B - gy * (rows - 1)) / rows;
     double small = rows > 4 ? 0.78 : 0.85;
     double ymax = 1.04 * info->head_dim;
@@ -214,7 +248,7 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
         int r = (int)(i / (size_t)cols), c = (int)(i % (size_t)cols);
         double x0 = L + c * (pw + gx), y1 = T - r * (ph + gy);
         bool bottom = i + (size_t)cols >= n_layers;    /* no panel below this one */
-        rc = layer_points(l, info->head_dim, pts);
+        rc = layer_points(l, info->head_dim, info->by_head, pts, NULL);
         if (rc) break;
         plvpor(x0, x0 + pw, y1 - ph, y1);
         double pad = 0.01 * (double)l->n_heads + 0.5;
@@ -257,24 +291,32 @@ static int cmp_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
-                        const PlotLayerRanks *layers, size_t n_layers) {
-    size_t max_heads;
-    if (check_layers(info, layers, n_layers, "by layer", &max_heads)) return AL_ERR;
-    double *v = al_malloc3(n_layers, 4, sizeof(double), "rank-by-layer points");
+/* Per layer: x = the layer number, mn / md / mx the min, median and max fused rank over heads
+ * (clipped to head_dim). v holds 4 * n_layers doubles (x, mn, md, mx laid out in it). */
+static int layer_stats(const PlotLayerRanks *layers, size_t n_layers, size_t max_heads, int head_dim, double *v) {
     int *tmp = al_malloc3(max_heads, 1, sizeof(int), "rank-by-layer sort");
-    if (!v || !tmp) { free(v); free(tmp); return AL_ERR; }
+    if (!tmp) return AL_ERR;
     double *x = v, *mn = v + n_layers, *md = v + 2 * n_layers, *mx = v + 3 * n_layers;
     for (size_t i = 0; i < n_layers; i++) {
         size_t n = layers[i].n_heads;
         memcpy(tmp, layers[i].rank_fused, n * sizeof(int));
         qsort(tmp, n, sizeof(int), cmp_int);
         x[i] = layers[i].layer;
-        mn[i] = fmin(tmp[0], info->head_dim);
-        mx[i] = fmin(tmp[n - 1], info->head_dim);
-        md[i] = fmin(n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]), info->head_dim);
+        mn[i] = fmin(tmp[0], head_dim);
+        mx[i] = fmin(tmp[n - 1], head_dim);
+        md[i] = fmin(n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]), head_dim);
     }
     free(tmp);
+    return AL_OK;
+}
+
+int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
+                        const PlotLayerRanks *layers, size_t n_layers) {
+    size_t max_heads;
+    if (check_layers(info, layers, n_layers, "by layer", &max_heads)) return AL_ERR;
+    double *v = al_malloc3(n_layers, 4, sizeof(double), "rank-by-layer points");
+    if (!v || layer_stats(layers, n_layers, max_heads, info->head_dim, v)) { free(v); return AL_ERR; }
+    double *x = v, *mn = v + n_layers, *md = v + 2 * n_layers, *mx = v + 3 * n_layers;
 
     PlotPage pg;
     if (plot_page_open(opts, &pg)) { free(v); return AL_ERR; }
@@ -328,4 +370,46 @@ int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
     plot_legend(items, 4, 0.9);
     free(v);
     return plot_page_close(&pg);
+}
+
+/* ================================================================ several models */
+
+int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, const PlotRanksModel *models,
+                               size_t n_models, plot_rank_stat stat) {
+    if (!models || !n_models) return al_err("plot ranks by layer: no models given");
+    static const char *const stat_name[] = {"min", "median", "max"};
+    PlotCurve *c = al_calloc(n_models, sizeof *c, "curves");
+    double **v = al_calloc(n_models, sizeof *v, "curve points");
+    char (*lab)[128] = al_calloc(n_models, sizeof *lab, "curve labels");
+    int rc = c && v && lab ? AL_OK : AL_ERR;
+    for (size_t k = 0; k < n_models && !rc; k++) {
+        const PlotRanksModel *m = &models[k];
+        PlotRanksInfo mi = *info;
+        mi.head_dim = m->head_dim;
+        size_t max_heads;
+        rc = check_layers(&mi, m->layers, m->n_layers, "by layer", &max_heads);
+        if (!rc && !(v[k] = al_malloc3(m->n_layers, 4, sizeof(double), "rank-by-layer points"))) rc = AL_ERR;
+        if (!rc) rc = layer_stats(m->layers, m->n_layers, max_heads, m->head_dim, v[k]);
+        if (rc) break;
+        snprintf(lab[k], sizeof lab[k], "%s (head dim %d)", m->model ? m->model : "model", m->head_dim);
+        c[k] = (PlotCurve){.label = lab[k], .x = v[k], .y = v[k] + (size_t)(stat + 1) * m->n_layers,
+                           .n = m->n_layers, .points = true};
+    }
+    if (!rc) {
+        char title[256], yl[96];
+        snprintf(title, sizeof title, "fused %s effective rank by layer: %s over heads (τ = %g)", info->name_fused,
+                 stat_name[stat], info->tau);
+        PlotOpts o = *opts;
+        if (!o.title) o.title = title;
+        if (!o.subtitle && stat == PLOT_RANK_MAX) o.subtitle = "max over heads = the uniform rank a per-layer truncation keeps";
+        if (!o.xlabel) o.xlabel = "layer";
+        if (!o.ylabel) o.ylabel = ylabel_rank(info, yl, sizeof yl);
+        o.x_whole = true;
+        rc = plot_curves(&o, c, n_models);
+    }
+    for (size_t k = 0; v && k < n_models; k++) free(v[k]);
+    free(v);
+    free(c);
+    free(lab);
+    return rc;
 }

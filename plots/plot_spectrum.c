@@ -73,6 +73,7 @@ int plot_spectrum(const PlotOpts *opts, const double *sigma, size_t n) {
     plbox("g", 0, 0, opts->logy ? "gl" : "g", 0, 0);
     plcol0(PC_FG);
     plbox("bcnst", 0, 0, yopt, 0, 0);
+    if (opts->logy) plot_log_labels(lo, hi);
     plot_axis_labels(opts, "index i (sorted, largest first)", opts->logy ? "σ#di#u (log scale)" : "σ#di#u");
     plcol0(PC_BLUE);
     plwidth(2.5 * plot_font_scale());
@@ -161,23 +162,16 @@ int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy,
     plbox("g", 0, 0, "", 0, 0);
     plcol0(PC_FG);
     plbox("bcnst", 0, 0, opts->logy ? "bnstlv" : "bnstv", 0, 0);
+    if (opts->logy) plot_log_labels(lo, hi);
     plot_axis_labels(opts, "index i (sorted, largest first)", opts->logy ? "σ#di#u (log scale)" : "σ#di#u");
-    plcol0(PC_BLUE);
-    plwidth(2.5 * fs);
-    plline((PLINT)n, x, y);
-    if (n <= 96) plot_dots(n, x, y, 0.5);
 
-    /* Right axis: cumulative energy. */
+    /* Right axis: cumulative energy; the tau guide lines (dashed) first, under every curve and
+     * marker. */
     plwind(x0, x1, 0.0, 1.05);
     plcol0(PC_FG);
     plwidth(fs);
     plbox("", 0, 0, "cmstv", 0.2, 2);
     plmtex("r", 4.0, 0.5, 0.5, "cumulative energy (fraction of Σ σ²)");
-    plcol0(PC_ORANGE);
-    plwidth(2.5 * fs);
-    plline((PLINT)n, x, energy);
-
-    /* tau marks: dashed drop line, dot on the curve, rank written beside the line. */
     for (size_t k = 0; k < n_marks; k++) {
         double rx = (double)marks[k].rank, ey = energy[marks[k].rank - 1];
         plcol0(MARK_COLORS[k]);
@@ -186,6 +180,20 @@ int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy,
         pljoin(rx, 0.0, rx, ey);
         pljoin(x0, marks[k].tau, rx, marks[k].tau);
         pllsty(1);
+    }
+    plwind(x0, x1, lo, hi);
+    plcol0(PC_BLUE);
+    plwidth(2.5 * fs);
+    plline((PLINT)n, x, y);
+    if (n <= 96) plot_dots(n, x, y, 0.5);
+    plwind(x0, x1, 0.0, 1.05);
+    plcol0(PC_ORANGE);
+    plwidth(2.5 * fs);
+    plline((PLINT)n, x, energy);
+    /* tau marks: a dot on the energy curve (the rank is written beside the lines below). */
+    for (size_t k = 0; k < n_marks; k++) {
+        double rx = (double)marks[k].rank, ey = energy[marks[k].rank - 1];
+        plcol0(MARK_COLORS[k]);
         plot_dots(1, &rx, &ey, 1.0);
     }
     /* Ranks written beside the lines, stacked, all on one side so no text crosses a line: right

@@ -2,7 +2,7 @@
 --
 --   attnlab scripts/farr_cases.lua [MODEL] [TAU]       (default demo-r1, 0.999)
 --
--- For every layer it classifies each head's V / O / fused VO effective ranks:
+-- For every layer it classifies each head's V / O / fused VO effective ranks (seed000_lib.lua):
 --   bottleneck  the fused rank is held down by one low-rank factor (rank VO ~ min(rank V, rank O))
 --   fused-low   V and O are both high rank but their product is not ("only low when fused")
 --   high        the fused map is (near) full rank: FaRR saves nothing here
@@ -15,45 +15,14 @@ local tau = tonumber(arg and arg[2]) or 0.999
 attn.load(model)
 attn.set("tau", tau)
 
--- head dim (the rank cap): the number of singular values of one V head
-local d = #attn.spectrum("v", {layer = 0, head = 0})
-
-local function classify(r)
-  local lo = math.min(r.rank_v, r.rank_o)
-  if r.rank_vo >= 0.9 * d then return "high" end
-  if r.rank_vo >= lo - 2 then return "bottleneck" end
-  return "fused-low"
-end
-
-local rows = attn.ranks("vo", "all")
-local layers, order = {}, {}
-for _, r in ipairs(rows) do
-  local L = layers[r.layer]
-  if not L then
-    L = {heads = {}, count = {bottleneck = 0, ["fused-low"] = 0, high = 0}}
-    layers[r.layer] = L
-    order[#order + 1] = r.layer
-  end
-  r.case = classify(r)
-  L.heads[#L.heads + 1] = r
-  L.count[r.case] = L.count[r.case] + 1
-end
+local lib = dofile((arg[0]:match("^(.*)/") or ".") .. "/seed000_lib.lua")
+local layers, order, d = lib.layer_cases(tau)
 
 print(string.format("%s: VO effective ranks at tau %g (head dim %d), heads per case", model, tau, d))
 print("layer  bottleneck  fused-low  high  max fused rank")
 for _, l in ipairs(order) do
-  local L, mx = layers[l], 0
-  for _, r in ipairs(L.heads) do mx = math.max(mx, r.rank_vo) end
-  print(string.format("%5d  %10d  %9d  %4d  %14d", l, L.count.bottleneck, L.count["fused-low"], L.count.high, mx))
-end
-
--- the layer that shows a case best: the most heads of that case (ties: the earliest layer)
-local function best(case)
-  local pick, n = nil, 0
-  for _, l in ipairs(order) do
-    if layers[l].count[case] > n then pick, n = l, layers[l].count[case] end
-  end
-  return pick
+  local L = layers[l]
+  print(string.format("%5d  %10d  %9d  %4d  %14d", l, L.count.bottleneck, L.count["fused-low"], L.count.high, L.max))
 end
 
 local cases = {
@@ -62,7 +31,7 @@ local cases = {
   {"high", "The common case: high-rank layers (FaRR offers nothing)"},
 }
 for _, c in ipairs(cases) do
-  local l = best(c[1])
+  local l = lib.best(layers, order, c[1])
   print()
   if not l then
     print(c[2] .. ": no such layer in " .. model)
