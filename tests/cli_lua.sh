@@ -28,7 +28,7 @@ ok, err = pcall(attn.models, {lyer = 3})
 assert(not ok and err:find("unexpected argument 'lyer'", 1, true), err)
 -- a table result is an array of rows keyed by column
 local rows = attn.run("set")
-assert(#rows == 7 and rows[1].setting == "tau" and rows[1].value == "0.99", "set rows")
+assert(#rows == 8 and rows[1].setting == "tau" and rows[1].value == "0.99", "set rows")
 print("models", #attn.models())
 local m = os.getenv("MODEL")
 if m then
