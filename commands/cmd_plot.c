@@ -216,6 +216,7 @@ static int rankset_build(Session *s, farr_kind kind, int lo, int hi, int offset,
     memset(r, 0, sizeof *r);
     if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_sweep(st, s->cur, kind, lo, hi, offset);
+    if (!rc) rc = farr_state_certify(st, s->cur, kind, lo, hi, offset, tau);
     if (rc) return rc;
     size_t n = (size_t)(hi - lo + 1), nh = (size_t)s->cur->cfg.n_heads, cells;
     if (!al_mul_ok(n, 3 * nh, &cells, "rank table")) return AL_ERR;
