@@ -223,6 +223,27 @@ static int seg_f32(const Tensor2 *t, const uint8_t *src, size_t n, float *dst) {
     return AL_OK;
 }
 
+static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, GramScratch *scr);
+
+/* fast_pack for BF16 pairs of a column Gram: two tensor rows at a time, interleaved (the loop the
+ * compiler vectorizes), and the chunk's scales. */
+static int fast_pack_pairs(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
+    size_t k = v->nc, ld = gbf_ld(k), es = t->esize;
+    uint32_t *P = scr->pack;
+    uint16_t *lo = scr->seg16, *hi = (uint16_t *)scr->seg;      /* seg holds k floats: room for k halves */
+    for (size_t tp = 0; tp < (n + 1) / 2; tp++) {
+        size_t r = v->r0 + t0 + 2 * tp;
+        seg_bf16(t, t->data + (r * t->cols + v->c0) * es, k, lo);
+        if (2 * tp + 1 < n) seg_bf16(t, t->data + ((r + 1) * t->cols + v->c0) * es, k, hi);
+        else memset(hi, 0, k * sizeof(uint16_t));
+        uint32_t *row = P + tp * ld;
+        for (size_t i = 0; i < k; i++) row[i] = (uint32_t)lo[i] | (uint32_t)hi[i] << 16;
+        for (size_t i = k; i < ld; i++) row[i] = 0;
+    }
+    if (t->scale) chunk_scales(t, v, t0, scr);
+    return AL_OK;
+}
+
 /* Packs contraction rows [t0, t0+n) of the view's block (column Gram: tensor rows; row Gram:
  * tensor columns) into scr->pack for `path` (gram_bf16.h's layouts, zero padding), and for FP8
  * the chunk's scale of each of the k indices into scr->scale (the chunk lies in one scale block
@@ -230,6 +251,7 @@ static int seg_f32(const Tensor2 *t, const uint8_t *src, size_t n, float *dst) {
 static int fast_pack(const Tensor2 *t, const GramView *v, size_t t0, size_t n, gbf_path path, GramScratch *scr) {
     size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize;
     bool bf = path == GBF_BF16;
+    if (bf && !v->row_gram) return fast_pack_pairs(t, v, t0, n, scr);
     uint16_t *P16 = scr->pack;
     float *F = scr->pack;
     memset(scr->pack, 0, (bf ? (n + 1) / 2 * 2 : n) * ld * (bf ? sizeof(uint16_t) : sizeof(float)));
@@ -246,13 +268,18 @@ static int fast_pack(const Tensor2 *t, const GramView *v, size_t t0, size_t n, g
             else F[tt * ld + i] = scr->seg[b];
         }
     }
-    if (!t->scale) return AL_OK;
+    if (t->scale) chunk_scales(t, v, t0, scr);
+    return AL_OK;
+}
+
+/* The FP8 scale of each of the k indices in the chunk starting at contraction row t0. */
+static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, GramScratch *scr) {
+    size_t k = gram_view_k(v);
     for (size_t i = 0; i < k; i++) {
         size_t row = v->row_gram ? v->r0 + i : v->r0 + t0, col = v->row_gram ? v->c0 + t0 : v->c0 + i;
         memcpy(&scr->scale[i], t->scale + ((row / DT_FP8_BLOCK) * t->scols + col / DT_FP8_BLOCK) * sizeof(float),
                sizeof(float));
     }
-    return AL_OK;
 }
 
 int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, double *G, double *err) {
