@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Doubles per chunk: 512 KB, half of a core's L2 on these machines; a multiple of 128 rows of a
  * 128-wide head, so FP8 scale blocks are never split. */
@@ -317,4 +319,25 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     double rel = gbf_gamma(path) + (t.scale ? 2.0001 * u : 0) + 1e-12;
     *err = rel * tr * (1 + 1e-6) + (double)k * (double)other * ldexp(1.0, -100);
     return AL_OK;
+}
+
+/* ================================================================ readahead */
+
+void gram_prefetch_layer(const Model *m, int layer) {
+    static const head_kind kinds[4] = {HK_V, HK_O, HK_Q, HK_K};
+    long pg = sysconf(_SC_PAGESIZE);
+    for (int f = 0; f < 4; f++) {
+        GramView v;
+        if (gram_view(m, kinds[f], layer, 0, PART_ALL, &v) != AL_OK &&
+            gram_view(m, kinds[f], layer, 0, PART_NOPE, &v) != AL_OK)
+            continue;
+        const st_entry *e;
+        const st_file *sf;
+        if (store_entry(m->store, v.tensor, &e, &sf) == AL_OK && e->end > e->begin) {
+            uintptr_t a = (uintptr_t)st_data(sf, e), b = a + (e->end - e->begin);
+            a -= a % (uintptr_t)pg;
+            madvise((void *)a, b - a, MADV_WILLNEED);
+        }
+        gram_view_clear(&v);
+    }
 }

@@ -47,6 +47,11 @@ int gram_compute(const Store *st, const GramView *v, GramScratch *scr, double *G
  * and NaN/Inf rules as gram_compute. */
 int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, double *G, double *err);
 
+/* Asks the kernel to read the attention weights of `layer` (the tensors of its V, O, Q, K views)
+ * ahead (madvise WILLNEED), so that a sweep reads the next layer while it computes this one.
+ * Never fails: a layer whose views cannot be named is skipped (its error message is left set). */
+void gram_prefetch_layer(const Model *m, int layer);
+
 /* Dequantizes rows [r0, r0+nr) x cols [c0, c0+nc) of a stored 2-D tensor into dst (nr x nc,
  * row-major, leading dim ld) as double: exactly the float32 values store_read gives, widened. */
 int gram_read_block(const Store *st, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, double *dst,
