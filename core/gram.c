@@ -203,7 +203,7 @@ static int fast_reserve(GramScratch *s, size_t k) {
     size_t ld = gbf_ld(k), n = k > GBF_CHUNK ? k : GBF_CHUNK;
     s->pack = al_malloc3(GBF_CHUNK * ld, 1, sizeof(float), "a packed Gram chunk");
     s->seg = al_malloc3(n, 1, sizeof(float), "a Gram segment");
-    s->seg16 = al_malloc3(n, 1, sizeof(uint16_t), "a Gram segment");
+    s->seg16 = al_malloc3(n + 2, 1, sizeof(uint16_t), "a Gram segment");
     s->scale = al_malloc3(k, 1, sizeof(float), "chunk scales");
     s->fast_k = k;
     if (!s->pack || !s->seg || !s->seg16 || !s->scale) { s->fast_k = 0; return AL_ERR; }
@@ -246,6 +246,25 @@ static int fast_pack_pairs(const Tensor2 *t, const GramView *v, size_t t0, size_
     return AL_OK;
 }
 
+/* fast_pack for BF16 pairs of a row Gram: each of the k tensor rows gives, per pair of
+ * contraction columns, one 32-bit word (the two BF16 values side by side, as stored). */
+static int fast_pack_rows(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
+    size_t k = v->nr, ld = gbf_ld(k), es = t->esize, np = (n + 1) / 2;
+    uint32_t *P = scr->pack, w;
+    uint16_t *seg = scr->seg16;
+    for (size_t tp = 0; tp < np; tp++) memset(P + tp * ld + k, 0, (ld - k) * sizeof(uint32_t));
+    for (size_t i = 0; i < k; i++) {
+        seg_bf16(t, t->data + ((v->r0 + i) * t->cols + v->c0 + t0) * es, n, seg);
+        if (n & 1) seg[n] = 0;
+        for (size_t tp = 0; tp < np; tp++) {
+            memcpy(&w, seg + 2 * tp, sizeof w);
+            P[tp * ld + i] = w;
+        }
+    }
+    if (t->scale) chunk_scales(t, v, t0, scr);
+    return AL_OK;
+}
+
 /* Packs contraction rows [t0, t0+n) of the view's block (column Gram: tensor rows; row Gram:
  * tensor columns) into scr->pack for `path` (gram_bf16.h's layouts, zero padding), and for FP8
  * the chunk's scale of each of the k indices into scr->scale (the chunk lies in one scale block
@@ -253,7 +272,7 @@ static int fast_pack_pairs(const Tensor2 *t, const GramView *v, size_t t0, size_
 static int fast_pack(const Tensor2 *t, const GramView *v, size_t t0, size_t n, gbf_path path, GramScratch *scr) {
     size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize;
     bool bf = path == GBF_BF16;
-    if (bf && !v->row_gram) return fast_pack_pairs(t, v, t0, n, scr);
+    if (bf) return v->row_gram ? fast_pack_rows(t, v, t0, n, scr) : fast_pack_pairs(t, v, t0, n, scr);
     uint16_t *P16 = scr->pack;
     float *F = scr->pack;
     memset(scr->pack, 0, (bf ? (n + 1) / 2 * 2 : n) * ld * (bf ? sizeof(uint16_t) : sizeof(float)));
