@@ -1,7 +1,7 @@
 /* bench_scale.c -- DeepSeek-R1-scale FaRR sweeps: speed against the naive method and against the
  * kernel floor, and peak memory against the layer count (not a test; see bench/README.md).
  *
- *   bench_scale [--model DIR] [--layers N] [--naive H] [--reps R] [--keep] [--breakdown]
+ *   bench_scale [--model DIR] [--layers N] [--naive H] [--reps R] [--keep] [--breakdown] [--cold] [--fast-only]
  *
  * Without --model it writes a DeepSeek-R1-shaped FP8 checkpoint (synth_ds_r1_shape: R1's exact
  * attention shapes, 128x128 block scales, sharded with an index) of N layers (default 4) into a
@@ -15,7 +15,13 @@
  *      I/O, no dequantization): the Gram products (dsyrk, double) alone, and with the values-only
  *      eigen-solves the method also cannot avoid; and attnlab / floor for both;
  *   4. peak resident memory (VmHWM) of a fresh process sweeping VO + QK over 2 and over 4 layers
- *      (and over all N when N > 4).
+ *      (and over all N when N > 4);
+ *   5. the fast route (issue 18: BF16 Grams, float solves; FARR_ROUTE_FAST) per layer, its
+ *      certification at tau 0.999 (heads redone in double), the float32 LAPACK route (ssyrk +
+ *      ssyevd + spotrf per head) and the fast route's floor (its BF16 Gram kernel and float
+ *      solves alone) on the same shapes from memory, with the ratios fast / float32 route and
+ *      fast / floor; --cold also sweeps every layer with the checkpoint's page cache dropped
+ *      (posix_fadvise DONTNEED) and then warm. --fast-only runs section 5 alone.
  * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be
  * shared: R rounds (default 3) each measure 1-3 back to back so they see the same load, each
  * figure is its best over the rounds, CPU seconds are printed beside wall seconds, and the load
@@ -34,9 +40,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+
 #include "farr.h"
+#include "farr_internal.h"
 #include "gram.h"
+#include "gram_bf16.h"
 #include "lin.h"
+#include "lin_f32.h"
 #include "synth.h"
 
 /* ================================================================ clocks */
@@ -217,6 +229,235 @@ static int floor_layer(Model *m, int L, bool solves, Time *secs) {
     return rc;
 }
 
+/* ================================================================ 5. the fast route (issue 18) */
+
+/* The fast route's own comparisons on one layer's shapes (head 1's factors, from memory, every
+ * head of the layer on the sweep's workers):
+ *   FAST_F32: the float32 LAPACK route -- ssyrk per factor, ssyevd (values) per factor, spotrf
+ *     of the shared side, two strmm and ssyevd for the fused core;
+ *   FAST_FLOOR: the fast route's own kernels alone -- the BF16 Gram kernel on pre-packed chunks
+ *     (the FP8 scale taken out per chunk) and the float solves of lin_f32.h. */
+typedef enum { FAST_F32, FAST_FLOOR } fast_mode;
+
+typedef struct {
+    fast_mode mode;
+    const GramView *v;      /* (4) V, O, Q, K */
+    float **X;              /* (4) FAST_F32: the blocks as float */
+    uint32_t **P;           /* (4) FAST_FLOOR: the blocks packed in BF16 pairs, chunk after chunk */
+    float *scale;           /* (128) a chunk's scales (FP8), or NULL */
+    int T;
+    float *Gf;              /* (threads, 4, 128, 128) */
+    double *Gd;             /* (threads, 4, 128, 128) */
+} FastJob;
+
+/* Values-only float eigen-solve of a k x k float matrix (copied): ssyevd 'N'. */
+static void ssyevd_n(const float *A, int k, float *tmp, float *w) {
+    memcpy(tmp, A, (size_t)k * k * sizeof(float));
+    LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'N', 'L', k, tmp, k, w);
+}
+
+static int fast_f32_head(FastJob *j, int worker) {
+    float *G = j->Gf + (size_t)worker * 4 * 128 * 128;
+    float tmp[128 * 128], L[128 * 128], w[128];
+    for (int f = 0; f < 4; f++) {
+        const GramView *v = &j->v[f];
+        int k = (int)gram_view_k(v), n = (int)gram_view_rows(v);
+        /* row-major upper = column-major lower of the same symmetric matrix */
+        if (v->row_gram) cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, k, n, 1.0f, j->X[f], n, 0.0f, G + f * 16384, k);
+        else cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, k, n, 1.0f, j->X[f], k, 0.0f, G + f * 16384, k);
+    }
+    for (int pair = 0; pair < 2; pair++) {
+        int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2, k = (int)gram_view_k(&j->v[fs]);
+        ssyevd_n(G + fs * 16384, k, tmp, w);
+        ssyevd_n(G + fh * 16384, k, tmp, w);
+        memcpy(L, G + fs * 16384, (size_t)k * k * sizeof(float));
+        LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', k, L, k);
+        for (int c = 0; c < k; c++) for (int r = 0; r < c; r++) L[c * k + r] = 0;
+        for (int c = 0; c < k; c++) for (int r = c; r < k; r++) tmp[c * k + r] = tmp[r * k + c] = G[fh * 16384 + c * k + r];
+        cblas_strmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, k, k, 1.0f, L, k, tmp, k);
+        cblas_strmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, k, k, 1.0f, L, k, tmp, k);
+        memcpy(L, tmp, (size_t)k * k * sizeof(float));
+        ssyevd_n(L, k, tmp, w);
+    }
+    return AL_OK;
+}
+
+/* G (k x k, double, full) of view f from its packed chunks. */
+static void floor_gram(const FastJob *j, int f, double *G) {
+    const GramView *v = &j->v[f];
+    size_t k = gram_view_k(v), n = gram_view_rows(v), ld = gbf_ld(k);
+    memset(G, 0, k * k * sizeof(double));
+    for (size_t c = 0; c < n; c += GBF_CHUNK) {
+        size_t len = n - c < GBF_CHUNK ? n - c : GBF_CHUNK;
+        gbf_chunk_bf16(j->P[f] + c / 2 * ld, (len + 1) / 2, k, j->scale, G);
+    }
+    for (size_t a = 0; a < k; a++) for (size_t b = a + 1; b < k; b++) G[b * k + a] = G[a * k + b];
+}
+
+static int fast_floor_head(FastJob *j, int worker) {
+    double *G = j->Gd + (size_t)worker * 4 * 128 * 128;
+    for (int f = 0; f < 4; f++) floor_gram(j, f, G + f * 16384);
+    for (int pair = 0; pair < 2; pair++) {
+        int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
+        size_t k = gram_view_k(&j->v[fs]), rs = gram_view_rows(&j->v[fs]), rh = gram_view_rows(&j->v[fh]);
+        LinFSide *sh = NULL, *own = NULL;
+        Spectrum *s = NULL;
+        double e;
+        int rc = linf_side_new(G + fs * 16384, k, rs, 0, true, &sh);
+        if (rc == AL_OK) rc = linf_side_new(G + fh * 16384, k, rh, 0, false, &own);
+        if (rc == AL_OK) rc = linf_fused(sh, G + fh * 16384, 0, own->norm, rs, rh, &s, &e);
+        lin_spectrum_free(s); linf_side_free(sh); linf_side_free(own);
+        if (rc != AL_OK) return rc;
+    }
+    return AL_OK;
+}
+
+static int fast_task(size_t h, int worker, void *ud) {
+    (void)h;
+    FastJob *j = ud;
+    return j->mode == FAST_F32 ? fast_f32_head(j, worker) : fast_floor_head(j, worker);
+}
+
+/* Packs a dequantized block (nr x nc, double) of view v into BF16 pairs along its contraction. */
+static uint32_t *pack_view(const GramView *v, const double *X) {
+    size_t k = gram_view_k(v), n = gram_view_rows(v), ld = gbf_ld(k);
+    uint32_t *P = calloc(((n + 1) / 2 + 1) * ld, sizeof(uint32_t));
+    if (!P) return NULL;
+    uint16_t *P16 = (uint16_t *)P;
+    for (size_t t = 0; t < n; t++)
+        for (size_t i = 0; i < k; i++) {
+            double x = v->row_gram ? X[i * n + t] : X[t * k + i];
+            P16[((t >> 1) * ld + i) * 2 + (t & 1)] = dt_f32_to_bf16((float)x);
+        }
+    return P;
+}
+
+/* Seconds of one layer's heads through mode (see FastJob). */
+static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
+    static const head_kind kinds[4] = {HK_V, HK_O, HK_Q, HK_K};
+    GramView v[4];
+    double *X[4] = {0};
+    float *Xf[4] = {0};
+    uint32_t *P[4] = {0};
+    float scale[128];
+    for (int i = 0; i < 128; i++) scale[i] = 1.0f + (float)i / 1024;
+    memset(v, 0, sizeof v);
+    int rc = AL_OK;
+    for (int f = 0; f < 4 && rc == AL_OK; f++) {
+        rc = gram_view(m, kinds[f], L, 1, f >= 2 ? PART_NOPE : PART_ALL, &v[f]);
+        if (rc == AL_OK && gram_view_k(&v[f]) > 128) rc = al_err("head dims above 128 are not supported");
+        if (rc == AL_OK && !(X[f] = al_malloc3(v[f].nr, v[f].nc, sizeof(double), "a factor"))) rc = AL_ERR;
+        if (rc == AL_OK) rc = gram_read_block(m->store, v[f].tensor, v[f].r0, v[f].nr, v[f].c0, v[f].nc, X[f], v[f].nc);
+        if (rc == AL_OK && mode == FAST_F32) {
+            if (!(Xf[f] = malloc(v[f].nr * v[f].nc * sizeof(float)))) rc = al_err("out of memory");
+            for (size_t i = 0; rc == AL_OK && i < v[f].nr * v[f].nc; i++) Xf[f][i] = (float)X[f][i];
+        }
+        if (rc == AL_OK && mode == FAST_FLOOR && !(P[f] = pack_view(&v[f], X[f]))) rc = al_err("out of memory");
+    }
+    FastJob j = { .mode = mode, .v = v, .X = Xf, .P = P, .scale = m->cfg.dtype == DT_F8_E4M3 ? scale : NULL,
+                  .T = lin_sweep_threads((size_t)m->cfg.n_heads, 0) };
+    j.Gf = calloc((size_t)j.T * 4 * 16384, sizeof(float));
+    j.Gd = calloc((size_t)j.T * 4 * 16384, sizeof(double));
+    if (rc == AL_OK && (!j.Gf || !j.Gd)) rc = al_err("out of memory");
+    if (rc == AL_OK) {
+        double w0 = wall(), c0 = cpu();
+        rc = lin_sweep((size_t)m->cfg.n_heads, j.T, fast_task, &j);
+        *secs = (Time){ wall() - w0, cpu() - c0 };
+    }
+    for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
+    free(j.Gf); free(j.Gd);
+    return rc;
+}
+
+/* The fast route's sweep of layer L, VO + QK (FARR_ROUTE_FAST), and separately its certification
+ * at tau (heads the bound leaves open redone in double; *redone counts them). */
+static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert, size_t *redone, size_t *heads) {
+    *sweep = *cert = (Time){0, 0};
+    for (int k = 0; k < 2; k++) {
+        FarrLayer *l = NULL;
+        double w0 = wall(), c0 = cpu();
+        if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_FAST, &l) != AL_OK) return AL_ERR;
+        double w1 = wall(), c1 = cpu();
+        int rc = farr_layer_certify(m, l, tau, redone);
+        sweep->wall += w1 - w0; sweep->cpu += c1 - c0;
+        cert->wall += wall() - w1; cert->cpu += cpu() - c1;
+        *heads += (size_t)l->n_heads;
+        farr_layer_free(l);
+        if (rc != AL_OK) return rc;
+    }
+    return AL_OK;
+}
+
+/* Drops the page cache of every file of the checkpoint folder (written back first). */
+static void drop_cache(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *p = al_asprintf("%s/%s", dir, e->d_name);
+        int fd = p ? open(p, O_RDONLY) : -1;
+        if (fd >= 0) {
+            fdatasync(fd);
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            close(fd);
+        }
+        free(p);
+    }
+    if (d) closedir(d);
+}
+
+/* Section 5: the fast route against the float32 LAPACK route and against its floor, in rounds
+ * (best of each); with `cold`, the fast sweep of every layer after dropping the page cache. */
+static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) {
+    double tau = 0.999;
+    Time sw = {1e30, 1e30}, ce = {1e30, 1e30}, f32 = {1e30, 1e30}, fl = {1e30, 1e30};
+    size_t redone = 0, heads = 0;
+    for (int r = 0; r < reps; r++) {
+        Time s = {0, 0}, c = {0, 0};
+        redone = heads = 0;
+        for (int L = 0; L < nl; L++) {
+            Time a, b;
+            if (fast_sweep_layer(m, L, tau, &a, &b, &redone, &heads) != AL_OK) return fail("fast sweep");
+            s.wall += a.wall / nl; s.cpu += a.cpu / nl; c.wall += b.wall / nl; c.cpu += b.cpu / nl;
+        }
+        if (s.wall < sw.wall) sw = s;
+        if (c.wall < ce.wall) ce = c;
+        Time a, b;
+        if (fast_layer(m, 0, FAST_F32, &a) != AL_OK || fast_layer(m, 0, FAST_FLOOR, &b) != AL_OK) return fail("fast floor");
+        if (a.wall < f32.wall) f32 = a;
+        if (b.wall < fl.wall) fl = b;
+    }
+    printf("\n5. the fast route (BF16 dot products, float solves; %s Gram kernel), VO + QK per layer, best of %d:\n",
+           gbf_path_now() == GBF_BF16 ? "AVX-512 BF16" : "float (no AVX-512 BF16)", reps);
+    printf("   fast route sweep:                       %.3f s wall (%.3f s CPU); 61 layers %.1f s\n", sw.wall, sw.cpu,
+           61 * sw.wall);
+    printf("   + certification at tau %g:           %.3f s wall (%zu of %zu heads redone in double)\n", tau, ce.wall,
+           redone, heads);
+    printf("   float32 LAPACK route (ssyrk + ssyevd + spotrf + strmm, from memory): %.3f s wall (%.3f s CPU)\n", f32.wall,
+           f32.cpu);
+    printf("   floor (BF16 Gram kernel + float solves alone, from memory):          %.3f s wall (%.3f s CPU)\n", fl.wall,
+           fl.cpu);
+    printf("   ratios: fast / float32 route = %.2f (target <= 0.5); fast / floor = %.2f (target <= 1.2); certified "
+           "(fast + certification) / float32 route = %.2f\n", sw.wall / f32.wall, sw.wall / fl.wall,
+           (sw.wall + ce.wall) / f32.wall);
+    if (!cold) return 0;
+    double t[2];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0) drop_cache(dir);
+        /* as `ranks vo all` then `ranks qk all` sweep: farr_state_sweep, which reads the next
+         * layer ahead (gram_prefetch_layer) while it computes one */
+        FarrState *st = farr_state_new();
+        double w0 = wall();
+        for (int k = 0; k < 2 && st; k++)
+            if (farr_state_sweep(st, m, (farr_kind)k, 0, nl - 1, FARR_NO_OFFSET) != AL_OK) return fail("cold sweep");
+        t[pass] = (wall() - w0) / nl;
+        farr_state_free(st);
+    }
+    printf("   --cold: the sweeps (farr_state_sweep VO then QK, next layer read ahead) per layer with the page cache "
+           "dropped (posix_fadvise DONTNEED) %.3f s, warm %.3f s (cold / warm %.2f)\n", t[0], t[1], t[0] / t[1]);
+    return 0;
+}
+
 /* ================================================================ breakdown */
 
 /* var = the best of n (x 20 calls) of one run of body, in ms. */
@@ -375,7 +616,7 @@ static long rss_of(const char *self, const char *dir, int n) {
 int main(int argc, char **argv) {
     const char *model = NULL;
     int layers = 4, naive_n = 4, reps = 3;
-    bool keep = false, brk = false;
+    bool keep = false, brk = false, cold = false, fast_only = false;
     if (argc == 4 && strcmp(argv[1], "--rss-child") == 0) return rss_child(argv[2], atoi(argv[3]));
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
@@ -384,8 +625,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--keep")) keep = true;
         else if (!strcmp(argv[i], "--breakdown")) brk = true;
+        else if (!strcmp(argv[i], "--cold")) cold = true;
+        else if (!strcmp(argv[i], "--fast-only")) fast_only = true;
         else {
-            fprintf(stderr, "usage: bench_scale [--model DIR] [--layers N] [--naive H] [--reps R] [--keep] [--breakdown]\n");
+            fprintf(stderr, "usage: bench_scale [--model DIR] [--layers N] [--naive H] [--reps R] [--keep] [--breakdown] "
+                            "[--cold] [--fast-only]\n");
             return 2;
         }
     }
@@ -414,6 +658,18 @@ int main(int argc, char **argv) {
            model, c->n_layers, c->n_heads, c->hidden, c->q_lora_rank, c->kv_lora_rank, c->qk_nope_dim, c->qk_rope_dim,
            c->v_dim, dt_name(c->dtype), lin_sweep_threads((size_t)c->n_heads, 0));
     if (brk) breakdown(m, 0, reps > 3 ? reps : 3);
+    if (fast_only) {
+        int frc = fast_section(m, model, nl, reps, cold);
+        model_free(m);
+        loadavg("at end");
+        if (dir && !keep) {
+            char *cmd = al_asprintf("rm -rf '%s'", tmpl);
+            if (cmd && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpl);
+            free(cmd);
+        }
+        free(dir);
+        return frc;
+    }
 
     /* Rounds: each measures the sweep of every layer, the floor and the naive method, so that all
      * three see the same load; each figure is its best over the rounds. */
@@ -487,6 +743,8 @@ int main(int argc, char **argv) {
            fl.wall, fl.cpu, per_layer / fl.wall, per_layer_cpu / fl.cpu);
     printf("   + the values-only eigen-solves (LAPACK): %.3f s wall (%.3f s CPU) -> attnlab / floor = %.2fx wall (%.2fx CPU)\n",
            fl2.wall, fl2.cpu, per_layer / fl2.wall, per_layer_cpu / fl2.cpu);
+
+    if (fast_section(m, model, nl, reps, cold) != 0) return 1;
 
     /* 4. Peak memory. */
     int n_layers = c->n_layers;

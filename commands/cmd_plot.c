@@ -255,6 +255,7 @@ static int rankset_build(Session *s, Model *m, farr_kind kind, int lo, int hi, i
     memset(r, 0, sizeof *r);
     if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_state_sweep(st, m, kind, lo, hi, offset);
+    if (!rc) rc = farr_state_certify(st, m, kind, lo, hi, offset, tau);
     if (rc) return rc;
     size_t n = (size_t)(hi - lo + 1), nh = (size_t)m->cfg.n_heads, cells;
     if (!al_mul_ok(n, 3 * nh, &cells, "rank table")) return AL_ERR;

@@ -7,6 +7,7 @@
 #include "analyses.h"
 #include "attn_eval.h"
 #include "gram.h"
+#include "lin_f32.h"
 #include "rope.h"
 
 #include <cblas.h>
@@ -194,7 +195,7 @@ void farr_layer_free(FarrLayer *l) {
         if (l->b) lin_spectrum_free(l->b[h]);
         if (l->fused) lin_spectrum_free(l->fused[h]);
     }
-    free(l->a); free(l->b); free(l->fused);
+    free(l->a); free(l->b); free(l->fused); free(l->eps);
     free(l);
 }
 
@@ -235,93 +236,153 @@ typedef struct {
     FarrLayer *l;
     head_part part;
     bool rot;
+    bool fast;               /* the fast route: BF16/float Grams, float solves, bounds into l->eps */
     size_t k;                /* the inner (head) dim of the pair */
-    LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored */
+    const size_t *gsel, *hsel;   /* the KV heads and query heads to compute (NULL: all) */
+    LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored (double route) */
+    LinFSide **fshared;      /* (n_kv) the same, fast route */
     GramScratch **scr;       /* (threads) */
     double **G;              /* (threads) a k x k Gram each */
+    int T;                   /* threads */
 } StreamJob;
 
-/* The Gram of one factor of the layer into G, with the factor's row count. */
-static int stream_gram(StreamJob *j, head_kind kind, int head, int worker, double *G, size_t *rows) {
+/* The Gram of one factor of the layer into G, with the factor's row count and, on the fast route,
+ * the bound of its error (gram_compute_fast). */
+static int stream_gram(StreamJob *j, head_kind kind, int head, int worker, double *G, size_t *rows, double *err) {
     GramView v;
     if (gram_view(j->m, kind, j->l->layer, head, j->part, &v) != AL_OK) return AL_ERR;
     int rc = gram_view_k(&v) == j->k ? AL_OK
                                      : al_err("internal: %s head %d has inner dim %zu, expected %zu", v.tensor, head,
                                               gram_view_k(&v), j->k);
-    if (rc == AL_OK) rc = gram_compute(j->m->store, &v, j->scr[worker], G);
+    *err = 0;
+    if (rc == AL_OK) rc = j->fast ? gram_compute_fast(j->m->store, &v, j->scr[worker], G, err)
+                                  : gram_compute(j->m->store, &v, j->scr[worker], G);
     *rows = gram_view_rows(&v);
     gram_view_clear(&v);
     return rc;
 }
 
 /* Phase 1, per KV head g: the shared factor (W_V[g] or W_K[g]), its spectrum and Cholesky factor. */
-static int stream_shared_task(size_t g, int worker, void *ud) {
+static int stream_shared_task(size_t i, int worker, void *ud) {
     StreamJob *j = ud;
     const ModelConfig *c = &j->m->cfg;
-    double *G = j->G[worker];
+    size_t g = j->gsel ? j->gsel[i] : i;
+    double *G = j->G[worker], err;
     size_t rows;
-    int rc = stream_gram(j, j->l->kind == FARR_VO ? HK_V : HK_K, (int)g, worker, G, &rows);
+    int rc = stream_gram(j, j->l->kind == FARR_VO ? HK_V : HK_K, (int)g, worker, G, &rows, &err);
+    /* the rotation is orthogonal: it keeps the error's Frobenius norm */
     if (rc == AL_OK && j->rot) gram_rotate(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
-    if (rc == AL_OK) rc = lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
+    if (rc == AL_OK) rc = j->fast ? linf_side_new(G, j->k, rows, err, true, &j->fshared[g])
+                                  : lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
     if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->l->layer, (int)g, farr_fused_name(j->l->kind));
     return AL_OK;
 }
 
-/* Phase 2, per query head h: its own factor (W_O[h] or W_Q[h]) and the fused spectrum against the
- * group's shared side. */
-static int stream_head_task(size_t h, int worker, void *ud) {
-    StreamJob *j = ud;
+/* Head h's factor spectra: a copy of the group's shared side and its own (taken over). */
+static int put_sides(FarrLayer *l, size_t h, const Spectrum *shared, Spectrum **own) {
+    bool vo = l->kind == FARR_VO;
+    Spectrum *shs = lin_spectrum_copy(shared);
+    if (!shs) return AL_ERR;
+    l->a[h] = vo ? shs : *own;
+    l->b[h] = vo ? *own : shs;
+    *own = NULL;
+    return AL_OK;
+}
+
+/* Phase 2 of the fast route for query head h: float solves, and the three bounds. */
+static int fast_head(StreamJob *j, size_t h, double *G, size_t rows, double err) {
     FarrLayer *l = j->l;
     bool vo = l->kind == FARR_VO;
-    double *G = j->G[worker];
-    size_t rows;
-    LinGramSide *own = NULL;
-    const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
-    int rc = stream_gram(j, vo ? HK_O : HK_Q, (int)h, worker, G, &rows);
-    if (rc == AL_OK) rc = lin_gram_side_new(G, j->k, rows, false, &own);
-    /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
-    if (rc == AL_OK) rc = lin_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
+    const LinFSide *sh = j->fshared[cfg_kv_group(&j->m->cfg, (int)h)];
+    LinFSide *own = NULL;
+    double ef = 0;
+    int rc = linf_side_new(G, j->k, rows, err, false, &own);
+    if (rc == AL_OK) rc = linf_fused(sh, G, err, own->norm, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h], &ef);
+    if (rc == AL_OK) rc = put_sides(l, h, sh->s, &own->s);
     if (rc == AL_OK) {
-        Spectrum *shs = lin_spectrum_copy(sh->s);
-        if (!shs) rc = AL_ERR;
-        else {
-            l->a[h] = vo ? shs : own->s;
-            l->b[h] = vo ? own->s : shs;
-            own->s = NULL;
-        }
+        l->eps[3 * h] = vo ? sh->eps : own->eps;
+        l->eps[3 * h + 1] = vo ? own->eps : sh->eps;
+        l->eps[3 * h + 2] = ef;
     }
-    lin_gram_side_free(own);
+    linf_side_free(own);
+    return rc;
+}
+
+/* Phase 2, per query head h: its own factor (W_O[h] or W_Q[h]) and the fused spectrum against the
+ * group's shared side. */
+static int stream_head_task(size_t i, int worker, void *ud) {
+    StreamJob *j = ud;
+    FarrLayer *l = j->l;
+    size_t h = j->hsel ? j->hsel[i] : i;
+    bool vo = l->kind == FARR_VO;
+    double *G = j->G[worker], err;
+    size_t rows;
+    int rc = stream_gram(j, vo ? HK_O : HK_Q, (int)h, worker, G, &rows, &err);
+    if (rc == AL_OK && j->fast) rc = fast_head(j, h, G, rows, err);
+    else if (rc == AL_OK) {
+        LinGramSide *own = NULL;
+        const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
+        rc = lin_gram_side_new(G, j->k, rows, false, &own);
+        /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
+        if (rc == AL_OK) rc = lin_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
+        if (rc == AL_OK) rc = put_sides(l, h, sh->s, &own->s);
+        lin_gram_side_free(own);
+    }
     if (rc != AL_OK) return al_err_ctx("layer %d head %d (%s)", l->layer, (int)h, farr_fused_name(l->kind));
     return AL_OK;
 }
 
-/* The stream route over one layer (see farr_route), then the layer's mapped pages are released. */
-static int layer_stream(Model *m, FarrLayer *l, head_part part, bool rot) {
-    const ModelConfig *c = &m->cfg;
-    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
-    int T = lin_sweep_threads(H > G ? H : G, 0);
-    StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .k = (size_t)l->head_dim };
+static void stream_job_free(StreamJob *j) {
+    size_t G = (size_t)j->m->cfg.n_kv_heads;
+    for (size_t g = 0; g < G; g++) {
+        if (j->shared) lin_gram_side_free(j->shared[g]);
+        if (j->fshared) linf_side_free(j->fshared[g]);
+    }
+    for (int w = 0; w < j->T; w++) {
+        if (j->scr) gram_scratch_free(j->scr[w]);
+        if (j->G) free(j->G[w]);
+    }
+    free(j->shared); free(j->fshared); free(j->scr); free(j->G);
+}
+
+/* Runs phase 1 over ng KV heads and phase 2 over nh query heads (gsel / hsel: which ones, NULL:
+ * all), then releases the layer's mapped pages. */
+static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fast, const size_t *gsel, size_t ng,
+                      const size_t *hsel, size_t nh) {
+    size_t G = (size_t)m->cfg.n_kv_heads;
+    StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .k = (size_t)l->head_dim,
+                    .gsel = gsel, .hsel = hsel, .T = lin_sweep_threads(nh > ng ? nh : ng, 0) };
     j.shared = al_calloc(G, sizeof *j.shared, "shared factors");
-    j.scr = al_calloc((size_t)T, sizeof *j.scr, "sweep scratch");
-    j.G = al_calloc((size_t)T, sizeof *j.G, "sweep scratch");
-    int rc = j.shared && j.scr && j.G ? AL_OK : AL_ERR;
-    for (int w = 0; rc == AL_OK && w < T; w++) {
+    j.fshared = al_calloc(G, sizeof *j.fshared, "shared factors");
+    j.scr = al_calloc((size_t)j.T, sizeof *j.scr, "sweep scratch");
+    j.G = al_calloc((size_t)j.T, sizeof *j.G, "sweep scratch");
+    int rc = j.shared && j.fshared && j.scr && j.G ? AL_OK : AL_ERR;
+    for (int w = 0; rc == AL_OK && w < j.T; w++) {
         j.scr[w] = gram_scratch_new();
         j.G[w] = al_malloc3(j.k ? j.k : 1, j.k ? j.k : 1, sizeof(double), "a Gram matrix");
         if (!j.scr[w] || !j.G[w]) rc = AL_ERR;
     }
-    if (rc == AL_OK) rc = lin_sweep(G, T, stream_shared_task, &j);
-    if (rc == AL_OK) rc = lin_sweep(H, T, stream_head_task, &j);
-    for (size_t g = 0; j.shared && g < G; g++) lin_gram_side_free(j.shared[g]);
-    for (int w = 0; w < T; w++) {
-        if (j.scr) gram_scratch_free(j.scr[w]);
-        if (j.G) free(j.G[w]);
-    }
-    free(j.shared); free(j.scr); free(j.G);
+    if (rc == AL_OK) rc = lin_sweep(ng, j.T, stream_shared_task, &j);
+    if (rc == AL_OK) rc = lin_sweep(nh, j.T, stream_head_task, &j);
+    stream_job_free(&j);
     char *prefix = model_tensor_name(m, l->layer, "");
     if (prefix) store_release_prefix(m->store, prefix);
     free(prefix);
     return rc;
+}
+
+/* An empty layer record of kind (its arrays allocated, no spectra). */
+static FarrLayer *layer_new(const ModelConfig *c, farr_kind kind, int layer, int offset, head_part part) {
+    FarrLayer *l = al_calloc(1, sizeof *l, "layer spectra");
+    if (!l) return NULL;
+    l->kind = kind; l->layer = layer; l->offset = offset; l->n_heads = c->n_heads;
+    l->head_dim = kind == FARR_VO ? c->v_dim : part == PART_NOPE ? c->qk_nope_dim : cfg_d_qk(c);
+    size_t H = (size_t)c->n_heads;
+    l->a = al_calloc(H, sizeof *l->a, "layer spectra");
+    l->b = al_calloc(H, sizeof *l->b, "layer spectra");
+    l->fused = al_calloc(H, sizeof *l->fused, "layer spectra");
+    if (!l->a || !l->b || !l->fused) { farr_layer_free(l); return NULL; }
+    return l;
 }
 
 int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, farr_route route, FarrLayer **out) {
@@ -332,20 +393,82 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
     if (layer < 0 || layer >= c->n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
     if (route == FARR_ROUTE_FACTORS && model_layer_load(m, layer) != AL_OK) return AL_ERR;
-    FarrLayer *l = al_calloc(1, sizeof *l, "layer spectra");
+    FarrLayer *l = layer_new(c, kind, layer, offset, job.part);
     if (!l) return AL_ERR;
-    l->kind = kind; l->layer = layer; l->offset = offset; l->n_heads = c->n_heads;
-    l->head_dim = kind == FARR_VO ? c->v_dim : job.part == PART_NOPE ? c->qk_nope_dim : cfg_d_qk(c);
     size_t H = (size_t)c->n_heads;
-    l->a = al_calloc(H, sizeof *l->a, "layer spectra");
-    l->b = al_calloc(H, sizeof *l->b, "layer spectra");
-    l->fused = al_calloc(H, sizeof *l->fused, "layer spectra");
-    if (!l->a || !l->b || !l->fused) { farr_layer_free(l); return AL_ERR; }
+    if (route == FARR_ROUTE_FAST && !(l->eps = al_calloc(3 * H, sizeof(double), "error bounds"))) {
+        farr_layer_free(l);
+        return AL_ERR;
+    }
     job.l = l;
-    int rc = route == FARR_ROUTE_STREAM ? layer_stream(m, l, job.part, job.rot) : lin_sweep(H, 0, layer_task, &job);
+    int rc = route == FARR_ROUTE_FACTORS ? lin_sweep(H, 0, layer_task, &job)
+             : stream_run(m, l, job.part, job.rot, route == FARR_ROUTE_FAST, NULL, (size_t)c->n_kv_heads, NULL, H);
     if (rc != AL_OK) { farr_layer_free(l); return rc; }
     *out = l;
     return AL_OK;
+}
+
+/* Whether head h's three ranks at tau are certain under the fast route's bounds. */
+static bool head_certain(const FarrLayer *l, int h, double tau) {
+    if (!l->eps) return true;
+    const double *e = l->eps + 3 * (size_t)h;
+    return linf_rank_certain(l->a[h], e[0], tau) && linf_rank_certain(l->b[h], e[1], tau) &&
+           linf_rank_certain(l->fused[h], e[2], tau);
+}
+
+/* Recomputes the heads flagged in redo (n_heads) by the double stream route, in place. */
+static int layer_redo(Model *m, FarrLayer *l, const bool *redo, size_t *redone) {
+    const ModelConfig *c = &m->cfg;
+    head_part part;
+    bool rot;
+    if (fuse_mode(m, l->kind, l->offset, &part, &rot) != AL_OK) return AL_ERR;
+    size_t H = (size_t)l->n_heads, G = (size_t)c->n_kv_heads, nh = 0, ng = 0;
+    size_t *hsel = al_calloc(H ? H : 1, sizeof *hsel, "heads"), *gsel = al_calloc(G ? G : 1, sizeof *gsel, "heads");
+    FarrLayer *t = layer_new(c, l->kind, l->layer, l->offset, part);
+    int rc = hsel && gsel && t ? AL_OK : AL_ERR;
+    for (size_t h = 0; rc == AL_OK && h < H; h++) {
+        if (!redo[h]) continue;
+        hsel[nh++] = h;
+        size_t g = (size_t)cfg_kv_group(c, (int)h);
+        if (!ng || gsel[ng - 1] != g) gsel[ng++] = g;   /* heads of a group are consecutive */
+    }
+    if (rc == AL_OK && nh) rc = stream_run(m, t, part, rot, false, gsel, ng, hsel, nh);
+    for (size_t i = 0; rc == AL_OK && i < nh; i++) {
+        size_t h = hsel[i];
+        lin_spectrum_free(l->a[h]); lin_spectrum_free(l->b[h]); lin_spectrum_free(l->fused[h]);
+        l->a[h] = t->a[h]; l->b[h] = t->b[h]; l->fused[h] = t->fused[h];
+        t->a[h] = t->b[h] = t->fused[h] = NULL;
+        l->eps[3 * h] = l->eps[3 * h + 1] = l->eps[3 * h + 2] = 0;
+    }
+    if (rc == AL_OK && redone) *redone += nh;
+    farr_layer_free(t);
+    free(hsel); free(gsel);
+    return rc;
+}
+
+int farr_layer_certify(Model *m, FarrLayer *l, double tau, size_t *redone) {
+    if (!l->eps) return AL_OK;
+    bool *redo = al_calloc((size_t)l->n_heads, sizeof(bool), "heads");
+    if (!redo) return AL_ERR;
+    size_t n = 0;
+    for (int h = 0; h < l->n_heads; h++) n += redo[h] = !head_certain(l, h, tau);
+    int rc = n ? layer_redo(m, l, redo, redone) : AL_OK;
+    free(redo);
+    return rc;
+}
+
+int farr_layer_exact(Model *m, FarrLayer *l, size_t *redone) {
+    if (!l->eps) return AL_OK;
+    bool *redo = al_calloc((size_t)l->n_heads, sizeof(bool), "heads");
+    if (!redo) return AL_ERR;
+    for (int h = 0; h < l->n_heads; h++) {
+        const double *e = l->eps + 3 * (size_t)h;
+        redo[h] = e[0] > 0 || e[1] > 0 || e[2] > 0;
+    }
+    int rc = layer_redo(m, l, redo, redone);
+    free(redo);
+    if (rc == AL_OK) { free(l->eps); l->eps = NULL; }
+    return rc;
 }
 
 int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out) {
@@ -865,6 +988,7 @@ struct FarrState {
     WorkEntry *w;
     size_t nw, capw;
     size_t hits, computed;
+    size_t redone;           /* fast-route heads recomputed in double (certification, exact views) */
     FarrFused *fused;        /* the kept fused head, or NULL */
 };
 
@@ -910,12 +1034,31 @@ const FarrLayer *farr_state_get_layer(const FarrState *st, const Model *m, farr_
     return e ? e->l : NULL;
 }
 
-int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, const FarrLayer **out) {
+/* Rank tables take the double (stream) route unless the fast route is asked for (tests, benchmarks):
+ * its certification at tau redoes most heads of flat, R1-shaped layers in double today, which makes
+ * the certified fast sweep slower than the double one there (bench/README.md, the fast route). */
+static bool force_double = true;
+
+void farr_force_double(bool on) { force_double = on; }
+
+/* The layer from the cache or computed: `exact` asks for the double route's spectra (a cached
+ * fast-route layer is made exact in place), otherwise the sweep's route. */
+static int state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, bool exact,
+                       const FarrLayer **out) {
     *out = NULL;
     CacheEntry *e = cache_find(st, m, kind, layer, offset);
-    if (e) { st->hits++; *out = e->l; return AL_OK; }
+    if (e) {
+        st->hits++;
+        if (exact && e->l->eps) {
+            int rc = farr_layer_exact(m, e->l, &st->redone);
+            if (rc != AL_OK) return rc;
+        }
+        *out = e->l;
+        return AL_OK;
+    }
     FarrLayer *l;
-    int rc = farr_layer_compute(m, kind, layer, offset, &l);
+    farr_route route = exact || force_double ? FARR_ROUTE_STREAM : FARR_ROUTE_FAST;
+    int rc = farr_layer_compute_route(m, kind, layer, offset, route, &l);
     if (rc != AL_OK) return rc;
     if (al_reserve(&st->e, &st->cap, st->n + 1, sizeof *st->e, "the FaRR cache")) {
         farr_layer_free(l);
@@ -927,31 +1070,49 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
     return AL_OK;
 }
 
+int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, const FarrLayer **out) {
+    return state_layer(st, m, kind, layer, offset, true, out);
+}
+
 int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset) {
     int N = hi - lo + 1;
     for (int i = 0; i < N; i++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         al_progress("layer", (size_t)i, (size_t)N);
+        /* read the next layer ahead while this one computes (a no-op when it is cached already) */
+        if (i + 1 < N && !cache_find(st, m, kind, lo + i + 1, offset)) gram_prefetch_layer(m, lo + i + 1);
         const FarrLayer *l;
-        int rc = farr_state_layer(st, m, kind, lo + i, offset, &l);
+        int rc = state_layer(st, m, kind, lo + i, offset, false, &l);
         if (rc != AL_OK) return rc;
     }
     al_progress("layer", (size_t)N, (size_t)N);
     return AL_OK;
 }
 
-int farr_state_rank_table(const FarrState *st, const Model *m, farr_kind kind, int lo, int hi,
+int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau) {
+    for (int L = lo; L <= hi; L++) {
+        CacheEntry *e = cache_find(st, m, kind, L, offset);
+        if (!e) return al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
+        if (al_interrupted()) return AL_INTERRUPTED;
+        int rc = farr_layer_certify(m, e->l, tau, &st->redone);
+        if (rc != AL_OK) return rc;
+    }
+    return AL_OK;
+}
+
+int farr_state_rank_table(FarrState *st, Model *m, farr_kind kind, int lo, int hi,
                           int offset, double tau, FarrRankRow **rows, size_t *n) {
     *rows = NULL;
     *n = 0;
     if (hi < lo) return al_err("empty layer range %d-%d", lo, hi);
+    int rc = farr_state_certify(st, m, kind, lo, hi, offset, tau);
+    if (rc != AL_OK) return rc;
     size_t cap = (size_t)(hi - lo + 1) * (size_t)m->cfg.n_heads;
     FarrRankRow *r = al_calloc(cap ? cap : 1, sizeof *r, "a rank table");
     if (!r) return AL_ERR;
     size_t k = 0;
     for (int L = lo; L <= hi; L++) {
         const FarrLayer *l = farr_state_get_layer(st, m, kind, L, offset);
-        if (!l) { free(r); return al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind)); }
         for (int h = 0; h < l->n_heads && k < cap; h++, k++) {
             r[k].layer = L;
             r[k].head = h;
@@ -962,6 +1123,8 @@ int farr_state_rank_table(const FarrState *st, const Model *m, farr_kind kind, i
     *n = k;
     return AL_OK;
 }
+
+size_t farr_state_redone(const FarrState *st) { return st ? st->redone : 0; }
 
 void farr_state_stats(const FarrState *st, size_t *hits, size_t *computed) {
     if (hits) *hits = st ? st->hits : 0;

@@ -97,24 +97,40 @@ typedef struct {
     Spectrum **a;            /* (n_heads) V[g(h)] or Q[h] */
     Spectrum **b;            /* (n_heads) O[h] or K[g(h)] */
     Spectrum **fused;        /* (n_heads) VO or QK */
+    double *eps;             /* (n_heads, 3) the fast route's bounds of a, b, fused (lin_f32.h: how far
+                                the squared values may sit from the double route's; 0 for a head
+                                redone in double), or NULL: every spectrum is the double route's */
 } FarrLayer;
 
-/* How a layer's spectra are computed:
+/* How a layer's spectra are computed (rank tables, spectra and their plots use FARR_ROUTE_STREAM,
+ * the double route; FARR_ROUTE_FAST only after farr_force_double(false)):
  *   FARR_ROUTE_STREAM (the default): each factor's Gram is accumulated straight from the
  *     checkpoint's mapping (core/gram.h: dequantization fused into a cache-sized chunk, dsyrk in
  *     double), the shared K / V side of each group once, then values-only eigen-solves
  *     (lin_gram_side_new / lin_gram_fused); no float copy of the layer is made, and the layer's
  *     mapped pages are released when it is done, so a sweep keeps one layer's pages resident.
  *   FARR_ROUTE_FACTORS: the layer's float copies (model_layer_load), per-head factors
- *     (model_head) and lin_product_svd -- the reference the stream route is tested against. */
-typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS } farr_route;
+ *     (model_head) and lin_product_svd -- the reference the stream route is tested against.
+ *   FARR_ROUTE_FAST: the stream route with the Grams of gram_compute_fast (BF16 dot products
+ *     with float accumulation on BF16 / FP8 weights, floats otherwise) and float eigen-solves
+ *     (lin_f32.h), each spectrum with its error bound in eps; ranks from it are the double
+ *     route's once farr_layer_certify has redone, in double, every head whose rank at that tau
+ *     the bound leaves open. */
+typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS, FARR_ROUTE_FAST } farr_route;
 
 /* Computes a layer's spectra over all heads on all cores (lin_sweep: one BLAS thread per worker);
  * AL_INTERRUPTED leaves *out NULL. Caller frees with farr_layer_free. */
 int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out);
 int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, farr_route route, FarrLayer **out);
 void farr_layer_free(FarrLayer *l);
-/* Effective ranks at tau of head h: a, b, fused (any pointer may be NULL). */
+/* A fast-route layer at tau: heads whose ranks at tau the bounds do not pin down are recomputed
+ * by the double route (in place; *redone, when given, grows by their count). A no-op on an exact
+ * layer. After it, farr_layer_ranks at tau gives the double route's ranks. */
+int farr_layer_certify(Model *m, FarrLayer *l, double tau, size_t *redone);
+/* Makes every head of l the double route's (spectra to show or plot); eps becomes NULL. */
+int farr_layer_exact(Model *m, FarrLayer *l, size_t *redone);
+/* Effective ranks at tau of head h: a, b, fused (any pointer may be NULL); on a fast-route layer
+ * certify it at tau first. */
 void farr_layer_ranks(const FarrLayer *l, int head, double tau, int *ra, int *rb, int *rf);
 
 /* ================================================================ accounting (seed 000) */
@@ -225,12 +241,19 @@ void farr_state_drop_model(FarrState *st, const Model *m);
 /* The cached spectra of a layer, NULL when not computed yet (never computes). For plots. */
 const FarrLayer *farr_state_get_layer(const FarrState *st, const Model *m, farr_kind kind,
                                       int layer, int offset);
-/* The spectra of a layer: cached, or computed (then cached). *out is owned by the state. */
+/* The spectra of a layer, the double route's (for showing and plotting them): cached (a cached
+ * fast-route layer is made exact in place), or computed (then cached). *out is owned by the
+ * state. */
 int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset,
                      const FarrLayer **out);
 /* Computes (or finds) layers lo..hi, reporting al_progress("layer", i, N) and polling Ctrl-C
- * between layers; finished layers stay cached when interrupted. */
+ * between layers; finished layers stay cached when interrupted. New layers take the double route,
+ * or the fast one (FARR_ROUTE_FAST) after farr_force_double(false): read ranks from those after
+ * farr_state_certify (farr_state_rank_table does). */
 int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset);
+/* Certifies the cached layers lo..hi at tau (farr_layer_certify): afterwards farr_layer_ranks on
+ * them at tau gives the double route's ranks. A missing layer is an error. */
+int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau);
 
 /* One row of a rank table: effective ranks at tau of query head `head` of `layer`. */
 typedef struct {
@@ -239,9 +262,9 @@ typedef struct {
 } FarrRankRow;
 
 /* The rank table of layers lo..hi at tau from the cached spectra (compute them first with
- * farr_state_sweep; a missing layer is an error). *rows (n_layers x n_heads, layer-major) is the
- * caller's (free). */
-int farr_state_rank_table(const FarrState *st, const Model *m, farr_kind kind, int lo, int hi,
+ * farr_state_sweep; a missing layer is an error), certified at tau first: the double route's
+ * ranks. *rows (n_layers x n_heads, layer-major) is the caller's (free). */
+int farr_state_rank_table(FarrState *st, Model *m, farr_kind kind, int lo, int hi,
                           int offset, double tau, FarrRankRow **rows, size_t *n);
 
 /* The working copy: stores plan as m's latest truncation of its kind (replacing an older one;

@@ -1,5 +1,5 @@
-/* farr_internal.h -- counters of core/farr.c's spectrum cache that only tests use (not part of
- * the API the shell builds on). */
+/* farr_internal.h -- counters of core/farr.c's spectrum cache and the route switch that only
+ * tests and benchmarks use (not part of the API the shell builds on). */
 #ifndef AL_FARR_INTERNAL_H
 #define AL_FARR_INTERNAL_H
 
@@ -7,5 +7,10 @@
 
 /* Number of cache hits and computed layers so far (asking again is a hit). */
 void farr_state_stats(const FarrState *st, size_t *hits, size_t *computed);
+/* Fast-route heads the state has recomputed in double so far (certification, exact views). */
+size_t farr_state_redone(const FarrState *st);
+/* true (the default): sweeps take the double route (FARR_ROUTE_STREAM); false: the fast one
+ * (FARR_ROUTE_FAST, certified at tau), for tests and benchmarks until it is faster. Process-wide. */
+void farr_force_double(bool on);
 
 #endif

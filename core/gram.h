@@ -39,6 +39,19 @@ void gram_scratch_free(GramScratch *s);
  * naming the tensor. */
 int gram_compute(const Store *st, const GramView *v, GramScratch *scr, double *G);
 
+/* The fast route's G (gram_bf16.h): BF16 and FP8 E4M3 blocks as BF16 values through vdpbf16ps
+ * (FP8: each 128x128 block's scale taken out of the block product, G = sum_b s_b^2 B_bᵀ B_b),
+ * other dtypes -- and every dtype on a CPU without AVX-512 BF16 -- as floats; float32
+ * accumulation within chunks of GBF_CHUNK contraction rows, double between them. *err receives
+ * a bound on the Frobenius norm of G minus gram_compute's G (the double route's). Same threading
+ * and NaN/Inf rules as gram_compute. */
+int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, double *G, double *err);
+
+/* Asks the kernel to read the attention weights of `layer` (the tensors of its V, O, Q, K views)
+ * ahead (madvise WILLNEED), so that a sweep reads the next layer while it computes this one.
+ * Never fails: a layer whose views cannot be named is skipped (its error message is left set). */
+void gram_prefetch_layer(const Model *m, int layer);
+
 /* Dequantizes rows [r0, r0+nr) x cols [c0, c0+nc) of a stored 2-D tensor into dst (nr x nc,
  * row-major, leading dim ld) as double: exactly the float32 values store_read gives, widened. */
 int gram_read_block(const Store *st, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, double *dst,

@@ -1,0 +1,151 @@
+/* gram_bf16.c -- the fast route's Gram kernel over packed chunks: AVX-512 BF16 (vdpbf16ps) and
+ * float tiles of 8 x 32 entries of G held in registers over one chunk, a double epilogue with
+ * the chunk's scales; the run-time path choice; the E4M3 tables. See gram_bf16.h. */
+#define _GNU_SOURCE
+#include "gram_bf16.h"
+#include "tensor.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#define TILE_I 8             /* rows of G per tile */
+#define TILE_J 32            /* columns of G per tile (two vectors of 16) */
+
+/* ================================================================ path */
+
+static gbf_path forced = GBF_AUTO;
+
+bool gbf_cpu_bf16(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+
+void gbf_force(gbf_path p) { forced = p; }
+
+gbf_path gbf_path_now(void) {
+    static int have = -1;
+    if (have < 0) have = gbf_cpu_bf16();
+    if (forced == GBF_FLOAT || !have) return GBF_FLOAT;
+    return GBF_BF16;
+}
+
+double gbf_gamma(gbf_path p) {
+    /* BF16: n products, each exact, added one rounding at a time; float: a product and a sum
+     * per step. */
+    double u = ldexp(1.0, -24), n = p == GBF_BF16 ? GBF_CHUNK : 2 * GBF_CHUNK;
+    return n * u / (1 - n * u);
+}
+
+/* ================================================================ E4M3 tables */
+
+static uint16_t e4m3_bf16[256];
+static float e4m3_f32[256];
+static pthread_once_t e4m3_once = PTHREAD_ONCE_INIT;
+
+static void e4m3_init(void) {
+    for (int c = 0; c < 256; c++) {
+        e4m3_f32[c] = dt_e4m3_to_f32((uint8_t)c);
+        e4m3_bf16[c] = dt_f32_to_bf16(e4m3_f32[c]);     /* exact: 3 mantissa bits, exponent in range */
+    }
+}
+
+const uint16_t *gbf_e4m3_bf16(void) { pthread_once(&e4m3_once, e4m3_init); return e4m3_bf16; }
+const float *gbf_e4m3_f32(void) { pthread_once(&e4m3_once, e4m3_init); return e4m3_f32; }
+
+/* ================================================================ BF16 tiles */
+
+#define BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
+
+/* Adds one 16-float accumulator (row i, columns j0..j0+15, those < k) to G in double, scaled by
+ * s_i s_j when s is given. */
+BF16_TARGET static inline void add_row16(__m512 a, size_t i, size_t j0, size_t k, const float *s, double *G) {
+    if (j0 >= k) return;
+    size_t nv = k - j0 < 16 ? k - j0 : 16;
+    __mmask16 m = (__mmask16)((1u << nv) - 1);
+    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+    __m512d hi = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(a), 1)));
+    if (s) {
+        __m512 sv = _mm512_maskz_loadu_ps(m, s + j0);
+        __m512d si = _mm512_set1_pd((double)s[i]);
+        lo = _mm512_mul_pd(lo, _mm512_mul_pd(si, _mm512_cvtps_pd(_mm512_castps512_ps256(sv))));
+        hi = _mm512_mul_pd(hi, _mm512_mul_pd(si, _mm512_cvtps_pd(_mm256_castsi256_ps(
+                                                     _mm512_extracti64x4_epi64(_mm512_castps_si512(sv), 1)))));
+    }
+    double *g = G + i * k + j0;
+    __mmask8 m0 = (__mmask8)(m & 0xff), m1 = (__mmask8)(m >> 8);
+    _mm512_mask_storeu_pd(g, m0, _mm512_add_pd(_mm512_maskz_loadu_pd(m0, g), lo));
+    if (m1) _mm512_mask_storeu_pd(g + 8, m1, _mm512_add_pd(_mm512_maskz_loadu_pd(m1, g + 8), hi));
+}
+
+/* One 8 x 32 tile of G at (ib, jb) over np pair rows: 16 accumulators, per pair row two loads,
+ * eight broadcasts and sixteen vdpbf16ps. Rows ib+ni..ib+7 are computed (the padded columns make
+ * that safe) but not stored. */
+BF16_TARGET static void tile_bf16(const uint32_t *P, size_t np, size_t ld, size_t k, size_t ib, size_t ni,
+                                  size_t jb, const float *s, double *G) {
+    __m512 acc[TILE_I][2];
+    for (int a = 0; a < TILE_I; a++) acc[a][0] = acc[a][1] = _mm512_setzero_ps();
+    for (size_t t = 0; t < np; t++) {
+        const uint32_t *row = P + t * ld;
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(row + jb);
+        __m512bh b1 = (__m512bh)_mm512_loadu_si512(row + jb + 16);
+#pragma GCC unroll 8
+        for (int a = 0; a < TILE_I; a++) {
+            __m512bh x = (__m512bh)_mm512_set1_epi32((int)row[ib + (size_t)a]);
+            acc[a][0] = _mm512_dpbf16_ps(acc[a][0], x, b0);
+            acc[a][1] = _mm512_dpbf16_ps(acc[a][1], x, b1);
+        }
+    }
+    for (size_t a = 0; a < ni; a++) {
+        add_row16(acc[a][0], ib + a, jb, k, s, G);
+        add_row16(acc[a][1], ib + a, jb + 16, k, s, G);
+    }
+}
+
+BF16_TARGET void gbf_chunk_bf16(const uint32_t *P, size_t np, size_t k, const float *s, double *G) {
+    size_t ld = gbf_ld(k);
+    for (size_t ib = 0; ib < k; ib += TILE_I) {
+        size_t ni = k - ib < TILE_I ? k - ib : TILE_I;
+        for (size_t jb = ib / TILE_J * TILE_J; jb < k; jb += TILE_J) tile_bf16(P, np, ld, k, ib, ni, jb, s, G);
+    }
+}
+
+/* ================================================================ float tiles */
+
+typedef float v16f __attribute__((vector_size(64)));
+
+/* The same tile over float rows (GCC vector code: AVX-512, AVX or SSE as the target allows). */
+static void tile_f32(const float *F, size_t n, size_t ld, size_t k, size_t ib, size_t ni, size_t jb, const float *s,
+                     double *G) {
+    v16f acc[TILE_I][2];
+    memset(acc, 0, sizeof acc);
+    for (size_t t = 0; t < n; t++) {
+        const float *row = F + t * ld;
+        v16f b0, b1;
+        memcpy(&b0, row + jb, sizeof b0);
+        memcpy(&b1, row + jb + 16, sizeof b1);
+        for (int a = 0; a < TILE_I; a++) {
+            float x = row[ib + (size_t)a];
+            acc[a][0] += x * b0;
+            acc[a][1] += x * b1;
+        }
+    }
+    for (size_t a = 0; a < ni; a++) {
+        size_t i = ib + a;
+        double si = s ? s[i] : 1.0;
+        for (size_t j = jb; j < jb + TILE_J && j < k; j++) {
+            double v = acc[a][(j - jb) / 16][(j - jb) % 16];
+            G[i * k + j] += s ? v * (si * s[j]) : v;
+        }
+    }
+}
+
+void gbf_chunk_f32(const float *F, size_t n, size_t k, const float *s, double *G) {
+    size_t ld = gbf_ld(k);
+    for (size_t ib = 0; ib < k; ib += TILE_I) {
+        size_t ni = k - ib < TILE_I ? k - ib : TILE_I;
+        for (size_t jb = ib / TILE_J * TILE_J; jb < k; jb += TILE_J) tile_f32(F, n, ld, k, ib, ni, jb, s, G);
+    }
+}

@@ -1,0 +1,59 @@
+/* gram_bf16.h -- the fast route's Gram kernel: the contribution of one chunk of at most
+ * GBF_CHUNK contraction rows to G = Bᵀ B, accumulated in float32 registers within the chunk and
+ * added (scaled) to a double G between chunks.
+ *
+ * Two paths, chosen at run time (gbf_path_now):
+ *   GBF_BF16: BF16 values (a BF16 weight, or FP8 E4M3 codes, which BF16 holds exactly) packed in
+ *     pairs of contraction rows, P[t][i] = bf16(B[2t][i]) | bf16(B[2t+1][i]) << 16, and
+ *     accumulated with AVX-512 BF16 `vdpbf16ps` (32 products into 16 float lanes per instruction);
+ *   GBF_FLOAT: float values F[t][i], multiply-add in float (GCC vector code): the path of F32/F16
+ *     weights, and of every weight on a CPU without AVX-512 BF16.
+ * A scale vector s (FP8: the 128x128 block scale of each column of the chunk) is taken out of
+ * the chunk product: G_ij += s_i s_j (Pᵀ P)_ij, in double.
+ *
+ * Error: within a chunk each lane adds at most n = GBF_CHUNK products one rounding at a time
+ * (vdpbf16ps: exact BF16 products, two float additions per instruction; the float path: a
+ * product and a sum per step, 2n roundings), so |G_ij - exact| <= gbf_gamma(path) * sum_t
+ * |b_ti||b_tj| (gamma_m = m u / (1 - m u), u = 2^-24); by Cauchy-Schwarz the Frobenius norm of
+ * the error is then at most gbf_gamma * trace(G). The double additions between chunks are
+ * orders of magnitude below that. (vdpbf16ps flushes denormals: values below 2^-126, never met
+ * in weights.) */
+#ifndef AL_GRAM_BF16_H
+#define AL_GRAM_BF16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GBF_CHUNK 128        /* contraction rows per float accumulation (FP8: one scale block) */
+
+typedef enum { GBF_AUTO, GBF_BF16, GBF_FLOAT } gbf_path;
+
+/* True when this CPU has AVX-512 BF16 (and F/BW/VL). */
+bool gbf_cpu_bf16(void);
+/* Forces a path for tests and benchmarks (GBF_AUTO: the CPU decides; GBF_BF16 on a CPU without
+ * it falls back to GBF_FLOAT). Process-wide; set it before a sweep starts. */
+void gbf_force(gbf_path p);
+/* The path Grams take now: GBF_BF16 or GBF_FLOAT. */
+gbf_path gbf_path_now(void);
+/* The relative bound above for a path (GBF_BF16 or GBF_FLOAT). */
+double gbf_gamma(gbf_path p);
+
+/* The leading dim of a packed chunk of k columns: k rounded up to a whole tile (32); the
+ * columns k..ld-1 must hold zeros. */
+static inline size_t gbf_ld(size_t k) { return (k + 31) / 32 * 32; }
+
+/* G (k x k, row-major double; the upper triangle j >= i is updated, entries below it within a
+ * tile may receive garbage -- symmetrize from the upper triangle afterwards) +=
+ * diag(s) Pᵀ P diag(s) over np packed pair rows P (np x gbf_ld(k) uint32), np <= GBF_CHUNK / 2.
+ * s: (k) scales or NULL. Requires gbf_cpu_bf16(). */
+void gbf_chunk_bf16(const uint32_t *P, size_t np, size_t k, const float *s, double *G);
+/* The same over n float rows F (n x gbf_ld(k)), n <= GBF_CHUNK. */
+void gbf_chunk_f32(const float *F, size_t n, size_t k, const float *s, double *G);
+
+/* E4M3 code -> its value as BF16 bits (exact; NaN codes give a BF16 NaN) and as float: tables
+ * of 256, built once. */
+const uint16_t *gbf_e4m3_bf16(void);
+const float *gbf_e4m3_f32(void);
+
+#endif

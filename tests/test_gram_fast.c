@@ -1,0 +1,326 @@
+/* test_gram_fast.c -- the fast route of the rank sweep (issue 18): the BF16 Gram kernel (and its
+ * float fallback) against a double Gram of the same values within the float accumulation bound;
+ * the FP8 block-scale path against double Grams of the dequantized values; gram_compute_fast
+ * against gram_compute with its computed bound; and fast-route ranks, once certified, identical
+ * to the double route's on every demo family (planted), other seeds, an R1-shaped layer and the
+ * small real checkpoints, at several tau, on both kernel paths -- with the share of heads the
+ * bound sends back to double small enough to matter. */
+#include "farr_internal.h"
+#include "testutil.h"
+#include "farr.h"
+#include "gram.h"
+#include "gram_bf16.h"
+#include "lin_f32.h"
+#include "synth.h"
+
+#include <cblas.h>
+
+static const char *tmp_root;
+
+static Model *open_synth(const char *name, unsigned long seed) {
+    static int serial;
+    SynthOptions opt;
+    if (!synth_demo_name(name, &opt)) { CHECK(0, "not a demo name: %s", name); return NULL; }
+    opt.seed = seed;
+    char *dir = al_asprintf("%s/%s-%d", tmp_root, name, serial++);
+    Model *m = NULL;
+    int rc = synth_write(&opt, dir);
+    CHECK(rc == AL_OK, "synth_write %s: %s", name, rc ? al_errmsg() : "");
+    if (rc == AL_OK) CHECK_OK(model_open(dir, &m));
+    free(dir);
+    return m;
+}
+
+/* ---------------------------------------------------------------- the kernel */
+
+/* B (n x k) of BF16 values (some exactly representable spread), packed for both paths over
+ * chunks of GBF_CHUNK rows, with and without scales, against a double Gram of the same values:
+ * every entry within gamma sum_t |b_ti||b_tj| (times the scales). */
+static void kernel_case(size_t n, size_t k, bool scaled, gbf_path path) {
+    size_t ld = gbf_ld(k);
+    uint16_t *B = malloc(n * k * sizeof(uint16_t));
+    float *s = malloc(k * sizeof(float));
+    double *G = calloc(k * k, sizeof(double)), *D = calloc(k * k, sizeof(double)), *A = calloc(k * k, sizeof(double));
+    for (size_t i = 0; i < n * k; i++) B[i] = dt_f32_to_bf16((float)(nrand() * (i % 7 == 0 ? 100 : 1)));
+    for (size_t i = 0; i < k; i++) s[i] = scaled ? (float)(0.5 + urand()) : 1.0f;
+    void *pack = calloc(GBF_CHUNK * ld, sizeof(float));
+    for (size_t c = 0; c < n; c += GBF_CHUNK) {
+        size_t len = n - c < GBF_CHUNK ? n - c : GBF_CHUNK;
+        memset(pack, 0, GBF_CHUNK * ld * sizeof(float));
+        for (size_t t = 0; t < len; t++)
+            for (size_t i = 0; i < k; i++) {
+                uint16_t b = B[(c + t) * k + i];
+                if (path == GBF_BF16) ((uint16_t *)pack)[((t >> 1) * ld + i) * 2 + (t & 1)] = b;
+                else ((float *)pack)[t * ld + i] = dt_bf16_to_f32(b);
+            }
+        if (path == GBF_BF16) gbf_chunk_bf16(pack, (len + 1) / 2, k, scaled ? s : NULL, G);
+        else gbf_chunk_f32(pack, len, k, scaled ? s : NULL, G);
+    }
+    for (size_t t = 0; t < n; t++)
+        for (size_t i = 0; i < k; i++)
+            for (size_t j = i; j < k; j++) {
+                double x = (double)dt_bf16_to_f32(B[t * k + i]) * s[i], y = (double)dt_bf16_to_f32(B[t * k + j]) * s[j];
+                D[i * k + j] += x * y;
+                A[i * k + j] += fabs(x * y);
+            }
+    int bad = 0;
+    double worst = 0, gam = gbf_gamma(path);
+    for (size_t i = 0; i < k; i++)
+        for (size_t j = i; j < k; j++) {
+            double e = fabs(G[i * k + j] - D[i * k + j]);
+            bad += !(e <= gam * A[i * k + j] * (1 + 1e-9) + 1e-300);
+            if (A[i * k + j] > 0) worst = fmax(worst, e / A[i * k + j]);
+        }
+    CHECK(bad == 0, "%s kernel n %zu k %zu%s: %d entries outside gamma %.2e (worst %.2e)",
+          path == GBF_BF16 ? "BF16" : "float", n, k, scaled ? " scaled" : "", bad, gam, worst);
+    CHECK(worst > 0 || n * k < 1000, "the kernel did something");
+    free(B); free(s); free(G); free(D); free(A); free(pack);
+}
+
+static void test_kernel(void) {
+    static const size_t shapes[][2] = {{1, 1}, {7, 5}, {128, 32}, {129, 33}, {300, 64}, {1000, 128}, {257, 192}};
+    int paths = gbf_cpu_bf16() ? 2 : 1;
+    if (paths == 1) printf("note: this CPU has no AVX-512 BF16; only the float path runs\n");
+    for (int p = 0; p < paths; p++)
+        for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
+            for (int sc = 0; sc < 2; sc++) kernel_case(shapes[c][0], shapes[c][1], sc, p ? GBF_BF16 : GBF_FLOAT);
+    const uint16_t *tb = gbf_e4m3_bf16();
+    int bad = 0;
+    for (int c = 0; c < 256; c++) {
+        float v = dt_e4m3_to_f32((uint8_t)c);
+        bad += isnan(v) ? !isnan(dt_bf16_to_f32(tb[c])) : dt_bf16_to_f32(tb[c]) != v;
+    }
+    CHECK(bad == 0, "E4M3 codes as BF16: %d differ", bad);
+}
+
+/* ---------------------------------------------------------------- Grams from checkpoints */
+
+/* gram_compute_fast against gram_compute (dequantized values in double) on every head view of
+ * layer 1: ||difference||_F within the computed bound, and the bound a small fraction of trace. */
+static void test_grams(const char *demo, gbf_path path) {
+    Model *m = open_synth(demo, SYNTH_DEFAULT_SEED);
+    if (!m) return;
+    gbf_force(path);
+    GramScratch *scr = gram_scratch_new();
+    int views = 0, bad = 0, loose = 0;
+    for (int kind = HK_Q; kind <= HK_O; kind++)
+        for (int part = 0; part < 3; part++)
+            for (int h = 0; h < m->cfg.n_heads; h += 3) {
+                GramView v;
+                if (gram_view(m, (head_kind)kind, 1, h, (head_part)part, &v) != AL_OK) continue;
+                size_t k = gram_view_k(&v);
+                double *G = malloc(k * k * sizeof(double)), *F = malloc(k * k * sizeof(double)), err = -1;
+                CHECK_OK(gram_compute(m->store, &v, scr, G));
+                CHECK_OK(gram_compute_fast(m->store, &v, scr, F, &err));
+                double d = 0, tr = 0;
+                for (size_t i = 0; i < k * k; i++) d += (F[i] - G[i]) * (F[i] - G[i]);
+                for (size_t i = 0; i < k; i++) tr += G[i * k + i];
+                bad += !(sqrt(d) <= err);
+                loose += !(err <= 1e-4 * tr);
+                views++;
+                free(G); free(F);
+                gram_view_clear(&v);
+            }
+    CHECK(views > 5, "%s: %d views", demo, views);
+    CHECK(bad == 0, "%s (%s path): %d of %d fast Grams outside their bound", demo, path == GBF_BF16 ? "BF16" : "float",
+          bad, views);
+    CHECK(loose == 0, "%s: %d bounds above 1e-4 trace", demo, loose);
+    gram_scratch_free(scr);
+    gbf_force(GBF_AUTO);
+    model_free(m);
+}
+
+/* ---------------------------------------------------------------- ranks */
+
+static const double taus[] = {0.5, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999};
+#define NTAU (sizeof taus / sizeof *taus)
+static size_t open_count[3];   /* ranks the bound left open: a, b, fused */
+
+/* One layer through both routes: after certification at each tau the fast route's ranks equal the
+ * double route's, head by head. Adds the heads checked and redone. */
+static void compare_layer(Model *m, farr_kind kind, int layer, int offset, const char *what, size_t *heads,
+                          size_t *redone) {
+    FarrLayer *d = NULL;
+    CHECK_OK(farr_layer_compute_route(m, kind, layer, offset, FARR_ROUTE_STREAM, &d));
+    for (size_t t = 0; d && t < NTAU; t++) {
+        FarrLayer *f = NULL;
+        CHECK_OK(farr_layer_compute_route(m, kind, layer, offset, FARR_ROUTE_FAST, &f));
+        if (!f) break;
+        CHECK(f->eps != NULL, "%s: the fast route keeps bounds", what);
+        for (int h = 0; f->eps && h < f->n_heads; h++) {
+            const Spectrum *sp[3] = {f->a[h], f->b[h], f->fused[h]};
+            for (int j = 0; j < 3; j++) open_count[j] += !linf_rank_certain(sp[j], f->eps[3 * h + j], taus[t]);
+        }
+        CHECK_OK(farr_layer_certify(m, f, taus[t], redone));
+        int diff = 0;
+        for (int h = 0; h < d->n_heads; h++) {
+            int a1, b1, f1, a2, b2, f2;
+            farr_layer_ranks(d, h, taus[t], &a1, &b1, &f1);
+            farr_layer_ranks(f, h, taus[t], &a2, &b2, &f2);
+            diff += a1 != a2 || b1 != b2 || f1 != f2;
+        }
+        *heads += (size_t)d->n_heads;
+        CHECK(diff == 0, "%s tau %g: %d heads' ranks differ between the fast and double routes", what, taus[t], diff);
+        farr_layer_free(f);
+    }
+    farr_layer_free(d);
+}
+
+static void model_ranks(Model *m, const char *name, size_t *heads, size_t *redone) {
+    bool rope = m->cfg.rope != ROPE_NONE && m->cfg.qk_rope_dim > 0 && m->cfg.qk_nope_dim == 0;
+    for (int L = 0; L < m->cfg.n_layers; L++) {
+        char what[160];
+        snprintf(what, sizeof what, "%s VO layer %d", name, L);
+        compare_layer(m, FARR_VO, L, FARR_NO_OFFSET, what, heads, redone);
+        if (m->cfg.qk_norm != QKN_NONE) continue;
+        snprintf(what, sizeof what, "%s QK layer %d", name, L);
+        compare_layer(m, FARR_QK, L, rope ? 5 : FARR_NO_OFFSET, what, heads, redone);
+    }
+}
+
+static void test_ranks(gbf_path path) {
+    gbf_force(path);
+    static const char *demos[] = {"demo-r1", "demo-r1-bf16", "demo-r1-f32", "demo-llama", "demo-gpt2"};
+    static const unsigned long seeds[] = {SYNTH_DEFAULT_SEED, 3, 101};
+    size_t heads = 0, redone = 0;
+    for (size_t d = 0; d < sizeof demos / sizeof *demos; d++)
+        for (size_t s = 0; s < (path == GBF_BF16 ? 3u : 1u); s++) {
+            Model *m = open_synth(demos[d], seeds[s]);
+            if (!m) continue;
+            char name[64];
+            snprintf(name, sizeof name, "%s seed %lu", demos[d], seeds[s]);
+            model_ranks(m, name, &heads, &redone);
+            model_free(m);
+        }
+    printf("%s path: %zu of %zu head ranks redone in double (%.1f%%; open: a %zu, b %zu, fused %zu)\n",
+           path == GBF_BF16 ? "BF16" : "float", redone, heads, heads ? 100.0 * (double)redone / (double)heads : 0,
+           open_count[0], open_count[1], open_count[2]);
+    memset(open_count, 0, sizeof open_count);
+    CHECK(heads > 0 && redone * 4 < heads, "the bound sends %zu of %zu heads back to double", redone, heads);
+    gbf_force(GBF_AUTO);
+}
+
+/* The small real checkpoints (trained, decaying spectra), when present. */
+static void test_real_models(void) {
+    const char *models = getenv("ATTNLAB_MODELS");
+    if (!models) { printf("note: ATTNLAB_MODELS unset; real checkpoints skipped\n"); return; }
+    static const char *paths[] = {"stories260K-hf", "gpt2-tiny-random"};
+    size_t heads = 0, redone = 0;
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        char *path = al_asprintf("%s/%s", models, paths[i]);
+        Model *m = NULL;
+        if (model_open(path, &m) == AL_OK) model_ranks(m, paths[i], &heads, &redone);
+        else printf("note: %s not loadable (%s); skipped\n", path, al_errmsg());
+        model_free(m);
+        free(path);
+    }
+    printf("real checkpoints: %zu of %zu head ranks redone in double\n", redone, heads);
+}
+
+/* One DeepSeek-R1-shaped layer (FP8 at R1's shapes, planted low-rank V heads). */
+static void test_r1_shape(void) {
+    char *dir = al_asprintf("%s/ds-r1-shape", tmp_root);
+    Model *m = NULL;
+    if (synth_ds_r1_shape(dir, 1, 1) != AL_OK) CHECK(0, "synth ds-r1-shape: %s", al_errmsg());
+    else CHECK_OK(model_open(dir, &m));
+    free(dir);
+    if (!m) return;
+    size_t heads = 0, redone = 0;
+    double t0 = now();
+    compare_layer(m, FARR_VO, 0, FARR_NO_OFFSET, "R1-shaped VO", &heads, &redone);
+    compare_layer(m, FARR_QK, 0, FARR_NO_OFFSET, "R1-shaped QK", &heads, &redone);
+    printf("R1-shaped layer: %zu of %zu head ranks redone in double (%.1f s)\n", redone, heads, now() - t0);
+    /* flat random spectra at k = 128: cumulative energies 1/128 apart, where the worst-case
+     * bounds leave many ranks open (bench/README.md) */
+    CHECK(redone * 10 < heads * 9, "R1 shape: the bound sends %zu of %zu heads back to double", redone, heads);
+    model_free(m);
+}
+
+/* ---------------------------------------------------------------- the session */
+
+/* A sweep takes the fast route; the rank table at tau is the double route's; asking for a layer's
+ * spectra (to show them) makes it the double route's, bit for bit; forcing the double route. */
+static void test_state(void) {
+    farr_force_double(false);              /* the sweep's fast route (not the default yet) */
+    Model *m = open_synth("demo-llama", 5);
+    if (!m) return;
+    int N = m->cfg.n_layers, H = m->cfg.n_heads;
+    FarrState *st = farr_state_new();
+    CHECK_OK(farr_state_sweep(st, m, FARR_VO, 0, N - 1, FARR_NO_OFFSET));
+    const FarrLayer *c0 = farr_state_get_layer(st, m, FARR_VO, 0, FARR_NO_OFFSET);
+    CHECK(c0 && c0->eps, "the sweep took the fast route");
+    for (size_t t = 0; t < NTAU; t++) {
+        FarrRankRow *rows = NULL;
+        size_t n = 0;
+        CHECK_OK(farr_state_rank_table(st, m, FARR_VO, 0, N - 1, FARR_NO_OFFSET, taus[t], &rows, &n));
+        int diff = 0;
+        for (int L = 0; L < N && rows; L++) {
+            FarrLayer *d = NULL;
+            CHECK_OK(farr_layer_compute(m, FARR_VO, L, FARR_NO_OFFSET, &d));
+            for (int h = 0; d && h < H; h++) {
+                int ra, rb, rf;
+                farr_layer_ranks(d, h, taus[t], &ra, &rb, &rf);
+                const FarrRankRow *r = &rows[(size_t)L * (size_t)H + (size_t)h];
+                diff += r->rank_a != ra || r->rank_b != rb || r->rank_fused != rf;
+            }
+            farr_layer_free(d);
+        }
+        CHECK(diff == 0, "tau %g: %d rank rows differ from the double route", taus[t], diff);
+        free(rows);
+    }
+    const FarrLayer *l = NULL;
+    CHECK_OK(farr_state_layer(st, m, FARR_VO, 1, FARR_NO_OFFSET, &l));
+    FarrLayer *d = NULL;
+    CHECK_OK(farr_layer_compute(m, FARR_VO, 1, FARR_NO_OFFSET, &d));
+    if (l && d) {
+        CHECK(l->eps == NULL, "a layer asked for its spectra is exact");
+        int diff = 0;
+        for (int h = 0; h < H; h++)
+            for (size_t i = 0; i < d->fused[h]->p; i++)
+                diff += l->fused[h]->sigma[i] != d->fused[h]->sigma[i] || l->a[h]->sigma[i] != d->a[h]->sigma[i];
+        CHECK(diff == 0, "exact spectra equal the double route's bit for bit (%d differ)", diff);
+    }
+    farr_layer_free(d);
+    farr_state_drop_model(st, m);
+    farr_force_double(true);
+    CHECK_OK(farr_state_sweep(st, m, FARR_VO, 0, 0, FARR_NO_OFFSET));
+    c0 = farr_state_get_layer(st, m, FARR_VO, 0, FARR_NO_OFFSET);
+    CHECK(c0 && !c0->eps, "forced: the sweep took the double route");
+    farr_state_free(st);
+    model_free(m);
+}
+
+/* linf_rank_certain: exact spectra are always certain; a bound as large as the gaps is not. */
+static void test_certain(void) {
+    Spectrum *s = lin_spectrum_new(4, 4, 4, false);
+    if (!s) return;
+    double v[4] = {4, 2, 1, 1};    /* energies 16, 4, 1, 1 of 22: cum 0.727, 0.909, 0.955, 1 */
+    memcpy(s->sigma, v, sizeof v);
+    lin_spectrum_total(s);
+    CHECK(linf_rank_certain(s, 0, 0.9), "exact");
+    CHECK(linf_rank_certain(s, 1e-6, 0.9), "a small bound: rank 2 at 0.9 is certain");
+    CHECK(!linf_rank_certain(s, 1.0, 0.9), "a bound of 1 on energies of 22: 0.909 vs 0.9 is open");
+    CHECK(!linf_rank_certain(s, 1e-6, 1.0), "tau 1 with any error is open");
+    memset(s->sigma, 0, sizeof v);
+    CHECK(!linf_rank_certain(s, 1e-6, 0.9), "a zero spectrum with an error is open");
+    lin_spectrum_free(s);
+}
+
+int main(void) {
+    tmp_root = test_tmpdir();
+    test_kernel();
+    test_certain();
+    for (int p = 0; p < 2; p++) {
+        gbf_path path = p ? GBF_BF16 : GBF_FLOAT;
+        if (path == GBF_BF16 && !gbf_cpu_bf16()) break;
+        test_grams("demo-r1", path);
+        test_grams("demo-r1-bf16", path);
+        test_grams("demo-llama", path);
+        test_grams("demo-gpt2", path);
+        test_ranks(path);
+    }
+    test_state();
+    test_real_models();
+    test_r1_shape();
+    return check_done();
+}
