@@ -645,10 +645,13 @@ static const char *grouped(char *buf, size_t cap, size_t v) {
     return buf;
 }
 
-static Table *truncate_layer_table(const FarrPlan *p) {
+/* Per layer: ranks, parameters, energy, error and the KV cache in the one unit (K+V values per
+ * token in that layer; the total row: their mean over the truncated layers). */
+static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
     Table *t = table_new(10, "layer", "rank_min", "rank_max", "params_before", "params_after", "energy_min",
                          "energy_mean", "rel_err_max", "kv_before", "kv_after");
     if (!t) return NULL;
+    size_t kv = cfg_kv_values(c), nl = (size_t)(p->hi - p->lo + 1);
     for (int L = p->lo; L <= p->hi; L++) {
         const FarrTruncLayer *tl = farr_plan_layer(p, L);
         int rmin = 1 << 30, rmax = 0;
@@ -660,7 +663,7 @@ static Table *truncate_layer_table(const FarrPlan *p) {
         table_int(t, L); table_int(t, rmin); table_int(t, rmax);
         table_int(t, (long long)tl->params_before); table_int(t, (long long)tl->params_after);
         table_num(t, tl->energy_min); table_num(t, tl->energy_mean); table_num(t, tl->err_max);
-        table_int(t, (long long)tl->kv_before); table_int(t, (long long)tl->kv_after);
+        table_int(t, (long long)kv); table_int(t, (long long)(kv - (tl->kv_before - tl->kv_after)));
     }
     if (table_row(t)) { table_free(t); return NULL; }
     int rmin = 1 << 30;
@@ -671,7 +674,7 @@ static Table *truncate_layer_table(const FarrPlan *p) {
     table_str(t, "total"); table_int(t, rmin); table_int(t, p->rank_max);
     table_int(t, (long long)p->params_before); table_int(t, (long long)p->params_after);
     table_num(t, p->energy_min); table_num(t, p->energy_mean); table_num(t, p->err_max);
-    table_int(t, (long long)p->kv_before); table_int(t, (long long)p->kv_after);
+    table_int(t, (long long)kv); table_num(t, (double)kv - (double)(p->kv_before - p->kv_after) / (double)nl);
     return t;
 }
 
@@ -708,7 +711,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     if (ws_farr(s, &st)) return AL_ERR;
     int rc = farr_truncate(s->cur, &o, &p);
     if (rc) return rc;
-    Table *t = args_flag(a, "heads") ? truncate_head_table(p, c) : truncate_layer_table(p);
+    Table *t = args_flag(a, "heads") ? truncate_head_table(p, c) : truncate_layer_table(p, c);
     if (!t) { farr_plan_free(p); return AL_ERR; }
     char b1[32], b2[32];
     double cut = p->params_before ? 100.0 * (1.0 - (double)p->params_after / (double)p->params_before) : 0;

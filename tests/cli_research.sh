@@ -15,8 +15,11 @@ awk 'BEGIN { s = 7; for (i = 0; i < 300; i++) { s = (s * 1103515245 + 12345) % 2
 cut -d' ' -f257-300 ids.txt > valid.txt
 
 # ---- item 6: truncate counts the KV cache as info, convert and kv-cache do (K+V per token per layer)
-run -e "load demo-llama; truncate vo rank 8"
+run -e "load demo-llama; truncate vo rank 8 to trunc.csv"
 [ "$(rc)" = 0 ] || fail "truncate: rc $(rc) [$(cat err.txt)]"
+# the table's kv columns in the same unit: K+V per token in each layer (total row: their mean)
+[ "$(awk -F, 'NR > 1 { print $1 ":" $9 ":" $10 }' trunc.csv | tr '\n' ' ')" = "0:128:80 1:128:80 2:128:80 3:128:80 total:128:80 " ] \
+    || fail "truncate table KV columns: [$(cat trunc.csv)]"
 grep -q "KV cache per token per layer (K+V, mean over the 4 layers): 128 -> 80 values (62.5%); whole model 1024 -> 640 bytes per token" out.txt \
     || fail "truncate KV unit: [$(cat out.txt)]"
 grep -q "values per token over these layers" out.txt && fail "truncate still counts V only over the layers"
