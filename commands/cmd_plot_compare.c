@@ -48,6 +48,8 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
     snprintf(dst, cap, "%s", setting);
     const char *par = strstr(setting, " (");
     if (strlen(setting) > 26 && par && (size_t)(par - setting) < cap) dst[par - setting] = '\0';
+    char *per = strstr(dst, " per KV head");          /* the legend's widest words; the table keeps them */
+    if (per) memmove(per, per + 12, strlen(per + 12) + 1);
 }
 
 /* The common parts of both figures' keywords. */
@@ -251,7 +253,7 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         if (!ml->n_ok) continue;
         char set[128];
         if (ml->n_sets == 1) short_setting(set, sizeof set, ml->set[0]);
-        else snprintf(set, sizeof set, "%d settings, the best per layer", ml->n_sets);
+        else snprintf(set, sizeof set, "best of %d settings", ml->n_sets);
         char vals[40] = "";
         if (ml->kv < r->budget) snprintf(vals, sizeof vals, ", %zu values", ml->kv);
         snprintf(labels[k], sizeof labels[k], "%s: %s%s%s", cmp_method_name((cmp_method)k), set, vals,
@@ -264,8 +266,8 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
     snprintf(title, sizeof title, "%s: %s error per layer at a KV budget of %zu values (model: %zu)", m->name, wname,
              r->budget, r->kv_model);
     int w = snprintf(sub, sizeof sub, "values cached per token per layer, budget %.1f%% of the model's; %zu random "
-                     "Gaussian tokens (%s)", 100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
-                     r->activation_stats ? "calibration second moment" : "unit variance");
+                     "Gaussian tokens, seed %llu (%s)", 100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
+                     (unsigned long long)r->seed, r->activation_stats ? "calibration second moment" : "unit variance");
     for (int k = 0, first = 1; k < CMP_NMETHODS && w > 0 && (size_t)w < sizeof sub; k++)
         if (!lines[k].n_ok) {
             int d = snprintf(sub + w, sizeof sub - (size_t)w, "%s%s", first ? "; left out: " : ", ",
