@@ -21,7 +21,10 @@
  *                           (fwd_ppl, 2 windows of 64 tokens) and `calibrate` (calib_run, 2 x 64)
  *                           on it and on the same files read as 2 layers (config num_hidden_layers
  *                           2): the perplexities must be identical; prints each process's peak
- *                           RSS (VmHWM) and removes DIR. */
+ *                           RSS (VmHWM) and removes DIR.
+ *   bench_forward --write-llama1b DIR
+ *                           only writes the synthetic 1.1B model into DIR (if it has no config.json
+ *                           yet), for bench/bench_llamacpp.sh. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,9 +415,23 @@ static int bench_8b(const char *given) {
     return 0;
 }
 
+/* Writes the synthetic 1.1B model into dir unless it is there (its config.json); 0 on success. */
+static int write_1b(const char *dir) {
+    struct stat sb;
+    char *cfg = al_asprintf("%s/config.json", dir);
+    bool have = cfg && stat(cfg, &sb) == 0;
+    free(cfg);
+    if (have) return 0;
+    double t0 = now_s();
+    if (write_llama(dir, &llama1b) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+    printf("wrote the synthetic Llama-1.1B (BF16) in %.1f s\n", now_s() - t0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 3 && !strcmp(argv[1], "--child")) return child(argv[2], argv[3]);
     if (argc > 1 && !strcmp(argv[1], "--llama8b")) return bench_8b(argc > 2 ? argv[2] : NULL);
+    if (argc > 2 && !strcmp(argv[1], "--write-llama1b")) return write_1b(argv[2]);
     const char *models = getenv("ATTNLAB_MODELS");
     char *stories = al_asprintf("%s/stories260K/stories260K.bin", models ? models : "../shared/models");
     struct stat sb;
@@ -429,13 +446,7 @@ int main(int argc, char **argv) {
     const char *cache = getenv("ATTNLAB_CACHE");
     char *dir = argc > 1 ? al_strdup(argv[1]) : al_asprintf("%s/bench-llama-1b", cache ? cache : "/tmp/attnlab");
     if (!cache && argc <= 1) mkdir("/tmp/attnlab", 0755);
-    char *cfg = al_asprintf("%s/config.json", dir);
-    if (stat(cfg, &sb) != 0) {
-        double t0 = now_s();
-        if (write_llama(dir, &llama1b) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
-        printf("wrote the synthetic Llama-1.1B (BF16) in %.1f s\n", now_s() - t0);
-    }
-    free(cfg);
+    if (write_1b(dir) != 0) return 1;
     size_t Ts[] = {128, 512};
     bench_model("llama-1.1B (synthetic, TinyLlama shapes)", dir, Ts, 2, 16, true);
     free(dir);
