@@ -232,18 +232,7 @@ static void test_rope(void) {
 
 static const char *tmp_root;
 
-static Model *open_demo(const char *name) {
-    static int serial;
-    SynthOptions opt;
-    if (!synth_demo_name(name, &opt)) { CHECK(0, "not a demo name: %s", name); return NULL; }
-    char *dir = al_asprintf("%s/%s-%d", tmp_root, name, serial++);
-    Model *m = NULL;
-    int rc = synth_write(&opt, dir);
-    CHECK(rc == AL_OK, "synth_write %s: %s", name, rc ? al_errmsg() : "");
-    if (rc == AL_OK) CHECK_OK(model_open(dir, &m));
-    free(dir);
-    return m;
-}
+static Model *open_demo(const char *name) { return tu_open_synth(tmp_root, name, SYNTH_DEFAULT_SEED); }
 
 typedef struct { int a, b, f; } Want;
 

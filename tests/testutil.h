@@ -6,7 +6,8 @@
  *     at TU_SEED_CTR0;
  *   tpath: "<dir>/<a>[/<b>]" under the test's scratch folder tu_dir (main fills it);
  *   fwd_mean_nll / export_nll: perplexity of a model and of a TransMLA result exported to disk;
- *   now: monotonic seconds; slurp: a whole file as a NUL-terminated string. */
+ *   now: monotonic seconds; slurp: a whole file as a NUL-terminated string;
+ *   tu_open_synth: a demo model (synth_demo_name) written with a seed under a folder and opened. */
 #ifndef TEST_TESTUTIL_H
 #define TEST_TESTUTIL_H
 
@@ -15,6 +16,7 @@
 #include "forward.h"
 #include "mla_export.h"
 #include "model.h"
+#include "synth.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -137,6 +139,24 @@ static inline double export_nll(const TmlaResult *r, const char *dir_, const int
     if (ex) nll = fwd_mean_nll(ex, ids, n, seqlen);
     model_free(ex);
     return nll;
+}
+
+/* ---------------------------------------------------------------- synthetic demo models */
+
+/* Demo `name` (demo-r1, demo-llama-bf16, ...) written with `seed` (SYNTH_DEFAULT_SEED: the demo's
+ * own) into a fresh folder under root and opened; NULL (a failed check) when that fails. */
+static inline Model *tu_open_synth(const char *root, const char *name, unsigned long seed) {
+    static int serial;
+    SynthOptions opt;
+    if (!synth_demo_name(name, &opt)) { CHECK(0, "not a demo name: %s", name); return NULL; }
+    opt.seed = seed;
+    char *dir = al_asprintf("%s/%s-%d", root, name, serial++);
+    Model *m = NULL;
+    int rc = synth_write(&opt, dir);
+    CHECK(rc == AL_OK, "synth_write %s: %s", name, rc ? al_errmsg() : "");
+    if (rc == AL_OK) CHECK_OK(model_open(dir, &m));
+    free(dir);
+    return m;
 }
 
 #endif
