@@ -723,9 +723,10 @@ static cmd_observer_fn observer;
 const Args *cmd_running(void) { return running; }
 void cmd_set_observer(cmd_observer_fn fn) { observer = fn; }
 
-/* With `set csv.params on`, the command's settings and parameters as CSV context columns (out.h): the model; every number
- * or word choice in force (typed or defaulted) except the layer and head selections, which are
- * the rows, and `order`, which only sorts them; a keyword left out that names a setting (tau) with the setting's value. */
+/* With `set csv.params on`, the command's settings and parameters as CSV context columns (out.h):
+ * the model; every number or word choice in force (typed or defaulted) except the layer and head
+ * selections, which are the rows, and PF_VIEW ones (`order`), which only arrange them; a keyword
+ * left out that names a setting (tau) with the setting's value. */
 static void dispatch_context(Session *s, const Args *a, Out *out) {
     out->nctx = 0;
     if (!s->csv_params || strcmp(s->csv_params, "on")) return;
@@ -736,7 +737,7 @@ static void dispatch_context(Session *s, const Args *a, Out *out) {
             const Param *p = v->p;
             if (!p || !(p->type == ARG_INT || p->type == ARG_FLOAT || p->type == ARG_ENUM)) continue;
             if (p->comp == COMP_LAYERS || p->comp == COMP_HEADS) continue;
-            if (!strcmp(p->name, "order")) continue;      /* the rows' order: presentation, not a parameter */
+            if (p->flags & PF_VIEW) continue;
             if (v->present && v->s) { out_context(out, p->name, v->s); continue; }
             const Setting *st;
             for (size_t k = 0; (st = session_setting_at(k)); k++) {

@@ -90,7 +90,9 @@ enum {
     PF_ALL = 1 << 0,   /* ARG_INT: also accepts the word `all` (ArgVal.all) */
     PF_REST = 1 << 1,  /* last positional ARG_STRING: takes the rest of the command verbatim, up to
                           an unquoted ';' (`echo TEXT`) */
-    PF_LINE = 1 << 2   /* with PF_REST: the rest of the whole line, ';' included (`lua CODE`) */
+    PF_LINE = 1 << 2,  /* with PF_REST: the rest of the whole line, ';' included (`lua CODE`) */
+    PF_VIEW = 1 << 3   /* only shapes how the result is shown (row order): no parameter of the
+                          result, so `set csv.params on` leaves it out of the CSV columns */
 };
 
 typedef struct Param {
