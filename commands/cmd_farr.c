@@ -226,10 +226,7 @@ static int rank_rows(Session *s, Model *m, farr_kind kind, int lo, int *hi, int 
     if (rc == AL_INTERRUPTED)        /* Ctrl-C: keep the layers finished (cached) from lo on */
         for (*hi = lo - 1; *hi < asked && farr_state_get_layer(st, m, kind, *hi + 1, offset); (*hi)++) {}
     if (rc && (rc != AL_INTERRUPTED || *hi < lo)) return rc;
-    sig_atomic_t pending = al_interrupt_flag;       /* the kept layers' table is built before Ctrl-C is reported */
-    al_interrupt_flag = 0;
     int rc2 = farr_state_rank_table(st, m, kind, lo, *hi, offset, tau, rows, n);
-    al_interrupt_flag = pending;
     if (rc2) return rc2;
     const FarrLayer *fl0 = farr_state_get_layer(st, m, kind, lo, offset);
     *cap = fl0 ? fl0->head_dim : 0;

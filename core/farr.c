@@ -1093,6 +1093,7 @@ int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, 
     for (int L = lo; L <= hi; L++) {
         CacheEntry *e = cache_find(st, m, kind, L, offset);
         if (!e) return al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
+        if (!e->l->eps) continue;                     /* exact already: nothing to redo */
         if (al_interrupted()) return AL_INTERRUPTED;
         int rc = farr_layer_certify(m, e->l, tau, &st->redone);
         if (rc != AL_OK) return rc;
