@@ -90,8 +90,9 @@ static int cmd_help(Session *s, const Args *a, Out *out) {
 
 static const char LOAD_HELP[] =
     "Opens a checkpoint and makes it the current model. MODEL is one of:\n"
-    "  - a demo name: demo-r1 (DeepSeek-style MLA), demo-llama (GQA), demo-gpt2, with variants\n"
-    "    such as demo-r1-bf16; written into the cache folder ($ATTNLAB_CACHE) on first use;\n"
+    "  - a demo name: demo-r1 (DeepSeek-style MLA), demo-llama (GQA), demo-gpt2, demo-kvnorm\n"
+    "    (GQA with TransMLA's key-norm concentration), with variants such as demo-r1-bf16;\n"
+    "    written into the cache folder ($ATTNLAB_CACHE) on first use;\n"
     "  - a path: a folder with config.json and safetensors (single file or sharded index),\n"
     "    a .safetensors file with config.json beside it, a llama2.c .bin, or a .gguf file;\n"
     "  - a short alias (e.g. ds-r1) or org/name, found in the Hugging Face cache; your own\n"

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyses.h"
 #include "ws_lm.h"
 #include "plot.h"
 #include "plot_dest.h"
@@ -27,6 +28,20 @@
 static int default_fold(const Model *m) {
     int d2 = (m->cfg.qk_nope_dim + m->cfg.qk_rope_dim) / 2;
     return d2 % 4 == 0 ? 4 : d2 % 2 == 0 ? 2 : 1;
+}
+
+/* The TransMLA figures show steps of a GQA -> MLA conversion: refuses an MLA model (whose keys come
+ * from its latent: there are no KV heads to merge, rotate or balance) saying so and what to load
+ * instead, and any other model convert mla refuses with its reason. fig: "plot kv-balance". */
+static int figure_model_check(const Model *m, const char *fig) {
+    if (cfg_is_mla(&m->cfg))
+        return al_err("%s: %s is already MLA (%s, kv_lora_rank %d): its keys and values come from one shared "
+                      "latent, so there are no GQA key heads to merge, rotate or balance; this figure shows a step "
+                      "of TransMLA's GQA -> MLA conversion. Load a GQA model with RoPE, e.g. `load demo-kvnorm` "
+                      "(planted key-norm concentration) or `load demo-llama`", fig, m->name, m->cfg.model_type,
+                      m->cfg.kv_lora_rank);
+    if (analysis_check(m, AN_CONVERT_MLA)) return al_err_ctx("%s", fig);
+    return AL_OK;
 }
 
 /* ================================================================ plot key-norms */
@@ -65,6 +80,7 @@ static void layer_stats(const TmlaStatsUse *u, int layer, const double **S, cons
 
 int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
+    if (figure_model_check(m, "plot key-norms")) return AL_ERR;
     int layer = (int)args_int(a, "layer"), M = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : default_fold(m);
     TmlaKeyNorms *k = NULL;
     TmlaStatsUse u;
@@ -124,6 +140,7 @@ const Param cmd_plot_rope_energy_kw[] = {
 
 int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
+    if (figure_model_check(m, "plot rope-energy")) return AL_ERR;
     int layer = (int)args_int(a, "layer");
     int d2 = (m->cfg.qk_rope_dim ? m->cfg.qk_rope_dim : m->cfg.qk_nope_dim) / 2;   /* rotary frequencies */
     int Ms[16];
@@ -268,6 +285,7 @@ static int freqfold_above(const TlmRemoval *r) {
 
 int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
+    if (figure_model_check(m, "plot rope-removal")) return AL_ERR;
     double fr[64], mf[16];
     size_t nf, nm;
     int d2 = cfg_d_qk(&m->cfg) / 2, Ms[16];
@@ -370,9 +388,20 @@ const char CMD_PLOT_KV_BALANCE_HELP[] =
     "  plot kv-balance layer 0\n"
     "  plot kv-balance layer 2 freqfold 2 calib story.txt to figs/kv_balance.png";
 
+/* RMS key over RMS value, every key dim counted (the RoPE ones too), from C_kv ((G d + G dv) square,
+ * keys first): what KV balancing faces before RoRoPE takes the largest key dims out. */
+static double kv_norm_ratio(const TmlaLayer *T, const double *C_kv) {
+    size_t nk = (size_t)T->G * (size_t)T->d, n = nk + (size_t)T->G * (size_t)T->dv;
+    double ek = 0, ev = 0;
+    for (size_t i = 0; i < n; i++) *(i < nk ? &ek : &ev) += C_kv[i * n + i];
+    return ev > 0 ? sqrt((ek / (double)nk) / (ev / (double)(n - nk))) : NAN;
+}
+
 /* The joint PCA input's second moment C_J of one layer after RoRoPE + FreqFold M and RoPE kept
- * on d / M dims, and the balanced layer (T->alpha). Caller frees both. */
-static int kv_joint(Model *m, int layer, int M, const double *S, const double *mu, TmlaLayer **T, double **C_J) {
+ * on d / M dims, the balanced layer (T->alpha) and the RMS key / RMS value ratio over all key dims
+ * (*kv_ratio). Caller frees T and C_J. */
+static int kv_joint(Model *m, int layer, int M, const double *S, const double *mu, TmlaLayer **T, double **C_J,
+                    double *kv_ratio) {
     AttnLayer *gqa = NULL;
     double *C_kv = NULL, *C_K = NULL;
     *T = NULL;
@@ -381,6 +410,7 @@ static int kv_joint(Model *m, int layer, int M, const double *S, const double *m
     if (rc == AL_OK) rc = tmla_merge(gqa, T);
     if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, S, mu, &C_kv);
     if (rc == AL_OK && !(C_K = tmla_key_cov(*T, C_kv))) rc = AL_ERR;
+    if (rc == AL_OK) *kv_ratio = kv_norm_ratio(*T, C_kv);
     if (rc == AL_OK) rc = tmla_rorope(*T, M, C_K);
     if (rc == AL_OK) rc = tmla_remove_rope(*T, (*T)->d / M, NULL);
     if (rc == AL_OK) rc = tmla_joint_cov(*T, C_kv, C_J);
@@ -394,6 +424,7 @@ static int kv_joint(Model *m, int layer, int M, const double *S, const double *m
 
 int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
+    if (figure_model_check(m, "plot kv-balance")) return AL_ERR;
     int layer = (int)args_int(a, "layer"), M = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : default_fold(m);
     TmlaStatsUse u;
     const double *S, *mu;
@@ -401,9 +432,10 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
     if (rc) return rc;
     layer_stats(&u, layer, &S, &mu);
     TmlaLayer *T;
-    double *C_J;
-    if ((rc = kv_joint(m, layer, M, S, mu, &T, &C_J))) { ws_tmla_stats_release(&u); return rc; }
+    double *C_J, kv_ratio = NAN;
+    if ((rc = kv_joint(m, layer, M, S, mu, &T, &C_J, &kv_ratio))) { ws_tmla_stats_release(&u); return rc; }
     size_t nJ = (size_t)T->n_J, nv = (size_t)T->G * (size_t)T->dv, nk = nJ - nv;
+    int T_keys = T->G * T->d;
     double *v = al_malloc3(nJ, 3, sizeof(double), "kv norms"), alpha = T->alpha;
     if (!v) { tmla_layer_free(T); free(C_J); ws_tmla_stats_release(&u); return AL_ERR; }
     double *x = v, *before = v + nJ, *after = v + 2 * nJ;
@@ -425,6 +457,8 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
     free(C_J);
     out_printf(out, "layer %d: alpha = %.6g (RMS NoPE key / RMS value); keys divided by it before the joint PCA\n",
                layer, alpha);
+    out_printf(out, "layer %d: RMS key / RMS value = %.6g over all %d key dims (the RoPE ones too)\n", layer, kv_ratio,
+               T_keys);
     snprintf(auto_name, sizeof auto_name, "%s-kv-balance-L%d-M%d", m->name, layer, M);
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { free(v); return AL_ERR; }

@@ -1,5 +1,6 @@
 /* cmd_synth.c -- the `synth` command group: writes the demo models (demo-r1, demo-llama,
- * demo-gpt2: small HF-layout checkpoints with planted, documented low-rank heads), one tiny
+ * demo-gpt2: small HF-layout checkpoints with planted, documented low-rank heads; demo-kvnorm:
+ * planted key-norm concentration for the TransMLA figures), one tiny
  * checkpoint per model family (family NAME: core/synth_family.c) and DeepSeek-R1-shaped FP8
  * checkpoints (ds-r1-shape) into a folder, through core/synth.c.
  * The planted structure is documented in examples/README.md. */
@@ -49,6 +50,10 @@ static const char DEMO_HELP[] =
     "              kv_lora 96; FP8 with 128x128 block scales and 3 shards by default\n"
     "  demo-llama  Llama, GQA 8 query / 2 KV heads, head_dim 32, rotate_half RoPE; BF16\n"
     "  demo-gpt2   GPT-2, MHA, fused c_attn (Conv1D), no RoPE; F32\n"
+    "  demo-kvnorm Llama, GQA 8 query / 4 KV heads, head_dim 32, 2 layers; BF16: TransMLA's\n"
+    "              key-norm concentration (plot key-norms, plot kv-balance): RoPE pairs 1, 6, 13\n"
+    "              of every KV head carry keys up to 8x the other dims (rank 1 across the heads,\n"
+    "              so RoRoPE gathers them into the first head), values 8x smaller than keys\n"
     "Planted (by layer): random full-rank heads; \"bottleneck\" heads whose V (or K) has\n"
     "exact low rank; \"only low when fused\" heads whose V and O are high rank but whose\n"
     "product is rank 3-4; flat full-rank heads; low-rank QK in the NoPE part. The exact\n"
@@ -182,6 +187,7 @@ static const char SYNTH_HELP[] =
     "DeepSeek-R1-shaped FP8 checkpoints for benchmarks.\n"
     "Examples:\n"
     "  synth demo-llama /tmp/llama dtype f32\n"
+    "  synth demo-kvnorm /tmp/kv; load /tmp/kv; plot kv-balance layer 0\n"
     "  synth family gemma2 /tmp/g2; load /tmp/g2\n"
     "  synth demo-r1 /tmp/r1 shards 1 seed 7; load /tmp/r1\n"
     "  synth ds-r1-shape /tmp/r1big layers 4";
@@ -193,6 +199,8 @@ static const Command synth_subs[] = {
       .help = DEMO_HELP, .pos = demo_pos, .kw = llama_kw, .fn = cmd_synth_demo },
     { .name = "demo-gpt2", .summary = "GPT-2 (MHA, Conv1D, no RoPE) demo model, F32 by default",
       .help = DEMO_HELP, .pos = demo_pos, .kw = gpt2_kw, .fn = cmd_synth_demo },
+    { .name = "demo-kvnorm", .summary = "Llama (GQA) demo with planted key-norm concentration (TransMLA)",
+      .help = DEMO_HELP, .pos = demo_pos, .kw = llama_kw, .fn = cmd_synth_demo },
     { .name = "family", .summary = "a tiny checkpoint of one model family (qwen3, gemma2, phi3, ...)",
       .help = FAMILY_HELP, .pos = family_pos, .kw = family_kw, .fn = cmd_synth_family },
     { .name = "ds-r1-shape", .summary = "DeepSeek-R1's exact attention shapes in FP8 (benchmarks)",

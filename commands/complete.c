@@ -48,7 +48,7 @@ static void offer_numbers(StrList *l, const char *word, long n) {
 
 /* Candidates for a value of parameter p; prev_pos is the previous positional's text (help SUB). */
 static void offer_param(Session *s, const Param *p, const char *word, const char *prev_pos, StrList *l) {
-    static const char *demos[] = { "demo-r1", "demo-llama", "demo-gpt2", NULL };
+    static const char *demos[] = { "demo-r1", "demo-llama", "demo-gpt2", "demo-kvnorm", NULL };
     switch (p->comp) {
     case COMP_UNSET: case COMP_NONE: break;
     case COMP_CHOICES:

@@ -2,7 +2,7 @@
  * planted, documented low-rank attention structure, and DeepSeek-R1-shaped FP8 checkpoints.
  *
  * Owns: the PRNG (splitmix64 + Box-Muller, one stream per tensor name, so a tensor's values do not
- * depend on the dtype or on the order of generation), the planted head pairs, the three demo
+ * depend on the dtype or on the order of generation), the planted head pairs, the four demo
  * layouts, the power-of-two FP8 block quantizer, how tensors are split into shards and config.json
  * (files, index and folder through core/ckpt_write.h).
  *
@@ -45,6 +45,14 @@
  * demo-gpt2 (GPT-2, MHA, no RoPE: n_embd 256, 8 heads x 32, 4 layers, vocab 256):
  *   0 random; 1 VO like demo-r1 layer 1, QK bottleneck K rank 8; 2 fused-low r=4 for VO and QK;
  *   3 random.
+ * demo-kvnorm (Llama, GQA: hidden 256, 8 heads, 4 KV heads (groups of 2), head_dim 32, 2 layers,
+ * rotate_half RoPE): the key-norm concentration of TransMLA's Figures 3a and 4a. In every layer the
+ * RoPE frequency pairs 1, 6 and 13 (of 16; one per FreqFold-4 group) of KV head g carry keys about
+ * 8 w_g times larger (RMS) than the other dims, w = (1, 0.35, 0.7, 0.2): an added part of rank 1
+ * across the heads, which RoRoPE gathers into the first head's copy. The other key dims have RMS 1
+ * under unit-variance inputs, the values RMS 1/8 (v_proj x 1/8, o_proj x 8: the VO maps are plain
+ * random ones). Weight-based, layer 0: alpha (RMS NoPE key / RMS value) 7.8, RMS key / RMS value
+ * over all key dims 20 (demo-llama: 0.83 and 0.90).
  * Under BF16 every planted rank above stays exact (rounding energy ~3e-6 of the total, far below
  * every margin). Under FP8 (demo-r1 only) the bottleneck and flat ranks, the fused-low fused
  * ranks (tail still < 1e-4) and the fused-low V/O/Q/K ranks at 0.999 stay exact; only those
@@ -657,14 +665,34 @@ int syn_gqa_vo(unsigned long seed, const char *kind, int L, const GqaDims *d, sy
     return rc;
 }
 
-static int llama_layer(SynList *l, const SynthOptions *o, int L) {
+/* A Llama-layout demo: its dims, its name (the RNG streams of its planted heads and the provenance
+ * in config.json) and how its keys and values are made. demo-llama and demo-kvnorm are two rows. */
+typedef struct LlamaSpec {
+    const char *kind;
+    size_t D, H, KV, HD, inter;
+    int layers, vocab;
+    syn_pair_fn vo;
+    /* k_proj (KV HD x D) of layer L, named name; NULL: Gaussian with element RMS 1 / sqrt(D) */
+    Mat *(*k_proj)(const struct LlamaSpec *sp, unsigned long seed, int L, const char *name);
+    double v_scale;       /* v_proj times this, o_proj divided by it (the VO maps stay the same) */
+} LlamaSpec;
+
+/* v_proj (KV HD x D) times v_scale, o_proj (D x H HD) divided by it. */
+static void scale_vo(const LlamaSpec *sp, Mat *vp, Mat *op) {
+    if (sp->v_scale == 1.0) return;
+    for (size_t i = 0; i < vp->rows * vp->cols; i++) vp->data[i] = (float)(vp->data[i] * sp->v_scale);
+    for (size_t i = 0; i < op->rows * op->cols; i++) op->data[i] = (float)(op->data[i] / sp->v_scale);
+}
+
+static int llama_layer(SynList *l, const SynthOptions *o, const LlamaSpec *sp, int L) {
     const dt_type dt = o->dtype;
-    const size_t D = LL_HIDDEN, H = LL_HEADS, KV = LL_KV, HD = LL_HD;
+    const size_t D = sp->D, H = sp->H, KV = sp->KV, HD = sp->HD;
     const GqaDims dims = {D, H, KV, HD};
     char name[160];
     Mat *vp, *op;
-    int rc = syn_gqa_vo(o->seed, "demo-llama", L, &dims, llama_vo, &vp, &op);
+    int rc = syn_gqa_vo(o->seed, sp->kind, L, &dims, sp->vo, &vp, &op);
     if (rc != AL_OK) return rc;
+    scale_vo(sp, vp, op);
 #define ADD(suffix, nd, mat) \
     (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), synlist_add(l, name, nd, mat, dt))
 #define ADD_GAUSS(suffix, r, c, sd) \
@@ -673,19 +701,23 @@ static int llama_layer(SynList *l, const SynthOptions *o, int L) {
     const double sd_d = 1 / sqrt((double)D);
     rc = ADD("input_layernorm.weight", 1, syn_vec_const(D, 1));
     if (rc == AL_OK) rc = ADD_GAUSS("self_attn.q_proj.weight", H * HD, D, sd_d);
-    if (rc == AL_OK) rc = ADD_GAUSS("self_attn.k_proj.weight", KV * HD, D, sd_d);
+    if (rc == AL_OK && !sp->k_proj) rc = ADD_GAUSS("self_attn.k_proj.weight", KV * HD, D, sd_d);
+    else if (rc == AL_OK) {
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.k_proj.weight", L);
+        rc = synlist_add(l, name, 2, sp->k_proj(sp, o->seed, L, name), dt);
+    }
     if (rc == AL_OK) rc = ADD("self_attn.v_proj.weight", 2, vp); else mat_free(vp);
     if (rc == AL_OK) rc = ADD("self_attn.o_proj.weight", 2, op); else mat_free(op);
     if (rc == AL_OK) rc = ADD("post_attention_layernorm.weight", 1, syn_vec_const(D, 1));
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.gate_proj.weight", LL_INTER, D, sd_d);
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.up_proj.weight", LL_INTER, D, sd_d);
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.down_proj.weight", D, LL_INTER, 1 / sqrt((double)LL_INTER));
+    if (rc == AL_OK) rc = ADD_GAUSS("mlp.gate_proj.weight", sp->inter, D, sd_d);
+    if (rc == AL_OK) rc = ADD_GAUSS("mlp.up_proj.weight", sp->inter, D, sd_d);
+    if (rc == AL_OK) rc = ADD_GAUSS("mlp.down_proj.weight", D, sp->inter, 1 / sqrt((double)sp->inter));
 #undef ADD
 #undef ADD_GAUSS
     return rc;
 }
 
-static cJSON *llama_config(const SynthOptions *o) {
+static cJSON *llama_config(const SynthOptions *o, const LlamaSpec *sp) {
     cJSON *c = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
@@ -693,41 +725,87 @@ static cJSON *llama_config(const SynthOptions *o) {
     syn_add_num(c, "attention_dropout", 0.0);
     syn_add_num(c, "bos_token_id", 1);
     syn_add_num(c, "eos_token_id", 2);
-    syn_add_num(c, "head_dim", LL_HD);
+    syn_add_num(c, "head_dim", (double)sp->HD);
     syn_add_str(c, "hidden_act", "silu");
-    syn_add_num(c, "hidden_size", LL_HIDDEN);
+    syn_add_num(c, "hidden_size", (double)sp->D);
     syn_add_num(c, "initializer_range", 0.02);
-    syn_add_num(c, "intermediate_size", LL_INTER);
+    syn_add_num(c, "intermediate_size", (double)sp->inter);
     syn_add_num(c, "max_position_embeddings", 2048);
     cJSON_AddFalseToObject(c, "mlp_bias");
     syn_add_str(c, "model_type", "llama");
-    syn_add_num(c, "num_attention_heads", LL_HEADS);
-    syn_add_num(c, "num_hidden_layers", LL_LAYERS);
-    syn_add_num(c, "num_key_value_heads", LL_KV);
+    syn_add_num(c, "num_attention_heads", (double)sp->H);
+    syn_add_num(c, "num_hidden_layers", sp->layers);
+    syn_add_num(c, "num_key_value_heads", (double)sp->KV);
     syn_add_num(c, "rms_norm_eps", 1e-5);
     cJSON_AddNullToObject(c, "rope_scaling");
     syn_add_num(c, "rope_theta", 10000);
     cJSON_AddFalseToObject(c, "tie_word_embeddings");
     syn_add_str(c, "torch_dtype", o->dtype == DT_F32 ? "float32" : "bfloat16");
-    syn_add_num(c, "vocab_size", LL_VOCAB);
-    syn_add_provenance(c, "demo-llama", o->seed, o->dtype);
+    syn_add_num(c, "vocab_size", sp->vocab);
+    syn_add_provenance(c, sp->kind, o->seed, o->dtype);
     return c;
 }
 
-static int llama_tensors(SynList *l, const SynthOptions *o) {
+static int llama_tensors(SynList *l, const SynthOptions *o, const LlamaSpec *sp) {
+    const size_t D = sp->D, V = (size_t)sp->vocab;
     int rc = synlist_add(l, "model.embed_tokens.weight", 2,
-                         syn_gauss_named(o->seed, "model.embed_tokens.weight", LL_VOCAB, LL_HIDDEN, 1.0), o->dtype);
-    for (int L = 0; rc == AL_OK && L < LL_LAYERS; L++) {
+                         syn_gauss_named(o->seed, "model.embed_tokens.weight", V, D, 1.0), o->dtype);
+    for (int L = 0; rc == AL_OK && L < sp->layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
-        rc = llama_layer(l, o, L);
-        al_progress("layer", (size_t)L + 1, LL_LAYERS);
+        rc = llama_layer(l, o, sp, L);
+        al_progress("layer", (size_t)L + 1, (size_t)sp->layers);
     }
-    if (rc == AL_OK) rc = synlist_add(l, "model.norm.weight", 1, syn_vec_const(LL_HIDDEN, 1), o->dtype);
+    if (rc == AL_OK) rc = synlist_add(l, "model.norm.weight", 1, syn_vec_const(D, 1), o->dtype);
     if (rc == AL_OK)
         rc = synlist_add(l, "lm_head.weight", 2,
-                         syn_gauss_named(o->seed, "lm_head.weight", LL_VOCAB, LL_HIDDEN, 1 / sqrt((double)LL_HIDDEN)), o->dtype);
+                         syn_gauss_named(o->seed, "lm_head.weight", V, D, 1 / sqrt((double)D)), o->dtype);
     return rc;
 }
+
+static const LlamaSpec LLAMA_SPEC = {"demo-llama", LL_HIDDEN, LL_HEADS, LL_KV, LL_HD, LL_INTER, LL_LAYERS, LL_VOCAB,
+                                     llama_vo, NULL, 1.0};
+
+/* ================================================================ demo-kvnorm */
+
+enum { KN_HIDDEN = 256, KN_HEADS = 8, KN_KV = 4, KN_HD = 32, KN_LAYERS = 2, KN_VOCAB = 256, KN_INTER = 512 };
+#define KN_AMP 8.0          /* RMS of an outlier pair's key dims over the others' (KV head weight 1) */
+#define KN_V_SCALE 0.125    /* value RMS over the ordinary key dims' */
+/* The outlier RoPE frequency pairs (of HD / 2 = 16), one in each of three FreqFold-4 groups, and
+ * how strongly each KV head carries them. */
+static const int KN_PAIRS[] = {1, 6, 13};
+static const double KN_HEAD_W[KN_KV] = {1.0, 0.35, 0.7, 0.2};
+
+static PairSpec kvnorm_vo(int L, int g) { (void)L; (void)g; return p_random(); }
+
+/* k_proj of demo-kvnorm (KV HD x D): Gaussian rows of RMS 1 / sqrt(D) (key RMS 1 under
+ * unit-variance inputs), and on the real and imaginary rows (rotate_half: dims l and l + HD / 2) of
+ * the pairs KN_PAIRS in every KV head g also KN_AMP w_g a_l and KN_AMP w_g b_l, with a_l, b_l
+ * Gaussian (stream "demo-kvnorm.L<L>.k.pair<l>") shared by the KV heads. That part has rank 1
+ * across the heads, so RoRoPE (one PCA per frequency over the KV heads) moves it into the first
+ * head's copy and leaves the others ordinary (RMS about 1). */
+static Mat *kvnorm_k_proj(const LlamaSpec *sp, unsigned long seed, int L, const char *name) {
+    const size_t D = sp->D, HD = sp->HD;
+    Mat *k = syn_gauss_named(seed, name, sp->KV * HD, D, 1 / sqrt((double)D));
+    for (size_t i = 0; k && i < sizeof KN_PAIRS / sizeof *KN_PAIRS; i++) {
+        char stream[96];
+        Rng rng;
+        size_t l = (size_t)KN_PAIRS[i];
+        snprintf(stream, sizeof stream, "%s.L%d.k.pair%zu", sp->kind, L, l);
+        syn_rng_init(&rng, seed, stream);
+        double *ab = gauss_d(&rng, 2, D, KN_AMP / sqrt((double)D));   /* rows a_l, b_l */
+        if (!ab) { mat_free(k); return NULL; }
+        for (size_t g = 0; g < sp->KV; g++)
+            for (size_t j = 0; j < D; j++) {
+                *mat_at(k, g * HD + l, j) += (float)(KN_HEAD_W[g] * ab[j]);
+                *mat_at(k, g * HD + l + HD / 2, j) += (float)(KN_HEAD_W[g] * ab[D + j]);
+            }
+        free(ab);
+    }
+    return k;
+}
+
+static const LlamaSpec KVNORM_SPEC = {"demo-kvnorm", KN_HIDDEN, KN_HEADS, KN_KV, KN_HD, KN_INTER, KN_LAYERS, KN_VOCAB,
+                                      kvnorm_vo, kvnorm_k_proj, KN_V_SCALE};
 
 /* ================================================================ demo-gpt2 */
 
@@ -843,10 +921,10 @@ static int gpt2_tensors(SynList *l, const SynthOptions *o) {
 
 /* ================================================================ public: demo models */
 
-static const char *kind_names[] = {"demo-r1", "demo-llama", "demo-gpt2"};
+static const char *kind_names[] = {"demo-r1", "demo-llama", "demo-gpt2", "demo-kvnorm"};
 
 int synth_write(const SynthOptions *opt, const char *dir) {
-    if (!opt || opt->kind < SYNTH_DEMO_R1 || opt->kind > SYNTH_DEMO_GPT2)
+    if (!opt || opt->kind < SYNTH_DEMO_R1 || opt->kind > SYNTH_DEMO_KVNORM)
         return al_err("synth: unknown demo kind %d", opt ? (int)opt->kind : -1);
     const char *kind = kind_names[opt->kind];
     if (opt->dtype != DT_F32 && opt->dtype != DT_BF16 && opt->dtype != DT_F8_E4M3)
@@ -860,7 +938,8 @@ int synth_write(const SynthOptions *opt, const char *dir) {
     int rc;
     switch (opt->kind) {
     case SYNTH_DEMO_R1: rc = r1_tensors(&l, opt); cfg = r1_config(opt); break;
-    case SYNTH_DEMO_LLAMA: rc = llama_tensors(&l, opt); cfg = llama_config(opt); break;
+    case SYNTH_DEMO_LLAMA: rc = llama_tensors(&l, opt, &LLAMA_SPEC); cfg = llama_config(opt, &LLAMA_SPEC); break;
+    case SYNTH_DEMO_KVNORM: rc = llama_tensors(&l, opt, &KVNORM_SPEC); cfg = llama_config(opt, &KVNORM_SPEC); break;
     default: rc = gpt2_tensors(&l, opt); cfg = gpt2_config(opt); break;
     }
     if (rc == AL_OK) { rc = syn_write_model(&l, cfg, dir, opt->shards); cfg = NULL; }
@@ -875,6 +954,7 @@ bool synth_demo_name(const char *name, SynthOptions *opt) {
         {"demo-r1", SYNTH_DEMO_R1, DT_F8_E4M3, 3, true},
         {"demo-llama", SYNTH_DEMO_LLAMA, DT_BF16, 1, false},
         {"demo-gpt2", SYNTH_DEMO_GPT2, DT_F32, 1, false},
+        {"demo-kvnorm", SYNTH_DEMO_KVNORM, DT_BF16, 1, false},
     };
     if (!name) return false;
     for (size_t i = 0; i < sizeof demos / sizeof *demos; i++) {
@@ -894,7 +974,7 @@ bool synth_demo_name(const char *name, SynthOptions *opt) {
 }
 
 const char *synth_kind_name(synth_kind k) {
-    return k >= SYNTH_DEMO_R1 && k <= SYNTH_DEMO_GPT2 ? kind_names[k] : "?";
+    return k >= SYNTH_DEMO_R1 && k <= SYNTH_DEMO_KVNORM ? kind_names[k] : "?";
 }
 
 /* ================================================================ DeepSeek-R1 shapes */

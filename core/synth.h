@@ -10,7 +10,7 @@
 
 #include "tensor.h"
 
-typedef enum { SYNTH_DEMO_R1, SYNTH_DEMO_LLAMA, SYNTH_DEMO_GPT2 } synth_kind;
+typedef enum { SYNTH_DEMO_R1, SYNTH_DEMO_LLAMA, SYNTH_DEMO_GPT2, SYNTH_DEMO_KVNORM } synth_kind;
 
 /* The seed demo names use (and the `synth` command's default). */
 #define SYNTH_DEFAULT_SEED 42UL
@@ -28,10 +28,10 @@ typedef struct {
 /* Writes the model into dir (created with its parents; must not exist or be empty). It is built
  * in a temporary sibling folder and renamed into place, so dir is never seen half-written. */
 int synth_write(const SynthOptions *opt, const char *dir);
-/* Parses "demo-r1" / "demo-llama" / "demo-gpt2" (and variants like "demo-r1-bf16",
+/* Parses "demo-r1" / "demo-llama" / "demo-gpt2" / "demo-kvnorm" (and variants like "demo-r1-bf16",
  * "demo-r1-f32") into options; false when name is not a demo name. */
 bool synth_demo_name(const char *name, SynthOptions *opt);
-/* "demo-r1", "demo-llama", "demo-gpt2". */
+/* "demo-r1", "demo-llama", "demo-gpt2", "demo-kvnorm". */
 const char *synth_kind_name(synth_kind k);
 
 /* ---------------------------------------------------------------- one checkpoint per family
