@@ -36,6 +36,7 @@ typedef struct {
     const char *ylabel;
     bool logy;             /* log-scale y where the renderer supports it (spectrum, energy, curves) */
     bool x_whole;          /* curves: x ticks on whole numbers only (layers), at least 1 apart */
+    bool y_whole;          /* curves, linear y: y ticks on whole numbers only (ranks), at least 1 apart */
 } PlotOpts;
 
 /* Device name for a file name by its extension ("pngcairo", "svg", "pdfcairo"), or NULL
@@ -165,7 +166,7 @@ typedef struct {
 
 /* Several curves with a legend (rope energy against dims kept, errors by layer per method,
  * perplexity curves, the one-budget comparison, ...). opts->xlabel / ylabel name the axes;
- * opts->logy logs y; opts->x_whole puts x ticks on whole numbers. */
+ * opts->logy logs y; opts->x_whole (opts->y_whole, linear y) puts x (y) ticks on whole numbers. */
 int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves);
 
 #endif

@@ -231,6 +231,7 @@ int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int des
     plsabort(on_plabort);
     plsdev(dev);
     if (pg->tmp_path) plsfnam(pg->tmp_path);
+    pg->svg = !strcmp(dev, "svg");
     plspage(0.0, 0.0, pg->width, pg->height, 0, 0);
     palette_set();
     plspause(o->window ? 1 : 0);
@@ -249,6 +250,33 @@ int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int des
     return AL_OK;
 }
 
+/* PLplot's svg driver sizes the page in points: width="1200pt" height="800pt" with viewBox
+ * "0 0 1200 800", while pngcairo's page of the same numbers is 1200 x 800 pixels. 1200pt is 1600
+ * CSS px, so the SVG's natural size is 4/3 of the PNG's, and a renderer that takes the canvas from
+ * width / height but draws the user units 1:1 leaves the right and bottom quarter empty. Rewrites
+ * the two units as px in place (same length), so the SVG's size, its viewBox and the PNG's pixels
+ * agree. Returns AL_OK also when the header is not the expected one (nothing changed). */
+static int svg_size_in_px(const char *path, int w, int h) {
+    char head[1024], want[64];
+    FILE *f = fopen(path, "r+b");
+    if (!f) return al_err("plot file '%s': cannot reopen the SVG (%s)", path, strerror(errno));
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    head[n] = '\0';
+    int rc = AL_OK;
+    const char *names[2] = {"width", "height"};
+    int vals[2] = {w, h};
+    for (int i = 0; rc == AL_OK && i < 2; i++) {
+        snprintf(want, sizeof want, "%s=\"%dpt\"", names[i], vals[i]);
+        char *at = strstr(head, want);
+        if (!at) continue;
+        long off = (long)(at - head) + (long)strlen(want) - 2;     /* the 't' of "pt" */
+        if (fseek(f, off, SEEK_SET) != 0 || fputc('x', f) == EOF)
+            rc = al_err("plot file '%s': cannot rewrite the SVG's size (%s)", path, strerror(errno));
+    }
+    if (fclose(f) != 0 && rc == AL_OK) rc = al_err("plot file '%s': cannot finish the SVG (%s)", path, strerror(errno));
+    return rc;
+}
+
 int plot_page_close(PlotPage *pg) {
     int rc = AL_OK;
     const char *what = pg->final_path ? pg->final_path : "window";
@@ -265,6 +293,7 @@ int plot_page_close(PlotPage *pg) {
         struct stat st;
         if (!rc && (stat(pg->tmp_path, &st) != 0 || st.st_size == 0))
             rc = al_err("plot file '%s': PLplot wrote nothing", what);
+        if (!rc && pg->svg) rc = svg_size_in_px(pg->tmp_path, pg->width, pg->height);
         if (!rc && rename(pg->tmp_path, pg->final_path) != 0) {
             int e = errno;
             rc = al_err("plot file '%s': cannot rename the finished figure into place (%s)",
@@ -472,6 +501,11 @@ double plot_nice_step(double range, int target) {
     double raw = range / target, mag = pow(10.0, floor(log10(raw))), f = raw / mag;
     double nice = f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 2.5 ? 2.5 : f <= 5.0 ? 5.0 : 10.0;
     return nice * mag;
+}
+
+double plot_whole_step(double range, int target) {
+    double s = plot_nice_step(range, target);
+    return s < 1.0 ? 1.0 : floor(s);
 }
 
 /* ================================================================ checks */

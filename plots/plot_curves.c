@@ -91,17 +91,20 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
     if (lrows > 3) lrows = plot_legend_rows(items, (int)n_curves, plot_vpor_std_width(2.0), lrel = 0.72);
     plot_vpor_std(opts, (int)ceil(lrows * lrel / 0.9), 2.0);      /* rows reserved at the usual size */
     plwind(r[0], r[1], r[2], r[3]);
-    double xstep = 0;           /* whole-number x: a round step of at least 1, minor ticks at each */
-    PLINT xsub = 0;
+    double xstep = 0, ystep = 0;    /* whole numbers: a whole step of at least 1, minor ticks at each */
+    PLINT xsub = 0, ysub = 0;
     if (opts->x_whole) {
-        xstep = ceil(plot_nice_step(r[1] - r[0], 8));
-        if (xstep < 1) xstep = 1;
+        xstep = plot_whole_step(r[1] - r[0], 8);
         xsub = xstep <= 10 ? (PLINT)xstep : 0;
     }
+    if (opts->y_whole && !opts->logy) {
+        ystep = plot_whole_step(r[3] - r[2], 6);
+        ysub = ystep <= 10 ? (PLINT)ystep : 0;
+    }
     plcol0(PC_LIGHT);
-    plbox("g", xstep, xsub, opts->logy ? "gl" : "g", 0, 0);
+    plbox("g", xstep, xsub, opts->logy ? "gl" : "g", ystep, ysub);
     plcol0(PC_FG);
-    plbox("bcnst", xstep, xsub, opts->logy ? "bcnstlv" : "bcnstv", 0, 0);
+    plbox("bcnst", xstep, xsub, opts->logy ? "bcnstlv" : "bcnstv", ystep, ysub);
     if (opts->logy) plot_log_labels(r[2], r[3]);
     plot_axis_labels(opts, "x", "y");
 

@@ -38,6 +38,7 @@ typedef struct {
     char *final_path;
     int width, height;
     bool open;
+    bool svg;              /* PLplot's svg driver: its page size is rewritten in px on close */
 } PlotPage;
 
 /* Checks the options (device from the extension, size, display for windows), makes the
@@ -105,6 +106,9 @@ void plot_dots(size_t n, const double *x, const double *y, double rel);
 
 /* A round tick step (1, 2, 2.5 or 5 times a power of ten) giving about `target` intervals. */
 double plot_nice_step(double range, int target);
+/* The same for whole-number data (layers, ranks, heads): a whole step of at least 1 (1, 2, 5,
+ * 10, 20, 25, 50, ...; 2.5 becomes 2), so no tick falls between two whole numbers. */
+double plot_whole_step(double range, int target);
 
 /* Labels at 2 and 5 times the powers of ten on the left axis of a log y axis (window lo..hi in
  * log10 units) when it spans at most two decades, where PLplot labels only the decades. */

@@ -126,13 +126,13 @@ static const char *ylabel_rank(const PlotRanksInfo *info, char *buf, size_t cap)
  * it divides evenly (0, 32, 64, 96, 128), else a round number. */
 static double rank_step(int head_dim, bool few) {
     int parts = few ? 2 : 4;
-    return head_dim % parts == 0 ? (double)(head_dim / parts) : plot_nice_step(head_dim, parts);
+    return head_dim % parts == 0 && head_dim >= parts ? (double)(head_dim / parts) : plot_whole_step(head_dim, parts);
 }
 
 /* Tick step for the sorted-heads axis 1..n. */
 static double head_step(size_t n, bool few) {
     size_t parts = few ? 2 : 8;
-    return n % parts == 0 && n >= 2 * parts ? (double)(n / parts) : plot_nice_step((double)n, (int)parts);
+    return n % parts == 0 && n >= 2 * parts ? (double)(n / parts) : plot_whole_step((double)n, (int)parts);
 }
 
 /* ================================================================ one layer */
@@ -337,8 +337,11 @@ int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
     for (size_t i = 0; i < n_layers; i++) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
     double pad = fmax(0.5, 0.01 * (hi - lo));
     plwind(lo - pad, hi + pad, 0.0, 1.04 * info->head_dim);
+    /* layers and ranks are whole numbers: whole steps, minor ticks at every whole number below 10 */
+    double xs = plot_whole_step(hi - lo + 2 * pad, 8), ys = rank_step(info->head_dim, false);
+    PLINT xsub = xs <= 10 ? (PLINT)xs : 0, ysub = ys <= 10 ? (PLINT)ys : 0;
     plcol0(PC_LIGHT);
-    plbox("g", 0, 0, "g", 0, 0);
+    plbox("g", xs, xsub, "g", ys, ysub);
 
     /* min..max band: the polygon along max forward and min backward. */
     double *px = al_malloc3(n_layers, 4, sizeof(double), "rank band");
@@ -353,7 +356,7 @@ int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
     }
     free(px);
     plcol0(PC_FG);
-    plbox("bcnst", 0, 0, "bcnstv", 0, 0);
+    plbox("bcnst", xs, xsub, "bcnstv", ys, ysub);
     plot_axis_labels(opts, "layer", ylabel_rank(info, yl, sizeof yl));
     double fs = plot_font_scale(), dot = n_layers > 64 ? 0.45 : 0.7;
     /* Max widest and drawn first, min narrowest on top: where the three coincide (a layer
@@ -405,6 +408,7 @@ int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, 
         if (!o.xlabel) o.xlabel = "layer";
         if (!o.ylabel) o.ylabel = ylabel_rank(info, yl, sizeof yl);
         o.x_whole = true;
+        o.y_whole = true;
         rc = plot_curves(&o, c, n_models);
     }
     for (size_t k = 0; v && k < n_models; k++) free(v[k]);

@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "plot.h"
+#include "plot_int.h"      /* plot_whole_step */
 
 /* ================================================================ PNG decoding (libcairo) */
 
@@ -136,10 +137,16 @@ static PngInfo render_all(const char *base, render_fn fn, const void *ctx, int w
             char want[96];
             if (e == 1) {
                 CHECK(strncmp(txt, "<?xml", 5) == 0 && strstr(txt, "<svg"), "%s is not SVG", path);
-                snprintf(want, sizeof want, "width=\"%dpt\"", ew);      /* PLplot's svg driver: one per line */
+                /* the page in px, as the PNG's (PLplot's svg driver writes pt: 4/3 larger), and a
+                 * viewBox of the same numbers, so user units are pixels in every renderer */
+                snprintf(want, sizeof want, "width=\"%dpx\"", ew);      /* PLplot's svg driver: one per line */
                 CHECK(strstr(txt, want) != NULL, "%s lacks %s", path, want);
-                snprintf(want, sizeof want, "height=\"%dpt\"", eh);
+                snprintf(want, sizeof want, "height=\"%dpx\"", eh);
                 CHECK(strstr(txt, want) != NULL, "%s lacks %s", path, want);
+                snprintf(want, sizeof want, "viewBox=\"0 0 %d %d\"", ew, eh);
+                CHECK(strstr(txt, want) != NULL, "%s lacks %s", path, want);
+                CHECK(strstr(txt, "pt\"") == NULL || strstr(txt, "pt\"") > strstr(txt, "viewBox"),
+                      "%s: a size in pt is left in its header", path);
                 CHECK(strstr(txt, "<text") != NULL, "%s: its text is not text (<text> elements)", path);
                 CHECK(n > 5000, "%s is nearly empty (%zu bytes)", path, n);
             } else {
@@ -420,6 +427,72 @@ static void test_no_temp_files(void) {
     CHECK(tmp == 0, "%zu temporary files left in %s", tmp, dir);
 }
 
+/* ================================================================ whole-number ticks */
+
+/* Counts the tick labels of an SVG (the text of its <tspan>s, PLplot's svg driver writes each
+ * character as &#xHH;) that are numbers, and those of them that are not whole numbers. */
+static void svg_number_labels(const char *txt, int *numbers, int *fractional, char *bad, size_t cap) {
+    *numbers = *fractional = 0;
+    bad[0] = 0;
+    for (const char *p = txt; (p = strstr(p, "<tspan")); p++) {
+        const char *q = strchr(p, '>');
+        if (!q) break;
+        char lab[64];
+        size_t n = 0;
+        for (q++; *q && *q != '<' && n + 1 < sizeof lab; ) {
+            unsigned c;
+            int used = 0;
+            if (sscanf(q, "&#x%x;%n", &c, &used) == 1 && used > 0) { lab[n++] = c < 128 ? (char)c : '?'; q += used; }
+            else lab[n++] = *q++;
+        }
+        lab[n] = 0;
+        char *end;
+        double v = strtod(lab, &end);
+        if (n == 0 || *end) continue;
+        (*numbers)++;
+        if (v != floor(v) || strchr(lab, '.')) {
+            (*fractional)++;
+            snprintf(bad + strlen(bad), cap - strlen(bad), " %s", lab);
+        }
+    }
+}
+
+/* Integer data (layers, ranks) get integer ticks: plot_whole_step, and the SVGs of ranks by layer
+ * over 2 layers of head dim 10 (PLplot's own steps and plot_nice_step's 2.5 gave 0.5 and 2.5
+ * ticks), and of two models whose medians lie between 4 and 6. */
+static void test_whole_ticks(void) {
+    for (int t = 2; t <= 8; t++)
+        for (double r = 0.3; r < 5000; r *= 1.37) {
+            double s = plot_whole_step(r, t);
+            CHECK(s >= 1 && s == floor(s), "plot_whole_step(%g, %d) = %g: not a whole number >= 1", r, t, s);
+            CHECK(s >= plot_nice_step(r, t) / 1.25 - 1e-9 || s == 1, "plot_whole_step(%g, %d) = %g: far below %g", r, t,
+                  s, plot_nice_step(r, t));
+        }
+    CHECK(plot_whole_step(10, 4) == 2, "plot_whole_step(10, 4) = %g, want 2 (nice 2.5)", plot_whole_step(10, 4));
+    static int fa[2][3] = {{3, 5, 7}, {4, 6, 9}}, fm[3][4] = {{4, 5, 5, 6}, {4, 4, 5, 6}, {5, 6, 6, 6}};
+    PlotLayerRanks two[2], three[3];
+    for (int l = 0; l < 2; l++) two[l] = (PlotLayerRanks){.layer = l, .n_heads = 3, .rank_a = fa[l], .rank_b = fa[l], .rank_fused = fa[l]};
+    for (int l = 0; l < 3; l++) three[l] = (PlotLayerRanks){.layer = l, .n_heads = 4, .rank_a = fm[l], .rank_b = fm[l], .rank_fused = fm[l]};
+    PlotRanksInfo in = info;
+    in.head_dim = 10;
+    PlotRanksModel mods[2] = {{.model = "a", .layers = two, .n_layers = 2, .head_dim = 10},
+                              {.model = "b", .layers = three, .n_layers = 3, .head_dim = 10}};
+    for (int k = 0; k < 2; k++) {
+        char path[1024], bad[256];
+        snprintf(path, sizeof path, "%s/whole%d.svg", dir, k);
+        PlotOpts o = {.path = path};
+        CHECK_OK(k == 0 ? plot_ranks_by_layer(&o, &in, two, 2)
+                        : plot_ranks_by_layer_models(&o, &in, mods, 2, PLOT_RANK_MEDIAN));
+        size_t n = 0;
+        char *txt = slurp(path, &n);
+        int numbers = 0, fractional = 0;
+        if (txt) svg_number_labels(txt, &numbers, &fractional, bad, sizeof bad);
+        CHECK(numbers >= 5, "%s: only %d numeric tick labels", path, numbers);
+        CHECK(fractional == 0, "%s: %d tick labels are not whole numbers:%s", path, fractional, bad);
+        free(txt);
+    }
+}
+
 int main(void) {
     dir = test_tmpdir();
     if (!freopen("/dev/null", "r", stdin)) { perror("stdin"); return 1; }
@@ -435,6 +508,7 @@ int main(void) {
     dup2(fd, 2);
     close(fd);
     test_kinds();
+    test_whole_ticks();
     test_errors();
     fflush(stderr);
     dup2(saved, 2);
