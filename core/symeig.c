@@ -8,6 +8,7 @@
 #include "al.h"
 
 #include <float.h>
+#include <immintrin.h>
 #include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,7 +18,6 @@ typedef double v8d __attribute__((vector_size(64)));
 #define V(p) (*(v8d *)(p))
 #define AI static inline __attribute__((always_inline))
 #define TGT_512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
-#define RB 4                       /* row blocks of 8 held in registers by the fused pass */
 #define HOUSE_TINY 0x1p-800        /* squared norm below which a reflector is skipped */
 
 static bool force_portable;
@@ -39,6 +39,8 @@ typedef struct {
     double *W;                     /* (ld, n) column-major, rows n..ld-1 zero */
     double *v, *w, *y, *vn;        /* (ld) each: reflector, update vector, W v, next reflector */
     double *d, *e;                 /* (n), (n): T's diagonal and subdiagonal */
+    double *a, *b;                 /* (n, LANES): a group's diagonals and subdiagonals by lane */
+    bool avx;                      /* the AVX-512 path */
     double *mem;
 } Work;
 
@@ -72,24 +74,40 @@ AI void house(const double *col, size_t c, size_t ld, double *vn, double *tau, d
     *beta = b;
 }
 
-/* Columns j0..n-1, rows r..r+8*nbk-1: W -= v wᵀ + w vᵀ, and y = (updated W) vn over them. */
-AI void fused_tile(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
-                   const double *vn, double *y, int nbk) {
-    v8d vr[RB], wr[RB], acc[RB];
-    for (int b = 0; b < nbk; b++) {
-        vr[b] = V(v + r + 8 * b);
-        wr[b] = V(w + r + 8 * b);
-        acc[b] = (v8d){0};
-    }
+/* Columns j0..n-1, rows r..r+31 (UPD4) or r..r+7 (UPD1): W -= v wᵀ + w vᵀ, and y = (updated W) vn
+ * over them. Written out so that v, w and the sums stay in registers. */
+#define UPD(q, vq, wq, yq) do { \
+        v8d a_ = V(col + (q)) - (vq) * sw - (wq) * sv; \
+        V(col + (q)) = a_; \
+        yq += a_ * sn; \
+    } while (0)
+
+AI void fused_tile4(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
+                    const double *vn, double *y) {
+    v8d v0 = V(v + r), v1 = V(v + r + 8), v2 = V(v + r + 16), v3 = V(v + r + 24);
+    v8d w0 = V(w + r), w1 = V(w + r + 8), w2 = V(w + r + 16), w3 = V(w + r + 24);
+    v8d y0 = {0}, y1 = {0}, y2 = {0}, y3 = {0};
     for (size_t j = j0; j < n; j++) {
         double *col = W + j * ld + r, sw = w[j], sv = v[j], sn = vn[j];
-        for (int b = 0; b < nbk; b++) {
-            v8d a = V(col + 8 * b) - vr[b] * sw - wr[b] * sv;
-            V(col + 8 * b) = a;
-            acc[b] += a * sn;
-        }
+        UPD(0, v0, w0, y0);
+        UPD(8, v1, w1, y1);
+        UPD(16, v2, w2, y2);
+        UPD(24, v3, w3, y3);
     }
-    for (int b = 0; b < nbk; b++) V(y + r + 8 * b) = acc[b];
+    V(y + r) = y0;
+    V(y + r + 8) = y1;
+    V(y + r + 16) = y2;
+    V(y + r + 24) = y3;
+}
+
+AI void fused_tile1(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
+                    const double *vn, double *y) {
+    v8d v0 = V(v + r), w0 = V(w + r), y0 = {0};
+    for (size_t j = j0; j < n; j++) {
+        double *col = W + j * ld + r, sw = w[j], sv = v[j], sn = vn[j];
+        UPD(0, v0, w0, y0);
+    }
+    V(y + r) = y0;
 }
 
 /* W (s->n, full storage, scaled) to T = (d, e). Step c applies the previous reflector's
@@ -121,8 +139,8 @@ AI void tridiag_body(Work *s) {
             if (c + 1 < n) s->e[c] = col[c + 1];
         }
         size_t R1 = (c + 1) & ~(size_t)7, r = R1;
-        for (; r + 8 * RB <= ld; r += 8 * RB) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, RB);
-        for (; r < ld; r += 8) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 1);
+        for (; r + 32 <= ld; r += 32) fused_tile4(W, ld, n, r, c + 1, v, w, vn, y);
+        for (; r < ld; r += 8) fused_tile1(W, ld, n, r, c + 1, v, w, vn, y);
         double *t = v;
         v = vn;
         vn = t;
@@ -133,13 +151,134 @@ AI void tridiag_body(Work *s) {
 static void tridiag_portable(Work *s) { tridiag_body(s); }
 TGT_512 static void tridiag_avx512(Work *s) { tridiag_body(s); }
 
+/* ================================================================ the tridiagonal stage, 8 at once */
+
+/* Implicit symmetric QR with Wilkinson shifts (Golub and Van Loan, Alg. 8.3.2) on up to 8
+ * tridiagonal matrices at once, one per vector lane: a[i*8 + L], b[i*8 + L] are lane L's
+ * diagonal and subdiagonal (b[(n-1)*8 + L] = 0). Each lane sweeps its own window [l, m] (an
+ * unreduced block at the bottom of what is left); the sweep runs over the union of the windows
+ * with the rotation of a lane outside its window set to the identity (exactly: c = 1, s = 0), so
+ * there are no branches per step. An off-diagonal at or below tol[L] (u times a bound on ||T||) is
+ * set to zero: at the bottom it deflates a[m], in the window it splits it. */
+typedef long v8l __attribute__((vector_size(64)));   /* lane masks (-1 or 0) and indices */
+#define LANES 8
+#define LANES_MIN 2     /* matrices from which a group's T's are solved in lanes */
+#define SWEEPS_MAX 40   /* per eigenvalue, over the whole group: far above the ~2 seen */
+
+#define SEL(m, x, y) ((v8d)(((m) & (v8l)(x)) | (~(m) & (v8l)(y))))
+#define BCL(x) ((v8l){0} + (long)(x))
+#define BCD(x) ((v8d){0} + (double)(x))
+
+/* Lane L's next window: deflates the bottom (m down while b[m-1] is negligible), then l: the
+ * sweep's record `hint` (the last split it saw in the window) or, when the window is used up, a
+ * scan up from m. m = -1 when the lane is done. */
+static void lane_window(double *b, int L, double tol, long *l, long *m, long hint) {
+    long mm = *m, ll = *l;
+    while (mm > 0 && fabs(b[(mm - 1) * LANES + L]) <= tol) b[(--mm) * LANES + L] = 0;
+    if (mm <= 0) {
+        *m = -1;
+        return;
+    }
+    if (ll >= 0 && ll < mm) {
+        if (hint >= ll && hint < mm - 1) ll = hint + 1;
+    } else {
+        ll = mm - 1;
+        while (ll > 0 && fabs(b[(ll - 1) * LANES + L]) > tol) ll--;
+    }
+    *l = ll;
+    *m = mm;
+}
+
+/* The Wilkinson shift of the trailing 2 x 2 of [l, m]. */
+static double wilkinson(const double *a, const double *b, int L, long m) {
+    double am = a[m * LANES + L], d = 0.5 * (a[(m - 1) * LANES + L] - am), e = b[(m - 1) * LANES + L];
+    return am - e * e / (d + copysign(sqrt(d * d + e * e), d));
+}
+
+/* One sweep over rows lo..hi-1 of every lane; returns each lane's last small off-diagonal in hint. */
+AI void sweep(double *a, double *b, const long *l, const long *m, const double *mu_, const double *tol_, long lo, long hi,
+              long *hint, void (*vsqrt)(v8d *)) {
+    v8l lv, mv;
+    v8d mu, tol;
+    memcpy(&lv, l, sizeof lv);
+    memcpy(&mv, m, sizeof mv);
+    memcpy(&mu, mu_, sizeof mu);
+    memcpy(&tol, tol_, sizeof tol);
+    v8d x = BCD(0), z = BCD(0);
+    v8l h = BCL(-1);
+    for (long i = lo; i < hi; i++) {
+        v8l iv = BCL(i), act = (iv >= lv) & (iv < mv), st = iv == lv, inner = act & (iv + 1 < mv);
+        double *pa = a + i * LANES, *pb = b + i * LANES;
+        v8d ai = V(pa), ai1 = V(pa + LANES), bi = V(pb), bi1 = V(pb + LANES);
+        x = SEL(st, ai - mu, x);
+        z = SEL(st, bi, z);
+        v8d r2 = x * x + z * z;
+        v8l ok = act & (r2 > 0);
+        v8d r = r2;
+        vsqrt(&r);
+        v8d inv = 1 / SEL(ok, r, BCD(1));
+        v8d c = SEL(ok, x * inv, BCD(1)), s = SEL(ok, z * inv, BCD(0));
+        if (i > 0) {
+            v8l mid = act & ~st;
+            V(pb - LANES) = SEL(mid, r, V(pb - LANES));
+            h = (v8l)SEL(mid & (r <= tol), (v8d)(iv - 1), (v8d)h);
+        }
+        v8d cc = c * c, ss = s * s, cs = c * s, cs2 = 2 * cs * bi;
+        V(pa) = cc * ai + cs2 + ss * ai1;
+        V(pa + LANES) = ss * ai + cc * ai1 - cs2;
+        x = cs * (ai1 - ai) + (cc - ss) * bi;
+        V(pb) = x;
+        z = s * bi1;
+        V(pb + LANES) = SEL(inner, c * bi1, bi1);
+    }
+    memcpy(hint, &h, sizeof h);
+}
+
+static void vsqrt_portable(v8d *x) {
+    for (int k = 0; k < LANES; k++) (*x)[k] = sqrt((*x)[k]);
+}
+TGT_512 static void vsqrt_512(v8d *x) { *x = (v8d)_mm512_sqrt_pd((__m512d)*x); }
+
+/* The eigenvalues of the T's of the lanes set in `on` (the others idle) into a, in place; tol per lane. */
+AI int lanes_body(size_t n, double *a, double *b, const double *tol, unsigned on, void (*vsqrt)(v8d *)) {
+    long l[LANES], m[LANES], hint[LANES];
+    double mu[LANES];
+    for (int L = 0; L < LANES; L++) {
+        l[L] = hint[L] = -1;
+        m[L] = on >> L & 1 ? (long)n - 1 : -1;
+    }
+    for (size_t sweeps = 0;; sweeps++) {
+        long lo = (long)n, hi = -1;
+        for (int L = 0; L < LANES; L++) {
+            mu[L] = 0;
+            if (m[L] >= 0) lane_window(b, L, tol[L], &l[L], &m[L], hint[L]);
+            if (m[L] < 0) continue;
+            mu[L] = wilkinson(a, b, L, m[L]);
+            lo = l[L] < lo ? l[L] : lo;
+            hi = m[L] > hi ? m[L] : hi;
+        }
+        if (hi < 0) return AL_OK;
+        if (sweeps > SWEEPS_MAX * n)
+            return al_err("the tridiagonal QR iteration did not converge in %zu sweeps (n = %zu); report this matrix",
+                          sweeps, n);
+        sweep(a, b, l, m, mu, tol, lo, hi, hint, vsqrt);
+    }
+}
+
+static int lanes_portable(size_t n, double *a, double *b, const double *tol, unsigned on) {
+    return lanes_body(n, a, b, tol, on, vsqrt_portable);
+}
+TGT_512 static int lanes_avx512(size_t n, double *a, double *b, const double *tol, unsigned on) {
+    return lanes_body(n, a, b, tol, on, vsqrt_512);
+}
+
 /* ================================================================ driver */
 
 static int work_new(size_t n, Work *s) {
     memset(s, 0, sizeof *s);
     s->n = n;
     s->ld = (n + 7) & ~(size_t)7;
-    size_t cnt = s->ld * n + 4 * s->ld + 2 * n + 8, bytes;
+    size_t cnt = s->ld * n + 4 * s->ld + 2 * n + 2 * LANES * n + 8, bytes;
     if (!al_mul_ok(cnt, sizeof(double), &bytes, "symeig scratch")) return AL_ERR;
     bytes = (bytes + 63) & ~(size_t)63;
     s->mem = aligned_alloc(64, bytes);
@@ -149,8 +288,11 @@ static int work_new(size_t n, Work *s) {
     s->w = s->v + s->ld;
     s->y = s->w + s->ld;
     s->vn = s->y + s->ld;
-    s->d = s->vn + s->ld;
+    s->a = s->vn + s->ld;          /* 64-byte aligned like the vectors: LANES * n doubles */
+    s->b = s->a + LANES * n;
+    s->d = s->b + LANES * n;
     s->e = s->d + n;
+    s->avx = symeig_uses_avx512();
     return AL_OK;
 }
 
@@ -177,7 +319,7 @@ static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
     return AL_OK;
 }
 
-/* T's eigenvalues into w, descending, times 2^ex. */
+/* T's eigenvalues into w, descending, times 2^ex (one matrix: dsterf). */
 static int tri_values(Work *s, int ex, double *w) {
     size_t n = s->n;
     lapack_int info = LAPACKE_dsterf_work((lapack_int)n, s->d, s->e);
@@ -186,23 +328,72 @@ static int tri_values(Work *s, int ex, double *w) {
     return AL_OK;
 }
 
+static int desc(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a < b) - (a > b);
+}
+
+/* Matrices A[0..cnt-1] (numbered from idx in messages): each reduced to T, then all T's at once. */
+static int group_values(Work *s, const double *const *A, double *const *w, size_t idx, int cnt) {
+    size_t n = s->n;
+    int ex[LANES];
+    unsigned on = 0;
+    double tol[LANES] = {0};
+    memset(s->a, 0, LANES * n * sizeof(double));
+    memset(s->b, 0, LANES * n * sizeof(double));
+    for (int L = 0; L < cnt; L++) {
+        bool zero = false;
+        if (load(s, A[L], idx + (size_t)L, &ex[L], &zero) != AL_OK) return AL_ERR;
+        if (zero) {
+            memset(w[L], 0, n * sizeof(double));
+            continue;
+        }
+        (s->avx ? tridiag_avx512 : tridiag_portable)(s);
+        double g = 0;
+        for (size_t i = 0; i < n; i++) {
+            double r = fabs(s->d[i]) + (i + 1 < n ? fabs(s->e[i]) : 0) + (i ? fabs(s->e[i - 1]) : 0);
+            g = r > g ? r : g;
+            s->a[i * LANES + L] = s->d[i];
+            if (i + 1 < n) s->b[i * LANES + L] = s->e[i];
+        }
+        tol[L] = 0x1p-53 * g;
+        on |= 1u << L;
+    }
+    if ((s->avx ? lanes_avx512 : lanes_portable)(n, s->a, s->b, tol, on) != AL_OK) return AL_ERR;
+    for (int L = 0; L < cnt; L++) {
+        if (!(on >> L & 1)) continue;
+        for (size_t i = 0; i < n; i++) w[L][i] = s->a[i * LANES + L];
+        qsort(w[L], n, sizeof(double), desc);
+        for (size_t i = 0; i < n; i++) w[L][i] = ldexp(w[L][i], ex[L]);
+    }
+    return AL_OK;
+}
+
+/* One matrix: reduced to T, T's eigenvalues by dsterf. */
+static int one_values(Work *s, const double *A, double *w, size_t idx) {
+    int ex = 0;
+    bool zero = false;
+    if (load(s, A, idx, &ex, &zero) != AL_OK) return AL_ERR;
+    if (zero) {
+        memset(w, 0, s->n * sizeof(double));
+        return AL_OK;
+    }
+    (s->avx ? tridiag_avx512 : tridiag_portable)(s);
+    return tri_values(s, ex, w);
+}
+
 int symeig_values(size_t nb, size_t n, const double *const *A, double *const *w) {
     if (n == 0 || nb == 0) return AL_OK;
     Work s;
     if (work_new(n, &s) != AL_OK) return AL_ERR;
-    void (*tridiag)(Work *) = symeig_uses_avx512() ? tridiag_avx512 : tridiag_portable;
     int rc = AL_OK;
-    for (size_t i = 0; i < nb && rc == AL_OK; i++) {
-        int ex = 0;
-        bool zero = false;
-        rc = load(&s, A[i], i, &ex, &zero);
-        if (rc != AL_OK) break;
-        if (zero) {
-            memset(w[i], 0, n * sizeof(double));
-            continue;
+    for (size_t g = 0; g < nb && rc == AL_OK; g += LANES) {
+        int cnt = nb - g < LANES ? (int)(nb - g) : LANES;
+        if (cnt >= LANES_MIN) {
+            rc = group_values(&s, A + g, w + g, g, cnt);
+        } else {
+            for (int L = 0; L < cnt && rc == AL_OK; L++) rc = one_values(&s, A[g + L], w[g + L], g + (size_t)L);
         }
-        tridiag(&s);
-        rc = tri_values(&s, ex, w[i]);
     }
     free(s.mem);
     return rc;
