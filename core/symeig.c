@@ -153,21 +153,17 @@ TGT_512 static void tridiag_avx512(Work *s) { tridiag_body(s); }
 
 /* ================================================================ the tridiagonal stage, 8 at once */
 
-/* Implicit symmetric QR with Wilkinson shifts (Golub and Van Loan, Alg. 8.3.2) on up to 8
- * tridiagonal matrices at once, one per vector lane: a[i*8 + L], b[i*8 + L] are lane L's
+/* Implicit symmetric QR with Wilkinson shifts (Golub and Van Loan, Alg. 8.3.2) on up to 16
+ * tridiagonal matrices at once, one per vector lane (two vectors): a[i*8 + L], b[i*8 + L] are lane L's
  * diagonal and subdiagonal (b[(n-1)*8 + L] = 0). Each lane sweeps its own window [l, m] (an
  * unreduced block at the bottom of what is left); the sweep runs over the union of the windows
  * with the rotation of a lane outside its window set to the identity (exactly: c = 1, s = 0), so
  * there are no branches per step. An off-diagonal at or below tol[L] (u times a bound on ||T||) is
  * set to zero: at the bottom it deflates a[m], in the window it splits it. */
-typedef long v8l __attribute__((vector_size(64)));   /* lane masks (-1 or 0) and indices */
-#define LANES 8
+#define LANES 16                /* two vectors of 8 */
 #define LANES_MIN 2     /* matrices from which a group's T's are solved in lanes */
 #define SWEEPS_MAX 40   /* per eigenvalue, over the whole group: far above the ~2 seen */
 
-#define SEL(m, x, y) ((v8d)(((m) & (v8l)(x)) | (~(m) & (v8l)(y))))
-#define BCL(x) ((v8l){0} + (long)(x))
-#define BCD(x) ((v8d){0} + (double)(x))
 
 /* Lane L's next window: deflates the bottom (m down while b[m-1] is negligible), then l: the
  * sweep's record `hint` (the last split it saw in the window) or, when the window is used up, a
@@ -195,52 +191,103 @@ static double wilkinson(const double *a, const double *b, int L, long m) {
     return am - e * e / (d + copysign(sqrt(d * d + e * e), d));
 }
 
-/* One sweep over rows lo..hi-1 of every lane; returns each lane's last small off-diagonal in hint. */
-AI void sweep(double *a, double *b, const long *l, const long *m, const double *mu_, const double *tol_, long lo, long hi,
-              long *hint, void (*vsqrt)(v8d *)) {
-    v8l lv, mv;
-    v8d mu, tol;
-    memcpy(&lv, l, sizeof lv);
-    memcpy(&mv, m, sizeof mv);
-    memcpy(&mu, mu_, sizeof mu);
-    memcpy(&tol, tol_, sizeof tol);
-    v8d x = BCD(0), z = BCD(0);
-    v8l h = BCL(-1);
+/* One sweep over rows lo..hi-1 of every lane: the portable path, lane by lane. Lane k's step i
+ * is the rotation that moves the bulge (or at i = l starts the shifted step) down one row. */
+static void sweep_portable(double *a, double *b, const long *l, const long *m, const double *mu, const double *tol,
+                           long lo, long hi, long *hint) {
+    double x[LANES] = {0}, z[LANES] = {0};
+    for (int k = 0; k < LANES; k++) hint[k] = -1;
     for (long i = lo; i < hi; i++) {
-        v8l iv = BCL(i), act = (iv >= lv) & (iv < mv), st = iv == lv, inner = act & (iv + 1 < mv);
         double *pa = a + i * LANES, *pb = b + i * LANES;
-        v8d ai = V(pa), ai1 = V(pa + LANES), bi = V(pb), bi1 = V(pb + LANES);
-        x = SEL(st, ai - mu, x);
-        z = SEL(st, bi, z);
-        v8d r2 = x * x + z * z;
-        v8l ok = act & (r2 > 0);
-        v8d r = r2;
-        vsqrt(&r);
-        v8d inv = 1 / SEL(ok, r, BCD(1));
-        v8d c = SEL(ok, x * inv, BCD(1)), s = SEL(ok, z * inv, BCD(0));
-        if (i > 0) {
-            v8l mid = act & ~st;
-            V(pb - LANES) = SEL(mid, r, V(pb - LANES));
-            h = (v8l)SEL(mid & (r <= tol), (v8d)(iv - 1), (v8d)h);
+        for (int k = 0; k < LANES; k++) {
+            if (i < l[k] || i >= m[k]) continue;
+            double ai = pa[k], ai1 = pa[LANES + k], bi = pb[k], bi1 = pb[LANES + k];
+            if (i == l[k]) {
+                x[k] = ai - mu[k];
+                z[k] = bi;
+            }
+            double r2 = x[k] * x[k] + z[k] * z[k], r = sqrt(r2), c = 1, sn = 0;
+            if (r2 > 0) {
+                double inv = 1 / r;
+                c = x[k] * inv;
+                sn = z[k] * inv;
+            }
+            if (i > l[k]) {
+                pb[k - LANES] = r;
+                if (r <= tol[k]) hint[k] = i - 1;
+            }
+            double cc = c * c, ss = sn * sn, cs = c * sn, cs2 = 2 * cs * bi;
+            pa[k] = cc * ai + cs2 + ss * ai1;
+            pa[LANES + k] = ss * ai + cc * ai1 - cs2;
+            x[k] = pb[k] = cs * (ai1 - ai) + (cc - ss) * bi;
+            z[k] = sn * bi1;
+            if (i + 1 < m[k]) pb[LANES + k] = c * bi1;
         }
-        v8d cc = c * c, ss = s * s, cs = c * s, cs2 = 2 * cs * bi;
-        V(pa) = cc * ai + cs2 + ss * ai1;
-        V(pa + LANES) = ss * ai + cc * ai1 - cs2;
-        x = cs * (ai1 - ai) + (cc - ss) * bi;
-        V(pb) = x;
-        z = s * bi1;
-        V(pb + LANES) = SEL(inner, c * bi1, bi1);
     }
-    memcpy(hint, &h, sizeof h);
 }
 
-static void vsqrt_portable(v8d *x) {
-    for (int k = 0; k < LANES; k++) (*x)[k] = sqrt((*x)[k]);
+/* The same with AVX-512, 8 lanes per vector: lanes outside their window get c = 1, s = 0 (an
+ * exact identity) through masks, so there is no branch per lane. */
+typedef struct {
+    __m512i l, m, h;
+    __m512d mu, tol, x, z;
+} Chain;
+
+TGT_512 AI void chain_init(Chain *q, const long *l, const long *m, const double *mu, const double *tol) {
+    q->l = _mm512_loadu_si512(l);
+    q->m = _mm512_loadu_si512(m);
+    q->mu = _mm512_loadu_pd(mu);
+    q->tol = _mm512_loadu_pd(tol);
+    q->x = q->z = _mm512_setzero_pd();
+    q->h = _mm512_set1_epi64(-1);
 }
-TGT_512 static void vsqrt_512(v8d *x) { *x = (v8d)_mm512_sqrt_pd((__m512d)*x); }
+
+TGT_512 AI void step512(Chain *q, double *pa, double *pb, long i) {
+    __m512i iv = _mm512_set1_epi64(i);
+    __mmask8 act = _mm512_cmpge_epi64_mask(iv, q->l) & _mm512_cmplt_epi64_mask(iv, q->m);
+    __mmask8 st = _mm512_cmpeq_epi64_mask(iv, q->l);
+    __mmask8 inner = act & _mm512_cmplt_epi64_mask(_mm512_set1_epi64(i + 1), q->m);
+    __m512d one = _mm512_set1_pd(1), ai = _mm512_load_pd(pa), ai1 = _mm512_load_pd(pa + LANES);
+    __m512d bi = _mm512_load_pd(pb), bi1 = _mm512_load_pd(pb + LANES);
+    __m512d x = _mm512_mask_blend_pd(st, q->x, ai - q->mu), z = _mm512_mask_blend_pd(st, q->z, bi);
+    __m512d r2 = x * x + z * z, r = _mm512_sqrt_pd(r2);
+    __mmask8 ok = act & _mm512_cmp_pd_mask(r2, _mm512_setzero_pd(), _CMP_GT_OQ);
+    __m512d inv = one / _mm512_mask_blend_pd(ok, one, r);
+    __m512d c = _mm512_mask_mul_pd(one, ok, x, inv), s = _mm512_maskz_mul_pd(ok, z, inv);
+    __mmask8 mid = act & ~st;
+    _mm512_mask_store_pd(pb - LANES, mid, r);
+    q->h = _mm512_mask_mov_epi64(q->h, mid & _mm512_cmp_pd_mask(r, q->tol, _CMP_LE_OQ), _mm512_set1_epi64(i - 1));
+    __m512d cc = c * c, ss = s * s, cs = c * s, cs2 = 2 * cs * bi;
+    _mm512_store_pd(pa, cc * ai + cs2 + ss * ai1);
+    _mm512_store_pd(pa + LANES, ss * ai + cc * ai1 - cs2);
+    q->x = cs * (ai1 - ai) + (cc - ss) * bi;
+    _mm512_store_pd(pb, q->x);
+    q->z = s * bi1;
+    _mm512_mask_store_pd(pb + LANES, inner, c * bi1);
+}
+
+/* Two independent chains of 8 lanes interleaved (the second only when a lane of it is on). */
+TGT_512 static void sweep_avx512(double *a, double *b, const long *l, const long *m, const double *mu,
+                                 const double *tol, long lo, long hi, long *hint) {
+    Chain q0, q1;
+    chain_init(&q0, l, m, mu, tol);
+    chain_init(&q1, l + 8, m + 8, mu + 8, tol + 8);
+    bool two = false;
+    for (int k = 8; k < LANES; k++) two |= m[k] >= 0;
+    for (long i = lo; i < hi; i++) {
+        double *pa = a + i * LANES, *pb = b + i * LANES;
+        step512(&q0, pa, pb, i);
+        if (two) step512(&q1, pa + 8, pb + 8, i);
+    }
+    _mm512_storeu_si512(hint, q0.h);
+    _mm512_storeu_si512(hint + 8, q1.h);
+}
+
+typedef void (*sweep_fn)(double *, double *, const long *, const long *, const double *, const double *, long, long,
+                         long *);
 
 /* The eigenvalues of the T's of the lanes set in `on` (the others idle) into a, in place; tol per lane. */
-AI int lanes_body(size_t n, double *a, double *b, const double *tol, unsigned on, void (*vsqrt)(v8d *)) {
+static int lanes_values(size_t n, double *a, double *b, const double *tol, unsigned on, sweep_fn sweep) {
     long l[LANES], m[LANES], hint[LANES];
     double mu[LANES];
     for (int L = 0; L < LANES; L++) {
@@ -261,15 +308,8 @@ AI int lanes_body(size_t n, double *a, double *b, const double *tol, unsigned on
         if (sweeps > SWEEPS_MAX * n)
             return al_err("the tridiagonal QR iteration did not converge in %zu sweeps (n = %zu); report this matrix",
                           sweeps, n);
-        sweep(a, b, l, m, mu, tol, lo, hi, hint, vsqrt);
+        sweep(a, b, l, m, mu, tol, lo, hi, hint);
     }
-}
-
-static int lanes_portable(size_t n, double *a, double *b, const double *tol, unsigned on) {
-    return lanes_body(n, a, b, tol, on, vsqrt_portable);
-}
-TGT_512 static int lanes_avx512(size_t n, double *a, double *b, const double *tol, unsigned on) {
-    return lanes_body(n, a, b, tol, on, vsqrt_512);
 }
 
 /* ================================================================ driver */
@@ -311,12 +351,20 @@ static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
     *zero = mx == 0;
     if (*zero) return AL_OK;
     frexp(mx, ex);
+    double f = ldexp(1.0, -*ex);   /* exact; a power of two past the range only for |ex| > 1000 */
+    bool far = *ex < -1000 || *ex > 1000;
     for (size_t j = 0; j < n; j++) {
         double *col = s->W + j * ld;
-        for (size_t i = j; i < n; i++) col[i] = s->W[j + i * ld] = ldexp(A[i + j * n], -*ex);
+        for (size_t i = j; i < n; i++) col[i] = s->W[j + i * ld] = far ? ldexp(A[i + j * n], -*ex) : A[i + j * n] * f;
         for (size_t i = n; i < ld; i++) col[i] = 0;
     }
     return AL_OK;
+}
+
+/* x[0..cnt-1] *= 2^ex (a product by an exact power of two, or ldexp where that is out of range). */
+static void scale2(double *x, size_t cnt, int ex) {
+    double f = ldexp(1.0, ex);
+    for (size_t i = 0; i < cnt; i++) x[i] = ex < -1000 || ex > 1000 ? ldexp(x[i], ex) : x[i] * f;
 }
 
 /* T's eigenvalues into w, descending, times 2^ex (one matrix: dsterf). */
@@ -324,7 +372,8 @@ static int tri_values(Work *s, int ex, double *w) {
     size_t n = s->n;
     lapack_int info = LAPACKE_dsterf_work((lapack_int)n, s->d, s->e);
     if (info != 0) return al_err("the tridiagonal eigenvalue iteration (dsterf) did not converge (info %d)", (int)info);
-    for (size_t i = 0; i < n; i++) w[i] = ldexp(s->d[n - 1 - i], ex);
+    for (size_t i = 0; i < n; i++) w[i] = s->d[n - 1 - i];
+    scale2(w, n, ex);
     return AL_OK;
 }
 
@@ -359,12 +408,12 @@ static int group_values(Work *s, const double *const *A, double *const *w, size_
         tol[L] = 0x1p-53 * g;
         on |= 1u << L;
     }
-    if ((s->avx ? lanes_avx512 : lanes_portable)(n, s->a, s->b, tol, on) != AL_OK) return AL_ERR;
+    if (lanes_values(n, s->a, s->b, tol, on, s->avx ? sweep_avx512 : sweep_portable) != AL_OK) return AL_ERR;
     for (int L = 0; L < cnt; L++) {
         if (!(on >> L & 1)) continue;
         for (size_t i = 0; i < n; i++) w[L][i] = s->a[i * LANES + L];
         qsort(w[L], n, sizeof(double), desc);
-        for (size_t i = 0; i < n; i++) w[L][i] = ldexp(w[L][i], ex[L]);
+        scale2(w[L], n, ex[L]);
     }
     return AL_OK;
 }
