@@ -100,6 +100,34 @@ AI void fused_tile4(double *W, size_t ld, size_t n, size_t r, size_t j0, const d
     V(y + r + 24) = y3;
 }
 
+AI void fused_tile8(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
+                    const double *vn, double *y) {
+    v8d v0 = V(v + r), v1 = V(v + r + 8), v2 = V(v + r + 16), v3 = V(v + r + 24);
+    v8d v4 = V(v + r + 32), v5 = V(v + r + 40), v6 = V(v + r + 48), v7 = V(v + r + 56);
+    v8d w0 = V(w + r), w1 = V(w + r + 8), w2 = V(w + r + 16), w3 = V(w + r + 24);
+    v8d w4 = V(w + r + 32), w5 = V(w + r + 40), w6 = V(w + r + 48), w7 = V(w + r + 56);
+    v8d y0 = {0}, y1 = {0}, y2 = {0}, y3 = {0}, y4 = {0}, y5 = {0}, y6 = {0}, y7 = {0};
+    for (size_t j = j0; j < n; j++) {
+        double *col = W + j * ld + r, sw = w[j], sv = v[j], sn = vn[j];
+        UPD(0, v0, w0, y0);
+        UPD(8, v1, w1, y1);
+        UPD(16, v2, w2, y2);
+        UPD(24, v3, w3, y3);
+        UPD(32, v4, w4, y4);
+        UPD(40, v5, w5, y5);
+        UPD(48, v6, w6, y6);
+        UPD(56, v7, w7, y7);
+    }
+    V(y + r) = y0;
+    V(y + r + 8) = y1;
+    V(y + r + 16) = y2;
+    V(y + r + 24) = y3;
+    V(y + r + 32) = y4;
+    V(y + r + 40) = y5;
+    V(y + r + 48) = y6;
+    V(y + r + 56) = y7;
+}
+
 AI void fused_tile1(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
                     const double *vn, double *y) {
     v8d v0 = V(v + r), w0 = V(w + r), y0 = {0};
@@ -139,6 +167,7 @@ AI void tridiag_body(Work *s) {
             if (c + 1 < n) s->e[c] = col[c + 1];
         }
         size_t R1 = (c + 1) & ~(size_t)7, r = R1;
+        for (; r + 64 <= ld; r += 64) fused_tile8(W, ld, n, r, c + 1, v, w, vn, y);
         for (; r + 32 <= ld; r += 32) fused_tile4(W, ld, n, r, c + 1, v, w, vn, y);
         for (; r < ld; r += 8) fused_tile1(W, ld, n, r, c + 1, v, w, vn, y);
         double *t = v;
@@ -333,21 +362,48 @@ static int work_new(size_t n, Work *s) {
     s->d = s->b + LANES * n;
     s->e = s->d + n;
     s->avx = symeig_uses_avx512();
+    memset(s->W, 0, s->ld * n * sizeof(double));   /* rows n..ld-1 stay zero */
     return AL_OK;
 }
 
-/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->W in full
- * storage; *ex = the exponent; *zero when A is zero (then W is not written). */
-static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
-    size_t n = s->n, ld = s->ld;
-    double mx = 0;
+/* max |a_ij| over A's lower triangle, or NaN when an entry is NaN or infinite (the sum of
+ * a_ij * 0 is NaN exactly then). */
+static double scan_portable(const double *A, size_t n) {
+    double mx = 0, nan = 0;
     for (size_t j = 0; j < n; j++)
         for (size_t i = j; i < n; i++) {
             double a = fabs(A[i + j * n]);
-            if (!(a <= DBL_MAX))
-                return al_err("symmetric matrix %zu has a NaN or infinite entry at (%zu, %zu); check its source", idx, i, j);
             mx = a > mx ? a : mx;
+            nan += a * 0;
         }
+    return mx + nan;
+}
+
+TGT_512 static double scan_avx512(const double *A, size_t n) {
+    __m512d mx = _mm512_setzero_pd(), nan = mx;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i += 8) {
+            __mmask8 k = n - i >= 8 ? 0xff : (__mmask8)((1u << (n - i)) - 1);
+            __m512d a = _mm512_abs_pd(_mm512_maskz_loadu_pd(k, A + i + j * n));
+            mx = _mm512_max_pd(mx, a);
+            nan = _mm512_fmadd_pd(a, _mm512_setzero_pd(), nan);
+        }
+    return _mm512_reduce_max_pd(mx) + _mm512_reduce_add_pd(nan);
+}
+
+/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->W in full
+ * storage (the upper triangle mirrored in 8 x 8 tiles); *ex = the exponent; *zero when A is zero
+ * (then W is not written). */
+static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
+    size_t n = s->n, ld = s->ld;
+    double mx = (s->avx ? scan_avx512 : scan_portable)(A, n);
+    if (isnan(mx)) {
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = j; i < n; i++)
+                if (!isfinite(A[i + j * n]))
+                    return al_err("symmetric matrix %zu has a NaN or infinite entry at (%zu, %zu); check its source", idx,
+                                  i, j);
+    }
     *zero = mx == 0;
     if (*zero) return AL_OK;
     frexp(mx, ex);
@@ -355,9 +411,16 @@ static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
     bool far = *ex < -1000 || *ex > 1000;
     for (size_t j = 0; j < n; j++) {
         double *col = s->W + j * ld;
-        for (size_t i = j; i < n; i++) col[i] = s->W[j + i * ld] = far ? ldexp(A[i + j * n], -*ex) : A[i + j * n] * f;
-        for (size_t i = n; i < ld; i++) col[i] = 0;
+        const double *a = A + j * n;
+        if (far)
+            for (size_t i = j; i < n; i++) col[i] = ldexp(a[i], -*ex);
+        else
+            for (size_t i = j; i < n; i++) col[i] = a[i] * f;
     }
+    for (size_t jb = 0; jb < n; jb += 8)
+        for (size_t ib = jb; ib < n; ib += 8)
+            for (size_t j = jb; j < jb + 8 && j < n; j++)
+                for (size_t i = ib > j ? ib : j + 1; i < ib + 8 && i < n; i++) s->W[j + i * ld] = s->W[i + j * ld];
     return AL_OK;
 }
 

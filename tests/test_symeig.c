@@ -9,6 +9,20 @@
 #include <lapacke.h>
 
 static double worst_ratio;   /* max |w - dsyevd| / (n u ||A||_F) seen */
+static int batch_mode;       /* 0: one matrix per call (dsterf stage); 1: with a second matrix (lanes) */
+
+/* A's values into w: alone, or in a batch with a random partner (the tridiagonal stage in lanes). */
+static int solve(const double *A, size_t n, double *w) {
+    if (!batch_mode) return symeig_values(1, n, &A, &w);
+    double *B = malloc((n * n + 1) * sizeof(double)), *wb = malloc((n + 1) * sizeof(double));
+    for (size_t i = 0; i < n * n; i++) B[i] = nrand();
+    const double *As[2] = {B, A};
+    double *ws[2] = {wb, w};
+    int rc = symeig_values(2, n, As, ws);
+    free(B);
+    free(wb);
+    return rc;
+}
 
 /* (n, n) column-major symmetric normals; the upper triangle holds `upper` (NaN: never read). */
 static double *rand_sym(size_t n, double scale, double upper) {
@@ -104,7 +118,7 @@ static void test_planted(size_t n, size_t r) {
     for (size_t j = 0; j < n; j++)
         for (size_t i = j; i < n; i++)
             for (size_t t = 0; t < r; t++) A[i + j * n] += B[i + t * n] * B[j + t * n];
-    CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w));
+    CHECK_OK(solve(A, n, w));
     compare_ref(A, n, w, "planted rank");
     double bound = symeig_bound(n, fro_lower(A, n)), tail = 0;
     for (size_t i = r; i < n; i++) tail = fmax(tail, fabs(w[i]));
@@ -119,12 +133,12 @@ static void test_planted(size_t n, size_t r) {
 static void test_repeated(size_t n) {
     double *A = calloc(n * n, sizeof(double)), *w = malloc(n * sizeof(double));
     for (size_t i = 0; i < n * n; i++) A[i] = 1;
-    CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w));
+    CHECK_OK(solve(A, n, w));
     double bound = symeig_bound(n, (double)n), off = fabs(w[0] - (double)n);
     for (size_t i = 1; i < n; i++) off = fmax(off, fabs(w[i]));
     CHECK(off <= bound, "all-ones n %zu: off by %.3g, bound %.3g", n, off, bound);
     for (size_t i = 0; i < n * n; i++) A[i] = i % (n + 1) == 0 ? 3.25 : 0;
-    CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w));
+    CHECK_OK(solve(A, n, w));
     off = 0;
     for (size_t i = 0; i < n; i++) off = fmax(off, fabs(w[i] - 3.25));
     CHECK(off == 0, "3.25 I n %zu: off by %.3g", n, off);
@@ -135,9 +149,30 @@ static void test_repeated(size_t n) {
             for (size_t t = 0; t < n; t++) s += Q[i * n + t] * (t < n / 2 ? 1.0 : 2.0) * Q[j * n + t];
             A[i + j * n] = s;
         }
-    CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w));
+    CHECK_OK(solve(A, n, w));
     compare_ref(A, n, w, "repeated");
     free(Q);
+    free(A);
+    free(w);
+}
+
+/* Structures that split the tridiagonal problem: two decoupled random blocks, and Wilkinson's
+ * W21+ (pairs of values equal to 1e-14) glued five times with 1e-10 off-diagonals. */
+static void test_split(void) {
+    size_t n = 128, nw = 105;
+    double *A = rand_sym(n, 1.0, NAN), *w = malloc(n * sizeof(double));
+    for (size_t j = 0; j < 50; j++)
+        for (size_t i = 50; i < n; i++) A[i + j * n] = 0;
+    CHECK_OK(solve(A, n, w));
+    compare_ref(A, n, w, "two blocks");
+    free(A);
+    A = calloc(nw * nw, sizeof(double));
+    for (size_t i = 0; i < nw; i++) {
+        A[i + i * nw] = fabs(10.0 - (double)(i % 21));
+        if (i + 1 < nw) A[i + 1 + i * nw] = (i + 1) % 21 == 0 ? 1e-10 : 1;
+    }
+    CHECK_OK(solve(A, nw, w));
+    compare_ref(A, nw, w, "glued Wilkinson");
     free(A);
     free(w);
 }
@@ -146,13 +181,13 @@ static void test_special(void) {
     size_t n = 40;
     double *A = calloc(n * n, sizeof(double)), *w = malloc(n * sizeof(double));
     for (size_t i = 0; i < n; i++) w[i] = 7;
-    CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w));
+    CHECK_OK(solve(A, n, w));
     int nz = 0;
     for (size_t i = 0; i < n; i++) nz += w[i] != 0;
     CHECK(nz == 0, "zero matrix: %d nonzero values", nz);
     /* diagonal: exactly the sorted diagonal */
     for (size_t i = 0; i < n; i++) A[i + i * n] = (double)((int)(i * 37 % n) - 20) * 0.375;
-    CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w));
+    CHECK_OK(solve(A, n, w));
     int bad = 0;
     for (size_t i = 0; i < n; i++) bad += w[i] != (double)((int)(n - 1 - i) - 20) * 0.375;
     CHECK(bad == 0, "diagonal: %d values differ from the sorted diagonal", bad);
@@ -163,8 +198,8 @@ static void test_special(void) {
         A = rand_sym(n, 1.0, NAN);
         double *As = malloc(n * n * sizeof(double)), *ws = malloc(n * sizeof(double)), nrm = 0, err = 0;
         for (size_t i = 0; i < n * n; i++) As[i] = A[i] * s;
-        CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w));
-        CHECK_OK(symeig_values(1, n, (const double *const *)&As, &ws));
+        CHECK_OK(solve(A, n, w));
+        CHECK_OK(solve(As, n, ws));
         for (size_t i = 0; i < n; i++) nrm = fmax(nrm, fabs(w[i]));
         for (size_t i = 0; i < n; i++) err = fmax(err, fabs(ws[i] / s - w[i]));
         CHECK(err <= 1e-13 * nrm, "scale %g: values off by %.3g relative", s, err / nrm);
@@ -174,10 +209,10 @@ static void test_special(void) {
     }
     /* NaN or Inf in the lower triangle is an error; in the upper triangle it is never read */
     A = rand_sym(n, 1.0, NAN);
-    CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w));
+    CHECK_OK(solve(A, n, w));
     A[5 + 3 * n] = NAN;
     double *two[2] = {A, A}, *wt[2] = {w, w};
-    CHECK_ERR(symeig_values(1, n, (const double *const *)&A, &w), "NaN or infinite");
+    CHECK_ERR(solve(A, n, w), "NaN or infinite");
     A[5 + 3 * n] = -INFINITY;
     CHECK_ERR(symeig_values(2, n, (const double *const *)two, wt), "matrix 0");
     free(A);
@@ -190,13 +225,16 @@ static void run_all(const char *path) {
     test_random();
     test_batch(128);
     test_batch(13);
-    test_planted(128, 16);
-    test_planted(128, 100);
-    test_planted(64, 0);
-    test_planted(5, 1);
-    test_repeated(128);
-    test_repeated(9);
-    test_special();
+    for (batch_mode = 0; batch_mode < 2; batch_mode++) {
+        test_planted(128, 16);
+        test_planted(128, 100);
+        test_planted(64, 0);
+        test_planted(5, 1);
+        test_repeated(128);
+        test_repeated(9);
+        test_special();
+        test_split();
+    }
     CHECK(worst_ratio < SYMEIG_C, "%s: worst error %.3g n u ||A||_F is past SYMEIG_C", path, worst_ratio);
     printf("%s path: worst error against dsyevd %.3f n u ||A||_F (SYMEIG_C = %g)\n", path, worst_ratio, SYMEIG_C);
 }
