@@ -74,68 +74,29 @@ AI void house(const double *col, size_t c, size_t ld, double *vn, double *tau, d
     *beta = b;
 }
 
-/* Columns j0..n-1, rows r..r+31 (UPD4) or r..r+7 (UPD1): W -= v wᵀ + w vᵀ, and y = (updated W) vn
- * over them. Written out so that v, w and the sums stay in registers. */
-#define UPD(q, vq, wq, yq) do { \
-        v8d a_ = V(col + (q)) - (vq) * sw - (wq) * sv; \
-        V(col + (q)) = a_; \
-        yq += a_ * sn; \
-    } while (0)
-
-AI void fused_tile4(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
-                    const double *vn, double *y) {
-    v8d v0 = V(v + r), v1 = V(v + r + 8), v2 = V(v + r + 16), v3 = V(v + r + 24);
-    v8d w0 = V(w + r), w1 = V(w + r + 8), w2 = V(w + r + 16), w3 = V(w + r + 24);
-    v8d y0 = {0}, y1 = {0}, y2 = {0}, y3 = {0};
+/* Columns j0..n-1, rows r..r+8*nbk-1: W -= v wᵀ + w vᵀ, and y = (updated W) vn over them. nbk is
+ * a constant at every call, so the loops over blocks unroll and v, w and the sums stay in
+ * registers. */
+AI void fused_tile(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
+                   const double *vn, double *y, int nbk) {
+    v8d vr[8], wr[8], acc[8];
+#pragma GCC unroll 8
+    for (int b = 0; b < nbk; b++) {
+        vr[b] = V(v + r + 8 * b);
+        wr[b] = V(w + r + 8 * b);
+        acc[b] = (v8d){0};
+    }
     for (size_t j = j0; j < n; j++) {
         double *col = W + j * ld + r, sw = w[j], sv = v[j], sn = vn[j];
-        UPD(0, v0, w0, y0);
-        UPD(8, v1, w1, y1);
-        UPD(16, v2, w2, y2);
-        UPD(24, v3, w3, y3);
+#pragma GCC unroll 8
+        for (int b = 0; b < nbk; b++) {
+            v8d a = V(col + 8 * b) - vr[b] * sw - wr[b] * sv;
+            V(col + 8 * b) = a;
+            acc[b] += a * sn;
+        }
     }
-    V(y + r) = y0;
-    V(y + r + 8) = y1;
-    V(y + r + 16) = y2;
-    V(y + r + 24) = y3;
-}
-
-AI void fused_tile8(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
-                    const double *vn, double *y) {
-    v8d v0 = V(v + r), v1 = V(v + r + 8), v2 = V(v + r + 16), v3 = V(v + r + 24);
-    v8d v4 = V(v + r + 32), v5 = V(v + r + 40), v6 = V(v + r + 48), v7 = V(v + r + 56);
-    v8d w0 = V(w + r), w1 = V(w + r + 8), w2 = V(w + r + 16), w3 = V(w + r + 24);
-    v8d w4 = V(w + r + 32), w5 = V(w + r + 40), w6 = V(w + r + 48), w7 = V(w + r + 56);
-    v8d y0 = {0}, y1 = {0}, y2 = {0}, y3 = {0}, y4 = {0}, y5 = {0}, y6 = {0}, y7 = {0};
-    for (size_t j = j0; j < n; j++) {
-        double *col = W + j * ld + r, sw = w[j], sv = v[j], sn = vn[j];
-        UPD(0, v0, w0, y0);
-        UPD(8, v1, w1, y1);
-        UPD(16, v2, w2, y2);
-        UPD(24, v3, w3, y3);
-        UPD(32, v4, w4, y4);
-        UPD(40, v5, w5, y5);
-        UPD(48, v6, w6, y6);
-        UPD(56, v7, w7, y7);
-    }
-    V(y + r) = y0;
-    V(y + r + 8) = y1;
-    V(y + r + 16) = y2;
-    V(y + r + 24) = y3;
-    V(y + r + 32) = y4;
-    V(y + r + 40) = y5;
-    V(y + r + 48) = y6;
-    V(y + r + 56) = y7;
-}
-
-AI void fused_tile1(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
-                    const double *vn, double *y) {
-    v8d v0 = V(v + r), w0 = V(w + r), y0 = {0};
-    for (size_t j = j0; j < n; j++) {
-        double *col = W + j * ld + r, sw = w[j], sv = v[j], sn = vn[j];
-        UPD(0, v0, w0, y0);
-    }
-    V(y + r) = y0;
+#pragma GCC unroll 8
+    for (int b = 0; b < nbk; b++) V(y + r + 8 * b) = acc[b];
 }
 
 /* W (s->n, full storage, scaled) to T = (d, e). Step c applies the previous reflector's
@@ -167,9 +128,10 @@ AI void tridiag_body(Work *s) {
             if (c + 1 < n) s->e[c] = col[c + 1];
         }
         size_t R1 = (c + 1) & ~(size_t)7, r = R1;
-        for (; r + 64 <= ld; r += 64) fused_tile8(W, ld, n, r, c + 1, v, w, vn, y);
-        for (; r + 32 <= ld; r += 32) fused_tile4(W, ld, n, r, c + 1, v, w, vn, y);
-        for (; r < ld; r += 8) fused_tile1(W, ld, n, r, c + 1, v, w, vn, y);
+        for (; r + 64 <= ld; r += 64) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 8);
+        if (r + 32 <= ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 4), r += 32;
+        if (r + 16 <= ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 2), r += 16;
+        if (r < ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 1);
         double *t = v;
         v = vn;
         vn = t;
