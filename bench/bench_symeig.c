@@ -2,13 +2,14 @@
  *
  *   bench_symeig [n] [matrices] [rounds]      (defaults 128, 64, 5)
  *
- * On `matrices` Grams XᵀX (X: 512 x n normals with column scales decaying like a trained head's)
- * and as many random symmetric matrices, in one run: LAPACK dsytrd (nb 8, as lin.c calls it, and
- * the default block size) + dsterf, dsterf alone on dsytrd's output, dsyevd 'N', ssyevd 'N'
- * (float), and core/symeig.c's symeig_values one matrix per call, the whole batch in one call, and
- * its portable path. Times are thread CPU time per matrix (best of the rounds; every solve includes
- * copying its input, as LAPACK destroys it); ratios are against dsytrd nb 8 + dsterf. Also the
- * worst deviation from dsyevd in units of n u ||A||_F. */
+ * On `matrices` matrices, half Grams XᵀX (X: 512 x n normals with column scales decaying like a
+ * trained head's) and half random symmetric, in one run: LAPACK dsytrd (nb 8, as lin.c calls it,
+ * and the default block size) + dsterf, dsterf alone on dsytrd's output, dsyevd 'N', ssyevd 'N'
+ * (float), and core/symeig.c's symeig_values: one matrix per call (its tridiagonal stage is then
+ * dsterf), 2 and 8 per call, all in one call (16 tridiagonal matrices at a time in vector lanes),
+ * and its portable path. Times are thread CPU time per matrix, best of the rounds; every solve
+ * includes copying its input (LAPACK destroys it); ratios are against dsytrd nb 8 + dsterf. Also
+ * the worst deviation from dsyevd in units of n u ||A||_F. */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <lapacke.h>
@@ -125,7 +126,7 @@ int main(int argc, char **argv) {
         LAPACKE_dsytrd_work(LAPACK_COL_MAJOR, 'L', (int)n, B->buf, (int)n, B->D + b * n, B->E + b * n, B->tau, B->work,
                             (int)(64 * n));
     }
-    double t[8], err[4];
+    double t[10], err[4];
     TIME(t[0], for (size_t b = 0; b < nb; b++) sytrd_sterf(B, b, 8 * n));
     err[0] = worst_err(B);
     TIME(t[1], for (size_t b = 0; b < nb; b++) sytrd_sterf(B, b, 64 * n));
@@ -148,6 +149,8 @@ int main(int argc, char **argv) {
     err[1] = worst_err(B);
     TIME(t[6], rc |= symeig_values(nb, n, A, B->W));
     err[2] = worst_err(B);
+    TIME(t[8], for (size_t b = 0; b + 2 <= nb; b += 2) rc |= symeig_values(2, n, A + b, B->W + b));
+    TIME(t[9], for (size_t b = 0; b + 8 <= nb; b += 8) rc |= symeig_values(8, n, A + b, B->W + b));
     bool avx = symeig_uses_avx512();
     symeig_force_portable(true);
     TIME(t[7], rc |= symeig_values(nb, n, A, B->W));
@@ -163,7 +166,10 @@ int main(int argc, char **argv) {
     printf("  ssyevd N (float)          %8.4f   %.2fx\n", t[4], t[0] / t[4]);
     printf("  symeig_values, 1 per call %8.4f   %.2fx   (%s; worst error %.3f n u ||A||_F)\n", t[5], t[0] / t[5],
            avx ? "AVX-512" : "portable", err[1]);
-    printf("  symeig_values, batched    %8.4f   %.2fx   (worst error %.3f)\n", t[6], t[0] / t[6], err[2]);
+    printf("  symeig_values, 2 per call %8.4f   %.2fx\n", t[8], t[0] / t[8]);
+    printf("  symeig_values, 8 per call %8.4f   %.2fx\n", t[9], t[0] / t[9]);
+    printf("  symeig_values, batched    %8.4f   %.2fx   (all %zu in one call; worst error %.3f)\n", t[6], t[0] / t[6], nb,
+           err[2]);
     printf("  symeig_values, portable   %8.4f   %.2fx   (batched; worst error %.3f)\n", t[7], t[0] / t[7], err[3]);
     printf("  symeig batched / ssyevd = %.2f, / dsytrd nb 8 + dsterf = %.2f\n", t[6] / t[4], t[6] / t[0]);
     return 0;

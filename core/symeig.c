@@ -152,6 +152,7 @@ TGT_512 static void tridiag_avx512(Work *s) { tridiag_body(s); }
  * there are no branches per step. An off-diagonal at or below tol[L] (u times a bound on ||T||) is
  * set to zero: at the bottom it deflates a[m], in the window it splits it. */
 #define LANES 16                /* two vectors of 8 */
+#define LANE_OF(k) (((k) & 1) * 8 + (k) / 2)   /* matrix k of a group alternates between the two chains */
 #define LANES_MIN 2     /* matrices from which a group's T's are solved in lanes */
 #define SWEEPS_MAX 40   /* per eigenvalue, over the whole group: far above the ~2 seen */
 
@@ -415,11 +416,12 @@ static int group_values(Work *s, const double *const *A, double *const *w, size_
     double tol[LANES] = {0};
     memset(s->a, 0, LANES * n * sizeof(double));
     memset(s->b, 0, LANES * n * sizeof(double));
-    for (int L = 0; L < cnt; L++) {
+    for (int k = 0; k < cnt; k++) {
+        int L = LANE_OF(k);
         bool zero = false;
-        if (load(s, A[L], idx + (size_t)L, &ex[L], &zero) != AL_OK) return AL_ERR;
+        if (load(s, A[k], idx + (size_t)k, &ex[L], &zero) != AL_OK) return AL_ERR;
         if (zero) {
-            memset(w[L], 0, n * sizeof(double));
+            memset(w[k], 0, n * sizeof(double));
             continue;
         }
         (s->avx ? tridiag_avx512 : tridiag_portable)(s);
@@ -434,11 +436,12 @@ static int group_values(Work *s, const double *const *A, double *const *w, size_
         on |= 1u << L;
     }
     if (lanes_values(n, s->a, s->b, tol, on, s->avx ? sweep_avx512 : sweep_portable) != AL_OK) return AL_ERR;
-    for (int L = 0; L < cnt; L++) {
+    for (int k = 0; k < cnt; k++) {
+        int L = LANE_OF(k);
         if (!(on >> L & 1)) continue;
-        for (size_t i = 0; i < n; i++) w[L][i] = s->a[i * LANES + L];
-        qsort(w[L], n, sizeof(double), desc);
-        scale2(w[L], n, ex[L]);
+        for (size_t i = 0; i < n; i++) w[k][i] = s->a[i * LANES + L];
+        qsort(w[k], n, sizeof(double), desc);
+        scale2(w[k], n, ex[L]);
     }
     return AL_OK;
 }
