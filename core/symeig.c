@@ -1,6 +1,7 @@
 /* symeig.c -- eigenvalues only, in double, of small symmetric matrices: power-of-two scaling, a
- * fused Householder tridiagonalization (AVX-512 or portable vector C, chosen at run time) and the
- * tridiagonal stage. See symeig.h for the algorithm and the error bound. */
+ * fused Householder tridiagonalization (AVX-512 or portable vector C, chosen at run time), and the
+ * tridiagonal stage (implicit QR on 16 matrices at once in vector lanes; dsterf for a lone matrix).
+ * See symeig.h for the algorithm and the error bound. */
 #define _GNU_SOURCE
 #include "symeig.h"
 #include "symeig_internal.h"
@@ -142,11 +143,11 @@ AI void tridiag_body(Work *s) {
 static void tridiag_portable(Work *s) { tridiag_body(s); }
 TGT_512 static void tridiag_avx512(Work *s) { tridiag_body(s); }
 
-/* ================================================================ the tridiagonal stage, 8 at once */
+/* ================================================================ the tridiagonal stage, 16 at once */
 
 /* Implicit symmetric QR with Wilkinson shifts (Golub and Van Loan, Alg. 8.3.2) on up to 16
- * tridiagonal matrices at once, one per vector lane (two vectors): a[i*8 + L], b[i*8 + L] are lane L's
- * diagonal and subdiagonal (b[(n-1)*8 + L] = 0). Each lane sweeps its own window [l, m] (an
+ * tridiagonal matrices at once, one per vector lane (two vectors of 8): a[i*LANES + L] and
+ * b[i*LANES + L] are lane L's diagonal and subdiagonal (b[(n-1)*LANES + L] = 0). Each lane sweeps its own window [l, m] (an
  * unreduced block at the bottom of what is left); the sweep runs over the union of the windows
  * with the rotation of a lane outside its window set to the identity (exactly: c = 1, s = 0), so
  * there are no branches per step. An off-diagonal at or below tol[L] (u times a bound on ||T||) is
