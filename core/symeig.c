@@ -1,0 +1,478 @@
+/* symeig.c -- eigenvalues only, in double, of small symmetric matrices: power-of-two scaling, a
+ * fused Householder tridiagonalization (AVX-512 or portable vector C, chosen at run time), and the
+ * tridiagonal stage (implicit QR on 16 matrices at once in vector lanes; dsterf for a lone matrix).
+ * See symeig.h for the algorithm and the error bound. */
+#define _GNU_SOURCE
+#include "symeig.h"
+#include "symeig_internal.h"
+
+#include "al.h"
+
+#include <float.h>
+#include <immintrin.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef double v8d __attribute__((vector_size(64)));
+#define V(p) (*(v8d *)(p))
+#define AI static inline __attribute__((always_inline))
+#define TGT_512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
+#define HOUSE_TINY 0x1p-800        /* squared norm below which a reflector is skipped */
+
+static bool force_portable;
+
+void symeig_force_portable(bool on) { force_portable = on; }
+
+static bool cpu_avx512(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+}
+
+bool symeig_uses_avx512(void) { return !force_portable && cpu_avx512(); }
+
+double symeig_bound(size_t n, double fro) { return SYMEIG_C * (double)n * 0x1p-53 * fro; }
+
+/* Per-call scratch: the matrix in full storage and the reduction's vectors. */
+typedef struct {
+    size_t n, ld;                  /* ld = n rounded up to 8 */
+    double *W;                     /* (ld, n) column-major, rows n..ld-1 zero */
+    double *v, *w, *y, *vn;        /* (ld) each: reflector, update vector, W v, next reflector */
+    double *d, *e;                 /* (n), (n): T's diagonal and subdiagonal */
+    double *a, *b;                 /* (n, LANES): a group's diagonals and subdiagonals by lane */
+    bool avx;                      /* the AVX-512 path */
+    double *mem;
+} Work;
+
+/* ================================================================ the reduction (both paths) */
+
+AI double hsum(const v8d *p) {
+    v8d a = *p;
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+/* The reflector of column c (rows c+1..n-1) into vn (zero outside them, vn[c+1] = 1): I - tau vn
+ * vnᵀ maps the column to beta e_{c+1}. */
+AI void house(const double *col, size_t c, size_t ld, double *vn, double *tau, double *beta) {
+    size_t r0 = (c + 1) & ~(size_t)7;
+    memset(vn, 0, (r0 + 8) * sizeof(double));
+    for (size_t r = c + 2; r < r0 + 8 && r < ld; r++) vn[r] = col[r];
+    for (size_t r = r0 + 8; r < ld; r += 8) V(vn + r) = V(col + r);
+    v8d acc = {0};
+    for (size_t r = r0; r < ld; r += 8) acc += V(vn + r) * V(vn + r);
+    double ss = hsum(&acc), alpha = col[c + 1];
+    if (ss < HOUSE_TINY) {
+        memset(vn + r0, 0, (ld - r0) * sizeof(double));
+        *tau = 0;
+        *beta = alpha;
+        return;
+    }
+    double b = -copysign(sqrt(alpha * alpha + ss), alpha), sc = 1 / (alpha - b);
+    for (size_t r = r0; r < ld; r += 8) V(vn + r) *= sc;
+    vn[c + 1] = 1;
+    *tau = (b - alpha) / b;
+    *beta = b;
+}
+
+/* Columns j0..n-1, rows r..r+8*nbk-1: W -= v wᵀ + w vᵀ, and y = (updated W) vn over them. nbk is
+ * a constant at every call, so the loops over blocks unroll and v, w and the sums stay in
+ * registers. */
+AI void fused_tile(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
+                   const double *vn, double *y, int nbk) {
+    v8d vr[8], wr[8], acc[8];
+#pragma GCC unroll 8
+    for (int b = 0; b < nbk; b++) {
+        vr[b] = V(v + r + 8 * b);
+        wr[b] = V(w + r + 8 * b);
+        acc[b] = (v8d){0};
+    }
+    for (size_t j = j0; j < n; j++) {
+        double *col = W + j * ld + r, sw = w[j], sv = v[j], sn = vn[j];
+#pragma GCC unroll 8
+        for (int b = 0; b < nbk; b++) {
+            v8d a = V(col + 8 * b) - vr[b] * sw - wr[b] * sv;
+            V(col + 8 * b) = a;
+            acc[b] += a * sn;
+        }
+    }
+#pragma GCC unroll 8
+    for (int b = 0; b < nbk; b++) V(y + r + 8 * b) = acc[b];
+}
+
+/* W (s->n, full storage, scaled) to T = (d, e). Step c applies the previous reflector's
+ * two-sided update to column c, takes d[c] and column c's reflector, and then in one pass over
+ * the trailing columns applies the same update and forms W vn for the next step. */
+AI void tridiag_body(Work *s) {
+    size_t n = s->n, ld = s->ld;
+    double *W = s->W, *v = s->v, *w = s->w, *y = s->y, *vn = s->vn, tau = 0;
+    memset(v, 0, ld * sizeof(double));
+    memset(y, 0, ld * sizeof(double));
+    for (size_t c = 0; c < n; c++) {
+        size_t R = c & ~(size_t)7;
+        v8d acc = {0};
+        for (size_t r = R; r < ld; r += 8) {
+            V(w + r) = tau * V(y + r);
+            acc += V(w + r) * V(v + r);
+        }
+        double alpha = -0.5 * tau * hsum(&acc);
+        for (size_t r = R; r < ld; r += 8) V(w + r) += alpha * V(v + r);
+        for (size_t r = R; r < c; r++) w[r] = 0;
+        double *col = W + c * ld;
+        for (size_t r = R; r < ld; r += 8) V(col + r) -= V(v + r) * w[c] + V(w + r) * v[c];
+        s->d[c] = col[c];
+        double tn = 0;
+        if (c + 2 < n) {
+            house(col, c, ld, vn, &tn, &s->e[c]);
+        } else {
+            memset(vn, 0, ld * sizeof(double));
+            if (c + 1 < n) s->e[c] = col[c + 1];
+        }
+        size_t R1 = (c + 1) & ~(size_t)7, r = R1;
+        for (; r + 64 <= ld; r += 64) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 8);
+        if (r + 32 <= ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 4), r += 32;
+        if (r + 16 <= ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 2), r += 16;
+        if (r < ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 1);
+        double *t = v;
+        v = vn;
+        vn = t;
+        tau = tn;
+    }
+}
+
+static void tridiag_portable(Work *s) { tridiag_body(s); }
+TGT_512 static void tridiag_avx512(Work *s) { tridiag_body(s); }
+
+/* ================================================================ the tridiagonal stage, 16 at once */
+
+/* Implicit symmetric QR with Wilkinson shifts (Golub and Van Loan, Alg. 8.3.2) on up to 16
+ * tridiagonal matrices at once, one per vector lane (two vectors of 8): a[i*LANES + L] and
+ * b[i*LANES + L] are lane L's diagonal and subdiagonal (b[(n-1)*LANES + L] = 0). Each lane sweeps its own window [l, m] (an
+ * unreduced block at the bottom of what is left); the sweep runs over the union of the windows
+ * with the rotation of a lane outside its window set to the identity (exactly: c = 1, s = 0), so
+ * there are no branches per step. An off-diagonal at or below tol[L] (u times a bound on ||T||) is
+ * set to zero: at the bottom it deflates a[m], in the window it splits it. */
+#define LANES 16                /* two vectors of 8 */
+#define LANE_OF(k) (((k) & 1) * 8 + (k) / 2)   /* matrix k of a group alternates between the two chains */
+#define LANES_MIN 2     /* matrices from which a group's T's are solved in lanes */
+#define SWEEPS_MAX 40   /* per eigenvalue, over the whole group: far above the ~2 seen */
+
+
+/* Lane L's next window: deflates the bottom (m down while b[m-1] is negligible), then l: the
+ * sweep's record `hint` (the last split it saw in the window) or, when the window is used up, a
+ * scan up from m. m = -1 when the lane is done. */
+static void lane_window(double *b, int L, double tol, long *l, long *m, long hint) {
+    long mm = *m, ll = *l;
+    while (mm > 0 && fabs(b[(mm - 1) * LANES + L]) <= tol) b[(--mm) * LANES + L] = 0;
+    if (mm <= 0) {
+        *m = -1;
+        return;
+    }
+    if (ll >= 0 && ll < mm) {
+        if (hint >= ll && hint < mm - 1) ll = hint + 1;
+    } else {
+        ll = mm - 1;
+        while (ll > 0 && fabs(b[(ll - 1) * LANES + L]) > tol) ll--;
+    }
+    *l = ll;
+    *m = mm;
+}
+
+/* The Wilkinson shift of the trailing 2 x 2 of [l, m]. */
+static double wilkinson(const double *a, const double *b, int L, long m) {
+    double am = a[m * LANES + L], d = 0.5 * (a[(m - 1) * LANES + L] - am), e = b[(m - 1) * LANES + L];
+    return am - e * e / (d + copysign(sqrt(d * d + e * e), d));
+}
+
+/* One sweep over rows lo..hi-1 of every lane: the portable path, lane by lane. Lane k's step i
+ * is the rotation that moves the bulge (or at i = l starts the shifted step) down one row. */
+static void sweep_portable(double *a, double *b, const long *l, const long *m, const double *mu, const double *tol,
+                           long lo, long hi, long *hint) {
+    double x[LANES] = {0}, z[LANES] = {0};
+    for (int k = 0; k < LANES; k++) hint[k] = -1;
+    for (long i = lo; i < hi; i++) {
+        double *pa = a + i * LANES, *pb = b + i * LANES;
+        for (int k = 0; k < LANES; k++) {
+            if (i < l[k] || i >= m[k]) continue;
+            double ai = pa[k], ai1 = pa[LANES + k], bi = pb[k], bi1 = pb[LANES + k];
+            if (i == l[k]) {
+                x[k] = ai - mu[k];
+                z[k] = bi;
+            }
+            double r2 = x[k] * x[k] + z[k] * z[k], r = sqrt(r2), c = 1, sn = 0;
+            if (r2 > 0) {
+                double inv = 1 / r;
+                c = x[k] * inv;
+                sn = z[k] * inv;
+            }
+            if (i > l[k]) {
+                pb[k - LANES] = r;
+                if (r <= tol[k]) hint[k] = i - 1;
+            }
+            double cc = c * c, ss = sn * sn, cs = c * sn, cs2 = 2 * cs * bi;
+            pa[k] = cc * ai + cs2 + ss * ai1;
+            pa[LANES + k] = ss * ai + cc * ai1 - cs2;
+            x[k] = pb[k] = cs * (ai1 - ai) + (cc - ss) * bi;
+            z[k] = sn * bi1;
+            if (i + 1 < m[k]) pb[LANES + k] = c * bi1;
+        }
+    }
+}
+
+/* The same with AVX-512, 8 lanes per vector: lanes outside their window get c = 1, s = 0 (an
+ * exact identity) through masks, so there is no branch per lane. */
+typedef struct {
+    __m512i l, m, h;
+    __m512d mu, tol, x, z;
+} Chain;
+
+TGT_512 AI void chain_init(Chain *q, const long *l, const long *m, const double *mu, const double *tol) {
+    q->l = _mm512_loadu_si512(l);
+    q->m = _mm512_loadu_si512(m);
+    q->mu = _mm512_loadu_pd(mu);
+    q->tol = _mm512_loadu_pd(tol);
+    q->x = q->z = _mm512_setzero_pd();
+    q->h = _mm512_set1_epi64(-1);
+}
+
+TGT_512 AI void step512(Chain *q, double *pa, double *pb, long i) {
+    __m512i iv = _mm512_set1_epi64(i);
+    __mmask8 act = _mm512_cmpge_epi64_mask(iv, q->l) & _mm512_cmplt_epi64_mask(iv, q->m);
+    __mmask8 st = _mm512_cmpeq_epi64_mask(iv, q->l);
+    __mmask8 inner = act & _mm512_cmplt_epi64_mask(_mm512_set1_epi64(i + 1), q->m);
+    __m512d one = _mm512_set1_pd(1), ai = _mm512_load_pd(pa), ai1 = _mm512_load_pd(pa + LANES);
+    __m512d bi = _mm512_load_pd(pb), bi1 = _mm512_load_pd(pb + LANES);
+    __m512d x = _mm512_mask_blend_pd(st, q->x, ai - q->mu), z = _mm512_mask_blend_pd(st, q->z, bi);
+    __m512d r2 = x * x + z * z, r = _mm512_sqrt_pd(r2);
+    __mmask8 ok = act & _mm512_cmp_pd_mask(r2, _mm512_setzero_pd(), _CMP_GT_OQ);
+    __m512d inv = one / _mm512_mask_blend_pd(ok, one, r);
+    __m512d c = _mm512_mask_mul_pd(one, ok, x, inv), s = _mm512_maskz_mul_pd(ok, z, inv);
+    __mmask8 mid = act & ~st;
+    _mm512_mask_store_pd(pb - LANES, mid, r);
+    q->h = _mm512_mask_mov_epi64(q->h, mid & _mm512_cmp_pd_mask(r, q->tol, _CMP_LE_OQ), _mm512_set1_epi64(i - 1));
+    __m512d cc = c * c, ss = s * s, cs = c * s, cs2 = 2 * cs * bi;
+    _mm512_store_pd(pa, cc * ai + cs2 + ss * ai1);
+    _mm512_store_pd(pa + LANES, ss * ai + cc * ai1 - cs2);
+    q->x = cs * (ai1 - ai) + (cc - ss) * bi;
+    _mm512_store_pd(pb, q->x);
+    q->z = s * bi1;
+    _mm512_mask_store_pd(pb + LANES, inner, c * bi1);
+}
+
+/* Two independent chains of 8 lanes interleaved (the second only when a lane of it is on). */
+TGT_512 static void sweep_avx512(double *a, double *b, const long *l, const long *m, const double *mu,
+                                 const double *tol, long lo, long hi, long *hint) {
+    Chain q0, q1;
+    chain_init(&q0, l, m, mu, tol);
+    chain_init(&q1, l + 8, m + 8, mu + 8, tol + 8);
+    bool two = false;
+    for (int k = 8; k < LANES; k++) two |= m[k] >= 0;
+    for (long i = lo; i < hi; i++) {
+        double *pa = a + i * LANES, *pb = b + i * LANES;
+        step512(&q0, pa, pb, i);
+        if (two) step512(&q1, pa + 8, pb + 8, i);
+    }
+    _mm512_storeu_si512(hint, q0.h);
+    _mm512_storeu_si512(hint + 8, q1.h);
+}
+
+typedef void (*sweep_fn)(double *, double *, const long *, const long *, const double *, const double *, long, long,
+                         long *);
+
+/* The eigenvalues of the T's of the lanes set in `on` (the others idle) into a, in place; tol per lane. */
+static int lanes_values(size_t n, double *a, double *b, const double *tol, unsigned on, sweep_fn sweep) {
+    long l[LANES], m[LANES], hint[LANES];
+    double mu[LANES];
+    for (int L = 0; L < LANES; L++) {
+        l[L] = hint[L] = -1;
+        m[L] = on >> L & 1 ? (long)n - 1 : -1;
+    }
+    for (size_t sweeps = 0;; sweeps++) {
+        long lo = (long)n, hi = -1;
+        for (int L = 0; L < LANES; L++) {
+            mu[L] = 0;
+            if (m[L] >= 0) lane_window(b, L, tol[L], &l[L], &m[L], hint[L]);
+            if (m[L] < 0) continue;
+            mu[L] = wilkinson(a, b, L, m[L]);
+            lo = l[L] < lo ? l[L] : lo;
+            hi = m[L] > hi ? m[L] : hi;
+        }
+        if (hi < 0) return AL_OK;
+        if (sweeps > SWEEPS_MAX * n)
+            return al_err("the tridiagonal QR iteration did not converge in %zu sweeps (n = %zu); report this matrix",
+                          sweeps, n);
+        sweep(a, b, l, m, mu, tol, lo, hi, hint);
+    }
+}
+
+/* ================================================================ driver */
+
+static int work_new(size_t n, Work *s) {
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->ld = (n + 7) & ~(size_t)7;
+    size_t cnt = s->ld * n + 4 * s->ld + 2 * n + 2 * LANES * n + 8, bytes;
+    if (!al_mul_ok(cnt, sizeof(double), &bytes, "symeig scratch")) return AL_ERR;
+    bytes = (bytes + 63) & ~(size_t)63;
+    s->mem = aligned_alloc(64, bytes);
+    if (!s->mem) return al_err("out of memory for the eigen-solver's scratch (%zu bytes, n = %zu)", bytes, n);
+    s->W = s->mem;
+    s->v = s->W + s->ld * n;
+    s->w = s->v + s->ld;
+    s->y = s->w + s->ld;
+    s->vn = s->y + s->ld;
+    s->a = s->vn + s->ld;          /* 64-byte aligned like the vectors: LANES * n doubles */
+    s->b = s->a + LANES * n;
+    s->d = s->b + LANES * n;
+    s->e = s->d + n;
+    s->avx = symeig_uses_avx512();
+    memset(s->W, 0, s->ld * n * sizeof(double));   /* rows n..ld-1 stay zero */
+    return AL_OK;
+}
+
+/* max |a_ij| over A's lower triangle, or NaN when an entry is NaN or infinite (the sum of
+ * a_ij * 0 is NaN exactly then). */
+static double scan_portable(const double *A, size_t n) {
+    double mx = 0, nan = 0;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i++) {
+            double a = fabs(A[i + j * n]);
+            mx = a > mx ? a : mx;
+            nan += a * 0;
+        }
+    return mx + nan;
+}
+
+TGT_512 static double scan_avx512(const double *A, size_t n) {
+    __m512d mx = _mm512_setzero_pd(), nan = mx;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i += 8) {
+            __mmask8 k = n - i >= 8 ? 0xff : (__mmask8)((1u << (n - i)) - 1);
+            __m512d a = _mm512_abs_pd(_mm512_maskz_loadu_pd(k, A + i + j * n));
+            mx = _mm512_max_pd(mx, a);
+            nan = _mm512_fmadd_pd(a, _mm512_setzero_pd(), nan);
+        }
+    return _mm512_reduce_max_pd(mx) + _mm512_reduce_add_pd(nan);
+}
+
+/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->W in full
+ * storage (the upper triangle mirrored in 8 x 8 tiles); *ex = the exponent; *zero when A is zero
+ * (then W is not written). */
+static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
+    size_t n = s->n, ld = s->ld;
+    double mx = (s->avx ? scan_avx512 : scan_portable)(A, n);
+    if (isnan(mx)) {
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = j; i < n; i++)
+                if (!isfinite(A[i + j * n]))
+                    return al_err("symmetric matrix %zu has a NaN or infinite entry at (%zu, %zu); check its source", idx,
+                                  i, j);
+    }
+    *zero = mx == 0;
+    if (*zero) return AL_OK;
+    frexp(mx, ex);
+    double f = ldexp(1.0, -*ex);   /* exact; a power of two past the range only for |ex| > 1000 */
+    bool far = *ex < -1000 || *ex > 1000;
+    for (size_t j = 0; j < n; j++) {
+        double *col = s->W + j * ld;
+        const double *a = A + j * n;
+        if (far)
+            for (size_t i = j; i < n; i++) col[i] = ldexp(a[i], -*ex);
+        else
+            for (size_t i = j; i < n; i++) col[i] = a[i] * f;
+    }
+    for (size_t jb = 0; jb < n; jb += 8)
+        for (size_t ib = jb; ib < n; ib += 8)
+            for (size_t j = jb; j < jb + 8 && j < n; j++)
+                for (size_t i = ib > j ? ib : j + 1; i < ib + 8 && i < n; i++) s->W[j + i * ld] = s->W[i + j * ld];
+    return AL_OK;
+}
+
+/* x[0..cnt-1] *= 2^ex (a product by an exact power of two, or ldexp where that is out of range). */
+static void scale2(double *x, size_t cnt, int ex) {
+    double f = ldexp(1.0, ex);
+    for (size_t i = 0; i < cnt; i++) x[i] = ex < -1000 || ex > 1000 ? ldexp(x[i], ex) : x[i] * f;
+}
+
+/* T's eigenvalues into w, descending, times 2^ex (one matrix: dsterf). */
+static int tri_values(Work *s, int ex, double *w) {
+    size_t n = s->n;
+    lapack_int info = LAPACKE_dsterf_work((lapack_int)n, s->d, s->e);
+    if (info != 0) return al_err("the tridiagonal eigenvalue iteration (dsterf) did not converge (info %d)", (int)info);
+    for (size_t i = 0; i < n; i++) w[i] = s->d[n - 1 - i];
+    scale2(w, n, ex);
+    return AL_OK;
+}
+
+static int desc(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a < b) - (a > b);
+}
+
+/* Matrices A[0..cnt-1] (numbered from idx in messages): each reduced to T, then all T's at once. */
+static int group_values(Work *s, const double *const *A, double *const *w, size_t idx, int cnt) {
+    size_t n = s->n;
+    int ex[LANES];
+    unsigned on = 0;
+    double tol[LANES] = {0};
+    memset(s->a, 0, LANES * n * sizeof(double));
+    memset(s->b, 0, LANES * n * sizeof(double));
+    for (int k = 0; k < cnt; k++) {
+        int L = LANE_OF(k);
+        bool zero = false;
+        if (load(s, A[k], idx + (size_t)k, &ex[L], &zero) != AL_OK) return AL_ERR;
+        if (zero) {
+            memset(w[k], 0, n * sizeof(double));
+            continue;
+        }
+        (s->avx ? tridiag_avx512 : tridiag_portable)(s);
+        double g = 0;
+        for (size_t i = 0; i < n; i++) {
+            double r = fabs(s->d[i]) + (i + 1 < n ? fabs(s->e[i]) : 0) + (i ? fabs(s->e[i - 1]) : 0);
+            g = r > g ? r : g;
+            s->a[i * LANES + L] = s->d[i];
+            if (i + 1 < n) s->b[i * LANES + L] = s->e[i];
+        }
+        tol[L] = 0x1p-53 * g;
+        on |= 1u << L;
+    }
+    if (lanes_values(n, s->a, s->b, tol, on, s->avx ? sweep_avx512 : sweep_portable) != AL_OK) return AL_ERR;
+    for (int k = 0; k < cnt; k++) {
+        int L = LANE_OF(k);
+        if (!(on >> L & 1)) continue;
+        for (size_t i = 0; i < n; i++) w[k][i] = s->a[i * LANES + L];
+        qsort(w[k], n, sizeof(double), desc);
+        scale2(w[k], n, ex[L]);
+    }
+    return AL_OK;
+}
+
+/* One matrix: reduced to T, T's eigenvalues by dsterf. */
+static int one_values(Work *s, const double *A, double *w, size_t idx) {
+    int ex = 0;
+    bool zero = false;
+    if (load(s, A, idx, &ex, &zero) != AL_OK) return AL_ERR;
+    if (zero) {
+        memset(w, 0, s->n * sizeof(double));
+        return AL_OK;
+    }
+    (s->avx ? tridiag_avx512 : tridiag_portable)(s);
+    return tri_values(s, ex, w);
+}
+
+int symeig_values(size_t nb, size_t n, const double *const *A, double *const *w) {
+    if (n == 0 || nb == 0) return AL_OK;
+    Work s;
+    if (work_new(n, &s) != AL_OK) return AL_ERR;
+    int rc = AL_OK;
+    for (size_t g = 0; g < nb && rc == AL_OK; g += LANES) {
+        int cnt = nb - g < LANES ? (int)(nb - g) : LANES;
+        if (cnt >= LANES_MIN) {
+            rc = group_values(&s, A + g, w + g, g, cnt);
+        } else {
+            for (int L = 0; L < cnt && rc == AL_OK; L++) rc = one_values(&s, A[g + L], w[g + L], g + (size_t)L);
+        }
+    }
+    free(s.mem);
+    return rc;
+}

@@ -1,0 +1,275 @@
+/* test_symeig.c -- core/symeig.c's eigenvalues against LAPACK dsyevd on random matrices (n = 1..130
+ * and 256, single and batched), planted exact ranks, repeated values, zero and diagonal matrices,
+ * huge and tiny scales, NaN/Inf inputs; on the AVX-512 path where the CPU has it and on the
+ * portable path (forced), and the two paths against each other. */
+#include "testutil.h"
+#include "symeig.h"
+#include "symeig_internal.h"
+
+#include <lapacke.h>
+
+static double worst_ratio;   /* max |w - dsyevd| / (n u ||A||_F) seen */
+static int batch_mode;       /* 0: one matrix per call (dsterf stage); 1: with a second matrix (lanes) */
+
+/* A's values into w: alone, or in a batch with a random partner (the tridiagonal stage in lanes). */
+static int solve(const double *A, size_t n, double *w) {
+    if (!batch_mode) return symeig_values(1, n, &A, &w);
+    double *B = malloc((n * n + 1) * sizeof(double)), *wb = malloc((n + 1) * sizeof(double));
+    for (size_t i = 0; i < n * n; i++) B[i] = nrand();
+    const double *As[2] = {B, A};
+    double *ws[2] = {wb, w};
+    int rc = symeig_values(2, n, As, ws);
+    free(B);
+    free(wb);
+    return rc;
+}
+
+/* (n, n) column-major symmetric normals; the upper triangle holds `upper` (NaN: never read). */
+static double *rand_sym(size_t n, double scale, double upper) {
+    double *A = malloc((n * n + 1) * sizeof(double));
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++) A[i + j * n] = i >= j ? scale * nrand() : upper;
+    return A;
+}
+
+/* dsyevd 'N' of A's lower triangle, descending. */
+static void ref_values(const double *A, size_t n, double *w) {
+    double *B = malloc(n * n * sizeof(double)), *t = malloc(n * sizeof(double));
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++) B[i + j * n] = i >= j ? A[i + j * n] : A[j + i * n];
+    lapack_int info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'N', 'L', (lapack_int)n, B, (lapack_int)n, t);
+    CHECK(info == 0, "dsyevd info %d", (int)info);
+    for (size_t i = 0; i < n; i++) w[i] = t[n - 1 - i];
+    free(B);
+    free(t);
+}
+
+static double fro_lower(const double *A, size_t n) {
+    double s = 0;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i++) s += (i == j ? 1 : 2) * A[i + j * n] * A[i + j * n];
+    return sqrt(s);
+}
+
+/* Our values of A against dsyevd's: within 1e-12 ||A||_2, descending. */
+static void compare_ref(const double *A, size_t n, const double *w, const char *what) {
+    double *r = malloc(n * sizeof(double)), nrm = 0, err = 0;
+    ref_values(A, n, r);
+    for (size_t i = 0; i < n; i++) nrm = fmax(nrm, fabs(r[i]));
+    int unsorted = 0;
+    for (size_t i = 0; i < n; i++) {
+        err = fmax(err, fabs(w[i] - r[i]));
+        if (i && w[i] > w[i - 1]) unsorted++;
+    }
+    CHECK(err <= 1e-12 * nrm, "%s n %zu: max error %.3g vs ||A||_2 %.3g", what, n, err, nrm);
+    CHECK(unsorted == 0, "%s n %zu: %d values out of descending order", what, n, unsorted);
+    double fro = fro_lower(A, n);
+    if (fro > 0) worst_ratio = fmax(worst_ratio, err / ((double)n * 0x1p-53 * fro));
+    free(r);
+}
+
+/* Each n alone (one matrix per call) and in a batch of three (solved together in lanes). */
+static void test_random(void) {
+    for (size_t n = 1; n <= 257; n++) {
+        if (n > 130 && n != 256) continue;
+        double *A[3], *w[3];
+        for (int b = 0; b < 3; b++) {
+            A[b] = rand_sym(n, 1.0, NAN);
+            w[b] = malloc(n * sizeof(double));
+        }
+        CHECK_OK(symeig_values(1, n, (const double *const *)A, w));
+        compare_ref(A[0], n, w[0], "random");
+        CHECK_OK(symeig_values(3, n, (const double *const *)A, w));
+        for (int b = 0; b < 3; b++) {
+            compare_ref(A[b], n, w[b], "random, batch of 3");
+            free(A[b]);
+            free(w[b]);
+        }
+    }
+}
+
+/* A batch of 19 mixed matrices (two groups of 8 in lanes, then 3; one zero) agrees with one call
+ * per matrix to rounding. */
+static void test_batch(size_t n) {
+    enum { NB = 19 };
+    double *A[NB], *w[NB], *w1 = malloc(n * sizeof(double));
+    for (int b = 0; b < NB; b++) {
+        A[b] = rand_sym(n, b == 3 ? 0.0 : pow(10.0, b % 7 - 3), NAN);
+        w[b] = malloc(n * sizeof(double));
+    }
+    CHECK_OK(symeig_values(NB, n, (const double *const *)A, w));
+    for (int b = 0; b < NB; b++) {
+        CHECK_OK(symeig_values(1, n, (const double *const *)&A[b], &w1));
+        double nrm = fabs(w1[0]) > fabs(w1[n - 1]) ? fabs(w1[0]) : fabs(w1[n - 1]), err = 0;
+        for (size_t i = 0; i < n; i++) err = fmax(err, fabs(w1[i] - w[b][i]));
+        CHECK(err <= 1e-13 * nrm, "batch n %zu matrix %d differs from a single call by %.3g of %.3g", n, b, err, nrm);
+        compare_ref(A[b], n, w[b], "batched");
+        free(A[b]);
+        free(w[b]);
+    }
+    free(w1);
+}
+
+/* A = B Bᵀ, B (n x r) of small integers: exactly rank r (every product and sum exact). The top r
+ * values match dsyevd, the n - r others are zero to within the bound. */
+static void test_planted(size_t n, size_t r) {
+    double *B = malloc(n * r * sizeof(double)), *A = calloc(n * n, sizeof(double)), *w = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n * r; i++) B[i] = (double)((int)(urand() * 17) - 8);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i++)
+            for (size_t t = 0; t < r; t++) A[i + j * n] += B[i + t * n] * B[j + t * n];
+    CHECK_OK(solve(A, n, w));
+    compare_ref(A, n, w, "planted rank");
+    double bound = symeig_bound(n, fro_lower(A, n)), tail = 0;
+    for (size_t i = r; i < n; i++) tail = fmax(tail, fabs(w[i]));
+    CHECK(tail <= bound, "planted rank %zu of n %zu: zero tail up to %.3g, bound %.3g", r, n, tail, bound);
+    CHECK(r == 0 || w[r - 1] > 100 * bound, "planted rank %zu: value %zu is %.3g", r, r - 1, w[r - 1]);
+    free(B);
+    free(A);
+    free(w);
+}
+
+/* Exact repeated values: all-ones (n, 0 x (n-1)), c I, and Q diag(1,1,..,2,2,..) Qᵀ. */
+static void test_repeated(size_t n) {
+    double *A = calloc(n * n, sizeof(double)), *w = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n * n; i++) A[i] = 1;
+    CHECK_OK(solve(A, n, w));
+    double bound = symeig_bound(n, (double)n), off = fabs(w[0] - (double)n);
+    for (size_t i = 1; i < n; i++) off = fmax(off, fabs(w[i]));
+    CHECK(off <= bound, "all-ones n %zu: off by %.3g, bound %.3g", n, off, bound);
+    for (size_t i = 0; i < n * n; i++) A[i] = i % (n + 1) == 0 ? 3.25 : 0;
+    CHECK_OK(solve(A, n, w));
+    off = 0;
+    for (size_t i = 0; i < n; i++) off = fmax(off, fabs(w[i] - 3.25));
+    CHECK(off == 0, "3.25 I n %zu: off by %.3g", n, off);
+    double *Q = orth(n, n);   /* row-major */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0;
+            for (size_t t = 0; t < n; t++) s += Q[i * n + t] * (t < n / 2 ? 1.0 : 2.0) * Q[j * n + t];
+            A[i + j * n] = s;
+        }
+    CHECK_OK(solve(A, n, w));
+    compare_ref(A, n, w, "repeated");
+    free(Q);
+    free(A);
+    free(w);
+}
+
+/* Structures that split the tridiagonal problem: two decoupled random blocks, and Wilkinson's
+ * W21+ (pairs of values equal to 1e-14) glued five times with 1e-10 off-diagonals. */
+static void test_split(void) {
+    size_t n = 128, nw = 105;
+    double *A = rand_sym(n, 1.0, NAN), *w = malloc(n * sizeof(double));
+    for (size_t j = 0; j < 50; j++)
+        for (size_t i = 50; i < n; i++) A[i + j * n] = 0;
+    CHECK_OK(solve(A, n, w));
+    compare_ref(A, n, w, "two blocks");
+    free(A);
+    A = calloc(nw * nw, sizeof(double));
+    for (size_t i = 0; i < nw; i++) {
+        A[i + i * nw] = fabs(10.0 - (double)(i % 21));
+        if (i + 1 < nw) A[i + 1 + i * nw] = (i + 1) % 21 == 0 ? 1e-10 : 1;
+    }
+    CHECK_OK(solve(A, nw, w));
+    compare_ref(A, nw, w, "glued Wilkinson");
+    free(A);
+    free(w);
+}
+
+static void test_special(void) {
+    size_t n = 40;
+    double *A = calloc(n * n, sizeof(double)), *w = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) w[i] = 7;
+    CHECK_OK(solve(A, n, w));
+    int nz = 0;
+    for (size_t i = 0; i < n; i++) nz += w[i] != 0;
+    CHECK(nz == 0, "zero matrix: %d nonzero values", nz);
+    /* diagonal: exactly the sorted diagonal */
+    for (size_t i = 0; i < n; i++) A[i + i * n] = (double)((int)(i * 37 % n) - 20) * 0.375;
+    CHECK_OK(solve(A, n, w));
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) bad += w[i] != (double)((int)(n - 1 - i) - 20) * 0.375;
+    CHECK(bad == 0, "diagonal: %d values differ from the sorted diagonal", bad);
+    free(A);
+    /* huge and tiny scales: the values of s A are s times those of A */
+    for (int sgn = -1; sgn <= 1; sgn += 2) {
+        double s = pow(10.0, 150 * sgn);
+        A = rand_sym(n, 1.0, NAN);
+        double *As = malloc(n * n * sizeof(double)), *ws = malloc(n * sizeof(double)), nrm = 0, err = 0;
+        for (size_t i = 0; i < n * n; i++) As[i] = A[i] * s;
+        CHECK_OK(solve(A, n, w));
+        CHECK_OK(solve(As, n, ws));
+        for (size_t i = 0; i < n; i++) nrm = fmax(nrm, fabs(w[i]));
+        for (size_t i = 0; i < n; i++) err = fmax(err, fabs(ws[i] / s - w[i]));
+        CHECK(err <= 1e-13 * nrm, "scale %g: values off by %.3g relative", s, err / nrm);
+        free(A);
+        free(As);
+        free(ws);
+    }
+    /* NaN or Inf in the lower triangle is an error; in the upper triangle it is never read */
+    A = rand_sym(n, 1.0, NAN);
+    CHECK_OK(solve(A, n, w));
+    A[5 + 3 * n] = NAN;
+    double *two[2] = {A, A}, *wt[2] = {w, w};
+    CHECK_ERR(solve(A, n, w), "NaN or infinite");
+    A[5 + 3 * n] = -INFINITY;
+    CHECK_ERR(symeig_values(2, n, (const double *const *)two, wt), "matrix 0");
+    free(A);
+    free(w);
+    CHECK_OK(symeig_values(0, 0, NULL, NULL));
+}
+
+static void run_all(const char *path) {
+    worst_ratio = 0;
+    test_random();
+    test_batch(128);
+    test_batch(13);
+    for (batch_mode = 0; batch_mode < 2; batch_mode++) {
+        test_planted(128, 16);
+        test_planted(128, 100);
+        test_planted(64, 0);
+        test_planted(5, 1);
+        test_repeated(128);
+        test_repeated(9);
+        test_special();
+        test_split();
+    }
+    CHECK(worst_ratio < SYMEIG_C, "%s: worst error %.3g n u ||A||_F is past SYMEIG_C", path, worst_ratio);
+    printf("%s path: worst error against dsyevd %.3f n u ||A||_F (SYMEIG_C = %g)\n", path, worst_ratio, SYMEIG_C);
+}
+
+/* The AVX-512 and the portable paths agree to rounding. */
+static void test_paths_agree(void) {
+    for (size_t n = 1; n <= 256; n += n < 20 ? 1 : 37) {
+        double *A = rand_sym(n, 1.0, NAN), *w1 = malloc(n * sizeof(double)), *w2 = malloc(n * sizeof(double)), nrm = 0;
+        double err = 0;
+        symeig_force_portable(false);
+        CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w1));
+        symeig_force_portable(true);
+        CHECK_OK(symeig_values(1, n, (const double *const *)&A, &w2));
+        for (size_t i = 0; i < n; i++) {
+            nrm = fmax(nrm, fabs(w2[i]));
+            err = fmax(err, fabs(w1[i] - w2[i]));
+        }
+        CHECK(err <= 1e-13 * nrm, "n %zu: AVX-512 and portable paths differ by %.3g of %.3g", n, err, nrm);
+        free(A);
+        free(w1);
+        free(w2);
+    }
+    symeig_force_portable(false);
+}
+
+int main(void) {
+    if (symeig_uses_avx512()) {
+        run_all("AVX-512");
+        test_paths_agree();
+    } else {
+        printf("no AVX-512 on this CPU: portable path only\n");
+    }
+    symeig_force_portable(true);
+    CHECK(!symeig_uses_avx512(), "the portable path cannot be forced");
+    run_all("portable");
+    symeig_force_portable(false);
+    return check_done();
+}
