@@ -1,5 +1,7 @@
 /* matmul.c -- y = x W^T from stored weights: views of a store's tensors (WMat), register tiles of 4
- * tokens x 6 weight rows (BF16 / F16 widened for float32 FMA; BF16 activations for vdpbf16ps), the
+ * tokens x 6 weight rows (BF16 / F16 widened for float32 FMA; BF16 activations for vdpbf16ps when
+ * T < 16), token-lane tiles for vdpbf16ps from 16 tokens on (activations packed once per product as
+ * BF16 pairs, 16 tokens to a vector; each weight pair broadcast from the mapping), the
  * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
  * then a one-thread sgemm), the run-time choice of kernels and the per-worker scratch. See
  * matmul.h for the contract. */
@@ -153,7 +155,8 @@ struct MmWork {
     float **pan;             /* (nthreads) panels of MM_PANEL_ROWS x MM_PANEL_COLS */
     uint16_t *xb;            /* BF16 activations (cap) */
     float *xr;               /* activations rounded to BF16, as float (cap) */
-    size_t xcap, rcap;
+    uint32_t *xp;            /* BF16 activation pairs packed for the token-lane tiles (pcap) */
+    size_t xcap, rcap, pcap;
 };
 
 MmWork *mm_work_new(int nthreads) {
@@ -171,6 +174,7 @@ void mm_work_free(MmWork *wk) {
     free(wk->pan);
     free(wk->xb);
     free(wk->xr);
+    free(wk->xp);
     free(wk);
 }
 
@@ -362,6 +366,171 @@ static const Tiles bf_tiles, wb_tiles, wh_tiles;     /* never used: no x86 kerne
 static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) { (void)src; (void)n; (void)dst; return 0; }
 #endif
 
+/* ================================================================ token-lane tiles (vdpbf16ps, T >= 16) */
+
+/* From BT_MIN tokens on, bf16 mode packs the activations once per product as BF16 pairs, 16 tokens to
+ * a vector (xp[b][kp][i] = (x[16b+i][2kp], x[16b+i][2kp+1])), and each vdpbf16ps multiplies one such
+ * vector by a weight pair broadcast from the mapping: the 16 lanes are 16 tokens of one output, so
+ * the sums need no reduction across lanes (the 4 x 6 tiles above spend ~15 % of their time there) and
+ * the weights need no packing. A tile is NV vectors (16 NV tokens) x NN rows (NV NN <= 24
+ * accumulators: 4 x 6, 3 x 8, 2 x 12, 1 x 12), over all K. */
+#define BT_MIN 16            /* tokens from which bf16 mode takes the token-lane tiles */
+#define BT_TB 64             /* tokens per block: 4 vectors */
+#define BT_NB 96             /* rows per unit (a multiple of 6, 8 and 12) */
+
+typedef void (*bt_fn)(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *y, size_t ldy,
+                      size_t nt);
+typedef struct { bt_fn many[5], one[5]; int nn[5]; } BtTiles;   /* [NV]: NN-row and 1-row tiles */
+
+#if MM_X86
+/* y[v 16 + i][n] = lane i of a[v][n], for the first nt tokens. */
+TGT_512 static inline __attribute__((always_inline)) void bt_store(__m512 a[4][12], float *y, size_t ldy, size_t nt,
+                                                                    const int NV, const int NN) {
+    float buf[16];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+        size_t m = nt - (size_t)v * 16 < 16 ? nt - (size_t)v * 16 : 16;
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) {
+            _mm512_storeu_ps(buf, a[v][n]);
+            for (size_t i = 0; i < m; i++) y[((size_t)v * 16 + i) * ldy + n] = buf[i];
+        }
+    }
+}
+
+/* NV x 16 tokens (packed pairs from xp, vectors xs dwords apart; nt of them real) against NN weight
+ * rows (w, stride ldw) over K columns into y; an odd last column pairs with the packed zero. */
+TGT_BF16 static inline __attribute__((always_inline)) void
+bt_tile(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *y, size_t ldy, size_t nt,
+        const int NV, const int NN) {
+    __m512 a[4][12];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) a[v][n] = _mm512_setzero_ps();
+    const uint32_t *xq = xp;
+    const uint16_t *wq = w;
+    for (size_t kp = 0; kp < K / 2; kp++, xq += 16, wq += 2) {
+        __m512bh xv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = (__m512bh)_mm512_loadu_si512((const void *)(xq + v * xs));
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) {
+            uint32_t pr;
+            memcpy(&pr, wq + n * ldw, sizeof pr);
+            __m512bh wb = (__m512bh)_mm512_set1_epi32((int)pr);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) a[v][n] = _mm512_dpbf16_ps(a[v][n], xv[v], wb);
+        }
+    }
+    if (K % 2) {
+        __m512bh xv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = (__m512bh)_mm512_loadu_si512((const void *)(xq + v * xs));
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) {
+            __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wq[n * ldw]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) a[v][n] = _mm512_dpbf16_ps(a[v][n], xv[v], wb);
+        }
+    }
+    bt_store(a, y, ldy, nt, NV, NN);
+}
+
+#define BT_FN(nv, nn)                                                                                                 \
+    TGT_BF16 static void bt_##nv##x##nn(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K,      \
+                                        float *y, size_t ldy, size_t nt) { bt_tile(xp, xs, w, ldw, K, y, ldy, nt, nv, nn); }
+BT_FN(4, 6) BT_FN(3, 8) BT_FN(2, 12) BT_FN(1, 12) BT_FN(4, 1) BT_FN(3, 1) BT_FN(2, 1) BT_FN(1, 1)
+static const BtTiles bt_tiles = {{NULL, bt_1x12, bt_2x12, bt_3x8, bt_4x6}, {NULL, bt_1x1, bt_2x1, bt_3x1, bt_4x1},
+                                 {0, 12, 12, 8, 6}};
+
+/* Transposes 16 vectors of 16 dwords (lane j of r[i] -> lane i of r[j]). */
+TGT_512 static inline __attribute__((always_inline)) void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4)                   /* r[i + c]: column 4L + c of rows i..i+3, per 128-bit lane L */
+        for (int j = 0; j < 2; j++) {
+            r[i + 2 * j] = _mm512_unpacklo_epi64(t[i + j], t[i + 2 + j]);
+            r[i + 2 * j + 1] = _mm512_unpackhi_epi64(t[i + j], t[i + 2 + j]);
+        }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + 4 + j], 0x88);
+            t[i + 4 + j] = _mm512_shuffle_i32x4(r[i + j], r[i + 4 + j], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
+    }
+}
+
+/* x (T, K) rounded to BF16 (round to nearest even) and packed in pairs, 16 tokens to a vector, into xp
+ * ((T + 15) / 16 blocks of (K + 1) / 2 x 16 dwords); missing tokens and an odd K's partner are 0. Per
+ * 16 tokens x 32 columns: 16 vcvtne2ps2bf16, one 16 x 16 transpose. */
+TGT_BF16 static void bt_pack(const float *x, size_t ldx, size_t T, size_t K, uint32_t *xp) {
+    size_t KP = (K + 1) / 2;
+    for (size_t t0 = 0; t0 < T; t0 += 16) {
+        uint32_t *blk = xp + t0 * KP;
+        for (size_t k0 = 0; k0 < K; k0 += 32) {
+            size_t nk = K - k0 < 32 ? K - k0 : 32;
+            __mmask16 m0 = nk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nk) - 1);
+            __mmask16 m1 = nk > 16 ? (__mmask16)((1ull << (nk - 16)) - 1) : 0;
+            __m512i r[16];
+            for (size_t i = 0; i < 16; i++) {
+                const float *p = x + (t0 + i) * ldx + k0;
+                r[i] = t0 + i < T ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, p + 16), _mm512_maskz_loadu_ps(m0, p))
+                                  : _mm512_setzero_si512();
+            }
+            transpose16(r);
+            for (size_t j = 0; j < (nk + 1) / 2; j++) _mm512_storeu_si512((void *)(blk + (k0 / 2 + j) * 16), r[j]);
+        }
+    }
+}
+#else
+static const BtTiles bt_tiles;       /* never used: no x86 kernels */
+static void bt_pack(const float *x, size_t ldx, size_t T, size_t K, uint32_t *xp) { (void)x; (void)ldx; (void)T; (void)K; (void)xp; }
+#endif
+
+typedef struct {
+    const WMat *W;
+    const uint32_t *xp;      /* bt_pack's */
+    size_t T;
+    float *y;
+    size_t ldy;
+} bt_job;
+
+/* Unit i: rows [i BT_NB, +BT_NB) against every block of BT_TB tokens (the block's packed pairs stay
+ * in L2 while the unit's rows stream past them). */
+static int bt_unit(size_t i, int worker, void *ud) {
+    (void)worker;
+    bt_job *j = ud;
+    const uint16_t *W = j->W->data;
+    size_t K = j->W->cols, xs = (K + 1) / 2 * 16, T = j->T;
+    size_t n0 = i * BT_NB, n1 = j->W->rows - n0 < BT_NB ? j->W->rows : n0 + BT_NB;
+    for (size_t t = 0; t < T; t += BT_TB) {
+        size_t nt = T - t < BT_TB ? T - t : BT_TB, nv = (nt + 15) / 16, nn = (size_t)bt_tiles.nn[nv], n = n0;
+        const uint32_t *xp = j->xp + t / 16 * xs;
+        float *y = j->y + t * j->ldy;
+        for (; n + nn <= n1; n += nn) bt_tiles.many[nv](xp, xs, W + n * K, K, K, y + n, j->ldy, nt);
+        for (; n < n1; n++) bt_tiles.one[nv](xp, xs, W + n * K, K, K, y + n, j->ldy, nt);
+    }
+    return AL_OK;
+}
+
+/* bf16 mode from BT_MIN tokens on (vdpbf16ps): x packed once into wk->xp, then the units. */
+static int xwt_bt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    size_t K = W->cols, n;
+    if (!al_mul_ok((T + 15) / 16 * 16, (K + 1) / 2, &n, "packed activations") ||
+        buf_fit((void **)&wk->xp, &wk->pcap, n, sizeof(uint32_t), "packed BF16 activations"))
+        return AL_ERR;
+    bt_pack(x, ldx, T, K, wk->xp);
+    bt_job j = {.W = W, .xp = wk->xp, .T = T, .y = y, .ldy = ldy};
+    return run_units(wk, W->rows, BT_NB, T * W->rows * K, bt_unit, &j);
+}
+
 typedef struct {
     const WMat *W;
     const char *x;           /* (T, K) of xe-byte elements, row stride ldx elements */
@@ -436,6 +605,7 @@ static int round_x(MmWork *wk, const float *x, size_t ldx, size_t T, size_t K, b
 
 static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     bool simd = mm_have_bf16();
+    if (simd && T >= BT_MIN) return xwt_bt(wk, W, x, ldx, T, y, ldy);
     if (round_x(wk, x, ldx, T, W->cols, simd)) return AL_ERR;
     if (!simd) return xwt_f32(wk, W, wk->xr, W->cols, T, y, ldy);
     return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);

@@ -1,7 +1,8 @@
 /* test_matmul.c -- core/matmul.c's products y = x W^T from stored BF16 / F16 / FP8 / F32 weights
  * against a double-precision reference of the same stored values, in both compute modes, on
  * shapes that hit every tile edge (tokens not a multiple of 4, rows not a multiple of 6, columns
- * not a multiple of 32, more columns than one pass), on one worker and on two, with the AVX-512
+ * not a multiple of 32, more columns than one pass; for bf16 mode's token-lane tiles from 16 tokens
+ * on: tokens not a multiple of 16, rows not a multiple of 6 / 8 / 12, odd columns), on one worker and on two, with the AVX-512
  * kernels (register tiles) and with the portable ones forced (mm_simd(false): panels and sgemm),
  * which agree to float rounding; FP8 block scales; wmat_row; the mode names. */
 #include "check.h"
@@ -107,6 +108,9 @@ static void test_shapes(void) {
     static const size_t shapes[][3] = {
         {1, 1, 1}, {1, 7, 33}, {4, 6, 32}, {3, 5, 31}, {5, 13, 64}, {9, 100, 200}, {37, 300, 300},
         {1, 300, 2500}, {6, 20, 4200}, {17, 260, 130},
+        /* bf16 mode's token-lane tiles (16 tokens on): 1-4 vectors with missing tokens, row tails of
+         * 6 / 8 / 12-row tiles, odd K, more than one 64-token block and one 96-row unit */
+        {16, 12, 64}, {33, 25, 65}, {47, 17, 31}, {64, 97, 96}, {130, 200, 257}, {70, 13, 2049},
     };
     dt_type dts[] = {DT_BF16, DT_F16, DT_F8_E4M3, DT_F32};
     for (size_t d = 0; d < 4; d++)
