@@ -20,6 +20,7 @@
 /* ================================================================ run-time choice */
 
 static atomic_int simd_off;          /* mm_simd(false) */
+static atomic_int lanes_off;         /* mm_token_lanes(false) */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -44,6 +45,8 @@ bool mm_simd(bool on) {
     atomic_store(&simd_off, !on);
     return mm_have_bf16();
 }
+
+void mm_token_lanes(bool on) { atomic_store(&lanes_off, !on); }
 
 const char *mm_compute_name(mm_compute c) { return c == MM_BF16 ? "bf16" : "f32"; }
 
@@ -380,7 +383,7 @@ static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) { (void)src
 
 typedef void (*bt_fn)(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *y, size_t ldy,
                       size_t nt);
-typedef struct { bt_fn many[5], one[5]; int nn[5]; } BtTiles;   /* [NV]: NN-row and 1-row tiles */
+typedef struct { bt_fn many[5], tail[5][3]; int nn[5]; } BtTiles;  /* [NV]: NN-row tiles; 4-, 2- and 1-row tiles */
 
 #if MM_X86
 /* y[v 16 + i][n] = lane i of a[v][n], for the first nt tokens. */
@@ -440,9 +443,13 @@ bt_tile(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, 
 #define BT_FN(nv, nn)                                                                                                 \
     TGT_BF16 static void bt_##nv##x##nn(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K,      \
                                         float *y, size_t ldy, size_t nt) { bt_tile(xp, xs, w, ldw, K, y, ldy, nt, nv, nn); }
-BT_FN(4, 6) BT_FN(3, 8) BT_FN(2, 12) BT_FN(1, 12) BT_FN(4, 1) BT_FN(3, 1) BT_FN(2, 1) BT_FN(1, 1)
-static const BtTiles bt_tiles = {{NULL, bt_1x12, bt_2x12, bt_3x8, bt_4x6}, {NULL, bt_1x1, bt_2x1, bt_3x1, bt_4x1},
-                                 {0, 12, 12, 8, 6}};
+BT_FN(4, 6) BT_FN(3, 8) BT_FN(2, 12) BT_FN(1, 12)
+BT_FN(4, 4) BT_FN(3, 4) BT_FN(2, 4) BT_FN(1, 4) BT_FN(4, 2) BT_FN(3, 2) BT_FN(2, 2) BT_FN(1, 2)
+BT_FN(4, 1) BT_FN(3, 1) BT_FN(2, 1) BT_FN(1, 1)
+static const BtTiles bt_tiles = {
+    {NULL, bt_1x12, bt_2x12, bt_3x8, bt_4x6},
+    {{NULL}, {bt_1x4, bt_1x2, bt_1x1}, {bt_2x4, bt_2x2, bt_2x1}, {bt_3x4, bt_3x2, bt_3x1}, {bt_4x4, bt_4x2, bt_4x1}},
+    {0, 12, 12, 8, 6}};
 
 /* Transposes 16 vectors of 16 dwords (lane j of r[i] -> lane i of r[j]). */
 TGT_512 static inline __attribute__((always_inline)) void transpose16(__m512i r[16]) {
@@ -503,19 +510,22 @@ typedef struct {
 } bt_job;
 
 /* Unit i: rows [i BT_NB, +BT_NB) against every block of BT_TB tokens (the block's packed pairs stay
- * in L2 while the unit's rows stream past them). */
+ * in L2 while the unit's rows stream past them); each block's results gather in yt, then go to y
+ * row by row (the tiles' 64 scattered rows of y, 8 KB apart when N is 2048, would share L1 sets). */
 static int bt_unit(size_t i, int worker, void *ud) {
     (void)worker;
     bt_job *j = ud;
     const uint16_t *W = j->W->data;
     size_t K = j->W->cols, xs = (K + 1) / 2 * 16, T = j->T;
     size_t n0 = i * BT_NB, n1 = j->W->rows - n0 < BT_NB ? j->W->rows : n0 + BT_NB;
+    float yt[BT_TB * BT_NB] __attribute__((aligned(64)));   /* (tokens, rows) of the block: y's rows may alias in L1 */
     for (size_t t = 0; t < T; t += BT_TB) {
         size_t nt = T - t < BT_TB ? T - t : BT_TB, nv = (nt + 15) / 16, nn = (size_t)bt_tiles.nn[nv], n = n0;
         const uint32_t *xp = j->xp + t / 16 * xs;
-        float *y = j->y + t * j->ldy;
-        for (; n + nn <= n1; n += nn) bt_tiles.many[nv](xp, xs, W + n * K, K, K, y + n, j->ldy, nt);
-        for (; n < n1; n++) bt_tiles.one[nv](xp, xs, W + n * K, K, K, y + n, j->ldy, nt);
+        for (; n + nn <= n1; n += nn) bt_tiles.many[nv](xp, xs, W + n * K, K, K, yt + (n - n0), BT_NB, nt);
+        for (int s = 0, r = 4; s < 3; s++, r /= 2)   /* the last rows: 4, 2, 1 at a time */
+            for (; n + (size_t)r <= n1; n += (size_t)r) bt_tiles.tail[nv][s](xp, xs, W + n * K, K, K, yt + (n - n0), BT_NB, nt);
+        for (size_t i = 0; i < nt; i++) memcpy(j->y + (t + i) * j->ldy + n0, yt + i * BT_NB, (n1 - n0) * sizeof(float));
     }
     return AL_OK;
 }
@@ -605,7 +615,7 @@ static int round_x(MmWork *wk, const float *x, size_t ldx, size_t T, size_t K, b
 
 static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     bool simd = mm_have_bf16();
-    if (simd && T >= BT_MIN) return xwt_bt(wk, W, x, ldx, T, y, ldy);
+    if (simd && T >= BT_MIN && !atomic_load(&lanes_off)) return xwt_bt(wk, W, x, ldx, T, y, ldy);
     if (round_x(wk, x, ldx, T, W->cols, simd)) return AL_ERR;
     if (!simd) return xwt_f32(wk, W, wk->xr, W->cols, T, y, ldy);
     return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);

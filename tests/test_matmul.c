@@ -98,6 +98,13 @@ static void check_shape(dt_type dt, size_t T, size_t N, size_t K) {
             }
     }
     mm_simd(true);
+    if (dt == DT_BF16 && T >= 16 && mm_have_bf16()) {     /* the 4 x 6 dot tiles at the same T, for comparison */
+        mm_token_lanes(false);
+        CHECK_OK(mm_xwt(one, &t.w, x, K, T, y, N, MM_BF16));
+        mm_token_lanes(true);
+        double e = product_err(&t, x, T, y, true);
+        CHECK(e < 2e-6, "BF16 T %zu N %zu K %zu bf16 mode on the dot tiles: error %.3g of sum |x w|", T, N, K, e);
+    }
     mm_work_free(one);
     mm_work_free(two);
     free(x); free(y); free(y0);
