@@ -28,6 +28,11 @@
  *                           FLOP/cycle), then each product of the 1.1B model (q/o, k/v, gate/up,
  *                           down, LM head) at T = 128 and 512 in f32 mode, bf16 mode, and bf16 mode
  *                           on the 4 x 6 dot-product tiles (FLOP/cycle and % of the bare loop).
+ *   bench_forward --stages DIR [REPS]
+ *                           the 1.1B model in DIR (bench_forward --write-llama1b) on one thread: prefill
+ *                           at T = 128 and 512 in both modes (and bf16 on the 4 x 6 dot tiles),
+ *                           each stage's share and FLOP per core
+ *                           cycle (thread CPU time x the measured clock), the whole as FLOP/cycle.
  *   bench_forward --write-llama1b DIR
  *                           only writes the synthetic 1.1B model into DIR (if it has no config.json
  *                           yet), for bench/bench_llamacpp.sh. */
@@ -62,10 +67,12 @@ typedef struct {
     int last_kind;
 } Prof;
 
+static double (*prof_clock)(void) = now_s;   /* --stages: the thread's CPU time */
+
 /* Attributes the time since the previous hook to the stage that ends at this hook. */
 static int prof_hook(const FwdAct *a, void *ud) {
     Prof *p = ud;
-    double t = now_s();
+    double t = prof_clock();
     int st = -1;
     switch (a->kind) {
     case FWD_ATTN_IN: st = a->layer > 0 ? ST_MLP : -1; break;
@@ -88,9 +95,9 @@ static double time_prefill(Forward *f, const int *ids, size_t T, float *z, Prof 
         FwdHooks h = {.mask = FWD_ATTN_IN | FWD_Q | FWD_Q_ROPE | FWD_ATTN_OUT | FWD_ATTN_PROJ, .fn = prof_hook, .ud = p};
         fwd_set_hooks(f, &h);
     }
-    double t0 = now_s();
+    double t0 = prof_clock();
     if (fwd_run(f, ids, T, FWD_LOGITS_LAST, z) != AL_OK) { fprintf(stderr, "prefill: %s\n", al_errmsg()); exit(1); }
-    double dt = now_s() - t0;
+    double dt = prof_clock() - t0;
     fwd_set_hooks(f, NULL);
     return dt;
 }
@@ -457,6 +464,62 @@ static int bench_kernels(int reps) {
     return 0;
 }
 
+/* --stages: the 1.1B model's prefill on one thread, each stage as FLOP per core cycle (thread CPU
+ * time x the clock measured before and after; the fewest cycles of reps runs, per stage that run's
+ * split). FLOPs per layer: QKV 2 T D (Hd + 2 Gd), attention 4 H hd T(T+1)/2 (causal QK^T and PV),
+ * o_proj 2 T D Hd, MLP 6 T D FF; rest: embeddings, the last layer's MLP, final norm, LM head of the
+ * last token. */
+static int bench_stages(const char *dir, int reps) {
+    setenv("ATTNLAB_THREADS", "1", 1);
+    openblas_set_num_threads(1);
+    prof_clock = cpu_now;
+    Model *m = NULL;
+    Forward *f = NULL;
+    if (model_open(dir, &m) != AL_OK || fwd_new(m, NULL, &f) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+    const Shape *S = &llama1b;
+    double D = S->D, Hd = S->H * S->HD, Gd = S->G * S->HD, FF = S->FF, L = S->L;
+    size_t Ts[] = {128, 512};
+    int *ids = malloc(512 * sizeof *ids);
+    float *z = malloc(fwd_vocab(f) * sizeof *z);
+    for (size_t i = 0; i < 512; i++) ids[i] = (int)((i * 2654435761u) % (fwd_vocab(f) - 3)) + 3;
+    printf("llama-1.1B (%s), prefill on one thread, FLOP per core cycle by stage (fewest cycles of %d runs):\n", dir, reps);
+    for (int c = 0; c < 3; c++) {                   /* f32, bf16, bf16 on the 4 x 6 dot tiles */
+        fwd_set_compute(f, c ? MM_BF16 : MM_F32);
+        mm_token_lanes(c != 2);
+        time_prefill(f, ids, 16, z, NULL);
+        for (size_t i = 0; i < 2; i++) {
+            double T = (double)Ts[i], best = 1e30, hz = 0;
+            Prof p = {0};
+            for (int r = 0; r < reps; r++) {
+                Prof q = {0};
+                double h0 = clock_hz(), d = time_prefill(f, ids, Ts[i], z, &q), h1 = clock_hz(), h = h0 > h1 ? h0 : h1;
+                if (d * h < best * hz || r == 0) { best = d; hz = h; p = q; }
+            }
+            double fl[ST_N] = {L * 2 * T * D * (Hd + 2 * Gd), 0, L * 4 * S->H * S->HD * T * (T + 1) / 2, L * 2 * T * D * Hd,
+                               (L - 1) * 6 * T * D * FF};
+            double tot = 0, flt = 0;
+            printf("  %-9s T=%-4.0f %6.2f Gcycles  %6.1f tok/s at %.2f GHz:", c == 2 ? "bf16 dot" : mm_compute_name(c ? MM_BF16 : MM_F32), T,
+                   best * hz / 1e9, T / best, hz / 1e9);
+            for (int s = 0; s < ST_N; s++) {
+                tot += p.acc[s];
+                flt += fl[s];
+                if (s == ST_ROPE) printf(" %s %.0f%%;", stage_name[s], 100 * p.acc[s] / best);
+                else printf(" %s %.0f%% %.1f FLOP/c;", stage_name[s], 100 * p.acc[s] / best, fl[s] / (p.acc[s] * hz));
+            }
+            double rest = 6 * T * D * FF + 2 * D * S->V;
+            printf(" rest %.0f%% %.1f FLOP/c; all %.1f FLOP/c\n", 100 * (best - tot) / best, rest / ((best - tot) * hz),
+                   (flt + rest) / (best * hz));
+        }
+    }
+    mm_token_lanes(true);
+    printf("  (bf16 dot: bf16 mode on the 4 x 6 dot-product tiles, the kernel before the token-lane tiles)\n");
+    free(ids);
+    free(z);
+    fwd_free(f);
+    model_free(m);
+    return 0;
+}
+
 /* ================================================================ the 8B model: memory */
 
 static long vm_hwm_kb(void) {
@@ -578,6 +641,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--llama8b")) return bench_8b(argc > 2 ? argv[2] : NULL);
     if (argc > 2 && !strcmp(argv[1], "--write-llama1b")) return write_1b(argv[2]);
     if (argc > 1 && !strcmp(argv[1], "--kernels")) return bench_kernels(argc > 2 ? atoi(argv[2]) : 7);
+    if (argc > 2 && !strcmp(argv[1], "--stages")) return bench_stages(argv[2], argc > 3 ? atoi(argv[3]) : 3);
     const char *models = getenv("ATTNLAB_MODELS");
     char *stories = al_asprintf("%s/stories260K/stories260K.bin", models ? models : "../shared/models");
     struct stat sb;

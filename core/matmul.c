@@ -9,6 +9,7 @@
 #include "matmul.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -619,6 +620,46 @@ static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_
     if (round_x(wk, x, ldx, T, W->cols, simd)) return AL_ERR;
     if (!simd) return xwt_f32(wk, W, wk->xr, W->cols, T, y, ldy);
     return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);
+}
+
+/* ================================================================ the gated MLP's epilogue */
+
+#if MM_X86
+/* exp(x) for 16 floats: x = n ln2 + r (|r| <= ln2 / 2, ln2 in two parts), exp(r) by its degree-7
+ * Taylor polynomial (truncation < 1e-8 relative), times 2^n by vscalefps (which also gives 0 and inf
+ * outside the float range). */
+TGT_512 static inline __attribute__((always_inline)) __m512 exp_512(__m512 x) {
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+    return _mm512_scalef_ps(p, n);
+}
+
+TGT_512 static size_t silu_mul_512(float *a, const float *b, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 g = _mm512_loadu_ps(a + i);
+        __m512 e = exp_512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+        __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.f), e));
+        _mm512_storeu_ps(a + i, _mm512_mul_ps(s, _mm512_loadu_ps(b + i)));
+    }
+    return i;
+}
+#else
+static size_t silu_mul_512(float *a, const float *b, size_t n) { (void)a; (void)b; (void)n; return 0; }
+#endif
+
+void mm_silu_mul(float *a, const float *b, size_t n) {
+    size_t i = use_avx512() ? silu_mul_512(a, b, n) : 0;
+    for (; i < n; i++) a[i] = a[i] / (1.f + expf(-a[i])) * b[i];
 }
 
 /* ================================================================ products */

@@ -74,6 +74,11 @@ int mm_work_threads(const MmWork *wk);
 /* y (T, W.rows; row stride ldy) = x (T, W.cols; stride ldx) @ W^T in mode c. Returns AL_OK, AL_ERR
  * (out of memory) or AL_INTERRUPTED (lin_sweep's poll). */
 int mm_xwt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy, mm_compute c);
+/* The gated MLP's epilogue in bf16 mode: a[i] = silu(a[i]) * b[i] = a[i] / (1 + exp(-a[i])) * b[i],
+ * i < n, with a vectorized exp (AVX-512: within a few float ulps of expf; elsewhere expf itself):
+ * bf16 mode rounds the result to BF16 for the next product anyway. */
+void mm_silu_mul(float *a, const float *b, size_t n);
+
 /* y (T, W.cols) = x (T, W.rows) @ W for a Conv1D weight (an F32 view, wmat_view's f32_only). */
 int mm_xw(const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy);
 

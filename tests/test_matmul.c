@@ -4,7 +4,7 @@
  * not a multiple of 32, more columns than one pass; for bf16 mode's token-lane tiles from 16 tokens
  * on: tokens not a multiple of 16, rows not a multiple of 6 / 8 / 12, odd columns), on one worker and on two, with the AVX-512
  * kernels (register tiles) and with the portable ones forced (mm_simd(false): panels and sgemm),
- * which agree to float rounding; FP8 block scales; wmat_row; the mode names. */
+ * which agree to float rounding; FP8 block scales; wmat_row; the mode names; mm_silu_mul. */
 #include "check.h"
 #include "matmul.h"
 #include "matmul_internal.h"
@@ -144,6 +144,29 @@ static void test_bf16_rounds(void) {
     tw_free(&t);
 }
 
+/* mm_silu_mul against silu * b in double: relative error at float rounding over [-90, 90], and the
+ * limits (large negative gates give -0, large positive the gate, NaN stays NaN). */
+static void test_silu_mul(void) {
+    enum { N = 4099 };
+    static float a[N], b[N], a0[N];
+    for (size_t i = 0; i < N; i++) {
+        a0[i] = a[i] = (float)(-90.0 + 180.0 * (double)i / (N - 1)) + rnd() * 0.01f;
+        b[i] = 1.f + rnd() * 0.5f;
+    }
+    a0[7] = a[7] = -1e4f;
+    a0[8] = a[8] = 1e4f;
+    a0[9] = a[9] = NAN;
+    mm_silu_mul(a, b, N);
+    double worst = 0;
+    for (size_t i = 10; i < N; i++) {
+        double g = a0[i], ref = g / (1 + exp(-g)) * b[i];
+        double e = fabs(a[i] - ref) / (fabs(ref) > 1e-30 ? fabs(ref) : 1e-30);
+        if (e > worst || isnan(a[i])) worst = isnan(a[i]) ? INFINITY : e;
+    }
+    CHECK(worst < 1e-6, "mm_silu_mul: relative error %.3g of silu(a) * b", worst);
+    CHECK(a[7] == 0.f && a[8] == 1e4f * b[8] && isnan(a[9]), "mm_silu_mul limits: %g %g %g", a[7], a[8], a[9]);
+}
+
 static void test_rows_and_names(void) {
     dt_type dts[] = {DT_BF16, DT_F16, DT_F8_E4M3, DT_F32};
     for (size_t d = 0; d < 4; d++) {
@@ -167,6 +190,7 @@ static void test_rows_and_names(void) {
 int main(void) {
     test_shapes();
     test_bf16_rounds();
+    test_silu_mul();
     test_rows_and_names();
     return check_done();
 }
