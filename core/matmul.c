@@ -622,13 +622,14 @@ static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_
     return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);
 }
 
-/* ================================================================ the gated MLP's epilogue */
+/* ================================================================ exponentials: SiLU, softmax */
 
 #if MM_X86
 /* exp(x) for 16 floats: x = n ln2 + r (|r| <= ln2 / 2, ln2 in two parts), exp(r) by its degree-7
  * Taylor polynomial (truncation < 1e-8 relative), times 2^n by vscalefps (which also gives 0 and inf
  * outside the float range). */
 TGT_512 static inline __attribute__((always_inline)) __m512 exp_512(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(100.f), _mm512_max_ps(_mm512_set1_ps(-104.f), x));   /* +-inf in range; NaN stays */
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
@@ -653,9 +654,34 @@ TGT_512 static size_t silu_mul_512(float *a, const float *b, size_t n) {
     }
     return i;
 }
+
+TGT_512 static size_t exp_sum_512(float *s, size_t n, float sub, double *sum) {
+    __m512d acc = _mm512_setzero_pd();
+    __m512 m = _mm512_set1_ps(sub);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp_512(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
+        _mm512_storeu_ps(s + i, e);
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    *sum = _mm512_reduce_add_pd(acc);
+    return i;
+}
 #else
 static size_t silu_mul_512(float *a, const float *b, size_t n) { (void)a; (void)b; (void)n; return 0; }
+static size_t exp_sum_512(float *s, size_t n, float sub, double *sum) { (void)s; (void)n; (void)sub; *sum = 0; return 0; }
 #endif
+
+double mm_exp_sum(float *s, size_t n, float sub) {
+    double sum = 0;
+    size_t i = use_avx512() ? exp_sum_512(s, n, sub, &sum) : 0;
+    for (; i < n; i++) {
+        s[i] = expf(s[i] - sub);
+        sum += s[i];
+    }
+    return sum;
+}
 
 void mm_silu_mul(float *a, const float *b, size_t n) {
     size_t i = use_avx512() ? silu_mul_512(a, b, n) : 0;

@@ -144,7 +144,7 @@ static void test_bf16_rounds(void) {
     tw_free(&t);
 }
 
-/* mm_silu_mul against silu * b in double: relative error at float rounding over [-90, 90], and the
+/* mm_silu_mul and mm_exp_sum against silu * b and exp in double: relative error at float rounding over [-90, 90], and the
  * limits (large negative gates give -0, large positive the gate, NaN stays NaN). */
 static void test_silu_mul(void) {
     enum { N = 4099 };
@@ -156,6 +156,7 @@ static void test_silu_mul(void) {
     a0[7] = a[7] = -1e4f;
     a0[8] = a[8] = 1e4f;
     a0[9] = a[9] = NAN;
+    a0[6] = a[6] = INFINITY;
     mm_silu_mul(a, b, N);
     double worst = 0;
     for (size_t i = 10; i < N; i++) {
@@ -164,7 +165,19 @@ static void test_silu_mul(void) {
         if (e > worst || isnan(a[i])) worst = isnan(a[i]) ? INFINITY : e;
     }
     CHECK(worst < 1e-6, "mm_silu_mul: relative error %.3g of silu(a) * b", worst);
-    CHECK(a[7] == 0.f && a[8] == 1e4f * b[8] && isnan(a[9]), "mm_silu_mul limits: %g %g %g", a[7], a[8], a[9]);
+    CHECK(a[7] == 0.f && a[8] == 1e4f * b[8] && isnan(a[9]) && a[6] == INFINITY, "mm_silu_mul limits: %g %g %g %g", a[7],
+          a[8], a[9], a[6]);
+    float s[40], r[40];                                /* mm_exp_sum: the softmax's exponentials */
+    double sum = 0;
+    for (size_t i = 0; i < 40; i++) r[i] = s[i] = rnd() * 30.f;
+    double got = mm_exp_sum(s, 40, 3.f);
+    worst = 0;
+    for (size_t i = 0; i < 40; i++) {
+        double e = exp((double)(r[i] - 3.f));         /* the argument as float computes it */
+        sum += e;
+        worst = fmax(worst, fabs(s[i] - e) / e);
+    }
+    CHECK(worst < 1e-6 && fabs(got - sum) / sum < 1e-6, "mm_exp_sum: element error %.3g, sum %.9g vs %.9g", worst, got, sum);
 }
 
 static void test_rows_and_names(void) {
