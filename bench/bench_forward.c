@@ -22,6 +22,17 @@
  *                           on it and on the same files read as 2 layers (config num_hidden_layers
  *                           2): the perplexities must be identical; prints each process's peak
  *                           RSS (VmHWM) and removes DIR.
+ *   bench_forward --kernels [REPS]
+ *                           the products alone against the machine's peak, in core cycles, one
+ *                           thread: bare vdpbf16ps and vfmadd231ps loops (cycles per instruction,
+ *                           FLOP/cycle), then each product of the 1.1B model (q/o, k/v, gate/up,
+ *                           down, LM head) at T = 128 and 512 in f32 mode, bf16 mode, and bf16 mode
+ *                           on the 4 x 6 dot-product tiles (FLOP/cycle and % of the bare loop).
+ *   bench_forward --stages DIR [REPS]
+ *                           the 1.1B model in DIR (bench_forward --write-llama1b) on one thread: prefill
+ *                           at T = 128 and 512 in both modes (and bf16 on the 4 x 6 dot tiles),
+ *                           each stage's share and FLOP per core
+ *                           cycle (thread CPU time x the measured clock), the whole as FLOP/cycle.
  *   bench_forward --write-llama1b DIR
  *                           only writes the synthetic 1.1B model into DIR (if it has no config.json
  *                           yet), for bench/bench_llamacpp.sh. */
@@ -38,6 +49,7 @@
 
 #include "calib.h"
 #include "forward.h"
+#include "matmul_internal.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -55,10 +67,12 @@ typedef struct {
     int last_kind;
 } Prof;
 
+static double (*prof_clock)(void) = now_s;   /* --stages: the thread's CPU time */
+
 /* Attributes the time since the previous hook to the stage that ends at this hook. */
 static int prof_hook(const FwdAct *a, void *ud) {
     Prof *p = ud;
-    double t = now_s();
+    double t = prof_clock();
     int st = -1;
     switch (a->kind) {
     case FWD_ATTN_IN: st = a->layer > 0 ? ST_MLP : -1; break;
@@ -81,9 +95,9 @@ static double time_prefill(Forward *f, const int *ids, size_t T, float *z, Prof 
         FwdHooks h = {.mask = FWD_ATTN_IN | FWD_Q | FWD_Q_ROPE | FWD_ATTN_OUT | FWD_ATTN_PROJ, .fn = prof_hook, .ud = p};
         fwd_set_hooks(f, &h);
     }
-    double t0 = now_s();
+    double t0 = prof_clock();
     if (fwd_run(f, ids, T, FWD_LOGITS_LAST, z) != AL_OK) { fprintf(stderr, "prefill: %s\n", al_errmsg()); exit(1); }
-    double dt = now_s() - t0;
+    double dt = prof_clock() - t0;
     fwd_set_hooks(f, NULL);
     return dt;
 }
@@ -312,6 +326,200 @@ static double floor_tps(size_t T) {
     return (double)T / (best * S->L + th);
 }
 
+/* ================================================================ kernels against the machine's peak (--kernels) */
+
+/* The machine shares its cores with other jobs: wall time is noise. These figures are core cycles,
+ * from the thread's CPU time and the core clock measured just before and after (a chain of
+ * dependent adds, one cycle each; the best of 3 runs), single thread, the fewest of `reps` runs. */
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Core cycles per second now. */
+static double clock_hz(void) {
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        unsigned long long x = 0, n = 2000000;
+        double t0 = cpu_now();
+        for (unsigned long long i = 0; i < n; i += 8)
+            __asm__ volatile("add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\t"
+                             "add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0" : "+r"(x));
+        double t = (cpu_now() - t0) / (double)n;
+        best = t < best ? t : best;
+    }
+    return 1 / best;
+}
+
+typedef void (*kern_fn)(void *ud);
+
+/* Core cycles of fn(ud): the fewest of reps runs. */
+static double cycles_of(kern_fn fn, void *ud, int reps) {
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double h0 = clock_hz(), t0 = cpu_now();
+        fn(ud);
+        double t = cpu_now() - t0, h1 = clock_hz(), c = t * (h0 > h1 ? h0 : h1);
+        best = c < best ? c : best;
+    }
+    return best;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BARE_N 4000000L
+/* BARE_N rounds of NA independent vdpbf16ps (NA accumulators) / vfmadd231ps on zmm registers. */
+#define BARE_LOOP(name, tgt, NA, type, op)                                                          \
+    __attribute__((target(tgt))) static void name(void *ud) {                                             \
+        __m512 a[NA];                                                                                      \
+        type x = (type)_mm512_set1_epi16(0x3f80), y = (type)_mm512_set1_epi16(0x3c00);                    \
+        for (int i = 0; i < NA; i++) a[i] = _mm512_setzero_ps();                                           \
+        for (long k = 0; k < BARE_N; k++) {                                                                \
+            _Pragma("GCC unroll 24") for (int i = 0; i < NA; i++) a[i] = op;                               \
+            __asm__ volatile("" : "+v"(x));                                                                \
+        }                                                                                                  \
+        float s = 0;                                                                                       \
+        for (int i = 0; i < NA; i++) s += _mm512_reduce_add_ps(a[i]);                                      \
+        *(float *)ud = s;                                                                                  \
+    }
+BARE_LOOP(dp_lat, "avx512bf16,avx512f,avx512bw", 1, __m512bh, _mm512_dpbf16_ps(a[i], x, y))
+BARE_LOOP(dp_tp, "avx512bf16,avx512f,avx512bw", 24, __m512bh, _mm512_dpbf16_ps(a[i], x, y))
+BARE_LOOP(fma_tp, "avx512f", 24, __m512, _mm512_fmadd_ps(a[i], x, y))
+#endif
+
+typedef struct {
+    MmWork *wk;
+    WMat W;
+    const float *x;
+    float *y;
+    size_t T;
+    mm_compute c;
+} prod_job;
+
+static void prod_run(void *ud) {
+    prod_job *j = ud;
+    if (mm_xwt(j->wk, &j->W, j->x, j->W.cols, j->T, j->y, j->W.rows, j->c) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); exit(1); }
+}
+
+/* The bare vdpbf16ps / FMA loops (the peak), then each product of the 1.1B model's shapes for T = 128
+ * and 512 in f32 mode, bf16 mode, and bf16 mode on the 4 x 6 dot-product tiles. */
+static int bench_kernels(int reps) {
+    double peak_bf = 0, peak_f = 0;
+    printf("core clock now %.2f GHz (dependent adds); single thread, cycles = CPU time x that clock, fewest of %d runs\n",
+           clock_hz() / 1e9, reps);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (mm_have_bf16()) {
+        float s;
+        double c1 = cycles_of(dp_lat, &s, reps) / BARE_N, c24 = cycles_of(dp_tp, &s, reps) / (24.0 * BARE_N);
+        peak_bf = 64 / c24;
+        printf("bare vdpbf16ps zmm: 1 accumulator %.2f cycles each (latency); 24 accumulators %.3f cycles each -> %.1f "
+               "FLOP/cycle (32 BF16 pairs = 64 FLOP each)\n", c1, c24, peak_bf);
+    }
+    {
+        float s;
+        double c24 = cycles_of(fma_tp, &s, reps) / (24.0 * BARE_N);
+        peak_f = 32 / c24;
+        printf("bare vfmadd231ps zmm: 24 accumulators %.3f cycles each -> %.1f FLOP/cycle\n", c24, peak_f);
+    }
+#endif
+    const Shape *S = &llama1b;
+    size_t D = (size_t)S->D, qd = (size_t)(S->H * S->HD), kd = (size_t)(S->G * S->HD), FF = (size_t)S->FF;
+    struct { const char *name; size_t n, k; } sh[] = {
+        {"q_proj / o_proj", qd, D}, {"k_proj / v_proj", kd, D}, {"gate / up", FF, D}, {"down", D, FF}, {"LM head", (size_t)S->V, D}};
+    size_t Ts[] = {128, 512};
+    MmWork *wk = mm_work_new(1);
+    printf("%-16s %-11s %4s  %-22s %-22s %-22s\n", "product", "(N x K)", "T", "f32 mode", "bf16 mode",
+           "bf16, 4x6 dot tiles");
+    for (size_t s = 0; s < sizeof sh / sizeof *sh; s++) {
+        size_t N = sh[s].n, K = sh[s].k;
+        uint16_t *w = malloc(N * K * sizeof *w);
+        for (size_t i = 0; i < N * K; i++) w[i] = dt_f32_to_bf16(rnd(0.03f));
+        for (size_t ti = 0; ti < 2; ti++) {
+            size_t T = Ts[ti];
+            float *x = malloc(T * K * sizeof *x), *y = malloc(T * N * sizeof *y);
+            for (size_t i = 0; i < T * K; i++) x[i] = rnd(1);
+            prod_job j = {.wk = wk, .W = {.dt = DT_BF16, .data = w, .rows = N, .cols = K}, .x = x, .y = y, .T = T};
+            double fl = 2.0 * (double)T * (double)N * (double)K, r[3];
+            for (int v = 0; v < 3; v++) {
+                j.c = v ? MM_BF16 : MM_F32;
+                mm_token_lanes(v != 2);
+                prod_run(&j);
+                r[v] = fl / cycles_of(prod_run, &j, reps);
+            }
+            mm_token_lanes(true);
+            char nk[32];
+            snprintf(nk, sizeof nk, "%zux%zu", N, K);
+            printf("%-16s %-11s %4zu  %5.1f FLOP/c (%3.0f%%)    %5.1f FLOP/c (%3.0f%%)    %5.1f FLOP/c (%3.0f%%)\n",
+                   sh[s].name, nk, T, r[0], peak_f > 0 ? 100 * r[0] / peak_f : 0, r[1], peak_bf > 0 ? 100 * r[1] / peak_bf : 0,
+                   r[2], peak_bf > 0 ? 100 * r[2] / peak_bf : 0);
+            free(x);
+            free(y);
+        }
+        free(w);
+    }
+    printf("(percentages: of the bare loops' FLOP/cycle above -- vfmadd231ps for f32 mode, vdpbf16ps for bf16)\n");
+    mm_work_free(wk);
+    return 0;
+}
+
+/* --stages: the 1.1B model's prefill on one thread, each stage as FLOP per core cycle (thread CPU
+ * time x the clock measured before and after; the fewest cycles of reps runs, per stage that run's
+ * split). FLOPs per layer: QKV 2 T D (Hd + 2 Gd), attention 4 H hd T(T+1)/2 (causal QK^T and PV),
+ * o_proj 2 T D Hd, MLP 6 T D FF; rest: embeddings, the last layer's MLP, final norm, LM head of the
+ * last token. */
+static int bench_stages(const char *dir, int reps) {
+    setenv("ATTNLAB_THREADS", "1", 1);
+    openblas_set_num_threads(1);
+    prof_clock = cpu_now;
+    Model *m = NULL;
+    Forward *f = NULL;
+    if (model_open(dir, &m) != AL_OK || fwd_new(m, NULL, &f) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+    const Shape *S = &llama1b;
+    double D = S->D, Hd = S->H * S->HD, Gd = S->G * S->HD, FF = S->FF, L = S->L;
+    size_t Ts[] = {128, 512};
+    int *ids = malloc(512 * sizeof *ids);
+    float *z = malloc(fwd_vocab(f) * sizeof *z);
+    for (size_t i = 0; i < 512; i++) ids[i] = (int)((i * 2654435761u) % (fwd_vocab(f) - 3)) + 3;
+    printf("llama-1.1B (%s), prefill on one thread, FLOP per core cycle by stage (fewest cycles of %d runs):\n", dir, reps);
+    for (int c = 0; c < 3; c++) {                   /* f32, bf16, bf16 on the 4 x 6 dot tiles */
+        fwd_set_compute(f, c ? MM_BF16 : MM_F32);
+        mm_token_lanes(c != 2);
+        time_prefill(f, ids, 16, z, NULL);
+        for (size_t i = 0; i < 2; i++) {
+            double T = (double)Ts[i], best = 1e30, hz = 0;
+            Prof p = {0};
+            for (int r = 0; r < reps; r++) {
+                Prof q = {0};
+                double h0 = clock_hz(), d = time_prefill(f, ids, Ts[i], z, &q), h1 = clock_hz(), h = h0 > h1 ? h0 : h1;
+                if (d * h < best * hz || r == 0) { best = d; hz = h; p = q; }
+            }
+            double fl[ST_N] = {L * 2 * T * D * (Hd + 2 * Gd), 0, L * 4 * S->H * S->HD * T * (T + 1) / 2, L * 2 * T * D * Hd,
+                               (L - 1) * 6 * T * D * FF};
+            double tot = 0, flt = 0;
+            printf("  %-9s T=%-4.0f %6.2f Gcycles  %6.1f tok/s at %.2f GHz:", c == 2 ? "bf16 dot" : mm_compute_name(c ? MM_BF16 : MM_F32), T,
+                   best * hz / 1e9, T / best, hz / 1e9);
+            for (int s = 0; s < ST_N; s++) {
+                tot += p.acc[s];
+                flt += fl[s];
+                if (s == ST_ROPE) printf(" %s %.0f%%;", stage_name[s], 100 * p.acc[s] / best);
+                else printf(" %s %.0f%% %.1f FLOP/c;", stage_name[s], 100 * p.acc[s] / best, fl[s] / (p.acc[s] * hz));
+            }
+            double rest = 6 * T * D * FF + 2 * D * S->V;
+            printf(" rest %.0f%% %.1f FLOP/c; all %.1f FLOP/c\n", 100 * (best - tot) / best, rest / ((best - tot) * hz),
+                   (flt + rest) / (best * hz));
+        }
+    }
+    mm_token_lanes(true);
+    printf("  (bf16 dot: bf16 mode on the 4 x 6 dot-product tiles, the kernel before the token-lane tiles)\n");
+    free(ids);
+    free(z);
+    fwd_free(f);
+    model_free(m);
+    return 0;
+}
+
 /* ================================================================ the 8B model: memory */
 
 static long vm_hwm_kb(void) {
@@ -432,6 +640,8 @@ int main(int argc, char **argv) {
     if (argc > 3 && !strcmp(argv[1], "--child")) return child(argv[2], argv[3]);
     if (argc > 1 && !strcmp(argv[1], "--llama8b")) return bench_8b(argc > 2 ? argv[2] : NULL);
     if (argc > 2 && !strcmp(argv[1], "--write-llama1b")) return write_1b(argv[2]);
+    if (argc > 1 && !strcmp(argv[1], "--kernels")) return bench_kernels(argc > 2 ? atoi(argv[2]) : 7);
+    if (argc > 2 && !strcmp(argv[1], "--stages")) return bench_stages(argv[2], argc > 3 ? atoi(argv[3]) : 3);
     const char *models = getenv("ATTNLAB_MODELS");
     char *stories = al_asprintf("%s/stories260K/stories260K.bin", models ? models : "../shared/models");
     struct stat sb;

@@ -914,7 +914,9 @@ static int ffn_apply(Forward *f, const Ffn *n, const float *x, size_t T, float *
     float *b = gated ? a + T * FF : NULL;
     if (gated) {
         if ((rc = lin_apply(f, &n->gate, x, D, T, a, FF)) || (rc = lin_apply(f, &n->up, x, D, T, b, FF))) return rc;
-        for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]) * b[i];
+        if (f->act == ACT_SILU && f->compute == MM_BF16) mm_silu_mul(a, b, T * FF);   /* vector exp */
+        else
+            for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]) * b[i];
     } else {
         if ((rc = lin_apply(f, &n->up, x, D, T, a, FF))) return rc;
         for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]);

@@ -1,5 +1,7 @@
 /* matmul.c -- y = x W^T from stored weights: views of a store's tensors (WMat), register tiles of 4
- * tokens x 6 weight rows (BF16 / F16 widened for float32 FMA; BF16 activations for vdpbf16ps), the
+ * tokens x 6 weight rows (BF16 / F16 widened for float32 FMA; BF16 activations for vdpbf16ps when
+ * T < 16), token-lane tiles for vdpbf16ps from 16 tokens on (activations packed once per product as
+ * BF16 pairs, 16 tokens to a vector; each weight pair broadcast from the mapping), the
  * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
  * then a one-thread sgemm), the run-time choice of kernels and the per-worker scratch. See
  * matmul.h for the contract. */
@@ -7,6 +9,7 @@
 #include "matmul.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 /* ================================================================ run-time choice */
 
 static atomic_int simd_off;          /* mm_simd(false) */
+static atomic_int lanes_off;         /* mm_token_lanes(false) */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -42,6 +46,8 @@ bool mm_simd(bool on) {
     atomic_store(&simd_off, !on);
     return mm_have_bf16();
 }
+
+void mm_token_lanes(bool on) { atomic_store(&lanes_off, !on); }
 
 const char *mm_compute_name(mm_compute c) { return c == MM_BF16 ? "bf16" : "f32"; }
 
@@ -153,7 +159,8 @@ struct MmWork {
     float **pan;             /* (nthreads) panels of MM_PANEL_ROWS x MM_PANEL_COLS */
     uint16_t *xb;            /* BF16 activations (cap) */
     float *xr;               /* activations rounded to BF16, as float (cap) */
-    size_t xcap, rcap;
+    uint32_t *xp;            /* BF16 activation pairs packed for the token-lane tiles (pcap) */
+    size_t xcap, rcap, pcap;
 };
 
 MmWork *mm_work_new(int nthreads) {
@@ -171,6 +178,7 @@ void mm_work_free(MmWork *wk) {
     free(wk->pan);
     free(wk->xb);
     free(wk->xr);
+    free(wk->xp);
     free(wk);
 }
 
@@ -362,6 +370,178 @@ static const Tiles bf_tiles, wb_tiles, wh_tiles;     /* never used: no x86 kerne
 static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) { (void)src; (void)n; (void)dst; return 0; }
 #endif
 
+/* ================================================================ token-lane tiles (vdpbf16ps, T >= 16) */
+
+/* From BT_MIN tokens on, bf16 mode packs the activations once per product as BF16 pairs, 16 tokens to
+ * a vector (xp[b][kp][i] = (x[16b+i][2kp], x[16b+i][2kp+1])), and each vdpbf16ps multiplies one such
+ * vector by a weight pair broadcast from the mapping: the 16 lanes are 16 tokens of one output, so
+ * the sums need no reduction across lanes (the 4 x 6 tiles above spend ~15 % of their time there) and
+ * the weights need no packing. A tile is NV vectors (16 NV tokens) x NN rows (NV NN <= 24
+ * accumulators: 4 x 6, 3 x 8, 2 x 12, 1 x 12), over all K. */
+#define BT_MIN 16            /* tokens from which bf16 mode takes the token-lane tiles */
+#define BT_TB 64             /* tokens per block: 4 vectors */
+#define BT_NB 96             /* rows per unit (a multiple of 6, 8 and 12) */
+
+typedef void (*bt_fn)(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *y, size_t ldy,
+                      size_t nt);
+typedef struct { bt_fn many[5], tail[5][3]; int nn[5]; } BtTiles;  /* [NV]: NN-row tiles; 4-, 2- and 1-row tiles */
+
+#if MM_X86
+/* y[v 16 + i][n] = lane i of a[v][n], for the first nt tokens. */
+TGT_512 static inline __attribute__((always_inline)) void bt_store(__m512 a[4][12], float *y, size_t ldy, size_t nt,
+                                                                    const int NV, const int NN) {
+    float buf[16];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+        size_t m = nt - (size_t)v * 16 < 16 ? nt - (size_t)v * 16 : 16;
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) {
+            _mm512_storeu_ps(buf, a[v][n]);
+            for (size_t i = 0; i < m; i++) y[((size_t)v * 16 + i) * ldy + n] = buf[i];
+        }
+    }
+}
+
+/* NV x 16 tokens (packed pairs from xp, vectors xs dwords apart; nt of them real) against NN weight
+ * rows (w, stride ldw) over K columns into y; an odd last column pairs with the packed zero. */
+TGT_BF16 static inline __attribute__((always_inline)) void
+bt_tile(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *y, size_t ldy, size_t nt,
+        const int NV, const int NN) {
+    __m512 a[4][12];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) a[v][n] = _mm512_setzero_ps();
+    const uint32_t *xq = xp;
+    const uint16_t *wq = w;
+    for (size_t kp = 0; kp < K / 2; kp++, xq += 16, wq += 2) {
+        __m512bh xv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = (__m512bh)_mm512_loadu_si512((const void *)(xq + v * xs));
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) {
+            uint32_t pr;
+            memcpy(&pr, wq + n * ldw, sizeof pr);
+            __m512bh wb = (__m512bh)_mm512_set1_epi32((int)pr);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) a[v][n] = _mm512_dpbf16_ps(a[v][n], xv[v], wb);
+        }
+    }
+    if (K % 2) {
+        __m512bh xv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = (__m512bh)_mm512_loadu_si512((const void *)(xq + v * xs));
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) {
+            __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wq[n * ldw]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) a[v][n] = _mm512_dpbf16_ps(a[v][n], xv[v], wb);
+        }
+    }
+    bt_store(a, y, ldy, nt, NV, NN);
+}
+
+#define BT_FN(nv, nn)                                                                                                 \
+    TGT_BF16 static void bt_##nv##x##nn(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K,      \
+                                        float *y, size_t ldy, size_t nt) { bt_tile(xp, xs, w, ldw, K, y, ldy, nt, nv, nn); }
+BT_FN(4, 6) BT_FN(3, 8) BT_FN(2, 12) BT_FN(1, 12)
+BT_FN(4, 4) BT_FN(3, 4) BT_FN(2, 4) BT_FN(1, 4) BT_FN(4, 2) BT_FN(3, 2) BT_FN(2, 2) BT_FN(1, 2)
+BT_FN(4, 1) BT_FN(3, 1) BT_FN(2, 1) BT_FN(1, 1)
+static const BtTiles bt_tiles = {
+    {NULL, bt_1x12, bt_2x12, bt_3x8, bt_4x6},
+    {{NULL}, {bt_1x4, bt_1x2, bt_1x1}, {bt_2x4, bt_2x2, bt_2x1}, {bt_3x4, bt_3x2, bt_3x1}, {bt_4x4, bt_4x2, bt_4x1}},
+    {0, 12, 12, 8, 6}};
+
+/* Transposes 16 vectors of 16 dwords (lane j of r[i] -> lane i of r[j]). */
+TGT_512 static inline __attribute__((always_inline)) void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4)                   /* r[i + c]: column 4L + c of rows i..i+3, per 128-bit lane L */
+        for (int j = 0; j < 2; j++) {
+            r[i + 2 * j] = _mm512_unpacklo_epi64(t[i + j], t[i + 2 + j]);
+            r[i + 2 * j + 1] = _mm512_unpackhi_epi64(t[i + j], t[i + 2 + j]);
+        }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + 4 + j], 0x88);
+            t[i + 4 + j] = _mm512_shuffle_i32x4(r[i + j], r[i + 4 + j], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
+    }
+}
+
+/* x (T, K) rounded to BF16 (round to nearest even) and packed in pairs, 16 tokens to a vector, into xp
+ * ((T + 15) / 16 blocks of (K + 1) / 2 x 16 dwords); missing tokens and an odd K's partner are 0. Per
+ * 16 tokens x 32 columns: 16 vcvtne2ps2bf16, one 16 x 16 transpose. */
+TGT_BF16 static void bt_pack(const float *x, size_t ldx, size_t T, size_t K, uint32_t *xp) {
+    size_t KP = (K + 1) / 2;
+    for (size_t t0 = 0; t0 < T; t0 += 16) {
+        uint32_t *blk = xp + t0 * KP;
+        for (size_t k0 = 0; k0 < K; k0 += 32) {
+            size_t nk = K - k0 < 32 ? K - k0 : 32;
+            __mmask16 m0 = nk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nk) - 1);
+            __mmask16 m1 = nk > 16 ? (__mmask16)((1ull << (nk - 16)) - 1) : 0;
+            __m512i r[16];
+            for (size_t i = 0; i < 16; i++) {
+                const float *p = x + (t0 + i) * ldx + k0;
+                r[i] = t0 + i < T ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, p + 16), _mm512_maskz_loadu_ps(m0, p))
+                                  : _mm512_setzero_si512();
+            }
+            transpose16(r);
+            for (size_t j = 0; j < (nk + 1) / 2; j++) _mm512_storeu_si512((void *)(blk + (k0 / 2 + j) * 16), r[j]);
+        }
+    }
+}
+#else
+static const BtTiles bt_tiles;       /* never used: no x86 kernels */
+static void bt_pack(const float *x, size_t ldx, size_t T, size_t K, uint32_t *xp) { (void)x; (void)ldx; (void)T; (void)K; (void)xp; }
+#endif
+
+typedef struct {
+    const WMat *W;
+    const uint32_t *xp;      /* bt_pack's */
+    size_t T;
+    float *y;
+    size_t ldy;
+} bt_job;
+
+/* Unit i: rows [i BT_NB, +BT_NB) against every block of BT_TB tokens (the block's packed pairs stay
+ * in L2 while the unit's rows stream past them); each block's results gather in yt, then go to y
+ * row by row (the tiles' 64 scattered rows of y, 8 KB apart when N is 2048, would share L1 sets). */
+static int bt_unit(size_t i, int worker, void *ud) {
+    (void)worker;
+    bt_job *j = ud;
+    const uint16_t *W = j->W->data;
+    size_t K = j->W->cols, xs = (K + 1) / 2 * 16, T = j->T;
+    size_t n0 = i * BT_NB, n1 = j->W->rows - n0 < BT_NB ? j->W->rows : n0 + BT_NB;
+    float yt[BT_TB * BT_NB] __attribute__((aligned(64)));   /* (tokens, rows) of the block: y's rows may alias in L1 */
+    for (size_t t = 0; t < T; t += BT_TB) {
+        size_t nt = T - t < BT_TB ? T - t : BT_TB, nv = (nt + 15) / 16, nn = (size_t)bt_tiles.nn[nv], n = n0;
+        const uint32_t *xp = j->xp + t / 16 * xs;
+        for (; n + nn <= n1; n += nn) bt_tiles.many[nv](xp, xs, W + n * K, K, K, yt + (n - n0), BT_NB, nt);
+        for (int s = 0, r = 4; s < 3; s++, r /= 2)   /* the last rows: 4, 2, 1 at a time */
+            for (; n + (size_t)r <= n1; n += (size_t)r) bt_tiles.tail[nv][s](xp, xs, W + n * K, K, K, yt + (n - n0), BT_NB, nt);
+        for (size_t i = 0; i < nt; i++) memcpy(j->y + (t + i) * j->ldy + n0, yt + i * BT_NB, (n1 - n0) * sizeof(float));
+    }
+    return AL_OK;
+}
+
+/* bf16 mode from BT_MIN tokens on (vdpbf16ps): x packed once into wk->xp, then the units. */
+static int xwt_bt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    size_t K = W->cols, n;
+    if (!al_mul_ok((T + 15) / 16 * 16, (K + 1) / 2, &n, "packed activations") ||
+        buf_fit((void **)&wk->xp, &wk->pcap, n, sizeof(uint32_t), "packed BF16 activations"))
+        return AL_ERR;
+    bt_pack(x, ldx, T, K, wk->xp);
+    bt_job j = {.W = W, .xp = wk->xp, .T = T, .y = y, .ldy = ldy};
+    return run_units(wk, W->rows, BT_NB, T * W->rows * K, bt_unit, &j);
+}
+
 typedef struct {
     const WMat *W;
     const char *x;           /* (T, K) of xe-byte elements, row stride ldx elements */
@@ -436,9 +616,76 @@ static int round_x(MmWork *wk, const float *x, size_t ldx, size_t T, size_t K, b
 
 static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     bool simd = mm_have_bf16();
+    if (simd && T >= BT_MIN && !atomic_load(&lanes_off)) return xwt_bt(wk, W, x, ldx, T, y, ldy);
     if (round_x(wk, x, ldx, T, W->cols, simd)) return AL_ERR;
     if (!simd) return xwt_f32(wk, W, wk->xr, W->cols, T, y, ldy);
     return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);
+}
+
+/* ================================================================ exponentials: SiLU, softmax */
+
+#if MM_X86
+/* exp(x) for 16 floats: x = n ln2 + r (|r| <= ln2 / 2, ln2 in two parts), exp(r) by its degree-7
+ * Taylor polynomial (truncation < 1e-8 relative), times 2^n by vscalefps (which also gives 0 and inf
+ * outside the float range). */
+TGT_512 static inline __attribute__((always_inline)) __m512 exp_512(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(100.f), _mm512_max_ps(_mm512_set1_ps(-104.f), x));   /* +-inf in range; NaN stays */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+    return _mm512_scalef_ps(p, n);
+}
+
+TGT_512 static size_t silu_mul_512(float *a, const float *b, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 g = _mm512_loadu_ps(a + i);
+        __m512 e = exp_512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+        __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.f), e));
+        _mm512_storeu_ps(a + i, _mm512_mul_ps(s, _mm512_loadu_ps(b + i)));
+    }
+    return i;
+}
+
+TGT_512 static size_t exp_sum_512(float *s, size_t n, float sub, double *sum) {
+    __m512d acc = _mm512_setzero_pd();
+    __m512 m = _mm512_set1_ps(sub);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp_512(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
+        _mm512_storeu_ps(s + i, e);
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    *sum = _mm512_reduce_add_pd(acc);
+    return i;
+}
+#else
+static size_t silu_mul_512(float *a, const float *b, size_t n) { (void)a; (void)b; (void)n; return 0; }
+static size_t exp_sum_512(float *s, size_t n, float sub, double *sum) { (void)s; (void)n; (void)sub; *sum = 0; return 0; }
+#endif
+
+double mm_exp_sum(float *s, size_t n, float sub) {
+    double sum = 0;
+    size_t i = use_avx512() ? exp_sum_512(s, n, sub, &sum) : 0;
+    for (; i < n; i++) {
+        s[i] = expf(s[i] - sub);
+        sum += s[i];
+    }
+    return sum;
+}
+
+void mm_silu_mul(float *a, const float *b, size_t n) {
+    size_t i = use_avx512() ? silu_mul_512(a, b, n) : 0;
+    for (; i < n; i++) a[i] = a[i] / (1.f + expf(-a[i])) * b[i];
 }
 
 /* ================================================================ products */

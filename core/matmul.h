@@ -11,7 +11,10 @@
  *            equal a float32 copy's to float rounding (only the order of the sums differs).
  *   MM_BF16  BF16 weights: activations rounded to BF16 (round to nearest even) and multiplied with
  *            AVX-512 BF16 dot products (vdpbf16ps, float32 accumulation), as GPU inference and
- *            llama.cpp's BF16 path do; where the CPU lacks AVX-512 BF16, the same rounded
+ *            llama.cpp's BF16 path do: below 16 tokens in tiles of 4 tokens x 6 rows; from 16 tokens
+ *            on the activations are packed once per product as BF16 pairs, 16 tokens to a vector,
+ *            and multiplied by weight pairs broadcast from the mapping (token-lane tiles: each lane
+ *            sums one output, no sums across lanes); where the CPU lacks AVX-512 BF16, the same rounded
  *            activations through the float32 route (products exact, float32 sums). F16 / FP8 / F32
  *            weights take the MM_F32 route in this mode.
  * Dtypes without a kernel (F64, F8_E5M2) and Conv1D (in, out) weights stored in anything but F32
@@ -74,6 +77,14 @@ int mm_work_threads(const MmWork *wk);
 /* y (T, W.rows; row stride ldy) = x (T, W.cols; stride ldx) @ W^T in mode c. Returns AL_OK, AL_ERR
  * (out of memory) or AL_INTERRUPTED (lin_sweep's poll). */
 int mm_xwt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy, mm_compute c);
+/* The gated MLP's epilogue in bf16 mode: a[i] = silu(a[i]) * b[i] = a[i] / (1 + exp(-a[i])) * b[i],
+ * i < n, with a vectorized exp (AVX-512: within a few float ulps of expf; elsewhere expf itself):
+ * bf16 mode rounds the result to BF16 for the next product anyway. */
+void mm_silu_mul(float *a, const float *b, size_t n);
+/* The softmax's exponentials: s[i] = exp(s[i] - sub), i < n, with the same vectorized exp (AVX-512;
+ * elsewhere expf); returns their sum, accumulated in double. */
+double mm_exp_sum(float *s, size_t n, float sub);
+
 /* y (T, W.cols) = x (T, W.rows) @ W for a Conv1D weight (an F32 view, wmat_view's f32_only). */
 int mm_xw(const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy);
 

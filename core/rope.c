@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "rope.h"
 
+#include "matmul.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -168,8 +170,7 @@ void attn_softmax_row(float *s, size_t n, size_t lo, size_t hi, double softcap) 
         for (size_t k = lo; k <= hi; k++) s[k] = (float)(softcap * tanh(s[k] / softcap));
     float mx = -INFINITY;
     for (size_t k = lo; k <= hi; k++) mx = s[k] > mx ? s[k] : mx;
-    double sum = 0;
-    for (size_t k = lo; k <= hi; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
+    double sum = mm_exp_sum(s + lo, hi - lo + 1, mx);     /* s[k] = exp(s[k] - mx), vectorized */
     float inv = (float)(1.0 / sum);
     for (size_t k = 0; k < n; k++) s[k] = (k >= lo && k <= hi) ? s[k] * inv : 0.f;
 }

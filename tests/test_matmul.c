@@ -1,9 +1,10 @@
 /* test_matmul.c -- core/matmul.c's products y = x W^T from stored BF16 / F16 / FP8 / F32 weights
  * against a double-precision reference of the same stored values, in both compute modes, on
  * shapes that hit every tile edge (tokens not a multiple of 4, rows not a multiple of 6, columns
- * not a multiple of 32, more columns than one pass), on one worker and on two, with the AVX-512
+ * not a multiple of 32, more columns than one pass; for bf16 mode's token-lane tiles from 16 tokens
+ * on: tokens not a multiple of 16, rows not a multiple of 6 / 8 / 12, odd columns), on one worker and on two, with the AVX-512
  * kernels (register tiles) and with the portable ones forced (mm_simd(false): panels and sgemm),
- * which agree to float rounding; FP8 block scales; wmat_row; the mode names. */
+ * which agree to float rounding; FP8 block scales; wmat_row; the mode names; mm_silu_mul. */
 #include "check.h"
 #include "matmul.h"
 #include "matmul_internal.h"
@@ -97,6 +98,13 @@ static void check_shape(dt_type dt, size_t T, size_t N, size_t K) {
             }
     }
     mm_simd(true);
+    if (dt == DT_BF16 && T >= 16 && mm_have_bf16()) {     /* the 4 x 6 dot tiles at the same T, for comparison */
+        mm_token_lanes(false);
+        CHECK_OK(mm_xwt(one, &t.w, x, K, T, y, N, MM_BF16));
+        mm_token_lanes(true);
+        double e = product_err(&t, x, T, y, true);
+        CHECK(e < 2e-6, "BF16 T %zu N %zu K %zu bf16 mode on the dot tiles: error %.3g of sum |x w|", T, N, K, e);
+    }
     mm_work_free(one);
     mm_work_free(two);
     free(x); free(y); free(y0);
@@ -107,6 +115,9 @@ static void test_shapes(void) {
     static const size_t shapes[][3] = {
         {1, 1, 1}, {1, 7, 33}, {4, 6, 32}, {3, 5, 31}, {5, 13, 64}, {9, 100, 200}, {37, 300, 300},
         {1, 300, 2500}, {6, 20, 4200}, {17, 260, 130},
+        /* bf16 mode's token-lane tiles (16 tokens on): 1-4 vectors with missing tokens, row tails of
+         * 6 / 8 / 12-row tiles, odd K, more than one 64-token block and one 96-row unit */
+        {16, 12, 64}, {33, 25, 65}, {47, 17, 31}, {64, 97, 96}, {130, 200, 257}, {70, 13, 2049},
     };
     dt_type dts[] = {DT_BF16, DT_F16, DT_F8_E4M3, DT_F32};
     for (size_t d = 0; d < 4; d++)
@@ -133,6 +144,42 @@ static void test_bf16_rounds(void) {
     tw_free(&t);
 }
 
+/* mm_silu_mul and mm_exp_sum against silu * b and exp in double: relative error at float rounding over [-90, 90], and the
+ * limits (large negative gates give -0, large positive the gate, NaN stays NaN). */
+static void test_silu_mul(void) {
+    enum { N = 4099 };
+    static float a[N], b[N], a0[N];
+    for (size_t i = 0; i < N; i++) {
+        a0[i] = a[i] = (float)(-90.0 + 180.0 * (double)i / (N - 1)) + rnd() * 0.01f;
+        b[i] = 1.f + rnd() * 0.5f;
+    }
+    a0[7] = a[7] = -1e4f;
+    a0[8] = a[8] = 1e4f;
+    a0[9] = a[9] = NAN;
+    a0[6] = a[6] = INFINITY;
+    mm_silu_mul(a, b, N);
+    double worst = 0;
+    for (size_t i = 10; i < N; i++) {
+        double g = a0[i], ref = g / (1 + exp(-g)) * b[i];
+        double e = fabs(a[i] - ref) / (fabs(ref) > 1e-30 ? fabs(ref) : 1e-30);
+        if (e > worst || isnan(a[i])) worst = isnan(a[i]) ? INFINITY : e;
+    }
+    CHECK(worst < 1e-6, "mm_silu_mul: relative error %.3g of silu(a) * b", worst);
+    CHECK(a[7] == 0.f && a[8] == 1e4f * b[8] && isnan(a[9]) && a[6] == INFINITY, "mm_silu_mul limits: %g %g %g %g", a[7],
+          a[8], a[9], a[6]);
+    float s[40], r[40];                                /* mm_exp_sum: the softmax's exponentials */
+    double sum = 0;
+    for (size_t i = 0; i < 40; i++) r[i] = s[i] = rnd() * 30.f;
+    double got = mm_exp_sum(s, 40, 3.f);
+    worst = 0;
+    for (size_t i = 0; i < 40; i++) {
+        double e = exp((double)(r[i] - 3.f));         /* the argument as float computes it */
+        sum += e;
+        worst = fmax(worst, fabs(s[i] - e) / e);
+    }
+    CHECK(worst < 1e-6 && fabs(got - sum) / sum < 1e-6, "mm_exp_sum: element error %.3g, sum %.9g vs %.9g", worst, got, sum);
+}
+
 static void test_rows_and_names(void) {
     dt_type dts[] = {DT_BF16, DT_F16, DT_F8_E4M3, DT_F32};
     for (size_t d = 0; d < 4; d++) {
@@ -156,6 +203,7 @@ static void test_rows_and_names(void) {
 int main(void) {
     test_shapes();
     test_bf16_rounds();
+    test_silu_mul();
     test_rows_and_names();
     return check_done();
 }
