@@ -48,7 +48,6 @@
 #include "gram.h"
 #include "gram_bf16.h"
 #include "lin.h"
-#include "lin_f32.h"
 #include "synth.h"
 
 /* ================================================================ clocks */
@@ -236,7 +235,8 @@ static int floor_layer(Model *m, int L, bool solves, Time *secs) {
  *   FAST_F32: the float32 LAPACK route -- ssyrk per factor, ssyevd (values) per factor, spotrf
  *     of the shared side, two strmm and ssyevd for the fused core;
  *   FAST_FLOOR: the fast route's own kernels alone -- the BF16 Gram kernel on pre-packed chunks
- *     (the FP8 scale taken out per chunk) and the float solves of lin_f32.h. */
+ *     (the FP8 scale taken out per chunk) and the solves the fast route uses (double: dpotrf,
+ *     two dtrmm, three dsytrd + dsterf per pair). */
 typedef enum { FAST_F32, FAST_FLOOR } fast_mode;
 
 typedef struct {
@@ -300,13 +300,12 @@ static int fast_floor_head(FastJob *j, int worker) {
     for (int pair = 0; pair < 2; pair++) {
         int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
         size_t k = gram_view_k(&j->v[fs]), rs = gram_view_rows(&j->v[fs]), rh = gram_view_rows(&j->v[fh]);
-        LinFSide *sh = NULL, *own = NULL;
+        LinGramSide *sh = NULL, *own = NULL;
         Spectrum *s = NULL;
-        double e;
-        int rc = linf_side_new(G + fs * 16384, k, rs, 0, true, &sh);
-        if (rc == AL_OK) rc = linf_side_new(G + fh * 16384, k, rh, 0, false, &own);
-        if (rc == AL_OK) rc = linf_fused(sh, G + fh * 16384, 0, own->norm, rs, rh, &s, &e);
-        lin_spectrum_free(s); linf_side_free(sh); linf_side_free(own);
+        int rc = lin_gram_side_new(G + fs * 16384, k, rs, true, &sh);
+        if (rc == AL_OK) rc = lin_gram_side_new(G + fh * 16384, k, rh, false, &own);
+        if (rc == AL_OK) rc = lin_gram_fused(sh, G + fh * 16384, rs, rh, &s);
+        lin_spectrum_free(s); lin_gram_side_free(sh); lin_gram_side_free(own);
         if (rc != AL_OK) return rc;
     }
     return AL_OK;

@@ -97,9 +97,10 @@ typedef struct {
     Spectrum **a;            /* (n_heads) V[g(h)] or Q[h] */
     Spectrum **b;            /* (n_heads) O[h] or K[g(h)] */
     Spectrum **fused;        /* (n_heads) VO or QK */
-    double *eps;             /* (n_heads, 3) the fast route's bounds of a, b, fused (lin_f32.h: how far
-                                the squared values may sit from the double route's; 0 for a head
-                                redone in double), or NULL: every spectrum is the double route's */
+    double *eps;             /* (n_heads, 3) the fast route's bounds of a, b, fused (the l2 distance
+                                of their squared values from the double route's, lin_rank_certain's
+                                eps; 0 for a head redone in double), or NULL: every spectrum is the
+                                double route's */
 } FarrLayer;
 
 /* How a layer's spectra are computed (rank tables, spectra and their plots use FARR_ROUTE_STREAM,
@@ -112,8 +113,8 @@ typedef struct {
  *   FARR_ROUTE_FACTORS: the layer's float copies (model_layer_load), per-head factors
  *     (model_head) and lin_product_svd -- the reference the stream route is tested against.
  *   FARR_ROUTE_FAST: the stream route with the Grams of gram_compute_fast (BF16 dot products
- *     with float accumulation on BF16 / FP8 weights, floats otherwise) and float eigen-solves
- *     (lin_f32.h), each spectrum with its error bound in eps; ranks from it are the double
+ *     with float accumulation on BF16 / FP8 weights, floats otherwise) and the same values-only
+ *     solves in double, each spectrum with its error bound in eps; ranks from it are the double
  *     route's once farr_layer_certify has redone, in double, every head whose rank at that tau
  *     the bound leaves open. */
 typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS, FARR_ROUTE_FAST } farr_route;
