@@ -64,6 +64,50 @@ static void kernel_case(size_t n, size_t k, bool scaled, gbf_path path) {
     free(B); free(s); free(G); free(D); free(A); free(pack);
 }
 
+/* Two BF16 pairs equal, half by half (any NaN matching any NaN). */
+static bool same_bf16x2(uint32_t a, uint32_t b) {
+    for (int h = 0; h < 2; h++) {
+        uint16_t x = (uint16_t)(a >> 16 * h), y = (uint16_t)(b >> 16 * h);
+        if (x != y && !(isnan(dt_bf16_to_f32(x)) && isnan(dt_bf16_to_f32(y)))) return false;
+    }
+    return true;
+}
+
+/* The vectorized packing against the scalar layout, every E4M3 code and BF16 values, odd and
+ * even shapes: pairs of a column Gram's rows, and a row Gram's chunk transposed. */
+static void test_packing(void) {
+    static const size_t shapes[][2] = {{1, 1}, {5, 3}, {16, 32}, {33, 17}, {128, 128}, {100, 127}, {192, 64}};
+    const uint16_t *tb = gbf_e4m3_bf16();
+    int bad = 0;
+    for (int fp8 = 0; fp8 < 2; fp8++)
+        for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+            size_t k = shapes[c][0], n = shapes[c][1], ld = gbf_ld(k), es = fp8 ? 1 : 2, stride = n + 3;
+            uint8_t *src = malloc(k * stride * es + 64);
+            uint32_t *P = malloc(((n + 1) / 2) * ld * sizeof(uint32_t)), *row = malloc(ld * sizeof(uint32_t));
+            for (size_t i = 0; i < k * stride * es; i++) src[i] = (uint8_t)(urand() * 256);
+            /* the value of stored element (i, t) as BF16 bits */
+#define VAL(i, t) (fp8 ? tb[src[(i) * stride + (t)]] : (uint16_t)(src[((i) * stride + (t)) * 2] | src[((i) * stride + (t)) * 2 + 1] << 8))
+            gbf_pack_rows(src, stride * es, k, n, fp8, P);
+            for (size_t t = 0; t < (n + 1) / 2; t++)
+                for (size_t i = 0; i < ld; i++) {
+                    uint32_t want = i >= k ? 0 : VAL(i, 2 * t) | (2 * t + 1 < n ? (uint32_t)VAL(i, 2 * t + 1) << 16 : 0);
+                    bad += !same_bf16x2(P[t * ld + i], want);
+                }
+            /* rows 0 and 1 of the same data as pairs over n values (k := n) */
+            size_t ldn = gbf_ld(n);
+            uint32_t *pr = realloc(row, ldn * sizeof(uint32_t));
+            if (pr) row = pr;
+            gbf_pack_pairs(src, k > 1 ? src + stride * es : NULL, n, fp8, row);
+            for (size_t i = 0; pr && i < ldn; i++) {
+                uint32_t want = i >= n ? 0 : VAL(0, i) | (k > 1 ? (uint32_t)VAL(1, i) << 16 : 0);
+                bad += !same_bf16x2(row[i], want);
+            }
+#undef VAL
+            free(src); free(P); free(row);
+        }
+    CHECK(bad == 0, "vectorized BF16 packing: %d words differ from the scalar layout", bad);
+}
+
 static void test_kernel(void) {
     static const size_t shapes[][2] = {{1, 1}, {7, 5}, {128, 32}, {129, 33}, {300, 64}, {1000, 128}, {257, 192}};
     int paths = gbf_cpu_bf16() ? 2 : 1;
@@ -78,6 +122,7 @@ static void test_kernel(void) {
         bad += isnan(v) ? !isnan(dt_bf16_to_f32(tb[c])) : dt_bf16_to_f32(tb[c]) != v;
     }
     CHECK(bad == 0, "E4M3 codes as BF16: %d differ", bad);
+    if (paths == 2) test_packing();
 }
 
 /* ---------------------------------------------------------------- Grams from checkpoints */
