@@ -1134,10 +1134,11 @@ const FarrLayer *farr_state_get_layer(const FarrState *st, const Model *m, farr_
     return e ? e->l : NULL;
 }
 
-/* Rank tables take the double (stream) route unless the fast route is asked for (tests, benchmarks):
- * its certification at tau redoes most heads of flat, R1-shaped layers in double today, which makes
- * the certified fast sweep slower than the double one there (bench/README.md, the fast route). */
-static bool force_double = true;
+/* Rank tables take the fast route, certified at tau, where the CPU has AVX-512 BF16 (faster than
+ * the double route on the R1 shape and the demos, bench/README.md); the double (stream) route
+ * when forced (tests, benchmarks) or where the fast Grams would take the float path (slower than
+ * dsyrk as it stands). */
+static bool force_double = false;
 
 void farr_force_double(bool on) { force_double = on; }
 
@@ -1157,7 +1158,7 @@ static int state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int o
         return AL_OK;
     }
     FarrLayer *l;
-    farr_route route = exact || force_double ? FARR_ROUTE_STREAM : FARR_ROUTE_FAST;
+    farr_route route = exact || force_double || !gram_fast_pays() ? FARR_ROUTE_STREAM : FARR_ROUTE_FAST;
     int rc = farr_layer_compute_route(m, kind, layer, offset, route, &l);
     if (rc != AL_OK) return rc;
     if (al_reserve(&st->e, &st->cap, st->n + 1, sizeof *st->e, "the FaRR cache")) {
@@ -1190,15 +1191,19 @@ int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, in
 }
 
 int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau) {
-    for (int L = lo; L <= hi; L++) {
+    /* A Ctrl-C that stopped the sweep is held back: certifying the layers it kept redoes a few
+     * heads at most, so their rank table still comes (a new Ctrl-C stops it). */
+    sig_atomic_t held = al_interrupt_flag;
+    al_interrupt_flag = 0;
+    int rc = AL_OK;
+    for (int L = lo; L <= hi && rc == AL_OK; L++) {
         CacheEntry *e = cache_find(st, m, kind, L, offset);
-        if (!e) return al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
-        if (!e->l->eps) continue;                     /* exact already: nothing to redo */
-        if (al_interrupted()) return AL_INTERRUPTED;
-        int rc = farr_layer_certify(m, e->l, tau, &st->redone);
-        if (rc != AL_OK) return rc;
+        if (!e) rc = al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
+        else if (e->l->eps && al_interrupted()) rc = AL_INTERRUPTED;
+        else if (e->l->eps) rc = farr_layer_certify(m, e->l, tau, &st->redone);   /* exact: nothing to redo */
     }
-    return AL_OK;
+    if (held) al_interrupt_flag = held;
+    return rc;
 }
 
 int farr_state_rank_table(FarrState *st, Model *m, farr_kind kind, int lo, int hi,

@@ -291,9 +291,11 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
         return al_err("tensor '%s' (%zu x %zu): block rows %zu..%zu, cols %zu..%zu out of range", t.name, t.rows,
                       t.cols, v->r0, v->r0 + v->nr, v->c0, v->c0 + v->nc);
     if (fast_reserve(scr, k) != AL_OK) return AL_ERR;
-    /* BF16 pairs where the values are BF16 (BF16, FP8 codes) and the CPU has vdpbf16ps */
+    /* BF16 pairs where the values are BF16 (BF16, FP8 codes) and the CPU has vdpbf16ps, floats
+     * where it lacks it; other dtypes (F32, F16: not BF16 values) take the double route's Gram,
+     * exact (the float kernel is no faster than dsyrk on them) */
+    if (t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) return gram_compute(st, v, scr, G);
     gbf_path path = gbf_path_now();
-    if (t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) path = GBF_FLOAT;
     /* chunks along the contraction, aligned to absolute multiples of GBF_CHUNK (FP8 scale blocks) */
     size_t a0 = v->row_gram ? v->c0 : v->r0;
     for (size_t c = 0; c < other;) {
@@ -315,6 +317,8 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     *err = rel * tr * (1 + 1e-6) + (double)k * (double)other * ldexp(1.0, -100);
     return AL_OK;
 }
+
+bool gram_fast_pays(void) { return gbf_path_now() == GBF_BF16; }
 
 /* ================================================================ readahead */
 
