@@ -310,10 +310,11 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     int rc = gram_finish(v, k, G);
     if (rc != AL_OK) return rc;
     /* |E|_F <= gamma trace(G) (gram_bf16.h); FP8: the double route rounds code * scale to float
-     * first (2u more); the double additions between chunks, and flushed denormals, far below */
+     * first (2u more); flushed denormals far below */
     double tr = 0, u = ldexp(1.0, -24);
     for (size_t i = 0; i < k; i++) tr += G[i * k + i];
-    double rel = gbf_gamma(path) + (t.scale ? 2.0001 * u : 0) + 1e-12;
+    /* + the double sums over `other` terms: the double route's dsyrk and the chunks' additions */
+    double rel = gbf_gamma(path) + (t.scale ? 2.0001 * u : 0) + 2.0 * (double)other * ldexp(1.0, -53) * (1 + 1e-6);
     *err = rel * tr * (1 + 1e-6) + (double)k * (double)other * ldexp(1.0, -100);
     return AL_OK;
 }
