@@ -16,11 +16,12 @@
  *      eigen-solves the method also cannot avoid; and attnlab / floor for both;
  *   4. peak resident memory (VmHWM) of a fresh process sweeping VO + QK over 2 and over 4 layers
  *      (and over all N when N > 4);
- *   5. the fast route (issue 18: BF16 Grams, float solves; FARR_ROUTE_FAST) per layer, its
- *      certification at tau 0.999 (heads redone in double), the float32 LAPACK route (ssyrk +
- *      ssyevd + spotrf per head) and the fast route's floor (its BF16 Gram kernel and float
- *      solves alone) on the same shapes from memory, with the ratios fast / float32 route and
- *      fast / floor; --cold also sweeps every layer with the checkpoint's page cache dropped
+ *   5. the fast route (issue 18: BF16 Grams, double solves; FARR_ROUTE_FAST) per layer, its
+ *      certification at tau 0.999 (heads redone in double; heads open at 0.999, 0.99, 0.9), the
+ *      double route, the float32 LAPACK route (ssyrk + ssyevd + spotrf per head) and the fast
+ *      route's floor (its BF16 Gram kernel and the double solves it uses, alone) on the same
+ *      shapes from memory, with the ratios fast / float32 route, fast / floor and certified /
+ *      double route; --cold also sweeps every layer with the checkpoint's page cache dropped
  *      (posix_fadvise DONTNEED) and then warm. --fast-only runs section 5 alone.
  * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be
  * shared: R rounds (default 3) each measure 1-3 back to back so they see the same load, each
@@ -48,7 +49,6 @@
 #include "gram.h"
 #include "gram_bf16.h"
 #include "lin.h"
-#include "lin_f32.h"
 #include "synth.h"
 
 /* ================================================================ clocks */
@@ -236,7 +236,8 @@ static int floor_layer(Model *m, int L, bool solves, Time *secs) {
  *   FAST_F32: the float32 LAPACK route -- ssyrk per factor, ssyevd (values) per factor, spotrf
  *     of the shared side, two strmm and ssyevd for the fused core;
  *   FAST_FLOOR: the fast route's own kernels alone -- the BF16 Gram kernel on pre-packed chunks
- *     (the FP8 scale taken out per chunk) and the float solves of lin_f32.h. */
+ *     (the FP8 scale taken out per chunk) and the solves the fast route uses (double: dpotrf,
+ *     two dtrmm, three dsytrd + dsterf per pair). */
 typedef enum { FAST_F32, FAST_FLOOR } fast_mode;
 
 typedef struct {
@@ -300,13 +301,12 @@ static int fast_floor_head(FastJob *j, int worker) {
     for (int pair = 0; pair < 2; pair++) {
         int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
         size_t k = gram_view_k(&j->v[fs]), rs = gram_view_rows(&j->v[fs]), rh = gram_view_rows(&j->v[fh]);
-        LinFSide *sh = NULL, *own = NULL;
+        LinGramSide *sh = NULL, *own = NULL;
         Spectrum *s = NULL;
-        double e;
-        int rc = linf_side_new(G + fs * 16384, k, rs, 0, true, &sh);
-        if (rc == AL_OK) rc = linf_side_new(G + fh * 16384, k, rh, 0, false, &own);
-        if (rc == AL_OK) rc = linf_fused(sh, G + fh * 16384, 0, own->norm, rs, rh, &s, &e);
-        lin_spectrum_free(s); linf_side_free(sh); linf_side_free(own);
+        int rc = lin_gram_side_new(G + fs * 16384, k, rs, true, &sh);
+        if (rc == AL_OK) rc = lin_gram_side_new(G + fh * 16384, k, rh, false, &own);
+        if (rc == AL_OK) rc = lin_gram_fused(sh, G + fh * 16384, rs, rh, &s);
+        lin_spectrum_free(s); lin_gram_side_free(sh); lin_gram_side_free(own);
         if (rc != AL_OK) return rc;
     }
     return AL_OK;
@@ -369,24 +369,49 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     return rc;
 }
 
+static const double open_taus[3] = {0.999, 0.99, 0.9};
+
 /* The fast route's sweep of layer L, VO + QK (FARR_ROUTE_FAST), and separately its certification
- * at tau (heads the bound leaves open redone in double; *redone counts them). */
-static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert, size_t *redone, size_t *heads) {
+ * at tau (heads the bound leaves open redone in double; *redone counts them); open[t] counts the
+ * heads the bound leaves open at open_taus[t]. */
+static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert, size_t *redone, size_t *heads,
+                            size_t open[3]) {
     *sweep = *cert = (Time){0, 0};
     for (int k = 0; k < 2; k++) {
         FarrLayer *l = NULL;
         double w0 = wall(), c0 = cpu();
         if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_FAST, &l) != AL_OK) return AL_ERR;
         double w1 = wall(), c1 = cpu();
+        for (int t = 0; t < 3; t++)
+            for (int h = 0; h < l->n_heads; h++) {
+                const double *e = l->eps + 3 * (size_t)h;
+                open[t] += !(lin_rank_certain(l->a[h], e[0], open_taus[t]) && lin_rank_certain(l->b[h], e[1], open_taus[t]) &&
+                             lin_rank_certain(l->fused[h], e[2], open_taus[t]));
+            }
+        double w2 = wall(), c2 = cpu();
         int rc = farr_layer_certify(m, l, tau, redone);
         sweep->wall += w1 - w0; sweep->cpu += c1 - c0;
-        cert->wall += wall() - w1; cert->cpu += cpu() - c1;
+        cert->wall += wall() - w2; cert->cpu += cpu() - c2;
         *heads += (size_t)l->n_heads;
         farr_layer_free(l);
         if (rc != AL_OK) return rc;
     }
     return AL_OK;
 }
+
+/* The double route's sweep of layer L, VO + QK (FARR_ROUTE_STREAM), for the certified fast route's ratio. */
+static int double_sweep_layer(Model *m, int L, Time *t) {
+    double w0 = wall(), c0 = cpu();
+    for (int k = 0; k < 2; k++) {
+        FarrLayer *l = NULL;
+        if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_STREAM, &l) != AL_OK) return AL_ERR;
+        farr_layer_free(l);
+    }
+    *t = (Time){ wall() - w0, cpu() - c0 };
+    return AL_OK;
+}
+
+static void keep_best(Time *best, Time t) { if (t.wall < best->wall) *best = t; }
 
 /* Drops the page cache of every file of the checkpoint folder (written back first). */
 static void drop_cache(const char *dir) {
@@ -406,40 +431,46 @@ static void drop_cache(const char *dir) {
     if (d) closedir(d);
 }
 
-/* Section 5: the fast route against the float32 LAPACK route and against its floor, in rounds
- * (best of each); with `cold`, the fast sweep of every layer after dropping the page cache. */
+/* Section 5: the fast route against the float32 LAPACK route, its floor and the double route, in
+ * rounds (best of each); with `cold`, the sweeps of every layer after dropping the page cache. */
 static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) {
     double tau = 0.999;
-    Time sw = {1e30, 1e30}, ce = {1e30, 1e30}, f32 = {1e30, 1e30}, fl = {1e30, 1e30};
-    size_t redone = 0, heads = 0;
+    Time sw = {1e30, 1e30}, ce = {1e30, 1e30}, f32 = {1e30, 1e30}, fl = {1e30, 1e30}, db = {1e30, 1e30};
+    size_t redone = 0, heads = 0, open[3];
     for (int r = 0; r < reps; r++) {
-        Time s = {0, 0}, c = {0, 0};
+        Time s = {0, 0}, c = {0, 0}, d = {0, 0};
         redone = heads = 0;
+        memset(open, 0, sizeof open);
         for (int L = 0; L < nl; L++) {
-            Time a, b;
-            if (fast_sweep_layer(m, L, tau, &a, &b, &redone, &heads) != AL_OK) return fail("fast sweep");
+            Time a, b, e;
+            if (fast_sweep_layer(m, L, tau, &a, &b, &redone, &heads, open) != AL_OK) return fail("fast sweep");
+            if (double_sweep_layer(m, L, &e) != AL_OK) return fail("double sweep");
             s.wall += a.wall / nl; s.cpu += a.cpu / nl; c.wall += b.wall / nl; c.cpu += b.cpu / nl;
+            d.wall += e.wall / nl; d.cpu += e.cpu / nl;
         }
-        if (s.wall < sw.wall) sw = s;
-        if (c.wall < ce.wall) ce = c;
+        keep_best(&sw, s); keep_best(&ce, c); keep_best(&db, d);
         Time a, b;
         if (fast_layer(m, 0, FAST_F32, &a) != AL_OK || fast_layer(m, 0, FAST_FLOOR, &b) != AL_OK) return fail("fast floor");
-        if (a.wall < f32.wall) f32 = a;
-        if (b.wall < fl.wall) fl = b;
+        keep_best(&f32, a); keep_best(&fl, b);
     }
-    printf("\n5. the fast route (BF16 dot products, float solves; %s Gram kernel), VO + QK per layer, best of %d:\n",
+    printf("\n5. the fast route (BF16 dot products, double solves; %s Gram kernel), VO + QK per layer, best of %d:\n",
            gbf_path_now() == GBF_BF16 ? "AVX-512 BF16" : "float (no AVX-512 BF16)", reps);
     printf("   fast route sweep:                       %.3f s wall (%.3f s CPU); 61 layers %.1f s\n", sw.wall, sw.cpu,
            61 * sw.wall);
-    printf("   + certification at tau %g:           %.3f s wall (%zu of %zu heads redone in double)\n", tau, ce.wall,
-           redone, heads);
+    printf("   + certification at tau %g:           %.3f s wall (%.3f s CPU; %zu of %zu heads redone in double)\n", tau,
+           ce.wall, ce.cpu, redone, heads);
+    printf("   heads the bound leaves open: %zu at tau 0.999, %zu at 0.99, %zu at 0.9 (of %zu)\n", open[0], open[1],
+           open[2], heads);
+    printf("   double route sweep (stream, dsyrk + the same solves):                %.3f s wall (%.3f s CPU)\n", db.wall,
+           db.cpu);
     printf("   float32 LAPACK route (ssyrk + ssyevd + spotrf + strmm, from memory): %.3f s wall (%.3f s CPU)\n", f32.wall,
            f32.cpu);
-    printf("   floor (BF16 Gram kernel + float solves alone, from memory):          %.3f s wall (%.3f s CPU)\n", fl.wall,
-           fl.cpu);
-    printf("   ratios: fast / float32 route = %.2f (target <= 0.5); fast / floor = %.2f (target <= 1.2); certified "
-           "(fast + certification) / float32 route = %.2f\n", sw.wall / f32.wall, sw.wall / fl.wall,
-           (sw.wall + ce.wall) / f32.wall);
+    printf("   floor (its BF16 Gram kernel + the double solves it uses, alone, from memory): %.3f s wall (%.3f s CPU)\n",
+           fl.wall, fl.cpu);
+    printf("   ratios (CPU): fast / float32 route = %.2f (target <= 0.5); fast / floor = %.2f (target <= 1.2); certified "
+           "(fast + certification) / double route = %.2f\n", sw.cpu / f32.cpu, sw.cpu / fl.cpu, (sw.cpu + ce.cpu) / db.cpu);
+    printf("   ratios (wall): fast / float32 route = %.2f; fast / floor = %.2f; certified / double route = %.2f\n",
+           sw.wall / f32.wall, sw.wall / fl.wall, (sw.wall + ce.wall) / db.wall);
     if (!cold) return 0;
     double t[2];
     for (int pass = 0; pass < 2; pass++) {

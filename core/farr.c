@@ -7,7 +7,6 @@
 #include "analyses.h"
 #include "attn_eval.h"
 #include "gram.h"
-#include "lin_f32.h"
 #include "rope.h"
 
 #include <cblas.h>
@@ -231,20 +230,84 @@ static void gram_rotate(double *G, size_t k, rope_layout layout, double theta, d
     free(f);
 }
 
+/* One shared side of the fast route: its Gram's error bound, Frobenius norm and largest diagonal
+ * entry (the bounds of fast_fused_err). */
+typedef struct {
+    double err, fro, dmax;
+} FastSide;
+
 typedef struct {
     Model *m;
     FarrLayer *l;
     head_part part;
     bool rot;
-    bool fast;               /* the fast route: BF16/float Grams, float solves, bounds into l->eps */
+    bool fast;               /* the fast route: BF16/float Grams, bounds into l->eps */
     size_t k;                /* the inner (head) dim of the pair */
     const size_t *gsel, *hsel;   /* the KV heads and query heads to compute (NULL: all) */
-    LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored (double route) */
-    LinFSide **fshared;      /* (n_kv) the same, fast route */
+    LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored */
+    FastSide *fside;         /* (n_kv) the fast route's bounds of the shared sides */
     GramScratch **scr;       /* (threads) */
-    double **G;              /* (threads) a k x k Gram each */
+    double **G, **M, **w;    /* (threads) a k x k Gram, a k x k fused core, 2k eigenvalues each */
     int T;                   /* threads */
 } StreamJob;
+
+/* ---------------------------------------------------------------- the fast route's solves */
+
+/* The fast route's values-only eigen-solves, every one of them: the n symmetric matrices A[i]
+ * (k[i] x k[i], full storage, column-major; destroyed) to their ascending eigenvalues w[i], one
+ * worker's batch (a head's own side and fused core; a group's shared side). Today LAPACK's dsytrd
+ * + dsterf one matrix at a time (lin_sym_eigvals); a batched small-matrix solver plugs in here. */
+static int solve_values(size_t n, double *const *A, const size_t *k, double *const *w) {
+    for (size_t i = 0; i < n; i++)
+        if (lin_sym_eigvals(A[i], k[i], w[i]) != AL_OK) return AL_ERR;
+    return AL_OK;
+}
+
+/* ---------------------------------------------------------------- the fast route's bounds */
+
+/* The fast route solves in double on Grams G' within err (Frobenius) of the double route's G
+ * (gram_compute_fast). A bound eps on the l2 distance between the sorted squared singular values
+ * of the two routes (lin_rank_certain's eps) adds up: the Grams' error, carried through the
+ * Cholesky factor and the fused core, and the double rounding of both routes' Cholesky factors,
+ * triangular products and eigen-solves -- some 1e-13 of the values, kept to stay honest. */
+
+static double unit_d(void) { return ldexp(1.0, -53); }
+static double gam_d(double n) { double u = unit_d(); return n * u / (1 - n * u); }
+/* The backward error of a values-only eigen-solve of an n x n matrix, times its ||.||_F:
+ * Householder tridiagonalization and implicit QL are backward stable with c n u; generous. */
+static double eig_bwd(size_t n) { return 8.0 * (double)n * (double)n * unit_d(); }
+
+static double fro_d(const double *A, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += A[i] * A[i];
+    return sqrt(s);
+}
+
+/* A factor's spectrum: eig(G') against eig(G) (Hoffman-Wielandt), and both solves. */
+static double fast_side_err(size_t k, double err, double fro) { return err + eig_bwd(k) * (2 * fro + err); }
+
+/* The fused spectrum of the shared side a (bounds fa) against a Gram Gb' (error gberr, Frobenius
+ * norm gbfro, largest eigenvalue as computed gbmax); mfro: ||M||_F of the fused core. Its squared
+ * values are eig(G_B^1/2 L Lᵀ G_B^1/2) = eig(Lᵀ G_B L): L Lᵀ off P G_A Pᵀ by lerr moves them by at
+ * most ||G_B||_2 lerr, G_B' off G_B by ||L||_2^2 gberr. */
+static double fast_fused_err(const LinGramSide *a, const FastSide *fa, double gberr, double gbfro, double gbmax,
+                             double mfro) {
+    size_t k = a->k, r = a->r;
+    double bw = eig_bwd(k), lf2 = 0;
+    for (size_t j = 0; j < r; j++)
+        for (size_t i = j; i < k; i++) lf2 += a->L[j * k + i] * a->L[j * k + i];
+    /* Cholesky: backward error gamma_{k+1} |L||Lᵀ|; pivoted, the Schur complement left out (k - r
+     * diagonal entries below dpstrf's tolerance k eps max diag, positive semi-definite) */
+    double trunc = r < k ? (double)(k - r) * (double)k * ldexp(1.0, -52) * fa->dmax : 0;
+    double chol = gam_d((double)k + 1) * lf2 + trunc;
+    double amax = a->s->p ? a->s->sigma[0] * a->s->sigma[0] : 0;
+    double l2 = fmin(amax + bw * fa->fro + chol, lf2);            /* >= ||L||_2^2 = ||L Lᵀ||_2 */
+    double gbnorm = gbmax + bw * gbfro + gberr;                   /* >= ||G_B||_2 */
+    /* the triangular products, |dW| <= gamma_k |Gp||L| and the same for Lᵀ W */
+    double trmm = gam_d((double)k + 1) * sqrt(lf2) * (sqrt(l2) * gbfro + (gbmax + bw * gbfro) * sqrt(lf2)) * (1 + 1e-3);
+    /* the Grams' errors; rounding twice (this route and the double route's own) */
+    return l2 * gberr + gbnorm * (fa->err + 2 * chol) + 2 * trmm + 2 * bw * mfro * (1 + 1e-6);
+}
 
 /* The Gram of one factor of the layer into G, with the factor's row count and, on the fast route,
  * the bound of its error (gram_compute_fast). */
@@ -262,6 +325,21 @@ static int stream_gram(StreamJob *j, head_kind kind, int head, int worker, doubl
     return rc;
 }
 
+/* The fast route's shared side g from its Gram G (destroyed): Cholesky factor, eigenvalues, bounds. */
+static int fast_shared(StreamJob *j, size_t g, double *G, size_t rows, double err, int worker) {
+    size_t k = j->k;
+    FastSide *fs = &j->fside[g];
+    fs->fro = fro_d(G, k * k);
+    fs->dmax = 0;
+    for (size_t i = 0; i < k; i++) fs->dmax = fmax(fs->dmax, G[i * k + i]);
+    /* the RoPE offset's rotation keeps the error's norm, and rounds (in both routes) */
+    fs->err = err + (j->rot ? 32 * unit_d() * fs->fro : 0);
+    int rc = lin_gram_side_factor(G, k, rows, &j->shared[g]);
+    if (rc == AL_OK) rc = solve_values(1, &G, &k, &j->w[worker]);
+    if (rc == AL_OK) lin_spectrum_set_eigs(j->shared[g]->s, j->w[worker], k);
+    return rc;
+}
+
 /* Phase 1, per KV head g: the shared factor (W_V[g] or W_K[g]), its spectrum and Cholesky factor. */
 static int stream_shared_task(size_t i, int worker, void *ud) {
     StreamJob *j = ud;
@@ -272,7 +350,7 @@ static int stream_shared_task(size_t i, int worker, void *ud) {
     int rc = stream_gram(j, j->l->kind == FARR_VO ? HK_V : HK_K, (int)g, worker, G, &rows, &err);
     /* the rotation is orthogonal: it keeps the error's Frobenius norm */
     if (rc == AL_OK && j->rot) gram_rotate(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
-    if (rc == AL_OK) rc = j->fast ? linf_side_new(G, j->k, rows, err, true, &j->fshared[g])
+    if (rc == AL_OK) rc = j->fast ? fast_shared(j, g, G, rows, err, worker)
                                   : lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
     if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->l->layer, (int)g, farr_fused_name(j->l->kind));
     return AL_OK;
@@ -289,22 +367,38 @@ static int put_sides(FarrLayer *l, size_t h, const Spectrum *shared, Spectrum **
     return AL_OK;
 }
 
-/* Phase 2 of the fast route for query head h: float solves, and the three bounds. */
-static int fast_head(StreamJob *j, size_t h, double *G, size_t rows, double err) {
+/* Phase 2 of the fast route for query head h from its own Gram G (destroyed): the fused core, one
+ * batch of two solves (own side, fused core), and the three bounds. */
+static int fast_head(StreamJob *j, size_t h, double *G, size_t rows, double err, int worker) {
     FarrLayer *l = j->l;
     bool vo = l->kind == FARR_VO;
-    const LinFSide *sh = j->fshared[cfg_kv_group(&j->m->cfg, (int)h)];
-    LinFSide *own = NULL;
-    double ef = 0;
-    int rc = linf_side_new(G, j->k, rows, err, false, &own);
-    if (rc == AL_OK) rc = linf_fused(sh, G, err, own->norm, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h], &ef);
-    if (rc == AL_OK) rc = put_sides(l, h, sh->s, &own->s);
+    size_t g = (size_t)cfg_kv_group(&j->m->cfg, (int)h), k = j->k;
+    const LinGramSide *sh = j->shared[g];
+    double gbfro = fro_d(G, k * k), *M = j->M[worker], *wb = j->w[worker], *wm = wb + k;
+    /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
+    size_t m = vo ? sh->rows : rows, n = vo ? rows : sh->rows, p = m < n ? m : n;
+    Spectrum *own = lin_spectrum_new(rows, k, rows < k ? rows : k, false);
+    Spectrum *fu = lin_spectrum_new(m, n, p < k ? p : k, false);
+    int rc = own && fu ? lin_gram_fused_core(sh, G, M) : AL_ERR;
     if (rc == AL_OK) {
-        l->eps[3 * h] = vo ? sh->eps : own->eps;
-        l->eps[3 * h + 1] = vo ? own->eps : sh->eps;
-        l->eps[3 * h + 2] = ef;
+        double *A[2] = {G, M}, *w[2] = {wb, wm};
+        size_t kk[2] = {k, sh->r};
+        rc = solve_values(2, A, kk, w);
     }
-    linf_side_free(own);
+    if (rc == AL_OK) {
+        lin_spectrum_set_eigs(own, wb, k);
+        lin_spectrum_set_eigs(fu, wm, sh->r);
+        double gbmax = k ? wb[k - 1] : 0, mfro = fro_d(wm, sh->r);
+        double es = fast_side_err(k, j->fside[g].err, j->fside[g].fro), eo = fast_side_err(k, err, gbfro);
+        l->eps[3 * h] = vo ? es : eo;
+        l->eps[3 * h + 1] = vo ? eo : es;
+        l->eps[3 * h + 2] = fast_fused_err(sh, &j->fside[g], err, gbfro, gbmax, mfro);
+        l->fused[h] = fu;
+        fu = NULL;
+        rc = put_sides(l, h, sh->s, &own);
+    }
+    lin_spectrum_free(own);
+    lin_spectrum_free(fu);
     return rc;
 }
 
@@ -318,7 +412,7 @@ static int stream_head_task(size_t i, int worker, void *ud) {
     double *G = j->G[worker], err;
     size_t rows;
     int rc = stream_gram(j, vo ? HK_O : HK_Q, (int)h, worker, G, &rows, &err);
-    if (rc == AL_OK && j->fast) rc = fast_head(j, h, G, rows, err);
+    if (rc == AL_OK && j->fast) rc = fast_head(j, h, G, rows, err, worker);
     else if (rc == AL_OK) {
         LinGramSide *own = NULL;
         const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
@@ -336,13 +430,14 @@ static void stream_job_free(StreamJob *j) {
     size_t G = (size_t)j->m->cfg.n_kv_heads;
     for (size_t g = 0; g < G; g++) {
         if (j->shared) lin_gram_side_free(j->shared[g]);
-        if (j->fshared) linf_side_free(j->fshared[g]);
     }
     for (int w = 0; w < j->T; w++) {
         if (j->scr) gram_scratch_free(j->scr[w]);
         if (j->G) free(j->G[w]);
+        if (j->M) free(j->M[w]);
+        if (j->w) free(j->w[w]);
     }
-    free(j->shared); free(j->fshared); free(j->scr); free(j->G);
+    free(j->shared); free(j->fside); free(j->scr); free(j->G); free(j->M); free(j->w);
 }
 
 /* Runs phase 1 over ng KV heads and phase 2 over nh query heads (gsel / hsel: which ones, NULL:
@@ -353,14 +448,19 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
     StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .k = (size_t)l->head_dim,
                     .gsel = gsel, .hsel = hsel, .T = lin_sweep_threads(nh > ng ? nh : ng, 0) };
     j.shared = al_calloc(G, sizeof *j.shared, "shared factors");
-    j.fshared = al_calloc(G, sizeof *j.fshared, "shared factors");
+    j.fside = al_calloc(G, sizeof *j.fside, "shared factors");
     j.scr = al_calloc((size_t)j.T, sizeof *j.scr, "sweep scratch");
     j.G = al_calloc((size_t)j.T, sizeof *j.G, "sweep scratch");
-    int rc = j.shared && j.fshared && j.scr && j.G ? AL_OK : AL_ERR;
+    j.M = al_calloc((size_t)j.T, sizeof *j.M, "sweep scratch");
+    j.w = al_calloc((size_t)j.T, sizeof *j.w, "sweep scratch");
+    int rc = j.shared && j.fside && j.scr && j.G && j.M && j.w ? AL_OK : AL_ERR;
+    size_t k1 = j.k ? j.k : 1;
     for (int w = 0; rc == AL_OK && w < j.T; w++) {
         j.scr[w] = gram_scratch_new();
-        j.G[w] = al_malloc3(j.k ? j.k : 1, j.k ? j.k : 1, sizeof(double), "a Gram matrix");
-        if (!j.scr[w] || !j.G[w]) rc = AL_ERR;
+        j.G[w] = al_malloc3(k1, k1, sizeof(double), "a Gram matrix");
+        j.M[w] = al_malloc3(k1, k1, sizeof(double), "a fused core");
+        j.w[w] = al_malloc3(2 * k1, 1, sizeof(double), "eigenvalues");
+        if (!j.scr[w] || !j.G[w] || !j.M[w] || !j.w[w]) rc = AL_ERR;
     }
     if (rc == AL_OK) rc = lin_sweep(ng, j.T, stream_shared_task, &j);
     if (rc == AL_OK) rc = lin_sweep(nh, j.T, stream_head_task, &j);
@@ -412,8 +512,8 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
 static bool head_certain(const FarrLayer *l, int h, double tau) {
     if (!l->eps) return true;
     const double *e = l->eps + 3 * (size_t)h;
-    return linf_rank_certain(l->a[h], e[0], tau) && linf_rank_certain(l->b[h], e[1], tau) &&
-           linf_rank_certain(l->fused[h], e[2], tau);
+    return lin_rank_certain(l->a[h], e[0], tau) && lin_rank_certain(l->b[h], e[1], tau) &&
+           lin_rank_certain(l->fused[h], e[2], tau);
 }
 
 /* Recomputes the heads flagged in redo (n_heads) by the double stream route, in place. */
@@ -1034,10 +1134,11 @@ const FarrLayer *farr_state_get_layer(const FarrState *st, const Model *m, farr_
     return e ? e->l : NULL;
 }
 
-/* Rank tables take the double (stream) route unless the fast route is asked for (tests, benchmarks):
- * its certification at tau redoes most heads of flat, R1-shaped layers in double today, which makes
- * the certified fast sweep slower than the double one there (bench/README.md, the fast route). */
-static bool force_double = true;
+/* Rank tables take the fast route, certified at tau, where the CPU has AVX-512 BF16 (faster than
+ * the double route on the R1 shape and the demos, bench/README.md); the double (stream) route
+ * when forced (tests, benchmarks) or where the fast Grams would take the float path (slower than
+ * dsyrk as it stands). */
+static bool force_double = false;
 
 void farr_force_double(bool on) { force_double = on; }
 
@@ -1057,7 +1158,7 @@ static int state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int o
         return AL_OK;
     }
     FarrLayer *l;
-    farr_route route = exact || force_double ? FARR_ROUTE_STREAM : FARR_ROUTE_FAST;
+    farr_route route = exact || force_double || !gram_fast_pays() ? FARR_ROUTE_STREAM : FARR_ROUTE_FAST;
     int rc = farr_layer_compute_route(m, kind, layer, offset, route, &l);
     if (rc != AL_OK) return rc;
     if (al_reserve(&st->e, &st->cap, st->n + 1, sizeof *st->e, "the FaRR cache")) {
@@ -1090,15 +1191,19 @@ int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, in
 }
 
 int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau) {
-    for (int L = lo; L <= hi; L++) {
+    /* A Ctrl-C that stopped the sweep is held back: certifying the layers it kept redoes a few
+     * heads at most, so their rank table still comes (a new Ctrl-C stops it). */
+    sig_atomic_t held = al_interrupt_flag;
+    al_interrupt_flag = 0;
+    int rc = AL_OK;
+    for (int L = lo; L <= hi && rc == AL_OK; L++) {
         CacheEntry *e = cache_find(st, m, kind, L, offset);
-        if (!e) return al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
-        if (!e->l->eps) continue;                     /* exact already: nothing to redo */
-        if (al_interrupted()) return AL_INTERRUPTED;
-        int rc = farr_layer_certify(m, e->l, tau, &st->redone);
-        if (rc != AL_OK) return rc;
+        if (!e) rc = al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
+        else if (e->l->eps && al_interrupted()) rc = AL_INTERRUPTED;
+        else if (e->l->eps) rc = farr_layer_certify(m, e->l, tau, &st->redone);   /* exact: nothing to redo */
     }
-    return AL_OK;
+    if (held) al_interrupt_flag = held;
+    return rc;
 }
 
 int farr_state_rank_table(FarrState *st, Model *m, farr_kind kind, int lo, int hi,

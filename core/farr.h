@@ -97,13 +97,14 @@ typedef struct {
     Spectrum **a;            /* (n_heads) V[g(h)] or Q[h] */
     Spectrum **b;            /* (n_heads) O[h] or K[g(h)] */
     Spectrum **fused;        /* (n_heads) VO or QK */
-    double *eps;             /* (n_heads, 3) the fast route's bounds of a, b, fused (lin_f32.h: how far
-                                the squared values may sit from the double route's; 0 for a head
-                                redone in double), or NULL: every spectrum is the double route's */
+    double *eps;             /* (n_heads, 3) the fast route's bounds of a, b, fused (the l2 distance
+                                of their squared values from the double route's, lin_rank_certain's
+                                eps; 0 for a head redone in double), or NULL: every spectrum is the
+                                double route's */
 } FarrLayer;
 
-/* How a layer's spectra are computed (rank tables, spectra and their plots use FARR_ROUTE_STREAM,
- * the double route; FARR_ROUTE_FAST only after farr_force_double(false)):
+/* How a layer's spectra are computed (rank tables use FARR_ROUTE_FAST, certified at their tau, on
+ * a CPU with AVX-512 BF16; spectra and their plots FARR_ROUTE_STREAM, the double route):
  *   FARR_ROUTE_STREAM (the default): each factor's Gram is accumulated straight from the
  *     checkpoint's mapping (core/gram.h: dequantization fused into a cache-sized chunk, dsyrk in
  *     double), the shared K / V side of each group once, then values-only eigen-solves
@@ -112,8 +113,8 @@ typedef struct {
  *   FARR_ROUTE_FACTORS: the layer's float copies (model_layer_load), per-head factors
  *     (model_head) and lin_product_svd -- the reference the stream route is tested against.
  *   FARR_ROUTE_FAST: the stream route with the Grams of gram_compute_fast (BF16 dot products
- *     with float accumulation on BF16 / FP8 weights, floats otherwise) and float eigen-solves
- *     (lin_f32.h), each spectrum with its error bound in eps; ranks from it are the double
+ *     with float accumulation on BF16 / FP8 weights, floats otherwise) and the same values-only
+ *     solves in double, each spectrum with its error bound in eps; ranks from it are the double
  *     route's once farr_layer_certify has redone, in double, every head whose rank at that tau
  *     the bound leaves open. */
 typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS, FARR_ROUTE_FAST } farr_route;
@@ -247,12 +248,13 @@ const FarrLayer *farr_state_get_layer(const FarrState *st, const Model *m, farr_
 int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset,
                      const FarrLayer **out);
 /* Computes (or finds) layers lo..hi, reporting al_progress("layer", i, N) and polling Ctrl-C
- * between layers; finished layers stay cached when interrupted. New layers take the double route,
- * or the fast one (FARR_ROUTE_FAST) after farr_force_double(false): read ranks from those after
+ * between layers; finished layers stay cached when interrupted. New layers take the fast route
+ * (FARR_ROUTE_FAST) where gram_fast_pays(), the double route elsewhere: read ranks from them after
  * farr_state_certify (farr_state_rank_table does). */
 int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset);
 /* Certifies the cached layers lo..hi at tau (farr_layer_certify): afterwards farr_layer_ranks on
- * them at tau gives the double route's ranks. A missing layer is an error. */
+ * them at tau gives the double route's ranks. A missing layer is an error. A Ctrl-C already
+ * pending (the one that stopped a sweep) is held back meanwhile and left set. */
 int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau);
 
 /* One row of a rank table: effective ranks at tau of query head `head` of `layer`. */

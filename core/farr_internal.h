@@ -9,8 +9,8 @@
 void farr_state_stats(const FarrState *st, size_t *hits, size_t *computed);
 /* Fast-route heads the state has recomputed in double so far (certification, exact views). */
 size_t farr_state_redone(const FarrState *st);
-/* true (the default): sweeps take the double route (FARR_ROUTE_STREAM); false: the fast one
- * (FARR_ROUTE_FAST, certified at tau), for tests and benchmarks until it is faster. Process-wide. */
+/* true: sweeps take the double route (FARR_ROUTE_STREAM); false (the default): the fast one
+ * (FARR_ROUTE_FAST, certified at tau) where gram_fast_pays(). Process-wide; tests and benchmarks. */
 void farr_force_double(bool on);
 
 #endif

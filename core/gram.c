@@ -16,6 +16,8 @@
 /* Doubles per chunk: 512 KB, half of a core's L2 on these machines; a multiple of 128 rows of a
  * 128-wide head, so FP8 scale blocks are never split. */
 #define GRAM_CHUNK 65536
+/* Rows the fast route's column-Gram packing prefetches ahead. */
+#define GRAM_AHEAD 16
 
 /* ================================================================ head views */
 
@@ -111,7 +113,6 @@ struct GramScratch {
     /* the fast route (gram_compute_fast): one packed chunk, a segment, the chunk's scales */
     void *pack;              /* (GBF_CHUNK x gbf_ld(k)) floats or (GBF_CHUNK/2 x gbf_ld(k)) BF16 pairs */
     float *seg;              /* (max(k, GBF_CHUNK)) one contiguous segment as float */
-    uint16_t *seg16;         /* the same as BF16 bits */
     float *scale;            /* (k) */
     size_t fast_k;           /* the k these are sized for */
 };
@@ -130,7 +131,7 @@ void gram_scratch_free(GramScratch *s) {
     if (!s) return;
     free(s->buf);
     free(s->tmp);
-    free(s->pack); free(s->seg); free(s->seg16); free(s->scale);
+    free(s->pack); free(s->seg); free(s->scale);
     free(s);
 }
 
@@ -199,22 +200,14 @@ int gram_compute(const Store *st, const GramView *v, GramScratch *scr, double *G
 /* Sizes the fast buffers for k (and a segment of max(k, GBF_CHUNK)). */
 static int fast_reserve(GramScratch *s, size_t k) {
     if (s->pack && s->fast_k >= k) return AL_OK;
-    free(s->pack); free(s->seg); free(s->seg16); free(s->scale);
+    free(s->pack); free(s->seg); free(s->scale);
     size_t ld = gbf_ld(k), n = k > GBF_CHUNK ? k : GBF_CHUNK;
     s->pack = al_malloc3(GBF_CHUNK * ld, 1, sizeof(float), "a packed Gram chunk");
     s->seg = al_malloc3(n, 1, sizeof(float), "a Gram segment");
-    s->seg16 = al_malloc3(n + 2, 1, sizeof(uint16_t), "a Gram segment");
     s->scale = al_malloc3(k, 1, sizeof(float), "chunk scales");
     s->fast_k = k;
-    if (!s->pack || !s->seg || !s->seg16 || !s->scale) { s->fast_k = 0; return AL_ERR; }
+    if (!s->pack || !s->seg || !s->scale) { s->fast_k = 0; return AL_ERR; }
     return AL_OK;
-}
-
-/* n stored values at src as BF16 bits (BF16 as stored; FP8: the codes' values, unscaled). */
-static void seg_bf16(const Tensor2 *t, const uint8_t *src, size_t n, uint16_t *dst) {
-    if (t->dtype == DT_BF16) { memcpy(dst, src, n * sizeof(uint16_t)); return; }
-    const uint16_t *tab = gbf_e4m3_bf16();
-    for (size_t i = 0; i < n; i++) dst[i] = tab[src[i]];
 }
 
 /* n stored values at src as float (FP8: the codes' values, unscaled; others as store_read). */
@@ -227,42 +220,27 @@ static int seg_f32(const Tensor2 *t, const uint8_t *src, size_t n, float *dst) {
 
 static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, GramScratch *scr);
 
-/* fast_pack for BF16 pairs of a column Gram: two tensor rows at a time, interleaved (the loop the
- * compiler vectorizes), and the chunk's scales. */
-static int fast_pack_pairs(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
-    size_t k = v->nc, ld = gbf_ld(k), es = t->esize;
+/* fast_pack for BF16 pairs (gram_bf16.h's vectorized packing): a column Gram two tensor rows at
+ * a time, a row Gram's k tensor rows at once. */
+static void fast_pack_bf16(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
+    size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize;
+    bool fp8 = t->dtype == DT_F8_E4M3;
     uint32_t *P = scr->pack;
-    uint16_t *lo = scr->seg16, *hi = (uint16_t *)scr->seg;      /* seg holds k floats: room for k halves */
+    if (v->row_gram) {
+        gbf_pack_rows(t->data + (v->r0 * t->cols + v->c0 + t0) * es, t->cols * es, k, n, fp8, P);
+        return;
+    }
+    /* the k values of a tensor row are one short run per row, rows a whole tensor row apart (o_proj:
+     * 128 bytes every 16 KB, a page each): no hardware prefetcher follows that, so ask for the rows
+     * GRAM_AHEAD ahead, every cache line of them */
+    size_t row = t->cols * es, run = k * es, end = v->r0 + v->nr;
     for (size_t tp = 0; tp < (n + 1) / 2; tp++) {
-        size_t r = v->r0 + t0 + 2 * tp;
-        seg_bf16(t, t->data + (r * t->cols + v->c0) * es, k, lo);
-        if (2 * tp + 1 < n) seg_bf16(t, t->data + ((r + 1) * t->cols + v->c0) * es, k, hi);
-        else memset(hi, 0, k * sizeof(uint16_t));
-        uint32_t *row = P + tp * ld;
-        for (size_t i = 0; i < k; i++) row[i] = (uint32_t)lo[i] | (uint32_t)hi[i] << 16;
-        for (size_t i = k; i < ld; i++) row[i] = 0;
+        size_t r0 = v->r0 + t0 + 2 * tp;
+        const uint8_t *r = t->data + (r0 * t->cols + v->c0) * es;
+        for (size_t a = r0 + GRAM_AHEAD; a < r0 + GRAM_AHEAD + 2 && a < end; a++)
+            for (size_t b = 0; b < run; b += 64) __builtin_prefetch(r + (a - r0) * row + b);
+        gbf_pack_pairs(r, 2 * tp + 1 < n ? r + row : NULL, k, fp8, P + tp * ld);
     }
-    if (t->scale) chunk_scales(t, v, t0, scr);
-    return AL_OK;
-}
-
-/* fast_pack for BF16 pairs of a row Gram: each of the k tensor rows gives, per pair of
- * contraction columns, one 32-bit word (the two BF16 values side by side, as stored). */
-static int fast_pack_rows(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
-    size_t k = v->nr, ld = gbf_ld(k), es = t->esize, np = (n + 1) / 2;
-    uint32_t *P = scr->pack, w;
-    uint16_t *seg = scr->seg16;
-    for (size_t tp = 0; tp < np; tp++) memset(P + tp * ld + k, 0, (ld - k) * sizeof(uint32_t));
-    for (size_t i = 0; i < k; i++) {
-        seg_bf16(t, t->data + ((v->r0 + i) * t->cols + v->c0 + t0) * es, n, seg);
-        if (n & 1) seg[n] = 0;
-        for (size_t tp = 0; tp < np; tp++) {
-            memcpy(&w, seg + 2 * tp, sizeof w);
-            P[tp * ld + i] = w;
-        }
-    }
-    if (t->scale) chunk_scales(t, v, t0, scr);
-    return AL_OK;
 }
 
 /* Packs contraction rows [t0, t0+n) of the view's block (column Gram: tensor rows; row Gram:
@@ -271,22 +249,20 @@ static int fast_pack_rows(const Tensor2 *t, const GramView *v, size_t t0, size_t
  * along the contraction). */
 static int fast_pack(const Tensor2 *t, const GramView *v, size_t t0, size_t n, gbf_path path, GramScratch *scr) {
     size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize;
-    bool bf = path == GBF_BF16;
-    if (bf) return v->row_gram ? fast_pack_rows(t, v, t0, n, scr) : fast_pack_pairs(t, v, t0, n, scr);
-    uint16_t *P16 = scr->pack;
-    float *F = scr->pack;
-    memset(scr->pack, 0, (bf ? (n + 1) / 2 * 2 : n) * ld * (bf ? sizeof(uint16_t) : sizeof(float)));
-    /* segments: a tensor row over the k indices (column Gram) or over the n contraction rows */
-    size_t nseg = v->row_gram ? k : n, len = v->row_gram ? n : k;
-    for (size_t a = 0; a < nseg; a++) {
-        size_t row = v->row_gram ? v->r0 + a : v->r0 + t0 + a, col = v->row_gram ? v->c0 + t0 : v->c0;
-        const uint8_t *src = t->data + (row * t->cols + col) * es;
-        if (bf) seg_bf16(t, src, len, scr->seg16);
-        else if (seg_f32(t, src, len, scr->seg) != AL_OK) return al_err_ctx("tensor '%s'", t->name);
-        for (size_t b = 0; b < len; b++) {
-            size_t tt = v->row_gram ? b : a, i = v->row_gram ? a : b;     /* contraction row, index */
-            if (bf) P16[((tt >> 1) * ld + i) * 2 + (tt & 1)] = scr->seg16[b];
-            else F[tt * ld + i] = scr->seg[b];
+    if (path == GBF_BF16) fast_pack_bf16(t, v, t0, n, scr);
+    else {
+        float *F = scr->pack;
+        memset(F, 0, n * ld * sizeof(float));
+        /* segments: a tensor row over the k indices (column Gram) or over the n contraction rows */
+        size_t nseg = v->row_gram ? k : n, len = v->row_gram ? n : k;
+        for (size_t a = 0; a < nseg; a++) {
+            size_t row = v->row_gram ? v->r0 + a : v->r0 + t0 + a, col = v->row_gram ? v->c0 + t0 : v->c0;
+            if (seg_f32(t, t->data + (row * t->cols + col) * es, len, scr->seg) != AL_OK)
+                return al_err_ctx("tensor '%s'", t->name);
+            for (size_t b = 0; b < len; b++) {
+                size_t tt = v->row_gram ? b : a, i = v->row_gram ? a : b;     /* contraction row, index */
+                F[tt * ld + i] = scr->seg[b];
+            }
         }
     }
     if (t->scale) chunk_scales(t, v, t0, scr);
@@ -315,9 +291,11 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
         return al_err("tensor '%s' (%zu x %zu): block rows %zu..%zu, cols %zu..%zu out of range", t.name, t.rows,
                       t.cols, v->r0, v->r0 + v->nr, v->c0, v->c0 + v->nc);
     if (fast_reserve(scr, k) != AL_OK) return AL_ERR;
-    /* BF16 pairs where the values are BF16 (BF16, FP8 codes) and the CPU has vdpbf16ps */
+    /* BF16 pairs where the values are BF16 (BF16, FP8 codes) and the CPU has vdpbf16ps, floats
+     * where it lacks it; other dtypes (F32, F16: not BF16 values) take the double route's Gram,
+     * exact (the float kernel is no faster than dsyrk on them) */
+    if (t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) return gram_compute(st, v, scr, G);
     gbf_path path = gbf_path_now();
-    if (t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) path = GBF_FLOAT;
     /* chunks along the contraction, aligned to absolute multiples of GBF_CHUNK (FP8 scale blocks) */
     size_t a0 = v->row_gram ? v->c0 : v->r0;
     for (size_t c = 0; c < other;) {
@@ -332,13 +310,16 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     int rc = gram_finish(v, k, G);
     if (rc != AL_OK) return rc;
     /* |E|_F <= gamma trace(G) (gram_bf16.h); FP8: the double route rounds code * scale to float
-     * first (2u more); the double additions between chunks, and flushed denormals, far below */
+     * first (2u more); flushed denormals far below */
     double tr = 0, u = ldexp(1.0, -24);
     for (size_t i = 0; i < k; i++) tr += G[i * k + i];
-    double rel = gbf_gamma(path) + (t.scale ? 2.0001 * u : 0) + 1e-12;
+    /* + the double sums over `other` terms: the double route's dsyrk and the chunks' additions */
+    double rel = gbf_gamma(path) + (t.scale ? 2.0001 * u : 0) + 2.0 * (double)other * ldexp(1.0, -53) * (1 + 1e-6);
     *err = rel * tr * (1 + 1e-6) + (double)k * (double)other * ldexp(1.0, -100);
     return AL_OK;
 }
+
+bool gram_fast_pays(void) { return gbf_path_now() == GBF_BF16; }
 
 /* ================================================================ readahead */
 

@@ -40,12 +40,15 @@ void gram_scratch_free(GramScratch *s);
 int gram_compute(const Store *st, const GramView *v, GramScratch *scr, double *G);
 
 /* The fast route's G (gram_bf16.h): BF16 and FP8 E4M3 blocks as BF16 values through vdpbf16ps
- * (FP8: each 128x128 block's scale taken out of the block product, G = sum_b s_b^2 B_bᵀ B_b),
- * other dtypes -- and every dtype on a CPU without AVX-512 BF16 -- as floats; float32
- * accumulation within chunks of GBF_CHUNK contraction rows, double between them. *err receives
- * a bound on the Frobenius norm of G minus gram_compute's G (the double route's). Same threading
- * and NaN/Inf rules as gram_compute. */
+ * (FP8: each 128x128 block's scale taken out of the block product, G = sum_b s_b^2 B_bᵀ B_b), as
+ * floats on a CPU without AVX-512 BF16; float32 accumulation within chunks of GBF_CHUNK
+ * contraction rows, double between them. Other dtypes (F32, F16) get gram_compute's G, *err 0.
+ * *err receives a bound on the Frobenius norm of G minus gram_compute's G (the double route's).
+ * Same threading and NaN/Inf rules as gram_compute. */
 int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, double *G, double *err);
+/* True when gram_compute_fast takes the AVX-512 BF16 kernel on this CPU (gram_bf16.h), where the
+ * fast route is faster than the double one. */
+bool gram_fast_pays(void);
 
 /* Asks the kernel to read the attention weights of `layer` (the tensors of its V, O, Q, K views)
  * ahead (madvise WILLNEED), so that a sweep reads the next layer while it computes this one.

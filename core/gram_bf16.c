@@ -149,3 +149,76 @@ void gbf_chunk_f32(const float *F, size_t n, size_t k, const float *s, double *G
         for (size_t jb = ib / TILE_J * TILE_J; jb < k; jb += TILE_J) tile_f32(F, n, ld, k, ib, ni, jb, s, G);
     }
 }
+
+/* ================================================================ packing (AVX-512BW) */
+
+/* 32 stored values (FP8 E4M3 codes, zero-extended to words, or BF16 bits) as 32 BF16 words:
+ * E4M3 normals by a shift and the exponent's rebias (120 << 7), subnormals (m 2^-9) and zero from
+ * a table, NaN codes to a BF16 NaN, the sign on top -- exactly the values of gbf_e4m3_bf16. */
+BF16_TARGET static inline __m512i e4m3_words(__m512i w) {
+    const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                         0x3c60, 0x3c40, 0x3c20, 0x3c00, 0x3bc0, 0x3b80, 0x3b00, 0);
+    __m512i mag = _mm512_and_si512(w, _mm512_set1_epi16(0x7f));
+    __m512i v = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(0x3c00));
+    v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, sub);
+    v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7f)), _mm512_set1_epi16(0x7fc0));
+    return _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(w, _mm512_set1_epi16(0x80)), 8));
+}
+
+/* Up to 32 stored values at src (n of them; zeros after) as BF16 words. */
+BF16_TARGET static inline __m512i load_words(const uint8_t *src, size_t n, bool fp8) {
+    __mmask32 m = n >= 32 ? ~(__mmask32)0 : (__mmask32)((1u << n) - 1);
+    if (fp8) return e4m3_words(_mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, src)));
+    return _mm512_maskz_loadu_epi16(m, src);
+}
+
+BF16_TARGET void gbf_pack_pairs(const uint8_t *v0, const uint8_t *v1, size_t k, bool fp8, uint32_t *dst) {
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                        37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    size_t es = fp8 ? 1 : 2, ld = gbf_ld(k);
+    for (size_t i = 0; i < ld; i += 32) {
+        size_t n = i < k ? k - i : 0;
+        __m512i a = load_words(v0 + i * es, n, fp8), b = v1 ? load_words(v1 + i * es, n, fp8) : _mm512_setzero_si512();
+        _mm512_storeu_si512(dst + i, _mm512_permutex2var_epi16(a, lo, b));
+        _mm512_storeu_si512(dst + i + 16, _mm512_permutex2var_epi16(a, hi, b));
+    }
+}
+
+/* Transposes the 16 x 16 dwords r[row][col] in place (r[c] becomes column c). */
+BF16_TARGET static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+BF16_TARGET void gbf_pack_rows(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P) {
+    size_t es = fp8 ? 1 : 2, ld = gbf_ld(k), np = (n + 1) / 2;
+    __m512i r[16];
+    for (size_t i0 = 0; i0 < ld; i0 += 16)
+        for (size_t t0 = 0; t0 < np; t0 += 16) {
+            /* rows i0..i0+15, values 2 t0 .. 2 t0 + 31: 16 pair words each */
+            size_t nv = n - 2 * t0 < 32 ? n - 2 * t0 : 32, nt = np - t0 < 16 ? np - t0 : 16;
+            for (size_t a = 0; a < 16; a++)
+                r[a] = i0 + a < k ? load_words(src + (i0 + a) * stride + 2 * t0 * es, nv, fp8) : _mm512_setzero_si512();
+            transpose16(r);
+            for (size_t t = 0; t < nt; t++) _mm512_storeu_si512(P + (t0 + t) * ld + i0, r[t]);
+        }
+}

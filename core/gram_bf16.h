@@ -51,6 +51,15 @@ void gbf_chunk_bf16(const uint32_t *P, size_t np, size_t k, const float *s, doub
 /* The same over n float rows F (n x gbf_ld(k)), n <= GBF_CHUNK. */
 void gbf_chunk_f32(const float *F, size_t n, size_t k, const float *s, double *G);
 
+/* Packing for gbf_chunk_bf16 straight from stored values (v: FP8 E4M3 codes when fp8, else BF16
+ * bits), vectorized; require gbf_cpu_bf16(). gbf_pack_pairs: one pair row of a column Gram's
+ * chunk, dst[i] = v0[i] | v1[i] << 16 for i < k as BF16 (v1 NULL: zeros), zeros up to gbf_ld(k).
+ * gbf_pack_rows: a whole chunk of a row Gram, from the k stored rows at src + i stride (bytes), n
+ * contraction values each: P[t][i] = v_i[2t] | v_i[2t+1] << 16 for t < ceil(n/2) (ld gbf_ld(k)),
+ * zeros past k and n. */
+void gbf_pack_pairs(const uint8_t *v0, const uint8_t *v1, size_t k, bool fp8, uint32_t *dst);
+void gbf_pack_rows(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P);
+
 /* E4M3 code -> its value as BF16 bits (exact; NaN codes give a BF16 NaN) and as float: tables
  * of 256, built once. */
 const uint16_t *gbf_e4m3_bf16(void);

@@ -487,30 +487,54 @@ static int side_cholesky(const double *G, size_t k, LinGramSide *s) {
     return AL_OK;
 }
 
-int lin_gram_side_new(const double *G, size_t k, size_t rows, bool factor, LinGramSide **out) {
-    *out = NULL;
-    if (!all_finite(G, k * k))
-        return al_err("a Gram matrix holds NaN/Inf: the factor's weights are not finite");
+/* s->sigma (descending) from the ascending eigenvalues w[0..n): the largest min(p, n) of them,
+ * clamped at zero, as singular values; the rest zero. */
+void lin_spectrum_set_eigs(Spectrum *s, const double *w, size_t n) {
+    size_t q = min2(s->p, n);
+    for (size_t i = 0; i < s->p; i++) {
+        double l = i < q ? w[n - 1 - i] : 0;
+        s->sigma[i] = l > 0 ? sqrt(l) : 0;
+    }
+    lin_spectrum_total(s);
+}
+
+/* A factor record of G's shape with a zero spectrum (the values are filled in later). */
+static LinGramSide *gram_side_alloc(const double *G, size_t k, size_t rows) {
+    if (!all_finite(G, k * k)) {
+        al_err("a Gram matrix holds NaN/Inf: the factor's weights are not finite");
+        return NULL;
+    }
     LinGramSide *s = al_calloc(1, sizeof *s, "a Gram factor");
-    if (!s) return AL_ERR;
+    if (!s) return NULL;
     s->k = k;
     s->rows = rows;
-    size_t ns = min2(rows, k);
-    s->s = lin_spectrum_new(rows, k, ns, false);
+    if (!(s->s = lin_spectrum_new(rows, k, min2(rows, k), false))) { free(s); return NULL; }
+    return s;
+}
+
+int lin_gram_side_factor(const double *G, size_t k, size_t rows, LinGramSide **out) {
+    *out = NULL;
+    LinGramSide *s = gram_side_alloc(G, k, rows);
+    if (!s) return AL_ERR;
+    if (k && side_cholesky(G, k, s) != AL_OK) { lin_gram_side_free(s); return AL_ERR; }
+    *out = s;
+    return AL_OK;
+}
+
+int lin_gram_side_new(const double *G, size_t k, size_t rows, bool factor, LinGramSide **out) {
+    *out = NULL;
+    LinGramSide *s = gram_side_alloc(G, k, rows);
+    if (!s) return AL_ERR;
     double *A = al_malloc3(k ? k : 1, k ? k : 1, sizeof(double), "an eigen-solve copy");
     double *w = al_malloc3(k ? k : 1, 1, sizeof(double), "eigenvalues");
-    int rc = s->s && A && w ? AL_OK : AL_ERR;
+    int rc = A && w ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         memcpy(A, G, k * k * sizeof(double));
         rc = lin_sym_eigvals(A, k, w);
     }
     if (rc == AL_OK) {
         /* Ascending eigenvalues; the largest min(rows, k) are the squared singular values. */
-        for (size_t i = 0; i < ns; i++) {
-            double l = w[k - 1 - i];
-            s->s->sigma[i] = l > 0 ? sqrt(l) : 0;
-        }
-        lin_spectrum_total(s->s);
+        lin_spectrum_set_eigs(s->s, w, k);
         if (factor && k) rc = side_cholesky(G, k, s);
     }
     free(A); free(w);
@@ -519,57 +543,74 @@ int lin_gram_side_new(const double *G, size_t k, size_t rows, bool factor, LinGr
     return AL_OK;
 }
 
-int lin_gram_fused(const LinGramSide *a, const double *Gb, size_t m, size_t n, Spectrum **out) {
-    *out = NULL;
-    size_t k = a->k, r = a->r, p = min2(min2(m, n), k);
+int lin_gram_fused_core(const LinGramSide *a, const double *Gb, double *M) {
+    size_t k = a->k, r = a->r;
     if (!a->L && k) return al_err("internal: the fused spectrum needs a factored side (lin_gram_side_new with factor)");
     if (!all_finite(Gb, k * k))
         return al_err("a Gram matrix holds NaN/Inf: the factor's weights are not finite");
-    Spectrum *s = lin_spectrum_new(m, n, p, false);
-    if (!s) return AL_ERR;
-    if (r == 0 || p == 0) { *out = s; return AL_OK; }     /* a zero factor: a zero map */
+    if (r == 0) return AL_OK;                               /* a zero factor: a zero map */
     /* A op(B) has the singular values of R_A R_Bᵀ, where R_A = Lᵀ Pᵀ (R_Aᵀ R_A = G_A):
      * sigma^2 = eig(R_A Gb R_Aᵀ) = eig(Lᵀ Gp L), Gp = Pᵀ Gb P (Gb itself without pivoting). */
-    double *Gp = al_malloc3(k, k, sizeof(double), "a fused core");
-    double *M = NULL, *w = al_malloc3(r, 1, sizeof(double), "eigenvalues");
-    int rc = Gp && w ? AL_OK : AL_ERR;
-    if (rc == AL_OK && !a->piv) {
+    if (!a->piv) {
         /* Full rank: M = Lᵀ Gb L in place by two triangular products. */
-        memcpy(Gp, Gb, k * k * sizeof(double));
+        memcpy(M, Gb, k * k * sizeof(double));
         cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)k, (int)k, 1.0, a->L,
-                    (int)k, Gp, (int)k);
+                    (int)k, M, (int)k);
         cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, (int)k, (int)k, 1.0, a->L, (int)k,
-                    Gp, (int)k);
-        M = Gp;
-        Gp = NULL;
-    } else if (rc == AL_OK) {
-        /* Rank r <= k with pivots: W = Gp L (k x r), M = Lᵀ W (r x r). */
+                    M, (int)k);
+        return AL_OK;
+    }
+    /* Rank r <= k with pivots: W = Gp L (k x r), M = Lᵀ W (r x r). */
+    double *Gp = al_malloc3(k, k, sizeof(double), "a fused core");
+    double *W = al_malloc3(k, r, sizeof(double), "a fused core");
+    int rc = Gp && W ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < k; i++) Gp[j * k + i] = Gb[(size_t)a->piv[i] * k + (size_t)a->piv[j]];
-        double *W = al_malloc3(k, r, sizeof(double), "a fused core");
-        M = al_malloc3(r, r, sizeof(double), "a fused core");
-        rc = W && M ? AL_OK : AL_ERR;
-        if (rc == AL_OK) {
-            cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (int)k, (int)r, 1.0, Gp, (int)k, a->L, (int)k, 0.0, W,
-                        (int)k);
-            cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)r, (int)r, (int)k, 1.0, a->L, (int)k, W, (int)k,
-                        0.0, M, (int)r);
-        }
-        free(W);
+        cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (int)k, (int)r, 1.0, Gp, (int)k, a->L, (int)k, 0.0, W,
+                    (int)k);
+        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)r, (int)r, (int)k, 1.0, a->L, (int)k, W, (int)k, 0.0,
+                    M, (int)r);
     }
-    if (rc == AL_OK) rc = lin_sym_eigvals(M, r, w);
-    if (rc == AL_OK) {
-        size_t q = min2(p, r);
-        for (size_t i = 0; i < q; i++) {
-            double l = w[r - 1 - i];
-            s->sigma[i] = l > 0 ? sqrt(l) : 0;
-        }
-        lin_spectrum_total(s);
-    }
-    free(Gp); free(M); free(w);
+    free(Gp); free(W);
+    return rc;
+}
+
+int lin_gram_fused(const LinGramSide *a, const double *Gb, size_t m, size_t n, Spectrum **out) {
+    *out = NULL;
+    size_t k = a->k, r = a->r, p = min2(min2(m, n), k);
+    Spectrum *s = lin_spectrum_new(m, n, p, false);
+    if (!s) return AL_ERR;
+    double *M = al_malloc3(k ? k : 1, k ? k : 1, sizeof(double), "a fused core");
+    double *w = al_malloc3(r ? r : 1, 1, sizeof(double), "eigenvalues");
+    int rc = M && w ? lin_gram_fused_core(a, Gb, M) : AL_ERR;
+    if (rc == AL_OK && r && p) rc = lin_sym_eigvals(M, r, w);
+    if (rc == AL_OK && r && p) lin_spectrum_set_eigs(s, w, r);
+    free(M); free(w);
     if (rc != AL_OK) { lin_spectrum_free(s); return rc; }
     *out = s;
     return AL_OK;
+}
+
+/* ================================================================ certain ranks */
+
+bool lin_rank_certain(const Spectrum *s, double eps, double tau) {
+    if (!(eps > 0)) return true;
+    size_t p = s->p;
+    double T = 0;
+    for (size_t i = 0; i < p; i++) T += s->sigma[i] * s->sigma[i];
+    if (!(T > 0)) return false;              /* a zero spectrum with an error: maybe not zero */
+    size_t r = lin_effective_rank(s->sigma, p, tau);
+    /* f(q) = S_q - tau T = (1 - tau) S_q - tau (T - S_q). The squared values move by d_i with
+     * ||d||_2 <= eps (sorted order; clamping at zero is 1-Lipschitz), so by Cauchy-Schwarz f(q)
+     * moves by at most eps sqrt((1 - tau)^2 q + tau^2 (p - q)). Plus the rounding of the rank's
+     * own sums (1e-10 T, far above it). */
+    double slack = 1e-10 * T, S = 0, a = (1 - tau) * (1 - tau), b = tau * tau;
+    for (size_t i = 0; i + 1 < r; i++) S += s->sigma[i] * s->sigma[i];
+    double q = (double)r - 1, P = (double)p;
+    if (r > 1 && S - tau * T > -(eps * sqrt(a * q + b * (P - q)) + slack)) return false;
+    S += s->sigma[r - 1] * s->sigma[r - 1];
+    return S - tau * T >= eps * sqrt(a * (q + 1) + b * (P - q - 1)) + slack;
 }
 
 /* ================================================================ energy and rank */

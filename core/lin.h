@@ -100,6 +100,22 @@ int lin_gram_fused(const LinGramSide *a, const double *Gb, size_t m, size_t n, S
  * destroyed): dsytrd + dsterf (what dsyevd does without vectors). */
 int lin_sym_eigvals(double *A, size_t k, double *w);
 
+/* The same steps for callers with their own values-only eigen-solver (the fast route of
+ * core/farr.c): lin_gram_side_factor is lin_gram_side_new with `factor` but without the
+ * eigen-solve (s->s holds zeros until lin_spectrum_set_eigs fills it from G's eigenvalues);
+ * lin_gram_fused_core writes the fused core M = Lᵀ Pᵀ Gb P L (a->r x a->r, column-major; M holds
+ * k x k doubles), whose eigenvalues are the squared singular values lin_gram_fused returns. */
+int lin_gram_side_factor(const double *G, size_t k, size_t rows, LinGramSide **out);
+int lin_gram_fused_core(const LinGramSide *a, const double *Gb, double *M);
+/* s->sigma (descending) from n ascending eigenvalues w: the largest min(s->p, n), clamped at 0,
+ * as singular values, the rest zero; s->total updated. */
+void lin_spectrum_set_eigs(Spectrum *s, const double *w, size_t n);
+
+/* True when lin_effective_rank(s, tau) is the same for every spectrum whose squared values lie
+ * within eps of s's (the l2 norm of the difference of the two sorted vectors of squared values):
+ * the certificate of the fast route (core/farr.c), eps its bound. eps 0: exact, always true. */
+bool lin_rank_certain(const Spectrum *s, double eps, double tau);
+
 /* ================================================================ energy and rank */
 
 /* Effective rank at tau in (0, 1]: smallest r with cumulative energy >= tau (0 for a zero map). */
