@@ -50,6 +50,7 @@
 #include "gram_bf16.h"
 #include "lin.h"
 #include "synth.h"
+#include "symeig.h"
 
 /* ================================================================ clocks */
 
@@ -237,7 +238,8 @@ static int floor_layer(Model *m, int L, bool solves, Time *secs) {
  *     of the shared side, two strmm and ssyevd for the fused core;
  *   FAST_FLOOR: the fast route's own kernels alone -- the BF16 Gram kernel on pre-packed chunks
  *     (the FP8 scale taken out per chunk) and the solves the fast route uses (double: dpotrf,
- *     two dtrmm, three dsytrd + dsterf per pair). */
+ *     two dtrmm per pair, and the six values-only solves of each head batched, FLOOR_BATCH heads
+ *     to a symeig_values call). */
 typedef enum { FAST_F32, FAST_FLOOR } fast_mode;
 
 typedef struct {
@@ -248,7 +250,8 @@ typedef struct {
     float *scale;           /* (128) a chunk's scales (FP8), or NULL */
     int T;
     float *Gf;              /* (threads, 4, 128, 128) */
-    double *Gd;             /* (threads, 4, 128, 128) */
+    double *Gd;             /* (threads, FLOOR_BATCH, 6, 128, 128): 4 Grams and 2 fused cores a head */
+    double *wd;             /* (threads, FLOOR_BATCH, 6, 128) eigenvalues */
 } FastJob;
 
 /* Values-only float eigen-solve of a k x k float matrix (copied): ssyevd 'N'. */
@@ -295,27 +298,38 @@ static void floor_gram(const FastJob *j, int f, double *G) {
     for (size_t a = 0; a < k; a++) for (size_t b = a + 1; b < k; b++) G[b * k + a] = G[a * k + b];
 }
 
-static int fast_floor_head(FastJob *j, int worker) {
-    double *G = j->Gd + (size_t)worker * 4 * 128 * 128;
-    for (int f = 0; f < 4; f++) floor_gram(j, f, G + f * 16384);
-    for (int pair = 0; pair < 2; pair++) {
-        int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
-        size_t k = gram_view_k(&j->v[fs]), rs = gram_view_rows(&j->v[fs]), rh = gram_view_rows(&j->v[fh]);
-        LinGramSide *sh = NULL, *own = NULL;
-        Spectrum *s = NULL;
-        int rc = lin_gram_side_new(G + fs * 16384, k, rs, true, &sh);
-        if (rc == AL_OK) rc = lin_gram_side_new(G + fh * 16384, k, rh, false, &own);
-        if (rc == AL_OK) rc = lin_gram_fused(sh, G + fh * 16384, rs, rh, &s);
-        lin_spectrum_free(s); lin_gram_side_free(sh); lin_gram_side_free(own);
-        if (rc != AL_OK) return rc;
+/* The floor's heads per task: as the fast route, their solves go to symeig in one call. */
+#define FLOOR_BATCH 8
+
+/* FLOOR_BATCH heads: the four Grams of each, the Cholesky factors of V and K and the two fused
+ * cores, then all 6 x FLOOR_BATCH values-only solves in one symeig_values call (what farr.c's
+ * solve_values runs). */
+static int fast_floor_heads(FastJob *j, int worker) {
+    double *G = j->Gd + (size_t)worker * FLOOR_BATCH * 6 * 16384, *w = j->wd + (size_t)worker * FLOOR_BATCH * 6 * 128;
+    const double *A[FLOOR_BATCH * 6];
+    double *W[FLOOR_BATCH * 6];
+    size_t k = gram_view_k(&j->v[0]), n = 0;
+    int rc = AL_OK;
+    for (int b = 0; b < FLOOR_BATCH && rc == AL_OK; b++) {
+        double *Gh = G + (size_t)b * 6 * 16384;
+        for (int f = 0; f < 4; f++) floor_gram(j, f, Gh + f * 16384);
+        for (int pair = 0; pair < 2 && rc == AL_OK; pair++) {
+            int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
+            LinGramSide *sh = NULL;
+            rc = lin_gram_side_factor(Gh + fs * 16384, k, gram_view_rows(&j->v[fs]), &sh);
+            if (rc == AL_OK && sh->r != k) rc = al_err("floor: a rank-deficient factor (random data expected)");
+            if (rc == AL_OK) rc = lin_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
+            lin_gram_side_free(sh);
+        }
+        for (int f = 0; f < 6; f++, n++) { A[n] = Gh + f * 16384; W[n] = w + n * 128; }
     }
-    return AL_OK;
+    return rc == AL_OK ? symeig_values(n, k, A, W) : rc;
 }
 
 static int fast_task(size_t h, int worker, void *ud) {
     (void)h;
     FastJob *j = ud;
-    return j->mode == FAST_F32 ? fast_f32_head(j, worker) : fast_floor_head(j, worker);
+    return j->mode == FAST_F32 ? fast_f32_head(j, worker) : fast_floor_heads(j, worker);
 }
 
 /* Packs a dequantized block (nr x nc, double) of view v into BF16 pairs along its contraction. */
@@ -357,15 +371,17 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     FastJob j = { .mode = mode, .v = v, .X = Xf, .P = P, .scale = m->cfg.dtype == DT_F8_E4M3 ? scale : NULL,
                   .T = lin_sweep_threads((size_t)m->cfg.n_heads, 0) };
     j.Gf = calloc((size_t)j.T * 4 * 16384, sizeof(float));
-    j.Gd = calloc((size_t)j.T * 4 * 16384, sizeof(double));
-    if (rc == AL_OK && (!j.Gf || !j.Gd)) rc = al_err("out of memory");
+    j.Gd = calloc((size_t)j.T * FLOOR_BATCH * 6 * 16384, sizeof(double));
+    j.wd = calloc((size_t)j.T * FLOOR_BATCH * 6 * 128, sizeof(double));
+    if (rc == AL_OK && (!j.Gf || !j.Gd || !j.wd)) rc = al_err("out of memory");
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
-        rc = lin_sweep((size_t)m->cfg.n_heads, j.T, fast_task, &j);
+        size_t H = (size_t)m->cfg.n_heads, tasks = mode == FAST_FLOOR ? (H + FLOOR_BATCH - 1) / FLOOR_BATCH : H;
+        rc = lin_sweep(tasks, j.T, fast_task, &j);
         *secs = (Time){ wall() - w0, cpu() - c0 };
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
-    free(j.Gf); free(j.Gd);
+    free(j.Gf); free(j.Gd); free(j.wd);
     return rc;
 }
 
@@ -461,7 +477,7 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
            ce.wall, ce.cpu, redone, heads);
     printf("   heads the bound leaves open: %zu at tau 0.999, %zu at 0.99, %zu at 0.9 (of %zu)\n", open[0], open[1],
            open[2], heads);
-    printf("   double route sweep (stream, dsyrk + the same solves):                %.3f s wall (%.3f s CPU)\n", db.wall,
+    printf("   double route sweep (stream, dsyrk + LAPACK dsytrd + dsterf solves):  %.3f s wall (%.3f s CPU)\n", db.wall,
            db.cpu);
     printf("   float32 LAPACK route (ssyrk + ssyevd + spotrf + strmm, from memory): %.3f s wall (%.3f s CPU)\n", f32.wall,
            f32.cpu);

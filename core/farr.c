@@ -8,6 +8,7 @@
 #include "attn_eval.h"
 #include "gram.h"
 #include "rope.h"
+#include "symeig.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -247,19 +248,43 @@ typedef struct {
     LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored */
     FastSide *fside;         /* (n_kv) the fast route's bounds of the shared sides */
     GramScratch **scr;       /* (threads) */
-    double **G, **M, **w;    /* (threads) a k x k Gram, a k x k fused core, 2k eigenvalues each */
+    double **G, **M, **w;    /* (threads) per worker, for each of FAST_BATCH heads (1 on the double
+                                route): a k x k Gram, a k x k fused core, 2k eigenvalues */
+    size_t ng, nh;           /* KV heads of phase 1, query heads of phase 2 */
     int T;                   /* threads */
 } StreamJob;
+
+/* Heads per task on the fast route: their matrices (a shared side each in phase 1, an own side and
+ * a fused core each in phase 2) go to one solve_values call, which symeig solves in vector lanes,
+ * 16 at a time (core/symeig.h: ~3x faster per matrix than one at a time). */
+#define FAST_BATCH 16
+
+static size_t job_batch(const StreamJob *j) { return j->fast ? FAST_BATCH : 1; }
+static size_t job_tasks(const StreamJob *j, size_t n) { return (n + job_batch(j) - 1) / job_batch(j); }
 
 /* ---------------------------------------------------------------- the fast route's solves */
 
 /* The fast route's values-only eigen-solves, every one of them: the n symmetric matrices A[i]
- * (k[i] x k[i], full storage, column-major; destroyed) to their ascending eigenvalues w[i], one
- * worker's batch (a head's own side and fused core; a group's shared side). Today LAPACK's dsytrd
- * + dsterf one matrix at a time (lin_sym_eigvals); a batched small-matrix solver plugs in here. */
+ * (k[i] x k[i], full storage, column-major; not modified) to their ascending eigenvalues w[i], one
+ * worker's batch (FAST_BATCH heads' own sides and fused cores, or shared sides). Matrices of one
+ * size go to symeig_values together (double, batched in vector lanes; its error is within
+ * eig_bwd's bound below). */
 static int solve_values(size_t n, double *const *A, const size_t *k, double *const *w) {
-    for (size_t i = 0; i < n; i++)
-        if (lin_sym_eigvals(A[i], k[i], w[i]) != AL_OK) return AL_ERR;
+    const double *a[2 * FAST_BATCH];
+    double *v[2 * FAST_BATCH];
+    bool done[2 * FAST_BATCH] = {0};
+    if (n > 2 * FAST_BATCH) return al_err("internal: %zu matrices in one solve batch", n);
+    for (size_t i = 0; i < n; i++) {
+        if (done[i]) continue;
+        size_t c = 0;
+        for (size_t t = i; t < n; t++)
+            if (!done[t] && k[t] == k[i]) { a[c] = A[t]; v[c++] = w[t]; done[t] = true; }
+        if (symeig_values(c, k[i], a, v) != AL_OK) return AL_ERR;
+        for (size_t t = 0; t < c; t++)                  /* descending -> ascending */
+            for (size_t x = 0, y = k[i] ? k[i] - 1 : 0; x < y; x++, y--) {
+                double tmp = v[t][x]; v[t][x] = v[t][y]; v[t][y] = tmp;
+            }
+    }
     return AL_OK;
 }
 
@@ -325,8 +350,9 @@ static int stream_gram(StreamJob *j, head_kind kind, int head, int worker, doubl
     return rc;
 }
 
-/* The fast route's shared side g from its Gram G (destroyed): Cholesky factor, eigenvalues, bounds. */
-static int fast_shared(StreamJob *j, size_t g, double *G, size_t rows, double err, int worker) {
+/* The fast route's shared side g from its Gram G: Cholesky factor and bounds (the eigenvalues
+ * come from the task's batch solve). */
+static int fast_shared(StreamJob *j, size_t g, const double *G, size_t rows, double err) {
     size_t k = j->k;
     FastSide *fs = &j->fside[g];
     fs->fro = fro_d(G, k * k);
@@ -334,25 +360,41 @@ static int fast_shared(StreamJob *j, size_t g, double *G, size_t rows, double er
     for (size_t i = 0; i < k; i++) fs->dmax = fmax(fs->dmax, G[i * k + i]);
     /* the RoPE offset's rotation keeps the error's norm, and rounds (in both routes) */
     fs->err = err + (j->rot ? 32 * unit_d() * fs->fro : 0);
-    int rc = lin_gram_side_factor(G, k, rows, &j->shared[g]);
-    if (rc == AL_OK) rc = solve_values(1, &G, &k, &j->w[worker]);
-    if (rc == AL_OK) lin_spectrum_set_eigs(j->shared[g]->s, j->w[worker], k);
-    return rc;
+    return lin_gram_side_factor(G, k, rows, &j->shared[g]);
 }
 
-/* Phase 1, per KV head g: the shared factor (W_V[g] or W_K[g]), its spectrum and Cholesky factor. */
-static int stream_shared_task(size_t i, int worker, void *ud) {
-    StreamJob *j = ud;
+/* KV head g's Gram (W_V[g] or W_K[g]) into G, rotated to the offset, and its side: factored and
+ * solved on the double route, factored (its solve batched by the caller) on the fast route. */
+static int shared_one(StreamJob *j, size_t g, int worker, double *G) {
     const ModelConfig *c = &j->m->cfg;
-    size_t g = j->gsel ? j->gsel[i] : i;
-    double *G = j->G[worker], err;
+    double err;
     size_t rows;
     int rc = stream_gram(j, j->l->kind == FARR_VO ? HK_V : HK_K, (int)g, worker, G, &rows, &err);
     /* the rotation is orthogonal: it keeps the error's Frobenius norm */
     if (rc == AL_OK && j->rot) gram_rotate(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
-    if (rc == AL_OK) rc = j->fast ? fast_shared(j, g, G, rows, err, worker)
-                                  : lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
+    if (rc == AL_OK) rc = j->fast ? fast_shared(j, g, G, rows, err) : lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
     if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->l->layer, (int)g, farr_fused_name(j->l->kind));
+    return AL_OK;
+}
+
+/* Phase 1, task t: KV heads t*B .. (t+1)*B-1 (B = job_batch), their shared factors (W_V[g] or
+ * W_K[g]): spectrum and Cholesky factor. */
+static int stream_shared_task(size_t t, int worker, void *ud) {
+    StreamJob *j = ud;
+    size_t B = job_batch(j), i0 = t * B, nb = j->ng - i0 < B ? j->ng - i0 : B, k = j->k, kk[FAST_BATCH], g[FAST_BATCH];
+    double *A[FAST_BATCH], *w[FAST_BATCH];
+    int rc = AL_OK;
+    for (size_t b = 0; rc == AL_OK && b < nb; b++) {
+        g[b] = j->gsel ? j->gsel[i0 + b] : i0 + b;
+        A[b] = j->G[worker] + b * k * k;
+        w[b] = j->w[worker] + b * 2 * k;
+        kk[b] = k;
+        rc = shared_one(j, g[b], worker, A[b]);
+    }
+    if (rc != AL_OK || !j->fast) return rc;
+    if (solve_values(nb, A, kk, w) != AL_OK)
+        return al_err_ctx("layer %d KV heads %zu-%zu (%s)", j->l->layer, g[0], g[nb - 1], farr_fused_name(j->l->kind));
+    for (size_t b = 0; b < nb; b++) lin_spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
     return AL_OK;
 }
 
@@ -367,62 +409,92 @@ static int put_sides(FarrLayer *l, size_t h, const Spectrum *shared, Spectrum **
     return AL_OK;
 }
 
-/* Phase 2 of the fast route for query head h from its own Gram G (destroyed): the fused core, one
- * batch of two solves (own side, fused core), and the three bounds. */
-static int fast_head(StreamJob *j, size_t h, double *G, size_t rows, double err, int worker) {
-    FarrLayer *l = j->l;
-    bool vo = l->kind == FARR_VO;
-    size_t g = (size_t)cfg_kv_group(&j->m->cfg, (int)h), k = j->k;
-    const LinGramSide *sh = j->shared[g];
-    double gbfro = fro_d(G, k * k), *M = j->M[worker], *wb = j->w[worker], *wm = wb + k;
+/* One query head of a fast-route batch between its Gram and its solves. */
+typedef struct {
+    size_t h, g, rows;
+    double err, gbfro;       /* its Gram's error bound and Frobenius norm */
+    Spectrum *own, *fu;      /* its own side's and the fused spectrum (values set after the solves) */
+} FastHead;
+
+/* Phase 2 of the fast route, before the solves: head f->h's own Gram G (error bound err) and its
+ * fused core M against the group's shared side. */
+static int fast_head_prep(StreamJob *j, FastHead *f, const double *G, double err, double *M) {
+    bool vo = j->l->kind == FARR_VO;
+    size_t k = j->k, rows = f->rows;
+    f->g = (size_t)cfg_kv_group(&j->m->cfg, (int)f->h);
+    const LinGramSide *sh = j->shared[f->g];
+    f->err = err;
+    f->gbfro = fro_d(G, k * k);
     /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
     size_t m = vo ? sh->rows : rows, n = vo ? rows : sh->rows, p = m < n ? m : n;
-    Spectrum *own = lin_spectrum_new(rows, k, rows < k ? rows : k, false);
-    Spectrum *fu = lin_spectrum_new(m, n, p < k ? p : k, false);
-    int rc = own && fu ? lin_gram_fused_core(sh, G, M) : AL_ERR;
-    if (rc == AL_OK) {
-        double *A[2] = {G, M}, *w[2] = {wb, wm};
-        size_t kk[2] = {k, sh->r};
-        rc = solve_values(2, A, kk, w);
-    }
-    if (rc == AL_OK) {
-        lin_spectrum_set_eigs(own, wb, k);
-        lin_spectrum_set_eigs(fu, wm, sh->r);
-        double gbmax = k ? wb[k - 1] : 0, mfro = fro_d(wm, sh->r);
-        double es = fast_side_err(k, j->fside[g].err, j->fside[g].fro), eo = fast_side_err(k, err, gbfro);
-        l->eps[3 * h] = vo ? es : eo;
-        l->eps[3 * h + 1] = vo ? eo : es;
-        l->eps[3 * h + 2] = fast_fused_err(sh, &j->fside[g], err, gbfro, gbmax, mfro);
-        l->fused[h] = fu;
-        fu = NULL;
-        rc = put_sides(l, h, sh->s, &own);
-    }
-    lin_spectrum_free(own);
-    lin_spectrum_free(fu);
+    f->own = lin_spectrum_new(rows, k, rows < k ? rows : k, false);
+    f->fu = lin_spectrum_new(m, n, p < k ? p : k, false);
+    return f->own && f->fu ? lin_gram_fused_core(sh, G, M) : AL_ERR;
+}
+
+/* After the solves: the spectra from the own side's values wb (k) and the fused core's wm (r,
+ * ascending), and the three bounds. */
+static int fast_head_finish(StreamJob *j, FastHead *f, const double *wb, const double *wm) {
+    FarrLayer *l = j->l;
+    bool vo = l->kind == FARR_VO;
+    size_t k = j->k, h = f->h;
+    const LinGramSide *sh = j->shared[f->g];
+    lin_spectrum_set_eigs(f->own, wb, k);
+    lin_spectrum_set_eigs(f->fu, wm, sh->r);
+    double gbmax = k ? wb[k - 1] : 0, mfro = fro_d(wm, sh->r);
+    double es = fast_side_err(k, j->fside[f->g].err, j->fside[f->g].fro), eo = fast_side_err(k, f->err, f->gbfro);
+    l->eps[3 * h] = vo ? es : eo;
+    l->eps[3 * h + 1] = vo ? eo : es;
+    l->eps[3 * h + 2] = fast_fused_err(sh, &j->fside[f->g], f->err, f->gbfro, gbmax, mfro);
+    l->fused[h] = f->fu;
+    f->fu = NULL;
+    return put_sides(l, h, sh->s, &f->own);
+}
+
+/* Phase 2 on the double route for query head h from its own Gram G. */
+static int double_head(StreamJob *j, size_t h, const double *G, size_t rows) {
+    FarrLayer *l = j->l;
+    bool vo = l->kind == FARR_VO;
+    LinGramSide *own = NULL;
+    const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
+    int rc = lin_gram_side_new(G, j->k, rows, false, &own);
+    /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
+    if (rc == AL_OK) rc = lin_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
+    if (rc == AL_OK) rc = put_sides(l, h, sh->s, &own->s);
+    lin_gram_side_free(own);
     return rc;
 }
 
-/* Phase 2, per query head h: its own factor (W_O[h] or W_Q[h]) and the fused spectrum against the
- * group's shared side. */
-static int stream_head_task(size_t i, int worker, void *ud) {
+/* Phase 2, task t: query heads t*B .. (t+1)*B-1, each its own factor (W_O[h] or W_Q[h]) and the
+ * fused spectrum against the group's shared side; on the fast route the batch's 2B matrices are
+ * solved in one call. */
+static int stream_head_task(size_t t, int worker, void *ud) {
     StreamJob *j = ud;
     FarrLayer *l = j->l;
-    size_t h = j->hsel ? j->hsel[i] : i;
     bool vo = l->kind == FARR_VO;
-    double *G = j->G[worker], err;
-    size_t rows;
-    int rc = stream_gram(j, vo ? HK_O : HK_Q, (int)h, worker, G, &rows, &err);
-    if (rc == AL_OK && j->fast) rc = fast_head(j, h, G, rows, err, worker);
-    else if (rc == AL_OK) {
-        LinGramSide *own = NULL;
-        const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
-        rc = lin_gram_side_new(G, j->k, rows, false, &own);
-        /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
-        if (rc == AL_OK) rc = lin_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
-        if (rc == AL_OK) rc = put_sides(l, h, sh->s, &own->s);
-        lin_gram_side_free(own);
+    size_t B = job_batch(j), i0 = t * B, nb = j->nh - i0 < B ? j->nh - i0 : B, k = j->k, kk[2 * FAST_BATCH] = {0};
+    FastHead f[FAST_BATCH] = {{0}};
+    double *A[2 * FAST_BATCH] = {0}, *w[2 * FAST_BATCH] = {0};
+    int rc = AL_OK;
+    size_t b = 0, bad = 0;
+    for (; rc == AL_OK && b < nb; b++) {
+        double *G = j->G[worker] + b * k * k, err;
+        f[b].h = j->hsel ? j->hsel[i0 + b] : i0 + b;
+        bad = f[b].h;
+        rc = stream_gram(j, vo ? HK_O : HK_Q, (int)f[b].h, worker, G, &f[b].rows, &err);
+        if (rc == AL_OK && !j->fast) rc = double_head(j, f[b].h, G, f[b].rows);
+        else if (rc == AL_OK) {
+            rc = fast_head_prep(j, &f[b], G, err, j->M[worker] + b * k * k);
+            A[2 * b] = G; A[2 * b + 1] = j->M[worker] + b * k * k;
+            w[2 * b] = j->w[worker] + b * 2 * k; w[2 * b + 1] = w[2 * b] + k;
+            kk[2 * b] = k; kk[2 * b + 1] = j->shared[f[b].g]->r;
+        }
     }
-    if (rc != AL_OK) return al_err_ctx("layer %d head %d (%s)", l->layer, (int)h, farr_fused_name(l->kind));
+    if (rc == AL_OK && j->fast && solve_values(2 * nb, A, kk, w) != AL_OK) { rc = AL_ERR; bad = f[0].h; }
+    for (size_t c = 0; rc == AL_OK && j->fast && c < nb; c++)
+        if ((rc = fast_head_finish(j, &f[c], w[2 * c], w[2 * c + 1])) != AL_OK) bad = f[c].h;
+    for (size_t c = 0; c < nb; c++) { lin_spectrum_free(f[c].own); lin_spectrum_free(f[c].fu); }
+    if (rc != AL_OK) return al_err_ctx("layer %d head %zu (%s)", l->layer, bad, farr_fused_name(l->kind));
     return AL_OK;
 }
 
@@ -446,7 +518,8 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
                       const size_t *hsel, size_t nh) {
     size_t G = (size_t)m->cfg.n_kv_heads;
     StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .k = (size_t)l->head_dim,
-                    .gsel = gsel, .hsel = hsel, .T = lin_sweep_threads(nh > ng ? nh : ng, 0) };
+                    .gsel = gsel, .hsel = hsel, .ng = ng, .nh = nh };
+    j.T = lin_sweep_threads(job_tasks(&j, nh > ng ? nh : ng), 0);
     j.shared = al_calloc(G, sizeof *j.shared, "shared factors");
     j.fside = al_calloc(G, sizeof *j.fside, "shared factors");
     j.scr = al_calloc((size_t)j.T, sizeof *j.scr, "sweep scratch");
@@ -457,13 +530,13 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
     size_t k1 = j.k ? j.k : 1;
     for (int w = 0; rc == AL_OK && w < j.T; w++) {
         j.scr[w] = gram_scratch_new();
-        j.G[w] = al_malloc3(k1, k1, sizeof(double), "a Gram matrix");
-        j.M[w] = al_malloc3(k1, k1, sizeof(double), "a fused core");
-        j.w[w] = al_malloc3(2 * k1, 1, sizeof(double), "eigenvalues");
+        j.G[w] = al_malloc3(job_batch(&j) * k1, k1, sizeof(double), "Gram matrices");
+        j.M[w] = al_malloc3(job_batch(&j) * k1, k1, sizeof(double), "fused cores");
+        j.w[w] = al_malloc3(job_batch(&j) * 2 * k1, 1, sizeof(double), "eigenvalues");
         if (!j.scr[w] || !j.G[w] || !j.M[w] || !j.w[w]) rc = AL_ERR;
     }
-    if (rc == AL_OK) rc = lin_sweep(ng, j.T, stream_shared_task, &j);
-    if (rc == AL_OK) rc = lin_sweep(nh, j.T, stream_head_task, &j);
+    if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, ng), j.T, stream_shared_task, &j);
+    if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, nh), j.T, stream_head_task, &j);
     stream_job_free(&j);
     char *prefix = model_tensor_name(m, l->layer, "");
     if (prefix) store_release_prefix(m->store, prefix);
