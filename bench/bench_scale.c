@@ -252,6 +252,7 @@ typedef struct {
     float *Gf;              /* (threads, 4, 128, 128) */
     double *Gd;             /* (threads, FLOOR_BATCH, 6, 128, 128): 4 Grams and 2 fused cores a head */
     double *wd;             /* (threads, FLOOR_BATCH, 6, 128) eigenvalues */
+    SymeigWork *ws[64];     /* (threads) the eigen-solver's scratch */
 } FastJob;
 
 /* Values-only float eigen-solve of a k x k float matrix (copied): ssyevd 'N'. */
@@ -323,7 +324,7 @@ static int fast_floor_heads(FastJob *j, int worker) {
         }
         for (int f = 0; f < 6; f++, n++) { A[n] = Gh + f * 16384; W[n] = w + n * 128; }
     }
-    return rc == AL_OK ? symeig_values(n, k, A, W) : rc;
+    return rc == AL_OK ? symeig_values_ws(j->ws[worker], n, k, A, W) : rc;
 }
 
 static int fast_task(size_t h, int worker, void *ud) {
@@ -374,6 +375,9 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     j.Gd = calloc((size_t)j.T * FLOOR_BATCH * 6 * 16384, sizeof(double));
     j.wd = calloc((size_t)j.T * FLOOR_BATCH * 6 * 128, sizeof(double));
     if (rc == AL_OK && (!j.Gf || !j.Gd || !j.wd)) rc = al_err("out of memory");
+    if (rc == AL_OK && j.T > 64) rc = al_err("more than 64 workers");
+    for (int w = 0; rc == AL_OK && w < j.T; w++)
+        if (!(j.ws[w] = symeig_work_new(128))) rc = AL_ERR;
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
         size_t H = (size_t)m->cfg.n_heads, tasks = mode == FAST_FLOOR ? (H + FLOOR_BATCH - 1) / FLOOR_BATCH : H;
@@ -382,6 +386,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
     free(j.Gf); free(j.Gd); free(j.wd);
+    for (int w = 0; w < j.T && w < 64; w++) symeig_work_free(j.ws[w]);
     return rc;
 }
 

@@ -250,6 +250,7 @@ typedef struct {
     GramScratch **scr;       /* (threads) */
     double **G, **M, **w;    /* (threads) per worker, for each of FAST_BATCH heads (1 on the double
                                 route): a k x k Gram, a k x k fused core, 2k eigenvalues */
+    SymeigWork **ew;         /* (threads) the eigen-solver's scratch, fast route */
     size_t ng, nh;           /* KV heads of phase 1, query heads of phase 2 */
     int T;                   /* threads */
 } StreamJob;
@@ -269,7 +270,7 @@ static size_t job_tasks(const StreamJob *j, size_t n) { return (n + job_batch(j)
  * worker's batch (FAST_BATCH heads' own sides and fused cores, or shared sides). Matrices of one
  * size go to symeig_values together (double, batched in vector lanes; its error is within
  * eig_bwd's bound below). */
-static int solve_values(size_t n, double *const *A, const size_t *k, double *const *w) {
+static int solve_values(SymeigWork *ws, size_t n, double *const *A, const size_t *k, double *const *w) {
     const double *a[2 * FAST_BATCH];
     double *v[2 * FAST_BATCH];
     bool done[2 * FAST_BATCH] = {0};
@@ -279,7 +280,7 @@ static int solve_values(size_t n, double *const *A, const size_t *k, double *con
         size_t c = 0;
         for (size_t t = i; t < n; t++)
             if (!done[t] && k[t] == k[i]) { a[c] = A[t]; v[c++] = w[t]; done[t] = true; }
-        if (symeig_values(c, k[i], a, v) != AL_OK) return AL_ERR;
+        if (symeig_values_ws(ws, c, k[i], a, v) != AL_OK) return AL_ERR;
         for (size_t t = 0; t < c; t++)                  /* descending -> ascending */
             for (size_t x = 0, y = k[i] ? k[i] - 1 : 0; x < y; x++, y--) {
                 double tmp = v[t][x]; v[t][x] = v[t][y]; v[t][y] = tmp;
@@ -392,7 +393,7 @@ static int stream_shared_task(size_t t, int worker, void *ud) {
         rc = shared_one(j, g[b], worker, A[b]);
     }
     if (rc != AL_OK || !j->fast) return rc;
-    if (solve_values(nb, A, kk, w) != AL_OK)
+    if (solve_values(j->ew[worker], nb, A, kk, w) != AL_OK)
         return al_err_ctx("layer %d KV heads %zu-%zu (%s)", j->l->layer, g[0], g[nb - 1], farr_fused_name(j->l->kind));
     for (size_t b = 0; b < nb; b++) lin_spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
     return AL_OK;
@@ -490,7 +491,7 @@ static int stream_head_task(size_t t, int worker, void *ud) {
             kk[2 * b] = k; kk[2 * b + 1] = j->shared[f[b].g]->r;
         }
     }
-    if (rc == AL_OK && j->fast && solve_values(2 * nb, A, kk, w) != AL_OK) { rc = AL_ERR; bad = f[0].h; }
+    if (rc == AL_OK && j->fast && solve_values(j->ew[worker], 2 * nb, A, kk, w) != AL_OK) { rc = AL_ERR; bad = f[0].h; }
     for (size_t c = 0; rc == AL_OK && j->fast && c < nb; c++)
         if ((rc = fast_head_finish(j, &f[c], w[2 * c], w[2 * c + 1])) != AL_OK) bad = f[c].h;
     for (size_t c = 0; c < nb; c++) { lin_spectrum_free(f[c].own); lin_spectrum_free(f[c].fu); }
@@ -508,8 +509,9 @@ static void stream_job_free(StreamJob *j) {
         if (j->G) free(j->G[w]);
         if (j->M) free(j->M[w]);
         if (j->w) free(j->w[w]);
+        if (j->ew) symeig_work_free(j->ew[w]);
     }
-    free(j->shared); free(j->fside); free(j->scr); free(j->G); free(j->M); free(j->w);
+    free(j->shared); free(j->fside); free(j->scr); free(j->G); free(j->M); free(j->w); free(j->ew);
 }
 
 /* Runs phase 1 over ng KV heads and phase 2 over nh query heads (gsel / hsel: which ones, NULL:
@@ -526,13 +528,15 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
     j.G = al_calloc((size_t)j.T, sizeof *j.G, "sweep scratch");
     j.M = al_calloc((size_t)j.T, sizeof *j.M, "sweep scratch");
     j.w = al_calloc((size_t)j.T, sizeof *j.w, "sweep scratch");
-    int rc = j.shared && j.fside && j.scr && j.G && j.M && j.w ? AL_OK : AL_ERR;
+    j.ew = al_calloc((size_t)j.T, sizeof *j.ew, "sweep scratch");
+    int rc = j.shared && j.fside && j.scr && j.G && j.M && j.w && j.ew ? AL_OK : AL_ERR;
     size_t k1 = j.k ? j.k : 1;
     for (int w = 0; rc == AL_OK && w < j.T; w++) {
         j.scr[w] = gram_scratch_new();
         j.G[w] = al_malloc3(job_batch(&j) * k1, k1, sizeof(double), "Gram matrices");
         j.M[w] = al_malloc3(job_batch(&j) * k1, k1, sizeof(double), "fused cores");
         j.w[w] = al_malloc3(job_batch(&j) * 2 * k1, 1, sizeof(double), "eigenvalues");
+        if (fast && !(j.ew[w] = symeig_work_new(k1))) rc = AL_ERR;
         if (!j.scr[w] || !j.G[w] || !j.M[w] || !j.w[w]) rc = AL_ERR;
     }
     if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, ng), j.T, stream_shared_task, &j);

@@ -307,15 +307,18 @@ static int lanes_values(size_t n, double *a, double *b, const double *tol, unsig
 
 /* ================================================================ driver */
 
-static int work_new(size_t n, Work *s) {
+/* The scratch of n x n solves, in doubles. */
+static size_t work_count(size_t n) {
+    size_t ld = (n + 7) & ~(size_t)7;
+    return ld * n + 4 * ld + 2 * n + 2 * LANES * n + 8;
+}
+
+/* Lays out s over mem (work_count(n) doubles, 64-byte aligned). */
+static void work_layout(size_t n, double *mem, Work *s) {
     memset(s, 0, sizeof *s);
     s->n = n;
     s->ld = (n + 7) & ~(size_t)7;
-    size_t cnt = s->ld * n + 4 * s->ld + 2 * n + 2 * LANES * n + 8, bytes;
-    if (!al_mul_ok(cnt, sizeof(double), &bytes, "symeig scratch")) return AL_ERR;
-    bytes = (bytes + 63) & ~(size_t)63;
-    s->mem = aligned_alloc(64, bytes);
-    if (!s->mem) return al_err("out of memory for the eigen-solver's scratch (%zu bytes, n = %zu)", bytes, n);
+    s->mem = mem;
     s->W = s->mem;
     s->v = s->W + s->ld * n;
     s->w = s->v + s->ld;
@@ -327,7 +330,30 @@ static int work_new(size_t n, Work *s) {
     s->e = s->d + n;
     s->avx = symeig_uses_avx512();
     memset(s->W, 0, s->ld * n * sizeof(double));   /* rows n..ld-1 stay zero */
-    return AL_OK;
+}
+
+struct SymeigWork {
+    size_t n;                /* the largest n it holds scratch for */
+    double *mem;
+};
+
+SymeigWork *symeig_work_new(size_t n) {
+    size_t bytes;
+    if (!al_mul_ok(work_count(n ? n : 1), sizeof(double), &bytes, "symeig scratch")) return NULL;
+    bytes = (bytes + 63) & ~(size_t)63;
+    SymeigWork *ws = al_calloc(1, sizeof *ws, "the eigen-solver's scratch");
+    if (ws && !(ws->mem = aligned_alloc(64, bytes))) {
+        free(ws);
+        al_err("out of memory for the eigen-solver's scratch (%zu bytes, n = %zu)", bytes, n);
+        return NULL;
+    }
+    if (ws) ws->n = n ? n : 1;
+    return ws;
+}
+
+void symeig_work_free(SymeigWork *ws) {
+    if (ws) free(ws->mem);
+    free(ws);
 }
 
 /* max |a_ij| over A's lower triangle, or NaN when an entry is NaN or infinite (the sum of
@@ -460,10 +486,11 @@ static int one_values(Work *s, const double *A, double *w, size_t idx) {
     return tri_values(s, ex, w);
 }
 
-int symeig_values(size_t nb, size_t n, const double *const *A, double *const *w) {
+int symeig_values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A, double *const *w) {
     if (n == 0 || nb == 0) return AL_OK;
+    if (n > ws->n) return al_err("internal: eigen-solver scratch for n = %zu used for n = %zu", ws->n, n);
     Work s;
-    if (work_new(n, &s) != AL_OK) return AL_ERR;
+    work_layout(n, ws->mem, &s);
     int rc = AL_OK;
     for (size_t g = 0; g < nb && rc == AL_OK; g += LANES) {
         int cnt = nb - g < LANES ? (int)(nb - g) : LANES;
@@ -473,6 +500,13 @@ int symeig_values(size_t nb, size_t n, const double *const *A, double *const *w)
             for (int L = 0; L < cnt && rc == AL_OK; L++) rc = one_values(&s, A[g + L], w[g + L], g + (size_t)L);
         }
     }
-    free(s.mem);
+    return rc;
+}
+
+int symeig_values(size_t nb, size_t n, const double *const *A, double *const *w) {
+    if (n == 0 || nb == 0) return AL_OK;
+    SymeigWork *ws = symeig_work_new(n);
+    int rc = ws ? symeig_values_ws(ws, nb, n, A, w) : AL_ERR;
+    symeig_work_free(ws);
     return rc;
 }

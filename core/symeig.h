@@ -43,6 +43,13 @@
  * switch (symeig_internal.h). */
 int symeig_values(size_t nb, size_t n, const double *const *A, double *const *w);
 
+/* The same with caller-held scratch (for callers that solve batch after batch: no allocation,
+ * no page faults per call): ws from symeig_work_new(N), any n <= N. One ws per thread. */
+typedef struct SymeigWork SymeigWork;
+SymeigWork *symeig_work_new(size_t n);
+void symeig_work_free(SymeigWork *ws);
+int symeig_values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A, double *const *w);
+
 /* The bound above: SYMEIG_C * n * 2^-53 * fro, fro = ||A||_F. */
 double symeig_bound(size_t n, double fro);
 

@@ -260,7 +260,37 @@ static void test_paths_agree(void) {
     symeig_force_portable(false);
 }
 
+/* Caller-held scratch: one SymeigWork for n = 130 reused across sizes 130, 7, 64 and a batch of 20
+ * gives bit-identical values to fresh calls; a larger n than it holds is an error. */
+static void test_workspace(void) {
+    SymeigWork *ws = symeig_work_new(130);
+    CHECK(ws != NULL, "symeig_work_new(130) failed");
+    if (!ws) return;
+    static const size_t ns[3] = {130, 7, 64};
+    for (int t = 0; t < 3; t++) {
+        size_t n = ns[t], nb = t == 2 ? 20 : 1;
+        double *A[20], *w1[20], *w2[20];
+        for (size_t b = 0; b < nb; b++) {
+            A[b] = rand_sym(n, 1.0 + (double)b, NAN);
+            w1[b] = malloc(n * sizeof(double));
+            w2[b] = malloc(n * sizeof(double));
+        }
+        CHECK_OK(symeig_values_ws(ws, nb, n, (const double *const *)A, w1));
+        CHECK_OK(symeig_values(nb, n, (const double *const *)A, w2));
+        for (size_t b = 0; b < nb; b++) {
+            CHECK(!memcmp(w1[b], w2[b], n * sizeof(double)), "n %zu matrix %zu: reused scratch changed the values", n, b);
+            free(A[b]); free(w1[b]); free(w2[b]);
+        }
+    }
+    double *A = rand_sym(131, 1.0, NAN), *w = malloc(131 * sizeof(double));
+    CHECK_ERR(symeig_values_ws(ws, 1, 131, (const double *const *)&A, &w), "scratch for n = 130");
+    free(A);
+    free(w);
+    symeig_work_free(ws);
+}
+
 int main(void) {
+    test_workspace();
     if (symeig_uses_avx512()) {
         run_all("AVX-512");
         test_paths_agree();
