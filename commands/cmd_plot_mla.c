@@ -30,18 +30,11 @@ static int default_fold(const Model *m) {
     return d2 % 4 == 0 ? 4 : d2 % 2 == 0 ? 2 : 1;
 }
 
-/* The TransMLA figures show steps of a GQA -> MLA conversion: refuses an MLA model (whose keys come
- * from its latent: there are no KV heads to merge, rotate or balance) saying so and what to load
- * instead, and any other model convert mla refuses with its reason. fig: "plot kv-balance". */
+/* The TransMLA figures show steps of a GQA -> MLA conversion: a model convert mla refuses (an MLA
+ * model, one without RoPE, ...) is refused with its reason (core/analyses.c says why and what to
+ * load). fig: "plot kv-balance". */
 static int figure_model_check(const Model *m, const char *fig) {
-    if (cfg_is_mla(&m->cfg))
-        return al_err("%s: %s is already MLA (%s, kv_lora_rank %d): its keys and values come from one shared "
-                      "latent, so there are no GQA key heads to merge, rotate or balance; this figure shows a step "
-                      "of TransMLA's GQA -> MLA conversion. Load a GQA model with RoPE, e.g. `load demo-kvnorm` "
-                      "(planted key-norm concentration) or `load demo-llama`", fig, m->name, m->cfg.model_type,
-                      m->cfg.kv_lora_rank);
-    if (analysis_check(m, AN_CONVERT_MLA)) return al_err_ctx("%s", fig);
-    return AL_OK;
+    return analysis_check(m, AN_CONVERT_MLA) ? al_err_ctx("%s", fig) : AL_OK;
 }
 
 /* ================================================================ plot key-norms */
@@ -106,7 +99,7 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     d.o.xlabel = "key dimension pair of the merged head (heads side by side)";
     d.o.ylabel = S ? "RMS key over the activations (real above, imaginary below)"
                    : "RMS key (real above, imaginary below)";
-    if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
+    plot_dest_window_hint(out, &d);
     rc = plot_key_norms(&d.o, v, 3, k->n_pairs, k->pairs_per_head);
     tmla_key_norms_free(k);
     return plot_dest_done(out, &d, rc);
@@ -187,7 +180,7 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
         d.o.subtitle = sub;
         d.o.xlabel = "RoPE dims kept";
         d.o.ylabel = "fraction of key energy kept";
-        if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
+        plot_dest_window_hint(out, &d);
         rc = plot_curves(&d.o, cv, e->n_curves);
         rc = plot_dest_done(out, &d, rc);
     }
@@ -365,7 +358,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
         d.o.subtitle = sub;
         d.o.xlabel = "fraction of the merged key's RoPE dims removed";
         d.o.ylabel = "log-perplexity (nats per token)";
-        if (d.o.window) out_printf(out, "showing the figure: press a key or click in its window to go on\n");
+        plot_dest_window_hint(out, &d);
         rc = plot_curves(&d.o, cv, nc);
         rc = plot_dest_done(out, &d, rc);
     }

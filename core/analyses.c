@@ -160,8 +160,10 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
     if (c->family == FAM_DEEPSEEK)
-        return why_set(why, cap, "%s is already MLA (%s, kv_lora_rank %d): convert mla takes GQA models with RoPE (Llama, "
-                       "Mistral, Qwen2)", name, c->model_type, c->kv_lora_rank);
+        return why_set(why, cap, "%s is already MLA (%s, kv_lora_rank %d): its keys and values come from one shared "
+                       "latent, so there are no GQA key heads to merge, rotate or balance; convert mla and the TransMLA "
+                       "figures take GQA models with RoPE (Llama, Mistral, Qwen2), e.g. `load demo-kvnorm` (planted "
+                       "key-norm concentration) or `load demo-llama`", name, c->model_type, c->kv_lora_rank);
     if (c->family == FAM_GPT2 || c->rope == ROPE_NONE)
         return why_set(why, cap, "%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
                        "Mistral and Qwen2 models", name, c->model_type);
