@@ -434,6 +434,19 @@ static int double_sweep_layer(Model *m, int L, Time *t) {
 
 static void keep_best(Time *best, Time t) { if (t.wall < best->wall) *best = t; }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* out = min, median, max of x[0..n) (x is sorted in place). */
+static void spread(double *x, int n, double out[3]) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    out[0] = x[0];
+    out[1] = n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+    out[2] = x[n - 1];
+}
+
 /* Drops the page cache of every file of the checkpoint folder (written back first). */
 static void drop_cache(const char *dir) {
     DIR *d = opendir(dir);
@@ -453,26 +466,32 @@ static void drop_cache(const char *dir) {
 }
 
 /* Section 5: the fast route against the float32 LAPACK route, its floor and the double route, in
- * rounds (best of each); with `cold`, the sweeps of every layer after dropping the page cache. */
+ * rounds (best of each), all four on every layer in turn (each layer's from-memory routes read
+ * that layer's head 1); with `cold`, the sweeps of every layer after dropping the page cache. */
 static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) {
     double tau = 0.999;
     Time sw = {1e30, 1e30}, ce = {1e30, 1e30}, f32 = {1e30, 1e30}, fl = {1e30, 1e30}, db = {1e30, 1e30};
     size_t redone = 0, heads = 0, open[3];
+    double *ratio = calloc((size_t)nl, sizeof *ratio), rspread[3] = {0, 0, 0};
+    if (!ratio) return fail("out of memory");
     for (int r = 0; r < reps; r++) {
-        Time s = {0, 0}, c = {0, 0}, d = {0, 0};
+        Time s = {0, 0}, c = {0, 0}, d = {0, 0}, f = {0, 0}, o = {0, 0};
         redone = heads = 0;
         memset(open, 0, sizeof open);
+        /* Every layer's four measurements back to back, so that all four see the same load: on a
+         * shared machine (or a VM whose host is busy) the speed drifts by 20-30 % over minutes. */
         for (int L = 0; L < nl; L++) {
-            Time a, b, e;
+            Time a, b, e, g, h;
             if (fast_sweep_layer(m, L, tau, &a, &b, &redone, &heads, open) != AL_OK) return fail("fast sweep");
             if (double_sweep_layer(m, L, &e) != AL_OK) return fail("double sweep");
+            if (fast_layer(m, L, FAST_F32, &g) != AL_OK || fast_layer(m, L, FAST_FLOOR, &h) != AL_OK) return fail("fast floor");
             s.wall += a.wall / nl; s.cpu += a.cpu / nl; c.wall += b.wall / nl; c.cpu += b.cpu / nl;
             d.wall += e.wall / nl; d.cpu += e.cpu / nl;
+            f.wall += g.wall / nl; f.cpu += g.cpu / nl; o.wall += h.wall / nl; o.cpu += h.cpu / nl;
+            ratio[L] = a.cpu / g.cpu;
         }
-        keep_best(&sw, s); keep_best(&ce, c); keep_best(&db, d);
-        Time a, b;
-        if (fast_layer(m, 0, FAST_F32, &a) != AL_OK || fast_layer(m, 0, FAST_FLOOR, &b) != AL_OK) return fail("fast floor");
-        keep_best(&f32, a); keep_best(&fl, b);
+        keep_best(&sw, s); keep_best(&ce, c); keep_best(&db, d); keep_best(&f32, f); keep_best(&fl, o);
+        if (s.wall <= sw.wall) spread(ratio, nl, rspread);
     }
     printf("\n5. the fast route (BF16 dot products, double solves; %s Gram kernel), VO + QK per layer, best of %d:\n",
            gbf_path_now() == GBF_BF16 ? "AVX-512 BF16" : "float (no AVX-512 BF16)", reps);
@@ -492,6 +511,9 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
            "(fast + certification) / double route = %.2f\n", sw.cpu / f32.cpu, sw.cpu / fl.cpu, (sw.cpu + ce.cpu) / db.cpu);
     printf("   ratios (wall): fast / float32 route = %.2f; fast / floor = %.2f; certified / double route = %.2f\n",
            sw.wall / f32.wall, sw.wall / fl.wall, (sw.wall + ce.wall) / db.wall);
+    printf("   fast / float32 route (CPU) layer by layer, in the best round: min %.2f, median %.2f, max %.2f over %d layers\n",
+           rspread[0], rspread[1], rspread[2], nl);
+    free(ratio);
     if (!cold) return 0;
     double t[2];
     for (int pass = 0; pass < 2; pass++) {

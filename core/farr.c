@@ -351,6 +351,28 @@ static int stream_gram(StreamJob *j, head_kind kind, int head, int worker, doubl
     return rc;
 }
 
+/* The fast route's own Grams of query heads h[0..n) (W_O[h] or W_Q[h]) into G[i], with their row
+ * counts and error bounds: GRAM_MANY adjacent heads to a gram_compute_fast_many call, which packs
+ * o_proj's heads a tensor row at a time. */
+static int stream_grams_fast(StreamJob *j, head_kind kind, const size_t *h, size_t n, int worker, double *const *G,
+                             size_t *rows, double *err) {
+    int rc = AL_OK;
+    for (size_t i = 0; i < n && rc == AL_OK; i += GRAM_MANY) {
+        size_t c = n - i < GRAM_MANY ? n - i : GRAM_MANY, got = 0;
+        GramView v[GRAM_MANY];
+        for (; got < c && rc == AL_OK; got++) {
+            if ((rc = gram_view(j->m, kind, j->l->layer, (int)h[i + got], j->part, &v[got])) != AL_OK) break;
+            rows[i + got] = gram_view_rows(&v[got]);
+            if (gram_view_k(&v[got]) != j->k)
+                rc = al_err("internal: %s head %zu has inner dim %zu, expected %zu", v[got].tensor, h[i + got],
+                            gram_view_k(&v[got]), j->k);
+        }
+        if (rc == AL_OK) rc = gram_compute_fast_many(j->m->store, v, c, j->scr[worker], G + i, err + i);
+        for (size_t x = 0; x < got; x++) gram_view_clear(&v[x]);
+    }
+    return rc;
+}
+
 /* The fast route's shared side g from its Gram G: Cholesky factor and bounds (the eigenvalues
  * come from the task's batch solve). */
 static int fast_shared(StreamJob *j, size_t g, const double *G, size_t rows, double err) {
@@ -477,19 +499,25 @@ static int stream_head_task(size_t t, int worker, void *ud) {
     FastHead f[FAST_BATCH] = {{0}};
     double *A[2 * FAST_BATCH] = {0}, *w[2 * FAST_BATCH] = {0};
     int rc = AL_OK;
-    size_t b = 0, bad = 0;
+    size_t b = 0, bad = i0, hs[FAST_BATCH], rows[FAST_BATCH];
+    double *Gs[FAST_BATCH], err[FAST_BATCH];
+    for (size_t c = 0; c < nb; c++) {
+        f[c].h = hs[c] = j->hsel ? j->hsel[i0 + c] : i0 + c;
+        Gs[c] = j->G[worker] + c * k * k;
+    }
+    if (j->fast) rc = stream_grams_fast(j, vo ? HK_O : HK_Q, hs, nb, worker, Gs, rows, err);
     for (; rc == AL_OK && b < nb; b++) {
-        double *G = j->G[worker] + b * k * k, err;
-        f[b].h = j->hsel ? j->hsel[i0 + b] : i0 + b;
         bad = f[b].h;
-        rc = stream_gram(j, vo ? HK_O : HK_Q, (int)f[b].h, worker, G, &f[b].rows, &err);
-        if (rc == AL_OK && !j->fast) rc = double_head(j, f[b].h, G, f[b].rows);
-        else if (rc == AL_OK) {
-            rc = fast_head_prep(j, &f[b], G, err, j->M[worker] + b * k * k);
-            A[2 * b] = G; A[2 * b + 1] = j->M[worker] + b * k * k;
-            w[2 * b] = j->w[worker] + b * 2 * k; w[2 * b + 1] = w[2 * b] + k;
-            kk[2 * b] = k; kk[2 * b + 1] = j->shared[f[b].g]->r;
+        if (!j->fast) {
+            rc = stream_gram(j, vo ? HK_O : HK_Q, (int)f[b].h, worker, Gs[b], &f[b].rows, &err[b]);
+            if (rc == AL_OK) rc = double_head(j, f[b].h, Gs[b], f[b].rows);
+            continue;
         }
+        f[b].rows = rows[b];
+        rc = fast_head_prep(j, &f[b], Gs[b], err[b], j->M[worker] + b * k * k);
+        A[2 * b] = Gs[b]; A[2 * b + 1] = j->M[worker] + b * k * k;
+        w[2 * b] = j->w[worker] + b * 2 * k; w[2 * b + 1] = w[2 * b] + k;
+        kk[2 * b] = k; kk[2 * b + 1] = j->shared[f[b].g]->r;
     }
     if (rc == AL_OK && j->fast && solve_values(j->ew[worker], 2 * nb, A, kk, w) != AL_OK) { rc = AL_ERR; bad = f[0].h; }
     for (size_t c = 0; rc == AL_OK && j->fast && c < nb; c++)

@@ -18,6 +18,8 @@
 #define GRAM_CHUNK 65536
 /* Rows the fast route's column-Gram packing prefetches ahead. */
 #define GRAM_AHEAD 16
+/* uint32 words of one view's packed BF16 chunk in a batch of gram_compute_fast_many. */
+#define GRAM_PACK(ld) ((size_t)(GBF_CHUNK / 2) * (ld))
 
 /* ================================================================ head views */
 
@@ -111,9 +113,10 @@ struct GramScratch {
     float *tmp;              /* (cap) one row segment of a non-FP8 tensor */
     size_t cap;
     /* the fast route (gram_compute_fast): one packed chunk, a segment, the chunk's scales */
-    void *pack;              /* (GBF_CHUNK x gbf_ld(k)) floats or (GBF_CHUNK/2 x gbf_ld(k)) BF16 pairs */
+    void *pack;              /* (GBF_CHUNK x gbf_ld(k)) floats, or GRAM_MANY chunks of GRAM_PACK(gbf_ld(k))
+                                BF16 pairs, whichever is larger */
     float *seg;              /* (max(k, GBF_CHUNK)) one contiguous segment as float */
-    float *scale;            /* (k) */
+    float *scale;            /* (GRAM_MANY, k) */
     size_t fast_k;           /* the k these are sized for */
 };
 
@@ -146,15 +149,16 @@ static int scratch_reserve(GramScratch *s, size_t n) {
     return AL_OK;
 }
 
-/* Mirrors G's upper triangle into the lower one; NaN/Inf is an error naming the tensor. */
+/* Mirrors G's upper triangle into the lower one; NaN/Inf is an error naming the tensor. A NaN or
+ * Inf anywhere in column i of the block makes G_ii non-finite, and |G_ij| <= sqrt(G_ii G_jj)
+ * keeps the rest finite while the diagonal is: the diagonal is what needs checking. */
 static int gram_finish(const GramView *v, size_t k, double *G) {
     bool finite = true;
-    for (size_t i = 0; i < k; i++)
-        for (size_t j = i; j < k; j++) {
-            double g = G[i * k + j];
-            finite = finite && isfinite(g);
-            G[j * k + i] = g;
-        }
+    for (size_t i = 0; i < k; i++) finite = finite && isfinite(G[i * k + i]);
+    for (size_t ib = 0; ib < k; ib += 8)                  /* 8 x 8 blocks: the stores stay in few lines */
+        for (size_t jb = ib; jb < k; jb += 8)
+            for (size_t i = ib; i < ib + 8 && i < k; i++)
+                for (size_t j = jb > i ? jb : i + 1; j < jb + 8 && j < k; j++) G[j * k + i] = G[i * k + j];
     if (!finite)
         return al_err("tensor '%s' holds NaN/Inf in rows %zu..%zu, cols %zu..%zu: that head's spectra are undefined "
                       "(check the checkpoint)", v->tensor, v->r0, v->r0 + v->nr, v->c0, v->c0 + v->nc);
@@ -202,9 +206,10 @@ static int fast_reserve(GramScratch *s, size_t k) {
     if (s->pack && s->fast_k >= k) return AL_OK;
     free(s->pack); free(s->seg); free(s->scale);
     size_t ld = gbf_ld(k), n = k > GBF_CHUNK ? k : GBF_CHUNK;
-    s->pack = al_malloc3(GBF_CHUNK * ld, 1, sizeof(float), "a packed Gram chunk");
+    size_t words = GRAM_MANY * GRAM_PACK(ld) > GBF_CHUNK * ld ? GRAM_MANY * GRAM_PACK(ld) : GBF_CHUNK * ld;
+    s->pack = al_malloc3(words, 1, sizeof(uint32_t), "packed Gram chunks");
     s->seg = al_malloc3(n, 1, sizeof(float), "a Gram segment");
-    s->scale = al_malloc3(k, 1, sizeof(float), "chunk scales");
+    s->scale = al_malloc3(GRAM_MANY * k, 1, sizeof(float), "chunk scales");
     s->fast_k = k;
     if (!s->pack || !s->seg || !s->scale) { s->fast_k = 0; return AL_ERR; }
     return AL_OK;
@@ -218,29 +223,37 @@ static int seg_f32(const Tensor2 *t, const uint8_t *src, size_t n, float *dst) {
     return AL_OK;
 }
 
-static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, GramScratch *scr);
+static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, float *scale);
+
+/* Pair rows [t0, t0+n) of nv column-Gram views over the same tensor rows into nv packed chunks
+ * (view i's at P + i * GRAM_PACK(ld)), a tensor row at a time across the views. The k values of a
+ * tensor row are one short run per view, rows a whole tensor row apart (o_proj: 128 bytes every
+ * 16 KB): no hardware prefetcher follows one head down its column, so the views' runs of the rows
+ * GRAM_AHEAD ahead are asked for, and reading adjacent heads' runs together keeps the memory busy
+ * (one head at a time, the packing spends ~4x longer waiting on o_proj). */
+static void pack_pairs_many(const Tensor2 *t, const GramView *v, size_t nv, size_t t0, size_t n, uint32_t *P) {
+    size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize, row = t->cols * es, run = k * es, end = v->r0 + v->nr;
+    bool fp8 = t->dtype == DT_F8_E4M3;
+    for (size_t tp = 0; tp < (n + 1) / 2; tp++) {
+        size_t r0 = v->r0 + t0 + 2 * tp;
+        const uint8_t *rows = t->data + r0 * row;
+        for (size_t i = 0; i < nv; i++) {
+            const uint8_t *r = rows + v[i].c0 * es;
+            for (size_t a = r0 + GRAM_AHEAD; a < r0 + GRAM_AHEAD + 2 && a < end; a++)
+                for (size_t b = 0; b < run; b += 64) __builtin_prefetch(r + (a - r0) * row + b);
+            gbf_pack_pairs(r, 2 * tp + 1 < n ? r + row : NULL, k, fp8, P + i * GRAM_PACK(ld) + tp * ld);
+        }
+    }
+}
 
 /* fast_pack for BF16 pairs (gram_bf16.h's vectorized packing): a column Gram two tensor rows at
  * a time, a row Gram's k tensor rows at once. */
 static void fast_pack_bf16(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
-    size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize;
-    bool fp8 = t->dtype == DT_F8_E4M3;
-    uint32_t *P = scr->pack;
-    if (v->row_gram) {
-        gbf_pack_rows(t->data + (v->r0 * t->cols + v->c0 + t0) * es, t->cols * es, k, n, fp8, P);
-        return;
-    }
-    /* the k values of a tensor row are one short run per row, rows a whole tensor row apart (o_proj:
-     * 128 bytes every 16 KB, a page each): no hardware prefetcher follows that, so ask for the rows
-     * GRAM_AHEAD ahead, every cache line of them */
-    size_t row = t->cols * es, run = k * es, end = v->r0 + v->nr;
-    for (size_t tp = 0; tp < (n + 1) / 2; tp++) {
-        size_t r0 = v->r0 + t0 + 2 * tp;
-        const uint8_t *r = t->data + (r0 * t->cols + v->c0) * es;
-        for (size_t a = r0 + GRAM_AHEAD; a < r0 + GRAM_AHEAD + 2 && a < end; a++)
-            for (size_t b = 0; b < run; b += 64) __builtin_prefetch(r + (a - r0) * row + b);
-        gbf_pack_pairs(r, 2 * tp + 1 < n ? r + row : NULL, k, fp8, P + tp * ld);
-    }
+    size_t es = t->esize;
+    if (v->row_gram)
+        gbf_pack_rows(t->data + (v->r0 * t->cols + v->c0 + t0) * es, t->cols * es, gram_view_k(v), n,
+                      t->dtype == DT_F8_E4M3, scr->pack);
+    else pack_pairs_many(t, v, 1, t0, n, scr->pack);
 }
 
 /* Packs contraction rows [t0, t0+n) of the view's block (column Gram: tensor rows; row Gram:
@@ -265,18 +278,49 @@ static int fast_pack(const Tensor2 *t, const GramView *v, size_t t0, size_t n, g
             }
         }
     }
-    if (t->scale) chunk_scales(t, v, t0, scr);
+    if (t->scale) chunk_scales(t, v, t0, scr->scale);
     return AL_OK;
 }
 
 /* The FP8 scale of each of the k indices in the chunk starting at contraction row t0. */
-static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, GramScratch *scr) {
+static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, float *scale) {
     size_t k = gram_view_k(v);
     for (size_t i = 0; i < k; i++) {
         size_t row = v->row_gram ? v->r0 + i : v->r0 + t0, col = v->row_gram ? v->c0 + t0 : v->c0 + i;
-        memcpy(&scr->scale[i], t->scale + ((row / DT_FP8_BLOCK) * t->scols + col / DT_FP8_BLOCK) * sizeof(float),
+        memcpy(&scale[i], t->scale + ((row / DT_FP8_BLOCK) * t->scols + col / DT_FP8_BLOCK) * sizeof(float),
                sizeof(float));
     }
+}
+
+/* A view's block inside its tensor, or an error naming both. */
+static int view_in_range(const Tensor2 *t, const GramView *v) {
+    if (v->r0 > t->rows || v->nr > t->rows - v->r0 || v->c0 > t->cols || v->nc > t->cols - v->c0)
+        return al_err("tensor '%s' (%zu x %zu): block rows %zu..%zu, cols %zu..%zu out of range", t->name, t->rows,
+                      t->cols, v->r0, v->r0 + v->nr, v->c0, v->c0 + v->nc);
+    return AL_OK;
+}
+
+/* gram_finish, then the bound on |G - the double route's G|_F (gram_compute_fast's *err). */
+static int fast_finish(const Tensor2 *t, const GramView *v, gbf_path path, double *G, double *err) {
+    size_t k = gram_view_k(v), other = gram_view_rows(v);
+    int rc = gram_finish(v, k, G);
+    if (rc != AL_OK) return rc;
+    /* |E|_F <= gamma trace(G) (gram_bf16.h); FP8: the double route rounds code * scale to float
+     * first (2u more); flushed denormals far below */
+    double tr = 0, u = ldexp(1.0, -24);
+    for (size_t i = 0; i < k; i++) tr += G[i * k + i];
+    /* + the double sums over `other` terms: the double route's dsyrk and the chunks' additions */
+    double rel = gbf_gamma(path) + (t->scale ? 2.0001 * u : 0) + 2.0 * (double)other * ldexp(1.0, -53) * (1 + 1e-6);
+    *err = rel * tr * (1 + 1e-6) + (double)k * (double)other * ldexp(1.0, -100);
+    return AL_OK;
+}
+
+/* The chunk of contraction rows from c: its length, chunks aligned to absolute multiples of
+ * GBF_CHUNK along the contraction (FP8 scale blocks). */
+static size_t chunk_len(const GramView *v, size_t c) {
+    size_t a0 = v->row_gram ? v->c0 : v->r0, other = gram_view_rows(v);
+    size_t end = ((a0 + c) / GBF_CHUNK + 1) * GBF_CHUNK - a0;
+    return (end < other ? end : other) - c;
 }
 
 int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, double *G, double *err) {
@@ -287,35 +331,57 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     if (k == 0) return AL_OK;
     memset(G, 0, k * k * sizeof(double));
     if (other == 0) return AL_OK;
-    if (v->r0 > t.rows || v->nr > t.rows - v->r0 || v->c0 > t.cols || v->nc > t.cols - v->c0)
-        return al_err("tensor '%s' (%zu x %zu): block rows %zu..%zu, cols %zu..%zu out of range", t.name, t.rows,
-                      t.cols, v->r0, v->r0 + v->nr, v->c0, v->c0 + v->nc);
-    if (fast_reserve(scr, k) != AL_OK) return AL_ERR;
+    if (view_in_range(&t, v) != AL_OK || fast_reserve(scr, k) != AL_OK) return AL_ERR;
     /* BF16 pairs where the values are BF16 (BF16, FP8 codes) and the CPU has vdpbf16ps, floats
      * where it lacks it; other dtypes (F32, F16: not BF16 values) take the double route's Gram,
      * exact (the float kernel is no faster than dsyrk on them) */
     if (t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) return gram_compute(st, v, scr, G);
     gbf_path path = gbf_path_now();
-    /* chunks along the contraction, aligned to absolute multiples of GBF_CHUNK (FP8 scale blocks) */
-    size_t a0 = v->row_gram ? v->c0 : v->r0;
-    for (size_t c = 0; c < other;) {
-        size_t end = ((a0 + c) / GBF_CHUNK + 1) * GBF_CHUNK - a0;
-        size_t n = (end < other ? end : other) - c;
+    for (size_t c = 0, n; c < other; c += n) {
+        n = chunk_len(v, c);
         if (fast_pack(&t, v, c, n, path, scr) != AL_OK) return AL_ERR;
         const float *s = t.scale ? scr->scale : NULL;
         if (path == GBF_BF16) gbf_chunk_bf16(scr->pack, (n + 1) / 2, k, s, G);
         else gbf_chunk_f32(scr->pack, n, k, s, G);
-        c += n;
     }
-    int rc = gram_finish(v, k, G);
-    if (rc != AL_OK) return rc;
-    /* |E|_F <= gamma trace(G) (gram_bf16.h); FP8: the double route rounds code * scale to float
-     * first (2u more); flushed denormals far below */
-    double tr = 0, u = ldexp(1.0, -24);
-    for (size_t i = 0; i < k; i++) tr += G[i * k + i];
-    /* + the double sums over `other` terms: the double route's dsyrk and the chunks' additions */
-    double rel = gbf_gamma(path) + (t.scale ? 2.0001 * u : 0) + 2.0 * (double)other * ldexp(1.0, -53) * (1 + 1e-6);
-    *err = rel * tr * (1 + 1e-6) + (double)k * (double)other * ldexp(1.0, -100);
+    return fast_finish(&t, v, path, G, err);
+}
+
+/* True when views v[0..nv) can share one pass of gram_compute_fast_many: column Grams of one
+ * BF16/FP8 tensor (opened into *t) over the same rows, of one k, on the BF16 path. */
+static bool many_together(const Store *st, const GramView *v, size_t nv, Tensor2 *t) {
+    if (nv < 2 || nv > GRAM_MANY || gbf_path_now() != GBF_BF16 || tensor_open(st, v[0].tensor, t) != AL_OK) return false;
+    if (t->dtype != DT_BF16 && t->dtype != DT_F8_E4M3) return false;
+    for (size_t i = 0; i < nv; i++)
+        if (v[i].row_gram || strcmp(v[i].tensor, v[0].tensor) != 0 || v[i].r0 != v[0].r0 || v[i].nr != v[0].nr ||
+            gram_view_k(&v[i]) != gram_view_k(&v[0]) || gram_view_k(&v[i]) == 0 || v[i].nr == 0 ||
+            view_in_range(t, &v[i]) != AL_OK)
+            return false;
+    return true;
+}
+
+int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramScratch *scr, double *const *G,
+                           double *err) {
+    Tensor2 t;
+    if (!many_together(st, v, nv, &t)) {
+        for (size_t i = 0; i < nv; i++)
+            if (gram_compute_fast(st, &v[i], scr, G[i], &err[i]) != AL_OK) return AL_ERR;
+        return AL_OK;
+    }
+    size_t k = gram_view_k(v), other = gram_view_rows(v), ld = gbf_ld(k);
+    if (fast_reserve(scr, k) != AL_OK) return AL_ERR;
+    for (size_t i = 0; i < nv; i++) memset(G[i], 0, k * k * sizeof(double));
+    for (size_t c = 0, n; c < other; c += n) {
+        n = chunk_len(v, c);
+        pack_pairs_many(&t, v, nv, c, n, scr->pack);
+        for (size_t i = 0; i < nv; i++) {
+            if (t.scale) chunk_scales(&t, &v[i], c, scr->scale + i * k);
+            gbf_chunk_bf16((uint32_t *)scr->pack + i * GRAM_PACK(ld), (n + 1) / 2, k, t.scale ? scr->scale + i * k : NULL,
+                           G[i]);
+        }
+    }
+    for (size_t i = 0; i < nv; i++)
+        if (fast_finish(&t, &v[i], GBF_BF16, G[i], &err[i]) != AL_OK) return AL_ERR;
     return AL_OK;
 }
 

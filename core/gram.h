@@ -46,6 +46,14 @@ int gram_compute(const Store *st, const GramView *v, GramScratch *scr, double *G
  * *err receives a bound on the Frobenius norm of G minus gram_compute's G (the double route's).
  * Same threading and NaN/Inf rules as gram_compute. */
 int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, double *G, double *err);
+/* Views per gram_compute_fast_many call. */
+#define GRAM_MANY 4
+/* gram_compute_fast of views v[0..nv) into G[i], err[i] (nv <= GRAM_MANY), the same values to the
+ * bit. Column Grams of one tensor over the same rows (adjacent heads of o_proj) are packed in one
+ * pass, a tensor row across all of them at a time: one head's run of a row is 128-256 bytes of a
+ * 16-32 KB row, and walking down one head at a time leaves the memory idle most of the time. */
+int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramScratch *scr, double *const *G,
+                           double *err);
 /* True when gram_compute_fast takes the AVX-512 BF16 kernel on this CPU (gram_bf16.h), where the
  * fast route is faster than the double one. */
 bool gram_fast_pays(void);

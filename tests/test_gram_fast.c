@@ -162,6 +162,51 @@ static void test_grams(const char *demo, gbf_path path) {
     model_free(m);
 }
 
+/* gram_compute_fast_many against gram_compute_fast one view at a time, to the bit (Grams and
+ * bounds): batches of 1..GRAM_MANY adjacent heads of each kind in layer 1 (o_proj's heads share
+ * one packing pass), and a batch that mixes kinds (taken one at a time). */
+static void test_many(const char *demo, gbf_path path) {
+    Model *m = open_synth(demo, SYNTH_DEFAULT_SEED);
+    if (!m) return;
+    gbf_force(path);
+    GramScratch *scr = gram_scratch_new();
+    int batches = 0, shared = 0, differ = 0;
+    for (int kind = HK_Q; kind <= HK_O + 1; kind++)
+        for (size_t nv = 1; nv <= GRAM_MANY; nv++) {
+            GramView v[GRAM_MANY];
+            double *G[GRAM_MANY], *F[GRAM_MANY], e[GRAM_MANY], f[GRAM_MANY];
+            size_t got = 0;
+            bool cols = true;
+            for (; got < nv; got++) {
+                /* kind HK_O + 1: alternating O and Q heads (no shared pass) */
+                head_kind hk = kind <= HK_O ? (head_kind)kind : got % 2 ? HK_Q : HK_O;
+                if (gram_view(m, hk, 1, (int)got, PART_ALL, &v[got]) != AL_OK) break;
+                size_t k = gram_view_k(&v[got]);
+                G[got] = malloc(k * k * sizeof(double));
+                F[got] = malloc(k * k * sizeof(double));
+                cols = cols && !v[got].row_gram && strcmp(v[got].tensor, v[0].tensor) == 0;
+            }
+            if (got == nv) {
+                CHECK_OK(gram_compute_fast_many(m->store, v, nv, scr, G, e));
+                for (size_t i = 0; i < nv; i++) {
+                    size_t k = gram_view_k(&v[i]);
+                    CHECK_OK(gram_compute_fast(m->store, &v[i], scr, F[i], &f[i]));
+                    differ += memcmp(G[i], F[i], k * k * sizeof(double)) != 0 || e[i] != f[i];
+                }
+                batches++;
+                shared += nv > 1 && cols;
+            }
+            for (size_t i = 0; i < got; i++) { free(G[i]); free(F[i]); gram_view_clear(&v[i]); }
+        }
+    CHECK(batches >= 8, "%s: %d batches", demo, batches);
+    CHECK(shared >= 3, "%s: only %d batches of adjacent column Grams (o_proj heads)", demo, shared);
+    CHECK(differ == 0, "%s (%s path): %d Grams or bounds of gram_compute_fast_many differ from one at a time", demo,
+          path == GBF_BF16 ? "BF16" : "float", differ);
+    gram_scratch_free(scr);
+    gbf_force(GBF_AUTO);
+    model_free(m);
+}
+
 /* ---------------------------------------------------------------- ranks */
 
 static const double taus[] = {0.5, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999};
@@ -387,6 +432,8 @@ int main(void) {
         test_grams("demo-r1-bf16", path);
         test_grams("demo-llama", path);
         test_grams("demo-gpt2", path);
+        test_many("demo-r1", path);
+        test_many("demo-llama", path);
         test_ranks(path);
     }
     test_state();
