@@ -1286,7 +1286,8 @@ int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, in
         if (al_interrupted()) return AL_INTERRUPTED;
         al_progress("layer", (size_t)i, (size_t)N);
         /* read the next layer ahead while this one computes (a no-op when it is cached already) */
-        if (i + 1 < N && !cache_find(st, m, kind, lo + i + 1, offset)) gram_prefetch_layer(m, lo + i + 1);
+        if (i + 1 < N && !cache_find(st, m, kind, lo + i + 1, offset))
+            gram_prefetch_layer(m, lo + i + 1, kind == FARR_VO ? HK_V : HK_Q, kind == FARR_VO ? HK_O : HK_K);
         const FarrLayer *l;
         int rc = state_layer(st, m, kind, lo + i, offset, false, &l);
         if (rc != AL_OK) return rc;

@@ -389,10 +389,10 @@ bool gram_fast_pays(void) { return gbf_path_now() == GBF_BF16; }
 
 /* ================================================================ readahead */
 
-void gram_prefetch_layer(const Model *m, int layer) {
-    static const head_kind kinds[4] = {HK_V, HK_O, HK_Q, HK_K};
+void gram_prefetch_layer(const Model *m, int layer, head_kind a, head_kind b) {
+    const head_kind kinds[2] = {a, b};
     long pg = sysconf(_SC_PAGESIZE);
-    for (int f = 0; f < 4; f++) {
+    for (int f = 0; f < 2; f++) {
         GramView v;
         if (gram_view(m, kinds[f], layer, 0, PART_ALL, &v) != AL_OK &&
             gram_view(m, kinds[f], layer, 0, PART_NOPE, &v) != AL_OK)

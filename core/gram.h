@@ -58,10 +58,12 @@ int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramSc
  * fast route is faster than the double one. */
 bool gram_fast_pays(void);
 
-/* Asks the kernel to read the attention weights of `layer` (the tensors of its V, O, Q, K views)
- * ahead (madvise WILLNEED), so that a sweep reads the next layer while it computes this one.
- * Never fails: a layer whose views cannot be named is skipped (its error message is left set). */
-void gram_prefetch_layer(const Model *m, int layer);
+/* Asks the kernel to read the tensors of `layer` that views of kinds a and b read (a VO sweep: V
+ * and O; a QK sweep: Q and K) ahead (madvise WILLNEED), so that a sweep reads the next layer while
+ * it computes this one. Only the pair's tensors: a `ranks vo` that also read q_proj would read
+ * 2.3 GB more of an R1 checkpoint for nothing. Never fails: a layer whose views cannot be named is
+ * skipped (its error message is left set). */
+void gram_prefetch_layer(const Model *m, int layer, head_kind a, head_kind b);
 
 /* Dequantizes rows [r0, r0+nr) x cols [c0, c0+nc) of a stored 2-D tensor into dst (nr x nc,
  * row-major, leading dim ld) as double: exactly the float32 values store_read gives, widened. */
