@@ -1280,20 +1280,27 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
     return state_layer(st, m, kind, layer, offset, true, out);
 }
 
+/* The next uncached layer of the sweep's range read and mapped on a thread (gram_prefetch_start). */
+static GramAhead *sweep_ahead(FarrState *st, Model *m, farr_kind kind, int layer, int hi, int offset) {
+    if (layer > hi || cache_find(st, m, kind, layer, offset)) return NULL;
+    return gram_prefetch_start(m, layer, kind == FARR_VO ? HK_V : HK_Q, kind == FARR_VO ? HK_O : HK_K);
+}
+
 int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset) {
-    int N = hi - lo + 1;
-    for (int i = 0; i < N; i++) {
-        if (al_interrupted()) return AL_INTERRUPTED;
+    int N = hi - lo + 1, rc = AL_OK;
+    GramAhead *ahead = sweep_ahead(st, m, kind, lo, hi, offset);
+    for (int i = 0; i < N && rc == AL_OK; i++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         al_progress("layer", (size_t)i, (size_t)N);
-        /* read the next layer ahead while this one computes (a no-op when it is cached already) */
-        if (i + 1 < N && !cache_find(st, m, kind, lo + i + 1, offset))
-            gram_prefetch_layer(m, lo + i + 1, kind == FARR_VO ? HK_V : HK_Q, kind == FARR_VO ? HK_O : HK_K);
+        /* this layer's reads done (they ran while the last one computed), the next one's begin */
+        gram_prefetch_end(ahead, false);
+        ahead = sweep_ahead(st, m, kind, lo + i + 1, hi, offset);
         const FarrLayer *l;
-        int rc = state_layer(st, m, kind, lo + i, offset, false, &l);
-        if (rc != AL_OK) return rc;
+        rc = state_layer(st, m, kind, lo + i, offset, false, &l);
     }
-    al_progress("layer", (size_t)N, (size_t)N);
-    return AL_OK;
+    gram_prefetch_end(ahead, true);
+    if (rc == AL_OK) al_progress("layer", (size_t)N, (size_t)N);
+    return rc;
 }
 
 int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau) {
