@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <stdint.h>
+#include <unistd.h>
 
 static char dir[2048];
 
@@ -372,9 +373,41 @@ static void test_reference_rules(void) {
     }
 }
 
+/* The VmFlags line of /proc/self/smaps for the mapping that holds address a ("" if none). */
+static void vm_flags_of(const void *a, char *out, size_t cap) {
+    FILE *fp = fopen("/proc/self/smaps", "r");
+    char line[512];
+    bool in = false;
+    out[0] = 0;
+    while (fp && fgets(line, sizeof line, fp)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)a >= lo && (uintptr_t)a < hi;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0) { snprintf(out, cap, "%s", line + 8); break; }
+    }
+    if (fp) fclose(fp);
+}
+
+/* st_open asks for 2 MB page-cache folios on its mapping (MADV_HUGEPAGE: "hg" in VmFlags), where the
+ * kernel has transparent huge pages. */
+static void test_hugepage_hint(void) {
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+        printf("note: no transparent huge pages in this kernel: the mapping hint is not checked\n");
+        return;
+    }
+    st_file *f = NULL;
+    CHECK_OK(st_open(tmp_path("raw.safetensors"), &f));
+    if (!f) return;
+    char flags[512];
+    vm_flags_of(st_data(f, st_entry_at(f, 0)), flags, sizeof flags);
+    CHECK(strstr(flags, " hg") != NULL, "the safetensors mapping lacks MADV_HUGEPAGE (VmFlags:%s)", flags);
+    st_close(f);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s", test_tmpdir());
     test_raw_roundtrip();
+    test_hugepage_hint();
     test_mat_roundtrip();
     test_fp8_writer();
     test_writer_errors();
