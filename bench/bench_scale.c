@@ -522,7 +522,7 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 0) drop_cache(dir);
         /* as `ranks vo all` then `ranks qk all` sweep: farr_state_sweep, which reads the next
-         * layer ahead (gram_prefetch_layer) while it computes one */
+         * layer ahead (gram_prefetch_start) while it computes one */
         FarrState *st = farr_state_new();
         double w0 = wall();
         for (int k = 0; k < 2 && st; k++)

@@ -355,19 +355,21 @@ static int stream_gram(StreamJob *j, head_kind kind, int head, int worker, doubl
  * counts and error bounds: GRAM_MANY adjacent heads to a gram_compute_fast_many call, which packs
  * o_proj's heads a tensor row at a time. */
 static int stream_grams_fast(StreamJob *j, head_kind kind, const size_t *h, size_t n, int worker, double *const *G,
-                             size_t *rows, double *err) {
+                             size_t *rows, double *err, size_t *bad) {
     int rc = AL_OK;
     for (size_t i = 0; i < n && rc == AL_OK; i += GRAM_MANY) {
-        size_t c = n - i < GRAM_MANY ? n - i : GRAM_MANY, got = 0;
+        size_t c = n - i < GRAM_MANY ? n - i : GRAM_MANY, got = 0, failed = 0;
         GramView v[GRAM_MANY];
         for (; got < c && rc == AL_OK; got++) {
+            *bad = h[i + got];
             if ((rc = gram_view(j->m, kind, j->l->layer, (int)h[i + got], j->part, &v[got])) != AL_OK) break;
             rows[i + got] = gram_view_rows(&v[got]);
             if (gram_view_k(&v[got]) != j->k)
                 rc = al_err("internal: %s head %zu has inner dim %zu, expected %zu", v[got].tensor, h[i + got],
                             gram_view_k(&v[got]), j->k);
         }
-        if (rc == AL_OK) rc = gram_compute_fast_many(j->m->store, v, c, j->scr[worker], G + i, err + i);
+        if (rc == AL_OK && (rc = gram_compute_fast_many(j->m->store, v, c, j->scr[worker], G + i, err + i, &failed)))
+            *bad = h[i + failed];
         for (size_t x = 0; x < got; x++) gram_view_clear(&v[x]);
     }
     return rc;
@@ -505,7 +507,7 @@ static int stream_head_task(size_t t, int worker, void *ud) {
         f[c].h = hs[c] = j->hsel ? j->hsel[i0 + c] : i0 + c;
         Gs[c] = j->G[worker] + c * k * k;
     }
-    if (j->fast) rc = stream_grams_fast(j, vo ? HK_O : HK_Q, hs, nb, worker, Gs, rows, err);
+    if (j->fast) rc = stream_grams_fast(j, vo ? HK_O : HK_Q, hs, nb, worker, Gs, rows, err, &bad);
     for (; rc == AL_OK && b < nb; b++) {
         bad = f[b].h;
         if (!j->fast) {

@@ -363,12 +363,20 @@ static bool many_together(const Store *st, const GramView *v, size_t nv, Tensor2
     return true;
 }
 
+static size_t many_passes;
+
+size_t gram_many_passes(void) { return many_passes; }
+
 int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramScratch *scr, double *const *G,
-                           double *err) {
+                           double *err, size_t *failed) {
     Tensor2 t;
+    if (failed) *failed = 0;
     if (!many_together(st, v, nv, &t)) {
         for (size_t i = 0; i < nv; i++)
-            if (gram_compute_fast(st, &v[i], scr, G[i], &err[i]) != AL_OK) return AL_ERR;
+            if (gram_compute_fast(st, &v[i], scr, G[i], &err[i]) != AL_OK) {
+                if (failed) *failed = i;
+                return AL_ERR;
+            }
         return AL_OK;
     }
     size_t k = gram_view_k(v), other = gram_view_rows(v), ld = gbf_ld(k);
@@ -384,7 +392,11 @@ int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramSc
         }
     }
     for (size_t i = 0; i < nv; i++)
-        if (fast_finish(&t, &v[i], GBF_BF16, G[i], &err[i]) != AL_OK) return AL_ERR;
+        if (fast_finish(&t, &v[i], GBF_BF16, G[i], &err[i]) != AL_OK) {
+            if (failed) *failed = i;
+            return AL_ERR;
+        }
+    __atomic_add_fetch(&many_passes, 1, __ATOMIC_RELAXED);
     return AL_OK;
 }
 

@@ -51,9 +51,13 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
 /* gram_compute_fast of views v[0..nv) into G[i], err[i] (nv <= GRAM_MANY), the same values to the
  * bit. Column Grams of one tensor over the same rows (adjacent heads of o_proj) are packed in one
  * pass, a tensor row across all of them at a time: one head's run of a row is 128-256 bytes of a
- * 16-32 KB row, and walking down one head at a time leaves the memory idle most of the time. */
+ * 16-32 KB row, and walking down one head at a time leaves the memory idle most of the time. On
+ * an error *failed (when not NULL) is the index of the view it is about. gram_many_passes: the
+ * number of shared passes so far in this process (for tests: that the batch was not taken one view
+ * at a time). */
 int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramScratch *scr, double *const *G,
-                           double *err);
+                           double *err, size_t *failed);
+size_t gram_many_passes(void);
 /* True when gram_compute_fast takes the AVX-512 BF16 kernel on this CPU (gram_bf16.h), where the
  * fast route is faster than the double one. */
 bool gram_fast_pays(void);

@@ -82,4 +82,19 @@ run -e "load nm; truncate vo rank 8 policy layer-max; fuse vo layer 1 head 3; fu
 [ "$(grep -c 'NaN/Inf values' err.txt)" = 1 ] || fail "one warning per tensor: [$(grep NaN err.txt)]"
 grep -q "o_proj.weight' has 4 NaN/Inf values (first at \[5, 3\])" err.txt || fail "whole count: [$(cat err.txt)]"
 
+# a NaN in head 6's columns only: the rank table's error names head 6, not the first head of the
+# batch its Gram was computed in (the fast route packs o_proj's heads four at a time)
+run -e "synth demo-llama n6"
+python3 - n6 <<'PY' || fail "planting a NaN in head 6"
+import json, os, struct, sys
+f = os.path.join(sys.argv[1], "model.safetensors")
+with open(f, "r+b") as fp:
+    n = struct.unpack("<Q", fp.read(8))[0]
+    t = json.loads(fp.read(n))["model.layers.1.self_attn.o_proj.weight"]
+    fp.seek(8 + n + t["data_offsets"][0] + 2 * (5 * t["shape"][1] + 200))
+    fp.write(b"\xc0\x7f")
+PY
+run -e "load n6; ranks vo layer 1"
+[ "$(rc)" = 1 ] && grep -q "layer 1 head 6 (VO): .*holds NaN/Inf" err.txt || fail "ranks names head 6: [$(cat err.txt)]"
+
 cli_done

@@ -191,7 +191,12 @@ static void test_many(const char *demo, gbf_path path) {
                 cols = cols && !v[got].row_gram && strcmp(v[got].tensor, v[0].tensor) == 0;
             }
             if (got == nv) {
-                CHECK_OK(gram_compute_fast_many(m->store, v, nv, scr, G, e));
+                size_t passes = gram_many_passes();
+                CHECK_OK(gram_compute_fast_many(m->store, v, nv, scr, G, e, NULL));
+                /* adjacent o_proj heads on the BF16 path share one pass; the rest go one at a time */
+                bool together = path == GBF_BF16 && nv > 1 && cols;
+                CHECK(gram_many_passes() == passes + together, "%s: batch of %zu (%s) %s", demo, nv,
+                      cols ? "adjacent column Grams" : "mixed", together ? "not packed together" : "packed together");
                 for (size_t i = 0; i < nv; i++) {
                     size_t k = gram_view_k(&v[i]);
                     CHECK_OK(gram_compute_fast(m->store, &v[i], scr, F[i], &f[i]));
@@ -204,6 +209,36 @@ static void test_many(const char *demo, gbf_path path) {
         }
     CHECK(batches >= 8, "%s: %d batches", demo, batches);
     CHECK(shared >= 3, "%s: only %d batches of adjacent column Grams (o_proj heads)", demo, shared);
+    /* views cut by hand out of o_proj: rows from an odd start, odd counts across the 128-row
+     * chunks (and FP8 scale blocks), k off the 16 / 32 tile widths, in different scale columns */
+    static const size_t cuts[][3] = {{0, 1, 5}, {3, 61, 20}, {1, 127, 17}, {127, 129, 24}, {5, 200, 33}};
+    GramView o;
+    int cut = 0;
+    if (gram_view(m, HK_O, 1, 0, PART_ALL, &o) == AL_OK) {
+        for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+            GramView v[3];
+            double *G[3], *F[3], e[3], f[3];
+            size_t r0 = cuts[c][0], nr = cuts[c][1], k = cuts[c][2], passes = gram_many_passes();
+            if (r0 + nr > o.r0 + o.nr || 3 * k + 1 > (size_t)m->cfg.n_heads * o.nc) continue;
+            cut++;
+            for (size_t i = 0; i < 3; i++) {
+                v[i] = o;
+                v[i].r0 = r0; v[i].nr = nr; v[i].c0 = 1 + i * k; v[i].nc = k;
+                G[i] = malloc(k * k * sizeof(double)); F[i] = malloc(k * k * sizeof(double));
+            }
+            CHECK_OK(gram_compute_fast_many(m->store, v, 3, scr, G, e, NULL));
+            if (path == GBF_BF16)
+                CHECK(gram_many_passes() == passes + 1, "%s: rows %zu+%zu, k %zu: not one shared pass", demo, r0, nr, k);
+            for (size_t i = 0; i < 3; i++) {
+                CHECK_OK(gram_compute_fast(m->store, &v[i], scr, F[i], &f[i]));
+                CHECK(memcmp(G[i], F[i], k * k * sizeof(double)) == 0 && e[i] == f[i],
+                      "%s: rows %zu+%zu, k %zu, view %zu: shared pass differs from one at a time", demo, r0, nr, k, i);
+                free(G[i]); free(F[i]);
+            }
+        }
+        gram_view_clear(&o);
+    }
+    CHECK(cut >= 4, "%s: only %d hand-cut batches fit o_proj", demo, cut);
     CHECK(differ == 0, "%s (%s path): %d Grams or bounds of gram_compute_fast_many differ from one at a time", demo,
           path == GBF_BF16 ? "BF16" : "float", differ);
     gram_scratch_free(scr);
@@ -333,8 +368,8 @@ static size_t resident(const void *p, size_t n, size_t *all) {
 }
 
 /* gram_prefetch_start reads the pair's tensors of a layer into the page cache (the checkpoint's
- * pages dropped first), the sweep after it gives the same ranks; a layer without views reads
- * nothing. */
+ * pages dropped first; checked where they can be dropped and MADV_POPULATE_READ exists -- before
+ * Linux 5.14 the fallback reads asynchronously); a layer without views reads nothing. */
 static void drop_cache(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -369,7 +404,11 @@ static void test_prefetch(void) {
     CHECK(g != NULL, "no read-ahead for layer 1 of demo-r1");
     gram_prefetch_end(g, false);
     size_t after = resident(p, n, &all);
-    if (before == all) printf("note: the page cache of %s could not be dropped (tmpfs?): read-ahead not checked\n", dir);
+    void *probe = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    bool populate = probe != MAP_FAILED && madvise(probe, 4096, MADV_POPULATE_READ) == 0;
+    if (probe != MAP_FAILED) munmap(probe, 4096);
+    if (!populate) printf("note: no MADV_POPULATE_READ (Linux < 5.14): read-ahead residency not checked\n");
+    else if (before == all) printf("note: the page cache of %s could not be dropped (tmpfs?): read-ahead not checked\n", dir);
     else CHECK(after == all, "o_proj of layer 1: %zu of %zu pages in the page cache after reading ahead (%zu before)", after,
           all, before);
     CHECK(gram_prefetch_start(m, m->cfg.n_layers + 3, HK_V, HK_O) == NULL, "read-ahead of a layer that is not there");
