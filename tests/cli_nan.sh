@@ -67,17 +67,21 @@ run -e "load nl; ranks vo layer 1"
 [ "$(rc)" = 1 ] && grep -q "holds NaN/Inf" err.txt || fail "ranks: [$(cat err.txt)]"
 # NaN in several heads' columns of one tensor, read head by head (truncate, fuse): ONE warning for
 # the tensor with its whole count, not one per head block
-run -e "synth demo-llama nm"
-python3 - nm <<'PY' || fail "planting NaNs in several heads"
+# NaN at row 5 of layer 1's o_proj (BF16) in columns COL... of the model in DIR
+plant_row5_nans() {
+    python3 - "$@" <<'PY'
 import json, os, struct, sys
 f = os.path.join(sys.argv[1], "model.safetensors")
 with open(f, "r+b") as fp:
     n = struct.unpack("<Q", fp.read(8))[0]
     t = json.loads(fp.read(n))["model.layers.1.self_attn.o_proj.weight"]
-    for col in (3, 40, 100, 200):          # heads 0, 1, 3 and 6 of 32 columns each
+    for col in map(int, sys.argv[2:]):
         fp.seek(8 + n + t["data_offsets"][0] + 2 * (5 * t["shape"][1] + col))
         fp.write(b"\xc0\x7f")
 PY
+}
+run -e "synth demo-llama nm"
+plant_row5_nans nm 3 40 100 200 || fail "planting NaNs in several heads"   # heads 0, 1, 3, 6 of 32 columns
 run -e "load nm; truncate vo rank 8 policy layer-max; fuse vo layer 1 head 3; fuse vo layer 1 head 6"
 [ "$(grep -c 'NaN/Inf values' err.txt)" = 1 ] || fail "one warning per tensor: [$(grep NaN err.txt)]"
 grep -q "o_proj.weight' has 4 NaN/Inf values (first at \[5, 3\])" err.txt || fail "whole count: [$(cat err.txt)]"
@@ -85,15 +89,7 @@ grep -q "o_proj.weight' has 4 NaN/Inf values (first at \[5, 3\])" err.txt || fai
 # a NaN in head 6's columns only: the rank table's error names head 6, not the first head of the
 # batch its Gram was computed in (the fast route packs o_proj's heads four at a time)
 run -e "synth demo-llama n6"
-python3 - n6 <<'PY' || fail "planting a NaN in head 6"
-import json, os, struct, sys
-f = os.path.join(sys.argv[1], "model.safetensors")
-with open(f, "r+b") as fp:
-    n = struct.unpack("<Q", fp.read(8))[0]
-    t = json.loads(fp.read(n))["model.layers.1.self_attn.o_proj.weight"]
-    fp.seek(8 + n + t["data_offsets"][0] + 2 * (5 * t["shape"][1] + 200))
-    fp.write(b"\xc0\x7f")
-PY
+plant_row5_nans n6 200 || fail "planting a NaN in head 6"
 run -e "load n6; ranks vo layer 1"
 [ "$(rc)" = 1 ] && grep -q "layer 1 head 6 (VO): .*holds NaN/Inf" err.txt || fail "ranks names head 6: [$(cat err.txt)]"
 
