@@ -403,7 +403,7 @@ static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert
         double w0 = wall(), c0 = cpu();
         /* as farr_state_sweep: the layer's pair read and mapped first (there on a thread, while the
          * layer before computes; here before, its time counted) */
-        gram_prefetch_end(gram_prefetch_start(m, L, k == FARR_VO ? HK_V : HK_Q, k == FARR_VO ? HK_O : HK_K), false);
+        gram_prefetch_end(gram_prefetch_start(m, L, farr_shared_kind((farr_kind)k), farr_own_kind((farr_kind)k)), false);
         if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_FAST, &l) != AL_OK) return AL_ERR;
         double w1 = wall(), c1 = cpu();
         for (int t = 0; t < 3; t++)

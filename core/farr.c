@@ -248,9 +248,9 @@ typedef struct {
     LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored */
     FastSide *fside;         /* (n_kv) the fast route's bounds of the shared sides */
     GramScratch **scr;       /* (threads) */
-    double **G, **M, **w;    /* (threads) per worker, for each of FAST_BATCH heads (1 on the double
-                                route): a k x k Gram, a k x k fused core, 2k eigenvalues */
-    SymeigWork **ew;         /* (threads) the eigen-solver's scratch, fast route */
+    double **G;              /* (threads) per worker a k x k Gram for each of job_batch heads */
+    double **M, **w;         /* (threads) fast route: FAST_BATCH k x k fused cores and 2k eigenvalues */
+    SymeigWork **ew;         /* (threads) fast route: the eigen-solver's scratch */
     size_t ng, nh;           /* KV heads of phase 1, query heads of phase 2 */
     int T;                   /* threads */
 } StreamJob;
@@ -394,7 +394,7 @@ static int shared_one(StreamJob *j, size_t g, int worker, double *G) {
     const ModelConfig *c = &j->m->cfg;
     double err;
     size_t rows;
-    int rc = stream_gram(j, j->l->kind == FARR_VO ? HK_V : HK_K, (int)g, worker, G, &rows, &err);
+    int rc = stream_gram(j, farr_shared_kind(j->l->kind), (int)g, worker, G, &rows, &err);
     /* the rotation is orthogonal: it keeps the error's Frobenius norm */
     if (rc == AL_OK && j->rot) gram_rotate(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
     if (rc == AL_OK) rc = j->fast ? fast_shared(j, g, G, rows, err) : lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
@@ -490,41 +490,50 @@ static int double_head(StreamJob *j, size_t h, const double *G, size_t rows) {
     return rc;
 }
 
-/* Phase 2, task t: query heads t*B .. (t+1)*B-1, each its own factor (W_O[h] or W_Q[h]) and the
- * fused spectrum against the group's shared side; on the fast route the batch's 2B matrices are
- * solved in one call. */
+/* Phase 2 of the fast route for query heads f[0..nb) (their h set): the batch's own Grams, fused
+ * cores, all 2 nb values-only solves in one call, then the spectra and bounds; *bad: the head an
+ * error is about. */
+static int fast_heads(StreamJob *j, FastHead *f, size_t nb, int worker, size_t *bad) {
+    size_t k = j->k, hs[FAST_BATCH], rows[FAST_BATCH], kk[2 * FAST_BATCH] = {0};
+    double *Gs[FAST_BATCH], *A[2 * FAST_BATCH] = {0}, *w[2 * FAST_BATCH] = {0}, err[FAST_BATCH];
+    for (size_t b = 0; b < nb; b++) {
+        hs[b] = f[b].h;
+        A[2 * b] = Gs[b] = j->G[worker] + b * k * k;    /* its own Gram, then the fused core */
+        A[2 * b + 1] = j->M[worker] + b * k * k;
+        w[2 * b] = j->w[worker] + b * 2 * k;
+        w[2 * b + 1] = w[2 * b] + k;
+    }
+    int rc = stream_grams_fast(j, farr_own_kind(j->l->kind), hs, nb, worker, Gs, rows, err, bad);
+    for (size_t b = 0; rc == AL_OK && b < nb; b++) {
+        *bad = f[b].h;
+        f[b].rows = rows[b];
+        rc = fast_head_prep(j, &f[b], A[2 * b], err[b], A[2 * b + 1]);
+        kk[2 * b] = k;
+        kk[2 * b + 1] = j->shared[f[b].g]->r;
+    }
+    if (rc == AL_OK && solve_values(j->ew[worker], 2 * nb, A, kk, w) != AL_OK) { *bad = f[0].h; return AL_ERR; }
+    for (size_t b = 0; rc == AL_OK && b < nb; b++)
+        if ((rc = fast_head_finish(j, &f[b], w[2 * b], w[2 * b + 1])) != AL_OK) *bad = f[b].h;
+    return rc;
+}
+
+/* Phase 2, task t: query heads t*B .. (t+1)*B-1 (B = job_batch), each its own factor (W_O[h] or
+ * W_Q[h]) and the fused spectrum against the group's shared side. */
 static int stream_head_task(size_t t, int worker, void *ud) {
     StreamJob *j = ud;
     FarrLayer *l = j->l;
-    bool vo = l->kind == FARR_VO;
-    size_t B = job_batch(j), i0 = t * B, nb = j->nh - i0 < B ? j->nh - i0 : B, k = j->k, kk[2 * FAST_BATCH] = {0};
+    size_t B = job_batch(j), i0 = t * B, nb = j->nh - i0 < B ? j->nh - i0 : B, bad = i0;
     FastHead f[FAST_BATCH] = {{0}};
-    double *A[2 * FAST_BATCH] = {0}, *w[2 * FAST_BATCH] = {0};
+    for (size_t b = 0; b < nb; b++) f[b].h = j->hsel ? j->hsel[i0 + b] : i0 + b;
     int rc = AL_OK;
-    size_t b = 0, bad = i0, hs[FAST_BATCH], rows[FAST_BATCH];
-    double *Gs[FAST_BATCH], err[FAST_BATCH];
-    for (size_t c = 0; c < nb; c++) {
-        f[c].h = hs[c] = j->hsel ? j->hsel[i0 + c] : i0 + c;
-        Gs[c] = j->G[worker] + c * k * k;
-    }
-    if (j->fast) rc = stream_grams_fast(j, vo ? HK_O : HK_Q, hs, nb, worker, Gs, rows, err, &bad);
-    for (; rc == AL_OK && b < nb; b++) {
+    if (j->fast) rc = fast_heads(j, f, nb, worker, &bad);
+    for (size_t b = 0; !j->fast && rc == AL_OK && b < nb; b++) {
+        double *G = j->G[worker], err;
         bad = f[b].h;
-        if (!j->fast) {
-            rc = stream_gram(j, vo ? HK_O : HK_Q, (int)f[b].h, worker, Gs[b], &f[b].rows, &err[b]);
-            if (rc == AL_OK) rc = double_head(j, f[b].h, Gs[b], f[b].rows);
-            continue;
-        }
-        f[b].rows = rows[b];
-        rc = fast_head_prep(j, &f[b], Gs[b], err[b], j->M[worker] + b * k * k);
-        A[2 * b] = Gs[b]; A[2 * b + 1] = j->M[worker] + b * k * k;
-        w[2 * b] = j->w[worker] + b * 2 * k; w[2 * b + 1] = w[2 * b] + k;
-        kk[2 * b] = k; kk[2 * b + 1] = j->shared[f[b].g]->r;
+        rc = stream_gram(j, farr_own_kind(l->kind), (int)f[b].h, worker, G, &f[b].rows, &err);
+        if (rc == AL_OK) rc = double_head(j, f[b].h, G, f[b].rows);
     }
-    if (rc == AL_OK && j->fast && solve_values(j->ew[worker], 2 * nb, A, kk, w) != AL_OK) { rc = AL_ERR; bad = f[0].h; }
-    for (size_t c = 0; rc == AL_OK && j->fast && c < nb; c++)
-        if ((rc = fast_head_finish(j, &f[c], w[2 * c], w[2 * c + 1])) != AL_OK) bad = f[c].h;
-    for (size_t c = 0; c < nb; c++) { lin_spectrum_free(f[c].own); lin_spectrum_free(f[c].fu); }
+    for (size_t b = 0; b < nb; b++) { lin_spectrum_free(f[b].own); lin_spectrum_free(f[b].fu); }
     if (rc != AL_OK) return al_err_ctx("layer %d head %zu (%s)", l->layer, bad, farr_fused_name(l->kind));
     return AL_OK;
 }
@@ -564,10 +573,12 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
     for (int w = 0; rc == AL_OK && w < j.T; w++) {
         j.scr[w] = gram_scratch_new();
         j.G[w] = al_malloc3(job_batch(&j) * k1, k1, sizeof(double), "Gram matrices");
-        j.M[w] = al_malloc3(job_batch(&j) * k1, k1, sizeof(double), "fused cores");
-        j.w[w] = al_malloc3(job_batch(&j) * 2 * k1, 1, sizeof(double), "eigenvalues");
-        if (fast && !(j.ew[w] = symeig_work_new(k1))) rc = AL_ERR;
-        if (!j.scr[w] || !j.G[w] || !j.M[w] || !j.w[w]) rc = AL_ERR;
+        if (!j.scr[w] || !j.G[w]) rc = AL_ERR;
+        if (!fast) continue;                  /* the fast route's batch: fused cores, values, solver */
+        j.M[w] = al_malloc3(FAST_BATCH * k1, k1, sizeof(double), "fused cores");
+        j.w[w] = al_malloc3(FAST_BATCH * 2 * k1, 1, sizeof(double), "eigenvalues");
+        j.ew[w] = symeig_work_new(k1);
+        if (!j.M[w] || !j.w[w] || !j.ew[w]) rc = AL_ERR;
     }
     if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, ng), j.T, stream_shared_task, &j);
     if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, nh), j.T, stream_head_task, &j);
@@ -886,11 +897,11 @@ static int group_factors(Model *m, farr_kind kind, int layer, int g, head_part p
     const ModelConfig *c = &m->cfg;
     int per = c->n_heads / c->n_kv_heads;
     *S = NULL; *heads = NULL; *n = per;
-    if (model_head(m, kind == FARR_VO ? HK_V : HK_K, layer, g, part, S) != AL_OK) return AL_ERR;
+    if (model_head(m, farr_shared_kind(kind), layer, g, part, S) != AL_OK) return AL_ERR;
     *heads = al_calloc((size_t)per, sizeof(Mat *), "group heads");
     if (!*heads) { mat_free(*S); *S = NULL; return AL_ERR; }
     for (int i = 0; i < per; i++)
-        if (model_head(m, kind == FARR_VO ? HK_O : HK_Q, layer, g * per + i, part, &(*heads)[i]) != AL_OK) {
+        if (model_head(m, farr_own_kind(kind), layer, g * per + i, part, &(*heads)[i]) != AL_OK) {
             for (int j = 0; j < i; j++) mat_free((*heads)[j]);
             free(*heads); *heads = NULL; mat_free(*S); *S = NULL;
             return AL_ERR;
@@ -1285,7 +1296,7 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
 /* The next uncached layer of the sweep's range read and mapped on a thread (gram_prefetch_start). */
 static GramAhead *sweep_ahead(FarrState *st, Model *m, farr_kind kind, int layer, int hi, int offset) {
     if (layer > hi || cache_find(st, m, kind, layer, offset)) return NULL;
-    return gram_prefetch_start(m, layer, kind == FARR_VO ? HK_V : HK_Q, kind == FARR_VO ? HK_O : HK_K);
+    return gram_prefetch_start(m, layer, farr_shared_kind(kind), farr_own_kind(kind));
 }
 
 int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset) {

@@ -33,6 +33,9 @@ typedef enum { FARR_VO, FARR_QK } farr_kind;
 const char *farr_kind_name(farr_kind k);
 const char *farr_side_name(farr_kind k, int side);   /* side 0: A (V or Q), 1: B (O or K) */
 const char *farr_fused_name(farr_kind k);            /* "VO" / "QK" */
+/* The pair's two factors: the side shared by a KV group (V or K) and each query head's own (O or Q). */
+static inline head_kind farr_shared_kind(farr_kind k) { return k == FARR_VO ? HK_V : HK_K; }
+static inline head_kind farr_own_kind(farr_kind k) { return k == FARR_VO ? HK_O : HK_Q; }
 
 #define FARR_NO_OFFSET (-1)
 
