@@ -16,7 +16,6 @@ set -u
 cli_setup /tmp/attnlab-cli-kvnorm shared-cache
 unset DISPLAY
 cd "$T" || exit 1
-e() { "$ATTNLAB" -e "$1" </dev/null 2>&1; }
 # gt A B: A > B as numbers
 gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
 # num OUT KEY LAYER: the number after "layer LAYER: KEY = " in OUT

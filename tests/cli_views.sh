@@ -18,7 +18,6 @@ set -u
 cli_setup /tmp/attnlab-cli-views shared-cache
 unset DISPLAY
 cd "$T" || exit 1
-e() { "$ATTNLAB" -e "$1" </dev/null 2>&1; }
 
 # ---- 1: single Q / K heads on full RoPE
 out=$(e "load demo-llama; spectrum q layer 1 head 3; spectrum k layer 1 head 3 to k.csv")

@@ -38,6 +38,8 @@ hasnt() { ! grep -q -- "$2" <<<"$1"; }
 
 # run ARGS...: attnlab with ARGS; stdout, stderr and the status in out.txt, err.txt, rc.txt.
 run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
+# e CMDS: attnlab -e CMDS, stdout and stderr together (no stdin)
+e() { "$ATTNLAB" -e "$1" </dev/null 2>&1; }
 rc() { cat rc.txt; }
 
 # png_size FILE: "WxH" from the IHDR chunk (bytes 16..23, big-endian width and height).
