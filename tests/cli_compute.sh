@@ -26,4 +26,10 @@ grep -q "^compute bf16 (activations rounded to BF16" err.txt || fail "ppl says b
 a=$(tail -1 a.csv | cut -d, -f3); b=$(tail -1 b.csv | cut -d, -f3)
 awk -v a="$a" -v b="$b" 'BEGIN { d = (b - a) / a; if (d < 0) d = -d; exit !(a > 0 && d < 0.005 && a != b) }' ||
     fail "bf16 ppl $b within 0.5 % of f32's $a (and not identical)"
+
+# an F32 model: bf16 mode does not apply, and ppl says so instead of claiming BF16 products
+run -e "synth demo-llama m32 dtype f32; load m32; set compute bf16; ppl ids x.ids seqlen 32"
+[ "$(rc)" = 0 ] || fail "ppl bf16 on F32: rc $(rc): $(cat err.txt)"
+grep -q "^compute bf16 asked, but the weights are F32: products in float32" err.txt && ! grep -q "activations rounded" err.txt ||
+    fail "ppl bf16 on F32 weights: [$(cat err.txt)]"
 cli_done
