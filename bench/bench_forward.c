@@ -643,7 +643,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--kernels")) return bench_kernels(argc > 2 ? atoi(argv[2]) : 7);
     if (argc > 2 && !strcmp(argv[1], "--stages")) return bench_stages(argv[2], argc > 3 ? atoi(argv[3]) : 3);
     const char *models = getenv("ATTNLAB_MODELS");
-    char *stories = al_asprintf("%s/stories260K/stories260K.bin", models ? models : "../shared/models");
+    char *stories = al_asprintf("%s/stories260K/stories260K.bin", models ? models : "tests/models");
     struct stat sb;
     printf("vdpbf16ps: %s\n", mm_have_bf16() ? "yes" : "no (bf16 mode takes the portable route)");
     if (stat(stories, &sb) == 0) {

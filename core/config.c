@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -498,8 +499,83 @@ static int keep_last_keys(cJSON *j, const char *where) {
     return AL_OK;
 }
 
-/* Parses text as one JSON value with nothing after it but whitespace; repeated keys keep the last. */
+static cJSON *parse_config_json_std(const char *text, const char *where);
+
+/* Python's json module writes the non-finite floats as the bare words NaN, Infinity and -Infinity
+ * (real configs hold them: Mamba hybrids' "time_step_limit": [0.0, Infinity]); cJSON reads only
+ * standard JSON. python_words_quoted copies text with each such word outside a string turned into
+ * a marker string, and markers_to_numbers turns the markers back into numbers once parsed. */
+#define NONFINITE_MARK "\\u0001attnlab-nonfinite:"
+static const struct { const char *word, *mark; double value; } nonfinite[] = {
+    {"-Infinity", "\"" NONFINITE_MARK "0\"", -INFINITY},
+    {"Infinity", "\"" NONFINITE_MARK "1\"", INFINITY},
+    {"NaN", "\"" NONFINITE_MARK "2\"", NAN},
+};
+enum { N_NONFINITE = sizeof nonfinite / sizeof *nonfinite };
+
+static bool word_at(const char *p, const char *word) {
+    size_t n = strlen(word);
+    return !strncmp(p, word, n) && !isalnum((unsigned char)p[n]) && p[n] != '_';
+}
+
+static char *python_words_quoted(const char *text) {
+    size_t n = strlen(text), cap = n + 1, k = 0;
+    for (const char *p = text; *p; p++) if (*p == 'N' || *p == 'I') cap += 32;
+    char *out = al_malloc3(cap, 1, 1, "the config's text");
+    if (!out) return NULL;
+    bool in_string = false;
+    for (const char *p = text; *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1]) out[k++] = *p++;
+            else if (*p == '"') in_string = false;
+        } else if (*p == '"') {
+            in_string = true;
+        } else {
+            size_t w = 0;
+            while (w < N_NONFINITE && !word_at(p, nonfinite[w].word)) w++;
+            if (w < N_NONFINITE) {
+                k += (size_t)sprintf(out + k, "%s", nonfinite[w].mark);
+                p += strlen(nonfinite[w].word) - 1;
+                continue;
+            }
+        }
+        out[k++] = *p;
+    }
+    out[k] = 0;
+    return out;
+}
+
+static void markers_to_numbers(cJSON *j) {
+    for (cJSON *e = j ? j->child : NULL; e; e = e->next) {
+        static const char decoded[] = "\001attnlab-nonfinite:";
+        bool marked = cJSON_IsString(e) && !strncmp(e->valuestring, decoded, sizeof decoded - 1);
+        const char *what = marked ? e->valuestring + sizeof decoded - 1 : "";
+        if (marked && what[0] >= '0' && what[0] < '0' + N_NONFINITE && !what[1]) {
+            double v = nonfinite[what[0] - '0'].value;
+            cJSON_free(e->valuestring);
+            e->valuestring = NULL;
+            e->type = cJSON_Number;
+            e->valuedouble = v;
+            e->valueint = isnan(v) ? 0 : v > 0 ? INT_MAX : INT_MIN;
+        } else {
+            markers_to_numbers(e);
+        }
+    }
+}
+
+/* Parses text as one JSON value with nothing after it but whitespace; repeated keys keep the last;
+ * Python's NaN, Infinity and -Infinity read as those numbers. */
 static cJSON *parse_config_json(const char *text, const char *where) {
+    char *quoted = python_words_quoted(text);
+    if (!quoted) return NULL;
+    cJSON *root = parse_config_json_std(quoted, where);
+    free(quoted);
+    if (root) markers_to_numbers(root);
+    return root;
+}
+
+/* Parses standard JSON text as one value with nothing after it but whitespace. */
+static cJSON *parse_config_json_std(const char *text, const char *where) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, false);
     if (!root) {

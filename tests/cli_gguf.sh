@@ -12,7 +12,7 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-gguf shared-cache
 cd "$T" || exit 1
-M=${ATTNLAB_MODELS:-$ATTNLAB_SRC/../shared/models}
+M=${ATTNLAB_MODELS:-$ATTNLAB_SRC/tests/models}
 
 echo "1 5 9 23 7 100 3 44 12 9 8 77 66 55 4 3 2 1 0 99 17 18 19 20" > ids.txt
 

@@ -16,7 +16,7 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-llamacpp shared-cache
 cd "$T" || exit 1
-M=${ATTNLAB_MODELS:-$ATTNLAB_SRC/../shared/models}
+M=${ATTNLAB_MODELS:-$ATTNLAB_SRC/tests/models}
 JS=$ATTNLAB_SRC/tests/llamacpp_logits.mjs
 TG=$(dirname "$T")/test_gguf                 # the unit test's binary doubles as the logits helper
 PREFIX=${ATTNLAB_NODE_PREFIX:-$HOME/.local/share/attnlab/node}

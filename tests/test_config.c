@@ -230,7 +230,33 @@ static void test_families(void) {
           "deepseek_v3 routing fields");
 }
 
+/* Python's json writes NaN, Infinity and -Infinity bare (Mamba hybrids' time_step_limit): they read
+ * as those numbers, in arrays and objects, and the same words inside strings stay text. */
+static void test_python_nonfinite(void) {
+    const char *json = "{" LLAMA ", \"time_step_limit\": [0.0, Infinity], \"lo\": -Infinity, \"x\": NaN, "
+                       "\"note\": \"NaN and Infinity \\\" Infinity\", \"nested\": {\"a\": [NaN, -Infinity]}}";
+    ModelConfig c;
+    cJSON *tree = NULL;
+    CHECK_OK(model_config_parse_keep(json, "t/config.json", &c, &tree));
+    const cJSON *tsl = cJSON_GetObjectItemCaseSensitive(tree, "time_step_limit");
+    CHECK(cJSON_GetArraySize(tsl) == 2 && cJSON_GetArrayItem(tsl, 0)->valuedouble == 0 &&
+          isinf(cJSON_GetArrayItem(tsl, 1)->valuedouble) && cJSON_GetArrayItem(tsl, 1)->valuedouble > 0,
+          "time_step_limit [0.0, Infinity] reads as [0, +inf]");
+    const cJSON *lo = cJSON_GetObjectItemCaseSensitive(tree, "lo"), *x = cJSON_GetObjectItemCaseSensitive(tree, "x");
+    CHECK(cJSON_IsNumber(lo) && isinf(lo->valuedouble) && lo->valuedouble < 0, "-Infinity reads as -inf");
+    CHECK(cJSON_IsNumber(x) && isnan(x->valuedouble), "NaN reads as nan");
+    const cJSON *note = cJSON_GetObjectItemCaseSensitive(tree, "note");
+    CHECK(cJSON_IsString(note) && !strcmp(note->valuestring, "NaN and Infinity \" Infinity"), "the words inside a string stay text");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tree, "nested"), "a");
+    CHECK(isnan(cJSON_GetArrayItem(a, 0)->valuedouble) && isinf(cJSON_GetArrayItem(a, 1)->valuedouble), "nested values");
+    CHECK(c.n_layers == 4, "the rest of the config still reads");
+    cJSON_Delete(tree);
+    CHECK_ERR(model_config_parse("{" LLAMA ", \"x\": Infinite}", "t/config.json", &c), "not valid JSON");
+    CHECK_ERR(model_config_parse("{" LLAMA ", \"x\": NaNa}", "t/config.json", &c), "not valid JSON");
+}
+
 int main(void) {
+    test_python_nonfinite();
     test_families();
     test_rope_spec();
     test_attention_fields();

@@ -284,7 +284,7 @@ int main(void) {
     struct stat sb;
     bool have = probe && stat(probe, &sb) == 0;
     free(probe);
-    if (!have) check_skip("$ATTNLAB_MODELS/stories260K is absent (set ATTNLAB_MODELS to ../shared/models)");
+    if (!have) check_skip("$ATTNLAB_MODELS/stories260K is absent (the test models ship in tests/models)");
     test_stories(models);
     test_hooks(models);
     test_gpt2(models);

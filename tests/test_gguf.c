@@ -317,7 +317,7 @@ static void test_models(const char *dir) {
     d = export_diff(g2, dir, "g2", GG_F32);
     CHECK(d < 1e-4, "demo-gpt2 f32: max logit diff %g", d);
     const char *models = getenv("ATTNLAB_MODELS");
-    char *bin = al_asprintf("%s/stories260K/stories260K.bin", models ? models : "../shared/models");
+    char *bin = al_asprintf("%s/stories260K/stories260K.bin", models ? models : "tests/models");
     struct stat sb;
     if (stat(bin, &sb) == 0) {
         d = export_diff(bin, dir, "stories", GG_F32);

@@ -1,4 +1,4 @@
-/* test_models_real.c -- the real checkpoints in ../shared/models load and report the
+/* test_models_real.c -- the real checkpoints in tests/models load and report the
  * architecture their README gives; the llama2.c .bin and its HF conversion agree head by head. */
 #include "check.h"
 #include "model.h"
@@ -6,11 +6,11 @@
 static const char *models_dir(void) {
     const char *d = getenv("ATTNLAB_MODELS");
     static char buf[4096];
-    snprintf(buf, sizeof buf, "%s/stories260K/stories260K.bin", d ? d : "../shared/models");
+    snprintf(buf, sizeof buf, "%s/stories260K/stories260K.bin", d ? d : "tests/models");
     FILE *fp = fopen(buf, "rb");
-    if (!fp) check_skip("../shared/models is not here (ATTNLAB_MODELS); the real-model tests need it");
+    if (!fp) check_skip("tests/models is not here (ATTNLAB_MODELS); the real-model tests need it");
     fclose(fp);
-    return d ? d : "../shared/models";
+    return d ? d : "tests/models";
 }
 
 /* stories260K: dim 64, hidden 172, 5 layers, 8 heads, 4 KV heads, vocab 512, seq 512. */
