@@ -134,8 +134,10 @@ static void test_theorems_2_3(void) {
         CHECK(ks.kq - opt.kq >= -1e-9 * opt.nkq, "Theorem 3 gap negative at R %zu", R);
         CHECK_OK(kq_proj(KQ_EIGEN, GK, GQ, D, R, A, B, NULL));
         CHECK_OK(kq_gram_err(GK, GQ, D, A, B, R, &eg));
-        CHECK(opt.kq <= ks.kq * (1 + 1e-12) && opt.kq <= eg.kq * (1 + 1e-12), "R %zu: KQ-SVD %g, K-SVD %g, Eigen %g", R,
-              opt.kq, ks.kq, eg.kq);
+        /* optimal up to rounding: at R = D every error is round-off (~1e-26 of nkq ~ 1) */
+        double slack = 1e-12 * opt.nkq;
+        CHECK(opt.kq <= ks.kq * (1 + 1e-12) + slack && opt.kq <= eg.kq * (1 + 1e-12) + slack,
+              "R %zu: KQ-SVD %g, K-SVD %g, Eigen %g", R, opt.kq, ks.kq, eg.kq);
         if (R < D) CHECK(opt.kq < 0.999 * ks.kq, "R %zu: KQ-SVD should beat K-SVD strictly here: %g vs %g", R, opt.kq, ks.kq);
     }
 }
@@ -246,7 +248,7 @@ static void test_value_output(void) {
         CHECK(fabs(e.kq - tail) <= 1e-9 * e.nkq, "App. B, R %zu: ||V S W - V W||² %.12g vs tail %.12g", R, e.kq, tail);
         CHECK_OK(kq_proj(KQ_KSVD, GV, GW, DV, R, A, B, NULL));
         CHECK_OK(kq_gram_err(GV, GW, DV, A, B, R, &ks));
-        CHECK(e.kq <= ks.kq * (1 + 1e-12), "App. B, R %zu: %g above V-SVD's %g", R, e.kq, ks.kq);
+        CHECK(e.kq <= ks.kq * (1 + 1e-12) + 1e-12 * e.nkq, "App. B, R %zu: %g above V-SVD's %g", R, e.kq, ks.kq);
     }
 }
 
