@@ -314,6 +314,7 @@ static int cmd_set(Session *s, const Args *a, Out *out) {
     const char *key = args_str(a, "key"), *val = args_str(a, "value");
     if (key && *key && val && *val) {
         if (session_set(s, key, val)) return AL_ERR;
+        out->fmt = s->fmt;                         /* `set format csv` already speaks on stderr */
         if (!out_narrates(out)) return AL_OK;      /* silent in notebooks (attn.set) */
         char *v = session_get(s, key);
         out_printf(out, "%s = %s\n", key, v ? v : "?");

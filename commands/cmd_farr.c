@@ -141,7 +141,7 @@ static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, 
         if (rc == AL_OK) out_printf(out, "wrote %zu rows to %s\n", t->nrows, to);
     } else if (out_narrates(out)) {
         char *text = table_render(t, out->fmt, out->prec);
-        if (text) { out_printf(out, "%s", text); free(text); }
+        if (text) { out_write(out, OUT_STDOUT, text, strlen(text)); free(text); }
     }
     if (rc) { table_free(t); return rc; }
     out_table(out, t);       /* the value: rows {index, sigma, energy} */
