@@ -64,12 +64,13 @@ static const char SPECTRUM_HELP[] =
     "(Llama, Mistral, Qwen2) need `offset D` for qk, while q and k there are the whole projection of\n"
     "one head: RoPE rotates a projection's output, so a single W_Q or W_K has no RoPE problem. Where a\n"
     "Q/K norm sits between projection and score (Qwen3, Gemma 3, OLMo 2), qk is refused and q / k are\n"
-    "the whole projection too. The result is the array of singular values; `to FILE.csv` writes\n"
-    "index,sigma,energy (1-based index, energy cumulative).\n"
+    "the whole projection too. The result is a table of one row per singular value: index\n"
+    "(1-based), sigma and energy (cumulative); `to FILE.csv` writes those columns, and from Lua\n"
+    "attn.spectrum(...) returns the rows, one Lua table {index, sigma, energy} each, largest first.\n"
     "Examples:\n"
     "  spectrum vo layer 2 head 0\n"
     "  spectrum q layer 3 head 5 to q_3_5.csv\n"
-    "  = attn.spectrum(\"qk\", {layer=1, head=2})[1]";
+    "  = attn.spectrum(\"qk\", {layer=1, head=2})[1].sigma";
 
 static const Param spectrum_pos[] = {
     { .name = "kind", .type = ARG_ENUM, .choices = KIND_CHOICES, .comp = COMP_CHOICES,
@@ -374,7 +375,8 @@ static const char DIFF_RANKS_HELP[] =
     "checkpoints of a run): layer, head, each factor's rank and the fused rank in model A and in\n"
     "model B, and delta = B's fused rank minus A's. Models are loaded names, or loaded now as\n"
     "`load` does, without switching the session's model; both must have the same layers and heads.\n"
-    "Prints how many heads changed and by how much; the result is the table.\n"
+    "Prints how many heads changed and by how much; the result is the table (from Lua: one\n"
+    "table per head keyed by column, attn.diff(\"ranks\", \"vo\", \"A\", \"B\")[1].delta).\n"
     "Examples:\n"
     "  diff ranks vo demo-r1 demo-r1-bf16\n"
     "  diff ranks vo base tuned layers 0-3 tau 0.99 to vo_diff.csv";
