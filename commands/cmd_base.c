@@ -100,6 +100,7 @@ static const char LOAD_HELP[] =
     "    (~/.config/attnlab/aliases); the list is at the end of this help.\n"
     "Several models can be open at once; each has a name (the demo name, the folder's base\n"
     "name, or `as NAME`). Tensors are read lazily: loading a 671B checkpoint is instant.\n"
+    "From Lua, attn.load(MODEL) returns that name (a string).\n"
     "\n"
     "Families (model_type) and what each analysis does on them (`info` says it per model):\n"
     "  family                        vo  qk           ppl  mla    tpa  compare\n"
@@ -133,7 +134,8 @@ static int cmd_load(Session *s, const Args *a, Out *out) {
 
 static const char MODELS_HELP[] =
     "Lists the loaded models: name, whether it is current, family, layers, heads, KV heads,\n"
-    "attention dtype and path. `use NAME` switches the current model.";
+    "attention dtype and path. `use NAME` switches the current model. From Lua: one table per\n"
+    "model keyed by column (attn.models()[1].name); `use` and `close` return nothing.";
 
 static int cmd_models(Session *s, const Args *a, Out *out) {
     Table *t = table_new(8, "name", "current", "family", "layers", "heads", "kv_heads", "dtype", "path");
@@ -314,6 +316,7 @@ static int cmd_set(Session *s, const Args *a, Out *out) {
     const char *key = args_str(a, "key"), *val = args_str(a, "value");
     if (key && *key && val && *val) {
         if (session_set(s, key, val)) return AL_ERR;
+        out->fmt = s->fmt;                         /* `set format csv` already speaks on stderr */
         if (!out_narrates(out)) return AL_OK;      /* silent in notebooks (attn.set) */
         char *v = session_get(s, key);
         out_printf(out, "%s = %s\n", key, v ? v : "?");

@@ -47,7 +47,7 @@ static const char EXPORT_HELP[] =
     "the folder is built beside DIR and renamed into place only when complete; a manifest records\n"
     "what was done. Never writes into (or inside) the source folder; an existing non-empty DIR\n"
     "needs `force`, which replaces it as a whole. `dtype`, `shard-mb` and `format` are refused\n"
-    "where the export cannot honour them.\n"
+    "where the export cannot honour them. From Lua: the folder (or .gguf file) written (a string).\n"
     "Examples:\n"
     "  truncate vo rank 8 policy model-max; export out/r1-vo8\n"
     "  convert mla kv-rank 64; export out/llama-mla dtype bf16\n"
@@ -136,6 +136,8 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
         out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);
     if (r.latent_scaled)
         out_printf(out, "  MLA latents scaled so that llama.cpp's latent RMSNorm acts linearly (relative error < 5e-7)\n");
+    out_string(out, r.path);      /* Lua: the file written, as the other exports give their folder */
+    out->written = true;
     return AL_OK;
 }
 

@@ -64,12 +64,13 @@ static const char SPECTRUM_HELP[] =
     "(Llama, Mistral, Qwen2) need `offset D` for qk, while q and k there are the whole projection of\n"
     "one head: RoPE rotates a projection's output, so a single W_Q or W_K has no RoPE problem. Where a\n"
     "Q/K norm sits between projection and score (Qwen3, Gemma 3, OLMo 2), qk is refused and q / k are\n"
-    "the whole projection too. The result is the array of singular values; `to FILE.csv` writes\n"
-    "index,sigma,energy (1-based index, energy cumulative).\n"
+    "the whole projection too. The result is a table of one row per singular value: index\n"
+    "(1-based), sigma and energy (cumulative); `to FILE.csv` writes those columns, and from Lua\n"
+    "attn.spectrum(...) returns the rows, one Lua table {index, sigma, energy} each, largest first.\n"
     "Examples:\n"
     "  spectrum vo layer 2 head 0\n"
     "  spectrum q layer 3 head 5 to q_3_5.csv\n"
-    "  = attn.spectrum(\"qk\", {layer=1, head=2})[1]";
+    "  = attn.spectrum(\"qk\", {layer=1, head=2})[1].sigma";
 
 static const Param spectrum_pos[] = {
     { .name = "kind", .type = ARG_ENUM, .choices = KIND_CHOICES, .comp = COMP_CHOICES,
@@ -141,7 +142,7 @@ static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, 
         if (rc == AL_OK) out_printf(out, "wrote %zu rows to %s\n", t->nrows, to);
     } else if (out_narrates(out)) {
         char *text = table_render(t, out->fmt, out->prec);
-        if (text) { out_printf(out, "%s", text); free(text); }
+        if (text) { out_write(out, OUT_STDOUT, text, strlen(text)); free(text); }
     }
     if (rc) { table_free(t); return rc; }
     out_table(out, t);       /* the value: rows {index, sigma, energy} */
@@ -176,6 +177,7 @@ static const char RANKS_HELP[] =
     "  ranks vo layer 8\n"
     "  ranks qk all tau 0.99 to qk_ranks.csv\n"
     "  ranks vo 0-3 order rank\n"
+    "  ranks qk layers 2-4\n"
     "  ranks vo all summary\n"
     "  ranks vo all model demo-llama\n"
     "  = attn.run(\"ranks vo layer 2\")[1].rank_vo";
@@ -195,6 +197,7 @@ static const Param ranks_pos[] = {
 static const Param ranks_kw[] = {
     { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .comp = COMP_LAYERS, .metavar = "L|all",
       .help = "one layer (or all)" },
+    PARAM_LAYERS_OPT("layers A-B (or all), as every other command takes them"),
     PARAM_TAU, PARAM_OFFSET,
     { .name = "order", .type = ARG_ENUM, .flags = PF_VIEW, .choices = ORDER_CHOICES,
       .def = "head", .comp = COMP_CHOICES,
@@ -311,9 +314,9 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     int offset = param_offset(a);
     long lo, hi;
     Model *m;
-    const char *which = args_given(a, "layer") ? "layer" : "range";
-    if (args_given(a, "layer") && args_given(a, "range"))
-        return al_err("ranks: give either a range or `layer L`, not both");
+    const char *which = args_given(a, "layer") ? "layer" : args_given(a, "layers") ? "layers" : "range";
+    if (args_given(a, "layer") + args_given(a, "layers") + args_given(a, "range") > 1)
+        return al_err("ranks: give one of a range, `layer L` or `layers A-B`, not two");
     if (args_flag(a, "summary") && args_flag(a, "heads"))
         return al_err("ranks: give `summary` (one row per layer) or `heads` (every head), not both");
     if (target_model(s, a, &m)) return AL_ERR;
@@ -341,8 +344,8 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     free(rows);
     if (!t || (brief && !brief_t)) { table_free(t); table_free(brief_t); return AL_ERR; }
     if (out_narrates(out))
-        out_printf(out, "%s%s%s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
-                   m != s->cur ? m->name : "", m != s->cur ? ": " : "", farr_fused_name(kind), tau, lo, hi, fmin, fmax,
+        out_printf(out, "%s: %s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
+                   m->name, farr_fused_name(kind), tau, lo, hi, fmin, fmax,
                    n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
@@ -372,7 +375,8 @@ static const char DIFF_RANKS_HELP[] =
     "checkpoints of a run): layer, head, each factor's rank and the fused rank in model A and in\n"
     "model B, and delta = B's fused rank minus A's. Models are loaded names, or loaded now as\n"
     "`load` does, without switching the session's model; both must have the same layers and heads.\n"
-    "Prints how many heads changed and by how much; the result is the table.\n"
+    "Prints how many heads changed and by how much; the result is the table (from Lua: one\n"
+    "table per head keyed by column, attn.diff(\"ranks\", \"vo\", \"A\", \"B\")[1].delta).\n"
     "Examples:\n"
     "  diff ranks vo demo-r1 demo-r1-bf16\n"
     "  diff ranks vo base tuned layers 0-3 tau 0.99 to vo_diff.csv";
@@ -782,6 +786,64 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     return AL_OK;
 }
 
+/* The smallest and largest rank a plan keeps over its layers and groups. */
+static void plan_rank_range(const FarrPlan *p, int *rmin, int *rmax) {
+    *rmin = 1 << 30;
+    *rmax = 0;
+    for (int L = p->lo; L <= p->hi; L++) {
+        const FarrTruncLayer *tl = farr_plan_layer(p, L);
+        for (int g = 0; g < tl->n_kv; g++) {
+            if (tl->groups[g]->rank < *rmin) *rmin = tl->groups[g]->rank;
+            if (tl->groups[g]->rank > *rmax) *rmax = tl->groups[g]->rank;
+        }
+    }
+}
+
+/* "VO: V 4 dims per KV head in layers 0-4; " into buf at *n: what one plan keeps of the cached side
+ * (MLA: "VO: rank 4 in layers 0-4; ", no head is cached). */
+static void plan_kv_text(const FarrPlan *p, bool mla, char *buf, size_t cap, size_t *n) {
+    int rmin, rmax;
+    if (!p || *n >= cap) return;
+    plan_rank_range(p, &rmin, &rmax);
+    char r[32];
+    if (rmin == rmax) snprintf(r, sizeof r, "%d", rmax);
+    else snprintf(r, sizeof r, "%d-%d", rmin, rmax);
+    if (mla) *n += (size_t)snprintf(buf + *n, cap - *n, "%s: rank %s in layers %d-%d; ", farr_fused_name(p->opts.kind), r,
+                                    p->lo, p->hi);
+    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in layers %d-%d; ",
+                                farr_fused_name(p->opts.kind), p->opts.kind == FARR_VO ? "V" : "K", r, p->lo, p->hi);
+}
+
+/* `kv-cache` row of the working copy: truncating VO shrinks each KV head's cached V to the rank
+ * kept (the shared side W_V' keeps r orthonormal columns), truncating QK its cached K (the NoPE
+ * part where RoPE is partial); K+V values per token per layer are their mean over the model's
+ * layers (untruncated layers keep the model's), as `truncate` reports them. MLA caches its latent:
+ * unchanged. Parameters: the model's attention parameters per layer less the mean removed. */
+static bool farr_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) {
+    const FarrPlan *vo = NULL, *qk = NULL;
+    if (c->s) farr_plans(c->s, x->src, &vo, &qk);
+    if (!vo && !qk) return false;
+    size_t removed = 0, pr = 0, n = 0, L = c->layers ? c->layers : 1;
+    if (vo) { removed += vo->kv_before - vo->kv_after; pr += vo->params_before - vo->params_after; }
+    if (qk) { removed += qk->kv_before - qk->kv_after; pr += qk->params_before - qk->params_after; }
+    double now = (double)(c->before * L - removed) / (double)L;
+    char what[160] = "";
+    bool mla = cfg_is_mla(&x->src->cfg);
+    plan_kv_text(vo, mla, what, sizeof what, &n);
+    plan_kv_text(qk, mla, what, sizeof what, &n);
+    if (mla)
+        snprintf(row->scheme, sizeof row->scheme, "truncate (%sMLA caches the latent: unchanged; %zu bytes per token in "
+                 "%zu layers; x1)", what, c->before * c->bytes * L, L);
+    else
+        snprintf(row->scheme, sizeof row->scheme, "truncate (%sK+V per token per layer %zu -> %.4g, mean over %zu layers; "
+                 "%.0f bytes per token in %zu layers; x%.4g)", what, c->before, now, L, now * (double)L * (double)c->bytes,
+                 L, c->before ? now / (double)c->before : 1.0);
+    row->values = (size_t)llround(now);
+    size_t ap = cfg_attn_params(&x->src->cfg);
+    row->params = (size_t)llround((double)ap - (double)pr / (double)L);
+    return true;
+}
+
 static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
     snprintf(buf, cap, "truncate of %s (FaRR working copy)", x->src->name);
 }
@@ -816,6 +878,7 @@ static int farr_xf_engine_export(Session *s, const Xform *x, const char *dir) {
 }
 
 const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_export, .describe = farr_xf_describe,
+                                   .kv_row = farr_xf_kv_row,
                                    .alive = farr_xf_alive, .export_label = "a FaRR export",
                                    .owns_dir = farr_is_dense_export, .check_dir = farr_xf_check_dir,
                                    .no_dtype = "each tensor keeps its dtype",

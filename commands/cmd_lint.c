@@ -16,11 +16,19 @@
 
 static const unsigned target_bits[LINT_NTARGETS] = {LT_HF, LT_VLLM, LT_SGLANG, LT_LLAMACPP};
 
+/* A .gguf file was linted: only llama.cpp reads that format, and it has no config.json. */
+static bool is_gguf(const LintReport *r) {
+    size_t n = strlen(r->path);
+    return n > 5 && !strcasecmp(r->path + n - 5, ".gguf");
+}
+#define GGUF_OTHER "not its format"    /* the verdict of a target that reads folders, on a .gguf */
+
 /* What the target builds from the folder: the transformers class, architectures[0], or the GGUF
  * architecture llama.cpp's converter writes (buf holds it). */
 static const char *target_reads(const LintReport *r, int i, char *buf, size_t cap) {
     const char *c = i == 0 && r->hf_class[0] ? r->hf_class : r->arch;
     if (i == LINT_NTARGETS - 1 && r->gguf_arch[0]) snprintf(buf, cap, "%s (GGUF)", r->gguf_arch);
+    else if (is_gguf(r)) snprintf(buf, cap, "-");
     else snprintf(buf, cap, "%s", c[0] ? c : "?");
     return buf;
 }
@@ -56,7 +64,7 @@ static Table *lint_table(const LintReport *r, bool numbers) {
         table_str(t, lint_target_name(i));
         char reads[128];
         table_str(t, target_reads(r, i, reads, sizeof reads));
-        table_str(t, lint_verdict_name(lint_verdict_of(r, target_bits[i])));
+        table_str(t, is_gguf(r) && i != LINT_NTARGETS - 1 ? GGUF_OTHER : lint_verdict_name(lint_verdict_of(r, target_bits[i])));
         table_str(t, why);
         if (!numbers) table_str(t, notes);
         free(why);
@@ -80,6 +88,13 @@ static void targets_str(unsigned bits, char *buf, size_t cap) {
 /* The header line. */
 static void narrate_header(Out *out, const LintReport *r) {
     size_t ne = lint_count(r, LINT_ERROR), nw = lint_count(r, LINT_WARNING), na = lint_count(r, LINT_ADVISORY);
+    if (is_gguf(r)) {
+        out_printf(out, "lint %s: GGUF file for llama.cpp, architecture %s, %zu tensor%s: %zu error%s, %zu warning%s, "
+                   "%zu advisor%s (transformers, vLLM and SGLang read checkpoint folders: " GGUF_OTHER ")\n", r->path,
+                   r->gguf_arch[0] ? r->gguf_arch : "(none)", r->ntensors, r->ntensors == 1 ? "" : "s", ne, ne == 1 ? "" : "s",
+                   nw, nw == 1 ? "" : "s", na, na == 1 ? "y" : "ies");
+        return;
+    }
     out_printf(out, "lint %s: %s%s%s%s, %zu tensor%s in %zu file%s: %zu error%s, %zu warning%s, %zu advisor%s\n", r->path,
                r->model_type[0] ? r->model_type : "(no model_type)", r->arch[0] ? " (" : "", r->arch,
                r->arch[0] ? ")" : "", r->ntensors, r->ntensors == 1 ? "" : "s", r->nfiles, r->nfiles == 1 ? "" : "s",
@@ -147,7 +162,11 @@ static const char LINT_HELP[] =
     "At the prompt the findings are numbered and the table names them; the result (Lua, `to`)\n"
     "has the messages in full (columns target, reads, verdict, reasons, notes). The command\n"
     "succeeds whatever it finds -- `attnlab -e 'lint DIR'` exits 0 unless DIR does not exist --\n"
-    "so read the verdicts (e.g. attn.lint(DIR)[2].verdict in Lua). A .gguf file: not yet.\n"
+    "so read the verdicts (e.g. attn.lint(DIR)[2].verdict in Lua).\n"
+    "A FILE.gguf is checked for llama.cpp, the engine that reads GGUF: a readable file, an\n"
+    "architecture llama.cpp knows, the metadata keys it requires, the vocabulary and, for the\n"
+    "architectures attnlab maps, the tensors; transformers, vLLM and SGLang read checkpoint\n"
+    "folders, so their verdict there is \"" GGUF_OTHER "\".\n"
     "Examples:\n"
     "  lint out/llama-mla\n"
     "  lint Qwen/Qwen2.5-0.5B\n"

@@ -31,7 +31,8 @@ static const char TOKENIZER_HELP[] =
     ".bin). With FILE: uses that file for the current model from now on. Kinds: llama2.c\n"
     "tok*.bin (run.c's encoder: BOS, a dummy-prefix space, best-score merges); Hugging Face\n"
     "tokenizer.json with a BPE model, byte-level (GPT-2, Llama-3, Qwen2 split patterns) or\n"
-    "SentencePiece-style (metaspace U+2581, byte fallback), with their added special tokens.";
+    "SentencePiece-style (metaspace U+2581, byte fallback), with their added special tokens.\n"
+    "From Lua: the tokenizer file's path (a string).";
 
 static int cmd_tokenizer(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
@@ -116,7 +117,8 @@ static const char GENERATE_HELP[] =
     "sampled from softmax(logits / temp) with `seed`. Stops after N tokens, at an end-of-text\n"
     "token (config.json eos_token_id, the tokenizer's EOS; for llama2.c tokenizers also BOS, as\n"
     "run.c does) or when the context is full. Timing (prefill and decode tokens/s) goes to\n"
-    "stderr. Ctrl-C stops it, keeping the text so far.";
+    "stderr. Ctrl-C stops it, keeping the text so far. From Lua: the whole text, prompt\n"
+    "included (a string).";
 
 /* xorshift64* in [0, 1). */
 static double rng_next(uint64_t *st) {

@@ -408,7 +408,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
                "token per layer); %zu random Gaussian tokens (%s)\n", m->name, lay, WHAT_CHOICES[what], nb,
                kv_model, tokens, act ? "with the calibration's second moment" : "unit variance");
     char *tab = table_render(t, s->fmt, s->prec);
-    if (tab) out_printf(out, "%s", tab);
+    if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));      /* the table: stdout in every format */
     free(tab);
     table_free(t);
     /* One curve per method over the budgets it meets; a repeated cache size (a method that cannot

@@ -61,7 +61,8 @@ static const char TRANSFORMS_HELP[] =
     "The session's transformations (truncate, convert mla, convert tpa, kvsvd learn), oldest\n"
     "first: the model, the kind, the command that made it, what it is, and how many older ones\n"
     "of its kind it replaced (`undo` brings them back one by one). `export` and `check` act on\n"
-    "the newest of the current model.";
+    "the newest of the current model. From Lua: one table per transformation keyed by column\n"
+    "(an empty list when there is none).";
 
 static int cmd_transforms(Session *s, const Args *a, Out *out) {
     const Xform *v[256];

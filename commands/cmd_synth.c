@@ -184,7 +184,8 @@ static int cmd_synth_ds(Session *s, const Args *a, Out *out) {
 static const char SYNTH_HELP[] =
     "Writes synthetic checkpoints: the demo models with planted low-rank heads (the same ones\n"
     "`load demo-r1` opens), one tiny checkpoint per model family (`synth family NAME DIR`) and\n"
-    "DeepSeek-R1-shaped FP8 checkpoints for benchmarks.\n"
+    "DeepSeek-R1-shaped FP8 checkpoints for benchmarks. From Lua each returns the folder it\n"
+    "wrote (a string).\n"
     "Examples:\n"
     "  synth demo-llama /tmp/llama dtype f32\n"
     "  synth demo-kvnorm /tmp/kv; load /tmp/kv; plot kv-balance layer 0\n"

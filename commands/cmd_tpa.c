@@ -261,7 +261,8 @@ static const char KV_HELP[] =
     "non-contextual A or B (formulas in core/tpa.h; with d_k = d_v = d_h and h d_h = d_model they\n"
     "are Table 1's, plus W_O for MLA, which Table 1 leaves out) -- then the model as loaded (its\n"
     "own counts, biases included) and every conversion of it in the session: `convert mla`\n"
-    "(TransMLA: R + D values) and `convert tpa`. Those rows carry in their scheme name what the\n"
+    "(TransMLA: R + D values), `convert tpa` and `truncate` (FaRR: each KV head caches V, or K,\n"
+    "at the rank kept; the mean over the layers; MLA's latent unchanged). Those rows carry in their scheme name what the\n"
     "four columns do not: the attention type as loaded, the conversion's settings, the bytes per\n"
     "token over all layers and the cache as a fraction of the model's (xF).\n"
     "Ranks default to the model's own (its KV heads; its MLA latents) or, where it has none, to\n"
@@ -313,7 +314,7 @@ static int kv_row(Table *t, const char *scheme, size_t values, size_t bytes, siz
  * there is no conversion. */
 static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *out) {
     char name[256];
-    XformKvCtx c = {.before = cfg_kv_values(&m->cfg), .bytes = bytes, .layers = (size_t)m->cfg.n_layers};
+    XformKvCtx c = {.before = cfg_kv_values(&m->cfg), .bytes = bytes, .layers = (size_t)m->cfg.n_layers, .s = s};
     const char *kind = cfg_is_mla(&m->cfg) ? "MLA"
                        : m->cfg.n_kv_heads == m->cfg.n_heads ? "MHA"
                        : m->cfg.n_kv_heads == 1 ? "MQA" : "GQA";
@@ -331,8 +332,8 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
         rows++;
     }
     if (!rows)
-        out_printf(out, "(no conversion of %s in this session: `convert mla kv-rank R` or `convert tpa kv-rank R` "
-                   "adds its row)\n", m->name);
+        out_printf(out, "(no conversion of %s in this session: `convert mla kv-rank R`, `convert tpa kv-rank R` or "
+                   "`truncate vo|qk ...` adds its row)\n", m->name);
     return AL_OK;
 }
 

@@ -1,5 +1,6 @@
 /* out.c -- result values (tables, arrays, numbers, strings) and the one output layer: every byte
- * a command prints goes through out_write(); tables render as aligned text, CSV or JSON. */
+ * a command prints goes through out_write(); tables render as aligned text, CSV or JSON; the "did
+ * you mean" suggester. */
 #define _GNU_SOURCE
 #include "out.h"
 
@@ -186,8 +187,21 @@ static void csv_field(Buf *b, const char *s) {
     buf_puts(b, "\"");
 }
 
+/* Whether t's last row holds its totals (out.h: first cell "total" in a column that holds no other
+ * string): CSV and JSON then write that cell empty / null and add a bool column "total" (true on
+ * that row only), so each column keeps one type. Not when t already has a column "total". */
+static bool has_total_row(const Table *t) {
+    if (t->record || t->nrows < 1 || t->ncols < 2 || table_col(t, "total") >= 0) return false;
+    const Cell *last = table_cell(t, t->nrows - 1, 0);
+    if (last->kind != CELL_STR || strcmp(last->str, "total")) return false;
+    for (size_t i = 0; i + 1 < t->nrows; i++)
+        if (table_cell(t, i, 0)->kind == CELL_STR) return false;
+    return true;
+}
+
 static void render_json(const Table *t, Buf *b, int prec) {
     char tmp[64];
+    bool total = has_total_row(t);
     buf_puts(b, "[");
     for (size_t i = 0; i < t->nrows; i++) {
         buf_puts(b, i ? ",\n {" : "\n {");
@@ -196,11 +210,13 @@ static void render_json(const Table *t, Buf *b, int prec) {
             if (j) buf_puts(b, ", ");
             json_str(b, t->cols[j]);
             buf_puts(b, ": ");
-            if (c->kind == CELL_STR) json_str(b, c->str);
+            if (total && j == 0 && i + 1 == t->nrows) buf_puts(b, "null");
+            else if (c->kind == CELL_STR) json_str(b, c->str);
             else if (c->kind == CELL_NULL || ((c->kind == CELL_NUM) && !isfinite(c->num))) buf_puts(b, "null");
             else if (c->kind == CELL_NUM) { snprintf(tmp, sizeof tmp, "%.*g", prec > 6 ? prec : 17, c->num); buf_puts(b, tmp); }
             else { cell_text(c, tmp, sizeof tmp, prec); buf_puts(b, tmp); }
         }
+        if (total) buf_puts(b, i + 1 == t->nrows ? ", \"total\": true" : ", \"total\": false");
         buf_puts(b, "}");
     }
     buf_puts(b, t->nrows ? "\n]\n" : "]\n");
@@ -212,18 +228,21 @@ static void render_csv(const Table *t, Buf *b, int prec, const Out *o) {
     bool extra[OUT_CTX_MAX] = {0};
     size_t nctx = o && !t->record ? o->nctx : 0;
     for (size_t k = 0; k < nctx; k++) extra[k] = table_col(t, o->ctx[k].name) < 0;
+    bool total = has_total_row(t);
     for (size_t j = 0; j < t->ncols; j++) { if (j) buf_puts(b, ","); csv_field(b, t->cols[j]); }
+    if (total) buf_puts(b, ",total");
     for (size_t k = 0; k < nctx; k++) if (extra[k]) { buf_puts(b, ","); csv_field(b, o->ctx[k].name); }
     buf_puts(b, "\n");
     for (size_t i = 0; i < t->nrows; i++) {
         for (size_t j = 0; j < t->ncols; j++) {
             const Cell *c = table_cell(t, i, j);
             if (j) buf_puts(b, ",");
-            if (c->kind == CELL_NULL) continue;
+            if (c->kind == CELL_NULL || (total && j == 0 && i + 1 == t->nrows)) continue;
             if (c->kind == CELL_NUM && isfinite(c->num)) snprintf(tmp, sizeof tmp, "%.*g", prec > 6 ? prec : 9, c->num);
             else cell_text(c, tmp, sizeof tmp, prec);
             csv_field(b, c->kind == CELL_STR ? c->str : tmp);
         }
+        if (total) buf_puts(b, i + 1 == t->nrows ? ",true" : ",false");
         for (size_t k = 0; k < nctx; k++) if (extra[k]) { buf_puts(b, ","); csv_field(b, o->ctx[k].value); }
         buf_puts(b, "\n");
     }
@@ -376,6 +395,8 @@ void out_write(Out *o, out_stream st, const char *s, size_t n) {
 
 void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap) {
     char tmp[1024];
+    if (o && o->quiet == OUT_SILENT && st == OUT_STDOUT) return;
+    if (o && st == OUT_STDOUT && o->fmt != FMT_TABLE) st = OUT_STDERR;   /* csv / json: stdout is the results' */
     va_list ap2;
     va_copy(ap2, ap);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
@@ -463,10 +484,57 @@ void out_emit_result(Out *o) {
     }
     case RES_NUMBER:
         fmt_num(tmp, sizeof tmp, o->num, false, o->prec);
-        out_printf(o, "%s\n", tmp);
+        if (o->fmt == FMT_JSON && !isfinite(o->num)) snprintf(tmp, sizeof tmp, "null");
+        out_write(o, OUT_STDOUT, tmp, strlen(tmp));
+        out_write(o, OUT_STDOUT, "\n", 1);
         return;
-    case RES_STRING:
-        out_printf(o, "%s\n", o->str);
+    case RES_STRING: {
+        Buf b = {0};
+        if (o->fmt == FMT_JSON) json_str(&b, o->str);      /* a JSON value: quoted */
+        else buf_puts(&b, o->str);
+        buf_puts(&b, "\n");
+        if (!b.bad && b.p) out_write(o, OUT_STDOUT, b.p, b.n);
+        free(b.p);
         return;
     }
+    }
+}
+
+/* ================================================================ "did you mean" */
+
+/* Optimal string alignment: insertions, deletions, substitutions and swaps of two neighbours
+ * ("cvs" -> "csv") cost 1 each. */
+size_t out_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return la > lb ? la : lb;
+    size_t pp[64] = {0}, prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < cur[j])
+                cur[j] = pp[j - 2] + 1;
+        }
+        memcpy(pp, prev, (lb + 1) * sizeof *pp);
+        memcpy(prev, cur, (lb + 1) * sizeof *prev);
+    }
+    return prev[lb];
+}
+
+void out_suggest_try(OutSuggest *sg, const char *typed, const char *cand) {
+    if (!typed || !cand || !*cand || !strcmp(typed, cand)) return;
+    size_t lt = strlen(typed), d = out_edit_distance(typed, cand);
+    size_t lim = lt <= 3 ? 1 : 2;
+    if (d > lim && !strcasecmp(typed, cand)) d = 1;      /* only the case differs */
+    if (lt >= 2 && !strncmp(cand, typed, lt)) d = 1;     /* a prefix of the candidate */
+    if (d <= lim && (!sg->best || d < sg->d)) { sg->best = cand; sg->d = d; }
+}
+
+const char *out_suggest_text(const OutSuggest *sg, char *buf, size_t cap) {
+    if (!sg->best) return "";
+    snprintf(buf, cap, " (did you mean '%s'?)", sg->best);
+    return buf;
 }

@@ -9,7 +9,8 @@
  * becomes a Lua array of numbers). Two table shapes are told apart for Lua: a Table with
  * .record set (field, value rows) becomes ONE table keyed by field; a last row whose first cell
  * is the string "total" holds the table's totals: Lua gets the other rows and, as a second
- * value, the totals keyed by column (without that first cell).
+ * value, the totals keyed by column (without that first cell); CSV and JSON write that cell empty /
+ * null and add a bool column "total" (true on that row alone), so every column keeps one type.
  *
  * Tables and `to FILE`: any command producing a table takes the keyword `to FILE.csv|FILE.json`
  * (put PARAM_TO in its keyword list, see registry.h) and ends with
@@ -18,6 +19,9 @@
  * the result to print. Either way Lua still gets the value.
  *
  * All bytes go through out_write() -> Out.sink, so tests capture everything by installing a sink.
+ * Narration (out_printf) goes to stdout in format table, and to stderr in csv and json, where
+ * stdout carries the results alone (out_emit_result, and raw data written with out_write: token
+ * ids, generated text, a table a handler renders itself) -- `attnlab -e ... | pandas` reads it.
  *
  * Example:
  *     Table *t = table_new(3, "layer", "head", "rank_vo");     // 3 columns
@@ -143,7 +147,8 @@ void out_free(Out *o);
 /* False when narration is off (o->quiet is OUT_QUIET or OUT_SILENT): skip summaries. */
 bool out_narrates(const Out *o);
 
-/* Text: all output goes through out_write (stdout text is dropped under OUT_SILENT). */
+/* Text: all output goes through out_write (stdout text is dropped under OUT_SILENT); out_printf and
+ * out_vprintf(OUT_STDOUT) are narration: stderr when o->fmt is csv or json (above). */
 void out_write(Out *o, out_stream st, const char *s, size_t n);
 void out_printf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap);
@@ -177,5 +182,23 @@ int out_table_to(Out *o, const char *to, Table *t);
 /* Prints the result value (if any and not written) in o->fmt: tables aligned/CSV/JSON,
  * arrays one number per line (JSON: an array), numbers and strings on one line. */
 void out_emit_result(Out *o);
+
+/* ================================================================ "did you mean"
+ *
+ * The one suggester of the command language (the parser's unknown commands, keywords and enum
+ * values, unknown settings, model names): feed it the candidates, then append its text to the
+ * error.
+ *     OutSuggest sg = {0};
+ *     for (...) out_suggest_try(&sg, typed, name[i]);
+ *     al_err("no model named '%s'%s", typed, out_suggest_text(&sg, buf, sizeof buf));
+ * A candidate is kept when it is within edit distance 2 (1 for words of 3 bytes or less), differs
+ * only in case, or starts with what was typed (2 bytes or more); the closest wins. */
+typedef struct { const char *best; size_t d; } OutSuggest;
+/* Edit distance of two words, a swap of two neighbours counting 1 (at most 63 bytes each; longer:
+ * the longer length). */
+size_t out_edit_distance(const char *a, const char *b);
+void out_suggest_try(OutSuggest *sg, const char *typed, const char *cand);
+/* " (did you mean 'x'?)" in buf, or "" when nothing was close. */
+const char *out_suggest_text(const OutSuggest *sg, char *buf, size_t cap);
 
 #endif

@@ -158,39 +158,14 @@ static const char *args_keep(Args *a, const char *s) {
 
 /* ================================================================ edit distance, suggestions */
 
-size_t cmd_edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63) return la > lb ? la : lb;
-    size_t prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++) prev[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, (lb + 1) * sizeof *prev);
-    }
-    return prev[lb];
-}
+size_t cmd_edit_distance(const char *a, const char *b) { return out_edit_distance(a, b); }
 
-/* Keeps the closest candidate: within distance 2 (1 for short words), or a prefix either way. */
-typedef struct { const char *best; size_t d; } Suggest;
+/* The suggester of out.h: the closest candidate within distance 2 (1 for short words), or a prefix. */
+typedef OutSuggest Suggest;
 
-static void suggest_try(Suggest *sg, const char *typed, const char *cand) {
-    size_t lt = strlen(typed), d = cmd_edit_distance(typed, cand);
-    size_t lim = lt <= 3 ? 1 : 2;
-    if (lt >= 2 && !strncmp(cand, typed, lt)) d = 1;   /* a prefix of the candidate */
-    if (d <= lim && (!sg->best || d < sg->d)) { sg->best = cand; sg->d = d; }
-}
+static void suggest_try(Suggest *sg, const char *typed, const char *cand) { out_suggest_try(sg, typed, cand); }
 
-/* " (did you mean 'x'?)" or "" */
-static const char *suggest_text(const Suggest *sg, char *buf, size_t cap) {
-    if (!sg->best) return "";
-    snprintf(buf, cap, " (did you mean '%s'?)", sg->best);
-    return buf;
-}
+static const char *suggest_text(const Suggest *sg, char *buf, size_t cap) { return out_suggest_text(sg, buf, cap); }
 
 /* ================================================================ tokenizer */
 

@@ -5,7 +5,8 @@
 
 #include <stddef.h>
 
-/* Edit distance of two words (at most 63 bytes each; longer: the longer length), for the
+/* Edit distance of two words (out_edit_distance: a swap of neighbours counts 1; at most 63 bytes
+ * each, longer: the longer length), for the
  * "did you mean" suggestions of the parser. */
 size_t cmd_edit_distance(const char *a, const char *b);
 

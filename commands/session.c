@@ -153,6 +153,33 @@ static int open_demo(const char *what, const SynthOptions *opt, Model **out) {
     return rc;
 }
 
+/* Adds " (did you mean 'x'?)" to a failed load's error when what is no file and close to a demo
+ * name, an alias or a loaded model's name: after "'what' not found" when the message has it. */
+static void load_suggest(const Session *s, const char *what) {
+    char demos[16][32], near[160];
+    OutSuggest sg = {0};
+    static const char *const sufs[] = {"", "-f32", "-bf16", "-fp8"};
+    size_t nd = 0;
+    for (int k = SYNTH_DEMO_R1; k <= SYNTH_DEMO_KVNORM; k++)
+        for (size_t v = 0; v < 4 && nd < 16; v++) {
+            snprintf(demos[nd], sizeof demos[nd], "%s%s", synth_kind_name((synth_kind)k), sufs[v]);
+            if (synth_demo_name(demos[nd], NULL)) out_suggest_try(&sg, what, demos[nd++]);
+        }
+    const char *alias, *target;
+    for (size_t i = 0; resolve_alias_at(i, &alias, &target); i++) out_suggest_try(&sg, what, alias);
+    for (size_t i = 0; i < s->nmodels; i++) out_suggest_try(&sg, what, s->models[i]->name);
+    if (!sg.best) return;
+    out_suggest_text(&sg, near, sizeof near);
+    char *msg = al_strdup(al_errmsg());
+    if (!msg) return;
+    char key[320];
+    snprintf(key, sizeof key, "'%s' not found", what);
+    char *at = strstr(msg, key);
+    size_t cut = at ? (size_t)(at - msg) + strlen(key) : strlen(msg);
+    al_err("%.*s%s%s", (int)cut, msg, near, msg + cut);
+    free(msg);
+}
+
 int session_load(Session *s, const char *what, const char *as, Model **out) {
     SynthOptions opt;
     Model *m = NULL;
@@ -165,6 +192,7 @@ int session_load(Session *s, const char *what, const char *as, Model **out) {
     if (demo) rc = open_demo(what, &opt, &m);
     else {
         rc = resolve_model(what, &path);
+        if (rc != AL_OK && !file_exists(what)) load_suggest(s, what);
         if (rc == AL_OK) rc = model_open(path, &m);
     }
     if (rc == AL_OK) {
@@ -181,24 +209,31 @@ int session_load(Session *s, const char *what, const char *as, Model **out) {
     return rc;
 }
 
+/* " (did you mean 'x'?)" for a name no loaded model has, or "". */
+static const char *near_model(const Session *s, const char *name, char *buf, size_t cap) {
+    OutSuggest sg = {0};
+    for (size_t i = 0; i < s->nmodels; i++) out_suggest_try(&sg, name, s->models[i]->name);
+    return out_suggest_text(&sg, buf, cap);
+}
+
 int session_use(Session *s, const char *name) {
     Model *m = session_find(s, name);
-    char buf[512];
+    char buf[512], near[160];
     if (!m) {
         loaded_names(s, buf, sizeof buf);
-        return al_err("no model named '%s' (loaded: %s)", name, buf);
+        return al_err("no model named '%s'%s (loaded: %s)", name, near_model(s, name, near, sizeof near), buf);
     }
     s->cur = m;
     return AL_OK;
 }
 
 int session_close(Session *s, const char *name) {
-    char buf[512];
+    char buf[512], near[160];
     size_t i = 0;
     while (i < s->nmodels && strcmp(s->models[i]->name, name)) i++;
     if (i == s->nmodels) {
         loaded_names(s, buf, sizeof buf);
-        return al_err("no model named '%s' to close (loaded: %s)", name, buf);
+        return al_err("no model named '%s' to close%s (loaded: %s)", name, near_model(s, name, near, sizeof near), buf);
     }
     Model *m = s->models[i];
     for (size_t k = 0; k < s->nhooks; k++)
@@ -312,7 +347,12 @@ static int setting_parse(Session *s, const Setting *st, const char *value) {
     case SET_FORMAT: case SET_WORD: {
         int i = choice_index(st->choices, value);
         choice_list(st->choices, list, sizeof list);
-        if (i < 0) return al_err("set %s: '%s' is not one of %s", k, value, list);
+        if (i < 0) {
+            char near[96];
+            OutSuggest sg = {0};
+            for (size_t j = 0; st->choices[j]; j++) out_suggest_try(&sg, value, st->choices[j]);
+            return al_err("set %s: '%s' is not one of %s%s", k, value, list, out_suggest_text(&sg, near, sizeof near));
+        }
         if (st->type == SET_WORD) return set_str(FIELD(s, char *, st->off), value);
         *FIELD(s, out_format, st->off) = (out_format)out_format_parse(value);
         return AL_OK;
@@ -337,17 +377,22 @@ static int setting_parse(Session *s, const Setting *st, const char *value) {
 int session_set(Session *s, const char *key, const char *value) {
     const Setting *st = find_setting(key);
     if (st) return setting_parse(s, st, value);
-    char names[256];
+    char names[256], near[96];
+    OutSuggest sg = {0};
+    for (size_t i = 0; i < NSETTINGS; i++) out_suggest_try(&sg, key, settings[i].name);
     size_t n = 0;
     for (size_t i = 0; i < NSETTINGS; i++)
         n += (size_t)snprintf(names + n, n < sizeof names ? sizeof names - n : 0, "%s%s", i ? ", " : "", settings[i].name);
-    return al_err("unknown setting '%s' (settings: %s)", key, names);
+    return al_err("unknown setting '%s'%s (settings: %s)", key, out_suggest_text(&sg, near, sizeof near), names);
 }
 
 char *session_get(const Session *s, const char *key) {
     const Setting *st = find_setting(key);
     if (!st) {
-        al_err("unknown setting '%s' (type set to list them)", key);
+        char near[96];
+        OutSuggest sg = {0};
+        for (size_t i = 0; i < NSETTINGS; i++) out_suggest_try(&sg, key, settings[i].name);
+        al_err("unknown setting '%s'%s (type set to list them)", key, out_suggest_text(&sg, near, sizeof near));
         return NULL;
     }
     switch (st->type) {

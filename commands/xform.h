@@ -27,9 +27,11 @@
 typedef struct Xform Xform;
 
 /* What a kv-cache row needs from the model: values cached per token per layer as loaded, bytes per
- * value, layers. */
+ * value, layers; the session (kinds whose state lives in the workspace, such as the FaRR working
+ * copy, read it there). */
 typedef struct {
     size_t before, bytes, layers;
+    Session *s;
 } XformKvCtx;
 
 /* A kv-cache row: scheme name, values per token per layer, attention parameters per layer. */

@@ -46,7 +46,9 @@ static int cmd_lua(Session *s, const Args *a, Out *out) {
 
 static int cmd_echo(Session *s, const Args *a, Out *out) {
     (void)s;
-    out_printf(out, "%s\n", args_str(a, "text"));
+    const char *text = args_str(a, "text");
+    out_write(out, OUT_STDOUT, text, strlen(text));      /* what the script asked for: stdout in every format */
+    out_write(out, OUT_STDOUT, "\n", 1);
     return AL_OK;
 }
 

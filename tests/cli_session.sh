@@ -56,7 +56,7 @@ run -e "load demo-r1-f32; set csv.params on; set tau 0.99; ranks vo layer 2 to r
 [ "$(sed -n 2p r99.csv)" = "2,0,19,19,4,demo-r1-f32,vo,0.99" ] || fail "ranks row (tau from the setting): [$(sed -n 2p r99.csv)]"
 [ "$(sed -n 2p r90.csv | cut -d, -f6-)" = "demo-r1-f32,vo,0.9" ] || fail "ranks row (tau given): [$(sed -n 2p r90.csv)]"
 [ "$(head -1 r99.csv)" = "$(head -1 r90.csv)" ] || fail "the sweep's files share a header"
-head -1 tr.csv | grep -q ",model,pair,tau,rank,policy$" && grep -q "^total,.*,demo-r1-f32,vo,0.99,4,model-max$" tr.csv \
+head -1 tr.csv | grep -q ",model,pair,tau,rank,policy$" && grep -q "^,.*,true,demo-r1-f32,vo,0.99,4,model-max$" tr.csv \
   || fail "truncate: rank and policy columns: [$(cat tr.csv)]"
 grep -q "^layer,head,rank_q,rank_k,rank_qk,model,pair,tau$" out.txt || fail "format csv at the prompt: [$(cat out.txt)]"
 [ "$(head -1 i.csv)" = "field,value" ] || fail "a record (info) gets no columns: [$(head -1 i.csv)]"
