@@ -135,8 +135,13 @@ static const char ENERGY_HELP[] =
     "The spectrum of one head's matrix (left axis) overlaid with its cumulative energy\n"
     "sum_{j<=i} sigma_j^2 / sum sigma^2 (right axis), with the tau = 0.99 and 0.999 points (and\n"
     "the session tau, if different) marked and their effective ranks written (seed 000, 1.4).\n"
+    "The right axis is 1 - energy on a log scale by default (`scale log`): on an energy axis\n"
+    "0..1 the tau = 0.99 and 0.999 points sit 0.9% of the height apart on one flat top, on\n"
+    "log(1 - energy) a decade apart, each mark on its own tau line. `scale linear` draws energy\n"
+    "0..1 (marks at one rank as concentric rings; file name ending in -linear).\n"
     "Examples:\n"
     "  plot energy q layer 3 head 5\n"
+    "  plot energy vo layer 1 head 0 scale linear\n"
     "  plot energy qk layer 1 head 2 to qk_energy.pdf";
 
 static const Param kind_pos[] = {
@@ -149,6 +154,20 @@ static const Param spectrum_kw[] = {
     { .name = "layer", .type = ARG_INT, .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
     { .name = "head", .type = ARG_INT, .comp = COMP_HEADS, .metavar = "H", .help = "query head number" },
     { .name = "log", .type = ARG_FLAG, .comp = COMP_NONE, .help = "sigma on a log axis" },
+    PARAM_OFFSET,
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
+    {0}
+};
+
+static const char *const SCALE_CHOICES[] = {"log", "linear", NULL};
+
+static const Param energy_kw[] = {
+    { .name = "layer", .type = ARG_INT, .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
+    { .name = "head", .type = ARG_INT, .comp = COMP_HEADS, .metavar = "H", .help = "query head number" },
+    { .name = "log", .type = ARG_FLAG, .comp = COMP_NONE, .help = "sigma on a log axis" },
+    { .name = "scale", .type = ARG_ENUM, .flags = PF_VIEW, .choices = SCALE_CHOICES, .def = "log",
+      .comp = COMP_CHOICES, .help = "right axis: 1 - energy on a log scale (log), or energy 0..1 (linear)" },
     PARAM_OFFSET,
     PARAM_PLOT_TO,
     PARAM_WINDOW,
@@ -218,13 +237,15 @@ static int energy_figure(Session *s, const Args *a, Out *out, int mk, int layer,
     qsort(marks, nm, sizeof marks[0], cmp_mark);
     char title[256], sub[256], auto_name[256];
     head_titles(s, mk, layer, head, offset, sp, "energy", title, sizeof title, sub, sizeof sub);
-    snprintf(auto_name, sizeof auto_name, "%s-energy-%s-L%d-H%d%s", s->cur->name, MAT_CHOICES[mk], layer, head,
-             args_flag(a, "log") ? "-log" : "");
+    bool linear = !strcmp(args_str(a, "scale"), "linear");
+    snprintf(auto_name, sizeof auto_name, "%s-energy-%s-L%d-H%d%s%s", s->cur->name, MAT_CHOICES[mk], layer, head,
+             args_flag(a, "log") ? "-log" : "", linear ? "-linear" : "");
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { free(energy); return AL_ERR; }
     d.o.title = title;
     d.o.subtitle = sub;
     d.o.logy = args_flag(a, "log");
+    d.o.residual = !linear;
     for (size_t k = 0; k < nm; k++)
         out_printf(out, "effective rank at tau = %g: %zu of %zu\n", marks[k].tau, marks[k].rank, sp->p);
     plot_dest_window_hint(out, &d);
@@ -290,6 +311,7 @@ static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int l
     if (rc) return rc;
     PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
     info.by_head = fig != RANKS_BY_LAYER && !strcmp(args_str(a, "order"), "head");
+    info.normalize = fig == RANKS_BY_LAYER && args_flag(a, "normalize");
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
     plot_dest_window_hint(out, &d);
@@ -374,10 +396,13 @@ static const char BYLAYER_HELP[] =
     "layer share one size in attention kernels), so this is where FaRR can and cannot pay.\n"
     "`models A,B,C` draws several models in one figure, one curve per model of the per-layer\n"
     "`stat` (max by default; median, min): models are loaded names or anything `load` takes,\n"
-    "loaded as needed without switching the session's model.\n"
+    "loaded as needed without switching the session's model; each model has its own marker shape\n"
+    "and dash, so curves that coincide stay apart. `normalize` divides ranks by the head dim (y\n"
+    "0..1), so models with different head dims compare.\n"
     "Examples:\n"
     "  plot ranks-by-layer vo\n"
     "  plot ranks-by-layer vo models demo-r1,demo-llama stat median\n"
+    "  plot ranks-by-layer vo models demo-r1,demo-gpt2 normalize\n"
     "  plot ranks-by-layer qk layers 0-20 tau 0.99 to qk_depth.pdf";
 
 
@@ -394,6 +419,8 @@ static const Param bylayer_kw[] = {
       .help = "several models side by side (names or anything `load` takes), none switched to" },
     { .name = "stat", .type = ARG_ENUM, .choices = STAT_CHOICES, .def = "max", .comp = COMP_CHOICES,
       .help = "with models: the per-layer statistic drawn (min, median or max over heads)" },
+    { .name = "normalize", .type = ARG_FLAG, .flags = PF_VIEW, .comp = COMP_NONE,
+      .help = "ranks divided by each model's head dim (0..1), so models of different head dims compare" },
     PARAM_TAU,
     PARAM_OFFSET,
     PARAM_PLOT_TO,
@@ -423,10 +450,12 @@ static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, d
     free(list);
     if (!rc && n < 2) rc = al_err("%s: `models` takes two or more names separated by commas, e.g. models demo-r1,demo-llama", a->path);
     char auto_name[700];
-    snprintf(auto_name, sizeof auto_name, "%s-ranks-by-layer-%s-%s", farr_kind_name(kind), args_str(a, "stat"), names);
+    snprintf(auto_name, sizeof auto_name, "%s-ranks-by-layer-%s-%s%s", farr_kind_name(kind), args_str(a, "stat"), names,
+             args_flag(a, "normalize") ? "-norm" : "");
     PlotDest d;
     if (!rc && !(rc = plot_dest_init(s, a, auto_name, &d))) {
         PlotRanksInfo info = ranks_info(s, kind, tau, 0);
+        info.normalize = args_flag(a, "normalize");
         plot_dest_window_hint(out, &d);
         rc = plot_dest_done(out, &d, plot_ranks_by_layer_models(&d.o, &info, pm, n, (plot_rank_stat)args_enum(a, "stat")));
     }
@@ -445,7 +474,8 @@ static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
     }
     if (args_range(a, "layers", s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
     char auto_name[256];
-    snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-by-layer", s->cur->name, farr_kind_name(kind));
+    snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-by-layer%s", s->cur->name, farr_kind_name(kind),
+             args_flag(a, "normalize") ? "-norm" : "");
     return draw_ranks(s, a, out, kind, (int)lo, (int)hi, tau, RANKS_BY_LAYER, auto_name);
 }
 
@@ -587,7 +617,7 @@ static const Command plot_subs[] = {
     { .name = "spectrum", .summary = "singular values of one head's matrix", .help = SPECTRUM_HELP,
       .pos = kind_pos, .kw = spectrum_kw, .fn = cmd_plot_spectrum, .flags = CMD_MODEL },
     { .name = "energy", .summary = "spectrum with cumulative energy and the tau = 0.99 / 0.999 ranks",
-      .help = ENERGY_HELP, .pos = kind_pos, .kw = spectrum_kw, .fn = cmd_plot_energy, .flags = CMD_MODEL },
+      .help = ENERGY_HELP, .pos = kind_pos, .kw = energy_kw, .fn = cmd_plot_energy, .flags = CMD_MODEL },
     { .name = "vo-ranks", .summary = "V, O and fused VO effective ranks: one layer or the grid",
       .help = RANKS_HELP, .pos = ranks_pos, .kw = ranks_kw, .fn = cmd_plot_ranks, .flags = CMD_MODEL },
     { .name = "qk-ranks", .summary = "Q, K and fused QK effective ranks: one layer or the grid",

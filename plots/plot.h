@@ -37,6 +37,8 @@ typedef struct {
     bool logy;             /* log-scale y where the renderer supports it (spectrum, energy, curves) */
     bool x_whole;          /* curves: x ticks on whole numbers only (layers), at least 1 apart */
     bool y_whole;          /* curves, linear y: y ticks on whole numbers only (ranks), at least 1 apart */
+    bool residual;         /* energy: the right axis is 1 - energy on a log scale (tau 0.99 and 0.999 a
+                              decade apart) instead of energy 0..1 */
 } PlotOpts;
 
 /* Device name for a file name by its extension ("pngcairo", "svg", "pdfcairo"), or NULL
@@ -64,7 +66,11 @@ typedef struct {
 
 /* Spectrum (left axis) overlaid with its cumulative energy (right axis, 0..1):
  * energy[i] = sum_{j<=i} sigma_j^2 / sum sigma^2, as computed by core. Each mark is drawn as a
- * point on the energy curve with a dashed drop line and its rank written next to it. */
+ * point on the energy curve with a dashed drop line and its rank written next to it; marks at
+ * one rank are concentric rings (the first largest), so each stays visible. With
+ * opts->residual the right axis is 1 - energy on a log scale down to a hundredth of the
+ * smallest 1 - tau (smaller residuals drawn at that floor), and each mark sits where its rank
+ * line meets its tau line (1 - tau): a decade apart for 0.99 and 0.999 even at one rank. */
 int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy, size_t n,
                 const PlotTauMark *marks, size_t n_marks);
 
@@ -90,6 +96,7 @@ typedef struct {
     double tau;                /* energy threshold the ranks were taken at */
     int head_dim;              /* y axis runs 0..head_dim (ranks above it are clipped) */
     bool by_head;              /* x = heads in model order (head ids) instead of sorted by fused rank */
+    bool normalize;            /* ranks by layer: y = rank / head dim (0..1), so head dims compare */
 } PlotRanksInfo;
 
 /* One layer: x = heads sorted by fused rank (ascending; or in head order with info->by_head), A
@@ -99,7 +106,8 @@ typedef struct {
 int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerRanks *layer);
 
 /* The model-wide grid: one small panel per layer (up to 8 columns: 61 layers make 8 x 8),
- * shared axes, panel labels "L<n>", one legend; info->by_head as in plot_ranks. Without a size
+ * shared axes, panel labels "L<n>", one legend; info->by_head as in plot_ranks; x ticks are
+ * 0-based head positions (0 .. n_heads-1, like head ids everywhere else). Without a size
  * given, the page grows with the panel count (1000 x 700 up to 16 panels, about 180 x 140 per
  * panel beyond); it stays readable down to about 1000 x 700. */
 int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
@@ -121,8 +129,10 @@ typedef struct {
 typedef enum { PLOT_RANK_MIN, PLOT_RANK_MEDIAN, PLOT_RANK_MAX } plot_rank_stat;
 
 /* Several models in one figure: per model one curve of the min, median or max fused rank over
- * each layer's heads against depth (info names the pair and tau; its model and head_dim are
- * unused). The default title names the statistic. */
+ * each layer's heads against depth (info names the pair and tau, and normalize divides each
+ * model's ranks by its head dim; its model and head_dim are unused). Each model has its own
+ * marker shape (dot, square, triangle, ...) and dash, and the first is drawn widest, so a model
+ * whose curve lies on another's stays visible. The default title names the statistic. */
 int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, const PlotRanksModel *models,
                                size_t n_models, plot_rank_stat stat);
 
@@ -162,11 +172,17 @@ typedef struct {
     bool fixed_color;          /* colour slot `slot` instead of the curve's position, so a series keeps
                                   its colour across figures when others are left out */
     int slot;
+    int marker;                /* point glyph: 0 a dot, 1 square, 2 triangle, 3 diamond, ... */
+    int dash;                  /* line style (PLplot pllsty 1 solid, 2-8 dashes); 0: by colour slot */
+    double width;              /* line width in points at 1000 x 700; 0: 2.2 */
 } PlotCurve;
 
 /* Several curves with a legend (rope energy against dims kept, errors by layer per method,
  * perplexity curves, the one-budget comparison, ...). opts->xlabel / ylabel name the axes;
- * opts->logy logs y; opts->x_whole (opts->y_whole, linear y) puts x (y) ticks on whole numbers. */
+ * opts->logy logs y; opts->x_whole (opts->y_whole, linear y) puts x (y) ticks on whole numbers.
+ * The y range is fitted to the data (a log axis too: 0.3-1.1 gets about 0.28-1.2, labelled at
+ * 0.3, 0.4, 0.5, ... rather than a 0.1-10 axis); a legend of up to 3 rows sits above the data,
+ * a taller one in a column right of it; neither covers the data or a tick label. */
 int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves);
 
 #endif

@@ -242,6 +242,7 @@ int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int des
     if (font_scale > 4.0) font_scale = 4.0;
     page_w = pg->width;
     page_h = pg->height;
+    memset(plot_geom(), 0, sizeof(PlotGeom));
     plfontld(1);
     plot_chr(1.0);
     plwidth(1.0 * font_scale);
@@ -328,6 +329,7 @@ static double fit_rel(const char *s, double rel) {
     return rel;
 }
 
+#define LEGEND_GAP_EM 0.7        /* legend above the data: its gap to the frame, in characters */
 #define SUBTITLE_MIN_REL 0.82   /* below this a long subtitle wraps onto a second line instead */
 
 /* The subtitle as printed: escaped into l1 (and l2, "" when it fits one line) at *rel. A subtitle
@@ -379,7 +381,7 @@ double plot_top(const PlotOpts *o, int legend_rows) {
     char l1[512], l2[512];
     int lines = subtitle_lines(o, l1, l2, sizeof l1, &rel);
     double top = 1.0 - (lines == 2 ? 5.9 : lines ? 4.5 : 2.9) * ey;
-    if (legend_rows > 0) top -= (1.0 + 1.85 * legend_rows) * ey;
+    if (legend_rows > 0) top -= (LEGEND_GAP_EM + 0.75 + 1.85 * legend_rows) * ey;
     return top - 0.4 * ey;
 }
 
@@ -444,7 +446,8 @@ int plot_legend_rows(const PlotLegendItem *items, int n, double vp_w, double rel
     return (n + cols - 1) / cols;
 }
 
-void plot_legend(const PlotLegendItem *items, int n, double rel) {
+/* plot_legend / plot_legend_right: above the viewport in balanced columns, or right of it in one. */
+static void legend_draw(const PlotLegendItem *items, int n, double rel, bool right) {
     PLINT opt[LEGEND_MAX], tcol[LEGEND_MAX], lcol[LEGEND_MAX], lsty[LEGEND_MAX];
     PLINT scol[LEGEND_MAX], snum[LEGEND_MAX], bcol[LEGEND_MAX], bpat[LEGEND_MAX];
     PLFLT lwid[LEGEND_MAX], sscale[LEGEND_MAX], bscale[LEGEND_MAX], bwid[LEGEND_MAX];
@@ -466,33 +469,46 @@ void plot_legend(const PlotLegendItem *items, int n, double rel) {
         lwid[i] = 2.5 * font_scale;
         sscale[i] = 1.0;
         snum[i] = 1;
-        sym[i] = "●";
+        sym[i] = items[i].glyph ? items[i].glyph : "●";
         bpat[i] = 0;
         bscale[i] = 0.8;
         bwid[i] = 1.0;
     }
     plgvpd(&vx0, &vx1, &vy0, &vy1);
-    int cols = legend_cols(items, n, vx1 - vx0, rel);
+    int cols = right ? 1 : legend_cols(items, n, vx1 - vx0, rel);
     int rows = (n + cols - 1) / cols;
     plot_chr(rel);
+    /* Above: 0.7 characters over the frame, clear of a tick label centred on its top edge.
+     * Right: one character right of the frame (no tick labels there), top-aligned. */
+    double off = LEGEND_GAP_EM * plot_em_y() / (vy1 - vy0), offx = plot_em_x() / (vx1 - vx0);
     pllegend(&w, &h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX | PL_LEGEND_ROW_MAJOR,
-             PL_POSITION_TOP | PL_POSITION_OUTSIDE, 0.0, 0.25 * plot_em_y() / (vy1 - vy0),
+             right ? PL_POSITION_RIGHT | PL_POSITION_TOP | PL_POSITION_OUTSIDE : PL_POSITION_TOP | PL_POSITION_OUTSIDE,
+             right ? offx : 0.0, right ? 0.0 : off,
              LEGEND_SYMBOL_W, PC_BG, PC_LIGHT, 1, rows, cols, n, opt,
              0.8, 1.0, 2.0, 0.0, tcol, text,
              bcol, bpat, bscale, bwid, lcol, lsty, lwid, scol, sscale, snum, sym);
+    double *lb = plot_geom()->legend, vw = vx1 - vx0, vh = vy1 - vy0;
+    lb[0] = right ? vx1 + vw * offx : vx0 + vw * 0.5 * (1.0 - w);
+    lb[1] = lb[0] + vw * w;
+    lb[2] = right ? vy1 - vh * h : vy1 + vh * off;
+    lb[3] = lb[2] + vh * h;
     plot_chr(1.0);
     pllsty(1);
     plcol0(PC_FG);
 }
 
-void plot_dots(size_t n, const double *x, const double *y, double rel) {
-    PLFLT def, cur;
-    plgchr(&def, &cur);
-    plot_chr(rel);
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(x[i]) && isfinite(y[i])) plstring(1, &x[i], &y[i], "●");
-    plschr(0.0, cur / def);
+void plot_legend(const PlotLegendItem *items, int n, double rel) { legend_draw(items, n, rel, false); }
+void plot_legend_right(const PlotLegendItem *items, int n, double rel) { legend_draw(items, n, rel, true); }
+
+double plot_legend_width_em(const PlotLegendItem *items, int n, double rel) {
+    double longest = 0.0;
+    for (int i = 0; i < n && i < LEGEND_MAX; i++) longest = fmax(longest, text_mm(items[i].label, rel));
+    /* the sample (LEGEND_SYMBOL_W of a viewport of about 0.75 of the page), text offset, margins */
+    double page_mm = page_w * 25.4 / 72.0, em = CHAR_MM * font_scale;
+    return (LEGEND_SYMBOL_W * 0.75 * page_mm + longest) / em + 3.5 * rel + 1.0;
 }
+
+void plot_dots(size_t n, const double *x, const double *y, double rel) { plot_marks(n, x, y, rel, "●"); }
 
 /* ================================================================ axes */
 
@@ -506,6 +522,99 @@ double plot_nice_step(double range, int target) {
 double plot_whole_step(double range, int target) {
     double s = plot_nice_step(range, target);
     return s < 1.0 ? 1.0 : floor(s);
+}
+
+/* ================================================================ layout record */
+
+static PlotGeom geom;
+
+const PlotGeom *plot_last_geom(void) { return &geom; }
+PlotGeom *plot_geom(void) { return &geom; }
+
+void plot_geom_data_area(bool logy) {
+    plgvpd(&geom.vp[0], &geom.vp[1], &geom.vp[2], &geom.vp[3]);
+    plgvpw(&geom.win[0], &geom.win[1], &geom.win[2], &geom.win[3]);
+    geom.logy = logy;
+}
+
+void plot_page_xy(double x, double y, double *px, double *py) {
+    PLFLT v[4], w[4];
+    plgvpd(&v[0], &v[1], &v[2], &v[3]);
+    plgvpw(&w[0], &w[1], &w[2], &w[3]);
+    *px = v[0] + (x - w[0]) / (w[1] - w[0]) * (v[1] - v[0]);
+    *py = v[2] + (y - w[2]) / (w[3] - w[2]) * (v[3] - v[2]);
+}
+
+/* ================================================================ log axes */
+
+/* Ticks at m * 10^k (m from the mantissa set) inside lo..hi. */
+static int log_ticks_set(double lo, double hi, const double *set, int nset, double *vals, int cap) {
+    int n = 0;
+    for (double k = floor(lo) - 1; k <= ceil(hi); k += 1.0)
+        for (int j = 0; j < nset; j++) {
+            double v = set[j] * pow(10.0, k), y = log10(v);
+            if (y >= lo - 1e-9 && y <= hi + 1e-9 && n < cap) vals[n++] = v;
+        }
+    return n;
+}
+
+int plot_log_ticks(double lo, double hi, double *vals, int cap) {
+    if (!(hi > lo) || hi - lo > 3.01 || cap < 1) return 0;
+    static const double s1[] = {1}, s3[] = {1, 2, 5}, s4[] = {1, 2, 3, 5}, s9[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    static const struct { const double *v; int n; } sets[] = {{s1, 1}, {s3, 3}, {s4, 4}, {s9, 9}};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        int n = log_ticks_set(lo, hi, sets[i].v, sets[i].n, vals, cap);
+        if (n >= (hi - lo >= 2.0 ? 3 : 4)) return n;
+    }
+    /* Less than a third of a decade: round linear steps inside it. */
+    double a = pow(10.0, lo), b = pow(10.0, hi), st = plot_nice_step(b - a, 4);
+    int n = 0;
+    for (double v = ceil(a / st - 1e-9) * st; v <= b * (1 + 1e-12) && n < cap; v += st) vals[n++] = v;
+    return n;
+}
+
+/* A log tick's label: %g when it takes at most 4 characters (0.01 .. 9999), else 10^k for a
+ * power of ten and "2e-3" style for others, so labels keep clear of the axis title. */
+static void log_label(double v, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.3g", v);
+    if (strlen(buf) <= 4) return;
+    int k = (int)floor(log10(v) + 1e-9);
+    double m = v / pow(10.0, k);
+    if (fabs(m - 1.0) < 1e-6) snprintf(buf, cap, "10#u%d#d", k);
+    else snprintf(buf, cap, "%.2ge%d", m, k);
+}
+
+int plot_log_axis(double lo, double hi, double x0, double x1) {
+    double v[GEOM_TICKS];
+    int n = plot_log_ticks(lo, hi, v, GEOM_TICKS);
+    char buf[32];
+    for (int i = 0; i < n; i++) {
+        double y = log10(v[i]);
+        plcol0(PC_LIGHT);
+        pljoin(x0, y, x1, y);
+        plcol0(PC_FG);
+        log_label(v[i], buf, sizeof buf);
+        plmtex("lv", 0.5, (y - lo) / (hi - lo), 1.0, buf);
+        geom.yticks[i] = v[i];
+    }
+    geom.n_yticks = n;
+    return n;
+}
+
+/* ================================================================ markers */
+
+const char *plot_marker_glyph(int i) {
+    static const char *const g[] = {"●", "■", "▲", "◆", "▼", "✚"};
+    return g[(i < 0 ? 0 : i) % (int)(sizeof g / sizeof g[0])];
+}
+
+void plot_marks(size_t n, const double *x, const double *y, double rel, const char *glyph) {
+    PLFLT def, cur;
+    plgchr(&def, &cur);
+    plot_chr(rel);
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && isfinite(y[i])) plstring(1, &x[i], &y[i], glyph);
+    plschr(0.0, cur / def);
 }
 
 /* ================================================================ checks */

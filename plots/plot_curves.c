@@ -28,10 +28,10 @@ static int curves_range(const PlotCurve *c, size_t nc, bool logy, bool whole, do
     if (whole && xp < 0.2) xp = xr > 0 ? 0.2 : 0.5;
     r[0] -= xp;
     r[1] += xp;
-    if (logy) {
-        r[2] = floor(r[2]);
-        r[3] = ceil(r[3]);
-        if (r[3] - r[2] < 1) r[3] = r[2] + 1;
+    if (logy) {    /* fitted: 6% of the span each side, at least a fifth of a decade in all */
+        double span = r[3] - r[2], pad = span > 0.2 ? 0.06 * span : 0.5 * (0.2 - span) + 0.012;
+        r[2] -= pad;
+        r[3] += pad;
     } else {
         double pad = r[3] > r[2] ? 0.05 * (r[3] - r[2]) : (r[3] != 0 ? 0.1 * fabs(r[3]) : 1.0);
         r[2] -= pad;
@@ -51,11 +51,29 @@ static void draw_curve(const PlotCurve *c, bool logy, double *bx, double *by) {
             run++;
             continue;
         }
+        const char *g = plot_marker_glyph(c->marker);
         if (run > 1) plline((PLINT)run, bx, by);
-        if (run && c->points) plot_dots(run, bx, by, 0.7);
-        else if (run == 1) plot_dots(1, bx, by, 0.7);    /* a lone point must still show */
+        if (run && c->points) plot_marks(run, bx, by, 0.7, g);
+        else if (run == 1) plot_marks(1, bx, by, 0.7, g);    /* a lone point must still show */
         run = 0;
     }
+}
+
+/* Sets the data viewport around the legend and returns its text size: above the data in up to
+ * 3 rows (smaller text past 3 rows at the usual size, which also lets long labels share a row),
+ * else in one column right of the data when that leaves the data at least 60% of the page. */
+static double legend_layout(const PlotOpts *opts, const PlotLegendItem *items, int n, bool *right) {
+    double lrel = 0.9;
+    int lrows = plot_legend_rows(items, n, plot_vpor_std_width(2.0), lrel);
+    if (lrows > 3) lrows = plot_legend_rows(items, n, plot_vpor_std_width(2.0), lrel = 0.72);
+    double wem = plot_legend_width_em(items, n, 0.8) + 1.5;
+    *right = lrows > 3 && plot_vpor_std_width(wem) >= 0.6;
+    if (*right) {
+        plot_vpor_std(opts, 0, wem);
+        return 0.8;
+    }
+    plot_vpor_std(opts, (int)ceil(lrows * lrel / 0.9), 2.0);      /* rows reserved at the usual size */
+    return lrel;
 }
 
 int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) {
@@ -82,15 +100,16 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
         size_t c = curves[k].fixed_color && curves[k].slot >= 0 ? (size_t)curves[k].slot : k;
         items[k] = (PlotLegendItem){plot_esc(labels[k], sizeof labels[k], curves[k].label ? curves[k].label : name),
                                     plot_series_color(c), curves[k].points ? PL_ITEM_LINE_DOT : PL_ITEM_LINE,
-                                    (PLINT)(1 + (c / 7) % 8)};
+                                    curves[k].dash > 0 ? curves[k].dash : (PLINT)(1 + (c / 7) % 8),
+                                    plot_marker_glyph(curves[k].marker)};
+        plot_geom()->series_marker[k] = curves[k].marker;
+        plot_geom()->series_style[k] = (int)items[k].line_style;
     }
-    /* A legend past 3 rows at the usual size takes too much of the height: smaller text, which
-     * also lets long labels share a row. */
-    double lrel = 0.9;
-    int lrows = plot_legend_rows(items, (int)n_curves, plot_vpor_std_width(2.0), lrel);
-    if (lrows > 3) lrows = plot_legend_rows(items, (int)n_curves, plot_vpor_std_width(2.0), lrel = 0.72);
-    plot_vpor_std(opts, (int)ceil(lrows * lrel / 0.9), 2.0);      /* rows reserved at the usual size */
+    plot_geom()->n_series = (int)n_curves;
+    bool right = false;
+    double lrel = legend_layout(opts, items, (int)n_curves, &right);
     plwind(r[0], r[1], r[2], r[3]);
+    plot_geom_data_area(opts->logy);
     double xstep = 0, ystep = 0;    /* whole numbers: a whole step of at least 1, minor ticks at each */
     PLINT xsub = 0, ysub = 0;
     if (opts->x_whole) {
@@ -101,23 +120,27 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
         ystep = plot_whole_step(r[3] - r[2], 6);
         ysub = ystep <= 10 ? (PLINT)ystep : 0;
     }
+    /* a log axis of up to 3 decades gets its labels and grid at round values (plot_log_axis) */
+    double lt[GEOM_TICKS];
+    bool own_log = opts->logy && plot_log_ticks(r[2], r[3], lt, GEOM_TICKS) > 0;
     plcol0(PC_LIGHT);
-    plbox("g", xstep, xsub, opts->logy ? "gl" : "g", ystep, ysub);
+    plbox("g", xstep, xsub, own_log ? "" : opts->logy ? "gl" : "g", ystep, ysub);
+    if (own_log) plot_log_axis(r[2], r[3], r[0], r[1]);
     plcol0(PC_FG);
-    plbox("bcnst", xstep, xsub, opts->logy ? "bcnstlv" : "bcnstv", ystep, ysub);
-    if (opts->logy) plot_log_labels(r[2], r[3]);
+    plbox("bcnst", xstep, xsub, own_log ? "bcstlv" : opts->logy ? "bcnstlv" : "bcnstv", ystep, ysub);
     plot_axis_labels(opts, "x", "y");
 
     double fs = plot_font_scale();
     for (size_t k = 0; k < n_curves; k++) {
         plcol0(items[k].color);
         pllsty(items[k].line_style);
-        plwidth(2.2 * fs);
+        plwidth((curves[k].width > 0 ? curves[k].width : 2.2) * fs);
         draw_curve(&curves[k], opts->logy, buf, buf + maxn);
     }
     pllsty(1);
     plwidth(fs);
-    plot_legend(items, (int)n_curves, lrel);
+    if (right) plot_legend_right(items, (int)n_curves, lrel);
+    else plot_legend(items, (int)n_curves, lrel);
     free(buf);
     return plot_page_close(&pg);
 }

@@ -89,12 +89,18 @@ typedef struct {
     PLINT color;
     plot_item_kind kind;
     PLINT line_style;      /* 1 solid, 2.. dashed (pllsty) */
+    const char *glyph;     /* symbol of dot items (NULL: a dot) */
 } PlotLegendItem;
 
-/* Draws a legend of n items above the current viewport (centred, touching its top), on a
- * white background with a thin frame, in as many columns as fit the viewport's width; text
- * `rel` times the default height. */
+/* Draws a legend of n items above the current viewport (centred, clear of its top tick label),
+ * on a white background with a thin frame, in as many columns as fit the viewport's width; text
+ * `rel` times the default height. Records its box in plot_geom. */
 void plot_legend(const PlotLegendItem *items, int n, double rel);
+/* The same legend in one column right of the current viewport (outside it, top-aligned): for
+ * legends too tall to sit above the data. */
+void plot_legend_right(const PlotLegendItem *items, int n, double rel);
+/* Width (in default character widths) a one-column legend of those items takes. */
+double plot_legend_width_em(const PlotLegendItem *items, int n, double rel);
 /* Rows that legend will take in a viewport vp_w wide (fraction of the page width): reserve
  * them with plot_top / plot_vpor_std before drawing. */
 int plot_legend_rows(const PlotLegendItem *items, int n, double vp_w, double rel);
@@ -113,6 +119,49 @@ double plot_whole_step(double range, int target);
 /* Labels at 2 and 5 times the powers of ten on the left axis of a log y axis (window lo..hi in
  * log10 units) when it spans at most two decades, where PLplot labels only the decades. */
 void plot_log_labels(double lo, double hi);
+
+/* ---------------------------------------------------------------- layout record */
+
+/* What the last figure laid out, in page fractions (0..1, y up) and data units, so tests can
+ * assert what a reader sees (axis range, labelled ticks, where the legend went, the tau marks)
+ * without decoding pixels. plot_page_open clears it; renderers fill what they draw. */
+#define GEOM_TICKS 64
+#define GEOM_MARKS 8
+typedef struct {
+    double vp[4];              /* data viewport: x0, x1, y0, y1 */
+    double win[4];             /* its window (y in log10 units when logy) */
+    bool logy;
+    double legend[4];          /* legend box x0, x1, y0, y1 (all 0: no legend) */
+    int n_yticks, n_xticks;
+    double yticks[GEOM_TICKS]; /* values labelled on the (left) y axis, data units */
+    double xticks[GEOM_TICKS]; /* values labelled on the x axis (grids: of the bottom-left panel) */
+    int n_marks;
+    double mark[GEOM_MARKS][3];    /* energy tau marks: page x, page y, dot size (times a character) */
+    int n_series;
+    int series_marker[GEOM_TICKS]; /* curves: marker glyph index and line style of each series */
+    int series_style[GEOM_TICKS];
+} PlotGeom;
+
+const PlotGeom *plot_last_geom(void);
+PlotGeom *plot_geom(void);                 /* the record the renderers write */
+/* Records the current viewport and window (plgvpd / plgvpw) as the data area. */
+void plot_geom_data_area(bool logy);
+/* Page-fraction coordinates of window point (x, y) in the current viewport and window. */
+void plot_page_xy(double x, double y, double *px, double *py);
+
+/* The values to label on a log axis over lo..hi (log10 units) when it spans at most 3 decades:
+ * 1 (or 1-2-5, 1-2-3-5, 1..9, or finer) times powers of ten, at least 4 inside. Returns how many (at most
+ * cap), 0 when the axis is wider and PLplot's decade labels serve. */
+int plot_log_ticks(double lo, double hi, double *vals, int cap);
+/* Labels those ticks on the left axis (numbers as %g) with light grid lines at each, and records
+ * them as the y ticks. Returns how many were drawn (0: PLplot's own labels are to be used). */
+int plot_log_axis(double lo, double hi, double x0, double x1);
+
+/* Marker glyphs for series that must stay apart when they overlap: 0 a dot, then square,
+ * triangle, diamond, ... (cycles). */
+const char *plot_marker_glyph(int i);
+/* plot_dots with a given glyph. */
+void plot_marks(size_t n, const double *x, const double *y, double rel, const char *glyph);
 
 /* ---------------------------------------------------------------- checks */
 

@@ -82,7 +82,7 @@ int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_
     char labels[KN_MAX_VARIANTS][96];
     for (size_t k = 0; k < n_variants; k++)
         items[k] = (PlotLegendItem){plot_esc(labels[k], sizeof labels[k], variants[k].label ? variants[k].label : "variant"),
-                                    plot_series_color(k), PL_ITEM_LINE, 1};
+                                    plot_series_color(k), PL_ITEM_LINE, 1, NULL};
     double L = 6.6 * ex, R = 1.0 - 2.0 * ex, B = 4.6 * ey;
     double T = plot_top(opts, plot_legend_rows(items, (int)n_variants, R - L, 0.9));
     double mid = 0.5 * (B + T), gap = 0.9 * ey;    /* room for both panels' end tick labels */

@@ -92,9 +92,9 @@ static void legend_items(const PlotRanksInfo *info, char lab[3][96], PlotLegendI
     snprintf(lab[0], 96, "%s heads", info->name_a ? info->name_a : "A");
     snprintf(lab[1], 96, "%s heads", info->name_b ? info->name_b : "B");
     snprintf(lab[2], 96, "fused %s", info->name_fused ? info->name_fused : "AB");
-    items[0] = (PlotLegendItem){lab[0], PC_ORANGE, PL_ITEM_DOT, 1};
-    items[1] = (PlotLegendItem){lab[1], PC_BLUE, PL_ITEM_DOT, 1};
-    items[2] = (PlotLegendItem){lab[2], PC_GREEN, PL_ITEM_LINE, 1};
+    items[0] = (PlotLegendItem){lab[0], PC_ORANGE, PL_ITEM_DOT, 1, NULL};
+    items[1] = (PlotLegendItem){lab[1], PC_BLUE, PL_ITEM_DOT, 1, NULL};
+    items[2] = (PlotLegendItem){lab[2], PC_GREEN, PL_ITEM_LINE, 1, NULL};
 }
 
 /* x label "heads, sorted by fused VO rank" (or "head" in head order) into buf. */
@@ -118,7 +118,7 @@ static void head_id_labels(const size_t *ids, size_t n, double x0, double x1, do
 }
 
 static const char *ylabel_rank(const PlotRanksInfo *info, char *buf, size_t cap) {
-    snprintf(buf, cap, "effective rank (τ = %g)", info->tau);
+    snprintf(buf, cap, "effective rank%s (τ = %g)", info->normalize ? " / head dim" : "", info->tau);
     return buf;
 }
 
@@ -185,16 +185,23 @@ int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerR
 
 /* ================================================================ grid */
 
-/* Numbers under a grid panel's x axis at its interior ticks, and the last head right-aligned,
- * so neighbouring panels' labels never run into each other. */
+/* Numbers under a grid panel's x axis (0-based head positions 0..n-1, as head ids are
+ * everywhere): 0, the interior ticks and the last head, each centred on its tick (the panel's
+ * padding keeps neighbouring panels' labels apart). Records them in plot_geom when it holds none
+ * yet (the first bottom panel). */
 static void panel_xlabels(size_t n, double x0, double x1, double step) {
     char buf[32];
-    for (double t = step; t < (double)n - 0.5 * step; t += step) {
+    PlotGeom *g = plot_geom();
+    bool rec = g->n_xticks == 0;
+    double last = (double)n - 1.0;
+    for (double t = 0; t < last - 0.5 * step || (t == 0 && n > 1); t += step) {
         snprintf(buf, sizeof buf, "%g", t);
         plmtex("b", 1.3, (t - x0) / (x1 - x0), 0.5, buf);
+        if (rec && g->n_xticks < GEOM_TICKS) g->xticks[g->n_xticks++] = t;
     }
-    snprintf(buf, sizeof buf, "%zu", n);
-    plmtex("b", 1.3, 1.0, 1.0, buf);
+    snprintf(buf, sizeof buf, "%g", last);
+    plmtex("b", 1.3, (last - x0) / (x1 - x0), 0.5, buf);
+    if (rec && g->n_xticks < GEOM_TICKS) g->xticks[g->n_xticks++] = last;
 }
 
 /* Columns of the grid for n panels (8 at most, so 61 layers make 8 x 8). */
@@ -250,9 +257,10 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
         bool bottom = i + (size_t)cols >= n_layers;    /* no panel below this one */
         rc = layer_points(l, info->head_dim, info->by_head, pts, NULL);
         if (rc) break;
+        for (size_t k = 0; k < l->n_heads; k++) pts[k] -= 1.0;     /* x: 0-based head positions */
         plvpor(x0, x0 + pw, y1 - ph, y1);
         double pad = 0.01 * (double)l->n_heads + 0.5;
-        plwind(1.0 - pad, (double)l->n_heads + pad, 0.0, ymax);
+        plwind(-pad, (double)l->n_heads - 1.0 + pad, 0.0, ymax);
         plot_chr(small);
         plsmaj(0.0, 0.5);
         plsmin(0.0, 0.5);
@@ -261,7 +269,7 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
         plbox("", 0, 0, "g", ystep, 1);
         plcol0(PC_FG);
         plbox("bcst", xstep, 2, c == 0 ? "bcnstv" : "bcst", ystep, 2);
-        if (bottom) panel_xlabels(l->n_heads, 1.0 - pad, (double)l->n_heads + pad, xstep);
+        if (bottom) panel_xlabels(l->n_heads, -pad, (double)l->n_heads - 1.0 + pad, xstep);
         char pl[32];
         snprintf(pl, sizeof pl, "L%d", l->layer);
         plmtex("t", 0.6, 0.0, 0.0, pl);
@@ -317,6 +325,8 @@ int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
     double *v = al_malloc3(n_layers, 4, sizeof(double), "rank-by-layer points");
     if (!v || layer_stats(layers, n_layers, max_heads, info->head_dim, v)) { free(v); return AL_ERR; }
     double *x = v, *mn = v + n_layers, *md = v + 2 * n_layers, *mx = v + 3 * n_layers;
+    for (size_t i = n_layers; info->normalize && i < 4 * n_layers; i++) v[i] /= info->head_dim;
+    double ytop = info->normalize ? 1.0 : info->head_dim;
 
     PlotPage pg;
     if (plot_page_open(opts, &pg)) { free(v); return AL_ERR; }
@@ -327,19 +337,20 @@ int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
     if (!o.subtitle) o.subtitle = "max over heads = the uniform rank a per-layer truncation keeps";
     plot_page_title(&o, title);
     PlotLegendItem items[4] = {
-        {"max over heads", PC_VERMIL, PL_ITEM_LINE_DOT, 1},
-        {"median", PC_BLUE, PL_ITEM_LINE_DOT, 1},
-        {"min", PC_GREEN, PL_ITEM_LINE_DOT, 1},
-        {"min–max band", PC_BAND, PL_ITEM_BOX, 1},
+        {"max over heads", PC_VERMIL, PL_ITEM_LINE_DOT, 1, NULL},
+        {"median", PC_BLUE, PL_ITEM_LINE_DOT, 1, NULL},
+        {"min", PC_GREEN, PL_ITEM_LINE_DOT, 1, NULL},
+        {"min–max band", PC_BAND, PL_ITEM_BOX, 1, NULL},
     };
     plot_vpor_std(&o, plot_legend_rows(items, 4, plot_vpor_std_width(2.0), 0.9), 2.0);
     double lo = x[0], hi = x[0];
     for (size_t i = 0; i < n_layers; i++) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
     double pad = fmax(0.5, 0.01 * (hi - lo));
-    plwind(lo - pad, hi + pad, 0.0, 1.04 * info->head_dim);
+    plwind(lo - pad, hi + pad, 0.0, 1.04 * ytop);
+    plot_geom_data_area(false);
     /* layers and ranks are whole numbers: whole steps, minor ticks at every whole number below 10 */
-    double xs = plot_whole_step(hi - lo + 2 * pad, 8), ys = rank_step(info->head_dim, false);
-    PLINT xsub = xs <= 10 ? (PLINT)xs : 0, ysub = ys <= 10 ? (PLINT)ys : 0;
+    double xs = plot_whole_step(hi - lo + 2 * pad, 8), ys = info->normalize ? 0.2 : rank_step(info->head_dim, false);
+    PLINT xsub = xs <= 10 ? (PLINT)xs : 0, ysub = info->normalize ? 2 : ys <= 10 ? (PLINT)ys : 0;
     plcol0(PC_LIGHT);
     plbox("g", xs, xsub, "g", ys, ysub);
 
@@ -395,8 +406,11 @@ int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, 
         if (!rc) rc = layer_stats(m->layers, m->n_layers, max_heads, m->head_dim, v[k]);
         if (rc) break;
         snprintf(lab[k], sizeof lab[k], "%s (head dim %d)", m->model ? m->model : "model", m->head_dim);
-        c[k] = (PlotCurve){.label = lab[k], .x = v[k], .y = v[k] + (size_t)(stat + 1) * m->n_layers,
-                           .n = m->n_layers, .points = true};
+        double *y = v[k] + (size_t)(stat + 1) * m->n_layers;
+        for (size_t i = 0; info->normalize && i < m->n_layers; i++) y[i] /= m->head_dim;
+        c[k] = (PlotCurve){.label = lab[k], .x = v[k], .y = y, .n = m->n_layers, .points = true,
+                           .marker = (int)k, .dash = 1 + (int)(k % 8),
+                           .width = 2.2 + 1.6 * (double)(n_models - 1 - k) / (double)(n_models > 1 ? n_models - 1 : 1)};
     }
     if (!rc) {
         char title[256], yl[96];
@@ -408,7 +422,7 @@ int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, 
         if (!o.xlabel) o.xlabel = "layer";
         if (!o.ylabel) o.ylabel = ylabel_rank(info, yl, sizeof yl);
         o.x_whole = true;
-        o.y_whole = true;
+        o.y_whole = !info->normalize;
         rc = plot_curves(&o, c, n_models);
     }
     for (size_t k = 0; v && k < n_models; k++) free(v[k]);

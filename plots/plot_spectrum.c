@@ -126,8 +126,112 @@ static void label_place(const double *x, double *ys, const double *energy, size_
 /* Colours of the tau marks, in order. */
 static const PLINT MARK_COLORS[] = {PC_GREEN, PC_VERMIL, PC_PURPLE, PC_SKY};
 
-int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy, size_t n,
-                const PlotTauMark *marks, size_t n_marks) {
+/* The right axis of an energy figure: energy 0..1.05, or log10(1 - energy) over lo..hi. */
+typedef struct {
+    bool res;
+    double lo, hi;
+    double *e;          /* (n) the curve in the axis' units (log10 of the clipped residual) */
+} EnergyAxis;
+
+/* Fills ax for energy (n) and the marks: the residual axis runs from a hundredth of the
+ * smallest 1 - tau (1e-4 without marks; never below 1e-12) to 1. */
+static void energy_axis(const PlotOpts *o, const double *energy, size_t n, const PlotTauMark *m, size_t nm,
+                        EnergyAxis *ax) {
+    ax->res = o->residual;
+    if (!ax->res) {
+        ax->lo = 0.0;
+        ax->hi = 1.05;
+        for (size_t i = 0; i < n; i++) ax->e[i] = energy[i];
+        return;
+    }
+    double smallest = nm ? 1.0 : 1e-2;
+    for (size_t k = 0; k < nm; k++) smallest = fmin(smallest, fmax(1.0 - m[k].tau, 1e-10));
+    ax->lo = floor(log10(smallest) + 1e-9) - 2.0;
+    ax->hi = 0.08;
+    for (size_t i = 0; i < n; i++) ax->e[i] = fmax(log10(fmax(1.0 - energy[i], 0.0) + 1e-300), ax->lo);
+}
+
+/* y of mark k on the right axis: on the energy curve, or (residual) on its tau line. */
+static double mark_y(const EnergyAxis *ax, const PlotTauMark *m) {
+    return ax->res ? log10(fmax(1.0 - m->tau, pow(10.0, ax->lo))) : ax->e[m->rank - 1];
+}
+
+/* The right axis, its label, and the tau guide lines (dashed: from the left edge along the tau
+ * line to the rank, and down the rank to the bottom), under every curve. */
+static void energy_right(const EnergyAxis *ax, double x0, double x1, const PlotTauMark *m, size_t nm) {
+    double fs = plot_font_scale();
+    plwind(x0, x1, ax->lo, ax->hi);
+    plcol0(PC_FG);
+    plwidth(fs);
+    plbox("", 0, 0, ax->res ? "cmstlv" : "cmstv", ax->res ? 0 : 0.2, ax->res ? 0 : 2);
+    plmtex("r", 4.0, 0.5, 0.5, ax->res ? "1 − cumulative energy (log scale)" : "cumulative energy (fraction of Σ σ²)");
+    for (size_t k = 0; k < nm; k++) {
+        double rx = (double)m[k].rank, ey = mark_y(ax, &m[k]);
+        double ty = ax->res ? ey : m[k].tau;
+        plcol0(MARK_COLORS[k]);
+        plwidth(1.5 * fs);
+        pllsty(2);
+        pljoin(rx, ax->lo, rx, ey);
+        pljoin(x0, ty, rx, ty);
+        pllsty(1);
+    }
+}
+
+/* The tau marks: dots at mark_y, those sharing a rank as concentric rings (the first largest,
+ * drawn first), recorded in plot_geom. */
+static void energy_marks(const EnergyAxis *ax, const PlotTauMark *m, size_t nm) {
+    PlotGeom *g = plot_geom();
+    g->n_marks = 0;
+    for (size_t k = 0; k < nm; k++) {
+        size_t later = 0;
+        for (size_t j = k + 1; j < nm; j++) later += m[j].rank == m[k].rank && !ax->res;
+        double rx = (double)m[k].rank, ey = mark_y(ax, &m[k]), size = 1.0 + 0.6 * (double)later;
+        plcol0(MARK_COLORS[k]);
+        plot_dots(1, &rx, &ey, size);
+        if (g->n_marks < GEOM_MARKS) {
+            double *gm = g->mark[g->n_marks++];
+            plot_page_xy(rx, ey, &gm[0], &gm[1]);
+            gm[2] = size;
+        }
+    }
+}
+
+/* The legend items of an energy figure (labels: room for 4 marks). */
+static int energy_legend(bool res, const PlotTauMark *m, size_t nm, size_t n, char labels[4][64], PlotLegendItem *items) {
+    int ni = 0;
+    items[ni++] = (PlotLegendItem){"σ#di#u (left axis)", PC_BLUE, n <= 96 ? PL_ITEM_LINE_DOT : PL_ITEM_LINE, 1, NULL};
+    items[ni++] = (PlotLegendItem){res ? "1 − energy (right axis)" : "energy (right axis)", PC_ORANGE, PL_ITEM_LINE, 1, NULL};
+    for (size_t k = 0; k < nm; k++) {
+        snprintf(labels[k], sizeof labels[k], "τ = %g: rank %zu", m[k].tau, m[k].rank);
+        items[ni++] = (PlotLegendItem){labels[k], MARK_COLORS[k], PL_ITEM_DOT, 1, NULL};
+    }
+    return ni;
+}
+
+/* Ranks written beside the lines, stacked, all on one side so no text crosses a line: right of
+ * the rightmost line, or left of the leftmost when the lines are far right. ys (n, the sigma
+ * curve) is rescaled in place. */
+static void energy_texts(const EnergyAxis *ax, const double *x, double *ys, size_t n, double lo, double hi,
+                         double x0, double x1, const PlotTauMark *m, size_t nm) {
+    double rmin = x1, rmax = x0, tx, base;
+    for (size_t k = 0; k < nm; k++) {
+        rmin = fmin(rmin, (double)m[k].rank);
+        rmax = fmax(rmax, (double)m[k].rank);
+    }
+    bool right = rmax < x0 + 0.62 * (x1 - x0);
+    for (size_t i = 0; i < n; i++) ax->e[i] = (ax->e[i] - ax->lo) / (ax->hi - ax->lo) * 1.05;
+    label_place(x, ys, ax->e, n, lo, hi, x0, x1, right ? rmax : rmin, right, nm, &tx, &base);
+    plwind(x0, x1, 0.0, 1.05);
+    plot_chr(1.0);
+    for (size_t k = 0; k < nm; k++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "r = %zu at τ = %g", m[k].rank, m[k].tau);
+        plcol0(MARK_COLORS[k]);
+        plptex(tx, base - 0.09 * (double)k, 1.0, 0.0, right ? 0.0 : 1.0, buf);
+    }
+}
+
+static int energy_check(const double *sigma, const double *energy, size_t n, const PlotTauMark *marks, size_t n_marks) {
     if (n == 0) return al_err("plot energy: no singular values to draw");
     if (plot_check_finite(sigma, n, "sigma") || plot_check_finite(energy, n, "energy")) return AL_ERR;
     if (n_marks > 4) return al_err("plot energy: at most 4 tau marks (got %zu)", n_marks);
@@ -137,85 +241,49 @@ int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy,
     for (size_t i = 0; i < n; i++)
         if (energy[i] < -1e-9 || energy[i] > 1.0 + 1e-9)
             return al_err("plot energy: energy[%zu] = %g is not a fraction in [0, 1]", i, energy[i]);
+    return AL_OK;
+}
+
+int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy, size_t n,
+                const PlotTauMark *marks, size_t n_marks) {
+    if (energy_check(sigma, energy, n, marks, n_marks)) return AL_ERR;
+    EnergyAxis ax = {.e = al_malloc3(n, 1, sizeof(double), "energy axis")};
+    if (!ax.e) return AL_ERR;
     double lo, hi, x0, x1;
     PlotPage pg;
     double *x = spectrum_page(opts, sigma, n, "energy plot points", &lo, &hi, &x0, &x1, &pg);
-    if (!x) return AL_ERR;
-    double *y = x + n;
+    if (!x) { free(ax.e); return AL_ERR; }
+    double *y = x + n, fs = plot_font_scale();
+    energy_axis(opts, energy, n, marks, n_marks, &ax);
     plot_page_title(opts, "Singular values and cumulative energy");
-    /* Legend: the two curves and the marks (built first: its rows set the layout). */
     PlotLegendItem items[2 + 4];
     char labels[4][64];
-    int ni = 0;
-    items[ni++] = (PlotLegendItem){"σ#di#u (left axis)", PC_BLUE, n <= 96 ? PL_ITEM_LINE_DOT : PL_ITEM_LINE, 1};
-    items[ni++] = (PlotLegendItem){"energy (right axis)", PC_ORANGE, PL_ITEM_LINE, 1};
-    for (size_t k = 0; k < n_marks; k++) {
-        snprintf(labels[k], sizeof labels[k], "τ = %g: rank %zu", marks[k].tau, marks[k].rank);
-        items[ni++] = (PlotLegendItem){labels[k], MARK_COLORS[k], PL_ITEM_DOT, 1};
-    }
+    int ni = energy_legend(ax.res, marks, n_marks, n, labels, items);    /* first: its rows set the layout */
     plot_vpor_std(opts, plot_legend_rows(items, ni, plot_vpor_std_width(7.0), 0.9), 7.0);
-    double fs = plot_font_scale();
 
     /* Left axis: sigma. */
     plwind(x0, x1, lo, hi);
+    plot_geom_data_area(opts->logy);
     plcol0(PC_LIGHT);
     plbox("g", 0, 0, "", 0, 0);
     plcol0(PC_FG);
     plbox("bcnst", 0, 0, opts->logy ? "bnstlv" : "bnstv", 0, 0);
     if (opts->logy) plot_log_labels(lo, hi);
     plot_axis_labels(opts, "index i (sorted, largest first)", opts->logy ? "σ#di#u (log scale)" : "σ#di#u");
-
-    /* Right axis: cumulative energy; the tau guide lines (dashed) first, under every curve and
-     * marker. */
-    plwind(x0, x1, 0.0, 1.05);
-    plcol0(PC_FG);
-    plwidth(fs);
-    plbox("", 0, 0, "cmstv", 0.2, 2);
-    plmtex("r", 4.0, 0.5, 0.5, "cumulative energy (fraction of Σ σ²)");
-    for (size_t k = 0; k < n_marks; k++) {
-        double rx = (double)marks[k].rank, ey = energy[marks[k].rank - 1];
-        plcol0(MARK_COLORS[k]);
-        plwidth(1.5 * fs);
-        pllsty(2);
-        pljoin(rx, 0.0, rx, ey);
-        pljoin(x0, marks[k].tau, rx, marks[k].tau);
-        pllsty(1);
-    }
+    energy_right(&ax, x0, x1, marks, n_marks);
     plwind(x0, x1, lo, hi);
     plcol0(PC_BLUE);
     plwidth(2.5 * fs);
     plline((PLINT)n, x, y);
     if (n <= 96) plot_dots(n, x, y, 0.5);
-    plwind(x0, x1, 0.0, 1.05);
+    plwind(x0, x1, ax.lo, ax.hi);
     plcol0(PC_ORANGE);
-    plwidth(2.5 * fs);
-    plline((PLINT)n, x, energy);
-    /* tau marks: a dot on the energy curve (the rank is written beside the lines below). */
-    for (size_t k = 0; k < n_marks; k++) {
-        double rx = (double)marks[k].rank, ey = energy[marks[k].rank - 1];
-        plcol0(MARK_COLORS[k]);
-        plot_dots(1, &rx, &ey, 1.0);
-    }
-    /* Ranks written beside the lines, stacked, all on one side so no text crosses a line: right
-     * of the rightmost line, or left of the leftmost when the lines are far right. */
-    double rmin = x1, rmax = x0;
-    for (size_t k = 0; k < n_marks; k++) {
-        rmin = fmin(rmin, (double)marks[k].rank);
-        rmax = fmax(rmax, (double)marks[k].rank);
-    }
-    bool right = rmax < x0 + 0.62 * (x1 - x0);
-    double tx, base;
-    label_place(x, y, energy, n, lo, hi, x0, x1, right ? rmax : rmin, right, n_marks, &tx, &base);
-    plot_chr(1.0);
-    for (size_t k = 0; k < n_marks; k++) {
-        char buf[64];
-        snprintf(buf, sizeof buf, "r = %zu at τ = %g", marks[k].rank, marks[k].tau);
-        plcol0(MARK_COLORS[k]);
-        plptex(tx, base - 0.09 * (double)k, 1.0, 0.0, right ? 0.0 : 1.0, buf);
-    }
+    plline((PLINT)n, x, ax.e);
+    energy_marks(&ax, marks, n_marks);
+    energy_texts(&ax, x, y, n, lo, hi, x0, x1, marks, n_marks);
     plwidth(fs);
-
     plot_legend(items, ni, 0.9);
     free(x);
+    free(ax.e);
     return plot_page_close(&pg);
 }

@@ -493,6 +493,158 @@ static void test_whole_ticks(void) {
     }
 }
 
+/* ================================================================ paper figures (issue 25 §7) */
+
+/* PNG path in the test folder. */
+static const char *png_path(const char *base) {
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/%s.png", dir, base);
+    return path;
+}
+
+/* One default character height as a fraction of a w x h page (plot_common.c's rule). */
+static double em_y_of(int w, int h) {
+    double fs = fmin(w / 1000.0, h / 700.0);
+    if (fs < 0.75) fs = 0.75;
+    return 6.0 * fs / (h * 25.4 / 72.0);
+}
+
+/* The legend box of the last figure lies outside its data area (above it and clear of a tick
+ * label centred on the frame's top, or right of it) and inside the page. */
+static void check_legend_clear(const char *what, int w, int h) {
+    const PlotGeom *g = plot_last_geom();
+    const double *lb = g->legend, *vp = g->vp;
+    CHECK(lb[1] > lb[0] && lb[3] > lb[2], "%s: no legend box recorded", what);
+    bool above = lb[2] >= vp[3] + 0.55 * em_y_of(w, h), right = lb[0] >= vp[1];
+    CHECK(above || right, "%s: legend [%.3f-%.3f] x [%.3f-%.3f] covers the data [%.3f-%.3f] x [%.3f-%.3f] or its top label",
+          what, lb[0], lb[1], lb[2], lb[3], vp[0], vp[1], vp[2], vp[3]);
+    CHECK(lb[0] >= 0 && lb[1] <= 1.0 && lb[2] >= 0 && lb[3] <= 1.0, "%s: legend leaves the page", what);
+}
+
+/* Log axes: fitted to the data (0.3-1.1 was drawn on 0.1-10), labelled at round values. */
+static void test_log_axis_fit(void) {
+    double v[GEOM_TICKS];
+    int n = plot_log_ticks(log10(0.28), log10(1.2), v, GEOM_TICKS);
+    CHECK(n >= 4, "0.28-1.2: %d log ticks", n);
+    for (int i = 0; i < n; i++) CHECK(v[i] >= 0.28 && v[i] <= 1.2, "tick %g outside 0.28-1.2", v[i]);
+    n = plot_log_ticks(-2.4, 0.1, v, GEOM_TICKS);
+    CHECK(n >= 3 && n <= 12, "2.5 decades: %d ticks", n);
+    n = plot_log_ticks(log10(0.50), log10(0.52), v, GEOM_TICKS);
+    CHECK(n >= 2, "0.50-0.52: %d ticks (linear steps inside the decade)", n);
+    for (int i = 0; i < n; i++) CHECK(v[i] >= 0.5 - 1e-12 && v[i] <= 0.52 + 1e-12, "tick %g outside 0.50-0.52", v[i]);
+    CHECK(plot_log_ticks(-5, 0, v, GEOM_TICKS) == 0, "5 decades: PLplot's decade labels expected");
+
+    /* compare-like data: six methods, errors 0.3 .. 1.1 by layer, long legend labels */
+    static double x[4] = {0, 1, 2, 3}, y[6][4];
+    static const char *lab[6] = {"farr: r_v 16 (error 0: exact, not drawn)", "transmla: R 64 + D 32 (FreqFold 1)",
+                                 "kqsvd: R_K 24, R_V 24", "tpa-a: R_K 2, R_V 1", "tpa-b: R_K 24, R_V 24",
+                                 "mean-pool: 1 KV head (of 2), 64 values"};
+    PlotCurve c[6];
+    for (int k = 0; k < 6; k++) {
+        for (int i = 0; i < 4; i++) y[k][i] = 0.3 + 0.8 * ((k * 4 + i) % 7) / 6.0;
+        c[k] = (PlotCurve){.label = lab[k], .x = x, .y = y[k], .n = 4, .points = true};
+    }
+    static const int sizes[3][2] = {{1000, 700}, {900, 600}, {1600, 700}};
+    for (int z = 0; z < 3; z++) {
+        PlotOpts o = {.path = png_path("paper_compare"), .logy = true, .x_whole = true,
+                      .width = sizes[z][0], .height = sizes[z][1], .title = "compare", .subtitle = "s"};
+        for (int nc = 3; nc <= 6; nc += 3) {
+            CHECK_OK(plot_curves(&o, c, (size_t)nc));
+            const PlotGeom *g = plot_last_geom();
+            double lo = pow(10, g->win[2]), hi = pow(10, g->win[3]);
+            CHECK(g->logy && lo > 0.2 && lo < 0.3 && hi > 1.1 && hi < 1.5,
+                  "%dx%d: log y range %g-%g for data 0.3-1.1 (wanted fitted, 0.2-1.5 at most)", o.width, o.height, lo, hi);
+            CHECK(g->n_yticks >= 4, "%dx%d: %d labelled y ticks", o.width, o.height, g->n_yticks);
+            for (int i = 0; i < g->n_yticks; i++)
+                CHECK(g->yticks[i] >= lo && g->yticks[i] <= hi, "y tick %g outside %g-%g", g->yticks[i], lo, hi);
+            check_legend_clear(nc == 6 ? "compare, 6 curves" : "compare, 3 curves", o.width, o.height);
+        }
+    }
+    /* linear axes were already fitted; the legend stays clear there too */
+    PlotOpts o = {.path = png_path("paper_linear"), .title = "t"};
+    CHECK_OK(plot_curves(&o, c, 6));
+    CHECK(plot_last_geom()->win[2] > 0.2 && plot_last_geom()->win[3] < 1.2, "linear y range %g-%g",
+          plot_last_geom()->win[2], plot_last_geom()->win[3]);
+    check_legend_clear("linear, 6 curves", 1000, 700);
+}
+
+/* Energy: at tau 0.99 and 0.999 of one rank the marks are a decade apart on the log(1 - energy)
+ * axis; on the linear axis they are concentric rings of different sizes. */
+static void test_energy_marks(void) {
+    enum { N = 32 };
+    double sg[N], en[N], tot = 0, c = 0;
+    for (int i = 0; i < N; i++) { sg[i] = i < 6 ? 3.0 - 0.01 * i : 0.0; tot += sg[i] * sg[i]; }
+    for (int i = 0; i < N; i++) { c += sg[i] * sg[i]; en[i] = c / tot; }
+    PlotTauMark mk[2] = {{0.99, 6}, {0.999, 6}};
+    PlotOpts o = {.path = png_path("paper_energy_log"), .residual = true};
+    CHECK_OK(plot_energy(&o, sg, en, N, mk, 2));
+    const PlotGeom *g = plot_last_geom();
+    CHECK(g->n_marks == 2, "log energy: %d marks recorded", g->n_marks);
+    CHECK(fabs(g->mark[0][1] - g->mark[1][1]) > 0.05, "log energy: marks at page y %.3f and %.3f (same rank, want apart)",
+          g->mark[0][1], g->mark[1][1]);
+    CHECK(g->mark[0][1] > g->mark[1][1], "log energy: tau 0.99 (1 - tau = 0.01) must sit above 0.999");
+    o.path = png_path("paper_energy_linear");
+    o.residual = false;
+    CHECK_OK(plot_energy(&o, sg, en, N, mk, 2));
+    CHECK(g->n_marks == 2 && g->mark[0][2] > 1.3 * g->mark[1][2],
+          "linear energy: coinciding marks of sizes %.2f and %.2f (want a visible ring)", g->mark[0][2], g->mark[1][2]);
+    /* different ranks: plain dots of one size */
+    PlotTauMark apart[2] = {{0.5, 2}, {0.999, 6}};
+    CHECK_OK(plot_energy(&o, sg, en, N, apart, 2));
+    CHECK(g->mark[0][2] == g->mark[1][2], "different ranks: sizes %.2f and %.2f", g->mark[0][2], g->mark[1][2]);
+}
+
+/* Ranks by layer over models: a marker shape and a dash per model; normalize divides by the
+ * head dim (8 and 32 here: y 0..1). Grids: x ticks are 0-based head positions. */
+static void test_ranks_paper(void) {
+    static int r8[3][4] = {{8, 8, 8, 8}, {2, 2, 2, 2}, {8, 8, 8, 8}}, r32[3][4] = {{32, 32, 32, 32}, {8, 8, 8, 8}, {32, 32, 32, 32}};
+    PlotLayerRanks a[3], b[3];
+    for (int l = 0; l < 3; l++) {
+        a[l] = (PlotLayerRanks){.layer = l, .n_heads = 4, .rank_a = r8[l], .rank_b = r8[l], .rank_fused = r8[l]};
+        b[l] = (PlotLayerRanks){.layer = l, .n_heads = 4, .rank_a = r32[l], .rank_b = r32[l], .rank_fused = r32[l]};
+    }
+    PlotRanksModel same[3] = {{.model = "demo-r1", .layers = b, .n_layers = 3, .head_dim = 32},
+                              {.model = "demo-llama", .layers = b, .n_layers = 3, .head_dim = 32},
+                              {.model = "demo-gpt2", .layers = b, .n_layers = 3, .head_dim = 32}};
+    PlotOpts o = {.path = png_path("paper_models")};
+    CHECK_OK(plot_ranks_by_layer_models(&o, &info, same, 3, PLOT_RANK_MAX));
+    const PlotGeom *g = plot_last_geom();
+    CHECK(g->n_series == 3, "models: %d series", g->n_series);
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++) {
+            CHECK(g->series_marker[i] != g->series_marker[j], "models %d and %d share marker %d", i, j, g->series_marker[i]);
+            CHECK(g->series_style[i] != g->series_style[j], "models %d and %d share line style %d", i, j, g->series_style[i]);
+        }
+    PlotRanksModel mixed[2] = {{.model = "hd8", .layers = a, .n_layers = 3, .head_dim = 8},
+                               {.model = "hd32", .layers = b, .n_layers = 3, .head_dim = 32}};
+    PlotRanksInfo in = info;
+    in.normalize = true;
+    CHECK_OK(plot_ranks_by_layer_models(&o, &in, mixed, 2, PLOT_RANK_MAX));
+    CHECK(g->win[3] <= 1.1 && g->win[2] >= 0.0, "normalize: y %g-%g, want within 0..1.1", g->win[2], g->win[3]);
+    CHECK_OK(plot_ranks_by_layer(&o, &in, b, 3));
+    CHECK(g->win[3] <= 1.1, "normalize, one model: y up to %g", g->win[3]);
+    in.normalize = false;
+    CHECK_OK(plot_ranks_by_layer_models(&o, &in, mixed, 2, PLOT_RANK_MAX));
+    CHECK(g->win[3] >= 32, "not normalized: y up to %g, want the ranks (32)", g->win[3]);
+
+    static int r8h[4][8];
+    PlotLayerRanks eight[4];
+    for (int l = 0; l < 4; l++) {
+        for (int h = 0; h < 8; h++) r8h[l][h] = 4 + h;
+        eight[l] = (PlotLayerRanks){.layer = l, .n_heads = 8, .rank_a = r8h[l], .rank_b = r8h[l], .rank_fused = r8h[l]};
+    }
+    for (int by_head = 0; by_head < 2; by_head++) {
+        PlotRanksInfo gi = info;
+        gi.head_dim = 16;
+        gi.by_head = by_head;
+        o.path = png_path("paper_grid");
+        CHECK_OK(plot_ranks_grid(&o, &gi, eight, 4));
+        CHECK(g->n_xticks >= 2 && g->xticks[0] == 0 && g->xticks[g->n_xticks - 1] == 7,
+              "grid (by_head %d): x ticks %g .. %g over 8 heads, want 0 .. 7", by_head,
+              g->n_xticks ? g->xticks[0] : -1, g->n_xticks ? g->xticks[g->n_xticks - 1] : -1);
+    }
+}
+
 int main(void) {
     dir = test_tmpdir();
     if (!freopen("/dev/null", "r", stdin)) { perror("stdin"); return 1; }
@@ -509,6 +661,9 @@ int main(void) {
     close(fd);
     test_kinds();
     test_whole_ticks();
+    test_log_axis_fit();
+    test_energy_marks();
+    test_ranks_paper();
     test_errors();
     fflush(stderr);
     dup2(saved, 2);
