@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# cli_one_number.sh -- issue 25, section 6 ("One setting, one number"), through `attnlab -e`:
+#   1. `compare` / `plot compare-budgets` refit KQ-SVD at every budget: after `kvsvd learn kqsvd
+#      rank 4` the sweep's kqsvd column falls with the budget and is the sweep without `kvsvd
+#      learn`, number for number; the one budget whose ranks are kvsvd learn's reuses its
+#      projections and says "reused"
+set -u
+M="${ATTNLAB_MODELS:-}"
+[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-one-number shared-cache
+cd "$T" || exit 1
+unset DISPLAY
+HF="$M/stories260K-hf"
+cp "$ATTNLAB_SRC/examples/tinystory.txt" story.txt
+# run CMDS: `attnlab -e CMDS` with no input
+run() { "$B" -e "$1" </dev/null >out.txt 2>err.txt; echo $? >rc.txt; }
+# col FILE N: column N of the budget rows (CSV) of plot compare-budgets' table in FILE
+col() { awk -F, -v n="$2" '$1 ~ /^[0-9]+$/ && NF == 7 { print $n }' "$1"; }
+# svg_text FILE: the text of an SVG's tspans, joined by " ~ "
+svg_text() { python3 -c "import re, html, sys; print(' ~ '.join(html.unescape(x) for x in re.findall(r'<tspan[^>]*>([^<]*)', open(sys.argv[1]).read())))" "$1"; }
+
+# ---- 1. KQ-SVD refit at every budget, like every other method
+run "set format csv; load $HF; calibrate story.txt; plot compare-budgets budgets 32,40,48,56 to a.png"
+[ "$(rc)" = 0 ] || fail "sweep without kvsvd learn: rc $(rc) [$(cat err.txt)]"
+cp out.txt sweep0.txt
+run "set format csv; load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; plot compare-budgets budgets 32,40,48,56 to b.png"
+[ "$(rc)" = 0 ] || fail "sweep after kvsvd learn: rc $(rc) [$(cat err.txt)]"
+cp out.txt sweep1.txt
+k0=$(col sweep0.txt 4 | tr '\n' ' ')
+k1=$(col sweep1.txt 4 | tr '\n' ' ')
+[ "$(col sweep1.txt 4 | wc -l)" = 4 ] || fail "four budgets in the sweep: [$(cat sweep1.txt)]"
+[ -n "$k0" ] && [ "$k0" = "$k1" ] || fail "kvsvd learn changes the sweep's KQ-SVD: without [$k0], with [$k1]"
+awk '{ for (i = 2; i <= NF; i++) if (!($i < $(i - 1))) exit 1 }' <<<"$k1" \
+    || fail "KQ-SVD's error must fall with the budget (old: 0.656 at 32-56): [$k1]"
+# every other column is untouched by kvsvd learn as well
+for c in 2 3 5 6 7; do
+    [ "$(col sweep0.txt $c | tr '\n' ' ')" = "$(col sweep1.txt $c | tr '\n' ' ')" ] || fail "column $c moved with kvsvd learn"
+done
+run "load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; compare kv-budget 32 layers 0 to c32.csv; compare kv-budget 48 layers 0 to c48.csv"
+[ "$(rc)" = 0 ] || fail "compare after kvsvd learn: rc $(rc) [$(cat err.txt)]"
+grep -q '^0,kqsvd,32,"\?R_K 4, R_V 4 per KV head (reused: kvsvd learn'"'"'s, same ranks)' c32.csv \
+    || fail "budget 32 = kvsvd learn's ranks: reused and labelled: [$(grep kqsvd c32.csv)]"
+grep -q '^0,kqsvd,48,"\?R_K 6, R_V 6 per KV head (calibration, ' c48.csv \
+    || fail "budget 48 refits at R 6 (old: kvsvd learn's R 4 at 32 values): [$(grep kqsvd c48.csv)]"
+grep -q "^KQ-SVD's projections: those \`kvsvd learn kqsvd\` made, reused: their ranks are the budget's" out.txt \
+    && grep -q "^KQ-SVD's projections: learned at the budget from the session's calibration" out.txt \
+    || fail "compare's headline says where KQ-SVD came from: [$(grep "^KQ-SVD" out.txt)]"
+
+cli_done
