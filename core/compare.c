@@ -232,6 +232,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
         TmlaLayerReport rep;
         CmpRow cur = *r;
         int rc = tmla_convert_layer(L, &o, Sigma, &mla, &rep);
+        if (rc == AL_OK) { mla->window = L->window; mla->softcap = L->softcap; }   /* the model's, both sides */
         if (rc == AL_OK) rc = measure_layer(mla, Xf, posf, refF, &cur);
         if (rc) {
             attn_layer_free(mla);

@@ -38,7 +38,9 @@
  * optimal for them in expectation. With a layer's input second moment Sigma (calibration), the
  * tokens are drawn with that second moment and TransMLA and TPA fit with it (FaRR and mean-pool
  * stay weight-based: seed 000 fuses weights). Scores of methods that rotate or rescale the query
- * (TransMLA) compare as logits, the same as the model's. */
+ * (TransMLA) compare as logits, the same as the model's. A sliding window (per layer) and a score
+ * soft-cap of the model apply to every method's layer as to the reference: compare exports
+ * nothing, so what an export format cannot hold does not matter here. */
 #ifndef AL_COMPARE_H
 #define AL_COMPARE_H
 

@@ -4,6 +4,8 @@
 #      rank 4` the sweep's kqsvd column falls with the budget and is the sweep without `kvsvd
 #      learn`, number for number; the one budget whose ranks are kvsvd learn's reuses its
 #      projections and says "reused"
+#   3. `compare` on windowed models (gemma2: windows on even layers and soft-caps; mixtral: window 8
+#      in every layer) runs, and every method but TransMLA (2 KV heads) is exact at the full cache
 set -u
 M="${ATTNLAB_MODELS:-}"
 [ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
@@ -46,5 +48,26 @@ grep -q '^0,kqsvd,48,"\?R_K 6, R_V 6 per KV head (calibration, ' c48.csv \
 grep -q "^KQ-SVD's projections: those \`kvsvd learn kqsvd\` made, reused: their ranks are the budget's" out.txt \
     && grep -q "^KQ-SVD's projections: learned at the budget from the session's calibration" out.txt \
     || fail "compare's headline says where KQ-SVD came from: [$(grep "^KQ-SVD" out.txt)]"
+
+# ---- 3. compare on windowed models: the window on both sides
+# exact FILE: methods other than TransMLA with out_err and score_err below 1e-5 in every layer
+exact() {
+    [ -f "$1" ] || { echo "no $1"; return; }
+    python3 - "$1" <<'EOF'
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["method"] != "transmla"]
+bad = [(r["layer"], r["method"], r["out_err"]) for r in rows if not (float(r["out_err"]) < 1e-5 and float(r["score_err"]) < 1e-5)]
+print(bad if bad or not rows else "ok")
+EOF
+}
+run "synth family gemma2 g2; synth family mixtral mx"
+[ "$(rc)" = 0 ] || fail "synth: rc $(rc) [$(cat err.txt)]"
+for fam in g2 mx; do
+    run "load $fam; info; compare kv-budget 128 tokens 32 to $fam-full.csv; compare kv-budget 64 tokens 32 to $fam-half.csv"
+    [ "$(rc)" = 0 ] || fail "$fam: compare on a windowed model runs: rc $(rc) [$(cat err.txt)]"
+    grep -q "sliding window\|sliding_window" out.txt || fail "$fam: info names its window: [$(cat out.txt)]"
+    [ "$(exact "$fam-full.csv")" = ok ] || fail "$fam: exact at the full cache: $(exact "$fam-full.csv")"
+    [ "$(grep -c ',transmla,64,' "$fam-half.csv")" -ge 1 ] || fail "$fam: TransMLA at 64: [$(grep transmla "$fam-half.csv")]"
+done
 
 cli_done
