@@ -4,6 +4,9 @@
 #      rank 4` the sweep's kqsvd column falls with the budget and is the sweep without `kvsvd
 #      learn`, number for number; the one budget whose ranks are kvsvd learn's reuses its
 #      projections and says "reused"
+#   2. one FreqFold default (core's TMLA_DEFAULT_FREQFOLD): `convert mla`'s layer-0 alpha is `plot
+#      kv-balance`'s on demo-kvnorm (7.76 vs 6.85 before), both say the default; `convert mla-table`
+#      says its alpha / energies are means over layers, in the headline and the column names
 #   3. `compare` on windowed models (gemma2: windows on even layers and soft-caps; mixtral: window 8
 #      in every layer) runs, and every method but TransMLA (2 KV heads) is exact at the full cache
 set -u
@@ -48,6 +51,26 @@ grep -q '^0,kqsvd,48,"\?R_K 6, R_V 6 per KV head (calibration, ' c48.csv \
 grep -q "^KQ-SVD's projections: those \`kvsvd learn kqsvd\` made, reused: their ranks are the budget's" out.txt \
     && grep -q "^KQ-SVD's projections: learned at the budget from the session's calibration" out.txt \
     || fail "compare's headline says where KQ-SVD came from: [$(grep "^KQ-SVD" out.txt)]"
+
+# ---- 2. one FreqFold default, printed by the conversion and the figures
+run "load demo-kvnorm; convert mla kv-rank full; plot kv-balance layer 0 to kvb.png; plot key-norms layer 0 to kn.png"
+[ "$(rc)" = 0 ] || fail "demo-kvnorm: rc $(rc) [$(cat err.txt)]"
+a_conv=$(awk '$1 == "0" && NF == 9 { print $2 }' out.txt)
+a_fig=$(sed -n 's/^layer 0: alpha = \([0-9.e+-]*\) .*/\1/p' out.txt)
+[ -n "$a_conv" ] && [ -n "$a_fig" ] && awk -v a="$a_conv" -v b="$a_fig" 'BEGIN { d = a - b; exit !(d < 1e-4 * a && -d < 1e-4 * a) }' \
+    || fail "layer 0 shows one alpha: convert mla $a_conv, plot kv-balance $a_fig"
+grep -q "RoPE dims 32 (freqfold 1), nope 32, v 32; freqfold: TransMLA's default, the TransMLA figures' too" out.txt \
+    || fail "convert mla names the default: [$(grep converted out.txt)]"
+[ "$(grep -c "^freqfold 1: TransMLA's default, the same as convert mla's" out.txt)" = 2 ] \
+    || fail "both figures name the default: [$(cat out.txt)]"
+grep -q "^layer 0: alpha = .*RoRoPE + FreqFold 1" out.txt || fail "kv-balance's alpha line names its FreqFold"
+is_png kvb.png && is_png kn.png || fail "TransMLA figures written"
+run "load $HF; convert mla-table kv-ranks 16 calib story.txt seqlen 32 to t4b.csv"
+[ "$(rc)" = 0 ] || fail "mla-table: rc $(rc) [$(cat err.txt)]"
+[ "$(head -1 t4b.csv)" = "kv_rank,pca,balance,mean_alpha,mean_rope_energy,mean_joint_energy,nll,ppl" ] \
+    || fail "mla-table's columns say mean: [$(head -1 t4b.csv)]"
+grep -q "^stories260K-hf layers 0-4, RoPE dims 8 (freqfold 1), .*; alpha, rope_energy and joint_energy are means over these 5 layers" out.txt \
+    || fail "mla-table's headline says mean: [$(head -2 out.txt)]"
 
 # ---- 3. compare on windowed models: the window on both sides
 # exact FILE: methods other than TransMLA with out_err and score_err below 1e-5 in every layer
