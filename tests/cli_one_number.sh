@@ -9,6 +9,8 @@
 #      says its alpha / energies are means over layers, in the headline and the column names
 #   3. `compare` on windowed models (gemma2: windows on even layers and soft-caps; mixtral: window 8
 #      in every layer) runs, and every method but TransMLA (2 KV heads) is exact at the full cache
+#   4. one error notation: `kvsvd learn` and `kvsvd eval` share rank_k, rank_v and <what>_err; the
+#      figures' error axes read `<what>_err = ||Y - Y'|| / ||Y||`, the README's
 set -u
 M="${ATTNLAB_MODELS:-}"
 [ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
@@ -92,5 +94,17 @@ for fam in g2 mx; do
     [ "$(exact "$fam-full.csv")" = ok ] || fail "$fam: exact at the full cache: $(exact "$fam-full.csv")"
     [ "$(grep -c ',transmla,64,' "$fam-half.csv")" -ge 1 ] || fail "$fam: TransMLA at 64: [$(grep transmla "$fam-half.csv")]"
 done
+
+# ---- 4. one error notation
+run "set format csv; load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4 to learn.csv; kvsvd eval to eval.csv; plot kvsvd-errors what kq to k.svg; plot compare kv-budget 48 to c.svg; plot compare-budgets budgets 32,48 what score to cb.svg"
+[ "$(rc)" = 0 ] || fail "kvsvd / figures: rc $(rc) [$(cat err.txt)]"
+[ "$(head -1 learn.csv | cut -d, -f1-8)" = "$(head -1 eval.csv | cut -d, -f1-8)" ] \
+    || fail "learn and eval share their columns: [$(head -1 learn.csv)] [$(head -1 eval.csv)]"
+[ "$(head -1 eval.csv)" = "layer,method,rank_k,rank_v,k_err,q_err,v_err,kq_err,out_err" ] || fail "eval header: [$(head -1 eval.csv)]"
+awk -F, 'NR > 1 && ($3 != 4 || $4 != 4) { exit 1 }' eval.csv || fail "eval's rank_k, rank_v: [$(cat eval.csv)]"
+has "$(svg_text c.svg)" "out_err = ||Y - Y'|| / ||Y||" || fail "plot compare's axis: [$(svg_text c.svg)]"
+has "$(svg_text cb.svg)" "score_err = ||Y - Y'|| / ||Y|| (mean over layers)" || fail "compare-budgets' axis: [$(svg_text cb.svg)]"
+has "$(svg_text k.svg)" "kq_err = ||Y - Y'|| / ||Y||" || fail "kvsvd-errors' axis: [$(svg_text k.svg)]"
+hasnt "$(svg_text c.svg) $(svg_text k.svg)" "||b - a||\|M~" || fail "an old notation left"
 
 cli_done

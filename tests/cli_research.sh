@@ -69,7 +69,7 @@ grep -q "^perplexity on 42 tokens, held out (the validation split of ids.txt" ou
 run -e "load demo-llama; calibrate ids ids.txt seqlen 32 samples 4; kvsvd learn all rank 4 to learn.csv; kvsvd eval to eval.csv; kvsvd eval split train to train.csv"
 [ "$(rc)" = 0 ] || fail "kvsvd: rc $(rc) [$(cat err.txt)]"
 [ "$(head -1 learn.csv)" = "layer,method,rank_k,rank_v,k_err,q_err,v_err,kq_err,vo_err" ] || fail "learn header: [$(head -1 learn.csv)]"
-[ "$(head -1 eval.csv)" = "layer,method,rank,k_err,q_err,v_err,kq_err,out_err" ] || fail "eval header: [$(head -1 eval.csv)]"
+[ "$(head -1 eval.csv)" = "layer,method,rank_k,rank_v,k_err,q_err,v_err,kq_err,out_err" ] || fail "eval header: [$(head -1 eval.csv)]"
 grep -q "^rank 4; relative Frobenius errors on the calibration set (128 tokens of ids.txt, in-sample)" out.txt \
     || fail "learn narration: [$(cat out.txt)]"
 grep -q "^evaluating 3 methods on 1 validation window of 32 tokens of ids.txt (held out)" out.txt || fail "eval narration: [$(cat out.txt)]"
