@@ -182,7 +182,7 @@ static const char LEARN_HELP[] =
     "takes per layer the smallest rank keeping 1 - E of the energy of the key (and, apart, the\n"
     "value) spectra averaged over the layer's heads. `beta B` learns with keys times B and queries\n"
     "divided by B (section 6.2: K-SVD and KQ-SVD do not change, Eigen drifts towards K-SVD).\n"
-    "The table gives the ranks and the relative Frobenius errors ||M - M̃|| / ||M|| (unsquared, as\n"
+    "The table gives the ranks and the relative Frobenius errors ||Y - Y'|| / ||Y|| (unsquared, as\n"
     "every error attnlab reports) on the calibration set (whole concatenated caches): keys k_err,\n"
     "queries q_err, values v_err, the score matrix K Qᵀ kq_err, and V W_O vo_err. KQ-SVD's kq_err\n"
     "is never above the others' there (Theorem 2).\n"
@@ -263,12 +263,13 @@ static const char EVAL_HELP[] =
     "of the calibration text -- `split valid` (default): its validation windows, held out; `split\n"
     "train`: exactly the windows the statistics came from (in-sample); at most 32 (`samples N`),\n"
     "the calibration's seqlen -- and, per layer and sequence, measures the relative Frobenius\n"
-    "errors ||M - M̃|| / ||M|| (unsquared; the paper tabulates their squares) of the keys, queries,\n"
+    "errors ||Y - Y'|| / ||Y|| (unsquared; the paper tabulates their squares) of the keys, queries,\n"
     "values, the full T x T score matrix K Qᵀ (no mask) -- from per-sequence Gram matrices -- and\n"
     "of the attention output MHA(X) = [softmax(Q K̃ᵀ s) Ṽ]_h W_O recomputed with the causal mask\n"
     "(no output bias); errors are summed over a layer's heads, averaged over the sequences. One\n"
     "row per layer and learned method; `to FILE.csv` writes the header\n"
-    "layer,method,rank,k_err,q_err,v_err,kq_err,out_err (rank: the key rank). After `calib load`\n"
+    "layer,method,rank_k,rank_v,k_err,q_err,v_err,kq_err,out_err (the names of `kvsvd learn`'s\n"
+    "columns; learn's vo_err is V W_O, out_err here the attention output). After `calib load`\n"
     "give the text with `text FILE` or `ids FILE` (its split train / valid windows).\n"
     "Examples:\n"
     "  kvsvd eval\n"
@@ -305,7 +306,7 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
         al_warn("kvsvd eval: the recomputed attention differs from the forward pass's by %.2g (relative); the softmax "
                 "scale or mask of this model may not be reproduced exactly", kq_eval_ref_diff(ev));
     ws_calib_drop_eval(c);
-    Table *t = table_new(8, "layer", "method", "rank", "k_err", "q_err", "v_err", "kq_err", "out_err");
+    Table *t = table_new(9, "layer", "method", "rank_k", "rank_v", "k_err", "q_err", "v_err", "kq_err", "out_err");
     double mean[KQ_NMETHODS][5] = {{0}};
     for (size_t i = 0; rc != AL_ERR && i < ns; i++)
         if (!(c->errs[meth[i]] = al_calloc((size_t)sh->n_layers, sizeof(KqErr), "evaluation results"))) rc = AL_ERR;
@@ -318,6 +319,7 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
             table_int(t, l);
             table_str(t, kq_method_name(meth[i]));
             table_int(t, sets[i]->rank_k[l]);
+            table_int(t, sets[i]->rank_v[l]);
             table_num(t, e.k); table_num(t, e.q); table_num(t, e.v); table_num(t, e.kq); table_num(t, e.out);
             double v[5] = {e.k, e.q, e.v, e.kq, e.out};
             for (int j = 0; j < 5; j++) mean[meth[i]][j] += v[j] / sh->n_layers;

@@ -125,7 +125,7 @@ const Param cmd_convert_mla_kw[] = {
     { .name = "rope-dim", .type = ARG_INT, .min = 2, .max = 1 << 20, .comp = COMP_NONE, .metavar = "D",
       .help = "RoPE dims kept = head dim / freqfold (default: head dim)" },
     { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "M",
-      .help = "adjacent RoPE frequencies per PCA (default: head dim / rope-dim, else 1)" },
+      .help = "adjacent RoPE frequencies per PCA (default: head dim / rope-dim, else 1 as in the figures)" },
     { .name = "balance", .type = ARG_ENUM, .choices = ONOFF, .def = "on", .comp = COMP_CHOICES,
       .help = "KV balancing before the joint PCA" },
     { .name = "q-rank", .type = ARG_INT, .min = 1, .max = 1 << 24, .comp = COMP_NONE, .metavar = "Rq",
@@ -192,8 +192,10 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     if (rc) { ws_tmla_stats_release(&u); return rc; }
     if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     const TmlaOpts *ro = &r->opts;
-    out_printf(out, "converted layers %d-%d of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d\n",
-               ro->layer_lo, ro->layer_hi, m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim);
+    bool fold_default = !args_given(a, "rope-dim") && !args_given(a, "freqfold");
+    out_printf(out, "converted layers %d-%d of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d%s\n",
+               ro->layer_lo, ro->layer_hi, m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
+               fold_default ? "; freqfold: TransMLA's default, the TransMLA figures' too" : "");
     if (r->q_rank) out_printf(out, "query latent of rank %d\n", r->q_rank);
     out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters %zu -> %zu\n",
                r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before, r->params_before,
@@ -251,9 +253,10 @@ const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "model's forward pass in memory (core/tmla_lm.h; the same numbers as on an export). The\n"
     "RoRoPE rotation follows the PCA statistics too (W or WX); rope_energy is the key energy the\n"
     "RoPE dims keep, measured on the calibration activations for both (WX keeps at least as much);\n"
-    "joint_energy is what the rank-R basis keeps of its own (balanced) PCA input; alpha is the mean\n"
-    "balancing factor over layers. Needs activation statistics: `calib FILE`, `ids FILE`, or the\n"
-    "session's `calibrate`.\n"
+    "joint_energy is what the rank-R basis keeps of its own (balanced) PCA input; alpha is the\n"
+    "balancing factor. These three are means over the converted layers (columns mean_alpha,\n"
+    "mean_rope_energy, mean_joint_energy; `convert mla` gives them per layer). Needs activation\n"
+    "statistics: `calib FILE`, `ids FILE`, or the session's `calibrate`.\n"
     "Examples:\n"
     "  convert mla-table kv-ranks 24,40 calib story.txt seqlen 64\n"
     "  convert mla-table kv-ranks 128,256,512 rope-dim 64 to fig4b.csv";
@@ -264,7 +267,7 @@ const Param cmd_convert_mla_table_kw[] = {
     { .name = "rope-dim", .type = ARG_INT, .min = 2, .max = 1 << 20, .comp = COMP_NONE, .metavar = "D",
       .help = "RoPE dims kept = head dim / freqfold (default: head dim)" },
     { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "M",
-      .help = "adjacent RoPE frequencies per PCA (default: head dim / rope-dim, else 1)" },
+      .help = "adjacent RoPE frequencies per PCA (default: head dim / rope-dim, else 1 as in the figures)" },
     PARAM_LAYERS("layers to convert"),
     PARAM_TMLA_STATS,
     PARAM_TO,
@@ -319,12 +322,14 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     if (rc) { ws_tmla_stats_release(&u); return rc; }
     const ModelConfig *c = &m->cfg;
     int nJ = (c->n_kv_heads * cfg_d_qk(c) - kt->rope_dim) + c->n_kv_heads * c->v_dim;
-    out_printf(out, "%s layers %ld-%ld, RoPE dims %d (freqfold %d), PCA activations: %s\n", m->name, lo, hi, kt->rope_dim,
-               kt->freqfold, u.source);
+    out_printf(out, "%s layers %ld-%ld, RoPE dims %d (freqfold %d), PCA activations: %s; alpha, rope_energy and "
+               "joint_energy are means over these %ld layers\n", m->name, lo, hi, kt->rope_dim, kt->freqfold, u.source,
+               hi - lo + 1);
     out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: original %.6g (log %.5f)\n", kt->tokens, u.ppl_on,
                u.seqlen, exp(kt->base_nll), kt->base_nll);
     ws_tmla_stats_release(&u);
-    Table *tb = table_new(8, "kv_rank", "pca", "balance", "alpha", "rope_energy", "joint_energy", "nll", "ppl");
+    Table *tb = table_new(8, "kv_rank", "pca", "balance", "mean_alpha", "mean_rope_energy", "mean_joint_energy", "nll",
+                          "ppl");
     for (size_t i = 0; tb && i < kt->n; i++) {
         const TlmKvRow *w = &kt->rows[i];
         if (table_row(tb)) { table_free(tb); tb = NULL; break; }

@@ -275,7 +275,7 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
             if (d > 0) w += d;
             first = 0;
         }
-    snprintf(ylab, sizeof ylab, "relative %s error ||b - a|| / ||a||", what == 1 ? "score" : "output");
+    snprintf(ylab, sizeof ylab, "%s_err = ||Y - Y'|| / ||Y||", what == 1 ? "score" : "out");
     snprintf(auto_name, sizeof auto_name, "%s-compare-B%zu-%s", m->name, r->budget, WHAT_CHOICES[what]);
     PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "layer", .ylabel = ylab, .logy = logy, .x_whole = true};
     rc = plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
@@ -447,7 +447,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     snprintf(sub, sizeof sub, "mean over %s; each method at its largest setting within budgets %zu-%zu; "
              "%zu random Gaussian tokens (%s)", lay, budgets[0], budgets[nb - 1], tokens,
              act ? "calibration second moment" : "unit variance");
-    snprintf(ylab, sizeof ylab, "mean relative %s error", what == 1 ? "score" : "output");
+    snprintf(ylab, sizeof ylab, "%s_err = ||Y - Y'|| / ||Y|| (mean over layers)", what == 1 ? "score" : "out");
     snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-%s", m->name, WHAT_CHOICES[what]);
     PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "values cached per token per layer", .ylabel = ylab,
                       .logy = logy};

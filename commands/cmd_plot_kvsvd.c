@@ -18,7 +18,7 @@
 static const char *const WHAT_CHOICES[] = {"out", "k", "q", "v", "kq", NULL};
 
 const char CMD_PLOT_KVSVD_ERRORS_HELP[] =
-    "KQ-SVD Figure 1 (top): the relative Frobenius error ||M - M̃|| / ||M|| of the attention\n"
+    "KQ-SVD Figure 1 (top): the relative Frobenius error ||Y - Y'|| / ||Y|| of the attention\n"
     "output per layer (unsquared, as every attnlab error; the paper plots its square), one curve\n"
     "per method, from the last `kvsvd eval` (run it first); the subtitle names the windows it ran\n"
     "on. `what k|q|v|kq` plots the error on keys, queries, values or the score matrix K Qᵀ\n"
@@ -73,7 +73,7 @@ int cmd_plot_kvsvd_errors(Session *s, const Args *a, Out *out) {
         snprintf(sub, sizeof sub, "ranks from eps %g; on %s", p->spec.eps, c->eval_on);
     else
         snprintf(sub, sizeof sub, "rank %d; on %s", p ? p->spec.rank : 0, c->eval_on);
-    snprintf(ylab, sizeof ylab, "%s_err = ||M - M~|| / ||M||", WHAT_CHOICES[what]);
+    snprintf(ylab, sizeof ylab, "%s_err = ||Y - Y'|| / ||Y||", WHAT_CHOICES[what]);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-errors-%s", s->cur->name, WHAT_CHOICES[what]);
     PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "layer", .ylabel = ylab, .logy = args_flag(a, "log")};
     int rc = plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
@@ -189,6 +189,6 @@ int cmd_plot_kvsvd_unbalance(Session *s, const Args *a, Out *out) {
         snprintf(sub, sizeof sub, "keys x beta, queries / beta; rank %d; mean over %d layers; on %s", spec.rank, nl, on);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-unbalance", s->cur->name);
     PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "unbalance factor beta",
-                      .ylabel = "out_err = ||Y - Y~|| / ||Y|| (mean over layers)", .logy = args_flag(a, "log")};
+                      .ylabel = "out_err = ||Y - Y'|| / ||Y|| (mean over layers)", .logy = args_flag(a, "log")};
     return plot_dest_curves(s, a, out, auto_name, &lab, cv, KQ_NMETHODS);
 }

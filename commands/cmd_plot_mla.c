@@ -24,10 +24,12 @@
 #include "transmla.h"
 #include "ws_tmla.h"
 
-/* The largest of 4, 2, 1 dividing d/2 (the paper's 4D FreqFold where the head allows it). */
-static int default_fold(const Model *m) {
-    int d2 = (m->cfg.qk_nope_dim + m->cfg.qk_rope_dim) / 2;
-    return d2 % 4 == 0 ? 4 : d2 % 2 == 0 ? 2 : 1;
+/* The figure's FreqFold M: `freqfold M`, else core's one default (convert mla's), said. */
+static int figure_fold(const Args *a, Out *out) {
+    if (args_given(a, "freqfold")) return (int)args_int(a, "freqfold");
+    out_printf(out, "freqfold %d: TransMLA's default, the same as convert mla's (give freqfold M for another)\n",
+               TMLA_DEFAULT_FREQFOLD);
+    return TMLA_DEFAULT_FREQFOLD;
 }
 
 /* The TransMLA figures show steps of a GQA -> MLA conversion: a model convert mla refuses (an MLA
@@ -43,7 +45,9 @@ const char CMD_PLOT_KEY_NORMS_HELP[] =
     "TransMLA Figure 3a for one layer: the norm of every dimension of the merged key head (all\n"
     "KV heads side by side), real halves of the RoPE pairs on top and imaginary halves below,\n"
     "for the original weights, after RoRoPE (one PCA rotation per frequency across the KV\n"
-    "heads, the same for real and imaginary dims) and after RoRoPE + FreqFold M. Norms are the\n"
+    "heads, the same for real and imaginary dims) and, with freqfold M > 1, after RoRoPE +\n"
+    "FreqFold M (the default M is convert mla's, 1, which is RoRoPE itself; the paper's figure\n"
+    "uses 4: `freqfold 4`). Norms are the\n"
     "RMS key over the calibration activations when there are any (`calib FILE`, `ids FILE`, the\n"
     "session's `calibrate`, or a text an earlier TransMLA command read: the paper's figure), and\n"
     "the rotations their PCAs; else (or with `stats weights`) weight-based: the RMS key under\n"
@@ -57,7 +61,7 @@ const char CMD_PLOT_KEY_NORMS_HELP[] =
 const Param cmd_plot_key_norms_kw[] = {
     { .name = "layer", .type = ARG_INT, .def = "0", .comp = COMP_LAYERS, .metavar = "L", .help = "layer number" },
     { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 4096, .comp = COMP_NONE, .metavar = "M",
-      .help = "adjacent RoPE frequencies per PCA (default 4, or the largest of 2, 1 dividing head dim / 2)" },
+      .help = "adjacent RoPE frequencies per PCA (default: convert mla's, 1; the paper's figure 3a uses 4)" },
     PARAM_PLOT_TO,
     PARAM_WINDOW,
     PARAM_TMLA_STATS,
@@ -74,7 +78,7 @@ static void layer_stats(const TmlaStatsUse *u, int layer, const double **S, cons
 int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     if (figure_model_check(m, "plot key-norms")) return AL_ERR;
-    int layer = (int)args_int(a, "layer"), M = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : default_fold(m);
+    int layer = (int)args_int(a, "layer"), M = figure_fold(a, out);
     TmlaKeyNorms *k = NULL;
     TmlaStatsUse u;
     const double *S, *mu;
@@ -100,7 +104,7 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     d.o.ylabel = S ? "RMS key over the activations (real above, imaginary below)"
                    : "RMS key (real above, imaginary below)";
     plot_dest_window_hint(out, &d);
-    rc = plot_key_norms(&d.o, v, 3, k->n_pairs, k->pairs_per_head);
+    rc = plot_key_norms(&d.o, v, M > 1 ? 3 : 2, k->n_pairs, k->pairs_per_head);   /* M = 1: RoRoPE itself */
     tmla_key_norms_free(k);
     return plot_dest_done(out, &d, rc);
 }
@@ -418,7 +422,7 @@ static int kv_joint(Model *m, int layer, int M, const double *S, const double *m
 int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     if (figure_model_check(m, "plot kv-balance")) return AL_ERR;
-    int layer = (int)args_int(a, "layer"), M = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : default_fold(m);
+    int layer = (int)args_int(a, "layer"), M = figure_fold(a, out);
     TmlaStatsUse u;
     const double *S, *mu;
     int rc = ws_tmla_stats(s, m, a, false, &u, out);
@@ -448,8 +452,8 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
     ws_tmla_stats_release(&u);
     tmla_layer_free(T);
     free(C_J);
-    out_printf(out, "layer %d: alpha = %.6g (RMS NoPE key / RMS value); keys divided by it before the joint PCA\n",
-               layer, alpha);
+    out_printf(out, "layer %d: alpha = %.6g (RMS NoPE key / RMS value, RoRoPE + FreqFold %d as in convert mla); keys "
+               "divided by it before the joint PCA\n", layer, alpha, M);
     out_printf(out, "layer %d: RMS key / RMS value = %.6g over all %d key dims (the RoPE ones too)\n", layer, kv_ratio,
                T_keys);
     snprintf(auto_name, sizeof auto_name, "%s-kv-balance-L%d-M%d", m->name, layer, M);

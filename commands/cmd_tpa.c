@@ -373,9 +373,10 @@ static const char COMPARE_HELP[] =
     "token per layer), layer by layer: the relative error of the attention scores and outputs of\n"
     "  farr       FaRR truncation of the cached V dims (and K dims where there is no RoPE);\n"
     "  transmla   TransMLA with balanced KV and its best FreqFold (kv_rank R = B - D);\n"
-    "  kqsvd      KQ-SVD projections of the cached keys and values: those `kvsvd learn kqsvd`\n"
-    "             made when their ranks fit B, else learned at B from the session's calibration\n"
-    "             Grams (`calibrate`), else from random tokens;\n"
+    "  kqsvd      KQ-SVD projections of the cached keys and values, refit at B like every\n"
+    "             method: from the session's calibration Grams (`calibrate`), else from random\n"
+    "             tokens (those `kvsvd learn kqsvd` made are reused only where their ranks are\n"
+    "             B's, and the row says \"reused\");\n"
     "  tpa-a      non-contextual TPA, fixed head factors (R_K d + R_V dv values);\n"
     "  tpa-b      non-contextual TPA, fixed token factors ((R_K + R_V) G values);\n"
     "  mean-pool  KV heads averaged into fewer groups.\n"
@@ -418,7 +419,8 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
                100.0 * (double)r->budget / (double)r->kv_model, r->tokens, (unsigned long long)r->seed,
                r->activation_stats ? "with the calibration's second moment per layer; TransMLA and TPA fit to it"
                                    : "unit variance");
-    out_printf(out, "KQ-SVD's projections: %s\n", r->kq_from == CMP_KQ_LEARNED ? "those `kvsvd learn kqsvd` made"
+    out_printf(out, "KQ-SVD's projections: %s\n", r->kq_from == CMP_KQ_LEARNED ? "those `kvsvd learn kqsvd` made, "
+                                                     "reused: their ranks are the budget's"
                                                    : r->kq_from == CMP_KQ_CALIB ? "learned at the budget from the "
                                                      "session's calibration (its Grams of real text)"
                                                    : "learned at the budget from random tokens (no calibration)");

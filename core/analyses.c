@@ -194,7 +194,13 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
     if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && !c->rope_first)
         return why_set(why, cap, "compare: %s has its NoPE dims before its RoPE dims (%d + %d per head): the "
                        "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
-    return eval_reason(m, why, cap) || convert_reason(m, "compare", why, cap);
+    /* compare exports nothing: sliding windows and soft-caps are applied on both sides (the
+     * evaluator computes them); Q/K norms and per-layer RoPE bases stay refused. */
+    if (eval_reason(m, why, cap)) return true;
+    if (c->qk_norm != QKN_NONE)
+        return why_set(why, cap, "compare: %s has %s between the projection and RoPE: the methods factor the "
+                       "projections, which the norm does not commute with; not covered", mname(m), qk_norm_words(c));
+    return local_theta_reason(c, mname(m), why, cap);
 }
 
 /* QK fusion. With a Q/K RMSNorm between projection and score, q = g (x W_Q) / rms(x W_Q): the

@@ -493,7 +493,7 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
                 memcpy(Kh + t * dq, KV + t * H * (dn + dv) + h * (dn + dv), dn * sizeof(float));
                 memcpy(Kh + t * dq + dn, KVA + t * (r + dr) + r, dr * sizeof(float));
             }
-            head_attend(T, dq, dv, (float)L->scale, 0, 0, Qh, dq, Kh, dq, KV + h * (dn + dv) + dn, H * (dn + dv), S,
+            head_attend(T, dq, dv, (float)L->scale, L->window, L->softcap, Qh, dq, Kh, dq, KV + h * (dn + dv) + dn, H * (dn + dv), S,
                         scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
         }
     }

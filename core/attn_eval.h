@@ -47,7 +47,8 @@ typedef struct AttnLayer {
                                  weights (H d) and (G d)); QKN_NONE: none */
     float *q_norm, *k_norm;   /* their weights (NULL without) */
     bool norm_1p;             /* the norms multiply by (1 + w) (Gemma) */
-    size_t window;            /* sliding window in tokens (token i sees j > i - window); 0: full causal */
+    size_t window;            /* sliding window in tokens (token i sees j > i - window); 0: full causal
+                                 (window and softcap apply to an MLA layer too: compare's TransMLA) */
     double softcap;           /* scores soft-capped as softcap tanh(s / softcap) before the softmax; 0: none */
     rope_layout rope;         /* pairing of RoPE dims inside a GQA head (MLA: always interleaved) */
     Mat *W_Q;                 /* GQA (hidden, H d); MLA without q latent (hidden, H (nope + rope)) */

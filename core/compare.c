@@ -232,6 +232,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
         TmlaLayerReport rep;
         CmpRow cur = *r;
         int rc = tmla_convert_layer(L, &o, Sigma, &mla, &rep);
+        if (rc == AL_OK) { mla->window = L->window; mla->softcap = L->softcap; }   /* the model's, both sides */
         if (rc == AL_OK) rc = measure_layer(mla, Xf, posf, refF, &cur);
         if (rc) {
             attn_layer_free(mla);
@@ -309,11 +310,12 @@ static int apply_proj(float *Y, size_t T, size_t ld, size_t c0, size_t n, const 
     return AL_OK;
 }
 
-/* The learned set p at layer l when its ranks fit budget B (G (R_K + R_V) <= B), else NULL. */
-static const KqProj *learned_fits(const CmpKqFrom *kq, size_t G, size_t B) {
+/* The learned set p at layer l when its ranks are the budget's own (rk, rv: what every method gets
+ * at B), else NULL: a set of other ranks is never reused, so KQ-SVD moves with the budget. */
+static const KqProj *learned_fits(const CmpKqFrom *kq, int rk, int rv) {
     const KqProj *p = kq ? kq->p : NULL;
     if (!p || p->method != KQ_KQSVD || kq->layer < 0 || kq->layer >= p->sh.n_layers) return NULL;
-    return G * (size_t)(p->rank_k[kq->layer] + p->rank_v[kq->layer]) <= B ? p : NULL;
+    return p->rank_k[kq->layer] == rk && p->rank_v[kq->layer] == rv ? p : NULL;
 }
 
 /* KV head g's key and value projections (A, B: d x rk, Av, Bv: dv x rv): copied from the learned
@@ -373,10 +375,9 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
     size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
     CmpKqFrom kq = kq_in ? *kq_in : (CmpKqFrom){.layer = -1};
     if (!calib_fits(&kq, L)) kq.st = NULL;
-    const KqProj *lp = learned_fits(&kq, G, B);
     int rk, rv;
-    if (lp) { rk = lp->rank_k[kq.layer]; rv = lp->rank_v[kq.layer]; }
-    else fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
+    fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
+    const KqProj *lp = learned_fits(&kq, rk, rv);
     if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one key and one value dim per KV head)", 2 * G); return AL_OK; }
     *from = lp ? CMP_KQ_LEARNED : kq.st ? CMP_KQ_CALIB : CMP_KQ_FIT;
     bool rope = L->rope_dim > 0, fit = *from == CMP_KQ_FIT;
@@ -411,7 +412,8 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
         attn_rel_err(ref, o, &r->score_err, &r->out_err);
         r->ok = true;
         r->kv_values = G * (size_t)(rk + rv);
-        if (lp) snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (kvsvd learn)", rk, rv);
+        if (lp) snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (reused: kvsvd learn's, same ranks)",
+                         rk, rv);
         else if (kq.st)
             snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (calibration, %zu tokens)", rk, rv,
                      kq.st->tokens[kq.layer]);

@@ -15,9 +15,10 @@
  *   kqsvd      KQ-SVD (seed 001, Theorem 2 with the GQA stacking of Theorem 5; values by the
  *              output variant of Appendix B): rank R_K / R_V projections of each KV head's cached
  *              keys (after RoPE, on the rotary dims of a partial-rotary head) and values: G (R_K + R_V)
- *              values. Learned from, in this order of preference: the projections `kvsvd learn kqsvd`
- *              made (CmpOpts.kq) when their ranks fit B; the Grams of the session's calibration
- *              (CmpOpts.calib: real text) at the budget's ranks; else the Grams of FIT random tokens.
+ *              values, at the budget's ranks (refit at every B, like every other method): from the
+ *              Grams of the session's calibration (CmpOpts.calib: real text), else of FIT random
+ *              tokens. The projections `kvsvd learn kqsvd` made (CmpOpts.kq) are reused only in a
+ *              layer where their ranks are exactly the budget's, and the row says so.
  *   tpa-a      non-contextual TPA form a (seed 004, core/tpa.h): R_K d + R_V dv values.
  *   tpa-b      non-contextual TPA form b: (R_K + R_V) G values.
  *   mean-pool  the simple baseline: KV heads averaged into G' groups (G' the largest divisor of G
@@ -37,7 +38,9 @@
  * optimal for them in expectation. With a layer's input second moment Sigma (calibration), the
  * tokens are drawn with that second moment and TransMLA and TPA fit with it (FaRR and mean-pool
  * stay weight-based: seed 000 fuses weights). Scores of methods that rotate or rescale the query
- * (TransMLA) compare as logits, the same as the model's. */
+ * (TransMLA) compare as logits, the same as the model's. A sliding window (per layer) and a score
+ * soft-cap of the model apply to every method's layer as to the reference: compare exports
+ * nothing, so what an export format cannot hold does not matter here. */
 #ifndef AL_COMPARE_H
 #define AL_COMPARE_H
 
@@ -59,7 +62,8 @@ typedef struct {
     const double *const *sigma;   /* NULL, or per layer (n_layers entries) E[x xᵀ] (D x D) of the
                                      attention input (calibration); a NULL entry: unit variance */
     const CalibStats *calib;  /* NULL, or the session's calibration of the model: KQ-SVD's Grams */
-    const KqProj *kq;         /* NULL, or KQ-SVD projections of the model (`kvsvd learn kqsvd`) */
+    const KqProj *kq;         /* NULL, or KQ-SVD projections of the model (`kvsvd learn kqsvd`): reused
+                                 where their ranks are the budget's */
 } CmpOpts;
 
 CmpOpts cmp_opts_default(void);

@@ -694,7 +694,7 @@ int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
     const char *unit = rd < d ? "rotary dims" : "head dim";
     int M = o->freqfold, D = o->rope_dim;
     if (M < 0 || D < 0) return al_err("rope-dim and freqfold must be positive");
-    if (M == 0 && D == 0) M = 1;
+    if (M == 0 && D == 0) M = TMLA_DEFAULT_FREQFOLD;
     if (M == 0) {
         if (D > rd || rd % D || d2 % (rd / D))
             return al_err("rope-dim %d: the RoPE dims kept must be %s / M with M dividing %d (%s %d): try %d, %d or %d",

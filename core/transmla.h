@@ -137,10 +137,15 @@ int tmla_q_lowrank(AttnLayer *mla, int Rq, const double *C_q);
 
 /* ================================================================ whole model */
 
+/* THE FreqFold default of TransMLA: `convert mla`, `convert mla-table` and the TransMLA figures
+ * (`plot key-norms`, `plot kv-balance`) all use it when no freqfold / rope-dim is given, so one
+ * layer shows one alpha. M = 1: D = rd RoPE dims, one head's rotary dims (every M divides rd/2). */
+enum { TMLA_DEFAULT_FREQFOLD = 1 };
+
 typedef struct {
     int kv_rank;              /* R, or TMLA_FULL */
     int rope_dim;             /* D; 0: rd / freqfold (rd: rotary dims of a head, d unless partial) */
-    int freqfold;             /* M; 0: rd / rope_dim (1 when neither is given) */
+    int freqfold;             /* M; 0: rd / rope_dim (TMLA_DEFAULT_FREQFOLD when neither is given) */
     bool balance;             /* KV balancing (default on) */
     bool compare_balance;     /* also measure the other balance setting for the report */
     int q_rank;               /* 0: plain q_proj */
@@ -154,7 +159,8 @@ typedef struct {
                                      mean); only read where sigma is given */
 } TmlaOpts;
 
-/* Defaults: full rank, M = 1, D = rd, balance on with the comparison, 64 tokens. */
+/* Defaults: full rank, M = TMLA_DEFAULT_FREQFOLD, D = rd / M, balance on with the comparison, 64
+ * tokens. */
 TmlaOpts tmla_opts_default(void);
 
 typedef struct {

@@ -60,7 +60,7 @@ run -e "load demo-llama; convert mla kv-rank 48 rope-dim 16 layers 1-2 ids ids.t
 # ---- Figure 4b table
 run -e "load demo-llama; convert mla-table kv-ranks 24,full ids ids.txt seqlen 32 to t4b.csv"
 [ "$(rc)" = 0 ] || fail "mla-table: rc $(rc) [$(cat err.txt)]"
-[ "$(head -1 t4b.csv)" = "kv_rank,pca,balance,alpha,rope_energy,joint_energy,nll,ppl" ] || fail "t4b header: [$(head -1 t4b.csv)]"
+[ "$(head -1 t4b.csv)" = "kv_rank,pca,balance,mean_alpha,mean_rope_energy,mean_joint_energy,nll,ppl" ] || fail "t4b header: [$(head -1 t4b.csv)]"
 [ "$(wc -l < t4b.csv)" = 9 ] || fail "t4b rows: $(wc -l < t4b.csv)"
 [ "$(sed -n 2p t4b.csv | cut -d, -f1-3)" = "24,W,off" ] && [ "$(sed -n 9p t4b.csv | cut -d, -f1-3)" = "96,WX,on" ] \
     || fail "t4b order: [$(cut -d, -f1-3 t4b.csv | tr '\n' ' ')]"

@@ -24,10 +24,10 @@ run -e "load $BIN; calibrate story.txt seqlen 32 to stats.csv; kvsvd learn all r
 grep -q "calibrating stories260K on 15 train windows of 32 tokens" out.txt || fail "calibrate narration: [$(head -3 out.txt)]"
 [ "$(head -1 stats.csv)" = "layer,tokens,sequences,rms_k,rms_q,rms_v" ] || fail "stats CSV: [$(head -1 stats.csv)]"
 [ "$(sed -n 2p stats.csv | cut -d, -f1-3)" = "0,480,15" ] || fail "stats counts: [$(sed -n 2p stats.csv)]"
-[ "$(head -1 eval.csv)" = "layer,method,rank,k_err,q_err,v_err,kq_err,out_err" ] || fail "eval CSV header: [$(head -1 eval.csv)]"
+[ "$(head -1 eval.csv)" = "layer,method,rank_k,rank_v,k_err,q_err,v_err,kq_err,out_err" ] || fail "eval CSV header: [$(head -1 eval.csv)]"
 [ "$(tail -n +2 eval.csv | wc -l)" = 15 ] || fail "eval rows: want 5 layers x 3 methods: [$(cat eval.csv)]"
-awk -F, 'NR > 1 && $3 != 3 { exit 1 }' eval.csv || fail "rank column: [$(cat eval.csv)]"
-awk -F, 'NR > 1 { for (i = 4; i <= 8; i++) if (!($i >= 0 && $i < 2)) exit 1 }' eval.csv || fail "error values: [$(cat eval.csv)]"
+awk -F, 'NR > 1 && ($3 != 3 || $4 != 3) { exit 1 }' eval.csv || fail "rank columns: [$(cat eval.csv)]"
+awk -F, 'NR > 1 { for (i = 5; i <= 9; i++) if (!($i >= 0 && $i < 2)) exit 1 }' eval.csv || fail "error values: [$(cat eval.csv)]"
 # On the calibration set KQ-SVD's kq_err (column 8 of learn.csv) is never above K-SVD's or Eigen's.
 awk -F, 'NR > 1 { e[$1, $2] = $8; L[$1] = 1 } END { for (l in L) if (e[l, "kqsvd"] > e[l, "ksvd"] * (1 + 1e-9) || e[l, "kqsvd"] > e[l, "eigen"] * (1 + 1e-9)) exit 1 }' learn.csv ||
   fail "KQ-SVD above another method on the calibration set: [$(cat learn.csv)]"

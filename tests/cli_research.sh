@@ -69,7 +69,7 @@ grep -q "^perplexity on 42 tokens, held out (the validation split of ids.txt" ou
 run -e "load demo-llama; calibrate ids ids.txt seqlen 32 samples 4; kvsvd learn all rank 4 to learn.csv; kvsvd eval to eval.csv; kvsvd eval split train to train.csv"
 [ "$(rc)" = 0 ] || fail "kvsvd: rc $(rc) [$(cat err.txt)]"
 [ "$(head -1 learn.csv)" = "layer,method,rank_k,rank_v,k_err,q_err,v_err,kq_err,vo_err" ] || fail "learn header: [$(head -1 learn.csv)]"
-[ "$(head -1 eval.csv)" = "layer,method,rank,k_err,q_err,v_err,kq_err,out_err" ] || fail "eval header: [$(head -1 eval.csv)]"
+[ "$(head -1 eval.csv)" = "layer,method,rank_k,rank_v,k_err,q_err,v_err,kq_err,out_err" ] || fail "eval header: [$(head -1 eval.csv)]"
 grep -q "^rank 4; relative Frobenius errors on the calibration set (128 tokens of ids.txt, in-sample)" out.txt \
     || fail "learn narration: [$(cat out.txt)]"
 grep -q "^evaluating 3 methods on 1 validation window of 32 tokens of ids.txt (held out)" out.txt || fail "eval narration: [$(cat out.txt)]"
@@ -95,8 +95,11 @@ run -e "load demo-llama; calibrate ids ids.txt seqlen 32; compare kv-budget 96 l
 [ "$(rc)" = 0 ] || fail "compare with calibration: rc $(rc) [$(cat err.txt)]"
 grep -q "^KQ-SVD's projections: learned at the budget from the session's calibration" out.txt \
     && grep -q "R_K 24, R_V 24 per KV head (calibration, 256 tokens)" out.txt || fail "compare reuses the calibration: [$(cat out.txt)]"
-grep -q "^KQ-SVD's projections: those \`kvsvd learn kqsvd\` made" out.txt && grep -q '^1,kqsvd,32,"\?R_K 8, R_V 8 per KV head (kvsvd learn)' c4.csv \
-    || fail "compare reuses kvsvd learn: [$(cat c4.csv)]"
+grep -q '^1,kqsvd,96,"\?R_K 24, R_V 24 per KV head (calibration, 256 tokens)' c4.csv \
+    || fail "compare refits KQ-SVD at the budget, not kvsvd learn's rank 8: [$(cat c4.csv)]"
+run -e "load demo-llama; calibrate ids ids.txt seqlen 32; kvsvd learn kqsvd rank 24; compare kv-budget 96 layers 1 tokens 16 to c5.csv"
+grep -q "^KQ-SVD's projections: those \`kvsvd learn kqsvd\` made, reused: their ranks are the budget's" out.txt &&
+    grep -q '^1,kqsvd,96,"\?R_K 24, R_V 24 per KV head (reused: kvsvd learn' c5.csv || fail "same ranks: reused, labelled: [$(cat c5.csv)]"
 # plot compare follows the last compare's seed, or takes its own
 run -e "load demo-llama; compare kv-budget 96 layers 1 tokens 16 seed 5; plot compare to p5.png; plot compare seed 6 to p6.png"
 [ "$(rc)" = 0 ] || fail "plot compare seed: rc $(rc) [$(cat err.txt)]"

@@ -3,7 +3,8 @@
  * structure each method must find exactly at its planted budget (FaRR V / K dims with biases,
  * identical KV heads for mean-pooling, head rank for TPA form a), the reasons of the methods that
  * cannot meet a budget, monotone errors along the budget, agreement of the TPA rows with a direct
- * conversion, and the whole-model driver on the synthetic Llama (MLA refused). */
+ * conversion, windows and soft-caps on both sides (exact at the full cache), and the whole-model
+ * driver on the synthetic Llama (MLA refused). */
 #define TU_SEED_CTR0 5000
 #include "testutil.h"
 #include "compare.h"
@@ -168,6 +169,39 @@ static void test_transmla_exact(void) {
     attn_layer_free(L);
 }
 
+/* A sliding window and a soft-cap apply to every method as to the reference: at the full cache
+ * every row is exact, TransMLA's too (one KV head), although the window changes the layer's output. */
+static void test_window(void) {
+    AttnLayer *L = rand_layer(4, 1, 16, 16, 32, true, false);
+    Inputs in;
+    inputs_init(&in, 32);
+    CmpRow rows[CMP_NMETHODS];
+    AttnOut *full = NULL, *win = NULL;
+    CHECK_OK(attn_eval(L, in.X, in.pos, true, &full));
+    for (int soft = 0; soft < 2; soft++) {
+        L->window = 5;
+        L->softcap = soft ? 2.0 : 0.0;
+        if (!win) {
+            double se, oe;
+            CHECK_OK(attn_eval(L, in.X, in.pos, true, &win));
+            attn_rel_err(full, win, &se, &oe);
+            CHECK(oe > 0.05, "the window must change the layer's output (%.3g) for this test to mean anything", oe);
+        }
+        CHECK_OK(run(L, 32, &in, rows));
+        for (int k = 0; k < CMP_NMETHODS; k++)
+            CHECK(rows[k].ok && rows[k].out_err < 1e-5 && rows[k].score_err < 1e-5,
+                  "window 5%s: %s exact at the full cache: out %.3g, score %.3g (%s)", soft ? ", soft-cap 2" : "",
+                  cmp_method_name((cmp_method)k), rows[k].out_err, rows[k].score_err, rows[k].setting);
+        CHECK_OK(run(L, 24, &in, rows));
+        CHECK(rows[CMP_TRANSMLA].ok && rows[CMP_TRANSMLA].out_err > 1e-4, "TransMLA below the cache: %.3g",
+              rows[CMP_TRANSMLA].out_err);
+    }
+    attn_out_free(full);
+    attn_out_free(win);
+    inputs_free(&in);
+    attn_layer_free(L);
+}
+
 /* TransMLA's FreqFold is chosen on the fit tokens and its error measured on the evaluation tokens:
  * the row's M has the lowest fit-token error of every M, and its error is that M's on X. */
 static void test_transmla_selection(void) {
@@ -325,6 +359,7 @@ int main(void) {
     const char *tmp = test_tmpdir();
     test_budgets();
     test_transmla_exact();
+    test_window();
     test_planted();
     test_transmla_selection();
     test_model(tmp);
