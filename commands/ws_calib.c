@@ -35,6 +35,8 @@ void ws_calib_drop_all(CalibState *c) {
     c->text = NULL;
     free(c->gw);
     c->gw = NULL;
+    free(c->loaded);
+    c->loaded = NULL;
 }
 
 /* The workspace's slot: one CalibState per model that has one, in a list. */
@@ -102,10 +104,27 @@ static void say_replaced(const CalibState *c, Out *out) {
     if (*what) out_printf(out, "dropped %s: replaced by these statistics\n", what);
 }
 
-void ws_calib_set(CalibState *c, CalibStats *st, Out *out) {
+void ws_calib_set(CalibState *c, CalibStats *st, const char *file, Out *out) {
     say_replaced(c, out);
     ws_calib_drop_all(c);
     c->st = st;
+    c->loaded = al_strdup(file);
+}
+
+/* v as one word of a command line: quoted when it holds a space, a quote, ';' or '#', or is empty. */
+static char *word(const char *v) { return al_asprintf(!*v || strpbrk(v, " \t;\"'#") ? "\"%s\"" : "%s", v); }
+
+char *ws_calib_replay_line(const Session *s, const Model *m) {
+    const CalibState *c = find(s, m);
+    if (!c || !c->st || (!c->loaded && !c->text)) return NULL;
+    char *w = word(c->loaded ? c->loaded : c->text), *line = NULL;
+    if (w && c->loaded) line = al_asprintf("calib load %s", w);
+    else if (w)
+        line = al_asprintf("calibrate %s%s samples %zu seqlen %zu split %s inputs %s", c->req.ids_file ? "ids " : "", w,
+                           c->req.samples, c->req.seqlen, c->req.split == CALIB_VALID ? "valid" : "train",
+                           c->req.with_x ? "on" : "off");
+    free(w);
+    return line;
 }
 
 /* The statistics of the current model, or an error saying how to get them. */
@@ -220,9 +239,11 @@ int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *r
     CalibState *next = c->next;
     *c = fresh;
     c->next = next;
-    if (rc == AL_INTERRUPTED)
+    if (rc == AL_INTERRUPTED) {
+        c->req.samples = c->count;        /* what was run: a replay (ws_calib_replay_line) runs the same windows */
         out_printf(out, "interrupted: the calibration of %s is the %zu whole window%s run (every layer the same; "
                    "windows %zu..%zu)\n", m->name, c->count, c->count == 1 ? "" : "s", c->first, c->first + c->count - 1);
+    }
     return rc;
 }
 

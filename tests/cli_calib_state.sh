@@ -94,6 +94,16 @@ for t in 1 2 3 4 5; do
     [ "$(col st.csv 4 3),$(col st.csv 4 2)" = "$n,$((n * 64))" ] || fail "try $t: $n windows said, table [$(cut -d, -f1-3 st.csv | tr '\n' ' ')]"
 done
 
+# 5b. save session after an interrupted calibrate replays exactly the windows kept.
+interrupt "$A
+$SLOW to sp.csv
+save session sp.txt"
+run -e "run sp.txt; calib info to rp.csv"
+[ "$(rc)" = 0 ] || fail "replay of an interrupted calibrate: rc $(rc): $(tail -3 err.txt)"
+same_counts sp.csv && [ "$(col sp.csv 4 3)" -lt 1500 ] || fail "interrupted calibrate: [$(cut -d, -f1-3 sp.csv | tr '\n' ' ')]"
+[ "$(cut -d, -f1-3 rp.csv)" = "$(cut -d, -f1-3 sp.csv)" ] ||
+  fail "replayed calibration: [$(cut -d, -f1-3 rp.csv | tr '\n' ' ')] vs [$(cut -d, -f1-3 sp.csv | tr '\n' ' ')]: $(grep calib sp.txt)"
+
 # 6. Ctrl-C in a figure's calib FILE or in convert mla's: the calibration found stays.
 interrupt "$A
 calibrate story.txt seqlen 32 samples 3
