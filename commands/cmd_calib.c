@@ -72,8 +72,10 @@ static const char CALIBRATE_HELP[] =
     "into whole windows of L tokens: the last tenth (at least one window) is the validation split,\n"
     "the rest the training split; N windows of the chosen split are used, each a fresh sequence.\n"
     "TransMLA calibrates on 128 x 256 tokens of WikiText-2, KQ-SVD on 128 x 2048 of C4: bring the\n"
-    "text. Ctrl-C stops after the current layer and keeps what was accumulated. The statistics\n"
-    "replace earlier ones (and any learned projections); `calib save FILE` keeps them.\n"
+    "text. Ctrl-C stops after the current window and keeps the whole windows run (every layer the\n"
+    "same; before the first one ends, the earlier calibration stays). The statistics replace the\n"
+    "current model's earlier ones (and its learned projections: said in one line); other models keep\n"
+    "theirs (one calibration per model). `calib save FILE` keeps them.\n"
     "Examples:\n"
     "  calibrate wiki.train.txt samples 128 seqlen 256\n"
     "  calibrate ids c4.ids samples 32 seqlen 2048 split valid";
@@ -89,16 +91,18 @@ static int cmd_calibrate(Session *s, const Args *a, Out *out) {
     CalibRequest rq = {.text = file && *file ? file : what, .ids_file = file && *file,
                        .samples = (size_t)args_int(a, "samples"), .seqlen = (size_t)args_int(a, "seqlen"),
                        .split = args_enum(a, "split") == 1 ? CALIB_VALID : CALIB_TRAIN,
-                       .with_x = inputs == 1 || (inputs <= 0 && sh.hidden <= 2048)};
+                       .with_x = inputs == 1 || (inputs <= 0 && sh.hidden <= 2048), .keep_partial = true};
     double t0 = now_s();
+    const CalibStats *was = NULL;
+    ws_calib_stats(s, m, &was);
     int rc = ws_calib_run(s, m, ids, n, &rq, out);
     double dt = now_s() - t0;
     if (rc != AL_OK && rc != AL_INTERRUPTED) return rc;
-    CalibState *c;
-    if (ws_calib(s, &c)) return AL_ERR;
-    const CalibStats *st = c->st;
-    out_printf(out, "%zu sequences, %zu tokens in %.2f s (%.1f tok/s)%s\n", st->seqs[0], st->tokens[0], dt,
-               (double)st->tokens[0] / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted, statistics kept" : "");
+    const CalibStats *st = NULL;
+    ws_calib_stats(s, m, &st);
+    if (!st || st == was) return rc;                    /* interrupted before a whole window: said so */
+    out_printf(out, "%zu sequences, %zu tokens in %.2f s (%.1f tok/s)\n", st->seqs[0], st->tokens[0], dt,
+               (double)st->tokens[0] / fmax(dt, 1e-9));
     int r2 = out_table_to(out, args_str(a, "to"), stats_table(st));
     return rc == AL_INTERRUPTED ? rc : r2;
 }
@@ -147,7 +151,7 @@ static int cmd_calib_load(Session *s, const Args *a, Out *out) {
     CalibStats *st;
     if (calib_load(file, &st)) return AL_ERR;
     if (calib_check_model(st, s->cur)) { calib_free(st); return al_err_ctx("%s", file); }
-    ws_calib_set(c, s->cur, st);
+    ws_calib_set(c, st, file, out);
     out_printf(out, "loaded the calibration in %s (%zu sequences, %zu tokens%s%s) for %s\n", file, st->seqs[0], st->tokens[0],
                st->source ? ", from " : "", st->source ? st->source : "", s->cur->name);
     return out_table_to(out, args_str(a, "to"), stats_table(st));
@@ -354,11 +358,12 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
  * cached, proj_oᵀ folded into o_proj), plus kvsvd_manifest.json with the ranks, the calibration
  * and the errors measured. DIR must be new or empty unless force. */
 static int kvsvd_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
-    (void)x;
     const char *dir = args_str(a, "dir");
     bool force = args_flag(a, "force");
     CalibState *c;
-    if (ws_calib_need(s, &c)) return AL_ERR;
+    if (ws_calib_of(s, x->src, &c)) return AL_ERR;
+    if (!c->st) return al_err("export: %s has no calibration statistics any more: run `calibrate FILE` and `kvsvd learn` "
+                              "again", x->src->name);
     const KqProj *sets[KQ_NMETHODS];
     const KqErr *errs[KQ_NMETHODS];
     size_t ns = 0;
@@ -378,7 +383,7 @@ static int kvsvd_xf_export(Session *s, const Xform *x, const Args *a, Out *out) 
 /* The projections live in the workspace's calibration: gone when it is replaced or m closes. */
 static bool kvsvd_xf_alive(Session *s, const Xform *x) {
     CalibState *c;
-    if (ws_calib(s, &c) || c->m != x->src) return false;
+    if (ws_calib_of(s, x->src, &c)) return false;
     for (int k = 0; k < KQ_NMETHODS; k++)
         if (c->proj[k]) return true;
     return false;

@@ -2,9 +2,9 @@
  * energy kept against RoPE dims) and `plot rope-removal` (Figure 3b: log-perplexity against the
  * fraction of RoPE dims removed), data from core/transmla.h and core/tmla_lm.h, drawn by plots/
  * (plot_key_norms, plot_curves). Statistics (activation- or weight-based) and the calibration
- * text come from ws_tmla.h (ws_tmla_stats). Where a figure goes follows `plot`: `to FILE`,
- * `window`, else a file in plot.dir named after the figure; the path is printed and is the
- * result. */
+ * text come from ws_tmla.h (ws_tmla_fig_stats: `calib FILE` is the figure's own). Where a figure
+ * goes follows `plot`: `to FILE`, `window`, else a file in plot.dir named after the figure; the
+ * path is printed and is the result. */
 #define _GNU_SOURCE
 #include "cmd_plot_mla.h"
 
@@ -51,7 +51,8 @@ const char CMD_PLOT_KEY_NORMS_HELP[] =
     "RMS key over the calibration activations when there are any (`calib FILE`, `ids FILE`, the\n"
     "session's `calibrate`, or a text an earlier TransMLA command read: the paper's figure), and\n"
     "the rotations their PCAs; else (or with `stats weights`) weight-based: the RMS key under\n"
-    "unit-variance inputs (row norm of the key projection).\n"
+    "unit-variance inputs (row norm of the key projection). A figure's `calib FILE` statistics are\n"
+    "its own: the session's calibration (`calib info`) stays as it was.\n"
     "After RoRoPE the large norms gather in the first head's worth of dims (what keeps RoPE).\n"
     "Examples:\n"
     "  plot key-norms layer 0\n"
@@ -82,7 +83,7 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     TmlaKeyNorms *k = NULL;
     TmlaStatsUse u;
     const double *S, *mu;
-    int src = ws_tmla_stats(s, m, a, false, &u, out);
+    int src = ws_tmla_fig_stats(s, m, a, false, &u, out);
     if (src) return src;
     layer_stats(&u, layer, &S, &mu);
     int rc = tmla_key_norms_stats(m, layer, M, S, mu, &k);
@@ -157,7 +158,7 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     TmlaRopeEnergy *e = NULL;
     TmlaStatsUse u;
     const double *S, *mu;
-    int src = ws_tmla_stats(s, m, a, false, &u, out);
+    int src = ws_tmla_fig_stats(s, m, a, false, &u, out);
     if (src) return src;
     layer_stats(&u, layer, &S, &mu);
     int rc = tmla_rope_energy_stats(m, layer, Ms, nM, S, mu, &e);
@@ -208,7 +209,8 @@ const char CMD_PLOT_ROPE_REMOVAL_HELP[] =
     "RoRoPE and MHA2MLA. The variants run in memory: the model's forward pass with the converted\n"
     "layers swapped in (core/tmla_lm.h); a standard RoPE cannot carry these frequency patterns, so\n"
     "they are not exported. PCAs and norms use the calibration activations when there are any,\n"
-    "else the weights. Needs a text: `calib FILE`, `ids FILE`, or the session's calibration;\n"
+    "else the weights. Needs a text: `calib FILE`, `ids FILE` (the figure's own statistics: the\n"
+    "session's calibration stays as it was), or the session's calibration;\n"
     "perplexity is on its validation split (held out) unless `split train` (in-sample) or `eval\n"
     "FILE` (another text). FreqFold M > 1 starts above the original even with nothing removed\n"
     "(M frequencies turn at one; on small heads they are far apart): the subtitle says so.\n"
@@ -298,7 +300,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     }
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     TmlaStatsUse u;
-    int src = ws_tmla_stats(s, m, a, true, &u, out);
+    int src = ws_tmla_fig_stats(s, m, a, true, &u, out);
     if (src) return src;
     TlmRemovalOpts o = {.removed = fr, .n_removed = nf, .Ms = Ms, .nM = nM, .mha2mla = args_enum(a, "mha2mla") != 1,
                         .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = u.act ? (const double *const *)u.sigma : NULL,
@@ -425,7 +427,7 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
     int layer = (int)args_int(a, "layer"), M = figure_fold(a, out);
     TmlaStatsUse u;
     const double *S, *mu;
-    int rc = ws_tmla_stats(s, m, a, false, &u, out);
+    int rc = ws_tmla_fig_stats(s, m, a, false, &u, out);
     if (rc) return rc;
     layer_stats(&u, layer, &S, &mu);
     TmlaLayer *T;

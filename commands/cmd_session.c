@@ -1,8 +1,8 @@
 /* cmd_session.c -- the session as a whole: `transforms` (the stack of transformations), `undo`
  * (pop the newest of the current model), and `save session FILE` (a command file that `run FILE`
- * replays: settings, models, the state commands such as `calibrate`, and the commands of every
- * transformation). The state commands are noted by the dispatch observer (session_observe,
- * installed by commands_init) from the list in methods.c. */
+ * replays: settings, models, each model's calibration as it stands (ws_calib_replay_line), the
+ * other state commands, and the commands of every transformation). The state commands are noted by
+ * the dispatch observer (session_observe, installed by commands_init) from the list in methods.c. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "registry.h"
 #include "session.h"
 #include "workspace.h"
+#include "ws_calib.h"
 #include "xform.h"
 
 /* ================================================================ state commands, per model */
@@ -112,10 +113,11 @@ static int cmd_undo(Session *s, const Args *a, Out *out) {
 
 static const char SAVE_HELP[] =
     "save session FILE writes a command file that `run FILE` (or `attnlab FILE`) replays into\n"
-    "the same state: every setting, each loaded model (`load PATH as NAME`), its state commands\n"
-    "(calibrate, calib load), the commands of its transformations (each stack oldest first, so\n"
-    "`undo` works after the replay too), and `use` of the current model. Relative paths in\n"
-    "those commands are as typed: replay from the same folder.";
+    "the same state: every setting, each loaded model (`load PATH as NAME`), its calibration (a\n"
+    "`calibrate` of exactly the windows it holds, an interrupted one's too, or `calib load`), the\n"
+    "commands of its transformations (each stack oldest first, so `undo` works after the replay\n"
+    "too), and `use` of the current model. Relative paths in those commands are as typed: replay\n"
+    "from the same folder.";
 
 /* Appends a line to the growing text. */
 static int text_add(char **buf, size_t *n, size_t *cap, const char *line) {
@@ -141,9 +143,12 @@ static int save_model(Session *s, Model *m, char **buf, size_t *n, size_t *cap) 
     free(wn);
     int rc = q ? text_add(buf, n, cap, q) : AL_ERR;
     free(q);
+    char *cal = rc ? NULL : ws_calib_replay_line(s, m);       /* the calibration as it is (interrupted too) */
+    if (cal) rc = text_add(buf, n, cap, cal);
+    free(cal);
     Notes *l = ws_peek(s, &notes_slot);
     for (const Note *k = l ? l->head : NULL; !rc && k; k = k->next)
-        if (k->m == m) rc = text_add(buf, n, cap, k->line);
+        if (k->m == m && strncmp(k->path, "calib", 5) != 0) rc = text_add(buf, n, cap, k->line);
     const Xform *v[256];
     size_t nx = 0;
     for (const Xform *x = xform_list(s); x && nx < 256; x = x->next)

@@ -1,6 +1,6 @@
-/* ws_calib.c -- the calibration service of the workspace (ws_calib.h): the statistics of one
- * model at a time, their text, learned KQ-SVD projections and the last evaluation; running
- * `calibrate` and reading calibration texts for every group that needs them. */
+/* ws_calib.c -- the calibration service of the workspace (ws_calib.h): per model, the statistics,
+ * their text, learned KQ-SVD projections and the last evaluation; running `calibrate` (into the
+ * session or a command's own state) and reading calibration texts for every group that needs them. */
 #define _GNU_SOURCE
 #include "ws_calib.h"
 
@@ -23,7 +23,7 @@ void ws_calib_drop_proj(CalibState *c) {
     ws_calib_drop_eval(c);
 }
 
-/* Forgets everything (statistics, text, projections). */
+/* Forgets everything (statistics, text, projections); c stays the state of its model. */
 void ws_calib_drop_all(CalibState *c) {
     ws_calib_drop_proj(c);
     calib_free(c->st);
@@ -35,43 +35,110 @@ void ws_calib_drop_all(CalibState *c) {
     c->text = NULL;
     free(c->gw);
     c->gw = NULL;
-    c->m = NULL;
+    free(c->loaded);
+    c->loaded = NULL;
 }
 
-static void *calib_create(void) { return al_calloc(1, sizeof(CalibState), "the calibration state"); }
-static void calib_destroy(void *st) {
-    if (st) ws_calib_drop_all(st);
-    free(st);
-}
+/* The workspace's slot: one CalibState per model that has one, in a list. */
+typedef struct { CalibState *head; } CalibSet;
+
+static void *calib_create(void) { return al_calloc(1, sizeof(CalibSet), "the calibration states"); }
 static void calib_closed(void *st, Model *m) {
-    CalibState *c = st;
-    if (c->m == m) ws_calib_drop_all(c);
+    for (CalibState **p = &((CalibSet *)st)->head; *p;) {
+        CalibState *c = *p;
+        if (!m || c->m == m) { *p = c->next; ws_calib_drop_all(c); free(c); }
+        else p = &c->next;
+    }
+}
+static void calib_destroy(void *st) {
+    if (st) calib_closed(st, NULL);
+    free(st);
 }
 static const WsSlot calib_slot = {"calibration", calib_create, calib_destroy, calib_closed};
 
-int ws_calib(Session *s, CalibState **out) {
+static CalibState *find(const Session *s, const Model *m) {
+    const CalibSet *set = ws_peek(s, &calib_slot);
+    for (CalibState *c = set ? set->head : NULL; c; c = c->next)
+        if (c->m == m) return c;
+    return NULL;
+}
+
+int ws_calib_of(Session *s, Model *m, CalibState **out) {
     void *p;
     *out = NULL;
+    if (!m) return al_err("no model loaded: `load NAME` first");
     if (ws_state(s, &calib_slot, &p)) return AL_ERR;
-    *out = p;
+    CalibState *c = find(s, m);
+    if (!c) {
+        if (!(c = al_calloc(1, sizeof *c, "a calibration state"))) return AL_ERR;
+        CalibSet *set = p;
+        c->m = m;
+        c->next = set->head;
+        set->head = c;
+    }
+    *out = c;
     return AL_OK;
 }
 
-void ws_calib_set(CalibState *c, Model *m, CalibStats *st) {
+int ws_calib(Session *s, CalibState **out) { return ws_calib_of(s, s->cur, out); }
+
+void ws_calib_describe(const CalibState *c, char *buf, size_t cap) {
+    *buf = 0;
+    if (!c->st) return;
+    const char *src = c->text ? c->text : c->st->source ? c->st->source : "a file";
+    size_t n = (size_t)snprintf(buf, cap, "the calibration of %s (%zu windows, %zu tokens of %s)", c->m->name,
+                                c->st->seqs[0], c->st->tokens[0], src);
+    const char *sep = " and its kvsvd learn projections (";
+    for (int k = 0; k < KQ_NMETHODS && n < cap; k++)
+        if (c->proj[k]) {
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", sep, kq_method_label((kq_method)k));
+            sep = ", ";
+        }
+    if (n < cap && strcmp(sep, ", ") == 0) snprintf(buf + n, cap - n, ")");
+}
+
+/* Says in one line what a replacement of c drops (nothing when c is empty). */
+static void say_replaced(const CalibState *c, Out *out) {
+    char what[512];
+    ws_calib_describe(c, what, sizeof what);
+    if (*what) out_printf(out, "dropped %s: replaced by these statistics\n", what);
+}
+
+void ws_calib_set(CalibState *c, CalibStats *st, const char *file, Out *out) {
+    say_replaced(c, out);
     ws_calib_drop_all(c);
-    c->m = m;
     c->st = st;
+    c->loaded = al_strdup(file);
+}
+
+/* v as one word of a command line: quoted when it holds a space, a quote, ';' or '#', or is empty. */
+static char *word(const char *v) { return al_asprintf(!*v || strpbrk(v, " \t;\"'#") ? "\"%s\"" : "%s", v); }
+
+char *ws_calib_replay_line(const Session *s, const Model *m) {
+    const CalibState *c = find(s, m);
+    if (!c || !c->st || (!c->loaded && !c->text)) return NULL;
+    char *w = word(c->loaded ? c->loaded : c->text), *line = NULL;
+    if (w && c->loaded) line = al_asprintf("calib load %s", w);
+    else if (w)
+        line = al_asprintf("calibrate %s%s samples %zu seqlen %zu split %s inputs %s", c->req.ids_file ? "ids " : "", w,
+                           c->req.samples, c->req.seqlen, c->req.split == CALIB_VALID ? "valid" : "train",
+                           c->req.with_x ? "on" : "off");
+    free(w);
+    return line;
 }
 
 /* The statistics of the current model, or an error saying how to get them. */
 int ws_calib_need(Session *s, CalibState **out) {
-    CalibState *c;
     *out = NULL;
-    if (ws_calib(s, &c)) return AL_ERR;
-    if (!c->st || c->m != s->cur) {
-        if (c->st && c->m)
-            return al_err("the calibration statistics belong to model %s, not %s: `use %s`, or `calibrate FILE` this one",
-                          c->m->name, s->cur->name, c->m->name);
+    if (!s->cur) return al_err("no model loaded: `load NAME` first");
+    CalibState *c = find(s, s->cur);
+    if (!c || !c->st) {
+        const CalibSet *set = ws_peek(s, &calib_slot);
+        const CalibState *o = set ? set->head : NULL;
+        while (o && !o->st) o = o->next;
+        if (o)
+            return al_err("no calibration statistics for %s (%s has its own): run `calibrate FILE` (or `calib load "
+                          "FILE`) for %s, or `use %s`", s->cur->name, o->m->name, s->cur->name, o->m->name);
         return al_err("no calibration statistics for %s: run `calibrate FILE` (or `calib load FILE`) first", s->cur->name);
     }
     *out = c;
@@ -79,18 +146,19 @@ int ws_calib_need(Session *s, CalibState **out) {
 }
 
 int ws_calib_stats(const Session *s, const Model *m, const CalibStats **out) {
-    const CalibState *c = ws_peek(s, &calib_slot);
-    *out = c && c->st && c->m == m ? c->st : NULL;
+    const CalibState *c = find(s, m);
+    *out = c && c->st ? c->st : NULL;
     return AL_OK;
 }
 
-bool ws_calib_text(const Session *s, const Model *m, CalibText *out) {
+bool ws_calib_state_text(const CalibState *c, CalibText *out) {
     memset(out, 0, sizeof *out);
-    const CalibState *c = ws_peek(s, &calib_slot);
-    if (!c || !c->st || c->m != m || !c->ids) return false;
+    if (!c || !c->st || !c->ids) return false;
     *out = (CalibText){.ids = c->ids, .n = c->nids, .first = c->first, .count = c->count, .req = c->req};
     return true;
 }
+
+bool ws_calib_text(const Session *s, const Model *m, CalibText *out) { return ws_calib_state_text(find(s, m), out); }
 
 /* ================================================================ reading and running texts */
 
@@ -116,10 +184,14 @@ int ws_read_tokens(Session *s, Model *m, const char *path, bool ids_file, int **
     return rc;
 }
 
-int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out) {
-    CalibState *c;
+/* Runs the calibration of rq over ids[0..n) (taken over) into a fresh state *into (zeroed first;
+ * into->m = m). Returns AL_OK, AL_ERR (into empty) or AL_INTERRUPTED: into holds the whole windows
+ * run (count = their number; none: into empty). */
+static int run_into(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, CalibState *into, Out *out) {
+    memset(into, 0, sizeof *into);
+    into->m = m;
     Forward *f;
-    if (ws_calib(s, &c) || lm_forward(s, m, &f)) { free(ids); return AL_ERR; }
+    if (lm_forward(s, m, &f)) { free(ids); return AL_ERR; }
     size_t L = rq->seqlen, first, count;
     const char *split = rq->split == CALIB_VALID ? "valid" : "train";
     int rc = L > fwd_max_ctx(f) ? al_err("calibrate: seqlen %zu is longer than the model's context %zu", L, fwd_max_ctx(f))
@@ -137,16 +209,41 @@ int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *r
                rq->with_x ? ", with the attention input's second moments" : "");
     rc = calib_run(st, f, ids + first * L, count, L);
     if (rc != AL_OK && !(rc == AL_INTERRUPTED && st->seqs[0] > 0)) { free(ids); free(text); calib_free(st); return rc; }
+    *into = (CalibState){.m = m, .st = st, .ids = ids, .nids = n, .text = text, .req = *rq, .first = first,
+                         .count = rc == AL_OK ? count : st->seqs[0]};
+    into->req.text = text;
+    return rc;
+}
+
+int ws_calib_run_own(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, CalibState *own, Out *out) {
+    int rc = run_into(s, m, ids, n, rq, own, out);
+    if (rc == AL_INTERRUPTED) ws_calib_drop_all(own);
+    return rc;
+}
+
+int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out) {
+    CalibState *c, fresh;
+    if (ws_calib_of(s, m, &c)) { free(ids); return AL_ERR; }
+    int rc = run_into(s, m, ids, n, rq, &fresh, out);
+    if (rc == AL_INTERRUPTED && (!rq->keep_partial || !fresh.st)) {
+        char was[512];
+        ws_calib_describe(c, was, sizeof was);
+        if (*was) out_printf(out, "interrupted: kept %s, unchanged\n", was);
+        else out_printf(out, "interrupted: %s still has no calibration\n", m->name);
+        ws_calib_drop_all(&fresh);
+        return rc;
+    }
+    if (rc != AL_OK && rc != AL_INTERRUPTED) return rc;
+    say_replaced(c, out);
     ws_calib_drop_all(c);
-    c->m = m;
-    c->st = st;
-    c->ids = ids;
-    c->nids = n;
-    c->text = text;
-    c->req = *rq;
-    c->req.text = text;
-    c->first = first;
-    c->count = count;
+    CalibState *next = c->next;
+    *c = fresh;
+    c->next = next;
+    if (rc == AL_INTERRUPTED) {
+        c->req.samples = c->count;        /* what was run: a replay (ws_calib_replay_line) runs the same windows */
+        out_printf(out, "interrupted: the calibration of %s is the %zu whole window%s run (every layer the same; "
+                   "windows %zu..%zu)\n", m->name, c->count, c->count == 1 ? "" : "s", c->first, c->first + c->count - 1);
+    }
     return rc;
 }
 

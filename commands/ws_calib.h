@@ -1,8 +1,10 @@
-/* ws_calib.h -- the calibration service of the session's workspace: the statistics `calibrate` /
- * `calib load` made for one model at a time, the text they came from, and what `kvsvd learn` and
- * `kvsvd eval` derived from them. Every group that needs a calibration (TransMLA's activation
- * statistics, TPA's activation-weighted fit, `compare`, the KQ-SVD figures) asks here; the state is
- * dropped when its model closes. */
+/* ws_calib.h -- the calibration service of the session's workspace: per model, the statistics
+ * `calibrate` / `calib load` made for it, the text they came from, and what `kvsvd learn` and
+ * `kvsvd eval` derived from them (several models, each with its own). Every group that needs a
+ * calibration (TransMLA's activation statistics, TPA's activation-weighted fit, `compare`, the
+ * KQ-SVD figures) asks here; a model's state is dropped when it closes. Whatever replaces or drops
+ * a calibration says so in one line; a figure's own `calib FILE` statistics are a CalibState of its
+ * own (ws_calib_run_own), never the session's. */
 #ifndef AL_WS_CALIB_H
 #define AL_WS_CALIB_H
 
@@ -19,12 +21,14 @@ typedef struct {
     size_t seqlen;            /* tokens per window */
     calib_split split;        /* which windows of the text (calib_windows) */
     bool with_x;              /* keep the attention input's G_X and S_X */
+    bool keep_partial;        /* Ctrl-C after whole windows keeps those windows (`calibrate`); else the
+                                 state found stays */
 } CalibRequest;
 
-/* The workspace's calibration (one model at a time). Fields are read by the calib group and the
- * KQ-SVD figures; change them through the functions below. */
+/* One model's calibration in the workspace (or a command's own, ws_calib_run_own). Fields are read
+ * by the calib group and the KQ-SVD figures; change them through the functions below. */
 typedef struct CalibState {
-    Model *m;                       /* the model the statistics belong to (NULL: none) */
+    Model *m;                       /* the model the statistics belong to */
     CalibStats *st;
     int *ids;                       /* token ids of the calibration text (for eval splits), owned */
     size_t nids;
@@ -37,21 +41,36 @@ typedef struct CalibState {
     char eval_split[8];
     char eval_on[256];              /* which windows the last evaluation ran on (ws_calib_eval_tokens) */
     size_t eval_seqs;
+    char *loaded;                   /* the file `calib load` read st from (owned), or NULL */
+    struct CalibState *next;        /* the workspace's next model */
 } CalibState;
 
-/* The calibration state, created on first use (it may hold no statistics). */
+/* The calibration state of the current model / of m, created on first use (it may hold no
+ * statistics). */
 int ws_calib(Session *s, CalibState **out);
+int ws_calib_of(Session *s, Model *m, CalibState **out);
 /* The state when it holds statistics of the current model, else an error saying how to get them. */
 int ws_calib_need(Session *s, CalibState **out);
-/* Forgets the last evaluation / the learned projections (and the evaluation) / everything. */
+/* Forgets the last evaluation / the learned projections (and the evaluation) / everything (the
+ * state stays m's). */
 void ws_calib_drop_eval(CalibState *c);
 void ws_calib_drop_proj(CalibState *c);
 void ws_calib_drop_all(CalibState *c);
-/* Makes st (taken over) the statistics of m, with nothing else (`calib load`). */
-void ws_calib_set(CalibState *c, Model *m, CalibStats *st);
+/* Makes st (taken over, read from file) the statistics of c's model, with nothing else (`calib
+ * load`), saying on
+ * out in one line what it replaced and dropped (nothing when there was nothing). */
+void ws_calib_set(CalibState *c, CalibStats *st, const char *file, Out *out);
+/* The command that rebuilds m's calibration when a session is replayed (`save session`):
+ * `calibrate TEXT|ids FILE samples N seqlen L split S inputs on|off` with N the windows run (an
+ * interrupted calibrate's too), or `calib load FILE`; NULL when m has none (or out of memory).
+ * Caller frees. */
+char *ws_calib_replay_line(const Session *s, const Model *m);
+/* What c holds that a replacement drops ("the calibration of M (N tokens of F) and its kvsvd learn
+ * projections (K-SVD, KQ-SVD)"), or "" when it holds no statistics. */
+void ws_calib_describe(const CalibState *c, char *buf, size_t cap);
 
 /* The calibration statistics of model m in this session (*out NULL, AL_OK, when there are none).
- * Owned by the workspace; valid until the next `calibrate` / `calib load` or m closes. */
+ * Owned by the workspace; valid until the next `calibrate` / `calib load` of m or m closes. */
 int ws_calib_stats(const Session *s, const Model *m, const CalibStats **out);
 
 /* Token ids of a text file (encoded with m's tokenizer, BOS first) or, with ids_file, of a file of
@@ -65,9 +84,14 @@ int ws_read_tokens_arg(Session *s, const char *cmd, const char *what, const char
 /* What `calibrate` does, for other commands too (`convert mla ... calib FILE`): runs the windows of
  * rq->split of ids[0..n) (taken over, freed on failure) through m's forward pass (narrating
  * "calibrating ..." on out) and makes the statistics the session's calibration of m, replacing
- * earlier ones and any learned projections. Ctrl-C after at least one sequence keeps the partial
- * statistics and returns AL_INTERRUPTED. */
+ * earlier ones and any learned projections (said in one line). Ctrl-C is honoured between whole
+ * windows (every layer has seen the same ones): with rq->keep_partial and at least one window
+ * run, those windows become the calibration (said so, count = windows run), else m's calibration
+ * stays as it was (said so); AL_INTERRUPTED either way. */
 int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out);
+/* The same into *own (a command's own statistics, zeroed first; release with ws_calib_drop_all):
+ * the session's calibration is not touched. An interrupted run leaves *own empty. */
+int ws_calib_run_own(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, CalibState *own, Out *out);
 
 /* The text of the session's calibration of m (false when there is none: no calibration, or
  * statistics loaded from a file): all its tokens (borrowed, valid as long as the statistics), the
@@ -79,6 +103,8 @@ typedef struct {
     CalibRequest req;
 } CalibText;
 bool ws_calib_text(const Session *s, const Model *m, CalibText *out);
+/* The same of one state (a command's own). */
+bool ws_calib_state_text(const CalibState *c, CalibText *out);
 
 /* Token windows for an evaluation (keywords of PARAM_EVAL_WINDOWS, params.h: split, samples,
  * seqlen, text, ids) of the calibration c: *ids borrowed from c, or read from the given text and

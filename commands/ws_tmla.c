@@ -30,8 +30,8 @@ static bool calib_matches(Session *s, const Model *m, const CalibRequest *rq) {
 }
 
 /* `calib FILE` / `ids FILE` with activation statistics: the session's calibration of m on the text's
- * training windows (run here unless it already is that one). */
-static int calibrate_text(Session *s, Model *m, const CalibRequest *rq, Out *out) {
+ * training windows (run here unless it already is that one), or with u->scoped u's own. */
+static int calibrate_text(Session *s, Model *m, const CalibRequest *rq, TmlaStatsUse *u, Out *out) {
     if (calib_matches(s, m, rq)) return AL_OK;
     int *ids = NULL;
     size_t n = 0;
@@ -42,11 +42,13 @@ static int calibrate_text(Session *s, Model *m, const CalibRequest *rq, Out *out
                       rq->text, n, rq->seqlen, n);
     }
     double t0 = now_s();
-    int rc = ws_calib_run(s, m, ids, n, rq, out);
+    if (u->scoped && !(u->own = al_calloc(1, sizeof *u->own, "a figure's calibration"))) { free(ids); return AL_ERR; }
+    int rc = u->scoped ? ws_calib_run_own(s, m, ids, n, rq, u->own, out) : ws_calib_run(s, m, ids, n, rq, out);
     CalibText ct;
-    if (rc == AL_OK && ws_calib_text(s, m, &ct))
-        out_printf(out, "activation statistics of %s: %zu windows x %zu tokens of %s (%.2f s)\n", m->name, ct.count,
-                   rq->seqlen, rq->text, now_s() - t0);
+    if (rc == AL_OK && (u->scoped ? ws_calib_state_text(u->own, &ct) : ws_calib_text(s, m, &ct)))
+        out_printf(out, "activation statistics of %s: %zu windows x %zu tokens of %s (%.2f s)%s\n", m->name, ct.count,
+                   rq->seqlen, rq->text, now_s() - t0,
+                   u->scoped ? "; this command's own, the session's calibration is unchanged" : "");
     return rc;
 }
 
@@ -56,6 +58,9 @@ void ws_tmla_stats_release(TmlaStatsUse *u) {
     free(u->eval_ids);
     u->sigma = u->mu = NULL;
     u->own_ids = u->eval_ids = NULL;
+    if (u->own) ws_calib_drop_all(u->own);
+    free(u->own);
+    u->own = NULL;
 }
 
 /* Perplexity on a held-out text (`eval FILE` / `eval-ids FILE`): its tokens from the start. */
@@ -111,7 +116,8 @@ static int ppl_tokens(Session *s, Model *m, const Args *a, TmlaStatsUse *u, size
  * narration of where they came from. */
 static int stats_of(Session *s, Model *m, int choice, const CalibRequest *rq, bool given, TmlaStatsUse *u) {
     const CalibStats *cst = NULL;
-    ws_calib_stats(s, m, &cst);
+    if (u->own) cst = u->own->st;
+    else ws_calib_stats(s, m, &cst);
     if (!cst || choice == 1) return AL_OK;
     if (!cst->has_x && choice == 0)
         return al_err("the session's calibration of %s kept no attention-input second moments: calibrate again "
@@ -128,8 +134,9 @@ static int stats_of(Session *s, Model *m, int choice, const CalibRequest *rq, bo
     return rc;
 }
 
-int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
+static int tmla_stats(Session *s, Model *m, const Args *a, bool need_text, bool scoped, TmlaStatsUse *u, Out *out) {
     memset(u, 0, sizeof *u);
+    u->scoped = scoped;
     u->n_layers = m->cfg.n_layers;
     int choice = args_enum(a, "stats");            /* -1 absent, 0 act, 1 weights */
     const char *calib = args_str(a, "calib"), *idsf = args_str(a, "ids");
@@ -144,11 +151,11 @@ int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStats
         u->ids = u->own_ids;
         u->text = rq.text;
     } else if (has_text || has_ids)
-        rc = calibrate_text(s, m, &rq, out);
+        rc = calibrate_text(s, m, &rq, u, out);
     if (rc == AL_OK) rc = stats_of(s, m, choice, &rq, has_text || has_ids, u);
     if (rc) { ws_tmla_stats_release(u); return rc; }
     CalibText ct;
-    if (!u->ids && ws_calib_text(s, m, &ct)) {
+    if (!u->ids && (u->own ? ws_calib_state_text(u->own, &ct) : ws_calib_text(s, m, &ct))) {
         u->ids = ct.ids;
         n = ct.n;
         u->text = ct.req.text;
@@ -173,4 +180,12 @@ int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStats
         rc = al_err("%s has %zu tokens for perplexity: it needs at least 2", u->text, u->ppl_tokens);
     if (rc) ws_tmla_stats_release(u);
     return rc;
+}
+
+int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
+    return tmla_stats(s, m, a, need_text, false, u, out);
+}
+
+int ws_tmla_fig_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
+    return tmla_stats(s, m, a, need_text, true, u, out);
 }

@@ -24,12 +24,14 @@ typedef struct {
     bool in_sample;           /* the perplexity tokens overlap the calibration's windows */
     char ppl_on[256];         /* which tokens: "held out: ..." or "in-sample: ..." (for narration) */
     char source[512];         /* for narration: where the statistics / the text came from */
+    bool scoped;              /* ws_tmla_fig_stats: `calib FILE` statistics are the command's own */
+    struct CalibState *own;   /* those statistics and their text (owned), or NULL */
 } TmlaStatsUse;
 
 /* Resolves the keywords of PARAM_TMLA_STATS for model m: `calib FILE` / `ids FILE` runs
  * `calibrate` on the text's training windows (up to `samples` of `seqlen`, attention inputs kept:
  * core/calib.h's G_X and S_X), which becomes the session's calibration of m (unless it already is
- * that one), else the session's calibration is used when it kept the attention input; `stats
+ * that one; a replaced one is said, an interrupted run leaves it as it was), else the session's calibration is used when it kept the attention input; `stats
  * weights` forces the weight-based PCAs (a given text then only serves the perplexity), `stats act`
  * fails without statistics. Perplexity: `eval FILE` / `eval-ids FILE` (a held-out text), else the
  * calibration text (ws_calib_text: none after `calib load`) -- by default its validation split
@@ -38,6 +40,10 @@ typedef struct {
  * in-sample, said in ppl_on. need_text: an error when there is none. Narrates on out what it
  * computes. Release with ws_tmla_stats_release. */
 int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
+/* The same for a figure: `calib FILE` / `ids FILE` statistics are the figure's own (kept in u,
+ * said so), and the session's calibration is neither replaced nor touched (an interrupted run
+ * leaves it as it was); without them it reads the session's calibration of m as above. */
+int ws_tmla_fig_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
 void ws_tmla_stats_release(TmlaStatsUse *u);
 
 extern const char *const WS_TMLA_STATS_CHOICES[];

@@ -233,7 +233,7 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
     if (seqlen > fwd_max_ctx(f))
         return al_err("calibration: seqlen %zu is longer than the model's context %zu", seqlen, fwd_max_ctx(f));
     RunCtx c = {.st = st, .seqlen = seqlen};
-    FwdHooks h = {.mask = calib_hook_mask(st), .fn = run_hook, .ud = &c, .chunk = 1024};
+    FwdHooks h = {.mask = calib_hook_mask(st), .fn = run_hook, .ud = &c, .chunk = 1024, .whole_seqs = true};
     int rc = fwd_run_hooked(f, &h, tokens, nseq, seqlen);
     if (st->seqlen == 0 || st->seqlen == seqlen) st->seqlen = seqlen;
     return rc;

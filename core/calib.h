@@ -104,8 +104,8 @@ unsigned calib_hook_mask(const CalibStats *st);
 
 /* Runs nseq sequences of seqlen tokens (tokens[s * seqlen ...]) through f, each a fresh
  * sequence, accumulating into st. Progress "sequence"; Ctrl-C returns AL_INTERRUPTED after the
- * current layer, keeping what was accumulated (per-layer counts stay exact). The hooks of f are
- * removed afterwards. */
+ * current sequence, keeping what was accumulated: every layer has seen the same whole sequences
+ * (st->seqs and st->tokens equal across layers). The hooks of f are removed afterwards. */
 int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t seqlen);
 
 /* Full symmetric Gram (n x n, row-major, caller's buffer): n = d for K and Q, dv for V, hidden for

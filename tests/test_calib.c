@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "kqsvd.h"
+#include "lin.h"
 #include "synth.h"
 #include "tokenizer.h"
 
@@ -268,6 +269,72 @@ static void test_stories(const char *models) {
     model_free(m);
 }
 
+/* ---------------------------------------------------------------- Ctrl-C inside a sequence */
+
+/* A hook that adds to the statistics as calib_run's does and plays Ctrl-C once layer 1 has seen the
+ * second sequence's keys (the middle of that sequence). */
+typedef struct { CalibStats *st; size_t seqlen; } MidCtx;
+static int mid_hook(const FwdAct *a, void *ud) {
+    MidCtx *c = ud;
+    int rc = calib_add_act(c->st, a);
+    if (a->kind == FWD_K_ROPE && a->pos0 + a->T == c->seqlen) {
+        calib_seq_done(c->st, a->layer);
+        if (a->layer == 1 && c->st->seqs[1] == 2) al_interrupt_flag = 1;
+    }
+    return rc;
+}
+
+static size_t units_run;
+static int count_unit(size_t i, int worker, void *ud) {
+    (void)i; (void)worker; (void)ud;
+    __atomic_add_fetch(&units_run, 1, __ATOMIC_RELAXED);
+    return AL_OK;
+}
+
+/* With FwdHooks.whole_seqs (what calib_run sets) an interrupt in the middle of a sequence stops
+ * after it: every layer has seen the same sequences; without, the layers disagree. lin_sweep_all
+ * (the forward pass's attention heads then) runs every unit despite the flag. */
+static void test_whole_seqs(const char *models) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stories260K/stories260K.bin", models);
+    Model *m = NULL;
+    Forward *f = NULL;
+    CHECK_OK(model_open(path, &m));
+    if (!m) return;
+    CHECK_OK(fwd_new(m, NULL, &f));
+    CalibShape sh;
+    CHECK_OK(calib_shape_of(m, &sh));
+    const size_t L = 16, NS = 5;
+    int ids[16 * 5];
+    for (size_t i = 0; i < L * NS; i++) ids[i] = (int)(1 + (i * 37) % 500);
+    for (int whole = 1; whole >= 0 && f; whole--) {
+        CalibStats *st = NULL;
+        CHECK_OK(calib_new(&sh, false, &st));
+        MidCtx c = {.st = st, .seqlen = L};
+        FwdHooks h = {.mask = calib_hook_mask(st), .fn = mid_hook, .ud = &c, .whole_seqs = whole};
+        al_interrupt_flag = 0;
+        int rc = fwd_run_hooked(f, &h, ids, NS, L);
+        al_interrupt_flag = 0;
+        int last = sh.n_layers - 1;
+        CHECK(rc == AL_INTERRUPTED, "whole %d: rc %d", whole, rc);
+        if (whole)
+            CHECK(st->seqs[0] == 2 && st->seqs[last] == 2 && st->tokens[0] == 2 * L && st->tokens[last] == 2 * L,
+                  "whole sequences: layer 0 %zu seqs %zu tokens, layer %d %zu seqs %zu tokens", st->seqs[0], st->tokens[0],
+                  last, st->seqs[last], st->tokens[last]);
+        else
+            CHECK(st->seqs[0] == 2 && st->seqs[last] == 1, "without whole_seqs the layers differ: %zu vs %zu",
+                  st->seqs[0], st->seqs[last]);
+        calib_free(st);
+    }
+    al_interrupt_flag = 1;
+    units_run = 0;
+    CHECK(lin_sweep_all(64, 4, count_unit, NULL) == AL_OK && units_run == 64, "lin_sweep_all ran %zu of 64", units_run);
+    CHECK(lin_sweep(64, 4, count_unit, NULL) == AL_INTERRUPTED, "lin_sweep stops on the flag");
+    al_interrupt_flag = 0;
+    fwd_free(f);
+    model_free(m);
+}
+
 /* ---------------------------------------------------------------- other layouts */
 
 /* Calibrates m on random ids and checks the evaluator's exact attention against the forward's. */
@@ -320,6 +387,7 @@ int main(void) {
     fclose(fp);
     const char *tmp = test_tmpdir();
     test_stories(models);
+    test_whole_seqs(models);
     snprintf(probe, sizeof probe, "%s/stories260K-hf", models);
     eval_model(probe, "stories260K-hf");
     snprintf(probe, sizeof probe, "%s/gpt2-tiny-random", models);

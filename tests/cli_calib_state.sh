@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# cli_calib_state.sh -- the session's calibrations are per model, said when replaced, scoped for
+# figures and whole after Ctrl-C (issue 25, section 5), through `attnlab -e` and piped input on the
+# real stories260K checkpoints (.bin and HF): two models each keep their own calibration and
+# `kvsvd learn` (export of the first after the second learned); a second `calibrate` says in one
+# line what it dropped; a figure's `calib FILE` leaves the session's calibration as it was;
+# `save session` replays both models' calibrations; Ctrl-C (SIGINT) in `calibrate` keeps whole
+# windows only (every layer the same sequences and tokens, the count said), and in a figure or
+# `convert mla ... calib FILE` leaves the calibration it found.
+set -u
+M="${ATTNLAB_MODELS:-}"
+[ -n "$M" ] && [ -f "$M/stories260K/stories260K.bin" ] && [ -d "$M/stories260K-hf" ] ||
+  { echo "SKIP: \$ATTNLAB_MODELS/stories260K absent"; exit 77; }
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-calib-state shared-cache
+cd "$T" || exit 1
+A="load $M/stories260K/stories260K.bin as a"
+HF="load $M/stories260K-hf as b"
+STORY="${ATTNLAB_SRC:-$(dirname "$0")/..}/examples/tinystory.txt"
+cp "$STORY" story.txt || exit 1
+for i in $(seq 200); do cat story.txt; done >big.txt
+
+# col FILE.csv LAYER COL: a field of a layer's row.
+col() { awk -F, -v l="$2" -v c="$3" '$1 == l { print $c }' "$1"; }
+# same_counts FILE.csv: every layer has the same tokens and sequences (and at least one).
+same_counts() { awk -F, 'NR == 2 { t = $2; q = $3 } NR > 1 && ($2 != t || $3 != q || q < 1) { bad = 1 } END { exit bad || NR < 3 }' "$1"; }
+
+# 1. Two models, each its own calibration and learned projections.
+run -e "$A; calibrate story.txt seqlen 32 samples 4; kvsvd learn all rank 3; $HF; calibrate story.txt seqlen 32 samples 2; kvsvd learn ksvd rank 2; use a; calib info to ia.csv; export pa; use b; calib info to ib.csv; export pb"
+[ "$(rc)" = 0 ] || fail "two models: rc $(rc): $(tail -3 err.txt)"
+[ "$(col ia.csv 4 3),$(col ia.csv 4 2)" = "4,128" ] || fail "model a's calibration (4 x 32): [$(cat ia.csv 2>&1)]"
+[ "$(col ib.csv 4 3),$(col ib.csv 4 2)" = "2,64" ] || fail "model b's calibration (2 x 32): [$(cat ib.csv 2>&1)]"
+[ -f pa/kvsvd-kqsvd.safetensors ] && [ -f pa/kvsvd-ksvd.safetensors ] || fail "a's projections after b learned: [$(ls pa 2>&1)]"
+[ -f pb/kvsvd-ksvd.safetensors ] && [ ! -f pb/kvsvd-kqsvd.safetensors ] || fail "b's projections: [$(ls pb 2>&1)]"
+grep -q '"rank_k"\|rank' pa/kvsvd_manifest.json 2>/dev/null || fail "a's manifest: [$(head -c 300 pa/kvsvd_manifest.json 2>&1)]"
+
+# 2. A second calibrate of a model says what it dropped (statistics and projections); b keeps its own.
+run -e "$A; calibrate story.txt seqlen 32 samples 4; kvsvd learn all rank 3; $HF; calibrate story.txt seqlen 32 samples 2; use a; calibrate story.txt seqlen 16 samples 3; transforms; use b; calib info to ib.csv"
+[ "$(rc)" = 0 ] || fail "second calibrate: rc $(rc): $(tail -3 err.txt)"
+want="dropped the calibration of a (4 windows, 128 tokens of story.txt) and its kvsvd learn projections (K-SVD, Eigen, KQ-SVD): replaced by these statistics"
+[ "$(grep -c -F -- "$want" out.txt)" = 1 ] || fail "the replacement is said once: [$(grep -i 'dropped\|replaced' out.txt)]"
+[ "$(grep -c 'dropped' out.txt)" = 1 ] || fail "only the second calibrate of a drops something: [$(grep dropped out.txt)]"
+[ "$(col ib.csv 0 3)" = 2 ] || fail "b's calibration after a's second: [$(cat ib.csv 2>&1)]"
+run -e "$A; calibrate story.txt seqlen 32 samples 4; calib save s4.safetensors; calibrate story.txt seqlen 16 samples 2; calib load s4.safetensors to il.csv"
+grep -q -F "dropped the calibration of a (2 windows, 32 tokens of story.txt): replaced by these statistics" out.txt ||
+  fail "calib load says what it replaced: [$(grep -i 'dropped\|loaded' out.txt)]"
+[ "$(col il.csv 0 3)" = 4 ] || fail "calib load's statistics: [$(cat il.csv 2>&1)]"
+
+# 3. A figure's calib FILE uses its own statistics: the session's calibration and projections stay.
+run -e "$A; calibrate story.txt seqlen 32 samples 3; kvsvd learn kqsvd rank 2; plot key-norms layer 0 calib story.txt seqlen 16 samples 2 to kn.png; plot rope-energy calib story.txt seqlen 16 samples 5 to re.png; calib info to i3.csv; export p3"
+[ "$(rc)" = 0 ] || fail "figures with calib FILE: rc $(rc): $(tail -3 err.txt)"
+is_png kn.png && is_png re.png || fail "the figures are written"
+[ "$(col i3.csv 0 3),$(col i3.csv 4 2)" = "3,96" ] || fail "figures left the session's calibration (3 x 32): [$(cat i3.csv 2>&1)]"
+[ "$(grep -c "this command's own, the session's calibration is unchanged" out.txt)" = 2 ] ||
+  fail "the figures say their statistics are their own: [$(grep 'activation statistics' out.txt)]"
+[ -f p3/kvsvd-kqsvd.safetensors ] || fail "kvsvd learn survives the figures: [$(ls p3 2>&1)]"
+grep -q dropped out.txt && fail "a figure dropped state: [$(grep dropped out.txt)]"
+
+# 4. save session replays each model's calibration.
+run -e "$A; calibrate story.txt seqlen 32 samples 4; $HF; calibrate story.txt seqlen 32 samples 2; save session sess.txt"
+run -e "run sess.txt; use a; calib info to ra.csv; use b; calib info to rb.csv"
+[ "$(rc)" = 0 ] || fail "session replay: rc $(rc): $(tail -3 err.txt)"
+[ "$(col ra.csv 0 3),$(col rb.csv 0 3)" = "4,2" ] || fail "replayed calibrations: [$(cat ra.csv rb.csv 2>&1)]"
+
+# The interrupts land at random points of the calibration of big.txt: SLOW = 1500 windows of 64
+# tokens, timed once uninterrupted (DUR ms), each run killed within its 25-65 %.
+SLOW="calibrate big.txt seqlen 64 samples 1500"
+now_ms() { date +%s%3N; }
+t0=$(now_ms)
+"$B" -e "$A; $SLOW" >/dev/null 2>&1
+DUR=$(($(now_ms) - t0))
+# at_random PID: SIGINT to PID at a random point of the calibration.
+at_random() {
+    local ms=$((DUR / 4 + RANDOM % (DUR * 2 / 5 + 1)))
+    sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+    kill -INT "$1"
+    wait "$1"
+}
+# interrupt LINES: runs the lines (one command each, the slow one among them) through piped
+# input, SIGINT at a random point of the calibration; output in out.txt.
+interrupt() {
+    printf '%s\n' "$1" | "$B" >out.txt 2>&1 &
+    at_random $!        # the pipeline's last process: attnlab
+}
+
+# 5. Ctrl-C in calibrate: whole windows, every layer the same, the count said (five random points).
+for t in 1 2 3 4 5; do
+    rm -f st.csv
+    "$B" -e "$A; $SLOW to st.csv" >out.txt 2>&1 &
+    at_random $!
+    same_counts st.csv || fail "try $t: layers saw different windows: [$(cut -d, -f1-3 st.csv | tr '\n' ' ')]"
+    n=$(sed -n 's/^interrupted: the calibration of a is the \([0-9]*\) whole windows run (every layer the same; windows 0\.\.\([0-9]*\))$/\1/p' out.txt)
+    [ -n "$n" ] && [ "$n" -lt 1500 ] || { fail "try $t: the interrupt is said with the windows kept: [$(grep -i interrupt out.txt)]"; continue; }
+    [ "$(col st.csv 4 3),$(col st.csv 4 2)" = "$n,$((n * 64))" ] || fail "try $t: $n windows said, table [$(cut -d, -f1-3 st.csv | tr '\n' ' ')]"
+done
+
+# 5b. save session after an interrupted calibrate replays exactly the windows kept.
+interrupt "$A
+$SLOW to sp.csv
+save session sp.txt"
+run -e "run sp.txt; calib info to rp.csv"
+[ "$(rc)" = 0 ] || fail "replay of an interrupted calibrate: rc $(rc): $(tail -3 err.txt)"
+same_counts sp.csv && [ "$(col sp.csv 4 3)" -lt 1500 ] || fail "interrupted calibrate: [$(cut -d, -f1-3 sp.csv | tr '\n' ' ')]"
+[ "$(cut -d, -f1-3 rp.csv)" = "$(cut -d, -f1-3 sp.csv)" ] ||
+  fail "replayed calibration: [$(cut -d, -f1-3 rp.csv | tr '\n' ' ')] vs [$(cut -d, -f1-3 sp.csv | tr '\n' ' ')]: $(grep calib sp.txt)"
+
+# 6. Ctrl-C in a figure's calib FILE or in convert mla's: the calibration found stays.
+interrupt "$A
+calibrate story.txt seqlen 32 samples 3
+plot rope-removal calib big.txt seqlen 64 samples 1500 to rr.png
+calib info to i6.csv"
+grep -q "interrupted" out.txt || fail "figure: not interrupted: [$(tail -3 out.txt)]"
+[ "$(col i6.csv 0 3),$(col i6.csv 4 2)" = "3,96" ] || fail "interrupted figure changed the calibration: [$(cat i6.csv 2>&1)]"
+interrupt "$A
+calibrate story.txt seqlen 32 samples 3
+kvsvd learn ksvd rank 2
+convert mla kv-rank 16 calib big.txt seqlen 64 samples 1500
+calib info to i7.csv
+transforms to x7.csv"
+grep -q -F "interrupted: kept the calibration of a (3 windows, 96 tokens of story.txt) and its kvsvd learn projections (K-SVD), unchanged" out.txt ||
+  fail "convert mla: the interrupt says what stays: [$(grep -i interrupt out.txt)]"
+[ "$(col i7.csv 0 3),$(col i7.csv 4 2)" = "3,96" ] || fail "interrupted convert changed the calibration: [$(cat i7.csv 2>&1)]"
+grep -q "kvsvd learn" x7.csv || fail "interrupted convert dropped kvsvd learn: [$(cat x7.csv 2>&1)]"
+
+cli_done
