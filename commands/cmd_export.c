@@ -29,7 +29,11 @@ static const char EXPORT_HELP[] =
     "  per-head factors to farr/factors.safetensors; `format dense` (any family) writes the same\n"
     "  weights without side files: the source's names, shapes and dtypes, each truncated head's\n"
     "  rank-r factors at full shape, so any engine loads it (`check DIR` confirms its fused maps).\n"
-    "  Default: hf when the truncation allows it;\n"
+    "  Default: hf when the truncation allows it. Only the tensors the truncation changes are\n"
+    "  re-encoded, in `dtype` (default the source's; for FP8 bf16, scales dropped and the modules\n"
+    "  listed in quantization_config.modules_to_not_convert; `dtype fp8` keeps every unchanged\n"
+    "  128x128 block and its scale and prints the error it adds); layers and heads kept at full\n"
+    "  rank stay the source's bit for bit;\n"
     "- after `convert mla`: a DeepSeek-V3 checkpoint (`dtype` of the new attention tensors, default\n"
     "  the source's; `shard-mb` to split the weights); `check DIR` compares it with its source;\n"
     "- after `convert tpa`: the non-contextual TPA factors in attnlab's own layout\n"
@@ -56,7 +60,7 @@ static const char EXPORT_HELP[] =
     "  truncate vo rank 8; export out/r8.gguf";
 
 static const char *const FORMAT_CHOICES[] = {"hf", "factors", "dense", "gguf", NULL};
-static const char *const DTYPE_CHOICES[] = {"f32", "f16", "bf16", "q8_0", NULL};
+static const char *const DTYPE_CHOICES[] = {"f32", "f16", "bf16", "fp8", "q8_0", NULL};
 
 static const Param export_pos[] = {
     { .name = "dir", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "DIR", .help = "the new folder" },
@@ -67,7 +71,7 @@ static const Param export_kw[] = {
     { .name = "format", .type = ARG_ENUM, .choices = FORMAT_CHOICES, .comp = COMP_CHOICES,
       .help = "FaRR: hf (DeepSeek-V3 layout), factors or dense (default: hf when possible); gguf: the model for llama.cpp" },
     { .name = "dtype", .type = ARG_ENUM, .choices = DTYPE_CHOICES, .comp = COMP_CHOICES,
-      .help = "TransMLA / TPA / gguf: dtype of the new tensors (default: the source's for TransMLA and gguf, f32 for TPA)" },
+      .help = "dtype of the new tensors (default: the source's for TransMLA, FaRR and gguf -- bf16 for a FaRR export of FP8 --, f32 for TPA; fp8: FaRR of FP8 only)" },
     { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",
       .help = "TransMLA: split the weights into shards of at most MB MiB (default 4096)" },
     { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "replace an existing non-empty folder as a whole" },

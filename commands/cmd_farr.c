@@ -770,14 +770,26 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     const FarrPlan *vo, *qk;
     farr_plans(s, x->src, &vo, &qk);
     const char *dir = args_str(a, "dir");
-    ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force") };
+    ExportOpts o = { .format = EXPORT_AUTO, .force = args_flag(a, "force"), .dtype_set = args_given(a, "dtype") };
     if (args_given(a, "format") && export_format_parse(args_str(a, "format"), &o.format)) return AL_ERR;
+    if (o.dtype_set && strcmp(args_str(a, "dtype"), "fp8") == 0) o.dtype = DT_F8_E4M3;
+    else if (o.dtype_set && xform_export_dtype(a, DT_INVALID, &o.dtype))
+        return al_err("export: dtype %s: a FaRR export writes its changed tensors in f32, f16, bf16 or fp8 (fp8: "
+                      "an FP8 source's blocks kept)", args_str(a, "dtype"));
     ExportReport rep;
     int rc = farr_export(x->src, vo, qk, dir, &o, &rep);
     if (rc) return rc;
     out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu files, %zu tensors copied bit for bit, %zu rewritten\n",
                vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", x->src->name, dir,
                export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
+    if (rep.reenc_tensors)
+        out_printf(out, "re-encoded %zu changed tensors (%s; layers %d-%d) %s -> %s%s: added error %.3g (||W_written - W'|| / "
+                   "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names, rep.reenc_lo, rep.reenc_hi, dt_name(rep.reenc_from),
+                   dt_name(rep.reenc_to), rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3
+                   ? ", their scales dropped and modules listed in quantization_config.modules_to_not_convert" : "", rep.reenc_err);
+    if (rep.fp8_blocks)
+        out_printf(out, "FP8 blocks of the changed tensors: %zu of %zu unchanged, kept bit for bit with their scales\n",
+                   rep.fp8_blocks_kept, rep.fp8_blocks);
     if (rep.format == EXPORT_HF && qk)
         out_printf(out, "query rows scaled by %.6f so that scores keep their 1/sqrt(d) scale\n", rep.q_scale);
     out_printf(out, "manifest: %s/farr_manifest.json\n", dir);
@@ -848,17 +860,20 @@ static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
     snprintf(buf, cap, "truncate of %s (FaRR working copy)", x->src->name);
 }
 
-/* `check DIR` of a dense FaRR export: its fused maps against the source's at the manifest's ranks. */
+/* `check DIR` of a FaRR export (any format): its fused maps against the source's at the manifest's
+ * ranks, within 1e-2 of the largest singular value, or, where the changed tensors were re-encoded
+ * in FP8, within twice the error that encoding added to each factor (measured at export and in the manifest). */
 static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
     const char *name = args_str(a, "source");
     FarrDenseCheck *c = NULL;
     if (farr_dense_check(dir, name && *name ? session_find(s, name) : NULL, &c)) return AL_ERR;
-    out_printf(out, "%s against %s: %zu truncated heads; fused maps: kept singular values within %.3g of the "
-               "source's (relative to the largest; per-head truncations), past the rank %.3g\n", c->export_path,
-               c->source_path, c->heads, c->sv_err, c->tail);
-    out_printf(out, "%s\n", c->sv_err < 1e-2 && c->tail < 1e-2 ? "PASS: the export's fused maps are the plan's"
-                                                             : "FAIL: the export's fused maps are not the plan's");
-    bool ok = c->sv_err < 1e-2 && c->tail < 1e-2;
+    double tol = strcmp(c->encoding, "F8_E4M3") == 0 ? fmax(1e-2, 2 * c->added_err) : 1e-2;
+    out_printf(out, "%s (format %s%s%s) against %s: %zu truncated heads; fused maps: kept singular values within %.3g "
+               "of the source's (relative to the largest; per-head truncations), past the rank %.3g; tolerance %.3g\n",
+               c->export_path, c->format, *c->encoding ? ", changed tensors in " : "", c->encoding, c->source_path,
+               c->heads, c->sv_err, c->tail, tol);
+    bool ok = c->sv_err < tol && c->tail < tol;
+    out_printf(out, "%s\n", ok ? "PASS: the export's fused maps are the plan's" : "FAIL: the export's fused maps are not the plan's");
     farr_dense_check_free(c);
     return ok ? AL_OK : al_err("check: %s's fused maps differ from the truncation's", dir);
 }
@@ -880,8 +895,7 @@ static int farr_xf_engine_export(Session *s, const Xform *x, const char *dir) {
 const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_export, .describe = farr_xf_describe,
                                    .kv_row = farr_xf_kv_row,
                                    .alive = farr_xf_alive, .export_label = "a FaRR export",
-                                   .owns_dir = farr_is_dense_export, .check_dir = farr_xf_check_dir,
-                                   .no_dtype = "each tensor keeps its dtype",
+                                   .owns_dir = farr_is_export, .check_dir = farr_xf_check_dir,
                                    .no_shard_mb = "it keeps the source's shards",
                                    .engine_export = farr_xf_engine_export, .engine_form = "its dense FaRR export",
                                    .reset = farr_xf_reset, .replays = true };

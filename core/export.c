@@ -76,10 +76,14 @@ typedef struct {
     const ModelConfig *c;
     const FarrPlan *plan[2];     /* by kind */
     export_format fmt;
+    bool dtype_set;              /* ExportOpts.dtype given */
+    dt_type dtype;
     double q_scale;              /* hf QK */
     int nope2, v2;               /* hf: the new qk_nope_head_dim / v_head_dim */
     float *scale;                /* FP8 block scales of the weight just written, for its _scale_inv */
     size_t scale_bytes;
+    char **keep_bf;              /* modules of FP8 weights re-encoded in another dtype (n_keep_bf) */
+    size_t n_keep_bf;
     ExportReport rep;
 } Ctx;
 
@@ -95,6 +99,28 @@ static const Mat *plan_head_mat(const Ctx *x, const FarrPlan *p, int L, int h) {
     return g ? g->head[idx] : NULL;
 }
 
+/* The width of a group's factor (S is (m x k)): VO the value dims of a head, QK the fused part of
+ * a key head (the NoPE dims of a partial-rotary or MLA head). */
+static int pair_width(const ModelConfig *c, farr_kind k) {
+    if (k == FARR_VO) return c->v_dim;
+    return c->qk_nope_dim > 0 && c->qk_rope_dim > 0 ? c->qk_nope_dim : cfg_d_qk(c);
+}
+
+/* Layer L of the kind-k plan when it cuts something there (a group below full rank), else NULL:
+ * a layer every group of which keeps its full rank is the source's and is copied bit for bit. */
+static const FarrTruncLayer *cut_layer(const Ctx *x, farr_kind k, int L) {
+    const FarrTruncLayer *tl = farr_plan_layer(x->plan[k], L);
+    for (int g = 0; tl && g < tl->n_kv; g++)
+        if (tl->groups[g]->rank < pair_width(x->c, k)) return tl;
+    return NULL;
+}
+
+/* True when group g of a cut layer keeps its full rank and its rows/columns keep the source's
+ * values (factors/dense; not where the layer adjusts biases, which are the group's together). */
+static bool keep_group(const FarrTruncLayer *tl, const ModelConfig *c, farr_kind k, int g) {
+    return tl && !tl->shared_bias && !tl->head_bias && !tl->o_bias_delta && tl->groups[g]->rank >= pair_width(c, k);
+}
+
 /* True when `suffix` is the weight (or its bias: *bias) that holds the GQA views of `kind` in layer
  * L (model_head_block's suffix: q/k/v/o_proj, qkv_proj, query_key_value, dense). */
 static bool gqa_holds(const Ctx *x, int L, head_kind kind, const char *suffix, bool *bias) {
@@ -107,8 +133,8 @@ static bool gqa_holds(const Ctx *x, int L, head_kind kind, const char *suffix, b
 
 /* The attention tensors a truncation rewrites, per family (HF suffixes). */
 static bool rewritten_suffix(const Ctx *x, const char *suffix, int L) {
-    const FarrPlan *vo = farr_plan_layer(x->plan[FARR_VO], L) ? x->plan[FARR_VO] : NULL;
-    const FarrPlan *qk = farr_plan_layer(x->plan[FARR_QK], L) ? x->plan[FARR_QK] : NULL;
+    const FarrPlan *vo = cut_layer(x, FARR_VO, L) ? x->plan[FARR_VO] : NULL;
+    const FarrPlan *qk = cut_layer(x, FARR_QK, L) ? x->plan[FARR_QK] : NULL;
     const ModelConfig *c = x->c;
     if (c->family == FAM_GPT2) {
         if (strcmp(suffix, "attn.c_attn.weight") == 0 || strcmp(suffix, "attn.c_attn.bias") == 0) return vo || qk;
@@ -183,12 +209,14 @@ static void put_vec(float *dst, size_t n, const float *src, size_t r) {
 static void pad_gqa(const Ctx *x, int L, const char *suffix, Mat *W, size_t w0) {
     const ModelConfig *c = x->c;
     const FarrPlan *vo = x->plan[FARR_VO], *qk = x->plan[FARR_QK];
-    const FarrTruncLayer *tv = farr_plan_layer(vo, L), *tq = farr_plan_layer(qk, L);
+    const FarrTruncLayer *tv0 = cut_layer(x, FARR_VO, L), *tq0 = cut_layer(x, FARR_QK, L);
     head_part qpart = c->qk_nope_dim > 0 && c->qk_rope_dim > 0 ? PART_NOPE : PART_ALL;
     bool bias;
     for (int h = 0; h < c->n_heads; h++) {
         HeadBlock b;
         int g = cfg_kv_group(c, h);
+        const FarrTruncLayer *tv = keep_group(tv0, c, FARR_VO, g) ? NULL : tv0;   /* kept: the source's */
+        const FarrTruncLayer *tq = keep_group(tq0, c, FARR_QK, g) ? NULL : tq0;
         bool first = h == 0 || g != cfg_kv_group(c, h - 1);          /* each KV head once */
         if (tv && gqa_holds(x, L, HK_V, suffix, &bias) && first && !model_head_block(x->m, HK_V, L, g, PART_ALL, &b)) {
             if (bias) put_vec(W->data + b.r0, b.nr, tv->shared_bias ? tv->shared_bias[g] : NULL, (size_t)plan_group(vo, L, g)->rank);
@@ -217,7 +245,7 @@ static void pad_gqa(const Ctx *x, int L, const char *suffix, Mat *W, size_t w0) 
 static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w0) {
     const ModelConfig *c = x->c;
     const FarrPlan *vo = x->plan[FARR_VO], *qk = x->plan[FARR_QK];
-    const FarrTruncLayer *tv = farr_plan_layer(vo, L), *tq = farr_plan_layer(qk, L);
+    const FarrTruncLayer *tv = cut_layer(x, FARR_VO, L), *tq = cut_layer(x, FARR_QK, L);
     int H = c->n_heads, G = c->n_kv_heads;
     size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, nope = (size_t)c->qk_nope_dim;
     if (c->family == FAM_GPT2) {
@@ -242,13 +270,17 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
     }
     if (cfg_is_mla(c)) {
         size_t kvrow = nope + dv;
-        if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0) {
-            for (int h = 0; tq && h < H; h++) put_rows_t(W, w0, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true);
-        } else if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) {
-            for (int h = 0; tq && h < H; h++) put_rows_t(W, w0, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true);
-            for (int h = 0; tv && h < H; h++) put_rows_t(W, w0, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true);
-        } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
-            for (int h = 0; h < H; h++) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
+        /* MLA: one group per head; a head kept at full rank keeps the source's rows/columns */
+        for (int h = 0; h < H; h++) {
+            bool q = tq && !keep_group(tq, c, FARR_QK, h), v = tv && !keep_group(tv, c, FARR_VO, h);
+            if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0) {
+                if (q) put_rows_t(W, w0, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true);
+            } else if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) {
+                if (q) put_rows_t(W, w0, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true);
+                if (v) put_rows_t(W, w0, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true);
+            } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
+                if (v) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
+            }
         }
         return;
     }
@@ -264,8 +296,8 @@ static void copy_row(Mat *D, size_t dst_row, const Mat *S, size_t src_row, float
  * be a stripe: O holds its rows [w0, w0 + O->rows) (the others: w0 = 0, O whole). */
 static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O, size_t w0) {
     const ModelConfig *c = x->c;
-    const FarrPlan *vo = farr_plan_layer(x->plan[FARR_VO], L) ? x->plan[FARR_VO] : NULL;
-    const FarrPlan *qk = farr_plan_layer(x->plan[FARR_QK], L) ? x->plan[FARR_QK] : NULL;
+    const FarrPlan *vo = cut_layer(x, FARR_VO, L) ? x->plan[FARR_VO] : NULL;
+    const FarrPlan *qk = cut_layer(x, FARR_QK, L) ? x->plan[FARR_QK] : NULL;
     size_t H = (size_t)c->n_heads, nope = (size_t)c->qk_nope_dim, rope = (size_t)c->qk_rope_dim, dv = (size_t)c->v_dim;
     size_t n2 = (size_t)x->nope2, v2 = (size_t)x->v2;
     Mat *W = NULL;
@@ -307,6 +339,7 @@ typedef struct {
     Ctx *x;
     const char *name, *suffix;   /* the store's name and its per-layer suffix */
     const st_entry *e;           /* the source tensor */
+    dt_type dt;                  /* the dtype it is written in */
     int L;
     bool scale;                  /* the FP8 "_scale_inv" of the weight written just before */
 } Job;
@@ -327,23 +360,61 @@ static int rewritten_shape(const Ctx *x, const char *suffix, const st_entry *e, 
     return 2;
 }
 
-/* Stores W (rows [r0, r0 + W->rows) of the rewritten tensor, r0 a multiple of DT_FP8_BLOCK) in
- * dtype into dst (the whole tensor's bytes); FP8 fills the matching rows of scale blocks too. */
-static int store_rows(Ctx *x, const Job *j, const Mat *W, size_t r0, uint8_t *dst) {
-    size_t n = W->rows * W->cols;
-    if (j->e->dtype != DT_F8_E4M3) return dt_from_f32(j->e->dtype, W->data, n, dst + r0 * W->cols * dt_size(j->e->dtype));
-    st_fp8_blocks(W, dst + r0 * W->cols, x->scale + (r0 / DT_FP8_BLOCK) * dt_fp8_nblocks(W->cols));
+/* Adds ||dec - W||^2 and ||W||^2 to acc, dec being the n values W was stored as (in dt at p). */
+static int measure(dt_type dt, const void *p, const float *scale, size_t r0, const Mat *W, double acc[2]) {
+    float *dec = al_malloc3(W->rows, W->cols, sizeof(float), "a check of the encoding");
+    if (!dec) return AL_ERR;
+    if (dt == DT_F8_E4M3)
+        dt_fp8_dequant(p, W->cols, scale, dt_fp8_nblocks(W->cols), r0, W->rows, 0, W->cols, dec, W->cols);
+    else if (dt_to_f32(dt, (const uint8_t *)p + r0 * W->cols * dt_size(dt), W->rows * W->cols, dec) != AL_OK) {
+        free(dec);
+        return AL_ERR;
+    }
+    for (size_t i = 0; i < W->rows * W->cols; i++) {
+        double d = (double)dec[i] - W->data[i];
+        acc[0] += d * d;
+        acc[1] += (double)W->data[i] * W->data[i];
+    }
+    free(dec);
     return AL_OK;
+}
+
+/* Stores W (rows [r0, r0 + W->rows) of the rewritten tensor, r0 a multiple of DT_FP8_BLOCK) in
+ * j->dt into dst (the whole tensor's bytes) and measures what the encoding added (acc). FP8 fills
+ * the matching rows of scale blocks too: from an FP8 source of the same shape (Old: the source's
+ * values of these rows) its unchanged blocks, scales and values are kept (dt_fp8_reencode_rows),
+ * else fresh 128x128 scales. */
+static int store_rows(Ctx *x, const Job *j, const Mat *W, const Mat *Old, size_t r0, uint8_t *dst, double acc[2]) {
+    size_t n = W->rows * W->cols;
+    if (j->dt != DT_F8_E4M3) {
+        if (dt_from_f32(j->dt, W->data, n, dst + r0 * W->cols * dt_size(j->dt)) != AL_OK) return AL_ERR;
+        return measure(j->dt, dst, NULL, r0, W, acc);
+    }
+    const void *old_scale;
+    size_t scols, nb = dt_fp8_nblocks(W->cols);
+    const st_file *f;
+    const st_entry *e;
+    if (Old && j->e->dtype == DT_F8_E4M3 && store_entry(x->m->store, j->name, &e, &f) == AL_OK &&
+        store_fp8_scale(x->m->store, j->name, e->shape[0], e->shape[1], &old_scale, &scols) == AL_OK && scols == nb) {
+        const uint8_t *old = (const uint8_t *)st_data(f, e) + r0 * W->cols;
+        x->rep.fp8_blocks_kept += dt_fp8_reencode_rows(W->data, Old->data, old, old_scale, scols, r0, W->rows,
+                                                       W->cols, dst + r0 * W->cols, x->scale);
+    } else {
+        al_err_clear();
+        st_fp8_blocks(W, dst + r0 * W->cols, x->scale + (r0 / DT_FP8_BLOCK) * nb);
+    }
+    x->rep.fp8_blocks += nb;
+    return measure(DT_F8_E4M3, dst, x->scale, r0, W, acc);
 }
 
 /* Factors format (padded in place), and hf's o_proj (columns resliced): read, rewritten and stored
  * DT_FP8_BLOCK rows at a time, so no float copy of a whole weight is ever made (an R1 o_proj is
  * 470 MB as float). */
-static int fill_striped(Ctx *x, const Job *j, uint8_t *dst, size_t R) {
+static int fill_striped(Ctx *x, const Job *j, uint8_t *dst, size_t R, double acc[2]) {
     int rc = AL_OK;
     for (size_t r0 = 0; rc == AL_OK && r0 < R; r0 += DT_FP8_BLOCK) {
         size_t nr = R - r0 < DT_FP8_BLOCK ? R - r0 : DT_FP8_BLOCK;
-        Mat *W = NULL;
+        Mat *W = NULL, *Old = NULL;
         rc = store_read_rows(x->m->store, j->name, r0, nr, &W);
         if (rc == AL_OK && x->fmt == EXPORT_HF) {
             Mat *O = W;
@@ -351,10 +422,12 @@ static int fill_striped(Ctx *x, const Job *j, uint8_t *dst, size_t R) {
             mat_free(O);
             rc = W ? AL_OK : AL_ERR;
         } else if (rc == AL_OK) {
+            if (j->dt == DT_F8_E4M3 && !(Old = mat_copy(W))) rc = AL_ERR;
             pad_tensor(x, j->L, j->suffix, W, r0);
         }
-        if (rc == AL_OK) rc = store_rows(x, j, W, r0, dst);
+        if (rc == AL_OK) rc = store_rows(x, j, W, Old, r0, dst, acc);
         mat_free(W);
+        mat_free(Old);
     }
     return rc;
 }
@@ -373,47 +446,76 @@ static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
     if (store_shape2(x->m->store, j->name, &R, &C) != AL_OK) return AL_ERR;
     size_t rows = R, cols = C;
     if (x->fmt == EXPORT_HF) rewritten_rows_cols(x, j->suffix, &rows, &cols);
-    if (rows * cols * dt_size(j->e->dtype) != nbytes)
+    if (rows * cols * dt_size(j->dt) != nbytes)
         return al_err("internal: %s rewritten to %zu values, %zu bytes were planned", j->name, rows * cols, nbytes);
     free(x->scale);
     x->scale = NULL;
-    if (j->e->dtype == DT_F8_E4M3) {
+    if (j->dt == DT_F8_E4M3) {
         x->scale_bytes = dt_fp8_nblocks(rows) * dt_fp8_nblocks(cols) * sizeof(float);
         if (!(x->scale = al_malloc(x->scale_bytes, j->name))) return AL_ERR;
     }
     int rc;
+    double acc[2] = {0, 0};
     if (x->fmt != EXPORT_HF || strstr(j->suffix, "o_proj")) {
-        rc = fill_striped(x, j, dst, R);
+        rc = fill_striped(x, j, dst, R, acc);
     } else {
         Mat *O = NULL, *W = NULL;
         if (store_read(x->m->store, j->name, &O) != AL_OK) return AL_ERR;
         W = reslice_tensor(x, j->L, j->suffix, O, 0);
         mat_free(O);
-        rc = W ? store_rows(x, j, W, 0, dst) : AL_ERR;
+        rc = W ? store_rows(x, j, W, NULL, 0, dst, acc) : AL_ERR;
         mat_free(W);
     }
+    if (acc[1] > 0) x->rep.reenc_err = fmax(x->rep.reenc_err, sqrt(acc[0] / acc[1]));
     store_release_prefix(x->m->store, j->name);   /* its pages are written now */
     return rc;
 }
 
-/* Adds a rewritten tensor in the original dtype (FP8 with fresh block scales, "<name>_scale_inv"),
+/* The dtype a changed tensor of the source's dtype `src` is written in (ExportOpts.dtype). */
+static dt_type out_dtype(const Ctx *x, dt_type src) {
+    return x->dtype_set ? x->dtype : src == DT_F8_E4M3 ? DT_BF16 : src;
+}
+
+/* Notes a re-encoded tensor in the report; an FP8 weight leaving FP8 joins keep_bf (its module). */
+static int note_reencoded(Ctx *x, const char *name, const char *suffix, int L, dt_type from, dt_type to) {
+    ExportReport *r = &x->rep;
+    if (r->reenc_tensors++ == 0) r->reenc_from = from, r->reenc_to = to, r->reenc_lo = r->reenc_hi = L;
+    r->reenc_lo = L < r->reenc_lo ? L : r->reenc_lo;
+    r->reenc_hi = L > r->reenc_hi ? L : r->reenc_hi;
+    if (!strstr(r->reenc_names, suffix) && strlen(r->reenc_names) + strlen(suffix) + 3 < sizeof r->reenc_names)
+        snprintf(r->reenc_names + strlen(r->reenc_names), sizeof r->reenc_names - strlen(r->reenc_names), "%s%s",
+                 *r->reenc_names ? ", " : "", suffix);
+    if (from != DT_F8_E4M3 || to == DT_F8_E4M3) return AL_OK;
+    char **k = realloc(x->keep_bf, (x->n_keep_bf + 1) * sizeof *k);
+    if (!k) return al_err("out of memory");
+    x->keep_bf = k;
+    size_t n = strlen(name);
+    k[x->n_keep_bf] = strndup(name, n > 7 && !strcmp(name + n - 7, ".weight") ? n - 7 : n);
+    return k[x->n_keep_bf++] ? AL_OK : al_err("out of memory");
+}
+
+/* Adds a rewritten tensor in its output dtype (FP8 with block scales, "<name>_scale_inv"),
  * computed when the shard is written. */
 static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry *e, int L, const char *suffix) {
+    dt_type dt = out_dtype(x, e->dtype);
     if (!dt_is_float(e->dtype) || e->dtype == DT_F8_E5M2 || e->dtype == DT_F64)
         return al_err("tensor '%s': cannot write dtype %s after truncation", name, dt_name(e->dtype));
+    if (dt == DT_F8_E4M3 && (e->ndim != 2 || e->dtype != DT_F8_E4M3))
+        return al_err("tensor '%s' (%s): dtype fp8 re-encodes FP8 weights only; use bf16 or f32", name, dt_name(e->dtype));
+    if (note_reencoded(x, name, suffix, L, e->dtype, dt) != AL_OK) return AL_ERR;
     size_t shape[ST_MAX_DIMS], numel = 1;
     int nd = rewritten_shape(x, suffix, e, shape);
     for (int d = 0; d < nd; d++) numel *= shape[d];
     Job *j = al_malloc(sizeof *j, name);
     if (!j) return AL_ERR;
-    *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .L = L};
-    int rc = ckpt_add_lazy(w, name, e->dtype, nd, shape, numel * dt_size(e->dtype), fill_rewritten, j);
-    if (rc != AL_OK || e->dtype != DT_F8_E4M3) return rc;
+    *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .dt = dt, .L = L};
+    int rc = ckpt_add_lazy(w, name, dt, nd, shape, numel * dt_size(dt), fill_rewritten, j);
+    if (rc != AL_OK || dt != DT_F8_E4M3) return rc;
     size_t sshape[2] = {dt_fp8_nblocks(shape[0]), dt_fp8_nblocks(shape[1])};
     char *sname = al_asprintf("%s_scale_inv", name);
     Job *js = sname ? al_malloc(sizeof *js, name) : NULL;
     if (!js) { free(sname); return AL_ERR; }
-    *js = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .L = L, .scale = true};
+    *js = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .dt = dt, .L = L, .scale = true};
     rc = ckpt_add_lazy(w, sname, DT_F32, 2, sshape, sshape[0] * sshape[1] * sizeof(float), fill_rewritten, js);
     free(sname);
     return rc;
@@ -539,6 +641,24 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
         cJSON_AddStringToObject(j, "weights", "original layout and config; truncated heads zero-padded to "
                                 "their original size (the padded model computes exactly the truncated maps)");
     }
+    const ExportReport *r = &x->rep;
+    if (r->reenc_tensors) {
+        cJSON *re = cJSON_AddObjectToObject(j, "reencoded");
+        cJSON_AddNumberToObject(re, "tensors", (double)r->reenc_tensors);
+        cJSON_AddStringToObject(re, "names", r->reenc_names);
+        cJSON *lr = cJSON_AddArrayToObject(re, "layers");
+        cJSON_AddItemToArray(lr, cJSON_CreateNumber(r->reenc_lo));
+        cJSON_AddItemToArray(lr, cJSON_CreateNumber(r->reenc_hi));
+        cJSON_AddStringToObject(re, "from", dt_name(r->reenc_from));
+        cJSON_AddStringToObject(re, "to", dt_name(r->reenc_to));
+        cJSON_AddNumberToObject(re, "added_rel_error_max", r->reenc_err);
+        if (r->fp8_blocks) {
+            cJSON_AddNumberToObject(re, "fp8_blocks", (double)r->fp8_blocks);
+            cJSON_AddNumberToObject(re, "fp8_blocks_kept", (double)r->fp8_blocks_kept);
+        }
+    }
+    cJSON_AddStringToObject(j, "untouched", "every tensor, row and FP8 block the truncation does not change "
+                            "is the source's bit for bit (layers and heads kept at full rank included)");
     if (x->c->qkv_bias && !cfg_is_mla(x->c))
         cJSON_AddStringToObject(j, "biases", x->c->o_bias
             ? "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias folded into the output bias"
@@ -595,13 +715,34 @@ static int write_factors(Ctx *x, CkptWriter *w) {
 
 /* ================================================================ other files */
 
-/* config.json: the source's, as it is (factors), or with the new head sizes (hf). */
+/* The FP8 weights written in another dtype join quantization_config's list of modules not
+ * quantized: transformers' FineGrainedFP8 keeps them nn.Linear (modules_to_not_convert), vLLM's
+ * Fp8Config reads `ignored_layers`, or modules_to_not_convert when that is absent or empty. */
+static void keep_bf_config(const Ctx *x, cJSON *j) {
+    cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quantization_config");
+    if (!cJSON_IsObject(q) || !x->n_keep_bf) return;
+    const char *keys[] = {"modules_to_not_convert", "ignored_layers"};
+    for (int k = 0; k < 2; k++) {
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(q, keys[k]);
+        if (k == 1 && !(cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0)) continue;   /* only a non-empty one */
+        if (!cJSON_IsArray(a)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(q, keys[k]);
+            a = cJSON_AddArrayToObject(q, keys[k]);
+        }
+        for (size_t i = 0; a && i < x->n_keep_bf; i++) cJSON_AddItemToArray(a, cJSON_CreateString(x->keep_bf[i]));
+    }
+}
+
+/* config.json: the source's, as it is (factors, dense), with the new head sizes (hf), and with the
+ * FP8 weights written in another dtype listed as not quantized. */
 static int write_config(Ctx *x, CkptWriter *w) {
-    if (x->fmt != EXPORT_HF) return ckpt_write_text(w, "config.json", x->m->config_json, strlen(x->m->config_json));
+    if (x->fmt != EXPORT_HF && !x->n_keep_bf)
+        return ckpt_write_text(w, "config.json", x->m->config_json, strlen(x->m->config_json));
     cJSON *j = model_config_tree(x->m);
     if (!j) return al_err("cannot re-read the source config.json");
-    if (x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
-    if (x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));
+    keep_bf_config(x, j);
+    if (x->fmt == EXPORT_HF && x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
+    if (x->fmt == EXPORT_HF && x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));
     int rc = ckpt_write_json(w, "config.json", j);
     cJSON_Delete(j);
     return rc;
@@ -621,7 +762,12 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
         if (p && strcmp(p->model_path, m->path) != 0)
             return al_err("the %s truncation was made on %s, not on %s", farr_kind_name(p->opts.kind), p->model_path, m->path);
     }
-    Ctx x = { .m = m, .c = &m->cfg, .plan = { vo, qk }, .q_scale = 1.0 };
+    Ctx x = { .m = m, .c = &m->cfg, .plan = { vo, qk }, .q_scale = 1.0, .dtype_set = o.dtype_set, .dtype = o.dtype };
+    if (o.dtype_set && o.dtype != DT_F32 && o.dtype != DT_F16 && o.dtype != DT_BF16 && o.dtype != DT_F8_E4M3)
+        return al_err("export: dtype %s: a FaRR export writes its changed tensors in f32, f16, bf16 or fp8", dt_name(o.dtype));
+    if (o.dtype_set && o.dtype == DT_F8_E4M3 && m->cfg.dtype != DT_F8_E4M3)
+        return al_err("export: dtype fp8 keeps an FP8 checkpoint's blocks; %s is %s: use f32, f16 or bf16", m->name,
+                      dt_name(m->cfg.dtype));
     const char *why = export_hf_refusal(m, vo, qk);
     if (o.format == EXPORT_HF && why) return al_err("cannot export format hf: %s", why);
     x.fmt = o.format == EXPORT_AUTO ? (why ? EXPORT_FACTORS : EXPORT_HF) : o.format;
@@ -650,6 +796,8 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     if (rc == AL_OK) rc = ckpt_commit(w, &x.rep.files);
     else ckpt_abort(w);
     free(x.scale);
+    for (size_t i = 0; i < x.n_keep_bf; i++) free(x.keep_bf[i]);
+    free(x.keep_bf);
     x.rep.format = x.fmt;
     x.rep.q_scale = x.q_scale;
     if (rep) *rep = x.rep;
@@ -658,12 +806,12 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
 
 /* ================================================================ check of a dense export */
 
-bool farr_is_dense_export(const char *dir) {
+bool farr_is_export(const char *dir) {
     char *path = al_asprintf("%s/farr_manifest.json", dir);
     char *text = path ? al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
-    bool yes = cJSON_IsString(f) && strcmp(f->valuestring, "dense") == 0;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "method");
+    bool yes = cJSON_IsString(f) && strncmp(f->valuestring, "FaRR", 4) == 0;
     cJSON_Delete(root);
     free(text);
     free(path);
@@ -694,7 +842,7 @@ static int head_spectrum(Model *m, farr_kind k, int L, int h, Spectrum **out) {
 
 /* One truncation of the manifest: every head of its layers, spectra of the export against the
  * source's leading singular values at the head's kept rank. */
-static int check_truncation(Model *src, Model *ex, const cJSON *t, FarrDenseCheck *c) {
+static int check_truncation(Model *src, Model *ex, const cJSON *t, double q_scale, FarrDenseCheck *c) {
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(t, "kind"), *e;
     farr_kind k = cJSON_IsString(kind) && strcmp(kind->valuestring, "qk") == 0 ? FARR_QK : FARR_VO;
     bool per_head = src->cfg.n_kv_heads == src->cfg.n_heads || src->cfg.n_kv_heads <= 0;   /* else a group shares a basis */
@@ -711,9 +859,10 @@ static int check_truncation(Model *src, Model *ex, const cJSON *t, FarrDenseChec
             int rc = head_spectrum(src, k, L, h, &a);
             if (rc == AL_OK) rc = head_spectrum(ex, k, L, h, &b);
             if (rc == AL_OK && a->p > 0 && a->sigma[0] > 0) {
+                double bs = k == FARR_QK ? 1.0 / q_scale : 1.0;   /* hf: query rows times q_scale */
                 for (size_t i = 0; i < b->p; i++) {
                     double want = i < r && i < a->p ? a->sigma[i] : 0.0;
-                    double d = fabs(b->sigma[i] - want) / a->sigma[0];
+                    double d = fabs(b->sigma[i] * bs - want) / a->sigma[0];
                     if (i >= r) c->tail = fmax(c->tail, d);
                     else if (per_head) c->sv_err = fmax(c->sv_err, d);
                 }
@@ -748,8 +897,17 @@ int farr_dense_check(const char *dir, Model *src, FarrDenseCheck **out) {
         c->source_path = al_strdup(src->path);
         rc = c->export_path && c->source_path ? AL_OK : AL_ERR;
     }
+    const cJSON *qs = cJSON_GetObjectItemCaseSensitive(root, "q_scale"), *fm = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *re = cJSON_GetObjectItemCaseSensitive(root, "reencoded");
+    const cJSON *to = cJSON_GetObjectItemCaseSensitive(re, "to"), *ae = cJSON_GetObjectItemCaseSensitive(re, "added_rel_error_max");
+    double q_scale = cJSON_IsNumber(qs) && qs->valuedouble > 0 ? qs->valuedouble : 1.0;
+    if (c) {
+        snprintf(c->format, sizeof c->format, "%s", cJSON_IsString(fm) ? fm->valuestring : "?");
+        snprintf(c->encoding, sizeof c->encoding, "%s", cJSON_IsString(to) ? to->valuestring : "");
+        c->added_err = cJSON_IsNumber(ae) ? ae->valuedouble : 0.0;
+    }
     cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(root, "truncations")) {
-        if (rc == AL_OK) rc = check_truncation(src, ex, t, c);
+        if (rc == AL_OK) rc = check_truncation(src, ex, t, q_scale, c);
         if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
     }
     cJSON_Delete(root);

@@ -23,8 +23,16 @@
  * All write farr_manifest.json (method, tau or rank, policy, per-layer ranks, parameter and
  * KV-cache counts, energies and errors).
  *
- * Every tensor that is not truncated is copied bit for bit (its raw bytes, dtype and FP8 scales
- * kept); truncated tensors keep their dtype (FP8 is requantized with fresh 128x128 scales).
+ * Every tensor the truncation does not change is copied bit for bit (its raw bytes, dtype and FP8
+ * scales kept): tensors of other layers, of layers whose every group keeps its full rank, and,
+ * inside a rewritten tensor (factors/dense, bias-free layers), the rows/columns of groups kept at
+ * full rank hold the source's values. A changed tensor is re-encoded in ExportOpts.dtype: by
+ * default the source's dtype, but BF16 for an FP8 source (its _scale_inv dropped and the module
+ * listed in quantization_config.modules_to_not_convert, which transformers' FineGrainedFP8 and
+ * vLLM's Fp8Config read, so it loads as a plain Linear beside the FP8 ones); with dtype F8_E4M3
+ * every 128x128 block whose values did not change keeps its codes and scale bit for bit, a
+ * changed block keeps its scale (times 2^k when the new values need it) and the unchanged
+ * values in it their codes. The added error of re-encoding is measured (ExportReport.reenc_err).
  * One output shard per source file (model.safetensors, or model-0000i-of-0000N.safetensors with an
  * index), copied tensors streamed from the source's mapping; the source's auxiliary files
  * (tokenizer, generation config, licence) are copied, nothing else. Everything goes through the
@@ -41,6 +49,9 @@ typedef enum { EXPORT_AUTO, EXPORT_HF, EXPORT_FACTORS, EXPORT_DENSE } export_for
 typedef struct {
     export_format format;    /* AUTO: hf when the plans allow it, else factors */
     bool force;              /* replace an existing non-empty folder as a whole */
+    bool dtype_set;          /* dtype given: the changed tensors are written in it (F32, F16, BF16,
+                                F8_E4M3: an FP8 source only); else the source's, BF16 for FP8 */
+    dt_type dtype;
 } ExportOpts;
 
 /* What an export did (for the command's report). */
@@ -51,6 +62,13 @@ typedef struct {
     size_t tensors_rewritten;
     size_t bytes;            /* bytes of tensor data written */
     double q_scale;          /* hf QK only (else 1) */
+    /* the changed tensors, re-encoded (reenc_tensors of them) from reenc_from to reenc_to */
+    size_t reenc_tensors;
+    dt_type reenc_from, reenc_to;
+    int reenc_lo, reenc_hi;  /* their layers */
+    char reenc_names[160];   /* their distinct suffixes, ", "-joined ("self_attn.kv_b_proj.weight, ...") */
+    double reenc_err;        /* max over them of ||W_written - W'|| / ||W'||: what encoding added */
+    size_t fp8_blocks, fp8_blocks_kept;  /* dtype F8_E4M3: their blocks, and those kept bit for bit */
 } ExportReport;
 
 /* "hf" / "factors" / "dense" / "auto"; parse returns AL_ERR naming the accepted words. */
@@ -64,10 +82,10 @@ const char *export_hf_refusal(const Model *m, const FarrPlan *vo, const FarrPlan
 int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *dir,
                 const ExportOpts *opts, ExportReport *rep);
 
-/* ================================================================ check of a dense export */
+/* ================================================================ check of an export */
 
-/* True when dir holds a FaRR export in format dense (its farr_manifest.json says so). */
-bool farr_is_dense_export(const char *dir);
+/* True when dir holds a FaRR export (its farr_manifest.json names FaRR), in any format. */
+bool farr_is_export(const char *dir);
 
 typedef struct {
     char *export_path, *source_path;
@@ -77,13 +95,16 @@ typedef struct {
                                  where each head has its own basis (MHA, MLA: not GQA groups, whose
                                  shared basis keeps other values): 0 otherwise */
     double tail;              /* max over heads of s'_i / s_0 for i >= r: what the export has past the rank */
+    char format[16];          /* the manifest's format (hf, factors, dense) */
+    char encoding[16];        /* the dtype its changed tensors were re-encoded in ("" when none) */
+    double added_err;         /* what that encoding added (the manifest's added_rel_error_max) */
 } FarrDenseCheck;
 
 void farr_dense_check_free(FarrDenseCheck *c);
-/* Opens the dense export in dir and its source (src, or the manifest's source when NULL) and
- * compares, for every truncated head, the export's fused map (VO: W_V W_O; QK: W_Q W_K^T, NoPE
- * columns for MLA) with the plan's: rank r (zero singular values past r) and, per-head
- * truncations, the source's leading r singular values, within the dtype's rounding. */
+/* Opens the FaRR export in dir (any format) and its source (src, or the manifest's source when
+ * NULL) and compares, for every truncated head, the export's fused map (VO: W_V W_O; QK: W_Q W_K^T,
+ * NoPE columns for MLA, divided by an hf export's q_scale) with the plan's: rank r (zero singular
+ * values past r) and, per-head truncations, the source's leading r singular values. */
 int farr_dense_check(const char *dir, Model *src, FarrDenseCheck **out);
 
 #endif

@@ -262,6 +262,43 @@ void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t s
     fp8_dequant(w, cols, scale, scols, r0, nr, c0, nc, dst, ld, true);
 }
 
+/* dt_fp8_reencode_rows: one block (nr x nc at column c0) -- kept, or re-encoded at its old scale
+ * (times 2^k). Returns true when kept. */
+static bool fp8_reencode_block(const float *W, const float *Wold, const uint8_t *old, float s_old, size_t nr,
+                               size_t c0, size_t nc, size_t cols, uint8_t *q, float *s_out) {
+    bool changed = false;
+    float amax = 0;
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = c0; j < c0 + nc; j++) {
+            changed |= memcmp(&W[i * cols + j], &Wold[i * cols + j], sizeof(float)) != 0;
+            amax = fmaxf(amax, fabsf(W[i * cols + j]));
+        }
+    float s = s_old;
+    int k = 0;
+    if (!(s > 0) || !isfinite(s)) s = amax > 0 ? amax / 448.0f : 1.0f, k = 1;
+    while (changed && amax > 448.0f * s && k < 64) s *= 2.0f, k++;
+    *s_out = changed ? s : s_old;
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = c0; j < c0 + nc; j++) {
+            size_t t = i * cols + j;
+            bool same = !changed || (k == 0 && memcmp(&W[t], &Wold[t], sizeof(float)) == 0);
+            q[t] = same ? old[t] : dt_f32_to_e4m3(W[t] / s);
+        }
+    return !changed;
+}
+
+size_t dt_fp8_reencode_rows(const float *W, const float *Wold, const uint8_t *old, const void *old_scale,
+                            size_t scols, size_t r0, size_t nr, size_t cols, uint8_t *q, float *scale) {
+    size_t bi = r0 / DT_FP8_BLOCK, kept = 0;
+    for (size_t bj = 0; bj * DT_FP8_BLOCK < cols; bj++) {
+        size_t c0 = bj * DT_FP8_BLOCK, nc = cols - c0 < DT_FP8_BLOCK ? cols - c0 : DT_FP8_BLOCK;
+        float s_old;
+        memcpy(&s_old, (const char *)old_scale + (bi * scols + bj) * sizeof(float), sizeof s_old);
+        kept += fp8_reencode_block(W, Wold, old, s_old, nr, c0, nc, cols, q, &scale[bi * scols + bj]);
+    }
+    return kept;
+}
+
 /* ================================================================ Mat */
 
 Mat *mat_new(size_t rows, size_t cols) {

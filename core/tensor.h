@@ -63,6 +63,17 @@ void dt_fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t sco
 void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
                       size_t c0, size_t nc, double *dst, size_t ld);
 
+/* Re-encodes one stripe of an FP8 weight, rows [r0, r0 + nr) (r0 a multiple of DT_FP8_BLOCK, nr <=
+ * DT_FP8_BLOCK) of a weight `cols` wide, whose values become W (nr x cols) and were Wold (nr x
+ * cols, the source's dequantized values) = codes `old` (nr x cols) times the scale grid old_scale
+ * (F32, scols wide; read with memcpy): a block whose values all equal Wold's bitwise keeps its codes
+ * and scale; a changed block keeps its scale (doubled k times while the new values exceed 448 x
+ * it) and, when k = 0, the codes of its unchanged values; its other values are rounded to E4M3.
+ * Writes the stripe's codes q (nr x cols) and the row r0 / DT_FP8_BLOCK of the grid scale (scols
+ * wide). Returns the blocks kept bit for bit. */
+size_t dt_fp8_reencode_rows(const float *W, const float *Wold, const uint8_t *old, const void *old_scale,
+                            size_t scols, size_t r0, size_t nr, size_t cols, uint8_t *q, float *scale);
+
 /* ================================================================ Mat */
 
 typedef struct {

@@ -26,8 +26,8 @@ out=$("$ATTNLAB" -e "load demo-llama; convert tpa kv-rank 2; export t2 shard-mb 
 ok "TPA refuses shard-mb" has "$out" "shard-mb is not taken by a TPA export"
 ok "nothing written" test ! -e t2
 
-out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export f1 dtype bf16" 2>&1)
-ok "FaRR refuses dtype" has "$out" "dtype is not taken by a FaRR export"
+out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export f1 dtype q8_0" 2>&1)
+ok "FaRR refuses dtype q8_0" has "$out" "a FaRR export writes its changed tensors in f32, f16, bf16 or fp8"
 out=$("$ATTNLAB" -e "load demo-r1; truncate vo rank 4 policy model-max; export f1 shard-mb 10" 2>&1)
 ok "FaRR refuses shard-mb" has "$out" "shard-mb is not taken by a FaRR export"
 ok "nothing written" test ! -e f1

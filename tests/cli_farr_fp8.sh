@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# cli_farr_fp8.sh -- FaRR exports of an FP8 checkpoint keep what the truncation did not touch
+# (issue 25, 2): every tensor, FP8 block, scale and row it does not change is the source's bit for
+# bit (layers truncate reports unchanged, K rows of kv_b_proj); the changed tensors are BF16 by
+# default (scales dropped, modules listed in quantization_config.modules_to_not_convert), or f32,
+# or fp8 with every unchanged block and scale kept and the added error printed; the export line
+# says what it re-encoded; `check DIR` recognises and PASSes every FaRR export of demo-r1 (formats
+# hf, factors, dense; dtypes default, bf16, f32, fp8) and of demo-r1-bf16.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-farr-fp8 shared-cache
+cd "$T" || exit 1
+
+# st_cmp SRC DIR MODE: compares the tensors of DIR with those of SRC (pure Python, no numpy). Every
+# tensor outside the attention weights of layers 2-3 (kv_b_proj, o_proj and their scales) must be
+# byte-identical; MODE bf16: those weights are BF16 without scales and listed as not quantized;
+# MODE fp8: they stay FP8, kv_b_proj's scales and K rows (32 of each head's 64 rows) are
+# byte-identical. Prints one line per finding; nothing when all holds.
+st_cmp() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import glob, json, os, struct, sys
+def load(d):
+    t = {}
+    for f in sorted(glob.glob(os.path.join(d, '*.safetensors'))):
+        b = open(f, 'rb').read()
+        n = struct.unpack('<Q', b[:8])[0]
+        for k, v in json.loads(b[8:8 + n]).items():
+            if k != '__metadata__':
+                s, e = v['data_offsets']
+                t[k] = (v['dtype'], v['shape'], b[8 + n + s:8 + n + e])
+    return t
+src, ex, mode = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
+changed = lambda k: any('layers.%d.self_attn.%s' % (L, p) in k for L in (2, 3) for p in ('kv_b_proj', 'o_proj'))
+same = 0
+for k, v in src.items():
+    if changed(k):
+        continue
+    if ex.get(k) != v:
+        print('untouched tensor differs:', k)
+    else:
+        same += 1
+if same < 100:
+    print('only %d tensors compared' % same)
+keep = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config'].get('modules_to_not_convert', [])
+for L in (2, 3):
+    for p in ('kv_b_proj', 'o_proj'):
+        k = 'model.layers.%d.self_attn.%s.weight' % (L, p)
+        if mode == 'bf16':
+            if ex[k][0] != 'BF16' or k + '_scale_inv' in ex or k[:-7] not in keep:
+                print('%s: %s, scale %s, not-quantized list %s' % (k, ex[k][0], k + '_scale_inv' in ex, keep))
+        else:
+            # kv_b_proj's new V rows fit the old scales; o_proj's new columns need them doubled
+            if ex[k][0] != 'F8_E4M3' or (p == 'kv_b_proj' and ex.get(k + '_scale_inv') != src[k + '_scale_inv']) or keep:
+                print('%s: %s; scales kept: %s' % (k, ex[k][0], ex.get(k + '_scale_inv') == src[k + '_scale_inv']))
+    k = 'model.layers.%d.self_attn.kv_b_proj.weight' % L
+    a, b = src[k][2], ex[k][2]
+    rows = lambda d, j0: [d[(h * 64 + j0 + j) * 96:(h * 64 + j0 + j + 1) * 96] for h in range(8) for j in range(32)]
+    if mode == 'fp8' and rows(a, 0) != rows(b, 0):
+        print('layer %d: K rows of kv_b_proj not byte-identical' % L)
+    if mode == 'fp8' and rows(a, 32) == rows(b, 32):
+        print('layer %d: V rows unchanged (the cut did not reach the export)' % L)
+PY
+}
+
+cut="truncate vo tau 0.999 policy layer-max"
+src=$(e "load demo-r1; info" | awk '$1 == "path" {print $2}')
+[ -d "$src" ] || fail "demo-r1's folder: [$src]"
+# ---- the issue's repro: layers 0, 1, 4, 5 are unchanged (rank 32 of 32), layers 2-3 cut
+out=$(e "load demo-r1; $cut; export d0 format dense; check d0")
+ok "repro: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
+ok "repro: no FAIL" hasnt "$out" "FAIL"
+ok "repro: only layers 2-3 rewritten" has "$out" "115 tensors copied bit for bit, 4 rewritten"
+ok "repro: the export line says what it re-encoded" \
+    has "$out" "re-encoded 4 changed tensors (self_attn.kv_b_proj.weight, self_attn.o_proj.weight; layers 2-3) F8_E4M3 -> BF16"
+diffs=$(st_cmp "$src" d0 bf16)
+[ -z "$diffs" ] || fail "default (BF16) export: $diffs"
+
+out=$(e "load demo-r1; $cut; export d8 format dense dtype fp8; check d8")
+ok "fp8: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
+ok "fp8: the added error is printed" has "$out" "F8_E4M3 -> F8_E4M3: added error 0.0"
+diffs=$(st_cmp "$src" d8 fp8)
+[ -z "$diffs" ] || fail "fp8 export: $diffs"
+
+# ---- every format and dtype of demo-r1 (hf needs one rank over the model), and demo-r1-bf16
+for fmt in hf factors dense; do
+    t=$cut
+    [ $fmt = hf ] && t="truncate vo rank 8 policy model-max; truncate qk rank 16 policy model-max"
+    for dt in "" bf16 f32 fp8; do
+        out=$(e "load demo-r1; $t; export x-$fmt-$dt format $fmt ${dt:+dtype $dt}; check x-$fmt-$dt")
+        ok "demo-r1 $fmt ${dt:-default}: recognised" hasnt "$out" "not an attnlab export"
+        ok "demo-r1 $fmt ${dt:-default}: PASS" has "$out" "PASS: the export's fused maps are the plan's"
+    done
+    out=$(e "load demo-r1-bf16; $t; export y-$fmt format $fmt; check y-$fmt")
+    ok "demo-r1-bf16 $fmt: PASS" has "$out" "PASS: the export's fused maps are the plan's"
+done
+# a factors export checked from a fresh session (the source named by the manifest)
+out=$(e "check x-factors-")
+ok "check DIR of a factors export in a fresh session" has "$out" "PASS"
+out=$(e "load demo-r1-bf16; $cut; export z dtype fp8")
+ok "fp8 of a BF16 source refused" has "$out" "dtype fp8 keeps an FP8 checkpoint's blocks"
+ok "nothing written" test ! -e z
+cli_done
