@@ -360,6 +360,13 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     out_printf(out, "exported %s as DeepSeek-V3 MLA to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, "
                "v_head_dim %d, q_lora_rank %s%.0d\n", r->src->name, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim,
                r->q_rank ? "" : "null", r->q_rank);
+    double eps = engine_common_eps(), eff = NAN;
+    if (fabs(eps - r->src->cfg.norm_eps) > 1e-15) {
+        if (mla_eps_effect(r->src, eps, 64, 1, &eff)) al_err_clear();
+        out_printf(out, "rms_norm_eps %g (the source's: %g), the latent eps of every engine, so transformers, vLLM and "
+                   "SGLang compute the same model; the other RMSNorms use it too: the source's logits move by %.3g of "
+                   "their largest with it (64 token ids)\n", eps, r->src->cfg.norm_eps, eff);
+    }
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
     out_string(out, dir);
     out->written = true;
@@ -377,25 +384,30 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
                    c->first_diff);
     else
         out_printf(out, "non-attention tensors: all %zu identical (name, dtype, shape, bytes)\n", c->copied_same);
-    if (!c->in_session)
-        out_printf(out, "evaluated as stock DeepSeek-V3 engines run it (latent RMSNorms with eps %g, interleaved RoPE, "
-                   "softmax scale (nope + rope)^-1/2); out_err_attnlab: as attnlab reads it, out_err_hf: latent eps 1e-6\n",
-                   c->latent_eps);
+    if (!c->in_session) {
+        out_printf(out, "evaluated as each stock DeepSeek-V3 engine runs it (interleaved RoPE, softmax scale "
+                   "(nope + rope)^-1/2), one column each:");
+        for (int i = 0; i < ENG_N; i++)
+            out_printf(out, "%s %s latent eps %g%s", i ? "," : "", engine_row(i)->name,
+                       engine_latent_eps(engine_row(i), c->latent_eps), engine_row(i)->attn_bias ? "" : ", no biases");
+        out_printf(out, "; out_err: the largest of them; out_err_attnlab: as attnlab reads it\n");
+    }
     out_printf(out, "relative Frobenius errors per layer on %s\n", inputs);
     if (c->nll_tokens)
         out_printf(out, "whole model on %zu random tokens: perplexity %.6g (source) vs %.6g (%s); NLL "
                    "difference %.3g nats per token\n", c->nll_tokens, exp(c->nll_source), exp(c->nll_export),
                    c->in_session ? "converted" : "export, stock", c->nll_export - c->nll_source);
     if (c->notes[0]) out_printf(out, "%s", c->notes);
-    Table *t = table_new(5, "layer", "score_err", "out_err", "out_err_attnlab", "out_err_hf");
+    Table *t = table_new(4 + ENG_N, "layer", "score_err", "out_err", engine_row(ENG_HF)->column,
+                         engine_row(ENG_VLLM)->column, engine_row(ENG_SGLANG)->column, "out_err_attnlab");
     int nan_layer = -1;
     for (int l = 0; t && l < c->n_layers; l++) {
         if (table_row(t)) { table_free(t); t = NULL; break; }
         table_int(t, l);
         table_num(t, c->score_err[l]);
         table_num(t, c->out_err[l]);
+        for (int i = 0; i < ENG_N; i++) table_num(t, c->engine_out_err[i][l]);
         table_num(t, c->own_out_err[l]);
-        table_num(t, c->hf_out_err[l]);
         if (nan_layer < 0 && (isnan(c->score_err[l]) || isnan(c->out_err[l]))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "engines.h"
 #include "gguf_arch.h"
 #include "kqsvd.h"
 #include "safetensors.h"
@@ -911,6 +913,69 @@ static void check_ds_defaults(Lint *x) {
             "and 1 apply in generation; write the tokenizer's");
 }
 
+/* ---- stock engine semantics: the rows of core/engines.h (the ones `check` evaluates), engine i
+ * being lint target bit 1 << i */
+
+/* The targets (LT_* bits) of the engines for which pred holds. */
+static unsigned engines_where(const Lint *x, bool (*pred)(const Lint *, const Engine *)) {
+    unsigned t = 0;
+    for (int i = 0; i < ENG_N; i++)
+        if (pred(x, engine_row(i))) t |= 1u << i;
+    return t;
+}
+static bool eng_latent_eps_differs(const Lint *x, const Engine *e) {
+    return fabs(engine_latent_eps(e, x->cfg.norm_eps) - x->cfg.norm_eps) > 1e-9 * x->cfg.norm_eps;
+}
+static bool eng_drops_bias(const Lint *x, const Engine *e) { (void)x; return !e->attn_bias; }
+static bool eng_ignores_interleave(const Lint *x, const Engine *e) { (void)x; return !e->rope_interleave; }
+static bool eng_yarn_only(const Lint *x, const Engine *e) { (void)x; return !e->rope_scaling; }
+
+/* "vLLM and SGLang": the names of targets t, into buf. */
+static const char *target_list(unsigned t, char *buf, size_t cap) {
+    int n = 0, k = 0;
+    for (int i = 0; i < LINT_NTARGETS; i++) n += (t >> i) & 1;
+    buf[0] = 0;
+    for (int i = 0; i < LINT_NTARGETS; i++)
+        if ((t >> i) & 1)
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", k++ ? (k == n ? " and " : ", ") : "", target_names[i]);
+    return buf;
+}
+
+/* The attnlab manifest's latent_norm ("linear", "calibrated"; "" when none). */
+static void manifest_latent_norm(const Lint *x, char *buf, size_t cap) {
+    char *path = al_asprintf("%s/attnlab_manifest.json", x->dir);
+    char *text = path && is_file(path) ? al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "latent_norm");
+    snprintf(buf, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    al_err_clear();
+}
+
+/* The MLA latent RMSNorms' eps: engines with a fixed eps of their own (transformers' 1e-6) compute
+ * another model than rms_norm_eps describes. In an attnlab export with the linear latent norm the
+ * eps scales the latents (an error: a different model by a factor sqrt(rms_norm_eps / 1e-6));
+ * elsewhere by (eps - 1e-6) / (2 mean(c^2)) relative, small for latents of unit scale (a warning). */
+static void check_latent_eps(Lint *x) {
+    unsigned t = engines_where(x, eng_latent_eps_differs), rest = ~t & (LT_HF | LT_VLLM | LT_SGLANG);
+    if (!t) return;
+    char names[64], others[64], how[32];
+    double fixed = engine_common_eps();
+    manifest_latent_norm(x, how, sizeof how);
+    bool linear = !strcmp(how, "linear");
+    add(x, linear ? LINT_ERROR : LINT_WARNING, t, t, "rms_norm_eps is %g but %s normalise%s the MLA latents "
+        "(kv_a_layernorm, q_a_layernorm) with %g, where %s use rms_norm_eps: %s; write rms_norm_eps %g (attnlab's "
+        "TransMLA export does by default) so that every engine computes the same model", x->cfg.norm_eps,
+        target_list(t, names, sizeof names), __builtin_popcount(t) > 1 ? "" : "s", fixed,
+        target_list(rest, others, sizeof others),
+        linear ? "this folder is an attnlab export with the linear latent norm, whose output the eps scales by "
+                 "sqrt(rms_norm_eps / 1e-6): a different model (`check` shows it in its transformers column)"
+               : "the latents differ by about (rms_norm_eps - 1e-6) / (2 mean(latent^2)) relative, small for latents "
+                 "of unit scale", fixed);
+}
+
 /* DeepSeek keys whose meaning a stock loader does not share, and FlashMLA's shapes. */
 static void check_mla(Lint *x) {
     const ModelConfig *c = &x->cfg;
@@ -921,20 +986,26 @@ static void check_mla(Lint *x) {
         add(x, LINT_ERROR, LT_ALL, LT_ALL, "config.json sets qk_latent_layernorm: false, a key only attnlab reads: "
             "stock DeepSeek-V3 code ignores it and applies kv_a_layernorm (and q_a_layernorm) to the latent anyway; "
             "re-export for stock semantics (the norm present and accounted for, the key in the manifest only)");
-    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(x->tree, "rope_interleave")))
-        add(x, LINT_ERROR, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "rope_interleave: false: vLLM's and SGLang's "
-            "DeepSeek attention always rotates interleaved pairs (transformers reads the key); store the RoPE "
-            "columns interleaved and drop the key");
-    if (c->qkv_bias)
-        add(x, LINT_ERROR, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "attention_bias: true: vLLM's and SGLang's "
-            "DeepSeek attention has no biases and skips the bias tensors (transformers adds them to q_a_proj, "
-            "kv_a_proj_with_mqa and o_proj); fold the biases away or expect a different model there");
+    if (c->kv_lora_rank > 0) check_latent_eps(x);
+    char l1[64], l2[64];
+    unsigned t = engines_where(x, eng_ignores_interleave);
+    if (t && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(x->tree, "rope_interleave")))
+        add(x, LINT_ERROR, t, t, "rope_interleave: false: %s always rotate interleaved pairs in their DeepSeek "
+            "attention (%s read the key); store the RoPE columns interleaved and drop the key", target_list(t, l1, sizeof l1),
+            target_list(~t & (LT_HF | LT_VLLM | LT_SGLANG), l2, sizeof l2));
+    t = engines_where(x, eng_drops_bias);
+    if (t && c->qkv_bias)
+        add(x, LINT_ERROR, t, t, "attention_bias: true: %s build DeepSeek attention without biases and skip the "
+            "bias tensors (%s add them to q_a_proj, kv_a_proj_with_mqa and o_proj); fold the biases away or expect a "
+            "different model there", target_list(t, l1, sizeof l1), target_list(~t & (LT_HF | LT_VLLM | LT_SGLANG), l2,
+            sizeof l2));
     rope_scaling_kind rs = c->rope_spec.scaling.kind;
-    if (rs != RS_NONE && rs != RS_YARN)
-        add(x, LINT_ERROR, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "rope_scaling '%s': vLLM's and SGLang's DeepSeek "
-            "attention run every rope_scaling type but the default as DeepSeek's YaRN (transformers computes '%s'); "
-            "only YaRN or no scaling means the same model there", rope_scaling_name(&c->rope_spec.scaling),
-            rope_scaling_name(&c->rope_spec.scaling));
+    t = engines_where(x, eng_yarn_only);
+    if (t && rs != RS_NONE && rs != RS_YARN)
+        add(x, LINT_ERROR, t, t, "rope_scaling '%s': %s run every rope_scaling type but the default as "
+            "DeepSeek's YaRN in their DeepSeek attention (%s compute '%s'); only YaRN or no scaling means the same model there",
+            rope_scaling_name(&c->rope_spec.scaling), target_list(t, l1, sizeof l1),
+            target_list(~t & (LT_HF | LT_VLLM | LT_SGLANG), l2, sizeof l2), rope_scaling_name(&c->rope_spec.scaling));
     if (c->kv_lora_rank == 512 && c->qk_rope_dim == 64)
         add(x, LINT_ADVISORY, LT_VLLM | LT_SGLANG, 0, "MLA shapes kv_lora_rank 512 + qk_rope_head_dim 64 qualify for "
             "FlashMLA (vLLM's and SGLang's fastest MLA decode kernel on Hopper)");

@@ -159,10 +159,11 @@ static void stock_free(StockSet *s) {
     free(s->L); free(s->k_kv); free(s->k_q); free(s->d_kv); free(s->d_q);
 }
 
-/* The eps the export's latent norms are built for (and its rms_norm_eps): the source's, or 1e-6
- * (MlaExportOpts.eps_1e6). */
+/* The eps the export's latent norms are built for (and its rms_norm_eps): the one every engine
+ * normalises the latents with (engine_common_eps), or the source's (MlaExportOpts.source_eps). */
 static double export_eps(const TmlaResult *r, const MlaExportOpts *o) {
-    return o && o->eps_1e6 ? 1e-6 : r->src->cfg.norm_eps > 0 ? r->src->cfg.norm_eps : 1e-6;
+    double common = engine_common_eps() > 0 ? engine_common_eps() : 1e-6;
+    return o && o->source_eps && r->src->cfg.norm_eps > 0 ? r->src->cfg.norm_eps : common;
 }
 
 static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, StockSet *s) {
@@ -627,8 +628,7 @@ void mla_check_free(MlaCheck *c) {
     free(c->score_err);
     free(c->out_err);
     free(c->own_out_err);
-    free(c->hf_out_err);
-    free(c->nobias_out_err);
+    for (int i = 0; i < ENG_N; i++) free(c->engine_out_err[i]);
     free(c);
 }
 
@@ -688,59 +688,94 @@ __attribute__((format(printf, 2, 3))) static void note(MlaCheck *c, const char *
  * a q_proj bias (MLA without a query latent), which no DeepSeek-V3 engine builds. */
 static bool stock_differs(const AttnLayer *L) { return L->q_rank == 0 && L->b_Q; }
 
-/* The layer as a stock engine runs it (a copy; q_proj's bias dropped, and every attention bias
- * when nobias: vLLM, SGLang), latent eps `eps`. */
-static AttnLayer *stock_view(const AttnLayer *L, double eps, bool nobias) {
+/* The layer as attnlab runs an export whose q_proj bias no engine builds (a copy without it). */
+static AttnLayer *stock_view(const AttnLayer *L) {
     AttnLayer *S = attn_layer_copy(L);
-    if (S && (L->q_rank == 0 || nobias)) { free(S->b_Q); S->b_Q = NULL; }
-    if (S && nobias) {
-        free(S->b_QA); free(S->b_KVA); free(S->b_O);
-        S->b_QA = S->b_KVA = S->b_O = NULL;
-    }
-    if (S) S->norm_eps = eps;
+    if (S && L->q_rank == 0) { free(S->b_Q); S->b_Q = NULL; }
     return S;
 }
 
-/* The output error of the export's layer b without its attention biases (as vLLM and SGLang run
- * it); NaN when it has none. */
-static int nobias_err(const AttnLayer *b, const AttnOut *oa, const Mat *X, const int *pos, double *err) {
-    double dummy;
-    *err = NAN;
-    if (!b->b_QA && !b->b_KVA && !b->b_O) return AL_OK;
-    AttnLayer *v = stock_view(b, b->norm_eps, true);
+/* Layer b as engine e runs it (its latent eps, the biases it builds) against the source's outputs
+ * oa: *score, *out. */
+static int engine_err(const AttnLayer *b, const Engine *e, const AttnOut *oa, const Mat *X, const int *pos,
+                      double *score, double *out) {
+    AttnLayer *v = attn_layer_copy(b);
+    if (v && ((b->q_rank == 0 && !e->q_proj_bias) || !e->attn_bias)) { free(v->b_Q); v->b_Q = NULL; }
+    if (v && !e->attn_bias) {
+        free(v->b_QA); free(v->b_KVA); free(v->b_O);
+        v->b_QA = v->b_KVA = v->b_O = NULL;
+    }
+    if (v) v->norm_eps = engine_latent_eps(e, b->norm_eps);
     AttnOut *ov = NULL;
-    int rc = v ? attn_eval(v, X, pos, false, &ov) : AL_ERR;
-    if (rc == AL_OK) attn_rel_err(oa, ov, &dummy, err);
+    int rc = v ? attn_eval(v, X, pos, true, &ov) : AL_ERR;
+    if (rc == AL_OK) attn_rel_err(oa, ov, score, out);
     attn_out_free(ov);
     attn_layer_free(v);
     return rc;
 }
 
-/* Layer l: the source's attention against the export's, as stock (out_err, score_err), as attnlab
- * reads it (own_out_err) and with transformers' latent eps (hf_out_err). stock: the stock layer,
- * kept for the whole-model pass when it differs from attnlab's reading (else NULL). */
+/* Layer l: the source's attention against the export's as each engine runs it (engine_out_err;
+ * out_err, score_err: the largest over them) and as attnlab reads it (own_out_err). stock: the
+ * layer with its q_proj bias dropped, kept for the whole-model pass when that differs from
+ * attnlab's reading (else NULL). */
 static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *pos, MlaCheck *c, AttnLayer **stock) {
-    AttnLayer *a = NULL, *b = NULL, *s = NULL, *h = NULL;
-    AttnOut *oa = NULL, *ob = NULL, *os = NULL, *oh = NULL;
+    AttnLayer *a = NULL, *b = NULL;
+    AttnOut *oa = NULL, *ob = NULL;
     double dummy;
     *stock = NULL;
     int rc = attn_layer_load(src, l, &a);
     if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
-    if (rc == AL_OK) rc = (s = stock_view(b, b->norm_eps, false)) && (h = stock_view(b, 1e-6, false)) ? AL_OK : AL_ERR;
     if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
-    if (rc == AL_OK) rc = attn_eval(s, X, pos, true, &os);
-    if (rc == AL_OK) attn_rel_err(oa, os, &c->score_err[l], &c->out_err[l]);
+    c->score_err[l] = c->out_err[l] = 0;
+    for (int i = 0; rc == AL_OK && i < ENG_N; i++) {
+        double se = NAN;
+        rc = engine_err(b, engine_row(i), oa, X, pos, &se, &c->engine_out_err[i][l]);
+        c->score_err[l] = isnan(se) || isnan(c->score_err[l]) ? NAN : fmax(c->score_err[l], se);
+        double oe = c->engine_out_err[i][l];
+        c->out_err[l] = isnan(oe) || isnan(c->out_err[l]) ? NAN : fmax(c->out_err[l], oe);
+    }
     if (rc == AL_OK) rc = attn_eval(b, X, pos, false, &ob);
     if (rc == AL_OK) attn_rel_err(oa, ob, &dummy, &c->own_out_err[l]);
-    if (rc == AL_OK && fabs(b->norm_eps - 1e-6) > 1e-15) rc = attn_eval(h, X, pos, false, &oh);
-    if (rc == AL_OK) {
-        if (oh) attn_rel_err(oa, oh, &dummy, &c->hf_out_err[l]);
-        else c->hf_out_err[l] = c->out_err[l];
+    if (rc == AL_OK && stock_differs(b)) rc = (*stock = stock_view(b)) ? AL_OK : AL_ERR;
+    attn_out_free(oa); attn_out_free(ob);
+    attn_layer_free(a); attn_layer_free(b);
+    return rc;
+}
+
+/* The logits of ids[T] under m with its RMSNorms' eps set to eps (every row; caller frees). */
+static float *logits_with_eps(Model *m, double eps, const int *ids, size_t T) {
+    double keep = m->cfg.norm_eps;
+    m->cfg.norm_eps = eps;                   /* read once, by fwd_new */
+    Forward *f = NULL;
+    float *lg = al_malloc3(T, (size_t)m->cfg.vocab, sizeof(float), "logits");
+    int rc = lg ? fwd_new(m, NULL, &f) : AL_ERR;
+    m->cfg.norm_eps = keep;
+    if (rc == AL_OK) rc = fwd_run(f, ids, T, FWD_LOGITS_ALL, lg);
+    fwd_free(f);
+    if (rc) { free(lg); return NULL; }
+    return lg;
+}
+
+int mla_eps_effect(Model *src, double eps, size_t tokens, uint64_t seed, double *rel) {
+    *rel = 0;
+    if (fabs(eps - src->cfg.norm_eps) <= 1e-15 || src->cfg.vocab < 1) return AL_OK;
+    size_t T = tokens ? tokens : 64, V = (size_t)src->cfg.vocab;
+    int *ids = al_malloc3(T, 1, sizeof(int), "token ids");
+    if (!ids) return AL_ERR;
+    uint64_t x = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (size_t t = 0; t < T; t++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        ids[t] = (int)(x % V);
     }
-    if (rc == AL_OK) rc = nobias_err(b, oa, X, pos, &c->nobias_out_err[l]);
-    if (rc == AL_OK && stock_differs(b)) { *stock = s; s = NULL; }
-    attn_out_free(oa); attn_out_free(ob); attn_out_free(os); attn_out_free(oh);
-    attn_layer_free(a); attn_layer_free(b); attn_layer_free(s); attn_layer_free(h);
+    float *a = logits_with_eps(src, src->cfg.norm_eps, ids, T), *b = a ? logits_with_eps(src, eps, ids, T) : NULL;
+    double d = 0, big = 0;
+    for (size_t i = 0; b && i < T * V; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        big = fmax(big, fabs((double)a[i]));
+    }
+    int rc = b ? AL_OK : AL_ERR;
+    *rel = rc == AL_OK && big > 0 ? d / big : NAN;
+    free(a); free(b); free(ids);
     return rc;
 }
 
@@ -784,32 +819,59 @@ static int check_nll(Model *src, Model *ex, AttnLayer *const *over, size_t T, ui
     return AL_OK;
 }
 
-/* Notes on what stock engines compute differently from attnlab's reading of the export. */
-static void check_notes(const Model *src, const Model *ex, MlaCheck *c, bool qbias) {
-    double worst = 0, worst_hf = 0, worst_own = 0, worst_nb = 0;
-    for (int l = 0; l < c->n_layers; l++) {
-        if (!isnan(c->nobias_out_err[l])) worst_nb = fmax(worst_nb, c->nobias_out_err[l]);
-        worst = fmax(worst, c->out_err[l]);
-        worst_hf = fmax(worst_hf, c->hf_out_err[l]);
-        worst_own = fmax(worst_own, c->own_out_err[l]);
+/* "vLLM, SGLang": the engines (bits of ENG_* rows) in want, into buf. */
+static const char *engine_list(unsigned want, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (int i = 0; i < ENG_N; i++)
+        if (want & (1u << i))
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? ", " : "", engine_row(i)->name);
+    return buf;
+}
+
+/* The largest of a per-layer array (NaN entries skipped). */
+static double worst_of(const double *v, int n) {
+    double w = 0;
+    for (int l = 0; l < n; l++)
+        if (!isnan(v[l])) w = fmax(w, v[l]);
+    return w;
+}
+
+/* Notes on what stock engines compute differently from attnlab's reading of the export, each from
+ * the rows of core/engines.h. */
+static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
+    double worst = worst_of(c->out_err, c->n_layers), worst_own = worst_of(c->own_out_err, c->n_layers);
+    unsigned eps_off = 0, nobias = 0;
+    double w_eps = 0, w_nb = 0;
+    for (int i = 0; i < ENG_N; i++) {
+        const Engine *e = engine_row(i);
+        double w = worst_of(c->engine_out_err[i], c->n_layers);
+        if (fabs(engine_latent_eps(e, c->latent_eps) - c->latent_eps) > 1e-15) { eps_off |= 1u << i; w_eps = fmax(w_eps, w); }
+        if (!e->attn_bias) { nobias |= 1u << i; w_nb = fmax(w_nb, w); }
     }
-    if (fabs(c->latent_eps - 1e-6) > 1e-15)
-        note(c, "latent eps: vLLM and SGLang normalise the latents with rms_norm_eps = %g (the stock errors above); "
-                "transformers and DeepSeek's reference code use 1e-6 there: largest output error %.3g (out_err_hf)",
-             c->latent_eps, worst_hf);
+    char l1[64], l2[64];
+    if (eps_off)
+        note(c, "latent eps: %s normalise%s the latents with %g, not rms_norm_eps = %g as the others do: largest output "
+                "error %.3g there (its column); export without source-eps writes rms_norm_eps %g so that all agree",
+             engine_list(eps_off, l1, sizeof l1), __builtin_popcount(eps_off) > 1 ? "" : "s", engine_common_eps(),
+             c->latent_eps, w_eps, engine_common_eps());
     if (qbias)
         note(c, "q_proj.bias: no DeepSeek-V3 engine builds a q_proj bias, so stock engines drop it (largest output "
                 "error %.3g; %.3g as attnlab reads it); convert with q-rank to carry it in q_a_proj.bias", worst, worst_own);
     char *kvb = model_tensor_name(ex, 0, "self_attn.kv_a_proj_with_mqa.bias");
     char *ob = model_tensor_name(ex, 0, "self_attn.o_proj.bias");
-    if ((kvb && store_has(ex->store, kvb)) || (ob && store_has(ex->store, ob)))
-        note(c, "attention biases: transformers reads them (attention_bias true); vLLM and SGLang build DeepSeek-V3 "
-                "attention without biases and skip them: largest output error without them %.3g", worst_nb);
+    if (nobias && ((kvb && store_has(ex->store, kvb)) || (ob && store_has(ex->store, ob))))
+        note(c, "attention biases: %s read them (attention_bias true); %s build DeepSeek-V3 attention without biases "
+                "and skip them: largest output error without them %.3g", engine_list(~nobias & ((1u << ENG_N) - 1), l1,
+                sizeof l1), engine_list(nobias, l2, sizeof l2), w_nb);
     free(kvb);
     free(ob);
-    if (fabs(src->cfg.norm_eps - ex->cfg.norm_eps) > 1e-15)
-        note(c, "rms_norm_eps: the export's %g is not the source's %g (every RMSNorm of the model uses it; the "
-                "whole-model perplexity shows the difference)", ex->cfg.norm_eps, src->cfg.norm_eps);
+    double eff = NAN;
+    if (fabs(src->cfg.norm_eps - ex->cfg.norm_eps) > 1e-15) {
+        if (mla_eps_effect(src, ex->cfg.norm_eps, 64, 1, &eff)) al_err_clear();
+        note(c, "rms_norm_eps: the export's %g is not the source's %g, so that every engine normalises the latents "
+                "alike; the model's other RMSNorms (input, post-attention, final) use it too: on the source alone that "
+                "moves the logits by %.3g of their largest (64 token ids)", ex->cfg.norm_eps, src->cfg.norm_eps, eff);
+    }
     rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ex->cfg.rope_spec.scaling.kind;
     if (sk != ek)
         note(c, "RoPE: the source's rope_scaling %s has no DeepSeek-V3 form; the export turns at %s frequencies "
@@ -819,7 +881,8 @@ static void check_notes(const Model *src, const Model *ex, MlaCheck *c, bool qbi
 
 /* The check's per-layer error arrays (n each); false when out of memory. */
 static bool check_arrays(MlaCheck *c, size_t n) {
-    double **arr[] = {&c->score_err, &c->out_err, &c->own_out_err, &c->hf_out_err, &c->nobias_out_err};
+    double **arr[3 + ENG_N] = {&c->score_err, &c->out_err, &c->own_out_err};
+    for (int i = 0; i < ENG_N; i++) arr[3 + i] = &c->engine_out_err[i];
     bool ok = true;
     for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) ok &= (*arr[i] = al_calloc(n, sizeof(double), "errors")) != NULL;
     return ok;
@@ -869,8 +932,8 @@ static int session_layer(const TmlaResult *r, int l, const Mat *X, const int *po
         attn_out_free(oa); attn_out_free(ob); attn_layer_free(a);
         if (rc) return rc;
     }
-    c->own_out_err[l] = c->hf_out_err[l] = c->out_err[l];    /* no latent norm: no eps, no stock form */
-    c->nobias_out_err[l] = NAN;
+    c->own_out_err[l] = c->out_err[l];    /* no latent norm: no eps, no stock form */
+    for (int i = 0; i < ENG_N; i++) c->engine_out_err[i][l] = c->out_err[l];
     return AL_OK;
 }
 

@@ -18,9 +18,10 @@
  *     are unchanged and the normalised latent (what vLLM caches) keeps its natural scale. Exact
  *     up to delta, but tied to the engine's eps: vLLM and SGLang (and attnlab) normalise with
  *     rms_norm_eps, which the construction uses; transformers and DeepSeek's reference code use a
- *     fixed 1e-6 there, so for a source with another rms_norm_eps they scale the latent by
- *     sqrt(rms_norm_eps / 1e-6) (check reports that error; eps_1e6 makes every engine agree at
- *     the price of the other norms' eps). f16 cannot hold latents of ~1e-7 (subnormal): refused,
+ *     fixed 1e-6 there (core/engines.h), so the export writes rms_norm_eps 1e-6 and builds for it:
+ *     every engine then computes the same model, and the model's other RMSNorms use 1e-6 instead
+ *     of the source's eps (mla_eps_effect measures what that changes; source_eps keeps the
+ *     source's eps, with which transformers scales the latent by sqrt(rms_norm_eps / 1e-6)). f16 cannot hold latents of ~1e-7 (subnormal): refused,
  *     use bf16 / f32 or calibrated.
  *   calibrated (TransMLA's): weights unchanged, w = the mean over tokens of sqrt(mean(c^2) + eps)
  *     on random RMS-normalised inputs: exact only for tokens whose latent RMS equals that mean,
@@ -55,6 +56,7 @@
 #ifndef AL_MLA_EXPORT_H
 #define AL_MLA_EXPORT_H
 
+#include "engines.h"
 #include "transmla.h"
 
 typedef enum { MLA_NORM_LINEAR, MLA_NORM_CALIBRATED } mla_latent_norm;
@@ -65,10 +67,13 @@ typedef struct {
     size_t shard_bytes;       /* split the weights into shards of at most this many bytes (0: 4 GiB) */
     bool force;               /* replace an existing non-empty dir as a whole */
     mla_latent_norm latent_norm;   /* the construction above (default linear) */
-    bool eps_1e6;             /* write rms_norm_eps 1e-6 and build the latent norms for it, so that
-                                 transformers (fixed 1e-6 on the latents) and vLLM / SGLang agree;
-                                 the model's other RMSNorms then use 1e-6 instead of the source's
-                                 eps (check's whole-model perplexity measures it) */
+    bool source_eps;          /* write the source's rms_norm_eps and build the latent norms for it (the old
+                                 default): vLLM / SGLang then normalise the latents with it and
+                                 transformers with its fixed 1e-6, two different models when the
+                                 source's eps is not 1e-6. Default (false): rms_norm_eps =
+                                 engine_common_eps() (1e-6), so every engine computes the same model;
+                                 the model's other RMSNorms then use it too (mla_eps_effect measures
+                                 that, check's notes say it) */
 } MlaExportOpts;
 
 /* "linear" / "calibrated". */
@@ -86,6 +91,12 @@ int mla_stock_layer(const AttnLayer *L, const float *g, double eps, mla_latent_n
  * folder. A dtype other than F32, F16 or BF16 is refused. */
 int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o);
 
+/* What the export's rms_norm_eps (eps) changes in the rest of the source model (its input, post-
+ * attention and final RMSNorms): the largest |logit difference| / largest |logit| of the source
+ * run with its own eps and with eps on `tokens` pseudo-random token ids (seed): token ids, not a
+ * perplexity. 0 when eps is the source's. */
+int mla_eps_effect(Model *src, double eps, size_t tokens, uint64_t seed, double *rel);
+
 /* The name of the manifest file in an export folder. */
 #define MLA_MANIFEST "attnlab_manifest.json"
 
@@ -100,14 +111,12 @@ typedef struct {
     size_t copied_diff;       /* ... that differ or are missing in the export */
     char first_diff[256];     /* name of the first one that differs ("" when none) */
     size_t kv_source, kv_export;   /* values cached per token per layer */
-    /* score_err / out_err are the export evaluated as a stock engine runs it: latent norms with
-     * eps = rms_norm_eps (vLLM, SGLang), interleaved RoPE, scale (nope + rope)^-1/2 (x YaRN's
-     * mscale^2), no q_proj bias. */
+    /* score_err / out_err: the export evaluated as the stock engines run it (the largest error
+     * over engine_out_err's rows), interleaved RoPE, scale (nope + rope)^-1/2 (x YaRN's mscale^2). */
     double *own_out_err;      /* (n_layers) the export as attnlab reads it (q_proj.bias applied) */
-    double *hf_out_err;       /* (n_layers) with transformers' latent eps 1e-6 (= out_err when
-                                 rms_norm_eps is 1e-6) */
-    double *nobias_out_err;   /* (n_layers) without the attention biases, as vLLM and SGLang run it
-                                 (NaN: the export has none) */
+    double *engine_out_err[ENG_N];   /* (n_layers each) the export as engine i of core/engines.h runs it
+                                 (its latent eps, its biases); out_err and score_err are the largest
+                                 over the engines */
     double latent_eps;        /* the export's rms_norm_eps */
     double nll_source, nll_export;   /* whole model: mean NLL (nats) per predicted token of `tokens`
                                         random token ids, the export run as stock (NaN: no forward
