@@ -1,6 +1,6 @@
 /* methods.c -- the lists of methods.h: each method's sub-command in the `convert` hub and the
- * kinds whose exports `check DIR` recognizes. TPA comes before TransMLA there: a TPA export is
- * recognized by its manifest, and TransMLA takes any other folder (mla_check says what is wrong). */
+ * kinds whose exports `check DIR` recognizes, each by its own manifest (XformKind.dir_manifest, or
+ * its owns_dir reading it); a folder none owns is refused with the list of what attnlab reads. */
 #include "methods.h"
 
 #include "cmd_convert.h"
