@@ -186,8 +186,10 @@ static const char CHECK_HELP[] =
     "the session's calibration text of the source (the tokens `convert mla` measures); none without.\n"
     "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
     "or `convert tpa`). With DIR it loads the export there -- each kind is known by its manifest:\n"
-    "attnlab_manifest.json (TransMLA), tpa_manifest.json (TPA), a FaRR dense export -- and compares\n"
-    "it with its source (the manifest's path, or `source NAME`, a loaded model); for TransMLA also\n"
+    "attnlab_manifest.json (TransMLA), tpa_manifest.json (TPA), kvsvd_manifest.json (KQ-SVD: its\n"
+    "projections evaluated as `kvsvd eval` did, on the recorded split of the calibration text or\n"
+    "`text FILE`), a FaRR dense export -- and compares it with its source (the manifest's path, or\n"
+    "`source NAME`, a loaded model); for TransMLA also\n"
     "every non-attention tensor byte for byte. TransMLA exports are evaluated as stock DeepSeek-V3\n"
     "engines run them (latent RMSNorms, interleaved RoPE, stock softmax scale, no q_proj bias), with\n"
     "notes on what engines compute differently and how close the errors are to the report's; an\n"
@@ -203,7 +205,7 @@ static const char CHECK_HELP[] =
 
 static const Param check_pos[] = {
     { .name = "dir", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "DIR",
-      .help = "an export folder (TransMLA or TPA); none: the session's conversion" },
+      .help = "an export folder (TransMLA, TPA, KQ-SVD, FaRR dense); none: the session's conversion" },
     {0}
 };
 static const Param check_kw[] = {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "calib.h"
+#include "tokenizer.h"
 #include "ws_calib.h"
 
 int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, bool *ok) {
@@ -102,11 +103,38 @@ static size_t default_seqlen(const Model *m) {
     return (size_t)(ctx < 512 ? ctx : 512);
 }
 
+/* Whether m is one of the session's models (else opened by a check for itself). */
+static bool in_session(const Session *s, const Model *m) {
+    for (size_t i = 0; i < s->nmodels; i++)
+        if (s->models[i] == m) return true;
+    return false;
+}
+
+/* The tokens of a text file for m: through the session's tokenizer of m, or, for a model the
+ * check opened itself, a tokenizer of its own (the session keeps nothing of it). */
+int ws_check_tokens(Session *s, Model *m, const char *file, int **ids, size_t *n) {
+    if (in_session(s, m)) return ws_read_tokens(s, m, file, false, ids, n);
+    char *path = NULL, *text = NULL;
+    Tokenizer *tk = NULL;
+    size_t len;
+    int rc = tok_find(m->path, &path);
+    if (rc == AL_OK) rc = tok_open(path, &tk);
+    if (rc == AL_OK && !(text = al_read_file(file, &len))) rc = AL_ERR;
+    if (rc == AL_OK) rc = tok_encode(tk, text, len, true, ids, n);
+    for (size_t i = 0; rc == AL_OK && i < *n; i++)
+        if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab) rc = al_err("%s: token id %d is outside the vocabulary", file, (*ids)[i]);
+    if (rc) { free(*ids); *ids = NULL; *n = 0; }
+    free(path);
+    free(text);
+    tok_free(tk);
+    return rc;
+}
+
 int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t) {
     memset(t, 0, sizeof *t);
     const char *file = args_str(a, "text");
     if (file && *file) {
-        if (ws_read_tokens(s, src, file, false, &t->own, &t->n)) return al_err_ctx("check: text %s", file);
+        if (ws_check_tokens(s, src, file, &t->own, &t->n)) return al_err_ctx("check: text %s", file);
         t->ids = t->own;
         t->seqlen = default_seqlen(src);
         if (t->seqlen > t->n) t->seqlen = t->n;

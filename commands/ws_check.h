@@ -35,6 +35,9 @@ typedef struct {
     char on[384];             /* which tokens ("the held-out validation windows of story.txt ...") */
 } CheckText;
 
+/* The tokens of text file `file` for m (a session model, or one a check opened: its own tokenizer
+ * then, nothing kept); caller frees *ids. */
+int ws_check_tokens(Session *s, Model *m, const char *file, int **ids, size_t *n);
 /* `text FILE` (a's keyword), else the validation windows of the session's calibration text of
  * src, else none (t->ids NULL, t->on says how to get one). Free with ws_check_text_free. */
 int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t);

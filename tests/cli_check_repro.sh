@@ -5,8 +5,9 @@
 # check_inputs.safetensors) print the conversion's own per-layer errors (same seed, seed rule and
 # statistics); a non-default seed is recorded too; statistics that are not at hand are said in one
 # line; perplexity only on a text (the calibration text's held-out split, as `convert mla` measures
-# it, or `text FILE`), never on random token ids; an unknown folder is refused with the list of
-# the export manifests attnlab reads.
+# it, or `text FILE`), never on random token ids; a KQ-SVD export folder is recognised and gives
+# `kvsvd eval`'s numbers; an unknown folder is refused with the list of the export manifests
+# attnlab reads.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-check-repro
@@ -81,10 +82,21 @@ run -e "check tpa to tdir.csv"
 [ "$(rc)" = 0 ] || fail "check TPA DIR: rc $(rc) [$(cat err.txt)]"
 ok "tpa: check DIR (fresh process) = convert's out_err" same_col tpa.csv 7 tdir.csv 3
 
+# ---- KQ-SVD: its export is recognised and evaluated as `kvsvd eval` evaluated it before export
+run -e "load $M as s; calibrate $TXT; kvsvd learn all rank 4; kvsvd eval to ev.csv; export kq; check kq to kqs.csv"
+[ "$(rc)" = 0 ] || fail "kvsvd learn / eval / export / check: rc $(rc) [$(cat err.txt)]"
+ok "kvsvd: check DIR in the session = kvsvd eval's out_err" same_col ev.csv 8 kqs.csv 8
+ok "kvsvd: ... and kq_err" same_col ev.csv 7 kqs.csv 7
+ok "kvsvd: the recorded errors compared" grep -Eq "the errors the export recorded \(\`kvsvd eval\` before \`export\`\): out_err within [0-9.e-]+ of them in 15 layer-method rows$" out.txt
+run -e "check kq"
+ok "kvsvd: no text in a fresh process: refused, saying what to give" grep -q "give text FILE (the calibration text .*tinystory.txt reproduces its recorded errors)" err.txt
+run -e "check kq text $TXT to kqf.csv"
+ok "kvsvd: check DIR text FILE (fresh process) = kvsvd eval's out_err" same_col ev.csv 8 kqf.csv 8
+
 # ---- what check DIR recognises: an unknown folder gets the list
 mkdir -p stranger && echo '{}' > stranger/config.json
 run -e "check stranger"
 ok "unknown folder refused" test "$(rc)" = 1
-ok "  with the manifests attnlab reads" grep -q "stranger is no attnlab export: check DIR reads the folders \`export\` writes, each marked by its manifest -- .*tpa_manifest.json.*attnlab_manifest.json" err.txt
+ok "  with the manifests attnlab reads" grep -q "stranger is no attnlab export: check DIR reads the folders \`export\` writes, each marked by its manifest -- .*tpa_manifest.json.*attnlab_manifest.json.*kvsvd_manifest.json" err.txt
 
 cli_done
