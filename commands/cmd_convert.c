@@ -492,7 +492,8 @@ static int run_mla_check(Session *s, const char *dir, const TmlaResult *r, const
     if (rc == AL_OK) rc = ws_check_text(s, src, a, &t);
     if (rc) return rc;
     MlaCheckIn in = {.tokens = ci->tokens, .seed = ci->seed, .sigma = (const double *const *)ci->sigma,
-                     .mu = (const double *const *)ci->mu, .ids = t.ids, .n = t.n, .seqlen = t.seqlen};
+                     .mu = (const double *const *)ci->mu, .ids = t.ids, .n = t.n, .seqlen = t.seqlen,
+                     .compute = mm_compute_parse(s->compute)};
     rc = dir ? mla_check_in(dir, src, &in, &c) : mla_check_session(r, why, &in, &c);
     bool own = !args_given(a, "tokens") && !args_given(a, "seed") && (!ci->stats || ci->sigma);
     if (rc == AL_OK) rc = report_mla_check(c, what, desc, &t, own ? rep : NULL, a, out);

@@ -212,7 +212,8 @@ static int check_report(Session *s, const TpaModel *t, Model *src, CheckInputs *
     if (rc == AL_OK) rc = ws_check_text(s, src, a, &txt);
     if (rc) return rc;
     TpaCheckIn in = {.tokens = ci->tokens, .seed = ci->seed, .plus_layer = ci->plus_layer,
-                     .sigma = (const double *const *)ci->sigma, .ids = txt.ids, .n = txt.n, .seqlen = txt.seqlen};
+                     .sigma = (const double *const *)ci->sigma, .ids = txt.ids, .n = txt.n, .seqlen = txt.seqlen,
+                     .compute = mm_compute_parse(s->compute)};
     rc = tpa_check_in(t, src, &in, &c);
     if (rc) { ws_check_text_free(&txt); return rc; }
     out_printf(out, "%s (form %s, R_K %d, R_V %d) against %s: KV cache %zu -> %zu values per token per layer\n", what,

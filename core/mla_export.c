@@ -756,6 +756,7 @@ static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *po
 static int ppl_of(Model *m, AttnLayer *const *over, const MlaCheckIn *in, FwdPpl *p) {
     Forward *f = NULL;
     int rc = fwd_new(m, NULL, &f);
+    if (rc == AL_OK) fwd_set_compute(f, in->compute);
     for (int l = 0; rc == AL_OK && over && l < m->cfg.n_layers; l++)
         if (over[l]) rc = fwd_set_attn(f, l, over[l]);
     if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, p);

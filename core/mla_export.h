@@ -57,6 +57,7 @@
 #define AL_MLA_EXPORT_H
 
 #include "check_inputs.h"
+#include "matmul.h"
 #include "transmla.h"
 
 typedef enum { MLA_NORM_LINEAR, MLA_NORM_CALIBRATED } mla_latent_norm;
@@ -125,13 +126,14 @@ typedef struct {
 /* What a check draws and runs: each layer l's `tokens` inputs (0: 64) drawn as `convert mla` draws
  * its report's (tmla_eval_inputs with seed, sigma[l], mu[l]; a NULL sigma or entry: standard
  * normal), and the whole models' perplexity on the text ids[0..n) in windows of seqlen (ids NULL:
- * none; never random token ids). */
+ * none; never random token ids) with products in `compute`. */
 typedef struct {
     size_t tokens;
     uint64_t seed;
     const double *const *sigma, *const *mu;
     const int *ids;
     size_t n, seqlen;
+    mm_compute compute;       /* the forward pass's products for the perplexity (the session's setting) */
 } MlaCheckIn;
 
 void mla_check_free(MlaCheck *c);

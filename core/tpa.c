@@ -915,6 +915,7 @@ static int check_ppl(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaChe
     Forward *f = NULL;
     FwdPpl a, b;
     int rc = fwd_new(src, NULL, &f);
+    if (rc == AL_OK) fwd_set_compute(f, in->compute);
     if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, &a);
     for (int l = 0; rc == AL_OK && l < t->n_layers; l++)
         if (t->layers[l]) rc = fwd_set_attn(f, l, t->layers[l]->dense);

@@ -72,6 +72,7 @@
 
 #include "attn_eval.h"
 #include "check_inputs.h"
+#include "matmul.h"
 
 /* ================================================================ accounting (Table 1) */
 
@@ -266,6 +267,7 @@ typedef struct {
     const double *const *sigma;
     const int *ids;
     size_t n, seqlen;
+    mm_compute compute;       /* the forward pass's products for the perplexity (the session's setting) */
 } TpaCheckIn;
 
 #define TPA_EXACT_TOL 1e-4
