@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cmd_calib_check.h"
 #include "kqsvd.h"
 #include "params.h"
 #include "registry.h"
@@ -219,8 +220,6 @@ static int read_spec(const Args *a, KqSpec *spec) {
     return AL_OK;
 }
 
-static const XformKind kvsvd_xform;   /* below */
-
 static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
     CalibState *c;
     if (ws_calib_need(s, &c)) return AL_ERR;
@@ -255,7 +254,7 @@ static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
     out_printf(out, "%s; relative Frobenius errors on the calibration set (%zu tokens of %s, in-sample)\n",
                spec.beta != 1 ? ", with keys x beta, queries / beta" : "", c->st->tokens[0],
                c->st->source ? c->st->source : "?");
-    int rc = xform_add(s, &kvsvd_xform, s->cur, NULL);
+    int rc = xform_add(s, &cmd_kvsvd_xform, s->cur, NULL);
     if (rc) { table_free(t); return rc; }
     return out_table_to(out, args_str(a, "to"), t);
 }
@@ -393,7 +392,8 @@ static void kvsvd_xf_describe(const Xform *x, char *buf, size_t cap) {
     snprintf(buf, cap, "kvsvd learn of %s (KV-cache projections)", x->src->name);
 }
 
-static const XformKind kvsvd_xform = { .name = "kvsvd learn", .export_to = kvsvd_xf_export,
+const XformKind cmd_kvsvd_xform = { .name = "kvsvd learn", .export_to = kvsvd_xf_export,
+                                .check_dir = cmd_kvsvd_check_dir, .dir_manifest = KQ_MANIFEST,
                                        .describe = kvsvd_xf_describe, .alive = kvsvd_xf_alive,
                                        .export_label = "a KQ-SVD export", .no_format = "one layout",
                                        .no_dtype = "F32 projections", .no_shard_mb = "one file per method",

@@ -25,6 +25,7 @@
 #include "ws_calib.h"
 #include "ws_lm.h"
 #include "ws_tmla.h"
+#include "ws_check.h"
 #include "xform.h"
 
 /* ================================================================ perplexity before and after */
@@ -190,6 +191,14 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     TmlaResult *r = NULL;
     int rc = tmla_convert(m, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
+    if (u.act) {                 /* what check needs to draw the report's inputs again */
+        const CalibStats *cs = NULL;
+        r->stats_digest = ci_digest(m->cfg.n_layers, m->cfg.hidden, (const double *const *)u.sigma,
+                                    (const double *const *)u.mu);
+        if (ws_calib_stats(s, m, &cs) == AL_OK && cs)
+            snprintf(r->stats_calib, sizeof r->stats_calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
+        al_err_clear();
+    }
     if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     const TmlaOpts *ro = &r->opts;
     bool fold_default = !args_given(a, "rope-dim") && !args_given(a, "freqfold");
@@ -348,6 +357,43 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ the transformation */
 
+/* The inputs x's report drew (seed, tokens, the digest of its statistics) and, when the session
+ * still has them (the calibration of the same digest), the statistics (ci_free). *why: why not. */
+static int conv_inputs(Session *s, const Xform *x, CheckInputs *ci, const char **why) {
+    const TmlaResult *r = x->data;
+    *ci = (CheckInputs){.seed = r->opts.seed, .tokens = r->opts.eval_tokens, .stats = r->activation_stats,
+                        .n_layers = x->src->cfg.n_layers, .hidden = x->src->cfg.hidden, .digest = r->stats_digest};
+    snprintf(ci->calib, sizeof ci->calib, "%s", r->stats_calib);
+    *why = NULL;
+    if (!ci->stats) return AL_OK;
+    CheckInputs now = {0};
+    bool ok;
+    if (ws_check_session_stats(s, x->src, true, 0, -1, &now, &ok)) return AL_ERR;
+    if (ok && ci_digest(now.n_layers, now.hidden, (const double *const *)now.sigma, (const double *const *)now.mu) ==
+                  ci->digest) {
+        ci->sigma = now.sigma;
+        ci->mu = now.mu;
+        return AL_OK;
+    }
+    ci_free(&now);
+    *why = ok ? "the session's calibration is no longer the conversion's" : "the session has no calibration of the source";
+    return AL_OK;
+}
+
+/* The export's line on the check inputs it recorded. */
+static void note_inputs(Out *out, const CheckInputs *ci, bool fits, const char *why) {
+    if (!ci->stats)
+        out_printf(out, "check inputs recorded: %zu tokens, seed %llu, unit variance\n", ci->tokens,
+                   (unsigned long long)ci->seed);
+    else if (fits)
+        out_printf(out, "check inputs recorded: %zu tokens, seed %llu, the calibration's statistics (%s) in %s\n",
+                   ci->tokens, (unsigned long long)ci->seed, ci->calib, CI_FILE);
+    else
+        out_printf(out, "check inputs recorded: %zu tokens, seed %llu and the digest of the calibration's statistics, "
+                   "not the statistics (%s): `check DIR` needs that calibration in the session\n", ci->tokens,
+                   (unsigned long long)ci->seed, why ? why : "over the size kept in the folder");
+}
+
 /* `export DIR` after `convert mla`: a DeepSeek-V3 checkpoint (dtype, shard-mb). */
 static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     (void)s;
@@ -356,7 +402,14 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     size_t shard_mb = args_given(a, "shard-mb") ? (size_t)args_int(a, "shard-mb") : 0;
     MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = shard_mb << 20, .force = args_flag(a, "force")};
     if (xform_export_dtype(a, DT_INVALID, &eo.dtype)) return AL_ERR;
-    if (mla_export(r, dir, &eo)) return AL_ERR;
+    CheckInputs ci;
+    const char *why = NULL;
+    if (conv_inputs(s, x, &ci, &why)) return AL_ERR;
+    eo.check = &ci;
+    int rc = mla_export(r, dir, &eo);
+    bool fits = ci_fits(&ci);
+    ci_free(&ci);
+    if (rc) return AL_ERR;
     out_printf(out, "exported %s as DeepSeek-V3 MLA to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, "
                "v_head_dim %d, q_lora_rank %s%.0d\n", r->src->name, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim,
                r->q_rank ? "" : "null", r->q_rank);
@@ -368,13 +421,40 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                    "their largest with it (64 token ids)\n", eps, r->src->cfg.norm_eps, eff);
     }
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
+    note_inputs(out, &ci, fits, why);
     out_string(out, dir);
     out->written = true;
     return AL_OK;
 }
 
-/* Prints an MlaCheck as text (`inputs`: what the layers were evaluated on) and a layer table. */
-static int report_mla_check(const MlaCheck *c, const char *what, const char *inputs, const Args *a, Out *out) {
+/* The line comparing the check's output errors with the conversion's report on the same inputs
+ * (rep: per layer, NaN where unknown): they differ by the export's float rounding only. */
+static void note_report(Out *out, const MlaCheck *c, const double *rep) {
+    double worst = 0;
+    int n = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (isfinite(rep[l]) && isfinite(c->out_err[l])) { worst = fmax(worst, fabs(c->out_err[l] - rep[l])); n++; }
+    if (n)
+        out_printf(out, "the conversion's report on the same inputs: out_err within %.2g of it in all %d layers (%s)\n",
+                   worst, n, c->in_session ? "the same layers" : "the export's rounding: float32, latent norms");
+}
+
+/* The conversion's reported output error per layer: of r, or of the manifest's "layers" (NULL when
+ * it has none). Caller frees. */
+static double *report_errs(const TmlaResult *r, const cJSON *man, int n) {
+    double *e = al_malloc3((size_t)n, 1, sizeof(double), "reported errors");
+    const cJSON *ls = man ? cJSON_GetObjectItemCaseSensitive(man, "layers") : NULL;
+    for (int l = 0; e && l < n; l++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ls, l), "output_rel_err");
+        e[l] = r ? (r->layers[l] ? r->rep[l].out_err : NAN) : cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    }
+    return e;
+}
+
+/* Prints an MlaCheck as text (`inputs`: what the layers were evaluated on; t: the perplexity's
+ * text) and a layer table. */
+static int report_mla_check(const MlaCheck *c, const char *what, const char *inputs, const CheckText *t,
+                            const double *rep, const Args *a, Out *out) {
     out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n",
                what ? what : c->export_path, c->source_path, c->n_layers, c->kv_source, c->kv_export);
     if (c->in_session)
@@ -393,25 +473,24 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
         out_printf(out, "; out_err: the largest of them; out_err_attnlab: as attnlab reads it\n");
     }
     out_printf(out, "relative Frobenius errors per layer on %s\n", inputs);
-    if (c->nll_tokens)
-        out_printf(out, "whole model on %zu random tokens: perplexity %.6g (source) vs %.6g (%s); NLL "
-                   "difference %.3g nats per token\n", c->nll_tokens, exp(c->nll_source), exp(c->nll_export),
-                   c->in_session ? "converted" : "export, stock", c->nll_export - c->nll_source);
+    if (rep) note_report(out, c, rep);
+    ws_check_ppl_line(out, t, c->nll_tokens, c->nll_source, c->nll_export,
+                      c->in_session ? "converted, in the session" : "the export, as stock engines run it");
     if (c->notes[0]) out_printf(out, "%s", c->notes);
-    Table *t = table_new(4 + ENG_N, "layer", "score_err", "out_err", engine_row(ENG_HF)->column,
+    Table *tb = table_new(4 + ENG_N, "layer", "score_err", "out_err", engine_row(ENG_HF)->column,
                          engine_row(ENG_VLLM)->column, engine_row(ENG_SGLANG)->column, "out_err_attnlab");
     int nan_layer = -1;
-    for (int l = 0; t && l < c->n_layers; l++) {
-        if (table_row(t)) { table_free(t); t = NULL; break; }
-        table_int(t, l);
-        table_num(t, c->score_err[l]);
-        table_num(t, c->out_err[l]);
-        for (int i = 0; i < ENG_N; i++) table_num(t, c->engine_out_err[i][l]);
-        table_num(t, c->own_out_err[l]);
+    for (int l = 0; tb && l < c->n_layers; l++) {
+        if (table_row(tb)) { table_free(tb); tb = NULL; break; }
+        table_int(tb, l);
+        table_num(tb, c->score_err[l]);
+        table_num(tb, c->out_err[l]);
+        for (int i = 0; i < ENG_N; i++) table_num(tb, c->engine_out_err[i][l]);
+        table_num(tb, c->own_out_err[l]);
         if (nan_layer < 0 && (isnan(c->score_err[l]) || isnan(c->out_err[l]))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
-    int rc = t ? out_table_to(out, args_str(a, "to"), t) : AL_ERR;
+    int rc = tb ? out_table_to(out, args_str(a, "to"), tb) : AL_ERR;
     if (rc == AL_OK && nan_layer >= 0) {
         out_emit_result(out);
         return al_err("check failed: layer %d's errors are NaN (NaN/Inf in the source or the export)", nan_layer);
@@ -419,94 +498,96 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
     return rc;
 }
 
-/* The inputs a check of a conversion of src draws (see CHECK_HELP): with `calib` and a session
- * calibration of src that kept the attention input, each layer's Gaussian with its mean and
- * covariance (as `convert mla` draws them), else unit variance. *sigma / *mu: NULL or owned
- * (calib_free_arrays); desc says which, with tokens and seed. */
-static int check_inputs(Session *s, Model *src, bool calib, size_t tokens, uint64_t seed, double ***sigma, double ***mu,
-                        char *desc, size_t cap) {
-    const CalibStats *cs = NULL;
-    *sigma = *mu = NULL;
-    if (calib) ws_calib_stats(s, src, &cs);
-    if (cs && cs->has_x) {
-        if (calib_input_arrays(cs, 0, -1, sigma, mu)) return AL_ERR;
-        snprintf(desc, cap, "%zu random Gaussian tokens, seed %llu, with the activations' mean and covariance of the "
-                 "session's calibration of %s (%zu tokens of %s)", tokens, (unsigned long long)seed, src->name,
-                 cs->tokens[0], cs->source ? cs->source : "?");
-    } else
-        snprintf(desc, cap, "%zu random Gaussian tokens, seed %llu (unit variance%s)", tokens, (unsigned long long)seed,
-                 calib ? ": the session has no calibration of the source with attention inputs" : "");
-    return AL_OK;
-}
-
-/* Checks dir against src on the inputs check_inputs picks and reports it as `what`. */
-static int run_mla_check(Session *s, const char *dir, Model *src, bool calib, size_t tokens, uint64_t seed,
-                         const char *what, const Args *a, Out *out) {
-    double **sigma = NULL, **mu = NULL;
-    char desc[512] = "";
+/* Checks dir (NULL: r in the session, why: the export's refusal) against src on ci's inputs
+ * (completed by ws_check_inputs) and the check's text, and reports it as `what`. */
+static int run_mla_check(Session *s, const char *dir, const TmlaResult *r, const char *why, Model *src, CheckInputs *ci,
+                         const double *rep, const char *what, const Args *a, Out *out) {
+    char desc[768] = "";
+    CheckText t;
     MlaCheck *c = NULL;
-    int n = src ? src->cfg.n_layers : 0;
-    int rc = src ? check_inputs(s, src, calib, tokens, seed, &sigma, &mu, desc, sizeof desc) : AL_OK;
-    if (!src) snprintf(desc, sizeof desc, "%zu random Gaussian tokens, seed %llu (unit variance)", tokens,
-                       (unsigned long long)seed);
-    if (rc == AL_OK)
-        rc = mla_check_on(dir, src, tokens, seed, (const double *const *)sigma, (const double *const *)mu, &c);
-    calib_free_arrays(n, sigma, mu);
+    int rc = ws_check_inputs(s, src, a, true, 0, -1, ci, desc, sizeof desc);
+    if (rc == AL_OK) rc = ws_check_text(s, src, a, &t);
     if (rc) return rc;
-    rc = report_mla_check(c, what, desc, a, out);
+    MlaCheckIn in = {.tokens = ci->tokens, .seed = ci->seed, .sigma = (const double *const *)ci->sigma,
+                     .mu = (const double *const *)ci->mu, .ids = t.ids, .n = t.n, .seqlen = t.seqlen,
+                     .compute = mm_compute_parse(s->compute)};
+    rc = dir ? mla_check_in(dir, src, &in, &c) : mla_check_session(r, why, &in, &c);
+    bool own = !args_given(a, "tokens") && !args_given(a, "seed") && (!ci->stats || ci->sigma);
+    if (rc == AL_OK) rc = report_mla_check(c, what, desc, &t, own ? rep : NULL, a, out);
     mla_check_free(c);
+    ws_check_text_free(&t);
     return rc;
 }
 
 /* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
  * folder, checked against the model it came from, and the folder removed; a conversion the export
- * refuses is checked as the session holds it (unit-variance inputs). The inputs are the
- * conversion's own unless `tokens` / `seed` say otherwise: its tokens and seed, and the session's
- * calibration when the conversion used activation statistics -- so the errors reproduce its report. */
+ * refuses is checked as the session holds it. The inputs are the conversion's own unless `tokens`
+ * / `seed` say otherwise: its tokens and seed, and its calibration's statistics when it used them
+ * (while the session still has that calibration) -- so the errors reproduce its report. */
 static int mla_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     const TmlaResult *r = x->data;
-    size_t tokens = args_given(a, "tokens") ? (size_t)args_int(a, "tokens") : r->opts.eval_tokens;
-    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : r->opts.seed;
+    CheckInputs ci;
+    const char *unused;
+    if (conv_inputs(s, x, &ci, &unused)) return AL_ERR;
+    int rc;
     if (mla_exportable(x->data) != AL_OK) {       /* no DeepSeek-V3 form: the conversion as held */
-        char why[512], desc[256];
+        char why[512];
         snprintf(why, sizeof why, "%s", al_errmsg());
         al_err_clear();
-        snprintf(desc, sizeof desc, "%zu random Gaussian tokens, seed %llu (unit variance%s)", tokens,
-                 (unsigned long long)seed, r->activation_stats ? "; the in-session check does not draw the calibration's "
-                 "activations" : "");
-        MlaCheck *c = NULL;
-        if (mla_check_session(x->data, why, tokens, seed, &c)) return AL_ERR;
-        int rc = report_mla_check(c, "the session's conversion", desc, a, out);
-        mla_check_free(c);
+        double *rep = report_errs(r, NULL, r->n_layers);
+        rc = run_mla_check(s, NULL, r, why, x->src, &ci, rep, "the session's conversion", a, out);
+        free(rep);
+        ci_free(&ci);
         return rc;
     }
     char tmpl[] = "/tmp/attnlab-check-XXXXXX";
-    if (!mkdtemp(tmpl)) return al_err("check: cannot make a scratch folder in /tmp: %s", strerror(errno));
+    if (!mkdtemp(tmpl)) { ci_free(&ci); return al_err("check: cannot make a scratch folder in /tmp: %s", strerror(errno)); }
     char *dir = al_asprintf("%s/export", tmpl);
     MlaExportOpts eo = { .dtype = DT_F32 };
-    int rc = dir ? mla_export(r, dir, &eo) : AL_ERR;
+    rc = dir ? mla_export(r, dir, &eo) : AL_ERR;
+    double *rep = report_errs(r, NULL, r->n_layers);
     if (rc == AL_OK)
-        rc = run_mla_check(s, dir, x->src, r->activation_stats, tokens, seed,
+        rc = run_mla_check(s, dir, r, NULL, x->src, &ci, rep,
                            "the session's conversion (written in float32 to a scratch folder, removed after)", a, out);
     nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
+    free(rep);
+    ci_free(&ci);
     return rc;
 }
 
-/* Every folder that is no other method's export is taken for a TransMLA checkpoint (mla_check
- * says what is wrong with it otherwise): list this kind last in methods.c. */
-static bool mla_xf_owns_dir(const char *dir) {
-    (void)dir;
-    return true;
-}
-
-/* `check DIR` of a TransMLA export against its source (`source NAME`, else the manifest's path);
- * with `source NAME` and a session calibration of it, on its activation statistics. */
+/* `check DIR` of a TransMLA export against its source (`source NAME`, else the manifest's path: the
+ * session's model there, or opened for the check), on the inputs its manifest records. */
 static int mla_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
     const char *name = args_str(a, "source");
-    Model *src = name && *name ? session_find(s, name) : NULL;
-    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_MLA_CHECK;
-    return run_mla_check(s, dir, src, true, (size_t)args_int(a, "tokens"), seed, NULL, a, out);
+    Model *src = name && *name ? session_find(s, name) : NULL, *opened = NULL;
+    cJSON *man = mla_manifest(dir);
+    if (!man) return AL_ERR;
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(man, "source");
+    if (!src && !cJSON_IsString(sp)) { cJSON_Delete(man); return al_err("check: %s/%s has no \"source\"", dir, MLA_MANIFEST); }
+    if (!src && !(src = ws_check_loaded_at(s, sp->valuestring))) {
+        if (model_open(sp->valuestring, &opened)) {
+            cJSON_Delete(man);
+            return al_err_ctx("check: the source named by %s/%s (load it and give source NAME)", dir, MLA_MANIFEST);
+        }
+        src = opened;
+    }
+    CheckInputs ci;
+    bool found;
+    int rc = ci_read(dir, man, &ci, &found);
+    double *rep = report_errs(NULL, man, src->cfg.n_layers);
+    cJSON_Delete(man);
+    if (rc == AL_OK && !found) {     /* an export of an older attnlab: the check's own defaults */
+        ci = (CheckInputs){.seed = AL_SEED_MLA_CHECK, .tokens = 64, .n_layers = src->cfg.n_layers,
+                           .hidden = src->cfg.hidden};
+        out_printf(out, "note: %s/%s records no check inputs (an older export): unit-variance tokens, seed %llu\n", dir,
+                   MLA_MANIFEST, (unsigned long long)AL_SEED_MLA_CHECK);
+    }
+    if (rc == AL_OK) rc = run_mla_check(s, dir, NULL, NULL, src, &ci, found ? rep : NULL, NULL, a, out);
+    free(rep);
+    ci_free(&ci);
+    model_free(opened);
+    return rc;
 }
 
 static bool mla_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) {
@@ -537,7 +618,8 @@ static int mla_xf_engine_export(Session *s, const Xform *x, const char *dir) {
 
 const XformKind cmd_convert_xform = {
     .name = "convert mla", .export_to = mla_xf_export, .check = mla_xf_check, .kv_row = mla_xf_kv_row,
-    .describe = mla_xf_describe, .free = mla_xf_free, .owns_dir = mla_xf_owns_dir, .check_dir = mla_xf_check_dir,
+    .describe = mla_xf_describe, .free = mla_xf_free, .check_dir = mla_xf_check_dir,
+    .dir_manifest = MLA_MANIFEST,
     .export_label = "a TransMLA export", .no_format = "always DeepSeek-V3 layout",
     .engine_export = mla_xf_engine_export, .engine_form = "its stock DeepSeek-V3 export",
 };

@@ -9,12 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gguf_convert.h"
 #include "methods.h"
 #include "params.h"
 #include "registry.h"
 #include "session.h"
+#include "ws_check.h"
 #include "xform.h"
 
 /* ================================================================ export */
@@ -179,38 +181,60 @@ static const char CONVERT_HELP[] =
 
 static const char CHECK_HELP[] =
     "Compares a conversion with the model it came from, layer by layer: relative Frobenius error of\n"
-    "the causal attention scores and of the attention outputs on random Gaussian tokens (`seed S`;\n"
-    "both printed): a `convert mla` is checked on its own report's tokens and seed, and on the\n"
-    "session's calibration when it used one, so the numbers reproduce its report.\n"
+    "the causal attention scores and of the attention outputs on random Gaussian tokens drawn as the\n"
+    "conversion's report drew them -- its tokens, its seed (TPA: seed + layer) and, when it was\n"
+    "calibrated, its calibration's statistics -- so the numbers are its report's (`tokens T` /\n"
+    "`seed S` draw others; what was drawn is printed). An export records these inputs in its\n"
+    "manifest (check_inputs) and the statistics in check_inputs.safetensors when they fit 64 MiB;\n"
+    "otherwise `check DIR` takes them from the session's calibration of the source when its digest\n"
+    "matches, and else says so and draws unit-variance tokens.\n"
+    "Perplexity before and after only on a text: `text FILE`, else the held-out validation split of\n"
+    "the session's calibration text of the source (the tokens `convert mla` measures); none without.\n"
     "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
-    "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint or a TPA\n"
-    "folder (tpa_manifest.json), both written by `export` -- and compares it with its source (the\n"
-    "manifest's path, or `source NAME`, a loaded model); for TransMLA also every non-attention\n"
-    "tensor byte for byte. TransMLA exports are evaluated as stock DeepSeek-V3 engines run them\n"
-    "(latent RMSNorms, interleaved RoPE, stock softmax scale, no q_proj bias), with the whole-model\n"
-    "perplexity and notes on what engines compute differently; an exact conversion (kv-rank full,\n"
-    "D = d, one KV head or identical KV heads) shows errors at float precision. A FaRR `format\n"
-    "dense` export: its fused maps against the source's at the manifest's ranks. TPA evaluates from its factors (RoPE as\n"
-    "TPA applies it), and a TPA conversion that claims to be exact (form a with R = the KV heads,\n"
-    "form b with R = the head dim) fails when any layer's output error is above 1e-4.\n"
+    "or `convert tpa`). With DIR it loads the export there -- each kind is known by its manifest:\n"
+    "attnlab_manifest.json (TransMLA), tpa_manifest.json (TPA), kvsvd_manifest.json (KQ-SVD: its\n"
+    "projections evaluated as `kvsvd eval` did, on the recorded split of the calibration text or\n"
+    "`text FILE`), a FaRR dense export -- and compares it with its source (the manifest's path, or\n"
+    "`source NAME`, a loaded model); for TransMLA also\n"
+    "every non-attention tensor byte for byte. TransMLA exports are evaluated as stock DeepSeek-V3\n"
+    "engines run them (latent RMSNorms, interleaved RoPE, stock softmax scale, no q_proj bias), with\n"
+    "notes on what engines compute differently and how close the errors are to the report's; an\n"
+    "exact conversion (kv-rank full, D = d, one KV head or identical KV heads) shows errors at float\n"
+    "precision. A FaRR `format dense` export: its fused maps against the source's at the manifest's\n"
+    "ranks. TPA evaluates from its factors (RoPE as TPA applies it), and a TPA conversion that claims\n"
+    "to be exact (form a with R = the KV heads, form b with R = the head dim) fails when any layer's\n"
+    "output error is above 1e-4.\n"
     "Examples:\n"
     "  convert tpa kv-rank 2; check\n"
     "  check out/llama-mla\n"
-    "  check out/llama-mla source llama tokens 128 to check.json";
+    "  check out/llama-mla source llama text story.txt to check.json";
 
 static const Param check_pos[] = {
     { .name = "dir", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "DIR",
-      .help = "an export folder (TransMLA or TPA); none: the session's conversion" },
+      .help = "an export folder (TransMLA, TPA, KQ-SVD, FaRR dense); none: the session's conversion" },
     {0}
 };
 static const Param check_kw[] = {
     { .name = "source", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME",
       .help = "a loaded model to compare with (default: the manifest's source)" },
-    PARAM_TOKENS("64", "random tokens per layer"),
+    PARAM_TOKENS("64", "random tokens per layer (default: the conversion's, as its report drew them)"),
     PARAM_SEED,
+    PARAM_CHECK_TEXT,
     PARAM_TO,
     {0}
 };
+
+/* Whether dir is an export of kind k: its owns_dir, else its manifest file is there. */
+static bool kind_owns(const XformKind *k, const char *dir) {
+    if (k->owns_dir) return k->owns_dir(dir);
+    if (!k->dir_manifest) return false;
+    char *p = al_asprintf("%s/%s", dir, k->dir_manifest);
+    struct stat sb;
+    bool yes = p && stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+    free(p);
+    al_err_clear();
+    return yes;
+}
 
 /* The newest transformation of m that can be checked (NULL when none). */
 static const Xform *newest_checkable(Session *s, const Model *m) {
@@ -230,9 +254,21 @@ static int cmd_check(Session *s, const Args *a, Out *out) {
     }
     for (size_t i = 0; methods_checkable_kinds[i]; i++) {
         const XformKind *k = methods_checkable_kinds[i];
-        if (k->owns_dir && k->check_dir && k->owns_dir(dir)) return k->check_dir(s, dir, a, out);
+        if (k->check_dir && kind_owns(k, dir)) return k->check_dir(s, dir, a, out);
     }
-    return al_err("check: %s is no export attnlab can check (TransMLA or TPA)", dir);
+    char known[768] = "";
+    for (size_t i = 0, n = 0; methods_checkable_kinds[i]; i++) {
+        const XformKind *k = methods_checkable_kinds[i];
+        if (!k->check_dir) continue;
+        size_t len = strlen(known);
+        snprintf(known + len, sizeof known - len, "%s%s (%s%s%s)", n++ ? "; " : "", k->name,
+                 k->export_label ? k->export_label : "its export", k->dir_manifest ? ": " : "",
+                 k->dir_manifest ? k->dir_manifest : "");
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return al_err("check: %s: no such folder", dir);
+    return al_err("check: %s is no attnlab export: check DIR reads the folders `export` writes, each marked by its "
+                  "manifest -- %s", dir, known);
 }
 
 /* ================================================================ the tables */

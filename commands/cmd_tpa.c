@@ -19,6 +19,7 @@
 #include "ws_compare.h"
 #include "compare.h"
 #include "tpa.h"
+#include "ws_check.h"
 #include "xform.h"
 
 /* ================================================================ convert tpa */
@@ -105,6 +106,13 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
     o.sigma = (const double *const *)sigma;
     TpaModel *r = NULL;
     int rc = tpa_convert(m, &o, &r);
+    if (rc == AL_OK && r->activation_stats) {     /* what check needs to draw the report's inputs again */
+        const CalibStats *cs = NULL;
+        r->stats_digest = ci_digest(m->cfg.n_layers, m->cfg.hidden, (const double *const *)sigma, NULL);
+        if (ws_calib_stats(s, m, &cs) == AL_OK && cs)
+            snprintf(r->stats_calib, sizeof r->stats_calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
+        al_err_clear();
+    }
     ws_calib_free_sigma(sigma, m->cfg.n_layers);
     if (rc || (rc = xform_add(s, &cmd_tpa_xform, m, r))) return rc;
     const TpaOpts *ro = &r->opts;
@@ -148,19 +156,43 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ export */
 
+/* The inputs t's report drew: seed + layer, its tokens, the digest of its statistics (none held). */
+static CheckInputs conv_inputs(const TpaModel *t, const Model *src) {
+    CheckInputs ci = {.seed = t->opts.seed, .plus_layer = true, .tokens = t->opts.eval_tokens,
+                      .stats = t->activation_stats, .n_layers = src->cfg.n_layers, .hidden = src->cfg.hidden,
+                      .digest = t->stats_digest};
+    snprintf(ci.calib, sizeof ci.calib, "%s", t->stats_calib);
+    return ci;
+}
+
 /* `export DIR` after `convert tpa`: attnlab's own layout (dtype, default f32). */
 static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
-    (void)s;
     const char *dir = args_str(a, "dir");
     dt_type dt;
     if (xform_export_dtype(a, DT_F32, &dt)) return AL_ERR;
     const TpaModel *r = x->data;
-    if (tpa_export_opts(r, dir, &(TpaExportOpts){.dtype = dt, .force = args_flag(a, "force")})) return AL_ERR;
+    CheckInputs ci = conv_inputs(r, x->src);
+    bool ok = true;
+    if (ci.stats) {                    /* the statistics, while the session has the conversion's */
+        CheckInputs now = {0};
+        if (ws_check_session_stats(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &now, &ok)) return AL_ERR;
+        ok = ok && ci_digest(now.n_layers, now.hidden, (const double *const *)now.sigma, NULL) == ci.digest;
+        if (ok) ci.sigma = now.sigma;
+        else ci_free(&now);
+    }
+    int rc = tpa_export_opts(r, dir, &(TpaExportOpts){.dtype = dt, .force = args_flag(a, "force"), .check = &ci});
+    bool fits = ci_fits(&ci);
+    ci_free(&ci);
+    if (rc) return AL_ERR;
     out_printf(out, "exported %s as non-contextual TPA form %s (R_K %d, R_V %d, %s) to %s: %s + %s\n",
                r->src_name, tpa_form_name(r->opts.form), r->opts.k_rank, r->opts.v_rank, dt_name(dt), dir, TPA_MANIFEST,
                TPA_FACTORS);
     out_printf(out, "attnlab's own layout (no standard loader reads non-contextual TPA); `check %s` compares it "
                "with the source\n", dir);
+    out_printf(out, "check inputs recorded: %zu tokens, seed %llu + layer, %s\n", ci.tokens, (unsigned long long)ci.seed,
+               !ci.stats ? "unit variance" : fits ? "the calibration's second moments in " CI_FILE
+               : ok ? "the digest of the calibration's second moments (too large for the folder)"
+                    : "the digest of the calibration's second moments (the session no longer has them)");
     out_string(out, dir);
     out->written = true;
     return AL_OK;
@@ -168,17 +200,28 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
 
 /* ================================================================ check */
 
-/* Runs the check of t against src and turns it into the result table (and the verdict). */
-static int check_report(const TpaModel *t, Model *src, size_t tokens, const char *what, const Args *a, Out *out) {
+/* Runs the check of t against src on ci's inputs (completed by ws_check_inputs) and the check's
+ * text, and turns it into the result table (and the verdict). */
+static int check_report(Session *s, const TpaModel *t, Model *src, CheckInputs *ci, const char *what, const Args *a,
+                        Out *out) {
     TpaCheck *c = NULL;
-    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_TPA_CHECK;
-    int rc = tpa_check(t, src, tokens, seed, &c);
+    char desc[768];
+    CheckText txt;
+    int lo = t->src ? t->opts.layer_lo : 0, hi = t->src ? t->opts.layer_hi : t->n_layers - 1;
+    int rc = ws_check_inputs(s, src, a, false, lo, hi, ci, desc, sizeof desc);
+    if (rc == AL_OK) rc = ws_check_text(s, src, a, &txt);
     if (rc) return rc;
+    TpaCheckIn in = {.tokens = ci->tokens, .seed = ci->seed, .plus_layer = ci->plus_layer,
+                     .sigma = (const double *const *)ci->sigma, .ids = txt.ids, .n = txt.n, .seqlen = txt.seqlen,
+                     .compute = mm_compute_parse(s->compute)};
+    rc = tpa_check_in(t, src, &in, &c);
+    if (rc) { ws_check_text_free(&txt); return rc; }
     out_printf(out, "%s (form %s, R_K %d, R_V %d) against %s: KV cache %zu -> %zu values per token per layer\n", what,
                tpa_form_name(t->opts.form), t->opts.k_rank, t->opts.v_rank, src->name ? src->name : src->path,
                t->kv_before, t->kv_after);
-    out_printf(out, "relative Frobenius errors per layer on %zu random Gaussian tokens, seed %llu (unit variance)\n",
-               tokens, (unsigned long long)seed);
+    out_printf(out, "relative Frobenius errors per layer on %s\n", desc);
+    ws_check_ppl_line(out, &txt, c->nll_tokens, c->nll_source, c->nll_conv, "the TPA layers swapped in");
+    ws_check_text_free(&txt);
     Table *tb = table_new(3, "layer", "score_err", "out_err");
     int bad = -1;
     for (int l = 0; tb && l < c->n_layers; l++) {
@@ -214,21 +257,24 @@ static int check_report(const TpaModel *t, Model *src, size_t tokens, const char
     return rc;
 }
 
-/* `check` after `convert tpa`: the conversion against its source (or `source NAME`). */
+/* `check` after `convert tpa`: the conversion against its source (or `source NAME`), on the
+ * inputs its report drew. */
 static int tpa_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     const char *src_name = args_str(a, "source");
-    size_t tokens = (size_t)args_int(a, "tokens");
     const TpaModel *t = x->data;
     Model *src = t->src;
     if (src_name && *src_name && !(src = session_find(s, src_name)))
         return al_err("check: no loaded model named '%s'", src_name);
-    return check_report(t, src, tokens, "the session's conversion", a, out);
+    CheckInputs ci = conv_inputs(t, src);
+    int rc = check_report(s, t, src, &ci, "the session's conversion", a, out);
+    ci_free(&ci);
+    return rc;
 }
 
-/* `check DIR` of a TPA export against its source (`source NAME`, else the manifest's path). */
+/* `check DIR` of a TPA export against its source (`source NAME`, else the manifest's path: the
+ * session's model there, or opened for the check), on the inputs its manifest records. */
 static int tpa_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
     const char *src_name = args_str(a, "source");
-    size_t tokens = (size_t)args_int(a, "tokens");
     Model *src = NULL, *opened = NULL;
     if (src_name && *src_name && !(src = session_find(s, src_name)))
         return al_err("check: no loaded model named '%s'", src_name);
@@ -236,7 +282,7 @@ static int tpa_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out
         return al_err("check: %s holds no %s: give a folder written by export after convert tpa", dir, TPA_MANIFEST);
     TpaModel *t = NULL;
     if (tpa_load(dir, &t)) return AL_ERR;
-    if (!src) {
+    if (!src && !(src = ws_check_loaded_at(s, t->src_path))) {
         if (!t->src_path || !*t->src_path || model_open(t->src_path, &opened)) {
             tpa_model_free(t);
             return al_err("check: cannot open the source %s named by %s/%s: load it and give source NAME",
@@ -244,9 +290,17 @@ static int tpa_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out
         }
         src = opened;
     }
-    char *what = al_asprintf("%s", dir);
-    int rc = what ? check_report(t, src, tokens, what, a, out) : AL_ERR;
-    free(what);
+    CheckInputs ci;
+    bool found;
+    int rc = ci_read_dir(dir, TPA_MANIFEST, &ci, &found);
+    if (rc == AL_OK && !found) {     /* an export of an older attnlab: the check's own defaults */
+        ci = (CheckInputs){.seed = AL_SEED_TPA_CHECK, .tokens = 64, .n_layers = src->cfg.n_layers,
+                           .hidden = src->cfg.hidden};
+        out_printf(out, "note: %s/%s records no check inputs (an older export): unit-variance tokens, seed %llu\n", dir,
+                   TPA_MANIFEST, (unsigned long long)AL_SEED_TPA_CHECK);
+    }
+    if (rc == AL_OK) rc = check_report(s, t, src, &ci, dir, a, out);
+    ci_free(&ci);
     tpa_model_free(t);
     model_free(opened);
     return rc;
@@ -489,5 +543,6 @@ static void tpa_xf_free(void *data) { tpa_model_free(data); }
 const XformKind cmd_tpa_xform = {
     .name = "convert tpa", .export_to = tpa_xf_export, .check = tpa_xf_check, .kv_row = tpa_xf_kv_row,
     .describe = tpa_xf_describe, .free = tpa_xf_free, .owns_dir = tpa_is_export, .check_dir = tpa_xf_check_dir,
+    .dir_manifest = TPA_MANIFEST,
     .export_label = "a TPA export", .no_format = "attnlab's own layout", .no_shard_mb = "one factors file",
 };

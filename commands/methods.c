@@ -1,8 +1,9 @@
 /* methods.c -- the lists of methods.h: each method's sub-command in the `convert` hub and the
- * kinds whose exports `check DIR` recognizes. TPA comes before TransMLA there: a TPA export is
- * recognized by its manifest, and TransMLA takes any other folder (mla_check says what is wrong). */
+ * kinds whose exports `check DIR` recognizes, each by its own manifest (XformKind.dir_manifest, or
+ * its owns_dir reading it); a folder none owns is refused with the list of what attnlab reads. */
 #include "methods.h"
 
+#include "cmd_calib_check.h"
 #include "cmd_convert.h"
 #include "cmd_farr.h"
 #include "cmd_tpa.h"
@@ -14,6 +15,7 @@ const Command methods_convert_subs[] = {
     {0}
 };
 
-const XformKind *const methods_checkable_kinds[] = {&cmd_tpa_xform, &cmd_farr_xform, &cmd_convert_xform, NULL};
+const XformKind *const methods_checkable_kinds[] = {&cmd_tpa_xform, &cmd_farr_xform, &cmd_convert_xform, &cmd_kvsvd_xform,
+                                                    NULL};
 
 const char *const methods_state_commands[] = {"calibrate", "calib load", NULL};

@@ -10,7 +10,8 @@
 
 /* `convert mla|tpa|mla-table`, {0}-terminated. */
 extern const Command methods_convert_subs[];
-/* Kinds whose export folders `check DIR` can check, asked in this order (owns_dir); NULL-terminated. */
+/* Kinds whose export folders `check DIR` can check, asked in this order (owns_dir, else their
+ * dir_manifest is there); NULL-terminated. */
 extern const XformKind *const methods_checkable_kinds[];
 /* Commands (paths, "calib load") whose effect is session state other commands build on: `save
  * session` writes the latest of each per model before the transformations; NULL-terminated. */

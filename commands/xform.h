@@ -58,6 +58,9 @@ typedef struct XformKind {
        (keywords source, tokens, to); NULL: no export folder to check */
     bool (*owns_dir)(const char *dir);
     int (*check_dir)(Session *s, const char *dir, const Args *a, Out *out);
+    /* the manifest file that marks its export folders ("tpa_manifest.json"): with owns_dir NULL,
+       `check DIR` takes every folder holding it; listed when a folder is no known export */
+    const char *dir_manifest;
     /* `export` keywords this kind cannot honour, with the reason shown when one is given (NULL:
        taken); cmd_export refuses them before export_to runs, so none is silently ignored */
     const char *no_format, *no_dtype, *no_shard_mb;

@@ -158,4 +158,24 @@ int kqsvd_export(const char *dir, const KqProj *const *sets, size_t nsets, const
 
 #define KQ_MANIFEST "kvsvd_manifest.json"
 
+/* An export read back (kqsvd_load): its projection sets and what its manifest recorded. */
+typedef struct {
+    size_t nsets;
+    KqProj *sets[KQ_NMETHODS];
+    KqErr *errs[KQ_NMETHODS];  /* per set the recorded evaluation errors (n_layers; n_seq 1 where
+                                  recorded, 0 where not), or NULL */
+    char *model_path;          /* the model it was learned on ("" when not recorded) */
+    char *model_name;
+    char *eval_split;          /* the split of the recorded errors ("valid" / "train"), or NULL */
+    char *calib_source;        /* the calibration text, or NULL */
+    size_t calib_seqlen;       /* its window (0: not recorded) */
+} KqExport;
+
+/* Reads dir (kqsvd_export's layout) for a model of shape sh: every set's projections, checked
+ * against sh (kv heads, dims, layers; ranks from the tensors), and the manifest's record. */
+int kqsvd_load(const char *dir, const CalibShape *sh, KqExport **out);
+void kqsvd_export_free(KqExport *e);
+/* The manifest's model path (caller frees; NULL + error when dir has no readable manifest). */
+char *kqsvd_export_model(const char *dir);
+
 #endif

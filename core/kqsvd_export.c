@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ckpt_write.h"
+#include "safetensors.h"
 
 /* One set's safetensors file. */
 static int write_set(CkptWriter *w, const KqProj *p, const char *fname) {
@@ -125,4 +126,167 @@ int kqsvd_export(const char *dir, const KqProj *const *sets, size_t nsets, const
     ckpt_abort(w);
     if (rc == AL_ERR) al_err_ctx("export to %s", dir);
     return rc;
+}
+
+/* ================================================================ reading an export back */
+
+void kqsvd_export_free(KqExport *e) {
+    if (!e) return;
+    for (size_t s = 0; s < KQ_NMETHODS; s++) { kq_proj_free(e->sets[s]); free(e->errs[s]); }
+    free(e->model_path);
+    free(e->model_name);
+    free(e->eval_split);
+    free(e->calib_source);
+    free(e);
+}
+
+static cJSON *read_manifest(const char *dir) {
+    char *path = al_asprintf("%s/%s", dir, KQ_MANIFEST);
+    char *text = path ? al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (text && (!root || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "attnlab-kvsvd"))) {
+        al_err("%s: not a KQ-SVD manifest (format attnlab-kvsvd)", path);
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    free(text);
+    free(path);
+    return root;
+}
+
+static char *str_of(const cJSON *o, const char *key) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(it) ? al_strdup(it->valuestring) : NULL;
+}
+
+char *kqsvd_export_model(const char *dir) {
+    cJSON *root = read_manifest(dir);
+    char *p = root ? str_of(root, "model_path") : NULL;
+    if (root && !p) al_err("%s/%s: no \"model_path\"", dir, KQ_MANIFEST);
+    cJSON_Delete(root);
+    return p;
+}
+
+/* One projection tensor (G, dim, R) of f into a new double array; *R its rank (checked against
+ * want_R when that is >= 0). */
+static int read_proj(const st_file *f, const char *name, int G, int dim, int want_R, double **out, int *R) {
+    const st_entry *e = st_find(f, name);
+    if (!e || e->dtype != DT_F32 || e->ndim != 3 || e->shape[0] != (size_t)G || e->shape[1] != (size_t)dim ||
+        e->shape[2] < 1 || (want_R >= 0 && e->shape[2] != (size_t)want_R))
+        return al_err("%s: %s must be F32 of shape (%d, %d, R)", st_path(f), name, G, dim);
+    *R = (int)e->shape[2];
+    size_t n = st_numel(e);
+    if (!(*out = al_malloc3(n, 1, sizeof(double), "projections"))) return AL_ERR;
+    const float *src = st_data(f, e);
+    for (size_t i = 0; i < n; i++) (*out)[i] = src[i];
+    return AL_OK;
+}
+
+/* One method's set from its file. */
+static int load_set(const char *dir, const char *file, kq_method m, const CalibShape *sh, KqProj **out) {
+    char *path = al_asprintf("%s/%s", dir, file);
+    st_file *f = NULL;
+    KqProj *p = al_calloc(1, sizeof *p, "projections");
+    size_t L = (size_t)sh->n_layers;
+    int rc = path && p ? st_open(path, &f) : AL_ERR;
+    free(path);
+    if (rc == AL_OK) {
+        p->method = m;
+        p->sh = *sh;
+        p->spec.beta = 1;
+        p->rank_k = al_calloc(L, sizeof(int), "ranks");
+        p->rank_v = al_calloc(L, sizeof(int), "ranks");
+        p->A_K = al_calloc(L, sizeof(double *), "projections");
+        p->B_K = al_calloc(L, sizeof(double *), "projections");
+        p->A_V = al_calloc(L, sizeof(double *), "projections");
+        p->B_V = al_calloc(L, sizeof(double *), "projections");
+        p->cal_k = al_calloc(L, sizeof(KqGramErr), "errors");
+        p->cal_v = al_calloc(L, sizeof(KqGramErr), "errors");
+        if (!p->rank_k || !p->rank_v || !p->A_K || !p->B_K || !p->A_V || !p->B_V || !p->cal_k || !p->cal_v) rc = AL_ERR;
+    }
+    for (int l = 0; rc == AL_OK && l < sh->n_layers; l++) {
+        char n[64];
+        int G = sh->n_kv_heads;
+        snprintf(n, sizeof n, "layers.%d.proj_k", l);
+        rc = read_proj(f, n, G, sh->d_qk, -1, &p->A_K[l], &p->rank_k[l]);
+        snprintf(n, sizeof n, "layers.%d.proj_q", l);
+        if (rc == AL_OK) rc = read_proj(f, n, G, sh->d_qk, p->rank_k[l], &p->B_K[l], &p->rank_k[l]);
+        snprintf(n, sizeof n, "layers.%d.proj_v", l);
+        if (rc == AL_OK) rc = read_proj(f, n, G, sh->d_v, -1, &p->A_V[l], &p->rank_v[l]);
+        snprintf(n, sizeof n, "layers.%d.proj_o", l);
+        if (rc == AL_OK) rc = read_proj(f, n, G, sh->d_v, p->rank_v[l], &p->B_V[l], &p->rank_v[l]);
+    }
+    if (f) st_close(f);
+    if (rc) { kq_proj_free(p); return rc; }
+    *out = p;
+    return AL_OK;
+}
+
+/* The recorded evaluation errors of one method (NULL when none were recorded). */
+static KqErr *recorded_errs(const cJSON *m, int n_layers) {
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
+    KqErr *e = al_calloc((size_t)n_layers, sizeof *e, "recorded errors");
+    bool any = false;
+    for (int l = 0; e && l < n_layers; l++) {
+        const cJSON *o = cJSON_GetArrayItem(ls, l);
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "k_err"), *q = cJSON_GetObjectItemCaseSensitive(o, "q_err");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "v_err"), *kq = cJSON_GetObjectItemCaseSensitive(o, "kq_err");
+        const cJSON *out = cJSON_GetObjectItemCaseSensitive(o, "out_err");
+        if (!cJSON_IsNumber(k) || !cJSON_IsNumber(q) || !cJSON_IsNumber(v) || !cJSON_IsNumber(kq) || !cJSON_IsNumber(out))
+            continue;
+        e[l] = (KqErr){k->valuedouble, q->valuedouble, v->valuedouble, kq->valuedouble, out->valuedouble, 1};
+        any = true;
+    }
+    if (!any) { free(e); return NULL; }
+    return e;
+}
+
+/* The manifest's shape against sh. */
+static int check_shape(const char *dir, const cJSON *root, const CalibShape *sh) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "shape");
+    const char *keys[] = {"n_layers", "n_heads", "n_kv_heads", "d_qk", "d_v"};
+    int want[] = {sh->n_layers, sh->n_heads, sh->n_kv_heads, sh->d_qk, sh->d_v};
+    for (int i = 0; i < 5; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(s, keys[i]);
+        if (!cJSON_IsNumber(it) || it->valueint != want[i])
+            return al_err("%s/%s: shape.%s is not the model's %d: projections of another model", dir, KQ_MANIFEST,
+                          keys[i], want[i]);
+    }
+    return AL_OK;
+}
+
+int kqsvd_load(const char *dir, const CalibShape *sh, KqExport **out) {
+    *out = NULL;
+    cJSON *root = read_manifest(dir);
+    if (!root) return AL_ERR;
+    KqExport *e = al_calloc(1, sizeof *e, "a KQ-SVD export");
+    int rc = e ? check_shape(dir, root, sh) : AL_ERR;
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "methods"), *m;
+    cJSON_ArrayForEach(m, ms) {
+        if (rc || e->nsets == KQ_NMETHODS) break;
+        char *name = str_of(m, "method"), *file = str_of(m, "file");
+        int k = 0;
+        while (k < KQ_NMETHODS && (!name || strcmp(name, kq_method_name((kq_method)k)))) k++;
+        if (k == KQ_NMETHODS || !file || strchr(file, '/'))
+            rc = al_err("%s/%s: a method entry without a known method and a file name", dir, KQ_MANIFEST);
+        if (rc == AL_OK) rc = load_set(dir, file, (kq_method)k, sh, &e->sets[e->nsets]);
+        if (rc == AL_OK) e->errs[e->nsets++] = recorded_errs(m, sh->n_layers);
+        free(name);
+        free(file);
+    }
+    if (rc == AL_OK && !e->nsets) rc = al_err("%s/%s lists no methods", dir, KQ_MANIFEST);
+    if (rc == AL_OK) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "calibration");
+        const cJSON *sl = cJSON_GetObjectItemCaseSensitive(c, "seqlen");
+        e->model_path = str_of(root, "model_path");
+        e->model_name = str_of(root, "model");
+        e->eval_split = str_of(root, "eval_split");
+        e->calib_source = str_of(c, "source");
+        e->calib_seqlen = cJSON_IsNumber(sl) && sl->valuedouble >= 2 ? (size_t)sl->valuedouble : 0;
+    }
+    cJSON_Delete(root);
+    if (rc) { kqsvd_export_free(e); return al_err_ctx("reading the KQ-SVD export %s", dir); }
+    *out = e;
+    return AL_OK;
 }

@@ -609,6 +609,7 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
     if (rc == AL_OK) rc = cfg ? ckpt_write_json(w, "config.json", cfg) : al_err("out of memory writing config.json");
     cJSON_Delete(cfg);
     cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;
+    if (rc == AL_OK && man && o && o->check) rc = ci_write(w, man, o->check);
     if (rc == AL_OK) rc = man ? ckpt_write_json(w, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
     cJSON_Delete(man);
     stock_free(&st);
@@ -632,8 +633,7 @@ void mla_check_free(MlaCheck *c) {
     free(c);
 }
 
-/* The manifest's source path (caller frees). */
-static char *manifest_source(const char *dir) {
+cJSON *mla_manifest(const char *dir) {
     char *path = al_asprintf("%s/%s", dir, MLA_MANIFEST);
     struct stat sb;
     if (!path) return NULL;
@@ -642,14 +642,22 @@ static char *manifest_source(const char *dir) {
         free(path);
         return NULL;
     }
-    char *text = al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest"), *src = NULL;
+    char *text = al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest");
     cJSON *root = text ? cJSON_Parse(text) : NULL;
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "source");
-    if (cJSON_IsString(s)) src = al_strdup(s->valuestring);
-    else if (text) al_err("%s: no \"source\" string", path);
-    cJSON_Delete(root);
+    if (text && !root) al_err("%s: not valid JSON", path);
     free(text);
     free(path);
+    return root;
+}
+
+/* The manifest's source path (caller frees). */
+static char *manifest_source(const char *dir) {
+    cJSON *root = mla_manifest(dir);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "source");
+    char *src = NULL;
+    if (cJSON_IsString(s)) src = al_strdup(s->valuestring);
+    else if (root) al_err("%s/%s: no \"source\" string", dir, MLA_MANIFEST);
+    cJSON_Delete(root);
     return src;
 }
 
@@ -779,43 +787,35 @@ int mla_eps_effect(Model *src, double eps, size_t tokens, uint64_t seed, double 
     return rc;
 }
 
-/* Mean NLL per predicted token of ids[T] under m (stock overrides where given). */
-static int model_nll(Model *m, AttnLayer *const *over, const int *ids, size_t T, double *nll) {
+/* The perplexity of the text's windows under m (stock overrides where given). */
+static int ppl_of(Model *m, AttnLayer *const *over, const MlaCheckIn *in, FwdPpl *p) {
     Forward *f = NULL;
-    double sum = NAN;
-    size_t n = 0;
     int rc = fwd_new(m, NULL, &f);
+    if (rc == AL_OK) fwd_set_compute(f, in->compute);
     for (int l = 0; rc == AL_OK && over && l < m->cfg.n_layers; l++)
         if (over[l]) rc = fwd_set_attn(f, l, over[l]);
-    if (rc == AL_OK) rc = fwd_nll(f, ids, T, &sum, &n);
+    if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, p);
     fwd_free(f);
-    *nll = rc == AL_OK && n ? sum / (double)n : NAN;
     return rc;
 }
 
-/* Whole models: the NLL of T random token ids, the source against the export run as stock. */
-static int check_nll(Model *src, Model *ex, AttnLayer *const *over, size_t T, uint64_t seed, MlaCheck *c) {
+/* Whole models: the NLL of the text's windows (in->ids; none: no perplexity), the source against
+ * the export run as stock. */
+static int check_nll(Model *src, Model *ex, AttnLayer *const *over, const MlaCheckIn *in, MlaCheck *c) {
     c->nll_source = c->nll_export = NAN;
-    size_t V = (size_t)(src->cfg.vocab < ex->cfg.vocab ? src->cfg.vocab : ex->cfg.vocab);
-    if (T < 2 || V < 1) return AL_OK;
-    if (T > 512) T = 512;
-    int *ids = al_malloc3(T, 1, sizeof(int), "token ids");
-    if (!ids) return AL_ERR;
-    uint64_t x = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    for (size_t t = 0; t < T; t++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        ids[t] = (int)(x % V);
-    }
-    int rc = model_nll(src, NULL, ids, T, &c->nll_source);
-    if (rc == AL_OK) rc = model_nll(ex, over, ids, T, &c->nll_export);
-    free(ids);
+    if (!in->ids || in->n < 2) return AL_OK;
+    FwdPpl a, b;
+    int rc = ppl_of(src, NULL, in, &a);
+    if (rc == AL_OK) rc = ppl_of(ex, over, in, &b);
     if (rc == AL_INTERRUPTED) return rc;
     if (rc) {
         note(c, "whole-model perplexity not measured: %s", al_errmsg());
         al_err_clear();
-        c->nll_source = c->nll_export = NAN;
-    } else
-        c->nll_tokens = T - 1;
+    } else {
+        c->nll_source = a.nll;
+        c->nll_export = b.nll;
+        c->nll_tokens = b.tokens;
+    }
     return AL_OK;
 }
 
@@ -919,6 +919,13 @@ int mla_exportable(const TmlaResult *r) {
     return check_exportable(r, &bias);
 }
 
+/* Layer l's inputs (T, hidden): as `convert mla` drew its report's (l < 0: standard normal). */
+static Mat *layer_inputs_of(const MlaCheckIn *in, size_t T, int hidden, int l) {
+    const double *S = in->sigma && l >= 0 ? in->sigma[l] : NULL;
+    if (!S) return attn_random_input(T, hidden, in->seed);
+    return tmla_eval_inputs(T, hidden, in->seed, S, in->mu ? in->mu[l] : NULL);
+}
+
 /* Layer l of the session's conversion against the source (0 when the layer was not converted). */
 static int session_layer(const TmlaResult *r, int l, const Mat *X, const int *pos, MlaCheck *c) {
     c->score_err[l] = c->out_err[l] = 0;
@@ -937,11 +944,11 @@ static int session_layer(const TmlaResult *r, int l, const Mat *X, const int *po
     return AL_OK;
 }
 
-int mla_check_session(const TmlaResult *r, const char *why, size_t tokens, uint64_t seed, MlaCheck **out) {
+int mla_check_session(const TmlaResult *r, const char *why, const MlaCheckIn *in, MlaCheck **out) {
     *out = NULL;
     MlaCheck *c = al_calloc(1, sizeof *c, "a check");
     if (!c) return AL_ERR;
-    size_t n = (size_t)r->n_layers, T = tokens ? tokens : 64;
+    size_t n = (size_t)r->n_layers, T = in->tokens ? in->tokens : 64;
     c->in_session = true;
     c->source_path = al_strdup(r->src->path);
     c->n_layers = r->n_layers;
@@ -949,21 +956,21 @@ int mla_check_session(const TmlaResult *r, const char *why, size_t tokens, uint6
     c->kv_source = cfg_kv_values(&r->src->cfg);
     c->kv_export = r->kv_after;
     c->latent_eps = NAN;
-    Mat *X = attn_random_input(T, r->src->cfg.hidden, seed);
     int *pos = al_malloc3(T, 1, sizeof(int), "positions");
-    int rc = c->source_path && arrays && X && pos ? AL_OK : AL_ERR;
+    int rc = c->source_path && arrays && pos ? AL_OK : AL_ERR;
     for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
     for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        rc = session_layer(r, l, X, pos, c);
+        Mat *X = layer_inputs_of(in, T, r->src->cfg.hidden, l);
+        rc = X ? session_layer(r, l, X, pos, c) : AL_ERR;
+        mat_free(X);
         al_progress("layer", (size_t)l + 1, n);
     }
     if (rc == AL_OK) {
         note(c, "no DeepSeek-V3 export (%s): the conversion is checked as the session holds it, without the latent "
                 "RMSNorms a DeepSeek-V3 engine would add", why && *why ? why : "not exportable");
-        rc = check_nll(r->src, r->src, r->layers, T, seed, c);
+        rc = check_nll(r->src, r->src, r->layers, in, c);
     }
-    mat_free(X);
     free(pos);
     if (rc) { mla_check_free(c); return rc; }
     *out = c;
@@ -971,38 +978,34 @@ int mla_check_session(const TmlaResult *r, const char *why, size_t tokens, uint6
 }
 
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out) {
-    return mla_check_on(dir, src, tokens, seed, NULL, NULL, out);
+    return mla_check_in(dir, src, &(MlaCheckIn){.tokens = tokens, .seed = seed}, out);
 }
 
-int mla_check_on(const char *dir, Model *src, size_t tokens, uint64_t seed, const double *const *sigma,
-                 const double *const *mu, MlaCheck **out) {
+int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **out) {
     *out = NULL;
     Model *ex = NULL, *own = NULL;
     MlaCheck *c = al_calloc(1, sizeof *c, "a check");
     if (!c) return AL_ERR;
     int rc = check_open(dir, &src, &ex, &own, c);
-    size_t T = tokens ? tokens : 64;
-    Mat *X = rc == AL_OK ? attn_random_input(T, src->cfg.hidden, seed) : NULL;
+    size_t T = in->tokens ? in->tokens : 64;
     int *pos = rc == AL_OK ? al_malloc3(T, 1, sizeof(int), "positions") : NULL;
     AttnLayer **over = rc == AL_OK ? al_calloc((size_t)c->n_layers, sizeof *over, "stock layers") : NULL;
-    if (rc == AL_OK && (!X || !pos || !over)) rc = AL_ERR;
+    if (rc == AL_OK && (!pos || !over)) rc = AL_ERR;
     for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
     bool qbias = false;
     for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        const double *S = sigma && l < src->cfg.n_layers ? sigma[l] : NULL;
-        Mat *Xl = S ? tmla_eval_inputs(T, src->cfg.hidden, seed, S, mu ? mu[l] : NULL) : NULL;
-        rc = S && !Xl ? AL_ERR : check_layer(src, ex, l, Xl ? Xl : X, pos, c, &over[l]);
-        mat_free(Xl);
+        Mat *X = layer_inputs_of(in, T, src->cfg.hidden, l < src->cfg.n_layers ? l : -1);
+        rc = X ? check_layer(src, ex, l, X, pos, c, &over[l]) : AL_ERR;
+        mat_free(X);
         qbias |= over[l] != NULL;
         al_progress("layer", (size_t)l + 1, (size_t)c->n_layers);
     }
-    if (rc == AL_OK) rc = check_nll(src, ex, over, T, seed, c);
+    if (rc == AL_OK) rc = check_nll(src, ex, over, in, c);
     if (rc == AL_OK) compare_copies(src, ex, c);
     if (rc == AL_OK) check_notes(src, ex, c, qbias);
     for (int l = 0; over && l < c->n_layers; l++) attn_layer_free(over[l]);
     free(over);
-    mat_free(X);
     free(pos);
     model_free(ex);
     model_free(own);

@@ -51,12 +51,15 @@
  *   attnlab_manifest.json  method, options, ranks, the latent-norm construction (per layer k and
  *                    the bound delta), per-layer energies and errors, parameter and KV-cache
  *                    accounting, the source path (what `check` compares against), the source's
- *                    rope_scaling when the export cannot express it.
+ *                    rope_scaling when the export cannot express it, and the report's inputs for
+ *                    `check DIR` (check_inputs.h; their statistics in check_inputs.safetensors).
  *   the source's auxiliary files (tokenizer, generation config, licence; ckpt_copy_aux). */
 #ifndef AL_MLA_EXPORT_H
 #define AL_MLA_EXPORT_H
 
 #include "engines.h"
+#include "check_inputs.h"
+#include "matmul.h"
 #include "transmla.h"
 
 typedef enum { MLA_NORM_LINEAR, MLA_NORM_CALIBRATED } mla_latent_norm;
@@ -74,6 +77,7 @@ typedef struct {
                                  engine_common_eps() (1e-6), so every engine computes the same model;
                                  the model's other RMSNorms then use it too (mla_eps_effect measures
                                  that, check's notes say it) */
+    const CheckInputs *check; /* the conversion's report inputs, recorded for `check DIR` (NULL: none) */
 } MlaExportOpts;
 
 /* "linear" / "calibrated". */
@@ -118,35 +122,47 @@ typedef struct {
                                  (its latent eps, its biases); out_err and score_err are the largest
                                  over the engines */
     double latent_eps;        /* the export's rms_norm_eps */
-    double nll_source, nll_export;   /* whole model: mean NLL (nats) per predicted token of `tokens`
-                                        random token ids, the export run as stock (NaN: no forward
-                                        pass for this model; see notes) */
-    size_t nll_tokens;        /* tokens predicted */
+    double nll_source, nll_export;   /* whole model: mean NLL (nats) per predicted token of the
+                                        text's windows (MlaCheckIn.ids), the export run as stock (NaN:
+                                        no text, or no forward pass for this model; see notes) */
+    size_t nll_tokens;        /* tokens predicted (0: no perplexity) */
     char notes[1536];         /* what stock engines compute differently, one line each ("" when
                                  nothing) */
     bool in_session;          /* mla_check_session: the conversion as the session holds it, no export
                                  (export_path NULL, no tensors compared, every error column the same) */
 } MlaCheck;
 
+/* What a check draws and runs: each layer l's `tokens` inputs (0: 64) drawn as `convert mla` draws
+ * its report's (tmla_eval_inputs with seed, sigma[l], mu[l]; a NULL sigma or entry: standard
+ * normal), and the whole models' perplexity on the text ids[0..n) in windows of seqlen (ids NULL:
+ * none; never random token ids) with products in `compute`. */
+typedef struct {
+    size_t tokens;
+    uint64_t seed;
+    const double *const *sigma, *const *mu;
+    const int *ids;
+    size_t n, seqlen;
+    mm_compute compute;       /* the forward pass's products for the perplexity (the session's setting) */
+} MlaCheckIn;
+
 void mla_check_free(MlaCheck *c);
 /* Opens the export in dir and its source (src, or the manifest's source path when NULL) and
- * compares attention layer by layer on `tokens` random inputs (0: 64) at positions 0.., and the
- * whole models' NLL on `tokens` random token ids; also compares every non-attention tensor byte
- * for byte. */
+ * compares attention layer by layer on `tokens` random inputs (0: 64) at positions 0.. (no
+ * perplexity); also compares every non-attention tensor byte for byte. */
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out);
-/* The same with each layer l's inputs drawn as `convert mla` draws its report's under activation
- * statistics (tmla_eval_inputs with sigma[l], mu[l]; a NULL sigma or entry: standard normal). */
-int mla_check_on(const char *dir, Model *src, size_t tokens, uint64_t seed, const double *const *sigma,
-                 const double *const *mu, MlaCheck **out);
+/* The same on the inputs in. */
+int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **out);
+/* The manifest of the export in dir (NULL + error when it has none: not an attnlab TransMLA export). */
+cJSON *mla_manifest(const char *dir);
 
 /* AL_OK when mla_export can write r; else its refusal as the error (a source whose other layers
  * have no DeepSeek-V3 form: GPT-NeoX's parallel LayerNorm blocks, Phi-3's fused MLP, MoE; layers
  * left unconverted; RoPE frequencies DeepSeek's layout cannot hold). */
 int mla_exportable(const TmlaResult *r);
 /* `check` of a conversion no DeepSeek-V3 checkpoint can hold, without writing it: every converted
- * layer as the session holds it (no latent RMSNorms) against the source on `tokens` random inputs
- * (0: 64), unconverted layers 0, and the whole source model's NLL with and without the converted
- * layers on `tokens` random token ids; `why` (the export's refusal) goes in the notes. */
-int mla_check_session(const TmlaResult *r, const char *why, size_t tokens, uint64_t seed, MlaCheck **out);
+ * layer as the session holds it (no latent RMSNorms) against the source on in's inputs,
+ * unconverted layers 0, and the whole source model's NLL with and without the converted layers on
+ * in's text; `why` (the export's refusal) goes in the notes. */
+int mla_check_session(const TmlaResult *r, const char *why, const MlaCheckIn *in, MlaCheck **out);
 
 #endif

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
+#include "forward.h"
 #include "rope.h"
 #include "seeds.h"
 #include "safetensors.h"
@@ -886,44 +887,49 @@ void tpa_check_free(TpaCheck *c) {
 }
 
 int tpa_check(const TpaModel *t, Model *src, size_t T, uint64_t seed, TpaCheck **out) {
-    *out = NULL;
-    const ModelConfig *c = &src->cfg;
-    if (cfg_is_mla(c) || c->n_layers != t->n_layers || c->hidden != t->hidden || c->n_heads != t->n_heads ||
-        c->n_kv_heads != t->n_kv_heads || cfg_d_qk(c) != t->head_dim || c->v_dim != t->v_dim)
-        return al_err("TPA check: %s (%d layers, hidden %d, %d heads, %d KV heads, head dim %d) does not have the "
-                      "conversion's dims (%d layers, hidden %d, %d heads, %d KV heads, head dim %d)",
-                      src->name ? src->name : src->path, c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, cfg_d_qk(c),
-                      t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim);
-    if (T == 0) T = 64;
-    TpaCheck *k = al_calloc(1, sizeof *k, "a TPA check");
-    if (!k) return AL_ERR;
-    k->n_layers = t->n_layers;
-    k->exact = t->exact;
-    k->score_err = al_malloc3((size_t)t->n_layers, 1, sizeof(double), "check errors");
-    k->out_err = al_malloc3((size_t)t->n_layers, 1, sizeof(double), "check errors");
-    Mat *X = attn_random_input(T, t->hidden, seed);
-    int *pos = al_malloc3(T, 1, sizeof(int), "positions");
-    int rc = k->score_err && k->out_err && X && pos ? AL_OK : AL_ERR;
-    for (size_t i = 0; rc == AL_OK && i < T; i++) pos[i] = (int)i;
-    for (int l = 0; rc == AL_OK && l < t->n_layers; l++) {
-        k->score_err[l] = k->out_err[l] = NAN;
-        if (!t->layers[l]) continue;
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        AttnLayer *L = NULL;
-        AttnOut *a = NULL, *b = NULL;
-        rc = attn_layer_load(src, l, &L);
-        if (rc == AL_OK) rc = attn_eval(L, X, pos, true, &a);
-        if (rc == AL_OK) rc = tpa_eval(t->layers[l], X, pos, true, &b);
-        if (rc == AL_OK) attn_rel_err(a, b, &k->score_err[l], &k->out_err[l]);
-        attn_out_free(a);
-        attn_out_free(b);
-        attn_layer_free(L);
-        if (rc) al_err_ctx("TPA check, layer %d", l);
-        al_progress("layer", (size_t)l + 1, (size_t)t->n_layers);
-    }
+    return tpa_check_in(t, src, &(TpaCheckIn){.tokens = T, .seed = seed}, out);
+}
+
+/* Layer l against the source on in's inputs for that layer (positions 0..T-1). */
+static int check_layer(const TpaModel *t, Model *src, const TpaCheckIn *in, size_t T, const int *pos, int l,
+                       TpaCheck *k) {
+    AttnLayer *L = NULL;
+    AttnOut *a = NULL, *b = NULL;
+    uint64_t seed = in->seed + (in->plus_layer ? (uint64_t)l : 0);
+    Mat *X = tpa_random_input(T, t->hidden, seed, in->sigma ? in->sigma[l] : NULL);
+    int rc = X ? attn_layer_load(src, l, &L) : AL_ERR;
+    if (rc == AL_OK) rc = attn_eval(L, X, pos, true, &a);
+    if (rc == AL_OK) rc = tpa_eval(t->layers[l], X, pos, true, &b);
+    if (rc == AL_OK) attn_rel_err(a, b, &k->score_err[l], &k->out_err[l]);
+    attn_out_free(a);
+    attn_out_free(b);
+    attn_layer_free(L);
     mat_free(X);
-    free(pos);
-    if (rc) { tpa_check_free(k); return rc; }
+    return rc;
+}
+
+/* The perplexity of in's text under src, and with the converted layers swapped in. */
+static int check_ppl(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaCheck *k) {
+    k->nll_source = k->nll_conv = NAN;
+    if (!in->ids || in->n < 2) return AL_OK;
+    Forward *f = NULL;
+    FwdPpl a, b;
+    int rc = fwd_new(src, NULL, &f);
+    if (rc == AL_OK) fwd_set_compute(f, in->compute);
+    if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, &a);
+    for (int l = 0; rc == AL_OK && l < t->n_layers; l++)
+        if (t->layers[l]) rc = fwd_set_attn(f, l, t->layers[l]->dense);
+    if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, &b);
+    fwd_free(f);
+    if (rc) return al_err_ctx("TPA check, perplexity");
+    k->nll_source = a.nll;
+    k->nll_conv = b.nll;
+    k->nll_tokens = b.tokens;
+    return AL_OK;
+}
+
+/* The verdict: largest output error, first NaN layer, pass. */
+static void check_verdict(const TpaModel *t, TpaCheck *k) {
     k->pass = true;
     k->first_nan = -1;
     for (int l = 0; l < k->n_layers; l++) {
@@ -938,6 +944,39 @@ int tpa_check(const TpaModel *t, Model *src, size_t T, uint64_t seed, TpaCheck *
         if (e > k->max_out_err) k->max_out_err = e;
         if (k->exact && !(e <= TPA_EXACT_TOL)) k->pass = false;
     }
+}
+
+int tpa_check_in(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaCheck **out) {
+    *out = NULL;
+    const ModelConfig *c = &src->cfg;
+    if (cfg_is_mla(c) || c->n_layers != t->n_layers || c->hidden != t->hidden || c->n_heads != t->n_heads ||
+        c->n_kv_heads != t->n_kv_heads || cfg_d_qk(c) != t->head_dim || c->v_dim != t->v_dim)
+        return al_err("TPA check: %s (%d layers, hidden %d, %d heads, %d KV heads, head dim %d) does not have the "
+                      "conversion's dims (%d layers, hidden %d, %d heads, %d KV heads, head dim %d)",
+                      src->name ? src->name : src->path, c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, cfg_d_qk(c),
+                      t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim);
+    size_t T = in->tokens ? in->tokens : 64;
+    TpaCheck *k = al_calloc(1, sizeof *k, "a TPA check");
+    if (!k) return AL_ERR;
+    k->n_layers = t->n_layers;
+    k->exact = t->exact;
+    k->score_err = al_malloc3((size_t)t->n_layers, 1, sizeof(double), "check errors");
+    k->out_err = al_malloc3((size_t)t->n_layers, 1, sizeof(double), "check errors");
+    int *pos = al_malloc3(T, 1, sizeof(int), "positions");
+    int rc = k->score_err && k->out_err && pos ? AL_OK : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < T; i++) pos[i] = (int)i;
+    for (int l = 0; rc == AL_OK && l < t->n_layers; l++) {
+        k->score_err[l] = k->out_err[l] = NAN;
+        if (!t->layers[l]) continue;
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        rc = check_layer(t, src, in, T, pos, l, k);
+        if (rc) al_err_ctx("TPA check, layer %d", l);
+        al_progress("layer", (size_t)l + 1, (size_t)t->n_layers);
+    }
+    free(pos);
+    if (rc == AL_OK) rc = check_ppl(t, src, in, k);
+    if (rc) { tpa_check_free(k); return rc; }
+    check_verdict(t, k);
     *out = k;
     return AL_OK;
 }

@@ -71,6 +71,8 @@
 #define AL_TPA_H
 
 #include "attn_eval.h"
+#include "check_inputs.h"
+#include "matmul.h"
 
 /* ================================================================ accounting (Table 1) */
 
@@ -201,6 +203,8 @@ typedef struct TpaModel {
     char *dir;               /* the export folder it was loaded from, or NULL */
     TpaOpts opts;            /* as resolved (ranks set; sigma NULL) */
     bool activation_stats;   /* some layer used a given Sigma */
+    uint64_t stats_digest;   /* ci_digest of those Sigmas (check_inputs.h; set by the command), 0 */
+    char stats_calib[256];   /* where they came from ("256 tokens of story.txt"), for check */
     bool exact;              /* ranks reproduce the model: form a R = G, form b R = d_k / d_v */
     int n_layers;            /* = source layers; layers[l] NULL where not converted */
     TpaLayer **layers;
@@ -226,6 +230,7 @@ int tpa_convert(Model *m, const TpaOpts *o, TpaModel **out);
 typedef struct {
     dt_type dtype;            /* of the weight matrices: F32, F16 or BF16 (others are refused) */
     bool force;               /* replace an existing non-empty dir as a whole */
+    const CheckInputs *check; /* the report's inputs, recorded for `check DIR` (NULL: none) */
 } TpaExportOpts;
 
 /* Writes t (every layer converted) to dir (tpa_export.c, through core/ckpt_write.h: staged beside
@@ -247,7 +252,23 @@ typedef struct {
     int first_nan;                  /* the first converted layer whose error is NaN, or -1 */
     bool exact;                     /* the conversion claims to reproduce the model */
     bool pass;                      /* no NaN error, and !exact or every out_err <= TPA_EXACT_TOL */
+    double nll_source, nll_conv;    /* mean NLL per predicted token of the text (TpaCheckIn.ids): the
+                                       source, and the source with the converted layers (NaN: none) */
+    size_t nll_tokens;              /* tokens predicted (0: no text) */
 } TpaCheck;
+
+/* What a check draws: layer l's `tokens` inputs (0: 64) from seed (+ l when plus_layer, as
+ * `convert tpa`'s report draws them) with second moment sigma[l] (NULL or a NULL entry: unit
+ * variance), and the text ids[0..n) in windows of seqlen for the perplexity (NULL: none). */
+typedef struct {
+    size_t tokens;
+    uint64_t seed;
+    bool plus_layer;
+    const double *const *sigma;
+    const int *ids;
+    size_t n, seqlen;
+    mm_compute compute;       /* the forward pass's products for the perplexity (the session's setting) */
+} TpaCheckIn;
 
 #define TPA_EXACT_TOL 1e-4
 
@@ -255,5 +276,8 @@ void tpa_check_free(TpaCheck *c);
 /* Compares t (converted in the session or loaded) with src, layer by layer, on T random tokens:
  * tpa_eval of each layer against attn_eval of src's layer. */
 int tpa_check(const TpaModel *t, Model *src, size_t T, uint64_t seed, TpaCheck **out);
+/* The same on the inputs in, and the whole model's perplexity on its text with the converted
+ * layers swapped into src's forward pass. */
+int tpa_check_in(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaCheck **out);
 
 #endif

@@ -145,6 +145,7 @@ int tpa_export_opts(const TpaModel *t, const char *dir, const TpaExportOpts *o) 
     for (int l = 0; rc == AL_OK && l < t->n_layers; l++) rc = add_layer(w, l, t->layers[l], dtype);
     if (rc == AL_OK) rc = ckpt_file_end(w);
     cJSON *man = rc == AL_OK ? manifest(t, t->layers[0]->dense, dtype, t->src) : NULL;
+    if (rc == AL_OK && man && o->check) rc = ci_write(w, man, o->check);
     if (rc == AL_OK) rc = man ? ckpt_write_json(w, TPA_MANIFEST, man) : al_err("TPA export: out of memory");
     cJSON_Delete(man);
     if (rc == AL_OK) rc = ckpt_commit(w, NULL);

@@ -109,7 +109,7 @@ grep -q "the session's last compare; 16 random Gaussian tokens, seed 5 (unit var
 # check after a calibrated convert mla: the same inputs (calibration, seed, tokens), the same numbers
 run -e "load demo-llama as d; convert mla kv-rank 48 rope-dim 16 ids ids.txt samples 4 seqlen 32 ppl off to conv.csv; check to chk.csv"
 [ "$(rc)" = 0 ] || fail "convert + check: rc $(rc) [$(cat err.txt)]"
-grep -q "^relative Frobenius errors per layer on 64 random Gaussian tokens, seed 20250601, with the activations' mean and covariance of the session's calibration of d (128 tokens of ids.txt)" out.txt \
+grep -q "^relative Frobenius errors per layer on 64 random Gaussian tokens, seed 20250601, with the mean and second moment of the conversion's calibration (128 tokens of ids.txt; digest" out.txt \
     || fail "check names its inputs: [$(cat out.txt)]"
 for l in 2 3 4 5; do
     near "$(sed -n ${l}p chk.csv | cut -d, -f3)" "$(sed -n ${l}p conv.csv | cut -d, -f6)" 1e-4 \
@@ -117,11 +117,11 @@ for l in 2 3 4 5; do
 done
 run -e "load demo-llama; convert mla kv-rank 48 rope-dim 16 tokens 16 seed 7 to s7.csv; check to k7.csv; check seed 8 tokens 16"
 grep -q "^relative Frobenius errors on 16 random Gaussian tokens, seed 7 (unit variance)" out.txt || fail "convert seed: [$(cat out.txt)]"
-grep -q "^relative Frobenius errors per layer on 16 random Gaussian tokens, seed 7 (unit variance" out.txt || fail "check follows the conversion's seed"
-grep -q "^relative Frobenius errors per layer on 16 random Gaussian tokens, seed 8 (unit variance" out.txt || fail "check seed 8"
+grep -q "^relative Frobenius errors per layer on 16 random Gaussian tokens, seed 7, unit variance (the conversion's own" out.txt || fail "check follows the conversion's seed"
+grep -q "^relative Frobenius errors per layer on 16 random Gaussian tokens, seed 8, unit variance (\`tokens\`/\`seed\` as given)" out.txt || fail "check seed 8"
 near "$(sed -n 2p k7.csv | cut -d, -f3)" "$(sed -n 2p s7.csv | cut -d, -f6)" 1e-4 || fail "seed 7: check differs from convert"
 run -e "load demo-llama; convert tpa kv-rank 1 seed 9; check seed 4"
 grep -q "relative Frobenius errors on 64 random Gaussian tokens, seed 9 + layer (unit variance)" out.txt \
-    && grep -q "relative Frobenius errors per layer on 64 random Gaussian tokens, seed 4 (unit variance)" out.txt || fail "tpa seeds: [$(cat out.txt)]"
+    && grep -q "relative Frobenius errors per layer on 64 random Gaussian tokens, seed 4 + layer, unit variance" out.txt || fail "tpa seeds: [$(cat out.txt)]"
 
 cli_done

@@ -78,7 +78,7 @@ awk -F, 'NR > 1 && !($7 > 1e-3) { bad = 1 } END { exit bad }' b.csv || fail "app
 run -e "load demo-llama; convert tpa kv-rank 1; export ex-a"
 [ "$(rc)" = 1 ] && grep -q "is not empty" err.txt || fail "export into a non-empty folder: [$(cat err.txt)]"
 run -e "check nowhere"
-[ "$(rc)" = 1 ] && grep -q "nowhere: no config.json" err.txt || fail "check of a missing folder: [$(cat err.txt)]"
+[ "$(rc)" = 1 ] && grep -q "nowhere: no such folder" err.txt || fail "check of a missing folder: [$(cat err.txt)]"
 
 # ---- every method at one budget
 run -e "load demo-llama; compare kv-budget 96 layers 1-2 tokens 32 to cmp.csv"

@@ -35,7 +35,10 @@ static MlaCheck *round_trip(Model *src, TmlaOpts o, const char *out, const MlaEx
     if (!r) return NULL;
     CHECK_OK(mla_export(r, out, eo));
     MlaCheck *c = NULL;
-    CHECK_OK(mla_check(out, NULL, 32, 99, &c));             /* the source comes from the manifest */
+    int ids[32];                        /* the perplexity's text: 32 token ids, one window */
+    for (int t = 0; t < 32; t++) ids[t] = (t * 7 + 3) % src->cfg.vocab;
+    MlaCheckIn in = {.tokens = 32, .seed = 99, .ids = ids, .n = 32, .seqlen = 32};
+    CHECK_OK(mla_check_in(out, NULL, &in, &c));             /* the source comes from the manifest */
     if (keep) *keep = r;
     else tmla_result_free(r);
     return c;

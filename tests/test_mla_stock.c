@@ -127,13 +127,16 @@ static void test_model(const char *tmp) {
     TmlaOpts o = tmla_opts_default();
     TmlaResult *r = NULL;
     CHECK_OK(tmla_convert(m, &o, &r));
+    int ids[64];                        /* the perplexity's text: 64 token ids, one window */
+    for (int t = 0; t < 64; t++) ids[t] = (t * 7 + 3) % m->cfg.vocab;
+    MlaCheckIn in = {.tokens = 64, .seed = 7, .ids = ids, .n = 64, .seqlen = 64};
     double worst[2] = {0, 0}, dnll[2] = {NAN, NAN};
     for (int k = 0; r && k < 2; k++) {
         snprintf(out, sizeof out, "%s/mla-%s", tmp, k ? "calibrated" : "linear");
         MlaExportOpts eo = {.dtype = DT_F32, .latent_norm = k ? MLA_NORM_CALIBRATED : MLA_NORM_LINEAR};
         CHECK_OK(mla_export(r, out, &eo));
         MlaCheck *c = NULL;
-        CHECK_OK(mla_check(out, m, 64, 7, &c));
+        CHECK_OK(mla_check_in(out, m, &in, &c));
         for (int l = 0; c && l < c->n_layers; l++) worst[k] = fmax(worst[k], c->out_err[l]);
         if (c) dnll[k] = c->nll_export - c->nll_source;
         printf("whole model, %s: largest stock output error %.3g, NLL difference %.3g nats/token over %zu tokens\n",

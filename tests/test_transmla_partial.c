@@ -201,7 +201,7 @@ static void test_families(const char *tmp) {
             if (i == 0) {             /* no DeepSeek-V3 form for these layers: export refused, session check */
                 CHECK_ERR(mla_exportable(r), f ? "fused gate_up_proj" : "other norms around the blocks");
                 MlaCheck *c = NULL;
-                CHECK_OK(mla_check_session(r, "no export", 32, 99, &c));
+                CHECK_OK(mla_check_session(r, "no export", &(MlaCheckIn){.tokens = 32, .seed = 99}, &c));
                 for (int l = 0; c && l < 2; l++)
                     CHECK(isfinite(c->out_err[l]) && c->out_err[l] > 0, "%s: session check layer %d: %.3g", fam[f].type,
                           l, c->out_err[l]);
@@ -230,6 +230,9 @@ static void test_export(const char *tmp) {
     Model *m = NULL;
     CHECK_OK(model_open(src, &m));
     if (!m) return;
+    int ids[32];                        /* the perplexity's text: 32 token ids, one window */
+    for (int t = 0; t < 32; t++) ids[t] = (t * 7 + 3) % 64;
+    MlaCheckIn in = {.tokens = 32, .seed = 99, .ids = ids, .n = 32, .seqlen = 32};
     TmlaResult *r = NULL;
     TmlaOpts o = tmla_opts_default();
     CHECK_OK(tmla_convert(m, &o, &r));
@@ -246,7 +249,7 @@ static void test_export(const char *tmp) {
                   "export dims rope %d nope %d rank %d", ex->cfg.qk_rope_dim, ex->cfg.qk_nope_dim, ex->cfg.kv_lora_rank);
         model_free(ex);
         MlaCheck *c = NULL;
-        CHECK_OK(mla_check(out, m, 32, 99, &c));
+        CHECK_OK(mla_check_in(out, m, &in, &c));
         if (c) {
             for (int l = 0; l < c->n_layers; l++)
                 CHECK(c->out_err[l] < 1e-4, "check layer %d: out_err %.3g", l, c->out_err[l]);
@@ -263,7 +266,7 @@ static void test_export(const char *tmp) {
     if (r) {
         CHECK_ERR(mla_exportable(r), "layer 1 was not converted");
         MlaCheck *c = NULL;
-        CHECK_OK(mla_check_session(r, "layer 1 was not converted", 32, 99, &c));
+        CHECK_OK(mla_check_session(r, "layer 1 was not converted", &in, &c));
         if (c) {
             CHECK(c->in_session && !c->export_path && c->n_layers == 2, "session check header");
             CHECK(c->out_err[0] < 1e-5 && c->out_err[1] == 0, "session check errors %.3g %.3g", c->out_err[0], c->out_err[1]);

@@ -1,0 +1,184 @@
+/* ws_check.c -- `check`'s shared services: the conversion's inputs found again, and the text of
+ * its perplexity. See ws_check.h. */
+#define _GNU_SOURCE
+#include "ws_check.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib.h"
+#include "tokenizer.h"
+#include "ws_calib.h"
+
+int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, bool *ok) {
+    const CalibStats *cs = NULL;
+    *ok = false;
+    ci->n_layers = src->cfg.n_layers;
+    ci->hidden = src->cfg.hidden;
+    if (ws_calib_stats(s, src, &cs) || !cs || !cs->has_x) { al_err_clear(); return AL_OK; }
+    int rc;
+    if (with_mu) rc = calib_input_arrays(cs, 0, -1, &ci->sigma, &ci->mu);
+    else {
+        size_t ntok;
+        rc = ws_calib_fit_sigma(s, src, 2, lo, hi, &ci->sigma, &ntok);
+    }
+    if (rc) return rc;
+    if (ci->mu) {                      /* no mean kept: every entry NULL, as the conversion had it */
+        bool any = false;
+        for (int l = 0; l < ci->n_layers; l++) any |= ci->mu[l] != NULL;
+        if (!any) { free(ci->mu); ci->mu = NULL; }
+    }
+    snprintf(ci->calib, sizeof ci->calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
+    *ok = ci->sigma != NULL;
+    return AL_OK;
+}
+
+/* Takes the session's statistics into ci when they are the conversion's (digest); else ci keeps
+ * none. *why: what was missing. */
+static int from_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why) {
+    CheckInputs now = {0};
+    bool ok;
+    *why = "the session has no calibration of the source with attention inputs";
+    if (ws_check_session_stats(s, src, with_mu, lo, hi, &now, &ok)) return AL_ERR;
+    if (ok && ci_digest(now.n_layers, now.hidden, (const double *const *)now.sigma, (const double *const *)now.mu) ==
+                  ci->digest) {
+        ci->sigma = now.sigma;
+        ci->mu = now.mu;
+        ci->n_layers = now.n_layers;
+        ci->hidden = now.hidden;
+        return AL_OK;
+    }
+    if (ok) *why = "the session's calibration of the source is another one (its digest differs)";
+    ci_free(&now);
+    return AL_OK;
+}
+
+int ws_check_inputs(Session *s, Model *src, const Args *a, bool with_mu, int lo, int hi, CheckInputs *ci, char *desc,
+                    size_t cap) {
+    bool given_t = args_given(a, "tokens"), given_s = args_given(a, "seed");
+    if (given_t) ci->tokens = (size_t)args_int(a, "tokens");
+    if (given_s) ci->seed = (uint64_t)args_int(a, "seed");
+    if (ci->sigma && (ci->n_layers != src->cfg.n_layers || ci->hidden != src->cfg.hidden))
+        return al_err("check: the recorded statistics are for %d layers of hidden %d; the source has %d of %d",
+                      ci->n_layers, ci->hidden, src->cfg.n_layers, src->cfg.hidden);
+    const char *why = NULL, *from = ci->from_file ? "the export folder" : "the session's calibration of the source";
+    if (ci->stats && !ci->sigma) {
+        from = "the session's calibration of the source";
+        if (from_session(s, src, with_mu, lo, hi, ci, &why)) return AL_ERR;
+    }
+    char seeds[96];
+    snprintf(seeds, sizeof seeds, ci->plus_layer ? "seed %" PRIu64 " + layer" : "seed %" PRIu64, ci->seed);
+    const char *same = given_t || given_s ? "`tokens`/`seed` as given" : "the conversion's own, as in its report";
+    if (!ci->stats)
+        snprintf(desc, cap, "%zu random Gaussian tokens, %s, unit variance (%s)", ci->tokens, seeds, same);
+    else if (ci->sigma)
+        snprintf(desc, cap, "%zu random Gaussian tokens, %s, with the %s of the conversion's calibration (%s; digest "
+                 "%016" PRIx64 ", from %s) (%s)", ci->tokens, seeds, ci->mu ? "mean and second moment" : "second moment",
+                 ci->calib[0] ? ci->calib : "?", ci->digest, from, same);
+    else
+        snprintf(desc, cap, "%zu random Gaussian tokens, %s, unit variance: the conversion drew with its calibration's "
+                 "statistics (%s; digest %016" PRIx64 "), which are not at hand (%s), so these errors are not its "
+                 "report's", ci->tokens, seeds, ci->calib[0] ? ci->calib : "?", ci->digest, why ? why : "?");
+    return AL_OK;
+}
+
+Model *ws_check_loaded_at(Session *s, const char *path) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!path || !realpath(path, a)) return NULL;
+    for (size_t i = 0; i < s->nmodels; i++)
+        if (s->models[i]->path && realpath(s->models[i]->path, b) && !strcmp(a, b)) return s->models[i];
+    return NULL;
+}
+
+/* ================================================================ the text */
+
+#define CHECK_PPL_TOKENS 4096         /* as `convert mla`'s ppl-tokens default */
+
+static size_t default_seqlen(const Model *m) {
+    long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;
+    return (size_t)(ctx < 512 ? ctx : 512);
+}
+
+/* Whether m is one of the session's models (else opened by a check for itself). */
+static bool in_session(const Session *s, const Model *m) {
+    for (size_t i = 0; i < s->nmodels; i++)
+        if (s->models[i] == m) return true;
+    return false;
+}
+
+/* The tokens of a text file for m: through the session's tokenizer of m, or, for a model the
+ * check opened itself, a tokenizer of its own (the session keeps nothing of it). */
+int ws_check_tokens(Session *s, Model *m, const char *file, int **ids, size_t *n) {
+    if (in_session(s, m)) return ws_read_tokens(s, m, file, false, ids, n);
+    char *path = NULL, *text = NULL;
+    Tokenizer *tk = NULL;
+    size_t len;
+    int rc = tok_find(m->path, &path);
+    if (rc == AL_OK) rc = tok_open(path, &tk);
+    if (rc == AL_OK && !(text = al_read_file(file, &len))) rc = AL_ERR;
+    if (rc == AL_OK) rc = tok_encode(tk, text, len, true, ids, n);
+    for (size_t i = 0; rc == AL_OK && i < *n; i++)
+        if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab) rc = al_err("%s: token id %d is outside the vocabulary", file, (*ids)[i]);
+    if (rc) { free(*ids); *ids = NULL; *n = 0; }
+    free(path);
+    free(text);
+    tok_free(tk);
+    return rc;
+}
+
+int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t) {
+    memset(t, 0, sizeof *t);
+    const char *file = args_str(a, "text");
+    if (file && *file) {
+        if (ws_check_tokens(s, src, file, &t->own, &t->n)) return al_err_ctx("check: text %s", file);
+        t->ids = t->own;
+        t->seqlen = default_seqlen(src);
+        if (t->seqlen > t->n) t->seqlen = t->n;
+        snprintf(t->on, sizeof t->on, "%zu tokens of %s (given), windows of %zu", t->n, file, t->seqlen);
+        return AL_OK;
+    }
+    CalibText ct;
+    size_t first, count;
+    if (!ws_calib_text(s, src, &ct)) {
+        snprintf(t->on, sizeof t->on, "no text: give text FILE, or calibrate %s on a text first", src->name);
+        return AL_OK;
+    }
+    size_t L = ct.req.seqlen;
+    if (calib_windows(ct.n, L, CALIB_VALID, 0, &first, &count)) {
+        al_err_clear();
+        snprintf(t->on, sizeof t->on, "no text: the calibration text %s has no validation window of %zu tokens; give "
+                 "text FILE", ct.req.text ? ct.req.text : "?", L);
+        return AL_OK;
+    }
+    /* as `convert mla` measures it: from the first validation window to the end, at most CHECK_PPL_TOKENS */
+    size_t lo = first * L, hi = ct.n - lo > CHECK_PPL_TOKENS ? lo + CHECK_PPL_TOKENS : ct.n;
+    size_t c0 = ct.first * L, c1 = (ct.first + ct.count) * L;
+    bool cal = ct.count && lo < c1 && c0 < hi;
+    t->ids = ct.ids + lo;
+    t->n = hi - lo;
+    t->seqlen = L;
+    snprintf(t->on, sizeof t->on, "%s (the validation split of %s, tokens %zu-%zu%s), windows of %zu",
+             cal ? "in-sample" : "held out", ct.req.text ? ct.req.text : "?", lo, hi - 1, cal ? ", calibrated on" : "", L);
+    return AL_OK;
+}
+
+void ws_check_text_free(CheckText *t) {
+    free(t->own);
+    t->own = NULL;
+    t->ids = NULL;
+}
+
+void ws_check_ppl_line(Out *out, const CheckText *t, size_t tokens, double nll_before, double nll_after,
+                       const char *after) {
+    if (!t->ids) out_printf(out, "perplexity: not measured (%s)\n", t->on);
+    else if (!tokens || !isfinite(nll_before))
+        out_printf(out, "perplexity: not measured on %s (see the notes)\n", t->on);
+    else
+        out_printf(out, "perplexity on %zu tokens, %s: %.6g before (source), %.6g after (%s) (%+.2f%%; log %.5f -> "
+                   "%.5f)\n", tokens, t->on, exp(nll_before), exp(nll_after), after,
+                   100.0 * (exp(nll_after - nll_before) - 1), nll_before, nll_after);
+}

@@ -1,0 +1,56 @@
+/* ws_check.h -- what `check` shares across the methods (TransMLA, TPA): the inputs a conversion's
+ * report drew, found again (core/check_inputs.h: the statistics from the export folder, or the
+ * session's calibration of the source when its digest is the conversion's; else unit variance,
+ * said in one line), and the text the perplexity before/after is measured on (`text FILE`, else
+ * the held-out windows of the session's calibration text of the source; none: no perplexity,
+ * never random token ids), with the lines that say which. */
+#ifndef AL_WS_CHECK_H
+#define AL_WS_CHECK_H
+
+#include "check_inputs.h"
+#include "registry.h"
+#include "session.h"
+
+/* The statistics of a conversion of src as the session has them now, for ci (n_layers entries,
+ * owned by ci: ci_free): TransMLA's E[x xᵀ] and E[x] (with_mu), or TPA's E[x xᵀ] of layers
+ * lo..hi. *ok false when the session has no calibration of src with attention inputs. */
+int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, bool *ok);
+
+/* Completes ci (seed, tokens and digest set: a conversion's, or read from an export) with the
+ * statistics to draw with: those already in ci (from the folder), else the session's calibration
+ * of src when its digest matches (lo..hi, with_mu as above), else none (unit variance). `tokens`
+ * / `seed` given in a overrides. desc (cap bytes) gets one line saying what is drawn and, when
+ * the conversion's statistics are not at hand, that the numbers differ from its report. */
+int ws_check_inputs(Session *s, Model *src, const Args *a, bool with_mu, int lo, int hi, CheckInputs *ci, char *desc,
+                    size_t cap);
+
+/* The session's model whose folder is path (NULL when none is loaded there). */
+Model *ws_check_loaded_at(Session *s, const char *path);
+
+/* The text of a check's perplexity. */
+typedef struct {
+    const int *ids;           /* the tokens (n), windows of seqlen; NULL: no text */
+    size_t n, seqlen;
+    int *own;                 /* owned tokens of `text FILE` */
+    char on[384];             /* which tokens ("the held-out validation windows of story.txt ...") */
+} CheckText;
+
+/* The tokens of text file `file` for m (a session model, or one a check opened: its own tokenizer
+ * then, nothing kept); caller frees *ids. */
+int ws_check_tokens(Session *s, Model *m, const char *file, int **ids, size_t *n);
+/* `text FILE` (a's keyword), else the validation windows of the session's calibration text of
+ * src, else none (t->ids NULL, t->on says how to get one). Free with ws_check_text_free. */
+int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t);
+void ws_check_text_free(CheckText *t);
+/* The perplexity line: before (src) and after (`after`: what ran) on t, or the line saying there
+ * is none. */
+void ws_check_ppl_line(Out *out, const CheckText *t, size_t tokens, double nll_before, double nll_after,
+                       const char *after);
+
+/* The keyword of check's text. */
+#define PARAM_CHECK_TEXT                                                                                   \
+    { .name = "text", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                              \
+      .help = "a text for the perplexity before/after (default: the held-out windows of the session's "     \
+              "calibration text of the source)" }
+
+#endif
