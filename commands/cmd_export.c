@@ -176,8 +176,9 @@ static const char CHECK_HELP[] =
     "the causal attention scores and of the attention outputs on random Gaussian tokens (`seed S`;\n"
     "both printed): a `convert mla` is checked on its own report's tokens and seed, and on the\n"
     "session's calibration when it used one, so the numbers reproduce its report.\n"
-    "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
-    "or `convert tpa`). With DIR it loads the export there -- a TransMLA checkpoint or a TPA\n"
+    "With no folder it checks the session's latest transformation of the current model (`truncate`:\n"
+    "the FaRR working copy, with the perplexity before and after on the validation windows of the\n"
+    "session's calibration text when it has one; `convert mla`, `convert tpa`), named in its first line. With DIR it loads the export there -- a TransMLA checkpoint or a TPA\n"
     "folder (tpa_manifest.json), both written by `export` -- and compares it with its source (the\n"
     "manifest's path, or `source NAME`, a loaded model); for TransMLA also every non-attention\n"
     "tensor byte for byte. TransMLA exports are evaluated as stock DeepSeek-V3 engines run them\n"
@@ -218,9 +219,14 @@ static int cmd_check(Session *s, const Args *a, Out *out) {
     if (name && *name && !session_find(s, name)) return al_err("check: no loaded model named '%s'", name);
     if (!dir || !*dir) {                 /* the newest conversion of the current model */
         const Xform *x = newest_checkable(s, s->cur);
-        if (x) return x->kind->check(s, x, a, out);
-        return al_err("check: nothing to check: give an export folder (check DIR), or convert first (convert mla ..., "
-                      "convert tpa ...); FaRR truncations report their errors in `truncate`, KQ-SVD in `kvsvd eval`");
+        if (x) {                         /* the headline names the model and the transformation */
+            char made[512];
+            out_printf(out, "check of %s with %s (%s)\n", x->src->name, xform_made_by(x, made, sizeof made),
+                       x->kind->attn_what ? x->kind->attn_what : x->kind->name);
+            return x->kind->check(s, x, a, out);
+        }
+        return al_err("check: nothing to check: give an export folder (check DIR), or truncate or convert first "
+                      "(truncate vo ..., convert mla ..., convert tpa ...); KQ-SVD is measured by `kvsvd eval`");
     }
     for (size_t i = 0; methods_checkable_kinds[i]; i++) {
         const XformKind *k = methods_checkable_kinds[i];
