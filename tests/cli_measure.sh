@@ -46,6 +46,14 @@ close "$(nll g0.csv)" "$(nll g2.csv)" 2e-6 && fail "gpt2: the export's nll equal
 grep -q "^ppl of g with truncate vo rank 3; truncate qk rank 2 (FaRR working copy" out.txt ||
     fail "gpt2 headline: [$(cat out.txt)]"
 
+# 2b. MLA (demo-r1-f32: kv_b_proj's K and V rows, q_b_proj): VO + QK in the session = the export.
+awk 'BEGIN { s = 7; for (i = 0; i < 300; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + s % 255 } }' >r.ids
+run -e "load demo-r1-f32 as r; truncate vo tau 0.999 policy layer-max; truncate qk rank 8; ppl ids r.ids seqlen 64 to r1.csv;
+ppl ids r.ids seqlen 64 source to r0.csv; export rx format dense; load rx; ppl ids r.ids seqlen 64 to r2.csv"
+[ "$(rc)" = 0 ] || fail "demo-r1-f32 vo+qk: rc $(rc): $(cat err.txt)"
+close "$(nll r1.csv)" "$(nll r2.csv)" 2e-6 || fail "MLA in-session [$(cat r1.csv)] vs export [$(cat r2.csv)]"
+close "$(nll r0.csv)" "$(nll r2.csv)" 2e-6 && fail "MLA: the export's nll equals the source's, the test cannot tell"
+
 # 3. a llama2.c checkpoint (no export possible) runs its working copy too: the same numbers as the
 #    HF form's export.
 run -e "load $BIN as b; truncate vo rank 4; ppl $TXT to b1.csv"
