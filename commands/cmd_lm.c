@@ -33,7 +33,8 @@ static int lm_measured(Session *s, Model *m, const Args *a, const char *verb, Fo
     bool runs;
     *held = (XformAttn){0};
     const Xform *x = xform_measured(s, m, args_flag(a, "source"), verb, &runs, head, sizeof head);
-    if (x && runs && xform_attn_set(s, x, f, held) != AL_OK) return al_err_ctx("%s", verb);
+    int rc = x && runs ? xform_attn_set(s, x, f, held) : AL_OK;
+    if (rc != AL_OK) return rc == AL_INTERRUPTED ? rc : al_err_ctx("%s", verb);
     char tail[96] = "";
     if (x && runs)
         snprintf(tail, sizeof tail, ": %d of %d layers run as transformed", held->changed, m->cfg.n_layers);
@@ -181,8 +182,9 @@ static int cmd_generate(Session *s, const Args *a, Out *out) {
     Forward *f;
     XformAttn held;
     if (lm_tokenizer(s, m, &t) != AL_OK || lm_forward(s, m, &f) != AL_OK) return AL_ERR;
-    if (lm_measured(s, m, a, "generate", f, &held, true, out) != AL_OK) return AL_ERR;
-    int rc = cmd_generate_run(s, m, t, f, a, out);
+    int rc = lm_measured(s, m, a, "generate", f, &held, true, out);
+    if (rc != AL_OK) return rc;
+    rc = cmd_generate_run(s, m, t, f, a, out);
     xform_attn_clear(f, &held);
     return rc;
 }
@@ -280,8 +282,9 @@ static int cmd_ppl(Session *s, const Args *a, Out *out) {
     Forward *f;
     XformAttn held;
     if (lm_forward(s, m, &f) != AL_OK) return AL_ERR;
-    if (lm_measured(s, m, a, "ppl", f, &held, false, out) != AL_OK) return AL_ERR;
-    int rc = ppl_run(s, m, a, f, ids_mode, out);
+    int rc = lm_measured(s, m, a, "ppl", f, &held, false, out);
+    if (rc != AL_OK) return rc;
+    rc = ppl_run(s, m, a, f, ids_mode, out);
     xform_attn_clear(f, &held);
     return rc;
 }
