@@ -518,14 +518,14 @@ static int mla_xf_engine_export(Session *s, const Xform *x, const char *dir) {
     return mla_export(x->data, dir, &eo);
 }
 
-/* The converted MLA layer as the forward pass runs it (a copy; NULL where the layer was not converted):
- * what `convert mla`'s own perplexity runs when only some layers are converted. */
-static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, AttnLayer **out) {
+/* The converted MLA layer as the forward pass runs it (the result's own; NULL where the layer was
+ * not converted): what `convert mla`'s own perplexity runs when only some layers are converted. */
+static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
     (void)s;
     const TmlaResult *r = x->data;
-    *out = NULL;
-    if (layer < 0 || layer >= r->n_layers || !r->layers[layer]) return AL_OK;
-    return (*out = attn_layer_copy(r->layers[layer])) ? AL_OK : AL_ERR;
+    *owned = false;
+    *out = layer >= 0 && layer < r->n_layers ? r->layers[layer] : NULL;
+    return AL_OK;
 }
 
 const XformKind cmd_convert_xform = {

@@ -904,10 +904,14 @@ static int farr_xf_engine_export(Session *s, const Xform *x, const char *dir) {
 }
 
 /* The working copy's attention of one layer (both plans folded in): farr_attn_layer. */
-static int farr_xf_attn_layer(Session *s, const Xform *x, int layer, AttnLayer **out) {
+static int farr_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
     const FarrPlan *vo, *qk;
+    AttnLayer *L = NULL;
     farr_plans(s, x->src, &vo, &qk);
-    return farr_attn_layer(x->src, vo, qk, layer, out);
+    int rc = farr_attn_layer(x->src, vo, qk, layer, &L);
+    *out = L;
+    *owned = true;
+    return rc;
 }
 
 const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_export, .describe = farr_xf_describe,

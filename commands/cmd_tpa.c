@@ -519,12 +519,12 @@ static void tpa_xf_free(void *data) { tpa_model_free(data); }
 /* The converted layer as the forward pass runs it: TpaLayer.dense, keys and values projected onto the
  * kept TPA factors (what tpa_eval computes from the factors, RoPE after: core/tpa.h); NULL where the
  * layer was not converted. */
-static int tpa_xf_attn_layer(Session *s, const Xform *x, int layer, AttnLayer **out) {
+static int tpa_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
     (void)s;
     const TpaModel *t = x->data;
-    *out = NULL;
-    if (layer < 0 || layer >= t->n_layers || !t->layers[layer]) return AL_OK;
-    return (*out = attn_layer_copy(t->layers[layer]->dense)) ? AL_OK : AL_ERR;
+    *owned = false;
+    *out = layer >= 0 && layer < t->n_layers && t->layers[layer] ? t->layers[layer]->dense : NULL;
+    return AL_OK;
 }
 
 const XformKind cmd_tpa_xform = {

@@ -168,8 +168,10 @@ int xform_export_dtype(const Args *a, dt_type def, dt_type *dt) {
 
 void xform_attn_clear(Forward *f, XformAttn *held) {
     if (f) fwd_clear_attn(f);
-    for (int l = 0; held->layers && l < held->n; l++) attn_layer_free(held->layers[l]);
+    for (int l = 0; held->layers && l < held->n; l++)
+        if (held->owned[l]) attn_layer_free((AttnLayer *)held->layers[l]);
     free(held->layers);
+    free(held->owned);
     *held = (XformAttn){0};
 }
 
@@ -178,10 +180,12 @@ int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held) {
     if (!x->kind->attn_layer)
         return al_err("%s defines no attention to run: %s", x->kind->name, x->kind->no_attn ? x->kind->no_attn : "?");
     int n = x->src->cfg.n_layers, rc = AL_OK;
-    if (!(held->layers = al_calloc((size_t)n, sizeof *held->layers, "the transformed layers"))) return AL_ERR;
+    held->layers = al_calloc((size_t)n, sizeof *held->layers, "the transformed layers");
+    held->owned = held->layers ? al_calloc((size_t)n, sizeof *held->owned, "the transformed layers") : NULL;
+    if (!held->owned) { xform_attn_clear(NULL, held); return AL_ERR; }
     held->n = n;
     for (int l = 0; rc == AL_OK && l < n; l++) {
-        rc = x->kind->attn_layer(s, x, l, &held->layers[l]);
+        rc = x->kind->attn_layer(s, x, l, &held->layers[l], &held->owned[l]);
         if (rc == AL_OK && held->layers[l]) {
             rc = fwd_set_attn(f, l, held->layers[l]);
             held->changed++;

@@ -72,12 +72,13 @@ typedef struct XformKind {
     void (*reset)(Session *s, Model *m);
     bool replays;          /* undo re-runs the older entries' commands (set with reset, or alone when
                               the command overwrites all of the kind's state) */
-    /* The attention of `layer` as transformed, for the forward pass (fwd_set_attn): *out a new layer
-       (the caller's: attn_layer_free), or NULL when the transformation leaves the layer as the
-       source has it. NULL hook: the transformation defines no runnable attention; no_attn says why
-       (`ppl`, `generate` and `check` say so and measure the source). attn_what names what runs
-       ("FaRR working copy"). */
-    int (*attn_layer)(Session *s, const Xform *x, int layer, AttnLayer **out);
+    /* The attention of `layer` as transformed, for the forward pass (fwd_set_attn): *out a layer --
+       a new one (*owned true: the caller frees it, attn_layer_free) or one the transformation
+       holds (*owned false: valid while x stands) -- or NULL when the transformation leaves the
+       layer as the source has it. NULL hook: the transformation defines no runnable attention;
+       no_attn says why (`ppl` and `generate` say so and measure the source). attn_what names what
+       runs ("FaRR working copy"). */
+    int (*attn_layer)(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned);
     const char *no_attn, *attn_what;
 } XformKind;
 
@@ -118,7 +119,8 @@ void xform_describe(const Xform *x, char *buf, size_t cap);
 
 /* x's transformed layers, swapped into a forward pass of x->src. */
 typedef struct {
-    AttnLayer **layers;    /* (n) NULL where the layer is the source's */
+    const AttnLayer **layers;  /* (n) NULL where the layer is the source's */
+    bool *owned;           /* (n) layers[l] was made for this run (freed by xform_attn_clear) */
     int n;
     int changed;           /* layers swapped in */
 } XformAttn;
