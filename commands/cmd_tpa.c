@@ -53,13 +53,15 @@ const char CMD_TPA_CONVERT_HELP[] =
     "`kv-cache` puts its cache and parameters beside Table 1's.\n"
     "Perplexity before (the loaded model) and after (the converted layers swapped into the forward\n"
     "pass) is reported on the validation windows of the session's calibration text (`calibrate\n"
-    "FILE` first), never on random tokens; `ppl FILE` measures the conversion on any text.\n"
+    "FILE` first), never on random tokens (`ppl off` skips it); `ppl FILE` measures the conversion\n"
+    "on any text.\n"
     "Examples:\n"
     "  convert tpa kv-rank 2\n"
     "  convert tpa k-rank 1 v-rank 2 form a to tpa.csv\n"
     "  convert tpa kv-rank 16 form b layers 0-3; export out/llama-tpa; check out/llama-tpa";
 
 static const char *const FORMS[] = {"a", "b", NULL};
+static const char *const TPA_ONOFF[] = {"on", "off", NULL};
 
 const Param cmd_tpa_convert_kw[] = {
     { .name = "kv-rank", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "R",
@@ -74,6 +76,8 @@ const Param cmd_tpa_convert_kw[] = {
     PARAM_TOKENS("64", "random tokens for the error report"),
     PARAM_SEED,
     PARAM_FIT("auto: calibration statistics when the session has them, else the weights"),
+    { .name = "ppl", .type = ARG_ENUM, .choices = TPA_ONOFF, .def = "on", .comp = COMP_CHOICES,
+      .help = "perplexity before and after, when the session has a calibration text" },
     PARAM_TO,
     {0}
 };
@@ -157,7 +161,7 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
         out_printf(out, "fit: activation-weighted by the calibration's attention inputs (%zu tokens per layer)\n", ntok);
     else
         out_printf(out, "fit: the weights' own (unit-variance inputs)\n");
-    if ((rc = report_ppl(s, m, out)) != AL_OK) return rc;
+    if (args_enum(a, "ppl") != 1 && (rc = report_ppl(s, m, out)) != AL_OK) return rc;
     out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu + layer (%s), TPA evaluated "
                "from its factors\n", ro->eval_tokens, (unsigned long long)ro->seed,
                r->activation_stats ? "with the calibration's second moment" : "unit variance");

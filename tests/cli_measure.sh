@@ -107,6 +107,11 @@ awk -F, -v p="$mla_after" 'END { d = exp($2) / p - 1; exit !(d < 1e-5 && d > -1e
 grep -q "^ppl of s with convert tpa kv-rank 2 (the TPA layers swapped in" out.txt || fail "tpa headline: [$(cat out.txt)]"
 grep -q "^ppl of s with convert mla kv-rank 8 (the converted MLA layers swapped in" out.txt || fail "mla headline: [$(cat out.txt)]"
 
+run -e "load $HF as s; convert tpa kv-rank 2; calibrate $TXT seqlen 64; convert tpa kv-rank 2 ppl off"
+[ "$(rc)" = 0 ] || fail "convert tpa ppl off: rc $(rc): $(cat err.txt)"
+grep -q "^perplexity: none (the session has no calibration text of s" out.txt || fail "tpa without text: [$(cat out.txt)]"
+[ "$(grep -c "^perplexity" out.txt)" = 1 ] || fail "convert tpa ppl off still measured: [$(cat out.txt)]"
+
 # 7. KQ-SVD projections define no runnable attention: said, and the loaded model is measured.
 run -e "load $HF as s; calibrate $TXT seqlen 64; kvsvd learn kqsvd rank 4; ppl $TXT to k1.csv"
 [ "$(rc)" = 0 ] || fail "kvsvd + ppl: rc $(rc): $(cat err.txt)"
