@@ -397,7 +397,11 @@ const XformKind cmd_kvsvd_xform = { .name = "kvsvd learn", .export_to = kvsvd_xf
                                        .describe = kvsvd_xf_describe, .alive = kvsvd_xf_alive,
                                        .export_label = "a KQ-SVD export", .no_format = "one layout",
                                        .no_dtype = "F32 projections", .no_shard_mb = "one file per method",
-                                       .replays = true };   /* undo: kvsvd learn overwrites all learned state */
+                                       .replays = true,     /* undo: kvsvd learn overwrites all learned state */
+                                       /* no attn_layer: the projections act on the cached keys after RoPE
+                                          (and several methods may be learned at once) */
+                                       .no_attn = "KV-cache projections of keys after RoPE, one set per learned "
+                                                  "method, not a layer's weights: `kvsvd eval` measures them" };
 
 /* ================================================================ the table */
 

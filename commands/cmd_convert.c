@@ -616,10 +616,21 @@ static int mla_xf_engine_export(Session *s, const Xform *x, const char *dir) {
     return mla_export(x->data, dir, &eo);
 }
 
+/* The converted MLA layer as the forward pass runs it (the result's own; NULL where the layer was
+ * not converted): what `convert mla`'s own perplexity runs when only some layers are converted. */
+static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
+    (void)s;
+    const TmlaResult *r = x->data;
+    *owned = false;
+    *out = layer >= 0 && layer < r->n_layers ? r->layers[layer] : NULL;
+    return AL_OK;
+}
+
 const XformKind cmd_convert_xform = {
     .name = "convert mla", .export_to = mla_xf_export, .check = mla_xf_check, .kv_row = mla_xf_kv_row,
     .describe = mla_xf_describe, .free = mla_xf_free, .check_dir = mla_xf_check_dir,
     .dir_manifest = MLA_MANIFEST,
     .export_label = "a TransMLA export", .no_format = "always DeepSeek-V3 layout",
     .engine_export = mla_xf_engine_export, .engine_form = "its stock DeepSeek-V3 export",
+    .attn_layer = mla_xf_attn_layer, .attn_what = "the converted MLA layers swapped in",
 };

@@ -190,8 +190,10 @@ static const char CHECK_HELP[] =
     "matches, and else says so and draws unit-variance tokens.\n"
     "Perplexity before and after only on a text: `text FILE`, else the held-out validation split of\n"
     "the session's calibration text of the source (the tokens `convert mla` measures); none without.\n"
-    "With no folder it checks the session's latest conversion of the current model (`convert mla`\n"
-    "or `convert tpa`). With DIR it loads the export there -- each kind is known by its manifest:\n"
+    "With no folder it checks the session's latest transformation of the current model (`truncate`:\n"
+    "the FaRR working copy, with the perplexity before and after on the validation windows of the\n"
+    "session's calibration text when it has one; `convert mla`, `convert tpa`), named in its first\n"
+    "line. With DIR it loads the export there -- each kind is known by its manifest:\n"
     "attnlab_manifest.json (TransMLA), tpa_manifest.json (TPA), kvsvd_manifest.json (KQ-SVD: its\n"
     "projections evaluated as `kvsvd eval` did, on the recorded split of the calibration text or\n"
     "`text FILE`), a FaRR dense export -- and compares it with its source (the manifest's path, or\n"
@@ -248,9 +250,14 @@ static int cmd_check(Session *s, const Args *a, Out *out) {
     if (name && *name && !session_find(s, name)) return al_err("check: no loaded model named '%s'", name);
     if (!dir || !*dir) {                 /* the newest conversion of the current model */
         const Xform *x = newest_checkable(s, s->cur);
-        if (x) return x->kind->check(s, x, a, out);
-        return al_err("check: nothing to check: give an export folder (check DIR), or convert first (convert mla ..., "
-                      "convert tpa ...); FaRR truncations report their errors in `truncate`, KQ-SVD in `kvsvd eval`");
+        if (x) {                         /* the headline names the model and the transformation */
+            char made[512];
+            out_printf(out, "check of %s with %s (%s)\n", x->src->name, xform_made_by(x, made, sizeof made),
+                       x->kind->attn_what ? x->kind->attn_what : x->kind->name);
+            return x->kind->check(s, x, a, out);
+        }
+        return al_err("check: nothing to check: give an export folder (check DIR), or truncate or convert first "
+                      "(truncate vo ..., convert mla ..., convert tpa ...); KQ-SVD is measured by `kvsvd eval`");
     }
     for (size_t i = 0; methods_checkable_kinds[i]; i++) {
         const XformKind *k = methods_checkable_kinds[i];

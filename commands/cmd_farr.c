@@ -20,7 +20,9 @@
 #include "params.h"
 #include "session.h"
 #include "tpa.h"
+#include "seeds.h"
 #include "workspace.h"
+#include "ws_lm.h"
 #include "xform.h"
 
 static const char *const KIND_CHOICES[] = {"q", "k", "v", "o", "qk", "vo", NULL};
@@ -616,7 +618,8 @@ static const char TRUNCATE_HELP[] =
     "total: parameters before / after, energy kept (min, mean over heads), relative Frobenius\n"
     "error of the fused maps, and the KV-cache values per token where a cached dim shrinks\n"
     "(MLA caches the latent: unchanged). `heads` gives one row per head instead. Full-RoPE\n"
-    "models cannot truncate qk (seed A.3). `export DIR` writes the result.\n"
+    "models cannot truncate qk (seed A.3). `export DIR` writes the result; `ppl` and `generate` run it\n"
+    "(`source`: the loaded model) and `check` compares it with the model, layer by layer.\n"
     "Examples:\n"
     "  truncate vo tau 0.999 layers 1-3\n"
     "  truncate qk rank 16 policy model-max\n"
@@ -738,7 +741,8 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
                        "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, all / L, (double)now / (double)L,
                        100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));
         }
-        out_printf(out, "working copy updated (the loaded model is unchanged): `export DIR` writes it\n");
+        out_printf(out, "working copy updated (the loaded model is unchanged): `ppl`, `generate` and `check` measure it, "
+                   "`export DIR` writes it\n");
     }
     if ((rc = farr_state_set_plan(st, s->cur, p)) != AL_OK || (rc = xform_add(s, &cmd_farr_xform, s->cur, NULL)) != AL_OK) {
         table_free(t);
@@ -878,6 +882,90 @@ static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *ou
     return ok ? AL_OK : al_err("check: %s's fused maps differ from the truncation's", dir);
 }
 
+/* Relative errors of the working copy's layer W against the source's layer on inputs X at pos. */
+static int farr_layer_err(Model *m, const AttnLayer *W, int layer, const Mat *X, const int *pos, double *se,
+                          double *oe) {
+    AttnLayer *S = NULL;
+    AttnOut *y = NULL, *y2 = NULL;
+    int rc = attn_layer_load(m, layer, &S);
+    if (rc == AL_OK) rc = attn_eval(S, X, pos, true, &y);
+    if (rc == AL_OK) rc = attn_eval(W, X, pos, true, &y2);
+    if (rc == AL_OK) attn_rel_err(y, y2, se, oe);
+    attn_out_free(y);
+    attn_out_free(y2);
+    attn_layer_free(S);
+    return rc;
+}
+
+/* Perplexity before / after on the session's held-out text of m, or a line saying there is none. */
+static int farr_check_ppl(Session *s, const Xform *x, Out *out) {
+    const int *ids;
+    size_t n, L;
+    char on[512];
+    Forward *f = NULL;
+    FwdPpl b, w;
+    if (!xform_heldout(s, x->src, 4096, &ids, &n, &L, on, sizeof on)) {
+        out_printf(out, "perplexity: none (the session has no calibration text of %s: `calibrate FILE` gives held-out "
+                   "windows; `ppl FILE` measures the working copy on any text)\n", x->src->name);
+        return AL_OK;
+    }
+    int rc = lm_forward(s, x->src, &f);
+    if (rc == AL_OK) rc = xform_ppl_pair(s, x, f, ids, n, L, &b, &w);
+    if (rc == AL_OK)
+        out_printf(out, "perplexity on %zu tokens of %s: %.6g before, %.6g after (%+.2f%%; log %.5f -> %.5f)\n",
+                   w.tokens, on, exp(b.nll),
+                   exp(w.nll), 100.0 * (exp(w.nll - b.nll) - 1), b.nll, w.nll);
+    return rc;
+}
+
+/* `check` with no folder after `truncate`: every truncated layer of the working copy (both plans,
+ * farr_attn_layer) against the source's, on random Gaussian tokens (`tokens`, `seed`), and the
+ * perplexity before / after on held-out text when the session has it. */
+static int farr_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
+    Model *m = x->src;
+    const char *name = args_str(a, "source");
+    if (name && *name && session_find(s, name) != m)
+        return al_err("check: the working copy is checked against the model it was made of, %s (not %s)", m->name, name);
+    const FarrPlan *vo, *qk;
+    farr_plans(s, m, &vo, &qk);
+    size_t T = (size_t)args_int(a, "tokens");
+    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_FARR_CHECK;
+    Mat *X = attn_random_input(T, m->cfg.hidden, seed);
+    int *pos = al_malloc3(T, 1, sizeof *pos, "positions");
+    Table *t = table_new(3, "layer", "score_err", "out_err");
+    int rc = X && pos && t ? AL_OK : AL_ERR, nan_layer = -1;
+    for (size_t i = 0; pos && i < T; i++) pos[i] = (int)i;
+    out_printf(out, "the FaRR working copy (%s%s%s) against %s, per truncated layer: relative Frobenius errors "
+               "||Y - Y'|| / ||Y|| of the causal attention scores (score_err) and of the attention outputs after o_proj "
+               "(out_err) on %zu random Gaussian tokens, seed %llu (unit variance)\n", vo ? "VO" : "",
+               vo && qk ? " + " : "", qk ? "QK" : "", m->name, T, (unsigned long long)seed);
+    for (int l = 0; rc == AL_OK && l < m->cfg.n_layers; l++) {
+        AttnLayer *W = NULL;
+        double se = NAN, oe = NAN;
+        rc = farr_attn_layer(m, vo, qk, l, &W);
+        if (rc == AL_OK && W) rc = farr_layer_err(m, W, l, X, pos, &se, &oe);
+        if (rc == AL_OK && W && (rc = table_row(t)) == AL_OK) {
+            table_int(t, l);
+            table_num(t, se);
+            table_num(t, oe);
+            if (nan_layer < 0 && (isnan(se) || isnan(oe))) nan_layer = l;
+        }
+        attn_layer_free(W);
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
+    }
+    mat_free(X);
+    free(pos);
+    if (rc == AL_OK) rc = farr_check_ppl(s, x, out);
+    if (rc != AL_OK) { table_free(t); return rc; }
+    if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
+    rc = out_table_to(out, args_str(a, "to"), t);
+    if (rc == AL_OK && nan_layer >= 0) {
+        out_emit_result(out);
+        return al_err("check failed: layer %d's errors are NaN (NaN/Inf in the source or the truncation)", nan_layer);
+    }
+    return rc;
+}
+
 /* `undo`: drops m's working copy (and its spectra cache); undo re-runs the older truncations. */
 static void farr_xf_reset(Session *s, Model *m) {
     FarrState *st;
@@ -892,13 +980,26 @@ static int farr_xf_engine_export(Session *s, const Xform *x, const char *dir) {
     return farr_export(x->src, vo, qk, dir, &o, NULL);
 }
 
+/* The working copy's attention of one layer (both plans folded in): farr_attn_layer. */
+static int farr_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
+    const FarrPlan *vo, *qk;
+    AttnLayer *L = NULL;
+    farr_plans(s, x->src, &vo, &qk);
+    int rc = farr_attn_layer(x->src, vo, qk, layer, &L);
+    *out = L;
+    *owned = true;
+    return rc;
+}
+
 const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_export, .describe = farr_xf_describe,
                                    .kv_row = farr_xf_kv_row,
                                    .alive = farr_xf_alive, .export_label = "a FaRR export",
                                    .owns_dir = farr_is_export, .check_dir = farr_xf_check_dir,
                                    .no_shard_mb = "it keeps the source's shards",
                                    .engine_export = farr_xf_engine_export, .engine_form = "its dense FaRR export",
-                                   .reset = farr_xf_reset, .replays = true };
+                                   .reset = farr_xf_reset, .replays = true,
+                                   .attn_layer = farr_xf_attn_layer, .attn_what = "FaRR working copy",
+                                   .check = farr_xf_check };
 
 /* ================================================================ the table */
 

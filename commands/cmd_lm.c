@@ -14,6 +14,7 @@
 
 #include "registry.h"
 #include "safetensors.h"
+#include "xform.h"
 
 /* ================================================================ helpers */
 
@@ -21,6 +22,25 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* What `ppl` and `generate` run on m (see xform_measured): the newest transformation of m swapped
+ * into f (held: its layers, release with xform_attn_clear), unless `source`; the headline naming
+ * the model and the transformation goes to out (stderr with to_err: generate's stdout is the text). */
+static int lm_measured(Session *s, Model *m, const Args *a, const char *verb, Forward *f, XformAttn *held, bool to_err,
+                       Out *out) {
+    char head[1024];
+    bool runs;
+    *held = (XformAttn){0};
+    const Xform *x = xform_measured(s, m, args_flag(a, "source"), verb, &runs, head, sizeof head);
+    int rc = x && runs ? xform_attn_set(s, x, f, held) : AL_OK;
+    if (rc != AL_OK) return rc == AL_INTERRUPTED ? rc : al_err_ctx("%s", verb);
+    char tail[96] = "";
+    if (x && runs)
+        snprintf(tail, sizeof tail, ": %d of %d layers run as transformed", held->changed, m->cfg.n_layers);
+    if (to_err) out_eprintf(out, "%s%s\n", head, tail);
+    else out_printf(out, "%s%s\n", head, tail);
+    return AL_OK;
 }
 
 /* ================================================================ tokenizer / tokenize */
@@ -117,8 +137,10 @@ static const char GENERATE_HELP[] =
     "sampled from softmax(logits / temp) with `seed`. Stops after N tokens, at an end-of-text\n"
     "token (config.json eos_token_id, the tokenizer's EOS; for llama2.c tokenizers also BOS, as\n"
     "run.c does) or when the context is full. Timing (prefill and decode tokens/s) goes to\n"
-    "stderr. Ctrl-C stops it, keeping the text so far. From Lua: the whole text, prompt\n"
-    "included (a string).";
+    "stderr. Ctrl-C stops it, keeping the text so far.\n"
+    "It runs the current model's newest transformation (a `truncate` working copy, `convert mla`,\n"
+    "`convert tpa`) with its layers swapped in, named in a first line on stderr; `source` runs the\n"
+    "loaded model. From Lua: the whole text, prompt included (a string).";
 
 /* xorshift64* in [0, 1). */
 static double rng_next(uint64_t *st) {
@@ -153,11 +175,23 @@ static int show_new(const Tokenizer *t, const int *ids, size_t n, size_t *shown,
     return AL_OK;
 }
 
+static int cmd_generate_run(Session *s, Model *m, Tokenizer *t, Forward *f, const Args *a, Out *out);
+
 static int cmd_generate(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     Tokenizer *t;
     Forward *f;
+    XformAttn held;
     if (lm_tokenizer(s, m, &t) != AL_OK || lm_forward(s, m, &f) != AL_OK) return AL_ERR;
+    int rc = lm_measured(s, m, a, "generate", f, &held, true, out);
+    if (rc != AL_OK) return rc;
+    rc = cmd_generate_run(s, m, t, f, a, out);
+    xform_attn_clear(f, &held);
+    return rc;
+}
+
+static int cmd_generate_run(Session *s, Model *m, Tokenizer *t, Forward *f, const Args *a, Out *out) {
+    (void)s;
     const char *prompt = args_str(a, "prompt");
     long ntok = args_int(a, "tokens");
     double temp = args_float(a, "temp");
@@ -228,7 +262,17 @@ static const char PPL_HELP[] =
     "tokens 2..L. `max-tokens N` uses only the first N tokens. The result is one row:\n"
     "tokens (predicted), nll (mean negative log-likelihood, nats) and ppl = exp(nll); `to\n"
     "FILE.csv` writes it with the header tokens,nll,ppl. Ctrl-C stops after the current window\n"
-    "and reports the windows done.";
+    "and reports the windows done.\n"
+    "It measures the current model's newest transformation -- the `truncate` working copy (its\n"
+    "truncated heads folded back into dense weights, as `export ... format dense` writes them),\n"
+    "`convert mla` or `convert tpa` -- with the transformed layers swapped into the forward pass,\n"
+    "and its first line names the model and the transformation; `source` measures the loaded\n"
+    "model. KQ-SVD projections (`kvsvd learn`) act on the cache and do not run here: the line says\n"
+    "so and the loaded model is measured (`kvsvd eval` measures them).\n"
+    "Examples:\n"
+    "  truncate vo rank 4; ppl tinystory.txt; ppl tinystory.txt source";
+
+static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mode, Out *out);
 
 static int cmd_ppl(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
@@ -237,7 +281,18 @@ static int cmd_ppl(Session *s, const Args *a, Out *out) {
     if (ids_mode && strcmp(what, "ids") != 0)
         return al_err("ppl: give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", what, file);
     Forward *f;
+    XformAttn held;
     if (lm_forward(s, m, &f) != AL_OK) return AL_ERR;
+    int rc = lm_measured(s, m, a, "ppl", f, &held, false, out);
+    if (rc != AL_OK) return rc;
+    rc = ppl_run(s, m, a, f, ids_mode, out);
+    xform_attn_clear(f, &held);
+    return rc;
+}
+
+/* ppl's measurement on f (what lm_measured set up). */
+static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mode, Out *out) {
+    const char *what = args_str(a, "what"), *file = args_str(a, "file");
     int *ids = NULL;
     size_t n = 0;
     if (ids_mode) {
@@ -281,6 +336,10 @@ static int cmd_ppl(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ the table */
 
+#define PARAM_SOURCE_MODEL                                                                                     \
+    { .name = "source", .type = ARG_FLAG, .comp = COMP_NONE,                                                   \
+      .help = "the loaded model, not its newest transformation (truncate, convert mla, convert tpa)" }
+
 static const Param tokenizer_pos[] = {
     { .name = "file", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "FILE",
       .help = "tokenizer.json or a llama2.c tok*.bin (default: show the one in use)" },
@@ -310,6 +369,7 @@ static const Param generate_kw[] = {
       .help = "sampling temperature (0: greedy)" },
     { .name = "seed", .type = ARG_INT, .def = "1", .min = 0, .max = 1e15, .comp = COMP_NONE, .metavar = "S",
       .help = "random seed for temp > 0" },
+    PARAM_SOURCE_MODEL,
     {0}
 };
 static const Param ppl_pos[] = {
@@ -324,6 +384,7 @@ static const Param ppl_kw[] = {
       .help = "window length in tokens (default: min(512, the model's context))" },
     { .name = "max-tokens", .type = ARG_INT, .min = 2, .max = 1e12, .comp = COMP_NONE, .metavar = "N",
       .help = "use only the first N tokens (default: all)" },
+    PARAM_SOURCE_MODEL,
     PARAM_TO,
     {0}
 };

@@ -17,6 +17,7 @@
 #include "seeds.h"
 #include "ws_calib.h"
 #include "ws_compare.h"
+#include "ws_lm.h"
 #include "compare.h"
 #include "tpa.h"
 #include "ws_check.h"
@@ -51,12 +52,17 @@ const char CMD_TPA_CONVERT_HELP[] =
     "ones' maps; F32, row-vector convention y = x @ W); the MLP, norms and embeddings stay in the\n"
     "source checkpoint. `check` compares the conversion with the model, `check DIR` an export;\n"
     "`kv-cache` puts its cache and parameters beside Table 1's.\n"
+    "Perplexity before (the loaded model) and after (the converted layers swapped into the forward\n"
+    "pass) is reported on the validation windows of the session's calibration text (`calibrate\n"
+    "FILE` first), never on random tokens (`ppl off` skips it); `ppl FILE` measures the conversion\n"
+    "on any text.\n"
     "Examples:\n"
     "  convert tpa kv-rank 2\n"
     "  convert tpa k-rank 1 v-rank 2 form a to tpa.csv\n"
     "  convert tpa kv-rank 16 form b layers 0-3; export out/llama-tpa; check out/llama-tpa";
 
 static const char *const FORMS[] = {"a", "b", NULL};
+static const char *const TPA_ONOFF[] = {"on", "off", NULL};
 
 const Param cmd_tpa_convert_kw[] = {
     { .name = "kv-rank", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "R",
@@ -71,9 +77,39 @@ const Param cmd_tpa_convert_kw[] = {
     PARAM_TOKENS("64", "random tokens for the error report"),
     PARAM_SEED,
     PARAM_FIT("auto: calibration statistics when the session has them, else the weights"),
+    { .name = "ppl", .type = ARG_ENUM, .choices = TPA_ONOFF, .def = "on", .comp = COMP_CHOICES,
+      .help = "perplexity before and after, when the session has a calibration text" },
     PARAM_TO,
     {0}
 };
+
+/* Perplexity before (the loaded model) and after (the converted layers swapped into its forward
+ * pass) on the validation windows of the session's calibration text of m (xform_heldout), as `convert
+ * mla` reports it; a line saying there is none otherwise. A failure is a warning: the conversion
+ * stands. */
+static int report_ppl(Session *s, Model *m, Out *out) {
+    const int *ids;
+    size_t n, L;
+    char on[512];
+    Forward *f = NULL;
+    FwdPpl b, w;
+    const Xform *x = xform_newest(s, m, &cmd_tpa_xform);
+    if (!x || !xform_heldout(s, m, 4096, &ids, &n, &L, on, sizeof on)) {
+        out_printf(out, "perplexity: none (the session has no calibration text of %s: `calibrate FILE` first gives "
+                   "held-out windows; `ppl FILE` measures the conversion on any text)\n", m->name);
+        return AL_OK;
+    }
+    int rc = lm_forward(s, m, &f);
+    if (rc == AL_OK) rc = xform_ppl_pair(s, x, f, ids, n, L, &b, &w);
+    if (rc == AL_INTERRUPTED) return rc;
+    if (rc == AL_OK)
+        out_printf(out, "perplexity on %zu tokens of %s: %.6g before, %.6g after (%+.2f%%; log %.5f -> %.5f), after = "
+                   "the converted layers swapped in memory, run by the forward pass\n", w.tokens, on, exp(b.nll), exp(w.nll),
+                   100.0 * (exp(w.nll - b.nll) - 1), b.nll, w.nll);
+    else
+        out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
+    return AL_OK;
+}
 
 /* Adds a number cell, null when not finite. */
 static void num_or_null(Table *t, double v) {
@@ -133,6 +169,7 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
         out_printf(out, "fit: activation-weighted by the calibration's attention inputs (%zu tokens per layer)\n", ntok);
     else
         out_printf(out, "fit: the weights' own (unit-variance inputs)\n");
+    if (args_enum(a, "ppl") != 1 && (rc = report_ppl(s, m, out)) != AL_OK) return rc;
     out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu + layer (%s), TPA evaluated "
                "from its factors\n", ro->eval_tokens, (unsigned long long)ro->seed,
                r->activation_stats ? "with the calibration's second moment" : "unit variance");
@@ -540,9 +577,21 @@ static void tpa_xf_describe(const Xform *x, char *buf, size_t cap) {
 
 static void tpa_xf_free(void *data) { tpa_model_free(data); }
 
+/* The converted layer as the forward pass runs it: TpaLayer.dense, keys and values projected onto the
+ * kept TPA factors (what tpa_eval computes from the factors, RoPE after: core/tpa.h); NULL where the
+ * layer was not converted. */
+static int tpa_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
+    (void)s;
+    const TpaModel *t = x->data;
+    *owned = false;
+    *out = layer >= 0 && layer < t->n_layers && t->layers[layer] ? t->layers[layer]->dense : NULL;
+    return AL_OK;
+}
+
 const XformKind cmd_tpa_xform = {
     .name = "convert tpa", .export_to = tpa_xf_export, .check = tpa_xf_check, .kv_row = tpa_xf_kv_row,
     .describe = tpa_xf_describe, .free = tpa_xf_free, .owns_dir = tpa_is_export, .check_dir = tpa_xf_check_dir,
     .dir_manifest = TPA_MANIFEST,
     .export_label = "a TPA export", .no_format = "attnlab's own layout", .no_shard_mb = "one factors file",
+    .attn_layer = tpa_xf_attn_layer, .attn_what = "the TPA layers swapped in: keys and values on the kept factors",
 };

@@ -1,6 +1,7 @@
 /* xform.c -- the session's transformations (xform.h): a list, newest first, kept in the
  * workspace; replaced per kind and source (the replaced one kept underneath for `undo`), dropped
- * with their source model; undo, re-running a kind's stack where its state lives elsewhere. */
+ * with their source model; undo, re-running a kind's stack where its state lives elsewhere; the
+ * transformed model run by the forward pass (xform_attn_set) and its held-out perplexities. */
 #include "xform.h"
 
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "workspace.h"
+#include "ws_calib.h"
 
 typedef struct {
     Xform *head;
@@ -160,4 +162,99 @@ int xform_export_dtype(const Args *a, dt_type def, dt_type *dt) {
     if (!v || !*v) return AL_OK;
     *dt = !strcmp(v, "f32") ? DT_F32 : !strcmp(v, "f16") ? DT_F16 : !strcmp(v, "bf16") ? DT_BF16 : DT_INVALID;
     return *dt == DT_INVALID ? al_err("export: dtype '%s': give f32, f16 or bf16", v) : AL_OK;
+}
+
+/* ================================================================ the transformed model, run */
+
+void xform_attn_clear(Forward *f, XformAttn *held) {
+    if (f) fwd_clear_attn(f);
+    for (int l = 0; held->layers && l < held->n; l++)
+        if (held->owned[l]) attn_layer_free((AttnLayer *)held->layers[l]);
+    free(held->layers);
+    free(held->owned);
+    *held = (XformAttn){0};
+}
+
+int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held) {
+    *held = (XformAttn){0};
+    if (!x->kind->attn_layer)
+        return al_err("%s defines no attention to run: %s", x->kind->name, x->kind->no_attn ? x->kind->no_attn : "?");
+    int n = x->src->cfg.n_layers, rc = AL_OK;
+    held->layers = al_calloc((size_t)n, sizeof *held->layers, "the transformed layers");
+    held->owned = held->layers ? al_calloc((size_t)n, sizeof *held->owned, "the transformed layers") : NULL;
+    if (!held->owned) { xform_attn_clear(NULL, held); return AL_ERR; }
+    held->n = n;
+    for (int l = 0; rc == AL_OK && l < n; l++) {
+        rc = x->kind->attn_layer(s, x, l, &held->layers[l], &held->owned[l]);
+        if (rc == AL_OK && held->layers[l]) {
+            rc = fwd_set_attn(f, l, held->layers[l]);
+            held->changed++;
+        }
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
+    }
+    if (rc != AL_OK) xform_attn_clear(f, held);
+    return rc;
+}
+
+const char *xform_made_by(const Xform *x, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[0] = 0;
+    if (!x->kind->replays) return x->cmd && *x->cmd ? x->cmd : x->kind->name;
+    for (size_t i = 0; xform_stack_cmd(x, i) && k + 1 < cap; i++) {   /* the state is the stack's replay */
+        int w = snprintf(buf + k, cap - k, "%s%s", i ? "; " : "", xform_stack_cmd(x, i));
+        k += w > 0 ? (size_t)w : 0;
+    }
+    return buf[0] ? buf : x->kind->name;
+}
+
+const Xform *xform_measured(Session *s, Model *m, bool source, const char *verb, bool *runs, char *headline,
+                            size_t cap) {
+    char made[512];
+    const Xform *x = source ? NULL : xform_newest(s, m, NULL);
+    *runs = x && x->kind->attn_layer;
+    if (!x)
+        snprintf(headline, cap, "%s of %s (the loaded model%s)", verb, m->name,
+                 source ? ", as asked with `source`" : "; it has no transformation");
+    else if (*runs)
+        snprintf(headline, cap, "%s of %s with %s (%s; `source` measures the loaded model)", verb, m->name,
+                 xform_made_by(x, made, sizeof made), x->kind->attn_what ? x->kind->attn_what : x->kind->name);
+    else
+        snprintf(headline, cap, "%s of %s, the loaded model: its newest transformation, %s, has no attention that "
+                 "runs (%s)", verb, m->name, x->cmd && *x->cmd ? x->cmd : x->kind->name,
+                 x->kind->no_attn ? x->kind->no_attn : "not implemented for it");
+    return x;
+}
+
+bool xform_heldout(Session *s, const Model *m, size_t max_tokens, const int **ids, size_t *n, size_t *seqlen,
+                   char *on, size_t cap) {
+    CalibText ct;
+    size_t f, cnt, L;
+    if (!ws_calib_text(s, m, &ct) || !(L = ct.req.seqlen) || calib_windows(ct.n, L, CALIB_VALID, 0, &f, &cnt) != AL_OK) {
+        al_err_clear();
+        return false;
+    }
+    size_t lo = f * L, hi = ct.n, c0 = ct.first * L, c1 = (ct.first + ct.count) * L;
+    bool cal = c1 > c0 && lo < c1 && c0 < hi;          /* the calibration ran on these windows */
+    if (hi - lo > max_tokens) hi = lo + max_tokens;
+    if (hi - lo < 2) return false;
+    *ids = ct.ids + lo;
+    *n = hi - lo;
+    *seqlen = L;
+    snprintf(on, cap, "%s (its validation split, tokens %zu-%zu, %s), windows of %zu",
+             ct.req.text ? ct.req.text : "the calibration text", lo, hi - 1,
+             cal ? "in-sample: the calibration ran on them" : "held out: not calibrated on", L);
+    return true;
+}
+
+int xform_ppl_pair(Session *s, const Xform *x, Forward *f, const int *ids, size_t n, size_t L, FwdPpl *before,
+                   FwdPpl *after) {
+    XformAttn held;
+    fwd_clear_attn(f);
+    int rc = fwd_ppl(f, ids, n, L, before);
+    if (rc == AL_OK) rc = xform_attn_set(s, x, f, &held);
+    if (rc == AL_OK) {
+        rc = fwd_ppl(f, ids, n, L, after);
+        xform_attn_clear(f, &held);
+    }
+    return rc;
 }

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "forward.h"
 #include "registry.h"
 #include "session.h"
 #include "tensor.h"
@@ -76,6 +77,14 @@ typedef struct XformKind {
     void (*reset)(Session *s, Model *m);
     bool replays;          /* undo re-runs the older entries' commands (set with reset, or alone when
                               the command overwrites all of the kind's state) */
+    /* The attention of `layer` as transformed, for the forward pass (fwd_set_attn): *out a layer --
+       a new one (*owned true: the caller frees it, attn_layer_free) or one the transformation
+       holds (*owned false: valid while x stands) -- or NULL when the transformation leaves the
+       layer as the source has it. NULL hook: the transformation defines no runnable attention;
+       no_attn says why (`ppl` and `generate` say so and measure the source). attn_what names what
+       runs ("FaRR working copy"). */
+    int (*attn_layer)(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned);
+    const char *no_attn, *attn_what;
 } XformKind;
 
 struct Xform {
@@ -110,5 +119,42 @@ const char *xform_stack_cmd(const Xform *x, size_t i);
 
 /* Fills buf with x's description (its kind's describe, else "NAME of MODEL"). */
 void xform_describe(const Xform *x, char *buf, size_t cap);
+
+/* ---------------------------------------------------------------- the transformed model, run */
+
+/* x's transformed layers, swapped into a forward pass of x->src. */
+typedef struct {
+    const AttnLayer **layers;  /* (n) NULL where the layer is the source's */
+    bool *owned;           /* (n) layers[l] was made for this run (freed by xform_attn_clear) */
+    int n;
+    int changed;           /* layers swapped in */
+} XformAttn;
+
+/* Builds x's layers (kind->attn_layer) and swaps them into f (fwd_set_attn); f must run x->src.
+ * On success held owns them until xform_attn_clear; on failure nothing is left set. */
+int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held);
+/* Restores f's own attention (fwd_clear_attn) and frees the held layers. */
+void xform_attn_clear(Forward *f, XformAttn *held);
+/* The command lines that made x, for headlines: its own, or for a kind whose state is the replay of
+ * its stack (replays: the FaRR working copy holds the latest VO and QK truncations) the stack's,
+ * oldest first, joined with "; " (in buf, cap bytes). */
+const char *xform_made_by(const Xform *x, char *buf, size_t cap);
+/* What `ppl`, `generate` and `check` measure on m: the newest transformation of m that still stands
+ * (NULL with source, or when there is none). *runs is false when it has no runnable attention (the
+ * source is measured then). headline gets "<verb> of M with CMD (WHAT)", "<verb> of M (the loaded
+ * model)" or the reason the newest one cannot run. */
+const Xform *xform_measured(Session *s, Model *m, bool source, const char *verb, bool *runs, char *headline,
+                            size_t cap);
+/* Held-out tokens for perplexities before / after a transformation of m: the validation windows
+ * (core/calib.h calib_windows, CALIB_VALID) of the session's calibration text of m at its seqlen,
+ * at most max_tokens of them. false (nothing set) when the session has no such text (no
+ * calibration text of m, statistics loaded from a file, or no validation window): then no
+ * perplexity is printed -- never one on random tokens. on (cap bytes) says which tokens. */
+bool xform_heldout(Session *s, const Model *m, size_t max_tokens, const int **ids, size_t *n, size_t *seqlen,
+                   char *on, size_t cap);
+/* Perplexity of x->src on ids[0..n) (windows of L) by f as it is (before) and with x's layers
+ * swapped in (after); f is left without overrides. */
+int xform_ppl_pair(Session *s, const Xform *x, Forward *f, const int *ids, size_t n, size_t L, FwdPpl *before,
+                   FwdPpl *after);
 
 #endif

@@ -1391,3 +1391,75 @@ void farr_state_set_fused(FarrState *st, FarrFused *f) {
 }
 
 const FarrFused *farr_state_fused(const FarrState *st) { return st ? st->fused : NULL; }
+
+/* ================================================================ the working copy as a layer */
+
+/* Columns [c0, c0 + n) of W := the columns of F (W->rows x r), zero past r. */
+static void fold_cols(Mat *W, size_t c0, size_t n, const Mat *F) {
+    for (size_t i = 0; i < W->rows; i++)
+        for (size_t j = 0; j < n; j++) W->data[i * W->cols + c0 + j] = j < F->cols ? F->data[i * F->cols + j] : 0.0f;
+}
+
+/* Rows [r0, r0 + n) of W := the rows of F (r x W->cols), zero past r. */
+static void fold_rows(Mat *W, size_t r0, size_t n, const Mat *F) {
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < W->cols; i++) W->data[(r0 + j) * W->cols + i] = j < F->rows ? F->data[j * F->cols + i] : 0.0f;
+}
+
+/* b[off .. off + n) := src[0 .. r) then zeros (src NULL: all zeros); nothing when b is NULL. */
+static void fold_vec(float *b, size_t off, size_t n, const float *src, size_t r) {
+    for (size_t j = 0; b && j < n; j++) b[off + j] = src && j < r ? src[j] : 0.0f;
+}
+
+/* VO of one layer (see farr_attn_layer). */
+static int fold_vo(const ModelConfig *c, const FarrTruncLayer *tl, AttnLayer *L) {
+    size_t dv = (size_t)c->v_dim, kvrow = (size_t)(c->qk_nope_dim + c->v_dim);
+    bool mla = L->kind == ATTN_MLA;
+    for (int g = 0; g < tl->n_kv; g++) {
+        const FarrGroup *grp = tl->groups[g];
+        if (mla) { fold_cols(L->W_KVB, (size_t)g * kvrow + (size_t)c->qk_nope_dim, dv, grp->shared); continue; }
+        fold_cols(L->W_V, (size_t)g * dv, dv, grp->shared);
+        fold_vec(L->b_V, (size_t)g * dv, dv, tl->shared_bias ? tl->shared_bias[g] : NULL, (size_t)grp->rank);
+    }
+    for (int h = 0; h < c->n_heads; h++) {
+        int g = cfg_kv_group(c, h), per = c->n_heads / tl->n_kv;
+        fold_rows(L->W_O, (size_t)h * dv, dv, tl->groups[g]->head[h - g * per]);
+    }
+    if (tl->o_bias_delta) {
+        size_t D = (size_t)c->hidden;
+        if (!L->b_O && !(L->b_O = al_calloc(D, sizeof(float), "the output bias"))) return AL_ERR;
+        for (size_t i = 0; i < D; i++) L->b_O[i] += tl->o_bias_delta[i];
+    }
+    return AL_OK;
+}
+
+/* QK of one layer over the fused part of each head (see farr_attn_layer). */
+static void fold_qk(const ModelConfig *c, const FarrTruncLayer *tl, AttnLayer *L) {
+    bool mla = L->kind == ATTN_MLA, nope = mla || (c->qk_nope_dim > 0 && c->qk_rope_dim > 0);
+    size_t d = (size_t)cfg_d_qk(c), off = mla ? 0 : nope ? (size_t)cfg_nope_col(c) : 0;
+    size_t w = nope ? (size_t)c->qk_nope_dim : d, kstride = mla ? (size_t)(c->qk_nope_dim + c->v_dim) : d;
+    for (int g = 0; g < tl->n_kv; g++) {
+        fold_cols(mla ? L->W_KVB : L->W_K, (size_t)g * kstride + off, w, tl->groups[g]->shared);
+        if (!mla) fold_vec(L->b_K, (size_t)g * d + off, w, NULL, 0);      /* b_K' = 0: constant per query */
+    }
+    for (int h = 0; h < c->n_heads; h++) {
+        int g = cfg_kv_group(c, h), per = c->n_heads / tl->n_kv;
+        const Mat *F = tl->groups[g]->head[h - g * per];
+        fold_cols(L->W_QB ? L->W_QB : L->W_Q, (size_t)h * d + off, w, F);
+        if (!mla) fold_vec(L->b_Q, (size_t)h * d + off, w, tl->head_bias ? tl->head_bias[h] : NULL, F->cols);
+    }
+}
+
+int farr_attn_layer(Model *m, const FarrPlan *vo, const FarrPlan *qk, int layer, AttnLayer **out) {
+    *out = NULL;
+    const FarrTruncLayer *tv = farr_plan_layer(vo, layer), *tq = farr_plan_layer(qk, layer);
+    if (!tv && !tq) return AL_OK;
+    AttnLayer *L = NULL;
+    if (attn_layer_load(m, layer, &L)) return AL_ERR;
+    int rc = tv ? fold_vo(&m->cfg, tv, L) : AL_OK;
+    if (rc == AL_OK && tq) fold_qk(&m->cfg, tq, L);
+    if (rc == AL_OK) rc = attn_layer_validate(L);
+    if (rc) { attn_layer_free(L); return al_err_ctx("the truncated layer %d", layer); }
+    *out = L;
+    return AL_OK;
+}

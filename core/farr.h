@@ -24,6 +24,7 @@
 #ifndef AL_FARR_H
 #define AL_FARR_H
 
+#include "attn_eval.h"
 #include "lin.h"
 #include "model.h"
 
@@ -229,6 +230,18 @@ void farr_plan_free(FarrPlan *p);
 const FarrTruncLayer *farr_plan_layer(const FarrPlan *p, int layer);
 /* The group and index within it of query head h (for reading its factors). */
 const FarrGroup *farr_plan_head(const FarrPlan *p, const ModelConfig *c, int layer, int head, int *idx);
+
+/* The working copy's attention of model layer `layer` as the forward pass runs it (core/forward.h
+ * fwd_set_attn): attn_layer_load's layer with each truncated head's rank-r factors written at full
+ * size, zero past r -- the weights `export ... format dense` writes (core/export.c), in the
+ * evaluator's row-vector layout:
+ *   VO: W_V[:, g dv ..] = [U_r 0] (MLA: W_KVB's v columns of head h), W_O[h dv .., :] = [W_O'[h] ; 0],
+ *       b_V' and the output bias moved as the plan says (FarrTruncLayer);
+ *   QK: W_K's (MLA: W_KVB's k_nope) columns of KV head g over the fused part = [U_r 0], W_Q's (or
+ *       W_QB's) columns of query head h = [W_Q'[h] 0], b_Q' per head, b_K' = 0.
+ * vo / qk: the plans (either NULL) of m. *out is NULL (AL_OK) when neither plan covers the layer;
+ * else the caller's (attn_layer_free). */
+int farr_attn_layer(Model *m, const FarrPlan *vo, const FarrPlan *qk, int layer, AttnLayer **out);
 
 /* ================================================================ session cache */
 

@@ -15,6 +15,8 @@
 #define AL_SEED_TPA_EVAL 20250604ULL
 /* `check` of a TPA conversion against its source. */
 #define AL_SEED_TPA_CHECK 20250605ULL
+/* `check` of a FaRR truncation (the working copy) against its source. */
+#define AL_SEED_FARR_CHECK 20250608ULL
 /* `compare`'s evaluation tokens (CmpOpts.seed default; the fit tokens use seed + 1). */
 #define AL_SEED_COMPARE 20250607ULL
 
