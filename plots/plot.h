@@ -69,8 +69,9 @@ typedef struct {
  * point on the energy curve with a dashed drop line and its rank written next to it; marks at
  * one rank are concentric rings (the first largest), so each stays visible. With
  * opts->residual the right axis is 1 - energy on a log scale down to a hundredth of the
- * smallest 1 - tau (smaller residuals drawn at that floor), and each mark sits where its rank
- * line meets its tau line (1 - tau): a decade apart for 0.99 and 0.999 even at one rank. */
+ * smallest 1 - tau (of 0.01 at least, 1e-8 at most; smaller residuals drawn at that floor, as is
+ * the mark of tau = 1), and each mark sits where its rank line meets its tau line (1 - tau): a
+ * decade apart for 0.99 and 0.999 even at one rank. */
 int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy, size_t n,
                 const PlotTauMark *marks, size_t n_marks);
 

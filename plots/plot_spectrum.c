@@ -134,7 +134,7 @@ typedef struct {
 } EnergyAxis;
 
 /* Fills ax for energy (n) and the marks: the residual axis runs from a hundredth of the
- * smallest 1 - tau (1e-4 without marks; never below 1e-12) to 1. */
+ * smallest 1 - tau below 1 (and of 0.01 at least; never below 1e-8) to 1. */
 static void energy_axis(const PlotOpts *o, const double *energy, size_t n, const PlotTauMark *m, size_t nm,
                         EnergyAxis *ax) {
     ax->res = o->residual;
@@ -144,8 +144,9 @@ static void energy_axis(const PlotOpts *o, const double *energy, size_t n, const
         for (size_t i = 0; i < n; i++) ax->e[i] = energy[i];
         return;
     }
-    double smallest = nm ? 1.0 : 1e-2;
-    for (size_t k = 0; k < nm; k++) smallest = fmin(smallest, fmax(1.0 - m[k].tau, 1e-10));
+    double smallest = 1e-2;    /* tau = 1 has no line on this axis: its mark sits on the floor */
+    for (size_t k = 0; k < nm; k++)
+        if (m[k].tau < 1.0 - 1e-12) smallest = fmin(smallest, fmax(1.0 - m[k].tau, 1e-6));
     ax->lo = floor(log10(smallest) + 1e-9) - 2.0;
     ax->hi = 0.08;
     for (size_t i = 0; i < n; i++) ax->e[i] = fmax(log10(fmax(1.0 - energy[i], 0.0) + 1e-300), ax->lo);

@@ -588,6 +588,16 @@ static void test_energy_marks(void) {
     CHECK_OK(plot_energy(&o, sg, en, N, mk, 2));
     CHECK(g->n_marks == 2 && g->mark[0][2] > 1.3 * g->mark[1][2],
           "linear energy: coinciding marks of sizes %.2f and %.2f (want a visible ring)", g->mark[0][2], g->mark[1][2]);
+    /* tau = 1 has no residual line: its mark sits on the axis floor, which stays at 1e-4 (0.01 / 100) */
+    PlotTauMark one[2] = {{0.99, 6}, {1.0, 6}};
+    o.residual = true;
+    CHECK_OK(plot_energy(&o, sg, en, N, one, 2));
+    CHECK(g->n_marks == 2 && fabs(g->mark[1][1] - g->vp[2]) < 1e-6, "tau = 1: mark at page y %.4f, the floor is %.4f",
+          g->mark[1][1], g->vp[2]);
+    double up = (g->mark[0][1] - g->vp[2]) / (g->vp[3] - g->vp[2]);     /* 1e-2 on 1e-4 .. 10^0.08: 2 / 4.08 */
+    CHECK(fabs(up - 2.0 / 4.08) < 0.02, "tau = 1 stretched the axis: 0.99's mark at %.3f of the height, want %.3f", up,
+          2.0 / 4.08);
+    o.residual = false;
     /* different ranks: plain dots of one size */
     PlotTauMark apart[2] = {{0.5, 2}, {0.999, 6}};
     CHECK_OK(plot_energy(&o, sg, en, N, apart, 2));
