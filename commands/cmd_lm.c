@@ -34,7 +34,8 @@ static int lm_measured(Session *s, Model *m, const Args *a, const char *verb, Fo
     *held = (XformAttn){0};
     const Xform *x = xform_measured(s, m, args_flag(a, "source"), verb, &runs, head, sizeof head);
     int rc = x && runs ? xform_attn_set(s, x, f, held) : AL_OK;
-    if (rc != AL_OK) return rc == AL_INTERRUPTED ? rc : al_err_ctx("%s", verb);
+    if (rc != AL_OK)
+        return rc == AL_INTERRUPTED ? rc : al_err_ctx("%s of the newest transformation (`source`: the loaded model)", verb);
     char tail[96] = "";
     if (x && runs)
         snprintf(tail, sizeof tail, ": %d of %d layers run as transformed", held->changed, m->cfg.n_layers);
