@@ -1,6 +1,7 @@
 /* cmd_lm.c -- the language-model command group: `tokenizer`, `tokenize`, `generate` and `ppl`,
  * over core/tokenizer.c and core/forward.c. The tokenizer and the forward pass of each loaded
- * model are the workspace's (ws_lm.h), shared with calibration and TransMLA. */
+ * model are the workspace's (ws_lm.h), shared with calibration and TransMLA. `generate` and `ppl`
+ * run the model's newest transformation with its layers swapped in (xform.h), `source` the model. */
 #define _GNU_SOURCE
 #include "ws_lm.h"
 
@@ -34,7 +35,8 @@ static int lm_measured(Session *s, Model *m, const Args *a, const char *verb, Fo
     *held = (XformAttn){0};
     const Xform *x = xform_measured(s, m, args_flag(a, "source"), verb, &runs, head, sizeof head);
     int rc = x && runs ? xform_attn_set(s, x, f, held) : AL_OK;
-    if (rc != AL_OK) return rc == AL_INTERRUPTED ? rc : al_err_ctx("%s", verb);
+    if (rc != AL_OK)
+        return rc == AL_INTERRUPTED ? rc : al_err_ctx("%s of the newest transformation (`source`: the loaded model)", verb);
     char tail[96] = "";
     if (x && runs)
         snprintf(tail, sizeof tail, ": %d of %d layers run as transformed", held->changed, m->cfg.n_layers);
@@ -175,7 +177,7 @@ static int show_new(const Tokenizer *t, const int *ids, size_t n, size_t *shown,
     return AL_OK;
 }
 
-static int cmd_generate_run(Session *s, Model *m, Tokenizer *t, Forward *f, const Args *a, Out *out);
+static int cmd_generate_run(Model *m, Tokenizer *t, Forward *f, const Args *a, Out *out);
 
 static int cmd_generate(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
@@ -185,13 +187,13 @@ static int cmd_generate(Session *s, const Args *a, Out *out) {
     if (lm_tokenizer(s, m, &t) != AL_OK || lm_forward(s, m, &f) != AL_OK) return AL_ERR;
     int rc = lm_measured(s, m, a, "generate", f, &held, true, out);
     if (rc != AL_OK) return rc;
-    rc = cmd_generate_run(s, m, t, f, a, out);
+    rc = cmd_generate_run(m, t, f, a, out);
     xform_attn_clear(f, &held);
     return rc;
 }
 
-static int cmd_generate_run(Session *s, Model *m, Tokenizer *t, Forward *f, const Args *a, Out *out) {
-    (void)s;
+/* generate's decoding on f (what lm_measured set up). */
+static int cmd_generate_run(Model *m, Tokenizer *t, Forward *f, const Args *a, Out *out) {
     const char *prompt = args_str(a, "prompt");
     long ntok = args_int(a, "tokens");
     double temp = args_float(a, "temp");

@@ -54,6 +54,20 @@ ppl ids r.ids seqlen 64 source to r0.csv; export rx format dense; load rx; ppl i
 close "$(nll r1.csv)" "$(nll r2.csv)" 2e-6 || fail "MLA in-session [$(cat r1.csv)] vs export [$(cat r2.csv)]"
 close "$(nll r0.csv)" "$(nll r2.csv)" 2e-6 && fail "MLA: the export's nll equals the source's, the test cannot tell"
 
+# 2c. every family's layout (fused qkv_proj, query_key_value, Conv1D, sandwich norms, Q/K norms,
+#     MoE, partial rotary): the working copy in the session = its reloaded dense export; QK where
+#     the family has NoPE dims to fuse.
+awk 'BEGIN { s = 3; for (i = 0; i < 120; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + s % 99 } }' >f.ids
+for f in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 deepseek_v3; do
+    qk=""
+    case $f in phi3 | gpt_neox | deepseek_v3) qk="truncate qk rank 2;" ;; esac
+    run -e "synth family $f m-$f; load m-$f as a; truncate vo rank 2; $qk ppl ids f.ids seqlen 32 to f1.csv;
+ppl ids f.ids seqlen 32 source to f0.csv; export x-$f format dense; load x-$f; ppl ids f.ids seqlen 32 to f2.csv"
+    [ "$(rc)" = 0 ] || { fail "$f: rc $(rc): $(cat err.txt)"; continue; }
+    close "$(nll f1.csv)" "$(nll f2.csv)" 2e-6 || fail "$f ${qk:+(vo + qk)}: in-session [$(cat f1.csv)] vs export [$(cat f2.csv)]"
+    close "$(nll f0.csv)" "$(nll f2.csv)" 2e-6 && fail "$f: the export's nll equals the source's, the test cannot tell"
+done
+
 # 3. a llama2.c checkpoint (no export possible) runs its working copy too: the same numbers as the
 #    HF form's export.
 run -e "load $BIN as b; truncate vo rank 4; ppl $TXT to b1.csv"
