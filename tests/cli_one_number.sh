@@ -91,6 +91,8 @@ for fam in g2 mx; do
     run "load $fam; info; compare kv-budget 128 tokens 32 to $fam-full.csv; compare kv-budget 64 tokens 32 to $fam-half.csv"
     [ "$(rc)" = 0 ] || fail "$fam: compare on a windowed model runs: rc $(rc) [$(cat err.txt)]"
     grep -q "sliding window\|sliding_window" out.txt || fail "$fam: info names its window: [$(cat out.txt)]"
+    [ "$(grep -c "^the model's sliding windows$([ $fam = g2 ] && echo ' and score soft-cap') applied to every method as to the model (per layer)" out.txt)" = 2 ] \
+        || fail "$fam: compare's headline says the window is applied: [$(grep -v '^ *[0-9]' out.txt)]"
     [ "$(exact "$fam-full.csv")" = ok ] || fail "$fam: exact at the full cache: $(exact "$fam-full.csv")"
     [ "$(grep -c ',transmla,64,' "$fam-half.csv")" -ge 1 ] || fail "$fam: TransMLA at 64: [$(grep transmla "$fam-half.csv")]"
 done
