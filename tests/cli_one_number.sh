@@ -40,16 +40,20 @@ k1=$(col sweep1.txt 4 | tr '\n' ' ')
 [ -n "$k0" ] && [ "$k0" = "$k1" ] || fail "kvsvd learn changes the sweep's KQ-SVD: without [$k0], with [$k1]"
 awk '{ for (i = 2; i <= NF; i++) if (!($i < $(i - 1))) exit 1 }' <<<"$k1" \
     || fail "KQ-SVD's error must fall with the budget (old: 0.656 at 32-56): [$k1]"
+[ "$(grep -c "^kqsvd at budget" sweep1.txt)" = 1 ] && grep -q "^kqsvd at budget 32: \`kvsvd learn kqsvd\`'s projections, reused" sweep1.txt \
+    || fail "the one reused point (32) is said: [$(grep "^kqsvd" sweep1.txt)]"
+grep -q "^kqsvd at budget" sweep0.txt && fail "nothing reused without kvsvd learn"
 # every other column is untouched by kvsvd learn as well
 for c in 2 3 5 6 7; do
     [ "$(col sweep0.txt $c | tr '\n' ' ')" = "$(col sweep1.txt $c | tr '\n' ' ')" ] || fail "column $c moved with kvsvd learn"
 done
-run "load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; compare kv-budget 32 layers 0 to c32.csv; compare kv-budget 48 layers 0 to c48.csv"
+run "load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; compare kv-budget 32 layers 0 to c32.csv; compare kv-budget 48 layers 0 to c48.csv; plot compare kv-budget 32 layers 0 to c32.svg"
 [ "$(rc)" = 0 ] || fail "compare after kvsvd learn: rc $(rc) [$(cat err.txt)]"
 grep -q '^0,kqsvd,32,"\?R_K 4, R_V 4 per KV head (reused: kvsvd learn'"'"'s, same ranks)' c32.csv \
     || fail "budget 32 = kvsvd learn's ranks: reused and labelled: [$(grep kqsvd c32.csv)]"
 grep -q '^0,kqsvd,48,"\?R_K 6, R_V 6 per KV head (calibration, ' c48.csv \
     || fail "budget 48 refits at R 6 (old: kvsvd learn's R 4 at 32 values): [$(grep kqsvd c48.csv)]"
+has "$(svg_text c32.svg)" "kqsvd: R_K 4, R_V 4 (reused)" || fail "the legend says reused: [$(svg_text c32.svg)]"
 grep -q "^KQ-SVD's projections: those \`kvsvd learn kqsvd\` made, reused: their ranks are the budget's" out.txt \
     && grep -q "^KQ-SVD's projections: learned at the budget from the session's calibration" out.txt \
     || fail "compare's headline says where KQ-SVD came from: [$(grep "^KQ-SVD" out.txt)]"
