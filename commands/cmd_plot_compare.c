@@ -417,10 +417,13 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     if (tab) out_printf(out, "%s", tab);
     free(tab);
     table_free(t);
+    char kq_label[64] = "";                 /* "kqsvd (reused at 32)": the legend says it too */
     for (size_t i = 0; i < nb; i++)
-        if (reused[i])
+        if (reused[i]) {
             out_printf(out, "kqsvd at budget %zu: `kvsvd learn kqsvd`'s projections, reused (their ranks are this "
                        "budget's); every other point is fit at its budget\n", budgets[i]);
+            if (!kq_label[0]) snprintf(kq_label, sizeof kq_label, "kqsvd (kvsvd learn's reused at %zu)", budgets[i]);
+        }
     /* One curve per method over the budgets it meets; a repeated cache size (a method that cannot
      * use more of a larger budget) is drawn once. */
     PlotCurve cv[CMP_NMETHODS];
@@ -440,7 +443,8 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
                        cmp_method_name((cmp_method)k), reason_text(why[k]));
             continue;
         }
-        cv[nc++] = (PlotCurve){.label = cmp_method_name((cmp_method)k), .x = x[k], .y = y[k], .n = np, .points = true,
+        cv[nc++] = (PlotCurve){.label = k == CMP_KQSVD && kq_label[0] ? kq_label : cmp_method_name((cmp_method)k),
+                               .x = x[k], .y = y[k], .n = np, .points = true,
                                .fixed_color = true, .slot = k};
     }
     if (!nc)

@@ -31,7 +31,7 @@ svg_text() { python3 -c "import re, html, sys; print(' ~ '.join(html.unescape(x)
 run "set format csv; load $HF; calibrate story.txt; plot compare-budgets budgets 32,40,48,56 to a.png"
 [ "$(rc)" = 0 ] || fail "sweep without kvsvd learn: rc $(rc) [$(cat err.txt)]"
 cp out.txt sweep0.txt
-run "set format csv; load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; plot compare-budgets budgets 32,40,48,56 to b.png"
+run "set format csv; load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; plot compare-budgets budgets 32,40,48,56 to b.svg"
 [ "$(rc)" = 0 ] || fail "sweep after kvsvd learn: rc $(rc) [$(cat err.txt)]"
 cp out.txt sweep1.txt
 k0=$(col sweep0.txt 4 | tr '\n' ' ')
@@ -43,6 +43,7 @@ awk '{ for (i = 2; i <= NF; i++) if (!($i < $(i - 1))) exit 1 }' <<<"$k1" \
 [ "$(grep -c "^kqsvd at budget" sweep1.txt)" = 1 ] && grep -q "^kqsvd at budget 32: \`kvsvd learn kqsvd\`'s projections, reused" sweep1.txt \
     || fail "the one reused point (32) is said: [$(grep "^kqsvd" sweep1.txt)]"
 grep -q "^kqsvd at budget" sweep0.txt && fail "nothing reused without kvsvd learn"
+has "$(svg_text b.svg)" "kqsvd (kvsvd learn's reused at 32)" || fail "the sweep's legend says reused: [$(svg_text b.svg)]"
 # every other column is untouched by kvsvd learn as well
 for c in 2 3 5 6 7; do
     [ "$(col sweep0.txt $c | tr '\n' ' ')" = "$(col sweep1.txt $c | tr '\n' ' ')" ] || fail "column $c moved with kvsvd learn"
