@@ -50,6 +50,9 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
     if (strlen(setting) > 26 && par && (size_t)(par - setting) < cap) dst[par - setting] = '\0';
     char *per = strstr(dst, " per KV head");          /* the legend's widest words; the table keeps them */
     if (per) memmove(per, per + 12, strlen(per + 12) + 1);
+    size_t n = strlen(dst);
+    if (strstr(setting, "(reused") && !strstr(dst, "(reused") && n + 10 < cap)
+        memcpy(dst + n, " (reused)", 10);             /* kvsvd learn's projections: said in the legend too */
 }
 
 /* The common parts of both figures' keywords. */
@@ -376,6 +379,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     /* x[k][i], y[k][i]: method k at budget i; NaN where it does not meet it. */
     double x[CMP_NMETHODS][MAX_BUDGETS], y[CMP_NMETHODS][MAX_BUDGETS];
     char why[CMP_NMETHODS][128] = {{0}};    /* a reason it fails, at the largest budget it fails */
+    bool reused[MAX_BUDGETS] = {0};         /* KQ-SVD reused kvsvd learn's projections at budget i */
     size_t tokens = 0;
     int lo = 0, hi = 0, rc = AL_OK;
     bool act = false;
@@ -392,6 +396,8 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
         hi = r->rows[r->n_rows - 1].layer;
         if ((rc = table_row(t))) { cmp_result_free(r); break; }
         table_int(t, (long long)budgets[i]);
+        for (int j = 0; j < r->n_rows && !reused[i]; j++)      /* kvsvd learn's projections at their ranks */
+            reused[i] = r->rows[j].method == CMP_KQSVD && strstr(r->rows[j].setting, "(reused");
         for (int k = 0; k < CMP_NMETHODS; k++) {
             size_t kv;
             y[k][i] = method_mean(r, k, what, &kv, why[k], sizeof why[k]);
@@ -411,6 +417,13 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));      /* the table: stdout in every format */
     free(tab);
     table_free(t);
+    char kq_label[64] = "";                 /* "kqsvd (reused at 32)": the legend says it too */
+    for (size_t i = 0; i < nb; i++)
+        if (reused[i]) {
+            out_printf(out, "kqsvd at budget %zu: `kvsvd learn kqsvd`'s projections, reused (their ranks are this "
+                       "budget's); every other point is fit at its budget\n", budgets[i]);
+            if (!kq_label[0]) snprintf(kq_label, sizeof kq_label, "kqsvd (kvsvd learn's reused at %zu)", budgets[i]);
+        }
     /* One curve per method over the budgets it meets; a repeated cache size (a method that cannot
      * use more of a larger budget) is drawn once. */
     PlotCurve cv[CMP_NMETHODS];
@@ -430,7 +443,8 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
                        cmp_method_name((cmp_method)k), reason_text(why[k]));
             continue;
         }
-        cv[nc++] = (PlotCurve){.label = cmp_method_name((cmp_method)k), .x = x[k], .y = y[k], .n = np, .points = true,
+        cv[nc++] = (PlotCurve){.label = k == CMP_KQSVD && kq_label[0] ? kq_label : cmp_method_name((cmp_method)k),
+                               .x = x[k], .y = y[k], .n = np, .points = true,
                                .fixed_color = true, .slot = k};
     }
     if (!nc)

@@ -477,7 +477,8 @@ static const char COMPARE_HELP[] =
     "variance, or, when the session has calibration statistics of the attention inputs\n"
     "(`calibrate ... inputs on`), with each layer's second moment, which TransMLA and TPA then fit\n"
     "to (`fit weights` ignores the calibration). The summary gives each method's mean output error\n"
-    "over the layers. GQA / MHA models only. The session keeps the result: `plot compare` draws it\n"
+    "over the layers. GQA / MHA models only; a sliding window or soft-cap of the model applies to\n"
+    "every method as to the model. The session keeps the result: `plot compare` draws it\n"
     "(one curve per method against the layer).\n"
     "Examples:\n"
     "  compare kv-budget 64; plot compare to cmp.png\n"
@@ -510,6 +511,10 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
                100.0 * (double)r->budget / (double)r->kv_model, r->tokens, (unsigned long long)r->seed,
                r->activation_stats ? "with the calibration's second moment per layer; TransMLA and TPA fit to it"
                                    : "unit variance");
+    if (m->cfg.window_declared >= 0 || m->cfg.attn_softcap > 0)
+        out_printf(out, "the model's %s applied to every method as to the model (per layer)\n",
+                   m->cfg.window_declared >= 0 && m->cfg.attn_softcap > 0 ? "sliding windows and score soft-cap"
+                   : m->cfg.window_declared >= 0 ? "sliding windows" : "score soft-cap");
     out_printf(out, "KQ-SVD's projections: %s\n", r->kq_from == CMP_KQ_LEARNED ? "those `kvsvd learn kqsvd` made, "
                                                      "reused: their ranks are the budget's"
                                                    : r->kq_from == CMP_KQ_CALIB ? "learned at the budget from the "

@@ -1,8 +1,8 @@
 /* ws_compare.h -- the kept comparison of the session's workspace: the last `compare kv-budget B`
  * (core/compare.h), which `plot compare` reuses when it answers the same question, and the runner
- * both use: inputs drawn from the workspace's calibration as `fit` says, and KQ-SVD's projections
- * from `kvsvd learn kqsvd` or the calibration's Grams when the session has them (unless `fit
- * weights`). Dropped when its model closes. */
+ * both use: inputs drawn from the workspace's calibration as `fit` says, and KQ-SVD fit at the
+ * budget from the calibration's Grams when the session has them (unless `fit weights`; `kvsvd learn
+ * kqsvd`'s projections only where their ranks are the budget's). Dropped when its model closes. */
 #ifndef AL_WS_COMPARE_H
 #define AL_WS_COMPARE_H
 

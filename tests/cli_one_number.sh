@@ -31,7 +31,7 @@ svg_text() { python3 -c "import re, html, sys; print(' ~ '.join(html.unescape(x)
 run "set format csv; load $HF; calibrate story.txt; plot compare-budgets budgets 32,40,48,56 to a.png"
 [ "$(rc)" = 0 ] || fail "sweep without kvsvd learn: rc $(rc) [$(cat err.txt)]"
 cp out.txt sweep0.txt
-run "set format csv; load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; plot compare-budgets budgets 32,40,48,56 to b.png"
+run "set format csv; load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; plot compare-budgets budgets 32,40,48,56 to b.svg"
 [ "$(rc)" = 0 ] || fail "sweep after kvsvd learn: rc $(rc) [$(cat err.txt)]"
 cp out.txt sweep1.txt
 k0=$(col sweep0.txt 4 | tr '\n' ' ')
@@ -40,16 +40,21 @@ k1=$(col sweep1.txt 4 | tr '\n' ' ')
 [ -n "$k0" ] && [ "$k0" = "$k1" ] || fail "kvsvd learn changes the sweep's KQ-SVD: without [$k0], with [$k1]"
 awk '{ for (i = 2; i <= NF; i++) if (!($i < $(i - 1))) exit 1 }' <<<"$k1" \
     || fail "KQ-SVD's error must fall with the budget (old: 0.656 at 32-56): [$k1]"
+[ "$(grep -c "^kqsvd at budget" sweep1.txt)" = 1 ] && grep -q "^kqsvd at budget 32: \`kvsvd learn kqsvd\`'s projections, reused" sweep1.txt \
+    || fail "the one reused point (32) is said: [$(grep "^kqsvd" sweep1.txt)]"
+grep -q "^kqsvd at budget" sweep0.txt && fail "nothing reused without kvsvd learn"
+has "$(svg_text b.svg)" "kqsvd (kvsvd learn's reused at 32)" || fail "the sweep's legend says reused: [$(svg_text b.svg)]"
 # every other column is untouched by kvsvd learn as well
 for c in 2 3 5 6 7; do
     [ "$(col sweep0.txt $c | tr '\n' ' ')" = "$(col sweep1.txt $c | tr '\n' ' ')" ] || fail "column $c moved with kvsvd learn"
 done
-run "load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; compare kv-budget 32 layers 0 to c32.csv; compare kv-budget 48 layers 0 to c48.csv"
+run "load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; compare kv-budget 32 layers 0 to c32.csv; compare kv-budget 48 layers 0 to c48.csv; plot compare kv-budget 32 layers 0 to c32.svg"
 [ "$(rc)" = 0 ] || fail "compare after kvsvd learn: rc $(rc) [$(cat err.txt)]"
 grep -q '^0,kqsvd,32,"\?R_K 4, R_V 4 per KV head (reused: kvsvd learn'"'"'s, same ranks)' c32.csv \
     || fail "budget 32 = kvsvd learn's ranks: reused and labelled: [$(grep kqsvd c32.csv)]"
 grep -q '^0,kqsvd,48,"\?R_K 6, R_V 6 per KV head (calibration, ' c48.csv \
     || fail "budget 48 refits at R 6 (old: kvsvd learn's R 4 at 32 values): [$(grep kqsvd c48.csv)]"
+has "$(svg_text c32.svg)" "kqsvd: R_K 4, R_V 4 (reused)" || fail "the legend says reused: [$(svg_text c32.svg)]"
 grep -q "^KQ-SVD's projections: those \`kvsvd learn kqsvd\` made, reused: their ranks are the budget's" out.txt \
     && grep -q "^KQ-SVD's projections: learned at the budget from the session's calibration" out.txt \
     || fail "compare's headline says where KQ-SVD came from: [$(grep "^KQ-SVD" out.txt)]"
@@ -91,6 +96,8 @@ for fam in g2 mx; do
     run "load $fam; info; compare kv-budget 128 tokens 32 to $fam-full.csv; compare kv-budget 64 tokens 32 to $fam-half.csv"
     [ "$(rc)" = 0 ] || fail "$fam: compare on a windowed model runs: rc $(rc) [$(cat err.txt)]"
     grep -q "sliding window\|sliding_window" out.txt || fail "$fam: info names its window: [$(cat out.txt)]"
+    [ "$(grep -c "^the model's sliding windows$([ $fam = g2 ] && echo ' and score soft-cap') applied to every method as to the model (per layer)" out.txt)" = 2 ] \
+        || fail "$fam: compare's headline says the window is applied: [$(grep -v '^ *[0-9]' out.txt)]"
     [ "$(exact "$fam-full.csv")" = ok ] || fail "$fam: exact at the full cache: $(exact "$fam-full.csv")"
     [ "$(grep -c ',transmla,64,' "$fam-half.csv")" -ge 1 ] || fail "$fam: TransMLA at 64: [$(grep transmla "$fam-half.csv")]"
 done
