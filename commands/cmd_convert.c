@@ -360,33 +360,7 @@ static int conv_inputs(Session *s, const Xform *x, CheckInputs *ci, const char *
                         .n_layers = x->src->cfg.n_layers, .hidden = x->src->cfg.hidden, .digest = r->stats_digest};
     snprintf(ci->calib, sizeof ci->calib, "%s", r->stats_calib);
     *why = NULL;
-    if (!ci->stats) return AL_OK;
-    CheckInputs now = {0};
-    bool ok;
-    if (ws_check_session_stats(s, x->src, true, 0, -1, &now, &ok)) return AL_ERR;
-    if (ok && ci_digest(now.n_layers, now.hidden, (const double *const *)now.sigma, (const double *const *)now.mu) ==
-                  ci->digest) {
-        ci->sigma = now.sigma;
-        ci->mu = now.mu;
-        return AL_OK;
-    }
-    ci_free(&now);
-    *why = ok ? "the session's calibration is no longer the conversion's" : "the session has no calibration of the source";
-    return AL_OK;
-}
-
-/* The export's line on the check inputs it recorded. */
-static void note_inputs(Out *out, const CheckInputs *ci, bool fits, const char *why) {
-    if (!ci->stats)
-        out_printf(out, "check inputs recorded: %zu tokens, seed %llu, unit variance\n", ci->tokens,
-                   (unsigned long long)ci->seed);
-    else if (fits)
-        out_printf(out, "check inputs recorded: %zu tokens, seed %llu, the calibration's statistics (%s) in %s\n",
-                   ci->tokens, (unsigned long long)ci->seed, ci->calib, CI_FILE);
-    else
-        out_printf(out, "check inputs recorded: %zu tokens, seed %llu and the digest of the calibration's statistics, "
-                   "not the statistics (%s): `check DIR` needs that calibration in the session\n", ci->tokens,
-                   (unsigned long long)ci->seed, why ? why : "over the size kept in the folder");
+    return ci->stats ? ws_check_take_session(s, x->src, true, 0, -1, ci, why) : AL_OK;
 }
 
 /* `export DIR` after `convert mla`: a DeepSeek-V3 checkpoint (dtype, shard-mb). */
@@ -409,7 +383,7 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                "v_head_dim %d, q_lora_rank %s%.0d\n", r->src->name, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim,
                r->q_rank ? "" : "null", r->q_rank);
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
-    note_inputs(out, &ci, fits, why);
+    ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
     out->written = true;
     return AL_OK;

@@ -172,14 +172,9 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     if (xform_export_dtype(a, DT_F32, &dt)) return AL_ERR;
     const TpaModel *r = x->data;
     CheckInputs ci = conv_inputs(r, x->src);
-    bool ok = true;
-    if (ci.stats) {                    /* the statistics, while the session has the conversion's */
-        CheckInputs now = {0};
-        if (ws_check_session_stats(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &now, &ok)) return AL_ERR;
-        ok = ok && ci_digest(now.n_layers, now.hidden, (const double *const *)now.sigma, NULL) == ci.digest;
-        if (ok) ci.sigma = now.sigma;
-        else ci_free(&now);
-    }
+    const char *why = NULL;            /* the statistics, while the session has the conversion's */
+    if (ci.stats && ws_check_take_session(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &ci, &why))
+        return AL_ERR;
     int rc = tpa_export_opts(r, dir, &(TpaExportOpts){.dtype = dt, .force = args_flag(a, "force"), .check = &ci});
     bool fits = ci_fits(&ci);
     ci_free(&ci);
@@ -189,10 +184,7 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                TPA_FACTORS);
     out_printf(out, "attnlab's own layout (no standard loader reads non-contextual TPA); `check %s` compares it "
                "with the source\n", dir);
-    out_printf(out, "check inputs recorded: %zu tokens, seed %llu + layer, %s\n", ci.tokens, (unsigned long long)ci.seed,
-               !ci.stats ? "unit variance" : fits ? "the calibration's second moments in " CI_FILE
-               : ok ? "the digest of the calibration's second moments (too large for the folder)"
-                    : "the digest of the calibration's second moments (the session no longer has them)");
+    ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
     out->written = true;
     return AL_OK;
