@@ -191,13 +191,11 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     TmlaResult *r = NULL;
     int rc = tmla_convert(m, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
-    if (u.act) {                 /* what check needs to draw the report's inputs again */
-        const CalibStats *cs = NULL;
-        r->stats_digest = ci_digest(m->cfg.n_layers, m->cfg.hidden, (const double *const *)u.sigma,
-                                    (const double *const *)u.mu);
-        if (ws_calib_stats(s, m, &cs) == AL_OK && cs)
-            snprintf(r->stats_calib, sizeof r->stats_calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
-        al_err_clear();
+    if (ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL, u.act ? u.mu : NULL,
+                      &r->check_in)) {        /* what check needs to draw the report's inputs again */
+        tmla_result_free(r);
+        ws_tmla_stats_release(&u);
+        return AL_ERR;
     }
     if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     const TmlaOpts *ro = &r->opts;
@@ -356,11 +354,9 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
  * still has them (the calibration of the same digest), the statistics (ci_free). *why: why not. */
 static int conv_inputs(Session *s, const Xform *x, CheckInputs *ci, const char **why) {
     const TmlaResult *r = x->data;
-    *ci = (CheckInputs){.seed = r->opts.seed, .tokens = r->opts.eval_tokens, .stats = r->activation_stats,
-                        .n_layers = x->src->cfg.n_layers, .hidden = x->src->cfg.hidden, .digest = r->stats_digest};
-    snprintf(ci->calib, sizeof ci->calib, "%s", r->stats_calib);
     *why = NULL;
-    return ci->stats ? ws_check_take_session(s, x->src, true, 0, -1, ci, why) : AL_OK;
+    if (ci_copy(&r->check_in, ci)) return AL_ERR;
+    return ci->stats && !ci->sigma ? ws_check_take_session(s, x->src, true, 0, -1, ci, why) : AL_OK;
 }
 
 /* `export DIR` after `convert mla`: a DeepSeek-V3 checkpoint (dtype, shard-mb). */

@@ -37,6 +37,20 @@ int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi,
     return AL_OK;
 }
 
+int ws_check_keep(Session *s, const Model *m, uint64_t seed, bool plus_layer, size_t tokens, double **sigma, double **mu,
+                  CheckInputs *keep) {
+    CheckInputs drawn = {.seed = seed, .plus_layer = plus_layer, .tokens = tokens ? tokens : 64, .stats = sigma != NULL,
+                         .n_layers = m->cfg.n_layers, .hidden = m->cfg.hidden, .sigma = sigma, .mu = mu};
+    if (sigma) {
+        const CalibStats *cs = NULL;
+        drawn.digest = ci_digest(drawn.n_layers, drawn.hidden, (const double *const *)sigma, (const double *const *)mu);
+        if (ws_calib_stats(s, m, &cs) == AL_OK && cs)
+            snprintf(drawn.calib, sizeof drawn.calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
+        al_err_clear();
+    }
+    return ci_copy(&drawn, keep);
+}
+
 int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why) {
     CheckInputs now = {0};
     bool ok;
