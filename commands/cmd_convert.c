@@ -191,13 +191,11 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     TmlaResult *r = NULL;
     int rc = tmla_convert(m, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
-    if (u.act) {                 /* what check needs to draw the report's inputs again */
-        const CalibStats *cs = NULL;
-        r->stats_digest = ci_digest(m->cfg.n_layers, m->cfg.hidden, (const double *const *)u.sigma,
-                                    (const double *const *)u.mu);
-        if (ws_calib_stats(s, m, &cs) == AL_OK && cs)
-            snprintf(r->stats_calib, sizeof r->stats_calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
-        al_err_clear();
+    if (ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL, u.act ? u.mu : NULL,
+                      &r->check_in)) {        /* what check needs to draw the report's inputs again */
+        tmla_result_free(r);
+        ws_tmla_stats_release(&u);
+        return AL_ERR;
     }
     if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     const TmlaOpts *ro = &r->opts;
@@ -361,37 +359,9 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
  * still has them (the calibration of the same digest), the statistics (ci_free). *why: why not. */
 static int conv_inputs(Session *s, const Xform *x, CheckInputs *ci, const char **why) {
     const TmlaResult *r = x->data;
-    *ci = (CheckInputs){.seed = r->opts.seed, .tokens = r->opts.eval_tokens, .stats = r->activation_stats,
-                        .n_layers = x->src->cfg.n_layers, .hidden = x->src->cfg.hidden, .digest = r->stats_digest};
-    snprintf(ci->calib, sizeof ci->calib, "%s", r->stats_calib);
     *why = NULL;
-    if (!ci->stats) return AL_OK;
-    CheckInputs now = {0};
-    bool ok;
-    if (ws_check_session_stats(s, x->src, true, 0, -1, &now, &ok)) return AL_ERR;
-    if (ok && ci_digest(now.n_layers, now.hidden, (const double *const *)now.sigma, (const double *const *)now.mu) ==
-                  ci->digest) {
-        ci->sigma = now.sigma;
-        ci->mu = now.mu;
-        return AL_OK;
-    }
-    ci_free(&now);
-    *why = ok ? "the session's calibration is no longer the conversion's" : "the session has no calibration of the source";
-    return AL_OK;
-}
-
-/* The export's line on the check inputs it recorded. */
-static void note_inputs(Out *out, const CheckInputs *ci, bool fits, const char *why) {
-    if (!ci->stats)
-        out_printf(out, "check inputs recorded: %zu tokens, seed %llu, unit variance\n", ci->tokens,
-                   (unsigned long long)ci->seed);
-    else if (fits)
-        out_printf(out, "check inputs recorded: %zu tokens, seed %llu, the calibration's statistics (%s) in %s\n",
-                   ci->tokens, (unsigned long long)ci->seed, ci->calib, CI_FILE);
-    else
-        out_printf(out, "check inputs recorded: %zu tokens, seed %llu and the digest of the calibration's statistics, "
-                   "not the statistics (%s): `check DIR` needs that calibration in the session\n", ci->tokens,
-                   (unsigned long long)ci->seed, why ? why : "over the size kept in the folder");
+    if (ci_copy(&r->check_in, ci)) return AL_ERR;
+    return ci->stats && !ci->sigma ? ws_check_take_session(s, x->src, true, 0, -1, ci, why) : AL_OK;
 }
 
 /* `export DIR` after `convert mla`: a DeepSeek-V3 checkpoint (dtype, shard-mb). */
@@ -421,7 +391,7 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                    "their largest with it (64 token ids)\n", eps, r->src->cfg.norm_eps, eff);
     }
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
-    note_inputs(out, &ci, fits, why);
+    ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
     out->written = true;
     return AL_OK;

@@ -142,13 +142,8 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
     o.sigma = (const double *const *)sigma;
     TpaModel *r = NULL;
     int rc = tpa_convert(m, &o, &r);
-    if (rc == AL_OK && r->activation_stats) {     /* what check needs to draw the report's inputs again */
-        const CalibStats *cs = NULL;
-        r->stats_digest = ci_digest(m->cfg.n_layers, m->cfg.hidden, (const double *const *)sigma, NULL);
-        if (ws_calib_stats(s, m, &cs) == AL_OK && cs)
-            snprintf(r->stats_calib, sizeof r->stats_calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
-        al_err_clear();
-    }
+    if (rc == AL_OK && (rc = ws_check_keep(s, m, r->opts.seed, true, r->opts.eval_tokens, sigma, NULL, &r->check_in)))
+        tpa_model_free(r);                      /* what check needs to draw the report's inputs again */
     ws_calib_free_sigma(sigma, m->cfg.n_layers);
     if (rc || (rc = xform_add(s, &cmd_tpa_xform, m, r))) return rc;
     const TpaOpts *ro = &r->opts;
@@ -193,13 +188,12 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ export */
 
-/* The inputs t's report drew: seed + layer, its tokens, the digest of its statistics (none held). */
-static CheckInputs conv_inputs(const TpaModel *t, const Model *src) {
-    CheckInputs ci = {.seed = t->opts.seed, .plus_layer = true, .tokens = t->opts.eval_tokens,
-                      .stats = t->activation_stats, .n_layers = src->cfg.n_layers, .hidden = src->cfg.hidden,
-                      .digest = t->stats_digest};
-    snprintf(ci.calib, sizeof ci.calib, "%s", t->stats_calib);
-    return ci;
+/* The inputs t's report drew (a copy: ci_free), without statistics when t does not hold them;
+ * for a loaded export (no record held) the check's defaults. */
+static int conv_inputs(const TpaModel *t, const Model *src, CheckInputs *ci) {
+    if (t->check_in.tokens) return ci_copy(&t->check_in, ci);
+    *ci = (CheckInputs){.seed = AL_SEED_TPA_CHECK, .tokens = 64, .n_layers = src->cfg.n_layers, .hidden = src->cfg.hidden};
+    return AL_OK;
 }
 
 /* `export DIR` after `convert tpa`: attnlab's own layout (dtype, default f32). */
@@ -208,15 +202,11 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     dt_type dt;
     if (xform_export_dtype(a, DT_F32, &dt)) return AL_ERR;
     const TpaModel *r = x->data;
-    CheckInputs ci = conv_inputs(r, x->src);
-    bool ok = true;
-    if (ci.stats) {                    /* the statistics, while the session has the conversion's */
-        CheckInputs now = {0};
-        if (ws_check_session_stats(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &now, &ok)) return AL_ERR;
-        ok = ok && ci_digest(now.n_layers, now.hidden, (const double *const *)now.sigma, NULL) == ci.digest;
-        if (ok) ci.sigma = now.sigma;
-        else ci_free(&now);
-    }
+    CheckInputs ci;
+    const char *why = NULL;            /* the statistics, while the session has the conversion's */
+    if (conv_inputs(r, x->src, &ci)) return AL_ERR;
+    if (ci.stats && !ci.sigma && ws_check_take_session(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &ci, &why))
+        { ci_free(&ci); return AL_ERR; }
     int rc = tpa_export_opts(r, dir, &(TpaExportOpts){.dtype = dt, .force = args_flag(a, "force"), .check = &ci});
     bool fits = ci_fits(&ci);
     ci_free(&ci);
@@ -226,10 +216,7 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                TPA_FACTORS);
     out_printf(out, "attnlab's own layout (no standard loader reads non-contextual TPA); `check %s` compares it "
                "with the source\n", dir);
-    out_printf(out, "check inputs recorded: %zu tokens, seed %llu + layer, %s\n", ci.tokens, (unsigned long long)ci.seed,
-               !ci.stats ? "unit variance" : fits ? "the calibration's second moments in " CI_FILE
-               : ok ? "the digest of the calibration's second moments (too large for the folder)"
-                    : "the digest of the calibration's second moments (the session no longer has them)");
+    ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
     out->written = true;
     return AL_OK;
@@ -302,7 +289,8 @@ static int tpa_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     Model *src = t->src;
     if (src_name && *src_name && !(src = session_find(s, src_name)))
         return al_err("check: no loaded model named '%s'", src_name);
-    CheckInputs ci = conv_inputs(t, src);
+    CheckInputs ci;
+    if (conv_inputs(t, src, &ci)) return AL_ERR;
     int rc = check_report(s, t, src, &ci, "the session's conversion", a, out);
     ci_free(&ci);
     return rc;

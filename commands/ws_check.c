@@ -37,9 +37,21 @@ int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi,
     return AL_OK;
 }
 
-/* Takes the session's statistics into ci when they are the conversion's (digest); else ci keeps
- * none. *why: what was missing. */
-static int from_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why) {
+int ws_check_keep(Session *s, const Model *m, uint64_t seed, bool plus_layer, size_t tokens, double **sigma, double **mu,
+                  CheckInputs *keep) {
+    CheckInputs drawn = {.seed = seed, .plus_layer = plus_layer, .tokens = tokens ? tokens : 64, .stats = sigma != NULL,
+                         .n_layers = m->cfg.n_layers, .hidden = m->cfg.hidden, .sigma = sigma, .mu = mu};
+    if (sigma) {
+        const CalibStats *cs = NULL;
+        drawn.digest = ci_digest(drawn.n_layers, drawn.hidden, (const double *const *)sigma, (const double *const *)mu);
+        if (ws_calib_stats(s, m, &cs) == AL_OK && cs)
+            snprintf(drawn.calib, sizeof drawn.calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
+        al_err_clear();
+    }
+    return ci_copy(&drawn, keep);
+}
+
+int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why) {
     CheckInputs now = {0};
     bool ok;
     *why = "the session has no calibration of the source with attention inputs";
@@ -52,7 +64,7 @@ static int from_session(Session *s, Model *src, bool with_mu, int lo, int hi, Ch
         ci->hidden = now.hidden;
         return AL_OK;
     }
-    if (ok) *why = "the session's calibration of the source is another one (its digest differs)";
+    if (ok) *why = "the session's calibration of the source is another one than the conversion's (its digest differs)";
     ci_free(&now);
     return AL_OK;
 }
@@ -68,7 +80,7 @@ int ws_check_inputs(Session *s, Model *src, const Args *a, bool with_mu, int lo,
     const char *why = NULL, *from = ci->from_file ? "the export folder" : "the session's calibration of the source";
     if (ci->stats && !ci->sigma) {
         from = "the session's calibration of the source";
-        if (from_session(s, src, with_mu, lo, hi, ci, &why)) return AL_ERR;
+        if (ws_check_take_session(s, src, with_mu, lo, hi, ci, &why)) return AL_ERR;
     }
     char seeds[96];
     snprintf(seeds, sizeof seeds, ci->plus_layer ? "seed %" PRIu64 " + layer" : "seed %" PRIu64, ci->seed);
@@ -92,6 +104,20 @@ Model *ws_check_loaded_at(Session *s, const char *path) {
     for (size_t i = 0; i < s->nmodels; i++)
         if (s->models[i]->path && realpath(s->models[i]->path, b) && !strcmp(a, b)) return s->models[i];
     return NULL;
+}
+
+void ws_check_recorded_line(Out *out, const CheckInputs *ci, bool fits, const char *why) {
+    char seeds[64];
+    snprintf(seeds, sizeof seeds, ci->plus_layer ? "seed %" PRIu64 " + layer" : "seed %" PRIu64, ci->seed);
+    if (!ci->stats)
+        out_printf(out, "check inputs recorded: %zu tokens, %s, unit variance\n", ci->tokens, seeds);
+    else if (fits)
+        out_printf(out, "check inputs recorded: %zu tokens, %s, the calibration's statistics (%s) in %s\n", ci->tokens,
+                   seeds, ci->calib, CI_FILE);
+    else
+        out_printf(out, "check inputs recorded: %zu tokens, %s and the digest of the calibration's statistics, not the "
+                   "statistics (%s): `check DIR` needs that calibration in the session\n", ci->tokens, seeds,
+                   why ? why : "over the size kept in the folder");
 }
 
 /* ================================================================ the text */

@@ -16,6 +16,19 @@
  * lo..hi. *ok false when the session has no calibration of src with attention inputs. */
 int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, bool *ok);
 
+/* What a conversion of m keeps for its check (into *keep, owned by the result): its report's seed
+ * (plus_layer: + layer), tokens and, when sigma (n_layers entries, mu may be NULL) is given, the
+ * statistics' digest, where they came from (the session's calibration of m) and a copy of them
+ * when they fit CI_MAX_BYTES. */
+int ws_check_keep(Session *s, const Model *m, uint64_t seed, bool plus_layer, size_t tokens, double **sigma, double **mu,
+                  CheckInputs *keep);
+/* Takes the session's statistics of src into ci (which has none yet) when their digest is ci's
+ * (the conversion's); else leaves ci without them and *why says what was missing. */
+int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why);
+/* The export's line on what it recorded for `check DIR` (fits: the statistics went into CI_FILE;
+ * why: why they are not at hand, NULL: too large). */
+void ws_check_recorded_line(Out *out, const CheckInputs *ci, bool fits, const char *why);
+
 /* Completes ci (seed, tokens and digest set: a conversion's, or read from an export) with the
  * statistics to draw with: those already in ci (from the folder), else the session's calibration
  * of src when its digest matches (lo..hi, with_mu as above), else none (unit variance). `tokens`

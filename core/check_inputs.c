@@ -98,6 +98,34 @@ void ci_free(CheckInputs *ci) {
     ci->sigma = ci->mu = NULL;
 }
 
+/* A copy of n doubles (NULL for NULL). */
+static int dup_vec(const double *v, size_t n, double **out) {
+    *out = NULL;
+    if (!v) return AL_OK;
+    if (!(*out = al_malloc3(n, 1, sizeof(double), "check statistics"))) return AL_ERR;
+    memcpy(*out, v, n * sizeof(double));
+    return AL_OK;
+}
+
+int ci_copy(const CheckInputs *ci, CheckInputs *out) {
+    *out = *ci;
+    out->sigma = out->mu = NULL;
+    out->from_file = false;
+    if (!ci_fits(ci)) return AL_OK;
+    size_t L = (size_t)ci->n_layers, D = (size_t)ci->hidden;
+    bool any_mu = false;
+    for (int l = 0; ci->mu && l < ci->n_layers; l++) any_mu |= ci->mu[l] != NULL;
+    out->sigma = al_calloc(L, sizeof *out->sigma, "check statistics");
+    out->mu = any_mu ? al_calloc(L, sizeof *out->mu, "check statistics") : NULL;
+    int rc = out->sigma && (out->mu || !any_mu) ? AL_OK : AL_ERR;
+    for (size_t l = 0; rc == AL_OK && l < L; l++) {
+        rc = dup_vec(ci->sigma[l], D * D, &out->sigma[l]);
+        if (rc == AL_OK && any_mu) rc = dup_vec(ci->mu[l], D, &out->mu[l]);
+    }
+    if (rc) ci_free(out);
+    return rc;
+}
+
 /* A copy of tensor name (n doubles) from f, or NULL when absent; an error when its size is wrong. */
 static int read_vec(const st_file *f, const char *name, size_t n, double **out) {
     *out = NULL;

@@ -53,7 +53,10 @@ int ci_write(CkptWriter *w, cJSON *manifest, const CheckInputs *ci);
 int ci_read(const char *dir, const cJSON *manifest, CheckInputs *ci, bool *found);
 /* The same from the manifest file dir/manifest. */
 int ci_read_dir(const char *dir, const char *manifest, CheckInputs *ci, bool *found);
-/* Frees the statistics ci_read loaded (not the struct). */
+/* A copy of ci into out with arrays of its own (ci_free): the statistics only when they fit
+ * CI_MAX_BYTES (else the digest alone; mu NULL when no layer has one). */
+int ci_copy(const CheckInputs *ci, CheckInputs *out);
+/* Frees the statistics ci_read loaded or ci_copy copied (not the struct). */
 void ci_free(CheckInputs *ci);
 
 #endif

@@ -2,18 +2,18 @@
  * evaluation inputs of a conversion, a check or a comparison). The values are part of what the
  * CLI prints (errors measured on those inputs), so changing one changes transcripts. They are the
  * defaults of the commands' `seed S` (compare, convert mla, convert tpa, check, plot compare),
- * which print the seed they used; `check` of a session's `convert mla` takes the conversion's.
- * Tests pass their own seeds. */
+ * which print the seed they used; `check` takes the conversion's (in the session, or recorded in
+ * the export's manifest: check_inputs.h). Tests pass their own seeds. */
 #ifndef AL_SEEDS_H
 #define AL_SEEDS_H
 
 /* TransMLA's per-layer evaluation inputs (TmlaOpts.seed default). */
 #define AL_SEED_TMLA_EVAL 20250601ULL
-/* `check` of an MLA export (`convert mla` / `export`ed folders) against its source. */
+/* `check DIR` of an MLA export whose manifest records no check inputs (an older attnlab). */
 #define AL_SEED_MLA_CHECK 20250601ULL
 /* TPA's per-layer report inputs (TpaOpts.seed default; layer l uses seed + l). */
 #define AL_SEED_TPA_EVAL 20250604ULL
-/* `check` of a TPA conversion against its source. */
+/* `check DIR` of a TPA export whose manifest records no check inputs (an older attnlab). */
 #define AL_SEED_TPA_CHECK 20250605ULL
 /* `check` of a FaRR truncation (the working copy) against its source. */
 #define AL_SEED_FARR_CHECK 20250608ULL

@@ -525,6 +525,7 @@ void tpa_model_free(TpaModel *t) {
     free(t->src_path);
     free(t->src_name);
     free(t->dir);
+    ci_free(&t->check_in);
     free(t);
 }
 

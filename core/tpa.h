@@ -203,8 +203,8 @@ typedef struct TpaModel {
     char *dir;               /* the export folder it was loaded from, or NULL */
     TpaOpts opts;            /* as resolved (ranks set; sigma NULL) */
     bool activation_stats;   /* some layer used a given Sigma */
-    uint64_t stats_digest;   /* ci_digest of those Sigmas (check_inputs.h; set by the command), 0 */
-    char stats_calib[256];   /* where they came from ("256 tokens of story.txt"), for check */
+    CheckInputs check_in;    /* the report's inputs for `check` (check_inputs.h; set by the command;
+                                tokens 0: not set); owned, freed with the model */
     bool exact;              /* ranks reproduce the model: form a R = G, form b R = d_k / d_v */
     int n_layers;            /* = source layers; layers[l] NULL where not converted */
     TpaLayer **layers;

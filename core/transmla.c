@@ -846,6 +846,7 @@ void tmla_result_free(TmlaResult *r) {
     free(r->layers);
     free(r->rep);
     free(r->src_path);
+    ci_free(&r->check_in);
     free(r);
 }
 

@@ -44,6 +44,7 @@
 #define AL_TRANSMLA_H
 
 #include "attn_eval.h"
+#include "check_inputs.h"
 
 #define TMLA_FULL (-1)     /* kv_rank: keep every direction of [K_nope ; V] */
 
@@ -181,8 +182,9 @@ typedef struct TmlaResult {
     char *src_path;           /* its path, for the export manifest */
     TmlaOpts opts;            /* as resolved: kv_rank, rope_dim, freqfold all set; sigma, mu NULL */
     bool activation_stats;    /* some layer's PCAs used a given input second moment */
-    uint64_t stats_digest;    /* ci_digest of those statistics (check_inputs.h; set by the command), 0 */
-    char stats_calib[256];    /* where they came from ("256 tokens of story.txt"), for check */
+    CheckInputs check_in;     /* the report's inputs for `check` (check_inputs.h: seed, tokens, the
+                                 statistics and their digest; set by the command; tokens 0: not
+                                 set); owned, freed with the result */
     int n_layers;             /* = src layers; layers[l] NULL where not converted */
     AttnLayer **layers;       /* (n_layers) the converted MLA layers */
     TmlaLayerReport *rep;     /* (n_layers) */

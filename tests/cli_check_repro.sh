@@ -82,6 +82,14 @@ run -e "check tpa to tdir.csv"
 [ "$(rc)" = 0 ] || fail "check TPA DIR: rc $(rc) [$(cat err.txt)]"
 ok "tpa: check DIR (fresh process) = convert's out_err" same_col tpa.csv 7 tdir.csv 3
 
+# ---- a conversion keeps the statistics it drew with: another `calibrate` before check / export
+# changes nothing (the session's calibration is then another one)
+run -e "load $M as s; calibrate $TXT; convert tpa kv-rank 2 to tpa2.csv; calibrate $TXT samples 1; check to tchk2.csv; export tpa2; convert mla kv-rank 16 to conv2.csv; calibrate $TXT; check to chk2.csv"
+[ "$(rc)" = 0 ] || fail "recalibrated: rc $(rc) [$(cat err.txt)]"
+ok "tpa after another calibrate: check = convert's out_err" same_col tpa2.csv 7 tchk2.csv 3
+ok "tpa after another calibrate: the export keeps the conversion's statistics" test -s tpa2/check_inputs.safetensors
+ok "mla after another calibrate: check = convert's out_err" same_col conv2.csv 6 chk2.csv 3 5
+
 # ---- KQ-SVD: its export is recognised and evaluated as `kvsvd eval` evaluated it before export
 run -e "load $M as s; calibrate $TXT; kvsvd learn all rank 4; kvsvd eval to ev.csv; export kq; check kq to kqs.csv"
 [ "$(rc)" = 0 ] || fail "kvsvd learn / eval / export / check: rc $(rc) [$(cat err.txt)]"

@@ -78,6 +78,12 @@ static void test_record(const char *tmp) {
     snprintf(bad, sizeof bad, "%s/%s", dir, CI_FILE);
     CHECK(access(bad, F_OK) != 0, "no statistics file");
     ci_free(&back);
+    /* a manifest of an older attnlab: nothing recorded, found false (check then says so) */
+    cJSON *old = cJSON_CreateObject();
+    found = true;
+    CHECK_OK(ci_read(dir, old, &back, &found));
+    CHECK(!found && !back.stats && !back.sigma, "no check_inputs: not found");
+    cJSON_Delete(old);
     free_sigma(sg, L);
 }
 
