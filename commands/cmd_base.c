@@ -196,7 +196,7 @@ static const char INFO_HELP[] =
     "QK norm, norm, activation, MLP kind) and, per analysis (ranks vo, ranks qk, spectrum,\n"
     "ppl/calibrate, convert mla, convert tpa, kvsvd, compare, export formats), whether it is\n"
     "available on this model and, if not, why.\n"
-    "`to FILE.json` writes one JSON object with these fields (one key per analysis:\n"
+    "`to FILE.json` (and `set format json`) writes one JSON object with these fields (one key per analysis:\n"
     "{available, reason}); `to FILE.csv` the rows. From Lua, attn.info() is one table keyed\n"
     "by field (attn.info().layers).";
 
@@ -255,7 +255,8 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     const ModelConfig *c = &m->cfg;
     const char *to = args_str(a, "to");
     size_t tl = to ? strlen(to) : 0;
-    bool json = to && tl > 5 && !strcasecmp(to + tl - 5, ".json");
+    bool json_stdout = !to && out->fmt == FMT_JSON && out_narrates(out);   /* `set format json`: the same object */
+    bool json = json_stdout || (to && tl > 5 && !strcasecmp(to + tl - 5, ".json"));
     Table *t = table_new(2, "field", "value");
     cJSON *o = json ? cJSON_CreateObject() : NULL;
     if (!t || (json && !o)) { table_free(t); cJSON_Delete(o); return al_err("info: out of memory"); }
@@ -296,6 +297,12 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     char *withnl = text ? al_asprintf("%s\n", text) : NULL;
     free(text);
     if (!withnl) return al_err("info: out of memory writing JSON");
+    if (json_stdout) {
+        out_write(out, OUT_STDOUT, withnl, strlen(withnl));
+        free(withnl);
+        out->written = true;
+        return AL_OK;
+    }
     int rc = out_write_file(out, to, withnl, strlen(withnl));
     free(withnl);
     if (rc) return AL_ERR;
