@@ -110,9 +110,21 @@ ok "dym: nothing close, no suggestion" hasnt "$(e "load zzqqxx")" "did you mean"
 h=$(e "help spectrum")
 ok "help spectrum: the rows it returns" has "$h" "{index, sigma, energy}"
 ok "help spectrum: not an array" hasnt "$h" "array of singular values"
-for c in load models transforms export tokenizer generate synth "diff ranks"; do
+for c in load models transforms export tokenizer generate synth "diff ranks" "plot spectrum" "synth family" \
+         truncate ppl kv-cache fused calibrate "kvsvd learn" "convert mla" "convert mla-table"; do
   ok "help $c says what Lua gets" has "$(e "help $c")" "Lua"
 done
+# every command and sub-command but the hubs and the front end's no-value ones
+quiet=" diff convert save calib undo echo history exit quit "
+missing=""
+for c in $(e help | awk '/^  [a-z]/{print $1}'); do
+  subs=$(e "help $c" | sed -n '/^sub-commands/,$p' | awk 'NR > 1 {print $1}')
+  for s in "" $subs; do
+    case "$quiet" in *" $c "*) [ -z "$s" ] && continue ;; esac
+    e "help $c $s" | grep -qi "lua\|attn\." || missing="$missing [$c $s]"
+  done
+done
+ok "help: every command says what Lua gets (missing:$missing)" test -z "$missing"
 
 # ---- gguf: lint speaks of GGUF
 out=$(e "lint s.gguf")
