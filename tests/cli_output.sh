@@ -2,15 +2,16 @@
 # cli_output.sh -- issue 25, item 7 (output a paper can use), on stories260K-hf and the demos:
 #   csv    `set format csv` (and json): stdout holds the results alone -- status lines, headlines
 #          and help go to stderr -- so `attnlab -e ... | pandas` reads it; `spectrum` and `echo`
-#          stay on stdout;
+#          stay on stdout; `info` in JSON is one object keyed by field;
 #   total  a table's totals row keeps each column one type in CSV and JSON: its label cell empty /
 #          null and a bool column `total` (true on that row only); Lua still gets it as a 2nd value;
 #   ranks  `ranks ... layers A-B` like every other command; the headline names the model;
 #   kv     `kv-cache` lists a FaRR truncation: values per token per layer, bytes, parameters;
 #   dym    "did you mean" for settings, setting values and model names (use, close, model NAME,
 #          load);
-#   help   every command that returns a value says what Lua gets (spectrum: rows, not an array);
-#          `export FILE.gguf` returns the file like the other exports;
+#   help   every command that returns a value says what Lua gets (spectrum: rows, not an array;
+#          all 67 commands and sub-commands walked); `export FILE.gguf` returns the file like the
+#          other exports;
 #   gguf   `lint FILE.gguf` speaks of GGUF: architecture, llama.cpp, the folder engines "not its
 #          format".
 set -u
