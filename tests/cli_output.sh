@@ -42,6 +42,8 @@ if command -v python3 >/dev/null; then
   python3 -c "import json; d=json.load(open('out.txt')); assert len(d) == 8 and d[0]['layer'] == 0" \
     || fail "json: parses, 8 rows: [$(cat out.txt)]"
 fi
+run -e "set format json; load $M; set precision"
+ok "json: a value result is on stdout alone" test "$(cat out.txt)" = "6"
 run -e "set format json; load $M; info"
 ok "json: info is one object keyed by field, as info to FILE.json" has "$(cat out.txt)" '"kv_bytes_per_token":[[:space:]]*1280'
 ok "json: info is not field/value rows" hasnt "$(cat out.txt)" '"field":'
