@@ -43,12 +43,16 @@ static void help_aliases(Out *out) {
     for (size_t i = 0; resolve_alias_at(i, &alias, &target); i++) out_printf(out, "  %-14s %s\n", alias, target);
 }
 
-/* Help for one command (a leaf or a command with sub-commands). */
-static void help_command(Out *out, const Command *c, const char *prefix) {
+/* Help for one command (a leaf or a command with sub-commands); parent: the command c is a
+ * sub-command of (NULL at the top). */
+static void help_command(Out *out, const Command *c, const Command *parent) {
+    const char *prefix = parent ? parent->name : NULL;
     char *u = cmd_usage(c, prefix);
     out_printf(out, "usage: %s\n  %s\n", u ? u : c->name, c->summary ? c->summary : "");
     free(u);
     if (c->help && *c->help) out_printf(out, "\n%s\n", c->help);
+    const char *ret = c->returns ? c->returns : parent ? parent->returns : NULL;
+    if (ret) out_printf(out, "\nreturns (Lua): %s\n", ret);
     if (c->pos && c->pos->name) { out_printf(out, "\narguments:\n"); help_params(out, c->pos, false); }
     if (c->kw && c->kw->name) { out_printf(out, "\nkeywords:\n"); help_params(out, c->kw, true); }
     if (c->sub) {
@@ -68,7 +72,7 @@ static int cmd_help(Session *s, const Args *a, Out *out) {
             const Command *sc = cmd_find_sub(c, sub);
             if (!sc) return al_err("help: '%s' has no sub-command '%s'%s", name, sub,
                                    c->sub ? " (help for the list: help CMD)" : "");
-            help_command(out, sc, c->name);
+            help_command(out, sc, c);
         } else {
             help_command(out, c, NULL);
             if (!strcmp(c->name, "load")) help_aliases(out);
@@ -196,7 +200,7 @@ static const char INFO_HELP[] =
     "QK norm, norm, activation, MLP kind) and, per analysis (ranks vo, ranks qk, spectrum,\n"
     "ppl/calibrate, convert mla, convert tpa, kvsvd, compare, export formats), whether it is\n"
     "available on this model and, if not, why.\n"
-    "`to FILE.json` writes one JSON object with these fields (one key per analysis:\n"
+    "`to FILE.json` (and `set format json`) writes one JSON object with these fields (one key per analysis:\n"
     "{available, reason}); `to FILE.csv` the rows. From Lua, attn.info() is one table keyed\n"
     "by field (attn.info().layers).";
 
@@ -255,7 +259,8 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     const ModelConfig *c = &m->cfg;
     const char *to = args_str(a, "to");
     size_t tl = to ? strlen(to) : 0;
-    bool json = to && tl > 5 && !strcasecmp(to + tl - 5, ".json");
+    bool json_stdout = !to && out->fmt == FMT_JSON && out_narrates(out);   /* `set format json`: the same object */
+    bool json = json_stdout || (to && tl > 5 && !strcasecmp(to + tl - 5, ".json"));
     Table *t = table_new(2, "field", "value");
     cJSON *o = json ? cJSON_CreateObject() : NULL;
     if (!t || (json && !o)) { table_free(t); cJSON_Delete(o); return al_err("info: out of memory"); }
@@ -296,6 +301,12 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     char *withnl = text ? al_asprintf("%s\n", text) : NULL;
     free(text);
     if (!withnl) return al_err("info: out of memory writing JSON");
+    if (json_stdout) {
+        out_write(out, OUT_STDOUT, withnl, strlen(withnl));
+        free(withnl);
+        out->written = true;
+        return AL_OK;
+    }
     int rc = out_write_file(out, to, withnl, strlen(withnl));
     free(withnl);
     if (rc) return AL_ERR;
@@ -393,10 +404,10 @@ static const Command base_cmds[] = {
       .help = LOAD_HELP, .pos = load_pos, .kw = load_kw, .fn = cmd_load },
     { .name = "models", .summary = "list the loaded models", .help = MODELS_HELP, .kw = to_kw, .fn = cmd_models },
     { .name = "use", .summary = "make a loaded model the current one",
-      .help = "Switches the current model; commands act on it.", .pos = use_pos, .fn = cmd_use },
+      .help = "Switches the current model; commands act on it.", .pos = use_pos, .fn = cmd_use, .returns = "nothing" },
     { .name = "close", .summary = "close a model (default: the current one), or all",
       .help = "Frees the model and every cache tied to it. The most recently loaded remaining\n"
-              "model becomes current.", .pos = close_pos, .fn = cmd_close },
+              "model becomes current.", .pos = close_pos, .fn = cmd_close, .returns = "nothing" },
     { .name = "info", .summary = "the current model: its description (dims, RoPE, norms, MLP, KV cache) and what each analysis can do",
       .help = INFO_HELP, .kw = info_kw, .fn = cmd_info, .flags = CMD_MODEL },
     { .name = "set", .summary = "show or change settings (tau, format, precision, plot.*)", .help = SET_HELP,

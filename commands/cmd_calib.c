@@ -462,6 +462,7 @@ static const Command calib_subs[] = {
 
 static const Command kvsvd_subs[] = {
     { .name = "learn", .summary = "K-SVD / Eigen / KQ-SVD projections per layer and KV head", .help = LEARN_HELP,
+      .returns = CMD_RETURNS_ROWS,
       .pos = learn_pos, .kw = learn_kw, .fn = cmd_kvsvd_learn, .flags = CMD_MODEL },
     { .name = "eval", .summary = "errors on K, Q, V, K Qᵀ and the attention output over a split", .help = EVAL_HELP,
       .kw = eval_kw, .fn = cmd_kvsvd_eval, .flags = CMD_MODEL },
@@ -470,6 +471,7 @@ static const Command kvsvd_subs[] = {
 
 static const Command calib_cmds[] = {
     { .name = "calibrate", .summary = "activation statistics of a text (Grams of K, Q, V per head)",
+      .returns = CMD_RETURNS_ROWS,
       .help = CALIBRATE_HELP, .pos = calibrate_pos, .kw = calibrate_kw, .fn = cmd_calibrate, .flags = CMD_MODEL },
     { .name = "calib", .summary = "calibration statistics: info, save, load", .help = CALIB_HELP, .sub = calib_subs,
       .flags = CMD_MODEL },

@@ -18,9 +18,11 @@ extern const char CMD_CONVERT_MLA_TABLE_HELP[];
 
 #define CMD_CONVERT_MLA_SUB                                                                                      \
     { .name = "mla", .summary = "TransMLA: GQA -> DeepSeek-V3 style MLA with RoRoPE, FreqFold, balanced KV",     \
+      .returns = CMD_RETURNS_ROWS,                                                                             \
       .help = CMD_CONVERT_MLA_HELP, .kw = cmd_convert_mla_kw, .fn = cmd_convert_mla, .flags = CMD_MODEL }
 #define CMD_CONVERT_MLA_TABLE_SUB                                                                                \
     { .name = "mla-table", .summary = "TransMLA Fig. 4b: perplexity of W- vs activation-based PCA, with/without BKV", \
+      .returns = CMD_RETURNS_ROWS,                                                                             \
       .help = CMD_CONVERT_MLA_TABLE_HELP, .kw = cmd_convert_mla_table_kw, .fn = cmd_convert_mla_table,          \
       .flags = CMD_MODEL }
 

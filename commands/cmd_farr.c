@@ -1011,8 +1011,11 @@ static const Command farr_cmds[] = {
     { .name = "fuse", .summary = "fuse one head pair and keep it (factors, spectrum, vectors)",
       .help = FUSE_HELP, .pos = fuse_pos, .kw = fuse_kw, .fn = cmd_fuse, .flags = CMD_MODEL },
     { .name = "fused", .summary = "read the kept fused head: info, sigma, energy, u, v, a, b",
+      .returns = "sigma, energy, u, v: an array of numbers; info, a, b: " CMD_RETURNS_ROWS,
       .help = FUSED_HELP, .pos = fused_pos, .kw = fused_kw, .fn = cmd_fused },
     { .name = "truncate", .summary = "FaRR truncate-and-split on a working copy, with accounting",
+      .returns = "the per-layer rows (per-head with `heads`), one Lua table each keyed by column name, and the "
+                 "totals row as a second value",
       .help = TRUNCATE_HELP, .pos = truncate_pos, .kw = truncate_kw, .fn = cmd_truncate, .flags = CMD_MODEL },
     { .name = "diff", .summary = "two models side by side: `diff ranks vo A B`", .help = DIFF_HELP, .sub = diff_subs },
     {0}

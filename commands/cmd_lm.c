@@ -399,6 +399,7 @@ static const Command lm_cmds[] = {
     { .name = "generate", .summary = "continue a prompt with the current model (greedy or sampled)",
       .help = GENERATE_HELP, .pos = generate_pos, .kw = generate_kw, .fn = cmd_generate, .flags = CMD_MODEL },
     { .name = "ppl", .summary = "perplexity of a text or token-id file over windows of L tokens",
+      .returns = CMD_RETURNS_ROWS,
       .help = PPL_HELP, .pos = ppl_pos, .kw = ppl_kw, .fn = cmd_ppl, .flags = CMD_MODEL },
     {0}
 };

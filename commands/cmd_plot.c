@@ -635,6 +635,7 @@ static const Command plot_subs[] = {
 
 static const Command plot_cmds[] = {
     { .name = "plot", .summary = "figures: spectra, energy, rank plots and grids, heatmaps, key norms",
+      .returns = "the figure's path (a string; \"window\" when it was shown in a window)",
       .help = PLOT_HELP, .sub = plot_subs, .flags = CMD_MODEL },
     {0}
 };

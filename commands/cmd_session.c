@@ -198,6 +198,7 @@ static const Param file_pos[] = {
 };
 static const Command save_subs[] = {
     { .name = "session", .summary = "write the session as a command file that `run FILE` replays", .help = SAVE_HELP,
+      .returns = "nothing",
       .pos = file_pos, .fn = cmd_save_session },
     {0}
 };

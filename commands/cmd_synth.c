@@ -211,6 +211,7 @@ static const Command synth_subs[] = {
 
 static const Command synth_cmds[] = {
     { .name = "synth", .summary = "write a demo model, a family's tiny checkpoint or an R1-shaped one",
+      .returns = "the folder written (a string)",
       .help = SYNTH_HELP, .sub = synth_subs },
     {0}
 };

@@ -540,6 +540,7 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
 
 static const Command tpa_cmds[] = {
     { .name = "kv-cache", .summary = "KV cache and attention parameters per token: Table 1 schemes, as loaded, converted",
+      .returns = CMD_RETURNS_ROWS,
       .help = KV_HELP, .kw = kv_kw, .fn = cmd_kv_table, .flags = CMD_MODEL },
     { .name = "compare", .summary = "every KV-cache reduction at one budget: compare kv-budget B",
       .help = COMPARE_HELP, .kw = compare_kw, .fn = cmd_compare, .flags = CMD_MODEL },

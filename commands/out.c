@@ -488,15 +488,10 @@ void out_emit_result(Out *o) {
         out_write(o, OUT_STDOUT, tmp, strlen(tmp));
         out_write(o, OUT_STDOUT, "\n", 1);
         return;
-    case RES_STRING: {
-        Buf b = {0};
-        if (o->fmt == FMT_JSON) json_str(&b, o->str);      /* a JSON value: quoted */
-        else buf_puts(&b, o->str);
-        buf_puts(&b, "\n");
-        if (!b.bad && b.p) out_write(o, OUT_STDOUT, b.p, b.n);
-        free(b.p);
+    case RES_STRING:
+        out_write(o, OUT_STDOUT, o->str, strlen(o->str));
+        out_write(o, OUT_STDOUT, "\n", 1);
         return;
-    }
     }
 }
 

@@ -134,7 +134,13 @@ struct Command {
     int flags;                 /* CMD_* */
     const char *lua_name;      /* top level only: the attn.<name> function when the command's own
                                   name cannot be used (NULL: name with '-' -> '_') */
+    const char *returns;       /* what attn.<name>(...) returns, printed by `help CMD` as
+                                  "returns (Lua): ..."; a sub-command without one has its parent's;
+                                  NULL: .help says it (or the command returns nothing) */
 };
+
+/* .returns of a command whose result is a table (out.h). */
+#define CMD_RETURNS_ROWS "the table's rows, one Lua table per row keyed by column name"
 
 typedef struct CommandGroup {
     const char *title;         /* heading in `help` ("Models and session", "FaRR", ...) */

@@ -374,25 +374,28 @@ static int setting_parse(Session *s, const Setting *st, const char *value) {
     return al_err("set %s: unknown setting type", k);
 }
 
+/* " (did you mean 'x'?)" for an unknown setting, or "". */
+static const char *near_setting(const char *key, char *buf, size_t cap) {
+    OutSuggest sg = {0};
+    for (size_t i = 0; i < NSETTINGS; i++) out_suggest_try(&sg, key, settings[i].name);
+    return out_suggest_text(&sg, buf, cap);
+}
+
 int session_set(Session *s, const char *key, const char *value) {
     const Setting *st = find_setting(key);
     if (st) return setting_parse(s, st, value);
     char names[256], near[96];
-    OutSuggest sg = {0};
-    for (size_t i = 0; i < NSETTINGS; i++) out_suggest_try(&sg, key, settings[i].name);
     size_t n = 0;
     for (size_t i = 0; i < NSETTINGS; i++)
         n += (size_t)snprintf(names + n, n < sizeof names ? sizeof names - n : 0, "%s%s", i ? ", " : "", settings[i].name);
-    return al_err("unknown setting '%s'%s (settings: %s)", key, out_suggest_text(&sg, near, sizeof near), names);
+    return al_err("unknown setting '%s'%s (settings: %s)", key, near_setting(key, near, sizeof near), names);
 }
 
 char *session_get(const Session *s, const char *key) {
     const Setting *st = find_setting(key);
     if (!st) {
         char near[96];
-        OutSuggest sg = {0};
-        for (size_t i = 0; i < NSETTINGS; i++) out_suggest_try(&sg, key, settings[i].name);
-        al_err("unknown setting '%s'%s (type set to list them)", key, out_suggest_text(&sg, near, sizeof near));
+        al_err("unknown setting '%s'%s (type set to list them)", key, near_setting(key, near, sizeof near));
         return NULL;
     }
     switch (st->type) {

@@ -2,15 +2,16 @@
 # cli_output.sh -- issue 25, item 7 (output a paper can use), on stories260K-hf and the demos:
 #   csv    `set format csv` (and json): stdout holds the results alone -- status lines, headlines
 #          and help go to stderr -- so `attnlab -e ... | pandas` reads it; `spectrum` and `echo`
-#          stay on stdout;
+#          stay on stdout; `info` in JSON is one object keyed by field;
 #   total  a table's totals row keeps each column one type in CSV and JSON: its label cell empty /
 #          null and a bool column `total` (true on that row only); Lua still gets it as a 2nd value;
 #   ranks  `ranks ... layers A-B` like every other command; the headline names the model;
 #   kv     `kv-cache` lists a FaRR truncation: values per token per layer, bytes, parameters;
 #   dym    "did you mean" for settings, setting values and model names (use, close, model NAME,
 #          load);
-#   help   every command that returns a value says what Lua gets (spectrum: rows, not an array);
-#          `export FILE.gguf` returns the file like the other exports;
+#   help   every command that returns a value says what Lua gets (spectrum: rows, not an array;
+#          all 67 commands and sub-commands walked); `export FILE.gguf` returns the file like the
+#          other exports;
 #   gguf   `lint FILE.gguf` speaks of GGUF: architecture, llama.cpp, the folder engines "not its
 #          format".
 set -u
@@ -41,6 +42,11 @@ if command -v python3 >/dev/null; then
   python3 -c "import json; d=json.load(open('out.txt')); assert len(d) == 8 and d[0]['layer'] == 0" \
     || fail "json: parses, 8 rows: [$(cat out.txt)]"
 fi
+run -e "set format json; load $M; set precision"
+ok "json: a value result is on stdout alone" test "$(cat out.txt)" = "6"
+run -e "set format json; load $M; info"
+ok "json: info is one object keyed by field, as info to FILE.json" has "$(cat out.txt)" '"kv_bytes_per_token":[[:space:]]*1280'
+ok "json: info is not field/value rows" hasnt "$(cat out.txt)" '"field":'
 
 # ---- total: one type per column
 run -e "load $M; truncate vo rank 4 to tr.csv; truncate vo rank 4 to tr.json; set format json; truncate vo rank 4"
@@ -107,9 +113,21 @@ ok "dym: nothing close, no suggestion" hasnt "$(e "load zzqqxx")" "did you mean"
 h=$(e "help spectrum")
 ok "help spectrum: the rows it returns" has "$h" "{index, sigma, energy}"
 ok "help spectrum: not an array" hasnt "$h" "array of singular values"
-for c in load models transforms export tokenizer generate synth "diff ranks"; do
+for c in load models transforms export tokenizer generate synth "diff ranks" "plot spectrum" "synth family" \
+         truncate ppl kv-cache fused calibrate "kvsvd learn" "convert mla" "convert mla-table"; do
   ok "help $c says what Lua gets" has "$(e "help $c")" "Lua"
 done
+# every command and sub-command but the hubs and the front end's no-value ones
+quiet=" diff convert save calib undo echo history exit quit "
+missing=""
+for c in $(e help | awk '/^  [a-z]/{print $1}'); do
+  subs=$(e "help $c" | sed -n '/^sub-commands/,$p' | awk 'NR > 1 {print $1}')
+  for s in "" $subs; do
+    case "$quiet" in *" $c "*) [ -z "$s" ] && continue ;; esac
+    e "help $c $s" | grep -qi "lua\|attn\." || missing="$missing [$c $s]"
+  done
+done
+ok "help: every command says what Lua gets (missing:$missing)" test -z "$missing"
 
 # ---- gguf: lint speaks of GGUF
 out=$(e "lint s.gguf")
