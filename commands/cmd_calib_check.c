@@ -64,7 +64,7 @@ static int evaluate(Session *s, Model *m, bool session_model, const CalibShape *
     fwd_free(own_f);
     if (rc) { kq_eval_free(ev); return rc; }
     out_printf(out, "relative Frobenius errors per layer on %s\n", on);
-    Table *t = table_new(8, "layer", "method", "rank", "k_err", "q_err", "v_err", "kq_err", "out_err");
+    Table *t = table_new(9, "layer", "method", "rank_k", "rank_v", "k_err", "q_err", "v_err", "kq_err", "out_err");
     double worst = 0;
     int compared = 0;
     for (int l = 0; t && l < sh->n_layers; l++)
@@ -75,6 +75,7 @@ static int evaluate(Session *s, Model *m, bool session_model, const CalibShape *
             table_int(t, l);
             table_str(t, kq_method_name(e->sets[i]->method));
             table_int(t, e->sets[i]->rank_k[l]);
+            table_int(t, e->sets[i]->rank_v[l]);
             table_num(t, r.k); table_num(t, r.q); table_num(t, r.v); table_num(t, r.kq); table_num(t, r.out);
             if (e->errs[i] && e->errs[i][l].n_seq) {
                 worst = fmax(worst, fabs(r.out - e->errs[i][l].out));

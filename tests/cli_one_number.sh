@@ -34,14 +34,15 @@ cp out.txt sweep0.txt
 run "set format csv; load $HF; calibrate story.txt; kvsvd learn kqsvd rank 4; plot compare-budgets budgets 32,40,48,56 to b.svg"
 [ "$(rc)" = 0 ] || fail "sweep after kvsvd learn: rc $(rc) [$(cat err.txt)]"
 cp out.txt sweep1.txt
+cp err.txt sweep1.err   # narration (the reused point's line) goes to stderr under format csv
 k0=$(col sweep0.txt 4 | tr '\n' ' ')
 k1=$(col sweep1.txt 4 | tr '\n' ' ')
 [ "$(col sweep1.txt 4 | wc -l)" = 4 ] || fail "four budgets in the sweep: [$(cat sweep1.txt)]"
 [ -n "$k0" ] && [ "$k0" = "$k1" ] || fail "kvsvd learn changes the sweep's KQ-SVD: without [$k0], with [$k1]"
 awk '{ for (i = 2; i <= NF; i++) if (!($i < $(i - 1))) exit 1 }' <<<"$k1" \
     || fail "KQ-SVD's error must fall with the budget (old: 0.656 at 32-56): [$k1]"
-[ "$(grep -c "^kqsvd at budget" sweep1.txt)" = 1 ] && grep -q "^kqsvd at budget 32: \`kvsvd learn kqsvd\`'s projections, reused" sweep1.txt \
-    || fail "the one reused point (32) is said: [$(grep "^kqsvd" sweep1.txt)]"
+[ "$(grep -c "^kqsvd at budget" sweep1.err)" = 1 ] && grep -q "^kqsvd at budget 32: \`kvsvd learn kqsvd\`'s projections, reused" sweep1.err \
+    || fail "the one reused point (32) is said: [$(grep "^kqsvd" sweep1.err)]"
 grep -q "^kqsvd at budget" sweep0.txt && fail "nothing reused without kvsvd learn"
 has "$(svg_text b.svg)" "kqsvd (kvsvd learn's reused at 32)" || fail "the sweep's legend says reused: [$(svg_text b.svg)]"
 # every other column is untouched by kvsvd learn as well
