@@ -104,6 +104,22 @@ same_counts sp.csv && [ "$(col sp.csv 4 3)" -lt 1500 ] || fail "interrupted cali
 [ "$(cut -d, -f1-3 rp.csv)" = "$(cut -d, -f1-3 sp.csv)" ] ||
   fail "replayed calibration: [$(cut -d, -f1-3 rp.csv | tr '\n' ' ')] vs [$(cut -d, -f1-3 sp.csv | tr '\n' ' ')]: $(grep calib sp.txt)"
 
+# 5c. Ctrl-C in kvsvd eval: the errors kept average the same whole windows in every layer -- the
+# table equals an uninterrupted evaluation of as many windows.
+EV="$A; calibrate story.txt seqlen 64 samples 4; kvsvd learn all rank 3; kvsvd eval text big.txt seqlen 64"
+t0=$(now_ms)
+"$B" -e "$EV samples 300" >/dev/null 2>&1
+DUR=$(($(now_ms) - t0))
+for t in 1 2 3; do
+    rm -f ev.csv ew.csv
+    "$B" -e "$EV samples 300 to ev.csv" >out.txt 2>&1 &
+    at_random $!
+    k=$(sed -n 's/^\([0-9]*\) sequences in .* -- interrupted;.*/\1/p' out.txt)
+    [ -n "$k" ] && [ "$k" -gt 0 ] && [ "$k" -lt 300 ] || { fail "eval try $t: not interrupted: [$(grep -i 'sequences\|interrupt' out.txt)]"; continue; }
+    "$B" -e "$EV samples $k to ew.csv" >/dev/null 2>&1
+    cmp -s ev.csv ew.csv || fail "eval try $t: interrupted after $k windows, the table is not $k windows': $(diff ev.csv ew.csv | head -4 | tr '\n' ' ')"
+done
+
 # 6. Ctrl-C in a figure's calib FILE or in convert mla's: the calibration found stays.
 interrupt "$A
 calibrate story.txt seqlen 32 samples 3
