@@ -31,8 +31,8 @@ typedef struct {
 /* Resolves the keywords of PARAM_TMLA_STATS for model m: `calib FILE` / `ids FILE` runs
  * `calibrate` on the text's training windows (up to `samples` of `seqlen`, attention inputs kept:
  * core/calib.h's G_X and S_X), which becomes the session's calibration of m (unless it already is
- * that one; a replaced one is said, an interrupted run leaves it as it was), else the session's calibration is used when it kept the attention input; `stats
- * weights` forces the weight-based PCAs (a given text then only serves the perplexity), `stats act`
+ * that one; a replaced one is said, an interrupted run leaves it as it was), else the session's
+ * calibration is used when it kept the attention input; `stats weights` forces the weight-based PCAs (a given text then only serves the perplexity), `stats act`
  * fails without statistics. Perplexity: `eval FILE` / `eval-ids FILE` (a held-out text), else the
  * calibration text (ws_calib_text: none after `calib load`) -- by default its validation split
  * (held out: the last tenth of the windows, from its first window to the end), `split train` the
