@@ -41,6 +41,10 @@ want="dropped the calibration of a (4 windows, 128 tokens of story.txt) and its 
 [ "$(grep -c -F -- "$want" out.txt)" = 1 ] || fail "the replacement is said once: [$(grep -i 'dropped\|replaced' out.txt)]"
 [ "$(grep -c 'dropped' out.txt)" = 1 ] || fail "only the second calibrate of a drops something: [$(grep dropped out.txt)]"
 [ "$(col ib.csv 0 3)" = 2 ] || fail "b's calibration after a's second: [$(cat ib.csv 2>&1)]"
+run -e "$A; calibrate story.txt seqlen 32 samples 4; kvsvd learn all rank 3; kvsvd eval; kvsvd learn kqsvd rank 2; kvsvd learn eigen rank 2"
+[ "$(grep -c '^replaced' out.txt)" = 2 ] &&
+  grep -q -F "replaced the earlier KQ-SVD projections of a and their kvsvd eval errors; \`undo\` learns them again" out.txt ||
+  fail "a second kvsvd learn says what it replaced: [$(grep replaced out.txt)]"
 run -e "$A; calibrate story.txt seqlen 32 samples 4; calib save s4.safetensors; calibrate story.txt seqlen 16 samples 2; calib load s4.safetensors to il.csv"
 grep -q -F "dropped the calibration of a (2 windows, 32 tokens of story.txt): replaced by these statistics" out.txt ||
   fail "calib load says what it replaced: [$(grep -i 'dropped\|loaded' out.txt)]"
