@@ -66,6 +66,15 @@ run -e "run sess.txt; use a; calib info to ra.csv; use b; calib info to rb.csv"
 [ "$(rc)" = 0 ] || fail "session replay: rc $(rc): $(tail -3 err.txt)"
 [ "$(col ra.csv 0 3),$(col rb.csv 0 3)" = "4,2" ] || fail "replayed calibrations: [$(cat ra.csv rb.csv 2>&1)]"
 
+# ... in its place among the transformations: a calibrate after `convert mla ... calib` (which
+# calibrated on other windows) and before `kvsvd learn` is replayed between them.
+run -e "$A; convert mla kv-rank 16 calib story.txt seqlen 16 samples 4; calibrate story.txt seqlen 32 samples 3; kvsvd learn all rank 2; save session so.txt"
+run -e "run so.txt; calib info to ro.csv; export po"
+[ "$(rc)" = 0 ] || fail "ordered replay: rc $(rc): $(tail -3 err.txt)"
+[ "$(col ro.csv 0 3),$(col ro.csv 0 2)" = "3,96" ] || fail "replayed calibration after convert mla calib: [$(cat ro.csv 2>&1)] from [$(grep -v '^set' so.txt)]"
+grep -Eq '"tokens":[[:space:]]*96,' po/kvsvd_manifest.json 2>/dev/null ||
+  fail "kvsvd learn replayed on the 96-token calibration: [$(head -c 400 po/kvsvd_manifest.json 2>&1)]"
+
 # The interrupts land at random points of the calibration of big.txt: SLOW = 1500 windows of 64
 # tokens, timed once uninterrupted (DUR ms), each run killed within its 25-65 %.
 SLOW="calibrate big.txt seqlen 64 samples 1500"
