@@ -151,7 +151,8 @@ static int cmd_calib_load(Session *s, const Args *a, Out *out) {
     CalibStats *st;
     if (calib_load(file, &st)) return AL_ERR;
     if (calib_check_model(st, s->cur)) { calib_free(st); return al_err_ctx("%s", file); }
-    ws_calib_set(c, st, file, xform_newest(s, s->cur, NULL), out);
+    const Xform *newest = xform_newest(s, s->cur, NULL);
+    ws_calib_set(c, st, file, newest ? newest->serial : 0, out);
     out_printf(out, "loaded the calibration in %s (%zu sequences, %zu tokens%s%s) for %s\n", file, st->seqs[0], st->tokens[0],
                st->source ? ", from " : "", st->source ? st->source : "", s->cur->name);
     return out_table_to(out, args_str(a, "to"), stats_table(st));

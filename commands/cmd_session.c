@@ -146,12 +146,10 @@ static int save_model(Session *s, Model *m, char **buf, size_t *n, size_t *cap) 
     size_t nx = 0;
     for (const Xform *x = xform_list(s); x && nx < 256; x = x->next)
         if (x->src == m) v[nx++] = x;
-    const void *after;                      /* the calibration as it is (interrupted too), after the */
-    char *cal = ws_calib_replay_line(s, m, &after);      /* transformation it came after, else first */
-    size_t at = 0;                          /* v[at - 1]'s stack holds `after` (0: none) */
-    for (size_t i = 0; after && !at && i < nx; i++)
-        for (const Xform *y = v[i]; y; y = y->replaced)
-            if ((const void *)y == after) at = i + 1;
+    unsigned long after;                    /* the calibration as it is (interrupted too), before the */
+    char *cal = ws_calib_replay_line(s, m, &after);      /* transformations made after it */
+    size_t at = 0;                          /* v[at - 1] and older were made before it */
+    while (at < nx && v[nx - 1 - at]->serial <= after) at++;
     if (cal && !rc && !at) rc = text_add(buf, n, cap, cal);
     Notes *l = ws_peek(s, &notes_slot);
     for (const Note *k = l ? l->head : NULL; !rc && k; k = k->next)
@@ -160,7 +158,7 @@ static int save_model(Session *s, Model *m, char **buf, size_t *n, size_t *cap) 
         const char *c;
         for (size_t j = 0; !rc && (c = xform_stack_cmd(v[i], j)); j++)
             if (*c) rc = text_add(buf, n, cap, c);
-        if (cal && !rc && i + 1 == at) rc = text_add(buf, n, cap, cal);
+        if (cal && !rc && nx - i == at) rc = text_add(buf, n, cap, cal);
     }
     free(cal);
     return rc;

@@ -105,7 +105,7 @@ static void say_replaced(const CalibState *c, Out *out) {
     if (*what) out_printf(out, "dropped %s: replaced by these statistics\n", what);
 }
 
-void ws_calib_set(CalibState *c, CalibStats *st, const char *file, const void *after, Out *out) {
+void ws_calib_set(CalibState *c, CalibStats *st, const char *file, unsigned long after, Out *out) {
     say_replaced(c, out);
     ws_calib_drop_all(c);
     c->st = st;
@@ -116,9 +116,9 @@ void ws_calib_set(CalibState *c, CalibStats *st, const char *file, const void *a
 /* v as one word of a command line: quoted when it holds a space, a quote, ';' or '#', or is empty. */
 static char *word(const char *v) { return al_asprintf(!*v || strpbrk(v, " \t;\"'#") ? "\"%s\"" : "%s", v); }
 
-char *ws_calib_replay_line(const Session *s, const Model *m, const void **after) {
+char *ws_calib_replay_line(const Session *s, const Model *m, unsigned long *after) {
     const CalibState *c = find(s, m);
-    *after = c ? c->after : NULL;
+    *after = c ? c->after : 0;
     if (!c || !c->st || (!c->loaded && !c->text)) return NULL;
     char *w = word(c->loaded ? c->loaded : c->text), *line = NULL;
     if (w && c->loaded) line = al_asprintf("calib load %s", w);
@@ -237,7 +237,8 @@ int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *r
         return rc;
     }
     if (rc != AL_OK && rc != AL_INTERRUPTED) return rc;
-    const void *after = xform_newest(s, m, NULL);
+    const Xform *newest = xform_newest(s, m, NULL);
+    unsigned long after = newest ? newest->serial : 0;
     say_replaced(c, out);
     ws_calib_drop_all(c);
     CalibState *next = c->next;
