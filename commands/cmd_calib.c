@@ -152,7 +152,8 @@ static int cmd_calib_load(Session *s, const Args *a, Out *out) {
     CalibStats *st;
     if (calib_load(file, &st)) return AL_ERR;
     if (calib_check_model(st, s->cur)) { calib_free(st); return al_err_ctx("%s", file); }
-    ws_calib_set(c, st, file, out);
+    const Xform *newest = xform_newest(s, s->cur, NULL);
+    ws_calib_set(c, st, file, newest ? newest->serial : 0, out);
     out_printf(out, "loaded the calibration in %s (%zu sequences, %zu tokens%s%s) for %s\n", file, st->seqs[0], st->tokens[0],
                st->source ? ", from " : "", st->source ? st->source : "", s->cur->name);
     return out_table_to(out, args_str(a, "to"), stats_table(st));
@@ -220,11 +221,28 @@ static int read_spec(const Args *a, KqSpec *spec) {
     return AL_OK;
 }
 
+/* What learning method which (0-2, 3: all) of c replaces: "the earlier K-SVD, KQ-SVD projections
+ * of M and their kvsvd eval errors", or "" when none was learned. */
+static void learn_replaces(const CalibState *c, int which, char *buf, size_t cap) {
+    size_t n = 0;
+    bool errs = false;
+    *buf = 0;
+    for (int k = 0; k < KQ_NMETHODS && n < cap; k++)
+        if ((which == 3 || which == k) && c->proj[k]) {
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "the earlier ", kq_method_label((kq_method)k));
+            errs |= c->errs[k] != NULL;
+        }
+    if (n && n < cap)
+        snprintf(buf + n, cap - n, " projections of %s%s", c->m->name, errs ? " and their kvsvd eval errors" : "");
+}
+
 static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
     CalibState *c;
     if (ws_calib_need(s, &c)) return AL_ERR;
     KqSpec spec;
     if (read_spec(a, &spec)) return AL_ERR;
+    char was[256];
+    learn_replaces(c, args_enum(a, "method"), was, sizeof was);
     int which = args_enum(a, "method");
     int lo = which == 3 ? 0 : which, hi = which == 3 ? KQ_NMETHODS - 1 : which;
     for (int k = lo; k <= hi; k++) {
@@ -256,6 +274,7 @@ static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
                c->st->source ? c->st->source : "?");
     int rc = xform_add(s, &cmd_kvsvd_xform, s->cur, NULL);
     if (rc) { table_free(t); return rc; }
+    if (*was) out_printf(out, "replaced %s; `undo` learns them again\n", was);
     return out_table_to(out, args_str(a, "to"), t);
 }
 

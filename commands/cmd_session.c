@@ -113,10 +113,10 @@ static int cmd_undo(Session *s, const Args *a, Out *out) {
 
 static const char SAVE_HELP[] =
     "save session FILE writes a command file that `run FILE` (or `attnlab FILE`) replays into\n"
-    "the same state: every setting, each loaded model (`load PATH as NAME`), its calibration (a\n"
-    "`calibrate` of exactly the windows it holds, an interrupted one's too, or `calib load`), the\n"
-    "commands of its transformations (each stack oldest first, so `undo` works after the replay\n"
-    "too), and `use` of the current model. Relative paths in those commands are as typed: replay\n"
+    "the same state: every setting, each loaded model (`load PATH as NAME`), the commands of its\n"
+    "transformations (each stack oldest first, so `undo` works after the replay too) with its\n"
+    "calibration where it was made among them (a `calibrate` of exactly the windows it holds, an\n"
+    "interrupted one's too, or `calib load`), and `use` of the current model. Relative paths in those commands are as typed: replay\n"
     "from the same folder.";
 
 /* Appends a line to the growing text. */
@@ -143,21 +143,25 @@ static int save_model(Session *s, Model *m, char **buf, size_t *n, size_t *cap) 
     free(wn);
     int rc = q ? text_add(buf, n, cap, q) : AL_ERR;
     free(q);
-    char *cal = rc ? NULL : ws_calib_replay_line(s, m);       /* the calibration as it is (interrupted too) */
-    if (cal) rc = text_add(buf, n, cap, cal);
-    free(cal);
-    Notes *l = ws_peek(s, &notes_slot);
-    for (const Note *k = l ? l->head : NULL; !rc && k; k = k->next)
-        if (k->m == m && strncmp(k->path, "calib", 5) != 0) rc = text_add(buf, n, cap, k->line);
     const Xform *v[256];
     size_t nx = 0;
     for (const Xform *x = xform_list(s); x && nx < 256; x = x->next)
         if (x->src == m) v[nx++] = x;
+    unsigned long after;                    /* the calibration as it is (interrupted too), before the */
+    char *cal = ws_calib_replay_line(s, m, &after);      /* transformations made after it */
+    size_t at = 0;                          /* v[at - 1] and older were made before it */
+    while (at < nx && v[nx - 1 - at]->serial <= after) at++;
+    if (cal && !rc && !at) rc = text_add(buf, n, cap, cal);
+    Notes *l = ws_peek(s, &notes_slot);
+    for (const Note *k = l ? l->head : NULL; !rc && k; k = k->next)
+        if (k->m == m && strncmp(k->path, "calib", 5) != 0) rc = text_add(buf, n, cap, k->line);
     for (size_t i = nx; !rc && i-- > 0;) {
         const char *c;
         for (size_t j = 0; !rc && (c = xform_stack_cmd(v[i], j)); j++)
             if (*c) rc = text_add(buf, n, cap, c);
+        if (cal && !rc && nx - i == at) rc = text_add(buf, n, cap, cal);
     }
+    free(cal);
     return rc;
 }
 

@@ -11,6 +11,7 @@
 #include "registry.h"
 #include "workspace.h"
 #include "ws_lm.h"
+#include "xform.h"
 
 void ws_calib_drop_eval(CalibState *c) {
     for (int k = 0; k < KQ_NMETHODS; k++) { free(c->errs[k]); c->errs[k] = NULL; }
@@ -104,18 +105,20 @@ static void say_replaced(const CalibState *c, Out *out) {
     if (*what) out_printf(out, "dropped %s: replaced by these statistics\n", what);
 }
 
-void ws_calib_set(CalibState *c, CalibStats *st, const char *file, Out *out) {
+void ws_calib_set(CalibState *c, CalibStats *st, const char *file, unsigned long after, Out *out) {
     say_replaced(c, out);
     ws_calib_drop_all(c);
     c->st = st;
     c->loaded = al_strdup(file);
+    c->after = after;
 }
 
 /* v as one word of a command line: quoted when it holds a space, a quote, ';' or '#', or is empty. */
 static char *word(const char *v) { return al_asprintf(!*v || strpbrk(v, " \t;\"'#") ? "\"%s\"" : "%s", v); }
 
-char *ws_calib_replay_line(const Session *s, const Model *m) {
+char *ws_calib_replay_line(const Session *s, const Model *m, unsigned long *after) {
     const CalibState *c = find(s, m);
+    *after = c ? c->after : 0;
     if (!c || !c->st || (!c->loaded && !c->text)) return NULL;
     char *w = word(c->loaded ? c->loaded : c->text), *line = NULL;
     if (w && c->loaded) line = al_asprintf("calib load %s", w);
@@ -234,11 +237,14 @@ int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *r
         return rc;
     }
     if (rc != AL_OK && rc != AL_INTERRUPTED) return rc;
+    const Xform *newest = xform_newest(s, m, NULL);
+    unsigned long after = newest ? newest->serial : 0;
     say_replaced(c, out);
     ws_calib_drop_all(c);
     CalibState *next = c->next;
     *c = fresh;
     c->next = next;
+    c->after = after;
     if (rc == AL_INTERRUPTED) {
         c->req.samples = c->count;        /* what was run: a replay (ws_calib_replay_line) runs the same windows */
         out_printf(out, "interrupted: the calibration of %s is the %zu whole window%s run (every layer the same; "

@@ -42,6 +42,8 @@ typedef struct CalibState {
     char eval_on[256];              /* which windows the last evaluation ran on (ws_calib_eval_tokens) */
     size_t eval_seqs;
     char *loaded;                   /* the file `calib load` read st from (owned), or NULL */
+    unsigned long after;            /* the serial of m's newest transformation when st was made (0:
+                                       none): `save session` replays st before the later ones */
     struct CalibState *next;        /* the workspace's next model */
 } CalibState;
 
@@ -56,15 +58,15 @@ int ws_calib_need(Session *s, CalibState **out);
 void ws_calib_drop_eval(CalibState *c);
 void ws_calib_drop_proj(CalibState *c);
 void ws_calib_drop_all(CalibState *c);
-/* Makes st (taken over, read from file) the statistics of c's model, with nothing else (`calib
- * load`), saying on
+/* Makes st (taken over, read from file; after: CalibState.after) the statistics
+ * of c's model, with nothing else (`calib load`), saying on
  * out in one line what it replaced and dropped (nothing when there was nothing). */
-void ws_calib_set(CalibState *c, CalibStats *st, const char *file, Out *out);
+void ws_calib_set(CalibState *c, CalibStats *st, const char *file, unsigned long after, Out *out);
 /* The command that rebuilds m's calibration when a session is replayed (`save session`):
  * `calibrate TEXT|ids FILE samples N seqlen L split S inputs on|off` with N the windows run (an
  * interrupted calibrate's too), or `calib load FILE`; NULL when m has none (or out of memory).
- * Caller frees. */
-char *ws_calib_replay_line(const Session *s, const Model *m);
+ * *after: CalibState.after (0 when none). Caller frees. */
+char *ws_calib_replay_line(const Session *s, const Model *m, unsigned long *after);
 /* What c holds that a replacement drops ("the calibration of M (N tokens of F) and its kvsvd learn
  * projections (K-SVD, KQ-SVD)"), or "" when it holds no statistics. */
 void ws_calib_describe(const CalibState *c, char *buf, size_t cap);

@@ -31,14 +31,15 @@ typedef struct {
 /* Resolves the keywords of PARAM_TMLA_STATS for model m: `calib FILE` / `ids FILE` runs
  * `calibrate` on the text's training windows (up to `samples` of `seqlen`, attention inputs kept:
  * core/calib.h's G_X and S_X), which becomes the session's calibration of m (unless it already is
- * that one; a replaced one is said, an interrupted run leaves it as it was), else the session's calibration is used when it kept the attention input; `stats
- * weights` forces the weight-based PCAs (a given text then only serves the perplexity), `stats act`
- * fails without statistics. Perplexity: `eval FILE` / `eval-ids FILE` (a held-out text), else the
- * calibration text (ws_calib_text: none after `calib load`) -- by default its validation split
- * (held out: the last tenth of the windows, from its first window to the end), `split train` the
- * calibrated windows themselves (in-sample); a text without a validation window falls back to
- * in-sample, said in ppl_on. need_text: an error when there is none. Narrates on out what it
- * computes. Release with ws_tmla_stats_release. */
+ * that one; a replaced one is said, an interrupted run leaves it as it was), else the session's
+ * calibration is used when it kept the attention input; `stats weights` forces the weight-based
+ * PCAs (a given text then only serves the perplexity), `stats act` fails without statistics.
+ * Perplexity: `eval FILE` / `eval-ids FILE` (a held-out text), else the calibration text
+ * (ws_calib_text: none after `calib load`) -- by default its validation split (held out: the last
+ * tenth of the windows, from its first window to the end), `split train` the calibrated windows
+ * themselves (in-sample); a text without a validation window falls back to in-sample, said in
+ * ppl_on. need_text: an error when there is none. Narrates on out what it computes. Release with
+ * ws_tmla_stats_release. */
 int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
 /* The same for a figure: `calib FILE` / `ids FILE` statistics are the figure's own (kept in u,
  * said so), and the session's calibration is neither replaced nor touched (an interrupted run

@@ -68,8 +68,9 @@ int xform_add(Session *s, const XformKind *k, Model *src, void *data) {
         else q = &o->next;
     }
     const Args *a = cmd_running();
+    static unsigned long serial;
     *x = (Xform){.kind = k, .src = src, .data = data, .cmd = a ? args_line(a) : NULL, .replaced = under,
-                 .next = l->head};
+                 .next = l->head, .serial = ++serial};
     l->head = x;
     return AL_OK;
 }

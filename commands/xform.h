@@ -94,6 +94,7 @@ struct Xform {
     char *cmd;             /* the command line that made it (args_line), owned; NULL if unknown */
     Xform *replaced;       /* the older one of the same kind and source it replaced (undo restores it) */
     Xform *next;           /* the next older one */
+    unsigned long serial;  /* creation order (1, 2, ...): what was made before or after it */
 };
 
 /* Adds a transformation of src (data taken over, freed on failure too), newest; one of the same

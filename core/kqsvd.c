@@ -481,7 +481,7 @@ static int attend(KqEval *ev, size_t T, const float *Q, size_t ldq, const float 
     AttnJob j = {.Q = Q, .K = K, .V = V, .ldq = ldq, .ldk = ldk, .ldv = ldv, .T = T,
                  .m = (size_t)calib_group(sh), .d = (size_t)sh->d_qk, .dv = (size_t)sh->d_v, .H = (size_t)sh->n_heads,
                  .scale = scale, .window = window, .softcap = ev->m ? ev->m->cfg.attn_softcap : 0, .out = out, .scores = ev->scores};
-    if (T * T >= 4096 && ev->workers > 1) return lin_sweep((size_t)sh->n_heads, ev->workers, attn_task, &j);
+    if (T * T >= 4096 && ev->workers > 1) return lin_sweep_all((size_t)sh->n_heads, ev->workers, attn_task, &j);
     for (size_t h = 0; h < (size_t)sh->n_heads; h++) attn_task(h, 0, &j);
     return AL_OK;
 }
@@ -682,6 +682,7 @@ int kq_eval_run(KqEval *ev, Model *m, Forward *f, const int *tokens, size_t nseq
         ev->window[l] = fwd_attn_window(f, (int)l);
     }
     ev->run_T = seqlen;
-    FwdHooks h = {.mask = FWD_Q_ROPE | FWD_K_ROPE | FWD_V | FWD_ATTN_OUT, .fn = eval_hook, .ud = ev, .chunk = 0};
+    FwdHooks h = {.mask = FWD_Q_ROPE | FWD_K_ROPE | FWD_V | FWD_ATTN_OUT, .fn = eval_hook, .ud = ev, .chunk = 0,
+                  .whole_seqs = true};      /* Ctrl-C after a whole sequence: every layer averages the same ones */
     return fwd_run_hooked(f, &h, tokens, nseq, seqlen);
 }

@@ -129,7 +129,8 @@ int kq_eval_layer(KqEval *ev, int layer, size_t T, const float *Q, size_t ldq, c
                   const float *attn_ref, size_t ld_ref);
 
 /* Runs nseq sequences of seqlen tokens through f with hooks and evaluates every layer of each
- * (W_O read from m). Progress "sequence"; Ctrl-C keeps the sequences done (per layer). */
+ * (W_O read from m). Progress "sequence"; Ctrl-C stops after the current sequence, keeping the
+ * sequences done: every layer has averaged the same ones. */
 int kq_eval_run(KqEval *ev, Model *m, Forward *f, const int *tokens, size_t nseq, size_t seqlen);
 
 /* Averaged errors of set s at layer L. */

@@ -41,6 +41,10 @@ want="dropped the calibration of a (4 windows, 128 tokens of story.txt) and its 
 [ "$(grep -c -F -- "$want" out.txt)" = 1 ] || fail "the replacement is said once: [$(grep -i 'dropped\|replaced' out.txt)]"
 [ "$(grep -c 'dropped' out.txt)" = 1 ] || fail "only the second calibrate of a drops something: [$(grep dropped out.txt)]"
 [ "$(col ib.csv 0 3)" = 2 ] || fail "b's calibration after a's second: [$(cat ib.csv 2>&1)]"
+run -e "$A; calibrate story.txt seqlen 32 samples 4; kvsvd learn all rank 3; kvsvd eval; kvsvd learn kqsvd rank 2; kvsvd learn eigen rank 2"
+[ "$(grep -c '^replaced' out.txt)" = 2 ] &&
+  grep -q -F "replaced the earlier KQ-SVD projections of a and their kvsvd eval errors; \`undo\` learns them again" out.txt ||
+  fail "a second kvsvd learn says what it replaced: [$(grep replaced out.txt)]"
 run -e "$A; calibrate story.txt seqlen 32 samples 4; calib save s4.safetensors; calibrate story.txt seqlen 16 samples 2; calib load s4.safetensors to il.csv"
 grep -q -F "dropped the calibration of a (2 windows, 32 tokens of story.txt): replaced by these statistics" out.txt ||
   fail "calib load says what it replaced: [$(grep -i 'dropped\|loaded' out.txt)]"
@@ -61,6 +65,15 @@ run -e "$A; calibrate story.txt seqlen 32 samples 4; $HF; calibrate story.txt se
 run -e "run sess.txt; use a; calib info to ra.csv; use b; calib info to rb.csv"
 [ "$(rc)" = 0 ] || fail "session replay: rc $(rc): $(tail -3 err.txt)"
 [ "$(col ra.csv 0 3),$(col rb.csv 0 3)" = "4,2" ] || fail "replayed calibrations: [$(cat ra.csv rb.csv 2>&1)]"
+
+# ... in its place among the transformations: a calibrate after `convert mla ... calib` (which
+# calibrated on other windows) and before `kvsvd learn` is replayed between them.
+run -e "$A; convert mla kv-rank 16 calib story.txt seqlen 16 samples 4; calibrate story.txt seqlen 32 samples 3; kvsvd learn all rank 2; save session so.txt"
+run -e "run so.txt; calib info to ro.csv; export po"
+[ "$(rc)" = 0 ] || fail "ordered replay: rc $(rc): $(tail -3 err.txt)"
+[ "$(col ro.csv 0 3),$(col ro.csv 0 2)" = "3,96" ] || fail "replayed calibration after convert mla calib: [$(cat ro.csv 2>&1)] from [$(grep -v '^set' so.txt)]"
+grep -Eq '"tokens":[[:space:]]*96,' po/kvsvd_manifest.json 2>/dev/null ||
+  fail "kvsvd learn replayed on the 96-token calibration: [$(head -c 400 po/kvsvd_manifest.json 2>&1)]"
 
 # The interrupts land at random points of the calibration of big.txt: SLOW = 1500 windows of 64
 # tokens, timed once uninterrupted (DUR ms), each run killed within its 25-65 %.
@@ -103,6 +116,22 @@ run -e "run sp.txt; calib info to rp.csv"
 same_counts sp.csv && [ "$(col sp.csv 4 3)" -lt 1500 ] || fail "interrupted calibrate: [$(cut -d, -f1-3 sp.csv | tr '\n' ' ')]"
 [ "$(cut -d, -f1-3 rp.csv)" = "$(cut -d, -f1-3 sp.csv)" ] ||
   fail "replayed calibration: [$(cut -d, -f1-3 rp.csv | tr '\n' ' ')] vs [$(cut -d, -f1-3 sp.csv | tr '\n' ' ')]: $(grep calib sp.txt)"
+
+# 5c. Ctrl-C in kvsvd eval: the errors kept average the same whole windows in every layer -- the
+# table equals an uninterrupted evaluation of as many windows.
+EV="$A; calibrate story.txt seqlen 64 samples 4; kvsvd learn all rank 3; kvsvd eval text big.txt seqlen 64"
+t0=$(now_ms)
+"$B" -e "$EV samples 300" >/dev/null 2>&1
+DUR=$(($(now_ms) - t0))
+for t in 1 2 3; do
+    rm -f ev.csv ew.csv
+    "$B" -e "$EV samples 300 to ev.csv" >out.txt 2>&1 &
+    at_random $!
+    k=$(sed -n 's/^\([0-9]*\) sequences in .* -- interrupted;.*/\1/p' out.txt)
+    [ -n "$k" ] && [ "$k" -gt 0 ] && [ "$k" -lt 300 ] || { fail "eval try $t: not interrupted: [$(grep -i 'sequences\|interrupt' out.txt)]"; continue; }
+    "$B" -e "$EV samples $k to ew.csv" >/dev/null 2>&1
+    cmp -s ev.csv ew.csv || fail "eval try $t: interrupted after $k windows, the table is not $k windows': $(diff ev.csv ew.csv | head -4 | tr '\n' ' ')"
+done
 
 # 6. Ctrl-C in a figure's calib FILE or in convert mla's: the calibration found stays.
 interrupt "$A
