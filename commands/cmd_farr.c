@@ -22,6 +22,7 @@
 #include "tpa.h"
 #include "seeds.h"
 #include "workspace.h"
+#include "ws_check.h"
 #include "ws_lm.h"
 #include "xform.h"
 
@@ -655,10 +656,13 @@ static const char *grouped(char *buf, size_t cap, size_t v) {
 }
 
 /* Per layer: ranks, parameters, energy, error and the KV cache in the one unit (K+V values per
- * token in that layer; the total row: their mean over the truncated layers). */
+ * token in that layer; the total row: their mean over the truncated layers). The error is the
+ * fused map's, ||VO - (VO)_r|| / ||VO||, named as every error column: vo_err_max / qk_err_max. */
 static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
+    char err_col[16];
+    snprintf(err_col, sizeof err_col, "%s_err_max", farr_kind_name(p->opts.kind));
     Table *t = table_new(10, "layer", "rank_min", "rank_max", "params_before", "params_after", "energy_min",
-                         "energy_mean", "rel_err_max", "kv_before", "kv_after");
+                         "energy_mean", err_col, "kv_before", "kv_after");
     if (!t) return NULL;
     size_t kv = cfg_kv_values(c), nl = (size_t)(p->hi - p->lo + 1);
     for (int L = p->lo; L <= p->hi; L++) {
@@ -688,7 +692,9 @@ static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
 }
 
 static Table *truncate_head_table(const FarrPlan *p, const ModelConfig *c) {
-    Table *t = table_new(6, "layer", "head", "kv_head", "rank", "energy", "rel_err");
+    char err_col[16];
+    snprintf(err_col, sizeof err_col, "%s_err", farr_kind_name(p->opts.kind));
+    Table *t = table_new(6, "layer", "head", "kv_head", "rank", "energy", err_col);
     if (!t) return NULL;
     for (int L = p->lo; L <= p->hi; L++)
         for (int h = 0; h < c->n_heads; h++) {
@@ -897,24 +903,17 @@ static int farr_layer_err(Model *m, const AttnLayer *W, int layer, const Mat *X,
     return rc;
 }
 
-/* Perplexity before / after on the session's held-out text of m, or a line saying there is none. */
-static int farr_check_ppl(Session *s, const Xform *x, Out *out) {
-    const int *ids;
-    size_t n, L;
-    char on[512];
+/* Perplexity before / after on the check's text (`text FILE`, else the held-out windows of the
+ * session's calibration text of the source: ws_check_text), or a line saying there is none. */
+static int farr_check_ppl(Session *s, const Xform *x, const Args *a, Out *out) {
+    CheckText t;
     Forward *f = NULL;
-    FwdPpl b, w;
-    if (!xform_heldout(s, x->src, 4096, &ids, &n, &L, on, sizeof on)) {
-        out_printf(out, "perplexity: none (the session has no calibration text of %s: `calibrate FILE` gives held-out "
-                   "windows; `ppl FILE` measures the working copy on any text)\n", x->src->name);
-        return AL_OK;
-    }
-    int rc = lm_forward(s, x->src, &f);
-    if (rc == AL_OK) rc = xform_ppl_pair(s, x, f, ids, n, L, &b, &w);
-    if (rc == AL_OK)
-        out_printf(out, "perplexity on %zu tokens of %s: %.6g before, %.6g after (%+.2f%%; log %.5f -> %.5f)\n",
-                   w.tokens, on, exp(b.nll),
-                   exp(w.nll), 100.0 * (exp(w.nll - b.nll) - 1), b.nll, w.nll);
+    FwdPpl b = {0}, w = {0};
+    int rc = ws_check_text(s, x->src, a, &t);
+    if (rc == AL_OK && t.ids) rc = lm_forward(s, x->src, &f);
+    if (rc == AL_OK && t.ids) rc = xform_ppl_pair(s, x, f, t.ids, t.n, t.seqlen, &b, &w);
+    if (rc == AL_OK) ws_check_ppl_line(out, &t, w.tokens, b.nll, w.nll, "the working copy, in the session");
+    ws_check_text_free(&t);
     return rc;
 }
 
@@ -955,7 +954,7 @@ static int farr_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     }
     mat_free(X);
     free(pos);
-    if (rc == AL_OK) rc = farr_check_ppl(s, x, out);
+    if (rc == AL_OK) rc = farr_check_ppl(s, x, a, out);
     if (rc != AL_OK) { table_free(t); return rc; }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
     rc = out_table_to(out, args_str(a, "to"), t);

@@ -84,31 +84,29 @@ const Param cmd_tpa_convert_kw[] = {
 };
 
 /* Perplexity before (the loaded model) and after (the converted layers swapped into its forward
- * pass) on the validation windows of the session's calibration text of m (xform_heldout), as `convert
- * mla` reports it; a line saying there is none otherwise. A failure is a warning: the conversion
- * stands. */
+ * pass) on the validation windows of the session's calibration text of m (ws_check_heldout), as
+ * `convert mla` and `check` report it; a line saying there is none otherwise. A failure is a
+ * warning: the conversion stands. */
 static int report_ppl(Session *s, Model *m, Out *out) {
-    const int *ids;
-    size_t n, L;
-    char on[512];
+    CheckText t;
     Forward *f = NULL;
-    FwdPpl b, w;
+    FwdPpl b = {0}, w = {0};
     const Xform *x = xform_newest(s, m, &cmd_tpa_xform);
-    if (!x || !xform_heldout(s, m, 4096, &ids, &n, &L, on, sizeof on)) {
+    if (!x) return AL_OK;
+    int rc = ws_check_heldout(s, m, &t);
+    if (rc == AL_OK && !t.ids) {
         out_printf(out, "perplexity: none (the session has no calibration text of %s: `calibrate FILE` first gives "
                    "held-out windows; `ppl FILE` measures the conversion on any text)\n", m->name);
         return AL_OK;
     }
-    int rc = lm_forward(s, m, &f);
-    if (rc == AL_OK) rc = xform_ppl_pair(s, x, f, ids, n, L, &b, &w);
-    if (rc == AL_INTERRUPTED) return rc;
+    if (rc == AL_OK) rc = lm_forward(s, m, &f);
+    if (rc == AL_OK) rc = xform_ppl_pair(s, x, f, t.ids, t.n, t.seqlen, &b, &w);
     if (rc == AL_OK)
-        out_printf(out, "perplexity on %zu tokens of %s: %.6g before, %.6g after (%+.2f%%; log %.5f -> %.5f), after = "
-                   "the converted layers swapped in memory, run by the forward pass\n", w.tokens, on, exp(b.nll), exp(w.nll),
-                   100.0 * (exp(w.nll - b.nll) - 1), b.nll, w.nll);
-    else
+        ws_check_ppl_line(out, &t, w.tokens, b.nll, w.nll, "the converted layers swapped in memory, run by the forward pass");
+    else if (rc != AL_INTERRUPTED)
         out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
-    return AL_OK;
+    ws_check_text_free(&t);
+    return rc == AL_INTERRUPTED ? rc : AL_OK;
 }
 
 /* Adds a number cell, null when not finite. */

@@ -167,6 +167,11 @@ int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t) {
         snprintf(t->on, sizeof t->on, "%zu tokens of %s (given), windows of %zu", t->n, file, t->seqlen);
         return AL_OK;
     }
+    return ws_check_heldout(s, src, t);
+}
+
+int ws_check_heldout(Session *s, Model *src, CheckText *t) {
+    memset(t, 0, sizeof *t);
     CalibText ct;
     size_t first, count;
     if (!ws_calib_text(s, src, &ct)) {

@@ -54,6 +54,9 @@ int ws_check_tokens(Session *s, Model *m, const char *file, int **ids, size_t *n
 /* `text FILE` (a's keyword), else the validation windows of the session's calibration text of
  * src, else none (t->ids NULL, t->on says how to get one). Free with ws_check_text_free. */
 int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t);
+/* The validation windows of the session's calibration text of src (as `convert mla` measures its
+ * perplexity), else none (t->ids NULL, t->on says how to get one): ws_check_text without `text`. */
+int ws_check_heldout(Session *s, Model *src, CheckText *t);
 void ws_check_text_free(CheckText *t);
 /* The perplexity line: before (src) and after (`after`: what ran) on t, or the line saying there
  * is none. */

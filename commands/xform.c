@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "workspace.h"
-#include "ws_calib.h"
 
 typedef struct {
     Xform *head;
@@ -224,27 +223,6 @@ const Xform *xform_measured(Session *s, Model *m, bool source, const char *verb,
                  "runs (%s)", verb, m->name, x->cmd && *x->cmd ? x->cmd : x->kind->name,
                  x->kind->no_attn ? x->kind->no_attn : "not implemented for it");
     return x;
-}
-
-bool xform_heldout(Session *s, const Model *m, size_t max_tokens, const int **ids, size_t *n, size_t *seqlen,
-                   char *on, size_t cap) {
-    CalibText ct;
-    size_t f, cnt, L;
-    if (!ws_calib_text(s, m, &ct) || !(L = ct.req.seqlen) || calib_windows(ct.n, L, CALIB_VALID, 0, &f, &cnt) != AL_OK) {
-        al_err_clear();
-        return false;
-    }
-    size_t lo = f * L, hi = ct.n, c0 = ct.first * L, c1 = (ct.first + ct.count) * L;
-    bool cal = c1 > c0 && lo < c1 && c0 < hi;          /* the calibration ran on these windows */
-    if (hi - lo > max_tokens) hi = lo + max_tokens;
-    if (hi - lo < 2) return false;
-    *ids = ct.ids + lo;
-    *n = hi - lo;
-    *seqlen = L;
-    snprintf(on, cap, "%s (its validation split, tokens %zu-%zu, %s), windows of %zu",
-             ct.req.text ? ct.req.text : "the calibration text", lo, hi - 1,
-             cal ? "in-sample: the calibration ran on them" : "held out: not calibrated on", L);
-    return true;
 }
 
 int xform_ppl_pair(Session *s, const Xform *x, Forward *f, const int *ids, size_t n, size_t L, FwdPpl *before,

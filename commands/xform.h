@@ -146,13 +146,6 @@ const char *xform_made_by(const Xform *x, char *buf, size_t cap);
  * model)" or the reason the newest one cannot run. */
 const Xform *xform_measured(Session *s, Model *m, bool source, const char *verb, bool *runs, char *headline,
                             size_t cap);
-/* Held-out tokens for perplexities before / after a transformation of m: the validation windows
- * (core/calib.h calib_windows, CALIB_VALID) of the session's calibration text of m at its seqlen,
- * at most max_tokens of them. false (nothing set) when the session has no such text (no
- * calibration text of m, statistics loaded from a file, or no validation window): then no
- * perplexity is printed -- never one on random tokens. on (cap bytes) says which tokens. */
-bool xform_heldout(Session *s, const Model *m, size_t max_tokens, const int **ids, size_t *n, size_t *seqlen,
-                   char *on, size_t cap);
 /* Perplexity of x->src on ids[0..n) (windows of L) by f as it is (before) and with x's layers
  * swapped in (after); f is left without overrides. */
 int xform_ppl_pair(Session *s, const Xform *x, Forward *f, const int *ids, size_t n, size_t L, FwdPpl *before,

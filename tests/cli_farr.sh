@@ -43,7 +43,7 @@ if "$B" -e "load demo-llama; truncate qk tau 0.99" >/dev/null 2>err.txt; then fa
 # ---- truncate + export + reload
 "$B" -e "load demo-r1-f32; truncate vo rank 4 policy model-max to tr.csv; truncate qk rank 8 policy model-max; export out1" \
   >out.txt 2>err.txt || fail "truncate/export: $(cat err.txt)"
-[ "$(head -1 tr.csv)" = "layer,rank_min,rank_max,params_before,params_after,energy_min,energy_mean,rel_err_max,kv_before,kv_after,total" ] \
+[ "$(head -1 tr.csv)" = "layer,rank_min,rank_max,params_before,params_after,energy_min,energy_mean,vo_err_max,kv_before,kv_after,total" ] \
   || fail "truncate header: $(head -1 tr.csv)"
 grep -q "^,4,4,638976,79872,.*,true$" tr.csv || fail "truncate totals: $(tail -1 tr.csv)"
 grep -q "format hf" out.txt || fail "export format: $(cat out.txt)"

@@ -96,9 +96,9 @@ run -e "load $HF as s; truncate vo rank 4; check to c1.csv; calibrate $TXT seqle
 awk -F, 'NR > 1 && !($2 == 0 && $3 > 0.3 && $3 < 0.9) { bad = 1 } END { exit bad }' c1.csv ||
     fail "VO truncation errors (scores exact, outputs 0.3-0.9): [$(cat c1.csv)]"
 grep -q "^check of s with truncate vo rank 4 (FaRR working copy)" out.txt || fail "check headline: [$(cat out.txt)]"
-grep -q "perplexity: none (the session has no calibration text" out.txt || fail "check without text: [$(cat out.txt)]"
+grep -q "perplexity: not measured (no text: give text FILE, or calibrate s on a text first)" out.txt || fail "check without text: [$(cat out.txt)]"
 grep -qi "random tokens: perplexity" out.txt && fail "perplexity on random tokens: [$(cat out.txt)]"
-grep -q "perplexity on 104 tokens of .*tinystory.txt (its validation split, tokens 1024-1129, held out: not calibrated on), windows of 64: 3.91245 before, 10\.[0-9]* after" out.txt ||
+grep -q "perplexity on 104 tokens, held out (the validation split of .*tinystory.txt, tokens 1024-1129), windows of 64: 3.91245 before (source), 10\.[0-9]* after (the working copy, in the session)" out.txt ||
     fail "check perplexity before/after: [$(cat out.txt)]"
 
 # 6. convert tpa reports perplexity before / after on the held-out windows, and `ppl` of the same
@@ -110,7 +110,7 @@ tr ' ' '\n' <all.ids | sed -n '1025,1130p' | tr '\n' ' ' >valid.ids
 run -e "load $HF as s; calibrate $TXT seqlen 64; convert tpa kv-rank 2; ppl ids valid.ids seqlen 64 to t1.csv;
 convert mla kv-rank 8; ppl ids valid.ids seqlen 64 to m1.csv"
 [ "$(rc)" = 0 ] || fail "convert + ppl: rc $(rc): $(cat err.txt)"
-tpa_after=$(sed -n 's/^perplexity on 104 tokens of .*: 3.91245 before, \([0-9.]*\) after .*the converted layers swapped in memory.*/\1/p' out.txt)
+tpa_after=$(sed -n 's/^perplexity on 104 tokens, held out .*: 3.91245 before (source), \([0-9.]*\) after (the converted layers swapped in memory.*/\1/p' out.txt)
 [ -n "$tpa_after" ] || fail "convert tpa perplexity line: [$(cat out.txt)]"
 awk -F, -v p="$tpa_after" 'END { d = exp($2) / p - 1; exit !(d < 1e-5 && d > -1e-5) }' t1.csv ||
     fail "ppl after convert tpa [$(cat t1.csv)] is not its report's $tpa_after"
