@@ -359,6 +359,29 @@ static int kv_gpt2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const
     return rc;
 }
 
+/* The MoE keys convert_hf_to_gguf.py writes for deepseek2 (DeepseekV2Model and TextModel's MoE
+ * keys), also for a dense-only model (then expert_count 0, expert_weights_scale 1): llama.cpp
+ * b5415 .. b6845 (node-llama-cpp 3.8.1 .. 3.14.2) require expert_weights_scale and
+ * expert_shared_count and refuse the file without them. gguf-py's gating: softmax 1, sigmoid 2. */
+static int kv_ds2_moe(GgufWriter *w, const ModelConfig *c, const GgufArch *a) {
+    const MoeSpec *m = &c->moe;
+    int ffn = m->n_experts > 0 && m->expert_ffn > 0 ? m->expert_ffn : c->intermediate;
+    int rc = gguf_set_u32(w, gguf_arch_key(a, "expert_feed_forward_length"), (uint32_t)ffn);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_count"), (uint32_t)(m->n_experts > 0 ? m->n_experts : 0));
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_used_count"), (uint32_t)(m->n_experts > 0 ? m->top_k : 0));
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_shared_count"), (uint32_t)(m->n_shared > 0 ? m->n_shared : 0));
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "expert_weights_scale"),
+                               (float)(m->routed_scaling > 0 ? m->routed_scaling : 1.0));
+    if (!rc) rc = gguf_set_bool(w, gguf_arch_key(a, "expert_weights_norm"), m->norm_topk_prob);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_gating_func"), m->sigmoid ? 2u : 1u);
+    /* group counts only with experts: llama.cpp asserts expert_group_count 0 when expert_count is 0 */
+    if (!rc && m->n_experts > 0 && m->n_group > 0)
+        rc = gguf_set_u32(w, gguf_arch_key(a, "expert_group_count"), (uint32_t)m->n_group);
+    if (!rc && m->n_experts > 0 && m->topk_group > 0)
+        rc = gguf_set_u32(w, gguf_arch_key(a, "expert_group_used_count"), (uint32_t)m->topk_group);
+    return rc;
+}
+
 static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
     int rc = kv_common(w, c, tree, a);
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.head_count_kv"), 1);   /* MLA runs as MQA over the latent */
@@ -370,12 +393,13 @@ static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const 
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)c->kv_lora_rank);
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length_mla"), (uint32_t)(c->qk_nope_dim + c->qk_rope_dim));
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length_mla"), (uint32_t)c->v_dim);
-    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_feed_forward_length"), (uint32_t)c->intermediate);
-    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_shared_count"), 0);
+    if (!rc) rc = kv_ds2_moe(w, c, a);
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "rope.dimension_count"), (uint32_t)c->qk_rope_dim);
     const RopeScaling *s = &c->rope_spec.scaling;
-    if (!rc && s->kind == RS_YARN && s->mscale_all_dim > 0)   /* the converter's legacy 0.1 factor */
-        rc = gguf_set_f32(w, gguf_arch_key(a, "rope.scaling.yarn_log_multiplier"), (float)(0.1 * s->mscale_all_dim));
+    /* the converter's legacy 0.1 factor; 0 (every build's default: no mscale) without YaRN, written
+     * because llama.cpp b5415 (node-llama-cpp 3.8.1) requires the key */
+    double lm = s->kind == RS_YARN && s->mscale_all_dim > 0 ? 0.1 * s->mscale_all_dim : 0.0;
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "rope.scaling.yarn_log_multiplier"), (float)lm);
     return rc;
 }
 

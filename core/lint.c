@@ -1097,6 +1097,32 @@ static const char *const GGUF_ARCHS[] = {
 /* A GGUF file, through the validated reader (core/gguf.h): an architecture llama.cpp knows, the
  * metadata keys it requires of every architecture, a vocabulary (llama.cpp refuses a file
  * without one), and the tensors of the architectures attnlab maps (core/gguf_arch.h). */
+/* deepseek2: the keys llama.cpp's loader requires (b5415 .. b6845, node-llama-cpp 3.8.1 .. 3.14.2:
+ * expert_shared_count and expert_weights_scale even for dense models, b5415 also
+ * rope.scaling.yarn_log_multiplier; q_lora_rank unless 27 layers)
+ * and those builds' query path: without a query latent they build q_proj only for 27 layers. */
+static void lint_gguf_ds2(Lint *x, const GgufFile *f) {
+    static const char *const req[] = {"attention.layer_norm_rms_epsilon", "attention.kv_lora_rank",
+                                      "expert_feed_forward_length", "expert_shared_count", "expert_weights_scale",
+                                      "rope.scaling.yarn_log_multiplier", NULL};
+    char key[160];
+    for (size_t i = 0; req[i]; i++) {
+        snprintf(key, sizeof key, "deepseek2.%s", req[i]);
+        if (!gguf_kv_find(f, key))
+            add(x, LINT_ERROR, LT_LLAMACPP, 0, "no metadata key %s: llama.cpp b5415 .. b6845 (node-llama-cpp 3.8.1 .. 3.14.2) "
+                "stop at \"key not found in model\"; convert_hf_to_gguf.py writes it also for dense models", key);
+    }
+    int64_t q = 0, L = 0;
+    if (gguf_get_int(f, "deepseek2.attention.q_lora_rank", &q) != AL_OK) q = 0;
+    if (gguf_get_int(f, "deepseek2.block_count", &L) != AL_OK) L = 0;
+    al_err_clear();
+    if (q == 0 && L != 27)
+        add(x, LINT_WARNING, LT_LLAMACPP, 0, "no query latent (q_lora_rank %s): llama.cpp v0.5.0 (node-llama-cpp 3.22) builds "
+            "its q_proj, but b6845 and older (node-llama-cpp 3.8.1 .. 3.14.2) do so only for 27-layer models (DeepSeek-V2-Lite) "
+            "and stop at \"missing tensor 'blk.0.attn_q_a_norm.weight'\"; convert mla with q-rank for those builds",
+            gguf_kv_find(f, "deepseek2.attention.q_lora_rank") ? "0" : "absent");
+}
+
 static void lint_gguf(Lint *x, const char *path) {
     GgufFile *f = NULL;
     if (gguf_open(path, &f) != AL_OK) {
@@ -1117,6 +1143,7 @@ static void lint_gguf(Lint *x, const char *path) {
         snprintf(key, sizeof key, "%s.%s", arch, keys[i]);
         if (!gguf_kv_find(f, key)) add(x, LINT_ERROR, LT_LLAMACPP, 0, "no metadata key %s, which llama.cpp requires", key);
     }
+    if (arch && !strcmp(arch, "deepseek2")) lint_gguf_ds2(x, f);
     if (!gguf_kv_find(f, "tokenizer.ggml.model") || !gguf_kv_find(f, "tokenizer.ggml.tokens"))
         add(x, LINT_ERROR, LT_LLAMACPP, 0, "no tokenizer.ggml.model / tokenizer.ggml.tokens: llama.cpp loads no model "
             "without its vocabulary");

@@ -76,7 +76,7 @@ typedef struct {
                                  source's eps is not 1e-6. Default (false): rms_norm_eps =
                                  engine_common_eps() (1e-6), so every engine computes the same model;
                                  the model's other RMSNorms then use it too (mla_eps_effect measures
-                                 that, check's notes say it) */
+                                 that, in check's notes) */
     const CheckInputs *check; /* the conversion's report inputs, recorded for `check DIR` (NULL: none) */
 } MlaExportOpts;
 

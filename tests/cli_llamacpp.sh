@@ -12,6 +12,14 @@
 # f16 / bf16 / q8_0 within their rounding (llama.cpp also rounds the activations to the weights'
 # type); llama.cpp tokenizes text with the exported tokenizer metadata as attnlab does (stories260K's
 # llama2.c vocabulary, GPT-2's byte-level BPE) and decodes the same greedy story. Without node (or node-llama-cpp) the test says why and is skipped (exit 77).
+# Two llama.cpp builds (issue 25): the dense and the TransMLA (deepseek2) GGUFs also run in the
+# oldest node-llama-cpp 3.x with deepseek2 MLA, 3.8.1 (llama.cpp b5415, under
+# ${ATTNLAB_NODE_OLD_PREFIX:-~/.local/share/attnlab/node-3.8.1}; skipped with a message when absent):
+# it requires deepseek2.expert_weights_scale / expert_shared_count / rope.scaling.yarn_log_multiplier
+# (written as llama.cpp's converter writes them, also for a dense model) and builds a plain q_proj only for 27 layers, so the MLA
+# export there has a query latent (q-rank); without one it must stop at the q_a_norm tensor, not at
+# a missing key. That build has no raw logits or F32 KV cache option: compared as log-probabilities
+# (tests/llamacpp_logits.mjs) with its F16 KV cache, within 1e-2 and every argmax equal.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-llamacpp shared-cache
@@ -20,6 +28,17 @@ M=${ATTNLAB_MODELS:-$ATTNLAB_SRC/tests/models}
 JS=$ATTNLAB_SRC/tests/llamacpp_logits.mjs
 TG=$(dirname "$T")/test_gguf                 # the unit test's binary doubles as the logits helper
 PREFIX=${ATTNLAB_NODE_PREFIX:-$HOME/.local/share/attnlab/node}
+OLD=${ATTNLAB_NODE_OLD_PREFIX:-$HOME/.local/share/attnlab/node-3.8.1}
+
+# deepseek2 metadata every llama.cpp build reads (checked without node: GGUF keys are plain strings)
+run -e "synth demo-llama dk; load dk; convert mla kv-rank full; export dk.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "MLA GGUF: [$(cat err.txt)]"
+for k in expert_weights_scale expert_shared_count expert_count expert_used_count expert_weights_norm \
+         expert_gating_func expert_feed_forward_length leading_dense_block_count attention.q_lora_rank \
+         rope.scaling.yarn_log_multiplier; do
+    grep -qa "deepseek2\.$k" dk.gguf || fail "MLA GGUF lacks deepseek2.$k"
+done
+grep -qa "deepseek2.expert_group_count" dk.gguf && fail "MLA GGUF: expert_group_count without experts (llama.cpp asserts 0)"
 
 command -v node >/dev/null || { echo "SKIP: node is not installed (scripts/install-deps.sh installs nodejs and node-llama-cpp)"; exit 77; }
 [ -f "$PREFIX/node_modules/node-llama-cpp/dist/index.js" ] \
@@ -28,11 +47,12 @@ command -v node >/dev/null || { echo "SKIP: node is not installed (scripts/insta
 
 IDS="1 5 9 23 7 100 3 44 12 9 8 77 66 55 4 3"
 
-# compare NAME SOURCE GGUF TOL [argmax]: llama.cpp on GGUF against attnlab on SOURCE
+# compare NAME SOURCE GGUF TOL [argmax]: llama.cpp on GGUF against attnlab on SOURCE (the build
+# under $NLC, default the newest)
 compare() {
     local name=$1 src=$2 gguf=$3 tol=$4 line
     "$TG" logits "$src" "$IDS" > "ref_$name.json" 2> err.txt || { fail "$name: attnlab logits: $(cat err.txt)"; return; }
-    line=$(node "$JS" "$gguf" "$IDS" "ref_$name.json" 2> "node_$name.txt")
+    line=$(ATTNLAB_NODE_PREFIX=${NLC:-$PREFIX} node "$JS" "$gguf" "$IDS" "ref_$name.json" 2> "node_$name.txt")
     echo "$name: $line"
     [ -n "$line" ] || { fail "$name: llama.cpp failed: $(tail -5 "node_$name.txt")"; return; }
     awk -v l="$line" -v t="$tol" -v am="${5:-}" 'BEGIN {
@@ -63,6 +83,22 @@ run -e "load dl; convert mla kv-rank full; export mla; load mla; export mla.gguf
 [ "$(rc)" = 0 ] || fail "MLA export: [$(cat err.txt)]"
 compare transmla-f32 mla mla.gguf 1e-4 argmax
 compare transmla-bf16 mla mlab.gguf 1e-1
+
+# a query latent (q-rank): the MLA form every llama.cpp build with deepseek2 MLA runs
+run -e "load dl; convert mla kv-rank full q-rank 256; export mq; load mq; export mq.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "MLA q-rank export: [$(cat err.txt)]"
+compare transmla-qrank-f32 mq mq.gguf 1e-4 argmax
+if [ -f "$OLD/node_modules/node-llama-cpp/dist/index.js" ]; then
+    NLC=$OLD compare old-demo-llama-f32 dl dl.gguf 1e-2 argmax
+    NLC=$OLD compare old-transmla-qrank-f32 mq mq.gguf 1e-2 argmax
+    # without a query latent that build builds q_proj only for 27 layers: it stops at the tensor, not a key
+    ATTNLAB_NODE_PREFIX=$OLD node "$JS" mla.gguf "1 5 9" > node_old_mla.txt 2>&1 \
+        && fail "old llama.cpp ran a q-less deepseek2 of 4 layers: update lint's warning and the README"
+    grep -q "missing tensor 'blk.0.attn_q_a_norm.weight'" node_old_mla.txt && ! grep -q "key not found" node_old_mla.txt \
+        || fail "old llama.cpp on the q-less MLA GGUF: [$(grep -v '^    at' node_old_mla.txt | head -3)]"
+else
+    echo "SKIP part: node-llama-cpp 3.8.1 is not installed under $OLD (scripts/install-deps.sh installs it)"
+fi
 
 # families of issue 12 (synthetic checkpoints): qwen3 (max |dlogit| 2.2e-6 measured), olmo2 (2.7e-6),
 # phi3 without its sliding window (2.9e-6; named p3m: llama.cpp special-cases general.name "phi3"'s

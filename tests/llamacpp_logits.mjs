@@ -4,7 +4,11 @@
 //   node llamacpp_logits.mjs MODEL.gguf --text "TEXT" N  ->  {"tokens": [llama.cpp's ids of TEXT, BOS
 //       first], "greedy": "TEXT continued greedily for N tokens, detokenized by llama.cpp"}
 // With a third argument REF.json ({"logits": [[...]]}, e.g. from `test_gguf logits`), it prints one
-// line instead: "llama.cpp REPO@RELEASE max_abs_diff D max_abs_logit M argmax_agree K/T".
+// line instead: "llama.cpp REPO@RELEASE max_abs_diff D max_abs_logit M argmax_agree K/T mode logits|logprobs".
+// node-llama-cpp before raw logits in controlledEvaluate (3.14.2: `generateNext.logits` unknown, the
+// output empty) gives probabilities instead: at temperature 1 with topK 0 every token's softmax
+// probability; then both sides are compared as log-probabilities (logit - logsumexp, tokens whose
+// reference log-probability is above -60; mode logprobs).
 // node-llama-cpp is found under $ATTNLAB_NODE_PREFIX (default ~/.local/share/attnlab/node, where
 // scripts/install-deps.sh installs it). Exit status 77 when it is not installed.
 import fs from "node:fs";
@@ -25,53 +29,69 @@ const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 2 });
 const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
 // an F32 KV cache (llama.cpp defaults to F16, which alone costs ~1e-3 in the logits) and no flash attention
-const context = await model.createContext({ contextSize: Math.max(64, tokens.length + 8), batchSize: 64,
+const newContext = () => model.createContext({ contextSize: Math.max(64, tokens.length + 8), batchSize: 64,
     flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" });
-const seq = context.getSequence();
+const PROBS = { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } };
+// Every row of ids' next-token scores: raw logits, or log-probabilities on an older node-llama-cpp.
+async function evaluate(ids, last) {
+    let context = await newContext();
+    let res = await context.getSequence().controlledEvaluate(ids.map((t, i) => (!last || i === ids.length - 1
+        ? [t, { generateNext: { logits: true } }] : t)));
+    let mode = "logits";
+    if (!res.some((r) => r?.next?.logits)) {
+        await context.dispose();
+        context = await newContext();
+        res = await context.getSequence().controlledEvaluate(ids.map((t, i) => (!last || i === ids.length - 1
+            ? [t, { generateNext: PROBS }] : t)));
+        mode = "logprobs";
+    }
+    const rows = res.filter((r) => r?.next).map((r) => {
+        const m = mode === "logits" ? r.next.logits : r.next.probabilities;
+        const row = new Array(m ? m.size : 0);
+        if (m) for (const [tok, v] of m) row[tok] = mode === "logits" ? v : Math.log(v);
+        return row;
+    });
+    await context.dispose();
+    return { rows, mode };
+}
+const argmax = (r) => r.reduce((b, v, i) => (v > r[b] ? i : b), 0);
 if (textMode) {
     const [text, n] = process.argv.slice(4);
     const ids = [...model.tokenize(text, true)];
     if (model.tokens.shouldPrependBosToken && model.tokens.bos != null && ids[0] !== model.tokens.bos) ids.unshift(model.tokens.bos);
     const out = [];
-    let input = ids.map((t, i) => (i === ids.length - 1 ? [t, { generateNext: { logits: true } }] : t));
-    for (let k = 0; k < Number(n); k++) {
-        const res = await seq.controlledEvaluate(input);
-        let best = -1, bv = -Infinity;
-        for (const [tok, v] of res[res.length - 1].next.logits) if (v > bv) { bv = v; best = tok; }
-        out.push(best);
-        input = [[best, { generateNext: { logits: true } }]];
+    for (let k = 0; k < Number(n); k++) {      // greedy, each step from the start (tiny models, few tokens)
+        const { rows } = await evaluate([...ids, ...out], true);
+        out.push(argmax(rows[rows.length - 1]));
     }
     process.stdout.write(JSON.stringify({ tokens: ids, greedy: model.detokenize([...ids, ...out]) }) + "\n");
     process.exit(0);
 }
-const nVocab = 0;
-const input = tokens.map((t) => [t, { generateNext: { logits: true } }]);
-const res = await seq.controlledEvaluate(input);
-const logits = res.map((r) => {
-    const m = r?.next?.logits;
-    const row = new Array(m ? m.size : 0);
-    if (m) for (const [tok, v] of m) row[tok] = v;
-    return row;
-});
+const { rows: logits, mode } = await evaluate(tokens, false);
 const release = llama.llamaCppRelease ?? {};
 const version = `${release.repo ?? "llama.cpp"}@${release.release ?? "?"}`;
 const refPath = process.argv[4];
+const logSoftmax = (r) => {
+    const m = Math.max(...r);
+    const z = Math.log(r.reduce((s, v) => s + Math.exp(v - m), 0)) + m;
+    return r.map((v) => v - z);
+};
 if (refPath) {
     const ref = JSON.parse(fs.readFileSync(refPath, "utf8")).logits;
     let diff = 0, big = 0, agree = 0;
-    const argmax = (r) => r.reduce((b, v, i) => (v > r[b] ? i : b), 0);
     for (let t = 0; t < tokens.length; t++) {
-        if (!ref[t] || ref[t].length !== logits[t].length) { diff = Infinity; break; }
-        for (let v = 0; v < ref[t].length; v++) {
-            diff = Math.max(diff, Math.abs(ref[t][v] - logits[t][v]));
-            big = Math.max(big, Math.abs(ref[t][v]));
+        if (!ref[t] || !logits[t] || ref[t].length !== logits[t].length) { diff = Infinity; break; }
+        const a = mode === "logits" ? ref[t] : logSoftmax(ref[t]);
+        for (let v = 0; v < a.length; v++) {
+            if (mode === "logprobs" && a[v] < -60) continue;
+            diff = Math.max(diff, Math.abs(a[v] - logits[t][v]));
+            big = Math.max(big, Math.abs(a[v]));
         }
         agree += argmax(ref[t]) === argmax(logits[t]);
     }
-    process.stdout.write(`llama.cpp ${version} max_abs_diff ${diff} max_abs_logit ${big} argmax_agree ${agree}/${tokens.length}\n`);
+    process.stdout.write(`llama.cpp ${version} max_abs_diff ${diff} max_abs_logit ${big} argmax_agree ${agree}/${tokens.length} mode ${mode}\n`);
 } else {
-    process.stdout.write(JSON.stringify({ llama_cpp: version, n_vocab: logits[0]?.length ?? nVocab, logits }));
+    process.stdout.write(JSON.stringify({ llama_cpp: version, mode, n_vocab: logits[0]?.length ?? 0, logits }));
 }
-await context.dispose();
 await model.dispose();
 await llama.dispose();

@@ -12,6 +12,7 @@
  * names, Mixtral / Qwen3-MoE / DeepSeek experts and routers); and damaged folders (random bytes
  * in config, index and shard header) give a report, never a crash. */
 #include "check.h"
+#include "gguf_convert.h"
 #include "lint.h"
 #include "mla_export.h"
 #include "model.h"
@@ -645,7 +646,21 @@ static void test_lint_check_agree(void) {
             CHECK((v == LINT_DIFFERENT) == differs, "%s, %s: lint says %s but check's column is %.3g against %.3g",
                   k ? "source_eps" : "default", engine_row(e)->name, lint_verdict_name(v), w, own);
         }
-        if (r && k == 0) expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, lint_verdict_of(r, LT_LLAMACPP));
+        if (r && k == 0) {
+            expect_verdicts(r, LINT_LOADS, LINT_LOADS, LINT_LOADS, lint_verdict_of(r, LT_LLAMACPP));
+            /* its GGUF: every deepseek2 key llama.cpp b5415 .. v0.5.0 requires; no query latent: warned */
+            Model *ex = NULL;
+            CHECK_OK(model_open(out, &ex));
+            char *g = al_asprintf("%s/tm.gguf", tmp);
+            GgufExportOpts go = {.dtype = GG_F32};
+            if (ex) CHECK_OK(gguf_export(ex, g, &go, NULL));
+            LintReport *rg = lint(g);
+            CHECK(rg && !finding(rg, LINT_ERROR, "no metadata key"), "the deepseek2 GGUF has every required key");
+            EXPECT(rg, LINT_WARNING, "no query latent (q_lora_rank 0)");
+            lint_report_free(rg);
+            model_free(ex);
+            free(g);
+        }
         if (r && k == 1) {
             expect_verdicts(r, LINT_DIFFERENT, LINT_LOADS, LINT_LOADS, lint_verdict_of(r, LT_LLAMACPP));
             EXPECT(r, LINT_ERROR, "rms_norm_eps is 1e-05 but transformers normalises the MLA latents");
