@@ -409,7 +409,7 @@ static void cfg_common(cJSON *c, int f, dt_type dt) {
         syn_add_num(c, "num_key_value_heads", s->kv);
         add_bool(c, "attention_bias", false);
         syn_add_str(c, "hidden_act", is_gemma(f) ? "gelu_pytorch_tanh" : "silu");
-        syn_add_num(c, "rms_norm_eps", is_gemma(f) || f == SF_QWEN3 || f == SF_QWEN3_MOE || f == SF_OLMO2 ? 1e-6 : 1e-5);
+        syn_add_num(c, "rms_norm_eps", is_gemma(f) || f == SF_QWEN3 || f == SF_QWEN3_MOE || f == SF_OLMO2 || f == SF_DEEPSEEK ? 1e-6 : 1e-5);
     }
 }
 
