@@ -81,6 +81,45 @@ ok "fp8: the added error is printed" has "$out" "F8_E4M3 -> F8_E4M3: added error
 diffs=$(st_cmp "$src" d8 fp8)
 [ -z "$diffs" ] || fail "fp8 export: $diffs"
 
+# ---- fp8, per-head ranks: layer 1 keeps heads 1, 3, 5, 7 whole (rank 32) beside cut heads 0, 2, 4, 6
+# that share their FP8 blocks (4 heads per o_proj column block, 2 per kv_b_proj row block): the
+# whole heads' rows and columns, every K row and both weights' scales are the source's bytes
+out=$(e "load demo-r1; truncate vo tau 0.999 policy head; export h8 format dense dtype fp8; check h8")
+ok "fp8 per head: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
+diffs=$(python3 - "$src" h8 <<'PY'
+import glob, json, os, struct, sys
+def load(d):
+    t = {}
+    for f in sorted(glob.glob(os.path.join(d, '*.safetensors'))):
+        b = open(f, 'rb').read()
+        n = struct.unpack('<Q', b[:8])[0]
+        for k, v in json.loads(b[8:8 + n]).items():
+            if k != '__metadata__':
+                s, e = v['data_offsets']
+                t[k] = b[8 + n + s:8 + n + e]
+    return t
+a, b = load(sys.argv[1]), load(sys.argv[2])
+ranks = json.load(open(os.path.join(sys.argv[2], 'farr_manifest.json')))['truncations'][0]['per_layer'][1]['ranks']
+if ranks != [6, 32] * 4:
+    print('layer 1 ranks', ranks)
+kv, o = 'model.layers.1.self_attn.kv_b_proj.weight', 'model.layers.1.self_attn.o_proj.weight'
+for w in (kv, o):
+    if a[w + '_scale_inv'] != b[w + '_scale_inv']:
+        print(w, 'scales changed')
+row = lambda t, r: t[kv][r * 96:(r + 1) * 96]
+col = lambda t, h: [t[o][i * 256 + h * 32:i * 256 + h * 32 + 32] for i in range(320)]
+for h in range(8):
+    if any(row(a, h * 64 + j) != row(b, h * 64 + j) for j in range(32)):
+        print('head', h, 'K rows changed')
+    whole = h % 2 == 1
+    if whole != all(row(a, h * 64 + 32 + j) == row(b, h * 64 + 32 + j) for j in range(32)):
+        print('head', h, 'V rows', 'changed' if whole else 'unchanged')
+    if whole != (col(a, h) == col(b, h)):
+        print('head', h, 'o_proj columns', 'changed' if whole else 'unchanged')
+PY
+)
+[ -z "$diffs" ] || fail "fp8 per-head export: $diffs"
+
 # ---- every format and dtype of demo-r1 (hf needs one rank over the model), and demo-r1-bf16
 for fmt in hf factors dense; do
     t=$cut
