@@ -164,7 +164,8 @@ static double mat_amax(const Mat *M) {
 static int balance_init(Ctx *x) {
     const ModelConfig *c = x->c;
     head_part part = c->qk_nope_dim > 0 && c->qk_rope_dim > 0 ? PART_NOPE : PART_ALL;
-    for (int k = 0; k < 2 && x->plan[k] && x->dtype_set && x->dtype == DT_F8_E4M3 && x->fmt != EXPORT_HF; k++) {
+    for (int k = 0; k < 2; k++) {
+        if (!x->plan[k] || !x->dtype_set || x->dtype != DT_F8_E4M3 || x->fmt == EXPORT_HF) continue;
         if (!(x->balance[k] = al_malloc3((size_t)c->n_layers, (size_t)c->n_heads, sizeof(float), "balances"))) return AL_ERR;
         for (size_t i = 0; i < (size_t)c->n_layers * (size_t)c->n_heads; i++) x->balance[k][i] = 1.0f;
         head_kind hs = k == FARR_VO ? HK_V : HK_K, hh = k == FARR_VO ? HK_O : HK_Q;

@@ -120,6 +120,32 @@ PY
 )
 [ -z "$diffs" ] || fail "fp8 per-head export: $diffs"
 
+# ---- fp8 of a QK cut (layers 1-3): kv_b_proj's V rows stay the source's bytes in every layer
+out=$(e "load demo-r1; truncate qk tau 0.999 policy head; export q8 format dense dtype fp8; check q8")
+ok "fp8 QK: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
+diffs=$(python3 - "$src" q8 <<'PY'
+import glob, json, os, struct, sys
+def kv(d):
+    t = {}
+    for f in sorted(glob.glob(os.path.join(d, '*.safetensors'))):
+        b = open(f, 'rb').read()
+        n = struct.unpack('<Q', b[:8])[0]
+        for k, v in json.loads(b[8:8 + n]).items():
+            if k.endswith('kv_b_proj.weight'):
+                s, e = v['data_offsets']
+                t[k] = b[8 + n + s:8 + n + e]
+    return t
+a, b = kv(sys.argv[1]), kv(sys.argv[2])
+for k in sorted(a):
+    if a[k] == b[k]:
+        continue
+    for h in range(8):
+        if a[k][(h * 64 + 32) * 96:(h * 64 + 64) * 96] != b[k][(h * 64 + 32) * 96:(h * 64 + 64) * 96]:
+            print(k, 'head', h, 'V rows changed')
+PY
+)
+[ -z "$diffs" ] || fail "fp8 QK export: $diffs"
+
 # ---- every format and dtype of demo-r1 (hf needs one rank over the model), and demo-r1-bf16
 for fmt in hf factors dense; do
     t=$cut
