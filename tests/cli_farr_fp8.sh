@@ -72,6 +72,7 @@ ok "repro: no FAIL" hasnt "$out" "FAIL"
 ok "repro: only layers 2-3 rewritten" has "$out" "115 tensors copied bit for bit, 4 rewritten"
 ok "repro: the export line says what it re-encoded" \
     has "$out" "re-encoded 4 changed tensors (self_attn.kv_b_proj.weight, self_attn.o_proj.weight; layers 2-3) F8_E4M3 -> BF16"
+ok "repro: the export line says the scales went" has "$out" "their _scale_inv dropped and their modules listed in quantization_config.modules_to_not_convert"
 diffs=$(st_cmp "$src" d0 bf16)
 [ -z "$diffs" ] || fail "default (BF16) export: $diffs"
 
