@@ -727,8 +727,11 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
             cJSON_AddNumberToObject(re, "fp8_blocks_kept", (double)r->fp8_blocks_kept);
         }
     }
-    cJSON_AddStringToObject(j, "untouched", "every tensor, row and FP8 block the truncation does not change "
-                            "is the source's bit for bit (layers and heads kept at full rank included)");
+    cJSON_AddStringToObject(j, "untouched", "every tensor the truncation does not change (layers kept at full rank "
+                            "included) is the source's bit for bit; inside a changed tensor the rows and columns it does "
+                            "not change (K rows beside cut V rows, heads kept at full rank) hold the source's values in "
+                            "reencoded.to: its bytes and block scales for F8_E4M3 where the block's scale could stay, "
+                            "exact in F32, rounded in BF16 / F16");
     if (x->c->qkv_bias && !cfg_is_mla(x->c))
         cJSON_AddStringToObject(j, "biases", x->c->o_bias
             ? "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias folded into the output bias"
