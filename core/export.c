@@ -788,6 +788,24 @@ static int write_factors(Ctx *x, CkptWriter *w) {
 
 /* ================================================================ other files */
 
+/* A new modules_to_not_convert list replaces transformers' default one (get_modules_to_not_convert
+ * adds lm_head and tied outputs only when the config lists none): it starts with the source's
+ * unquantized linear weights (2-D, not FP8, not embeddings or norms: lm_head). */
+static void keep_source_linears(const Ctx *x, cJSON *a) {
+    const Store *s = x->m->store;
+    for (size_t i = 0; i < store_count(s); i++) {
+        const char *name = store_name_at(s, i);
+        const st_entry *e;
+        size_t n = strlen(name);
+        if (n <= 7 || strcmp(name + n - 7, ".weight") || strstr(name, "embed") || strstr(name, "norm") ||
+            store_entry(s, name, &e, NULL) != AL_OK || e->ndim != 2 || e->dtype == DT_F8_E4M3) continue;
+        char *mod = strndup(name, n - 7);
+        if (mod) cJSON_AddItemToArray(a, cJSON_CreateString(mod));
+        free(mod);
+    }
+    al_err_clear();
+}
+
 /* The FP8 weights written in another dtype join quantization_config's list of modules not
  * quantized: transformers' FineGrainedFP8 keeps them nn.Linear (modules_to_not_convert), vLLM's
  * Fp8Config reads `ignored_layers`, or modules_to_not_convert when that is absent or empty. */
@@ -801,6 +819,7 @@ static void keep_bf_config(const Ctx *x, cJSON *j) {
         if (!cJSON_IsArray(a)) {
             cJSON_DeleteItemFromObjectCaseSensitive(q, keys[k]);
             a = cJSON_AddArrayToObject(q, keys[k]);
+            if (a && k == 0) keep_source_linears(x, a);
         }
         for (size_t i = 0; a && i < x->n_keep_bf; i++) cJSON_AddItemToArray(a, cJSON_CreateString(x->keep_bf[i]));
     }

@@ -29,8 +29,9 @@
  * full rank hold the source's values. A changed tensor is re-encoded in ExportOpts.dtype: by
  * default the source's dtype, but BF16 for an FP8 source (its _scale_inv dropped and the module
  * listed in quantization_config.modules_to_not_convert, which transformers' FineGrainedFP8 and
- * vLLM's Fp8Config read, so it loads as a plain Linear beside the FP8 ones); with dtype F8_E4M3
- * every 128x128 block whose values did not change keeps its codes and scale bit for bit, a
+ * vLLM's Fp8Config read, so it loads as a plain Linear beside the FP8 ones; a new list starts with
+ * the source's unquantized linears such as lm_head, which transformers adds only when the config
+ * lists none); with dtype F8_E4M3 every 128x128 block whose values did not change keeps its codes and scale bit for bit, a
  * changed block keeps its scale (times 2^k when the new values need it) and the unchanged
  * values in it their codes; to that end each cut group's factors are written as c F_V and F_O / c
  * (QK: c F_K, F_Q / c; the fused map unchanged), c fitting both under their blocks' old scales where

@@ -42,6 +42,8 @@ for k, v in src.items():
 if same < 100:
     print('only %d tensors compared' % same)
 keep = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config'].get('modules_to_not_convert', [])
+if mode == 'bf16' and 'lm_head' not in keep:   # a listed config drops transformers' default (lm_head)
+    print('lm_head not kept unquantized:', keep)
 for L in (2, 3):
     for p in ('kv_b_proj', 'o_proj'):
         k = 'model.layers.%d.self_attn.%s.weight' % (L, p)
