@@ -793,10 +793,12 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", x->src->name, dir,
                export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
     if (rep.reenc_tensors)
-        out_printf(out, "re-encoded %zu changed tensors (%s; layers %d-%d) %s -> %s%s: added error %.3g (||W_written - W'|| / "
+        out_printf(out, "re-encoded %zu changed tensors (%s; layers %d-%d) %s -> %s: added error %.3g (||W_written - W'|| / "
                    "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names, rep.reenc_lo, rep.reenc_hi, dt_name(rep.reenc_from),
-                   dt_name(rep.reenc_to), rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3
-                   ? ", their scales dropped and modules listed in quantization_config.modules_to_not_convert" : "", rep.reenc_err);
+                   dt_name(rep.reenc_to), rep.reenc_err);
+    if (rep.reenc_tensors && rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3)
+        out_printf(out, "their _scale_inv dropped and their modules listed in quantization_config.modules_to_not_convert "
+                   "(transformers and vLLM load them unquantized beside the FP8 ones)\n");
     if (rep.fp8_blocks)
         out_printf(out, "FP8 blocks of the changed tensors: %zu of %zu unchanged, kept bit for bit with their scales\n",
                    rep.fp8_blocks_kept, rep.fp8_blocks);

@@ -82,6 +82,8 @@ typedef struct {
     int nope2, v2;               /* hf: the new qk_nope_head_dim / v_head_dim */
     float *scale;                /* FP8 block scales of the weight just written, for its _scale_inv */
     size_t scale_bytes;
+    float *balance[2];           /* dtype fp8, by kind: per (layer, group) the power of two c the
+                                    shared factor is written times (the heads' factors / c), or NULL */
     char **keep_bf;              /* modules of FP8 weights re-encoded in another dtype (n_keep_bf) */
     size_t n_keep_bf;
     ExportReport rep;
@@ -119,6 +121,70 @@ static const FarrTruncLayer *cut_layer(const Ctx *x, farr_kind k, int L) {
  * values (factors/dense; not where the layer adjusts biases, which are the group's together). */
 static bool keep_group(const FarrTruncLayer *tl, const ModelConfig *c, farr_kind k, int g) {
     return tl && !tl->shared_bias && !tl->head_bias && !tl->o_bias_delta && tl->groups[g]->rank >= pair_width(c, k);
+}
+
+/* The balance of group g of layer L (1 where none). */
+static float bal(const Ctx *x, farr_kind k, int L, int g) {
+    return x->balance[k] ? x->balance[k][(size_t)L * (size_t)x->c->n_heads + (size_t)g] : 1.0f;
+}
+
+/* 448 x the smallest FP8 block scale under the view (kind, L, idx, part) in its weight: the largest
+ * value those blocks hold at their scales; INFINITY when the weight is not FP8. */
+static double block_cap(const Ctx *x, head_kind hk, int L, int idx, head_part part) {
+    HeadBlock b;
+    double cap = INFINITY;
+    char *name = model_head_block(x->m, hk, L, idx, part, &b) == AL_OK ? model_tensor_name(x->m, L, b.suffix) : NULL;
+    const st_entry *e;
+    const void *sc;
+    size_t scols, B = DT_FP8_BLOCK;
+    if (name && b.nr && b.nc && store_entry(x->m->store, name, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3 &&
+        e->ndim == 2 && store_fp8_scale(x->m->store, name, e->shape[0], e->shape[1], &sc, &scols) == AL_OK)
+        for (size_t i = b.r0 / B; i <= (b.r0 + b.nr - 1) / B; i++)
+            for (size_t j = b.c0 / B; j <= (b.c0 + b.nc - 1) / B; j++) {
+                float s;
+                memcpy(&s, (const char *)sc + (i * scols + j) * sizeof s, sizeof s);
+                cap = fmin(cap, 448.0 * s);
+            }
+    al_err_clear();
+    free(name);
+    return cap;
+}
+
+static double mat_amax(const Mat *M) {
+    double a = 0;
+    for (size_t i = 0; M && i < M->rows * M->cols; i++) a = fmax(a, fabs(M->data[i]));
+    return a;
+}
+
+/* dtype fp8 (not hf): W_V' = [F_V 0], W_O' = [F_O ; 0] may be written as c F_V and F_O / c (QK:
+ * c F_K, F_Q / c) with the same fused map (to float rounding, far below FP8's). Per cut group, c
+ * puts both sides' largest values under their blocks' old scales (the geometric mean of the
+ * bounds), so the blocks keep their scales and the unchanged values in them their codes; when no c
+ * fits both, the shared side fits (its blocks hold the K rows beside the V rows). */
+static int balance_init(Ctx *x) {
+    const ModelConfig *c = x->c;
+    head_part part = c->qk_nope_dim > 0 && c->qk_rope_dim > 0 ? PART_NOPE : PART_ALL;
+    for (int k = 0; k < 2; k++) {
+        if (!x->plan[k] || !x->dtype_set || x->dtype != DT_F8_E4M3 || x->fmt == EXPORT_HF) continue;
+        if (!(x->balance[k] = al_malloc3((size_t)c->n_layers, (size_t)c->n_heads, sizeof(float), "balances"))) return AL_ERR;
+        for (size_t i = 0; i < (size_t)c->n_layers * (size_t)c->n_heads; i++) x->balance[k][i] = 1.0f;
+        head_kind hs = k == FARR_VO ? HK_V : HK_K, hh = k == FARR_VO ? HK_O : HK_Q;
+        head_part pt = k == FARR_VO ? PART_ALL : part;
+        for (int L = 0; L < c->n_layers; L++) {
+            const FarrTruncLayer *tl = cut_layer(x, (farr_kind)k, L);
+            for (int g = 0; tl && !tl->shared_bias && !tl->head_bias && !tl->o_bias_delta && g < tl->n_kv; g++) {
+                if (keep_group(tl, c, (farr_kind)k, g)) continue;
+                double hi = block_cap(x, hs, L, g, pt) / mat_amax(tl->groups[g]->shared), lo = 0;   /* c <= hi */
+                for (int h = 0; h < c->n_heads; h++)                                                /* c >= lo */
+                    if (cfg_kv_group(c, h) == g)
+                        lo = fmax(lo, mat_amax(plan_head_mat(x, x->plan[k], L, h)) / block_cap(x, hh, L, h, pt));
+                hi *= 0.999, lo *= 1.001;                   /* room for the float rounding of c x F */
+                if (isfinite(hi) && lo > 0 && hi > 0)     /* none fits both: the shared side (K rows beside V) */
+                    x->balance[k][(size_t)L * (size_t)c->n_heads + (size_t)g] = (float)(lo <= hi ? sqrt(lo * hi) : hi);
+            }
+        }
+    }
+    return AL_OK;
 }
 
 /* True when `suffix` is the weight (or its bias: *bias) that holds the GQA views of `kind` in layer
@@ -175,9 +241,9 @@ static bool layer_of(const Ctx *x, const char *name, int *L, const char **suffix
 
 /* ================================================================ rewriting tensors */
 
-/* Writes rows/cols of a factor into a weight, with zeros past the factor's rank (padding). W may
- * be a window of the weight: its rows [w0, w0 + W->rows) (a stripe written one at a time). */
-static void put_rows_t(Mat *W, size_t w0, size_t row0, size_t nrows, const Mat *F, bool f_cols) {
+/* Writes rows/cols of a factor times s into a weight, with zeros past the factor's rank (padding). W
+ * may be a window of the weight: its rows [w0, w0 + W->rows) (a stripe written one at a time). */
+static void put_rows_t(Mat *W, size_t w0, size_t row0, size_t nrows, const Mat *F, bool f_cols, float s) {
     /* weight rows [row0, row0+nrows) := the columns of F (F_cols: F (W->cols x r), row j = F[:, j])
      * or the rows of F (F (r x W->cols)); rows past r are zero. Rows outside the window: skipped. */
     size_t r = F ? (f_cols ? F->cols : F->rows) : 0;
@@ -185,18 +251,18 @@ static void put_rows_t(Mat *W, size_t w0, size_t row0, size_t nrows, const Mat *
         if (row0 + j < w0 || row0 + j >= w0 + W->rows) continue;
         float *row = W->data + (row0 + j - w0) * W->cols;
         for (size_t i = 0; i < W->cols; i++)
-            row[i] = j < r ? (f_cols ? F->data[i * F->cols + j] : F->data[j * F->cols + i]) : 0.0f;
+            row[i] = j < r ? s * (f_cols ? F->data[i * F->cols + j] : F->data[j * F->cols + i]) : 0.0f;
     }
 }
 
-static void put_cols(Mat *W, size_t w0, size_t col0, size_t ncols, const Mat *F, bool f_cols) {
+static void put_cols(Mat *W, size_t w0, size_t col0, size_t ncols, const Mat *F, bool f_cols, float s) {
     /* W columns [col0, col0+ncols) := the columns of F (F (weight rows x r)) or the rows of F
      * (F (r x weight rows)), rows w0.. of them; columns past r are zero. */
     size_t r = F ? (f_cols ? F->cols : F->rows) : 0;
     for (size_t i = 0; i < W->rows; i++)
         for (size_t j = 0; j < ncols; j++)
             W->data[i * W->cols + col0 + j] =
-                j < r ? (f_cols ? F->data[(w0 + i) * F->cols + j] : F->data[j * F->cols + w0 + i]) : 0.0f;
+                j < r ? s * (f_cols ? F->data[(w0 + i) * F->cols + j] : F->data[j * F->cols + w0 + i]) : 0.0f;
 }
 
 static void put_vec(float *dst, size_t n, const float *src, size_t r) {
@@ -220,21 +286,21 @@ static void pad_gqa(const Ctx *x, int L, const char *suffix, Mat *W, size_t w0) 
         bool first = h == 0 || g != cfg_kv_group(c, h - 1);          /* each KV head once */
         if (tv && gqa_holds(x, L, HK_V, suffix, &bias) && first && !model_head_block(x->m, HK_V, L, g, PART_ALL, &b)) {
             if (bias) put_vec(W->data + b.r0, b.nr, tv->shared_bias ? tv->shared_bias[g] : NULL, (size_t)plan_group(vo, L, g)->rank);
-            else put_rows_t(W, w0, b.r0, b.nr, plan_group(vo, L, g)->shared, true);
+            else put_rows_t(W, w0, b.r0, b.nr, plan_group(vo, L, g)->shared, true, bal(x, FARR_VO, L, g));
         }
         if (tv && gqa_holds(x, L, HK_O, suffix, &bias) && !model_head_block(x->m, HK_O, L, h, PART_ALL, &b)) {
-            if (!bias) put_cols(W, w0, b.c0, b.nc, plan_head_mat(x, vo, L, h), false);
+            if (!bias) put_cols(W, w0, b.c0, b.nc, plan_head_mat(x, vo, L, h), false, 1.0f / bal(x, FARR_VO, L, g));
             else if (h == 0 && tv->o_bias_delta)
                 for (size_t i = 0; i < W->cols * W->rows; i++) W->data[i] += tv->o_bias_delta[i];
         }
         if (tq && gqa_holds(x, L, HK_Q, suffix, &bias) && !model_head_block(x->m, HK_Q, L, h, qpart, &b)) {
             const Mat *F = plan_head_mat(x, qk, L, h);
             if (bias) put_vec(W->data + b.r0, b.nr, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)F->cols);
-            else put_rows_t(W, w0, b.r0, b.nr, F, true);
+            else put_rows_t(W, w0, b.r0, b.nr, F, true, 1.0f / bal(x, FARR_QK, L, g));
         }
         if (tq && gqa_holds(x, L, HK_K, suffix, &bias) && first && !model_head_block(x->m, HK_K, L, g, qpart, &b)) {
             if (bias) put_vec(W->data + b.r0, b.nr, NULL, 0);      /* b_K' = 0: constant per query */
-            else put_rows_t(W, w0, b.r0, b.nr, plan_group(qk, L, g)->shared, true);
+            else put_rows_t(W, w0, b.r0, b.nr, plan_group(qk, L, g)->shared, true, bal(x, FARR_QK, L, g));
         }
     }
 }
@@ -251,9 +317,9 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
     if (c->family == FAM_GPT2) {
         size_t D = (size_t)c->hidden, d = dqk;
         if (strcmp(suffix, "attn.c_attn.weight") == 0) {
-            for (int h = 0; tq && h < H; h++) put_cols(W, w0, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true);
-            for (int g = 0; tq && g < G; g++) put_cols(W, w0, D + (size_t)g * d, d, plan_group(qk, L, g)->shared, true);
-            for (int g = 0; tv && g < G; g++) put_cols(W, w0, 2 * D + (size_t)g * d, d, plan_group(vo, L, g)->shared, true);
+            for (int h = 0; tq && h < H; h++) put_cols(W, w0, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true, 1.0f);
+            for (int g = 0; tq && g < G; g++) put_cols(W, w0, D + (size_t)g * d, d, plan_group(qk, L, g)->shared, true, 1.0f);
+            for (int g = 0; tv && g < G; g++) put_cols(W, w0, 2 * D + (size_t)g * d, d, plan_group(vo, L, g)->shared, true, 1.0f);
         } else if (strcmp(suffix, "attn.c_attn.bias") == 0) {
             for (int h = 0; tq && h < H; h++)
                 put_vec(W->data + (size_t)h * d, d, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
@@ -262,7 +328,7 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
                 put_vec(W->data + 2 * D + (size_t)g * d, d, tv->shared_bias ? tv->shared_bias[g] : NULL,
                         (size_t)plan_group(vo, L, g)->rank);
         } else if (strcmp(suffix, "attn.c_proj.weight") == 0) {
-            for (int h = 0; h < H; h++) put_rows_t(W, w0, (size_t)h * d, d, plan_head_mat(x, vo, L, h), false);
+            for (int h = 0; h < H; h++) put_rows_t(W, w0, (size_t)h * d, d, plan_head_mat(x, vo, L, h), false, 1.0f);
         } else if (strcmp(suffix, "attn.c_proj.bias") == 0 && tv && tv->o_bias_delta) {
             for (size_t i = 0; i < D; i++) W->data[i] += tv->o_bias_delta[i];
         }
@@ -274,12 +340,12 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
         for (int h = 0; h < H; h++) {
             bool q = tq && !keep_group(tq, c, FARR_QK, h), v = tv && !keep_group(tv, c, FARR_VO, h);
             if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0) {
-                if (q) put_rows_t(W, w0, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true);
+                if (q) put_rows_t(W, w0, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true, 1.0f / bal(x, FARR_QK, L, h));
             } else if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) {
-                if (q) put_rows_t(W, w0, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true);
-                if (v) put_rows_t(W, w0, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true);
+                if (q) put_rows_t(W, w0, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true, bal(x, FARR_QK, L, h));
+                if (v) put_rows_t(W, w0, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true, bal(x, FARR_VO, L, h));
             } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
-                if (v) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false);
+                if (v) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false, 1.0f / bal(x, FARR_VO, L, h));
             }
         }
         return;
@@ -306,7 +372,7 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
         if (!(W = mat_new(H * (n2 + rope), O->cols))) return NULL;
         for (size_t h = 0; h < H; h++) {
             Mat tmp = { .rows = n2, .cols = O->cols, .data = W->data + h * (n2 + rope) * O->cols };
-            if (qk) put_rows_t(&tmp, 0, 0, n2, plan_head_mat(x, qk, L, (int)h), true);
+            if (qk) put_rows_t(&tmp, 0, 0, n2, plan_head_mat(x, qk, L, (int)h), true, 1.0f);
             else for (size_t j = 0; j < n2; j++) copy_row(&tmp, j, O, h * (nope + rope) + j, 1.0f);
             for (size_t j = 0; j < n2 * O->cols; j++) tmp.data[j] *= s;
             for (size_t t = 0; t < rope; t++) copy_row(W, h * (n2 + rope) + n2 + t, O, h * (nope + rope) + nope + t, s);
@@ -315,15 +381,15 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
         if (!(W = mat_new(H * (n2 + v2), O->cols))) return NULL;
         for (size_t h = 0; h < H; h++) {
             size_t base = h * (n2 + v2), obase = h * (nope + dv);
-            if (qk) put_rows_t(W, 0, base, n2, plan_group(qk, L, (int)h)->shared, true);
+            if (qk) put_rows_t(W, 0, base, n2, plan_group(qk, L, (int)h)->shared, true, 1.0f);
             else for (size_t j = 0; j < n2; j++) copy_row(W, base + j, O, obase + j, 1.0f);
-            if (vo) put_rows_t(W, 0, base + n2, v2, plan_group(vo, L, (int)h)->shared, true);
+            if (vo) put_rows_t(W, 0, base + n2, v2, plan_group(vo, L, (int)h)->shared, true, 1.0f);
             else for (size_t j = 0; j < v2; j++) copy_row(W, base + n2 + j, O, obase + nope + j, 1.0f);
         }
     } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
         if (!(W = mat_new(O->rows, H * v2))) return NULL;
         for (size_t h = 0; h < H; h++) {
-            if (vo) put_cols(W, w0, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false);
+            if (vo) put_cols(W, w0, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false, 1.0f);
             else for (size_t i = 0; i < O->rows; i++)
                 for (size_t j = 0; j < v2; j++) W->data[i * W->cols + h * v2 + j] = O->data[i * O->cols + h * dv + j];
         }
@@ -603,6 +669,10 @@ static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
         cJSON_AddNumberToObject(o, "energy_min", tl->energy_min);
         cJSON_AddNumberToObject(o, "energy_mean", tl->energy_mean);
         cJSON_AddNumberToObject(o, "rel_error_max", tl->err_max);
+        if (x->balance[p->opts.kind]) {   /* the weights hold shared x c and head / c */
+            cJSON *b = cJSON_AddArrayToObject(o, "fp8_balance");
+            for (int g = 0; g < tl->n_kv; g++) cJSON_AddItemToArray(b, cJSON_CreateNumber(bal(x, p->opts.kind, L, g)));
+        }
         cJSON *errs = cJSON_AddArrayToObject(o, "rel_errors");
         for (int h = 0; h < tl->n_heads; h++) {
             int idx;
@@ -657,8 +727,11 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
             cJSON_AddNumberToObject(re, "fp8_blocks_kept", (double)r->fp8_blocks_kept);
         }
     }
-    cJSON_AddStringToObject(j, "untouched", "every tensor, row and FP8 block the truncation does not change "
-                            "is the source's bit for bit (layers and heads kept at full rank included)");
+    cJSON_AddStringToObject(j, "untouched", "every tensor the truncation does not change (layers kept at full rank "
+                            "included) is the source's bit for bit; inside a changed tensor the rows and columns it does "
+                            "not change (K rows beside cut V rows, heads kept at full rank) hold the source's values in "
+                            "reencoded.to: its bytes and block scales for F8_E4M3 where the block's scale could stay, "
+                            "exact in F32, rounded in BF16 / F16");
     if (x->c->qkv_bias && !cfg_is_mla(x->c))
         cJSON_AddStringToObject(j, "biases", x->c->o_bias
             ? "K bias set to 0 (softmax-invariant); Q bias projected (b_Q W_K^T U_r); V bias folded into the output bias"
@@ -715,6 +788,24 @@ static int write_factors(Ctx *x, CkptWriter *w) {
 
 /* ================================================================ other files */
 
+/* A new modules_to_not_convert list replaces transformers' default one (get_modules_to_not_convert
+ * adds lm_head and tied outputs only when the config lists none): it starts with the source's
+ * unquantized linear weights (2-D, not FP8, not embeddings or norms: lm_head). */
+static void keep_source_linears(const Ctx *x, cJSON *a) {
+    const Store *s = x->m->store;
+    for (size_t i = 0; i < store_count(s); i++) {
+        const char *name = store_name_at(s, i);
+        const st_entry *e;
+        size_t n = strlen(name);
+        if (n <= 7 || strcmp(name + n - 7, ".weight") || strstr(name, "embed") || strstr(name, "norm") ||
+            store_entry(s, name, &e, NULL) != AL_OK || e->ndim != 2 || e->dtype == DT_F8_E4M3) continue;
+        char *mod = strndup(name, n - 7);
+        if (mod) cJSON_AddItemToArray(a, cJSON_CreateString(mod));
+        free(mod);
+    }
+    al_err_clear();
+}
+
 /* The FP8 weights written in another dtype join quantization_config's list of modules not
  * quantized: transformers' FineGrainedFP8 keeps them nn.Linear (modules_to_not_convert), vLLM's
  * Fp8Config reads `ignored_layers`, or modules_to_not_convert when that is absent or empty. */
@@ -728,6 +819,7 @@ static void keep_bf_config(const Ctx *x, cJSON *j) {
         if (!cJSON_IsArray(a)) {
             cJSON_DeleteItemFromObjectCaseSensitive(q, keys[k]);
             a = cJSON_AddArrayToObject(q, keys[k]);
+            if (a && k == 0) keep_source_linears(x, a);
         }
         for (size_t i = 0; a && i < x->n_keep_bf; i++) cJSON_AddItemToArray(a, cJSON_CreateString(x->keep_bf[i]));
     }
@@ -779,7 +871,11 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     }
     CkptWriter *w;
     CkptOpts co = { .src = store_dir(m->store), .force = o.force, .can_force = true };
-    if (ckpt_begin(dir, &co, &w) != AL_OK) return AL_ERR;
+    if (balance_init(&x) != AL_OK || ckpt_begin(dir, &co, &w) != AL_OK) {
+        free(x.balance[0]);
+        free(x.balance[1]);
+        return AL_ERR;
+    }
     const Store *s = m->store;
     int rc = AL_OK;
     size_t nf = store_nfiles(s);
@@ -798,6 +894,8 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     free(x.scale);
     for (size_t i = 0; i < x.n_keep_bf; i++) free(x.keep_bf[i]);
     free(x.keep_bf);
+    free(x.balance[0]);
+    free(x.balance[1]);
     x.rep.format = x.fmt;
     x.rep.q_scale = x.q_scale;
     if (rep) *rep = x.rep;

@@ -29,10 +29,14 @@
  * full rank hold the source's values. A changed tensor is re-encoded in ExportOpts.dtype: by
  * default the source's dtype, but BF16 for an FP8 source (its _scale_inv dropped and the module
  * listed in quantization_config.modules_to_not_convert, which transformers' FineGrainedFP8 and
- * vLLM's Fp8Config read, so it loads as a plain Linear beside the FP8 ones); with dtype F8_E4M3
- * every 128x128 block whose values did not change keeps its codes and scale bit for bit, a
+ * vLLM's Fp8Config read, so it loads as a plain Linear beside the FP8 ones; a new list starts with
+ * the source's unquantized linears such as lm_head, which transformers adds only when the config
+ * lists none); with dtype F8_E4M3 every 128x128 block whose values did not change keeps its codes and scale bit for bit, a
  * changed block keeps its scale (times 2^k when the new values need it) and the unchanged
- * values in it their codes. The added error of re-encoding is measured (ExportReport.reenc_err).
+ * values in it their codes; to that end each cut group's factors are written as c F_V and F_O / c
+ * (QK: c F_K, F_Q / c; the fused map unchanged), c fitting both under their blocks' old scales where
+ * one does, else the shared side (manifest: per_layer.fp8_balance). The added error of
+ * re-encoding is measured (ExportReport.reenc_err).
  * One output shard per source file (model.safetensors, or model-0000i-of-0000N.safetensors with an
  * index), copied tensors streamed from the source's mapping; the source's auxiliary files
  * (tokenizer, generation config, licence) are copied, nothing else. Everything goes through the

@@ -1,6 +1,6 @@
 /* tensor.c -- dtype names and conversions (F16, BF16, F8 to and from float32), the FP8 E4M3 row
- * decoder and block-scale dequantization, Mat and MatD. Owns nothing global but a constant table
- * of the 256 E4M3 values and which row decoder runs. */
+ * decoder, block-scale dequantization and re-encoding, Mat and MatD. Owns nothing global but a
+ * constant table of the 256 E4M3 values and which row decoder runs. */
 #include "tensor.h"
 #include "tensor_internal.h"
 

@@ -2,8 +2,9 @@
  *
  * dt_*: the safetensors dtypes attnlab reads and writes, and elementwise conversion to and
  * from float32 (F16, BF16, F8_E4M3 with round-to-nearest-even on the way down); the one FP8
- * E4M3 row decoder (AVX2 + F16C where the CPU has it, else a table; bit-identical) and the
- * DeepSeek block-scale dequantization built on it.
+ * E4M3 row decoder (AVX2 + F16C where the CPU has it, else a table; bit-identical), the
+ * DeepSeek block-scale dequantization built on it, and the re-encoding of a changed weight that
+ * keeps its unchanged blocks, scales and codes.
  * Mat: an owned row-major float32 matrix, element (i, j) at data[i * cols + j]; MatD the same in
  * double, with converters between the two. */
 #ifndef AL_TENSOR_H

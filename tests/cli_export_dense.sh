@@ -25,7 +25,7 @@ grep -q "PASS" out.txt || fail "check of the GQA dense export: [$(cat out.txt)]"
 [ -d ld/farr ] && fail "GQA dense export has farr/ side files"
 grep -Eq "^model_type +llama$" out.txt || fail "GQA export loads as llama"
 
-# ---- a truncated map is checked, not assumed: a factors export is no dense export
+# ---- a factors export keeps its side files (`check DIR` takes it too: cli_farr_fp8)
 "$B" -e "load demo-r1-f32; truncate vo rank 4 policy model-max; export rf format factors" >/dev/null 2>err.txt \
     || fail "factors export: $(cat err.txt)"
 [ -d rf/farr ] || fail "factors export keeps its side files"

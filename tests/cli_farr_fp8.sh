@@ -42,6 +42,8 @@ for k, v in src.items():
 if same < 100:
     print('only %d tensors compared' % same)
 keep = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config'].get('modules_to_not_convert', [])
+if mode == 'bf16' and 'lm_head' not in keep:   # a listed config drops transformers' default (lm_head)
+    print('lm_head not kept unquantized:', keep)
 for L in (2, 3):
     for p in ('kv_b_proj', 'o_proj'):
         k = 'model.layers.%d.self_attn.%s.weight' % (L, p)
@@ -72,6 +74,7 @@ ok "repro: no FAIL" hasnt "$out" "FAIL"
 ok "repro: only layers 2-3 rewritten" has "$out" "115 tensors copied bit for bit, 4 rewritten"
 ok "repro: the export line says what it re-encoded" \
     has "$out" "re-encoded 4 changed tensors (self_attn.kv_b_proj.weight, self_attn.o_proj.weight; layers 2-3) F8_E4M3 -> BF16"
+ok "repro: the export line says the scales went" has "$out" "their _scale_inv dropped and their modules listed in quantization_config.modules_to_not_convert"
 diffs=$(st_cmp "$src" d0 bf16)
 [ -z "$diffs" ] || fail "default (BF16) export: $diffs"
 
@@ -80,6 +83,71 @@ ok "fp8: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
 ok "fp8: the added error is printed" has "$out" "F8_E4M3 -> F8_E4M3: added error 0.0"
 diffs=$(st_cmp "$src" d8 fp8)
 [ -z "$diffs" ] || fail "fp8 export: $diffs"
+
+# ---- fp8, per-head ranks: layer 1 keeps heads 1, 3, 5, 7 whole (rank 32) beside cut heads 0, 2, 4, 6
+# that share their FP8 blocks (4 heads per o_proj column block, 2 per kv_b_proj row block): the
+# whole heads' rows and columns, every K row and both weights' scales are the source's bytes
+out=$(e "load demo-r1; truncate vo tau 0.999 policy head; export h8 format dense dtype fp8; check h8")
+ok "fp8 per head: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
+diffs=$(python3 - "$src" h8 <<'PY'
+import glob, json, os, struct, sys
+def load(d):
+    t = {}
+    for f in sorted(glob.glob(os.path.join(d, '*.safetensors'))):
+        b = open(f, 'rb').read()
+        n = struct.unpack('<Q', b[:8])[0]
+        for k, v in json.loads(b[8:8 + n]).items():
+            if k != '__metadata__':
+                s, e = v['data_offsets']
+                t[k] = b[8 + n + s:8 + n + e]
+    return t
+a, b = load(sys.argv[1]), load(sys.argv[2])
+ranks = json.load(open(os.path.join(sys.argv[2], 'farr_manifest.json')))['truncations'][0]['per_layer'][1]['ranks']
+if ranks != [6, 32] * 4:
+    print('layer 1 ranks', ranks)
+kv, o = 'model.layers.1.self_attn.kv_b_proj.weight', 'model.layers.1.self_attn.o_proj.weight'
+for w in (kv, o):
+    if a[w + '_scale_inv'] != b[w + '_scale_inv']:
+        print(w, 'scales changed')
+row = lambda t, r: t[kv][r * 96:(r + 1) * 96]
+col = lambda t, h: [t[o][i * 256 + h * 32:i * 256 + h * 32 + 32] for i in range(320)]
+for h in range(8):
+    if any(row(a, h * 64 + j) != row(b, h * 64 + j) for j in range(32)):
+        print('head', h, 'K rows changed')
+    whole = h % 2 == 1
+    if whole != all(row(a, h * 64 + 32 + j) == row(b, h * 64 + 32 + j) for j in range(32)):
+        print('head', h, 'V rows', 'changed' if whole else 'unchanged')
+    if whole != (col(a, h) == col(b, h)):
+        print('head', h, 'o_proj columns', 'changed' if whole else 'unchanged')
+PY
+)
+[ -z "$diffs" ] || fail "fp8 per-head export: $diffs"
+
+# ---- fp8 of a QK cut (layers 1-3): kv_b_proj's V rows stay the source's bytes in every layer
+out=$(e "load demo-r1; truncate qk tau 0.999 policy head; export q8 format dense dtype fp8; check q8")
+ok "fp8 QK: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
+diffs=$(python3 - "$src" q8 <<'PY'
+import glob, json, os, struct, sys
+def kv(d):
+    t = {}
+    for f in sorted(glob.glob(os.path.join(d, '*.safetensors'))):
+        b = open(f, 'rb').read()
+        n = struct.unpack('<Q', b[:8])[0]
+        for k, v in json.loads(b[8:8 + n]).items():
+            if k.endswith('kv_b_proj.weight'):
+                s, e = v['data_offsets']
+                t[k] = b[8 + n + s:8 + n + e]
+    return t
+a, b = kv(sys.argv[1]), kv(sys.argv[2])
+for k in sorted(a):
+    if a[k] == b[k]:
+        continue
+    for h in range(8):
+        if a[k][(h * 64 + 32) * 96:(h * 64 + 64) * 96] != b[k][(h * 64 + 32) * 96:(h * 64 + 64) * 96]:
+            print(k, 'head', h, 'V rows changed')
+PY
+)
+[ -z "$diffs" ] || fail "fp8 QK export: $diffs"
 
 # ---- every format and dtype of demo-r1 (hf needs one rank over the model), and demo-r1-bf16
 for fmt in hf factors dense; do

@@ -606,8 +606,8 @@ static Model *open_family(const char *type) {
 }
 
 /* Exact truncations (VO at the full rank 8; QK at the planted NoPE rank 3) exported in factors
- * format reproduce the layer: the fused query_key_value / dense are rewritten where the
- * views are, the RoPE rows kept. */
+ * format reproduce the layer: the fused query_key_value is rewritten where the QK views are, the
+ * RoPE rows kept (VO at full rank cuts nothing: its rows and dense stay the source's). */
 static void export_exact(Model *m) {
     FarrPlan *vo = NULL, *qk = NULL;
     FarrTruncOpts ov = {.kind = FARR_VO, .by_rank = true, .rank = 8, .policy = FARR_POLICY_HEAD, .layer_lo = 0, .layer_hi = -1};
@@ -618,7 +618,8 @@ static void export_exact(Model *m) {
     ExportOpts eo = {.format = EXPORT_FACTORS};
     ExportReport rep = {0};
     if (vo && qk) CHECK_OK(farr_export(m, vo, qk, dst, &eo, &rep));
-    CHECK(rep.tensors_rewritten == 4, "%s: query_key_value, dense and their biases rewritten (%zu)", m->cfg.model_type,
+    /* VO at full rank cuts nothing: dense stays the source's; the QK cut rewrites query_key_value (+ bias) */
+    CHECK(rep.tensors_rewritten == 2, "%s: query_key_value and its bias rewritten, dense kept (%zu)", m->cfg.model_type,
           rep.tensors_rewritten);
     Model *e = NULL;
     CHECK_OK(model_open(dst, &e));
