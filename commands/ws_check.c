@@ -164,7 +164,7 @@ int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t) {
         t->ids = t->own;
         t->seqlen = default_seqlen(src);
         if (t->seqlen > t->n) t->seqlen = t->n;
-        snprintf(t->on, sizeof t->on, "%zu tokens of %s (given), windows of %zu", t->n, file, t->seqlen);
+        snprintf(t->on, sizeof t->on, "%s (given: %zu tokens), windows of %zu", file, t->n, t->seqlen);
         return AL_OK;
     }
     return ws_check_heldout(s, src, t);
