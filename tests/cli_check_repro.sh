@@ -51,7 +51,7 @@ chk_ppl=$(grep -o "windows of 256: [0-9.]* before (source), [0-9.]* after (the e
 ok "mla: check's perplexity is convert's ($conv_ppl / $chk_ppl)" test -n "$conv_ppl" -a "$conv_ppl" = "$chk_ppl"
 # `text FILE`: perplexity before/after on the given text
 run -e "check mla text $TXT"
-ok "mla: check DIR text FILE gives perplexity" grep -Eq "^perplexity on [0-9]+ tokens, [0-9]+ tokens of .*tinystory.txt \(given\), windows of [0-9]+: [0-9.]+ before \(source\), [0-9.]+ after" out.txt
+ok "mla: check DIR text FILE gives perplexity" grep -Eq "^perplexity on [0-9]+ tokens, .*tinystory.txt \(given: [0-9]+ tokens\), windows of [0-9]+: [0-9.]+ before \(source\), [0-9.]+ after" out.txt
 
 # the statistics not at hand: one line, unit variance, and the errors are not the report's
 cp -r mla mla2 && rm mla2/check_inputs.safetensors
