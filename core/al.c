@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 volatile sig_atomic_t al_interrupt_flag = 0;
+atomic_int al_interrupt_deferred = 0;
+
+void al_interrupt_defer(bool on) { atomic_fetch_add(&al_interrupt_deferred, on ? 1 : -1); }
 
 /* ================================================================ errors */
 

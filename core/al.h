@@ -8,6 +8,7 @@
 #define AL_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -40,9 +41,17 @@ bool al_warn_pop(char *buf, size_t cap);
 /* ---------------------------------------------------------------- interrupts */
 
 /* Set by the front end's SIGINT handler; long loops poll al_interrupted() between
- * heads or layers and return AL_INTERRUPTED. The front end clears it before each command. */
+ * heads or layers and return AL_INTERRUPTED. The front end clears it before each command.
+ * A unit of work that must run whole (one calibration sequence: every layer's statistics must see
+ * it or none) is wrapped in al_interrupt_defer(true) / (false): meanwhile every poll answers
+ * false, and the caller asks al_interrupt_pending() between units. */
 extern volatile sig_atomic_t al_interrupt_flag;
-static inline bool al_interrupted(void) { return al_interrupt_flag != 0; }
+extern atomic_int al_interrupt_deferred;
+static inline bool al_interrupted(void) {
+    return al_interrupt_flag != 0 && atomic_load_explicit(&al_interrupt_deferred, memory_order_relaxed) == 0;
+}
+static inline bool al_interrupt_pending(void) { return al_interrupt_flag != 0; }
+void al_interrupt_defer(bool on);
 
 /* ---------------------------------------------------------------- progress */
 

@@ -856,7 +856,7 @@ static int attend(Forward *f, int L, size_t T, const QKV *p) {
     attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
     int rc = AL_OK;
     if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
-        rc = (f->hooks.whole_seqs ? lin_sweep_all : lin_sweep)(f->H, f->nworkers, attn_head, &job);
+        rc = lin_sweep(f->H, f->nworkers, attn_head, &job);
     else
         for (size_t h = 0; h < f->H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
     return rc;
@@ -1108,7 +1108,7 @@ static int body(Forward *f, const int *tokens, size_t T) {
         }
     }
     for (int L = 0; L < f->c->n_layers; L++) {
-        if (al_interrupted() && !f->hooks.whole_seqs) return AL_INTERRUPTED;
+        if (al_interrupted()) return AL_INTERRUPTED;
         int rc = layer_load(f, L, false, NULL);
         if (rc == AL_OK) rc = layer_run(f, L, T);
         if (f->streaming) layer_release(f, L);
@@ -1158,10 +1158,13 @@ int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *log
 int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen) {
     fwd_set_hooks(f, h);
     int rc = AL_OK;
+    bool whole = h && h->whole_seqs;
     for (size_t s = 0; s < nseq && rc == AL_OK; s++) {
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        if (al_interrupt_pending()) { rc = AL_INTERRUPTED; break; }
         fwd_reset(f);
+        if (whole) al_interrupt_defer(true);      /* every poll inside the sequence (projections, heads) answers no */
         rc = fwd_run(f, tokens + s * seqlen, seqlen, FWD_LOGITS_NONE, NULL);
+        if (whole) al_interrupt_defer(false);
         al_progress("sequence", s + 1, nseq);
     }
     al_progress(NULL, 0, 0);

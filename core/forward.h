@@ -108,8 +108,9 @@ typedef struct {
     fwd_hook_fn fn;
     void *ud;
     size_t chunk;         /* most rows per callback (0: all rows of the call at once) */
-    bool whole_seqs;      /* Ctrl-C is honoured between sequences only (fwd_run_hooked), so every
-                             layer's callbacks have seen the same sequences when it stops */
+    bool whole_seqs;      /* Ctrl-C is honoured between sequences only (fwd_run_hooked runs each
+                             under al_interrupt_defer), so every layer's callbacks have seen the
+                             same sequences when it stops */
 } FwdHooks;
 
 /* ================================================================ the pass */

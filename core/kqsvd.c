@@ -481,7 +481,7 @@ static int attend(KqEval *ev, size_t T, const float *Q, size_t ldq, const float 
     AttnJob j = {.Q = Q, .K = K, .V = V, .ldq = ldq, .ldk = ldk, .ldv = ldv, .T = T,
                  .m = (size_t)calib_group(sh), .d = (size_t)sh->d_qk, .dv = (size_t)sh->d_v, .H = (size_t)sh->n_heads,
                  .scale = scale, .window = window, .softcap = ev->m ? ev->m->cfg.attn_softcap : 0, .out = out, .scores = ev->scores};
-    if (T * T >= 4096 && ev->workers > 1) return lin_sweep_all((size_t)sh->n_heads, ev->workers, attn_task, &j);
+    if (T * T >= 4096 && ev->workers > 1) return lin_sweep((size_t)sh->n_heads, ev->workers, attn_task, &j);
     for (size_t h = 0; h < (size_t)sh->n_heads; h++) attn_task(h, 0, &j);
     return AL_OK;
 }

@@ -655,7 +655,6 @@ typedef struct {
     atomic_size_t next;
     atomic_int failed;          /* 1 after the first error */
     atomic_int stopped;         /* 1 after an interrupt */
-    bool whole;                 /* never stopped by an interrupt (lin_sweep_all) */
     pthread_mutex_t mu;
     char err[1024];
 } SweepCtx;
@@ -667,7 +666,7 @@ static void *sweep_worker(void *p) {
     SweepCtx *c = a->c;
     for (;;) {
         if (atomic_load(&c->failed) || atomic_load(&c->stopped)) break;
-        if (!c->whole && al_interrupted()) { atomic_store(&c->stopped, 1); break; }
+        if (al_interrupted()) { atomic_store(&c->stopped, 1); break; }
         size_t i = atomic_fetch_add(&c->next, 1);
         if (i >= c->n) break;
         if (c->fn(i, a->worker, c->ud) != AL_OK) {
@@ -688,9 +687,9 @@ int lin_sweep_threads(size_t n, int nthreads) {
     return t;
 }
 
-static int sweep(size_t n, int nthreads, lin_task_fn fn, void *ud, bool whole) {
+int lin_sweep(size_t n, int nthreads, lin_task_fn fn, void *ud) {
     int t = lin_sweep_threads(n, nthreads);
-    SweepCtx c = { .n = n, .fn = fn, .ud = ud, .whole = whole };
+    SweepCtx c = { .n = n, .fn = fn, .ud = ud };
     atomic_init(&c.next, 0);
     atomic_init(&c.failed, 0);
     atomic_init(&c.stopped, 0);
@@ -721,5 +720,3 @@ static int sweep(size_t n, int nthreads, lin_task_fn fn, void *ud, bool whole) {
     return AL_OK;
 }
 
-int lin_sweep(size_t n, int nthreads, lin_task_fn fn, void *ud) { return sweep(n, nthreads, fn, ud, false); }
-int lin_sweep_all(size_t n, int nthreads, lin_task_fn fn, void *ud) { return sweep(n, nthreads, fn, ud, true); }

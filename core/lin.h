@@ -135,10 +135,9 @@ typedef int (*lin_task_fn)(size_t i, int worker, void *ud);
 /* Runs fn(i) for i in [0, n) on nthreads pthreads (0: al_threads(), capped at n), each with ONE
  * BLAS thread (the OpenBLAS thread count is restored afterwards). al_interrupted() is polled
  * between units. Returns AL_OK, AL_ERR (the first failing unit's message, on this thread) or
- * AL_INTERRUPTED (units already started finish; the rest are skipped). */
+ * AL_INTERRUPTED (units already started finish; the rest are skipped; never inside a span
+ * al_interrupt_defer protects). */
 int lin_sweep(size_t n, int nthreads, lin_task_fn fn, void *ud);
-/* The same, never stopped by Ctrl-C (work that must finish whole: a calibration's sequence). */
-int lin_sweep_all(size_t n, int nthreads, lin_task_fn fn, void *ud);
 /* The number of threads lin_sweep would use for n units when given nthreads. */
 int lin_sweep_threads(size_t n, int nthreads);
 

@@ -292,11 +292,10 @@ static int count_unit(size_t i, int worker, void *ud) {
 }
 
 /* With FwdHooks.whole_seqs (what calib_run sets) an interrupt in the middle of a sequence stops
- * after it: every layer has seen the same sequences; without, the layers disagree. lin_sweep_all
- * (the forward pass's attention heads then) runs every unit despite the flag. */
-static void test_whole_seqs(const char *models) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/stories260K/stories260K.bin", models);
+ * after it: every layer has seen the same sequences; without, the layers disagree. On path (an F32
+ * model: BLAS; a BF16 one at seqlen L large enough that its projections run on the workers, which
+ * poll the flag) with sequences of L tokens. Under al_interrupt_defer a sweep runs every unit. */
+static void test_whole_seqs(const char *path, size_t L) {
     Model *m = NULL;
     Forward *f = NULL;
     CHECK_OK(model_open(path, &m));
@@ -304,9 +303,9 @@ static void test_whole_seqs(const char *models) {
     CHECK_OK(fwd_new(m, NULL, &f));
     CalibShape sh;
     CHECK_OK(calib_shape_of(m, &sh));
-    const size_t L = 16, NS = 5;
-    int ids[16 * 5];
-    for (size_t i = 0; i < L * NS; i++) ids[i] = (int)(1 + (i * 37) % 500);
+    const size_t NS = 5;
+    int *ids = malloc(L * NS * sizeof *ids);
+    for (size_t i = 0; i < L * NS; i++) ids[i] = (int)(1 + (i * 37) % 250);
     for (int whole = 1; whole >= 0 && f; whole--) {
         CalibStats *st = NULL;
         CHECK_OK(calib_new(&sh, false, &st));
@@ -328,9 +327,12 @@ static void test_whole_seqs(const char *models) {
     }
     al_interrupt_flag = 1;
     units_run = 0;
-    CHECK(lin_sweep_all(64, 4, count_unit, NULL) == AL_OK && units_run == 64, "lin_sweep_all ran %zu of 64", units_run);
+    al_interrupt_defer(true);
+    CHECK(lin_sweep(64, 4, count_unit, NULL) == AL_OK && units_run == 64, "a deferred sweep ran %zu of 64", units_run);
+    al_interrupt_defer(false);
     CHECK(lin_sweep(64, 4, count_unit, NULL) == AL_INTERRUPTED, "lin_sweep stops on the flag");
     al_interrupt_flag = 0;
+    free(ids);
     fwd_free(f);
     model_free(m);
 }
@@ -387,7 +389,12 @@ int main(void) {
     fclose(fp);
     const char *tmp = test_tmpdir();
     test_stories(models);
-    test_whole_seqs(models);
+    char *bin = al_asprintf("%s/stories260K/stories260K.bin", models), *bf = al_asprintf("%s/phi3-bf16", tmp);
+    test_whole_seqs(bin, 16);
+    CHECK_OK(synth_family_write("phi3", DT_BF16, 7, bf));
+    test_whole_seqs(bf, 256);          /* BF16 projections of 256 x 128 x 256: on the workers */
+    free(bin);
+    free(bf);
     snprintf(probe, sizeof probe, "%s/stories260K-hf", models);
     eval_model(probe, "stories260K-hf");
     snprintf(probe, sizeof probe, "%s/gpt2-tiny-random", models);
