@@ -238,22 +238,14 @@ static bool kind_owns(const XformKind *k, const char *dir) {
     return yes;
 }
 
-/* The newest transformation of m that can be checked (NULL when none). */
-static const Xform *newest_checkable(Session *s, const Model *m) {
-    for (const Xform *x = m ? xform_list(s) : NULL; x; x = x->next)
-        if (x->src == m && x->kind->check) return x;
-    return NULL;
-}
-
 static int cmd_check(Session *s, const Args *a, Out *out) {
     const char *name = args_str(a, "source"), *dir = args_str(a, "dir");
     if (name && *name && !session_find(s, name)) return al_err("check: no loaded model named '%s'", name);
     if (!dir || !*dir) {                 /* the newest conversion of the current model */
-        const Xform *x = newest_checkable(s, s->cur);
+        char head[1024];                 /* ppl's and generate's rule: xform_measured */
+        const Xform *x = s->cur ? xform_measured(s, s->cur, false, true, "check", head, sizeof head) : NULL;
         if (x) {                         /* the headline names the model and the transformation */
-            char made[512];
-            out_printf(out, "check of %s with %s (%s)\n", x->src->name, xform_made_by(x, made, sizeof made),
-                       x->kind->attn_what ? x->kind->attn_what : x->kind->name);
+            out_printf(out, "%s\n", head);
             return x->kind->check(s, x, a, out);
         }
         return al_err("check: nothing to check: give an export folder (check DIR), or truncate or convert first "

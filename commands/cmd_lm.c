@@ -31,17 +31,18 @@ static double now_s(void) {
 static int lm_measured(Session *s, Model *m, const Args *a, const char *verb, Forward *f, XformAttn *held, bool to_err,
                        Out *out) {
     char head[1024];
-    bool runs;
     *held = (XformAttn){0};
-    const Xform *x = xform_measured(s, m, args_flag(a, "source"), verb, &runs, head, sizeof head);
-    int rc = x && runs ? xform_attn_set(s, x, f, held) : AL_OK;
+    const Xform *x = xform_measured(s, m, args_flag(a, "source"), false, verb, head, sizeof head);
+    int rc = x ? xform_attn_set(s, x, f, held) : AL_OK;
     if (rc != AL_OK)
         return rc == AL_INTERRUPTED ? rc : al_err_ctx("%s of the newest transformation (`source`: the loaded model)", verb);
     char tail[96] = "";
-    if (x && runs)
+    if (x)
         snprintf(tail, sizeof tail, ": %d of %d layers run as transformed", held->changed, m->cfg.n_layers);
-    if (to_err) out_eprintf(out, "%s%s\n", head, tail);
-    else out_printf(out, "%s%s\n", head, tail);
+    char *more = strchr(head, '\n');      /* the newer transformations passed over, on their own line */
+    if (more) *more++ = 0;
+    if (to_err) out_eprintf(out, "%s%s\n%s%s", head, tail, more ? more : "", more ? "\n" : "");
+    else out_printf(out, "%s%s\n%s%s", head, tail, more ? more : "", more ? "\n" : "");
     return AL_OK;
 }
 

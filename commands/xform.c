@@ -207,21 +207,30 @@ const char *xform_made_by(const Xform *x, char *buf, size_t cap) {
     return buf[0] ? buf : x->kind->name;
 }
 
-const Xform *xform_measured(Session *s, Model *m, bool source, const char *verb, bool *runs, char *headline,
+/* Whether x can be measured by the verb: run in the forward pass, or (check) checked. */
+static bool measurable(const Xform *x, bool check) { return check ? x->kind->check != NULL : x->kind->attn_layer != NULL; }
+
+const Xform *xform_measured(Session *s, Model *m, bool source, bool check, const char *verb, char *headline,
                             size_t cap) {
-    char made[512];
-    const Xform *x = source ? NULL : xform_newest(s, m, NULL);
-    *runs = x && x->kind->attn_layer;
-    if (!x)
-        snprintf(headline, cap, "%s of %s (the loaded model%s)", verb, m->name,
-                 source ? ", as asked with `source`" : "; it has no transformation");
-    else if (*runs)
-        snprintf(headline, cap, "%s of %s with %s (%s; `source` measures the loaded model)", verb, m->name,
-                 xform_made_by(x, made, sizeof made), x->kind->attn_what ? x->kind->attn_what : x->kind->name);
+    char made[512], passed[512] = "";
+    const Xform *x = NULL;
+    for (const Xform *y = source ? NULL : xform_list(s); y && !x; y = y->next) {
+        if (y->src != m) continue;
+        if (measurable(y, check)) { x = y; break; }
+        size_t k = strlen(passed);      /* newer ones it cannot measure: named, never measured silently */
+        snprintf(passed + k, sizeof passed - k, "%s%s (%s)", k ? "; " : "", y->cmd && *y->cmd ? y->cmd : y->kind->name,
+                 y->kind->no_attn ? y->kind->no_attn : "nothing to run");
+    }
+    size_t k = 0;
+    if (x)
+        k = (size_t)snprintf(headline, cap, "%s of %s with %s (%s%s)", verb, m->name, xform_made_by(x, made, sizeof made),
+                             x->kind->attn_what ? x->kind->attn_what : x->kind->name,
+                             check ? "" : "; `source` measures the loaded model");
     else
-        snprintf(headline, cap, "%s of %s, the loaded model: its newest transformation, %s, has no attention that "
-                 "runs (%s)", verb, m->name, x->cmd && *x->cmd ? x->cmd : x->kind->name,
-                 x->kind->no_attn ? x->kind->no_attn : "not implemented for it");
+        k = (size_t)snprintf(headline, cap, "%s of %s (the loaded model%s)", verb, m->name,
+                             source ? ", as asked with `source`" : passed[0] ? "" : "; it has no transformation");
+    if (passed[0] && k < cap)
+        snprintf(headline + k, cap - k, "\nnewer, not %s here: %s", check ? "checkable" : "run", passed);
     return x;
 }
 

@@ -81,7 +81,7 @@ typedef struct XformKind {
        a new one (*owned true: the caller frees it, attn_layer_free) or one the transformation
        holds (*owned false: valid while x stands) -- or NULL when the transformation leaves the
        layer as the source has it. NULL hook: the transformation defines no runnable attention;
-       no_attn says why (`ppl` and `generate` say so and measure the source). attn_what names what
+       no_attn says why (`ppl`, `generate` and `check` name it and pass over it: xform_measured). attn_what names what
        runs ("FaRR working copy"). */
     int (*attn_layer)(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned);
     const char *no_attn, *attn_what;
@@ -140,11 +140,12 @@ void xform_attn_clear(Forward *f, XformAttn *held);
  * its stack (replays: the FaRR working copy holds the latest VO and QK truncations) the stack's,
  * oldest first, joined with "; " (in buf, cap bytes). */
 const char *xform_made_by(const Xform *x, char *buf, size_t cap);
-/* What `ppl`, `generate` and `check` measure on m: the newest transformation of m that still stands
- * (NULL with source, or when there is none). *runs is false when it has no runnable attention (the
- * source is measured then). headline gets "<verb> of M with CMD (WHAT)", "<verb> of M (the loaded
- * model)" or the reason the newest one cannot run. */
-const Xform *xform_measured(Session *s, Model *m, bool source, const char *verb, bool *runs, char *headline,
+/* What `ppl`, `generate` and `check` measure on m -- one rule for the three: the newest
+ * transformation of m the verb can measure (runs as attention layers; check: has a check), NULL
+ * with source or when there is none. headline gets "<verb> of M with CMD (WHAT)" or "<verb> of M
+ * (the loaded model)", and on a second line the newer transformations it passed over and why
+ * (KQ-SVD's projections: measured by `kvsvd eval`), so none is measured silently. */
+const Xform *xform_measured(Session *s, Model *m, bool source, bool check, const char *verb, char *headline,
                             size_t cap);
 /* Perplexity of x->src on ids[0..n) (windows of L) by f as it is (before) and with x's layers
  * swapped in (after); f is left without overrides. */
