@@ -998,7 +998,7 @@ const XformKind cmd_farr_xform = { .name = "truncate", .export_to = farr_xf_expo
                                    .owns_dir = farr_is_export, .check_dir = farr_xf_check_dir,
                                    .no_shard_mb = "it keeps the source's shards",
                                    .engine_export = farr_xf_engine_export, .engine_form = "its dense FaRR export",
-                                   .reset = farr_xf_reset, .replays = true,
+                                   .reset = farr_xf_reset, .replays = true, .supersede_words = 2,
                                    .attn_layer = farr_xf_attn_layer, .attn_what = "FaRR working copy",
                                    .check = farr_xf_check };
 

@@ -196,12 +196,31 @@ int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held) {
     return rc;
 }
 
+/* Whether command line a is superseded by b: both begin with the same n words (n > 0). */
+static bool superseded(const char *a, const char *b, int n) {
+    if (n <= 0) return false;
+    for (int w = 0; w < n; w++) {
+        while (*a == ' ') a++;
+        while (*b == ' ') b++;
+        size_t la = strcspn(a, " "), lb = strcspn(b, " ");
+        if (!la || la != lb || strncmp(a, b, la)) return false;
+        a += la;
+        b += lb;
+    }
+    return true;
+}
+
 const char *xform_made_by(const Xform *x, char *buf, size_t cap) {
     size_t k = 0;
     buf[0] = 0;
     if (!x->kind->replays) return x->cmd && *x->cmd ? x->cmd : x->kind->name;
     for (size_t i = 0; xform_stack_cmd(x, i) && k + 1 < cap; i++) {   /* the state is the stack's replay */
-        int w = snprintf(buf + k, cap - k, "%s%s", i ? "; " : "", xform_stack_cmd(x, i));
+        const char *c = xform_stack_cmd(x, i);
+        bool later = false;                /* a later command of the stack replaced what this one made */
+        for (size_t j = i + 1; xform_stack_cmd(x, j) && !later; j++)
+            later = superseded(c, xform_stack_cmd(x, j), x->kind->supersede_words);
+        if (later) continue;
+        int w = snprintf(buf + k, cap - k, "%s%s", k ? "; " : "", c);
         k += w > 0 ? (size_t)w : 0;
     }
     return buf[0] ? buf : x->kind->name;

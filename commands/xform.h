@@ -77,6 +77,9 @@ typedef struct XformKind {
     void (*reset)(Session *s, Model *m);
     bool replays;          /* undo re-runs the older entries' commands (set with reset, or alone when
                               the command overwrites all of the kind's state) */
+    int supersede_words;   /* a replayed stack's command is replaced by a later one that begins with
+                              the same this many words (FaRR: 2, `truncate vo` replaces `truncate vo`):
+                              xform_made_by names only what stands; 0: every command stands */
     /* The attention of `layer` as transformed, for the forward pass (fwd_set_attn): *out a layer --
        a new one (*owned true: the caller frees it, attn_layer_free) or one the transformation
        holds (*owned false: valid while x stands) -- or NULL when the transformation leaves the

@@ -145,4 +145,10 @@ chk_after=$(sed -n 's/^perplexity on 104 tokens, held out .*: 3.91245 before (so
 awk -F, -v p="$chk_after" 'END { d = exp($2) / p - 1; exit !(p > 0 && d < 1e-5 && d > -1e-5) }' k2.csv ||
     fail "ppl [$(cat k2.csv)] is not check's after [$chk_after]"
 
+# 9. The headline names what stands: a later `truncate vo` replaced the earlier one's plan (found in
+# review: "with truncate vo rank 6; truncate vo rank 4 layers 0-1").
+run -e "load $HF as s; truncate vo rank 6; truncate vo rank 4 layers 0-1; ppl $TXT"
+grep -q "^ppl of s with truncate vo rank 4 layers 0-1 (FaRR working copy; .*: 2 of 5 layers run as transformed" out.txt ||
+    fail "the replaced truncate is still named: [$(grep '^ppl of' out.txt)]"
+
 cli_done
