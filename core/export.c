@@ -863,6 +863,11 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     const char *why = export_hf_refusal(m, vo, qk);
     if (o.format == EXPORT_HF && why) return al_err("cannot export format hf: %s", why);
     x.fmt = o.format == EXPORT_AUTO ? (why ? EXPORT_FACTORS : EXPORT_HF) : o.format;
+    if (x.fmt == EXPORT_HF && o.dtype_set && o.dtype == DT_F8_E4M3)
+        return al_err("export: format hf with dtype fp8: hf shrinks kv_b_proj to the new ranks, which moves the rows "
+                      "the truncation keeps (the K rows) into other 128x128 blocks, so their FP8 codes and scales "
+                      "cannot be kept and would be re-quantized; use format dense or factors with dtype fp8 (every "
+                      "block the cut leaves alone kept byte for byte), or format hf with bf16 (the default) or f32");
     if (x.fmt == EXPORT_HF) {
         const ModelConfig *c = x.c;
         x.nope2 = qk ? qk->rank_max : c->qk_nope_dim;
@@ -913,6 +918,7 @@ bool farr_is_export(const char *dir) {
     cJSON_Delete(root);
     free(text);
     free(path);
+    if (!yes) al_err_clear();          /* no manifest: an answer, not an error left behind */
     al_err_clear();
     return yes;
 }

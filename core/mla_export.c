@@ -867,10 +867,14 @@ static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
     free(ob);
     double eff = NAN;
     if (fabs(src->cfg.norm_eps - ex->cfg.norm_eps) > 1e-15) {
-        if (mla_eps_effect(src, ex->cfg.norm_eps, 64, 1, &eff)) al_err_clear();
+        char why[160] = "";
+        if (mla_eps_effect(src, ex->cfg.norm_eps, 64, 1, &eff)) {       /* a note, not the check's failure */
+            snprintf(why, sizeof why, " (not measured: %s)", al_interrupted() ? "interrupted" : al_errmsg());
+            al_err_clear();
+        }
         note(c, "rms_norm_eps: the export's %g is not the source's %g, so that every engine normalises the latents "
                 "alike; the model's other RMSNorms (input, post-attention, final) use it too: on the source alone that "
-                "moves the logits by %.3g of their largest (64 token ids)", ex->cfg.norm_eps, src->cfg.norm_eps, eff);
+                "moves the logits by %.3g of their largest (64 token ids)%s", ex->cfg.norm_eps, src->cfg.norm_eps, eff, why);
     }
     rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ex->cfg.rope_spec.scaling.kind;
     if (sk != ek)

@@ -922,6 +922,7 @@ static int check_ppl(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaChe
         if (t->layers[l]) rc = fwd_set_attn(f, l, t->layers[l]->dense);
     if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, &b);
     fwd_free(f);
+    if (rc == AL_INTERRUPTED) return rc;
     if (rc) return al_err_ctx("TPA check, perplexity");
     k->nll_source = a.nll;
     k->nll_conv = b.nll;

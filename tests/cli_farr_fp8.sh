@@ -155,6 +155,11 @@ for fmt in hf factors dense; do
     [ $fmt = hf ] && t="truncate vo rank 8 policy model-max; truncate qk rank 16 policy model-max"
     for dt in "" bf16 f32 fp8; do
         out=$(e "load demo-r1; $t; export x-$fmt-$dt format $fmt ${dt:+dtype $dt}; check x-$fmt-$dt")
+        if [ $fmt = hf ] && [ "$dt" = fp8 ]; then   # hf moves the K rows into other blocks: refused, not re-quantized
+            ok "demo-r1 hf fp8: refused, saying why" has "$out" "cannot be kept and would be re-quantized"
+            ok "demo-r1 hf fp8: nothing written" test ! -e x-hf-fp8
+            continue
+        fi
         ok "demo-r1 $fmt ${dt:-default}: recognised" hasnt "$out" "not an attnlab export"
         ok "demo-r1 $fmt ${dt:-default}: PASS" has "$out" "PASS: the export's fused maps are the plan's"
     done
