@@ -191,7 +191,8 @@ static const char CHECK_HELP[] =
     "Perplexity before and after only on a text: `text FILE`, else the held-out validation split of\n"
     "the session's calibration text of the source (the tokens `convert mla` measures); none without.\n"
     "With no folder it checks the session's latest transformation of the current model (`truncate`:\n"
-    "the FaRR working copy, with the perplexity before and after on the validation windows of the\n"
+    "the FaRR working copy, on tokens drawn as `compare` draws them, with compare's farr out_err at\n"
+    "the same ranks beside, and the perplexity before and after on the validation windows of the\n"
     "session's calibration text when it has one; `convert mla`, `convert tpa`), named in its first\n"
     "line. With DIR it loads the export there -- each kind is known by its manifest:\n"
     "attnlab_manifest.json (TransMLA), tpa_manifest.json (TPA), kvsvd_manifest.json (KQ-SVD: its\n"
@@ -202,8 +203,11 @@ static const char CHECK_HELP[] =
     "engines run them (latent RMSNorms, interleaved RoPE, stock softmax scale, no q_proj bias), with\n"
     "notes on what engines compute differently and how close the errors are to the report's; an\n"
     "exact conversion (kv-rank full, D = d, one KV head or identical KV heads) shows errors at float\n"
-    "precision. A FaRR `format dense` export: its fused maps against the source's at the manifest's\n"
-    "ranks. TPA evaluates from its factors (RoPE as TPA applies it), and a TPA conversion that claims\n"
+    "precision. A FaRR export (any format): its fused maps against the source's at the manifest's\n"
+    "ranks, then the same table as `check` after `truncate` (scores compared up to a constant per\n"
+    "query, which the softmax ignores; tokens drawn as `compare` draws them: its seed and, in a\n"
+    "calibrated session, the calibration's second moment) on the export's own weights, and the\n"
+    "perplexity before / after from the export's own forward pass. TPA evaluates from its factors (RoPE as TPA applies it), and a TPA conversion that claims\n"
     "to be exact (form a with R = the KV heads, form b with R = the head dim) fails when any layer's\n"
     "output error is above 1e-4.\n"
     "Examples:\n"
@@ -213,7 +217,7 @@ static const char CHECK_HELP[] =
 
 static const Param check_pos[] = {
     { .name = "dir", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "DIR",
-      .help = "an export folder (TransMLA, TPA, KQ-SVD, FaRR dense); none: the session's conversion" },
+      .help = "an export folder (TransMLA, TPA, KQ-SVD, FaRR); none: the session's conversion" },
     {0}
 };
 static const Param check_kw[] = {

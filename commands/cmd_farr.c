@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cmd_farr.h"
+#include "compare.h"
 #include "export.h"
 #include "farr.h"
 #include "registry.h"
@@ -22,6 +25,7 @@
 #include "tpa.h"
 #include "seeds.h"
 #include "workspace.h"
+#include "ws_calib.h"
 #include "ws_check.h"
 #include "ws_lm.h"
 #include "xform.h"
@@ -872,13 +876,274 @@ static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
     snprintf(buf, cap, "truncate of %s (FaRR working copy)", x->src->name);
 }
 
-/* `check DIR` of a FaRR export (any format): its fused maps against the source's at the manifest's
- * ranks, within 1e-2 of the largest singular value, or, where the changed tensors were re-encoded
- * in FP8, within twice the error that encoding added to each factor (measured at export and in the manifest). */
+/* ---------------------------------------------------------------- the check's inputs */
+
+/* The random tokens of a FaRR check (in the session or of an export), drawn as `compare` draws its
+ * own (core/compare.c: tpa_random_input with seed AL_SEED_COMPARE and each layer's input second
+ * moment from the session's calibration of the source, ws_calib_fit_sigma; unit variance without
+ * one), so that the check's errors and compare's answer the same question. */
+typedef struct {
+    size_t T;
+    uint64_t seed;
+    double **sigma;           /* per layer E[x xᵀ] (n_layers entries; NULL: unit variance) */
+    int n_layers, hidden;
+    int *pos;                 /* 0..T-1 */
+    char desc[384];           /* which tokens, for the headline */
+} FarrDraw;
+
+static void farr_draw_free(FarrDraw *d) {
+    ws_calib_free_sigma(d->sigma, d->n_layers);
+    free(d->pos);
+    d->sigma = NULL;
+    d->pos = NULL;
+}
+
+static int farr_draw_open(Session *s, Model *src, const Args *a, FarrDraw *d) {
+    memset(d, 0, sizeof *d);
+    d->T = (size_t)args_int(a, "tokens");
+    d->seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_COMPARE;
+    d->n_layers = src->cfg.n_layers;
+    d->hidden = src->cfg.hidden;
+    size_t ntok = 0;
+    if (ws_calib_fit_sigma(s, src, 0, 0, d->n_layers - 1, &d->sigma, &ntok)) return AL_ERR;
+    if (!(d->pos = al_malloc3(d->T, 1, sizeof *d->pos, "positions"))) { farr_draw_free(d); return AL_ERR; }
+    for (size_t i = 0; i < d->T; i++) d->pos[i] = (int)i;
+    int n = snprintf(d->desc, sizeof d->desc, "%zu random Gaussian tokens, seed %llu%s, ", d->T,
+                     (unsigned long long)d->seed, args_given(a, "seed") ? " (given)" : " (compare's)");
+    if (d->sigma)
+        snprintf(d->desc + n, sizeof d->desc - (size_t)n, "with each layer's input second moment from the session's "
+                 "calibration of %s (%zu tokens), as `compare` draws them", src->name ? src->name : src->path, ntok);
+    else
+        snprintf(d->desc + n, sizeof d->desc - (size_t)n, "unit variance (the session has no calibration of %s with "
+                 "attention inputs), as `compare` draws them", src->name ? src->name : src->path);
+    return AL_OK;
+}
+
+/* Relative error of the causal scores b against a up to a constant per query (row), over the keys
+ * each query sees (both scores 0: masked): the softmax ignores such a shift, and the truncation
+ * makes one where it drops b_K (its score term is constant per query). */
+static double score_err_shift(const AttnOut *a, const AttnOut *b) {
+    if (!a->scores || !b->scores || a->T != b->T || a->n_heads != b->n_heads) return NAN;
+    size_t T = a->T;
+    double num = 0, den = 0;
+    for (size_t row = 0; row < (size_t)a->n_heads * T; row++) {
+        const float *x = a->scores + row * T, *y = b->scores + row * T;
+        double md = 0, ma = 0;
+        size_t k = 0;
+        for (size_t j = 0; j < T; j++)
+            if (x[j] != 0 || y[j] != 0) { md += (double)y[j] - x[j]; ma += x[j]; k++; }
+        if (!k) continue;
+        md /= (double)k;
+        ma /= (double)k;
+        for (size_t j = 0; j < T; j++)
+            if (x[j] != 0 || y[j] != 0) {
+                double e = (double)y[j] - x[j] - md, r = x[j] - ma;
+                num += e * e;
+                den += r * r;
+            }
+    }
+    if (isnan(num) || isnan(den)) return NAN;
+    return den > 0 ? sqrt(num / den) : num > 0 ? INFINITY : 0;
+}
+
+/* ---------------------------------------------------------------- the per-layer table */
+
+/* The layer a check measures (the working copy's or the export's); *W NULL: not truncated. */
+typedef int (*FarrLayerFn)(void *ctx, int layer, AttnLayer **W);
+
+typedef struct {
+    Model *m;
+    const FarrPlan *vo, *qk;
+} PlanLayers;
+
+static int plan_layer_fn(void *ctx, int layer, AttnLayer **W) {
+    PlanLayers *c = ctx;
+    return farr_attn_layer(c->m, c->vo, c->qk, layer, W);
+}
+
+typedef struct {
+    Model *ex;
+    const bool *want;         /* the manifest's truncated layers */
+} ExportLayers;
+
+static int export_layer_fn(void *ctx, int layer, AttnLayer **W) {
+    ExportLayers *c = ctx;
+    *W = NULL;
+    return c->want[layer] ? attn_layer_load(c->ex, layer, W) : AL_OK;
+}
+
+/* The one rank every group of p keeps in layer l (full when p does not cover it; -1: ranks differ). */
+static int plan_layer_rank(const FarrPlan *p, int l, int full) {
+    const FarrTruncLayer *tl = p ? farr_plan_layer(p, l) : NULL;
+    if (!tl || tl->n_kv < 1) return full;
+    for (int g = 1; g < tl->n_kv; g++)
+        if (tl->groups[g]->rank != tl->groups[0]->rank) return -1;
+    return tl->groups[0]->rank;
+}
+
+/* compare's farr out_err of source layer S at the plans' ranks of layer l on X (NaN where compare
+ * has no such row: MLA, per-head ranks, a QK cut under RoPE, where compare keeps keys whole). */
+static int compare_out_err(const AttnLayer *S, const PlanLayers *p, int l, const Mat *X, const int *pos, double *ce) {
+    *ce = NAN;
+    if (S->kind != ATTN_GQA) return AL_OK;
+    int rk = plan_layer_rank(p->qk, l, S->head_dim), rv = plan_layer_rank(p->vo, l, S->v_dim);
+    if (rk < 1 || rv < 1 || (S->rope_dim > 0 && rk < S->head_dim)) return AL_OK;
+    CmpRow row;
+    if (cmp_farr_layer(S, rk, rv, X, pos, &row)) return AL_ERR;
+    *ce = row.out_err;
+    return AL_OK;
+}
+
+/* The row of layer l: W against the source's layer on d's tokens of l (and compare's number). */
+static int layer_row(Model *src, const AttnLayer *W, int l, const FarrDraw *d, const PlanLayers *cmp, Table *t,
+                     int *nan_layer) {
+    AttnLayer *S = NULL;
+    AttnOut *y = NULL, *y2 = NULL;
+    double se = NAN, oe = NAN, ce = NAN;
+    Mat *X = tpa_random_input(d->T, d->hidden, d->seed, d->sigma ? d->sigma[l] : NULL);
+    int rc = X ? attn_layer_load(src, l, &S) : AL_ERR;
+    if (rc == AL_OK) rc = attn_eval(S, X, d->pos, true, &y);
+    if (rc == AL_OK) rc = attn_eval(W, X, d->pos, true, &y2);
+    if (rc == AL_OK) {
+        attn_rel_err(y, y2, NULL, &oe);
+        se = score_err_shift(y, y2);
+    }
+    if (rc == AL_OK && cmp) rc = compare_out_err(S, cmp, l, X, d->pos, &ce);
+    if (rc == AL_OK && (rc = table_row(t)) == AL_OK) {
+        table_int(t, l);
+        table_num(t, se);
+        table_num(t, oe);
+        if (cmp) table_num(t, ce);
+        if (*nan_layer < 0 && (isnan(se) || isnan(oe))) *nan_layer = l;
+    }
+    attn_out_free(y);
+    attn_out_free(y2);
+    attn_layer_free(S);
+    mat_free(X);
+    return rc;
+}
+
+/* layer, score_err, out_err (and compare_out_err with cmp) of every layer get() gives. */
+static int err_table(Model *src, const FarrDraw *d, FarrLayerFn get, void *ctx, const PlanLayers *cmp, Table **out,
+                     int *nan_layer) {
+    Table *t = cmp ? table_new(4, "layer", "score_err", "out_err", "compare_out_err")
+                   : table_new(3, "layer", "score_err", "out_err");
+    int rc = t ? AL_OK : AL_ERR;
+    *nan_layer = -1;
+    for (int l = 0; rc == AL_OK && l < src->cfg.n_layers; l++) {
+        AttnLayer *W = NULL;
+        rc = get(ctx, l, &W);
+        if (rc == AL_OK && W) rc = layer_row(src, W, l, d, cmp, t, nan_layer);
+        attn_layer_free(W);
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
+    }
+    if (rc) { table_free(t); t = NULL; }
+    *out = t;
+    return rc;
+}
+
+/* What the errors are, for both checks' headlines. */
+#define ERRS_WHAT                                                                                                   \
+    "relative Frobenius errors ||Y - Y'|| / ||Y|| of the causal attention scores up to a constant per query "      \
+    "(score_err; the softmax ignores such a shift, which dropping b_K makes) and of the attention outputs after "  \
+    "o_proj (out_err)"
+
+/* The table of a check (after its lines), and the NaN failure. */
+static int check_table(Out *out, const Args *a, Table *t, int nan_layer) {
+    if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
+    int rc = out_table_to(out, args_str(a, "to"), t);
+    if (rc == AL_OK && nan_layer >= 0) {
+        out_emit_result(out);
+        return al_err("check failed: layer %d's errors are NaN (NaN/Inf in the source or the truncation)", nan_layer);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- check DIR */
+
+/* The layers the manifest of dir truncates (want: n entries). */
+static int manifest_layers(const char *dir, int n, bool *want) {
+    char *path = NULL, *text = NULL;
+    size_t len;
+    if (asprintf(&path, "%s/farr_manifest.json", dir) < 0) return al_err("out of memory");
+    cJSON *root = (text = al_read_file(path, &len)) ? cJSON_Parse(text) : NULL;
+    const cJSON *t;
+    int rc = root ? AL_OK : al_err("%s: no readable manifest", path);
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(root, "truncations")) {
+        const cJSON *ly = cJSON_GetObjectItemCaseSensitive(t, "layers");
+        if (cJSON_GetArraySize(ly) != 2) continue;
+        int lo = cJSON_GetArrayItem(ly, 0)->valueint, hi = cJSON_GetArrayItem(ly, 1)->valueint;
+        for (int l = lo < 0 ? 0 : lo; l <= hi && l < n; l++) want[l] = true;
+    }
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    return rc;
+}
+
+/* A forward pass of m: the session's (lm_forward) or, for a model the check opened, its own (*own). */
+static int check_forward(Session *s, Model *m, bool session, Forward **f, Forward **own) {
+    *own = NULL;
+    if (session) return lm_forward(s, m, f);
+    if (fwd_new(m, NULL, own)) return AL_ERR;
+    fwd_set_compute(*own, mm_compute_parse(s->compute));
+    *f = *own;
+    return AL_OK;
+}
+
+/* Perplexity before (src's forward pass) / after (the export's own forward pass) on the check's text. */
+static int export_ppl(Session *s, Model *src, bool src_in_session, Model *ex, const Args *a, Out *out) {
+    CheckText t;
+    Forward *fs = NULL, *fe = NULL, *own = NULL;
+    FwdPpl b = {0}, w = {0};
+    int rc = ws_check_text(s, src, a, &t);
+    if (rc == AL_OK && t.ids && (rc = check_forward(s, src, src_in_session, &fs, &own)) == AL_OK) {
+        rc = fwd_ppl(fs, t.ids, t.n, t.seqlen, &b);
+        fwd_free(own);
+        own = NULL;
+    }
+    if (rc == AL_OK && t.ids && (rc = check_forward(s, ex, false, &fe, &own)) == AL_OK) {
+        rc = fwd_ppl(fe, t.ids, t.n, t.seqlen, &w);
+        fwd_free(own);
+    }
+    if (rc == AL_OK) ws_check_ppl_line(out, &t, w.tokens, b.nll, w.nll, "the export, its own forward pass");
+    ws_check_text_free(&t);
+    return rc;
+}
+
+/* The second part of `check DIR`: the export loaded as a model, each truncated layer against the
+ * source's on the in-session check's tokens, and the perplexity before / after. */
+static int export_errors(Session *s, const char *dir, Model *src, bool src_in_session, const Args *a, Out *out) {
+    Model *ex = NULL;
+    bool *want = al_calloc((size_t)src->cfg.n_layers, sizeof *want, "layers");
+    FarrDraw d = {0};
+    Table *t = NULL;
+    int nan_layer = -1, rc = want ? manifest_layers(dir, src->cfg.n_layers, want) : AL_ERR;
+    if (rc == AL_OK) rc = model_open(dir, &ex);
+    if (rc == AL_OK) rc = farr_draw_open(s, src, a, &d);
+    if (rc == AL_OK)
+        out_printf(out, "the export's layers (%s loaded as a model) against %s, per truncated layer: " ERRS_WHAT
+                   " on %s\n", dir, src->name ? src->name : src->path, d.desc);
+    ExportLayers c = {.ex = ex, .want = want};
+    if (rc == AL_OK) rc = err_table(src, &d, export_layer_fn, &c, NULL, &t, &nan_layer);
+    farr_draw_free(&d);
+    if (rc == AL_OK) rc = export_ppl(s, src, src_in_session, ex, a, out);
+    if (rc == AL_OK) rc = check_table(out, a, t, nan_layer);
+    else table_free(t);
+    model_free(ex);
+    free(want);
+    return rc;
+}
+
+/* `check DIR` of a FaRR export (any format): first its fused maps against the source's at the
+ * manifest's ranks, within 1e-2 of the largest singular value, or, where the changed tensors were
+ * re-encoded in FP8, within twice the error that encoding added to each factor (measured at export
+ * and in the manifest); then the in-session check's table and perplexity on the export's weights. */
 static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
     const char *name = args_str(a, "source");
+    Model *src = name && *name ? session_find(s, name) : NULL, *opened = NULL;
     FarrDenseCheck *c = NULL;
-    if (farr_dense_check(dir, name && *name ? session_find(s, name) : NULL, &c)) return AL_ERR;
+    if (farr_dense_check(dir, src, &c)) return AL_ERR;
     double tol = strcmp(c->encoding, "F8_E4M3") == 0 ? fmax(1e-2, 2 * c->added_err) : 1e-2;
     out_printf(out, "%s (format %s%s%s) against %s: %zu truncated heads; fused maps: kept singular values within %.3g "
                "of the source's (relative to the largest; per-head truncations), past the rank %.3g; tolerance %.3g\n",
@@ -886,24 +1151,17 @@ static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *ou
                c->heads, c->sv_err, c->tail, tol);
     bool ok = c->sv_err < tol && c->tail < tol;
     out_printf(out, "%s\n", ok ? "PASS: the export's fused maps are the plan's" : "FAIL: the export's fused maps are not the plan's");
+    int rc = AL_OK;
+    if (!src) src = ws_check_loaded_at(s, c->source_path);
+    if (!src && (rc = model_open(c->source_path, &opened)) == AL_OK) src = opened;
     farr_dense_check_free(c);
+    if (rc == AL_OK) rc = export_errors(s, dir, src, opened == NULL, a, out);
+    model_free(opened);
+    if (rc) return rc;
     return ok ? AL_OK : al_err("check: %s's fused maps differ from the truncation's", dir);
 }
 
-/* Relative errors of the working copy's layer W against the source's layer on inputs X at pos. */
-static int farr_layer_err(Model *m, const AttnLayer *W, int layer, const Mat *X, const int *pos, double *se,
-                          double *oe) {
-    AttnLayer *S = NULL;
-    AttnOut *y = NULL, *y2 = NULL;
-    int rc = attn_layer_load(m, layer, &S);
-    if (rc == AL_OK) rc = attn_eval(S, X, pos, true, &y);
-    if (rc == AL_OK) rc = attn_eval(W, X, pos, true, &y2);
-    if (rc == AL_OK) attn_rel_err(y, y2, se, oe);
-    attn_out_free(y);
-    attn_out_free(y2);
-    attn_layer_free(S);
-    return rc;
-}
+/* ---------------------------------------------------------------- check */
 
 /* Perplexity before / after on the check's text (`text FILE`, else the held-out windows of the
  * session's calibration text of the source: ws_check_text), or a line saying there is none. */
@@ -920,51 +1178,29 @@ static int farr_check_ppl(Session *s, const Xform *x, const Args *a, Out *out) {
 }
 
 /* `check` with no folder after `truncate`: every truncated layer of the working copy (both plans,
- * farr_attn_layer) against the source's, on random Gaussian tokens (`tokens`, `seed`), and the
- * perplexity before / after on held-out text when the session has it. */
+ * farr_attn_layer) against the source's, on random tokens drawn as `compare` draws them, with
+ * compare's farr number at the same ranks, and the perplexity before / after on held-out text
+ * when the session has it. */
 static int farr_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     Model *m = x->src;
     const char *name = args_str(a, "source");
     if (name && *name && session_find(s, name) != m)
         return al_err("check: the working copy is checked against the model it was made of, %s (not %s)", m->name, name);
-    const FarrPlan *vo, *qk;
-    farr_plans(s, m, &vo, &qk);
-    size_t T = (size_t)args_int(a, "tokens");
-    uint64_t seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_FARR_CHECK;
-    Mat *X = attn_random_input(T, m->cfg.hidden, seed);
-    int *pos = al_malloc3(T, 1, sizeof *pos, "positions");
-    Table *t = table_new(3, "layer", "score_err", "out_err");
-    int rc = X && pos && t ? AL_OK : AL_ERR, nan_layer = -1;
-    for (size_t i = 0; pos && i < T; i++) pos[i] = (int)i;
-    out_printf(out, "the FaRR working copy (%s%s%s) against %s, per truncated layer: relative Frobenius errors "
-               "||Y - Y'|| / ||Y|| of the causal attention scores (score_err) and of the attention outputs after o_proj "
-               "(out_err) on %zu random Gaussian tokens, seed %llu (unit variance)\n", vo ? "VO" : "",
-               vo && qk ? " + " : "", qk ? "QK" : "", m->name, T, (unsigned long long)seed);
-    for (int l = 0; rc == AL_OK && l < m->cfg.n_layers; l++) {
-        AttnLayer *W = NULL;
-        double se = NAN, oe = NAN;
-        rc = farr_attn_layer(m, vo, qk, l, &W);
-        if (rc == AL_OK && W) rc = farr_layer_err(m, W, l, X, pos, &se, &oe);
-        if (rc == AL_OK && W && (rc = table_row(t)) == AL_OK) {
-            table_int(t, l);
-            table_num(t, se);
-            table_num(t, oe);
-            if (nan_layer < 0 && (isnan(se) || isnan(oe))) nan_layer = l;
-        }
-        attn_layer_free(W);
-        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
-    }
-    mat_free(X);
-    free(pos);
+    PlanLayers p = {.m = m};
+    farr_plans(s, m, &p.vo, &p.qk);
+    FarrDraw d;
+    Table *t = NULL;
+    int nan_layer = -1;
+    if (farr_draw_open(s, m, a, &d)) return AL_ERR;
+    out_printf(out, "the FaRR working copy (%s%s%s) against %s, per truncated layer: " ERRS_WHAT " on %s; "
+               "compare_out_err: `compare`'s farr out_err at the same ranks on the same tokens (nan: compare has no "
+               "such row: per-head ranks, a QK cut under RoPE, MLA)\n", p.vo ? "VO" : "", p.vo && p.qk ? " + " : "",
+               p.qk ? "QK" : "", m->name, d.desc);
+    int rc = err_table(m, &d, plan_layer_fn, &p, &p, &t, &nan_layer);
+    farr_draw_free(&d);
     if (rc == AL_OK) rc = farr_check_ppl(s, x, a, out);
     if (rc != AL_OK) { table_free(t); return rc; }
-    if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
-    rc = out_table_to(out, args_str(a, "to"), t);
-    if (rc == AL_OK && nan_layer >= 0) {
-        out_emit_result(out);
-        return al_err("check failed: layer %d's errors are NaN (NaN/Inf in the source or the truncation)", nan_layer);
-    }
-    return rc;
+    return check_table(out, a, t, nan_layer);
 }
 
 /* `undo`: drops m's working copy (and its spectra cache); undo re-runs the older truncations. */

@@ -173,6 +173,32 @@ static int farr_qk(AttnLayer *C, int r) {
     return AL_OK;
 }
 
+/* FaRR of L at ranks rk (keys; head_dim: whole) and rv (values; v_dim: whole), measured on X. */
+static int farr_at(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+    AttnLayer *C = attn_layer_copy(L);
+    int rc = C ? AL_OK : AL_ERR;
+    if (rc == AL_OK && rv < L->v_dim) rc = farr_vo(C, rv);
+    if (rc == AL_OK && rk < L->head_dim) rc = farr_qk(C, rk);
+    if (rc == AL_OK) rc = measure_layer(C, X, pos, ref, r);
+    attn_layer_free(C);
+    return rc;
+}
+
+int cmp_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, CmpRow *row) {
+    memset(row, 0, sizeof *row);
+    row->method = CMP_FARR;
+    row->score_err = row->out_err = NAN;
+    if (L->kind != ATTN_GQA) return al_err("compare: the methods take GQA / MHA layers");
+    if (rk < 1 || rk > L->head_dim || rv < 1 || rv > L->v_dim || (L->rope_dim > 0 && rk < L->head_dim))
+        return al_err("compare's FaRR has no rank r_k %d, r_v %d here (keys under RoPE stay whole)", rk, rv);
+    AttnOut *ref = NULL;
+    if (attn_eval(L, X, pos, true, &ref)) return AL_ERR;
+    int rc = farr_at(L, rk, rv, X, pos, ref, row);
+    attn_out_free(ref);
+    if (rc == AL_OK) row->kv_values = (size_t)L->n_kv_heads * ((size_t)rk + (size_t)rv);
+    return rc;
+}
+
 static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
     size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
     int rk = L->head_dim, rv;
@@ -187,12 +213,7 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
         fill_ranks(B, G, G, L->head_dim, L->v_dim, &rk, &rv);
         if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one K and one V dim per group)", 2 * G); return AL_OK; }
     }
-    AttnLayer *C = attn_layer_copy(L);
-    int rc = C ? AL_OK : AL_ERR;
-    if (rc == AL_OK && rv < L->v_dim) rc = farr_vo(C, rv);
-    if (rc == AL_OK && rk < L->head_dim) rc = farr_qk(C, rk);
-    if (rc == AL_OK) rc = measure_layer(C, X, pos, ref, r);
-    attn_layer_free(C);
+    int rc = farr_at(L, rk, rv, X, pos, ref, r);
     if (rc) return rc;
     r->kv_values = G * ((size_t)rk + (size_t)rv);
     if (L->rope_dim > 0) snprintf(r->setting, sizeof r->setting, "r_v %d (keys whole under RoPE)", rv);

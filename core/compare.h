@@ -97,6 +97,11 @@ void cmp_result_free(CmpResult *r);
 int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
               const double *Sigma, CmpRow *rows);
 
+/* compare's `farr` row of one GQA / MHA layer at given ranks instead of a budget's: r_k (keys;
+ * head_dim keeps them whole, as it must under RoPE) and r_v, on X at pos (`check` after `truncate`
+ * prints it beside the working copy's errors). */
+int cmp_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, CmpRow *row);
+
 enum { CMP_KQ_FIT, CMP_KQ_CALIB, CMP_KQ_LEARNED };
 
 /* Where KQ-SVD learns layer `layer` from (see the top): st (calibration Grams) and / or p (learned

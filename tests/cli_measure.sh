@@ -91,7 +91,7 @@ cmp -s gen_trunc.txt gen_src.txt && fail "the truncated text equals the source's
 #    tokens; with a calibration text, perplexity before / after on its held-out windows.
 run -e "load $HF as s; truncate vo rank 4; check to c1.csv; calibrate $TXT seqlen 64; check"
 [ "$(rc)" = 0 ] || fail "check of a truncation: rc $(rc): $(cat err.txt)"
-[ "$(head -1 c1.csv)" = "layer,score_err,out_err" ] || fail "check columns: [$(head -1 c1.csv)]"
+[ "$(head -1 c1.csv)" = "layer,score_err,out_err,compare_out_err" ] || fail "check columns: [$(head -1 c1.csv)]"
 [ "$(tail -n +2 c1.csv | wc -l)" = 5 ] || fail "check rows: [$(cat c1.csv)]"
 awk -F, 'NR > 1 && !($2 == 0 && $3 > 0.3 && $3 < 0.9) { bad = 1 } END { exit bad }' c1.csv ||
     fail "VO truncation errors (scores exact, outputs 0.3-0.9): [$(cat c1.csv)]"
