@@ -15,9 +15,8 @@
 #define AL_SEED_TPA_EVAL 20250604ULL
 /* `check DIR` of a TPA export whose manifest records no check inputs (an older attnlab). */
 #define AL_SEED_TPA_CHECK 20250605ULL
-/* `check` of a FaRR truncation (the working copy) against its source. */
-#define AL_SEED_FARR_CHECK 20250608ULL
-/* `compare`'s evaluation tokens (CmpOpts.seed default; the fit tokens use seed + 1). */
+/* `compare`'s evaluation tokens (CmpOpts.seed default; the fit tokens use seed + 1), and `check` /
+ * `check DIR` of a FaRR truncation, so that their errors are compare's FaRR row. */
 #define AL_SEED_COMPARE 20250607ULL
 
 #endif
