@@ -3,7 +3,6 @@
  * generated usage lines, and the dispatcher. Completion from the table is in complete.c. */
 #define _GNU_SOURCE
 #include "registry.h"
-#include "registry_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -158,14 +157,7 @@ static const char *args_keep(Args *a, const char *s) {
 
 /* ================================================================ edit distance, suggestions */
 
-size_t cmd_edit_distance(const char *a, const char *b) { return out_edit_distance(a, b); }
-
-/* The suggester of out.h: the closest candidate within distance 2 (1 for short words), or a prefix. */
-typedef OutSuggest Suggest;
-
-static void suggest_try(Suggest *sg, const char *typed, const char *cand) { out_suggest_try(sg, typed, cand); }
-
-static const char *suggest_text(const Suggest *sg, char *buf, size_t cap) { return out_suggest_text(sg, buf, cap); }
+/* Suggestions ("did you mean") are out.h's suggester: out_suggest_try / out_suggest_text. */
 
 /* ================================================================ tokenizer */
 
@@ -348,14 +340,14 @@ static bool convert(const Param *p, const char *text, ArgVal *v, char *why, size
         return true;
     }
     case ARG_ENUM: {
-        Suggest sg = {0};
+        OutSuggest sg = {0};
         char sb[96];
         for (int i = 0; p->choices && p->choices[i]; i++) {
             if (!strcmp(p->choices[i], text)) { v->choice = i; return true; }
-            suggest_try(&sg, text, p->choices[i]);
+            out_suggest_try(&sg, text, p->choices[i]);
         }
         cmd_metavar(p, mv, sizeof mv);
-        snprintf(why, cap, "%s must be one of %s, got '%s'%s", p->name, mv, text, suggest_text(&sg, sb, sizeof sb));
+        snprintf(why, cap, "%s must be one of %s, got '%s'%s", p->name, mv, text, out_suggest_text(&sg, sb, sizeof sb));
         return false;
     }
     case ARG_RANGE: {
@@ -503,8 +495,8 @@ static int set_value(Session *s, Args *a, const Param *p, ArgVal *v, const char 
 
 /* The closest keyword of c to word (NULL if none is close). */
 static const char *near_keyword(const Command *c, const char *word) {
-    Suggest sg = {0};
-    for (const Param *p = c->kw; p && p->name; p++) suggest_try(&sg, word, p->name);
+    OutSuggest sg = {0};
+    for (const Param *p = c->kw; p && p->name; p++) out_suggest_try(&sg, word, p->name);
     return sg.best;
 }
 
@@ -526,11 +518,11 @@ int cmd_parse_tokens(Session *s, const Tokens *t, const char *line, Args *a, Par
     /* ---- the command and its sub-command words */
     const Command *c = cmd_find(t->tok[0].text);
     if (!c || t->tok[0].quoted) {
-        Suggest sg = {0};
+        OutSuggest sg = {0};
         const Command *k;
-        for (size_t i = 0; (k = cmd_at(i, NULL)); i++) suggest_try(&sg, t->tok[0].text, k->name);
+        for (size_t i = 0; (k = cmd_at(i, NULL)); i++) out_suggest_try(&sg, t->tok[0].text, k->name);
         return perr(e, t->tok[0].col, "unknown command '%s'%s; type help for the list",
-                    t->tok[0].text, suggest_text(&sg, sb, sizeof sb));
+                    t->tok[0].text, out_suggest_text(&sg, sb, sizeof sb));
     }
     a->top = c;
     snprintf(a->path, sizeof a->path, "%s", c->name);
@@ -545,10 +537,10 @@ int cmd_parse_tokens(Session *s, const Tokens *t, const char *line, Args *a, Par
             return perr(e, t->end, "'%s' needs a sub-command: %s (help %s)", a->path, subs, a->path);
         const Command *sc = cmd_find_sub(c, t->tok[ti].text);
         if (!sc) {
-            Suggest sg = {0};
-            for (const Command *k = c->sub; k->name; k++) suggest_try(&sg, t->tok[ti].text, k->name);
+            OutSuggest sg = {0};
+            for (const Command *k = c->sub; k->name; k++) out_suggest_try(&sg, t->tok[ti].text, k->name);
             return perr(e, t->tok[ti].col, "unknown sub-command '%s' of %s%s; choose %s",
-                        t->tok[ti].text, a->path, suggest_text(&sg, sb, sizeof sb), subs);
+                        t->tok[ti].text, a->path, out_suggest_text(&sg, sb, sizeof sb), subs);
         }
         size_t pl = strlen(a->path);
         snprintf(a->path + pl, sizeof a->path - pl, " %s", sc->name);

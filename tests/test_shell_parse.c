@@ -8,7 +8,7 @@
 #include "exec.h"
 #include "lua_shell.h"
 #include "registry.h"
-#include "registry_internal.h"
+#include "out.h"
 #include "session.h"
 #include "shell.h"
 
@@ -283,7 +283,7 @@ static void test_usage_dispatch(Session *s) {
     u = cmd_usage(&tplot_sub[0], "tplot");
     CHECK(u && !strcmp(u, "tplot spectrum vo|qk [head N]"), "usage: %s", u ? u : "(null)");
     free(u);
-    CHECK(cmd_edit_distance("lyer", "layer") == 1 && cmd_edit_distance("", "abc") == 3, "edit distance");
+    CHECK(out_edit_distance("lyer", "layer") == 1 && out_edit_distance("", "abc") == 3, "edit distance");
 
     Args a;
     Out o;
