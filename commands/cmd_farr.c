@@ -1091,6 +1091,17 @@ static int check_forward(Session *s, Model *m, bool session, Forward **f, Forwar
     return AL_OK;
 }
 
+/* The perplexity's outcome beside a check's table, which stands either way: an error (a text too
+ * short, a model the forward pass refuses) becomes a line; Ctrl-C is kept (*interrupted) for after
+ * the table is printed. */
+static void ppl_outcome(int rc, Out *out, bool *interrupted) {
+    if (rc == AL_INTERRUPTED) *interrupted = true;
+    else if (rc != AL_OK) {
+        out_printf(out, "perplexity: not measured (%s)\n", al_errmsg());
+        al_err_clear();
+    }
+}
+
 /* Perplexity before (src's forward pass) / after (the export's own forward pass) on the check's text. */
 static int export_ppl(Session *s, Model *src, bool src_in_session, Model *ex, const Args *a, Out *out) {
     CheckText t;
@@ -1127,12 +1138,13 @@ static int export_errors(Session *s, const char *dir, Model *src, bool src_in_se
     ExportLayers c = {.ex = ex, .want = want};
     if (rc == AL_OK) rc = err_table(src, &d, export_layer_fn, &c, NULL, &t, &nan_layer);
     farr_draw_free(&d);
-    if (rc == AL_OK) rc = export_ppl(s, src, src_in_session, ex, a, out);
+    bool interrupted = false;
+    if (rc == AL_OK) ppl_outcome(export_ppl(s, src, src_in_session, ex, a, out), out, &interrupted);
     if (rc == AL_OK) rc = check_table(out, a, t, nan_layer);
     else table_free(t);
     model_free(ex);
     free(want);
-    return rc;
+    return rc == AL_OK && interrupted ? AL_INTERRUPTED : rc;
 }
 
 /* `check DIR` of a FaRR export (any format): first its fused maps against the source's at the
@@ -1198,9 +1210,11 @@ static int farr_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
                p.qk ? "QK" : "", m->name, d.desc);
     int rc = err_table(m, &d, plan_layer_fn, &p, &p, &t, &nan_layer);
     farr_draw_free(&d);
-    if (rc == AL_OK) rc = farr_check_ppl(s, x, a, out);
+    bool interrupted = false;
+    if (rc == AL_OK) ppl_outcome(farr_check_ppl(s, x, a, out), out, &interrupted);
     if (rc != AL_OK) { table_free(t); return rc; }
-    return check_table(out, a, t, nan_layer);
+    rc = check_table(out, a, t, nan_layer);
+    return rc == AL_OK && interrupted ? AL_INTERRUPTED : rc;
 }
 
 /* `undo`: drops m's working copy (and its spectra cache); undo re-runs the older truncations. */

@@ -151,4 +151,10 @@ run -e "load $HF as s; truncate vo rank 6; truncate vo rank 4 layers 0-1; ppl $T
 grep -q "^ppl of s with truncate vo rank 4 layers 0-1 (FaRR working copy; .*: 2 of 5 layers run as transformed" out.txt ||
     fail "the replaced truncate is still named: [$(grep '^ppl of' out.txt)]"
 
+# 10. A perplexity that cannot be measured (an empty text) is a line; the check's table stands.
+: >empty.txt
+run -e "load $HF as s; truncate vo rank 4; check text empty.txt to ce.csv"
+[ "$(rc)" = 0 ] && grep -q "^perplexity: not measured (" out.txt && [ "$(tail -n +2 ce.csv | wc -l)" = 5 ] ||
+    fail "check with an empty text lost its table: rc $(rc) [$(cat out.txt err.txt)]"
+
 cli_done
