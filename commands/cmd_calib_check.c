@@ -93,15 +93,13 @@ static int evaluate(Session *s, Model *m, bool session_model, const CalibShape *
 }
 
 int cmd_kvsvd_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
+    Model *m = NULL, *opened = NULL;
     const char *name = args_str(a, "source");
-    Model *m = name && *name ? session_find(s, name) : NULL, *opened = NULL;
-    if (!m) {
-        char *path = kqsvd_export_model(dir);
-        if (!path) return AL_ERR;
-        if (!(m = ws_check_loaded_at(s, path)) && model_open(path, &opened) == AL_OK) m = opened;
-        if (!m) { free(path); return al_err_ctx("check: the model named by %s/%s (load it and give source NAME)", dir, KQ_MANIFEST); }
-        free(path);
-    }
+    char *path = name && *name ? NULL : kqsvd_export_model(dir);
+    if (!(name && *name) && !path) return AL_ERR;
+    int src_rc = ws_check_source(s, a, path, dir, KQ_MANIFEST, &m, &opened);
+    free(path);
+    if (src_rc) return AL_ERR;
     CalibShape sh;
     KqExport *e = NULL;
     int *own = NULL;

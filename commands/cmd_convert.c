@@ -527,18 +527,13 @@ static int mla_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
 /* `check DIR` of a TransMLA export against its source (`source NAME`, else the manifest's path: the
  * session's model there, or opened for the check), on the inputs its manifest records. */
 static int mla_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
-    const char *name = args_str(a, "source");
-    Model *src = name && *name ? session_find(s, name) : NULL, *opened = NULL;
+    Model *src = NULL, *opened = NULL;
     cJSON *man = mla_manifest(dir);
     if (!man) return AL_ERR;
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(man, "source");
-    if (!src && !cJSON_IsString(sp)) { cJSON_Delete(man); return al_err("check: %s/%s has no \"source\"", dir, MLA_MANIFEST); }
-    if (!src && !(src = ws_check_loaded_at(s, sp->valuestring))) {
-        if (model_open(sp->valuestring, &opened)) {
-            cJSON_Delete(man);
-            return al_err_ctx("check: the source named by %s/%s (load it and give source NAME)", dir, MLA_MANIFEST);
-        }
-        src = opened;
+    if (ws_check_source(s, a, cJSON_IsString(sp) ? sp->valuestring : NULL, dir, MLA_MANIFEST, &src, &opened)) {
+        cJSON_Delete(man);
+        return AL_ERR;
     }
     CheckInputs ci;
     bool found;

@@ -1163,9 +1163,7 @@ static int farr_xf_check_dir(Session *s, const char *dir, const Args *a, Out *ou
                c->heads, c->sv_err, c->tail, tol);
     bool ok = c->sv_err < tol && c->tail < tol;
     out_printf(out, "%s\n", ok ? "PASS: the export's fused maps are the plan's" : "FAIL: the export's fused maps are not the plan's");
-    int rc = AL_OK;
-    if (!src) src = ws_check_loaded_at(s, c->source_path);
-    if (!src && (rc = model_open(c->source_path, &opened)) == AL_OK) src = opened;
+    int rc = src ? AL_OK : ws_check_source(s, a, c->source_path, dir, "farr_manifest.json", &src, &opened);
     farr_dense_check_free(c);
     if (rc == AL_OK) rc = export_errors(s, dir, src, opened == NULL, a, out);
     model_free(opened);

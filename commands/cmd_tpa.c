@@ -297,22 +297,12 @@ static int tpa_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
 /* `check DIR` of a TPA export against its source (`source NAME`, else the manifest's path: the
  * session's model there, or opened for the check), on the inputs its manifest records. */
 static int tpa_xf_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
-    const char *src_name = args_str(a, "source");
     Model *src = NULL, *opened = NULL;
-    if (src_name && *src_name && !(src = session_find(s, src_name)))
-        return al_err("check: no loaded model named '%s'", src_name);
     if (!tpa_is_export(dir))
         return al_err("check: %s holds no %s: give a folder written by export after convert tpa", dir, TPA_MANIFEST);
     TpaModel *t = NULL;
     if (tpa_load(dir, &t)) return AL_ERR;
-    if (!src && !(src = ws_check_loaded_at(s, t->src_path))) {
-        if (!t->src_path || !*t->src_path || model_open(t->src_path, &opened)) {
-            tpa_model_free(t);
-            return al_err("check: cannot open the source %s named by %s/%s: load it and give source NAME",
-                          t->src_path && *t->src_path ? t->src_path : "(none)", dir, TPA_MANIFEST);
-        }
-        src = opened;
-    }
+    if (ws_check_source(s, a, t->src_path, dir, TPA_MANIFEST, &src, &opened)) { tpa_model_free(t); return AL_ERR; }
     CheckInputs ci;
     bool found;
     int rc = ci_read_dir(dir, TPA_MANIFEST, &ci, &found);

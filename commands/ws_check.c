@@ -106,6 +106,22 @@ Model *ws_check_loaded_at(Session *s, const char *path) {
     return NULL;
 }
 
+int ws_check_source(Session *s, const Args *a, const char *path, const char *dir, const char *manifest, Model **src,
+                    Model **opened) {
+    const char *name = args_str(a, "source");
+    *src = *opened = NULL;
+    if (name && *name) {
+        if (!(*src = session_find(s, name))) return al_err("check: no loaded model named '%s'", name);
+        return AL_OK;
+    }
+    if (!path || !*path) return al_err("check: %s/%s names no source model: load it and give source NAME", dir, manifest);
+    if ((*src = ws_check_loaded_at(s, path))) return AL_OK;
+    if (model_open(path, opened) != AL_OK)
+        return al_err_ctx("check: the source %s named by %s/%s (load it and give source NAME)", path, dir, manifest);
+    *src = *opened;
+    return AL_OK;
+}
+
 void ws_check_recorded_line(Out *out, const CheckInputs *ci, bool fits, const char *why) {
     char seeds[64];
     snprintf(seeds, sizeof seeds, ci->plus_layer ? "seed %" PRIu64 " + layer" : "seed %" PRIu64, ci->seed);

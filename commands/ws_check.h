@@ -39,6 +39,11 @@ int ws_check_inputs(Session *s, Model *src, const Args *a, bool with_mu, int lo,
 
 /* The session's model whose folder is path (NULL when none is loaded there). */
 Model *ws_check_loaded_at(Session *s, const char *path);
+/* The source `check DIR` compares an export with: `source NAME` (a's keyword), else the session's
+ * model at path (what the export's manifest, dir/manifest, names), else that folder opened
+ * (*opened: the caller frees it, model_free; NULL otherwise). */
+int ws_check_source(Session *s, const Args *a, const char *path, const char *dir, const char *manifest, Model **src,
+                    Model **opened);
 
 /* The text of a check's perplexity. */
 typedef struct {
