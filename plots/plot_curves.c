@@ -52,9 +52,11 @@ static void draw_curve(const PlotCurve *c, bool logy, double *bx, double *by) {
             continue;
         }
         const char *g = plot_marker_glyph(c->marker);
+        /* later series (drawn on top) get smaller glyphs, so a point two series share shows both */
+        double size = 0.7 * pow(0.8, c->marker < 4 ? c->marker : 4);
         if (run > 1) plline((PLINT)run, bx, by);
-        if (run && c->points) plot_marks(run, bx, by, 0.7, g);
-        else if (run == 1) plot_marks(1, bx, by, 0.7, g);    /* a lone point must still show */
+        if (run && c->points) plot_marks(run, bx, by, size, g);
+        else if (run == 1) plot_marks(1, bx, by, size, g);    /* a lone point must still show */
         run = 0;
     }
 }
