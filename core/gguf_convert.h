@@ -60,6 +60,8 @@ typedef struct {
     bool latent_scaled;       /* MLA latents made linear under llama.cpp's norm (see above) */
     const char *tokenizer;    /* "llama", "gpt2" or "none" */
     char path[4096];          /* the file written */
+    bool tied_output;         /* output.weight written from the tied embeddings (gguf_arch_output_required) */
+    bool q_less_old;          /* deepseek2 without a query latent, not 27 layers: b5415 .. b6845 fail on it */
 } GgufExportReport;
 
 /* The llama.cpp architecture m maps to, or NULL with *why (static) saying why not (no row; experts;

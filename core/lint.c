@@ -1144,6 +1144,10 @@ static void lint_gguf(Lint *x, const char *path) {
         if (!gguf_kv_find(f, key)) add(x, LINT_ERROR, LT_LLAMACPP, 0, "no metadata key %s, which llama.cpp requires", key);
     }
     if (arch && !strcmp(arch, "deepseek2")) lint_gguf_ds2(x, f);
+    if (gguf_arch_output_required(arch) && !gguf_tensor_find(f, "output.weight"))
+        add(x, LINT_WARNING, LT_LLAMACPP, 0, "no output.weight (tied embeddings): llama.cpp b5415 (node-llama-cpp 3.8.1) "
+            "requires it for %s and stops at \"missing tensor 'output.weight'\" (newer builds fall back to token_embd for "
+            "deepseek2); export it again with this attnlab, which writes the embeddings as output.weight", arch);
     if (!gguf_kv_find(f, "tokenizer.ggml.model") || !gguf_kv_find(f, "tokenizer.ggml.tokens"))
         add(x, LINT_ERROR, LT_LLAMACPP, 0, "no tokenizer.ggml.model / tokenizer.ggml.tokens: llama.cpp loads no model "
             "without its vocabulary");

@@ -7,7 +7,7 @@
  * / attention_bias / a llama3 rope_scaling on DeepSeek for vLLM and SGLang, deepseek_v3 keys left
  * to DeepSeek-V3's defaults, a tied head that differs, FlashMLA's shapes, a broken shard, no or
  * bad config.json, an unknown family, a config describing millions of tensors, a TPA export, a
- * .gguf file, a missing path; every `synth family` checkpoint lints clean, and a planted defect per
+ * .gguf file (a deepseek2 one without output.weight; a tied model's MLA export writes it), a missing path; every `synth family` checkpoint lints clean, and a planted defect per
  * layout is found (q/k norms, sandwich and post norms, fused qkv_proj / gate_up_proj, GPT-NeoX's
  * names, Mixtral / Qwen3-MoE / DeepSeek experts and routers); and damaged folders (random bytes
  * in config, index and shard header) give a report, never a crash. */
@@ -628,6 +628,73 @@ static void test_paths(void) {
     lint_report_free(r);
 }
 
+/* ---------------------------------------------------------------- tied output heads in GGUF (issue 25, 3 follow-up) */
+
+static void tie_true(cJSON *root) { cJSON_ReplaceItemInObject(root, "tie_word_embeddings", cJSON_CreateTrue()); }
+
+/* A deepseek2 GGUF of 0 layers without output.weight: llama.cpp b5415 requires it (warning). */
+static void test_gguf_no_output(void) {
+    GgufWriter *w = gguf_writer_new();
+    const char *toks[2] = {"a", "b"};
+    float *emb = calloc(8, sizeof *emb), *norm = calloc(4, sizeof *norm);
+    uint64_t ne2[2] = {4, 2}, ne1[1] = {4};
+    CHECK_OK(gguf_set_str(w, "general.architecture", "deepseek2"));
+    const char *keys[] = {"block_count", "context_length", "embedding_length", "attention.head_count"};
+    for (int i = 0; i < 4; i++) CHECK_OK(gguf_set_u32(w, pathf("deepseek2.%s", keys[i]), i == 0 ? 0 : 4));
+    CHECK_OK(gguf_set_u32(w, "deepseek2.attention.q_lora_rank", 4));
+    CHECK_OK(gguf_set_str(w, "tokenizer.ggml.model", "gpt2"));
+    CHECK_OK(gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 2));
+    CHECK_OK(gguf_add_tensor_f32(w, "token_embd.weight", GG_F32, 2, ne2, emb));
+    CHECK_OK(gguf_add_tensor_f32(w, "output_norm.weight", GG_F32, 1, ne1, norm));
+    char *g = pathf("%s/no_output.gguf", tmp);
+    CHECK_OK(gguf_write_file(w, g));
+    gguf_writer_free(w);
+    LINT_EXPECT(g, LINT_WARNING, "no output.weight (tied embeddings): llama.cpp b5415");
+}
+
+/* demo-llama with tied embeddings (no lm_head), converted to MLA with a query latent and written
+ * as GGUF: output.weight is the embeddings (llama.cpp b5415 requires it for deepseek2) and lint
+ * has no warning about it. */
+static void test_gguf_tied_output(void) {
+    char *src = demo("tied_src", SYNTH_DEMO_LLAMA, DT_F32, 1, true);
+    rewrite_st(pathf("%s/model.safetensors", src), "lm_head", NULL, NULL);
+    edit_json(pathf("%s/config.json", src), tie_true);
+    Model *m = NULL, *ex = NULL;
+    CHECK_OK(model_open(src, &m));
+    TmlaOpts o = tmla_opts_default();
+    o.kv_rank = 16;
+    o.q_rank = 32;
+    o.compare_balance = false;
+    TmlaResult *tr = NULL;
+    if (m) CHECK_OK(tmla_convert(m, &o, &tr));
+    char *out = pathf("%s/tied_mla", tmp), *g = al_asprintf("%s/tied.gguf", tmp);
+    MlaExportOpts eo = {.dtype = DT_F32};
+    if (tr) CHECK_OK(mla_export(tr, out, &eo));
+    if (tr) CHECK_OK(model_open(out, &ex));
+    GgufExportOpts go = {.dtype = GG_F32};
+    GgufExportReport rep = {0};
+    if (ex) CHECK_OK(gguf_export(ex, g, &go, &rep));
+    CHECK(rep.tied_output && !rep.q_less_old, "tied deepseek2 export: tied_output %d q_less_old %d", rep.tied_output, rep.q_less_old);
+    GgufFile *f = NULL;
+    if (ex) CHECK_OK(gguf_open(g, &f));
+    const GgufTensor *te = f ? gguf_tensor_find(f, "token_embd.weight") : NULL, *to = f ? gguf_tensor_find(f, "output.weight") : NULL;
+    CHECK(te && to, "the tied GGUF has token_embd.weight and output.weight");
+    if (te && to)
+        CHECK(te->ne[0] == to->ne[0] && te->ne[1] == to->ne[1] &&
+              !memcmp(gguf_tensor_data(f, te), gguf_tensor_data(f, to), (size_t)(te->ne[0] * te->ne[1]) * sizeof(float)),
+              "output.weight equals token_embd.weight");
+    gguf_close(f);
+    LintReport *r = lint(g);
+    CHECK(r && !finding(r, LINT_WARNING, "output.weight") && lint_count(r, LINT_ERROR) == 0, "the tied GGUF lints clean");
+    if (r && lint_count(r, LINT_ERROR)) dump(r);
+    lint_report_free(r);
+    model_free(ex);
+    tmla_result_free(tr);
+    model_free(m);
+    free(g);
+    free(src);
+}
+
 /* ---------------------------------------------------------------- lint and check agree (issue 25, 3) */
 
 /* A TransMLA export of demo-llama (rms_norm_eps 1e-5): with the source's eps (the old default)
@@ -701,6 +768,8 @@ int main(void) {
     test_families_defects();
     test_deepseek();
     test_lint_check_agree();
+    test_gguf_no_output();
+    test_gguf_tied_output();
     test_hostile();
     test_paths();
     return check_done();
