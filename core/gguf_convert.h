@@ -38,7 +38,10 @@
  * object is kept as attnlab.rope_scaling (llama.cpp ignores it; `load` reads it back); Mistral's
  * sliding window is written as <arch>.attention.sliding_window, which llama.cpp's llama ignores.
  * 1-D tensors and norms are F32; Q8_0 tensors whose rows are not whole blocks of 32 are F16
- * (the converter's fallback). */
+ * (the converter's fallback). Tied embeddings (no lm_head): output.weight is written as a copy of
+ * token_embd where llama.cpp b5415 requires it (gguf_arch_output_required: deepseek2, olmo2,
+ * gptneox), else left out as the converter does. FP8 block-scaled weights (DeepSeek's F8_E4M3 +
+ * <name>_scale_inv) are written dequantized in the chosen dtype; the scale tensors are not written. */
 #ifndef AL_GGUF_CONVERT_H
 #define AL_GGUF_CONVERT_H
 

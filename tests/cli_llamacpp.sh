@@ -55,6 +55,12 @@ compare() {
     local name=$1 src=$2 gguf=$3 tol=$4 line
     "$TG" logits "$src" "$IDS" > "ref_$name.json" 2> err.txt || { fail "$name: attnlab logits: $(cat err.txt)"; return; }
     line=$(ATTNLAB_NODE_PREFIX=${NLC:-$PREFIX} node "$JS" "$gguf" "$IDS" "ref_$name.json" 2> "node_$name.txt")
+    # node itself (V8) aborts now and then under node-llama-cpp 3.8.1 ("# Fatal error ... Check failed"):
+    # not llama.cpp's answer, so once more
+    if [ -z "$line" ] && grep -q "^# Fatal error" "node_$name.txt"; then
+        echo "$name: node aborted (V8: $(grep -m1 'Check failed' "node_$name.txt")); running it again"
+        line=$(ATTNLAB_NODE_PREFIX=${NLC:-$PREFIX} node "$JS" "$gguf" "$IDS" "ref_$name.json" 2> "node_$name.txt")
+    fi
     echo "$name: $line"
     [ -n "$line" ] || { fail "$name: llama.cpp failed: $(tail -5 "node_$name.txt")"; return; }
     awk -v l="$line" -v t="$tol" -v am="${5:-}" 'BEGIN {
