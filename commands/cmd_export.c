@@ -142,6 +142,11 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
         out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);
     if (r.latent_scaled)
         out_printf(out, "  MLA latents scaled so that llama.cpp's latent RMSNorm acts linearly (relative error < 5e-7)\n");
+    if (r.tied_output)
+        out_printf(out, "  output.weight written from the tied embeddings (llama.cpp b5415 requires it for %s)\n", r.arch);
+    if (r.q_less_old)
+        out_printf(out, "  no query latent: llama.cpp b5415 .. b6845 (node-llama-cpp 3.8.1 .. 3.14.2) fail on it (they build "
+                   "q_proj only for 27 layers); convert mla with q-rank for those builds\n");
     out_string(out, r.path);      /* Lua: the file written, as the other exports give their folder */
     out->written = true;
     return AL_OK;

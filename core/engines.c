@@ -2,7 +2,10 @@
  * each row). Owns nothing: static rows. */
 #include "engines.h"
 
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 static const Engine ROWS[ENG_N] = {
     {"transformers", "out_err_transformers", 1e-6, true, false, true, true,
@@ -21,4 +24,37 @@ double engine_common_eps(void) {
     for (int i = 0; i < ENG_N; i++)
         if (ROWS[i].latent_eps > 0) return ROWS[i].latent_eps;
     return 0;
+}
+
+unsigned engine_latent_eps_off(double rms_eps, double built) {
+    unsigned t = 0;
+    for (int i = 0; i < ENG_N; i++)
+        if (!(fabs(engine_latent_eps(&ROWS[i], rms_eps) - built) <= 1e-9 * fabs(built))) t |= 1u << i;
+    return t;
+}
+
+/* Appends the names of the engines of off using eps (" and " before the last), and their count. */
+static int names_with_eps(unsigned off, double rms_eps, double eps, char *buf, size_t cap) {
+    int n = 0, k = 0;
+    for (int i = 0; i < ENG_N; i++) n += (off >> i & 1) && engine_latent_eps(&ROWS[i], rms_eps) == eps;
+    for (int i = 0; i < ENG_N; i++)
+        if ((off >> i & 1) && engine_latent_eps(&ROWS[i], rms_eps) == eps)
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", k++ ? (k == n ? " and " : ", ") : "", ROWS[i].name);
+    return n;
+}
+
+const char *engine_eps_phrase(unsigned off, double rms_eps, char *buf, size_t cap) {
+    unsigned done = 0;
+    buf[0] = 0;
+    for (int i = 0; i < ENG_N; i++) {
+        if (!(off >> i & 1) || (done >> i & 1)) continue;
+        double eps = engine_latent_eps(&ROWS[i], rms_eps);
+        for (int j = i; j < ENG_N; j++)
+            if (engine_latent_eps(&ROWS[j], rms_eps) == eps) done |= 1u << j;
+        bool first = buf[0] == 0;
+        if (!first) snprintf(buf + strlen(buf), cap - strlen(buf), ", ");
+        int n = names_with_eps(off, rms_eps, eps, buf, cap);
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s with %g", first ? (n > 1 ? " normalise the latents" : " normalises the latents") : "", eps);
+    }
+    return buf;
 }

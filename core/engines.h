@@ -23,6 +23,7 @@
 #define AL_ENGINES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Row indices; the same order as lint's targets (core/lint.h: LT_HF, LT_VLLM, LT_SGLANG = 1 << i). */
 enum { ENG_HF, ENG_VLLM, ENG_SGLANG, ENG_N };
@@ -45,5 +46,14 @@ double engine_latent_eps(const Engine *e, double rms_eps);
 /* The rms_norm_eps under which every engine normalises the latents with the same eps (the fixed eps
  * of the rows that have one: 1e-6); 0 when no row fixes it. */
 double engine_common_eps(void);
+
+/* The engines (bit i: row i) that normalise the latents with another eps than built, the eps an
+ * export's latent norms were built for (attnlab_manifest.json latent_norm_eps; a folder without
+ * one: its rms_norm_eps, the model its config describes), under a config whose rms_norm_eps is
+ * rms_eps. Those compute another model than the one built. */
+unsigned engine_latent_eps_off(double rms_eps, double built);
+/* "transformers normalises the latents with 1e-06, vLLM and SGLang with 1e-05": the engines of off
+ * grouped by the eps they use under rms_eps, into buf (returned). */
+const char *engine_eps_phrase(unsigned off, double rms_eps, char *buf, size_t cap);
 
 #endif

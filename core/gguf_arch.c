@@ -194,6 +194,13 @@ static const GgufArch ARCHS[] = {
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
+bool gguf_arch_output_required(const char *arch) {
+    static const char *const req[] = {"deepseek2", "olmo2", "gptneox", NULL};
+    for (size_t i = 0; arch && req[i]; i++)
+        if (strcmp(arch, req[i]) == 0) return true;
+    return false;
+}
+
 const GgufArch *gguf_arch_row(const ModelConfig *c) {
     for (size_t i = 0; i < NARCHS; i++)
         if (ARCHS[i].fam == c->family) return &ARCHS[i];

@@ -50,6 +50,10 @@ struct GgufArch {
 
 /* The row of a family (NULL: none yet). */
 const GgufArch *gguf_arch_row(const ModelConfig *c);
+/* Whether llama.cpp b5415 (node-llama-cpp 3.8.1) requires output.weight of arch, with no fallback
+ * to token_embd for tied embeddings (deepseek2, olmo2, gptneox; newer builds fall back for
+ * deepseek2): a tied model's embeddings are then written as output.weight too. */
+bool gguf_arch_output_required(const char *arch);
 /* "<arch>.<k>" in a static buffer (valid until the next call). */
 const char *gguf_arch_key(const GgufArch *a, const char *k);
 /* llama.cpp's name of t: "blk.L.<gg>" for a layer, gg itself when layer < 0 (caller frees). */

@@ -356,10 +356,22 @@ static int add_linear_norm(Ctx *x, const char *gg, size_t n, double s) {
     return add_fill(x, gg, 1, ne, GG_F32, &f);
 }
 
+/* The output head of a tied model where llama.cpp b5415 requires one: the embeddings' name. */
+static char *tied_output(Ctx *x, const GgufMap *t, int layer) {
+    if (layer >= 0 || strcmp(t->gg, "output.weight") != 0 || !gguf_arch_output_required(x->a->arch)) return NULL;
+    char *emb = hf_name(x->m, &x->a->glob[0], -1);
+    if (emb && !store_has(x->m->store, emb)) { free(emb); emb = NULL; }
+    return emb;
+}
+
 static int add_one(Ctx *x, const GgufMap *t, int layer) {
     const ModelConfig *c = &x->m->cfg;
     char *hf = hf_name(x->m, t, layer), *gg = gguf_layer_name(t, layer);
     int rc = hf && gg ? AL_OK : AL_ERR;
+    if (rc == AL_OK && !store_has(x->m->store, hf)) {
+        char *emb = tied_output(x, t, layer);
+        if (emb) { free(hf); hf = emb; x->rep->tied_output = true; }
+    }
     bool latnorm = strstr(t->hf, "_a_layernorm") != NULL, has = rc == AL_OK && store_has(x->m->store, hf);
     if (has) mark_used(x, hf);
     if (rc == AL_OK && latnorm && x->linearize) {
@@ -419,6 +431,19 @@ static bool ignorable(const char *name) {
     return false;
 }
 
+/* The block scales of an FP8 weight: store_read dequantizes the weight with them, so the GGUF
+ * holds the dequantized values in the chosen dtype and no scale tensor. */
+static bool fp8_scale(const Store *s, const char *name) {
+    size_t n = strlen(name), k = strlen("_scale_inv");
+    if (n <= k || strcmp(name + n - k, "_scale_inv") != 0) return false;
+    char *w = al_asprintf("%.*s", (int)(n - k), name);
+    const st_entry *e = NULL;
+    bool fp8 = w && store_has(s, w) && store_entry(s, w, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3;
+    free(w);
+    al_err_clear();
+    return fp8;
+}
+
 static int add_tensors(Ctx *x) {
     int rc = AL_OK;
     for (const GgufMap *t = x->a->glob; rc == AL_OK && t->hf; t++) rc = add_one(x, t, -1);
@@ -430,7 +455,7 @@ static int add_tensors(Ctx *x) {
     for (size_t i = 0; rc == AL_OK && i < store_count(x->m->store); i++) {
         const char *n = store_name_at(x->m->store, i);
         bool latnorm = x->linearize && strstr(n, "_a_layernorm");
-        if (!x->used[i] && !ignorable(n) && !latnorm)
+        if (!x->used[i] && !ignorable(n) && !latnorm && !fp8_scale(x->m->store, n))
             rc = al_err("%s: tensor %s has no name in llama.cpp's %s architecture (not exported: nothing was written)",
                         x->m->name, n, x->a->arch);
     }
@@ -447,6 +472,7 @@ static int build(Model *m, const GgufArch *a, const GgufExportOpts *o, GgufExpor
     if (x.linearize && !(m->cfg.norm_eps > 0))
         return al_err("%s: rms_norm_eps is 0: the latent norm llama.cpp applies cannot be made linear", m->name);
     rep->latent_scaled = x.linearize;
+    rep->q_less_old = m->cfg.family == FAM_DEEPSEEK && m->cfg.q_lora_rank <= 0 && m->cfg.n_layers != 27;
     const char *slash = strrchr(m->name, '/');
     int rc = gguf_set_str(w, "general.architecture", a->arch);
     if (!rc) rc = gguf_set_str(w, "general.type", "model");

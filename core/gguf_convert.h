@@ -38,7 +38,10 @@
  * object is kept as attnlab.rope_scaling (llama.cpp ignores it; `load` reads it back); Mistral's
  * sliding window is written as <arch>.attention.sliding_window, which llama.cpp's llama ignores.
  * 1-D tensors and norms are F32; Q8_0 tensors whose rows are not whole blocks of 32 are F16
- * (the converter's fallback). */
+ * (the converter's fallback). Tied embeddings (no lm_head): output.weight is written as a copy of
+ * token_embd where llama.cpp b5415 requires it (gguf_arch_output_required: deepseek2, olmo2,
+ * gptneox), else left out as the converter does. FP8 block-scaled weights (DeepSeek's F8_E4M3 +
+ * <name>_scale_inv) are written dequantized in the chosen dtype; the scale tensors are not written. */
 #ifndef AL_GGUF_CONVERT_H
 #define AL_GGUF_CONVERT_H
 
@@ -60,6 +63,8 @@ typedef struct {
     bool latent_scaled;       /* MLA latents made linear under llama.cpp's norm (see above) */
     const char *tokenizer;    /* "llama", "gpt2" or "none" */
     char path[4096];          /* the file written */
+    bool tied_output;         /* output.weight written from the tied embeddings (gguf_arch_output_required) */
+    bool q_less_old;          /* deepseek2 without a query latent, not 27 layers: b5415 .. b6845 fail on it */
 } GgufExportReport;
 
 /* The llama.cpp architecture m maps to, or NULL with *why (static) saying why not (no row; experts;

@@ -923,9 +923,6 @@ static unsigned engines_where(const Lint *x, bool (*pred)(const Lint *, const En
         if (pred(x, engine_row(i))) t |= 1u << i;
     return t;
 }
-static bool eng_latent_eps_differs(const Lint *x, const Engine *e) {
-    return fabs(engine_latent_eps(e, x->cfg.norm_eps) - x->cfg.norm_eps) > 1e-9 * x->cfg.norm_eps;
-}
 static bool eng_drops_bias(const Lint *x, const Engine *e) { (void)x; return !e->attn_bias; }
 static bool eng_ignores_interleave(const Lint *x, const Engine *e) { (void)x; return !e->rope_interleave; }
 static bool eng_yarn_only(const Lint *x, const Engine *e) { (void)x; return !e->rope_scaling; }
@@ -941,30 +938,57 @@ static const char *target_list(unsigned t, char *buf, size_t cap) {
     return buf;
 }
 
-/* The attnlab manifest's latent_norm ("linear", "calibrated"; "" when none). */
-static void manifest_latent_norm(const Lint *x, char *buf, size_t cap) {
+/* The attnlab manifest's latent_norm ("linear", "calibrated"; "" when none) and latent_norm_eps,
+ * the eps its latent norms were built for (*eps NaN when none). */
+static void manifest_latent_norm(const Lint *x, char *buf, size_t cap, double *eps) {
     char *path = al_asprintf("%s/attnlab_manifest.json", x->dir);
     char *text = path && is_file(path) ? al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "latent_norm");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "latent_norm_eps");
     snprintf(buf, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    *eps = cJSON_IsNumber(e) && e->valuedouble > 0 ? e->valuedouble : NAN;
     cJSON_Delete(root);
     free(text);
     free(path);
     al_err_clear();
 }
 
-/* The MLA latent RMSNorms' eps: engines with a fixed eps of their own (transformers' 1e-6) compute
- * another model than rms_norm_eps describes. In an attnlab export with the linear latent norm the
- * eps scales the latents (an error: a different model by a factor sqrt(rms_norm_eps / 1e-6));
- * elsewhere by (eps - 1e-6) / (2 mean(c^2)) relative, small for latents of unit scale (a warning). */
-static void check_latent_eps(Lint *x) {
-    unsigned t = engines_where(x, eng_latent_eps_differs), rest = ~t & (LT_HF | LT_VLLM | LT_SGLANG);
+/* An attnlab export whose latent norms were built for eps built (its manifest): the engines that
+ * normalise them with another eps compute another model (linear: scaled by sqrt(eps / built), an
+ * error; calibrated: slightly, a warning), attnlab's own reading too when rms_norm_eps is not built. */
+static void latent_eps_built(Lint *x, bool linear, double built) {
+    double rms = x->cfg.norm_eps, common = engine_common_eps();
+    unsigned t = engine_latent_eps_off(rms, built);
     if (!t) return;
-    char names[64], others[64], how[32];
-    double fixed = engine_common_eps();
-    manifest_latent_norm(x, how, sizeof how);
+    char ph[160];
+    bool cfg_off = fabs(rms - built) > 1e-9 * built;
+    add(x, linear ? LINT_ERROR : LINT_WARNING, t, t, "%s, but this export built its MLA latent norms (kv_a_layernorm, "
+        "q_a_layernorm) for eps %g (attnlab_manifest.json latent_norm_eps; rms_norm_eps is %g%s): %s (`check` shows it "
+        "in the engine's column); %s so that every engine computes the model built",
+        engine_eps_phrase(t, rms, ph, sizeof ph), built, rms, cfg_off ? ", which attnlab reads for them too" : "",
+        linear ? "the linear latent norm scales the latents by sqrt(eps / built eps): a different model"
+               : "the calibrated norm's output moves by about the eps difference over 2 mean(latent^2), relative",
+        fabs(built - common) <= 1e-9 * common ? "write that eps back as rms_norm_eps in config.json"
+            : "export the conversion again with `export DIR` (its default builds the latent norms for 1e-06 and writes "
+              "rms_norm_eps 1e-06)");
+}
+
+/* The MLA latent RMSNorms' eps: engines with a fixed eps of their own (transformers' 1e-6) compute
+ * another model than rms_norm_eps describes (core/engines.h: engine_latent_eps_off); an attnlab
+ * export is judged against the eps its latent norms were built for (latent_eps_built). Elsewhere
+ * the latents differ by (eps - 1e-6) / (2 mean(c^2)) relative, small for latents of unit scale (a
+ * warning). */
+static void check_latent_eps(Lint *x) {
+    char how[32];
+    double built;
+    manifest_latent_norm(x, how, sizeof how, &built);
     bool linear = !strcmp(how, "linear");
+    if (how[0] && !isnan(built)) { latent_eps_built(x, linear, built); return; }
+    unsigned t = engine_latent_eps_off(x->cfg.norm_eps, x->cfg.norm_eps), rest = ~t & (LT_HF | LT_VLLM | LT_SGLANG);
+    if (!t) return;
+    char names[64], others[64];
+    double fixed = engine_common_eps();
     add(x, linear ? LINT_ERROR : LINT_WARNING, t, t, "rms_norm_eps is %g but %s normalise%s the MLA latents "
         "(kv_a_layernorm, q_a_layernorm) with %g, where %s use rms_norm_eps: %s; write rms_norm_eps %g (attnlab's "
         "TransMLA export does by default) so that every engine computes the same model", x->cfg.norm_eps,
@@ -1144,6 +1168,10 @@ static void lint_gguf(Lint *x, const char *path) {
         if (!gguf_kv_find(f, key)) add(x, LINT_ERROR, LT_LLAMACPP, 0, "no metadata key %s, which llama.cpp requires", key);
     }
     if (arch && !strcmp(arch, "deepseek2")) lint_gguf_ds2(x, f);
+    if (gguf_arch_output_required(arch) && !gguf_tensor_find(f, "output.weight"))
+        add(x, LINT_WARNING, LT_LLAMACPP, 0, "no output.weight (tied embeddings): llama.cpp b5415 (node-llama-cpp 3.8.1) "
+            "requires it for %s and stops at \"missing tensor 'output.weight'\" (newer builds fall back to token_embd for "
+            "deepseek2); export it again with this attnlab, which writes the embeddings as output.weight", arch);
     if (!gguf_kv_find(f, "tokenizer.ggml.model") || !gguf_kv_find(f, "tokenizer.ggml.tokens"))
         add(x, LINT_ERROR, LT_LLAMACPP, 0, "no tokenizer.ggml.model / tokenizer.ggml.tokens: llama.cpp loads no model "
             "without its vocabulary");

@@ -836,24 +836,47 @@ static double worst_of(const double *v, int n) {
     return w;
 }
 
+/* The eps the export's latent norms were built for: its manifest's latent_norm_eps (the config's
+ * rms_norm_eps when the manifest has none). */
+static double built_eps(const MlaCheck *c) {
+    cJSON *m = c->export_path ? mla_manifest(c->export_path) : NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "latent_norm_eps");
+    double eps = cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : c->latent_eps;
+    cJSON_Delete(m);
+    al_err_clear();
+    return eps;
+}
+
+/* The latent eps note: engines normalising the latents with another eps than the norms were built
+ * for (engine_latent_eps_off), and what the user can do about it. */
+static void eps_note(MlaCheck *c, unsigned off, double w) {
+    double built = built_eps(c), common = engine_common_eps();
+    char ph[160];
+    bool cfg_off = fabs(c->latent_eps - built) > 1e-9 * built;
+    note(c, "latent eps: %s, not %g, the eps the export's latent norms were built for (%s latent_norm_eps; rms_norm_eps "
+            "is %g%s): largest output error %.3g there (the column%s); %s so that all agree",
+         engine_eps_phrase(off, c->latent_eps, ph, sizeof ph), built, MLA_MANIFEST, c->latent_eps,
+         cfg_off ? ", which attnlab reads for them too: out_err_attnlab" : "", w, __builtin_popcount(off) > 1 ? "s" : "",
+         fabs(built - common) <= 1e-9 * common
+             ? "write that eps back as rms_norm_eps in config.json"
+             : "export the conversion again with `export DIR` (its default builds the latent norms for 1e-06 and writes "
+               "rms_norm_eps 1e-06)");
+}
+
 /* Notes on what stock engines compute differently from attnlab's reading of the export, each from
  * the rows of core/engines.h. */
 static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
     double worst = worst_of(c->out_err, c->n_layers), worst_own = worst_of(c->own_out_err, c->n_layers);
-    unsigned eps_off = 0, nobias = 0;
+    unsigned eps_off = engine_latent_eps_off(c->latent_eps, built_eps(c)), nobias = 0;
     double w_eps = 0, w_nb = 0;
     for (int i = 0; i < ENG_N; i++) {
         const Engine *e = engine_row(i);
         double w = worst_of(c->engine_out_err[i], c->n_layers);
-        if (fabs(engine_latent_eps(e, c->latent_eps) - c->latent_eps) > 1e-15) { eps_off |= 1u << i; w_eps = fmax(w_eps, w); }
+        if (eps_off >> i & 1) w_eps = fmax(w_eps, w);
         if (!e->attn_bias) { nobias |= 1u << i; w_nb = fmax(w_nb, w); }
     }
     char l1[64], l2[64];
-    if (eps_off)
-        note(c, "latent eps: %s normalise%s the latents with %g, not rms_norm_eps = %g as the others do: largest output "
-                "error %.3g there (its column); export without source-eps writes rms_norm_eps %g so that all agree",
-             engine_list(eps_off, l1, sizeof l1), __builtin_popcount(eps_off) > 1 ? "" : "s", engine_common_eps(),
-             c->latent_eps, w_eps, engine_common_eps());
+    if (eps_off) eps_note(c, eps_off, w_eps);
     if (qbias)
         note(c, "q_proj.bias: no DeepSeek-V3 engine builds a q_proj bias, so stock engines drop it (largest output "
                 "error %.3g; %.3g as attnlab reads it); convert with q-rank to carry it in q_a_proj.bias", worst, worst_own);

@@ -5,7 +5,7 @@
 # demo-llama (a synthetic Llama GQA model: 8 heads, 2 KV heads), demo-gpt2 and a TransMLA
 # conversion of demo-llama (deepseek2, MLA), a Qwen2 made from demo-llama with q/k/v biases,
 # gpt2-tiny-random, synthetic qwen3 and olmo2 (`synth family`), and demo-llama's FaRR truncation / TransMLA conversion exported straight to
-# GGUF (dense / stock DeepSeek-V3 forms), the next-token logits llama.cpp computes after every
+# GGUF (dense / stock DeepSeek-V3 forms), demo-r1 (FP8 block-scaled, dequantized; also truncated), the next-token logits llama.cpp computes after every
 # token of a prompt (tests/llamacpp_logits.mjs, F32 KV cache) are compared with attnlab's forward
 # pass on the source checkpoint (`test_gguf logits`): f32 within 1e-4 with every argmax equal
 # (GPT-2: 1e-2, llama.cpp's GELU is tabulated in F16);
@@ -18,7 +18,8 @@
 # it requires deepseek2.expert_weights_scale / expert_shared_count / rope.scaling.yarn_log_multiplier
 # (written as llama.cpp's converter writes them, also for a dense model) and builds a plain q_proj only for 27 layers, so the MLA
 # export there has a query latent (q-rank); without one it must stop at the q_a_norm tensor, not at
-# a missing key. That build has no raw logits or F32 KV cache option: compared as log-probabilities
+# a missing key; and it requires output.weight for deepseek2 (a tied model's, stories260K-hf's MLA
+# export with q-rank, gets its embeddings as output.weight). That build has no raw logits or F32 KV cache option: compared as log-probabilities
 # (tests/llamacpp_logits.mjs) with its F16 KV cache, within 1e-2 and every argmax equal.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -39,6 +40,7 @@ for k in expert_weights_scale expert_shared_count expert_count expert_used_count
     grep -qa "deepseek2\.$k" dk.gguf || fail "MLA GGUF lacks deepseek2.$k"
 done
 grep -qa "deepseek2.expert_group_count" dk.gguf && fail "MLA GGUF: expert_group_count without experts (llama.cpp asserts 0)"
+grep -q "no query latent: llama.cpp b5415 .. b6845" out.txt || fail "the q-less MLA export line does not name the builds it fails in: [$(cat out.txt)]"
 
 command -v node >/dev/null || { echo "SKIP: node is not installed (scripts/install-deps.sh installs nodejs and node-llama-cpp)"; exit 77; }
 [ -f "$PREFIX/node_modules/node-llama-cpp/dist/index.js" ] \
@@ -53,6 +55,12 @@ compare() {
     local name=$1 src=$2 gguf=$3 tol=$4 line
     "$TG" logits "$src" "$IDS" > "ref_$name.json" 2> err.txt || { fail "$name: attnlab logits: $(cat err.txt)"; return; }
     line=$(ATTNLAB_NODE_PREFIX=${NLC:-$PREFIX} node "$JS" "$gguf" "$IDS" "ref_$name.json" 2> "node_$name.txt")
+    # node itself (V8) aborts now and then under node-llama-cpp 3.8.1 ("# Fatal error ... Check failed"):
+    # not llama.cpp's answer, so once more
+    if [ -z "$line" ] && grep -q "^# Fatal error" "node_$name.txt"; then
+        echo "$name: node aborted (V8: $(grep -m1 'Check failed' "node_$name.txt")); running it again"
+        line=$(ATTNLAB_NODE_PREFIX=${NLC:-$PREFIX} node "$JS" "$gguf" "$IDS" "ref_$name.json" 2> "node_$name.txt")
+    fi
     echo "$name: $line"
     [ -n "$line" ] || { fail "$name: llama.cpp failed: $(tail -5 "node_$name.txt")"; return; }
     awk -v l="$line" -v t="$tol" -v am="${5:-}" 'BEGIN {
@@ -91,6 +99,15 @@ compare transmla-qrank-f32 mq mq.gguf 1e-4 argmax
 if [ -f "$OLD/node_modules/node-llama-cpp/dist/index.js" ]; then
     NLC=$OLD compare old-demo-llama-f32 dl dl.gguf 1e-2 argmax
     NLC=$OLD compare old-transmla-qrank-f32 mq mq.gguf 1e-2 argmax
+    # a tied model (stories260K-hf): b5415's deepseek2 requires output.weight (no token_embd fallback)
+    if [ -d "$M/stories260K-hf" ]; then
+        run -e "load $M/stories260K-hf; convert mla kv-rank 16 q-rank 32; export sq dtype f32; export sq.gguf dtype f32"
+        [ "$(rc)" = 0 ] || fail "stories260K-hf MLA q-rank export: [$(cat err.txt)]"
+        grep -q "output.weight written from the tied embeddings" out.txt || fail "stories260K-hf: no tied output.weight: [$(cat out.txt)]"
+        # its F16 KV cache on log-probabilities down to -30: 1.2e-2 measured
+        NLC=$OLD compare old-stories260K-hf-mla-qrank-f32 sq sq.gguf 3e-2 argmax
+        compare stories260K-hf-mla-qrank-f32 sq sq.gguf 1e-4 argmax
+    fi
     # without a query latent that build builds q_proj only for 27 layers: it stops at the tensor, not a key
     ATTNLAB_NODE_PREFIX=$OLD node "$JS" mla.gguf "1 5 9" > node_old_mla.txt 2>&1 \
         && fail "old llama.cpp ran a q-less deepseek2 of 4 layers: update lint's warning and the README"
@@ -140,6 +157,14 @@ compare farr-dense-f32 trd tr.gguf 1e-4 argmax
 run -e "load dl; convert mla kv-rank 48; export cm dtype f32; export cm.gguf dtype f32"
 [ "$(rc)" = 0 ] || fail "convert mla -> GGUF: [$(cat err.txt)]"
 compare transmla-stock-f32 cm cm.gguf 1e-4 argmax
+# an FP8 block-scaled checkpoint (demo-r1: F8_E4M3 + weight_scale_inv): its dequantized weights in
+# the chosen dtype, no scale tensor; also after a truncation (through its dense export)
+run -e "synth demo-r1 r1; load r1; export r1.gguf dtype f32; export r1b.gguf dtype bf16; truncate vo rank 3; export r1t format dense; export r1t.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "demo-r1 (FP8) -> GGUF: [$(cat err.txt)]"
+compare demo-r1-fp8-f32 r1 r1.gguf 1e-4 argmax
+compare demo-r1-fp8-bf16 r1 r1b.gguf 1e-1
+compare demo-r1-fp8-truncate-f32 r1t r1t.gguf 1e-4 argmax
+[ -f "$OLD/node_modules/node-llama-cpp/dist/index.js" ] && NLC=$OLD compare old-demo-r1-fp8-f32 r1 r1.gguf 1e-2 argmax
 
 if [ -f "$M/stories260K/stories260K.bin" ]; then
     run -e "load $M/stories260K/stories260K.bin as st; export st.gguf dtype f32; export stq.gguf dtype q8_0"

@@ -27,7 +27,13 @@ const textMode = idText === "--text";
 const tokens = textMode ? [] : idText.trim().split(/\s+/).map(Number);
 const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 2 });
-const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
+// llama.cpp's log lines reach node asynchronously: on a failed load wait for them (the loader's
+// reason, e.g. "missing tensor ..."), then fail
+const model = await llama.loadModel({ modelPath, gpuLayers: 0 }).catch(async (e) => {
+    await new Promise((r) => setTimeout(r, 200));
+    console.error(String(e));
+    process.exit(1);
+});
 // an F32 KV cache (llama.cpp defaults to F16, which alone costs ~1e-3 in the logits) and no flash attention
 const newContext = () => model.createContext({ contextSize: Math.max(64, tokens.length + 8), batchSize: 64,
     flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" });

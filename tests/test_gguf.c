@@ -4,7 +4,8 @@
  * prefix of a valid file, bad magic / version / type / alignment / overlap / duplicates), and
  * models exported to GGUF and opened again give the logits of their source (demo-llama with its
  * rotate_half permutation, a Qwen2 with biases, demo-gpt2's transposed Conv1D, stories260K's
- * interleaved layout).
+ * interleaved layout); an FP8 checkpoint (demo-r1) exports its dequantized weights without the
+ * block-scale tensors.
  *
  * Also helpers for tests/cli_llamacpp.sh and cli_gguf.sh:
  *   test_gguf logits MODEL "id id ..."   prints {"logits": [[V floats] x T]} (attnlab's forward pass)
@@ -350,6 +351,48 @@ static void test_models(const char *dir) {
     free(g2);
 }
 
+/* demo-r1 (FP8 E4M3 weights with 128 x 128 weight_scale_inv blocks) exported as GGUF: every
+ * weight is the store's dequantized value (F32: bit for bit, read back through the GGUF reader),
+ * no scale tensor is written, and bf16 is taken too. */
+static void test_fp8(const char *dir) {
+    char *r1 = al_asprintf("%s/demo-r1", dir), *out = al_asprintf("%s/r1.gguf", dir), *outb = al_asprintf("%s/r1b.gguf", dir);
+    SynthOptions so;
+    synth_demo_name("demo-r1", &so);
+    CHECK_OK(synth_write(&so, r1));
+    Model *a = NULL, *b = NULL;
+    CHECK_OK(model_open(r1, &a));
+    CHECK(a && a->cfg.dtype == DT_F8_E4M3, "demo-r1 is FP8");
+    GgufExportOpts o = {.dtype = GG_F32};
+    if (a) CHECK_OK(gguf_export(a, out, &o, NULL));
+    o.dtype = GG_BF16;
+    if (a) CHECK_OK(gguf_export(a, outb, &o, NULL));
+    if (a) CHECK_OK(model_open(out, &b));
+    size_t compared = 0, scales = 0;
+    for (size_t i = 0; a && b && i < store_count(a->store); i++) {
+        const char *n = store_name_at(a->store, i);
+        if (strstr(n, "_scale_inv")) { scales++; continue; }
+        Mat *x = NULL, *y = NULL;
+        CHECK_OK(store_read(a->store, n, &x));
+        CHECK(store_has(b->store, n), "the GGUF lacks %s", n);
+        if (x && store_has(b->store, n) && store_read(b->store, n, &y) == AL_OK) {
+            bool same = x->rows * x->cols == y->rows * y->cols;
+            for (size_t k = 0; same && k < x->rows * x->cols; k++) same = x->data[k] == y->data[k];
+            CHECK(same, "%s: the GGUF's values are not the dequantized FP8 weights", n);
+            compared++;
+        }
+        mat_free(x);
+        mat_free(y);
+    }
+    CHECK(compared > 50 && scales > 20, "demo-r1: %zu weights compared, %zu scale tensors skipped", compared, scales);
+    for (size_t i = 0; b && i < store_count(b->store); i++)
+        CHECK(!strstr(store_name_at(b->store, i), "scale_inv"), "the GGUF holds %s", store_name_at(b->store, i));
+    model_free(a);
+    model_free(b);
+    free(r1);
+    free(out);
+    free(outb);
+}
+
 /* ================================================================ a Qwen2 model */
 
 /* dst: src (a Llama-layout checkpoint) as Qwen2, F32, with random q/k/v biases (scale 0.5). */
@@ -435,5 +478,6 @@ int main(int argc, char **argv) {
     test_roundtrip(dir);
     test_malformed();
     test_models(dir);
+    test_fp8(dir);
     return check_done();
 }
