@@ -104,6 +104,8 @@ static size_t check_untouched(Model *src, Model *dst, bool (*rewritten)(const ch
         const char *name = store_name_at(src->store, i);
         const st_entry *e1, *e2;
         const st_file *f1, *f2;
+        CHECK(name != NULL, "tensor %zu has a name", i);
+        if (!name) continue;
         CHECK_OK(store_entry(src->store, name, &e1, &f1));
         if (store_entry(dst->store, name, &e2, &f2) != AL_OK) {
             /* the scales of an FP8 weight re-encoded in another dtype are dropped */
