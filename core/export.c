@@ -688,7 +688,8 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "method", "FaRR (fuse and rank reduce, seed 000)");
     cJSON_AddStringToObject(j, "format", export_format_name(x->fmt));
-    cJSON_AddStringToObject(j, "source", x->m->path);
+    char abs[PATH_MAX];              /* absolute, so `check DIR` finds it from any folder */
+    cJSON_AddStringToObject(j, "source", realpath(x->m->path, abs) ? abs : x->m->path);
     cJSON_AddStringToObject(j, "model_type", x->c->model_type);
     cJSON *tr = cJSON_AddArrayToObject(j, "truncations");
     for (int k = 0; k < 2; k++) if (x->plan[k]) cJSON_AddItemToArray(tr, plan_json(x, x->plan[k]));

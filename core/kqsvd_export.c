@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,9 @@ static cJSON *manifest(const KqProj *const *sets, size_t nsets, const KqExportIn
     cJSON_AddStringToObject(root, "format", "attnlab-kvsvd");
     cJSON_AddNumberToObject(root, "version", 1);
     if (info && info->model_name) cJSON_AddStringToObject(root, "model", info->model_name);
-    if (info && info->model_path) cJSON_AddStringToObject(root, "model_path", info->model_path);
+    char abs[PATH_MAX];              /* absolute, so `check DIR` finds it from any folder */
+    if (info && info->model_path)
+        cJSON_AddStringToObject(root, "model_path", realpath(info->model_path, abs) ? abs : info->model_path);
     cJSON_AddStringToObject(root, "seed", "KQ-SVD (Lesens, Rakhshan, Rabusseau): K-SVD 3.3, Eigen 3.4, KQ-SVD 4.3 + App. B");
     cJSON_AddStringToObject(root, "usage",
                             "per layer and KV head g: cache k_c = k_rope @ proj_k[g] (R_K values); scores = (q_rope @ "

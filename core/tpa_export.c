@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +68,8 @@ static cJSON *manifest(const TpaModel *t, const AttnLayer *L0, dt_type dtype, co
     cJSON_AddNumberToObject(pp, "source", (double)t->params_before);
     cJSON_AddNumberToObject(pp, "tpa", (double)t->params_after);
     cJSON *s = cJSON_AddObjectToObject(root, "source");
-    cJSON_AddStringToObject(s, "path", t->src_path ? t->src_path : "");
+    char abs[PATH_MAX];              /* absolute, so `check DIR` finds it from any folder */
+    cJSON_AddStringToObject(s, "path", !t->src_path ? "" : realpath(t->src_path, abs) ? abs : t->src_path);
     cJSON_AddStringToObject(s, "name", t->src_name ? t->src_name : "");
     if (src) {
         cJSON_AddStringToObject(s, "model_type", src->cfg.model_type);

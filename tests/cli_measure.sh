@@ -157,4 +157,13 @@ run -e "load $HF as s; truncate vo rank 4; check text empty.txt to ce.csv"
 [ "$(rc)" = 0 ] && grep -q "^perplexity: not measured (" out.txt && [ "$(tail -n +2 ce.csv | wc -l)" = 5 ] ||
     fail "check with an empty text lost its table: rc $(rc) [$(cat out.txt err.txt)]"
 
+# 11. Exports of a model loaded by a relative path are checked from another folder: the manifests
+# record the source's absolute path (FaRR, TPA and KQ-SVD recorded it as typed).
+rm -rf relsrc rt rf elsewhere && cp -r "$HF" relsrc && mkdir elsewhere
+run -e "load relsrc; convert tpa kv-rank 2; export rt; truncate vo rank 4; export rf format dense"
+[ "$(rc)" = 0 ] || fail "relative exports: rc $(rc): $(cat err.txt)"
+(cd elsewhere && "$B" -e "check ../rt; check ../rf" </dev/null >../out.txt 2>../err.txt) || fail "check from another folder: $(cat err.txt)"
+grep -q "^../rt (form a, R_K 2, R_V 2) against /.*/relsrc" out.txt && grep -q "^PASS: the export's fused maps" out.txt ||
+    fail "sources not found from another folder: [$(cat out.txt err.txt)]"
+
 cli_done
