@@ -800,6 +800,9 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
         out_printf(out, "re-encoded %zu changed tensors (%s; layers %d-%d) %s -> %s: added error %.3g (||W_written - W'|| / "
                    "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names, rep.reenc_lo, rep.reenc_hi, dt_name(rep.reenc_from),
                    dt_name(rep.reenc_to), rep.reenc_err);
+    if (!rep.reenc_tensors && !rep.tensors_rewritten && o.dtype_set)
+        out_printf(out, "dtype %s: nothing re-encoded: the cut changed no tensor (every rank kept in full), so every "
+                   "tensor is the source's, in its own dtype\n", args_str(a, "dtype"));
     if (rep.reenc_tensors && rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3)
         out_printf(out, "their _scale_inv dropped and their modules listed in quantization_config.modules_to_not_convert "
                    "(transformers and vLLM load them unquantized beside the FP8 ones)\n");

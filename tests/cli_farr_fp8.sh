@@ -172,4 +172,7 @@ ok "check DIR of a factors export in a fresh session" has "$out" "PASS"
 out=$(e "load demo-r1-bf16; $cut; export z dtype fp8")
 ok "fp8 of a BF16 source refused" has "$out" "dtype fp8 keeps an FP8 checkpoint's blocks"
 ok "nothing written" test ! -e z
+# a cut that changes nothing says that the dtype asked re-encoded nothing (it said only "0 rewritten")
+out=$(e "load demo-r1; truncate vo tau 0.999 policy model-max; export nochange format hf dtype bf16")
+ok "nothing to re-encode: said" has "$out" "dtype bf16: nothing re-encoded: the cut changed no tensor"
 cli_done
