@@ -323,7 +323,8 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     TlmKvTable *kt = NULL;
     TlmKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = nr, .rope_dim = o.rope_dim, .freqfold = o.freqfold,
                          .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = (const double *const *)u.sigma,
-                         .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen};
+                         .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen,
+                         .norm_eps = mla_export_norm_eps(m, lo == 0 && (int)hi == m->cfg.n_layers - 1)};
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = tlm_kv_table(f, &ko, &kt);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
@@ -581,6 +582,13 @@ static int mla_xf_engine_export(Session *s, const Xform *x, const char *dir) {
 
 /* The converted MLA layer as the forward pass runs it (the result's own; NULL where the layer was
  * not converted): what `convert mla`'s own perplexity runs when only some layers are converted. */
+/* The eps its export's norms run at (ppl and generate run the conversion as the export computes it). */
+static double mla_xf_norm_eps(const Xform *x) {
+    const TmlaResult *r = x->data;
+    if (mla_exportable(r) != AL_OK) { al_err_clear(); return 0; }    /* no export: the source's eps stands */
+    return mla_export_norm_eps(r->src, true);
+}
+
 static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
     (void)s;
     const TmlaResult *r = x->data;
@@ -595,5 +603,5 @@ const XformKind cmd_convert_xform = {
     .dir_manifest = MLA_MANIFEST,
     .export_label = "a TransMLA export", .no_format = "always DeepSeek-V3 layout",
     .engine_export = mla_xf_engine_export, .engine_form = "its stock DeepSeek-V3 export",
-    .attn_layer = mla_xf_attn_layer, .attn_what = "the converted MLA layers swapped in",
+    .attn_layer = mla_xf_attn_layer, .norm_eps = mla_xf_norm_eps, .attn_what = "the converted MLA layers swapped in",
 };

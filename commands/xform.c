@@ -168,6 +168,7 @@ int xform_export_dtype(const Args *a, dt_type def, dt_type *dt) {
 
 void xform_attn_clear(Forward *f, XformAttn *held) {
     if (f) fwd_clear_attn(f);
+    if (f && held->eps_set) fwd_set_norm_eps(f, 0);
     for (int l = 0; held->layers && l < held->n; l++)
         if (held->owned[l]) attn_layer_free((AttnLayer *)held->layers[l]);
     free(held->layers);
@@ -191,6 +192,11 @@ int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held) {
             held->changed++;
         }
         if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
+    }
+    double eps = rc == AL_OK && x->kind->norm_eps ? x->kind->norm_eps(x) : 0;
+    if (eps > 0) {                     /* the model as its export computes it */
+        fwd_set_norm_eps(f, eps);
+        held->eps_set = true;
     }
     if (rc != AL_OK) xform_attn_clear(f, held);
     return rc;

@@ -87,6 +87,9 @@ typedef struct XformKind {
        no_attn says why (`ppl`, `generate` and `check` name it and pass over it: xform_measured). attn_what names what
        runs ("FaRR working copy"). */
     int (*attn_layer)(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned);
+    /* The eps every norm of the transformed model runs at, when its export writes another
+       rms_norm_eps than the source's (TransMLA: mla_export_norm_eps); 0 or NULL: the source's. */
+    double (*norm_eps)(const Xform *x);
     const char *no_attn, *attn_what;
 } XformKind;
 
@@ -132,6 +135,7 @@ typedef struct {
     bool *owned;           /* (n) layers[l] was made for this run (freed by xform_attn_clear) */
     int n;
     int changed;           /* layers swapped in */
+    bool eps_set;          /* the pass's norm eps was set to the kind's (norm_eps), restored by clear */
 } XformAttn;
 
 /* Builds x's layers (kind->attn_layer) and swaps them into f (fwd_set_attn); f must run x->src.

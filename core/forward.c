@@ -234,7 +234,7 @@ static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled) {
 static int take_description(Forward *f) {
     const ModelConfig *c = f->c;
     f->act = c->act;
-    f->norm_eps = c->norm_eps > 0 ? c->norm_eps : 1e-5;
+    fwd_set_norm_eps(f, 0);
     f->rope_lay = c->rope_spec.layout;
     f->lrs = al_calloc((size_t)c->n_layers, 1, "RoPE sets");
     if (!f->lrs) return AL_ERR;
@@ -1153,6 +1153,10 @@ int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *log
             rc = logits_rows(f, f->h.p + r0 * f->D, T - r0 < LCHUNK ? T - r0 : LCHUNK, logits + r0 * f->vocab);
     if (rc != AL_OK) fwd_reset(f);
     return rc;
+}
+
+void fwd_set_norm_eps(Forward *f, double eps) {
+    f->norm_eps = eps > 0 ? eps : f->c->norm_eps > 0 ? f->c->norm_eps : 1e-5;
 }
 
 int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen) {

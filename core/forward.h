@@ -199,5 +199,9 @@ size_t fwd_attn_window(const Forward *f, int layer);
 int fwd_set_attn(Forward *f, int layer, const AttnLayer *L);
 /* Removes every override (and resets the sequence when there was one). */
 void fwd_clear_attn(Forward *f);
+/* The epsilon of every RMS/LayerNorm of the pass (eps <= 0: the config's rms_norm_eps again): a
+ * converted model whose export writes another rms_norm_eps (TransMLA's DeepSeek-V3 export, for the
+ * engines' latent norms) runs in the session as its export computes. */
+void fwd_set_norm_eps(Forward *f, double eps);
 
 #endif

@@ -546,6 +546,15 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
 }
 
 /* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
+/* Whether a model's decoder layers other than attention fit a DeepSeek-V3 checkpoint as they are. */
+static bool family_exportable(const ModelConfig *c) {
+    return c->mlp != MLP_MOE && !c->mlp_fused && c->block == BLOCK_PRE && c->norm == NORM_RMS && c->embed_scale == 1.0;
+}
+
+double mla_export_norm_eps(const Model *src, bool all_layers) {
+    return all_layers && family_exportable(&src->cfg) ? export_eps(NULL, NULL) : 0;
+}
+
 static int check_exportable(const TmlaResult *r, bool *bias) {
     *bias = false;
     const ModelConfig *c = &r->src->cfg;
@@ -554,7 +563,7 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
                       "export writes keeps every MLP dense, and DeepSeek's router (sigmoid / group-limited) is not "
                       "the source's; the conversion runs in the session (ppl, check), it cannot be exported",
                       c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k" : "the source's");
-    if (c->mlp_fused || c->block != BLOCK_PRE || c->norm != NORM_RMS || c->embed_scale != 1.0)
+    if (!family_exportable(c))
         return al_err("export: %s's decoder layers (%s%s) are not DeepSeek-V3's (pre-norm RMSNorm, separate "
                       "gate_proj / up_proj): its other tensors cannot be copied as they are into a DeepSeek-V3 "
                       "checkpoint; the conversion runs in the session (ppl, check), it cannot be exported", c->model_type,

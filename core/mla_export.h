@@ -159,6 +159,11 @@ cJSON *mla_manifest(const char *dir);
  * have no DeepSeek-V3 form: GPT-NeoX's parallel LayerNorm blocks, Phi-3's fused MLP, MoE; layers
  * left unconverted; RoPE frequencies DeepSeek's layout cannot hold). */
 int mla_exportable(const TmlaResult *r);
+/* The rms_norm_eps a default export of a conversion of src writes (every engine's latent eps, so
+ * its other RMSNorms run at it too) when all layers are converted and src's other layers fit
+ * DeepSeek-V3; 0 (the source's eps stands) when no export can be written. The session's `ppl`,
+ * `convert mla` and `convert mla-table` run converted models at it, as the export computes them. */
+double mla_export_norm_eps(const Model *src, bool all_layers);
 /* `check` of a conversion no DeepSeek-V3 checkpoint can hold, without writing it: every converted
  * layer as the session holds it (no latent RMSNorms) against the source on in's inputs,
  * unconverted layers 0, and the whole source model's NLL with and without the converted layers on

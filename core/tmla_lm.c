@@ -262,7 +262,11 @@ static int kv_row(Study *st, const TlmKvTableOpts *ko, const TmlaOpts *o, bool a
         joint += rep.joint_energy;
         if (rc == AL_ERR) al_err_ctx("layer %d", l);
     }
-    if (rc == AL_OK) rc = eval_nll(st, ko->ids, ko->n_ids, ko->seqlen, &row->nll, count);
+    if (rc == AL_OK) {
+        fwd_set_norm_eps(st->f, ko->norm_eps);
+        rc = eval_nll(st, ko->ids, ko->n_ids, ko->seqlen, &row->nll, count);
+        fwd_set_norm_eps(st->f, 0);
+    }
     if (mla) drop_layers(st, mla);
     free(mla);
     row->alpha = alpha / (double)(st->hi - st->lo + 1);

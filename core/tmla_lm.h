@@ -63,6 +63,8 @@ typedef struct {
     const double *const *mu;
     const int *ids;
     size_t n_ids, seqlen;
+    double norm_eps;          /* the eps the converted rows' norms run at (mla_export_norm_eps: as the
+                                 export computes them); 0: the model's */
 } TlmKvTableOpts;
 
 typedef struct {

@@ -166,4 +166,17 @@ run -e "load relsrc; convert tpa kv-rank 2; export rt; truncate vo rank 4; expor
 grep -q "^../rt (form a, R_K 2, R_V 2) against /.*/relsrc" out.txt && grep -q "^PASS: the export's fused maps" out.txt ||
     fail "sources not found from another folder: [$(cat out.txt err.txt)]"
 
+# 12. One perplexity for one TransMLA conversion: `convert mla` (its export), `check` (the export as
+# stock engines run it), `convert mla-table` and `ppl` (the layers in the session) all run the
+# model at the export's rms_norm_eps (found in review: 10.6192 beside mla-table's 10.6196).
+tr ' ' '\n' <all.ids | sed -n '769,1130p' | tr '\n' ' ' >valid256.ids
+run -e "load $HF as s; calibrate $TXT; convert mla kv-rank 16; check; convert mla-table kv-ranks 16 to mt.csv; ppl ids valid256.ids seqlen 256 to mp.csv"
+[ "$(rc)" = 0 ] || fail "convert mla + table + ppl: rc $(rc): $(cat err.txt)"
+conv=$(sed -n 's/^perplexity on 360 tokens, held out .*: 3.87574 before, \([0-9.]*\) after .*its DeepSeek-V3 export.*/\1/p' out.txt)
+chk=$(sed -n 's/^perplexity on 360 tokens, held out .*: 3.87574 before (source), \([0-9.]*\) after (the export.*/\1/p' out.txt)
+tab=$(awk -F, '$1 == 16 && $2 == "WX" && $3 == "on" { print $NF }' mt.csv)
+ppl=$(awk -F, 'END { printf "%.6g", exp($2) }' mp.csv)
+[ -n "$conv" ] && [ "$conv" = "$chk" ] && [ "$conv" = "$(printf %.6g "$tab")" ] && [ "$conv" = "$ppl" ] ||
+    fail "one conversion, several perplexities: convert mla $conv, check $chk, mla-table $tab, ppl $ppl"
+
 cli_done
