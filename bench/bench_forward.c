@@ -6,7 +6,7 @@
  * attention, output projection and norm + MLP). For the 1.1B model, in one run (issue 18):
  *   - the time before the first window (model_open + fwd_new + the first 16-token run, minus a
  *     warm 16-token run) against reading the weight files once from a warm page cache;
- *   - prefill tok/s in compute f32 and bf16 (core/matmul.h);
+ *   - prefill tok/s in compute f32 and bf16 (core/linalg/matmul.h);
  *   - the GEMM floor: OpenBLAS sgemm (all threads) on float32 copies of one layer's weights and the
  *     LM head, for T tokens, as tok/s of the whole model.
  *

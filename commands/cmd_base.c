@@ -227,7 +227,7 @@ static void info_bool(Table *t, cJSON *o, const char *k, bool v) {
     if (o) cJSON_AddBoolToObject(o, k, v);
 }
 
-/* The rest of the description (core/config.h) and, per analysis (core/analyses.h), whether it is
+/* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is
  * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
  * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
 static void info_description(Table *t, cJSON *o, const Model *m) {

@@ -1,6 +1,6 @@
 /* cmd_calib.c -- the calibration and KQ-SVD command group: `calibrate` (activation statistics of a
- * text through the forward pass, core/calib.h), `calib info|save|load`, `kvsvd learn|eval`
- * (K-SVD / Eigen / KQ-SVD projections and their errors, core/kqsvd.h), and the transformation
+ * text through the forward pass, core/analysis/calib.h), `calib info|save|load`, `kvsvd learn|eval`
+ * (K-SVD / Eigen / KQ-SVD projections and their errors, core/methods/kqsvd.h), and the transformation
  * `kvsvd learn` leaves (its projections, which `export DIR` writes: xform.h). The state -- the
  * statistics, the calibration text's token ids, the learned projections and the last evaluation
  * -- is the workspace's calibration (ws_calib.h), one model at a time; the figures `plot

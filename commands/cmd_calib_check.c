@@ -1,7 +1,7 @@
 /* cmd_calib_check.c -- `check DIR` of a KQ-SVD export: the folder read back (core kqsvd_load), the
  * model it was learned on found, the text's windows chosen as `kvsvd eval` chose them (the
  * recorded split, at most 32 windows of the calibration's seqlen) and every set evaluated with
- * core/kqsvd.h's evaluator, beside the errors the export recorded. See cmd_calib_check.h. */
+ * core/methods/kqsvd.h's evaluator, beside the errors the export recorded. See cmd_calib_check.h. */
 #define _GNU_SOURCE
 #include "cmd_calib_check.h"
 

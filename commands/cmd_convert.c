@@ -257,7 +257,7 @@ const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text's\n"
     "validation split (held out; `split train`: the calibrated windows, in-sample; `eval FILE`:\n"
     "another text; up to `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
-    "model's forward pass in memory (core/tmla_lm.h; the same numbers as on an export). The\n"
+    "model's forward pass in memory (core/methods/tmla_lm.h; the same numbers as on an export). The\n"
     "RoRoPE rotation follows the PCA statistics too (W or WX); rope_energy is the key energy the\n"
     "RoPE dims keep, measured on the calibration activations for both (WX keeps at least as much);\n"
     "joint_energy is what the rank-R basis keeps of its own (balanced) PCA input; alpha is the\n"

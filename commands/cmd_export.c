@@ -115,7 +115,7 @@ static int gguf_source(Session *s, Model *m, const char *dest, Model **tmp_model
 
 /* `export DIR format gguf` / `export FILE.gguf`: the current model itself, or its pending
  * `truncate` / `convert mla` through a scratch export (gguf_source) removed afterwards, also on
- * errors and Ctrl-C (core/gguf_convert.h). */
+ * errors and Ctrl-C (core/export/gguf_convert.h). */
 static int export_gguf(Session *s, const Args *a, Out *out) {
     Model *m = s->cur, *g = NULL;
     if (args_given(a, "shard-mb")) return al_err("export: shard-mb is not taken by GGUF (one file)");

@@ -1,8 +1,8 @@
 /* cmd_farr.c -- the FaRR command group (seed 000): spectrum, ranks, fuse, fused, truncate,
- * export. Handlers call core/farr.h and core/export.h and turn their results into table values
+ * export. Handlers call core/analysis/farr.h and core/export/export.h and turn their results into table values
  * (Lua gets rows keyed by column name) or arrays (spectra).
  *
- * State: the workspace's FarrState (ws_farr, core/farr.h) holds every layer's spectra keyed by
+ * State: the workspace's FarrState (ws_farr, core/analysis/farr.h) holds every layer's spectra keyed by
  * (model, kind, layer, offset) -- ranks at any tau derive from them, so asking again is instant and
  * a new tau never reuses stale ranks -- plus the working copy (the latest `truncate vo` and
  * `truncate qk` plans per model, what `export` writes) and the kept `fuse` head. The plot group
@@ -882,7 +882,7 @@ static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
 /* ---------------------------------------------------------------- the check's inputs */
 
 /* The random tokens of a FaRR check (in the session or of an export), drawn as `compare` draws its
- * own (core/compare.c: tpa_random_input with seed AL_SEED_COMPARE and each layer's input second
+ * own (core/methods/compare.c: tpa_random_input with seed AL_SEED_COMPARE and each layer's input second
  * moment from the session's calibration of the source, ws_calib_fit_sigma; unit variance without
  * one), so that the check's errors and compare's answer the same question. */
 typedef struct {

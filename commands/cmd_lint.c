@@ -1,4 +1,4 @@
-/* cmd_lint.c -- the `lint` command group: `lint DIR` runs core/lint.c on a checkpoint folder and
+/* cmd_lint.c -- the `lint` command group: `lint DIR` runs core/lint/lint.c on a checkpoint folder and
  * shows, per target (transformers, vLLM, SGLang, llama.cpp by conversion), whether the folder
  * loads and why not, then the warnings and advisories. The per-target table is the result (Lua,
  * `to FILE.csv|.json`); at the prompt a compact table with numbered findings is printed instead.

@@ -1,5 +1,5 @@
 /* cmd_lint.h -- the `lint` command group (cmd_lint.c): `lint DIR` checks a checkpoint folder
- * against what transformers, vLLM, SGLang and llama.cpp's converter read (core/lint.h) and gives
+ * against what transformers, vLLM, SGLang and llama.cpp's converter read (core/lint/lint.h) and gives
  * one row per target: its verdict and the reasons. */
 #ifndef AL_CMD_LINT_H
 #define AL_CMD_LINT_H

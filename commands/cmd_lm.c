@@ -1,5 +1,5 @@
 /* cmd_lm.c -- the language-model command group: `tokenizer`, `tokenize`, `generate` and `ppl`,
- * over core/tokenizer.c and core/forward.c. The tokenizer and the forward pass of each loaded
+ * over core/io/tokenizer.c and core/model/forward.c. The tokenizer and the forward pass of each loaded
  * model are the workspace's (ws_lm.h), shared with calibration and TransMLA. `generate` and `ppl`
  * run the model's newest transformation with its layers swapped in (xform.h), `source` the model. */
 #define _GNU_SOURCE

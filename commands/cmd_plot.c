@@ -1,9 +1,9 @@
 /* cmd_plot.c -- the `plot` command group: figures of the FaRR analysis (seed 000 sections 1.3,
  * 1.4, 2.3, 2.4) drawn by plots/ from results core/ computed.
  *
- * Data comes from the session's FaRR cache (core/farr.h): a layer's spectra are computed once
+ * Data comes from the session's FaRR cache (core/analysis/farr.h): a layer's spectra are computed once
  * (by `ranks`, or here on first use) and every later plot, at any tau, reads them. Heatmaps of
- * SVD factors ask core/lin.h for the singular vectors of one head. Nothing here does math
+ * SVD factors ask core/linalg/lin.h for the singular vectors of one head. Nothing here does math
  * beyond picking values out of those results.
  *
  * Where a figure goes: `to FILE.png|.svg|.pdf` (a name without extension gets plot.format);

@@ -1,5 +1,5 @@
 /* cmd_plot_compare.c -- `plot compare` and `plot compare-budgets`: the figures of every KV-cache
- * reduction of the seeds at one budget (core/compare.h; TPA issue, "All methods, one budget").
+ * reduction of the seeds at one budget (core/methods/compare.h; TPA issue, "All methods, one budget").
  *
  * `plot compare` draws the per-layer error of each method from the comparison the TPA group keeps
  * in the session (ws_compare.h: the last `compare`, or one run here and kept); `plot compare-budgets`

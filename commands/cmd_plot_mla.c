@@ -1,6 +1,6 @@
 /* cmd_plot_mla.c -- the TransMLA figures: `plot key-norms` (Figure 3a), `plot rope-energy` (key
  * energy kept against RoPE dims) and `plot rope-removal` (Figure 3b: log-perplexity against the
- * fraction of RoPE dims removed), data from core/transmla.h and core/tmla_lm.h, drawn by plots/
+ * fraction of RoPE dims removed), data from core/methods/transmla.h and core/methods/tmla_lm.h, drawn by plots/
  * (plot_key_norms, plot_curves). Statistics (activation- or weight-based) and the calibration
  * text come from ws_tmla.h (ws_tmla_fig_stats: `calib FILE` is the figure's own). Where a figure
  * goes follows `plot`: `to FILE`, `window`, else a file in plot.dir named after the figure; the
@@ -33,7 +33,7 @@ static int figure_fold(const Args *a, Out *out) {
 }
 
 /* The TransMLA figures show steps of a GQA -> MLA conversion: a model convert mla refuses (an MLA
- * model, one without RoPE, ...) is refused with its reason (core/analyses.c says why and what to
+ * model, one without RoPE, ...) is refused with its reason (core/model/analyses.c says why and what to
  * load). fig: "plot kv-balance". */
 static int figure_model_check(const Model *m, const char *fig) {
     return analysis_check(m, AN_CONVERT_MLA) ? al_err_ctx("%s", fig) : AL_OK;
@@ -207,7 +207,7 @@ const char CMD_PLOT_ROPE_REMOVAL_HELP[] =
     "keeps the frequencies with the largest product of query and key norms). A fraction is rounded\n"
     "to whole pairs (MHA2MLA: whole frequencies per head); 0 removed is the original model for\n"
     "RoRoPE and MHA2MLA. The variants run in memory: the model's forward pass with the converted\n"
-    "layers swapped in (core/tmla_lm.h); a standard RoPE cannot carry these frequency patterns, so\n"
+    "layers swapped in (core/methods/tmla_lm.h); a standard RoPE cannot carry these frequency patterns, so\n"
     "they are not exported. PCAs and norms use the calibration activations when there are any,\n"
     "else the weights. Needs a text: `calib FILE`, `ids FILE` (the figure's own statistics: the\n"
     "session's calibration stays as it was), or the session's calibration;\n"

@@ -1,8 +1,8 @@
 /* cmd_synth.c -- the `synth` command group: writes the demo models (demo-r1, demo-llama,
  * demo-gpt2: small HF-layout checkpoints with planted, documented low-rank heads; demo-kvnorm:
  * planted key-norm concentration for the TransMLA figures), one tiny
- * checkpoint per model family (family NAME: core/synth_family.c) and DeepSeek-R1-shaped FP8
- * checkpoints (ds-r1-shape) into a folder, through core/synth.c.
+ * checkpoint per model family (family NAME: core/methods/synth_family.c) and DeepSeek-R1-shaped FP8
+ * checkpoints (ds-r1-shape) into a folder, through core/methods/synth.c.
  * The planted structure is documented in examples/README.md. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -114,7 +114,7 @@ static const char FAMILY_HELP[] =
     "fused-low (V, O 31 at tau 0.999, VO 4); later layers random. gpt_neox (NoPE columns 8..31)\n"
     "and deepseek_v3 (qk_nope 32) also plant QK: layer 1 K rank 8, layer 2 flat. Small sliding\n"
     "windows (8) and, for gemma2, low soft-caps (5, 10), so short sequences exercise them. The\n"
-    "structure and dims are in core/synth_family.c's header. No tokenizer: feed token ids.";
+    "structure and dims are in core/methods/synth_family.c's header. No tokenizer: feed token ids.";
 
 static const Param family_pos[] = {
     { .name = "name", .type = ARG_ENUM, .choices = synth_family_names, .comp = COMP_CHOICES,

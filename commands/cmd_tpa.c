@@ -325,7 +325,7 @@ static const char KV_HELP[] =
     "KV cache and attention parameters per token per layer for the current model: Table 1 of the\n"
     "TPA paper at the model's dimensions -- values cached per token per layer, their bytes, and\n"
     "attention parameters per layer of MHA, MQA, GQA, MLA, TPA, TPA KV-only and TPA with\n"
-    "non-contextual A or B (formulas in core/tpa.h; with d_k = d_v = d_h and h d_h = d_model they\n"
+    "non-contextual A or B (formulas in core/methods/tpa.h; with d_k = d_v = d_h and h d_h = d_model they\n"
     "are Table 1's, plus W_O for MLA, which Table 1 leaves out) -- then the model as loaded (its\n"
     "own counts, biases included) and every conversion of it in the session: `convert mla`\n"
     "(TransMLA: R + D values), `convert tpa` and `truncate` (FaRR: each KV head caches V, or K,\n"
@@ -560,7 +560,7 @@ static void tpa_xf_describe(const Xform *x, char *buf, size_t cap) {
 static void tpa_xf_free(void *data) { tpa_model_free(data); }
 
 /* The converted layer as the forward pass runs it: TpaLayer.dense, keys and values projected onto the
- * kept TPA factors (what tpa_eval computes from the factors, RoPE after: core/tpa.h); NULL where the
+ * kept TPA factors (what tpa_eval computes from the factors, RoPE after: core/methods/tpa.h); NULL where the
  * layer was not converted. */
 static int tpa_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
     (void)s;

@@ -47,7 +47,7 @@ extern const char *const PARAM_SPLIT_CHOICES[];   /* train, valid */
       .help = "evaluation text (default: the calibration text)" },                                             \
     { .name = "ids", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", .help = "evaluation token ids instead of text" }
 
-/* `seed S` of the random tokens a command draws (default: its fixed seed, core/seeds.h; printed). */
+/* `seed S` of the random tokens a command draws (default: its fixed seed, core/base/seeds.h; printed). */
 #define PARAM_SEED { .name = "seed", .type = ARG_INT, .min = 1, .max = 4e18, .comp = COMP_NONE, .metavar = "S", \
                      .help = "seed of the random tokens (default: the command's fixed seed; printed)" }
 

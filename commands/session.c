@@ -130,7 +130,7 @@ static char *unique_name(const Session *s, const char *base) {
 static bool file_exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
 
 /* Opens a demo model from the cache, writing it there on first use. synth_write builds it in a
- * private staging folder beside dir (core/ckpt_write.h: mkdtemp, O_EXCL files) renamed into place
+ * private staging folder beside dir (core/io/ckpt_write.h: mkdtemp, O_EXCL files) renamed into place
  * only when complete, so concurrent attnlab processes never see a half-written demo and no
  * predictable temporary name is used: the loser of the rename race opens the winner's. */
 static int open_demo(const char *what, const SynthOptions *opt, Model **out) {

@@ -39,7 +39,7 @@ struct Session {
     char *plot_dir;            /* plot.dir: folder for figures (owned) */
     char *plot_fmt;            /* plot.format: png | svg | pdf (owned) */
     char *csv_params;          /* csv.params: on | off -- settings and parameters as CSV columns (owned) */
-    char *compute;             /* compute: f32 | bf16, the forward pass's products (core/matmul.h; owned) */
+    char *compute;             /* compute: f32 | bf16, the forward pass's products (core/linalg/matmul.h; owned) */
 
     /* ---- what commands keep between commands (commands/workspace.h), freed through its hook */
     struct Workspace *ws;

@@ -28,7 +28,7 @@ int ws_state(Session *s, const WsSlot *k, void **out);
 /* The state of slot k, or NULL when no command created it yet. */
 void *ws_peek(const Session *s, const WsSlot *k);
 
-/* The session's FaRR state (core/farr.h: spectra cache, the working copy's `truncate` plans, the
+/* The session's FaRR state (core/analysis/farr.h: spectra cache, the working copy's `truncate` plans, the
  * kept fused head), shared by the farr and plot groups. */
 int ws_farr(Session *s, FarrState **out);
 

@@ -2,7 +2,7 @@
  * to`, `calib save`, `tokenize ... to`, figures. A path inside a loaded model's folder (or the
  * file of a single-file model) is refused, naming the model, so no command ever overwrites a
  * checkpoint it reads (`info to config.json` run inside the model's folder). Exports have their
- * own stricter check (core/ckpt_write.c: never into or over the source).
+ * own stricter check (core/io/ckpt_write.c: never into or over the source).
  *
  * Out carries the check (Out.may_write, installed by cmd_dispatch), so table writers that see
  * only the Out use out_may_write() / out_write_file(); commands that see the Session call

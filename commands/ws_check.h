@@ -1,5 +1,5 @@
 /* ws_check.h -- what `check` shares across the methods (TransMLA, TPA): the inputs a conversion's
- * report drew, found again (core/check_inputs.h: the statistics from the export folder, or the
+ * report drew, found again (core/methods/check_inputs.h: the statistics from the export folder, or the
  * session's calibration of the source when its digest is the conversion's; else unit variance,
  * said in one line), and the text the perplexity before/after is measured on (`text FILE`, else
  * the held-out windows of the session's calibration text of the source; none: no perplexity,

@@ -1,5 +1,5 @@
 /* ws_compare.h -- the kept comparison of the session's workspace: the last `compare kv-budget B`
- * (core/compare.h), which `plot compare` reuses when it answers the same question, and the runner
+ * (core/methods/compare.h), which `plot compare` reuses when it answers the same question, and the runner
  * both use: inputs drawn from the workspace's calibration as `fit` says, and KQ-SVD fit at the
  * budget from the calibration's Grams when the session has them (unless `fit weights`; `kvsvd learn
  * kqsvd`'s projections only where their ranks are the budget's). Dropped when its model closes. */

@@ -30,7 +30,7 @@ typedef struct {
 
 /* Resolves the keywords of PARAM_TMLA_STATS for model m: `calib FILE` / `ids FILE` runs
  * `calibrate` on the text's training windows (up to `samples` of `seqlen`, attention inputs kept:
- * core/calib.h's G_X and S_X), which becomes the session's calibration of m (unless it already is
+ * core/analysis/calib.h's G_X and S_X), which becomes the session's calibration of m (unless it already is
  * that one; a replaced one is said, an interrupted run leaves it as it was), else the session's
  * calibration is used when it kept the attention input; `stats weights` forces the weight-based
  * PCAs (a given text then only serves the perplexity), `stats act` fails without statistics.

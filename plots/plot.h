@@ -12,7 +12,7 @@
  * display, checked first; blocks until a key or a click in the window). Sizes are pixels for
  * PNG and windows, points for SVG and PDF; text keeps its size in pixels and scales with the
  * page relative to the figure's design size (1000 x 700). Errors go through al_err
- * (core/al.h); nothing here prints, PLplot's own messages are captured. PLplot is not
+ * (core/base/al.h); nothing here prints, PLplot's own messages are captured. PLplot is not
  * thread-safe: call renderers from one thread. */
 #ifndef AL_PLOT_H
 #define AL_PLOT_H

@@ -3,7 +3,7 @@
 
 Runs a text through a Hugging Face transformers model (one GPU, several with device_map="auto",
 or several processes with torchrun, whose sums are all-reduced) and writes exactly the statistics
-attnlab's `calibrate` keeps, in the file format `calib load` reads (core/calib.h):
+attnlab's `calibrate` keeps, in the file format `calib load` reads (core/analysis/calib.h):
 
   per layer l and KV head g, float64 sums over every token seen
     layers.<l>.gram_k (G, d, d)    K^T K of the keys AFTER RoPE (and after any q/k norm)
@@ -48,7 +48,7 @@ VERSION = 2
 COLLECTOR = "attnlab_collect.py 1"
 
 
-# ================================================================ text windows (core/calib.c)
+# ================================================================ text windows (core/analysis/calib.c)
 
 def windows(ntok, seqlen, split, nmax=0):
     """(first window, count) of a split, as attnlab's calib_windows."""

@@ -1,10 +1,10 @@
 -- check_layers.lua -- the layer rules of ARCHITECTURE.md, checked on the sources and the built
 -- objects: no include or call cycles between files, each folder calls only the folders below it,
 -- no command group includes another group's header, core/ never prints or exits, config.json is
--- parsed in one module (core/config.c).
+-- parsed in one module (core/model/config.c).
 --
 -- usage: lua5.4 tests/check_layers.lua SRC_DIR BUILD_DIR
--- A module is one file pair (core/model.c + core/model.h -> "core/model"; model_internal.h, the part
+-- A module is one file pair (core/model/model.c + .h -> "core/model/model"; model_internal.h, the part
 -- only tests use, belongs to it too). Edges: a module includes
 -- another's header, or its object references a symbol defined by another's object (nm).
 -- Prints one line per violation and "layers: N violations"; exits 1 when there is any.
@@ -12,12 +12,17 @@
 local src, build = arg[1], arg[2]
 assert(src and build, "usage: lua5.4 check_layers.lua SRC_DIR BUILD_DIR")
 
-local FOLDERS = { "core", "plots", "commands", "repl" }
--- what each folder may depend on besides itself (the layer picture)
-local MAY_USE = {
-  core = {}, plots = { core = true }, commands = { core = true, plots = true },
-  repl = { core = true, plots = true, commands = true },
-}
+-- The folders bottom to top (the layer picture): each may use itself and the ones before it.
+-- core/ is eight of them: base (errors, tensors) < io (files) < linalg < model (the model
+-- description, forward pass) < analysis < methods < export < lint.
+local FOLDERS = { "core/base", "core/io", "core/linalg", "core/model", "core/analysis", "core/methods",
+                  "core/export", "core/lint", "plots", "commands", "repl" }
+local MAY_USE = {}
+for i, d in ipairs(FOLDERS) do
+  MAY_USE[d] = {}
+  for j = 1, i - 1 do MAY_USE[d][FOLDERS[j]] = true end
+end
+local function in_core(dir) return dir:match("^core/") ~= nil end
 -- calls that print or end the process: core/ returns errors instead
 local CORE_FORBIDDEN = { printf = 1, puts = 1, putchar = 1, exit = 1, _exit = 1, perror = 1, abort = 1 }
 
@@ -65,8 +70,8 @@ for mod, m in pairs(modules) do
   for _, file in ipairs(m.files) do
     local f = assert(io.open(src .. "/" .. file))
     for line in f:lines() do
-      if line:find("cJSON_Parse", 1, true) and line:find("config_json", 1, true) and file ~= "core/config.c" then
-        violation("%s parses config.json text again: read the model description (core/config.h) or model_config_tree", file)
+      if line:find("cJSON_Parse", 1, true) and line:find("config_json", 1, true) and file ~= "core/model/config.c" then
+        violation("%s parses config.json text again: read the model description (core/model/config.h) or model_config_tree", file)
       end
       local inc = line:match('^%s*#%s*include%s+"([^"]+)"')
       if inc then
@@ -87,7 +92,7 @@ local defined, undefined = {}, {}           -- symbol -> module; module -> { sym
 local objs = lines_of(string.format("find %s/CMakeFiles -path '*.dir/*' -name '*.c.o' 2>/dev/null", build))
 local seen_obj = {}
 for _, o in ipairs(objs) do
-  local dir, base = o:match("%.dir/([a-z]+)/([%w_]+)%.c%.o$")
+  local dir, base = o:match("%.dir/([a-z/]+)/([%w_]+)%.c%.o$")
   local mod = dir and (dir .. "/" .. base)
   if mod and modules[mod] and not seen_obj[mod] then
     seen_obj[mod] = true
@@ -109,7 +114,7 @@ for mod, syms in pairs(undefined) do
   for _, sym in ipairs(syms) do
     local owner = defined[sym]
     if owner then edge(mod, owner, "calls " .. sym) end
-    if modules[mod].dir == "core" and CORE_FORBIDDEN[sym] then
+    if in_core(modules[mod].dir) and CORE_FORBIDDEN[sym] then
       violation("%s calls %s: core/ returns errors and never prints or exits", mod, sym)
     end
   end

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cli_farr.sh -- the FaRR commands end to end on the demo models: exact CSV headers and planted
-# ranks (core/synth.c), spectrum CSV, the RoPE refusal and offset, truncate reports, export +
+# ranks (core/methods/synth.c), spectrum CSV, the RoPE refusal and offset, truncate reports, export +
 # reload round trip and refusals, Lua values, and the seed-cases notebook.
 set -u
 . "$(dirname "$0")/lib_cli.sh"

@@ -1,5 +1,5 @@
 /* test_act_tmla.c -- the activation-based TransMLA (seed 003, 4.2-4.3, App. D) on synthetic data,
- * its statistics accumulated by core/calib.h (G_X and S_X of the attention input): activation
+ * its statistics accumulated by core/analysis/calib.h (G_X and S_X of the attention input): activation
  * statistics of exactly white inputs give the weight-based conversion (M = 1 and 2, truncated
  * kv-rank); the bias cross terms through the mean match the empirical second moment of [k ; v];
  * sorting rotated pairs and selecting unrotated ones (MHA2MLA) are exact while every pair keeps

@@ -1,6 +1,6 @@
 /* test_act_tmla_real.c -- the activation-based TransMLA and its perplexities on the real
  * stories260K (llama2.c .bin and HF layouts) with a text composed here, calibrated through the
- * forward pass (core/calib.h): the forward pass with every attention swapped for its own
+ * forward pass (core/analysis/calib.h): the forward pass with every attention swapped for its own
  * attn_eval copy (fwd_set_attn) agrees with the plain forward pass and, with the layers of a lossy
  * activation-based conversion swapped in, with the conversion's DeepSeek-V3 export; activation-based RoRoPE keeps at least the key energy of the weight-based one on the
  * calibration set (every layer, M = 1, 2, 4); the RoPE-removal curves (Figure 3b) start at the

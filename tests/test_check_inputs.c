@@ -1,5 +1,5 @@
 /* test_check_inputs.c -- the inputs a conversion's report drew, recorded and drawn again
- * (core/check_inputs.h): the manifest record and check_inputs.safetensors round-trip bit for bit
+ * (core/methods/check_inputs.h): the manifest record and check_inputs.safetensors round-trip bit for bit
  * with their digest, a damaged file or a missing one is said, and TPA's check on the recorded
  * inputs (seed + layer, the calibration's second moment) gives its report's errors exactly --
  * in the session and from the export folder. */

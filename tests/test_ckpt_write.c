@@ -1,4 +1,4 @@
-/* test_ckpt_write.c -- the one checkpoint writer (core/ckpt_write.h) and the exports built on it:
+/* test_ckpt_write.c -- the one checkpoint writer (core/io/ckpt_write.h) and the exports built on it:
  * shard names, the index's total_size, {"format": "pt"} in every shard, auxiliary files copied
  * (and a stray pytorch_model.bin not), `force` replacing a 3-shard export whole (no old index or
  * shard survives; issue 14 item 1), failures and Ctrl-C leaving neither a partial folder nor a

@@ -1,9 +1,9 @@
-/* test_config.c -- the model description (core/config.c) beyond the dims: RoPE spec (layout,
+/* test_config.c -- the model description (core/model/config.c) beyond the dims: RoPE spec (layout,
  * partial rotary, scalings llama3 / yarn / longrope / unknown), attention scale (GPT-2 flags,
  * query_pre_attn_scalar, DeepSeek's YaRN mscale^2), soft-caps, per-layer sliding windows
  * (Mistral, Qwen2's max_window_layers, layer_types), activation, MoE routing; the kept tree
- * (model_config_tree is a deep copy); core/rope.c's softmax (window, soft-cap) and rotations
- * (both layouts; the double and the table rotation agree); and core/analyses.c's reasons
+ * (model_config_tree is a deep copy); core/model/rope.c's softmax (window, soft-cap) and rotations
+ * (both layouts; the double and the table rotation agree); and core/model/analyses.c's reasons
  * (per-head Q/K norms refuse the evaluator and ranks qk -- FaRR asks -- but not ranks vo; an unknown scaling
  * refuses ppl and convert with the same message). */
 #include "test_transmla_util.h"

@@ -1,4 +1,4 @@
-/* test_dtype.c -- dtype names and sizes, and the scalar and bulk conversions of core/tensor.c:
+/* test_dtype.c -- dtype names and sizes, and the scalar and bulk conversions of core/base/tensor.c:
  * exhaustive round trips of every F16 / BF16 / F8_E4M3 bit pattern, hand-computed
  * round-to-nearest-even ties (normal and subnormal), overflow (F16 -> Inf, E4M3 saturates at
  * 448), NaN patterns, signed zeros; bulk dt_to_f32 / dt_from_f32 agree with the scalars;

@@ -1,10 +1,10 @@
-/* test_families.c -- every family of issue 12 on its synthetic checkpoint (core/synth_family.c)
+/* test_families.c -- every family of issue 12 on its synthetic checkpoint (core/methods/synth_family.c)
  * against the independent float64 reference of tests/ref_forward.c:
  *   (0) the description attnlab parses from config.json (windows per layer, RoPE base and scaling
  *       per layer, softmax scale, rotary dims, MoE layers, eps, embedding scale, soft-caps, tied
  *       embeddings) equals what the reference read on its own;
  *   (a) model_open loads it and the planted VO (and NoPE QK) ranks come back exactly at tau 0.999
- *       and 0.99 (farr_layer_compute: the per-head views of core/model.c);
+ *       and 0.99 (farr_layer_compute: the per-head views of core/model/model.c);
  *   (b) attnlab's forward pass (fwd_run, FWD_LOGITS_ALL) equals the reference's logits to 1e-4
  *       relative (max |diff| / max |ref|) over 24 tokens -- 3 sliding windows of 8 -- and
  *       fwd_ppl equals the reference's mean NLL to 1e-4 relative over 40 tokens.

@@ -1,7 +1,7 @@
 /* test_farr.c -- FaRR numerics: the seed's parameter accounting on a planted 1536x128 / 512x128
  * head pair, group truncation against dense references (single head = truncated SVD; GQA stacks
  * = projection onto a shared basis), RoPE offsets, per-layer ranks of the demo models against
- * their planted ranks (core/synth.c), truncation policies and accounting, the session cache, and
+ * their planted ranks (core/methods/synth.c), truncation policies and accounting, the session cache, and
  * the real small checkpoints (skipped when absent). */
 #define TU_RNG_SEED 0x2545F4914F6CDD1DULL
 #include "farr_internal.h"
@@ -269,7 +269,7 @@ static void check_layer(Model *m, farr_kind kind, int layer, Want (*want)(int la
     farr_layer_free(l);
 }
 
-/* demo-r1's planted ranks at 0.999 (core/synth.c header). */
+/* demo-r1's planted ranks at 0.999 (core/methods/synth.c header). */
 static Want r1_vo(int L, int h) {
     switch (L) {
     case 1: return h % 2 == 0 ? (Want){6, 32, 6} : (Want){32, 32, 32};

@@ -1,4 +1,4 @@
-/* test_farr_attn.c -- the FaRR working copy as the forward pass runs it (farr_attn_layer, core/farr.h):
+/* test_farr_attn.c -- the FaRR working copy as the forward pass runs it (farr_attn_layer, core/analysis/farr.h):
  * in the truncated layer every head's fused map of the folded dense weights is the plan's
  * truncated map -- the projection onto the kept shared basis U: VO  U Uᵀ W_V W_O, QK  W_Q W_Kᵀ U Uᵀ --
  * on GQA (demo-llama), GPT-2 with biases (demo-gpt2) and MLA (demo-r1, FP8); layers outside the

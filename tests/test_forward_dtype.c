@@ -1,4 +1,4 @@
-/* test_forward_dtype.c -- the forward pass from stored BF16 / F16 / FP8 weights (core/matmul.c) on
+/* test_forward_dtype.c -- the forward pass from stored BF16 / F16 / FP8 weights (core/linalg/matmul.c) on
  * a real trained checkpoint, stories260K-hf ($ATTNLAB_MODELS; skipped when absent): each dtype's
  * copy of its weights is written next to an F32 copy holding exactly the same values (what a
  * float32 copy of the model held: the route of the pass before issue 18).

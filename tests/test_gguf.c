@@ -1,4 +1,4 @@
-/* test_gguf.c -- GGUF (core/gguf.h, core/gguf_convert.h): the writer and reader round-trip every
+/* test_gguf.c -- GGUF (core/io/gguf.h, core/export/gguf_convert.h): the writer and reader round-trip every
  * metadata type and every tensor type (F32 bit for bit, F16 / BF16 / Q8_0 within their rounding),
  * Q8_0 follows ggml's reference quantization, truncated and malformed files are errors (every
  * prefix of a valid file, bad magic / version / type / alignment / overlap / duplicates), and

@@ -1,4 +1,4 @@
-/* test_lint.c -- core/lint.c on synthetic folders: the clean demo models (with tokenizer files
+/* test_lint.c -- core/lint/lint.c on synthetic folders: the clean demo models (with tokenizer files
  * planted) have no errors and no warnings; each planted defect gives its finding, with the right
  * severity, targets and verdicts: no tokenizer, a wrong total_size, a missing shard, a tensor
  * missing from weight_map, a config/shape mismatch, deepseek_v3 without kv_a_layernorm and with
@@ -702,7 +702,7 @@ static void test_gguf_tied_output(void) {
  * (rms_norm_eps 1e-6) every engine computes the converted model; the default with its config's
  * rms_norm_eps edited to 1e-5 afterwards: vLLM and SGLang (and attnlab's reading) differ from the
  * latent norms built for 1e-6 (the manifest's latent_norm_eps), transformers does not. lint's verdict per engine and
- * check's column per engine come from the same rows (core/engines.h): a target loads with no
+ * check's column per engine come from the same rows (core/model/engines.h): a target loads with no
  * finding exactly when its column is the conversion's error. */
 static void test_lint_check_agree(void) {
     char *src = demo("tm_src", SYNTH_DEMO_LLAMA, DT_F32, 1, true);

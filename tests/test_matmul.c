@@ -1,4 +1,4 @@
-/* test_matmul.c -- core/matmul.c's products y = x W^T from stored BF16 / F16 / FP8 / F32 weights
+/* test_matmul.c -- core/linalg/matmul.c's products y = x W^T from stored BF16 / F16 / FP8 / F32 weights
  * against a double-precision reference of the same stored values, in both compute modes, on
  * shapes that hit every tile edge (tokens not a multiple of 4, rows not a multiple of 6, columns
  * not a multiple of 32, more columns than one pass; for bf16 mode's token-lane tiles from 16 tokens

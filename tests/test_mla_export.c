@@ -44,7 +44,7 @@ static MlaCheck *round_trip(Model *src, TmlaOpts o, const char *out, const MlaEx
     return c;
 }
 
-/* Whole-model logits of the source and of its export through core/forward.c (an independent
+/* Whole-model logits of the source and of its export through core/model/forward.c (an independent
  * DeepSeek-V3-layout implementation): relative difference over T tokens. */
 static double logits_diff(Model *a, const char *export_dir, size_t T) {
     Model *b = NULL;
@@ -176,7 +176,7 @@ static void test_exact(const char *tmp) {
         m->cfg.norm_eps = keep;
         printf("%s: whole-model logits differ by %.3g\n", cases[i].what, ld);
         if (rope_diff) CHECK(ld > 1e-3, "%s: whole-model logits should show the RoPE difference: %.3g", cases[i].what, ld);
-        else CHECK(ld < 1e-5, "%s: whole-model logits (core/forward.c) of the export differ by %.3g", cases[i].what, ld);
+        else CHECK(ld < 1e-5, "%s: whole-model logits (core/model/forward.c) of the export differ by %.3g", cases[i].what, ld);
         /* the export's layers load back as exactly the converted layers (F32) */
         Model *ex = NULL;
         CHECK_OK(model_open(out, &ex));

@@ -1,4 +1,4 @@
-/* test_symeig.c -- core/symeig.c's eigenvalues against LAPACK dsyevd on random matrices (n = 1..130
+/* test_symeig.c -- core/linalg/symeig.c's eigenvalues against LAPACK dsyevd on random matrices (n = 1..130
  * and 256, single and batched), planted exact ranks, repeated values, zero and diagonal matrices,
  * huge and tiny scales, NaN/Inf inputs; on the AVX-512 path where the CPU has it and on the
  * portable path (forced), and the two paths against each other. */

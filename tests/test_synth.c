@@ -50,7 +50,7 @@ static int eff_rank(const double *s, size_t n, double tau) {
 
 /* ================================================================ expected structure */
 
-/* What is planted in a pair (mirrors core/synth.c's header and examples/README.md). */
+/* What is planted in a pair (mirrors core/methods/synth.c's header and examples/README.md). */
 typedef struct {
     char pat;   /* 'R' random, 'F' flat, 'B' bottleneck, 'L' only low when fused */
     int r;

@@ -1,4 +1,4 @@
-/* test_tpa_compare.c -- every KV-cache reduction at one budget (core/compare.h): budgets never
+/* test_tpa_compare.c -- every KV-cache reduction at one budget (core/methods/compare.h): budgets never
  * exceeded, exact rows at the model's own cache (TransMLA too on a one-KV-head layer), planted
  * structure each method must find exactly at its planted budget (FaRR V / K dims with biases,
  * identical KV heads for mean-pooling, head rank for TPA form a), the reasons of the methods that

@@ -1,4 +1,4 @@
-/* fuzz_config.c -- a libFuzzer target over model_config_parse (core/config.h): each input is the
+/* fuzz_config.c -- a libFuzzer target over model_config_parse (core/model/config.h): each input is the
  * text of a config.json. A failure must give a one-line message naming the file; a config that
  * parses must describe a model the rest of attnlab can lay out (positive dims, KV heads that
  * divide the heads, layers within CFG_MAX_LAYERS). See README.md. */

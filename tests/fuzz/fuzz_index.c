@@ -1,4 +1,4 @@
-/* fuzz_index.c -- a libFuzzer target over the sharded-checkpoint index reader (core/store.c):
+/* fuzz_index.c -- a libFuzzer target over the sharded-checkpoint index reader (core/io/store.c):
  * each input is the text of a model.safetensors.index.json in a scratch folder that holds two
  * valid shards (a.safetensors: tensors "a", "b"; b.safetensors: "c"). A failure must give a
  * one-line message naming the index (or the shard it lists); a store that opens must hold each

@@ -1,4 +1,4 @@
-/* fuzz_safetensors.c -- a libFuzzer target over st_parse_buffer (core/safetensors.h).
+/* fuzz_safetensors.c -- a libFuzzer target over st_parse_buffer (core/io/safetensors.h).
  *
  * Each input is a whole safetensors image. A parse either fails with a message (which must be
  * one non-empty line) or succeeds; on success every entry is checked against the promises the

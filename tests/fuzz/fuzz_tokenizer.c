@@ -1,4 +1,4 @@
-/* fuzz_tokenizer.c -- a libFuzzer target over tok_open (core/tokenizer.h) with tokenizer.json
+/* fuzz_tokenizer.c -- a libFuzzer target over tok_open (core/io/tokenizer.h) with tokenizer.json
  * inputs. Each input is written to a scratch tokenizer.json and opened. A failure must give a
  * one-line message naming the file; a tokenizer that opens must encode a few texts into ids
  * inside [0, vocab) that have pieces, decode them back without error, give pieces for its BOS

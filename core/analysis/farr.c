@@ -1,0 +1,1465 @@
+/* farr.c -- Fuse and Rank Reduce (seed 000): fused head pairs of a model, their spectra and
+ * effective ranks per layer, truncate-and-split plans with GQA group stacking, parameter and
+ * KV-cache accounting, and the session cache (FarrState). See farr.h for the math. */
+#define _GNU_SOURCE
+#include "farr.h"
+#include "farr_internal.h"
+#include "analyses.h"
+#include "attn_eval.h"
+#include "gram.h"
+#include "rope.h"
+#include "symeig.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================================================ names */
+
+const char *farr_kind_name(farr_kind k) { return k == FARR_VO ? "vo" : "qk"; }
+const char *farr_side_name(farr_kind k, int side) {
+    return k == FARR_VO ? (side == 0 ? "V" : "O") : (side == 0 ? "Q" : "K");
+}
+const char *farr_fused_name(farr_kind k) { return k == FARR_VO ? "VO" : "QK"; }
+
+const char *farr_policy_name(farr_policy p) {
+    return p == FARR_POLICY_HEAD ? "head" : p == FARR_POLICY_LAYER_MAX ? "layer-max" : "model-max";
+}
+
+int farr_policy_parse(const char *s, farr_policy *out) {
+    if (strcmp(s, "head") == 0) *out = FARR_POLICY_HEAD;
+    else if (strcmp(s, "layer-max") == 0) *out = FARR_POLICY_LAYER_MAX;
+    else if (strcmp(s, "model-max") == 0) *out = FARR_POLICY_MODEL_MAX;
+    else return al_err("unknown truncation policy '%s': use head, layer-max or model-max", s);
+    return AL_OK;
+}
+
+/* ================================================================ one head */
+
+int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *part, bool *rotate_k) {
+    *part = PART_ALL;
+    *rotate_k = false;
+    if (kind == FARR_VO) {
+        if (offset != FARR_NO_OFFSET)
+            return al_err("offset applies to qk only: V and O have no RoPE between them");
+        return AL_OK;
+    }
+    bool has_rope = c->rope != ROPE_NONE && c->qk_rope_dim > 0;
+    if (!has_rope) {
+        if (offset != FARR_NO_OFFSET)
+            return al_err("this %s model has no RoPE: its QK heads fuse exactly, without an offset",
+                          c->model_type);
+        return AL_OK;                                   /* GPT-2: full QK */
+    }
+    if (c->qk_nope_dim > 0) {
+        if (offset != FARR_NO_OFFSET)
+            return al_err("this %s model has partial RoPE: qk fuses its %d NoPE columns exactly; an "
+                          "offset is only for full-RoPE families", c->model_type, c->qk_nope_dim);
+        *part = PART_NOPE;                              /* MLA, partial rotary: NoPE columns only */
+        return AL_OK;
+    }
+    if (offset == FARR_NO_OFFSET)
+        return al_err("QK fusion refused: this %s model applies RoPE to all %d Q/K dims, a rotation "
+                      "that depends on the token position and sits between W_Q and W_K, so W_Q W_K^T "
+                      "is not the map the model computes (seed 000, A.3). Add `offset D` to fuse at a "
+                      "fixed position offset (RoPE at p=0 on Q, p=D on K) -- analysis only, it cannot "
+                      "be truncated", c->model_type, c->qk_rope_dim);
+    if (offset < 0) return al_err("offset must be >= 0 (got %d)", offset);
+    *rotate_k = true;
+    return AL_OK;
+}
+
+bool farr_qk_dims(const ModelConfig *c, char *buf, size_t cap) {
+    if (cap) buf[0] = 0;
+    if (!c->rope_first || c->qk_nope_dim <= 0 || c->qk_rope_dim <= 0) return false;
+    int n0 = cfg_nope_col(c), r0 = cfg_rope_col(c), d = cfg_d_qk(c);
+    snprintf(buf, cap, "NoPE dims %d-%d of each head (%d of %d; dims %d-%d carry RoPE)", n0, n0 + c->qk_nope_dim - 1,
+             c->qk_nope_dim, d, r0, r0 + c->qk_rope_dim - 1);
+    return true;
+}
+
+/* The whole W_Q of query head `head` (side 0) or W_K of its KV head (side 1). */
+static int whole_side(Model *m, int side, int layer, int head, Mat **W) {
+    if (model_check_head(m, HK_Q, layer, head)) return AL_ERR;
+    return side == 0 ? model_head(m, HK_Q, layer, head, PART_ALL, W)
+                     : model_head(m, HK_K, layer, cfg_kv_group(&m->cfg, head), PART_ALL, W);
+}
+
+int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out) {
+    *out = NULL;
+    if (m->cfg.qk_norm == QKN_NONE) return AL_OK;
+    Mat *W = NULL;
+    int rc = whole_side(m, side, layer, head, &W);
+    if (rc == AL_OK) rc = lin_svd(W, 0, out);
+    mat_free(W);
+    return rc;
+}
+
+int farr_side_alone(Model *m, int side, int layer, int head, int offset, Mat **W) {
+    const ModelConfig *c = &m->cfg;
+    *W = NULL;
+    bool full_rope = c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0;
+    if (c->qk_norm == QKN_NONE && !(full_rope && offset == FARR_NO_OFFSET)) return AL_OK;
+    return whole_side(m, side, layer, head, W);
+}
+
+/* farr_fuse_mode on a loaded model: QK fusion first asks core/analyses (per-head Q/K norms
+ * between the projections and the scores make W_Q W_Kᵀ the wrong map). */
+static int fuse_mode(const Model *m, farr_kind kind, int offset, head_part *part, bool *rotate_k) {
+    if (kind != FARR_VO && analysis_check(m, AN_RANKS_QK) != AL_OK) return AL_ERR;
+    return farr_fuse_mode(&m->cfg, kind, offset, part, rotate_k);
+}
+
+void farr_rope_rotate(Mat *W, rope_layout layout, double theta, double p) {
+    size_t d = W->cols;
+    if (layout == ROPE_NONE || d < 2 || p == 0) return;
+    double *f = attn_rope_freqs((int)d, theta);
+    if (f) rope_rotate_rows(W->data, W->rows, d, (int)d, layout, f, p, 1.0);
+    free(f);
+}
+
+/* The factors of head h with the layer already loaded (thread-safe after model_layer_load). */
+static int head_factors_loaded(Model *m, farr_kind kind, int layer, int head, head_part part,
+                               bool rotate_k, int offset, Mat **A, Mat **B, lin_op *op) {
+    const ModelConfig *c = &m->cfg;
+    int g = cfg_kv_group(c, head);
+    *A = *B = NULL;
+    int rc;
+    if (kind == FARR_VO) {
+        *op = LIN_AB;
+        rc = model_head(m, HK_V, layer, g, PART_ALL, A);
+        if (rc == AL_OK) rc = model_head(m, HK_O, layer, head, PART_ALL, B);
+    } else {
+        *op = LIN_ABT;
+        rc = model_head(m, HK_Q, layer, head, part, A);
+        if (rc == AL_OK) rc = model_head(m, HK_K, layer, g, part, B);
+        if (rc == AL_OK && rotate_k) farr_rope_rotate(*B, c->rope, c->rope_theta, (double)offset);
+    }
+    if (rc != AL_OK) { mat_free(*A); mat_free(*B); *A = *B = NULL; }
+    return rc;
+}
+
+int farr_head_factors(Model *m, farr_kind kind, int layer, int head, int offset,
+                      Mat **A, Mat **B, lin_op *op) {
+    *A = *B = NULL;
+    head_part part;
+    bool rot;
+    if (fuse_mode(m, kind, offset, &part, &rot) != AL_OK) return AL_ERR;
+    if (model_check_head(m, HK_Q, layer, head) != AL_OK) return AL_ERR;
+    /* one head: its blocks straight from the checkpoint (model_head), not the whole layer */
+    return head_factors_loaded(m, kind, layer, head, part, rot, offset, A, B, op);
+}
+
+/* NaN/Inf in a head's factors: the error `ranks` gives for it, before LAPACK refuses the input. */
+static int fused_finite(const FarrFused *f) {
+    const Mat *M[2] = {f->A, f->B};
+    for (int i = 0; i < 2; i++) {
+        size_t at = mat_first_nonfinite(M[i]);
+        if (at != (size_t)-1)
+            return al_err("layer %d head %d (%s): its %s holds NaN/Inf (first at [%zu, %zu]): that head's spectra "
+                          "are undefined (check the checkpoint; the warning names the tensor)", f->layer, f->head,
+                          farr_fused_name(f->kind), farr_side_name(f->kind, i), at / M[i]->cols, at % M[i]->cols);
+    }
+    return AL_OK;
+}
+
+int farr_fuse(Model *m, farr_kind kind, int layer, int head, int offset, FarrFused **out) {
+    *out = NULL;
+    FarrFused *f = al_calloc(1, sizeof *f, "a fused head");
+    if (!f) return AL_ERR;
+    *f = (FarrFused){ .model = m, .kind = kind, .layer = layer, .head = head, .offset = offset };
+    int rc = farr_head_factors(m, kind, layer, head, offset, &f->A, &f->B, &f->op);
+    if (rc == AL_OK) rc = fused_finite(f);
+    if (rc == AL_OK) rc = lin_product_svd(f->A, f->B, f->op, LIN_VECTORS, &f->s, &f->sa, &f->sb);
+    if (rc != AL_OK) { farr_fused_free(f); return rc; }
+    *out = f;
+    return AL_OK;
+}
+
+void farr_fused_free(FarrFused *f) {
+    if (!f) return;
+    mat_free(f->A); mat_free(f->B);
+    lin_spectrum_free(f->s); lin_spectrum_free(f->sa); lin_spectrum_free(f->sb);
+    free(f);
+}
+
+/* ================================================================ a layer's spectra */
+
+void farr_layer_free(FarrLayer *l) {
+    if (!l) return;
+    for (int h = 0; h < l->n_heads; h++) {
+        if (l->a) lin_spectrum_free(l->a[h]);
+        if (l->b) lin_spectrum_free(l->b[h]);
+        if (l->fused) lin_spectrum_free(l->fused[h]);
+    }
+    free(l->a); free(l->b); free(l->fused); free(l->eps);
+    free(l);
+}
+
+typedef struct {
+    Model *m;
+    FarrLayer *l;
+    head_part part;
+    bool rot;
+} LayerJob;
+
+static int layer_task(size_t h, int worker, void *ud) {
+    (void)worker;
+    LayerJob *j = ud;
+    Mat *A, *B;
+    lin_op op;
+    if (head_factors_loaded(j->m, j->l->kind, j->l->layer, (int)h, j->part, j->rot, j->l->offset,
+                            &A, &B, &op) != AL_OK)
+        return AL_ERR;
+    int rc = lin_product_svd(A, B, op, 0, &j->l->fused[h], &j->l->a[h], &j->l->b[h]);
+    mat_free(A); mat_free(B);
+    if (rc != AL_OK) return al_err_ctx("layer %d head %d (%s)", j->l->layer, (int)h, farr_fused_name(j->l->kind));
+    return AL_OK;
+}
+
+/* ---------------------------------------------------------------- the stream route */
+
+/* G' = Rᵀ G R for K' = K R, R the RoPE rotation at position p (as farr_rope_rotate applies it to
+ * the columns of K). G is k x k. */
+static void gram_rotate(double *G, size_t k, rope_layout layout, double theta, double p) {
+    if (layout == ROPE_NONE || k < 2 || p == 0) return;
+    double *f = attn_rope_freqs((int)k, theta);
+    if (f) rope_rotate_gram(G, k, layout, f, p);
+    free(f);
+}
+
+/* One shared side of the fast route: its Gram's error bound, Frobenius norm and largest diagonal
+ * entry (the bounds of fast_fused_err). */
+typedef struct {
+    double err, fro, dmax;
+} FastSide;
+
+typedef struct {
+    Model *m;
+    FarrLayer *l;
+    head_part part;
+    bool rot;
+    bool fast;               /* the fast route: BF16/float Grams, bounds into l->eps */
+    size_t k;                /* the inner (head) dim of the pair */
+    const size_t *gsel, *hsel;   /* the KV heads and query heads to compute (NULL: all) */
+    LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored */
+    FastSide *fside;         /* (n_kv) the fast route's bounds of the shared sides */
+    GramScratch **scr;       /* (threads) */
+    double **G;              /* (threads) per worker a k x k Gram for each of job_batch heads */
+    double **M, **w;         /* (threads) fast route: FAST_BATCH k x k fused cores and 2k eigenvalues */
+    SymeigWork **ew;         /* (threads) fast route: the eigen-solver's scratch */
+    size_t ng, nh;           /* KV heads of phase 1, query heads of phase 2 */
+    int T;                   /* threads */
+} StreamJob;
+
+/* Heads per task on the fast route: their matrices (a shared side each in phase 1, an own side and
+ * a fused core each in phase 2) go to one solve_values call, which symeig solves in vector lanes,
+ * 16 at a time (core/linalg/symeig.h: ~3x faster per matrix than one at a time). */
+#define FAST_BATCH 16
+
+static size_t job_batch(const StreamJob *j) { return j->fast ? FAST_BATCH : 1; }
+static size_t job_tasks(const StreamJob *j, size_t n) { return (n + job_batch(j) - 1) / job_batch(j); }
+
+/* ---------------------------------------------------------------- the fast route's solves */
+
+/* The fast route's values-only eigen-solves, every one of them: the n symmetric matrices A[i]
+ * (k[i] x k[i], full storage, column-major; not modified) to their ascending eigenvalues w[i], one
+ * worker's batch (FAST_BATCH heads' own sides and fused cores, or shared sides). Matrices of one
+ * size go to symeig_values together (double, batched in vector lanes; its error is within
+ * eig_bwd's bound below). */
+static int solve_values(SymeigWork *ws, size_t n, double *const *A, const size_t *k, double *const *w) {
+    const double *a[2 * FAST_BATCH];
+    double *v[2 * FAST_BATCH];
+    bool done[2 * FAST_BATCH] = {0};
+    if (n > 2 * FAST_BATCH) return al_err("internal: %zu matrices in one solve batch", n);
+    for (size_t i = 0; i < n; i++) {
+        if (done[i]) continue;
+        size_t c = 0;
+        for (size_t t = i; t < n; t++)
+            if (!done[t] && k[t] == k[i]) { a[c] = A[t]; v[c++] = w[t]; done[t] = true; }
+        if (symeig_values_ws(ws, c, k[i], a, v) != AL_OK) return AL_ERR;
+        for (size_t t = 0; t < c; t++)                  /* descending -> ascending */
+            for (size_t x = 0, y = k[i] ? k[i] - 1 : 0; x < y; x++, y--) {
+                double tmp = v[t][x]; v[t][x] = v[t][y]; v[t][y] = tmp;
+            }
+    }
+    return AL_OK;
+}
+
+/* ---------------------------------------------------------------- the fast route's bounds */
+
+/* The fast route solves in double on Grams G' within err (Frobenius) of the double route's G
+ * (gram_compute_fast). A bound eps on the l2 distance between the sorted squared singular values
+ * of the two routes (lin_rank_certain's eps) adds up: the Grams' error, carried through the
+ * Cholesky factor and the fused core, and the double rounding of both routes' Cholesky factors,
+ * triangular products and eigen-solves -- some 1e-13 of the values, kept to stay honest. */
+
+static double unit_d(void) { return ldexp(1.0, -53); }
+static double gam_d(double n) { double u = unit_d(); return n * u / (1 - n * u); }
+/* The backward error of a values-only eigen-solve of an n x n matrix, times its ||.||_F:
+ * Householder tridiagonalization and implicit QL are backward stable with c n u; generous. */
+static double eig_bwd(size_t n) { return 8.0 * (double)n * (double)n * unit_d(); }
+
+static double fro_d(const double *A, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += A[i] * A[i];
+    return sqrt(s);
+}
+
+/* A factor's spectrum: eig(G') against eig(G) (Hoffman-Wielandt), and both solves. */
+static double fast_side_err(size_t k, double err, double fro) { return err + eig_bwd(k) * (2 * fro + err); }
+
+/* The fused spectrum of the shared side a (bounds fa) against a Gram Gb' (error gberr, Frobenius
+ * norm gbfro, largest eigenvalue as computed gbmax); mfro: ||M||_F of the fused core. Its squared
+ * values are eig(G_B^1/2 L Lᵀ G_B^1/2) = eig(Lᵀ G_B L): L Lᵀ off P G_A Pᵀ by lerr moves them by at
+ * most ||G_B||_2 lerr, G_B' off G_B by ||L||_2^2 gberr. */
+static double fast_fused_err(const LinGramSide *a, const FastSide *fa, double gberr, double gbfro, double gbmax,
+                             double mfro) {
+    size_t k = a->k, r = a->r;
+    double bw = eig_bwd(k), lf2 = 0;
+    for (size_t j = 0; j < r; j++)
+        for (size_t i = j; i < k; i++) lf2 += a->L[j * k + i] * a->L[j * k + i];
+    /* Cholesky: backward error gamma_{k+1} |L||Lᵀ|; pivoted, the Schur complement left out (k - r
+     * diagonal entries below dpstrf's tolerance k eps max diag, positive semi-definite) */
+    double trunc = r < k ? (double)(k - r) * (double)k * ldexp(1.0, -52) * fa->dmax : 0;
+    double chol = gam_d((double)k + 1) * lf2 + trunc;
+    double amax = a->s->p ? a->s->sigma[0] * a->s->sigma[0] : 0;
+    double l2 = fmin(amax + bw * fa->fro + chol, lf2);            /* >= ||L||_2^2 = ||L Lᵀ||_2 */
+    double gbnorm = gbmax + bw * gbfro + gberr;                   /* >= ||G_B||_2 */
+    /* the triangular products, |dW| <= gamma_k |Gp||L| and the same for Lᵀ W */
+    double trmm = gam_d((double)k + 1) * sqrt(lf2) * (sqrt(l2) * gbfro + (gbmax + bw * gbfro) * sqrt(lf2)) * (1 + 1e-3);
+    /* the Grams' errors; rounding twice (this route and the double route's own) */
+    return l2 * gberr + gbnorm * (fa->err + 2 * chol) + 2 * trmm + 2 * bw * mfro * (1 + 1e-6);
+}
+
+/* The Gram of one factor of the layer into G, with the factor's row count and, on the fast route,
+ * the bound of its error (gram_compute_fast). */
+static int stream_gram(StreamJob *j, head_kind kind, int head, int worker, double *G, size_t *rows, double *err) {
+    GramView v;
+    if (gram_view(j->m, kind, j->l->layer, head, j->part, &v) != AL_OK) return AL_ERR;
+    int rc = gram_view_k(&v) == j->k ? AL_OK
+                                     : al_err("internal: %s head %d has inner dim %zu, expected %zu", v.tensor, head,
+                                              gram_view_k(&v), j->k);
+    *err = 0;
+    if (rc == AL_OK) rc = j->fast ? gram_compute_fast(j->m->store, &v, j->scr[worker], G, err)
+                                  : gram_compute(j->m->store, &v, j->scr[worker], G);
+    *rows = gram_view_rows(&v);
+    gram_view_clear(&v);
+    return rc;
+}
+
+/* The fast route's own Grams of query heads h[0..n) (W_O[h] or W_Q[h]) into G[i], with their row
+ * counts and error bounds: GRAM_MANY adjacent heads to a gram_compute_fast_many call, which packs
+ * o_proj's heads a tensor row at a time. */
+static int stream_grams_fast(StreamJob *j, head_kind kind, const size_t *h, size_t n, int worker, double *const *G,
+                             size_t *rows, double *err, size_t *bad) {
+    int rc = AL_OK;
+    for (size_t i = 0; i < n && rc == AL_OK; i += GRAM_MANY) {
+        size_t c = n - i < GRAM_MANY ? n - i : GRAM_MANY, got = 0, failed = 0;
+        GramView v[GRAM_MANY];
+        for (; got < c && rc == AL_OK; got++) {
+            *bad = h[i + got];
+            if ((rc = gram_view(j->m, kind, j->l->layer, (int)h[i + got], j->part, &v[got])) != AL_OK) break;
+            rows[i + got] = gram_view_rows(&v[got]);
+            if (gram_view_k(&v[got]) != j->k)
+                rc = al_err("internal: %s head %zu has inner dim %zu, expected %zu", v[got].tensor, h[i + got],
+                            gram_view_k(&v[got]), j->k);
+        }
+        if (rc == AL_OK && (rc = gram_compute_fast_many(j->m->store, v, c, j->scr[worker], G + i, err + i, &failed)))
+            *bad = h[i + failed];
+        for (size_t x = 0; x < got; x++) gram_view_clear(&v[x]);
+    }
+    return rc;
+}
+
+/* The fast route's shared side g from its Gram G: Cholesky factor and bounds (the eigenvalues
+ * come from the task's batch solve). */
+static int fast_shared(StreamJob *j, size_t g, const double *G, size_t rows, double err) {
+    size_t k = j->k;
+    FastSide *fs = &j->fside[g];
+    fs->fro = fro_d(G, k * k);
+    fs->dmax = 0;
+    for (size_t i = 0; i < k; i++) fs->dmax = fmax(fs->dmax, G[i * k + i]);
+    /* the RoPE offset's rotation keeps the error's norm, and rounds (in both routes) */
+    fs->err = err + (j->rot ? 32 * unit_d() * fs->fro : 0);
+    return lin_gram_side_factor(G, k, rows, &j->shared[g]);
+}
+
+/* KV head g's Gram (W_V[g] or W_K[g]) into G, rotated to the offset, and its side: factored and
+ * solved on the double route, factored (its solve batched by the caller) on the fast route. */
+static int shared_one(StreamJob *j, size_t g, int worker, double *G) {
+    const ModelConfig *c = &j->m->cfg;
+    double err;
+    size_t rows;
+    int rc = stream_gram(j, farr_shared_kind(j->l->kind), (int)g, worker, G, &rows, &err);
+    /* the rotation is orthogonal: it keeps the error's Frobenius norm */
+    if (rc == AL_OK && j->rot) gram_rotate(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
+    if (rc == AL_OK) rc = j->fast ? fast_shared(j, g, G, rows, err) : lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
+    if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->l->layer, (int)g, farr_fused_name(j->l->kind));
+    return AL_OK;
+}
+
+/* Phase 1, task t: KV heads t*B .. (t+1)*B-1 (B = job_batch), their shared factors (W_V[g] or
+ * W_K[g]): spectrum and Cholesky factor. */
+static int stream_shared_task(size_t t, int worker, void *ud) {
+    StreamJob *j = ud;
+    size_t B = job_batch(j), i0 = t * B, nb = j->ng - i0 < B ? j->ng - i0 : B, k = j->k, kk[FAST_BATCH], g[FAST_BATCH];
+    double *A[FAST_BATCH], *w[FAST_BATCH];
+    int rc = AL_OK;
+    for (size_t b = 0; rc == AL_OK && b < nb; b++) {
+        g[b] = j->gsel ? j->gsel[i0 + b] : i0 + b;
+        A[b] = j->G[worker] + b * k * k;
+        w[b] = j->w[worker] + b * 2 * k;
+        kk[b] = k;
+        rc = shared_one(j, g[b], worker, A[b]);
+    }
+    if (rc != AL_OK || !j->fast) return rc;
+    if (solve_values(j->ew[worker], nb, A, kk, w) != AL_OK)
+        return al_err_ctx("layer %d KV heads %zu-%zu (%s)", j->l->layer, g[0], g[nb - 1], farr_fused_name(j->l->kind));
+    for (size_t b = 0; b < nb; b++) lin_spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
+    return AL_OK;
+}
+
+/* Head h's factor spectra: a copy of the group's shared side and its own (taken over). */
+static int put_sides(FarrLayer *l, size_t h, const Spectrum *shared, Spectrum **own) {
+    bool vo = l->kind == FARR_VO;
+    Spectrum *shs = lin_spectrum_copy(shared);
+    if (!shs) return AL_ERR;
+    l->a[h] = vo ? shs : *own;
+    l->b[h] = vo ? *own : shs;
+    *own = NULL;
+    return AL_OK;
+}
+
+/* One query head of a fast-route batch between its Gram and its solves. */
+typedef struct {
+    size_t h, g, rows;
+    double err, gbfro;       /* its Gram's error bound and Frobenius norm */
+    Spectrum *own, *fu;      /* its own side's and the fused spectrum (values set after the solves) */
+} FastHead;
+
+/* Phase 2 of the fast route, before the solves: head f->h's own Gram G (error bound err) and its
+ * fused core M against the group's shared side. */
+static int fast_head_prep(StreamJob *j, FastHead *f, const double *G, double err, double *M) {
+    bool vo = j->l->kind == FARR_VO;
+    size_t k = j->k, rows = f->rows;
+    f->g = (size_t)cfg_kv_group(&j->m->cfg, (int)f->h);
+    const LinGramSide *sh = j->shared[f->g];
+    f->err = err;
+    f->gbfro = fro_d(G, k * k);
+    /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
+    size_t m = vo ? sh->rows : rows, n = vo ? rows : sh->rows, p = m < n ? m : n;
+    f->own = lin_spectrum_new(rows, k, rows < k ? rows : k, false);
+    f->fu = lin_spectrum_new(m, n, p < k ? p : k, false);
+    return f->own && f->fu ? lin_gram_fused_core(sh, G, M) : AL_ERR;
+}
+
+/* After the solves: the spectra from the own side's values wb (k) and the fused core's wm (r,
+ * ascending), and the three bounds. */
+static int fast_head_finish(StreamJob *j, FastHead *f, const double *wb, const double *wm) {
+    FarrLayer *l = j->l;
+    bool vo = l->kind == FARR_VO;
+    size_t k = j->k, h = f->h;
+    const LinGramSide *sh = j->shared[f->g];
+    lin_spectrum_set_eigs(f->own, wb, k);
+    lin_spectrum_set_eigs(f->fu, wm, sh->r);
+    double gbmax = k ? wb[k - 1] : 0, mfro = fro_d(wm, sh->r);
+    double es = fast_side_err(k, j->fside[f->g].err, j->fside[f->g].fro), eo = fast_side_err(k, f->err, f->gbfro);
+    l->eps[3 * h] = vo ? es : eo;
+    l->eps[3 * h + 1] = vo ? eo : es;
+    l->eps[3 * h + 2] = fast_fused_err(sh, &j->fside[f->g], f->err, f->gbfro, gbmax, mfro);
+    l->fused[h] = f->fu;
+    f->fu = NULL;
+    return put_sides(l, h, sh->s, &f->own);
+}
+
+/* Phase 2 on the double route for query head h from its own Gram G. */
+static int double_head(StreamJob *j, size_t h, const double *G, size_t rows) {
+    FarrLayer *l = j->l;
+    bool vo = l->kind == FARR_VO;
+    LinGramSide *own = NULL;
+    const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
+    int rc = lin_gram_side_new(G, j->k, rows, false, &own);
+    /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
+    if (rc == AL_OK) rc = lin_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
+    if (rc == AL_OK) rc = put_sides(l, h, sh->s, &own->s);
+    lin_gram_side_free(own);
+    return rc;
+}
+
+/* Phase 2 of the fast route for query heads f[0..nb) (their h set): the batch's own Grams, fused
+ * cores, all 2 nb values-only solves in one call, then the spectra and bounds; *bad: the head an
+ * error is about. */
+static int fast_heads(StreamJob *j, FastHead *f, size_t nb, int worker, size_t *bad) {
+    size_t k = j->k, hs[FAST_BATCH], rows[FAST_BATCH], kk[2 * FAST_BATCH] = {0};
+    double *Gs[FAST_BATCH], *A[2 * FAST_BATCH] = {0}, *w[2 * FAST_BATCH] = {0}, err[FAST_BATCH];
+    for (size_t b = 0; b < nb; b++) {
+        hs[b] = f[b].h;
+        A[2 * b] = Gs[b] = j->G[worker] + b * k * k;    /* its own Gram, then the fused core */
+        A[2 * b + 1] = j->M[worker] + b * k * k;
+        w[2 * b] = j->w[worker] + b * 2 * k;
+        w[2 * b + 1] = w[2 * b] + k;
+    }
+    int rc = stream_grams_fast(j, farr_own_kind(j->l->kind), hs, nb, worker, Gs, rows, err, bad);
+    for (size_t b = 0; rc == AL_OK && b < nb; b++) {
+        *bad = f[b].h;
+        f[b].rows = rows[b];
+        rc = fast_head_prep(j, &f[b], A[2 * b], err[b], A[2 * b + 1]);
+        kk[2 * b] = k;
+        kk[2 * b + 1] = j->shared[f[b].g]->r;
+    }
+    if (rc == AL_OK && solve_values(j->ew[worker], 2 * nb, A, kk, w) != AL_OK) { *bad = f[0].h; return AL_ERR; }
+    for (size_t b = 0; rc == AL_OK && b < nb; b++)
+        if ((rc = fast_head_finish(j, &f[b], w[2 * b], w[2 * b + 1])) != AL_OK) *bad = f[b].h;
+    return rc;
+}
+
+/* Phase 2, task t: query heads t*B .. (t+1)*B-1 (B = job_batch), each its own factor (W_O[h] or
+ * W_Q[h]) and the fused spectrum against the group's shared side. */
+static int stream_head_task(size_t t, int worker, void *ud) {
+    StreamJob *j = ud;
+    FarrLayer *l = j->l;
+    size_t B = job_batch(j), i0 = t * B, nb = j->nh - i0 < B ? j->nh - i0 : B, bad = i0;
+    FastHead f[FAST_BATCH] = {{0}};
+    for (size_t b = 0; b < nb; b++) f[b].h = j->hsel ? j->hsel[i0 + b] : i0 + b;
+    int rc = AL_OK;
+    if (j->fast) rc = fast_heads(j, f, nb, worker, &bad);
+    for (size_t b = 0; !j->fast && rc == AL_OK && b < nb; b++) {
+        double *G = j->G[worker], err;
+        bad = f[b].h;
+        rc = stream_gram(j, farr_own_kind(l->kind), (int)f[b].h, worker, G, &f[b].rows, &err);
+        if (rc == AL_OK) rc = double_head(j, f[b].h, G, f[b].rows);
+    }
+    for (size_t b = 0; b < nb; b++) { lin_spectrum_free(f[b].own); lin_spectrum_free(f[b].fu); }
+    if (rc != AL_OK) return al_err_ctx("layer %d head %zu (%s)", l->layer, bad, farr_fused_name(l->kind));
+    return AL_OK;
+}
+
+static void stream_job_free(StreamJob *j) {
+    size_t G = (size_t)j->m->cfg.n_kv_heads;
+    for (size_t g = 0; g < G; g++) {
+        if (j->shared) lin_gram_side_free(j->shared[g]);
+    }
+    for (int w = 0; w < j->T; w++) {
+        if (j->scr) gram_scratch_free(j->scr[w]);
+        if (j->G) free(j->G[w]);
+        if (j->M) free(j->M[w]);
+        if (j->w) free(j->w[w]);
+        if (j->ew) symeig_work_free(j->ew[w]);
+    }
+    free(j->shared); free(j->fside); free(j->scr); free(j->G); free(j->M); free(j->w); free(j->ew);
+}
+
+/* Runs phase 1 over ng KV heads and phase 2 over nh query heads (gsel / hsel: which ones, NULL:
+ * all), then releases the layer's mapped pages. */
+static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fast, const size_t *gsel, size_t ng,
+                      const size_t *hsel, size_t nh) {
+    size_t G = (size_t)m->cfg.n_kv_heads;
+    StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .k = (size_t)l->head_dim,
+                    .gsel = gsel, .hsel = hsel, .ng = ng, .nh = nh };
+    j.T = lin_sweep_threads(job_tasks(&j, nh > ng ? nh : ng), 0);
+    j.shared = al_calloc(G, sizeof *j.shared, "shared factors");
+    j.fside = al_calloc(G, sizeof *j.fside, "shared factors");
+    j.scr = al_calloc((size_t)j.T, sizeof *j.scr, "sweep scratch");
+    j.G = al_calloc((size_t)j.T, sizeof *j.G, "sweep scratch");
+    j.M = al_calloc((size_t)j.T, sizeof *j.M, "sweep scratch");
+    j.w = al_calloc((size_t)j.T, sizeof *j.w, "sweep scratch");
+    j.ew = al_calloc((size_t)j.T, sizeof *j.ew, "sweep scratch");
+    int rc = j.shared && j.fside && j.scr && j.G && j.M && j.w && j.ew ? AL_OK : AL_ERR;
+    size_t k1 = j.k ? j.k : 1;
+    for (int w = 0; rc == AL_OK && w < j.T; w++) {
+        j.scr[w] = gram_scratch_new();
+        j.G[w] = al_malloc3(job_batch(&j) * k1, k1, sizeof(double), "Gram matrices");
+        if (!j.scr[w] || !j.G[w]) rc = AL_ERR;
+        if (!fast) continue;                  /* the fast route's batch: fused cores, values, solver */
+        j.M[w] = al_malloc3(FAST_BATCH * k1, k1, sizeof(double), "fused cores");
+        j.w[w] = al_malloc3(FAST_BATCH * 2 * k1, 1, sizeof(double), "eigenvalues");
+        j.ew[w] = symeig_work_new(k1);
+        if (!j.M[w] || !j.w[w] || !j.ew[w]) rc = AL_ERR;
+    }
+    if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, ng), j.T, stream_shared_task, &j);
+    if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, nh), j.T, stream_head_task, &j);
+    stream_job_free(&j);
+    char *prefix = model_tensor_name(m, l->layer, "");
+    if (prefix) store_release_prefix(m->store, prefix);
+    free(prefix);
+    return rc;
+}
+
+/* An empty layer record of kind (its arrays allocated, no spectra). */
+static FarrLayer *layer_new(const ModelConfig *c, farr_kind kind, int layer, int offset, head_part part) {
+    FarrLayer *l = al_calloc(1, sizeof *l, "layer spectra");
+    if (!l) return NULL;
+    l->kind = kind; l->layer = layer; l->offset = offset; l->n_heads = c->n_heads;
+    l->head_dim = kind == FARR_VO ? c->v_dim : part == PART_NOPE ? c->qk_nope_dim : cfg_d_qk(c);
+    size_t H = (size_t)c->n_heads;
+    l->a = al_calloc(H, sizeof *l->a, "layer spectra");
+    l->b = al_calloc(H, sizeof *l->b, "layer spectra");
+    l->fused = al_calloc(H, sizeof *l->fused, "layer spectra");
+    if (!l->a || !l->b || !l->fused) { farr_layer_free(l); return NULL; }
+    return l;
+}
+
+int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, farr_route route, FarrLayer **out) {
+    *out = NULL;
+    const ModelConfig *c = &m->cfg;
+    LayerJob job = { .m = m };
+    if (fuse_mode(m, kind, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
+    if (layer < 0 || layer >= c->n_layers)
+        return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
+    if (route == FARR_ROUTE_FACTORS && model_layer_load(m, layer) != AL_OK) return AL_ERR;
+    FarrLayer *l = layer_new(c, kind, layer, offset, job.part);
+    if (!l) return AL_ERR;
+    size_t H = (size_t)c->n_heads;
+    if (route == FARR_ROUTE_FAST && !(l->eps = al_calloc(3 * H, sizeof(double), "error bounds"))) {
+        farr_layer_free(l);
+        return AL_ERR;
+    }
+    job.l = l;
+    int rc = route == FARR_ROUTE_FACTORS ? lin_sweep(H, 0, layer_task, &job)
+             : stream_run(m, l, job.part, job.rot, route == FARR_ROUTE_FAST, NULL, (size_t)c->n_kv_heads, NULL, H);
+    if (rc != AL_OK) { farr_layer_free(l); return rc; }
+    *out = l;
+    return AL_OK;
+}
+
+/* Whether head h's three ranks at tau are certain under the fast route's bounds. */
+static bool head_certain(const FarrLayer *l, int h, double tau) {
+    if (!l->eps) return true;
+    const double *e = l->eps + 3 * (size_t)h;
+    return lin_rank_certain(l->a[h], e[0], tau) && lin_rank_certain(l->b[h], e[1], tau) &&
+           lin_rank_certain(l->fused[h], e[2], tau);
+}
+
+/* Recomputes the heads flagged in redo (n_heads) by the double stream route, in place. */
+static int layer_redo(Model *m, FarrLayer *l, const bool *redo, size_t *redone) {
+    const ModelConfig *c = &m->cfg;
+    head_part part;
+    bool rot;
+    if (fuse_mode(m, l->kind, l->offset, &part, &rot) != AL_OK) return AL_ERR;
+    size_t H = (size_t)l->n_heads, G = (size_t)c->n_kv_heads, nh = 0, ng = 0;
+    size_t *hsel = al_calloc(H ? H : 1, sizeof *hsel, "heads"), *gsel = al_calloc(G ? G : 1, sizeof *gsel, "heads");
+    FarrLayer *t = layer_new(c, l->kind, l->layer, l->offset, part);
+    int rc = hsel && gsel && t ? AL_OK : AL_ERR;
+    for (size_t h = 0; rc == AL_OK && h < H; h++) {
+        if (!redo[h]) continue;
+        hsel[nh++] = h;
+        size_t g = (size_t)cfg_kv_group(c, (int)h);
+        if (!ng || gsel[ng - 1] != g) gsel[ng++] = g;   /* heads of a group are consecutive */
+    }
+    if (rc == AL_OK && nh) rc = stream_run(m, t, part, rot, false, gsel, ng, hsel, nh);
+    for (size_t i = 0; rc == AL_OK && i < nh; i++) {
+        size_t h = hsel[i];
+        lin_spectrum_free(l->a[h]); lin_spectrum_free(l->b[h]); lin_spectrum_free(l->fused[h]);
+        l->a[h] = t->a[h]; l->b[h] = t->b[h]; l->fused[h] = t->fused[h];
+        t->a[h] = t->b[h] = t->fused[h] = NULL;
+        l->eps[3 * h] = l->eps[3 * h + 1] = l->eps[3 * h + 2] = 0;
+    }
+    if (rc == AL_OK && redone) *redone += nh;
+    farr_layer_free(t);
+    free(hsel); free(gsel);
+    return rc;
+}
+
+int farr_layer_certify(Model *m, FarrLayer *l, double tau, size_t *redone) {
+    if (!l->eps) return AL_OK;
+    bool *redo = al_calloc((size_t)l->n_heads, sizeof(bool), "heads");
+    if (!redo) return AL_ERR;
+    size_t n = 0;
+    for (int h = 0; h < l->n_heads; h++) n += redo[h] = !head_certain(l, h, tau);
+    int rc = n ? layer_redo(m, l, redo, redone) : AL_OK;
+    free(redo);
+    return rc;
+}
+
+int farr_layer_exact(Model *m, FarrLayer *l, size_t *redone) {
+    if (!l->eps) return AL_OK;
+    bool *redo = al_calloc((size_t)l->n_heads, sizeof(bool), "heads");
+    if (!redo) return AL_ERR;
+    for (int h = 0; h < l->n_heads; h++) {
+        const double *e = l->eps + 3 * (size_t)h;
+        redo[h] = e[0] > 0 || e[1] > 0 || e[2] > 0;
+    }
+    int rc = layer_redo(m, l, redo, redone);
+    free(redo);
+    if (rc == AL_OK) { free(l->eps); l->eps = NULL; }
+    return rc;
+}
+
+int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out) {
+    return farr_layer_compute_route(m, kind, layer, offset, FARR_ROUTE_STREAM, out);
+}
+
+void farr_layer_ranks(const FarrLayer *l, int head, double tau, int *ra, int *rb, int *rf) {
+    if (ra) *ra = (int)lin_effective_rank(l->a[head]->sigma, l->a[head]->p, tau);
+    if (rb) *rb = (int)lin_effective_rank(l->b[head]->sigma, l->b[head]->p, tau);
+    if (rf) *rf = (int)lin_effective_rank(l->fused[head]->sigma, l->fused[head]->p, tau);
+}
+
+/* ================================================================ accounting */
+
+size_t farr_params_pair(size_t m_a, size_t m_b, size_t d) { return (m_a + m_b) * d; }
+size_t farr_params_separate(size_t m_a, size_t r_a, size_t m_b, size_t r_b, size_t d) {
+    return m_a * r_a + r_a * d + m_b * r_b + r_b * d;
+}
+size_t farr_params_fused(size_t m_a, size_t m_b, size_t r) { return (m_a + m_b) * r; }
+
+/* ================================================================ groups */
+
+void farr_group_free(FarrGroup *g) {
+    if (!g) return;
+    mat_free(g->shared);
+    if (g->head) for (int i = 0; i < g->n; i++) mat_free(g->head[i]);
+    free(g->head); free(g->energy); free(g->err); free(g->cum); free(g->U);
+    free(g);
+}
+
+/* Gram of one head's factor in the group's inner space (k x k, full symmetric):
+ * VO: P P^T for P = W_O (k x n); QK: Q^T Q for Q = W_Q (n_q x k). */
+static int head_gram(farr_kind kind, const Mat *P, double *G) {
+    size_t k = kind == FARR_VO ? P->rows : P->cols;
+    size_t n = kind == FARR_VO ? P->cols : P->rows;
+    MatD *Pd = matd_from_mat(P);
+    if (!Pd) return AL_ERR;
+    cblas_dsyrk(CblasRowMajor, CblasUpper, kind == FARR_VO ? CblasNoTrans : CblasTrans, (int)k,
+                (int)n, 1.0, Pd->data, kind == FARR_VO ? (int)n : (int)k, 0.0, G, (int)k);
+    for (size_t i = 0; i < k; i++) for (size_t j = 0; j < i; j++) G[i * k + j] = G[j * k + i];
+    matd_free(Pd);
+    return AL_OK;
+}
+
+int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, int n, double tau,
+                       FarrGroup **out) {
+    *out = NULL;
+    size_t m = S->rows, k = S->cols;
+    if (n < 1) return al_err("a group needs at least one head");
+    for (int i = 0; i < n; i++) {
+        size_t hk = kind == FARR_VO ? heads[i]->rows : heads[i]->cols;
+        if (hk != k || heads[i]->rows * heads[i]->cols != heads[0]->rows * heads[0]->cols)
+            return al_err("group heads do not match the shared factor (%zux%zu)", m, k);
+    }
+    /* The stacked right factor: VO [W_O1 .. W_On] (k x n*cols); QK [W_Q1; ..; W_Qn] (n*rows x k). */
+    size_t hr = heads[0]->rows, hc = heads[0]->cols;
+    Mat *stack = kind == FARR_VO ? mat_new(k, hc * (size_t)n) : mat_new(hr * (size_t)n, k);
+    if (!stack) return AL_ERR;
+    for (int i = 0; i < n; i++) {
+        if (kind == FARR_VO)
+            for (size_t a = 0; a < k; a++)
+                memcpy(stack->data + a * stack->cols + (size_t)i * hc, heads[i]->data + a * hc, hc * sizeof(float));
+        else
+            memcpy(stack->data + (size_t)i * hr * k, heads[i]->data, hr * k * sizeof(float));
+    }
+    Spectrum *sp = NULL;
+    int rc = lin_product_svd(S, stack, kind == FARR_VO ? LIN_AB : LIN_ABT, LIN_VECTORS, &sp, NULL, NULL);
+    mat_free(stack);
+    if (rc != AL_OK) return rc;
+    FarrGroup *g = al_calloc(1, sizeof *g, "a truncation group");
+    size_t p = sp->p;
+    if (g) {
+        g->n = n;
+        g->p = p;
+        g->cum = al_malloc3((size_t)n, p ? p : 1, sizeof(double), "energy profiles");
+        g->energy = al_calloc((size_t)n, sizeof(double), "energies");
+        g->err = al_calloc((size_t)n, sizeof(double), "errors");
+        g->head = al_calloc((size_t)n, sizeof(Mat *), "head factors");
+    }
+    if (!g || !g->cum || !g->energy || !g->err || !g->head) { farr_group_free(g); lin_spectrum_free(sp); return AL_ERR; }
+    g->U = sp->U;                      /* (m x p), taken over */
+    sp->U = NULL;
+    if (n == 1) {
+        lin_cum_energy(sp->sigma, p, g->cum);
+        g->rank_tau = (int)lin_effective_rank(sp->sigma, p, tau);
+    } else {
+        /* Per head: e_j = ||u_j^T S P_i||^2 = (Mt G_i Mt^T)_jj with Mt = U^T S (p x k), and the
+         * head's total energy ||S P_i||_F^2 = <S^T S, G_i>. */
+        MatD *Sd = matd_from_mat(S);
+        double *Mt = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
+        double *GS = al_malloc3(k, k, sizeof(double), "a Gram matrix"), *Gi = al_malloc3(k, k, sizeof(double), "a Gram matrix");
+        double *Y = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
+        rc = (Sd && Mt && GS && Gi && Y) ? AL_OK : AL_ERR;
+        if (rc == AL_OK) {
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p, (int)k, (int)m, 1.0, g->U,
+                        (int)p, Sd->data, (int)k, 0.0, Mt, (int)k);
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)k, (int)m, 1.0, Sd->data,
+                        (int)k, Sd->data, (int)k, 0.0, GS, (int)k);
+        }
+        for (int i = 0; rc == AL_OK && i < n; i++) {
+            if ((rc = head_gram(kind, heads[i], Gi)) != AL_OK) break;
+            double total = 0;
+            for (size_t t = 0; t < k * k; t++) total += GS[t] * Gi[t];
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p, (int)k, (int)k, 1.0, Mt,
+                        (int)k, Gi, (int)k, 0.0, Y, (int)k);
+            double cum = 0;
+            for (size_t j = 0; j < p; j++) {
+                double e = 0;
+                for (size_t c = 0; c < k; c++) e += Y[j * k + c] * Mt[j * k + c];
+                cum += e;
+                g->cum[(size_t)i * p + j] = total > 0 ? cum / total : 1.0;
+            }
+        }
+        matd_free(Sd); free(Mt); free(GS); free(Gi); free(Y);
+        if (rc != AL_OK) { farr_group_free(g); lin_spectrum_free(sp); return rc; }
+        /* Smallest r keeping >= tau of every head's energy (p if rounding keeps it below tau). */
+        g->rank_tau = (int)p;
+        for (size_t r = 1; r <= p; r++) {
+            bool ok = true;
+            for (int i = 0; i < n && ok; i++) ok = g->cum[(size_t)i * p + r - 1] >= tau;
+            if (ok) { g->rank_tau = (int)r; break; }
+        }
+        bool zero = sp->total <= 0;
+        if (zero) g->rank_tau = 0;
+    }
+    lin_spectrum_free(sp);
+    *out = g;
+    return AL_OK;
+}
+
+int farr_group_split(FarrGroup *g, farr_kind kind, const Mat *S, const Mat *const *heads, int r) {
+    size_t m = S->rows, k = S->cols, p = g->p;
+    if (!g->U) return al_err("internal: truncation group already split");
+    if (r < 1) r = 1;
+    if ((size_t)r > p) r = (int)p;
+    size_t rr = (size_t)r;
+    g->rank = r;
+    mat_free(g->shared);
+    g->shared = mat_new(m, rr);
+    MatD *Sd = matd_from_mat(S);
+    double *Mt = al_malloc3(rr, k, sizeof(double), "projections");
+    if (!g->shared || !Sd || !Mt) { matd_free(Sd); free(Mt); return AL_ERR; }
+    for (size_t i = 0; i < m; i++) vec_d2f(g->U + i * p, rr, g->shared->data + i * rr);
+    /* Mt = U_r^T S (r x k) */
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rr, (int)k, (int)m, 1.0, g->U, (int)p,
+                Sd->data, (int)k, 0.0, Mt, (int)k);
+    int rc = AL_OK;
+    for (int i = 0; i < g->n && rc == AL_OK; i++) {
+        const Mat *P = heads[i];
+        MatD *Pd = matd_from_mat(P);
+        Mat *H = kind == FARR_VO ? mat_new(rr, P->cols) : mat_new(P->rows, rr);
+        double *Hd = H ? al_malloc3(H->rows, H->cols, sizeof(double), "a head factor") : NULL;
+        if (!Pd || !H || !Hd) { matd_free(Pd); mat_free(H); free(Hd); rc = AL_ERR; break; }
+        if (kind == FARR_VO)     /* W_O' = Mt W_O (r x cols) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rr, (int)P->cols, (int)k, 1.0,
+                        Mt, (int)k, Pd->data, (int)P->cols, 0.0, Hd, (int)P->cols);
+        else                     /* W_Q' = W_Q Mt^T (rows x r) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P->rows, (int)rr, (int)k, 1.0,
+                        Pd->data, (int)k, Mt, (int)k, 0.0, Hd, (int)rr);
+        vec_d2f(Hd, H->rows * H->cols, H->data);
+        matd_free(Pd); free(Hd);
+        mat_free(g->head[i]);
+        g->head[i] = H;
+        double e = p ? g->cum[(size_t)i * p + rr - 1] : 1.0;
+        if (e > 1) e = 1;
+        g->energy[i] = e;
+        g->err[i] = sqrt(e < 1 ? 1 - e : 0);
+    }
+    matd_free(Sd); free(Mt);
+    return rc;
+}
+
+/* ================================================================ truncation of a model */
+
+static void trunc_layer_free(FarrTruncLayer *l) {
+    if (!l) return;
+    if (l->groups) for (int g = 0; g < l->n_kv; g++) farr_group_free(l->groups[g]);
+    if (l->shared_bias) for (int g = 0; g < l->n_kv; g++) free(l->shared_bias[g]);
+    if (l->head_bias) for (int h = 0; h < l->n_heads; h++) free(l->head_bias[h]);
+    free(l->groups); free(l->shared_bias); free(l->head_bias); free(l->o_bias_delta);
+    free(l);
+}
+
+void farr_plan_free(FarrPlan *p) {
+    if (!p) return;
+    if (p->layers) for (int i = 0; i <= p->hi - p->lo; i++) trunc_layer_free(p->layers[i]);
+    free(p->layers);
+    free(p->model_path);
+    free(p);
+}
+
+const FarrTruncLayer *farr_plan_layer(const FarrPlan *p, int layer) {
+    if (!p || layer < p->lo || layer > p->hi) return NULL;
+    return p->layers[layer - p->lo];
+}
+
+const FarrGroup *farr_plan_head(const FarrPlan *p, const ModelConfig *c, int layer, int head, int *idx) {
+    const FarrTruncLayer *l = farr_plan_layer(p, layer);
+    if (!l || head < 0 || head >= l->n_heads) return NULL;
+    int g = cfg_kv_group(c, head), per = c->n_heads / c->n_kv_heads;
+    if (idx) *idx = head - g * per;
+    return l->groups[g];
+}
+
+/* Loads one group's factors in layer L: S (W_V[g] or W_K[g]) and its query heads' factors. */
+static int group_factors(Model *m, farr_kind kind, int layer, int g, head_part part, Mat **S,
+                         Mat ***heads, int *n) {
+    const ModelConfig *c = &m->cfg;
+    int per = c->n_heads / c->n_kv_heads;
+    *S = NULL; *heads = NULL; *n = per;
+    if (model_head(m, farr_shared_kind(kind), layer, g, part, S) != AL_OK) return AL_ERR;
+    *heads = al_calloc((size_t)per, sizeof(Mat *), "group heads");
+    if (!*heads) { mat_free(*S); *S = NULL; return AL_ERR; }
+    for (int i = 0; i < per; i++)
+        if (model_head(m, farr_own_kind(kind), layer, g * per + i, part, &(*heads)[i]) != AL_OK) {
+            for (int j = 0; j < i; j++) mat_free((*heads)[j]);
+            free(*heads); *heads = NULL; mat_free(*S); *S = NULL;
+            return AL_ERR;
+        }
+    return AL_OK;
+}
+
+static void group_factors_free(Mat *S, Mat **heads, int n) {
+    mat_free(S);
+    if (heads) for (int i = 0; i < n; i++) mat_free(heads[i]);
+    free(heads);
+}
+
+/* Bias adjustments of one group after its split (see FarrTruncLayer). */
+static int group_bias(Model *m, farr_kind kind, int layer, int g, const FarrGroup *grp, const Mat *S,
+                      Mat *const *heads, FarrTruncLayer *tl) {
+    const ModelConfig *c = &m->cfg;
+    if (!c->qkv_bias || cfg_is_mla(c)) return AL_OK;
+    size_t r = (size_t)grp->rank, k = S->cols, mrows = S->rows, p = grp->p;
+    int per = grp->n;
+    if (!tl->shared_bias) {
+        tl->shared_bias = al_calloc((size_t)tl->n_kv, sizeof(float *), "biases");
+        if (!tl->shared_bias) return AL_ERR;
+    }
+    tl->shared_bias[g] = al_calloc(r, sizeof(float), "a bias");
+    if (!tl->shared_bias[g]) return AL_ERR;
+    if (kind == FARR_QK) {
+        /* b_K' = 0 (its score term is constant per query: softmax-invariant); b_Q' = b_Q W_K^T U_r. */
+        if (!tl->head_bias) {
+            tl->head_bias = al_calloc((size_t)tl->n_heads, sizeof(float *), "biases");
+            if (!tl->head_bias) return AL_ERR;
+        }
+        MatD *Sd = matd_from_mat(S);
+        double *KtU = al_malloc3(k, r, sizeof(double), "a projection");
+        if (!Sd || !KtU) { matd_free(Sd); free(KtU); return AL_ERR; }
+        /* KtU = W_K^T U_r (k x r) */
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)r, (int)mrows, 1.0, Sd->data,
+                    (int)k, grp->U, (int)p, 0.0, KtU, (int)r);
+        matd_free(Sd);
+        int rc = AL_OK;
+        for (int i = 0; i < per && rc == AL_OK; i++) {
+            int h = g * per + i;
+            float *b = NULL;
+            size_t nb = 0;
+            if ((rc = model_head_bias(m, HK_Q, layer, h, &b, &nb)) != AL_OK) break;
+            tl->head_bias[h] = al_calloc(r, sizeof(float), "a bias");
+            if (!tl->head_bias[h]) { free(b); rc = AL_ERR; break; }
+            size_t off = k < nb ? (size_t)cfg_nope_col(c) : 0;     /* the NoPE part's slice of the bias */
+            for (size_t j = 0; j < r && b && nb >= off + k; j++) {
+                double v = 0;
+                for (size_t a = 0; a < k; a++) v += b[off + a] * KtU[a * r + j];
+                tl->head_bias[h][j] = (float)v;
+            }
+            free(b);
+        }
+        free(KtU);
+        return rc;
+    }
+    float *bv = NULL;
+    size_t nb = 0;
+    if (model_head_bias(m, HK_V, layer, g, &bv, &nb) != AL_OK) return AL_ERR;
+    if (!bv) return AL_OK;
+    if (c->o_bias) {
+        /* Exact: sum_j alpha_j = 1, so b_V W_O[h] is a constant output: fold it into the output
+         * bias and set b_V' = 0. */
+        size_t D = (size_t)c->hidden;
+        if (!tl->o_bias_delta && !(tl->o_bias_delta = al_calloc(D, sizeof(float), "a bias"))) { free(bv); return AL_ERR; }
+        for (int i = 0; i < per; i++)
+            for (size_t col = 0; col < D; col++) {
+                double v = 0;
+                for (size_t a = 0; a < k; a++) v += (double)bv[a] * heads[i]->data[a * D + col];
+                tl->o_bias_delta[col] += (float)v;
+            }
+    } else {
+        /* No output bias: read b_V as the value of an input z with z W_V = b_V (least squares,
+         * minimum norm) and keep its projection: b_V' = z U_r. */
+        double *At = al_malloc3(k, mrows, sizeof(double), "a least-squares system");
+        size_t nrhs = mrows > k ? mrows : k;
+        double *rhs = al_calloc(nrhs, sizeof(double), "a least-squares system");
+        double *sv = al_calloc(k < mrows ? k : mrows, sizeof(double), "singular values");
+        if (!At || !rhs || !sv) { free(At); free(rhs); free(sv); free(bv); return AL_ERR; }
+        vec_f2d(S->data, mrows * k, At);
+        vec_f2d(bv, k, rhs);
+        lapack_int rank;
+        lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)k, (lapack_int)mrows, 1, At,
+                                         (lapack_int)k, rhs, (lapack_int)nrhs, sv, 1e-10, &rank);
+        if (info == 0)
+            for (size_t j = 0; j < r; j++) {
+                double v = 0;
+                for (size_t i = 0; i < mrows; i++) v += rhs[i] * grp->U[i * p + j];
+                tl->shared_bias[g][j] = (float)v;
+            }
+        free(At); free(rhs); free(sv);
+        if (info != 0) { free(bv); return al_err("LAPACK dgelsd failed (info %d) moving the V bias of layer %d "
+                                                 "KV head %d", (int)info, layer, g); }
+    }
+    free(bv);
+    return AL_OK;
+}
+
+typedef struct {
+    Model *m;
+    farr_kind kind;
+    head_part part;
+    int layer;
+    double tau;
+    int fixed;               /* >0: split every group at this rank; 0: analyse only; -1: per policy */
+    farr_policy policy;
+    FarrTruncLayer *tl;
+} TruncJob;
+
+static int trunc_analyse_task(size_t g, int worker, void *ud) {
+    (void)worker;
+    TruncJob *j = ud;
+    Mat *S, **heads;
+    int n;
+    if (group_factors(j->m, j->kind, j->layer, (int)g, j->part, &S, &heads, &n) != AL_OK) return AL_ERR;
+    int rc = farr_group_analyse(j->kind, S, (const Mat *const *)heads, n, j->tau, &j->tl->groups[g]);
+    group_factors_free(S, heads, n);
+    if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->layer, (int)g, farr_fused_name(j->kind));
+    return AL_OK;
+}
+
+static int trunc_split_task(size_t g, int worker, void *ud) {
+    (void)worker;
+    TruncJob *j = ud;
+    FarrGroup *grp = j->tl->groups[g];
+    int r = j->fixed;
+    if (r <= 0) {
+        r = grp->rank_tau;
+        if (j->policy == FARR_POLICY_LAYER_MAX)
+            for (int t = 0; t < j->tl->n_kv; t++) if (j->tl->groups[t]->rank_tau > r) r = j->tl->groups[t]->rank_tau;
+    }
+    Mat *S, **heads;
+    int n;
+    if (group_factors(j->m, j->kind, j->layer, (int)g, j->part, &S, &heads, &n) != AL_OK) return AL_ERR;
+    int rc = farr_group_split(grp, j->kind, S, (const Mat *const *)heads, r);
+    group_factors_free(S, heads, n);
+    return rc;
+}
+
+static void layer_accounting(const ModelConfig *c, farr_kind kind, head_part part, FarrTruncLayer *tl) {
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+    size_t k = kind == FARR_VO ? (size_t)c->v_dim : part == PART_NOPE ? (size_t)c->qk_nope_dim : (size_t)cfg_d_qk(c);
+    size_t ms = (size_t)cfg_d_in_kv(c);                                 /* rows of W_V / W_K */
+    size_t mh = kind == FARR_VO ? (size_t)c->hidden : (size_t)cfg_d_in_q(c);   /* W_O cols / W_Q rows */
+    size_t per = H / G;
+    tl->params_before = G * ms * k + H * mh * k;
+    tl->params_after = 0;
+    size_t kv_after = 0, nh = 0;
+    double emin = 1, esum = 0, emax_err = 0, errsum = 0;
+    for (size_t g = 0; g < G; g++) {
+        const FarrGroup *grp = tl->groups[g];
+        size_t r = (size_t)grp->rank;
+        tl->params_after += ms * r + per * mh * r;
+        kv_after += r;
+        for (int i = 0; i < grp->n; i++, nh++) {
+            if (grp->energy[i] < emin) emin = grp->energy[i];
+            esum += grp->energy[i];
+            if (grp->err[i] > emax_err) emax_err = grp->err[i];
+            errsum += grp->err[i];
+        }
+    }
+    tl->energy_min = emin;
+    tl->energy_mean = nh ? esum / (double)nh : 1;
+    tl->err_max = emax_err;
+    tl->err_mean = nh ? errsum / (double)nh : 0;
+    if (cfg_is_mla(c)) tl->kv_before = tl->kv_after = 0;    /* the cache holds the latent */
+    else { tl->kv_before = G * k; tl->kv_after = kv_after; }
+}
+
+/* Analyses (and, unless only_ranks, splits) one layer. *max_rank receives the largest rank a
+ * group needs at tau. */
+static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int layer, int fixed,
+                          bool only_ranks, FarrTruncLayer **out, int *max_rank) {
+    const ModelConfig *c = &m->cfg;
+    *out = NULL;
+    /* no whole-layer float copy: each group reads its heads' blocks from the mapping (model_head),
+       and the layer's mapped pages are released at the end */
+    FarrTruncLayer *tl = al_calloc(1, sizeof *tl, "a truncated layer");
+    if (!tl) return AL_ERR;
+    tl->layer = layer; tl->n_heads = c->n_heads; tl->n_kv = c->n_kv_heads;
+    tl->groups = al_calloc((size_t)tl->n_kv, sizeof(FarrGroup *), "truncation groups");
+    TruncJob job = { .m = m, .kind = o->kind, .part = part, .layer = layer, .tau = o->tau,
+                     .fixed = fixed, .policy = o->policy, .tl = tl };
+    int rc = tl->groups ? lin_sweep((size_t)tl->n_kv, 0, trunc_analyse_task, &job) : AL_ERR;
+    int mr = 0;
+    if (rc == AL_OK)
+        for (int g = 0; g < tl->n_kv; g++) if (tl->groups[g]->rank_tau > mr) mr = tl->groups[g]->rank_tau;
+    if (max_rank) *max_rank = mr;
+    if (rc == AL_OK && !only_ranks) {
+        rc = lin_sweep((size_t)tl->n_kv, 0, trunc_split_task, &job);
+        /* Biases (small, and they share output buffers): one group at a time. */
+        for (int g = 0; rc == AL_OK && g < tl->n_kv && c->qkv_bias && !cfg_is_mla(c); g++) {
+            Mat *S, **heads;
+            int n;
+            if ((rc = group_factors(m, o->kind, layer, g, part, &S, &heads, &n)) != AL_OK) break;
+            rc = group_bias(m, o->kind, layer, g, tl->groups[g], S, heads, tl);
+            group_factors_free(S, heads, n);
+        }
+        for (int g = 0; g < tl->n_kv; g++) { free(tl->groups[g]->U); tl->groups[g]->U = NULL; }
+        if (rc == AL_OK) layer_accounting(c, o->kind, part, tl);
+    }
+    char *prefix = model_tensor_name(m, layer, "");
+    if (prefix) store_release_prefix(m->store, prefix);
+    free(prefix);
+    if (rc != AL_OK || only_ranks) { trunc_layer_free(tl); return rc; }
+    *out = tl;
+    return AL_OK;
+}
+
+int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
+    *out = NULL;
+    const ModelConfig *c = &m->cfg;
+    FarrTruncOpts o = *opts;
+    head_part part;
+    bool rot;
+    if (fuse_mode(m, o.kind, FARR_NO_OFFSET, &part, &rot) != AL_OK) return AL_ERR;
+    if (o.layer_hi < 0) o.layer_hi = c->n_layers - 1;
+    if (o.layer_lo < 0 || o.layer_lo > o.layer_hi || o.layer_hi >= c->n_layers)
+        return al_err("layers %d-%d out of range: this model has layers 0-%d", o.layer_lo, o.layer_hi,
+                      c->n_layers - 1);
+    if (o.by_rank && o.rank < 1) return al_err("rank must be >= 1 (got %d)", o.rank);
+    if (!o.by_rank && !(o.tau > 0 && o.tau <= 1)) return al_err("tau must be in (0, 1] (got %g)", o.tau);
+    int N = o.layer_hi - o.layer_lo + 1;
+    int fixed = o.by_rank ? o.rank : -1;
+    if (!o.by_rank && o.policy == FARR_POLICY_MODEL_MAX) {
+        /* Pass 1: the largest rank any group in the range needs. */
+        int mr = 0;
+        for (int i = 0; i < N; i++) {
+            if (al_interrupted()) return AL_INTERRUPTED;
+            al_progress("layer", (size_t)i, (size_t)(2 * N));
+            int lr = 0;
+            FarrTruncLayer *none;
+            int rc = truncate_layer(m, &o, part, o.layer_lo + i, 0, true, &none, &lr);
+            if (rc != AL_OK) return rc;
+            if (lr > mr) mr = lr;
+        }
+        fixed = mr > 0 ? mr : 1;
+    }
+    FarrPlan *p = al_calloc(1, sizeof *p, "a truncation plan");
+    if (!p) return AL_ERR;
+    p->opts = o;
+    p->model_path = al_strdup(m->path);
+    p->n_layers_model = c->n_layers;
+    p->lo = o.layer_lo; p->hi = o.layer_hi;
+    p->layers = al_calloc((size_t)N, sizeof *p->layers, "a truncation plan");
+    if (!p->model_path || !p->layers) { farr_plan_free(p); return AL_ERR; }
+    bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
+    for (int i = 0; i < N; i++) {
+        if (al_interrupted()) { farr_plan_free(p); return AL_INTERRUPTED; }
+        al_progress("layer", (size_t)(two ? N + i : i), (size_t)(two ? 2 * N : N));
+        int rc = truncate_layer(m, &o, part, o.layer_lo + i, fixed, false, &p->layers[i], NULL);
+        if (rc != AL_OK) { farr_plan_free(p); return rc; }
+    }
+    al_progress("layer", (size_t)(two ? 2 * N : N), (size_t)(two ? 2 * N : N));
+    /* Totals. */
+    double emin = 1, esum = 0, emax = 0, errsum = 0;
+    size_t nh = 0;
+    int r0 = -1;
+    p->uniform = true;
+    for (int i = 0; i < N; i++) {
+        FarrTruncLayer *l = p->layers[i];
+        p->params_before += l->params_before; p->params_after += l->params_after;
+        p->kv_before += l->kv_before; p->kv_after += l->kv_after;
+        for (int g = 0; g < l->n_kv; g++) {
+            FarrGroup *grp = l->groups[g];
+            if (grp->rank > p->rank_max) p->rank_max = grp->rank;
+            if (r0 < 0) r0 = grp->rank;
+            else if (grp->rank != r0) p->uniform = false;
+            for (int t = 0; t < grp->n; t++, nh++) {
+                if (grp->energy[t] < emin) emin = grp->energy[t];
+                esum += grp->energy[t];
+                if (grp->err[t] > emax) emax = grp->err[t];
+                errsum += grp->err[t];
+            }
+        }
+    }
+    p->energy_min = emin; p->energy_mean = nh ? esum / (double)nh : 1;
+    p->err_max = emax; p->err_mean = nh ? errsum / (double)nh : 0;
+    *out = p;
+    return AL_OK;
+}
+
+/* ================================================================ session cache */
+
+typedef struct {
+    const Model *m;
+    farr_kind kind;
+    int layer, offset;
+    FarrLayer *l;
+} CacheEntry;
+
+typedef struct {
+    const Model *m;
+    FarrPlan *plan[2];       /* by farr_kind */
+} WorkEntry;
+
+struct FarrState {
+    CacheEntry *e;
+    size_t n, cap;
+    WorkEntry *w;
+    size_t nw, capw;
+    size_t hits, computed;
+    size_t redone;           /* fast-route heads recomputed in double (certification, exact views) */
+    FarrFused *fused;        /* the kept fused head, or NULL */
+};
+
+FarrState *farr_state_new(void) { return al_calloc(1, sizeof(FarrState), "the FaRR state"); }
+
+void farr_state_free(FarrState *st) {
+    if (!st) return;
+    for (size_t i = 0; i < st->n; i++) farr_layer_free(st->e[i].l);
+    for (size_t i = 0; i < st->nw; i++) { farr_plan_free(st->w[i].plan[0]); farr_plan_free(st->w[i].plan[1]); }
+    free(st->e); free(st->w);
+    farr_fused_free(st->fused);
+    free(st);
+}
+
+void farr_state_drop_model(FarrState *st, const Model *m) {
+    if (!st) return;
+    size_t j = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->e[i].m == m) farr_layer_free(st->e[i].l);
+        else st->e[j++] = st->e[i];
+    }
+    st->n = j;
+    j = 0;
+    for (size_t i = 0; i < st->nw; i++) {
+        if (st->w[i].m == m) { farr_plan_free(st->w[i].plan[0]); farr_plan_free(st->w[i].plan[1]); }
+        else st->w[j++] = st->w[i];
+    }
+    st->nw = j;
+    if (st->fused && st->fused->model == m) { farr_fused_free(st->fused); st->fused = NULL; }
+}
+
+static CacheEntry *cache_find(const FarrState *st, const Model *m, farr_kind kind, int layer, int offset) {
+    for (size_t i = 0; i < st->n; i++) {
+        CacheEntry *e = &st->e[i];
+        if (e->m == m && e->kind == kind && e->layer == layer && e->offset == offset) return e;
+    }
+    return NULL;
+}
+
+const FarrLayer *farr_state_get_layer(const FarrState *st, const Model *m, farr_kind kind, int layer, int offset) {
+    if (!st) return NULL;
+    CacheEntry *e = cache_find(st, m, kind, layer, offset);
+    return e ? e->l : NULL;
+}
+
+/* Rank tables take the fast route, certified at tau, where the CPU has AVX-512 BF16 (faster than
+ * the double route on the R1 shape and the demos, bench/README.md); the double (stream) route
+ * when forced (tests, benchmarks) or where the fast Grams would take the float path (slower than
+ * dsyrk as it stands). */
+static bool force_double = false;
+
+void farr_force_double(bool on) { force_double = on; }
+
+/* The layer from the cache or computed: `exact` asks for the double route's spectra (a cached
+ * fast-route layer is made exact in place), otherwise the sweep's route. */
+static int state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, bool exact,
+                       const FarrLayer **out) {
+    *out = NULL;
+    CacheEntry *e = cache_find(st, m, kind, layer, offset);
+    if (e) {
+        st->hits++;
+        if (exact && e->l->eps) {
+            int rc = farr_layer_exact(m, e->l, &st->redone);
+            if (rc != AL_OK) return rc;
+        }
+        *out = e->l;
+        return AL_OK;
+    }
+    FarrLayer *l;
+    farr_route route = exact || force_double || !gram_fast_pays() ? FARR_ROUTE_STREAM : FARR_ROUTE_FAST;
+    int rc = farr_layer_compute_route(m, kind, layer, offset, route, &l);
+    if (rc != AL_OK) return rc;
+    if (al_reserve(&st->e, &st->cap, st->n + 1, sizeof *st->e, "the FaRR cache")) {
+        farr_layer_free(l);
+        return AL_ERR;
+    }
+    st->e[st->n++] = (CacheEntry){ .m = m, .kind = kind, .layer = layer, .offset = offset, .l = l };
+    st->computed++;
+    *out = l;
+    return AL_OK;
+}
+
+int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, const FarrLayer **out) {
+    return state_layer(st, m, kind, layer, offset, true, out);
+}
+
+/* The next uncached layer of the sweep's range read and mapped on a thread (gram_prefetch_start). */
+static GramAhead *sweep_ahead(FarrState *st, Model *m, farr_kind kind, int layer, int hi, int offset) {
+    if (layer > hi || cache_find(st, m, kind, layer, offset)) return NULL;
+    return gram_prefetch_start(m, layer, farr_shared_kind(kind), farr_own_kind(kind));
+}
+
+int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset) {
+    int N = hi - lo + 1, rc = AL_OK;
+    GramAhead *ahead = sweep_ahead(st, m, kind, lo, hi, offset);
+    for (int i = 0; i < N && rc == AL_OK; i++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        al_progress("layer", (size_t)i, (size_t)N);
+        /* this layer's reads done (they ran while the last one computed), the next one's begin */
+        gram_prefetch_end(ahead, false);
+        ahead = sweep_ahead(st, m, kind, lo + i + 1, hi, offset);
+        const FarrLayer *l;
+        rc = state_layer(st, m, kind, lo + i, offset, false, &l);
+    }
+    gram_prefetch_end(ahead, true);
+    if (rc == AL_OK) al_progress("layer", (size_t)N, (size_t)N);
+    return rc;
+}
+
+int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau) {
+    /* A Ctrl-C that stopped the sweep is held back: certifying the layers it kept redoes a few
+     * heads at most, so their rank table still comes (a new Ctrl-C stops it). */
+    sig_atomic_t held = al_interrupt_flag;
+    al_interrupt_flag = 0;
+    int rc = AL_OK;
+    for (int L = lo; L <= hi && rc == AL_OK; L++) {
+        CacheEntry *e = cache_find(st, m, kind, L, offset);
+        if (!e) rc = al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
+        else if (e->l->eps && al_interrupted()) rc = AL_INTERRUPTED;
+        else if (e->l->eps) rc = farr_layer_certify(m, e->l, tau, &st->redone);   /* exact: nothing to redo */
+    }
+    if (held) al_interrupt_flag = held;
+    return rc;
+}
+
+int farr_state_rank_table(FarrState *st, Model *m, farr_kind kind, int lo, int hi,
+                          int offset, double tau, FarrRankRow **rows, size_t *n) {
+    *rows = NULL;
+    *n = 0;
+    if (hi < lo) return al_err("empty layer range %d-%d", lo, hi);
+    int rc = farr_state_certify(st, m, kind, lo, hi, offset, tau);
+    if (rc != AL_OK) return rc;
+    size_t cap = (size_t)(hi - lo + 1) * (size_t)m->cfg.n_heads;
+    FarrRankRow *r = al_calloc(cap ? cap : 1, sizeof *r, "a rank table");
+    if (!r) return AL_ERR;
+    size_t k = 0;
+    for (int L = lo; L <= hi; L++) {
+        const FarrLayer *l = farr_state_get_layer(st, m, kind, L, offset);
+        for (int h = 0; h < l->n_heads && k < cap; h++, k++) {
+            r[k].layer = L;
+            r[k].head = h;
+            farr_layer_ranks(l, h, tau, &r[k].rank_a, &r[k].rank_b, &r[k].rank_fused);
+        }
+    }
+    *rows = r;
+    *n = k;
+    return AL_OK;
+}
+
+size_t farr_state_redone(const FarrState *st) { return st ? st->redone : 0; }
+
+void farr_state_stats(const FarrState *st, size_t *hits, size_t *computed) {
+    if (hits) *hits = st ? st->hits : 0;
+    if (computed) *computed = st ? st->computed : 0;
+}
+
+int farr_state_set_plan(FarrState *st, const Model *m, FarrPlan *plan) {
+    WorkEntry *w = NULL;
+    for (size_t i = 0; i < st->nw; i++) if (st->w[i].m == m) w = &st->w[i];
+    if (!w) {
+        if (al_reserve(&st->w, &st->capw, st->nw + 1, sizeof *st->w, "the kept truncations")) {
+            farr_plan_free(plan);
+            return AL_ERR;
+        }
+        w = &st->w[st->nw++];
+        *w = (WorkEntry){ .m = m };
+    }
+    farr_plan_free(w->plan[plan->opts.kind]);
+    w->plan[plan->opts.kind] = plan;
+    return AL_OK;
+}
+
+const FarrPlan *farr_state_plan(const FarrState *st, const Model *m, farr_kind kind) {
+    if (!st) return NULL;
+    for (size_t i = 0; i < st->nw; i++) if (st->w[i].m == m) return st->w[i].plan[kind];
+    return NULL;
+}
+
+void farr_state_set_fused(FarrState *st, FarrFused *f) {
+    farr_fused_free(st->fused);
+    st->fused = f;
+}
+
+const FarrFused *farr_state_fused(const FarrState *st) { return st ? st->fused : NULL; }
+
+/* ================================================================ the working copy as a layer */
+
+/* Columns [c0, c0 + n) of W := the columns of F (W->rows x r), zero past r. */
+static void fold_cols(Mat *W, size_t c0, size_t n, const Mat *F) {
+    for (size_t i = 0; i < W->rows; i++)
+        for (size_t j = 0; j < n; j++) W->data[i * W->cols + c0 + j] = j < F->cols ? F->data[i * F->cols + j] : 0.0f;
+}
+
+/* Rows [r0, r0 + n) of W := the rows of F (r x W->cols), zero past r. */
+static void fold_rows(Mat *W, size_t r0, size_t n, const Mat *F) {
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < W->cols; i++) W->data[(r0 + j) * W->cols + i] = j < F->rows ? F->data[j * F->cols + i] : 0.0f;
+}
+
+/* b[off .. off + n) := src[0 .. r) then zeros (src NULL: all zeros); nothing when b is NULL. */
+static void fold_vec(float *b, size_t off, size_t n, const float *src, size_t r) {
+    for (size_t j = 0; b && j < n; j++) b[off + j] = src && j < r ? src[j] : 0.0f;
+}
+
+/* VO of one layer (see farr_attn_layer). */
+static int fold_vo(const ModelConfig *c, const FarrTruncLayer *tl, AttnLayer *L) {
+    size_t dv = (size_t)c->v_dim, kvrow = (size_t)(c->qk_nope_dim + c->v_dim);
+    bool mla = L->kind == ATTN_MLA;
+    for (int g = 0; g < tl->n_kv; g++) {
+        const FarrGroup *grp = tl->groups[g];
+        if (mla) { fold_cols(L->W_KVB, (size_t)g * kvrow + (size_t)c->qk_nope_dim, dv, grp->shared); continue; }
+        fold_cols(L->W_V, (size_t)g * dv, dv, grp->shared);
+        fold_vec(L->b_V, (size_t)g * dv, dv, tl->shared_bias ? tl->shared_bias[g] : NULL, (size_t)grp->rank);
+    }
+    for (int h = 0; h < c->n_heads; h++) {
+        int g = cfg_kv_group(c, h), per = c->n_heads / tl->n_kv;
+        fold_rows(L->W_O, (size_t)h * dv, dv, tl->groups[g]->head[h - g * per]);
+    }
+    if (tl->o_bias_delta) {
+        size_t D = (size_t)c->hidden;
+        if (!L->b_O && !(L->b_O = al_calloc(D, sizeof(float), "the output bias"))) return AL_ERR;
+        for (size_t i = 0; i < D; i++) L->b_O[i] += tl->o_bias_delta[i];
+    }
+    return AL_OK;
+}
+
+/* QK of one layer over the fused part of each head (see farr_attn_layer). */
+static void fold_qk(const ModelConfig *c, const FarrTruncLayer *tl, AttnLayer *L) {
+    bool mla = L->kind == ATTN_MLA, nope = mla || (c->qk_nope_dim > 0 && c->qk_rope_dim > 0);
+    size_t d = (size_t)cfg_d_qk(c), off = mla ? 0 : nope ? (size_t)cfg_nope_col(c) : 0;
+    size_t w = nope ? (size_t)c->qk_nope_dim : d, kstride = mla ? (size_t)(c->qk_nope_dim + c->v_dim) : d;
+    for (int g = 0; g < tl->n_kv; g++) {
+        fold_cols(mla ? L->W_KVB : L->W_K, (size_t)g * kstride + off, w, tl->groups[g]->shared);
+        if (!mla) fold_vec(L->b_K, (size_t)g * d + off, w, NULL, 0);      /* b_K' = 0: constant per query */
+    }
+    for (int h = 0; h < c->n_heads; h++) {
+        int g = cfg_kv_group(c, h), per = c->n_heads / tl->n_kv;
+        const Mat *F = tl->groups[g]->head[h - g * per];
+        fold_cols(L->W_QB ? L->W_QB : L->W_Q, (size_t)h * d + off, w, F);
+        if (!mla) fold_vec(L->b_Q, (size_t)h * d + off, w, tl->head_bias ? tl->head_bias[h] : NULL, F->cols);
+    }
+}
+
+int farr_attn_layer(Model *m, const FarrPlan *vo, const FarrPlan *qk, int layer, AttnLayer **out) {
+    *out = NULL;
+    const FarrTruncLayer *tv = farr_plan_layer(vo, layer), *tq = farr_plan_layer(qk, layer);
+    if (!tv && !tq) return AL_OK;
+    AttnLayer *L = NULL;
+    if (attn_layer_load(m, layer, &L)) return AL_ERR;
+    int rc = tv ? fold_vo(&m->cfg, tv, L) : AL_OK;
+    if (rc == AL_OK && tq) fold_qk(&m->cfg, tq, L);
+    if (rc == AL_OK) rc = attn_layer_validate(L);
+    if (rc) { attn_layer_free(L); return al_err_ctx("the truncated layer %d", layer); }
+    *out = L;
+    return AL_OK;
+}

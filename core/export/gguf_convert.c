@@ -1,0 +1,569 @@
+/* gguf_convert.c -- a loaded Model written as GGUF through the family table (core/model/gguf_arch.h):
+ * its tensors (transformed as the row says, latents made linear for MLA without latent norms),
+ * its metadata and its tokenizer. */
+#define _GNU_SOURCE
+#include "gguf_convert.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "al.h"
+#include "ckpt_write.h"
+#include "gguf_arch.h"
+#include "tokenizer.h"
+
+const char *gguf_arch_for(const Model *m, const char **why) {
+    const ModelConfig *c = &m->cfg;
+    const GgufArch *a = gguf_arch_row(c);
+    *why = NULL;
+    if (!a) *why = "no llama.cpp architecture is mapped for this family yet";
+    else if (c->mlp == MLP_MOE)
+        *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts only)";
+    else if (c->family == FAM_DEEPSEEK && c->rope_spec.layout != ROPE_INTERLEAVED)
+        *why = "rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs";
+    else if (c->rope_spec.scaling.kind == RS_LONGROPE || c->rope_spec.scaling.kind == RS_OTHER)
+        *why = "its rope_scaling type has no GGUF mapping here (none, linear, llama3 and yarn do)";
+    else if (c->qk_norm != (c->family == FAM_QWEN3 || c->family == FAM_GEMMA3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE))
+        *why = "its q/k norms are not the ones its llama.cpp architecture applies";
+    else if (c->block != (c->family == FAM_OLMO2 ? BLOCK_POST : BLOCK_PRE) &&
+             !(c->family == FAM_NEOX && c->block == BLOCK_PARALLEL) &&
+             !((c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3) && c->block == BLOCK_SANDWICH))
+        *why = "its layers' norm arrangement is not the one its llama.cpp architecture runs";
+    return *why ? NULL : a->arch;
+}
+
+/* ================================================================ names */
+
+static char *hf_name(const Model *m, const GgufMap *t, int layer) {
+    if (layer >= 0) return model_tensor_name(m, layer, t->hf);
+    return t->abs ? al_strdup(t->hf) : al_asprintf("%s%s", m->cfg.prefix, t->hf);
+}
+
+/* ================================================================ tensor fills */
+
+typedef struct {
+    Model *m;
+    char hf[256];
+    gguf_xf xf;
+    double s;                 /* latent scale (XF_LAT_*) or the constant of a generated norm */
+    bool constant;            /* a generated tensor: every value s */
+} Fill;
+
+
+static int fill_tensor(void *ud, float *dst, size_t numel) {
+    Fill *f = ud;
+    if (f->constant) {
+        for (size_t i = 0; i < numel; i++) dst[i] = (float)f->s;
+        return AL_OK;
+    }
+    const ModelConfig *c = &f->m->cfg;
+    Mat *w;
+    if (store_read(f->m->store, f->hf, &w) != AL_OK) return AL_ERR;
+    int rc = AL_OK;
+    size_t R = w->rows, C = w->cols;
+    bool kvb = f->xf == XF_K_B || f->xf == XF_V_B;
+    size_t want = kvb ? (size_t)c->n_heads * (size_t)(c->qk_nope_dim + c->v_dim) * (size_t)c->kv_lora_rank : numel;
+    if (R * C != want) rc = al_err("internal: %s has %zu values, GGUF expects %zu", f->hf, R * C, want);
+    else if (f->xf == XF_PERM_Q || f->xf == XF_PERM_K) {
+        size_t heads = (size_t)(f->xf == XF_PERM_Q ? c->n_heads : c->n_kv_heads);
+        if (c->rope_spec.layout == ROPE_HALF) gguf_permute_rows(w->data, dst, heads, R == 1 ? C : R, R == 1 ? 1 : C, false);
+        else memcpy(dst, w->data, numel * sizeof *dst);
+    } else if (f->xf == XF_QKV_HEADS) {
+        gguf_qkv_heads(w->data, dst, (size_t)c->n_heads, R == 1 ? C : R, R == 1 ? 1 : C, false);
+    } else if (f->xf == XF_PLUS1) {
+        for (size_t i = 0; i < numel; i++) dst[i] = w->data[i] + 1.0f;
+    } else if (f->xf == XF_T) {
+        for (size_t i = 0; i < R; i++)
+            for (size_t j = 0; j < C; j++) dst[j * R + i] = w->data[i * C + j];
+    } else if (f->xf == XF_K_B || f->xf == XF_V_B) {
+        gguf_kv_b_split(c, w->data, dst, f->xf == XF_K_B);
+    } else {
+        memcpy(dst, w->data, numel * sizeof *dst);
+        size_t lat = f->xf == XF_LAT_KV ? (size_t)c->kv_lora_rank : f->xf == XF_LAT_Q ? R : 0;
+        if (f->s != 1.0)
+            for (size_t i = 0; i < lat * C; i++) dst[i] = (float)(dst[i] * f->s);
+    }
+    mat_free(w);
+    return rc;
+}
+
+/* ================================================================ latent scaling (MLA) */
+
+/* max |x|^2 of the RMS-normalised attention input and |W_latent|_F^2: the bound of the latent's
+ * mean square is hidden max(g^2) |W|_F^2 / r. Returns s with s^2 bound = 1e-6 eps. */
+static int latent_scale(Model *m, int layer, const char *suffix, size_t rows, double *s) {
+    char *nn = model_tensor_name(m, layer, "input_layernorm.weight"), *wn = model_tensor_name(m, layer, suffix);
+    Mat *g = NULL, *w = NULL;
+    int rc = nn && wn ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = store_read(m->store, nn, &g);
+    if (rc == AL_OK) rc = store_read_rows(m->store, wn, 0, rows, &w);
+    if (rc == AL_OK) {
+        double gmax = 0, fro = 0;
+        for (size_t i = 0; i < g->rows * g->cols; i++) gmax = fmax(gmax, (double)g->data[i] * g->data[i]);
+        for (size_t i = 0; i < w->rows * w->cols; i++) fro += (double)w->data[i] * w->data[i];
+        double bound = (double)m->cfg.hidden * gmax * fro / (double)rows;
+        *s = bound > 0 ? sqrt(1e-6 * m->cfg.norm_eps / bound) : 1.0;
+    }
+    mat_free(g);
+    mat_free(w);
+    free(nn);
+    free(wn);
+    return rc;
+}
+
+
+/* ================================================================ tokenizer metadata */
+
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+typedef struct {
+    char **tok;
+    size_t *len;
+    float *score;
+    int32_t *type;
+    size_t n;
+} Vocab;
+
+static void vocab_free(Vocab *v) {
+    for (size_t i = 0; v->tok && i < v->n; i++) free(v->tok[i]);
+    free(v->tok);
+    free(v->len);
+    free(v->score);
+    free(v->type);
+}
+
+static int vocab_alloc(Vocab *v, size_t n) {
+    v->n = n;
+    v->tok = al_calloc(n, sizeof *v->tok, "GGUF tokens");
+    v->len = al_calloc(n, sizeof *v->len, "GGUF tokens");
+    v->score = al_calloc(n, sizeof *v->score, "GGUF scores");
+    v->type = al_calloc(n, sizeof *v->type, "GGUF token types");
+    return v->tok && v->len && v->score && v->type ? AL_OK : AL_ERR;
+}
+
+/* s with every ' ' as U+2581 (llama.cpp's SentencePiece pieces). */
+static char *escape_spaces(const char *s, size_t *len) {
+    size_t n = 0;
+    for (const char *p = s; *p; p++) n += *p == ' ' ? 3 : 1;
+    char *d = al_malloc(n + 1, "a token"), *q = d;
+    if (!d) return NULL;
+    for (const char *p = s; *p; p++)
+        if (*p == ' ') { memcpy(q, "\xe2\x96\x81", 3); q += 3; } else *q++ = *p;
+    *q = 0;
+    *len = n;
+    return d;
+}
+
+/* The type of piece id of a llama2.c / SentencePiece vocabulary (convert-llama2c's rules). */
+static int spm_type(int id, const char *p, int unk, int bos, int eos) {
+    unsigned b;
+    char tail;
+    if (id == unk) return TT_UNKNOWN;
+    if (id == bos || id == eos || !*p) return TT_CONTROL;
+    if (sscanf(p, "<0x%2X%c", &b, &tail) == 2 && tail == '>' && strlen(p) == 6) return TT_BYTE;
+    return TT_NORMAL;
+}
+
+/* Tokens of t padded with [PADi] (UNUSED) to n; pieces as the tokenizer stores them, or escaped. */
+static int vocab_fill(Vocab *v, const Tokenizer *t, size_t n, bool spm) {
+    if (vocab_alloc(v, n)) return AL_ERR;
+    bool l2c = tok_type(t) == TOK_LLAMA2C;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = tok_piece(t, (int)i);
+        char pad[32];
+        if (!p) snprintf(pad, sizeof pad, "[PAD%zu]", i);
+        if (l2c && i <= 2) p = i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>";
+        v->tok[i] = spm && p ? escape_spaces(p, &v->len[i]) : al_strdup(p ? p : pad);
+        if (!v->tok[i]) return AL_ERR;
+        if (!spm || !p) v->len[i] = strlen(v->tok[i]);
+        float sc = tok_score(t, (int)i);
+        v->score[i] = isnan(sc) ? -(float)i : sc;
+        v->type[i] = !p ? TT_UNUSED : spm ? spm_type((int)i, p, l2c ? 0 : -1, tok_bos(t), tok_eos(t)) : TT_NORMAL;
+    }
+    return AL_OK;
+}
+
+/* tokenizer.json: added tokens marked CONTROL (special) or USER_DEFINED; merges "a b". */
+static int json_extras(GgufWriter *w, const char *path, Vocab *v, bool bytelevel) {
+    size_t len;
+    char *text = al_read_file_max(path, &len, (size_t)1 << 30, "tokenizer");
+    if (!text) return AL_ERR;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    int rc = root ? AL_OK : al_err("%s: not valid JSON", path);
+    cJSON *added = root ? cJSON_GetObjectItemCaseSensitive(root, "added_tokens") : NULL, *a;
+    cJSON_ArrayForEach(a, added) {
+        cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
+        if (cJSON_IsNumber(id) && id->valueint >= 0 && (size_t)id->valueint < v->n)
+            v->type[id->valueint] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "special")) ? TT_CONTROL : TT_USER;
+    }
+    cJSON *model = root ? cJSON_GetObjectItemCaseSensitive(root, "model") : NULL;
+    cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    size_t nm = (size_t)cJSON_GetArraySize(merges), i = 0;
+    char **ms = al_calloc(nm ? nm : 1, sizeof *ms, "GGUF merges");
+    if (!ms) rc = AL_ERR;
+    cJSON *mg;
+    cJSON_ArrayForEach(mg, merges) {
+        if (rc) break;
+        if (cJSON_IsString(mg)) ms[i] = al_strdup(mg->valuestring);
+        else if (cJSON_GetArraySize(mg) == 2 && cJSON_IsString(cJSON_GetArrayItem(mg, 0)) && cJSON_IsString(cJSON_GetArrayItem(mg, 1)))
+            ms[i] = al_asprintf("%s %s", cJSON_GetArrayItem(mg, 0)->valuestring, cJSON_GetArrayItem(mg, 1)->valuestring);
+        else rc = al_err("%s: merge %zu is neither \"a b\" nor [\"a\", \"b\"]", path, i);
+        if (!rc && !ms[i]) rc = AL_ERR;
+        i++;
+    }
+    if (!rc && bytelevel) rc = gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)ms, NULL, nm);
+    for (size_t k = 0; k < nm; k++) free(ms[k]);
+    free(ms);
+    cJSON_Delete(root);
+    free(text);
+    return rc;
+}
+
+/* llama.cpp's pre-tokenizer name for a byte-level tokenizer.json, from its split pattern. */
+static const char *bpe_pre(const char *path) {
+    size_t len;
+    char *text = al_read_file_max(path, &len, (size_t)1 << 30, "tokenizer");
+    const char *pre = "gpt-2";
+    if (text && strstr(text, "\\\\p{N}{1,3}")) pre = "llama-bpe";
+    else if (text && strstr(text, "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+")) pre = "qwen2";
+    free(text);
+    al_err_clear();
+    return pre;
+}
+
+static int tok_ids(GgufWriter *w, const Model *m, const Tokenizer *t) {
+    int bos = tok_bos(t), eos = tok_eos(t), ids[4];
+    if (model_config_ids(m, "bos_token_id", ids, 0, 1) == 1) bos = ids[0];
+    if (model_config_ids(m, "eos_token_id", ids, 0, 1) == 1) eos = ids[0];
+    int rc = AL_OK;
+    if (bos >= 0) rc = gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+    if (!rc && eos >= 0) rc = gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
+    if (!rc && tok_type(t) == TOK_LLAMA2C) rc = gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    if (!rc) rc = gguf_set_bool(w, "tokenizer.ggml.add_bos_token", tok_bos(t) >= 0);
+    if (!rc) rc = gguf_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+    return rc;
+}
+
+/* No tokenizer beside the model: a BPE vocabulary of placeholder pieces "[i]" without merges (the
+ * config's BOS / EOS as <s> / </s>, CONTROL) so that llama.cpp loads the file and runs ids; text it
+ * cannot tokenize is dropped, never an error (BPE skips unknown bytes, SentencePiece would not). */
+static int kv_synthetic_vocab(GgufWriter *w, const Model *m) {
+    int bos = -1, eos = -1;
+    model_config_ids(m, "bos_token_id", &bos, 0, 1);
+    model_config_ids(m, "eos_token_id", &eos, 0, 1);
+    Vocab v = {0};
+    int rc = vocab_alloc(&v, (size_t)m->cfg.vocab);
+    for (size_t i = 0; rc == AL_OK && i < v.n; i++) {
+        bool b = (int)i == bos, e = (int)i == eos;
+        v.tok[i] = b ? al_strdup("<s>") : e ? al_strdup("</s>") : al_asprintf("[%zu]", i);
+        if (!v.tok[i]) rc = AL_ERR;
+        else v.len[i] = strlen(v.tok[i]);
+        v.type[i] = b || e ? TT_CONTROL : TT_NORMAL;
+    }
+    if (!rc) rc = gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    if (!rc) rc = gguf_set_str(w, "tokenizer.ggml.pre", "default");
+    if (!rc) rc = gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok, v.len, v.n);
+    if (!rc) rc = gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_I32, v.type, v.n);
+    if (!rc) rc = gguf_set_arr_str(w, "tokenizer.ggml.merges", NULL, NULL, 0);
+    if (!rc && bos >= 0) rc = gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+    if (!rc && eos >= 0) rc = gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
+    if (!rc) rc = gguf_set_bool(w, "tokenizer.ggml.add_bos_token", false);
+    vocab_free(&v);
+    return rc;
+}
+
+/* The tokenizer beside the model as llama.cpp's tokenizer.ggml.* keys; *kind what was written. */
+static int kv_tokenizer(GgufWriter *w, const Model *m, const char **kind) {
+    char *path = NULL;
+    Tokenizer *t = NULL;
+    if (tok_find(m->path, &path) != AL_OK || tok_open(path, &t) != AL_OK) {
+        al_err_clear();
+        free(path);
+        *kind = "synthetic";
+        return kv_synthetic_vocab(w, m);
+    }
+    bool bytelevel = tok_type(t) == TOK_BYTELEVEL, spm = !bytelevel;
+    size_t n = (size_t)m->cfg.vocab;             /* llama.cpp sizes token_embd by the token list */
+    Vocab v = {0};
+    *kind = bytelevel ? "gpt2" : "llama";
+    int rc = gguf_set_str(w, "tokenizer.ggml.model", *kind);
+    if (!rc) rc = gguf_set_str(w, "tokenizer.ggml.pre", bytelevel ? bpe_pre(path) : "default");
+    if (!rc) rc = vocab_fill(&v, t, n, spm);
+    if (!rc && tok_type(t) != TOK_LLAMA2C) rc = json_extras(w, path, &v, bytelevel);
+    if (!rc) rc = gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok, v.len, v.n);
+    if (!rc && spm) rc = gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_F32, v.score, v.n);
+    if (!rc) rc = gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_I32, v.type, v.n);
+    if (!rc) rc = tok_ids(w, m, t);
+    vocab_free(&v);
+    tok_free(t);
+    free(path);
+    return rc;
+}
+
+/* ================================================================ tensors */
+
+typedef struct {
+    GgufWriter *w;
+    Model *m;
+    const GgufArch *a;
+    const GgufExportOpts *o;
+    GgufExportReport *rep;
+    bool *used;               /* per store tensor (store_name_at order) */
+    bool linearize;           /* MLA without latent norms: scale the latents (see the header) */
+    double s_q, s_kv;         /* this layer's latent scales */
+} Ctx;
+
+static bool is_norm(const char *gg) {
+    size_t n = strlen(gg);
+    return n > 12 && strcmp(gg + n - 12, "_norm.weight") == 0;
+}
+
+static void mark_used(Ctx *x, const char *name) {
+    size_t lo = 0, hi = store_count(x->m->store);
+    while (lo < hi) {                                  /* names are sorted */
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(store_name_at(x->m->store, mid), name);
+        if (c == 0) { x->used[mid] = true; return; }
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+}
+
+/* The storage type of a tensor: 1-D, norms and scaled latents F32; Q8_0 rows not whole blocks F16. */
+static gg_type pick_type(Ctx *x, const char *gg, int ndim, const uint64_t *ne, gguf_xf xf) {
+    if (ndim == 1 || is_norm(gg) || (x->linearize && (xf == XF_LAT_KV || xf == XF_LAT_Q))) return GG_F32;
+    if (x->o->dtype == GG_Q8_0 && ne[0] % GG_QK8_0) { x->rep->f16_fallback++; return GG_F16; }
+    return x->o->dtype;
+}
+
+static int add_fill(Ctx *x, const char *gg, int ndim, const uint64_t *ne, gg_type type, Fill *f) {
+    Fill *ud = al_malloc(sizeof *ud, "a GGUF tensor");
+    if (!ud) return AL_ERR;
+    *ud = *f;
+    x->rep->tensors++;
+    return gguf_add_tensor(x->w, gg, type, ndim, ne, fill_tensor, ud);
+}
+
+/* The latent norm llama.cpp will apply, made linear: weight sqrt(eps) / s. */
+static int add_linear_norm(Ctx *x, const char *gg, size_t n, double s) {
+    uint64_t ne[1] = {n};
+    Fill f = {.m = x->m, .constant = true, .s = sqrt(x->m->cfg.norm_eps) / s};
+    return add_fill(x, gg, 1, ne, GG_F32, &f);
+}
+
+/* The output head of a tied model where llama.cpp b5415 requires one: the embeddings' name. */
+static char *tied_output(Ctx *x, const GgufMap *t, int layer) {
+    if (layer >= 0 || strcmp(t->gg, "output.weight") != 0 || !gguf_arch_output_required(x->a->arch)) return NULL;
+    char *emb = hf_name(x->m, &x->a->glob[0], -1);
+    if (emb && !store_has(x->m->store, emb)) { free(emb); emb = NULL; }
+    return emb;
+}
+
+static int add_one(Ctx *x, const GgufMap *t, int layer) {
+    const ModelConfig *c = &x->m->cfg;
+    char *hf = hf_name(x->m, t, layer), *gg = gguf_layer_name(t, layer);
+    int rc = hf && gg ? AL_OK : AL_ERR;
+    if (rc == AL_OK && !store_has(x->m->store, hf)) {
+        char *emb = tied_output(x, t, layer);
+        if (emb) { free(hf); hf = emb; x->rep->tied_output = true; }
+    }
+    bool latnorm = strstr(t->hf, "_a_layernorm") != NULL, has = rc == AL_OK && store_has(x->m->store, hf);
+    if (has) mark_used(x, hf);
+    if (rc == AL_OK && latnorm && x->linearize) {
+        bool q = strstr(t->hf, "q_a_") != NULL;
+        if (!q || c->q_lora_rank > 0)
+            rc = add_linear_norm(x, gg, (size_t)(q ? c->q_lora_rank : c->kv_lora_rank), q ? x->s_q : x->s_kv);
+    } else if (rc == AL_OK && !has) {
+        if (!t->opt) rc = al_err("%s: no tensor %s, which llama.cpp's %s needs as %s", x->m->name, hf, x->a->arch, gg);
+    } else if (rc == AL_OK) {
+        size_t R, C;
+        rc = store_shape2(x->m->store, hf, &R, &C);
+        const st_entry *e = NULL;
+        if (!rc) rc = store_entry(x->m->store, hf, &e, NULL);
+        Fill f = {.m = x->m, .xf = t->xf, .s = 1.0};
+        snprintf(f.hf, sizeof f.hf, "%s", hf);
+        int ndim = e && e->ndim == 1 ? 1 : 2;
+        uint64_t ne[3] = {C, R, 1};
+        if (t->xf == XF_T) { ne[0] = R; ne[1] = C; }
+        size_t H = (size_t)c->n_heads, r = (size_t)c->kv_lora_rank;
+        if (t->xf == XF_K_B) { ndim = 3; ne[0] = (uint64_t)c->qk_nope_dim; ne[1] = r; ne[2] = H; }
+        if (t->xf == XF_V_B) { ndim = 3; ne[0] = r; ne[1] = (uint64_t)c->v_dim; ne[2] = H; }
+        if (!rc && x->linearize && (t->xf == XF_LAT_KV || t->xf == XF_LAT_Q)) {
+            double *s = t->xf == XF_LAT_KV ? &x->s_kv : &x->s_q;
+            rc = latent_scale(x->m, layer, t->hf, t->xf == XF_LAT_KV ? r : R, s);
+            f.s = *s;
+        }
+        if (!rc) rc = add_fill(x, gg, ndim, ne, pick_type(x, gg, ndim, ne, t->xf), &f);
+    }
+    free(hf);
+    free(gg);
+    return rc;
+}
+
+/* llama3 rope scaling as llama.cpp's rope_freqs tensor (LlamaModel.generate_extra_tensors). */
+static int add_rope_freqs(Ctx *x) {
+    const ModelConfig *c = &x->m->cfg;
+    const RopeScaling *s = &c->rope_spec.scaling;
+    size_t n = (size_t)c->qk_rope_dim / 2;
+    float *f = al_malloc3(n, 1, sizeof *f, "rope_freqs");
+    if (!f) return AL_ERR;
+    double lo = s->orig_max_pos / s->low_freq_factor, hi = s->orig_max_pos / s->high_freq_factor;
+    for (size_t i = 0; i < n; i++) {
+        double freq = 1.0 / pow(c->rope_theta, 2.0 * (double)i / (double)c->qk_rope_dim), wl = 2 * M_PI / freq;
+        double sm = (s->orig_max_pos / wl - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+        f[i] = (float)(wl < hi ? 1.0 : wl > lo ? s->factor : 1.0 / ((1 - sm) / s->factor + sm));
+    }
+    uint64_t ne[1] = {n};
+    x->rep->tensors++;
+    return gguf_add_tensor_f32(x->w, "rope_freqs.weight", GG_F32, 1, ne, f);
+}
+
+static bool ignorable(const char *name) {
+    static const char *const sfx[] = {"rotary_emb.inv_freq", "attn.bias", "attn.masked_bias", NULL};
+    size_t n = strlen(name);
+    for (size_t i = 0; sfx[i]; i++)
+        if (n >= strlen(sfx[i]) && strcmp(name + n - strlen(sfx[i]), sfx[i]) == 0) return true;
+    return false;
+}
+
+/* The block scales of an FP8 weight: store_read dequantizes the weight with them, so the GGUF
+ * holds the dequantized values in the chosen dtype and no scale tensor. */
+static bool fp8_scale(const Store *s, const char *name) {
+    size_t n = strlen(name), k = strlen("_scale_inv");
+    if (n <= k || strcmp(name + n - k, "_scale_inv") != 0) return false;
+    char *w = al_asprintf("%.*s", (int)(n - k), name);
+    const st_entry *e = NULL;
+    bool fp8 = w && store_has(s, w) && store_entry(s, w, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3;
+    free(w);
+    al_err_clear();
+    return fp8;
+}
+
+static int add_tensors(Ctx *x) {
+    int rc = AL_OK;
+    for (const GgufMap *t = x->a->glob; rc == AL_OK && t->hf; t++) rc = add_one(x, t, -1);
+    for (int L = 0; rc == AL_OK && L < x->m->cfg.n_layers; L++) {
+        if (al_interrupted()) return AL_INTERRUPTED;
+        for (const GgufMap *t = x->a->layer; rc == AL_OK && t->hf; t++) rc = add_one(x, t, L);
+    }
+    if (rc == AL_OK && x->m->cfg.rope_spec.scaling.kind == RS_LLAMA3) rc = add_rope_freqs(x);
+    for (size_t i = 0; rc == AL_OK && i < store_count(x->m->store); i++) {
+        const char *n = store_name_at(x->m->store, i);
+        bool latnorm = x->linearize && strstr(n, "_a_layernorm");
+        if (!x->used[i] && !ignorable(n) && !latnorm && !fp8_scale(x->m->store, n))
+            rc = al_err("%s: tensor %s has no name in llama.cpp's %s architecture (not exported: nothing was written)",
+                        x->m->name, n, x->a->arch);
+    }
+    return rc;
+}
+
+/* ================================================================ export */
+
+static uint32_t file_type(gg_type t) { return t == GG_F32 ? 0 : t == GG_F16 ? 1 : t == GG_Q8_0 ? 7 : 32; }
+
+static int build(Model *m, const GgufArch *a, const GgufExportOpts *o, GgufExportReport *rep, GgufWriter *w) {
+    Ctx x = {.w = w, .m = m, .a = a, .o = o, .rep = rep};
+    x.linearize = m->cfg.family == FAM_DEEPSEEK && !m->cfg.latent_norm;
+    if (x.linearize && !(m->cfg.norm_eps > 0))
+        return al_err("%s: rms_norm_eps is 0: the latent norm llama.cpp applies cannot be made linear", m->name);
+    rep->latent_scaled = x.linearize;
+    rep->q_less_old = m->cfg.family == FAM_DEEPSEEK && m->cfg.q_lora_rank <= 0 && m->cfg.n_layers != 27;
+    const char *slash = strrchr(m->name, '/');
+    int rc = gguf_set_str(w, "general.architecture", a->arch);
+    if (!rc) rc = gguf_set_str(w, "general.type", "model");
+    if (!rc) rc = gguf_set_str(w, "general.name", slash && slash[1] ? slash + 1 : m->name);
+    if (!rc) rc = gguf_set_u32(w, "general.file_type", file_type(o->dtype));
+    if (!rc) rc = gguf_set_u32(w, "general.quantization_version", 2);
+    if (!rc) rc = a->kv(w, &m->cfg, m->config_tree, a);
+    if (!rc) rc = kv_tokenizer(w, m, &rep->tokenizer);
+    x.used = rc ? NULL : al_calloc(store_count(m->store) + 1, 1, "tensor flags");
+    if (!rc && !x.used) rc = AL_ERR;
+    if (!rc) rc = add_tensors(&x);
+    free(x.used);
+    rep->kvs = gguf_writer_kv_count(w);
+    rep->bytes = gguf_writer_data_bytes(w);
+    return rc;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int write_stream(void *ud, int fd, const char *path) { return gguf_write_fd(ud, fd, path); }
+
+/* *src = the real folder dest must stay out of (o->src, a file's folder, or m's store). */
+static bool src_folder(const Model *m, const GgufExportOpts *o, char src[4096]) {
+    struct stat ss;
+    if (!realpath(o->src ? o->src : store_dir(m->store), src)) return false;
+    if (o->src && stat(src, &ss) == 0 && !S_ISDIR(ss.st_mode)) {   /* a file: its folder */
+        char *cut = strrchr(src, '/');
+        if (cut) cut[cut == src] = 0;
+    }
+    return true;
+}
+
+int gguf_dest_check(const Model *m, const char *dest, const GgufExportOpts *o) {
+    struct stat sb;
+    bool file = ends_with(dest, ".gguf");
+    if (file && !o->force && lstat(dest, &sb) == 0) return al_err("%s exists: give `force` to replace it", dest);
+    if (file && lstat(dest, &sb) == 0 && !S_ISREG(sb.st_mode)) return al_err("%s exists and is not a regular file", dest);
+    char *d = al_strdup(dest), parent[4096], src[4096];
+    if (!d) return AL_ERR;
+    bool found = false;                 /* the nearest existing folder above dest */
+    for (char *slash = strrchr(d, '/'); !found; slash = strrchr(d, '/')) {
+        if (!slash) { found = realpath(".", parent) != NULL; break; }
+        *slash = 0;
+        found = realpath(*d ? d : "/", parent) != NULL;
+    }
+    free(d);
+    bool same = found && src_folder(m, o, src) && strncmp(parent, src, strlen(src)) == 0 &&
+                (parent[strlen(src)] == 0 || parent[strlen(src)] == '/');
+    if (same) return al_err("%s is inside the folder of %s (%s): write the GGUF elsewhere", dest, m->name, src);
+    return AL_OK;
+}
+
+/* A .gguf file: refused when it exists (without force) or lies in the source model's folder. */
+static int write_single(Model *m, GgufWriter *w, const char *dest, const GgufExportOpts *o) {
+    int rc = gguf_dest_check(m, dest, o);
+    char *d = rc ? NULL : al_strdup(dest), *slash = d ? strrchr(d, '/') : NULL;
+    if (rc || !d) return AL_ERR;
+    if (slash) *slash = 0;
+    rc = slash && *d && al_mkdirs(d) ? AL_ERR : AL_OK;
+    free(d);
+    return rc ? rc : gguf_write_file(w, dest);
+}
+
+int gguf_export(Model *m, const char *dest, const GgufExportOpts *o, GgufExportReport *rep) {
+    GgufExportReport local;
+    if (!rep) rep = &local;
+    memset(rep, 0, sizeof *rep);
+    const char *why;
+    const char *arch = gguf_arch_for(m, &why);
+    if (!arch) return al_err("%s (%s) cannot be written as GGUF: %s", m->name, m->cfg.model_type, why);
+    rep->arch = arch;
+    GgufWriter *w = gguf_writer_new();
+    if (!w) return AL_ERR;
+    int rc = build(m, gguf_arch_row(&m->cfg), o, rep, w);
+    bool file = ends_with(dest, ".gguf");
+    snprintf(rep->path, sizeof rep->path, file ? "%s" : "%s/model.gguf", dest);
+    if (rc == AL_OK && file) rc = write_single(m, w, dest, o);
+    else if (rc == AL_OK) {
+        CkptWriter *cw = NULL;
+        CkptOpts co = {.src = o->src ? o->src : m->path, .force = o->force, .can_force = true};
+        rc = ckpt_begin(dest, &co, &cw);
+        if (rc == AL_OK) {
+            rc = ckpt_write_stream(cw, "model.gguf", write_stream, w);
+            if (rc == AL_OK) rc = ckpt_commit(cw, NULL);
+            else ckpt_abort(cw);
+        }
+    }
+    gguf_writer_free(w);
+    return rc;
+}
+

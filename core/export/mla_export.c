@@ -1,0 +1,1051 @@
+/* mla_export.c -- a TransMLA conversion written as a DeepSeek-V3 checkpoint that stock engines run
+ * as the converted model (the latent-norm constructions of mla_export.h; config.json with every
+ * field a DeepSeek-V3 loader reads, weights in one file or shards with an index, manifest,
+ * tokenizer files), and `check`, which loads an export back, evaluates it as a stock engine runs
+ * it and compares it with its source. Owns the MlaCheck it returns. */
+#define _GNU_SOURCE
+#include "mla_export.h"
+
+#include "ckpt_write.h"
+#include "forward.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ================================================================ the latent norms */
+
+#define LIN_DELTA_LOG2 (-24)          /* the linear construction's bound on its relative error */
+#define LIN_K_MAX 100                 /* 2^k stays far inside every dtype's range */
+#define CALIB_TOKENS 256              /* inputs of the calibrated construction */
+#define CALIB_SEED 20251125ULL
+
+const char *mla_latent_norm_name(mla_latent_norm n) { return n == MLA_NORM_CALIBRATED ? "calibrated" : "linear"; }
+
+/* The linear construction's exponent for the latent columns [0, nc) of W (hidden, >= nc) with bias
+ * b (NULL: none) under input norm weight g (NULL: ones): the smallest k >= 0 with
+ * 2^-2k C^2 / (2 nc) <= 2^LIN_DELTA_LOG2, C the bound of mla_export.h; *delta gets the bound. */
+static int linear_k(const Mat *W, size_t nc, const float *b, const float *g, double *delta) {
+    double fg = 0, f1 = 0, bb = 0;
+    for (size_t i = 0; i < W->rows; i++) {
+        double gi = g ? g[i] : 1.0;
+        for (size_t j = 0; j < nc; j++) {
+            double w = W->data[i * W->cols + j];
+            f1 += w * w;
+            fg += gi * gi * w * w;
+        }
+    }
+    for (size_t j = 0; b && j < nc; j++) bb += (double)b[j] * b[j];
+    double C = 1.5 * sqrt((double)W->rows) * sqrt(fmax(fg, f1)) + sqrt(bb);
+    double need = C / sqrt(2.0 * (double)nc * ldexp(1.0, LIN_DELTA_LOG2));
+    int k = need > 1 ? (int)ceil(log2(need)) : 0;
+    *delta = ldexp(C * C / (2.0 * (double)nc), -2 * k);
+    return k;
+}
+
+/* Linear: W's first nc columns and b scaled by s = sqrt(eps) 2^-k, the norm weight 2^k. */
+static int norm_linear(Mat *W, size_t nc, float *b, const float *g, double eps, float **w, int *k_out) {
+    double delta;
+    int k = linear_k(W, nc, b, g, &delta);
+    if (!isfinite(delta) || k > LIN_K_MAX)
+        return al_err("the latent's bound is not finite or too large (2^%d): NaN/Inf or huge weights in W_KVA / W_QA", k);
+    double s = sqrt(eps) * ldexp(1.0, -k);
+    for (size_t i = 0; i < W->rows; i++)
+        for (size_t j = 0; j < nc; j++) W->data[i * W->cols + j] = (float)(W->data[i * W->cols + j] * s);
+    for (size_t j = 0; b && j < nc; j++) b[j] = (float)(b[j] * s);
+    if (!(*w = al_malloc3(nc, 1, sizeof(float), "a latent norm"))) return AL_ERR;
+    for (size_t j = 0; j < nc; j++) (*w)[j] = (float)ldexp(1.0, k);
+    if (k_out) *k_out = k;
+    return AL_OK;
+}
+
+/* Calibrated: the norm weight rho = mean over X's rows of sqrt(mean(c^2) + eps), c = x W[:, :nc] + b. */
+static int norm_calibrated(const Mat *W, size_t nc, const float *b, const Mat *X, double eps, float **w) {
+    float *c = al_malloc3(X->rows, W->cols, sizeof(float), "latents");
+    if (!c) return AL_ERR;
+    attn_linear(X->data, X->rows, X->cols, W, NULL, c);
+    double rho = 0;
+    for (size_t t = 0; t < X->rows; t++) {
+        double ss = 0;
+        for (size_t j = 0; j < nc; j++) {
+            double v = (double)c[t * W->cols + j] + (b ? b[j] : 0.0);
+            ss += v * v;
+        }
+        rho += sqrt(ss / (double)nc + eps);
+    }
+    free(c);
+    rho /= (double)X->rows;
+    if (!(*w = al_malloc3(nc, 1, sizeof(float), "a latent norm"))) return AL_ERR;
+    for (size_t j = 0; j < nc; j++) (*w)[j] = (float)rho;
+    return AL_OK;
+}
+
+/* CALIB_TOKENS random inputs as the layer sees them: standard normal rows scaled to RMS 1, times g. */
+static Mat *layer_inputs(int hidden, const float *g) {
+    Mat *X = attn_random_input(CALIB_TOKENS, hidden, CALIB_SEED);
+    for (size_t t = 0; X && t < X->rows; t++) {
+        float *x = X->data + t * X->cols;
+        double ss = 0;
+        for (size_t i = 0; i < X->cols; i++) ss += (double)x[i] * x[i];
+        double f = 1.0 / sqrt(ss / (double)X->cols);
+        for (size_t i = 0; i < X->cols; i++) x[i] = (float)(x[i] * f * (g ? g[i] : 1.0));
+    }
+    return X;
+}
+
+int mla_stock_layer(const AttnLayer *L, const float *g, double eps, mla_latent_norm kind, AttnLayer **out, int *k_kv,
+                    int *k_q) {
+    *out = NULL;
+    if (k_kv) *k_kv = 0;
+    if (k_q) *k_q = 0;
+    if (L->kind != ATTN_MLA || L->kva_norm || L->qa_norm)
+        return al_err("internal: mla_stock_layer takes an MLA layer without latent norms");
+    if (!(eps > 0)) return al_err("latent norm: eps %g must be positive", eps);
+    AttnLayer *S = attn_layer_copy(L);
+    if (!S) return AL_ERR;
+    S->norm_eps = eps;
+    size_t r = (size_t)L->kv_rank, ql = (size_t)L->q_rank;
+    int rc;
+    if (kind == MLA_NORM_LINEAR) {
+        rc = norm_linear(S->W_KVA, r, S->b_KVA, g, eps, &S->kva_norm, k_kv);
+        if (rc == AL_OK && ql) rc = norm_linear(S->W_QA, ql, S->b_QA, g, eps, &S->qa_norm, k_q);
+    } else {
+        Mat *X = layer_inputs(L->hidden, g);
+        rc = X ? norm_calibrated(S->W_KVA, r, S->b_KVA, X, eps, &S->kva_norm) : AL_ERR;
+        if (rc == AL_OK && ql) rc = norm_calibrated(S->W_QA, ql, S->b_QA, X, eps, &S->qa_norm);
+        mat_free(X);
+    }
+    if (rc) { attn_layer_free(S); return AL_ERR; }
+    *out = S;
+    return AL_OK;
+}
+
+/* The weight of layer l's input_layernorm as the norm applies it (Gemma's 1 + w), or NULL (ones)
+ * when the model has none attnlab can read. Caller frees. */
+static float *input_norm_weight(Model *m, int l) {
+    char *name = model_tensor_name(m, l, "input_layernorm.weight");
+    Mat *w = NULL;
+    float *g = NULL;
+    if (name && store_has(m->store, name) && store_read(m->store, name, &w) == AL_OK &&
+        w->rows * w->cols == (size_t)m->cfg.hidden) {
+        g = w->data;
+        w->data = NULL;
+        for (int i = 0; m->cfg.norm == NORM_RMS_1P && i < m->cfg.hidden; i++) g[i] += 1.0f;
+    }
+    al_err_clear();
+    mat_free(w);
+    free(name);
+    return g;
+}
+
+/* The stock layers of every converted layer, and what the construction did. */
+typedef struct {
+    AttnLayer **L;            /* (n) */
+    int *k_kv, *k_q;          /* (n) linear exponents */
+    double *d_kv, *d_q;       /* (n) the linear bounds on the relative error (NaN: calibrated) */
+    int n;
+    double eps;
+    mla_latent_norm kind;
+} StockSet;
+
+static void stock_free(StockSet *s) {
+    for (int l = 0; s->L && l < s->n; l++) attn_layer_free(s->L[l]);
+    free(s->L); free(s->k_kv); free(s->k_q); free(s->d_kv); free(s->d_q);
+}
+
+/* The eps the export's latent norms are built for (and its rms_norm_eps): the one every engine
+ * normalises the latents with (engine_common_eps), or the source's (MlaExportOpts.source_eps). */
+static double export_eps(const TmlaResult *r, const MlaExportOpts *o) {
+    double common = engine_common_eps() > 0 ? engine_common_eps() : 1e-6;
+    return o && o->source_eps && r->src->cfg.norm_eps > 0 ? r->src->cfg.norm_eps : common;
+}
+
+static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, StockSet *s) {
+    *s = (StockSet){.n = r->n_layers, .kind = kind, .eps = eps};
+    s->L = al_calloc((size_t)s->n, sizeof *s->L, "stock layers");
+    s->k_kv = al_calloc((size_t)s->n, sizeof(int), "exponents");
+    s->k_q = al_calloc((size_t)s->n, sizeof(int), "exponents");
+    s->d_kv = al_calloc((size_t)s->n, sizeof(double), "bounds");
+    s->d_q = al_calloc((size_t)s->n, sizeof(double), "bounds");
+    if (!s->L || !s->k_kv || !s->k_q || !s->d_kv || !s->d_q) return AL_ERR;
+    for (int l = 0; l < s->n; l++) {
+        const AttnLayer *L = r->layers[l];
+        float *g = input_norm_weight(r->src, l);
+        int rc = mla_stock_layer(L, g, s->eps, kind, &s->L[l], &s->k_kv[l], &s->k_q[l]);
+        s->d_kv[l] = s->d_q[l] = NAN;
+        if (rc == AL_OK && kind == MLA_NORM_LINEAR) {
+            linear_k(L->W_KVA, (size_t)L->kv_rank, L->b_KVA, g, &s->d_kv[l]);
+            if (L->q_rank) linear_k(L->W_QA, (size_t)L->q_rank, L->b_QA, g, &s->d_q[l]);
+        }
+        free(g);
+        if (rc) return al_err_ctx("layer %d's latent norm", l);
+    }
+    return AL_OK;
+}
+
+/* ================================================================ the tensor plan */
+
+enum { T_COPY = -1, T_Q, T_Q_BIAS, T_QA, T_QA_BIAS, T_QAN, T_QB, T_KVA, T_KVA_BIAS, T_KVN, T_KVB, T_O, T_O_BIAS, T_KINDS };
+
+static const char *const new_suffix[T_KINDS] = {
+    [T_Q] = "self_attn.q_proj.weight", [T_Q_BIAS] = "self_attn.q_proj.bias", [T_QA] = "self_attn.q_a_proj.weight",
+    [T_QA_BIAS] = "self_attn.q_a_proj.bias", [T_QAN] = "self_attn.q_a_layernorm.weight",
+    [T_QB] = "self_attn.q_b_proj.weight", [T_KVA] = "self_attn.kv_a_proj_with_mqa.weight",
+    [T_KVA_BIAS] = "self_attn.kv_a_proj_with_mqa.bias", [T_KVN] = "self_attn.kv_a_layernorm.weight",
+    [T_KVB] = "self_attn.kv_b_proj.weight", [T_O] = "self_attn.o_proj.weight", [T_O_BIAS] = "self_attn.o_proj.bias",
+};
+
+typedef struct {
+    char *name;
+    int kind;                 /* T_COPY or a new attention tensor */
+    int layer;
+    size_t bytes;
+    int shard;
+} PlanItem;
+
+typedef struct {
+    PlanItem *v;
+    size_t n, cap;
+} Plan;
+
+static void plan_free(Plan *p) {
+    for (size_t i = 0; i < p->n; i++) free(p->v[i].name);
+    free(p->v);
+}
+
+static int plan_add(Plan *p, char *name, int kind, int layer, size_t bytes) {
+    if (!name) return AL_ERR;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 256;
+        PlanItem *nv = realloc(p->v, cap * sizeof *nv);
+        if (!nv) { free(name); return al_err("out of memory planning the export"); }
+        p->v = nv;
+        p->cap = cap;
+    }
+    p->v[p->n++] = (PlanItem){.name = name, .kind = kind, .layer = layer, .bytes = bytes};
+    return AL_OK;
+}
+
+static int item_cmp(const void *a, const void *b) {
+    return strcmp(((const PlanItem *)a)->name, ((const PlanItem *)b)->name);
+}
+
+/* True when name is an attention tensor of some layer ("<prefix>layers.N.self_attn.*"). */
+static bool is_attention(const Model *m, const char *name) {
+    size_t np = strlen(m->cfg.prefix);
+    if (strncmp(name, m->cfg.prefix, np) || strncmp(name + np, "layers.", 7)) return false;
+    const char *s = name + np + 7;
+    char *end;
+    strtol(s, &end, 10);
+    return end != s && strncmp(end, ".self_attn.", 11) == 0;
+}
+
+/* Shape (rows, cols) of a new tensor (cols 0: 1-D), or false when the layer has none. */
+static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, size_t *cols) {
+    const Mat *m = NULL;
+    *cols = 0;
+    switch (kind) {
+    case T_Q: m = L->q_rank ? NULL : L->W_Q; break;
+    case T_QA: m = L->q_rank ? L->W_QA : NULL; break;
+    case T_QB: m = L->q_rank ? L->W_QB : NULL; break;
+    case T_KVA: m = L->W_KVA; break;
+    case T_KVB: m = L->W_KVB; break;
+    case T_O: m = L->W_O; break;
+    case T_Q_BIAS: if (L->q_rank || !L->b_Q) return false; *rows = L->W_Q->cols; return true;
+    case T_QA_BIAS: if (!bias || !L->q_rank) return false; *rows = (size_t)L->q_rank; return true;
+    case T_KVA_BIAS: if (!bias) return false; *rows = L->W_KVA->cols; return true;
+    case T_O_BIAS: if (!bias) return false; *rows = (size_t)L->hidden; return true;
+    case T_QAN: if (!L->qa_norm) return false; *rows = (size_t)L->q_rank; return true;
+    case T_KVN: if (!L->kva_norm) return false; *rows = (size_t)L->kv_rank; return true;
+    }
+    if (!m) return false;
+    *rows = m->cols;            /* HF stores Linear weights (out, in): the transpose of x @ W */
+    *cols = m->rows;
+    return true;
+}
+
+/* The values of a new 1-D tensor (a bias, zeros where the layer has none, or a norm weight);
+ * caller frees. */
+static float *new_bias(const AttnLayer *L, int kind, size_t n) {
+    float *v = al_calloc(n, sizeof(float), "a bias");
+    const float *src = kind == T_Q_BIAS ? L->b_Q : kind == T_QA_BIAS ? L->b_QA : kind == T_KVA_BIAS ? L->b_KVA
+                     : kind == T_QAN ? L->qa_norm : kind == T_KVN ? L->kva_norm : L->b_O;
+    if (v && src) memcpy(v, src, n * sizeof(float));
+    return v;
+}
+
+/* A new attention matrix, transposed to HF's (out, in) and converted when its shard is written. */
+typedef struct {
+    const Mat *m;
+    dt_type dt;
+} MatJob;
+
+static int fill_mat(void *ud, void *dst, size_t nbytes) {
+    const MatJob *j = ud;
+    Mat *t = mat_transpose(j->m);
+    int rc = !t ? AL_ERR : t->rows * t->cols * dt_size(j->dt) == nbytes ? dt_from_f32(j->dt, t->data, t->rows * t->cols, dst)
+                                                                       : al_err("internal: a new tensor changed size");
+    mat_free(t);
+    return rc;
+}
+
+/* Adds one plan item to the writer (copies streamed from the source's mapping; new matrices
+ * computed when their shard is written). */
+static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers, const PlanItem *it, dt_type dt,
+                    bool bias) {
+    if (it->kind == T_COPY) {
+        const st_entry *e;
+        const st_file *f;
+        if (store_entry(r->src->store, it->name, &e, &f)) return AL_ERR;
+        return ckpt_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+    }
+    const AttnLayer *L = layers[it->layer];
+    size_t rows, cols;
+    new_shape(L, it->kind, bias, &rows, &cols);
+    if (cols == 0) {
+        float *v = new_bias(L, it->kind, rows);
+        Mat row = {.rows = 1, .cols = rows, .data = v};
+        int rc = v ? ckpt_add_mat(w, it->name, dt, &row, 1) : AL_ERR;
+        free(v);
+        return rc;
+    }
+    const Mat *m = it->kind == T_Q ? L->W_Q : it->kind == T_QA ? L->W_QA : it->kind == T_QB ? L->W_QB
+                 : it->kind == T_KVA ? L->W_KVA : it->kind == T_KVB ? L->W_KVB : L->W_O;
+    MatJob *j = al_malloc(sizeof *j, it->name);
+    if (!j) return AL_ERR;
+    *j = (MatJob){.m = m, .dt = dt};
+    size_t shape[2] = {m->cols, m->rows};             /* the transpose; 1-D when it has one row */
+    bool one = m->cols == 1;
+    return ckpt_add_lazy(w, it->name, dt, one ? 1 : 2, one ? shape + 1 : shape, m->rows * m->cols * dt_size(dt), fill_mat, j);
+}
+
+/* ================================================================ config and manifest */
+
+/* Keys of the source's config that a DeepSeek-V3 config shares (copied when present); every other
+ * key of the source is dropped. */
+static const char *const kept_keys[] = {
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "max_position_embeddings", "rms_norm_eps", "rope_theta", "hidden_act", "initializer_range", "use_cache",
+    "pad_token_id", "bos_token_id", "eos_token_id", "tie_word_embeddings", "torch_dtype", "transformers_version", NULL};
+
+static void set_num(cJSON *o, const char *k, double v) {
+    cJSON_DeleteItemFromObjectCaseSensitive(o, k);
+    cJSON_AddNumberToObject(o, k, v);
+}
+
+static void set_default_num(cJSON *o, const char *k, double v) {
+    if (!cJSON_GetObjectItemCaseSensitive(o, k)) cJSON_AddNumberToObject(o, k, v);
+}
+
+/* rope_scaling as a DeepSeek-V3 engine reads it: YaRN with its attention factor folded into the
+ * weights (attention_factor 1 for transformers; mscale = mscale_all_dim = 0 make vLLM's and
+ * SGLang's DeepSeek YaRN factor 1 and add no softmax mscale), null for anything else (linear,
+ * llama3, ...: no DeepSeek-V3 engine computes them; check reports the difference). */
+static void put_rope_scaling(cJSON *o, const cJSON *src_tree, const ModelConfig *c) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(src_tree, "rope_scaling");
+    if (c->rope_spec.scaling.kind == RS_YARN && cJSON_IsObject(rs)) {
+        cJSON *y = cJSON_Duplicate(rs, true);
+        model_config_yarn_folded(y);
+        set_num(y, "mscale", 0);
+        set_num(y, "mscale_all_dim", 0);
+        cJSON_AddItemToObject(o, "rope_scaling", y);
+    } else
+        cJSON_AddNullToObject(o, "rope_scaling");
+}
+
+static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt, double eps) {
+    const ModelConfig *c = &r->src->cfg;
+    cJSON *src = r->src->config_tree ? model_config_tree(r->src) : NULL, *o = cJSON_CreateObject();
+    if (!o) { cJSON_Delete(src); return NULL; }
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "deepseek_v3");
+    for (size_t i = 0; kept_keys[i]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, kept_keys[i]);
+        if (v) cJSON_AddItemToObject(o, kept_keys[i], cJSON_Duplicate(v, true));
+    }
+    set_default_num(o, "hidden_size", c->hidden);
+    set_default_num(o, "intermediate_size", c->intermediate);
+    set_default_num(o, "num_attention_heads", c->n_heads);
+    set_default_num(o, "num_hidden_layers", c->n_layers);
+    set_default_num(o, "vocab_size", c->vocab);
+    set_default_num(o, "max_position_embeddings", c->max_pos);
+    set_num(o, "rms_norm_eps", eps);
+    set_default_num(o, "rope_theta", c->rope_theta);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "hidden_act")) cJSON_AddStringToObject(o, "hidden_act", "silu");
+    if (!cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings")) cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "torch_dtype"))
+        cJSON_AddStringToObject(o, "torch_dtype", dt == DT_BF16 ? "bfloat16" : dt == DT_F16 ? "float16" : "float32");
+    const char *ids[] = {"bos_token_id", "eos_token_id"};   /* DeepseekV3Config's defaults (0, 1) are not the source's */
+    for (size_t i = 0; i < 2; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(o, ids[i])) cJSON_AddNullToObject(o, ids[i]);
+    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    /* attention */
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "kv_lora_rank", r->kv_rank);
+    if (r->q_rank) cJSON_AddNumberToObject(o, "q_lora_rank", r->q_rank);
+    else cJSON_AddNullToObject(o, "q_lora_rank");
+    cJSON_AddNumberToObject(o, "qk_rope_head_dim", r->rope_dim);
+    cJSON_AddNumberToObject(o, "qk_nope_head_dim", r->qk_nope);
+    cJSON_AddNumberToObject(o, "v_head_dim", r->v_dim);
+    cJSON_AddNumberToObject(o, "head_dim", r->rope_dim);
+    cJSON_AddBoolToObject(o, "attention_bias", bias);
+    cJSON_AddBoolToObject(o, "rope_interleave", true);
+    put_rope_scaling(o, src, c);
+    /* every MLP dense: no MoE layer is built */
+    cJSON_AddNumberToObject(o, "first_k_dense_replace", c->n_layers);
+    cJSON_AddNumberToObject(o, "moe_layer_freq", 1);
+    cJSON_AddNumberToObject(o, "n_routed_experts", 0);
+    cJSON_AddNumberToObject(o, "n_shared_experts", 0);
+    cJSON_AddNumberToObject(o, "num_experts_per_tok", 0);
+    cJSON_AddNumberToObject(o, "moe_intermediate_size", 0);
+    cJSON_AddNumberToObject(o, "n_group", 1);
+    cJSON_AddNumberToObject(o, "topk_group", 1);
+    cJSON_AddNumberToObject(o, "routed_scaling_factor", 1.0);
+    cJSON_AddBoolToObject(o, "norm_topk_prob", false);
+    cJSON_AddStringToObject(o, "topk_method", "greedy");
+    cJSON_AddStringToObject(o, "scoring_func", "softmax");
+    cJSON_Delete(src);
+    return o;
+}
+
+static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, dt_type dt, size_t nshards) {
+    const TmlaOpts *o = &r->opts;
+    cJSON *m = cJSON_CreateObject();
+    if (!m) return NULL;
+    cJSON_AddStringToObject(m, "tool", "attnlab");
+    cJSON_AddStringToObject(m, "method", "TransMLA (GQA -> MLA): merge KV heads, RoRoPE, FreqFold, balanced joint "
+                                         "low rank of NoPE keys and values (seed 003)");
+    char abs[PATH_MAX];
+    cJSON_AddStringToObject(m, "source", realpath(r->src_path, abs) ? abs : r->src_path);
+    cJSON_AddStringToObject(m, "source_model_type", r->src->cfg.model_type);
+    cJSON_AddStringToObject(m, "covariance", r->activation_stats ? "input second moments given per layer (activation statistics)"
+                                                 : "weights (unit-variance inputs, the paper's W-based variant)");
+    cJSON_AddNumberToObject(m, "kv_lora_rank", r->kv_rank);
+    cJSON_AddNumberToObject(m, "qk_rope_head_dim", r->rope_dim);
+    cJSON_AddNumberToObject(m, "freqfold", o->freqfold);
+    cJSON_AddNumberToObject(m, "qk_nope_head_dim", r->qk_nope);
+    cJSON_AddNumberToObject(m, "v_head_dim", r->v_dim);
+    if (r->q_rank) cJSON_AddNumberToObject(m, "q_lora_rank", r->q_rank);
+    else cJSON_AddNullToObject(m, "q_lora_rank");
+    cJSON_AddBoolToObject(m, "balance", o->balance);
+    cJSON_AddBoolToObject(m, "attention_bias", bias);
+    cJSON_AddStringToObject(m, "attention_dtype", dt_name(dt));
+    cJSON_AddNumberToObject(m, "kv_values_per_token_per_layer_before", (double)r->kv_before);
+    cJSON_AddNumberToObject(m, "kv_values_per_token_per_layer_after", (double)r->kv_after);
+    cJSON_AddNumberToObject(m, "attention_params_before", (double)r->params_before);
+    cJSON_AddNumberToObject(m, "attention_params_after", (double)r->params_after);
+    cJSON_AddNumberToObject(m, "shards", (double)nshards);
+    cJSON_AddNumberToObject(m, "eval_tokens", (double)o->eval_tokens);
+    cJSON_AddStringToObject(m, "latent_norm", mla_latent_norm_name(st->kind));
+    cJSON_AddStringToObject(m, "latent_norm_how", st->kind == MLA_NORM_LINEAR
+        ? "W_c' = sqrt(eps) 2^-k W_c (and its bias), norm weight 2^k: RMSNorm acts linearly (eps dominates); "
+          "per layer k and the bound on its relative error"
+        : "norm weight = mean latent RMS on random RMS-normalised inputs (TransMLA): exact only where a token's "
+          "latent RMS equals the mean");
+    cJSON_AddNumberToObject(m, "latent_norm_eps", st->eps);
+    if (st->eps != r->src->cfg.norm_eps)
+        cJSON_AddNumberToObject(m, "source_rms_norm_eps", r->src->cfg.norm_eps);
+    cJSON_AddBoolToObject(m, "qk_latent_layernorm", true);
+    if (r->src->cfg.rope_spec.scaling.kind != RS_NONE && r->src->cfg.rope_spec.scaling.kind != RS_YARN) {
+        const cJSON *rs = r->src->config_tree ? cJSON_GetObjectItemCaseSensitive(r->src->config_tree, "rope_scaling") : NULL;
+        if (rs) cJSON_AddItemToObject(m, "source_rope_scaling", cJSON_Duplicate(rs, true));
+        cJSON_AddStringToObject(m, "rope_note", "the source's RoPE scaling has no DeepSeek-V3 form: the export's "
+                                                "rope_scaling is null (check measures the difference)");
+    }
+    bool qbias = false;
+    for (int l = 0; l < r->n_layers; l++) qbias |= r->layers[l] && !r->layers[l]->q_rank && r->layers[l]->b_Q;
+    if (qbias)
+        cJSON_AddStringToObject(m, "note", "q_proj.bias is written because the source query has a bias and the query "
+                                           "has no latent; DeepSeek-V3's stock modeling code builds q_proj without a "
+                                           "bias (attnlab reads it). Convert with q-rank to carry it in q_a_proj.bias.");
+    cJSON *layers = cJSON_AddArrayToObject(m, "layers");
+    for (int l = 0; l < r->n_layers; l++) {
+        const TmlaLayerReport *p = &r->rep[l];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "layer", l);
+        ckpt_json_num(e, "alpha", p->alpha);
+        ckpt_json_num(e, "rope_energy", p->rope_energy);
+        ckpt_json_num(e, "joint_energy", p->joint_energy);
+        ckpt_json_num(e, "score_rel_err", p->score_err);
+        ckpt_json_num(e, "output_rel_err", p->out_err);
+        ckpt_json_num(e, "joint_energy_other_balance", p->joint_energy_alt);
+        ckpt_json_num(e, "score_rel_err_other_balance", p->score_err_alt);
+        ckpt_json_num(e, "output_rel_err_other_balance", p->out_err_alt);
+        if (st->kind == MLA_NORM_LINEAR) {
+            cJSON_AddNumberToObject(e, "kv_norm_k", st->k_kv[l]);
+            ckpt_json_num(e, "kv_norm_rel_err_bound", st->d_kv[l]);
+            if (r->q_rank) {
+                cJSON_AddNumberToObject(e, "q_norm_k", st->k_q[l]);
+                ckpt_json_num(e, "q_norm_rel_err_bound", st->d_q[l]);
+            }
+        }
+        cJSON_AddItemToArray(layers, e);
+    }
+    return m;
+}
+
+/* ================================================================ export */
+
+/* The dtype of the new attention tensors. */
+static dt_type export_dtype(const TmlaResult *r, const MlaExportOpts *o) {
+    if (o && o->dtype != DT_INVALID && (o->dtype == DT_F32 || o->dtype == DT_F16 || o->dtype == DT_BF16)) return o->dtype;
+    dt_type s = r->src->cfg.dtype;
+    return s == DT_F32 || s == DT_F16 || s == DT_BF16 ? s : DT_BF16;
+}
+
+/* Plans every tensor of the export (sorted by name) with its size. */
+static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, dt_type dt, Plan *p) {
+    const Store *st = r->src->store;
+    for (size_t i = 0; i < store_count(st); i++) {
+        const char *name = store_name_at(st, i);
+        if (is_attention(r->src, name)) continue;
+        const st_entry *e;
+        if (store_entry(st, name, &e, NULL) || plan_add(p, al_strdup(name), T_COPY, -1, e->end - e->begin)) return AL_ERR;
+    }
+    for (int l = 0; l < r->n_layers; l++)
+        for (int k = 0; k < T_KINDS; k++) {
+            size_t rows, cols;
+            if (!new_shape(layers[l], k, bias, &rows, &cols)) continue;
+            if (plan_add(p, model_tensor_name(r->src, l, new_suffix[k]), k, l, rows * (cols ? cols : 1) * dt_size(dt)))
+                return AL_ERR;
+        }
+    qsort(p->v, p->n, sizeof *p->v, item_cmp);
+    return AL_OK;
+}
+
+/* Splits the plan into shards of at most limit bytes (a tensor larger than that gets its own);
+ * returns the shard count. */
+static size_t assign_shards(const Plan *p, size_t limit) {
+    size_t acc = 0, ns = 1;
+    for (size_t i = 0; i < p->n; i++) {
+        if (acc > 0 && acc + p->v[i].bytes > limit) { ns++; acc = 0; }
+        p->v[i].shard = (int)ns - 1;
+        acc += p->v[i].bytes;
+    }
+    return ns;
+}
+
+/* Writes the shards (the writer names them and writes the index when there is more than one). */
+static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Plan *p, CkptWriter *w, size_t ns,
+                         dt_type dt, bool bias) {
+    int rc = AL_OK;
+    for (size_t s = 0; rc == AL_OK && s < ns; s++) {
+        for (size_t i = 0; rc == AL_OK && i < p->n; i++)
+            if (p->v[i].shard == (int)s) rc = add_item(w, r, layers, &p->v[i], dt, bias);
+        if (rc == AL_OK) rc = ckpt_shard_end(w);
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
+    }
+    return rc;
+}
+
+/* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
+/* Whether a model's decoder layers other than attention fit a DeepSeek-V3 checkpoint as they are. */
+static bool family_exportable(const ModelConfig *c) {
+    return c->mlp != MLP_MOE && !c->mlp_fused && c->block == BLOCK_PRE && c->norm == NORM_RMS && c->embed_scale == 1.0;
+}
+
+double mla_export_norm_eps(const Model *src, bool all_layers) {
+    return all_layers && family_exportable(&src->cfg) ? export_eps(NULL, NULL) : 0;
+}
+
+static int check_exportable(const TmlaResult *r, bool *bias) {
+    *bias = false;
+    const ModelConfig *c = &r->src->cfg;
+    if (c->mlp == MLP_MOE)
+        return al_err("export: %s's MLP layers are a mixture of experts (%s routing): the DeepSeek-V3 checkpoint the "
+                      "export writes keeps every MLP dense, and DeepSeek's router (sigmoid / group-limited) is not "
+                      "the source's; the conversion runs in the session (ppl, check), it cannot be exported",
+                      c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k" : "the source's");
+    if (!family_exportable(c))
+        return al_err("export: %s's decoder layers (%s%s) are not DeepSeek-V3's (pre-norm RMSNorm, separate "
+                      "gate_proj / up_proj): its other tensors cannot be copied as they are into a DeepSeek-V3 "
+                      "checkpoint; the conversion runs in the session (ppl, check), it cannot be exported", c->model_type,
+                      c->mlp_fused ? "a fused gate_up_proj" : c->block != BLOCK_PRE ? "other norms around the blocks" : "",
+                      c->mlp_fused || c->block != BLOCK_PRE ? "" : "another norm or embedding scale");
+    for (int l = 0; l < r->n_layers; l++)
+        if (!r->layers[l])
+            return al_err("export: layer %d was not converted; a DeepSeek-V3 checkpoint needs every layer in MLA form "
+                          "(convert all layers)", l);
+    for (int l = 0; l < r->n_layers; l++) {
+        const AttnLayer *L = r->layers[l];
+        *bias |= L->b_Q || L->b_QA || L->b_KVA || L->b_O;
+        if (L->kv_rank != r->kv_rank || L->rope_dim != r->rope_dim || L->qk_nope != r->qk_nope || L->q_rank != r->q_rank)
+            return al_err("export: layer %d has other dims than the conversion's (rank %d, rope %d)", l, L->kv_rank,
+                          L->rope_dim);
+        double *want = NULL;
+        if (attn_rope_freqs_model(r->src, L->rope_dim, &want)) return AL_ERR;
+        for (int j = 0; j < L->rope_dim / 2; j++)
+            if (fabs(L->inv_freq[j] - want[j]) > 1e-12 * want[j]) {
+                free(want);
+                return al_err("export: layer %d's RoPE dims are not the model's RoPE of dim %d (pair %d turns at %g, "
+                              "not %g): DeepSeek's layout cannot hold them", l, L->rope_dim, j, L->inv_freq[j], want[j]);
+            }
+        free(want);
+    }
+    return AL_OK;
+}
+
+int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
+    bool bias;
+    mla_latent_norm kind = o ? o->latent_norm : MLA_NORM_LINEAR;
+    if (o && o->dtype != DT_INVALID && o->dtype != DT_F32 && o->dtype != DT_F16 && o->dtype != DT_BF16)
+        return al_err("export: dtype %s: give f32, f16 or bf16", dt_name(o->dtype));
+    if (check_exportable(r, &bias)) return AL_ERR;
+    dt_type dt = export_dtype(r, o);
+    if (dt == DT_F16 && kind == MLA_NORM_LINEAR)
+        return al_err("export: f16 cannot hold the linear latent-norm construction's scaled latents (about 1e-7: "
+                      "subnormal in f16); export bf16 or f32 (or use the calibrated construction)");
+    StockSet st;
+    if (stock_build(r, kind, export_eps(r, o), &st)) { stock_free(&st); return al_err_ctx("export to %s", dir); }
+    const char *src_dir = store_dir(r->src->store);
+    CkptWriter *w;
+    CkptOpts co = {.src = src_dir, .force = o && o->force, .can_force = true};
+    if (ckpt_begin(dir, &co, &w)) { stock_free(&st); return AL_ERR; }
+    Plan p = {0};
+    size_t nshards = 0;
+    int rc = make_plan(r, st.L, bias, dt, &p);
+    if (rc == AL_OK) nshards = assign_shards(&p, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
+    if (rc == AL_OK) rc = write_weights(r, st.L, &p, w, nshards, dt, bias);
+    plan_free(&p);
+    cJSON *cfg = rc == AL_OK ? make_config(r, bias, dt, st.eps) : NULL;
+    if (rc == AL_OK) rc = cfg ? ckpt_write_json(w, "config.json", cfg) : al_err("out of memory writing config.json");
+    cJSON_Delete(cfg);
+    cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;
+    if (rc == AL_OK && man && o && o->check) rc = ci_write(w, man, o->check);
+    if (rc == AL_OK) rc = man ? ckpt_write_json(w, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
+    cJSON_Delete(man);
+    stock_free(&st);
+    if (rc == AL_OK) rc = ckpt_copy_aux(w, src_dir, NULL);
+    if (rc == AL_OK) rc = ckpt_commit(w, NULL);
+    else ckpt_abort(w);
+    if (rc == AL_ERR) al_err_ctx("export to %s", dir);
+    return rc;
+}
+
+/* ================================================================ check */
+
+void mla_check_free(MlaCheck *c) {
+    if (!c) return;
+    free(c->export_path);
+    free(c->source_path);
+    free(c->score_err);
+    free(c->out_err);
+    free(c->own_out_err);
+    for (int i = 0; i < ENG_N; i++) free(c->engine_out_err[i]);
+    free(c);
+}
+
+cJSON *mla_manifest(const char *dir) {
+    char *path = al_asprintf("%s/%s", dir, MLA_MANIFEST);
+    struct stat sb;
+    if (!path) return NULL;
+    if (stat(path, &sb) != 0) {
+        al_err("%s: no %s: not an attnlab export; load the source model and give it to check", dir, MLA_MANIFEST);
+        free(path);
+        return NULL;
+    }
+    char *text = al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest");
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    if (text && !root) al_err("%s: not valid JSON", path);
+    free(text);
+    free(path);
+    return root;
+}
+
+/* The manifest's source path (caller frees). */
+static char *manifest_source(const char *dir) {
+    cJSON *root = mla_manifest(dir);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "source");
+    char *src = NULL;
+    if (cJSON_IsString(s)) src = al_strdup(s->valuestring);
+    else if (root) al_err("%s/%s: no \"source\" string", dir, MLA_MANIFEST);
+    cJSON_Delete(root);
+    return src;
+}
+
+/* Compares every non-attention tensor of src with the export's, byte for byte. */
+static void compare_copies(const Model *src, const Model *ex, MlaCheck *c) {
+    for (size_t i = 0; i < store_count(src->store); i++) {
+        const char *name = store_name_at(src->store, i);
+        if (is_attention(src, name)) continue;
+        const st_entry *a, *b;
+        const st_file *fa, *fb;
+        bool same = store_entry(src->store, name, &a, &fa) == AL_OK && store_has(ex->store, name) &&
+                    store_entry(ex->store, name, &b, &fb) == AL_OK && a->dtype == b->dtype && a->ndim == b->ndim &&
+                    memcmp(a->shape, b->shape, sizeof a->shape) == 0 && a->end - a->begin == b->end - b->begin &&
+                    memcmp(st_data(fa, a), st_data(fb, b), a->end - a->begin) == 0;
+        if (same) c->copied_same++;
+        else {
+            if (!c->copied_diff) snprintf(c->first_diff, sizeof c->first_diff, "%s", name);
+            c->copied_diff++;
+        }
+    }
+    al_err_clear();
+}
+
+/* Appends one line to c->notes. */
+__attribute__((format(printf, 2, 3))) static void note(MlaCheck *c, const char *fmt, ...) {
+    size_t n = strlen(c->notes);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n + 2 < sizeof c->notes) vsnprintf(c->notes + n, sizeof c->notes - n - 1, fmt, ap);
+    va_end(ap);
+    n = strlen(c->notes);
+    if (n + 1 < sizeof c->notes) { c->notes[n] = '\n'; c->notes[n + 1] = 0; }
+}
+
+/* True when a stock engine computes this loaded export layer differently from attnlab's reading:
+ * a q_proj bias (MLA without a query latent), which no DeepSeek-V3 engine builds. */
+static bool stock_differs(const AttnLayer *L) { return L->q_rank == 0 && L->b_Q; }
+
+/* The layer as attnlab runs an export whose q_proj bias no engine builds (a copy without it). */
+static AttnLayer *stock_view(const AttnLayer *L) {
+    AttnLayer *S = attn_layer_copy(L);
+    if (S && L->q_rank == 0) { free(S->b_Q); S->b_Q = NULL; }
+    return S;
+}
+
+/* Layer b as engine e runs it (its latent eps, the biases it builds) against the source's outputs
+ * oa: *score, *out. */
+static int engine_err(const AttnLayer *b, const Engine *e, const AttnOut *oa, const Mat *X, const int *pos,
+                      double *score, double *out) {
+    AttnLayer *v = attn_layer_copy(b);
+    if (v && ((b->q_rank == 0 && !e->q_proj_bias) || !e->attn_bias)) { free(v->b_Q); v->b_Q = NULL; }
+    if (v && !e->attn_bias) {
+        free(v->b_QA); free(v->b_KVA); free(v->b_O);
+        v->b_QA = v->b_KVA = v->b_O = NULL;
+    }
+    if (v) v->norm_eps = engine_latent_eps(e, b->norm_eps);
+    AttnOut *ov = NULL;
+    int rc = v ? attn_eval(v, X, pos, true, &ov) : AL_ERR;
+    if (rc == AL_OK) attn_rel_err(oa, ov, score, out);
+    attn_out_free(ov);
+    attn_layer_free(v);
+    return rc;
+}
+
+/* Layer l: the source's attention against the export's as each engine runs it (engine_out_err;
+ * out_err, score_err: the largest over them) and as attnlab reads it (own_out_err). stock: the
+ * layer with its q_proj bias dropped, kept for the whole-model pass when that differs from
+ * attnlab's reading (else NULL). */
+static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *pos, MlaCheck *c, AttnLayer **stock) {
+    AttnLayer *a = NULL, *b = NULL;
+    AttnOut *oa = NULL, *ob = NULL;
+    double dummy;
+    *stock = NULL;
+    int rc = attn_layer_load(src, l, &a);
+    if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
+    if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
+    c->score_err[l] = c->out_err[l] = 0;
+    for (int i = 0; rc == AL_OK && i < ENG_N; i++) {
+        double se = NAN;
+        rc = engine_err(b, engine_row(i), oa, X, pos, &se, &c->engine_out_err[i][l]);
+        c->score_err[l] = isnan(se) || isnan(c->score_err[l]) ? NAN : fmax(c->score_err[l], se);
+        double oe = c->engine_out_err[i][l];
+        c->out_err[l] = isnan(oe) || isnan(c->out_err[l]) ? NAN : fmax(c->out_err[l], oe);
+    }
+    if (rc == AL_OK) rc = attn_eval(b, X, pos, false, &ob);
+    if (rc == AL_OK) attn_rel_err(oa, ob, &dummy, &c->own_out_err[l]);
+    if (rc == AL_OK && stock_differs(b)) rc = (*stock = stock_view(b)) ? AL_OK : AL_ERR;
+    attn_out_free(oa); attn_out_free(ob);
+    attn_layer_free(a); attn_layer_free(b);
+    return rc;
+}
+
+/* The logits of ids[T] under m with its RMSNorms' eps set to eps (every row; caller frees). */
+static float *logits_with_eps(Model *m, double eps, const int *ids, size_t T) {
+    double keep = m->cfg.norm_eps;
+    m->cfg.norm_eps = eps;                   /* read once, by fwd_new */
+    Forward *f = NULL;
+    float *lg = al_malloc3(T, (size_t)m->cfg.vocab, sizeof(float), "logits");
+    int rc = lg ? fwd_new(m, NULL, &f) : AL_ERR;
+    m->cfg.norm_eps = keep;
+    if (rc == AL_OK) rc = fwd_run(f, ids, T, FWD_LOGITS_ALL, lg);
+    fwd_free(f);
+    if (rc) { free(lg); return NULL; }
+    return lg;
+}
+
+int mla_eps_effect(Model *src, double eps, size_t tokens, uint64_t seed, double *rel) {
+    *rel = 0;
+    if (fabs(eps - src->cfg.norm_eps) <= 1e-15 || src->cfg.vocab < 1) return AL_OK;
+    size_t T = tokens ? tokens : 64, V = (size_t)src->cfg.vocab;
+    int *ids = al_malloc3(T, 1, sizeof(int), "token ids");
+    if (!ids) return AL_ERR;
+    uint64_t x = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (size_t t = 0; t < T; t++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        ids[t] = (int)(x % V);
+    }
+    float *a = logits_with_eps(src, src->cfg.norm_eps, ids, T), *b = a ? logits_with_eps(src, eps, ids, T) : NULL;
+    double d = 0, big = 0;
+    for (size_t i = 0; b && i < T * V; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        big = fmax(big, fabs((double)a[i]));
+    }
+    int rc = b ? AL_OK : AL_ERR;
+    *rel = rc == AL_OK && big > 0 ? d / big : NAN;
+    free(a); free(b); free(ids);
+    return rc;
+}
+
+/* The perplexity of the text's windows under m (stock overrides where given). */
+static int ppl_of(Model *m, AttnLayer *const *over, const MlaCheckIn *in, FwdPpl *p) {
+    Forward *f = NULL;
+    int rc = fwd_new(m, NULL, &f);
+    if (rc == AL_OK) fwd_set_compute(f, in->compute);
+    for (int l = 0; rc == AL_OK && over && l < m->cfg.n_layers; l++)
+        if (over[l]) rc = fwd_set_attn(f, l, over[l]);
+    if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, p);
+    fwd_free(f);
+    return rc;
+}
+
+/* Whole models: the NLL of the text's windows (in->ids; none: no perplexity), the source against
+ * the export run as stock. */
+static int check_nll(Model *src, Model *ex, AttnLayer *const *over, const MlaCheckIn *in, MlaCheck *c) {
+    c->nll_source = c->nll_export = NAN;
+    if (!in->ids || in->n < 2) return AL_OK;
+    FwdPpl a, b;
+    int rc = ppl_of(src, NULL, in, &a);
+    if (rc == AL_OK) rc = ppl_of(ex, over, in, &b);
+    if (rc == AL_INTERRUPTED) return rc;
+    if (rc) {
+        note(c, "whole-model perplexity not measured: %s", al_errmsg());
+        al_err_clear();
+    } else {
+        c->nll_source = a.nll;
+        c->nll_export = b.nll;
+        c->nll_tokens = b.tokens;
+    }
+    return AL_OK;
+}
+
+/* "vLLM, SGLang": the engines (bits of ENG_* rows) in want, into buf. */
+static const char *engine_list(unsigned want, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (int i = 0; i < ENG_N; i++)
+        if (want & (1u << i))
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? ", " : "", engine_row(i)->name);
+    return buf;
+}
+
+/* The largest of a per-layer array (NaN entries skipped). */
+static double worst_of(const double *v, int n) {
+    double w = 0;
+    for (int l = 0; l < n; l++)
+        if (!isnan(v[l])) w = fmax(w, v[l]);
+    return w;
+}
+
+/* The eps the export's latent norms were built for: its manifest's latent_norm_eps (the config's
+ * rms_norm_eps when the manifest has none). */
+static double built_eps(const MlaCheck *c) {
+    cJSON *m = c->export_path ? mla_manifest(c->export_path) : NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "latent_norm_eps");
+    double eps = cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : c->latent_eps;
+    cJSON_Delete(m);
+    al_err_clear();
+    return eps;
+}
+
+/* The latent eps note: engines normalising the latents with another eps than the norms were built
+ * for (engine_latent_eps_off), and what the user can do about it. */
+static void eps_note(MlaCheck *c, unsigned off, double w) {
+    double built = built_eps(c), common = engine_common_eps();
+    char ph[160];
+    bool cfg_off = fabs(c->latent_eps - built) > 1e-9 * built;
+    note(c, "latent eps: %s, not %g, the eps the export's latent norms were built for (%s latent_norm_eps; rms_norm_eps "
+            "is %g%s): largest output error %.3g there (the column%s); %s so that all agree",
+         engine_eps_phrase(off, c->latent_eps, ph, sizeof ph), built, MLA_MANIFEST, c->latent_eps,
+         cfg_off ? ", which attnlab reads for them too: out_err_attnlab" : "", w, __builtin_popcount(off) > 1 ? "s" : "",
+         fabs(built - common) <= 1e-9 * common
+             ? "write that eps back as rms_norm_eps in config.json"
+             : "export the conversion again with `export DIR` (its default builds the latent norms for 1e-06 and writes "
+               "rms_norm_eps 1e-06)");
+}
+
+/* Notes on what stock engines compute differently from attnlab's reading of the export, each from
+ * the rows of core/model/engines.h. */
+static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
+    double worst = worst_of(c->out_err, c->n_layers), worst_own = worst_of(c->own_out_err, c->n_layers);
+    unsigned eps_off = engine_latent_eps_off(c->latent_eps, built_eps(c)), nobias = 0;
+    double w_eps = 0, w_nb = 0;
+    for (int i = 0; i < ENG_N; i++) {
+        const Engine *e = engine_row(i);
+        double w = worst_of(c->engine_out_err[i], c->n_layers);
+        if (eps_off >> i & 1) w_eps = fmax(w_eps, w);
+        if (!e->attn_bias) { nobias |= 1u << i; w_nb = fmax(w_nb, w); }
+    }
+    char l1[64], l2[64];
+    if (eps_off) eps_note(c, eps_off, w_eps);
+    if (qbias)
+        note(c, "q_proj.bias: no DeepSeek-V3 engine builds a q_proj bias, so stock engines drop it (largest output "
+                "error %.3g; %.3g as attnlab reads it); convert with q-rank to carry it in q_a_proj.bias", worst, worst_own);
+    char *kvb = model_tensor_name(ex, 0, "self_attn.kv_a_proj_with_mqa.bias");
+    char *ob = model_tensor_name(ex, 0, "self_attn.o_proj.bias");
+    if (nobias && ((kvb && store_has(ex->store, kvb)) || (ob && store_has(ex->store, ob))))
+        note(c, "attention biases: %s read them (attention_bias true); %s build DeepSeek-V3 attention without biases "
+                "and skip them: largest output error without them %.3g", engine_list(~nobias & ((1u << ENG_N) - 1), l1,
+                sizeof l1), engine_list(nobias, l2, sizeof l2), w_nb);
+    free(kvb);
+    free(ob);
+    double eff = NAN;
+    if (fabs(src->cfg.norm_eps - ex->cfg.norm_eps) > 1e-15) {
+        char why[160] = "";
+        if (mla_eps_effect(src, ex->cfg.norm_eps, 64, 1, &eff)) {       /* a note, not the check's failure */
+            snprintf(why, sizeof why, " (not measured: %s)", al_interrupted() ? "interrupted" : al_errmsg());
+            al_err_clear();
+        }
+        note(c, "rms_norm_eps: the export's %g is not the source's %g, so that every engine normalises the latents "
+                "alike; the model's other RMSNorms (input, post-attention, final) use it too: on the source alone that "
+                "moves the logits by %.3g of their largest (64 token ids)%s", ex->cfg.norm_eps, src->cfg.norm_eps, eff, why);
+    }
+    rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ex->cfg.rope_spec.scaling.kind;
+    if (sk != ek)
+        note(c, "RoPE: the source's rope_scaling %s has no DeepSeek-V3 form; the export turns at %s frequencies "
+                "(included in the errors above; they grow with position)", rope_scaling_name(&src->cfg.rope_spec.scaling),
+             rope_scaling_name(&ex->cfg.rope_spec.scaling));
+}
+
+/* The check's per-layer error arrays (n each); false when out of memory. */
+static bool check_arrays(MlaCheck *c, size_t n) {
+    double **arr[3 + ENG_N] = {&c->score_err, &c->out_err, &c->own_out_err};
+    for (int i = 0; i < ENG_N; i++) arr[3 + i] = &c->engine_out_err[i];
+    bool ok = true;
+    for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) ok &= (*arr[i] = al_calloc(n, sizeof(double), "errors")) != NULL;
+    return ok;
+}
+
+/* Opens the export and its source; fills the check's header and arrays. */
+static int check_open(const char *dir, Model **src, Model **ex, Model **own, MlaCheck *c) {
+    int rc = model_open(dir, ex);
+    if (rc == AL_OK && !cfg_is_mla(&(*ex)->cfg))
+        rc = al_err("%s is a %s model, not MLA: check compares a TransMLA export with its source", dir, (*ex)->cfg.model_type);
+    if (rc == AL_OK && !*src) {
+        char *sp = manifest_source(dir);
+        rc = sp ? model_open(sp, own) : AL_ERR;
+        free(sp);
+        *src = *own;
+    }
+    if (rc == AL_OK && (*src)->cfg.n_layers != (*ex)->cfg.n_layers)
+        rc = al_err("%s has %d layers but the source %s has %d: not its export", dir, (*ex)->cfg.n_layers, (*src)->path,
+                    (*src)->cfg.n_layers);
+    if (rc) return rc;
+    size_t n = (size_t)(*ex)->cfg.n_layers;
+    c->export_path = al_strdup(dir);
+    c->source_path = al_strdup((*src)->path);
+    c->n_layers = (int)n;
+    bool arrays = check_arrays(c, n);
+    c->kv_source = cfg_kv_values(&(*src)->cfg);
+    c->kv_export = cfg_kv_values(&(*ex)->cfg);
+    c->latent_eps = (*ex)->cfg.norm_eps;
+    return c->export_path && c->source_path && arrays ? AL_OK : AL_ERR;
+}
+
+int mla_exportable(const TmlaResult *r) {
+    bool bias;
+    return check_exportable(r, &bias);
+}
+
+/* Layer l's inputs (T, hidden): as `convert mla` drew its report's (l < 0: standard normal). */
+static Mat *layer_inputs_of(const MlaCheckIn *in, size_t T, int hidden, int l) {
+    const double *S = in->sigma && l >= 0 ? in->sigma[l] : NULL;
+    if (!S) return attn_random_input(T, hidden, in->seed);
+    return tmla_eval_inputs(T, hidden, in->seed, S, in->mu ? in->mu[l] : NULL);
+}
+
+/* Layer l of the session's conversion against the source (0 when the layer was not converted). */
+static int session_layer(const TmlaResult *r, int l, const Mat *X, const int *pos, MlaCheck *c) {
+    c->score_err[l] = c->out_err[l] = 0;
+    if (r->layers[l]) {
+        AttnLayer *a = NULL;
+        AttnOut *oa = NULL, *ob = NULL;
+        int rc = attn_layer_load(r->src, l, &a);
+        if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
+        if (rc == AL_OK) rc = attn_eval(r->layers[l], X, pos, true, &ob);
+        if (rc == AL_OK) attn_rel_err(oa, ob, &c->score_err[l], &c->out_err[l]);
+        attn_out_free(oa); attn_out_free(ob); attn_layer_free(a);
+        if (rc) return rc;
+    }
+    c->own_out_err[l] = c->out_err[l];    /* no latent norm: no eps, no stock form */
+    for (int i = 0; i < ENG_N; i++) c->engine_out_err[i][l] = c->out_err[l];
+    return AL_OK;
+}
+
+int mla_check_session(const TmlaResult *r, const char *why, const MlaCheckIn *in, MlaCheck **out) {
+    *out = NULL;
+    MlaCheck *c = al_calloc(1, sizeof *c, "a check");
+    if (!c) return AL_ERR;
+    size_t n = (size_t)r->n_layers, T = in->tokens ? in->tokens : 64;
+    c->in_session = true;
+    c->source_path = al_strdup(r->src->path);
+    c->n_layers = r->n_layers;
+    bool arrays = check_arrays(c, n);
+    c->kv_source = cfg_kv_values(&r->src->cfg);
+    c->kv_export = r->kv_after;
+    c->latent_eps = NAN;
+    int *pos = al_malloc3(T, 1, sizeof(int), "positions");
+    int rc = c->source_path && arrays && pos ? AL_OK : AL_ERR;
+    for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
+    for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        Mat *X = layer_inputs_of(in, T, r->src->cfg.hidden, l);
+        rc = X ? session_layer(r, l, X, pos, c) : AL_ERR;
+        mat_free(X);
+        al_progress("layer", (size_t)l + 1, n);
+    }
+    if (rc == AL_OK) {
+        note(c, "no DeepSeek-V3 export (%s): the conversion is checked as the session holds it, without the latent "
+                "RMSNorms a DeepSeek-V3 engine would add", why && *why ? why : "not exportable");
+        rc = check_nll(r->src, r->src, r->layers, in, c);
+    }
+    free(pos);
+    if (rc) { mla_check_free(c); return rc; }
+    *out = c;
+    return AL_OK;
+}
+
+int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out) {
+    return mla_check_in(dir, src, &(MlaCheckIn){.tokens = tokens, .seed = seed}, out);
+}
+
+int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **out) {
+    *out = NULL;
+    Model *ex = NULL, *own = NULL;
+    MlaCheck *c = al_calloc(1, sizeof *c, "a check");
+    if (!c) return AL_ERR;
+    int rc = check_open(dir, &src, &ex, &own, c);
+    size_t T = in->tokens ? in->tokens : 64;
+    int *pos = rc == AL_OK ? al_malloc3(T, 1, sizeof(int), "positions") : NULL;
+    AttnLayer **over = rc == AL_OK ? al_calloc((size_t)c->n_layers, sizeof *over, "stock layers") : NULL;
+    if (rc == AL_OK && (!pos || !over)) rc = AL_ERR;
+    for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
+    bool qbias = false;
+    for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        Mat *X = layer_inputs_of(in, T, src->cfg.hidden, l < src->cfg.n_layers ? l : -1);
+        rc = X ? check_layer(src, ex, l, X, pos, c, &over[l]) : AL_ERR;
+        mat_free(X);
+        qbias |= over[l] != NULL;
+        al_progress("layer", (size_t)l + 1, (size_t)c->n_layers);
+    }
+    if (rc == AL_OK) rc = check_nll(src, ex, over, in, c);
+    if (rc == AL_OK) compare_copies(src, ex, c);
+    if (rc == AL_OK) check_notes(src, ex, c, qbias);
+    for (int l = 0; over && l < c->n_layers; l++) attn_layer_free(over[l]);
+    free(over);
+    free(pos);
+    model_free(ex);
+    model_free(own);
+    if (rc) { mla_check_free(c); return rc; }
+    *out = c;
+    return AL_OK;
+}

@@ -1,0 +1,16 @@
+/* matmul_internal.h -- switches of core/linalg/matmul.c that only tests and benchmarks use. */
+#ifndef AL_MATMUL_INTERNAL_H
+#define AL_MATMUL_INTERNAL_H
+
+#include <stdbool.h>
+
+/* Which kernels run: false forces the portable ones (no AVX-512 widening, no vdpbf16ps: bf16 mode
+ * then rounds activations and takes the float32 route), true restores run-time detection.
+ * Returns whether vdpbf16ps is now in use. Not for use while a product runs. */
+bool mm_simd(bool on);
+/* false: bf16 mode keeps the 4 x 6 dot-product tiles at every T (the token-lane tiles are off); true
+ * (the default) takes the token-lane tiles from 16 tokens on. For tests and bench_forward --kernels;
+ * not while a product runs. */
+void mm_token_lanes(bool on);
+
+#endif

@@ -1,0 +1,12 @@
+/* symeig_internal.h -- core/linalg/symeig.c's path switch, for tests and benchmarks only. */
+#ifndef AL_SYMEIG_INTERNAL_H
+#define AL_SYMEIG_INTERNAL_H
+
+#include <stdbool.h>
+
+/* true: symeig_values takes the portable C path even where the CPU has AVX-512 (process-wide). */
+void symeig_force_portable(bool on);
+/* Whether symeig_values would take the AVX-512 path now. */
+bool symeig_uses_avx512(void);
+
+#endif

@@ -1,0 +1,1214 @@
+/* lint.c -- a checkpoint folder checked against what transformers, vLLM, SGLang and llama.cpp's
+ * converter read: the families table, the folder's files (config, index, shards, tokenizer), the
+ * tensors each family's loader expects with their shapes, dtypes, and the keys stock loaders
+ * ignore. Findings only; nothing printed. See lint.h. */
+#define _GNU_SOURCE
+#include "lint.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "engines.h"
+#include "gguf_arch.h"
+#include "kqsvd.h"
+#include "safetensors.h"
+#include "tpa.h"
+
+/* ================================================================ names and the report */
+
+static const char *const target_names[LINT_NTARGETS] = {"transformers", "vLLM", "SGLang", "llama.cpp"};
+
+const char *lint_target_name(int i) { return i >= 0 && i < LINT_NTARGETS ? target_names[i] : "?"; }
+
+const char *lint_severity_name(lint_severity s) {
+    return s == LINT_ERROR ? "error" : s == LINT_WARNING ? "warning" : "advisory";
+}
+
+const char *lint_verdict_name(lint_verdict v) {
+    return v == LINT_FAILS ? "will not load" : v == LINT_DIFFERENT ? "loads, but computes a different model" : "loads";
+}
+
+lint_verdict lint_verdict_of(const LintReport *r, unsigned target) {
+    lint_verdict v = LINT_LOADS;
+    for (size_t i = 0; i < r->n; i++) {
+        const LintFinding *f = &r->f[i];
+        if (f->sev != LINT_ERROR || !(f->targets & target)) continue;
+        if (!(f->loads & target)) return LINT_FAILS;
+        v = LINT_DIFFERENT;
+    }
+    return v;
+}
+
+size_t lint_count(const LintReport *r, lint_severity s) {
+    size_t n = 0;
+    for (size_t i = 0; i < r->n; i++) n += r->f[i].sev == s;
+    return n;
+}
+
+void lint_report_free(LintReport *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n; i++) free(r->f[i].msg);
+    free(r->f);
+    free(r->path);
+    free(r);
+}
+
+/* One tensor of the folder's weight shards. */
+typedef struct {
+    const char *name;
+    const st_entry *e;
+    size_t file;          /* index into Lint.files */
+    bool used;            /* placed by the family's layout (or known to be skipped) */
+} LTensor;
+
+/* Findings about many tensors of one pattern (layer and expert numbers -> N) become one line. */
+typedef enum { AGG_MISSING, AGG_SHAPE, AGG_UNKNOWN, AGG_SKIPPED } agg_kind;
+typedef struct {
+    agg_kind kind;
+    char pattern[160];
+    char first[700];      /* the first instance (name, or the shape message) */
+    size_t count;
+} Agg;
+
+typedef struct {
+    LintReport *r;
+    const char *dir;
+    cJSON *tree;          /* config.json (NULL when absent or not JSON) */
+    ModelConfig cfg;
+    bool cfg_ok;          /* cfg describes the folder (an attnlab family) */
+    st_file **files;
+    char **fnames;        /* file names as found (no folder) */
+    size_t nfiles, fcap, fncap;
+    LTensor *t;
+    size_t nt, tcap;
+    Agg *agg;
+    size_t nagg, aggcap;
+    bool oom;
+} Lint;
+
+/* Adds a finding. Out of memory: remembered (lint_folder fails), never a crash. */
+static void add(Lint *x, lint_severity sev, unsigned targets, unsigned loads, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void add(Lint *x, lint_severity sev, unsigned targets, unsigned loads, const char *fmt, ...) {
+    LintReport *r = x->r;
+    if (al_reserve(&r->f, &r->cap, r->n + 1, sizeof *r->f, "lint findings") != AL_OK) { x->oom = true; return; }
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
+    va_end(ap);
+    if (!msg) { x->oom = true; return; }
+    r->f[r->n++] = (LintFinding){.sev = sev, .targets = targets, .loads = loads & targets, .msg = msg};
+}
+
+static bool is_file(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISREG(sb.st_mode); }
+static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+static bool has_file(const Lint *x, const char *name) {
+    char *p = al_asprintf("%s/%s", x->dir, name);
+    bool ok = p && is_file(p);
+    free(p);
+    return ok;
+}
+
+/* ================================================================ families */
+
+/* The families lint knows: model_type, the transformers class (architectures[0]), and which
+ * targets load it -- from vLLM's registry (vllm/model_executor/models/registry.py), SGLang's model
+ * files (python/sglang/srt/models, EntryClass), and llama.cpp's convert_hf_to_gguf.py
+ * (@ModelBase.register): all of them hold every family below today. */
+static const struct {
+    const char *type, *cls, *gguf;     /* model_type, transformers class, llama.cpp's GGUF architecture */
+    unsigned targets;
+} families[] = {
+    {"llama", "LlamaForCausalLM", "llama", LT_ALL},             {"mistral", "MistralForCausalLM", "llama", LT_ALL},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", LT_ALL},             {"qwen3", "Qwen3ForCausalLM", "qwen3", LT_ALL},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3moe", LT_ALL},   {"gemma2", "Gemma2ForCausalLM", "gemma2", LT_ALL},
+    {"gemma3_text", "Gemma3ForCausalLM", "gemma3", LT_ALL},     {"mixtral", "MixtralForCausalLM", "llama", LT_ALL},
+    {"phi3", "Phi3ForCausalLM", "phi3", LT_ALL},                {"gpt_neox", "GPTNeoXForCausalLM", "gptneox", LT_ALL},
+    {"olmo2", "Olmo2ForCausalLM", "olmo2", LT_ALL},             {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", LT_ALL},
+    {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek2", LT_ALL}, {"gpt2", "GPT2LMHeadModel", "gpt2", LT_ALL},
+};
+#define NFAMILIES (sizeof families / sizeof *families)
+
+static const char *str_key(const cJSON *o, const char *key) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(j) ? j->valuestring : NULL;
+}
+
+/* model_type and architectures against the table. */
+static void check_family(Lint *x) {
+    LintReport *r = x->r;
+    const char *mt = str_key(x->tree, "model_type");
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(x->tree, "architectures");
+    const cJSON *a0 = cJSON_GetArrayItem(archs, 0);
+    al_printable(mt ? mt : "", r->model_type, sizeof r->model_type);
+    al_printable(cJSON_IsString(a0) ? a0->valuestring : "", r->arch, sizeof r->arch);
+    int fam = -1;
+    for (size_t i = 0; i < NFAMILIES && mt; i++)
+        if (!strcmp(mt, families[i].type)) fam = (int)i;
+    if (!mt)
+        add(x, LINT_ERROR, LT_ALL, 0, "config.json has no \"model_type\": transformers' AutoConfig and the engines pick "
+            "the family by it; add it (e.g. \"llama\", \"deepseek_v3\")");
+    else if (fam < 0)
+        add(x, LINT_WARNING, LT_ALL, 0, "model_type '%s' is not among the families lint knows (%zu of them: llama, "
+            "qwen2, deepseek_v3, gpt2, ...): whether each engine loads it is not checked", r->model_type, NFAMILIES);
+    if (fam >= 0) snprintf(r->hf_class, sizeof r->hf_class, "%s", families[fam].cls);
+    if (fam >= 0) snprintf(r->gguf_arch, sizeof r->gguf_arch, "%s", families[fam].gguf);
+    if (fam >= 0 && ~families[fam].targets & LT_ALL)
+        add(x, LINT_ERROR, ~families[fam].targets & LT_ALL, 0, "model_type '%s' has no implementation in this engine",
+            r->model_type);
+    if (!cJSON_IsString(a0))
+        add(x, LINT_ERROR, LT_VLLM | LT_SGLANG | LT_LLAMACPP, 0, "config.json has no \"architectures\" list: vLLM and "
+            "SGLang pick the model class from architectures[0], and convert_hf_to_gguf.py too; add [\"%s\"]",
+            fam >= 0 ? families[fam].cls : "<the family's class>");
+    else if (fam >= 0 && strcmp(a0->valuestring, families[fam].cls))
+        add(x, LINT_ERROR, LT_ALL, 0, "architectures[0] is '%s' but model_type '%s' is %s: vLLM, SGLang and the GGUF "
+            "converter build the class architectures names, transformers the one model_type names; make them agree",
+            r->arch, r->model_type, families[fam].cls);
+}
+
+/* ================================================================ files */
+
+static void check_tokenizer(Lint *x) {
+    bool tok = has_file(x, "tokenizer.json") || has_file(x, "tokenizer.model") ||
+               (has_file(x, "vocab.json") && has_file(x, "merges.txt"));
+    if (!tok) {
+        add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "no tokenizer (tokenizer.json, tokenizer.model, or "
+            "vocab.json + merges.txt): the weights load, but vLLM and SGLang start only with --skip-tokenizer-init or "
+            "--tokenizer naming the source model; copy the source's tokenizer files into the folder");
+        add(x, LINT_ERROR, LT_LLAMACPP, 0, "no tokenizer files: convert_hf_to_gguf.py writes the vocabulary from them "
+            "and stops without; copy the source's tokenizer.json / tokenizer.model and tokenizer_config.json");
+    } else if (!has_file(x, "tokenizer_config.json"))
+        add(x, LINT_WARNING, LT_ALL, 0, "no tokenizer_config.json: AutoTokenizer falls back to defaults (special "
+            "tokens, chat template); copy the source's");
+}
+
+/* Opens one safetensors file into x->files (a bad file is a finding). */
+static void open_shard(Lint *x, const char *name) {
+    char *p = al_asprintf("%s/%s", x->dir, name);
+    st_file *f = NULL;
+    if (!p) { x->oom = true; return; }
+    if (st_open(p, &f) != AL_OK) {
+        add(x, LINT_ERROR, LT_ALL, 0, "%s cannot be read: %s", name, al_errmsg());
+        al_err_clear();
+    } else if (al_reserve(&x->files, &x->fcap, x->nfiles + 1, sizeof *x->files, "lint") != AL_OK ||
+               al_reserve(&x->fnames, &x->fncap, x->nfiles + 1, sizeof *x->fnames, "lint") != AL_OK) {
+        x->oom = true;
+        st_close(f);
+    } else {
+        x->fnames[x->nfiles] = al_strdup(name);
+        x->files[x->nfiles++] = f;
+    }
+    free(p);
+}
+
+/* No control characters (names from the folder go into messages as they are). */
+static bool printable(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The *.safetensors files of the folder, sorted (caller frees each and the array). */
+static char **list_safetensors(const Lint *x, size_t *n) {
+    *n = 0;
+    DIR *d = opendir(x->dir);
+    if (!d) return NULL;
+    char **v = NULL;
+    size_t cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (ends_with(e->d_name, ".safetensors") && e->d_name[0] != '.' && printable(e->d_name)) {
+            if (al_reserve(&v, &cap, *n + 1, sizeof *v, "lint") != AL_OK) break;
+            v[(*n)++] = al_strdup(e->d_name);
+        }
+    closedir(d);
+    if (*n) qsort(v, *n, sizeof *v, cmp_str);
+    return v;
+}
+
+static void free_list(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* The folder's weights without an index: model.safetensors, else every *.safetensors. */
+static void open_unindexed(Lint *x) {
+    if (has_file(x, "model.safetensors")) { open_shard(x, "model.safetensors"); return; }
+    size_t n;
+    char **v = list_safetensors(x, &n);
+    if (!n) {
+        bool bin = has_file(x, "pytorch_model.bin") || has_file(x, "pytorch_model.bin.index.json");
+        add(x, bin ? LINT_WARNING : LINT_ERROR, LT_ALL, 0, bin ? "weights only as pytorch_model.bin: engines read "
+            "them, but lint checks safetensors only (re-save with safe_serialization)" : "no weights: no "
+            "model.safetensors, no model.safetensors.index.json and no *.safetensors file");
+    } else if (n > 1)
+        add(x, LINT_ERROR, LT_HF, 0, "%zu *.safetensors files and no model.safetensors.index.json: transformers opens "
+            "model.safetensors or the index only (vLLM and SGLang read every file); write an index", n);
+    for (size_t i = 0; i < n; i++) open_shard(x, v[i]);
+    free_list(v, n);
+}
+
+/* ================================================================ tensors */
+
+static int cmp_tensor(const void *a, const void *b) {
+    return strcmp(((const LTensor *)a)->name, ((const LTensor *)b)->name);
+}
+
+static LTensor *find(const Lint *x, const char *name) {
+    LTensor key = {.name = name};
+    return x->nt ? bsearch(&key, x->t, x->nt, sizeof *x->t, cmp_tensor) : NULL;
+}
+
+/* Every tensor of the opened files, sorted by name; a name in two files is a finding. */
+static void collect_tensors(Lint *x) {
+    for (size_t f = 0; f < x->nfiles; f++)
+        for (size_t i = 0; i < st_count(x->files[f]); i++) {
+            if (al_reserve(&x->t, &x->tcap, x->nt + 1, sizeof *x->t, "lint") != AL_OK) { x->oom = true; return; }
+            const st_entry *e = st_entry_at(x->files[f], i);
+            x->t[x->nt++] = (LTensor){.name = e->name, .e = e, .file = f};
+        }
+    if (x->nt) qsort(x->t, x->nt, sizeof *x->t, cmp_tensor);
+    for (size_t i = 1; i < x->nt; i++)
+        if (!strcmp(x->t[i].name, x->t[i - 1].name))
+            add(x, LINT_ERROR, LT_ALL, 0, "tensor '%s' is in two files (%s and %s): loaders keep one or refuse; remove "
+                "the duplicate", x->t[i].name, x->fnames[x->t[i - 1].file], x->fnames[x->t[i].file]);
+    x->r->ntensors = x->nt;
+    x->r->nfiles = x->nfiles;
+}
+
+/* ================================================================ the index */
+
+/* weight_map against the shards: every named shard present, every listed tensor where it says,
+ * every tensor listed, metadata.total_size the sum of tensor bytes. */
+static void check_index_map(Lint *x, const cJSON *wm, const cJSON *root) {
+    size_t unlisted = 0, total = 0, nk = 0;
+    const char *first = NULL;
+    const char **keys = al_calloc((size_t)cJSON_GetArraySize(wm) + 1, sizeof *keys, "lint");
+    const cJSON *it;
+    if (!keys) { x->oom = true; return; }
+    cJSON_ArrayForEach(it, wm) keys[nk++] = it->string;     /* sorted: a lookup per tensor, not a scan */
+    qsort(keys, nk, sizeof *keys, cmp_str);
+    for (size_t i = 0; i < x->nt; i++) {
+        total += x->t[i].e->end - x->t[i].e->begin;
+        if (!bsearch(&x->t[i].name, keys, nk, sizeof *keys, cmp_str) && !unlisted++) first = x->t[i].name;
+    }
+    free(keys);
+    if (unlisted)
+        add(x, LINT_WARNING, LT_ALL, 0, "weight_map does not list %zu tensor%s the shards hold (first: %s): "
+            "transformers reports them missing and loaders that plan from the index skip them; list every tensor",
+            unlisted, unlisted == 1 ? "" : "s", first);
+    cJSON_ArrayForEach(it, wm) {
+        char name[160];
+        const LTensor *t = find(x, it->string);
+        if (!t && cJSON_IsString(it))
+            for (size_t f = 0; f < x->nfiles; f++)
+                if (!strcmp(x->fnames[f], it->valuestring)) {   /* only shards that opened */
+                    add(x, LINT_ERROR, LT_ALL, 0, "weight_map puts '%s' in %s, which lacks it: loaders stop at the "
+                        "missing tensor; fix the index or the shard", al_printable(it->string, name, sizeof name),
+                        x->fnames[f]);
+                    break;
+                }
+        if (t && cJSON_IsString(it) && strcmp(x->fnames[t->file], it->valuestring))
+            add(x, LINT_ERROR, LT_ALL, 0, "weight_map puts '%s' in %s but it is in %s: fix the index", t->name,
+                al_printable(it->valuestring, name, sizeof name), x->fnames[t->file]);
+    }
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "metadata"), "total_size");
+    if (!cJSON_IsNumber(ts))
+        add(x, LINT_ADVISORY, LT_ALL, 0, "the index has no metadata.total_size (%zu bytes of tensors): loaders do not "
+            "need it, tools that size downloads and device maps do", total);
+    else if (ts->valuedouble != (double)total)
+        add(x, LINT_WARNING, LT_ALL, 0, "the index's metadata.total_size is %.0f but the tensors hold %zu bytes: "
+            "accelerate's device maps and download tools trust it; write the sum of tensor bytes", ts->valuedouble,
+            total);
+}
+
+/* The folder's *.safetensors files the index does not name (names[0..n)). */
+static void note_unnamed(Lint *x, char **names, size_t n) {
+    size_t nall;
+    char **all = list_safetensors(x, &nall);
+    for (size_t i = 0; i < nall; i++) {
+        bool named = false;
+        for (size_t j = 0; j < n && !named; j++) named = !strcmp(all[i], names[j]);
+        if (!named) add(x, LINT_ADVISORY, LT_ALL, 0, "%s is not named by the index: loaders skip it", all[i]);
+    }
+    free_list(all, nall);
+}
+
+/* Opens the shards model.safetensors.index.json names (a missing or broken one is a finding). */
+static void open_indexed(Lint *x, const char *index_path, cJSON **wm_out, cJSON **root_out) {
+    char *text = al_read_file_max(index_path, NULL, AL_CAP_INDEX, "index");
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    bool read = text != NULL;
+    free(text);
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!root || !cJSON_IsObject(wm)) {
+        add(x, LINT_ERROR, LT_ALL, 0, "model.safetensors.index.json %s: every loader reads the shards from its "
+            "weight_map; rewrite it", !read ? al_errmsg() : !root ? "is not valid JSON" : "has no \"weight_map\" object");
+        al_err_clear();
+        cJSON_Delete(root);
+        return;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, wm) {
+        const char *s = cJSON_IsString(it) ? it->valuestring : NULL;
+        char shown[160];
+        if (s && !printable(s)) {
+            add(x, LINT_ERROR, LT_ALL, 0, "the index names shard '%s', with a control character: no loader opens it; "
+                "rewrite the index", al_printable(s, shown, sizeof shown));
+            s = NULL;
+        }
+        bool seen = false;
+        for (size_t i = 0; s && i < n && !seen; i++) seen = !strcmp(names[i], s);
+        if (!s || seen) continue;
+        if (al_reserve(&names, &cap, n + 1, sizeof *names, "lint") != AL_OK) { x->oom = true; break; }
+        names[n++] = al_strdup(s);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strchr(names[i], '/') || !has_file(x, names[i]))
+            add(x, LINT_ERROR, LT_ALL, 0, "the index names shard %s but the folder has no such file: every loader "
+                "stops there; copy the shard or rewrite the index", names[i]);
+        else open_shard(x, names[i]);
+    }
+    note_unnamed(x, names, n);
+    free_list(names, n);
+    *wm_out = (cJSON *)wm;
+    *root_out = root;
+}
+
+/* ================================================================ shard metadata and dtypes */
+
+/* __metadata__'s "format": transformers refuses a file whose metadata lacks pt / tf / flax / mlx
+ * (recent versions accept a file with no __metadata__ at all, older ones refuse it too). */
+static void check_shard_meta(Lint *x) {
+    for (size_t f = 0; f < x->nfiles; f++) {
+        const char *fmt = st_meta(x->files[f], "format");
+        char shown[32];
+        if (fmt && !strcmp(fmt, "pt")) continue;
+        if (!fmt && !st_meta_count(x->files[f]))
+            add(x, LINT_WARNING, LT_HF, 0, "%s has no __metadata__: recent transformers load it, older versions "
+                "refuse it (\"does not contain the valid metadata\"); write {\"format\": \"pt\"}", x->fnames[f]);
+        else if (fmt && (!strcmp(fmt, "tf") || !strcmp(fmt, "flax") || !strcmp(fmt, "mlx")))
+            add(x, LINT_WARNING, LT_HF, 0, "%s: __metadata__ says format '%s': transformers loads it, but PyTorch "
+                "checkpoints say \"pt\"", x->fnames[f], fmt);
+        else
+            add(x, LINT_ERROR, LT_HF, 0, "%s: __metadata__ has %s%s%s: transformers refuses it (\"does not contain the "
+                "valid metadata\"); re-save it with {\"format\": \"pt\"}", x->fnames[f], fmt ? "format '" : "no \"format\"",
+                fmt ? al_printable(fmt, shown, sizeof shown) : "", fmt ? "'" : "");
+    }
+}
+
+static dt_type torch_dtype_of(const char *s) {
+    return !strcmp(s, "float32") ? DT_F32 : !strcmp(s, "float16") ? DT_F16 : !strcmp(s, "bfloat16") ? DT_BF16
+                                                                                         : DT_INVALID;
+}
+
+/* torch_dtype against the weights' dtypes; FP8 weights need a quantization_config. */
+static void check_dtypes(Lint *x) {
+    size_t bytes[DT_COUNT] = {0};
+    for (size_t i = 0; i < x->nt; i++)
+        if (!ends_with(x->t[i].name, "_scale_inv") && x->t[i].e->dtype >= 0 && x->t[i].e->dtype < DT_COUNT)
+            bytes[x->t[i].e->dtype] += x->t[i].e->end - x->t[i].e->begin;
+    bool quant = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"));
+    if ((bytes[DT_F8_E4M3] || bytes[DT_F8_E5M2]) && !quant)
+        add(x, LINT_ERROR, LT_ALL, 0, "FP8 weights but no quantization_config in config.json: engines would read the "
+            "FP8 codes as plain weights; add DeepSeek's {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", "
+            "\"weight_block_size\": [128, 128], \"activation_scheme\": \"dynamic\"}");
+    for (int d = DT_I8; d < DT_COUNT; d++)
+        if (bytes[d])
+            add(x, LINT_ADVISORY, LT_ALL, 0, "%zu bytes of %s tensors: not weights any float loader reads", bytes[d],
+                dt_name((dt_type)d));
+    dt_type main = DT_INVALID;                       /* the float dtype holding most bytes, FP8 aside */
+    const dt_type floats[] = {DT_F32, DT_F16, DT_BF16, DT_F64};
+    for (size_t i = 0; i < 4; i++)
+        if (bytes[floats[i]] && (main == DT_INVALID || bytes[floats[i]] > bytes[main])) main = floats[i];
+    const char *td = str_key(x->tree, "torch_dtype");
+    if (!td) td = str_key(x->tree, "dtype");
+    if (!td) {
+        if (main != DT_INVALID)
+            add(x, LINT_ADVISORY, LT_HF | LT_VLLM | LT_SGLANG, 0, "config.json has no torch_dtype: transformers loads "
+                "in float32 unless told, vLLM's dtype auto picks its own; write \"torch_dtype\" (the weights are "
+                "mostly %s)", dt_name(main));
+        return;
+    }
+    dt_type want = torch_dtype_of(td);
+    char shown[32];
+    if (want == DT_INVALID && strcmp(td, "auto"))
+        add(x, LINT_ERROR, LT_ALL, 0, "torch_dtype '%s' is not a dtype engines know (float32, float16, bfloat16)",
+            al_printable(td, shown, sizeof shown));
+    else if (main != DT_INVALID && want != DT_INVALID && want != main)
+        add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "torch_dtype is %s but most weights are %s: engines "
+            "cast the weights to torch_dtype on load (vLLM's dtype auto follows it); write the weights' dtype or "
+            "convert them", al_printable(td, shown, sizeof shown), dt_name(main));
+}
+
+/* ================================================================ the family's layout */
+
+/* name with every number between dots replaced by N (layers, experts). */
+static void name_pattern(const char *name, char *buf, size_t cap) {
+    size_t o = 0;
+    for (const char *p = name; *p && o + 2 < cap;) {
+        const char *q = p;
+        while (isdigit((unsigned char)*q)) q++;
+        bool field = q > p && (p == name || p[-1] == '.') && (*q == '.' || !*q);
+        if (field) { buf[o++] = 'N'; p = q; }
+        else buf[o++] = *p++;
+    }
+    buf[o] = 0;
+}
+
+static void agg_add(Lint *x, agg_kind kind, const char *name, const char *first) {
+    char pat[160];
+    name_pattern(name, pat, sizeof pat);
+    for (size_t i = 0; i < x->nagg; i++)
+        if (x->agg[i].kind == kind && !strcmp(x->agg[i].pattern, pat)) { x->agg[i].count++; return; }
+    if (al_reserve(&x->agg, &x->aggcap, x->nagg + 1, sizeof *x->agg, "lint") != AL_OK) { x->oom = true; return; }
+    Agg *a = &x->agg[x->nagg++];
+    *a = (Agg){.kind = kind, .count = 1};
+    snprintf(a->pattern, sizeof a->pattern, "%s", pat);
+    snprintf(a->first, sizeof a->first, "%s", first);
+}
+
+static void shape_str(const st_entry *e, char *buf, size_t cap) {
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < e->ndim && o < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%zu", i ? ", " : "", e->shape[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+/* The block scales beside FP8 weight `name` (R, C): F32 (ceil(R/128), ceil(C/128)). */
+static void expect_scales(Lint *x, const char *name, const st_entry *w) {
+    char sc[280];
+    snprintf(sc, sizeof sc, "%s_scale_inv", name);
+    LTensor *s = find(x, sc);
+    if (!s) { agg_add(x, AGG_MISSING, sc, sc); return; }
+    s->used = true;
+    size_t r = dt_fp8_nblocks(w->shape[0]), c = dt_fp8_nblocks(w->shape[1]);
+    const st_entry *e = s->e;
+    if (e->dtype != DT_F32 || e->ndim != 2 || e->shape[0] != r || e->shape[1] != c) {
+        char have[96], msg[700];
+        shape_str(e, have, sizeof have);
+        snprintf(msg, sizeof msg, "%s is %s %s; FP8 block scales of a [%zu, %zu] weight are F32 [%zu, %zu] (one per "
+                 "128 x 128 block)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1], r, c);
+        agg_add(x, AGG_SHAPE, sc, msg);
+    }
+}
+
+/* One tensor the family's loader expects: shape [d0] (d1 = 0) or [d0, d1], `why` naming the config
+ * keys that give it. FP8 weights bring their block scales along. */
+static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why, const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    LTensor *t = find(x, name);
+    if (!t) {
+        if (!optional) agg_add(x, AGG_MISSING, name, name);
+        return;
+    }
+    t->used = true;
+    const st_entry *e = t->e;
+    bool ok = d1 ? e->ndim == 2 && e->shape[0] == d0 && e->shape[1] == d1 : e->ndim == 1 && e->shape[0] == d0;
+    if (!ok) {
+        char have[96], msg[700];
+        shape_str(e, have, sizeof have);
+        if (d1) snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu, %zu] (%s)", name, have, d0, d1, why);
+        else snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu] (%s)", name, have, d0, why);
+        agg_add(x, AGG_SHAPE, name, msg);
+    }
+    if (e->dtype == DT_F8_E4M3 && ends_with(name, ".weight") && e->ndim == 2) expect_scales(x, name, e);
+}
+
+/* Which expected tensors may be absent (tied embeddings). */
+static bool tied(const Lint *x) { return x->cfg.tie_embeddings; }
+
+static void expect_gated_mlp(Lint *x, const char *p, size_t inter, size_t hidden, bool bias, const char *why) {
+    static const char *const in[] = {"gate_proj", "up_proj"};
+    for (int i = 0; i < 2; i++) {
+        expect(x, false, inter, hidden, why, "%s.%s.weight", p, in[i]);
+        if (bias) expect(x, false, inter, 0, why, "%s.%s.bias", p, in[i]);
+    }
+    expect(x, false, hidden, inter, why, "%s.down_proj.weight", p);
+    if (bias) expect(x, false, hidden, 0, "hidden_size", "%s.down_proj.bias", p);
+}
+
+/* The mixture-of-experts MLP of layer p, named as config.h's moe_layout says: the router [E, h];
+ * E gated experts of width moe_intermediate_size (intermediate_size where absent: Mixtral) --
+ * Mixtral's block_sparse_moe.experts.E.{w1 gate, w3 up, w2 down}, else mlp.experts.E.{gate,up,down}_proj;
+ * DeepSeek's score correction bias (V3) and shared experts. */
+static void layout_moe(Lint *x, const char *p) {
+    const ModelConfig *c = &x->cfg;
+    const MoeSpec *m = &c->moe;
+    bool mix = m->layout == MOE_MIXTRAL, ds = m->layout == MOE_DEEPSEEK;
+    size_t h = (size_t)c->hidden, E = (size_t)m->n_experts;
+    size_t f = (size_t)(m->expert_ffn > 0 ? m->expert_ffn : c->intermediate);
+    const char *why = m->expert_ffn > 0 ? "moe_intermediate_size, hidden_size" : "intermediate_size, hidden_size";
+    const char *ne = ds ? "n_routed_experts" : mix ? "num_local_experts" : "num_experts";
+    char b[96];
+    snprintf(b, sizeof b, "%s.%s", p, mix ? "block_sparse_moe" : "mlp");
+    char why_gate[64];
+    snprintf(why_gate, sizeof why_gate, "%s, hidden_size", ne);
+    expect(x, false, E, h, why_gate, "%s.gate.weight", b);
+    if (ds) expect(x, true, E, 0, "n_routed_experts", "%s.gate.e_score_correction_bias", b);
+    for (size_t e = 0; e < E; e++) {
+        char q[128];
+        snprintf(q, sizeof q, "%s.experts.%zu", b, e);
+        if (!mix) { expect_gated_mlp(x, q, f, h, false, why); continue; }
+        expect(x, false, f, h, why, "%s.w1.weight", q);
+        expect(x, false, f, h, why, "%s.w3.weight", q);
+        expect(x, false, h, f, why, "%s.w2.weight", q);
+    }
+    if (ds && m->n_shared > 0) {
+        char q[128];
+        snprintf(q, sizeof q, "%s.shared_experts", b);
+        expect_gated_mlp(x, q, f * (size_t)m->n_shared, h, false,
+                         "moe_intermediate_size x n_shared_experts, hidden_size");
+    }
+}
+
+/* A norm "p.what" (p NULL: "what") of the family's kind: RMSNorm weight [h], LayerNorm (GPT-NeoX)
+ * weight and bias. */
+static void expect_norm(Lint *x, const char *p, const char *what) {
+    const char *dot = p ? "." : "";
+    if (!p) p = "";
+    expect(x, false, (size_t)x->cfg.hidden, 0, "hidden_size", "%s%s%s.weight", p, dot, what);
+    if (x->cfg.norm == NORM_LAYER)
+        expect(x, false, (size_t)x->cfg.hidden, 0, "hidden_size", "%s%s%s.bias", p, dot, what);
+}
+
+/* The norms of layer p as its block layout arranges them (config.h's block_layout). */
+static void layout_block_norms(Lint *x, const char *p) {
+    block_layout b = x->cfg.block;
+    if (b != BLOCK_POST) expect_norm(x, p, "input_layernorm");                  /* OLMo 2: post-norms only */
+    expect_norm(x, p, "post_attention_layernorm");
+    if (b == BLOCK_SANDWICH) expect_norm(x, p, "pre_feedforward_layernorm");
+    if (b == BLOCK_SANDWICH || b == BLOCK_POST) expect_norm(x, p, "post_feedforward_layernorm");
+}
+
+/* Attention of layer p as config.h's attn_layout places it: q/k/v/o_proj (biases per
+ * attention_bias / Qwen2), Phi-3's fused qkv_proj [Q ; K ; V], GPT-NeoX's query_key_value head by
+ * head and attention.dense; then the family's q_norm / k_norm. */
+static void layout_gqa_attn(Lint *x, const char *p) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden, hd = (size_t)cfg_d_qk(c), vd = (size_t)c->v_dim, H = (size_t)c->n_heads;
+    size_t q = H * hd, kv = (size_t)c->n_kv_heads * hd, vv = (size_t)c->n_kv_heads * vd;
+    if (c->attn == QKV_CAT) {
+        expect(x, false, q + kv + vv, h, "(num_attention_heads + 2 num_key_value_heads) x head_dim, hidden_size",
+               "%s.self_attn.qkv_proj.weight", p);
+        expect(x, false, h, H * vd, "hidden_size, num_attention_heads x head_dim", "%s.self_attn.o_proj.weight", p);
+    } else if (c->attn == QKV_HEADS) {
+        expect(x, false, 3 * q, h, "3 x hidden_size, hidden_size", "%s.attention.query_key_value.weight", p);
+        if (c->qkv_bias)
+            expect(x, false, 3 * q, 0, "3 x hidden_size (attention_bias)", "%s.attention.query_key_value.bias", p);
+        expect(x, false, h, H * vd, "hidden_size, hidden_size", "%s.attention.dense.weight", p);
+        if (c->o_bias) expect(x, false, h, 0, "hidden_size (attention_bias)", "%s.attention.dense.bias", p);
+    } else {
+        expect(x, false, q, h, "num_attention_heads x head_dim, hidden_size", "%s.self_attn.q_proj.weight", p);
+        expect(x, false, kv, h, "num_key_value_heads x head_dim, hidden_size", "%s.self_attn.k_proj.weight", p);
+        expect(x, false, vv, h, "num_key_value_heads x head_dim, hidden_size", "%s.self_attn.v_proj.weight", p);
+        expect(x, false, h, H * vd, "hidden_size, num_attention_heads x head_dim", "%s.self_attn.o_proj.weight", p);
+        if (c->qkv_bias) {
+            expect(x, false, q, 0, "num_attention_heads x head_dim", "%s.self_attn.q_proj.bias", p);
+            expect(x, false, kv, 0, "num_key_value_heads x head_dim", "%s.self_attn.k_proj.bias", p);
+            expect(x, false, vv, 0, "num_key_value_heads x head_dim", "%s.self_attn.v_proj.bias", p);
+        }
+        if (c->o_bias) expect(x, false, h, 0, "hidden_size", "%s.self_attn.o_proj.bias", p);
+    }
+    qk_norm_kind qn = c->qk_norm;       /* the family's, from config.c */
+    if (qn == QKN_HEAD) {
+        expect(x, false, hd, 0, "head_dim (per-head q_norm)", "%s.self_attn.q_norm.weight", p);
+        expect(x, false, hd, 0, "head_dim (per-head k_norm)", "%s.self_attn.k_norm.weight", p);
+    } else if (qn == QKN_PROJ) {
+        expect(x, false, q, 0, "num_attention_heads x head_dim (q_norm over the projection)",
+               "%s.self_attn.q_norm.weight", p);
+        expect(x, false, kv, 0, "num_key_value_heads x head_dim (k_norm over the projection)",
+               "%s.self_attn.k_norm.weight", p);
+    }
+}
+
+/* A dense MLP of layer p: Phi-3's fused gate_up_proj [gate ; up], GPT-NeoX's dense_h_to_4h /
+ * dense_4h_to_h with biases, else gate/up/down_proj (biases per Llama's mlp_bias). */
+static void layout_dense_mlp(Lint *x, const char *p) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden, f = (size_t)c->intermediate;
+    if (c->mlp_fused) {
+        expect(x, false, 2 * f, h, "2 x intermediate_size, hidden_size", "%s.mlp.gate_up_proj.weight", p);
+        expect(x, false, h, f, "hidden_size, intermediate_size", "%s.mlp.down_proj.weight", p);
+    } else if (c->mlp == MLP_DENSE) {
+        expect(x, false, f, h, "intermediate_size, hidden_size", "%s.mlp.dense_h_to_4h.weight", p);
+        expect(x, false, h, f, "hidden_size, intermediate_size", "%s.mlp.dense_4h_to_h.weight", p);
+        if (c->mlp_bias) {
+            expect(x, false, f, 0, "intermediate_size", "%s.mlp.dense_h_to_4h.bias", p);
+            expect(x, false, h, 0, "hidden_size", "%s.mlp.dense_4h_to_h.bias", p);
+        }
+    } else {
+        char m[96];
+        snprintf(m, sizeof m, "%s.mlp", p);
+        bool bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x->tree, "mlp_bias"));
+        expect_gated_mlp(x, m, f, h, bias, "intermediate_size, hidden_size");
+    }
+}
+
+/* The decoder families with Llama-style blocks (Llama, Mistral, Qwen2/3, Qwen3-MoE, Gemma 2/3,
+ * Mixtral, Phi-3, OLMo 2, GPT-NeoX), driven by ModelConfig: embeddings, per layer the norms of its
+ * block layout, attention of its attn layout, a dense MLP or the experts of its MoE layout, the
+ * final norm and the head (GPT-NeoX: gpt_neox.embed_in, final_layer_norm, embed_out). */
+static void layout_gqa(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden;
+    bool neox = c->family == FAM_NEOX;
+    const char *pf = c->prefix;
+    expect(x, false, (size_t)c->vocab, h, "vocab_size x hidden_size", "%s%s.weight", pf,
+           neox ? "embed_in" : "embed_tokens");
+    expect(x, tied(x), (size_t)c->vocab, h, "vocab_size x hidden_size", "%s.weight", neox ? "embed_out" : "lm_head");
+    char fin[48];
+    snprintf(fin, sizeof fin, "%s%s", pf, neox ? "final_layer_norm" : "norm");
+    expect_norm(x, NULL, fin);
+    for (int L = 0; L < c->n_layers; L++) {
+        char p[64];
+        snprintf(p, sizeof p, "%slayers.%d", pf, L);
+        layout_block_norms(x, p);
+        layout_gqa_attn(x, p);
+        if (cfg_moe_layer(c, L)) layout_moe(x, p);
+        else layout_dense_mlp(x, p);
+    }
+}
+
+/* One DeepSeek MLA attention block (the names and biases of HF's DeepseekV3Attention). */
+static void layout_mla_attn(Lint *x, const char *p) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden, H = (size_t)c->n_heads, qr = (size_t)c->q_lora_rank, kr = (size_t)c->kv_lora_rank;
+    size_t dqk = (size_t)cfg_d_qk(c), rope = (size_t)c->qk_rope_dim;
+    bool bias = c->qkv_bias;
+    if (qr) {
+        expect(x, false, qr, h, "q_lora_rank, hidden_size", "%s.q_a_proj.weight", p);
+        if (bias) expect(x, false, qr, 0, "q_lora_rank (attention_bias)", "%s.q_a_proj.bias", p);
+        expect(x, false, qr, 0, "q_lora_rank", "%s.q_a_layernorm.weight", p);
+        expect(x, false, H * dqk, qr, "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim), q_lora_rank",
+               "%s.q_b_proj.weight", p);
+    } else
+        expect(x, false, H * dqk, h, "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim), hidden_size",
+               "%s.q_proj.weight", p);
+    expect(x, false, kr + rope, h, "kv_lora_rank + qk_rope_head_dim, hidden_size", "%s.kv_a_proj_with_mqa.weight", p);
+    if (bias) expect(x, false, kr + rope, 0, "kv_lora_rank + qk_rope_head_dim (attention_bias)", "%s.kv_a_proj_with_mqa.bias", p);
+    expect(x, false, kr, 0, "kv_lora_rank", "%s.kv_a_layernorm.weight", p);
+    expect(x, false, H * (size_t)(c->qk_nope_dim + c->v_dim), kr,
+           "num_attention_heads x (qk_nope_head_dim + v_head_dim), kv_lora_rank", "%s.kv_b_proj.weight", p);
+    expect(x, false, h, H * (size_t)c->v_dim, "hidden_size, num_attention_heads x v_head_dim", "%s.o_proj.weight", p);
+    if (bias) expect(x, false, h, 0, "hidden_size (attention_bias)", "%s.o_proj.bias", p);
+}
+
+static void layout_deepseek(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden;
+    expect(x, false, (size_t)c->vocab, h, "vocab_size x hidden_size", "model.embed_tokens.weight");
+    expect(x, tied(x), (size_t)c->vocab, h, "vocab_size x hidden_size", "lm_head.weight");
+    expect(x, false, h, 0, "hidden_size", "model.norm.weight");
+    for (int L = 0; L < c->n_layers; L++) {
+        char p[64], q[80];
+        snprintf(p, sizeof p, "model.layers.%d", L);
+        expect(x, false, h, 0, "hidden_size", "%s.input_layernorm.weight", p);
+        expect(x, false, h, 0, "hidden_size", "%s.post_attention_layernorm.weight", p);
+        snprintf(q, sizeof q, "%s.self_attn", p);
+        layout_mla_attn(x, q);
+        if (cfg_moe_layer(c, L)) { layout_moe(x, p); continue; }
+        snprintf(q, sizeof q, "%s.mlp", p);
+        expect_gated_mlp(x, q, (size_t)c->intermediate, h, false, "intermediate_size, hidden_size");
+    }
+}
+
+/* GPT-2: Conv1D weights stored (in, out); the prefix "transformer." or none (both load). */
+static void layout_gpt2(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden, f = (size_t)c->intermediate;
+    const char *pf = find(x, "wte.weight") && !find(x, "transformer.wte.weight") ? "" : "transformer.";
+    expect(x, false, (size_t)c->vocab, h, "vocab_size x n_embd", "%swte.weight", pf);
+    expect(x, false, (size_t)c->max_pos, h, "n_positions x n_embd", "%swpe.weight", pf);
+    expect(x, true, (size_t)c->vocab, h, "vocab_size x n_embd", "lm_head.weight");
+    expect(x, false, h, 0, "n_embd", "%sln_f.weight", pf);
+    expect(x, false, h, 0, "n_embd", "%sln_f.bias", pf);
+    for (int L = 0; L < c->n_layers; L++) {
+        char p[64];
+        snprintf(p, sizeof p, "%sh.%d", pf, L);
+        for (int n = 1; n <= 2; n++) {
+            expect(x, false, h, 0, "n_embd", "%s.ln_%d.weight", p, n);
+            expect(x, false, h, 0, "n_embd", "%s.ln_%d.bias", p, n);
+        }
+        expect(x, false, h, 3 * h, "n_embd, 3 x n_embd (Conv1D: in, out)", "%s.attn.c_attn.weight", p);
+        expect(x, false, 3 * h, 0, "3 x n_embd", "%s.attn.c_attn.bias", p);
+        expect(x, false, h, h, "n_embd, n_embd", "%s.attn.c_proj.weight", p);
+        expect(x, false, h, 0, "n_embd", "%s.attn.c_proj.bias", p);
+        expect(x, false, h, f, "n_embd, n_inner (Conv1D: in, out)", "%s.mlp.c_fc.weight", p);
+        expect(x, false, f, 0, "n_inner", "%s.mlp.c_fc.bias", p);
+        expect(x, false, f, h, "n_inner, n_embd (Conv1D: in, out)", "%s.mlp.c_proj.weight", p);
+        expect(x, false, h, 0, "n_embd", "%s.mlp.c_proj.bias", p);
+    }
+}
+
+/* Tensors engines skip on purpose: rotary caches, GPT-2's and GPT-NeoX's attention-mask buffers,
+ * DeepSeek's multi-token-prediction layers past num_hidden_layers. */
+static bool skipped(const Lint *x, const char *name) {
+    if (ends_with(name, "rotary_emb.inv_freq") || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))
+        return true;
+    if (x->cfg.family == FAM_NEOX && (ends_with(name, ".attention.bias") || ends_with(name, ".attention.masked_bias")))
+        return true;
+    int L;
+    const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(x->tree, "num_nextn_predict_layers");
+    return x->cfg.family == FAM_DEEPSEEK && cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
+           sscanf(name, "model.layers.%d.", &L) == 1 && L >= x->cfg.n_layers;
+}
+
+/* The aggregates of one kind as "A, B (6 tensors like it: P), ..." (at most 8, then a count);
+ * *norm set when a kv_a_layernorm is among them. Caller frees; NULL when there are none (or memory
+ * ran out: x->oom). */
+static char *agg_list(Lint *x, agg_kind kind, bool *norm) {
+    char *s = NULL;
+    size_t shown = 0, more = 0;
+    for (size_t i = 0; i < x->nagg; i++) {
+        const Agg *a = &x->agg[i];
+        if (a->kind != kind) continue;
+        if (norm && strstr(a->pattern, "kv_a_layernorm")) *norm = true;
+        if (shown == 8) { more++; continue; }
+        char like[224] = "";
+        if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
+        char *n = al_asprintf("%s%s%s%s", s ? s : "", s ? ", " : "", a->first, like);
+        free(s);
+        if (!(s = n)) { x->oom = true; return NULL; }
+        shown++;
+    }
+    if (more) {
+        char *n = al_asprintf("%s and %zu more kind%s", s, more, more == 1 ? "" : "s");
+        free(s);
+        if (!(s = n)) x->oom = true;
+    }
+    return s;
+}
+
+/* Loaders' behaviour on a missing and on an unplaced tensor, in one finding each. */
+static void emit_aggs(Lint *x) {
+    bool norm = false;
+    char *miss = agg_list(x, AGG_MISSING, &norm), *unk = agg_list(x, AGG_UNKNOWN, NULL), *skip = agg_list(x, AGG_SKIPPED, NULL);
+    if (miss)
+        add(x, LINT_ERROR, LT_ALL, LT_HF | LT_SGLANG, "missing %s: transformers and SGLang initialise what is missing "
+            "(norms to one, projections at random: a different model), vLLM refuses weights the checkpoint lacks, "
+            "llama.cpp's loader needs every tensor%s", miss, norm ? "; without kv_a_layernorm, stock DeepSeek-V3 "
+            "code still normalises the latent, with unit weight: export it with the norm present and accounted for" : "");
+    if (unk)
+        add(x, LINT_ERROR, LT_ALL, LT_HF | LT_SGLANG, "%s: no tensor%s of %s: transformers and SGLang drop them (a "
+            "different model if they mattered), vLLM and convert_hf_to_gguf.py stop at a tensor they cannot place",
+            unk, strchr(unk, ',') || strstr(unk, "tensors like it") ? "s" : "",
+            x->r->hf_class[0] ? x->r->hf_class : x->cfg.model_type);
+    if (skip) add(x, LINT_ADVISORY, LT_ALL, 0, "%s: engines skip it", skip);
+    for (size_t i = 0; i < x->nagg; i++)
+        if (x->agg[i].kind == AGG_SHAPE) {
+            const Agg *a = &x->agg[i];
+            char like[224] = "";
+            if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
+            add(x, LINT_ERROR, LT_ALL, 0, "%s%s: loaders refuse a size mismatch; fix config.json or the tensor",
+                a->first, like);
+        }
+    free(miss);
+    free(unk);
+    free(skip);
+}
+
+/* tie_word_embeddings with an lm_head of its own: engines use the embeddings as the head. */
+static void check_tied_head(Lint *x) {
+    model_family fam = x->cfg.family;
+    const char *emb = fam == FAM_GPT2   ? (find(x, "wte.weight") ? "wte.weight" : "transformer.wte.weight")
+                      : fam == FAM_NEOX ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight";
+    const char *head = fam == FAM_NEOX ? "embed_out.weight" : "lm_head.weight";
+    const LTensor *h = find(x, head), *e = find(x, emb);
+    if (!x->cfg.tie_embeddings || !h || !e) return;
+    size_t n = h->e->end - h->e->begin;
+    bool same = n == e->e->end - e->e->begin && h->e->dtype == e->e->dtype &&
+                !memcmp(st_data(x->files[h->file], h->e), st_data(x->files[e->file], e->e), n);
+    if (same)
+        add(x, LINT_ADVISORY, LT_ALL, 0, "%s repeats %s (tie_word_embeddings): engines tie them and skip the copy",
+            head, emb);
+    else
+        add(x, LINT_ERROR, LT_ALL, LT_ALL, "tie_word_embeddings is true but %s differs from %s: engines use the "
+            "embeddings as the output head and drop %s; set tie_word_embeddings false", head, emb, head);
+}
+
+/* Expected tensors for the families attnlab describes, then the tensors nothing placed. */
+static void check_layout(Lint *x) {
+    if (!x->cfg_ok || !x->nt) return;
+    const ModelConfig *c = &x->cfg;                 /* a config far beyond the folder: say so, do not walk it */
+    double want = (double)c->n_layers * (16.0 + 3.0 * (c->moe.n_experts + c->moe.n_shared));
+    if (want > 4.0 * (double)x->nt + 1e4) {
+        add(x, LINT_ERROR, LT_ALL, 0, "config.json describes about %.0f tensors (num_hidden_layers %d%s) but the "
+            "folder holds %zu: check num_hidden_layers and the expert counts", want, c->n_layers,
+            c->moe.n_experts ? ", with routed experts" : "", x->nt);
+        return;
+    }
+    switch (x->cfg.family) {
+    case FAM_DEEPSEEK: layout_deepseek(x); break;
+    case FAM_GPT2: layout_gpt2(x); break;
+    case FAM_LLAMA2C: case FAM_COUNT: return;          /* not a folder family */
+    default: layout_gqa(x); break;
+    }
+    check_tied_head(x);
+    for (size_t i = 0; i < x->nt; i++)
+        if (!x->t[i].used) agg_add(x, skipped(x, x->t[i].name) ? AGG_SKIPPED : AGG_UNKNOWN, x->t[i].name, x->t[i].name);
+    emit_aggs(x);
+}
+
+/* ================================================================ semantics and kernels */
+
+static bool absent(const Lint *x, const char *key) { return !cJSON_GetObjectItemCaseSensitive(x->tree, key); }
+
+/* Keys a deepseek_v3 config leaves to DeepSeek-V3's own defaults (transformers'
+ * DeepseekV3Config, which vLLM and SGLang read too) where attnlab reads another value: q_lora_rank
+ * (1536: a q latent), first_k_dense_replace (3) and n_routed_experts (256), and on MoE layers
+ * the routing keys. */
+static void check_ds_defaults(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    if (strcmp(c->model_type, "deepseek_v3")) return;
+    if (absent(x, "q_lora_rank"))
+        add(x, LINT_ERROR, LT_ALL, 0, "config.json has no q_lora_rank: DeepSeek-V3's default 1536 makes engines "
+            "build q_a_proj / q_b_proj; write \"q_lora_rank\": null for a plain q_proj");
+    if (absent(x, "first_k_dense_replace") || absent(x, "n_routed_experts")) {
+        const cJSON *fk = cJSON_GetObjectItemCaseSensitive(x->tree, "first_k_dense_replace");
+        int first = cJSON_IsNumber(fk) ? (int)fk->valuedouble : 3, L = 0;
+        while (L < c->n_layers && (L >= first) == cfg_moe_layer(c, L)) L++;
+        if (L < c->n_layers)
+            add(x, LINT_ERROR, LT_ALL, 0, "config.json leaves %s to DeepSeek-V3's defaults (first_k_dense_replace 3, "
+                "n_routed_experts 256): engines build layer %d's MLP as %s, attnlab reads %s; write both "
+                "(first_k_dense_replace = num_hidden_layers for a dense model)",
+                absent(x, "first_k_dense_replace") ? "first_k_dense_replace" : "n_routed_experts", L,
+                L >= first ? "a mixture of experts" : "a dense MLP", L >= first ? "a dense MLP" : "experts");
+    }
+    static const char *const moe_keys[] = {"n_shared_experts", "moe_intermediate_size", "num_experts_per_tok",
+                                           "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob", NULL};
+    char missing[256] = "";
+    for (size_t i = 0; c->mlp == MLP_MOE && moe_keys[i]; i++)
+        if (absent(x, moe_keys[i]))
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", *missing ? ", " : "", moe_keys[i]);
+    if (*missing)
+        add(x, LINT_ERROR, LT_ALL, LT_ALL, "config.json leaves %s to DeepSeek-V3's defaults (1, 2048, 8, 2.5, 8, 4, "
+            "true) where attnlab reads none: the experts are routed differently; write them", missing);
+    if (absent(x, "bos_token_id") || absent(x, "eos_token_id"))
+        add(x, LINT_ADVISORY, LT_ALL, 0, "config.json has no bos_token_id / eos_token_id: DeepSeek-V3's defaults 0 "
+            "and 1 apply in generation; write the tokenizer's");
+}
+
+/* ---- stock engine semantics: the rows of core/model/engines.h (the ones `check` evaluates), engine i
+ * being lint target bit 1 << i */
+
+/* The targets (LT_* bits) of the engines for which pred holds. */
+static unsigned engines_where(const Lint *x, bool (*pred)(const Lint *, const Engine *)) {
+    unsigned t = 0;
+    for (int i = 0; i < ENG_N; i++)
+        if (pred(x, engine_row(i))) t |= 1u << i;
+    return t;
+}
+static bool eng_drops_bias(const Lint *x, const Engine *e) { (void)x; return !e->attn_bias; }
+static bool eng_ignores_interleave(const Lint *x, const Engine *e) { (void)x; return !e->rope_interleave; }
+static bool eng_yarn_only(const Lint *x, const Engine *e) { (void)x; return !e->rope_scaling; }
+
+/* "vLLM and SGLang": the names of targets t, into buf. */
+static const char *target_list(unsigned t, char *buf, size_t cap) {
+    int n = 0, k = 0;
+    for (int i = 0; i < LINT_NTARGETS; i++) n += (t >> i) & 1;
+    buf[0] = 0;
+    for (int i = 0; i < LINT_NTARGETS; i++)
+        if ((t >> i) & 1)
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", k++ ? (k == n ? " and " : ", ") : "", target_names[i]);
+    return buf;
+}
+
+/* The attnlab manifest's latent_norm ("linear", "calibrated"; "" when none) and latent_norm_eps,
+ * the eps its latent norms were built for (*eps NaN when none). */
+static void manifest_latent_norm(const Lint *x, char *buf, size_t cap, double *eps) {
+    char *path = al_asprintf("%s/attnlab_manifest.json", x->dir);
+    char *text = path && is_file(path) ? al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "latent_norm");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "latent_norm_eps");
+    snprintf(buf, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    *eps = cJSON_IsNumber(e) && e->valuedouble > 0 ? e->valuedouble : NAN;
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    al_err_clear();
+}
+
+/* An attnlab export whose latent norms were built for eps built (its manifest): the engines that
+ * normalise them with another eps compute another model (linear: scaled by sqrt(eps / built), an
+ * error; calibrated: slightly, a warning), attnlab's own reading too when rms_norm_eps is not built. */
+static void latent_eps_built(Lint *x, bool linear, double built) {
+    double rms = x->cfg.norm_eps, common = engine_common_eps();
+    unsigned t = engine_latent_eps_off(rms, built);
+    if (!t) return;
+    char ph[160];
+    bool cfg_off = fabs(rms - built) > 1e-9 * built;
+    add(x, linear ? LINT_ERROR : LINT_WARNING, t, t, "%s, but this export built its MLA latent norms (kv_a_layernorm, "
+        "q_a_layernorm) for eps %g (attnlab_manifest.json latent_norm_eps; rms_norm_eps is %g%s): %s (`check` shows it "
+        "in the engine's column); %s so that every engine computes the model built",
+        engine_eps_phrase(t, rms, ph, sizeof ph), built, rms, cfg_off ? ", which attnlab reads for them too" : "",
+        linear ? "the linear latent norm scales the latents by sqrt(eps / built eps): a different model"
+               : "the calibrated norm's output moves by about the eps difference over 2 mean(latent^2), relative",
+        fabs(built - common) <= 1e-9 * common ? "write that eps back as rms_norm_eps in config.json"
+            : "export the conversion again with `export DIR` (its default builds the latent norms for 1e-06 and writes "
+              "rms_norm_eps 1e-06)");
+}
+
+/* The MLA latent RMSNorms' eps: engines with a fixed eps of their own (transformers' 1e-6) compute
+ * another model than rms_norm_eps describes (core/model/engines.h: engine_latent_eps_off); an attnlab
+ * export is judged against the eps its latent norms were built for (latent_eps_built). Elsewhere
+ * the latents differ by (eps - 1e-6) / (2 mean(c^2)) relative, small for latents of unit scale (a
+ * warning). */
+static void check_latent_eps(Lint *x) {
+    char how[32];
+    double built;
+    manifest_latent_norm(x, how, sizeof how, &built);
+    bool linear = !strcmp(how, "linear");
+    if (how[0] && !isnan(built)) { latent_eps_built(x, linear, built); return; }
+    unsigned t = engine_latent_eps_off(x->cfg.norm_eps, x->cfg.norm_eps), rest = ~t & (LT_HF | LT_VLLM | LT_SGLANG);
+    if (!t) return;
+    char names[64], others[64];
+    double fixed = engine_common_eps();
+    add(x, linear ? LINT_ERROR : LINT_WARNING, t, t, "rms_norm_eps is %g but %s normalise%s the MLA latents "
+        "(kv_a_layernorm, q_a_layernorm) with %g, where %s use rms_norm_eps: %s; write rms_norm_eps %g (attnlab's "
+        "TransMLA export does by default) so that every engine computes the same model", x->cfg.norm_eps,
+        target_list(t, names, sizeof names), __builtin_popcount(t) > 1 ? "" : "s", fixed,
+        target_list(rest, others, sizeof others),
+        linear ? "this folder is an attnlab export with the linear latent norm, whose output the eps scales by "
+                 "sqrt(rms_norm_eps / 1e-6): a different model (`check` shows it in its transformers column)"
+               : "the latents differ by about (rms_norm_eps - 1e-6) / (2 mean(latent^2)) relative, small for latents "
+                 "of unit scale", fixed);
+}
+
+/* DeepSeek keys whose meaning a stock loader does not share, and FlashMLA's shapes. */
+static void check_mla(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    if (!x->cfg_ok || c->family != FAM_DEEPSEEK) return;
+    check_ds_defaults(x);
+    const cJSON *lln = cJSON_GetObjectItemCaseSensitive(x->tree, "qk_latent_layernorm");
+    if (cJSON_IsFalse(lln))
+        add(x, LINT_ERROR, LT_ALL, LT_ALL, "config.json sets qk_latent_layernorm: false, a key only attnlab reads: "
+            "stock DeepSeek-V3 code ignores it and applies kv_a_layernorm (and q_a_layernorm) to the latent anyway; "
+            "re-export for stock semantics (the norm present and accounted for, the key in the manifest only)");
+    if (c->kv_lora_rank > 0) check_latent_eps(x);
+    char l1[64], l2[64];
+    unsigned t = engines_where(x, eng_ignores_interleave);
+    if (t && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(x->tree, "rope_interleave")))
+        add(x, LINT_ERROR, t, t, "rope_interleave: false: %s always rotate interleaved pairs in their DeepSeek "
+            "attention (%s read the key); store the RoPE columns interleaved and drop the key", target_list(t, l1, sizeof l1),
+            target_list(~t & (LT_HF | LT_VLLM | LT_SGLANG), l2, sizeof l2));
+    t = engines_where(x, eng_drops_bias);
+    if (t && c->qkv_bias)
+        add(x, LINT_ERROR, t, t, "attention_bias: true: %s build DeepSeek attention without biases and skip the "
+            "bias tensors (%s add them to q_a_proj, kv_a_proj_with_mqa and o_proj); fold the biases away or expect a "
+            "different model there", target_list(t, l1, sizeof l1), target_list(~t & (LT_HF | LT_VLLM | LT_SGLANG), l2,
+            sizeof l2));
+    rope_scaling_kind rs = c->rope_spec.scaling.kind;
+    t = engines_where(x, eng_yarn_only);
+    if (t && rs != RS_NONE && rs != RS_YARN)
+        add(x, LINT_ERROR, t, t, "rope_scaling '%s': %s run every rope_scaling type but the default as "
+            "DeepSeek's YaRN in their DeepSeek attention (%s compute '%s'); only YaRN or no scaling means the same model there",
+            rope_scaling_name(&c->rope_spec.scaling), target_list(t, l1, sizeof l1),
+            target_list(~t & (LT_HF | LT_VLLM | LT_SGLANG), l2, sizeof l2), rope_scaling_name(&c->rope_spec.scaling));
+    if (c->kv_lora_rank == 512 && c->qk_rope_dim == 64)
+        add(x, LINT_ADVISORY, LT_VLLM | LT_SGLANG, 0, "MLA shapes kv_lora_rank 512 + qk_rope_head_dim 64 qualify for "
+            "FlashMLA (vLLM's and SGLang's fastest MLA decode kernel on Hopper)");
+    else
+        add(x, LINT_ADVISORY, LT_VLLM | LT_SGLANG, 0, "FlashMLA needs kv_lora_rank 512 and qk_rope_head_dim 64 (this "
+            "folder: %d and %d): vLLM and SGLang fall back to their Triton / FlashInfer MLA backends, slower",
+            c->kv_lora_rank, c->qk_rope_dim);
+}
+
+/* config.json: present, JSON, described (attnlab's families) -- the rest of lint needs it. */
+static void read_config(Lint *x) {
+    char *path = al_asprintf("%s/config.json", x->dir);
+    if (!path) { x->oom = true; return; }
+    if (!is_file(path)) {
+        add(x, LINT_ERROR, LT_ALL, 0, "no config.json: every engine reads the architecture and dims from it; copy the "
+            "source's, or export with attnlab (which writes one)");
+        free(path);
+        return;
+    }
+    size_t len = 0;
+    char *text = al_read_file_max(path, &len, AL_CAP_CONFIG, "config");
+    int rc = !text ? AL_ERR : strlen(text) != len ? al_err("%s: a NUL byte at byte %zu", path, strlen(text))
+                                                 : model_config_parse_keep(text, path, &x->cfg, &x->tree);
+    if (!x->tree) {
+        add(x, LINT_ERROR, LT_ALL, 0, "config.json cannot be read as JSON: %s", al_errmsg());
+    } else if (rc == AL_OK) x->cfg_ok = true;
+    else {
+        const char *mt = str_key(x->tree, "model_type");
+        bool ours = false;                 /* every family of the table is one attnlab describes */
+        for (size_t i = 0; i < NFAMILIES && mt; i++) ours |= !strcmp(mt, families[i].type);
+        if (ours) add(x, LINT_ERROR, LT_ALL, 0, "config.json: %s", al_errmsg());
+        else
+            add(x, LINT_ADVISORY, LT_ALL, 0, "tensor names and shapes are checked for the families lint knows "
+                "only; this one's are not (%s)", al_errmsg());
+    }
+    al_err_clear();
+    free(text);
+    free(path);
+}
+
+/* ================================================================ lint_folder */
+
+static void lint_free(Lint *x) {
+    for (size_t i = 0; i < x->nfiles; i++) { st_close(x->files[i]); free(x->fnames[i]); }
+    free(x->files);
+    free(x->fnames);
+    free(x->t);
+    free(x->agg);
+    cJSON_Delete(x->tree);
+}
+
+/* attnlab's own export layouts, which no engine reads (the findings about them follow). */
+static void check_own_layouts(Lint *x) {
+    if (has_file(x, "config.json")) return;
+    if (has_file(x, TPA_MANIFEST))
+        add(x, LINT_ERROR, LT_ALL, 0, "an attnlab TPA export (%s): attnlab's own layout, which no engine reads; "
+            "`check DIR` evaluates it in attnlab", TPA_MANIFEST);
+    if (has_file(x, KQ_MANIFEST))
+        add(x, LINT_ERROR, LT_ALL, 0, "KQ-SVD projections (%s), not a model: engines load the source model; the "
+            "projections are attnlab's", KQ_MANIFEST);
+}
+
+static void lint_dir(Lint *x) {
+    check_own_layouts(x);
+    read_config(x);
+    if (x->tree) check_family(x);
+    cJSON *wm = NULL, *index = NULL;
+    char *ip = al_asprintf("%s/model.safetensors.index.json", x->dir);
+    if (ip && is_file(ip)) open_indexed(x, ip, &wm, &index);
+    else if (ip) open_unindexed(x);
+    free(ip);
+    collect_tensors(x);
+    if (wm) check_index_map(x, wm, index);
+    cJSON_Delete(index);
+    check_shard_meta(x);
+    if (x->tree) check_dtypes(x);
+    check_layout(x);
+    check_mla(x);
+    check_tokenizer(x);
+}
+
+/* llama.cpp's architecture names (llama-arch.cpp) that decoder checkpoints use. */
+static const char *const GGUF_ARCHS[] = {
+    "llama", "llama4", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi2", "phi3",
+    "phimoe", "gptneox", "gpt2", "olmo", "olmo2", "olmoe", "deepseek", "deepseek2", "falcon", "starcoder", "starcoder2",
+    "mpt", "bloom", "stablelm", "internlm2", "minicpm", "command-r", "cohere2", "granite", "granitemoe", "exaone",
+    "chatglm", "glm4", "baichuan", "orion", "mamba", "rwkv6", "jamba", "dbrx", "arctic", "nemotron", "gpt-oss", NULL};
+
+/* A GGUF file, through the validated reader (core/io/gguf.h): an architecture llama.cpp knows, the
+ * metadata keys it requires of every architecture, a vocabulary (llama.cpp refuses a file
+ * without one), and the tensors of the architectures attnlab maps (core/model/gguf_arch.h). */
+/* deepseek2: the keys llama.cpp's loader requires (b5415 .. b6845, node-llama-cpp 3.8.1 .. 3.14.2:
+ * expert_shared_count and expert_weights_scale even for dense models, b5415 also
+ * rope.scaling.yarn_log_multiplier; q_lora_rank unless 27 layers)
+ * and those builds' query path: without a query latent they build q_proj only for 27 layers. */
+static void lint_gguf_ds2(Lint *x, const GgufFile *f) {
+    static const char *const req[] = {"attention.layer_norm_rms_epsilon", "attention.kv_lora_rank",
+                                      "expert_feed_forward_length", "expert_shared_count", "expert_weights_scale",
+                                      "rope.scaling.yarn_log_multiplier", NULL};
+    char key[160];
+    for (size_t i = 0; req[i]; i++) {
+        snprintf(key, sizeof key, "deepseek2.%s", req[i]);
+        if (!gguf_kv_find(f, key))
+            add(x, LINT_ERROR, LT_LLAMACPP, 0, "no metadata key %s: llama.cpp b5415 .. b6845 (node-llama-cpp 3.8.1 .. 3.14.2) "
+                "stop at \"key not found in model\"; convert_hf_to_gguf.py writes it also for dense models", key);
+    }
+    int64_t q = 0, L = 0;
+    if (gguf_get_int(f, "deepseek2.attention.q_lora_rank", &q) != AL_OK) q = 0;
+    if (gguf_get_int(f, "deepseek2.block_count", &L) != AL_OK) L = 0;
+    al_err_clear();
+    if (q == 0 && L != 27)
+        add(x, LINT_WARNING, LT_LLAMACPP, 0, "no query latent (q_lora_rank %s): llama.cpp v0.5.0 (node-llama-cpp 3.22) builds "
+            "its q_proj, but b6845 and older (node-llama-cpp 3.8.1 .. 3.14.2) do so only for 27-layer models (DeepSeek-V2-Lite) "
+            "and stop at \"missing tensor 'blk.0.attn_q_a_norm.weight'\"; convert mla with q-rank for those builds",
+            gguf_kv_find(f, "deepseek2.attention.q_lora_rank") ? "0" : "absent");
+}
+
+static void lint_gguf(Lint *x, const char *path) {
+    GgufFile *f = NULL;
+    if (gguf_open(path, &f) != AL_OK) {
+        add(x, LINT_ERROR, LT_LLAMACPP, 0, "not a readable GGUF: %s", al_errmsg());
+        return;
+    }
+    const char *arch = gguf_get_str(f, "general.architecture");
+    if (arch) snprintf(x->r->gguf_arch, sizeof x->r->gguf_arch, "%s", arch);
+    x->r->ntensors = gguf_tensor_count(f);
+    x->r->nfiles = 1;
+    bool known = false;
+    for (size_t i = 0; arch && !known && GGUF_ARCHS[i]; i++) known = strcmp(arch, GGUF_ARCHS[i]) == 0;
+    if (!arch) add(x, LINT_ERROR, LT_LLAMACPP, 0, "no general.architecture: llama.cpp cannot pick the model graph");
+    else if (!known) add(x, LINT_ERROR, LT_LLAMACPP, 0, "general.architecture '%s' is no llama.cpp architecture", arch);
+    const char *keys[] = {"block_count", "context_length", "embedding_length", "attention.head_count"};
+    char key[160];
+    for (size_t i = 0; arch && i < sizeof keys / sizeof *keys; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, keys[i]);
+        if (!gguf_kv_find(f, key)) add(x, LINT_ERROR, LT_LLAMACPP, 0, "no metadata key %s, which llama.cpp requires", key);
+    }
+    if (arch && !strcmp(arch, "deepseek2")) lint_gguf_ds2(x, f);
+    if (gguf_arch_output_required(arch) && !gguf_tensor_find(f, "output.weight"))
+        add(x, LINT_WARNING, LT_LLAMACPP, 0, "no output.weight (tied embeddings): llama.cpp b5415 (node-llama-cpp 3.8.1) "
+            "requires it for %s and stops at \"missing tensor 'output.weight'\" (newer builds fall back to token_embd for "
+            "deepseek2); export it again with this attnlab, which writes the embeddings as output.weight", arch);
+    if (!gguf_kv_find(f, "tokenizer.ggml.model") || !gguf_kv_find(f, "tokenizer.ggml.tokens"))
+        add(x, LINT_ERROR, LT_LLAMACPP, 0, "no tokenizer.ggml.model / tokenizer.ggml.tokens: llama.cpp loads no model "
+            "without its vocabulary");
+    bool checked = false;
+    if (arch && known && gguf_check_tensors(f, &checked) != AL_OK)
+        add(x, LINT_ERROR, LT_LLAMACPP, 0, "%s", al_errmsg());
+    else if (arch && known && !checked)
+        add(x, LINT_ADVISORY, LT_LLAMACPP, 0, "the tensors of llama.cpp's %s are not checked (attnlab maps llama, qwen2, qwen3, olmo2, "
+            "phi3, gptneox, gemma2, gemma3, gpt2, deepseek2)", arch);
+    al_err_clear();
+    gguf_close(f);
+}
+
+/* Errors first, then warnings, then advisories; the order found within each (a stable sort). */
+static void sort_findings(LintReport *r) {
+    for (size_t i = 1; i < r->n; i++) {
+        LintFinding f = r->f[i];
+        size_t j = i;
+        for (; j > 0 && r->f[j - 1].sev > f.sev; j--) r->f[j] = r->f[j - 1];
+        r->f[j] = f;
+    }
+}
+
+int lint_folder(const char *path, LintReport **out) {
+    *out = NULL;
+    if (!is_dir(path) && !is_file(path)) return al_err("lint: %s: no such folder or file", path);
+    LintReport *r = al_calloc(1, sizeof *r, "lint report");
+    if (!r || !(r->path = al_strdup(path))) { free(r); return al_err("out of memory"); }
+    Lint x = {.r = r, .dir = path};
+    if (is_dir(path)) lint_dir(&x);
+    else if (ends_with(path, ".gguf")) lint_gguf(&x, path);
+    else
+        add(&x, LINT_ERROR, LT_ALL, 0, "%s is a file: engines load a checkpoint folder (config.json, weights, "
+            "tokenizer); lint the folder holding it", path);
+    lint_free(&x);
+    sort_findings(r);
+    if (x.oom) { lint_report_free(r); return al_err("lint: out of memory"); }
+    *out = r;
+    return AL_OK;
+}

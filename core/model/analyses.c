@@ -1,0 +1,260 @@
+/* analyses.c -- per analysis, whether a model's description allows it and why not (see
+ * analyses.h). The refusals of the evaluator, the forward pass, TransMLA, TPA and compare live
+ * here, once. */
+#define _GNU_SOURCE
+#include "analyses.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rope.h"
+
+static const char *names[AN_COUNT][2] = {
+    [AN_RANKS_VO] = {"ranks vo", "ranks_vo"},         [AN_RANKS_QK] = {"ranks qk", "ranks_qk"},
+    [AN_SPECTRUM] = {"spectrum", "spectrum"},         [AN_PPL] = {"ppl/calibrate", "ppl"},
+    [AN_CONVERT_MLA] = {"convert mla", "convert_mla"}, [AN_CONVERT_TPA] = {"convert tpa", "convert_tpa"},
+    [AN_KVSVD] = {"kvsvd", "kvsvd"},                  [AN_COMPARE] = {"compare", "compare"},
+    [AN_EXPORT] = {"export formats", "export"},       [AN_EVAL] = {"attention evaluator", "eval"},
+};
+
+const char *analysis_name(analysis_kind a) { return a >= 0 && a < AN_COUNT ? names[a][0] : "?"; }
+const char *analysis_key(analysis_kind a) { return a >= 0 && a < AN_COUNT ? names[a][1] : "?"; }
+
+/* Writes the reason and returns true (unavailable). */
+__attribute__((format(printf, 3, 4))) static bool why_set(char *why, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return true;
+}
+
+static const char *mname(const Model *m) { return m->name ? m->name : m->path; }
+
+/* A scaling rope.c does not compute: its message as the reason. */
+static bool rope_reason(const ModelConfig *c, const char *where, char *why, size_t cap) {
+    if (rope_scaling_check(&c->rope_spec.scaling, where) == AL_OK) return false;
+    why_set(why, cap, "%s", al_errmsg());
+    al_err_clear();
+    return true;
+}
+
+/* Per-layer RoPE bases (rope_local_base_freq on sliding layers): recorded, not computed yet. */
+static bool local_theta_reason(const ModelConfig *c, const char *where, char *why, size_t cap) {
+    for (int L = 0; L < c->n_layers; L++)
+        if (cfg_layer_theta(c, L) != c->rope_spec.theta)
+            return why_set(why, cap, "%s: rope_local_base_freq %g on sliding layers (layer %d): per-layer RoPE bases "
+                           "are not computed by attnlab yet", where, c->rope_spec.local_theta, L);
+    return false;
+}
+
+/* The Q/K norm, named for messages. */
+static const char *qk_norm_words(const ModelConfig *c) {
+    return c->qk_norm == QKN_PROJ ? "Q/K RMSNorm over the whole projection (q_norm / k_norm, as in OLMo 2)"
+                                  : "per-head Q/K RMSNorm (q_norm / k_norm, as in Qwen3 and Gemma 3)";
+}
+
+/* What the one-layer evaluator does not cover. It computes Q/K norms, partial rotary, soft-caps,
+ * per-layer sliding windows and local RoPE bases (core/model/attn_eval.c). */
+static bool eval_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = mname(m);
+    if (rope_reason(c, name, why, cap)) return true;
+    if (c->family == FAM_DEEPSEEK && c->qk_rope_dim <= 0)
+        return why_set(why, cap, "%s: an MLA model without RoPE dims is not covered", name);
+    if (!cfg_is_mla(c) && c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && rope_attention_factor(&c->rope_spec) != 1.0)
+        return why_set(why, cap, "%s: %s scaling multiplies the rotated dims only, and with partial rotary (%d of %d "
+                       "dims) the evaluator cannot fold it into the softmax scale", name,
+                       rope_scaling_name(&c->rope_spec.scaling), c->qk_rope_dim, cfg_d_qk(c));
+    return false;
+}
+
+/* What a conversion whose export format cannot express it does not cover: sliding windows,
+ * soft-capped scores, Q/K norms and per-layer RoPE bases (what = "convert mla", ...). */
+static bool convert_reason(const Model *m, const char *what, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = mname(m);
+    if (c->window_declared >= 0)
+        return why_set(why, cap, "%s: config.json sets a sliding window of %d tokens: %s converts full causal attention "
+                       "only (its export has no window), so this model cannot be converted as described", name,
+                       c->window_declared, what);
+    if (c->qk_norm != QKN_NONE)
+        return why_set(why, cap, "%s: the attention has %s between the projection and RoPE: %s factors the projections, "
+                       "and the norm divides each q / k by its own per-token RMS, which the converted layer would not "
+                       "reproduce; not covered", name, qk_norm_words(c), what);
+    if (c->attn_softcap > 0)
+        return why_set(why, cap, "%s: attn_logit_softcapping %g: %s's export does not soft-cap scores", name,
+                       c->attn_softcap, what);
+    return local_theta_reason(c, name, why, cap);
+}
+
+/* What the forward pass cannot run in m's mixture-of-experts layers (the reason into why): a layer
+ * with expert tensors the config does not route, or routing fields it does not implement. */
+static bool moe_layer(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const MoeSpec *e = &c->moe;
+    if (c->family == FAM_GPT2) return false;
+    for (int L = 0; m->store && L < c->n_layers; L++) {   /* a description alone has no tensors */
+        char *a = model_tensor_name(m, L, "mlp.experts.0.gate_proj.weight");
+        char *b = model_tensor_name(m, L, "block_sparse_moe.experts.0.w1.weight");
+        bool experts = (a && store_has(m->store, a)) || (b && store_has(m->store, b));
+        free(a);
+        free(b);
+        if (experts && !cfg_moe_layer(c, L))
+            return why_set(why, cap, "%s: layer %d holds experts but config.json does not route to them there (num_experts "
+                           "/ n_routed_experts %d, first_k_dense_replace %d, moe_layer_freq %d, decoder_sparse_step %d, "
+                           "mlp_only_layers)", m->path, L, e->n_experts, e->first_dense, e->layer_freq, e->sparse_step);
+    }
+    if (c->mlp != MLP_MOE) return false;
+    bool ds = e->layout == MOE_DEEPSEEK, v2 = !strcmp(c->model_type, "deepseek_v2");
+    int first = 0;
+    while (first < c->n_layers && !cfg_moe_layer(c, first)) first++;
+    if (e->layout == MOE_NONE || e->top_k <= 0 || e->top_k > e->n_experts)
+        return why_set(why, cap, "layer %d is a mixture-of-experts layer (%d experts) but num_experts_per_tok is %d: the "
+                       "forward pass needs 1 <= top-k <= experts", first, e->n_experts, e->top_k);
+    if (!ds && e->n_shared > 0)
+        return why_set(why, cap, "%s: a shared expert in a %s MoE (shared_expert_intermediate_size) is not covered by "
+                       "the forward pass (Mixtral, Qwen3-MoE and DeepSeek layouts are)", m->path, c->model_type);
+    if (ds && v2 && e->topk_method[0] && strcmp(e->topk_method, "greedy") && strcmp(e->topk_method, "group_limited_greedy"))
+        return why_set(why, cap, "%s: DeepSeek-V2 topk_method '%s' is not covered (greedy, group_limited_greedy are)",
+                       m->path, e->topk_method);
+    bool groups = ds && e->n_group > 1 && (!v2 || !strcmp(e->topk_method, "group_limited_greedy"));
+    if (groups && (e->n_experts % e->n_group || e->topk_group < 1 || e->topk_group > e->n_group ||
+                   e->topk_group * (e->n_experts / e->n_group) < e->top_k || (!v2 && e->n_experts / e->n_group < 2)))
+        return why_set(why, cap, "%s: grouped routing with %d experts, n_group %d, topk_group %d, top-k %d is "
+                       "inconsistent", m->path, e->n_experts, e->n_group, e->topk_group, e->top_k);
+    return false;
+}
+
+/* Longrope as the forward pass computes it: dim / 2 short and long factors. */
+static bool longrope_reason(const ModelConfig *c, const char *where, char *why, size_t cap) {
+    const RopeScaling *s = &c->rope_spec.scaling;
+    if (s->n_short == c->qk_rope_dim / 2 && s->n_long == c->qk_rope_dim / 2) return false;
+    return why_set(why, cap, "%s: rope_scaling longrope has %d short and %d long factors; the %d rotary dims need %d of "
+                   "each", where, s->n_short, s->n_long, c->qk_rope_dim, c->qk_rope_dim / 2);
+}
+
+/* What the forward pass does not cover. */
+static bool ppl_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    bool mla = cfg_is_mla(c), gpt2 = c->family == FAM_GPT2;
+    if (c->vocab == 0 || c->intermediate == 0)
+        return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
+    if (c->act == ACT_UNKNOWN)
+        return why_set(why, cap, "%s: activation '%s' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu "
+                       "are)", m->path, c->activation);
+    if (c->rope_spec.partial_factor < 1.0 && !mla && !gpt2 && !c->rope_first)
+        return why_set(why, cap, "%s: partial_rotary_factor %g is not supported by the forward pass", m->path,
+                       c->rope_spec.partial_factor);
+    bool rope = c->qk_rope_dim > 0 && c->rope != ROPE_NONE;
+    if (rope && c->rope_spec.scaling.kind == RS_LONGROPE) {
+        if (longrope_reason(c, m->path, why, cap)) return true;
+    } else if (rope && rope_reason(c, m->path, why, cap))
+        return true;
+    return moe_layer(m, why, cap);
+}
+
+static bool mla_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const char *name = mname(m);
+    if (c->family == FAM_DEEPSEEK)
+        return why_set(why, cap, "%s is already MLA (%s, kv_lora_rank %d): its keys and values come from one shared "
+                       "latent, so there are no GQA key heads to merge, rotate or balance; convert mla and the TransMLA "
+                       "figures take GQA models with RoPE (Llama, Mistral, Qwen2), e.g. `load demo-kvnorm` (planted "
+                       "key-norm concentration) or `load demo-llama`", name, c->model_type, c->kv_lora_rank);
+    if (c->family == FAM_GPT2 || c->rope == ROPE_NONE)
+        return why_set(why, cap, "%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
+                       "Mistral and Qwen2 models", name, c->model_type);
+    /* Partial rotary: RoRoPE on the rotary dims, the NoPE dims join the latent (transmla.h); the
+     * evaluator turns the FIRST rope dims of a head, which is where rope_first puts them. */
+    if (c->qk_nope_dim > 0 && !c->rope_first)
+        return why_set(why, cap, "%s: the NoPE dims of each head come before the RoPE dims (%d + %d): convert mla takes "
+                       "partial rotary with the rotary dims first (GPT-NeoX, Phi-3)", name, c->qk_nope_dim,
+                       c->qk_rope_dim);
+    return eval_reason(m, why, cap) || convert_reason(m, "convert mla", why, cap);
+}
+
+static bool tpa_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (cfg_is_mla(c))
+        return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
+                       "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
+                       mname(m), model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
+    return eval_reason(m, why, cap) || convert_reason(m, "convert tpa", why, cap);
+}
+
+static bool compare_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (cfg_is_mla(c))
+        return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
+                       "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
+                       c->kv_lora_rank, c->qk_rope_dim);
+    if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && !c->rope_first)
+        return why_set(why, cap, "compare: %s has its NoPE dims before its RoPE dims (%d + %d per head): the "
+                       "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
+    /* compare exports nothing: sliding windows and soft-caps are applied on both sides (the
+     * evaluator computes them); Q/K norms and per-layer RoPE bases stay refused. */
+    if (eval_reason(m, why, cap)) return true;
+    if (c->qk_norm != QKN_NONE)
+        return why_set(why, cap, "compare: %s has %s between the projection and RoPE: the methods factor the "
+                       "projections, which the norm does not commute with; not covered", mname(m), qk_norm_words(c));
+    return local_theta_reason(c, mname(m), why, cap);
+}
+
+/* QK fusion. With a Q/K RMSNorm between projection and score, q = g (x W_Q) / rms(x W_Q): the
+ * score is a bilinear form of the input divided by two per-token norms that depend on the
+ * projections themselves, so W_Q W_Kᵀ (or W_Q diag(g_q g_k) W_Kᵀ) is not the map the model
+ * computes, and truncating W_Q / W_K would change the norms too: refused. */
+static bool qk_reason(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (c->qk_norm != QKN_NONE)
+        return why_set(why, cap, "%s: %s sits between the projections and the scores: each q and k is divided by its own "
+                       "per-token RMS (a function of x W_Q, x W_K), so the score is not a bilinear form of the input and "
+                       "W_Q W_Kᵀ is not the map the model computes (ranks vo, spectra of single heads and the forward "
+                       "pass are unaffected)", mname(m), qk_norm_words(c));
+    if (c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0)
+        snprintf(why, cap, "RoPE on every Q/K dim: give `offset D` (a fixed position offset, analysis only)");
+    else if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
+        snprintf(why, cap, "the %d NoPE columns of each head, dims %d-%d (the RoPE part cannot be fused)", c->qk_nope_dim,
+                 cfg_nope_col(c), cfg_nope_col(c) + c->qk_nope_dim - 1);
+    return false;
+}
+
+/* Export formats: those of the transformations available. */
+static bool export_reason(const Model *m, char *why, size_t cap) {
+    static const struct { analysis_kind a; const char *fmt; } fmts[] = {
+        {AN_RANKS_VO, "truncate"}, {AN_CONVERT_MLA, "mla"}, {AN_CONVERT_TPA, "tpa"}, {AN_KVSVD, "kvsvd"}};
+    char tmp[512], ok[128] = "", no[128] = "";
+    for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) {
+        char *list = analysis_available(m, fmts[i].a, tmp, sizeof tmp) ? ok : no;
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof ok - n, "%s%s", n ? ", " : "", fmts[i].fmt);
+    }
+    snprintf(why, cap, "%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "");
+    return false;
+}
+
+bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) {
+    if (cap) why[0] = 0;
+    bool no = false;
+    switch (a) {
+    case AN_RANKS_VO: case AN_SPECTRUM: break;
+    case AN_RANKS_QK: no = qk_reason(m, why, cap); break;
+    case AN_PPL: case AN_KVSVD: no = ppl_reason(m, why, cap); break;
+    case AN_CONVERT_MLA: no = mla_reason(m, why, cap); break;
+    case AN_CONVERT_TPA: no = tpa_reason(m, why, cap); break;
+    case AN_COMPARE: no = compare_reason(m, why, cap); break;
+    case AN_EXPORT: no = export_reason(m, why, cap); break;
+    case AN_EVAL: no = eval_reason(m, why, cap); break;
+    default: no = why_set(why, cap, "unknown analysis %d", (int)a);
+    }
+    return !no;
+}
+
+int analysis_check(const Model *m, analysis_kind a) {
+    char why[1024];
+    if (analysis_available(m, a, why, sizeof why)) return AL_OK;
+    return al_err("%s", why);
+}

@@ -1,0 +1,136 @@
+/* attn_eval.h -- one attention layer as plain row-vector matrices (x @ W), loaded from a model or
+ * built by a conversion, and its evaluator: hidden states X (T x hidden) at positions -> the
+ * causal attention scores of every head and the layer's output after o_proj.
+ *
+ * Two layouts:
+ *   ATTN_GQA  Llama / Mistral / Qwen2/3 / Gemma / Mixtral / Phi-3 / GPT-NeoX / OLMo 2 / llama2.c
+ *             (and GPT-2 without RoPE): q = x W_Q + b_Q, k = x W_K + b_K, v = x W_V + b_V; optional
+ *             RMSNorm of q and k (per head or whole projection); RoPE on the first rope_dim dims of
+ *             every q/k head (all of them unless partial rotary), pairs (j, j + rope_dim/2)
+ *             for rotate_half or (2j, 2j + 1) for interleaved; query head h reads KV head
+ *             h / (H / G); scale d^-1/2 (cfg_attn_scale; a YaRN model's attention factor, which
+ *             multiplies cos and sin of every dim, is folded into it as its square).
+ *   ATTN_MLA  DeepSeek-V3 layout: q = x W_Q (+ b_Q) or q = norm(x W_QA + b_QA) W_QB; the KV latent
+ *             [c ; k_pe] = x W_KVA + b_KVA (c: kv_rank dims, optionally RMS-normed; k_pe: the one
+ *             RoPE key shared by all heads); [k_nope_h ; v_h] = c W_KVB; per head q = [q_nope ; q_pe].
+ *             RoPE dims are stored interleaved and de-interleaved before rotate_half, as
+ *             DeepSeek's modeling code does (so stored pair (2j, 2j + 1) turns at inv_freq[j]);
+ *             scale (nope + rope)^-1/2 for a checkpoint (times YaRN's mscale^2 with mscale_all_dim;
+ *             rope_mscale: YaRN's attention factor on the rotated dims; conversions may carry
+ *             another scale). RoPE and the causal softmax are core/model/rope.c's.
+ * Scores are the scaled logits scale * q.k before the soft-cap and the softmax; the evaluator masks
+ * j > i and, with a sliding window, j <= i - window (masked entries are 0). */
+#ifndef AL_ATTN_EVAL_H
+#define AL_ATTN_EVAL_H
+
+#include "model.h"
+
+typedef enum { ATTN_GQA, ATTN_MLA } attn_kind;
+
+typedef struct AttnLayer {
+    attn_kind kind;
+    int hidden;               /* d_model */
+    int n_heads;              /* H query (and output) heads */
+    int v_dim;                /* dv per head */
+    double scale;             /* softmax scale on q.k (a YaRN GQA layer: times the attention factor squared) */
+    double rope_mscale;       /* MLA: YaRN's attention factor on the rotated q / k dims (1: none) */
+    double *inv_freq;         /* (rope_dim / 2) angle per position of RoPE pair j; NULL without RoPE */
+    int rope_dim;             /* RoPE dims per q/k head (GQA: head_dim or 0; MLA: qk_rope) */
+    double norm_eps;          /* RMSNorm epsilon of the MLA latents */
+
+    /* ---- GQA */
+    int n_kv_heads;           /* G */
+    int head_dim;             /* d per q/k head; RoPE turns its first rope_dim dims (partial rotary:
+                                 GPT-NeoX rotary_pct, Phi-3 partial_rotary_factor; the rest carry none) */
+    qk_norm_kind qk_norm;     /* RMSNorm of q and k after the projection (+ bias), before RoPE: per head
+                                 (Qwen3, Gemma 3: weights (d)) or over the whole projection (OLMo 2:
+                                 weights (H d) and (G d)); QKN_NONE: none */
+    float *q_norm, *k_norm;   /* their weights (NULL without) */
+    bool norm_1p;             /* the norms multiply by (1 + w) (Gemma) */
+    size_t window;            /* sliding window in tokens (token i sees j > i - window); 0: full causal
+                                 (window and softcap apply to an MLA layer too: compare's TransMLA) */
+    double softcap;           /* scores soft-capped as softcap tanh(s / softcap) before the softmax; 0: none */
+    rope_layout rope;         /* pairing of RoPE dims inside a GQA head (MLA: always interleaved) */
+    Mat *W_Q;                 /* GQA (hidden, H d); MLA without q latent (hidden, H (nope + rope)) */
+    Mat *W_K;                 /* (hidden, G d) */
+    Mat *W_V;                 /* (hidden, G dv) */
+    float *b_Q;               /* (W_Q cols) or NULL (MLA with a q latent: (H (nope + rope)) after W_QB) */
+    float *b_K;               /* (G d) or NULL */
+    float *b_V;               /* (G dv) or NULL */
+
+    /* ---- MLA */
+    int qk_nope;              /* dn per head */
+    int kv_rank;              /* r: latent dims (without the RoPE key) */
+    int q_rank;               /* query latent dims; 0: plain W_Q */
+    Mat *W_QA;                /* (hidden, q_rank) */
+    float *b_QA;              /* (q_rank) or NULL */
+    float *qa_norm;           /* (q_rank) RMSNorm weight, or NULL for no norm */
+    Mat *W_QB;                /* (q_rank, H (nope + rope)) */
+    Mat *W_KVA;               /* (hidden, r + rope): latent columns, then the shared RoPE key */
+    float *b_KVA;             /* (r + rope) or NULL */
+    float *kva_norm;          /* (r) RMSNorm weight, or NULL */
+    Mat *W_KVB;               /* (r, H (nope + dv)): per head [k_nope columns ; v columns] */
+
+    /* ---- both */
+    Mat *W_O;                 /* (H dv, hidden) */
+    float *b_O;               /* (hidden) or NULL */
+} AttnLayer;
+
+/* A zeroed layer of the given kind (caller fills it); NULL + error on failure. */
+AttnLayer *attn_layer_new(attn_kind kind);
+void attn_layer_free(AttnLayer *L);
+/* Deep copy. */
+AttnLayer *attn_layer_copy(const AttnLayer *L);
+/* Checks that every matrix has the shape the dims imply; the message names the field. */
+int attn_layer_validate(const AttnLayer *L);
+/* AL_OK when every weight matrix is finite; else an error naming the field (W_O, ...) and the
+ * first NaN/Inf element: a layer's errors are undefined then (LAPACK would only say "illegal
+ * argument"). */
+int attn_layer_finite(const AttnLayer *L);
+/* Parameters of the layer (weights and biases). */
+size_t attn_layer_params(const AttnLayer *L);
+/* Numbers cached per token: GQA G (d + dv); MLA r + rope. */
+size_t attn_layer_kv_values(const AttnLayer *L);
+
+/* Standard RoPE frequencies theta^(-2j/dim), j < dim/2 (caller frees). */
+double *attn_rope_freqs(int dim, double theta);
+/* The model's RoPE frequencies for `dim` rotary dims (core/model/rope.h: its rope_theta, then its
+ * rope_scaling: linear, llama3 or yarn); any other rope_scaling type is an error naming it.
+ * Linear and llama3 depend on each frequency alone, so the frequencies for dim / M are every M-th
+ * of those for dim. Caller frees. */
+int attn_rope_freqs_model(const Model *m, int dim, double **out);
+
+/* Loads layer L of m (GQA families, GPT-2, DeepSeek MLA) as float32 row-vector matrices. */
+int attn_layer_load(Model *m, int layer, AttnLayer **out);
+
+/* ================================================================ evaluation */
+
+typedef struct {
+    size_t T;                 /* tokens */
+    int n_heads;
+    float *scores;            /* (H, T, T) scaled logits; entries j > i (masked) are 0 */
+    Mat *out;                 /* (T, hidden) attention output after o_proj (+ bias) */
+} AttnOut;
+
+void attn_out_free(AttnOut *o);
+/* Evaluates the layer on X (T x hidden) at positions pos[T] (token i attends to j <= i).
+ * want_scores: also keep the (H, T, T) logits. *out is the caller's. */
+int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out);
+
+/* The pieces the evaluator is made of, for other factored evaluators (TPA, compare):
+ * Y (T, n) = X (T, k) @ W (k, n) + b (b may be NULL); */
+void attn_linear(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y);
+/* (the rotation is core/model/rope.h's rope_rotate_rows) and attends with L's GQA heads over given queries Q (T, H head_dim) and keys K (T, G head_dim),
+ * RoPE already applied, and values V (T, G v_dim): causal softmax at L->scale, head outputs, then
+ * W_O (+ b_O). want_scores keeps the (H, T, T) logits. *out is the caller's. */
+int attn_attend(const AttnLayer *L, size_t T, const float *Q, const float *K, const float *V, bool want_scores,
+                AttnOut **out);
+
+/* Relative errors ||b - a|| / ||a|| of the causal scores (both must have them; else NaN) and
+ * of the outputs. */
+void attn_rel_err(const AttnOut *a, const AttnOut *b, double *score_err, double *out_err);
+
+/* Deterministic standard normal T x hidden inputs for a seed (caller frees). */
+Mat *attn_random_input(size_t T, int hidden, uint64_t seed);
+
+#endif

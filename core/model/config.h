@@ -1,0 +1,238 @@
+/* config.h -- the model description: config.json parsed once, at load, into ModelConfig (family,
+ * dims, the RoPE spec, attention scale / soft-caps / sliding windows, QK normalisation, norm kind,
+ * activation, MLP and MoE routing, biases, tied embeddings). Every consumer reads this
+ * description; no other module parses config.json. Adding a family means adding its reader here.
+ *
+ * What a model can be used for is not decided here: the description records what the config
+ * says (a YaRN scaling, a sliding window, per-head Q/K norms) and core/model/analyses.c decides, per
+ * analysis, whether attnlab covers it. */
+#ifndef AL_CONFIG_H
+#define AL_CONFIG_H
+
+#include "tensor.h"
+
+struct cJSON;
+
+typedef enum {
+    FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2,   /* GQA, RoPE rotate_half (Qwen2: q/k/v biases) */
+    FAM_DEEPSEEK,                        /* MLA: DeepSeek-V2/V3/R1, Kimi-K2 */
+    FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
+    FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
+    FAM_QWEN3,                           /* qwen3, qwen3_moe: explicit head_dim, per-head q_norm / k_norm */
+    FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
+                                            embeddings x sqrt(hidden), soft-caps (2), q/k norms (3) */
+    FAM_MIXTRAL,                         /* mixtral: Mistral attention, top-k of experts w1/w2/w3 */
+    FAM_PHI3,                            /* phi3: fused qkv_proj and gate_up_proj, partial rotary */
+    FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
+                                            parallel residual, LayerNorm with bias, GELU MLP with biases */
+    FAM_OLMO2,                           /* olmo2: q/k norms over the whole projection, post-norms only */
+    FAM_COUNT
+} model_family;
+
+typedef enum {
+    ROPE_NONE,
+    ROPE_HALF,          /* rotate_half: dim j pairs with j + d/2 (HF Llama/Mistral/Qwen2) */
+    ROPE_INTERLEAVED    /* dim 2j pairs with 2j + 1 (llama2.c; DeepSeek weights, de-interleaved in its code) */
+} rope_layout;
+
+/* rope_scaling of config.json. */
+typedef enum {
+    RS_NONE,            /* absent, null or "default" */
+    RS_LINEAR,          /* every frequency / factor */
+    RS_LLAMA3,          /* low frequencies / factor, a blend between two wavelengths */
+    RS_YARN,            /* frequency interpolation with a ramp, and an attention factor */
+    RS_LONGROPE,        /* per-frequency short / long factors (recorded; not computed) */
+    RS_OTHER            /* a type attnlab does not know ("dynamic", ...): `type` names it */
+} rope_scaling_kind;
+
+#define CFG_MAX_ROPE_PAIRS 256
+#define CFG_MAX_LAYERS 512
+
+typedef struct {
+    rope_scaling_kind kind;
+    char type[32];                /* as config.json spells it ("" when none) */
+    double factor;                /* 1 when absent */
+    double orig_max_pos;          /* original_max_position_embeddings (llama3 default 8192; yarn: max_pos or 4096) */
+    double low_freq_factor, high_freq_factor;           /* llama3 (defaults 1, 4) */
+    double beta_fast, beta_slow;                        /* yarn (defaults 32, 1) */
+    double mscale, mscale_all_dim;                      /* yarn (0 when absent) */
+    double attention_factor;                            /* yarn / longrope; NAN when absent */
+    int n_short, n_long;                                /* longrope factor arrays (pairs) */
+    double short_factor[CFG_MAX_ROPE_PAIRS], long_factor[CFG_MAX_ROPE_PAIRS];
+} RopeScaling;
+
+typedef struct {
+    rope_layout layout;           /* pairing applied to q/k (MLA: rotate_half after de-interleaving
+                                     when interleaved; DeepSeek's rope_interleave: false -> ROPE_HALF) */
+    int head_dim;                 /* per-head dims that carry RoPE (= qk_rope_dim) */
+    int rotary_dim;               /* dims actually rotated (partial rotary: < head_dim) */
+    double partial_factor;        /* partial_rotary_factor / rotary_pct (1: full) */
+    double theta;                 /* rope_theta */
+    double local_theta;           /* rope_local_base_freq of local (sliding) layers; 0: theta everywhere */
+    RopeScaling scaling;
+} RopeSpec;
+
+typedef enum { QKN_NONE, QKN_HEAD, QKN_PROJ } qk_norm_kind;            /* per head | whole projection */
+typedef enum { NORM_RMS, NORM_LAYER, NORM_RMS_1P } norm_kind;          /* RMS, LayerNorm with bias, RMS (1 + w) */
+typedef enum { MLP_DENSE, MLP_GATED, MLP_MOE } mlp_kind;
+/* Where a layer's attention weights live (core/model/model.c's per-head views follow it). */
+typedef enum {
+    QKV_SPLIT,          /* self_attn.{q,k,v,o}_proj (Llama, Mistral, Qwen, Gemma, Mixtral, OLMo 2) */
+    QKV_CAT,            /* self_attn.qkv_proj rows [Q heads ; K heads ; V heads] (Phi-3) */
+    QKV_HEADS,          /* attention.query_key_value rows head by head [q_h ; k_h ; v_h], attention.dense (GPT-NeoX) */
+    QKV_CONV1D,         /* attn.c_attn (in, out) columns [Q | K | V], attn.c_proj (GPT-2) */
+    QKV_MLA             /* q(_a/_b)_proj, kv_a_proj_with_mqa, kv_b_proj (DeepSeek) */
+} attn_layout;
+
+/* How a decoder layer arranges its norms and residuals. */
+typedef enum {
+    BLOCK_PRE,          /* x += attn(n1(x)); x += mlp(n2(x))                              (Llama, GPT-2) */
+    BLOCK_SANDWICH,     /* x += post_attn(attn(n1(x))); x += post_ff(mlp(pre_ff(x)))      (Gemma 2/3) */
+    BLOCK_POST,         /* x += post_attn(attn(x)); x += post_ff(mlp(x))                  (OLMo 2) */
+    BLOCK_PARALLEL      /* x += attn(n1(x)) + mlp(n2(x))            (GPT-NeoX use_parallel_residual) */
+} block_layout;
+
+/* Where a mixture-of-experts layer keeps its router and experts. */
+typedef enum {
+    MOE_NONE,
+    MOE_MIXTRAL,        /* block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} */
+    MOE_QWEN,           /* mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen3-MoE) */
+    MOE_DEEPSEEK        /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
+} moe_layout;
+
+typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN } act_kind;
+
+typedef struct {
+    int n_experts;                /* n_routed_experts / num_experts (0: dense) */
+    int top_k;                    /* num_experts_per_tok */
+    bool norm_topk_prob;
+    int n_shared;                 /* n_shared_experts (or 1 with a shared_expert_intermediate_size) */
+    double routed_scaling;        /* routed_scaling_factor (1) */
+    int first_dense;              /* first_k_dense_replace */
+    int layer_freq;               /* moe_layer_freq (1) */
+    int sparse_step;              /* decoder_sparse_step (1) */
+    int n_mlp_only;               /* mlp_only_layers */
+    int mlp_only[64];
+    int expert_ffn;               /* moe_intermediate_size */
+    moe_layout layout;            /* tensor names (MOE_NONE for dense models) */
+    bool sigmoid;                 /* scoring_func "sigmoid" (DeepSeek-V3); else softmax */
+    int n_group, topk_group;      /* DeepSeek grouped routing (n_group 0 or 1: no groups) */
+    char topk_method[24];         /* DeepSeek topk_method ("greedy", "group_limited_greedy", "noaux_tc") */
+} MoeSpec;
+
+typedef struct {
+    model_family family;
+    char model_type[32];      /* as config.json spells it */
+    int n_layers;
+    int n_heads;              /* query heads */
+    int n_kv_heads;           /* KV heads (MLA: = n_heads) */
+    int hidden;               /* d_model */
+    int vocab;
+    int intermediate;
+    int max_pos;
+    int qk_nope_dim;          /* per-head Q/K dims without RoPE (GPT-2: all of them; Llama: 0) */
+    int qk_rope_dim;          /* per-head Q/K dims with RoPE (Llama: head_dim; DeepSeek: qk_rope_head_dim) */
+    int v_dim;                /* per-head value dim */
+    int q_lora_rank;          /* 0: no query latent (plain q_proj) */
+    int kv_lora_rank;         /* 0: not MLA */
+    double rope_theta;
+    rope_layout rope;
+    double norm_eps;
+    bool qkv_bias;            /* Qwen2, GPT-2, Llama with attention_bias */
+    bool o_bias;              /* GPT-2 c_proj bias; Llama attention_bias */
+    bool tie_embeddings;
+    bool latent_norm;         /* MLA: RMSNorm on the q/kv latents (q_a_layernorm, kv_a_layernorm);
+                                 false when config says qk_latent_layernorm: false (TransMLA exports) */
+    dt_type dtype;            /* storage dtype of the attention weights */
+    char prefix[24];          /* tensor name prefix: "model." / "transformer." / "" */
+
+    /* ---- the rest of the description (config.c) */
+    RopeSpec rope_spec;       /* layout, rotary dims, theta(s), scaling */
+    bool rope_interleave;     /* DeepSeek's rope_interleave (default true) */
+    double query_pre_attn_scalar;  /* softmax scale = this^-1/2 when > 0 (else d_qk^-1/2) */
+    bool scale_attn;          /* GPT-2 scale_attn_weights (true: scale d^-1/2; false: 1) */
+    bool scale_by_layer;      /* GPT-2 scale_attn_by_inverse_layer_idx */
+    double attn_softcap;      /* attn_logit_softcapping (0: none) */
+    double final_softcap;     /* final_logit_softcapping (0: none) */
+    int sliding_window;       /* tokens of the window where layers have one (0: none) */
+    int window_from;          /* Qwen2: max_window_layers (layers below have full attention) */
+    int window_pattern;       /* sliding_window_pattern: every n-th layer is global (0: none) */
+    int window_declared;      /* a numeric sliding_window not disabled by use_sliding_window (tokens; -1: none) */
+    bool has_layer_types;     /* layer_types given: layer_sliding holds it */
+    unsigned char layer_sliding[CFG_MAX_LAYERS];
+    qk_norm_kind qk_norm;     /* the family's (Qwen3, Gemma 3: per head; OLMo 2: projection), else from the
+                                 checkpoint's q_norm / k_norm tensors (model.c) */
+    norm_kind norm;
+    char activation[32];      /* hidden_act / activation_function (default silu; GPT-2 gelu_new) */
+    act_kind act;             /* what it names (ACT_UNKNOWN: a name attnlab does not compute) */
+    mlp_kind mlp;
+    MoeSpec moe;
+    char torch_dtype[16];     /* torch_dtype / dtype ("" when absent) */
+
+    /* ---- layout of the weights and the block (families beyond Llama) */
+    attn_layout attn;         /* where the attention weights live */
+    block_layout block;       /* norms and residuals of a layer */
+    bool rope_first;          /* partial rotary (GPT-NeoX, Phi-3): Q/K columns [0, qk_rope) carry RoPE and
+                                 [qk_rope, qk_rope + qk_nope) do not; else NoPE first (DeepSeek) */
+    double embed_scale;       /* embeddings times this (Gemma: sqrt(hidden); else 1) */
+    bool mlp_fused;           /* Phi-3: mlp.gate_up_proj rows [gate ; up] */
+    bool mlp_bias;            /* GPT-NeoX: MLP linears with biases */
+} ModelConfig;
+
+/* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
+ * unknown family is an error naming the fields it lacked. Strict where a default would hide a
+ * damaged file: bytes after the JSON, a number given as a string (or true, or 1e999), rope_theta
+ * <= 0 and negative epsilons are errors naming the field; a repeated key keeps the last value, as
+ * Hugging Face does, with a warning (al_warn). Names kept or echoed (model_type, activation,
+ * torch_dtype, the RoPE scaling type) have control characters escaped (\xNN). */
+int model_config_parse(const char *json_text, const char *where, ModelConfig *cfg);
+/* The same, handing the parsed tree to *tree (caller frees; set even when the description fails,
+ * NULL when the text is not JSON). What model_open keeps in Model.config_tree. */
+int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, struct cJSON **tree);
+/* Fills the description beyond the dims (RoPE spec, attention, blocks) from root, or with the
+ * defaults of the family's dims when root is NULL (llama2.c). */
+void model_config_describe(const struct cJSON *root, ModelConfig *cfg);
+/* For a DeepSeek-layout export of a converted GQA model: YaRN's attention factor (on every dim
+ * of a GQA head) is folded into the converted weights, so the exported rope_scaling (object
+ * `rope_scaling` of an exported config, changed in place; NULL or other types: nothing) says
+ * attention_factor 1 and no mscale / mscale_all_dim. */
+void model_config_yarn_folded(struct cJSON *rope_scaling);
+/* Integer ids of key in a parsed config (a number or an array of numbers, e.g. eos_token_id)
+ * appended to list[n..cap); returns the new count. model_config_ids (model.h) reads a model's. */
+size_t config_tree_ids(const struct cJSON *root, const char *key, int *list, size_t n, size_t cap);
+
+static inline int cfg_d_qk(const ModelConfig *c) { return c->qk_nope_dim + c->qk_rope_dim; }
+static inline int cfg_d_in_q(const ModelConfig *c) { return c->q_lora_rank ? c->q_lora_rank : c->hidden; }
+static inline int cfg_d_in_kv(const ModelConfig *c) { return c->kv_lora_rank ? c->kv_lora_rank : c->hidden; }
+static inline bool cfg_is_mla(const ModelConfig *c) { return c->kv_lora_rank > 0; }
+/* First Q/K column that carries RoPE, and the first that does not (see rope_first). */
+static inline int cfg_rope_col(const ModelConfig *c) { return c->rope_first ? 0 : c->qk_nope_dim; }
+static inline int cfg_nope_col(const ModelConfig *c) { return c->rope_first ? c->qk_rope_dim : 0; }
+/* The KV head serving query head h. */
+static inline int cfg_kv_group(const ModelConfig *c, int h) {
+    return c->n_kv_heads > 0 ? h / (c->n_heads / c->n_kv_heads) : h;
+}
+
+const char *model_family_name(model_family f);
+const char *rope_layout_name(rope_layout r);
+const char *rope_scaling_name(const RopeScaling *s);     /* "none", "linear", ... or the config's type */
+const char *qk_norm_name(qk_norm_kind k);
+const char *norm_kind_name(norm_kind k);
+const char *mlp_kind_name(mlp_kind k);
+
+/* Softmax scale of layer's attention: d_qk^-1/2 (or query_pre_attn_scalar^-1/2), GPT-2's
+ * scale_attn_weights / scale_attn_by_inverse_layer_idx, times YaRN's mscale^2 for MLA when
+ * rope_scaling sets mscale_all_dim (DeepSeek). */
+double cfg_attn_scale(const ModelConfig *c, int layer);
+/* Sliding window of layer's attention in tokens (0: full causal): Mistral's on every layer,
+ * Qwen2's from max_window_layers on when use_sliding_window, layer_types / sliding_window_pattern. */
+size_t cfg_layer_window(const ModelConfig *c, int layer);
+/* RoPE base of layer (rope_local_base_freq on sliding layers where set). */
+double cfg_layer_theta(const ModelConfig *c, int layer);
+/* True when layer's RoPE uses the config's rope_scaling (Gemma 3: global layers only; local
+ * layers use plain RoPE with rope_local_base_freq). */
+bool cfg_layer_rope_scaled(const ModelConfig *c, int layer);
+/* True when layer L's MLP is a mixture of experts by the config's routing fields. */
+bool cfg_moe_layer(const ModelConfig *c, int layer);
+
+#endif

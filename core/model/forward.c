@@ -1,0 +1,1232 @@
+/* forward.c -- the float32 forward pass: config extras (activation, RoPE sets, windows), weights
+ * by Hugging Face tensor name tables per layout (views of the mapping in their stored dtype,
+ * multiplied by core/linalg/matmul.c; pages kept or released per layer), the layer
+ * kernels (norms by kind and slot, q/k norms, RoPE, attention over the KV cache, dense MLPs,
+ * mixture-of-experts routing) and the activation hooks. See forward.h for the contract.
+ *
+ * Row-vector convention throughout: activations are (T, width) row-major; an HF Linear weight
+ * W (out, in) is applied as x @ W^T, a GPT-2 Conv1D weight W (in, out) as x @ W. */
+#define _GNU_SOURCE
+#include "forward.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyses.h"
+#include "lin.h"
+#include "matmul.h"
+#include "rope.h"
+
+#define QCHUNK 64          /* query rows per attention block */
+#define LCHUNK 64          /* rows per logits block */
+
+/* ================================================================ types */
+
+typedef struct {
+    WMat w;                /* HF (out, in), or Conv1D (in, out) when io (a float32 view); w.data NULL: absent */
+    Mat *b;                /* (1, out) or NULL */
+    bool io;
+    size_t in, out;
+} Lin;
+
+/* A feed-forward net: gated act(x gate^T) * (x up^T) (gu: Phi-3's fused rows [gate ; up]) or, when
+ * neither gate nor gu is set, act(x up^T); then down. */
+typedef struct {
+    Lin gate, up, gu, down;
+    size_t ffn;            /* inner width */
+} Ffn;
+
+/* Norm slots of a layer (which exist depends on the block layout). */
+enum { NS_ATTN_IN, NS_ATTN_OUT, NS_MLP_IN, NS_MLP_OUT, NS_COUNT };
+
+typedef struct {
+    Mat *nw[NS_COUNT], *nb[NS_COUNT];  /* norm weights (1, D) and LayerNorm biases, NULL where absent */
+    Lin q, k, v, o;               /* GQA; MLA: q is q_proj or q_b_proj, o is o_proj */
+    Lin qkv;                      /* fused: GPT-2 c_attn (D, 3D); Phi-3 qkv_proj and GPT-NeoX query_key_value
+                                     ((H + 2G) dqk, D) with rows [Q ; K ; V] (NeoX's head by head: its
+                                     outputs are reordered, neox_unmix) */
+    Mat *qn, *kn;                 /* q_norm / k_norm: (1, dqk) per head, or (1, H dqk) / (1, G dqk) (QKN_PROJ) */
+    Lin qa, kva, kvb;             /* MLA: q_a_proj (ql, D), kv_a_proj_with_mqa (kl + rope, D), kv_b_proj */
+    Mat *qa_norm, *kva_norm;      /* MLA latent RMSNorms (1, ql), (1, kl) or NULL */
+    Ffn mlp;                      /* dense MLP; MoE layers: the shared experts (ffn 0: none) */
+    Lin router;                   /* MoE: gate (E, D) */
+    Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
+    Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
+    bool loaded;
+} LayerW;
+
+typedef struct { float *p; size_t cap; } fbuf;
+
+/* RoPE frequencies of one kind of layer (Gemma 3: global and local layers differ). */
+typedef struct {
+    float *inv;                   /* (rope / 2); longrope: the short factors */
+    float *inv_long;              /* longrope: the long factors (sequences beyond orig_max_pos), else NULL */
+    float mscale;                 /* attention factor on cos / sin (YaRN, longrope; else 1) */
+    fbuf cs, sn;                  /* (T, rope / 2) tables of the current call */
+} RopeSet;
+
+struct Forward {
+    Model *m;
+    const ModelConfig *c;
+    bool mla;
+    size_t D, H, G, dqk, nope, rope, rcol, dv, ql, kl, ffn, vocab;   /* ffn: MLP width; rcol: first RoPE column */
+    act_kind act;
+    double norm_eps;
+    RopeSet rs[2];                /* [0]: theta with rope_scaling; [1]: layers of another base or unscaled */
+    unsigned char *lrs;           /* (n_layers) index into rs */
+    rope_layout rope_lay;         /* pairs in the checkpoint's layout (DeepSeek's stay interleaved) */
+
+    WMat embed;                   /* (V, D) */
+    WMat wpe;                     /* GPT-2 (n_positions, D); data NULL: none */
+    WMat lm_head;                 /* (V, D); data NULL: tied to embed */
+    Mat *norm, *norm_b;           /* final norm (1, D) */
+    LayerW *layers;               /* (n_layers) */
+    bool streaming;
+
+    size_t max_ctx, pos, seq, cap;
+    float **kc, **vc;             /* per layer: (cap, G dqk), (cap, G dv) keys after RoPE, values */
+    FwdHooks hooks;
+    const AttnLayer **over;       /* (n_layers) attention overrides (borrowed); NULL: the model's own */
+    float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
+                                     (NULL exactly where there is no override, or before the cache) */
+    int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
+
+    /* scratch, (rows, width) */
+    fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm;
+    int nworkers;
+    MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
+    mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
+};
+
+/* ================================================================ small helpers */
+
+const char *fwd_act_name(fwd_act_kind k) {
+    switch (k) {
+    case FWD_ATTN_IN: return "attn_in";
+    case FWD_Q_LATENT: return "q_latent";
+    case FWD_KV_LATENT: return "kv_latent";
+    case FWD_Q: return "q";
+    case FWD_K: return "k";
+    case FWD_V: return "v";
+    case FWD_Q_ROPE: return "q_rope";
+    case FWD_K_ROPE: return "k_rope";
+    case FWD_ATTN_OUT: return "attn_out";
+    case FWD_ATTN_PROJ: return "attn_proj";
+    default: return "?";
+    }
+}
+
+/* Makes b hold at least a*b2 floats (contents not kept). */
+static float *fb_fit(fbuf *b, size_t a, size_t b2, const char *what) {
+    size_t n;
+    if (!al_mul_ok(a, b2 ? b2 : 1, &n, what)) return NULL;
+    if (n <= b->cap && b->p) return b->p;
+    size_t bytes;
+    if (!al_mul_ok(n ? n : 1, sizeof(float), &bytes, what)) return NULL;
+    float *p = mm_alloc(bytes, what);
+    if (!p) return NULL;
+    free(b->p);
+    b->p = p;
+    b->cap = n;
+    return p;
+}
+
+static void fb_free(fbuf *b) { free(b->p); b->p = NULL; b->cap = 0; }
+
+static void lin_free(Lin *l) { wmat_free(&l->w); mat_free(l->b); l->b = NULL; }
+
+static int xin_fit(Forward *f, int L, size_t cap);
+
+/* y (T, out; row stride ldy) = x (T, in; stride ldx) @ W^T (+ b), in the pass's compute mode. */
+static int lin_apply(Forward *f, const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    int rc = l->io ? mm_xw(&l->w, x, ldx, T, y, ldy) : mm_xwt(f->mm, &l->w, x, ldx, T, y, ldy, f->compute);
+    if (rc != AL_OK) return rc;
+    if (l->b)
+        for (size_t t = 0; t < T; t++) {
+            float *r = y + t * ldy;
+            for (size_t j = 0; j < l->out; j++) r[j] += l->b->data[j];
+        }
+    return AL_OK;
+}
+
+/* out = RMSNorm(x) * w (one_plus: * (1 + w), Gemma), rows of width n; in place when out == x.
+ * As Hugging Face computes it in float32: x * rsqrt(mean(x^2) + eps) * w. */
+static void rmsnorm(const float *x, size_t ldx, size_t T, size_t n, const float *w, bool one_plus, double eps,
+                    float *out, size_t ldo) {
+    for (size_t t = 0; t < T; t++) {
+        const float *r = x + t * ldx;
+        double ss = 0;
+        for (size_t j = 0; j < n; j++) ss += (double)r[j] * r[j];
+        float inv = (float)(1.0 / sqrt(ss / (double)n + eps));
+        float *o = out + t * ldo;
+        if (one_plus) for (size_t j = 0; j < n; j++) o[j] = r[j] * inv * (1.f + w[j]);
+        else for (size_t j = 0; j < n; j++) o[j] = r[j] * inv * w[j];
+    }
+}
+
+/* out = LayerNorm(x) * w + b; in place when out == x. */
+static void layernorm(const float *x, size_t ldx, size_t T, size_t n, const float *w, const float *b, double eps,
+                      float *out, size_t ldo) {
+    for (size_t t = 0; t < T; t++) {
+        const float *r = x + t * ldx;
+        double mean = 0, var = 0;
+        for (size_t j = 0; j < n; j++) mean += r[j];
+        mean /= (double)n;
+        for (size_t j = 0; j < n; j++) var += (r[j] - mean) * (r[j] - mean);
+        float inv = (float)(1.0 / sqrt(var / (double)n + eps));
+        float *o = out + t * ldo;
+        for (size_t j = 0; j < n; j++) o[j] = (float)(r[j] - mean) * inv * w[j] + (b ? b[j] : 0.f);
+    }
+}
+
+/* The model's norm (config.h norm_kind) of T rows of width n, weight w (and LayerNorm bias b). */
+static void norm_apply(const Forward *f, const Mat *w, const Mat *b, const float *x, size_t ldx, size_t T, size_t n,
+                       float *out, size_t ldo) {
+    if (f->c->norm == NORM_LAYER) layernorm(x, ldx, T, n, w->data, b ? b->data : NULL, f->norm_eps, out, ldo);
+    else rmsnorm(x, ldx, T, n, w->data, f->c->norm == NORM_RMS_1P, f->norm_eps, out, ldo);
+}
+
+static float act_apply(act_kind a, float x) {
+    switch (a) {
+    case ACT_SILU: return x / (1.f + expf(-x));
+    case ACT_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case ACT_GELU_TANH: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case ACT_RELU: return x > 0 ? x : 0;
+    case ACT_UNKNOWN: break;
+    }
+    return x;
+}
+
+/* ================================================================ the description */
+
+/* Frequencies of one RoPE set: base theta, with the config's rope_scaling when scaled (longrope:
+ * both factor sets). */
+static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled) {
+    const RopeSpec *spec = &f->c->rope_spec;
+    bool lr = scaled && spec->scaling.kind == RS_LONGROPE;
+    size_t half = f->rope / 2;
+    RopeSpec plain = *spec;
+    if (!scaled) { memset(&plain.scaling, 0, sizeof plain.scaling); plain.scaling.factor = 1; plain.scaling.attention_factor = NAN; }
+    rs->inv = al_malloc3(half, 1, sizeof(float), "RoPE frequencies");
+    rs->inv_long = lr ? al_malloc3(half, 1, sizeof(float), "RoPE frequencies") : NULL;
+    double *base = al_malloc3(half, 1, sizeof(double), "RoPE frequencies");
+    int rc = rs->inv && base && (!lr || rs->inv_long) ? AL_OK : AL_ERR;
+    const char *where = f->m->path;
+    if (rc == AL_OK && lr) {
+        rc = rope_longrope_freqs(&spec->scaling, (int)f->rope, theta, true, base, where);
+        if (rc == AL_OK) vec_d2f(base, half, rs->inv_long);
+        if (rc == AL_OK) rc = rope_longrope_freqs(&spec->scaling, (int)f->rope, theta, false, base, where);
+    } else if (rc == AL_OK)
+        rc = rope_inv_freq(&plain, (int)f->rope, theta, base, where);
+    if (rc == AL_OK) vec_d2f(base, half, rs->inv);
+    rs->mscale = (float)rope_attention_factor(scaled ? spec : &plain);
+    free(base);
+    return rc;
+}
+
+/* What the pass takes from the model's description (core/model/config.h): activation, norm epsilon,
+ * RoPE frequencies (float) per kind of layer and their attention factors. Refusals are
+ * analysis_check's. */
+static int take_description(Forward *f) {
+    const ModelConfig *c = f->c;
+    f->act = c->act;
+    fwd_set_norm_eps(f, 0);
+    f->rope_lay = c->rope_spec.layout;
+    f->lrs = al_calloc((size_t)c->n_layers, 1, "RoPE sets");
+    if (!f->lrs) return AL_ERR;
+    if (!f->rope) return AL_OK;
+    double theta = c->rope_spec.theta, other = theta;
+    bool other_scaled = true, two = false;
+    for (int L = 0; L < c->n_layers; L++)
+        if (cfg_layer_theta(c, L) != theta || !cfg_layer_rope_scaled(c, L)) {
+            f->lrs[L] = 1;
+            other = cfg_layer_theta(c, L);
+            other_scaled = cfg_layer_rope_scaled(c, L);
+            two = true;
+        }
+    int rc = rope_set_init(f, &f->rs[0], theta, true);
+    if (rc == AL_OK && two) rc = rope_set_init(f, &f->rs[1], other, other_scaled);
+    return rc;
+}
+
+/* ================================================================ weights */
+
+/* Full name of a global tensor ("embed_tokens.weight" under the family's prefix). */
+static char *global_name(const Forward *f, const char *suffix) { return al_asprintf("%s%s", f->c->prefix, suffix); }
+
+/* Checks that tensor `name` has shape (rows, cols) (a vector: rows * cols values) and counts its
+ * stored bytes. */
+static int check_shape(Forward *f, const char *name, size_t rows, size_t cols, size_t *bytes) {
+    size_t R, C;
+    const st_entry *e;
+    if (store_shape2(f->m->store, name, &R, &C) != AL_OK || store_entry(f->m->store, name, &e, NULL) != AL_OK) return AL_ERR;
+    if (R * C != rows * cols || (rows > 1 && (R != rows || C != cols)))
+        return al_err("tensor '%s' has shape [%zu, %zu] but the forward pass of this %s model needs [%zu, %zu]", name, R,
+                      C, f->c->model_type, rows, cols);
+    if (bytes) *bytes += R * C * dt_size(e->dtype);
+    return AL_OK;
+}
+
+/* Reads (or, with dry, only checks and counts) the small tensor `name` (a norm weight, a bias) of
+ * shape (rows, cols) as float32. */
+static int load_mat(Forward *f, const char *name, size_t rows, size_t cols, bool dry, size_t *bytes, Mat **out) {
+    if (check_shape(f, name, rows, cols, bytes) != AL_OK) return AL_ERR;
+    if (dry) return AL_OK;
+    return store_read(f->m->store, name, out);
+}
+
+/* A view of weight `name` of shape (rows, cols) in its stored dtype (io: a float32 view for x @ W);
+ * with dry, only the check and the count. */
+static int load_view(Forward *f, const char *name, size_t rows, size_t cols, bool io, bool dry, size_t *bytes, WMat *out) {
+    if (check_shape(f, name, rows, cols, bytes) != AL_OK) return AL_ERR;
+    if (dry) return AL_OK;
+    return wmat_view(f->m->store, name, io, out);
+}
+
+/* A linear layer `base`.weight (+ optional `base`.bias) of layer L (L < 0: global). */
+static int load_lin(Forward *f, int L, const char *base, size_t in, size_t out, bool io, bool dry, size_t *bytes, Lin *l) {
+    char *w = L >= 0 ? model_tensor_name(f->m, L, base) : global_name(f, base);
+    char *wn = w ? al_asprintf("%s.weight", w) : NULL, *bn = w ? al_asprintf("%s.bias", w) : NULL;
+    int rc = wn && bn ? AL_OK : AL_ERR;
+    l->io = io;
+    l->in = in;
+    l->out = out;
+    if (rc == AL_OK) rc = load_view(f, wn, io ? in : out, io ? out : in, io, dry, bytes, &l->w);
+    if (rc == AL_OK && store_has(f->m->store, bn)) rc = load_mat(f, bn, 1, out, dry, bytes, &l->b);
+    free(w);
+    free(wn);
+    free(bn);
+    return rc;
+}
+
+/* A norm weight (and optional bias) `base`.weight of layer L (L < 0: global). */
+static int load_norm(Forward *f, int L, const char *base, size_t n, bool dry, size_t *bytes, Mat **w, Mat **b) {
+    char *p = L >= 0 ? model_tensor_name(f->m, L, base) : global_name(f, base);
+    char *wn = p ? al_asprintf("%s.weight", p) : NULL, *bn = p ? al_asprintf("%s.bias", p) : NULL;
+    int rc = wn && bn ? load_mat(f, wn, 1, n, dry, bytes, w) : AL_ERR;
+    if (rc == AL_OK && b && store_has(f->m->store, bn)) rc = load_mat(f, bn, 1, n, dry, bytes, b);
+    free(p);
+    free(wn);
+    free(bn);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- tensor names (Hugging Face's) */
+
+/* Norm slots by block layout (GPT-2: ln_1 / ln_2). */
+static const char *const norm_names[][NS_COUNT] = {
+    [BLOCK_PRE] = {"input_layernorm", NULL, "post_attention_layernorm", NULL},
+    [BLOCK_SANDWICH] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                        "post_feedforward_layernorm"},
+    [BLOCK_POST] = {NULL, "post_attention_layernorm", NULL, "post_feedforward_layernorm"},
+    [BLOCK_PARALLEL] = {"input_layernorm", NULL, "post_attention_layernorm", NULL},
+};
+static const char *const gpt2_norms[NS_COUNT] = {"ln_1", NULL, "ln_2", NULL};
+
+/* Attention projections by weight layout (MLA's are read in load_mla). */
+typedef struct { const char *q, *k, *v, *qkv, *o; } attn_names;
+static const attn_names attn_tab[] = {
+    [QKV_SPLIT] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", NULL, "self_attn.o_proj"},
+    [QKV_CAT] = {NULL, NULL, NULL, "self_attn.qkv_proj", "self_attn.o_proj"},
+    [QKV_HEADS] = {NULL, NULL, NULL, "attention.query_key_value", "attention.dense"},
+    [QKV_CONV1D] = {NULL, NULL, NULL, "attn.c_attn", "attn.c_proj"},
+    [QKV_MLA] = {NULL, NULL, NULL, NULL, "self_attn.o_proj"},
+};
+
+/* Linears of a feed-forward net (NULL: absent). */
+typedef struct { const char *gate, *up, *gu, *down; } ffn_names;
+
+static ffn_names dense_names(const ModelConfig *c) {
+    if (c->family == FAM_GPT2) return (ffn_names){NULL, "mlp.c_fc", NULL, "mlp.c_proj"};
+    if (c->family == FAM_NEOX) return (ffn_names){NULL, "mlp.dense_h_to_4h", NULL, "mlp.dense_4h_to_h"};
+    if (c->mlp_fused) return (ffn_names){NULL, NULL, "mlp.gate_up_proj", "mlp.down_proj"};
+    return (ffn_names){"mlp.gate_proj", "mlp.up_proj", NULL, "mlp.down_proj"};
+}
+
+/* Router and experts by MoE layout ("%d": the expert). */
+typedef struct { const char *router, *expert; ffn_names e; } moe_names;
+static const moe_names moe_tab[] = {
+    [MOE_MIXTRAL] = {"block_sparse_moe.gate", "block_sparse_moe.experts.%d.", {"w1", "w3", NULL, "w2"}},
+    [MOE_QWEN] = {"mlp.gate", "mlp.experts.%d.", {"gate_proj", "up_proj", NULL, "down_proj"}},
+    [MOE_DEEPSEEK] = {"mlp.gate", "mlp.experts.%d.", {"gate_proj", "up_proj", NULL, "down_proj"}},
+};
+
+/* ---------------------------------------------------------------- loading */
+
+static void ffn_free(Ffn *n) { lin_free(&n->gate); lin_free(&n->up); lin_free(&n->gu); lin_free(&n->down); }
+
+static void layer_release(Forward *f, int L) {
+    LayerW *w = &f->layers[L];
+    for (int i = 0; i < NS_COUNT; i++) { mat_free(w->nw[i]); mat_free(w->nb[i]); }
+    mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
+    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router};
+    for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
+    ffn_free(&w->mlp);
+    if (w->experts)
+        for (int e = 0; e < f->c->moe.n_experts; e++) ffn_free(&w->experts[e]);
+    free(w->experts);
+    memset(w, 0, sizeof *w);
+    char *prefix = model_tensor_name(f->m, L, "");
+    if (prefix) store_release_prefix(f->m->store, prefix);
+    free(prefix);
+}
+
+/* Linear pre + name of layer L (nothing when name is NULL). */
+static int load_part(Forward *f, int L, const char *pre, const char *name, size_t in, size_t out, bool dry,
+                     size_t *bytes, Lin *l) {
+    if (!name) return AL_OK;
+    char *n = al_asprintf("%s%s", pre, name);
+    int rc = n ? load_lin(f, L, n, in, out, f->c->family == FAM_GPT2, dry, bytes, l) : AL_ERR;
+    free(n);
+    return rc;
+}
+
+/* A feed-forward net of inner width ffn under prefix pre of layer L. */
+static int load_ffn(Forward *f, int L, const char *pre, const ffn_names *n, size_t ffn, bool dry, size_t *bytes,
+                    Ffn *o) {
+    size_t D = f->D;
+    o->ffn = ffn;
+    int rc = load_part(f, L, pre, n->gate, D, ffn, dry, bytes, &o->gate);
+    if (rc == AL_OK) rc = load_part(f, L, pre, n->up, D, ffn, dry, bytes, &o->up);
+    if (rc == AL_OK) rc = load_part(f, L, pre, n->gu, D, 2 * ffn, dry, bytes, &o->gu);
+    if (rc == AL_OK) rc = load_part(f, L, pre, n->down, ffn, D, dry, bytes, &o->down);
+    return rc;
+}
+
+/* Inner width of one routed expert (Mixtral: intermediate_size; else moe_intermediate_size). */
+static size_t expert_ffn(const Forward *f) {
+    return f->c->moe.expert_ffn > 0 ? (size_t)f->c->moe.expert_ffn : f->ffn;
+}
+
+/* Router, correction bias, routed and shared experts of MoE layer L. */
+static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    const MoeSpec *ms = &f->c->moe;
+    const moe_names *n = &moe_tab[ms->layout];
+    size_t E = (size_t)ms->n_experts, eff = expert_ffn(f);
+    int rc = load_lin(f, L, n->router, f->D, E, false, dry, bytes, &w->router);
+    char *bn = model_tensor_name(f->m, L, "mlp.gate.e_score_correction_bias");
+    if (rc == AL_OK && bn && ms->layout == MOE_DEEPSEEK && store_has(f->m->store, bn))
+        rc = load_mat(f, bn, 1, E, dry, bytes, &w->ebias);
+    free(bn);
+    if (rc == AL_OK && !(w->experts = al_calloc(E, sizeof *w->experts, "experts"))) rc = AL_ERR;
+    char pre[64];
+    for (size_t e = 0; rc == AL_OK && e < E; e++) {
+        snprintf(pre, sizeof pre, n->expert, (int)e);
+        rc = load_ffn(f, L, pre, &n->e, eff, dry, bytes, &w->experts[e]);
+    }
+    ffn_names sh = {"gate_proj", "up_proj", NULL, "down_proj"};
+    if (rc == AL_OK && ms->n_shared > 0)
+        rc = load_ffn(f, L, "mlp.shared_experts.", &sh, eff * (size_t)ms->n_shared, dry, bytes, &w->mlp);
+    return rc;
+}
+
+/* MLA's projections and latent norms. */
+static int load_mla(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    size_t D = f->D, H = f->H, dqk = f->dqk;
+    int rc = AL_OK;
+    if (f->ql) {
+        rc = load_lin(f, L, "self_attn.q_a_proj", D, f->ql, false, dry, bytes, &w->qa);
+        if (rc == AL_OK && f->c->latent_norm)
+            rc = load_norm(f, L, "self_attn.q_a_layernorm", f->ql, dry, bytes, &w->qa_norm, NULL);
+        if (rc == AL_OK) rc = load_lin(f, L, "self_attn.q_b_proj", f->ql, H * dqk, false, dry, bytes, &w->q);
+    } else
+        rc = load_lin(f, L, "self_attn.q_proj", D, H * dqk, false, dry, bytes, &w->q);
+    if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_a_proj_with_mqa", D, f->kl + f->rope, false, dry, bytes, &w->kva);
+    if (rc == AL_OK && f->c->latent_norm)
+        rc = load_norm(f, L, "self_attn.kv_a_layernorm", f->kl, dry, bytes, &w->kva_norm, NULL);
+    if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_b_proj", f->kl, H * (f->nope + f->dv), false, dry, bytes, &w->kvb);
+    return rc;
+}
+
+/* GPT-NeoX's query_key_value output columns, head by head [q_h ; k_h ; v_h], reordered in place to
+ * [Q ; K ; V] in each of the T rows of y (stride ld; the weights stay as stored). */
+static int neox_unmix(Forward *f, float *y, size_t T, size_t ld) {
+    size_t H = f->H, d = f->dqk, n = 3 * H * d;
+    float *tmp = fb_fit(&f->perm, 1, n, "a query_key_value row");
+    if (!tmp) return AL_ERR;
+    for (size_t t = 0; t < T; t++) {
+        float *r = y + t * ld;
+        for (size_t h = 0; h < H; h++)
+            for (size_t p = 0; p < 3; p++) memcpy(tmp + (p * H + h) * d, r + (h * 3 + p) * d, d * sizeof(float));
+        memcpy(r, tmp, n * sizeof(float));
+    }
+    return AL_OK;
+}
+
+/* The attention projections of layer L (and q/k norms). */
+static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    const ModelConfig *c = f->c;
+    size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
+    const attn_names *n = &attn_tab[c->attn];
+    bool io = c->attn == QKV_CONV1D;
+    int rc = f->mla ? load_mla(f, L, dry, bytes, w) : AL_OK;
+    if (rc == AL_OK && n->q) rc = load_lin(f, L, n->q, D, H * dqk, false, dry, bytes, &w->q);
+    if (rc == AL_OK && n->k) rc = load_lin(f, L, n->k, D, G * dqk, false, dry, bytes, &w->k);
+    if (rc == AL_OK && n->v) rc = load_lin(f, L, n->v, D, G * dv, false, dry, bytes, &w->v);
+    if (rc == AL_OK && n->qkv) rc = load_lin(f, L, n->qkv, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
+    if (rc == AL_OK) rc = load_lin(f, L, n->o, H * dv, D, io, dry, bytes, &w->o);
+    if (rc == AL_OK && c->qk_norm != QKN_NONE) {
+        bool proj = c->qk_norm == QKN_PROJ;
+        rc = load_norm(f, L, "self_attn.q_norm", proj ? H * dqk : dqk, dry, bytes, &w->qn, NULL);
+        if (rc == AL_OK) rc = load_norm(f, L, "self_attn.k_norm", proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
+    }
+    return rc;
+}
+
+/* Loads (or with dry, checks and counts) every weight of layer L. */
+static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
+    LayerW *w = &f->layers[L];
+    if (!dry && w->loaded) return AL_OK;
+    LayerW tmp = {0};
+    LayerW *dst = dry ? &tmp : w;
+    const char *const *nn = f->c->family == FAM_GPT2 ? gpt2_norms : norm_names[f->c->block];
+    int rc = AL_OK;
+    for (int i = 0; rc == AL_OK && i < NS_COUNT; i++)
+        if (nn[i]) rc = load_norm(f, L, nn[i], f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
+    if (rc == AL_OK) rc = load_attn(f, L, dry, bytes, dst);
+    ffn_names dn = dense_names(f->c);
+    if (rc == AL_OK) rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, "", &dn, f->ffn, dry, bytes, &dst->mlp);
+    free(tmp.experts);
+    if (rc != AL_OK) {
+        if (!dry) layer_release(f, L);
+        return al_err_ctx("forward pass, layer %d", L);
+    }
+    if (!dry) w->loaded = true;
+    return AL_OK;
+}
+
+/* Embeddings, final norm and LM head. */
+static int load_globals(Forward *f, size_t *bytes) {
+    model_family fam = f->c->family;
+    bool gpt2 = fam == FAM_GPT2, neox = fam == FAM_NEOX;
+    char *n = global_name(f, gpt2 ? "wte.weight" : neox ? "embed_in.weight" : "embed_tokens.weight");
+    int rc = n ? load_view(f, n, f->vocab, f->D, false, false, bytes, &f->embed) : AL_ERR;
+    free(n);
+    if (rc == AL_OK && gpt2) {
+        n = global_name(f, "wpe.weight");
+        size_t R = 0, C = 0;
+        rc = n ? store_shape2(f->m->store, n, &R, &C) : AL_ERR;
+        if (rc == AL_OK) rc = load_view(f, n, R, f->D, false, false, bytes, &f->wpe);
+        free(n);
+    }
+    if (rc == AL_OK)
+        rc = load_norm(f, -1, gpt2 ? "ln_f" : neox ? "final_layer_norm" : "norm", f->D, false, bytes, &f->norm, &f->norm_b);
+    const char *head = neox ? "embed_out.weight" : "lm_head.weight";
+    if (rc == AL_OK && store_has(f->m->store, head))
+        rc = load_view(f, head, f->vocab, f->D, false, false, bytes, &f->lm_head);
+    else if (rc == AL_OK && !f->c->tie_embeddings && !gpt2)
+        rc = al_err("%s: no %s and tie_word_embeddings is not set: the output projection is missing", f->m->path, head);
+    return rc;
+}
+
+/* The weight budget in bytes. */
+static size_t mem_budget(const FwdOptions *opt) {
+    if (opt && opt->mem_budget) return opt->mem_budget;
+    const char *e = getenv("ATTNLAB_FWD_MEM");
+    if (e && *e) return (size_t)strtoull(e, NULL, 10);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (size_t)((double)pages * (double)psz * 0.6) : (size_t)8 << 30;
+}
+
+/* ================================================================ new / free */
+
+void fwd_free(Forward *f) {
+    if (!f) return;
+    if (f->layers)
+        for (int L = 0; L < f->c->n_layers; L++) layer_release(f, L);
+    free(f->layers);
+    wmat_free(&f->embed); wmat_free(&f->wpe); wmat_free(&f->lm_head); mat_free(f->norm); mat_free(f->norm_b);
+    mm_work_free(f->mm);
+    if (f->kc)
+        for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
+    if (f->xin)
+        for (int L = 0; L < f->c->n_layers; L++) free(f->xin[L]);
+    free(f->kc);
+    free(f->vc);
+    free(f->xin);
+    free(f->over);
+    free(f->opos);
+    free(f->lrs);
+    for (int i = 0; i < 2; i++) {
+        free(f->rs[i].inv);
+        free(f->rs[i].inv_long);
+        fb_free(&f->rs[i].cs);
+        fb_free(&f->rs[i].sn);
+    }
+    fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm};
+    for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
+    free(f);
+}
+
+int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
+    *out = NULL;
+    const ModelConfig *c = &m->cfg;
+    Forward *f = al_calloc(1, sizeof *f, "a forward pass");
+    if (!f) return AL_ERR;
+    f->m = m;
+    f->c = c;
+    f->mla = cfg_is_mla(c);
+    f->D = (size_t)c->hidden;
+    f->H = (size_t)c->n_heads;
+    f->G = f->mla ? f->H : (size_t)c->n_kv_heads;
+    f->nope = (size_t)c->qk_nope_dim;
+    f->rope = (size_t)c->qk_rope_dim;
+    f->dqk = f->nope + f->rope;
+    f->rcol = (size_t)cfg_rope_col(c);
+    f->dv = (size_t)c->v_dim;
+    f->ql = (size_t)c->q_lora_rank;
+    f->kl = (size_t)c->kv_lora_rank;
+    f->ffn = (size_t)c->intermediate;
+    f->vocab = (size_t)c->vocab;
+    int rc = analysis_check(m, AN_PPL);
+    if (rc == AL_OK) rc = take_description(f);
+    size_t maxc = opt && opt->max_ctx ? opt->max_ctx : c->max_pos > 0 ? (size_t)c->max_pos : 4096;
+    f->layers = al_calloc((size_t)c->n_layers, sizeof *f->layers, "layer weights");
+    f->kc = al_calloc((size_t)c->n_layers, sizeof *f->kc, "the KV cache");
+    f->vc = al_calloc((size_t)c->n_layers, sizeof *f->vc, "the KV cache");
+    f->over = al_calloc((size_t)c->n_layers, sizeof *f->over, "attention overrides");
+    f->xin = al_calloc((size_t)c->n_layers, sizeof *f->xin, "attention overrides");
+    if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin) rc = AL_ERR;
+    size_t layer_bytes = 0, glob_bytes = 0;
+    for (int L = 0; rc == AL_OK && L < c->n_layers; L++) rc = layer_load(f, L, true, &layer_bytes);
+    if (rc == AL_OK) rc = load_globals(f, &glob_bytes);
+    if (rc == AL_OK && f->wpe.data && maxc > f->wpe.rows) maxc = f->wpe.rows;
+    f->max_ctx = maxc;
+    f->streaming = layer_bytes + glob_bytes > mem_budget(opt);
+    for (int L = 0; rc == AL_OK && !f->streaming && L < c->n_layers; L++) rc = layer_load(f, L, false, NULL);
+    f->nworkers = lin_sweep_threads(f->H, 0);
+    f->compute = opt ? opt->compute : MM_F32;
+    if (rc == AL_OK && !(f->mm = mm_work_new(0))) rc = AL_ERR;
+    if (rc != AL_OK) { fwd_free(f); return rc; }
+    *out = f;
+    return AL_OK;
+}
+
+void fwd_reset(Forward *f) { f->pos = 0; f->seq++; }
+size_t fwd_pos(const Forward *f) { return f->pos; }
+size_t fwd_vocab(const Forward *f) { return f->vocab; }
+size_t fwd_max_ctx(const Forward *f) { return f->max_ctx; }
+bool fwd_streaming(const Forward *f) { return f->streaming; }
+void fwd_set_compute(Forward *f, mm_compute c) { f->compute = c; }
+mm_compute fwd_compute(const Forward *f) { return f->compute; }
+
+void fwd_set_hooks(Forward *f, const FwdHooks *h) {
+    if (h) f->hooks = *h;
+    else memset(&f->hooks, 0, sizeof f->hooks);
+}
+
+Model *fwd_model(const Forward *f) { return f->m; }
+
+double fwd_attn_scale(const Forward *f, int layer) { return cfg_attn_scale(f->c, layer); }
+
+size_t fwd_attn_window(const Forward *f, int layer) { return cfg_layer_window(f->c, layer); }
+
+int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
+    int n = f->c->n_layers;
+    if (layer < 0 || layer >= n) return al_err("attention override: layer %d is out of range 0-%d", layer, n - 1);
+    if (L && (L->hidden < 0 || (size_t)L->hidden != f->D))
+        return al_err("attention override of layer %d: the layer reads %d-wide inputs, the model's hidden size is %zu",
+                      layer, L->hidden, f->D);
+    if (L && attn_layer_validate(L)) return al_err_ctx("attention override of layer %d", layer);
+    if (L && f->cap && !f->xin[layer] && xin_fit(f, layer, f->cap)) return AL_ERR;
+    if (!L) {                                  /* the input cache goes with the override */
+        free(f->xin[layer]);
+        f->xin[layer] = NULL;
+    }
+    f->over[layer] = L;
+    fwd_reset(f);
+    return AL_OK;
+}
+
+void fwd_clear_attn(Forward *f) {
+    bool any = false;
+    for (int L = 0; L < f->c->n_layers; L++) {
+        any |= f->over[L] != NULL;
+        f->over[L] = NULL;
+        free(f->xin[L]);
+        f->xin[L] = NULL;
+    }
+    if (any) fwd_reset(f);
+}
+
+/* ================================================================ kernels */
+
+/* Calls the hook for `kind` over rows [0, T) in chunks. */
+static int hook(Forward *f, fwd_act_kind kind, int L, const float *x, size_t T, size_t heads, size_t hd, size_t ld) {
+    if (!(f->hooks.mask & kind) || !f->hooks.fn) return AL_OK;
+    size_t step = f->hooks.chunk ? f->hooks.chunk : T;
+    for (size_t t0 = 0; t0 < T; t0 += step) {
+        FwdAct a = {.kind = kind, .layer = L, .seq = f->seq, .pos0 = f->pos + t0, .t0 = t0,
+                    .T = T - t0 < step ? T - t0 : step, .heads = heads, .head_dim = hd, .ld = ld, .x = x + t0 * ld};
+        int rc = f->hooks.fn(&a, f->hooks.ud);
+        if (rc != AL_OK) return rc == AL_ERR ? al_err_ctx("%s hook, layer %d", fwd_act_name(kind), L) : rc;
+    }
+    return AL_OK;
+}
+
+/* cos / sin (T, rope/2) of positions pos .. pos+T-1 for each RoPE set, times its attention
+ * factor; longrope takes its long factors when pos + T exceeds original_max_position_embeddings
+ * (as Hugging Face decides per call from the last position). */
+static int fwd_rope_tables(Forward *f, size_t T) {
+    size_t half = f->rope / 2;
+    if (!half) return AL_OK;
+    for (int i = 0; i < 2 && f->rs[i].inv; i++) {
+        RopeSet *r = &f->rs[i];
+        float *cs = fb_fit(&r->cs, T, half, "RoPE tables"), *sn = fb_fit(&r->sn, T, half, "RoPE tables");
+        if (!cs || !sn) return AL_ERR;
+        bool lng = r->inv_long && (double)(f->pos + T) > f->c->rope_spec.scaling.orig_max_pos;
+        rope_tables(cs, sn, T, f->pos, lng ? r->inv_long : r->inv, half, r->mscale);
+    }
+    return AL_OK;
+}
+
+/* Rotates the RoPE columns [rcol, rcol + rope) of every head of x (T rows, stride ld) with layer
+ * L's RoPE set. */
+static void rope_apply(const Forward *f, int L, float *x, size_t T, size_t ld, size_t heads) {
+    size_t half = f->rope / 2;
+    const RopeSet *r = &f->rs[f->lrs[L]];
+    for (size_t t = 0; t < T; t++) {
+        const float *cs = r->cs.p + t * half, *sn = r->sn.p + t * half;
+        for (size_t h = 0; h < heads; h++) rope_rotate_cs(x + t * ld + h * f->dqk + f->rcol, half, f->rope_lay, cs, sn);
+    }
+}
+
+/* q_norm / k_norm w on x (T rows, stride ld, heads of dqk): per head (QKN_HEAD) or over the whole
+ * projection (QKN_PROJ); RMSNorm, (1 + w) where the model's norms are. */
+static void qk_norm(const Forward *f, const Mat *w, float *x, size_t T, size_t ld, size_t heads) {
+    if (!w) return;
+    bool one_plus = f->c->norm == NORM_RMS_1P;
+    if (f->c->qk_norm == QKN_PROJ) rmsnorm(x, ld, T, heads * f->dqk, w->data, one_plus, f->norm_eps, x, ld);
+    else
+        for (size_t t = 0; t < T; t++)
+            rmsnorm(x + t * ld, f->dqk, heads, f->dqk, w->data, one_plus, f->norm_eps, x + t * ld, f->dqk);
+}
+
+/* Makes the attention-input cache of overridden layer L hold cap rows (keeping the old ones). */
+static int xin_fit(Forward *f, int L, size_t cap) {
+    float *x = al_malloc3(cap, f->D, sizeof(float), "the attention inputs of an overridden layer");
+    if (!x) return AL_ERR;
+    if (f->xin[L]) memcpy(x, f->xin[L], (f->cap < cap ? f->cap : cap) * f->D * sizeof(float));
+    free(f->xin[L]);
+    f->xin[L] = x;
+    return AL_OK;
+}
+
+/* Positions 0..cap-1 for attn_eval. */
+static int opos_fit(Forward *f, size_t cap) {
+    int *p = al_malloc3(cap, 1, sizeof(int), "positions");
+    if (!p) return AL_ERR;
+    for (size_t i = 0; i < cap; i++) p[i] = (int)i;
+    free(f->opos);
+    f->opos = p;
+    return AL_OK;
+}
+
+/* Makes the layer's KV cache hold n rows. */
+static int cache_fit(Forward *f, size_t n) {
+    if (n <= f->cap) return AL_OK;
+    size_t cap = f->cap ? f->cap : 256;
+    while (cap < n) cap *= 2;
+    if (cap > f->max_ctx) cap = f->max_ctx;
+    size_t kw = f->G * f->dqk, vw = f->G * f->dv;
+    for (int L = 0; L < f->c->n_layers; L++) {
+        float *k = al_malloc3(cap, kw, sizeof(float), "the KV cache");
+        float *v = k ? al_malloc3(cap, vw, sizeof(float), "the KV cache") : NULL;
+        if (!k || !v) { free(k); return AL_ERR; }
+        if (f->kc[L]) {
+            memcpy(k, f->kc[L], f->cap * kw * sizeof(float));
+            memcpy(v, f->vc[L], f->cap * vw * sizeof(float));
+        }
+        free(f->kc[L]);
+        free(f->vc[L]);
+        f->kc[L] = k;
+        f->vc[L] = v;
+    }
+    int rc = AL_OK;
+    for (int L = 0; rc == AL_OK && L < f->c->n_layers; L++)
+        if (f->over[L]) rc = xin_fit(f, L, cap);
+    if (rc == AL_OK) rc = opos_fit(f, cap);
+    if (rc == AL_OK) f->cap = cap;
+    return rc;
+}
+
+typedef struct {
+    Forward *f;
+    int L;
+    size_t T;
+    const float *q;           /* (T, H dqk) after RoPE */
+    size_t ldq;
+    double scale;
+} attn_job;
+
+/* One query head: softmax(q K^T scale, causal (and windowed)) V over the cache, into f->att. */
+static int attn_head(size_t h, int worker, void *ud) {
+    attn_job *j = ud;
+    Forward *f = j->f;
+    size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
+    const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
+    float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
+    attn_head_causal(j->q + h * f->dqk, j->ldq, K, kw, Vc, vw, j->T, f->pos, f->dqk, f->dv, j->scale,
+                     fwd_attn_window(f, j->L), f->c->attn_softcap, QCHUNK, S, f->att.p + h * f->dv, Hdv);
+    return AL_OK;
+}
+
+/* Overridden layer L on f->h (T rows): the rows join the layer's input cache, attn_eval runs the
+ * override over the whole sequence, and its last T output rows go to f->h (T, D). */
+static int attention_override(Forward *f, int L, size_t T) {
+    size_t D = f->D, n = f->pos + T;
+    memcpy(f->xin[L] + f->pos * D, f->h.p, T * D * sizeof(float));
+    Mat X = {.rows = n, .cols = D, .data = f->xin[L]};
+    AttnOut *o = NULL;
+    if (attn_eval(f->over[L], &X, f->opos, false, &o)) return al_err_ctx("forward pass, layer %d (override)", L);
+    memcpy(f->h.p, o->out->data + f->pos * D, T * D * sizeof(float));
+    attn_out_free(o);
+    return AL_OK;
+}
+
+/* Q, K, V of the rows Q/K/V (T, H dqk / G dqk / G dv) with their strides. */
+typedef struct { float *q, *k, *v; size_t ldq, ldk, ldv; } QKV;
+
+/* MLA: the query (through its latent), the KV latent and kv_b_proj into per-head keys and values
+ * (the shared RoPE part repeated in each head). */
+static int project_mla(Forward *f, int L, size_t T, QKV *o) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, H = f->H, dqk = f->dqk, dv = f->dv, ql = f->ql, kl = f->kl, r = f->rope, nope = f->nope;
+    size_t kvw = nope + dv, qw = H * dqk, kw = H * dqk, vw = H * dv;
+    int rc;
+    if (!(o->q = fb_fit(&f->q, T, qw, "Q")) || !(o->k = fb_fit(&f->k, T, kw, "K")) || !(o->v = fb_fit(&f->v, T, vw, "V")) ||
+        !fb_fit(&f->lat, T, (ql > kl + r ? ql : kl + r), "latents") || !fb_fit(&f->lat2, T, kl, "latents") ||
+        !fb_fit(&f->kvb, T, H * kvw, "kv_b output"))
+        return AL_ERR;
+    o->ldq = qw; o->ldk = kw; o->ldv = vw;
+    if (ql) {
+        if ((rc = lin_apply(f, &w->qa, f->h.p, D, T, f->lat.p, ql))) return rc;
+        if (w->qa_norm) rmsnorm(f->lat.p, ql, T, ql, w->qa_norm->data, false, f->norm_eps, f->lat.p, ql);
+        if ((rc = hook(f, FWD_Q_LATENT, L, f->lat.p, T, 1, ql, ql))) return rc;
+        if ((rc = lin_apply(f, &w->q, f->lat.p, ql, T, o->q, qw))) return rc;
+    } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
+        return rc;
+    if ((rc = lin_apply(f, &w->kva, f->h.p, D, T, f->lat.p, kl + r))) return rc;  /* [c_kv | k_pe] */
+    float *ckv = f->lat2.p;
+    if (w->kva_norm) rmsnorm(f->lat.p, kl + r, T, kl, w->kva_norm->data, false, f->norm_eps, ckv, kl);
+    else for (size_t t = 0; t < T; t++) memcpy(ckv + t * kl, f->lat.p + t * (kl + r), kl * sizeof(float));
+    if ((rc = hook(f, FWD_KV_LATENT, L, ckv, T, 1, kl, kl))) return rc;
+    if ((rc = lin_apply(f, &w->kvb, ckv, kl, T, f->kvb.p, H * kvw))) return rc;   /* per head [k_nope | v] */
+    for (size_t t = 0; t < T; t++)
+        for (size_t h = 0; h < H; h++) {
+            const float *src = f->kvb.p + t * H * kvw + h * kvw;
+            memcpy(o->k + t * kw + h * dqk, src, nope * sizeof(float));
+            memcpy(o->k + t * kw + h * dqk + nope, f->lat.p + t * (kl + r) + kl, r * sizeof(float));
+            memcpy(o->v + t * vw + h * dv, src + nope, dv * sizeof(float));
+        }
+    return AL_OK;
+}
+
+/* Q, K, V of layer L from f->h (T rows): one fused sgemm (columns [Q | K | V]) or three. */
+static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, qw = f->H * f->dqk, kw = f->G * f->dqk, vw = f->G * f->dv;
+    if (f->mla) return project_mla(f, L, T, o);
+    int rc;
+    if (w->qkv.w.data) {
+        size_t n = qw + kw + vw;
+        if (!(o->q = fb_fit(&f->q, T, n, "Q/K/V"))) return AL_ERR;
+        if ((rc = lin_apply(f, &w->qkv, f->h.p, D, T, o->q, n))) return rc;
+        if (f->c->attn == QKV_HEADS && (rc = neox_unmix(f, o->q, T, n))) return rc;
+        o->k = o->q + qw;
+        o->v = o->k + kw;
+        o->ldq = o->ldk = o->ldv = n;
+        return AL_OK;
+    }
+    if (!(o->q = fb_fit(&f->q, T, qw, "Q")) || !(o->k = fb_fit(&f->k, T, kw, "K")) || !(o->v = fb_fit(&f->v, T, vw, "V")))
+        return AL_ERR;
+    o->ldq = qw; o->ldk = kw; o->ldv = vw;
+    if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)) || (rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw)))
+        return rc;
+    return lin_apply(f, &w->v, f->h.p, D, T, o->v, vw);
+}
+
+/* softmax(q K^T scale) V of every head over the cache into f->att (T, H dv). */
+static int attend(Forward *f, int L, size_t T, const QKV *p) {
+    attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
+    int rc = AL_OK;
+    if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
+        rc = lin_sweep(f->H, f->nworkers, attn_head, &job);
+    else
+        for (size_t h = 0; h < f->H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
+    return rc;
+}
+
+/* Attention block of layer L on f->h (normed input, T rows): Q, K, V, q/k norms, RoPE, cache,
+ * attention, output projection into f->h (T, D). */
+static int attention(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv, kw = G * dqk, vw = G * dv;
+    QKV p;
+    int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
+    if (rc) return rc;
+    if (f->over[L]) {
+        if ((rc = attention_override(f, L, T))) return rc;
+        return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
+    }
+    if (!fb_fit(&f->att, T, H * dv, "attention output")) return AL_ERR;
+    if ((rc = project_qkv(f, L, T, &p))) return rc;
+    qk_norm(f, w->qn, p.q, T, p.ldq, H);
+    qk_norm(f, w->kn, p.k, T, p.ldk, G);
+    if ((rc = hook(f, FWD_Q, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K, L, p.k, T, G, dqk, p.ldk)) ||
+        (rc = hook(f, FWD_V, L, p.v, T, G, dv, p.ldv)))
+        return rc;
+    if (f->rope) {
+        rope_apply(f, L, p.q, T, p.ldq, H);
+        rope_apply(f, L, p.k, T, p.ldk, G);
+    }
+    if ((rc = hook(f, FWD_Q_ROPE, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K_ROPE, L, p.k, T, G, dqk, p.ldk)))
+        return rc;
+    for (size_t t = 0; t < T; t++) {
+        memcpy(f->kc[L] + (f->pos + t) * kw, p.k + t * p.ldk, kw * sizeof(float));
+        memcpy(f->vc[L] + (f->pos + t) * vw, p.v + t * p.ldv, vw * sizeof(float));
+    }
+    if ((rc = attend(f, L, T, &p)) || (rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
+    if ((rc = lin_apply(f, &w->o, f->att.p, H * dv, T, f->h.p, D))) return rc;
+    return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
+}
+
+/* One feed-forward net n on x (T rows, width D) into y (T, D); scratch f1 / f2. */
+static int ffn_apply(Forward *f, const Ffn *n, const float *x, size_t T, float *y) {
+    size_t D = f->D, FF = n->ffn;
+    bool gated = n->gate.w.data || n->gu.w.data;
+    float *a = fb_fit(&f->f1, T, gated ? 2 * FF : FF, "MLP activations");
+    int rc;
+    if (!a) return AL_ERR;
+    if (n->gu.w.data) {                               /* Phi-3: [gate | up] columns */
+        if ((rc = lin_apply(f, &n->gu, x, D, T, a, 2 * FF))) return rc;
+        for (size_t t = 0; t < T; t++) {
+            float *r = a + t * 2 * FF;
+            for (size_t j = 0; j < FF; j++) r[j] = act_apply(f->act, r[j]) * r[FF + j];
+        }
+        return lin_apply(f, &n->down, a, 2 * FF, T, y, D);
+    }
+    float *b = gated ? a + T * FF : NULL;
+    if (gated) {
+        if ((rc = lin_apply(f, &n->gate, x, D, T, a, FF)) || (rc = lin_apply(f, &n->up, x, D, T, b, FF))) return rc;
+        if (f->act == ACT_SILU && f->compute == MM_BF16) mm_silu_mul(a, b, T * FF);   /* vector exp */
+        else
+            for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]) * b[i];
+    } else {
+        if ((rc = lin_apply(f, &n->up, x, D, T, a, FF))) return rc;
+        for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]);
+    }
+    return lin_apply(f, &n->down, a, FF, T, y, D);
+}
+
+/* ---------------------------------------------------------------- mixture of experts */
+
+/* Keeps the topk_group best groups of experts in sel (E), setting the others to 0 as Hugging Face
+ * masks them: a group's score is its best selection score (DeepSeek-V2 group_limited_greedy) or
+ * the sum of its best two (V3). gs: scratch of n_group. */
+static void group_limit(const MoeSpec *m, bool v3, double *sel, double *gs) {
+    int ng = m->n_group, per = m->n_experts / ng;
+    for (int g = 0; g < ng; g++) {
+        double b1 = -INFINITY, b2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (sel[e] > b1) { b2 = b1; b1 = sel[e]; }
+            else if (sel[e] > b2) b2 = sel[e];
+        }
+        gs[g] = v3 ? b1 + b2 : b1;
+    }
+    for (int r = 0; r < m->topk_group; r++) {         /* kept groups are marked -inf */
+        int best = -1;
+        for (int g = 0; g < ng; g++)
+            if (gs[g] != -INFINITY && (best < 0 || gs[g] > gs[best])) best = g;
+        if (best >= 0) gs[best] = -INFINITY;
+    }
+    for (int e = 0; e < m->n_experts; e++)
+        if (gs[e / per] != -INFINITY) sel[e] = 0.0;
+}
+
+/* The k experts of one token from its router logits z (E) into idx / wt (k), as Hugging Face routes:
+ * Mixtral / Qwen3-MoE softmax, top-k, renormalised (Mixtral always, Qwen when norm_topk_prob);
+ * DeepSeek-V2 softmax, greedy or group_limited_greedy, times routed_scaling_factor, not
+ * renormalised; DeepSeek-V3 (every DeepSeek type but deepseek_v2, as Hugging Face's
+ * modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
+ * e_score_correction_bias within the topk_group best groups, weights the plain scores,
+ * renormalised when norm_topk_prob (+1e-20), times routed_scaling_factor. s, sel: scratch of E
+ * doubles; gs: of n_group. */
+static void route_token(const Forward *f, const float *z, const float *bias, double *s, double *sel, double *gs,
+                        int *idx, float *wt) {
+    const MoeSpec *m = &f->c->moe;
+    int E = m->n_experts, k = m->top_k;
+    bool ds = m->layout == MOE_DEEPSEEK, v3 = ds && strcmp(f->c->model_type, "deepseek_v2") != 0;
+    bool sig = v3 || (!ds && m->sigmoid);
+    double mx = -INFINITY, sum = 0;
+    for (int e = 0; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+    for (int e = 0; e < E; e++) {
+        s[e] = sig ? 1.0 / (1.0 + exp(-(double)z[e])) : exp((double)z[e] - mx);
+        sum += s[e];
+    }
+    for (int e = 0; e < E; e++) {
+        if (!sig) s[e] /= sum;
+        sel[e] = s[e] + (bias ? bias[e] : 0.0);
+    }
+    if (m->n_group > 1 && (v3 || !strcmp(m->topk_method, "group_limited_greedy"))) group_limit(m, v3, sel, gs);
+    double tot = 0;
+    for (int r = 0; r < k; r++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (sel[e] != -INFINITY && (best < 0 || sel[e] > sel[best])) best = e;
+        idx[r] = best;
+        sel[best] = -INFINITY;
+        tot += s[best];
+    }
+    bool norm = ds ? v3 && m->norm_topk_prob : m->norm_topk_prob;
+    double div = norm ? tot + (ds ? 1e-20 : 0) : 1, scale = ds ? m->routed_scaling : 1;
+    for (int r = 0; r < k; r++) wt[r] = (float)(s[idx[r]] / div * scale);
+}
+
+/* Runs expert e over the n choices rows[0..n) (choice i: token i / k, weight wt[i]) of x (T, D),
+ * adding the weighted outputs to f->h. */
+static int expert_rows(Forward *f, const Ffn *ex, const float *x, const int *rows, size_t n, const float *wt, size_t k) {
+    size_t D = f->D;
+    float *gx = fb_fit(&f->gx, n, D, "MoE rows"), *gy = fb_fit(&f->gy, n, D, "MoE rows");
+    if (!gx || !gy) return AL_ERR;
+    for (size_t r = 0; r < n; r++) memcpy(gx + r * D, x + (size_t)rows[r] / k * D, D * sizeof(float));
+    int rc = ffn_apply(f, ex, gx, n, gy);
+    for (size_t r = 0; rc == AL_OK && r < n; r++) {
+        float c = wt[rows[r]], *o = f->h.p + (size_t)rows[r] / k * D;
+        for (size_t j = 0; j < D; j++) o[j] += c * gy[r * D + j];
+    }
+    return rc;
+}
+
+/* MoE MLP of layer L on f->h (T rows) into f->h: tokens routed, the choices bucketed by expert
+ * (counting sort), each expert run once over its rows (one sgemm per projection), weighted and
+ * scattered back; plus the shared experts. */
+static int moe_mlp(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    const MoeSpec *m = &f->c->moe;
+    size_t D = f->D, E = (size_t)m->n_experts, k = (size_t)m->top_k, n = T * k;
+    float *x = fb_fit(&f->mx, T, D, "MoE input"), *z = fb_fit(&f->rl, T, E, "router logits");
+    int *idx = al_malloc3(2 * n + E + 1, 1, sizeof(int), "expert choices");
+    float *wt = al_malloc3(n, 1, sizeof(float), "expert weights");
+    double *sc = al_malloc3(2 * E + (size_t)(m->n_group > 1 ? m->n_group : 1), 1, sizeof(double), "router scores");
+    int rc = x && z && idx && wt && sc ? AL_OK : AL_ERR;
+    int *rows = idx ? idx + n : NULL, *start = idx ? idx + 2 * n : NULL;   /* choices by expert; (E + 1) offsets */
+    if (rc == AL_OK) {
+        memcpy(x, f->h.p, T * D * sizeof(float));
+        rc = lin_apply(f, &w->router, x, D, T, z, E);
+        for (size_t t = 0; rc == AL_OK && t < T; t++)
+            route_token(f, z + t * E, w->ebias ? w->ebias->data : NULL, sc, sc + E, sc + 2 * E, idx + t * k, wt + t * k);
+    }
+    if (rc == AL_OK) {
+        memset(start, 0, (E + 1) * sizeof(int));
+        for (size_t i = 0; i < n; i++) start[idx[i] + 1]++;
+        for (size_t e = 0; e < E; e++) start[e + 1] += start[e];
+        for (size_t i = 0; i < n; i++) rows[start[idx[i]]++] = (int)i;     /* start[e] becomes the end of e */
+        if (w->mlp.ffn) rc = ffn_apply(f, &w->mlp, x, T, f->h.p);
+        else memset(f->h.p, 0, T * D * sizeof(float));
+    }
+    for (size_t e = 0, b = 0; rc == AL_OK && e < E; b = (size_t)start[e++])
+        if ((size_t)start[e] > b) rc = expert_rows(f, &w->experts[e], x, rows + b, (size_t)start[e] - b, wt, k);
+    free(idx);
+    free(wt);
+    free(sc);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the block */
+
+/* Norm slot i of layer L from x (T, D) into out; without that norm a copy (or nothing in place). */
+static void norm_slot(Forward *f, int L, int i, const float *x, float *out, size_t T) {
+    const LayerW *w = &f->layers[L];
+    if (w->nw[i]) norm_apply(f, w->nw[i], w->nb[i], x, f->D, T, f->D, out, f->D);
+    else if (out != x) memcpy(out, x, T * f->D * sizeof(float));
+}
+
+/* The MLP of layer L on f->h into f->h (dense or experts). */
+static int mlp(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    if (w->experts) return moe_mlp(f, L, T);
+    float *x = fb_fit(&f->mx, T, f->D, "MLP input");
+    if (!x) return AL_ERR;
+    memcpy(x, f->h.p, T * f->D * sizeof(float));
+    return ffn_apply(f, &w->mlp, x, T, f->h.p);
+}
+
+static void add_rows(float *x, const float *y, size_t n) { for (size_t i = 0; i < n; i++) x[i] += y[i]; }
+
+/* Layer L on f->x (T rows) by the block layout (config.h block_layout): norms in slots that exist,
+ * residuals sequential, or parallel (x + attn(n1(x)) + mlp(n2(x))). */
+static int layer_run(Forward *f, int L, size_t T) {
+    size_t n = T * f->D;
+    bool par = f->c->block == BLOCK_PARALLEL;
+    norm_slot(f, L, NS_ATTN_IN, f->x.p, f->h.p, T);
+    int rc = attention(f, L, T);
+    if (rc) return rc;
+    norm_slot(f, L, NS_ATTN_OUT, f->h.p, f->h.p, T);
+    if (par) {
+        if (!fb_fit(&f->y, T, f->D, "attention output")) return AL_ERR;
+        memcpy(f->y.p, f->h.p, n * sizeof(float));
+    } else
+        add_rows(f->x.p, f->h.p, n);
+    norm_slot(f, L, NS_MLP_IN, f->x.p, f->h.p, T);
+    if ((rc = mlp(f, L, T))) return rc;
+    norm_slot(f, L, NS_MLP_OUT, f->h.p, f->h.p, T);
+    add_rows(f->x.p, f->h.p, n);
+    if (par) add_rows(f->x.p, f->y.p, n);
+    return AL_OK;
+}
+
+/* The whole stack over tokens at positions pos..pos+T-1: leaves the final normed hidden
+ * states in f->h (T, D) and advances pos. */
+static int body(Forward *f, const int *tokens, size_t T) {
+    size_t D = f->D;
+    if (T == 0) return al_err("forward pass: no tokens to run");
+    if (f->pos + T > f->max_ctx)
+        return al_err("forward pass: %zu tokens after %zu already in the sequence exceed the context of %zu (reset, or "
+                      "use shorter windows)", T, f->pos, f->max_ctx);
+    for (size_t t = 0; t < T; t++)
+        if (tokens[t] < 0 || (size_t)tokens[t] >= f->vocab)
+            return al_err("token id %d (position %zu) is outside the model's vocabulary 0-%zu", tokens[t], f->pos + t,
+                          f->vocab - 1);
+    if (!fb_fit(&f->x, T, D, "hidden states") || !fb_fit(&f->h, T, D, "hidden states") || !fb_fit(&f->y, 1, D, "a row") ||
+        cache_fit(f, f->pos + T) ||
+        !fb_fit(&f->scores, (size_t)f->nworkers * QCHUNK, f->pos + T, "attention scores") || fwd_rope_tables(f, T))
+        return AL_ERR;
+    float es = (float)f->c->embed_scale;              /* Gemma: sqrt(hidden) in the weights' dtype */
+    for (size_t t = 0; t < T; t++) {
+        wmat_row(&f->embed, (size_t)tokens[t], f->x.p + t * D);
+        if (es != 1.f && es > 0)
+            for (size_t j = 0; j < D; j++) f->x.p[t * D + j] *= es;
+        if (f->wpe.data) {
+            wmat_row(&f->wpe, f->pos + t, f->y.p);
+            for (size_t j = 0; j < D; j++) f->x.p[t * D + j] += f->y.p[j];
+        }
+    }
+    for (int L = 0; L < f->c->n_layers; L++) {
+        if (al_interrupted()) return AL_INTERRUPTED;
+        int rc = layer_load(f, L, false, NULL);
+        if (rc == AL_OK) rc = layer_run(f, L, T);
+        if (f->streaming) layer_release(f, L);
+        if (rc != AL_OK) return rc;
+    }
+    norm_apply(f, f->norm, f->norm_b, f->x.p, D, T, D, f->h.p, D);
+    f->pos += T;
+    return AL_OK;
+}
+
+/* logits (n, V) of n hidden rows h (n, D). */
+static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
+    const WMat *W = f->lm_head.data ? &f->lm_head : &f->embed;
+    int rc = mm_xwt(f->mm, W, h, f->D, n, out, f->vocab, f->compute);
+    if (rc != AL_OK) return rc;
+    double cap = f->c->final_softcap;                 /* Gemma 2: cap tanh(z / cap) */
+    if (cap > 0)
+        for (size_t i = 0; i < n * f->vocab; i++) out[i] = (float)(cap * tanh(out[i] / cap));
+    return AL_OK;
+}
+
+/* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking
+ * and spinning) than they give: such models run with one BLAS thread (heads still use lin_sweep). */
+#define SMALL_HIDDEN 512
+
+/* body() with the BLAS thread count of the model's size. */
+static int body_threads(Forward *f, const int *tokens, size_t T) {
+    int saved = openblas_get_num_threads();
+    bool small = f->D < SMALL_HIDDEN && saved > 1;
+    if (small) openblas_set_num_threads(1);
+    int rc = body(f, tokens, T);
+    if (small) openblas_set_num_threads(saved);
+    return rc;
+}
+
+int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *logits) {
+    int rc = body_threads(f, tokens, T);
+    if (rc != AL_OK) { fwd_reset(f); return rc; }
+    if (want == FWD_LOGITS_LAST) rc = logits_rows(f, f->h.p + (T - 1) * f->D, 1, logits);
+    else if (want == FWD_LOGITS_ALL)
+        for (size_t r0 = 0; rc == AL_OK && r0 < T; r0 += LCHUNK)
+            rc = logits_rows(f, f->h.p + r0 * f->D, T - r0 < LCHUNK ? T - r0 : LCHUNK, logits + r0 * f->vocab);
+    if (rc != AL_OK) fwd_reset(f);
+    return rc;
+}
+
+void fwd_set_norm_eps(Forward *f, double eps) {
+    f->norm_eps = eps > 0 ? eps : f->c->norm_eps > 0 ? f->c->norm_eps : 1e-5;
+}
+
+int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen) {
+    fwd_set_hooks(f, h);
+    int rc = AL_OK;
+    bool whole = h && h->whole_seqs;
+    for (size_t s = 0; s < nseq && rc == AL_OK; s++) {
+        if (al_interrupt_pending()) { rc = AL_INTERRUPTED; break; }
+        fwd_reset(f);
+        if (whole) al_interrupt_defer(true);      /* every poll inside the sequence (projections, heads) answers no */
+        rc = fwd_run(f, tokens + s * seqlen, seqlen, FWD_LOGITS_NONE, NULL);
+        if (whole) al_interrupt_defer(false);
+        al_progress("sequence", s + 1, nseq);
+    }
+    al_progress(NULL, 0, 0);
+    fwd_set_hooks(f, NULL);
+    fwd_reset(f);
+    return rc;
+}
+
+int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *count) {
+    *nll_sum = 0;
+    *count = 0;
+    fwd_reset(f);
+    if (T < 2) return al_err("perplexity needs at least 2 tokens in a window (got %zu)", T);
+    int rc = body_threads(f, tokens, T);
+    if (rc != AL_OK) { fwd_reset(f); return rc; }
+    float *lg = fb_fit(&f->logit, LCHUNK, f->vocab, "logits");
+    if (!lg) return AL_ERR;
+    double sum = 0;
+    for (size_t r0 = 0; r0 + 1 < T; r0 += LCHUNK) {
+        size_t n = T - 1 - r0 < LCHUNK ? T - 1 - r0 : LCHUNK;
+        if ((rc = logits_rows(f, f->h.p + r0 * f->D, n, lg))) { fwd_reset(f); return rc; }
+        for (size_t t = 0; t < n; t++) {
+            const float *z = lg + t * f->vocab;
+            float mx = -INFINITY;
+            for (size_t j = 0; j < f->vocab; j++) mx = z[j] > mx ? z[j] : mx;
+            double s = 0;
+            for (size_t j = 0; j < f->vocab; j++) s += exp((double)(z[j] - mx));
+            sum += log(s) + mx - z[tokens[r0 + t + 1]];
+        }
+    }
+    *nll_sum = sum;
+    *count = T - 1;
+    return AL_OK;
+}
+
+int fwd_ppl(Forward *f, const int *ids, size_t n, size_t seqlen, FwdPpl *out) {
+    memset(out, 0, sizeof *out);
+    out->nll = NAN;
+    if (seqlen < 2) return al_err("perplexity windows need at least 2 tokens, not %zu", seqlen);
+    if (seqlen > f->max_ctx)
+        return al_err("perplexity: seqlen %zu is longer than the model's context %zu: give a smaller seqlen", seqlen,
+                      f->max_ctx);
+    if (n < 2) return al_err("perplexity needs at least 2 tokens; the text has %zu", n);
+    size_t nwin = (n + seqlen - 1) / seqlen;
+    double sum = 0;
+    int rc = AL_OK;
+    for (size_t w = 0; w < nwin; w++) {
+        size_t start = w * seqlen, len = n - start < seqlen ? n - start : seqlen, c;
+        double s;
+        if (len < 2) break;
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        if ((rc = fwd_nll(f, ids + start, len, &s, &c)) != AL_OK) break;
+        sum += s;
+        out->tokens += c;
+        out->windows++;
+        al_progress("window", w + 1, nwin);
+    }
+    al_progress(NULL, 0, 0);
+    if (out->tokens) out->nll = sum / (double)out->tokens;
+    return rc;
+}

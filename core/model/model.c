@@ -1,0 +1,486 @@
+/* model.c -- model_open over a tensor store (the config is parsed once, by core/model/config.c), shape validation,
+ * and the canonical per-head views with a one-layer cache of dequantized weights. */
+#define _GNU_SOURCE
+#include "model.h"
+#include "gguf_arch.h"
+#include "llama2c.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+
+/* ================================================================ parameter accounting */
+
+size_t cfg_attn_params(const ModelConfig *c) {
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads, D = (size_t)c->hidden;
+    size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, p = 0;
+    if (cfg_is_mla(c)) {
+        size_t ql = (size_t)c->q_lora_rank, kl = (size_t)c->kv_lora_rank, rope = (size_t)c->qk_rope_dim;
+        p += ql ? ql * D + ql + H * dqk * ql : H * dqk * D;                 /* q_a (+norm) + q_b, or q_proj */
+        p += (kl + rope) * D + kl;                                          /* kv_a_proj_with_mqa + norm */
+        p += H * ((size_t)c->qk_nope_dim + dv) * kl;                        /* kv_b_proj */
+        p += D * H * dv;                                                    /* o_proj */
+        if (c->qkv_bias) p += H * dqk + (kl + rope);
+        if (c->o_bias) p += D;
+        return p;
+    }
+    p = D * (H * dqk + G * dqk + G * dv) + H * dv * D;
+    if (c->qkv_bias) p += H * dqk + G * dqk + G * dv;
+    if (c->o_bias) p += D;
+    return p;
+}
+
+size_t cfg_kv_values(const ModelConfig *c) {
+    if (cfg_is_mla(c)) return (size_t)c->kv_lora_rank + (size_t)c->qk_rope_dim;
+    return (size_t)c->n_kv_heads * ((size_t)cfg_d_qk(c) + (size_t)c->v_dim);
+}
+
+/* ================================================================ tensor names and shapes */
+
+char *model_tensor_name(const Model *m, int layer, const char *suffix) {
+    if (m->cfg.family == FAM_GPT2) return al_asprintf("%sh.%d.%s", m->cfg.prefix, layer, suffix);
+    return al_asprintf("%slayers.%d.%s", m->cfg.prefix, layer, suffix);
+}
+
+/* The attention tensors of one layer, as (suffix, rows, cols) the config requires. */
+typedef struct { const char *suffix; size_t rows, cols; } tensor_req;
+
+static size_t attn_requirements(const ModelConfig *c, tensor_req *req) {
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads, D = (size_t)c->hidden;
+    size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, n = 0;
+    if (c->family == FAM_GPT2) {
+        req[n++] = (tensor_req){"attn.c_attn.weight", D, 3 * D};
+        req[n++] = (tensor_req){"attn.c_proj.weight", D, D};
+        return n;
+    }
+    if (cfg_is_mla(c)) {
+        size_t ql = (size_t)c->q_lora_rank, kl = (size_t)c->kv_lora_rank;
+        if (ql) {
+            req[n++] = (tensor_req){"self_attn.q_a_proj.weight", ql, D};
+            req[n++] = (tensor_req){"self_attn.q_b_proj.weight", H * dqk, ql};
+        } else {
+            req[n++] = (tensor_req){"self_attn.q_proj.weight", H * dqk, D};
+        }
+        req[n++] = (tensor_req){"self_attn.kv_a_proj_with_mqa.weight", kl + (size_t)c->qk_rope_dim, D};
+        req[n++] = (tensor_req){"self_attn.kv_b_proj.weight", H * ((size_t)c->qk_nope_dim + dv), kl};
+        req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+        return n;
+    }
+    if (c->attn == QKV_CAT) {                     /* Phi-3: rows [Q heads ; K heads ; V heads] */
+        req[n++] = (tensor_req){"self_attn.qkv_proj.weight", H * dqk + G * dqk + G * dv, D};
+        req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+        return n;
+    }
+    if (c->attn == QKV_HEADS) {                   /* GPT-NeoX: rows head by head [q_h ; k_h ; v_h] */
+        req[n++] = (tensor_req){"attention.query_key_value.weight", H * (2 * dqk + dv), D};
+        req[n++] = (tensor_req){"attention.dense.weight", D, H * dv};
+        return n;
+    }
+    req[n++] = (tensor_req){"self_attn.q_proj.weight", H * dqk, D};
+    req[n++] = (tensor_req){"self_attn.k_proj.weight", G * dqk, D};
+    req[n++] = (tensor_req){"self_attn.v_proj.weight", G * dv, D};
+    req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+    return n;
+}
+
+/* Checks every layer's attention tensors exist with the shapes the config implies. */
+static int model_validate(Model *m) {
+    tensor_req req[8];
+    size_t nreq = attn_requirements(&m->cfg, req);
+    for (int L = 0; L < m->cfg.n_layers; L++)
+        for (size_t i = 0; i < nreq; i++) {
+            char *name = model_tensor_name(m, L, req[i].suffix);
+            if (!name) return AL_ERR;
+            size_t R, C;
+            int rc = store_shape2(m->store, name, &R, &C);
+            if (rc == AL_OK && (R != req[i].rows || C != req[i].cols))
+                rc = al_err("tensor '%s' has shape [%zu, %zu] but the config (%s, %d heads, %d KV heads, hidden %d) "
+                            "needs [%zu, %zu]", name, R, C, m->cfg.model_type, m->cfg.n_heads, m->cfg.n_kv_heads,
+                            m->cfg.hidden, req[i].rows, req[i].cols);
+            if (rc == AL_OK && L == 0 && i == 0) {
+                const st_entry *e;
+                store_entry(m->store, name, &e, NULL);
+                m->cfg.dtype = e->dtype;
+            }
+            free(name);
+            if (rc != AL_OK) return rc;
+        }
+    return AL_OK;
+}
+
+/* ================================================================ open / free */
+
+struct LayerCache {
+    pthread_mutex_t mu;
+    int layer;                 /* -1: empty */
+    Mat *t[8];                 /* by attention_requirements index (HF layout), loaded on demand */
+};
+
+static bool path_is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
+static bool path_ends(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Opens config.json + safetensors from dir (or beside a .safetensors file). */
+static int open_hf(Model *m, const char *path) {
+    char *dir;
+    if (path_is_dir(path)) dir = al_strdup(path);
+    else { char *t = al_strdup(path); dir = al_strdup(dirname(t)); free(t); }
+    char *cfg_path = al_asprintf("%s/config.json", dir);
+    free(dir);
+    if (!cfg_path) return AL_ERR;
+    struct stat sb;
+    if (stat(cfg_path, &sb) != 0) {
+        int rc = al_err("%s: no config.json (a Hugging Face checkpoint folder has config.json beside its "
+                        "*.safetensors; a llama2.c checkpoint is a .bin file)", path);
+        free(cfg_path);
+        return rc;
+    }
+    size_t cfg_len = 0;
+    m->config_json = al_read_file_max(cfg_path, &cfg_len, AL_CAP_CONFIG, "config");
+    int rc = !m->config_json ? AL_ERR
+             : strlen(m->config_json) != cfg_len   /* what follows a NUL would be ignored unseen */
+                 ? al_err("%s: a NUL byte at byte %zu: not a JSON text file", cfg_path, strlen(m->config_json))
+                 : model_config_parse_keep(m->config_json, cfg_path, &m->cfg, &m->config_tree);
+    free(cfg_path);
+    if (rc == AL_OK) rc = store_open(path, &m->store);
+    if (rc == AL_OK && m->cfg.family == FAM_GPT2 && !store_has(m->store, "transformer.h.0.attn.c_attn.weight") &&
+        store_has(m->store, "h.0.attn.c_attn.weight"))
+        m->cfg.prefix[0] = 0;                     /* GPT2Model saved without the LM head wrapper */
+    return rc;
+}
+
+/* Opens a GGUF (core/model/gguf_arch.h): an HF-layout store and config.json built from it. */
+static int open_gguf(Model *m, const char *path) {
+    int rc = gguf_model_open(path, &m->store, &m->config_json);
+    return rc ? rc : model_config_parse_keep(m->config_json, path, &m->cfg, &m->config_tree);
+}
+
+/* Records per-head (or whole-projection) Q/K norms from layer 0's q_norm / k_norm tensors. */
+static void note_qk_norm(Model *m) {
+    ModelConfig *c = &m->cfg;
+    const char *sfx[] = {"self_attn.q_norm.weight", "self_attn.k_norm.weight"};
+    for (int i = 0; i < 2 && c->qk_norm == QKN_NONE; i++) {
+        char *n = model_tensor_name(m, 0, sfx[i]);
+        const st_entry *e = NULL;
+        if (n && store_has(m->store, n) && store_entry(m->store, n, &e, NULL) == AL_OK && e) {
+            size_t numel = 1;
+            for (int k = 0; k < e->ndim; k++) numel *= e->shape[k];
+            c->qk_norm = numel > (size_t)cfg_d_qk(c) ? QKN_PROJ : QKN_HEAD;
+        }
+        free(n);
+    }
+}
+
+int model_open(const char *path, Model **out) {
+    *out = NULL;
+    Model *m = al_calloc(1, sizeof *m, "a model");
+    if (!m) return AL_ERR;
+    m->path = al_strdup(path);
+    m->name = al_strdup(path);
+    m->cache = al_calloc(1, sizeof *m->cache, "a layer cache");
+    if (!m->path || !m->name || !m->cache) { model_free(m); return AL_ERR; }
+    pthread_mutex_init(&m->cache->mu, NULL);
+    m->cache->layer = -1;
+    bool file = !path_is_dir(path);
+    int rc = file && path_ends(path, ".bin")    ? llama2c_open(path, &m->store, &m->cfg)
+             : file && path_ends(path, ".gguf") ? open_gguf(m, path)
+                                                : open_hf(m, path);
+    if (rc == AL_OK) rc = model_validate(m);
+    if (rc == AL_OK) note_qk_norm(m);
+    if (rc != AL_OK) { model_free(m); return rc; }
+    *out = m;
+    return AL_OK;
+}
+
+static void cache_clear(LayerCache *c) {
+    for (size_t i = 0; i < 8; i++) { mat_free(c->t[i]); c->t[i] = NULL; }
+    c->layer = -1;
+}
+
+void model_free(Model *m) {
+    if (!m) return;
+    if (m->cache) {
+        cache_clear(m->cache);
+        pthread_mutex_destroy(&m->cache->mu);
+        free(m->cache);
+    }
+    store_free(m->store);
+    free(m->config_json);
+    cJSON_Delete(m->config_tree);
+    free(m->path);
+    free(m->name);
+    free(m);
+}
+
+/* ================================================================ layer cache */
+
+/* Index of `suffix` in the layer's requirement list, or -1. */
+static int req_index(const ModelConfig *c, const char *suffix) {
+    tensor_req req[8];
+    size_t n = attn_requirements(c, req);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(req[i].suffix, suffix) == 0) return (int)i;
+    return -1;
+}
+
+/* Makes sure the cache holds `layer` (clearing another layer); caller holds the lock. */
+static void cache_switch(Model *m, int layer) {
+    if (m->cache->layer == layer) return;
+    if (m->cache->layer >= 0) {
+        char *prefix = model_tensor_name(m, m->cache->layer, "");
+        if (prefix) store_release_prefix(m->store, prefix);
+        free(prefix);
+    }
+    cache_clear(m->cache);
+    m->cache->layer = layer;
+}
+
+/* Returns the cached float32 tensor (HF layout) of `suffix` in layer, loading it if needed. */
+static int cache_get(Model *m, int layer, const char *suffix, const Mat **out) {
+    int idx = req_index(&m->cfg, suffix);
+    if (idx < 0) return al_err("internal: %s is not an attention tensor of a %s model", suffix, m->cfg.model_type);
+    LayerCache *c = m->cache;
+    pthread_mutex_lock(&c->mu);
+    cache_switch(m, layer);
+    int rc = AL_OK;
+    if (!c->t[idx]) {
+        char *name = model_tensor_name(m, layer, suffix);
+        rc = name ? store_read(m->store, name, &c->t[idx]) : AL_ERR;
+        free(name);
+    }
+    *out = c->t[idx];
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int model_layer_load(Model *m, int layer) {
+    if (layer < 0 || layer >= m->cfg.n_layers)
+        return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
+    tensor_req req[8];
+    size_t n = attn_requirements(&m->cfg, req);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(req[i].suffix, "self_attn.q_a_proj.weight") == 0) continue;   /* not part of any head view */
+        const Mat *t;
+        if (cache_get(m, layer, req[i].suffix, &t) != AL_OK) return AL_ERR;
+    }
+    char *prefix = model_tensor_name(m, layer, "");
+    if (prefix) store_release_prefix(m->store, prefix);   /* the float copies are what we use now */
+    free(prefix);
+    return AL_OK;
+}
+
+/* ================================================================ per-head views */
+
+static const char *kind_name(head_kind k) { return k == HK_Q ? "Q" : k == HK_K ? "K" : k == HK_V ? "V" : "O"; }
+
+int model_check_head(const Model *m, head_kind kind, int layer, int head) {
+    const ModelConfig *c = &m->cfg;
+    if (layer < 0 || layer >= c->n_layers)
+        return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
+    int nh = (kind == HK_K || kind == HK_V) ? c->n_kv_heads : c->n_heads;
+    if (head < 0 || head >= nh)
+        return al_err("%s head %d out of range: this model has %s heads 0-%d", kind_name(kind), head,
+                      (kind == HK_K || kind == HK_V) ? "KV" : "query", nh - 1);
+    return AL_OK;
+}
+
+/* Column range [c0, c0 + nc) of a Q/K head for `part`. */
+static int part_cols(const ModelConfig *c, head_part part, size_t *c0, size_t *nc) {
+    size_t nope = (size_t)c->qk_nope_dim, rope = (size_t)c->qk_rope_dim;
+    if (part == PART_NOPE && nope == 0)
+        return al_err("this %s model applies RoPE to every Q/K dim: there is no NoPE part (seed 000, A.3)", c->model_type);
+    if (part == PART_ROPE && rope == 0) return al_err("this %s model has no RoPE dims", c->model_type);
+    *c0 = part == PART_ROPE ? (size_t)cfg_rope_col(c) : part == PART_NOPE ? (size_t)cfg_nope_col(c) : 0;
+    *nc = part == PART_NOPE ? nope : part == PART_ROPE ? rope : nope + rope;
+    return AL_OK;
+}
+
+/* Sets b to block (r0, nr, c0, nc) of the layer's tensor `suffix`. */
+static int block_set(HeadBlock *b, const char *suffix, size_t r0, size_t nr, size_t c0, size_t nc, bool transposed) {
+    *b = (HeadBlock){suffix, r0, nr, c0, nc, transposed};
+    return AL_OK;
+}
+
+/* MLA (DeepSeek): q_b_proj / q_proj rows per head [nope | rope], kv_b_proj rows per head
+ * [K nope | V] (interleaved head by head), o_proj columns per head; the shared RoPE key is rows
+ * [kv_lora, +rope) of kv_a_proj_with_mqa. All HF Linear (out, in): views are transposed blocks. */
+static int block_mla(const ModelConfig *c, head_kind kind, int head, head_part part, size_t c0, size_t nc, HeadBlock *b) {
+    size_t h = (size_t)head, nope = (size_t)c->qk_nope_dim, dv = (size_t)c->v_dim, kvrow = nope + dv;
+    size_t kl = (size_t)c->kv_lora_rank, D = (size_t)c->hidden;
+    switch (kind) {
+    case HK_Q: {
+        const char *q = c->q_lora_rank ? "self_attn.q_b_proj.weight" : "self_attn.q_proj.weight";
+        return block_set(b, q, h * (size_t)cfg_d_qk(c) + c0, nc, 0, (size_t)cfg_d_in_q(c), true);
+    }
+    case HK_K:
+        if (part == PART_ALL)
+            return al_err("MLA keys have two parts with different inputs (NoPE from the kv latent, RoPE shared from "
+                          "hidden states): ask for the nope or the rope part");
+        if (part == PART_ROPE)
+            return block_set(b, "self_attn.kv_a_proj_with_mqa.weight", kl, (size_t)c->qk_rope_dim, 0, D, true);
+        return block_set(b, "self_attn.kv_b_proj.weight", h * kvrow, nope, 0, kl, true);
+    case HK_V: return block_set(b, "self_attn.kv_b_proj.weight", h * kvrow + nope, dv, 0, kl, true);
+    case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
+    }
+    return al_err("internal: unknown head kind %d", (int)kind);
+}
+
+/* GQA (Llama, Mistral, Qwen2/3, Gemma, Mixtral, OLMo 2, llama2.c): q/k/v_proj rows per head,
+ * o_proj columns per head. Phi-3's qkv_proj stacks the same rows: [Q heads ; K heads ; V heads].
+ * GPT-NeoX's query_key_value holds them head by head: head h's rows [q_h ; k_h ; v_h] start at
+ * h (2 d_qk + dv); its attention.dense has o_proj's layout. */
+static int block_gqa(const ModelConfig *c, head_kind kind, int head, size_t c0, size_t nc, HeadBlock *b) {
+    size_t h = (size_t)head, dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, D = (size_t)c->hidden;
+    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+    if (c->attn == QKV_CAT) {
+        const char *qkv = "self_attn.qkv_proj.weight";
+        switch (kind) {
+        case HK_Q: return block_set(b, qkv, h * dqk + c0, nc, 0, D, true);
+        case HK_K: return block_set(b, qkv, H * dqk + h * dqk + c0, nc, 0, D, true);
+        case HK_V: return block_set(b, qkv, (H + G) * dqk + h * dv, dv, 0, D, true);
+        case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
+        }
+    }
+    if (c->attn == QKV_HEADS) {
+        const char *qkv = "attention.query_key_value.weight";
+        size_t row = h * (2 * dqk + dv);
+        switch (kind) {
+        case HK_Q: return block_set(b, qkv, row + c0, nc, 0, D, true);
+        case HK_K: return block_set(b, qkv, row + dqk + c0, nc, 0, D, true);
+        case HK_V: return block_set(b, qkv, row + 2 * dqk, dv, 0, D, true);
+        case HK_O: return block_set(b, "attention.dense.weight", 0, D, h * dv, dv, true);
+        }
+    }
+    switch (kind) {
+    case HK_Q: return block_set(b, "self_attn.q_proj.weight", h * dqk + c0, nc, 0, D, true);
+    case HK_K: return block_set(b, "self_attn.k_proj.weight", h * dqk + c0, nc, 0, D, true);
+    case HK_V: return block_set(b, "self_attn.v_proj.weight", h * dv, dv, 0, D, true);
+    case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
+    }
+    return al_err("internal: unknown head kind %d", (int)kind);
+}
+
+/* GPT-2: Conv1D stores (in, out): c_attn's columns are [Q | K | V] heads, c_proj's rows are the
+ * output heads; views are the blocks themselves. */
+static int block_gpt2(const ModelConfig *c, head_kind kind, int head, size_t c0, size_t nc, HeadBlock *b) {
+    size_t h = (size_t)head, d = (size_t)cfg_d_qk(c), D = (size_t)c->hidden;
+    if (kind == HK_O) return block_set(b, "attn.c_proj.weight", h * d, d, 0, D, false);
+    size_t base = kind == HK_Q ? 0 : kind == HK_K ? D : 2 * D;
+    if (kind == HK_V) { c0 = 0; nc = d; }
+    return block_set(b, "attn.c_attn.weight", 0, D, base + h * d + c0, nc, false);
+}
+
+int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b) {
+    memset(b, 0, sizeof *b);
+    if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
+    size_t c0 = 0, nc = 0;
+    if ((kind == HK_Q || kind == HK_K) && !(cfg_is_mla(&m->cfg) && kind == HK_K && part == PART_ALL) &&
+        part_cols(&m->cfg, part, &c0, &nc) != AL_OK)
+        return AL_ERR;
+    if (m->cfg.family == FAM_GPT2) return block_gpt2(&m->cfg, kind, head, c0, nc, b);
+    if (cfg_is_mla(&m->cfg)) return block_mla(&m->cfg, kind, head, part, c0, nc, b);
+    return block_gqa(&m->cfg, kind, head, c0, nc, b);
+}
+
+/* True when layer is the cached one (model_layer_load ran for it). */
+static bool layer_cached(Model *m, int layer) {
+    pthread_mutex_lock(&m->cache->mu);
+    bool yes = m->cache->layer == layer;
+    pthread_mutex_unlock(&m->cache->mu);
+    return yes;
+}
+
+int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out) {
+    *out = NULL;
+    HeadBlock b;
+    if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
+    if (layer_cached(m, layer)) {            /* slice the loaded layer */
+        const Mat *t;
+        if (cache_get(m, layer, b.suffix, &t) != AL_OK) return AL_ERR;
+        *out = b.transposed ? mat_slice_t(t, b.r0, b.nr, b.c0, b.nc) : mat_slice(t, b.r0, b.nr, b.c0, b.nc);
+        return *out ? AL_OK : AL_ERR;
+    }
+    /* one head alone: read just its block from the mapping (an R1 o_proj is 470 MB as float) */
+    char *name = model_tensor_name(m, layer, b.suffix);
+    Mat *blk = NULL;
+    int rc = name ? store_read_block(m->store, name, b.r0, b.nr, b.c0, b.nc, &blk) : AL_ERR;
+    free(name);
+    if (rc != AL_OK) return AL_ERR;
+    *out = b.transposed ? mat_transpose(blk) : blk;
+    if (b.transposed) mat_free(blk);
+    return *out ? AL_OK : AL_ERR;
+}
+
+/* "<x>.weight" -> "<x>.bias" (caller frees). */
+static char *bias_suffix(const char *weight_suffix) {
+    size_t n = strlen(weight_suffix);
+    return al_asprintf("%.*s.bias", (int)(n > 7 ? n - 7 : n), weight_suffix);
+}
+
+/* Values [off, off + d) of layer L's 1-D tensor `suffix` into *out (d floats). */
+static int read_bias(Model *m, int layer, const char *suffix, size_t off, size_t d, float **out) {
+    char *name = model_tensor_name(m, layer, suffix);
+    Mat *b = NULL;
+    int rc = name ? store_read(m->store, name, &b) : AL_ERR;
+    if (rc == AL_OK && off + d > b->rows * b->cols)
+        rc = al_err("bias '%s' has %zu values, shorter than the config implies (it needs [%zu, %zu))", name,
+                    b->rows * b->cols, off, off + d);
+    free(name);
+    if (rc != AL_OK) { mat_free(b); return rc; }
+    *out = al_malloc3(d, 1, sizeof(float), "a bias");
+    if (*out) memcpy(*out, b->data + off, d * sizeof(float));
+    mat_free(b);
+    return *out ? AL_OK : AL_ERR;
+}
+
+/* The bias of a Q/K/V view sits where the view's output dims sit in the weight: rows r0.. of an
+ * HF Linear (out, in), columns c0.. of GPT-2's Conv1D (in, out). */
+int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    const ModelConfig *c = &m->cfg;
+    if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
+    if (kind == HK_O || !c->qkv_bias || cfg_is_mla(c)) return AL_OK;
+    HeadBlock b;
+    if (model_head_block(m, kind, layer, head, PART_ALL, &b) != AL_OK) return AL_ERR;
+    size_t off = b.transposed ? b.r0 : b.c0, d = b.transposed ? b.nr : b.nc;
+    char *sfx = bias_suffix(b.suffix);
+    int rc = sfx ? read_bias(m, layer, sfx, off, d, out) : AL_ERR;
+    free(sfx);
+    if (rc == AL_OK) *n = d;
+    return rc;
+}
+
+int model_o_bias(Model *m, int layer, float **out) {
+    *out = NULL;
+    if (model_check_head(m, HK_O, layer, 0) != AL_OK) return AL_ERR;
+    if (!m->cfg.o_bias) return AL_OK;
+    HeadBlock b;
+    if (model_head_block(m, HK_O, layer, 0, PART_ALL, &b) != AL_OK) return AL_ERR;
+    char *sfx = bias_suffix(b.suffix), *name = sfx ? model_tensor_name(m, layer, sfx) : NULL;
+    int rc = !name ? AL_ERR : !store_has(m->store, name) ? AL_OK      /* attention_bias without an o bias */
+                                                      : read_bias(m, layer, sfx, 0, (size_t)m->cfg.hidden, out);
+    free(sfx);
+    free(name);
+    return rc;
+}
+
+/* ================================================================ the parsed config */
+
+cJSON *model_config_tree(const Model *m) {
+    return m->config_tree ? cJSON_Duplicate(m->config_tree, true) : NULL;
+}
+
+size_t model_config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap) {
+    return m->config_tree ? config_tree_ids(m->config_tree, key, list, n, cap) : n;
+}

@@ -1,0 +1,92 @@
+/* model.h -- a loaded checkpoint: its description (core/model/config.h, parsed once at load), its tensor store,
+ * and the canonical per-head views of attention weights.
+ *
+ * Per-head views are in the seed's row-vector convention (x @ W), as owned float32 copies:
+ *   HK_Q[h]: (d_in_q,  d_qk)   d_in_q  = q_lora_rank if the model has a query latent, else hidden
+ *   HK_K[g]: (d_in_kv, d_qk)   d_in_kv = kv_lora_rank for MLA (NoPE part), else hidden
+ *   HK_V[g]: (d_in_kv, d_v)
+ *   HK_O[h]: (d_v, hidden)
+ * with g = h / (n_heads / n_kv_heads) the KV head of query head h (MLA: g = h).
+ * Columns of Q and K: [0, qk_nope) are NoPE, [qk_nope, qk_nope + qk_rope) carry RoPE (DeepSeek,
+ * GPT-2); with partial rotary (cfg.rope_first: GPT-NeoX, Phi-3's partial_rotary_factor) the RoPE
+ * columns come first: cfg_rope_col / cfg_nope_col give where each part starts.
+ * Layouts (cfg.attn): q/k/v/o_proj (split), Phi-3's qkv_proj [Q heads ; K heads ; V heads] + o_proj,
+ * GPT-NeoX's query_key_value head by head [q_h ; k_h ; v_h] + attention.dense, GPT-2's Conv1D
+ * c_attn [Q | K | V] + c_proj, DeepSeek's MLA projections (model_head_block says where each view is).
+ * HF Linear weights are stored (out, in), so these views are transposed row slices; GPT-2's
+ * Conv1D stores (in, out), so its views are column slices. In MLA the RoPE part of K is one
+ * shared head read from hidden states (the last qk_rope rows of kv_a_proj_with_mqa):
+ * HK_K with PART_ROPE returns it, (hidden, qk_rope), for every head; PART_ALL is refused for
+ * MLA keys because the two parts have different inputs. */
+#ifndef AL_MODEL_H
+#define AL_MODEL_H
+
+#include "config.h"
+#include "store.h"
+
+
+typedef enum { HK_Q, HK_K, HK_V, HK_O } head_kind;
+typedef enum { PART_ALL, PART_NOPE, PART_ROPE } head_part;
+
+typedef struct LayerCache LayerCache;
+
+typedef struct Model {
+    char *name;               /* session name ("demo-r1", "m1", ...) */
+    char *path;               /* resolved folder or file it was opened from */
+    ModelConfig cfg;
+    Store *store;
+    char *config_json;        /* raw config.json text (NULL for llama2.c) */
+    struct cJSON *config_tree;   /* config.json parsed once at load (NULL for llama2.c); read through
+                                    ModelConfig, or model_config_tree for a copy */
+    LayerCache *cache;        /* dequantized attention weights of the last layer used */
+} Model;
+
+/* Opens a folder with config.json + safetensors, a .safetensors file (config.json beside it),
+ * or a llama2.c .bin. Errors name the file and what is missing. */
+int model_open(const char *path, Model **out);
+void model_free(Model *m);
+/* A deep copy of the model's parsed config.json (caller frees with cJSON_Delete); NULL for a
+ * llama2.c checkpoint. For exporters that pass keys through. */
+struct cJSON *model_config_tree(const Model *m);
+/* Integer ids of a config.json key (a number or an array of numbers, e.g. eos_token_id)
+ * appended to list[n..cap); returns the new count (0 for llama2.c). */
+size_t model_config_ids(const Model *m, const char *key, int *list, size_t n, size_t cap);
+
+
+/* Attention parameters of one layer (weights and biases of every attention projection). */
+size_t cfg_attn_params(const ModelConfig *c);
+/* Numbers cached per token per layer for keys and values (MLA: kv_lora + qk_rope). */
+size_t cfg_kv_values(const ModelConfig *c);
+
+/* Full tensor name of an attention weight: layer L, `suffix` such as "self_attn.q_proj.weight". */
+char *model_tensor_name(const Model *m, int layer, const char *suffix);
+
+/* Canonical per-head view (see the top of this file); caller frees. head is a query head for
+ * HK_Q/HK_O and a KV head for HK_K/HK_V. */
+int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out);
+/* Where a per-head view lives: rows [r0, r0+nr) x cols [c0, c0+nc) of layer L's tensor `suffix`;
+ * the view is that block transposed (HF Linear rows, o_proj columns) or the block itself (GPT-2
+ * Conv1D). The one description of each family's per-head layout: model_head slices the cached
+ * layer with it, and core/analysis/gram.c reads the block straight from the checkpoint. */
+typedef struct {
+    const char *suffix;       /* e.g. "self_attn.kv_b_proj.weight" (static string) */
+    size_t r0, nr, c0, nc;
+    bool transposed;
+} HeadBlock;
+/* The block of the view (kind, layer, head, part), with model_head's checks and messages. */
+int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b);
+/* Bias of a per-head Q/K/V projection (d_out values) or NULL when the model has none. It is read
+ * from the bias beside the view's weight (model_head_block's suffix with .bias), at the view's
+ * output dims: q/k/v_proj.bias, Phi-3's qkv_proj.bias, GPT-NeoX's query_key_value.bias head by
+ * head, GPT-2's c_attn.bias. */
+int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, size_t *n);
+/* The output projection's bias (hidden values: o_proj.bias, attention.dense.bias, c_proj.bias) or
+ * NULL when the config has none (o_bias false) or the checkpoint lacks the tensor. */
+int model_o_bias(Model *m, int layer, float **out);
+/* Loads (dequantizes) layer L's attention weights into the cache, releasing the previous layer.
+ * After this, model_head for layer L only reads the cache and is safe from many threads. */
+int model_layer_load(Model *m, int layer);
+/* Checks layer/head/kind arguments; an error says the valid range. */
+int model_check_head(const Model *m, head_kind kind, int layer, int head);
+
+#endif
