@@ -307,6 +307,29 @@ bool al_write_all(int fd, const void *buf, size_t len) {
     return true;
 }
 
+int al_temp_finish(int fd, const char *tmp, const char *path, bool ok) {
+    if (ok && fsync(fd) != 0) ok = false;
+    if (close(fd) != 0) ok = false;
+    if (ok && rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return al_err("%s: cannot rename into place: %s", path, strerror(e));
+    }
+    if (!ok) {
+        int e = errno;
+        unlink(tmp);
+        return al_err("%s: write failed: %s", path, strerror(e));
+    }
+    return AL_OK;
+}
+
+int al_write_file_atomic(const char *path, const void *data, size_t len) {
+    char tmp[4096];
+    int fd = al_temp_beside(path, tmp, sizeof tmp);
+    if (fd < 0) return AL_ERR;
+    return al_temp_finish(fd, tmp, path, al_write_all(fd, data, len));
+}
+
 static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb; (void)flag; (void)ftw;
     remove(path);

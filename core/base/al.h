@@ -108,6 +108,12 @@ int al_create_excl(const char *path);
 int al_temp_beside(const char *path, char *tmp, size_t cap);
 /* Writes all of buf to fd (retrying short writes and EINTR); false on error (errno kept). */
 bool al_write_all(int fd, const void *buf, size_t len);
+/* Closes fd (a temporary sibling of path, al_temp_beside) and, when ok and synced, renames tmp to
+ * path; otherwise removes tmp. The error names path and what failed. */
+int al_temp_finish(int fd, const char *tmp, const char *path, bool ok);
+/* Writes a whole file atomically (a temporary sibling, fsync, rename): every table and figure
+ * file attnlab writes goes through it. */
+int al_write_file_atomic(const char *path, const void *data, size_t len);
 /* Removes a folder and everything in it (symlinks removed, never followed). Quiet: best effort. */
 void al_remove_tree(const char *dir);
 

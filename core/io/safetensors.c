@@ -773,48 +773,19 @@ static char *writer_header(const st_writer *w, size_t *len) {
     return h;
 }
 
-static bool write_all(int fd, const void *buf, size_t len) { return al_write_all(fd, buf, len); }
-
-/* Opens an unpredictable temporary sibling of path (O_EXCL: never through a planted symlink). */
-static int open_temp(const char *path, char *tmp, size_t cap) { return al_temp_beside(path, tmp, cap); }
-
-/* Closes fd and renames tmp to path, or removes tmp on failure. */
-static int finish_temp(int fd, const char *tmp, const char *path, bool ok) {
-    if (ok && fsync(fd) != 0) ok = false;
-    if (close(fd) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return al_err("%s: cannot rename into place: %s", path, strerror(e));
-    }
-    if (!ok) {
-        int e = errno;
-        unlink(tmp);
-        return al_err("%s: write failed: %s", path, strerror(e));
-    }
-    return AL_OK;
-}
-
 int st_writer_write(st_writer *w, const char *path) {
     size_t hlen;
     char *hdr = writer_header(w, &hlen);
     if (!hdr) return al_err("out of memory building the header of %s", path);
     char tmp[4096];
-    int fd = open_temp(path, tmp, sizeof tmp);
+    int fd = al_temp_beside(path, tmp, sizeof tmp);
     if (fd < 0) { free(hdr); return AL_ERR; }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    bool ok = write_all(fd, len8, 8) && write_all(fd, hdr, hlen);
-    for (size_t i = 0; ok && i < w->n; i++) ok = write_all(fd, w->e[i].bytes, w->e[i].nbytes);
+    bool ok = al_write_all(fd, len8, 8) && al_write_all(fd, hdr, hlen);
+    for (size_t i = 0; ok && i < w->n; i++) ok = al_write_all(fd, w->e[i].bytes, w->e[i].nbytes);
     free(hdr);
-    return finish_temp(fd, tmp, path, ok);
-}
-
-int al_write_file_atomic(const char *path, const void *data, size_t len) {
-    char tmp[4096];
-    int fd = open_temp(path, tmp, sizeof tmp);
-    if (fd < 0) return AL_ERR;
-    return finish_temp(fd, tmp, path, write_all(fd, data, len));
+    return al_temp_finish(fd, tmp, path, ok);
 }
 
 /* ================================================================ wrapping other layouts */

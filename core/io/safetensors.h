@@ -87,7 +87,4 @@ size_t st_writer_bytes(const st_writer *w);
  * behind on failure. */
 int st_writer_write(st_writer *w, const char *path);
 
-/* Writes a whole file atomically (temp name + rename). */
-int al_write_file_atomic(const char *path, const void *data, size_t len);
-
 #endif
