@@ -328,7 +328,6 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         return al_err("ranks: give `summary` (one row per layer) or `heads` (every head), not both");
     if (target_model(s, a, &m)) return AL_ERR;
     if (args_range(a, which, m->cfg.n_layers, &lo, &hi)) return AL_ERR;
-    if (!(tau > 0 && tau <= 1)) return al_err("ranks: tau %g must be in (0, 1]", tau);
     FarrRankRow *rows;
     size_t n;
     int hi_kept = (int)hi, cap, rc = rank_rows(s, m, kind, (int)lo, &hi_kept, offset, tau, &rows, &n, &cap);
@@ -427,7 +426,6 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
                       mb->name);
     long lo, hi;
     if (args_range(a, "layers", ca->n_layers, &lo, &hi)) return AL_ERR;
-    if (!(tau > 0 && tau <= 1)) return al_err("diff ranks: tau %g must be in (0, 1]", tau);
     FarrRankRow *ra = NULL, *rb = NULL;
     size_t na = 0, nb = 0;
     int cap_a, cap_b;

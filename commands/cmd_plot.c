@@ -378,7 +378,6 @@ static int cmd_plot_ranks(Session *s, const Args *a, Out *out) {
     double tau = param_tau(s, a);
     int lo, hi;
     bool single;
-    if (tau <= 0 || tau > 1) return al_err("%s: tau %g must be in (0, 1]", a->path, tau);
     if (ranks_scope(s, a, &lo, &hi, &single)) return AL_ERR;
     char auto_name[256];
     if (single)
@@ -467,7 +466,6 @@ static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
     farr_kind kind = param_pair(a);
     double tau = param_tau(s, a);
     long lo, hi;
-    if (tau <= 0 || tau > 1) return al_err("%s: tau %g must be in (0, 1]", a->path, tau);
     if (args_given(a, "models")) {
         if (args_given(a, "offset")) return al_err("%s: offset is for one model's qk, not for `models`", a->path);
         return bylayer_models(s, a, out, kind, tau);

@@ -24,7 +24,7 @@ extern const char *const PARAM_PAIR_CHOICES[];    /* vo, qk */
 extern const char *const PARAM_FIT_CHOICES[];     /* auto, weights, calib */
 extern const char *const PARAM_SPLIT_CHOICES[];   /* train, valid */
 
-#define PARAM_TAU { .name = "tau", .type = ARG_FLOAT, .min = 0.0, .max = 1.0, .comp = COMP_NONE, .metavar = "T", \
+#define PARAM_TAU { .name = "tau", .type = ARG_FLOAT, .min = 0.0, .max = 1.0, .flags = PF_OPEN_MIN, .comp = COMP_NONE, .metavar = "T", \
                     .help = "energy threshold of effective ranks (default: set tau)" }
 #define PARAM_OFFSET { .name = "offset", .type = ARG_INT, .min = 0, .max = 1e9, .comp = COMP_NONE, .metavar = "D", \
                        .help = "qk on full-RoPE models: K rotated by RoPE at position D (analysis only, seed A.3)" }

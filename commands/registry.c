@@ -332,8 +332,10 @@ static bool convert(const Param *p, const char *text, ArgVal *v, char *why, size
             snprintf(why, cap, "%s wants a number, got '%s'", p->name, text);
             return false;
         }
-        if (p->min < p->max && (v->f < p->min || v->f > p->max)) {
-            snprintf(why, cap, "%s %s is out of range: valid values are %g to %g", p->name, text, p->min, p->max);
+        bool open = p->flags & PF_OPEN_MIN;
+        if (p->min < p->max && (v->f < p->min || (open && v->f == p->min) || v->f > p->max)) {
+            snprintf(why, cap, "%s %s is out of range: valid values are %s%g, %g]", p->name, text, open ? "(" : "[",
+                     p->min, p->max);
             return false;
         }
         v->i = (long)v->f;

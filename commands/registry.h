@@ -91,8 +91,9 @@ enum {
     PF_REST = 1 << 1,  /* last positional ARG_STRING: takes the rest of the command verbatim, up to
                           an unquoted ';' (`echo TEXT`) */
     PF_LINE = 1 << 2,  /* with PF_REST: the rest of the whole line, ';' included (`lua CODE`) */
-    PF_VIEW = 1 << 3   /* only shapes how the result is shown (row order): no parameter of the
+    PF_VIEW = 1 << 3,  /* only shapes how the result is shown (row order): no parameter of the
                           result, so `set csv.params on` leaves it out of the CSV columns */
+    PF_OPEN_MIN = 1 << 4   /* ARG_FLOAT: min itself is out of range, (min, max] (tau) */
 };
 
 typedef struct Param {

@@ -53,6 +53,7 @@ static const Param tst_pos[] = {
 static const Param tst_kw[] = {
     { .name = "layer", .type = ARG_INT, .flags = PF_ALL, .def = "all", .comp = COMP_LAYERS, .help = "layer" },
     { .name = "tau", .type = ARG_FLOAT, .min = 0, .max = 1, .comp = COMP_NONE, .help = "threshold" },
+    { .name = "share", .type = ARG_FLOAT, .min = 0, .max = 1, .flags = PF_OPEN_MIN, .comp = COMP_NONE, .help = "(0, 1]" },
     { .name = "policy", .type = ARG_ENUM, .choices = POLICIES, .def = "layer-max", .comp = COMP_CHOICES, .help = "p" },
     { .name = "layers", .type = ARG_RANGE, .comp = COMP_LAYERS, .help = "range" },
     { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "flag" },
@@ -246,11 +247,12 @@ static void test_bad(Session *s) {
     bad(s, "tst vo layer", "keyword 'layer' needs a value: layer N|all", 13);
     bad(s, "tst vo layer x", "layer wants an integer or all, got 'x'", 13);
     bad(s, "tst vo tau 2", "tau 2 is out of range", 11);
+    bad(s, "tst vo share 0", "share 0 is out of range: valid values are (0, 1]", 13);   /* PF_OPEN_MIN */
     bad(s, "tst vo tau 1e999", "tau wants a number", 11);
     bad(s, "tst vo layers 5-2", "layers wants a range A-B", 14);
     bad(s, "tst vo policy heads", "policy must be one of layer-max|head, got 'heads' (did you mean 'head'?)", 14);
     bad(s, "tst vo layer 1 layer 2", "keyword 'layer' given twice", 15);
-    bad(s, "tst vo extra", "unexpected argument 'extra' (keywords of tst: layer, tau, policy, layers, force, to)", 7);
+    bad(s, "tst vo extra", "unexpected argument 'extra' (keywords of tst: layer, tau, share, policy, layers, force, to)", 7);
     bad(s, "tpath a 3 4", "unexpected argument '4'; usage: tpath FILE [N]", 10);
     bad(s, "tst vo 'open", "unterminated single quote", 7);
     bad(s, "tplot", "'tplot' needs a sub-command: spectrum|vo-ranks", 6);
@@ -274,7 +276,7 @@ static void test_bad(Session *s) {
 
 static void test_usage_dispatch(Session *s) {
     char *u = cmd_usage(&test_cmds[0], NULL);
-    CHECK(u && !strcmp(u, "tst vo|qk [layer N|all] [tau X] [policy layer-max|head] [layers A-B|all] [force] [to FILE]"),
+    CHECK(u && !strcmp(u, "tst vo|qk [layer N|all] [tau X] [share X] [policy layer-max|head] [layers A-B|all] [force] [to FILE]"),
           "usage: %s", u ? u : "(null)");
     free(u);
     u = cmd_usage(&test_cmds[3], NULL);
