@@ -469,8 +469,10 @@ static int attn_task(size_t h, int worker, void *ud) {
     size_t g = h / j->m, T = j->T;
     const float *K = j->K + g * j->d, *V = j->V + g * j->dv;
     float *S = j->scores + (size_t)worker * QB * T;
-    attn_head_causal(j->Q + h * j->d, j->ldq, K, j->ldk, V, j->ldv, T, 0, j->d, j->dv, j->scale, j->window, j->softcap, QB,
-                     S, j->out + h * j->dv, j->H * j->dv);
+    attn_head_causal(&(AttnHeadJob){.q = j->Q + h * j->d, .ldq = j->ldq, .K = K, .ldk = j->ldk, .V = V, .ldv = j->ldv,
+                                     .T = T, .pos0 = 0, .d = j->d, .dv = j->dv, .scale = j->scale, .window = j->window,
+                                     .softcap = j->softcap, .qb = QB, .S = S, .out = j->out + h * j->dv,
+                                     .ldo = j->H * j->dv});
     return AL_OK;
 }
 

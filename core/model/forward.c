@@ -771,8 +771,10 @@ static int attn_head(size_t h, int worker, void *ud) {
     size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
     const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
     float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
-    attn_head_causal(j->q + h * f->dqk, j->ldq, K, kw, Vc, vw, j->T, f->pos, f->dqk, f->dv, j->scale,
-                     fwd_attn_window(f, j->L), f->c->attn_softcap, QCHUNK, S, f->att.p + h * f->dv, Hdv);
+    attn_head_causal(&(AttnHeadJob){.q = j->q + h * f->dqk, .ldq = j->ldq, .K = K, .ldk = kw, .V = Vc, .ldv = vw,
+                                     .T = j->T, .pos0 = f->pos, .d = f->dqk, .dv = f->dv, .scale = j->scale,
+                                     .window = fwd_attn_window(f, j->L), .softcap = f->c->attn_softcap, .qb = QCHUNK,
+                                     .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv});
     return AL_OK;
 }
 

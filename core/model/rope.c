@@ -175,20 +175,18 @@ void attn_softmax_row(float *s, size_t n, size_t lo, size_t hi, double softcap) 
     for (size_t k = 0; k < n; k++) s[k] = (k >= lo && k <= hi) ? s[k] * inv : 0.f;
 }
 
-void attn_head_causal(const float *q, size_t ldq, const float *K, size_t ldk, const float *V, size_t ldv, size_t T,
-                      size_t pos0, size_t d, size_t dv, double scale, size_t window, double softcap, size_t qb, float *S,
-                      float *out, size_t ldo) {
-    for (size_t r0 = 0; r0 < T; r0 += qb) {
-        size_t nr = T - r0 < qb ? T - r0 : qb;
-        size_t nk = pos0 + r0 + nr;                          /* keys visible to the block's last row */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)d, (float)scale, q + r0 * ldq,
-                    (int)ldq, K, (int)ldk, 0.f, S, (int)nk);
+void attn_head_causal(const AttnHeadJob *j) {
+    for (size_t r0 = 0; r0 < j->T; r0 += j->qb) {
+        size_t nr = j->T - r0 < j->qb ? j->T - r0 : j->qb;
+        size_t nk = j->pos0 + r0 + nr;                       /* keys visible to the block's last row */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)j->d, (float)j->scale,
+                    j->q + r0 * j->ldq, (int)j->ldq, j->K, (int)j->ldk, 0.f, j->S, (int)nk);
         for (size_t t = 0; t < nr; t++) {
-            size_t p = pos0 + r0 + t;                        /* this row's position: keys 0..p */
-            size_t lo = window && p + 1 > window ? p + 1 - window : 0;
-            attn_softmax_row(S + t * nk, nk, lo, p, softcap);
+            size_t p = j->pos0 + r0 + t;                     /* this row's position: keys 0..p */
+            size_t lo = j->window && p + 1 > j->window ? p + 1 - j->window : 0;
+            attn_softmax_row(j->S + t * nk, nk, lo, p, j->softcap);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)dv, (int)nk, 1.f, S, (int)nk, V, (int)ldv,
-                    0.f, out + r0 * ldo, (int)ldo);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)j->dv, (int)nk, 1.f, j->S, (int)nk, j->V,
+                    (int)j->ldv, 0.f, j->out + r0 * j->ldo, (int)j->ldo);
     }
 }

@@ -49,12 +49,23 @@ void rope_rotate_cs(float *v, size_t half, rope_layout lay, const float *cs, con
  * (softcap tanh(s / softcap)), softmax over keys [lo, hi], every other entry of [0, n) set to 0. */
 void attn_softmax_row(float *s, size_t n, size_t lo, size_t hi, double softcap);
 
-/* One query head's causal attention for T query rows at positions pos0 .. pos0 + T - 1 over keys
- * 0 .. pos0 + T - 1, in blocks of qb rows: out_t = softmax(q_t Kᵀ scale, keys (window: the last
- * window of) 0 .. pos0 + t, soft-capped) V. q (T, d) stride ldq; K (keys, d) stride ldk; V
- * (keys, dv) stride ldv; out (T, dv) stride ldo; S scratch of qb x (pos0 + T) floats. */
-void attn_head_causal(const float *q, size_t ldq, const float *K, size_t ldk, const float *V, size_t ldv, size_t T,
-                      size_t pos0, size_t d, size_t dv, double scale, size_t window, double softcap, size_t qb, float *S,
-                      float *out, size_t ldo);
+/* One query head's causal attention: what attn_head_causal reads and writes. */
+typedef struct {
+    const float *q; size_t ldq;    /* (T, d) query rows, row stride ldq */
+    const float *K; size_t ldk;    /* (keys, d) keys, stride ldk */
+    const float *V; size_t ldv;    /* (keys, dv) values, stride ldv */
+    size_t T, pos0;                /* query rows at positions pos0 .. pos0 + T - 1 */
+    size_t d, dv;                  /* query/key and value dims */
+    double scale;                  /* on q.k */
+    size_t window;                 /* sliding window in tokens; 0: full causal */
+    double softcap;                /* 0: none */
+    size_t qb;                     /* query rows per block */
+    float *S;                      /* scratch of qb x (pos0 + T) floats */
+    float *out; size_t ldo;        /* (T, dv) output, stride ldo */
+} AttnHeadJob;
+
+/* The head's T query rows over keys 0 .. pos0 + T - 1, in blocks of qb rows: out_t =
+ * softmax(q_t Kᵀ scale, keys (window: the last window of) 0 .. pos0 + t, soft-capped) V. */
+void attn_head_causal(const AttnHeadJob *j);
 
 #endif
