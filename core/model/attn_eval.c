@@ -396,20 +396,21 @@ static void rope_mla(float *v, int dim, rope_layout lay, const double *inv_freq,
 /* The first key token i sees (window: the last `window` tokens up to i). */
 static size_t first_key(size_t i, size_t window) { return window && i + 1 > window ? i + 1 - window : 0; }
 
-/* One head: S = scale Qh Khᵀ (Qh, Kh (T, dk) with row strides), masked (causal, window) soft-capped
- * softmax, O_h = P V_h into O (row stride ldo). Keeps the logits in `logits` (T, T) when not NULL. */
-static void head_attend(size_t T, size_t dk, size_t dv, float scale, size_t window, double softcap, const float *Qh,
-                        size_t ldq, const float *Kh, size_t ldk, const float *Vh, size_t ldv, float *S, float *logits,
-                        float *Oh, size_t ldo) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)dk, scale, Qh, (int)ldq, Kh, (int)ldk, 0.0f,
-                S, (int)T);
+/* One head over all T rows at once (j: pos0 0, S scratch (T, T); attn_head_causal's arguments):
+ * S = scale Q Kᵀ, masked (causal, window) soft-capped softmax, out = P V. Keeps the masked logits
+ * in `logits` (T, T) when not NULL. */
+static void head_attend(const AttnHeadJob *j, float *logits) {
+    size_t T = j->T;
+    float *S = j->S;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)j->d, (float)j->scale, j->q, (int)j->ldq,
+                j->K, (int)j->ldk, 0.0f, S, (int)T);
     for (size_t i = 0; i < T; i++)
-        for (size_t j = 0; j < T; j++)
-            if (j > i || j < first_key(i, window)) S[i * T + j] = 0;
+        for (size_t k = 0; k < T; k++)
+            if (k > i || k < first_key(i, j->window)) S[i * T + k] = 0;
     if (logits) memcpy(logits, S, T * T * sizeof(float));
-    for (size_t i = 0; i < T; i++) attn_softmax_row(S + i * T, T, first_key(i, window), i, softcap);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dv, (int)T, 1.0f, S, (int)T, Vh, (int)ldv, 0.0f,
-                Oh, (int)ldo);
+    for (size_t i = 0; i < T; i++) attn_softmax_row(S + i * T, T, first_key(i, j->window), i, j->softcap);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)j->dv, (int)T, 1.0f, S, (int)T, j->V, (int)j->ldv,
+                0.0f, j->out, (int)j->ldo);
 }
 
 /* Output heads (T, H dv) of the GQA heads over Q, K (RoPE applied), V; logits into scores when
@@ -421,8 +422,10 @@ static int attend_heads(const AttnLayer *L, size_t T, const float *Q, const floa
     if (!S) return AL_ERR;
     for (size_t h = 0; h < H; h++) {
         size_t g = h / (H / G);
-        head_attend(T, d, dv, (float)L->scale, L->window, L->softcap, Q + h * d, H * d, K + g * d, G * d, V + g * dv, G * dv, S,
-                    scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
+        head_attend(&(AttnHeadJob){.q = Q + h * d, .ldq = H * d, .K = K + g * d, .ldk = G * d, .V = V + g * dv,
+                                   .ldv = G * dv, .T = T, .d = d, .dv = dv, .scale = L->scale, .window = L->window,
+                                   .softcap = L->softcap, .S = S, .out = O + h * dv, .ldo = H * dv},
+                    scores ? scores + h * T * T : NULL);
     }
     free(S);
     return AL_OK;
@@ -493,8 +496,11 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
                 memcpy(Kh + t * dq, KV + t * H * (dn + dv) + h * (dn + dv), dn * sizeof(float));
                 memcpy(Kh + t * dq + dn, KVA + t * (r + dr) + r, dr * sizeof(float));
             }
-            head_attend(T, dq, dv, (float)L->scale, L->window, L->softcap, Qh, dq, Kh, dq, KV + h * (dn + dv) + dn, H * (dn + dv), S,
-                        scores ? scores + h * T * T : NULL, O + h * dv, H * dv);
+            head_attend(&(AttnHeadJob){.q = Qh, .ldq = dq, .K = Kh, .ldk = dq, .V = KV + h * (dn + dv) + dn,
+                                       .ldv = H * (dn + dv), .T = T, .d = dq, .dv = dv, .scale = L->scale,
+                                       .window = L->window, .softcap = L->softcap, .S = S, .out = O + h * dv,
+                                       .ldo = H * dv},
+                        scores ? scores + h * T * T : NULL);
         }
     }
     free(Q); free(CQ); free(KVA); free(KV); free(Qh); free(Kh); free(S); free(tmp);
