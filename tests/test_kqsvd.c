@@ -454,7 +454,9 @@ static void test_eval(void) {
     double *Hx = malloc(TT * H * DV * sizeof *Hx), *Ht = malloc(TT * H * DV * sizeof *Ht);
     naive_attn(Q, K, V, TT, H, G, D, DV, s, Hx);
     for (size_t i = 0; i < TT * H * DV; i++) ref[i] = (float)Hx[i];
-    CHECK_OK(kq_eval_layer(ev, 1, TT, Q, H * D, K, G * D, V, G * DV, W, HID, s, 0, ref, H * DV));
+    CHECK_OK(kq_eval_layer(ev, 1, &(KqLayerIn){.tokens = TT, .Q = Q, .ldq = H * D, .K = K, .ldk = G * D, .V = V, .ldv = G * DV,
+                                               .W_O = W, .hidden = HID, .scale = s, .window = 0, .attn_ref = ref,
+                                               .ld_ref = H * DV}));
     CHECK(kq_eval_ref_diff(ev) < 1e-5, "recomputed attention vs naive: %g", kq_eval_ref_diff(ev));
     /* Each set: the Gram-route errors against formed matrices, the output error against naive. */
     float *Kt = malloc(TT * G * D * sizeof *Kt), *Vt = malloc(TT * G * DV * sizeof *Vt);

@@ -517,9 +517,9 @@ static void diff2(const float *X, const float *Y, size_t n, double *num, double 
     *den = b;
 }
 
-int kq_eval_layer(KqEval *ev, int layer, size_t T, const float *Q, size_t ldq, const float *K, size_t ldk,
-                  const float *V, size_t ldv, const float *W_O, size_t hidden, double scale, size_t window,
-                  const float *attn_ref, size_t ld_ref) {
+int kq_eval_layer(KqEval *ev, int layer, const KqLayerIn *in) {
+    size_t T = in->tokens, ldq = in->ldq, ldk = in->ldk, ldv = in->ldv, hidden = in->hidden, ld_ref = in->ld_ref;
+    const float *Q = in->Q, *K = in->K, *V = in->V, *W_O = in->W_O, *attn_ref = in->attn_ref;
     const CalibShape *sh = &ev->sh;
     if (layer < 0 || layer >= sh->n_layers) return al_err("evaluation: layer %d is out of range", layer);
     if (T == 0) return AL_OK;
@@ -538,7 +538,7 @@ int kq_eval_layer(KqEval *ev, int layer, size_t T, const float *Q, size_t ldq, c
             calib_gram(q, CALIB_V, 0, (int)g, ev->gv + g * dv * dv))
             return AL_ERR;
     /* The exact output. */
-    int rc = attend(ev, T, Q, ldq, K, ldk, V, ldv, scale, window, ev->Hx);
+    int rc = attend(ev, T, Q, ldq, K, ldk, V, ldv, in->scale, in->window, ev->Hx);
     if (rc) return rc;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hidden, (int)(H * dv), 1.f, ev->Hx, (int)(H * dv),
                 W_O, (int)hidden, 0.f, ev->Ox, (int)hidden);
@@ -568,7 +568,7 @@ int kq_eval_layer(KqEval *ev, int layer, size_t T, const float *Q, size_t ldq, c
         }
         project(ev, K, ldk, T, d, Rk, p->A_K[layer], p->B_K[layer], ev->Kt);
         project(ev, V, ldv, T, dv, Rv, p->A_V[layer], p->B_V[layer], ev->Vt);
-        if ((rc = attend(ev, T, Q, ldq, ev->Kt, G * d, ev->Vt, G * dv, scale, window, ev->Ht))) return rc;
+        if ((rc = attend(ev, T, Q, ldq, ev->Kt, G * d, ev->Vt, G * dv, in->scale, in->window, ev->Ht))) return rc;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hidden, (int)(H * dv), 1.f, ev->Ht,
                     (int)(H * dv), W_O, (int)hidden, 0.f, ev->Ot, (int)hidden);
         double on, od;
@@ -653,8 +653,10 @@ static int eval_hook(const FwdAct *a, void *ud) {
         const float *W;
         if (wo_layer(ev, a->layer, &W)) return AL_ERR;
         size_t H = (size_t)sh->n_heads, G = (size_t)sh->n_kv_heads, d = (size_t)sh->d_qk, dv = (size_t)sh->d_v;
-        return kq_eval_layer(ev, a->layer, T, ev->Qb, H * d, ev->Kb, G * d, ev->Vb, G * dv, W, (size_t)sh->hidden,
-                             ev->scale[a->layer], ev->window[a->layer], a->x, a->ld);
+        return kq_eval_layer(ev, a->layer, &(KqLayerIn){.tokens = T, .Q = ev->Qb, .ldq = H * d, .K = ev->Kb, .ldk = G * d,
+                                                        .V = ev->Vb, .ldv = G * dv, .W_O = W, .hidden = (size_t)sh->hidden,
+                                                        .scale = ev->scale[a->layer], .window = ev->window[a->layer],
+                                                        .attn_ref = a->x, .ld_ref = a->ld});
     }
     default: return AL_OK;
     }

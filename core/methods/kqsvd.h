@@ -119,14 +119,21 @@ typedef struct KqEval KqEval;
 int kq_eval_new(const CalibShape *sh, const KqProj *const *sets, size_t nsets, KqEval **out);
 void kq_eval_free(KqEval *ev);
 
-/* One sequence's layer: Q (T, H d) after RoPE, K (T, G d) after RoPE, V (T, G dv) with row strides;
- * W_O (H dv, hidden) row-major (rows of head h at h dv); scale and window as the forward pass's
- * (fwd_attn_scale, fwd_attn_window).
- * Accumulates every set's errors for the layer. attn_ref (optional, (T, H dv), row stride ld_ref):
- * the forward pass's own attention output, compared with the exact recomputation (kq_eval_ref_diff). */
-int kq_eval_layer(KqEval *ev, int layer, size_t T, const float *Q, size_t ldq, const float *K, size_t ldk,
-                  const float *V, size_t ldv, const float *W_O, size_t hidden, double scale, size_t window,
-                  const float *attn_ref, size_t ld_ref);
+/* One sequence's layer, as kq_eval_layer reads it. */
+typedef struct {
+    size_t tokens;                     /* T: the sequence's tokens */
+    const float *Q; size_t ldq;        /* (T, H d) after RoPE, row stride */
+    const float *K; size_t ldk;        /* (T, G d) after RoPE */
+    const float *V; size_t ldv;        /* (T, G dv) */
+    const float *W_O; size_t hidden;   /* (H dv, hidden) row-major (rows of head h at h dv) */
+    double scale; size_t window;       /* as the forward pass's (fwd_attn_scale, fwd_attn_window) */
+    const float *attn_ref; size_t ld_ref;   /* optional (T, H dv): the forward pass's own attention
+                                               output, compared with the exact recomputation
+                                               (kq_eval_ref_diff) */
+} KqLayerIn;
+
+/* Accumulates every set's errors for one sequence's layer. */
+int kq_eval_layer(KqEval *ev, int layer, const KqLayerIn *in);
 
 /* Runs nseq sequences of seqlen tokens through f with hooks and evaluates every layer of each
  * (W_O read from m). Progress "sequence"; Ctrl-C stops after the current sequence, keeping the
