@@ -10,6 +10,7 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-farr-fp8 shared-cache
 cd "$T" || exit 1
+export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"   # st_tensors.py: a folder's tensors as bytes
 
 # st_cmp SRC DIR MODE: compares the tensors of DIR with those of SRC (pure Python, no numpy). Every
 # tensor outside the attention weights of layers 2-3 (kv_b_proj, o_proj and their scales) must be
@@ -18,18 +19,9 @@ cd "$T" || exit 1
 # byte-identical. Prints one line per finding; nothing when all holds.
 st_cmp() {
     python3 - "$1" "$2" "$3" <<'PY'
-import glob, json, os, struct, sys
-def load(d):
-    t = {}
-    for f in sorted(glob.glob(os.path.join(d, '*.safetensors'))):
-        b = open(f, 'rb').read()
-        n = struct.unpack('<Q', b[:8])[0]
-        for k, v in json.loads(b[8:8 + n]).items():
-            if k != '__metadata__':
-                s, e = v['data_offsets']
-                t[k] = (v['dtype'], v['shape'], b[8 + n + s:8 + n + e])
-    return t
-src, ex, mode = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
+import json, os, sys
+from st_tensors import tensors
+src, ex, mode = tensors(sys.argv[1]), tensors(sys.argv[2]), sys.argv[3]
 changed = lambda k: any('layers.%d.self_attn.%s' % (L, p) in k for L in (2, 3) for p in ('kv_b_proj', 'o_proj'))
 same = 0
 for k, v in src.items():
@@ -90,18 +82,9 @@ diffs=$(st_cmp "$src" d8 fp8)
 out=$(e "load demo-r1; truncate vo tau 0.999 policy head; export h8 format dense dtype fp8; check h8")
 ok "fp8 per head: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
 diffs=$(python3 - "$src" h8 <<'PY'
-import glob, json, os, struct, sys
-def load(d):
-    t = {}
-    for f in sorted(glob.glob(os.path.join(d, '*.safetensors'))):
-        b = open(f, 'rb').read()
-        n = struct.unpack('<Q', b[:8])[0]
-        for k, v in json.loads(b[8:8 + n]).items():
-            if k != '__metadata__':
-                s, e = v['data_offsets']
-                t[k] = b[8 + n + s:8 + n + e]
-    return t
-a, b = load(sys.argv[1]), load(sys.argv[2])
+import json, os, sys
+from st_tensors import tensors
+a, b = ({k: v[2] for k, v in tensors(d).items()} for d in sys.argv[1:3])
 ranks = json.load(open(os.path.join(sys.argv[2], 'farr_manifest.json')))['truncations'][0]['per_layer'][1]['ranks']
 if ranks != [6, 32] * 4:
     print('layer 1 ranks', ranks)
@@ -127,17 +110,9 @@ PY
 out=$(e "load demo-r1; truncate qk tau 0.999 policy head; export q8 format dense dtype fp8; check q8")
 ok "fp8 QK: check PASSes" has "$out" "PASS: the export's fused maps are the plan's"
 diffs=$(python3 - "$src" q8 <<'PY'
-import glob, json, os, struct, sys
-def kv(d):
-    t = {}
-    for f in sorted(glob.glob(os.path.join(d, '*.safetensors'))):
-        b = open(f, 'rb').read()
-        n = struct.unpack('<Q', b[:8])[0]
-        for k, v in json.loads(b[8:8 + n]).items():
-            if k.endswith('kv_b_proj.weight'):
-                s, e = v['data_offsets']
-                t[k] = b[8 + n + s:8 + n + e]
-    return t
+import sys
+from st_tensors import tensors
+kv = lambda d: {k: v[2] for k, v in tensors(d, lambda k: k.endswith('kv_b_proj.weight')).items()}
 a, b = kv(sys.argv[1]), kv(sys.argv[2])
 for k in sorted(a):
     if a[k] == b[k]:
