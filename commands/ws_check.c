@@ -13,6 +13,7 @@
 #include "calib.h"
 #include "tokenizer.h"
 #include "ws_calib.h"
+#include "ws_tmla.h"
 
 int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, bool *ok) {
     const CalibStats *cs = NULL;
@@ -138,7 +139,6 @@ void ws_check_recorded_line(Out *out, const CheckInputs *ci, bool fits, const ch
 
 /* ================================================================ the text */
 
-#define CHECK_PPL_TOKENS 4096         /* as `convert mla`'s ppl-tokens default */
 
 static size_t default_seqlen(const Model *m) {
     long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;
@@ -201,8 +201,8 @@ int ws_check_heldout(Session *s, Model *src, CheckText *t) {
                  "text FILE", ct.req.text ? ct.req.text : "?", L);
         return AL_OK;
     }
-    /* as `convert mla` measures it: from the first validation window to the end, at most CHECK_PPL_TOKENS */
-    size_t lo = first * L, hi = ct.n - lo > CHECK_PPL_TOKENS ? lo + CHECK_PPL_TOKENS : ct.n;
+    /* as `convert mla` measures it: from the first validation window to the end, at most its ppl-tokens default */
+    size_t lo = first * L, hi = ct.n - lo > TMLA_PPL_TOKENS ? lo + TMLA_PPL_TOKENS : ct.n;
     size_t c0 = ct.first * L, c1 = (ct.first + ct.count) * L;
     bool cal = ct.count && lo < c1 && c0 < hi;
     t->ids = ct.ids + lo;

@@ -8,6 +8,12 @@
 #include "registry.h"
 #include "session.h"
 
+/* Tokens of a perplexity before / after a conversion by default (`ppl-tokens`); `check` measures
+ * the same many (ws_check), so both print one number. */
+#define TMLA_PPL_TOKENS 4096
+#define TMLA_STR_(x) #x
+#define TMLA_STR(x) TMLA_STR_(x)
+
 /* What a TransMLA command uses for its PCAs and perplexities (ws_tmla_stats). */
 typedef struct {
     bool act;                 /* activation statistics in use ("WX-based"); false: weights */
@@ -62,7 +68,7 @@ extern const char *const WS_TMLA_SPLIT_CHOICES[];
       .metavar = "N", .help = "calibration windows of the text (TransMLA: 128)" },                            \
     { .name = "seqlen", .type = ARG_INT, .def = "256", .min = 2, .max = 1e6, .comp = COMP_NONE,               \
       .metavar = "L", .help = "tokens per calibration and perplexity window (TransMLA: 256)" },               \
-    { .name = "ppl-tokens", .type = ARG_INT, .def = "4096", .min = 2, .max = 1e12, .comp = COMP_NONE,         \
+    { .name = "ppl-tokens", .type = ARG_INT, .def = TMLA_STR(TMLA_PPL_TOKENS), .min = 2, .max = 1e12, .comp = COMP_NONE,         \
       .metavar = "N", .help = "tokens of the text used for perplexity" },                                     \
     { .name = "eval", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                                \
       .help = "held-out text for perplexity (default: the calibration text's validation split)" },           \
