@@ -130,7 +130,8 @@ const Cell *table_cell(const Table *t, size_t row, size_t col) {
     return &t->cells[row * t->ncols + col];
 }
 
-long table_col(const Table *t, const char *name) {
+/* The column named name, or -1 when absent. */
+static long table_col(const Table *t, const char *name) {
     for (size_t j = 0; j < t->ncols; j++)
         if (!strcmp(t->cols[j], name)) return (long)j;
     return -1;
@@ -393,7 +394,8 @@ void out_write(Out *o, out_stream st, const char *s, size_t n) {
         fwrite(s, 1, n, stdout);
 }
 
-void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap) {
+/* out_printf / out_eprintf with a va_list, to stream st (stdout narration: see out_write). */
+static void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap) {
     char tmp[1024];
     if (o && o->quiet == OUT_SILENT && st == OUT_STDOUT) return;
     if (o && st == OUT_STDOUT && o->fmt != FMT_TABLE) st = OUT_STDERR;   /* csv / json: stdout is the results' */

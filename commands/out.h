@@ -71,9 +71,8 @@ void table_int(Table *t, long long v);
 void table_str(Table *t, const char *s);      /* copied; NULL gives a null cell */
 void table_bool(Table *t, bool b);
 void table_null(Table *t);
-/* Cell (row, col) and column lookup (-1 when absent). */
+/* Cell (row, col). */
 const Cell *table_cell(const Table *t, size_t row, size_t col);
-long table_col(const Table *t, const char *name);
 
 /* ================================================================ output formats */
 
@@ -147,11 +146,10 @@ void out_free(Out *o);
 /* False when narration is off (o->quiet is OUT_QUIET or OUT_SILENT): skip summaries. */
 bool out_narrates(const Out *o);
 
-/* Text: all output goes through out_write (stdout text is dropped under OUT_SILENT); out_printf and
- * out_vprintf(OUT_STDOUT) are narration: stderr when o->fmt is csv or json (above). */
+/* Text: all output goes through out_write (stdout text is dropped under OUT_SILENT); out_printf is
+ * narration: stderr when o->fmt is csv or json (above). */
 void out_write(Out *o, out_stream st, const char *s, size_t n);
 void out_printf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void out_vprintf(Out *o, out_stream st, const char *fmt, va_list ap);
 void out_eprintf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Adds (or replaces) a context column (see Out.ctx); past OUT_CTX_MAX it is dropped. */

@@ -83,7 +83,9 @@ int ws_calib_of(Session *s, Model *m, CalibState **out) {
 
 int ws_calib(Session *s, CalibState **out) { return ws_calib_of(s, s->cur, out); }
 
-void ws_calib_describe(const CalibState *c, char *buf, size_t cap) {
+/* What c holds that a replacement drops ("the calibration of M (N tokens of F) and its kvsvd learn
+ * projections (K-SVD, KQ-SVD)"), or "" when it holds no statistics. */
+static void ws_calib_describe(const CalibState *c, char *buf, size_t cap) {
     *buf = 0;
     if (!c->st) return;
     const char *src = c->text ? c->text : c->st->source ? c->st->source : "a file";

@@ -67,9 +67,6 @@ void ws_calib_set(CalibState *c, CalibStats *st, const char *file, unsigned long
  * interrupted calibrate's too), or `calib load FILE`; NULL when m has none (or out of memory).
  * *after: CalibState.after (0 when none). Caller frees. */
 char *ws_calib_replay_line(const Session *s, const Model *m, unsigned long *after);
-/* What c holds that a replacement drops ("the calibration of M (N tokens of F) and its kvsvd learn
- * projections (K-SVD, KQ-SVD)"), or "" when it holds no statistics. */
-void ws_calib_describe(const CalibState *c, char *buf, size_t cap);
 
 /* The calibration statistics of model m in this session (*out NULL, AL_OK, when there are none).
  * Owned by the workspace; valid until the next `calibrate` / `calib load` of m or m closes. */

@@ -15,7 +15,10 @@
 #include "ws_calib.h"
 #include "ws_tmla.h"
 
-int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, bool *ok) {
+/* The statistics of a conversion of src as the session has them now, for ci (n_layers entries,
+ * owned by ci: ci_free): TransMLA's E[x xᵀ] and E[x] (with_mu), or TPA's E[x xᵀ] of layers
+ * lo..hi. *ok false when the session has no calibration of src with attention inputs. */
+static int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, bool *ok) {
     const CalibStats *cs = NULL;
     *ok = false;
     ci->n_layers = src->cfg.n_layers;
@@ -99,7 +102,8 @@ int ws_check_inputs(Session *s, Model *src, const Args *a, bool with_mu, int lo,
     return AL_OK;
 }
 
-Model *ws_check_loaded_at(Session *s, const char *path) {
+/* The session's model whose folder is path (NULL when none is loaded there). */
+static Model *ws_check_loaded_at(Session *s, const char *path) {
     char a[PATH_MAX], b[PATH_MAX];
     if (!path || !realpath(path, a)) return NULL;
     for (size_t i = 0; i < s->nmodels; i++)

@@ -11,11 +11,6 @@
 #include "registry.h"
 #include "session.h"
 
-/* The statistics of a conversion of src as the session has them now, for ci (n_layers entries,
- * owned by ci: ci_free): TransMLA's E[x xᵀ] and E[x] (with_mu), or TPA's E[x xᵀ] of layers
- * lo..hi. *ok false when the session has no calibration of src with attention inputs. */
-int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, bool *ok);
-
 /* What a conversion of m keeps for its check (into *keep, owned by the result): its report's seed
  * (plus_layer: + layer), tokens and, when sigma (n_layers entries, mu may be NULL) is given, the
  * statistics' digest, where they came from (the session's calibration of m) and a copy of them
@@ -37,8 +32,6 @@ void ws_check_recorded_line(Out *out, const CheckInputs *ci, bool fits, const ch
 int ws_check_inputs(Session *s, Model *src, const Args *a, bool with_mu, int lo, int hi, CheckInputs *ci, char *desc,
                     size_t cap);
 
-/* The session's model whose folder is path (NULL when none is loaded there). */
-Model *ws_check_loaded_at(Session *s, const char *path);
 /* The source `check DIR` compares an export with: `source NAME` (a's keyword), else the session's
  * model at path (what the export's manifest, dir/manifest, names), else that folder opened
  * (*opened: the caller frees it, model_free; NULL otherwise). */

@@ -216,7 +216,10 @@ static bool superseded(const char *a, const char *b, int n) {
     return true;
 }
 
-const char *xform_made_by(const Xform *x, char *buf, size_t cap) {
+/* The command lines that made x, for headlines: its own, or for a kind whose state is the replay of
+ * its stack (replays: the FaRR working copy holds the latest VO and QK truncations) the stack's,
+ * oldest first, joined with "; " (in buf, cap bytes). */
+static const char *xform_made_by(const Xform *x, char *buf, size_t cap) {
     size_t k = 0;
     buf[0] = 0;
     if (!x->kind->replays) return x->cmd && *x->cmd ? x->cmd : x->kind->name;

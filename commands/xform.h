@@ -143,10 +143,6 @@ typedef struct {
 int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held);
 /* Restores f's own attention (fwd_clear_attn) and frees the held layers. */
 void xform_attn_clear(Forward *f, XformAttn *held);
-/* The command lines that made x, for headlines: its own, or for a kind whose state is the replay of
- * its stack (replays: the FaRR working copy holds the latest VO and QK truncations) the stack's,
- * oldest first, joined with "; " (in buf, cap bytes). */
-const char *xform_made_by(const Xform *x, char *buf, size_t cap);
 /* What `ppl`, `generate` and `check` measure on m -- one rule for the three: the newest
  * transformation of m the verb can measure (runs as attention layers; check: has a check), NULL
  * with source or when there is none. headline gets "<verb> of M with CMD (WHAT)" or "<verb> of M
