@@ -59,7 +59,7 @@ static const char *plan_hf_refusal(const Model *m, const FarrPlan *p) {
 
 const char *export_hf_refusal(const Model *m, const FarrPlan *vo, const FarrPlan *qk) {
     const ModelConfig *c = &m->cfg;
-    if (c->family != FAM_DEEPSEEK) {
+    if (!cfg_is_mla(c)) {
         snprintf(refusal, sizeof refusal, "format hf is for DeepSeek-V3-layout models: a %s config has one "
                  "head_dim for Q, K and V (no qk_nope_head_dim / v_head_dim), so it cannot express "
                  "truncated heads; use format factors", c->model_type);
@@ -202,7 +202,7 @@ static bool rewritten_suffix(const Ctx *x, const char *suffix, int L) {
     const FarrPlan *vo = cut_layer(x, FARR_VO, L) ? x->plan[FARR_VO] : NULL;
     const FarrPlan *qk = cut_layer(x, FARR_QK, L) ? x->plan[FARR_QK] : NULL;
     const ModelConfig *c = x->c;
-    if (c->family == FAM_GPT2) {
+    if (c->attn == QKV_CONV1D) {
         if (strcmp(suffix, "attn.c_attn.weight") == 0 || strcmp(suffix, "attn.c_attn.bias") == 0) return vo || qk;
         if (strcmp(suffix, "attn.c_proj.weight") == 0 || strcmp(suffix, "attn.c_proj.bias") == 0) return vo != NULL;
         return false;
@@ -314,7 +314,7 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
     const FarrTruncLayer *tv = cut_layer(x, FARR_VO, L), *tq = cut_layer(x, FARR_QK, L);
     int H = c->n_heads, G = c->n_kv_heads;
     size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, nope = (size_t)c->qk_nope_dim;
-    if (c->family == FAM_GPT2) {
+    if (c->attn == QKV_CONV1D) {
         size_t D = (size_t)c->hidden, d = dqk;
         if (strcmp(suffix, "attn.c_attn.weight") == 0) {
             for (int h = 0; tq && h < H; h++) put_cols(W, w0, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true, 1.0f);
@@ -847,7 +847,7 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
                 const ExportOpts *opts, ExportReport *rep) {
     ExportOpts o = opts ? *opts : (ExportOpts){ 0 };
     if (!vo && !qk) return al_err("nothing to export: run `truncate vo ...` or `truncate qk ...` first");
-    if (m->cfg.family == FAM_LLAMA2C || !m->config_json)
+    if (cfg_row(&m->cfg)->keys == KEYS_LLAMA2C || !m->config_json)
         return al_err("export needs a Hugging Face checkpoint (config.json + safetensors); %s is a llama2.c "
                       "checkpoint: load its HF conversion and truncate that", m->path);
     for (int k = 0; k < 2; k++) {
