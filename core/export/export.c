@@ -635,6 +635,16 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
 
 /* ================================================================ manifest and factors */
 
+/* The counts the plan and each of its layers report, under the same keys at both levels:
+ * count = (params_before, params_after, kv_before, kv_after), quality = (energy_min,
+ * energy_mean, err_max). */
+static void add_counts(cJSON *o, const size_t count[4], const double quality[3]) {
+    static const char *const count_keys[4] = {"params_before", "params_after", "kv_values_before", "kv_values_after"};
+    static const char *const quality_keys[3] = {"energy_min", "energy_mean", "rel_error_max"};
+    for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(o, count_keys[i], (double)count[i]);
+    for (int i = 0; i < 3; i++) cJSON_AddNumberToObject(o, quality_keys[i], quality[i]);
+}
+
 static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "kind", farr_kind_name(p->opts.kind));
@@ -647,13 +657,8 @@ static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
     cJSON_AddItemToArray(lr, cJSON_CreateNumber(p->hi));
     cJSON_AddStringToObject(j, "fused_columns", p->opts.kind == FARR_VO ? "all" :
                             x->c->qk_nope_dim && x->c->qk_rope_dim ? "nope" : "all");
-    cJSON_AddNumberToObject(j, "params_before", (double)p->params_before);
-    cJSON_AddNumberToObject(j, "params_after", (double)p->params_after);
-    cJSON_AddNumberToObject(j, "kv_values_before", (double)p->kv_before);
-    cJSON_AddNumberToObject(j, "kv_values_after", (double)p->kv_after);
-    cJSON_AddNumberToObject(j, "energy_min", p->energy_min);
-    cJSON_AddNumberToObject(j, "energy_mean", p->energy_mean);
-    cJSON_AddNumberToObject(j, "rel_error_max", p->err_max);
+    add_counts(j, (size_t[4]){p->params_before, p->params_after, p->kv_before, p->kv_after},
+               (double[3]){p->energy_min, p->energy_mean, p->err_max});
     cJSON_AddNumberToObject(j, "rel_error_mean", p->err_mean);
     cJSON *layers = cJSON_AddArrayToObject(j, "per_layer");
     for (int L = p->lo; L <= p->hi; L++) {
@@ -662,13 +667,8 @@ static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
         cJSON_AddNumberToObject(o, "layer", L);
         cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
         for (int g = 0; g < tl->n_kv; g++) cJSON_AddItemToArray(ranks, cJSON_CreateNumber(tl->groups[g]->rank));
-        cJSON_AddNumberToObject(o, "params_before", (double)tl->params_before);
-        cJSON_AddNumberToObject(o, "params_after", (double)tl->params_after);
-        cJSON_AddNumberToObject(o, "kv_values_before", (double)tl->kv_before);
-        cJSON_AddNumberToObject(o, "kv_values_after", (double)tl->kv_after);
-        cJSON_AddNumberToObject(o, "energy_min", tl->energy_min);
-        cJSON_AddNumberToObject(o, "energy_mean", tl->energy_mean);
-        cJSON_AddNumberToObject(o, "rel_error_max", tl->err_max);
+        add_counts(o, (size_t[4]){tl->params_before, tl->params_after, tl->kv_before, tl->kv_after},
+                   (double[3]){tl->energy_min, tl->energy_mean, tl->err_max});
         if (x->balance[p->opts.kind]) {   /* the weights hold shared x c and head / c */
             cJSON *b = cJSON_AddArrayToObject(o, "fp8_balance");
             for (int g = 0; g < tl->n_kv; g++) cJSON_AddItemToArray(b, cJSON_CreateNumber(bal(x, p->opts.kind, L, g)));
