@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd_farr.h"
-#include "compare.h"
+#include "budget_compare.h"
 #include "export.h"
 #include "farr.h"
 #include "registry.h"
@@ -880,7 +880,7 @@ static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
 /* ---------------------------------------------------------------- the check's inputs */
 
 /* The random tokens of a FaRR check (in the session or of an export), drawn as `compare` draws its
- * own (core/methods/compare.c: tpa_random_input with seed AL_SEED_COMPARE and each layer's input second
+ * own (core/methods/budget_compare.c: tpa_random_input with seed AL_SEED_COMPARE and each layer's input second
  * moment from the session's calibration of the source, ws_calib_fit_sigma; unit variance without
  * one), so that the check's errors and compare's answer the same question. */
 typedef struct {
@@ -989,8 +989,8 @@ static int compare_out_err(const AttnLayer *S, const PlanLayers *p, int l, const
     if (S->kind != ATTN_GQA) return AL_OK;
     int rk = plan_layer_rank(p->qk, l, S->head_dim), rv = plan_layer_rank(p->vo, l, S->v_dim);
     if (rk < 1 || rv < 1 || (S->rope_dim > 0 && rk < S->head_dim)) return AL_OK;
-    CmpRow row;
-    if (cmp_farr_layer(S, rk, rv, X, pos, &row)) return AL_ERR;
+    BudgetRow row;
+    if (budget_farr_layer(S, rk, rv, X, pos, &row)) return AL_ERR;
     *ce = row.out_err;
     return AL_OK;
 }
