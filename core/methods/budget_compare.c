@@ -339,19 +339,35 @@ static const KqProj *learned_fits(const BudgetKqFrom *kq, int rk, int rv) {
     return p->rank_k[kq->layer] == rk && p->rank_v[kq->layer] == rv ? p : NULL;
 }
 
-/* KV head g's key and value projections (A, B: d x rk, Av, Bv: dv x rv): copied from the learned
- * set, else KQ-SVD of the calibration's Grams (st) or of the fit tokens' (Kf, Qf, Vf: Tf rows).
- * GK, GQ: scratch (nmax x nmax). */
-static int group_proj(const AttnLayer *L, const BudgetKqFrom *kq, const KqProj *lp, size_t g, int rk, int rv,
-                      const float *Kf, const float *Qf, const float *Vf, size_t Tf, double *GK, double *GQ, double *A,
-                      double *B, double *Av, double *Bv) {
+/* What KQ-SVD learns a layer's projections from, the same for each of its KV heads. */
+typedef struct {
+    const BudgetKqFrom *kq;        /* the layer and the calibration's Grams (kq->st, or NULL) */
+    const KqProj *lp;              /* the learned set at the budget's ranks (learned_fits), or NULL */
+    int rk, rv;                    /* key and value ranks */
+    const float *Kf, *Qf, *Vf;     /* fit tokens' keys (Tf, G d), queries (Tf, H d), values (Tf, G dv) */
+    size_t Tf;
+} GroupProjIn;
+
+/* One KV head's projections, and the scratch they are made in. */
+typedef struct {
+    double *GK, *GQ;               /* scratch (nmax x nmax) */
+    double *A, *B;                 /* keys: (d x rk) each */
+    double *Av, *Bv;               /* values: (dv x rv) each */
+} GroupProj;
+
+/* KV head g's key and value projections (out): copied from the learned set, else KQ-SVD of the
+ * calibration's Grams (st) or of the fit tokens'. */
+static int group_proj(const AttnLayer *L, const GroupProjIn *in, size_t g, GroupProj *out) {
     size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
-    size_t grp = H / G, D = (size_t)L->hidden, Rk = (size_t)rk, Rv = (size_t)rv;
+    size_t grp = H / G, D = (size_t)L->hidden, Rk = (size_t)in->rk, Rv = (size_t)in->rv, Tf = in->Tf;
+    const BudgetKqFrom *kq = in->kq;
+    const KqProj *lp = in->lp;
+    double *GK = out->GK, *GQ = out->GQ;
     if (lp) {
-        memcpy(A, lp->A_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
-        memcpy(B, lp->B_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
-        memcpy(Av, lp->A_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
-        memcpy(Bv, lp->B_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
+        memcpy(out->A, lp->A_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
+        memcpy(out->B, lp->B_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
+        memcpy(out->Av, lp->A_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
+        memcpy(out->Bv, lp->B_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
         return AL_OK;
     }
     const CalibStats *st = kq ? kq->st : NULL;
@@ -363,15 +379,15 @@ static int group_proj(const AttnLayer *L, const BudgetKqFrom *kq, const KqProj *
     } else {
         memset(GK, 0, d * d * sizeof(double));
         memset(GQ, 0, d * d * sizeof(double));
-        rc = gram_add(Kf, Tf, G * d, g * d, d, GK);
-        for (size_t i = 0; rc == AL_OK && i < grp; i++) rc = gram_add(Qf, Tf, H * d, (g * grp + i) * d, d, GQ);
+        rc = gram_add(in->Kf, Tf, G * d, g * d, d, GK);
+        for (size_t i = 0; rc == AL_OK && i < grp; i++) rc = gram_add(in->Qf, Tf, H * d, (g * grp + i) * d, d, GQ);
     }
-    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, d, Rk, A, B, NULL);
+    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, d, Rk, out->A, out->B, NULL);
     /* values: G_V and G_W = sum over the group's heads of W_O[h] W_O[h]ᵀ (Appendix B) */
     if (rc == AL_OK && st) rc = calib_gram(st, CALIB_V, kq->layer, (int)g, GK);
     else if (rc == AL_OK) {
         memset(GK, 0, dv * dv * sizeof(double));
-        rc = gram_add(Vf, Tf, G * dv, g * dv, dv, GK);
+        rc = gram_add(in->Vf, Tf, G * dv, g * dv, dv, GK);
     }
     if (rc == AL_OK) memset(GQ, 0, dv * dv * sizeof(double));
     /* W_O[h] (dv, D) is rows of W_O: its Gram W_O[h] W_O[h]ᵀ is the Gram of its transpose. */
@@ -380,7 +396,7 @@ static int group_proj(const AttnLayer *L, const BudgetKqFrom *kq, const KqProj *
         rc = WoT ? gram_add(WoT->data, D, dv, 0, dv, GQ) : AL_ERR;
         mat_free(WoT);
     }
-    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, dv, Rv, Av, Bv, NULL);
+    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, dv, Rv, out->Av, out->Bv, NULL);
     return rc;
 }
 
@@ -423,8 +439,10 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
         project(L, X, pos, L->W_K, L->b_K, G, d, rope, K);
         project(L, X, pos, L->W_V, L->b_V, G, dv, false, V);
     }
+    const GroupProjIn in = {.kq = &kq, .lp = lp, .rk = rk, .rv = rv, .Kf = Kf, .Qf = Qf, .Vf = Vf, .Tf = Tf};
+    GroupProj pj = {.GK = GK, .GQ = GQ, .A = A, .B = Bm, .Av = Av, .Bv = Bv};
     for (size_t g = 0; rc == AL_OK && g < G; g++) {
-        rc = group_proj(L, &kq, lp, g, rk, rv, Kf, Qf, Vf, Tf, GK, GQ, A, Bm, Av, Bv);
+        rc = group_proj(L, &in, g, &pj);
         if (rc == AL_OK) rc = apply_proj(K, T, G * d, g * d, d, A, Bm, (size_t)rk);
         if (rc == AL_OK) rc = apply_proj(V, T, G * dv, g * dv, dv, Av, Bv, (size_t)rv);
     }
