@@ -1,7 +1,8 @@
 -- check_layers.lua -- the layer rules of ARCHITECTURE.md, checked on the sources and the built
 -- objects: no include or call cycles between files, each folder calls only the folders below it,
 -- no command group includes another group's header, core/ never prints or exits, config.json is
--- parsed in one module (core/model/config.c), each exported function of core/ carries its module's prefix.
+-- parsed in one module (core/model/config.c), each exported function of core/ carries its module's prefix,
+-- no function takes more than MAX_PARAMS parameters.
 --
 -- usage: lua5.4 tests/check_layers.lua SRC_DIR BUILD_DIR
 -- A module is one file pair (core/model/model.c + .h -> "core/model/model"; model_internal.h, the part
@@ -161,6 +162,37 @@ for mod, syms in pairs(exported) do
       if not prefix_ok(mod, sym) then
         violation("%s defines %s: a function's prefix names the module it lives in (tests/check_layers.lua PREFIXES)",
                   mod, sym)
+      end
+    end
+  end
+end
+
+-- ---------------------------------------------------------------- arguments that travel together
+-- No function takes more than MAX_PARAMS positional parameters: the ones that travel together go in a
+-- struct (AttnHeadJob, KqLayerIn, GroupProjIn). Definitions start at column 0 (the house style).
+local MAX_PARAMS = 13
+local function count_params(list)
+  if list:match("^%s*void%s*$") or list:match("^%s*$") then return 0 end
+  local n, depth = 1, 0
+  for ch in list:gmatch(".") do
+    if ch == "(" or ch == "[" then depth = depth + 1
+    elseif ch == ")" or ch == "]" then depth = depth - 1
+    elseif ch == "," and depth == 0 then n = n + 1 end
+  end
+  return n
+end
+for mod, m in pairs(modules) do
+  for _, file in ipairs(m.files) do
+    if file:match("%.c$") then
+      local f = assert(io.open(src .. "/" .. file))
+      local text = "\n" .. f:read("a")
+      f:close()
+      for name, list in text:gmatch("\n[%a_][%w_ %*]-[%s%*]([%a_][%w_]*)(%b())%s*{") do
+        local n = count_params(list:sub(2, -2))
+        if n > MAX_PARAMS then
+          violation("%s: %s takes %d parameters (at most %d): gather the ones that travel together in a struct",
+                    file, name, n, MAX_PARAMS)
+        end
       end
     end
   end
