@@ -19,6 +19,7 @@
 
 #include "farr.h"
 #include "spectra.h"
+#include "sweep.h"
 #include "synth.h"
 
 static double now(void) {
@@ -73,7 +74,7 @@ static int bench_shapes(int heads, int threads) {
         { "VO 512x128 @ 128x7168", 512, 128, 7168, SPECTRA_AB },
         { "QK 1536x128 @ (512x128)T", 1536, 128, 512, SPECTRA_ABT },
     };
-    printf("%d heads per layer, %d worker threads (1 BLAS thread each)\n", heads, spectra_sweep_threads((size_t)heads, threads));
+    printf("%d heads per layer, %d worker threads (1 BLAS thread each)\n", heads, sweep_threads((size_t)heads, threads));
     for (size_t p = 0; p < 2; p++) {
         Job j = { .op = pairs[p].op };
         j.A = calloc((size_t)heads, sizeof(Mat *));
@@ -84,15 +85,15 @@ static int bench_shapes(int heads, int threads) {
         }
         double t0 = now();
         j.flags = 0;
-        if (spectra_sweep((size_t)heads, threads, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+        if (sweep_run((size_t)heads, threads, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
         double t_gram = now() - t0;
         t0 = now();
         j.flags = SPECTRA_QR;
-        if (spectra_sweep((size_t)heads, threads, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+        if (sweep_run((size_t)heads, threads, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
         double t_qr = now() - t0;
         t0 = now();
         j.flags = 0;
-        if (spectra_sweep((size_t)heads, 1, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+        if (sweep_run((size_t)heads, 1, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
         double t_gram1 = now() - t0;
         int nd = heads < 2 ? heads : 2;
         double wg = 0, wq = 0;

@@ -49,6 +49,7 @@
 #include "gram.h"
 #include "gram_bf16.h"
 #include "spectra.h"
+#include "sweep.h"
 #include "synth.h"
 #include "symeig.h"
 
@@ -147,7 +148,7 @@ static int naive_per_head(Model *m, farr_kind kind, int L, int n, bool parallel,
     int rc = AL_OK;
     double w0 = wall();
     if (parallel) {
-        rc = spectra_sweep((size_t)n, 0, naive_task, &j);
+        rc = sweep_run((size_t)n, 0, naive_task, &j);
     } else {
         openblas_set_num_threads(al_threads());
         for (int i = 0; i < n && rc == AL_OK; i++) rc = naive_task((size_t)i, 0, &j);
@@ -216,13 +217,13 @@ static int floor_layer(Model *m, int L, bool solves, Time *secs) {
         if (rc == AL_OK && !(X[f] = al_malloc3(v[f].nr, v[f].nc, sizeof(double), "a factor"))) rc = AL_ERR;
         if (rc == AL_OK) rc = gram_read_block(m->store, v[f].tensor, v[f].r0, v[f].nr, v[f].c0, v[f].nc, X[f], v[f].nc);
     }
-    int T = spectra_sweep_threads((size_t)m->cfg.n_heads, 0);
+    int T = sweep_threads((size_t)m->cfg.n_heads, 0);
     double *G = rc == AL_OK ? al_malloc3((size_t)T * 4, 128 * 128, sizeof(double), "Grams") : NULL;
     if (rc == AL_OK && !G) rc = AL_ERR;
     if (rc == AL_OK) {
         FloorJob j = { .v = v, .X = X, .G = G, .solves = solves };
         double w0 = wall(), c0 = cpu();
-        rc = spectra_sweep((size_t)m->cfg.n_heads, 0, floor_task, &j);
+        rc = sweep_run((size_t)m->cfg.n_heads, 0, floor_task, &j);
         *secs = (Time){ wall() - w0, cpu() - c0 };
     }
     for (int f = 0; f < 4; f++) { free(X[f]); gram_view_clear(&v[f]); }
@@ -370,7 +371,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
         if (rc == AL_OK && mode == FAST_FLOOR && !(P[f] = pack_view(&v[f], X[f]))) rc = al_err("out of memory");
     }
     FastJob j = { .mode = mode, .v = v, .X = Xf, .P = P, .scale = m->cfg.dtype == DT_F8_E4M3 ? scale : NULL,
-                  .T = spectra_sweep_threads((size_t)m->cfg.n_heads, 0) };
+                  .T = sweep_threads((size_t)m->cfg.n_heads, 0) };
     j.Gf = calloc((size_t)j.T * 4 * 16384, sizeof(float));
     j.Gd = calloc((size_t)j.T * FLOOR_BATCH * 6 * 16384, sizeof(double));
     j.wd = calloc((size_t)j.T * FLOOR_BATCH * 6 * 128, sizeof(double));
@@ -381,7 +382,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
         size_t H = (size_t)m->cfg.n_heads, tasks = mode == FAST_FLOOR ? (H + FLOOR_BATCH - 1) / FLOOR_BATCH : H;
-        rc = spectra_sweep(tasks, j.T, fast_task, &j);
+        rc = sweep_run(tasks, j.T, fast_task, &j);
         *secs = (Time){ wall() - w0, cpu() - c0 };
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
@@ -737,7 +738,7 @@ int main(int argc, char **argv) {
     int nl = c->n_layers < layers ? c->n_layers : layers;
     printf("model %s: %d layers, %d heads, hidden %d, q_lora %d, kv_lora %d, nope %d, rope %d, v %d, %s; %d workers x 1 BLAS thread\n",
            model, c->n_layers, c->n_heads, c->hidden, c->q_lora_rank, c->kv_lora_rank, c->qk_nope_dim, c->qk_rope_dim,
-           c->v_dim, dt_name(c->dtype), spectra_sweep_threads((size_t)c->n_heads, 0));
+           c->v_dim, dt_name(c->dtype), sweep_threads((size_t)c->n_heads, 0));
     if (brk) breakdown(m, 0, reps > 3 ? reps : 3);
     if (fast_only) {
         int frc = fast_section(m, model, nl, reps, cold);

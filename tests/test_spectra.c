@@ -2,6 +2,7 @@
  * random and planted-rank shapes (DeepSeek-like included), effective ranks, vectors, sweeps. */
 #include "testutil.h"
 #include "spectra.h"
+#include "sweep.h"
 
 #include <cblas.h>
 #include <stdatomic.h>
@@ -269,19 +270,19 @@ static int task_fail(size_t i, int worker, void *ud) {
 
 static void test_sweep(void) {
     int before = openblas_get_num_threads();
-    CHECK_OK(spectra_sweep(100, 0, task_mark, NULL));
+    CHECK_OK(sweep_run(100, 0, task_mark, NULL));
     int all_once = 1;
     for (int i = 0; i < 100; i++) if (atomic_load(&hits[i]) != 1) all_once = 0;
     CHECK(all_once, "every unit ran exactly once");
     CHECK(openblas_get_num_threads() == before, "BLAS thread count restored (%d vs %d)",
           openblas_get_num_threads(), before);
-    CHECK_OK(spectra_sweep(0, 0, task_mark, NULL));
-    CHECK(spectra_sweep_threads(1, 4) == 1, "threads capped at units");
-    CHECK(spectra_sweep_threads(100, 3) == 3, "explicit thread count");
-    CHECK_ERR(spectra_sweep(100, 2, task_fail, NULL), "head 37 failed on purpose");
+    CHECK_OK(sweep_run(0, 0, task_mark, NULL));
+    CHECK(sweep_threads(1, 4) == 1, "threads capped at units");
+    CHECK(sweep_threads(100, 3) == 3, "explicit thread count");
+    CHECK_ERR(sweep_run(100, 2, task_fail, NULL), "head 37 failed on purpose");
     al_interrupt_flag = 1;
     for (int i = 0; i < 100; i++) atomic_store(&hits[i], 0);
-    CHECK(spectra_sweep(100, 2, task_mark, NULL) == AL_INTERRUPTED, "interrupt stops the sweep");
+    CHECK(sweep_run(100, 2, task_mark, NULL) == AL_INTERRUPTED, "interrupt stops the sweep");
     int any = 0;
     for (int i = 0; i < 100; i++) any += atomic_load(&hits[i]);
     CHECK(any == 0, "no unit ran after the interrupt (%d did)", any);

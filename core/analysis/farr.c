@@ -9,6 +9,7 @@
 #include "gram.h"
 #include "rope.h"
 #include "symeig.h"
+#include "sweep.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -560,7 +561,7 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
     size_t G = (size_t)m->cfg.n_kv_heads;
     StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .k = (size_t)l->head_dim,
                     .gsel = gsel, .hsel = hsel, .ng = ng, .nh = nh };
-    j.T = spectra_sweep_threads(job_tasks(&j, nh > ng ? nh : ng), 0);
+    j.T = sweep_threads(job_tasks(&j, nh > ng ? nh : ng), 0);
     j.shared = al_calloc(G, sizeof *j.shared, "shared factors");
     j.fside = al_calloc(G, sizeof *j.fside, "shared factors");
     j.scr = al_calloc((size_t)j.T, sizeof *j.scr, "sweep scratch");
@@ -580,8 +581,8 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
         j.ew[w] = symeig_work_new(k1);
         if (!j.M[w] || !j.w[w] || !j.ew[w]) rc = AL_ERR;
     }
-    if (rc == AL_OK) rc = spectra_sweep(job_tasks(&j, ng), j.T, stream_shared_task, &j);
-    if (rc == AL_OK) rc = spectra_sweep(job_tasks(&j, nh), j.T, stream_head_task, &j);
+    if (rc == AL_OK) rc = sweep_run(job_tasks(&j, ng), j.T, stream_shared_task, &j);
+    if (rc == AL_OK) rc = sweep_run(job_tasks(&j, nh), j.T, stream_head_task, &j);
     stream_job_free(&j);
     char *prefix = model_tensor_name(m, l->layer, "");
     if (prefix) store_release_prefix(m->store, prefix);
@@ -619,7 +620,7 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
         return AL_ERR;
     }
     job.l = l;
-    int rc = route == FARR_ROUTE_FACTORS ? spectra_sweep(H, 0, layer_task, &job)
+    int rc = route == FARR_ROUTE_FACTORS ? sweep_run(H, 0, layer_task, &job)
              : stream_run(m, l, job.part, job.rot, route == FARR_ROUTE_FAST, NULL, (size_t)c->n_kv_heads, NULL, H);
     if (rc != AL_OK) { farr_layer_free(l); return rc; }
     *out = l;
@@ -1087,13 +1088,13 @@ static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int 
     tl->groups = al_calloc((size_t)tl->n_kv, sizeof(FarrGroup *), "truncation groups");
     TruncJob job = { .m = m, .kind = o->kind, .part = part, .layer = layer, .tau = o->tau,
                      .fixed = fixed, .policy = o->policy, .tl = tl };
-    int rc = tl->groups ? spectra_sweep((size_t)tl->n_kv, 0, trunc_analyse_task, &job) : AL_ERR;
+    int rc = tl->groups ? sweep_run((size_t)tl->n_kv, 0, trunc_analyse_task, &job) : AL_ERR;
     int mr = 0;
     if (rc == AL_OK)
         for (int g = 0; g < tl->n_kv; g++) if (tl->groups[g]->rank_tau > mr) mr = tl->groups[g]->rank_tau;
     if (max_rank) *max_rank = mr;
     if (rc == AL_OK && !only_ranks) {
-        rc = spectra_sweep((size_t)tl->n_kv, 0, trunc_split_task, &job);
+        rc = sweep_run((size_t)tl->n_kv, 0, trunc_split_task, &job);
         /* Biases (small, and they share output buffers): one group at a time. */
         for (int g = 0; rc == AL_OK && g < tl->n_kv && c->qkv_bias && !cfg_is_mla(c); g++) {
             Mat *S, **heads;

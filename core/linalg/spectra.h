@@ -1,5 +1,4 @@
-/* spectra.h -- singular spectra of single matrices and of fused products, effective ranks, and the
- * head-sweep thread pool.
+/* spectra.h -- singular spectra of single matrices and of fused products, and effective ranks.
  *
  * A fused head map A (m x k) @ B (k x n) -- or A @ Bᵀ with B (n x k), as for Q·Kᵀ -- is never
  * formed: each factor is reduced to a small k x k triangle-like factor R with RᵀR = its Gram
@@ -125,20 +124,5 @@ size_t spectra_effective_rank(const double *sigma, size_t p, double tau);
 void spectra_cum_energy(const double *sigma, size_t p, double *out);
 /* Fraction of the energy kept by the top r singular values (1 for a zero map). */
 double spectra_energy_kept(const double *sigma, size_t p, size_t r);
-
-/* ================================================================ sweeps */
-
-/* One unit of a sweep (a head): returns AL_OK or AL_ERR (with al_err). `worker` is the index of
- * the calling thread in [0, nthreads) for per-thread scratch. */
-typedef int (*spectra_task_fn)(size_t i, int worker, void *ud);
-
-/* Runs fn(i) for i in [0, n) on nthreads pthreads (0: al_threads(), capped at n), each with ONE
- * BLAS thread (the OpenBLAS thread count is restored afterwards). al_interrupted() is polled
- * between units. Returns AL_OK, AL_ERR (the first failing unit's message, on this thread) or
- * AL_INTERRUPTED (units already started finish; the rest are skipped; never inside a span
- * al_interrupt_defer protects). */
-int spectra_sweep(size_t n, int nthreads, spectra_task_fn fn, void *ud);
-/* The number of threads spectra_sweep would use for n units when given nthreads. */
-int spectra_sweep_threads(size_t n, int nthreads);
 
 #endif
