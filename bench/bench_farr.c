@@ -56,7 +56,7 @@ static int task(size_t i, int worker, void *ud) {
     Job *j = ud;
     Spectrum *s = NULL;
     int rc = spectra_product_svd(j->A[i], j->B[i], j->op, j->flags, &s, NULL, NULL);
-    spectra_spectrum_free(s);
+    spectrum_free(s);
     return rc;
 }
 
@@ -65,7 +65,7 @@ static double worst_err(const Mat *A, const Mat *B, spectra_op op, unsigned flag
     if (spectra_product_svd(A, B, op, flags, &s, NULL, NULL) != AL_OK) return INFINITY;
     double w = 0;
     for (size_t i = 0; i < ref->p && i < s->p; i++) w = fmax(w, fabs(s->sigma[i] - ref->sigma[i]) / ref->sigma[0]);
-    spectra_spectrum_free(s);
+    spectrum_free(s);
     return w;
 }
 
@@ -103,7 +103,7 @@ static int bench_shapes(int heads, int threads) {
             if (spectra_dense_product_svd(j.A[h], j.B[h], pairs[p].op, 0, &ref) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
             wg = fmax(wg, worst_err(j.A[h], j.B[h], pairs[p].op, 0, ref));
             wq = fmax(wq, worst_err(j.A[h], j.B[h], pairs[p].op, SPECTRA_QR, ref));
-            spectra_spectrum_free(ref);
+            spectrum_free(ref);
         }
         double t_dense = (now() - t0) / nd * heads;
         printf("%-26s gram %.3f s (1 thread %.3f s)  qr %.3f s  dense (formed, extrapolated) %.2f s\n",

@@ -129,7 +129,7 @@ static int naive_task(size_t i, int worker, void *ud) {
     if (farr_head_factors(j->m, j->kind, j->layer, j->heads[i], FARR_NO_OFFSET, &A, &B, &op) != AL_OK) return AL_ERR;
     Spectrum *s = NULL;
     int rc = spectra_dense_product_svd(A, B, op, 0, &s);
-    spectra_spectrum_free(s);
+    spectrum_free(s);
     mat_free(A);
     mat_free(B);
     return rc;
@@ -193,7 +193,7 @@ static int floor_task(size_t h, int worker, void *ud) {
         int rc = spectra_gram_side_new(G + fs * 128 * 128, k, rs, true, &sh);
         if (rc == AL_OK) rc = spectra_gram_side_new(G + fh * 128 * 128, k, rh, false, &own);
         if (rc == AL_OK) rc = spectra_gram_fused(sh, G + fh * 128 * 128, rs, rh, &f);
-        spectra_spectrum_free(f);
+        spectrum_free(f);
         spectra_gram_side_free(sh);
         spectra_gram_side_free(own);
         if (rc != AL_OK) return rc;
@@ -627,7 +627,7 @@ static int breakdown(Model *m, int L, int n) {
         spectra_gram_fused(a, G[1], 512, 7168, &s);
         double t3 = wall();
         te = fmin(te, t1 - t0); tf = fmin(tf, t2 - t1); tc = fmin(tc, t3 - t2);
-        spectra_gram_side_free(a); spectra_gram_side_free(b); spectra_spectrum_free(s);
+        spectra_gram_side_free(a); spectra_gram_side_free(b); spectrum_free(s);
     }
     double solves = 2 * te + 2 * tf + 2 * tc;
     printf("  per factor: eigenvalues %.3f (with its Cholesky factor %.3f); per pair: fused core %.3f\n", 1e3 * te,

@@ -106,7 +106,7 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     }
     if (own) {
         int rc = spectrum_show(s, a, out, k, layer, head, own);
-        spectra_spectrum_free(own);
+        spectrum_free(own);
         return rc;
     }
     FarrState *st;

@@ -60,7 +60,7 @@ static int head_args(const Args *a, int *layer, int *head, int *offset) {
 
 /* The cached (or now computed) singular values of one head's matrix kind. A Q or K projection
  * alone where QK fusion is refused (full RoPE, Q/K norm) is computed here: *own holds it then
- * (the caller frees it with spectra_spectrum_free; NULL otherwise). */
+ * (the caller frees it with spectrum_free; NULL otherwise). */
 static int head_spectrum(Session *s, int mk, int layer, int head, int offset, const Spectrum **out,
                          Spectrum **own) {
     FarrState *st;
@@ -74,7 +74,7 @@ static int head_spectrum(Session *s, int mk, int layer, int head, int offset, co
         int rc = spectra_svd(W, 0, own);
         mat_free(W);
         if (rc == AL_OK && !(*own)->p) {
-            spectra_spectrum_free(*own);
+            spectrum_free(*own);
             *own = NULL;
             return al_err("%s of layer %d head %d has no singular values", mat_label(mk), layer, head);
         }
@@ -185,13 +185,13 @@ static int cmd_plot_spectrum(Session *s, const Args *a, Out *out) {
     snprintf(auto_name, sizeof auto_name, "%s-spectrum-%s-L%d-H%d%s", s->cur->name, MAT_CHOICES[mk], layer, head,
              args_flag(a, "log") ? "-log" : "");
     PlotDest d;
-    if (plot_dest_init(s, a, auto_name, &d)) { spectra_spectrum_free(own); return AL_ERR; }
+    if (plot_dest_init(s, a, auto_name, &d)) { spectrum_free(own); return AL_ERR; }
     d.o.title = title;
     d.o.subtitle = sub;
     d.o.logy = args_flag(a, "log");
     plot_dest_window_hint(out, &d);
     rc = plot_spectrum(&d.o, sp->sigma, sp->p);
-    spectra_spectrum_free(own);
+    spectrum_free(own);
     return plot_dest_done(out, &d, rc);
 }
 
@@ -210,7 +210,7 @@ static int cmd_plot_energy(Session *s, const Args *a, Out *out) {
     int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp, &own);
     if (rc) return rc;
     rc = energy_figure(s, a, out, mk, layer, head, offset, sp);
-    spectra_spectrum_free(own);
+    spectrum_free(own);
     return rc;
 }
 
@@ -545,7 +545,7 @@ static int heatmap_matrix(Session *s, int mk, int layer, int head, int offset, i
                                 : mat_from_d(sp->Vt, sp->p, sp->n, false, factor == 2 ? sp->sigma : NULL);
                 if (!W) rc = AL_ERR;
             }
-            spectra_spectrum_free(sp);
+            spectrum_free(sp);
         }
     } else {
         Mat *one = side == 0 ? A : B;
@@ -561,7 +561,7 @@ static int heatmap_matrix(Session *s, int mk, int layer, int head, int offset, i
                                 : mat_from_d(sp->Vt, sp->p, sp->n, false, factor == 2 ? sp->sigma : NULL);
                 if (!W) rc = AL_ERR;
             }
-            spectra_spectrum_free(sp);
+            spectrum_free(sp);
         }
     }
     if (factor >= 0) {

@@ -101,7 +101,7 @@ static void test_seed_accounting(void) {
         free(F); free(F2);
     }
     farr_group_free(g);
-    spectra_spectrum_free(f); spectra_spectrum_free(sq); spectra_spectrum_free(sk);
+    spectrum_free(f); spectrum_free(sq); spectrum_free(sk);
     mat_free(Q); mat_free(K);
     free(E); free(Uq); free(Uk);
 }
@@ -149,7 +149,7 @@ static void test_single_head_split(farr_kind kind) {
         free(F); free(F2);
     }
     farr_group_free(g);
-    spectra_spectrum_free(ref);
+    spectrum_free(ref);
     mat_free(S); mat_free(P);
 }
 
@@ -263,7 +263,7 @@ static void check_layer(Model *m, farr_kind kind, int layer, Want (*want)(int la
             if (ref->sigma[i] > 1e-3 * ref->sigma[0] && fabs(g - ref->sigma[i]) > 1e-4 * ref->sigma[i]) bad++;
         }
         CHECK(bad == 0, "layer %d head %d: %d singular values off the dense reference", layer, h, bad);
-        spectra_spectrum_free(ref);
+        spectrum_free(ref);
         mat_free(A); mat_free(B);
     }
     farr_layer_free(l);
@@ -386,7 +386,7 @@ static void test_demo_llama(void) {
         Spectrum *ref = NULL;
         CHECK_OK(spectra_dense_product_svd(Q, K, SPECTRA_ABT, 0, &ref));
         CHECK_NEAR(l->fused[5]->sigma[0], ref->sigma[0], 1e-5 * ref->sigma[0]);
-        spectra_spectrum_free(ref);
+        spectrum_free(ref);
         farr_rope_rotate(K, m->cfg.rope, m->cfg.rope_theta, 7);
         FarrLayer *l7 = NULL;
         CHECK_OK(farr_layer_compute(m, FARR_QK, 0, 7, &l7));
@@ -395,7 +395,7 @@ static void test_demo_llama(void) {
             CHECK_NEAR(l7->fused[5]->sigma[0], ref->sigma[0], 1e-5 * ref->sigma[0]);
             CHECK_NEAR(l7->fused[5]->sigma[10], ref->sigma[10], 1e-5 * ref->sigma[0]);
         }
-        spectra_spectrum_free(ref);
+        spectrum_free(ref);
         farr_layer_free(l7);
         mat_free(Q); mat_free(K);
         farr_layer_free(l);
@@ -519,7 +519,7 @@ static void test_real(void) {
                 farr_layer_ranks(l, h, 0.999, NULL, NULL, &rf);
                 CHECK((size_t)rf == spectra_effective_rank(ref->sigma, ref->p, 0.999), "stories260K head %d", h);
                 CHECK_NEAR(l->fused[h]->sigma[0], ref->sigma[0], 1e-5 * ref->sigma[0]);
-                spectra_spectrum_free(ref);
+                spectrum_free(ref);
                 mat_free(A); mat_free(B);
             }
         }
@@ -689,7 +689,7 @@ static void test_families(void) {
         CHECK_OK(model_head(m, HK_Q, 0, 2, PART_ALL, &Wq));
         if (Wq) CHECK_OK(spectra_svd(Wq, 0, &ref));
         CHECK(sq && ref && sq->p == 8 && fabs(sq->sigma[7] - ref->sigma[7]) < 1e-9 * ref->sigma[0], "qwen3 W_Q spectrum");
-        spectra_spectrum_free(sq); spectra_spectrum_free(ref); mat_free(Wq);
+        spectrum_free(sq); spectrum_free(ref); mat_free(Wq);
         CHECK_OK(farr_layer_compute(m, FARR_VO, 0, FARR_NO_OFFSET, &l));      /* V and O are untouched by the norm */
         farr_layer_free(l);
         model_free(m);

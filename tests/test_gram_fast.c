@@ -476,22 +476,22 @@ static void test_state(void) {
 /* spectra_rank_certain: exact spectra are always certain; a bound as large as the gaps is not; and
  * never certain where some spectrum within eps (l2 over the squared values) has another rank. */
 static void test_certain(void) {
-    Spectrum *s = spectra_spectrum_new(4, 4, 4, false);
+    Spectrum *s = spectrum_new(4, 4, 4, false);
     if (!s) return;
     double v[4] = {4, 2, 1, 1};    /* energies 16, 4, 1, 1 of 22: cum 0.727, 0.909, 0.955, 1 */
     memcpy(s->sigma, v, sizeof v);
-    spectra_spectrum_total(s);
+    spectrum_total(s);
     CHECK(spectra_rank_certain(s, 0, 0.9), "exact");
     CHECK(spectra_rank_certain(s, 1e-6, 0.9), "a small bound: rank 2 at 0.9 is certain");
     CHECK(!spectra_rank_certain(s, 1.0, 0.9), "a bound of 1 on energies of 22: 0.909 vs 0.9 is open");
     CHECK(!spectra_rank_certain(s, 1e-6, 1.0), "tau 1 with any error is open");
     memset(s->sigma, 0, sizeof v);
     CHECK(!spectra_rank_certain(s, 1e-6, 0.9), "a zero spectrum with an error is open");
-    spectra_spectrum_free(s);
+    spectrum_free(s);
     /* random flat and decaying spectra, eps near the gaps, perturbations of l2 norm eps aimed at
      * the rank (all the weight on f(r) or f(r-1)) and random ones: a certain rank never moves */
     size_t p = 64, wrong = 0, certain = 0;
-    Spectrum *a = spectra_spectrum_new(p, p, p, false), *b = spectra_spectrum_new(p, p, p, false);
+    Spectrum *a = spectrum_new(p, p, p, false), *b = spectrum_new(p, p, p, false);
     double lam[64], d[64];
     for (int trial = 0; trial < 4000; trial++) {
         double decay = trial % 2 ? 0 : 0.1 * urand(), tau = (double[]){0.5, 0.9, 0.99, 0.999}[trial % 4];
@@ -499,7 +499,7 @@ static void test_certain(void) {
         for (size_t i = 1; i < p; i++)      /* descending */
             for (size_t t = i; t > 0 && lam[t] > lam[t - 1]; t--) { double x = lam[t]; lam[t] = lam[t - 1]; lam[t - 1] = x; }
         for (size_t i = 0; i < p; i++) a->sigma[i] = sqrt(lam[i]);
-        spectra_spectrum_total(a);
+        spectrum_total(a);
         double eps = a->total * pow(10, -1 - 4 * urand());
         if (!spectra_rank_certain(a, eps, tau)) continue;
         certain++;
@@ -521,8 +521,8 @@ static void test_certain(void) {
         }
     }
     CHECK(certain > 100 && wrong == 0, "spectra_rank_certain: %zu certain, %zu ranks moved within eps", certain, wrong);
-    spectra_spectrum_free(a);
-    spectra_spectrum_free(b);
+    spectrum_free(a);
+    spectrum_free(b);
 }
 
 int main(void) {

@@ -254,7 +254,7 @@ static void test_gram_route(void) {
             else CHECK(sa->r == k && !sa->piv, "case %zu: full rank %zu without pivots", t, sa->r);
             if (rank < f->p) CHECK(f->sigma[rank] == 0, "case %zu: sigma beyond the rank %.3g", t, f->sigma[rank]);
         }
-        spectra_spectrum_free(f); spectra_spectrum_free(ref); spectra_spectrum_free(refa); spectra_spectrum_free(refb);
+        spectrum_free(f); spectrum_free(ref); spectrum_free(refa); spectrum_free(refb);
         spectra_gram_side_free(sa); spectra_gram_side_free(sb);
         free(GA); free(GB); free(U); free(V);
         mat_free(A); mat_free(B);
@@ -307,7 +307,7 @@ static void compare_routes(Model *m, farr_kind kind, int layer, int offset, cons
             CHECK(spectra_effective_rank(s->fused[h]->sigma, s->fused[h]->p, 0.999) == spectra_effective_rank(ref->sigma, ref->p, 0.999),
                   "%s head %d: fused rank at 0.999 differs from the dense reference", what, h);
         }
-        spectra_spectrum_free(ref);
+        spectrum_free(ref);
         mat_free(A); mat_free(B);
     }
     farr_layer_free(s);
@@ -563,7 +563,7 @@ static void test_r1_shape(void) {
             CHECK(off == 0, "R1 shape %s head %d: %d values off the dense reference", farr_fused_name(kind), h, off);
             CHECK(ref && spectra_effective_rank(s->sigma, s->p, 0.999) == spectra_effective_rank(ref->sigma, ref->p, 0.999),
                   "R1 shape %s head %d: rank differs from the dense reference", farr_fused_name(kind), h);
-            spectra_spectrum_free(ref);
+            spectrum_free(ref);
             mat_free(A); mat_free(B);
         }
     }

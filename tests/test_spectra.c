@@ -109,10 +109,10 @@ static void product_case(const Mat *A, const Mat *B, spectra_op op, bool vectors
             compare(sa, ra, "left factor");
             compare(sb, rb, "right factor");
         }
-        spectra_spectrum_free(ra); spectra_spectrum_free(rb);
+        spectrum_free(ra); spectrum_free(rb);
     }
-    spectra_spectrum_free(ref); spectra_spectrum_free(g); spectra_spectrum_free(q);
-    spectra_spectrum_free(sa); spectra_spectrum_free(sb);
+    spectrum_free(ref); spectrum_free(g); spectrum_free(q);
+    spectrum_free(sa); spectrum_free(sb);
 }
 
 /* ---------------------------------------------------------------- cases */
@@ -149,12 +149,12 @@ static void test_dense(void) {
         CHECK_NEAR(s->total, f * f, 1e-9 * f * f);
         for (size_t i = 1; i < s->p; i++) CHECK(s->sigma[i] <= s->sigma[i - 1], "descending");
     }
-    spectra_spectrum_free(s); spectra_spectrum_free(g);
+    spectrum_free(s); spectrum_free(g);
     Mat *Wt = mat_transpose(W);
     CHECK_OK(spectra_sigma_gram(Wt, &g));   /* wide: Gram of the other side */
     CHECK_OK(spectra_svd(W, 0, &s));
     if (s && g) compare(g, s, "gram of a wide matrix");
-    spectra_spectrum_free(s); spectra_spectrum_free(g);
+    spectrum_free(s); spectrum_free(g);
     mat_free(W); mat_free(Wt);
 }
 
@@ -234,7 +234,7 @@ static void planted_case(size_t m, size_t k, size_t n, size_t r, double noise, s
             CHECK(spectra_effective_rank(sa->sigma, sa->p, 0.999999) == r, "left factor rank %zu",
                   spectra_effective_rank(sa->sigma, sa->p, 0.999999));
     }
-    spectra_spectrum_free(s); spectra_spectrum_free(q); spectra_spectrum_free(ref); spectra_spectrum_free(sa);
+    spectrum_free(s); spectrum_free(q); spectrum_free(ref); spectrum_free(sa);
     mat_free(A); mat_free(B); mat_free(Bt);
     free(Ur); free(Vr); free(Pk); free(P); free(ones);
 }
@@ -258,7 +258,7 @@ static int task_mark(size_t i, int worker, void *ud) {
     Mat *A = randn(8, 8, 1.0);
     Spectrum *s = NULL;
     int rc = spectra_svd(A, 0, &s);
-    spectra_spectrum_free(s);
+    spectrum_free(s);
     mat_free(A);
     return rc;
 }

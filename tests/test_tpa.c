@@ -209,8 +209,8 @@ static void test_optimal(void) {
             tpa_factor_free(&F);
         }
     }
-    spectra_spectrum_free(sh);
-    spectra_spectrum_free(sd);
+    spectrum_free(sh);
+    spectrum_free(sd);
     free(Zh);
     free(Zd);
 

@@ -183,7 +183,7 @@ int farr_fuse(Model *m, farr_kind kind, int layer, int head, int offset, FarrFus
 void farr_fused_free(FarrFused *f) {
     if (!f) return;
     mat_free(f->A); mat_free(f->B);
-    spectra_spectrum_free(f->s); spectra_spectrum_free(f->sa); spectra_spectrum_free(f->sb);
+    spectrum_free(f->s); spectrum_free(f->sa); spectrum_free(f->sb);
     free(f);
 }
 
@@ -192,9 +192,9 @@ void farr_fused_free(FarrFused *f) {
 void farr_layer_free(FarrLayer *l) {
     if (!l) return;
     for (int h = 0; h < l->n_heads; h++) {
-        if (l->a) spectra_spectrum_free(l->a[h]);
-        if (l->b) spectra_spectrum_free(l->b[h]);
-        if (l->fused) spectra_spectrum_free(l->fused[h]);
+        if (l->a) spectrum_free(l->a[h]);
+        if (l->b) spectrum_free(l->b[h]);
+        if (l->fused) spectrum_free(l->fused[h]);
     }
     free(l->a); free(l->b); free(l->fused); free(l->eps);
     free(l);
@@ -420,14 +420,14 @@ static int stream_shared_task(size_t t, int worker, void *ud) {
     if (rc != AL_OK || !j->fast) return rc;
     if (solve_values(j->ew[worker], nb, A, kk, w) != AL_OK)
         return al_err_ctx("layer %d KV heads %zu-%zu (%s)", j->l->layer, g[0], g[nb - 1], farr_fused_name(j->l->kind));
-    for (size_t b = 0; b < nb; b++) spectra_spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
+    for (size_t b = 0; b < nb; b++) spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
     return AL_OK;
 }
 
 /* Head h's factor spectra: a copy of the group's shared side and its own (taken over). */
 static int put_sides(FarrLayer *l, size_t h, const Spectrum *shared, Spectrum **own) {
     bool vo = l->kind == FARR_VO;
-    Spectrum *shs = spectra_spectrum_copy(shared);
+    Spectrum *shs = spectrum_copy(shared);
     if (!shs) return AL_ERR;
     l->a[h] = vo ? shs : *own;
     l->b[h] = vo ? *own : shs;
@@ -453,8 +453,8 @@ static int fast_head_prep(StreamJob *j, FastHead *f, const double *G, double err
     f->gbfro = fro_d(G, k * k);
     /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
     size_t m = vo ? sh->rows : rows, n = vo ? rows : sh->rows, p = m < n ? m : n;
-    f->own = spectra_spectrum_new(rows, k, rows < k ? rows : k, false);
-    f->fu = spectra_spectrum_new(m, n, p < k ? p : k, false);
+    f->own = spectrum_new(rows, k, rows < k ? rows : k, false);
+    f->fu = spectrum_new(m, n, p < k ? p : k, false);
     return f->own && f->fu ? spectra_gram_fused_core(sh, G, M) : AL_ERR;
 }
 
@@ -465,8 +465,8 @@ static int fast_head_finish(StreamJob *j, FastHead *f, const double *wb, const d
     bool vo = l->kind == FARR_VO;
     size_t k = j->k, h = f->h;
     const LinGramSide *sh = j->shared[f->g];
-    spectra_spectrum_set_eigs(f->own, wb, k);
-    spectra_spectrum_set_eigs(f->fu, wm, sh->r);
+    spectrum_set_eigs(f->own, wb, k);
+    spectrum_set_eigs(f->fu, wm, sh->r);
     double gbmax = k ? wb[k - 1] : 0, mfro = fro_d(wm, sh->r);
     double es = fast_side_err(k, j->fside[f->g].err, j->fside[f->g].fro), eo = fast_side_err(k, f->err, f->gbfro);
     l->eps[3 * h] = vo ? es : eo;
@@ -534,7 +534,7 @@ static int stream_head_task(size_t t, int worker, void *ud) {
         rc = stream_gram(j, farr_own_kind(l->kind), (int)f[b].h, worker, G, &f[b].rows, &err);
         if (rc == AL_OK) rc = double_head(j, f[b].h, G, f[b].rows);
     }
-    for (size_t b = 0; b < nb; b++) { spectra_spectrum_free(f[b].own); spectra_spectrum_free(f[b].fu); }
+    for (size_t b = 0; b < nb; b++) { spectrum_free(f[b].own); spectrum_free(f[b].fu); }
     if (rc != AL_OK) return al_err_ctx("layer %d head %zu (%s)", l->layer, bad, farr_fused_name(l->kind));
     return AL_OK;
 }
@@ -654,7 +654,7 @@ static int layer_redo(Model *m, FarrLayer *l, const bool *redo, size_t *redone) 
     if (rc == AL_OK && nh) rc = stream_run(m, t, part, rot, false, gsel, ng, hsel, nh);
     for (size_t i = 0; rc == AL_OK && i < nh; i++) {
         size_t h = hsel[i];
-        spectra_spectrum_free(l->a[h]); spectra_spectrum_free(l->b[h]); spectra_spectrum_free(l->fused[h]);
+        spectrum_free(l->a[h]); spectrum_free(l->b[h]); spectrum_free(l->fused[h]);
         l->a[h] = t->a[h]; l->b[h] = t->b[h]; l->fused[h] = t->fused[h];
         t->a[h] = t->b[h] = t->fused[h] = NULL;
         l->eps[3 * h] = l->eps[3 * h + 1] = l->eps[3 * h + 2] = 0;
@@ -767,7 +767,7 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
         g->err = al_calloc((size_t)n, sizeof(double), "errors");
         g->head = al_calloc((size_t)n, sizeof(Mat *), "head factors");
     }
-    if (!g || !g->cum || !g->energy || !g->err || !g->head) { farr_group_free(g); spectra_spectrum_free(sp); return AL_ERR; }
+    if (!g || !g->cum || !g->energy || !g->err || !g->head) { farr_group_free(g); spectrum_free(sp); return AL_ERR; }
     g->U = sp->U;                      /* (m x p), taken over */
     sp->U = NULL;
     if (n == 1) {
@@ -802,7 +802,7 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
             }
         }
         matd_free(Sd); free(Mt); free(GS); free(Gi); free(Y);
-        if (rc != AL_OK) { farr_group_free(g); spectra_spectrum_free(sp); return rc; }
+        if (rc != AL_OK) { farr_group_free(g); spectrum_free(sp); return rc; }
         /* Smallest r keeping >= tau of every head's energy (p if rounding keeps it below tau). */
         g->rank_tau = (int)p;
         for (size_t r = 1; r <= p; r++) {
@@ -813,7 +813,7 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
         bool zero = sp->total <= 0;
         if (zero) g->rank_tau = 0;
     }
-    spectra_spectrum_free(sp);
+    spectrum_free(sp);
     *out = g;
     return AL_OK;
 }

@@ -973,8 +973,8 @@ static int check_truncation(Model *src, Model *ex, const cJSON *t, double q_scal
                 }
                 c->heads++;
             }
-            spectra_spectrum_free(a);
-            spectra_spectrum_free(b);
+            spectrum_free(a);
+            spectrum_free(b);
             if (rc) return al_err_ctx("layer %d head %d", L, h);
         }
         al_progress("layer", (size_t)L + 1, (size_t)src->cfg.n_layers);

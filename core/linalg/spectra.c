@@ -12,7 +12,7 @@
 
 /* ================================================================ spectra */
 
-Spectrum *spectra_spectrum_new(size_t m, size_t n, size_t p, bool vectors) {
+Spectrum *spectrum_new(size_t m, size_t n, size_t p, bool vectors) {
     Spectrum *s = al_calloc(1, sizeof *s, "a spectrum");
     if (!s) return NULL;
     s->m = m; s->n = n; s->p = p;
@@ -21,15 +21,15 @@ Spectrum *spectra_spectrum_new(size_t m, size_t n, size_t p, bool vectors) {
     if (vectors) {
         size_t nu, nv;
         if (!al_mul_ok(m, p, &nu, "left singular vectors") ||
-            !al_mul_ok(p, n, &nv, "right singular vectors")) { spectra_spectrum_free(s); return NULL; }
+            !al_mul_ok(p, n, &nv, "right singular vectors")) { spectrum_free(s); return NULL; }
         s->U = al_calloc(nu ? nu : 1, sizeof(double), "left singular vectors");
         s->Vt = al_calloc(nv ? nv : 1, sizeof(double), "right singular vectors");
-        if (!s->U || !s->Vt) { spectra_spectrum_free(s); return NULL; }
+        if (!s->U || !s->Vt) { spectrum_free(s); return NULL; }
     }
     return s;
 }
 
-void spectra_spectrum_free(Spectrum *s) {
+void spectrum_free(Spectrum *s) {
     if (!s) return;
     free(s->sigma);
     free(s->U);
@@ -37,8 +37,8 @@ void spectra_spectrum_free(Spectrum *s) {
     free(s);
 }
 
-Spectrum *spectra_spectrum_copy(const Spectrum *s) {
-    Spectrum *c = spectra_spectrum_new(s->m, s->n, s->p, s->U != NULL);
+Spectrum *spectrum_copy(const Spectrum *s) {
+    Spectrum *c = spectrum_new(s->m, s->n, s->p, s->U != NULL);
     if (!c) return NULL;
     memcpy(c->sigma, s->sigma, s->p * sizeof(double));
     if (s->U) {
@@ -49,7 +49,7 @@ Spectrum *spectra_spectrum_copy(const Spectrum *s) {
     return c;
 }
 
-void spectra_spectrum_total(Spectrum *s) {
+void spectrum_total(Spectrum *s) {
     double t = 0;
     for (size_t i = 0; i < s->p; i++) t += s->sigma[i] * s->sigma[i];
     s->total = t;
@@ -89,11 +89,11 @@ static int svd_inplace(double *X, size_t m, size_t n, Spectrum *s, const char *w
 /* Dense SVD of X (m x n, a work copy: destroyed). */
 static int svd_work(MatD *X, unsigned flags, Spectrum **out) {
     *out = NULL;
-    Spectrum *s = spectra_spectrum_new(X->rows, X->cols, min2(X->rows, X->cols), flags & SPECTRA_VECTORS);
+    Spectrum *s = spectrum_new(X->rows, X->cols, min2(X->rows, X->cols), flags & SPECTRA_VECTORS);
     if (!s) return AL_ERR;
     int rc = svd_inplace(X->data, X->rows, X->cols, s, "a dense SVD");
-    if (rc) { spectra_spectrum_free(s); return rc; }
-    spectra_spectrum_total(s);
+    if (rc) { spectrum_free(s); return rc; }
+    spectrum_total(s);
     *out = s;
     return AL_OK;
 }
@@ -228,10 +228,10 @@ static int side_qr(const double *X, size_t rows, size_t k, bool xt, bool vectors
 }
 
 static Spectrum *side_spectrum(const Side *s, size_t rows) {
-    Spectrum *sp = spectra_spectrum_new(rows, s->k, s->nsigma, false);
+    Spectrum *sp = spectrum_new(rows, s->k, s->nsigma, false);
     if (!sp) return NULL;
     memcpy(sp->sigma, s->sigma, s->nsigma * sizeof(double));
-    spectra_spectrum_total(sp);
+    spectrum_total(sp);
     return sp;
 }
 
@@ -245,10 +245,10 @@ int spectra_sigma_gram(const Mat *W, Spectrum **out) {
                                 : side_gram(X->data, W->cols, W->rows, true, false, &s, "a spectrum");
     matd_free(X);
     if (rc) return rc;
-    Spectrum *sp = spectra_spectrum_new(W->rows, W->cols, s.nsigma, false);
+    Spectrum *sp = spectrum_new(W->rows, W->cols, s.nsigma, false);
     if (sp) {
         memcpy(sp->sigma, s.sigma, s.nsigma * sizeof(double));
-        spectra_spectrum_total(sp);
+        spectrum_total(sp);
     }
     side_free(&s);
     if (!sp) return AL_ERR;
@@ -311,7 +311,7 @@ int spectra_product_svd(const Mat *A, const Mat *B, spectra_op op, unsigned flag
         if (side_gram(Ad, m, k, false, vec, &fa, "the left factor of a fused map")) goto done;
         if (side_gram(Bd, n, k, op == SPECTRA_AB, vec, &fb, "the right factor of a fused map")) goto done;
     }
-    s = spectra_spectrum_new(m, n, p, vec);
+    s = spectrum_new(m, n, p, vec);
     if (!s) goto done;
     size_t ra = fa.r, rb = fb.r, q = min2(ra, rb);
     if (q > 0) {
@@ -364,7 +364,7 @@ int spectra_product_svd(const Mat *A, const Mat *B, spectra_op op, unsigned flag
             free(V);
         }
     }
-    spectra_spectrum_total(s);
+    spectrum_total(s);
     if (sa && !(*sa = side_spectrum(&fa, m))) goto done;
     if (sb && !(*sb = side_spectrum(&fb, n))) goto done;
     *ab = s;
@@ -372,10 +372,10 @@ int spectra_product_svd(const Mat *A, const Mat *B, spectra_op op, unsigned flag
     rc = AL_OK;
 done:
     if (rc) {
-        if (sa) { spectra_spectrum_free(*sa); *sa = NULL; }
-        if (sb) { spectra_spectrum_free(*sb); *sb = NULL; }
+        if (sa) { spectrum_free(*sa); *sa = NULL; }
+        if (sb) { spectrum_free(*sb); *sb = NULL; }
     }
-    spectra_spectrum_free(s);
+    spectrum_free(s);
     side_free(&fa); side_free(&fb);
     matd_free(Am); matd_free(Bm); free(C); free(Uc); free(Vct);
     return rc;
@@ -393,11 +393,11 @@ int spectra_dense_product_svd(const Mat *A, const Mat *B, spectra_op op, unsigne
         cblas_dgemm(CblasRowMajor, CblasNoTrans, op == SPECTRA_AB ? CblasNoTrans : CblasTrans,
                     (int)m, (int)n, (int)k, 1.0, Ad->data, (int)k, Bd->data, op == SPECTRA_AB ? (int)n : (int)k,
                     0.0, F, (int)n);
-        Spectrum *s = spectra_spectrum_new(m, n, min2(m, n), flags & SPECTRA_VECTORS);
+        Spectrum *s = spectrum_new(m, n, min2(m, n), flags & SPECTRA_VECTORS);
         if (s) {
             rc = svd_inplace(F, m, n, s, "a dense product SVD");
-            if (rc) spectra_spectrum_free(s);
-            else { spectra_spectrum_total(s); *out = s; }
+            if (rc) spectrum_free(s);
+            else { spectrum_total(s); *out = s; }
         }
     }
     matd_free(Ad); matd_free(Bd); free(F);
@@ -436,7 +436,7 @@ int spectra_sym_eigvals(double *A, size_t k, double *w) {
 
 void spectra_gram_side_free(LinGramSide *s) {
     if (!s) return;
-    spectra_spectrum_free(s->s);
+    spectrum_free(s->s);
     free(s->L);
     free(s->piv);
     free(s);
@@ -485,13 +485,13 @@ static int side_cholesky(const double *G, size_t k, LinGramSide *s) {
 
 /* s->sigma (descending) from the ascending eigenvalues w[0..n): the largest min(p, n) of them,
  * clamped at zero, as singular values; the rest zero. */
-void spectra_spectrum_set_eigs(Spectrum *s, const double *w, size_t n) {
+void spectrum_set_eigs(Spectrum *s, const double *w, size_t n) {
     size_t q = min2(s->p, n);
     for (size_t i = 0; i < s->p; i++) {
         double l = i < q ? w[n - 1 - i] : 0;
         s->sigma[i] = l > 0 ? sqrt(l) : 0;
     }
-    spectra_spectrum_total(s);
+    spectrum_total(s);
 }
 
 /* A factor record of G's shape with a zero spectrum (the values are filled in later). */
@@ -504,7 +504,7 @@ static LinGramSide *gram_side_alloc(const double *G, size_t k, size_t rows) {
     if (!s) return NULL;
     s->k = k;
     s->rows = rows;
-    if (!(s->s = spectra_spectrum_new(rows, k, min2(rows, k), false))) { free(s); return NULL; }
+    if (!(s->s = spectrum_new(rows, k, min2(rows, k), false))) { free(s); return NULL; }
     return s;
 }
 
@@ -530,7 +530,7 @@ int spectra_gram_side_new(const double *G, size_t k, size_t rows, bool factor, L
     }
     if (rc == AL_OK) {
         /* Ascending eigenvalues; the largest min(rows, k) are the squared singular values. */
-        spectra_spectrum_set_eigs(s->s, w, k);
+        spectrum_set_eigs(s->s, w, k);
         if (factor && k) rc = side_cholesky(G, k, s);
     }
     free(A); free(w);
@@ -575,15 +575,15 @@ int spectra_gram_fused_core(const LinGramSide *a, const double *Gb, double *M) {
 int spectra_gram_fused(const LinGramSide *a, const double *Gb, size_t m, size_t n, Spectrum **out) {
     *out = NULL;
     size_t k = a->k, r = a->r, p = min2(min2(m, n), k);
-    Spectrum *s = spectra_spectrum_new(m, n, p, false);
+    Spectrum *s = spectrum_new(m, n, p, false);
     if (!s) return AL_ERR;
     double *M = al_malloc3(k ? k : 1, k ? k : 1, sizeof(double), "a fused core");
     double *w = al_malloc3(r ? r : 1, 1, sizeof(double), "eigenvalues");
     int rc = M && w ? spectra_gram_fused_core(a, Gb, M) : AL_ERR;
     if (rc == AL_OK && r && p) rc = spectra_sym_eigvals(M, r, w);
-    if (rc == AL_OK && r && p) spectra_spectrum_set_eigs(s, w, r);
+    if (rc == AL_OK && r && p) spectrum_set_eigs(s, w, r);
     free(M); free(w);
-    if (rc != AL_OK) { spectra_spectrum_free(s); return rc; }
+    if (rc != AL_OK) { spectrum_free(s); return rc; }
     *out = s;
     return AL_OK;
 }

@@ -32,13 +32,13 @@ typedef struct {
 } Spectrum;
 
 /* A zero spectrum of p values for an m x n map, with zeroed vector arrays when `vectors`.
- * NULL + error on failure. Caller frees with spectra_spectrum_free. */
-Spectrum *spectra_spectrum_new(size_t m, size_t n, size_t p, bool vectors);
-void spectra_spectrum_free(Spectrum *s);
+ * NULL + error on failure. Caller frees with spectrum_free. */
+Spectrum *spectrum_new(size_t m, size_t n, size_t p, bool vectors);
+void spectrum_free(Spectrum *s);
 /* Deep copy (NULL + error on failure). */
-Spectrum *spectra_spectrum_copy(const Spectrum *s);
+Spectrum *spectrum_copy(const Spectrum *s);
 /* Recomputes s->total from s->sigma. */
-void spectra_spectrum_total(Spectrum *s);
+void spectrum_total(Spectrum *s);
 
 /* Flags of the spectrum functions. */
 enum {
@@ -101,14 +101,14 @@ int spectra_sym_eigvals(double *A, size_t k, double *w);
 
 /* The same steps for callers with their own values-only eigen-solver (the fast route of
  * core/analysis/farr.c): spectra_gram_side_factor is spectra_gram_side_new with `factor` but without the
- * eigen-solve (s->s holds zeros until spectra_spectrum_set_eigs fills it from G's eigenvalues);
+ * eigen-solve (s->s holds zeros until spectrum_set_eigs fills it from G's eigenvalues);
  * spectra_gram_fused_core writes the fused core M = Lᵀ Pᵀ Gb P L (a->r x a->r, column-major; M holds
  * k x k doubles), whose eigenvalues are the squared singular values spectra_gram_fused returns. */
 int spectra_gram_side_factor(const double *G, size_t k, size_t rows, LinGramSide **out);
 int spectra_gram_fused_core(const LinGramSide *a, const double *Gb, double *M);
 /* s->sigma (descending) from n ascending eigenvalues w: the largest min(s->p, n), clamped at 0,
  * as singular values, the rest zero; s->total updated. */
-void spectra_spectrum_set_eigs(Spectrum *s, const double *w, size_t n);
+void spectrum_set_eigs(Spectrum *s, const double *w, size_t n);
 
 /* True when spectra_effective_rank(s, tau) is the same for every spectrum whose squared values lie
  * within eps of s's (the l2 norm of the difference of the two sorted vectors of squared values):
