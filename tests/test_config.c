@@ -150,7 +150,7 @@ static void test_model_and_analyses(const char *tmp) {
         CHECK_ERR(analysis_check(m, AN_CONVERT_MLA), "per-head Q/K RMSNorm");
         CHECK_OK(analysis_check(m, AN_PPL));                   /* the forward pass applies the norms */
         Mat *A = NULL, *B = NULL;
-        lin_op op;
+        spectra_op op;
         CHECK_ERR(farr_head_factors(m, FARR_QK, 0, 0, 3, &A, &B, &op), "Q/K RMSNorm");   /* ranks qk asks analyses */
         CHECK_OK(farr_head_factors(m, FARR_VO, 0, 0, FARR_NO_OFFSET, &A, &B, &op));     /* ranks vo does not */
         mat_free(A);

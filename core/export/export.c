@@ -5,7 +5,7 @@
 #include "export.h"
 
 #include "ckpt_write.h"
-#include "lin.h"
+#include "spectra.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -939,7 +939,7 @@ static int head_spectrum(Model *m, farr_kind k, int L, int h, Spectrum **out) {
     head_part part = cfg_is_mla(&m->cfg) && k == FARR_QK ? PART_NOPE : PART_ALL;
     int rc = k == FARR_VO ? model_head(m, HK_V, L, g, PART_ALL, &A) : model_head(m, HK_Q, L, h, part, &A);
     if (rc == AL_OK) rc = k == FARR_VO ? model_head(m, HK_O, L, h, PART_ALL, &B) : model_head(m, HK_K, L, g, part, &B);
-    if (rc == AL_OK) rc = lin_dense_product_svd(A, B, k == FARR_VO ? LIN_AB : LIN_ABT, 0, out);
+    if (rc == AL_OK) rc = spectra_dense_product_svd(A, B, k == FARR_VO ? SPECTRA_AB : SPECTRA_ABT, 0, out);
     mat_free(A);
     mat_free(B);
     return rc;
@@ -973,8 +973,8 @@ static int check_truncation(Model *src, Model *ex, const cJSON *t, double q_scal
                 }
                 c->heads++;
             }
-            lin_spectrum_free(a);
-            lin_spectrum_free(b);
+            spectrum_free(a);
+            spectrum_free(b);
             if (rc) return al_err_ctx("layer %d head %d", L, h);
         }
         al_progress("layer", (size_t)L + 1, (size_t)src->cfg.n_layers);

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
-#include "lin.h"
+#include "sweep.h"
 #include "matmul.h"
 #include "rope.h"
 
@@ -591,7 +591,7 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->max_ctx = maxc;
     f->streaming = layer_bytes + glob_bytes > mem_budget(opt);
     for (int L = 0; rc == AL_OK && !f->streaming && L < c->n_layers; L++) rc = layer_load(f, L, false, NULL);
-    f->nworkers = lin_sweep_threads(f->H, 0);
+    f->nworkers = sweep_threads(f->H, 0);
     f->compute = opt ? opt->compute : MM_F32;
     if (rc == AL_OK && !(f->mm = mm_work_new(0))) rc = AL_ERR;
     if (rc != AL_OK) { fwd_free(f); return rc; }
@@ -850,7 +850,7 @@ static int attend(Forward *f, int L, size_t T, const QKV *p) {
     attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
     int rc = AL_OK;
     if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
-        rc = lin_sweep(f->H, f->nworkers, attn_head, &job);
+        rc = sweep_run(f->H, f->nworkers, attn_head, &job);
     else
         for (size_t h = 0; h < f->H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
     return rc;
@@ -1125,7 +1125,7 @@ static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
 }
 
 /* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking
- * and spinning) than they give: such models run with one BLAS thread (heads still use lin_sweep). */
+ * and spinning) than they give: such models run with one BLAS thread (heads still use sweep_run). */
 #define SMALL_HIDDEN 512
 
 /* body() with the BLAS thread count of the model's size. */
