@@ -136,6 +136,7 @@ local PREFIXES = {
   ["core/linalg/spectra"] = { "spectrum" },   -- Spectrum's own: spectrum_new, spectrum_free, ...
   ["core/model/config"] = { "cfg", "model_config", "model_family", "mlp_kind", "norm_kind", "qk_norm", "rope_layout",
                             "rope_scaling" },   -- the enum names of its description
+  ["core/model/family"] = { "role", "tensor_role" },   -- tensor roles are the family table's
   ["core/model/forward"] = { "fwd" },
   ["core/model/analyses"] = { "analysis" },
   ["core/methods/check_inputs"] = { "ci" },

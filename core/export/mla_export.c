@@ -240,7 +240,7 @@ static int item_cmp(const void *a, const void *b) {
 /* True when name is an attention tensor of some layer: "<prefix><layer N>.<module>.*", the module
  * being the one that holds the layout's output projection (its name up to the last dot). */
 static bool is_attention(const Model *m, const char *name) {
-    const char *layer = model_layer_pattern(m->cfg.names), *d = strstr(layer, "%d");
+    const char *layer = family_layer_pattern(m->cfg.names), *d = strstr(layer, "%d");
     const RoleName *o = cfg_role(&m->cfg, ROLE_O);
     const char *dot = o ? strrchr(o->name, '.') : NULL;
     size_t np = strlen(m->cfg.prefix), nl = d ? (size_t)(d - layer) : 0;

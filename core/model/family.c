@@ -87,8 +87,8 @@ const RoleName *role_in_moe(moe_layout m, tensor_role r) {
 const RoleName *role_in_model(model_names n, tensor_role r) {
     return n < MODEL_NAMES_COUNT && r < ROLE_COUNT ? named(&MODEL_NAMES[n].roles[r]) : NULL;
 }
-const char *model_prefix(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].prefix : ""; }
-const char *model_layer_pattern(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].layer : "layers.%d."; }
+const char *family_prefix(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].prefix : ""; }
+const char *family_layer_pattern(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].layer : "layers.%d."; }
 
 const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {

@@ -199,8 +199,8 @@ const RoleName *role_in_moe(moe_layout m, tensor_role r);
 const RoleName *role_in_model(model_names n, tensor_role r);
 /* The prefix of a model_names layout ("model.", "transformer.", "gpt_neox.") and where it keeps
  * layer L under that prefix ("layers.%d.", "h.%d."; %d: the layer). */
-const char *model_prefix(model_names n);
-const char *model_layer_pattern(model_names n);
+const char *family_prefix(model_names n);
+const char *family_layer_pattern(model_names n);
 const char *tensor_role_name(tensor_role r);     /* "q", "ffn_down", ... for messages */
 
 #endif
