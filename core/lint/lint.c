@@ -757,7 +757,7 @@ static bool skipped(const Lint *x, const char *name) {
         return true;
     int L;
     char layer[64];                                 /* "model.layers.%d." */
-    snprintf(layer, sizeof layer, "%s%s", x->cfg.prefix, model_layer_pattern(x->cfg.names));
+    snprintf(layer, sizeof layer, "%s%s", x->cfg.prefix, family_layer_pattern(x->cfg.names));
     const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(x->tree, "num_nextn_predict_layers");
     return cfg_is_mla(&x->cfg) && cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
            sscanf(name, layer, &L) == 1 && L >= x->cfg.n_layers;
