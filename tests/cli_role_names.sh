@@ -10,7 +10,7 @@ cli_setup /tmp/attnlab-cli-role-names
 cd "$T" || exit 1
 
 # Files that resolve every tensor name through roles (cfg_role_name, cfg_role, the layout tables).
-CONVERTED="core/model/model.c core/model/forward.c"
+CONVERTED="core/model/model.c core/model/attn_eval.c core/model/forward.c core/model/analyses.c core/model/llama2c.c"
 
 # Every role name of every layout: N("..."), OPT("...") and {"...", bool, bool} in family.c's tables.
 grep -oE '(N|OPT)\("[^"]+"\)|\{"[^"]+", (true|false), (true|false)\}' "$ATTNLAB_SRC/core/model/family.c" |
