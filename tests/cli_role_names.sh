@@ -11,7 +11,8 @@ FAMILY="$SRC/core/model/family.c"
 # the files that resolve every tensor name through roles (add a file here once it is converted)
 ROLE_FILES="core/export/export.c core/export/mla_export.c core/export/tpa_export.c core/export/kqsvd_export.c
             core/methods/synth.c core/lint/lint.c core/model/gguf_arch.c core/export/gguf_convert.c
-            core/model/model.c core/model/attn_eval.c core/model/forward.c core/model/analyses.c core/model/llama2c.c"
+            core/model/model.c core/model/attn_eval.c core/model/forward.c core/model/analyses.c core/model/llama2c.c
+            core/methods/synth_family.c"
 
 # ---- planted: four spelled names, one family test; prose and comments that are not names
 cat >"$T/planted.c" <<'EOF'

@@ -117,7 +117,7 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
                            "mlp_only_layers)", m->path, L, e->n_experts, e->first_dense, e->layer_freq, e->sparse_step);
     }
     if (c->mlp != MLP_MOE) return false;
-    bool ds = e->layout == MOE_DEEPSEEK, v2 = !strcmp(c->model_type, "deepseek_v2");
+    bool ds = e->router != ROUTER_SOFTMAX, v2 = e->router == ROUTER_DS_V2;
     int first = 0;
     while (first < c->n_layers && !cfg_moe_layer(c, first)) first++;
     if (e->layout == MOE_NONE || e->top_k <= 0 || e->top_k > e->n_experts)

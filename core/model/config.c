@@ -387,6 +387,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;         /* some layer routes to experts */
     if (m->n_experts > 0)
         m->layout = row->moe;
+    m->router = row->router;
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
     if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
     al_printable(cJSON_IsString(td) ? td->valuestring : "", c->torch_dtype, sizeof c->torch_dtype);

@@ -124,8 +124,8 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                    LLAMA_LIKE, .qkv_bias_always = true, .window_opt_in = true, .gguf_arch = "qwen2"},
     [FAM_DEEPSEEK] = {
         "deepseek_v3", "DeepseekV3ForCausalLM", "deepseek", "DeepSeek-V3 / R1 (MLA; MoE, sigmoid group routing)",
-        LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2",
-        .synth = {128, 4, 4, 3, 256, 256, false,
+        LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3,
+        .gguf_arch = "deepseek2", .synth = {128, 4, 4, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"kv_lora_rank\": 64, "
                   "\"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, \"n_group\": 4, \"n_routed_experts\": 8, "
                   "\"n_shared_experts\": 1, \"norm_topk_prob\": true, \"num_experts_per_tok\": 2, "
@@ -134,9 +134,10 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                   "\"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", \"topk_group\": 2, "
                   "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"}},
     [FAM_DEEPSEEK_V2] = {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek", "DeepSeek-V2 (MLA; MoE)", LLAMA_LIKE,
-                         .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2"},
+                         .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V2,
+                         .gguf_arch = "deepseek2"},
     [FAM_KIMI_K2] = {"kimi_k2", NULL, "deepseek", "Kimi-K2 (DeepSeek-V3's architecture)", LLAMA_LIKE, .keys = KEYS_MLA,
-                     .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2"},
+                     .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .gguf_arch = "deepseek2"},
     [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
                   .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
                   .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,

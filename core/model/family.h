@@ -92,6 +92,14 @@ typedef enum {
     MOE_LAYOUT_COUNT
 } moe_layout;
 
+/* How a mixture-of-experts router picks and weighs its experts (core/model/forward.c's route_token). */
+typedef enum {
+    ROUTER_SOFTMAX,     /* softmax, top-k, renormalised when norm_topk_prob (Mixtral, Qwen3-MoE) */
+    ROUTER_DS_V2,       /* softmax, greedy or group_limited_greedy, x routed_scaling_factor (DeepSeek-V2) */
+    ROUTER_DS_V3        /* sigmoid, top-k of scores + e_score_correction_bias within the best groups,
+                           renormalised when norm_topk_prob, x routed_scaling_factor (DeepSeek-V3) */
+} router_kind;
+
 /* Where the model keeps its layers and its embeddings, final norm and output layer. */
 typedef enum {
     NAMES_HF,           /* model.layers.L., model.embed_tokens, model.norm, lm_head */
@@ -177,6 +185,7 @@ typedef struct {
     bool local_rope_plain;        /* sliding layers skip rope_scaling (Gemma 3) */
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
+    router_kind router;           /* how the router chooses (whatever scoring_func says) */
     const char *gguf_arch;        /* llama.cpp's general.architecture (NULL: no GGUF mapping) */
     SynthRecipe synth;            /* hidden 0: no synthetic checkpoint */
 } FamilyRow;

@@ -912,8 +912,8 @@ static void group_limit(const MoeSpec *m, bool v3, double *sel, double *gs) {
 /* The k experts of one token from its router logits z (E) into idx / wt (k), as Hugging Face routes:
  * Mixtral / Qwen3-MoE softmax, top-k, renormalised (Mixtral always, Qwen when norm_topk_prob);
  * DeepSeek-V2 softmax, greedy or group_limited_greedy, times routed_scaling_factor, not
- * renormalised; DeepSeek-V3 (every DeepSeek type but deepseek_v2, as Hugging Face's
- * modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
+ * renormalised; DeepSeek-V3 (the rows with ROUTER_DS_V3: every DeepSeek type but deepseek_v2, as
+ * Hugging Face's modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
  * e_score_correction_bias within the topk_group best groups, weights the plain scores,
  * renormalised when norm_topk_prob (+1e-20), times routed_scaling_factor. s, sel: scratch of E
  * doubles; gs: of n_group. */
@@ -921,7 +921,7 @@ static void route_token(const Forward *f, const float *z, const float *bias, dou
                         int *idx, float *wt) {
     const MoeSpec *m = &f->c->moe;
     int E = m->n_experts, k = m->top_k;
-    bool ds = m->layout == MOE_DEEPSEEK, v3 = ds && strcmp(f->c->model_type, "deepseek_v2") != 0;
+    bool ds = m->router != ROUTER_SOFTMAX, v3 = m->router == ROUTER_DS_V3;
     bool sig = v3 || (!ds && m->sigmoid);
     double mx = -INFINITY, sum = 0;
     for (int e = 0; e < E; e++) mx = z[e] > mx ? z[e] : mx;
