@@ -121,6 +121,17 @@ battery stories260K-hf models/stories260K-hf 16
 battery gpt2-tiny-random models/gpt2-tiny-random 8 0
 c "stories260K-hf.tokenize" "load models/stories260K-hf as m; tokenize 'Once upon a time'; generate 'Once upon a time' tokens 16; generate 'Once upon a time' tokens 16 temp 0.8 seed 3"
 c "stories260K-hf.calib-text" "load models/stories260K-hf as m; calibrate story.txt samples 4 seqlen 32 inputs on; convert mla kv-rank 16 tokens 16; check; kvsvd learn kqsvd rank 4; kvsvd eval"
+# the method figures and side-by-side views (fig/x)
+mkdir -p fig/x
+c "x.diff-ranks" "load demo-llama as a; load demo-llama-f32 as b; diff ranks vo a b; diff ranks vo a b tau 0.99 to fig/x/diff.csv; ranks vo all model b summary"
+c "x.heatmap" "load demo-llama as m; plot heatmap vo layer 1 head 0 to fig/x/heat-vo.png; plot heatmap q layer 1 head 0 factor b to fig/x/heat-q.png"
+c "x.tmla-figs" "load demo-kvnorm as m; plot key-norms layer 0 to fig/x/kn.png; plot kv-balance layer 0 to fig/x/kvb.png; plot rope-energy layer 0 freqfolds 1,2,4 to fig/x/re.png"
+c "x.mla-options" "load demo-kvnorm as m; convert mla kv-rank 24 rope-dim 16 freqfold 2 balance off q-rank 64 tokens 16 ppl off to fig/x/mla.csv; export exp/x-mla-opt dtype bf16 shard-mb 1; check exp/x-mla-opt; export exp/x-mla-opt.gguf dtype f16"
+c "x.compare-figs" "load demo-llama as m; compare kv-budget 48 tokens 16; plot compare to fig/x/cmp.png; plot compare-budgets budgets 16,48 tokens 16 to fig/x/cmpb.png"
+c "x.kvsvd-figs" "load models/stories260K-hf as m; calibrate story.txt samples 4 seqlen 32; kvsvd learn all rank 3; kvsvd eval; plot kvsvd-errors to fig/x/kv1.png; plot kvsvd-errors what kq log to fig/x/kv1kq.png; plot kvsvd-unbalance betas 1,10 samples 1 to fig/x/kv2.png"
+c "x.mla-table" "load models/stories260K-hf as m; convert mla-table kv-ranks 8,16 calib story.txt samples 4 seqlen 32 ppl-tokens 64 to fig/x/mla-table.csv"
+c "x.rope-removal" "load models/stories260K-hf as m; plot rope-removal removed 0,0.5 freqfolds 1,2 calib story.txt samples 4 seqlen 32 ppl-tokens 64 data fig/x/rr.csv to fig/x/rr.png"
+c "x.kv-cache" "load demo-llama as m; kv-cache to fig/x/kv.csv; kv-cache family tpa-kvonly rk 1 rv 3 bytes 4; kv-cache groups 1"
 for d in demo-r1 demo-llama demo-gpt2 demo-kvnorm; do lints "$d" "syn/$d"; done
 lints stories260K-hf models/stories260K-hf
 lints gpt2-tiny-random models/gpt2-tiny-random
