@@ -6,7 +6,8 @@
 #   figures.sha256    sha256 of every PNG / CSV / JSON a `to FILE` or `info to` wrote (fig/)
 #   synth.sha256      sha256 of every checkpoint `synth` wrote (syn/) and of the demo models
 #                     `load demo-*` generated into the private cache (cache/)
-#   families.txt      the families `synth family` offers (its usage line, or its error for an unknown one)
+#   families.txt      the families `synth family` offers, sorted (its usage line, or its error for an
+#                     unknown one)
 #   work/             everything written (cwd of every case; cache/ is ATTNLAB_CACHE, home/ ATTNLAB_HOME)
 # The battery: per model (demo-r1/-llama/-gpt2/-kvnorm and some dtype variants, the small real
 # checkpoints in tests/models, and a `synth family` checkpoint of every family BIN offers) info,
@@ -97,13 +98,16 @@ lints() {
     sed -n '1s/^usage: synth family \([a-z0-9_|]*\) .*/\1/p' | tr '|' '\n' >"$OUT/families.txt"
 [ -s "$OUT/families.txt" ] || { "$BIN" -e "synth family attnlab-no-such-family syn/none" </dev/null 2>&1 || true; } |
     sed -n 's/.*must be one of \([a-z0-9_|]*\),.*/\1/p' | tr '|' '\n' >"$OUT/families.txt"
+sort -o "$OUT/families.txt" "$OUT/families.txt"   # a set: the order of the list is no result
 [ -s "$OUT/families.txt" ] || { echo "$0: no family list from synth family" >&2; exit 1; }
 for d in demo-r1 demo-llama demo-gpt2 demo-kvnorm; do c "synth.$d" "synth $d syn/$d"; done
 c "synth.variants" "synth demo-llama syn/demo-llama-f32 dtype f32; synth demo-r1 syn/demo-r1-1 shards 1 seed 7; synth demo-gpt2 syn/demo-gpt2-s9 seed 9"
 while read -r f; do
     c "synth.family.$f" "synth family $f syn/$f"
 done <"$OUT/families.txt"
-c "synth.family.bf16" "synth family $(head -1 "$OUT/families.txt") syn/family-bf16 dtype bf16"
+for f in qwen3 gemma2 olmo2; do
+    if grep -qx "$f" "$OUT/families.txt"; then c "synth.family-bf16.$f" "synth family $f syn/$f-bf16 dtype bf16 seed 9"; fi
+done
 
 # --- the models ----------------------------------------------------------------------------
 battery demo-r1 demo-r1 16
