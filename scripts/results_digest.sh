@@ -53,6 +53,15 @@ c() {
     rm -f "$f.raw"
 }
 
+# nb NAME ARGS...: one case running a Lua notebook (attnlab FILE.lua ARGS) from $W
+nb() {
+    local f=$OUT/cases/$1.txt rc=0
+    shift
+    "$BIN" "$@" </dev/null >"$f.raw" 2>&1 || rc=$?
+    { echo "\$ attnlab $*"; norm <"$f.raw"; echo "[exit $rc]"; } >"$f"
+    rm -f "$f.raw"
+}
+
 # battery TAG LOAD MLA_RANK [LAYER]: the analyses of one model (LOAD: what `load` takes; LAYER:
 # the layer of the one-head views, default 1)
 battery() {
@@ -136,6 +145,12 @@ c "x.kvsvd-figs" "load models/stories260K-hf as m; calibrate story.txt samples 4
 c "x.mla-table" "load models/stories260K-hf as m; convert mla-table kv-ranks 8,16 calib story.txt samples 4 seqlen 32 ppl-tokens 64 to fig/x/mla-table.csv"
 c "x.rope-removal" "load models/stories260K-hf as m; plot rope-removal removed 0,0.5 freqfolds 1,2 calib story.txt samples 4 seqlen 32 ppl-tokens 64 data fig/x/rr.csv to fig/x/rr.png"
 c "x.kv-cache" "load demo-llama as m; kv-cache to fig/x/kv.csv; kv-cache family tpa-kvonly rk 1 rv 3 bytes 4; kv-cache groups 1"
+# Lua: the attn module generated from the command table, and the repository's notebooks
+c "x.lua" "lua attn.load('demo-llama'); local r = attn.run('ranks vo layer 1'); print(#r, r[1].rank_v, r[1].rank_vo); print(attn.info().layers, attn.get('tau')); local s = attn.spectrum('vo', {layer = 1, head = 0}); print(#s, s[1].sigma, s[#s].energy); local l, t = attn.truncate('vo', {tau = 0.99}); print(#l, t.params_after)"
+mkdir -p nb && cp "$SRC"/scripts/*.lua nb/
+nb "nb.info_demos" nb/info_demos.lua demo-r1 demo-llama demo-gpt2
+nb "nb.farr_cases" nb/farr_cases.lua demo-r1 0.999
+nb "nb.seed000_grids" nb/seed000_grids.lua fig/nb-grids demo-r1
 for d in demo-r1 demo-llama demo-gpt2 demo-kvnorm; do lints "$d" "syn/$d"; done
 lints stories260K-hf models/stories260K-hf
 lints gpt2-tiny-random models/gpt2-tiny-random
