@@ -14,7 +14,10 @@
 # ranks vo / qk, spectrum, energy and rank figures, ppl on token ids (and text where a tokenizer
 # is beside the model), lint of the folder, truncate + export (factors, dense, hf, gguf) + check,
 # convert mla + export + check + lint, convert tpa + export + check, kvsvd + export + check,
-# compare. A refusal is a result too: every case runs, its status is recorded.
+# compare; then the method figures (TransMLA, KQ-SVD, compare), diff ranks, kv-cache, the Lua
+# module and the repository's notebooks. A refusal is a result too: every case runs, its status
+# is recorded. The models' folders are copied into work/ and every path given is relative, so
+# the outputs name no machine path. ~25 s of CPU; ~680 MB written.
 # Not deterministic, so normalised in the case files (sed): OUTDIR -> @OUT@, the repository ->
 # @SRC@, seconds and rates ("0.12 s", "35.1 tok/s"); JSON files are hashed with OUTDIR replaced
 # (export manifests record the source's absolute path). A binary file that holds a path (none
