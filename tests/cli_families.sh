@@ -115,6 +115,12 @@ run -e "load $T/olmo3; ranks qk"
 ok "olmo3 ranks qk refused" test "$(rc)" = 1
 run -e "load $T/olmo3; spectrum vo layer 1 head 0"
 ok "olmo3 spectrum vo: the planted rank 6" grep -q "effective rank 6 at tau 0.99, 6 at tau 0.999" out.txt
+# calibrate and kvsvd (info: yes) run its forward pass: V W_O of layer 2 (fused rank 4) at rank 6 is
+# almost exact, layer 0's (random) is not
+run -e "load $T/olmo3; calibrate ids ids.txt samples 1 seqlen 16; kvsvd learn ksvd rank 6"
+ok "olmo3 calibrate + kvsvd learn run" test "$(rc)" = 0
+ok "  layer 2 vo_err < 0.01, layer 0 > 0.3" awk '$2 == "ksvd" && $1 == 2 { a = $NF < 0.01 } $2 == "ksvd" && $1 == 0 {
+    b = $NF > 0.3 } END { exit !(a && b) }' out.txt
 
 # help names the families
 run -e "help synth family"
