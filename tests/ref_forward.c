@@ -191,7 +191,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
     if (m->D <= 0 || m->H <= 0 || m->KV <= 0 || m->L <= 0 || m->L > REF_MAX_LAYERS || m->V <= 0)
         return al_err("ref: config.json lacks hidden_size / heads / layers / vocab");
     m->hd = m->fam == R_PHI3 || m->fam == R_NEOX || olmo(m) ? m->D / m->H
-                                                                        : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
+                                                            : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
                               : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m)
                                                             ? 1e-5 : 1e-6, 1e-6);
