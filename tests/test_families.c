@@ -6,7 +6,8 @@
  *   (a) model_open loads it and the planted VO (and NoPE QK) ranks come back exactly at tau 0.999
  *       and 0.99 (farr_layer_compute: the per-head views of core/model/model.c);
  *   (b) attnlab's forward pass (fwd_run, FWD_LOGITS_ALL) equals the reference's logits to 1e-4
- *       relative (max |diff| / max |ref|) over 24 tokens -- 3 sliding windows of 8 -- and
+ *       relative (max |diff| / max |ref|) over 24 tokens -- 3 sliding windows of 8 --, so does
+ *       decoding them one token at a time through the cache (each position's RoPE and window), and
  *       fwd_ppl equals the reference's mean NLL to 1e-4 relative over 40 tokens.
  * Baselines that validate the reference itself against attnlab's existing pass: demo-llama
  * (F32) for the Llama path, demo-r1 (F32, dense MLP) for the MLA attention, and demo-llama
@@ -175,6 +176,17 @@ static void check_forward(Model *m, const char *fam, const char *ref_dir) {
               zr[worst], first_bad);
         printf("  %-12s logits %s: max |diff| %.3g of max |logit| %.3g (rel %.2g) over %d tokens\n", fam,
                ok ? "ok" : "FAIL", dmax, rmax, dmax / rmax, T_LOGITS);
+        /* token by token through the cache: windows and per-layer RoPE at positions past the first */
+        double dstep = 0;
+        fwd_reset(f);
+        for (size_t t = 0; rc == AL_OK && t < T_LOGITS; t++) {
+            rc = fwd_run(f, ids + t, 1, FWD_LOGITS_LAST, z);
+            for (size_t v = 0; rc == AL_OK && v < V; v++) dstep = fmax(dstep, fabs((double)z[v] - zr[t * V + v]));
+        }
+        CHECK(rc == AL_OK && dstep <= REL_TOL * rmax, "%s: decoding token by token: %s, max |diff| %.3g (rel %.3g)",
+              fam, rc == AL_OK ? "ran" : al_errmsg(), dstep, dstep / rmax);
+        printf("  %-12s decode %s: token by token, max |diff| %.3g\n", fam,
+               rc == AL_OK && dstep <= REL_TOL * rmax ? "ok" : "FAIL", dstep);
     }
     tokens(ids, T_PPL, V, 11);
     double nref = 0;
