@@ -205,6 +205,20 @@ const FamilyRow FAMILY[FAM_COUNT] = {
         .block = BLOCK_POST, .norms = NORMS_POST, .qk_norm = QKN_PROJ, .eps = 1e-5, .gguf_arch = "olmo2",
         .synth = {128, 4, 4, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-06") ", \"rope_scaling\": null, \"rope_theta\": 500000, \"pad_token_id\": 0"}},
+    /* Olmo-3-7B / 32B's config.json: layer_types 3 sliding : 1 full, sliding_window 4096, rope_theta 500000,
+       YaRN x8 from 8192 with attention_factor 1.2079 (= 0.1 ln 8 + 1) on the full layers only; the
+       recipe shrinks the window to 8 and the original context to 64, and sets attention_factor 1.25
+       so that the key itself, not YaRN's default, is what the checks see */
+    [FAM_OLMO3] = {
+        "olmo3", "Olmo3ForCausalLM", "olmo3", "OLMo 3 (OLMo 2's block; window on 3 layers of 4, YaRN on the full ones)",
+        LLAMA_LIKE, .block = BLOCK_POST, .norms = NORMS_POST, .qk_norm = QKN_PROJ, .eps = 1e-5, .windowed = true,
+        .window_pattern = 4, .local_rope_plain = true,
+        .synth = {128, 4, 2, 4, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"layer_types\": [\"sliding_attention\", \"sliding_attention\", "
+                  "\"sliding_attention\", \"full_attention\"], \"pad_token_id\": 0, \"rope_scaling\": "
+                  "{\"attention_factor\": 1.25, \"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 8.0, "
+                  "\"original_max_position_embeddings\": 64, \"rope_type\": \"yarn\"}, \"rope_theta\": 500000, "
+                  "\"sliding_window\": " SW}},
 };
 
 #pragma GCC diagnostic pop

@@ -30,6 +30,7 @@ typedef enum {
     FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
     FAM_OLMO2,                           /* q/k norms over the whole projection, post-norms only */
+    FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
     FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
@@ -182,7 +183,7 @@ typedef struct {
     double pre_attn_scalar;       /* query_pre_attn_scalar when absent (Gemma: 256; 0: none) */
     double attn_softcap, final_softcap;   /* soft-caps when the keys are absent (Gemma 2: 50, 30) */
     double local_theta;           /* rope_local_base_freq when absent (Gemma 3: 10000) */
-    bool local_rope_plain;        /* sliding layers skip rope_scaling (Gemma 3) */
+    bool local_rope_plain;        /* sliding layers skip rope_scaling (Gemma 3, OLMo 3) */
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
