@@ -34,11 +34,12 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "family.h"
 
 typedef enum { LINT_ERROR, LINT_WARNING, LINT_ADVISORY } lint_severity;
 
 /* Targets, as bits of LintFinding.targets / .loads. */
-enum { LT_HF = 1 << 0, LT_VLLM = 1 << 1, LT_SGLANG = 1 << 2, LT_LLAMACPP = 1 << 3 };
+enum { LT_HF = ENGINE_HF, LT_VLLM = ENGINE_VLLM, LT_SGLANG = ENGINE_SGLANG, LT_LLAMACPP = ENGINE_LLAMACPP };
 #define LINT_NTARGETS 4
 #define LT_ALL (LT_HF | LT_VLLM | LT_SGLANG | LT_LLAMACPP)
 

@@ -109,6 +109,10 @@ typedef enum {
     MODEL_NAMES_COUNT
 } model_names;
 
+/* The engines people deploy (lint's targets): which implement a model_type. */
+enum { ENGINE_HF = 1 << 0, ENGINE_VLLM = 1 << 1, ENGINE_SGLANG = 1 << 2, ENGINE_LLAMACPP = 1 << 3 };
+#define ENGINES_ALL (ENGINE_HF | ENGINE_VLLM | ENGINE_SGLANG | ENGINE_LLAMACPP)
+
 /* Which reader knows the family's config.json keys (core/model/config.c). */
 typedef enum {
     KEYS_HF,            /* Llama's: hidden_size, num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps */
@@ -187,7 +191,11 @@ typedef struct {
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
-    const char *gguf_arch;        /* llama.cpp's general.architecture (NULL: no GGUF mapping) */
+    const char *gguf_arch;        /* llama.cpp's general.architecture of attnlab's GGUF export (NULL: none) */
+    unsigned engines;             /* ENGINE_* that implement this model_type -- vLLM's registry, SGLang's
+                                     model files, llama.cpp's convert_hf_to_gguf.py (0: lint does not
+                                     know the family and checks no engine for it) */
+    const char *llamacpp_arch;    /* the architecture convert_hf_to_gguf.py writes for it (lint) */
     SynthRecipe synth;            /* hidden 0: no synthetic checkpoint */
 } FamilyRow;
 
