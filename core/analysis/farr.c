@@ -1293,58 +1293,58 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
     return state_layer(st, m, kind, layer, offset, true, out);
 }
 
-/* The next uncached layer of the sweep's range read and mapped on a thread (gram_prefetch_start). */
-static GramAhead *sweep_ahead(FarrState *st, Model *m, farr_kind kind, int layer, int hi, int offset) {
-    if (layer > hi || cache_find(st, m, kind, layer, offset)) return NULL;
-    return gram_prefetch_start(m, layer, farr_shared_kind(kind), farr_own_kind(kind));
+/* The next uncached layer `layer` of the sweep's range read and mapped on a thread
+ * (gram_prefetch_start); NULL past q->hi or when cached. */
+static GramAhead *sweep_ahead(FarrState *st, const FarrQuery *q, int layer) {
+    if (layer > q->hi || cache_find(st, q->m, q->kind, layer, q->offset)) return NULL;
+    return gram_prefetch_start(q->m, layer, farr_shared_kind(q->kind), farr_own_kind(q->kind));
 }
 
-int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset) {
-    int N = hi - lo + 1, rc = AL_OK;
-    GramAhead *ahead = sweep_ahead(st, m, kind, lo, hi, offset);
+int farr_state_sweep(FarrState *st, const FarrQuery *q) {
+    int N = q->hi - q->lo + 1, rc = AL_OK;
+    GramAhead *ahead = sweep_ahead(st, q, q->lo);
     for (int i = 0; i < N && rc == AL_OK; i++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         al_progress("layer", (size_t)i, (size_t)N);
         /* this layer's reads done (they ran while the last one computed), the next one's begin */
         gram_prefetch_end(ahead, false);
-        ahead = sweep_ahead(st, m, kind, lo + i + 1, hi, offset);
+        ahead = sweep_ahead(st, q, q->lo + i + 1);
         const FarrLayer *l;
-        rc = state_layer(st, m, kind, lo + i, offset, false, &l);
+        rc = state_layer(st, q->m, q->kind, q->lo + i, q->offset, false, &l);
     }
     gram_prefetch_end(ahead, true);
     if (rc == AL_OK) al_progress("layer", (size_t)N, (size_t)N);
     return rc;
 }
 
-int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau) {
+int farr_state_certify(FarrState *st, const FarrQuery *q, double tau) {
     /* A Ctrl-C that stopped the sweep is held back: certifying the layers it kept redoes a few
      * heads at most, so their rank table still comes (a new Ctrl-C stops it). */
     sig_atomic_t held = al_interrupt_flag;
     al_interrupt_flag = 0;
     int rc = AL_OK;
-    for (int L = lo; L <= hi && rc == AL_OK; L++) {
-        CacheEntry *e = cache_find(st, m, kind, L, offset);
-        if (!e) rc = al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
+    for (int L = q->lo; L <= q->hi && rc == AL_OK; L++) {
+        CacheEntry *e = cache_find(st, q->m, q->kind, L, q->offset);
+        if (!e) rc = al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(q->kind));
         else if (e->l->eps && al_interrupted()) rc = AL_INTERRUPTED;
-        else if (e->l->eps) rc = farr_layer_certify(m, e->l, tau, &st->redone);   /* exact: nothing to redo */
+        else if (e->l->eps) rc = farr_layer_certify(q->m, e->l, tau, &st->redone);   /* exact: nothing to redo */
     }
     if (held) al_interrupt_flag = held;
     return rc;
 }
 
-int farr_state_rank_table(FarrState *st, Model *m, farr_kind kind, int lo, int hi,
-                          int offset, double tau, FarrRankRow **rows, size_t *n) {
+int farr_state_rank_table(FarrState *st, const FarrQuery *q, double tau, FarrRankRow **rows, size_t *n) {
     *rows = NULL;
     *n = 0;
-    if (hi < lo) return al_err("empty layer range %d-%d", lo, hi);
-    int rc = farr_state_certify(st, m, kind, lo, hi, offset, tau);
+    if (q->hi < q->lo) return al_err("empty layer range %d-%d", q->lo, q->hi);
+    int rc = farr_state_certify(st, q, tau);
     if (rc != AL_OK) return rc;
-    size_t cap = (size_t)(hi - lo + 1) * (size_t)m->cfg.n_heads;
+    size_t cap = (size_t)(q->hi - q->lo + 1) * (size_t)q->m->cfg.n_heads;
     FarrRankRow *r = al_calloc(cap ? cap : 1, sizeof *r, "a rank table");
     if (!r) return AL_ERR;
     size_t k = 0;
-    for (int L = lo; L <= hi; L++) {
-        const FarrLayer *l = farr_state_get_layer(st, m, kind, L, offset);
+    for (int L = q->lo; L <= q->hi; L++) {
+        const FarrLayer *l = farr_state_get_layer(st, q->m, q->kind, L, q->offset);
         for (int h = 0; h < l->n_heads && k < cap; h++, k++) {
             r[k].layer = L;
             r[k].head = h;
