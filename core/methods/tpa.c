@@ -772,61 +772,74 @@ static int load_layer(const st_file *f, const TpaModel *t, tpa_form form, rope_l
     return AL_OK;
 }
 
-int tpa_load(const char *dir, TpaModel **out) {
-    *out = NULL;
-    char *mpath = al_asprintf("%s/%s", dir, TPA_MANIFEST);
-    char *fpath = al_asprintf("%s/%s", dir, TPA_FACTORS);
+/* What a manifest says about every layer beside the TpaModel's own fields. */
+typedef struct {
+    int rope_dim;            /* rotary dims of each head (0: no RoPE) */
+    rope_layout layout;      /* their pairing (ROPE_NONE without RoPE) */
+    double scale;            /* the softmax scale */
+} TpaManifest;
+
+/* The manifest at mpath parsed into *root (the caller's, cJSON_Delete), checked to be a TPA export
+ * of the version this attnlab reads. */
+static int manifest_read(const char *mpath, cJSON **root) {
     char *text = mpath ? al_read_file_max(mpath, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
-    st_file *f = NULL;
-    TpaModel *t = NULL;
-    int rc = AL_OK;
-    if (!text) { rc = AL_ERR; goto done; }
-    if (!root) { rc = al_err("%s: not valid JSON", mpath); goto done; }
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TPA_FORMAT)) {
-        rc = al_err("%s: \"format\" is not \"%s\": not a TPA export", mpath, TPA_FORMAT);
-        goto done;
-    }
-    int version = 0, rope_dim = 0;
-    if ((rc = json_int(root, "version", mpath, &version))) goto done;
-    if (version != TPA_FORMAT_VERSION) {
-        rc = al_err("%s: format version %d; this attnlab reads version %d", mpath, version, TPA_FORMAT_VERSION);
-        goto done;
-    }
-    if (!(t = al_calloc(1, sizeof *t, "a TPA model"))) { rc = AL_ERR; goto done; }
+    if (!text) return AL_ERR;
+    *root = cJSON_Parse(text);
+    free(text);
+    if (!*root) return al_err("%s: not valid JSON", mpath);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(*root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TPA_FORMAT))
+        return al_err("%s: \"format\" is not \"%s\": not a TPA export", mpath, TPA_FORMAT);
+    int version = 0, rc = json_int(*root, "version", mpath, &version);
+    if (rc) return rc;
+    if (version != TPA_FORMAT_VERSION)
+        return al_err("%s: format version %d; this attnlab reads version %d", mpath, version, TPA_FORMAT_VERSION);
+    return AL_OK;
+}
+
+/* The form, dims and ranks of the manifest into t (t->opts: the defaults, then those), the
+ * rotary dims into h->rope_dim; the dims checked against each other. */
+static int manifest_dims(const cJSON *root, const char *mpath, TpaModel *t, TpaManifest *h) {
+    int rc;
     t->opts = tpa_opts_default();
     const cJSON *form = cJSON_GetObjectItemCaseSensitive(root, "form");
-    if (!cJSON_IsString(form) || (strcmp(form->valuestring, "a") && strcmp(form->valuestring, "b"))) {
-        rc = al_err("%s: \"form\" must be \"a\" or \"b\"", mpath);
-        goto done;
-    }
+    if (!cJSON_IsString(form) || (strcmp(form->valuestring, "a") && strcmp(form->valuestring, "b")))
+        return al_err("%s: \"form\" must be \"a\" or \"b\"", mpath);
     t->opts.form = form->valuestring[0] == 'a' ? TPA_FORM_A : TPA_FORM_B;
     if ((rc = json_int(root, "num_hidden_layers", mpath, &t->n_layers)) ||
         (rc = json_int(root, "hidden_size", mpath, &t->hidden)) ||
         (rc = json_int(root, "num_attention_heads", mpath, &t->n_heads)) ||
         (rc = json_int(root, "num_key_value_heads", mpath, &t->n_kv_heads)) ||
         (rc = json_int(root, "head_dim", mpath, &t->head_dim)) || (rc = json_int(root, "v_head_dim", mpath, &t->v_dim)) ||
-        (rc = json_int(root, "rope_dim", mpath, &rope_dim)) ||
+        (rc = json_int(root, "rope_dim", mpath, &h->rope_dim)) ||
         (rc = json_int(root, "k_rank", mpath, &t->opts.k_rank)) || (rc = json_int(root, "v_rank", mpath, &t->opts.v_rank)))
-        goto done;
+        return rc;
+    int rope_dim = h->rope_dim;
     if (t->n_layers < 1 || t->n_layers > 100000 || t->hidden < 1 || t->n_heads < 1 || t->n_kv_heads < 1 ||
         t->n_heads % t->n_kv_heads || t->head_dim < 1 || t->v_dim < 1 || rope_dim < 0 || rope_dim % 2 ||
-        rope_dim > t->head_dim) {
-        rc = al_err("%s: inconsistent dims (layers %d, hidden %d, heads %d, kv heads %d, head_dim %d, v_head_dim %d, "
-                    "rope_dim %d)", mpath, t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim, t->v_dim,
-                    rope_dim);
-        goto done;
-    }
+        rope_dim > t->head_dim)
+        return al_err("%s: inconsistent dims (layers %d, hidden %d, heads %d, kv heads %d, head_dim %d, v_head_dim %d, "
+                      "rope_dim %d)", mpath, t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim, t->v_dim,
+                      rope_dim);
+    return AL_OK;
+}
+
+/* The RoPE pairing (where h->rope_dim > 0) and the softmax scale into h. */
+static int manifest_rope(const cJSON *root, const char *mpath, TpaManifest *h) {
     const cJSON *lay = cJSON_GetObjectItemCaseSensitive(root, "rope_layout");
-    rope_layout layout = ROPE_NONE;
-    if (rope_dim) {
-        if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_INTERLEAVED))) layout = ROPE_INTERLEAVED;
-        else if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_HALF))) layout = ROPE_HALF;
-        else { rc = al_err("%s: \"rope_layout\" must name the RoPE pairing", mpath); goto done; }
+    h->layout = ROPE_NONE;
+    if (h->rope_dim) {
+        if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_INTERLEAVED))) h->layout = ROPE_INTERLEAVED;
+        else if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_HALF))) h->layout = ROPE_HALF;
+        else return al_err("%s: \"rope_layout\" must name the RoPE pairing", mpath);
     }
-    double scale = json_get_num(root, "softmax_scale");
-    if (!(scale > 0)) { rc = al_err("%s: \"softmax_scale\" must be a positive number", mpath); goto done; }
+    h->scale = json_get_num(root, "softmax_scale");
+    if (!(h->scale > 0)) return al_err("%s: \"softmax_scale\" must be a positive number", mpath);
+    return AL_OK;
+}
+
+/* The manifest's flags, source, folder and "before" accounting into t; t->layers allocated. */
+static int manifest_meta(const cJSON *root, const char *dir, TpaModel *t) {
     const cJSON *ex = cJSON_GetObjectItemCaseSensitive(root, "exact");
     t->exact = cJSON_IsTrue(ex);
     t->activation_stats = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "activation_stats"));
@@ -840,11 +853,17 @@ int tpa_load(const char *dir, TpaModel **out) {
     t->kv_before = (size_t)fmax(0, json_get_num(kv, "source"));
     t->params_before = (size_t)fmax(0, json_get_num(pp, "source"));
     t->layers = al_calloc((size_t)t->n_layers, sizeof *t->layers, "the TPA layers");
-    if (!t->src_path || !t->src_name || !t->dir || !t->layers) { rc = AL_ERR; goto done; }
-    if ((rc = st_open(fpath, &f))) goto done;
+    return !t->src_path || !t->src_name || !t->dir || !t->layers ? AL_ERR : AL_OK;
+}
+
+/* Every layer of t from the factors file fpath, each with its report from the manifest's
+ * "layers" array. */
+static int load_layers(const char *fpath, const cJSON *root, const TpaManifest *h, TpaModel *t) {
+    st_file *f = NULL;
+    int rc = st_open(fpath, &f);
     const cJSON *reps = cJSON_GetObjectItemCaseSensitive(root, "layers");
-    for (int l = 0; l < t->n_layers; l++) {
-        if ((rc = load_layer(f, t, t->opts.form, layout, rope_dim, scale, l, &t->layers[l]))) goto done;
+    for (int l = 0; l < t->n_layers && rc == AL_OK; l++) {
+        if ((rc = load_layer(f, t, t->opts.form, h->layout, h->rope_dim, h->scale, l, &t->layers[l]))) break;
         const cJSON *r = cJSON_GetArrayItem(reps, l);
         TpaLayerReport *rep = &t->layers[l]->rep;
         rep->k_energy = t->layers[l]->K.energy = json_get_num(r, "k_energy");
@@ -854,20 +873,37 @@ int tpa_load(const char *dir, TpaModel **out) {
         rep->score_err = json_get_num(r, "score_err");
         rep->out_err = json_get_num(r, "out_err");
     }
+    if (f) st_close(f);
+    return rc;
+}
+
+/* The ranks, KV cache and attention parameters after, from layer 0 (every layer has its ranks). */
+static void set_totals(TpaModel *t) {
     t->opts.k_rank = t->layers[0]->K.R;
     t->opts.v_rank = t->layers[0]->V.R;
     t->kv_after = tpa_factor_cached(&t->layers[0]->K) + tpa_factor_cached(&t->layers[0]->V);
-    {
-        const AttnLayer *L = t->layers[0]->dense;
-        size_t p = attn_layer_params(L) - L->W_K->rows * L->W_K->cols - L->W_V->rows * L->W_V->cols;
-        if (L->b_K) p -= L->W_K->cols;
-        if (L->b_V) p -= L->W_V->cols;
-        t->params_after = p + tpa_factor_params(&t->layers[0]->K) + tpa_factor_params(&t->layers[0]->V);
-    }
-done:
-    if (f) st_close(f);
+    const AttnLayer *L = t->layers[0]->dense;
+    size_t p = attn_layer_params(L) - L->W_K->rows * L->W_K->cols - L->W_V->rows * L->W_V->cols;
+    if (L->b_K) p -= L->W_K->cols;
+    if (L->b_V) p -= L->W_V->cols;
+    t->params_after = p + tpa_factor_params(&t->layers[0]->K) + tpa_factor_params(&t->layers[0]->V);
+}
+
+int tpa_load(const char *dir, TpaModel **out) {
+    *out = NULL;
+    char *mpath = al_asprintf("%s/%s", dir, TPA_MANIFEST);
+    char *fpath = al_asprintf("%s/%s", dir, TPA_FACTORS);
+    cJSON *root = NULL;
+    TpaModel *t = NULL;
+    TpaManifest h = {0};
+    int rc = manifest_read(mpath, &root);
+    if (rc == AL_OK && !(t = al_calloc(1, sizeof *t, "a TPA model"))) rc = AL_ERR;
+    if (rc == AL_OK) rc = manifest_dims(root, mpath, t, &h);
+    if (rc == AL_OK) rc = manifest_rope(root, mpath, &h);
+    if (rc == AL_OK) rc = manifest_meta(root, dir, t);
+    if (rc == AL_OK) rc = load_layers(fpath, root, &h, t);
+    if (rc == AL_OK) set_totals(t);
     cJSON_Delete(root);
-    free(text);
     free(mpath);
     free(fpath);
     if (rc) {
