@@ -49,6 +49,7 @@ check_file() {
 }
 check_file commands/registry.c cmd_parse_tokens parse_top parse_subs bind_params parse_keyword \
     parse_positional unexpected_arg parse_args parse_defaults
-check_file core/methods/tpa.c tpa_load manifest_read manifest_dims manifest_rope manifest_meta load_layers set_totals
+check_file core/methods/tpa.c tpa_load manifest_read manifest_dims manifest_rope manifest_meta load_layers set_totals \
+    tpa_factorize tpa_factorize_check tpa_work_unfold tpa_work_gram tpa_ctx_form_a tpa_ctx_form_b
 
 cli_done

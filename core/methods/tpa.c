@@ -177,9 +177,22 @@ static double energy_kept(const double *eig, int n, int R) {
     return tot > 0 ? kept / tot : 1.0;
 }
 
-int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R, const double *Sigma,
-                  TpaFactor *out) {
-    memset(out, 0, sizeof *out);
+/* The working matrices of one factorization, in double. */
+typedef struct {
+    size_t D, G, d, n_in, nc;    /* inputs, heads, head dim, D (+ 1 with a bias), G d */
+    int lim;                     /* the Gram's order: G (form a) or d_h (form b) */
+    double *Wd;                  /* (n_in, nc) the weight, the bias as one more input row */
+    double *S;                   /* (n_in, nc) blockdiag(Sigma, 1) Wd, or NULL without Sigma */
+    double *Z;                   /* form a: (G, n_in d) the head unfolding of Wd */
+    double *Gram, *Vec, *eig;    /* (lim, lim); (lim, lim) eigenvectors in columns; (lim) descending */
+} TpaWork;
+
+static void tpa_work_free(TpaWork *w) {
+    free(w->Wd); free(w->S); free(w->Gram); free(w->Vec); free(w->eig); free(w->Z);
+}
+
+/* The factorization's arguments checked: W (rows, G dh) and R within 1..lim. */
+static int tpa_factorize_check(const Mat *W, int G, int dh, tpa_form f, int R) {
     if (G <= 0 || dh <= 0 || !W || W->cols != (size_t)G * (size_t)dh)
         return al_err("TPA factorization: the weight (%zu x %zu) does not hold %d heads of %d dims", W ? W->rows : 0,
                       W ? W->cols : 0, G, dh);
@@ -188,88 +201,116 @@ int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R
         return al_err("TPA form %s: rank %d must be between 1 and %d (the %s)", tpa_form_name(f), R, lim,
                       f == TPA_FORM_A ? "KV heads: form a factors across the head axis" : "head dim: form b factors "
                                                                                           "across the d_h axis");
-    size_t D = W->rows, Gs = (size_t)G, d = (size_t)dh, n_in = D + (b ? 1 : 0), nc = Gs * d;
-    /* Wd: the weight with the bias as one more input row, in double; S = blockdiag(Sigma, 1) Wd. */
-    double *Wd = al_malloc3(n_in, nc, sizeof(double), "the TPA unfolding");
-    double *S = Sigma ? al_malloc3(n_in, nc, sizeof(double), "the weighted TPA unfolding") : NULL;
-    double *Gram = al_malloc3((size_t)lim, (size_t)lim, sizeof(double), "the TPA Gram");
-    double *Vec = al_malloc3((size_t)lim, (size_t)lim, sizeof(double), "the TPA eigenvectors");
-    double *eig = al_malloc3((size_t)lim, 1, sizeof(double), "the TPA eigenvalues");
-    double *Z = NULL, *P = NULL;
-    int rc = Wd && (S || !Sigma) && Gram && Vec && eig ? AL_OK : AL_ERR;
-    if (rc) goto done;
-    vec_f2d(W->data, D * nc, Wd);
-    if (b) vec_f2d(b, nc, Wd + D * nc);
+    return AL_OK;
+}
+
+/* w's sizes, buffers and Wd (with the bias row b) from W; S = blockdiag(Sigma, 1) Wd with Sigma. */
+static int tpa_work_unfold(TpaWork *w, const Mat *W, const float *b, int G, int dh, tpa_form f,
+                           const double *Sigma) {
+    *w = (TpaWork){ .D = W->rows, .G = (size_t)G, .d = (size_t)dh, .lim = f == TPA_FORM_A ? G : dh };
+    w->n_in = w->D + (b ? 1 : 0);
+    w->nc = w->G * w->d;
+    size_t D = w->D, n_in = w->n_in, nc = w->nc, lim = (size_t)w->lim;
+    w->Wd = al_malloc3(n_in, nc, sizeof(double), "the TPA unfolding");
+    w->S = Sigma ? al_malloc3(n_in, nc, sizeof(double), "the weighted TPA unfolding") : NULL;
+    w->Gram = al_malloc3(lim, lim, sizeof(double), "the TPA Gram");
+    w->Vec = al_malloc3(lim, lim, sizeof(double), "the TPA eigenvectors");
+    w->eig = al_malloc3(lim, 1, sizeof(double), "the TPA eigenvalues");
+    if (!(w->Wd && (w->S || !Sigma) && w->Gram && w->Vec && w->eig)) return AL_ERR;
+    vec_f2d(W->data, D * nc, w->Wd);
+    if (b) vec_f2d(b, nc, w->Wd + D * nc);
     if (Sigma) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)nc, (int)D, 1.0, Sigma, (int)D, Wd, (int)nc,
-                    0.0, S, (int)nc);
-        if (b) memcpy(S + D * nc, Wd + D * nc, nc * sizeof(double));
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)nc, (int)D, 1.0, Sigma, (int)D, w->Wd,
+                    (int)nc, 0.0, w->S, (int)nc);
+        if (b) memcpy(w->S + D * nc, w->Wd + D * nc, nc * sizeof(double));
     }
-    const double *Sx = Sigma ? S : Wd;
+    return AL_OK;
+}
+
+/* w's Gram of the form's unfolding and its eigenpairs, descending: form a over the head axis
+ * (Z (G, n_in d), Z[g, i d + e] = Wd[i, g d + e]; Gram = Z_W Z_Sᵀ), form b over the d_h axis
+ * (Wd read as (n_in G, d) rows; Gram = Wdᵀ S). */
+static int tpa_work_gram(TpaWork *w, tpa_form f) {
+    size_t n_in = w->n_in, nc = w->nc, Gs = w->G, d = w->d;
+    const double *Sx = w->S ? w->S : w->Wd;
+    int G = (int)Gs, dh = (int)d;
     if (f == TPA_FORM_A) {
-        /* Head unfolding: Z (G, n_in d) with Z[g, i d + e] = Wd[i, g d + e]; Gram = Z_W Z_Sᵀ. */
         double *ZS = NULL;
-        Z = al_malloc3(Gs, n_in * d, sizeof(double), "the head unfolding");
-        if (Sigma) ZS = al_malloc3(Gs, n_in * d, sizeof(double), "the weighted head unfolding");
-        if (!Z || (Sigma && !ZS)) { free(ZS); rc = AL_ERR; goto done; }
+        w->Z = al_malloc3(Gs, n_in * d, sizeof(double), "the head unfolding");
+        if (w->S) ZS = al_malloc3(Gs, n_in * d, sizeof(double), "the weighted head unfolding");
+        if (!w->Z || (w->S && !ZS)) { free(ZS); return AL_ERR; }
         for (size_t i = 0; i < n_in; i++)
             for (size_t g = 0; g < Gs; g++) {
-                memcpy(Z + g * n_in * d + i * d, Wd + i * nc + g * d, d * sizeof(double));
+                memcpy(w->Z + g * n_in * d + i * d, w->Wd + i * nc + g * d, d * sizeof(double));
                 if (ZS) memcpy(ZS + g * n_in * d + i * d, Sx + i * nc + g * d, d * sizeof(double));
             }
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, G, (int)(n_in * d), 1.0, Z, (int)(n_in * d),
-                    ZS ? ZS : Z, (int)(n_in * d), 0.0, Gram, G);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, G, (int)(n_in * d), 1.0, w->Z, (int)(n_in * d),
+                    ZS ? ZS : w->Z, (int)(n_in * d), 0.0, w->Gram, G);
         free(ZS);
     } else {
-        /* d_h unfolding: Wd read as (n_in G, d) rows; Gram = Wdᵀ S (d x d). */
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dh, dh, (int)(n_in * Gs), 1.0, Wd, dh, Sx, dh, 0.0, Gram,
-                    dh);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dh, dh, (int)(n_in * Gs), 1.0, w->Wd, dh, Sx, dh, 0.0,
+                    w->Gram, dh);
     }
-    if ((rc = sym_eig_desc(Gram, lim, eig, Vec, f == TPA_FORM_A ? "the head unfolding" : "the d_h unfolding")))
-        goto done;
-    out->form = f;
-    out->R = R;
-    out->G = G;
-    out->dh = dh;
-    out->hidden = (int)D;
-    out->n_eig = lim;
-    out->energy = energy_kept(eig, lim, R);
-    size_t Rs = (size_t)R;
-    if (!(out->fixed = al_malloc3(Rs, (size_t)lim, sizeof(float), "the fixed TPA factors"))) { rc = AL_ERR; goto done; }
-    for (size_t r = 0; r < Rs; r++)
-        for (size_t j = 0; j < (size_t)lim; j++) out->fixed[r * (size_t)lim + j] = (float)((double)R * Vec[j * (size_t)lim + r]);
-    if (f == TPA_FORM_A) {
-        /* ctxZ (R, n_in d) = U_Rᵀ Z: row r is W_r (and c_r) unfolded. */
-        if (!(P = al_malloc3(Rs, n_in * d, sizeof(double), "the token-factor maps"))) { rc = AL_ERR; goto done; }
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, (int)(n_in * d), G, 1.0, Vec, G, Z, (int)(n_in * d), 0.0,
-                    P, (int)(n_in * d));
-        if (!(out->ctx = mat_new(D, Rs * d))) { rc = AL_ERR; goto done; }
-        for (size_t r = 0; r < Rs; r++)
-            for (size_t i = 0; i < D; i++)
-                for (size_t e = 0; e < d; e++) out->ctx->data[i * Rs * d + r * d + e] = (float)P[r * n_in * d + i * d + e];
-        if (b) {
-            if (!(out->bias = al_malloc3(Rs, d, sizeof(float), "the token-factor biases"))) { rc = AL_ERR; goto done; }
-            for (size_t r = 0; r < Rs; r++)
-                for (size_t e = 0; e < d; e++) out->bias[r * d + e] = (float)P[r * n_in * d + D * d + e];
-        }
-    } else {
-        /* P (n_in G, R) = Wd (as (n_in G, d)) V_R: P[i G + g, r] = a_r(row i)[g]. */
-        if (!(P = al_malloc3(n_in * Gs, Rs, sizeof(double), "the head-factor maps"))) { rc = AL_ERR; goto done; }
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(n_in * Gs), R, dh, 1.0, Wd, dh, Vec, dh, 0.0, P, R);
-        if (!(out->ctx = mat_new(D, Rs * Gs))) { rc = AL_ERR; goto done; }
+    return sym_eig_desc(w->Gram, w->lim, w->eig, w->Vec, f == TPA_FORM_A ? "the head unfolding" : "the d_h unfolding");
+}
+
+/* Form a's cached token-factor maps: ctxZ (R, n_in d) = U_Rᵀ Z, row r W_r (and c_r) unfolded,
+ * into out->ctx (D, R d) and out->bias (R, d) with a bias. */
+static int tpa_ctx_form_a(const TpaWork *w, bool bias, TpaFactor *out) {
+    size_t D = w->D, n_in = w->n_in, d = w->d, Rs = (size_t)out->R;
+    double *P = al_malloc3(Rs, n_in * d, sizeof(double), "the token-factor maps");
+    if (!P) return AL_ERR;
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out->R, (int)(n_in * d), (int)w->G, 1.0, w->Vec, (int)w->G,
+                w->Z, (int)(n_in * d), 0.0, P, (int)(n_in * d));
+    int rc = (out->ctx = mat_new(D, Rs * d)) ? AL_OK : AL_ERR;
+    for (size_t r = 0; r < Rs && !rc; r++)
         for (size_t i = 0; i < D; i++)
-            for (size_t g = 0; g < Gs; g++)
-                for (size_t r = 0; r < Rs; r++) out->ctx->data[i * Rs * Gs + r * Gs + g] = (float)P[(i * Gs + g) * Rs + r];
-        if (b) {
-            if (!(out->bias = al_malloc3(Rs, Gs, sizeof(float), "the head-factor biases"))) { rc = AL_ERR; goto done; }
-            for (size_t g = 0; g < Gs; g++)
-                for (size_t r = 0; r < Rs; r++) out->bias[r * Gs + g] = (float)P[(D * Gs + g) * Rs + r];
-        }
+            for (size_t e = 0; e < d; e++) out->ctx->data[i * Rs * d + r * d + e] = (float)P[r * n_in * d + i * d + e];
+    if (!rc && bias && !(out->bias = al_malloc3(Rs, d, sizeof(float), "the token-factor biases"))) rc = AL_ERR;
+    for (size_t r = 0; r < Rs && !rc && bias; r++)
+        for (size_t e = 0; e < d; e++) out->bias[r * d + e] = (float)P[r * n_in * d + D * d + e];
+    free(P);
+    return rc;
+}
+
+/* Form b's cached head-factor maps: P (n_in G, R) = Wd (as (n_in G, d)) V_R, P[i G + g, r] =
+ * a_r(row i)[g], into out->ctx (D, R G) and out->bias (R, G) with a bias. */
+static int tpa_ctx_form_b(const TpaWork *w, bool bias, TpaFactor *out) {
+    size_t D = w->D, n_in = w->n_in, Gs = w->G, Rs = (size_t)out->R;
+    int R = out->R, dh = (int)w->d;
+    double *P = al_malloc3(n_in * Gs, Rs, sizeof(double), "the head-factor maps");
+    if (!P) return AL_ERR;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(n_in * Gs), R, dh, 1.0, w->Wd, dh, w->Vec, dh, 0.0, P, R);
+    int rc = (out->ctx = mat_new(D, Rs * Gs)) ? AL_OK : AL_ERR;
+    for (size_t i = 0; i < D && !rc; i++)
+        for (size_t g = 0; g < Gs; g++)
+            for (size_t r = 0; r < Rs; r++) out->ctx->data[i * Rs * Gs + r * Gs + g] = (float)P[(i * Gs + g) * Rs + r];
+    if (!rc && bias && !(out->bias = al_malloc3(Rs, Gs, sizeof(float), "the head-factor biases"))) rc = AL_ERR;
+    for (size_t g = 0; g < Gs && !rc && bias; g++)
+        for (size_t r = 0; r < Rs; r++) out->bias[r * Gs + g] = (float)P[(D * Gs + g) * Rs + r];
+    free(P);
+    return rc;
+}
+
+int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R, const double *Sigma,
+                  TpaFactor *out) {
+    memset(out, 0, sizeof *out);
+    int rc = tpa_factorize_check(W, G, dh, f, R);
+    if (rc) return rc;
+    TpaWork w;
+    rc = tpa_work_unfold(&w, W, b, G, dh, f, Sigma);
+    if (!rc) rc = tpa_work_gram(&w, f);
+    size_t Rs = (size_t)R, lim = (size_t)w.lim;
+    if (!rc) {
+        *out = (TpaFactor){ .form = f, .R = R, .G = G, .dh = dh, .hidden = (int)w.D, .n_eig = w.lim,
+                            .energy = energy_kept(w.eig, w.lim, R) };
+        if (!(out->fixed = al_malloc3(Rs, lim, sizeof(float), "the fixed TPA factors"))) rc = AL_ERR;
     }
-    out->eig = eig;
-    eig = NULL;
-done:
-    free(Wd); free(S); free(Gram); free(Vec); free(eig); free(Z); free(P);
+    for (size_t r = 0; r < Rs && !rc; r++)
+        for (size_t j = 0; j < lim; j++) out->fixed[r * lim + j] = (float)((double)R * w.Vec[j * lim + r]);
+    if (!rc) rc = f == TPA_FORM_A ? tpa_ctx_form_a(&w, b != NULL, out) : tpa_ctx_form_b(&w, b != NULL, out);
+    if (!rc) { out->eig = w.eig; w.eig = NULL; }
+    tpa_work_free(&w);
     if (rc) tpa_factor_free(out);
     return rc;
 }
