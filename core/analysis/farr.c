@@ -1149,57 +1149,59 @@ static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int 
     return AL_OK;
 }
 
-int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
-    *out = NULL;
+/* o's layer range resolved (hi < 0: the last layer) and checked with its rank or tau; *part: the
+ * part of each head the pair fuses. */
+static int truncate_opts(Model *m, FarrTruncOpts *o, head_part *part) {
     const ModelConfig *c = &m->cfg;
-    FarrTruncOpts o = *opts;
-    head_part part;
     bool rot;
-    if (fuse_mode(m, o.kind, FARR_NO_OFFSET, &part, &rot) != AL_OK) return AL_ERR;
-    if (o.layer_hi < 0) o.layer_hi = c->n_layers - 1;
-    if (o.layer_lo < 0 || o.layer_lo > o.layer_hi || o.layer_hi >= c->n_layers)
-        return al_err("layers %d-%d out of range: this model has layers 0-%d", o.layer_lo, o.layer_hi,
+    if (fuse_mode(m, o->kind, FARR_NO_OFFSET, part, &rot) != AL_OK) return AL_ERR;
+    if (o->layer_hi < 0) o->layer_hi = c->n_layers - 1;
+    if (o->layer_lo < 0 || o->layer_lo > o->layer_hi || o->layer_hi >= c->n_layers)
+        return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi,
                       c->n_layers - 1);
-    if (o.by_rank && o.rank < 1) return al_err("rank must be >= 1 (got %d)", o.rank);
-    if (!o.by_rank && !(o.tau > 0 && o.tau <= 1)) return al_err("tau must be in (0, 1] (got %g)", o.tau);
-    int N = o.layer_hi - o.layer_lo + 1;
-    int fixed = o.by_rank ? o.rank : -1;
-    if (!o.by_rank && o.policy == FARR_POLICY_MODEL_MAX) {
-        /* Pass 1: the largest rank any group in the range needs. */
-        int mr = 0;
-        for (int i = 0; i < N; i++) {
-            if (al_interrupted()) return AL_INTERRUPTED;
-            al_progress("layer", (size_t)i, (size_t)(2 * N));
-            int lr = 0;
-            FarrTruncLayer *none;
-            int rc = truncate_layer(m, &o, part, o.layer_lo + i, 0, true, &none, &lr);
-            if (rc != AL_OK) return rc;
-            if (lr > mr) mr = lr;
-        }
-        fixed = mr > 0 ? mr : 1;
-    }
-    FarrPlan *p = al_calloc(1, sizeof *p, "a truncation plan");
-    if (!p) return AL_ERR;
-    p->opts = o;
-    p->model_path = al_strdup(m->path);
-    p->n_layers_model = c->n_layers;
-    p->lo = o.layer_lo; p->hi = o.layer_hi;
-    p->layers = al_calloc((size_t)N, sizeof *p->layers, "a truncation plan");
-    if (!p->model_path || !p->layers) { farr_plan_free(p); return AL_ERR; }
-    bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
+    if (o->by_rank && o->rank < 1) return al_err("rank must be >= 1 (got %d)", o->rank);
+    if (!o->by_rank && !(o->tau > 0 && o->tau <= 1)) return al_err("tau must be in (0, 1] (got %g)", o->tau);
+    return AL_OK;
+}
+
+/* Policy model-max's first pass: the largest rank any group of the range needs at tau (at least
+ * 1) into *fixed, progress reported as the first half of 2 N. */
+static int truncate_model_max(Model *m, const FarrTruncOpts *o, head_part part, int *fixed) {
+    int N = o->layer_hi - o->layer_lo + 1, mr = 0;
     for (int i = 0; i < N; i++) {
-        if (al_interrupted()) { farr_plan_free(p); return AL_INTERRUPTED; }
-        al_progress("layer", (size_t)(two ? N + i : i), (size_t)(two ? 2 * N : N));
-        int rc = truncate_layer(m, &o, part, o.layer_lo + i, fixed, false, &p->layers[i], NULL);
-        if (rc != AL_OK) { farr_plan_free(p); return rc; }
+        if (al_interrupted()) return AL_INTERRUPTED;
+        al_progress("layer", (size_t)i, (size_t)(2 * N));
+        int lr = 0;
+        FarrTruncLayer *none;
+        int rc = truncate_layer(m, o, part, o->layer_lo + i, 0, true, &none, &lr);
+        if (rc != AL_OK) return rc;
+        if (lr > mr) mr = lr;
     }
-    al_progress("layer", (size_t)(two ? 2 * N : N), (size_t)(two ? 2 * N : N));
-    /* Totals. */
+    *fixed = mr > 0 ? mr : 1;
+    return AL_OK;
+}
+
+/* An empty plan of m for o's layers (each NULL until truncated). */
+static FarrPlan *plan_new(const Model *m, const FarrTruncOpts *o) {
+    FarrPlan *p = al_calloc(1, sizeof *p, "a truncation plan");
+    if (!p) return NULL;
+    p->opts = *o;
+    p->model_path = al_strdup(m->path);
+    p->n_layers_model = m->cfg.n_layers;
+    p->lo = o->layer_lo; p->hi = o->layer_hi;
+    p->layers = al_calloc((size_t)(o->layer_hi - o->layer_lo + 1), sizeof *p->layers, "a truncation plan");
+    if (!p->model_path || !p->layers) { farr_plan_free(p); return NULL; }
+    return p;
+}
+
+/* p's totals over its layers: parameters and KV cache, the largest rank and whether every group
+ * has the same, the energy kept and the error (min / max and means over the heads). */
+static void plan_totals(FarrPlan *p) {
     double emin = 1, esum = 0, emax = 0, errsum = 0;
     size_t nh = 0;
     int r0 = -1;
     p->uniform = true;
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i <= p->hi - p->lo; i++) {
         FarrTruncLayer *l = p->layers[i];
         p->params_before += l->params_before; p->params_after += l->params_after;
         p->kv_before += l->kv_before; p->kv_after += l->kv_after;
@@ -1218,6 +1220,30 @@ int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
     }
     p->energy_min = emin; p->energy_mean = nh ? esum / (double)nh : 1;
     p->err_max = emax; p->err_mean = nh ? errsum / (double)nh : 0;
+}
+
+int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
+    *out = NULL;
+    FarrTruncOpts o = *opts;
+    head_part part;
+    if (truncate_opts(m, &o, &part) != AL_OK) return AL_ERR;
+    int N = o.layer_hi - o.layer_lo + 1;
+    int fixed = o.by_rank ? o.rank : -1;
+    bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
+    if (two) {
+        int rc = truncate_model_max(m, &o, part, &fixed);
+        if (rc != AL_OK) return rc;
+    }
+    FarrPlan *p = plan_new(m, &o);
+    if (!p) return AL_ERR;
+    for (int i = 0; i < N; i++) {
+        if (al_interrupted()) { farr_plan_free(p); return AL_INTERRUPTED; }
+        al_progress("layer", (size_t)(two ? N + i : i), (size_t)(two ? 2 * N : N));
+        int rc = truncate_layer(m, &o, part, o.layer_lo + i, fixed, false, &p->layers[i], NULL);
+        if (rc != AL_OK) { farr_plan_free(p); return rc; }
+    }
+    al_progress("layer", (size_t)(two ? 2 * N : N), (size_t)(two ? 2 * N : N));
+    plan_totals(p);
     *out = p;
     return AL_OK;
 }
