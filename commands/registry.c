@@ -304,76 +304,87 @@ static bool parse_long(const char *s, long *v) {
     return true;
 }
 
-/* Converts text for parameter p into v; on failure writes the reason into why. */
-static bool convert(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
-    char mv[256];
-    v->all = false;
-    switch (p->type) {
-    case ARG_STRING: case ARG_PATH: case ARG_FLAG:
-        return true;
-    case ARG_INT:
-        if ((p->flags & PF_ALL) && !strcmp(text, "all")) { v->all = true; v->i = -1; v->f = -1; return true; }
-        if (!parse_long(text, &v->i)) {
-            snprintf(why, cap, "%s wants an integer%s, got '%s'", p->name,
-                     (p->flags & PF_ALL) ? " or all" : "", text);
-            return false;
-        }
-        v->f = (double)v->i;
-        if (p->min < p->max && (v->f < p->min || v->f > p->max)) {
-            snprintf(why, cap, "%s %s is out of range: valid values are %g-%g", p->name, text, p->min, p->max);
-            return false;
-        }
-        return true;
-    case ARG_FLOAT: {
-        char *end;
-        errno = 0;
-        v->f = strtod(text, &end);
-        if (!*text || *end || errno || !isfinite(v->f)) {
-            snprintf(why, cap, "%s wants a number, got '%s'", p->name, text);
-            return false;
-        }
-        bool open = p->flags & PF_OPEN_MIN;
-        if (p->min < p->max && (v->f < p->min || (open && v->f == p->min) || v->f > p->max)) {
-            snprintf(why, cap, "%s %s is out of range: valid values are %s%g, %g]", p->name, text, open ? "(" : "[",
-                     p->min, p->max);
-            return false;
-        }
-        v->i = (long)v->f;
-        return true;
-    }
-    case ARG_ENUM: {
-        OutSuggest sg = {0};
-        char sb[96];
-        for (int i = 0; p->choices && p->choices[i]; i++) {
-            if (!strcmp(p->choices[i], text)) { v->choice = i; return true; }
-            out_suggest_try(&sg, text, p->choices[i]);
-        }
-        cmd_metavar(p, mv, sizeof mv);
-        snprintf(why, cap, "%s must be one of %s, got '%s'%s", p->name, mv, text, out_suggest_text(&sg, sb, sizeof sb));
+/* ARG_INT: a whole number within the parameter's bounds, or `all` where PF_ALL allows it. */
+static bool convert_int(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    if ((p->flags & PF_ALL) && !strcmp(text, "all")) { v->all = true; v->i = -1; v->f = -1; return true; }
+    if (!parse_long(text, &v->i)) {
+        snprintf(why, cap, "%s wants an integer%s, got '%s'", p->name,
+                 (p->flags & PF_ALL) ? " or all" : "", text);
         return false;
     }
-    case ARG_RANGE: {
-        if (!strcmp(text, "all")) { v->all = true; v->i = 0; v->hi = -1; return true; }
-        const char *dash = strchr(text + (text[0] == '-'), '-');
-        char a[64];
-        bool ok;
-        if (dash) {
-            size_t la = (size_t)(dash - text);
-            if (la >= sizeof a) la = sizeof a - 1;
-            memcpy(a, text, la);
-            a[la] = 0;
-            ok = parse_long(a, &v->i) && parse_long(dash + 1, &v->hi);
-        } else {
-            ok = parse_long(text, &v->i);
-            v->hi = v->i;
-        }
-        if (!ok || v->i < 0 || v->hi < v->i) {
-            snprintf(why, cap, "%s wants a range A-B (A <= B), a number, or all; got '%s'", p->name, text);
-            return false;
-        }
-        v->f = (double)v->i;
-        return true;
+    v->f = (double)v->i;
+    if (p->min < p->max && (v->f < p->min || v->f > p->max)) {
+        snprintf(why, cap, "%s %s is out of range: valid values are %g-%g", p->name, text, p->min, p->max);
+        return false;
     }
+    return true;
+}
+
+/* ARG_FLOAT: a finite number within the bounds (the minimum itself out with PF_OPEN_MIN). */
+static bool convert_float(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    char *end;
+    errno = 0;
+    v->f = strtod(text, &end);
+    if (!*text || *end || errno || !isfinite(v->f)) {
+        snprintf(why, cap, "%s wants a number, got '%s'", p->name, text);
+        return false;
+    }
+    bool open = p->flags & PF_OPEN_MIN;
+    if (p->min < p->max && (v->f < p->min || (open && v->f == p->min) || v->f > p->max)) {
+        snprintf(why, cap, "%s %s is out of range: valid values are %s%g, %g]", p->name, text, open ? "(" : "[",
+                 p->min, p->max);
+        return false;
+    }
+    v->i = (long)v->f;
+    return true;
+}
+
+/* ARG_ENUM: one of the choices (its index), else the choices with "did you mean". */
+static bool convert_enum(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    OutSuggest sg = {0};
+    char sb[96], mv[256];
+    for (int i = 0; p->choices && p->choices[i]; i++) {
+        if (!strcmp(p->choices[i], text)) { v->choice = i; return true; }
+        out_suggest_try(&sg, text, p->choices[i]);
+    }
+    cmd_metavar(p, mv, sizeof mv);
+    snprintf(why, cap, "%s must be one of %s, got '%s'%s", p->name, mv, text, out_suggest_text(&sg, sb, sizeof sb));
+    return false;
+}
+
+/* ARG_RANGE: A-B (A <= B, both >= 0), one number, or `all` (i 0, hi -1). */
+static bool convert_range(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    if (!strcmp(text, "all")) { v->all = true; v->i = 0; v->hi = -1; return true; }
+    const char *dash = strchr(text + (text[0] == '-'), '-');
+    char a[64];
+    bool ok;
+    if (dash) {
+        size_t la = (size_t)(dash - text);
+        if (la >= sizeof a) la = sizeof a - 1;
+        memcpy(a, text, la);
+        a[la] = 0;
+        ok = parse_long(a, &v->i) && parse_long(dash + 1, &v->hi);
+    } else {
+        ok = parse_long(text, &v->i);
+        v->hi = v->i;
+    }
+    if (!ok || v->i < 0 || v->hi < v->i) {
+        snprintf(why, cap, "%s wants a range A-B (A <= B), a number, or all; got '%s'", p->name, text);
+        return false;
+    }
+    v->f = (double)v->i;
+    return true;
+}
+
+/* Converts text for parameter p into v; on failure writes the reason into why. */
+static bool convert(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    v->all = false;
+    switch (p->type) {
+    case ARG_STRING: case ARG_PATH: case ARG_FLAG: return true;
+    case ARG_INT: return convert_int(p, text, v, why, cap);
+    case ARG_FLOAT: return convert_float(p, text, v, why, cap);
+    case ARG_ENUM: return convert_enum(p, text, v, why, cap);
+    case ARG_RANGE: return convert_range(p, text, v, why, cap);
     }
     return false;
 }

@@ -48,7 +48,8 @@ check_file() {
     done
 }
 check_file commands/registry.c cmd_parse_tokens parse_top parse_subs bind_params parse_keyword \
-    parse_positional unexpected_arg parse_args parse_defaults
+    parse_positional unexpected_arg parse_args parse_defaults convert convert_int convert_float convert_enum \
+    convert_range
 check_file core/methods/tpa.c tpa_load manifest_read manifest_dims manifest_rope manifest_meta load_layers set_totals \
     tpa_factorize tpa_factorize_check tpa_work_unfold tpa_work_gram tpa_ctx_form_a tpa_ctx_form_b
 check_file core/analysis/farr.c farr_group_analyse group_stack_svd group_new group_profiles group_rank_at \
