@@ -51,7 +51,8 @@ check_file commands/registry.c cmd_parse_tokens parse_top parse_subs bind_params
     parse_positional unexpected_arg parse_args parse_defaults convert convert_int convert_float convert_enum \
     convert_range
 check_file core/methods/tpa.c tpa_load manifest_read manifest_dims manifest_rope manifest_meta load_layers set_totals \
-    tpa_factorize tpa_factorize_check tpa_work_unfold tpa_work_gram tpa_ctx_form_a tpa_ctx_form_b
+    tpa_factorize tpa_factorize_check tpa_work_unfold tpa_work_gram tpa_ctx_form_a tpa_ctx_form_b load_layer \
+    load_dense_qo load_inv_freq
 check_file core/analysis/farr.c farr_group_analyse group_stack_svd group_new group_profiles group_rank_at \
     group_bias group_bias_qk group_bias_fold_o group_bias_lstsq farr_truncate truncate_opts truncate_model_max \
     plan_new plan_totals

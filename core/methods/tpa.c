@@ -746,9 +746,54 @@ static double json_get_num(const cJSON *o, const char *key) {
     return cJSON_IsNumber(it) ? it->valuedouble : NAN;
 }
 
-/* Builds layer l from the factors file. */
-static int load_layer(const st_file *f, const TpaModel *t, tpa_form form, rope_layout lay, int rope_dim, double scale,
-                      int l, TpaLayer **out) {
+/* What a manifest says about every layer beside the TpaModel's own fields. */
+typedef struct {
+    int rope_dim;            /* rotary dims of each head (0: no RoPE) */
+    rope_layout layout;      /* their pairing (ROPE_NONE without RoPE) */
+    double scale;            /* the softmax scale */
+} TpaManifest;
+
+/* Layer l's Q and O weights and biases (layers.l.q / .o) into L, checked against t's dims. */
+static int load_dense_qo(const st_file *f, const TpaModel *t, int l, AttnLayer *L) {
+    char name[128];
+    size_t D = (size_t)t->hidden, qc = (size_t)t->n_heads * (size_t)t->head_dim;
+    size_t oc = (size_t)t->n_heads * (size_t)t->v_dim;
+    Mat *m = NULL;
+    snprintf(name, sizeof name, "layers.%d.q.weight", l);
+    int rc = read_tensor(f, name, true, &L->W_Q);
+    if (rc == AL_OK) rc = want_shape(f, name, L->W_Q, D, qc);
+    snprintf(name, sizeof name, "layers.%d.q.bias", l);
+    if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
+        rc = want_shape(f, name, m, 1, qc);
+        L->b_Q = take_vec(m);
+    }
+    snprintf(name, sizeof name, "layers.%d.o.weight", l);
+    if (rc == AL_OK) rc = read_tensor(f, name, true, &L->W_O);
+    if (rc == AL_OK) rc = want_shape(f, name, L->W_O, oc, D);
+    snprintf(name, sizeof name, "layers.%d.o.bias", l);
+    m = NULL;
+    if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
+        rc = want_shape(f, name, m, 1, D);
+        L->b_O = take_vec(m);
+    }
+    return rc;
+}
+
+/* Layer l's RoPE frequencies (layers.l.rope.inv_freq: F64, rope_dim / 2 values) into L->inv_freq. */
+static int load_inv_freq(const st_file *f, int l, int rope_dim, AttnLayer *L) {
+    char name[128];
+    snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
+    const st_entry *e = st_find(f, name);
+    if (!e || e->dtype != DT_F64 || st_numel(e) != (size_t)rope_dim / 2)
+        return al_err("%s: tensor '%s' must be F64 with %d values", st_path(f), name, rope_dim / 2);
+    if (!(L->inv_freq = al_malloc3((size_t)rope_dim / 2, 1, sizeof(double), "RoPE frequencies"))) return AL_ERR;
+    memcpy(L->inv_freq, st_data(f, e), (size_t)rope_dim / 2 * sizeof(double));
+    return AL_OK;
+}
+
+/* Builds layer l from the factors file: its dense Q / O and RoPE, the K and V factors, and the
+ * dense K / V they reproduce. */
+static int load_layer(const st_file *f, const TpaModel *t, const TpaManifest *h, int l, TpaLayer **out) {
     *out = NULL;
     char name[128];
     TpaLayer *tl = al_calloc(1, sizeof *tl, "a TPA layer");
@@ -761,40 +806,13 @@ static int load_layer(const st_file *f, const TpaModel *t, tpa_form form, rope_l
         L->n_kv_heads = t->n_kv_heads;
         L->head_dim = t->head_dim;
         L->v_dim = t->v_dim;
-        L->rope = lay;
-        L->rope_dim = rope_dim;
-        L->scale = scale;
-        size_t D = (size_t)t->hidden, qc = (size_t)t->n_heads * (size_t)t->head_dim;
-        size_t oc = (size_t)t->n_heads * (size_t)t->v_dim;
-        Mat *m = NULL;
-        snprintf(name, sizeof name, "layers.%d.q.weight", l);
-        rc = read_tensor(f, name, true, &L->W_Q);
-        if (rc == AL_OK) rc = want_shape(f, name, L->W_Q, D, qc);
-        snprintf(name, sizeof name, "layers.%d.q.bias", l);
-        if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
-            rc = want_shape(f, name, m, 1, qc);
-            L->b_Q = take_vec(m);
-        }
-        snprintf(name, sizeof name, "layers.%d.o.weight", l);
-        if (rc == AL_OK) rc = read_tensor(f, name, true, &L->W_O);
-        if (rc == AL_OK) rc = want_shape(f, name, L->W_O, oc, D);
-        snprintf(name, sizeof name, "layers.%d.o.bias", l);
-        m = NULL;
-        if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
-            rc = want_shape(f, name, m, 1, D);
-            L->b_O = take_vec(m);
-        }
-        if (rc == AL_OK && rope_dim > 0) {
-            snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
-            const st_entry *e = st_find(f, name);
-            if (!e || e->dtype != DT_F64 || st_numel(e) != (size_t)rope_dim / 2)
-                rc = al_err("%s: tensor '%s' must be F64 with %d values", st_path(f), name, rope_dim / 2);
-            else if (!(L->inv_freq = al_malloc3((size_t)rope_dim / 2, 1, sizeof(double), "RoPE frequencies")))
-                rc = AL_ERR;
-            else
-                memcpy(L->inv_freq, st_data(f, e), (size_t)rope_dim / 2 * sizeof(double));
-        }
+        L->rope = h->layout;
+        L->rope_dim = h->rope_dim;
+        L->scale = h->scale;
+        rc = load_dense_qo(f, t, l, L);
+        if (rc == AL_OK && h->rope_dim > 0) rc = load_inv_freq(f, l, h->rope_dim, L);
     }
+    tpa_form form = t->opts.form;
     snprintf(name, sizeof name, "layers.%d.k", l);
     if (rc == AL_OK) rc = load_factor(f, name, form, t->n_kv_heads, t->head_dim, t->hidden, &tl->K);
     snprintf(name, sizeof name, "layers.%d.v", l);
@@ -812,13 +830,6 @@ static int load_layer(const st_file *f, const TpaModel *t, tpa_form form, rope_l
     *out = tl;
     return AL_OK;
 }
-
-/* What a manifest says about every layer beside the TpaModel's own fields. */
-typedef struct {
-    int rope_dim;            /* rotary dims of each head (0: no RoPE) */
-    rope_layout layout;      /* their pairing (ROPE_NONE without RoPE) */
-    double scale;            /* the softmax scale */
-} TpaManifest;
 
 /* The manifest at mpath parsed into *root (the caller's, cJSON_Delete), checked to be a TPA export
  * of the version this attnlab reads. */
@@ -904,7 +915,7 @@ static int load_layers(const char *fpath, const cJSON *root, const TpaManifest *
     int rc = st_open(fpath, &f);
     const cJSON *reps = cJSON_GetObjectItemCaseSensitive(root, "layers");
     for (int l = 0; l < t->n_layers && rc == AL_OK; l++) {
-        if ((rc = load_layer(f, t, t->opts.form, h->layout, h->rope_dim, h->scale, l, &t->layers[l]))) break;
+        if ((rc = load_layer(f, t, h, l, &t->layers[l]))) break;
         const cJSON *r = cJSON_GetArrayItem(reps, l);
         TpaLayerReport *rep = &t->layers[l]->rep;
         rep->k_energy = t->layers[l]->K.energy = json_get_num(r, "k_energy");
