@@ -36,6 +36,13 @@ static void help_params(Out *out, const Param *ps, bool kw) {
     }
 }
 
+/* `help load`'s list of families: the family table's rows (core/model/family.h). */
+static void help_families(Out *out) {
+    out_printf(out, "\nfamilies (config.json model_type: what it is):\n");
+    for (int f = 0; f < FAM_COUNT; f++)
+        out_printf(out, "  %-14s %s\n", FAMILY[f].model_type, FAMILY[f].help);
+}
+
 /* `help load`'s list of aliases: the user's file first (they win), then the built-in ones. */
 static void help_aliases(Out *out) {
     const char *alias, *target;
@@ -75,7 +82,7 @@ static int cmd_help(Session *s, const Args *a, Out *out) {
             help_command(out, sc, c);
         } else {
             help_command(out, c, NULL);
-            if (!strcmp(c->name, "load")) help_aliases(out);
+            if (!strcmp(c->name, "load")) { help_families(out); help_aliases(out); }
         }
         return AL_OK;
     }

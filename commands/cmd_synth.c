@@ -106,15 +106,16 @@ static int cmd_synth_demo(Session *s, const Args *a, Out *out) {
 
 static const char FAMILY_HELP[] =
     "Writes a tiny checkpoint of one model family into DIR (created; it must not exist or be\n"
-    "empty), with the real Hugging Face tensor names, shapes and config.json keys of the family:\n"
-    "  qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 deepseek_v3\n"
+    "empty), with the real Hugging Face tensor names, shapes and config.json keys of the family\n"
+    "(NAME: a row of the family table with a recipe; the usage line lists them)\n"
     "(hidden 64-128, 3-6 layers, vocab 256, head_dim 32; MoE: 4 experts top-2, deepseek_v3: 8\n"
     "routed experts in 4 groups, a shared expert, layer 0 dense). Planted VO pairs per KV head:\n"
     "layer 0 random; layer 1 KV head 0 bottleneck V rank 6, the others flat (32); layer 2\n"
     "fused-low (V, O 31 at tau 0.999, VO 4); later layers random. gpt_neox (NoPE columns 8..31)\n"
     "and deepseek_v3 (qk_nope 32) also plant QK: layer 1 K rank 8, layer 2 flat. Small sliding\n"
     "windows (8) and, for gemma2, low soft-caps (5, 10), so short sequences exercise them. The\n"
-    "structure and dims are in core/methods/synth_family.c's header. No tokenizer: feed token ids.";
+    "structure is in core/methods/synth_family.c's header, the dims in core/model/family.c.\n"
+    "No tokenizer: feed token ids.";
 
 static const Param family_pos[] = {
     { .name = "name", .type = ARG_ENUM, .choices = synth_family_names, .comp = COMP_CHOICES,

@@ -24,13 +24,7 @@ void strlist_free(StrList *l) {
 int strlist_add(StrList *l, const char *s) {
     for (size_t i = 0; i < l->n; i++)
         if (!strcmp(l->v[i], s)) return AL_OK;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **v = realloc(l->v, cap * sizeof *v);
-        if (!v) return al_err("out of memory completing");
-        l->v = v;
-        l->cap = cap;
-    }
+    if (al_reserve(&l->v, &l->cap, l->n + 1, sizeof *l->v, "the completions")) return AL_ERR;
     if (!(l->v[l->n] = strdup(s))) return al_err("out of memory completing");
     l->n++;
     return AL_OK;

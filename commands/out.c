@@ -18,13 +18,7 @@ typedef struct { char *p; size_t n, cap; bool bad; } Buf;
 
 static void buf_add(Buf *b, const char *s, size_t n) {
     if (b->bad) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->bad = true; return; }
-        b->p = p; b->cap = cap;
-    }
+    if (al_reserve(&b->p, &b->cap, b->n + n + 1, 1, "a string")) { b->bad = true; return; }
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
@@ -93,15 +87,9 @@ void table_free(Table *t) {
 }
 
 int table_row(Table *t) {
-    if (t->nrows == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 16, bytes;
-        if (!al_mul_ok(cap, t->ncols ? t->ncols : 1, &bytes, "table rows") ||
-            !al_mul_ok(bytes, sizeof(Cell), &bytes, "table rows")) return AL_ERR;
-        Cell *c = realloc(t->cells, bytes);
-        if (!c) return al_err("out of memory growing a table to %zu rows", cap);
-        t->cells = c;
-        t->cap = cap;
-    }
+    size_t row;             /* bytes of one row: ncols cells */
+    if (!al_mul_ok(t->ncols ? t->ncols : 1, sizeof(Cell), &row, "table rows") ||
+        al_reserve(&t->cells, &t->cap, t->nrows + 1, row, "a table")) return AL_ERR;
     memset(t->cells + t->nrows * t->ncols, 0, t->ncols * sizeof(Cell));
     t->nrows++;
     t->cur_col = 0;

@@ -77,13 +77,7 @@ int session_add_model(Session *s, Model *m, const char *name) {
     const char *nm = name ? name : m->name;
     if (!nm || !*nm) return al_err("a model needs a name");
     if (session_find(s, nm)) return al_err("a model named '%s' is already loaded (close %s, or load ... as OTHER)", nm, nm);
-    if (s->nmodels == s->cap_models) {
-        size_t cap = s->cap_models ? s->cap_models * 2 : 4;
-        Model **v = realloc(s->models, cap * sizeof *v);
-        if (!v) return al_err("out of memory adding a model");
-        s->models = v;
-        s->cap_models = cap;
-    }
+    if (al_reserve(&s->models, &s->cap_models, s->nmodels + 1, sizeof *s->models, "the model list")) return AL_ERR;
     if (nm != m->name) {
         char *c = al_strdup(nm);
         if (!c) return AL_ERR;

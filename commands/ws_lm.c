@@ -116,12 +116,7 @@ int lm_read_ids(const char *path, int **ids, size_t *n) {
             rc = al_err("%s: token %zu ('%.12s') is not a non-negative integer id", path, k + 1, p);
             break;
         }
-        if (k == cap) {
-            int *nv = realloc(v, 2 * cap * sizeof *nv);
-            if (!nv) { rc = al_err("out of memory reading %s", path); break; }
-            v = nv;
-            cap *= 2;
-        }
+        if ((rc = al_reserve(&v, &cap, k + 1, sizeof *v, "token ids"))) break;
         v[k++] = (int)x;
         p = end;
     }

@@ -150,7 +150,7 @@ static void test_model_and_analyses(const char *tmp) {
         CHECK_ERR(analysis_check(m, AN_CONVERT_MLA), "per-head Q/K RMSNorm");
         CHECK_OK(analysis_check(m, AN_PPL));                   /* the forward pass applies the norms */
         Mat *A = NULL, *B = NULL;
-        lin_op op;
+        spectra_op op;
         CHECK_ERR(farr_head_factors(m, FARR_QK, 0, 0, 3, &A, &B, &op), "Q/K RMSNorm");   /* ranks qk asks analyses */
         CHECK_OK(farr_head_factors(m, FARR_VO, 0, 0, FARR_NO_OFFSET, &A, &B, &op));     /* ranks vo does not */
         mat_free(A);
@@ -188,7 +188,7 @@ static void test_families(void) {
     c = parse("\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
               "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"norm_topk_prob\": true, \"decoder_sparse_step\": 2, "
               "\"mlp_only_layers\": [3], \"moe_intermediate_size\": 16");
-    CHECK(c.family == FAM_QWEN3 && c.mlp == MLP_MOE && c.moe.layout == MOE_QWEN && c.moe.n_experts == 8 && c.moe.top_k == 2 &&
+    CHECK(c.family == FAM_QWEN3_MOE && !strcmp(model_family_name(c.family), "qwen3") && c.mlp == MLP_MOE && c.moe.layout == MOE_QWEN && c.moe.n_experts == 8 && c.moe.top_k == 2 &&
           c.moe.norm_topk_prob && !cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 1) && !cfg_moe_layer(&c, 2) &&
           !cfg_moe_layer(&c, 3), "qwen3_moe routing: layers (L+1) %% 2 == 0 minus mlp_only_layers");
     c = parse("\"model_type\": \"gemma2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 4, "
@@ -255,7 +255,48 @@ static void test_python_nonfinite(void) {
     CHECK_ERR(model_config_parse("{" LLAMA ", \"x\": NaNa}", "t/config.json", &c), "not valid JSON");
 }
 
+/* The family table: one row per model_type, found by its name; roles named as Hugging Face names
+ * them in each layout; every synthetic recipe is valid JSON members. */
+static void test_family_table(void) {
+    for (int f = 0; f < FAM_COUNT; f++) {
+        const FamilyRow *r = family_row((model_family)f);
+        model_family g = FAM_COUNT;
+        CHECK(r->model_type && r->name && r->help && r->help[0], "row %d complete", f);
+        if (r->keys == KEYS_LLAMA2C) continue;
+        CHECK(family_find(r->model_type, NULL, &g) && g == (model_family)f, "%s found as itself", r->model_type);
+        if (r->arch) CHECK(family_find(NULL, r->arch, &g) && g == (model_family)f, "%s by architecture", r->arch);
+        if (!r->synth.config) continue;
+        char *json = al_asprintf("{%s}", r->synth.config);
+        cJSON *j = cJSON_Parse(json);
+        CHECK(j != NULL, "%s: synth recipe is JSON members", r->model_type);
+        cJSON_Delete(j);
+        free(json);
+    }
+    model_family g;
+    CHECK(!family_find("gemma3", NULL, &g) && !family_find("llama2c", NULL, &g), "unknown and file-only types");
+    ModelConfig c;
+    char n[192];
+    CHECK_OK(model_config_parse("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                                "\"num_hidden_layers\": 4}", "t", &c));
+    CHECK(cfg_role_name(&c, ROLE_Q, 3, -1, "weight", n, sizeof n) && !strcmp(n, "model.layers.3.self_attn.q_proj.weight"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_NORM_FFN_IN, 0, -1, NULL, n, sizeof n) && !strcmp(n, "model.layers.0.post_attention_layernorm"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_LM_HEAD, -1, -1, "weight", n, sizeof n) && !strcmp(n, "lm_head.weight"), "%s", n);
+    CHECK(!cfg_role_name(&c, ROLE_KV_B, 0, -1, "weight", n, sizeof n) && !n[0], "no kv_b in a split layout");
+    CHECK_OK(model_config_parse("{\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2}", "t", &c));
+    CHECK(cfg_role_name(&c, ROLE_QKV, 1, -1, "bias", n, sizeof n) && !strcmp(n, "transformer.h.1.attn.c_attn.bias"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_POS_EMBED, -1, -1, "weight", n, sizeof n) && !strcmp(n, "transformer.wpe.weight"), "%s", n);
+    CHECK_OK(model_config_parse("{\"model_type\": \"gpt_neox\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                                "\"num_hidden_layers\": 2}", "t", &c));
+    CHECK(cfg_role_name(&c, ROLE_LM_HEAD, -1, -1, "weight", n, sizeof n) && !strcmp(n, "embed_out.weight"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_FINAL_NORM, -1, -1, "bias", n, sizeof n) && !strcmp(n, "gpt_neox.final_layer_norm.bias"), "%s", n);
+    CHECK_OK(model_config_parse("{\"model_type\": \"mixtral\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                                "\"num_hidden_layers\": 2, \"num_local_experts\": 4, \"num_experts_per_tok\": 2}", "t", &c));
+    CHECK(cfg_role_name(&c, ROLE_EXP_DOWN, 1, 2, "weight", n, sizeof n) &&
+          !strcmp(n, "model.layers.1.block_sparse_moe.experts.2.w2.weight"), "%s", n);
+}
+
 int main(void) {
+    test_family_table();
     test_python_nonfinite();
     test_families();
     test_rope_spec();

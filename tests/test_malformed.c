@@ -628,7 +628,7 @@ static void test_configs(void) {
     CHECK_OK(model_config_parse("{\"model_type\": \"kimi_k2\", \"hidden_size\": 64, \"num_attention_heads\": 2, "
                                 "\"num_hidden_layers\": 1, \"q_lora_rank\": null, \"kv_lora_rank\": 16, "
                                 "\"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 8, \"v_head_dim\": 8}", "x", &c));
-    CHECK(c.family == FAM_DEEPSEEK && c.q_lora_rank == 0, "kimi_k2, null q_lora_rank");
+    CHECK(c.family == FAM_KIMI_K2 && cfg_is_mla(&c) && c.q_lora_rank == 0, "kimi_k2, null q_lora_rank");
     /* null reads as absent, as Hugging Face reads it: KV heads = heads, head_dim = hidden / heads */
     CHECK_OK(model_config_parse("{\"model_type\": \"llama\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
                                 "\"num_key_value_heads\": null, \"head_dim\": null, \"num_hidden_layers\": 1}", "x", &c));

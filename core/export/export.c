@@ -5,7 +5,7 @@
 #include "export.h"
 
 #include "ckpt_write.h"
-#include "lin.h"
+#include "spectra.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -59,7 +59,7 @@ static const char *plan_hf_refusal(const Model *m, const FarrPlan *p) {
 
 const char *export_hf_refusal(const Model *m, const FarrPlan *vo, const FarrPlan *qk) {
     const ModelConfig *c = &m->cfg;
-    if (c->family != FAM_DEEPSEEK) {
+    if (!cfg_is_mla(c)) {
         snprintf(refusal, sizeof refusal, "format hf is for DeepSeek-V3-layout models: a %s config has one "
                  "head_dim for Q, K and V (no qk_nope_head_dim / v_head_dim), so it cannot express "
                  "truncated heads; use format factors", c->model_type);
@@ -202,7 +202,7 @@ static bool rewritten_suffix(const Ctx *x, const char *suffix, int L) {
     const FarrPlan *vo = cut_layer(x, FARR_VO, L) ? x->plan[FARR_VO] : NULL;
     const FarrPlan *qk = cut_layer(x, FARR_QK, L) ? x->plan[FARR_QK] : NULL;
     const ModelConfig *c = x->c;
-    if (c->family == FAM_GPT2) {
+    if (c->attn == QKV_CONV1D) {
         if (strcmp(suffix, "attn.c_attn.weight") == 0 || strcmp(suffix, "attn.c_attn.bias") == 0) return vo || qk;
         if (strcmp(suffix, "attn.c_proj.weight") == 0 || strcmp(suffix, "attn.c_proj.bias") == 0) return vo != NULL;
         return false;
@@ -314,7 +314,7 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
     const FarrTruncLayer *tv = cut_layer(x, FARR_VO, L), *tq = cut_layer(x, FARR_QK, L);
     int H = c->n_heads, G = c->n_kv_heads;
     size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, nope = (size_t)c->qk_nope_dim;
-    if (c->family == FAM_GPT2) {
+    if (c->attn == QKV_CONV1D) {
         size_t D = (size_t)c->hidden, d = dqk;
         if (strcmp(suffix, "attn.c_attn.weight") == 0) {
             for (int h = 0; tq && h < H; h++) put_cols(W, w0, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true, 1.0f);
@@ -635,6 +635,16 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
 
 /* ================================================================ manifest and factors */
 
+/* The counts the plan and each of its layers report, under the same keys at both levels:
+ * count = (params_before, params_after, kv_before, kv_after), quality = (energy_min,
+ * energy_mean, err_max). */
+static void add_counts(cJSON *o, const size_t count[4], const double quality[3]) {
+    static const char *const count_keys[4] = {"params_before", "params_after", "kv_values_before", "kv_values_after"};
+    static const char *const quality_keys[3] = {"energy_min", "energy_mean", "rel_error_max"};
+    for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(o, count_keys[i], (double)count[i]);
+    for (int i = 0; i < 3; i++) cJSON_AddNumberToObject(o, quality_keys[i], quality[i]);
+}
+
 static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "kind", farr_kind_name(p->opts.kind));
@@ -647,13 +657,8 @@ static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
     cJSON_AddItemToArray(lr, cJSON_CreateNumber(p->hi));
     cJSON_AddStringToObject(j, "fused_columns", p->opts.kind == FARR_VO ? "all" :
                             x->c->qk_nope_dim && x->c->qk_rope_dim ? "nope" : "all");
-    cJSON_AddNumberToObject(j, "params_before", (double)p->params_before);
-    cJSON_AddNumberToObject(j, "params_after", (double)p->params_after);
-    cJSON_AddNumberToObject(j, "kv_values_before", (double)p->kv_before);
-    cJSON_AddNumberToObject(j, "kv_values_after", (double)p->kv_after);
-    cJSON_AddNumberToObject(j, "energy_min", p->energy_min);
-    cJSON_AddNumberToObject(j, "energy_mean", p->energy_mean);
-    cJSON_AddNumberToObject(j, "rel_error_max", p->err_max);
+    add_counts(j, (size_t[4]){p->params_before, p->params_after, p->kv_before, p->kv_after},
+               (double[3]){p->energy_min, p->energy_mean, p->err_max});
     cJSON_AddNumberToObject(j, "rel_error_mean", p->err_mean);
     cJSON *layers = cJSON_AddArrayToObject(j, "per_layer");
     for (int L = p->lo; L <= p->hi; L++) {
@@ -662,13 +667,8 @@ static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
         cJSON_AddNumberToObject(o, "layer", L);
         cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
         for (int g = 0; g < tl->n_kv; g++) cJSON_AddItemToArray(ranks, cJSON_CreateNumber(tl->groups[g]->rank));
-        cJSON_AddNumberToObject(o, "params_before", (double)tl->params_before);
-        cJSON_AddNumberToObject(o, "params_after", (double)tl->params_after);
-        cJSON_AddNumberToObject(o, "kv_values_before", (double)tl->kv_before);
-        cJSON_AddNumberToObject(o, "kv_values_after", (double)tl->kv_after);
-        cJSON_AddNumberToObject(o, "energy_min", tl->energy_min);
-        cJSON_AddNumberToObject(o, "energy_mean", tl->energy_mean);
-        cJSON_AddNumberToObject(o, "rel_error_max", tl->err_max);
+        add_counts(o, (size_t[4]){tl->params_before, tl->params_after, tl->kv_before, tl->kv_after},
+                   (double[3]){tl->energy_min, tl->energy_mean, tl->err_max});
         if (x->balance[p->opts.kind]) {   /* the weights hold shared x c and head / c */
             cJSON *b = cJSON_AddArrayToObject(o, "fp8_balance");
             for (int g = 0; g < tl->n_kv; g++) cJSON_AddItemToArray(b, cJSON_CreateNumber(bal(x, p->opts.kind, L, g)));
@@ -847,7 +847,7 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
                 const ExportOpts *opts, ExportReport *rep) {
     ExportOpts o = opts ? *opts : (ExportOpts){ 0 };
     if (!vo && !qk) return al_err("nothing to export: run `truncate vo ...` or `truncate qk ...` first");
-    if (m->cfg.family == FAM_LLAMA2C || !m->config_json)
+    if (cfg_row(&m->cfg)->keys == KEYS_LLAMA2C || !m->config_json)
         return al_err("export needs a Hugging Face checkpoint (config.json + safetensors); %s is a llama2.c "
                       "checkpoint: load its HF conversion and truncate that", m->path);
     for (int k = 0; k < 2; k++) {
@@ -939,7 +939,7 @@ static int head_spectrum(Model *m, farr_kind k, int L, int h, Spectrum **out) {
     head_part part = cfg_is_mla(&m->cfg) && k == FARR_QK ? PART_NOPE : PART_ALL;
     int rc = k == FARR_VO ? model_head(m, HK_V, L, g, PART_ALL, &A) : model_head(m, HK_Q, L, h, part, &A);
     if (rc == AL_OK) rc = k == FARR_VO ? model_head(m, HK_O, L, h, PART_ALL, &B) : model_head(m, HK_K, L, g, part, &B);
-    if (rc == AL_OK) rc = lin_dense_product_svd(A, B, k == FARR_VO ? LIN_AB : LIN_ABT, 0, out);
+    if (rc == AL_OK) rc = spectra_dense_product_svd(A, B, k == FARR_VO ? SPECTRA_AB : SPECTRA_ABT, 0, out);
     mat_free(A);
     mat_free(B);
     return rc;
@@ -973,8 +973,8 @@ static int check_truncation(Model *src, Model *ex, const cJSON *t, double q_scal
                 }
                 c->heads++;
             }
-            lin_spectrum_free(a);
-            lin_spectrum_free(b);
+            spectrum_free(a);
+            spectrum_free(b);
             if (rc) return al_err_ctx("layer %d head %d", L, h);
         }
         al_progress("layer", (size_t)L + 1, (size_t)src->cfg.n_layers);

@@ -25,15 +25,13 @@ const char *gguf_arch_for(const Model *m, const char **why) {
     if (!a) *why = "no llama.cpp architecture is mapped for this family yet";
     else if (c->mlp == MLP_MOE)
         *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts only)";
-    else if (c->family == FAM_DEEPSEEK && c->rope_spec.layout != ROPE_INTERLEAVED)
+    else if (cfg_is_mla(c) && c->rope_spec.layout != ROPE_INTERLEAVED)
         *why = "rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs";
     else if (c->rope_spec.scaling.kind == RS_LONGROPE || c->rope_spec.scaling.kind == RS_OTHER)
         *why = "its rope_scaling type has no GGUF mapping here (none, linear, llama3 and yarn do)";
-    else if (c->qk_norm != (c->family == FAM_QWEN3 || c->family == FAM_GEMMA3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE))
+    else if (c->qk_norm != cfg_row(c)->qk_norm)
         *why = "its q/k norms are not the ones its llama.cpp architecture applies";
-    else if (c->block != (c->family == FAM_OLMO2 ? BLOCK_POST : BLOCK_PRE) &&
-             !(c->family == FAM_NEOX && c->block == BLOCK_PARALLEL) &&
-             !((c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3) && c->block == BLOCK_SANDWICH))
+    else if (c->block != cfg_row(c)->block && !(c->block == BLOCK_PRE && cfg_row(c)->block != BLOCK_POST))
         *why = "its layers' norm arrangement is not the one its llama.cpp architecture runs";
     return *why ? NULL : a->arch;
 }
@@ -468,11 +466,11 @@ static uint32_t file_type(gg_type t) { return t == GG_F32 ? 0 : t == GG_F16 ? 1 
 
 static int build(Model *m, const GgufArch *a, const GgufExportOpts *o, GgufExportReport *rep, GgufWriter *w) {
     Ctx x = {.w = w, .m = m, .a = a, .o = o, .rep = rep};
-    x.linearize = m->cfg.family == FAM_DEEPSEEK && !m->cfg.latent_norm;
+    x.linearize = cfg_is_mla(&m->cfg) && !m->cfg.latent_norm;
     if (x.linearize && !(m->cfg.norm_eps > 0))
         return al_err("%s: rms_norm_eps is 0: the latent norm llama.cpp applies cannot be made linear", m->name);
     rep->latent_scaled = x.linearize;
-    rep->q_less_old = m->cfg.family == FAM_DEEPSEEK && m->cfg.q_lora_rank <= 0 && m->cfg.n_layers != 27;
+    rep->q_less_old = cfg_is_mla(&m->cfg) && m->cfg.q_lora_rank <= 0 && m->cfg.n_layers != 27;
     const char *slash = strrchr(m->name, '/');
     int rc = gguf_set_str(w, "general.architecture", a->arch);
     if (!rc) rc = gguf_set_str(w, "general.type", "model");

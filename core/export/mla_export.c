@@ -221,13 +221,7 @@ static void plan_free(Plan *p) {
 
 static int plan_add(Plan *p, char *name, int kind, int layer, size_t bytes) {
     if (!name) return AL_ERR;
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 256;
-        PlanItem *nv = realloc(p->v, cap * sizeof *nv);
-        if (!nv) { free(name); return al_err("out of memory planning the export"); }
-        p->v = nv;
-        p->cap = cap;
-    }
+    if (al_reserve(&p->v, &p->cap, p->n + 1, sizeof *p->v, "the export plan")) { free(name); return AL_ERR; }
     p->v[p->n++] = (PlanItem){.name = name, .kind = kind, .layer = layer, .bytes = bytes};
     return AL_OK;
 }

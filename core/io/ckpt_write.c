@@ -260,12 +260,7 @@ static int add_ent(CkptWriter *w, const char *name, dt_type dtype, int ndim, con
         rc = al_err("tensor '%s': shape x %s is %zu bytes, got %zu", name, dt_name(dtype), need, nbytes);
     for (size_t i = 0; rc == AL_OK && i < f->n; i++)
         if (!strcmp(f->e[i].name, name)) rc = al_err("tensor '%s' added twice", name);
-    if (rc == AL_OK && f->n == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 64;
-        Ent *ne = realloc(f->e, cap * sizeof *ne);
-        if (!ne) rc = al_err("out of memory");
-        else { f->e = ne; f->cap = cap; }
-    }
+    if (rc == AL_OK) rc = al_reserve(&f->e, &f->cap, f->n + 1, sizeof *f->e, "the tensor table");
     char *nm = rc == AL_OK ? al_strdup(name) : NULL;
     if (!nm) { free(owned); return AL_ERR; }
     Ent *e = &f->e[f->n++];
@@ -390,13 +385,7 @@ int ckpt_shard_end(CkptWriter *w) {
     snprintf(rel, sizeof rel, SHARD_TMP, w->nshards);
     int rc = AL_OK;
     for (size_t i = 0; rc == AL_OK && i < f->n; i++) {
-        if (w->nmap == w->capmap) {
-            size_t cap = w->capmap ? 2 * w->capmap : 256;
-            MapItem *nm = realloc(w->map, cap * sizeof *nm);
-            if (!nm) { rc = al_err("out of memory building the index"); break; }
-            w->map = nm;
-            w->capmap = cap;
-        }
+        if ((rc = al_reserve(&w->map, &w->capmap, w->nmap + 1, sizeof *w->map, "the index"))) break;
         char *n = al_strdup(f->e[i].name);
         if (!n) { rc = AL_ERR; break; }
         w->map[w->nmap++] = (MapItem){.name = n, .shard = w->nshards};

@@ -676,7 +676,7 @@ static void layout_dense_mlp(Lint *x, const char *p) {
 static void layout_gqa(Lint *x) {
     const ModelConfig *c = &x->cfg;
     size_t h = (size_t)c->hidden;
-    bool neox = c->family == FAM_NEOX;
+    bool neox = c->names == NAMES_NEOX;
     const char *pf = c->prefix;
     expect(x, false, (size_t)c->vocab, h, "vocab_size x hidden_size", "%s%s.weight", pf,
            neox ? "embed_in" : "embed_tokens");
@@ -770,11 +770,11 @@ static void layout_gpt2(Lint *x) {
 static bool skipped(const Lint *x, const char *name) {
     if (ends_with(name, "rotary_emb.inv_freq") || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))
         return true;
-    if (x->cfg.family == FAM_NEOX && (ends_with(name, ".attention.bias") || ends_with(name, ".attention.masked_bias")))
+    if (x->cfg.attn == QKV_HEADS && (ends_with(name, ".attention.bias") || ends_with(name, ".attention.masked_bias")))
         return true;
     int L;
     const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(x->tree, "num_nextn_predict_layers");
-    return x->cfg.family == FAM_DEEPSEEK && cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
+    return cfg_is_mla(&x->cfg) && cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
            sscanf(name, "model.layers.%d.", &L) == 1 && L >= x->cfg.n_layers;
 }
 
@@ -834,10 +834,10 @@ static void emit_aggs(Lint *x) {
 
 /* tie_word_embeddings with an lm_head of its own: engines use the embeddings as the head. */
 static void check_tied_head(Lint *x) {
-    model_family fam = x->cfg.family;
-    const char *emb = fam == FAM_GPT2   ? (find(x, "wte.weight") ? "wte.weight" : "transformer.wte.weight")
-                      : fam == FAM_NEOX ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight";
-    const char *head = fam == FAM_NEOX ? "embed_out.weight" : "lm_head.weight";
+    model_names names = x->cfg.names;
+    const char *emb = names == NAMES_GPT2   ? (find(x, "wte.weight") ? "wte.weight" : "transformer.wte.weight")
+                      : names == NAMES_NEOX ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight";
+    const char *head = names == NAMES_NEOX ? "embed_out.weight" : "lm_head.weight";
     const LTensor *h = find(x, head), *e = find(x, emb);
     if (!x->cfg.tie_embeddings || !h || !e) return;
     size_t n = h->e->end - h->e->begin;
@@ -862,12 +862,10 @@ static void check_layout(Lint *x) {
             c->moe.n_experts ? ", with routed experts" : "", x->nt);
         return;
     }
-    switch (x->cfg.family) {
-    case FAM_DEEPSEEK: layout_deepseek(x); break;
-    case FAM_GPT2: layout_gpt2(x); break;
-    case FAM_LLAMA2C: case FAM_COUNT: return;          /* not a folder family */
-    default: layout_gqa(x); break;
-    }
+    if (cfg_row(c)->keys == KEYS_LLAMA2C) return;             /* not a folder family */
+    if (c->attn == QKV_MLA) layout_deepseek(x);
+    else if (c->attn == QKV_CONV1D) layout_gpt2(x);
+    else layout_gqa(x);
     check_tied_head(x);
     for (size_t i = 0; i < x->nt; i++)
         if (!x->t[i].used) agg_add(x, skipped(x, x->t[i].name) ? AGG_SKIPPED : AGG_UNKNOWN, x->t[i].name, x->t[i].name);
@@ -1003,7 +1001,7 @@ static void check_latent_eps(Lint *x) {
 /* DeepSeek keys whose meaning a stock loader does not share, and FlashMLA's shapes. */
 static void check_mla(Lint *x) {
     const ModelConfig *c = &x->cfg;
-    if (!x->cfg_ok || c->family != FAM_DEEPSEEK) return;
+    if (!x->cfg_ok || !cfg_is_mla(c)) return;
     check_ds_defaults(x);
     const cJSON *lln = cJSON_GetObjectItemCaseSensitive(x->tree, "qk_latent_layernorm");
     if (cJSON_IsFalse(lln))

@@ -295,13 +295,7 @@ void synlist_free(SynList *l) {
 /* Appends m (ownership taken, also on failure) under name with storage dtype. */
 int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype) {
     if (!m) return AL_ERR;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        SynTensor *t = realloc(l->t, cap * sizeof *t);
-        if (!t) { mat_free(m); return al_err("out of memory listing synthetic tensors"); }
-        l->t = t;
-        l->cap = cap;
-    }
+    if (al_reserve(&l->t, &l->cap, l->n + 1, sizeof *l->t, "the synthetic tensor list")) { mat_free(m); return AL_ERR; }
     SynTensor *t = &l->t[l->n];
     t->name = al_strdup(name);
     if (!t->name) { mat_free(m); return AL_ERR; }
@@ -560,50 +554,94 @@ static int r1_layer(SynList *l, const SynthOptions *o, int L) {
     return rc;
 }
 
-static cJSON *r1_config(const SynthOptions *o) {
-    cJSON *c = cJSON_CreateObject();
+/* One DeepSeek-V3 config.json (demo-r1 and ds-r1-shape) in the key order of the real one: the
+ * shape, the MoE settings (demo-r1 keeps every layer dense), and `hub`: the keys only DeepSeek-R1's
+ * own file carries (aux loss, expert parallelism, YaRN, seq_aux, use_cache). */
+typedef struct {
+    int hidden, heads, qlora, kvlora, nope, rope, v, layers, vocab, inter, max_pos;
+    int first_dense, moe_inter, n_group, n_routed, per_tok, nextn, topk_group;
+    double routed_scale;
+    bool hub;
+    const char *kind;           /* attnlab_synth.kind */
+    unsigned long seed;
+    dt_type dtype;              /* storage; F8_E4M3 adds quantization_config */
+} DsConfig;
+
+static void ds_add_yarn(cJSON *c) {
+    cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
+    syn_add_num(rs, "beta_fast", 32);
+    syn_add_num(rs, "beta_slow", 1);
+    syn_add_num(rs, "factor", 40);
+    syn_add_num(rs, "mscale", 1.0);
+    syn_add_num(rs, "mscale_all_dim", 1.0);
+    syn_add_num(rs, "original_max_position_embeddings", 4096);
+    syn_add_str(rs, "type", "yarn");
+}
+
+/* The keys up to num_nextn_predict_layers (architectures .. MoE). */
+static void ds_config_head(cJSON *c, const DsConfig *d) {
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
     cJSON_AddFalseToObject(c, "attention_bias");
     syn_add_num(c, "attention_dropout", 0.0);
+    if (d->hub) syn_add_num(c, "aux_loss_alpha", 0.001);
     syn_add_num(c, "bos_token_id", 0);
     syn_add_num(c, "eos_token_id", 1);
-    syn_add_num(c, "first_k_dense_replace", R1_LAYERS);   /* every layer dense: no MoE */
+    if (d->hub) syn_add_num(c, "ep_size", 1);
+    syn_add_num(c, "first_k_dense_replace", d->first_dense);
     syn_add_str(c, "hidden_act", "silu");
-    syn_add_num(c, "hidden_size", R1_HIDDEN);
+    syn_add_num(c, "hidden_size", d->hidden);
     syn_add_num(c, "initializer_range", 0.02);
-    syn_add_num(c, "intermediate_size", R1_INTER);
-    syn_add_num(c, "kv_lora_rank", R1_KVLORA);
-    syn_add_num(c, "max_position_embeddings", 4096);
+    syn_add_num(c, "intermediate_size", d->inter);
+    syn_add_num(c, "kv_lora_rank", d->kvlora);
+    syn_add_num(c, "max_position_embeddings", d->max_pos);
     syn_add_str(c, "model_type", "deepseek_v3");
-    syn_add_num(c, "moe_intermediate_size", 64);
+    syn_add_num(c, "moe_intermediate_size", d->moe_inter);
     syn_add_num(c, "moe_layer_freq", 1);
-    syn_add_num(c, "n_group", 1);
-    syn_add_num(c, "n_routed_experts", 4);
+    syn_add_num(c, "n_group", d->n_group);
+    syn_add_num(c, "n_routed_experts", d->n_routed);
     syn_add_num(c, "n_shared_experts", 1);
     cJSON_AddTrueToObject(c, "norm_topk_prob");
-    syn_add_num(c, "num_attention_heads", R1_HEADS);
-    syn_add_num(c, "num_experts_per_tok", 2);
-    syn_add_num(c, "num_hidden_layers", R1_LAYERS);
-    syn_add_num(c, "num_key_value_heads", R1_HEADS);
-    syn_add_num(c, "num_nextn_predict_layers", 0);
-    syn_add_num(c, "q_lora_rank", R1_QLORA);
-    syn_add_num(c, "qk_nope_head_dim", R1_NOPE);
-    syn_add_num(c, "qk_rope_head_dim", R1_ROPE);
-    if (o->dtype == DT_F8_E4M3) add_fp8_quant_config(c);
+    syn_add_num(c, "num_attention_heads", d->heads);
+    syn_add_num(c, "num_experts_per_tok", d->per_tok);
+    syn_add_num(c, "num_hidden_layers", d->layers);
+    syn_add_num(c, "num_key_value_heads", d->heads);
+    syn_add_num(c, "num_nextn_predict_layers", d->nextn);
+}
+
+static cJSON *ds_config(const DsConfig *d) {
+    cJSON *c = cJSON_CreateObject();
+    ds_config_head(c, d);
+    syn_add_num(c, "q_lora_rank", d->qlora);
+    syn_add_num(c, "qk_nope_head_dim", d->nope);
+    syn_add_num(c, "qk_rope_head_dim", d->rope);
+    if (d->dtype == DT_F8_E4M3) add_fp8_quant_config(c);
     syn_add_num(c, "rms_norm_eps", 1e-6);
-    cJSON_AddNullToObject(c, "rope_scaling");
+    if (d->hub) ds_add_yarn(c);
+    else cJSON_AddNullToObject(c, "rope_scaling");
     syn_add_num(c, "rope_theta", 10000);
-    syn_add_num(c, "routed_scaling_factor", 1.0);
+    syn_add_num(c, "routed_scaling_factor", d->routed_scale);
     syn_add_str(c, "scoring_func", "sigmoid");
-    syn_add_num(c, "topk_group", 1);
+    if (d->hub) cJSON_AddTrueToObject(c, "seq_aux");
+    if (d->hub) cJSON_AddFalseToObject(c, "tie_word_embeddings");
+    syn_add_num(c, "topk_group", d->topk_group);
     syn_add_str(c, "topk_method", "noaux_tc");
-    cJSON_AddFalseToObject(c, "tie_word_embeddings");
-    syn_add_str(c, "torch_dtype", o->dtype == DT_F32 ? "float32" : "bfloat16");
-    syn_add_num(c, "v_head_dim", R1_V);
-    syn_add_num(c, "vocab_size", R1_VOCAB);
-    syn_add_provenance(c, "demo-r1", o->seed, o->dtype);
+    if (!d->hub) cJSON_AddFalseToObject(c, "tie_word_embeddings");
+    syn_add_str(c, "torch_dtype", d->dtype == DT_F32 ? "float32" : "bfloat16");
+    if (d->hub) cJSON_AddTrueToObject(c, "use_cache");
+    syn_add_num(c, "v_head_dim", d->v);
+    syn_add_num(c, "vocab_size", d->vocab);
+    syn_add_provenance(c, d->kind, d->seed, d->dtype);
     return c;
+}
+
+static cJSON *r1_config(const SynthOptions *o) {
+    return ds_config(&(DsConfig){
+        .hidden = R1_HIDDEN, .heads = R1_HEADS, .qlora = R1_QLORA, .kvlora = R1_KVLORA, .nope = R1_NOPE,
+        .rope = R1_ROPE, .v = R1_V, .layers = R1_LAYERS, .vocab = R1_VOCAB, .inter = R1_INTER, .max_pos = 4096,
+        .first_dense = R1_LAYERS,   /* every layer dense: no MoE */
+        .moe_inter = 64, .n_group = 1, .n_routed = 4, .per_tok = 2, .nextn = 0, .topk_group = 1,
+        .routed_scale = 1.0, .kind = "demo-r1", .seed = o->seed, .dtype = o->dtype});
 }
 
 /* All tensors of demo-r1 in file order. */
@@ -1092,61 +1130,13 @@ static int ds_add_norm(CkptWriter *w, const char *prefix, const char *what, size
     return rc;
 }
 
-static cJSON *ds_config(int layers, unsigned long seed) {
-    cJSON *c = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
-    cJSON_AddFalseToObject(c, "attention_bias");
-    syn_add_num(c, "attention_dropout", 0.0);
-    syn_add_num(c, "aux_loss_alpha", 0.001);
-    syn_add_num(c, "bos_token_id", 0);
-    syn_add_num(c, "eos_token_id", 1);
-    syn_add_num(c, "ep_size", 1);
-    syn_add_num(c, "first_k_dense_replace", 3);
-    syn_add_str(c, "hidden_act", "silu");
-    syn_add_num(c, "hidden_size", DS_HIDDEN);
-    syn_add_num(c, "initializer_range", 0.02);
-    syn_add_num(c, "intermediate_size", 18432);
-    syn_add_num(c, "kv_lora_rank", DS_KVLORA);
-    syn_add_num(c, "max_position_embeddings", 163840);
-    syn_add_str(c, "model_type", "deepseek_v3");
-    syn_add_num(c, "moe_intermediate_size", 2048);
-    syn_add_num(c, "moe_layer_freq", 1);
-    syn_add_num(c, "n_group", 8);
-    syn_add_num(c, "n_routed_experts", 256);
-    syn_add_num(c, "n_shared_experts", 1);
-    cJSON_AddTrueToObject(c, "norm_topk_prob");
-    syn_add_num(c, "num_attention_heads", DS_HEADS);
-    syn_add_num(c, "num_experts_per_tok", 8);
-    syn_add_num(c, "num_hidden_layers", layers);
-    syn_add_num(c, "num_key_value_heads", DS_HEADS);
-    syn_add_num(c, "num_nextn_predict_layers", 1);
-    syn_add_num(c, "q_lora_rank", DS_QLORA);
-    syn_add_num(c, "qk_nope_head_dim", DS_NOPE);
-    syn_add_num(c, "qk_rope_head_dim", DS_ROPE);
-    add_fp8_quant_config(c);
-    syn_add_num(c, "rms_norm_eps", 1e-6);
-    cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
-    syn_add_num(rs, "beta_fast", 32);
-    syn_add_num(rs, "beta_slow", 1);
-    syn_add_num(rs, "factor", 40);
-    syn_add_num(rs, "mscale", 1.0);
-    syn_add_num(rs, "mscale_all_dim", 1.0);
-    syn_add_num(rs, "original_max_position_embeddings", 4096);
-    syn_add_str(rs, "type", "yarn");
-    syn_add_num(c, "rope_theta", 10000);
-    syn_add_num(c, "routed_scaling_factor", 2.5);
-    syn_add_str(c, "scoring_func", "sigmoid");
-    cJSON_AddTrueToObject(c, "seq_aux");
-    cJSON_AddFalseToObject(c, "tie_word_embeddings");
-    syn_add_num(c, "topk_group", 4);
-    syn_add_str(c, "topk_method", "noaux_tc");
-    syn_add_str(c, "torch_dtype", "bfloat16");
-    cJSON_AddTrueToObject(c, "use_cache");
-    syn_add_num(c, "v_head_dim", DS_V);
-    syn_add_num(c, "vocab_size", 129280);
-    syn_add_provenance(c, "ds-r1-shape", seed, DT_F8_E4M3);
-    return c;
+static cJSON *ds_shape_config(int layers, unsigned long seed) {
+    return ds_config(&(DsConfig){
+        .hidden = DS_HIDDEN, .heads = DS_HEADS, .qlora = DS_QLORA, .kvlora = DS_KVLORA, .nope = DS_NOPE,
+        .rope = DS_ROPE, .v = DS_V, .layers = layers, .vocab = 129280, .inter = 18432, .max_pos = 163840,
+        .first_dense = 3, .moe_inter = 2048, .n_group = 8, .n_routed = 256, .per_tok = 8, .nextn = 1,
+        .topk_group = 4, .routed_scale = 2.5, .hub = true, .kind = "ds-r1-shape", .seed = seed,
+        .dtype = DT_F8_E4M3});
 }
 
 /* Adds layer L's attention tensors (R1 shapes) to w. */
@@ -1180,7 +1170,7 @@ int synth_ds_r1_shape(const char *dir, int layers, unsigned long seed) {
         if (rc == AL_OK && ((L + 1) % DS_LAYERS_PER_SHARD == 0 || L == layers - 1)) rc = ckpt_shard_end(w);
         al_progress("layer", (size_t)L + 1, (size_t)layers);
     }
-    if (rc == AL_OK) rc = write_config(w, ds_config(layers, seed));
+    if (rc == AL_OK) rc = write_config(w, ds_shape_config(layers, seed));
     if (rc == AL_OK) rc = ckpt_commit(w, NULL);
     else ckpt_abort(w);
     if (rc == AL_ERR) al_err_ctx("synth ds-r1-shape");

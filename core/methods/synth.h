@@ -39,7 +39,7 @@ const char *synth_kind_name(synth_kind k);
 
 /* "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "mixtral", "phi3", "gpt_neox", "olmo2",
  * "deepseek_v3" (each its config's model_type); NULL-terminated. */
-extern const char *const synth_family_names[];
+extern const char *synth_family_names[];     /* the family table's rows with a recipe, NULL-terminated */
 /* Writes family's tiny checkpoint (F32 or BF16, one model.safetensors, config.json) into dir
  * (created; must not exist or be empty). Deterministic for a seed. */
 int synth_family_write(const char *family, dt_type dtype, unsigned long seed, const char *dir);

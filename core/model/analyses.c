@@ -62,7 +62,7 @@ static bool eval_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
     if (rope_reason(c, name, why, cap)) return true;
-    if (c->family == FAM_DEEPSEEK && c->qk_rope_dim <= 0)
+    if (cfg_is_mla(c) && c->qk_rope_dim <= 0)
         return why_set(why, cap, "%s: an MLA model without RoPE dims is not covered", name);
     if (!cfg_is_mla(c) && c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && rope_attention_factor(&c->rope_spec) != 1.0)
         return why_set(why, cap, "%s: %s scaling multiplies the rotated dims only, and with partial rotary (%d of %d "
@@ -95,7 +95,7 @@ static bool convert_reason(const Model *m, const char *what, char *why, size_t c
 static bool moe_layer(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const MoeSpec *e = &c->moe;
-    if (c->family == FAM_GPT2) return false;
+    if (c->ffn == FFN_CONV1D) return false;               /* GPT-2's MLP has no experts to look for */
     for (int L = 0; m->store && L < c->n_layers; L++) {   /* a description alone has no tensors */
         char *a = model_tensor_name(m, L, "mlp.experts.0.gate_proj.weight");
         char *b = model_tensor_name(m, L, "block_sparse_moe.experts.0.w1.weight");
@@ -139,7 +139,7 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
 /* What the forward pass does not cover. */
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
-    bool mla = cfg_is_mla(c), gpt2 = c->family == FAM_GPT2;
+    bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
     if (c->vocab == 0 || c->intermediate == 0)
         return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
     if (c->act == ACT_UNKNOWN)
@@ -159,12 +159,12 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
 static bool mla_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
-    if (c->family == FAM_DEEPSEEK)
+    if (cfg_is_mla(c))
         return why_set(why, cap, "%s is already MLA (%s, kv_lora_rank %d): its keys and values come from one shared "
                        "latent, so there are no GQA key heads to merge, rotate or balance; convert mla and the TransMLA "
                        "figures take GQA models with RoPE (Llama, Mistral, Qwen2), e.g. `load demo-kvnorm` (planted "
                        "key-norm concentration) or `load demo-llama`", name, c->model_type, c->kv_lora_rank);
-    if (c->family == FAM_GPT2 || c->rope == ROPE_NONE)
+    if (c->rope == ROPE_NONE)
         return why_set(why, cap, "%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
                        "Mistral and Qwen2 models", name, c->model_type);
     /* Partial rotary: RoRoPE on the rotary dims, the NoPE dims join the latent (transmla.h); the

@@ -14,18 +14,7 @@
 
 /* ================================================================ names */
 
-static const char *family_names[FAM_COUNT] = {
-    [FAM_LLAMA] = "llama", [FAM_MISTRAL] = "mistral", [FAM_QWEN2] = "qwen2",
-    [FAM_DEEPSEEK] = "deepseek", [FAM_GPT2] = "gpt2", [FAM_LLAMA2C] = "llama2c",
-    [FAM_QWEN3] = "qwen3", [FAM_GEMMA2] = "gemma2", [FAM_GEMMA3] = "gemma3", [FAM_MIXTRAL] = "mixtral",
-    [FAM_PHI3] = "phi3", [FAM_NEOX] = "gpt_neox", [FAM_OLMO2] = "olmo2",
-};
-
-/* The model_type values attnlab reads, for messages. */
-#define KNOWN_TYPES "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, gpt_neox, olmo2, " \
-                    "deepseek_v2, deepseek_v3, kimi_k2, gpt2"
-
-const char *model_family_name(model_family f) { return f >= 0 && f < FAM_COUNT ? family_names[f] : "?"; }
+const char *model_family_name(model_family f) { return family_row(f)->name; }
 
 const char *rope_layout_name(rope_layout r) {
     return r == ROPE_HALF ? "rotate_half" : r == ROPE_INTERLEAVED ? "interleaved" : "none";
@@ -110,33 +99,22 @@ static bool cfg_bool(cfg_reader *r, const char *key, bool dflt) {
 static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t cap) {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->root, "model_type");
     const cJSON *arch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r->root, "architectures"), 0);
-    static const struct { const char *type, *arch; model_family fam; } table[] = {
-        {"llama", "LlamaForCausalLM", FAM_LLAMA},          {"mistral", "MistralForCausalLM", FAM_MISTRAL},
-        {"qwen2", "Qwen2ForCausalLM", FAM_QWEN2},          {"deepseek_v3", "DeepseekV3ForCausalLM", FAM_DEEPSEEK},
-        {"deepseek_v2", "DeepseekV2ForCausalLM", FAM_DEEPSEEK}, {"kimi_k2", NULL, FAM_DEEPSEEK},
-        {"gpt2", "GPT2LMHeadModel", FAM_GPT2},
-        {"qwen3", "Qwen3ForCausalLM", FAM_QWEN3},          {"qwen3_moe", "Qwen3MoeForCausalLM", FAM_QWEN3},
-        {"gemma2", "Gemma2ForCausalLM", FAM_GEMMA2},       {"gemma3_text", "Gemma3ForCausalLM", FAM_GEMMA3},
-        {"mixtral", "MixtralForCausalLM", FAM_MIXTRAL},    {"phi3", "Phi3ForCausalLM", FAM_PHI3},
-        {"gpt_neox", "GPTNeoXForCausalLM", FAM_NEOX},      {"olmo2", "Olmo2ForCausalLM", FAM_OLMO2},
-    };
     const char *t = cJSON_IsString(mt) ? mt->valuestring : NULL;
     const char *a = cJSON_IsString(arch) ? arch->valuestring : NULL;
-    char shown[96];                        /* the name as messages show it (control characters escaped) */
+    char shown[96], known[512];            /* the name as messages show it (control characters escaped) */
     al_printable(t ? t : a, shown, sizeof shown);
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if ((t && strcmp(t, table[i].type) == 0) || (!t && a && table[i].arch && strcmp(a, table[i].arch) == 0)) {
-            *fam = table[i].fam;
-            snprintf(type, cap, "%s", t ? t : table[i].type);
-            return AL_OK;
-        }
+    if (family_find(t, a, fam)) {
+        snprintf(type, cap, "%s", t ? t : family_row(*fam)->model_type);
+        return AL_OK;
+    }
+    family_type_list(known, sizeof known);
     if (t && strcmp(t, "gemma3") == 0)
         return al_err("%s: model_type 'gemma3' is the multimodal Gemma 3 (its text model sits under text_config): "
                       "attnlab reads text-only checkpoints (model_type gemma3_text, Gemma3ForCausalLM)", r->where);
     if (!t && !a)
         return al_err("%s: cannot tell the model family: no \"model_type\" and no \"architectures\" (attnlab knows "
-                      KNOWN_TYPES ")", r->where);
-    return al_err("%s: model_type '%s' is not a family attnlab knows (" KNOWN_TYPES ")", r->where, shown);
+                      "%s)", r->where, known);
+    return al_err("%s: model_type '%s' is not a family attnlab knows (%s)", r->where, shown, known);
 }
 
 /* The Hugging Face Llama-style fields GQA and DeepSeek configs share: the three sizes read first,
@@ -149,11 +127,10 @@ static void parse_hf_sizes(cfg_reader *r, ModelConfig *c) {
 
 static void parse_hf_rest(cfg_reader *r, ModelConfig *c) {
     c->rope_theta = cfg_num(r, "rope_theta", 10000.0, NUM_POS);
-    c->norm_eps = cfg_num(r, "rms_norm_eps", 1e-6, NUM_NONNEG);
+    c->norm_eps = cfg_num(r, "rms_norm_eps", cfg_row(c)->eps, NUM_NONNEG);
     c->intermediate = cfg_int(r, "intermediate_size", 0, false);
     c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
-    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
-    snprintf(c->prefix, sizeof c->prefix, "model.");
+    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", cfg_row(c)->tied);
 }
 
 static void parse_gqa(cfg_reader *r, ModelConfig *c) {
@@ -164,17 +141,10 @@ static void parse_gqa(cfg_reader *r, ModelConfig *c) {
     c->qk_rope_dim = hd;
     c->v_dim = hd;
     c->rope = ROPE_HALF;
-    bool bias = cfg_bool(r, "attention_bias", false);
-    c->qkv_bias = c->family == FAM_QWEN2 ? true : bias;
-    c->o_bias = c->family == FAM_QWEN2 ? false : bias;
+    bool bias = cfg_bool(r, "attention_bias", cfg_row(c)->bias_default), always = cfg_row(c)->qkv_bias_always;
+    c->qkv_bias = always || bias;
+    c->o_bias = !always && bias;
     parse_hf_rest(r, c);
-    bool gemma = c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3;
-    if (gemma || c->family == FAM_OLMO2 || c->family == FAM_PHI3 || c->family == FAM_MIXTRAL) {
-        double eps = gemma ? 1e-6 : 1e-5;         /* the families' config defaults */
-        c->norm_eps = cfg_num(r, "rms_norm_eps", eps, NUM_NONNEG);
-    }
-    if (gemma) c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", true);
-    if (c->family == FAM_PHI3) c->attn = QKV_CAT;
 }
 
 /* GPT-NeoX (Pythia): Llama's size keys, LayerNorm, partial rotary (rotary_pct), fused QKV. */
@@ -189,14 +159,12 @@ static void parse_neox(cfg_reader *r, ModelConfig *c) {
     c->rope_first = true;
     c->v_dim = hd;
     c->rope = ROPE_HALF;
-    c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", true);
+    c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", cfg_row(c)->bias_default);
     c->rope_theta = cfg_num(r, "rotary_emb_base", cfg_num(r, "rope_theta", 10000.0, NUM_POS), NUM_POS);
-    c->norm_eps = cfg_num(r, "layer_norm_eps", 1e-5, NUM_NONNEG);
+    c->norm_eps = cfg_num(r, "layer_norm_eps", cfg_row(c)->eps, NUM_NONNEG);
     c->intermediate = cfg_int(r, "intermediate_size", 0, false);
     c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
-    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", false);
-    c->attn = QKV_HEADS;
-    snprintf(c->prefix, sizeof c->prefix, "gpt_neox.");
+    c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", cfg_row(c)->tied);
 }
 
 static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
@@ -208,9 +176,8 @@ static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
     c->qk_rope_dim = cfg_int(r, "qk_rope_head_dim", 0, true);
     c->v_dim = cfg_int(r, "v_head_dim", 0, true);
     c->rope = ROPE_INTERLEAVED;
-    c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", false);
+    c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", cfg_row(c)->bias_default);
     c->latent_norm = cfg_bool(r, "qk_latent_layernorm", true);
-    c->attn = QKV_MLA;
     parse_hf_rest(r, c);
 }
 
@@ -224,14 +191,12 @@ static void parse_gpt2(cfg_reader *r, ModelConfig *c) {
     c->qk_rope_dim = 0;
     c->v_dim = hd;
     c->rope = ROPE_NONE;
-    c->norm_eps = cfg_num(r, "layer_norm_epsilon", 1e-5, NUM_NONNEG);
+    c->norm_eps = cfg_num(r, "layer_norm_epsilon", cfg_row(c)->eps, NUM_NONNEG);
     c->intermediate = cfg_int(r, "n_inner", 4 * c->hidden, false);
     if (!c->intermediate) c->intermediate = 4 * c->hidden;
     c->max_pos = cfg_int(r, "n_positions", 0, false);
     c->qkv_bias = c->o_bias = true;
-    c->tie_embeddings = true;
-    c->attn = QKV_CONV1D;
-    snprintf(c->prefix, sizeof c->prefix, "transformer.");
+    c->tie_embeddings = cfg_row(c)->tied;
 }
 
 /* Checks that the dims read make sense together; names the offending fields. */
@@ -243,7 +208,7 @@ static int cfg_validate(const ModelConfig *c, const char *where) {
     if (cfg_d_qk(c) <= 0 || c->v_dim <= 0) return al_err("%s: head dims must be positive", where);
     if (c->rope != ROPE_NONE && c->qk_rope_dim % 2 != 0)
         return al_err("%s: the RoPE head dim %d must be even", where, c->qk_rope_dim);
-    if ((c->family == FAM_GPT2 || c->family == FAM_NEOX) && c->hidden % c->n_heads != 0)
+    if ((cfg_row(c)->keys == KEYS_GPT2 || cfg_row(c)->keys == KEYS_NEOX) && c->hidden % c->n_heads != 0)
         return al_err("%s: n_embd %d is not a multiple of n_head %d", where, c->hidden, c->n_heads);
     return AL_OK;
 }
@@ -329,7 +294,7 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     RopeSpec *sp = &c->rope_spec;
     c->rope_interleave = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
     sp->layout = c->rope;
-    if (c->family == FAM_DEEPSEEK) sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
+    if (cfg_row(c)->keys == KEYS_MLA) sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", 1.0));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
         int hd = c->qk_rope_dim, rd = (int)((double)hd * sp->partial_factor);
@@ -340,32 +305,32 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     sp->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
     sp->rotary_dim = sp->head_dim;
     sp->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
-    sp->local_theta = jnum(r, root, "rope_local_base_freq", c->family == FAM_GEMMA3 ? 10000 : 0);
+    sp->local_theta = jnum(r, root, "rope_local_base_freq", cfg_row(c)->local_theta);
     parse_rope_scaling(r, cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), c, &sp->scaling);
 }
 
 /* Attention scale, soft-caps and sliding windows. */
 static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
-    bool gemma = c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3;
-    c->query_pre_attn_scalar = jnum(r, root, "query_pre_attn_scalar", gemma ? 256 : 0);
-    c->scale_attn = !(c->family == FAM_GPT2 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights")));
-    c->scale_by_layer = c->family == FAM_GPT2 &&
-                        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx"));
-    bool g2 = c->family == FAM_GEMMA2;            /* Gemma 2's defaults: 50 and 30 (null: none) */
-    c->attn_softcap = jnum(r, root, "attn_logit_softcapping", g2 && !cJSON_HasObjectItem(root, "attn_logit_softcapping") ? 50 : 0);
-    c->final_softcap = jnum(r, root, "final_logit_softcapping", g2 && !cJSON_HasObjectItem(root, "final_logit_softcapping") ? 30 : 0);
+    const FamilyRow *row = cfg_row(c);
+    bool gpt2 = row->keys == KEYS_GPT2;
+    c->query_pre_attn_scalar = jnum(r, root, "query_pre_attn_scalar", row->pre_attn_scalar);
+    c->scale_attn = !(gpt2 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights")));
+    c->scale_by_layer = gpt2 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx"));
+    /* the row's soft-caps apply when the key is absent (Gemma 2: 50 and 30); null: none */
+    c->attn_softcap = jnum(r, root, "attn_logit_softcapping",
+                           cJSON_HasObjectItem(root, "attn_logit_softcapping") ? 0 : row->attn_softcap);
+    c->final_softcap = jnum(r, root, "final_logit_softcapping",
+                            cJSON_HasObjectItem(root, "final_logit_softcapping") ? 0 : row->final_softcap);
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     const cJSON *use = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
     double w = jnum_in(r, root, "sliding_window", -1, NUM_INT);
     c->window_declared = cJSON_IsNumber(sw) && !cJSON_IsFalse(use) ? (int)w : -1;
     c->sliding_window = w > 0 ? (int)w : 0;
-    bool qwen = c->family == FAM_QWEN2 || c->family == FAM_QWEN3;
-    bool on = c->family == FAM_MISTRAL || c->family == FAM_MIXTRAL || c->family == FAM_PHI3 || gemma ||
-              (qwen && cJSON_IsTrue(use));
+    bool on = row->windowed || (row->window_opt_in && cJSON_IsTrue(use));
     if (!on) c->sliding_window = 0;
-    c->window_from = qwen ? jint(r, root, "max_window_layers", 0) : 0;
+    c->window_from = row->window_opt_in ? jint(r, root, "max_window_layers", 0) : 0;
     /* Gemma 2 alternates local and global layers; Gemma 3 has five local layers per global one */
-    c->window_pattern = jint(r, root, "sliding_window_pattern", c->family == FAM_GEMMA2 ? 2 : c->family == FAM_GEMMA3 ? 6 : 0);
+    c->window_pattern = jint(r, root, "sliding_window_pattern", row->window_pattern);
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types"), *e;
     int L = 0;
     c->has_layer_types = cJSON_IsArray(lt);
@@ -377,21 +342,20 @@ static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
 
 /* Norms, activation, MLP and MoE routing. */
 static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
-    bool gemma = c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3;
-    c->norm = c->family == FAM_GPT2 || c->family == FAM_NEOX ? NORM_LAYER : gemma ? NORM_RMS_1P : NORM_RMS;
-    c->block = gemma ? BLOCK_SANDWICH : c->family == FAM_OLMO2 ? BLOCK_POST
-               : c->family == FAM_NEOX && !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "use_parallel_residual"))
-                   ? BLOCK_PARALLEL : BLOCK_PRE;
-    c->embed_scale = gemma ? sqrt((double)c->hidden) : 1.0;
-    c->mlp_fused = c->family == FAM_PHI3;
+    const FamilyRow *row = cfg_row(c);
+    c->norm = row->norm;
+    c->block = row->block;
+    if (row->block == BLOCK_PARALLEL && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "use_parallel_residual")))
+        c->block = BLOCK_PRE;
+    c->embed_scale = row->embed_scaled ? sqrt((double)c->hidden) : 1.0;
+    c->mlp_fused = c->ffn == FFN_FUSED;
     /* q/k norms the family's modeling code always builds (model.c records others from the tensors) */
-    c->qk_norm = c->family == FAM_QWEN3 || c->family == FAM_GEMMA3 ? QKN_HEAD : c->family == FAM_OLMO2 ? QKN_PROJ : QKN_NONE;
-    c->mlp_bias = c->family == FAM_NEOX;
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, c->family == FAM_GPT2 ? "activation_function" : "hidden_act");
-    if (gemma && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "hidden_activation")))
-        a = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");      /* Gemma's key wins */
-    const char *dflt = c->family == FAM_GPT2 ? "gelu_new" : gemma ? "gelu_pytorch_tanh" : c->family == FAM_NEOX ? "gelu" : "silu";
-    al_printable(cJSON_IsString(a) ? a->valuestring : dflt, c->activation, sizeof c->activation);
+    c->qk_norm = row->qk_norm;
+    c->mlp_bias = c->ffn == FFN_NEOX;
+    /* the activation: the row's own key first (Gemma's hidden_activation), then hidden_act (not GPT-2's) */
+    const cJSON *a = row->act_key ? cJSON_GetObjectItemCaseSensitive(root, row->act_key) : NULL;
+    if (!cJSON_IsString(a) && row->keys != KEYS_GPT2) a = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    al_printable(cJSON_IsString(a) ? a->valuestring : row->act, c->activation, sizeof c->activation);
     const char *act = c->activation;
     c->act = !strcmp(act, "silu") || !strcmp(act, "swish") ? ACT_SILU
              : !strcmp(act, "gelu") ? ACT_GELU
@@ -400,7 +364,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     MoeSpec *m = &c->moe;
     m->n_experts = jint(r, root, "n_routed_experts", jnum(r, root, "num_experts", jnum(r, root, "num_local_experts", 0)));
     m->top_k = jint(r, root, "num_experts_per_tok", 0);
-    m->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob")) || c->family == FAM_MIXTRAL;
+    m->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob")) || row->router_norm_topk;
     const cJSON *sf = cJSON_GetObjectItemCaseSensitive(root, "scoring_func");
     m->sigmoid = cJSON_IsString(sf) && !strcmp(sf->valuestring, "sigmoid");
     m->n_group = jint(r, root, "n_group", 0);
@@ -418,11 +382,11 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     double only[64];
     m->n_mlp_only = jarray(r, root, "mlp_only_layers", only, 64);
     for (int i = 0; i < m->n_mlp_only; i++) m->mlp_only[i] = (int)only[i];
-    c->mlp = c->family == FAM_GPT2 || c->family == FAM_NEOX ? MLP_DENSE : MLP_GATED;
+    c->mlp = c->ffn == FFN_CONV1D || c->ffn == FFN_NEOX ? MLP_DENSE : MLP_GATED;
     for (int L = 0; L < c->n_layers; L++)
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;         /* some layer routes to experts */
     if (m->n_experts > 0)
-        m->layout = c->family == FAM_MIXTRAL ? MOE_MIXTRAL : c->family == FAM_DEEPSEEK ? MOE_DEEPSEEK : MOE_QWEN;
+        m->layout = row->moe;
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
     if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
     al_printable(cJSON_IsString(td) ? td->valuestring : "", c->torch_dtype, sizeof c->torch_dtype);
@@ -442,6 +406,17 @@ void model_config_describe(const cJSON *root, ModelConfig *cfg) {
 
 /* ================================================================ parse */
 
+void cfg_layouts_from_row(ModelConfig *c) {
+    const FamilyRow *row = cfg_row(c);
+    c->attn = row->attn;
+    c->block = row->block;
+    c->norms = row->norms;
+    c->ffn = row->ffn;
+    c->names = row->names;
+    c->embed_scale = 1.0;
+    snprintf(c->prefix, sizeof c->prefix, "%s", model_prefix(row->names));
+}
+
 /* The description from a parsed tree (its repeated keys, if any, were resolved by the caller). */
 static int model_config_from_tree(const cJSON *root, const char *where, ModelConfig *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -450,10 +425,11 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     if (detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type) != AL_OK) return AL_ERR;
     cfg->vocab = cfg_int(&r, "vocab_size", 0, false);
     cfg->dtype = DT_F32;
-    cfg->embed_scale = 1.0;
-    if (cfg->family == FAM_DEEPSEEK) parse_deepseek(&r, cfg);
-    else if (cfg->family == FAM_GPT2) parse_gpt2(&r, cfg);
-    else if (cfg->family == FAM_NEOX) parse_neox(&r, cfg);
+    cfg_layouts_from_row(cfg);
+    config_keys keys = cfg_row(cfg)->keys;
+    if (keys == KEYS_MLA) parse_deepseek(&r, cfg);
+    else if (keys == KEYS_GPT2) parse_gpt2(&r, cfg);
+    else if (keys == KEYS_NEOX) parse_neox(&r, cfg);
     else parse_gqa(&r, cfg);
     if (r.invalid[0]) return al_err("%s: %s: these fields must be non-negative whole numbers", where, r.invalid);
     if (r.badnum[0]) return al_err("%s: %s: fix %s", where, r.badnum, r.nbad > 1 ? "these fields" : "this field");
@@ -661,7 +637,7 @@ double cfg_layer_theta(const ModelConfig *c, int layer) {
 }
 
 bool cfg_layer_rope_scaled(const ModelConfig *c, int layer) {
-    return !(c->family == FAM_GEMMA3 && c->sliding_window > 0 && layer_is_local(c, layer));
+    return !(cfg_row(c)->local_rope_plain && c->sliding_window > 0 && layer_is_local(c, layer));
 }
 
 bool cfg_moe_layer(const ModelConfig *c, int layer) {
@@ -670,5 +646,34 @@ bool cfg_moe_layer(const ModelConfig *c, int layer) {
         return false;
     for (int i = 0; i < m->n_mlp_only; i++)
         if (m->mlp_only[i] == layer) return false;
+    return true;
+}
+
+/* ================================================================ tensors by role */
+
+const RoleName *cfg_role(const ModelConfig *c, tensor_role r) {
+    if (r <= ROLE_ATTN_GATE) return role_in_attn(c->attn, r);
+    if (r <= ROLE_NORM_FFN_OUT) return role_in_norms(c->norms, r);
+    if (r <= ROLE_FFN_DOWN) return role_in_ffn(c->ffn, r);
+    if (r <= ROLE_SHEXP_DOWN) return role_in_moe(c->moe.layout, r);
+    return role_in_model(c->names, r);
+}
+
+void cfg_layer_prefix(const ModelConfig *c, int layer, char *buf, size_t cap) {
+    char layer_part[48];
+    snprintf(layer_part, sizeof layer_part, model_layer_pattern(c->names), layer);
+    snprintf(buf, cap, "%s%s", c->prefix, layer_part);
+}
+
+bool cfg_role_name(const ModelConfig *c, tensor_role r, int layer, int expert, const char *what, char *buf, size_t cap) {
+    const RoleName *rn = cfg_role(c, r);
+    if (cap) buf[0] = 0;
+    if (!rn) return false;
+    char where[96] = "", base[160];
+    if (r < ROLE_EMBED) cfg_layer_prefix(c, layer, where, sizeof where);
+    else if (!rn->unprefixed) snprintf(where, sizeof where, "%s", c->prefix);
+    if (strstr(rn->name, "%d")) snprintf(base, sizeof base, rn->name, expert);
+    else snprintf(base, sizeof base, "%s", rn->name);
+    snprintf(buf, cap, "%s%s%s%s", where, base, what ? "." : "", what ? what : "");
     return true;
 }

@@ -1,7 +1,8 @@
 /* config.h -- the model description: config.json parsed once, at load, into ModelConfig (family,
  * dims, the RoPE spec, attention scale / soft-caps / sliding windows, QK normalisation, norm kind,
  * activation, MLP and MoE routing, biases, tied embeddings). Every consumer reads this
- * description; no other module parses config.json. Adding a family means adding its reader here.
+ * description; no other module parses config.json. A family's defaults and layouts are its row of
+ * the family table (core/model/family.h), read here once; its keys are one of the few readers here.
  *
  * What a model can be used for is not decided here: the description records what the config
  * says (a YaRN scaling, a sliding window, per-head Q/K norms) and core/model/analyses.c decides, per
@@ -9,31 +10,10 @@
 #ifndef AL_CONFIG_H
 #define AL_CONFIG_H
 
+#include "family.h"
 #include "tensor.h"
 
 struct cJSON;
-
-typedef enum {
-    FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2,   /* GQA, RoPE rotate_half (Qwen2: q/k/v biases) */
-    FAM_DEEPSEEK,                        /* MLA: DeepSeek-V2/V3/R1, Kimi-K2 */
-    FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
-    FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
-    FAM_QWEN3,                           /* qwen3, qwen3_moe: explicit head_dim, per-head q_norm / k_norm */
-    FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
-                                            embeddings x sqrt(hidden), soft-caps (2), q/k norms (3) */
-    FAM_MIXTRAL,                         /* mixtral: Mistral attention, top-k of experts w1/w2/w3 */
-    FAM_PHI3,                            /* phi3: fused qkv_proj and gate_up_proj, partial rotary */
-    FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
-                                            parallel residual, LayerNorm with bias, GELU MLP with biases */
-    FAM_OLMO2,                           /* olmo2: q/k norms over the whole projection, post-norms only */
-    FAM_COUNT
-} model_family;
-
-typedef enum {
-    ROPE_NONE,
-    ROPE_HALF,          /* rotate_half: dim j pairs with j + d/2 (HF Llama/Mistral/Qwen2) */
-    ROPE_INTERLEAVED    /* dim 2j pairs with 2j + 1 (llama2.c; DeepSeek weights, de-interleaved in its code) */
-} rope_layout;
 
 /* rope_scaling of config.json. */
 typedef enum {
@@ -71,34 +51,6 @@ typedef struct {
     double local_theta;           /* rope_local_base_freq of local (sliding) layers; 0: theta everywhere */
     RopeScaling scaling;
 } RopeSpec;
-
-typedef enum { QKN_NONE, QKN_HEAD, QKN_PROJ } qk_norm_kind;            /* per head | whole projection */
-typedef enum { NORM_RMS, NORM_LAYER, NORM_RMS_1P } norm_kind;          /* RMS, LayerNorm with bias, RMS (1 + w) */
-typedef enum { MLP_DENSE, MLP_GATED, MLP_MOE } mlp_kind;
-/* Where a layer's attention weights live (core/model/model.c's per-head views follow it). */
-typedef enum {
-    QKV_SPLIT,          /* self_attn.{q,k,v,o}_proj (Llama, Mistral, Qwen, Gemma, Mixtral, OLMo 2) */
-    QKV_CAT,            /* self_attn.qkv_proj rows [Q heads ; K heads ; V heads] (Phi-3) */
-    QKV_HEADS,          /* attention.query_key_value rows head by head [q_h ; k_h ; v_h], attention.dense (GPT-NeoX) */
-    QKV_CONV1D,         /* attn.c_attn (in, out) columns [Q | K | V], attn.c_proj (GPT-2) */
-    QKV_MLA             /* q(_a/_b)_proj, kv_a_proj_with_mqa, kv_b_proj (DeepSeek) */
-} attn_layout;
-
-/* How a decoder layer arranges its norms and residuals. */
-typedef enum {
-    BLOCK_PRE,          /* x += attn(n1(x)); x += mlp(n2(x))                              (Llama, GPT-2) */
-    BLOCK_SANDWICH,     /* x += post_attn(attn(n1(x))); x += post_ff(mlp(pre_ff(x)))      (Gemma 2/3) */
-    BLOCK_POST,         /* x += post_attn(attn(x)); x += post_ff(mlp(x))                  (OLMo 2) */
-    BLOCK_PARALLEL      /* x += attn(n1(x)) + mlp(n2(x))            (GPT-NeoX use_parallel_residual) */
-} block_layout;
-
-/* Where a mixture-of-experts layer keeps its router and experts. */
-typedef enum {
-    MOE_NONE,
-    MOE_MIXTRAL,        /* block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} */
-    MOE_QWEN,           /* mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen3-MoE) */
-    MOE_DEEPSEEK        /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
-} moe_layout;
 
 typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN } act_kind;
 
@@ -177,6 +129,9 @@ typedef struct {
     double embed_scale;       /* embeddings times this (Gemma: sqrt(hidden); else 1) */
     bool mlp_fused;           /* Phi-3: mlp.gate_up_proj rows [gate ; up] */
     bool mlp_bias;            /* GPT-NeoX: MLP linears with biases */
+    norm_names norms;         /* what the layer norms are called */
+    ffn_layout ffn;           /* what the dense MLP's linears are called */
+    model_names names;        /* where the layers, embeddings, final norm and output layer are */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
@@ -189,6 +144,9 @@ int model_config_parse(const char *json_text, const char *where, ModelConfig *cf
 /* The same, handing the parsed tree to *tree (caller frees; set even when the description fails,
  * NULL when the text is not JSON). What model_open keeps in Model.config_tree. */
 int model_config_parse_keep(const char *json_text, const char *where, ModelConfig *cfg, struct cJSON **tree);
+/* Sets the layouts (attention, block, norms, MLP, names, prefix) of c->family's row; the readers
+ * then adjust what config.json says otherwise. */
+void cfg_layouts_from_row(ModelConfig *c);
 /* Fills the description beyond the dims (RoPE spec, attention, blocks) from root, or with the
  * defaults of the family's dims when root is NULL (llama2.c). */
 void model_config_describe(const struct cJSON *root, ModelConfig *cfg);
@@ -213,7 +171,19 @@ static inline int cfg_kv_group(const ModelConfig *c, int h) {
     return c->n_kv_heads > 0 ? h / (c->n_heads / c->n_kv_heads) : h;
 }
 
+/* The family as `info` shows it ("deepseek" for deepseek_v2 / v3 and kimi_k2). */
 const char *model_family_name(model_family f);
+static inline const FamilyRow *cfg_row(const ModelConfig *c) { return family_row(c->family); }
+
+/* ---------------------------------------------------------------- tensors by role
+ * The Hugging Face name of a role's tensor in this model's layouts (family.h). */
+const RoleName *cfg_role(const ModelConfig *c, tensor_role r);
+/* Writes the full name of role r into buf: in layer `layer` (ignored for model-level roles), of
+ * expert `expert` (expert roles only), followed by "." and what ("weight", "bias"; NULL: no
+ * suffix). Returns false (buf "") when this model's layouts have no such role. */
+bool cfg_role_name(const ModelConfig *c, tensor_role r, int layer, int expert, const char *what, char *buf, size_t cap);
+/* The name under which layer L's tensors start ("model.layers.3."). */
+void cfg_layer_prefix(const ModelConfig *c, int layer, char *buf, size_t cap);
 const char *rope_layout_name(rope_layout r);
 const char *rope_scaling_name(const RopeScaling *s);     /* "none", "linear", ... or the config's type */
 const char *qk_norm_name(qk_norm_kind k);

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
-#include "lin.h"
+#include "sweep.h"
 #include "matmul.h"
 #include "rope.h"
 
@@ -317,15 +317,9 @@ static int load_norm(Forward *f, int L, const char *base, size_t n, bool dry, si
 
 /* ---------------------------------------------------------------- tensor names (Hugging Face's) */
 
-/* Norm slots by block layout (GPT-2: ln_1 / ln_2). */
-static const char *const norm_names[][NS_COUNT] = {
-    [BLOCK_PRE] = {"input_layernorm", NULL, "post_attention_layernorm", NULL},
-    [BLOCK_SANDWICH] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                        "post_feedforward_layernorm"},
-    [BLOCK_POST] = {NULL, "post_attention_layernorm", NULL, "post_feedforward_layernorm"},
-    [BLOCK_PARALLEL] = {"input_layernorm", NULL, "post_attention_layernorm", NULL},
-};
-static const char *const gpt2_norms[NS_COUNT] = {"ln_1", NULL, "ln_2", NULL};
+/* The norm role of each slot (its name: the model's norm layout, core/model/family.h). */
+static const tensor_role slot_roles[NS_COUNT] = {ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT, ROLE_NORM_FFN_IN,
+                                                 ROLE_NORM_FFN_OUT};
 
 /* Attention projections by weight layout (MLA's are read in load_mla). */
 typedef struct { const char *q, *k, *v, *qkv, *o; } attn_names;
@@ -341,8 +335,8 @@ static const attn_names attn_tab[] = {
 typedef struct { const char *gate, *up, *gu, *down; } ffn_names;
 
 static ffn_names dense_names(const ModelConfig *c) {
-    if (c->family == FAM_GPT2) return (ffn_names){NULL, "mlp.c_fc", NULL, "mlp.c_proj"};
-    if (c->family == FAM_NEOX) return (ffn_names){NULL, "mlp.dense_h_to_4h", NULL, "mlp.dense_4h_to_h"};
+    if (c->ffn == FFN_CONV1D) return (ffn_names){NULL, "mlp.c_fc", NULL, "mlp.c_proj"};
+    if (c->ffn == FFN_NEOX) return (ffn_names){NULL, "mlp.dense_h_to_4h", NULL, "mlp.dense_4h_to_h"};
     if (c->mlp_fused) return (ffn_names){NULL, NULL, "mlp.gate_up_proj", "mlp.down_proj"};
     return (ffn_names){"mlp.gate_proj", "mlp.up_proj", NULL, "mlp.down_proj"};
 }
@@ -380,7 +374,7 @@ static int load_part(Forward *f, int L, const char *pre, const char *name, size_
                      size_t *bytes, Lin *l) {
     if (!name) return AL_OK;
     char *n = al_asprintf("%s%s", pre, name);
-    int rc = n ? load_lin(f, L, n, in, out, f->c->family == FAM_GPT2, dry, bytes, l) : AL_ERR;
+    int rc = n ? load_lin(f, L, n, in, out, f->c->ffn == FFN_CONV1D, dry, bytes, l) : AL_ERR;
     free(n);
     return rc;
 }
@@ -483,10 +477,11 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     if (!dry && w->loaded) return AL_OK;
     LayerW tmp = {0};
     LayerW *dst = dry ? &tmp : w;
-    const char *const *nn = f->c->family == FAM_GPT2 ? gpt2_norms : norm_names[f->c->block];
     int rc = AL_OK;
-    for (int i = 0; rc == AL_OK && i < NS_COUNT; i++)
-        if (nn[i]) rc = load_norm(f, L, nn[i], f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
+    for (int i = 0; rc == AL_OK && i < NS_COUNT; i++) {
+        const RoleName *n = cfg_role(f->c, slot_roles[i]);
+        if (n) rc = load_norm(f, L, n->name, f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
+    }
     if (rc == AL_OK) rc = load_attn(f, L, dry, bytes, dst);
     ffn_names dn = dense_names(f->c);
     if (rc == AL_OK) rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, "", &dn, f->ffn, dry, bytes, &dst->mlp);
@@ -501,24 +496,21 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
 
 /* Embeddings, final norm and LM head. */
 static int load_globals(Forward *f, size_t *bytes) {
-    model_family fam = f->c->family;
-    bool gpt2 = fam == FAM_GPT2, neox = fam == FAM_NEOX;
-    char *n = global_name(f, gpt2 ? "wte.weight" : neox ? "embed_in.weight" : "embed_tokens.weight");
-    int rc = n ? load_view(f, n, f->vocab, f->D, false, false, bytes, &f->embed) : AL_ERR;
-    free(n);
-    if (rc == AL_OK && gpt2) {
-        n = global_name(f, "wpe.weight");
+    const ModelConfig *c = f->c;
+    char n[192], head[192];
+    cfg_role_name(c, ROLE_EMBED, -1, -1, "weight", n, sizeof n);
+    int rc = load_view(f, n, f->vocab, f->D, false, false, bytes, &f->embed);
+    if (rc == AL_OK && cfg_role_name(c, ROLE_POS_EMBED, -1, -1, "weight", n, sizeof n)) {   /* GPT-2's wpe */
         size_t R = 0, C = 0;
-        rc = n ? store_shape2(f->m->store, n, &R, &C) : AL_ERR;
+        rc = store_shape2(f->m->store, n, &R, &C);
         if (rc == AL_OK) rc = load_view(f, n, R, f->D, false, false, bytes, &f->wpe);
-        free(n);
     }
     if (rc == AL_OK)
-        rc = load_norm(f, -1, gpt2 ? "ln_f" : neox ? "final_layer_norm" : "norm", f->D, false, bytes, &f->norm, &f->norm_b);
-    const char *head = neox ? "embed_out.weight" : "lm_head.weight";
+        rc = load_norm(f, -1, cfg_role(c, ROLE_FINAL_NORM)->name, f->D, false, bytes, &f->norm, &f->norm_b);
+    cfg_role_name(c, ROLE_LM_HEAD, -1, -1, "weight", head, sizeof head);
     if (rc == AL_OK && store_has(f->m->store, head))
         rc = load_view(f, head, f->vocab, f->D, false, false, bytes, &f->lm_head);
-    else if (rc == AL_OK && !f->c->tie_embeddings && !gpt2)
+    else if (rc == AL_OK && !f->c->tie_embeddings)
         rc = al_err("%s: no %s and tie_word_embeddings is not set: the output projection is missing", f->m->path, head);
     return rc;
 }
@@ -599,7 +591,7 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->max_ctx = maxc;
     f->streaming = layer_bytes + glob_bytes > mem_budget(opt);
     for (int L = 0; rc == AL_OK && !f->streaming && L < c->n_layers; L++) rc = layer_load(f, L, false, NULL);
-    f->nworkers = lin_sweep_threads(f->H, 0);
+    f->nworkers = sweep_threads(f->H, 0);
     f->compute = opt ? opt->compute : MM_F32;
     if (rc == AL_OK && !(f->mm = mm_work_new(0))) rc = AL_ERR;
     if (rc != AL_OK) { fwd_free(f); return rc; }
@@ -858,7 +850,7 @@ static int attend(Forward *f, int L, size_t T, const QKV *p) {
     attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
     int rc = AL_OK;
     if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
-        rc = lin_sweep(f->H, f->nworkers, attn_head, &job);
+        rc = sweep_run(f->H, f->nworkers, attn_head, &job);
     else
         for (size_t h = 0; h < f->H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
     return rc;
@@ -1133,7 +1125,7 @@ static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
 }
 
 /* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking
- * and spinning) than they give: such models run with one BLAS thread (heads still use lin_sweep). */
+ * and spinning) than they give: such models run with one BLAS thread (heads still use sweep_run). */
 #define SMALL_HIDDEN 512
 
 /* body() with the BLAS thread count of the model's size. */

@@ -204,6 +204,9 @@ bool gguf_arch_output_required(const char *arch) {
 const GgufArch *gguf_arch_row(const ModelConfig *c) {
     for (size_t i = 0; i < NARCHS; i++)
         if (ARCHS[i].fam == c->family) return &ARCHS[i];
+    const char *arch = cfg_row(c)->gguf_arch;      /* a row sharing another's architecture (qwen3_moe, kimi_k2) */
+    for (size_t i = 0; arch && i < NARCHS; i++)
+        if (!strcmp(ARCHS[i].arch, arch)) return &ARCHS[i];
     return NULL;
 }
 

@@ -118,7 +118,7 @@ static void l2c_config(ModelConfig *cfg, const int32_t h[7]) {
     cfg->norm_eps = 1e-5;
     cfg->tie_embeddings = h[5] > 0;
     cfg->dtype = DT_F32;
-    snprintf(cfg->prefix, sizeof cfg->prefix, "model.");
+    cfg_layouts_from_row(cfg);
     model_config_describe(NULL, cfg);
 }
 

@@ -46,8 +46,9 @@ size_t cfg_kv_values(const ModelConfig *c) {
 /* ================================================================ tensor names and shapes */
 
 char *model_tensor_name(const Model *m, int layer, const char *suffix) {
-    if (m->cfg.family == FAM_GPT2) return al_asprintf("%sh.%d.%s", m->cfg.prefix, layer, suffix);
-    return al_asprintf("%slayers.%d.%s", m->cfg.prefix, layer, suffix);
+    char where[96];
+    cfg_layer_prefix(&m->cfg, layer, where, sizeof where);
+    return al_asprintf("%s%s", where, suffix);
 }
 
 /* The attention tensors of one layer, as (suffix, rows, cols) the config requires. */
@@ -56,7 +57,7 @@ typedef struct { const char *suffix; size_t rows, cols; } tensor_req;
 static size_t attn_requirements(const ModelConfig *c, tensor_req *req) {
     size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads, D = (size_t)c->hidden;
     size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, n = 0;
-    if (c->family == FAM_GPT2) {
+    if (c->attn == QKV_CONV1D) {
         req[n++] = (tensor_req){"attn.c_attn.weight", D, 3 * D};
         req[n++] = (tensor_req){"attn.c_proj.weight", D, D};
         return n;
@@ -153,7 +154,7 @@ static int open_hf(Model *m, const char *path) {
                  : model_config_parse_keep(m->config_json, cfg_path, &m->cfg, &m->config_tree);
     free(cfg_path);
     if (rc == AL_OK) rc = store_open(path, &m->store);
-    if (rc == AL_OK && m->cfg.family == FAM_GPT2 && !store_has(m->store, "transformer.h.0.attn.c_attn.weight") &&
+    if (rc == AL_OK && m->cfg.names == NAMES_GPT2 && !store_has(m->store, "transformer.h.0.attn.c_attn.weight") &&
         store_has(m->store, "h.0.attn.c_attn.weight"))
         m->cfg.prefix[0] = 0;                     /* GPT2Model saved without the LM head wrapper */
     return rc;
@@ -387,7 +388,7 @@ int model_head_block(const Model *m, head_kind kind, int layer, int head, head_p
     if ((kind == HK_Q || kind == HK_K) && !(cfg_is_mla(&m->cfg) && kind == HK_K && part == PART_ALL) &&
         part_cols(&m->cfg, part, &c0, &nc) != AL_OK)
         return AL_ERR;
-    if (m->cfg.family == FAM_GPT2) return block_gpt2(&m->cfg, kind, head, c0, nc, b);
+    if (m->cfg.attn == QKV_CONV1D) return block_gpt2(&m->cfg, kind, head, c0, nc, b);
     if (cfg_is_mla(&m->cfg)) return block_mla(&m->cfg, kind, head, part, c0, nc, b);
     return block_gqa(&m->cfg, kind, head, c0, nc, b);
 }

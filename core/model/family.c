@@ -1,0 +1,238 @@
+/* family.c -- the family table (one row per model_type) and the Hugging Face names of each tensor
+ * role in each layout. See family.h. Rows are written from the families' transformers
+ * configuration classes (defaults) and modeling files (layouts, traits). */
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ================================================================ role names per layout */
+
+#define N(s) {s, false, false}
+#define OPT(s) {s, true, false}
+
+static const RoleName ATTN_NAMES[ATTN_LAYOUT_COUNT][ROLE_COUNT] = {
+    [QKV_SPLIT] = {[ROLE_Q] = N("self_attn.q_proj"), [ROLE_K] = N("self_attn.k_proj"), [ROLE_V] = N("self_attn.v_proj"),
+                   [ROLE_O] = N("self_attn.o_proj"), [ROLE_Q_NORM] = OPT("self_attn.q_norm"),
+                   [ROLE_K_NORM] = OPT("self_attn.k_norm"), [ROLE_SINKS] = OPT("self_attn.sinks")},
+    [QKV_CAT] = {[ROLE_QKV] = N("self_attn.qkv_proj"), [ROLE_O] = N("self_attn.o_proj")},
+    [QKV_HEADS] = {[ROLE_QKV] = N("attention.query_key_value"), [ROLE_O] = N("attention.dense")},
+    [QKV_CONV1D] = {[ROLE_QKV] = N("attn.c_attn"), [ROLE_O] = N("attn.c_proj")},
+    [QKV_MLA] = {[ROLE_Q] = OPT("self_attn.q_proj"), [ROLE_Q_A] = OPT("self_attn.q_a_proj"),
+                 [ROLE_Q_A_NORM] = OPT("self_attn.q_a_layernorm"), [ROLE_Q_B] = OPT("self_attn.q_b_proj"),
+                 [ROLE_KV_A] = N("self_attn.kv_a_proj_with_mqa"), [ROLE_KV_A_NORM] = OPT("self_attn.kv_a_layernorm"),
+                 [ROLE_KV_B] = N("self_attn.kv_b_proj"), [ROLE_O] = N("self_attn.o_proj")},
+};
+
+static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
+    [NORMS_LLAMA] = {[ROLE_NORM_ATTN_IN] = N("input_layernorm"), [ROLE_NORM_FFN_IN] = N("post_attention_layernorm")},
+    [NORMS_SANDWICH] = {[ROLE_NORM_ATTN_IN] = N("input_layernorm"), [ROLE_NORM_ATTN_OUT] = N("post_attention_layernorm"),
+                        [ROLE_NORM_FFN_IN] = N("pre_feedforward_layernorm"),
+                        [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm")},
+    [NORMS_POST] = {[ROLE_NORM_ATTN_OUT] = N("post_attention_layernorm"),
+                    [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm")},
+    [NORMS_GPT2] = {[ROLE_NORM_ATTN_IN] = N("ln_1"), [ROLE_NORM_FFN_IN] = N("ln_2")},
+};
+
+static const RoleName FFN_NAMES[FFN_LAYOUT_COUNT][ROLE_COUNT] = {
+    [FFN_GATED] = {[ROLE_FFN_GATE] = N("mlp.gate_proj"), [ROLE_FFN_UP] = N("mlp.up_proj"),
+                   [ROLE_FFN_DOWN] = N("mlp.down_proj")},
+    [FFN_FUSED] = {[ROLE_FFN_GATE_UP] = N("mlp.gate_up_proj"), [ROLE_FFN_DOWN] = N("mlp.down_proj")},
+    [FFN_CONV1D] = {[ROLE_FFN_UP] = N("mlp.c_fc"), [ROLE_FFN_DOWN] = N("mlp.c_proj")},
+    [FFN_NEOX] = {[ROLE_FFN_UP] = N("mlp.dense_h_to_4h"), [ROLE_FFN_DOWN] = N("mlp.dense_4h_to_h")},
+};
+
+static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
+    [MOE_MIXTRAL] = {[ROLE_ROUTER] = N("block_sparse_moe.gate"), [ROLE_EXP_GATE] = N("block_sparse_moe.experts.%d.w1"),
+                     [ROLE_EXP_UP] = N("block_sparse_moe.experts.%d.w3"),
+                     [ROLE_EXP_DOWN] = N("block_sparse_moe.experts.%d.w2")},
+    [MOE_QWEN] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXP_GATE] = N("mlp.experts.%d.gate_proj"),
+                  [ROLE_EXP_UP] = N("mlp.experts.%d.up_proj"), [ROLE_EXP_DOWN] = N("mlp.experts.%d.down_proj")},
+    [MOE_DEEPSEEK] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_ROUTER_BIAS] = OPT("mlp.gate.e_score_correction_bias"),
+                      [ROLE_EXP_GATE] = N("mlp.experts.%d.gate_proj"), [ROLE_EXP_UP] = N("mlp.experts.%d.up_proj"),
+                      [ROLE_EXP_DOWN] = N("mlp.experts.%d.down_proj"),
+                      [ROLE_SHEXP_GATE] = OPT("mlp.shared_experts.gate_proj"),
+                      [ROLE_SHEXP_UP] = OPT("mlp.shared_experts.up_proj"),
+                      [ROLE_SHEXP_DOWN] = OPT("mlp.shared_experts.down_proj")},
+};
+
+static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
+    [NAMES_HF] = {"model.", "layers.%d.",
+                  {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
+                   [ROLE_LM_HEAD] = {"lm_head", true, true}}},
+    [NAMES_GPT2] = {"transformer.", "h.%d.",
+                    {[ROLE_EMBED] = N("wte"), [ROLE_POS_EMBED] = N("wpe"), [ROLE_FINAL_NORM] = N("ln_f"), [ROLE_LM_HEAD] = {"lm_head", true, true}}},
+    [NAMES_NEOX] = {"gpt_neox.", "layers.%d.",
+                    {[ROLE_EMBED] = N("embed_in"), [ROLE_FINAL_NORM] = N("final_layer_norm"),
+                     [ROLE_LM_HEAD] = {"embed_out", true, true}}},
+};
+
+#undef N
+#undef OPT
+
+static const RoleName *named(const RoleName *r) { return r->name ? r : NULL; }
+
+const RoleName *role_in_attn(attn_layout a, tensor_role r) {
+    return a < ATTN_LAYOUT_COUNT && r < ROLE_COUNT ? named(&ATTN_NAMES[a][r]) : NULL;
+}
+const RoleName *role_in_norms(norm_names n, tensor_role r) {
+    return n < NORM_NAMES_COUNT && r < ROLE_COUNT ? named(&NORM_NAMES[n][r]) : NULL;
+}
+const RoleName *role_in_ffn(ffn_layout f, tensor_role r) {
+    return f < FFN_LAYOUT_COUNT && r < ROLE_COUNT ? named(&FFN_NAMES[f][r]) : NULL;
+}
+const RoleName *role_in_moe(moe_layout m, tensor_role r) {
+    return m < MOE_LAYOUT_COUNT && r < ROLE_COUNT ? named(&MOE_NAMES[m][r]) : NULL;
+}
+const RoleName *role_in_model(model_names n, tensor_role r) {
+    return n < MODEL_NAMES_COUNT && r < ROLE_COUNT ? named(&MODEL_NAMES[n].roles[r]) : NULL;
+}
+const char *model_prefix(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].prefix : ""; }
+const char *model_layer_pattern(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].layer : "layers.%d."; }
+
+const char *tensor_role_name(tensor_role r) {
+    static const char *const names[ROLE_COUNT] = {
+        "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm", "sinks",
+        "attn_gate", "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
+        "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up",
+        "shared_down", "embed", "pos_embed", "final_norm", "lm_head",
+    };
+    return r < ROLE_COUNT ? names[r] : "?";
+}
+
+/* ================================================================ the family table */
+
+/* Traits most rows share: Llama's. A row states what differs. */
+#define LLAMA_LIKE .keys = KEYS_HF, .attn = QKV_SPLIT, .block = BLOCK_PRE, .norms = NORMS_LLAMA, .ffn = FFN_GATED, \
+                   .moe = MOE_QWEN, .names = NAMES_HF, .norm = NORM_RMS, .act = "silu", .eps = 1e-6
+
+/* The synthetic checkpoints' shared window (small, so that tests over 24+ tokens see it). */
+#define SW "8"
+#define GQA_KEYS(act, eps) "\"attention_bias\": false, \"hidden_act\": \"" act "\", \"rms_norm_eps\": " eps
+#define QWEN3_ATTN "\"head_dim\": 32, \"max_window_layers\": 3, \"rope_scaling\": null, \"rope_theta\": 1000000, " \
+                   "\"sliding_window\": null, \"use_sliding_window\": false"
+
+/* A row starts from LLAMA_LIKE and overrides what differs: the override is the point here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+const FamilyRow FAMILY[FAM_COUNT] = {
+    [FAM_LLAMA] = {"llama", "LlamaForCausalLM", "llama", "Llama 2/3 (GQA, RoPE, attention_bias, rope_scaling)",
+                   LLAMA_LIKE, .gguf_arch = "llama"},
+    [FAM_MISTRAL] = {"mistral", "MistralForCausalLM", "mistral", "Mistral (Llama with a sliding window)",
+                     LLAMA_LIKE, .windowed = true, .gguf_arch = "llama"},
+    [FAM_QWEN2] = {"qwen2", "Qwen2ForCausalLM", "qwen2", "Qwen2 / Qwen2.5 (q/k/v biases, optional window)",
+                   LLAMA_LIKE, .qkv_bias_always = true, .window_opt_in = true, .gguf_arch = "qwen2"},
+    [FAM_DEEPSEEK] = {
+        "deepseek_v3", "DeepseekV3ForCausalLM", "deepseek", "DeepSeek-V3 / R1 (MLA; MoE, sigmoid group routing)",
+        LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2",
+        .synth = {128, 4, 4, 3, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"kv_lora_rank\": 64, "
+                  "\"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, \"n_group\": 4, \"n_routed_experts\": 8, "
+                  "\"n_shared_experts\": 1, \"norm_topk_prob\": true, \"num_experts_per_tok\": 2, "
+                  "\"num_nextn_predict_layers\": 0, \"q_lora_rank\": 64, \"qk_nope_head_dim\": 32, "
+                  "\"qk_rope_head_dim\": 16, \"rope_scaling\": null, \"rope_theta\": 10000, "
+                  "\"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", \"topk_group\": 2, "
+                  "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"}},
+    [FAM_DEEPSEEK_V2] = {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek", "DeepSeek-V2 (MLA; MoE)", LLAMA_LIKE,
+                         .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2"},
+    [FAM_KIMI_K2] = {"kimi_k2", NULL, "deepseek", "Kimi-K2 (DeepSeek-V3's architecture)", LLAMA_LIKE, .keys = KEYS_MLA,
+                     .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2"},
+    [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
+                  .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
+                  .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,
+                  .gguf_arch = "gpt2"},
+    [FAM_LLAMA2C] = {"llama2c", NULL, "llama2c", "llama2.c checkpoints (.bin; tokenizer .bin beside)", LLAMA_LIKE,
+                     .keys = KEYS_LLAMA2C, .gguf_arch = "llama"},
+    [FAM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", "qwen3", "Qwen3 (head_dim, per-head q/k norms)", LLAMA_LIKE,
+                   .qk_norm = QKN_HEAD, .window_opt_in = true, .gguf_arch = "qwen3",
+                   .synth = {64, 4, 2, 3, 256, 128, true, GQA_KEYS("silu", "1e-06") ", " QWEN3_ATTN}},
+    [FAM_QWEN3_MOE] = {
+        "qwen3_moe", "Qwen3MoeForCausalLM", "qwen3", "Qwen3-MoE (Qwen3 attention, routed experts)", LLAMA_LIKE,
+        .qk_norm = QKN_HEAD, .window_opt_in = true, .gguf_arch = "qwen3",
+        .synth = {64, 4, 2, 3, 256, 128, false,
+                  GQA_KEYS("silu", "1e-06") ", \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], "
+                  "\"moe_intermediate_size\": 64, \"norm_topk_prob\": true, \"num_experts\": 4, "
+                  "\"num_experts_per_tok\": 2, \"output_router_logits\": false, \"router_aux_loss_coef\": 0.001, "
+                  QWEN3_ATTN}},
+    [FAM_GEMMA2] = {
+        "gemma2", "Gemma2ForCausalLM", "gemma2", "Gemma 2 (sandwich norms, soft-caps, local/global layers)",
+        LLAMA_LIKE, .block = BLOCK_SANDWICH, .norms = NORMS_SANDWICH, .norm = NORM_RMS_1P, .act = "gelu_pytorch_tanh",
+        .act_key = "hidden_activation", .tied = true, .windowed = true, .window_pattern = 2, .pre_attn_scalar = 256,
+        .attn_softcap = 50, .final_softcap = 30, .embed_scaled = true, .gguf_arch = "gemma2",
+        .synth = {64, 4, 2, 4, 256, 128, true,
+                  GQA_KEYS("gelu_pytorch_tanh", "1e-06") ", \"head_dim\": 32, \"hidden_activation\": "
+                  "\"gelu_pytorch_tanh\", \"pad_token_id\": 0, \"sliding_window\": " SW ", "
+                  "\"attn_logit_softcapping\": 5.0, \"final_logit_softcapping\": 10.0, \"query_pre_attn_scalar\": 24, "
+                  "\"rope_theta\": 10000, \"cache_implementation\": \"hybrid\""}},
+    [FAM_GEMMA3] = {
+        "gemma3_text", "Gemma3ForCausalLM", "gemma3", "Gemma 3 text (q/k norms, 5 local : 1 global layers)",
+        LLAMA_LIKE, .block = BLOCK_SANDWICH, .norms = NORMS_SANDWICH, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD,
+        .act = "gelu_pytorch_tanh", .act_key = "hidden_activation", .tied = true, .windowed = true,
+        .window_pattern = 6, .pre_attn_scalar = 256, .local_theta = 10000, .local_rope_plain = true,
+        .embed_scaled = true, .gguf_arch = "gemma3",
+        .synth = {64, 4, 1, 6, 256, 128, true,
+                  GQA_KEYS("gelu_pytorch_tanh", "1e-06") ", \"head_dim\": 32, \"hidden_activation\": "
+                  "\"gelu_pytorch_tanh\", \"pad_token_id\": 0, \"sliding_window\": " SW ", "
+                  "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, \"query_pre_attn_scalar\": 32, "
+                  "\"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, "
+                  "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"}},
+    [FAM_MIXTRAL] = {
+        "mixtral", "MixtralForCausalLM", "mixtral", "Mixtral (Mistral attention, top-k experts w1/w2/w3)", LLAMA_LIKE,
+        .moe = MOE_MIXTRAL, .eps = 1e-5, .windowed = true, .router_norm_topk = true,
+        .synth = {128, 4, 2, 3, 256, 128, false,
+                  GQA_KEYS("silu", "1e-05") ", \"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                  "\"output_router_logits\": false, \"router_aux_loss_coef\": 0.02, \"rope_theta\": 1000000, "
+                  "\"sliding_window\": " SW}},
+    [FAM_PHI3] = {
+        "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
+        .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",
+        .synth = {128, 4, 2, 3, 256, 256, false,
+                  GQA_KEYS("silu", "1e-05") ", \"embd_pdrop\": 0.0, \"original_max_position_embeddings\": 512, "
+                  "\"partial_rotary_factor\": 0.5, \"resid_pdrop\": 0.0, \"rope_scaling\": null, "
+                  "\"rope_theta\": 10000, \"sliding_window\": " SW}},
+    [FAM_NEOX] = {
+        "gpt_neox", "GPTNeoXForCausalLM", "gpt_neox", "GPT-NeoX / Pythia (fused QKV head by head, parallel residual)",
+        LLAMA_LIKE, .keys = KEYS_NEOX, .attn = QKV_HEADS, .block = BLOCK_PARALLEL, .ffn = FFN_NEOX,
+        .names = NAMES_NEOX, .norm = NORM_LAYER, .act = "gelu", .eps = 1e-5, .bias_default = true,
+        .gguf_arch = "gptneox",
+        .synth = {128, 4, 4, 3, 256, 512, false,
+                  "\"hidden_act\": \"gelu\", \"attention_bias\": true, \"hidden_dropout\": 0.0, "
+                  "\"layer_norm_eps\": 1e-05, \"rotary_emb_base\": 10000, \"rotary_pct\": 0.25, "
+                  "\"use_parallel_residual\": true"}},
+    [FAM_OLMO2] = {
+        "olmo2", "Olmo2ForCausalLM", "olmo2", "OLMo 2 (post-norms, q/k norms over the projection)", LLAMA_LIKE,
+        .block = BLOCK_POST, .norms = NORMS_POST, .qk_norm = QKN_PROJ, .eps = 1e-5, .gguf_arch = "olmo2",
+        .synth = {128, 4, 4, 3, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"rope_scaling\": null, \"rope_theta\": 500000, \"pad_token_id\": 0"}},
+};
+
+#pragma GCC diagnostic pop
+
+_Static_assert(sizeof FAMILY / sizeof *FAMILY == FAM_COUNT, "one row per model_family");
+
+const FamilyRow *family_row(model_family f) {
+    static const FamilyRow unknown = {"?", NULL, "?", "", .keys = KEYS_HF, .act = "silu", .eps = 1e-6};
+    return f >= 0 && f < FAM_COUNT ? &FAMILY[f] : &unknown;
+}
+
+bool family_find(const char *type, const char *arch, model_family *out) {
+    for (int f = 0; f < FAM_COUNT; f++) {
+        const FamilyRow *r = &FAMILY[f];
+        if (r->keys == KEYS_LLAMA2C) continue;               /* no config.json */
+        if ((type && !strcmp(type, r->model_type)) || (!type && arch && r->arch && !strcmp(arch, r->arch))) {
+            *out = (model_family)f;
+            return true;
+        }
+    }
+    return false;
+}
+
+void family_type_list(char *buf, size_t cap) {
+    size_t n = 0;
+    if (cap) buf[0] = 0;
+    for (int f = 0; f < FAM_COUNT && n < cap; f++) {
+        if (FAMILY[f].keys == KEYS_LLAMA2C) continue;
+        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", FAMILY[f].model_type);
+        n += k > 0 ? (size_t)k : 0;
+    }
+}

@@ -1,0 +1,206 @@
+/* family.h -- the family table: one row per config.json `model_type`, and the tensor roles.
+ *
+ * A family is data. Its row (FAMILY[fam]) names the layouts its checkpoints use (attention weights,
+ * block norms, MLP, mixture of experts, model-level names), its default traits (norm form,
+ * activation, q/k norms, biases, tied embeddings, windows, soft-caps, ...), which config.json
+ * reader knows its keys, its llama.cpp architecture, its help line, and the recipe of its tiny
+ * synthetic checkpoint (`synth family`). config.c reads the row once into ModelConfig; code asks
+ * the description for traits and asks for tensors by role, never by spelling a name.
+ *
+ * A tensor role (tensor_role) is the job a weight does: attention q / k / v / o, an MLP's down
+ * projection, the router, the final norm. Each layout maps its roles to Hugging Face's name
+ * pattern, and whether the tensor may be absent; family_role_name() writes a role's full name
+ * for a model (layer, expert, ".weight" / ".bias"). Adding a family that reuses known layouts is
+ * one row here; a new layout is one more column of names. */
+#ifndef AL_FAMILY_H
+#define AL_FAMILY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One row per model_type attnlab reads (llama2.c .bin files have a row of their own). */
+typedef enum {
+    FAM_LLAMA, FAM_MISTRAL,              /* GQA, RoPE rotate_half (Mistral: a sliding window) */
+    FAM_MIXTRAL,                         /* Mistral attention, top-k of experts w1/w2/w3 */
+    FAM_QWEN2,                           /* q/k/v biases */
+    FAM_QWEN3, FAM_QWEN3_MOE,            /* explicit head_dim, per-head q_norm / k_norm (+ routed experts) */
+    FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
+                                            embeddings x sqrt(hidden), soft-caps (2), q/k norms (3) */
+    FAM_PHI3,                            /* fused qkv_proj and gate_up_proj, partial rotary */
+    FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
+                                            parallel residual, LayerNorm with bias, GELU MLP with biases */
+    FAM_OLMO2,                           /* q/k norms over the whole projection, post-norms only */
+    FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
+    FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
+    FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
+    FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
+    FAM_COUNT
+} model_family;
+
+typedef enum {
+    ROPE_NONE,
+    ROPE_HALF,          /* rotate_half: dim j pairs with j + d/2 (HF Llama/Mistral/Qwen2) */
+    ROPE_INTERLEAVED    /* dim 2j pairs with 2j + 1 (llama2.c; DeepSeek weights, de-interleaved in its code) */
+} rope_layout;
+
+typedef enum { QKN_NONE, QKN_HEAD, QKN_PROJ } qk_norm_kind;            /* per head | whole projection */
+typedef enum { NORM_RMS, NORM_LAYER, NORM_RMS_1P } norm_kind;          /* RMS, LayerNorm with bias, RMS (1 + w) */
+typedef enum { MLP_DENSE, MLP_GATED, MLP_MOE } mlp_kind;
+
+/* Where a layer's attention weights live (core/model/model.c's per-head views follow it). */
+typedef enum {
+    QKV_SPLIT,          /* self_attn.{q,k,v,o}_proj (Llama, Mistral, Qwen, Gemma, Mixtral, OLMo 2) */
+    QKV_CAT,            /* self_attn.qkv_proj rows [Q heads ; K heads ; V heads] (Phi-3) */
+    QKV_HEADS,          /* attention.query_key_value rows head by head [q_h ; k_h ; v_h], attention.dense (GPT-NeoX) */
+    QKV_CONV1D,         /* attn.c_attn (in, out) columns [Q | K | V], attn.c_proj (GPT-2) */
+    QKV_MLA,            /* q(_a/_b)_proj, kv_a_proj_with_mqa, kv_b_proj (DeepSeek) */
+    ATTN_LAYOUT_COUNT
+} attn_layout;
+
+/* How a decoder layer arranges its norms and residuals (the arithmetic; names: norm_names). */
+typedef enum {
+    BLOCK_PRE,          /* x += attn(n1(x)); x += mlp(n2(x))                              (Llama, GPT-2) */
+    BLOCK_SANDWICH,     /* x += post_attn(attn(n1(x))); x += post_ff(mlp(pre_ff(x)))      (Gemma 2/3) */
+    BLOCK_POST,         /* x += post_attn(attn(x)); x += post_ff(mlp(x))                  (OLMo 2) */
+    BLOCK_PARALLEL      /* x += attn(n1(x)) + mlp(n2(x))            (GPT-NeoX use_parallel_residual) */
+} block_layout;
+
+/* What a layer's norms are called. */
+typedef enum {
+    NORMS_LLAMA,        /* input_layernorm, post_attention_layernorm (before the MLP) */
+    NORMS_SANDWICH,     /* input_, post_attention_, pre_feedforward_, post_feedforward_layernorm */
+    NORMS_POST,         /* post_attention_, post_feedforward_layernorm */
+    NORMS_GPT2,         /* ln_1, ln_2 */
+    NORM_NAMES_COUNT
+} norm_names;
+
+/* What a dense MLP's linears are called. */
+typedef enum {
+    FFN_GATED,          /* mlp.{gate,up,down}_proj */
+    FFN_FUSED,          /* mlp.gate_up_proj rows [gate ; up], mlp.down_proj (Phi-3) */
+    FFN_CONV1D,         /* mlp.c_fc, mlp.c_proj, Conv1D (in, out) (GPT-2) */
+    FFN_NEOX,           /* mlp.dense_h_to_4h, mlp.dense_4h_to_h with biases (GPT-NeoX) */
+    FFN_LAYOUT_COUNT
+} ffn_layout;
+
+/* Where a mixture-of-experts layer keeps its router and experts. */
+typedef enum {
+    MOE_NONE,
+    MOE_MIXTRAL,        /* block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} */
+    MOE_QWEN,           /* mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen3-MoE) */
+    MOE_DEEPSEEK,       /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
+    MOE_LAYOUT_COUNT
+} moe_layout;
+
+/* Where the model keeps its layers and its embeddings, final norm and output layer. */
+typedef enum {
+    NAMES_HF,           /* model.layers.L., model.embed_tokens, model.norm, lm_head */
+    NAMES_GPT2,         /* transformer.h.L., transformer.wte, transformer.ln_f, lm_head (tied) */
+    NAMES_NEOX,         /* gpt_neox.layers.L., gpt_neox.embed_in, gpt_neox.final_layer_norm, embed_out */
+    MODEL_NAMES_COUNT
+} model_names;
+
+/* Which reader knows the family's config.json keys (core/model/config.c). */
+typedef enum {
+    KEYS_HF,            /* Llama's: hidden_size, num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps */
+    KEYS_MLA,           /* Llama's + q_lora_rank, kv_lora_rank, qk_{nope,rope}_head_dim, v_head_dim, rope_interleave */
+    KEYS_GPT2,          /* n_embd, n_head, n_layer, n_inner, layer_norm_epsilon, scale_attn_* */
+    KEYS_NEOX,          /* Llama's sizes + rotary_pct, rotary_emb_base, layer_norm_eps, use_parallel_residual */
+    KEYS_LLAMA2C        /* no config.json: the .bin header (core/model/llama2c.c) */
+} config_keys;
+
+/* What a weight does. */
+typedef enum {
+    ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_QKV,                  /* attention projections (QKV: fused) */
+    ROLE_Q_A, ROLE_Q_A_NORM, ROLE_Q_B,                         /* MLA query latent */
+    ROLE_KV_A, ROLE_KV_A_NORM, ROLE_KV_B,                      /* MLA KV latent (+ the shared RoPE key) */
+    ROLE_Q_NORM, ROLE_K_NORM,                                  /* per-head or whole-projection q/k norms */
+    ROLE_SINKS, ROLE_ATTN_GATE,                                /* attention sinks, output gate */
+    ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT,                     /* before / after attention */
+    ROLE_NORM_FFN_IN, ROLE_NORM_FFN_OUT,                       /* before / after the MLP */
+    ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN,   /* dense MLP */
+    ROLE_ROUTER, ROLE_ROUTER_BIAS,                             /* MoE router (+ score-correction bias) */
+    ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN,                 /* routed expert E */
+    ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
+    ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
+    ROLE_COUNT
+} tensor_role;
+
+/* A role's name in one layout: the Hugging Face name without ".weight" / ".bias", relative to
+ * the layer ("self_attn.q_proj"), the model ("lm_head", for model-level roles), or, for expert
+ * roles, with %d for the expert ("mlp.experts.%d.gate_proj"). NULL: the layout has no such
+ * tensor. optional: a checkpoint may lack it (a bias-free norm, a score-correction bias). */
+typedef struct {
+    const char *name;
+    bool optional;
+    bool unprefixed;      /* model level: not under the model's prefix ("lm_head", "embed_out") */
+} RoleName;
+
+/* The recipe of a family's tiny synthetic checkpoint (core/methods/synth_family.c): dims, and the
+ * config.json members written after the keys every family shares, in file order. */
+typedef struct {
+    int hidden, heads, kv_heads, layers, vocab, inter;   /* the keys every family shares */
+    bool tied;                               /* tie_word_embeddings */
+    const char *config;                      /* the family's own members, e.g. "\"rope_theta\": 10000"
+                                                (head_dim, experts, MLA dims, windows, ...) */
+} SynthRecipe;
+
+typedef struct {
+    const char *model_type;       /* config.json's model_type */
+    const char *arch;             /* architectures[0] (read when model_type is absent; NULL: none) */
+    const char *name;             /* the family as `info` shows it ("deepseek" for deepseek_v2/v3, kimi_k2) */
+    const char *help;             /* one line for `help load` and the README: what the family is */
+    config_keys keys;
+    /* layouts */
+    attn_layout attn;
+    block_layout block;           /* the default (GPT-NeoX: parallel unless use_parallel_residual false) */
+    norm_names norms;
+    ffn_layout ffn;
+    moe_layout moe;               /* used when the config routes to experts */
+    model_names names;
+    /* default traits (config.json overrides where it has a key) */
+    norm_kind norm;
+    qk_norm_kind qk_norm;         /* the q/k norms the modeling code always builds */
+    const char *act;              /* activation when config.json names none */
+    const char *act_key;          /* the key naming it before hidden_act (Gemma: hidden_activation) or
+                                     instead of it (GPT-2: activation_function); NULL: hidden_act */
+    double eps;                   /* norm epsilon when config.json gives none */
+    bool qkv_bias_always;         /* Qwen2: q/k/v biases whatever attention_bias says, no o bias */
+    bool bias_default;            /* attention_bias when absent (GPT-NeoX: true) */
+    bool tied;                    /* tie_word_embeddings when absent */
+    bool windowed;                /* a numeric sliding_window applies (Mistral, Gemma, Phi-3) */
+    bool window_opt_in;           /* ... only with use_sliding_window, from max_window_layers (Qwen) */
+    int window_pattern;           /* every n-th layer global when sliding_window_pattern is absent */
+    double pre_attn_scalar;       /* query_pre_attn_scalar when absent (Gemma: 256; 0: none) */
+    double attn_softcap, final_softcap;   /* soft-caps when the keys are absent (Gemma 2: 50, 30) */
+    double local_theta;           /* rope_local_base_freq when absent (Gemma 3: 10000) */
+    bool local_rope_plain;        /* sliding layers skip rope_scaling (Gemma 3) */
+    bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
+    bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
+    const char *gguf_arch;        /* llama.cpp's general.architecture (NULL: no GGUF mapping) */
+    SynthRecipe synth;            /* hidden 0: no synthetic checkpoint */
+} FamilyRow;
+
+extern const FamilyRow FAMILY[FAM_COUNT];
+
+/* The row of f (a row of "?" for an out-of-range value). */
+const FamilyRow *family_row(model_family f);
+/* The family whose model_type is type (or, with type NULL, whose architectures[0] is arch);
+ * false when none. */
+bool family_find(const char *type, const char *arch, model_family *out);
+/* Appends the model_types of every row to buf as "llama, mistral, ..." (rows with a config.json). */
+void family_type_list(char *buf, size_t cap);
+
+/* The name of role in a layout (NULL: none); the *_layout arguments pick the column. */
+const RoleName *role_in_attn(attn_layout a, tensor_role r);
+const RoleName *role_in_norms(norm_names n, tensor_role r);
+const RoleName *role_in_ffn(ffn_layout f, tensor_role r);
+const RoleName *role_in_moe(moe_layout m, tensor_role r);
+const RoleName *role_in_model(model_names n, tensor_role r);
+/* The prefix of a model_names layout ("model.", "transformer.", "gpt_neox.") and where it keeps
+ * layer L under that prefix ("layers.%d.", "h.%d."; %d: the layer). */
+const char *model_prefix(model_names n);
+const char *model_layer_pattern(model_names n);
+const char *tensor_role_name(tensor_role r);     /* "q", "ffn_down", ... for messages */
+
+#endif
