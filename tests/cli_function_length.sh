@@ -56,6 +56,8 @@ check_file core/methods/tpa.c tpa_load manifest_read manifest_dims manifest_rope
 check_file core/analysis/farr.c farr_group_analyse group_stack_svd group_new group_profiles group_rank_at \
     group_bias group_bias_qk group_bias_fold_o group_bias_lstsq farr_truncate truncate_opts truncate_model_max \
     plan_new plan_totals
+check_file commands/cmd_plot_compare.c cmd_plot_compare_budgets budgets_sweep budgets_reused budgets_curves \
+    budgets_draw
 check_file commands/cmd_convert.c cmd_convert_mla mla_args_opts mla_describe mla_ppl mla_report_table
 check_file commands/cmd_tpa.c cmd_tpa_convert tpa_args_opts tpa_describe tpa_report_table
 check_file commands/complete.c cmd_complete complete_word last_segment complete_command walk_args offer_next
