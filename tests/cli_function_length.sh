@@ -63,5 +63,8 @@ check_file commands/cmd_tpa.c cmd_tpa_convert tpa_args_opts tpa_describe tpa_rep
 check_file commands/complete.c cmd_complete complete_word last_segment complete_command walk_args offer_next
 check_file commands/cmd_plot_mla.c cmd_plot_rope_removal removal_freqfolds removal_curves removal_subtitle \
     removal_data removal_draw removal_run
+check_file core/linalg/spectra.c spectra_product_svd product_core product_right_vectors
+check_file core/methods/synth_family.c synth_family_write recipe_config recipe_describe attn_gqa attn_mla mlp_moe \
+    fam_mlp fam_layer fam_tensors
 
 cli_done
