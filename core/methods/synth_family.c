@@ -52,6 +52,7 @@
  *                top-2, sigmoid scores + e_score_correction_bias, 1 shared expert, scaling 2.5 */
 #define _GNU_SOURCE
 #include "synth.h"
+#include "ckpt_write.h"
 #include "synth_internal.h"
 #include "config.h"
 
@@ -83,23 +84,12 @@ static const FamilyRow *recipe_row(const char *name) {
 /* The keys every family shares, then the row's own members, in file order. */
 static cJSON *recipe_config(const FamilyRow *row, dt_type dt) {
     const SynthRecipe *s = &row->synth;
-    char *text = al_asprintf("{%s}", s->config);
-    cJSON *own = text ? cJSON_Parse(text) : NULL, *c = own ? cJSON_CreateObject() : NULL;
-    free(text);
-    if (!c) {
-        cJSON_Delete(own);
-        al_err("synth family %s: the recipe's config members are not JSON", row->model_type);
-        return NULL;
-    }
+    cJSON *c = cJSON_CreateObject();
+    if (!c) return NULL;
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString(row->arch));
     syn_add_str(c, "model_type", row->model_type);
-    syn_add_num(c, "hidden_size", s->hidden);
-    syn_add_num(c, "intermediate_size", s->inter);
-    syn_add_num(c, "num_attention_heads", s->heads);
-    syn_add_num(c, "num_hidden_layers", s->layers);
-    syn_add_num(c, "vocab_size", s->vocab);
-    syn_add_num(c, "max_position_embeddings", 512);
+    ckpt_json_hf_shape(c, &(CkptHfShape){s->hidden, s->inter, s->heads, s->layers, s->vocab, 512});
     syn_add_num(c, "bos_token_id", 1);
     syn_add_num(c, "eos_token_id", 2);
     syn_add_num(c, "initializer_range", 0.02);
@@ -108,12 +98,10 @@ static cJSON *recipe_config(const FamilyRow *row, dt_type dt) {
     cJSON_AddBoolToObject(c, "use_cache", true);
     syn_add_str(c, "torch_dtype", dt == DT_F32 ? "float32" : "bfloat16");
     if (row->keys != KEYS_NEOX) syn_add_num(c, "num_key_value_heads", s->kv_heads);
-    while (own->child) {
-        cJSON *item = cJSON_DetachItemViaPointer(own, own->child);
-        cJSON_AddItemToObject(c, item->string, item);
-    }
-    cJSON_Delete(own);
-    return c;
+    if (ckpt_json_merge(c, s->config) == AL_OK) return c;
+    cJSON_Delete(c);
+    al_err("synth family %s: the recipe's config members are not JSON", row->model_type);
+    return NULL;
 }
 
 /* The description the recipe's config.json gives (what load will read). */
