@@ -141,6 +141,7 @@ static const struct {
     {"phi3", "Phi3ForCausalLM", "phi3", LT_ALL},                {"gpt_neox", "GPTNeoXForCausalLM", "gptneox", LT_ALL},
     {"olmo2", "Olmo2ForCausalLM", "olmo2", LT_ALL},             {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", LT_ALL},
     {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek2", LT_ALL}, {"gpt2", "GPT2LMHeadModel", "gpt2", LT_ALL},
+    {"glm4_moe", "Glm4MoeForCausalLM", "glm4moe", LT_ALL},
 };
 #define NFAMILIES (sizeof families / sizeof *families)
 
