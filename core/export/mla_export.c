@@ -563,9 +563,10 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
     const ModelConfig *c = &r->src->cfg;
     if (c->mlp == MLP_MOE)
         return al_err("export: %s's MLP layers are a mixture of experts (%s routing): the DeepSeek-V3 checkpoint the "
-                      "export writes keeps every MLP dense, and DeepSeek's router (sigmoid / group-limited) is not "
-                      "the source's; the conversion runs in the session (ppl, check), it cannot be exported",
-                      c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k" : "the source's");
+                      "export writes keeps every MLP dense%s; the conversion runs in the session (ppl, check), it "
+                      "cannot be exported", c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k"
+                      : c->moe.router == ROUTER_DS_V3 ? "DeepSeek-V3's" : "the source's", c->moe.router == ROUTER_DS_V3
+                      ? " (it copies no experts)" : ", and DeepSeek's router (sigmoid / group-limited) is not the source's");
     if (!family_exportable(c))
         return al_err("export: %s's decoder layers (%s%s) are not DeepSeek-V3's (pre-norm RMSNorm, separate "
                       "gate_proj / up_proj): its other tensors cannot be copied as they are into a DeepSeek-V3 "

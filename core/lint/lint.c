@@ -743,7 +743,7 @@ static bool bare_embeddings(const Lint *x, char *buf, size_t cap) {
 }
 
 /* Tensors engines skip on purpose: rotary caches, GPT-2's and GPT-NeoX's attention-mask buffers,
- * DeepSeek's multi-token-prediction layers past num_hidden_layers. */
+ * DeepSeek's and GLM-4 MoE's multi-token-prediction layers past num_hidden_layers. */
 static bool skipped(const Lint *x, const char *name) {
     if (ends_with(name, "rotary_emb.inv_freq") || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))
         return true;
@@ -753,7 +753,7 @@ static bool skipped(const Lint *x, const char *name) {
     char layer[64];                                 /* "model.layers.%d." */
     snprintf(layer, sizeof layer, "%s%s", x->cfg.prefix, family_layer_pattern(x->cfg.names));
     const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(x->tree, "num_nextn_predict_layers");
-    return cfg_is_mla(&x->cfg) && cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
+    return cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
            sscanf(name, layer, &L) == 1 && L >= x->cfg.n_layers;
 }
 

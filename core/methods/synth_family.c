@@ -1,6 +1,6 @@
 /* synth_family.c -- one tiny checkpoint per model family (`synth family NAME DIR`): the real
  * Hugging Face tensor names, shapes and config.json keys of qwen3, qwen3_moe, gemma2, gemma3_text,
- * mixtral, phi3, gpt_neox, olmo2, olmo3 and a deepseek_v3 variant with mixture-of-experts layers,
+ * mixtral, phi3, gpt_neox, olmo2, olmo3, glm4_moe and a deepseek_v3 variant with mixture-of-experts layers,
  * small enough for unit tests (hidden 64-128, 3-6 layers, vocab 256), with planted low-rank heads.
  *
  * A family's recipe is its row of the family table (core/model/family.c: the dims every family
@@ -49,7 +49,10 @@
  *                5e5 with YaRN x8 from 64 positions, attention_factor 1.25, on the full layer only
  *   deepseek_v3  128, 4 heads MLA (q_lora 64, kv_lora 64, nope 32, rope 16, v 32), 3 layers:
  *                layer 0 dense (256), layers 1-2 8 routed experts (64) in 4 groups, topk_group 2,
- *                top-2, sigmoid scores + e_score_correction_bias, 1 shared expert, scaling 2.5 */
+ *                top-2, sigmoid scores + e_score_correction_bias, 1 shared expert, scaling 2.5
+ *   glm4_moe     128, 4/2 x 32, 3; partial_rotary 0.5 (dims [0, 16) rotate), q/k/v biases (none on
+ *                o_proj), per-head q_norm / k_norm (use_qk_norm); layer 0 dense (256), layers 1-2
+ *                DeepSeek-V3's MoE as above (8 experts of 64, 4 groups, topk_group 2, top-2, 1 shared) */
 #define _GNU_SOURCE
 #include "synth.h"
 #include "ckpt_write.h"
@@ -305,6 +308,9 @@ static int attn_gqa(const Ctx *c) {
         rc = add_mat(c, ROLE_Q, q);
         if (rc == AL_OK) rc = add_mat(c, ROLE_K, k); else mat_free(k);
         if (rc == AL_OK) rc = add_mat(c, ROLE_V, vp); else mat_free(vp);
+        if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_Q, "bias", H * hd, 0.0f, c->dt);   /* attention_bias */
+        if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_K, "bias", KV * hd, 0.0f, c->dt);
+        if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_V, "bias", KV * hd, 0.0f, c->dt);
     } else {
         rc = add_mat(c, ROLE_QKV, fuse_qkv(m, q, k, vp));
         if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_QKV, "bias", 3 * H * hd, 0.0f, c->dt);

@@ -143,6 +143,17 @@ const FamilyRow FAMILY[FAM_COUNT] = {
         .engines = ENGINES_ALL, .llamacpp_arch = "deepseek2"},
     [FAM_KIMI_K2] = {"kimi_k2", NULL, "deepseek", "Kimi-K2 (DeepSeek-V3's architecture)", LLAMA_LIKE, .keys = KEYS_MLA,
                      .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .gguf_arch = "deepseek2"},
+    [FAM_GLM4_MOE] = {
+        "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5 / 4.6 / 4.7 (partial rotary, q/k/v biases; MoE, sigmoid "
+        "group routing)", LLAMA_LIKE, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .partial_rotary = 0.5,
+        .o_bias_never = true, .qk_norm_key = "use_qk_norm",
+        .synth = {128, 4, 2, 3, 256, 256, false,
+                  "\"attention_bias\": true, \"first_k_dense_replace\": 1, \"head_dim\": 32, \"hidden_act\": \"silu\", "
+                  "\"moe_intermediate_size\": 64, \"n_group\": 4, \"n_routed_experts\": 8, \"n_shared_experts\": 1, "
+                  "\"norm_topk_prob\": true, \"num_experts_per_tok\": 2, \"num_nextn_predict_layers\": 0, "
+                  "\"pad_token_id\": 0, \"partial_rotary_factor\": 0.5, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
+                  "\"rope_theta\": 1000000, \"routed_scaling_factor\": 2.5, \"topk_group\": 2, \"use_qk_norm\": true"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "glm4moe"},
     [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
                   .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
                   .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,

@@ -33,6 +33,8 @@ typedef enum {
     FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
+    FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
+                                            DeepSeek-V3's MoE (sigmoid group routing, shared expert) */
     FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
     FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
     FAM_COUNT
@@ -174,11 +176,14 @@ typedef struct {
     /* default traits (config.json overrides where it has a key) */
     norm_kind norm;
     qk_norm_kind qk_norm;         /* the q/k norms the modeling code always builds */
+    const char *qk_norm_key;      /* the config.json switch of per-head q/k norms (GLM-4 MoE: use_qk_norm; NULL: none) */
     const char *act;              /* activation when config.json names none */
     const char *act_key;          /* the key naming it before hidden_act (Gemma: hidden_activation) or
                                      instead of it (GPT-2: activation_function); NULL: hidden_act */
     double eps;                   /* norm epsilon when config.json gives none */
+    double partial_rotary;        /* partial_rotary_factor when absent (GLM-4 MoE: 0.5; 0: 1, every dim rotates) */
     bool qkv_bias_always;         /* Qwen2: q/k/v biases whatever attention_bias says, no o bias */
+    bool o_bias_never;            /* attention_bias gives q/k/v biases only, never o_proj's (GLM-4 MoE) */
     bool bias_default;            /* attention_bias when absent (GPT-NeoX: true) */
     bool tied;                    /* tie_word_embeddings when absent */
     bool windowed;                /* a numeric sliding_window applies (Mistral, Gemma, Phi-3) */
