@@ -35,11 +35,12 @@ bool synth_demo_name(const char *name, SynthOptions *opt);
 const char *synth_kind_name(synth_kind k);
 
 /* ---------------------------------------------------------------- one checkpoint per family
- * (core/methods/synth_family.c: dims and planted structure in its header) */
+ * (core/methods/synth_family.c: the planted structure in its header; the recipes are rows of
+ * core/model/family.c) */
 
-/* "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "mixtral", "phi3", "gpt_neox", "olmo2", "olmo3",
- * "deepseek_v3" (each its config's model_type); NULL-terminated. */
-extern const char *synth_family_names[];     /* the family table's rows with a recipe, NULL-terminated */
+/* The model_types of the family table's rows with a recipe, in table order; NULL-terminated
+ * (filled before main). */
+extern const char *synth_family_names[];
 /* Writes family's tiny checkpoint (F32 or BF16, one model.safetensors, config.json) into dir
  * (created; must not exist or be empty). Deterministic for a seed. */
 int synth_family_write(const char *family, dt_type dtype, unsigned long seed, const char *dir);

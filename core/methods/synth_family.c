@@ -1,7 +1,7 @@
-/* synth_family.c -- one tiny checkpoint per model family (`synth family NAME DIR`): the real
- * Hugging Face tensor names, shapes and config.json keys of qwen3, qwen3_moe, gemma2, gemma3_text,
- * mixtral, phi3, gpt_neox, olmo2, olmo3, glm4_moe and a deepseek_v3 variant with mixture-of-experts layers,
- * small enough for unit tests (hidden 64-128, 3-6 layers, vocab 256), with planted low-rank heads.
+/* synth_family.c -- one tiny checkpoint per model family (`synth family NAME DIR`) for every row of
+ * the family table with a recipe: the real Hugging Face tensor names, shapes and config.json keys
+ * of the family, small enough for unit tests (hidden 64-128, 3-6 layers, vocab 256), with planted
+ * low-rank heads.
  *
  * A family's recipe is its row of the family table (core/model/family.c: the dims every family
  * shares and its own config.json members). The config is written first and read back with the
@@ -15,15 +15,14 @@
  * Patterns as in synth.c's header (bottleneck: exact rank r on the shared side, fused rank r;
  * flat: every singular value equal; fused-low r=4 beta=0.055 at head_dim 32: V, O 31 @0.999 and
  * 19 @0.99, fused 4). Every family has head_dim (or v_head_dim) 32. VO pairs per KV head g (the
- * query heads of its group share its V); MHA families (gpt_neox, olmo2, deepseek_v3): g = head.
+ * query heads of its group share its V); MHA families: g = head.
  *   layer 0        random (not planted)
  *   layer 1        g = 0: bottleneck V rank 6 (its query heads: VO rank 6, O 32); g > 0: flat (32)
  *   layer 2        fused-low r=4 for every group
  *   layers 3..     random
- * QK pairs over the NoPE columns, where QK fusion is meaningful without a RoPE offset:
- *   gpt_neox (rotary_pct 0.25: columns [0, 8) of each head rotate, [8, 32) are NoPE):
- *     layer 1 bottleneck K NoPE rank 8 (QK rank 8, Q 24); layer 2 flat (Q, K, QK 24); else random.
- *   deepseek_v3 (qk_nope 32): layer 1 bottleneck K NoPE rank 8; layer 2 flat (32); else random.
+ * QK pairs over the NoPE columns, where QK fusion is meaningful without a RoPE offset (the
+ * head-by-head fused layout and MLA: gpt_neox's columns [8, 32), deepseek_v3's qk_nope 32):
+ *   layer 1 bottleneck K NoPE rank 8 (QK rank 8, Q all NoPE dims); layer 2 flat; else random.
  * Everything else is Gaussian with element RMS 1/sqrt(fan-in) (embeddings RMS 1; tied ones, the
  * output layer too, 1/sqrt(hidden)); norm weights are 1 + 0.1 N(0,1) (Gemma's (1 + w) weights
  * 0.1 N(0,1)), LayerNorm and linear biases 0.1 N(0,1), DeepSeek's e_score_correction_bias
@@ -32,27 +31,8 @@
  * Windows are small (sliding_window 8) and soft-caps low (gemma2: 5 and 10) so that tests over
  * 24+ tokens see them.
  *
- * Families (hidden, heads / KV heads x head_dim, layers, MLP):
- *   qwen3        64, 4/2 x 32, 3, gated 128; per-head q_norm / k_norm; tied embeddings
- *   qwen3_moe    64, 4/2 x 32, 3, 4 experts top-2 (moe_intermediate 64, norm_topk_prob)
- *   gemma2       64, 4/2 x 32, 4, GeGLU 128; sandwich norms (1 + w), query_pre_attn_scalar 24,
- *                soft-caps 5 (attention) and 10 (final), sliding window 8 on even layers
- *   gemma3_text  64, 4/1 x 32, 6, GeGLU 128; q/k norms (1 + w), query_pre_attn_scalar 32,
- *                5 sliding : 1 global (window 8, local base 10000), global rope_scaling linear 2
- *   mixtral      128, 4/2 x 32, 3, 4 experts top-2 (w1 / w3 / w2, 128); sliding window 8
- *   phi3         128, 4/2 x 32, 3, fused qkv_proj and gate_up_proj (256); partial_rotary 0.5;
- *                sliding window 8
- *   gpt_neox     128, 4 x 32, 3, dense_h_to_4h 512 with biases, GELU; rotary_pct 0.25; parallel
- *                residual; LayerNorm with bias; untied embed_out
- *   olmo2        128, 4 x 32, 3, gated 256; q_norm / k_norm over the whole projection; post-norms
- *   olmo3        128, 4/2 x 32, 4, as olmo2; layer_types sliding (window 8) x 3, full x 1; rope_theta
- *                5e5 with YaRN x8 from 64 positions, attention_factor 1.25, on the full layer only
- *   deepseek_v3  128, 4 heads MLA (q_lora 64, kv_lora 64, nope 32, rope 16, v 32), 3 layers:
- *                layer 0 dense (256), layers 1-2 8 routed experts (64) in 4 groups, topk_group 2,
- *                top-2, sigmoid scores + e_score_correction_bias, 1 shared expert, scaling 2.5
- *   glm4_moe     128, 4/2 x 32, 3; partial_rotary 0.5 (dims [0, 16) rotate), q/k/v biases (none on
- *                o_proj), per-head q_norm / k_norm (use_qk_norm); layer 0 dense (256), layers 1-2
- *                DeepSeek-V3's MoE as above (8 experts of 64, 4 groups, topk_group 2, top-2, 1 shared) */
+ * The recipes themselves (dims, windows, soft-caps, experts, MLA dims, ...) are the rows' config
+ * members in core/model/family.c; `info` on a written checkpoint describes it. */
 #define _GNU_SOURCE
 #include "synth.h"
 #include "ckpt_write.h"
