@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "shapes.h"
 #include "engines.h"
 #include "gguf_arch.h"
 #include "kqsvd.h"
@@ -536,124 +537,13 @@ static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why
 /* Which expected tensors may be absent (tied embeddings). */
 static bool tied(const Lint *x) { return x->cfg.tie_embeddings; }
 
-/* The sizes a tensor's shape is made of (config.json's dims). */
-typedef enum {
-    D_NONE, D_H, D_F, D_2F, D_3H,     /* hidden, intermediate, 2 x intermediate, 3 x hidden */
-    D_Q, D_KV, D_VV, D_QKV, D_3Q,     /* H hd, KV hd, KV vd, their sum, 3 H hd */
-    D_HV, D_HD,                       /* H vd, hd */
-    D_QR, D_QB, D_KR, D_KR_ROPE, D_KVB   /* MLA: q_lora, H (nope + rope), kv_lora, kv_lora + rope, H (nope + v) */
-} dim_rule;
 
-static size_t dim_of(const ModelConfig *c, dim_rule d) {
-    size_t h = (size_t)c->hidden, f = (size_t)c->intermediate, H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
-    size_t hd = (size_t)cfg_d_qk(c), vd = (size_t)c->v_dim, kr = (size_t)c->kv_lora_rank;
-    switch (d) {
-    case D_H: return h;
-    case D_F: return f;
-    case D_2F: return 2 * f;
-    case D_3H: return 3 * h;
-    case D_Q: return H * hd;
-    case D_KV: return G * hd;
-    case D_VV: return G * vd;
-    case D_QKV: return H * hd + G * hd + G * vd;
-    case D_3Q: return 3 * H * hd;
-    case D_HV: return H * vd;
-    case D_HD: return hd;
-    case D_QR: return (size_t)c->q_lora_rank;
-    case D_QB: return H * hd;
-    case D_KR: return kr;
-    case D_KR_ROPE: return kr + (size_t)c->qk_rope_dim;
-    case D_KVB: return H * (size_t)(c->qk_nope_dim + c->v_dim);
-    default: return 0;
-    }
-}
-
-/* When a tensor is expected: every bit given must hold (0: always). */
-enum { IF_QKV_BIAS = 1, IF_O_BIAS = 2, IF_MLP_BIAS = 4, IF_QKN_HEAD = 8, IF_QKN_PROJ = 16, IF_Q_LORA = 32, IF_NO_Q_LORA = 64 };
-
-/* One tensor a layout's loader expects: its role, weight or bias, shape [d0] (d1 D_NONE) or
- * [d0, d1], when, and the config keys that give the shape. */
-typedef struct {
-    tensor_role role;
-    bool bias;
-    dim_rule d0, d1;
-    unsigned when;
-    const char *why;          /* NULL ends a list */
-} Want;
-
-#define HD_H "num_attention_heads x head_dim"
-#define KV_H "num_key_value_heads x head_dim"
-#define MLA_QB "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)"
-#define KV_ROPE "kv_lora_rank + qk_rope_head_dim"
-
-/* A layer's attention per attn_layout, in the order the findings name them: Llama's q/k/v/o_proj
- * (biases per attention_bias / Qwen2; the family's q_norm / k_norm), Phi-3's fused qkv_proj
- * [Q ; K ; V], GPT-NeoX's query_key_value head by head, GPT-2's Conv1D (in, out), DeepSeek's MLA. */
-static const Want ATTN_WANTS[ATTN_LAYOUT_COUNT][13] = {
-    [QKV_SPLIT] = {{ROLE_Q, false, D_Q, D_H, 0, HD_H ", hidden_size"}, {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
-                   {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
-                   {ROLE_Q, true, D_Q, D_NONE, IF_QKV_BIAS, HD_H}, {ROLE_K, true, D_KV, D_NONE, IF_QKV_BIAS, KV_H},
-                   {ROLE_V, true, D_VV, D_NONE, IF_QKV_BIAS, KV_H}, {ROLE_O, true, D_H, D_NONE, IF_O_BIAS, "hidden_size"},
-                   {ROLE_Q_NORM, false, D_HD, D_NONE, IF_QKN_HEAD, "head_dim (per-head q_norm)"},
-                   {ROLE_K_NORM, false, D_HD, D_NONE, IF_QKN_HEAD, "head_dim (per-head k_norm)"},
-                   {ROLE_Q_NORM, false, D_Q, D_NONE, IF_QKN_PROJ, HD_H " (q_norm over the projection)"},
-                   {ROLE_K_NORM, false, D_KV, D_NONE, IF_QKN_PROJ, KV_H " (k_norm over the projection)"}},
-    [QKV_CAT] = {{ROLE_QKV, false, D_QKV, D_H, 0, "(num_attention_heads + 2 num_key_value_heads) x head_dim, hidden_size"},
-                 {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H}},
-    [QKV_HEADS] = {{ROLE_QKV, false, D_3Q, D_H, 0, "3 x hidden_size, hidden_size"},
-                   {ROLE_QKV, true, D_3Q, D_NONE, IF_QKV_BIAS, "3 x hidden_size (attention_bias)"},
-                   {ROLE_O, false, D_H, D_HV, 0, "hidden_size, hidden_size"},
-                   {ROLE_O, true, D_H, D_NONE, IF_O_BIAS, "hidden_size (attention_bias)"}},
-    [QKV_CONV1D] = {{ROLE_QKV, false, D_H, D_3H, 0, "n_embd, 3 x n_embd (Conv1D: in, out)"},
-                    {ROLE_QKV, true, D_3H, D_NONE, 0, "3 x n_embd"}, {ROLE_O, false, D_H, D_H, 0, "n_embd, n_embd"},
-                    {ROLE_O, true, D_H, D_NONE, 0, "n_embd"}},
-    [QKV_MLA] = {{ROLE_Q_A, false, D_QR, D_H, IF_Q_LORA, "q_lora_rank, hidden_size"},
-                 {ROLE_Q_A, true, D_QR, D_NONE, IF_Q_LORA | IF_QKV_BIAS, "q_lora_rank (attention_bias)"},
-                 {ROLE_Q_A_NORM, false, D_QR, D_NONE, IF_Q_LORA, "q_lora_rank"},
-                 {ROLE_Q_B, false, D_QB, D_QR, IF_Q_LORA, MLA_QB ", q_lora_rank"},
-                 {ROLE_Q, false, D_QB, D_H, IF_NO_Q_LORA, MLA_QB ", hidden_size"},
-                 {ROLE_KV_A, false, D_KR_ROPE, D_H, 0, KV_ROPE ", hidden_size"},
-                 {ROLE_KV_A, true, D_KR_ROPE, D_NONE, IF_QKV_BIAS, KV_ROPE " (attention_bias)"},
-                 {ROLE_KV_A_NORM, false, D_KR, D_NONE, 0, "kv_lora_rank"},
-                 {ROLE_KV_B, false, D_KVB, D_KR, 0, "num_attention_heads x (qk_nope_head_dim + v_head_dim), kv_lora_rank"},
-                 {ROLE_O, false, D_H, D_HV, 0, "hidden_size, num_attention_heads x v_head_dim"},
-                 {ROLE_O, true, D_H, D_NONE, IF_QKV_BIAS, "hidden_size (attention_bias)"}},
-};
-
-/* A dense MLP per ffn_layout: gate/up/down_proj (biases per Llama's mlp_bias), Phi-3's fused
- * gate_up_proj [gate ; up], GPT-2's Conv1D c_fc / c_proj, GPT-NeoX's dense_h_to_4h / dense_4h_to_h. */
-static const Want FFN_WANTS[FFN_LAYOUT_COUNT][7] = {
-    [FFN_GATED] = {{ROLE_FFN_GATE, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
-                   {ROLE_FFN_GATE, true, D_F, D_NONE, IF_MLP_BIAS, "intermediate_size, hidden_size"},
-                   {ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
-                   {ROLE_FFN_UP, true, D_F, D_NONE, IF_MLP_BIAS, "intermediate_size, hidden_size"},
-                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "intermediate_size, hidden_size"},
-                   {ROLE_FFN_DOWN, true, D_H, D_NONE, IF_MLP_BIAS, "hidden_size"}},
-    [FFN_FUSED] = {{ROLE_FFN_GATE_UP, false, D_2F, D_H, 0, "2 x intermediate_size, hidden_size"},
-                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"}},
-    [FFN_CONV1D] = {{ROLE_FFN_UP, false, D_H, D_F, 0, "n_embd, n_inner (Conv1D: in, out)"},
-                    {ROLE_FFN_UP, true, D_F, D_NONE, 0, "n_inner"},
-                    {ROLE_FFN_DOWN, false, D_F, D_H, 0, "n_inner, n_embd (Conv1D: in, out)"},
-                    {ROLE_FFN_DOWN, true, D_H, D_NONE, 0, "n_embd"}},
-    [FFN_NEOX] = {{ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
-                  {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"},
-                  {ROLE_FFN_UP, true, D_F, D_NONE, IF_MLP_BIAS, "intermediate_size"},
-                  {ROLE_FFN_DOWN, true, D_H, D_NONE, IF_MLP_BIAS, "hidden_size"}},
-};
-
-#undef HD_H
-#undef KV_H
-#undef MLA_QB
-#undef KV_ROPE
-
-/* The IF_* conditions that hold for this folder's config. */
+/* The SHAPE_IF_* conditions that hold for this folder's config. */
 static unsigned conditions(const Lint *x) {
     const ModelConfig *c = &x->cfg;
     bool mlp_bias = c->ffn == FFN_NEOX ? c->mlp_bias             /* DeepSeek's MLPs never have biases */
                     : c->attn != QKV_MLA && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x->tree, "mlp_bias"));
-    return (c->qkv_bias ? IF_QKV_BIAS : 0) | (c->o_bias ? IF_O_BIAS : 0) | (mlp_bias ? IF_MLP_BIAS : 0) |
-           (c->qk_norm == QKN_HEAD ? IF_QKN_HEAD : 0) | (c->qk_norm == QKN_PROJ ? IF_QKN_PROJ : 0) |
-           (c->q_lora_rank ? IF_Q_LORA : IF_NO_Q_LORA);
+    return shape_conditions(c, mlp_bias);
 }
 
 /* The tensor of role r (layer L, expert e; what "weight", "bias" or NULL) where the model's
@@ -665,11 +555,11 @@ static void expect_role(Lint *x, bool optional, tensor_role r, int L, int e, con
 }
 
 /* A list of wants in layer L, those whose conditions hold. */
-static void expect_wants(Lint *x, const Want *w, int L, unsigned cond) {
+static void expect_wants(Lint *x, const RoleShape *w, int L, unsigned cond) {
     for (; w->why; w++)
         if ((w->when & cond) == w->when)
-            expect_role(x, false, w->role, L, 0, w->bias ? "bias" : "weight", dim_of(&x->cfg, w->d0),
-                        dim_of(&x->cfg, w->d1), w->why);
+            expect_role(x, false, w->role, L, 0, w->bias ? "bias" : "weight", shape_dim(&x->cfg, w->d0),
+                        shape_dim(&x->cfg, w->d1), w->why);
 }
 
 /* A norm of role r (layer L) of the family's kind: RMSNorm weight [h], LayerNorm weight and bias. */
@@ -727,9 +617,9 @@ static void layout_walk(Lint *x) {
     expect_norm(x, ROLE_FINAL_NORM, 0, hk);
     for (int L = 0; L < c->n_layers; L++) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
-        if (c->attn < ATTN_LAYOUT_COUNT) expect_wants(x, ATTN_WANTS[c->attn], L, cond);
+        expect_wants(x, shape_attn(c->attn), L, cond);
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
-        else if (c->ffn < FFN_LAYOUT_COUNT) expect_wants(x, FFN_WANTS[c->ffn], L, cond);
+        else expect_wants(x, shape_ffn(c->ffn), L, cond);
     }
 }
 

@@ -2,6 +2,7 @@
  * and the canonical per-head views with a one-layer cache of dequantized weights. */
 #define _GNU_SOURCE
 #include "model.h"
+#include "shapes.h"
 #include "gguf_arch.h"
 #include "llama2c.h"
 
@@ -51,45 +52,16 @@ char *model_tensor_name(const Model *m, int layer, const char *suffix) {
     return al_asprintf("%s%s", where, suffix);
 }
 
-/* The attention tensors of one layer, as (role, rows, cols) the config requires: the shape rule of
- * each attention layout (names: the layout's roles, core/model/family.c). */
+/* The attention weights of one layer, as (role, rows, cols) the config requires: the 2-D weights of
+ * the layout's shape rule that apply (core/model/shapes.c; names: the layout's roles). */
 typedef struct { tensor_role role; size_t rows, cols; } tensor_req;
 
 static size_t attn_requirements(const ModelConfig *c, tensor_req *req) {
-    size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads, D = (size_t)c->hidden;
-    size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, n = 0;
-    if (c->attn == QKV_CONV1D) {                  /* GPT-2: Conv1D (in, out) */
-        req[n++] = (tensor_req){ROLE_QKV, D, 3 * D};
-        req[n++] = (tensor_req){ROLE_O, D, D};
-        return n;
-    }
-    if (cfg_is_mla(c)) {
-        size_t ql = (size_t)c->q_lora_rank, kl = (size_t)c->kv_lora_rank;
-        if (ql) {
-            req[n++] = (tensor_req){ROLE_Q_A, ql, D};
-            req[n++] = (tensor_req){ROLE_Q_B, H * dqk, ql};
-        } else {
-            req[n++] = (tensor_req){ROLE_Q, H * dqk, D};
-        }
-        req[n++] = (tensor_req){ROLE_KV_A, kl + (size_t)c->qk_rope_dim, D};
-        req[n++] = (tensor_req){ROLE_KV_B, H * ((size_t)c->qk_nope_dim + dv), kl};
-        req[n++] = (tensor_req){ROLE_O, D, H * dv};
-        return n;
-    }
-    if (c->attn == QKV_CAT) {                     /* Phi-3: rows [Q heads ; K heads ; V heads] */
-        req[n++] = (tensor_req){ROLE_QKV, H * dqk + G * dqk + G * dv, D};
-        req[n++] = (tensor_req){ROLE_O, D, H * dv};
-        return n;
-    }
-    if (c->attn == QKV_HEADS) {                   /* GPT-NeoX: rows head by head [q_h ; k_h ; v_h] */
-        req[n++] = (tensor_req){ROLE_QKV, H * (2 * dqk + dv), D};
-        req[n++] = (tensor_req){ROLE_O, D, H * dv};
-        return n;
-    }
-    req[n++] = (tensor_req){ROLE_Q, H * dqk, D};
-    req[n++] = (tensor_req){ROLE_K, G * dqk, D};
-    req[n++] = (tensor_req){ROLE_V, G * dv, D};
-    req[n++] = (tensor_req){ROLE_O, D, H * dv};
+    unsigned cond = shape_conditions(c, false);
+    size_t n = 0;
+    for (const RoleShape *w = shape_attn(c->attn); w->why && n < 8; w++)   /* the 2-D weights that apply */
+        if (!w->bias && w->d1 != D_NONE && (w->when & cond) == w->when)
+            req[n++] = (tensor_req){w->role, shape_dim(c, w->d0), shape_dim(c, w->d1)};
     return n;
 }
 

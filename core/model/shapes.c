@@ -1,0 +1,103 @@
+/* shapes.c -- the shape rule of each layout's tensor roles (see shapes.h). */
+#include "shapes.h"
+
+size_t shape_dim(const ModelConfig *c, dim_rule d) {
+    size_t h = (size_t)c->hidden, f = (size_t)c->intermediate, H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+    size_t hd = (size_t)cfg_d_qk(c), vd = (size_t)c->v_dim, kr = (size_t)c->kv_lora_rank;
+    switch (d) {
+    case D_H: return h;
+    case D_F: return f;
+    case D_2F: return 2 * f;
+    case D_3H: return 3 * h;
+    case D_Q: return H * hd;
+    case D_KV: return G * hd;
+    case D_VV: return G * vd;
+    case D_QKV: return H * hd + G * hd + G * vd;
+    case D_3Q: return 3 * H * hd;
+    case D_HV: return H * vd;
+    case D_HD: return hd;
+    case D_QR: return (size_t)c->q_lora_rank;
+    case D_QB: return H * hd;
+    case D_KR: return kr;
+    case D_KR_ROPE: return kr + (size_t)c->qk_rope_dim;
+    case D_KVB: return H * (size_t)(c->qk_nope_dim + c->v_dim);
+    default: return 0;
+    }
+}
+
+
+#define HD_H "num_attention_heads x head_dim"
+#define KV_H "num_key_value_heads x head_dim"
+#define MLA_QB "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)"
+#define KV_ROPE "kv_lora_rank + qk_rope_head_dim"
+
+/* A layer's attention per attn_layout, in the order the findings name them: Llama's q/k/v/o_proj
+ * (biases per attention_bias / Qwen2; the family's q_norm / k_norm), Phi-3's fused qkv_proj
+ * [Q ; K ; V], GPT-NeoX's query_key_value head by head, GPT-2's Conv1D (in, out), DeepSeek's MLA. */
+static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][13] = {
+    [QKV_SPLIT] = {{ROLE_Q, false, D_Q, D_H, 0, HD_H ", hidden_size"}, {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
+                   {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
+                   {ROLE_Q, true, D_Q, D_NONE, SHAPE_IF_QKV_BIAS, HD_H}, {ROLE_K, true, D_KV, D_NONE, SHAPE_IF_QKV_BIAS, KV_H},
+                   {ROLE_V, true, D_VV, D_NONE, SHAPE_IF_QKV_BIAS, KV_H}, {ROLE_O, true, D_H, D_NONE, SHAPE_IF_O_BIAS, "hidden_size"},
+                   {ROLE_Q_NORM, false, D_HD, D_NONE, SHAPE_IF_QKN_HEAD, "head_dim (per-head q_norm)"},
+                   {ROLE_K_NORM, false, D_HD, D_NONE, SHAPE_IF_QKN_HEAD, "head_dim (per-head k_norm)"},
+                   {ROLE_Q_NORM, false, D_Q, D_NONE, SHAPE_IF_QKN_PROJ, HD_H " (q_norm over the projection)"},
+                   {ROLE_K_NORM, false, D_KV, D_NONE, SHAPE_IF_QKN_PROJ, KV_H " (k_norm over the projection)"}},
+    [QKV_CAT] = {{ROLE_QKV, false, D_QKV, D_H, 0, "(num_attention_heads + 2 num_key_value_heads) x head_dim, hidden_size"},
+                 {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H}},
+    [QKV_HEADS] = {{ROLE_QKV, false, D_3Q, D_H, 0, "3 x hidden_size, hidden_size"},
+                   {ROLE_QKV, true, D_3Q, D_NONE, SHAPE_IF_QKV_BIAS, "3 x hidden_size (attention_bias)"},
+                   {ROLE_O, false, D_H, D_HV, 0, "hidden_size, hidden_size"},
+                   {ROLE_O, true, D_H, D_NONE, SHAPE_IF_O_BIAS, "hidden_size (attention_bias)"}},
+    [QKV_CONV1D] = {{ROLE_QKV, false, D_H, D_3H, 0, "n_embd, 3 x n_embd (Conv1D: in, out)"},
+                    {ROLE_QKV, true, D_3H, D_NONE, 0, "3 x n_embd"}, {ROLE_O, false, D_H, D_H, 0, "n_embd, n_embd"},
+                    {ROLE_O, true, D_H, D_NONE, 0, "n_embd"}},
+    [QKV_MLA] = {{ROLE_Q_A, false, D_QR, D_H, SHAPE_IF_Q_LORA, "q_lora_rank, hidden_size"},
+                 {ROLE_Q_A, true, D_QR, D_NONE, SHAPE_IF_Q_LORA | SHAPE_IF_QKV_BIAS, "q_lora_rank (attention_bias)"},
+                 {ROLE_Q_A_NORM, false, D_QR, D_NONE, SHAPE_IF_Q_LORA, "q_lora_rank"},
+                 {ROLE_Q_B, false, D_QB, D_QR, SHAPE_IF_Q_LORA, MLA_QB ", q_lora_rank"},
+                 {ROLE_Q, false, D_QB, D_H, SHAPE_IF_NO_Q_LORA, MLA_QB ", hidden_size"},
+                 {ROLE_KV_A, false, D_KR_ROPE, D_H, 0, KV_ROPE ", hidden_size"},
+                 {ROLE_KV_A, true, D_KR_ROPE, D_NONE, SHAPE_IF_QKV_BIAS, KV_ROPE " (attention_bias)"},
+                 {ROLE_KV_A_NORM, false, D_KR, D_NONE, 0, "kv_lora_rank"},
+                 {ROLE_KV_B, false, D_KVB, D_KR, 0, "num_attention_heads x (qk_nope_head_dim + v_head_dim), kv_lora_rank"},
+                 {ROLE_O, false, D_H, D_HV, 0, "hidden_size, num_attention_heads x v_head_dim"},
+                 {ROLE_O, true, D_H, D_NONE, SHAPE_IF_QKV_BIAS, "hidden_size (attention_bias)"}},
+};
+
+/* A dense MLP per ffn_layout: gate/up/down_proj (biases per Llama's mlp_bias), Phi-3's fused
+ * gate_up_proj [gate ; up], GPT-2's Conv1D c_fc / c_proj, GPT-NeoX's dense_h_to_4h / dense_4h_to_h. */
+static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][7] = {
+    [FFN_GATED] = {{ROLE_FFN_GATE, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_GATE, true, D_F, D_NONE, SHAPE_IF_MLP_BIAS, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_UP, true, D_F, D_NONE, SHAPE_IF_MLP_BIAS, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_DOWN, true, D_H, D_NONE, SHAPE_IF_MLP_BIAS, "hidden_size"}},
+    [FFN_FUSED] = {{ROLE_FFN_GATE_UP, false, D_2F, D_H, 0, "2 x intermediate_size, hidden_size"},
+                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"}},
+    [FFN_CONV1D] = {{ROLE_FFN_UP, false, D_H, D_F, 0, "n_embd, n_inner (Conv1D: in, out)"},
+                    {ROLE_FFN_UP, true, D_F, D_NONE, 0, "n_inner"},
+                    {ROLE_FFN_DOWN, false, D_F, D_H, 0, "n_inner, n_embd (Conv1D: in, out)"},
+                    {ROLE_FFN_DOWN, true, D_H, D_NONE, 0, "n_embd"}},
+    [FFN_NEOX] = {{ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
+                  {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"},
+                  {ROLE_FFN_UP, true, D_F, D_NONE, SHAPE_IF_MLP_BIAS, "intermediate_size"},
+                  {ROLE_FFN_DOWN, true, D_H, D_NONE, SHAPE_IF_MLP_BIAS, "hidden_size"}},
+};
+
+#undef HD_H
+#undef KV_H
+#undef MLA_QB
+#undef KV_ROPE
+
+static const RoleShape NO_SHAPES[1] = {{0}};
+
+const RoleShape *shape_attn(attn_layout a) { return a < ATTN_LAYOUT_COUNT ? ATTN_SHAPES[a] : NO_SHAPES; }
+const RoleShape *shape_ffn(ffn_layout f) { return f < FFN_LAYOUT_COUNT ? FFN_SHAPES[f] : NO_SHAPES; }
+
+unsigned shape_conditions(const ModelConfig *c, bool mlp_bias) {
+    return (c->qkv_bias ? SHAPE_IF_QKV_BIAS : 0) | (c->o_bias ? SHAPE_IF_O_BIAS : 0) |
+           (mlp_bias ? SHAPE_IF_MLP_BIAS : 0) | (c->qk_norm == QKN_HEAD ? SHAPE_IF_QKN_HEAD : 0) |
+           (c->qk_norm == QKN_PROJ ? SHAPE_IF_QKN_PROJ : 0) | (c->q_lora_rank ? SHAPE_IF_Q_LORA : SHAPE_IF_NO_Q_LORA);
+}

@@ -1,0 +1,44 @@
+/* shapes.h -- the shape of each tensor role in each layout, from the model description: what a
+ * layout's loader expects, weight or bias, [d0] or [d0, d1], under which conditions, and the
+ * config.json keys that give it (for messages). The one shape rule: model_open validates a
+ * checkpoint's attention weights with it, lint walks every role with it. */
+#ifndef AL_SHAPES_H
+#define AL_SHAPES_H
+
+#include "config.h"
+
+/* The sizes a tensor's shape is made of (config.json's dims). */
+typedef enum {
+    D_NONE, D_H, D_F, D_2F, D_3H,     /* hidden, intermediate, 2 x intermediate, 3 x hidden */
+    D_Q, D_KV, D_VV, D_QKV, D_3Q,     /* H hd, KV hd, KV vd, their sum, 3 H hd */
+    D_HV, D_HD,                       /* H vd, hd */
+    D_QR, D_QB, D_KR, D_KR_ROPE, D_KVB   /* MLA: q_lora, H (nope + rope), kv_lora, kv_lora + rope, H (nope + v) */
+} dim_rule;
+
+/* The size d stands for in the description c (D_NONE: 0). */
+size_t shape_dim(const ModelConfig *c, dim_rule d);
+
+/* When a tensor is expected: every bit given must hold (0: always). */
+enum {
+    SHAPE_IF_QKV_BIAS = 1, SHAPE_IF_O_BIAS = 2, SHAPE_IF_MLP_BIAS = 4, SHAPE_IF_QKN_HEAD = 8, SHAPE_IF_QKN_PROJ = 16,
+    SHAPE_IF_Q_LORA = 32, SHAPE_IF_NO_Q_LORA = 64
+};
+
+/* One tensor a layout's loader expects: its role, weight or bias, shape [d0] (d1 D_NONE) or
+ * [d0, d1], when, and the config keys that give the shape. */
+typedef struct {
+    tensor_role role;
+    bool bias;
+    dim_rule d0, d1;
+    unsigned when;
+    const char *why;          /* NULL ends a list */
+} RoleShape;
+
+/* The attention tensors of a layer in layout a, and a dense MLP's in layout f, in the order
+ * lint's findings name them; each list ends with why == NULL. */
+const RoleShape *shape_attn(attn_layout a);
+const RoleShape *shape_ffn(ffn_layout f);
+/* The SHAPE_IF_* conditions that hold for c (mlp_bias: the MLP linears have biases). */
+unsigned shape_conditions(const ModelConfig *c, bool mlp_bias);
+
+#endif
