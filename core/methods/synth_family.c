@@ -1,6 +1,6 @@
 /* synth_family.c -- one tiny checkpoint per model family (`synth family NAME DIR`): the real
  * Hugging Face tensor names, shapes and config.json keys of qwen3, qwen3_moe, gemma2, gemma3_text,
- * mixtral, phi3, gpt_neox, olmo2 and a deepseek_v3 variant with mixture-of-experts layers, small
+ * mixtral, phi3, gpt_neox, olmo2, smollm3 and a deepseek_v3 variant with mixture-of-experts layers, small
  * enough for unit tests (hidden 64-128, 3-6 layers, vocab 256), with planted low-rank heads.
  *
  * A family's recipe is its row of the family table (core/model/family.c: the dims every family
@@ -24,6 +24,8 @@
  *   gpt_neox (rotary_pct 0.25: columns [0, 8) of each head rotate, [8, 32) are NoPE):
  *     layer 1 bottleneck K NoPE rank 8 (QK rank 8, Q 24); layer 2 flat (Q, K, QK 24); else random.
  *   deepseek_v3 (qk_nope 32): layer 1 bottleneck K NoPE rank 8; layer 2 flat (32); else random.
+ * and over the whole head on the layers without RoPE (smollm3's layer 3), where W_Q W_Kᵀ is exactly
+ * the map the model computes: bottleneck K rank 8 per KV head g (its query heads: QK rank 8, Q 32).
  * Everything else is Gaussian with element RMS 1/sqrt(fan-in) (embeddings RMS 1; tied ones, the
  * output layer too, 1/sqrt(hidden)); norm weights are 1 + 0.1 N(0,1) (Gemma's (1 + w) weights
  * 0.1 N(0,1)), LayerNorm and linear biases 0.1 N(0,1), DeepSeek's e_score_correction_bias
@@ -45,6 +47,8 @@
  *   gpt_neox     128, 4 x 32, 3, dense_h_to_4h 512 with biases, GELU; rotary_pct 0.25; parallel
  *                residual; LayerNorm with bias; untied embed_out
  *   olmo2        128, 4 x 32, 3, gated 256; q_norm / k_norm over the whole projection; post-norms
+ *   smollm3      128, 4/2 x 32, 4, gated 256; no RoPE on layer 3 (no_rope_layers [1, 1, 1, 0]), where
+ *                use_sliding_window puts the window 8; rope_theta 5e6; tied embeddings
  *   deepseek_v3  128, 4 heads MLA (q_lora 64, kv_lora 64, nope 32, rope 16, v 32), 3 layers:
  *                layer 0 dense (256), layers 1-2 8 routed experts (64) in 4 groups, topk_group 2,
  *                top-2, sigmoid scores + e_score_correction_bias, 1 shared expert, scaling 2.5 */
@@ -146,15 +150,23 @@ static PairSpec fam_qk(int L, int h) {
 /* QK pairs are planted over the NoPE columns of the layouts that keep them apart from RoPE's. */
 static bool plants_qk(const ModelConfig *c) { return c->attn == QKV_HEADS || c->attn == QKV_MLA; }
 
+/* A layer without RoPE in a RoPE model (SmolLM3): its whole QK is planted. */
+static bool nope_layer(const ModelConfig *c, int L) { return c->rope != ROPE_NONE && !cfg_layer_rope(c, L); }
+static PairSpec fam_qk_nope(int L, int g) {
+    (void)L, (void)g;
+    return p_bottle(8);
+}
+
 bool synth_family_planted(const char *family, bool qk, int layer, int head, double tau, int *ra, int *rb, int *rf) {
     const FamilyRow *row = recipe_row(family);
     ModelConfig c;
     if (!row || recipe_describe(row, &c) != AL_OK || layer < 0 || layer >= c.n_layers || head < 0 || head >= c.n_heads)
         return false;
-    if (qk && !plants_qk(&c)) return false;
-    int g = qk ? head : cfg_kv_group(&c, head);
-    PairSpec p = qk ? fam_qk(layer, head) : fam_vo(layer, g);
-    int k = qk ? c.qk_nope_dim : c.v_dim;
+    bool whole = qk && nope_layer(&c, layer);
+    if (qk && !plants_qk(&c) && !whole) return false;
+    int g = qk && !whole ? head : cfg_kv_group(&c, head);
+    PairSpec p = whole ? fam_qk_nope(layer, g) : qk ? fam_qk(layer, head) : fam_vo(layer, g);
+    int k = whole ? cfg_d_qk(&c) : qk ? c.qk_nope_dim : c.v_dim;
     int a = k, b = k, fu = k;                   /* flat */
     bool hi = tau > 0.995;                      /* the table holds tau 0.999 and 0.99 */
     switch (p.pat) {
@@ -296,8 +308,22 @@ static void split_stream(const ModelConfig *m, tensor_role r, int L, char *name,
     snprintf(name, n, "%s%s.weight", where, role_in_attn(QKV_SPLIT, r)->name);
 }
 
-/* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk), V / O planted (fam_vo),
- * laid out as the description's layout stores them, with its biases and q/k norms. */
+/* Q (H hd x D) and K (KV hd x D) of a layer without RoPE: KV head g's K with the Q of its query
+ * heads planted by fam_qk_nope, as the VO pairs are (K in V's place, Qᵀ in O's). */
+static int nope_qk(const Ctx *c, const GqaDims *dims, Mat **q, Mat **k) {
+    char kind[64];
+    Mat *qt = NULL;
+    snprintf(kind, sizeof kind, "%s.nope-qk", c->c->model_type);
+    int rc = syn_gqa_vo(c->seed, kind, c->L, dims, fam_qk_nope, k, &qt);
+    *q = rc == AL_OK ? mat_transpose(qt) : NULL;
+    mat_free(qt);
+    if (rc == AL_OK && !*q) { mat_free(*k); *k = NULL; rc = AL_ERR; }
+    return rc;
+}
+
+/* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk, the whole QK on a layer
+ * without RoPE), V / O planted (fam_vo), laid out as the description's layout stores them, with
+ * its biases and q/k norms. */
 static int attn_gqa(const Ctx *c) {
     const ModelConfig *m = c->c;
     const size_t D = (size_t)m->hidden, H = (size_t)m->n_heads, KV = (size_t)m->n_kv_heads, hd = (size_t)m->v_dim;
@@ -305,10 +331,15 @@ static int attn_gqa(const Ctx *c) {
     Mat *vp = NULL, *op = NULL;
     const GqaDims dims = {D, H, KV, hd};
     int rc = syn_gqa_vo(c->seed, m->model_type, c->L, &dims, fam_vo, &vp, &op);
-    split_stream(m, ROLE_Q, c->L, name, sizeof name);
-    Mat *q = rc == AL_OK ? syn_gauss_named(c->seed, name, H * hd, D, 1 / sqrt((double)D)) : NULL;
-    split_stream(m, ROLE_K, c->L, name, sizeof name);
-    Mat *k = q ? syn_gauss_named(c->seed, name, KV * hd, D, 1 / sqrt((double)D)) : NULL;
+    Mat *q = NULL, *k = NULL;
+    if (rc == AL_OK && nope_layer(m, c->L)) {
+        nope_qk(c, &dims, &q, &k);
+    } else if (rc == AL_OK) {
+        split_stream(m, ROLE_Q, c->L, name, sizeof name);
+        q = syn_gauss_named(c->seed, name, H * hd, D, 1 / sqrt((double)D));
+        split_stream(m, ROLE_K, c->L, name, sizeof name);
+        k = q ? syn_gauss_named(c->seed, name, KV * hd, D, 1 / sqrt((double)D)) : NULL;
+    }
     if (k && plants_qk(m) && plant_nope_qk(c, q, k) != AL_OK) { mat_free(k); k = NULL; }
     if (!k) { mat_free(q); mat_free(vp); mat_free(op); return AL_ERR; }
     if (m->attn == QKV_SPLIT) {
