@@ -124,8 +124,10 @@ static const char LOAD_HELP[] =
     "  gemma3_text                   yes no (norm)    yes  no     no   no    (q/k norm, windows)\n"
     "  deepseek_v2 deepseek_v3 kimi  yes NoPE dims    yes  (MLA)  no   no    (MoE layers run)\n"
     "  gpt2                          yes all dims     yes  no     yes  yes   (no RoPE)\n"
+    "  smollm3                       yes NoPE/offset  yes  no     no   yes   (no RoPE on every 4th layer)\n"
     "vo: ranks/spectrum/fuse/truncate vo and their exports (every family); qk: how W_Q W_K^T is\n"
-    "fused (offset D: at a fixed RoPE offset; NoPE dims: the dims without RoPE, exactly); ppl: ppl,\n"
+    "fused (offset D: at a fixed RoPE offset; NoPE dims: the dims without RoPE, exactly; NoPE/offset:\n"
+    "the layers without RoPE exactly, the others at an offset); ppl: ppl,\n"
     "generate, calibrate, kvsvd; mla: convert mla (TransMLA; partial rotary: RoRoPE on the rotary\n"
     "dims, the NoPE dims join the latent; yes*: check and ppl in the session); tpa: convert tpa.\n"
     "`synth family NAME DIR` writes a tiny checkpoint of each family with planted ranks.";
@@ -204,6 +206,7 @@ static const char INFO_HELP[] =
     "+ qk_rope_head_dim; otherwise 2 x KV heads x head dim) and bytes in the cache dtype\n"
     "(the weights' dtype; BF16 for FP8 weights, as DeepSeek runs its cache).\n"
     "Then the rest of the description (RoPE scaling, rotary dims, softmax scale, sliding window,\n"
+    "the layers without RoPE where some have none (nope_layers: SmolLM3's no_rope_layers),\n"
     "QK norm, norm, activation, MLP kind) and, per analysis (ranks vo, ranks qk, spectrum,\n"
     "ppl/calibrate, convert mla, convert tpa, kvsvd, compare, export formats), whether it is\n"
     "available on this model and, if not, why.\n"
@@ -244,6 +247,8 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_int(t, o, "rotary_dims", c->rope_spec.rotary_dim);
     info_num(t, o, "softmax_scale", cfg_attn_scale(c, 0));
     info_int(t, o, "sliding_window", c->sliding_window);
+    char nope[256];
+    if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */
     info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
     info_str(t, o, "norm", norm_kind_name(c->norm));
     info_str(t, o, "activation", c->activation);

@@ -59,6 +59,19 @@ static void say_qk_dims(Session *s, Out *out, farr_kind kind) {
     if (kind == FARR_QK && farr_qk_dims(&s->cur->cfg, dims, sizeof dims)) out_printf(out, "QK uses the %s\n", dims);
 }
 
+/* QK over layers lo..hi of c that apply no RoPE (SmolLM3's no_rope_layers): said, with what an
+ * offset does there (nothing: W_Q W_Kᵀ is the exact map). */
+static void say_nope_layers(Out *out, const ModelConfig *c, farr_kind kind, long lo, long hi, int offset) {
+    char list[256] = "";
+    int n = 0;
+    for (long L = lo; kind == FARR_QK && c->rope != ROPE_NONE && L <= hi; L++)
+        if (!cfg_layer_rope(c, (int)L) && strlen(list) + 16 < sizeof list)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%ld", n++ ? ", " : "", L);
+    if (n)
+        out_printf(out, "layer%s %s: no RoPE (no_rope_layers): W_Q W_K^T is the exact map there%s\n", n > 1 ? "s" : "",
+                   list, offset != FARR_NO_OFFSET ? ", the offset is not applied" : "");
+}
+
 /* ================================================================ spectrum */
 
 static const char SPECTRUM_HELP[] =
@@ -355,6 +368,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
                    n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
+    if (out_narrates(out)) say_nope_layers(out, &m->cfg, kind, lo, hi, offset);
     if (brief) {
         char *text = table_render(brief_t, out->fmt, out->prec);
         if (text) out_printf(out, "%s", text);
