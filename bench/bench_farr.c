@@ -18,7 +18,8 @@
 #include <time.h>
 
 #include "farr.h"
-#include "lin.h"
+#include "spectra.h"
+#include "sweep.h"
 #include "synth.h"
 
 static double now(void) {
@@ -46,7 +47,7 @@ static Mat *randn(size_t r, size_t c, double decay) {
 
 typedef struct {
     Mat **A, **B;
-    lin_op op;
+    spectra_op op;
     unsigned flags;
 } Job;
 
@@ -54,55 +55,55 @@ static int task(size_t i, int worker, void *ud) {
     (void)worker;
     Job *j = ud;
     Spectrum *s = NULL;
-    int rc = lin_product_svd(j->A[i], j->B[i], j->op, j->flags, &s, NULL, NULL);
-    lin_spectrum_free(s);
+    int rc = spectra_product_svd(j->A[i], j->B[i], j->op, j->flags, &s, NULL, NULL);
+    spectrum_free(s);
     return rc;
 }
 
-static double worst_err(const Mat *A, const Mat *B, lin_op op, unsigned flags, const Spectrum *ref) {
+static double worst_err(const Mat *A, const Mat *B, spectra_op op, unsigned flags, const Spectrum *ref) {
     Spectrum *s = NULL;
-    if (lin_product_svd(A, B, op, flags, &s, NULL, NULL) != AL_OK) return INFINITY;
+    if (spectra_product_svd(A, B, op, flags, &s, NULL, NULL) != AL_OK) return INFINITY;
     double w = 0;
     for (size_t i = 0; i < ref->p && i < s->p; i++) w = fmax(w, fabs(s->sigma[i] - ref->sigma[i]) / ref->sigma[0]);
-    lin_spectrum_free(s);
+    spectrum_free(s);
     return w;
 }
 
 static int bench_shapes(int heads, int threads) {
-    const struct { const char *name; size_t m, k, n; lin_op op; } pairs[] = {
-        { "VO 512x128 @ 128x7168", 512, 128, 7168, LIN_AB },
-        { "QK 1536x128 @ (512x128)T", 1536, 128, 512, LIN_ABT },
+    const struct { const char *name; size_t m, k, n; spectra_op op; } pairs[] = {
+        { "VO 512x128 @ 128x7168", 512, 128, 7168, SPECTRA_AB },
+        { "QK 1536x128 @ (512x128)T", 1536, 128, 512, SPECTRA_ABT },
     };
-    printf("%d heads per layer, %d worker threads (1 BLAS thread each)\n", heads, lin_sweep_threads((size_t)heads, threads));
+    printf("%d heads per layer, %d worker threads (1 BLAS thread each)\n", heads, sweep_threads((size_t)heads, threads));
     for (size_t p = 0; p < 2; p++) {
         Job j = { .op = pairs[p].op };
         j.A = calloc((size_t)heads, sizeof(Mat *));
         j.B = calloc((size_t)heads, sizeof(Mat *));
         for (int h = 0; h < heads; h++) {
             j.A[h] = randn(pairs[p].m, pairs[p].k, 0.02);
-            j.B[h] = pairs[p].op == LIN_AB ? randn(pairs[p].k, pairs[p].n, 0.0) : randn(pairs[p].n, pairs[p].k, 0.01);
+            j.B[h] = pairs[p].op == SPECTRA_AB ? randn(pairs[p].k, pairs[p].n, 0.0) : randn(pairs[p].n, pairs[p].k, 0.01);
         }
         double t0 = now();
         j.flags = 0;
-        if (lin_sweep((size_t)heads, threads, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+        if (sweep_run((size_t)heads, threads, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
         double t_gram = now() - t0;
         t0 = now();
-        j.flags = LIN_QR;
-        if (lin_sweep((size_t)heads, threads, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+        j.flags = SPECTRA_QR;
+        if (sweep_run((size_t)heads, threads, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
         double t_qr = now() - t0;
         t0 = now();
         j.flags = 0;
-        if (lin_sweep((size_t)heads, 1, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+        if (sweep_run((size_t)heads, 1, task, &j) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
         double t_gram1 = now() - t0;
         int nd = heads < 2 ? heads : 2;
         double wg = 0, wq = 0;
         t0 = now();
         for (int h = 0; h < nd; h++) {
             Spectrum *ref = NULL;
-            if (lin_dense_product_svd(j.A[h], j.B[h], pairs[p].op, 0, &ref) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+            if (spectra_dense_product_svd(j.A[h], j.B[h], pairs[p].op, 0, &ref) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
             wg = fmax(wg, worst_err(j.A[h], j.B[h], pairs[p].op, 0, ref));
-            wq = fmax(wq, worst_err(j.A[h], j.B[h], pairs[p].op, LIN_QR, ref));
-            lin_spectrum_free(ref);
+            wq = fmax(wq, worst_err(j.A[h], j.B[h], pairs[p].op, SPECTRA_QR, ref));
+            spectrum_free(ref);
         }
         double t_dense = (now() - t0) / nd * heads;
         printf("%-26s gram %.3f s (1 thread %.3f s)  qr %.3f s  dense (formed, extrapolated) %.2f s\n",

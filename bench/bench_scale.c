@@ -48,7 +48,8 @@
 #include "farr_internal.h"
 #include "gram.h"
 #include "gram_bf16.h"
-#include "lin.h"
+#include "spectra.h"
+#include "sweep.h"
 #include "synth.h"
 #include "symeig.h"
 
@@ -124,11 +125,11 @@ static int naive_task(size_t i, int worker, void *ud) {
     (void)worker;
     NaiveJob *j = ud;
     Mat *A, *B;
-    lin_op op;
+    spectra_op op;
     if (farr_head_factors(j->m, j->kind, j->layer, j->heads[i], FARR_NO_OFFSET, &A, &B, &op) != AL_OK) return AL_ERR;
     Spectrum *s = NULL;
-    int rc = lin_dense_product_svd(A, B, op, 0, &s);
-    lin_spectrum_free(s);
+    int rc = spectra_dense_product_svd(A, B, op, 0, &s);
+    spectrum_free(s);
     mat_free(A);
     mat_free(B);
     return rc;
@@ -147,7 +148,7 @@ static int naive_per_head(Model *m, farr_kind kind, int L, int n, bool parallel,
     int rc = AL_OK;
     double w0 = wall();
     if (parallel) {
-        rc = lin_sweep((size_t)n, 0, naive_task, &j);
+        rc = sweep_run((size_t)n, 0, naive_task, &j);
     } else {
         openblas_set_num_threads(al_threads());
         for (int i = 0; i < n && rc == AL_OK; i++) rc = naive_task((size_t)i, 0, &j);
@@ -189,12 +190,12 @@ static int floor_task(size_t h, int worker, void *ud) {
         size_t k = gram_view_k(&j->v[fs]), rs = gram_view_rows(&j->v[fs]), rh = gram_view_rows(&j->v[fh]);
         LinGramSide *sh = NULL, *own = NULL;
         Spectrum *f = NULL;
-        int rc = lin_gram_side_new(G + fs * 128 * 128, k, rs, true, &sh);
-        if (rc == AL_OK) rc = lin_gram_side_new(G + fh * 128 * 128, k, rh, false, &own);
-        if (rc == AL_OK) rc = lin_gram_fused(sh, G + fh * 128 * 128, rs, rh, &f);
-        lin_spectrum_free(f);
-        lin_gram_side_free(sh);
-        lin_gram_side_free(own);
+        int rc = spectra_gram_side_new(G + fs * 128 * 128, k, rs, true, &sh);
+        if (rc == AL_OK) rc = spectra_gram_side_new(G + fh * 128 * 128, k, rh, false, &own);
+        if (rc == AL_OK) rc = spectra_gram_fused(sh, G + fh * 128 * 128, rs, rh, &f);
+        spectrum_free(f);
+        spectra_gram_side_free(sh);
+        spectra_gram_side_free(own);
         if (rc != AL_OK) return rc;
     }
     return AL_OK;
@@ -202,7 +203,7 @@ static int floor_task(size_t h, int worker, void *ud) {
 
 /* Seconds (wall and CPU) of the kernels of one layer (n_heads heads x V, O, Q, K) on the shapes
  * (and data) of head 1's factors, from memory, on the sweep's workers: the Gram products (dsyrk),
- * and with `solves` also the values-only eigen-solves of both pairs (lin_gram_*: dpotrf, dtrmm,
+ * and with `solves` also the values-only eigen-solves of both pairs (spectra_gram_*: dpotrf, dtrmm,
  * dsytrd, dsterf). */
 static int floor_layer(Model *m, int L, bool solves, Time *secs) {
     static const head_kind kinds[4] = {HK_V, HK_O, HK_Q, HK_K};
@@ -216,13 +217,13 @@ static int floor_layer(Model *m, int L, bool solves, Time *secs) {
         if (rc == AL_OK && !(X[f] = al_malloc3(v[f].nr, v[f].nc, sizeof(double), "a factor"))) rc = AL_ERR;
         if (rc == AL_OK) rc = gram_read_block(m->store, v[f].tensor, v[f].r0, v[f].nr, v[f].c0, v[f].nc, X[f], v[f].nc);
     }
-    int T = lin_sweep_threads((size_t)m->cfg.n_heads, 0);
+    int T = sweep_threads((size_t)m->cfg.n_heads, 0);
     double *G = rc == AL_OK ? al_malloc3((size_t)T * 4, 128 * 128, sizeof(double), "Grams") : NULL;
     if (rc == AL_OK && !G) rc = AL_ERR;
     if (rc == AL_OK) {
         FloorJob j = { .v = v, .X = X, .G = G, .solves = solves };
         double w0 = wall(), c0 = cpu();
-        rc = lin_sweep((size_t)m->cfg.n_heads, 0, floor_task, &j);
+        rc = sweep_run((size_t)m->cfg.n_heads, 0, floor_task, &j);
         *secs = (Time){ wall() - w0, cpu() - c0 };
     }
     for (int f = 0; f < 4; f++) { free(X[f]); gram_view_clear(&v[f]); }
@@ -317,10 +318,10 @@ static int fast_floor_heads(FastJob *j, int worker) {
         for (int pair = 0; pair < 2 && rc == AL_OK; pair++) {
             int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
             LinGramSide *sh = NULL;
-            rc = lin_gram_side_factor(Gh + fs * 16384, k, gram_view_rows(&j->v[fs]), &sh);
+            rc = spectra_gram_side_factor(Gh + fs * 16384, k, gram_view_rows(&j->v[fs]), &sh);
             if (rc == AL_OK && sh->r != k) rc = al_err("floor: a rank-deficient factor (random data expected)");
-            if (rc == AL_OK) rc = lin_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
-            lin_gram_side_free(sh);
+            if (rc == AL_OK) rc = spectra_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
+            spectra_gram_side_free(sh);
         }
         for (int f = 0; f < 6; f++, n++) { A[n] = Gh + f * 16384; W[n] = w + n * 128; }
     }
@@ -370,7 +371,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
         if (rc == AL_OK && mode == FAST_FLOOR && !(P[f] = pack_view(&v[f], X[f]))) rc = al_err("out of memory");
     }
     FastJob j = { .mode = mode, .v = v, .X = Xf, .P = P, .scale = m->cfg.dtype == DT_F8_E4M3 ? scale : NULL,
-                  .T = lin_sweep_threads((size_t)m->cfg.n_heads, 0) };
+                  .T = sweep_threads((size_t)m->cfg.n_heads, 0) };
     j.Gf = calloc((size_t)j.T * 4 * 16384, sizeof(float));
     j.Gd = calloc((size_t)j.T * FLOOR_BATCH * 6 * 16384, sizeof(double));
     j.wd = calloc((size_t)j.T * FLOOR_BATCH * 6 * 128, sizeof(double));
@@ -381,7 +382,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
         size_t H = (size_t)m->cfg.n_heads, tasks = mode == FAST_FLOOR ? (H + FLOOR_BATCH - 1) / FLOOR_BATCH : H;
-        rc = lin_sweep(tasks, j.T, fast_task, &j);
+        rc = sweep_run(tasks, j.T, fast_task, &j);
         *secs = (Time){ wall() - w0, cpu() - c0 };
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
@@ -409,8 +410,8 @@ static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert
         for (int t = 0; t < 3; t++)
             for (int h = 0; h < l->n_heads; h++) {
                 const double *e = l->eps + 3 * (size_t)h;
-                open[t] += !(lin_rank_certain(l->a[h], e[0], open_taus[t]) && lin_rank_certain(l->b[h], e[1], open_taus[t]) &&
-                             lin_rank_certain(l->fused[h], e[2], open_taus[t]));
+                open[t] += !(spectra_rank_certain(l->a[h], e[0], open_taus[t]) && spectra_rank_certain(l->b[h], e[1], open_taus[t]) &&
+                             spectra_rank_certain(l->fused[h], e[2], open_taus[t]));
             }
         double w2 = wall(), c2 = cpu();
         int rc = farr_layer_certify(m, l, tau, redone);
@@ -561,7 +562,7 @@ static void solver_table(const double *Go, const double *Gv, int n) {
                                                               NULL, 1, iwork));
     TIME_CALL(t[2], memcpy(A, Go, sizeof A);
               LAPACKE_dsytrd_work(LAPACK_COL_MAJOR, 'L', K, A, K, w, e, tau, work, 32 * K); LAPACKE_dsterf_work(K, w, e));
-    TIME_CALL(t[3], memcpy(A, Go, sizeof A); lin_sym_eigvals(A, K, w));
+    TIME_CALL(t[3], memcpy(A, Go, sizeof A); spectra_sym_eigvals(A, K, w));
     TIME_CALL(t[4], memcpy(A, Go, sizeof A); LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', K, A, K);
               LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', K, K, A, K, w, NULL, 1, NULL, 1));
     TIME_CALL(t[5], memcpy(A, Gv, sizeof A); LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', K, A, K));
@@ -619,14 +620,14 @@ static int breakdown(Model *m, int L, int n) {
         LinGramSide *a = NULL, *b = NULL;
         Spectrum *s = NULL;
         double t0 = wall();
-        lin_gram_side_new(G[1], 128, 7168, false, &b);
+        spectra_gram_side_new(G[1], 128, 7168, false, &b);
         double t1 = wall();
-        lin_gram_side_new(G[0], 128, 512, true, &a);
+        spectra_gram_side_new(G[0], 128, 512, true, &a);
         double t2 = wall();
-        lin_gram_fused(a, G[1], 512, 7168, &s);
+        spectra_gram_fused(a, G[1], 512, 7168, &s);
         double t3 = wall();
         te = fmin(te, t1 - t0); tf = fmin(tf, t2 - t1); tc = fmin(tc, t3 - t2);
-        lin_gram_side_free(a); lin_gram_side_free(b); lin_spectrum_free(s);
+        spectra_gram_side_free(a); spectra_gram_side_free(b); spectrum_free(s);
     }
     double solves = 2 * te + 2 * tf + 2 * tc;
     printf("  per factor: eigenvalues %.3f (with its Cholesky factor %.3f); per pair: fused core %.3f\n", 1e3 * te,
@@ -737,7 +738,7 @@ int main(int argc, char **argv) {
     int nl = c->n_layers < layers ? c->n_layers : layers;
     printf("model %s: %d layers, %d heads, hidden %d, q_lora %d, kv_lora %d, nope %d, rope %d, v %d, %s; %d workers x 1 BLAS thread\n",
            model, c->n_layers, c->n_heads, c->hidden, c->q_lora_rank, c->kv_lora_rank, c->qk_nope_dim, c->qk_rope_dim,
-           c->v_dim, dt_name(c->dtype), lin_sweep_threads((size_t)c->n_heads, 0));
+           c->v_dim, dt_name(c->dtype), sweep_threads((size_t)c->n_heads, 0));
     if (brk) breakdown(m, 0, reps > 3 ? reps : 3);
     if (fast_only) {
         int frc = fast_section(m, model, nl, reps, cold);
@@ -794,7 +795,7 @@ int main(int argc, char **argv) {
     printf("   61 layers (extrapolated from the per-layer figure): %.1f s\n", 61 * per_layer);
 
     /* For comparison, once: the factor route (the layer dequantized to float up front, per-head
-     * copies, lin_product_svd on the Gram route with vectors of the small factors). */
+     * copies, spectra_product_svd on the Gram route with vectors of the small factors). */
     {
         double w0 = wall();
         for (int k = 0; k < 2; k++) {

@@ -3,7 +3,7 @@
  *   bench_symeig [n] [matrices] [rounds]      (defaults 128, 64, 5)
  *
  * On `matrices` matrices, half Grams XᵀX (X: 512 x n normals with column scales decaying like a
- * trained head's) and half random symmetric, in one run: LAPACK dsytrd (nb 8, as lin.c calls it,
+ * trained head's) and half random symmetric, in one run: LAPACK dsytrd (nb 8, as spectra.c calls it,
  * and the default block size) + dsterf, dsterf alone on dsytrd's output, dsyevd 'N', ssyevd 'N'
  * (float), and core/linalg/symeig.c's symeig_values: one matrix per call (its tridiagonal stage is then
  * dsterf), 2 and 8 per call, all in one call (16 tridiagonal matrices at a time in vector lanes),

@@ -120,6 +120,7 @@ static const char LOAD_HELP[] =
     "  phi3                          yes NoPE/offset  yes  yes*   yes  yes   (mla, tpa: no window)\n"
     "  gpt_neox (Pythia)             yes NoPE dims    yes  yes*   yes  yes   (*: no export, LayerNorm)\n"
     "  qwen3 qwen3_moe olmo2         yes no (norm)    yes  no     no   no    (q/k RMSNorm)\n"
+    "  olmo3                         yes no (norm)    yes  no     no   no    (q/k RMSNorm, windows)\n"
     "  gemma2                        yes offset D     yes  no     no   yes   (mla, tpa: sliding windows)\n"
     "  gemma3_text                   yes no (norm)    yes  no     no   no    (q/k norm, windows)\n"
     "  deepseek_v2 deepseek_v3 kimi  yes NoPE dims    yes  (MLA)  no   no    (MoE layers run)\n"

@@ -20,7 +20,7 @@
 #include "mla_export.h"
 #include "params.h"
 #include "seeds.h"
-#include "tmla_lm.h"
+#include "tmla_study.h"
 #include "transmla.h"
 #include "ws_calib.h"
 #include "ws_lm.h"
@@ -257,7 +257,7 @@ const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text's\n"
     "validation split (held out; `split train`: the calibrated windows, in-sample; `eval FILE`:\n"
     "another text; up to `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
-    "model's forward pass in memory (core/methods/tmla_lm.h; the same numbers as on an export). The\n"
+    "model's forward pass in memory (core/methods/tmla_study.h; the same numbers as on an export). The\n"
     "RoRoPE rotation follows the PCA statistics too (W or WX); rope_energy is the key energy the\n"
     "RoPE dims keep, measured on the calibration activations for both (WX keeps at least as much);\n"
     "joint_energy is what the rank-R basis keeps of its own (balanced) PCA input; alpha is the\n"
@@ -320,13 +320,13 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
                       "(calib FILE, ids FILE, or calibrate FILE first), not stats weights");
     }
     Forward *f = NULL;
-    TlmKvTable *kt = NULL;
-    TlmKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = nr, .rope_dim = o.rope_dim, .freqfold = o.freqfold,
+    TstudyKvTable *kt = NULL;
+    TstudyKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = nr, .rope_dim = o.rope_dim, .freqfold = o.freqfold,
                          .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = (const double *const *)u.sigma,
                          .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen,
                          .norm_eps = mla_export_norm_eps(m, lo == 0 && (int)hi == m->cfg.n_layers - 1)};
     int rc = lm_forward(s, m, &f);
-    if (rc == AL_OK) rc = tlm_kv_table(f, &ko, &kt);
+    if (rc == AL_OK) rc = tstudy_kv_table(f, &ko, &kt);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
     const ModelConfig *c = &m->cfg;
     int nJ = (c->n_kv_heads * cfg_d_qk(c) - kt->rope_dim) + c->n_kv_heads * c->v_dim;
@@ -339,7 +339,7 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     Table *tb = table_new(8, "kv_rank", "pca", "balance", "mean_alpha", "mean_rope_energy", "mean_joint_energy", "nll",
                           "ppl");
     for (size_t i = 0; tb && i < kt->n; i++) {
-        const TlmKvRow *w = &kt->rows[i];
+        const TstudyKvRow *w = &kt->rows[i];
         if (table_row(tb)) { table_free(tb); tb = NULL; break; }
         table_int(tb, w->kv_rank == TMLA_FULL ? nJ : w->kv_rank);
         table_str(tb, w->act ? "WX" : "W");
@@ -350,7 +350,7 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
         table_num(tb, w->nll);
         table_num(tb, exp(w->nll));
     }
-    tlm_kv_table_free(kt);
+    tstudy_kv_table_free(kt);
     return tb ? out_table_to(out, args_str(a, "to"), tb) : AL_ERR;
 }
 

@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd_farr.h"
-#include "compare.h"
+#include "budget_compare.h"
 #include "export.h"
 #include "farr.h"
 #include "registry.h"
@@ -114,13 +114,13 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     Mat *W = NULL;
     if (kind == FARR_QK && side != 2 && farr_side_alone(s->cur, side, layer, head, param_offset(a), &W)) return AL_ERR;
     if (W) {
-        int rc = lin_svd(W, 0, &own);
+        int rc = spectra_svd(W, 0, &own);
         mat_free(W);
         if (rc) return rc;
     }
     if (own) {
         int rc = spectrum_show(s, a, out, k, layer, head, own);
-        lin_spectrum_free(own);
+        spectrum_free(own);
         return rc;
     }
     FarrState *st;
@@ -138,7 +138,7 @@ static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, 
     int rc = AL_OK;
     double *energy = al_calloc(sp->p ? sp->p : 1, sizeof(double), "energies");
     if (!energy) return AL_ERR;
-    lin_cum_energy(sp->sigma, sp->p, energy);
+    spectra_cum_energy(sp->sigma, sp->p, energy);
     Table *t = table_new(3, "index", "sigma", "energy");
     for (size_t i = 0; t && i < sp->p; i++) {
         if (table_row(t)) { table_free(t); t = NULL; break; }
@@ -148,12 +148,12 @@ static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, 
     }
     free(energy);
     if (!t) return AL_ERR;
-    size_t r99 = lin_effective_rank(sp->sigma, sp->p, 0.99), r999 = lin_effective_rank(sp->sigma, sp->p, 0.999);
+    size_t r99 = spectra_effective_rank(sp->sigma, sp->p, 0.99), r999 = spectra_effective_rank(sp->sigma, sp->p, 0.999);
     if (out_narrates(out)) {
         out_printf(out, "%s of layer %d head %d: %zu x %zu, %zu singular values; effective rank %zu at tau "
                    "0.99, %zu at tau 0.999", kind_label(k), layer, head, sp->m, sp->n, sp->p, r99, r999);
         if (s->tau != 0.99 && s->tau != 0.999)
-            out_printf(out, ", %zu at tau %g", lin_effective_rank(sp->sigma, sp->p, s->tau), s->tau);
+            out_printf(out, ", %zu at tau %g", spectra_effective_rank(sp->sigma, sp->p, s->tau), s->tau);
         out_printf(out, "\n");
         say_qk_dims(s, out, kind);
     }
@@ -508,12 +508,12 @@ static int cmd_fuse(Session *s, const Args *a, Out *out) {
     if (!out_narrates(out)) goto result;
     out_printf(out, "fused %s of layer %d head %d: %zu x %zu map = (%zu x %zu) @ (%zu x %zu)%s\n",
                farr_fused_name(kind), layer, head, sp->m, sp->n, f->A->rows, f->A->cols,
-               f->op == LIN_AB ? f->B->rows : f->B->cols, f->op == LIN_AB ? f->B->cols : f->B->rows,
+               f->op == SPECTRA_AB ? f->B->rows : f->B->cols, f->op == SPECTRA_AB ? f->B->cols : f->B->rows,
                f->offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     out_printf(out, "effective ranks at tau %g: %s %zu, %s %zu, %s %zu; sigma_1 = %.6g\n", tau,
-               farr_side_name(kind, 0), lin_effective_rank(f->sa->sigma, f->sa->p, tau),
-               farr_side_name(kind, 1), lin_effective_rank(f->sb->sigma, f->sb->p, tau),
-               farr_fused_name(kind), lin_effective_rank(sp->sigma, sp->p, tau), sp->p ? sp->sigma[0] : 0.0);
+               farr_side_name(kind, 0), spectra_effective_rank(f->sa->sigma, f->sa->p, tau),
+               farr_side_name(kind, 1), spectra_effective_rank(f->sb->sigma, f->sb->p, tau),
+               farr_fused_name(kind), spectra_effective_rank(sp->sigma, sp->p, tau), sp->p ? sp->sigma[0] : 0.0);
     say_qk_dims(s, out, kind);
     out_printf(out, "kept: `fused info|sigma|energy|u|v|a|b` reads it\n");
 result:
@@ -576,7 +576,7 @@ static int cmd_fused(Session *s, const Args *a, Out *out) {
     if (!strcmp(what, "energy")) {
         double *e = al_calloc(sp->p ? sp->p : 1, sizeof(double), "energies");
         if (!e) return AL_ERR;
-        lin_cum_energy(sp->sigma, sp->p, e);
+        spectra_cum_energy(sp->sigma, sp->p, e);
         int rc = out_array(out, e, sp->p);
         free(e);
         return rc;
@@ -616,9 +616,9 @@ static int cmd_fused(Session *s, const Args *a, Out *out) {
     table_int(t, (long long)sp->n);
     table_int(t, (long long)f->A->cols);
     table_num(t, tau);
-    table_int(t, (long long)lin_effective_rank(f->sa->sigma, f->sa->p, tau));
-    table_int(t, (long long)lin_effective_rank(f->sb->sigma, f->sb->p, tau));
-    table_int(t, (long long)lin_effective_rank(sp->sigma, sp->p, tau));
+    table_int(t, (long long)spectra_effective_rank(f->sa->sigma, f->sa->p, tau));
+    table_int(t, (long long)spectra_effective_rank(f->sb->sigma, f->sb->p, tau));
+    table_int(t, (long long)spectra_effective_rank(sp->sigma, sp->p, tau));
     return out_table_to(out, args_str(a, "to"), t);
 }
 
@@ -896,7 +896,7 @@ static void farr_xf_describe(const Xform *x, char *buf, size_t cap) {
 /* ---------------------------------------------------------------- the check's inputs */
 
 /* The random tokens of a FaRR check (in the session or of an export), drawn as `compare` draws its
- * own (core/methods/compare.c: tpa_random_input with seed AL_SEED_COMPARE and each layer's input second
+ * own (core/methods/budget_compare.c: tpa_random_input with seed AL_SEED_COMPARE and each layer's input second
  * moment from the session's calibration of the source, ws_calib_fit_sigma; unit variance without
  * one), so that the check's errors and compare's answer the same question. */
 typedef struct {
@@ -1005,8 +1005,8 @@ static int compare_out_err(const AttnLayer *S, const PlanLayers *p, int l, const
     if (S->kind != ATTN_GQA) return AL_OK;
     int rk = plan_layer_rank(p->qk, l, S->head_dim), rv = plan_layer_rank(p->vo, l, S->v_dim);
     if (rk < 1 || rv < 1 || (S->rope_dim > 0 && rk < S->head_dim)) return AL_OK;
-    CmpRow row;
-    if (cmp_farr_layer(S, rk, rv, X, pos, &row)) return AL_ERR;
+    BudgetRow row;
+    if (budget_farr_layer(S, rk, rv, X, pos, &row)) return AL_ERR;
     *ce = row.out_err;
     return AL_OK;
 }

@@ -3,7 +3,7 @@
  *
  * Data comes from the session's FaRR cache (core/analysis/farr.h): a layer's spectra are computed once
  * (by `ranks`, or here on first use) and every later plot, at any tau, reads them. Heatmaps of
- * SVD factors ask core/linalg/lin.h for the singular vectors of one head. Nothing here does math
+ * SVD factors ask core/linalg/spectra.h for the singular vectors of one head. Nothing here does math
  * beyond picking values out of those results.
  *
  * Where a figure goes: `to FILE.png|.svg|.pdf` (a name without extension gets plot.format);
@@ -21,7 +21,7 @@
 #include "cmd_plot_compare.h"
 #include "cmd_plot_mla.h"
 #include "farr.h"
-#include "lin.h"
+#include "spectra.h"
 #include "plot.h"
 #include "plot_dest.h"
 #include "registry.h"
@@ -60,7 +60,7 @@ static int head_args(const Args *a, int *layer, int *head, int *offset) {
 
 /* The cached (or now computed) singular values of one head's matrix kind. A Q or K projection
  * alone where QK fusion is refused (full RoPE, Q/K norm) is computed here: *own holds it then
- * (the caller frees it with lin_spectrum_free; NULL otherwise). */
+ * (the caller frees it with spectrum_free; NULL otherwise). */
 static int head_spectrum(Session *s, int mk, int layer, int head, int offset, const Spectrum **out,
                          Spectrum **own) {
     FarrState *st;
@@ -71,10 +71,10 @@ static int head_spectrum(Session *s, int mk, int layer, int head, int offset, co
     *own = NULL;
     if (kind == FARR_QK && side != 2 && farr_side_alone(s->cur, side, layer, head, offset, &W)) return AL_ERR;
     if (W) {
-        int rc = lin_svd(W, 0, own);
+        int rc = spectra_svd(W, 0, own);
         mat_free(W);
         if (rc == AL_OK && !(*own)->p) {
-            lin_spectrum_free(*own);
+            spectrum_free(*own);
             *own = NULL;
             return al_err("%s of layer %d head %d has no singular values", mat_label(mk), layer, head);
         }
@@ -185,13 +185,13 @@ static int cmd_plot_spectrum(Session *s, const Args *a, Out *out) {
     snprintf(auto_name, sizeof auto_name, "%s-spectrum-%s-L%d-H%d%s", s->cur->name, MAT_CHOICES[mk], layer, head,
              args_flag(a, "log") ? "-log" : "");
     PlotDest d;
-    if (plot_dest_init(s, a, auto_name, &d)) { lin_spectrum_free(own); return AL_ERR; }
+    if (plot_dest_init(s, a, auto_name, &d)) { spectrum_free(own); return AL_ERR; }
     d.o.title = title;
     d.o.subtitle = sub;
     d.o.logy = args_flag(a, "log");
     plot_dest_window_hint(out, &d);
     rc = plot_spectrum(&d.o, sp->sigma, sp->p);
-    lin_spectrum_free(own);
+    spectrum_free(own);
     return plot_dest_done(out, &d, rc);
 }
 
@@ -210,7 +210,7 @@ static int cmd_plot_energy(Session *s, const Args *a, Out *out) {
     int rc = named_spectrum(s, a, &mk, &layer, &head, &offset, &sp, &own);
     if (rc) return rc;
     rc = energy_figure(s, a, out, mk, layer, head, offset, sp);
-    lin_spectrum_free(own);
+    spectrum_free(own);
     return rc;
 }
 
@@ -220,7 +220,7 @@ static int energy_figure(Session *s, const Args *a, Out *out, int mk, int layer,
     int rc;
     double *energy = al_malloc3(sp->p, 1, sizeof(double), "cumulative energy");
     if (!energy) return AL_ERR;
-    lin_cum_energy(sp->sigma, sp->p, energy);
+    spectra_cum_energy(sp->sigma, sp->p, energy);
     if (energy[sp->p - 1] <= 0) {
         free(energy);
         return al_err("%s of layer %d head %d is a zero map: it has no energy to plot", mat_label(mk), layer, head);
@@ -231,7 +231,7 @@ static int energy_figure(Session *s, const Args *a, Out *out, int mk, int layer,
     double taus[3] = {0.99, 0.999, s->tau};
     for (int k = 0; k < 3; k++) {
         if (k == 2 && (fabs(s->tau - 0.99) < 1e-12 || fabs(s->tau - 0.999) < 1e-12)) continue;
-        size_t r = lin_effective_rank(sp->sigma, sp->p, taus[k]);
+        size_t r = spectra_effective_rank(sp->sigma, sp->p, taus[k]);
         marks[nm++] = (PlotTauMark){taus[k], r ? r : 1};
     }
     qsort(marks, nm, sizeof marks[0], cmp_mark);
@@ -523,7 +523,7 @@ static int heatmap_matrix(Session *s, int mk, int layer, int head, int offset, i
     int side;
     farr_kind kind = mat_pair(mk, &side);
     Mat *A = NULL, *B = NULL, *W = NULL;
-    lin_op op = LIN_AB;
+    spectra_op op = SPECTRA_AB;
     int rc = AL_OK;
     /* q / k alone where QK fusion is refused: the whole projection stands in for the factor. */
     if (kind == FARR_QK && side != 2 && farr_side_alone(s->cur, side, layer, head, offset, side == 0 ? &A : &B))
@@ -532,20 +532,20 @@ static int heatmap_matrix(Session *s, int mk, int layer, int head, int offset, i
     if (rc) return rc;
     if (side == 2) {
         if (factor < 0) {
-            Mat *Bt = op == LIN_ABT ? mat_transpose(B) : NULL;
+            Mat *Bt = op == SPECTRA_ABT ? mat_transpose(B) : NULL;
             W = mat_mul(A, Bt ? Bt : B);
             mat_free(Bt);
             if (!W) rc = AL_ERR;
             snprintf(what, wcap, "%s", mat_label(mk));
         } else {
             Spectrum *sp = NULL;
-            rc = lin_product_svd(A, B, op, LIN_VECTORS, &sp, NULL, NULL);
+            rc = spectra_product_svd(A, B, op, SPECTRA_VECTORS, &sp, NULL, NULL);
             if (!rc) {
                 W = factor == 0 ? mat_from_d(sp->U, sp->m, sp->p, true, NULL)
                                 : mat_from_d(sp->Vt, sp->p, sp->n, false, factor == 2 ? sp->sigma : NULL);
                 if (!W) rc = AL_ERR;
             }
-            lin_spectrum_free(sp);
+            spectrum_free(sp);
         }
     } else {
         Mat *one = side == 0 ? A : B;
@@ -555,13 +555,13 @@ static int heatmap_matrix(Session *s, int mk, int layer, int head, int offset, i
             snprintf(what, wcap, "%s", mat_label(mk));
         } else {
             Spectrum *sp = NULL;
-            rc = lin_svd(one, LIN_VECTORS, &sp);
+            rc = spectra_svd(one, SPECTRA_VECTORS, &sp);
             if (!rc) {
                 W = factor == 0 ? mat_from_d(sp->U, sp->m, sp->p, true, NULL)
                                 : mat_from_d(sp->Vt, sp->p, sp->n, false, factor == 2 ? sp->sigma : NULL);
                 if (!W) rc = AL_ERR;
             }
-            lin_spectrum_free(sp);
+            spectrum_free(sp);
         }
     }
     if (factor >= 0) {

@@ -1,5 +1,5 @@
 /* cmd_plot_compare.c -- `plot compare` and `plot compare-budgets`: the figures of every KV-cache
- * reduction of the seeds at one budget (core/methods/compare.h; TPA issue, "All methods, one budget").
+ * reduction of the seeds at one budget (core/methods/budget_compare.h; TPA issue, "All methods, one budget").
  *
  * `plot compare` draws the per-layer error of each method from the comparison the TPA group keeps
  * in the session (ws_compare.h: the last `compare`, or one run here and kept); `plot compare-budgets`
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compare.h"
+#include "budget_compare.h"
 #include "plot.h"
 #include "plot_dest.h"
 #include "params.h"
@@ -28,7 +28,7 @@
 static const char *const WHAT_CHOICES[] = {"out", "score", NULL};
 
 /* The error a figure shows: the attention output's (what 0) or the scores' (what 1). */
-static double row_err(const CmpRow *w, int what) { return what == 1 ? w->score_err : w->out_err; }
+static double row_err(const BudgetRow *w, int what) { return what == 1 ? w->score_err : w->out_err; }
 
 /* Why a method cannot meet a budget, from its row's setting without the leading "n/a: ". */
 static const char *reason_text(const char *setting) {
@@ -78,7 +78,7 @@ static int key_from_args(Session *s, const Args *a, WsCmpKey *q) {
         q->layer_lo = (int)lo;
         q->layer_hi = (int)hi;
     }
-    const CmpResult *last = ws_compare_last(s, s->cur);
+    const BudgetResult *last = ws_compare_last(s, s->cur);
     if (last && last->n_rows > 0) {
         if (!q->tokens) q->tokens = last->tokens;
         if (!q->seed) q->seed = last->seed;
@@ -140,10 +140,10 @@ static void line_setting(MethodLine *ml, const char *st) {
 }
 
 /* Picks the errors of each method out of r's rows for layers lo..hi into lines (y: n each). */
-static void collect_lines(const CmpResult *r, int lo, int hi, int what, MethodLine *lines) {
+static void collect_lines(const BudgetResult *r, int lo, int hi, int what, MethodLine *lines) {
     for (int i = 0; i < r->n_rows; i++) {
-        const CmpRow *w = &r->rows[i];
-        if (w->layer < lo || w->layer > hi || w->method < 0 || w->method >= CMP_NMETHODS) continue;
+        const BudgetRow *w = &r->rows[i];
+        if (w->layer < lo || w->layer > hi || w->method < 0 || w->method >= BUDGET_NMETHODS) continue;
         MethodLine *ml = &lines[w->method];
         if (!w->ok) {
             if (!ml->reason) ml->reason = w->setting;
@@ -160,12 +160,12 @@ static void collect_lines(const CmpResult *r, int lo, int hi, int what, MethodLi
 }
 
 /* "no method meets kv-budget B on M: farr n/a: ...; ..." */
-static int none_fits(const Model *m, const CmpResult *r, const MethodLine *lines) {
+static int none_fits(const Model *m, const BudgetResult *r, const MethodLine *lines) {
     char why[1024];
     size_t n = 0;
     why[0] = '\0';
-    for (int k = 0; k < CMP_NMETHODS && n < sizeof why; k++) {
-        int w = snprintf(why + n, sizeof why - n, "%s%s %s", k ? "; " : "", cmp_method_name((cmp_method)k),
+    for (int k = 0; k < BUDGET_NMETHODS && n < sizeof why; k++) {
+        int w = snprintf(why + n, sizeof why - n, "%s%s %s", k ? "; " : "", budget_method_name((budget_method)k),
                          reason_text(lines[k].reason));
         if (w > 0) n += (size_t)w;
     }
@@ -174,7 +174,7 @@ static int none_fits(const Model *m, const CmpResult *r, const MethodLine *lines
 }
 
 /* Says where the data came from, each method's setting and mean error, and what is left out. */
-static void narrate_compare(Out *out, const Model *m, const CmpResult *r, bool reused, int lo, int hi, int what,
+static void narrate_compare(Out *out, const Model *m, const BudgetResult *r, bool reused, int lo, int hi, int what,
                             const MethodLine *lines) {
     char lay[48];
     layers_text(lay, sizeof lay, lo, hi);
@@ -183,9 +183,9 @@ static void narrate_compare(Out *out, const Model *m, const CmpResult *r, bool r
                100.0 * (double)r->budget / (double)r->kv_model, lay, reused ? "the session's last compare"
                : "compared now (kept for the next plot)", r->tokens, (unsigned long long)r->seed,
                r->activation_stats ? "with the calibration's second moment" : "unit variance");
-    for (int k = 0; k < CMP_NMETHODS; k++) {
+    for (int k = 0; k < BUDGET_NMETHODS; k++) {
         const MethodLine *ml = &lines[k];
-        const char *name = cmp_method_name((cmp_method)k);
+        const char *name = budget_method_name((budget_method)k);
         if (!ml->n_ok) {
             out_printf(out, "  %-9s left out of the figure: %s\n", name, reason_text(ml->reason));
             continue;
@@ -211,7 +211,7 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
     int what = args_enum(a, "what");
     WsCmpKey q;
     if (key_from_args(s, a, &q)) return AL_ERR;
-    const CmpResult *last = ws_compare_last(s, m);
+    const BudgetResult *last = ws_compare_last(s, m);
     if (args_given(a, "kv-budget")) q.budget = (size_t)args_int(a, "kv-budget");
     else if (last) q.budget = last->budget;
     else {
@@ -220,25 +220,25 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         out_printf(out, "no kv-budget given and no compare in the session: B = %zu, half of the %zu values %s caches "
                    "per token per layer\n", q.budget, kv, m->name);
     }
-    const CmpResult *r;
+    const BudgetResult *r;
     bool reused;
     int rc = ws_compare_get(s, m, &q, &r, &reused);
     if (rc) return rc;
     int lo = q.layer_lo >= 0 ? q.layer_lo : r->rows[0].layer;
     int hi = q.layer_lo >= 0 ? q.layer_hi : r->rows[r->n_rows - 1].layer;
     size_t n = (size_t)(hi - lo + 1);
-    double *x = al_malloc3(n, CMP_NMETHODS + 1, sizeof(double), "compare figure points");
+    double *x = al_malloc3(n, BUDGET_NMETHODS + 1, sizeof(double), "compare figure points");
     if (!x) return AL_ERR;
-    MethodLine lines[CMP_NMETHODS] = {0};
+    MethodLine lines[BUDGET_NMETHODS] = {0};
     for (size_t i = 0; i < n; i++) x[i] = lo + (double)i;
-    for (int k = 0; k < CMP_NMETHODS; k++) {
+    for (int k = 0; k < BUDGET_NMETHODS; k++) {
         lines[k].y = x + (size_t)(k + 1) * n;
         for (size_t i = 0; i < n; i++) lines[k].y[i] = NAN;
     }
     collect_lines(r, lo, hi, what, lines);
     bool logy = !args_flag(a, "linear"), any_pos = false;
     size_t nc = 0;
-    for (int k = 0; k < CMP_NMETHODS; k++) {
+    for (int k = 0; k < BUDGET_NMETHODS; k++) {
         if (lines[k].n_ok) nc++;
         if (lines[k].n_pos) any_pos = true;
     }
@@ -248,10 +248,10 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         out_printf(out, "every %s error is exactly 0: drawn on a linear axis\n", WHAT_CHOICES[what]);
         logy = false;
     }
-    PlotCurve cv[CMP_NMETHODS];
-    char labels[CMP_NMETHODS][256];
+    PlotCurve cv[BUDGET_NMETHODS];
+    char labels[BUDGET_NMETHODS][256];
     nc = 0;
-    for (int k = 0; k < CMP_NMETHODS; k++) {
+    for (int k = 0; k < BUDGET_NMETHODS; k++) {
         const MethodLine *ml = &lines[k];
         if (!ml->n_ok) continue;
         char set[128];
@@ -259,7 +259,7 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         else snprintf(set, sizeof set, "best of %d settings", ml->n_sets);
         char vals[40] = "";
         if (ml->kv < r->budget) snprintf(vals, sizeof vals, ", %zu values", ml->kv);
-        snprintf(labels[k], sizeof labels[k], "%s: %s%s%s", cmp_method_name((cmp_method)k), set, vals,
+        snprintf(labels[k], sizeof labels[k], "%s: %s%s%s", budget_method_name((budget_method)k), set, vals,
                  logy && !ml->n_pos ? " (error 0: exact, not drawn)" : "");
         cv[nc++] = (PlotCurve){.label = labels[k], .x = x, .y = ml->y, .n = n, .points = true, .fixed_color = true,
                                .slot = k};
@@ -271,10 +271,10 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
     int w = snprintf(sub, sizeof sub, "values cached per token per layer, budget %.1f%% of the model's; %zu random "
                      "Gaussian tokens, seed %llu (%s)", 100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
                      (unsigned long long)r->seed, r->activation_stats ? "calibration second moment" : "unit variance");
-    for (int k = 0, first = 1; k < CMP_NMETHODS && w > 0 && (size_t)w < sizeof sub; k++)
+    for (int k = 0, first = 1; k < BUDGET_NMETHODS && w > 0 && (size_t)w < sizeof sub; k++)
         if (!lines[k].n_ok) {
             int d = snprintf(sub + w, sizeof sub - (size_t)w, "%s%s", first ? "; left out: " : ", ",
-                             cmp_method_name((cmp_method)k));
+                             budget_method_name((budget_method)k));
             if (d > 0) w += d;
             first = 0;
         }
@@ -350,13 +350,13 @@ static int parse_budgets(const char *list, size_t kv, size_t *b, size_t *n) {
 /* Mean error of method k over r's layers (NaN unless it meets the budget in every one) and the
  * values it caches there (the largest over layers); why (cap bytes) gets the reason of a layer it
  * fails in. */
-static double method_mean(const CmpResult *r, int k, int what, size_t *kv, char *why, size_t cap) {
+static double method_mean(const BudgetResult *r, int k, int what, size_t *kv, char *why, size_t cap) {
     double sum = 0;
     int cnt = 0;
     *kv = 0;
     for (int i = 0; i < r->n_rows; i++) {
-        const CmpRow *w = &r->rows[i];
-        if (w->method != (cmp_method)k) continue;
+        const BudgetRow *w = &r->rows[i];
+        if (w->method != (budget_method)k) continue;
         double e = row_err(w, what);
         if (!w->ok) {
             snprintf(why, cap, "%s", w->setting);
@@ -377,35 +377,35 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     WsCmpKey q;
     if (key_from_args(s, a, &q) || parse_budgets(args_str(a, "budgets"), kv_model, budgets, &nb)) return AL_ERR;
     /* x[k][i], y[k][i]: method k at budget i; NaN where it does not meet it. */
-    double x[CMP_NMETHODS][MAX_BUDGETS], y[CMP_NMETHODS][MAX_BUDGETS];
-    char why[CMP_NMETHODS][128] = {{0}};    /* a reason it fails, at the largest budget it fails */
+    double x[BUDGET_NMETHODS][MAX_BUDGETS], y[BUDGET_NMETHODS][MAX_BUDGETS];
+    char why[BUDGET_NMETHODS][128] = {{0}};    /* a reason it fails, at the largest budget it fails */
     bool reused[MAX_BUDGETS] = {0};         /* KQ-SVD reused kvsvd learn's projections at budget i */
     size_t tokens = 0;
     int lo = 0, hi = 0, rc = AL_OK;
     bool act = false;
-    Table *t = table_new(1 + CMP_NMETHODS, "budget", "farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool");
+    Table *t = table_new(1 + BUDGET_NMETHODS, "budget", "farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool");
     if (!t) return AL_ERR;
     for (size_t i = 0; i < nb && rc == AL_OK; i++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        CmpResult *r = NULL;
+        BudgetResult *r = NULL;
         q.budget = budgets[i];
         if ((rc = ws_compare_run(s, m, &q, &r))) break;
         tokens = r->tokens;
         act = act || r->activation_stats;
         lo = r->rows[0].layer;
         hi = r->rows[r->n_rows - 1].layer;
-        if ((rc = table_row(t))) { cmp_result_free(r); break; }
+        if ((rc = table_row(t))) { budget_result_free(r); break; }
         table_int(t, (long long)budgets[i]);
         for (int j = 0; j < r->n_rows && !reused[i]; j++)      /* kvsvd learn's projections at their ranks */
-            reused[i] = r->rows[j].method == CMP_KQSVD && strstr(r->rows[j].setting, "(reused");
-        for (int k = 0; k < CMP_NMETHODS; k++) {
+            reused[i] = r->rows[j].method == BUDGET_KQSVD && strstr(r->rows[j].setting, "(reused");
+        for (int k = 0; k < BUDGET_NMETHODS; k++) {
             size_t kv;
             y[k][i] = method_mean(r, k, what, &kv, why[k], sizeof why[k]);
             x[k][i] = isfinite(y[k][i]) ? (double)kv : NAN;
             if (isfinite(y[k][i])) table_num(t, y[k][i]);
             else table_null(t);
         }
-        cmp_result_free(r);
+        budget_result_free(r);
     }
     if (rc) { table_free(t); return rc; }
     char lay[48];
@@ -426,10 +426,10 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
         }
     /* One curve per method over the budgets it meets; a repeated cache size (a method that cannot
      * use more of a larger budget) is drawn once. */
-    PlotCurve cv[CMP_NMETHODS];
+    PlotCurve cv[BUDGET_NMETHODS];
     size_t nc = 0;
     bool any_pos = false;
-    for (int k = 0; k < CMP_NMETHODS; k++) {
+    for (int k = 0; k < BUDGET_NMETHODS; k++) {
         size_t np = 0;
         for (size_t i = 0; i < nb; i++) {
             if (!isfinite(y[k][i]) || (np && x[k][i] == x[k][np - 1])) continue;
@@ -440,10 +440,10 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
         }
         if (!np) {
             out_printf(out, "%s: left out of the figure, it meets none of these budgets in every layer (%s)\n",
-                       cmp_method_name((cmp_method)k), reason_text(why[k]));
+                       budget_method_name((budget_method)k), reason_text(why[k]));
             continue;
         }
-        cv[nc++] = (PlotCurve){.label = k == CMP_KQSVD && kq_label[0] ? kq_label : cmp_method_name((cmp_method)k),
+        cv[nc++] = (PlotCurve){.label = k == BUDGET_KQSVD && kq_label[0] ? kq_label : budget_method_name((budget_method)k),
                                .x = x[k], .y = y[k], .n = np, .points = true,
                                .fixed_color = true, .slot = k};
     }

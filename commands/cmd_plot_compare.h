@@ -1,5 +1,5 @@
 /* cmd_plot_compare.h -- the figures of `compare kv-budget B` (every KV-cache reduction at one
- * budget, core/methods/compare.h) as `plot` sub-commands (handlers in cmd_plot_compare.c):
+ * budget, core/methods/budget_compare.h) as `plot` sub-commands (handlers in cmd_plot_compare.c):
  *   plot compare [kv-budget B] [layers A-B] [what out|score]
  *                                   the relative error per layer, one curve per method, log-y;
  *                                   from the session's last `compare` when it matches, else runs it

@@ -1,6 +1,6 @@
 /* cmd_plot_mla.c -- the TransMLA figures: `plot key-norms` (Figure 3a), `plot rope-energy` (key
  * energy kept against RoPE dims) and `plot rope-removal` (Figure 3b: log-perplexity against the
- * fraction of RoPE dims removed), data from core/methods/transmla.h and core/methods/tmla_lm.h, drawn by plots/
+ * fraction of RoPE dims removed), data from core/methods/transmla.h and core/methods/tmla_study.h, drawn by plots/
  * (plot_key_norms, plot_curves). Statistics (activation- or weight-based) and the calibration
  * text come from ws_tmla.h (ws_tmla_fig_stats: `calib FILE` is the figure's own). Where a figure
  * goes follows `plot`: `to FILE`, `window`, else a file in plot.dir named after the figure; the
@@ -20,7 +20,7 @@
 #include "plot_dest.h"
 #include "params.h"
 #include "session.h"
-#include "tmla_lm.h"
+#include "tmla_study.h"
 #include "transmla.h"
 #include "ws_tmla.h"
 
@@ -207,7 +207,7 @@ const char CMD_PLOT_ROPE_REMOVAL_HELP[] =
     "keeps the frequencies with the largest product of query and key norms). A fraction is rounded\n"
     "to whole pairs (MHA2MLA: whole frequencies per head); 0 removed is the original model for\n"
     "RoRoPE and MHA2MLA. The variants run in memory: the model's forward pass with the converted\n"
-    "layers swapped in (core/methods/tmla_lm.h); a standard RoPE cannot carry these frequency patterns, so\n"
+    "layers swapped in (core/methods/tmla_study.h); a standard RoPE cannot carry these frequency patterns, so\n"
     "they are not exported. PCAs and norms use the calibration activations when there are any,\n"
     "else the weights. Needs a text: `calib FILE`, `ids FILE` (the figure's own statistics: the\n"
     "session's calibration stays as it was), or the session's calibration;\n"
@@ -252,10 +252,10 @@ static int parse_list(const char *what, const char *list, double *v, size_t cap,
 }
 
 /* The points as a table: method, freqfold, removed, rope_dims, key_energy, nll, ppl. */
-static Table *removal_table(const TlmRemoval *r) {
+static Table *removal_table(const TstudyRemoval *r) {
     Table *t = table_new(7, "method", "freqfold", "removed", "rope_dims", "key_energy", "nll", "ppl");
     for (size_t i = 0; t && i < r->n_curves; i++) {
-        const TlmRemovalCurve *c = &r->curves[i];
+        const TstudyRemovalCurve *c = &r->curves[i];
         for (size_t k = 0; k < c->n; k++) {
             if (table_row(t)) { table_free(t); return NULL; }
             table_str(t, c->M ? "RoRoPE" : "MHA2MLA");
@@ -272,10 +272,10 @@ static Table *removal_table(const TlmRemoval *r) {
 
 /* The largest FreqFold M > 1 whose curve starts (the fewest dims removed) above the original, 0 if
  * none: it replaces M frequencies by one, which is inexact even before any dim loses RoPE. */
-static int freqfold_above(const TlmRemoval *r) {
+static int freqfold_above(const TstudyRemoval *r) {
     int M = 0;
     for (size_t i = 0; i < r->n_curves; i++) {
-        const TlmRemovalCurve *c = &r->curves[i];
+        const TstudyRemovalCurve *c = &r->curves[i];
         bool above = c->n > 0 && c->removed[0] == 0 && c->nll[0] > r->base_nll + 1e-6 * fabs(r->base_nll);
         if (c->M > 1 && above && c->M > M) M = c->M;
     }
@@ -302,14 +302,14 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     TmlaStatsUse u;
     int src = ws_tmla_fig_stats(s, m, a, true, &u, out);
     if (src) return src;
-    TlmRemovalOpts o = {.removed = fr, .n_removed = nf, .Ms = Ms, .nM = nM, .mha2mla = args_enum(a, "mha2mla") != 1,
+    TstudyRemovalOpts o = {.removed = fr, .n_removed = nf, .Ms = Ms, .nM = nM, .mha2mla = args_enum(a, "mha2mla") != 1,
                         .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = u.act ? (const double *const *)u.sigma : NULL,
                         .mu = u.act ? (const double *const *)u.mu : NULL, .ids = u.ids, .n_ids = u.ppl_tokens,
                         .seqlen = u.seqlen};
     Forward *f = NULL;
-    TlmRemoval *r = NULL;
+    TstudyRemoval *r = NULL;
     int rc = lm_forward(s, m, &f);
-    if (rc == AL_OK) rc = tlm_rope_removal(f, &o, &r);
+    if (rc == AL_OK) rc = tstudy_rope_removal(f, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
     out_printf(out, "%s: log-perplexity on %zu tokens, %s, windows of %zu: original %.5f (ppl %.6g); layers %ld-%ld; "
                "PCA / norms: %s\n", m->name, r->tokens, u.ppl_on, u.seqlen, r->base_nll, exp(r->base_nll), lo, hi, u.source);
@@ -319,7 +319,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     double bx[2] = {0, 0}, by[2] = {r->base_nll, r->base_nll};
     if (!cv || !labels) rc = AL_ERR;
     for (size_t i = 0; rc == AL_OK && i < r->n_curves; i++) {
-        const TlmRemovalCurve *c = &r->curves[i];
+        const TstudyRemovalCurve *c = &r->curves[i];
         if (c->M == 0) snprintf(labels[i], 64, "MHA2MLA (per-head q.k norm)");
         else if (c->M == 1) snprintf(labels[i], 64, "RoRoPE");
         else snprintf(labels[i], 64, "RoRoPE + %dD FreqFold", c->M);
@@ -370,7 +370,7 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
     }
     free(cv);
     free(labels);
-    tlm_removal_free(r);
+    tstudy_removal_free(r);
     return rc;
 }
 

@@ -18,7 +18,7 @@
 #include "ws_calib.h"
 #include "ws_compare.h"
 #include "ws_lm.h"
-#include "compare.h"
+#include "budget_compare.h"
 #include "tpa.h"
 #include "ws_check.h"
 #include "xform.h"
@@ -478,7 +478,7 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
     WsCmpKey q = {.budget = args_given(a, "kv-budget") ? (size_t)args_int(a, "kv-budget") : 0,
                    .layer_lo = (int)lo, .layer_hi = (int)hi, .tokens = (size_t)args_int(a, "tokens"),
                    .fit = args_enum(a, "fit"), .seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : 0};
-    CmpResult *r = NULL;
+    BudgetResult *r = NULL;
     int rc = ws_compare_run(s, m, &q, &r);
     if (rc == AL_OK) rc = ws_compare_keep(s, m, &q, r);     /* for `plot compare` */
     if (rc) return rc;
@@ -491,21 +491,21 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
         out_printf(out, "the model's %s applied to every method as to the model (per layer)\n",
                    m->cfg.window_declared >= 0 && m->cfg.attn_softcap > 0 ? "sliding windows and score soft-cap"
                    : m->cfg.window_declared >= 0 ? "sliding windows" : "score soft-cap");
-    out_printf(out, "KQ-SVD's projections: %s\n", r->kq_from == CMP_KQ_LEARNED ? "those `kvsvd learn kqsvd` made, "
+    out_printf(out, "KQ-SVD's projections: %s\n", r->kq_from == BUDGET_KQ_LEARNED ? "those `kvsvd learn kqsvd` made, "
                                                      "reused: their ranks are the budget's"
-                                                   : r->kq_from == CMP_KQ_CALIB ? "learned at the budget from the "
+                                                   : r->kq_from == BUDGET_KQ_CALIB ? "learned at the budget from the "
                                                      "session's calibration (its Grams of real text)"
                                                    : "learned at the budget from random tokens (no calibration)");
     Table *t = table_new(6, "layer", "method", "kv_values", "setting", "score_err", "out_err");
     if (!t) return AL_ERR;
-    double sum[CMP_NMETHODS] = {0};
-    int cnt[CMP_NMETHODS] = {0};
+    double sum[BUDGET_NMETHODS] = {0};
+    int cnt[BUDGET_NMETHODS] = {0};
     int nan_row = -1;
     for (int i = 0; i < r->n_rows; i++) {
-        const CmpRow *w = &r->rows[i];
+        const BudgetRow *w = &r->rows[i];
         if (table_row(t)) { table_free(t); return AL_ERR; }
         table_int(t, w->layer);
-        table_str(t, cmp_method_name(w->method));
+        table_str(t, budget_method_name(w->method));
         if (w->ok) table_int(t, (long long)w->kv_values);
         else table_null(t);
         table_str(t, w->setting);
@@ -515,11 +515,11 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
         if (w->ok && nan_row < 0 && (isnan(w->score_err) || isnan(w->out_err))) nan_row = i;
     }
     if (nan_row >= 0)
-        out_note_nan(out, "layer %d (%s)", r->rows[nan_row].layer, cmp_method_name(r->rows[nan_row].method));
+        out_note_nan(out, "layer %d (%s)", r->rows[nan_row].layer, budget_method_name(r->rows[nan_row].method));
     out_printf(out, "mean output error over the layers:");
-    for (int k = 0; k < CMP_NMETHODS; k++)
-        if (cnt[k]) out_printf(out, " %s %.4g;", cmp_method_name((cmp_method)k), sum[k] / cnt[k]);
-        else out_printf(out, " %s n/a;", cmp_method_name((cmp_method)k));
+    for (int k = 0; k < BUDGET_NMETHODS; k++)
+        if (cnt[k]) out_printf(out, " %s %.4g;", budget_method_name((budget_method)k), sum[k] / cnt[k]);
+        else out_printf(out, " %s n/a;", budget_method_name((budget_method)k));
     out_printf(out, "\n");
     return out_table_to(out, args_str(a, "to"), t);
 }

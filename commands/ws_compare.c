@@ -17,7 +17,7 @@ typedef struct {
 } CalibMark;
 
 typedef struct {
-    CmpResult *cmp;           /* the last comparison (`compare`, `plot compare`) of cmp_model */
+    BudgetResult *cmp;           /* the last comparison (`compare`, `plot compare`) of cmp_model */
     Model *cmp_model;         /* (budget and tokens are in cmp, its layers in its rows) */
     CalibMark cmp_calib;      /* the calibration it drew its inputs from */
 } CmpState;
@@ -25,13 +25,13 @@ typedef struct {
 static void *cmp_create(void) { return al_calloc(1, sizeof(CmpState), "the comparison state"); }
 static void cmp_destroy(void *p) {
     CmpState *st = p;
-    if (st) cmp_result_free(st->cmp);
+    if (st) budget_result_free(st->cmp);
     free(st);
 }
 static void cmp_closed(void *p, Model *m) {
     CmpState *st = p;
     if (st->cmp_model != m) return;
-    cmp_result_free(st->cmp);
+    budget_result_free(st->cmp);
     st->cmp = NULL;
     st->cmp_model = NULL;
 }
@@ -67,8 +67,8 @@ static int calib_mark(Session *s, Model *m, int fit, CalibMark *mk) {
     return AL_OK;
 }
 
-int ws_compare_run(Session *s, Model *m, const WsCmpKey *q, CmpResult **out) {
-    CmpOpts o = cmp_opts_default();
+int ws_compare_run(Session *s, Model *m, const WsCmpKey *q, BudgetResult **out) {
+    BudgetOpts o = budget_opts_default();
     o.budget = q->budget;
     if (q->tokens) o.tokens = q->tokens;
     if (q->seed) o.seed = q->seed;
@@ -85,14 +85,14 @@ int ws_compare_run(Session *s, Model *m, const WsCmpKey *q, CmpResult **out) {
         ws_calib_stats(s, m, &o.calib);
         o.kq = learned_kq(s, m);
     }
-    int rc = cmp_kv_budget(m, &o, out);
+    int rc = budget_compare(m, &o, out);
     ws_calib_free_sigma(sigma, m->cfg.n_layers);
     return rc;
 }
 
 /* Makes r (taken over) the kept comparison of m. */
-static void keep(CmpState *st, Model *m, CmpResult *r, const CalibMark *mk) {
-    cmp_result_free(st->cmp);
+static void keep(CmpState *st, Model *m, BudgetResult *r, const CalibMark *mk) {
+    budget_result_free(st->cmp);
     st->cmp = r;
     st->cmp_model = m;
     st->cmp_calib = *mk;
@@ -100,7 +100,7 @@ static void keep(CmpState *st, Model *m, CmpResult *r, const CalibMark *mk) {
 
 /* True when the kept comparison answers q for m (see ws_compare_get). */
 static bool compare_matches(const CmpState *st, const Model *m, const WsCmpKey *q, const CalibMark *mk) {
-    const CmpResult *r = st->cmp;
+    const BudgetResult *r = st->cmp;
     if (!r || st->cmp_model != m || r->n_rows < 1) return false;
     if ((q->budget && q->budget != r->budget) || (q->tokens && q->tokens != r->tokens)) return false;
     if (q->seed && q->seed != r->seed) return false;
@@ -111,7 +111,7 @@ static bool compare_matches(const CmpState *st, const Model *m, const WsCmpKey *
     return q->layer_lo < 0 || (q->layer_lo >= r->rows[0].layer && q->layer_hi <= r->rows[r->n_rows - 1].layer);
 }
 
-int ws_compare_get(Session *s, Model *m, const WsCmpKey *q, const CmpResult **out, bool *reused) {
+int ws_compare_get(Session *s, Model *m, const WsCmpKey *q, const BudgetResult **out, bool *reused) {
     CmpState *st;
     CalibMark mk;
     *out = NULL;
@@ -122,7 +122,7 @@ int ws_compare_get(Session *s, Model *m, const WsCmpKey *q, const CmpResult **ou
         *reused = true;
         return AL_OK;
     }
-    CmpResult *r = NULL;
+    BudgetResult *r = NULL;
     int rc = ws_compare_run(s, m, q, &r);
     if (rc) return rc;
     keep(st, m, r, &mk);
@@ -130,15 +130,15 @@ int ws_compare_get(Session *s, Model *m, const WsCmpKey *q, const CmpResult **ou
     return AL_OK;
 }
 
-int ws_compare_keep(Session *s, Model *m, const WsCmpKey *q, CmpResult *r) {
+int ws_compare_keep(Session *s, Model *m, const WsCmpKey *q, BudgetResult *r) {
     CmpState *st;
     CalibMark mk;
-    if (cmp_state(s, &st) || calib_mark(s, m, q->fit, &mk)) { cmp_result_free(r); return AL_ERR; }
+    if (cmp_state(s, &st) || calib_mark(s, m, q->fit, &mk)) { budget_result_free(r); return AL_ERR; }
     keep(st, m, r, &mk);
     return AL_OK;
 }
 
-const CmpResult *ws_compare_last(const Session *s, const Model *m) {
+const BudgetResult *ws_compare_last(const Session *s, const Model *m) {
     const CmpState *st = ws_peek(s, &cmp_slot);
     return st && st->cmp && st->cmp_model == m ? st->cmp : NULL;
 }

@@ -1,7 +1,8 @@
 -- check_layers.lua -- the layer rules of ARCHITECTURE.md, checked on the sources and the built
 -- objects: no include or call cycles between files, each folder calls only the folders below it,
 -- no command group includes another group's header, core/ never prints or exits, config.json is
--- parsed in one module (core/model/config.c).
+-- parsed in one module (core/model/config.c), each exported function of core/ carries its module's prefix,
+-- no function takes more than MAX_PARAMS parameters.
 --
 -- usage: lua5.4 tests/check_layers.lua SRC_DIR BUILD_DIR
 -- A module is one file pair (core/model/model.c + .h -> "core/model/model"; model_internal.h, the part
@@ -88,7 +89,7 @@ for mod, m in pairs(modules) do
 end
 
 -- ---------------------------------------------------------------- call edges from the objects
-local defined, undefined = {}, {}           -- symbol -> module; module -> { symbols }
+local defined, undefined, exported = {}, {}, {}   -- symbol -> module; module -> { symbols } (exported: functions)
 local objs = lines_of(string.format("find %s/CMakeFiles -path '*.dir/*' -name '*.c.o' 2>/dev/null", build))
 local seen_obj = {}
 for _, o in ipairs(objs) do
@@ -98,7 +99,9 @@ for _, o in ipairs(objs) do
     seen_obj[mod] = true
     for _, l in ipairs(lines_of("nm " .. o)) do
       local kind, sym = l:match("^%x*%s+(%a)%s+(%S+)$")
-      if kind and kind:match("[TDBRGSV]") then defined[sym] = defined[sym] or mod
+      if kind and kind:match("[TDBRGSV]") then
+        defined[sym] = defined[sym] or mod
+        if kind == "T" then exported[mod] = exported[mod] or {}; table.insert(exported[mod], sym) end
       elseif kind == "U" then
         undefined[mod] = undefined[mod] or {}
         table.insert(undefined[mod], sym)
@@ -116,6 +119,83 @@ for mod, syms in pairs(undefined) do
     if owner then edge(mod, owner, "calls " .. sym) end
     if in_core(modules[mod].dir) and CORE_FORBIDDEN[sym] then
       violation("%s calls %s: core/ returns errors and never prints or exits", mod, sym)
+    end
+  end
+end
+
+-- ---------------------------------------------------------------- a function's prefix names its module
+-- In core/, each exported function's name starts with its module's name ("spectra_svd" in
+-- core/linalg/spectra), with a word that begins it ("tok_" in tokenizer, "budget_" in budget_compare),
+-- or with one of the module's declared prefixes below. EXCEPTIONS are today's functions that live
+-- outside the module their prefix names (to move, not to copy).
+local PREFIXES = {
+  ["core/base/tensor"] = { "dt", "mat", "matd", "vec" },
+  ["core/io/safetensors"] = { "st" },
+  ["core/linalg/matmul"] = { "mm", "wmat" },
+  ["core/linalg/gram_bf16"] = { "gbf" },
+  ["core/linalg/spectra"] = { "spectrum" },   -- Spectrum's own: spectrum_new, spectrum_free, ...
+  ["core/model/config"] = { "cfg", "model_config", "model_family", "mlp_kind", "norm_kind", "qk_norm", "rope_layout",
+                            "rope_scaling" },   -- the enum names of its description
+  ["core/model/family"] = { "role", "tensor_role" },   -- tensor roles are the family table's
+  ["core/model/forward"] = { "fwd" },
+  ["core/model/analyses"] = { "analysis" },
+  ["core/methods/check_inputs"] = { "ci" },
+  ["core/methods/synth"] = { "synlist" },
+  ["core/methods/transmla"] = { "tmla" },
+  ["core/methods/tmla_study"] = { "tstudy" },
+}
+local EXCEPTIONS = {
+  ["core/model/model"] = { "cfg_attn_params", "cfg_kv_values" },          -- cfg_: core/model/config
+  ["core/model/rope"] = { "attn_head_causal", "attn_softmax_row" },       -- the attention core beside RoPE
+  ["core/export/export"] = { "farr_export", "farr_is_export", "farr_dense_check", "farr_dense_check_free" },
+}
+local function prefix_ok(mod, sym)
+  local base = mod:match("[^/]+$")
+  if sym == base or sym:sub(1, #base + 1) == base .. "_" then return true end
+  local word = sym:match("^([%l%d]+)_") or sym
+  if #word >= 2 and base:sub(1, #word) == word then return true end
+  for _, p in ipairs(PREFIXES[mod] or {}) do if sym:sub(1, #p + 1) == p .. "_" then return true end end
+  for _, e in ipairs(EXCEPTIONS[mod] or {}) do if sym == e then return true end end
+  return false
+end
+for mod, syms in pairs(exported) do
+  if in_core(modules[mod].dir) then
+    for _, sym in ipairs(syms) do
+      if not prefix_ok(mod, sym) then
+        violation("%s defines %s: a function's prefix names the module it lives in (tests/check_layers.lua PREFIXES)",
+                  mod, sym)
+      end
+    end
+  end
+end
+
+-- ---------------------------------------------------------------- arguments that travel together
+-- No function takes more than MAX_PARAMS positional parameters: the ones that travel together go in a
+-- struct (AttnHeadJob, KqLayerIn, GroupProjIn). Definitions start at column 0 (the house style).
+local MAX_PARAMS = 13
+local function count_params(list)
+  if list:match("^%s*void%s*$") or list:match("^%s*$") then return 0 end
+  local n, depth = 1, 0
+  for ch in list:gmatch(".") do
+    if ch == "(" or ch == "[" then depth = depth + 1
+    elseif ch == ")" or ch == "]" then depth = depth - 1
+    elseif ch == "," and depth == 0 then n = n + 1 end
+  end
+  return n
+end
+for mod, m in pairs(modules) do
+  for _, file in ipairs(m.files) do
+    if file:match("%.c$") then
+      local f = assert(io.open(src .. "/" .. file))
+      local text = "\n" .. f:read("a")
+      f:close()
+      for name, list in text:gmatch("\n[%a_][%w_ %*]-[%s%*]([%a_][%w_]*)(%b())%s*{") do
+        local n = count_params(list:sub(2, -2))
+        if n > MAX_PARAMS then
+          violation("%s: %s takes %d parameters (at most %d): gather the ones that travel together in a struct",
+                    file, name, n, MAX_PARAMS)
+        end
+      end
     end
   end
 end

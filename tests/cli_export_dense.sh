@@ -38,7 +38,7 @@ for d in rd:DeepseekV3ForCausalLM ld:LlamaForCausalLM; do
         && grep -Eq "^llama.cpp .*will not load" out.txt || fail "lint ${d%%:*}: [$(cat out.txt)]"
 done
 "$B" -e "synth demo-llama tl dtype f32" >/dev/null 2>err.txt || fail "synth: $(cat err.txt)"
-for f in tl qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 deepseek_v3; do
+for f in tl qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 olmo3 deepseek_v3; do
     [ "$f" = tl ] || "$B" -e "synth family $f src-$f" >/dev/null 2>err.txt || fail "synth family $f: $(cat err.txt)"
     s=src-$f; [ "$f" = tl ] && s=tl
     echo '{}' >"$s/tokenizer.json"

@@ -22,7 +22,7 @@ pending() {
 # 40 token ids for ppl (any ids below 256)
 for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
 
-for fam in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 deepseek_v3 smollm3; do
+for fam in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 olmo3 deepseek_v3 smollm3; do
     d=$T/$fam
     run -e "synth family $fam $d"
     [ "$(rc)" = 0 ] || { fail "synth family $fam: rc $(rc): $(cat err.txt)"; continue; }
@@ -127,6 +127,26 @@ run -e "load $T/gpt_neox; compare kv-budget 128 layers 1"
 ok "gpt_neox compare runs" test "$(rc)" = 0
 ok "  TransMLA keeps the rotary dims" grep -Eq "transmla +128 +R 120 \+ D 8" out.txt
 ok "  FaRR says why not" grep -q "farr .*n/a: keys under RoPE" out.txt
+
+# olmo3: info says YaRN and the window; ranks qk is refused for its q/k norm, convert mla for the
+# window (the logits with YaRN on layer 3 only are test_families' check)
+run -e "load $T/olmo3; info"
+ok "olmo3 info: yarn x8, window 8, whole-projection q/k norm" grep -Eq "^rope_scaling +yarn$" out.txt
+ok "  window 8" grep -Eq "^sliding_window +8$" out.txt
+ok "  q/k norm" grep -Eq "^qk_norm +whole projection$" out.txt
+ok "  ranks qk: no, the q/k norm" grep -Eq "^ranks qk +no: .*Q/K RMSNorm over the whole projection" out.txt
+ok "  convert mla: no, the window" grep -Eq "^convert mla +no: .*sliding window of 8 tokens" out.txt
+ok "  ppl: yes" grep -Eq "^ppl/calibrate +yes" out.txt
+run -e "load $T/olmo3; ranks qk"
+ok "olmo3 ranks qk refused" test "$(rc)" = 1
+run -e "load $T/olmo3; spectrum vo layer 1 head 0"
+ok "olmo3 spectrum vo: the planted rank 6" grep -q "effective rank 6 at tau 0.99, 6 at tau 0.999" out.txt
+# calibrate and kvsvd (info: yes) run its forward pass: V W_O of layer 2 (fused rank 4) at rank 6 is
+# almost exact, layer 0's (random) is not
+run -e "load $T/olmo3; calibrate ids ids.txt samples 1 seqlen 16; kvsvd learn ksvd rank 6"
+ok "olmo3 calibrate + kvsvd learn run" test "$(rc)" = 0
+ok "  layer 2 vo_err < 0.01, layer 0 > 0.3" awk '$2 == "ksvd" && $1 == 2 { a = $NF < 0.01 } $2 == "ksvd" && $1 == 0 {
+    b = $NF > 0.3 } END { exit !(a && b) }' out.txt
 
 # help names the families
 run -e "help synth family"

@@ -58,7 +58,7 @@ close "$(nll r0.csv)" "$(nll r2.csv)" 2e-6 && fail "MLA: the export's nll equals
 #     MoE, partial rotary): the working copy in the session = its reloaded dense export; QK where
 #     the family has NoPE dims to fuse.
 awk 'BEGIN { s = 3; for (i = 0; i < 120; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + s % 99 } }' >f.ids
-for f in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 deepseek_v3; do
+for f in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 olmo3 deepseek_v3; do
     qk=""
     case $f in phi3 | gpt_neox | deepseek_v3) qk="truncate qk rank 2;" ;; esac
     run -e "synth family $f m-$f; load m-$f as a; truncate vo rank 2; $qk ppl ids f.ids seqlen 32 to f1.csv;

@@ -20,6 +20,12 @@
  *                           x + attn(ln1(x)) + mlp(ln2(x)), untied embed_out
  *   olmo2                   q_norm / k_norm over the whole projection, norms after attention and
  *                           MLP only (x + norm(attn(x)), x + norm(mlp(x)))
+ *   olmo3                   OLMo 2's block; sliding window on the layer_types "sliding_attention"
+ *                           layers (default: all but every 4th), which use the plain RoPE of
+ *                           rope_theta; rope_scaling (YaRN) on the full-attention layers only:
+ *                           inv_freq blended between f and f / factor by a linear ramp over the
+ *                           pairs [floor(d ln(L0 / (2 pi beta_fast)) / (2 ln theta)), ceil(same with
+ *                           beta_slow)], cos and sin times attention_factor (default 0.1 ln(factor) + 1)
  *   smollm3                 Llama's layer, but no RoPE on q and k of the layers whose no_rope_layers
  *                           entry is 0 (without the list: every no_rope_layer_interval-th, default 4);
  *                           with use_sliding_window and no layer_types, the window on those layers;
@@ -45,7 +51,7 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_DSV3, R_SMOLLM3 } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_SMOLLM3 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -60,6 +66,9 @@ struct RefModel {
     int rot;                       /* rotary dims per head (the first rot dims) */
     bool tied, qkv_bias, o_bias, parallel;
     int window;                    /* 0: none */
+    /* rope_scaling yarn (olmo3: full-attention layers only) */
+    bool yarn;
+    double yarn_factor, yarn_orig, beta_fast, beta_slow, yarn_attn;
     bool sliding[REF_MAX_LAYERS];
     bool no_rope[REF_MAX_LAYERS];  /* no RoPE on this layer (SmolLM3) */
     double scale, attn_cap, final_cap, embed_scale;
@@ -93,13 +102,15 @@ static int parse_family(const char *mt, rfam *f) {
     static const struct { const char *n; rfam f; } t[] = {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
-        {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"deepseek_v3", R_DSV3}, {"smollm3", R_SMOLLM3}};
+        {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
+        {"smollm3", R_SMOLLM3}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
 }
 
 static bool gemma(const RefModel *m) { return m->fam == R_GEMMA2 || m->fam == R_GEMMA3; }
+static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
 
 /* SmolLM3Config: no_rope_layers[L] 0 means no RoPE on layer L; absent (null), layers with
  * (L + 1) % no_rope_layer_interval == 0 have none. */
@@ -114,7 +125,7 @@ static void parse_nope(RefModel *m, const cJSON *r) {
 
 /* Sliding layers: layer_types, else the family's pattern (HF configuration classes). */
 static void parse_windows(RefModel *m, const cJSON *r) {
-    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL ? 4096 : gemma(m) ? 4096 : 0, 0);
+    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 ? 4096 : 0, 0);
     if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_SMOLLM3) &&
         !jbool(r, "use_sliding_window", false))
         w = 0;
@@ -127,11 +138,27 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         if (e) s = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
         else if (m->fam == R_GEMMA2) s = L % 2 == 0;
         else if (m->fam == R_GEMMA3) s = (L + 1) % pattern != 0;
+        else if (m->fam == R_OLMO3) s = (L + 1) % 4 != 0;
         else if (m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE) s = L >= mwl;
         else if (m->fam == R_SMOLLM3) s = m->no_rope[L];      /* sliding on the NoPE layers */
         else s = true;
         m->sliding[L] = s && m->window > 0;
     }
+}
+
+/* YaRN as transformers' _compute_yarn_parameters reads it (DeepSeek's note: with
+ * original_max_position_embeddings given, factor = max_position_embeddings / original -- the test
+ * configs make the two agree); attention_factor, else 0.1 ln(factor) + 1. */
+static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
+    double maxpos = jnum(r, "max_position_embeddings", 2048, 2048);
+    m->yarn = true;
+    m->yarn_factor = jnum(rs, "factor", 1, 1);
+    m->yarn_orig = jnum(rs, "original_max_position_embeddings", maxpos, maxpos);
+    if (cJSON_HasObjectItem(rs, "original_max_position_embeddings")) m->yarn_factor = maxpos / m->yarn_orig;
+    m->beta_fast = jnum(rs, "beta_fast", 32, 32);
+    m->beta_slow = jnum(rs, "beta_slow", 1, 1);
+    m->yarn_attn = jnum(rs, "attention_factor", -1, -1);
+    if (m->yarn_attn < 0) m->yarn_attn = m->yarn_factor <= 1 ? 1.0 : 0.1 * log(m->yarn_factor) + 1.0;
 }
 
 static int parse_rope(RefModel *m, const cJSON *r) {
@@ -144,6 +171,7 @@ static int parse_rope(RefModel *m, const cJSON *r) {
     if (cJSON_IsObject(rs)) {
         const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
         if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
+        else if (t && !strcmp(t, "yarn") && m->fam == R_OLMO3) parse_yarn(m, r, rs);
         else if (t && strcmp(t, "default")) return al_err("ref: rope_scaling '%s' is not covered", t);
     }
     return AL_OK;
@@ -181,10 +209,10 @@ static int parse_config(RefModel *m, const cJSON *r) {
     m->F = (int)jnum(r, "intermediate_size", 0, 0);
     if (m->D <= 0 || m->H <= 0 || m->KV <= 0 || m->L <= 0 || m->L > REF_MAX_LAYERS || m->V <= 0)
         return al_err("ref: config.json lacks hidden_size / heads / layers / vocab");
-    m->hd = m->fam == R_PHI3 || m->fam == R_NEOX || m->fam == R_OLMO2 ? m->D / m->H
-                                                                        : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
+    m->hd = m->fam == R_PHI3 || m->fam == R_NEOX || olmo(m) ? m->D / m->H
+                                                            : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
-                              : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || m->fam == R_OLMO2
+                              : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m)
                                                             ? 1e-5 : 1e-6, 1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
@@ -254,12 +282,15 @@ size_t ref_vocab(const RefModel *m) { return (size_t)m->V; }
 
 static bool moe_layer(const RefModel *m, int L);
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor);
+static bool layer_yarn(const RefModel *m, int L);
 
 void ref_describe(const RefModel *m, int L, RefLayerInfo *o) {
     *o = (RefLayerInfo){0};
     if (L < 0 || L >= m->L) return;
     o->window = m->sliding[L] ? m->window : 0;
     layer_rope(m, L, &o->theta, &o->rope_factor);
+    o->yarn = layer_yarn(m, L);
+    o->attn_factor = o->yarn ? m->yarn_attn : 1.0;
     o->scale = m->scale;
     o->rot = m->rot;
     o->moe = moe_layer(m, L);
@@ -379,6 +410,25 @@ static void rope(double *x, int rot, double p, double theta, double factor, bool
     }
 }
 
+/* YaRN's rotation at position p on the rot dims of x: pair i's frequency f_i = theta^(-2i/rot)
+ * blended with f_i / factor by ramp(i) over [low, high] (0: f_i, 1: f_i / factor), and cos, sin
+ * times the attention factor (transformers: cos = cos(p f) * attention_scaling). */
+static void rope_yarn(const RefModel *m, double *x, int rot, double p, double theta) {
+    int half = rot / 2;
+    double lo = floor(rot * log(m->yarn_orig / (m->beta_fast * 2 * M_PI)) / (2 * log(theta)));
+    double hi = ceil(rot * log(m->yarn_orig / (m->beta_slow * 2 * M_PI)) / (2 * log(theta)));
+    lo = fmax(lo, 0);
+    hi = fmin(hi, rot - 1);
+    if (lo == hi) hi += 0.001;
+    for (int i = 0; i < half; i++) {
+        double ramp = fmin(fmax((i - lo) / (hi - lo), 0), 1), f = pow(theta, -2.0 * i / rot);
+        f = f / m->yarn_factor * ramp + f * (1 - ramp);
+        double c = cos(p * f) * m->yarn_attn, s = sin(p * f) * m->yarn_attn, a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
 /* Softmax attention of one query row over keys 0..i (window: i - j < window) with scale and soft-cap:
  * out (dv) = sum_j p_j v_j. q (dq), k rows at k + j*ldk, v rows at v + j*ldv. */
 static void attend(const RefModel *m, int L, size_t i, const double *q, const double *k, size_t ldk, const double *v,
@@ -400,6 +450,9 @@ static void attend(const RefModel *m, int L, size_t i, const double *q, const do
 }
 
 /* ================================================================ attention */
+
+/* True when layer L rotates with YaRN (OLMo 3: the full-attention layers; sliding ones plain RoPE). */
+static bool layer_yarn(const RefModel *m, int L) { return m->yarn && !m->sliding[L]; }
 
 /* RoPE base and linear factor of layer L (Gemma 3: local layers use rope_local_base_freq, unscaled). */
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor) {
@@ -435,7 +488,7 @@ static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double 
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.k_proj", m->qkv_bias, h, D, T, D, kd, K);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.v_proj", m->qkv_bias, h, D, T, D, kd, V);
     if (rc != AL_OK) return rc;
-    if (m->fam == R_OLMO2) {                              /* over the whole projection */
+    if (olmo(m)) {                                        /* over the whole projection */
         rc = norm_rows(m, L, "self_attn.q_norm", Q, T, qd, qd);
         if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T, kd, kd);
     } else if (m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3) {   /* per head */
@@ -455,8 +508,12 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     double theta, factor;
     layer_rope(m, L, &theta, &factor);
     for (size_t t = 0; rc == AL_OK && !m->no_rope[L] && t < T; t++) {
-        for (size_t i = 0; i < H; i++) rope(Q + t * qd + i * hd, m->rot, (double)t, theta, factor, false);
-        for (size_t g = 0; g < KV; g++) rope(K + t * kd + g * hd, m->rot, (double)t, theta, factor, false);
+        for (size_t i = 0; i < H; i++)
+            if (layer_yarn(m, L)) rope_yarn(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
+            else rope(Q + t * qd + i * hd, m->rot, (double)t, theta, factor, false);
+        for (size_t g = 0; g < KV; g++)
+            if (layer_yarn(m, L)) rope_yarn(m, K + t * kd + g * hd, m->rot, (double)t, theta);
+            else rope(K + t * kd + g * hd, m->rot, (double)t, theta, factor, false);
     }
     for (size_t t = 0; rc == AL_OK && t < T; t++)
         for (size_t i = 0; i < H; i++) {
@@ -655,7 +712,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
     double *h = malloc(n * sizeof *h), *a = malloc(n * sizeof *a), *f = malloc(n * sizeof *f);
     int rc = h && a && f ? AL_OK : AL_ERR;
     if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
-    if (rc == AL_OK && m->fam != R_OLMO2) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
+    if (rc == AL_OK && !olmo(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
     if (rc == AL_OK) rc = m->fam == R_DSV3 ? attn_mla(m, L, h, T, a) : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
         memcpy(h, x, n * sizeof *h);
@@ -663,7 +720,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         if (rc == AL_OK) rc = mlp(m, L, h, T, f);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i] + f[i];
     } else if (rc == AL_OK) {
-        bool sandwich = gemma(m), post = m->fam == R_OLMO2;
+        bool sandwich = gemma(m), post = olmo(m);
         if (sandwich || post) rc = norm_rows(m, L, "post_attention_layernorm", a, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i];
         if (rc == AL_OK) memcpy(h, x, n * sizeof *h);

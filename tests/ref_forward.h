@@ -1,13 +1,13 @@
 /* ref_forward.h -- an independent float64 reference forward pass for the tests, written from the
  * Hugging Face transformers modeling files (modeling_llama / mistral / qwen2 / qwen3 / qwen3_moe /
- * gemma2 / gemma3 / mixtral / phi3 / gpt_neox / olmo2 / deepseek_v3 / smollm3), not from core/model/forward.c.
+ * gemma2 / gemma3 / mixtral / phi3 / gpt_neox / olmo2 / olmo3 / deepseek_v3 / smollm3), not from core/model/forward.c.
  *
  * It reads config.json itself (cJSON, the few keys each family uses, with the defaults of the
  * family's configuration class) and the tensors of one model.safetensors by their HF names
  * (core/io/safetensors.h, converted to double), and computes every position's logits of one
  * sequence in double, straight from the formulas: no cache, no batching, no shared code with
- * attnlab's pass. Only what the test checkpoints use is covered (rope_scaling none or linear,
- * one safetensors file); anything else is an error naming it. */
+ * attnlab's pass. Only what the test checkpoints use is covered (rope_scaling none or linear, and
+ * yarn for olmo3; one safetensors file); anything else is an error naming it. */
 #ifndef AL_REF_FORWARD_H
 #define AL_REF_FORWARD_H
 
@@ -30,6 +30,8 @@ int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);
 typedef struct {
     int window;                /* sliding window in tokens (0: full causal) */
     double theta, rope_factor; /* RoPE base and linear scaling factor of the layer */
+    bool yarn;                 /* the layer rotates with rope_scaling yarn */
+    double attn_factor;        /* YaRN's attention factor on its cos / sin (1: none) */
     double scale;              /* softmax scale */
     int rot;                   /* rotary dims per head */
     bool moe;                  /* mixture-of-experts MLP */

@@ -10,7 +10,7 @@
 #include "testutil.h"
 #include "calib.h"
 #include "mla_export.h"
-#include "tmla_lm.h"
+#include "tmla_study.h"
 
 /* Calibration statistics for `layers` layers of hidden-wide attention inputs (the head dims are
  * placeholders: only G_X and S_X are fed). */

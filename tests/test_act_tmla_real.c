@@ -9,7 +9,7 @@
 #include "testutil.h"
 #include "calib.h"
 #include "mla_export.h"
-#include "tmla_lm.h"
+#include "tmla_study.h"
 #include "tokenizer.h"
 
 #include <sys/stat.h>
@@ -150,15 +150,15 @@ static void test_energy(Real *R) {
 static void test_studies(Real *R) {
     double removed[] = {0, 0.25, 0.5, 0.75, 0.9};
     int Ms[] = {1, 2};
-    TlmRemovalOpts o = {.removed = removed, .n_removed = 5, .Ms = Ms, .nM = 2, .mha2mla = true, .layer_lo = 0,
+    TstudyRemovalOpts o = {.removed = removed, .n_removed = 5, .Ms = Ms, .nM = 2, .mha2mla = true, .layer_lo = 0,
                         .layer_hi = -1, .sigma = (const double *const *)R->S, .mu = (const double *const *)R->mu,
                         .ids = R->ids, .n_ids = R->n, .seqlen = 128};
-    TlmRemoval *rr = NULL;
-    CHECK_OK(tlm_rope_removal(R->f, &o, &rr));
+    TstudyRemoval *rr = NULL;
+    CHECK_OK(tstudy_rope_removal(R->f, &o, &rr));
     if (rr) {
         CHECK(rr->n_curves == 3, "%zu curves", rr->n_curves);
         for (size_t i = 0; i < rr->n_curves; i++) {
-            const TlmRemovalCurve *c = &rr->curves[i];
+            const TstudyRemovalCurve *c = &rr->curves[i];
             CHECK(c->n >= 3, "curve %zu has %zu points", i, c->n);
             if (c->n < 2) continue;
             fprintf(stderr, "curve M=%d:", c->M);
@@ -177,17 +177,17 @@ static void test_studies(Real *R) {
             CHECK(c->energy[0] >= c->energy[c->n - 1], "curve M=%d: energy kept grows with removal", c->M);
         }
     }
-    tlm_removal_free(rr);
+    tstudy_removal_free(rr);
     int ranks[] = {24, 40};
-    TlmKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = 2, .rope_dim = 8, .layer_lo = 0, .layer_hi = -1,
+    TstudyKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = 2, .rope_dim = 8, .layer_lo = 0, .layer_hi = -1,
                          .sigma = (const double *const *)R->S, .mu = (const double *const *)R->mu, .ids = R->ids,
                          .n_ids = R->n, .seqlen = 128};
-    TlmKvTable *kt = NULL;
-    CHECK_OK(tlm_kv_table(R->f, &ko, &kt));
+    TstudyKvTable *kt = NULL;
+    CHECK_OK(tstudy_kv_table(R->f, &ko, &kt));
     if (kt) {
         CHECK(kt->n == 8, "%zu rows", kt->n);
         for (size_t i = 0; i < kt->n; i++) {
-            const TlmKvRow *w = &kt->rows[i];
+            const TstudyKvRow *w = &kt->rows[i];
             fprintf(stderr, "R %d %s%s: alpha %.3f rope %.4f joint %.4f nll %.4f\n", w->kv_rank, w->act ? "WX" : "W",
                     w->balance ? "+BKV" : "", w->alpha, w->rope_energy, w->joint_energy, w->nll);
             CHECK(isfinite(w->nll) && w->nll >= kt->base_nll - 0.05, "row %zu nll %g (base %g)", i, w->nll, kt->base_nll);
@@ -195,7 +195,7 @@ static void test_studies(Real *R) {
         }
         CHECK(kt->rows[2].rope_energy >= kt->rows[0].rope_energy, "WX keeps at least the W key energy");
     }
-    tlm_kv_table_free(kt);
+    tstudy_kv_table_free(kt);
 }
 
 int main(void) {

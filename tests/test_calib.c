@@ -15,7 +15,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "kqsvd.h"
-#include "lin.h"
+#include "sweep.h"
 #include "synth.h"
 #include "tokenizer.h"
 
@@ -328,9 +328,9 @@ static void test_whole_seqs(const char *path, size_t L) {
     al_interrupt_flag = 1;
     units_run = 0;
     al_interrupt_defer(true);
-    CHECK(lin_sweep(64, 4, count_unit, NULL) == AL_OK && units_run == 64, "a deferred sweep ran %zu of 64", units_run);
+    CHECK(sweep_run(64, 4, count_unit, NULL) == AL_OK && units_run == 64, "a deferred sweep ran %zu of 64", units_run);
     al_interrupt_defer(false);
-    CHECK(lin_sweep(64, 4, count_unit, NULL) == AL_INTERRUPTED, "lin_sweep stops on the flag");
+    CHECK(sweep_run(64, 4, count_unit, NULL) == AL_INTERRUPTED, "sweep_run stops on the flag");
     al_interrupt_flag = 0;
     free(ids);
     fwd_free(f);

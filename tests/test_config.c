@@ -150,7 +150,7 @@ static void test_model_and_analyses(const char *tmp) {
         CHECK_ERR(analysis_check(m, AN_CONVERT_MLA), "per-head Q/K RMSNorm");
         CHECK_OK(analysis_check(m, AN_PPL));                   /* the forward pass applies the norms */
         Mat *A = NULL, *B = NULL;
-        lin_op op;
+        spectra_op op;
         CHECK_ERR(farr_head_factors(m, FARR_QK, 0, 0, 3, &A, &B, &op), "Q/K RMSNorm");   /* ranks qk asks analyses */
         CHECK_OK(farr_head_factors(m, FARR_VO, 0, 0, FARR_NO_OFFSET, &A, &B, &op));     /* ranks vo does not */
         mat_free(A);
@@ -228,6 +228,53 @@ static void test_families(void) {
     CHECK(c.moe.layout == MOE_DEEPSEEK && c.moe.sigmoid && c.moe.n_group == 4 && c.moe.topk_group == 2 &&
           !strcmp(c.moe.topk_method, "noaux_tc") && !cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 1) && !c.rope_first,
           "deepseek_v3 routing fields");
+}
+
+/* OLMo 3 as allenai/Olmo-3-1025-7B's config.json declares it (its keys and values; layer_types
+ * written out as the file has them): OLMo 2's block, sliding_window 4096 on the "sliding_attention"
+ * layers (3 of 4), YaRN with attention_factor on the full-attention layers only (transformers'
+ * Olmo3RotaryEmbedding: default RoPE for sliding layers); without layer_types, all but every 4th
+ * layer slide (Olmo3Config's default). */
+static void test_olmo3(void) {
+    char lt[1024] = "", json[4096];
+    for (int L = 0; L < 32; L++)
+        snprintf(lt + strlen(lt), sizeof lt - strlen(lt), "%s\"%s\"", L ? ", " : "",
+                 (L + 1) % 4 ? "sliding_attention" : "full_attention");
+    snprintf(json, sizeof json,
+             "{\"architectures\": [\"Olmo3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
+             "\"eos_token_id\": 100257, \"hidden_act\": \"silu\", \"hidden_size\": 4096, \"initializer_range\": 0.02, "
+             "\"intermediate_size\": 11008, \"layer_types\": [%s], \"max_position_embeddings\": 65536, "
+             "\"model_type\": \"olmo3\", \"num_attention_heads\": 32, \"num_hidden_layers\": 32, "
+             "\"num_key_value_heads\": 32, \"pad_token_id\": 100277, \"rms_norm_eps\": 1e-06, \"rope_scaling\": "
+             "{\"attention_factor\": 1.2079441541679836, \"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 8.0, "
+             "\"original_max_position_embeddings\": 8192, \"rope_type\": \"yarn\"}, \"rope_theta\": 500000, "
+             "\"sliding_window\": 4096, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", "
+             "\"use_cache\": true, \"vocab_size\": 100278}", lt);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "olmo3/config.json", &c));
+    const RopeScaling *rs = &c.rope_spec.scaling;
+    CHECK(c.family == FAM_OLMO3 && !strcmp(model_family_name(c.family), "olmo3") && c.block == BLOCK_POST &&
+          c.norms == NORMS_POST && c.qk_norm == QKN_PROJ && c.norm_eps == 1e-6 && c.n_kv_heads == 32 &&
+          c.qk_rope_dim == 128 && !c.qkv_bias && !c.tie_embeddings, "olmo3: OLMo 2's block, eps 1e-6, head_dim 128");
+    CHECK(rs->kind == RS_YARN && rs->factor == 8 && rs->orig_max_pos == 8192 && rs->beta_fast == 32 &&
+          rs->beta_slow == 1 && c.rope_spec.theta == 500000, "olmo3: YaRN x8 from 8192, theta 5e5");
+    CHECK_NEAR(rope_attention_factor(&c.rope_spec), 1.2079441541679836, 1e-15);
+    int slide = 0, scaled = 0, wrong = 0;
+    for (int L = 0; L < 32; L++) {
+        bool full = (L + 1) % 4 == 0;
+        slide += cfg_layer_window(&c, L) == 4096;
+        scaled += cfg_layer_rope_scaled(&c, L);
+        wrong += (cfg_layer_window(&c, L) == 0) != full || cfg_layer_rope_scaled(&c, L) != full ||
+                 cfg_layer_theta(&c, L) != 500000;
+    }
+    CHECK(slide == 24 && scaled == 8 && wrong == 0, "olmo3: 24 sliding layers (plain RoPE), 8 full (YaRN): %d %d, %d "
+          "layers wrong", slide, scaled, wrong);
+    c = parse("\"model_type\": \"olmo3\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 8, "
+              "\"sliding_window\": 16, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}");
+    CHECK(cfg_layer_window(&c, 0) == 16 && cfg_layer_window(&c, 2) == 16 && cfg_layer_window(&c, 3) == 0 &&
+          cfg_layer_window(&c, 6) == 16 && cfg_layer_window(&c, 7) == 0 && !cfg_layer_rope_scaled(&c, 2) &&
+          cfg_layer_rope_scaled(&c, 7) && c.norm_eps == 1e-5, "olmo3 without layer_types: every 4th layer full; eps 1e-5");
+    CHECK_NEAR(rope_attention_factor(&c.rope_spec), 0.1 * log(4) + 1, 1e-15);
 }
 
 /* Python's json writes NaN, Infinity and -Infinity bare (Mamba hybrids' time_step_limit): they read
@@ -333,6 +380,7 @@ int main(void) {
     test_smollm3();
     test_python_nonfinite();
     test_families();
+    test_olmo3();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

@@ -58,19 +58,19 @@ static double *plan_map(const FarrPlan *p, const ModelConfig *c, int L, int h, s
 /* The fused map of query head h read back from a loaded model. */
 static double *model_map(Model *m, farr_kind kind, int L, int h, size_t *rows, size_t *cols) {
     Mat *A = NULL, *B = NULL;
-    lin_op op;
+    spectra_op op;
     if (farr_head_factors(m, kind, L, h, FARR_NO_OFFSET, &A, &B, &op) != AL_OK) {
         CHECK(0, "factors of exported head: %s", al_errmsg());
         return NULL;
     }
     *rows = A->rows;
-    *cols = op == LIN_AB ? B->cols : B->rows;
+    *cols = op == SPECTRA_AB ? B->cols : B->rows;
     double *F = calloc(*rows * *cols, sizeof(double));
     for (size_t i = 0; i < *rows; i++)
         for (size_t a = 0; a < A->cols; a++)
             for (size_t j = 0; j < *cols; j++)
                 F[i * *cols + j] += (double)A->data[i * A->cols + a] *
-                                    (op == LIN_AB ? B->data[a * B->cols + j] : B->data[j * B->cols + a]);
+                                    (op == SPECTRA_AB ? B->data[a * B->cols + j] : B->data[j * B->cols + a]);
     mat_free(A); mat_free(B);
     return F;
 }

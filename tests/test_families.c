@@ -1,12 +1,13 @@
 /* test_families.c -- every family of issue 12 on its synthetic checkpoint (core/methods/synth_family.c)
  * against the independent float64 reference of tests/ref_forward.c:
  *   (0) the description attnlab parses from config.json (windows per layer, RoPE base and scaling
- *       per layer, softmax scale, rotary dims, MoE layers, eps, embedding scale, soft-caps, tied
+ *       per layer -- linear factor, YaRN and its attention factor --, softmax scale, rotary dims, MoE layers, eps, embedding scale, soft-caps, tied
  *       embeddings) equals what the reference read on its own;
  *   (a) model_open loads it and the planted VO (and NoPE QK) ranks come back exactly at tau 0.999
  *       and 0.99 (farr_layer_compute: the per-head views of core/model/model.c);
  *   (b) attnlab's forward pass (fwd_run, FWD_LOGITS_ALL) equals the reference's logits to 1e-4
- *       relative (max |diff| / max |ref|) over 24 tokens -- 3 sliding windows of 8 -- and
+ *       relative (max |diff| / max |ref|) over 24 tokens -- 3 sliding windows of 8 --, so does
+ *       decoding them one token at a time through the cache (each position's RoPE and window), and
  *       fwd_ppl equals the reference's mean NLL to 1e-4 relative over 40 tokens.
  * Baselines that validate the reference itself against attnlab's existing pass: demo-llama
  * (F32) for the Llama path, demo-r1 (F32, dense MLP) for the MLA attention, and demo-llama
@@ -24,6 +25,7 @@
 #include "farr.h"
 #include "forward.h"
 #include "ref_forward.h"
+#include "rope.h"
 #include "safetensors.h"
 #include "synth.h"
 
@@ -115,19 +117,22 @@ static void check_description(const char *fam, const char *dir) {
         ref_describe(r, L, &o);
         const RopeScaling *rs = &c.rope_spec.scaling;
         double factor = cfg_layer_rope_scaled(&c, L) && rs->kind == RS_LINEAR ? rs->factor : 1.0;
-        bool ok = (int)cfg_layer_window(&c, L) == o.window && cfg_layer_theta(&c, L) == o.theta &&
+        bool yarn = cfg_layer_rope_scaled(&c, L) && rs->kind == RS_YARN;
+        double att = yarn ? rope_attention_factor(&c.rope_spec) : 1.0;
+        bool ok = yarn == o.yarn && fabs(att - o.attn_factor) <= 1e-12 && (int)cfg_layer_window(&c, L) == o.window && cfg_layer_theta(&c, L) == o.theta &&
                   factor == o.rope_factor && fabs(cfg_attn_scale(&c, L) - o.scale) <= 1e-12 * o.scale &&
                   c.qk_rope_dim == o.rot && cfg_moe_layer(&c, L) == o.moe && c.norm_eps == o.eps &&
                   fabs(c.embed_scale - o.embed_scale) <= 1e-6 * o.embed_scale && c.attn_softcap == o.attn_cap &&
                   c.final_softcap == o.final_cap && c.tie_embeddings == o.tied && cfg_layer_rope(&c, L) == o.rope;
-        CHECK(ok, "%s layer %d: attnlab window %zu theta %g factor %g scale %g rotary %d moe %d eps %g embed x%g "
-                  "caps %g %g tied %d rope %d; reference %d %g %g %g %d %d %g x%g %g %g %d %d", fam, L, cfg_layer_window(&c, L),
-              cfg_layer_theta(&c, L), factor, cfg_attn_scale(&c, L), c.qk_rope_dim, cfg_moe_layer(&c, L), c.norm_eps,
-              c.embed_scale, c.attn_softcap, c.final_softcap, c.tie_embeddings, cfg_layer_rope(&c, L), o.window, o.theta,
-              o.rope_factor, o.scale, o.rot, o.moe, o.eps, o.embed_scale, o.attn_cap, o.final_cap, o.tied, o.rope);
+        CHECK(ok, "%s layer %d: attnlab window %zu theta %g factor %g yarn %d x%g scale %g rotary %d moe %d eps %g "
+                  "embed x%g caps %g %g tied %d rope %d; reference %d %g %g %d x%g %g %d %d %g x%g %g %g %d %d", fam, L,
+              cfg_layer_window(&c, L), cfg_layer_theta(&c, L), factor, yarn, att, cfg_attn_scale(&c, L), c.qk_rope_dim,
+              cfg_moe_layer(&c, L), c.norm_eps, c.embed_scale, c.attn_softcap, c.final_softcap, c.tie_embeddings, cfg_layer_rope(&c, L),
+              o.window, o.theta, o.rope_factor, o.yarn, o.attn_factor, o.scale, o.rot, o.moe, o.eps, o.embed_scale,
+              o.attn_cap, o.final_cap, o.tied, o.rope);
         bad += !ok;
     }
-    if (r) printf("  %-12s config %s: windows, RoPE bases / scaling / NoPE layers, scale, rotary dims, MoE layers, eps, caps\n", fam,
+    if (r) printf("  %-12s config %s: windows, RoPE bases / scaling / YaRN / NoPE layers, scale, rotary dims, MoE layers, eps, caps\n", fam,
                   bad ? "FAIL" : "ok");
     ref_free(r);
     free(text);
@@ -171,6 +176,17 @@ static void check_forward(Model *m, const char *fam, const char *ref_dir) {
               zr[worst], first_bad);
         printf("  %-12s logits %s: max |diff| %.3g of max |logit| %.3g (rel %.2g) over %d tokens\n", fam,
                ok ? "ok" : "FAIL", dmax, rmax, dmax / rmax, T_LOGITS);
+        /* token by token through the cache: windows and per-layer RoPE at positions past the first */
+        double dstep = 0;
+        fwd_reset(f);
+        for (size_t t = 0; rc == AL_OK && t < T_LOGITS; t++) {
+            rc = fwd_run(f, ids + t, 1, FWD_LOGITS_LAST, z);
+            for (size_t v = 0; rc == AL_OK && v < V; v++) dstep = fmax(dstep, fabs((double)z[v] - zr[t * V + v]));
+        }
+        CHECK(rc == AL_OK && dstep <= REL_TOL * rmax, "%s: decoding token by token: %s, max |diff| %.3g (rel %.3g)",
+              fam, rc == AL_OK ? "ran" : al_errmsg(), dstep, dstep / rmax);
+        printf("  %-12s decode %s: token by token, max |diff| %.3g\n", fam,
+               rc == AL_OK && dstep <= REL_TOL * rmax ? "ok" : "FAIL", dstep);
     }
     tokens(ids, T_PPL, V, 11);
     double nref = 0;

@@ -31,17 +31,17 @@ static Mat *outer(const double *X, size_t a, size_t xs, const double *Y, size_t 
     return M;
 }
 
-/* Dense fused map in double: A @ B (op LIN_AB) or A @ Bᵀ; caller frees. */
-static double *dense_product(const Mat *A, const Mat *B, lin_op op, size_t *m, size_t *n) {
+/* Dense fused map in double: A @ B (op SPECTRA_AB) or A @ Bᵀ; caller frees. */
+static double *dense_product(const Mat *A, const Mat *B, spectra_op op, size_t *m, size_t *n) {
     size_t k = A->cols;
     *m = A->rows;
-    *n = op == LIN_AB ? B->cols : B->rows;
+    *n = op == SPECTRA_AB ? B->cols : B->rows;
     double *F = calloc(*m * *n, sizeof(double));
     for (size_t i = 0; i < *m; i++)
         for (size_t a = 0; a < k; a++) {
             double x = A->data[i * k + a];
             for (size_t j = 0; j < *n; j++)
-                F[i * *n + j] += x * (op == LIN_AB ? B->data[a * *n + j] : B->data[j * k + a]);
+                F[i * *n + j] += x * (op == SPECTRA_AB ? B->data[a * *n + j] : B->data[j * k + a]);
         }
     return F;
 }
@@ -71,9 +71,9 @@ static void test_seed_accounting(void) {
     Mat *Q = outer(Uq, dq, 72, E, d, 103, qc, hq, 72);
     Mat *K = outer(Uk, dk, 72, E, d, 103, kc, hk, 72);
     Spectrum *f = NULL, *sq = NULL, *sk = NULL;
-    CHECK_OK(lin_product_svd(Q, K, LIN_ABT, 0, &f, &sq, &sk));
-    size_t rq = lin_effective_rank(sq->sigma, sq->p, 0.999), rk = lin_effective_rank(sk->sigma, sk->p, 0.999);
-    size_t rf = lin_effective_rank(f->sigma, f->p, 0.999);
+    CHECK_OK(spectra_product_svd(Q, K, SPECTRA_ABT, 0, &f, &sq, &sk));
+    size_t rq = spectra_effective_rank(sq->sigma, sq->p, 0.999), rk = spectra_effective_rank(sk->sigma, sk->p, 0.999);
+    size_t rf = spectra_effective_rank(f->sigma, f->p, 0.999);
     CHECK(rq == 72 && rk == 72 && rf == 41, "planted ranks Q %zu K %zu QK %zu (want 72 72 41)", rq, rk, rf);
     CHECK(farr_params_pair(dq, dk, d) == 262144, "before: %zu", farr_params_pair(dq, dk, d));
     CHECK(farr_params_separate(dq, rq, dk, rk, d) == 165888, "separate: %zu", farr_params_separate(dq, rq, dk, rk, d));
@@ -92,8 +92,8 @@ static void test_seed_accounting(void) {
         CHECK(params == 83968, "FaRR factors hold %zu parameters", params);
         /* Q' K'ᵀ reproduces Q Kᵀ (rank 41 exactly). */
         size_t m, n, m2, n2;
-        double *F = dense_product(Q, K, LIN_ABT, &m, &n);
-        double *F2 = dense_product(g->head[0], g->shared, LIN_ABT, &m2, &n2);
+        double *F = dense_product(Q, K, SPECTRA_ABT, &m, &n);
+        double *F2 = dense_product(g->head[0], g->shared, SPECTRA_ABT, &m2, &n2);
         double diff = 0;
         for (size_t i = 0; i < m * n; i++) diff += (F[i] - F2[i]) * (F[i] - F2[i]);
         CHECK(sqrt(diff / fro2(F, m * n)) < 1e-5, "QK reproduced to %.3g", sqrt(diff / fro2(F, m * n)));
@@ -101,7 +101,7 @@ static void test_seed_accounting(void) {
         free(F); free(F2);
     }
     farr_group_free(g);
-    lin_spectrum_free(f); lin_spectrum_free(sq); lin_spectrum_free(sk);
+    spectrum_free(f); spectrum_free(sq); spectrum_free(sk);
     mat_free(Q); mat_free(K);
     free(E); free(Uq); free(Uk);
 }
@@ -119,18 +119,18 @@ static void test_single_head_split(farr_kind kind) {
     CHECK_OK(farr_group_analyse(kind, S, heads, 1, 0.99, &g));
     /* Dense reference of the fused map in the group's orientation: VO: S P; QK: S Pᵀ (= (Q Kᵀ)ᵀ). */
     Spectrum *ref = NULL;
-    CHECK_OK(lin_dense_product_svd(S, P, kind == FARR_VO ? LIN_AB : LIN_ABT, 0, &ref));
+    CHECK_OK(spectra_dense_product_svd(S, P, kind == FARR_VO ? SPECTRA_AB : SPECTRA_ABT, 0, &ref));
     if (g && ref) {
-        CHECK((size_t)g->rank_tau == lin_effective_rank(ref->sigma, ref->p, 0.99), "rank %d vs dense %zu",
-              g->rank_tau, lin_effective_rank(ref->sigma, ref->p, 0.99));
+        CHECK((size_t)g->rank_tau == spectra_effective_rank(ref->sigma, ref->p, 0.99), "rank %d vs dense %zu",
+              g->rank_tau, spectra_effective_rank(ref->sigma, ref->p, 0.99));
         int r = 5;
         CHECK_OK(farr_group_split(g, kind, S, heads, r));
         double tail = 0;
         for (size_t j = (size_t)r; j < ref->p; j++) tail += ref->sigma[j] * ref->sigma[j];
         size_t m, n;
-        double *F = kind == FARR_VO ? dense_product(S, P, LIN_AB, &m, &n) : dense_product(P, S, LIN_ABT, &m, &n);
-        double *F2 = kind == FARR_VO ? dense_product(g->shared, g->head[0], LIN_AB, &m, &n)
-                                     : dense_product(g->head[0], g->shared, LIN_ABT, &m, &n);
+        double *F = kind == FARR_VO ? dense_product(S, P, SPECTRA_AB, &m, &n) : dense_product(P, S, SPECTRA_ABT, &m, &n);
+        double *F2 = kind == FARR_VO ? dense_product(g->shared, g->head[0], SPECTRA_AB, &m, &n)
+                                     : dense_product(g->head[0], g->shared, SPECTRA_ABT, &m, &n);
         double diff = 0;
         for (size_t i = 0; i < m * n; i++) diff += (F[i] - F2[i]) * (F[i] - F2[i]);
         CHECK(fabs(diff - tail) < 1e-5 * ref->total, "split error %.6g vs tail energy %.6g", diff, tail);
@@ -149,7 +149,7 @@ static void test_single_head_split(farr_kind kind) {
         free(F); free(F2);
     }
     farr_group_free(g);
-    lin_spectrum_free(ref);
+    spectrum_free(ref);
     mat_free(S); mat_free(P);
 }
 
@@ -179,9 +179,9 @@ static void test_group_stack(farr_kind kind) {
     CHECK_OK(farr_group_split(g, kind, S, heads, rt));
     for (int i = 0; i < n; i++) {
         size_t m, nn;
-        double *F = kind == FARR_VO ? dense_product(S, P[i], LIN_AB, &m, &nn) : dense_product(P[i], S, LIN_ABT, &m, &nn);
-        double *F2 = kind == FARR_VO ? dense_product(g->shared, g->head[i], LIN_AB, &m, &nn)
-                                     : dense_product(g->head[i], g->shared, LIN_ABT, &m, &nn);
+        double *F = kind == FARR_VO ? dense_product(S, P[i], SPECTRA_AB, &m, &nn) : dense_product(P[i], S, SPECTRA_ABT, &m, &nn);
+        double *F2 = kind == FARR_VO ? dense_product(g->shared, g->head[i], SPECTRA_AB, &m, &nn)
+                                     : dense_product(g->head[i], g->shared, SPECTRA_ABT, &m, &nn);
         double diff = 0;
         for (size_t t = 0; t < m * nn; t++) diff += (F[t] - F2[t]) * (F[t] - F2[t]);
         double err = sqrt(diff / fro2(F, m * nn));
@@ -216,7 +216,7 @@ static void test_rope(void) {
         farr_rope_rotate(K1, (rope_layout)layout, 10000.0, 8);
         farr_rope_rotate(K2, (rope_layout)layout, 10000.0, 5);
         size_t m, n;
-        double *F1 = dense_product(Q1, K1, LIN_ABT, &m, &n), *F2 = dense_product(Q2, K2, LIN_ABT, &m, &n);
+        double *F1 = dense_product(Q1, K1, SPECTRA_ABT, &m, &n), *F2 = dense_product(Q2, K2, SPECTRA_ABT, &m, &n);
         double worst = 0;
         for (size_t i = 0; i < m * n; i++) if (fabs(F1[i] - F2[i]) > worst) worst = fabs(F1[i] - F2[i]);
         CHECK(worst < 1e-4, "relative position: scores differ by %.3g", worst);
@@ -251,10 +251,10 @@ static void check_layer(Model *m, farr_kind kind, int layer, Want (*want)(int la
     }
     for (int h = 0; h < l->n_heads; h += 3) {
         Mat *A, *B;
-        lin_op op;
+        spectra_op op;
         CHECK_OK(farr_head_factors(m, kind, layer, h, FARR_NO_OFFSET, &A, &B, &op));
         Spectrum *ref = NULL;
-        CHECK_OK(lin_dense_product_svd(A, B, op, 0, &ref));
+        CHECK_OK(spectra_dense_product_svd(A, B, op, 0, &ref));
         const Spectrum *s = l->fused[h];
         int bad = 0;
         for (size_t i = 0; i < ref->p; i++) {
@@ -263,7 +263,7 @@ static void check_layer(Model *m, farr_kind kind, int layer, Want (*want)(int la
             if (ref->sigma[i] > 1e-3 * ref->sigma[0] && fabs(g - ref->sigma[i]) > 1e-4 * ref->sigma[i]) bad++;
         }
         CHECK(bad == 0, "layer %d head %d: %d singular values off the dense reference", layer, h, bad);
-        lin_spectrum_free(ref);
+        spectrum_free(ref);
         mat_free(A); mat_free(B);
     }
     farr_layer_free(l);
@@ -384,18 +384,18 @@ static void test_demo_llama(void) {
         CHECK_OK(model_head(m, HK_Q, 0, 5, PART_ALL, &Q));
         CHECK_OK(model_head(m, HK_K, 0, cfg_kv_group(&m->cfg, 5), PART_ALL, &K));
         Spectrum *ref = NULL;
-        CHECK_OK(lin_dense_product_svd(Q, K, LIN_ABT, 0, &ref));
+        CHECK_OK(spectra_dense_product_svd(Q, K, SPECTRA_ABT, 0, &ref));
         CHECK_NEAR(l->fused[5]->sigma[0], ref->sigma[0], 1e-5 * ref->sigma[0]);
-        lin_spectrum_free(ref);
+        spectrum_free(ref);
         farr_rope_rotate(K, m->cfg.rope, m->cfg.rope_theta, 7);
         FarrLayer *l7 = NULL;
         CHECK_OK(farr_layer_compute(m, FARR_QK, 0, 7, &l7));
-        CHECK_OK(lin_dense_product_svd(Q, K, LIN_ABT, 0, &ref));
+        CHECK_OK(spectra_dense_product_svd(Q, K, SPECTRA_ABT, 0, &ref));
         if (l7 && ref) {
             CHECK_NEAR(l7->fused[5]->sigma[0], ref->sigma[0], 1e-5 * ref->sigma[0]);
             CHECK_NEAR(l7->fused[5]->sigma[10], ref->sigma[10], 1e-5 * ref->sigma[0]);
         }
-        lin_spectrum_free(ref);
+        spectrum_free(ref);
         farr_layer_free(l7);
         mat_free(Q); mat_free(K);
         farr_layer_free(l);
@@ -511,15 +511,15 @@ static void test_real(void) {
         if (l) {
             for (int h = 0; h < l->n_heads; h++) {
                 Mat *A, *B;
-                lin_op op;
+                spectra_op op;
                 CHECK_OK(farr_head_factors(m, FARR_VO, 0, h, FARR_NO_OFFSET, &A, &B, &op));
                 Spectrum *ref = NULL;
-                CHECK_OK(lin_dense_product_svd(A, B, op, 0, &ref));
+                CHECK_OK(spectra_dense_product_svd(A, B, op, 0, &ref));
                 int rf;
                 farr_layer_ranks(l, h, 0.999, NULL, NULL, &rf);
-                CHECK((size_t)rf == lin_effective_rank(ref->sigma, ref->p, 0.999), "stories260K head %d", h);
+                CHECK((size_t)rf == spectra_effective_rank(ref->sigma, ref->p, 0.999), "stories260K head %d", h);
                 CHECK_NEAR(l->fused[h]->sigma[0], ref->sigma[0], 1e-5 * ref->sigma[0]);
-                lin_spectrum_free(ref);
+                spectrum_free(ref);
                 mat_free(A); mat_free(B);
             }
         }
@@ -664,8 +664,8 @@ static void test_families(void) {
             CHECK(f->sigma[2] > 1e-3 * f->sigma[0] && f->sigma[3] < 1e-5 * f->sigma[0],
                   "head %d: planted NoPE rank 3 (sigma 3 / 1 = %.3g, 4 / 1 = %.3g)", h, f->sigma[2] / f->sigma[0],
                   f->sigma[3] / f->sigma[0]);
-            CHECK(lin_effective_rank(f->sigma, f->p, 0.999999) == 3, "head %d: effective rank %zu", h,
-                  lin_effective_rank(f->sigma, f->p, 0.999999));
+            CHECK(spectra_effective_rank(f->sigma, f->p, 0.999999) == 3, "head %d: effective rank %zu", h,
+                  spectra_effective_rank(f->sigma, f->p, 0.999999));
         }
         farr_layer_free(l);
         l = NULL;
@@ -687,9 +687,9 @@ static void test_families(void) {
         Mat *Wq = NULL;
         CHECK_OK(farr_normed_side(m, 0, 0, 2, &sq));
         CHECK_OK(model_head(m, HK_Q, 0, 2, PART_ALL, &Wq));
-        if (Wq) CHECK_OK(lin_svd(Wq, 0, &ref));
+        if (Wq) CHECK_OK(spectra_svd(Wq, 0, &ref));
         CHECK(sq && ref && sq->p == 8 && fabs(sq->sigma[7] - ref->sigma[7]) < 1e-9 * ref->sigma[0], "qwen3 W_Q spectrum");
-        lin_spectrum_free(sq); lin_spectrum_free(ref); mat_free(Wq);
+        spectrum_free(sq); spectrum_free(ref); mat_free(Wq);
         CHECK_OK(farr_layer_compute(m, FARR_VO, 0, FARR_NO_OFFSET, &l));      /* V and O are untouched by the norm */
         farr_layer_free(l);
         model_free(m);

@@ -5,7 +5,8 @@
  * models exported to GGUF and opened again give the logits of their source (demo-llama with its
  * rotate_half permutation, a Qwen2 with biases, demo-gpt2's transposed Conv1D, stories260K's
  * interleaved layout); an FP8 checkpoint (demo-r1) exports its dequantized weights without the
- * block-scale tensors.
+ * block-scale tensors. The tensor map is by role: every role a mapped family's architecture lists
+ * has a Hugging Face name in that family's layouts and a llama.cpp name, one per tensor.
  *
  * Also helpers for tests/cli_llamacpp.sh and cli_gguf.sh:
  *   test_gguf logits MODEL "id id ..."   prints {"logits": [[V floats] x T]} (attnlab's forward pass)
@@ -15,6 +16,7 @@
 #include "check.h"
 #include "ckpt_write.h"
 #include "forward.h"
+#include "gguf_arch.h"
 #include "gguf_convert.h"
 #include "synth.h"
 
@@ -466,6 +468,92 @@ static int print_logits(const char *path, const char *idtext) {
     return 0;
 }
 
+/* ================================================================ the tensor map by role */
+
+/* The entry of a's map (glob or layer) with role r and suffix what (NULL: none). */
+static const GgufMap *map_entry(const GgufMap *map, tensor_role r, const char *what, const char *gg) {
+    for (const GgufMap *t = map; t->what; t++)
+        if (t->role == r && !strcmp(t->what, what) && (!gg || (t->gg && !strcmp(t->gg, gg)))) return t;
+    return NULL;
+}
+
+/* Both names of an entry in layer L: HF (through c's layouts) and llama.cpp. */
+static void check_names(const ModelConfig *c, const GgufMap *t, int L, const char *hf, const char *gg) {
+    CHECK(t != NULL, "%s: no map entry for %s", c->model_type, hf);
+    if (!t) return;
+    char *h = gguf_hf_name(c, t, L), *g = gguf_layer_name(t, L);
+    CHECK(h && !strcmp(h, hf), "%s: HF name %s, want %s", c->model_type, h ? h : "(none)", hf);
+    CHECK(g && !strcmp(g, gg), "%s: GGUF name %s, want %s", c->model_type, g ? g : "(none)", gg);
+    free(h);
+    free(g);
+}
+
+/* Every family with a llama.cpp architecture: each role of its map has a name in the family's
+ * layouts, no two entries of a layer share a GGUF name; a few names spelled out per layout. */
+static void test_roles(void) {
+    int mapped = 0;
+    for (int f = 0; f < FAM_COUNT; f++) {
+        ModelConfig c = {.family = (model_family)f};
+        snprintf(c.model_type, sizeof c.model_type, "%s", FAMILY[f].model_type);
+        cfg_layouts_from_row(&c);
+        const GgufArch *a = gguf_arch_row(&c);
+        CHECK((a != NULL) == (FAMILY[f].gguf_arch != NULL), "%s: an architecture iff its row names one", c.model_type);
+        if (!a) continue;
+        mapped++;
+        CHECK(!strcmp(a->arch, FAMILY[f].gguf_arch), "%s: row %s, family row %s", c.model_type, a->arch, FAMILY[f].gguf_arch);
+        for (int part = 0; part < 2; part++)
+            for (const GgufMap *t = part ? a->layer : a->glob; t->what; t++) {
+                char *h = gguf_hf_name(&c, t, 3), *g = gguf_layer_name(t, part ? 3 : -1);
+                CHECK(h && g && !strstr(g, "?"), "%s: role %s has no name", c.model_type, tensor_role_name(t->role));
+                al_err_clear();
+                for (const GgufMap *u = part ? a->layer : a->glob; g && u < t; u++) {
+                    char *o = gguf_layer_name(u, part ? 3 : -1);
+                    CHECK(o && strcmp(o, g), "%s: %s twice", c.model_type, g);
+                    free(o);
+                }
+                free(h);
+                free(g);
+            }
+    }
+    CHECK(mapped >= 15, "%d families with a llama.cpp architecture", mapped);
+    CHECK(!strcmp(gguf_role_name(ROLE_FFN_GATE_UP), "ffn_up") && !strcmp(gguf_role_name(ROLE_NORM_ATTN_OUT),
+          "post_attention_norm") && gguf_role_name(ROLE_COUNT) == NULL, "llama.cpp's role names");
+    ModelConfig c = {.family = FAM_LLAMA, .model_type = "llama"};
+    cfg_layouts_from_row(&c);
+    const GgufArch *a = gguf_arch_row(&c);
+    check_names(&c, map_entry(a->layer, ROLE_NORM_FFN_IN, "weight", NULL), 2, "model.layers.2.post_attention_layernorm.weight",
+                "blk.2.ffn_norm.weight");
+    check_names(&c, map_entry(a->glob, ROLE_LM_HEAD, "weight", NULL), -1, "lm_head.weight", "output.weight");
+    c = (ModelConfig){.family = FAM_DEEPSEEK, .model_type = "deepseek_v3"};
+    cfg_layouts_from_row(&c);
+    a = gguf_arch_row(&c);
+    check_names(&c, map_entry(a->layer, ROLE_KV_B, "weight", "attn_v_b"), 1, "model.layers.1.self_attn.kv_b_proj.weight",
+                "blk.1.attn_v_b.weight");
+    check_names(&c, map_entry(a->layer, ROLE_KV_A, "weight", NULL), 0, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+                "blk.0.attn_kv_a_mqa.weight");
+    c = (ModelConfig){.family = FAM_GPT2, .model_type = "gpt2"};
+    cfg_layouts_from_row(&c);
+    a = gguf_arch_row(&c);
+    check_names(&c, map_entry(a->glob, ROLE_POS_EMBED, "weight", NULL), -1, "transformer.wpe.weight", "position_embd.weight");
+    check_names(&c, map_entry(a->layer, ROLE_FFN_DOWN, "bias", NULL), 0, "transformer.h.0.mlp.c_proj.bias", "blk.0.ffn_down.bias");
+    c.prefix[0] = 0;                                 /* GPT2Model saved without the LM head wrapper */
+    check_names(&c, map_entry(a->layer, ROLE_QKV, "weight", NULL), 1, "h.1.attn.c_attn.weight", "blk.1.attn_qkv.weight");
+    c = (ModelConfig){.family = FAM_NEOX, .model_type = "gpt_neox"};
+    cfg_layouts_from_row(&c);
+    a = gguf_arch_row(&c);
+    check_names(&c, map_entry(a->glob, ROLE_LM_HEAD, "weight", NULL), -1, "embed_out.weight", "output.weight");
+    check_names(&c, map_entry(a->layer, ROLE_QKV, "bias", NULL), 4, "gpt_neox.layers.4.attention.query_key_value.bias",
+                "blk.4.attn_qkv.bias");
+    c = (ModelConfig){.family = FAM_GEMMA2, .model_type = "gemma2"};
+    cfg_layouts_from_row(&c);
+    a = gguf_arch_row(&c);
+    check_names(&c, map_entry(a->layer, ROLE_NORM_FFN_OUT, "weight", NULL), 0, "model.layers.0.post_feedforward_layernorm.weight",
+                "blk.0.post_ffw_norm.weight");
+    c = (ModelConfig){.family = FAM_MIXTRAL, .model_type = "mixtral"};
+    cfg_layouts_from_row(&c);
+    CHECK(gguf_arch_row(&c) == NULL, "mixtral: no llama.cpp architecture mapped");
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "logits") == 0) return print_logits(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "make-qwen2") == 0) {
@@ -479,5 +567,6 @@ int main(int argc, char **argv) {
     test_malformed();
     test_models(dir);
     test_fp8(dir);
+    test_roles();
     return check_done();
 }

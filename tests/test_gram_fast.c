@@ -265,7 +265,7 @@ static void compare_layer(Model *m, farr_kind kind, int layer, int offset, const
         CHECK(f->eps != NULL, "%s: the fast route keeps bounds", what);
         for (int h = 0; f->eps && h < f->n_heads; h++) {
             const Spectrum *sp[3] = {f->a[h], f->b[h], f->fused[h]};
-            for (int j = 0; j < 3; j++) open_count[j] += !lin_rank_certain(sp[j], f->eps[3 * h + j], taus[t]);
+            for (int j = 0; j < 3; j++) open_count[j] += !spectra_rank_certain(sp[j], f->eps[3 * h + j], taus[t]);
         }
         CHECK_OK(farr_layer_certify(m, f, taus[t], redone));
         int diff = 0;
@@ -473,25 +473,25 @@ static void test_state(void) {
     model_free(m);
 }
 
-/* lin_rank_certain: exact spectra are always certain; a bound as large as the gaps is not; and
+/* spectra_rank_certain: exact spectra are always certain; a bound as large as the gaps is not; and
  * never certain where some spectrum within eps (l2 over the squared values) has another rank. */
 static void test_certain(void) {
-    Spectrum *s = lin_spectrum_new(4, 4, 4, false);
+    Spectrum *s = spectrum_new(4, 4, 4, false);
     if (!s) return;
     double v[4] = {4, 2, 1, 1};    /* energies 16, 4, 1, 1 of 22: cum 0.727, 0.909, 0.955, 1 */
     memcpy(s->sigma, v, sizeof v);
-    lin_spectrum_total(s);
-    CHECK(lin_rank_certain(s, 0, 0.9), "exact");
-    CHECK(lin_rank_certain(s, 1e-6, 0.9), "a small bound: rank 2 at 0.9 is certain");
-    CHECK(!lin_rank_certain(s, 1.0, 0.9), "a bound of 1 on energies of 22: 0.909 vs 0.9 is open");
-    CHECK(!lin_rank_certain(s, 1e-6, 1.0), "tau 1 with any error is open");
+    spectrum_total(s);
+    CHECK(spectra_rank_certain(s, 0, 0.9), "exact");
+    CHECK(spectra_rank_certain(s, 1e-6, 0.9), "a small bound: rank 2 at 0.9 is certain");
+    CHECK(!spectra_rank_certain(s, 1.0, 0.9), "a bound of 1 on energies of 22: 0.909 vs 0.9 is open");
+    CHECK(!spectra_rank_certain(s, 1e-6, 1.0), "tau 1 with any error is open");
     memset(s->sigma, 0, sizeof v);
-    CHECK(!lin_rank_certain(s, 1e-6, 0.9), "a zero spectrum with an error is open");
-    lin_spectrum_free(s);
+    CHECK(!spectra_rank_certain(s, 1e-6, 0.9), "a zero spectrum with an error is open");
+    spectrum_free(s);
     /* random flat and decaying spectra, eps near the gaps, perturbations of l2 norm eps aimed at
      * the rank (all the weight on f(r) or f(r-1)) and random ones: a certain rank never moves */
     size_t p = 64, wrong = 0, certain = 0;
-    Spectrum *a = lin_spectrum_new(p, p, p, false), *b = lin_spectrum_new(p, p, p, false);
+    Spectrum *a = spectrum_new(p, p, p, false), *b = spectrum_new(p, p, p, false);
     double lam[64], d[64];
     for (int trial = 0; trial < 4000; trial++) {
         double decay = trial % 2 ? 0 : 0.1 * urand(), tau = (double[]){0.5, 0.9, 0.99, 0.999}[trial % 4];
@@ -499,11 +499,11 @@ static void test_certain(void) {
         for (size_t i = 1; i < p; i++)      /* descending */
             for (size_t t = i; t > 0 && lam[t] > lam[t - 1]; t--) { double x = lam[t]; lam[t] = lam[t - 1]; lam[t - 1] = x; }
         for (size_t i = 0; i < p; i++) a->sigma[i] = sqrt(lam[i]);
-        lin_spectrum_total(a);
+        spectrum_total(a);
         double eps = a->total * pow(10, -1 - 4 * urand());
-        if (!lin_rank_certain(a, eps, tau)) continue;
+        if (!spectra_rank_certain(a, eps, tau)) continue;
         certain++;
-        size_t r = lin_effective_rank(a->sigma, p, tau);
+        size_t r = spectra_effective_rank(a->sigma, p, tau);
         for (int kind = 0; kind < 3; kind++) {
             /* kind 0: push f(r) down (top r values down, the rest up, in the certificate's
              * weights); 1: push f(r-1) up; 2: random direction */
@@ -517,12 +517,12 @@ static void test_certain(void) {
             for (size_t i = 1; i < p; i++)
                 for (size_t t = i; t > 0 && lam[t] > lam[t - 1]; t--) { double x = lam[t]; lam[t] = lam[t - 1]; lam[t - 1] = x; }
             for (size_t i = 0; i < p; i++) b->sigma[i] = sqrt(lam[i]);
-            wrong += lin_effective_rank(b->sigma, p, tau) != r;
+            wrong += spectra_effective_rank(b->sigma, p, tau) != r;
         }
     }
-    CHECK(certain > 100 && wrong == 0, "lin_rank_certain: %zu certain, %zu ranks moved within eps", certain, wrong);
-    lin_spectrum_free(a);
-    lin_spectrum_free(b);
+    CHECK(certain > 100 && wrong == 0, "spectra_rank_certain: %zu certain, %zu ranks moved within eps", certain, wrong);
+    spectrum_free(a);
+    spectrum_free(b);
 }
 
 int main(void) {

@@ -224,14 +224,14 @@ static void test_gram_route(void) {
         double *GA = mat_gram_d(A, false), *GB = mat_gram_d(B, true);
         LinGramSide *sa = NULL, *sb = NULL;
         Spectrum *f = NULL, *ref = NULL, *refa = NULL, *refb = NULL;
-        CHECK_OK(lin_gram_side_new(GA, k, m, true, &sa));
-        CHECK_OK(lin_gram_side_new(GB, k, n, false, &sb));
+        CHECK_OK(spectra_gram_side_new(GA, k, m, true, &sa));
+        CHECK_OK(spectra_gram_side_new(GB, k, n, false, &sb));
         if (sa && sb) {
-            CHECK_OK(lin_gram_fused(sa, GB, m, n, &f));
-            CHECK_ERR(lin_gram_fused(sb, GA, n, m, &refa), "factored side");
-            CHECK_OK(lin_dense_product_svd(A, B, LIN_AB, 0, &ref));
-            CHECK_OK(lin_svd(A, 0, &refa));
-            CHECK_OK(lin_svd(B, 0, &refb));
+            CHECK_OK(spectra_gram_fused(sa, GB, m, n, &f));
+            CHECK_ERR(spectra_gram_fused(sb, GA, n, m, &refa), "factored side");
+            CHECK_OK(spectra_dense_product_svd(A, B, SPECTRA_AB, 0, &ref));
+            CHECK_OK(spectra_svd(A, 0, &refa));
+            CHECK_OK(spectra_svd(B, 0, &refb));
         }
         if (f && ref && refa && refb) {
             size_t want_p = m < n ? (m < k ? m : k) : (n < k ? n : k);
@@ -243,7 +243,7 @@ static void test_gram_route(void) {
             CHECK(bad == 0, "case %zu: %d fused values off the dense SVD", t, bad);
             static const double taus[] = {0.9, 0.99, 0.999};
             for (int q = 0; q < 3; q++)
-                CHECK(lin_effective_rank(f->sigma, f->p, taus[q]) == lin_effective_rank(ref->sigma, ref->p, taus[q]),
+                CHECK(spectra_effective_rank(f->sigma, f->p, taus[q]) == spectra_effective_rank(ref->sigma, ref->p, taus[q]),
                       "case %zu: fused rank at %g", t, taus[q]);
             bad = 0;
             for (size_t i = 0; i < refa->p; i++) bad += fabs(sa->s->sigma[i] - refa->sigma[i]) > 1e-6 * refa->sigma[0] + 1e-30;
@@ -254,15 +254,15 @@ static void test_gram_route(void) {
             else CHECK(sa->r == k && !sa->piv, "case %zu: full rank %zu without pivots", t, sa->r);
             if (rank < f->p) CHECK(f->sigma[rank] == 0, "case %zu: sigma beyond the rank %.3g", t, f->sigma[rank]);
         }
-        lin_spectrum_free(f); lin_spectrum_free(ref); lin_spectrum_free(refa); lin_spectrum_free(refb);
-        lin_gram_side_free(sa); lin_gram_side_free(sb);
+        spectrum_free(f); spectrum_free(ref); spectrum_free(refa); spectrum_free(refb);
+        spectra_gram_side_free(sa); spectra_gram_side_free(sb);
         free(GA); free(GB); free(U); free(V);
         mat_free(A); mat_free(B);
     }
     /* NaN in a Gram is an error, not garbage. */
     double G[4] = {1, 0, 0, NAN};
     LinGramSide *s = NULL;
-    CHECK_ERR(lin_gram_side_new(G, 2, 5, true, &s), "NaN");
+    CHECK_ERR(spectra_gram_side_new(G, 2, 5, true, &s), "NaN");
 }
 
 /* ---------------------------------------------------------------- stream route vs the others */
@@ -295,19 +295,19 @@ static void compare_routes(Model *m, farr_kind kind, int layer, int offset, cons
     CHECK(badrank == 0, "%s: %d ranks differ between the stream and factor routes", what, badrank);
     for (int h = 0; h < s->n_heads; h += 3) {
         Mat *A, *B;
-        lin_op op;
+        spectra_op op;
         Spectrum *ref = NULL;
         CHECK_OK(farr_head_factors(m, kind, layer, h, offset, &A, &B, &op));
-        CHECK_OK(lin_dense_product_svd(A, B, op, 0, &ref));
+        CHECK_OK(spectra_dense_product_svd(A, B, op, 0, &ref));
         if (ref) {
             int off = 0;
             const Spectrum *g = s->fused[h];
             for (size_t i = 0; i < ref->p; i++) off += fabs((i < g->p ? g->sigma[i] : 0) - ref->sigma[i]) > 1e-6 * ref->sigma[0];
             CHECK(off == 0, "%s head %d: %d values off the dense reference", what, h, off);
-            CHECK(lin_effective_rank(s->fused[h]->sigma, s->fused[h]->p, 0.999) == lin_effective_rank(ref->sigma, ref->p, 0.999),
+            CHECK(spectra_effective_rank(s->fused[h]->sigma, s->fused[h]->p, 0.999) == spectra_effective_rank(ref->sigma, ref->p, 0.999),
                   "%s head %d: fused rank at 0.999 differs from the dense reference", what, h);
         }
-        lin_spectrum_free(ref);
+        spectrum_free(ref);
         mat_free(A); mat_free(B);
     }
     farr_layer_free(s);
@@ -552,18 +552,18 @@ static void test_r1_shape(void) {
             farr_kind kind = (farr_kind)heads[i][0];
             int h = heads[i][1];
             Mat *A, *B;
-            lin_op op;
+            spectra_op op;
             Spectrum *ref = NULL;
             CHECK_OK(farr_head_factors(m, kind, 0, h, FARR_NO_OFFSET, &A, &B, &op));
-            CHECK_OK(lin_dense_product_svd(A, B, op, 0, &ref));
+            CHECK_OK(spectra_dense_product_svd(A, B, op, 0, &ref));
             const Spectrum *s = (kind == FARR_VO ? vo : qk)->fused[h];
             int off = 0;
             for (size_t j = 0; ref && j < ref->p; j++)
                 off += fabs((j < s->p ? s->sigma[j] : 0) - ref->sigma[j]) > 1e-6 * ref->sigma[0];
             CHECK(off == 0, "R1 shape %s head %d: %d values off the dense reference", farr_fused_name(kind), h, off);
-            CHECK(ref && lin_effective_rank(s->sigma, s->p, 0.999) == lin_effective_rank(ref->sigma, ref->p, 0.999),
+            CHECK(ref && spectra_effective_rank(s->sigma, s->p, 0.999) == spectra_effective_rank(ref->sigma, ref->p, 0.999),
                   "R1 shape %s head %d: rank differs from the dense reference", farr_fused_name(kind), h);
-            lin_spectrum_free(ref);
+            spectrum_free(ref);
             mat_free(A); mat_free(B);
         }
     }

@@ -4,7 +4,7 @@
  * LAPACK SVD of the unfolding, activation weighting), and the whole-model conversion with export,
  * load and check on a synthetic Llama checkpoint. */
 #include "testutil.h"
-#include "lin.h"
+#include "spectra.h"
 #include "synth.h"
 #include "tpa.h"
 #include "test_transmla_util.h"
@@ -185,8 +185,8 @@ static void test_optimal(void) {
                 Zd[(i * G + g) * d + e] = v;
             }
     Spectrum *sh = NULL, *sd = NULL;
-    CHECK_OK(lin_svd_d(Zh, (size_t)G, nin * d, 0, &sh));
-    CHECK_OK(lin_svd_d(Zd, nin * G, (size_t)d, 0, &sd));
+    CHECK_OK(spectra_svd_d(Zh, (size_t)G, nin * d, 0, &sh));
+    CHECK_OK(spectra_svd_d(Zd, nin * G, (size_t)d, 0, &sd));
     for (int fi = 0; fi < 2 && sh && sd; fi++) {
         tpa_form f = fi ? TPA_FORM_B : TPA_FORM_A;
         Spectrum *sp = fi ? sd : sh;
@@ -209,8 +209,8 @@ static void test_optimal(void) {
             tpa_factor_free(&F);
         }
     }
-    lin_spectrum_free(sh);
-    lin_spectrum_free(sd);
+    spectrum_free(sh);
+    spectrum_free(sd);
     free(Zh);
     free(Zd);
 

@@ -1,4 +1,4 @@
-/* test_tpa_compare.c -- every KV-cache reduction at one budget (core/methods/compare.h): budgets never
+/* test_tpa_compare.c -- every KV-cache reduction at one budget (core/methods/budget_compare.h): budgets never
  * exceeded, exact rows at the model's own cache (TransMLA too on a one-KV-head layer), planted
  * structure each method must find exactly at its planted budget (FaRR V / K dims with biases,
  * identical KV heads for mean-pooling, head rank for TPA form a), the reasons of the methods that
@@ -7,7 +7,7 @@
  * driver on the synthetic Llama (MLA refused). */
 #define TU_SEED_CTR0 5000
 #include "testutil.h"
-#include "compare.h"
+#include "budget_compare.h"
 #include "synth.h"
 #include "tpa.h"
 #include "transmla.h"
@@ -44,8 +44,8 @@ static void inputs_free(Inputs *in) {
     mat_free(in->Xf);
 }
 
-static int run(const AttnLayer *L, size_t B, const Inputs *in, CmpRow *rows) {
-    return cmp_layer(L, B, in->X, in->pos, in->Xf, in->posf, NULL, rows);
+static int run(const AttnLayer *L, size_t B, const Inputs *in, BudgetRow *rows) {
+    return budget_layer(L, B, in->X, in->pos, in->Xf, in->posf, NULL, rows);
 }
 
 /* Budgets are respected, and the model's own cache gives exact rows. */
@@ -53,42 +53,42 @@ static void test_budgets(void) {
     AttnLayer *L = rand_layer(8, 4, 16, 16, 48, true, true);
     Inputs in;
     inputs_init(&in, 48);
-    CmpRow rows[CMP_NMETHODS];
+    BudgetRow rows[BUDGET_NMETHODS];
     size_t full = attn_layer_kv_values(L);
     size_t budgets[] = {8, 20, 40, 64, 80, 100, 127, 128, 500};
     for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
         CHECK_OK(run(L, budgets[i], &in, rows));
-        for (int k = 0; k < CMP_NMETHODS; k++) {
-            const CmpRow *r = &rows[k];
-            CHECK(r->method == (cmp_method)k, "row order");
+        for (int k = 0; k < BUDGET_NMETHODS; k++) {
+            const BudgetRow *r = &rows[k];
+            CHECK(r->method == (budget_method)k, "row order");
             if (!r->ok) {
                 CHECK(!strncmp(r->setting, "n/a: ", 5) && isnan(r->out_err), "%s at %zu: a reason and no error",
-                      cmp_method_name(r->method), budgets[i]);
+                      budget_method_name(r->method), budgets[i]);
                 continue;
             }
             CHECK(r->kv_values <= budgets[i] && r->kv_values <= full, "%s at %zu caches %zu",
-                  cmp_method_name(r->method), budgets[i], r->kv_values);
-            if (budgets[i] >= full && r->method != CMP_TRANSMLA)
+                  budget_method_name(r->method), budgets[i], r->kv_values);
+            if (budgets[i] >= full && r->method != BUDGET_TRANSMLA)
                 CHECK(r->out_err < 1e-5 && r->kv_values == full, "%s exact at the full cache: %.3g",
-                      cmp_method_name(r->method), r->out_err);
+                      budget_method_name(r->method), r->out_err);
         }
     }
     /* What cannot be met, and why. */
     CHECK_OK(run(L, 40, &in, rows));
-    CHECK(!rows[CMP_FARR].ok && strstr(rows[CMP_FARR].setting, "keys under RoPE stay whole (64 values)"),
-          "FaRR below the keys: %s", rows[CMP_FARR].setting);
-    CHECK(rows[CMP_TPA_A].ok && rows[CMP_TPA_A].kv_values == 32, "TPA a: 1 + 1 ranks of 16 = 32 <= 40");
-    CHECK(rows[CMP_MEANPOOL].ok && rows[CMP_MEANPOOL].kv_values == 32 && strstr(rows[CMP_MEANPOOL].setting, "1 KV head"),
-          "mean-pool to one head: %s", rows[CMP_MEANPOOL].setting);
+    CHECK(!rows[BUDGET_FARR].ok && strstr(rows[BUDGET_FARR].setting, "keys under RoPE stay whole (64 values)"),
+          "FaRR below the keys: %s", rows[BUDGET_FARR].setting);
+    CHECK(rows[BUDGET_TPA_A].ok && rows[BUDGET_TPA_A].kv_values == 32, "TPA a: 1 + 1 ranks of 16 = 32 <= 40");
+    CHECK(rows[BUDGET_MEANPOOL].ok && rows[BUDGET_MEANPOOL].kv_values == 32 && strstr(rows[BUDGET_MEANPOOL].setting, "1 KV head"),
+          "mean-pool to one head: %s", rows[BUDGET_MEANPOOL].setting);
     CHECK_OK(run(L, 20, &in, rows));
-    CHECK(!rows[CMP_MEANPOOL].ok && strstr(rows[CMP_MEANPOOL].setting, "one KV head needs 32"), "mean-pool n/a: %s",
-          rows[CMP_MEANPOOL].setting);
-    CHECK(!rows[CMP_TPA_A].ok && rows[CMP_TPA_B].ok && rows[CMP_TPA_B].kv_values == 20, "form b fits 20 (R 3 + 2)");
-    CHECK(rows[CMP_KQSVD].ok && rows[CMP_KQSVD].kv_values == 20 && rows[CMP_TRANSMLA].ok, "KQ-SVD and TransMLA fit 20");
+    CHECK(!rows[BUDGET_MEANPOOL].ok && strstr(rows[BUDGET_MEANPOOL].setting, "one KV head needs 32"), "mean-pool n/a: %s",
+          rows[BUDGET_MEANPOOL].setting);
+    CHECK(!rows[BUDGET_TPA_A].ok && rows[BUDGET_TPA_B].ok && rows[BUDGET_TPA_B].kv_values == 20, "form b fits 20 (R 3 + 2)");
+    CHECK(rows[BUDGET_KQSVD].ok && rows[BUDGET_KQSVD].kv_values == 20 && rows[BUDGET_TRANSMLA].ok, "KQ-SVD and TransMLA fit 20");
     /* At 80: FaRR keeps the 64 key values, r_v = 4 per group. */
     CHECK_OK(run(L, 80, &in, rows));
-    CHECK(rows[CMP_FARR].ok && rows[CMP_FARR].kv_values == 80 && strstr(rows[CMP_FARR].setting, "r_v 4"), "FaRR r_v 4: %s",
-          rows[CMP_FARR].setting);
+    CHECK(rows[BUDGET_FARR].ok && rows[BUDGET_FARR].kv_values == 80 && strstr(rows[BUDGET_FARR].setting, "r_v 4"), "FaRR r_v 4: %s",
+          rows[BUDGET_FARR].setting);
 
     /* The TPA row is the conversion at the ranks it names. */
     CHECK_OK(run(L, 64, &in, rows));
@@ -99,8 +99,8 @@ static void test_budgets(void) {
     if (t) CHECK_OK(tpa_eval(t, in.X, in.pos, true, &b));
     double se = NAN, oe = NAN;
     if (a && b) attn_rel_err(a, b, &se, &oe);
-    CHECK(!strcmp(rows[CMP_TPA_B].setting, "R_K 8, R_V 8") && fabs(oe - rows[CMP_TPA_B].out_err) < 1e-12,
-          "TPA b row = direct conversion: %s %.6g vs %.6g", rows[CMP_TPA_B].setting, rows[CMP_TPA_B].out_err, oe);
+    CHECK(!strcmp(rows[BUDGET_TPA_B].setting, "R_K 8, R_V 8") && fabs(oe - rows[BUDGET_TPA_B].out_err) < 1e-12,
+          "TPA b row = direct conversion: %s %.6g vs %.6g", rows[BUDGET_TPA_B].setting, rows[BUDGET_TPA_B].out_err, oe);
     attn_out_free(a);
     attn_out_free(b);
     tpa_layer_free(t);
@@ -111,7 +111,7 @@ static void test_budgets(void) {
         for (int i = 0; i < 48; i++) S[i * 48 + i] = i < 6 ? 30.0 : 0.05;
         Mat *Xs = tpa_random_input(48, 48, 77, S);
         CHECK(Xs != NULL, "Gaussian inputs with a second moment");
-        CHECK_OK(cmp_layer(L, 64, Xs, in.pos, in.Xf, in.posf, S, rows));
+        CHECK_OK(budget_layer(L, 64, Xs, in.pos, in.Xf, in.posf, S, rows));
         TpaLayer *tw = NULL;
         AttnOut *aw = NULL, *bw = NULL;
         CHECK_OK(tpa_layer_convert(L, TPA_FORM_A, 2, 2, S, &tw));
@@ -119,8 +119,8 @@ static void test_budgets(void) {
         if (tw) CHECK_OK(tpa_eval(tw, Xs, in.pos, true, &bw));
         double sw = NAN, ow = NAN;
         if (aw && bw) attn_rel_err(aw, bw, &sw, &ow);
-        CHECK(!strcmp(rows[CMP_TPA_A].setting, "R_K 2, R_V 2") && fabs(ow - rows[CMP_TPA_A].out_err) < 1e-12,
-              "weighted TPA a row = direct weighted conversion: %.6g vs %.6g", rows[CMP_TPA_A].out_err, ow);
+        CHECK(!strcmp(rows[BUDGET_TPA_A].setting, "R_K 2, R_V 2") && fabs(ow - rows[BUDGET_TPA_A].out_err) < 1e-12,
+              "weighted TPA a row = direct weighted conversion: %.6g vs %.6g", rows[BUDGET_TPA_A].out_err, ow);
         /* The sample second moment of the drawn tokens follows S (loose: 48 tokens). */
         double big = 0, small = 0;
         for (int t = 0; t < 48; t++) {
@@ -137,14 +137,14 @@ static void test_budgets(void) {
 
     /* Monotone in the budget for the nested fits. */
     size_t mono[] = {80, 96, 112, 128};
-    double prev[CMP_NMETHODS];
-    for (int k = 0; k < CMP_NMETHODS; k++) prev[k] = INFINITY;
+    double prev[BUDGET_NMETHODS];
+    for (int k = 0; k < BUDGET_NMETHODS; k++) prev[k] = INFINITY;
     for (size_t i = 0; i < 4; i++) {
         CHECK_OK(run(L, mono[i], &in, rows));
-        cmp_method ms[] = {CMP_FARR, CMP_TPA_A, CMP_TPA_B, CMP_KQSVD};
+        budget_method ms[] = {BUDGET_FARR, BUDGET_TPA_A, BUDGET_TPA_B, BUDGET_KQSVD};
         for (int j = 0; j < 4; j++) {
-            const CmpRow *r = &rows[ms[j]];
-            CHECK(r->ok && r->out_err <= prev[ms[j]] + 1e-9, "%s at %zu: %.5g after %.5g", cmp_method_name(ms[j]), mono[i],
+            const BudgetRow *r = &rows[ms[j]];
+            CHECK(r->ok && r->out_err <= prev[ms[j]] + 1e-9, "%s at %zu: %.5g after %.5g", budget_method_name(ms[j]), mono[i],
                   r->out_err, prev[ms[j]]);
             prev[ms[j]] = r->out_err;
         }
@@ -158,13 +158,13 @@ static void test_transmla_exact(void) {
     AttnLayer *L = rand_layer(4, 1, 16, 16, 32, true, false);
     Inputs in;
     inputs_init(&in, 32);
-    CmpRow rows[CMP_NMETHODS];
+    BudgetRow rows[BUDGET_NMETHODS];
     CHECK_OK(run(L, 32, &in, rows));
-    CHECK(rows[CMP_TRANSMLA].ok && rows[CMP_TRANSMLA].out_err < 1e-5 && strstr(rows[CMP_TRANSMLA].setting, "FreqFold 1"),
-          "TransMLA exact with one KV head: %.3g (%s)", rows[CMP_TRANSMLA].out_err, rows[CMP_TRANSMLA].setting);
+    CHECK(rows[BUDGET_TRANSMLA].ok && rows[BUDGET_TRANSMLA].out_err < 1e-5 && strstr(rows[BUDGET_TRANSMLA].setting, "FreqFold 1"),
+          "TransMLA exact with one KV head: %.3g (%s)", rows[BUDGET_TRANSMLA].out_err, rows[BUDGET_TRANSMLA].setting);
     CHECK_OK(run(L, 24, &in, rows));
-    CHECK(rows[CMP_TRANSMLA].ok && rows[CMP_TRANSMLA].out_err > 1e-4 && rows[CMP_TRANSMLA].kv_values == 24,
-          "TransMLA below the cache: %.3g", rows[CMP_TRANSMLA].out_err);
+    CHECK(rows[BUDGET_TRANSMLA].ok && rows[BUDGET_TRANSMLA].out_err > 1e-4 && rows[BUDGET_TRANSMLA].kv_values == 24,
+          "TransMLA below the cache: %.3g", rows[BUDGET_TRANSMLA].out_err);
     inputs_free(&in);
     attn_layer_free(L);
 }
@@ -175,7 +175,7 @@ static void test_window(void) {
     AttnLayer *L = rand_layer(4, 1, 16, 16, 32, true, false);
     Inputs in;
     inputs_init(&in, 32);
-    CmpRow rows[CMP_NMETHODS];
+    BudgetRow rows[BUDGET_NMETHODS];
     AttnOut *full = NULL, *win = NULL;
     CHECK_OK(attn_eval(L, in.X, in.pos, true, &full));
     for (int soft = 0; soft < 2; soft++) {
@@ -188,13 +188,13 @@ static void test_window(void) {
             CHECK(oe > 0.05, "the window must change the layer's output (%.3g) for this test to mean anything", oe);
         }
         CHECK_OK(run(L, 32, &in, rows));
-        for (int k = 0; k < CMP_NMETHODS; k++)
+        for (int k = 0; k < BUDGET_NMETHODS; k++)
             CHECK(rows[k].ok && rows[k].out_err < 1e-5 && rows[k].score_err < 1e-5,
                   "window 5%s: %s exact at the full cache: out %.3g, score %.3g (%s)", soft ? ", soft-cap 2" : "",
-                  cmp_method_name((cmp_method)k), rows[k].out_err, rows[k].score_err, rows[k].setting);
+                  budget_method_name((budget_method)k), rows[k].out_err, rows[k].score_err, rows[k].setting);
         CHECK_OK(run(L, 24, &in, rows));
-        CHECK(rows[CMP_TRANSMLA].ok && rows[CMP_TRANSMLA].out_err > 1e-4, "TransMLA below the cache: %.3g",
-              rows[CMP_TRANSMLA].out_err);
+        CHECK(rows[BUDGET_TRANSMLA].ok && rows[BUDGET_TRANSMLA].out_err > 1e-4, "TransMLA below the cache: %.3g",
+              rows[BUDGET_TRANSMLA].out_err);
     }
     attn_out_free(full);
     attn_out_free(win);
@@ -208,10 +208,10 @@ static void test_transmla_selection(void) {
     AttnLayer *L = rand_layer(4, 2, 16, 16, 32, true, false);
     Inputs in;
     inputs_init(&in, 32);
-    CmpRow rows[CMP_NMETHODS];
+    BudgetRow rows[BUDGET_NMETHODS];
     size_t B = 40;
     CHECK_OK(run(L, B, &in, rows));
-    const CmpRow *t = &rows[CMP_TRANSMLA];
+    const BudgetRow *t = &rows[BUDGET_TRANSMLA];
     int R0 = 0, D0 = 0, M0 = 0;
     CHECK(t->ok && sscanf(t->setting, "R %d + D %d (FreqFold %d)", &R0, &D0, &M0) == 3, "TransMLA row: %s", t->setting);
     AttnOut *ref = NULL, *refF = NULL;
@@ -256,7 +256,7 @@ static void test_planted(void) {
     size_t nc = (size_t)G * d;
     Inputs in;
     inputs_init(&in, Dm);
-    CmpRow rows[CMP_NMETHODS];
+    BudgetRow rows[BUDGET_NMETHODS];
 
     /* No RoPE, biases: each group's W_K and W_V of rank 3; with the bias row rank 4. FaRR at
      * r_k = r_v = 4 (budget G (4 + 4) = 16) is exact, and r 3 is not. */
@@ -276,14 +276,14 @@ static void test_planted(void) {
         mat_free(A); mat_free(Bk); mat_free(Bv);
     }
     CHECK_OK(run(L, 16, &in, rows));
-    CHECK(rows[CMP_FARR].ok && !strcmp(rows[CMP_FARR].setting, "r_k 4, r_v 4") && rows[CMP_FARR].out_err < 1e-5 &&
-              rows[CMP_FARR].score_err < 1e-5, "FaRR finds rank 3 + bias: %s %.3g %.3g", rows[CMP_FARR].setting,
-          rows[CMP_FARR].out_err, rows[CMP_FARR].score_err);
-    CHECK(!rows[CMP_TRANSMLA].ok && strstr(rows[CMP_TRANSMLA].setting, "no RoPE"), "TransMLA without RoPE: %s",
-          rows[CMP_TRANSMLA].setting);
+    CHECK(rows[BUDGET_FARR].ok && !strcmp(rows[BUDGET_FARR].setting, "r_k 4, r_v 4") && rows[BUDGET_FARR].out_err < 1e-5 &&
+              rows[BUDGET_FARR].score_err < 1e-5, "FaRR finds rank 3 + bias: %s %.3g %.3g", rows[BUDGET_FARR].setting,
+          rows[BUDGET_FARR].out_err, rows[BUDGET_FARR].score_err);
+    CHECK(!rows[BUDGET_TRANSMLA].ok && strstr(rows[BUDGET_TRANSMLA].setting, "no RoPE"), "TransMLA without RoPE: %s",
+          rows[BUDGET_TRANSMLA].setting);
     CHECK_OK(run(L, 12, &in, rows));
-    CHECK(rows[CMP_FARR].ok && !strcmp(rows[CMP_FARR].setting, "r_k 3, r_v 3") && rows[CMP_FARR].out_err > 1e-4,
-          "FaRR below the planted rank: %s %.3g", rows[CMP_FARR].setting, rows[CMP_FARR].out_err);
+    CHECK(rows[BUDGET_FARR].ok && !strcmp(rows[BUDGET_FARR].setting, "r_k 3, r_v 3") && rows[BUDGET_FARR].out_err > 1e-4,
+          "FaRR below the planted rank: %s %.3g", rows[BUDGET_FARR].setting, rows[BUDGET_FARR].out_err);
     attn_layer_free(L);
 
     /* Identical KV heads: mean-pooling to one head is exact; KV heads 2 apart in the head space:
@@ -296,21 +296,21 @@ static void test_planted(void) {
     memcpy(L->b_K + d, L->b_K, (size_t)d * sizeof(float));
     memcpy(L->b_V + d, L->b_V, (size_t)d * sizeof(float));
     CHECK_OK(run(L, 24, &in, rows));
-    CHECK(rows[CMP_MEANPOOL].ok && rows[CMP_MEANPOOL].kv_values == 24 && rows[CMP_MEANPOOL].out_err < 1e-5,
-          "mean-pool of identical heads: %.3g", rows[CMP_MEANPOOL].out_err);
-    CHECK(rows[CMP_TPA_A].ok && rows[CMP_TPA_A].kv_values == 24 && rows[CMP_TPA_A].out_err < 1e-5,
-          "TPA a at R 1 on identical heads: %.3g", rows[CMP_TPA_A].out_err);
+    CHECK(rows[BUDGET_MEANPOOL].ok && rows[BUDGET_MEANPOOL].kv_values == 24 && rows[BUDGET_MEANPOOL].out_err < 1e-5,
+          "mean-pool of identical heads: %.3g", rows[BUDGET_MEANPOOL].out_err);
+    CHECK(rows[BUDGET_TPA_A].ok && rows[BUDGET_TPA_A].kv_values == 24 && rows[BUDGET_TPA_A].out_err < 1e-5,
+          "TPA a at R 1 on identical heads: %.3g", rows[BUDGET_TPA_A].out_err);
     /* TransMLA merges identical KV heads exactly at R + D = 24, with the biases (their NoPE keys
      * carry no energy: balancing must leave them alone) and without. */
-    CHECK(rows[CMP_TRANSMLA].ok && rows[CMP_TRANSMLA].out_err < 1e-5,
+    CHECK(rows[BUDGET_TRANSMLA].ok && rows[BUDGET_TRANSMLA].out_err < 1e-5,
           "TransMLA with biases merges identical KV heads exactly at R + D = 24: %.3g (%s)",
-          rows[CMP_TRANSMLA].out_err, rows[CMP_TRANSMLA].setting);
+          rows[BUDGET_TRANSMLA].out_err, rows[BUDGET_TRANSMLA].setting);
     free(L->b_Q); free(L->b_K); free(L->b_V); free(L->b_O);
     L->b_Q = L->b_K = L->b_V = L->b_O = NULL;
     CHECK_OK(run(L, 24, &in, rows));
-    CHECK(rows[CMP_TRANSMLA].ok && rows[CMP_TRANSMLA].out_err < 1e-5,
-          "TransMLA merges identical KV heads exactly at R + D = 24: %.3g (%s)", rows[CMP_TRANSMLA].out_err,
-          rows[CMP_TRANSMLA].setting);
+    CHECK(rows[BUDGET_TRANSMLA].ok && rows[BUDGET_TRANSMLA].out_err < 1e-5,
+          "TransMLA merges identical KV heads exactly at R + D = 24: %.3g (%s)", rows[BUDGET_TRANSMLA].out_err,
+          rows[BUDGET_TRANSMLA].setting);
     attn_layer_free(L);
     inputs_free(&in);
 }
@@ -323,34 +323,34 @@ static void test_model(const char *tmp) {
     Model *m = NULL;
     CHECK_OK(model_open(dir, &m));
     if (m) {
-        CmpOpts o = cmp_opts_default();
+        BudgetOpts o = budget_opts_default();
         o.budget = 96;
         o.layer_lo = 1;
         o.layer_hi = 2;
         o.tokens = 24;
         o.fit_tokens = 96;
-        CmpResult *r = NULL;
-        CHECK_OK(cmp_kv_budget(m, &o, &r));
+        BudgetResult *r = NULL;
+        CHECK_OK(budget_compare(m, &o, &r));
         if (r) {
-            CHECK(r->n_rows == 2 * CMP_NMETHODS && r->kv_model == 128 && r->budget == 96, "rows %d", r->n_rows);
-            CHECK(r->rows[0].layer == 1 && r->rows[CMP_NMETHODS].layer == 2, "layers");
+            CHECK(r->n_rows == 2 * BUDGET_NMETHODS && r->kv_model == 128 && r->budget == 96, "rows %d", r->n_rows);
+            CHECK(r->rows[0].layer == 1 && r->rows[BUDGET_NMETHODS].layer == 2, "layers");
             /* Layer 1 plants V[0] of rank 6: FaRR with r_v 16 loses nothing of group 0's values. */
             CHECK(r->rows[0].ok && !strcmp(r->rows[0].setting, "r_v 16 (keys whole under RoPE)"), "FaRR: %s",
                   r->rows[0].setting);
-            cmp_result_free(r);
+            budget_result_free(r);
         }
         o.budget = 0;
-        CHECK_ERR(cmp_kv_budget(m, &o, &r), "kv-budget must be at least 1");
+        CHECK_ERR(budget_compare(m, &o, &r), "kv-budget must be at least 1");
         model_free(m);
     }
     snprintf(dir, sizeof dir, "%s/demo-r1", tmp);
     SynthOptions sr = {.kind = SYNTH_DEMO_R1, .dtype = DT_BF16, .shards = 1, .seed = 3};
     CHECK_OK(synth_write(&sr, dir));
     if (model_open(dir, &m) == AL_OK) {
-        CmpOpts o = cmp_opts_default();
+        BudgetOpts o = budget_opts_default();
         o.budget = 64;
-        CmpResult *r = NULL;
-        CHECK_ERR(cmp_kv_budget(m, &o, &r), "is MLA");
+        BudgetResult *r = NULL;
+        CHECK_ERR(budget_compare(m, &o, &r), "is MLA");
         model_free(m);
     }
 }

@@ -12,7 +12,7 @@
  * turned on the rotary dims only. */
 #include "test_transmla_util.h"
 #include "analyses.h"
-#include "compare.h"
+#include "budget_compare.h"
 #include "mla_export.h"
 #include "transmla.h"
 
@@ -138,23 +138,23 @@ static void test_pipeline(void) {
 static void test_compare(Model *m, const char *what) {
     char why[1024];
     CHECK(analysis_available(m, AN_COMPARE, why, sizeof why), "%s: compare refused: %s", what, why);
-    CmpOpts o = cmp_opts_default();
+    BudgetOpts o = budget_opts_default();
     o.budget = cfg_kv_values(&m->cfg);
     o.tokens = 32;
     o.fit_tokens = 128;
-    CmpResult *r = NULL;
-    CHECK_OK(cmp_kv_budget(m, &o, &r));
+    BudgetResult *r = NULL;
+    CHECK_OK(budget_compare(m, &o, &r));
     for (int i = 0; r && i < r->n_rows; i++) {
-        const CmpRow *w = &r->rows[i];
-        CHECK(w->ok, "%s layer %d %s: no row: %s", what, w->layer, cmp_method_name(w->method), w->setting);
-        if (w->method != CMP_TRANSMLA)
+        const BudgetRow *w = &r->rows[i];
+        CHECK(w->ok, "%s layer %d %s: no row: %s", what, w->layer, budget_method_name(w->method), w->setting);
+        if (w->method != BUDGET_TRANSMLA)
             CHECK(w->out_err < 1e-4, "%s layer %d %s at the full budget: output error %.3g", what, w->layer,
-                  cmp_method_name(w->method), w->out_err);
+                  budget_method_name(w->method), w->out_err);
         else
             CHECK(isfinite(w->out_err) && w->kv_values <= o.budget, "%s layer %d transmla: %.3g (%s)", what, w->layer,
                   w->out_err, w->setting);
     }
-    cmp_result_free(r);
+    budget_result_free(r);
 }
 
 /* GPT-NeoX and Phi-3 layouts: allowed, converted by the driver, exact at full rank with every

@@ -6,7 +6,7 @@
  * evaluator and the forward pass agree on); `compare` runs on it. */
 #include "test_transmla_util.h"
 #include "analyses.h"
-#include "compare.h"
+#include "budget_compare.h"
 #include "forward.h"
 #include "mla_export.h"
 #include "rope.h"
@@ -123,14 +123,14 @@ static void test_convert_check(Model *m, const char *tmp) {
 }
 
 static void test_compare(Model *m) {
-    CmpOpts o = cmp_opts_default();
+    BudgetOpts o = budget_opts_default();
     o.budget = 16;
-    CmpResult *r = NULL;
-    CHECK_OK(cmp_kv_budget(m, &o, &r));
+    BudgetResult *r = NULL;
+    CHECK_OK(budget_compare(m, &o, &r));
     int finite = 0;
     for (int i = 0; r && i < r->n_rows; i++) finite += r->rows[i].ok && isfinite(r->rows[i].out_err);
     CHECK(finite > 0, "compare gives errors on a YaRN model");
-    cmp_result_free(r);
+    budget_result_free(r);
 }
 
 int main(void) {

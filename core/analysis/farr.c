@@ -9,6 +9,7 @@
 #include "gram.h"
 #include "rope.h"
 #include "symeig.h"
+#include "sweep.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -93,7 +94,7 @@ int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out) {
     if (m->cfg.qk_norm == QKN_NONE) return AL_OK;
     Mat *W = NULL;
     int rc = whole_side(m, side, layer, head, &W);
-    if (rc == AL_OK) rc = lin_svd(W, 0, out);
+    if (rc == AL_OK) rc = spectra_svd(W, 0, out);
     mat_free(W);
     return rc;
 }
@@ -140,17 +141,17 @@ void farr_rope_rotate(Mat *W, rope_layout layout, double theta, double p) {
 
 /* The factors of head h with the layer already loaded (thread-safe after model_layer_load). */
 static int head_factors_loaded(Model *m, farr_kind kind, int layer, int head, head_part part,
-                               bool rotate_k, int offset, Mat **A, Mat **B, lin_op *op) {
+                               bool rotate_k, int offset, Mat **A, Mat **B, spectra_op *op) {
     const ModelConfig *c = &m->cfg;
     int g = cfg_kv_group(c, head);
     *A = *B = NULL;
     int rc;
     if (kind == FARR_VO) {
-        *op = LIN_AB;
+        *op = SPECTRA_AB;
         rc = model_head(m, HK_V, layer, g, PART_ALL, A);
         if (rc == AL_OK) rc = model_head(m, HK_O, layer, head, PART_ALL, B);
     } else {
-        *op = LIN_ABT;
+        *op = SPECTRA_ABT;
         rc = model_head(m, HK_Q, layer, head, part, A);
         if (rc == AL_OK) rc = model_head(m, HK_K, layer, g, part, B);
         if (rc == AL_OK && rotate_k) farr_rope_rotate(*B, c->rope, c->rope_theta, (double)offset);
@@ -160,7 +161,7 @@ static int head_factors_loaded(Model *m, farr_kind kind, int layer, int head, he
 }
 
 int farr_head_factors(Model *m, farr_kind kind, int layer, int head, int offset,
-                      Mat **A, Mat **B, lin_op *op) {
+                      Mat **A, Mat **B, spectra_op *op) {
     *A = *B = NULL;
     head_part part;
     bool rot;
@@ -190,7 +191,7 @@ int farr_fuse(Model *m, farr_kind kind, int layer, int head, int offset, FarrFus
     *f = (FarrFused){ .model = m, .kind = kind, .layer = layer, .head = head, .offset = offset };
     int rc = farr_head_factors(m, kind, layer, head, offset, &f->A, &f->B, &f->op);
     if (rc == AL_OK) rc = fused_finite(f);
-    if (rc == AL_OK) rc = lin_product_svd(f->A, f->B, f->op, LIN_VECTORS, &f->s, &f->sa, &f->sb);
+    if (rc == AL_OK) rc = spectra_product_svd(f->A, f->B, f->op, SPECTRA_VECTORS, &f->s, &f->sa, &f->sb);
     if (rc != AL_OK) { farr_fused_free(f); return rc; }
     *out = f;
     return AL_OK;
@@ -199,7 +200,7 @@ int farr_fuse(Model *m, farr_kind kind, int layer, int head, int offset, FarrFus
 void farr_fused_free(FarrFused *f) {
     if (!f) return;
     mat_free(f->A); mat_free(f->B);
-    lin_spectrum_free(f->s); lin_spectrum_free(f->sa); lin_spectrum_free(f->sb);
+    spectrum_free(f->s); spectrum_free(f->sa); spectrum_free(f->sb);
     free(f);
 }
 
@@ -208,9 +209,9 @@ void farr_fused_free(FarrFused *f) {
 void farr_layer_free(FarrLayer *l) {
     if (!l) return;
     for (int h = 0; h < l->n_heads; h++) {
-        if (l->a) lin_spectrum_free(l->a[h]);
-        if (l->b) lin_spectrum_free(l->b[h]);
-        if (l->fused) lin_spectrum_free(l->fused[h]);
+        if (l->a) spectrum_free(l->a[h]);
+        if (l->b) spectrum_free(l->b[h]);
+        if (l->fused) spectrum_free(l->fused[h]);
     }
     free(l->a); free(l->b); free(l->fused); free(l->eps);
     free(l);
@@ -227,11 +228,11 @@ static int layer_task(size_t h, int worker, void *ud) {
     (void)worker;
     LayerJob *j = ud;
     Mat *A, *B;
-    lin_op op;
+    spectra_op op;
     if (head_factors_loaded(j->m, j->l->kind, j->l->layer, (int)h, j->part, j->rot, j->l->offset,
                             &A, &B, &op) != AL_OK)
         return AL_ERR;
-    int rc = lin_product_svd(A, B, op, 0, &j->l->fused[h], &j->l->a[h], &j->l->b[h]);
+    int rc = spectra_product_svd(A, B, op, 0, &j->l->fused[h], &j->l->a[h], &j->l->b[h]);
     mat_free(A); mat_free(B);
     if (rc != AL_OK) return al_err_ctx("layer %d head %d (%s)", j->l->layer, (int)h, farr_fused_name(j->l->kind));
     return AL_OK;
@@ -310,7 +311,7 @@ static int solve_values(SymeigWork *ws, size_t n, double *const *A, const size_t
 
 /* The fast route solves in double on Grams G' within err (Frobenius) of the double route's G
  * (gram_compute_fast). A bound eps on the l2 distance between the sorted squared singular values
- * of the two routes (lin_rank_certain's eps) adds up: the Grams' error, carried through the
+ * of the two routes (spectra_rank_certain's eps) adds up: the Grams' error, carried through the
  * Cholesky factor and the fused core, and the double rounding of both routes' Cholesky factors,
  * triangular products and eigen-solves -- some 1e-13 of the values, kept to stay honest. */
 
@@ -402,7 +403,7 @@ static int fast_shared(StreamJob *j, size_t g, const double *G, size_t rows, dou
     for (size_t i = 0; i < k; i++) fs->dmax = fmax(fs->dmax, G[i * k + i]);
     /* the RoPE offset's rotation keeps the error's norm, and rounds (in both routes) */
     fs->err = err + (j->rot ? 32 * unit_d() * fs->fro : 0);
-    return lin_gram_side_factor(G, k, rows, &j->shared[g]);
+    return spectra_gram_side_factor(G, k, rows, &j->shared[g]);
 }
 
 /* KV head g's Gram (W_V[g] or W_K[g]) into G, rotated to the offset, and its side: factored and
@@ -414,7 +415,7 @@ static int shared_one(StreamJob *j, size_t g, int worker, double *G) {
     int rc = stream_gram(j, farr_shared_kind(j->l->kind), (int)g, worker, G, &rows, &err);
     /* the rotation is orthogonal: it keeps the error's Frobenius norm */
     if (rc == AL_OK && j->rot) gram_rotate(G, j->k, c->rope, c->rope_theta, (double)j->l->offset);
-    if (rc == AL_OK) rc = j->fast ? fast_shared(j, g, G, rows, err) : lin_gram_side_new(G, j->k, rows, true, &j->shared[g]);
+    if (rc == AL_OK) rc = j->fast ? fast_shared(j, g, G, rows, err) : spectra_gram_side_new(G, j->k, rows, true, &j->shared[g]);
     if (rc != AL_OK) return al_err_ctx("layer %d KV head %d (%s)", j->l->layer, (int)g, farr_fused_name(j->l->kind));
     return AL_OK;
 }
@@ -436,14 +437,14 @@ static int stream_shared_task(size_t t, int worker, void *ud) {
     if (rc != AL_OK || !j->fast) return rc;
     if (solve_values(j->ew[worker], nb, A, kk, w) != AL_OK)
         return al_err_ctx("layer %d KV heads %zu-%zu (%s)", j->l->layer, g[0], g[nb - 1], farr_fused_name(j->l->kind));
-    for (size_t b = 0; b < nb; b++) lin_spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
+    for (size_t b = 0; b < nb; b++) spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
     return AL_OK;
 }
 
 /* Head h's factor spectra: a copy of the group's shared side and its own (taken over). */
 static int put_sides(FarrLayer *l, size_t h, const Spectrum *shared, Spectrum **own) {
     bool vo = l->kind == FARR_VO;
-    Spectrum *shs = lin_spectrum_copy(shared);
+    Spectrum *shs = spectrum_copy(shared);
     if (!shs) return AL_ERR;
     l->a[h] = vo ? shs : *own;
     l->b[h] = vo ? *own : shs;
@@ -469,9 +470,9 @@ static int fast_head_prep(StreamJob *j, FastHead *f, const double *G, double err
     f->gbfro = fro_d(G, k * k);
     /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
     size_t m = vo ? sh->rows : rows, n = vo ? rows : sh->rows, p = m < n ? m : n;
-    f->own = lin_spectrum_new(rows, k, rows < k ? rows : k, false);
-    f->fu = lin_spectrum_new(m, n, p < k ? p : k, false);
-    return f->own && f->fu ? lin_gram_fused_core(sh, G, M) : AL_ERR;
+    f->own = spectrum_new(rows, k, rows < k ? rows : k, false);
+    f->fu = spectrum_new(m, n, p < k ? p : k, false);
+    return f->own && f->fu ? spectra_gram_fused_core(sh, G, M) : AL_ERR;
 }
 
 /* After the solves: the spectra from the own side's values wb (k) and the fused core's wm (r,
@@ -481,8 +482,8 @@ static int fast_head_finish(StreamJob *j, FastHead *f, const double *wb, const d
     bool vo = l->kind == FARR_VO;
     size_t k = j->k, h = f->h;
     const LinGramSide *sh = j->shared[f->g];
-    lin_spectrum_set_eigs(f->own, wb, k);
-    lin_spectrum_set_eigs(f->fu, wm, sh->r);
+    spectrum_set_eigs(f->own, wb, k);
+    spectrum_set_eigs(f->fu, wm, sh->r);
     double gbmax = k ? wb[k - 1] : 0, mfro = fro_d(wm, sh->r);
     double es = fast_side_err(k, j->fside[f->g].err, j->fside[f->g].fro), eo = fast_side_err(k, f->err, f->gbfro);
     l->eps[3 * h] = vo ? es : eo;
@@ -499,11 +500,11 @@ static int double_head(StreamJob *j, size_t h, const double *G, size_t rows) {
     bool vo = l->kind == FARR_VO;
     LinGramSide *own = NULL;
     const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
-    int rc = lin_gram_side_new(G, j->k, rows, false, &own);
+    int rc = spectra_gram_side_new(G, j->k, rows, false, &own);
     /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
-    if (rc == AL_OK) rc = lin_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
+    if (rc == AL_OK) rc = spectra_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
     if (rc == AL_OK) rc = put_sides(l, h, sh->s, &own->s);
-    lin_gram_side_free(own);
+    spectra_gram_side_free(own);
     return rc;
 }
 
@@ -550,7 +551,7 @@ static int stream_head_task(size_t t, int worker, void *ud) {
         rc = stream_gram(j, farr_own_kind(l->kind), (int)f[b].h, worker, G, &f[b].rows, &err);
         if (rc == AL_OK) rc = double_head(j, f[b].h, G, f[b].rows);
     }
-    for (size_t b = 0; b < nb; b++) { lin_spectrum_free(f[b].own); lin_spectrum_free(f[b].fu); }
+    for (size_t b = 0; b < nb; b++) { spectrum_free(f[b].own); spectrum_free(f[b].fu); }
     if (rc != AL_OK) return al_err_ctx("layer %d head %zu (%s)", l->layer, bad, farr_fused_name(l->kind));
     return AL_OK;
 }
@@ -558,7 +559,7 @@ static int stream_head_task(size_t t, int worker, void *ud) {
 static void stream_job_free(StreamJob *j) {
     size_t G = (size_t)j->m->cfg.n_kv_heads;
     for (size_t g = 0; g < G; g++) {
-        if (j->shared) lin_gram_side_free(j->shared[g]);
+        if (j->shared) spectra_gram_side_free(j->shared[g]);
     }
     for (int w = 0; w < j->T; w++) {
         if (j->scr) gram_scratch_free(j->scr[w]);
@@ -577,7 +578,7 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
     size_t G = (size_t)m->cfg.n_kv_heads;
     StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .k = (size_t)l->head_dim,
                     .gsel = gsel, .hsel = hsel, .ng = ng, .nh = nh };
-    j.T = lin_sweep_threads(job_tasks(&j, nh > ng ? nh : ng), 0);
+    j.T = sweep_threads(job_tasks(&j, nh > ng ? nh : ng), 0);
     j.shared = al_calloc(G, sizeof *j.shared, "shared factors");
     j.fside = al_calloc(G, sizeof *j.fside, "shared factors");
     j.scr = al_calloc((size_t)j.T, sizeof *j.scr, "sweep scratch");
@@ -597,8 +598,8 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
         j.ew[w] = symeig_work_new(k1);
         if (!j.M[w] || !j.w[w] || !j.ew[w]) rc = AL_ERR;
     }
-    if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, ng), j.T, stream_shared_task, &j);
-    if (rc == AL_OK) rc = lin_sweep(job_tasks(&j, nh), j.T, stream_head_task, &j);
+    if (rc == AL_OK) rc = sweep_run(job_tasks(&j, ng), j.T, stream_shared_task, &j);
+    if (rc == AL_OK) rc = sweep_run(job_tasks(&j, nh), j.T, stream_head_task, &j);
     stream_job_free(&j);
     char *prefix = model_tensor_name(m, l->layer, "");
     if (prefix) store_release_prefix(m->store, prefix);
@@ -636,7 +637,7 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
         return AL_ERR;
     }
     job.l = l;
-    int rc = route == FARR_ROUTE_FACTORS ? lin_sweep(H, 0, layer_task, &job)
+    int rc = route == FARR_ROUTE_FACTORS ? sweep_run(H, 0, layer_task, &job)
              : stream_run(m, l, job.part, job.rot, route == FARR_ROUTE_FAST, NULL, (size_t)c->n_kv_heads, NULL, H);
     if (rc != AL_OK) { farr_layer_free(l); return rc; }
     *out = l;
@@ -647,8 +648,8 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
 static bool head_certain(const FarrLayer *l, int h, double tau) {
     if (!l->eps) return true;
     const double *e = l->eps + 3 * (size_t)h;
-    return lin_rank_certain(l->a[h], e[0], tau) && lin_rank_certain(l->b[h], e[1], tau) &&
-           lin_rank_certain(l->fused[h], e[2], tau);
+    return spectra_rank_certain(l->a[h], e[0], tau) && spectra_rank_certain(l->b[h], e[1], tau) &&
+           spectra_rank_certain(l->fused[h], e[2], tau);
 }
 
 /* Recomputes the heads flagged in redo (n_heads) by the double stream route, in place. */
@@ -670,7 +671,7 @@ static int layer_redo(Model *m, FarrLayer *l, const bool *redo, size_t *redone) 
     if (rc == AL_OK && nh) rc = stream_run(m, t, part, rot, false, gsel, ng, hsel, nh);
     for (size_t i = 0; rc == AL_OK && i < nh; i++) {
         size_t h = hsel[i];
-        lin_spectrum_free(l->a[h]); lin_spectrum_free(l->b[h]); lin_spectrum_free(l->fused[h]);
+        spectrum_free(l->a[h]); spectrum_free(l->b[h]); spectrum_free(l->fused[h]);
         l->a[h] = t->a[h]; l->b[h] = t->b[h]; l->fused[h] = t->fused[h];
         t->a[h] = t->b[h] = t->fused[h] = NULL;
         l->eps[3 * h] = l->eps[3 * h + 1] = l->eps[3 * h + 2] = 0;
@@ -711,9 +712,9 @@ int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLaye
 }
 
 void farr_layer_ranks(const FarrLayer *l, int head, double tau, int *ra, int *rb, int *rf) {
-    if (ra) *ra = (int)lin_effective_rank(l->a[head]->sigma, l->a[head]->p, tau);
-    if (rb) *rb = (int)lin_effective_rank(l->b[head]->sigma, l->b[head]->p, tau);
-    if (rf) *rf = (int)lin_effective_rank(l->fused[head]->sigma, l->fused[head]->p, tau);
+    if (ra) *ra = (int)spectra_effective_rank(l->a[head]->sigma, l->a[head]->p, tau);
+    if (rb) *rb = (int)spectra_effective_rank(l->b[head]->sigma, l->b[head]->p, tau);
+    if (rf) *rf = (int)spectra_effective_rank(l->fused[head]->sigma, l->fused[head]->p, tau);
 }
 
 /* ================================================================ accounting */
@@ -770,7 +771,7 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
             memcpy(stack->data + (size_t)i * hr * k, heads[i]->data, hr * k * sizeof(float));
     }
     Spectrum *sp = NULL;
-    int rc = lin_product_svd(S, stack, kind == FARR_VO ? LIN_AB : LIN_ABT, LIN_VECTORS, &sp, NULL, NULL);
+    int rc = spectra_product_svd(S, stack, kind == FARR_VO ? SPECTRA_AB : SPECTRA_ABT, SPECTRA_VECTORS, &sp, NULL, NULL);
     mat_free(stack);
     if (rc != AL_OK) return rc;
     FarrGroup *g = al_calloc(1, sizeof *g, "a truncation group");
@@ -783,12 +784,12 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
         g->err = al_calloc((size_t)n, sizeof(double), "errors");
         g->head = al_calloc((size_t)n, sizeof(Mat *), "head factors");
     }
-    if (!g || !g->cum || !g->energy || !g->err || !g->head) { farr_group_free(g); lin_spectrum_free(sp); return AL_ERR; }
+    if (!g || !g->cum || !g->energy || !g->err || !g->head) { farr_group_free(g); spectrum_free(sp); return AL_ERR; }
     g->U = sp->U;                      /* (m x p), taken over */
     sp->U = NULL;
     if (n == 1) {
-        lin_cum_energy(sp->sigma, p, g->cum);
-        g->rank_tau = (int)lin_effective_rank(sp->sigma, p, tau);
+        spectra_cum_energy(sp->sigma, p, g->cum);
+        g->rank_tau = (int)spectra_effective_rank(sp->sigma, p, tau);
     } else {
         /* Per head: e_j = ||u_j^T S P_i||^2 = (Mt G_i Mt^T)_jj with Mt = U^T S (p x k), and the
          * head's total energy ||S P_i||_F^2 = <S^T S, G_i>. */
@@ -818,7 +819,7 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
             }
         }
         matd_free(Sd); free(Mt); free(GS); free(Gi); free(Y);
-        if (rc != AL_OK) { farr_group_free(g); lin_spectrum_free(sp); return rc; }
+        if (rc != AL_OK) { farr_group_free(g); spectrum_free(sp); return rc; }
         /* Smallest r keeping >= tau of every head's energy (p if rounding keeps it below tau). */
         g->rank_tau = (int)p;
         for (size_t r = 1; r <= p; r++) {
@@ -829,7 +830,7 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
         bool zero = sp->total <= 0;
         if (zero) g->rank_tau = 0;
     }
-    lin_spectrum_free(sp);
+    spectrum_free(sp);
     *out = g;
     return AL_OK;
 }
@@ -1104,13 +1105,13 @@ static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int 
     tl->groups = al_calloc((size_t)tl->n_kv, sizeof(FarrGroup *), "truncation groups");
     TruncJob job = { .m = m, .kind = o->kind, .part = part, .layer = layer, .tau = o->tau,
                      .fixed = fixed, .policy = o->policy, .tl = tl };
-    int rc = tl->groups ? lin_sweep((size_t)tl->n_kv, 0, trunc_analyse_task, &job) : AL_ERR;
+    int rc = tl->groups ? sweep_run((size_t)tl->n_kv, 0, trunc_analyse_task, &job) : AL_ERR;
     int mr = 0;
     if (rc == AL_OK)
         for (int g = 0; g < tl->n_kv; g++) if (tl->groups[g]->rank_tau > mr) mr = tl->groups[g]->rank_tau;
     if (max_rank) *max_rank = mr;
     if (rc == AL_OK && !only_ranks) {
-        rc = lin_sweep((size_t)tl->n_kv, 0, trunc_split_task, &job);
+        rc = sweep_run((size_t)tl->n_kv, 0, trunc_split_task, &job);
         /* Biases (small, and they share output buffers): one group at a time. */
         for (int g = 0; rc == AL_OK && g < tl->n_kv && c->qkv_bias && !cfg_is_mla(c); g++) {
             Mat *S, **heads;

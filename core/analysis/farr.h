@@ -25,7 +25,7 @@
 #define AL_FARR_H
 
 #include "attn_eval.h"
-#include "lin.h"
+#include "spectra.h"
 #include "model.h"
 
 typedef enum { FARR_VO, FARR_QK } farr_kind;
@@ -62,10 +62,10 @@ int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out);
 int farr_side_alone(Model *m, int side, int layer, int head, int offset, Mat **W);
 
 /* The two factors of query head h's fused map in layer L: *A (m x k) and *B with the product
- * A @ op(B): VO: A = W_V[g], B = W_O[h], LIN_AB; QK: A = W_Q[h] (part), B = W_K[g] (part, RoPE at
- * p = offset when asked), LIN_ABT. Loads the layer if needed. Caller frees both. */
+ * A @ op(B): VO: A = W_V[g], B = W_O[h], SPECTRA_AB; QK: A = W_Q[h] (part), B = W_K[g] (part, RoPE at
+ * p = offset when asked), SPECTRA_ABT. Loads the layer if needed. Caller frees both. */
 int farr_head_factors(Model *m, farr_kind kind, int layer, int head, int offset,
-                      Mat **A, Mat **B, lin_op *op);
+                      Mat **A, Mat **B, spectra_op *op);
 
 /* Applies RoPE at position p to the columns of W (rows are input directions, columns a head's
  * rotary dims in `layout`), in place: column pair (i, j) of frequency theta^(-2t/d) rotates by
@@ -78,7 +78,7 @@ typedef struct {
     farr_kind kind;
     int layer, head, offset;
     Mat *A, *B;              /* the factors: the map is A @ B (VO) or A @ Bᵀ (QK) */
-    lin_op op;
+    spectra_op op;
     Spectrum *s;             /* U (m x p), sigma (p), Vt (p x n) of the fused map */
     Spectrum *sa, *sb;       /* singular values of A and B */
 } FarrFused;
@@ -102,7 +102,7 @@ typedef struct {
     Spectrum **b;            /* (n_heads) O[h] or K[g(h)] */
     Spectrum **fused;        /* (n_heads) VO or QK */
     double *eps;             /* (n_heads, 3) the fast route's bounds of a, b, fused (the l2 distance
-                                of their squared values from the double route's, lin_rank_certain's
+                                of their squared values from the double route's, spectra_rank_certain's
                                 eps; 0 for a head redone in double), or NULL: every spectrum is the
                                 double route's */
 } FarrLayer;
@@ -112,10 +112,10 @@ typedef struct {
  *   FARR_ROUTE_STREAM (the default): each factor's Gram is accumulated straight from the
  *     checkpoint's mapping (core/analysis/gram.h: dequantization fused into a cache-sized chunk, dsyrk in
  *     double), the shared K / V side of each group once, then values-only eigen-solves
- *     (lin_gram_side_new / lin_gram_fused); no float copy of the layer is made, and the layer's
+ *     (spectra_gram_side_new / spectra_gram_fused); no float copy of the layer is made, and the layer's
  *     mapped pages are released when it is done, so a sweep keeps one layer's pages resident.
  *   FARR_ROUTE_FACTORS: the layer's float copies (model_layer_load), per-head factors
- *     (model_head) and lin_product_svd -- the reference the stream route is tested against.
+ *     (model_head) and spectra_product_svd -- the reference the stream route is tested against.
  *   FARR_ROUTE_FAST: the stream route with the Grams of gram_compute_fast (BF16 dot products
  *     with float accumulation on BF16 / FP8 weights, floats otherwise) and the same values-only
  *     solves in double, each spectrum with its error bound in eps; ranks from it are the double
@@ -123,7 +123,7 @@ typedef struct {
  *     the bound leaves open. */
 typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS, FARR_ROUTE_FAST } farr_route;
 
-/* Computes a layer's spectra over all heads on all cores (lin_sweep: one BLAS thread per worker);
+/* Computes a layer's spectra over all heads on all cores (sweep_run: one BLAS thread per worker);
  * AL_INTERRUPTED leaves *out NULL. Caller frees with farr_layer_free. */
 int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out);
 int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, farr_route route, FarrLayer **out);

@@ -15,7 +15,7 @@
 #define AL_SEED_TPA_EVAL 20250604ULL
 /* `check DIR` of a TPA export whose manifest records no check inputs (an older attnlab). */
 #define AL_SEED_TPA_CHECK 20250605ULL
-/* `compare`'s evaluation tokens (CmpOpts.seed default; the fit tokens use seed + 1), and `check` /
+/* `compare`'s evaluation tokens (BudgetOpts.seed default; the fit tokens use seed + 1), and `check` /
  * `check DIR` of a FaRR truncation, so that their errors are compare's FaRR row. */
 #define AL_SEED_COMPARE 20250607ULL
 

@@ -5,7 +5,7 @@
 #include "export.h"
 
 #include "ckpt_write.h"
-#include "lin.h"
+#include "spectra.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -197,21 +197,30 @@ static bool gqa_holds(const Ctx *x, int L, head_kind kind, const char *suffix, b
     return strcmp(suffix, b.suffix) == 0 || *bias;
 }
 
-/* The attention tensors a truncation rewrites, per family (HF suffixes). */
+/* True when a layer's tensor `suffix` is role r's `what` ("weight", "bias"; NULL: either) in the
+ * model's layouts (family.h): its name there, then "." and what. */
+static bool is_role(const ModelConfig *c, const char *suffix, tensor_role r, const char *what) {
+    const RoleName *rn = cfg_role(c, r);
+    size_t n = rn ? strlen(rn->name) : 0;
+    if (!rn || strncmp(suffix, rn->name, n) != 0 || suffix[n] != '.') return false;
+    const char *rest = suffix + n + 1;
+    return what ? strcmp(rest, what) == 0 : strcmp(rest, "weight") == 0 || strcmp(rest, "bias") == 0;
+}
+
+/* The attention tensors a truncation rewrites, per layout (HF suffixes, by role). */
 static bool rewritten_suffix(const Ctx *x, const char *suffix, int L) {
     const FarrPlan *vo = cut_layer(x, FARR_VO, L) ? x->plan[FARR_VO] : NULL;
     const FarrPlan *qk = cut_layer(x, FARR_QK, L) ? x->plan[FARR_QK] : NULL;
     const ModelConfig *c = x->c;
     if (c->attn == QKV_CONV1D) {
-        if (strcmp(suffix, "attn.c_attn.weight") == 0 || strcmp(suffix, "attn.c_attn.bias") == 0) return vo || qk;
-        if (strcmp(suffix, "attn.c_proj.weight") == 0 || strcmp(suffix, "attn.c_proj.bias") == 0) return vo != NULL;
+        if (is_role(c, suffix, ROLE_QKV, NULL)) return vo || qk;
+        if (is_role(c, suffix, ROLE_O, NULL)) return vo != NULL;
         return false;
     }
     if (cfg_is_mla(c)) {
-        if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) return vo || qk;
-        if (strcmp(suffix, "self_attn.o_proj.weight") == 0) return vo != NULL;
-        if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0)
-            return qk != NULL;
+        if (is_role(c, suffix, ROLE_KV_B, "weight")) return vo || qk;
+        if (is_role(c, suffix, ROLE_O, "weight")) return vo != NULL;
+        if (is_role(c, suffix, ROLE_Q_B, "weight") || is_role(c, suffix, ROLE_Q, "weight")) return qk != NULL;
         return false;
     }
     /* GQA layouts (split, Phi-3 qkv_proj, GPT-NeoX query_key_value): where the views live */
@@ -316,20 +325,20 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
     size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, nope = (size_t)c->qk_nope_dim;
     if (c->attn == QKV_CONV1D) {
         size_t D = (size_t)c->hidden, d = dqk;
-        if (strcmp(suffix, "attn.c_attn.weight") == 0) {
+        if (is_role(c, suffix, ROLE_QKV, "weight")) {
             for (int h = 0; tq && h < H; h++) put_cols(W, w0, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true, 1.0f);
             for (int g = 0; tq && g < G; g++) put_cols(W, w0, D + (size_t)g * d, d, plan_group(qk, L, g)->shared, true, 1.0f);
             for (int g = 0; tv && g < G; g++) put_cols(W, w0, 2 * D + (size_t)g * d, d, plan_group(vo, L, g)->shared, true, 1.0f);
-        } else if (strcmp(suffix, "attn.c_attn.bias") == 0) {
+        } else if (is_role(c, suffix, ROLE_QKV, "bias")) {
             for (int h = 0; tq && h < H; h++)
                 put_vec(W->data + (size_t)h * d, d, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
             for (int g = 0; tq && g < G; g++) put_vec(W->data + D + (size_t)g * d, d, NULL, 0);
             for (int g = 0; tv && g < G; g++)
                 put_vec(W->data + 2 * D + (size_t)g * d, d, tv->shared_bias ? tv->shared_bias[g] : NULL,
                         (size_t)plan_group(vo, L, g)->rank);
-        } else if (strcmp(suffix, "attn.c_proj.weight") == 0) {
+        } else if (is_role(c, suffix, ROLE_O, "weight")) {
             for (int h = 0; h < H; h++) put_rows_t(W, w0, (size_t)h * d, d, plan_head_mat(x, vo, L, h), false, 1.0f);
-        } else if (strcmp(suffix, "attn.c_proj.bias") == 0 && tv && tv->o_bias_delta) {
+        } else if (is_role(c, suffix, ROLE_O, "bias") && tv && tv->o_bias_delta) {
             for (size_t i = 0; i < D; i++) W->data[i] += tv->o_bias_delta[i];
         }
         return;
@@ -339,12 +348,12 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
         /* MLA: one group per head; a head kept at full rank keeps the source's rows/columns */
         for (int h = 0; h < H; h++) {
             bool q = tq && !keep_group(tq, c, FARR_QK, h), v = tv && !keep_group(tv, c, FARR_VO, h);
-            if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0) {
+            if (is_role(c, suffix, ROLE_Q_B, "weight") || is_role(c, suffix, ROLE_Q, "weight")) {
                 if (q) put_rows_t(W, w0, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true, 1.0f / bal(x, FARR_QK, L, h));
-            } else if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) {
+            } else if (is_role(c, suffix, ROLE_KV_B, "weight")) {
                 if (q) put_rows_t(W, w0, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true, bal(x, FARR_QK, L, h));
                 if (v) put_rows_t(W, w0, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true, bal(x, FARR_VO, L, h));
-            } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
+            } else if (is_role(c, suffix, ROLE_O, "weight")) {
                 if (v) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false, 1.0f / bal(x, FARR_VO, L, h));
             }
         }
@@ -367,7 +376,7 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
     size_t H = (size_t)c->n_heads, nope = (size_t)c->qk_nope_dim, rope = (size_t)c->qk_rope_dim, dv = (size_t)c->v_dim;
     size_t n2 = (size_t)x->nope2, v2 = (size_t)x->v2;
     Mat *W = NULL;
-    if (strcmp(suffix, "self_attn.q_b_proj.weight") == 0 || strcmp(suffix, "self_attn.q_proj.weight") == 0) {
+    if (is_role(c, suffix, ROLE_Q_B, "weight") || is_role(c, suffix, ROLE_Q, "weight")) {
         float s = (float)x->q_scale;
         if (!(W = mat_new(H * (n2 + rope), O->cols))) return NULL;
         for (size_t h = 0; h < H; h++) {
@@ -377,7 +386,7 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
             for (size_t j = 0; j < n2 * O->cols; j++) tmp.data[j] *= s;
             for (size_t t = 0; t < rope; t++) copy_row(W, h * (n2 + rope) + n2 + t, O, h * (nope + rope) + nope + t, s);
         }
-    } else if (strcmp(suffix, "self_attn.kv_b_proj.weight") == 0) {
+    } else if (is_role(c, suffix, ROLE_KV_B, "weight")) {
         if (!(W = mat_new(H * (n2 + v2), O->cols))) return NULL;
         for (size_t h = 0; h < H; h++) {
             size_t base = h * (n2 + v2), obase = h * (nope + dv);
@@ -386,7 +395,7 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
             if (vo) put_rows_t(W, 0, base + n2, v2, plan_group(vo, L, (int)h)->shared, true, 1.0f);
             else for (size_t j = 0; j < v2; j++) copy_row(W, base + n2 + j, O, obase + nope + j, 1.0f);
         }
-    } else if (strcmp(suffix, "self_attn.o_proj.weight") == 0) {
+    } else if (is_role(c, suffix, ROLE_O, "weight")) {
         if (!(W = mat_new(O->rows, H * v2))) return NULL;
         for (size_t h = 0; h < H; h++) {
             if (vo) put_cols(W, w0, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false, 1.0f);
@@ -413,8 +422,8 @@ typedef struct {
 /* The (rows, cols) of an hf-format (resliced) MLA tensor, from the source's. */
 static void rewritten_rows_cols(const Ctx *x, const char *suffix, size_t *rows, size_t *cols) {
     size_t H = (size_t)x->c->n_heads, rope = (size_t)x->c->qk_rope_dim, n2 = (size_t)x->nope2, v2 = (size_t)x->v2;
-    if (strstr(suffix, "kv_b_proj")) *rows = H * (n2 + v2);
-    else if (strstr(suffix, "o_proj")) *cols = H * v2;
+    if (is_role(x->c, suffix, ROLE_KV_B, "weight")) *rows = H * (n2 + v2);
+    else if (is_role(x->c, suffix, ROLE_O, "weight")) *cols = H * v2;
     else *rows = H * (n2 + rope);                  /* q_b_proj / q_proj */
 }
 
@@ -522,7 +531,7 @@ static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
     }
     int rc;
     double acc[2] = {0, 0};
-    if (x->fmt != EXPORT_HF || strstr(j->suffix, "o_proj")) {
+    if (x->fmt != EXPORT_HF || is_role(x->c, j->suffix, ROLE_O, "weight")) {
         rc = fill_striped(x, j, dst, R, acc);
     } else {
         Mat *O = NULL, *W = NULL;
@@ -939,7 +948,7 @@ static int head_spectrum(Model *m, farr_kind k, int L, int h, Spectrum **out) {
     head_part part = cfg_is_mla(&m->cfg) && k == FARR_QK ? PART_NOPE : PART_ALL;
     int rc = k == FARR_VO ? model_head(m, HK_V, L, g, PART_ALL, &A) : model_head(m, HK_Q, L, h, part, &A);
     if (rc == AL_OK) rc = k == FARR_VO ? model_head(m, HK_O, L, h, PART_ALL, &B) : model_head(m, HK_K, L, g, part, &B);
-    if (rc == AL_OK) rc = lin_dense_product_svd(A, B, k == FARR_VO ? LIN_AB : LIN_ABT, 0, out);
+    if (rc == AL_OK) rc = spectra_dense_product_svd(A, B, k == FARR_VO ? SPECTRA_AB : SPECTRA_ABT, 0, out);
     mat_free(A);
     mat_free(B);
     return rc;
@@ -973,8 +982,8 @@ static int check_truncation(Model *src, Model *ex, const cJSON *t, double q_scal
                 }
                 c->heads++;
             }
-            lin_spectrum_free(a);
-            lin_spectrum_free(b);
+            spectrum_free(a);
+            spectrum_free(b);
             if (rc) return al_err_ctx("layer %d head %d", L, h);
         }
         al_progress("layer", (size_t)L + 1, (size_t)src->cfg.n_layers);

@@ -38,9 +38,17 @@ const char *gguf_arch_for(const Model *m, const char **why) {
 
 /* ================================================================ names */
 
-static char *hf_name(const Model *m, const GgufMap *t, int layer) {
-    if (layer >= 0) return model_tensor_name(m, layer, t->hf);
-    return t->abs ? al_strdup(t->hf) : al_asprintf("%s%s", m->cfg.prefix, t->hf);
+static char *hf_name(const Model *m, const GgufMap *t, int layer) { return gguf_hf_name(&m->cfg, t, layer); }
+
+/* A name of role r's tensor in m (layer ignored for model-level roles; caller frees; NULL: none). */
+static char *role_tensor(const Model *m, tensor_role r, int layer) {
+    return hf_name(m, &(GgufMap){.role = r, .what = "weight"}, layer);
+}
+
+/* Whether t is an MLA latent norm (q_a_layernorm, kv_a_layernorm) and which. */
+static bool is_latent_norm(const GgufMap *t, bool *q) {
+    *q = t->role == ROLE_Q_A_NORM;
+    return t->role == ROLE_Q_A_NORM || t->role == ROLE_KV_A_NORM;
 }
 
 /* ================================================================ tensor fills */
@@ -95,8 +103,8 @@ static int fill_tensor(void *ud, float *dst, size_t numel) {
 
 /* max |x|^2 of the RMS-normalised attention input and |W_latent|_F^2: the bound of the latent's
  * mean square is hidden max(g^2) |W|_F^2 / r. Returns s with s^2 bound = 1e-6 eps. */
-static int latent_scale(Model *m, int layer, const char *suffix, size_t rows, double *s) {
-    char *nn = model_tensor_name(m, layer, "input_layernorm.weight"), *wn = model_tensor_name(m, layer, suffix);
+static int latent_scale(Model *m, int layer, const GgufMap *t, size_t rows, double *s) {
+    char *nn = role_tensor(m, ROLE_NORM_ATTN_IN, layer), *wn = hf_name(m, t, layer);
     Mat *g = NULL, *w = NULL;
     int rc = nn && wn ? AL_OK : AL_ERR;
     if (rc == AL_OK) rc = store_read(m->store, nn, &g);
@@ -356,8 +364,8 @@ static int add_linear_norm(Ctx *x, const char *gg, size_t n, double s) {
 
 /* The output head of a tied model where llama.cpp b5415 requires one: the embeddings' name. */
 static char *tied_output(Ctx *x, const GgufMap *t, int layer) {
-    if (layer >= 0 || strcmp(t->gg, "output.weight") != 0 || !gguf_arch_output_required(x->a->arch)) return NULL;
-    char *emb = hf_name(x->m, &x->a->glob[0], -1);
+    if (layer >= 0 || t->role != ROLE_LM_HEAD || !gguf_arch_output_required(x->a->arch)) return NULL;
+    char *emb = role_tensor(x->m, ROLE_EMBED, -1);
     if (emb && !store_has(x->m->store, emb)) { free(emb); emb = NULL; }
     return emb;
 }
@@ -370,10 +378,9 @@ static int add_one(Ctx *x, const GgufMap *t, int layer) {
         char *emb = tied_output(x, t, layer);
         if (emb) { free(hf); hf = emb; x->rep->tied_output = true; }
     }
-    bool latnorm = strstr(t->hf, "_a_layernorm") != NULL, has = rc == AL_OK && store_has(x->m->store, hf);
+    bool q, latnorm = is_latent_norm(t, &q), has = rc == AL_OK && store_has(x->m->store, hf);
     if (has) mark_used(x, hf);
     if (rc == AL_OK && latnorm && x->linearize) {
-        bool q = strstr(t->hf, "q_a_") != NULL;
         if (!q || c->q_lora_rank > 0)
             rc = add_linear_norm(x, gg, (size_t)(q ? c->q_lora_rank : c->kv_lora_rank), q ? x->s_q : x->s_kv);
     } else if (rc == AL_OK && !has) {
@@ -393,7 +400,7 @@ static int add_one(Ctx *x, const GgufMap *t, int layer) {
         if (t->xf == XF_V_B) { ndim = 3; ne[0] = r; ne[1] = (uint64_t)c->v_dim; ne[2] = H; }
         if (!rc && x->linearize && (t->xf == XF_LAT_KV || t->xf == XF_LAT_Q)) {
             double *s = t->xf == XF_LAT_KV ? &x->s_kv : &x->s_q;
-            rc = latent_scale(x->m, layer, t->hf, t->xf == XF_LAT_KV ? r : R, s);
+            rc = latent_scale(x->m, layer, t, t->xf == XF_LAT_KV ? r : R, s);
             f.s = *s;
         }
         if (!rc) rc = add_fill(x, gg, ndim, ne, pick_type(x, gg, ndim, ne, t->xf), &f);
@@ -421,6 +428,12 @@ static int add_rope_freqs(Ctx *x) {
     return gguf_add_tensor_f32(x->w, "rope_freqs.weight", GG_F32, 1, ne, f);
 }
 
+/* Whether a tensor name is of an MLA latent norm (any layer). */
+static bool latent_norm_name(const ModelConfig *c, const char *name) {
+    const RoleName *q = cfg_role(c, ROLE_Q_A_NORM), *kv = cfg_role(c, ROLE_KV_A_NORM);
+    return (q && strstr(name, q->name)) || (kv && strstr(name, kv->name));
+}
+
 static bool ignorable(const char *name) {
     static const char *const sfx[] = {"rotary_emb.inv_freq", "attn.bias", "attn.masked_bias", NULL};
     size_t n = strlen(name);
@@ -444,15 +457,15 @@ static bool fp8_scale(const Store *s, const char *name) {
 
 static int add_tensors(Ctx *x) {
     int rc = AL_OK;
-    for (const GgufMap *t = x->a->glob; rc == AL_OK && t->hf; t++) rc = add_one(x, t, -1);
+    for (const GgufMap *t = x->a->glob; rc == AL_OK && t->what; t++) rc = add_one(x, t, -1);
     for (int L = 0; rc == AL_OK && L < x->m->cfg.n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
-        for (const GgufMap *t = x->a->layer; rc == AL_OK && t->hf; t++) rc = add_one(x, t, L);
+        for (const GgufMap *t = x->a->layer; rc == AL_OK && t->what; t++) rc = add_one(x, t, L);
     }
     if (rc == AL_OK && x->m->cfg.rope_spec.scaling.kind == RS_LLAMA3) rc = add_rope_freqs(x);
     for (size_t i = 0; rc == AL_OK && i < store_count(x->m->store); i++) {
         const char *n = store_name_at(x->m->store, i);
-        bool latnorm = x->linearize && strstr(n, "_a_layernorm");
+        bool latnorm = x->linearize && latent_norm_name(&x->m->cfg, n);
         if (!x->used[i] && !ignorable(n) && !latnorm && !fp8_scale(x->m->store, n))
             rc = al_err("%s: tensor %s has no name in llama.cpp's %s architecture (not exported: nothing was written)",
                         x->m->name, n, x->a->arch);

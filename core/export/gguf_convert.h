@@ -1,6 +1,6 @@
-/* gguf_convert.h -- attnlab models to llama.cpp's GGUF (core/io/gguf.h) through the family table
- * (core/model/gguf_arch.h: per family the llama.cpp architecture name, its metadata keys and the tensor
- * name map; reading a GGUF back is there too), following
+/* gguf_convert.h -- attnlab models to llama.cpp's GGUF (core/io/gguf.h) through the architecture
+ * table (core/model/gguf_arch.h: per llama.cpp architecture its metadata keys and its tensors by
+ * role; reading a GGUF back is there too), following
  * llama.cpp's gguf-py constants and convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py,
  * deepseek.py of the release node-llama-cpp ships):
  *

@@ -126,21 +126,20 @@ int mla_stock_layer(const AttnLayer *L, const float *g, double eps, mla_latent_n
     return AL_OK;
 }
 
-/* The weight of layer l's input_layernorm as the norm applies it (Gemma's 1 + w), or NULL (ones)
+/* The weight of layer l's input norm (ROLE_NORM_ATTN_IN) as the norm applies it (Gemma's 1 + w), or NULL (ones)
  * when the model has none attnlab can read. Caller frees. */
 static float *input_norm_weight(Model *m, int l) {
-    char *name = model_tensor_name(m, l, "input_layernorm.weight");
+    char name[256];
     Mat *w = NULL;
     float *g = NULL;
-    if (name && store_has(m->store, name) && store_read(m->store, name, &w) == AL_OK &&
-        w->rows * w->cols == (size_t)m->cfg.hidden) {
+    if (cfg_role_name(&m->cfg, ROLE_NORM_ATTN_IN, l, 0, "weight", name, sizeof name) && store_has(m->store, name) &&
+        store_read(m->store, name, &w) == AL_OK && w->rows * w->cols == (size_t)m->cfg.hidden) {
         g = w->data;
         w->data = NULL;
         for (int i = 0; m->cfg.norm == NORM_RMS_1P && i < m->cfg.hidden; i++) g[i] += 1.0f;
     }
     al_err_clear();
     mat_free(w);
-    free(name);
     return g;
 }
 
@@ -193,13 +192,21 @@ static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, St
 
 enum { T_COPY = -1, T_Q, T_Q_BIAS, T_QA, T_QA_BIAS, T_QAN, T_QB, T_KVA, T_KVA_BIAS, T_KVN, T_KVB, T_O, T_O_BIAS, T_KINDS };
 
-static const char *const new_suffix[T_KINDS] = {
-    [T_Q] = "self_attn.q_proj.weight", [T_Q_BIAS] = "self_attn.q_proj.bias", [T_QA] = "self_attn.q_a_proj.weight",
-    [T_QA_BIAS] = "self_attn.q_a_proj.bias", [T_QAN] = "self_attn.q_a_layernorm.weight",
-    [T_QB] = "self_attn.q_b_proj.weight", [T_KVA] = "self_attn.kv_a_proj_with_mqa.weight",
-    [T_KVA_BIAS] = "self_attn.kv_a_proj_with_mqa.bias", [T_KVN] = "self_attn.kv_a_layernorm.weight",
-    [T_KVB] = "self_attn.kv_b_proj.weight", [T_O] = "self_attn.o_proj.weight", [T_O_BIAS] = "self_attn.o_proj.bias",
+/* The role of each new tensor and its part: its name is the DeepSeek (QKV_MLA) layout's. */
+static const struct { tensor_role role; const char *what; } new_tensor[T_KINDS] = {
+    [T_Q] = {ROLE_Q, "weight"}, [T_Q_BIAS] = {ROLE_Q, "bias"}, [T_QA] = {ROLE_Q_A, "weight"},
+    [T_QA_BIAS] = {ROLE_Q_A, "bias"}, [T_QAN] = {ROLE_Q_A_NORM, "weight"}, [T_QB] = {ROLE_Q_B, "weight"},
+    [T_KVA] = {ROLE_KV_A, "weight"}, [T_KVA_BIAS] = {ROLE_KV_A, "bias"}, [T_KVN] = {ROLE_KV_A_NORM, "weight"},
+    [T_KVB] = {ROLE_KV_B, "weight"}, [T_O] = {ROLE_O, "weight"}, [T_O_BIAS] = {ROLE_O, "bias"},
 };
+
+/* The name of new tensor `kind` in layer l: the source's layer prefix, the QKV_MLA layout's name
+ * of its role, its part (caller frees). */
+static char *new_name(const Model *src, int l, int kind) {
+    char where[96];
+    cfg_layer_prefix(&src->cfg, l, where, sizeof where);
+    return al_asprintf("%s%s.%s", where, role_in_attn(QKV_MLA, new_tensor[kind].role)->name, new_tensor[kind].what);
+}
 
 typedef struct {
     char *name;
@@ -230,14 +237,18 @@ static int item_cmp(const void *a, const void *b) {
     return strcmp(((const PlanItem *)a)->name, ((const PlanItem *)b)->name);
 }
 
-/* True when name is an attention tensor of some layer ("<prefix>layers.N.self_attn.*"). */
+/* True when name is an attention tensor of some layer: "<prefix><layer N>.<module>.*", the module
+ * being the one that holds the layout's output projection (its name up to the last dot). */
 static bool is_attention(const Model *m, const char *name) {
-    size_t np = strlen(m->cfg.prefix);
-    if (strncmp(name, m->cfg.prefix, np) || strncmp(name + np, "layers.", 7)) return false;
-    const char *s = name + np + 7;
+    const char *layer = family_layer_pattern(m->cfg.names), *d = strstr(layer, "%d");
+    const RoleName *o = cfg_role(&m->cfg, ROLE_O);
+    const char *dot = o ? strrchr(o->name, '.') : NULL;
+    size_t np = strlen(m->cfg.prefix), nl = d ? (size_t)(d - layer) : 0;
+    if (!d || !dot || strncmp(name, m->cfg.prefix, np) || strncmp(name + np, layer, nl)) return false;
+    const char *s = name + np + nl;
     char *end;
     strtol(s, &end, 10);
-    return end != s && strncmp(end, ".self_attn.", 11) == 0;
+    return end != s && *end == '.' && strncmp(end + 1, o->name, (size_t)(dot - o->name) + 1) == 0;
 }
 
 /* Shape (rows, cols) of a new tensor (cols 0: 1-D), or false when the layer has none. */
@@ -507,7 +518,7 @@ static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, d
         for (int k = 0; k < T_KINDS; k++) {
             size_t rows, cols;
             if (!new_shape(layers[l], k, bias, &rows, &cols)) continue;
-            if (plan_add(p, model_tensor_name(r->src, l, new_suffix[k]), k, l, rows * (cols ? cols : 1) * dt_size(dt)))
+            if (plan_add(p, new_name(r->src, l, k), k, l, rows * (cols ? cols : 1) * dt_size(dt)))
                 return AL_ERR;
         }
     qsort(p->v, p->n, sizeof *p->v, item_cmp);
@@ -883,14 +894,13 @@ static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
     if (qbias)
         note(c, "q_proj.bias: no DeepSeek-V3 engine builds a q_proj bias, so stock engines drop it (largest output "
                 "error %.3g; %.3g as attnlab reads it); convert with q-rank to carry it in q_a_proj.bias", worst, worst_own);
-    char *kvb = model_tensor_name(ex, 0, "self_attn.kv_a_proj_with_mqa.bias");
-    char *ob = model_tensor_name(ex, 0, "self_attn.o_proj.bias");
-    if (nobias && ((kvb && store_has(ex->store, kvb)) || (ob && store_has(ex->store, ob))))
+    char kvb[256], ob[256];
+    bool has_kvb = cfg_role_name(&ex->cfg, ROLE_KV_A, 0, 0, "bias", kvb, sizeof kvb) && store_has(ex->store, kvb);
+    bool has_ob = cfg_role_name(&ex->cfg, ROLE_O, 0, 0, "bias", ob, sizeof ob) && store_has(ex->store, ob);
+    if (nobias && (has_kvb || has_ob))
         note(c, "attention biases: %s read them (attention_bias true); %s build DeepSeek-V3 attention without biases "
                 "and skip them: largest output error without them %.3g", engine_list(~nobias & ((1u << ENG_N) - 1), l1,
                 sizeof l1), engine_list(nobias, l2, sizeof l2), w_nb);
-    free(kvb);
-    free(ob);
     double eff = NAN;
     if (fabs(src->cfg.norm_eps - ex->cfg.norm_eps) > 1e-15) {
         char why[160] = "";

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "lin.h"
+#include "sweep.h"
 #include "matmul_internal.h"
 
 /* ================================================================ run-time choice */
@@ -249,14 +249,14 @@ static size_t unit_rows(size_t N, int nthreads, size_t most, size_t mult) {
 #define MM_SMALL ((size_t)1 << 21)
 
 /* The units of a product of `work` multiply-adds on the workers (one BLAS thread each). */
-static int run_units(MmWork *wk, size_t N, size_t nb, size_t work, lin_task_fn fn, void *job) {
+static int run_units(MmWork *wk, size_t N, size_t nb, size_t work, sweep_task_fn fn, void *job) {
     size_t units = (N + nb - 1) / nb;
     if (units == 1 || wk->nthreads == 1 || work < MM_SMALL) {
         int rc = AL_OK;
         for (size_t i = 0; i < units && rc == AL_OK; i++) rc = fn(i, 0, job);
         return rc;
     }
-    return lin_sweep(units, wk->nthreads, fn, job);
+    return sweep_run(units, wk->nthreads, fn, job);
 }
 
 /* ================================================================ register tiles */

@@ -20,7 +20,7 @@
  * Dtypes without a kernel (F64, F8_E5M2) and Conv1D (in, out) weights stored in anything but F32
  * are converted to an owned float32 copy when the view is made (GPT-2-style models only).
  *
- * Work is split over MmWork's workers (lin_sweep, one BLAS thread each) by blocks of output
+ * Work is split over MmWork's workers (sweep_run, one BLAS thread each) by blocks of output
  * columns; MmWork owns the per-worker panels and the BF16 activation buffer, allocated once and
  * grown when a call needs more. */
 #ifndef AL_MATMUL_H
@@ -75,7 +75,7 @@ void mm_work_free(MmWork *wk);
 int mm_work_threads(const MmWork *wk);
 
 /* y (T, W.rows; row stride ldy) = x (T, W.cols; stride ldx) @ W^T in mode c. Returns AL_OK, AL_ERR
- * (out of memory) or AL_INTERRUPTED (lin_sweep's poll). */
+ * (out of memory) or AL_INTERRUPTED (sweep_run's poll). */
 int mm_xwt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy, mm_compute c);
 /* The gated MLP's epilogue in bf16 mode: a[i] = silu(a[i]) * b[i] = a[i] / (1 + exp(-a[i])) * b[i],
  * i < n, with a vectorized exp (AVX-512: within a few float ulps of expf; elsewhere expf itself):

@@ -141,6 +141,7 @@ static const struct {
     {"phi3", "Phi3ForCausalLM", "phi3", LT_ALL},                {"gpt_neox", "GPTNeoXForCausalLM", "gptneox", LT_ALL},
     {"olmo2", "Olmo2ForCausalLM", "olmo2", LT_ALL},             {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", LT_ALL},
     {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek2", LT_ALL}, {"gpt2", "GPT2LMHeadModel", "gpt2", LT_ALL},
+    {"olmo3", "Olmo3ForCausalLM", "olmo2", LT_ALL},             /* convert_hf_to_gguf: Olmo2Model, swa pattern */
     {"smollm3", "SmolLM3ForCausalLM", "smollm3", LT_ALL},       /* vLLM, SGLang: their transformers backends */
 };
 #define NFAMILIES (sizeof families / sizeof *families)
@@ -543,227 +544,210 @@ static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why
 /* Which expected tensors may be absent (tied embeddings). */
 static bool tied(const Lint *x) { return x->cfg.tie_embeddings; }
 
-static void expect_gated_mlp(Lint *x, const char *p, size_t inter, size_t hidden, bool bias, const char *why) {
-    static const char *const in[] = {"gate_proj", "up_proj"};
-    for (int i = 0; i < 2; i++) {
-        expect(x, false, inter, hidden, why, "%s.%s.weight", p, in[i]);
-        if (bias) expect(x, false, inter, 0, why, "%s.%s.bias", p, in[i]);
+/* The sizes a tensor's shape is made of (config.json's dims). */
+typedef enum {
+    D_NONE, D_H, D_F, D_2F, D_3H,     /* hidden, intermediate, 2 x intermediate, 3 x hidden */
+    D_Q, D_KV, D_VV, D_QKV, D_3Q,     /* H hd, KV hd, KV vd, their sum, 3 H hd */
+    D_HV, D_HD,                       /* H vd, hd */
+    D_QR, D_QB, D_KR, D_KR_ROPE, D_KVB   /* MLA: q_lora, H (nope + rope), kv_lora, kv_lora + rope, H (nope + v) */
+} dim_rule;
+
+static size_t dim_of(const ModelConfig *c, dim_rule d) {
+    size_t h = (size_t)c->hidden, f = (size_t)c->intermediate, H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+    size_t hd = (size_t)cfg_d_qk(c), vd = (size_t)c->v_dim, kr = (size_t)c->kv_lora_rank;
+    switch (d) {
+    case D_H: return h;
+    case D_F: return f;
+    case D_2F: return 2 * f;
+    case D_3H: return 3 * h;
+    case D_Q: return H * hd;
+    case D_KV: return G * hd;
+    case D_VV: return G * vd;
+    case D_QKV: return H * hd + G * hd + G * vd;
+    case D_3Q: return 3 * H * hd;
+    case D_HV: return H * vd;
+    case D_HD: return hd;
+    case D_QR: return (size_t)c->q_lora_rank;
+    case D_QB: return H * hd;
+    case D_KR: return kr;
+    case D_KR_ROPE: return kr + (size_t)c->qk_rope_dim;
+    case D_KVB: return H * (size_t)(c->qk_nope_dim + c->v_dim);
+    default: return 0;
     }
-    expect(x, false, hidden, inter, why, "%s.down_proj.weight", p);
-    if (bias) expect(x, false, hidden, 0, "hidden_size", "%s.down_proj.bias", p);
 }
 
-/* The mixture-of-experts MLP of layer p, named as config.h's moe_layout says: the router [E, h];
- * E gated experts of width moe_intermediate_size (intermediate_size where absent: Mixtral) --
- * Mixtral's block_sparse_moe.experts.E.{w1 gate, w3 up, w2 down}, else mlp.experts.E.{gate,up,down}_proj;
- * DeepSeek's score correction bias (V3) and shared experts. */
-static void layout_moe(Lint *x, const char *p) {
+/* When a tensor is expected: every bit given must hold (0: always). */
+enum { IF_QKV_BIAS = 1, IF_O_BIAS = 2, IF_MLP_BIAS = 4, IF_QKN_HEAD = 8, IF_QKN_PROJ = 16, IF_Q_LORA = 32, IF_NO_Q_LORA = 64 };
+
+/* One tensor a layout's loader expects: its role, weight or bias, shape [d0] (d1 D_NONE) or
+ * [d0, d1], when, and the config keys that give the shape. */
+typedef struct {
+    tensor_role role;
+    bool bias;
+    dim_rule d0, d1;
+    unsigned when;
+    const char *why;          /* NULL ends a list */
+} Want;
+
+#define HD_H "num_attention_heads x head_dim"
+#define KV_H "num_key_value_heads x head_dim"
+#define MLA_QB "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)"
+#define KV_ROPE "kv_lora_rank + qk_rope_head_dim"
+
+/* A layer's attention per attn_layout, in the order the findings name them: Llama's q/k/v/o_proj
+ * (biases per attention_bias / Qwen2; the family's q_norm / k_norm), Phi-3's fused qkv_proj
+ * [Q ; K ; V], GPT-NeoX's query_key_value head by head, GPT-2's Conv1D (in, out), DeepSeek's MLA. */
+static const Want ATTN_WANTS[ATTN_LAYOUT_COUNT][13] = {
+    [QKV_SPLIT] = {{ROLE_Q, false, D_Q, D_H, 0, HD_H ", hidden_size"}, {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
+                   {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
+                   {ROLE_Q, true, D_Q, D_NONE, IF_QKV_BIAS, HD_H}, {ROLE_K, true, D_KV, D_NONE, IF_QKV_BIAS, KV_H},
+                   {ROLE_V, true, D_VV, D_NONE, IF_QKV_BIAS, KV_H}, {ROLE_O, true, D_H, D_NONE, IF_O_BIAS, "hidden_size"},
+                   {ROLE_Q_NORM, false, D_HD, D_NONE, IF_QKN_HEAD, "head_dim (per-head q_norm)"},
+                   {ROLE_K_NORM, false, D_HD, D_NONE, IF_QKN_HEAD, "head_dim (per-head k_norm)"},
+                   {ROLE_Q_NORM, false, D_Q, D_NONE, IF_QKN_PROJ, HD_H " (q_norm over the projection)"},
+                   {ROLE_K_NORM, false, D_KV, D_NONE, IF_QKN_PROJ, KV_H " (k_norm over the projection)"}},
+    [QKV_CAT] = {{ROLE_QKV, false, D_QKV, D_H, 0, "(num_attention_heads + 2 num_key_value_heads) x head_dim, hidden_size"},
+                 {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H}},
+    [QKV_HEADS] = {{ROLE_QKV, false, D_3Q, D_H, 0, "3 x hidden_size, hidden_size"},
+                   {ROLE_QKV, true, D_3Q, D_NONE, IF_QKV_BIAS, "3 x hidden_size (attention_bias)"},
+                   {ROLE_O, false, D_H, D_HV, 0, "hidden_size, hidden_size"},
+                   {ROLE_O, true, D_H, D_NONE, IF_O_BIAS, "hidden_size (attention_bias)"}},
+    [QKV_CONV1D] = {{ROLE_QKV, false, D_H, D_3H, 0, "n_embd, 3 x n_embd (Conv1D: in, out)"},
+                    {ROLE_QKV, true, D_3H, D_NONE, 0, "3 x n_embd"}, {ROLE_O, false, D_H, D_H, 0, "n_embd, n_embd"},
+                    {ROLE_O, true, D_H, D_NONE, 0, "n_embd"}},
+    [QKV_MLA] = {{ROLE_Q_A, false, D_QR, D_H, IF_Q_LORA, "q_lora_rank, hidden_size"},
+                 {ROLE_Q_A, true, D_QR, D_NONE, IF_Q_LORA | IF_QKV_BIAS, "q_lora_rank (attention_bias)"},
+                 {ROLE_Q_A_NORM, false, D_QR, D_NONE, IF_Q_LORA, "q_lora_rank"},
+                 {ROLE_Q_B, false, D_QB, D_QR, IF_Q_LORA, MLA_QB ", q_lora_rank"},
+                 {ROLE_Q, false, D_QB, D_H, IF_NO_Q_LORA, MLA_QB ", hidden_size"},
+                 {ROLE_KV_A, false, D_KR_ROPE, D_H, 0, KV_ROPE ", hidden_size"},
+                 {ROLE_KV_A, true, D_KR_ROPE, D_NONE, IF_QKV_BIAS, KV_ROPE " (attention_bias)"},
+                 {ROLE_KV_A_NORM, false, D_KR, D_NONE, 0, "kv_lora_rank"},
+                 {ROLE_KV_B, false, D_KVB, D_KR, 0, "num_attention_heads x (qk_nope_head_dim + v_head_dim), kv_lora_rank"},
+                 {ROLE_O, false, D_H, D_HV, 0, "hidden_size, num_attention_heads x v_head_dim"},
+                 {ROLE_O, true, D_H, D_NONE, IF_QKV_BIAS, "hidden_size (attention_bias)"}},
+};
+
+/* A dense MLP per ffn_layout: gate/up/down_proj (biases per Llama's mlp_bias), Phi-3's fused
+ * gate_up_proj [gate ; up], GPT-2's Conv1D c_fc / c_proj, GPT-NeoX's dense_h_to_4h / dense_4h_to_h. */
+static const Want FFN_WANTS[FFN_LAYOUT_COUNT][7] = {
+    [FFN_GATED] = {{ROLE_FFN_GATE, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_GATE, true, D_F, D_NONE, IF_MLP_BIAS, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_UP, true, D_F, D_NONE, IF_MLP_BIAS, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_DOWN, true, D_H, D_NONE, IF_MLP_BIAS, "hidden_size"}},
+    [FFN_FUSED] = {{ROLE_FFN_GATE_UP, false, D_2F, D_H, 0, "2 x intermediate_size, hidden_size"},
+                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"}},
+    [FFN_CONV1D] = {{ROLE_FFN_UP, false, D_H, D_F, 0, "n_embd, n_inner (Conv1D: in, out)"},
+                    {ROLE_FFN_UP, true, D_F, D_NONE, 0, "n_inner"},
+                    {ROLE_FFN_DOWN, false, D_F, D_H, 0, "n_inner, n_embd (Conv1D: in, out)"},
+                    {ROLE_FFN_DOWN, true, D_H, D_NONE, 0, "n_embd"}},
+    [FFN_NEOX] = {{ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
+                  {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"},
+                  {ROLE_FFN_UP, true, D_F, D_NONE, IF_MLP_BIAS, "intermediate_size"},
+                  {ROLE_FFN_DOWN, true, D_H, D_NONE, IF_MLP_BIAS, "hidden_size"}},
+};
+
+#undef HD_H
+#undef KV_H
+#undef MLA_QB
+#undef KV_ROPE
+
+/* The IF_* conditions that hold for this folder's config. */
+static unsigned conditions(const Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    bool mlp_bias = c->ffn == FFN_NEOX ? c->mlp_bias             /* DeepSeek's MLPs never have biases */
+                    : c->attn != QKV_MLA && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x->tree, "mlp_bias"));
+    return (c->qkv_bias ? IF_QKV_BIAS : 0) | (c->o_bias ? IF_O_BIAS : 0) | (mlp_bias ? IF_MLP_BIAS : 0) |
+           (c->qk_norm == QKN_HEAD ? IF_QKN_HEAD : 0) | (c->qk_norm == QKN_PROJ ? IF_QKN_PROJ : 0) |
+           (c->q_lora_rank ? IF_Q_LORA : IF_NO_Q_LORA);
+}
+
+/* The tensor of role r (layer L, expert e; what "weight", "bias" or NULL) where the model's
+ * layouts name it, with shape [d0] (d1 = 0) or [d0, d1]. A role the layouts lack: nothing. */
+static void expect_role(Lint *x, bool optional, tensor_role r, int L, int e, const char *what, size_t d0, size_t d1,
+                        const char *why) {
+    char name[256];
+    if (cfg_role_name(&x->cfg, r, L, e, what, name, sizeof name)) expect(x, optional, d0, d1, why, "%s", name);
+}
+
+/* A list of wants in layer L, those whose conditions hold. */
+static void expect_wants(Lint *x, const Want *w, int L, unsigned cond) {
+    for (; w->why; w++)
+        if ((w->when & cond) == w->when)
+            expect_role(x, false, w->role, L, 0, w->bias ? "bias" : "weight", dim_of(&x->cfg, w->d0),
+                        dim_of(&x->cfg, w->d1), w->why);
+}
+
+/* A norm of role r (layer L) of the family's kind: RMSNorm weight [h], LayerNorm weight and bias. */
+static void expect_norm(Lint *x, tensor_role r, int L, const char *hidden_key) {
+    size_t h = (size_t)x->cfg.hidden;
+    expect_role(x, false, r, L, 0, "weight", h, 0, hidden_key);
+    if (x->cfg.norm == NORM_LAYER) expect_role(x, false, r, L, 0, "bias", h, 0, hidden_key);
+}
+
+/* The config key giving the experts' count of each MoE layout. */
+static const char *const EXPERT_KEY[MOE_LAYOUT_COUNT] = {
+    [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts"};
+
+/* The mixture-of-experts MLP of layer L, named as its moe_layout says: the router [E, h] (and
+ * DeepSeek's score correction bias); E gated experts of width moe_intermediate_size
+ * (intermediate_size where absent: Mixtral); the shared experts where the layout has them. */
+static void layout_moe(Lint *x, int L) {
     const ModelConfig *c = &x->cfg;
     const MoeSpec *m = &c->moe;
-    bool mix = m->layout == MOE_MIXTRAL, ds = m->layout == MOE_DEEPSEEK;
     size_t h = (size_t)c->hidden, E = (size_t)m->n_experts;
     size_t f = (size_t)(m->expert_ffn > 0 ? m->expert_ffn : c->intermediate);
     const char *why = m->expert_ffn > 0 ? "moe_intermediate_size, hidden_size" : "intermediate_size, hidden_size";
-    const char *ne = ds ? "n_routed_experts" : mix ? "num_local_experts" : "num_experts";
-    char b[96];
-    snprintf(b, sizeof b, "%s.%s", p, mix ? "block_sparse_moe" : "mlp");
+    const char *ne = m->layout < MOE_LAYOUT_COUNT && EXPERT_KEY[m->layout] ? EXPERT_KEY[m->layout] : "num_experts";
     char why_gate[64];
     snprintf(why_gate, sizeof why_gate, "%s, hidden_size", ne);
-    expect(x, false, E, h, why_gate, "%s.gate.weight", b);
-    if (ds) expect(x, true, E, 0, "n_routed_experts", "%s.gate.e_score_correction_bias", b);
-    for (size_t e = 0; e < E; e++) {
-        char q[128];
-        snprintf(q, sizeof q, "%s.experts.%zu", b, e);
-        if (!mix) { expect_gated_mlp(x, q, f, h, false, why); continue; }
-        expect(x, false, f, h, why, "%s.w1.weight", q);
-        expect(x, false, f, h, why, "%s.w3.weight", q);
-        expect(x, false, h, f, why, "%s.w2.weight", q);
+    expect_role(x, false, ROLE_ROUTER, L, 0, "weight", E, h, why_gate);
+    expect_role(x, true, ROLE_ROUTER_BIAS, L, 0, NULL, E, 0, ne);
+    for (int e = 0; e < (int)E; e++) {
+        expect_role(x, false, ROLE_EXP_GATE, L, e, "weight", f, h, why);
+        expect_role(x, false, ROLE_EXP_UP, L, e, "weight", f, h, why);
+        expect_role(x, false, ROLE_EXP_DOWN, L, e, "weight", h, f, why);
     }
-    if (ds && m->n_shared > 0) {
-        char q[128];
-        snprintf(q, sizeof q, "%s.shared_experts", b);
-        expect_gated_mlp(x, q, f * (size_t)m->n_shared, h, false,
-                         "moe_intermediate_size x n_shared_experts, hidden_size");
-    }
+    if (m->n_shared <= 0) return;
+    size_t fs = f * (size_t)m->n_shared;
+    const char *why_sh = "moe_intermediate_size x n_shared_experts, hidden_size";
+    expect_role(x, false, ROLE_SHEXP_GATE, L, 0, "weight", fs, h, why_sh);
+    expect_role(x, false, ROLE_SHEXP_UP, L, 0, "weight", fs, h, why_sh);
+    expect_role(x, false, ROLE_SHEXP_DOWN, L, 0, "weight", h, fs, why_sh);
 }
 
-/* A norm "p.what" (p NULL: "what") of the family's kind: RMSNorm weight [h], LayerNorm (GPT-NeoX)
- * weight and bias. */
-static void expect_norm(Lint *x, const char *p, const char *what) {
-    const char *dot = p ? "." : "";
-    if (!p) p = "";
-    expect(x, false, (size_t)x->cfg.hidden, 0, "hidden_size", "%s%s%s.weight", p, dot, what);
-    if (x->cfg.norm == NORM_LAYER)
-        expect(x, false, (size_t)x->cfg.hidden, 0, "hidden_size", "%s%s%s.bias", p, dot, what);
-}
-
-/* The norms of layer p as its block layout arranges them (config.h's block_layout). */
-static void layout_block_norms(Lint *x, const char *p) {
-    block_layout b = x->cfg.block;
-    if (b != BLOCK_POST) expect_norm(x, p, "input_layernorm");                  /* OLMo 2: post-norms only */
-    expect_norm(x, p, "post_attention_layernorm");
-    if (b == BLOCK_SANDWICH) expect_norm(x, p, "pre_feedforward_layernorm");
-    if (b == BLOCK_SANDWICH || b == BLOCK_POST) expect_norm(x, p, "post_feedforward_layernorm");
-}
-
-/* Attention of layer p as config.h's attn_layout places it: q/k/v/o_proj (biases per
- * attention_bias / Qwen2), Phi-3's fused qkv_proj [Q ; K ; V], GPT-NeoX's query_key_value head by
- * head and attention.dense; then the family's q_norm / k_norm. */
-static void layout_gqa_attn(Lint *x, const char *p) {
+/* Every tensor the family's loader expects, walked over the roles of the model's layouts: the
+ * embeddings (GPT-2: and positions), the head (absent when tied), the final norm; per layer the
+ * norms of its norm layout, its attention layout's tensors, a dense MLP or the experts. */
+static void layout_walk(Lint *x) {
     const ModelConfig *c = &x->cfg;
-    size_t h = (size_t)c->hidden, hd = (size_t)cfg_d_qk(c), vd = (size_t)c->v_dim, H = (size_t)c->n_heads;
-    size_t q = H * hd, kv = (size_t)c->n_kv_heads * hd, vv = (size_t)c->n_kv_heads * vd;
-    if (c->attn == QKV_CAT) {
-        expect(x, false, q + kv + vv, h, "(num_attention_heads + 2 num_key_value_heads) x head_dim, hidden_size",
-               "%s.self_attn.qkv_proj.weight", p);
-        expect(x, false, h, H * vd, "hidden_size, num_attention_heads x head_dim", "%s.self_attn.o_proj.weight", p);
-    } else if (c->attn == QKV_HEADS) {
-        expect(x, false, 3 * q, h, "3 x hidden_size, hidden_size", "%s.attention.query_key_value.weight", p);
-        if (c->qkv_bias)
-            expect(x, false, 3 * q, 0, "3 x hidden_size (attention_bias)", "%s.attention.query_key_value.bias", p);
-        expect(x, false, h, H * vd, "hidden_size, hidden_size", "%s.attention.dense.weight", p);
-        if (c->o_bias) expect(x, false, h, 0, "hidden_size (attention_bias)", "%s.attention.dense.bias", p);
-    } else {
-        expect(x, false, q, h, "num_attention_heads x head_dim, hidden_size", "%s.self_attn.q_proj.weight", p);
-        expect(x, false, kv, h, "num_key_value_heads x head_dim, hidden_size", "%s.self_attn.k_proj.weight", p);
-        expect(x, false, vv, h, "num_key_value_heads x head_dim, hidden_size", "%s.self_attn.v_proj.weight", p);
-        expect(x, false, h, H * vd, "hidden_size, num_attention_heads x head_dim", "%s.self_attn.o_proj.weight", p);
-        if (c->qkv_bias) {
-            expect(x, false, q, 0, "num_attention_heads x head_dim", "%s.self_attn.q_proj.bias", p);
-            expect(x, false, kv, 0, "num_key_value_heads x head_dim", "%s.self_attn.k_proj.bias", p);
-            expect(x, false, vv, 0, "num_key_value_heads x head_dim", "%s.self_attn.v_proj.bias", p);
-        }
-        if (c->o_bias) expect(x, false, h, 0, "hidden_size", "%s.self_attn.o_proj.bias", p);
-    }
-    qk_norm_kind qn = c->qk_norm;       /* the family's, from config.c */
-    if (qn == QKN_HEAD) {
-        expect(x, false, hd, 0, "head_dim (per-head q_norm)", "%s.self_attn.q_norm.weight", p);
-        expect(x, false, hd, 0, "head_dim (per-head k_norm)", "%s.self_attn.k_norm.weight", p);
-    } else if (qn == QKN_PROJ) {
-        expect(x, false, q, 0, "num_attention_heads x head_dim (q_norm over the projection)",
-               "%s.self_attn.q_norm.weight", p);
-        expect(x, false, kv, 0, "num_key_value_heads x head_dim (k_norm over the projection)",
-               "%s.self_attn.k_norm.weight", p);
-    }
-}
-
-/* A dense MLP of layer p: Phi-3's fused gate_up_proj [gate ; up], GPT-NeoX's dense_h_to_4h /
- * dense_4h_to_h with biases, else gate/up/down_proj (biases per Llama's mlp_bias). */
-static void layout_dense_mlp(Lint *x, const char *p) {
-    const ModelConfig *c = &x->cfg;
-    size_t h = (size_t)c->hidden, f = (size_t)c->intermediate;
-    if (c->mlp_fused) {
-        expect(x, false, 2 * f, h, "2 x intermediate_size, hidden_size", "%s.mlp.gate_up_proj.weight", p);
-        expect(x, false, h, f, "hidden_size, intermediate_size", "%s.mlp.down_proj.weight", p);
-    } else if (c->mlp == MLP_DENSE) {
-        expect(x, false, f, h, "intermediate_size, hidden_size", "%s.mlp.dense_h_to_4h.weight", p);
-        expect(x, false, h, f, "hidden_size, intermediate_size", "%s.mlp.dense_4h_to_h.weight", p);
-        if (c->mlp_bias) {
-            expect(x, false, f, 0, "intermediate_size", "%s.mlp.dense_h_to_4h.bias", p);
-            expect(x, false, h, 0, "hidden_size", "%s.mlp.dense_4h_to_h.bias", p);
-        }
-    } else {
-        char m[96];
-        snprintf(m, sizeof m, "%s.mlp", p);
-        bool bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x->tree, "mlp_bias"));
-        expect_gated_mlp(x, m, f, h, bias, "intermediate_size, hidden_size");
-    }
-}
-
-/* The decoder families with Llama-style blocks (Llama, Mistral, Qwen2/3, Qwen3-MoE, Gemma 2/3,
- * Mixtral, Phi-3, OLMo 2, GPT-NeoX), driven by ModelConfig: embeddings, per layer the norms of its
- * block layout, attention of its attn layout, a dense MLP or the experts of its MoE layout, the
- * final norm and the head (GPT-NeoX: gpt_neox.embed_in, final_layer_norm, embed_out). */
-static void layout_gqa(Lint *x) {
-    const ModelConfig *c = &x->cfg;
-    size_t h = (size_t)c->hidden;
-    bool neox = c->names == NAMES_NEOX;
-    const char *pf = c->prefix;
-    expect(x, false, (size_t)c->vocab, h, "vocab_size x hidden_size", "%s%s.weight", pf,
-           neox ? "embed_in" : "embed_tokens");
-    expect(x, tied(x), (size_t)c->vocab, h, "vocab_size x hidden_size", "%s.weight", neox ? "embed_out" : "lm_head");
-    char fin[48];
-    snprintf(fin, sizeof fin, "%s%s", pf, neox ? "final_layer_norm" : "norm");
-    expect_norm(x, NULL, fin);
+    size_t h = (size_t)c->hidden, V = (size_t)c->vocab;
+    const char *hk = cfg_row(c)->keys == KEYS_GPT2 ? "n_embd" : "hidden_size";
+    char why_v[48], why_p[48];
+    snprintf(why_v, sizeof why_v, "vocab_size x %s", hk);
+    snprintf(why_p, sizeof why_p, "n_positions x %s", hk);
+    unsigned cond = conditions(x);
+    expect_role(x, false, ROLE_EMBED, 0, 0, "weight", V, h, why_v);
+    expect_role(x, false, ROLE_POS_EMBED, 0, 0, "weight", (size_t)c->max_pos, h, why_p);
+    expect_role(x, tied(x), ROLE_LM_HEAD, 0, 0, "weight", V, h, why_v);
+    expect_norm(x, ROLE_FINAL_NORM, 0, hk);
     for (int L = 0; L < c->n_layers; L++) {
-        char p[64];
-        snprintf(p, sizeof p, "%slayers.%d", pf, L);
-        layout_block_norms(x, p);
-        layout_gqa_attn(x, p);
-        if (cfg_moe_layer(c, L)) layout_moe(x, p);
-        else layout_dense_mlp(x, p);
+        for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
+        if (c->attn < ATTN_LAYOUT_COUNT) expect_wants(x, ATTN_WANTS[c->attn], L, cond);
+        if (cfg_moe_layer(c, L)) layout_moe(x, L);
+        else if (c->ffn < FFN_LAYOUT_COUNT) expect_wants(x, FFN_WANTS[c->ffn], L, cond);
     }
 }
 
-/* One DeepSeek MLA attention block (the names and biases of HF's DeepseekV3Attention). */
-static void layout_mla_attn(Lint *x, const char *p) {
-    const ModelConfig *c = &x->cfg;
-    size_t h = (size_t)c->hidden, H = (size_t)c->n_heads, qr = (size_t)c->q_lora_rank, kr = (size_t)c->kv_lora_rank;
-    size_t dqk = (size_t)cfg_d_qk(c), rope = (size_t)c->qk_rope_dim;
-    bool bias = c->qkv_bias;
-    if (qr) {
-        expect(x, false, qr, h, "q_lora_rank, hidden_size", "%s.q_a_proj.weight", p);
-        if (bias) expect(x, false, qr, 0, "q_lora_rank (attention_bias)", "%s.q_a_proj.bias", p);
-        expect(x, false, qr, 0, "q_lora_rank", "%s.q_a_layernorm.weight", p);
-        expect(x, false, H * dqk, qr, "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim), q_lora_rank",
-               "%s.q_b_proj.weight", p);
-    } else
-        expect(x, false, H * dqk, h, "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim), hidden_size",
-               "%s.q_proj.weight", p);
-    expect(x, false, kr + rope, h, "kv_lora_rank + qk_rope_head_dim, hidden_size", "%s.kv_a_proj_with_mqa.weight", p);
-    if (bias) expect(x, false, kr + rope, 0, "kv_lora_rank + qk_rope_head_dim (attention_bias)", "%s.kv_a_proj_with_mqa.bias", p);
-    expect(x, false, kr, 0, "kv_lora_rank", "%s.kv_a_layernorm.weight", p);
-    expect(x, false, H * (size_t)(c->qk_nope_dim + c->v_dim), kr,
-           "num_attention_heads x (qk_nope_head_dim + v_head_dim), kv_lora_rank", "%s.kv_b_proj.weight", p);
-    expect(x, false, h, H * (size_t)c->v_dim, "hidden_size, num_attention_heads x v_head_dim", "%s.o_proj.weight", p);
-    if (bias) expect(x, false, h, 0, "hidden_size (attention_bias)", "%s.o_proj.bias", p);
-}
-
-static void layout_deepseek(Lint *x) {
-    const ModelConfig *c = &x->cfg;
-    size_t h = (size_t)c->hidden;
-    expect(x, false, (size_t)c->vocab, h, "vocab_size x hidden_size", "model.embed_tokens.weight");
-    expect(x, tied(x), (size_t)c->vocab, h, "vocab_size x hidden_size", "lm_head.weight");
-    expect(x, false, h, 0, "hidden_size", "model.norm.weight");
-    for (int L = 0; L < c->n_layers; L++) {
-        char p[64], q[80];
-        snprintf(p, sizeof p, "model.layers.%d", L);
-        expect(x, false, h, 0, "hidden_size", "%s.input_layernorm.weight", p);
-        expect(x, false, h, 0, "hidden_size", "%s.post_attention_layernorm.weight", p);
-        snprintf(q, sizeof q, "%s.self_attn", p);
-        layout_mla_attn(x, q);
-        if (cfg_moe_layer(c, L)) { layout_moe(x, p); continue; }
-        snprintf(q, sizeof q, "%s.mlp", p);
-        expect_gated_mlp(x, q, (size_t)c->intermediate, h, false, "intermediate_size, hidden_size");
-    }
-}
-
-/* GPT-2: Conv1D weights stored (in, out); the prefix "transformer." or none (both load). */
-static void layout_gpt2(Lint *x) {
-    const ModelConfig *c = &x->cfg;
-    size_t h = (size_t)c->hidden, f = (size_t)c->intermediate;
-    const char *pf = find(x, "wte.weight") && !find(x, "transformer.wte.weight") ? "" : "transformer.";
-    expect(x, false, (size_t)c->vocab, h, "vocab_size x n_embd", "%swte.weight", pf);
-    expect(x, false, (size_t)c->max_pos, h, "n_positions x n_embd", "%swpe.weight", pf);
-    expect(x, true, (size_t)c->vocab, h, "vocab_size x n_embd", "lm_head.weight");
-    expect(x, false, h, 0, "n_embd", "%sln_f.weight", pf);
-    expect(x, false, h, 0, "n_embd", "%sln_f.bias", pf);
-    for (int L = 0; L < c->n_layers; L++) {
-        char p[64];
-        snprintf(p, sizeof p, "%sh.%d", pf, L);
-        for (int n = 1; n <= 2; n++) {
-            expect(x, false, h, 0, "n_embd", "%s.ln_%d.weight", p, n);
-            expect(x, false, h, 0, "n_embd", "%s.ln_%d.bias", p, n);
-        }
-        expect(x, false, h, 3 * h, "n_embd, 3 x n_embd (Conv1D: in, out)", "%s.attn.c_attn.weight", p);
-        expect(x, false, 3 * h, 0, "3 x n_embd", "%s.attn.c_attn.bias", p);
-        expect(x, false, h, h, "n_embd, n_embd", "%s.attn.c_proj.weight", p);
-        expect(x, false, h, 0, "n_embd", "%s.attn.c_proj.bias", p);
-        expect(x, false, h, f, "n_embd, n_inner (Conv1D: in, out)", "%s.mlp.c_fc.weight", p);
-        expect(x, false, f, 0, "n_inner", "%s.mlp.c_fc.bias", p);
-        expect(x, false, f, h, "n_inner, n_embd (Conv1D: in, out)", "%s.mlp.c_proj.weight", p);
-        expect(x, false, h, 0, "n_embd", "%s.mlp.c_proj.bias", p);
-    }
+/* GPT-2's embeddings without the "transformer." prefix (GPT2Model saved bare) when the folder has
+ * them: the name in buf. */
+static bool bare_embeddings(const Lint *x, char *buf, size_t cap) {
+    const RoleName *e = cfg_role(&x->cfg, ROLE_EMBED);
+    if (x->cfg.names != NAMES_GPT2 || !e) return false;
+    snprintf(buf, cap, "%s.weight", e->name);
+    return find(x, buf) != NULL;
 }
 
 /* Tensors engines skip on purpose: rotary caches, GPT-2's and GPT-NeoX's attention-mask buffers,
@@ -774,9 +758,11 @@ static bool skipped(const Lint *x, const char *name) {
     if (x->cfg.attn == QKV_HEADS && (ends_with(name, ".attention.bias") || ends_with(name, ".attention.masked_bias")))
         return true;
     int L;
+    char layer[64];                                 /* "model.layers.%d." */
+    snprintf(layer, sizeof layer, "%s%s", x->cfg.prefix, family_layer_pattern(x->cfg.names));
     const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(x->tree, "num_nextn_predict_layers");
     return cfg_is_mla(&x->cfg) && cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
-           sscanf(name, "model.layers.%d.", &L) == 1 && L >= x->cfg.n_layers;
+           sscanf(name, layer, &L) == 1 && L >= x->cfg.n_layers;
 }
 
 /* The aggregates of one kind as "A, B (6 tensors like it: P), ..." (at most 8, then a count);
@@ -785,10 +771,11 @@ static bool skipped(const Lint *x, const char *name) {
 static char *agg_list(Lint *x, agg_kind kind, bool *norm) {
     char *s = NULL;
     size_t shown = 0, more = 0;
+    const RoleName *kv_norm = cfg_role(&x->cfg, ROLE_KV_A_NORM);
     for (size_t i = 0; i < x->nagg; i++) {
         const Agg *a = &x->agg[i];
         if (a->kind != kind) continue;
-        if (norm && strstr(a->pattern, "kv_a_layernorm")) *norm = true;
+        if (norm && kv_norm && strstr(a->pattern, kv_norm->name)) *norm = true;
         if (shown == 8) { more++; continue; }
         char like[224] = "";
         if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
@@ -835,10 +822,9 @@ static void emit_aggs(Lint *x) {
 
 /* tie_word_embeddings with an lm_head of its own: engines use the embeddings as the head. */
 static void check_tied_head(Lint *x) {
-    model_names names = x->cfg.names;
-    const char *emb = names == NAMES_GPT2   ? (find(x, "wte.weight") ? "wte.weight" : "transformer.wte.weight")
-                      : names == NAMES_NEOX ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight";
-    const char *head = names == NAMES_NEOX ? "embed_out.weight" : "lm_head.weight";
+    char emb[160], head[160];
+    if (!bare_embeddings(x, emb, sizeof emb)) cfg_role_name(&x->cfg, ROLE_EMBED, 0, 0, "weight", emb, sizeof emb);
+    cfg_role_name(&x->cfg, ROLE_LM_HEAD, 0, 0, "weight", head, sizeof head);
     const LTensor *h = find(x, head), *e = find(x, emb);
     if (!x->cfg.tie_embeddings || !h || !e) return;
     size_t n = h->e->end - h->e->begin;
@@ -864,9 +850,11 @@ static void check_layout(Lint *x) {
         return;
     }
     if (cfg_row(c)->keys == KEYS_LLAMA2C) return;             /* not a folder family */
-    if (c->attn == QKV_MLA) layout_deepseek(x);
-    else if (c->attn == QKV_CONV1D) layout_gpt2(x);
-    else layout_gqa(x);
+    char bare[96], full[160];                        /* GPT2Model saved bare: both load */
+    if (bare_embeddings(x, bare, sizeof bare) && cfg_role_name(c, ROLE_EMBED, 0, 0, "weight", full, sizeof full) &&
+        !find(x, full))
+        x->cfg.prefix[0] = 0;
+    layout_walk(x);
     check_tied_head(x);
     for (size_t i = 0; i < x->nt; i++)
         if (!x->t[i].used) agg_add(x, skipped(x, x->t[i].name) ? AGG_SKIPPED : AGG_UNKNOWN, x->t[i].name, x->t[i].name);

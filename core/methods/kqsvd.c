@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lin.h"
+#include "sweep.h"
 #include "rope.h"
 #include "safetensors.h"
 
@@ -404,7 +404,7 @@ int kq_eval_new(const CalibShape *sh, const KqProj *const *sets, size_t nsets, K
     ev->gq = al_malloc3(G * d, d, sizeof(double), "per-sequence Grams");
     ev->gv = al_malloc3(G * dv, dv, sizeof(double), "per-sequence Grams");
     ev->S = al_malloc3(n, n, sizeof(float), "projection");
-    ev->workers = lin_sweep_threads((size_t)sh->n_heads, 0);
+    ev->workers = sweep_threads((size_t)sh->n_heads, 0);
     if (!ev->sum || !ev->cnt || !ev->gk || !ev->gq || !ev->gv || !ev->S || calib_new(&one, false, &ev->seq)) {
         kq_eval_free(ev);
         return AL_ERR;
@@ -483,7 +483,7 @@ static int attend(KqEval *ev, size_t T, const float *Q, size_t ldq, const float 
     AttnJob j = {.Q = Q, .K = K, .V = V, .ldq = ldq, .ldk = ldk, .ldv = ldv, .T = T,
                  .m = (size_t)calib_group(sh), .d = (size_t)sh->d_qk, .dv = (size_t)sh->d_v, .H = (size_t)sh->n_heads,
                  .scale = scale, .window = window, .softcap = ev->m ? ev->m->cfg.attn_softcap : 0, .out = out, .scores = ev->scores};
-    if (T * T >= 4096 && ev->workers > 1) return lin_sweep((size_t)sh->n_heads, ev->workers, attn_task, &j);
+    if (T * T >= 4096 && ev->workers > 1) return sweep_run((size_t)sh->n_heads, ev->workers, attn_task, &j);
     for (size_t h = 0; h < (size_t)sh->n_heads; h++) attn_task(h, 0, &j);
     return AL_OK;
 }

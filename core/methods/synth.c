@@ -66,6 +66,7 @@
 #include "synth.h"
 #include "synth_internal.h"
 #include "ckpt_write.h"
+#include "config.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -455,6 +456,17 @@ static void add_fp8_quant_config(cJSON *root) {
     cJSON_AddItemToArray(bs, cJSON_CreateNumber(DT_FP8_BLOCK));
 }
 
+/* ================================================================ tensor names */
+
+/* The Hugging Face name of role r's `what` ("weight", "bias") in layer L (ignored for model-level
+ * roles) of family f's layouts (core/model/family.h), written into buf; returns buf. */
+static const char *syn_name(model_family f, tensor_role r, int L, const char *what, char *buf, size_t cap) {
+    ModelConfig c = {.family = f};
+    cfg_layouts_from_row(&c);
+    cfg_role_name(&c, r, L, 0, what, buf, cap);
+    return buf;
+}
+
 /* ================================================================ demo-r1 (DeepSeek-V3 layout) */
 
 enum { R1_HIDDEN = 320, R1_HEADS = 8, R1_QLORA = 192, R1_KVLORA = 96, R1_NOPE = 32, R1_ROPE = 16, R1_V = 32,
@@ -531,24 +543,24 @@ static int r1_layer(SynList *l, const SynthOptions *o, int L) {
     Mat *qb, *kvb, *op;
     int rc = syn_mla_heads(o->seed, "demo-r1", L, &dims, r1_vo, r1_qk, &qb, &kvb, &op);
     if (rc != AL_OK) return rc;
-#define ADD(suffix, nd, mat, dt) \
-    (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), synlist_add(l, name, nd, mat, dt))
-#define ADD_GAUSS(suffix, r, c, sd) \
-    (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), \
+#define ADD(role, nd, mat, dt) \
+    (syn_name(FAM_DEEPSEEK, role, L, "weight", name, sizeof name), synlist_add(l, name, nd, mat, dt))
+#define ADD_GAUSS(role, r, c, sd) \
+    (syn_name(FAM_DEEPSEEK, role, L, "weight", name, sizeof name), \
      synlist_add(l, name, 2, syn_gauss_named(o->seed, name, r, c, sd), wt))
     const double sd_d = 1 / sqrt((double)D);
-    rc = ADD("input_layernorm.weight", 1, syn_vec_const(D, 1), nt);
-    if (rc == AL_OK) rc = ADD_GAUSS("self_attn.q_a_proj.weight", QL, D, sd_d);
-    if (rc == AL_OK) rc = ADD("self_attn.q_a_layernorm.weight", 1, syn_vec_const(QL, 1), nt);
-    if (rc == AL_OK) rc = ADD("self_attn.q_b_proj.weight", 2, qb, wt); else mat_free(qb);
-    if (rc == AL_OK) rc = ADD_GAUSS("self_attn.kv_a_proj_with_mqa.weight", KL + RP, D, sd_d);
-    if (rc == AL_OK) rc = ADD("self_attn.kv_a_layernorm.weight", 1, syn_vec_const(KL, 1), nt);
-    if (rc == AL_OK) rc = ADD("self_attn.kv_b_proj.weight", 2, kvb, wt); else mat_free(kvb);
-    if (rc == AL_OK) rc = ADD("self_attn.o_proj.weight", 2, op, wt); else mat_free(op);
-    if (rc == AL_OK) rc = ADD("post_attention_layernorm.weight", 1, syn_vec_const(D, 1), nt);
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.gate_proj.weight", R1_INTER, D, sd_d);
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.up_proj.weight", R1_INTER, D, sd_d);
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.down_proj.weight", D, R1_INTER, 1 / sqrt((double)R1_INTER));
+    rc = ADD(ROLE_NORM_ATTN_IN, 1, syn_vec_const(D, 1), nt);
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_Q_A, QL, D, sd_d);
+    if (rc == AL_OK) rc = ADD(ROLE_Q_A_NORM, 1, syn_vec_const(QL, 1), nt);
+    if (rc == AL_OK) rc = ADD(ROLE_Q_B, 2, qb, wt); else mat_free(qb);
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_KV_A, KL + RP, D, sd_d);
+    if (rc == AL_OK) rc = ADD(ROLE_KV_A_NORM, 1, syn_vec_const(KL, 1), nt);
+    if (rc == AL_OK) rc = ADD(ROLE_KV_B, 2, kvb, wt); else mat_free(kvb);
+    if (rc == AL_OK) rc = ADD(ROLE_O, 2, op, wt); else mat_free(op);
+    if (rc == AL_OK) rc = ADD(ROLE_NORM_FFN_IN, 1, syn_vec_const(D, 1), nt);
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_FFN_GATE, R1_INTER, D, sd_d);
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_FFN_UP, R1_INTER, D, sd_d);
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_FFN_DOWN, D, R1_INTER, 1 / sqrt((double)R1_INTER));
 #undef ADD
 #undef ADD_GAUSS
     return rc;
@@ -647,17 +659,20 @@ static cJSON *r1_config(const SynthOptions *o) {
 /* All tensors of demo-r1 in file order. */
 static int r1_tensors(SynList *l, const SynthOptions *o) {
     const dt_type et = o->dtype == DT_F8_E4M3 ? DT_BF16 : o->dtype;
-    int rc = synlist_add(l, "model.embed_tokens.weight", 2,
-                         syn_gauss_named(o->seed, "model.embed_tokens.weight", R1_VOCAB, R1_HIDDEN, 1.0), et);
+    char name[160];
+    syn_name(FAM_DEEPSEEK, ROLE_EMBED, 0, "weight", name, sizeof name);
+    int rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, R1_VOCAB, R1_HIDDEN, 1.0), et);
     for (int L = 0; rc == AL_OK && L < R1_LAYERS; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         rc = r1_layer(l, o, L);
         al_progress("layer", (size_t)L + 1, R1_LAYERS);
     }
-    if (rc == AL_OK) rc = synlist_add(l, "model.norm.weight", 1, syn_vec_const(R1_HIDDEN, 1), et);
     if (rc == AL_OK)
-        rc = synlist_add(l, "lm_head.weight", 2,
-                         syn_gauss_named(o->seed, "lm_head.weight", R1_VOCAB, R1_HIDDEN, 1 / sqrt((double)R1_HIDDEN)), et);
+        rc = synlist_add(l, syn_name(FAM_DEEPSEEK, ROLE_FINAL_NORM, 0, "weight", name, sizeof name), 1,
+                         syn_vec_const(R1_HIDDEN, 1), et);
+    if (rc == AL_OK && syn_name(FAM_DEEPSEEK, ROLE_LM_HEAD, 0, "weight", name, sizeof name))
+        rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, R1_VOCAB, R1_HIDDEN, 1 / sqrt((double)R1_HIDDEN)),
+                         et);
     return rc;
 }
 
@@ -731,25 +746,25 @@ static int llama_layer(SynList *l, const SynthOptions *o, const LlamaSpec *sp, i
     int rc = syn_gqa_vo(o->seed, sp->kind, L, &dims, sp->vo, &vp, &op);
     if (rc != AL_OK) return rc;
     scale_vo(sp, vp, op);
-#define ADD(suffix, nd, mat) \
-    (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), synlist_add(l, name, nd, mat, dt))
-#define ADD_GAUSS(suffix, r, c, sd) \
-    (snprintf(name, sizeof name, "model.layers.%d.%s", L, suffix), \
+#define ADD(role, nd, mat) \
+    (syn_name(FAM_LLAMA, role, L, "weight", name, sizeof name), synlist_add(l, name, nd, mat, dt))
+#define ADD_GAUSS(role, r, c, sd) \
+    (syn_name(FAM_LLAMA, role, L, "weight", name, sizeof name), \
      synlist_add(l, name, 2, syn_gauss_named(o->seed, name, r, c, sd), dt))
     const double sd_d = 1 / sqrt((double)D);
-    rc = ADD("input_layernorm.weight", 1, syn_vec_const(D, 1));
-    if (rc == AL_OK) rc = ADD_GAUSS("self_attn.q_proj.weight", H * HD, D, sd_d);
-    if (rc == AL_OK && !sp->k_proj) rc = ADD_GAUSS("self_attn.k_proj.weight", KV * HD, D, sd_d);
+    rc = ADD(ROLE_NORM_ATTN_IN, 1, syn_vec_const(D, 1));
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_Q, H * HD, D, sd_d);
+    if (rc == AL_OK && !sp->k_proj) rc = ADD_GAUSS(ROLE_K, KV * HD, D, sd_d);
     else if (rc == AL_OK) {
-        snprintf(name, sizeof name, "model.layers.%d.self_attn.k_proj.weight", L);
+        syn_name(FAM_LLAMA, ROLE_K, L, "weight", name, sizeof name);
         rc = synlist_add(l, name, 2, sp->k_proj(sp, o->seed, L, name), dt);
     }
-    if (rc == AL_OK) rc = ADD("self_attn.v_proj.weight", 2, vp); else mat_free(vp);
-    if (rc == AL_OK) rc = ADD("self_attn.o_proj.weight", 2, op); else mat_free(op);
-    if (rc == AL_OK) rc = ADD("post_attention_layernorm.weight", 1, syn_vec_const(D, 1));
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.gate_proj.weight", sp->inter, D, sd_d);
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.up_proj.weight", sp->inter, D, sd_d);
-    if (rc == AL_OK) rc = ADD_GAUSS("mlp.down_proj.weight", D, sp->inter, 1 / sqrt((double)sp->inter));
+    if (rc == AL_OK) rc = ADD(ROLE_V, 2, vp); else mat_free(vp);
+    if (rc == AL_OK) rc = ADD(ROLE_O, 2, op); else mat_free(op);
+    if (rc == AL_OK) rc = ADD(ROLE_NORM_FFN_IN, 1, syn_vec_const(D, 1));
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_FFN_GATE, sp->inter, D, sd_d);
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_FFN_UP, sp->inter, D, sd_d);
+    if (rc == AL_OK) rc = ADD_GAUSS(ROLE_FFN_DOWN, D, sp->inter, 1 / sqrt((double)sp->inter));
 #undef ADD
 #undef ADD_GAUSS
     return rc;
@@ -786,17 +801,19 @@ static cJSON *llama_config(const SynthOptions *o, const LlamaSpec *sp) {
 
 static int llama_tensors(SynList *l, const SynthOptions *o, const LlamaSpec *sp) {
     const size_t D = sp->D, V = (size_t)sp->vocab;
-    int rc = synlist_add(l, "model.embed_tokens.weight", 2,
-                         syn_gauss_named(o->seed, "model.embed_tokens.weight", V, D, 1.0), o->dtype);
+    char name[160];
+    syn_name(FAM_LLAMA, ROLE_EMBED, 0, "weight", name, sizeof name);
+    int rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, V, D, 1.0), o->dtype);
     for (int L = 0; rc == AL_OK && L < sp->layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         rc = llama_layer(l, o, sp, L);
         al_progress("layer", (size_t)L + 1, (size_t)sp->layers);
     }
-    if (rc == AL_OK) rc = synlist_add(l, "model.norm.weight", 1, syn_vec_const(D, 1), o->dtype);
     if (rc == AL_OK)
-        rc = synlist_add(l, "lm_head.weight", 2,
-                         syn_gauss_named(o->seed, "lm_head.weight", V, D, 1 / sqrt((double)D)), o->dtype);
+        rc = synlist_add(l, syn_name(FAM_LLAMA, ROLE_FINAL_NORM, 0, "weight", name, sizeof name), 1,
+                         syn_vec_const(D, 1), o->dtype);
+    if (rc == AL_OK && syn_name(FAM_LLAMA, ROLE_LM_HEAD, 0, "weight", name, sizeof name))
+        rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, V, D, 1 / sqrt((double)D)), o->dtype);
     return rc;
 }
 
@@ -893,22 +910,22 @@ static int gpt2_layer(SynList *l, const SynthOptions *o, int L) {
         mat_free(Lv); mat_free(Ro); mat_free(Lk); mat_free(Rq);
     }
     if (rc != AL_OK) { mat_free(ca); mat_free(cp); return rc; }
-#define ADD(suffix, nd, mat) \
-    (snprintf(name, sizeof name, "transformer.h.%d.%s", L, suffix), synlist_add(l, name, nd, mat, dt))
-#define GAUSS(suffix, r, c, sd) \
-    (snprintf(name, sizeof name, "transformer.h.%d.%s", L, suffix), syn_gauss_named(o->seed, name, r, c, sd))
-    rc = ADD("ln_1.weight", 1, syn_vec_const(D, 1));
-    if (rc == AL_OK) rc = ADD("ln_1.bias", 1, syn_vec_const(D, 0));
-    if (rc == AL_OK) rc = ADD("attn.c_attn.weight", 2, ca); else mat_free(ca);
-    if (rc == AL_OK) rc = ADD("attn.c_attn.bias", 1, GAUSS("attn.c_attn.bias", 1, 3 * D, 0.02));
-    if (rc == AL_OK) rc = ADD("attn.c_proj.weight", 2, cp); else mat_free(cp);
-    if (rc == AL_OK) rc = ADD("attn.c_proj.bias", 1, GAUSS("attn.c_proj.bias", 1, D, 0.02));
-    if (rc == AL_OK) rc = ADD("ln_2.weight", 1, syn_vec_const(D, 1));
-    if (rc == AL_OK) rc = ADD("ln_2.bias", 1, syn_vec_const(D, 0));
-    if (rc == AL_OK) rc = ADD("mlp.c_fc.weight", 2, GAUSS("mlp.c_fc.weight", D, 4 * D, 1 / sqrt((double)D)));
-    if (rc == AL_OK) rc = ADD("mlp.c_fc.bias", 1, GAUSS("mlp.c_fc.bias", 1, 4 * D, 0.02));
-    if (rc == AL_OK) rc = ADD("mlp.c_proj.weight", 2, GAUSS("mlp.c_proj.weight", 4 * D, D, 1 / sqrt(4.0 * D)));
-    if (rc == AL_OK) rc = ADD("mlp.c_proj.bias", 1, GAUSS("mlp.c_proj.bias", 1, D, 0.02));
+#define ADD(role, what, nd, mat) \
+    (syn_name(FAM_GPT2, role, L, what, name, sizeof name), synlist_add(l, name, nd, mat, dt))
+#define GAUSS(role, what, r, c, sd) \
+    (syn_name(FAM_GPT2, role, L, what, name, sizeof name), syn_gauss_named(o->seed, name, r, c, sd))
+    rc = ADD(ROLE_NORM_ATTN_IN, "weight", 1, syn_vec_const(D, 1));
+    if (rc == AL_OK) rc = ADD(ROLE_NORM_ATTN_IN, "bias", 1, syn_vec_const(D, 0));
+    if (rc == AL_OK) rc = ADD(ROLE_QKV, "weight", 2, ca); else mat_free(ca);
+    if (rc == AL_OK) rc = ADD(ROLE_QKV, "bias", 1, GAUSS(ROLE_QKV, "bias", 1, 3 * D, 0.02));
+    if (rc == AL_OK) rc = ADD(ROLE_O, "weight", 2, cp); else mat_free(cp);
+    if (rc == AL_OK) rc = ADD(ROLE_O, "bias", 1, GAUSS(ROLE_O, "bias", 1, D, 0.02));
+    if (rc == AL_OK) rc = ADD(ROLE_NORM_FFN_IN, "weight", 1, syn_vec_const(D, 1));
+    if (rc == AL_OK) rc = ADD(ROLE_NORM_FFN_IN, "bias", 1, syn_vec_const(D, 0));
+    if (rc == AL_OK) rc = ADD(ROLE_FFN_UP, "weight", 2, GAUSS(ROLE_FFN_UP, "weight", D, 4 * D, 1 / sqrt((double)D)));
+    if (rc == AL_OK) rc = ADD(ROLE_FFN_UP, "bias", 1, GAUSS(ROLE_FFN_UP, "bias", 1, 4 * D, 0.02));
+    if (rc == AL_OK) rc = ADD(ROLE_FFN_DOWN, "weight", 2, GAUSS(ROLE_FFN_DOWN, "weight", 4 * D, D, 1 / sqrt(4.0 * D)));
+    if (rc == AL_OK) rc = ADD(ROLE_FFN_DOWN, "bias", 1, GAUSS(ROLE_FFN_DOWN, "bias", 1, D, 0.02));
 #undef ADD
 #undef GAUSS
     return rc;
@@ -942,18 +959,22 @@ static cJSON *gpt2_config(const SynthOptions *o) {
 }
 
 static int gpt2_tensors(SynList *l, const SynthOptions *o) {
-    int rc = synlist_add(l, "transformer.wte.weight", 2,
-                         syn_gauss_named(o->seed, "transformer.wte.weight", G2_VOCAB, G2_HIDDEN, 0.1), o->dtype);
-    if (rc == AL_OK)
-        rc = synlist_add(l, "transformer.wpe.weight", 2,
-                         syn_gauss_named(o->seed, "transformer.wpe.weight", G2_POS, G2_HIDDEN, 0.01), o->dtype);
+    char name[160];
+    syn_name(FAM_GPT2, ROLE_EMBED, 0, "weight", name, sizeof name);
+    int rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, G2_VOCAB, G2_HIDDEN, 0.1), o->dtype);
+    if (rc == AL_OK && syn_name(FAM_GPT2, ROLE_POS_EMBED, 0, "weight", name, sizeof name))
+        rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, G2_POS, G2_HIDDEN, 0.01), o->dtype);
     for (int L = 0; rc == AL_OK && L < G2_LAYERS; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         rc = gpt2_layer(l, o, L);
         al_progress("layer", (size_t)L + 1, G2_LAYERS);
     }
-    if (rc == AL_OK) rc = synlist_add(l, "transformer.ln_f.weight", 1, syn_vec_const(G2_HIDDEN, 1), o->dtype);
-    if (rc == AL_OK) rc = synlist_add(l, "transformer.ln_f.bias", 1, syn_vec_const(G2_HIDDEN, 0), o->dtype);
+    if (rc == AL_OK)
+        rc = synlist_add(l, syn_name(FAM_GPT2, ROLE_FINAL_NORM, 0, "weight", name, sizeof name), 1,
+                         syn_vec_const(G2_HIDDEN, 1), o->dtype);
+    if (rc == AL_OK)
+        rc = synlist_add(l, syn_name(FAM_GPT2, ROLE_FINAL_NORM, 0, "bias", name, sizeof name), 1,
+                         syn_vec_const(G2_HIDDEN, 0), o->dtype);
     return rc;
 }
 
@@ -1096,17 +1117,17 @@ static int ds_gen(const DsWeight *d, uint8_t *q, float *scale) {
 static int ds_fill_codes(void *ud, void *dst, size_t nbytes) { (void)nbytes; return ds_gen(ud, dst, NULL); }
 static int ds_fill_scales(void *ud, void *dst, size_t nbytes) { (void)nbytes; return ds_gen(ud, NULL, dst); }
 
-/* Adds one FP8 weight "<prefix><what>.weight" (R x C) of table codes and its
- * "<...>.weight_scale_inv" to w, both lazy. */
-static int ds_add_weight(CkptWriter *w, unsigned long seed, const uint8_t table[256], const char *prefix,
-                         const char *what, size_t R, size_t C, double rms, bool plant) {
+/* Adds one FP8 weight "<base>.weight" (R x C) of table codes and its "<base>.weight_scale_inv"
+ * to w, both lazy. */
+static int ds_add_weight(CkptWriter *w, unsigned long seed, const uint8_t table[256], const char *base, size_t R,
+                         size_t C, double rms, bool plant) {
     size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C), shape[2] = {R, C}, sshape[2] = {sr, sc};
-    DsWeight *d = al_calloc(1, sizeof *d, what), *ds = al_malloc(sizeof *ds, what);
-    char *sname = al_asprintf("%s%s.weight_scale_inv", prefix, what);
+    DsWeight *d = al_calloc(1, sizeof *d, base), *ds = al_malloc(sizeof *ds, base);
+    char *sname = al_asprintf("%s.weight_scale_inv", base);
     if (!d || !ds || !sname) { free(d); free(ds); free(sname); return AL_ERR; }
     *d = (DsWeight){.seed = seed, .R = R, .C = C, .rms = rms, .plant = plant};
     memcpy(d->table, table, sizeof d->table);
-    snprintf(d->name, sizeof d->name, "%s%s.weight", prefix, what);
+    snprintf(d->name, sizeof d->name, "%s.weight", base);
     *ds = *d;
     int rc = ckpt_add_lazy(w, d->name, DT_F8_E4M3, 2, shape, R * C, ds_fill_codes, d);
     if (rc == AL_OK) rc = ckpt_add_lazy(w, sname, DT_F32, 2, sshape, sr * sc * sizeof(float), ds_fill_scales, ds);
@@ -1115,10 +1136,10 @@ static int ds_add_weight(CkptWriter *w, unsigned long seed, const uint8_t table[
     return rc;
 }
 
-/* Adds a BF16 norm weight of ones. */
-static int ds_add_norm(CkptWriter *w, const char *prefix, const char *what, size_t n) {
-    uint16_t *b = al_malloc3(n, 1, sizeof(uint16_t), what);
-    char *name = al_asprintf("%s%s.weight", prefix, what);
+/* Adds a BF16 norm weight of ones, "<base>.weight". */
+static int ds_add_norm(CkptWriter *w, const char *base, size_t n) {
+    uint16_t *b = al_malloc3(n, 1, sizeof(uint16_t), base);
+    char *name = al_asprintf("%s.weight", base);
     int rc = b && name ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         for (size_t i = 0; i < n; i++) b[i] = dt_f32_to_bf16(1.0f);
@@ -1141,19 +1162,20 @@ static cJSON *ds_shape_config(int layers, unsigned long seed) {
 
 /* Adds layer L's attention tensors (R1 shapes) to w. */
 static int ds_layer(CkptWriter *w, unsigned long seed, const uint8_t table[256], int L) {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "model.layers.%d.self_attn.", L);
+    char n[160];
+#define NAME(role) syn_name(FAM_DEEPSEEK, role, L, NULL, n, sizeof n)
     const size_t D = DS_HIDDEN, H = DS_HEADS;
     /* element RMS 1/sqrt(fan-in) */
     const double sd_d = 1 / sqrt((double)D), sd_q = 1 / sqrt((double)DS_QLORA), sd_kv = 1 / sqrt((double)DS_KVLORA),
                  sd_o = 1 / sqrt((double)(H * DS_V));
-    int rc = ds_add_weight(w, seed, table, prefix, "q_a_proj", DS_QLORA, D, sd_d, false);
-    if (rc == AL_OK) rc = ds_add_norm(w, prefix, "q_a_layernorm", DS_QLORA);
-    if (rc == AL_OK) rc = ds_add_weight(w, seed, table, prefix, "q_b_proj", H * (DS_NOPE + DS_ROPE), DS_QLORA, sd_q, false);
-    if (rc == AL_OK) rc = ds_add_weight(w, seed, table, prefix, "kv_a_proj_with_mqa", DS_KVLORA + DS_ROPE, D, sd_d, false);
-    if (rc == AL_OK) rc = ds_add_norm(w, prefix, "kv_a_layernorm", DS_KVLORA);
-    if (rc == AL_OK) rc = ds_add_weight(w, seed, table, prefix, "kv_b_proj", H * (DS_NOPE + DS_V), DS_KVLORA, sd_kv, true);
-    if (rc == AL_OK) rc = ds_add_weight(w, seed, table, prefix, "o_proj", D, H * DS_V, sd_o, false);
+    int rc = ds_add_weight(w, seed, table, NAME(ROLE_Q_A), DS_QLORA, D, sd_d, false);
+    if (rc == AL_OK) rc = ds_add_norm(w, NAME(ROLE_Q_A_NORM), DS_QLORA);
+    if (rc == AL_OK) rc = ds_add_weight(w, seed, table, NAME(ROLE_Q_B), H * (DS_NOPE + DS_ROPE), DS_QLORA, sd_q, false);
+    if (rc == AL_OK) rc = ds_add_weight(w, seed, table, NAME(ROLE_KV_A), DS_KVLORA + DS_ROPE, D, sd_d, false);
+    if (rc == AL_OK) rc = ds_add_norm(w, NAME(ROLE_KV_A_NORM), DS_KVLORA);
+    if (rc == AL_OK) rc = ds_add_weight(w, seed, table, NAME(ROLE_KV_B), H * (DS_NOPE + DS_V), DS_KVLORA, sd_kv, true);
+    if (rc == AL_OK) rc = ds_add_weight(w, seed, table, NAME(ROLE_O), D, H * DS_V, sd_o, false);
+#undef NAME
     return rc;
 }
 

@@ -37,7 +37,7 @@ const char *synth_kind_name(synth_kind k);
 /* ---------------------------------------------------------------- one checkpoint per family
  * (core/methods/synth_family.c: dims and planted structure in its header) */
 
-/* "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "mixtral", "phi3", "gpt_neox", "olmo2",
+/* "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "mixtral", "phi3", "gpt_neox", "olmo2", "olmo3",
  * "deepseek_v3" (each its config's model_type); NULL-terminated. */
 extern const char *synth_family_names[];     /* the family table's rows with a recipe, NULL-terminated */
 /* Writes family's tiny checkpoint (F32 or BF16, one model.safetensors, config.json) into dir

@@ -1,7 +1,7 @@
 /* synth_family.c -- one tiny checkpoint per model family (`synth family NAME DIR`): the real
  * Hugging Face tensor names, shapes and config.json keys of qwen3, qwen3_moe, gemma2, gemma3_text,
- * mixtral, phi3, gpt_neox, olmo2, smollm3 and a deepseek_v3 variant with mixture-of-experts layers, small
- * enough for unit tests (hidden 64-128, 3-6 layers, vocab 256), with planted low-rank heads.
+ * mixtral, phi3, gpt_neox, olmo2, olmo3, smollm3 and a deepseek_v3 variant with mixture-of-experts
+ * layers, small enough for unit tests (hidden 64-128, 3-6 layers, vocab 256), with planted low-rank heads.
  *
  * A family's recipe is its row of the family table (core/model/family.c: the dims every family
  * shares and its own config.json members). The config is written first and read back with the
@@ -47,6 +47,8 @@
  *   gpt_neox     128, 4 x 32, 3, dense_h_to_4h 512 with biases, GELU; rotary_pct 0.25; parallel
  *                residual; LayerNorm with bias; untied embed_out
  *   olmo2        128, 4 x 32, 3, gated 256; q_norm / k_norm over the whole projection; post-norms
+ *   olmo3        128, 4/2 x 32, 4, as olmo2; layer_types sliding (window 8) x 3, full x 1; rope_theta
+ *                5e5 with YaRN x8 from 64 positions, attention_factor 1.25, on the full layer only
  *   smollm3      128, 4/2 x 32, 4, gated 256; no RoPE on layer 3 (no_rope_layers [1, 1, 1, 0]), where
  *                use_sliding_window puts the window 8; rope_theta 5e6; tied embeddings
  *   deepseek_v3  128, 4 heads MLA (q_lora 64, kv_lora 64, nope 32, rope 16, v 32), 3 layers:

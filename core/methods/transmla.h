@@ -231,7 +231,7 @@ int tmla_key_norms(Model *m, int layer, int freqfold, const double *Sigma, TmlaK
 /* The same with the input mean mu (activation statistics; NULL: zero). */
 int tmla_key_norms_stats(Model *m, int layer, int freqfold, const double *Sigma, const double *mu, TmlaKeyNorms **out);
 
-/* The key-energy side of Figure 3b (its perplexity side is tlm_rope_removal, core/methods/tmla_lm.h): key
+/* The key-energy side of Figure 3b (its perplexity side is tstudy_rope_removal, core/methods/tmla_study.h): key
  * energy kept in the RoPE dims against RoPE dims kept (under Sigma, NULL: weights), one curve per
  * FreqFold M (keeping k components per group: k rd / M dims), and a baseline without rotation that
  * keeps, for every frequency, the pairs of the k strongest KV heads (k rd dims; MHA2MLA-like);

@@ -101,6 +101,18 @@ static bool convert_reason(const Model *m, const char *what, char *why, size_t c
     return nope_reason(c, name, what, why, cap) || local_theta_reason(c, name, why, cap);
 }
 
+/* True when layer L of m holds expert 0's gate in MoE layout x (whatever layout the config routes
+ * with: a dense config may hold experts it does not route to). */
+static bool layer_has_expert0(moe_layout x, const Model *m, int L) {
+    const RoleName *rn = role_in_moe(x, ROLE_EXP_GATE);
+    if (!rn) return false;
+    char where[96], expert[96], name[256];
+    cfg_layer_prefix(&m->cfg, L, where, sizeof where);
+    snprintf(expert, sizeof expert, rn->name, 0);
+    snprintf(name, sizeof name, "%s%s.weight", where, expert);
+    return store_has(m->store, name);
+}
+
 /* What the forward pass cannot run in m's mixture-of-experts layers (the reason into why): a layer
  * with expert tensors the config does not route, or routing fields it does not implement. */
 static bool moe_layer(const Model *m, char *why, size_t cap) {
@@ -108,18 +120,15 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
     const MoeSpec *e = &c->moe;
     if (c->ffn == FFN_CONV1D) return false;               /* GPT-2's MLP has no experts to look for */
     for (int L = 0; m->store && L < c->n_layers; L++) {   /* a description alone has no tensors */
-        char *a = model_tensor_name(m, L, "mlp.experts.0.gate_proj.weight");
-        char *b = model_tensor_name(m, L, "block_sparse_moe.experts.0.w1.weight");
-        bool experts = (a && store_has(m->store, a)) || (b && store_has(m->store, b));
-        free(a);
-        free(b);
+        bool experts = false;
+        for (int x = 0; x < MOE_LAYOUT_COUNT && !experts; x++) experts = layer_has_expert0((moe_layout)x, m, L);
         if (experts && !cfg_moe_layer(c, L))
             return why_set(why, cap, "%s: layer %d holds experts but config.json does not route to them there (num_experts "
                            "/ n_routed_experts %d, first_k_dense_replace %d, moe_layer_freq %d, decoder_sparse_step %d, "
                            "mlp_only_layers)", m->path, L, e->n_experts, e->first_dense, e->layer_freq, e->sparse_step);
     }
     if (c->mlp != MLP_MOE) return false;
-    bool ds = e->layout == MOE_DEEPSEEK, v2 = !strcmp(c->model_type, "deepseek_v2");
+    bool ds = e->router != ROUTER_SOFTMAX, v2 = e->router == ROUTER_DS_V2;
     int first = 0;
     while (first < c->n_layers && !cfg_moe_layer(c, first)) first++;
     if (e->layout == MOE_NONE || e->top_k <= 0 || e->top_k > e->n_experts)

@@ -175,27 +175,27 @@ void attn_out_free(AttnOut *o) {
 
 /* ================================================================ loading */
 
-/* Tensor `suffix` of layer L as a transposed float copy (row-vector convention). */
-static int read_t(Model *m, int layer, const char *suffix, Mat **out) {
+/* The weight of role r in layer L as a transposed float copy (row-vector convention). */
+static int read_t(Model *m, int layer, tensor_role r, Mat **out) {
     *out = NULL;
-    char *name = model_tensor_name(m, layer, suffix);
-    if (!name) return AL_ERR;
+    char name[192];
+    if (!cfg_role_name(&m->cfg, r, layer, -1, "weight", name, sizeof name))
+        return al_err("internal: a %s model has no %s tensor", m->cfg.model_type, tensor_role_name(r));
     Mat *t = NULL;
     int rc = store_read(m->store, name, &t);
-    free(name);
     if (rc) return rc;
     *out = mat_transpose(t);
     mat_free(t);
     return *out ? AL_OK : AL_ERR;
 }
 
-/* Optional 1-D tensor of n values (NULL when absent; an error when its size differs). */
-static int read_vec(Model *m, int layer, const char *suffix, size_t n, float **out) {
+/* Optional 1-D tensor of n values: role r's weight or bias (what) in layer L (NULL when absent from
+ * the checkpoint or the model's layouts; an error when its size differs). */
+static int read_vec(Model *m, int layer, tensor_role r, const char *what, size_t n, float **out) {
     *out = NULL;
-    char *name = model_tensor_name(m, layer, suffix);
-    if (!name) return AL_ERR;
+    char name[192];
     int rc = AL_OK;
-    if (store_has(m->store, name)) {
+    if (cfg_role_name(&m->cfg, r, layer, -1, what, name, sizeof name) && store_has(m->store, name)) {
         Mat *t = NULL;
         rc = store_read(m->store, name, &t);
         if (rc == AL_OK && t->rows * t->cols != n)
@@ -204,7 +204,6 @@ static int read_vec(Model *m, int layer, const char *suffix, size_t n, float **o
         else if (rc == AL_OK) rc = AL_ERR;
         mat_free(t);
     }
-    free(name);
     return rc;
 }
 
@@ -258,8 +257,8 @@ static int load_qk_norm(Model *m, int layer, AttnLayer *L) {
     L->qk_norm = c->qk_norm;
     L->norm_1p = c->norm == NORM_RMS_1P;
     if (c->qk_norm == QKN_NONE) return AL_OK;
-    if (read_vec(m, layer, "self_attn.q_norm.weight", qk_norm_len(L, false), &L->q_norm) ||
-        read_vec(m, layer, "self_attn.k_norm.weight", qk_norm_len(L, true), &L->k_norm))
+    if (read_vec(m, layer, ROLE_Q_NORM, "weight", qk_norm_len(L, false), &L->q_norm) ||
+        read_vec(m, layer, ROLE_K_NORM, "weight", qk_norm_len(L, true), &L->k_norm))
         return AL_ERR;
     if (!L->q_norm || !L->k_norm) return al_err("layer %d: q_norm / k_norm weights are missing (layer 0 has them)", layer);
     return AL_OK;
@@ -309,24 +308,23 @@ static int load_mla(Model *m, int layer, AttnLayer *L) {
     L->rope_mscale = rope_attention_factor(&c->rope_spec);
     if (attn_rope_freqs_model(m, L->rope_dim, &L->inv_freq)) return AL_ERR;
     if (L->q_rank > 0) {
-        if (read_t(m, layer, "self_attn.q_a_proj.weight", &L->W_QA) || read_t(m, layer, "self_attn.q_b_proj.weight", &L->W_QB) ||
-            read_vec(m, layer, "self_attn.q_a_proj.bias", (size_t)L->q_rank, &L->b_QA) ||
-            read_vec(m, layer, "self_attn.q_b_proj.bias", H * dq, &L->b_Q))
+        if (read_t(m, layer, ROLE_Q_A, &L->W_QA) || read_t(m, layer, ROLE_Q_B, &L->W_QB) ||
+            read_vec(m, layer, ROLE_Q_A, "bias", (size_t)L->q_rank, &L->b_QA) ||
+            read_vec(m, layer, ROLE_Q_B, "bias", H * dq, &L->b_Q))
             return AL_ERR;
         if (c->latent_norm) {
-            if (read_vec(m, layer, "self_attn.q_a_layernorm.weight", (size_t)L->q_rank, &L->qa_norm)) return AL_ERR;
+            if (read_vec(m, layer, ROLE_Q_A_NORM, "weight", (size_t)L->q_rank, &L->qa_norm)) return AL_ERR;
             if (!L->qa_norm) return al_err("layer %d: the config asks for latent RMSNorm but q_a_layernorm.weight is missing", layer);
         }
-    } else if (read_t(m, layer, "self_attn.q_proj.weight", &L->W_Q) ||
-               read_vec(m, layer, "self_attn.q_proj.bias", H * dq, &L->b_Q))
+    } else if (read_t(m, layer, ROLE_Q, &L->W_Q) || read_vec(m, layer, ROLE_Q, "bias", H * dq, &L->b_Q))
         return AL_ERR;
-    if (read_t(m, layer, "self_attn.kv_a_proj_with_mqa.weight", &L->W_KVA) ||
-        read_vec(m, layer, "self_attn.kv_a_proj_with_mqa.bias", (size_t)(L->kv_rank + L->rope_dim), &L->b_KVA) ||
-        read_t(m, layer, "self_attn.kv_b_proj.weight", &L->W_KVB) || read_t(m, layer, "self_attn.o_proj.weight", &L->W_O) ||
-        read_vec(m, layer, "self_attn.o_proj.bias", (size_t)c->hidden, &L->b_O))
+    if (read_t(m, layer, ROLE_KV_A, &L->W_KVA) ||
+        read_vec(m, layer, ROLE_KV_A, "bias", (size_t)(L->kv_rank + L->rope_dim), &L->b_KVA) ||
+        read_t(m, layer, ROLE_KV_B, &L->W_KVB) || read_t(m, layer, ROLE_O, &L->W_O) ||
+        read_vec(m, layer, ROLE_O, "bias", (size_t)c->hidden, &L->b_O))
         return AL_ERR;
     if (c->latent_norm) {
-        if (read_vec(m, layer, "self_attn.kv_a_layernorm.weight", (size_t)L->kv_rank, &L->kva_norm)) return AL_ERR;
+        if (read_vec(m, layer, ROLE_KV_A_NORM, "weight", (size_t)L->kv_rank, &L->kva_norm)) return AL_ERR;
         if (!L->kva_norm) return al_err("layer %d: the config asks for latent RMSNorm but kv_a_layernorm.weight is missing", layer);
     }
     return AL_OK;

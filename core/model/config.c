@@ -409,6 +409,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;         /* some layer routes to experts */
     if (m->n_experts > 0)
         m->layout = row->moe;
+    m->router = row->router;
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
     if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
     al_printable(cJSON_IsString(td) ? td->valuestring : "", c->torch_dtype, sizeof c->torch_dtype);
@@ -436,7 +437,7 @@ void cfg_layouts_from_row(ModelConfig *c) {
     c->ffn = row->ffn;
     c->names = row->names;
     c->embed_scale = 1.0;
-    snprintf(c->prefix, sizeof c->prefix, "%s", model_prefix(row->names));
+    snprintf(c->prefix, sizeof c->prefix, "%s", family_prefix(row->names));
 }
 
 /* The description from a parsed tree (its repeated keys, if any, were resolved by the caller). */
@@ -702,7 +703,7 @@ const RoleName *cfg_role(const ModelConfig *c, tensor_role r) {
 
 void cfg_layer_prefix(const ModelConfig *c, int layer, char *buf, size_t cap) {
     char layer_part[48];
-    snprintf(layer_part, sizeof layer_part, model_layer_pattern(c->names), layer);
+    snprintf(layer_part, sizeof layer_part, family_layer_pattern(c->names), layer);
     snprintf(buf, cap, "%s%s", c->prefix, layer_part);
 }
 

@@ -68,6 +68,7 @@ typedef struct {
     int expert_ffn;               /* moe_intermediate_size */
     moe_layout layout;            /* tensor names (MOE_NONE for dense models) */
     bool sigmoid;                 /* scoring_func "sigmoid" (DeepSeek-V3); else softmax */
+    router_kind router;           /* the family's router (family.h) */
     int n_group, topk_group;      /* DeepSeek grouped routing (n_group 0 or 1: no groups) */
     char topk_method[24];         /* DeepSeek topk_method ("greedy", "group_limited_greedy", "noaux_tc") */
 } MoeSpec;

@@ -87,8 +87,8 @@ const RoleName *role_in_moe(moe_layout m, tensor_role r) {
 const RoleName *role_in_model(model_names n, tensor_role r) {
     return n < MODEL_NAMES_COUNT && r < ROLE_COUNT ? named(&MODEL_NAMES[n].roles[r]) : NULL;
 }
-const char *model_prefix(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].prefix : ""; }
-const char *model_layer_pattern(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].layer : "layers.%d."; }
+const char *family_prefix(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].prefix : ""; }
+const char *family_layer_pattern(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].layer : "layers.%d."; }
 
 const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
@@ -132,8 +132,8 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                    LLAMA_LIKE, .qkv_bias_always = true, .window_opt_in = true, .gguf_arch = "qwen2"},
     [FAM_DEEPSEEK] = {
         "deepseek_v3", "DeepseekV3ForCausalLM", "deepseek", "DeepSeek-V3 / R1 (MLA; MoE, sigmoid group routing)",
-        LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2",
-        .synth = {128, 4, 4, 3, 256, 256, false,
+        LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3,
+        .gguf_arch = "deepseek2", .synth = {128, 4, 4, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"kv_lora_rank\": 64, "
                   "\"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, \"n_group\": 4, \"n_routed_experts\": 8, "
                   "\"n_shared_experts\": 1, \"norm_topk_prob\": true, \"num_experts_per_tok\": 2, "
@@ -142,9 +142,10 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                   "\"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", \"topk_group\": 2, "
                   "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"}},
     [FAM_DEEPSEEK_V2] = {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek", "DeepSeek-V2 (MLA; MoE)", LLAMA_LIKE,
-                         .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2"},
+                         .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V2,
+                         .gguf_arch = "deepseek2"},
     [FAM_KIMI_K2] = {"kimi_k2", NULL, "deepseek", "Kimi-K2 (DeepSeek-V3's architecture)", LLAMA_LIKE, .keys = KEYS_MLA,
-                     .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .gguf_arch = "deepseek2"},
+                     .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .gguf_arch = "deepseek2"},
     [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
                   .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
                   .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,
@@ -212,6 +213,20 @@ const FamilyRow FAMILY[FAM_COUNT] = {
         .block = BLOCK_POST, .norms = NORMS_POST, .qk_norm = QKN_PROJ, .eps = 1e-5, .gguf_arch = "olmo2",
         .synth = {128, 4, 4, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-06") ", \"rope_scaling\": null, \"rope_theta\": 500000, \"pad_token_id\": 0"}},
+    /* Olmo-3-7B / 32B's config.json: layer_types 3 sliding : 1 full, sliding_window 4096, rope_theta 500000,
+       YaRN x8 from 8192 with attention_factor 1.2079 (= 0.1 ln 8 + 1) on the full layers only; the
+       recipe shrinks the window to 8 and the original context to 64, and sets attention_factor 1.25
+       so that the key itself, not YaRN's default, is what the checks see */
+    [FAM_OLMO3] = {
+        "olmo3", "Olmo3ForCausalLM", "olmo3", "OLMo 3 (OLMo 2's block; window on 3 layers of 4, YaRN on the full ones)",
+        LLAMA_LIKE, .block = BLOCK_POST, .norms = NORMS_POST, .qk_norm = QKN_PROJ, .eps = 1e-5, .windowed = true,
+        .window_pattern = 4, .local_rope_plain = true,
+        .synth = {128, 4, 2, 4, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"layer_types\": [\"sliding_attention\", \"sliding_attention\", "
+                  "\"sliding_attention\", \"full_attention\"], \"pad_token_id\": 0, \"rope_scaling\": "
+                  "{\"attention_factor\": 1.25, \"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 8.0, "
+                  "\"original_max_position_embeddings\": 64, \"rope_type\": \"yarn\"}, \"rope_theta\": 500000, "
+                  "\"sliding_window\": " SW}},
 };
 
 #pragma GCC diagnostic pop

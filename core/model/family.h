@@ -31,6 +31,7 @@ typedef enum {
     FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
     FAM_OLMO2,                           /* q/k norms over the whole projection, post-norms only */
+    FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
     FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
@@ -92,6 +93,14 @@ typedef enum {
     MOE_DEEPSEEK,       /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
     MOE_LAYOUT_COUNT
 } moe_layout;
+
+/* How a mixture-of-experts router picks and weighs its experts (core/model/forward.c's route_token). */
+typedef enum {
+    ROUTER_SOFTMAX,     /* softmax, top-k, renormalised when norm_topk_prob (Mixtral, Qwen3-MoE) */
+    ROUTER_DS_V2,       /* softmax, greedy or group_limited_greedy, x routed_scaling_factor (DeepSeek-V2) */
+    ROUTER_DS_V3        /* sigmoid, top-k of scores + e_score_correction_bias within the best groups,
+                           renormalised when norm_topk_prob, x routed_scaling_factor (DeepSeek-V3) */
+} router_kind;
 
 /* Where the model keeps its layers and its embeddings, final norm and output layer. */
 typedef enum {
@@ -175,13 +184,14 @@ typedef struct {
     double pre_attn_scalar;       /* query_pre_attn_scalar when absent (Gemma: 256; 0: none) */
     double attn_softcap, final_softcap;   /* soft-caps when the keys are absent (Gemma 2: 50, 30) */
     double local_theta;           /* rope_local_base_freq when absent (Gemma 3: 10000) */
-    bool local_rope_plain;        /* sliding layers skip rope_scaling (Gemma 3) */
+    bool local_rope_plain;        /* sliding layers skip rope_scaling (Gemma 3, OLMo 3) */
     int nope_interval;            /* no_rope_layer_interval when absent: without no_rope_layers, every n-th layer
                                      applies no RoPE (SmolLM3: 4); 0: the family has no NoPE layers and reads
                                      neither key */
     bool window_on_nope;          /* without layer_types, the sliding layers are the NoPE layers (SmolLM3) */
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
+    router_kind router;           /* how the router chooses (whatever scoring_func says) */
     const char *gguf_arch;        /* llama.cpp's general.architecture (NULL: no GGUF mapping) */
     SynthRecipe synth;            /* hidden 0: no synthetic checkpoint */
 } FamilyRow;
@@ -204,8 +214,8 @@ const RoleName *role_in_moe(moe_layout m, tensor_role r);
 const RoleName *role_in_model(model_names n, tensor_role r);
 /* The prefix of a model_names layout ("model.", "transformer.", "gpt_neox.") and where it keeps
  * layer L under that prefix ("layers.%d.", "h.%d."; %d: the layer). */
-const char *model_prefix(model_names n);
-const char *model_layer_pattern(model_names n);
+const char *family_prefix(model_names n);
+const char *family_layer_pattern(model_names n);
 const char *tensor_role_name(tensor_role r);     /* "q", "ffn_down", ... for messages */
 
 #endif

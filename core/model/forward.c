@@ -1,6 +1,6 @@
 /* forward.c -- the float32 forward pass: config extras (activation, RoPE sets, windows), weights
- * by Hugging Face tensor name tables per layout (views of the mapping in their stored dtype,
- * multiplied by core/linalg/matmul.c; pages kept or released per layer), the layer
+ * by tensor role (named by the model's layouts, core/model/family.c; views of the mapping in their
+ * stored dtype, multiplied by core/linalg/matmul.c; pages kept or released per layer), the layer
  * kernels (norms by kind and slot, q/k norms, RoPE, attention over the KV cache, dense MLPs,
  * mixture-of-experts routing) and the activation hooks. See forward.h for the contract.
  *
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
-#include "lin.h"
+#include "sweep.h"
 #include "matmul.h"
 #include "rope.h"
 
@@ -255,8 +255,12 @@ static int take_description(Forward *f) {
 
 /* ================================================================ weights */
 
-/* Full name of a global tensor ("embed_tokens.weight" under the family's prefix). */
-static char *global_name(const Forward *f, const char *suffix) { return al_asprintf("%s%s", f->c->prefix, suffix); }
+/* The full name of role r's tensor in layer L (model-level roles: any L) of expert e, followed by
+ * "." what; an error when the model's layouts have no such role. */
+static int role_name(const Forward *f, tensor_role r, int L, int e, const char *what, char *buf, size_t cap) {
+    if (cfg_role_name(f->c, r, L, e, what, buf, cap)) return AL_OK;
+    return al_err("internal: a %s model has no %s tensor", f->c->model_type, tensor_role_name(r));
+}
 
 /* Checks that tensor `name` has shape (rows, cols) (a vector: rows * cols values) and counts its
  * stored bytes. */
@@ -287,67 +291,42 @@ static int load_view(Forward *f, const char *name, size_t rows, size_t cols, boo
     return wmat_view(f->m->store, name, io, out);
 }
 
-/* A linear layer `base`.weight (+ optional `base`.bias) of layer L (L < 0: global). */
-static int load_lin(Forward *f, int L, const char *base, size_t in, size_t out, bool io, bool dry, size_t *bytes, Lin *l) {
-    char *w = L >= 0 ? model_tensor_name(f->m, L, base) : global_name(f, base);
-    char *wn = w ? al_asprintf("%s.weight", w) : NULL, *bn = w ? al_asprintf("%s.bias", w) : NULL;
-    int rc = wn && bn ? AL_OK : AL_ERR;
+/* The linear layer of role r (its weight, and its bias when stored) in layer L of expert e (-1: none). */
+static int load_lin(Forward *f, int L, tensor_role r, int e, size_t in, size_t out, bool io, bool dry, size_t *bytes,
+                    Lin *l) {
+    char wn[192], bn[192];
     l->io = io;
     l->in = in;
     l->out = out;
+    int rc = role_name(f, r, L, e, "weight", wn, sizeof wn);
+    if (rc == AL_OK) cfg_role_name(f->c, r, L, e, "bias", bn, sizeof bn);
     if (rc == AL_OK) rc = load_view(f, wn, io ? in : out, io ? out : in, io, dry, bytes, &l->w);
     if (rc == AL_OK && store_has(f->m->store, bn)) rc = load_mat(f, bn, 1, out, dry, bytes, &l->b);
-    free(w);
-    free(wn);
-    free(bn);
     return rc;
 }
 
-/* A norm weight (and optional bias) `base`.weight of layer L (L < 0: global). */
-static int load_norm(Forward *f, int L, const char *base, size_t n, bool dry, size_t *bytes, Mat **w, Mat **b) {
-    char *p = L >= 0 ? model_tensor_name(f->m, L, base) : global_name(f, base);
-    char *wn = p ? al_asprintf("%s.weight", p) : NULL, *bn = p ? al_asprintf("%s.bias", p) : NULL;
-    int rc = wn && bn ? load_mat(f, wn, 1, n, dry, bytes, w) : AL_ERR;
+/* The norm of role r: its weight (and its bias, when b and stored) in layer L (model level: any L). */
+static int load_norm(Forward *f, int L, tensor_role r, size_t n, bool dry, size_t *bytes, Mat **w, Mat **b) {
+    char wn[192], bn[192];
+    int rc = role_name(f, r, L, -1, "weight", wn, sizeof wn);
+    if (rc == AL_OK) cfg_role_name(f->c, r, L, -1, "bias", bn, sizeof bn);
+    if (rc == AL_OK) rc = load_mat(f, wn, 1, n, dry, bytes, w);
     if (rc == AL_OK && b && store_has(f->m->store, bn)) rc = load_mat(f, bn, 1, n, dry, bytes, b);
-    free(p);
-    free(wn);
-    free(bn);
     return rc;
 }
 
-/* ---------------------------------------------------------------- tensor names (Hugging Face's) */
+/* ---------------------------------------------------------------- tensor roles */
 
 /* The norm role of each slot (its name: the model's norm layout, core/model/family.h). */
 static const tensor_role slot_roles[NS_COUNT] = {ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT, ROLE_NORM_FFN_IN,
                                                  ROLE_NORM_FFN_OUT};
 
-/* Attention projections by weight layout (MLA's are read in load_mla). */
-typedef struct { const char *q, *k, *v, *qkv, *o; } attn_names;
-static const attn_names attn_tab[] = {
-    [QKV_SPLIT] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", NULL, "self_attn.o_proj"},
-    [QKV_CAT] = {NULL, NULL, NULL, "self_attn.qkv_proj", "self_attn.o_proj"},
-    [QKV_HEADS] = {NULL, NULL, NULL, "attention.query_key_value", "attention.dense"},
-    [QKV_CONV1D] = {NULL, NULL, NULL, "attn.c_attn", "attn.c_proj"},
-    [QKV_MLA] = {NULL, NULL, NULL, NULL, "self_attn.o_proj"},
-};
-
-/* Linears of a feed-forward net (NULL: absent). */
-typedef struct { const char *gate, *up, *gu, *down; } ffn_names;
-
-static ffn_names dense_names(const ModelConfig *c) {
-    if (c->ffn == FFN_CONV1D) return (ffn_names){NULL, "mlp.c_fc", NULL, "mlp.c_proj"};
-    if (c->ffn == FFN_NEOX) return (ffn_names){NULL, "mlp.dense_h_to_4h", NULL, "mlp.dense_4h_to_h"};
-    if (c->mlp_fused) return (ffn_names){NULL, NULL, "mlp.gate_up_proj", "mlp.down_proj"};
-    return (ffn_names){"mlp.gate_proj", "mlp.up_proj", NULL, "mlp.down_proj"};
-}
-
-/* Router and experts by MoE layout ("%d": the expert). */
-typedef struct { const char *router, *expert; ffn_names e; } moe_names;
-static const moe_names moe_tab[] = {
-    [MOE_MIXTRAL] = {"block_sparse_moe.gate", "block_sparse_moe.experts.%d.", {"w1", "w3", NULL, "w2"}},
-    [MOE_QWEN] = {"mlp.gate", "mlp.experts.%d.", {"gate_proj", "up_proj", NULL, "down_proj"}},
-    [MOE_DEEPSEEK] = {"mlp.gate", "mlp.experts.%d.", {"gate_proj", "up_proj", NULL, "down_proj"}},
-};
+/* The linears of a feed-forward net by role (ROLE_COUNT, or a role the model's layout lacks:
+ * absent): dense (the MLP layout's), a routed expert, the shared experts. */
+typedef struct { tensor_role gate, up, gu, down; } ffn_roles;
+static const ffn_roles dense_roles = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN};
+static const ffn_roles expert_roles = {ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_COUNT, ROLE_EXP_DOWN};
+static const ffn_roles shared_roles = {ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_COUNT, ROLE_SHEXP_DOWN};
 
 /* ---------------------------------------------------------------- loading */
 
@@ -369,25 +348,20 @@ static void layer_release(Forward *f, int L) {
     free(prefix);
 }
 
-/* Linear pre + name of layer L (nothing when name is NULL). */
-static int load_part(Forward *f, int L, const char *pre, const char *name, size_t in, size_t out, bool dry,
-                     size_t *bytes, Lin *l) {
-    if (!name) return AL_OK;
-    char *n = al_asprintf("%s%s", pre, name);
-    int rc = n ? load_lin(f, L, n, in, out, f->c->ffn == FFN_CONV1D, dry, bytes, l) : AL_ERR;
-    free(n);
-    return rc;
+/* Linear of role r in layer L, expert e (nothing when the model's layouts have no such role). */
+static int load_part(Forward *f, int L, tensor_role r, int e, size_t in, size_t out, bool dry, size_t *bytes, Lin *l) {
+    if (!cfg_role(f->c, r)) return AL_OK;
+    return load_lin(f, L, r, e, in, out, f->c->ffn == FFN_CONV1D, dry, bytes, l);
 }
 
-/* A feed-forward net of inner width ffn under prefix pre of layer L. */
-static int load_ffn(Forward *f, int L, const char *pre, const ffn_names *n, size_t ffn, bool dry, size_t *bytes,
-                    Ffn *o) {
+/* A feed-forward net of inner width ffn: the linears of roles n in layer L (of expert e; -1: none). */
+static int load_ffn(Forward *f, int L, int e, const ffn_roles *n, size_t ffn, bool dry, size_t *bytes, Ffn *o) {
     size_t D = f->D;
     o->ffn = ffn;
-    int rc = load_part(f, L, pre, n->gate, D, ffn, dry, bytes, &o->gate);
-    if (rc == AL_OK) rc = load_part(f, L, pre, n->up, D, ffn, dry, bytes, &o->up);
-    if (rc == AL_OK) rc = load_part(f, L, pre, n->gu, D, 2 * ffn, dry, bytes, &o->gu);
-    if (rc == AL_OK) rc = load_part(f, L, pre, n->down, ffn, D, dry, bytes, &o->down);
+    int rc = load_part(f, L, n->gate, e, D, ffn, dry, bytes, &o->gate);
+    if (rc == AL_OK) rc = load_part(f, L, n->up, e, D, ffn, dry, bytes, &o->up);
+    if (rc == AL_OK) rc = load_part(f, L, n->gu, e, D, 2 * ffn, dry, bytes, &o->gu);
+    if (rc == AL_OK) rc = load_part(f, L, n->down, e, ffn, D, dry, bytes, &o->down);
     return rc;
 }
 
@@ -399,22 +373,18 @@ static size_t expert_ffn(const Forward *f) {
 /* Router, correction bias, routed and shared experts of MoE layer L. */
 static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const MoeSpec *ms = &f->c->moe;
-    const moe_names *n = &moe_tab[ms->layout];
     size_t E = (size_t)ms->n_experts, eff = expert_ffn(f);
-    int rc = load_lin(f, L, n->router, f->D, E, false, dry, bytes, &w->router);
-    char *bn = model_tensor_name(f->m, L, "mlp.gate.e_score_correction_bias");
-    if (rc == AL_OK && bn && ms->layout == MOE_DEEPSEEK && store_has(f->m->store, bn))
+    int rc = load_lin(f, L, ROLE_ROUTER, -1, f->D, E, false, dry, bytes, &w->router);
+    char bn[192];
+    if (rc == AL_OK && cfg_role_name(f->c, ROLE_ROUTER_BIAS, L, -1, NULL, bn, sizeof bn) && store_has(f->m->store, bn))
         rc = load_mat(f, bn, 1, E, dry, bytes, &w->ebias);
-    free(bn);
     if (rc == AL_OK && !(w->experts = al_calloc(E, sizeof *w->experts, "experts"))) rc = AL_ERR;
-    char pre[64];
-    for (size_t e = 0; rc == AL_OK && e < E; e++) {
-        snprintf(pre, sizeof pre, n->expert, (int)e);
-        rc = load_ffn(f, L, pre, &n->e, eff, dry, bytes, &w->experts[e]);
-    }
-    ffn_names sh = {"gate_proj", "up_proj", NULL, "down_proj"};
+    for (size_t e = 0; rc == AL_OK && e < E; e++)
+        rc = load_ffn(f, L, (int)e, &expert_roles, eff, dry, bytes, &w->experts[e]);
+    if (rc == AL_OK && ms->n_shared > 0 && !cfg_role(f->c, ROLE_SHEXP_DOWN))
+        rc = al_err("internal: a %s model's experts have no shared expert tensors", f->c->model_type);
     if (rc == AL_OK && ms->n_shared > 0)
-        rc = load_ffn(f, L, "mlp.shared_experts.", &sh, eff * (size_t)ms->n_shared, dry, bytes, &w->mlp);
+        rc = load_ffn(f, L, -1, &shared_roles, eff * (size_t)ms->n_shared, dry, bytes, &w->mlp);
     return rc;
 }
 
@@ -423,16 +393,14 @@ static int load_mla(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     size_t D = f->D, H = f->H, dqk = f->dqk;
     int rc = AL_OK;
     if (f->ql) {
-        rc = load_lin(f, L, "self_attn.q_a_proj", D, f->ql, false, dry, bytes, &w->qa);
-        if (rc == AL_OK && f->c->latent_norm)
-            rc = load_norm(f, L, "self_attn.q_a_layernorm", f->ql, dry, bytes, &w->qa_norm, NULL);
-        if (rc == AL_OK) rc = load_lin(f, L, "self_attn.q_b_proj", f->ql, H * dqk, false, dry, bytes, &w->q);
+        rc = load_lin(f, L, ROLE_Q_A, -1, D, f->ql, false, dry, bytes, &w->qa);
+        if (rc == AL_OK && f->c->latent_norm) rc = load_norm(f, L, ROLE_Q_A_NORM, f->ql, dry, bytes, &w->qa_norm, NULL);
+        if (rc == AL_OK) rc = load_lin(f, L, ROLE_Q_B, -1, f->ql, H * dqk, false, dry, bytes, &w->q);
     } else
-        rc = load_lin(f, L, "self_attn.q_proj", D, H * dqk, false, dry, bytes, &w->q);
-    if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_a_proj_with_mqa", D, f->kl + f->rope, false, dry, bytes, &w->kva);
-    if (rc == AL_OK && f->c->latent_norm)
-        rc = load_norm(f, L, "self_attn.kv_a_layernorm", f->kl, dry, bytes, &w->kva_norm, NULL);
-    if (rc == AL_OK) rc = load_lin(f, L, "self_attn.kv_b_proj", f->kl, H * (f->nope + f->dv), false, dry, bytes, &w->kvb);
+        rc = load_lin(f, L, ROLE_Q, -1, D, H * dqk, false, dry, bytes, &w->q);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_KV_A, -1, D, f->kl + f->rope, false, dry, bytes, &w->kva);
+    if (rc == AL_OK && f->c->latent_norm) rc = load_norm(f, L, ROLE_KV_A_NORM, f->kl, dry, bytes, &w->kva_norm, NULL);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_KV_B, -1, f->kl, H * (f->nope + f->dv), false, dry, bytes, &w->kvb);
     return rc;
 }
 
@@ -451,22 +419,22 @@ static int neox_unmix(Forward *f, float *y, size_t T, size_t ld) {
     return AL_OK;
 }
 
-/* The attention projections of layer L (and q/k norms). */
+/* The attention projections of layer L (and q/k norms): MLA's, or those the attention layout has
+ * (split q / k / v, or a fused qkv; then o). */
 static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const ModelConfig *c = f->c;
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
-    const attn_names *n = &attn_tab[c->attn];
-    bool io = c->attn == QKV_CONV1D;
+    bool io = c->attn == QKV_CONV1D, split = !f->mla && cfg_role(c, ROLE_Q), fused = !f->mla && cfg_role(c, ROLE_QKV);
     int rc = f->mla ? load_mla(f, L, dry, bytes, w) : AL_OK;
-    if (rc == AL_OK && n->q) rc = load_lin(f, L, n->q, D, H * dqk, false, dry, bytes, &w->q);
-    if (rc == AL_OK && n->k) rc = load_lin(f, L, n->k, D, G * dqk, false, dry, bytes, &w->k);
-    if (rc == AL_OK && n->v) rc = load_lin(f, L, n->v, D, G * dv, false, dry, bytes, &w->v);
-    if (rc == AL_OK && n->qkv) rc = load_lin(f, L, n->qkv, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
-    if (rc == AL_OK) rc = load_lin(f, L, n->o, H * dv, D, io, dry, bytes, &w->o);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_Q, -1, D, H * dqk, false, dry, bytes, &w->q);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
+    if (rc == AL_OK && fused) rc = load_lin(f, L, ROLE_QKV, -1, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_O, -1, H * dv, D, io, dry, bytes, &w->o);
     if (rc == AL_OK && c->qk_norm != QKN_NONE) {
         bool proj = c->qk_norm == QKN_PROJ;
-        rc = load_norm(f, L, "self_attn.q_norm", proj ? H * dqk : dqk, dry, bytes, &w->qn, NULL);
-        if (rc == AL_OK) rc = load_norm(f, L, "self_attn.k_norm", proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
+        rc = load_norm(f, L, ROLE_Q_NORM, proj ? H * dqk : dqk, dry, bytes, &w->qn, NULL);
+        if (rc == AL_OK) rc = load_norm(f, L, ROLE_K_NORM, proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
     }
     return rc;
 }
@@ -478,13 +446,11 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     LayerW tmp = {0};
     LayerW *dst = dry ? &tmp : w;
     int rc = AL_OK;
-    for (int i = 0; rc == AL_OK && i < NS_COUNT; i++) {
-        const RoleName *n = cfg_role(f->c, slot_roles[i]);
-        if (n) rc = load_norm(f, L, n->name, f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
-    }
+    for (int i = 0; rc == AL_OK && i < NS_COUNT; i++)
+        if (cfg_role(f->c, slot_roles[i])) rc = load_norm(f, L, slot_roles[i], f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
     if (rc == AL_OK) rc = load_attn(f, L, dry, bytes, dst);
-    ffn_names dn = dense_names(f->c);
-    if (rc == AL_OK) rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, "", &dn, f->ffn, dry, bytes, &dst->mlp);
+    if (rc == AL_OK)
+        rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, -1, &dense_roles, f->ffn, dry, bytes, &dst->mlp);
     free(tmp.experts);
     if (rc != AL_OK) {
         if (!dry) layer_release(f, L);
@@ -506,7 +472,7 @@ static int load_globals(Forward *f, size_t *bytes) {
         if (rc == AL_OK) rc = load_view(f, n, R, f->D, false, false, bytes, &f->wpe);
     }
     if (rc == AL_OK)
-        rc = load_norm(f, -1, cfg_role(c, ROLE_FINAL_NORM)->name, f->D, false, bytes, &f->norm, &f->norm_b);
+        rc = load_norm(f, -1, ROLE_FINAL_NORM, f->D, false, bytes, &f->norm, &f->norm_b);
     cfg_role_name(c, ROLE_LM_HEAD, -1, -1, "weight", head, sizeof head);
     if (rc == AL_OK && store_has(f->m->store, head))
         rc = load_view(f, head, f->vocab, f->D, false, false, bytes, &f->lm_head);
@@ -591,7 +557,7 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->max_ctx = maxc;
     f->streaming = layer_bytes + glob_bytes > mem_budget(opt);
     for (int L = 0; rc == AL_OK && !f->streaming && L < c->n_layers; L++) rc = layer_load(f, L, false, NULL);
-    f->nworkers = lin_sweep_threads(f->H, 0);
+    f->nworkers = sweep_threads(f->H, 0);
     f->compute = opt ? opt->compute : MM_F32;
     if (rc == AL_OK && !(f->mm = mm_work_new(0))) rc = AL_ERR;
     if (rc != AL_OK) { fwd_free(f); return rc; }
@@ -850,7 +816,7 @@ static int attend(Forward *f, int L, size_t T, const QKV *p) {
     attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
     int rc = AL_OK;
     if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
-        rc = lin_sweep(f->H, f->nworkers, attn_head, &job);
+        rc = sweep_run(f->H, f->nworkers, attn_head, &job);
     else
         for (size_t h = 0; h < f->H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
     return rc;
@@ -946,8 +912,8 @@ static void group_limit(const MoeSpec *m, bool v3, double *sel, double *gs) {
 /* The k experts of one token from its router logits z (E) into idx / wt (k), as Hugging Face routes:
  * Mixtral / Qwen3-MoE softmax, top-k, renormalised (Mixtral always, Qwen when norm_topk_prob);
  * DeepSeek-V2 softmax, greedy or group_limited_greedy, times routed_scaling_factor, not
- * renormalised; DeepSeek-V3 (every DeepSeek type but deepseek_v2, as Hugging Face's
- * modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
+ * renormalised; DeepSeek-V3 (the rows with ROUTER_DS_V3: every DeepSeek type but deepseek_v2, as
+ * Hugging Face's modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
  * e_score_correction_bias within the topk_group best groups, weights the plain scores,
  * renormalised when norm_topk_prob (+1e-20), times routed_scaling_factor. s, sel: scratch of E
  * doubles; gs: of n_group. */
@@ -955,7 +921,7 @@ static void route_token(const Forward *f, const float *z, const float *bias, dou
                         int *idx, float *wt) {
     const MoeSpec *m = &f->c->moe;
     int E = m->n_experts, k = m->top_k;
-    bool ds = m->layout == MOE_DEEPSEEK, v3 = ds && strcmp(f->c->model_type, "deepseek_v2") != 0;
+    bool ds = m->router != ROUTER_SOFTMAX, v3 = m->router == ROUTER_DS_V3;
     bool sig = v3 || (!ds && m->sigmoid);
     double mx = -INFINITY, sum = 0;
     for (int e = 0; e < E; e++) mx = z[e] > mx ? z[e] : mx;
@@ -1125,7 +1091,7 @@ static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
 }
 
 /* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking
- * and spinning) than they give: such models run with one BLAS thread (heads still use lin_sweep). */
+ * and spinning) than they give: such models run with one BLAS thread (heads still use sweep_run). */
 #define SMALL_HIDDEN 512
 
 /* body() with the BLAS thread count of the model's size. */

@@ -14,155 +14,96 @@
 
 /* ================================================================ the table */
 
-#define LLAMA_GLOBALS                                                                  \
-    {"embed_tokens.weight", "token_embd.weight", XF_COPY, false, false},               \
-    {"norm.weight", "output_norm.weight", XF_COPY, false, false},                       \
-    {"lm_head.weight", "output.weight", XF_COPY, true, true}
+/* llama.cpp's name of each role (LLM_TENSOR_NAMES in llama-arch.cpp, without "blk.%d." and the
+ * ".weight" / ".bias" suffix). NULL: no GGUF name. */
+static const char *const GG_NAMES[ROLE_COUNT] = {
+    [ROLE_Q] = "attn_q", [ROLE_K] = "attn_k", [ROLE_V] = "attn_v", [ROLE_O] = "attn_output",
+    [ROLE_QKV] = "attn_qkv", [ROLE_Q_A] = "attn_q_a", [ROLE_Q_A_NORM] = "attn_q_a_norm", [ROLE_Q_B] = "attn_q_b",
+    [ROLE_KV_A] = "attn_kv_a_mqa", [ROLE_KV_A_NORM] = "attn_kv_a_norm", [ROLE_KV_B] = "attn_kv_b",
+    [ROLE_Q_NORM] = "attn_q_norm", [ROLE_K_NORM] = "attn_k_norm", [ROLE_SINKS] = "attn_sinks",
+    [ROLE_ATTN_GATE] = "attn_gate", [ROLE_NORM_ATTN_IN] = "attn_norm", [ROLE_NORM_ATTN_OUT] = "post_attention_norm",
+    [ROLE_NORM_FFN_IN] = "ffn_norm", [ROLE_NORM_FFN_OUT] = "post_ffw_norm", [ROLE_FFN_GATE] = "ffn_gate",
+    [ROLE_FFN_UP] = "ffn_up", [ROLE_FFN_GATE_UP] = "ffn_up", [ROLE_FFN_DOWN] = "ffn_down",
+    [ROLE_ROUTER] = "ffn_gate_inp", [ROLE_ROUTER_BIAS] = "exp_probs_b", [ROLE_EXP_GATE] = "ffn_gate_exps",
+    [ROLE_EXP_UP] = "ffn_up_exps", [ROLE_EXP_DOWN] = "ffn_down_exps", [ROLE_SHEXP_GATE] = "ffn_gate_shexp",
+    [ROLE_SHEXP_UP] = "ffn_up_shexp", [ROLE_SHEXP_DOWN] = "ffn_down_shexp", [ROLE_EMBED] = "token_embd",
+    [ROLE_POS_EMBED] = "position_embd", [ROLE_FINAL_NORM] = "output_norm", [ROLE_LM_HEAD] = "output",
+};
 
-#define LLAMA_MLP                                                                      \
-    {"input_layernorm.weight", "attn_norm.weight", XF_COPY, false, false},             \
-    {"post_attention_layernorm.weight", "ffn_norm.weight", XF_COPY, false, false},     \
-    {"mlp.gate_proj.weight", "ffn_gate.weight", XF_COPY, false, false},                \
-    {"mlp.up_proj.weight", "ffn_up.weight", XF_COPY, false, false},                    \
-    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false}
+/* Entries: role, suffix, transform, optional (a NULL suffix ends a list). */
+#define W(r, xf) {r, "weight", xf, false, NULL}
+#define B(r, xf) {r, "bias", xf, false, NULL}
+#define W_OPT(r, xf) {r, "weight", xf, true, NULL}
+#define B_OPT(r, xf) {r, "bias", xf, true, NULL}
+
+#define LLAMA_GLOBALS W(ROLE_EMBED, XF_COPY), W(ROLE_FINAL_NORM, XF_COPY), W_OPT(ROLE_LM_HEAD, XF_COPY)
+#define LLAMA_MLP                                                                                     \
+    W(ROLE_NORM_ATTN_IN, XF_COPY), W(ROLE_NORM_FFN_IN, XF_COPY), W(ROLE_FFN_GATE, XF_COPY),           \
+    W(ROLE_FFN_UP, XF_COPY), W(ROLE_FFN_DOWN, XF_COPY)
 
 static const GgufMap LLAMA_GLOB[] = {LLAMA_GLOBALS, {0}};
 static const GgufMap LLAMA_LAYER[] = {
     LLAMA_MLP,
-    {"self_attn.q_proj.weight", "attn_q.weight", XF_PERM_Q, false, false},
-    {"self_attn.k_proj.weight", "attn_k.weight", XF_PERM_K, false, false},
-    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},
-    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},
-    {"self_attn.q_proj.bias", "attn_q.bias", XF_PERM_Q, true, false},
-    {"self_attn.k_proj.bias", "attn_k.bias", XF_PERM_K, true, false},
-    {"self_attn.v_proj.bias", "attn_v.bias", XF_COPY, true, false},
-    {"self_attn.o_proj.bias", "attn_output.bias", XF_COPY, true, false},
+    W(ROLE_Q, XF_PERM_Q), W(ROLE_K, XF_PERM_K), W(ROLE_V, XF_COPY), W(ROLE_O, XF_COPY),
+    B_OPT(ROLE_Q, XF_PERM_Q), B_OPT(ROLE_K, XF_PERM_K), B_OPT(ROLE_V, XF_COPY), B_OPT(ROLE_O, XF_COPY),
     {0}};
+#define QKVO_COPY W(ROLE_Q, XF_COPY), W(ROLE_K, XF_COPY), W(ROLE_V, XF_COPY), W(ROLE_O, XF_COPY)
 static const GgufMap QWEN2_LAYER[] = {
-    LLAMA_MLP,
-    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, false, false},
-    {"self_attn.k_proj.weight", "attn_k.weight", XF_COPY, false, false},
-    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},
-    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},
-    {"self_attn.q_proj.bias", "attn_q.bias", XF_COPY, false, false},
-    {"self_attn.k_proj.bias", "attn_k.bias", XF_COPY, false, false},
-    {"self_attn.v_proj.bias", "attn_v.bias", XF_COPY, false, false},
-    {0}};
-#define QKVO_COPY                                                                      \
-    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, false, false},               \
-    {"self_attn.k_proj.weight", "attn_k.weight", XF_COPY, false, false},               \
-    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},               \
-    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},          \
-    {"self_attn.q_norm.weight", "attn_q_norm.weight", XF_COPY, false, false},          \
-    {"self_attn.k_norm.weight", "attn_k_norm.weight", XF_COPY, false, false}
+    LLAMA_MLP, QKVO_COPY, B(ROLE_Q, XF_COPY), B(ROLE_K, XF_COPY), B(ROLE_V, XF_COPY), {0}};
+#define QK_NORMS(xf) W(ROLE_Q_NORM, xf), W(ROLE_K_NORM, xf)
 /* Qwen3: per-head q/k RMSNorms (head_dim), optional attention biases; llama.cpp's NEOX RoPE. */
 static const GgufMap QWEN3_LAYER[] = {
-    LLAMA_MLP,
-    QKVO_COPY,
-    {"self_attn.q_proj.bias", "attn_q.bias", XF_COPY, true, false},
-    {"self_attn.k_proj.bias", "attn_k.bias", XF_COPY, true, false},
-    {"self_attn.v_proj.bias", "attn_v.bias", XF_COPY, true, false},
-    {"self_attn.o_proj.bias", "attn_output.bias", XF_COPY, true, false},
+    LLAMA_MLP, QKVO_COPY, QK_NORMS(XF_COPY),
+    B_OPT(ROLE_Q, XF_COPY), B_OPT(ROLE_K, XF_COPY), B_OPT(ROLE_V, XF_COPY), B_OPT(ROLE_O, XF_COPY),
     {0}};
 /* OLMo 2: post-norms only (post_attention_norm, post_ffw_norm), q/k RMSNorms over the whole
  * projection (H hd, KV hd); NEOX RoPE. */
 static const GgufMap OLMO2_LAYER[] = {
-    QKVO_COPY,
-    {"post_attention_layernorm.weight", "post_attention_norm.weight", XF_COPY, false, false},
-    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", XF_COPY, false, false},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", XF_COPY, false, false},
-    {"mlp.up_proj.weight", "ffn_up.weight", XF_COPY, false, false},
-    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false},
-    {0}};
+    QKVO_COPY, QK_NORMS(XF_COPY), W(ROLE_NORM_ATTN_OUT, XF_COPY), W(ROLE_NORM_FFN_OUT, XF_COPY),
+    W(ROLE_FFN_GATE, XF_COPY), W(ROLE_FFN_UP, XF_COPY), W(ROLE_FFN_DOWN, XF_COPY), {0}};
 /* Phi-3: fused attn_qkv [Q ; K ; V] and ffn_up [gate ; up] as stored; partial NEOX RoPE. */
 static const GgufMap PHI3_LAYER[] = {
-    {"input_layernorm.weight", "attn_norm.weight", XF_COPY, false, false},
-    {"post_attention_layernorm.weight", "ffn_norm.weight", XF_COPY, false, false},
-    {"self_attn.qkv_proj.weight", "attn_qkv.weight", XF_COPY, false, false},
-    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},
-    {"mlp.gate_up_proj.weight", "ffn_up.weight", XF_COPY, false, false},
-    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false},
-    {0}};
+    W(ROLE_NORM_ATTN_IN, XF_COPY), W(ROLE_NORM_FFN_IN, XF_COPY), W(ROLE_QKV, XF_COPY), W(ROLE_O, XF_COPY),
+    W(ROLE_FFN_GATE_UP, XF_COPY), W(ROLE_FFN_DOWN, XF_COPY), {0}};
 static const GgufMap GPT2_GLOB[] = {
-    {"wte.weight", "token_embd.weight", XF_COPY, false, false},
-    {"wpe.weight", "position_embd.weight", XF_COPY, false, false},
-    {"ln_f.weight", "output_norm.weight", XF_COPY, false, false},
-    {"ln_f.bias", "output_norm.bias", XF_COPY, false, false},
-    {"lm_head.weight", "output.weight", XF_COPY, true, true},
-    {0}};
+    W(ROLE_EMBED, XF_COPY), W(ROLE_POS_EMBED, XF_COPY), W(ROLE_FINAL_NORM, XF_COPY), B(ROLE_FINAL_NORM, XF_COPY),
+    W_OPT(ROLE_LM_HEAD, XF_COPY), {0}};
 static const GgufMap GPT2_LAYER[] = {
-    {"ln_1.weight", "attn_norm.weight", XF_COPY, false, false},
-    {"ln_1.bias", "attn_norm.bias", XF_COPY, false, false},
-    {"attn.c_attn.weight", "attn_qkv.weight", XF_T, false, false},
-    {"attn.c_attn.bias", "attn_qkv.bias", XF_COPY, false, false},
-    {"attn.c_proj.weight", "attn_output.weight", XF_T, false, false},
-    {"attn.c_proj.bias", "attn_output.bias", XF_COPY, false, false},
-    {"ln_2.weight", "ffn_norm.weight", XF_COPY, false, false},
-    {"ln_2.bias", "ffn_norm.bias", XF_COPY, false, false},
-    {"mlp.c_fc.weight", "ffn_up.weight", XF_T, false, false},
-    {"mlp.c_fc.bias", "ffn_up.bias", XF_COPY, false, false},
-    {"mlp.c_proj.weight", "ffn_down.weight", XF_T, false, false},
-    {"mlp.c_proj.bias", "ffn_down.bias", XF_COPY, false, false},
-    {0}};
+    W(ROLE_NORM_ATTN_IN, XF_COPY), B(ROLE_NORM_ATTN_IN, XF_COPY), W(ROLE_QKV, XF_T), B(ROLE_QKV, XF_COPY),
+    W(ROLE_O, XF_T), B(ROLE_O, XF_COPY), W(ROLE_NORM_FFN_IN, XF_COPY), B(ROLE_NORM_FFN_IN, XF_COPY),
+    W(ROLE_FFN_UP, XF_T), B(ROLE_FFN_UP, XF_COPY), W(ROLE_FFN_DOWN, XF_T), B(ROLE_FFN_DOWN, XF_COPY), {0}};
 /* Gemma 2: sandwich norms stored as 1 + w (Gemma2Model.modify_tensors), GeGLU, tied output. */
 static const GgufMap GEMMA_GLOB[] = {
-    {"embed_tokens.weight", "token_embd.weight", XF_COPY, false, false},
-    {"norm.weight", "output_norm.weight", XF_PLUS1, false, false},
-    {"lm_head.weight", "output.weight", XF_COPY, true, true},
-    {0}};
+    W(ROLE_EMBED, XF_COPY), W(ROLE_FINAL_NORM, XF_PLUS1), W_OPT(ROLE_LM_HEAD, XF_COPY), {0}};
 #define GEMMA_SANDWICH                                                                                \
-    {"input_layernorm.weight", "attn_norm.weight", XF_PLUS1, false, false},                            \
-    {"post_attention_layernorm.weight", "post_attention_norm.weight", XF_PLUS1, false, false},         \
-    {"pre_feedforward_layernorm.weight", "ffn_norm.weight", XF_PLUS1, false, false},                   \
-    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", XF_PLUS1, false, false},             \
-    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, false, false},                               \
-    {"self_attn.k_proj.weight", "attn_k.weight", XF_COPY, false, false},                               \
-    {"self_attn.v_proj.weight", "attn_v.weight", XF_COPY, false, false},                               \
-    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},                          \
-    {"mlp.gate_proj.weight", "ffn_gate.weight", XF_COPY, false, false},                                \
-    {"mlp.up_proj.weight", "ffn_up.weight", XF_COPY, false, false},                                    \
-    {"mlp.down_proj.weight", "ffn_down.weight", XF_COPY, false, false}
+    W(ROLE_NORM_ATTN_IN, XF_PLUS1), W(ROLE_NORM_ATTN_OUT, XF_PLUS1), W(ROLE_NORM_FFN_IN, XF_PLUS1),   \
+    W(ROLE_NORM_FFN_OUT, XF_PLUS1), QKVO_COPY, W(ROLE_FFN_GATE, XF_COPY), W(ROLE_FFN_UP, XF_COPY),    \
+    W(ROLE_FFN_DOWN, XF_COPY)
 static const GgufMap GEMMA2_LAYER[] = {GEMMA_SANDWICH, {0}};
 /* Gemma 3: Gemma 2's layer with per-head q/k RMSNorms, also stored as 1 + w. */
-static const GgufMap GEMMA3_LAYER[] = {
-    GEMMA_SANDWICH,
-    {"self_attn.q_norm.weight", "attn_q_norm.weight", XF_PLUS1, false, false},
-    {"self_attn.k_norm.weight", "attn_k_norm.weight", XF_PLUS1, false, false},
-    {0}};
+static const GgufMap GEMMA3_LAYER[] = {GEMMA_SANDWICH, QK_NORMS(XF_PLUS1), {0}};
 /* GPT-NeoX (Pythia): LayerNorms with biases, fused attn_qkv reordered to [Q ; K ; V], GELU MLP
  * with biases, untied embed_out; partial NEOX RoPE (rope.dimension_count the rotated dims). */
 static const GgufMap NEOX_GLOB[] = {
-    {"embed_in.weight", "token_embd.weight", XF_COPY, false, false},
-    {"final_layer_norm.weight", "output_norm.weight", XF_COPY, false, false},
-    {"final_layer_norm.bias", "output_norm.bias", XF_COPY, false, false},
-    {"embed_out.weight", "output.weight", XF_COPY, true, true},
+    W(ROLE_EMBED, XF_COPY), W(ROLE_FINAL_NORM, XF_COPY), B(ROLE_FINAL_NORM, XF_COPY), W_OPT(ROLE_LM_HEAD, XF_COPY),
     {0}};
 static const GgufMap NEOX_LAYER[] = {
-    {"input_layernorm.weight", "attn_norm.weight", XF_COPY, false, false},
-    {"input_layernorm.bias", "attn_norm.bias", XF_COPY, false, false},
-    {"attention.query_key_value.weight", "attn_qkv.weight", XF_QKV_HEADS, false, false},
-    {"attention.query_key_value.bias", "attn_qkv.bias", XF_QKV_HEADS, true, false},
-    {"attention.dense.weight", "attn_output.weight", XF_COPY, false, false},
-    {"attention.dense.bias", "attn_output.bias", XF_COPY, true, false},
-    {"post_attention_layernorm.weight", "ffn_norm.weight", XF_COPY, false, false},
-    {"post_attention_layernorm.bias", "ffn_norm.bias", XF_COPY, false, false},
-    {"mlp.dense_h_to_4h.weight", "ffn_up.weight", XF_COPY, false, false},
-    {"mlp.dense_h_to_4h.bias", "ffn_up.bias", XF_COPY, false, false},
-    {"mlp.dense_4h_to_h.weight", "ffn_down.weight", XF_COPY, false, false},
-    {"mlp.dense_4h_to_h.bias", "ffn_down.bias", XF_COPY, false, false},
-    {0}};
+    W(ROLE_NORM_ATTN_IN, XF_COPY), B(ROLE_NORM_ATTN_IN, XF_COPY), W(ROLE_QKV, XF_QKV_HEADS),
+    B_OPT(ROLE_QKV, XF_QKV_HEADS), W(ROLE_O, XF_COPY), B_OPT(ROLE_O, XF_COPY), W(ROLE_NORM_FFN_IN, XF_COPY),
+    B(ROLE_NORM_FFN_IN, XF_COPY), W(ROLE_FFN_UP, XF_COPY), B(ROLE_FFN_UP, XF_COPY), W(ROLE_FFN_DOWN, XF_COPY),
+    B(ROLE_FFN_DOWN, XF_COPY), {0}};
+/* DeepSeek (MLA): kv_b_proj goes out as two tensors, llama.cpp's attn_k_b and attn_v_b. */
 static const GgufMap DS2_LAYER[] = {
     LLAMA_MLP,
-    {"self_attn.q_proj.weight", "attn_q.weight", XF_COPY, true, false},
-    {"self_attn.q_a_proj.weight", "attn_q_a.weight", XF_LAT_Q, true, false},
-    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight", XF_COPY, true, false},
-    {"self_attn.q_b_proj.weight", "attn_q_b.weight", XF_COPY, true, false},
-    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight", XF_LAT_KV, false, false},
-    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight", XF_COPY, true, false},
-    {"self_attn.kv_b_proj.weight", "attn_k_b.weight", XF_K_B, false, false},
-    {"self_attn.kv_b_proj.weight", "attn_v_b.weight", XF_V_B, false, false},
-    {"self_attn.o_proj.weight", "attn_output.weight", XF_COPY, false, false},
-    {0}};
+    W_OPT(ROLE_Q, XF_COPY), W_OPT(ROLE_Q_A, XF_LAT_Q), W_OPT(ROLE_Q_A_NORM, XF_COPY), W_OPT(ROLE_Q_B, XF_COPY),
+    W(ROLE_KV_A, XF_LAT_KV), W_OPT(ROLE_KV_A_NORM, XF_COPY),
+    {ROLE_KV_B, "weight", XF_K_B, false, "attn_k_b"}, {ROLE_KV_B, "weight", XF_V_B, false, "attn_v_b"},
+    W(ROLE_O, XF_COPY), {0}};
+
+#undef W
+#undef B
+#undef W_OPT
+#undef B_OPT
 
 static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
@@ -178,23 +119,29 @@ static int kv_gemma2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, con
 static int cfg_gemma2(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int cfg_neox(const GgufFile *f, const GgufArch *a, cJSON *c);
 
-/* One row per family; the first row of an architecture is the one read back. */
+/* One row per llama.cpp architecture; a family's row is the one its family row names (FamilyRow.gguf_arch),
+ * model_type is what a file of the architecture reads back as. */
 static const GgufArch ARCHS[] = {
-    {FAM_LLAMA, "llama", "llama", LLAMA_GLOB, LLAMA_LAYER, kv_llama, cfg_llama},
-    {FAM_MISTRAL, "llama", "mistral", LLAMA_GLOB, LLAMA_LAYER, kv_llama, cfg_llama},
-    {FAM_LLAMA2C, "llama", "llama", LLAMA_GLOB, LLAMA_LAYER, kv_llama, cfg_llama},
-    {FAM_QWEN2, "qwen2", "qwen2", LLAMA_GLOB, QWEN2_LAYER, kv_llama, cfg_llama},
-    {FAM_GPT2, "gpt2", "gpt2", GPT2_GLOB, GPT2_LAYER, kv_gpt2, cfg_gpt2},
-    {FAM_DEEPSEEK, "deepseek2", "deepseek_v3", LLAMA_GLOB, DS2_LAYER, kv_ds2, cfg_ds2},
-    {FAM_QWEN3, "qwen3", "qwen3", LLAMA_GLOB, QWEN3_LAYER, kv_llama, cfg_llama},
-    {FAM_OLMO2, "olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
-    {FAM_PHI3, "phi3", "phi3", LLAMA_GLOB, PHI3_LAYER, kv_phi3, cfg_phi3},
-    {FAM_GEMMA2, "gemma2", "gemma2", GEMMA_GLOB, GEMMA2_LAYER, kv_gemma2, cfg_gemma2},
-    {FAM_GEMMA3, "gemma3", "gemma3_text", GEMMA_GLOB, GEMMA3_LAYER, kv_gemma2, cfg_gemma2},
-    {FAM_NEOX, "gptneox", "gpt_neox", NEOX_GLOB, NEOX_LAYER, kv_neox, cfg_neox},
-    {FAM_SMOLLM3, "smollm3", "smollm3", LLAMA_GLOB, LLAMA_LAYER, kv_smollm3, cfg_llama},
+    {"llama", "llama", LLAMA_GLOB, LLAMA_LAYER, kv_llama, cfg_llama},
+    {"qwen2", "qwen2", LLAMA_GLOB, QWEN2_LAYER, kv_llama, cfg_llama},
+    {"qwen3", "qwen3", LLAMA_GLOB, QWEN3_LAYER, kv_llama, cfg_llama},
+    {"olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
+    {"phi3", "phi3", LLAMA_GLOB, PHI3_LAYER, kv_phi3, cfg_phi3},
+    {"gemma2", "gemma2", GEMMA_GLOB, GEMMA2_LAYER, kv_gemma2, cfg_gemma2},
+    {"gemma3", "gemma3_text", GEMMA_GLOB, GEMMA3_LAYER, kv_gemma2, cfg_gemma2},
+    {"gptneox", "gpt_neox", NEOX_GLOB, NEOX_LAYER, kv_neox, cfg_neox},
+    {"gpt2", "gpt2", GPT2_GLOB, GPT2_LAYER, kv_gpt2, cfg_gpt2},
+    {"deepseek2", "deepseek_v3", LLAMA_GLOB, DS2_LAYER, kv_ds2, cfg_ds2},
+    {"smollm3", "smollm3", LLAMA_GLOB, LLAMA_LAYER, kv_smollm3, cfg_llama},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
+
+/* The row of general.architecture arch (NULL: none). */
+static const GgufArch *arch_row(const char *arch) {
+    for (size_t i = 0; arch && i < NARCHS; i++)
+        if (!strcmp(ARCHS[i].arch, arch)) return &ARCHS[i];
+    return NULL;
+}
 
 /* Architectures whose q / k rows llama.cpp's converter permutes (LlamaModel's, and SmolLM3Model's,
  * which is one): the reader undoes it. */
@@ -207,17 +154,29 @@ bool gguf_arch_output_required(const char *arch) {
     return false;
 }
 
-const GgufArch *gguf_arch_row(const ModelConfig *c) {
-    for (size_t i = 0; i < NARCHS; i++)
-        if (ARCHS[i].fam == c->family) return &ARCHS[i];
-    const char *arch = cfg_row(c)->gguf_arch;      /* a row sharing another's architecture (qwen3_moe, kimi_k2) */
-    for (size_t i = 0; arch && i < NARCHS; i++)
-        if (!strcmp(ARCHS[i].arch, arch)) return &ARCHS[i];
-    return NULL;
+const GgufArch *gguf_arch_row(const ModelConfig *c) { return arch_row(cfg_row(c)->gguf_arch); }
+
+const char *gguf_role_name(tensor_role r) { return r >= 0 && r < ROLE_COUNT ? GG_NAMES[r] : NULL; }
+
+/* llama.cpp's name of t without "blk.L.": the role's (or the entry's own) and the suffix. */
+static void gg_base(const GgufMap *t, char *buf, size_t cap) {
+    const char *gg = t->gg ? t->gg : gguf_role_name(t->role);
+    snprintf(buf, cap, "%s.%s", gg ? gg : "?", t->what);
 }
 
 char *gguf_layer_name(const GgufMap *t, int layer) {
-    return layer >= 0 ? al_asprintf("blk.%d.%s", layer, t->gg) : al_strdup(t->gg);
+    char base[64];
+    gg_base(t, base, sizeof base);
+    return layer >= 0 ? al_asprintf("blk.%d.%s", layer, base) : al_strdup(base);
+}
+
+char *gguf_hf_name(const ModelConfig *c, const GgufMap *t, int layer) {
+    char name[256];
+    if (!cfg_role_name(c, t->role, layer, 0, t->what, name, sizeof name)) {
+        al_err("%s has no tensor of role %s", c->model_type, tensor_role_name(t->role));
+        return NULL;
+    }
+    return al_strdup(name);
 }
 
 void gguf_permute_rows(const float *src, float *dst, size_t heads, size_t rows, size_t cols, bool inverse) {
@@ -313,9 +272,10 @@ static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, cons
         rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length"), (uint32_t)hd);
         if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)hd);
     }
-    if (!rc && c->family == FAM_QWEN2 && c->sliding_window > 0 && cfg_layer_window(c, c->n_layers - 1) > 0)
+    bool qwen2 = !strcmp(a->arch, "qwen2");        /* llama.cpp's qwen2 runs every layer in full */
+    if (!rc && qwen2 && c->sliding_window > 0 && cfg_layer_window(c, c->n_layers - 1) > 0)
         rc = al_err("Qwen2 with use_sliding_window: llama.cpp's qwen2 has no sliding window");
-    if (!rc && c->family == FAM_MISTRAL && c->sliding_window > 0)
+    if (!rc && cfg_row(c)->windowed && c->sliding_window > 0)      /* Mistral's, kept for attnlab */
         rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
     return rc;
 }
@@ -370,12 +330,13 @@ static int kv_gemma2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, con
     if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attention.layer_norm_rms_epsilon"), (float)c->norm_eps);
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length"), (uint32_t)cfg_d_qk(c));
     if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)c->v_dim);
-    bool g2 = c->family == FAM_GEMMA2;   /* Gemma 3 has no soft-caps; its local layers their own base */
-    if (!rc && (g2 || c->attn_softcap > 0))
+    const FamilyRow *row = cfg_row(c);   /* Gemma 2: soft-caps; Gemma 3: none, its local layers their own base */
+    bool capped = row->attn_softcap > 0 || row->final_softcap > 0;
+    if (!rc && (capped || c->attn_softcap > 0))
         rc = gguf_set_f32(w, gguf_arch_key(a, "attn_logit_softcapping"), (float)c->attn_softcap);
-    if (!rc && (g2 || c->final_softcap > 0))
+    if (!rc && (capped || c->final_softcap > 0))
         rc = gguf_set_f32(w, gguf_arch_key(a, "final_logit_softcapping"), (float)c->final_softcap);
-    if (!rc && !g2 && c->rope_spec.local_theta > 0)
+    if (!rc && row->local_theta > 0 && c->rope_spec.local_theta > 0)
         rc = gguf_set_f32(w, gguf_arch_key(a, "rope.freq_base_swa"), (float)c->rope_spec.local_theta);
     if (!rc && c->sliding_window > 0)
         rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
@@ -437,6 +398,14 @@ static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const 
 
 /* ================================================================ reading back: config.json */
 
+/* f's tensor of role r in layer (-1: outside the layers) with suffix what (NULL: none). */
+static const GgufTensor *gg_find(const GgufFile *f, tensor_role r, int layer, const char *what) {
+    char *gg = gguf_layer_name(&(GgufMap){.role = r, .what = what}, layer);
+    const GgufTensor *t = gg ? gguf_tensor_find(f, gg) : NULL;
+    free(gg);
+    return t;
+}
+
 /* An integer key of the architecture (<arch>.k), or def when absent. */
 static int64_t gint(const GgufFile *f, const GgufArch *a, const char *k, int64_t def) {
     int64_t v;
@@ -453,7 +422,7 @@ static void add_int(cJSON *c, const char *k, int64_t v) { cJSON_AddNumberToObjec
 
 /* What every family's config.json says the same way. */
 static int cfg_common(const GgufFile *f, const GgufArch *a, cJSON *c, bool hf_names) {
-    const GgufTensor *emb = gguf_tensor_find(f, "token_embd.weight");
+    const GgufTensor *emb = gg_find(f, ROLE_EMBED, -1, "weight");
     if (!emb || emb->ndim != 2) return al_err("%s: no 2-D token_embd.weight", gguf_path(f));
     int64_t vocab = gint(f, a, "vocab_size", (int64_t)emb->ne[1]);
     cJSON_AddStringToObject(c, "model_type", a->model_type);
@@ -462,7 +431,7 @@ static int cfg_common(const GgufFile *f, const GgufArch *a, cJSON *c, bool hf_na
     add_int(c, hf_names ? "num_attention_heads" : "n_head", gint(f, a, "attention.head_count", 0));
     add_int(c, hf_names ? "max_position_embeddings" : "n_positions", gint(f, a, "context_length", 2048));
     add_int(c, "vocab_size", vocab);
-    cJSON_AddBoolToObject(c, "tie_word_embeddings", !gguf_tensor_find(f, "output.weight"));
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", !gg_find(f, ROLE_LM_HEAD, -1, "weight"));
     int64_t id;
     if (gguf_get_int(f, "tokenizer.ggml.bos_token_id", &id) == AL_OK) add_int(c, "bos_token_id", id);
     if (gguf_get_int(f, "tokenizer.ggml.eos_token_id", &id) == AL_OK) add_int(c, "eos_token_id", id);
@@ -498,7 +467,7 @@ static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c) {
         add_int(c, "sliding_window", sw);
     }
     if (strcmp(a->arch, "llama") == 0)
-        cJSON_AddBoolToObject(c, "attention_bias", gguf_tensor_find(f, "blk.0.attn_q.bias") != NULL);
+        cJSON_AddBoolToObject(c, "attention_bias", gg_find(f, ROLE_Q, 0, "bias") != NULL);
     else
         cJSON_AddBoolToObject(c, "use_sliding_window", false);
     return rc;
@@ -522,7 +491,7 @@ static int cfg_neox(const GgufFile *f, const GgufArch *a, cJSON *c) {
     cJSON_AddNumberToObject(c, "rotary_emb_base", gnum(f, a, "rope.freq_base", 10000.0));
     cJSON_AddNumberToObject(c, "layer_norm_eps", gnum(f, a, "attention.layer_norm_epsilon", 1e-5));
     cJSON_AddBoolToObject(c, "use_parallel_residual", gint(f, a, "use_parallel_residual", 1) != 0);
-    cJSON_AddBoolToObject(c, "attention_bias", gguf_tensor_find(f, "blk.0.attn_qkv.bias") != NULL);
+    cJSON_AddBoolToObject(c, "attention_bias", gg_find(f, ROLE_QKV, 0, "bias") != NULL);
     cJSON_AddStringToObject(c, "hidden_act", "gelu");
     return rc;
 }
@@ -541,7 +510,9 @@ static int cfg_gemma2(const GgufFile *f, const GgufArch *a, cJSON *c) {
     bool has_q = gguf_kv_find(f, "attnlab.query_pre_attn_scalar") && gguf_get_num(f, "attnlab.query_pre_attn_scalar", &q) == AL_OK;
     cJSON_AddNumberToObject(c, "query_pre_attn_scalar", has_q ? q : (double)hd);
     cJSON_AddStringToObject(c, "hidden_activation", "gelu_pytorch_tanh");
-    if (a->fam == FAM_GEMMA3) cJSON_AddNumberToObject(c, "rope_local_base_freq", gnum(f, a, "rope.freq_base_swa", 10000.0));
+    model_family fam;                    /* Gemma 3: local layers with a RoPE base of their own */
+    if (family_find(a->model_type, NULL, &fam) && family_row(fam)->local_theta > 0)
+        cJSON_AddNumberToObject(c, "rope_local_base_freq", gnum(f, a, "rope.freq_base_swa", 10000.0));
     return rc;
 }
 
@@ -590,13 +561,6 @@ typedef struct {
     size_t n, cap, off;
 } Back;
 
-static char *back_hf_name(const GgufArch *a, const GgufMap *t, int layer) {
-    bool gpt2 = a->fam == FAM_GPT2, neox = a->fam == FAM_NEOX;
-    if (layer < 0)
-        return t->abs ? al_strdup(t->hf) : al_asprintf("%s%s", gpt2 ? "transformer." : neox ? "gpt_neox." : "model.", t->hf);
-    return al_asprintf(gpt2 ? "transformer.h.%d.%s" : neox ? "gpt_neox.layers.%d.%s" : "model.layers.%d.%s", layer, t->hf);
-}
-
 /* Checks a tensor's ne against the dims the transform expects. */
 static int back_check(const Back *b, const GgufTensor *g, uint64_t n0, uint64_t n1, uint64_t n2) {
     if (g->ne[0] != n0 || g->ne[1] != n1 || g->ne[2] != n2 || g->ndim > 3)
@@ -608,7 +572,7 @@ static int back_check(const Back *b, const GgufTensor *g, uint64_t n0, uint64_t 
 
 static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
     const ModelConfig *c = &b->c;
-    char *hf = back_hf_name(b->a, t, layer);
+    char *hf = gguf_hf_name(c, t, layer);
     if (!hf) return AL_ERR;
     for (size_t i = 0; i < b->n; i++)
         if (strcmp(b->ent[i].e.name, hf) == 0) {            /* attn_v_b joining attn_k_b */
@@ -682,12 +646,14 @@ static int back_fill(const Back *b, const LEnt *l, float *dst) {
 static int back_collect(Back *b) {
     size_t seen = 0;
     int rc = AL_OK;
-    for (const GgufMap *t = b->a->glob; rc == AL_OK && t->hf; t++) {
-        const GgufTensor *g = gguf_tensor_find(b->f, t->gg);
+    for (const GgufMap *t = b->a->glob; rc == AL_OK && t->what; t++) {
+        char *gg = gguf_layer_name(t, -1);
+        const GgufTensor *g = gg ? gguf_tensor_find(b->f, gg) : NULL;
+        free(gg);
         if (g) { rc = back_add(b, t, -1, g); seen++; }
     }
     for (int L = 0; rc == AL_OK && L < b->c.n_layers; L++)
-        for (const GgufMap *t = b->a->layer; rc == AL_OK && t->hf; t++) {
+        for (const GgufMap *t = b->a->layer; rc == AL_OK && t->what; t++) {
             char *gg = gguf_layer_name(t, L);
             const GgufTensor *g = gg ? gguf_tensor_find(b->f, gg) : NULL;
             free(gg);
@@ -727,35 +693,32 @@ static int back_store(Back *b, const char *path, Store **store) {
 /* Whether name is a tensor of row a (any layer, or rope_freqs). */
 static bool row_has(const GgufArch *a, const char *name) {
     if (strcmp(name, "rope_freqs.weight") == 0) return true;
-    for (const GgufMap *t = a->glob; t->hf; t++)
-        if (strcmp(t->gg, name) == 0) return true;
+    char base[64];
+    for (const GgufMap *t = a->glob; t->what; t++)
+        if (gg_base(t, base, sizeof base), strcmp(base, name) == 0) return true;
     int L, n = 0;
     if (sscanf(name, "blk.%d.%n", &L, &n) != 1 || n == 0) return false;
-    for (const GgufMap *t = a->layer; t->hf; t++)
-        if (strcmp(t->gg, name + n) == 0) return true;
+    for (const GgufMap *t = a->layer; t->what; t++)
+        if (gg_base(t, base, sizeof base), strcmp(base, name + n) == 0) return true;
     return false;
 }
 
 int gguf_check_tensors(const GgufFile *f, bool *checked) {
     const char *arch = gguf_get_str(f, "general.architecture");
-    const GgufArch *a = NULL;
-    for (size_t i = 0; arch && !a && i < NARCHS; i++)
-        if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
+    const GgufArch *a = arch_row(arch);
     *checked = a != NULL;
     if (!a) return AL_OK;
     int64_t layers = gint(f, a, "block_count", 0), hidden = gint(f, a, "embedding_length", 0);
-    for (const GgufMap *t = a->glob; t->hf; t++)
-        if (!t->opt && !gguf_tensor_find(f, t->gg)) return al_err("no tensor %s, which llama.cpp's %s needs", t->gg, arch);
-    for (int64_t L = 0; L < layers; L++)
-        for (const GgufMap *t = a->layer; t->hf; t++) {
+    for (int64_t L = -1; L < layers; L++)               /* -1: the tensors outside the layers */
+        for (const GgufMap *t = L < 0 ? a->glob : a->layer; t->what; t++) {
             if (t->opt) continue;
             char *gg = gguf_layer_name(t, (int)L);
             bool has = gg && gguf_tensor_find(f, gg);
-            int rc = has ? AL_OK : al_err("no tensor %s, which llama.cpp's %s needs", gg ? gg : t->gg, arch);
+            int rc = has ? AL_OK : al_err("no tensor %s, which llama.cpp's %s needs", gg ? gg : t->what, arch);
             free(gg);
             if (rc) return rc;
         }
-    const GgufTensor *e = gguf_tensor_find(f, "token_embd.weight");
+    const GgufTensor *e = gg_find(f, ROLE_EMBED, -1, "weight");
     if (e && (e->ndim != 2 || (int64_t)e->ne[0] != hidden))
         return al_err("token_embd.weight has %d dims of which the first is %llu: llama.cpp expects (%lld, vocab)", e->ndim,
                       (unsigned long long)e->ne[0], (long long)hidden);
@@ -765,18 +728,27 @@ int gguf_check_tensors(const GgufFile *f, bool *checked) {
     return AL_OK;
 }
 
+/* The architectures of the table as "llama, qwen2, ... and deepseek2". */
+static void arch_list(char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NARCHS && n < cap; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == NARCHS ? " and " : ", ";
+        int k = snprintf(buf + n, cap - n, "%s%s", sep, ARCHS[i].arch);
+        n += k > 0 ? (size_t)k : 0;
+    }
+}
+
 int gguf_model_open(const char *path, Store **store, char **config_json) {
     *store = NULL;
     *config_json = NULL;
     GgufFile *f;
     if (gguf_open(path, &f) != AL_OK) return AL_ERR;
     const char *arch = gguf_get_str(f, "general.architecture");
-    const GgufArch *a = NULL;
-    for (size_t i = 0; arch && !a && i < NARCHS; i++)
-        if (strcmp(ARCHS[i].arch, arch) == 0) a = &ARCHS[i];
-    int rc = a ? AL_OK
-               : al_err("%s: GGUF architecture '%s': attnlab reads llama, qwen2, qwen3, olmo2, phi3, gemma2, gemma3, gptneox, gpt2 and "
-                        "deepseek2", path, arch ? arch : "(none)");
+    const GgufArch *a = arch_row(arch);
+    char known[160];
+    if (!a) arch_list(known, sizeof known);
+    int rc = a ? AL_OK : al_err("%s: GGUF architecture '%s': attnlab reads %s", path, arch ? arch : "(none)", known);
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");
     char *json = rc == AL_OK ? cJSON_Print(c) : NULL;

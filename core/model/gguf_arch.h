@@ -1,11 +1,14 @@
-/* gguf_arch.h -- the family table of attnlab's GGUF support: one row per family (llama.cpp's
- * architecture name, the tensor name map with the transform each tensor goes through, the
+/* gguf_arch.h -- the architecture table of attnlab's GGUF support: one row per llama.cpp
+ * architecture (its name, the tensor map by role with the transform each tensor goes through, the
  * metadata writer, and the config.json reader used when a GGUF is read back), and the way back:
  * a GGUF opened as an HF-layout store + config.json (model_open calls gguf_model_open for *.gguf,
  * as it calls llama2c_open for *.bin). Names and keys follow llama.cpp's gguf-py constants and
  * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py, olmo.py, phi.py); see
- * core/export/gguf_convert.h for the conventions of each row. Adding a family: its tensor map and a row
- * in ARCHS (gguf_arch.c), with a kv writer (or kv_llama's) and a config reader. */
+ * core/export/gguf_convert.h for the conventions of each row. Tensors are named by role (family.h):
+ * the HF side through the model's layouts, the llama.cpp side through one role -> name table (as
+ * llama.cpp's LLM_TENSOR_NAMES). Adding a family whose architecture is here: its family row's
+ * gguf_arch; a new architecture: a tensor map by role and a row in ARCHS (gguf_arch.c), with a kv
+ * writer (or kv_llama's) and a config reader. */
 #ifndef AL_GGUF_ARCH_H
 #define AL_GGUF_ARCH_H
 
@@ -29,35 +32,40 @@ typedef enum {
     XF_QKV_HEADS,   /* GPT-NeoX query_key_value rows (H, 3, hd) -> (3, H, hd): [Q ; K ; V] */
 } gguf_xf;
 
-/* One tensor of a family: HF name, llama.cpp name. */
+/* One tensor of an architecture, by role: its HF name is the model's name of the role
+ * (cfg_role_name), its llama.cpp name the role's (gguf_role_name) unless gg names another. */
 typedef struct {
-    const char *hf;           /* HF name: per layer the suffix after "<prefix>layers.L." */
-    const char *gg;           /* llama.cpp name: per layer after "blk.L." */
+    tensor_role role;
+    const char *what;         /* "weight" / "bias" (NULL ends a list) */
     gguf_xf xf;
     bool opt;                 /* may be absent (biases, tied output) */
-    bool abs;                 /* global HF name without the family prefix (lm_head) */
+    const char *gg;           /* llama.cpp's name when not the role's (kv_b_proj: attn_k_b, attn_v_b); NULL */
 } GgufMap;
 
 typedef struct GgufArch GgufArch;
 struct GgufArch {
-    model_family fam;
-    const char *arch;         /* general.architecture */
+    const char *arch;         /* general.architecture (FamilyRow.gguf_arch names it) */
     const char *model_type;   /* config.json model_type when read back */
     const GgufMap *glob, *layer;
     int (*kv)(GgufWriter *w, const ModelConfig *c, const struct cJSON *tree, const GgufArch *a);  /* its own keys */
     int (*cfg)(const GgufFile *f, const GgufArch *a, struct cJSON *c);  /* its config.json keys when read back */
 };
 
-/* The row of a family (NULL: none yet). */
+/* The row of c's family: the architecture its family row names (NULL: none yet). */
 const GgufArch *gguf_arch_row(const ModelConfig *c);
+/* llama.cpp's name of a role without "blk.L." and the suffix ("attn_q", "ffn_norm"; NULL: none). */
+const char *gguf_role_name(tensor_role r);
 /* Whether llama.cpp b5415 (node-llama-cpp 3.8.1) requires output.weight of arch, with no fallback
  * to token_embd for tied embeddings (deepseek2, olmo2, gptneox; newer builds fall back for
  * deepseek2): a tied model's embeddings are then written as output.weight too. */
 bool gguf_arch_output_required(const char *arch);
 /* "<arch>.<k>" in a static buffer (valid until the next call). */
 const char *gguf_arch_key(const GgufArch *a, const char *k);
-/* llama.cpp's name of t: "blk.L.<gg>" for a layer, gg itself when layer < 0 (caller frees). */
+/* llama.cpp's name of t: "blk.L.<name>.<what>" for a layer, "<name>.<what>" when layer < 0 (caller frees). */
 char *gguf_layer_name(const GgufMap *t, int layer);
+/* The Hugging Face name of t in a model described by c, in layer (ignored for model-level roles)
+ * (caller frees; NULL with an error when c's layouts have no such role). */
+char *gguf_hf_name(const ModelConfig *c, const GgufMap *t, int layer);
 /* Rows of each of heads heads from rotate_half halves to interleaved pairs (llama.cpp's
  * LlamaModel.permute): new row h hd + 2i + j <- old row h hd + j hd/2 + i; inverse goes back.
  * src and dst are (rows, cols), distinct. */

@@ -46,34 +46,40 @@ static int l2c_add(l2c_layout *l, const char *name, size_t rows, size_t cols) {
     return e->name ? AL_OK : al_err("out of memory");
 }
 
-/* Adds one per-layer tensor family ("model.layers.%d.<suffix>") for every layer, in file order. */
-static int l2c_add_layers(l2c_layout *l, int n_layers, const char *suffix, size_t rows, size_t cols) {
+/* Adds role r's weight of every layer, in file order, under the name the model's layouts give it. */
+static int l2c_add_layers(l2c_layout *l, const ModelConfig *c, tensor_role r, size_t rows, size_t cols) {
     char name[256];
-    for (int i = 0; i < n_layers; i++) {
-        snprintf(name, sizeof name, "model.layers.%d.%s", i, suffix);
+    for (int i = 0; i < c->n_layers; i++) {
+        cfg_role_name(c, r, i, -1, "weight", name, sizeof name);
         if (l2c_add(l, name, rows, cols) != AL_OK) return AL_ERR;
     }
     return AL_OK;
 }
 
-/* Lays out run.c's weight order with HF names. */
-static int l2c_layout_weights(l2c_layout *l, const int32_t h[7], bool shared) {
+/* Adds the model-level role r's weight. */
+static int l2c_add_global(l2c_layout *l, const ModelConfig *c, tensor_role r, size_t rows, size_t cols) {
+    char name[256];
+    cfg_role_name(c, r, -1, -1, "weight", name, sizeof name);
+    return l2c_add(l, name, rows, cols);
+}
+
+/* Lays out run.c's weight order with the Hugging Face names of c's (Llama) layouts. */
+static int l2c_layout_weights(l2c_layout *l, const ModelConfig *c, const int32_t h[7], bool shared) {
     size_t dim = (size_t)h[0], hid = (size_t)h[1], hs = dim / (size_t)h[3];
     size_t nq = (size_t)h[3] * hs, nkv = (size_t)h[4] * hs, vocab = (size_t)l2c_abs(h[5]), seq = (size_t)h[6];
-    int L = h[2];
-    int rc = l2c_add(l, "model.embed_tokens.weight", vocab, dim);
-    if (!rc) rc = l2c_add_layers(l, L, "input_layernorm.weight", dim, 0);
-    if (!rc) rc = l2c_add_layers(l, L, "self_attn.q_proj.weight", nq, dim);
-    if (!rc) rc = l2c_add_layers(l, L, "self_attn.k_proj.weight", nkv, dim);
-    if (!rc) rc = l2c_add_layers(l, L, "self_attn.v_proj.weight", nkv, dim);
-    if (!rc) rc = l2c_add_layers(l, L, "self_attn.o_proj.weight", dim, nq);
-    if (!rc) rc = l2c_add_layers(l, L, "post_attention_layernorm.weight", dim, 0);
-    if (!rc) rc = l2c_add_layers(l, L, "mlp.gate_proj.weight", hid, dim);
-    if (!rc) rc = l2c_add_layers(l, L, "mlp.down_proj.weight", dim, hid);
-    if (!rc) rc = l2c_add_layers(l, L, "mlp.up_proj.weight", hid, dim);
-    if (!rc) rc = l2c_add(l, "model.norm.weight", dim, 0);
+    int rc = l2c_add_global(l, c, ROLE_EMBED, vocab, dim);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_NORM_ATTN_IN, dim, 0);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_Q, nq, dim);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_K, nkv, dim);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_V, nkv, dim);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_O, dim, nq);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_NORM_FFN_IN, dim, 0);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_FFN_GATE, hid, dim);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_FFN_DOWN, dim, hid);
+    if (!rc) rc = l2c_add_layers(l, c, ROLE_FFN_UP, hid, dim);
+    if (!rc) rc = l2c_add_global(l, c, ROLE_FINAL_NORM, dim, 0);
     if (!rc) l->off += seq * hs / 2 * 4 * 2;                    /* freq_cis_real, freq_cis_imag: unused */
-    if (!rc && !shared) rc = l2c_add(l, "lm_head.weight", vocab, dim);
+    if (!rc && !shared) rc = l2c_add_global(l, c, ROLE_LM_HEAD, vocab, dim);
     return rc;
 }
 
@@ -146,7 +152,8 @@ int llama2c_open(const char *path, Store **store, ModelConfig *cfg) {
     if (rc == AL_OK && l2c_needed_bytes(h) > (double)(size - L2C_HEADER))   /* before laying out (maybe 16M layers) */
         rc = al_err("%s: truncated: the header (dim %d, %d layers, vocab %lld) needs %.0f bytes of weights, the file has %zu",
                     path, h[0], h[2], (long long)l2c_abs(h[5]), l2c_needed_bytes(h), size - L2C_HEADER);
-    if (rc == AL_OK) rc = l2c_layout_weights(&l, h, h[5] > 0);
+    if (rc == AL_OK) l2c_config(cfg, h);                        /* the names of its layouts */
+    if (rc == AL_OK) rc = l2c_layout_weights(&l, cfg, h, h[5] > 0);
     if (rc == AL_OK && L2C_HEADER + l.off > size)
         rc = al_err("%s: truncated: the header (dim %d, %d layers, vocab %d) needs %zu bytes of weights, the file has %zu",
                     path, h[0], h[2], (int)l2c_abs(h[5]), l.off, size - L2C_HEADER);
@@ -158,7 +165,6 @@ int llama2c_open(const char *path, Store **store, ModelConfig *cfg) {
     for (size_t i = 0; i < l.n; i++) free(l.e[i].name);
     free(l.e);
     if (rc != AL_OK) { munmap(map, size); return rc; }
-    l2c_config(cfg, h);
     char *tmp = strdup(path);
     rc = store_from_file(f, tmp ? dirname(tmp) : ".", store);
     free(tmp);

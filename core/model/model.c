@@ -51,45 +51,57 @@ char *model_tensor_name(const Model *m, int layer, const char *suffix) {
     return al_asprintf("%s%s", where, suffix);
 }
 
-/* The attention tensors of one layer, as (suffix, rows, cols) the config requires. */
-typedef struct { const char *suffix; size_t rows, cols; } tensor_req;
+/* The attention tensors of one layer, as (role, rows, cols) the config requires: the shape rule of
+ * each attention layout (names: the layout's roles, core/model/family.c). */
+typedef struct { tensor_role role; size_t rows, cols; } tensor_req;
 
 static size_t attn_requirements(const ModelConfig *c, tensor_req *req) {
     size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads, D = (size_t)c->hidden;
     size_t dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, n = 0;
-    if (c->attn == QKV_CONV1D) {
-        req[n++] = (tensor_req){"attn.c_attn.weight", D, 3 * D};
-        req[n++] = (tensor_req){"attn.c_proj.weight", D, D};
+    if (c->attn == QKV_CONV1D) {                  /* GPT-2: Conv1D (in, out) */
+        req[n++] = (tensor_req){ROLE_QKV, D, 3 * D};
+        req[n++] = (tensor_req){ROLE_O, D, D};
         return n;
     }
     if (cfg_is_mla(c)) {
         size_t ql = (size_t)c->q_lora_rank, kl = (size_t)c->kv_lora_rank;
         if (ql) {
-            req[n++] = (tensor_req){"self_attn.q_a_proj.weight", ql, D};
-            req[n++] = (tensor_req){"self_attn.q_b_proj.weight", H * dqk, ql};
+            req[n++] = (tensor_req){ROLE_Q_A, ql, D};
+            req[n++] = (tensor_req){ROLE_Q_B, H * dqk, ql};
         } else {
-            req[n++] = (tensor_req){"self_attn.q_proj.weight", H * dqk, D};
+            req[n++] = (tensor_req){ROLE_Q, H * dqk, D};
         }
-        req[n++] = (tensor_req){"self_attn.kv_a_proj_with_mqa.weight", kl + (size_t)c->qk_rope_dim, D};
-        req[n++] = (tensor_req){"self_attn.kv_b_proj.weight", H * ((size_t)c->qk_nope_dim + dv), kl};
-        req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+        req[n++] = (tensor_req){ROLE_KV_A, kl + (size_t)c->qk_rope_dim, D};
+        req[n++] = (tensor_req){ROLE_KV_B, H * ((size_t)c->qk_nope_dim + dv), kl};
+        req[n++] = (tensor_req){ROLE_O, D, H * dv};
         return n;
     }
     if (c->attn == QKV_CAT) {                     /* Phi-3: rows [Q heads ; K heads ; V heads] */
-        req[n++] = (tensor_req){"self_attn.qkv_proj.weight", H * dqk + G * dqk + G * dv, D};
-        req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+        req[n++] = (tensor_req){ROLE_QKV, H * dqk + G * dqk + G * dv, D};
+        req[n++] = (tensor_req){ROLE_O, D, H * dv};
         return n;
     }
     if (c->attn == QKV_HEADS) {                   /* GPT-NeoX: rows head by head [q_h ; k_h ; v_h] */
-        req[n++] = (tensor_req){"attention.query_key_value.weight", H * (2 * dqk + dv), D};
-        req[n++] = (tensor_req){"attention.dense.weight", D, H * dv};
+        req[n++] = (tensor_req){ROLE_QKV, H * (2 * dqk + dv), D};
+        req[n++] = (tensor_req){ROLE_O, D, H * dv};
         return n;
     }
-    req[n++] = (tensor_req){"self_attn.q_proj.weight", H * dqk, D};
-    req[n++] = (tensor_req){"self_attn.k_proj.weight", G * dqk, D};
-    req[n++] = (tensor_req){"self_attn.v_proj.weight", G * dv, D};
-    req[n++] = (tensor_req){"self_attn.o_proj.weight", D, H * dv};
+    req[n++] = (tensor_req){ROLE_Q, H * dqk, D};
+    req[n++] = (tensor_req){ROLE_K, G * dqk, D};
+    req[n++] = (tensor_req){ROLE_V, G * dv, D};
+    req[n++] = (tensor_req){ROLE_O, D, H * dv};
     return n;
+}
+
+/* The full name of attention role r's weight in layer L (caller frees); an error when the model's
+ * attention layout has no such tensor. */
+static char *attn_weight_name(const Model *m, tensor_role r, int layer) {
+    char name[192];
+    if (!cfg_role_name(&m->cfg, r, layer, -1, "weight", name, sizeof name)) {
+        al_err("internal: a %s model's attention has no %s tensor", m->cfg.model_type, tensor_role_name(r));
+        return NULL;
+    }
+    return al_strdup(name);
 }
 
 /* Checks every layer's attention tensors exist with the shapes the config implies. */
@@ -98,7 +110,7 @@ static int model_validate(Model *m) {
     size_t nreq = attn_requirements(&m->cfg, req);
     for (int L = 0; L < m->cfg.n_layers; L++)
         for (size_t i = 0; i < nreq; i++) {
-            char *name = model_tensor_name(m, L, req[i].suffix);
+            char *name = attn_weight_name(m, req[i].role, L);
             if (!name) return AL_ERR;
             size_t R, C;
             int rc = store_shape2(m->store, name, &R, &C);
@@ -131,6 +143,15 @@ static bool path_ends(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* A GPT2Model saved without the LM head wrapper names its tensors without "transformer.": no
+ * prefix then (probed on layer 0's fused QKV). */
+static void gpt2_bare_prefix(Model *m) {
+    char name[192];
+    if (m->cfg.names != NAMES_GPT2 || !cfg_role_name(&m->cfg, ROLE_QKV, 0, -1, "weight", name, sizeof name)) return;
+    const char *bare = name + strlen(m->cfg.prefix);
+    if (!store_has(m->store, name) && store_has(m->store, bare)) m->cfg.prefix[0] = 0;
+}
+
 /* Opens config.json + safetensors from dir (or beside a .safetensors file). */
 static int open_hf(Model *m, const char *path) {
     char *dir;
@@ -154,9 +175,7 @@ static int open_hf(Model *m, const char *path) {
                  : model_config_parse_keep(m->config_json, cfg_path, &m->cfg, &m->config_tree);
     free(cfg_path);
     if (rc == AL_OK) rc = store_open(path, &m->store);
-    if (rc == AL_OK && m->cfg.names == NAMES_GPT2 && !store_has(m->store, "transformer.h.0.attn.c_attn.weight") &&
-        store_has(m->store, "h.0.attn.c_attn.weight"))
-        m->cfg.prefix[0] = 0;                     /* GPT2Model saved without the LM head wrapper */
+    if (rc == AL_OK) gpt2_bare_prefix(m);
     return rc;
 }
 
@@ -169,16 +188,16 @@ static int open_gguf(Model *m, const char *path) {
 /* Records per-head (or whole-projection) Q/K norms from layer 0's q_norm / k_norm tensors. */
 static void note_qk_norm(Model *m) {
     ModelConfig *c = &m->cfg;
-    const char *sfx[] = {"self_attn.q_norm.weight", "self_attn.k_norm.weight"};
+    const tensor_role roles[] = {ROLE_Q_NORM, ROLE_K_NORM};
     for (int i = 0; i < 2 && c->qk_norm == QKN_NONE; i++) {
-        char *n = model_tensor_name(m, 0, sfx[i]);
+        char n[192];
         const st_entry *e = NULL;
-        if (n && store_has(m->store, n) && store_entry(m->store, n, &e, NULL) == AL_OK && e) {
+        if (cfg_role_name(c, roles[i], 0, -1, "weight", n, sizeof n) && store_has(m->store, n) &&
+            store_entry(m->store, n, &e, NULL) == AL_OK && e) {
             size_t numel = 1;
             for (int k = 0; k < e->ndim; k++) numel *= e->shape[k];
             c->qk_norm = numel > (size_t)cfg_d_qk(c) ? QKN_PROJ : QKN_HEAD;
         }
-        free(n);
     }
 }
 
@@ -225,12 +244,12 @@ void model_free(Model *m) {
 
 /* ================================================================ layer cache */
 
-/* Index of `suffix` in the layer's requirement list, or -1. */
-static int req_index(const ModelConfig *c, const char *suffix) {
+/* Index of `role` in the layer's requirement list, or -1. */
+static int req_index(const ModelConfig *c, tensor_role role) {
     tensor_req req[8];
     size_t n = attn_requirements(c, req);
     for (size_t i = 0; i < n; i++)
-        if (strcmp(req[i].suffix, suffix) == 0) return (int)i;
+        if (req[i].role == role) return (int)i;
     return -1;
 }
 
@@ -246,16 +265,17 @@ static void cache_switch(Model *m, int layer) {
     m->cache->layer = layer;
 }
 
-/* Returns the cached float32 tensor (HF layout) of `suffix` in layer, loading it if needed. */
-static int cache_get(Model *m, int layer, const char *suffix, const Mat **out) {
-    int idx = req_index(&m->cfg, suffix);
-    if (idx < 0) return al_err("internal: %s is not an attention tensor of a %s model", suffix, m->cfg.model_type);
+/* Returns the cached float32 tensor (HF layout) of `role` in layer, loading it if needed. */
+static int cache_get(Model *m, int layer, tensor_role role, const Mat **out) {
+    int idx = req_index(&m->cfg, role);
+    if (idx < 0)
+        return al_err("internal: %s is not an attention tensor of a %s model", tensor_role_name(role), m->cfg.model_type);
     LayerCache *c = m->cache;
     pthread_mutex_lock(&c->mu);
     cache_switch(m, layer);
     int rc = AL_OK;
     if (!c->t[idx]) {
-        char *name = model_tensor_name(m, layer, suffix);
+        char *name = attn_weight_name(m, role, layer);
         rc = name ? store_read(m->store, name, &c->t[idx]) : AL_ERR;
         free(name);
     }
@@ -270,9 +290,9 @@ int model_layer_load(Model *m, int layer) {
     tensor_req req[8];
     size_t n = attn_requirements(&m->cfg, req);
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(req[i].suffix, "self_attn.q_a_proj.weight") == 0) continue;   /* not part of any head view */
+        if (req[i].role == ROLE_Q_A) continue;   /* not part of any head view */
         const Mat *t;
-        if (cache_get(m, layer, req[i].suffix, &t) != AL_OK) return AL_ERR;
+        if (cache_get(m, layer, req[i].role, &t) != AL_OK) return AL_ERR;
     }
     char *prefix = model_tensor_name(m, layer, "");
     if (prefix) store_release_prefix(m->store, prefix);   /* the float copies are what we use now */
@@ -306,9 +326,14 @@ static int part_cols(const ModelConfig *c, head_part part, size_t *c0, size_t *n
     return AL_OK;
 }
 
-/* Sets b to block (r0, nr, c0, nc) of the layer's tensor `suffix`. */
-static int block_set(HeadBlock *b, const char *suffix, size_t r0, size_t nr, size_t c0, size_t nc, bool transposed) {
-    *b = (HeadBlock){suffix, r0, nr, c0, nc, transposed};
+/* Sets b to block (r0, nr, c0, nc) of the layer's tensor of `role` (its name: the model's attention
+ * layout). */
+static int block_set(const ModelConfig *c, HeadBlock *b, tensor_role role, size_t r0, size_t nr, size_t c0, size_t nc,
+                     bool transposed) {
+    const RoleName *rn = cfg_role(c, role);
+    if (!rn) return al_err("internal: a %s model's attention has no %s tensor", c->model_type, tensor_role_name(role));
+    *b = (HeadBlock){role, "", r0, nr, c0, nc, transposed};
+    snprintf(b->suffix, sizeof b->suffix, "%s.weight", rn->name);
     return AL_OK;
 }
 
@@ -320,18 +345,17 @@ static int block_mla(const ModelConfig *c, head_kind kind, int head, head_part p
     size_t kl = (size_t)c->kv_lora_rank, D = (size_t)c->hidden;
     switch (kind) {
     case HK_Q: {
-        const char *q = c->q_lora_rank ? "self_attn.q_b_proj.weight" : "self_attn.q_proj.weight";
-        return block_set(b, q, h * (size_t)cfg_d_qk(c) + c0, nc, 0, (size_t)cfg_d_in_q(c), true);
+        tensor_role q = c->q_lora_rank ? ROLE_Q_B : ROLE_Q;
+        return block_set(c, b, q, h * (size_t)cfg_d_qk(c) + c0, nc, 0, (size_t)cfg_d_in_q(c), true);
     }
     case HK_K:
         if (part == PART_ALL)
             return al_err("MLA keys have two parts with different inputs (NoPE from the kv latent, RoPE shared from "
                           "hidden states): ask for the nope or the rope part");
-        if (part == PART_ROPE)
-            return block_set(b, "self_attn.kv_a_proj_with_mqa.weight", kl, (size_t)c->qk_rope_dim, 0, D, true);
-        return block_set(b, "self_attn.kv_b_proj.weight", h * kvrow, nope, 0, kl, true);
-    case HK_V: return block_set(b, "self_attn.kv_b_proj.weight", h * kvrow + nope, dv, 0, kl, true);
-    case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
+        if (part == PART_ROPE) return block_set(c, b, ROLE_KV_A, kl, (size_t)c->qk_rope_dim, 0, D, true);
+        return block_set(c, b, ROLE_KV_B, h * kvrow, nope, 0, kl, true);
+    case HK_V: return block_set(c, b, ROLE_KV_B, h * kvrow + nope, dv, 0, kl, true);
+    case HK_O: return block_set(c, b, ROLE_O, 0, D, h * dv, dv, true);
     }
     return al_err("internal: unknown head kind %d", (int)kind);
 }
@@ -343,30 +367,29 @@ static int block_mla(const ModelConfig *c, head_kind kind, int head, head_part p
 static int block_gqa(const ModelConfig *c, head_kind kind, int head, size_t c0, size_t nc, HeadBlock *b) {
     size_t h = (size_t)head, dqk = (size_t)cfg_d_qk(c), dv = (size_t)c->v_dim, D = (size_t)c->hidden;
     size_t H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+    if (kind == HK_O) return block_set(c, b, ROLE_O, 0, D, h * dv, dv, true);
     if (c->attn == QKV_CAT) {
-        const char *qkv = "self_attn.qkv_proj.weight";
         switch (kind) {
-        case HK_Q: return block_set(b, qkv, h * dqk + c0, nc, 0, D, true);
-        case HK_K: return block_set(b, qkv, H * dqk + h * dqk + c0, nc, 0, D, true);
-        case HK_V: return block_set(b, qkv, (H + G) * dqk + h * dv, dv, 0, D, true);
-        case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
+        case HK_Q: return block_set(c, b, ROLE_QKV, h * dqk + c0, nc, 0, D, true);
+        case HK_K: return block_set(c, b, ROLE_QKV, H * dqk + h * dqk + c0, nc, 0, D, true);
+        case HK_V: return block_set(c, b, ROLE_QKV, (H + G) * dqk + h * dv, dv, 0, D, true);
+        default: break;
         }
     }
     if (c->attn == QKV_HEADS) {
-        const char *qkv = "attention.query_key_value.weight";
         size_t row = h * (2 * dqk + dv);
         switch (kind) {
-        case HK_Q: return block_set(b, qkv, row + c0, nc, 0, D, true);
-        case HK_K: return block_set(b, qkv, row + dqk + c0, nc, 0, D, true);
-        case HK_V: return block_set(b, qkv, row + 2 * dqk, dv, 0, D, true);
-        case HK_O: return block_set(b, "attention.dense.weight", 0, D, h * dv, dv, true);
+        case HK_Q: return block_set(c, b, ROLE_QKV, row + c0, nc, 0, D, true);
+        case HK_K: return block_set(c, b, ROLE_QKV, row + dqk + c0, nc, 0, D, true);
+        case HK_V: return block_set(c, b, ROLE_QKV, row + 2 * dqk, dv, 0, D, true);
+        default: break;
         }
     }
     switch (kind) {
-    case HK_Q: return block_set(b, "self_attn.q_proj.weight", h * dqk + c0, nc, 0, D, true);
-    case HK_K: return block_set(b, "self_attn.k_proj.weight", h * dqk + c0, nc, 0, D, true);
-    case HK_V: return block_set(b, "self_attn.v_proj.weight", h * dv, dv, 0, D, true);
-    case HK_O: return block_set(b, "self_attn.o_proj.weight", 0, D, h * dv, dv, true);
+    case HK_Q: return block_set(c, b, ROLE_Q, h * dqk + c0, nc, 0, D, true);
+    case HK_K: return block_set(c, b, ROLE_K, h * dqk + c0, nc, 0, D, true);
+    case HK_V: return block_set(c, b, ROLE_V, h * dv, dv, 0, D, true);
+    default: break;
     }
     return al_err("internal: unknown head kind %d", (int)kind);
 }
@@ -375,10 +398,10 @@ static int block_gqa(const ModelConfig *c, head_kind kind, int head, size_t c0, 
  * output heads; views are the blocks themselves. */
 static int block_gpt2(const ModelConfig *c, head_kind kind, int head, size_t c0, size_t nc, HeadBlock *b) {
     size_t h = (size_t)head, d = (size_t)cfg_d_qk(c), D = (size_t)c->hidden;
-    if (kind == HK_O) return block_set(b, "attn.c_proj.weight", h * d, d, 0, D, false);
+    if (kind == HK_O) return block_set(c, b, ROLE_O, h * d, d, 0, D, false);
     size_t base = kind == HK_Q ? 0 : kind == HK_K ? D : 2 * D;
     if (kind == HK_V) { c0 = 0; nc = d; }
-    return block_set(b, "attn.c_attn.weight", 0, D, base + h * d + c0, nc, false);
+    return block_set(c, b, ROLE_QKV, 0, D, base + h * d + c0, nc, false);
 }
 
 int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b) {
@@ -407,12 +430,12 @@ int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Ma
     if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
     if (layer_cached(m, layer)) {            /* slice the loaded layer */
         const Mat *t;
-        if (cache_get(m, layer, b.suffix, &t) != AL_OK) return AL_ERR;
+        if (cache_get(m, layer, b.role, &t) != AL_OK) return AL_ERR;
         *out = b.transposed ? mat_slice_t(t, b.r0, b.nr, b.c0, b.nc) : mat_slice(t, b.r0, b.nr, b.c0, b.nc);
         return *out ? AL_OK : AL_ERR;
     }
     /* one head alone: read just its block from the mapping (an R1 o_proj is 470 MB as float) */
-    char *name = model_tensor_name(m, layer, b.suffix);
+    char *name = attn_weight_name(m, b.role, layer);
     Mat *blk = NULL;
     int rc = name ? store_read_block(m->store, name, b.r0, b.nr, b.c0, b.nc, &blk) : AL_ERR;
     free(name);
@@ -422,21 +445,13 @@ int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Ma
     return *out ? AL_OK : AL_ERR;
 }
 
-/* "<x>.weight" -> "<x>.bias" (caller frees). */
-static char *bias_suffix(const char *weight_suffix) {
-    size_t n = strlen(weight_suffix);
-    return al_asprintf("%.*s.bias", (int)(n > 7 ? n - 7 : n), weight_suffix);
-}
-
-/* Values [off, off + d) of layer L's 1-D tensor `suffix` into *out (d floats). */
-static int read_bias(Model *m, int layer, const char *suffix, size_t off, size_t d, float **out) {
-    char *name = model_tensor_name(m, layer, suffix);
+/* Values [off, off + d) of the 1-D tensor `name` into *out (d floats). */
+static int read_bias(Model *m, const char *name, size_t off, size_t d, float **out) {
     Mat *b = NULL;
-    int rc = name ? store_read(m->store, name, &b) : AL_ERR;
+    int rc = store_read(m->store, name, &b);
     if (rc == AL_OK && off + d > b->rows * b->cols)
         rc = al_err("bias '%s' has %zu values, shorter than the config implies (it needs [%zu, %zu))", name,
                     b->rows * b->cols, off, off + d);
-    free(name);
     if (rc != AL_OK) { mat_free(b); return rc; }
     *out = al_malloc3(d, 1, sizeof(float), "a bias");
     if (*out) memcpy(*out, b->data + off, d * sizeof(float));
@@ -455,9 +470,9 @@ int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, 
     HeadBlock b;
     if (model_head_block(m, kind, layer, head, PART_ALL, &b) != AL_OK) return AL_ERR;
     size_t off = b.transposed ? b.r0 : b.c0, d = b.transposed ? b.nr : b.nc;
-    char *sfx = bias_suffix(b.suffix);
-    int rc = sfx ? read_bias(m, layer, sfx, off, d, out) : AL_ERR;
-    free(sfx);
+    char name[192];
+    cfg_role_name(c, b.role, layer, -1, "bias", name, sizeof name);   /* the view's role: in the layout */
+    int rc = read_bias(m, name, off, d, out);
     if (rc == AL_OK) *n = d;
     return rc;
 }
@@ -468,12 +483,10 @@ int model_o_bias(Model *m, int layer, float **out) {
     if (!m->cfg.o_bias) return AL_OK;
     HeadBlock b;
     if (model_head_block(m, HK_O, layer, 0, PART_ALL, &b) != AL_OK) return AL_ERR;
-    char *sfx = bias_suffix(b.suffix), *name = sfx ? model_tensor_name(m, layer, sfx) : NULL;
-    int rc = !name ? AL_ERR : !store_has(m->store, name) ? AL_OK      /* attention_bias without an o bias */
-                                                      : read_bias(m, layer, sfx, 0, (size_t)m->cfg.hidden, out);
-    free(sfx);
-    free(name);
-    return rc;
+    char name[192];
+    cfg_role_name(&m->cfg, b.role, layer, -1, "bias", name, sizeof name);
+    return !store_has(m->store, name) ? AL_OK     /* attention_bias without an o bias */
+                                      : read_bias(m, name, 0, (size_t)m->cfg.hidden, out);
 }
 
 /* ================================================================ the parsed config */

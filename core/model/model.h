@@ -64,19 +64,21 @@ char *model_tensor_name(const Model *m, int layer, const char *suffix);
 /* Canonical per-head view (see the top of this file); caller frees. head is a query head for
  * HK_Q/HK_O and a KV head for HK_K/HK_V. */
 int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out);
-/* Where a per-head view lives: rows [r0, r0+nr) x cols [c0, c0+nc) of layer L's tensor `suffix`;
+/* Where a per-head view lives: rows [r0, r0+nr) x cols [c0, c0+nc) of layer L's tensor of `role`;
  * the view is that block transposed (HF Linear rows, o_proj columns) or the block itself (GPT-2
  * Conv1D). The one description of each family's per-head layout: model_head slices the cached
  * layer with it, and core/analysis/gram.c reads the block straight from the checkpoint. */
 typedef struct {
-    const char *suffix;       /* e.g. "self_attn.kv_b_proj.weight" (static string) */
+    tensor_role role;         /* e.g. ROLE_KV_B */
+    char suffix[64];          /* its weight's name in the layer, written from the role's name in the model's
+                                 attention layout (ROLE_KV_B: "self_attn.kv_b_proj.weight") */
     size_t r0, nr, c0, nc;
     bool transposed;
 } HeadBlock;
 /* The block of the view (kind, layer, head, part), with model_head's checks and messages. */
 int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b);
 /* Bias of a per-head Q/K/V projection (d_out values) or NULL when the model has none. It is read
- * from the bias beside the view's weight (model_head_block's suffix with .bias), at the view's
+ * from the bias beside the view's weight (model_head_block's role, ".bias"), at the view's
  * output dims: q/k/v_proj.bias, Phi-3's qkv_proj.bias, GPT-NeoX's query_key_value.bias head by
  * head, GPT-2's c_attn.bias. */
 int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, size_t *n);

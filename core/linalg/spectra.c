@@ -1,22 +1,18 @@
-/* lin.c -- singular spectra of single matrices and of fused products (Gram or QR route, never
- * the formed product), effective ranks, and the head-sweep thread pool. Owns nothing global
- * except the sweep's temporary threads. See lin.h for the contracts. */
+/* spectra.c -- singular spectra of single matrices and of fused products (Gram or QR route, never
+ * the formed product) and effective ranks. Owns nothing global. See spectra.h for the contracts. */
 #define _GNU_SOURCE
-#include "lin.h"
+#include "spectra.h"
 
 #include <cblas.h>
 #include <lapacke.h>
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ================================================================ spectra */
 
-Spectrum *lin_spectrum_new(size_t m, size_t n, size_t p, bool vectors) {
+Spectrum *spectrum_new(size_t m, size_t n, size_t p, bool vectors) {
     Spectrum *s = al_calloc(1, sizeof *s, "a spectrum");
     if (!s) return NULL;
     s->m = m; s->n = n; s->p = p;
@@ -25,15 +21,15 @@ Spectrum *lin_spectrum_new(size_t m, size_t n, size_t p, bool vectors) {
     if (vectors) {
         size_t nu, nv;
         if (!al_mul_ok(m, p, &nu, "left singular vectors") ||
-            !al_mul_ok(p, n, &nv, "right singular vectors")) { lin_spectrum_free(s); return NULL; }
+            !al_mul_ok(p, n, &nv, "right singular vectors")) { spectrum_free(s); return NULL; }
         s->U = al_calloc(nu ? nu : 1, sizeof(double), "left singular vectors");
         s->Vt = al_calloc(nv ? nv : 1, sizeof(double), "right singular vectors");
-        if (!s->U || !s->Vt) { lin_spectrum_free(s); return NULL; }
+        if (!s->U || !s->Vt) { spectrum_free(s); return NULL; }
     }
     return s;
 }
 
-void lin_spectrum_free(Spectrum *s) {
+void spectrum_free(Spectrum *s) {
     if (!s) return;
     free(s->sigma);
     free(s->U);
@@ -41,8 +37,8 @@ void lin_spectrum_free(Spectrum *s) {
     free(s);
 }
 
-Spectrum *lin_spectrum_copy(const Spectrum *s) {
-    Spectrum *c = lin_spectrum_new(s->m, s->n, s->p, s->U != NULL);
+Spectrum *spectrum_copy(const Spectrum *s) {
+    Spectrum *c = spectrum_new(s->m, s->n, s->p, s->U != NULL);
     if (!c) return NULL;
     memcpy(c->sigma, s->sigma, s->p * sizeof(double));
     if (s->U) {
@@ -53,7 +49,7 @@ Spectrum *lin_spectrum_copy(const Spectrum *s) {
     return c;
 }
 
-void lin_spectrum_total(Spectrum *s) {
+void spectrum_total(Spectrum *s) {
     double t = 0;
     for (size_t i = 0; i < s->p; i++) t += s->sigma[i] * s->sigma[i];
     s->total = t;
@@ -93,16 +89,16 @@ static int svd_inplace(double *X, size_t m, size_t n, Spectrum *s, const char *w
 /* Dense SVD of X (m x n, a work copy: destroyed). */
 static int svd_work(MatD *X, unsigned flags, Spectrum **out) {
     *out = NULL;
-    Spectrum *s = lin_spectrum_new(X->rows, X->cols, min2(X->rows, X->cols), flags & LIN_VECTORS);
+    Spectrum *s = spectrum_new(X->rows, X->cols, min2(X->rows, X->cols), flags & SPECTRA_VECTORS);
     if (!s) return AL_ERR;
     int rc = svd_inplace(X->data, X->rows, X->cols, s, "a dense SVD");
-    if (rc) { lin_spectrum_free(s); return rc; }
-    lin_spectrum_total(s);
+    if (rc) { spectrum_free(s); return rc; }
+    spectrum_total(s);
     *out = s;
     return AL_OK;
 }
 
-int lin_svd_d(const double *W, size_t m, size_t n, unsigned flags, Spectrum **out) {
+int spectra_svd_d(const double *W, size_t m, size_t n, unsigned flags, Spectrum **out) {
     *out = NULL;
     MatD *X = matd_new(m, n);
     if (!X) return al_err_ctx("an SVD work copy");
@@ -112,7 +108,7 @@ int lin_svd_d(const double *W, size_t m, size_t n, unsigned flags, Spectrum **ou
     return rc;
 }
 
-int lin_svd(const Mat *W, unsigned flags, Spectrum **out) {
+int spectra_svd(const Mat *W, unsigned flags, Spectrum **out) {
     *out = NULL;
     MatD *X = matd_from_mat(W);
     if (!X) return al_err_ctx("an SVD work copy");
@@ -232,14 +228,14 @@ static int side_qr(const double *X, size_t rows, size_t k, bool xt, bool vectors
 }
 
 static Spectrum *side_spectrum(const Side *s, size_t rows) {
-    Spectrum *sp = lin_spectrum_new(rows, s->k, s->nsigma, false);
+    Spectrum *sp = spectrum_new(rows, s->k, s->nsigma, false);
     if (!sp) return NULL;
     memcpy(sp->sigma, s->sigma, s->nsigma * sizeof(double));
-    lin_spectrum_total(sp);
+    spectrum_total(sp);
     return sp;
 }
 
-int lin_sigma_gram(const Mat *W, Spectrum **out) {
+int spectra_sigma_gram(const Mat *W, Spectrum **out) {
     *out = NULL;
     MatD *X = matd_from_mat(W);
     if (!X) return al_err_ctx("a Gram work copy");
@@ -249,10 +245,10 @@ int lin_sigma_gram(const Mat *W, Spectrum **out) {
                                 : side_gram(X->data, W->cols, W->rows, true, false, &s, "a spectrum");
     matd_free(X);
     if (rc) return rc;
-    Spectrum *sp = lin_spectrum_new(W->rows, W->cols, s.nsigma, false);
+    Spectrum *sp = spectrum_new(W->rows, W->cols, s.nsigma, false);
     if (sp) {
         memcpy(sp->sigma, s.sigma, s.nsigma * sizeof(double));
-        lin_spectrum_total(sp);
+        spectrum_total(sp);
     }
     side_free(&s);
     if (!sp) return AL_ERR;
@@ -285,18 +281,18 @@ static int side_left_vectors(const Side *s, const double *X, size_t rows, const 
     return AL_OK;
 }
 
-int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
+int spectra_product_svd(const Mat *A, const Mat *B, spectra_op op, unsigned flags,
                     Spectrum **ab, Spectrum **sa, Spectrum **sb) {
     *ab = NULL;
     if (sa) *sa = NULL;
     if (sb) *sb = NULL;
     size_t m = A->rows, k = A->cols;
-    size_t kb = op == LIN_AB ? B->rows : B->cols, n = op == LIN_AB ? B->cols : B->rows;
+    size_t kb = op == SPECTRA_AB ? B->rows : B->cols, n = op == SPECTRA_AB ? B->cols : B->rows;
     if (kb != k)
         return al_err("fused product: inner dimensions differ (A is %zux%zu, B%s is %zux%zu)",
-                      A->rows, A->cols, op == LIN_AB ? "" : "ᵀ", op == LIN_AB ? B->rows : B->cols,
-                      op == LIN_AB ? B->cols : B->rows);
-    bool vec = flags & LIN_VECTORS, qr = flags & LIN_QR;
+                      A->rows, A->cols, op == SPECTRA_AB ? "" : "ᵀ", op == SPECTRA_AB ? B->rows : B->cols,
+                      op == SPECTRA_AB ? B->cols : B->rows);
+    bool vec = flags & SPECTRA_VECTORS, qr = flags & SPECTRA_QR;
     size_t p = min2(min2(m, n), k);
     MatD *Am = matd_from_mat(A), *Bm = matd_from_mat(B);
     const double *Ad = Am ? Am->data : NULL, *Bd = Bm ? Bm->data : NULL;
@@ -306,16 +302,16 @@ int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
     double *C = NULL, *Uc = NULL, *Vct = NULL;
     int rc = AL_ERR;
     if (!Ad || !Bd) goto done;
-    /* Side A: A (m x k). Side B: the n x k matrix op(B)ᵀ, i.e. Bᵀ for LIN_AB (stored k x n,
-     * transposed) and B itself for LIN_ABT. */
+    /* Side A: A (m x k). Side B: the n x k matrix op(B)ᵀ, i.e. Bᵀ for SPECTRA_AB (stored k x n,
+     * transposed) and B itself for SPECTRA_ABT. */
     if (qr) {
         if (side_qr(Ad, m, k, false, vec, &fa, "the left factor of a fused map")) goto done;
-        if (side_qr(Bd, n, k, op == LIN_AB, vec, &fb, "the right factor of a fused map")) goto done;
+        if (side_qr(Bd, n, k, op == SPECTRA_AB, vec, &fb, "the right factor of a fused map")) goto done;
     } else {
         if (side_gram(Ad, m, k, false, vec, &fa, "the left factor of a fused map")) goto done;
-        if (side_gram(Bd, n, k, op == LIN_AB, vec, &fb, "the right factor of a fused map")) goto done;
+        if (side_gram(Bd, n, k, op == SPECTRA_AB, vec, &fb, "the right factor of a fused map")) goto done;
     }
-    s = lin_spectrum_new(m, n, p, vec);
+    s = spectrum_new(m, n, p, vec);
     if (!s) goto done;
     size_t ra = fa.r, rb = fb.r, q = min2(ra, rb);
     if (q > 0) {
@@ -342,7 +338,7 @@ int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
             if (!Vc) { free(V); goto done; }
             for (size_t i = 0; i < q; i++) for (size_t j = 0; j < rb; j++) Vc[j * q + i] = Vct[i * rb + j];
             int vr;
-            if (op == LIN_AB && !qr) {
+            if (op == SPECTRA_AB && !qr) {
                 /* basis_B = Bᵀ Winv: V = Bᵀ (Winv Vc); B is stored (k x n). */
                 double *M = al_malloc3(k, q, sizeof(double), "singular vectors");
                 vr = M ? AL_OK : AL_ERR;
@@ -368,7 +364,7 @@ int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
             free(V);
         }
     }
-    lin_spectrum_total(s);
+    spectrum_total(s);
     if (sa && !(*sa = side_spectrum(&fa, m))) goto done;
     if (sb && !(*sb = side_spectrum(&fb, n))) goto done;
     *ab = s;
@@ -376,32 +372,32 @@ int lin_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
     rc = AL_OK;
 done:
     if (rc) {
-        if (sa) { lin_spectrum_free(*sa); *sa = NULL; }
-        if (sb) { lin_spectrum_free(*sb); *sb = NULL; }
+        if (sa) { spectrum_free(*sa); *sa = NULL; }
+        if (sb) { spectrum_free(*sb); *sb = NULL; }
     }
-    lin_spectrum_free(s);
+    spectrum_free(s);
     side_free(&fa); side_free(&fb);
     matd_free(Am); matd_free(Bm); free(C); free(Uc); free(Vct);
     return rc;
 }
 
-int lin_dense_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags, Spectrum **out) {
+int spectra_dense_product_svd(const Mat *A, const Mat *B, spectra_op op, unsigned flags, Spectrum **out) {
     *out = NULL;
     size_t m = A->rows, k = A->cols;
-    size_t kb = op == LIN_AB ? B->rows : B->cols, n = op == LIN_AB ? B->cols : B->rows;
+    size_t kb = op == SPECTRA_AB ? B->rows : B->cols, n = op == SPECTRA_AB ? B->cols : B->rows;
     if (kb != k) return al_err("dense product: inner dimensions differ (A is %zux%zu)", m, k);
     MatD *Ad = matd_from_mat(A), *Bd = matd_from_mat(B);
     double *F = al_malloc3(m, n, sizeof(double), "a formed product");
     int rc = AL_ERR;
     if (Ad && Bd && F) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, op == LIN_AB ? CblasNoTrans : CblasTrans,
-                    (int)m, (int)n, (int)k, 1.0, Ad->data, (int)k, Bd->data, op == LIN_AB ? (int)n : (int)k,
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, op == SPECTRA_AB ? CblasNoTrans : CblasTrans,
+                    (int)m, (int)n, (int)k, 1.0, Ad->data, (int)k, Bd->data, op == SPECTRA_AB ? (int)n : (int)k,
                     0.0, F, (int)n);
-        Spectrum *s = lin_spectrum_new(m, n, min2(m, n), flags & LIN_VECTORS);
+        Spectrum *s = spectrum_new(m, n, min2(m, n), flags & SPECTRA_VECTORS);
         if (s) {
             rc = svd_inplace(F, m, n, s, "a dense product SVD");
-            if (rc) lin_spectrum_free(s);
-            else { lin_spectrum_total(s); *out = s; }
+            if (rc) spectrum_free(s);
+            else { spectrum_total(s); *out = s; }
         }
     }
     matd_free(Ad); matd_free(Bd); free(F);
@@ -410,7 +406,7 @@ int lin_dense_product_svd(const Mat *A, const Mat *B, lin_op op, unsigned flags,
 
 /* ================================================================ Gram route, values only */
 
-int lin_sym_eigvals(double *A, size_t k, double *w) {
+int spectra_sym_eigvals(double *A, size_t k, double *w) {
     if (k == 0) return AL_OK;
     /* dsyevd without vectors is dsytrd + dsterf; called directly to skip its norm and scaling
      * passes. The workspace sets dsytrd's block size to 8 (k * nb): at k = 128 that is about 15%
@@ -438,9 +434,9 @@ int lin_sym_eigvals(double *A, size_t k, double *w) {
     return AL_OK;
 }
 
-void lin_gram_side_free(LinGramSide *s) {
+void spectra_gram_side_free(LinGramSide *s) {
     if (!s) return;
-    lin_spectrum_free(s->s);
+    spectrum_free(s->s);
     free(s->L);
     free(s->piv);
     free(s);
@@ -489,13 +485,13 @@ static int side_cholesky(const double *G, size_t k, LinGramSide *s) {
 
 /* s->sigma (descending) from the ascending eigenvalues w[0..n): the largest min(p, n) of them,
  * clamped at zero, as singular values; the rest zero. */
-void lin_spectrum_set_eigs(Spectrum *s, const double *w, size_t n) {
+void spectrum_set_eigs(Spectrum *s, const double *w, size_t n) {
     size_t q = min2(s->p, n);
     for (size_t i = 0; i < s->p; i++) {
         double l = i < q ? w[n - 1 - i] : 0;
         s->sigma[i] = l > 0 ? sqrt(l) : 0;
     }
-    lin_spectrum_total(s);
+    spectrum_total(s);
 }
 
 /* A factor record of G's shape with a zero spectrum (the values are filled in later). */
@@ -508,20 +504,20 @@ static LinGramSide *gram_side_alloc(const double *G, size_t k, size_t rows) {
     if (!s) return NULL;
     s->k = k;
     s->rows = rows;
-    if (!(s->s = lin_spectrum_new(rows, k, min2(rows, k), false))) { free(s); return NULL; }
+    if (!(s->s = spectrum_new(rows, k, min2(rows, k), false))) { free(s); return NULL; }
     return s;
 }
 
-int lin_gram_side_factor(const double *G, size_t k, size_t rows, LinGramSide **out) {
+int spectra_gram_side_factor(const double *G, size_t k, size_t rows, LinGramSide **out) {
     *out = NULL;
     LinGramSide *s = gram_side_alloc(G, k, rows);
     if (!s) return AL_ERR;
-    if (k && side_cholesky(G, k, s) != AL_OK) { lin_gram_side_free(s); return AL_ERR; }
+    if (k && side_cholesky(G, k, s) != AL_OK) { spectra_gram_side_free(s); return AL_ERR; }
     *out = s;
     return AL_OK;
 }
 
-int lin_gram_side_new(const double *G, size_t k, size_t rows, bool factor, LinGramSide **out) {
+int spectra_gram_side_new(const double *G, size_t k, size_t rows, bool factor, LinGramSide **out) {
     *out = NULL;
     LinGramSide *s = gram_side_alloc(G, k, rows);
     if (!s) return AL_ERR;
@@ -530,22 +526,22 @@ int lin_gram_side_new(const double *G, size_t k, size_t rows, bool factor, LinGr
     int rc = A && w ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         memcpy(A, G, k * k * sizeof(double));
-        rc = lin_sym_eigvals(A, k, w);
+        rc = spectra_sym_eigvals(A, k, w);
     }
     if (rc == AL_OK) {
         /* Ascending eigenvalues; the largest min(rows, k) are the squared singular values. */
-        lin_spectrum_set_eigs(s->s, w, k);
+        spectrum_set_eigs(s->s, w, k);
         if (factor && k) rc = side_cholesky(G, k, s);
     }
     free(A); free(w);
-    if (rc != AL_OK) { lin_gram_side_free(s); return rc; }
+    if (rc != AL_OK) { spectra_gram_side_free(s); return rc; }
     *out = s;
     return AL_OK;
 }
 
-int lin_gram_fused_core(const LinGramSide *a, const double *Gb, double *M) {
+int spectra_gram_fused_core(const LinGramSide *a, const double *Gb, double *M) {
     size_t k = a->k, r = a->r;
-    if (!a->L && k) return al_err("internal: the fused spectrum needs a factored side (lin_gram_side_new with factor)");
+    if (!a->L && k) return al_err("internal: the fused spectrum needs a factored side (spectra_gram_side_new with factor)");
     if (!all_finite(Gb, k * k))
         return al_err("a Gram matrix holds NaN/Inf: the factor's weights are not finite");
     if (r == 0) return AL_OK;                               /* a zero factor: a zero map */
@@ -576,31 +572,31 @@ int lin_gram_fused_core(const LinGramSide *a, const double *Gb, double *M) {
     return rc;
 }
 
-int lin_gram_fused(const LinGramSide *a, const double *Gb, size_t m, size_t n, Spectrum **out) {
+int spectra_gram_fused(const LinGramSide *a, const double *Gb, size_t m, size_t n, Spectrum **out) {
     *out = NULL;
     size_t k = a->k, r = a->r, p = min2(min2(m, n), k);
-    Spectrum *s = lin_spectrum_new(m, n, p, false);
+    Spectrum *s = spectrum_new(m, n, p, false);
     if (!s) return AL_ERR;
     double *M = al_malloc3(k ? k : 1, k ? k : 1, sizeof(double), "a fused core");
     double *w = al_malloc3(r ? r : 1, 1, sizeof(double), "eigenvalues");
-    int rc = M && w ? lin_gram_fused_core(a, Gb, M) : AL_ERR;
-    if (rc == AL_OK && r && p) rc = lin_sym_eigvals(M, r, w);
-    if (rc == AL_OK && r && p) lin_spectrum_set_eigs(s, w, r);
+    int rc = M && w ? spectra_gram_fused_core(a, Gb, M) : AL_ERR;
+    if (rc == AL_OK && r && p) rc = spectra_sym_eigvals(M, r, w);
+    if (rc == AL_OK && r && p) spectrum_set_eigs(s, w, r);
     free(M); free(w);
-    if (rc != AL_OK) { lin_spectrum_free(s); return rc; }
+    if (rc != AL_OK) { spectrum_free(s); return rc; }
     *out = s;
     return AL_OK;
 }
 
 /* ================================================================ certain ranks */
 
-bool lin_rank_certain(const Spectrum *s, double eps, double tau) {
+bool spectra_rank_certain(const Spectrum *s, double eps, double tau) {
     if (!(eps > 0)) return true;
     size_t p = s->p;
     double T = 0;
     for (size_t i = 0; i < p; i++) T += s->sigma[i] * s->sigma[i];
     if (!(T > 0)) return false;              /* a zero spectrum with an error: maybe not zero */
-    size_t r = lin_effective_rank(s->sigma, p, tau);
+    size_t r = spectra_effective_rank(s->sigma, p, tau);
     /* f(q) = S_q - tau T = (1 - tau) S_q - tau (T - S_q). The squared values move by d_i with
      * ||d||_2 <= eps (sorted order; clamping at zero is 1-Lipschitz), so by Cauchy-Schwarz f(q)
      * moves by at most eps sqrt((1 - tau)^2 q + tau^2 (p - q)). Plus the rounding of the rank's
@@ -615,7 +611,7 @@ bool lin_rank_certain(const Spectrum *s, double eps, double tau) {
 
 /* ================================================================ energy and rank */
 
-size_t lin_effective_rank(const double *sigma, size_t p, double tau) {
+size_t spectra_effective_rank(const double *sigma, size_t p, double tau) {
     double total = 0;
     for (size_t i = 0; i < p; i++) total += sigma[i] * sigma[i];
     if (!(total > 0)) return 0;
@@ -627,7 +623,7 @@ size_t lin_effective_rank(const double *sigma, size_t p, double tau) {
     return p;
 }
 
-void lin_cum_energy(const double *sigma, size_t p, double *out) {
+void spectra_cum_energy(const double *sigma, size_t p, double *out) {
     double total = 0;
     for (size_t i = 0; i < p; i++) total += sigma[i] * sigma[i];
     double cum = 0;
@@ -637,7 +633,7 @@ void lin_cum_energy(const double *sigma, size_t p, double *out) {
     }
 }
 
-double lin_energy_kept(const double *sigma, size_t p, size_t r) {
+double spectra_energy_kept(const double *sigma, size_t p, size_t r) {
     double total = 0, cum = 0;
     for (size_t i = 0; i < p; i++) {
         total += sigma[i] * sigma[i];
@@ -645,78 +641,3 @@ double lin_energy_kept(const double *sigma, size_t p, size_t r) {
     }
     return total > 0 ? cum / total : 1.0;
 }
-
-/* ================================================================ sweeps */
-
-typedef struct {
-    size_t n;
-    lin_task_fn fn;
-    void *ud;
-    atomic_size_t next;
-    atomic_int failed;          /* 1 after the first error */
-    atomic_int stopped;         /* 1 after an interrupt */
-    pthread_mutex_t mu;
-    char err[1024];
-} SweepCtx;
-
-typedef struct { SweepCtx *c; int worker; } SweepArg;
-
-static void *sweep_worker(void *p) {
-    SweepArg *a = p;
-    SweepCtx *c = a->c;
-    for (;;) {
-        if (atomic_load(&c->failed) || atomic_load(&c->stopped)) break;
-        if (al_interrupted()) { atomic_store(&c->stopped, 1); break; }
-        size_t i = atomic_fetch_add(&c->next, 1);
-        if (i >= c->n) break;
-        if (c->fn(i, a->worker, c->ud) != AL_OK) {
-            pthread_mutex_lock(&c->mu);
-            if (!atomic_load(&c->failed)) snprintf(c->err, sizeof c->err, "%s", al_errmsg());
-            atomic_store(&c->failed, 1);
-            pthread_mutex_unlock(&c->mu);
-            break;
-        }
-    }
-    return NULL;
-}
-
-int lin_sweep_threads(size_t n, int nthreads) {
-    int t = nthreads > 0 ? nthreads : al_threads();
-    if (t < 1) t = 1;
-    if ((size_t)t > n) t = n ? (int)n : 1;
-    return t;
-}
-
-int lin_sweep(size_t n, int nthreads, lin_task_fn fn, void *ud) {
-    int t = lin_sweep_threads(n, nthreads);
-    SweepCtx c = { .n = n, .fn = fn, .ud = ud };
-    atomic_init(&c.next, 0);
-    atomic_init(&c.failed, 0);
-    atomic_init(&c.stopped, 0);
-    pthread_mutex_init(&c.mu, NULL);
-    int blas_threads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-    pthread_t *th = al_calloc((size_t)t, sizeof *th, "sweep threads");
-    SweepArg *args = al_calloc((size_t)t, sizeof *args, "sweep threads");
-    int started = 0;
-    if (th && args) {
-        /* Worker 0 runs on this thread; the others on new pthreads. */
-        for (int w = 1; w < t; w++) {
-            args[w] = (SweepArg){ &c, w };
-            if (pthread_create(&th[w], NULL, sweep_worker, &args[w]) != 0) break;
-            started = w;
-        }
-        args[0] = (SweepArg){ &c, 0 };
-        sweep_worker(&args[0]);
-        for (int w = 1; w <= started; w++) pthread_join(th[w], NULL);
-    }
-    openblas_set_num_threads(blas_threads);
-    pthread_mutex_destroy(&c.mu);
-    int alloc_failed = !th || !args;
-    free(th); free(args);
-    if (alloc_failed) return AL_ERR;
-    if (atomic_load(&c.failed)) return al_err("%s", c.err);
-    if (atomic_load(&c.stopped)) return AL_INTERRUPTED;
-    return AL_OK;
-}
-

@@ -1,9 +1,9 @@
-/* compare.c -- all KV-cache reductions at one budget (see compare.h): builds each method's
+/* budget_compare.c -- all KV-cache reductions at one budget (see budget_compare.h): builds each method's
  * version of one attention layer through its own module (farr.h, transmla.h, kqsvd.h, tpa.h) or
  * here (mean-pooling, the attention over projected caches), and measures every version on the
- * same random tokens (relative Frobenius errors, unsquared). Owns the CmpResult it returns. */
+ * same random tokens (relative Frobenius errors, unsquared). Owns the BudgetResult it returns. */
 #define _GNU_SOURCE
-#include "compare.h"
+#include "budget_compare.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -20,15 +20,15 @@
 #include "tpa.h"
 #include "transmla.h"
 
-static const char *const METHOD_NAMES[CMP_NMETHODS] = {"farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool"};
+static const char *const METHOD_NAMES[BUDGET_NMETHODS] = {"farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool"};
 
-const char *cmp_method_name(cmp_method m) { return m >= 0 && m < CMP_NMETHODS ? METHOD_NAMES[m] : "?"; }
+const char *budget_method_name(budget_method m) { return m >= 0 && m < BUDGET_NMETHODS ? METHOD_NAMES[m] : "?"; }
 
-CmpOpts cmp_opts_default(void) {
-    return (CmpOpts){.layer_lo = 0, .layer_hi = -1, .tokens = 64, .fit_tokens = 256, .seed = AL_SEED_COMPARE};
+BudgetOpts budget_opts_default(void) {
+    return (BudgetOpts){.layer_lo = 0, .layer_hi = -1, .tokens = 64, .fit_tokens = 256, .seed = AL_SEED_COMPARE};
 }
 
-void cmp_result_free(CmpResult *r) {
+void budget_result_free(BudgetResult *r) {
     if (!r) return;
     free(r->rows);
     free(r);
@@ -49,8 +49,8 @@ static void fill_ranks(size_t budget, size_t ck, size_t cv, int lim_k, int lim_v
 }
 
 /* A row that cannot meet the budget: the reason goes in setting. */
-static void row_na(CmpRow *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void row_na(CmpRow *r, const char *fmt, ...) {
+static void row_na(BudgetRow *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void row_na(BudgetRow *r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(r->setting, sizeof r->setting, fmt, ap);
@@ -61,7 +61,7 @@ static void row_na(CmpRow *r, const char *fmt, ...) {
 }
 
 /* Errors of layer C against the reference outputs. */
-static int measure_layer(const AttnLayer *C, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+static int measure_layer(const AttnLayer *C, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r) {
     AttnOut *o = NULL;
     if (attn_eval(C, X, pos, true, &o)) return AL_ERR;
     attn_rel_err(ref, o, &r->score_err, &r->out_err);
@@ -174,7 +174,7 @@ static int farr_qk(AttnLayer *C, int r) {
 }
 
 /* FaRR of L at ranks rk (keys; head_dim: whole) and rv (values; v_dim: whole), measured on X. */
-static int farr_at(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+static int farr_at(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r) {
     AttnLayer *C = attn_layer_copy(L);
     int rc = C ? AL_OK : AL_ERR;
     if (rc == AL_OK && rv < L->v_dim) rc = farr_vo(C, rv);
@@ -184,9 +184,9 @@ static int farr_at(const AttnLayer *L, int rk, int rv, const Mat *X, const int *
     return rc;
 }
 
-int cmp_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, CmpRow *row) {
+int budget_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, BudgetRow *row) {
     memset(row, 0, sizeof *row);
-    row->method = CMP_FARR;
+    row->method = BUDGET_FARR;
     row->score_err = row->out_err = NAN;
     if (L->kind != ATTN_GQA) return al_err("compare: the methods take GQA / MHA layers");
     if (rk < 1 || rk > L->head_dim || rv < 1 || rv > L->v_dim || (L->rope_dim > 0 && rk < L->head_dim))
@@ -199,7 +199,7 @@ int cmp_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const int *
     return rc;
 }
 
-static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r) {
     size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
     int rk = L->head_dim, rv;
     if (L->rope_dim > 0) {
@@ -229,14 +229,14 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
  * measured on the evaluation tokens X, so the reported error is not the minimum of several
  * measurements on the same tokens. */
 static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const Mat *X, const int *pos,
-                       const AttnOut *ref, const Mat *Xf, const int *posf, CmpRow *r) {
+                       const AttnOut *ref, const Mat *Xf, const int *posf, BudgetRow *r) {
     int G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim, rd = L->rope_dim, d2 = rd / 2;
     if (L->rope_dim <= 0) { row_na(r, "n/a: RoRoPE needs rotary keys (the model has no RoPE)"); return AL_OK; }
     AttnOut *refF = NULL;
     if (attn_eval(L, Xf, posf, true, &refF)) return AL_ERR;
     AttnLayer *pick = NULL;
     bool any = false;
-    CmpRow best = *r;
+    BudgetRow best = *r;
     for (int M = 1; M <= d2; M++) {
         if (d2 % M) continue;
         int D = rd / M, nJ = (G * d - D) + G * dv;
@@ -251,7 +251,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
         o.eval_tokens = 4;
         AttnLayer *mla = NULL;
         TmlaLayerReport rep;
-        CmpRow cur = *r;
+        BudgetRow cur = *r;
         int rc = tmla_convert_layer(L, &o, Sigma, &mla, &rep);
         if (rc == AL_OK) { mla->window = L->window; mla->softcap = L->softcap; }   /* the model's, both sides */
         if (rc == AL_OK) rc = measure_layer(mla, Xf, posf, refF, &cur);
@@ -333,25 +333,41 @@ static int apply_proj(float *Y, size_t T, size_t ld, size_t c0, size_t n, const 
 
 /* The learned set p at layer l when its ranks are the budget's own (rk, rv: what every method gets
  * at B), else NULL: a set of other ranks is never reused, so KQ-SVD moves with the budget. */
-static const KqProj *learned_fits(const CmpKqFrom *kq, int rk, int rv) {
+static const KqProj *learned_fits(const BudgetKqFrom *kq, int rk, int rv) {
     const KqProj *p = kq ? kq->p : NULL;
     if (!p || p->method != KQ_KQSVD || kq->layer < 0 || kq->layer >= p->sh.n_layers) return NULL;
     return p->rank_k[kq->layer] == rk && p->rank_v[kq->layer] == rv ? p : NULL;
 }
 
-/* KV head g's key and value projections (A, B: d x rk, Av, Bv: dv x rv): copied from the learned
- * set, else KQ-SVD of the calibration's Grams (st) or of the fit tokens' (Kf, Qf, Vf: Tf rows).
- * GK, GQ: scratch (nmax x nmax). */
-static int group_proj(const AttnLayer *L, const CmpKqFrom *kq, const KqProj *lp, size_t g, int rk, int rv,
-                      const float *Kf, const float *Qf, const float *Vf, size_t Tf, double *GK, double *GQ, double *A,
-                      double *B, double *Av, double *Bv) {
+/* What KQ-SVD learns a layer's projections from, the same for each of its KV heads. */
+typedef struct {
+    const BudgetKqFrom *kq;        /* the layer and the calibration's Grams (kq->st, or NULL) */
+    const KqProj *lp;              /* the learned set at the budget's ranks (learned_fits), or NULL */
+    int rk, rv;                    /* key and value ranks */
+    const float *Kf, *Qf, *Vf;     /* fit tokens' keys (Tf, G d), queries (Tf, H d), values (Tf, G dv) */
+    size_t Tf;
+} GroupProjIn;
+
+/* One KV head's projections, and the scratch they are made in. */
+typedef struct {
+    double *GK, *GQ;               /* scratch (nmax x nmax) */
+    double *A, *B;                 /* keys: (d x rk) each */
+    double *Av, *Bv;               /* values: (dv x rv) each */
+} GroupProj;
+
+/* KV head g's key and value projections (out): copied from the learned set, else KQ-SVD of the
+ * calibration's Grams (st) or of the fit tokens'. */
+static int group_proj(const AttnLayer *L, const GroupProjIn *in, size_t g, GroupProj *out) {
     size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
-    size_t grp = H / G, D = (size_t)L->hidden, Rk = (size_t)rk, Rv = (size_t)rv;
+    size_t grp = H / G, D = (size_t)L->hidden, Rk = (size_t)in->rk, Rv = (size_t)in->rv, Tf = in->Tf;
+    const BudgetKqFrom *kq = in->kq;
+    const KqProj *lp = in->lp;
+    double *GK = out->GK, *GQ = out->GQ;
     if (lp) {
-        memcpy(A, lp->A_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
-        memcpy(B, lp->B_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
-        memcpy(Av, lp->A_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
-        memcpy(Bv, lp->B_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
+        memcpy(out->A, lp->A_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
+        memcpy(out->B, lp->B_K[kq->layer] + g * d * Rk, d * Rk * sizeof(double));
+        memcpy(out->Av, lp->A_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
+        memcpy(out->Bv, lp->B_V[kq->layer] + g * dv * Rv, dv * Rv * sizeof(double));
         return AL_OK;
     }
     const CalibStats *st = kq ? kq->st : NULL;
@@ -363,15 +379,15 @@ static int group_proj(const AttnLayer *L, const CmpKqFrom *kq, const KqProj *lp,
     } else {
         memset(GK, 0, d * d * sizeof(double));
         memset(GQ, 0, d * d * sizeof(double));
-        rc = gram_add(Kf, Tf, G * d, g * d, d, GK);
-        for (size_t i = 0; rc == AL_OK && i < grp; i++) rc = gram_add(Qf, Tf, H * d, (g * grp + i) * d, d, GQ);
+        rc = gram_add(in->Kf, Tf, G * d, g * d, d, GK);
+        for (size_t i = 0; rc == AL_OK && i < grp; i++) rc = gram_add(in->Qf, Tf, H * d, (g * grp + i) * d, d, GQ);
     }
-    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, d, Rk, A, B, NULL);
+    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, d, Rk, out->A, out->B, NULL);
     /* values: G_V and G_W = sum over the group's heads of W_O[h] W_O[h]ᵀ (Appendix B) */
     if (rc == AL_OK && st) rc = calib_gram(st, CALIB_V, kq->layer, (int)g, GK);
     else if (rc == AL_OK) {
         memset(GK, 0, dv * dv * sizeof(double));
-        rc = gram_add(Vf, Tf, G * dv, g * dv, dv, GK);
+        rc = gram_add(in->Vf, Tf, G * dv, g * dv, dv, GK);
     }
     if (rc == AL_OK) memset(GQ, 0, dv * dv * sizeof(double));
     /* W_O[h] (dv, D) is rows of W_O: its Gram W_O[h] W_O[h]ᵀ is the Gram of its transpose. */
@@ -380,28 +396,28 @@ static int group_proj(const AttnLayer *L, const CmpKqFrom *kq, const KqProj *lp,
         rc = WoT ? gram_add(WoT->data, D, dv, 0, dv, GQ) : AL_ERR;
         mat_free(WoT);
     }
-    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, dv, Rv, Av, Bv, NULL);
+    if (rc == AL_OK) rc = kq_proj(KQ_KQSVD, GK, GQ, dv, Rv, out->Av, out->Bv, NULL);
     return rc;
 }
 
 /* The calibration's shape must be the layer's for its Grams to stand in for the fit tokens. */
-static bool calib_fits(const CmpKqFrom *kq, const AttnLayer *L) {
+static bool calib_fits(const BudgetKqFrom *kq, const AttnLayer *L) {
     const CalibStats *st = kq ? kq->st : NULL;
     return st && kq->layer >= 0 && kq->layer < st->sh.n_layers && st->tokens[kq->layer] > 0 &&
            st->sh.n_kv_heads == L->n_kv_heads && st->sh.d_qk == L->head_dim && st->sh.d_v == L->v_dim;
 }
 
 static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const Mat *Xf, const int *posf,
-                    const CmpKqFrom *kq_in, const AttnOut *ref, CmpRow *r, int *from) {
+                    const BudgetKqFrom *kq_in, const AttnOut *ref, BudgetRow *r, int *from) {
     size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
-    CmpKqFrom kq = kq_in ? *kq_in : (CmpKqFrom){.layer = -1};
+    BudgetKqFrom kq = kq_in ? *kq_in : (BudgetKqFrom){.layer = -1};
     if (!calib_fits(&kq, L)) kq.st = NULL;
     int rk, rv;
     fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
     const KqProj *lp = learned_fits(&kq, rk, rv);
     if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one key and one value dim per KV head)", 2 * G); return AL_OK; }
-    *from = lp ? CMP_KQ_LEARNED : kq.st ? CMP_KQ_CALIB : CMP_KQ_FIT;
-    bool rope = L->rope_dim > 0, fit = *from == CMP_KQ_FIT;
+    *from = lp ? BUDGET_KQ_LEARNED : kq.st ? BUDGET_KQ_CALIB : BUDGET_KQ_FIT;
+    bool rope = L->rope_dim > 0, fit = *from == BUDGET_KQ_FIT;
     size_t Tf = Xf->rows, T = X->rows, nmax = d > dv ? d : dv;
     float *Qf = fit ? al_malloc3(Tf, H * d, sizeof(float), "fit queries") : NULL;
     float *Kf = fit ? al_malloc3(Tf, G * d, sizeof(float), "fit keys") : NULL;
@@ -423,8 +439,10 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
         project(L, X, pos, L->W_K, L->b_K, G, d, rope, K);
         project(L, X, pos, L->W_V, L->b_V, G, dv, false, V);
     }
+    const GroupProjIn in = {.kq = &kq, .lp = lp, .rk = rk, .rv = rv, .Kf = Kf, .Qf = Qf, .Vf = Vf, .Tf = Tf};
+    GroupProj pj = {.GK = GK, .GQ = GQ, .A = A, .B = Bm, .Av = Av, .Bv = Bv};
     for (size_t g = 0; rc == AL_OK && g < G; g++) {
-        rc = group_proj(L, &kq, lp, g, rk, rv, Kf, Qf, Vf, Tf, GK, GQ, A, Bm, Av, Bv);
+        rc = group_proj(L, &in, g, &pj);
         if (rc == AL_OK) rc = apply_proj(K, T, G * d, g * d, d, A, Bm, (size_t)rk);
         if (rc == AL_OK) rc = apply_proj(V, T, G * dv, g * dv, dv, Av, Bv, (size_t)rv);
     }
@@ -448,7 +466,7 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
 /* ================================================================ tpa */
 
 static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const double *Sigma, const Mat *X, const int *pos,
-                  const AttnOut *ref, CmpRow *r) {
+                  const AttnOut *ref, BudgetRow *r) {
     size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
     int rk, rv;
     if (f == TPA_FORM_A) fill_ranks(B, d, dv, (int)G, (int)G, &rk, &rv);
@@ -474,7 +492,7 @@ static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const double *Sigma,
 
 /* ================================================================ mean-pool */
 
-static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, CmpRow *r) {
+static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r) {
     size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim, D = (size_t)L->hidden;
     size_t Gp = 0;
     for (size_t c = G; c >= 1; c--)
@@ -515,38 +533,38 @@ static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *po
 
 /* ================================================================ one layer, a model */
 
-int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
-              const double *Sigma, CmpRow *rows) {
-    return cmp_layer_from(L, budget, X, pos, Xfit, posfit, Sigma, NULL, rows, NULL);
+int budget_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
+              const double *Sigma, BudgetRow *rows) {
+    return budget_layer_from(L, budget, X, pos, Xfit, posfit, Sigma, NULL, rows, NULL);
 }
 
-int cmp_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
-                   const double *Sigma, const CmpKqFrom *kq, CmpRow *rows, int *kq_from) {
+int budget_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
+                   const double *Sigma, const BudgetKqFrom *kq, BudgetRow *rows, int *kq_from) {
     if (L->kind != ATTN_GQA)
         return al_err("compare: the methods take GQA / MHA layers; an MLA layer already caches a shared latent");
     AttnOut *ref = NULL;
     if (attn_eval(L, X, pos, true, &ref)) return AL_ERR;
-    int rc = AL_OK, from = CMP_KQ_FIT;
-    for (int k = 0; k < CMP_NMETHODS; k++) {
-        CmpRow *r = &rows[k];
+    int rc = AL_OK, from = BUDGET_KQ_FIT;
+    for (int k = 0; k < BUDGET_NMETHODS; k++) {
+        BudgetRow *r = &rows[k];
         memset(r, 0, sizeof *r);
-        r->method = (cmp_method)k;
+        r->method = (budget_method)k;
         r->score_err = r->out_err = NAN;
     }
-    if ((rc = do_farr(L, budget, X, pos, ref, &rows[CMP_FARR]))) al_err_ctx("FaRR");
-    else if ((rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[CMP_TRANSMLA]))) al_err_ctx("TransMLA");
-    else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, kq, ref, &rows[CMP_KQSVD], &from))) al_err_ctx("KQ-SVD");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[CMP_TPA_A]))) al_err_ctx("TPA form a");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[CMP_TPA_B]))) al_err_ctx("TPA form b");
-    else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[CMP_MEANPOOL]))) al_err_ctx("mean-pool");
+    if ((rc = do_farr(L, budget, X, pos, ref, &rows[BUDGET_FARR]))) al_err_ctx("FaRR");
+    else if ((rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[BUDGET_TRANSMLA]))) al_err_ctx("TransMLA");
+    else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, kq, ref, &rows[BUDGET_KQSVD], &from))) al_err_ctx("KQ-SVD");
+    else if ((rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[BUDGET_TPA_A]))) al_err_ctx("TPA form a");
+    else if ((rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[BUDGET_TPA_B]))) al_err_ctx("TPA form b");
+    else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[BUDGET_MEANPOOL]))) al_err_ctx("mean-pool");
     attn_out_free(ref);
     if (kq_from) *kq_from = from;
     return rc;
 }
 
-int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
+int budget_compare(Model *m, const BudgetOpts *opts, BudgetResult **out) {
     *out = NULL;
-    CmpOpts o = *opts;
+    BudgetOpts o = *opts;
     const ModelConfig *c = &m->cfg;
     const char *name = m->name ? m->name : m->path;
     if (analysis_check(m, AN_COMPARE)) return AL_ERR;
@@ -558,12 +576,12 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
     if (!o.fit_tokens) o.fit_tokens = 256;
     if (!o.seed) o.seed = AL_SEED_COMPARE;
     int nl = o.layer_hi - o.layer_lo + 1, nfrom[3] = {0, 0, 0};
-    CmpResult *r = al_calloc(1, sizeof *r, "a comparison");
+    BudgetResult *r = al_calloc(1, sizeof *r, "a comparison");
     Mat *X = NULL, *Xf = NULL;
     const double *lastS = NULL;
     int *pos = al_malloc3(o.tokens, 1, sizeof(int), "positions"), *posf = al_malloc3(o.fit_tokens, 1, sizeof(int), "positions");
     int rc = r && pos && posf ? AL_OK : AL_ERR;
-    if (rc == AL_OK && !(r->rows = al_calloc((size_t)nl * CMP_NMETHODS, sizeof *r->rows, "comparison rows"))) rc = AL_ERR;
+    if (rc == AL_OK && !(r->rows = al_calloc((size_t)nl * BUDGET_NMETHODS, sizeof *r->rows, "comparison rows"))) rc = AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < o.tokens; t++) pos[t] = (int)t;
     for (size_t t = 0; rc == AL_OK && t < o.fit_tokens; t++) posf[t] = (int)t;
     for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l++) {
@@ -580,14 +598,14 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
             if (!X || !Xf) { rc = AL_ERR; break; }
         }
         AttnLayer *L = NULL;
-        CmpRow *rows = r->rows + (size_t)(l - o.layer_lo) * CMP_NMETHODS;
+        BudgetRow *rows = r->rows + (size_t)(l - o.layer_lo) * BUDGET_NMETHODS;
         rc = attn_layer_load(m, l, &L);
         if (rc == AL_OK) rc = attn_layer_finite(L);          /* NaN/Inf: said, not LAPACK's refusal */
-        CmpKqFrom kq = {.st = o.calib, .p = o.kq, .layer = l};
-        int from = CMP_KQ_FIT;
-        if (rc == AL_OK) rc = cmp_layer_from(L, o.budget, X, pos, Xf, posf, Sigma, &kq, rows, &from);
+        BudgetKqFrom kq = {.st = o.calib, .p = o.kq, .layer = l};
+        int from = BUDGET_KQ_FIT;
+        if (rc == AL_OK) rc = budget_layer_from(L, o.budget, X, pos, Xf, posf, Sigma, &kq, rows, &from);
         if (rc == AL_OK) nfrom[from]++;
-        for (int k = 0; rc == AL_OK && k < CMP_NMETHODS; k++) rows[k].layer = l;
+        for (int k = 0; rc == AL_OK && k < BUDGET_NMETHODS; k++) rows[k].layer = l;
         attn_layer_free(L);
         if (rc) al_err_ctx("compare, layer %d", l);
         al_progress("layer", (size_t)(l - o.layer_lo + 1), (size_t)nl);
@@ -596,14 +614,14 @@ int cmp_kv_budget(Model *m, const CmpOpts *opts, CmpResult **out) {
     mat_free(Xf);
     free(pos);
     free(posf);
-    if (rc) { cmp_result_free(r); return rc; }
+    if (rc) { budget_result_free(r); return rc; }
     r->budget = o.budget;
     r->kv_model = cfg_kv_values(c);
     r->tokens = o.tokens;
     r->seed = o.seed;
-    r->kq_from = nfrom[CMP_KQ_LEARNED] >= nfrom[CMP_KQ_CALIB] && nfrom[CMP_KQ_LEARNED] >= nfrom[CMP_KQ_FIT] ? CMP_KQ_LEARNED
-                 : nfrom[CMP_KQ_CALIB] >= nfrom[CMP_KQ_FIT] ? CMP_KQ_CALIB : CMP_KQ_FIT;
-    r->n_rows = nl * CMP_NMETHODS;
+    r->kq_from = nfrom[BUDGET_KQ_LEARNED] >= nfrom[BUDGET_KQ_CALIB] && nfrom[BUDGET_KQ_LEARNED] >= nfrom[BUDGET_KQ_FIT] ? BUDGET_KQ_LEARNED
+                 : nfrom[BUDGET_KQ_CALIB] >= nfrom[BUDGET_KQ_FIT] ? BUDGET_KQ_CALIB : BUDGET_KQ_FIT;
+    r->n_rows = nl * BUDGET_NMETHODS;
     *out = r;
     return AL_OK;
 }

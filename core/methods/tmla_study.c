@@ -1,8 +1,8 @@
-/* tmla_lm.c -- the TransMLA perplexity studies: the RoPE-removal curve (Figure 3b) and the KV
+/* tmla_study.c -- the TransMLA perplexity studies: the RoPE-removal curve (Figure 3b) and the KV
  * table (Figure 4b), each variant's converted layers swapped into the model's forward pass
- * (fwd_set_attn) for its perplexity. See tmla_lm.h. Owns the study results it returns. */
+ * (fwd_set_attn) for its perplexity. See tmla_study.h. Owns the study results it returns. */
 #define _GNU_SOURCE
-#include "tmla_lm.h"
+#include "tmla_study.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -104,10 +104,10 @@ static int cov_new(const Study *st, const double *const *sigma, const double *co
 
 /* ================================================================ Figure 3b */
 
-void tlm_removal_free(TlmRemoval *r) {
+void tstudy_removal_free(TstudyRemoval *r) {
     if (!r) return;
     for (size_t i = 0; i < r->n_curves; i++) {
-        TlmRemovalCurve *c = &r->curves[i];
+        TstudyRemovalCurve *c = &r->curves[i];
         free(c->removed); free(c->rope_dims); free(c->energy); free(c->nll);
     }
     free(r->curves);
@@ -148,7 +148,7 @@ static size_t kept_pairs(double f, int M, size_t G, size_t d2) {
 }
 
 /* One curve (M > 0: RoRoPE + FreqFold M; 0: MHA2MLA) over the fractions. */
-static int removal_curve(Study *st, const TlmRemovalOpts *o, const LayerCov *cov, int M, TlmRemovalCurve *cv,
+static int removal_curve(Study *st, const TstudyRemovalOpts *o, const LayerCov *cov, int M, TstudyRemovalCurve *cv,
                          size_t *done, size_t total) {
     const ModelConfig *c = &st->m->cfg;
     size_t G = (size_t)c->n_kv_heads, d2 = (size_t)c->qk_rope_dim / 2, np = G * d2, nf = o->n_removed;   /* rotary pairs */
@@ -190,7 +190,7 @@ static int removal_curve(Study *st, const TlmRemovalOpts *o, const LayerCov *cov
     return rc;
 }
 
-int tlm_rope_removal(Forward *f, const TlmRemovalOpts *o, TlmRemoval **out) {
+int tstudy_rope_removal(Forward *f, const TstudyRemovalOpts *o, TstudyRemoval **out) {
     *out = NULL;
     const ModelConfig *c = &fwd_model(f)->cfg;
     int d2 = c->qk_rope_dim / 2;               /* the rotary frequencies of a head (partial rotary: fewer than d/2) */
@@ -204,7 +204,7 @@ int tlm_rope_removal(Forward *f, const TlmRemovalOpts *o, TlmRemoval **out) {
         return al_err("RoPE removal: no curve asked for (give freqfolds and/or the MHA2MLA baseline, and fractions)");
     Study st;
     if (study_new(f, o->layer_lo, o->layer_hi, &st)) return AL_ERR;
-    TlmRemoval *r = al_calloc(1, sizeof *r, "RoPE-removal curves");
+    TstudyRemoval *r = al_calloc(1, sizeof *r, "RoPE-removal curves");
     size_t nc = o->nM + (o->mha2mla ? 1 : 0);
     LayerCov cov = {0};
     int rc = r && (r->curves = al_calloc(nc, sizeof *r->curves, "curves")) ? AL_OK : AL_ERR;
@@ -218,14 +218,14 @@ int tlm_rope_removal(Forward *f, const TlmRemovalOpts *o, TlmRemoval **out) {
     al_progress(NULL, 0, 0);
     cov_free(&cov, st.n_layers);
     study_free(&st);
-    if (rc) { tlm_removal_free(r); return rc; }
+    if (rc) { tstudy_removal_free(r); return rc; }
     *out = r;
     return AL_OK;
 }
 
 /* ================================================================ Figure 4b */
 
-void tlm_kv_table_free(TlmKvTable *t) {
+void tstudy_kv_table_free(TstudyKvTable *t) {
     if (!t) return;
     free(t->rows);
     free(t);
@@ -249,7 +249,7 @@ static int rope_energy_under(const Study *st, const LayerCov *cov_rot, const Lay
 }
 
 /* One row: every studied layer converted with o (act: activation statistics), then the NLL. */
-static int kv_row(Study *st, const TlmKvTableOpts *ko, const TmlaOpts *o, bool act, TlmKvRow *row, size_t *count) {
+static int kv_row(Study *st, const TstudyKvTableOpts *ko, const TmlaOpts *o, bool act, TstudyKvRow *row, size_t *count) {
     AttnLayer **mla = al_calloc((size_t)st->n_layers, sizeof *mla, "converted layers");
     int rc = mla ? AL_OK : AL_ERR;
     double alpha = 0, joint = 0;
@@ -274,7 +274,7 @@ static int kv_row(Study *st, const TlmKvTableOpts *ko, const TmlaOpts *o, bool a
     return rc;
 }
 
-int tlm_kv_table(Forward *f, const TlmKvTableOpts *ko, TlmKvTable **out) {
+int tstudy_kv_table(Forward *f, const TstudyKvTableOpts *ko, TstudyKvTable **out) {
     *out = NULL;
     Study st;
     if (study_new(f, ko->layer_lo, ko->layer_hi, &st)) return AL_ERR;
@@ -295,7 +295,7 @@ int tlm_kv_table(Forward *f, const TlmKvTableOpts *ko, TlmKvTable **out) {
         rc = tmla_resolve_opts(st.m, &o);
     }
     if (rc) { study_free(&st); return AL_ERR; }
-    TlmKvTable *tb = al_calloc(1, sizeof *tb, "the W / WX table");
+    TstudyKvTable *tb = al_calloc(1, sizeof *tb, "the W / WX table");
     LayerCov cw = {0}, ca = {0};
     rc = tb && (tb->rows = al_calloc(4 * ko->n_ranks, sizeof *tb->rows, "table rows")) ? AL_OK : AL_ERR;
     if (rc == AL_OK) rc = eval_nll(&st, ko->ids, ko->n_ids, ko->seqlen, &tb->base_nll, &tb->tokens);
@@ -306,7 +306,7 @@ int tlm_kv_table(Forward *f, const TlmKvTableOpts *ko, TlmKvTable **out) {
     if (rc == AL_OK) rc = rope_energy_under(&st, &ca, &ca, o.freqfold, o.rope_dim, &re[1]);
     size_t total = 4 * ko->n_ranks;
     for (size_t i = 0; rc == AL_OK && i < total; i++) {
-        TlmKvRow *row = &tb->rows[i];
+        TstudyKvRow *row = &tb->rows[i];
         size_t cnt;
         row->kv_rank = ko->kv_ranks[i / 4];
         row->act = (i / 2) % 2 == 1;
@@ -322,7 +322,7 @@ int tlm_kv_table(Forward *f, const TlmKvTableOpts *ko, TlmKvTable **out) {
     cov_free(&cw, st.n_layers);
     cov_free(&ca, st.n_layers);
     study_free(&st);
-    if (rc) { tlm_kv_table_free(tb); return rc; }
+    if (rc) { tstudy_kv_table_free(tb); return rc; }
     tb->rope_dim = o.rope_dim;
     tb->freqfold = o.freqfold;
     *out = tb;

@@ -1,4 +1,4 @@
-/* compare.h -- every KV-cache reduction of the seeds on one model at one budget: for a budget of B
+/* budget_compare.h -- every KV-cache reduction of the seeds on one model at one budget: for a budget of B
  * values cached per token per layer, the attention-output error per layer of
  *   farr       FaRR truncation of the cached dims (seed 000): the V dims of each KV group through
  *              the group's stacked V·O map (W_V'[g] = U_r, W_O'[h] = U_rᵀ W_V[g] W_O[h]); where the
@@ -16,8 +16,8 @@
  *              output variant of Appendix B): rank R_K / R_V projections of each KV head's cached
  *              keys (after RoPE, on the rotary dims of a partial-rotary head) and values: G (R_K + R_V)
  *              values, at the budget's ranks (refit at every B, like every other method): from the
- *              Grams of the session's calibration (CmpOpts.calib: real text), else of FIT random
- *              tokens. The projections `kvsvd learn kqsvd` made (CmpOpts.kq) are reused only in a
+ *              Grams of the session's calibration (BudgetOpts.calib: real text), else of FIT random
+ *              tokens. The projections `kvsvd learn kqsvd` made (BudgetOpts.kq) are reused only in a
  *              layer where their ranks are exactly the budget's, and the row says so.
  *   tpa-a      non-contextual TPA form a (seed 004, core/methods/tpa.h): R_K d + R_V dv values.
  *   tpa-b      non-contextual TPA form b: (R_K + R_V) G values.
@@ -32,7 +32,7 @@
  *
  * Errors are relative Frobenius errors ||b - a|| / ||a|| (unsquared) of the causal attention
  * scores and of the layer's output (after W_O and its bias) on T random Gaussian tokens at
- * positions 0..T-1 drawn with CmpOpts.seed (reported in CmpResult.seed), the same tokens for every
+ * positions 0..T-1 drawn with BudgetOpts.seed (reported in BudgetResult.seed), the same tokens for every
  * method; KQ-SVD without a calibration learns from other tokens of the same law (seed + 1). Without
  * calibration the tokens have unit variance and the weight-based fits (FaRR, TransMLA, TPA) are
  * optimal for them in expectation. With a layer's input second moment Sigma (calibration), the
@@ -41,17 +41,17 @@
  * (TransMLA) compare as logits, the same as the model's. A sliding window (per layer) and a score
  * soft-cap of the model apply to every method's layer as to the reference: compare exports
  * nothing, so what an export format cannot hold does not matter here. */
-#ifndef AL_COMPARE_H
-#define AL_COMPARE_H
+#ifndef AL_BUDGET_COMPARE_H
+#define AL_BUDGET_COMPARE_H
 
 #include "attn_eval.h"
 #include "kqsvd.h"
 
-typedef enum { CMP_FARR, CMP_TRANSMLA, CMP_KQSVD, CMP_TPA_A, CMP_TPA_B, CMP_MEANPOOL, CMP_NMETHODS } cmp_method;
+typedef enum { BUDGET_FARR, BUDGET_TRANSMLA, BUDGET_KQSVD, BUDGET_TPA_A, BUDGET_TPA_B, BUDGET_MEANPOOL, BUDGET_NMETHODS } budget_method;
 
 /* "farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool" (the tokens of `compare`'s method
  * column; prose writes FaRR, TransMLA, KQ-SVD, TPA). */
-const char *cmp_method_name(cmp_method m);
+const char *budget_method_name(budget_method m);
 
 typedef struct {
     size_t budget;            /* B: values cached per token per layer */
@@ -64,18 +64,18 @@ typedef struct {
     const CalibStats *calib;  /* NULL, or the session's calibration of the model: KQ-SVD's Grams */
     const KqProj *kq;         /* NULL, or KQ-SVD projections of the model (`kvsvd learn kqsvd`): reused
                                  where their ranks are the budget's */
-} CmpOpts;
+} BudgetOpts;
 
-CmpOpts cmp_opts_default(void);
+BudgetOpts budget_opts_default(void);
 
 typedef struct {
     int layer;
-    cmp_method method;
+    budget_method method;
     bool ok;                  /* the method meets the budget on this model */
     size_t kv_values;         /* values it caches per token per layer (<= budget when ok) */
     char setting[128];        /* the ranks chosen ("r_v 12", "R 56 + D 8 (M 4)"), or why not */
     double score_err, out_err;    /* NaN when !ok */
-} CmpRow;
+} BudgetRow;
 
 typedef struct {
     size_t budget;
@@ -83,26 +83,26 @@ typedef struct {
     size_t tokens;
     uint64_t seed;            /* of the evaluation tokens */
     bool activation_stats;    /* some layer used a given Sigma */
-    int kq_from;              /* where KQ-SVD's projections came from in most layers: CMP_KQ_FIT
-                                 (random tokens), CMP_KQ_CALIB (calibration Grams), CMP_KQ_LEARNED */
+    int kq_from;              /* where KQ-SVD's projections came from in most layers: BUDGET_KQ_FIT
+                                 (random tokens), BUDGET_KQ_CALIB (calibration Grams), BUDGET_KQ_LEARNED */
     int n_rows;
-    CmpRow *rows;             /* (layers x CMP_NMETHODS), layer-major */
-} CmpResult;
+    BudgetRow *rows;             /* (layers x BUDGET_NMETHODS), layer-major */
+} BudgetResult;
 
-void cmp_result_free(CmpResult *r);
+void budget_result_free(BudgetResult *r);
 
-/* The rows of one GQA / MHA layer (rows: CMP_NMETHODS entries, caller's). X: evaluation inputs
+/* The rows of one GQA / MHA layer (rows: BUDGET_NMETHODS entries, caller's). X: evaluation inputs
  * (T x hidden) at pos; Xfit: KQ-SVD's learning inputs (and TransMLA's choice of FreqFold) at posfit; Sigma: the inputs' second moment
  * for TransMLA's and TPA's fits (NULL: unit variance). */
-int cmp_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
-              const double *Sigma, CmpRow *rows);
+int budget_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
+              const double *Sigma, BudgetRow *rows);
 
 /* compare's `farr` row of one GQA / MHA layer at given ranks instead of a budget's: r_k (keys;
  * head_dim keeps them whole, as it must under RoPE) and r_v, on X at pos (`check` after `truncate`
  * prints it beside the working copy's errors). */
-int cmp_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, CmpRow *row);
+int budget_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, BudgetRow *row);
 
-enum { CMP_KQ_FIT, CMP_KQ_CALIB, CMP_KQ_LEARNED };
+enum { BUDGET_KQ_FIT, BUDGET_KQ_CALIB, BUDGET_KQ_LEARNED };
 
 /* Where KQ-SVD learns layer `layer` from (see the top): st (calibration Grams) and / or p (learned
  * projections), either NULL. */
@@ -110,15 +110,15 @@ typedef struct {
     const CalibStats *st;
     const KqProj *p;
     int layer;
-} CmpKqFrom;
+} BudgetKqFrom;
 
-/* cmp_layer with KQ-SVD's projections from kq (NULL: Xfit); *kq_from (may be NULL) says which. */
-int cmp_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
-                   const double *Sigma, const CmpKqFrom *kq, CmpRow *rows, int *kq_from);
+/* budget_layer with KQ-SVD's projections from kq (NULL: Xfit); *kq_from (may be NULL) says which. */
+int budget_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int *pos, const Mat *Xfit, const int *posfit,
+                   const double *Sigma, const BudgetKqFrom *kq, BudgetRow *rows, int *kq_from);
 
 /* Compares every method on layers [lo, hi] of m (GQA / MHA families the evaluator covers; MLA
  * is refused: it already caches a shared latent). al_progress("layer"); Ctrl-C between layers
  * returns AL_INTERRUPTED (nothing kept). */
-int cmp_kv_budget(Model *m, const CmpOpts *o, CmpResult **out);
+int budget_compare(Model *m, const BudgetOpts *o, BudgetResult **out);
 
 #endif

@@ -1,4 +1,4 @@
-/* tmla_lm.h -- the two TransMLA perplexity studies (seed 003): the RoPE-removal curve (Figure 3b)
+/* tmla_study.h -- the two TransMLA perplexity studies (seed 003): the RoPE-removal curve (Figure 3b)
  * and the W-based / activation-based, with / without KV balancing table (Figure 4b). Each variant
  * converts the chosen layers in memory and runs the model's real forward pass with them swapped in
  * (fwd_set_attn, core/model/forward.h): a DeepSeek-V3 checkpoint carries one standard RoPE of
@@ -7,8 +7,8 @@
  * own frequency -- core/model/attn_eval.c evaluates such layers. Perplexities are fwd_ppl's windows.
  * Both studies leave the forward pass without overrides (fwd_clear_attn), and take models that
  * tmla_resolve_opts accepts (GQA with full RoPE). */
-#ifndef AL_TMLA_LM_H
-#define AL_TMLA_LM_H
+#ifndef AL_TMLA_STUDY_H
+#define AL_TMLA_STUDY_H
 
 #include "forward.h"
 #include "transmla.h"
@@ -26,7 +26,7 @@ typedef struct {
     const double *const *mu;      /* per layer E[x] beside sigma (may be NULL) */
     const int *ids;           /* evaluation tokens */
     size_t n_ids, seqlen;
-} TlmRemovalOpts;
+} TstudyRemovalOpts;
 
 typedef struct {
     int M;                    /* FreqFold of a RoRoPE curve; 0: MHA2MLA */
@@ -35,22 +35,22 @@ typedef struct {
     int *rope_dims;           /* (n) RoPE dims kept in the merged key (per KV head for MHA2MLA x heads) */
     double *energy;           /* (n) key energy kept in the RoPE dims, mean over the layers */
     double *nll;              /* (n) log-perplexity: mean NLL per predicted token */
-} TlmRemovalCurve;
+} TstudyRemovalCurve;
 
 typedef struct {
     double base_nll;          /* the original model's */
     size_t tokens;            /* predicted tokens per evaluation */
     size_t n_curves;
-    TlmRemovalCurve *curves;
-} TlmRemoval;
+    TstudyRemovalCurve *curves;
+} TstudyRemoval;
 
-void tlm_removal_free(TlmRemoval *r);
+void tstudy_removal_free(TstudyRemoval *r);
 /* Every RoRoPE curve keeps, per layer, the rotated pairs of largest key energy (FreqFold M: one
  * PCA per group of M frequencies, each group turning at its first frequency); the MHA2MLA curve
  * keeps per KV head the same number of frequencies (tmla_mha2mla_pairs). No KV compression: the
  * dims that lose RoPE stay as NoPE keys. Fractions are rounded to whole pairs (repeats dropped).
  * f runs fwd_model(f). al_progress("variant"); Ctrl-C: AL_INTERRUPTED, nothing kept. */
-int tlm_rope_removal(Forward *f, const TlmRemovalOpts *o, TlmRemoval **out);
+int tstudy_rope_removal(Forward *f, const TstudyRemovalOpts *o, TstudyRemoval **out);
 
 /* ================================================================ Figure 4b: the KV table */
 
@@ -65,7 +65,7 @@ typedef struct {
     size_t n_ids, seqlen;
     double norm_eps;          /* the eps the converted rows' norms run at (mla_export_norm_eps: as the
                                  export computes them); 0: the model's */
-} TlmKvTableOpts;
+} TstudyKvTableOpts;
 
 typedef struct {
     int kv_rank;
@@ -75,19 +75,19 @@ typedef struct {
     double rope_energy;       /* key energy kept in the RoPE dims, under the activation statistics, mean */
     double joint_energy;      /* energy kept by the joint basis of its own PCA input, mean */
     double nll;               /* log-perplexity */
-} TlmKvRow;
+} TstudyKvRow;
 
 typedef struct {
     double base_nll;
     size_t tokens;
     int rope_dim, freqfold;
     size_t n;
-    TlmKvRow *rows;           /* per rank: W, W + BKV, WX, WX + BKV */
-} TlmKvTable;
+    TstudyKvRow *rows;           /* per rank: W, W + BKV, WX, WX + BKV */
+} TstudyKvTable;
 
-void tlm_kv_table_free(TlmKvTable *t);
+void tstudy_kv_table_free(TstudyKvTable *t);
 /* Converts the layers four ways per rank and measures each perplexity with f (al_progress
  * "variant"). */
-int tlm_kv_table(Forward *f, const TlmKvTableOpts *o, TlmKvTable **out);
+int tstudy_kv_table(Forward *f, const TstudyKvTableOpts *o, TstudyKvTable **out);
 
 #endif
