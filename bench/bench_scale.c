@@ -527,7 +527,9 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
         FarrState *st = farr_state_new();
         double w0 = wall();
         for (int k = 0; k < 2 && st; k++)
-            if (farr_state_sweep(st, m, (farr_kind)k, 0, nl - 1, FARR_NO_OFFSET) != AL_OK) return fail("cold sweep");
+            if (farr_state_sweep(st, &(FarrQuery){ .m = m, .kind = (farr_kind)k, .lo = 0, .hi = nl - 1,
+                                                   .offset = FARR_NO_OFFSET }) != AL_OK)
+                return fail("cold sweep");
         t[pass] = (wall() - w0) / nl;
         farr_state_free(st);
     }

@@ -169,35 +169,26 @@ static void note_rope_loss(const Model *m, const TmlaResult *r, Out *out) {
                r->rep[worst].rope_energy, worst, r->rep[worst].out_err, ro->kv_rank == TMLA_FULL ? "" : " beside the rank");
 }
 
-int cmd_convert_mla(Session *s, const Args *a, Out *out) {
-    Model *m = s->cur;
-    TmlaOpts o = tmla_opts_default();
-    if (parse_rank(a, &o.kv_rank)) return AL_ERR;
-    o.rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0;
-    o.freqfold = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : 0;
-    o.balance = args_enum(a, "balance") != 1;
-    o.q_rank = args_given(a, "q-rank") ? (int)args_int(a, "q-rank") : 0;
-    o.eval_tokens = (size_t)args_int(a, "tokens");
-    if (args_given(a, "seed")) o.seed = (uint64_t)args_int(a, "seed");
+/* convert mla's options from its arguments: kv-rank, RoPE dims, freqfold, balance, q-rank, tokens,
+ * seed, layers. */
+static int mla_args_opts(const Model *m, const Args *a, TmlaOpts *o) {
+    *o = tmla_opts_default();
+    if (parse_rank(a, &o->kv_rank)) return AL_ERR;
+    o->rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0;
+    o->freqfold = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : 0;
+    o->balance = args_enum(a, "balance") != 1;
+    o->q_rank = args_given(a, "q-rank") ? (int)args_int(a, "q-rank") : 0;
+    o->eval_tokens = (size_t)args_int(a, "tokens");
+    if (args_given(a, "seed")) o->seed = (uint64_t)args_int(a, "seed");
     long lo, hi;
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
-    o.layer_lo = (int)lo;
-    o.layer_hi = (int)hi;
-    TmlaStatsUse u;
-    int src = ws_tmla_stats(s, m, a, false, &u, out);
-    if (src) return src;
-    o.sigma = u.act ? (const double *const *)u.sigma : NULL;
-    o.mu = u.act ? (const double *const *)u.mu : NULL;
-    TmlaResult *r = NULL;
-    int rc = tmla_convert(m, &o, &r);
-    if (rc) { ws_tmla_stats_release(&u); return rc; }
-    if (ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL, u.act ? u.mu : NULL,
-                      &r->check_in)) {        /* what check needs to draw the report's inputs again */
-        tmla_result_free(r);
-        ws_tmla_stats_release(&u);
-        return AL_ERR;
-    }
-    if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
+    o->layer_lo = (int)lo;
+    o->layer_hi = (int)hi;
+    return AL_OK;
+}
+
+/* What the conversion r of m is: dims, query latent, KV cache and parameters, PCA statistics. */
+static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResult *r, const TmlaStatsUse *u) {
     const TmlaOpts *ro = &r->opts;
     bool fold_default = !args_given(a, "rope-dim") && !args_given(a, "freqfold");
     out_printf(out, "converted layers %d-%d of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d%s\n",
@@ -207,28 +198,32 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters %zu -> %zu\n",
                r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before, r->params_before,
                r->params_after);
-    out_printf(out, "PCA statistics: %s\n", u.source);
-    if (u.ids && args_enum(a, "ppl") != 1) {
-        FwdPpl before, after;
-        Forward *f = NULL;
-        const char *route = "";
-        rc = lm_forward(s, m, &f);
-        if (rc == AL_OK) rc = fwd_ppl(f, u.ids, u.ppl_tokens, u.seqlen, &before);
-        if (rc == AL_OK) rc = ppl_converted(r, f, &u, &after, &route);
-        if (rc == AL_INTERRUPTED) { ws_tmla_stats_release(&u); return rc; }
-        if (rc == AL_OK)
-            out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
-                       "%.5f -> %.5f), after = %s\n", after.tokens, u.ppl_on, u.seqlen, exp(before.nll), exp(after.nll),
-                       100.0 * (exp(after.nll - before.nll) - 1), before.nll, after.nll, route);
-        else                      /* the conversion stands; say why there is no perplexity */
-            out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
-        rc = AL_OK;
-    }
-    ws_tmla_stats_release(&u);
-    out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); balance %s, `other` = "
-               "balance %s\n", ro->eval_tokens, (unsigned long long)ro->seed,
-               r->activation_stats ? "with the activations' mean and covariance" : "unit variance",
-               ro->balance ? "on" : "off", ro->balance ? "off" : "on");
+    out_printf(out, "PCA statistics: %s\n", u->source);
+}
+
+/* Perplexity before and after on u's text (a failure only warned: the conversion stands);
+ * AL_INTERRUPTED stops the command. */
+static int mla_ppl(Session *s, Model *m, const TmlaResult *r, const TmlaStatsUse *u, Out *out) {
+    FwdPpl before, after;
+    Forward *f = NULL;
+    const char *route = "";
+    int rc = lm_forward(s, m, &f);
+    if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, &before);
+    if (rc == AL_OK) rc = ppl_converted(r, f, u, &after, &route);
+    if (rc == AL_INTERRUPTED) return rc;
+    if (rc == AL_OK)
+        out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
+                   "%.5f -> %.5f), after = %s\n", after.tokens, u->ppl_on, u->seqlen, exp(before.nll), exp(after.nll),
+                   100.0 * (exp(after.nll - before.nll) - 1), before.nll, after.nll, route);
+    else                      /* the conversion stands; say why there is no perplexity */
+        out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
+    return AL_OK;
+}
+
+/* r's per-layer report (balance on and `other`; the first layer with a NaN noted, then the RoPE
+ * loss) as the result. */
+static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaResult *r) {
+    const TmlaOpts *ro = &r->opts;
     Table *t = table_new(9, "layer", "alpha", "rope_energy", "joint_energy", "score_err", "out_err", "joint_energy_other",
                          "score_err_other", "out_err_other");
     if (!t) return AL_ERR;
@@ -247,6 +242,39 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
     note_rope_loss(m, r, out);
     return out_table_to(out, args_str(a, "to"), t);
+}
+
+int cmd_convert_mla(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    TmlaOpts o;
+    if (mla_args_opts(m, a, &o)) return AL_ERR;
+    TmlaStatsUse u;
+    int src = ws_tmla_stats(s, m, a, false, &u, out);
+    if (src) return src;
+    o.sigma = u.act ? (const double *const *)u.sigma : NULL;
+    o.mu = u.act ? (const double *const *)u.mu : NULL;
+    TmlaResult *r = NULL;
+    int rc = tmla_convert(m, &o, &r);
+    if (rc) { ws_tmla_stats_release(&u); return rc; }
+    if (ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL, u.act ? u.mu : NULL,
+                      &r->check_in)) {        /* what check needs to draw the report's inputs again */
+        tmla_result_free(r);
+        ws_tmla_stats_release(&u);
+        return AL_ERR;
+    }
+    if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
+    mla_describe(out, m, a, r, &u);
+    if (u.ids && args_enum(a, "ppl") != 1 && mla_ppl(s, m, r, &u, out) == AL_INTERRUPTED) {
+        ws_tmla_stats_release(&u);
+        return AL_INTERRUPTED;
+    }
+    ws_tmla_stats_release(&u);
+    const TmlaOpts *ro = &r->opts;
+    out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); balance %s, `other` = "
+               "balance %s\n", ro->eval_tokens, (unsigned long long)ro->seed,
+               r->activation_stats ? "with the activations' mean and covariance" : "unit variance",
+               ro->balance ? "on" : "off", ro->balance ? "off" : "on");
+    return mla_report_table(out, a, m, r);
 }
 
 /* ================================================================ convert mla-table */

@@ -241,21 +241,22 @@ static int target_model(Session *s, const Args *a, Model **m) {
     return session_model_aside(s, name, m);
 }
 
-/* The rank table of layers lo..hi of m at tau, swept (cached) first; *rows the caller's. */
-static int rank_rows(Session *s, Model *m, farr_kind kind, int lo, int *hi, int offset, double tau,
-                     FarrRankRow **rows, size_t *n, int *cap) {
+/* The rank table of q's layers at tau, swept (cached) first; *rows the caller's. Interrupted:
+ * q->hi becomes the last layer kept (cached from q->lo on). */
+static int rank_rows(Session *s, FarrQuery *q, double tau, FarrRankRow **rows, size_t *n, int *cap) {
     FarrState *st;
     *cap = 0;
     if (ws_farr(s, &st)) return AL_ERR;
-    int asked = *hi, rc = farr_state_sweep(st, m, kind, lo, asked, offset);
+    int asked = q->hi, rc = farr_state_sweep(st, q);
     if (rc == AL_INTERRUPTED)        /* Ctrl-C: keep the layers finished (cached) from lo on */
-        for (*hi = lo - 1; *hi < asked && farr_state_get_layer(st, m, kind, *hi + 1, offset); (*hi)++) {}
-    if (rc && (rc != AL_INTERRUPTED || *hi < lo)) return rc;
-    int rc2 = farr_state_rank_table(st, m, kind, lo, *hi, offset, tau, rows, n);
+        for (q->hi = q->lo - 1;
+             q->hi < asked && farr_state_get_layer(st, q->m, q->kind, q->hi + 1, q->offset); q->hi++) {}
+    if (rc && (rc != AL_INTERRUPTED || q->hi < q->lo)) return rc;
+    int rc2 = farr_state_rank_table(st, q, tau, rows, n);
     if (rc2) return rc2;
-    const FarrLayer *fl0 = farr_state_get_layer(st, m, kind, lo, offset);
+    const FarrLayer *fl0 = farr_state_get_layer(st, q->m, q->kind, q->lo, q->offset);
     *cap = fl0 ? fl0->head_dim : 0;
-    return rc;                       /* AL_OK, or AL_INTERRUPTED with *hi the last layer kept */
+    return rc;                       /* AL_OK, or AL_INTERRUPTED with q->hi the last layer kept */
 }
 
 /* "rank_v", "rank_o", "rank_vo" (side 0, 1, 2) into buf. */
@@ -345,10 +346,11 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     if (args_range(a, which, m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     FarrRankRow *rows;
     size_t n;
-    int hi_kept = (int)hi, cap, rc = rank_rows(s, m, kind, (int)lo, &hi_kept, offset, tau, &rows, &n, &cap);
+    FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = offset };
+    int cap, rc = rank_rows(s, &q, tau, &rows, &n, &cap);
     if (rc && rc != AL_INTERRUPTED) return rc;
     long asked = hi;
-    hi = hi_kept;
+    hi = q.hi;
     if (!strcmp(args_str(a, "order"), "rank")) qsort(rows, n, sizeof *rows, by_layer_rank);
     int fmin = 1 << 30, fmax = 0;
     double fsum = 0;
@@ -445,9 +447,11 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
     FarrRankRow *ra = NULL, *rb = NULL;
     size_t na = 0, nb = 0;
     int cap_a, cap_b;
-    int ha = (int)hi, hb = (int)hi;
-    int rc = rank_rows(s, ma, kind, (int)lo, &ha, FARR_NO_OFFSET, tau, &ra, &na, &cap_a);
-    if (rc == AL_OK) rc = rank_rows(s, mb, kind, (int)lo, &hb, FARR_NO_OFFSET, tau, &rb, &nb, &cap_b);
+    FarrQuery qa = { .m = ma, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = FARR_NO_OFFSET };
+    FarrQuery qb = qa;
+    qb.m = mb;
+    int rc = rank_rows(s, &qa, tau, &ra, &na, &cap_a);
+    if (rc == AL_OK) rc = rank_rows(s, &qb, tau, &rb, &nb, &cap_b);
     if (rc == AL_OK && na != nb) rc = al_err("diff ranks: %zu rows against %zu", na, nb);
     Table *t = rc ? NULL : diff_table(kind, ra, rb, na);
     size_t changed = 0, up = 0;

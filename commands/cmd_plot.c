@@ -270,23 +270,24 @@ static void rankset_free(RankSet *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Fills r from the FaRR cache of model m (computing missing layers with progress and Ctrl-C). */
-static int rankset_build(Session *s, Model *m, farr_kind kind, int lo, int hi, int offset, double tau, RankSet *r) {
+/* Fills r from the FaRR cache of q's model and layers at tau (computing missing layers with
+ * progress and Ctrl-C). */
+static int rankset_build(Session *s, const FarrQuery *q, double tau, RankSet *r) {
     FarrState *st;
     memset(r, 0, sizeof *r);
     if (ws_farr(s, &st)) return AL_ERR;
-    int rc = farr_state_sweep(st, m, kind, lo, hi, offset);
-    if (!rc) rc = farr_state_certify(st, m, kind, lo, hi, offset, tau);
+    int rc = farr_state_sweep(st, q);
+    if (!rc) rc = farr_state_certify(st, q, tau);
     if (rc) return rc;
-    size_t n = (size_t)(hi - lo + 1), nh = (size_t)m->cfg.n_heads, cells;
+    size_t n = (size_t)(q->hi - q->lo + 1), nh = (size_t)q->m->cfg.n_heads, cells;
     if (!al_mul_ok(n, 3 * nh, &cells, "rank table")) return AL_ERR;
     r->layers = al_calloc(n, sizeof *r->layers, "rank table");
     r->ranks = al_malloc3(cells, 1, sizeof(int), "rank table");
     if (!r->layers || !r->ranks) { rankset_free(r); return AL_ERR; }
     r->n = n;
     for (size_t i = 0; i < n; i++) {
-        const FarrLayer *fl = farr_state_get_layer(st, m, kind, lo + (int)i, offset);
-        if (!fl) { rankset_free(r); return al_err("layer %d: no spectra in the FaRR cache", lo + (int)i); }
+        const FarrLayer *fl = farr_state_get_layer(st, q->m, q->kind, q->lo + (int)i, q->offset);
+        if (!fl) { rankset_free(r); return al_err("layer %d: no spectra in the FaRR cache", q->lo + (int)i); }
         int *ra = r->ranks + i * 3 * nh, *rb = ra + nh, *rf = rb + nh;
         size_t h_n = (size_t)fl->n_heads < nh ? (size_t)fl->n_heads : nh;
         for (size_t h = 0; h < h_n; h++) farr_layer_ranks(fl, (int)h, tau, &ra[h], &rb[h], &rf[h]);
@@ -307,7 +308,8 @@ typedef enum { RANKS_ONE, RANKS_GRID, RANKS_BY_LAYER } ranks_figure;
 static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int lo, int hi, double tau,
                       ranks_figure fig, const char *auto_name) {
     RankSet r;
-    int rc = rankset_build(s, s->cur, kind, lo, hi, param_offset(a), tau, &r);
+    FarrQuery q = { .m = s->cur, .kind = kind, .lo = lo, .hi = hi, .offset = param_offset(a) };
+    int rc = rankset_build(s, &q, tau, &r);
     if (rc) return rc;
     PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
     info.by_head = fig != RANKS_BY_LAYER && !strcmp(args_str(a, "order"), "head");
@@ -441,7 +443,8 @@ static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, d
         long lo, hi;
         if (n == MODELS_MAX) { rc = al_err("%s: at most %d models in one figure", a->path, MODELS_MAX); break; }
         if ((rc = session_model_aside(s, w, &m)) || (rc = args_range(a, "layers", m->cfg.n_layers, &lo, &hi))) break;
-        if ((rc = rankset_build(s, m, kind, (int)lo, (int)hi, FARR_NO_OFFSET, tau, &r[n]))) break;
+        FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = FARR_NO_OFFSET };
+        if ((rc = rankset_build(s, &q, tau, &r[n]))) break;
         pm[n] = (PlotRanksModel){.model = m->name, .layers = r[n].layers, .n_layers = r[n].n, .head_dim = r[n].head_dim};
         len += (size_t)snprintf(names + len, len < sizeof names ? sizeof names - len : 0, "%s%s", n ? "-" : "", m->name);
         n++;

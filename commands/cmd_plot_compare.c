@@ -370,83 +370,129 @@ static double method_mean(const BudgetResult *r, int k, int what, size_t *kv, ch
     return cnt ? sum / cnt : NAN;
 }
 
+/* The comparison at every budget: x[k][i], y[k][i] method k at budget i (NaN where it does not
+ * meet it), with what the curves and the caption need. */
+typedef struct {
+    double x[BUDGET_NMETHODS][MAX_BUDGETS], y[BUDGET_NMETHODS][MAX_BUDGETS];
+    char why[BUDGET_NMETHODS][128];         /* a reason it fails, at the largest budget it fails */
+    bool reused[MAX_BUDGETS];               /* KQ-SVD reused kvsvd learn's projections at budget i */
+    size_t tokens;
+    int lo, hi;                             /* the layers compared */
+    bool act;                               /* activation-weighted */
+} BudgetSweep;
+
+/* Runs the comparison q at each budget into b, one row of t per budget (mean error per method). */
+static int budgets_sweep(Session *s, Model *m, WsCmpKey *q, const size_t *budgets, size_t nb, int what,
+                         BudgetSweep *b, Table *t) {
+    int rc = AL_OK;
+    for (size_t i = 0; i < nb && rc == AL_OK; i++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        BudgetResult *r = NULL;
+        q->budget = budgets[i];
+        if ((rc = ws_compare_run(s, m, q, &r))) break;
+        b->tokens = r->tokens;
+        b->act = b->act || r->activation_stats;
+        b->lo = r->rows[0].layer;
+        b->hi = r->rows[r->n_rows - 1].layer;
+        if ((rc = table_row(t))) { budget_result_free(r); break; }
+        table_int(t, (long long)budgets[i]);
+        for (int j = 0; j < r->n_rows && !b->reused[i]; j++)      /* kvsvd learn's projections at their ranks */
+            b->reused[i] = r->rows[j].method == BUDGET_KQSVD && strstr(r->rows[j].setting, "(reused");
+        for (int k = 0; k < BUDGET_NMETHODS; k++) {
+            size_t kv;
+            b->y[k][i] = method_mean(r, k, what, &kv, b->why[k], sizeof b->why[k]);
+            b->x[k][i] = isfinite(b->y[k][i]) ? (double)kv : NAN;
+            if (isfinite(b->y[k][i])) table_num(t, b->y[k][i]);
+            else table_null(t);
+        }
+        budget_result_free(r);
+    }
+    return rc;
+}
+
+/* The budgets where KQ-SVD reused kvsvd learn's projections, said; kq_label (cap bytes) the
+ * legend's name for it then ("" otherwise). */
+static void budgets_reused(const BudgetSweep *b, const size_t *budgets, size_t nb, char *kq_label, size_t cap,
+                           Out *out) {
+    kq_label[0] = 0;
+    for (size_t i = 0; i < nb; i++)
+        if (b->reused[i]) {
+            out_printf(out, "kqsvd at budget %zu: `kvsvd learn kqsvd`'s projections, reused (their ranks are this "
+                       "budget's); every other point is fit at its budget\n", budgets[i]);
+            if (!kq_label[0]) snprintf(kq_label, cap, "kqsvd (kvsvd learn's reused at %zu)", budgets[i]);
+        }
+}
+
+/* One curve per method over the budgets it meets (b's x, y compacted in place); a repeated cache
+ * size (a method that cannot use more of a larger budget) is drawn once; a method meeting none is
+ * said. *any_pos: some error is > 0. Returns the number of curves. */
+static size_t budgets_curves(BudgetSweep *b, size_t nb, const char *kq_label, PlotCurve *cv, bool *any_pos,
+                             Out *out) {
+    size_t nc = 0;
+    *any_pos = false;
+    for (int k = 0; k < BUDGET_NMETHODS; k++) {
+        double *x = b->x[k], *y = b->y[k];
+        size_t np = 0;
+        for (size_t i = 0; i < nb; i++) {
+            if (!isfinite(y[i]) || (np && x[i] == x[np - 1])) continue;
+            x[np] = x[i];
+            y[np] = y[i];
+            if (y[np] > 0) *any_pos = true;
+            np++;
+        }
+        if (!np) {
+            out_printf(out, "%s: left out of the figure, it meets none of these budgets in every layer (%s)\n",
+                       budget_method_name((budget_method)k), reason_text(b->why[k]));
+            continue;
+        }
+        cv[nc++] = (PlotCurve){.label = k == BUDGET_KQSVD && kq_label[0] ? kq_label : budget_method_name((budget_method)k),
+                               .x = x, .y = y, .n = np, .points = true,
+                               .fixed_color = true, .slot = k};
+    }
+    return nc;
+}
+
+/* The figure of the curves: title, caption over the layers lay and budgets, axes. */
+static int budgets_draw(Session *s, const Args *a, Out *out, const Model *m, const BudgetSweep *b, const char *lay,
+                        const size_t *budgets, size_t nb, int what, const PlotCurve *cv, size_t nc, bool logy) {
+    size_t kv_model = cfg_kv_values(&m->cfg);
+    char title[256], sub[256], ylab[128], auto_name[256];
+    snprintf(title, sizeof title, "%s: %s error against KV cache, every method (model: %zu values)", m->name,
+             what == 1 ? "attention score" : "attention output", kv_model);
+    snprintf(sub, sizeof sub, "mean over %s; each method at its largest setting within budgets %zu-%zu; "
+             "%zu random Gaussian tokens (%s)", lay, budgets[0], budgets[nb - 1], b->tokens,
+             b->act ? "calibration second moment" : "unit variance");
+    snprintf(ylab, sizeof ylab, "%s_err = ||Y - Y'|| / ||Y|| (mean over layers)", what == 1 ? "score" : "out");
+    snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-%s", m->name, WHAT_CHOICES[what]);
+    PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "values cached per token per layer", .ylabel = ylab,
+                      .logy = logy};
+    return plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
+}
+
 int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     int what = args_enum(a, "what");
     size_t kv_model = cfg_kv_values(&m->cfg), budgets[MAX_BUDGETS], nb;
     WsCmpKey q;
     if (key_from_args(s, a, &q) || parse_budgets(args_str(a, "budgets"), kv_model, budgets, &nb)) return AL_ERR;
-    /* x[k][i], y[k][i]: method k at budget i; NaN where it does not meet it. */
-    double x[BUDGET_NMETHODS][MAX_BUDGETS], y[BUDGET_NMETHODS][MAX_BUDGETS];
-    char why[BUDGET_NMETHODS][128] = {{0}};    /* a reason it fails, at the largest budget it fails */
-    bool reused[MAX_BUDGETS] = {0};         /* KQ-SVD reused kvsvd learn's projections at budget i */
-    size_t tokens = 0;
-    int lo = 0, hi = 0, rc = AL_OK;
-    bool act = false;
+    BudgetSweep b = {0};
     Table *t = table_new(1 + BUDGET_NMETHODS, "budget", "farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool");
     if (!t) return AL_ERR;
-    for (size_t i = 0; i < nb && rc == AL_OK; i++) {
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        BudgetResult *r = NULL;
-        q.budget = budgets[i];
-        if ((rc = ws_compare_run(s, m, &q, &r))) break;
-        tokens = r->tokens;
-        act = act || r->activation_stats;
-        lo = r->rows[0].layer;
-        hi = r->rows[r->n_rows - 1].layer;
-        if ((rc = table_row(t))) { budget_result_free(r); break; }
-        table_int(t, (long long)budgets[i]);
-        for (int j = 0; j < r->n_rows && !reused[i]; j++)      /* kvsvd learn's projections at their ranks */
-            reused[i] = r->rows[j].method == BUDGET_KQSVD && strstr(r->rows[j].setting, "(reused");
-        for (int k = 0; k < BUDGET_NMETHODS; k++) {
-            size_t kv;
-            y[k][i] = method_mean(r, k, what, &kv, why[k], sizeof why[k]);
-            x[k][i] = isfinite(y[k][i]) ? (double)kv : NAN;
-            if (isfinite(y[k][i])) table_num(t, y[k][i]);
-            else table_null(t);
-        }
-        budget_result_free(r);
-    }
+    int rc = budgets_sweep(s, m, &q, budgets, nb, what, &b, t);
     if (rc) { table_free(t); return rc; }
-    char lay[48];
-    layers_text(lay, sizeof lay, lo, hi);
+    char lay[48], kq_label[64];
+    layers_text(lay, sizeof lay, b.lo, b.hi);
     out_printf(out, "%s, %s: mean %s error over the layers at %zu budgets (the model caches %zu values per "
                "token per layer); %zu random Gaussian tokens (%s)\n", m->name, lay, WHAT_CHOICES[what], nb,
-               kv_model, tokens, act ? "with the calibration's second moment" : "unit variance");
+               kv_model, b.tokens, b.act ? "with the calibration's second moment" : "unit variance");
     char *tab = table_render(t, s->fmt, s->prec);
     if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));      /* the table: stdout in every format */
     free(tab);
     table_free(t);
-    char kq_label[64] = "";                 /* "kqsvd (reused at 32)": the legend says it too */
-    for (size_t i = 0; i < nb; i++)
-        if (reused[i]) {
-            out_printf(out, "kqsvd at budget %zu: `kvsvd learn kqsvd`'s projections, reused (their ranks are this "
-                       "budget's); every other point is fit at its budget\n", budgets[i]);
-            if (!kq_label[0]) snprintf(kq_label, sizeof kq_label, "kqsvd (kvsvd learn's reused at %zu)", budgets[i]);
-        }
-    /* One curve per method over the budgets it meets; a repeated cache size (a method that cannot
-     * use more of a larger budget) is drawn once. */
+    budgets_reused(&b, budgets, nb, kq_label, sizeof kq_label, out);
     PlotCurve cv[BUDGET_NMETHODS];
-    size_t nc = 0;
-    bool any_pos = false;
-    for (int k = 0; k < BUDGET_NMETHODS; k++) {
-        size_t np = 0;
-        for (size_t i = 0; i < nb; i++) {
-            if (!isfinite(y[k][i]) || (np && x[k][i] == x[k][np - 1])) continue;
-            x[k][np] = x[k][i];
-            y[k][np] = y[k][i];
-            if (y[k][np] > 0) any_pos = true;
-            np++;
-        }
-        if (!np) {
-            out_printf(out, "%s: left out of the figure, it meets none of these budgets in every layer (%s)\n",
-                       budget_method_name((budget_method)k), reason_text(why[k]));
-            continue;
-        }
-        cv[nc++] = (PlotCurve){.label = k == BUDGET_KQSVD && kq_label[0] ? kq_label : budget_method_name((budget_method)k),
-                               .x = x[k], .y = y[k], .n = np, .points = true,
-                               .fixed_color = true, .slot = k};
-    }
+    bool any_pos;
+    size_t nc = budgets_curves(&b, nb, kq_label, cv, &any_pos, out);
     if (!nc)
         return al_err("plot compare-budgets: no method meets any of the budgets on %s (it caches %zu values per token "
                       "per layer): give larger budgets", m->name, kv_model);
@@ -455,15 +501,5 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
         out_printf(out, "every mean error is exactly 0: drawn on a linear axis\n");
         logy = false;
     }
-    char title[256], sub[256], ylab[128], auto_name[256];
-    snprintf(title, sizeof title, "%s: %s error against KV cache, every method (model: %zu values)", m->name,
-             what == 1 ? "attention score" : "attention output", kv_model);
-    snprintf(sub, sizeof sub, "mean over %s; each method at its largest setting within budgets %zu-%zu; "
-             "%zu random Gaussian tokens (%s)", lay, budgets[0], budgets[nb - 1], tokens,
-             act ? "calibration second moment" : "unit variance");
-    snprintf(ylab, sizeof ylab, "%s_err = ||Y - Y'|| / ||Y|| (mean over layers)", what == 1 ? "score" : "out");
-    snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-%s", m->name, WHAT_CHOICES[what]);
-    PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "values cached per token per layer", .ylabel = ylab,
-                      .logy = logy};
-    return plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
+    return budgets_draw(s, a, out, m, &b, lay, budgets, nb, what, cv, nc, logy);
 }

@@ -282,43 +282,28 @@ static int freqfold_above(const TstudyRemoval *r) {
     return M;
 }
 
-int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
-    Model *m = s->cur;
-    if (figure_model_check(m, "plot rope-removal")) return AL_ERR;
-    double fr[64], mf[16];
-    size_t nf, nm;
-    int d2 = cfg_d_qk(&m->cfg) / 2, Ms[16];
-    size_t nM = 0;
-    long lo, hi;
-    if (parse_list("removed", args_str(a, "removed"), fr, 64, &nf)) return AL_ERR;
+/* `freqfolds` as the M that divide the d2 frequencies of a head into Ms (at most 16; the others
+ * skipped with a line). */
+static int removal_freqfolds(const Args *a, int d2, int *Ms, size_t *nM, Out *out) {
+    double mf[16];
+    size_t nm;
+    *nM = 0;
     if (parse_list("freqfolds", args_str(a, "freqfolds"), mf, 16, &nm)) return AL_ERR;
     for (size_t i = 0; i < nm; i++) {
         int M = (int)mf[i];
         if (M < 1 || M != mf[i]) return al_err("plot rope-removal: freqfold %g is not a positive whole number", mf[i]);
-        if (d2 > 0 && d2 % M == 0) Ms[nM++] = M;
+        if (d2 > 0 && d2 % M == 0) Ms[(*nM)++] = M;
         else out_printf(out, "freqfold %d skipped: it does not divide the %d frequencies of a head\n", M, d2);
     }
-    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
-    TmlaStatsUse u;
-    int src = ws_tmla_fig_stats(s, m, a, true, &u, out);
-    if (src) return src;
-    TstudyRemovalOpts o = {.removed = fr, .n_removed = nf, .Ms = Ms, .nM = nM, .mha2mla = args_enum(a, "mha2mla") != 1,
-                        .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = u.act ? (const double *const *)u.sigma : NULL,
-                        .mu = u.act ? (const double *const *)u.mu : NULL, .ids = u.ids, .n_ids = u.ppl_tokens,
-                        .seqlen = u.seqlen};
-    Forward *f = NULL;
-    TstudyRemoval *r = NULL;
-    int rc = lm_forward(s, m, &f);
-    if (rc == AL_OK) rc = tstudy_rope_removal(f, &o, &r);
-    if (rc) { ws_tmla_stats_release(&u); return rc; }
-    out_printf(out, "%s: log-perplexity on %zu tokens, %s, windows of %zu: original %.5f (ppl %.6g); layers %ld-%ld; "
-               "PCA / norms: %s\n", m->name, r->tokens, u.ppl_on, u.seqlen, r->base_nll, exp(r->base_nll), lo, hi, u.source);
+    return AL_OK;
+}
+
+/* One curve per method of r into cv / labels (r->n_curves + 1 of each; the last, "original", is
+ * the flat line at the base log-perplexity over bx, by), each printed as removed:nll pairs. */
+static void removal_curves(const TstudyRemoval *r, PlotCurve *cv, char (*labels)[64], double *bx, double *by,
+                           Out *out) {
     size_t nc = r->n_curves + 1;
-    PlotCurve *cv = al_calloc(nc, sizeof *cv, "curves");
-    char (*labels)[64] = al_calloc(nc, 64, "labels");
-    double bx[2] = {0, 0}, by[2] = {r->base_nll, r->base_nll};
-    if (!cv || !labels) rc = AL_ERR;
-    for (size_t i = 0; rc == AL_OK && i < r->n_curves; i++) {
+    for (size_t i = 0; i < r->n_curves; i++) {
         const TstudyRemovalCurve *c = &r->curves[i];
         if (c->M == 0) snprintf(labels[i], 64, "MHA2MLA (per-head q.k norm)");
         else if (c->M == 1) snprintf(labels[i], 64, "RoRoPE");
@@ -329,45 +314,101 @@ int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
         for (size_t k = 0; k < c->n; k++) out_printf(out, " %.3f:%.4f", c->removed[k], c->nll[k]);
         out_printf(out, "\n");
     }
-    if (rc == AL_OK) {
-        snprintf(labels[nc - 1], 64, "original");
-        cv[nc - 1] = (PlotCurve){.label = labels[nc - 1], .x = bx, .y = by, .n = 2, .points = false};
-    }
-    const char *data = args_str(a, "data");
-    if (rc == AL_OK && data && *data) {
-        Table *tb = removal_table(r);
-        rc = tb ? table_write_file(out, tb, data, s->prec) : AL_ERR;
-        if (rc == AL_OK) out_printf(out, "wrote %zu points to %s\n", tb->nrows, data);
-        table_free(tb);
-    }
-    char title[256], sub[1024], auto_name[256];
-    snprintf(title, sizeof title, "%s: log-perplexity as RoPE dims are removed", m->name);
-    const char *base = u.text ? strrchr(u.text, '/') : NULL;
+    snprintf(labels[nc - 1], 64, "original");
+    cv[nc - 1] = (PlotCurve){.label = labels[nc - 1], .x = bx, .y = by, .n = 2, .points = false};
+}
+
+/* The figure's subtitle into sub (layers, tokens, text, PCA source), with the FreqFold note (also
+ * printed) when a FreqFold curve starts above the original. */
+static void removal_subtitle(const Model *m, const TstudyRemoval *r, const TmlaStatsUse *u, long lo, long hi, int d2,
+                             char *sub, size_t cap, Out *out) {
+    const char *base = u->text ? strrchr(u->text, '/') : NULL;
     int fM = freqfold_above(r);
-    int n = snprintf(sub, sizeof sub, "layers %ld-%ld, %zu %s tokens of %s%s; PCA: %s", lo, hi, r->tokens,
-                     u.in_sample ? "in-sample" : "held-out", base ? base + 1 : u.text ? u.text : "?",
-                     fM ? "" : ", no KV compression", u.act ? "activations" : "weights");
-    if (fM > 0 && n > 0 && (size_t)n < sizeof sub) {     /* adjacent frequencies differ by theta^(2/d) */
+    int n = snprintf(sub, cap, "layers %ld-%ld, %zu %s tokens of %s%s; PCA: %s", lo, hi, r->tokens,
+                     u->in_sample ? "in-sample" : "held-out", base ? base + 1 : u->text ? u->text : "?",
+                     fM ? "" : ", no KV compression", u->act ? "activations" : "weights");
+    if (fM > 0 && n > 0 && (size_t)n < cap) {     /* adjacent frequencies differ by theta^(2/d) */
         double step = pow(cfg_layer_theta(&m->cfg, (int)lo), 1.0 / d2);
-        snprintf(sub + n, sizeof sub - (size_t)n, ". FreqFold %d starts above the original: %d neighbouring "
+        snprintf(sub + n, cap - (size_t)n, ". FreqFold %d starts above the original: %d neighbouring "
                  "frequencies (x%.3g apart at d = %d) turn as one", fM, fM, step, 2 * d2);
         out_printf(out, "FreqFold %d starts above the original even with nothing removed: each group of %d adjacent "
                    "RoPE frequencies turns at its first one, and in a head of %d dims neighbours differ by x%.3g "
                    "(x%.3g at 128 dims)\n", fM, fM, 2 * d2, step, pow(cfg_layer_theta(&m->cfg, (int)lo), 1.0 / 64));
     }
+}
+
+/* `data FILE`: r's points written as a table (nothing without it). */
+static int removal_data(Session *s, const Args *a, const TstudyRemoval *r, Out *out) {
+    const char *data = args_str(a, "data");
+    if (!data || !*data) return AL_OK;
+    Table *tb = removal_table(r);
+    int rc = tb ? table_write_file(out, tb, data, s->prec) : AL_ERR;
+    if (rc == AL_OK) out_printf(out, "wrote %zu points to %s\n", tb->nrows, data);
+    table_free(tb);
+    return rc;
+}
+
+/* The curves drawn to the plot destination (auto_name when `to` is not given). */
+static int removal_draw(Session *s, const Args *a, Out *out, const char *auto_name, const char *title,
+                        const char *sub, const PlotCurve *cv, size_t nc) {
+    PlotDest d;
+    if (plot_dest_init(s, a, auto_name, &d)) return AL_ERR;
+    d.o.title = title;
+    d.o.subtitle = sub;
+    d.o.xlabel = "fraction of the merged key's RoPE dims removed";
+    d.o.ylabel = "log-perplexity (nats per token)";
+    plot_dest_window_hint(out, &d);
+    int rc = plot_curves(&d.o, cv, nc);
+    return plot_dest_done(out, &d, rc);
+}
+
+/* The removal study of m's layers lo..hi (the statistics u, the forward pass), printed first. */
+static int removal_run(Session *s, Model *m, const TstudyRemovalOpts *o, const TmlaStatsUse *u, long lo, long hi,
+                       TstudyRemoval **r, Out *out) {
+    Forward *f = NULL;
+    *r = NULL;
+    int rc = lm_forward(s, m, &f);
+    if (rc == AL_OK) rc = tstudy_rope_removal(f, o, r);
+    if (rc) return rc;
+    out_printf(out, "%s: log-perplexity on %zu tokens, %s, windows of %zu: original %.5f (ppl %.6g); layers %ld-%ld; "
+               "PCA / norms: %s\n", m->name, (*r)->tokens, u->ppl_on, u->seqlen, (*r)->base_nll, exp((*r)->base_nll),
+               lo, hi, u->source);
+    return AL_OK;
+}
+
+int cmd_plot_rope_removal(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    if (figure_model_check(m, "plot rope-removal")) return AL_ERR;
+    double fr[64];
+    size_t nf, nM;
+    int d2 = cfg_d_qk(&m->cfg) / 2, Ms[16];
+    long lo, hi;
+    if (parse_list("removed", args_str(a, "removed"), fr, 64, &nf)) return AL_ERR;
+    if (removal_freqfolds(a, d2, Ms, &nM, out)) return AL_ERR;
+    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    TmlaStatsUse u;
+    int src = ws_tmla_fig_stats(s, m, a, true, &u, out);
+    if (src) return src;
+    TstudyRemovalOpts o = {.removed = fr, .n_removed = nf, .Ms = Ms, .nM = nM, .mha2mla = args_enum(a, "mha2mla") != 1,
+                        .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = u.act ? (const double *const *)u.sigma : NULL,
+                        .mu = u.act ? (const double *const *)u.mu : NULL, .ids = u.ids, .n_ids = u.ppl_tokens,
+                        .seqlen = u.seqlen};
+    TstudyRemoval *r = NULL;
+    int rc = removal_run(s, m, &o, &u, lo, hi, &r, out);
+    if (rc) { ws_tmla_stats_release(&u); return rc; }
+    size_t nc = r->n_curves + 1;
+    PlotCurve *cv = al_calloc(nc, sizeof *cv, "curves");
+    char (*labels)[64] = al_calloc(nc, 64, "labels");
+    double bx[2] = {0, 0}, by[2] = {r->base_nll, r->base_nll};
+    if (!cv || !labels) rc = AL_ERR;
+    else removal_curves(r, cv, labels, bx, by, out);
+    if (rc == AL_OK) rc = removal_data(s, a, r, out);
+    char title[256], sub[1024], auto_name[256];
+    snprintf(title, sizeof title, "%s: log-perplexity as RoPE dims are removed", m->name);
+    removal_subtitle(m, r, &u, lo, hi, d2, sub, sizeof sub, out);
     snprintf(auto_name, sizeof auto_name, "%s-rope-removal", m->name);
     ws_tmla_stats_release(&u);
-    PlotDest d;
-    if (rc == AL_OK && plot_dest_init(s, a, auto_name, &d)) rc = AL_ERR;
-    else if (rc == AL_OK) {
-        d.o.title = title;
-        d.o.subtitle = sub;
-        d.o.xlabel = "fraction of the merged key's RoPE dims removed";
-        d.o.ylabel = "log-perplexity (nats per token)";
-        plot_dest_window_hint(out, &d);
-        rc = plot_curves(&d.o, cv, nc);
-        rc = plot_dest_done(out, &d, rc);
-    }
+    if (rc == AL_OK) rc = removal_draw(s, a, out, auto_name, title, sub, cv, nc);
     free(cv);
     free(labels);
     tstudy_removal_free(r);

@@ -115,10 +115,11 @@ static void num_or_null(Table *t, double v) {
     else table_null(t);
 }
 
-int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
-    Model *m = s->cur;
-    TpaOpts o = tpa_opts_default();
-    o.form = args_enum(a, "form") == 1 ? TPA_FORM_B : TPA_FORM_A;
+/* convert tpa's options from its arguments: form, ranks (kv-rank, or k-rank / v-rank), tokens,
+ * seed and layers. */
+static int tpa_args_opts(const Model *m, const Args *a, TpaOpts *o) {
+    *o = tpa_opts_default();
+    o->form = args_enum(a, "form") == 1 ? TPA_FORM_B : TPA_FORM_A;
     bool kv = args_given(a, "kv-rank"), k = args_given(a, "k-rank"), v = args_given(a, "v-rank");
     if (kv && (k || v))
         return al_err("convert tpa: give kv-rank R, or k-rank Rk and/or v-rank Rv, not both");
@@ -126,24 +127,20 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
         return al_err("convert tpa needs a rank: kv-rank R (or k-rank Rk v-rank Rv); form a takes 1..%d (the KV heads), "
                       "form b 1..%d (the head dim); the largest reproduces the model",
                       m->cfg.n_kv_heads, cfg_d_qk(&m->cfg));
-    o.k_rank = kv ? (int)args_int(a, "kv-rank") : k ? (int)args_int(a, "k-rank") : 0;
-    o.v_rank = kv ? (int)args_int(a, "kv-rank") : v ? (int)args_int(a, "v-rank") : 0;
-    o.eval_tokens = (size_t)args_int(a, "tokens");
-    o.seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_TPA_EVAL;
+    o->k_rank = kv ? (int)args_int(a, "kv-rank") : k ? (int)args_int(a, "k-rank") : 0;
+    o->v_rank = kv ? (int)args_int(a, "kv-rank") : v ? (int)args_int(a, "v-rank") : 0;
+    o->eval_tokens = (size_t)args_int(a, "tokens");
+    o->seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_TPA_EVAL;
     long lo, hi;
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
-    o.layer_lo = (int)lo;
-    o.layer_hi = (int)hi;
-    double **sigma = NULL;
-    size_t ntok = 0;
-    if (ws_calib_fit_sigma(s, m, args_enum(a, "fit"), o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
-    o.sigma = (const double *const *)sigma;
-    TpaModel *r = NULL;
-    int rc = tpa_convert(m, &o, &r);
-    if (rc == AL_OK && (rc = ws_check_keep(s, m, r->opts.seed, true, r->opts.eval_tokens, sigma, NULL, &r->check_in)))
-        tpa_model_free(r);                      /* what check needs to draw the report's inputs again */
-    ws_calib_free_sigma(sigma, m->cfg.n_layers);
-    if (rc || (rc = xform_add(s, &cmd_tpa_xform, m, r))) return rc;
+    o->layer_lo = (int)lo;
+    o->layer_hi = (int)hi;
+    return AL_OK;
+}
+
+/* What the conversion r of m is: ranks and factors, KV cache and parameters, RoPE, the fit (ntok
+ * calibration tokens per layer when activation-weighted). */
+static void tpa_describe(Out *out, const Model *m, const TpaModel *r, size_t ntok) {
     const TpaOpts *ro = &r->opts;
     bool fa = ro->form == TPA_FORM_A;
     out_printf(out, "converted layers %d-%d of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
@@ -162,14 +159,14 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
         out_printf(out, "fit: activation-weighted by the calibration's attention inputs (%zu tokens per layer)\n", ntok);
     else
         out_printf(out, "fit: the weights' own (unit-variance inputs)\n");
-    if (args_enum(a, "ppl") != 1 && (rc = report_ppl(s, m, out)) != AL_OK) return rc;
-    out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu + layer (%s), TPA evaluated "
-               "from its factors\n", ro->eval_tokens, (unsigned long long)ro->seed,
-               r->activation_stats ? "with the calibration's second moment" : "unit variance");
+}
+
+/* r's per-layer report (energies and errors; the first layer with a NaN noted) as the result. */
+static int tpa_report_table(Out *out, const Args *a, const TpaModel *r) {
     Table *t = table_new(7, "layer", "k_energy", "v_energy", "k_err", "v_err", "score_err", "out_err");
     if (!t) return AL_ERR;
     int nan_layer = -1;
-    for (int l = ro->layer_lo; l <= ro->layer_hi; l++) {
+    for (int l = r->opts.layer_lo; l <= r->opts.layer_hi; l++) {
         const TpaLayerReport *p = &r->layers[l]->rep;
         if (table_row(t)) { table_free(t); return AL_ERR; }
         table_int(t, l);
@@ -182,6 +179,28 @@ int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
     return out_table_to(out, args_str(a, "to"), t);
+}
+
+int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    TpaOpts o;
+    if (tpa_args_opts(m, a, &o)) return AL_ERR;
+    double **sigma = NULL;
+    size_t ntok = 0;
+    if (ws_calib_fit_sigma(s, m, args_enum(a, "fit"), o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
+    o.sigma = (const double *const *)sigma;
+    TpaModel *r = NULL;
+    int rc = tpa_convert(m, &o, &r);
+    if (rc == AL_OK && (rc = ws_check_keep(s, m, r->opts.seed, true, r->opts.eval_tokens, sigma, NULL, &r->check_in)))
+        tpa_model_free(r);                      /* what check needs to draw the report's inputs again */
+    ws_calib_free_sigma(sigma, m->cfg.n_layers);
+    if (rc || (rc = xform_add(s, &cmd_tpa_xform, m, r))) return rc;
+    tpa_describe(out, m, r, ntok);
+    if (args_enum(a, "ppl") != 1 && (rc = report_ppl(s, m, out)) != AL_OK) return rc;
+    out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu + layer (%s), TPA evaluated "
+               "from its factors\n", r->opts.eval_tokens, (unsigned long long)r->opts.seed,
+               r->activation_stats ? "with the calibration's second moment" : "unit variance");
+    return tpa_report_table(out, a, r);
 }
 
 /* ================================================================ export */

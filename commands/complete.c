@@ -95,82 +95,115 @@ static void offer_setting_value(const char *key, const char *word, StrList *l) {
     }
 }
 
-int cmd_complete(Session *s, const char *line, size_t start, size_t point, StrList *out) {
-    char word[256];
-    out->files = false;
+/* The word being completed, line[start, point), into word (cap bytes; an opening quote dropped). */
+static void complete_word(const char *line, size_t start, size_t point, char *word, size_t cap) {
     size_t wl = point > start ? point - start : 0;
-    if (wl >= sizeof word) wl = sizeof word - 1;
+    if (wl >= cap) wl = cap - 1;
     memcpy(word, line + start, wl);
     word[wl] = 0;
     if (word[0] == '"' || word[0] == '\'') memmove(word, word + 1, strlen(word));
+}
 
-    /* the words before the one being completed, in the last ';' segment */
+/* The words before `start`, in its last ';' segment, into *t; *open: inside an open quote
+ * (nothing to complete). */
+static int last_segment(const char *line, size_t start, Tokens *t, bool *open) {
+    *open = false;
     char *head = strndup(line, start);
     if (!head) return al_err("out of memory completing");
-    Tokens t = {0};
     ParseErr e;
     size_t pos = 0, n = strlen(head), next;
-    int rc = AL_OK;
     for (;;) {
-        tokens_free(&t);
-        if (cmd_tokenize(head, pos, &next, &t, &e)) { free(head); return AL_OK; }   /* open quote */
+        tokens_free(t);
+        if (cmd_tokenize(head, pos, &next, t, &e)) { free(head); *open = true; return AL_OK; }
         if (next >= n) break;
         pos = next;
     }
     free(head);
+    return AL_OK;
+}
 
-    if (t.n == 0) {
+/* The command t names, through its sub-command words, with *ti the first argument token; NULL
+ * when there is none to complete the arguments of (command or sub-command names offered where
+ * one is being typed). */
+static const Command *complete_command(const Tokens *t, const char *word, size_t *ti, StrList *out) {
+    if (t->n == 0) {
         const Command *c;
         for (size_t i = 0; (c = cmd_at(i, NULL)); i++) offer(out, word, c->name);
-        goto done;
+        return NULL;
     }
-    const Command *c = cmd_find(t.tok[0].text);
-    if (!c || !strcmp(t.tok[0].text, "=")) goto done;
-    size_t ti = 1;
-    while (c->sub) {
-        if (ti >= t.n) {
+    const Command *c = cmd_find(t->tok[0].text);
+    if (!c || !strcmp(t->tok[0].text, "=")) return NULL;
+    for (*ti = 1; c->sub; (*ti)++) {
+        if (*ti >= t->n) {
             for (const Command *sc = c->sub; sc->name; sc++) offer(out, word, sc->name);
-            goto done;
+            return NULL;
         }
-        c = cmd_find_sub(c, t.tok[ti].text);
-        if (!c) goto done;
-        ti++;
+        if (!(c = cmd_find_sub(c, t->tok[*ti].text))) return NULL;
     }
-    /* walk the arguments typed so far: keywords used, positionals filled, a keyword awaiting */
-    bool used[ARGS_MAX] = {0};
-    size_t npos = 0;
-    const char *prev_pos = NULL, *first_pos = NULL;
-    const Param *awaiting = NULL;
-    for (; ti < t.n; ti++) {
+    return c;
+}
+
+/* The arguments typed so far: keywords used, positionals filled, a keyword awaiting its value. */
+typedef struct {
+    bool used[ARGS_MAX];          /* by keyword index */
+    size_t npos;                  /* positionals given */
+    const char *prev_pos, *first_pos;
+    const Param *awaiting;        /* the keyword whose value is being typed, or NULL */
+} ArgWalk;
+
+static void walk_args(const Command *c, const Tokens *t, size_t ti, ArgWalk *w) {
+    *w = (ArgWalk){0};
+    for (; ti < t->n; ti++) {
         const Param *kp = NULL;
-        for (const Param *p = c->kw; p && p->name && !t.tok[ti].quoted; p++)
-            if (!strcmp(p->name, t.tok[ti].text)) { kp = p; break; }
+        for (const Param *p = c->kw; p && p->name && !t->tok[ti].quoted; p++)
+            if (!strcmp(p->name, t->tok[ti].text)) { kp = p; break; }
         if (kp) {
-            used[kp - c->kw] = true;
+            w->used[kp - c->kw] = true;
             if (kp->type == ARG_FLAG) continue;
-            if (ti + 1 >= t.n) { awaiting = kp; break; }
+            if (ti + 1 >= t->n) { w->awaiting = kp; break; }
             ti++;
             continue;
         }
-        prev_pos = t.tok[ti].text;
-        if (!first_pos) first_pos = prev_pos;
-        npos++;
+        w->prev_pos = t->tok[ti].text;
+        if (!w->first_pos) w->first_pos = w->prev_pos;
+        w->npos++;
     }
-    if (awaiting) {
-        offer_param(s, awaiting, word, NULL, out);
-        goto done;
+}
+
+/* After the arguments w of c: the awaited keyword's values, else the next positional's values and
+ * the keywords not used yet. */
+static void offer_next(Session *s, const Command *c, const ArgWalk *w, const char *word, StrList *out) {
+    if (w->awaiting) {
+        offer_param(s, w->awaiting, word, NULL, out);
+        return;
     }
     size_t np = 0;
     while (c->pos && c->pos[np].name) np++;
-    if (npos < np) {
-        const Param *p = &c->pos[npos];
-        if (p->flags & PF_REST) goto done;
-        if (!strcmp(c->name, "set") && npos == 1 && first_pos) offer_setting_value(first_pos, word, out);
-        else offer_param(s, p, word, prev_pos, out);
+    if (w->npos < np) {
+        const Param *p = &c->pos[w->npos];
+        if (p->flags & PF_REST) return;
+        if (!strcmp(c->name, "set") && w->npos == 1 && w->first_pos) offer_setting_value(w->first_pos, word, out);
+        else offer_param(s, p, word, w->prev_pos, out);
     }
     for (const Param *p = c->kw; p && p->name; p++)
-        if (!used[p - c->kw]) offer(out, word, p->name);
-done:
+        if (!w->used[p - c->kw]) offer(out, word, p->name);
+}
+
+int cmd_complete(Session *s, const char *line, size_t start, size_t point, StrList *out) {
+    char word[256];
+    out->files = false;
+    complete_word(line, start, point, word, sizeof word);
+    Tokens t = {0};
+    bool open;
+    if (last_segment(line, start, &t, &open)) return AL_ERR;
+    if (open) return AL_OK;
+    size_t ti = 0;
+    const Command *c = complete_command(&t, word, &ti, out);
+    if (c) {
+        ArgWalk w;
+        walk_args(c, &t, ti, &w);
+        offer_next(s, c, &w, word, out);
+    }
     tokens_free(&t);
-    return rc;
+    return AL_OK;
 }

@@ -304,76 +304,87 @@ static bool parse_long(const char *s, long *v) {
     return true;
 }
 
-/* Converts text for parameter p into v; on failure writes the reason into why. */
-static bool convert(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
-    char mv[256];
-    v->all = false;
-    switch (p->type) {
-    case ARG_STRING: case ARG_PATH: case ARG_FLAG:
-        return true;
-    case ARG_INT:
-        if ((p->flags & PF_ALL) && !strcmp(text, "all")) { v->all = true; v->i = -1; v->f = -1; return true; }
-        if (!parse_long(text, &v->i)) {
-            snprintf(why, cap, "%s wants an integer%s, got '%s'", p->name,
-                     (p->flags & PF_ALL) ? " or all" : "", text);
-            return false;
-        }
-        v->f = (double)v->i;
-        if (p->min < p->max && (v->f < p->min || v->f > p->max)) {
-            snprintf(why, cap, "%s %s is out of range: valid values are %g-%g", p->name, text, p->min, p->max);
-            return false;
-        }
-        return true;
-    case ARG_FLOAT: {
-        char *end;
-        errno = 0;
-        v->f = strtod(text, &end);
-        if (!*text || *end || errno || !isfinite(v->f)) {
-            snprintf(why, cap, "%s wants a number, got '%s'", p->name, text);
-            return false;
-        }
-        bool open = p->flags & PF_OPEN_MIN;
-        if (p->min < p->max && (v->f < p->min || (open && v->f == p->min) || v->f > p->max)) {
-            snprintf(why, cap, "%s %s is out of range: valid values are %s%g, %g]", p->name, text, open ? "(" : "[",
-                     p->min, p->max);
-            return false;
-        }
-        v->i = (long)v->f;
-        return true;
-    }
-    case ARG_ENUM: {
-        OutSuggest sg = {0};
-        char sb[96];
-        for (int i = 0; p->choices && p->choices[i]; i++) {
-            if (!strcmp(p->choices[i], text)) { v->choice = i; return true; }
-            out_suggest_try(&sg, text, p->choices[i]);
-        }
-        cmd_metavar(p, mv, sizeof mv);
-        snprintf(why, cap, "%s must be one of %s, got '%s'%s", p->name, mv, text, out_suggest_text(&sg, sb, sizeof sb));
+/* ARG_INT: a whole number within the parameter's bounds, or `all` where PF_ALL allows it. */
+static bool convert_int(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    if ((p->flags & PF_ALL) && !strcmp(text, "all")) { v->all = true; v->i = -1; v->f = -1; return true; }
+    if (!parse_long(text, &v->i)) {
+        snprintf(why, cap, "%s wants an integer%s, got '%s'", p->name,
+                 (p->flags & PF_ALL) ? " or all" : "", text);
         return false;
     }
-    case ARG_RANGE: {
-        if (!strcmp(text, "all")) { v->all = true; v->i = 0; v->hi = -1; return true; }
-        const char *dash = strchr(text + (text[0] == '-'), '-');
-        char a[64];
-        bool ok;
-        if (dash) {
-            size_t la = (size_t)(dash - text);
-            if (la >= sizeof a) la = sizeof a - 1;
-            memcpy(a, text, la);
-            a[la] = 0;
-            ok = parse_long(a, &v->i) && parse_long(dash + 1, &v->hi);
-        } else {
-            ok = parse_long(text, &v->i);
-            v->hi = v->i;
-        }
-        if (!ok || v->i < 0 || v->hi < v->i) {
-            snprintf(why, cap, "%s wants a range A-B (A <= B), a number, or all; got '%s'", p->name, text);
-            return false;
-        }
-        v->f = (double)v->i;
-        return true;
+    v->f = (double)v->i;
+    if (p->min < p->max && (v->f < p->min || v->f > p->max)) {
+        snprintf(why, cap, "%s %s is out of range: valid values are %g-%g", p->name, text, p->min, p->max);
+        return false;
     }
+    return true;
+}
+
+/* ARG_FLOAT: a finite number within the bounds (the minimum itself out with PF_OPEN_MIN). */
+static bool convert_float(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    char *end;
+    errno = 0;
+    v->f = strtod(text, &end);
+    if (!*text || *end || errno || !isfinite(v->f)) {
+        snprintf(why, cap, "%s wants a number, got '%s'", p->name, text);
+        return false;
+    }
+    bool open = p->flags & PF_OPEN_MIN;
+    if (p->min < p->max && (v->f < p->min || (open && v->f == p->min) || v->f > p->max)) {
+        snprintf(why, cap, "%s %s is out of range: valid values are %s%g, %g]", p->name, text, open ? "(" : "[",
+                 p->min, p->max);
+        return false;
+    }
+    v->i = (long)v->f;
+    return true;
+}
+
+/* ARG_ENUM: one of the choices (its index), else the choices with "did you mean". */
+static bool convert_enum(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    OutSuggest sg = {0};
+    char sb[96], mv[256];
+    for (int i = 0; p->choices && p->choices[i]; i++) {
+        if (!strcmp(p->choices[i], text)) { v->choice = i; return true; }
+        out_suggest_try(&sg, text, p->choices[i]);
+    }
+    cmd_metavar(p, mv, sizeof mv);
+    snprintf(why, cap, "%s must be one of %s, got '%s'%s", p->name, mv, text, out_suggest_text(&sg, sb, sizeof sb));
+    return false;
+}
+
+/* ARG_RANGE: A-B (A <= B, both >= 0), one number, or `all` (i 0, hi -1). */
+static bool convert_range(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    if (!strcmp(text, "all")) { v->all = true; v->i = 0; v->hi = -1; return true; }
+    const char *dash = strchr(text + (text[0] == '-'), '-');
+    char a[64];
+    bool ok;
+    if (dash) {
+        size_t la = (size_t)(dash - text);
+        if (la >= sizeof a) la = sizeof a - 1;
+        memcpy(a, text, la);
+        a[la] = 0;
+        ok = parse_long(a, &v->i) && parse_long(dash + 1, &v->hi);
+    } else {
+        ok = parse_long(text, &v->i);
+        v->hi = v->i;
+    }
+    if (!ok || v->i < 0 || v->hi < v->i) {
+        snprintf(why, cap, "%s wants a range A-B (A <= B), a number, or all; got '%s'", p->name, text);
+        return false;
+    }
+    v->f = (double)v->i;
+    return true;
+}
+
+/* Converts text for parameter p into v; on failure writes the reason into why. */
+static bool convert(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
+    v->all = false;
+    switch (p->type) {
+    case ARG_STRING: case ARG_PATH: case ARG_FLAG: return true;
+    case ARG_INT: return convert_int(p, text, v, why, cap);
+    case ARG_FLOAT: return convert_float(p, text, v, why, cap);
+    case ARG_ENUM: return convert_enum(p, text, v, why, cap);
+    case ARG_RANGE: return convert_range(p, text, v, why, cap);
     }
     return false;
 }
@@ -510,14 +521,9 @@ static void keyword_list(const Command *c, char *buf, size_t cap) {
         n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", p == c->kw ? "" : ", ", p->name);
 }
 
-int cmd_parse_tokens(Session *s, const Tokens *t, const char *line, Args *a, ParseErr *e) {
-    (void)line;
-    char sb[128], tmp[512];
-    memset(a, 0, sizeof *a);
-    e->col = 0; e->msg[0] = 0;
-    if (t->n == 0) return perr(e, t->end, "empty command");
-
-    /* ---- the command and its sub-command words */
+/* The command that token 0 names into a->top (an unknown word: the error, with "did you mean"). */
+static int parse_top(const Tokens *t, Args *a, ParseErr *e) {
+    char sb[128];
     const Command *c = cmd_find(t->tok[0].text);
     if (!c || t->tok[0].quoted) {
         OutSuggest sg = {0};
@@ -528,27 +534,40 @@ int cmd_parse_tokens(Session *s, const Tokens *t, const char *line, Args *a, Par
     }
     a->top = c;
     snprintf(a->path, sizeof a->path, "%s", c->name);
-    size_t ti = 1;
+    return AL_OK;
+}
+
+/* From a->top, follows the sub-command words from token *ti on (advancing it) to the command
+ * that runs, extending a->path; *cmd is it. */
+static int parse_subs(const Tokens *t, size_t *ti, Args *a, const Command **cmd, ParseErr *e) {
+    char sb[128];
+    const Command *c = a->top;
     while (c->sub) {
         char subs[512];
         size_t n = 0;
         subs[0] = 0;
         for (const Command *k = c->sub; k->name; k++)
             n += (size_t)snprintf(subs + n, n < sizeof subs ? sizeof subs - n : 0, "%s%s", k == c->sub ? "" : "|", k->name);
-        if (ti >= t->n)
+        if (*ti >= t->n)
             return perr(e, t->end, "'%s' needs a sub-command: %s (help %s)", a->path, subs, a->path);
-        const Command *sc = cmd_find_sub(c, t->tok[ti].text);
+        const Command *sc = cmd_find_sub(c, t->tok[*ti].text);
         if (!sc) {
             OutSuggest sg = {0};
-            for (const Command *k = c->sub; k->name; k++) out_suggest_try(&sg, t->tok[ti].text, k->name);
-            return perr(e, t->tok[ti].col, "unknown sub-command '%s' of %s%s; choose %s",
-                        t->tok[ti].text, a->path, out_suggest_text(&sg, sb, sizeof sb), subs);
+            for (const Command *k = c->sub; k->name; k++) out_suggest_try(&sg, t->tok[*ti].text, k->name);
+            return perr(e, t->tok[*ti].col, "unknown sub-command '%s' of %s%s; choose %s",
+                        t->tok[*ti].text, a->path, out_suggest_text(&sg, sb, sizeof sb), subs);
         }
         size_t pl = strlen(a->path);
         snprintf(a->path + pl, sizeof a->path - pl, " %s", sc->name);
         c = sc;
-        ti++;
+        (*ti)++;
     }
+    *cmd = c;
+    return AL_OK;
+}
+
+/* Sets a->cmd to c and binds each of a's slots to its parameter of c. */
+static int bind_params(const Tokens *t, const Command *c, Args *a, ParseErr *e) {
     a->cmd = c;
     a->npos = nparams(c->pos);
     a->nkw = nparams(c->kw);
@@ -556,65 +575,88 @@ int cmd_parse_tokens(Session *s, const Tokens *t, const char *line, Args *a, Par
         return perr(e, t->tok[0].col, "command '%s' declares too many parameters (at most %d)", a->path, ARGS_MAX);
     for (size_t i = 0; i < a->npos; i++) a->pos[i].p = &c->pos[i];
     for (size_t i = 0; i < a->nkw; i++) a->kw[i].p = &c->kw[i];
+    return AL_OK;
+}
 
-    /* ---- arguments */
+/* Keyword kp at token *ti: a flag set, or its value from the next token (advancing *ti). */
+static int parse_keyword(Session *s, const Tokens *t, size_t *ti, const Param *kp, Args *a, ParseErr *e) {
+    const Token *tk = &t->tok[*ti];
+    ArgVal *v = &a->kw[kp - a->cmd->kw];
+    if (v->given) return perr(e, tk->col, "keyword '%s' given twice", kp->name);
+    if (kp->type == ARG_FLAG) {
+        v->given = v->present = true;
+        v->col = tk->col;
+        v->s = kp->name;
+        return AL_OK;
+    }
+    if (*ti + 1 >= t->n) {
+        char tmp[512];
+        cmd_metavar(kp, tmp, sizeof tmp);
+        return perr(e, t->end, "keyword '%s' needs a value: %s %s", kp->name, kp->name, tmp);
+    }
+    (*ti)++;
+    return set_value(s, a, kp, v, t->tok[*ti].text, t->tok[*ti].col, true, e);
+}
+
+/* Token tk as positional number i (a word that does not convert but is near a keyword: that
+ * keyword suggested). */
+static int parse_positional(Session *s, const Token *tk, size_t i, Args *a, ParseErr *e) {
+    const Param *pp = &a->cmd->pos[i];
+    ArgVal *v = &a->pos[i];
+    char why[400];
+    v->s = args_keep(a, tk->text);
+    if (!v->s) return perr(e, tk->col, "out of memory");
+    if (!convert(pp, tk->text, v, why, sizeof why)) {
+        const char *near = tk->quoted ? NULL : near_keyword(a->cmd, tk->text);
+        if (near) return perr(e, tk->col, "unknown keyword '%s' (did you mean '%s'?)", tk->text, near);
+        return perr(e, tk->col, "%s", why);
+    }
+    v->col = tk->col;
+    if (!check_bounds(s, pp, v, why, sizeof why)) return perr(e, tk->col, "%s", why);
+    v->given = v->present = true;
+    return AL_OK;
+}
+
+/* The error for token tk, which is neither a keyword nor a positional left: a near keyword, or
+ * the keywords and the usage. Always AL_ERR. */
+static int unexpected_arg(const Token *tk, Args *a, ParseErr *e) {
+    const Command *c = a->cmd;
+    const char *near = tk->quoted ? NULL : near_keyword(c, tk->text);
+    if (near) return perr(e, tk->col, "unknown keyword '%s' (did you mean '%s'?)", tk->text, near);
+    char *u = cmd_usage(c, c == a->top ? NULL : a->top->name), tmp[512];
+    if (a->nkw) {
+        keyword_list(c, tmp, sizeof tmp);
+        perr(e, tk->col, "unexpected argument '%s' (keywords of %s: %s); usage: %s", tk->text, a->path, tmp, u ? u : "");
+    } else
+        perr(e, tk->col, "unexpected argument '%s'; usage: %s", tk->text, u ? u : "");
+    free(u);
+    return AL_ERR;
+}
+
+/* The argument tokens from ti on: each a keyword (with its value), else the next positional. */
+static int parse_args(Session *s, const Tokens *t, size_t ti, Args *a, ParseErr *e) {
     size_t npos_given = 0;
     for (; ti < t->n; ti++) {
         const Token *tk = &t->tok[ti];
-        const Param *kp = tk->quoted ? NULL : find_keyword(c, tk->text);
-        if (kp) {
-            ArgVal *v = &a->kw[kp - c->kw];
-            if (v->given) return perr(e, tk->col, "keyword '%s' given twice", kp->name);
-            if (kp->type == ARG_FLAG) {
-                v->given = v->present = true;
-                v->col = tk->col;
-                v->s = kp->name;
-                continue;
-            }
-            if (ti + 1 >= t->n) {
-                cmd_metavar(kp, tmp, sizeof tmp);
-                return perr(e, t->end, "keyword '%s' needs a value: %s %s", kp->name, kp->name, tmp);
-            }
-            ti++;
-            if (set_value(s, a, kp, v, t->tok[ti].text, t->tok[ti].col, true, e)) return AL_ERR;
-            continue;
-        }
-        if (npos_given < a->npos) {
-            const Param *pp = &c->pos[npos_given];
-            ArgVal *v = &a->pos[npos_given];
-            char why[400];
-            v->s = args_keep(a, tk->text);
-            if (!v->s) return perr(e, tk->col, "out of memory");
-            if (!convert(pp, tk->text, v, why, sizeof why)) {
-                const char *near = tk->quoted ? NULL : near_keyword(c, tk->text);
-                if (near) return perr(e, tk->col, "unknown keyword '%s' (did you mean '%s'?)", tk->text, near);
-                return perr(e, tk->col, "%s", why);
-            }
-            v->col = tk->col;
-            if (!check_bounds(s, pp, v, why, sizeof why)) return perr(e, tk->col, "%s", why);
-            v->given = v->present = true;
-            npos_given++;
-            continue;
-        }
-        const char *near = tk->quoted ? NULL : near_keyword(c, tk->text);
-        if (near) return perr(e, tk->col, "unknown keyword '%s' (did you mean '%s'?)", tk->text, near);
-        char *u = cmd_usage(c, c == a->top ? NULL : a->top->name);
-        if (a->nkw) {
-            keyword_list(c, tmp, sizeof tmp);
-            perr(e, tk->col, "unexpected argument '%s' (keywords of %s: %s); usage: %s", tk->text, a->path, tmp, u ? u : "");
-        } else
-            perr(e, tk->col, "unexpected argument '%s'; usage: %s", tk->text, u ? u : "");
-        free(u);
-        return AL_ERR;
+        const Param *kp = tk->quoted ? NULL : find_keyword(a->cmd, tk->text);
+        int rc = kp ? parse_keyword(s, t, &ti, kp, a, e)
+               : npos_given < a->npos ? parse_positional(s, tk, npos_given++, a, e)
+               : unexpected_arg(tk, a, e);
+        if (rc) return rc;
     }
+    return AL_OK;
+}
 
-    /* ---- required positionals, then defaults */
+/* Positionals not given: a required one is an error (with the usage), an optional one takes its
+ * default; then every keyword not given that has a default takes it. */
+static int parse_defaults(Session *s, const Tokens *t, Args *a, ParseErr *e) {
+    const Command *c = a->cmd;
     for (size_t i = 0; i < a->npos; i++) {
         ArgVal *v = &a->pos[i];
         if (v->present) continue;
         const Param *p = v->p;
         if (!p->def) {
-            char *u = cmd_usage(c, c == a->top ? NULL : a->top->name);
+            char *u = cmd_usage(c, c == a->top ? NULL : a->top->name), tmp[512];
             cmd_metavar(p, tmp, sizeof tmp);
             perr(e, t->end, "missing %s (%s); usage: %s", p->name, tmp, u ? u : "");
             free(u);
@@ -630,6 +672,18 @@ int cmd_parse_tokens(Session *s, const Tokens *t, const char *line, Args *a, Par
             return perr(e, t->end, "bad default '%s' for %s in the command table", v->p->def, v->p->name);
     }
     return AL_OK;
+}
+
+int cmd_parse_tokens(Session *s, const Tokens *t, const char *line, Args *a, ParseErr *e) {
+    (void)line;
+    memset(a, 0, sizeof *a);
+    e->col = 0; e->msg[0] = 0;
+    if (t->n == 0) return perr(e, t->end, "empty command");
+    size_t ti = 1;
+    const Command *c;
+    if (parse_top(t, a, e) || parse_subs(t, &ti, a, &c, e) || bind_params(t, c, a, e)) return AL_ERR;
+    if (parse_args(s, t, ti, a, e)) return AL_ERR;
+    return parse_defaults(s, t, a, e);
 }
 
 int cmd_parse(Session *s, const char *line, Args *a, ParseErr *e) {

@@ -51,4 +51,49 @@ ok "truncation energies and error [$(sed -n 4p <<<"$got")]" test "$(sed -n 4p <<
 ok "layer 0 energies and error [$(sed -n 5p <<<"$got")]" test "$(sed -n 5p <<<"$got")" = \
     "0.918272 0.921142 0.285882"
 
+# ---- the per-layer records written from field tables (ckpt_json_fields), the DeepSeek-V3 config
+# of a TransMLA export (shared HF shape keys, the every-MLP-dense block merged from text) and the
+# synthetic families' config.json (shared shape keys, the recipe's members merged): the bytes of
+# each (manifests with the scratch folder's path replaced) as they were when each key was a line
+# of code, and the key order of each record
+R=$(cd "$T" && pwd -P) M=$(cd "${ATTNLAB_MODELS:-$(dirname "$0")/models}" && pwd -P)
+shan() { sed -e "s|$R|@T@|g" -e "s|$M|@M@|g" "$1" | sha256sum | cut -d' ' -f1; }
+out=$(e "synth family qwen3 $T/fq dtype f32; synth family gpt_neox $T/fn; load demo-llama; \
+convert mla kv-rank 16; export $T/mla; convert tpa kv-rank 2; export $T/tpa")
+ok "synth family x2, convert mla + tpa and export exit 0" test $? -eq 0
+ok "synth family qwen3 config.json bytes" test "$(sha "$T/fq/config.json")" = \
+    45d90a6a0bcae520095c1054106d82e92e6d87fe19b0cf128dc3ea9f9e20344f
+ok "synth family gpt_neox config.json bytes" test "$(sha "$T/fn/config.json")" = \
+    ea0bc30f6a1f6ba433e7836361236cce5204b7afaf2938e51911c8272974bfd8
+ok "TransMLA config.json bytes" test "$(sha "$T/mla/config.json")" = \
+    c867fa3da4e744c24f54dc361cd627e5efd9c9dca2e4f224452a544636705dce
+ok "TransMLA manifest bytes" test "$(shan "$T/mla/attnlab_manifest.json")" = \
+    2f91e026e2a63812603ba20b71d44a90cf49f265b8d131e6e160c2ecd0393b5a
+ok "TPA manifest bytes" test "$(shan "$T/tpa/tpa_manifest.json")" = \
+    2540d23203afb97683823a84fb8eb8dd9d4f75f7a9c8e838fc9d33d64d44ded9
+printf 'Once upon a time there was a little cat. The cat liked to play in the sun with a ball.\n%.0s' \
+    1 2 3 4 5 6 7 8 >"$T/story.txt"
+out=$(cd "$T" && e "load $M/stories260K/stories260K.bin; calibrate story.txt seqlen 32; kvsvd learn all rank 3; \
+kvsvd eval; export kq; check kq")
+ok "kvsvd learn + eval + export + check exit 0" test $? -eq 0
+ok "KQ-SVD manifest bytes" test "$(shan "$T/kq/kvsvd_manifest.json")" = \
+    01a71d29540c53ca16cbcf5baecfe26d5be2651a56e0c941dc6cd36aa7060492
+ok "check reads the recorded errors back, all 15 rows [$(grep -o 'within.*rows' <<<"$out")]" \
+    has "$out" "out_err within [0-9.e-]* of them in 15 layer-method rows\$"
+got=$(python3 - "$T" <<'EOF'
+import json, sys
+d = sys.argv[1]
+print(",".join(json.load(open(d + "/mla/attnlab_manifest.json"))["layers"][0]))
+print(",".join(json.load(open(d + "/tpa/tpa_manifest.json"))["layers"][0]))
+print(",".join(json.load(open(d + "/kq/kvsvd_manifest.json"))["methods"][0]["layers"][0]))
+EOF
+)
+ok "TransMLA layer keys [$(sed -n 1p <<<"$got")]" test "$(sed -n 1p <<<"$got")" = "layer,alpha,rope_energy,\
+joint_energy,score_rel_err,output_rel_err,joint_energy_other_balance,score_rel_err_other_balance,\
+output_rel_err_other_balance,kv_norm_k,kv_norm_rel_err_bound"
+ok "TPA layer keys [$(sed -n 2p <<<"$got")]" test "$(sed -n 2p <<<"$got")" = \
+    "layer,k_energy,v_energy,k_err,v_err,score_err,out_err"
+ok "KQ-SVD layer keys [$(sed -n 3p <<<"$got")]" test "$(sed -n 3p <<<"$got")" = \
+    "layer,rank_k,rank_v,cal_k_err,cal_q_err,cal_v_err,cal_kq_err,cal_vo_err,k_err,q_err,v_err,kq_err,out_err"
+
 cli_done

@@ -36,6 +36,12 @@
  *                           first_k_dense_replace: sigmoid scores, e_score_correction_bias for the
  *                           choice only, top-2 sum per group, topk_group groups, top-k, weights
  *                           renormalised (+1e-20) times routed_scaling_factor, shared experts
+ *   glm4_moe                q/k/v_proj with biases when attention_bias, o_proj never; q_norm / k_norm
+ *                           per head before RoPE when use_qk_norm; RoPE rotate_half on the first
+ *                           int(head_dim x partial_rotary_factor) dims (default 0.5); rms_norm_eps
+ *                           1e-5; MoE from first_k_dense_replace (default 1) routed as deepseek_v3's
+ *                           (norm_topk_prob default true), plus n_shared_experts (default 1) x
+ *                           moe_intermediate_size shared experts
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -51,7 +57,7 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_OLMO3, R_DSV3, R_SMOLLM3 } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -64,7 +70,7 @@ struct RefModel {
     double eps;
     double theta, local_theta, rope_factor;   /* rope_factor: linear scaling (1: none) */
     int rot;                       /* rotary dims per head (the first rot dims) */
-    bool tied, qkv_bias, o_bias, parallel;
+    bool tied, qkv_bias, o_bias, parallel, head_qk_norm;
     int window;                    /* 0: none */
     /* rope_scaling yarn (olmo3: full-attention layers only) */
     bool yarn;
@@ -103,7 +109,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"smollm3", R_SMOLLM3}};
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -111,6 +117,8 @@ static int parse_family(const char *mt, rfam *f) {
 
 static bool gemma(const RefModel *m) { return m->fam == R_GEMMA2 || m->fam == R_GEMMA3; }
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
+/* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
+static bool ds_router(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_GLM4_MOE; }
 
 /* SmolLM3Config: no_rope_layers[L] 0 means no RoPE on layer L; absent (null), layers with
  * (L + 1) % no_rope_layer_interval == 0 have none. */
@@ -164,7 +172,8 @@ static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
 static int parse_rope(RefModel *m, const cJSON *r) {
     m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", 10000, 10000);
     m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
-    double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", 1, 1);
+    double pf0 = m->fam == R_GLM4_MOE ? 0.5 : 1;          /* Glm4MoeConfig's default */
+    double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", pf0, pf0);
     m->rot = (int)(m->hd * pf);
     m->rope_factor = 1;
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r, "rope_scaling");
@@ -180,19 +189,19 @@ static int parse_rope(RefModel *m, const cJSON *r) {
 static void parse_moe(RefModel *m, const cJSON *r) {
     m->E = (int)(m->fam == R_MIXTRAL ? jnum(r, "num_local_experts", 8, 0)
                  : m->fam == R_QWEN3_MOE ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
-    if (m->fam != R_MIXTRAL && m->fam != R_QWEN3_MOE && m->fam != R_DSV3) m->E = 0;
+    if (m->fam != R_MIXTRAL && m->fam != R_QWEN3_MOE && !ds_router(m)) m->E = 0;
     m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
     m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
     if (m->fam == R_MIXTRAL) m->eF = m->F;
-    m->norm_topk = m->fam == R_MIXTRAL || jbool(r, "norm_topk_prob", m->fam == R_DSV3);
-    m->first_dense = (int)jnum(r, "first_k_dense_replace", 0, 0);
+    m->norm_topk = m->fam == R_MIXTRAL || jbool(r, "norm_topk_prob", ds_router(m));
+    m->first_dense = (int)jnum(r, "first_k_dense_replace", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->layer_freq = (int)jnum(r, "moe_layer_freq", 1, 1);
     m->sparse_step = (int)jnum(r, "decoder_sparse_step", 1, 1);
     m->n_group = (int)jnum(r, "n_group", 1, 1);
     m->topk_group = (int)jnum(r, "topk_group", 1, 1);
-    m->n_shared = (int)jnum(r, "n_shared_experts", 0, 0);
+    m->n_shared = (int)jnum(r, "n_shared_experts", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->routed_scale = jnum(r, "routed_scaling_factor", 1, 1);
-    m->sigmoid = m->fam == R_DSV3;
+    m->sigmoid = ds_router(m);
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(r, "mlp_only_layers"), *e;
     if (cJSON_IsArray(mo))
         cJSON_ArrayForEach(e, mo) if (m->n_only < 64 && cJSON_IsNumber(e)) m->only[m->n_only++] = e->valueint;
@@ -212,12 +221,14 @@ static int parse_config(RefModel *m, const cJSON *r) {
     m->hd = m->fam == R_PHI3 || m->fam == R_NEOX || olmo(m) ? m->D / m->H
                                                             : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
-                              : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m)
-                                                            ? 1e-5 : 1e-6, 1e-6);
+                              : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m) ||
+                                                            m->fam == R_GLM4_MOE ? 1e-5 : 1e-6, 1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
     m->qkv_bias = m->fam == R_QWEN2 || ab;
-    m->o_bias = m->fam != R_QWEN2 && ab;
+    m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
+    m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 ||
+                      (m->fam == R_GLM4_MOE && jbool(r, "use_qk_norm", false));
     m->parallel = m->fam == R_NEOX && jbool(r, "use_parallel_residual", true);
     const char *act = jstr(r, gemma(m) ? "hidden_activation" : "hidden_act");
     if (!act) act = gemma(m) ? "gelu_pytorch_tanh" : m->fam == R_NEOX ? "gelu" : "silu";
@@ -491,7 +502,7 @@ static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double 
     if (olmo(m)) {                                        /* over the whole projection */
         rc = norm_rows(m, L, "self_attn.q_norm", Q, T, qd, qd);
         if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T, kd, kd);
-    } else if (m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3) {   /* per head */
+    } else if (m->head_qk_norm) {                         /* per head */
         rc = norm_rows(m, L, "self_attn.q_norm", Q, T * (size_t)m->H, hd, hd);
         if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T * (size_t)m->KV, hd, hd);
     }
@@ -600,6 +611,7 @@ static const char *const NM_MIXTRAL[3] = {"w1", "w3", "w2"};
 static bool moe_layer(const RefModel *m, int L) {
     if (m->E <= 0) return false;
     if (m->fam == R_DSV3) return L >= m->first_dense && L % m->layer_freq == 0;
+    if (m->fam == R_GLM4_MOE) return L >= m->first_dense;
     if (m->fam == R_QWEN3_MOE) {
         for (int i = 0; i < m->n_only; i++)
             if (m->only[i] == L) return false;
@@ -665,7 +677,7 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     size_t *rows = malloc(T * sizeof *rows);
     double *rw = malloc(T * sizeof *rw);
     int rc = logit && w && idx && rows && rw ? lin_named(m, L, n, false, x, D, T, D, E, logit) : AL_ERR;
-    if (rc == AL_OK && m->fam == R_DSV3) rc = (bias = tget(m, L, "mlp.gate.e_score_correction_bias", E, 0)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK && ds_router(m)) rc = (bias = tget(m, L, "mlp.gate.e_score_correction_bias", E, 0)) ? AL_OK : AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < T; t++) route(m, logit + t * E, bias, idx + t * k, w + t * k);
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
         size_t cnt = 0;
@@ -675,7 +687,7 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
         snprintf(n, sizeof n, "%sexperts.%zu.", base, e);
         if (cnt) rc = gated(m, L, n, mix ? NM_MIXTRAL : NM_PROJ, (size_t)m->eF, x, T, rows, rw, cnt, y);
     }
-    if (rc == AL_OK && m->fam == R_DSV3 && m->n_shared > 0)
+    if (rc == AL_OK && ds_router(m) && m->n_shared > 0)
         rc = gated(m, L, "mlp.shared_experts.", NM_PROJ, (size_t)(m->eF * m->n_shared), x, T, NULL, NULL, 0, y);
     free(logit); free(bias); free(w); free(idx); free(rows); free(rw);
     return rc;

@@ -3,7 +3,8 @@
  * (and a stray pytorch_model.bin not), `force` replacing a 3-shard export whole (no old index or
  * shard survives; issue 14 item 1), failures and Ctrl-C leaving neither a partial folder nor a
  * staging folder nor the parents made for it, a planted symlink never followed, "" refused,
- * and a destination that holds the source refused even with force. */
+ * and a destination that holds the source refused even with force; the JSON helpers of the
+ * manifests and configs (ckpt_json_fields, ckpt_json_merge, ckpt_json_hf_shape). */
 #include "check.h"
 #include "ckpt_write.h"
 #include "export.h"
@@ -11,6 +12,7 @@
 #include "synth.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <unistd.h>
 
 static const char *tmp_root;
@@ -321,6 +323,37 @@ static void test_farr_force(void) {
     free(s3); free(s1); free(dst);
 }
 
+/* The JSON helpers the manifests and configs are written through: a record's fields by table (in
+ * table order, NaN as null), constant members merged in order (text that is not an object's
+ * members refused), the HF shape keys added in their order only where absent. */
+static void test_json_helpers(void) {
+    typedef struct { int layer; double a, b, c; } Rec;
+    static const CkptJsonField fields[] = {
+        {"c_key", offsetof(Rec, c)}, {"a_key", offsetof(Rec, a)}, {"b_key", offsetof(Rec, b)}, {NULL, 0}};
+    cJSON *o = cJSON_CreateObject();
+    ckpt_json_fields(o, &(Rec){7, 0.25, NAN, -3}, fields);
+    char *t = cJSON_PrintUnformatted(o);
+    CHECK(t && !strcmp(t, "{\"c_key\":-3,\"a_key\":0.25,\"b_key\":null}"), "fields: %s", t);
+    free(t);
+    CHECK_OK(ckpt_json_merge(o, "\"z\": 1, \"m\": [false, \"s\"], \"a\": 1.0"));
+    t = cJSON_PrintUnformatted(o);
+    CHECK(t && !strcmp(t, "{\"c_key\":-3,\"a_key\":0.25,\"b_key\":null,\"z\":1,\"m\":[false,\"s\"],\"a\":1}"),
+          "merged: %s", t);
+    free(t);
+    CHECK_ERR(ckpt_json_merge(o, "\"x\": "), "not an object");
+    CHECK(cJSON_GetArraySize(o) == 6, "a refused merge adds nothing: %d members", cJSON_GetArraySize(o));
+    cJSON_Delete(o);
+    o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "num_hidden_layers", 99);
+    ckpt_json_hf_shape(o, &(CkptHfShape){64, 128, 4, 2, 256, 512});
+    t = cJSON_PrintUnformatted(o);
+    CHECK(t && !strcmp(t, "{\"num_hidden_layers\":99,\"hidden_size\":64,\"intermediate_size\":128,"
+                          "\"num_attention_heads\":4,\"vocab_size\":256,\"max_position_embeddings\":512}"),
+          "shape: %s", t);
+    free(t);
+    cJSON_Delete(o);
+}
+
 int main(void) {
     tmp_root = test_tmpdir();
     test_shards_index();
@@ -328,5 +361,6 @@ int main(void) {
     test_force_and_failures();
     test_symlinks();
     test_farr_force();
+    test_json_helpers();
     return check_done();
 }

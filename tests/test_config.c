@@ -277,6 +277,46 @@ static void test_olmo3(void) {
     CHECK_NEAR(rope_attention_factor(&c.rope_spec), 0.1 * log(4) + 1, 1e-15);
 }
 
+/* GLM-4.5 / 4.6 / 4.7 (glm4_moe) as zai-org's config.json files declare it (GLM-4.5's, abridged; the
+ * Air's use_qk_norm false), and Glm4MoeConfig's defaults: partial_rotary_factor 0.5, eps 1e-5. */
+#define GLM45 "\"architectures\": [\"Glm4MoeForCausalLM\"], \"attention_bias\": true, \"first_k_dense_replace\": 3, " \
+              "\"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 5120, \"intermediate_size\": 12288, " \
+              "\"max_position_embeddings\": 131072, \"model_type\": \"glm4_moe\", \"moe_intermediate_size\": 1536, " \
+              "\"n_group\": 1, \"n_routed_experts\": 160, \"n_shared_experts\": 1, \"norm_topk_prob\": true, " \
+              "\"num_attention_heads\": 96, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 92, " \
+              "\"num_key_value_heads\": 8, \"num_nextn_predict_layers\": 1, \"partial_rotary_factor\": 0.5, " \
+              "\"rms_norm_eps\": 1e-05, \"rope_scaling\": null, \"rope_theta\": 1000000, " \
+              "\"routed_scaling_factor\": 2.5, \"tie_word_embeddings\": false, \"topk_group\": 1, " \
+              "\"torch_dtype\": \"bfloat16\", \"vocab_size\": 151552"
+static void test_glm4_moe(void) {
+    ModelConfig c = parse(GLM45 ", \"use_qk_norm\": true");
+    char n[192];
+    CHECK(c.family == FAM_GLM4_MOE && !strcmp(model_family_name(c.family), "glm4_moe") && c.attn == QKV_SPLIT &&
+          c.n_heads == 96 && c.n_kv_heads == 8 && c.v_dim == 128 && c.norm_eps == 1e-5 && c.act == ACT_SILU &&
+          !c.tie_embeddings && c.rope_spec.theta == 1e6, "glm4_moe: GQA 96 / 8 heads of 128");
+    CHECK(c.qk_rope_dim == 64 && c.qk_nope_dim == 64 && c.rope_first && c.rope_spec.layout == ROPE_HALF &&
+          cfg_rope_col(&c) == 0 && cfg_nope_col(&c) == 64, "glm4_moe: rotate_half on the first half of each head");
+    CHECK(c.qkv_bias && !c.o_bias, "glm4_moe: attention_bias gives q/k/v biases, o_proj has none");
+    CHECK(c.qk_norm == QKN_HEAD, "glm4_moe: use_qk_norm true: per-head q_norm / k_norm, before any tensor is read");
+    CHECK(c.mlp == MLP_MOE && c.moe.layout == MOE_DEEPSEEK && c.moe.router == ROUTER_DS_V3 && c.moe.n_experts == 160 &&
+          c.moe.top_k == 8 && c.moe.n_shared == 1 && c.moe.routed_scaling == 2.5 && c.moe.norm_topk_prob &&
+          c.moe.expert_ffn == 1536 && !cfg_moe_layer(&c, 2) && cfg_moe_layer(&c, 3) && cfg_moe_layer(&c, 91),
+          "glm4_moe: three dense layers, then 160 experts routed as DeepSeek-V3 routes");
+    CHECK(cfg_role_name(&c, ROLE_ROUTER_BIAS, 3, -1, NULL, n, sizeof n) &&
+          !strcmp(n, "model.layers.3.mlp.gate.e_score_correction_bias"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_SHEXP_DOWN, 3, -1, "weight", n, sizeof n) &&
+          !strcmp(n, "model.layers.3.mlp.shared_experts.down_proj.weight"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_K_NORM, 0, -1, "weight", n, sizeof n) && !strcmp(n, "model.layers.0.self_attn.k_norm.weight"), "%s", n);
+    c = parse(GLM45 ", \"use_qk_norm\": false");
+    CHECK(c.family == FAM_GLM4_MOE && c.qk_norm == QKN_NONE, "glm4_moe: use_qk_norm false (GLM-4.5-Air): no q/k norms");
+    c = parse("\"model_type\": \"glm4_moe\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"head_dim\": 32");
+    CHECK(c.qk_rope_dim == 16 && c.qk_nope_dim == 16 && c.rope_spec.partial_factor == 0.5 && c.norm_eps == 1e-5 &&
+          !c.qkv_bias && !c.o_bias && c.qk_norm == QKN_NONE && c.mlp == MLP_GATED,
+          "glm4_moe defaults: partial_rotary_factor 0.5, eps 1e-5, no biases, no q/k norms, dense without experts");
+}
+#undef GLM45
+
 /* Python's json writes NaN, Infinity and -Infinity bare (Mamba hybrids' time_step_limit): they read
  * as those numbers, in arrays and objects, and the same words inside strings stay text. */
 static void test_python_nonfinite(void) {
@@ -381,6 +421,7 @@ int main(void) {
     test_python_nonfinite();
     test_families();
     test_olmo3();
+    test_glm4_moe();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

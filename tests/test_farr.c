@@ -467,22 +467,27 @@ static void test_state(void) {
     farr_layer_ranks(l, 0, 0.999, NULL, NULL, &r999);
     farr_layer_ranks(l, 0, 0.99, &r99, NULL, NULL);
     CHECK(r999 == 4 && r99 == 19, "ranks from cached spectra: fused@0.999 %d, V@0.99 %d", r999, r99);
-    CHECK_OK(farr_state_sweep(st, m, FARR_VO, 0, 5, FARR_NO_OFFSET));
+    FarrQuery vo = { .m = m, .kind = FARR_VO, .lo = 0, .hi = 5, .offset = FARR_NO_OFFSET };
+    CHECK_OK(farr_state_sweep(st, &vo));
     farr_state_stats(st, &hits, &computed);
     CHECK(computed == 6 && hits == 2, "sweep computed the 5 missing layers (%zu computed, %zu hits)", computed, hits);
     FarrRankRow *rows = NULL;
     size_t nrows = 0;
-    CHECK_OK(farr_state_rank_table(st, m, FARR_VO, 1, 3, FARR_NO_OFFSET, 0.999, &rows, &nrows));
-    CHECK(nrows == 24, "rank table rows %zu", nrows);
+    vo.lo = 1, vo.hi = 3;
+    CHECK_OK(farr_state_rank_table(st, &vo, 0.999, &rows, &nrows));
+    CHECK(nrows == 24 && rows[0].layer == 1 && rows[nrows - 1].layer == 3, "rank table rows %zu, layers %d-%d of the query",
+          nrows, rows ? rows[0].layer : -1, rows ? rows[nrows - 1].layer : -1);
     for (size_t i = 0; rows && i < nrows; i++) {
         Want w = r1_vo(rows[i].layer, rows[i].head);
         CHECK(rows[i].rank_a == w.a && rows[i].rank_b == w.b && rows[i].rank_fused == w.f,
               "rank table layer %d head %d", rows[i].layer, rows[i].head);
     }
     free(rows);
-    CHECK_ERR(farr_state_rank_table(st, m, FARR_QK, 1, 1, FARR_NO_OFFSET, 0.999, &rows, &nrows), "sweep it first");
+    FarrQuery qk = { .m = m, .kind = FARR_QK, .lo = 1, .hi = 1, .offset = FARR_NO_OFFSET };
+    CHECK_ERR(farr_state_rank_table(st, &qk, 0.999, &rows, &nrows), "sweep it first");
+    qk.lo = 0, qk.hi = 5;
     al_interrupt_flag = 1;
-    CHECK(farr_state_sweep(st, m, FARR_QK, 0, 5, FARR_NO_OFFSET) == AL_INTERRUPTED, "Ctrl-C stops a sweep");
+    CHECK(farr_state_sweep(st, &qk) == AL_INTERRUPTED, "Ctrl-C stops a sweep");
     al_interrupt_flag = 0;
     FarrTruncOpts o = { .kind = FARR_VO, .by_rank = true, .rank = 4, .layer_lo = 2, .layer_hi = 2 };
     FarrPlan *p = NULL;

@@ -427,14 +427,15 @@ static void test_state(void) {
     if (!m) return;
     int N = m->cfg.n_layers, H = m->cfg.n_heads;
     FarrState *st = farr_state_new();
-    CHECK_OK(farr_state_sweep(st, m, FARR_VO, 0, N - 1, FARR_NO_OFFSET));
+    FarrQuery q = { .m = m, .kind = FARR_VO, .lo = 0, .hi = N - 1, .offset = FARR_NO_OFFSET };
+    CHECK_OK(farr_state_sweep(st, &q));
     const FarrLayer *c0 = farr_state_get_layer(st, m, FARR_VO, 0, FARR_NO_OFFSET);
     /* the default: the fast route where the BF16 kernel runs (demo-llama is BF16) */
     CHECK(c0 && (c0->eps != NULL) == gram_fast_pays(), "the sweep took the fast route where it pays");
     for (size_t t = 0; t < NTAU; t++) {
         FarrRankRow *rows = NULL;
         size_t n = 0;
-        CHECK_OK(farr_state_rank_table(st, m, FARR_VO, 0, N - 1, FARR_NO_OFFSET, taus[t], &rows, &n));
+        CHECK_OK(farr_state_rank_table(st, &q, taus[t], &rows, &n));
         int diff = 0;
         for (int L = 0; L < N && rows; L++) {
             FarrLayer *d = NULL;
@@ -465,7 +466,8 @@ static void test_state(void) {
     farr_layer_free(d);
     farr_state_drop_model(st, m);
     farr_force_double(true);
-    CHECK_OK(farr_state_sweep(st, m, FARR_VO, 0, 0, FARR_NO_OFFSET));
+    q.hi = 0;
+    CHECK_OK(farr_state_sweep(st, &q));
     c0 = farr_state_get_layer(st, m, FARR_VO, 0, FARR_NO_OFFSET);
     CHECK(c0 && !c0->eps, "forced: the sweep took the double route");
     farr_force_double(false);

@@ -363,6 +363,24 @@ static void test_deepseek_eps(void) {
     free(dir);
 }
 
+static void mtp_1(cJSON *root) { cJSON_ReplaceItemInObject(root, "num_nextn_predict_layers", cJSON_CreateNumber(1)); }
+
+/* GLM-4.5 / 4.6 checkpoints hold their multi-token-prediction layer past num_hidden_layers
+ * (model.layers.92.* with num_nextn_predict_layers 1), as DeepSeek-V3's do: no finding. */
+static void test_glm4_moe_mtp(void) {
+    char *dir = family("glm4_moe", "fam_glm_mtp");
+    edit_json(pathf("%s/config.json", dir), mtp_1);
+    rewrite_st(pathf("%s/model.safetensors", dir), NULL, "model.layers.3.eh_proj.weight", "pt");
+    LintReport *r = lint(dir);
+    if (r) {
+        CHECK(lint_count(r, LINT_ERROR) == 0 && lint_count(r, LINT_WARNING) == 0, "glm4_moe with an MTP layer: %zu "
+              "errors, %zu warnings", lint_count(r, LINT_ERROR), lint_count(r, LINT_WARNING));
+        if (lint_count(r, LINT_ERROR) + lint_count(r, LINT_WARNING)) dump(r);
+    }
+    lint_report_free(r);
+    free(dir);
+}
+
 /* Every family's synthetic checkpoint lints clean: its class, every tensor placed, every target loads. */
 static void test_families_clean(void) {
     for (size_t i = 0; synth_family_names[i]; i++) {
@@ -784,6 +802,7 @@ int main(void) {
     test_unknown_tensor();
     test_families_clean();
     test_deepseek_eps();
+    test_glm4_moe_mtp();
     test_families_defects();
     test_deepseek();
     test_lint_check_agree();

@@ -386,11 +386,12 @@ static void test_cache(void) {
     FarrState *st = farr_state_new();
     int N = a->cfg.n_layers;
     size_t hits, computed;
-    CHECK_OK(farr_state_sweep(st, a, FARR_VO, 0, N - 1, FARR_NO_OFFSET));
+    FarrQuery q = { .m = a, .kind = FARR_VO, .lo = 0, .hi = N - 1, .offset = FARR_NO_OFFSET };
+    CHECK_OK(farr_state_sweep(st, &q));
     farr_state_stats(st, &hits, &computed);
     CHECK(computed == (size_t)N && hits == 0, "first sweep computes %d layers (%zu, %zu hits)", N, computed, hits);
     double t0 = now();
-    CHECK_OK(farr_state_sweep(st, a, FARR_VO, 0, N - 1, FARR_NO_OFFSET));
+    CHECK_OK(farr_state_sweep(st, &q));
     double t = now() - t0;
     farr_state_stats(st, &hits, &computed);
     CHECK(computed == (size_t)N && hits == (size_t)N, "second sweep is all hits (%zu computed, %zu hits)", computed, hits);
@@ -398,7 +399,7 @@ static void test_cache(void) {
     for (double tau = 0.5; tau <= 1.0; tau += 0.125) {
         FarrRankRow *rows = NULL;
         size_t n = 0;
-        CHECK_OK(farr_state_rank_table(st, a, FARR_VO, 0, N - 1, FARR_NO_OFFSET, tau, &rows, &n));
+        CHECK_OK(farr_state_rank_table(st, &q, tau, &rows, &n));
         int stale = 0;
         for (int L = 0; L < N && rows; L++) {
             FarrLayer *fresh = NULL;
@@ -472,14 +473,16 @@ static void test_progress_interrupt(void) {
     FarrState *st = farr_state_new();
     ProgressLog p = { .ordered = true };
     al_set_progress(progress_cb, &p);
-    CHECK_OK(farr_state_sweep(st, m, FARR_QK, 0, N - 1, FARR_NO_OFFSET));
+    FarrQuery qk = { .m = m, .kind = FARR_QK, .lo = 0, .hi = N - 1, .offset = FARR_NO_OFFSET }, vo = qk;
+    vo.kind = FARR_VO;
+    CHECK_OK(farr_state_sweep(st, &qk));
     CHECK(p.ordered && p.calls == (size_t)N + 1 && p.last_done == (size_t)N && p.total == (size_t)N,
           "progress reports layers 0..%d of %d in order (%zu calls, last %zu of %zu)", N, N, p.calls, p.last_done, p.total);
     /* Ctrl-C after 2 layers: the sweep stops, the 2 finished layers stay cached, the rest do not. */
     farr_state_drop_model(st, m);
     p = (ProgressLog){ .ordered = true, .stop_at = 2 };
     al_interrupt_flag = 0;
-    int rc = farr_state_sweep(st, m, FARR_VO, 0, N - 1, FARR_NO_OFFSET);
+    int rc = farr_state_sweep(st, &vo);
     CHECK(rc == AL_INTERRUPTED, "Ctrl-C stops the sweep (rc %d)", rc);
     al_interrupt_flag = 0;
     int kept = 0, first_missing = -1;
@@ -492,7 +495,7 @@ static void test_progress_interrupt(void) {
     size_t hits0, comp0, hits1, comp1;
     farr_state_stats(st, &hits0, &comp0);
     p = (ProgressLog){ .ordered = true };
-    CHECK_OK(farr_state_sweep(st, m, FARR_VO, 0, N - 1, FARR_NO_OFFSET));
+    CHECK_OK(farr_state_sweep(st, &vo));
     farr_state_stats(st, &hits1, &comp1);
     CHECK(hits1 - hits0 == 2 && comp1 - comp0 == (size_t)N - 2, "resuming computes only the %d missing layers (%zu "
           "computed, %zu hits)", N - 2, comp1 - comp0, hits1 - hits0);

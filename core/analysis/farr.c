@@ -749,17 +749,17 @@ static int head_gram(farr_kind kind, const Mat *P, double *G) {
     return AL_OK;
 }
 
-int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, int n, double tau,
-                       FarrGroup **out) {
-    *out = NULL;
+/* The SVD (with U) of S times the group's heads stacked: VO [W_O1 .. W_On] (k x n*cols), QK
+ * [W_Q1; ..; W_Qn] (n*rows x k); the heads checked against S first. */
+static int group_stack_svd(farr_kind kind, const Mat *S, const Mat *const *heads, int n, Spectrum **sp) {
     size_t m = S->rows, k = S->cols;
+    *sp = NULL;
     if (n < 1) return al_err("a group needs at least one head");
     for (int i = 0; i < n; i++) {
         size_t hk = kind == FARR_VO ? heads[i]->rows : heads[i]->cols;
         if (hk != k || heads[i]->rows * heads[i]->cols != heads[0]->rows * heads[0]->cols)
             return al_err("group heads do not match the shared factor (%zux%zu)", m, k);
     }
-    /* The stacked right factor: VO [W_O1 .. W_On] (k x n*cols); QK [W_Q1; ..; W_Qn] (n*rows x k). */
     size_t hr = heads[0]->rows, hc = heads[0]->cols;
     Mat *stack = kind == FARR_VO ? mat_new(k, hc * (size_t)n) : mat_new(hr * (size_t)n, k);
     if (!stack) return AL_ERR;
@@ -770,12 +770,14 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
         else
             memcpy(stack->data + (size_t)i * hr * k, heads[i]->data, hr * k * sizeof(float));
     }
-    Spectrum *sp = NULL;
-    int rc = spectra_product_svd(S, stack, kind == FARR_VO ? SPECTRA_AB : SPECTRA_ABT, SPECTRA_VECTORS, &sp, NULL, NULL);
+    int rc = spectra_product_svd(S, stack, kind == FARR_VO ? SPECTRA_AB : SPECTRA_ABT, SPECTRA_VECTORS, sp, NULL, NULL);
     mat_free(stack);
-    if (rc != AL_OK) return rc;
+    return rc;
+}
+
+/* A group of n heads over p singular values: its arrays allocated (cum (n, p), energy, err, head). */
+static FarrGroup *group_new(int n, size_t p) {
     FarrGroup *g = al_calloc(1, sizeof *g, "a truncation group");
-    size_t p = sp->p;
     if (g) {
         g->n = n;
         g->p = p;
@@ -784,51 +786,71 @@ int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, in
         g->err = al_calloc((size_t)n, sizeof(double), "errors");
         g->head = al_calloc((size_t)n, sizeof(Mat *), "head factors");
     }
-    if (!g || !g->cum || !g->energy || !g->err || !g->head) { farr_group_free(g); spectrum_free(sp); return AL_ERR; }
+    if (!g || !g->cum || !g->energy || !g->err || !g->head) { farr_group_free(g); return NULL; }
+    return g;
+}
+
+/* Each head's cumulative kept energy g->cum from the stack's U (m x p): e_j = ||u_j^T S P_i||^2 =
+ * (Mt G_i Mt^T)_jj with Mt = U^T S (p x k), over the head's total ||S P_i||_F^2 = <S^T S, G_i>. */
+static int group_profiles(FarrGroup *g, farr_kind kind, const Mat *S, const Mat *const *heads) {
+    size_t m = S->rows, k = S->cols, p = g->p;
+    MatD *Sd = matd_from_mat(S);
+    double *Mt = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
+    double *GS = al_malloc3(k, k, sizeof(double), "a Gram matrix"), *Gi = al_malloc3(k, k, sizeof(double), "a Gram matrix");
+    double *Y = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
+    int rc = (Sd && Mt && GS && Gi && Y) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p, (int)k, (int)m, 1.0, g->U,
+                    (int)p, Sd->data, (int)k, 0.0, Mt, (int)k);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)k, (int)m, 1.0, Sd->data,
+                    (int)k, Sd->data, (int)k, 0.0, GS, (int)k);
+    }
+    for (int i = 0; rc == AL_OK && i < g->n; i++) {
+        if ((rc = head_gram(kind, heads[i], Gi)) != AL_OK) break;
+        double total = 0;
+        for (size_t t = 0; t < k * k; t++) total += GS[t] * Gi[t];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p, (int)k, (int)k, 1.0, Mt,
+                    (int)k, Gi, (int)k, 0.0, Y, (int)k);
+        double cum = 0;
+        for (size_t j = 0; j < p; j++) {
+            double e = 0;
+            for (size_t c = 0; c < k; c++) e += Y[j * k + c] * Mt[j * k + c];
+            cum += e;
+            g->cum[(size_t)i * p + j] = total > 0 ? cum / total : 1.0;
+        }
+    }
+    matd_free(Sd); free(Mt); free(GS); free(Gi); free(Y);
+    return rc;
+}
+
+/* The smallest r keeping >= tau of every head's energy (p if rounding keeps it below tau). */
+static int group_rank_at(const FarrGroup *g, double tau) {
+    size_t p = g->p;
+    for (size_t r = 1; r <= p; r++) {
+        bool ok = true;
+        for (int i = 0; i < g->n && ok; i++) ok = g->cum[(size_t)i * p + r - 1] >= tau;
+        if (ok) return (int)r;
+    }
+    return (int)p;
+}
+
+int farr_group_analyse(farr_kind kind, const Mat *S, const Mat *const *heads, int n, double tau,
+                       FarrGroup **out) {
+    *out = NULL;
+    Spectrum *sp = NULL;
+    int rc = group_stack_svd(kind, S, heads, n, &sp);
+    if (rc != AL_OK) return rc;
+    size_t p = sp->p;
+    FarrGroup *g = group_new(n, p);
+    if (!g) { spectrum_free(sp); return AL_ERR; }
     g->U = sp->U;                      /* (m x p), taken over */
     sp->U = NULL;
     if (n == 1) {
         spectra_cum_energy(sp->sigma, p, g->cum);
         g->rank_tau = (int)spectra_effective_rank(sp->sigma, p, tau);
     } else {
-        /* Per head: e_j = ||u_j^T S P_i||^2 = (Mt G_i Mt^T)_jj with Mt = U^T S (p x k), and the
-         * head's total energy ||S P_i||_F^2 = <S^T S, G_i>. */
-        MatD *Sd = matd_from_mat(S);
-        double *Mt = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
-        double *GS = al_malloc3(k, k, sizeof(double), "a Gram matrix"), *Gi = al_malloc3(k, k, sizeof(double), "a Gram matrix");
-        double *Y = al_malloc3(p ? p : 1, k, sizeof(double), "projections");
-        rc = (Sd && Mt && GS && Gi && Y) ? AL_OK : AL_ERR;
-        if (rc == AL_OK) {
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p, (int)k, (int)m, 1.0, g->U,
-                        (int)p, Sd->data, (int)k, 0.0, Mt, (int)k);
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)k, (int)m, 1.0, Sd->data,
-                        (int)k, Sd->data, (int)k, 0.0, GS, (int)k);
-        }
-        for (int i = 0; rc == AL_OK && i < n; i++) {
-            if ((rc = head_gram(kind, heads[i], Gi)) != AL_OK) break;
-            double total = 0;
-            for (size_t t = 0; t < k * k; t++) total += GS[t] * Gi[t];
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p, (int)k, (int)k, 1.0, Mt,
-                        (int)k, Gi, (int)k, 0.0, Y, (int)k);
-            double cum = 0;
-            for (size_t j = 0; j < p; j++) {
-                double e = 0;
-                for (size_t c = 0; c < k; c++) e += Y[j * k + c] * Mt[j * k + c];
-                cum += e;
-                g->cum[(size_t)i * p + j] = total > 0 ? cum / total : 1.0;
-            }
-        }
-        matd_free(Sd); free(Mt); free(GS); free(Gi); free(Y);
-        if (rc != AL_OK) { farr_group_free(g); spectrum_free(sp); return rc; }
-        /* Smallest r keeping >= tau of every head's energy (p if rounding keeps it below tau). */
-        g->rank_tau = (int)p;
-        for (size_t r = 1; r <= p; r++) {
-            bool ok = true;
-            for (int i = 0; i < n && ok; i++) ok = g->cum[(size_t)i * p + r - 1] >= tau;
-            if (ok) { g->rank_tau = (int)r; break; }
-        }
-        bool zero = sp->total <= 0;
-        if (zero) g->rank_tau = 0;
+        if ((rc = group_profiles(g, kind, S, heads)) != AL_OK) { farr_group_free(g); spectrum_free(sp); return rc; }
+        g->rank_tau = sp->total <= 0 ? 0 : group_rank_at(g, tau);
     }
     spectrum_free(sp);
     *out = g;
@@ -933,91 +955,105 @@ static void group_factors_free(Mat *S, Mat **heads, int n) {
     free(heads);
 }
 
+/* QK: b_K' = 0 (its score term is constant per query: softmax-invariant); b_Q' = b_Q W_K^T U_r
+ * for each query head of group g, into tl->head_bias. */
+static int group_bias_qk(Model *m, int layer, int g, const FarrGroup *grp, const Mat *S, FarrTruncLayer *tl) {
+    const ModelConfig *c = &m->cfg;
+    size_t r = (size_t)grp->rank, k = S->cols, mrows = S->rows, p = grp->p;
+    int per = grp->n;
+    if (!tl->head_bias) {
+        tl->head_bias = al_calloc((size_t)tl->n_heads, sizeof(float *), "biases");
+        if (!tl->head_bias) return AL_ERR;
+    }
+    MatD *Sd = matd_from_mat(S);
+    double *KtU = al_malloc3(k, r, sizeof(double), "a projection");
+    if (!Sd || !KtU) { matd_free(Sd); free(KtU); return AL_ERR; }
+    /* KtU = W_K^T U_r (k x r) */
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)r, (int)mrows, 1.0, Sd->data,
+                (int)k, grp->U, (int)p, 0.0, KtU, (int)r);
+    matd_free(Sd);
+    int rc = AL_OK;
+    for (int i = 0; i < per && rc == AL_OK; i++) {
+        int h = g * per + i;
+        float *b = NULL;
+        size_t nb = 0;
+        if ((rc = model_head_bias(m, HK_Q, layer, h, &b, &nb)) != AL_OK) break;
+        tl->head_bias[h] = al_calloc(r, sizeof(float), "a bias");
+        if (!tl->head_bias[h]) { free(b); rc = AL_ERR; break; }
+        size_t off = k < nb ? (size_t)cfg_nope_col(c) : 0;     /* the NoPE part's slice of the bias */
+        for (size_t j = 0; j < r && b && nb >= off + k; j++) {
+            double v = 0;
+            for (size_t a = 0; a < k; a++) v += b[off + a] * KtU[a * r + j];
+            tl->head_bias[h][j] = (float)v;
+        }
+        free(b);
+    }
+    free(KtU);
+    return rc;
+}
+
+/* VO with an output bias, exact: sum_j alpha_j = 1, so b_V W_O[h] is a constant output: folded
+ * into tl->o_bias_delta (hidden); b_V' stays 0. bv (k), heads[i] (k x hidden). */
+static int group_bias_fold_o(const ModelConfig *c, const float *bv, size_t k, Mat *const *heads, int per,
+                             FarrTruncLayer *tl) {
+    size_t D = (size_t)c->hidden;
+    if (!tl->o_bias_delta && !(tl->o_bias_delta = al_calloc(D, sizeof(float), "a bias"))) return AL_ERR;
+    for (int i = 0; i < per; i++)
+        for (size_t col = 0; col < D; col++) {
+            double v = 0;
+            for (size_t a = 0; a < k; a++) v += (double)bv[a] * heads[i]->data[a * D + col];
+            tl->o_bias_delta[col] += (float)v;
+        }
+    return AL_OK;
+}
+
+/* VO without an output bias: b_V (k) read as the value of an input z with z W_V = b_V (least
+ * squares, minimum norm) and its projection kept: tl->shared_bias[g] = z U_r. */
+static int group_bias_lstsq(const float *bv, int layer, int g, const FarrGroup *grp, const Mat *S,
+                            FarrTruncLayer *tl) {
+    size_t r = (size_t)grp->rank, k = S->cols, mrows = S->rows, p = grp->p;
+    double *At = al_malloc3(k, mrows, sizeof(double), "a least-squares system");
+    size_t nrhs = mrows > k ? mrows : k;
+    double *rhs = al_calloc(nrhs, sizeof(double), "a least-squares system");
+    double *sv = al_calloc(k < mrows ? k : mrows, sizeof(double), "singular values");
+    if (!At || !rhs || !sv) { free(At); free(rhs); free(sv); return AL_ERR; }
+    vec_f2d(S->data, mrows * k, At);
+    vec_f2d(bv, k, rhs);
+    lapack_int rank;
+    lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)k, (lapack_int)mrows, 1, At,
+                                     (lapack_int)k, rhs, (lapack_int)nrhs, sv, 1e-10, &rank);
+    if (info == 0)
+        for (size_t j = 0; j < r; j++) {
+            double v = 0;
+            for (size_t i = 0; i < mrows; i++) v += rhs[i] * grp->U[i * p + j];
+            tl->shared_bias[g][j] = (float)v;
+        }
+    free(At); free(rhs); free(sv);
+    if (info != 0) return al_err("LAPACK dgelsd failed (info %d) moving the V bias of layer %d "
+                                 "KV head %d", (int)info, layer, g);
+    return AL_OK;
+}
+
 /* Bias adjustments of one group after its split (see FarrTruncLayer). */
 static int group_bias(Model *m, farr_kind kind, int layer, int g, const FarrGroup *grp, const Mat *S,
                       Mat *const *heads, FarrTruncLayer *tl) {
     const ModelConfig *c = &m->cfg;
     if (!c->qkv_bias || cfg_is_mla(c)) return AL_OK;
-    size_t r = (size_t)grp->rank, k = S->cols, mrows = S->rows, p = grp->p;
-    int per = grp->n;
     if (!tl->shared_bias) {
         tl->shared_bias = al_calloc((size_t)tl->n_kv, sizeof(float *), "biases");
         if (!tl->shared_bias) return AL_ERR;
     }
-    tl->shared_bias[g] = al_calloc(r, sizeof(float), "a bias");
+    tl->shared_bias[g] = al_calloc((size_t)grp->rank, sizeof(float), "a bias");
     if (!tl->shared_bias[g]) return AL_ERR;
-    if (kind == FARR_QK) {
-        /* b_K' = 0 (its score term is constant per query: softmax-invariant); b_Q' = b_Q W_K^T U_r. */
-        if (!tl->head_bias) {
-            tl->head_bias = al_calloc((size_t)tl->n_heads, sizeof(float *), "biases");
-            if (!tl->head_bias) return AL_ERR;
-        }
-        MatD *Sd = matd_from_mat(S);
-        double *KtU = al_malloc3(k, r, sizeof(double), "a projection");
-        if (!Sd || !KtU) { matd_free(Sd); free(KtU); return AL_ERR; }
-        /* KtU = W_K^T U_r (k x r) */
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)r, (int)mrows, 1.0, Sd->data,
-                    (int)k, grp->U, (int)p, 0.0, KtU, (int)r);
-        matd_free(Sd);
-        int rc = AL_OK;
-        for (int i = 0; i < per && rc == AL_OK; i++) {
-            int h = g * per + i;
-            float *b = NULL;
-            size_t nb = 0;
-            if ((rc = model_head_bias(m, HK_Q, layer, h, &b, &nb)) != AL_OK) break;
-            tl->head_bias[h] = al_calloc(r, sizeof(float), "a bias");
-            if (!tl->head_bias[h]) { free(b); rc = AL_ERR; break; }
-            size_t off = k < nb ? (size_t)cfg_nope_col(c) : 0;     /* the NoPE part's slice of the bias */
-            for (size_t j = 0; j < r && b && nb >= off + k; j++) {
-                double v = 0;
-                for (size_t a = 0; a < k; a++) v += b[off + a] * KtU[a * r + j];
-                tl->head_bias[h][j] = (float)v;
-            }
-            free(b);
-        }
-        free(KtU);
-        return rc;
-    }
+    if (kind == FARR_QK) return group_bias_qk(m, layer, g, grp, S, tl);
     float *bv = NULL;
     size_t nb = 0;
     if (model_head_bias(m, HK_V, layer, g, &bv, &nb) != AL_OK) return AL_ERR;
     if (!bv) return AL_OK;
-    if (c->o_bias) {
-        /* Exact: sum_j alpha_j = 1, so b_V W_O[h] is a constant output: fold it into the output
-         * bias and set b_V' = 0. */
-        size_t D = (size_t)c->hidden;
-        if (!tl->o_bias_delta && !(tl->o_bias_delta = al_calloc(D, sizeof(float), "a bias"))) { free(bv); return AL_ERR; }
-        for (int i = 0; i < per; i++)
-            for (size_t col = 0; col < D; col++) {
-                double v = 0;
-                for (size_t a = 0; a < k; a++) v += (double)bv[a] * heads[i]->data[a * D + col];
-                tl->o_bias_delta[col] += (float)v;
-            }
-    } else {
-        /* No output bias: read b_V as the value of an input z with z W_V = b_V (least squares,
-         * minimum norm) and keep its projection: b_V' = z U_r. */
-        double *At = al_malloc3(k, mrows, sizeof(double), "a least-squares system");
-        size_t nrhs = mrows > k ? mrows : k;
-        double *rhs = al_calloc(nrhs, sizeof(double), "a least-squares system");
-        double *sv = al_calloc(k < mrows ? k : mrows, sizeof(double), "singular values");
-        if (!At || !rhs || !sv) { free(At); free(rhs); free(sv); free(bv); return AL_ERR; }
-        vec_f2d(S->data, mrows * k, At);
-        vec_f2d(bv, k, rhs);
-        lapack_int rank;
-        lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)k, (lapack_int)mrows, 1, At,
-                                         (lapack_int)k, rhs, (lapack_int)nrhs, sv, 1e-10, &rank);
-        if (info == 0)
-            for (size_t j = 0; j < r; j++) {
-                double v = 0;
-                for (size_t i = 0; i < mrows; i++) v += rhs[i] * grp->U[i * p + j];
-                tl->shared_bias[g][j] = (float)v;
-            }
-        free(At); free(rhs); free(sv);
-        if (info != 0) { free(bv); return al_err("LAPACK dgelsd failed (info %d) moving the V bias of layer %d "
-                                                 "KV head %d", (int)info, layer, g); }
-    }
+    int rc = c->o_bias ? group_bias_fold_o(c, bv, S->cols, heads, grp->n, tl)
+                       : group_bias_lstsq(bv, layer, g, grp, S, tl);
     free(bv);
-    return AL_OK;
+    return rc;
 }
 
 typedef struct {
@@ -1131,57 +1167,59 @@ static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int 
     return AL_OK;
 }
 
-int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
-    *out = NULL;
+/* o's layer range resolved (hi < 0: the last layer) and checked with its rank or tau; *part: the
+ * part of each head the pair fuses. */
+static int truncate_opts(Model *m, FarrTruncOpts *o, head_part *part) {
     const ModelConfig *c = &m->cfg;
-    FarrTruncOpts o = *opts;
-    head_part part;
     bool rot;
-    if (fuse_mode(m, o.kind, -1, FARR_NO_OFFSET, &part, &rot) != AL_OK) return AL_ERR;
-    if (o.layer_hi < 0) o.layer_hi = c->n_layers - 1;
-    if (o.layer_lo < 0 || o.layer_lo > o.layer_hi || o.layer_hi >= c->n_layers)
-        return al_err("layers %d-%d out of range: this model has layers 0-%d", o.layer_lo, o.layer_hi,
+    if (fuse_mode(m, o->kind, -1, FARR_NO_OFFSET, part, &rot) != AL_OK) return AL_ERR;
+    if (o->layer_hi < 0) o->layer_hi = c->n_layers - 1;
+    if (o->layer_lo < 0 || o->layer_lo > o->layer_hi || o->layer_hi >= c->n_layers)
+        return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi,
                       c->n_layers - 1);
-    if (o.by_rank && o.rank < 1) return al_err("rank must be >= 1 (got %d)", o.rank);
-    if (!o.by_rank && !(o.tau > 0 && o.tau <= 1)) return al_err("tau must be in (0, 1] (got %g)", o.tau);
-    int N = o.layer_hi - o.layer_lo + 1;
-    int fixed = o.by_rank ? o.rank : -1;
-    if (!o.by_rank && o.policy == FARR_POLICY_MODEL_MAX) {
-        /* Pass 1: the largest rank any group in the range needs. */
-        int mr = 0;
-        for (int i = 0; i < N; i++) {
-            if (al_interrupted()) return AL_INTERRUPTED;
-            al_progress("layer", (size_t)i, (size_t)(2 * N));
-            int lr = 0;
-            FarrTruncLayer *none;
-            int rc = truncate_layer(m, &o, part, o.layer_lo + i, 0, true, &none, &lr);
-            if (rc != AL_OK) return rc;
-            if (lr > mr) mr = lr;
-        }
-        fixed = mr > 0 ? mr : 1;
-    }
-    FarrPlan *p = al_calloc(1, sizeof *p, "a truncation plan");
-    if (!p) return AL_ERR;
-    p->opts = o;
-    p->model_path = al_strdup(m->path);
-    p->n_layers_model = c->n_layers;
-    p->lo = o.layer_lo; p->hi = o.layer_hi;
-    p->layers = al_calloc((size_t)N, sizeof *p->layers, "a truncation plan");
-    if (!p->model_path || !p->layers) { farr_plan_free(p); return AL_ERR; }
-    bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
+    if (o->by_rank && o->rank < 1) return al_err("rank must be >= 1 (got %d)", o->rank);
+    if (!o->by_rank && !(o->tau > 0 && o->tau <= 1)) return al_err("tau must be in (0, 1] (got %g)", o->tau);
+    return AL_OK;
+}
+
+/* Policy model-max's first pass: the largest rank any group of the range needs at tau (at least
+ * 1) into *fixed, progress reported as the first half of 2 N. */
+static int truncate_model_max(Model *m, const FarrTruncOpts *o, head_part part, int *fixed) {
+    int N = o->layer_hi - o->layer_lo + 1, mr = 0;
     for (int i = 0; i < N; i++) {
-        if (al_interrupted()) { farr_plan_free(p); return AL_INTERRUPTED; }
-        al_progress("layer", (size_t)(two ? N + i : i), (size_t)(two ? 2 * N : N));
-        int rc = truncate_layer(m, &o, part, o.layer_lo + i, fixed, false, &p->layers[i], NULL);
-        if (rc != AL_OK) { farr_plan_free(p); return rc; }
+        if (al_interrupted()) return AL_INTERRUPTED;
+        al_progress("layer", (size_t)i, (size_t)(2 * N));
+        int lr = 0;
+        FarrTruncLayer *none;
+        int rc = truncate_layer(m, o, part, o->layer_lo + i, 0, true, &none, &lr);
+        if (rc != AL_OK) return rc;
+        if (lr > mr) mr = lr;
     }
-    al_progress("layer", (size_t)(two ? 2 * N : N), (size_t)(two ? 2 * N : N));
-    /* Totals. */
+    *fixed = mr > 0 ? mr : 1;
+    return AL_OK;
+}
+
+/* An empty plan of m for o's layers (each NULL until truncated). */
+static FarrPlan *plan_new(const Model *m, const FarrTruncOpts *o) {
+    FarrPlan *p = al_calloc(1, sizeof *p, "a truncation plan");
+    if (!p) return NULL;
+    p->opts = *o;
+    p->model_path = al_strdup(m->path);
+    p->n_layers_model = m->cfg.n_layers;
+    p->lo = o->layer_lo; p->hi = o->layer_hi;
+    p->layers = al_calloc((size_t)(o->layer_hi - o->layer_lo + 1), sizeof *p->layers, "a truncation plan");
+    if (!p->model_path || !p->layers) { farr_plan_free(p); return NULL; }
+    return p;
+}
+
+/* p's totals over its layers: parameters and KV cache, the largest rank and whether every group
+ * has the same, the energy kept and the error (min / max and means over the heads). */
+static void plan_totals(FarrPlan *p) {
     double emin = 1, esum = 0, emax = 0, errsum = 0;
     size_t nh = 0;
     int r0 = -1;
     p->uniform = true;
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i <= p->hi - p->lo; i++) {
         FarrTruncLayer *l = p->layers[i];
         p->params_before += l->params_before; p->params_after += l->params_after;
         p->kv_before += l->kv_before; p->kv_after += l->kv_after;
@@ -1200,6 +1238,30 @@ int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
     }
     p->energy_min = emin; p->energy_mean = nh ? esum / (double)nh : 1;
     p->err_max = emax; p->err_mean = nh ? errsum / (double)nh : 0;
+}
+
+int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
+    *out = NULL;
+    FarrTruncOpts o = *opts;
+    head_part part;
+    if (truncate_opts(m, &o, &part) != AL_OK) return AL_ERR;
+    int N = o.layer_hi - o.layer_lo + 1;
+    int fixed = o.by_rank ? o.rank : -1;
+    bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
+    if (two) {
+        int rc = truncate_model_max(m, &o, part, &fixed);
+        if (rc != AL_OK) return rc;
+    }
+    FarrPlan *p = plan_new(m, &o);
+    if (!p) return AL_ERR;
+    for (int i = 0; i < N; i++) {
+        if (al_interrupted()) { farr_plan_free(p); return AL_INTERRUPTED; }
+        al_progress("layer", (size_t)(two ? N + i : i), (size_t)(two ? 2 * N : N));
+        int rc = truncate_layer(m, &o, part, o.layer_lo + i, fixed, false, &p->layers[i], NULL);
+        if (rc != AL_OK) { farr_plan_free(p); return rc; }
+    }
+    al_progress("layer", (size_t)(two ? 2 * N : N), (size_t)(two ? 2 * N : N));
+    plan_totals(p);
     *out = p;
     return AL_OK;
 }
@@ -1311,58 +1373,58 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
     return state_layer(st, m, kind, layer, offset, true, out);
 }
 
-/* The next uncached layer of the sweep's range read and mapped on a thread (gram_prefetch_start). */
-static GramAhead *sweep_ahead(FarrState *st, Model *m, farr_kind kind, int layer, int hi, int offset) {
-    if (layer > hi || cache_find(st, m, kind, layer, offset)) return NULL;
-    return gram_prefetch_start(m, layer, farr_shared_kind(kind), farr_own_kind(kind));
+/* The next uncached layer `layer` of the sweep's range read and mapped on a thread
+ * (gram_prefetch_start); NULL past q->hi or when cached. */
+static GramAhead *sweep_ahead(FarrState *st, const FarrQuery *q, int layer) {
+    if (layer > q->hi || cache_find(st, q->m, q->kind, layer, q->offset)) return NULL;
+    return gram_prefetch_start(q->m, layer, farr_shared_kind(q->kind), farr_own_kind(q->kind));
 }
 
-int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset) {
-    int N = hi - lo + 1, rc = AL_OK;
-    GramAhead *ahead = sweep_ahead(st, m, kind, lo, hi, offset);
+int farr_state_sweep(FarrState *st, const FarrQuery *q) {
+    int N = q->hi - q->lo + 1, rc = AL_OK;
+    GramAhead *ahead = sweep_ahead(st, q, q->lo);
     for (int i = 0; i < N && rc == AL_OK; i++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         al_progress("layer", (size_t)i, (size_t)N);
         /* this layer's reads done (they ran while the last one computed), the next one's begin */
         gram_prefetch_end(ahead, false);
-        ahead = sweep_ahead(st, m, kind, lo + i + 1, hi, offset);
+        ahead = sweep_ahead(st, q, q->lo + i + 1);
         const FarrLayer *l;
-        rc = state_layer(st, m, kind, lo + i, offset, false, &l);
+        rc = state_layer(st, q->m, q->kind, q->lo + i, q->offset, false, &l);
     }
     gram_prefetch_end(ahead, true);
     if (rc == AL_OK) al_progress("layer", (size_t)N, (size_t)N);
     return rc;
 }
 
-int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau) {
+int farr_state_certify(FarrState *st, const FarrQuery *q, double tau) {
     /* A Ctrl-C that stopped the sweep is held back: certifying the layers it kept redoes a few
      * heads at most, so their rank table still comes (a new Ctrl-C stops it). */
     sig_atomic_t held = al_interrupt_flag;
     al_interrupt_flag = 0;
     int rc = AL_OK;
-    for (int L = lo; L <= hi && rc == AL_OK; L++) {
-        CacheEntry *e = cache_find(st, m, kind, L, offset);
-        if (!e) rc = al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(kind));
+    for (int L = q->lo; L <= q->hi && rc == AL_OK; L++) {
+        CacheEntry *e = cache_find(st, q->m, q->kind, L, q->offset);
+        if (!e) rc = al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(q->kind));
         else if (e->l->eps && al_interrupted()) rc = AL_INTERRUPTED;
-        else if (e->l->eps) rc = farr_layer_certify(m, e->l, tau, &st->redone);   /* exact: nothing to redo */
+        else if (e->l->eps) rc = farr_layer_certify(q->m, e->l, tau, &st->redone);   /* exact: nothing to redo */
     }
     if (held) al_interrupt_flag = held;
     return rc;
 }
 
-int farr_state_rank_table(FarrState *st, Model *m, farr_kind kind, int lo, int hi,
-                          int offset, double tau, FarrRankRow **rows, size_t *n) {
+int farr_state_rank_table(FarrState *st, const FarrQuery *q, double tau, FarrRankRow **rows, size_t *n) {
     *rows = NULL;
     *n = 0;
-    if (hi < lo) return al_err("empty layer range %d-%d", lo, hi);
-    int rc = farr_state_certify(st, m, kind, lo, hi, offset, tau);
+    if (q->hi < q->lo) return al_err("empty layer range %d-%d", q->lo, q->hi);
+    int rc = farr_state_certify(st, q, tau);
     if (rc != AL_OK) return rc;
-    size_t cap = (size_t)(hi - lo + 1) * (size_t)m->cfg.n_heads;
+    size_t cap = (size_t)(q->hi - q->lo + 1) * (size_t)q->m->cfg.n_heads;
     FarrRankRow *r = al_calloc(cap ? cap : 1, sizeof *r, "a rank table");
     if (!r) return AL_ERR;
     size_t k = 0;
-    for (int L = lo; L <= hi; L++) {
-        const FarrLayer *l = farr_state_get_layer(st, m, kind, L, offset);
+    for (int L = q->lo; L <= q->hi; L++) {
+        const FarrLayer *l = farr_state_get_layer(st, q->m, q->kind, L, q->offset);
         for (int h = 0; h < l->n_heads && k < cap; h++, k++) {
             r[k].layer = L;
             r[k].head = h;

@@ -263,15 +263,24 @@ const FarrLayer *farr_state_get_layer(const FarrState *st, const Model *m, farr_
  * state. */
 int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset,
                      const FarrLayer **out);
-/* Computes (or finds) layers lo..hi, reporting al_progress("layer", i, N) and polling Ctrl-C
- * between layers; finished layers stay cached when interrupted. New layers take the fast route
- * (FARR_ROUTE_FAST) where gram_fast_pays(), the double route elsewhere: read ranks from them after
- * farr_state_certify (farr_state_rank_table does). */
-int farr_state_sweep(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset);
-/* Certifies the cached layers lo..hi at tau (farr_layer_certify): afterwards farr_layer_ranks on
- * them at tau gives the double route's ranks. A missing layer is an error. A Ctrl-C already
- * pending (the one that stopped a sweep) is held back meanwhile and left set. */
-int farr_state_certify(FarrState *st, Model *m, farr_kind kind, int lo, int hi, int offset, double tau);
+/* What the range functions below are asked about: one model's pair over layers lo..hi
+ * (inclusive), at one QK RoPE offset -- the key of the cached layers they read. */
+typedef struct {
+    Model *m;
+    farr_kind kind;
+    int lo, hi;              /* layers, inclusive */
+    int offset;              /* FARR_NO_OFFSET or the QK RoPE offset */
+} FarrQuery;
+
+/* Computes (or finds) layers q->lo..q->hi, reporting al_progress("layer", i, N) and polling
+ * Ctrl-C between layers; finished layers stay cached when interrupted. New layers take the fast
+ * route (FARR_ROUTE_FAST) where gram_fast_pays(), the double route elsewhere: read ranks from them
+ * after farr_state_certify (farr_state_rank_table does). */
+int farr_state_sweep(FarrState *st, const FarrQuery *q);
+/* Certifies the cached layers q->lo..q->hi at tau (farr_layer_certify): afterwards
+ * farr_layer_ranks on them at tau gives the double route's ranks. A missing layer is an error. A
+ * Ctrl-C already pending (the one that stopped a sweep) is held back meanwhile and left set. */
+int farr_state_certify(FarrState *st, const FarrQuery *q, double tau);
 
 /* One row of a rank table: effective ranks at tau of query head `head` of `layer`. */
 typedef struct {
@@ -279,11 +288,10 @@ typedef struct {
     int rank_a, rank_b, rank_fused;   /* V, O, VO (or Q, K, QK); GQA: the shared head's rank */
 } FarrRankRow;
 
-/* The rank table of layers lo..hi at tau from the cached spectra (compute them first with
+/* The rank table of layers q->lo..q->hi at tau from the cached spectra (compute them first with
  * farr_state_sweep; a missing layer is an error), certified at tau first: the double route's
  * ranks. *rows (n_layers x n_heads, layer-major) is the caller's (free). */
-int farr_state_rank_table(FarrState *st, Model *m, farr_kind kind, int lo, int hi,
-                          int offset, double tau, FarrRankRow **rows, size_t *n);
+int farr_state_rank_table(FarrState *st, const FarrQuery *q, double tau, FarrRankRow **rows, size_t *n);
 
 /* The working copy: stores plan as m's latest truncation of its kind (replacing an older one;
  * takes ownership). */

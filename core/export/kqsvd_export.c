@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,11 @@ static int write_set(CkptWriter *w, const KqProj *p, const char *fname) {
     }
     return rc == AL_OK ? ckpt_file_end(w) : rc;
 }
+
+/* A layer's evaluation errors in the manifest (written and read back under these keys). */
+static const CkptJsonField ERR_FIELDS[] = {
+    {"k_err", offsetof(KqErr, k)}, {"q_err", offsetof(KqErr, q)}, {"v_err", offsetof(KqErr, v)},
+    {"kq_err", offsetof(KqErr, kq)}, {"out_err", offsetof(KqErr, out)}, {NULL, 0}};
 
 /* The manifest's JSON. */
 static cJSON *manifest(const KqProj *const *sets, size_t nsets, const KqExportInfo *info) {
@@ -96,13 +102,7 @@ static cJSON *manifest(const KqProj *const *sets, size_t nsets, const KqExportIn
             cJSON_AddNumberToObject(o, "cal_v_err", kq_rel(p->cal_v[l].k, p->cal_v[l].nk));
             cJSON_AddNumberToObject(o, "cal_kq_err", kq_rel(p->cal_k[l].kq, p->cal_k[l].nkq));
             if (p->cal_v[l].nkq > 0) cJSON_AddNumberToObject(o, "cal_vo_err", kq_rel(p->cal_v[l].kq, p->cal_v[l].nkq));
-            if (errs && errs[l].n_seq) {
-                cJSON_AddNumberToObject(o, "k_err", errs[l].k);
-                cJSON_AddNumberToObject(o, "q_err", errs[l].q);
-                cJSON_AddNumberToObject(o, "v_err", errs[l].v);
-                cJSON_AddNumberToObject(o, "kq_err", errs[l].kq);
-                cJSON_AddNumberToObject(o, "out_err", errs[l].out);
-            }
+            if (errs && errs[l].n_seq) ckpt_json_fields(o, &errs[l], ERR_FIELDS);
             cJSON_AddItemToArray(ls, o);
         }
         cJSON_AddItemToArray(ms, m);
@@ -233,12 +233,12 @@ static KqErr *recorded_errs(const cJSON *m, int n_layers) {
     bool any = false;
     for (int l = 0; e && l < n_layers; l++) {
         const cJSON *o = cJSON_GetArrayItem(ls, l);
-        const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "k_err"), *q = cJSON_GetObjectItemCaseSensitive(o, "q_err");
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "v_err"), *kq = cJSON_GetObjectItemCaseSensitive(o, "kq_err");
-        const cJSON *out = cJSON_GetObjectItemCaseSensitive(o, "out_err");
-        if (!cJSON_IsNumber(k) || !cJSON_IsNumber(q) || !cJSON_IsNumber(v) || !cJSON_IsNumber(kq) || !cJSON_IsNumber(out))
-            continue;
-        e[l] = (KqErr){k->valuedouble, q->valuedouble, v->valuedouble, kq->valuedouble, out->valuedouble, 1};
+        KqErr r = {.n_seq = 1};
+        const CkptJsonField *f = ERR_FIELDS;
+        for (const cJSON *v; f->key && cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, f->key)); f++)
+            memcpy((char *)&r + f->offset, &v->valuedouble, sizeof v->valuedouble);
+        if (f->key) continue;    /* one is missing: none recorded */
+        e[l] = r;
         any = true;
     }
     if (!any) { free(e); return NULL; }

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +340,13 @@ static const char *const kept_keys[] = {
     "max_position_embeddings", "rms_norm_eps", "rope_theta", "hidden_act", "initializer_range", "use_cache",
     "pad_token_id", "bos_token_id", "eos_token_id", "tie_word_embeddings", "torch_dtype", "transformers_version", NULL};
 
+/* The MoE keys of a config whose every MLP is dense (first_k_dense_replace = the layer count): no
+ * MoE layer is built. */
+static const char EVERY_MLP_DENSE[] =
+    "\"moe_layer_freq\": 1, \"n_routed_experts\": 0, \"n_shared_experts\": 0, \"num_experts_per_tok\": 0,"
+    "\"moe_intermediate_size\": 0, \"n_group\": 1, \"topk_group\": 1, \"routed_scaling_factor\": 1.0,"
+    "\"norm_topk_prob\": false, \"topk_method\": \"greedy\", \"scoring_func\": \"softmax\"";
+
 static void set_num(cJSON *o, const char *k, double v) {
     cJSON_DeleteItemFromObjectCaseSensitive(o, k);
     cJSON_AddNumberToObject(o, k, v);
@@ -375,12 +383,7 @@ static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt, double eps
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, kept_keys[i]);
         if (v) cJSON_AddItemToObject(o, kept_keys[i], cJSON_Duplicate(v, true));
     }
-    set_default_num(o, "hidden_size", c->hidden);
-    set_default_num(o, "intermediate_size", c->intermediate);
-    set_default_num(o, "num_attention_heads", c->n_heads);
-    set_default_num(o, "num_hidden_layers", c->n_layers);
-    set_default_num(o, "vocab_size", c->vocab);
-    set_default_num(o, "max_position_embeddings", c->max_pos);
+    ckpt_json_hf_shape(o, &(CkptHfShape){c->hidden, c->intermediate, c->n_heads, c->n_layers, c->vocab, c->max_pos});
     set_num(o, "rms_norm_eps", eps);
     set_default_num(o, "rope_theta", c->rope_theta);
     if (!cJSON_GetObjectItemCaseSensitive(o, "hidden_act")) cJSON_AddStringToObject(o, "hidden_act", "silu");
@@ -403,22 +406,24 @@ static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt, double eps
     cJSON_AddBoolToObject(o, "attention_bias", bias);
     cJSON_AddBoolToObject(o, "rope_interleave", true);
     put_rope_scaling(o, src, c);
-    /* every MLP dense: no MoE layer is built */
     cJSON_AddNumberToObject(o, "first_k_dense_replace", c->n_layers);
-    cJSON_AddNumberToObject(o, "moe_layer_freq", 1);
-    cJSON_AddNumberToObject(o, "n_routed_experts", 0);
-    cJSON_AddNumberToObject(o, "n_shared_experts", 0);
-    cJSON_AddNumberToObject(o, "num_experts_per_tok", 0);
-    cJSON_AddNumberToObject(o, "moe_intermediate_size", 0);
-    cJSON_AddNumberToObject(o, "n_group", 1);
-    cJSON_AddNumberToObject(o, "topk_group", 1);
-    cJSON_AddNumberToObject(o, "routed_scaling_factor", 1.0);
-    cJSON_AddBoolToObject(o, "norm_topk_prob", false);
-    cJSON_AddStringToObject(o, "topk_method", "greedy");
-    cJSON_AddStringToObject(o, "scoring_func", "softmax");
     cJSON_Delete(src);
-    return o;
+    if (ckpt_json_merge(o, EVERY_MLP_DENSE) == AL_OK) return o;
+    cJSON_Delete(o);
+    return NULL;
 }
+
+/* A layer's record in the manifest. */
+static const CkptJsonField LAYER_FIELDS[] = {
+    {"alpha", offsetof(TmlaLayerReport, alpha)},
+    {"rope_energy", offsetof(TmlaLayerReport, rope_energy)},
+    {"joint_energy", offsetof(TmlaLayerReport, joint_energy)},
+    {"score_rel_err", offsetof(TmlaLayerReport, score_err)},
+    {"output_rel_err", offsetof(TmlaLayerReport, out_err)},
+    {"joint_energy_other_balance", offsetof(TmlaLayerReport, joint_energy_alt)},
+    {"score_rel_err_other_balance", offsetof(TmlaLayerReport, score_err_alt)},
+    {"output_rel_err_other_balance", offsetof(TmlaLayerReport, out_err_alt)},
+    {NULL, 0}};
 
 static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, dt_type dt, size_t nshards) {
     const TmlaOpts *o = &r->opts;
@@ -475,14 +480,7 @@ static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, 
         const TmlaLayerReport *p = &r->rep[l];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "layer", l);
-        ckpt_json_num(e, "alpha", p->alpha);
-        ckpt_json_num(e, "rope_energy", p->rope_energy);
-        ckpt_json_num(e, "joint_energy", p->joint_energy);
-        ckpt_json_num(e, "score_rel_err", p->score_err);
-        ckpt_json_num(e, "output_rel_err", p->out_err);
-        ckpt_json_num(e, "joint_energy_other_balance", p->joint_energy_alt);
-        ckpt_json_num(e, "score_rel_err_other_balance", p->score_err_alt);
-        ckpt_json_num(e, "output_rel_err_other_balance", p->out_err_alt);
+        ckpt_json_fields(e, p, LAYER_FIELDS);
         if (st->kind == MLA_NORM_LINEAR) {
             cJSON_AddNumberToObject(e, "kv_norm_k", st->k_kv[l]);
             ckpt_json_num(e, "kv_norm_rel_err_bound", st->d_kv[l]);
@@ -565,9 +563,10 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
     const ModelConfig *c = &r->src->cfg;
     if (c->mlp == MLP_MOE)
         return al_err("export: %s's MLP layers are a mixture of experts (%s routing): the DeepSeek-V3 checkpoint the "
-                      "export writes keeps every MLP dense, and DeepSeek's router (sigmoid / group-limited) is not "
-                      "the source's; the conversion runs in the session (ppl, check), it cannot be exported",
-                      c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k" : "the source's");
+                      "export writes keeps every MLP dense%s; the conversion runs in the session (ppl, check), it "
+                      "cannot be exported", c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k"
+                      : c->moe.router == ROUTER_DS_V3 ? "DeepSeek-V3's" : "the source's", c->moe.router == ROUTER_DS_V3
+                      ? " (it copies no experts)" : ", and DeepSeek's router (sigmoid / group-limited) is not the source's");
     if (!family_exportable(c))
         return al_err("export: %s's decoder layers (%s%s) are not DeepSeek-V3's (pre-norm RMSNorm, separate "
                       "gate_proj / up_proj): its other tensors cannot be copied as they are into a DeepSeek-V3 "

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,13 @@ static int add_factor(CkptWriter *w, const char *prefix, const TpaFactor *f, dt_
     if (rc == AL_OK && f->bias) rc = add_f32(w, name, f->bias, 1, f->ctx->cols, 1);
     return rc;
 }
+
+/* A layer's record in the manifest. */
+static const CkptJsonField LAYER_FIELDS[] = {
+    {"k_energy", offsetof(TpaLayerReport, k_energy)}, {"v_energy", offsetof(TpaLayerReport, v_energy)},
+    {"k_err", offsetof(TpaLayerReport, k_err)}, {"v_err", offsetof(TpaLayerReport, v_err)},
+    {"score_err", offsetof(TpaLayerReport, score_err)}, {"out_err", offsetof(TpaLayerReport, out_err)},
+    {NULL, 0}};
 
 /* The manifest. */
 static cJSON *manifest(const TpaModel *t, const AttnLayer *L0, dt_type dtype, const Model *src) {
@@ -94,12 +102,7 @@ static cJSON *manifest(const TpaModel *t, const AttnLayer *L0, dt_type dtype, co
         const TpaLayerReport *r = &t->layers[l]->rep;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "layer", l);
-        ckpt_json_num(o, "k_energy", r->k_energy);
-        ckpt_json_num(o, "v_energy", r->v_energy);
-        ckpt_json_num(o, "k_err", r->k_err);
-        ckpt_json_num(o, "v_err", r->v_err);
-        ckpt_json_num(o, "score_err", r->score_err);
-        ckpt_json_num(o, "out_err", r->out_err);
+        ckpt_json_fields(o, r, LAYER_FIELDS);
         cJSON_AddItemToArray(layers, o);
     }
     return root;

@@ -425,6 +425,38 @@ void ckpt_json_num(cJSON *o, const char *key, double v) {
     else cJSON_AddNullToObject(o, key);
 }
 
+void ckpt_json_fields(cJSON *o, const void *rec, const CkptJsonField *fields) {
+    for (const CkptJsonField *f = fields; f->key; f++) {
+        double v;
+        memcpy(&v, (const char *)rec + f->offset, sizeof v);
+        ckpt_json_num(o, f->key, v);
+    }
+}
+
+int ckpt_json_merge(cJSON *o, const char *members) {
+    char *text = al_asprintf("{%s}", members);
+    cJSON *src = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!cJSON_IsObject(src)) {
+        cJSON_Delete(src);
+        return al_err("JSON members are not an object's: %.60s", members);
+    }
+    while (src->child) {
+        cJSON *item = cJSON_DetachItemViaPointer(src, src->child);
+        cJSON_AddItemToObject(o, item->string, item);
+    }
+    cJSON_Delete(src);
+    return AL_OK;
+}
+
+void ckpt_json_hf_shape(cJSON *o, const CkptHfShape *s) {
+    const struct { const char *key; double v; } keys[] = {
+        {"hidden_size", s->hidden}, {"intermediate_size", s->inter}, {"num_attention_heads", s->heads},
+        {"num_hidden_layers", s->layers}, {"vocab_size", s->vocab}, {"max_position_embeddings", s->max_pos}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(o, keys[i].key)) cJSON_AddNumberToObject(o, keys[i].key, keys[i].v);
+}
+
 int ckpt_write_text(CkptWriter *w, const char *relpath, const char *text, size_t len) {
     char *path = NULL;
     int fd = open_new(w, relpath, &path);

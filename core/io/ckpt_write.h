@@ -88,6 +88,24 @@ int ckpt_file_end(CkptWriter *w);
 int ckpt_write_json(CkptWriter *w, const char *relpath, const cJSON *doc);
 /* Adds key: v to a manifest object, or null when v is not finite (NaN, inf). */
 void ckpt_json_num(cJSON *o, const char *key, double v);
+/* A record's double field and its key: a manifest record is a table of these, ended by {NULL}
+ * (e.g. {"k_err", offsetof(TpaLayerReport, k_err)}), written by one loop. */
+typedef struct {
+    const char *key;
+    size_t offset;          /* offsetof(record, field); the field is a double */
+} CkptJsonField;
+/* Adds each field of rec under its key (ckpt_json_num), in table order. */
+void ckpt_json_fields(cJSON *o, const void *rec, const CkptJsonField *fields);
+/* Appends, in order, the members of a JSON object written as text without its braces
+ * ("\"a\": 1, \"b\": null"): constant key blocks kept as data. AL_ERR when the text is not JSON. */
+int ckpt_json_merge(cJSON *o, const char *members);
+/* The shape keys every Hugging Face config.json carries, each added (in this order) only where o
+ * lacks it: hidden_size, intermediate_size, num_attention_heads, num_hidden_layers, vocab_size,
+ * max_position_embeddings. */
+typedef struct {
+    double hidden, inter, heads, layers, vocab, max_pos;
+} CkptHfShape;
+void ckpt_json_hf_shape(cJSON *o, const CkptHfShape *s);
 /* Writes len bytes as relpath. */
 int ckpt_write_text(CkptWriter *w, const char *relpath, const char *text, size_t len);
 /* Writes relpath by handing fn the new file's descriptor (ud and the path for messages); the

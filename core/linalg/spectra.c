@@ -281,6 +281,67 @@ static int side_left_vectors(const Side *s, const double *X, size_t rows, const 
     return AL_OK;
 }
 
+/* V of A op(B) (n x p, its first q columns; into s->Vt transposed): basis_B times Vc = Vctᵀ (rb x q).
+ * By QR, or for SPECTRA_ABT, basis_B is fb's own; by Gram for SPECTRA_AB it is Bᵀ Winv, B stored
+ * (k x n) (ab_gram). */
+static int product_right_vectors(const Side *fb, const double *Bd, bool ab_gram, size_t n, size_t k,
+                                 const double *Vct, size_t q, Spectrum *s) {
+    size_t rb = fb->r, p = s->p;
+    double *V = al_calloc((n * p) != 0 ? n * p : 1, sizeof(double), "singular vectors");
+    double *Vc = V ? al_malloc3(rb, q, sizeof(double), "core singular vectors") : NULL;
+    if (!Vc) { free(V); return AL_ERR; }
+    for (size_t i = 0; i < q; i++) for (size_t j = 0; j < rb; j++) Vc[j * q + i] = Vct[i * rb + j];
+    int vr = AL_ERR;
+    if (ab_gram) {          /* V = Bᵀ (Winv Vc) */
+        double *M = al_malloc3(k, q, sizeof(double), "singular vectors");
+        double *Vf = M ? al_malloc3(n, q, sizeof(double), "singular vectors") : NULL;
+        if (Vf) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)k, (int)q, (int)rb,
+                        1.0, fb->Winv, (int)rb, Vc, (int)q, 0.0, M, (int)q);
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)q, (int)k,
+                        1.0, Bd, (int)n, M, (int)q, 0.0, Vf, (int)q);
+            for (size_t i = 0; i < n; i++) memcpy(V + i * p, Vf + i * q, q * sizeof(double));
+            vr = AL_OK;
+        }
+        free(Vf);
+        free(M);
+    } else {
+        vr = side_left_vectors(fb, Bd, n, Vc, q, V, p);
+    }
+    free(Vc);
+    if (vr == AL_OK)
+        for (size_t i = 0; i < n; i++) for (size_t j = 0; j < p; j++) s->Vt[j * n + i] = V[i * p + j];
+    free(V);
+    return vr;
+}
+
+/* The SVD of the core C = R_A R_Bᵀ (ra x rb; A op(B) = Q_A C Q_Bᵀ) into s->sigma and, when s has
+ * vectors, s->U and s->Vt of A op(B). */
+static int product_core(const Side *fa, const Side *fb, const double *Ad, const double *Bd, bool ab_gram,
+                        size_t m, size_t n, size_t k, Spectrum *s) {
+    size_t ra = fa->r, rb = fb->r, q = min2(ra, rb);
+    bool vec = s->U != NULL;
+    if (q == 0) return AL_OK;
+    double *C = al_malloc3(ra, rb, sizeof(double), "the fused core"), *Uc = NULL, *Vct = NULL;
+    int rc = C ? AL_OK : AL_ERR;
+    if (rc == AL_OK)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ra, (int)rb, (int)k, 1.0,
+                    fa->R, (int)k, fb->R, (int)k, 0.0, C, (int)rb);
+    Spectrum core = { .m = ra, .n = rb, .p = q, .sigma = s->sigma };
+    if (rc == AL_OK && vec) {
+        Uc = al_malloc3(ra, q, sizeof(double), "core singular vectors");
+        Vct = al_malloc3(q, rb, sizeof(double), "core singular vectors");
+        if (!Uc || !Vct) rc = AL_ERR;
+        core.U = Uc; core.Vt = Vct;
+    }
+    if (rc == AL_OK) rc = svd_inplace(C, ra, rb, &core, "the core of a fused map");
+    /* U = basis_A Uc (m x q); V = basis_B Vc (n x q) */
+    if (rc == AL_OK && vec) rc = side_left_vectors(fa, Ad, m, Uc, q, s->U, s->p);
+    if (rc == AL_OK && vec) rc = product_right_vectors(fb, Bd, ab_gram, n, k, Vct, q, s);
+    free(C); free(Uc); free(Vct);
+    return rc;
+}
+
 int spectra_product_svd(const Mat *A, const Mat *B, spectra_op op, unsigned flags,
                     Spectrum **ab, Spectrum **sa, Spectrum **sb) {
     *ab = NULL;
@@ -293,91 +354,30 @@ int spectra_product_svd(const Mat *A, const Mat *B, spectra_op op, unsigned flag
                       A->rows, A->cols, op == SPECTRA_AB ? "" : "ᵀ", op == SPECTRA_AB ? B->rows : B->cols,
                       op == SPECTRA_AB ? B->cols : B->rows);
     bool vec = flags & SPECTRA_VECTORS, qr = flags & SPECTRA_QR;
-    size_t p = min2(min2(m, n), k);
     MatD *Am = matd_from_mat(A), *Bm = matd_from_mat(B);
     const double *Ad = Am ? Am->data : NULL, *Bd = Bm ? Bm->data : NULL;
     Side fa, fb;
     memset(&fa, 0, sizeof fa); memset(&fb, 0, sizeof fb);
     Spectrum *s = NULL;
-    double *C = NULL, *Uc = NULL, *Vct = NULL;
-    int rc = AL_ERR;
-    if (!Ad || !Bd) goto done;
+    int rc = Ad && Bd ? AL_OK : AL_ERR;
     /* Side A: A (m x k). Side B: the n x k matrix op(B)ᵀ, i.e. Bᵀ for SPECTRA_AB (stored k x n,
      * transposed) and B itself for SPECTRA_ABT. */
-    if (qr) {
-        if (side_qr(Ad, m, k, false, vec, &fa, "the left factor of a fused map")) goto done;
-        if (side_qr(Bd, n, k, op == SPECTRA_AB, vec, &fb, "the right factor of a fused map")) goto done;
-    } else {
-        if (side_gram(Ad, m, k, false, vec, &fa, "the left factor of a fused map")) goto done;
-        if (side_gram(Bd, n, k, op == SPECTRA_AB, vec, &fb, "the right factor of a fused map")) goto done;
-    }
-    s = spectrum_new(m, n, p, vec);
-    if (!s) goto done;
-    size_t ra = fa.r, rb = fb.r, q = min2(ra, rb);
-    if (q > 0) {
-        /* Core C = R_A R_Bᵀ (ra x rb): A op(B) = Q_A C Q_Bᵀ. */
-        C = al_malloc3(ra, rb, sizeof(double), "the fused core");
-        if (!C) goto done;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ra, (int)rb, (int)k, 1.0,
-                    fa.R, (int)k, fb.R, (int)k, 0.0, C, (int)rb);
-        Spectrum core = { .m = ra, .n = rb, .p = q, .sigma = s->sigma };
-        if (vec) {
-            Uc = al_malloc3(ra, q, sizeof(double), "core singular vectors");
-            Vct = al_malloc3(q, rb, sizeof(double), "core singular vectors");
-            if (!Uc || !Vct) goto done;
-            core.U = Uc; core.Vt = Vct;
-        }
-        if (svd_inplace(C, ra, rb, &core, "the core of a fused map")) goto done;
-        if (vec) {
-            /* U = basis_A Uc (m x q); V = basis_B Vc (n x q), Vt = its transpose. */
-            if (side_left_vectors(&fa, Ad, m, Uc, q, s->U, p)) goto done;
-            double *V = al_calloc((n * p) != 0 ? n * p : 1, sizeof(double), "singular vectors");
-            if (!V) goto done;
-            /* Vc = Vctᵀ (rb x q) */
-            double *Vc = al_malloc3(rb, q, sizeof(double), "core singular vectors");
-            if (!Vc) { free(V); goto done; }
-            for (size_t i = 0; i < q; i++) for (size_t j = 0; j < rb; j++) Vc[j * q + i] = Vct[i * rb + j];
-            int vr;
-            if (op == SPECTRA_AB && !qr) {
-                /* basis_B = Bᵀ Winv: V = Bᵀ (Winv Vc); B is stored (k x n). */
-                double *M = al_malloc3(k, q, sizeof(double), "singular vectors");
-                vr = M ? AL_OK : AL_ERR;
-                if (M) {
-                    double *Vf = al_malloc3(n, q, sizeof(double), "singular vectors");
-                    if (!Vf) vr = AL_ERR;
-                    else {
-                        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)k, (int)q, (int)rb,
-                                    1.0, fb.Winv, (int)rb, Vc, (int)q, 0.0, M, (int)q);
-                        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)q, (int)k,
-                                    1.0, Bd, (int)n, M, (int)q, 0.0, Vf, (int)q);
-                        for (size_t i = 0; i < n; i++) memcpy(V + i * p, Vf + i * q, q * sizeof(double));
-                        free(Vf);
-                    }
-                    free(M);
-                }
-            } else {
-                vr = side_left_vectors(&fb, Bd, n, Vc, q, V, p);
-            }
-            free(Vc);
-            if (vr) { free(V); goto done; }
-            for (size_t i = 0; i < n; i++) for (size_t j = 0; j < p; j++) s->Vt[j * n + i] = V[i * p + j];
-            free(V);
-        }
-    }
-    spectrum_total(s);
-    if (sa && !(*sa = side_spectrum(&fa, m))) goto done;
-    if (sb && !(*sb = side_spectrum(&fb, n))) goto done;
-    *ab = s;
-    s = NULL;
-    rc = AL_OK;
-done:
+    int (*factor)(const double *, size_t, size_t, bool, bool, Side *, const char *) = qr ? side_qr : side_gram;
+    if (rc == AL_OK) rc = factor(Ad, m, k, false, vec, &fa, "the left factor of a fused map");
+    if (rc == AL_OK) rc = factor(Bd, n, k, op == SPECTRA_AB, vec, &fb, "the right factor of a fused map");
+    if (rc == AL_OK && !(s = spectrum_new(m, n, min2(min2(m, n), k), vec))) rc = AL_ERR;
+    if (rc == AL_OK) rc = product_core(&fa, &fb, Ad, Bd, op == SPECTRA_AB && !qr, m, n, k, s);
+    if (rc == AL_OK) spectrum_total(s);
+    if (rc == AL_OK && sa && !(*sa = side_spectrum(&fa, m))) rc = AL_ERR;
+    if (rc == AL_OK && sb && !(*sb = side_spectrum(&fb, n))) rc = AL_ERR;
+    if (rc == AL_OK) { *ab = s; s = NULL; }
     if (rc) {
         if (sa) { spectrum_free(*sa); *sa = NULL; }
         if (sb) { spectrum_free(*sb); *sb = NULL; }
     }
     spectrum_free(s);
     side_free(&fa); side_free(&fb);
-    matd_free(Am); matd_free(Bm); free(C); free(Uc); free(Vct);
+    matd_free(Am); matd_free(Bm);
     return rc;
 }
 

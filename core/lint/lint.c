@@ -126,25 +126,19 @@ static bool has_file(const Lint *x, const char *name) {
 
 /* ================================================================ families */
 
-/* The families lint knows: model_type, the transformers class (architectures[0]), and which
- * targets load it -- from vLLM's registry (vllm/model_executor/models/registry.py), SGLang's model
- * files (python/sglang/srt/models, EntryClass), and llama.cpp's convert_hf_to_gguf.py
- * (@ModelBase.register): all of them hold every family below today. */
-static const struct {
-    const char *type, *cls, *gguf;     /* model_type, transformers class, llama.cpp's GGUF architecture */
-    unsigned targets;
-} families[] = {
-    {"llama", "LlamaForCausalLM", "llama", LT_ALL},             {"mistral", "MistralForCausalLM", "llama", LT_ALL},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", LT_ALL},             {"qwen3", "Qwen3ForCausalLM", "qwen3", LT_ALL},
-    {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3moe", LT_ALL},   {"gemma2", "Gemma2ForCausalLM", "gemma2", LT_ALL},
-    {"gemma3_text", "Gemma3ForCausalLM", "gemma3", LT_ALL},     {"mixtral", "MixtralForCausalLM", "llama", LT_ALL},
-    {"phi3", "Phi3ForCausalLM", "phi3", LT_ALL},                {"gpt_neox", "GPTNeoXForCausalLM", "gptneox", LT_ALL},
-    {"olmo2", "Olmo2ForCausalLM", "olmo2", LT_ALL},             {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", LT_ALL},
-    {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek2", LT_ALL}, {"gpt2", "GPT2LMHeadModel", "gpt2", LT_ALL},
-    {"olmo3", "Olmo3ForCausalLM", "olmo2", LT_ALL},             /* convert_hf_to_gguf: Olmo2Model, swa pattern */
-    {"smollm3", "SmolLM3ForCausalLM", "smollm3", LT_ALL},       /* vLLM, SGLang: their transformers backends */
-};
-#define NFAMILIES (sizeof families / sizeof *families)
+/* The families lint knows: the family table's rows with engines (core/model/family.h: model_type,
+ * the transformers class as architectures[0], which targets load it, llama.cpp's converter
+ * architecture). */
+static const FamilyRow *known_family(const char *model_type) {
+    model_family f;
+    return model_type && family_find(model_type, NULL, &f) && FAMILY[f].engines ? &FAMILY[f] : NULL;
+}
+
+static size_t known_families(void) {
+    size_t n = 0;
+    for (int f = 0; f < FAM_COUNT; f++) n += FAMILY[f].engines != 0;
+    return n;
+}
 
 static const char *str_key(const cJSON *o, const char *key) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -159,28 +153,26 @@ static void check_family(Lint *x) {
     const cJSON *a0 = cJSON_GetArrayItem(archs, 0);
     al_printable(mt ? mt : "", r->model_type, sizeof r->model_type);
     al_printable(cJSON_IsString(a0) ? a0->valuestring : "", r->arch, sizeof r->arch);
-    int fam = -1;
-    for (size_t i = 0; i < NFAMILIES && mt; i++)
-        if (!strcmp(mt, families[i].type)) fam = (int)i;
+    const FamilyRow *fam = known_family(mt);
     if (!mt)
         add(x, LINT_ERROR, LT_ALL, 0, "config.json has no \"model_type\": transformers' AutoConfig and the engines pick "
             "the family by it; add it (e.g. \"llama\", \"deepseek_v3\")");
-    else if (fam < 0)
+    else if (!fam)
         add(x, LINT_WARNING, LT_ALL, 0, "model_type '%s' is not among the families lint knows (%zu of them: llama, "
-            "qwen2, deepseek_v3, gpt2, ...): whether each engine loads it is not checked", r->model_type, NFAMILIES);
-    if (fam >= 0) snprintf(r->hf_class, sizeof r->hf_class, "%s", families[fam].cls);
-    if (fam >= 0) snprintf(r->gguf_arch, sizeof r->gguf_arch, "%s", families[fam].gguf);
-    if (fam >= 0 && ~families[fam].targets & LT_ALL)
-        add(x, LINT_ERROR, ~families[fam].targets & LT_ALL, 0, "model_type '%s' has no implementation in this engine",
+            "qwen2, deepseek_v3, gpt2, ...): whether each engine loads it is not checked", r->model_type, known_families());
+    if (fam) snprintf(r->hf_class, sizeof r->hf_class, "%s", fam->arch);
+    if (fam) snprintf(r->gguf_arch, sizeof r->gguf_arch, "%s", fam->llamacpp_arch);
+    if (fam && ~fam->engines & LT_ALL)
+        add(x, LINT_ERROR, ~fam->engines & LT_ALL, 0, "model_type '%s' has no implementation in this engine",
             r->model_type);
     if (!cJSON_IsString(a0))
         add(x, LINT_ERROR, LT_VLLM | LT_SGLANG | LT_LLAMACPP, 0, "config.json has no \"architectures\" list: vLLM and "
             "SGLang pick the model class from architectures[0], and convert_hf_to_gguf.py too; add [\"%s\"]",
-            fam >= 0 ? families[fam].cls : "<the family's class>");
-    else if (fam >= 0 && strcmp(a0->valuestring, families[fam].cls))
+            fam ? fam->arch : "<the family's class>");
+    else if (fam && strcmp(a0->valuestring, fam->arch))
         add(x, LINT_ERROR, LT_ALL, 0, "architectures[0] is '%s' but model_type '%s' is %s: vLLM, SGLang and the GGUF "
             "converter build the class architectures names, transformers the one model_type names; make them agree",
-            r->arch, r->model_type, families[fam].cls);
+            r->arch, r->model_type, fam->arch);
 }
 
 /* ================================================================ files */
@@ -751,7 +743,7 @@ static bool bare_embeddings(const Lint *x, char *buf, size_t cap) {
 }
 
 /* Tensors engines skip on purpose: rotary caches, GPT-2's and GPT-NeoX's attention-mask buffers,
- * DeepSeek's multi-token-prediction layers past num_hidden_layers. */
+ * DeepSeek's and GLM-4 MoE's multi-token-prediction layers past num_hidden_layers. */
 static bool skipped(const Lint *x, const char *name) {
     if (ends_with(name, "rotary_emb.inv_freq") || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))
         return true;
@@ -761,7 +753,7 @@ static bool skipped(const Lint *x, const char *name) {
     char layer[64];                                 /* "model.layers.%d." */
     snprintf(layer, sizeof layer, "%s%s", x->cfg.prefix, family_layer_pattern(x->cfg.names));
     const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(x->tree, "num_nextn_predict_layers");
-    return cfg_is_mla(&x->cfg) && cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
+    return cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
            sscanf(name, layer, &L) == 1 && L >= x->cfg.n_layers;
 }
 
@@ -1045,8 +1037,7 @@ static void read_config(Lint *x) {
     } else if (rc == AL_OK) x->cfg_ok = true;
     else {
         const char *mt = str_key(x->tree, "model_type");
-        bool ours = false;                 /* every family of the table is one attnlab describes */
-        for (size_t i = 0; i < NFAMILIES && mt; i++) ours |= !strcmp(mt, families[i].type);
+        bool ours = known_family(mt) != NULL;   /* every family lint knows is one attnlab describes */
         if (ours) add(x, LINT_ERROR, LT_ALL, 0, "config.json: %s", al_errmsg());
         else
             add(x, LINT_ADVISORY, LT_ALL, 0, "tensor names and shapes are checked for the families lint knows "

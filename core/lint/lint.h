@@ -17,7 +17,7 @@
  * n_routed_experts, the routing keys); every tensor the family's loader expects, with the shape
  * config.json implies (hidden, heads, KV heads, head_dim, intermediate, vocab, the MLA ranks and
  * head dims, experts, FP8 block scales) -- for every family attnlab describes (llama, mistral, qwen2,
- * qwen3, qwen3_moe, gemma2, gemma3_text, mixtral, phi3, gpt_neox, olmo2, deepseek_v2/v3, gpt2), the
+ * qwen3, qwen3_moe, gemma2, gemma3_text, mixtral, phi3, gpt_neox, olmo2, deepseek_v2/v3, glm4_moe, gpt2), the
  * names driven by ModelConfig's layouts (config.h: attention QKV_SPLIT / QKV_CAT / QKV_HEADS / MLA,
  * the block's norms, q/k norms, fused MLPs, the MoE layout's routers and experts); tensors no loader
  * places; a tied head that differs from the
@@ -34,11 +34,12 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "family.h"
 
 typedef enum { LINT_ERROR, LINT_WARNING, LINT_ADVISORY } lint_severity;
 
 /* Targets, as bits of LintFinding.targets / .loads. */
-enum { LT_HF = 1 << 0, LT_VLLM = 1 << 1, LT_SGLANG = 1 << 2, LT_LLAMACPP = 1 << 3 };
+enum { LT_HF = ENGINE_HF, LT_VLLM = ENGINE_VLLM, LT_SGLANG = ENGINE_SGLANG, LT_LLAMACPP = ENGINE_LLAMACPP };
 #define LINT_NTARGETS 4
 #define LT_ALL (LT_HF | LT_VLLM | LT_SGLANG | LT_LLAMACPP)
 

@@ -312,6 +312,20 @@ int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype) {
     return AL_OK;
 }
 
+/* A demo model's layer L added to l; spec is the model's own description (NULL for the fixed ones). */
+typedef int (*syn_layer_fn)(SynList *l, const SynthOptions *o, const void *spec, int L);
+
+/* Layers 0 .. n-1 through layer, polling Ctrl-C and reporting progress. */
+static int syn_layers(SynList *l, const SynthOptions *o, int n, syn_layer_fn layer, const void *spec) {
+    int rc = AL_OK;
+    for (int L = 0; rc == AL_OK && L < n; L++) {
+        if (al_interrupted()) return AL_INTERRUPTED;
+        rc = layer(l, o, spec, L);
+        al_progress("layer", (size_t)L + 1, (size_t)n);
+    }
+    return rc;
+}
+
 /* Constant vector (1 x n). */
 Mat *syn_vec_const(size_t n, float v) {
     Mat *m = mat_new(1, n);
@@ -535,7 +549,8 @@ int syn_mla_heads(unsigned long seed, const char *kind, int L, const MlaDims *d,
 }
 
 /* Layer L of demo-r1: attention with planted heads, norms, dense MLP. */
-static int r1_layer(SynList *l, const SynthOptions *o, int L) {
+static int r1_layer(SynList *l, const SynthOptions *o, const void *spec, int L) {
+    (void)spec;
     const dt_type wt = o->dtype, nt = o->dtype == DT_F8_E4M3 ? DT_BF16 : o->dtype;
     const size_t D = R1_HIDDEN, QL = R1_QLORA, KL = R1_KVLORA, RP = R1_ROPE;
     const MlaDims dims = {D, R1_HEADS, QL, KL, R1_NOPE, RP, R1_V};
@@ -662,11 +677,7 @@ static int r1_tensors(SynList *l, const SynthOptions *o) {
     char name[160];
     syn_name(FAM_DEEPSEEK, ROLE_EMBED, 0, "weight", name, sizeof name);
     int rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, R1_VOCAB, R1_HIDDEN, 1.0), et);
-    for (int L = 0; rc == AL_OK && L < R1_LAYERS; L++) {
-        if (al_interrupted()) return AL_INTERRUPTED;
-        rc = r1_layer(l, o, L);
-        al_progress("layer", (size_t)L + 1, R1_LAYERS);
-    }
+    if (rc == AL_OK) rc = syn_layers(l, o, R1_LAYERS, r1_layer, NULL);
     if (rc == AL_OK)
         rc = synlist_add(l, syn_name(FAM_DEEPSEEK, ROLE_FINAL_NORM, 0, "weight", name, sizeof name), 1,
                          syn_vec_const(R1_HIDDEN, 1), et);
@@ -737,7 +748,8 @@ static void scale_vo(const LlamaSpec *sp, Mat *vp, Mat *op) {
     for (size_t i = 0; i < op->rows * op->cols; i++) op->data[i] = (float)(op->data[i] / sp->v_scale);
 }
 
-static int llama_layer(SynList *l, const SynthOptions *o, const LlamaSpec *sp, int L) {
+static int llama_layer(SynList *l, const SynthOptions *o, const void *spec, int L) {
+    const LlamaSpec *sp = spec;
     const dt_type dt = o->dtype;
     const size_t D = sp->D, H = sp->H, KV = sp->KV, HD = sp->HD;
     const GqaDims dims = {D, H, KV, HD};
@@ -804,11 +816,7 @@ static int llama_tensors(SynList *l, const SynthOptions *o, const LlamaSpec *sp)
     char name[160];
     syn_name(FAM_LLAMA, ROLE_EMBED, 0, "weight", name, sizeof name);
     int rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, V, D, 1.0), o->dtype);
-    for (int L = 0; rc == AL_OK && L < sp->layers; L++) {
-        if (al_interrupted()) return AL_INTERRUPTED;
-        rc = llama_layer(l, o, sp, L);
-        al_progress("layer", (size_t)L + 1, (size_t)sp->layers);
-    }
+    if (rc == AL_OK) rc = syn_layers(l, o, sp->layers, llama_layer, sp);
     if (rc == AL_OK)
         rc = synlist_add(l, syn_name(FAM_LLAMA, ROLE_FINAL_NORM, 0, "weight", name, sizeof name), 1,
                          syn_vec_const(D, 1), o->dtype);
@@ -882,7 +890,8 @@ static PairSpec gpt2_qk(int L) {
     }
 }
 
-static int gpt2_layer(SynList *l, const SynthOptions *o, int L) {
+static int gpt2_layer(SynList *l, const SynthOptions *o, const void *spec, int L) {
+    (void)spec;
     const dt_type dt = o->dtype;
     const size_t D = G2_HIDDEN, H = G2_HEADS, HD = G2_HD;
     char name[160], stream[64];
@@ -964,11 +973,7 @@ static int gpt2_tensors(SynList *l, const SynthOptions *o) {
     int rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, G2_VOCAB, G2_HIDDEN, 0.1), o->dtype);
     if (rc == AL_OK && syn_name(FAM_GPT2, ROLE_POS_EMBED, 0, "weight", name, sizeof name))
         rc = synlist_add(l, name, 2, syn_gauss_named(o->seed, name, G2_POS, G2_HIDDEN, 0.01), o->dtype);
-    for (int L = 0; rc == AL_OK && L < G2_LAYERS; L++) {
-        if (al_interrupted()) return AL_INTERRUPTED;
-        rc = gpt2_layer(l, o, L);
-        al_progress("layer", (size_t)L + 1, G2_LAYERS);
-    }
+    if (rc == AL_OK) rc = syn_layers(l, o, G2_LAYERS, gpt2_layer, NULL);
     if (rc == AL_OK)
         rc = synlist_add(l, syn_name(FAM_GPT2, ROLE_FINAL_NORM, 0, "weight", name, sizeof name), 1,
                          syn_vec_const(G2_HIDDEN, 1), o->dtype);

@@ -1,7 +1,8 @@
 /* synth_family.c -- one tiny checkpoint per model family (`synth family NAME DIR`): the real
  * Hugging Face tensor names, shapes and config.json keys of qwen3, qwen3_moe, gemma2, gemma3_text,
- * mixtral, phi3, gpt_neox, olmo2, olmo3, smollm3 and a deepseek_v3 variant with mixture-of-experts
- * layers, small enough for unit tests (hidden 64-128, 3-6 layers, vocab 256), with planted low-rank heads.
+ * mixtral, phi3, gpt_neox, olmo2, olmo3, glm4_moe, smollm3 and a deepseek_v3 variant with
+ * mixture-of-experts layers, small enough for unit tests (hidden 64-128, 3-6 layers, vocab 256), with
+ * planted low-rank heads.
  *
  * A family's recipe is its row of the family table (core/model/family.c: the dims every family
  * shares and its own config.json members). The config is written first and read back with the
@@ -53,9 +54,13 @@
  *                use_sliding_window puts the window 8; rope_theta 5e6; tied embeddings
  *   deepseek_v3  128, 4 heads MLA (q_lora 64, kv_lora 64, nope 32, rope 16, v 32), 3 layers:
  *                layer 0 dense (256), layers 1-2 8 routed experts (64) in 4 groups, topk_group 2,
- *                top-2, sigmoid scores + e_score_correction_bias, 1 shared expert, scaling 2.5 */
+ *                top-2, sigmoid scores + e_score_correction_bias, 1 shared expert, scaling 2.5
+ *   glm4_moe     128, 4/2 x 32, 3; partial_rotary 0.5 (dims [0, 16) rotate), q/k/v biases (none on
+ *                o_proj), per-head q_norm / k_norm (use_qk_norm); layer 0 dense (256), layers 1-2
+ *                DeepSeek-V3's MoE as above (8 experts of 64, 4 groups, topk_group 2, top-2, 1 shared) */
 #define _GNU_SOURCE
 #include "synth.h"
+#include "ckpt_write.h"
 #include "synth_internal.h"
 #include "config.h"
 
@@ -87,23 +92,12 @@ static const FamilyRow *recipe_row(const char *name) {
 /* The keys every family shares, then the row's own members, in file order. */
 static cJSON *recipe_config(const FamilyRow *row, dt_type dt) {
     const SynthRecipe *s = &row->synth;
-    char *text = al_asprintf("{%s}", s->config);
-    cJSON *own = text ? cJSON_Parse(text) : NULL, *c = own ? cJSON_CreateObject() : NULL;
-    free(text);
-    if (!c) {
-        cJSON_Delete(own);
-        al_err("synth family %s: the recipe's config members are not JSON", row->model_type);
-        return NULL;
-    }
+    cJSON *c = cJSON_CreateObject();
+    if (!c) return NULL;
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString(row->arch));
     syn_add_str(c, "model_type", row->model_type);
-    syn_add_num(c, "hidden_size", s->hidden);
-    syn_add_num(c, "intermediate_size", s->inter);
-    syn_add_num(c, "num_attention_heads", s->heads);
-    syn_add_num(c, "num_hidden_layers", s->layers);
-    syn_add_num(c, "vocab_size", s->vocab);
-    syn_add_num(c, "max_position_embeddings", 512);
+    ckpt_json_hf_shape(c, &(CkptHfShape){s->hidden, s->inter, s->heads, s->layers, s->vocab, 512});
     syn_add_num(c, "bos_token_id", 1);
     syn_add_num(c, "eos_token_id", 2);
     syn_add_num(c, "initializer_range", 0.02);
@@ -112,12 +106,10 @@ static cJSON *recipe_config(const FamilyRow *row, dt_type dt) {
     cJSON_AddBoolToObject(c, "use_cache", true);
     syn_add_str(c, "torch_dtype", dt == DT_F32 ? "float32" : "bfloat16");
     if (row->keys != KEYS_NEOX) syn_add_num(c, "num_key_value_heads", s->kv_heads);
-    while (own->child) {
-        cJSON *item = cJSON_DetachItemViaPointer(own, own->child);
-        cJSON_AddItemToObject(c, item->string, item);
-    }
-    cJSON_Delete(own);
-    return c;
+    if (ckpt_json_merge(c, s->config) == AL_OK) return c;
+    cJSON_Delete(c);
+    al_err("synth family %s: the recipe's config members are not JSON", row->model_type);
+    return NULL;
 }
 
 /* The description the recipe's config.json gives (what load will read). */
@@ -348,6 +340,9 @@ static int attn_gqa(const Ctx *c) {
         rc = add_mat(c, ROLE_Q, q);
         if (rc == AL_OK) rc = add_mat(c, ROLE_K, k); else mat_free(k);
         if (rc == AL_OK) rc = add_mat(c, ROLE_V, vp); else mat_free(vp);
+        if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_Q, "bias", H * hd, 0.0f, c->dt);   /* attention_bias */
+        if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_K, "bias", KV * hd, 0.0f, c->dt);
+        if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_V, "bias", KV * hd, 0.0f, c->dt);
     } else {
         rc = add_mat(c, ROLE_QKV, fuse_qkv(m, q, k, vp));
         if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_QKV, "bias", 3 * H * hd, 0.0f, c->dt);

@@ -177,9 +177,22 @@ static double energy_kept(const double *eig, int n, int R) {
     return tot > 0 ? kept / tot : 1.0;
 }
 
-int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R, const double *Sigma,
-                  TpaFactor *out) {
-    memset(out, 0, sizeof *out);
+/* The working matrices of one factorization, in double. */
+typedef struct {
+    size_t D, G, d, n_in, nc;    /* inputs, heads, head dim, D (+ 1 with a bias), G d */
+    int lim;                     /* the Gram's order: G (form a) or d_h (form b) */
+    double *Wd;                  /* (n_in, nc) the weight, the bias as one more input row */
+    double *S;                   /* (n_in, nc) blockdiag(Sigma, 1) Wd, or NULL without Sigma */
+    double *Z;                   /* form a: (G, n_in d) the head unfolding of Wd */
+    double *Gram, *Vec, *eig;    /* (lim, lim); (lim, lim) eigenvectors in columns; (lim) descending */
+} TpaWork;
+
+static void tpa_work_free(TpaWork *w) {
+    free(w->Wd); free(w->S); free(w->Gram); free(w->Vec); free(w->eig); free(w->Z);
+}
+
+/* The factorization's arguments checked: W (rows, G dh) and R within 1..lim. */
+static int tpa_factorize_check(const Mat *W, int G, int dh, tpa_form f, int R) {
     if (G <= 0 || dh <= 0 || !W || W->cols != (size_t)G * (size_t)dh)
         return al_err("TPA factorization: the weight (%zu x %zu) does not hold %d heads of %d dims", W ? W->rows : 0,
                       W ? W->cols : 0, G, dh);
@@ -188,88 +201,116 @@ int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R
         return al_err("TPA form %s: rank %d must be between 1 and %d (the %s)", tpa_form_name(f), R, lim,
                       f == TPA_FORM_A ? "KV heads: form a factors across the head axis" : "head dim: form b factors "
                                                                                           "across the d_h axis");
-    size_t D = W->rows, Gs = (size_t)G, d = (size_t)dh, n_in = D + (b ? 1 : 0), nc = Gs * d;
-    /* Wd: the weight with the bias as one more input row, in double; S = blockdiag(Sigma, 1) Wd. */
-    double *Wd = al_malloc3(n_in, nc, sizeof(double), "the TPA unfolding");
-    double *S = Sigma ? al_malloc3(n_in, nc, sizeof(double), "the weighted TPA unfolding") : NULL;
-    double *Gram = al_malloc3((size_t)lim, (size_t)lim, sizeof(double), "the TPA Gram");
-    double *Vec = al_malloc3((size_t)lim, (size_t)lim, sizeof(double), "the TPA eigenvectors");
-    double *eig = al_malloc3((size_t)lim, 1, sizeof(double), "the TPA eigenvalues");
-    double *Z = NULL, *P = NULL;
-    int rc = Wd && (S || !Sigma) && Gram && Vec && eig ? AL_OK : AL_ERR;
-    if (rc) goto done;
-    vec_f2d(W->data, D * nc, Wd);
-    if (b) vec_f2d(b, nc, Wd + D * nc);
+    return AL_OK;
+}
+
+/* w's sizes, buffers and Wd (with the bias row b) from W; S = blockdiag(Sigma, 1) Wd with Sigma. */
+static int tpa_work_unfold(TpaWork *w, const Mat *W, const float *b, int G, int dh, tpa_form f,
+                           const double *Sigma) {
+    *w = (TpaWork){ .D = W->rows, .G = (size_t)G, .d = (size_t)dh, .lim = f == TPA_FORM_A ? G : dh };
+    w->n_in = w->D + (b ? 1 : 0);
+    w->nc = w->G * w->d;
+    size_t D = w->D, n_in = w->n_in, nc = w->nc, lim = (size_t)w->lim;
+    w->Wd = al_malloc3(n_in, nc, sizeof(double), "the TPA unfolding");
+    w->S = Sigma ? al_malloc3(n_in, nc, sizeof(double), "the weighted TPA unfolding") : NULL;
+    w->Gram = al_malloc3(lim, lim, sizeof(double), "the TPA Gram");
+    w->Vec = al_malloc3(lim, lim, sizeof(double), "the TPA eigenvectors");
+    w->eig = al_malloc3(lim, 1, sizeof(double), "the TPA eigenvalues");
+    if (!(w->Wd && (w->S || !Sigma) && w->Gram && w->Vec && w->eig)) return AL_ERR;
+    vec_f2d(W->data, D * nc, w->Wd);
+    if (b) vec_f2d(b, nc, w->Wd + D * nc);
     if (Sigma) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)nc, (int)D, 1.0, Sigma, (int)D, Wd, (int)nc,
-                    0.0, S, (int)nc);
-        if (b) memcpy(S + D * nc, Wd + D * nc, nc * sizeof(double));
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)nc, (int)D, 1.0, Sigma, (int)D, w->Wd,
+                    (int)nc, 0.0, w->S, (int)nc);
+        if (b) memcpy(w->S + D * nc, w->Wd + D * nc, nc * sizeof(double));
     }
-    const double *Sx = Sigma ? S : Wd;
+    return AL_OK;
+}
+
+/* w's Gram of the form's unfolding and its eigenpairs, descending: form a over the head axis
+ * (Z (G, n_in d), Z[g, i d + e] = Wd[i, g d + e]; Gram = Z_W Z_Sᵀ), form b over the d_h axis
+ * (Wd read as (n_in G, d) rows; Gram = Wdᵀ S). */
+static int tpa_work_gram(TpaWork *w, tpa_form f) {
+    size_t n_in = w->n_in, nc = w->nc, Gs = w->G, d = w->d;
+    const double *Sx = w->S ? w->S : w->Wd;
+    int G = (int)Gs, dh = (int)d;
     if (f == TPA_FORM_A) {
-        /* Head unfolding: Z (G, n_in d) with Z[g, i d + e] = Wd[i, g d + e]; Gram = Z_W Z_Sᵀ. */
         double *ZS = NULL;
-        Z = al_malloc3(Gs, n_in * d, sizeof(double), "the head unfolding");
-        if (Sigma) ZS = al_malloc3(Gs, n_in * d, sizeof(double), "the weighted head unfolding");
-        if (!Z || (Sigma && !ZS)) { free(ZS); rc = AL_ERR; goto done; }
+        w->Z = al_malloc3(Gs, n_in * d, sizeof(double), "the head unfolding");
+        if (w->S) ZS = al_malloc3(Gs, n_in * d, sizeof(double), "the weighted head unfolding");
+        if (!w->Z || (w->S && !ZS)) { free(ZS); return AL_ERR; }
         for (size_t i = 0; i < n_in; i++)
             for (size_t g = 0; g < Gs; g++) {
-                memcpy(Z + g * n_in * d + i * d, Wd + i * nc + g * d, d * sizeof(double));
+                memcpy(w->Z + g * n_in * d + i * d, w->Wd + i * nc + g * d, d * sizeof(double));
                 if (ZS) memcpy(ZS + g * n_in * d + i * d, Sx + i * nc + g * d, d * sizeof(double));
             }
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, G, (int)(n_in * d), 1.0, Z, (int)(n_in * d),
-                    ZS ? ZS : Z, (int)(n_in * d), 0.0, Gram, G);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, G, (int)(n_in * d), 1.0, w->Z, (int)(n_in * d),
+                    ZS ? ZS : w->Z, (int)(n_in * d), 0.0, w->Gram, G);
         free(ZS);
     } else {
-        /* d_h unfolding: Wd read as (n_in G, d) rows; Gram = Wdᵀ S (d x d). */
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dh, dh, (int)(n_in * Gs), 1.0, Wd, dh, Sx, dh, 0.0, Gram,
-                    dh);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dh, dh, (int)(n_in * Gs), 1.0, w->Wd, dh, Sx, dh, 0.0,
+                    w->Gram, dh);
     }
-    if ((rc = sym_eig_desc(Gram, lim, eig, Vec, f == TPA_FORM_A ? "the head unfolding" : "the d_h unfolding")))
-        goto done;
-    out->form = f;
-    out->R = R;
-    out->G = G;
-    out->dh = dh;
-    out->hidden = (int)D;
-    out->n_eig = lim;
-    out->energy = energy_kept(eig, lim, R);
-    size_t Rs = (size_t)R;
-    if (!(out->fixed = al_malloc3(Rs, (size_t)lim, sizeof(float), "the fixed TPA factors"))) { rc = AL_ERR; goto done; }
-    for (size_t r = 0; r < Rs; r++)
-        for (size_t j = 0; j < (size_t)lim; j++) out->fixed[r * (size_t)lim + j] = (float)((double)R * Vec[j * (size_t)lim + r]);
-    if (f == TPA_FORM_A) {
-        /* ctxZ (R, n_in d) = U_Rᵀ Z: row r is W_r (and c_r) unfolded. */
-        if (!(P = al_malloc3(Rs, n_in * d, sizeof(double), "the token-factor maps"))) { rc = AL_ERR; goto done; }
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, (int)(n_in * d), G, 1.0, Vec, G, Z, (int)(n_in * d), 0.0,
-                    P, (int)(n_in * d));
-        if (!(out->ctx = mat_new(D, Rs * d))) { rc = AL_ERR; goto done; }
-        for (size_t r = 0; r < Rs; r++)
-            for (size_t i = 0; i < D; i++)
-                for (size_t e = 0; e < d; e++) out->ctx->data[i * Rs * d + r * d + e] = (float)P[r * n_in * d + i * d + e];
-        if (b) {
-            if (!(out->bias = al_malloc3(Rs, d, sizeof(float), "the token-factor biases"))) { rc = AL_ERR; goto done; }
-            for (size_t r = 0; r < Rs; r++)
-                for (size_t e = 0; e < d; e++) out->bias[r * d + e] = (float)P[r * n_in * d + D * d + e];
-        }
-    } else {
-        /* P (n_in G, R) = Wd (as (n_in G, d)) V_R: P[i G + g, r] = a_r(row i)[g]. */
-        if (!(P = al_malloc3(n_in * Gs, Rs, sizeof(double), "the head-factor maps"))) { rc = AL_ERR; goto done; }
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(n_in * Gs), R, dh, 1.0, Wd, dh, Vec, dh, 0.0, P, R);
-        if (!(out->ctx = mat_new(D, Rs * Gs))) { rc = AL_ERR; goto done; }
+    return sym_eig_desc(w->Gram, w->lim, w->eig, w->Vec, f == TPA_FORM_A ? "the head unfolding" : "the d_h unfolding");
+}
+
+/* Form a's cached token-factor maps: ctxZ (R, n_in d) = U_Rᵀ Z, row r W_r (and c_r) unfolded,
+ * into out->ctx (D, R d) and out->bias (R, d) with a bias. */
+static int tpa_ctx_form_a(const TpaWork *w, bool bias, TpaFactor *out) {
+    size_t D = w->D, n_in = w->n_in, d = w->d, Rs = (size_t)out->R;
+    double *P = al_malloc3(Rs, n_in * d, sizeof(double), "the token-factor maps");
+    if (!P) return AL_ERR;
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out->R, (int)(n_in * d), (int)w->G, 1.0, w->Vec, (int)w->G,
+                w->Z, (int)(n_in * d), 0.0, P, (int)(n_in * d));
+    int rc = (out->ctx = mat_new(D, Rs * d)) ? AL_OK : AL_ERR;
+    for (size_t r = 0; r < Rs && !rc; r++)
         for (size_t i = 0; i < D; i++)
-            for (size_t g = 0; g < Gs; g++)
-                for (size_t r = 0; r < Rs; r++) out->ctx->data[i * Rs * Gs + r * Gs + g] = (float)P[(i * Gs + g) * Rs + r];
-        if (b) {
-            if (!(out->bias = al_malloc3(Rs, Gs, sizeof(float), "the head-factor biases"))) { rc = AL_ERR; goto done; }
-            for (size_t g = 0; g < Gs; g++)
-                for (size_t r = 0; r < Rs; r++) out->bias[r * Gs + g] = (float)P[(D * Gs + g) * Rs + r];
-        }
+            for (size_t e = 0; e < d; e++) out->ctx->data[i * Rs * d + r * d + e] = (float)P[r * n_in * d + i * d + e];
+    if (!rc && bias && !(out->bias = al_malloc3(Rs, d, sizeof(float), "the token-factor biases"))) rc = AL_ERR;
+    for (size_t r = 0; r < Rs && !rc && bias; r++)
+        for (size_t e = 0; e < d; e++) out->bias[r * d + e] = (float)P[r * n_in * d + D * d + e];
+    free(P);
+    return rc;
+}
+
+/* Form b's cached head-factor maps: P (n_in G, R) = Wd (as (n_in G, d)) V_R, P[i G + g, r] =
+ * a_r(row i)[g], into out->ctx (D, R G) and out->bias (R, G) with a bias. */
+static int tpa_ctx_form_b(const TpaWork *w, bool bias, TpaFactor *out) {
+    size_t D = w->D, n_in = w->n_in, Gs = w->G, Rs = (size_t)out->R;
+    int R = out->R, dh = (int)w->d;
+    double *P = al_malloc3(n_in * Gs, Rs, sizeof(double), "the head-factor maps");
+    if (!P) return AL_ERR;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(n_in * Gs), R, dh, 1.0, w->Wd, dh, w->Vec, dh, 0.0, P, R);
+    int rc = (out->ctx = mat_new(D, Rs * Gs)) ? AL_OK : AL_ERR;
+    for (size_t i = 0; i < D && !rc; i++)
+        for (size_t g = 0; g < Gs; g++)
+            for (size_t r = 0; r < Rs; r++) out->ctx->data[i * Rs * Gs + r * Gs + g] = (float)P[(i * Gs + g) * Rs + r];
+    if (!rc && bias && !(out->bias = al_malloc3(Rs, Gs, sizeof(float), "the head-factor biases"))) rc = AL_ERR;
+    for (size_t g = 0; g < Gs && !rc && bias; g++)
+        for (size_t r = 0; r < Rs; r++) out->bias[r * Gs + g] = (float)P[(D * Gs + g) * Rs + r];
+    free(P);
+    return rc;
+}
+
+int tpa_factorize(const Mat *W, const float *b, int G, int dh, tpa_form f, int R, const double *Sigma,
+                  TpaFactor *out) {
+    memset(out, 0, sizeof *out);
+    int rc = tpa_factorize_check(W, G, dh, f, R);
+    if (rc) return rc;
+    TpaWork w;
+    rc = tpa_work_unfold(&w, W, b, G, dh, f, Sigma);
+    if (!rc) rc = tpa_work_gram(&w, f);
+    size_t Rs = (size_t)R, lim = (size_t)w.lim;
+    if (!rc) {
+        *out = (TpaFactor){ .form = f, .R = R, .G = G, .dh = dh, .hidden = (int)w.D, .n_eig = w.lim,
+                            .energy = energy_kept(w.eig, w.lim, R) };
+        if (!(out->fixed = al_malloc3(Rs, lim, sizeof(float), "the fixed TPA factors"))) rc = AL_ERR;
     }
-    out->eig = eig;
-    eig = NULL;
-done:
-    free(Wd); free(S); free(Gram); free(Vec); free(eig); free(Z); free(P);
+    for (size_t r = 0; r < Rs && !rc; r++)
+        for (size_t j = 0; j < lim; j++) out->fixed[r * lim + j] = (float)((double)R * w.Vec[j * lim + r]);
+    if (!rc) rc = f == TPA_FORM_A ? tpa_ctx_form_a(&w, b != NULL, out) : tpa_ctx_form_b(&w, b != NULL, out);
+    if (!rc) { out->eig = w.eig; w.eig = NULL; }
+    tpa_work_free(&w);
     if (rc) tpa_factor_free(out);
     return rc;
 }
@@ -705,9 +746,54 @@ static double json_get_num(const cJSON *o, const char *key) {
     return cJSON_IsNumber(it) ? it->valuedouble : NAN;
 }
 
-/* Builds layer l from the factors file. */
-static int load_layer(const st_file *f, const TpaModel *t, tpa_form form, rope_layout lay, int rope_dim, double scale,
-                      int l, TpaLayer **out) {
+/* What a manifest says about every layer beside the TpaModel's own fields. */
+typedef struct {
+    int rope_dim;            /* rotary dims of each head (0: no RoPE) */
+    rope_layout layout;      /* their pairing (ROPE_NONE without RoPE) */
+    double scale;            /* the softmax scale */
+} TpaManifest;
+
+/* Layer l's Q and O weights and biases (layers.l.q / .o) into L, checked against t's dims. */
+static int load_dense_qo(const st_file *f, const TpaModel *t, int l, AttnLayer *L) {
+    char name[128];
+    size_t D = (size_t)t->hidden, qc = (size_t)t->n_heads * (size_t)t->head_dim;
+    size_t oc = (size_t)t->n_heads * (size_t)t->v_dim;
+    Mat *m = NULL;
+    snprintf(name, sizeof name, "layers.%d.q.weight", l);
+    int rc = read_tensor(f, name, true, &L->W_Q);
+    if (rc == AL_OK) rc = want_shape(f, name, L->W_Q, D, qc);
+    snprintf(name, sizeof name, "layers.%d.q.bias", l);
+    if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
+        rc = want_shape(f, name, m, 1, qc);
+        L->b_Q = take_vec(m);
+    }
+    snprintf(name, sizeof name, "layers.%d.o.weight", l);
+    if (rc == AL_OK) rc = read_tensor(f, name, true, &L->W_O);
+    if (rc == AL_OK) rc = want_shape(f, name, L->W_O, oc, D);
+    snprintf(name, sizeof name, "layers.%d.o.bias", l);
+    m = NULL;
+    if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
+        rc = want_shape(f, name, m, 1, D);
+        L->b_O = take_vec(m);
+    }
+    return rc;
+}
+
+/* Layer l's RoPE frequencies (layers.l.rope.inv_freq: F64, rope_dim / 2 values) into L->inv_freq. */
+static int load_inv_freq(const st_file *f, int l, int rope_dim, AttnLayer *L) {
+    char name[128];
+    snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
+    const st_entry *e = st_find(f, name);
+    if (!e || e->dtype != DT_F64 || st_numel(e) != (size_t)rope_dim / 2)
+        return al_err("%s: tensor '%s' must be F64 with %d values", st_path(f), name, rope_dim / 2);
+    if (!(L->inv_freq = al_malloc3((size_t)rope_dim / 2, 1, sizeof(double), "RoPE frequencies"))) return AL_ERR;
+    memcpy(L->inv_freq, st_data(f, e), (size_t)rope_dim / 2 * sizeof(double));
+    return AL_OK;
+}
+
+/* Builds layer l from the factors file: its dense Q / O and RoPE, the K and V factors, and the
+ * dense K / V they reproduce. */
+static int load_layer(const st_file *f, const TpaModel *t, const TpaManifest *h, int l, TpaLayer **out) {
     *out = NULL;
     char name[128];
     TpaLayer *tl = al_calloc(1, sizeof *tl, "a TPA layer");
@@ -720,40 +806,13 @@ static int load_layer(const st_file *f, const TpaModel *t, tpa_form form, rope_l
         L->n_kv_heads = t->n_kv_heads;
         L->head_dim = t->head_dim;
         L->v_dim = t->v_dim;
-        L->rope = lay;
-        L->rope_dim = rope_dim;
-        L->scale = scale;
-        size_t D = (size_t)t->hidden, qc = (size_t)t->n_heads * (size_t)t->head_dim;
-        size_t oc = (size_t)t->n_heads * (size_t)t->v_dim;
-        Mat *m = NULL;
-        snprintf(name, sizeof name, "layers.%d.q.weight", l);
-        rc = read_tensor(f, name, true, &L->W_Q);
-        if (rc == AL_OK) rc = want_shape(f, name, L->W_Q, D, qc);
-        snprintf(name, sizeof name, "layers.%d.q.bias", l);
-        if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
-            rc = want_shape(f, name, m, 1, qc);
-            L->b_Q = take_vec(m);
-        }
-        snprintf(name, sizeof name, "layers.%d.o.weight", l);
-        if (rc == AL_OK) rc = read_tensor(f, name, true, &L->W_O);
-        if (rc == AL_OK) rc = want_shape(f, name, L->W_O, oc, D);
-        snprintf(name, sizeof name, "layers.%d.o.bias", l);
-        m = NULL;
-        if (rc == AL_OK && (rc = read_tensor(f, name, false, &m)) == AL_OK && m) {
-            rc = want_shape(f, name, m, 1, D);
-            L->b_O = take_vec(m);
-        }
-        if (rc == AL_OK && rope_dim > 0) {
-            snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
-            const st_entry *e = st_find(f, name);
-            if (!e || e->dtype != DT_F64 || st_numel(e) != (size_t)rope_dim / 2)
-                rc = al_err("%s: tensor '%s' must be F64 with %d values", st_path(f), name, rope_dim / 2);
-            else if (!(L->inv_freq = al_malloc3((size_t)rope_dim / 2, 1, sizeof(double), "RoPE frequencies")))
-                rc = AL_ERR;
-            else
-                memcpy(L->inv_freq, st_data(f, e), (size_t)rope_dim / 2 * sizeof(double));
-        }
+        L->rope = h->layout;
+        L->rope_dim = h->rope_dim;
+        L->scale = h->scale;
+        rc = load_dense_qo(f, t, l, L);
+        if (rc == AL_OK && h->rope_dim > 0) rc = load_inv_freq(f, l, h->rope_dim, L);
     }
+    tpa_form form = t->opts.form;
     snprintf(name, sizeof name, "layers.%d.k", l);
     if (rc == AL_OK) rc = load_factor(f, name, form, t->n_kv_heads, t->head_dim, t->hidden, &tl->K);
     snprintf(name, sizeof name, "layers.%d.v", l);
@@ -772,61 +831,67 @@ static int load_layer(const st_file *f, const TpaModel *t, tpa_form form, rope_l
     return AL_OK;
 }
 
-int tpa_load(const char *dir, TpaModel **out) {
-    *out = NULL;
-    char *mpath = al_asprintf("%s/%s", dir, TPA_MANIFEST);
-    char *fpath = al_asprintf("%s/%s", dir, TPA_FACTORS);
+/* The manifest at mpath parsed into *root (the caller's, cJSON_Delete), checked to be a TPA export
+ * of the version this attnlab reads. */
+static int manifest_read(const char *mpath, cJSON **root) {
     char *text = mpath ? al_read_file_max(mpath, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
-    st_file *f = NULL;
-    TpaModel *t = NULL;
-    int rc = AL_OK;
-    if (!text) { rc = AL_ERR; goto done; }
-    if (!root) { rc = al_err("%s: not valid JSON", mpath); goto done; }
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TPA_FORMAT)) {
-        rc = al_err("%s: \"format\" is not \"%s\": not a TPA export", mpath, TPA_FORMAT);
-        goto done;
-    }
-    int version = 0, rope_dim = 0;
-    if ((rc = json_int(root, "version", mpath, &version))) goto done;
-    if (version != TPA_FORMAT_VERSION) {
-        rc = al_err("%s: format version %d; this attnlab reads version %d", mpath, version, TPA_FORMAT_VERSION);
-        goto done;
-    }
-    if (!(t = al_calloc(1, sizeof *t, "a TPA model"))) { rc = AL_ERR; goto done; }
+    if (!text) return AL_ERR;
+    *root = cJSON_Parse(text);
+    free(text);
+    if (!*root) return al_err("%s: not valid JSON", mpath);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(*root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TPA_FORMAT))
+        return al_err("%s: \"format\" is not \"%s\": not a TPA export", mpath, TPA_FORMAT);
+    int version = 0, rc = json_int(*root, "version", mpath, &version);
+    if (rc) return rc;
+    if (version != TPA_FORMAT_VERSION)
+        return al_err("%s: format version %d; this attnlab reads version %d", mpath, version, TPA_FORMAT_VERSION);
+    return AL_OK;
+}
+
+/* The form, dims and ranks of the manifest into t (t->opts: the defaults, then those), the
+ * rotary dims into h->rope_dim; the dims checked against each other. */
+static int manifest_dims(const cJSON *root, const char *mpath, TpaModel *t, TpaManifest *h) {
+    int rc;
     t->opts = tpa_opts_default();
     const cJSON *form = cJSON_GetObjectItemCaseSensitive(root, "form");
-    if (!cJSON_IsString(form) || (strcmp(form->valuestring, "a") && strcmp(form->valuestring, "b"))) {
-        rc = al_err("%s: \"form\" must be \"a\" or \"b\"", mpath);
-        goto done;
-    }
+    if (!cJSON_IsString(form) || (strcmp(form->valuestring, "a") && strcmp(form->valuestring, "b")))
+        return al_err("%s: \"form\" must be \"a\" or \"b\"", mpath);
     t->opts.form = form->valuestring[0] == 'a' ? TPA_FORM_A : TPA_FORM_B;
     if ((rc = json_int(root, "num_hidden_layers", mpath, &t->n_layers)) ||
         (rc = json_int(root, "hidden_size", mpath, &t->hidden)) ||
         (rc = json_int(root, "num_attention_heads", mpath, &t->n_heads)) ||
         (rc = json_int(root, "num_key_value_heads", mpath, &t->n_kv_heads)) ||
         (rc = json_int(root, "head_dim", mpath, &t->head_dim)) || (rc = json_int(root, "v_head_dim", mpath, &t->v_dim)) ||
-        (rc = json_int(root, "rope_dim", mpath, &rope_dim)) ||
+        (rc = json_int(root, "rope_dim", mpath, &h->rope_dim)) ||
         (rc = json_int(root, "k_rank", mpath, &t->opts.k_rank)) || (rc = json_int(root, "v_rank", mpath, &t->opts.v_rank)))
-        goto done;
+        return rc;
+    int rope_dim = h->rope_dim;
     if (t->n_layers < 1 || t->n_layers > 100000 || t->hidden < 1 || t->n_heads < 1 || t->n_kv_heads < 1 ||
         t->n_heads % t->n_kv_heads || t->head_dim < 1 || t->v_dim < 1 || rope_dim < 0 || rope_dim % 2 ||
-        rope_dim > t->head_dim) {
-        rc = al_err("%s: inconsistent dims (layers %d, hidden %d, heads %d, kv heads %d, head_dim %d, v_head_dim %d, "
-                    "rope_dim %d)", mpath, t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim, t->v_dim,
-                    rope_dim);
-        goto done;
-    }
+        rope_dim > t->head_dim)
+        return al_err("%s: inconsistent dims (layers %d, hidden %d, heads %d, kv heads %d, head_dim %d, v_head_dim %d, "
+                      "rope_dim %d)", mpath, t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim, t->v_dim,
+                      rope_dim);
+    return AL_OK;
+}
+
+/* The RoPE pairing (where h->rope_dim > 0) and the softmax scale into h. */
+static int manifest_rope(const cJSON *root, const char *mpath, TpaManifest *h) {
     const cJSON *lay = cJSON_GetObjectItemCaseSensitive(root, "rope_layout");
-    rope_layout layout = ROPE_NONE;
-    if (rope_dim) {
-        if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_INTERLEAVED))) layout = ROPE_INTERLEAVED;
-        else if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_HALF))) layout = ROPE_HALF;
-        else { rc = al_err("%s: \"rope_layout\" must name the RoPE pairing", mpath); goto done; }
+    h->layout = ROPE_NONE;
+    if (h->rope_dim) {
+        if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_INTERLEAVED))) h->layout = ROPE_INTERLEAVED;
+        else if (cJSON_IsString(lay) && !strcmp(lay->valuestring, rope_layout_name(ROPE_HALF))) h->layout = ROPE_HALF;
+        else return al_err("%s: \"rope_layout\" must name the RoPE pairing", mpath);
     }
-    double scale = json_get_num(root, "softmax_scale");
-    if (!(scale > 0)) { rc = al_err("%s: \"softmax_scale\" must be a positive number", mpath); goto done; }
+    h->scale = json_get_num(root, "softmax_scale");
+    if (!(h->scale > 0)) return al_err("%s: \"softmax_scale\" must be a positive number", mpath);
+    return AL_OK;
+}
+
+/* The manifest's flags, source, folder and "before" accounting into t; t->layers allocated. */
+static int manifest_meta(const cJSON *root, const char *dir, TpaModel *t) {
     const cJSON *ex = cJSON_GetObjectItemCaseSensitive(root, "exact");
     t->exact = cJSON_IsTrue(ex);
     t->activation_stats = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "activation_stats"));
@@ -840,11 +905,17 @@ int tpa_load(const char *dir, TpaModel **out) {
     t->kv_before = (size_t)fmax(0, json_get_num(kv, "source"));
     t->params_before = (size_t)fmax(0, json_get_num(pp, "source"));
     t->layers = al_calloc((size_t)t->n_layers, sizeof *t->layers, "the TPA layers");
-    if (!t->src_path || !t->src_name || !t->dir || !t->layers) { rc = AL_ERR; goto done; }
-    if ((rc = st_open(fpath, &f))) goto done;
+    return !t->src_path || !t->src_name || !t->dir || !t->layers ? AL_ERR : AL_OK;
+}
+
+/* Every layer of t from the factors file fpath, each with its report from the manifest's
+ * "layers" array. */
+static int load_layers(const char *fpath, const cJSON *root, const TpaManifest *h, TpaModel *t) {
+    st_file *f = NULL;
+    int rc = st_open(fpath, &f);
     const cJSON *reps = cJSON_GetObjectItemCaseSensitive(root, "layers");
-    for (int l = 0; l < t->n_layers; l++) {
-        if ((rc = load_layer(f, t, t->opts.form, layout, rope_dim, scale, l, &t->layers[l]))) goto done;
+    for (int l = 0; l < t->n_layers && rc == AL_OK; l++) {
+        if ((rc = load_layer(f, t, h, l, &t->layers[l]))) break;
         const cJSON *r = cJSON_GetArrayItem(reps, l);
         TpaLayerReport *rep = &t->layers[l]->rep;
         rep->k_energy = t->layers[l]->K.energy = json_get_num(r, "k_energy");
@@ -854,20 +925,37 @@ int tpa_load(const char *dir, TpaModel **out) {
         rep->score_err = json_get_num(r, "score_err");
         rep->out_err = json_get_num(r, "out_err");
     }
+    if (f) st_close(f);
+    return rc;
+}
+
+/* The ranks, KV cache and attention parameters after, from layer 0 (every layer has its ranks). */
+static void set_totals(TpaModel *t) {
     t->opts.k_rank = t->layers[0]->K.R;
     t->opts.v_rank = t->layers[0]->V.R;
     t->kv_after = tpa_factor_cached(&t->layers[0]->K) + tpa_factor_cached(&t->layers[0]->V);
-    {
-        const AttnLayer *L = t->layers[0]->dense;
-        size_t p = attn_layer_params(L) - L->W_K->rows * L->W_K->cols - L->W_V->rows * L->W_V->cols;
-        if (L->b_K) p -= L->W_K->cols;
-        if (L->b_V) p -= L->W_V->cols;
-        t->params_after = p + tpa_factor_params(&t->layers[0]->K) + tpa_factor_params(&t->layers[0]->V);
-    }
-done:
-    if (f) st_close(f);
+    const AttnLayer *L = t->layers[0]->dense;
+    size_t p = attn_layer_params(L) - L->W_K->rows * L->W_K->cols - L->W_V->rows * L->W_V->cols;
+    if (L->b_K) p -= L->W_K->cols;
+    if (L->b_V) p -= L->W_V->cols;
+    t->params_after = p + tpa_factor_params(&t->layers[0]->K) + tpa_factor_params(&t->layers[0]->V);
+}
+
+int tpa_load(const char *dir, TpaModel **out) {
+    *out = NULL;
+    char *mpath = al_asprintf("%s/%s", dir, TPA_MANIFEST);
+    char *fpath = al_asprintf("%s/%s", dir, TPA_FACTORS);
+    cJSON *root = NULL;
+    TpaModel *t = NULL;
+    TpaManifest h = {0};
+    int rc = manifest_read(mpath, &root);
+    if (rc == AL_OK && !(t = al_calloc(1, sizeof *t, "a TPA model"))) rc = AL_ERR;
+    if (rc == AL_OK) rc = manifest_dims(root, mpath, t, &h);
+    if (rc == AL_OK) rc = manifest_rope(root, mpath, &h);
+    if (rc == AL_OK) rc = manifest_meta(root, dir, t);
+    if (rc == AL_OK) rc = load_layers(fpath, root, &h, t);
+    if (rc == AL_OK) set_totals(t);
     cJSON_Delete(root);
-    free(text);
     free(mpath);
     free(fpath);
     if (rc) {

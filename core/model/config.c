@@ -143,7 +143,7 @@ static void parse_gqa(cfg_reader *r, ModelConfig *c) {
     c->rope = ROPE_HALF;
     bool bias = cfg_bool(r, "attention_bias", cfg_row(c)->bias_default), always = cfg_row(c)->qkv_bias_always;
     c->qkv_bias = always || bias;
-    c->o_bias = !always && bias;
+    c->o_bias = !always && !cfg_row(c)->o_bias_never && bias;
     parse_hf_rest(r, c);
 }
 
@@ -316,7 +316,8 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->rope_interleave = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
     sp->layout = c->rope;
     if (cfg_row(c)->keys == KEYS_MLA) sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
-    sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", 1.0));
+    double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
+    sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
         int hd = c->qk_rope_dim, rd = (int)((double)hd * sp->partial_factor);
         c->qk_rope_dim = rd - rd % 2;             /* HF: the first int(head_dim x factor) dims of each head rotate */
@@ -373,6 +374,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->mlp_fused = c->ffn == FFN_FUSED;
     /* q/k norms the family's modeling code always builds (model.c records others from the tensors) */
     c->qk_norm = row->qk_norm;
+    if (row->qk_norm_key && cfg_bool(r, row->qk_norm_key, false)) c->qk_norm = QKN_HEAD;   /* GLM-4 MoE: use_qk_norm */
     c->mlp_bias = c->ffn == FFN_NEOX;
     /* the activation: the row's own key first (Gemma's hidden_activation), then hidden_act (not GPT-2's) */
     const cJSON *a = row->act_key ? cJSON_GetObjectItemCaseSensitive(root, row->act_key) : NULL;

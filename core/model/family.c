@@ -117,19 +117,22 @@ const char *tensor_role_name(tensor_role r) {
 #pragma GCC diagnostic ignored "-Woverride-init"
 const FamilyRow FAMILY[FAM_COUNT] = {
     [FAM_LLAMA] = {"llama", "LlamaForCausalLM", "llama", "Llama 2/3 (GQA, RoPE, attention_bias, rope_scaling)",
-                   LLAMA_LIKE, .gguf_arch = "llama"},
+                   LLAMA_LIKE, .gguf_arch = "llama",
+        .engines = ENGINES_ALL, .llamacpp_arch = "llama"},
     [FAM_MISTRAL] = {"mistral", "MistralForCausalLM", "mistral", "Mistral (Llama with a sliding window)",
-                     LLAMA_LIKE, .windowed = true, .gguf_arch = "llama"},
+                     LLAMA_LIKE, .windowed = true, .gguf_arch = "llama",
+        .engines = ENGINES_ALL, .llamacpp_arch = "llama"},
     [FAM_SMOLLM3] = {
         "smollm3", "SmolLM3ForCausalLM", "smollm3", "SmolLM3 (Llama with no RoPE on every fourth layer, tied)",
         LLAMA_LIKE, .tied = true, .window_opt_in = true, .nope_interval = 4, .window_on_nope = true,
-        .gguf_arch = "smollm3",
+        .gguf_arch = "smollm3", .engines = ENGINES_ALL, .llamacpp_arch = "smollm3",   /* vLLM, SGLang: transformers backends */
         .synth = {128, 4, 2, 4, 256, 256, true,
                   GQA_KEYS("silu", "1e-06") ", \"mlp_bias\": false, \"no_rope_layer_interval\": 4, "
                   "\"no_rope_layers\": [1, 1, 1, 0], \"pad_token_id\": 0, \"rope_scaling\": null, "
                   "\"rope_theta\": 5000000.0, \"sliding_window\": " SW ", \"use_sliding_window\": true"}},
     [FAM_QWEN2] = {"qwen2", "Qwen2ForCausalLM", "qwen2", "Qwen2 / Qwen2.5 (q/k/v biases, optional window)",
-                   LLAMA_LIKE, .qkv_bias_always = true, .window_opt_in = true, .gguf_arch = "qwen2"},
+                   LLAMA_LIKE, .qkv_bias_always = true, .window_opt_in = true, .gguf_arch = "qwen2",
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen2"},
     [FAM_DEEPSEEK] = {
         "deepseek_v3", "DeepseekV3ForCausalLM", "deepseek", "DeepSeek-V3 / R1 (MLA; MoE, sigmoid group routing)",
         LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3,
@@ -140,21 +143,36 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                   "\"num_nextn_predict_layers\": 0, \"q_lora_rank\": 64, \"qk_nope_head_dim\": 32, "
                   "\"qk_rope_head_dim\": 16, \"rope_scaling\": null, \"rope_theta\": 10000, "
                   "\"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", \"topk_group\": 2, "
-                  "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"}},
+                  "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "deepseek2"},
     [FAM_DEEPSEEK_V2] = {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek", "DeepSeek-V2 (MLA; MoE)", LLAMA_LIKE,
                          .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V2,
-                         .gguf_arch = "deepseek2"},
+                         .gguf_arch = "deepseek2",
+        .engines = ENGINES_ALL, .llamacpp_arch = "deepseek2"},
     [FAM_KIMI_K2] = {"kimi_k2", NULL, "deepseek", "Kimi-K2 (DeepSeek-V3's architecture)", LLAMA_LIKE, .keys = KEYS_MLA,
                      .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .gguf_arch = "deepseek2"},
+    [FAM_GLM4_MOE] = {
+        "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5 / 4.6 / 4.7 (partial rotary, q/k/v biases; MoE, sigmoid "
+        "group routing)", LLAMA_LIKE, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .partial_rotary = 0.5,
+        .o_bias_never = true, .qk_norm_key = "use_qk_norm",
+        .synth = {128, 4, 2, 3, 256, 256, false,
+                  "\"attention_bias\": true, \"first_k_dense_replace\": 1, \"head_dim\": 32, \"hidden_act\": \"silu\", "
+                  "\"moe_intermediate_size\": 64, \"n_group\": 4, \"n_routed_experts\": 8, \"n_shared_experts\": 1, "
+                  "\"norm_topk_prob\": true, \"num_experts_per_tok\": 2, \"num_nextn_predict_layers\": 0, "
+                  "\"pad_token_id\": 0, \"partial_rotary_factor\": 0.5, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
+                  "\"rope_theta\": 1000000, \"routed_scaling_factor\": 2.5, \"topk_group\": 2, \"use_qk_norm\": true"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "glm4moe"},
     [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
                   .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
                   .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,
-                  .gguf_arch = "gpt2"},
+                  .gguf_arch = "gpt2",
+        .engines = ENGINES_ALL, .llamacpp_arch = "gpt2"},
     [FAM_LLAMA2C] = {"llama2c", NULL, "llama2c", "llama2.c checkpoints (.bin; tokenizer .bin beside)", LLAMA_LIKE,
                      .keys = KEYS_LLAMA2C, .gguf_arch = "llama"},
     [FAM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", "qwen3", "Qwen3 (head_dim, per-head q/k norms)", LLAMA_LIKE,
                    .qk_norm = QKN_HEAD, .window_opt_in = true, .gguf_arch = "qwen3",
-                   .synth = {64, 4, 2, 3, 256, 128, true, GQA_KEYS("silu", "1e-06") ", " QWEN3_ATTN}},
+                   .synth = {64, 4, 2, 3, 256, 128, true, GQA_KEYS("silu", "1e-06") ", " QWEN3_ATTN},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen3"},
     [FAM_QWEN3_MOE] = {
         "qwen3_moe", "Qwen3MoeForCausalLM", "qwen3", "Qwen3-MoE (Qwen3 attention, routed experts)", LLAMA_LIKE,
         .qk_norm = QKN_HEAD, .window_opt_in = true, .gguf_arch = "qwen3",
@@ -162,7 +180,8 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                   GQA_KEYS("silu", "1e-06") ", \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], "
                   "\"moe_intermediate_size\": 64, \"norm_topk_prob\": true, \"num_experts\": 4, "
                   "\"num_experts_per_tok\": 2, \"output_router_logits\": false, \"router_aux_loss_coef\": 0.001, "
-                  QWEN3_ATTN}},
+                  QWEN3_ATTN},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen3moe"},
     [FAM_GEMMA2] = {
         "gemma2", "Gemma2ForCausalLM", "gemma2", "Gemma 2 (sandwich norms, soft-caps, local/global layers)",
         LLAMA_LIKE, .block = BLOCK_SANDWICH, .norms = NORMS_SANDWICH, .norm = NORM_RMS_1P, .act = "gelu_pytorch_tanh",
@@ -172,7 +191,8 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                   GQA_KEYS("gelu_pytorch_tanh", "1e-06") ", \"head_dim\": 32, \"hidden_activation\": "
                   "\"gelu_pytorch_tanh\", \"pad_token_id\": 0, \"sliding_window\": " SW ", "
                   "\"attn_logit_softcapping\": 5.0, \"final_logit_softcapping\": 10.0, \"query_pre_attn_scalar\": 24, "
-                  "\"rope_theta\": 10000, \"cache_implementation\": \"hybrid\""}},
+                  "\"rope_theta\": 10000, \"cache_implementation\": \"hybrid\""},
+        .engines = ENGINES_ALL, .llamacpp_arch = "gemma2"},
     [FAM_GEMMA3] = {
         "gemma3_text", "Gemma3ForCausalLM", "gemma3", "Gemma 3 text (q/k norms, 5 local : 1 global layers)",
         LLAMA_LIKE, .block = BLOCK_SANDWICH, .norms = NORMS_SANDWICH, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD,
@@ -184,21 +204,24 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                   "\"gelu_pytorch_tanh\", \"pad_token_id\": 0, \"sliding_window\": " SW ", "
                   "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, \"query_pre_attn_scalar\": 32, "
                   "\"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, "
-                  "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"}},
+                  "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "gemma3"},
     [FAM_MIXTRAL] = {
         "mixtral", "MixtralForCausalLM", "mixtral", "Mixtral (Mistral attention, top-k experts w1/w2/w3)", LLAMA_LIKE,
         .moe = MOE_MIXTRAL, .eps = 1e-5, .windowed = true, .router_norm_topk = true,
         .synth = {128, 4, 2, 3, 256, 128, false,
                   GQA_KEYS("silu", "1e-05") ", \"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
                   "\"output_router_logits\": false, \"router_aux_loss_coef\": 0.02, \"rope_theta\": 1000000, "
-                  "\"sliding_window\": " SW}},
+                  "\"sliding_window\": " SW},
+        .engines = ENGINES_ALL, .llamacpp_arch = "llama"},
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",
         .synth = {128, 4, 2, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-05") ", \"embd_pdrop\": 0.0, \"original_max_position_embeddings\": 512, "
                   "\"partial_rotary_factor\": 0.5, \"resid_pdrop\": 0.0, \"rope_scaling\": null, "
-                  "\"rope_theta\": 10000, \"sliding_window\": " SW}},
+                  "\"rope_theta\": 10000, \"sliding_window\": " SW},
+        .engines = ENGINES_ALL, .llamacpp_arch = "phi3"},
     [FAM_NEOX] = {
         "gpt_neox", "GPTNeoXForCausalLM", "gpt_neox", "GPT-NeoX / Pythia (fused QKV head by head, parallel residual)",
         LLAMA_LIKE, .keys = KEYS_NEOX, .attn = QKV_HEADS, .block = BLOCK_PARALLEL, .ffn = FFN_NEOX,
@@ -207,12 +230,14 @@ const FamilyRow FAMILY[FAM_COUNT] = {
         .synth = {128, 4, 4, 3, 256, 512, false,
                   "\"hidden_act\": \"gelu\", \"attention_bias\": true, \"hidden_dropout\": 0.0, "
                   "\"layer_norm_eps\": 1e-05, \"rotary_emb_base\": 10000, \"rotary_pct\": 0.25, "
-                  "\"use_parallel_residual\": true"}},
+                  "\"use_parallel_residual\": true"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "gptneox"},
     [FAM_OLMO2] = {
         "olmo2", "Olmo2ForCausalLM", "olmo2", "OLMo 2 (post-norms, q/k norms over the projection)", LLAMA_LIKE,
         .block = BLOCK_POST, .norms = NORMS_POST, .qk_norm = QKN_PROJ, .eps = 1e-5, .gguf_arch = "olmo2",
         .synth = {128, 4, 4, 3, 256, 256, false,
-                  GQA_KEYS("silu", "1e-06") ", \"rope_scaling\": null, \"rope_theta\": 500000, \"pad_token_id\": 0"}},
+                  GQA_KEYS("silu", "1e-06") ", \"rope_scaling\": null, \"rope_theta\": 500000, \"pad_token_id\": 0"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "olmo2"},
     /* Olmo-3-7B / 32B's config.json: layer_types 3 sliding : 1 full, sliding_window 4096, rope_theta 500000,
        YaRN x8 from 8192 with attention_factor 1.2079 (= 0.1 ln 8 + 1) on the full layers only; the
        recipe shrinks the window to 8 and the original context to 64, and sets attention_factor 1.25
@@ -226,7 +251,8 @@ const FamilyRow FAMILY[FAM_COUNT] = {
                   "\"sliding_attention\", \"full_attention\"], \"pad_token_id\": 0, \"rope_scaling\": "
                   "{\"attention_factor\": 1.25, \"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 8.0, "
                   "\"original_max_position_embeddings\": 64, \"rope_type\": \"yarn\"}, \"rope_theta\": 500000, "
-                  "\"sliding_window\": " SW}},
+                  "\"sliding_window\": " SW},
+        .engines = ENGINES_ALL, .llamacpp_arch = "olmo2"},
 };
 
 #pragma GCC diagnostic pop

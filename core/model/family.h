@@ -34,6 +34,8 @@ typedef enum {
     FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
+    FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
+                                            DeepSeek-V3's MoE (sigmoid group routing, shared expert) */
     FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
     FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
     FAM_COUNT
@@ -110,6 +112,10 @@ typedef enum {
     MODEL_NAMES_COUNT
 } model_names;
 
+/* The engines people deploy (lint's targets): which implement a model_type. */
+enum { ENGINE_HF = 1 << 0, ENGINE_VLLM = 1 << 1, ENGINE_SGLANG = 1 << 2, ENGINE_LLAMACPP = 1 << 3 };
+#define ENGINES_ALL (ENGINE_HF | ENGINE_VLLM | ENGINE_SGLANG | ENGINE_LLAMACPP)
+
 /* Which reader knows the family's config.json keys (core/model/config.c). */
 typedef enum {
     KEYS_HF,            /* Llama's: hidden_size, num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps */
@@ -171,11 +177,14 @@ typedef struct {
     /* default traits (config.json overrides where it has a key) */
     norm_kind norm;
     qk_norm_kind qk_norm;         /* the q/k norms the modeling code always builds */
+    const char *qk_norm_key;      /* the config.json switch of per-head q/k norms (GLM-4 MoE: use_qk_norm; NULL: none) */
     const char *act;              /* activation when config.json names none */
     const char *act_key;          /* the key naming it before hidden_act (Gemma: hidden_activation) or
                                      instead of it (GPT-2: activation_function); NULL: hidden_act */
     double eps;                   /* norm epsilon when config.json gives none */
+    double partial_rotary;        /* partial_rotary_factor when absent (GLM-4 MoE: 0.5; 0: 1, every dim rotates) */
     bool qkv_bias_always;         /* Qwen2: q/k/v biases whatever attention_bias says, no o bias */
+    bool o_bias_never;            /* attention_bias gives q/k/v biases only, never o_proj's (GLM-4 MoE) */
     bool bias_default;            /* attention_bias when absent (GPT-NeoX: true) */
     bool tied;                    /* tie_word_embeddings when absent */
     bool windowed;                /* a numeric sliding_window applies (Mistral, Gemma, Phi-3) */
@@ -192,7 +201,11 @@ typedef struct {
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
-    const char *gguf_arch;        /* llama.cpp's general.architecture (NULL: no GGUF mapping) */
+    const char *gguf_arch;        /* llama.cpp's general.architecture of attnlab's GGUF export (NULL: none) */
+    unsigned engines;             /* ENGINE_* that implement this model_type -- vLLM's registry, SGLang's
+                                     model files, llama.cpp's convert_hf_to_gguf.py (0: lint does not
+                                     know the family and checks no engine for it) */
+    const char *llamacpp_arch;    /* the architecture convert_hf_to_gguf.py writes for it (lint) */
     SynthRecipe synth;            /* hidden 0: no synthetic checkpoint */
 } FamilyRow;
 

@@ -185,9 +185,11 @@ static int open_gguf(Model *m, const char *path) {
     return rc ? rc : model_config_parse_keep(m->config_json, path, &m->cfg, &m->config_tree);
 }
 
-/* Records per-head (or whole-projection) Q/K norms from layer 0's q_norm / k_norm tensors. */
+/* Records per-head (or whole-projection) Q/K norms from layer 0's q_norm / k_norm tensors, unless
+ * the family's config switch decided (GLM-4 MoE's use_qk_norm: false ignores them, as transformers does). */
 static void note_qk_norm(Model *m) {
     ModelConfig *c = &m->cfg;
+    if (cfg_row(c)->qk_norm_key) return;
     const tensor_role roles[] = {ROLE_Q_NORM, ROLE_K_NORM};
     for (int i = 0; i < 2 && c->qk_norm == QKN_NONE; i++) {
         char n[192];
