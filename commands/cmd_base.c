@@ -192,6 +192,7 @@ static const char INFO_HELP[] =
     "+ qk_rope_head_dim; otherwise 2 x KV heads x head dim) and bytes in the cache dtype\n"
     "(the weights' dtype; BF16 for FP8 weights, as DeepSeek runs its cache).\n"
     "Then the rest of the description (RoPE scaling, rotary dims, softmax scale, sliding window,\n"
+    "the layers without RoPE where some have none (nope_layers: SmolLM3's no_rope_layers),\n"
     "QK norm, norm, activation, MLP kind) and, per analysis (ranks vo, ranks qk, spectrum,\n"
     "ppl/calibrate, convert mla, convert tpa, kvsvd, compare, export formats), whether it is\n"
     "available on this model and, if not, why.\n"
@@ -232,6 +233,8 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_int(t, o, "rotary_dims", c->rope_spec.rotary_dim);
     info_num(t, o, "softmax_scale", cfg_attn_scale(c, 0));
     info_int(t, o, "sliding_window", c->sliding_window);
+    char nope[256];
+    if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */
     info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
     info_str(t, o, "norm", norm_kind_name(c->norm));
     info_str(t, o, "activation", c->activation);

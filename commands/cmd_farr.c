@@ -59,6 +59,19 @@ static void say_qk_dims(Session *s, Out *out, farr_kind kind) {
     if (kind == FARR_QK && farr_qk_dims(&s->cur->cfg, dims, sizeof dims)) out_printf(out, "QK uses the %s\n", dims);
 }
 
+/* QK over layers lo..hi of c that apply no RoPE (SmolLM3's no_rope_layers): said, with what an
+ * offset does there (nothing: W_Q W_Kᵀ is the exact map). */
+static void say_nope_layers(Out *out, const ModelConfig *c, farr_kind kind, long lo, long hi, int offset) {
+    char list[256] = "";
+    int n = 0;
+    for (long L = lo; kind == FARR_QK && c->rope != ROPE_NONE && L <= hi; L++)
+        if (!cfg_layer_rope(c, (int)L) && strlen(list) + 16 < sizeof list)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%ld", n++ ? ", " : "", L);
+    if (n)
+        out_printf(out, "layer%s %s: no RoPE (no_rope_layers): W_Q W_K^T is the exact map there%s\n", n > 1 ? "s" : "",
+                   list, offset != FARR_NO_OFFSET ? ", the offset is not applied" : "");
+}
+
 /* ================================================================ spectrum */
 
 static const char SPECTRUM_HELP[] =
@@ -68,7 +81,8 @@ static const char SPECTRUM_HELP[] =
     "head H reads) or qk, vo (the fused pair, from its factors -- never formed). qk uses the NoPE\n"
     "columns where RoPE is partial (MLA; GPT-NeoX and Phi-3 partial rotary, which rotate each head's\n"
     "first dims: the output names the dims used) and all columns without RoPE (GPT-2); full-RoPE models\n"
-    "(Llama, Mistral, Qwen2) need `offset D` for qk, while q and k there are the whole projection of\n"
+    "(Llama, Mistral, Qwen2) need `offset D` for qk (not on SmolLM3's layers without RoPE, which fuse\n"
+    "exactly), while q and k there are the whole projection of\n"
     "one head: RoPE rotates a projection's output, so a single W_Q or W_K has no RoPE problem. Where a\n"
     "Q/K norm sits between projection and score (Qwen3, Gemma 3, OLMo 2), qk is refused and q / k are\n"
     "the whole projection too. The result is a table of one row per singular value: index\n"
@@ -173,7 +187,8 @@ static const char RANKS_HELP[] =
     "refused where a Q/K RMSNorm sits between projection and score (Qwen3, Gemma 3: per head; OLMo 2:\n"
     "whole projection): q and k are divided by their own per-token RMS, so the score is not a\n"
     "bilinear form and W_Q W_K^T is not what the model computes; `spectrum q|k` still gives each\n"
-    "projection's own spectrum there.\n"
+    "projection's own spectrum there. Layers without RoPE in a RoPE model (SmolLM3's no_rope_layers)\n"
+    "fuse whole heads exactly, without an offset (one given is not applied there).\n"
     "Views: `order rank` sorts each layer's heads by fused rank (head ids kept in the head column;\n"
     "default `order head`). `summary` gives one row per layer instead: layer, heads, the min and\n"
     "max of each factor's rank, the min / median / max fused rank and the heads holding the min\n"
@@ -357,6 +372,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
                    n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
+    if (out_narrates(out)) say_nope_layers(out, &m->cfg, kind, lo, hi, offset);
     if (brief) {
         char *text = table_render(brief_t, out->fmt, out->prec);
         if (text) out_printf(out, "%s", text);
@@ -625,7 +641,7 @@ static const char TRUNCATE_HELP[] =
     "total: parameters before / after, energy kept (min, mean over heads), relative Frobenius\n"
     "error of the fused maps, and the KV-cache values per token where a cached dim shrinks\n"
     "(MLA caches the latent: unchanged). `heads` gives one row per head instead. Full-RoPE\n"
-    "models cannot truncate qk (seed A.3). `export DIR` writes the result; `ppl` and `generate` run it\n"
+    "models cannot truncate qk (seed A.3; SmolLM3's NoPE layers neither, for now). `export DIR` writes the result; `ppl` and `generate` run it\n"
     "(`source`: the loaded model) and `check` compares it with the model, layer by layer.\n"
     "Examples:\n"
     "  truncate vo tau 0.999 layers 1-3\n"

@@ -22,7 +22,7 @@ pending() {
 # 40 token ids for ppl (any ids below 256)
 for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
 
-for fam in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 olmo3 deepseek_v3; do
+for fam in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 olmo3 deepseek_v3 smollm3; do
     d=$T/$fam
     run -e "synth family $fam $d"
     [ "$(rc)" = 0 ] || { fail "synth family $fam: rc $(rc): $(cat err.txt)"; continue; }
@@ -72,6 +72,32 @@ ok "  naming the q/k norm" grep -q "Q/K RMSNorm" err.txt
 run -e "load $T/gpt_neox; ranks qk layer 1"
 ok "gpt_neox ranks qk runs" test "$(rc)" = 0
 ok "  on the NoPE dims, said" grep -q "NoPE dims 8-31" out.txt
+# smollm3: no RoPE on layer 3 (no_rope_layers [1, 1, 1, 0]): info names it; ranks qk fuses it
+# exactly without an offset (the planted K rank 8 of each KV head: Q 32, K 8, QK 8) -- an offset
+# changes nothing there -- and asks for one on the other layers, naming layer 3
+run -e "load $T/smollm3; info"
+ok "smollm3 info names the NoPE layer" grep -Eq "^nope_layers +3$" out.txt
+ok "  ranks qk: offset elsewhere, exact on layer 3" grep -q "layer 3 applies no RoPE (no_rope_layers) and fuses exactly" out.txt
+run -e "load $T/smollm3; ranks qk layer 3"
+ok "smollm3 ranks qk layer 3 runs without an offset" test "$(rc)" = 0
+ok "  the planted K rank 8 (Q 32, QK 8)" grep -Eq "^ +3 +1 +32 +8 +8$" out.txt
+ok "  and says so" grep -q "layer 3: no RoPE (no_rope_layers): W_Q W_K^T is the exact map there" out.txt
+run -e "load $T/smollm3; spectrum qk layer 3 head 2"
+cp out.txt sp0.txt
+run -e "load $T/smollm3; spectrum qk layer 3 head 2 offset 9"
+ok "  an offset changes nothing on layer 3" cmp -s sp0.txt out.txt
+run -e "load $T/smollm3; ranks qk layer 2"
+ok "smollm3 ranks qk layer 2 needs an offset" test "$(rc)" = 1
+ok "  naming the layer that does not" grep -q "layer 3 has no RoPE (no_rope_layers)" err.txt
+cp -r "$T/smollm3" "$T/smollm3-nw"
+sed -i 's/"use_sliding_window":[[:space:]]*true/"use_sliding_window": false/' "$T/smollm3-nw/config.json"
+run -e "load $T/smollm3-nw; convert mla kv-rank 32"
+ok "smollm3 (no window) convert mla refused" test "$(rc)" = 1
+ok "  naming the NoPE layer" grep -q "layer 3 of 4 applies no RoPE (no_rope_layers)" err.txt
+run -e "load $T/smollm3-nw; compare kv-budget 128 layers 3"
+ok "smollm3 compare on the NoPE layer runs" test "$(rc)" = 0
+ok "  TransMLA n/a there" grep -q "n/a: RoRoPE needs rotary keys" out.txt
+
 for fam in mixtral phi3; do
     cp -r "$T/$fam" "$T/$fam-nw"
     sed -i -E 's/"sliding_window":[[:space:]]*[0-9]+/"sliding_window": null/; s/"partial_rotary_factor":[[:space:]]*[0-9.]+/"partial_rotary_factor": 1.0/' "$T/$fam-nw/config.json"

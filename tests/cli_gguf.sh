@@ -118,6 +118,21 @@ for fa in qwen3:qwen3 olmo2:olmo2 phi3:phi3 gpt_neox:gptneox gemma2:gemma2 gemma
 done
 run -e "synth family qwen3_moe q3m; load q3m; export q3m.gguf"
 [ "$(rc)" = 1 ] && grep -q "mixture-of-experts layers are not converted to GGUF yet" err.txt || fail "qwen3_moe: [$(cat err.txt)]"
+# smollm3 as llama.cpp's smollm3 (q / k permuted as llama's; no RoPE on every fourth layer by a
+# constant, no key; no sliding window): without its window F32 logits bit for bit equal after the
+# round trip, the NoPE layer read back; with the window, or NoPE layers llama.cpp would not skip, refused
+run -e "synth family smollm3 s3; load s3; export s3.gguf"
+[ "$(rc)" = 1 ] && grep -q "llama.cpp's smollm3 has no sliding window" err.txt || fail "smollm3 window: [$(cat err.txt)]"
+cp -r s3 s3nw && sed -i 's/"use_sliding_window":[[:space:]]*true/"use_sliding_window": false/' s3nw/config.json
+run -e "load s3nw; export s3nw.gguf dtype f32"
+[ "$(rc)" = 0 ] && grep -q "llama.cpp architecture smollm3, F32" out.txt || fail "smollm3 export: [$(cat out.txt err.txt)]"
+"$TG" logits s3nw "$IDS" > ref_s3.json && "$TG" logits s3nw.gguf "$IDS" > gg_s3.json || fail "smollm3 logits"
+cmp -s ref_s3.json gg_s3.json || fail "smollm3: logits of the GGUF differ from the source's"
+run -e "load s3nw.gguf; info"
+grep -Eq "^nope_layers +3$" out.txt || fail "smollm3 GGUF: the NoPE layer 3 is lost: [$(cat out.txt)]"
+cp -r s3nw s3x && sed -i 's/"no_rope_layers":[[:space:]]*\[1, 1, 1, 0\]/"no_rope_layers": [1, 0, 1, 1]/' s3x/config.json
+run -e "load s3x; export s3x.gguf"
+[ "$(rc)" = 1 ] && grep -q "these no_rope_layers have no GGUF form" err.txt || fail "smollm3 other NoPE layers: [$(cat err.txt)]"
 
 # lint of a GGUF: an export has no errors; a tensor renamed and the vocabulary key damaged are
 # errors for llama.cpp naming them; an unreadable file is one

@@ -4,7 +4,7 @@
 # ${ATTNLAB_NODE_PREFIX:-~/.local/share/attnlab/node}). For stories260K (llama2.c, its tokenizer),
 # demo-llama (a synthetic Llama GQA model: 8 heads, 2 KV heads), demo-gpt2 and a TransMLA
 # conversion of demo-llama (deepseek2, MLA), a Qwen2 made from demo-llama with q/k/v biases,
-# gpt2-tiny-random, synthetic qwen3 and olmo2 (`synth family`), and demo-llama's FaRR truncation / TransMLA conversion exported straight to
+# gpt2-tiny-random, synthetic qwen3, olmo2 and smollm3 (`synth family`), and demo-llama's FaRR truncation / TransMLA conversion exported straight to
 # GGUF (dense / stock DeepSeek-V3 forms), demo-r1 (FP8 block-scaled, dequantized; also truncated), the next-token logits llama.cpp computes after every
 # token of a prompt (tests/llamacpp_logits.mjs, F32 KV cache) are compared with attnlab's forward
 # pass on the source checkpoint (`test_gguf logits`): f32 within 1e-4 with every argmax equal
@@ -147,6 +147,15 @@ grep -q '"sliding_window": null' g3m/config.json || fail "g3m: no sliding_window
 run -e "load g3m; export g3m.gguf dtype f32"
 [ "$(rc)" = 0 ] || fail "gemma3 export: [$(cat err.txt)]"
 compare gemma3-f32 g3m g3m.gguf 1e-2 argmax
+
+# smollm3 as s3m, without its window (llama.cpp's smollm3 has none): no RoPE on layer 3 in both
+# (llama.cpp: every fourth layer, a constant; max |dlogit| 3.9e-6 measured, where RoPE on layer 3
+# would move the logits by 0.19)
+run -e "synth family smollm3 s3m" && sed -i 's/"use_sliding_window":[[:space:]]*true/"use_sliding_window": false/' s3m/config.json
+grep -q '"use_sliding_window": false' s3m/config.json || fail "s3m: no use_sliding_window to turn off"
+run -e "load s3m; export s3m.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "smollm3 export: [$(cat err.txt)]"
+compare smollm3-f32 s3m s3m.gguf 1e-4 argmax
 
 # transformations chained to GGUF (`export FILE.gguf` right after them): a FaRR truncation through
 # its dense export, a lossy TransMLA conversion through its stock DeepSeek-V3 one; attnlab's

@@ -26,6 +26,10 @@
  *                           inv_freq blended between f and f / factor by a linear ramp over the
  *                           pairs [floor(d ln(L0 / (2 pi beta_fast)) / (2 ln theta)), ceil(same with
  *                           beta_slow)], cos and sin times attention_factor (default 0.1 ln(factor) + 1)
+ *   smollm3                 Llama's layer, but no RoPE on q and k of the layers whose no_rope_layers
+ *                           entry is 0 (without the list: every no_rope_layer_interval-th, default 4);
+ *                           with use_sliding_window and no layer_types, the window on those layers;
+ *                           tied embeddings by default
  *   deepseek_v3             MLA: q_a_proj -> q_a_layernorm -> q_b_proj (or q_proj), kv_a_proj_with_mqa
  *                           -> kv_a_layernorm -> kv_b_proj [k_nope; v] per head, one shared RoPE key,
  *                           rope_interleave (pairs (2i, 2i+1)), scale (nope + rope)^-1/2; MoE from
@@ -53,7 +57,7 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -72,6 +76,7 @@ struct RefModel {
     bool yarn;
     double yarn_factor, yarn_orig, beta_fast, beta_slow, yarn_attn;
     bool sliding[REF_MAX_LAYERS];
+    bool no_rope[REF_MAX_LAYERS];  /* no RoPE on this layer (SmolLM3) */
     double scale, attn_cap, final_cap, embed_scale;
     ract act;
     /* mixture of experts */
@@ -104,7 +109,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"glm4_moe", R_GLM4_MOE}};
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -115,10 +120,22 @@ static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OL
 /* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
 static bool ds_router(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_GLM4_MOE; }
 
+/* SmolLM3Config: no_rope_layers[L] 0 means no RoPE on layer L; absent (null), layers with
+ * (L + 1) % no_rope_layer_interval == 0 have none. */
+static void parse_nope(RefModel *m, const cJSON *r) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(r, "no_rope_layers");
+    int every = (int)jnum(r, "no_rope_layer_interval", 4, 4);
+    for (int L = 0; m->fam == R_SMOLLM3 && L < m->L && L < REF_MAX_LAYERS; L++) {
+        const cJSON *e = cJSON_IsArray(list) ? cJSON_GetArrayItem(list, L) : NULL;
+        m->no_rope[L] = cJSON_IsArray(list) ? (cJSON_IsNumber(e) && e->valuedouble == 0) : (L + 1) % every == 0;
+    }
+}
+
 /* Sliding layers: layer_types, else the family's pattern (HF configuration classes). */
 static void parse_windows(RefModel *m, const cJSON *r) {
     double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 ? 4096 : 0, 0);
-    if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE) && !jbool(r, "use_sliding_window", false))
+    if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_SMOLLM3) &&
+        !jbool(r, "use_sliding_window", false))
         w = 0;
     m->window = (int)w;
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r, "layer_types");
@@ -131,6 +148,7 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         else if (m->fam == R_GEMMA3) s = (L + 1) % pattern != 0;
         else if (m->fam == R_OLMO3) s = (L + 1) % 4 != 0;
         else if (m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE) s = L >= mwl;
+        else if (m->fam == R_SMOLLM3) s = m->no_rope[L];      /* sliding on the NoPE layers */
         else s = true;
         m->sliding[L] = s && m->window > 0;
     }
@@ -205,7 +223,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
                               : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m) ||
                                                             m->fam == R_GLM4_MOE ? 1e-5 : 1e-6, 1e-6);
-    m->tied = jbool(r, "tie_word_embeddings", gemma(m));
+    m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
     m->qkv_bias = m->fam == R_QWEN2 || ab;
     m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
@@ -241,6 +259,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
         if (td && !strcmp(td, "bfloat16")) { uint16_t u; dt_from_f32(DT_BF16, &s, 1, &u); dt_to_f32(DT_BF16, &u, 1, &b); s = b; }
         m->embed_scale = s;
     }
+    parse_nope(m, r);
     parse_windows(m, r);
     parse_moe(m, r);
     return AL_OK;
@@ -291,6 +310,7 @@ void ref_describe(const RefModel *m, int L, RefLayerInfo *o) {
     o->attn_cap = m->attn_cap;
     o->final_cap = m->final_cap;
     o->tied = m->tied;
+    o->rope = !m->no_rope[L];
 }
 
 /* ================================================================ tensors and small kernels */
@@ -498,7 +518,7 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     int rc = Q && K && V && A && p ? qkv_proj(m, L, h, T, Q, K, V) : AL_ERR;
     double theta, factor;
     layer_rope(m, L, &theta, &factor);
-    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+    for (size_t t = 0; rc == AL_OK && !m->no_rope[L] && t < T; t++) {
         for (size_t i = 0; i < H; i++)
             if (layer_yarn(m, L)) rope_yarn(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
             else rope(Q + t * qd + i * hd, m->rot, (double)t, theta, factor, false);

@@ -1,6 +1,6 @@
 /* ref_forward.h -- an independent float64 reference forward pass for the tests, written from the
  * Hugging Face transformers modeling files (modeling_llama / mistral / qwen2 / qwen3 / qwen3_moe /
- * gemma2 / gemma3 / mixtral / phi3 / gpt_neox / olmo2 / olmo3 / deepseek_v3), not from core/model/forward.c.
+ * gemma2 / gemma3 / mixtral / phi3 / gpt_neox / olmo2 / olmo3 / deepseek_v3 / smollm3), not from core/model/forward.c.
  *
  * It reads config.json itself (cJSON, the few keys each family uses, with the defaults of the
  * family's configuration class) and the tensors of one model.safetensors by their HF names
@@ -37,6 +37,7 @@ typedef struct {
     bool moe;                  /* mixture-of-experts MLP */
     double eps, embed_scale, attn_cap, final_cap;
     bool tied;
+    bool rope;                 /* RoPE on q and k (false on SmolLM3's NoPE layers) */
 } RefLayerInfo;
 void ref_describe(const RefModel *m, int L, RefLayerInfo *out);
 

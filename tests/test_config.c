@@ -382,8 +382,42 @@ static void test_family_table(void) {
           !strcmp(n, "model.layers.1.block_sparse_moe.experts.2.w2.weight"), "%s", n);
 }
 
+/* SmolLM3's NoPE layers: no_rope_layers (1: RoPE, 0: none), else every no_rope_layer_interval-th
+ * layer (default 4); with use_sliding_window and no layer_types the window is on the NoPE layers;
+ * tied embeddings by default; a list shorter than the layers is an error; other families ignore the keys. */
+static void test_smollm3(void) {
+#define SMOL "\"model_type\": \"smollm3\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_key_value_heads\": 2"
+    ModelConfig c = parse(SMOL ", \"num_hidden_layers\": 36, \"rope_theta\": 5000000.0, \"sliding_window\": null, "
+                          "\"use_sliding_window\": false, \"max_window_layers\": 28");
+    char list[256];
+    int n = cfg_nope_layers(&c, list, sizeof list), windows = 0;
+    for (int L = 0; L < 36; L++) windows += cfg_layer_window(&c, L) > 0;
+    CHECK(c.family == FAM_SMOLLM3 && c.tie_embeddings && n == 9 && !strcmp(list, "3, 7, 11, 15, 19, 23, 27, 31, 35") &&
+          cfg_layer_rope(&c, 2) && !cfg_layer_rope(&c, 3) && cfg_layer_rope(&c, 4) && !cfg_layer_rope(&c, 35) &&
+          windows == 0 && c.rope_theta == 5e6, "smollm3 3B: every fourth layer has no RoPE, no window (%d: %s)", n, list);
+    c = parse(SMOL ", \"num_hidden_layers\": 4, \"no_rope_layer_interval\": 4, \"no_rope_layers\": [1, 0, 1, 1]");
+    CHECK(cfg_layer_rope(&c, 0) && !cfg_layer_rope(&c, 1) && cfg_layer_rope(&c, 3), "no_rope_layers wins over the interval");
+    c = parse(SMOL ", \"num_hidden_layers\": 4, \"no_rope_layer_interval\": 2");
+    CHECK(cfg_nope_layers(&c, list, sizeof list) == 2 && !strcmp(list, "1, 3"), "interval 2: %s", list);
+    c = parse(SMOL ", \"num_hidden_layers\": 8, \"sliding_window\": 16, \"use_sliding_window\": true, "
+              "\"max_window_layers\": 0");
+    CHECK(cfg_layer_window(&c, 2) == 0 && cfg_layer_window(&c, 3) == 16 && cfg_layer_window(&c, 6) == 0 &&
+          cfg_layer_window(&c, 7) == 16, "smollm3: the window on the NoPE layers (not from max_window_layers)");
+    c = parse(SMOL ", \"num_hidden_layers\": 2, \"sliding_window\": 16, \"use_sliding_window\": true, "
+              "\"layer_types\": [\"sliding_attention\", \"full_attention\"]");
+    CHECK(cfg_layer_window(&c, 0) == 16 && cfg_layer_window(&c, 1) == 0 && cfg_layer_rope(&c, 1), "layer_types wins");
+    c = parse(SMOL ", \"num_hidden_layers\": 4, \"tie_word_embeddings\": false");
+    CHECK(!c.tie_embeddings, "untied when config.json says so");
+    CHECK_ERR(model_config_parse("{" SMOL ", \"num_hidden_layers\": 4, \"no_rope_layers\": [1, 1]}", "t", &c),
+              "no_rope_layers (2 entries for 4 layers)");
+    c = parse(LLAMA ", \"no_rope_layers\": [0, 0, 0, 0], \"no_rope_layer_interval\": 1");
+    CHECK(cfg_layer_rope(&c, 0) && cfg_nope_layers(&c, list, sizeof list) == 0, "llama reads no NoPE keys");
+#undef SMOL
+}
+
 int main(void) {
     test_family_table();
+    test_smollm3();
     test_python_nonfinite();
     test_families();
     test_olmo3();

@@ -123,16 +123,16 @@ static void check_description(const char *fam, const char *dir) {
                   factor == o.rope_factor && fabs(cfg_attn_scale(&c, L) - o.scale) <= 1e-12 * o.scale &&
                   c.qk_rope_dim == o.rot && cfg_moe_layer(&c, L) == o.moe && c.norm_eps == o.eps &&
                   fabs(c.embed_scale - o.embed_scale) <= 1e-6 * o.embed_scale && c.attn_softcap == o.attn_cap &&
-                  c.final_softcap == o.final_cap && c.tie_embeddings == o.tied;
+                  c.final_softcap == o.final_cap && c.tie_embeddings == o.tied && cfg_layer_rope(&c, L) == o.rope;
         CHECK(ok, "%s layer %d: attnlab window %zu theta %g factor %g yarn %d x%g scale %g rotary %d moe %d eps %g "
-                  "embed x%g caps %g %g tied %d; reference %d %g %g %d x%g %g %d %d %g x%g %g %g %d", fam, L,
+                  "embed x%g caps %g %g tied %d rope %d; reference %d %g %g %d x%g %g %d %d %g x%g %g %g %d %d", fam, L,
               cfg_layer_window(&c, L), cfg_layer_theta(&c, L), factor, yarn, att, cfg_attn_scale(&c, L), c.qk_rope_dim,
-              cfg_moe_layer(&c, L), c.norm_eps, c.embed_scale, c.attn_softcap, c.final_softcap, c.tie_embeddings,
+              cfg_moe_layer(&c, L), c.norm_eps, c.embed_scale, c.attn_softcap, c.final_softcap, c.tie_embeddings, cfg_layer_rope(&c, L),
               o.window, o.theta, o.rope_factor, o.yarn, o.attn_factor, o.scale, o.rot, o.moe, o.eps, o.embed_scale,
-              o.attn_cap, o.final_cap, o.tied);
+              o.attn_cap, o.final_cap, o.tied, o.rope);
         bad += !ok;
     }
-    if (r) printf("  %-12s config %s: windows, RoPE bases / scaling / YaRN, scale, rotary dims, MoE layers, eps, caps\n", fam,
+    if (r) printf("  %-12s config %s: windows, RoPE bases / scaling / YaRN / NoPE layers, scale, rotary dims, MoE layers, eps, caps\n", fam,
                   bad ? "FAIL" : "ok");
     ref_free(r);
     free(text);

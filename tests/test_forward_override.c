@@ -5,9 +5,11 @@
  * is set after the cache exists, while the cache grows, and when it goes and comes back; an
  * overridden layer hands only its input and output to hooks, and the output equals the plain
  * pass's; errors name the layer and the width. Also fwd_ppl's windows (sum of fwd_nll per window)
- * and the per-layer softmax scale and sliding window the pass reports. */
+ * and the per-layer softmax scale and sliding window the pass reports. SmolLM3's layer without RoPE
+ * through the evaluator too. */
 #include "test_transmla_util.h"
 #include "forward.h"
+#include "synth.h"
 
 #define NTOK 40
 
@@ -213,9 +215,42 @@ static void test_ppl(const char *tmp) {
     }
 }
 
+/* SmolLM3's layer without RoPE (synth family smollm3: layer 3 of 4) as the evaluator loads it
+ * (attn_eval): every layer swapped for its own copy gives the plain pass's logits, and layer 3's
+ * copy has no RoPE dims (with them its keys would turn with the position: logits apart). */
+static void test_nope_override(const char *tmp) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/smollm3", tmp);
+    CHECK_OK(synth_family_write("smollm3", DT_F32, SYNTH_DEFAULT_SEED, dir));
+    Model *m = NULL;
+    Forward *f = NULL;
+    CHECK_OK(model_open(dir, &m));
+    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    if (!f) { model_free(m); return; }
+    int ids[NTOK];
+    for (int i = 0; i < NTOK; i++) ids[i] = (i * 37 + 11) % 256;
+    size_t V = fwd_vocab(f);
+    float *plain = prefill(f, ids);
+    AttnLayer *own[4] = {NULL};
+    for (int l = 0; l < 4; l++) {
+        CHECK_OK(attn_layer_load(m, l, &own[l]));
+        if (own[l]) CHECK_OK(fwd_set_attn(f, l, own[l]));
+    }
+    CHECK(own[2] && own[2]->rope_dim == 32 && own[3] && own[3]->rope_dim == 0, "layer 3 has no RoPE dims");
+    float *over = prefill(f, ids);
+    CHECK(max_diff(plain, over, NTOK * V) < 1e-4, "smollm3 layers swapped in: logits differ by %g",
+          max_diff(plain, over, NTOK * V));
+    free(plain);
+    free(over);
+    fwd_free(f);
+    for (int l = 0; l < 4; l++) attn_layer_free(own[l]);
+    model_free(m);
+}
+
 int main(void) {
     const char *tmp = test_tmpdir();
     test_override(tmp);
+    test_nope_override(tmp);
     test_growth(tmp);
     test_ppl(tmp);
     return check_done();

@@ -102,16 +102,33 @@ int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out) {
 int farr_side_alone(Model *m, int side, int layer, int head, int offset, Mat **W) {
     const ModelConfig *c = &m->cfg;
     *W = NULL;
-    bool full_rope = c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0;
+    bool full_rope = cfg_layer_rope(c, layer) && c->qk_nope_dim == 0;
     if (c->qk_norm == QKN_NONE && !(full_rope && offset == FARR_NO_OFFSET)) return AL_OK;
     return whole_side(m, side, layer, head, W);
 }
 
-/* farr_fuse_mode on a loaded model: QK fusion first asks core/analyses (per-head Q/K norms
- * between the projections and the scores make W_Q W_Kᵀ the wrong map). */
-static int fuse_mode(const Model *m, farr_kind kind, int offset, head_part *part, bool *rotate_k) {
+/* farr_fuse_mode on a loaded model, for layer (-1: every layer alike): QK fusion first asks
+ * core/analyses (per-head Q/K norms between the projections and the scores make W_Q W_Kᵀ the wrong
+ * map). A layer without RoPE in a RoPE model (SmolLM3's every fourth) fuses its whole heads
+ * exactly: no offset is needed, and one given is not applied there. */
+static int fuse_mode(const Model *m, farr_kind kind, int layer, int offset, head_part *part, bool *rotate_k) {
     if (kind != FARR_VO && analysis_check(m, AN_RANKS_QK) != AL_OK) return AL_ERR;
-    return farr_fuse_mode(&m->cfg, kind, offset, part, rotate_k);
+    const ModelConfig *c = &m->cfg;
+    if (kind != FARR_VO && layer >= 0 && c->rope != ROPE_NONE && !cfg_layer_rope(c, layer)) {
+        if (offset != FARR_NO_OFFSET && offset < 0) return al_err("offset must be >= 0 (got %d)", offset);
+        *part = PART_ALL;
+        *rotate_k = false;
+        return AL_OK;
+    }
+    int rc = farr_fuse_mode(c, kind, offset, part, rotate_k);
+    char nope[128], msg[1024];
+    int n = rc != AL_OK && kind != FARR_VO ? cfg_nope_layers(c, nope, sizeof nope) : 0;
+    if (n) {
+        snprintf(msg, sizeof msg, "%s; layer%s %s ha%s no RoPE (no_rope_layers) and fuse%s exactly without one",
+                 al_errmsg(), n > 1 ? "s" : "", nope, n > 1 ? "ve" : "s", n > 1 ? "" : "s");
+        al_err("%s", msg);
+    }
+    return rc;
 }
 
 void farr_rope_rotate(Mat *W, rope_layout layout, double theta, double p) {
@@ -148,7 +165,7 @@ int farr_head_factors(Model *m, farr_kind kind, int layer, int head, int offset,
     *A = *B = NULL;
     head_part part;
     bool rot;
-    if (fuse_mode(m, kind, offset, &part, &rot) != AL_OK) return AL_ERR;
+    if (fuse_mode(m, kind, layer, offset, &part, &rot) != AL_OK) return AL_ERR;
     if (model_check_head(m, HK_Q, layer, head) != AL_OK) return AL_ERR;
     /* one head: its blocks straight from the checkpoint (model_head), not the whole layer */
     return head_factors_loaded(m, kind, layer, head, part, rot, offset, A, B, op);
@@ -608,7 +625,7 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
     *out = NULL;
     const ModelConfig *c = &m->cfg;
     LayerJob job = { .m = m };
-    if (fuse_mode(m, kind, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
+    if (fuse_mode(m, kind, layer, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
     if (layer < 0 || layer >= c->n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
     if (route == FARR_ROUTE_FACTORS && model_layer_load(m, layer) != AL_OK) return AL_ERR;
@@ -640,7 +657,7 @@ static int layer_redo(Model *m, FarrLayer *l, const bool *redo, size_t *redone) 
     const ModelConfig *c = &m->cfg;
     head_part part;
     bool rot;
-    if (fuse_mode(m, l->kind, l->offset, &part, &rot) != AL_OK) return AL_ERR;
+    if (fuse_mode(m, l->kind, l->layer, l->offset, &part, &rot) != AL_OK) return AL_ERR;
     size_t H = (size_t)l->n_heads, G = (size_t)c->n_kv_heads, nh = 0, ng = 0;
     size_t *hsel = al_calloc(H ? H : 1, sizeof *hsel, "heads"), *gsel = al_calloc(G ? G : 1, sizeof *gsel, "heads");
     FarrLayer *t = layer_new(c, l->kind, l->layer, l->offset, part);
@@ -1155,7 +1172,7 @@ static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int 
 static int truncate_opts(Model *m, FarrTruncOpts *o, head_part *part) {
     const ModelConfig *c = &m->cfg;
     bool rot;
-    if (fuse_mode(m, o->kind, FARR_NO_OFFSET, part, &rot) != AL_OK) return AL_ERR;
+    if (fuse_mode(m, o->kind, -1, FARR_NO_OFFSET, part, &rot) != AL_OK) return AL_ERR;
     if (o->layer_hi < 0) o->layer_hi = c->n_layers - 1;
     if (o->layer_lo < 0 || o->layer_lo > o->layer_hi || o->layer_hi >= c->n_layers)
         return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi,

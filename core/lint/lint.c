@@ -984,7 +984,8 @@ static const char *const GGUF_ARCHS[] = {
     "llama", "llama4", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi2", "phi3",
     "phimoe", "gptneox", "gpt2", "olmo", "olmo2", "olmoe", "deepseek", "deepseek2", "falcon", "starcoder", "starcoder2",
     "mpt", "bloom", "stablelm", "internlm2", "minicpm", "command-r", "cohere2", "granite", "granitemoe", "exaone",
-    "chatglm", "glm4", "baichuan", "orion", "mamba", "rwkv6", "jamba", "dbrx", "arctic", "nemotron", "gpt-oss", NULL};
+    "chatglm", "glm4", "baichuan", "orion", "mamba", "rwkv6", "jamba", "dbrx", "arctic", "nemotron", "gpt-oss", "smollm3",
+    NULL};
 
 /* A GGUF file, through the validated reader (core/io/gguf.h): an architecture llama.cpp knows, the
  * metadata keys it requires of every architecture, a vocabulary (llama.cpp refuses a file
@@ -1048,7 +1049,7 @@ static void lint_gguf(Lint *x, const char *path) {
         add(x, LINT_ERROR, LT_LLAMACPP, 0, "%s", al_errmsg());
     else if (arch && known && !checked)
         add(x, LINT_ADVISORY, LT_LLAMACPP, 0, "the tensors of llama.cpp's %s are not checked (attnlab maps llama, qwen2, qwen3, olmo2, "
-            "phi3, gptneox, gemma2, gemma3, gpt2, deepseek2)", arch);
+            "phi3, gptneox, gemma2, gemma3, gpt2, deepseek2, smollm3)", arch);
     al_err_clear();
     gguf_close(f);
 }

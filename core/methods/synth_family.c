@@ -23,6 +23,9 @@
  * QK pairs over the NoPE columns, where QK fusion is meaningful without a RoPE offset (the
  * head-by-head fused layout and MLA: gpt_neox's columns [8, 32), deepseek_v3's qk_nope 32):
  *   layer 1 bottleneck K NoPE rank 8 (QK rank 8, Q all NoPE dims); layer 2 flat; else random.
+ * On the layers without RoPE (smollm3's layer 3) QK is planted over the whole head, where W_Q W_Kᵀ
+ * is exactly the map the model computes: bottleneck K rank 8 per KV head g (its query heads: QK
+ * rank 8, Q 32).
  * Everything else is Gaussian with element RMS 1/sqrt(fan-in) (embeddings RMS 1; tied ones, the
  * output layer too, 1/sqrt(hidden)); norm weights are 1 + 0.1 N(0,1) (Gemma's (1 + w) weights
  * 0.1 N(0,1)), LayerNorm and linear biases 0.1 N(0,1), DeepSeek's e_score_correction_bias
@@ -119,15 +122,23 @@ static PairSpec fam_qk(int L, int h) {
 /* QK pairs are planted over the NoPE columns of the layouts that keep them apart from RoPE's. */
 static bool plants_qk(const ModelConfig *c) { return c->attn == QKV_HEADS || c->attn == QKV_MLA; }
 
+/* A layer without RoPE in a RoPE model (SmolLM3): its whole QK is planted. */
+static bool nope_layer(const ModelConfig *c, int L) { return c->rope != ROPE_NONE && !cfg_layer_rope(c, L); }
+static PairSpec fam_qk_nope(int L, int g) {
+    (void)L, (void)g;
+    return p_bottle(8);
+}
+
 bool synth_family_planted(const char *family, bool qk, int layer, int head, double tau, int *ra, int *rb, int *rf) {
     const FamilyRow *row = recipe_row(family);
     ModelConfig c;
     if (!row || recipe_describe(row, &c) != AL_OK || layer < 0 || layer >= c.n_layers || head < 0 || head >= c.n_heads)
         return false;
-    if (qk && !plants_qk(&c)) return false;
-    int g = qk ? head : cfg_kv_group(&c, head);
-    PairSpec p = qk ? fam_qk(layer, head) : fam_vo(layer, g);
-    int k = qk ? c.qk_nope_dim : c.v_dim;
+    bool whole = qk && nope_layer(&c, layer);
+    if (qk && !plants_qk(&c) && !whole) return false;
+    int g = qk && !whole ? head : cfg_kv_group(&c, head);
+    PairSpec p = whole ? fam_qk_nope(layer, g) : qk ? fam_qk(layer, head) : fam_vo(layer, g);
+    int k = whole ? cfg_d_qk(&c) : qk ? c.qk_nope_dim : c.v_dim;
     int a = k, b = k, fu = k;                   /* flat */
     bool hi = tau > 0.995;                      /* the table holds tau 0.999 and 0.99 */
     switch (p.pat) {
@@ -269,8 +280,22 @@ static void split_stream(const ModelConfig *m, tensor_role r, int L, char *name,
     snprintf(name, n, "%s%s.weight", where, role_in_attn(QKV_SPLIT, r)->name);
 }
 
-/* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk), V / O planted (fam_vo),
- * laid out as the description's layout stores them, with its biases and q/k norms. */
+/* Q (H hd x D) and K (KV hd x D) of a layer without RoPE: KV head g's K with the Q of its query
+ * heads planted by fam_qk_nope, as the VO pairs are (K in V's place, Qᵀ in O's). */
+static int nope_qk(const Ctx *c, const GqaDims *dims, Mat **q, Mat **k) {
+    char kind[64];
+    Mat *qt = NULL;
+    snprintf(kind, sizeof kind, "%s.nope-qk", c->c->model_type);
+    int rc = syn_gqa_vo(c->seed, kind, c->L, dims, fam_qk_nope, k, &qt);
+    *q = rc == AL_OK ? mat_transpose(qt) : NULL;
+    mat_free(qt);
+    if (rc == AL_OK && !*q) { mat_free(*k); *k = NULL; rc = AL_ERR; }
+    return rc;
+}
+
+/* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk, the whole QK on a layer
+ * without RoPE), V / O planted (fam_vo), laid out as the description's layout stores them, with
+ * its biases and q/k norms. */
 static int attn_gqa(const Ctx *c) {
     const ModelConfig *m = c->c;
     const size_t D = (size_t)m->hidden, H = (size_t)m->n_heads, KV = (size_t)m->n_kv_heads, hd = (size_t)m->v_dim;
@@ -278,10 +303,15 @@ static int attn_gqa(const Ctx *c) {
     Mat *vp = NULL, *op = NULL;
     const GqaDims dims = {D, H, KV, hd};
     int rc = syn_gqa_vo(c->seed, m->model_type, c->L, &dims, fam_vo, &vp, &op);
-    split_stream(m, ROLE_Q, c->L, name, sizeof name);
-    Mat *q = rc == AL_OK ? syn_gauss_named(c->seed, name, H * hd, D, 1 / sqrt((double)D)) : NULL;
-    split_stream(m, ROLE_K, c->L, name, sizeof name);
-    Mat *k = q ? syn_gauss_named(c->seed, name, KV * hd, D, 1 / sqrt((double)D)) : NULL;
+    Mat *q = NULL, *k = NULL;
+    if (rc == AL_OK && nope_layer(m, c->L)) {
+        nope_qk(c, &dims, &q, &k);
+    } else if (rc == AL_OK) {
+        split_stream(m, ROLE_Q, c->L, name, sizeof name);
+        q = syn_gauss_named(c->seed, name, H * hd, D, 1 / sqrt((double)D));
+        split_stream(m, ROLE_K, c->L, name, sizeof name);
+        k = q ? syn_gauss_named(c->seed, name, KV * hd, D, 1 / sqrt((double)D)) : NULL;
+    }
     if (k && plants_qk(m) && plant_nope_qk(c, q, k) != AL_OK) { mat_free(k); k = NULL; }
     if (!k) { mat_free(q); mat_free(vp); mat_free(op); return AL_ERR; }
     if (m->attn == QKV_SPLIT) {

@@ -50,6 +50,17 @@ static bool local_theta_reason(const ModelConfig *c, const char *where, char *wh
     return false;
 }
 
+/* Layers without RoPE in a RoPE model (SmolLM3's no_rope_layers): a conversion whose export applies
+ * RoPE on every layer (and TransMLA's RoRoPE, which needs rotary keys) does not cover them. */
+static bool nope_reason(const ModelConfig *c, const char *where, const char *what, char *why, size_t cap) {
+    char list[256];
+    int n = cfg_nope_layers(c, list, sizeof list);
+    if (!n) return false;
+    return why_set(why, cap, "%s: layer%s %s of %d appl%s no RoPE (no_rope_layers): %s rotates the keys of every "
+                   "layer, and its export has no per-layer NoPE; not covered", where, n > 1 ? "s" : "", list,
+                   c->n_layers, n > 1 ? "y" : "ies", what);
+}
+
 /* The Q/K norm, named for messages. */
 static const char *qk_norm_words(const ModelConfig *c) {
     return c->qk_norm == QKN_PROJ ? "Q/K RMSNorm over the whole projection (q_norm / k_norm, as in OLMo 2)"
@@ -87,7 +98,7 @@ static bool convert_reason(const Model *m, const char *what, char *why, size_t c
     if (c->attn_softcap > 0)
         return why_set(why, cap, "%s: attn_logit_softcapping %g: %s's export does not soft-cap scores", name,
                        c->attn_softcap, what);
-    return local_theta_reason(c, name, why, cap);
+    return nope_reason(c, name, what, why, cap) || local_theta_reason(c, name, why, cap);
 }
 
 /* True when layer L of m holds expert 0's gate in MoE layout x (whatever layout the config routes
@@ -223,7 +234,15 @@ static bool qk_reason(const Model *m, char *why, size_t cap) {
                        "per-token RMS (a function of x W_Q, x W_K), so the score is not a bilinear form of the input and "
                        "W_Q W_Kᵀ is not the map the model computes (ranks vo, spectra of single heads and the forward "
                        "pass are unaffected)", mname(m), qk_norm_words(c));
-    if (c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0)
+    char nope[256];
+    int n = cfg_nope_layers(c, nope, sizeof nope);
+    if (n && n == c->n_layers)
+        snprintf(why, cap, "no layer applies RoPE (no_rope_layers): every QK fuses exactly, without an offset");
+    else if (n && c->qk_nope_dim == 0)
+        snprintf(why, cap, "RoPE on every Q/K dim of the other layers: give `offset D` there (a fixed position offset, "
+                 "analysis only); layer%s %s appl%s no RoPE (no_rope_layers) and fuse%s exactly, without an offset",
+                 n > 1 ? "s" : "", nope, n > 1 ? "y" : "ies", n > 1 ? "" : "s");
+    else if (c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0)
         snprintf(why, cap, "RoPE on every Q/K dim: give `offset D` (a fixed position offset, analysis only)");
     else if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
         snprintf(why, cap, "the %d NoPE columns of each head, dims %d-%d (the RoPE part cannot be fused)", c->qk_nope_dim,

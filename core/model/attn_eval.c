@@ -268,8 +268,8 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
     const ModelConfig *c = &m->cfg;
     L->n_kv_heads = c->n_kv_heads;
     L->head_dim = cfg_d_qk(c);
-    L->rope = c->rope;
-    L->rope_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
+    L->rope = cfg_layer_rope(c, layer) ? c->rope : ROPE_NONE;      /* NoPE layers (SmolLM3): none */
+    L->rope_dim = L->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
     L->window = cfg_layer_window(c, layer);
     L->softcap = c->attn_softcap;
     bool scaled = cfg_layer_rope_scaled(c, layer);

@@ -289,6 +289,27 @@ static void parse_rope_scaling(cfg_reader *r, const cJSON *rs, const ModelConfig
         s->kind = RS_OTHER;
 }
 
+/* The NoPE layers of a family that has them (its row's nope_interval): no_rope_layers (1: RoPE,
+ * 0: none; HF indexes it by layer, so a shorter list is an error), else every
+ * no_rope_layer_interval-th layer. */
+static void parse_nope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
+    int every = cfg_row(c)->nope_interval;
+    if (every <= 0) return;
+    every = jint(r, root, "no_rope_layer_interval", every);
+    double flag[CFG_MAX_LAYERS];
+    int n = jarray(r, root, "no_rope_layers", flag, CFG_MAX_LAYERS), L0 = c->n_layers < CFG_MAX_LAYERS ? c->n_layers : CFG_MAX_LAYERS;
+    if (n > 0 && n < L0) {
+        char item[160];
+        snprintf(item, sizeof item, "no_rope_layers (%d entries for %d layers)", n, c->n_layers);
+        cfg_list_add(r->badnum, sizeof r->badnum, item);
+        r->nbad++;
+    }
+    for (int L = 0; L < L0; L++) {
+        c->layer_nope[L] = n > 0 ? L < n && flag[L] == 0 : every > 0 && (L + 1) % every == 0;
+        c->has_nope |= c->layer_nope[L];
+    }
+}
+
 /* The RoPE spec: layout, rotary dims (partial rotary), theta(s), scaling. */
 static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     RopeSpec *sp = &c->rope_spec;
@@ -308,6 +329,7 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     sp->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
     sp->local_theta = jnum(r, root, "rope_local_base_freq", cfg_row(c)->local_theta);
     parse_rope_scaling(r, cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), c, &sp->scaling);
+    parse_nope(r, root, c);
 }
 
 /* Attention scale, soft-caps and sliding windows. */
@@ -626,6 +648,7 @@ double cfg_attn_scale(const ModelConfig *c, int layer) {
 /* True when layer is a sliding-window layer by layer_types / sliding_window_pattern / max_window_layers. */
 static bool layer_is_local(const ModelConfig *c, int layer) {
     if (c->has_layer_types) return layer < CFG_MAX_LAYERS && c->layer_sliding[layer];
+    if (cfg_row(c)->window_on_nope) return layer < CFG_MAX_LAYERS && c->layer_nope[layer];   /* SmolLM3 */
     if (c->window_pattern > 0) return (layer + 1) % c->window_pattern != 0;
     return layer >= c->window_from;
 }
@@ -641,6 +664,24 @@ double cfg_layer_theta(const ModelConfig *c, int layer) {
 
 bool cfg_layer_rope_scaled(const ModelConfig *c, int layer) {
     return !(cfg_row(c)->local_rope_plain && c->sliding_window > 0 && layer_is_local(c, layer));
+}
+
+bool cfg_layer_rope(const ModelConfig *c, int layer) {
+    if (c->rope == ROPE_NONE || c->qk_rope_dim <= 0) return false;
+    return !(c->has_nope && layer >= 0 && layer < CFG_MAX_LAYERS && c->layer_nope[layer]);
+}
+
+int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap) {
+    int n = 0;
+    size_t at = 0;
+    if (cap) buf[0] = 0;
+    for (int L = 0; c->rope != ROPE_NONE && L < c->n_layers; L++) {
+        if (cfg_layer_rope(c, L)) continue;
+        int k = at < cap ? snprintf(buf + at, cap - at, "%s%d", n ? ", " : "", L) : 0;
+        at += k > 0 ? (size_t)k : 0;
+        n++;
+    }
+    return n;
 }
 
 bool cfg_moe_layer(const ModelConfig *c, int layer) {

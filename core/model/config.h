@@ -113,6 +113,8 @@ typedef struct {
     int window_declared;      /* a numeric sliding_window not disabled by use_sliding_window (tokens; -1: none) */
     bool has_layer_types;     /* layer_types given: layer_sliding holds it */
     unsigned char layer_sliding[CFG_MAX_LAYERS];
+    bool has_nope;            /* some layer applies no RoPE (no_rope_layers / no_rope_layer_interval) */
+    unsigned char layer_nope[CFG_MAX_LAYERS];   /* 1: layer L has no RoPE (SmolLM3's every fourth) */
     qk_norm_kind qk_norm;     /* the family's (Qwen3, Gemma 3: per head; OLMo 2: projection), else from the
                                  checkpoint's q_norm / k_norm tensors (model.c) */
     norm_kind norm;
@@ -203,6 +205,12 @@ double cfg_layer_theta(const ModelConfig *c, int layer);
 /* True when layer's RoPE uses the config's rope_scaling (Gemma 3: global layers only; local
  * layers use plain RoPE with rope_local_base_freq). */
 bool cfg_layer_rope_scaled(const ModelConfig *c, int layer);
+/* True when layer applies RoPE to q and k: every layer of a RoPE model but the NoPE layers of
+ * no_rope_layers (1: RoPE, 0: none) or, without that list, every no_rope_layer_interval-th layer
+ * (SmolLM3); false for models without RoPE. */
+bool cfg_layer_rope(const ModelConfig *c, int layer);
+/* The layers of a RoPE model that apply none, as "3, 7, 11" into buf ("" when none); their count. */
+int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap);
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

@@ -122,6 +122,14 @@ const FamilyRow FAMILY[FAM_COUNT] = {
     [FAM_MISTRAL] = {"mistral", "MistralForCausalLM", "mistral", "Mistral (Llama with a sliding window)",
                      LLAMA_LIKE, .windowed = true, .gguf_arch = "llama",
         .engines = ENGINES_ALL, .llamacpp_arch = "llama"},
+    [FAM_SMOLLM3] = {
+        "smollm3", "SmolLM3ForCausalLM", "smollm3", "SmolLM3 (Llama with no RoPE on every fourth layer, tied)",
+        LLAMA_LIKE, .tied = true, .window_opt_in = true, .nope_interval = 4, .window_on_nope = true,
+        .gguf_arch = "smollm3", .engines = ENGINES_ALL, .llamacpp_arch = "smollm3",   /* vLLM, SGLang: transformers backends */
+        .synth = {128, 4, 2, 4, 256, 256, true,
+                  GQA_KEYS("silu", "1e-06") ", \"mlp_bias\": false, \"no_rope_layer_interval\": 4, "
+                  "\"no_rope_layers\": [1, 1, 1, 0], \"pad_token_id\": 0, \"rope_scaling\": null, "
+                  "\"rope_theta\": 5000000.0, \"sliding_window\": " SW ", \"use_sliding_window\": true"}},
     [FAM_QWEN2] = {"qwen2", "Qwen2ForCausalLM", "qwen2", "Qwen2 / Qwen2.5 (q/k/v biases, optional window)",
                    LLAMA_LIKE, .qkv_bias_always = true, .window_opt_in = true, .gguf_arch = "qwen2",
         .engines = ENGINES_ALL, .llamacpp_arch = "qwen2"},

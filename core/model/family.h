@@ -21,6 +21,7 @@
 /* One row per model_type attnlab reads (llama2.c .bin files have a row of their own). */
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL,              /* GQA, RoPE rotate_half (Mistral: a sliding window) */
+    FAM_SMOLLM3,                         /* Llama's block with no RoPE on every fourth layer (no_rope_layers) */
     FAM_MIXTRAL,                         /* Mistral attention, top-k of experts w1/w2/w3 */
     FAM_QWEN2,                           /* q/k/v biases */
     FAM_QWEN3, FAM_QWEN3_MOE,            /* explicit head_dim, per-head q_norm / k_norm (+ routed experts) */
@@ -193,6 +194,10 @@ typedef struct {
     double attn_softcap, final_softcap;   /* soft-caps when the keys are absent (Gemma 2: 50, 30) */
     double local_theta;           /* rope_local_base_freq when absent (Gemma 3: 10000) */
     bool local_rope_plain;        /* sliding layers skip rope_scaling (Gemma 3, OLMo 3) */
+    int nope_interval;            /* no_rope_layer_interval when absent: without no_rope_layers, every n-th layer
+                                     applies no RoPE (SmolLM3: 4); 0: the family has no NoPE layers and reads
+                                     neither key */
+    bool window_on_nope;          /* without layer_types, the sliding layers are the NoPE layers (SmolLM3) */
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */

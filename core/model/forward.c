@@ -841,7 +841,7 @@ static int attention(Forward *f, int L, size_t T) {
     if ((rc = hook(f, FWD_Q, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K, L, p.k, T, G, dqk, p.ldk)) ||
         (rc = hook(f, FWD_V, L, p.v, T, G, dv, p.ldv)))
         return rc;
-    if (f->rope) {
+    if (f->rope && cfg_layer_rope(f->c, L)) {            /* not on NoPE layers (SmolLM3) */
         rope_apply(f, L, p.q, T, p.ldq, H);
         rope_apply(f, L, p.k, T, p.ldk, G);
     }

@@ -106,6 +106,7 @@ static const GgufMap DS2_LAYER[] = {
 #undef B_OPT
 
 static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_gpt2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c);
@@ -131,6 +132,7 @@ static const GgufArch ARCHS[] = {
     {"gptneox", "gpt_neox", NEOX_GLOB, NEOX_LAYER, kv_neox, cfg_neox},
     {"gpt2", "gpt2", GPT2_GLOB, GPT2_LAYER, kv_gpt2, cfg_gpt2},
     {"deepseek2", "deepseek_v3", LLAMA_GLOB, DS2_LAYER, kv_ds2, cfg_ds2},
+    {"smollm3", "smollm3", LLAMA_GLOB, LLAMA_LAYER, kv_smollm3, cfg_llama},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -140,6 +142,10 @@ static const GgufArch *arch_row(const char *arch) {
         if (!strcmp(ARCHS[i].arch, arch)) return &ARCHS[i];
     return NULL;
 }
+
+/* Architectures whose q / k rows llama.cpp's converter permutes (LlamaModel's, and SmolLM3Model's,
+ * which is one): the reader undoes it. */
+static bool arch_permuted(const GgufArch *a) { return !strcmp(a->arch, "llama") || !strcmp(a->arch, "smollm3"); }
 
 bool gguf_arch_output_required(const char *arch) {
     static const char *const req[] = {"deepseek2", "olmo2", "gptneox", NULL};
@@ -272,6 +278,22 @@ static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, cons
     if (!rc && cfg_row(c)->windowed && c->sliding_window > 0)      /* Mistral's, kept for attnlab */
         rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
     return rc;
+}
+
+/* SmolLM3 as SmolLM3Model writes it (LlamaModel's keys and permuted q / k): llama.cpp's smollm3
+ * skips RoPE on every fourth layer by a constant (n_no_rope_layer_step 4, no key) and has no
+ * sliding window, so other NoPE layers or a window have no GGUF form. */
+static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    for (int L = 0; L < c->n_layers; L++) {
+        if (cfg_layer_rope(c, L) != ((L + 1) % 4 != 0))
+            return al_err("smollm3: layer %d %s RoPE, but llama.cpp's smollm3 has none on every fourth layer and RoPE "
+                          "on the others (a constant, no GGUF key): these no_rope_layers have no GGUF form", L,
+                          cfg_layer_rope(c, L) ? "applies" : "has no");
+        if (cfg_layer_window(c, L) > 0)
+            return al_err("smollm3 with use_sliding_window (layer %d: %zu tokens): llama.cpp's smollm3 has no sliding "
+                          "window", L, cfg_layer_window(c, L));
+    }
+    return kv_llama(w, c, tree, a);
 }
 
 /* Phi-3 as conversion/phi.py writes it: rope.dimension_count the rotated dims, the original context,
@@ -576,7 +598,7 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
     if (t->xf == XF_QKV_HEADS && (!c->n_heads || (g->ndim == 1 ? C : R) % (3 * (size_t)c->n_heads)))
         rc = al_err("%s: %s: %zu rows do not split into 3 x %d heads", gguf_path(b->f), g->name, g->ndim == 1 ? C : R,
                     c->n_heads);
-    if ((t->xf == XF_PERM_Q || t->xf == XF_PERM_K) && strcmp(b->a->arch, "llama") == 0) {
+    if ((t->xf == XF_PERM_Q || t->xf == XF_PERM_K) && arch_permuted(b->a)) {
         size_t heads = (size_t)(t->xf == XF_PERM_Q ? c->n_heads : c->n_kv_heads), rows = g->ndim == 1 ? C : R;
         if (!heads || rows % heads || (rows / heads) % 2)
             rc = al_err("%s: %s: %zu rows do not split into %zu heads of pairs", gguf_path(b->f), g->name, rows, heads);
@@ -593,7 +615,7 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
 /* Undoes the export's transform into dst (the HF tensor). */
 static int back_fill(const Back *b, const LEnt *l, float *dst) {
     const GgufTensor *g = l->src[0];
-    bool perm = (l->xf == XF_PERM_Q || l->xf == XF_PERM_K) && strcmp(b->a->arch, "llama") == 0;
+    bool perm = (l->xf == XF_PERM_Q || l->xf == XF_PERM_K) && arch_permuted(b->a);
     if (l->xf == XF_K_B && !l->src[1]) return al_err("%s: %s without its attn_v_b", gguf_path(b->f), g->name);
     float *tmp = al_malloc3(g->numel, 1, sizeof *tmp, g->name);
     if (!tmp) return AL_ERR;
