@@ -1156,9 +1156,11 @@ static void lint_gguf(Lint *x, const char *path) {
     bool checked = false;
     if (arch && known && gguf_check_tensors(f, &checked) != AL_OK)
         add(x, LINT_ERROR, LT_LLAMACPP, 0, "%s", al_errmsg());
-    else if (arch && known && !checked)
-        add(x, LINT_ADVISORY, LT_LLAMACPP, 0, "the tensors of llama.cpp's %s are not checked (attnlab maps llama, qwen2, qwen3, olmo2, "
-            "phi3, gptneox, gemma2, gemma3, gpt2, deepseek2)", arch);
+    else if (arch && known && !checked) {
+        char mapped[256];
+        gguf_arch_list(mapped, sizeof mapped);
+        add(x, LINT_ADVISORY, LT_LLAMACPP, 0, "the tensors of llama.cpp's %s are not checked (attnlab maps %s)", arch, mapped);
+    }
     al_err_clear();
     gguf_close(f);
 }
