@@ -109,7 +109,7 @@ static const char FAMILY_HELP[] =
     "empty), with the real Hugging Face tensor names, shapes and config.json keys of the family\n"
     "(NAME: a row of the family table with a recipe; the usage line lists them)\n"
     "(hidden 64-128, 3-6 layers, vocab 256, head_dim 32; MoE: 4 experts top-2, deepseek_v3 and\n"
-    "glm4_moe: 8 routed experts in 4 groups, a shared expert, layer 0 dense). Planted VO pairs per KV head:\n"
+    "glm4_moe: 8 routed experts in 4 groups + 1 shared, layer 0 dense). Planted VO per KV head:\n"
     "layer 0 random; layer 1 KV head 0 bottleneck V rank 6, the others flat (32); layer 2\n"
     "fused-low (V, O 31 at tau 0.999, VO 4); later layers random. gpt_neox (NoPE columns 8..31)\n"
     "and deepseek_v3 (qk_nope 32) also plant QK: layer 1 K rank 8, layer 2 flat. Small sliding\n"
