@@ -116,7 +116,8 @@ static const char LOAD_HELP[] =
     "The families (config.json's model_type) are listed below, one line each from the family\n"
     "table; `info` says per model which analyses run on it and why not (README.md's Families\n"
     "table summarises them per family).\n"
-    "`synth family NAME DIR` writes a tiny checkpoint of each family with planted ranks.";
+    "`synth family NAME DIR` writes a tiny checkpoint with planted ranks of each family that has a\n"
+    "recipe (`help synth family` lists them; Llama and GPT-2: `synth demo-llama|demo-gpt2 DIR`).";
 
 static int cmd_load(Session *s, const Args *a, Out *out) {
     Model *m;

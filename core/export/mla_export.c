@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "mla_export.h"
 
+#include "analyses.h"
 #include "ckpt_write.h"
 #include "forward.h"
 
@@ -550,9 +551,7 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
 
 /* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
 /* Whether a model's decoder layers other than attention fit a DeepSeek-V3 checkpoint as they are. */
-static bool family_exportable(const ModelConfig *c) {
-    return c->mlp != MLP_MOE && !c->mlp_fused && c->block == BLOCK_PRE && c->norm == NORM_RMS && c->embed_scale == 1.0;
-}
+static bool family_exportable(const ModelConfig *c) { return analysis_mla_exportable(c, NULL, 0); }
 
 double mla_export_norm_eps(const Model *src, bool all_layers) {
     return all_layers && family_exportable(&src->cfg) ? export_eps(NULL, NULL) : 0;

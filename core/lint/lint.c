@@ -979,7 +979,8 @@ static void lint_dir(Lint *x) {
     check_tokenizer(x);
 }
 
-/* llama.cpp's architecture names (llama-arch.cpp) that decoder checkpoints use. */
+/* llama.cpp's architecture names (llama-arch.cpp) that decoder checkpoints use, beside those the family
+ * table's rows name (llamacpp_knows). */
 static const char *const GGUF_ARCHS[] = {
     "llama", "llama4", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi2", "phi3",
     "phimoe", "gptneox", "gpt2", "olmo", "olmo2", "olmoe", "deepseek", "deepseek2", "falcon", "starcoder", "starcoder2",
@@ -1016,6 +1017,17 @@ static void lint_gguf_ds2(Lint *x, const GgufFile *f) {
             gguf_kv_find(f, "deepseek2.attention.q_lora_rank") ? "0" : "absent");
 }
 
+/* Whether llama.cpp knows architecture arch: a name of GGUF_ARCHS or of a family row (its converter's or
+ * attnlab's export's), so a family added to the table is known here too. */
+static bool llamacpp_knows(const char *arch) {
+    for (size_t i = 0; arch && GGUF_ARCHS[i]; i++)
+        if (!strcmp(arch, GGUF_ARCHS[i])) return true;
+    for (int f = 0; arch && f < FAM_COUNT; f++)
+        if ((FAMILY[f].llamacpp_arch && !strcmp(arch, FAMILY[f].llamacpp_arch)) ||
+            (FAMILY[f].gguf_arch && !strcmp(arch, FAMILY[f].gguf_arch))) return true;
+    return false;
+}
+
 static void lint_gguf(Lint *x, const char *path) {
     GgufFile *f = NULL;
     if (gguf_open(path, &f) != AL_OK) {
@@ -1026,8 +1038,7 @@ static void lint_gguf(Lint *x, const char *path) {
     if (arch) snprintf(x->r->gguf_arch, sizeof x->r->gguf_arch, "%s", arch);
     x->r->ntensors = gguf_tensor_count(f);
     x->r->nfiles = 1;
-    bool known = false;
-    for (size_t i = 0; arch && !known && GGUF_ARCHS[i]; i++) known = strcmp(arch, GGUF_ARCHS[i]) == 0;
+    bool known = llamacpp_knows(arch);
     if (!arch) add(x, LINT_ERROR, LT_LLAMACPP, 0, "no general.architecture: llama.cpp cannot pick the model graph");
     else if (!known) add(x, LINT_ERROR, LT_LLAMACPP, 0, "general.architecture '%s' is no llama.cpp architecture", arch);
     const char *keys[] = {"block_count", "context_length", "embedding_length", "attention.head_count"};
@@ -1047,9 +1058,11 @@ static void lint_gguf(Lint *x, const char *path) {
     bool checked = false;
     if (arch && known && gguf_check_tensors(f, &checked) != AL_OK)
         add(x, LINT_ERROR, LT_LLAMACPP, 0, "%s", al_errmsg());
-    else if (arch && known && !checked)
-        add(x, LINT_ADVISORY, LT_LLAMACPP, 0, "the tensors of llama.cpp's %s are not checked (attnlab maps llama, qwen2, qwen3, olmo2, "
-            "phi3, gptneox, gemma2, gemma3, gpt2, deepseek2, smollm3)", arch);
+    else if (arch && known && !checked) {
+        char mapped[256];
+        gguf_arch_list(mapped, sizeof mapped);
+        add(x, LINT_ADVISORY, LT_LLAMACPP, 0, "the tensors of llama.cpp's %s are not checked (attnlab maps %s)", arch, mapped);
+    }
     al_err_clear();
     gguf_close(f);
 }

@@ -16,8 +16,7 @@
  * YaRN) and deepseek_v3 keys left to DeepSeek-V3's own defaults (q_lora_rank, first_k_dense_replace,
  * n_routed_experts, the routing keys); every tensor the family's loader expects, with the shape
  * config.json implies (hidden, heads, KV heads, head_dim, intermediate, vocab, the MLA ranks and
- * head dims, experts, FP8 block scales) -- for every family attnlab describes (llama, mistral, qwen2,
- * qwen3, qwen3_moe, gemma2, gemma3_text, mixtral, phi3, gpt_neox, olmo2, deepseek_v2/v3, glm4_moe, gpt2), the
+ * head dims, experts, FP8 block scales) -- for every family of the family table (core/model/family.c), the
  * names driven by ModelConfig's layouts (config.h: attention QKV_SPLIT / QKV_CAT / QKV_HEADS / MLA,
  * the block's norms, q/k norms, fused MLPs, the MoE layout's routers and experts); tensors no loader
  * places; a tied head that differs from the

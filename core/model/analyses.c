@@ -251,16 +251,33 @@ static bool qk_reason(const Model *m, char *why, size_t cap) {
 }
 
 /* Export formats: those of the transformations available. */
+bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap) {
+    const char *what = c->mlp == MLP_MOE ? "MLPs are a mixture of experts" : c->mlp_fused ? "MLPs fuse gate_up_proj"
+                       : c->block == BLOCK_PARALLEL ? "blocks are parallel (attention and MLP on one input)"
+                       : c->block != BLOCK_PRE ? "blocks put other norms around attention and MLP"
+                       : c->norm != NORM_RMS ? "norms are not plain RMSNorm"
+                       : c->embed_scale != 1.0 ? "embeddings are scaled" : NULL;
+    if (what && cap)
+        snprintf(why, cap, "the DeepSeek-V3 checkpoint it writes has dense gate_proj / up_proj MLPs in pre-norm RMSNorm "
+                 "blocks, but %s's %s", c->model_type, what);
+    return what == NULL;
+}
+
+/* The formats `export` writes for the transformations available; the MLA export also needs the
+ * layers around attention to fit DeepSeek-V3's (else convert mla runs in the session only). */
 static bool export_reason(const Model *m, char *why, size_t cap) {
     static const struct { analysis_kind a; const char *fmt; } fmts[] = {
         {AN_RANKS_VO, "truncate"}, {AN_CONVERT_MLA, "mla"}, {AN_CONVERT_TPA, "tpa"}, {AN_KVSVD, "kvsvd"}};
-    char tmp[512], ok[128] = "", no[128] = "";
+    char tmp[512], ok[128] = "", no[128] = "", mla[384] = "";
     for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) {
-        char *list = analysis_available(m, fmts[i].a, tmp, sizeof tmp) ? ok : no;
+        bool yes = analysis_available(m, fmts[i].a, tmp, sizeof tmp);
+        if (yes && fmts[i].a == AN_CONVERT_MLA && !analysis_mla_exportable(&m->cfg, mla, sizeof mla)) continue;
+        char *list = yes ? ok : no;
         size_t n = strlen(list);
         snprintf(list + n, sizeof ok - n, "%s%s", n ? ", " : "", fmts[i].fmt);
     }
-    snprintf(why, cap, "%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "");
+    snprintf(why, cap, "%s%s%s%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "",
+             mla[0] ? " (not: mla: " : "", mla, mla[0] ? "; convert mla runs in the session: ppl, check)" : "");
     return false;
 }
 

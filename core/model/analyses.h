@@ -31,6 +31,10 @@ const char *analysis_key(analysis_kind a);
 /* True when analysis a is available on m; otherwise false with the reason in why. A note may be
  * written to why when it is available with a condition (e.g. ranks qk needs an offset). */
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap);
+/* Whether the layers around attention fit the DeepSeek-V3 checkpoint convert mla's export writes
+ * (dense gate / up MLPs, pre-norm RMSNorm blocks, unscaled embeddings); false with the reason in
+ * why (why may be NULL with cap 0). `info`'s export line and mla_export's refusal both ask it. */
+bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap);
 /* AL_OK when available, else AL_ERR with the reason as the error. */
 int analysis_check(const Model *m, analysis_kind a);
 

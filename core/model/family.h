@@ -9,7 +9,7 @@
  *
  * A tensor role (tensor_role) is the job a weight does: attention q / k / v / o, an MLP's down
  * projection, the router, the final norm. Each layout maps its roles to Hugging Face's name
- * pattern, and whether the tensor may be absent; family_role_name() writes a role's full name
+ * pattern, and whether the tensor may be absent; cfg_role_name() (core/model/config.h) writes a role's full name
  * for a model (layer, expert, ".weight" / ".bias"). Adding a family that reuses known layouts is
  * one row here; a new layout is one more column of names. */
 #ifndef AL_FAMILY_H

@@ -728,8 +728,7 @@ int gguf_check_tensors(const GgufFile *f, bool *checked) {
     return AL_OK;
 }
 
-/* The architectures of the table as "llama, qwen2, ... and deepseek2". */
-static void arch_list(char *buf, size_t cap) {
+void gguf_arch_list(char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
     for (size_t i = 0; i < NARCHS && n < cap; i++) {
@@ -747,7 +746,7 @@ int gguf_model_open(const char *path, Store **store, char **config_json) {
     const char *arch = gguf_get_str(f, "general.architecture");
     const GgufArch *a = arch_row(arch);
     char known[160];
-    if (!a) arch_list(known, sizeof known);
+    if (!a) gguf_arch_list(known, sizeof known);
     int rc = a ? AL_OK : al_err("%s: GGUF architecture '%s': attnlab reads %s", path, arch ? arch : "(none)", known);
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");

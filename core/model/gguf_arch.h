@@ -84,6 +84,8 @@ void gguf_kv_b_join(const ModelConfig *c, const float *src, float *kvb, bool k);
  * the architecture. Errors name the first tensor wrong. */
 int gguf_check_tensors(const GgufFile *f, bool *checked);
 
+/* The architectures of the table as "llama, qwen2, ... and deepseek2" (what load and lint name). */
+void gguf_arch_list(char *buf, size_t cap);
 /* Reads a GGUF of a family of the table back as an HF-layout model: *store holds the tensors under
  * Hugging Face names (F32, dequantized, the transforms undone), *config_json a config.json text of
  * the family (caller frees). Errors name the file and the tensor or key. */

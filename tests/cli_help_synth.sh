@@ -1,0 +1,23 @@
+#!/bin/bash
+# cli_help_synth.sh -- `help load` does not promise a `synth family` checkpoint of every family: it
+# says which have one (`help synth family` lists the recipes) and where Llama and GPT-2's are; every
+# family `synth family` offers is a family `help load` lists, and one it lists without a recipe
+# (llama) is refused by `synth family`.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-help-synth
+cd "$T" || exit 1
+
+run -e "help load"
+load=$(cat out.txt)
+ok "help load: of each family that has a recipe" has "$(tr '\n' ' ' <<<"$load")" "of each family that has a recipe (\`help synth family\` lists them"
+ok "  not: of each family" hasnt "$(tr '\n' ' ' <<<"$load")" "checkpoint of each family with planted ranks"
+run -e "help synth family"
+recipes=$(sed -n 's/^usage: synth family \([^ ]*\) DIR.*/\1/p' out.txt | tr '|' ' ')
+ok "recipes listed" test -n "$recipes"
+for f in $recipes; do
+    ok "  recipe $f is a family of help load" grep -Eq "^  $f +" <<<"$load"
+done
+run -e "synth family llama $T/l"
+ok "no llama recipe: refused" test "$(rc)" = 1
+cli_done
