@@ -209,7 +209,7 @@ typedef struct {
     SynthRecipe synth;            /* hidden 0: no synthetic checkpoint */
 } FamilyRow;
 
-extern const FamilyRow FAMILY[FAM_COUNT];
+extern const FamilyRow FAMILY[];          /* indexed by model_family; FAM_COUNT rows */
 
 /* The row of f (a row of "?" for an out-of-range value). */
 const FamilyRow *family_row(model_family f);

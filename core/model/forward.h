@@ -1,30 +1,21 @@
 /* forward.h -- a batched float32 forward pass (prefill with BLAS-3, causal attention, a KV cache
  * for decoding) for the families attnlab loads, with per-layer activation hooks.
  *
- * Families: Llama / Mistral / Qwen2 (RMSNorm, RoPE rotate_half, rope_scaling llama3 / linear,
- * GQA, SwiGLU, tied embeddings, biases where the checkpoint has them, Mistral's sliding
- * window), llama2.c checkpoints (RoPE on interleaved pairs), GPT-2 (LayerNorm, learned
- * positions, gelu_new, Conv1D (in, out) weights, fused c_attn), the DeepSeek-V2/V3 layout (q_lora
- * or q_proj, kv_a_proj_with_mqa + kv_b_proj, latent RMSNorms unless qk_latent_layernorm is false,
- * RoPE on the qk_rope dims, softmax scale (nope + rope)^-0.5 times YaRN's mscale^2 when
- * rope_scaling is yarn with mscale_all_dim) and the families of issue 12, each as its Hugging Face
- * modeling file computes it:
- *   qwen3 / qwen3_moe   per-head q_norm / k_norm before RoPE; MoE softmax top-k (norm_topk_prob)
- *   gemma2 / gemma3_text RMSNorm x (1 + w), embeddings x sqrt(hidden), sandwich norms, GeGLU (tanh),
- *                       query_pre_attn_scalar, attention and final logit soft-caps, per-layer
- *                       windows, Gemma 3's q/k norms and local RoPE base (rope_scaling on global
- *                       layers only)
- *   mixtral             MoE softmax top-k renormalised, experts w1 / w3 / w2
- *   deepseek MoE        V2: softmax, greedy / group_limited_greedy, x routed_scaling_factor; V3 /
- *                       Kimi-K2: sigmoid, e_score_correction_bias for selection, n_group /
- *                       topk_group, norm_topk_prob, x routed_scaling_factor; shared experts;
- *                       first_k_dense_replace / moe_layer_freq
- *   phi3                fused qkv_proj / gate_up_proj, partial rotary, longrope (short / long
- *                       factors by whether pos + T exceeds original_max_position_embeddings,
- *                       attention factor on cos / sin), sliding window
- *   gpt_neox            LayerNorm with bias, query_key_value head by head, partial rotary,
- *                       parallel (or sequential) residual, exact-GELU MLP with biases, embed_out
- *   olmo2               q_norm / k_norm over the whole projection, post-norms only
+ * Every family of the family table, as its Hugging Face modeling file computes it, driven by the
+ * description (core/model/config.h) and the layouts its row names, never by the family itself:
+ *   norms          RMSNorm, RMSNorm x (1 + w), LayerNorm with bias; pre / sandwich / post /
+ *                  parallel blocks; q/k norms per head or over the projection
+ *   attention      split q/k/v/o, fused qkv_proj, query_key_value head by head, GPT-2's Conv1D,
+ *                  DeepSeek's MLA (latent RMSNorms unless qk_latent_layernorm is false); biases
+ *                  as the config says; softmax scale (or query_pre_attn_scalar, YaRN's mscale^2);
+ *                  soft-caps; per-layer sliding windows; RoPE rotate_half or interleaved, partial
+ *                  rotary, rope_scaling linear / llama3 / yarn / longrope, a local RoPE base,
+ *                  layers without RoPE (cfg_layer_rope)
+ *   MLP            SwiGLU, GeGLU, fused gate_up_proj, GPT-2 / GPT-NeoX dense with biases; MoE by
+ *                  the row's router (softmax top-k; DeepSeek-V2 greedy / group-limited; DeepSeek-V3
+ *                  sigmoid with e_score_correction_bias, groups, routed_scaling_factor), shared
+ *                  experts, first_k_dense_replace / moe_layer_freq / decoder_sparse_step
+ *   embeddings     x sqrt(hidden) where the row says, learned positions (GPT-2), tied heads
  * Layers use at most two RoPE frequency sets (the config's theta with its rope_scaling, and one
  * other base / unscaled set, Gemma 3's local layers). MoE layers route every token, then run each expert once over the rows routed to it (one
  * sgemm per projection). RoPE frequencies, the rotation and the softmax are core/model/rope.c's; the
