@@ -440,6 +440,7 @@ static void test_text_towers(void) {
           c.rope_spec.local_theta == 10000 && c.qk_norm == QKN_HEAD && c.norm == NORM_RMS_1P && c.tie_embeddings &&
           c.block == BLOCK_SANDWICH && fabs(cfg_attn_scale(&c, 0) - 1.0 / 16) < 1e-12 && c.final_softcap == 0,
           "gemma-3-4b-it: the text tower with Gemma3TextConfig's defaults (8 heads, 4 KV, head_dim 256, vocab 262208)");
+    CHECK(!strcmp(c.torch_dtype, "bfloat16"), "gemma-3-4b-it: torch_dtype from the top level (%s)", c.torch_dtype);
     CHECK(sliding == 29 && scaled == 5 && c.rope_spec.scaling.factor == 8, "gemma-3-4b-it: 29 local layers, 5 global "
           "with linear x8 (%d, %d)", sliding, scaled);
     CHECK(cfg_role_name(&c, ROLE_Q, 3, -1, "weight", n, sizeof n) &&

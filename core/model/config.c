@@ -455,6 +455,9 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (!cJSON_HasObjectItem(text, "tie_word_embeddings") && cJSON_IsBool(tie)) cfg->tie_embeddings = cJSON_IsTrue(tie);
     if (cfg_row(cfg)->final_softcap_off) cfg->final_softcap = 0;
+    const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");   /* gemma-3-4b-it: at the top only */
+    if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    if (!cfg->torch_dtype[0] && cJSON_IsString(td)) al_printable(td->valuestring, cfg->torch_dtype, sizeof cfg->torch_dtype);
     cJSON_Delete(text);
     return rc;
 }

@@ -224,6 +224,7 @@ const FamilyRow FAMILY[] = {
     [FAM_GEMMA3_MM] = {
         "gemma3", "Gemma3ForConditionalGeneration", "gemma3", "Gemma 3 multimodal (4B-27B): its text tower, as gemma3_text",
         GEMMA3_TRAITS, .names = NAMES_LM_MODEL, .text_config = "gemma3_text", .final_softcap_off = true,
+        .tower_note = "Gemma3ForConditionalGeneration applies no final_logit_softcapping",
         .text_defaults = "\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, "
                          "\"num_hidden_layers\": 26, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
                          "\"head_dim\": 256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-06, "
