@@ -502,6 +502,18 @@ static void test_text_towers(void) {
                                  "\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2}}", "t", &c),
               "ministral3");
     CHECK_ERR(model_config_parse("{\"model_type\": \"gemma3\", \"hidden_size\": 64}", "t", &c), "text_config");
+    for (int f = 0; f < FAM_COUNT; f++) {          /* the towers' defaults and recipe members are JSON members */
+        const FamilyRow *r = family_row((model_family)f);
+        const char *t[2] = {r->text_defaults, r->tower_keys};
+        for (int i = 0; i < 2; i++) {
+            if (!t[i]) continue;
+            char *j = al_asprintf("{%s}", t[i]);
+            cJSON *o = cJSON_Parse(j);
+            CHECK(o != NULL && (!r->text_config || r->vision[0]), "%s: tower members are JSON", r->model_type);
+            cJSON_Delete(o);
+            free(j);
+        }
+    }
 }
 
 int main(void) {

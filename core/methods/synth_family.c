@@ -68,7 +68,8 @@ static const FamilyRow *recipe_row(const char *name) {
 /* ================================================================ config.json */
 
 /* A multimodal checkpoint's config.json around the text model's members (text): architectures,
- * model_type, text_config (its own model_type), a vision_config stub, tie_word_embeddings and dtype. */
+ * model_type, text_config (its own model_type), tie_word_embeddings, dtype, then the row's own
+ * top-level members (image token ids, a small vision_config of the real model_type). */
 static cJSON *tower_config(const FamilyRow *row, cJSON *text, dt_type dt) {
     cJSON *c = cJSON_CreateObject();
     if (!c) { cJSON_Delete(text); return NULL; }
@@ -77,12 +78,12 @@ static cJSON *tower_config(const FamilyRow *row, cJSON *text, dt_type dt) {
     syn_add_str(c, "model_type", row->model_type);
     syn_add_str(text, "model_type", row->text_config);
     cJSON_AddItemToObject(c, "text_config", text);
-    cJSON *v = cJSON_AddObjectToObject(c, "vision_config");
-    syn_add_num(v, "hidden_size", 16);
-    syn_add_num(v, "num_hidden_layers", 1);
     cJSON_AddBoolToObject(c, "tie_word_embeddings", row->synth.tied);
     syn_add_str(c, "torch_dtype", dt == DT_F32 ? "float32" : "bfloat16");
-    return c;
+    if (!row->tower_keys || ckpt_json_merge(c, row->tower_keys) == AL_OK) return c;
+    cJSON_Delete(c);
+    al_err("synth family %s: the recipe's top-level members are not JSON", row->model_type);
+    return NULL;
 }
 
 /* The keys every family shares, then the row's own members, in file order. */

@@ -232,6 +232,10 @@ const FamilyRow FAMILY[] = {
                          "\"rope_local_base_freq\": 10000.0, \"sliding_window_pattern\": 6",
         .vision = {"vision_tower.vision_model.embeddings.patch_embedding.weight",
                    "multi_modal_projector.mm_input_projection_weight"},
+        .tower_keys = "\"boi_token_index\": 255999, \"eoi_token_index\": 256000, \"image_token_index\": 262144, "
+                      "\"mm_tokens_per_image\": 256, \"vision_config\": {\"hidden_size\": 16, \"image_size\": 28, "
+                      "\"intermediate_size\": 32, \"model_type\": \"siglip_vision_model\", \"num_attention_heads\": 2, "
+                      "\"num_hidden_layers\": 1, \"patch_size\": 14, \"vision_use_head\": false}",
         .gguf_arch = "gemma3",
         .synth = {64, 4, 1, 6, 256, 128, true, GEMMA3_SYNTH "10.0, \"query_pre_attn_scalar\": 32, " GEMMA3_ROPE},
         .engines = ENGINES_ALL, .llamacpp_arch = "gemma3"},
@@ -240,8 +244,13 @@ const FamilyRow FAMILY[] = {
     [FAM_QWEN3_VL] = {
         "qwen3_vl", "Qwen3VLForConditionalGeneration", "qwen3", "Qwen3-VL: its text tower (Qwen3's layer; M-RoPE)",
         LLAMA_LIKE, .qk_norm = QKN_HEAD, .names = NAMES_MODEL_LM, .text_config = "qwen3_vl_text",
-        .tower_note = "M-RoPE (mrope_section) on text-only positions (t = h = w) is ordinary RoPE",
+        .tower_note = "M-RoPE (mrope_section) on text-only positions (t = h = w) is ordinary RoPE; DeepStack adds "
+                      "nothing without images",
         .vision = {"model.visual.patch_embed.proj.weight", "model.visual.merger.linear_fc1.weight"},
+        .tower_keys = "\"image_token_id\": 151655, \"video_token_id\": 151656, \"vision_start_token_id\": 151652, "
+                      "\"vision_end_token_id\": 151653, \"vision_config\": {\"deepstack_visual_indexes\": [0], "
+                      "\"depth\": 1, \"hidden_size\": 16, \"model_type\": \"qwen3_vl\", \"num_heads\": 2, "
+                      "\"out_hidden_size\": 64, \"patch_size\": 16, \"spatial_merge_size\": 2, \"temporal_patch_size\": 2}",
         .gguf_arch = "qwen3",
         .synth = {64, 4, 2, 3, 256, 128, false,
                   GQA_KEYS("silu", "1e-06") ", \"head_dim\": 32, \"rope_scaling\": {\"mrope_interleaved\": true, "
@@ -252,6 +261,10 @@ const FamilyRow FAMILY[] = {
         "mistral3", "Mistral3ForConditionalGeneration", "mistral", "Mistral Small 3.1 / 3.2: its text tower (Mistral)",
         LLAMA_LIKE, .windowed = true, .names = NAMES_LM_MODEL, .text_config = "mistral",
         .vision = {"vision_tower.patch_conv.weight", "multi_modal_projector.linear_1.weight"},
+        .tower_keys = "\"image_token_index\": 10, \"multimodal_projector_bias\": false, \"projector_hidden_act\": "
+                      "\"gelu\", \"spatial_merge_size\": 2, \"vision_config\": {\"head_dim\": 8, \"hidden_size\": 16, "
+                      "\"model_type\": \"pixtral\", \"num_attention_heads\": 2, \"num_hidden_layers\": 1, "
+                      "\"patch_size\": 14}, \"vision_feature_layer\": -1",
         .gguf_arch = "llama",
         .synth = {128, 4, 2, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-05") ", \"head_dim\": 32, \"rope_theta\": 1000000000.0, \"sliding_window\": null"},

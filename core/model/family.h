@@ -215,6 +215,7 @@ typedef struct {
     const char *text_defaults;    /* JSON members of the text config class's defaults, used where text_config lacks them */
     const char *tower_note;       /* what `info` adds about the text tower (Qwen3-VL's M-RoPE) */
     const char *vision[2];        /* two tensor names of its vision tower and projector (synth writes them) */
+    const char *tower_keys;       /* the recipe's top-level members besides text_config (image tokens, vision_config) */
     bool final_softcap_off;       /* the multimodal head applies no final soft-cap (Gemma3ForConditionalGeneration) */
     SynthRecipe synth;            /* hidden 0: no synthetic checkpoint */
 } FamilyRow;
