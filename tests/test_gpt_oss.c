@@ -1,0 +1,226 @@
+/* test_gpt_oss.c -- what gpt-oss adds, each checked so that it fails when the feature is switched
+ * off (test_families checks the recipe's logits against tests/ref_forward.c; here the features one
+ * at a time, on copies of the recipe's checkpoint with one tensor changed):
+ *   (a) the sinks: with self_attn.sinks at -1e30 (a sink that never wins) attnlab's logits move
+ *       by more than 5 % of their range, and still equal the reference's on that copy -- a pass
+ *       that ignored the sinks would give the same logits on both checkpoints;
+ *   (b) the one attention core: every layer overridden by its own AttnLayer (attn_eval, the path
+ *       of `truncate`, `compare`, `ppl` after a transform) gives the logits of the plain pass --
+ *       fails if attn_eval drops the sink;
+ *   (c) the clamped SwiGLU: with gate_up_proj x 8 most gate / up values pass the limit 7, and the
+ *       logits still equal the reference's (which clamps as modeling_gpt_oss does);
+ *   (d) `truncate` in YaRN: the inverse frequencies with truncate false differ from truncate true
+ *       at the recipe's dims (ramp bounds 0 .. 3.1 vs 0 .. 4);
+ *   (e) openai/gpt-oss-20b's config.json read into the description (windows per layer, YaRN with
+ *       truncate false, sinks, biases, experts, tensor names), and GptOssConfig's defaults.
+ * The README's and info's statements about the sinks are in cli_gpt_oss. */
+#define _GNU_SOURCE
+#include "check.h"
+#include "attn_eval.h"
+#include "config.h"
+#include "forward.h"
+#include "model.h"
+#include "ref_forward.h"
+#include "rope.h"
+#include "safetensors.h"
+#include "synth.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define T 24
+
+static void ids_for(int *ids, size_t n, size_t V) {
+    unsigned s = 5;
+    for (size_t i = 0; i < n; i++) { s = s * 1103515245u + 12345u; ids[i] = (int)((s >> 8) % V); }
+}
+
+/* attnlab's logits (T, V) of the checkpoint in dir, every layer overridden by its own AttnLayer
+ * when own. */
+static float *logits_of(const char *dir, bool own, size_t *V) {
+    Model *m = NULL;
+    Forward *f = NULL;
+    AttnLayer *L[8] = {0};
+    float *z = NULL;
+    CHECK_OK(model_open(dir, &m));
+    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    for (int l = 0; f && own && l < m->cfg.n_layers && l < 8; l++) {
+        CHECK_OK(attn_layer_load(m, l, &L[l]));
+        CHECK(L[l] && L[l]->sinks, "layer %d: the AttnLayer holds the sinks", l);
+        CHECK_OK(fwd_set_attn(f, l, L[l]));
+    }
+    if (f) {
+        *V = fwd_vocab(f);
+        int ids[T];
+        ids_for(ids, T, *V);
+        z = malloc(T * *V * sizeof *z);
+        CHECK_OK(fwd_run(f, ids, T, FWD_LOGITS_ALL, z));
+    }
+    fwd_free(f);
+    for (int l = 0; l < 8; l++) attn_layer_free(L[l]);
+    model_free(m);
+    return z;
+}
+
+/* max |a - b| / max |b| over n values (b double, or float when bf). */
+static double rel_diff(const float *a, const double *b, const float *bf, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        double y = b ? b[i] : bf[i];
+        d = fmax(d, fabs(a[i] - y));
+        r = fmax(r, fabs(y));
+    }
+    return d / r;
+}
+
+/* A copy of src in dst with every tensor whose name contains `what` changed by edit. */
+static int copy_edited(const char *src, const char *dst, const char *what, void (*edit)(float *a, size_t n)) {
+    char *sp = al_asprintf("%s/model.safetensors", src), *dp = al_asprintf("%s/model.safetensors", dst);
+    char *sc = al_asprintf("%s/config.json", src), *dc = al_asprintf("%s/config.json", dst);
+    st_file *st = NULL;
+    st_writer *w = st_writer_new();
+    int rc = sp && dp && w && (mkdir(dst, 0755) == 0 || access(dst, F_OK) == 0) ? st_open(sp, &st) : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < st_count(st); i++) {
+        const st_entry *e = st_entry_at(st, i);
+        size_t n = st_numel(e);
+        float *a = malloc(n * sizeof *a);
+        rc = a ? dt_to_f32(e->dtype, st_data(st, e), n, a) : AL_ERR;
+        if (rc == AL_OK && strstr(e->name, what)) edit(a, n);
+        if (rc == AL_OK) rc = st_writer_add(w, e->name, DT_F32, e->ndim, e->shape, a, n * sizeof(float));
+        free(a);
+    }
+    if (rc == AL_OK) rc = st_writer_write(w, dp);
+    size_t n = 0;
+    char *text = rc == AL_OK ? al_read_file(sc, &n) : NULL;
+    FILE *f = text ? fopen(dc, "w") : NULL;
+    if (rc == AL_OK && !(f && fwrite(text, 1, n, f) == n)) rc = al_err("cannot write %s", dc);
+    if (f) fclose(f);
+    free(text);
+    if (st) st_close(st);
+    st_writer_free(w);
+    free(sp); free(dp); free(sc); free(dc);
+    return rc;
+}
+
+static void sinks_off(float *a, size_t n) { for (size_t i = 0; i < n; i++) a[i] = -1e30f; }
+static void times8(float *a, size_t n) { for (size_t i = 0; i < n; i++) a[i] *= 8; }
+
+/* The reference's logits on dir against attnlab's z. */
+static double vs_ref(const char *dir, const float *z, size_t V) {
+    RefModel *r = NULL;
+    CHECK_OK(ref_open(dir, &r));
+    double *zr = malloc(T * V * sizeof *zr), d = INFINITY;
+    int ids[T];
+    ids_for(ids, T, V);
+    if (r && zr && ref_logits(r, ids, T, zr) == AL_OK) d = rel_diff(z, zr, NULL, T * V);
+    free(zr);
+    ref_free(r);
+    return d;
+}
+
+/* (d) YaRN's ramp with and without truncate at the recipe's dims (32, theta 150000, x8 from 64). */
+static void check_truncate(void) {
+    RopeSpec s = {.layout = ROPE_HALF, .head_dim = 32, .rotary_dim = 32, .partial_factor = 1, .theta = 150000};
+    s.scaling = (RopeScaling){.kind = RS_YARN, .factor = 8, .orig_max_pos = 64, .beta_fast = 32, .beta_slow = 1,
+                              .attention_factor = NAN, .truncate = true};
+    double a[16], b[16], plain[16];
+    CHECK_OK(rope_inv_freq(&s, 32, 150000, a, "test"));
+    s.scaling.truncate = false;
+    CHECK_OK(rope_inv_freq(&s, 32, 150000, b, "test"));
+    rope_plain_freqs(32, 150000, plain);
+    /* high = 32 ln(64 / 2 pi) / (2 ln 150000) = 3.12: pair 2 is (2 - 0) / 3.12 of the way to f / 8
+       without truncate, 2 / 4 with it; pairs from 4 on are f / 8 either way */
+    double hi = 32 * log(64 / (2 * M_PI)) / (2 * log(150000.0)), r = 2 / hi;
+    CHECK_NEAR(b[2], plain[2] / 8 * r + plain[2] * (1 - r), 1e-12 * plain[2]);
+    CHECK_NEAR(a[2], plain[2] / 8 * 0.5 + plain[2] * 0.5, 1e-12 * plain[2]);
+    CHECK_NEAR(a[5], plain[5] / 8, 1e-15);
+    CHECK_NEAR(b[5], plain[5] / 8, 1e-15);
+    printf("  yarn truncate: pair 2 %.6g (false) vs %.6g (true)\n", b[2], a[2]);
+}
+
+/* openai/gpt-oss-20b's config.json (the layer_types list written out; 120b: 36 layers, 128 experts). */
+#define OSS20B "{\"architectures\": [\"GptOssForCausalLM\"], \"attention_bias\": true, \"attention_dropout\": 0.0, " \
+    "\"eos_token_id\": 200002, \"experts_per_token\": 4, \"head_dim\": 64, \"hidden_act\": \"silu\", " \
+    "\"hidden_size\": 2880, \"initial_context_length\": 4096, \"initializer_range\": 0.02, " \
+    "\"intermediate_size\": 2880, \"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"], \"max_position_embeddings\": 131072, " \
+    "\"model_type\": \"gpt_oss\", \"num_attention_heads\": 64, \"num_experts_per_tok\": 4, " \
+    "\"num_hidden_layers\": 24, \"num_key_value_heads\": 8, \"num_local_experts\": 32, " \
+    "\"output_router_logits\": false, \"pad_token_id\": 199999, \"quantization_config\": " \
+    "{\"modules_to_not_convert\": [\"model.layers.*.self_attn\", \"model.layers.*.mlp.router\", " \
+    "\"model.embed_tokens\", \"lm_head\"], \"quant_method\": \"mxfp4\"}, \"rms_norm_eps\": 1e-05, " \
+    "\"rope_scaling\": {\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 32.0, " \
+    "\"original_max_position_embeddings\": 4096, \"rope_type\": \"yarn\", \"truncate\": false}, " \
+    "\"rope_theta\": 150000, \"router_aux_loss_coef\": 0.9, \"sliding_window\": 128, \"swiglu_limit\": 7.0, " \
+    "\"tie_word_embeddings\": false, \"transformers_version\": \"4.55.0.dev0\", \"use_cache\": true, " \
+    "\"vocab_size\": 201088}"
+
+/* (e) the real config.json read into the description, and GptOssConfig's defaults. */
+static void check_config(void) {
+    ModelConfig c;
+    char n[192];
+    CHECK_OK(model_config_parse(OSS20B, "gpt-oss-20b/config.json", &c));
+    CHECK(c.family == FAM_GPT_OSS && c.n_layers == 24 && c.n_heads == 64 && c.n_kv_heads == 8 && c.hidden == 2880 &&
+          cfg_d_qk(&c) == 64 && c.v_dim == 64 && c.vocab == 201088 && !c.tie_embeddings && c.norm_eps == 1e-5,
+          "gpt-oss-20b: 24 layers, 64 / 8 heads of 64, hidden 2880");
+    CHECK(c.qkv_bias && c.o_bias && c.attn_sinks && c.attn == QKV_SPLIT && c.rope_spec.layout == ROPE_HALF,
+          "gpt-oss-20b: q/k/v/o biases, sinks, rotate_half");
+    CHECK(cfg_layer_window(&c, 0) == 128 && cfg_layer_window(&c, 1) == 0 && cfg_layer_window(&c, 22) == 128 &&
+          cfg_layer_window(&c, 23) == 0, "gpt-oss-20b: window 128 on even layers, full attention on odd ones");
+    const RopeScaling *y = &c.rope_spec.scaling;
+    CHECK(y->kind == RS_YARN && y->factor == 32 && y->orig_max_pos == 4096 && !y->truncate &&
+          cfg_layer_rope_scaled(&c, 0) && cfg_layer_rope_scaled(&c, 1) && c.rope_spec.theta == 150000,
+          "gpt-oss-20b: YaRN x32 from 4096, truncate false, on every layer");
+    CHECK_NEAR(rope_attention_factor(&c.rope_spec), 0.1 * log(32.0) + 1, 1e-12);
+    CHECK(c.mlp == MLP_MOE && c.moe.layout == MOE_GPT_OSS && c.moe.n_experts == 32 && c.moe.top_k == 4 &&
+          c.moe.norm_topk_prob && c.moe.router == ROUTER_SOFTMAX && cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 23) &&
+          c.swiglu_limit == 7 && c.swiglu_alpha == 1.702, "gpt-oss-20b: 32 experts, top-4 softmax, clamped SwiGLU");
+    CHECK(cfg_role_name(&c, ROLE_SINKS, 5, -1, NULL, n, sizeof n) && !strcmp(n, "model.layers.5.self_attn.sinks"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_ROUTER, 5, -1, "bias", n, sizeof n) && !strcmp(n, "model.layers.5.mlp.router.bias"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_EXPS_GATE_UP, 5, -1, NULL, n, sizeof n) &&
+          !strcmp(n, "model.layers.5.mlp.experts.gate_up_proj"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_EXPS_DOWN_BIAS, 5, -1, NULL, n, sizeof n) &&
+          !strcmp(n, "model.layers.5.mlp.experts.down_proj_bias"), "%s", n);
+    /* GptOssConfig's defaults: attention_bias true, layer_types sliding on even layers */
+    CHECK_OK(model_config_parse("{\"model_type\": \"gpt_oss\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                                "\"num_key_value_heads\": 2, \"head_dim\": 16, \"num_hidden_layers\": 4, "
+                                "\"sliding_window\": 128, \"num_local_experts\": 4, \"num_experts_per_tok\": 2}",
+                                "defaults", &c));
+    CHECK(c.qkv_bias && c.o_bias && cfg_layer_window(&c, 0) == 128 && cfg_layer_window(&c, 1) == 0 &&
+          cfg_layer_window(&c, 2) == 128 && c.norm_eps == 1e-5 && c.swiglu_limit == 7,
+          "gpt_oss defaults: biases, even layers sliding, eps 1e-5, limit 7");
+}
+
+int main(void) {
+    const char *tmp = test_tmpdir();
+    char *d0 = al_asprintf("%s/oss", tmp), *d1 = al_asprintf("%s/oss-nosink", tmp), *d2 = al_asprintf("%s/oss-clamp", tmp);
+    CHECK_OK(synth_family_write("gpt_oss", DT_F32, SYNTH_DEFAULT_SEED, d0));
+    size_t V = 0;
+    float *z0 = logits_of(d0, false, &V);
+    /* (a) the sinks */
+    CHECK_OK(copy_edited(d0, d1, "self_attn.sinks", sinks_off));
+    float *z1 = logits_of(d1, false, &V);
+    double moved = z0 && z1 ? rel_diff(z1, NULL, z0, T * V) : 0, ref1 = z1 ? vs_ref(d1, z1, V) : INFINITY;
+    CHECK(moved > 0.05, "the sinks move the logits by %.3g of their range (want > 0.05)", moved);
+    CHECK(ref1 < 1e-4, "without sinks: attnlab vs the reference %.3g", ref1);
+    printf("  sinks: switched off the logits move by %.3g; attnlab vs reference without them %.2g\n", moved, ref1);
+    /* (b) attn_eval's core with the sinks */
+    float *zo = logits_of(d0, true, &V);
+    double over = z0 && zo ? rel_diff(zo, NULL, z0, T * V) : INFINITY;
+    CHECK(over < 1e-4, "every layer through attn_eval: logits differ by %.3g of the plain pass's", over);
+    printf("  attn_eval override of every layer vs the plain pass: %.2g\n", over);
+    /* (c) the clamp */
+    CHECK_OK(copy_edited(d0, d2, "mlp.experts.gate_up_proj", times8));
+    float *z2 = logits_of(d2, false, &V);
+    double ref2 = z2 ? vs_ref(d2, z2, V) : INFINITY;
+    CHECK(ref2 < 1e-4, "gate_up_proj x 8 (clamped): attnlab vs the reference %.3g", ref2);
+    printf("  clamped SwiGLU (gate_up x 8): attnlab vs reference %.2g\n", ref2);
+    check_truncate();
+    check_config();
+    free(z0); free(z1); free(zo); free(z2);
+    free(d0); free(d1); free(d2);
+    return check_done();
+}
