@@ -12,10 +12,12 @@
  *   (d) `truncate` in YaRN: the inverse frequencies with truncate false differ from truncate true
  *       at the recipe's dims (ramp bounds 0 .. 3.1 vs 0 .. 4);
  *   (e) openai/gpt-oss-20b's config.json read into the description (windows per layer, YaRN with
- *       truncate false, sinks, biases, experts, tensor names), and GptOssConfig's defaults.
+ *       truncate false, sinks, biases, experts, tensor names), and GptOssConfig's defaults;
+ *   (f) experts under MXFP4's names: `ranks vo` available, the forward pass refused naming MXFP4.
  * The README's and info's statements about the sinks are in cli_gpt_oss. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "analyses.h"
 #include "attn_eval.h"
 #include "config.h"
 #include "forward.h"
@@ -77,8 +79,10 @@ static double rel_diff(const float *a, const double *b, const float *bf, size_t 
     return d / r;
 }
 
-/* A copy of src in dst with every tensor whose name contains `what` changed by edit. */
-static int copy_edited(const char *src, const char *dst, const char *what, void (*edit)(float *a, size_t n)) {
+/* A copy of src in dst with every tensor whose name ends in `what` changed by edit (NULL: kept) and
+ * renamed with suffix appended (NULL: its name). */
+static int copy_edited(const char *src, const char *dst, const char *what, void (*edit)(float *a, size_t n),
+                       const char *suffix) {
     char *sp = al_asprintf("%s/model.safetensors", src), *dp = al_asprintf("%s/model.safetensors", dst);
     char *sc = al_asprintf("%s/config.json", src), *dc = al_asprintf("%s/config.json", dst);
     st_file *st = NULL;
@@ -89,8 +93,12 @@ static int copy_edited(const char *src, const char *dst, const char *what, void 
         size_t n = st_numel(e);
         float *a = malloc(n * sizeof *a);
         rc = a ? dt_to_f32(e->dtype, st_data(st, e), n, a) : AL_ERR;
-        if (rc == AL_OK && strstr(e->name, what)) edit(a, n);
-        if (rc == AL_OK) rc = st_writer_add(w, e->name, DT_F32, e->ndim, e->shape, a, n * sizeof(float));
+        size_t ln = strlen(e->name), lw = strlen(what);
+        bool hit = ln >= lw && !strcmp(e->name + ln - lw, what);
+        char name[256];
+        snprintf(name, sizeof name, "%s%s", e->name, hit && suffix ? suffix : "");
+        if (rc == AL_OK && hit && edit) edit(a, n);
+        if (rc == AL_OK) rc = st_writer_add(w, name, DT_F32, e->ndim, e->shape, a, n * sizeof(float));
         free(a);
     }
     if (rc == AL_OK) rc = st_writer_write(w, dp);
@@ -201,7 +209,7 @@ int main(void) {
     size_t V = 0;
     float *z0 = logits_of(d0, false, &V);
     /* (a) the sinks */
-    CHECK_OK(copy_edited(d0, d1, "self_attn.sinks", sinks_off));
+    CHECK_OK(copy_edited(d0, d1, "self_attn.sinks", sinks_off, NULL));
     float *z1 = logits_of(d1, false, &V);
     double moved = z0 && z1 ? rel_diff(z1, NULL, z0, T * V) : 0, ref1 = z1 ? vs_ref(d1, z1, V) : INFINITY;
     CHECK(moved > 0.05, "the sinks move the logits by %.3g of their range (want > 0.05)", moved);
@@ -213,13 +221,24 @@ int main(void) {
     CHECK(over < 1e-4, "every layer through attn_eval: logits differ by %.3g of the plain pass's", over);
     printf("  attn_eval override of every layer vs the plain pass: %.2g\n", over);
     /* (c) the clamp */
-    CHECK_OK(copy_edited(d0, d2, "mlp.experts.gate_up_proj", times8));
+    CHECK_OK(copy_edited(d0, d2, "mlp.experts.gate_up_proj", times8, NULL));
     float *z2 = logits_of(d2, false, &V);
     double ref2 = z2 ? vs_ref(d2, z2, V) : INFINITY;
     CHECK(ref2 < 1e-4, "gate_up_proj x 8 (clamped): attnlab vs the reference %.3g", ref2);
     printf("  clamped SwiGLU (gate_up x 8): attnlab vs reference %.2g\n", ref2);
     check_truncate();
     check_config();
+    /* (f) experts under MXFP4's names (gate_up_proj_blocks, as released): the attention analyses
+       run, the forward pass is refused naming MXFP4 */
+    char *d3 = al_asprintf("%s/oss-mxfp4", tmp);
+    CHECK_OK(copy_edited(d0, d3, "mlp.experts.gate_up_proj", NULL, "_blocks"));
+    Model *m3 = NULL;
+    char why[1024];
+    CHECK_OK(model_open(d3, &m3));
+    CHECK(m3 && analysis_available(m3, AN_RANKS_VO, why, sizeof why), "mxfp4 experts: ranks vo available");
+    CHECK(m3 && !analysis_available(m3, AN_PPL, why, sizeof why) && strstr(why, "MXFP4"), "mxfp4: ppl refused: %s", why);
+    model_free(m3);
+    free(d3);
     free(z0); free(z1); free(zo); free(z2);
     free(d0); free(d1); free(d2);
     return check_done();
