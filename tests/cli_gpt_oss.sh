@@ -4,8 +4,8 @@
 # truncate false, every expert in one gate_up_proj / down_proj tensor), `info` states the sinks,
 # the layer kinds, YaRN's truncate and the experts' clamped SwiGLU and says per analysis what runs,
 # `ranks vo` finds the planted ranks and says what the sink does to them, `ppl` gives the
-# reference's NLL (test_families checks it to 1e-4), `truncate vo` + `ppl` run with the sinks, and
-# the conversions are refused for the windows.
+# reference's NLL (test_families checks it to 1e-4), `truncate vo` + `ppl` run with the sinks,
+# `kvsvd eval` recomputes the attention with them, and the conversions are refused for the windows.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-gpt-oss
@@ -47,6 +47,13 @@ awk '$1 == 39 { ok = ($2 > 6.13 && $2 < 6.155) } END { exit !ok }' out.txt || fa
 run -e "load $d; truncate vo tau 0.99; ppl ids ids.txt seqlen 40"
 ok "truncate vo + ppl run" test "$(rc)" = 0
 awk '$1 == 39 { ok = ($2 > 1 && $2 < 20) } END { exit !ok }' out.txt || fail "truncated ppl [$(cat out.txt)]"
+
+# kvsvd eval recomputes each layer's attention from the cached K, Q, V: with the sinks, at full rank,
+# it is the forward pass's (without them it differed by 0.25 and warned)
+for i in $(seq 1 400); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids400.txt
+run -e "load $d; calibrate ids ids400.txt seqlen 40; kvsvd learn ksvd rank 32; kvsvd eval"
+ok "calibrate + kvsvd learn + eval run" test "$(rc)" = 0
+hasnt "$(cat err.txt out.txt)" "recomputed attention differs" || fail "kvsvd eval: the recomputed attention differs [$(cat err.txt)]"
 
 run -e "load $d; convert mla kv-rank 64"
 ok "convert mla refused" test "$(rc)" = 1

@@ -650,6 +650,10 @@ double fwd_attn_scale(const Forward *f, int layer) { return cfg_attn_scale(f->c,
 
 size_t fwd_attn_window(const Forward *f, int layer) { return cfg_layer_window(f->c, layer); }
 
+const float *fwd_attn_sinks(const Forward *f, int layer) {
+    return layer >= 0 && layer < f->c->n_layers && f->layers[layer].sinks ? f->layers[layer].sinks->data : NULL;
+}
+
 int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
     int n = f->c->n_layers;
     if (layer < 0 || layer >= n) return al_err("attention override: layer %d is out of range 0-%d", layer, n - 1);
