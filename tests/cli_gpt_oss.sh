@@ -5,7 +5,8 @@
 # the layer kinds, YaRN's truncate and the experts' clamped SwiGLU and says per analysis what runs,
 # `ranks vo` finds the planted ranks and says what the sink does to them, `ppl` gives the
 # reference's NLL (test_families checks it to 1e-4), `truncate vo` + `ppl` run with the sinks,
-# `kvsvd eval` recomputes the attention with them, and the conversions are refused for the windows.
+# `kvsvd eval` recomputes the attention with them, the conversions are refused for the windows, and
+# lint reads its tensors as gpt-oss's.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-gpt-oss
@@ -58,4 +59,11 @@ hasnt "$(cat err.txt out.txt)" "recomputed attention differs" || fail "kvsvd eva
 run -e "load $d; convert mla kv-rank 64"
 ok "convert mla refused" test "$(rc)" = 1
 ok "  for the window" grep -q "sliding window" err.txt
+# lint knows gpt_oss: the sinks, the router's bias and the fused experts are its tensors
+run -e "lint $d"
+ok "lint runs" grep -q "^lint .*gpt_oss" out.txt
+grep -Eq "^transformers +GptOssForCausalLM +loads$" out.txt || fail "lint: transformers loads [$(cat out.txt)]"
+grep -Eq "^llama.cpp +gpt-oss" out.txt || fail "lint: llama.cpp's gpt-oss [$(cat out.txt)]"
+hasnt "$(cat out.txt)" "no tensors of gpt_oss" || fail "lint: gpt_oss's own tensors called foreign [$(cat out.txt)]"
+hasnt "$(cat out.txt)" "not among the families lint knows" || fail "lint: gpt_oss unknown [$(cat out.txt)]"
 cli_done

@@ -183,7 +183,8 @@ const FamilyRow FAMILY[] = {
                   "\"output_router_logits\": false, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-05, \"rope_scaling\": "
                   "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 8.0, \"original_max_position_embeddings\": 64, "
                   "\"rope_type\": \"yarn\", \"truncate\": false}, \"rope_theta\": 150000, "
-                  "\"router_aux_loss_coef\": 0.9, \"sliding_window\": " SW ", \"swiglu_limit\": 7.0"}},
+                  "\"router_aux_loss_coef\": 0.9, \"sliding_window\": " SW ", \"swiglu_limit\": 7.0"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "gpt-oss"},
     [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
                   .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
                   .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,
