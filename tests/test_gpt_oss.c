@@ -13,10 +13,13 @@
  *       at the recipe's dims (ramp bounds 0 .. 3.1 vs 0 .. 4);
  *   (e) openai/gpt-oss-20b's config.json read into the description (windows per layer, YaRN with
  *       truncate false, sinks, biases, experts, tensor names), and GptOssConfig's defaults;
- *   (f) experts under MXFP4's names: `ranks vo` available, the forward pass refused naming MXFP4.
+ *   (f) experts under MXFP4's names: `ranks vo` available, the forward pass refused naming MXFP4;
+ *   (g) a folder with gpt-oss-20b's config.json and the release's tensor names, dtypes and shapes
+ *       (a sparse file of zeros) loads with the right description and analyses.
  * The README's and info's statements about the sinks are in cli_gpt_oss. */
 #define _GNU_SOURCE
 #include "check.h"
+#include <cjson/cJSON.h>
 #include "analyses.h"
 #include "attn_eval.h"
 #include "config.h"
@@ -202,6 +205,89 @@ static void check_config(void) {
           "gpt_oss defaults: biases, even layers sliding, eps 1e-5, limit 7");
 }
 
+/* Adds tensor name (dtype, shape) at *off to the header h. */
+static void hdr_add(cJSON *h, const char *name, const char *dt, int nd, const size_t *sh, size_t *off) {
+    size_t n = !strcmp(dt, "BF16") ? 2 : 1;
+    cJSON *t = cJSON_AddObjectToObject(h, name), *s = cJSON_AddArrayToObject(t, "shape"), *o;
+    cJSON_AddStringToObject(t, "dtype", dt);
+    for (int i = 0; i < nd; i++) { cJSON_AddItemToArray(s, cJSON_CreateNumber((double)sh[i])); n *= sh[i]; }
+    o = cJSON_AddArrayToObject(t, "data_offsets");
+    cJSON_AddItemToArray(o, cJSON_CreateNumber((double)*off));
+    cJSON_AddItemToArray(o, cJSON_CreateNumber((double)(*off + n)));
+    *off += n;
+}
+
+/* (g) a folder with gpt-oss-20b's real config.json and every tensor of the release by name, dtype
+ * and shape (attention BF16, experts MXFP4 blocks / scales) in a sparse file of zeros (13.8 GB
+ * apparent, no blocks): it loads, and the description and the analyses are what `info` shows.
+ * Skipped where the file system does not keep the file sparse. */
+static void check_real_folder(const char *dir) {
+    static const char *const attn[][2] = {{"q_proj", "4096"}, {"k_proj", "512"}, {"v_proj", "512"}};
+    const size_t D = 2880, E = 32, F = 2880, V = 201088;
+    cJSON *h = cJSON_CreateObject();
+    size_t off = 0;
+    char n[160];
+    hdr_add(h, "model.embed_tokens.weight", "BF16", 2, (size_t[]){V, D}, &off);
+    hdr_add(h, "lm_head.weight", "BF16", 2, (size_t[]){V, D}, &off);
+    hdr_add(h, "model.norm.weight", "BF16", 1, (size_t[]){D}, &off);
+    for (int L = 0; L < 24; L++) {
+#define P(what) (snprintf(n, sizeof n, "model.layers.%d.%s", L, what), n)
+        hdr_add(h, P("input_layernorm.weight"), "BF16", 1, (size_t[]){D}, &off);
+        hdr_add(h, P("post_attention_layernorm.weight"), "BF16", 1, (size_t[]){D}, &off);
+        for (int i = 0; i < 3; i++) {
+            char w[64];
+            size_t rows = (size_t)atoi(attn[i][1]);
+            snprintf(w, sizeof w, "self_attn.%s.weight", attn[i][0]);
+            hdr_add(h, P(w), "BF16", 2, (size_t[]){rows, D}, &off);
+            snprintf(w, sizeof w, "self_attn.%s.bias", attn[i][0]);
+            hdr_add(h, P(w), "BF16", 1, (size_t[]){rows}, &off);
+        }
+        hdr_add(h, P("self_attn.o_proj.weight"), "BF16", 2, (size_t[]){D, 4096}, &off);
+        hdr_add(h, P("self_attn.o_proj.bias"), "BF16", 1, (size_t[]){D}, &off);
+        hdr_add(h, P("self_attn.sinks"), "BF16", 1, (size_t[]){64}, &off);
+        hdr_add(h, P("mlp.router.weight"), "BF16", 2, (size_t[]){E, D}, &off);
+        hdr_add(h, P("mlp.router.bias"), "BF16", 1, (size_t[]){E}, &off);
+        hdr_add(h, P("mlp.experts.gate_up_proj_blocks"), "U8", 4, (size_t[]){E, 2 * F, 90, 16}, &off);
+        hdr_add(h, P("mlp.experts.gate_up_proj_scales"), "U8", 3, (size_t[]){E, 2 * F, 90}, &off);
+        hdr_add(h, P("mlp.experts.gate_up_proj_bias"), "BF16", 2, (size_t[]){E, 2 * F}, &off);
+        hdr_add(h, P("mlp.experts.down_proj_blocks"), "U8", 4, (size_t[]){E, D, 90, 16}, &off);
+        hdr_add(h, P("mlp.experts.down_proj_scales"), "U8", 3, (size_t[]){E, D, 90}, &off);
+        hdr_add(h, P("mlp.experts.down_proj_bias"), "BF16", 2, (size_t[]){E, D}, &off);
+#undef P
+    }
+    char *js = cJSON_PrintUnformatted(h), *cp = al_asprintf("%s/config.json", dir), *sp = al_asprintf("%s/model.safetensors", dir);
+    cJSON_Delete(h);
+    size_t hl = strlen(js), pad = (8 - hl % 8) % 8, len = hl + pad;
+    FILE *f = mkdir(dir, 0755) == 0 ? fopen(sp, "wb") : NULL;
+    FILE *c = f ? fopen(cp, "w") : NULL;
+    bool ok = f && c && fputs(OSS20B, c) >= 0 && fwrite(&len, 8, 1, f) == 1 && fwrite(js, 1, hl, f) == hl &&
+              fwrite("        ", 1, pad, f) == pad;
+    if (c) fclose(c);
+    if (f) fclose(f);
+    struct stat st;
+    ok = ok && truncate(sp, (off_t)(8 + len + off)) == 0 && stat(sp, &st) == 0;
+    CHECK(ok, "writing the gpt-oss-20b folder %s", dir);
+    if (ok && (size_t)st.st_blocks * 512 > (size_t)1 << 26) {
+        printf("  real folder: the file system does not keep %s sparse: skipped\n", sp);
+        unlink(sp);
+    } else if (ok) {
+        Model *m = NULL;
+        char why[1024];
+        CHECK_OK(model_open(dir, &m));
+        const ModelConfig *mc = m ? &m->cfg : NULL;
+        CHECK(mc && mc->family == FAM_GPT_OSS && mc->n_layers == 24 && mc->attn_sinks && cfg_layer_window(mc, 0) == 128 &&
+              cfg_layer_window(mc, 1) == 0 && mc->dtype == DT_BF16, "gpt-oss-20b folder: the description");
+        CHECK(m && analysis_available(m, AN_RANKS_VO, why, sizeof why), "gpt-oss-20b folder: ranks vo: %s", why);
+        CHECK(m && !analysis_available(m, AN_PPL, why, sizeof why) && strstr(why, "MXFP4"), "gpt-oss-20b: ppl: %s", why);
+        CHECK(m && !analysis_available(m, AN_CONVERT_MLA, why, sizeof why) && strstr(why, "sliding window of 128"),
+              "gpt-oss-20b: convert mla: %s", why);
+        printf("  real folder: gpt-oss-20b's names and shapes load; ranks vo yes, ppl refused for MXFP4\n");
+        model_free(m);
+        unlink(sp);
+    }
+    free(js); free(cp); free(sp);
+}
+
 int main(void) {
     const char *tmp = test_tmpdir();
     char *d0 = al_asprintf("%s/oss", tmp), *d1 = al_asprintf("%s/oss-nosink", tmp), *d2 = al_asprintf("%s/oss-clamp", tmp);
@@ -239,6 +325,9 @@ int main(void) {
     CHECK(m3 && !analysis_available(m3, AN_PPL, why, sizeof why) && strstr(why, "MXFP4"), "mxfp4: ppl refused: %s", why);
     model_free(m3);
     free(d3);
+    char *d4 = al_asprintf("%s/gpt-oss-20b", tmp);
+    check_real_folder(d4);
+    free(d4);
     free(z0); free(z1); free(zo); free(z2);
     free(d0); free(d1); free(d2);
     return check_done();
