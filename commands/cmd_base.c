@@ -224,6 +224,23 @@ static void info_bool(Table *t, cJSON *o, const char *k, bool v) {
     if (o) cJSON_AddBoolToObject(o, k, v);
 }
 
+/* layer_types with both kinds: which layers slide ("sliding_layers  0, 2, 4 (window 128); full 1, 3, 5"). */
+static void info_layer_kinds(Table *t, cJSON *o, const ModelConfig *c) {
+    char sl[200] = "", fu[200] = "", row[460];
+    int ns = 0, nf = 0;
+    for (int L = 0; c->has_layer_types && L < c->n_layers; L++) {
+        bool w = cfg_layer_window(c, L) > 0;
+        char *b = w ? sl : fu;
+        size_t n = strlen(b);
+        if (n + 16 < sizeof sl) snprintf(b + n, sizeof sl - n, "%s%d", (w ? ns : nf) ? ", " : "", L);
+        else if (n + 4 < sizeof sl && !strstr(b, "...")) snprintf(b + n, sizeof sl - n, ", ...");
+        if (w) ns++; else nf++;
+    }
+    if (!ns || !nf) return;
+    snprintf(row, sizeof row, "%s (window %d); full: %s", sl, c->sliding_window, fu);
+    info_str(t, o, "sliding_layers", row);
+}
+
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is
  * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
  * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
@@ -234,6 +251,12 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_int(t, o, "rotary_dims", c->rope_spec.rotary_dim);
     info_num(t, o, "softmax_scale", cfg_attn_scale(c, 0));
     info_int(t, o, "sliding_window", c->sliding_window);
+    if (c->rope_spec.scaling.kind == RS_YARN && !c->rope_spec.scaling.truncate)
+        info_str(t, o, "yarn_truncate", "false: the ramp's bounds are not rounded (gpt-oss)");
+    info_layer_kinds(t, o, c);
+    if (c->attn_sinks)
+        info_str(t, o, "attention_sinks", "a learned logit per head joins each softmax row (unscaled, its weight "
+                 "dropped): the V·O and Q·K maps are unchanged, the softmax is not");
     char nope[256];
     if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */
     info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
@@ -241,6 +264,13 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_str(t, o, "activation", c->activation);
     info_str(t, o, "mlp", mlp_kind_name(c->mlp));
     if (c->mlp == MLP_MOE) info_int(t, o, "routed_experts", c->moe.n_experts);
+    if (c->mlp == MLP_MOE) info_int(t, o, "experts_per_token", c->moe.top_k);
+    if (c->swiglu_limit > 0) {
+        char sw[200];
+        snprintf(sw, sizeof sw, "clamped SwiGLU over interleaved gate/up columns: (clamp(up, +-%g) + 1) * g "
+                 "sigmoid(%g g), g = min(gate, %g)", c->swiglu_limit, c->swiglu_alpha, c->swiglu_limit);
+        info_str(t, o, "experts_mlp", sw);
+    }
     info_bool(t, o, "tie_embeddings", c->tie_embeddings);
     if (cfg_row(c)->text_config) {          /* a multimodal checkpoint: its language model only */
         char tower[256];

@@ -72,6 +72,14 @@ static void say_nope_layers(Out *out, const ModelConfig *c, farr_kind kind, long
                    list, offset != FARR_NO_OFFSET ? ", the offset is not applied" : "");
 }
 
+/* A model with attention sinks (gpt-oss): what they do to the fused maps (nothing) and to the softmax. */
+static void say_sinks(Out *out, const ModelConfig *c, farr_kind kind) {
+    if (c->attn_sinks)
+        out_printf(out, "attention sinks: a learned logit per head joins each softmax row, so %s is the map the model "
+                   "computes; the sink only lowers every attention weight of a row (truncate keeps it)\n",
+                   kind == FARR_QK ? "W_Q W_K^T" : "W_V W_O");
+}
+
 /* ================================================================ spectrum */
 
 static const char SPECTRUM_HELP[] =
@@ -373,6 +381,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
     if (out_narrates(out)) say_nope_layers(out, &m->cfg, kind, lo, hi, offset);
+    if (out_narrates(out)) say_sinks(out, &m->cfg, kind);
     if (brief) {
         char *text = table_render(brief_t, out->fmt, out->prec);
         if (text) out_printf(out, "%s", text);

@@ -46,6 +46,14 @@
  *                           1e-5; MoE from first_k_dense_replace (default 1) routed as deepseek_v3's
  *                           (norm_topk_prob default true), plus n_shared_experts (default 1) x
  *                           moe_intermediate_size shared experts
+ *   gpt_oss                 q/k/v/o_proj with biases (attention_bias, default true), a learned sink logit
+ *                           per head in every softmax row (unscaled; its weight dropped), sliding window on
+ *                           the layer_types "sliding_attention" layers (default: even layers), YaRN on
+ *                           every layer with `truncate` (false: the ramp bounds are not floored / ceiled),
+ *                           rms_norm_eps 1e-5; every layer MoE: router logits x W^T + b, top-k of the
+ *                           logits, softmax over those k; experts gate_up_proj (E, D, 2I) as x @ W + bias,
+ *                           gate = columns 0, 2, 4..., up = 1, 3, 5...; gate clamped above at 7, up to
+ *                           [-7, 7]; (up + 1) * gate * sigmoid(1.702 gate) @ down_proj (E, I, D) + bias
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -61,7 +69,7 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3 } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -81,6 +89,8 @@ struct RefModel {
     /* rope_scaling yarn (olmo3: full-attention layers only) */
     bool yarn;
     double yarn_factor, yarn_orig, beta_fast, beta_slow, yarn_attn;
+    bool yarn_truncate;
+    bool sinks;                    /* gpt_oss: self_attn.sinks */
     bool sliding[REF_MAX_LAYERS];
     bool no_rope[REF_MAX_LAYERS];  /* no RoPE on this layer (SmolLM3) */
     double scale, attn_cap, final_cap, embed_scale;
@@ -115,7 +125,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}};
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"gpt_oss", R_GPT_OSS}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -139,7 +149,8 @@ static void parse_nope(RefModel *m, const cJSON *r) {
 
 /* Sliding layers: layer_types, else the family's pattern (HF configuration classes). */
 static void parse_windows(RefModel *m, const cJSON *r) {
-    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 ? 4096 : 0, 0);
+    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 ? 4096
+                                          : m->fam == R_GPT_OSS ? 128 : 0, 0);
     if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_SMOLLM3) &&
         !jbool(r, "use_sliding_window", false))
         w = 0;
@@ -150,7 +161,7 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         const cJSON *e = cJSON_IsArray(lt) ? cJSON_GetArrayItem(lt, L) : NULL;
         bool s;
         if (e) s = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
-        else if (m->fam == R_GEMMA2) s = L % 2 == 0;
+        else if (m->fam == R_GEMMA2 || m->fam == R_GPT_OSS) s = L % 2 == 0;
         else if (m->fam == R_GEMMA3) s = (L + 1) % pattern != 0;
         else if (m->fam == R_OLMO3) s = (L + 1) % 4 != 0;
         else if (m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE) s = L >= mwl;
@@ -171,6 +182,7 @@ static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
     if (cJSON_HasObjectItem(rs, "original_max_position_embeddings")) m->yarn_factor = maxpos / m->yarn_orig;
     m->beta_fast = jnum(rs, "beta_fast", 32, 32);
     m->beta_slow = jnum(rs, "beta_slow", 1, 1);
+    m->yarn_truncate = jbool(rs, "truncate", true);
     m->yarn_attn = jnum(rs, "attention_factor", -1, -1);
     if (m->yarn_attn < 0) m->yarn_attn = m->yarn_factor <= 1 ? 1.0 : 0.1 * log(m->yarn_factor) + 1.0;
 }
@@ -186,19 +198,19 @@ static int parse_rope(RefModel *m, const cJSON *r) {
     if (cJSON_IsObject(rs)) {
         const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
         if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
-        else if (t && !strcmp(t, "yarn") && m->fam == R_OLMO3) parse_yarn(m, r, rs);
+        else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_GPT_OSS)) parse_yarn(m, r, rs);
         else if (t && strcmp(t, "default")) return al_err("ref: rope_scaling '%s' is not covered", t);
     }
     return AL_OK;
 }
 
 static void parse_moe(RefModel *m, const cJSON *r) {
-    m->E = (int)(m->fam == R_MIXTRAL ? jnum(r, "num_local_experts", 8, 0)
+    m->E = (int)(m->fam == R_MIXTRAL || m->fam == R_GPT_OSS ? jnum(r, "num_local_experts", m->fam == R_MIXTRAL ? 8 : 128, 0)
                  : m->fam == R_QWEN3_MOE ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
-    if (m->fam != R_MIXTRAL && m->fam != R_QWEN3_MOE && !ds_router(m)) m->E = 0;
+    if (m->fam != R_MIXTRAL && m->fam != R_QWEN3_MOE && m->fam != R_GPT_OSS && !ds_router(m)) m->E = 0;
     m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
     m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
-    if (m->fam == R_MIXTRAL) m->eF = m->F;
+    if (m->fam == R_MIXTRAL || m->fam == R_GPT_OSS) m->eF = m->F;
     m->norm_topk = m->fam == R_MIXTRAL || jbool(r, "norm_topk_prob", ds_router(m));
     m->first_dense = (int)jnum(r, "first_k_dense_replace", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->layer_freq = (int)jnum(r, "moe_layer_freq", 1, 1);
@@ -229,9 +241,10 @@ static int parse_config(RefModel *m, const cJSON *r) {
                                                             : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
                               : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m) ||
-                                                            m->fam == R_GLM4_MOE ? 1e-5 : 1e-6, 1e-6);
+                                                            m->fam == R_GLM4_MOE || m->fam == R_GPT_OSS ? 1e-5 : 1e-6, 1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
-    bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
+    bool ab = jbool(r, "attention_bias", m->fam == R_NEOX || m->fam == R_GPT_OSS);
+    m->sinks = m->fam == R_GPT_OSS;
     m->qkv_bias = m->fam == R_QWEN2 || ab;
     m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
     m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 ||
@@ -458,8 +471,9 @@ static void rope(double *x, int rot, double p, double theta, double factor, bool
  * times the attention factor (transformers: cos = cos(p f) * attention_scaling). */
 static void rope_yarn(const RefModel *m, double *x, int rot, double p, double theta) {
     int half = rot / 2;
-    double lo = floor(rot * log(m->yarn_orig / (m->beta_fast * 2 * M_PI)) / (2 * log(theta)));
-    double hi = ceil(rot * log(m->yarn_orig / (m->beta_slow * 2 * M_PI)) / (2 * log(theta)));
+    double lo = rot * log(m->yarn_orig / (m->beta_fast * 2 * M_PI)) / (2 * log(theta));
+    double hi = rot * log(m->yarn_orig / (m->beta_slow * 2 * M_PI)) / (2 * log(theta));
+    if (m->yarn_truncate) { lo = floor(lo); hi = ceil(hi); }
     lo = fmax(lo, 0);
     hi = fmin(hi, rot - 1);
     if (lo == hi) hi += 0.001;
@@ -475,7 +489,7 @@ static void rope_yarn(const RefModel *m, double *x, int rot, double p, double th
 /* Softmax attention of one query row over keys 0..i (window: i - j < window) with scale and soft-cap:
  * out (dv) = sum_j p_j v_j. q (dq), k rows at k + j*ldk, v rows at v + j*ldv. */
 static void attend(const RefModel *m, int L, size_t i, const double *q, const double *k, size_t ldk, const double *v,
-                   size_t ldv, size_t dq, size_t dv, double *p, double *out) {
+                   size_t ldv, size_t dq, size_t dv, double *p, double *out, const double *sink) {
     size_t w = m->sliding[L] ? (size_t)m->window : 0, j0 = w && i + 1 > w ? i + 1 - w : 0;
     double mx = -INFINITY, sum = 0;
     for (size_t j = j0; j <= i; j++) {
@@ -486,7 +500,9 @@ static void attend(const RefModel *m, int L, size_t i, const double *q, const do
         p[j] = s;
         if (s > mx) mx = s;
     }
+    if (sink && *sink > mx) mx = *sink;                   /* gpt-oss: the sink joins the row, unscaled */
     for (size_t j = j0; j <= i; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+    if (sink) sum += exp(*sink - mx);                     /* ... and its weight is dropped */
     for (size_t d = 0; d < dv; d++) out[d] = 0;
     for (size_t j = j0; j <= i; j++)
         for (size_t d = 0; d < dv; d++) out[d] += p[j] / sum * v[j * ldv + d];
@@ -495,7 +511,7 @@ static void attend(const RefModel *m, int L, size_t i, const double *q, const do
 /* ================================================================ attention */
 
 /* True when layer L rotates with YaRN (OLMo 3: the full-attention layers; sliding ones plain RoPE). */
-static bool layer_yarn(const RefModel *m, int L) { return m->yarn && !m->sliding[L]; }
+static bool layer_yarn(const RefModel *m, int L) { return m->yarn && (m->fam == R_GPT_OSS || !m->sliding[L]); }
 
 /* RoPE base and linear factor of layer L (Gemma 3: local layers use rope_local_base_freq, unscaled). */
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor) {
@@ -558,11 +574,15 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
             if (layer_yarn(m, L)) rope_yarn(m, K + t * kd + g * hd, m->rot, (double)t, theta);
             else rope(K + t * kd + g * hd, m->rot, (double)t, theta, factor, false);
     }
+    double *sk = rc == AL_OK && m->sinks ? tget(m, L, "self_attn.sinks", H, 0) : NULL;
+    if (m->sinks && !sk) rc = AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < T; t++)
         for (size_t i = 0; i < H; i++) {
             size_t g = i / (H / KV);
-            attend(m, L, t, Q + t * qd + i * hd, K + g * hd, kd, V + g * hd, kd, hd, hd, p, A + t * qd + i * hd);
+            attend(m, L, t, Q + t * qd + i * hd, K + g * hd, kd, V + g * hd, kd, hd, hd, p, A + t * qd + i * hd,
+                   sk ? sk + i : NULL);
         }
+    free(sk);
     const char *o = m->fam == R_NEOX ? "attention.dense" : "self_attn.o_proj";
     if (rc == AL_OK) rc = lin_named(m, L, o, m->o_bias, A, qd, T, qd, D, out);
     free(Q); free(K); free(V); free(A); free(p);
@@ -598,7 +618,7 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
     for (size_t t = 0; rc == AL_OK && t < T; t++)
         for (size_t i = 0; i < H; i++)
             attend(m, L, t, q + (t * H + i) * dq, kf + i * dq, H * dq, kvb + i * (np + dv) + np, H * (np + dv), dq, dv,
-                   p, A + (t * H + i) * dv);
+                   p, A + (t * H + i) * dv, NULL);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, H * dv, T, H * dv, D, out);
     free(qa); free(q); free(ckv); free(kvb); free(kf); free(A); free(p);
     return rc;
@@ -725,10 +745,55 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     return rc;
 }
 
+/* gpt-oss's expert e on one row x (D): (clamp(up) + 1) * glu(clamp(gate)) @ down + bias, from the
+ * fused tensors GU (E, D, 2F) with interleaved (gate, up) columns, GB (E, 2F), DN (E, F, D), DB (E, D). */
+static void oss_expert(const RefModel *m, const double *const t[4], size_t e, const double *x, double wt, double *y) {
+    const size_t D = (size_t)m->D, F = (size_t)m->eF;
+    const double *GU = t[0] + e * D * 2 * F, *GB = t[1] + e * 2 * F, *DN = t[2] + e * F * D, *DB = t[3] + e * D;
+    double h[1024];
+    for (size_t f = 0; f < F; f++) {
+        double g = GB[2 * f], u = GB[2 * f + 1];
+        for (size_t i = 0; i < D; i++) { g += x[i] * GU[i * 2 * F + 2 * f]; u += x[i] * GU[i * 2 * F + 2 * f + 1]; }
+        g = fmin(g, 7.0);
+        u = fmin(fmax(u, -7.0), 7.0);
+        h[f] = (u + 1) * g / (1 + exp(-1.702 * g));
+    }
+    for (size_t o = 0; o < D; o++) {
+        double s = DB[o];
+        for (size_t f = 0; f < F; f++) s += h[f] * DN[f * D + o];
+        y[o] += wt * s;
+    }
+}
+
+/* gpt-oss's MoE of layer L: router logits x W^T + b, top-k of the logits, softmax over those k. */
+static int moe_oss(const RefModel *m, int L, const double *x, size_t T, double *y) {
+    const size_t D = (size_t)m->D, E = (size_t)m->E, F = (size_t)m->eF;
+    const int k = m->topk;
+    double *logit = malloc(T * E * sizeof *logit), *t[4];
+    t[0] = tget(m, L, "mlp.experts.gate_up_proj", E * D * 2 * F, 0);
+    t[1] = tget(m, L, "mlp.experts.gate_up_proj_bias", E, 2 * F);
+    t[2] = tget(m, L, "mlp.experts.down_proj", E * F * D, 0);
+    t[3] = tget(m, L, "mlp.experts.down_proj_bias", E, D);
+    int rc = logit && t[0] && t[1] && t[2] && t[3] && F <= 1024 ? lin_named(m, L, "mlp.router", true, x, D, T, D, E, logit)
+                                                              : AL_ERR;
+    for (size_t r = 0; rc == AL_OK && r < T; r++) {
+        int idx[64];
+        double w[64], mx = -INFINITY, sum = 0;
+        topk(logit + r * E, (int)E, k, idx);
+        for (int j = 0; j < k; j++) mx = fmax(mx, logit[r * E + (size_t)idx[j]]);
+        for (int j = 0; j < k; j++) { w[j] = exp(logit[r * E + (size_t)idx[j]] - mx); sum += w[j]; }
+        for (int j = 0; j < k; j++) oss_expert(m, (const double *const *)t, (size_t)idx[j], x + r * D, w[j] / sum, y + r * D);
+    }
+    free(logit);
+    for (int i = 0; i < 4; i++) free(t[i]);
+    return rc;
+}
+
 /* MLP of layer L: y (T x D) = mlp(x). */
 static int mlp(const RefModel *m, int L, const double *x, size_t T, double *y) {
     const size_t D = (size_t)m->D, F = (size_t)m->F;
     memset(y, 0, T * D * sizeof *y);
+    if (moe_layer(m, L) && m->fam == R_GPT_OSS) return moe_oss(m, L, x, T, y);
     if (moe_layer(m, L)) return moe(m, L, x, T, y);
     if (m->fam == R_PHI3 || m->fam == R_NEOX) {
         size_t n = m->fam == R_PHI3 ? 2 * F : F;

@@ -571,7 +571,43 @@ static void expect_norm(Lint *x, tensor_role r, int L, const char *hidden_key) {
 
 /* The config key giving the experts' count of each MoE layout. */
 static const char *const EXPERT_KEY[MOE_LAYOUT_COUNT] = {
-    [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts"};
+    [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts",
+    [MOE_GPT_OSS] = "num_local_experts"};
+
+/* Every expert in one tensor of role r in layer L: [E, d0, d1]; stored in MXFP4 (gpt-oss as
+ * released: <name>_blocks, <name>_scales) both are taken as read (the weight-format decoder checks them). */
+static void expect_experts3(Lint *x, tensor_role r, int L, size_t E, size_t d0, size_t d1, const char *why) {
+    char name[256], blk[280], scl[280];
+    if (!cfg_role_name(&x->cfg, r, L, -1, NULL, name, sizeof name)) return;
+    snprintf(blk, sizeof blk, "%s_blocks", name);
+    snprintf(scl, sizeof scl, "%s_scales", name);
+    LTensor *t = find(x, name), *b = t ? NULL : find(x, blk), *sc = t ? NULL : find(x, scl);
+    if (b || sc) {
+        if (b) b->used = true;
+        if (sc) sc->used = true;
+        return;
+    }
+    if (!t) { agg_add(x, AGG_MISSING, name, name); return; }
+    t->used = true;
+    const st_entry *e = t->e;
+    if (e->ndim == 3 && e->shape[0] == E && e->shape[1] == d0 && e->shape[2] == d1) return;
+    char have[96], msg[700];
+    shape_str(e, have, sizeof have);
+    snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu, %zu, %zu] (%s)", name, have, E, d0, d1, why);
+    agg_add(x, AGG_SHAPE, name, msg);
+}
+
+/* gpt-oss's experts (MOE_GPT_OSS): the router with its bias, gate_up_proj [E, h, 2f] (x @ W),
+ * down_proj [E, f, h] and their biases [E, 2f], [E, h]. */
+static void layout_moe_fused(Lint *x, int L, size_t E, size_t h, size_t f) {
+    const char *why = "num_local_experts, hidden_size, intermediate_size";
+    expect_role(x, false, ROLE_ROUTER, L, 0, "weight", E, h, "num_local_experts, hidden_size");
+    expect_role(x, false, ROLE_ROUTER, L, 0, "bias", E, 0, "num_local_experts");
+    expect_experts3(x, ROLE_EXPS_GATE_UP, L, E, h, 2 * f, why);
+    expect_experts3(x, ROLE_EXPS_DOWN, L, E, f, h, why);
+    expect_role(x, false, ROLE_EXPS_GATE_UP_BIAS, L, 0, NULL, E, 2 * f, why);
+    expect_role(x, false, ROLE_EXPS_DOWN_BIAS, L, 0, NULL, E, h, why);
+}
 
 /* The mixture-of-experts MLP of layer L, named as its moe_layout says: the router [E, h] (and
  * DeepSeek's score correction bias); E gated experts of width moe_intermediate_size
@@ -584,6 +620,7 @@ static void layout_moe(Lint *x, int L) {
     const char *why = m->expert_ffn > 0 ? "moe_intermediate_size, hidden_size" : "intermediate_size, hidden_size";
     const char *ne = m->layout < MOE_LAYOUT_COUNT && EXPERT_KEY[m->layout] ? EXPERT_KEY[m->layout] : "num_experts";
     char why_gate[64];
+    if (cfg_role(c, ROLE_EXPS_GATE_UP)) { layout_moe_fused(x, L, E, h, f); return; }
     snprintf(why_gate, sizeof why_gate, "%s, hidden_size", ne);
     expect_role(x, false, ROLE_ROUTER, L, 0, "weight", E, h, why_gate);
     expect_role(x, true, ROLE_ROUTER_BIAS, L, 0, NULL, E, 0, ne);
@@ -618,6 +655,7 @@ static void layout_walk(Lint *x) {
     for (int L = 0; L < c->n_layers; L++) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
         expect_wants(x, shape_attn(c->attn), L, cond);
+        if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
         else expect_wants(x, shape_ffn(c->ffn), L, cond);
     }

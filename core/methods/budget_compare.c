@@ -254,6 +254,11 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
         BudgetRow cur = *r;
         int rc = tmla_convert_layer(L, &o, Sigma, &mla, &rep);
         if (rc == AL_OK) { mla->window = L->window; mla->softcap = L->softcap; }   /* the model's, both sides */
+        if (rc == AL_OK && L->sinks && !mla->sinks) {                               /* gpt-oss's sinks too */
+            size_t nb = (size_t)L->n_heads * sizeof(float);
+            if ((mla->sinks = al_malloc(nb, "attention sinks"))) memcpy(mla->sinks, L->sinks, nb);
+            else rc = AL_ERR;
+        }
         if (rc == AL_OK) rc = measure_layer(mla, Xf, posf, refF, &cur);
         if (rc) {
             attn_layer_free(mla);

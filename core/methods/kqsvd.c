@@ -378,6 +378,8 @@ struct KqEval {
     bool wo_keep;             /* keep every layer's W_O (it fits) */
     double *scale;            /* (L) */
     size_t *window;           /* (L) */
+    Forward *f;               /* the pass kq_eval_run drives (its layers' sink logits) */
+    const float *sinks;       /* (H) the current layer's sink logits (gpt-oss) or NULL */
 };
 
 int kq_eval_new(const CalibShape *sh, const KqProj *const *sets, size_t nsets, KqEval **out) {
@@ -459,6 +461,7 @@ typedef struct {
     double scale;
     size_t window;
     double softcap;           /* attention logit soft-cap (0: none) */
+    const float *sinks;       /* (H) sink logits or NULL */
     float *out;               /* (T, H dv) */
     float *scores;            /* (workers, QB, T) */
 } AttnJob;
@@ -471,7 +474,8 @@ static int attn_task(size_t h, int worker, void *ud) {
     float *S = j->scores + (size_t)worker * QB * T;
     attn_head_causal(&(AttnHeadJob){.q = j->Q + h * j->d, .ldq = j->ldq, .K = K, .ldk = j->ldk, .V = V, .ldv = j->ldv,
                                      .T = T, .pos0 = 0, .d = j->d, .dv = j->dv, .scale = j->scale, .window = j->window,
-                                     .softcap = j->softcap, .qb = QB, .S = S, .out = j->out + h * j->dv,
+                                     .softcap = j->softcap, .has_sink = j->sinks != NULL,
+                                     .sink = j->sinks ? j->sinks[h] : 0, .qb = QB, .S = S, .out = j->out + h * j->dv,
                                      .ldo = j->H * j->dv});
     return AL_OK;
 }
@@ -482,7 +486,8 @@ static int attend(KqEval *ev, size_t T, const float *Q, size_t ldq, const float 
     const CalibShape *sh = &ev->sh;
     AttnJob j = {.Q = Q, .K = K, .V = V, .ldq = ldq, .ldk = ldk, .ldv = ldv, .T = T,
                  .m = (size_t)calib_group(sh), .d = (size_t)sh->d_qk, .dv = (size_t)sh->d_v, .H = (size_t)sh->n_heads,
-                 .scale = scale, .window = window, .softcap = ev->m ? ev->m->cfg.attn_softcap : 0, .out = out, .scores = ev->scores};
+                 .scale = scale, .window = window, .softcap = ev->m ? ev->m->cfg.attn_softcap : 0, .sinks = ev->sinks,
+                 .out = out, .scores = ev->scores};
     if (T * T >= 4096 && ev->workers > 1) return sweep_run((size_t)sh->n_heads, ev->workers, attn_task, &j);
     for (size_t h = 0; h < (size_t)sh->n_heads; h++) attn_task(h, 0, &j);
     return AL_OK;
@@ -652,6 +657,7 @@ static int eval_hook(const FwdAct *a, void *ud) {
         if (a->t0 != 0 || a->T != T) return al_err("evaluation: the attention output came in chunks (internal)");
         const float *W;
         if (wo_layer(ev, a->layer, &W)) return AL_ERR;
+        ev->sinks = ev->f ? fwd_attn_sinks(ev->f, a->layer) : NULL;     /* gpt-oss: the softmax's sinks */
         size_t H = (size_t)sh->n_heads, G = (size_t)sh->n_kv_heads, d = (size_t)sh->d_qk, dv = (size_t)sh->d_v;
         return kq_eval_layer(ev, a->layer, &(KqLayerIn){.tokens = T, .Q = ev->Qb, .ldq = H * d, .K = ev->Kb, .ldk = G * d,
                                                         .V = ev->Vb, .ldv = G * dv, .W_O = W, .hidden = (size_t)sh->hidden,
@@ -686,7 +692,11 @@ int kq_eval_run(KqEval *ev, Model *m, Forward *f, const int *tokens, size_t nseq
         ev->window[l] = fwd_attn_window(f, (int)l);
     }
     ev->run_T = seqlen;
+    ev->f = f;
     FwdHooks h = {.mask = FWD_Q_ROPE | FWD_K_ROPE | FWD_V | FWD_ATTN_OUT, .fn = eval_hook, .ud = ev, .chunk = 0,
                   .whole_seqs = true};      /* Ctrl-C after a whole sequence: every layer averages the same ones */
-    return fwd_run_hooked(f, &h, tokens, nseq, seqlen);
+    int rc = fwd_run_hooked(f, &h, tokens, nseq, seqlen);
+    ev->f = NULL;
+    ev->sinks = NULL;
+    return rc;
 }

@@ -312,6 +312,16 @@ int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype) {
     return AL_OK;
 }
 
+int synlist_add3(SynList *l, const char *name, size_t lead, Mat *m, dt_type dtype) {
+    if (m && (lead == 0 || m->rows % lead || dtype == DT_F8_E4M3)) {
+        mat_free(m);
+        return al_err("internal: '%s' cannot be written as %zu blocks of rows", name, lead);
+    }
+    int rc = synlist_add(l, name, 3, m, dtype);
+    if (rc == AL_OK) l->t[l->n - 1].lead = lead;
+    return rc;
+}
+
 /* A demo model's layer L added to l; spec is the model's own description (NULL for the fixed ones). */
 typedef int (*syn_layer_fn)(SynList *l, const SynthOptions *o, const void *spec, int L);
 
@@ -371,7 +381,8 @@ static void fp8_quantize(const Mat *m, uint8_t *q, float *scale) {
 static int add_tensor(CkptWriter *w, const SynTensor *t) {
     const Mat *m = t->m;
     size_t shape[2] = {m->rows, m->cols}, n = m->rows * m->cols;
-    const size_t *sh = t->ndim == 1 ? shape + 1 : shape;
+    size_t shape3[3] = {t->lead, t->lead ? m->rows / t->lead : 0, m->cols};
+    const size_t *sh = t->ndim == 1 ? shape + 1 : t->ndim == 3 ? shape3 : shape;
     int rc;
     if (t->dtype == DT_F8_E4M3) {
         size_t sr = dt_fp8_nblocks(m->rows), sc = dt_fp8_nblocks(m->cols);

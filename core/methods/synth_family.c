@@ -346,6 +346,7 @@ static int attn_gqa(const Ctx *c) {
     }
     if (rc == AL_OK) rc = add_mat(c, ROLE_O, op); else mat_free(op);
     if (rc == AL_OK && m->o_bias) rc = add_vec(c, ROLE_O, "bias", D, 0.0f, c->dt);
+    if (rc == AL_OK && m->attn_sinks) rc = add_vec(c, ROLE_SINKS, NULL, H, 0.0f, c->dt);   /* gpt-oss */
     return rc == AL_OK ? add_qk_norms(c) : rc;
 }
 
@@ -375,6 +376,23 @@ static int mlp_gated(const Ctx *c, const tensor_role r[3], int e, size_t F) {
     return rc == AL_OK ? add_gauss(c, r[2], e, D, F, 0) : rc;
 }
 
+/* Every expert in one tensor (gpt-oss): gate_up_proj (E, D, 2F) and down_proj (E, F, D), used as
+ * x @ W, with their biases (E, 2F), (E, D), and the router's bias. */
+static int experts_fused(const Ctx *c, size_t E, size_t F) {
+    const size_t D = (size_t)c->c->hidden;
+    char n[192];
+    int rc = add_vec(c, ROLE_ROUTER, "bias", E, 0.0f, c->dt);
+    role_name(c, ROLE_EXPS_GATE_UP, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = synlist_add3(c->l, n, E, syn_gauss_named(c->seed, n, E * D, 2 * F, 1 / sqrt((double)D)), c->dt);
+    role_name(c, ROLE_EXPS_GATE_UP_BIAS, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = synlist_add(c->l, n, 2, syn_gauss_named(c->seed, n, E, 2 * F, 0.1), c->dt);
+    role_name(c, ROLE_EXPS_DOWN, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = synlist_add3(c->l, n, E, syn_gauss_named(c->seed, n, E * F, D, 1 / sqrt((double)F)), c->dt);
+    role_name(c, ROLE_EXPS_DOWN_BIAS, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = synlist_add(c->l, n, 2, syn_gauss_named(c->seed, n, E, D, 0.1), c->dt);
+    return rc;
+}
+
 /* The router and experts of a mixture-of-experts layer, as the description's MoE layout names them. */
 static int mlp_moe(const Ctx *c) {
     const ModelConfig *m = c->c;
@@ -385,6 +403,7 @@ static int mlp_moe(const Ctx *c) {
     static const tensor_role shared[3] = {ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN};
     int rc = add_gauss(c, ROLE_ROUTER, -1, E, D, 0);
     if (rc == AL_OK && cfg_role(m, ROLE_ROUTER_BIAS)) rc = add_vec(c, ROLE_ROUTER_BIAS, NULL, E, 0.5f, DT_F32);
+    if (rc == AL_OK && cfg_role(m, ROLE_EXPS_GATE_UP)) return experts_fused(c, E, F);
     for (size_t e = 0; rc == AL_OK && e < E; e++) rc = mlp_gated(c, routed, (int)e, F);
     if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_GATE)) rc = mlp_gated(c, shared, -1, F * (size_t)s->n_shared);
     return rc;

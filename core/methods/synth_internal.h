@@ -63,8 +63,9 @@ int syn_gqa_vo(unsigned long seed, const char *kind, int L, const GqaDims *d, sy
 
 typedef struct {
     char *name;
-    int ndim;            /* 1 or 2 */
-    Mat *m;              /* values (rows, cols); a 1-D tensor is 1 x n */
+    int ndim;            /* 1, 2 or 3 */
+    Mat *m;              /* values (rows, cols); a 1-D tensor is 1 x n; a 3-D one (lead, rows / lead, cols) */
+    size_t lead;         /* 3-D: the first dim */
     dt_type dtype;       /* storage: F32, BF16, or F8_E4M3 (+ a scale tensor) */
     size_t nbytes;       /* bytes on disk, scale tensor included */
 } SynTensor;
@@ -77,6 +78,8 @@ typedef struct {
 void synlist_free(SynList *l);
 /* Appends m (ownership taken, also on failure; NULL m is an error) under name with storage dtype. */
 int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype);
+/* The same for a 3-D tensor (lead, m->rows / lead, m->cols) (every expert in one tensor). */
+int synlist_add3(SynList *l, const char *name, size_t lead, Mat *m, dt_type dtype);
 /* Constant vector (1 x n). */
 Mat *syn_vec_const(size_t n, float v);
 /* Gaussian matrix (rows x cols) with element RMS sd from the stream (seed, name). */

@@ -134,6 +134,15 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
     if (e->layout == MOE_NONE || e->top_k <= 0 || e->top_k > e->n_experts)
         return why_set(why, cap, "layer %d is a mixture-of-experts layer (%d experts) but num_experts_per_tok is %d: the "
                        "forward pass needs 1 <= top-k <= experts", first, e->n_experts, e->top_k);
+    char gu[192], blk[210];
+    if (m->store && cfg_role_name(c, ROLE_EXPS_GATE_UP, first, -1, NULL, gu, sizeof gu) && !store_has(m->store, gu)) {
+        snprintf(blk, sizeof blk, "%s_blocks", gu);               /* gpt-oss as released: MXFP4 experts */
+        return store_has(m->store, blk)
+                   ? why_set(why, cap, "%s: the experts are stored in MXFP4 (%s / _scales): the forward pass reads "
+                             "them in F32 / BF16 (transformers' dequantized checkpoints); the attention weights are "
+                             "BF16, so the attention analyses run", m->path, blk)
+                   : why_set(why, cap, "%s: layer %d has no %s (every expert in one tensor)", m->path, first, gu);
+    }
     if (!ds && e->n_shared > 0)
         return why_set(why, cap, "%s: a shared expert in a %s MoE (shared_expert_intermediate_size) is not covered by "
                        "the forward pass (Mixtral, Qwen3-MoE and DeepSeek layouts are)", m->path, c->model_type);

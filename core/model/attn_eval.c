@@ -25,7 +25,8 @@ void attn_layer_free(AttnLayer *L) {
     if (!L) return;
     Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O};
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) mat_free(mats[i]);
-    float *vecs[] = {L->b_Q, L->b_K, L->b_V, L->b_QA, L->qa_norm, L->b_KVA, L->kva_norm, L->b_O, L->q_norm, L->k_norm};
+    float *vecs[] = {L->b_Q, L->b_K, L->b_V, L->b_QA, L->qa_norm, L->b_KVA, L->kva_norm, L->b_O, L->q_norm, L->k_norm,
+                     L->sinks};
     for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++) free(vecs[i]);
     free(L->inv_freq);
     free(L);
@@ -71,6 +72,7 @@ AttnLayer *attn_layer_copy(const AttnLayer *L) {
     C->b_O = vec_dup(L->b_O, (size_t)L->hidden, &ok);
     C->q_norm = vec_dup(L->q_norm, qk_norm_len(L, false), &ok);
     C->k_norm = vec_dup(L->k_norm, qk_norm_len(L, true), &ok);
+    C->sinks = vec_dup(L->sinks, (size_t)L->n_heads, &ok);
     C->inv_freq = NULL;
     if (L->inv_freq && L->rope_dim > 0) {
         C->inv_freq = al_malloc3((size_t)L->rope_dim / 2, 1, sizeof(double), "RoPE frequencies");
@@ -277,6 +279,8 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
     L->scale = cfg_attn_scale(c, layer) * att * att;   /* YaRN's factor on q and k: every dim rotates */
     if (L->rope_dim && layer_freqs(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;
     if (load_qk_norm(m, layer, L)) return AL_ERR;
+    if (c->attn_sinks && read_vec(m, layer, ROLE_SINKS, NULL, (size_t)c->n_heads, &L->sinks)) return AL_ERR;
+    if (c->attn_sinks && !L->sinks) return al_err("layer %d: the attention sinks (self_attn.sinks) are missing", layer);
     if (model_layer_load(m, layer)) return AL_ERR;
     if (gather_heads(m, HK_Q, layer, c->n_heads, &L->W_Q) || gather_heads(m, HK_K, layer, c->n_kv_heads, &L->W_K) ||
         gather_heads(m, HK_V, layer, c->n_kv_heads, &L->W_V))
@@ -406,7 +410,8 @@ static void head_attend(const AttnHeadJob *j, float *logits) {
         for (size_t k = 0; k < T; k++)
             if (k > i || k < first_key(i, j->window)) S[i * T + k] = 0;
     if (logits) memcpy(logits, S, T * T * sizeof(float));
-    for (size_t i = 0; i < T; i++) attn_softmax_row(S + i * T, T, first_key(i, j->window), i, j->softcap);
+    for (size_t i = 0; i < T; i++)
+        attn_softmax_row_sink(S + i * T, T, first_key(i, j->window), i, j->softcap, j->has_sink ? j->sink : -INFINITY);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)j->dv, (int)T, 1.0f, S, (int)T, j->V, (int)j->ldv,
                 0.0f, j->out, (int)j->ldo);
 }
@@ -422,7 +427,8 @@ static int attend_heads(const AttnLayer *L, size_t T, const float *Q, const floa
         size_t g = h / (H / G);
         head_attend(&(AttnHeadJob){.q = Q + h * d, .ldq = H * d, .K = K + g * d, .ldk = G * d, .V = V + g * dv,
                                    .ldv = G * dv, .T = T, .d = d, .dv = dv, .scale = L->scale, .window = L->window,
-                                   .softcap = L->softcap, .S = S, .out = O + h * dv, .ldo = H * dv},
+                                   .softcap = L->softcap, .has_sink = L->sinks != NULL,
+                                   .sink = L->sinks ? L->sinks[h] : 0, .S = S, .out = O + h * dv, .ldo = H * dv},
                     scores ? scores + h * T * T : NULL);
     }
     free(S);
@@ -496,8 +502,8 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
             }
             head_attend(&(AttnHeadJob){.q = Qh, .ldq = dq, .K = Kh, .ldk = dq, .V = KV + h * (dn + dv) + dn,
                                        .ldv = H * (dn + dv), .T = T, .d = dq, .dv = dv, .scale = L->scale,
-                                       .window = L->window, .softcap = L->softcap, .S = S, .out = O + h * dv,
-                                       .ldo = H * dv},
+                                       .window = L->window, .softcap = L->softcap, .has_sink = L->sinks != NULL,
+                                       .sink = L->sinks ? L->sinks[h] : 0, .S = S, .out = O + h * dv, .ldo = H * dv},
                         scores ? scores + h * T * T : NULL);
         }
     }

@@ -50,6 +50,7 @@ typedef struct AttnLayer {
     size_t window;            /* sliding window in tokens (token i sees j > i - window); 0: full causal
                                  (window and softcap apply to an MLA layer too: compare's TransMLA) */
     double softcap;           /* scores soft-capped as softcap tanh(s / softcap) before the softmax; 0: none */
+    float *sinks;             /* (H) a logit per head joining each softmax row, weight dropped (gpt-oss); NULL: none */
     rope_layout rope;         /* pairing of RoPE dims inside a GQA head (MLA: always interleaved) */
     Mat *W_Q;                 /* GQA (hidden, H d); MLA without q latent (hidden, H (nope + rope)) */
     Mat *W_K;                 /* (hidden, G d) */

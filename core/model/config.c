@@ -273,6 +273,7 @@ static void parse_rope_scaling(cfg_reader *r, const cJSON *rs, const ModelConfig
         s->beta_slow = jnum(r, rs, "beta_slow", 1);
         s->mscale = jnum(r, rs, "mscale", 0);
         s->mscale_all_dim = jnum(r, rs, "mscale_all_dim", 0);
+        s->truncate = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(rs, "truncate"));
     } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
         s->kind = RS_LONGROPE;
         /* Phi-3 keeps original_max_position_embeddings at the top level: HF then takes the factor as
@@ -341,6 +342,7 @@ static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
                            cJSON_HasObjectItem(root, "attn_logit_softcapping") ? 0 : row->attn_softcap);
     c->final_softcap = jnum(r, root, "final_logit_softcapping",
                             cJSON_HasObjectItem(root, "final_logit_softcapping") ? 0 : row->final_softcap);
+    c->attn_sinks = row->sinks;
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     const cJSON *use = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
     double w = jnum_in(r, root, "sliding_window", -1, NUM_INT);
@@ -409,6 +411,8 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     if (m->n_experts > 0)
         m->layout = row->moe;
     m->router = row->router;
+    c->swiglu_limit = row->swiglu_limit > 0 ? jnum(r, root, "swiglu_limit", row->swiglu_limit) : 0;
+    c->swiglu_alpha = row->swiglu_alpha;
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
     if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
     al_printable(cJSON_IsString(td) ? td->valuestring : "", c->torch_dtype, sizeof c->torch_dtype);

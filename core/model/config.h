@@ -37,6 +37,8 @@ typedef struct {
     double low_freq_factor, high_freq_factor;           /* llama3 (defaults 1, 4) */
     double beta_fast, beta_slow;                        /* yarn (defaults 32, 1) */
     double mscale, mscale_all_dim;                      /* yarn (0 when absent) */
+    bool truncate;                                      /* yarn: ramp bounds floored / ceiled (default true;
+                                                           gpt-oss: false) */
     double attention_factor;                            /* yarn / longrope; NAN when absent */
     int n_short, n_long;                                /* longrope factor arrays (pairs) */
     double short_factor[CFG_MAX_ROPE_PAIRS], long_factor[CFG_MAX_ROPE_PAIRS];
@@ -107,6 +109,7 @@ typedef struct {
     bool scale_attn;          /* GPT-2 scale_attn_weights (true: scale d^-1/2; false: 1) */
     bool scale_by_layer;      /* GPT-2 scale_attn_by_inverse_layer_idx */
     double attn_softcap;      /* attn_logit_softcapping (0: none) */
+    bool attn_sinks;          /* a learned logit per head (self_attn.sinks) joins each softmax row (gpt-oss) */
     double final_softcap;     /* final_logit_softcapping (0: none) */
     int sliding_window;       /* tokens of the window where layers have one (0: none) */
     int window_from;          /* Qwen2: max_window_layers (layers below have full attention) */
@@ -123,6 +126,7 @@ typedef struct {
     act_kind act;             /* what it names (ACT_UNKNOWN: a name attnlab does not compute) */
     mlp_kind mlp;
     MoeSpec moe;
+    double swiglu_limit, swiglu_alpha;   /* the experts' clamped SwiGLU (gpt-oss; limit 0: plain act(gate) * up) */
     char torch_dtype[16];     /* torch_dtype / dtype ("" when absent) */
 
     /* ---- layout of the weights and the block (families beyond Llama) */

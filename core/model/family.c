@@ -54,6 +54,9 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                       [ROLE_SHEXP_GATE] = OPT("mlp.shared_experts.gate_proj"),
                       [ROLE_SHEXP_UP] = OPT("mlp.shared_experts.up_proj"),
                       [ROLE_SHEXP_DOWN] = OPT("mlp.shared_experts.down_proj")},
+    [MOE_GPT_OSS] = {[ROLE_ROUTER] = N("mlp.router"), [ROLE_EXPS_GATE_UP] = N("mlp.experts.gate_up_proj"),
+                     [ROLE_EXPS_GATE_UP_BIAS] = N("mlp.experts.gate_up_proj_bias"),
+                     [ROLE_EXPS_DOWN] = N("mlp.experts.down_proj"), [ROLE_EXPS_DOWN_BIAS] = N("mlp.experts.down_proj_bias")},
 };
 
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
@@ -104,7 +107,8 @@ const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
         "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm", "sinks",
         "attn_gate", "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
-        "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up",
+        "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
+        "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
         "shared_down", "embed", "pos_embed", "final_norm", "lm_head",
     };
     return r < ROLE_COUNT ? names[r] : "?";
@@ -182,6 +186,25 @@ const FamilyRow FAMILY[] = {
                   "\"pad_token_id\": 0, \"partial_rotary_factor\": 0.5, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
                   "\"rope_theta\": 1000000, \"routed_scaling_factor\": 2.5, \"topk_group\": 2, \"use_qk_norm\": true"},
         .engines = ENGINES_ALL, .llamacpp_arch = "glm4moe"},
+    /* openai/gpt-oss-20b / 120b's config.json: 24 / 36 layers alternating sliding_attention (window 128) and
+       full_attention, 64 heads x 64, 8 KV heads, attention_bias, rope_theta 150000, YaRN x32 from 4096 with
+       truncate false, 32 / 128 local experts, top-4, swiglu_limit 7, rms_norm_eps 1e-5, untied; experts in
+       MXFP4 (the recipe writes them dequantized, under the names transformers gives them then). The recipe
+       shrinks the window to 8 and YaRN to x8 from 64 (max_position_embeddings 512). */
+    [FAM_GPT_OSS] = {
+        "gpt_oss", "GptOssForCausalLM", "gpt_oss", "gpt-oss (a sink logit per head, sliding / full layers, YaRN, "
+        "q/k/v/o biases; MoE over fused experts, clamped SwiGLU)", LLAMA_LIKE, .moe = MOE_GPT_OSS, .eps = 1e-5,
+        .bias_default = true, .windowed = true, .window_pattern = 2, .sinks = true, .router_norm_topk = true,
+        .swiglu_limit = 7.0, .swiglu_alpha = 1.702,
+        .synth = {128, 4, 2, 4, 256, 64, false,
+                  "\"attention_bias\": true, \"experts_per_token\": 2, \"head_dim\": 32, \"hidden_act\": \"silu\", "
+                  "\"initial_context_length\": 64, \"layer_types\": [\"sliding_attention\", \"full_attention\", "
+                  "\"sliding_attention\", \"full_attention\"], \"num_experts_per_tok\": 2, \"num_local_experts\": 4, "
+                  "\"output_router_logits\": false, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-05, \"rope_scaling\": "
+                  "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 8.0, \"original_max_position_embeddings\": 64, "
+                  "\"rope_type\": \"yarn\", \"truncate\": false}, \"rope_theta\": 150000, "
+                  "\"router_aux_loss_coef\": 0.9, \"sliding_window\": " SW ", \"swiglu_limit\": 7.0"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "gpt-oss"},
     [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
                   .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
                   .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,

@@ -37,6 +37,8 @@ typedef enum {
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
     FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
                                             DeepSeek-V3's MoE (sigmoid group routing, shared expert) */
+    FAM_GPT_OSS,                         /* gpt-oss: a learned sink logit per head, sliding 128 / full layers, YaRN,
+                                            q/k/v/o biases; MoE over fused experts, clamped SwiGLU */
     FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
     FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
     FAM_COUNT
@@ -94,6 +96,9 @@ typedef enum {
     MOE_MIXTRAL,        /* block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} */
     MOE_QWEN,           /* mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen3-MoE) */
     MOE_DEEPSEEK,       /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
+    MOE_GPT_OSS,        /* mlp.router (+ bias), every expert in one tensor: mlp.experts.gate_up_proj (E, D, 2I) used as
+                           x @ W with gate / up in interleaved columns (2i, 2i + 1), mlp.experts.down_proj (E, I, D),
+                           and their _bias (E, 2I), (E, D) (gpt-oss; dequantized names of its MXFP4 experts) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -141,6 +146,7 @@ typedef enum {
     ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN,   /* dense MLP */
     ROLE_ROUTER, ROLE_ROUTER_BIAS,                             /* MoE router (+ score-correction bias) */
     ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN,                 /* routed expert E */
+    ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS,   /* all experts in one tensor */
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
     ROLE_COUNT
@@ -203,6 +209,11 @@ typedef struct {
                                      neither key */
     bool window_on_nope;          /* without layer_types, the sliding layers are the NoPE layers (SmolLM3) */
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
+    bool sinks;                   /* a learned logit per head joins each softmax row unscaled, its weight
+                                     dropped: self_attn.sinks (H) (gpt-oss) */
+    double swiglu_limit;          /* experts' clamped SwiGLU (gpt-oss: 7; swiglu_limit overrides; 0: plain):
+                                     (clamp(up, +-limit) + 1) * g sigmoid(alpha g), g = min(gate, limit) */
+    double swiglu_alpha;          /* its alpha (gpt-oss: 1.702) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
     const char *gguf_arch;        /* llama.cpp's general.architecture of attnlab's GGUF export (NULL: none) */

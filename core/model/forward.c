@@ -55,6 +55,7 @@ typedef struct {
     Ffn mlp;                      /* dense MLP; MoE layers: the shared experts (ffn 0: none) */
     Lin router;                   /* MoE: gate (E, D) */
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
+    Mat *sinks;                   /* (1, H) sink logits (gpt-oss) or NULL */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
     bool loaded;
 } LayerW;
@@ -336,6 +337,7 @@ static void layer_release(Forward *f, int L) {
     LayerW *w = &f->layers[L];
     for (int i = 0; i < NS_COUNT; i++) { mat_free(w->nw[i]); mat_free(w->nb[i]); }
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
+    mat_free(w->sinks);
     Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
     ffn_free(&w->mlp);
@@ -370,6 +372,64 @@ static size_t expert_ffn(const Forward *f) {
     return f->c->moe.expert_ffn > 0 ? (size_t)f->c->moe.expert_ffn : f->ffn;
 }
 
+/* Tensor `name` of shape (E, a, b) (b 0: (E, a)) as float32 (rows E a, cols b or a); with dry,
+ * only the check and the count. */
+static int read_experts(Forward *f, const char *name, size_t E, size_t a, size_t b, bool dry, size_t *bytes, Mat **out) {
+    const st_entry *e;
+    const st_file *sf;
+    if (store_entry(f->m->store, name, &e, &sf) != AL_OK) return AL_ERR;
+    bool ok = b ? e->ndim == 3 && e->shape[0] == E && e->shape[1] == a && e->shape[2] == b
+                : e->ndim == 2 && e->shape[0] == E && e->shape[1] == a;
+    if (!ok && b)
+        return al_err("tensor '%s' should have shape [%zu, %zu, %zu] (this %s model's experts)", name, E, a, b,
+                      f->c->model_type);
+    if (!ok) return al_err("tensor '%s' should have shape [%zu, %zu] (this %s model's experts)", name, E, a, f->c->model_type);
+    size_t n = E * a * (b ? b : 1);
+    if (bytes) *bytes += n * dt_size(e->dtype);
+    if (dry) return AL_OK;
+    if (!(*out = mat_new(b ? E * a : E, b ? b : a))) return AL_ERR;
+    if (dt_to_f32(e->dtype, st_data(sf, e), n, (*out)->data) != AL_OK) {
+        mat_free(*out);
+        *out = NULL;
+        return al_err("tensor '%s': %s experts are not read here (F32, BF16, F16)", name, dt_name(e->dtype));
+    }
+    return AL_OK;
+}
+
+/* Expert e's x @ W linear (in, out) with bias from rows [e in, (e + 1) in) of all (E in, out) and
+ * row e of bias (E, out): owned float32 copies. */
+static int expert_slice(const Mat *all, const Mat *bias, size_t e, size_t in, size_t out, Lin *l) {
+    Mat *w = mat_new(in, out), *b = mat_new(1, out);
+    if (!w || !b) { mat_free(w); mat_free(b); return AL_ERR; }
+    memcpy(w->data, all->data + e * in * out, in * out * sizeof(float));
+    memcpy(b->data, bias->data + e * out, out * sizeof(float));
+    *l = (Lin){.w = {.dt = DT_F32, .data = w->data, .rows = in, .cols = out, .own = w}, .b = b, .io = true,
+               .in = in, .out = out};
+    return AL_OK;
+}
+
+/* Every expert in one tensor per role (gpt-oss): gate_up_proj (E, D, 2 FI) with gate / up in
+ * interleaved columns, down_proj (E, FI, D), both used as x @ W, and their biases, split into one
+ * Ffn per expert (gu: the interleaved [gate, up] pairs). */
+static int load_experts_fused(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
+    static const tensor_role r[4] = {ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS};
+    const size_t D = f->D, a[4] = {D, 2 * FI, FI, D}, b[4] = {2 * FI, 0, D, 0};
+    Mat *m[4] = {0};
+    int rc = AL_OK;
+    for (int i = 0; rc == AL_OK && i < 4; i++) {
+        char n[192];
+        rc = role_name(f, r[i], L, -1, NULL, n, sizeof n);
+        if (rc == AL_OK) rc = read_experts(f, n, E, a[i], b[i], dry, bytes, &m[i]);
+    }
+    for (size_t e = 0; rc == AL_OK && !dry && e < E; e++) {
+        ex[e].ffn = FI;
+        rc = expert_slice(m[0], m[1], e, D, 2 * FI, &ex[e].gu);
+        if (rc == AL_OK) rc = expert_slice(m[2], m[3], e, FI, D, &ex[e].down);
+    }
+    for (int i = 0; i < 4; i++) mat_free(m[i]);
+    return rc;
+}
+
 /* Router, correction bias, routed and shared experts of MoE layer L. */
 static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const MoeSpec *ms = &f->c->moe;
@@ -379,6 +439,7 @@ static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     if (rc == AL_OK && cfg_role_name(f->c, ROLE_ROUTER_BIAS, L, -1, NULL, bn, sizeof bn) && store_has(f->m->store, bn))
         rc = load_mat(f, bn, 1, E, dry, bytes, &w->ebias);
     if (rc == AL_OK && !(w->experts = al_calloc(E, sizeof *w->experts, "experts"))) rc = AL_ERR;
+    if (rc == AL_OK && cfg_role(f->c, ROLE_EXPS_GATE_UP)) return load_experts_fused(f, L, E, eff, dry, bytes, w->experts);
     for (size_t e = 0; rc == AL_OK && e < E; e++)
         rc = load_ffn(f, L, (int)e, &expert_roles, eff, dry, bytes, &w->experts[e]);
     if (rc == AL_OK && ms->n_shared > 0 && !cfg_role(f->c, ROLE_SHEXP_DOWN))
@@ -436,6 +497,11 @@ static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
         rc = load_norm(f, L, ROLE_Q_NORM, proj ? H * dqk : dqk, dry, bytes, &w->qn, NULL);
         if (rc == AL_OK) rc = load_norm(f, L, ROLE_K_NORM, proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
     }
+    char sn[192];
+    if (rc == AL_OK && c->attn_sinks && role_name(f, ROLE_SINKS, L, -1, NULL, sn, sizeof sn) == AL_OK)
+        rc = load_mat(f, sn, 1, H, dry, bytes, &w->sinks);
+    else if (rc == AL_OK && c->attn_sinks)
+        rc = AL_ERR;
     return rc;
 }
 
@@ -584,6 +650,10 @@ double fwd_attn_scale(const Forward *f, int layer) { return cfg_attn_scale(f->c,
 
 size_t fwd_attn_window(const Forward *f, int layer) { return cfg_layer_window(f->c, layer); }
 
+const float *fwd_attn_sinks(const Forward *f, int layer) {
+    return layer >= 0 && layer < f->c->n_layers && f->layers[layer].sinks ? f->layers[layer].sinks->data : NULL;
+}
+
 int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
     int n = f->c->n_layers;
     if (layer < 0 || layer >= n) return al_err("attention override: layer %d is out of range 0-%d", layer, n - 1);
@@ -729,10 +799,11 @@ static int attn_head(size_t h, int worker, void *ud) {
     size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
     const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
     float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
+    const Mat *sk = f->layers[j->L].sinks;
     attn_head_causal(&(AttnHeadJob){.q = j->q + h * f->dqk, .ldq = j->ldq, .K = K, .ldk = kw, .V = Vc, .ldv = vw,
                                      .T = j->T, .pos0 = f->pos, .d = f->dqk, .dv = f->dv, .scale = j->scale,
                                      .window = fwd_attn_window(f, j->L), .softcap = f->c->attn_softcap, .qb = QCHUNK,
-                                     .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv});
+                                     .has_sink = sk != NULL, .sink = sk ? sk->data[h] : 0, .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv});
     return AL_OK;
 }
 
@@ -863,6 +934,18 @@ static int ffn_apply(Forward *f, const Ffn *n, const float *x, size_t T, float *
     float *a = fb_fit(&f->f1, T, gated ? 2 * FF : FF, "MLP activations");
     int rc;
     if (!a) return AL_ERR;
+    if (n->gu.w.data && n->gu.io) {                   /* gpt-oss's experts: interleaved (gate, up) pairs */
+        if ((rc = lin_apply(f, &n->gu, x, D, T, a, 2 * FF))) return rc;
+        double lim = f->c->swiglu_limit, al = f->c->swiglu_alpha;
+        for (size_t t = 0; t < T; t++) {
+            float *r = a + t * 2 * FF;
+            for (size_t j = 0; j < FF; j++) {        /* (clamp(up, +-lim) + 1) * g sigmoid(alpha g), g = min(gate, lim) */
+                double g = fmin(r[2 * j], lim), u = fmax(fmin(r[2 * j + 1], lim), -lim);
+                r[j] = (float)((u + 1) * g / (1 + exp(-al * g)));
+            }
+        }
+        return lin_apply(f, &n->down, a, 2 * FF, T, y, D);
+    }
     if (n->gu.w.data) {                               /* Phi-3: [gate | up] columns */
         if ((rc = lin_apply(f, &n->gu, x, D, T, a, 2 * FF))) return rc;
         for (size_t t = 0; t < T; t++) {

@@ -176,6 +176,8 @@ double fwd_attn_scale(const Forward *f, int layer);
 /* Sliding window of layer's attention in tokens (0: none): cfg_layer_window (Mistral's
  * sliding_window, Qwen2's from max_window_layers on when use_sliding_window). */
 size_t fwd_attn_window(const Forward *f, int layer);
+/* Layer's sink logits (H) where the model has them (gpt-oss) and the layer is loaded, else NULL. */
+const float *fwd_attn_sinks(const Forward *f, int layer);
 
 /* ================================================================ attention overrides */
 

@@ -42,8 +42,9 @@ static void scale_llama3(const RopeScaling *s, double *f, size_t n) {
 /* YaRN: interpolation f / factor blended with f by a ramp over pair indices [low, high]. */
 static void scale_yarn(const RopeScaling *s, int dim_i, double theta, double *f, size_t n) {
     double dim = (double)dim_i, orig = s->orig_max_pos, bf = s->beta_fast, bs = s->beta_slow;
-    double low = floor(dim * log(orig / (bf * 2 * M_PI)) / (2 * log(theta)));
-    double high = ceil(dim * log(orig / (bs * 2 * M_PI)) / (2 * log(theta)));
+    double low = dim * log(orig / (bf * 2 * M_PI)) / (2 * log(theta));
+    double high = dim * log(orig / (bs * 2 * M_PI)) / (2 * log(theta));
+    if (s->truncate) { low = floor(low); high = ceil(high); }   /* gpt-oss: truncate false keeps the bounds */
     if (low < 0) low = 0;
     if (high > dim - 1) high = dim - 1;
     if (high == low) high += 0.001;
@@ -166,11 +167,16 @@ void rope_rotate_cs(float *v, size_t half, rope_layout lay, const float *cs, con
 /* ================================================================ softmax */
 
 void attn_softmax_row(float *s, size_t n, size_t lo, size_t hi, double softcap) {
+    attn_softmax_row_sink(s, n, lo, hi, softcap, -INFINITY);
+}
+
+void attn_softmax_row_sink(float *s, size_t n, size_t lo, size_t hi, double softcap, double sink) {
     if (softcap > 0)
         for (size_t k = lo; k <= hi; k++) s[k] = (float)(softcap * tanh(s[k] / softcap));
-    float mx = -INFINITY;
+    float mx = sink > -INFINITY ? (float)sink : -INFINITY;
     for (size_t k = lo; k <= hi; k++) mx = s[k] > mx ? s[k] : mx;
     double sum = mm_exp_sum(s + lo, hi - lo + 1, mx);     /* s[k] = exp(s[k] - mx), vectorized */
+    if (sink > -INFINITY) sum += exp((double)((float)sink - mx));   /* the sink's weight, dropped */
     float inv = (float)(1.0 / sum);
     for (size_t k = 0; k < n; k++) s[k] = (k >= lo && k <= hi) ? s[k] * inv : 0.f;
 }
@@ -184,7 +190,7 @@ void attn_head_causal(const AttnHeadJob *j) {
         for (size_t t = 0; t < nr; t++) {
             size_t p = j->pos0 + r0 + t;                     /* this row's position: keys 0..p */
             size_t lo = j->window && p + 1 > j->window ? p + 1 - j->window : 0;
-            attn_softmax_row(j->S + t * nk, nk, lo, p, j->softcap);
+            attn_softmax_row_sink(j->S + t * nk, nk, lo, p, j->softcap, j->has_sink ? j->sink : -INFINITY);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)j->dv, (int)nk, 1.f, j->S, (int)nk, j->V,
                     (int)j->ldv, 0.f, j->out + r0 * j->ldo, (int)j->ldo);

@@ -48,6 +48,9 @@ void rope_rotate_cs(float *v, size_t half, rope_layout lay, const float *cs, con
 /* THE causal softmax of one row s[0, n) of scaled logits: soft-capped first when softcap > 0
  * (softcap tanh(s / softcap)), softmax over keys [lo, hi], every other entry of [0, n) set to 0. */
 void attn_softmax_row(float *s, size_t n, size_t lo, size_t hi, double softcap);
+/* The same with a sink (gpt-oss): one more logit `sink`, unscaled and not soft-capped, joins the
+ * row's softmax and its weight is dropped, so the row's weights sum to less than 1. */
+void attn_softmax_row_sink(float *s, size_t n, size_t lo, size_t hi, double softcap, double sink);
 
 /* One query head's causal attention: what attn_head_causal reads and writes. */
 typedef struct {
@@ -59,13 +62,14 @@ typedef struct {
     double scale;                  /* on q.k */
     size_t window;                 /* sliding window in tokens; 0: full causal */
     double softcap;                /* 0: none */
+    bool has_sink; double sink;    /* the head's sink logit (attn_softmax_row_sink); has_sink false: none */
     size_t qb;                     /* query rows per block */
     float *S;                      /* scratch of qb x (pos0 + T) floats */
     float *out; size_t ldo;        /* (T, dv) output, stride ldo */
 } AttnHeadJob;
 
 /* The head's T query rows over keys 0 .. pos0 + T - 1, in blocks of qb rows: out_t =
- * softmax(q_t Kᵀ scale, keys (window: the last window of) 0 .. pos0 + t, soft-capped) V. */
+ * softmax(q_t Kᵀ scale, keys (window: the last window of) 0 .. pos0 + t, soft-capped; with the sink) V. */
 void attn_head_causal(const AttnHeadJob *j);
 
 #endif
