@@ -224,6 +224,24 @@ static void info_bool(Table *t, cJSON *o, const char *k, bool v) {
     if (o) cJSON_AddBoolToObject(o, k, v);
 }
 
+/* The lightning indexer (DeepSeek-V3.2, GLM-5): index_topk, its heads and its weights, and what it does. */
+static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
+    long long IH = c->index_heads, ID = c->index_head_dim, K = c->index_topk;
+    long long w = IH * ID * c->q_lora_rank + ID * c->hidden + 2 * ID + IH * c->hidden;
+    info_int(t, o, "index_topk", K);
+    info_int(t, o, "index_n_heads", IH);
+    info_int(t, o, "index_head_dim", ID);
+    char v[400];
+    snprintf(v, sizeof v, "indexer.wq_b [%lld, %d], wk [%lld, %d], k_norm [%lld] + bias, weights_proj [%lld, %d]: "
+             "%lld weights per layer; its keys add %lld values per token per layer to the cache", IH * ID, c->q_lora_rank,
+             ID, c->hidden, ID, IH, c->hidden, w, ID);
+    info_str(t, o, "indexer_weights", v);
+    snprintf(v, sizeof v, "positions below %lld attend to every earlier key (dense: the selection keeps them all); "
+             "later ones to the %lld of highest index score; QK and VO maps are the heads' own (the selection "
+             "only masks keys)", K, K);
+    info_str(t, o, "indexer", v);
+}
+
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is
  * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
  * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
@@ -234,6 +252,7 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_int(t, o, "rotary_dims", c->rope_spec.rotary_dim);
     info_num(t, o, "softmax_scale", cfg_attn_scale(c, 0));
     info_int(t, o, "sliding_window", c->sliding_window);
+    if (cfg_has_indexer(c)) info_indexer(t, o, c);            /* DeepSeek-V3.2 / GLM-5's lightning indexer */
     char nope[256];
     if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */
     info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
@@ -280,7 +299,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "q_lora_rank", c->q_lora_rank);
     info_int(t, o, "kv_lora_rank", c->kv_lora_rank);
     info_num(t, o, "rope_theta", c->rope_theta);
-    info_str(t, o, "rope_layout", rope_layout_name(c->rope));
+    info_str(t, o, "rope_layout", rope_layout_name(cfg_is_mla(c) ? c->rope_spec.layout : c->rope));
     info_str(t, o, "dtype", dt_name(c->dtype));
     info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
     info_bool(t, o, "qkv_bias", c->qkv_bias);

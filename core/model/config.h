@@ -96,6 +96,8 @@ typedef struct {
     bool tie_embeddings;
     bool latent_norm;         /* MLA: RMSNorm on the q/kv latents (q_a_layernorm, kv_a_layernorm);
                                  false when config says qk_latent_layernorm: false (TransMLA exports) */
+    int index_heads, index_head_dim, index_topk;   /* MLA's lightning indexer (DeepSeek-V3.2, GLM-5): index_n_heads,
+                                 index_head_dim, index_topk (0: no indexer, dense attention) */
     dt_type dtype;            /* storage dtype of the attention weights */
     char prefix[24];          /* tensor name prefix: "model." / "transformer." / "" */
 
@@ -166,6 +168,8 @@ static inline int cfg_d_qk(const ModelConfig *c) { return c->qk_nope_dim + c->qk
 static inline int cfg_d_in_q(const ModelConfig *c) { return c->q_lora_rank ? c->q_lora_rank : c->hidden; }
 static inline int cfg_d_in_kv(const ModelConfig *c) { return c->kv_lora_rank ? c->kv_lora_rank : c->hidden; }
 static inline bool cfg_is_mla(const ModelConfig *c) { return c->kv_lora_rank > 0; }
+/* True when an MLA model's lightning indexer picks index_topk keys per query (DeepSeek-V3.2, GLM-5). */
+static inline bool cfg_has_indexer(const ModelConfig *c) { return cfg_is_mla(c) && c->index_topk > 0 && c->index_heads > 0; }
 /* First Q/K column that carries RoPE, and the first that does not (see rope_first). */
 static inline int cfg_rope_col(const ModelConfig *c) { return c->rope_first ? 0 : c->qk_nope_dim; }
 static inline int cfg_nope_col(const ModelConfig *c) { return c->rope_first ? c->qk_rope_dim : 0; }
