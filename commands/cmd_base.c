@@ -237,9 +237,16 @@ static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
              ID, c->hidden, ID, IH, c->hidden, w, ID);
     info_str(t, o, "indexer_weights", v);
     snprintf(v, sizeof v, "positions below %lld attend to every earlier key (dense: the selection keeps them all); "
-             "later ones to the %lld of highest index score; QK and VO maps are the heads' own (the selection "
-             "only masks keys)", K, K);
+             "later ones to the %lld of highest index score (indexer_shared_layers: the last full layer's); QK and "
+             "VO maps are the heads' own (the selection only masks keys)", K, K);
     info_str(t, o, "indexer", v);
+    size_t at = 0;
+    for (int L = 0; L < c->n_layers && at < sizeof v; L++)        /* GLM-5.2's IndexShare */
+        if (!cfg_layer_indexer(c, L)) {
+            int k = snprintf(v + at, sizeof v - at, "%s%d", at ? ", " : "", L);
+            at += k > 0 ? (size_t)k : 0;
+        }
+    if (at) info_str(t, o, "indexer_shared_layers", v);
 }
 
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is

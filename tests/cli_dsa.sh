@@ -42,6 +42,8 @@ for fam in deepseek_v32 glm_moe_dsa; do
 done
 has "$(e "load $T/deepseek_v32; info")" "^rope_layout  *interleaved$" || fail "deepseek_v32: MLA RoPE interleaved"
 has "$(e "load $T/glm_moe_dsa; info")" "^rope_layout  *rotate_half$" || fail "glm_moe_dsa: MLA RoPE rotate_half"
+has "$(e "load $T/glm_moe_dsa; info")" "^indexer_shared_layers  *1$" || fail "glm_moe_dsa: layer 1 shares layer 0's selection"
+hasnt "$(e "load $T/deepseek_v32; info")" "^indexer_shared_layers" || fail "deepseek_v32: no shared layers"
 
 # ppl: windows of 8 stay within index_topk (dense); one window of 40 runs the selection from position 8
 d=$T/deepseek_v32

@@ -48,7 +48,8 @@
  *                           eps 1e-6), both with rotate_half RoPE on their first qk_rope_head_dim dims,
  *                           w = indexer.weights_proj(x) / sqrt(index_n_heads); every key while t < index_topk
  *   glm_moe_dsa             deepseek_v32's, with MLA's RoPE by rotate_half (modeling_glm_moe_dsa), rope_theta
- *                           from rope_parameters, rms_norm_eps 1e-5
+ *                           from rope_parameters, rms_norm_eps 1e-5; IndexShare (GLM-5.2): the indexer_types
+ *                           "shared" layers take the previous full layer's selection
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -96,6 +97,9 @@ struct RefModel {
     /* the lightning indexer (deepseek_v32, glm_moe_dsa; topk 0: none) */
     int ih, id, topk_keys;
     bool no_select;                /* ref_no_indexer: every key, as if the indexer were switched off */
+    bool shared[REF_MAX_LAYERS];   /* indexer_types "shared": the previous full layer's selection (IndexShare) */
+    bool no_share;                 /* ref_no_index_share: every layer runs its own indexer */
+    unsigned char *sel;            /* (T x T) the last full layer's selection in ref_logits, or NULL */
 };
 
 /* ================================================================ config.json */
@@ -221,6 +225,20 @@ static void parse_moe(RefModel *m, const cJSON *r) {
         cJSON_ArrayForEach(e, mo) if (m->n_only < 64 && cJSON_IsNumber(e)) m->only[m->n_only++] = e->valueint;
 }
 
+/* GlmMoeDsaConfig.__post_init__'s indexer_types: the list, else index_topk_pattern ("F" / "S" per layer),
+ * else "full" where max(L - index_skip_topk_offset + 1, 0) % index_topk_freq == 0 (defaults 2 and 1). */
+static void parse_index_share(RefModel *m, const cJSON *r) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "indexer_types");
+    const char *pat = jstr(r, "index_topk_pattern");
+    int freq = (int)jnum(r, "index_topk_freq", 1, 1), off = (int)jnum(r, "index_skip_topk_offset", 2, 2);
+    for (int L = 0; L < m->L && L < REF_MAX_LAYERS; L++) {
+        const cJSON *e = cJSON_IsArray(t) ? cJSON_GetArrayItem(t, L) : NULL;
+        if (e) m->shared[L] = cJSON_IsString(e) && !strcmp(e->valuestring, "shared");
+        else if (pat) m->shared[L] = (int)strlen(pat) > L && pat[L] == 'S';
+        else m->shared[L] = (L - off + 1 > 0 ? L - off + 1 : 0) % (freq > 0 ? freq : 1) != 0;
+    }
+}
+
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
     m->prefix = m->fam == R_NEOX ? "gpt_neox." : "model.";
@@ -261,6 +279,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
         m->ih = (int)jnum(r, "index_n_heads", 0, 0);
         m->id = (int)jnum(r, "index_head_dim", 0, 0);
         m->topk_keys = m->fam == R_DSV3 ? 0 : (int)jnum(r, "index_topk", 0, 0);
+        parse_index_share(m, r);
     }
     if (parse_rope(m, r)) return AL_ERR;
     if (mla(m)) m->rot = m->rope;
@@ -303,6 +322,7 @@ int ref_open(const char *dir, RefModel **out) {
 void ref_free(RefModel *m) {
     if (!m) return;
     if (m->st) st_close(m->st);
+    free(m->sel);
     free(m);
 }
 
@@ -595,6 +615,7 @@ static int indexer(const RefModel *m, int L, const double *h, const double *qa, 
 }
 
 void ref_no_indexer(RefModel *m, bool off) { m->no_select = off; }
+void ref_no_index_share(RefModel *m, bool off) { m->no_share = off; }
 
 /* DeepSeek MLA attention of layer L: out (T x D). */
 static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double *out) {
@@ -622,13 +643,17 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
             memcpy(kf + (t * H + i) * dq + np, kpe, rp * sizeof *kf);
         }
     }
-    unsigned char *allow = m->topk_keys > 0 && !m->no_select ? calloc(T * T, 1) : NULL;
+    /* a full layer selects; a shared one (IndexShare) takes the previous full layer's selection, as
+       transformers passes prev_topk_indices on (the first layer has none to take: it selects) */
+    bool reuse = m->shared[L] && !m->no_share && m->sel;
+    unsigned char *allow = m->topk_keys > 0 && !m->no_select && !reuse ? calloc(T * T, 1) : NULL;
     if (rc == AL_OK && allow) rc = indexer(m, L, h, qa, T, allow);
+    if (allow) { free(m->sel); ((RefModel *)m)->sel = allow; }   /* the pass's state across layers */
+    if (reuse) allow = m->sel;
     for (size_t t = 0; rc == AL_OK && t < T; t++)
         for (size_t i = 0; i < H; i++)
             attend(m, L, t, q + (t * H + i) * dq, kf + i * dq, H * dq, kvb + i * (np + dv) + np, H * (np + dv), dq, dv,
                    p, A + (t * H + i) * dv, allow ? allow + t * T : NULL);
-    free(allow);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, H * dv, T, H * dv, D, out);
     free(qa); free(q); free(ckv); free(kvb); free(kf); free(A); free(p);
     return rc;
@@ -821,6 +846,8 @@ int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
     if (rc == AL_OK) rc = norm_rows(m, -1, m->fam == R_NEOX ? "gpt_neox.final_layer_norm" : "model.norm", x, T, D, D);
     if (rc == AL_OK && !m->tied) rc = (W = tget(m, -1, m->fam == R_NEOX ? "embed_out.weight" : "lm_head.weight", V, D)) ? AL_OK : AL_ERR;
     if (rc == AL_OK) lin(x, D, T, D, m->tied ? E : W, NULL, V, logits);
+    free(m->sel);
+    m->sel = NULL;
     for (size_t i = 0; rc == AL_OK && m->final_cap > 0 && i < T * V; i++)
         logits[i] = m->final_cap * tanh(logits[i] / m->final_cap);
     free(E); free(x); free(W);

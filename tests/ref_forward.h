@@ -27,6 +27,8 @@ int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);
 /* off: deepseek_v32 / glm_moe_dsa attend to every key, as if the indexer selected them all (the switch the
  * tests use to show the selection matters). */
 void ref_no_indexer(RefModel *m, bool off);
+/* off: every layer runs its own indexer, as if no layer were "shared" (IndexShare switched off). */
+void ref_no_index_share(RefModel *m, bool off);
 
 /* What the reference read from config.json for layer L, for cross-checks with attnlab's
  * description (core/model/config.h). */

@@ -371,6 +371,17 @@ static void test_dsa_families(void) {
     c = parse(GLM5 ", \"rope_interleave\": true");
     CHECK(c.rope_spec.layout == ROPE_HALF, "glm_moe_dsa: modeling_glm_moe_dsa rotates by rotate_half whatever "
                                            "rope_interleave says");
+    CHECK(cfg_layer_indexer(&c, 0) && cfg_layer_indexer(&c, 3) && cfg_layer_indexer(&c, 77), "glm_moe_dsa: GLM-5: every "
+          "layer runs its own indexer");
+    c = parse(GLM5 ", \"index_topk_freq\": 4, \"index_skip_topk_offset\": 3");      /* GLM-5.2's IndexShare */
+    CHECK(cfg_layer_indexer(&c, 0) && cfg_layer_indexer(&c, 2) && !cfg_layer_indexer(&c, 3) && !cfg_layer_indexer(&c, 5) &&
+          cfg_layer_indexer(&c, 6) && !cfg_layer_indexer(&c, 7) && cfg_layer_indexer(&c, 10) && cfg_layer_indexer(&c, 74),
+          "glm_moe_dsa: index_topk_freq 4, offset 3: full where max(L - 2, 0) %% 4 == 0");
+    c = parse(GLM5 ", \"indexer_types\": [\"full\", \"shared\", \"full\"]");
+    CHECK(!cfg_layer_indexer(&c, 1) && cfg_layer_indexer(&c, 2) && cfg_layer_indexer(&c, 3), "glm_moe_dsa: indexer_types");
+    c = parse(GLM5 ", \"index_topk_pattern\": \"SFS\"");
+    CHECK(cfg_layer_indexer(&c, 0) && cfg_layer_indexer(&c, 1) && !cfg_layer_indexer(&c, 2) && cfg_layer_indexer(&c, 3),
+          "glm_moe_dsa: index_topk_pattern (layer 0 always runs its indexer)");
     c = parse("\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_attention_heads\": 2, "
               "\"num_hidden_layers\": 1, \"q_lora_rank\": 16, \"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, "
               "\"qk_rope_head_dim\": 8, \"v_head_dim\": 8");

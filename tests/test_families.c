@@ -243,6 +243,18 @@ static void check_indexer(Model *m, const char *fam, const char *dir) {
           fam, before, K, after, ours);
     printf("  %-12s index  %s: top %zu keys: the selection changes positions %zu.. by %.3g (rel %.2g), positions "
            "before by %.3g; attnlab %.3g from it\n", fam, ok ? "ok" : "FAIL", K, K, after, after / rmax, before, ours);
+    bool share = false;                                  /* GLM-5.2's IndexShare: some layer reuses a selection */
+    for (int L = 0; L < c->n_layers; L++) share |= !cfg_layer_indexer(c, L);
+    if (share && rc == AL_OK) {
+        ref_no_indexer(r, false);
+        ref_no_index_share(r, true);
+        CHECK_OK(ref_logits(r, ids, T_LOGITS, zd));
+        double d = 0;
+        for (size_t i = K * V; i < T_LOGITS * V; i++) d = fmax(d, fabs(zs[i] - zd[i]));
+        CHECK(d > 100 * REL_TOL * rmax, "%s: every layer's own indexer changes the logits by only %.3g", fam, d);
+        printf("  %-12s share  %s: every layer's own selection instead of the shared one changes them by %.3g\n", fam,
+               d > 100 * REL_TOL * rmax ? "ok" : "FAIL", d);
+    }
     fwd_free(f);
     ref_free(r);
     free(zs); free(zd); free(z);

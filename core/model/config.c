@@ -169,6 +169,28 @@ static void parse_neox(cfg_reader *r, ModelConfig *c) {
     c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", cfg_row(c)->tied);
 }
 
+/* GLM-5.2's IndexShare (GlmMoeDsaConfig.__post_init__): indexer_types ("full" / "shared"), else
+ * index_topk_pattern ("FSS..." or a list), else layer L is full when max(L - offset + 1, 0) % freq == 0
+ * (index_topk_freq, default 1: every layer full; index_skip_topk_offset, default 2). Layer 0 always
+ * runs its indexer (transformers: no earlier selection to reuse). */
+static void parse_index_share(cfg_reader *r, ModelConfig *c) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->root, "indexer_types"), *e;
+    if (!cJSON_IsArray(t)) t = cJSON_GetObjectItemCaseSensitive(r->root, "index_topk_pattern");
+    int freq = cfg_int(r, "index_topk_freq", 1, false), off = cfg_int(r, "index_skip_topk_offset", 2, false), L = 0;
+    if (freq < 1) freq = 1;
+    for (L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++)
+        c->index_shared[L] = (L - off + 1 > 0 ? L - off + 1 : 0) % freq != 0;
+    if (cJSON_IsString(t))
+        for (L = 0; t->valuestring[L] && L < CFG_MAX_LAYERS; L++) c->index_shared[L] = t->valuestring[L] == 'S';
+    L = 0;
+    const cJSON *list = cJSON_IsArray(t) ? t : NULL;
+    cJSON_ArrayForEach(e, list) {
+        if (L < CFG_MAX_LAYERS) c->index_shared[L] = cJSON_IsString(e) && !strcmp(e->valuestring, "shared");
+        L++;
+    }
+    c->index_shared[0] = 0;
+}
+
 static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
     parse_hf_sizes(r, c);
     c->n_kv_heads = c->n_heads;
@@ -183,6 +205,7 @@ static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
     c->index_heads = cfg_int(r, "index_n_heads", 0, false);
     c->index_head_dim = cfg_int(r, "index_head_dim", 0, false);
     c->index_topk = cfg_int(r, "index_topk", 0, false);
+    parse_index_share(r, c);
     parse_hf_rest(r, c);
 }
 
@@ -691,6 +714,10 @@ int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap) {
         n++;
     }
     return n;
+}
+
+bool cfg_layer_indexer(const ModelConfig *c, int layer) {
+    return cfg_has_indexer(c) && layer >= 0 && !(layer < CFG_MAX_LAYERS && c->index_shared[layer]);
 }
 
 bool cfg_moe_layer(const ModelConfig *c, int layer) {

@@ -98,6 +98,8 @@ typedef struct {
                                  false when config says qk_latent_layernorm: false (TransMLA exports) */
     int index_heads, index_head_dim, index_topk;   /* MLA's lightning indexer (DeepSeek-V3.2, GLM-5): index_n_heads,
                                  index_head_dim, index_topk (0: no indexer, dense attention) */
+    unsigned char index_shared[CFG_MAX_LAYERS];  /* 1: layer L reuses the last full layer's selection (GLM-5.2's
+                                 indexer_types "shared"; IndexShare) */
     dt_type dtype;            /* storage dtype of the attention weights */
     char prefix[24];          /* tensor name prefix: "model." / "transformer." / "" */
 
@@ -215,6 +217,9 @@ bool cfg_layer_rope_scaled(const ModelConfig *c, int layer);
 bool cfg_layer_rope(const ModelConfig *c, int layer);
 /* The layers of a RoPE model that apply none, as "3, 7, 11" into buf ("" when none); their count. */
 int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap);
+/* True when layer L of an indexer model runs its own lightning indexer ("full"); false on the layers that
+ * reuse the last full layer's selection (GLM-5.2's indexer_types "shared") and on models without one. */
+bool cfg_layer_indexer(const ModelConfig *c, int layer);
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

@@ -175,15 +175,18 @@ const FamilyRow FAMILY[] = {
        default}, rms_norm_eps 1e-5, n_group / topk_group 1, first_k_dense_replace 3; transformers'
        modeling_glm_moe_dsa rotates MLA's and the indexer's RoPE dims by rotate_half. The recipe writes
        rms_norm_eps 1e-6: with GLM-5's 1e-5, transformers (1e-6 on the MLA latents) and vLLM / SGLang
-       (rms_norm_eps) compute different models, which lint reports on the real checkpoints */
+       (rms_norm_eps) compute different models, which lint reports on the real checkpoints. GLM-5.2 adds
+       IndexShare (indexer_types, index_topk_freq 4, index_skip_topk_offset 3: "shared" layers reuse the
+       last full layer's selection); the recipe keeps it, shrunk to full / shared / full */
     [FAM_GLM_MOE_DSA] = {
         "glm_moe_dsa", "GlmMoeDsaForCausalLM", "glm_moe_dsa", "GLM-5 (DeepSeek-V3.2's MLA with a lightning indexer, "
         "rotate_half RoPE; MoE, sigmoid routing)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK,
         .router = ROUTER_DS_V3, .eps = 1e-5, .mla_rope_half = true,
         .synth = {128, 4, 4, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"index_head_dim\": 32, "
-                  "\"index_n_heads\": 4, \"index_topk\": 8, \"kv_lora_rank\": 64, \"moe_intermediate_size\": 64, "
-                  "\"n_group\": 1, \"n_routed_experts\": 8, \"n_shared_experts\": 1, \"norm_topk_prob\": true, "
+                  "\"index_n_heads\": 4, \"index_skip_topk_offset\": 1, \"index_topk\": 8, \"index_topk_freq\": 2, "
+                  "\"indexer_types\": [\"full\", \"shared\", \"full\"], \"kv_lora_rank\": 64, "
+                  "\"moe_intermediate_size\": 64, \"n_group\": 1, \"n_routed_experts\": 8, \"n_shared_experts\": 1, \"norm_topk_prob\": true, "
                   "\"num_experts_per_tok\": 2, \"num_nextn_predict_layers\": 0, \"q_lora_rank\": 64, "
                   "\"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_parameters\": {\"rope_theta\": 1000000, "
                   "\"rope_type\": \"default\"}, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", "

@@ -92,6 +92,8 @@ struct Forward {
     size_t max_ctx, pos, seq, cap;
     float **kc, **vc;             /* per layer: (cap, G dqk), (cap, G dv) keys after RoPE, values */
     float **ikc;                  /* indexer models, per layer: (cap, ID) the indexer's keys after RoPE; else NULL */
+    int *isel;                    /* (T, index_topk) the last full indexer layer's selection of this call's rows */
+    size_t isel_cap;
     FwdHooks hooks;
     const AttnLayer **over;       /* (n_layers) attention overrides (borrowed); NULL: the model's own */
     float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
@@ -406,7 +408,7 @@ static int load_mla(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_KV_A, -1, D, f->kl + f->rope, false, dry, bytes, &w->kva);
     if (rc == AL_OK && f->c->latent_norm) rc = load_norm(f, L, ROLE_KV_A_NORM, f->kl, dry, bytes, &w->kva_norm, NULL);
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_KV_B, -1, f->kl, H * (f->nope + f->dv), false, dry, bytes, &w->kvb);
-    if (rc != AL_OK || !cfg_has_indexer(f->c)) return rc;
+    if (rc != AL_OK || !cfg_layer_indexer(f->c, L)) return rc;        /* IndexShare's shared layers: none read */
     size_t IH = (size_t)f->c->index_heads, ID = (size_t)f->c->index_head_dim;
     rc = load_lin(f, L, ROLE_IDX_Q_B, -1, f->ql, IH * ID, false, dry, bytes, &w->iqb);
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_IDX_K, -1, D, ID, false, dry, bytes, &w->ik);
@@ -519,6 +521,7 @@ void fwd_free(Forward *f) {
     if (f->ikc)
         for (int L = 0; L < f->c->n_layers; L++) free(f->ikc[L]);
     free(f->ikc);
+    free(f->isel);
     if (f->xin)
         for (int L = 0; L < f->c->n_layers; L++) free(f->xin[L]);
     free(f->kc);
@@ -845,18 +848,26 @@ static void indexer_select(const Forward *f, int L, size_t t, size_t P, scored_k
 
 /* The rows of layer L's attention output f->att whose query sits at index_topk or later: softmax over
  * the indexer's selected keys only (the rows before it attended densely, as the selection keeps every
- * key there). q: the queries after RoPE (stride ldq). */
+ * key there). A full layer selects into f->isel; a shared one (IndexShare) reuses the selection of the
+ * last full layer of this call (layer 0 is always full). q: the queries after RoPE (stride ldq). */
 static int indexer_attend(Forward *f, int L, size_t T, const float *q, size_t ldq) {
     size_t H = f->H, dqk = f->dqk, dv = f->dv, kw = H * dqk, vw = H * dv, K = (size_t)f->c->index_topk;
-    scored_key *sk = al_malloc3(f->pos + T, 1, sizeof *sk, "the indexer's scores");
-    int *sel = al_malloc3(K, 1, sizeof *sel, "the indexer's selection");
+    bool full = cfg_layer_indexer(f->c, L);
+    if (full && f->isel_cap < T * K) {
+        free(f->isel);
+        f->isel_cap = 0;
+        if (!(f->isel = al_malloc3(T, K, sizeof *f->isel, "the indexer's selection"))) return AL_ERR;
+        f->isel_cap = T * K;
+    }
+    scored_key *sk = full ? al_malloc3(f->pos + T, 1, sizeof *sk, "the indexer's scores") : NULL;
     double *p = al_malloc3(K, 1, sizeof *p, "the indexer's selection");
-    if (!sk || !sel || !p) { free(sk); free(sel); free(p); return AL_ERR; }
+    if ((full && !sk) || !p) { free(sk); free(p); return AL_ERR; }
     double scale = fwd_attn_scale(f, L);
     for (size_t t = 0; t < T; t++) {
         size_t P = f->pos + t;
         if (P < K) continue;
-        indexer_select(f, L, t, P, sk, sel);
+        const int *sel = f->isel + t * K;
+        if (full) indexer_select(f, L, t, P, sk, f->isel + t * K);
         for (size_t h = 0; h < H; h++) {
             const float *qh = q + t * ldq + h * dqk;
             double mx = -INFINITY, z = 0;
@@ -876,7 +887,7 @@ static int indexer_attend(Forward *f, int L, size_t T, const float *q, size_t ld
             }
         }
     }
-    free(sk); free(sel); free(p);
+    free(sk); free(p);
     return AL_OK;
 }
 
@@ -899,7 +910,7 @@ static int project_mla(Forward *f, int L, size_t T, QKV *o) {
         if ((rc = lin_apply(f, &w->qa, f->h.p, D, T, f->lat.p, ql))) return rc;
         if (w->qa_norm) rmsnorm(f->lat.p, ql, T, ql, w->qa_norm->data, false, f->norm_eps, f->lat.p, ql);
         if ((rc = hook(f, FWD_Q_LATENT, L, f->lat.p, T, 1, ql, ql))) return rc;
-        if (f->ikc && (rc = indexer_project(f, L, T, f->lat.p))) return rc;
+        if (f->ikc && cfg_layer_indexer(f->c, L) && (rc = indexer_project(f, L, T, f->lat.p))) return rc;
         if ((rc = lin_apply(f, &w->q, f->lat.p, ql, T, o->q, qw))) return rc;
     } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
         return rc;
