@@ -61,6 +61,10 @@ ok "truncate, then ppl within index_topk runs" test "$(rc)" = 0
 run -e "load $d; truncate vo rank 4; ppl ids ids.txt seqlen 40"
 ok "truncate, then ppl past index_topk is refused" test "$(rc)" = 1
 ok "  naming index_topk" grep -q "pass index_topk 8, where the indexer selects keys" err.txt
+ok "  and the way out" grep -q "or export it (\`export DIR\`) and load DIR" err.txt
+run -e "load $d; truncate vo rank 4; export $T/trunc; load $T/trunc; ppl ids ids.txt seqlen 40"
+ok "the exported truncation runs past index_topk" test "$(rc)" = 0
+ok "  with the selection" grep -q "positions 8.. attend to the indexer's 8 selected keys" err.txt
 
 # index_head_dim 16 in config.json, 32 in the tensors: load refuses, lint names the tensor
 cp -r "$d" "$T/bad"

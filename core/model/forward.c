@@ -976,7 +976,8 @@ static int attention(Forward *f, int L, size_t T) {
     if (f->over[L]) {
         if (f->ikc && f->pos + T > (size_t)f->c->index_topk)
             return al_err("layer %d: a transformed layer runs dense attention, but %zu tokens pass index_topk %d, where "
-                          "the indexer selects keys: measure it on sequences of at most %d tokens", L, f->pos + T,
+                          "the indexer selects keys: measure it on sequences of at most %d tokens, or export it "
+                          "(`export DIR`) and load DIR, whose forward pass runs the selection", L, f->pos + T,
                           f->c->index_topk, f->c->index_topk);
         if ((rc = attention_override(f, L, T))) return rc;
         return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
