@@ -66,6 +66,15 @@ run -e "load $d; truncate vo rank 4; export $T/trunc; load $T/trunc; ppl ids ids
 ok "the exported truncation runs past index_topk" test "$(rc)" = 0
 ok "  with the selection" grep -q "positions 8.. attend to the indexer's 8 selected keys" err.txt
 
+# kvsvd eval recomputes dense attention: refused on windows past index_topk, runs within it
+for i in $(seq 1 400); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids400.txt
+run -e "load $d; calibrate ids ids400.txt seqlen 32; kvsvd learn all rank 8; kvsvd eval"
+ok "kvsvd eval on 32-token windows is refused" test "$(rc)" = 1
+ok "  naming the indexer" grep -q "lightning indexer selects 8 keys per query from position 8 on, and these windows have 32 tokens" err.txt
+run -e "load $d; calibrate ids ids400.txt seqlen 8; kvsvd learn all rank 8; kvsvd eval"
+ok "kvsvd eval on 8-token windows runs" test "$(rc)" = 0
+ok "  reproducing the forward pass's attention" bash -c "! grep -q 'recomputed attention differs' err.txt"
+
 # index_head_dim 16 in config.json, 32 in the tensors: load refuses, lint names the tensor
 cp -r "$d" "$T/bad"
 sed -i -E 's/"index_head_dim":[[:space:]]*32/"index_head_dim": 16/' "$T/bad/config.json"
