@@ -232,9 +232,12 @@ static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
     info_int(t, o, "index_n_heads", IH);
     info_int(t, o, "index_head_dim", ID);
     char v[400];
-    snprintf(v, sizeof v, "indexer.wq_b [%lld, %d], wk [%lld, %d], k_norm [%lld] + bias, weights_proj [%lld, %d]: "
-             "%lld weights per layer; its keys add %lld values per token per layer to the cache", IH * ID, c->q_lora_rank,
-             ID, c->hidden, ID, IH, c->hidden, w, ID);
+    const RoleName *q = cfg_role(c, ROLE_IDX_Q_B), *k = cfg_role(c, ROLE_IDX_K), *n = cfg_role(c, ROLE_IDX_K_NORM),
+                   *p = cfg_role(c, ROLE_IDX_W);                /* the names by role (family.c) */
+    if (!q || !k || !n || !p) return;
+    snprintf(v, sizeof v, "%s [%lld, %d], %s [%lld, %d], %s [%lld] + bias, %s [%lld, %d]: %lld weights per layer; its "
+             "keys add %lld values per token per layer to the cache", q->name, IH * ID, c->q_lora_rank, k->name, ID,
+             c->hidden, n->name, ID, p->name, IH, c->hidden, w, ID);
     info_str(t, o, "indexer_weights", v);
     snprintf(v, sizeof v, "positions below %lld attend to every earlier key (dense: the selection keeps them all); "
              "later ones to the %lld of highest index score (indexer_shared_layers: the last full layer's); QK and "

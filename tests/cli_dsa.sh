@@ -27,7 +27,7 @@ for fam in deepseek_v32 glm_moe_dsa; do
     has "$info" "^index_topk  *8$" || fail "$fam info: index_topk [$info]"
     has "$info" "^index_n_heads  *4$" || fail "$fam info: index_n_heads [$info]"
     has "$info" "^index_head_dim  *32$" || fail "$fam info: index_head_dim [$info]"
-    has "$info" "^indexer_weights  *indexer.wq_b \[128, 64\], wk \[32, 128\], k_norm \[32\] + bias, weights_proj \[4, 128\]: 12864 weights" \
+    has "$info" "^indexer_weights  *self_attn.indexer.wq_b \[128, 64\], self_attn.indexer.wk \[32, 128\], self_attn.indexer.k_norm \[32\] + bias, self_attn.indexer.weights_proj \[4, 128\]: 12864 weights" \
         || fail "$fam info: the indexer's weights [$info]"
     has "$info" "^indexer  *positions below 8 attend to every earlier key" || fail "$fam info: what the indexer does [$info]"
     has "$info" "^ranks vo  *yes$" || fail "$fam info: ranks vo [$info]"

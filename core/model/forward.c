@@ -826,7 +826,7 @@ static int cmp_scored(const void *a, const void *b) {
     return x->s > y->s ? -1 : x->s < y->s ? 1 : x->j - y->j;
 }
 
-/* The index_topk keys of query row t (position P) of layer L into sel (ascending scores order not kept). */
+/* The index_topk keys of query row t (position P) of layer L into sel, highest score first. */
 static void indexer_select(const Forward *f, int L, size_t t, size_t P, scored_key *sk, int *sel) {
     size_t IH = (size_t)f->c->index_heads, ID = (size_t)f->c->index_head_dim, K = (size_t)f->c->index_topk;
     const float *q = f->iq.p + t * IH * ID, *w = f->iwt.p + t * IH;
