@@ -241,6 +241,34 @@ static void info_layer_kinds(Table *t, cJSON *o, const ModelConfig *c) {
     info_str(t, o, "sliding_layers", row);
 }
 
+/* The lightning indexer (DeepSeek-V3.2, GLM-5): index_topk, its heads and its weights, and what it does. */
+static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
+    long long IH = c->index_heads, ID = c->index_head_dim, K = c->index_topk;
+    long long w = IH * ID * c->q_lora_rank + ID * c->hidden + 2 * ID + IH * c->hidden;
+    info_int(t, o, "index_topk", K);
+    info_int(t, o, "index_n_heads", IH);
+    info_int(t, o, "index_head_dim", ID);
+    char v[400];
+    const RoleName *q = cfg_role(c, ROLE_IDX_Q_B), *k = cfg_role(c, ROLE_IDX_K), *n = cfg_role(c, ROLE_IDX_K_NORM),
+                   *p = cfg_role(c, ROLE_IDX_W);                /* the names by role (family.c) */
+    if (!q || !k || !n || !p) return;
+    snprintf(v, sizeof v, "%s [%lld, %d], %s [%lld, %d], %s [%lld] + bias, %s [%lld, %d]: %lld weights per layer; its "
+             "keys add %lld values per token per layer to the cache", q->name, IH * ID, c->q_lora_rank, k->name, ID,
+             c->hidden, n->name, ID, p->name, IH, c->hidden, w, ID);
+    info_str(t, o, "indexer_weights", v);
+    snprintf(v, sizeof v, "positions below %lld attend to every earlier key (dense: the selection keeps them all); "
+             "later ones to the %lld of highest index score (indexer_shared_layers: the last full layer's); QK and "
+             "VO maps are the heads' own (the selection only masks keys)", K, K);
+    info_str(t, o, "indexer", v);
+    size_t at = 0;
+    for (int L = 0; L < c->n_layers && at < sizeof v; L++)        /* GLM-5.2's IndexShare */
+        if (!cfg_layer_indexer(c, L)) {
+            int k = snprintf(v + at, sizeof v - at, "%s%d", at ? ", " : "", L);
+            at += k > 0 ? (size_t)k : 0;
+        }
+    if (at) info_str(t, o, "indexer_shared_layers", v);
+}
+
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is
  * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
  * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
@@ -257,6 +285,7 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     if (c->attn_sinks)
         info_str(t, o, "attention_sinks", "a learned logit per head joins each softmax row (unscaled, its weight "
                  "dropped): the V·O and Q·K maps are unchanged, the softmax is not");
+    if (cfg_has_indexer(c)) info_indexer(t, o, c);            /* DeepSeek-V3.2 / GLM-5's lightning indexer */
     char nope[256];
     if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */
     info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
@@ -317,7 +346,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "q_lora_rank", c->q_lora_rank);
     info_int(t, o, "kv_lora_rank", c->kv_lora_rank);
     info_num(t, o, "rope_theta", c->rope_theta);
-    info_str(t, o, "rope_layout", rope_layout_name(c->rope));
+    info_str(t, o, "rope_layout", rope_layout_name(cfg_is_mla(c) ? c->rope_spec.layout : c->rope));
     info_str(t, o, "dtype", dt_name(c->dtype));
     info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
     info_bool(t, o, "qkv_bias", c->qkv_bias);

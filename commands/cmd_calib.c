@@ -313,6 +313,13 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
     size_t L, first, count;
     char on[256];
     if (ws_calib_eval_tokens(s, c, a, "kvsvd eval", &own, &ids, &L, &first, &count, on, sizeof on)) return AL_ERR;
+    const ModelConfig *mc = &s->cur->cfg;
+    if (cfg_has_indexer(mc) && L > (size_t)mc->index_topk) {      /* DeepSeek-V3.2 / GLM-5 */
+        free(own);
+        return al_err("kvsvd eval: it recomputes each layer's attention over every key, but %s's lightning indexer "
+                      "selects %d keys per query from position %d on, and these windows have %zu tokens: calibrate "
+                      "with seqlen %d or less", s->cur->name, mc->index_topk, mc->index_topk, L, mc->index_topk);
+    }
     KqEval *ev;
     if (kq_eval_new(&c->st->sh, sets, ns, &ev)) { free(own); return AL_ERR; }
     const char *split = args_str(a, "split");

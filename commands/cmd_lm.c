@@ -322,6 +322,13 @@ static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mod
     double dt = now_s() - t0;
     out_eprintf(out, "%zu windows of up to %zu tokens, %zu predicted, %.2f s (%.1f tok/s)%s\n", p.windows, L, p.tokens,
                 dt, (double)(p.tokens + p.windows) / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted" : "");
+    if (cfg_has_indexer(&m->cfg)) {                     /* DeepSeek-V3.2 / GLM-5: which attention ran */
+        size_t K = (size_t)m->cfg.index_topk, w = L < n ? L : n;
+        if (w <= K) out_eprintf(out, "indexer: windows of at most %zu tokens <= index_topk %zu: dense attention (the "
+                                     "selection keeps every key)\n", w, K);
+        else out_eprintf(out, "indexer: windows of up to %zu tokens > index_topk %zu: positions %zu.. attend to the "
+                              "indexer's %zu selected keys, earlier ones densely\n", w, K, K, K);
+    }
     /* bf16 mode changes only the products of BF16 weights (mm_xwt): say when there were none */
     if (fwd_compute(f) != MM_F32 && m->cfg.dtype == DT_BF16)
         out_eprintf(out, "compute %s\n", mm_compute_describe(fwd_compute(f)));

@@ -420,6 +420,10 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
     if (!rows)
         out_printf(out, "(no conversion of %s in this session: `convert mla kv-rank R`, `convert tpa kv-rank R` or "
                    "`truncate vo|qk ...` adds its row)\n", m->name);
+    if (cfg_has_indexer(&m->cfg))      /* DeepSeek-V3.2 / GLM-5: the indexer's keys are cached beside the latent */
+        out_printf(out, "(%s's lightning indexer caches %d more values per token per layer, its keys (index_head_dim), "
+                   "not in the rows above: %zu in all with the latent)\n", m->name, m->cfg.index_head_dim,
+                   c.before + (size_t)m->cfg.index_head_dim);
     return AL_OK;
 }
 

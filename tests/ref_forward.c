@@ -54,6 +54,14 @@
  *                           logits, softmax over those k; experts gate_up_proj (E, D, 2I) as x @ W + bias,
  *                           gate = columns 0, 2, 4..., up = 1, 3, 5...; gate clamped above at 7, up to
  *                           [-7, 7]; (up + 1) * gate * sigmoid(1.702 gate) @ down_proj (E, I, D) + bias
+ *   deepseek_v32            deepseek_v3's MLA and MoE, and the lightning indexer (GlmMoeDsaIndexer): query t
+ *                           attends only to the index_topk keys s <= t of highest sum_h w_h relu(q_h . k_s /
+ *                           sqrt(index_head_dim)), q = indexer.wq_b(q latent), k = LayerNorm(indexer.wk(x),
+ *                           eps 1e-6), both with rotate_half RoPE on their first qk_rope_head_dim dims,
+ *                           w = indexer.weights_proj(x) / sqrt(index_n_heads); every key while t < index_topk
+ *   glm_moe_dsa             deepseek_v32's, with MLA's RoPE by rotate_half (modeling_glm_moe_dsa), rope_theta
+ *                           from rope_parameters, rms_norm_eps 1e-5; IndexShare (GLM-5.2): the indexer_types
+ *                           "shared" layers take the previous full layer's selection
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -69,7 +77,7 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -102,6 +110,12 @@ struct RefModel {
     /* MLA */
     int qlora, kvlora, nope, rope, vdim;
     bool interleave;
+    /* the lightning indexer (deepseek_v32, glm_moe_dsa; topk 0: none) */
+    int ih, id, topk_keys;
+    bool no_select;                /* ref_no_indexer: every key, as if the indexer were switched off */
+    bool shared[REF_MAX_LAYERS];   /* indexer_types "shared": the previous full layer's selection (IndexShare) */
+    bool no_share;                 /* ref_no_index_share: every layer runs its own indexer */
+    unsigned char *sel;            /* (T x T) the last full layer's selection in ref_logits, or NULL */
 };
 
 /* ================================================================ config.json */
@@ -125,7 +139,8 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"gpt_oss", R_GPT_OSS}};
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"gpt_oss", R_GPT_OSS},
+        {"deepseek_v32", R_DSV32}, {"glm_moe_dsa", R_GLM_DSA}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -133,8 +148,10 @@ static int parse_family(const char *mt, rfam *f) {
 
 static bool gemma(const RefModel *m) { return m->fam == R_GEMMA2 || m->fam == R_GEMMA3; }
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
+/* MLA: DeepSeek-V3, and V3.2 / GLM-5 with their indexer. */
+static bool mla(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_DSV32 || m->fam == R_GLM_DSA; }
 /* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
-static bool ds_router(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_GLM4_MOE; }
+static bool ds_router(const RefModel *m) { return mla(m) || m->fam == R_GLM4_MOE; }
 
 /* SmolLM3Config: no_rope_layers[L] 0 means no RoPE on layer L; absent (null), layers with
  * (L + 1) % no_rope_layer_interval == 0 have none. */
@@ -189,6 +206,8 @@ static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
 
 static int parse_rope(RefModel *m, const cJSON *r) {
     m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", 10000, 10000);
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");    /* GlmMoeDsaConfig */
+    if (!cJSON_HasObjectItem(r, "rope_theta") && cJSON_IsObject(rp)) m->theta = jnum(rp, "rope_theta", 10000, 10000);
     m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
     double pf0 = m->fam == R_GLM4_MOE ? 0.5 : 1;          /* Glm4MoeConfig's default */
     double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", pf0, pf0);
@@ -225,6 +244,20 @@ static void parse_moe(RefModel *m, const cJSON *r) {
         cJSON_ArrayForEach(e, mo) if (m->n_only < 64 && cJSON_IsNumber(e)) m->only[m->n_only++] = e->valueint;
 }
 
+/* GlmMoeDsaConfig.__post_init__'s indexer_types: the list, else index_topk_pattern ("F" / "S" per layer),
+ * else "full" where max(L - index_skip_topk_offset + 1, 0) % index_topk_freq == 0 (defaults 2 and 1). */
+static void parse_index_share(RefModel *m, const cJSON *r) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "indexer_types");
+    const char *pat = jstr(r, "index_topk_pattern");
+    int freq = (int)jnum(r, "index_topk_freq", 1, 1), off = (int)jnum(r, "index_skip_topk_offset", 2, 2);
+    for (int L = 0; L < m->L && L < REF_MAX_LAYERS; L++) {
+        const cJSON *e = cJSON_IsArray(t) ? cJSON_GetArrayItem(t, L) : NULL;
+        if (e) m->shared[L] = cJSON_IsString(e) && !strcmp(e->valuestring, "shared");
+        else if (pat) m->shared[L] = (int)strlen(pat) > L && pat[L] == 'S';
+        else m->shared[L] = (L - off + 1 > 0 ? L - off + 1 : 0) % (freq > 0 ? freq : 1) != 0;
+    }
+}
+
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
     m->prefix = m->fam == R_NEOX ? "gpt_neox." : "model.";
@@ -241,7 +274,8 @@ static int parse_config(RefModel *m, const cJSON *r) {
                                                             : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
                               : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m) ||
-                                                            m->fam == R_GLM4_MOE || m->fam == R_GPT_OSS ? 1e-5 : 1e-6, 1e-6);
+                                                            m->fam == R_GLM4_MOE || m->fam == R_GPT_OSS || m->fam == R_GLM_DSA
+                                                            ? 1e-5 : 1e-6, 1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX || m->fam == R_GPT_OSS);
     m->sinks = m->fam == R_GPT_OSS;
@@ -256,17 +290,21 @@ static int parse_config(RefModel *m, const cJSON *r) {
     else if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new")) m->act = A_GELU_TANH;
     else if (!strcmp(act, "gelu")) m->act = A_GELU;
     else return al_err("ref: activation '%s' is not covered", act);
-    if (m->fam == R_DSV3) {
+    if (mla(m)) {
         m->qlora = (int)jnum(r, "q_lora_rank", 0, 0);
         m->kvlora = (int)jnum(r, "kv_lora_rank", 0, 0);
         m->nope = (int)jnum(r, "qk_nope_head_dim", 0, 0);
         m->rope = (int)jnum(r, "qk_rope_head_dim", 0, 0);
         m->vdim = (int)jnum(r, "v_head_dim", 0, 0);
-        m->interleave = jbool(r, "rope_interleave", true);
+        m->interleave = m->fam != R_GLM_DSA && jbool(r, "rope_interleave", true);   /* GLM-5: rotate_half */
         m->hd = m->nope + m->rope;
+        m->ih = (int)jnum(r, "index_n_heads", 0, 0);
+        m->id = (int)jnum(r, "index_head_dim", 0, 0);
+        m->topk_keys = m->fam == R_DSV3 ? 0 : (int)jnum(r, "index_topk", 0, 0);
+        parse_index_share(m, r);
     }
     if (parse_rope(m, r)) return AL_ERR;
-    if (m->fam == R_DSV3) m->rot = m->rope;
+    if (mla(m)) m->rot = m->rope;
     double qpas = gemma(m) ? jnum(r, "query_pre_attn_scalar", 256, 256) : m->hd;
     m->scale = 1.0 / sqrt(qpas);
     m->attn_cap = m->fam == R_GEMMA2 ? jnum(r, "attn_logit_softcapping", 50, 0) : jnum(r, "attn_logit_softcapping", 0, 0);
@@ -331,6 +369,7 @@ int ref_open(const char *dir, RefModel **out) {
 void ref_free(RefModel *m) {
     if (!m) return;
     if (m->st) st_close(m->st);
+    free(m->sel);
     free(m);
 }
 
@@ -489,11 +528,13 @@ static void rope_yarn(const RefModel *m, double *x, int rot, double p, double th
 /* Softmax attention of one query row over keys 0..i (window: i - j < window) with scale and soft-cap:
  * out (dv) = sum_j p_j v_j. q (dq), k rows at k + j*ldk, v rows at v + j*ldv. */
 static void attend(const RefModel *m, int L, size_t i, const double *q, const double *k, size_t ldk, const double *v,
-                   size_t ldv, size_t dq, size_t dv, double *p, double *out, const double *sink) {
+                   size_t ldv, size_t dq, size_t dv, double *p, double *out, const double *sink,
+                   const unsigned char *allow) {
     size_t w = m->sliding[L] ? (size_t)m->window : 0, j0 = w && i + 1 > w ? i + 1 - w : 0;
     double mx = -INFINITY, sum = 0;
     for (size_t j = j0; j <= i; j++) {
         double s = 0;
+        if (allow && !allow[j]) { p[j] = -INFINITY; continue; }
         for (size_t d = 0; d < dq; d++) s += q[d] * k[j * ldk + d];
         s *= m->scale;
         if (m->attn_cap > 0) s = m->attn_cap * tanh(s / m->attn_cap);
@@ -580,7 +621,7 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
         for (size_t i = 0; i < H; i++) {
             size_t g = i / (H / KV);
             attend(m, L, t, Q + t * qd + i * hd, K + g * hd, kd, V + g * hd, kd, hd, hd, p, A + t * qd + i * hd,
-                   sk ? sk + i : NULL);
+                   sk ? sk + i : NULL, NULL);
         }
     free(sk);
     const char *o = m->fam == R_NEOX ? "attention.dense" : "self_attn.o_proj";
@@ -588,6 +629,48 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     free(Q); free(K); free(V); free(A); free(p);
     return rc;
 }
+
+/* The lightning indexer of layer L (transformers' GlmMoeDsaIndexer): allow (T x T) row t marks the
+ * keys query t attends to -- every key s <= t while t + 1 <= index_topk, else the index_topk of
+ * highest score(t, s) = sum_h w_h relu(q_h . k_s / sqrt(ID)) (ties: the earlier key), with
+ * q = wq_b(qa) and k = LayerNorm(wk(h)) (eps 1e-6), rotate_half RoPE on their first
+ * qk_rope_head_dim dims, w = weights_proj(h) / sqrt(IH). */
+static int indexer(const RefModel *m, int L, const double *h, const double *qa, size_t T, unsigned char *allow) {
+    const size_t D = (size_t)m->D, IH = (size_t)m->ih, ID = (size_t)m->id, QL = (size_t)m->qlora, K = (size_t)m->topk_keys;
+    double *q = malloc(T * IH * ID * sizeof *q), *k = malloc(T * ID * sizeof *k), *w = malloc(T * IH * sizeof *w);
+    double *s = malloc(T * sizeof *s), *kn = tget(m, L, "self_attn.indexer.k_norm.weight", ID, 0);
+    double *kb = tget(m, L, "self_attn.indexer.k_norm.bias", ID, 0);
+    int rc = q && k && w && s && kn && kb ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.indexer.wq_b", false, qa, QL, T, QL, IH * ID, q);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.indexer.wk", false, h, D, T, D, ID, k);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.indexer.weights_proj", false, h, D, T, D, IH, w);
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        layernorm(k + t * ID, ID, kn, kb, 1e-6);
+        rope(k + t * ID, m->rope, (double)t, m->theta, m->rope_factor, false);
+        for (size_t i = 0; i < IH; i++) rope(q + (t * IH + i) * ID, m->rope, (double)t, m->theta, m->rope_factor, false);
+    }
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        for (size_t j = 0; j <= t; j++) {
+            s[j] = 0;
+            for (size_t i = 0; i < IH; i++) {
+                double d = 0;
+                for (size_t e = 0; e < ID; e++) d += q[(t * IH + i) * ID + e] * k[j * ID + e];
+                s[j] += w[t * IH + i] / sqrt((double)IH) * fmax(d / sqrt((double)ID), 0);
+            }
+        }
+        for (size_t n = 0; n < K && n <= t; n++) {            /* the K best, the earlier key on ties */
+            size_t b = T;
+            for (size_t j = 0; j <= t; j++)
+                if (!allow[t * T + j] && (b == T || s[j] > s[b])) b = j;
+            allow[t * T + b] = 1;
+        }
+    }
+    free(q); free(k); free(w); free(s); free(kn); free(kb);
+    return rc;
+}
+
+void ref_no_indexer(RefModel *m, bool off) { m->no_select = off; }
+void ref_no_index_share(RefModel *m, bool off) { m->no_share = off; }
 
 /* DeepSeek MLA attention of layer L: out (T x D). */
 static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double *out) {
@@ -615,10 +698,17 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
             memcpy(kf + (t * H + i) * dq + np, kpe, rp * sizeof *kf);
         }
     }
+    /* a full layer selects; a shared one (IndexShare) takes the previous full layer's selection, as
+       transformers passes prev_topk_indices on (the first layer has none to take: it selects) */
+    bool reuse = m->shared[L] && !m->no_share && m->sel;
+    unsigned char *allow = m->topk_keys > 0 && !m->no_select && !reuse ? calloc(T * T, 1) : NULL;
+    if (rc == AL_OK && allow) rc = indexer(m, L, h, qa, T, allow);
+    if (allow) { free(m->sel); ((RefModel *)m)->sel = allow; }   /* the pass's state across layers */
+    if (reuse) allow = m->sel;
     for (size_t t = 0; rc == AL_OK && t < T; t++)
         for (size_t i = 0; i < H; i++)
             attend(m, L, t, q + (t * H + i) * dq, kf + i * dq, H * dq, kvb + i * (np + dv) + np, H * (np + dv), dq, dv,
-                   p, A + (t * H + i) * dv, NULL);
+                   p, A + (t * H + i) * dv, NULL, allow ? allow + t * T : NULL);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, H * dv, T, H * dv, D, out);
     free(qa); free(q); free(ckv); free(kvb); free(kf); free(A); free(p);
     return rc;
@@ -662,7 +752,7 @@ static const char *const NM_MIXTRAL[3] = {"w1", "w3", "w2"};
 
 static bool moe_layer(const RefModel *m, int L) {
     if (m->E <= 0) return false;
-    if (m->fam == R_DSV3) return L >= m->first_dense && L % m->layer_freq == 0;
+    if (mla(m)) return L >= m->first_dense && L % m->layer_freq == 0;
     if (m->fam == R_GLM4_MOE) return L >= m->first_dense;
     if (m->fam == R_QWEN3_MOE) {
         for (int i = 0; i < m->n_only; i++)
@@ -822,7 +912,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
     int rc = h && a && f ? AL_OK : AL_ERR;
     if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
     if (rc == AL_OK && !olmo(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
-    if (rc == AL_OK) rc = m->fam == R_DSV3 ? attn_mla(m, L, h, T, a) : attn_gqa(m, L, h, T, a);
+    if (rc == AL_OK) rc = mla(m) ? attn_mla(m, L, h, T, a) : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
         memcpy(h, x, n * sizeof *h);
         rc = norm_rows(m, L, "post_attention_layernorm", h, T, D, D);
@@ -859,6 +949,8 @@ int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
     if (rc == AL_OK) rc = norm_rows(m, -1, fn, x, T, D, D);
     if (rc == AL_OK && !m->tied) rc = (W = tget(m, -1, m->head, V, D)) ? AL_OK : AL_ERR;
     if (rc == AL_OK) lin(x, D, T, D, m->tied ? E : W, NULL, V, logits);
+    free(m->sel);
+    m->sel = NULL;
     for (size_t i = 0; rc == AL_OK && m->final_cap > 0 && i < T * V; i++)
         logits[i] = m->final_cap * tanh(logits[i] / m->final_cap);
     free(E); free(x); free(W);

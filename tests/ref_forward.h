@@ -24,6 +24,11 @@ size_t ref_vocab(const RefModel *m);
 int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits);
 /* Mean negative log-likelihood (nats) of tokens[1..T) given their prefixes, from ref_logits. */
 int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);
+/* off: deepseek_v32 / glm_moe_dsa attend to every key, as if the indexer selected them all (the switch the
+ * tests use to show the selection matters). */
+void ref_no_indexer(RefModel *m, bool off);
+/* off: every layer runs its own indexer, as if no layer were "shared" (IndexShare switched off). */
+void ref_no_index_share(RefModel *m, bool off);
 
 /* What the reference read from config.json for layer L, for cross-checks with attnlab's
  * description (core/model/config.h). */

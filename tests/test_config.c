@@ -10,6 +10,7 @@
 #include "analyses.h"
 #include "farr.h"
 #include "rope.h"
+#include "shapes.h"
 
 #include <cjson/cJSON.h>
 
@@ -317,6 +318,78 @@ static void test_glm4_moe(void) {
 }
 #undef GLM45
 
+/* DeepSeek-V3.2-Exp's config.json (deepseek-ai, abridged: quantization_config left out) and GLM-5's
+ * (GlmMoeDsaConfig's defaults, which are zai-org/GLM-5's dims, with rope_parameters as GLM-5.x's
+ * config.json files write it): MLA plus the lightning indexer (index_n_heads, index_head_dim,
+ * index_topk) and its four tensors; GLM-5's MLA RoPE by rotate_half, rope_theta read from rope_parameters. */
+#define DSV32 "\"architectures\": [\"DeepseekV32ForCausalLM\"], \"attention_bias\": false, \"first_k_dense_replace\": 3, " \
+              "\"hidden_act\": \"silu\", \"hidden_size\": 7168, \"index_head_dim\": 128, \"index_n_heads\": 64, " \
+              "\"index_topk\": 2048, \"intermediate_size\": 18432, \"kv_lora_rank\": 512, " \
+              "\"max_position_embeddings\": 163840, \"model_type\": \"deepseek_v32\", \"moe_intermediate_size\": 2048, " \
+              "\"moe_layer_freq\": 1, \"n_group\": 8, \"n_routed_experts\": 256, \"n_shared_experts\": 1, " \
+              "\"norm_topk_prob\": true, \"num_attention_heads\": 128, \"num_experts_per_tok\": 8, " \
+              "\"num_hidden_layers\": 61, \"num_key_value_heads\": 128, \"num_nextn_predict_layers\": 1, " \
+              "\"q_lora_rank\": 1536, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-06, " \
+              "\"rope_scaling\": {\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0, " \
+              "\"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096, \"type\": \"yarn\"}, " \
+              "\"rope_theta\": 10000, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", " \
+              "\"tie_word_embeddings\": false, \"topk_group\": 4, \"topk_method\": \"noaux_tc\", " \
+              "\"torch_dtype\": \"bfloat16\", \"v_head_dim\": 128, \"vocab_size\": 129280"
+#define GLM5 "\"architectures\": [\"GlmMoeDsaForCausalLM\"], \"attention_bias\": false, \"first_k_dense_replace\": 3, " \
+             "\"hidden_act\": \"silu\", \"hidden_size\": 6144, \"index_head_dim\": 128, \"index_n_heads\": 32, " \
+             "\"index_topk\": 2048, \"intermediate_size\": 12288, \"kv_lora_rank\": 512, " \
+             "\"max_position_embeddings\": 202752, \"model_type\": \"glm_moe_dsa\", \"moe_intermediate_size\": 2048, " \
+             "\"n_group\": 1, \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"norm_topk_prob\": true, " \
+             "\"num_attention_heads\": 64, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 78, " \
+             "\"num_key_value_heads\": 64, \"num_nextn_predict_layers\": 1, \"q_lora_rank\": 2048, " \
+             "\"qk_nope_head_dim\": 192, \"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-05, " \
+             "\"rope_parameters\": {\"rope_theta\": 8000000, \"rope_type\": \"default\"}, " \
+             "\"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", \"tie_word_embeddings\": false, " \
+             "\"topk_group\": 1, \"topk_method\": \"noaux_tc\", \"v_head_dim\": 256, \"vocab_size\": 154880"
+static void test_dsa_families(void) {
+    ModelConfig c = parse(DSV32);
+    char n[192];
+    CHECK(c.family == FAM_DEEPSEEK_V32 && cfg_is_mla(&c) && cfg_has_indexer(&c) && c.index_heads == 64 &&
+          c.index_head_dim == 128 && c.index_topk == 2048 && c.q_lora_rank == 1536 && c.kv_lora_rank == 512 &&
+          c.rope_spec.layout == ROPE_INTERLEAVED && c.rope_spec.scaling.kind == RS_YARN && c.moe.router == ROUTER_DS_V3 &&
+          c.moe.n_experts == 256 && !cfg_moe_layer(&c, 2) && cfg_moe_layer(&c, 3),
+          "deepseek_v32: MLA (interleaved RoPE, YaRN), 64 indexer heads of 128, top 2048; DeepSeek-V3's MoE");
+    CHECK(cfg_role_name(&c, ROLE_IDX_Q_B, 5, -1, "weight", n, sizeof n) &&
+          !strcmp(n, "model.layers.5.self_attn.indexer.wq_b.weight"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_IDX_K_NORM, 5, -1, "bias", n, sizeof n) &&
+          !strcmp(n, "model.layers.5.self_attn.indexer.k_norm.bias"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_IDX_W, 0, -1, "weight", n, sizeof n) &&
+          !strcmp(n, "model.layers.0.self_attn.indexer.weights_proj.weight"), "%s", n);
+    CHECK(shape_dim(&c, D_IQ) == 64 * 128 && shape_dim(&c, D_ID) == 128 && shape_dim(&c, D_IH) == 64 &&
+          (shape_conditions(&c, false) & SHAPE_IF_INDEXER), "deepseek_v32: the indexer's shapes apply");
+    c = parse(GLM5);
+    CHECK(c.family == FAM_GLM_MOE_DSA && cfg_has_indexer(&c) && c.index_heads == 32 && c.index_topk == 2048 &&
+          c.qk_nope_dim == 192 && c.qk_rope_dim == 64 && c.v_dim == 256 && c.q_lora_rank == 2048 &&
+          c.rope_spec.layout == ROPE_HALF && c.rope_theta == 8e6 && c.rope_spec.theta == 8e6 && c.norm_eps == 1e-5 &&
+          c.moe.n_group == 1 && !cfg_moe_layer(&c, 2) && cfg_moe_layer(&c, 77),
+          "glm_moe_dsa: rotate_half MLA RoPE, rope_theta 8e6 from rope_parameters, 32 indexer heads, top 2048");
+    c = parse(GLM5 ", \"rope_interleave\": true");
+    CHECK(c.rope_spec.layout == ROPE_HALF, "glm_moe_dsa: modeling_glm_moe_dsa rotates by rotate_half whatever "
+                                           "rope_interleave says");
+    CHECK(cfg_layer_indexer(&c, 0) && cfg_layer_indexer(&c, 3) && cfg_layer_indexer(&c, 77), "glm_moe_dsa: GLM-5: every "
+          "layer runs its own indexer");
+    c = parse(GLM5 ", \"index_topk_freq\": 4, \"index_skip_topk_offset\": 3");      /* GLM-5.2's IndexShare */
+    CHECK(cfg_layer_indexer(&c, 0) && cfg_layer_indexer(&c, 2) && !cfg_layer_indexer(&c, 3) && !cfg_layer_indexer(&c, 5) &&
+          cfg_layer_indexer(&c, 6) && !cfg_layer_indexer(&c, 7) && cfg_layer_indexer(&c, 10) && cfg_layer_indexer(&c, 74),
+          "glm_moe_dsa: index_topk_freq 4, offset 3: full where max(L - 2, 0) %% 4 == 0");
+    c = parse(GLM5 ", \"indexer_types\": [\"full\", \"shared\", \"full\"]");
+    CHECK(!cfg_layer_indexer(&c, 1) && cfg_layer_indexer(&c, 2) && cfg_layer_indexer(&c, 3), "glm_moe_dsa: indexer_types");
+    c = parse(GLM5 ", \"index_topk_pattern\": \"SFS\"");
+    CHECK(cfg_layer_indexer(&c, 0) && cfg_layer_indexer(&c, 1) && !cfg_layer_indexer(&c, 2) && cfg_layer_indexer(&c, 3),
+          "glm_moe_dsa: index_topk_pattern (layer 0 always runs its indexer)");
+    c = parse("\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_attention_heads\": 2, "
+              "\"num_hidden_layers\": 1, \"q_lora_rank\": 16, \"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, "
+              "\"qk_rope_head_dim\": 8, \"v_head_dim\": 8");
+    CHECK(!cfg_has_indexer(&c) && !(shape_conditions(&c, false) & SHAPE_IF_INDEXER), "deepseek_v3: no indexer");
+}
+#undef DSV32
+#undef GLM5
+
 /* Python's json writes NaN, Infinity and -Infinity bare (Mamba hybrids' time_step_limit): they read
  * as those numbers, in arrays and objects, and the same words inside strings stay text. */
 static void test_python_nonfinite(void) {
@@ -524,6 +597,7 @@ int main(void) {
     test_families();
     test_olmo3();
     test_glm4_moe();
+    test_dsa_families();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

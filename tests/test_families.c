@@ -8,7 +8,9 @@
  *   (b) attnlab's forward pass (fwd_run, FWD_LOGITS_ALL) equals the reference's logits to 1e-4
  *       relative (max |diff| / max |ref|) over 24 tokens -- 3 sliding windows of 8 --, so does
  *       decoding them one token at a time through the cache (each position's RoPE and window), and
- *       fwd_ppl equals the reference's mean NLL to 1e-4 relative over 40 tokens.
+ *       fwd_ppl equals the reference's mean NLL to 1e-4 relative over 40 tokens;
+ *   (c) where an indexer selects index_topk keys per query (deepseek_v32, glm_moe_dsa), the selection is
+ *       what the logits past index_topk depend on (check_indexer).
  * Baselines that validate the reference itself against attnlab's existing pass: demo-llama
  * (F32) for the Llama path, demo-r1 (F32, dense MLP) for the MLA attention, and demo-llama
  * relabelled Mistral with sliding_window 8 (mistral-w8) for the window, and the phi3 checkpoint
@@ -206,6 +208,58 @@ static void check_forward(Model *m, const char *fam, const char *ref_dir) {
     ref_free(r);
 }
 
+/* (c) the lightning indexer (deepseek_v32, glm_moe_dsa; the recipes' index_topk 8): over T_LOGITS tokens the
+ * reference with every key (the indexer switched off) equals the one with the selection on the first
+ * index_topk positions, where the selection keeps every key, and differs from it after them by far
+ * more than attnlab's distance to the reference with the selection (check_forward). */
+static void check_indexer(Model *m, const char *fam, const char *dir) {
+    const ModelConfig *c = &m->cfg;
+    if (!cfg_has_indexer(c)) return;
+    RefModel *r = NULL;
+    CHECK_OK(ref_open(dir, &r));
+    if (!r) return;
+    const size_t V = ref_vocab(r), K = (size_t)c->index_topk;
+    int ids[T_LOGITS];
+    tokens(ids, T_LOGITS, V, 7);
+    double *zs = malloc(T_LOGITS * V * sizeof *zs), *zd = malloc(T_LOGITS * V * sizeof *zd);
+    float *z = malloc(T_LOGITS * V * sizeof *z);
+    CHECK_OK(ref_logits(r, ids, T_LOGITS, zs));
+    ref_no_indexer(r, true);
+    CHECK_OK(ref_logits(r, ids, T_LOGITS, zd));
+    Forward *f = NULL;
+    CHECK_OK(fwd_new(m, NULL, &f));
+    int rc = f ? fwd_run(f, ids, T_LOGITS, FWD_LOGITS_ALL, z) : AL_ERR;
+    CHECK(rc == AL_OK, "%s: fwd_run: %s", fam, al_errmsg());
+    double before = 0, after = 0, ours = 0, rmax = 0;
+    for (size_t i = 0; rc == AL_OK && i < T_LOGITS * V; i++) {
+        double d = fabs(zs[i] - zd[i]);
+        if (i / V < K) before = fmax(before, d);
+        else after = fmax(after, d);
+        ours = fmax(ours, fabs((double)z[i] - zs[i]));
+        rmax = fmax(rmax, fabs(zs[i]));
+    }
+    bool ok = rc == AL_OK && K < T_LOGITS && before <= 1e-12 * rmax && after > 100 * REL_TOL * rmax && ours <= REL_TOL * rmax;
+    CHECK(ok, "%s: indexer: dense vs selected max |diff| %.3g on positions < %zu, %.3g after; attnlab vs selected %.3g",
+          fam, before, K, after, ours);
+    printf("  %-12s index  %s: top %zu keys: the selection changes positions %zu.. by %.3g (rel %.2g), positions "
+           "before by %.3g; attnlab %.3g from it\n", fam, ok ? "ok" : "FAIL", K, K, after, after / rmax, before, ours);
+    bool share = false;                                  /* GLM-5.2's IndexShare: some layer reuses a selection */
+    for (int L = 0; L < c->n_layers; L++) share |= !cfg_layer_indexer(c, L);
+    if (share && rc == AL_OK) {
+        ref_no_indexer(r, false);
+        ref_no_index_share(r, true);
+        CHECK_OK(ref_logits(r, ids, T_LOGITS, zd));
+        double d = 0;
+        for (size_t i = K * V; i < T_LOGITS * V; i++) d = fmax(d, fabs(zs[i] - zd[i]));
+        CHECK(d > 100 * REL_TOL * rmax, "%s: every layer's own indexer changes the logits by only %.3g", fam, d);
+        printf("  %-12s share  %s: every layer's own selection instead of the shared one changes them by %.3g\n", fam,
+               d > 100 * REL_TOL * rmax ? "ok" : "FAIL", d);
+    }
+    fwd_free(f);
+    ref_free(r);
+    free(zs); free(zd); free(z);
+}
+
 /* Reads in/config.json, lets edit change it, writes it as out/config.json. */
 static int config_edit(const char *in, const char *out, void (*edit)(cJSON *root)) {
     char *p = al_asprintf("%s/config.json", in), *q = al_asprintf("%s/config.json", out);
@@ -306,6 +360,7 @@ static void check_model(const char *fam, const char *dir, const char *ref_dir, b
         check_ranks(m, fam, FARR_QK);
     }
     check_forward(m, fam, ref_dir);
+    check_indexer(m, fam, ref_dir);
     model_free(m);
 }
 

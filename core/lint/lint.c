@@ -554,12 +554,13 @@ static void expect_role(Lint *x, bool optional, tensor_role r, int L, int e, con
     if (cfg_role_name(&x->cfg, r, L, e, what, name, sizeof name)) expect(x, optional, d0, d1, why, "%s", name);
 }
 
-/* A list of wants in layer L, those whose conditions hold. */
+/* A list of wants in layer L, those whose conditions hold (the indexer's: optional on the layers that
+ * reuse another layer's selection, GLM-5.2's IndexShare). */
 static void expect_wants(Lint *x, const RoleShape *w, int L, unsigned cond) {
     for (; w->why; w++)
         if ((w->when & cond) == w->when)
-            expect_role(x, false, w->role, L, 0, w->bias ? "bias" : "weight", shape_dim(&x->cfg, w->d0),
-                        shape_dim(&x->cfg, w->d1), w->why);
+            expect_role(x, (w->when & SHAPE_IF_INDEXER) && !cfg_layer_indexer(&x->cfg, L), w->role, L, 0,
+                        w->bias ? "bias" : "weight", shape_dim(&x->cfg, w->d0), shape_dim(&x->cfg, w->d1), w->why);
 }
 
 /* A norm of role r (layer L) of the family's kind: RMSNorm weight [h], LayerNorm weight and bias. */

@@ -350,6 +350,18 @@ static int attn_gqa(const Ctx *c) {
     return rc == AL_OK ? add_qk_norms(c) : rc;
 }
 
+/* The lightning indexer of DeepSeek-V3.2 / GLM-5: wq_b (index_n_heads x index_head_dim, q_lora_rank),
+ * wk (index_head_dim, hidden), k_norm (LayerNorm weight and bias), weights_proj (index_n_heads, hidden). */
+static int attn_indexer(const Ctx *c) {
+    const ModelConfig *m = c->c;
+    const size_t D = (size_t)m->hidden, ID = (size_t)m->index_head_dim, IH = (size_t)m->index_heads;
+    int rc = add_gauss(c, ROLE_IDX_Q_B, -1, IH * ID, (size_t)m->q_lora_rank, 0);
+    if (rc == AL_OK) rc = add_gauss(c, ROLE_IDX_K, -1, ID, D, 0);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_IDX_K_NORM, "weight", ID, 1.0f, c->dt);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_IDX_K_NORM, "bias", ID, 0.0f, c->dt);
+    return rc == AL_OK ? add_gauss(c, ROLE_IDX_W, -1, IH, D, 0) : rc;
+}
+
 /* MLA attention with planted VO and NoPE QK pairs. */
 static int attn_mla(const Ctx *c) {
     const ModelConfig *m = c->c;
@@ -365,7 +377,7 @@ static int attn_mla(const Ctx *c) {
     if (rc == AL_OK) rc = add_norm(c, ROLE_KV_A_NORM, KL);
     if (rc == AL_OK) rc = add_mat(c, ROLE_KV_B, kvb); else mat_free(kvb);
     if (rc == AL_OK) rc = add_mat(c, ROLE_O, op); else mat_free(op);
-    return rc;
+    return rc == AL_OK && cfg_has_indexer(m) ? attn_indexer(c) : rc;
 }
 
 /* A gated MLP of width F by the roles gate / up / down (expert e, or -1). */

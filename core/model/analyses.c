@@ -182,7 +182,12 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
         if (longrope_reason(c, m->path, why, cap)) return true;
     } else if (rope && rope_reason(c, m->path, why, cap))
         return true;
-    return moe_layer(m, why, cap);
+    if (moe_layer(m, why, cap)) return true;
+    if (cfg_has_indexer(c) && !why[0])            /* DeepSeek-V3.2 / GLM-5: a note, not a refusal */
+        snprintf(why, cap, "with the lightning indexer's selection of %d keys per query from position %d on (dense "
+                 "before it); a transformed layer (truncate) and kvsvd eval run dense, so they measure sequences of at "
+                 "most %d tokens", c->index_topk, c->index_topk, c->index_topk);
+    return false;
 }
 
 static bool mla_reason(const Model *m, char *why, size_t cap) {

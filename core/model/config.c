@@ -123,7 +123,9 @@ static void parse_hf_sizes(cfg_reader *r, ModelConfig *c) {
 }
 
 static void parse_hf_rest(cfg_reader *r, ModelConfig *c) {
-    c->rope_theta = cfg_num(r, "rope_theta", 10000.0, NUM_POS);
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");   /* transformers 5 (GLM-5) */
+    c->rope_theta = cfg_num(r, "rope_theta", cJSON_IsObject(rp) ? jnum_in(r, rp, "rope_theta", 10000.0, NUM_POS) : 10000.0,
+                            NUM_POS);
     c->norm_eps = cfg_num(r, "rms_norm_eps", cfg_row(c)->eps, NUM_NONNEG);
     c->intermediate = cfg_int(r, "intermediate_size", 0, false);
     c->max_pos = cfg_int(r, "max_position_embeddings", 0, false);
@@ -164,6 +166,28 @@ static void parse_neox(cfg_reader *r, ModelConfig *c) {
     c->tie_embeddings = cfg_bool(r, "tie_word_embeddings", cfg_row(c)->tied);
 }
 
+/* GLM-5.2's IndexShare (GlmMoeDsaConfig.__post_init__): indexer_types ("full" / "shared"), else
+ * index_topk_pattern ("FSS..." or a list), else layer L is full when max(L - offset + 1, 0) % freq == 0
+ * (index_topk_freq, default 1: every layer full; index_skip_topk_offset, default 2). Layer 0 always
+ * runs its indexer (transformers: no earlier selection to reuse). */
+static void parse_index_share(cfg_reader *r, ModelConfig *c) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->root, "indexer_types"), *e;
+    if (!cJSON_IsArray(t)) t = cJSON_GetObjectItemCaseSensitive(r->root, "index_topk_pattern");
+    int freq = cfg_int(r, "index_topk_freq", 1, false), off = cfg_int(r, "index_skip_topk_offset", 2, false), L = 0;
+    if (freq < 1) freq = 1;
+    for (L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++)
+        c->index_shared[L] = (L - off + 1 > 0 ? L - off + 1 : 0) % freq != 0;
+    if (cJSON_IsString(t))
+        for (L = 0; t->valuestring[L] && L < CFG_MAX_LAYERS; L++) c->index_shared[L] = t->valuestring[L] == 'S';
+    L = 0;
+    const cJSON *list = cJSON_IsArray(t) ? t : NULL;
+    cJSON_ArrayForEach(e, list) {
+        if (L < CFG_MAX_LAYERS) c->index_shared[L] = cJSON_IsString(e) && !strcmp(e->valuestring, "shared");
+        L++;
+    }
+    c->index_shared[0] = 0;
+}
+
 static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
     parse_hf_sizes(r, c);
     c->n_kv_heads = c->n_heads;
@@ -175,6 +199,10 @@ static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
     c->rope = ROPE_INTERLEAVED;
     c->qkv_bias = c->o_bias = cfg_bool(r, "attention_bias", cfg_row(c)->bias_default);
     c->latent_norm = cfg_bool(r, "qk_latent_layernorm", true);
+    c->index_heads = cfg_int(r, "index_n_heads", 0, false);
+    c->index_head_dim = cfg_int(r, "index_head_dim", 0, false);
+    c->index_topk = cfg_int(r, "index_topk", 0, false);
+    parse_index_share(r, c);
     parse_hf_rest(r, c);
 }
 
@@ -203,6 +231,9 @@ static int cfg_validate(const ModelConfig *c, const char *where) {
     if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0)
         return al_err("%s: num_key_value_heads %d must divide num_attention_heads %d", where, c->n_kv_heads, c->n_heads);
     if (cfg_d_qk(c) <= 0 || c->v_dim <= 0) return al_err("%s: head dims must be positive", where);
+    if (cfg_has_indexer(c) && (c->index_head_dim < c->qk_rope_dim || (c->q_lora_rank == 0)))
+        return al_err("%s: the indexer needs q_lora_rank > 0 and index_head_dim %d >= qk_rope_head_dim %d", where,
+                      c->index_head_dim, c->qk_rope_dim);
     if (c->rope != ROPE_NONE && c->qk_rope_dim % 2 != 0)
         return al_err("%s: the RoPE head dim %d must be even", where, c->qk_rope_dim);
     if ((cfg_row(c)->keys == KEYS_GPT2 || cfg_row(c)->keys == KEYS_NEOX) && c->hidden % c->n_heads != 0)
@@ -313,7 +344,8 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     RopeSpec *sp = &c->rope_spec;
     c->rope_interleave = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
     sp->layout = c->rope;
-    if (cfg_row(c)->keys == KEYS_MLA) sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
+    if (cfg_row(c)->keys == KEYS_MLA)
+        sp->layout = c->rope_interleave && !cfg_row(c)->mla_rope_half ? ROPE_INTERLEAVED : ROPE_HALF;
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
@@ -729,6 +761,10 @@ int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap) {
         n++;
     }
     return n;
+}
+
+bool cfg_layer_indexer(const ModelConfig *c, int layer) {
+    return cfg_has_indexer(c) && layer >= 0 && !(layer < CFG_MAX_LAYERS && c->index_shared[layer]);
 }
 
 bool cfg_moe_layer(const ModelConfig *c, int layer) {

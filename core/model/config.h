@@ -99,6 +99,10 @@ typedef struct {
     bool tie_embeddings;
     bool latent_norm;         /* MLA: RMSNorm on the q/kv latents (q_a_layernorm, kv_a_layernorm);
                                  false when config says qk_latent_layernorm: false (TransMLA exports) */
+    int index_heads, index_head_dim, index_topk;   /* MLA's lightning indexer (DeepSeek-V3.2, GLM-5): index_n_heads,
+                                 index_head_dim, index_topk (0: no indexer, dense attention) */
+    unsigned char index_shared[CFG_MAX_LAYERS];  /* 1: layer L reuses the last full layer's selection (GLM-5.2's
+                                 indexer_types "shared"; IndexShare) */
     dt_type dtype;            /* storage dtype of the attention weights */
     char prefix[24];          /* tensor name prefix: "model." / "transformer." / "" */
 
@@ -171,6 +175,8 @@ static inline int cfg_d_qk(const ModelConfig *c) { return c->qk_nope_dim + c->qk
 static inline int cfg_d_in_q(const ModelConfig *c) { return c->q_lora_rank ? c->q_lora_rank : c->hidden; }
 static inline int cfg_d_in_kv(const ModelConfig *c) { return c->kv_lora_rank ? c->kv_lora_rank : c->hidden; }
 static inline bool cfg_is_mla(const ModelConfig *c) { return c->kv_lora_rank > 0; }
+/* True when an MLA model's lightning indexer picks index_topk keys per query (DeepSeek-V3.2, GLM-5). */
+static inline bool cfg_has_indexer(const ModelConfig *c) { return cfg_is_mla(c) && c->index_topk > 0 && c->index_heads > 0; }
 /* First Q/K column that carries RoPE, and the first that does not (see rope_first). */
 static inline int cfg_rope_col(const ModelConfig *c) { return c->rope_first ? 0 : c->qk_nope_dim; }
 static inline int cfg_nope_col(const ModelConfig *c) { return c->rope_first ? c->qk_rope_dim : 0; }
@@ -216,6 +222,9 @@ bool cfg_layer_rope_scaled(const ModelConfig *c, int layer);
 bool cfg_layer_rope(const ModelConfig *c, int layer);
 /* The layers of a RoPE model that apply none, as "3, 7, 11" into buf ("" when none); their count. */
 int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap);
+/* True when layer L of an indexer model runs its own lightning indexer ("full"); false on the layers that
+ * reuse the last full layer's selection (GLM-5.2's indexer_types "shared") and on models without one. */
+bool cfg_layer_indexer(const ModelConfig *c, int layer);
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

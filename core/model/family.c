@@ -21,7 +21,9 @@ static const RoleName ATTN_NAMES[ATTN_LAYOUT_COUNT][ROLE_COUNT] = {
     [QKV_MLA] = {[ROLE_Q] = OPT("self_attn.q_proj"), [ROLE_Q_A] = OPT("self_attn.q_a_proj"),
                  [ROLE_Q_A_NORM] = OPT("self_attn.q_a_layernorm"), [ROLE_Q_B] = OPT("self_attn.q_b_proj"),
                  [ROLE_KV_A] = N("self_attn.kv_a_proj_with_mqa"), [ROLE_KV_A_NORM] = OPT("self_attn.kv_a_layernorm"),
-                 [ROLE_KV_B] = N("self_attn.kv_b_proj"), [ROLE_O] = N("self_attn.o_proj")},
+                 [ROLE_KV_B] = N("self_attn.kv_b_proj"), [ROLE_O] = N("self_attn.o_proj"),
+                 [ROLE_IDX_Q_B] = OPT("self_attn.indexer.wq_b"), [ROLE_IDX_K] = OPT("self_attn.indexer.wk"),
+                 [ROLE_IDX_K_NORM] = OPT("self_attn.indexer.k_norm"), [ROLE_IDX_W] = OPT("self_attn.indexer.weights_proj")},
 };
 
 static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
@@ -105,7 +107,8 @@ model_names family_names_alt(model_names n) {
 
 const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
-        "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm", "sinks",
+        "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b",
+        "indexer_q_b", "indexer_k", "indexer_k_norm", "indexer_weights", "q_norm", "k_norm", "sinks",
         "attn_gate", "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
@@ -175,6 +178,44 @@ const FamilyRow FAMILY[] = {
         .engines = ENGINES_ALL, .llamacpp_arch = "deepseek2"},
     [FAM_KIMI_K2] = {"kimi_k2", NULL, "deepseek", "Kimi-K2 (DeepSeek-V3's architecture)", LLAMA_LIKE, .keys = KEYS_MLA,
                      .attn = QKV_MLA, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .gguf_arch = "deepseek2"},
+    /* DeepSeek-V3.2-Exp's config.json: V3's keys + index_head_dim 128, index_n_heads 64, index_topk 2048
+       (the indexer: self_attn.indexer.{wq_b, wk, k_norm, weights_proj}); the recipe shrinks the indexer to
+       4 heads of 32 and index_topk to 8, so that 24 tokens see the selection */
+    [FAM_DEEPSEEK_V32] = {
+        "deepseek_v32", "DeepseekV32ForCausalLM", "deepseek_v32", "DeepSeek-V3.2 (MLA with a lightning indexer: "
+        "index_topk keys per query; MoE, sigmoid group routing)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA,
+        .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3,
+        .synth = {128, 4, 4, 3, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"index_head_dim\": 32, "
+                  "\"index_n_heads\": 4, \"index_topk\": 8, \"kv_lora_rank\": 64, \"moe_intermediate_size\": 64, "
+                  "\"moe_layer_freq\": 1, \"n_group\": 4, \"n_routed_experts\": 8, \"n_shared_experts\": 1, "
+                  "\"norm_topk_prob\": true, \"num_experts_per_tok\": 2, \"num_nextn_predict_layers\": 0, "
+                  "\"q_lora_rank\": 64, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_scaling\": null, "
+                  "\"rope_theta\": 10000, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", "
+                  "\"topk_group\": 2, \"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
+        .engines = ENGINE_VLLM | ENGINE_SGLANG},
+    /* GLM-5's config.json (zai-org/GLM-5): DeepSeek-V3.2's attention with q_lora 2048, qk_nope 192, qk_rope 64,
+       v 256, index_n_heads 32, index_head_dim 128, index_topk 2048, rope_parameters {rope_theta, rope_type
+       default}, rms_norm_eps 1e-5, n_group / topk_group 1, first_k_dense_replace 3; transformers'
+       modeling_glm_moe_dsa rotates MLA's and the indexer's RoPE dims by rotate_half. The recipe writes
+       rms_norm_eps 1e-6: with GLM-5's 1e-5, transformers (1e-6 on the MLA latents) and vLLM / SGLang
+       (rms_norm_eps) compute different models, which lint reports on the real checkpoints. GLM-5.2 adds
+       IndexShare (indexer_types, index_topk_freq 4, index_skip_topk_offset 3: "shared" layers reuse the
+       last full layer's selection); the recipe keeps it, shrunk to full / shared / full */
+    [FAM_GLM_MOE_DSA] = {
+        "glm_moe_dsa", "GlmMoeDsaForCausalLM", "glm_moe_dsa", "GLM-5 (DeepSeek-V3.2's MLA with a lightning indexer, "
+        "rotate_half RoPE; MoE, sigmoid routing)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK,
+        .router = ROUTER_DS_V3, .eps = 1e-5, .mla_rope_half = true,
+        .synth = {128, 4, 4, 3, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"index_head_dim\": 32, "
+                  "\"index_n_heads\": 4, \"index_skip_topk_offset\": 1, \"index_topk\": 8, \"index_topk_freq\": 2, "
+                  "\"indexer_types\": [\"full\", \"shared\", \"full\"], \"kv_lora_rank\": 64, "
+                  "\"moe_intermediate_size\": 64, \"n_group\": 1, \"n_routed_experts\": 8, \"n_shared_experts\": 1, \"norm_topk_prob\": true, "
+                  "\"num_experts_per_tok\": 2, \"num_nextn_predict_layers\": 0, \"q_lora_rank\": 64, "
+                  "\"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_parameters\": {\"rope_theta\": 1000000, "
+                  "\"rope_type\": \"default\"}, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", "
+                  "\"topk_group\": 1, \"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "glm-dsa"},
     [FAM_GLM4_MOE] = {
         "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5 / 4.6 / 4.7 (partial rotary, q/k/v biases; MoE, sigmoid "
         "group routing)", LLAMA_LIKE, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .partial_rotary = 0.5,

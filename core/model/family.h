@@ -35,6 +35,7 @@ typedef enum {
     FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
+    FAM_DEEPSEEK_V32, FAM_GLM_MOE_DSA,   /* MLA + the lightning indexer (index_topk keys per query): DeepSeek-V3.2, GLM-5 */
     FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
                                             DeepSeek-V3's MoE (sigmoid group routing, shared expert) */
     FAM_GPT_OSS,                         /* gpt-oss: a learned sink logit per head, sliding 128 / full layers, YaRN,
@@ -139,6 +140,7 @@ typedef enum {
     ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_QKV,                  /* attention projections (QKV: fused) */
     ROLE_Q_A, ROLE_Q_A_NORM, ROLE_Q_B,                         /* MLA query latent */
     ROLE_KV_A, ROLE_KV_A_NORM, ROLE_KV_B,                      /* MLA KV latent (+ the shared RoPE key) */
+    ROLE_IDX_Q_B, ROLE_IDX_K, ROLE_IDX_K_NORM, ROLE_IDX_W,     /* MLA's lightning indexer: wq_b, wk, k_norm, weights_proj */
     ROLE_Q_NORM, ROLE_K_NORM,                                  /* per-head or whole-projection q/k norms */
     ROLE_SINKS, ROLE_ATTN_GATE,                                /* attention sinks, output gate */
     ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT,                     /* before / after attention */
@@ -215,6 +217,7 @@ typedef struct {
                                      (clamp(up, +-limit) + 1) * g sigmoid(alpha g), g = min(gate, limit) */
     double swiglu_alpha;          /* its alpha (gpt-oss: 1.702) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
+    bool mla_rope_half;           /* MLA's RoPE pairs by rotate_half whatever rope_interleave says (GLM-5) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
     const char *gguf_arch;        /* llama.cpp's general.architecture of attnlab's GGUF export (NULL: none) */
     unsigned engines;             /* ENGINE_* that implement this model_type -- vLLM's registry, SGLang's

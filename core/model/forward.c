@@ -52,6 +52,8 @@ typedef struct {
     Mat *qn, *kn;                 /* q_norm / k_norm: (1, dqk) per head, or (1, H dqk) / (1, G dqk) (QKN_PROJ) */
     Lin qa, kva, kvb;             /* MLA: q_a_proj (ql, D), kv_a_proj_with_mqa (kl + rope, D), kv_b_proj */
     Mat *qa_norm, *kva_norm;      /* MLA latent RMSNorms (1, ql), (1, kl) or NULL */
+    Lin iqb, ik, iw;              /* MLA's lightning indexer: wq_b (IH ID, ql), wk (ID, D), weights_proj (IH, D) */
+    Mat *iknw, *iknb;             /* its k_norm LayerNorm (1, ID) weight and bias */
     Ffn mlp;                      /* dense MLP; MoE layers: the shared experts (ffn 0: none) */
     Lin router;                   /* MoE: gate (E, D) */
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
@@ -90,6 +92,9 @@ struct Forward {
 
     size_t max_ctx, pos, seq, cap;
     float **kc, **vc;             /* per layer: (cap, G dqk), (cap, G dv) keys after RoPE, values */
+    float **ikc;                  /* indexer models, per layer: (cap, ID) the indexer's keys after RoPE; else NULL */
+    int *isel;                    /* (T, index_topk) the last full indexer layer's selection of this call's rows */
+    size_t isel_cap;
     FwdHooks hooks;
     const AttnLayer **over;       /* (n_layers) attention overrides (borrowed); NULL: the model's own */
     float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
@@ -98,6 +103,7 @@ struct Forward {
 
     /* scratch, (rows, width) */
     fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm;
+    fbuf iq, iwt;                 /* the indexer's queries (T, IH ID) after RoPE and head weights (T, IH) */
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
     mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
@@ -338,7 +344,8 @@ static void layer_release(Forward *f, int L) {
     for (int i = 0; i < NS_COUNT; i++) { mat_free(w->nw[i]); mat_free(w->nb[i]); }
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
     mat_free(w->sinks);
-    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router};
+    mat_free(w->iknw); mat_free(w->iknb);
+    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
     ffn_free(&w->mlp);
     if (w->experts)
@@ -462,6 +469,16 @@ static int load_mla(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_KV_A, -1, D, f->kl + f->rope, false, dry, bytes, &w->kva);
     if (rc == AL_OK && f->c->latent_norm) rc = load_norm(f, L, ROLE_KV_A_NORM, f->kl, dry, bytes, &w->kva_norm, NULL);
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_KV_B, -1, f->kl, H * (f->nope + f->dv), false, dry, bytes, &w->kvb);
+    if (rc != AL_OK || !cfg_layer_indexer(f->c, L)) return rc;        /* IndexShare's shared layers: none read */
+    size_t IH = (size_t)f->c->index_heads, ID = (size_t)f->c->index_head_dim;
+    rc = load_lin(f, L, ROLE_IDX_Q_B, -1, f->ql, IH * ID, false, dry, bytes, &w->iqb);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_IDX_K, -1, D, ID, false, dry, bytes, &w->ik);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_IDX_W, -1, D, IH, false, dry, bytes, &w->iw);
+    char wn[192], bn[192];
+    if (rc == AL_OK) rc = role_name(f, ROLE_IDX_K_NORM, L, -1, "weight", wn, sizeof wn);
+    if (rc == AL_OK) rc = role_name(f, ROLE_IDX_K_NORM, L, -1, "bias", bn, sizeof bn);
+    if (rc == AL_OK) rc = load_mat(f, wn, 1, ID, dry, bytes, &w->iknw);
+    if (rc == AL_OK) rc = load_mat(f, bn, 1, ID, dry, bytes, &w->iknb);
     return rc;
 }
 
@@ -567,6 +584,10 @@ void fwd_free(Forward *f) {
     mm_work_free(f->mm);
     if (f->kc)
         for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
+    if (f->ikc)
+        for (int L = 0; L < f->c->n_layers; L++) free(f->ikc[L]);
+    free(f->ikc);
+    free(f->isel);
     if (f->xin)
         for (int L = 0; L < f->c->n_layers; L++) free(f->xin[L]);
     free(f->kc);
@@ -582,7 +603,7 @@ void fwd_free(Forward *f) {
         fb_free(&f->rs[i].sn);
     }
     fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
-                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm};
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
 }
@@ -616,6 +637,8 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->over = al_calloc((size_t)c->n_layers, sizeof *f->over, "attention overrides");
     f->xin = al_calloc((size_t)c->n_layers, sizeof *f->xin, "attention overrides");
     if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin) rc = AL_ERR;
+    if (rc == AL_OK && cfg_has_indexer(c) && !(f->ikc = al_calloc((size_t)c->n_layers, sizeof *f->ikc, "the indexer's keys")))
+        rc = AL_ERR;
     size_t layer_bytes = 0, glob_bytes = 0;
     for (int L = 0; rc == AL_OK && L < c->n_layers; L++) rc = layer_load(f, L, true, &layer_bytes);
     if (rc == AL_OK) rc = load_globals(f, &glob_bytes);
@@ -775,6 +798,14 @@ static int cache_fit(Forward *f, size_t n) {
         f->kc[L] = k;
         f->vc[L] = v;
     }
+    for (int L = 0; f->ikc && L < f->c->n_layers; L++) {
+        size_t iw = (size_t)f->c->index_head_dim;
+        float *ik = al_malloc3(cap, iw, sizeof(float), "the indexer's keys");
+        if (!ik) return AL_ERR;
+        if (f->ikc[L]) memcpy(ik, f->ikc[L], f->cap * iw * sizeof(float));
+        free(f->ikc[L]);
+        f->ikc[L] = ik;
+    }
     int rc = AL_OK;
     for (int L = 0; rc == AL_OK && L < f->c->n_layers; L++)
         if (f->over[L]) rc = xin_fit(f, L, cap);
@@ -820,6 +851,117 @@ static int attention_override(Forward *f, int L, size_t T) {
     return AL_OK;
 }
 
+/* ---------------------------------------------------------------- the lightning indexer
+ * DeepSeek-V3.2 and GLM-5 (transformers' GlmMoeDsaIndexer; DeepSeek's inference/model.py Indexer, whose
+ * Hadamard rotation of q and k keeps their dot products): per query t and key s <= t,
+ *   score(t, s) = sum_h w_h(t) relu(q_h(t) . k(s) / sqrt(ID)),  w(t) = weights_proj(x_t) / sqrt(IH),
+ *   q(t) = wq_b(q latent after q_a_layernorm) (IH heads of ID), k(s) = LayerNorm(wk(x_s)) (eps 1e-6),
+ * both with rotate_half RoPE on their first qk_rope_head_dim dims. Query t attends to the index_topk
+ * keys of highest score (every key while t < index_topk: the selection then keeps them all). */
+
+#define INDEXER_EPS 1e-6
+
+/* RoPE (rotate_half) on the first `rope` dims of each of `heads` vectors of width ID per row. */
+static void indexer_rope(const Forward *f, int L, float *x, size_t T, size_t ld, size_t heads, size_t ID) {
+    size_t half = f->rope / 2;
+    const RopeSet *r = &f->rs[f->lrs[L]];
+    for (size_t t = 0; t < T; t++)
+        for (size_t h = 0; h < heads; h++)
+            rope_rotate_cs(x + t * ld + h * ID, half, ROPE_HALF, r->cs.p + t * half, r->sn.p + t * half);
+}
+
+/* The indexer's queries and head weights of the T rows (from the q latent ql, (T, ql)) into f->iq /
+ * f->iwt, and its keys into the layer's indexer cache at positions pos.. */
+static int indexer_project(Forward *f, int L, size_t T, const float *ql) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, IH = (size_t)f->c->index_heads, ID = (size_t)f->c->index_head_dim;
+    float *iq = fb_fit(&f->iq, T, IH * ID, "the indexer's queries"), *iw = fb_fit(&f->iwt, T, IH, "the indexer's weights");
+    float *ik = f->ikc[L] + f->pos * ID;
+    int rc = iq && iw ? lin_apply(f, &w->iqb, ql, f->ql, T, iq, IH * ID) : AL_ERR;
+    if (rc == AL_OK) rc = lin_apply(f, &w->ik, f->h.p, D, T, ik, ID);
+    if (rc == AL_OK) rc = lin_apply(f, &w->iw, f->h.p, D, T, iw, IH);
+    if (rc != AL_OK) return rc;
+    layernorm(ik, ID, T, ID, w->iknw->data, w->iknb->data, INDEXER_EPS, ik, ID);
+    indexer_rope(f, L, iq, T, IH * ID, IH, ID);
+    indexer_rope(f, L, ik, T, ID, 1, ID);
+    float s = (float)(1.0 / sqrt((double)IH));
+    for (size_t i = 0; i < T * IH; i++) iw[i] *= s;
+    return AL_OK;
+}
+
+typedef struct { double s; int j; } scored_key;
+
+/* Highest score first; ties: the earlier key. */
+static int cmp_scored(const void *a, const void *b) {
+    const scored_key *x = a, *y = b;
+    return x->s > y->s ? -1 : x->s < y->s ? 1 : x->j - y->j;
+}
+
+/* The index_topk keys of query row t (position P) of layer L into sel, highest score first. */
+static void indexer_select(const Forward *f, int L, size_t t, size_t P, scored_key *sk, int *sel) {
+    size_t IH = (size_t)f->c->index_heads, ID = (size_t)f->c->index_head_dim, K = (size_t)f->c->index_topk;
+    const float *q = f->iq.p + t * IH * ID, *w = f->iwt.p + t * IH;
+    double sc = 1.0 / sqrt((double)ID);
+    for (size_t j = 0; j <= P; j++) {
+        const float *k = f->ikc[L] + j * ID;
+        double s = 0;
+        for (size_t h = 0; h < IH; h++) {
+            double d = 0;
+            for (size_t i = 0; i < ID; i++) d += (double)q[h * ID + i] * k[i];
+            d *= sc;
+            s += d > 0 ? w[h] * d : 0;
+        }
+        sk[j] = (scored_key){s, (int)j};
+    }
+    qsort(sk, P + 1, sizeof *sk, cmp_scored);
+    for (size_t i = 0; i < K; i++) sel[i] = sk[i].j;
+}
+
+/* The rows of layer L's attention output f->att whose query sits at index_topk or later: softmax over
+ * the indexer's selected keys only (the rows before it attended densely, as the selection keeps every
+ * key there). A full layer selects into f->isel; a shared one (IndexShare) reuses the selection of the
+ * last full layer of this call (layer 0 is always full). q: the queries after RoPE (stride ldq). */
+static int indexer_attend(Forward *f, int L, size_t T, const float *q, size_t ldq) {
+    size_t H = f->H, dqk = f->dqk, dv = f->dv, kw = H * dqk, vw = H * dv, K = (size_t)f->c->index_topk;
+    bool full = cfg_layer_indexer(f->c, L);
+    if (full && f->isel_cap < T * K) {
+        free(f->isel);
+        f->isel_cap = 0;
+        if (!(f->isel = al_malloc3(T, K, sizeof *f->isel, "the indexer's selection"))) return AL_ERR;
+        f->isel_cap = T * K;
+    }
+    scored_key *sk = full ? al_malloc3(f->pos + T, 1, sizeof *sk, "the indexer's scores") : NULL;
+    double *p = al_malloc3(K, 1, sizeof *p, "the indexer's selection");
+    if ((full && !sk) || !p) { free(sk); free(p); return AL_ERR; }
+    double scale = fwd_attn_scale(f, L);
+    for (size_t t = 0; t < T; t++) {
+        size_t P = f->pos + t;
+        if (P < K) continue;
+        const int *sel = f->isel + t * K;
+        if (full) indexer_select(f, L, t, P, sk, f->isel + t * K);
+        for (size_t h = 0; h < H; h++) {
+            const float *qh = q + t * ldq + h * dqk;
+            double mx = -INFINITY, z = 0;
+            for (size_t i = 0; i < K; i++) {
+                const float *k = f->kc[L] + (size_t)sel[i] * kw + h * dqk;
+                double d = 0;
+                for (size_t e = 0; e < dqk; e++) d += (double)qh[e] * k[e];
+                p[i] = d * scale;
+                mx = fmax(mx, p[i]);
+            }
+            for (size_t i = 0; i < K; i++) { p[i] = exp(p[i] - mx); z += p[i]; }
+            float *o = f->att.p + t * vw + h * dv;
+            for (size_t e = 0; e < dv; e++) o[e] = 0;
+            for (size_t i = 0; i < K; i++) {
+                const float *v = f->vc[L] + (size_t)sel[i] * vw + h * dv;
+                for (size_t e = 0; e < dv; e++) o[e] += (float)(p[i] / z) * v[e];
+            }
+        }
+    }
+    free(sk); free(p);
+    return AL_OK;
+}
+
 /* Q, K, V of the rows Q/K/V (T, H dqk / G dqk / G dv) with their strides. */
 typedef struct { float *q, *k, *v; size_t ldq, ldk, ldv; } QKV;
 
@@ -839,6 +981,7 @@ static int project_mla(Forward *f, int L, size_t T, QKV *o) {
         if ((rc = lin_apply(f, &w->qa, f->h.p, D, T, f->lat.p, ql))) return rc;
         if (w->qa_norm) rmsnorm(f->lat.p, ql, T, ql, w->qa_norm->data, false, f->norm_eps, f->lat.p, ql);
         if ((rc = hook(f, FWD_Q_LATENT, L, f->lat.p, T, 1, ql, ql))) return rc;
+        if (f->ikc && cfg_layer_indexer(f->c, L) && (rc = indexer_project(f, L, T, f->lat.p))) return rc;
         if ((rc = lin_apply(f, &w->q, f->lat.p, ql, T, o->q, qw))) return rc;
     } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
         return rc;
@@ -902,6 +1045,11 @@ static int attention(Forward *f, int L, size_t T) {
     int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
     if (rc) return rc;
     if (f->over[L]) {
+        if (f->ikc && f->pos + T > (size_t)f->c->index_topk)
+            return al_err("layer %d: a transformed layer runs dense attention, but %zu tokens pass index_topk %d, where "
+                          "the indexer selects keys: measure it on sequences of at most %d tokens, or export it "
+                          "(`export DIR`) and load DIR, whose forward pass runs the selection", L, f->pos + T,
+                          f->c->index_topk, f->c->index_topk);
         if ((rc = attention_override(f, L, T))) return rc;
         return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
     }
@@ -922,7 +1070,9 @@ static int attention(Forward *f, int L, size_t T) {
         memcpy(f->kc[L] + (f->pos + t) * kw, p.k + t * p.ldk, kw * sizeof(float));
         memcpy(f->vc[L] + (f->pos + t) * vw, p.v + t * p.ldv, vw * sizeof(float));
     }
-    if ((rc = attend(f, L, T, &p)) || (rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
+    if ((rc = attend(f, L, T, &p))) return rc;
+    if (f->ikc && f->pos + T > (size_t)f->c->index_topk && (rc = indexer_attend(f, L, T, p.q, p.ldq))) return rc;
+    if ((rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
     if ((rc = lin_apply(f, &w->o, f->att.p, H * dv, T, f->h.p, D))) return rc;
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }

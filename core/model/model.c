@@ -82,6 +82,8 @@ static int model_validate(Model *m) {
     size_t nreq = attn_requirements(&m->cfg, req);
     for (int L = 0; L < m->cfg.n_layers; L++)
         for (size_t i = 0; i < nreq; i++) {
+            bool idx = req[i].role >= ROLE_IDX_Q_B && req[i].role <= ROLE_IDX_W;
+            if (idx && !cfg_layer_indexer(&m->cfg, L)) continue;   /* IndexShare's shared layers need none */
             char *name = attn_weight_name(m, req[i].role, L);
             if (!name) return AL_ERR;
             size_t R, C;

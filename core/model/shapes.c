@@ -21,6 +21,9 @@ size_t shape_dim(const ModelConfig *c, dim_rule d) {
     case D_KR: return kr;
     case D_KR_ROPE: return kr + (size_t)c->qk_rope_dim;
     case D_KVB: return H * (size_t)(c->qk_nope_dim + c->v_dim);
+    case D_IQ: return (size_t)c->index_heads * (size_t)c->index_head_dim;
+    case D_ID: return (size_t)c->index_head_dim;
+    case D_IH: return (size_t)c->index_heads;
     default: return 0;
     }
 }
@@ -33,8 +36,9 @@ size_t shape_dim(const ModelConfig *c, dim_rule d) {
 
 /* A layer's attention per attn_layout, in the order the findings name them: Llama's q/k/v/o_proj
  * (biases per attention_bias / Qwen2; the family's q_norm / k_norm), Phi-3's fused qkv_proj
- * [Q ; K ; V], GPT-NeoX's query_key_value head by head, GPT-2's Conv1D (in, out), DeepSeek's MLA. */
-static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][13] = {
+ * [Q ; K ; V], GPT-NeoX's query_key_value head by head, GPT-2's Conv1D (in, out), DeepSeek's MLA (and its
+ * lightning indexer where index_topk is set: DeepSeek-V3.2, GLM-5). */
+static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][16] = {
     [QKV_SPLIT] = {{ROLE_Q, false, D_Q, D_H, 0, HD_H ", hidden_size"}, {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
                    {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
                    {ROLE_Q, true, D_Q, D_NONE, SHAPE_IF_QKV_BIAS, HD_H}, {ROLE_K, true, D_KV, D_NONE, SHAPE_IF_QKV_BIAS, KV_H},
@@ -62,7 +66,12 @@ static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][13] = {
                  {ROLE_KV_A_NORM, false, D_KR, D_NONE, 0, "kv_lora_rank"},
                  {ROLE_KV_B, false, D_KVB, D_KR, 0, "num_attention_heads x (qk_nope_head_dim + v_head_dim), kv_lora_rank"},
                  {ROLE_O, false, D_H, D_HV, 0, "hidden_size, num_attention_heads x v_head_dim"},
-                 {ROLE_O, true, D_H, D_NONE, SHAPE_IF_QKV_BIAS, "hidden_size (attention_bias)"}},
+                 {ROLE_O, true, D_H, D_NONE, SHAPE_IF_QKV_BIAS, "hidden_size (attention_bias)"},
+                 {ROLE_IDX_Q_B, false, D_IQ, D_QR, SHAPE_IF_INDEXER, "index_n_heads x index_head_dim, q_lora_rank"},
+                 {ROLE_IDX_K, false, D_ID, D_H, SHAPE_IF_INDEXER, "index_head_dim, hidden_size"},
+                 {ROLE_IDX_K_NORM, false, D_ID, D_NONE, SHAPE_IF_INDEXER, "index_head_dim (LayerNorm weight)"},
+                 {ROLE_IDX_K_NORM, true, D_ID, D_NONE, SHAPE_IF_INDEXER, "index_head_dim (LayerNorm bias)"},
+                 {ROLE_IDX_W, false, D_IH, D_H, SHAPE_IF_INDEXER, "index_n_heads, hidden_size"}},
 };
 
 /* A dense MLP per ffn_layout: gate/up/down_proj (biases per Llama's mlp_bias), Phi-3's fused
@@ -99,5 +108,6 @@ const RoleShape *shape_ffn(ffn_layout f) { return f < FFN_LAYOUT_COUNT ? FFN_SHA
 unsigned shape_conditions(const ModelConfig *c, bool mlp_bias) {
     return (c->qkv_bias ? SHAPE_IF_QKV_BIAS : 0) | (c->o_bias ? SHAPE_IF_O_BIAS : 0) |
            (mlp_bias ? SHAPE_IF_MLP_BIAS : 0) | (c->qk_norm == QKN_HEAD ? SHAPE_IF_QKN_HEAD : 0) |
-           (c->qk_norm == QKN_PROJ ? SHAPE_IF_QKN_PROJ : 0) | (c->q_lora_rank ? SHAPE_IF_Q_LORA : SHAPE_IF_NO_Q_LORA);
+           (c->qk_norm == QKN_PROJ ? SHAPE_IF_QKN_PROJ : 0) | (c->q_lora_rank ? SHAPE_IF_Q_LORA : SHAPE_IF_NO_Q_LORA) |
+           (cfg_has_indexer(c) ? SHAPE_IF_INDEXER : 0);
 }

@@ -12,7 +12,8 @@ typedef enum {
     D_NONE, D_H, D_F, D_2F, D_3H,     /* hidden, intermediate, 2 x intermediate, 3 x hidden */
     D_Q, D_KV, D_VV, D_QKV, D_3Q,     /* H hd, KV hd, KV vd, their sum, 3 H hd */
     D_HV, D_HD,                       /* H vd, hd */
-    D_QR, D_QB, D_KR, D_KR_ROPE, D_KVB   /* MLA: q_lora, H (nope + rope), kv_lora, kv_lora + rope, H (nope + v) */
+    D_QR, D_QB, D_KR, D_KR_ROPE, D_KVB,  /* MLA: q_lora, H (nope + rope), kv_lora, kv_lora + rope, H (nope + v) */
+    D_IQ, D_ID, D_IH                     /* MLA's indexer: index_n_heads x index_head_dim, index_head_dim, index_n_heads */
 } dim_rule;
 
 /* The size d stands for in the description c (D_NONE: 0). */
@@ -21,7 +22,7 @@ size_t shape_dim(const ModelConfig *c, dim_rule d);
 /* When a tensor is expected: every bit given must hold (0: always). */
 enum {
     SHAPE_IF_QKV_BIAS = 1, SHAPE_IF_O_BIAS = 2, SHAPE_IF_MLP_BIAS = 4, SHAPE_IF_QKN_HEAD = 8, SHAPE_IF_QKN_PROJ = 16,
-    SHAPE_IF_Q_LORA = 32, SHAPE_IF_NO_Q_LORA = 64
+    SHAPE_IF_Q_LORA = 32, SHAPE_IF_NO_Q_LORA = 64, SHAPE_IF_INDEXER = 128
 };
 
 /* One tensor a layout's loader expects: its role, weight or bias, shape [d0] (d1 D_NONE) or
