@@ -3,6 +3,7 @@
  *   llama, mistral, qwen2   RMSNorm (w x), q/k/v/o_proj (+ q/k/v biases for qwen2, attention_bias),
  *                           RoPE rotate_half on the whole head, GQA, SwiGLU, sliding window (mistral;
  *                           qwen2 from max_window_layers with use_sliding_window)
+ *   mimo                    qwen2's model (MiMoModel is Qwen2Model; its mtp_layers only draft tokens)
  *   qwen3, qwen3_moe        + q_norm / k_norm RMSNorm per head before RoPE; MoE: softmax router,
  *                           top-k, renormalised when norm_topk_prob
  *   gemma2                  RMSNorm x (1 + w), embeddings x sqrt(hidden) (rounded to the dtype),
@@ -109,7 +110,8 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}};
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3},
+        {"mimo", R_QWEN2}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");

@@ -415,6 +415,35 @@ static void test_smollm3(void) {
 #undef SMOL
 }
 
+/* MiMo as XiaomiMiMo/MiMo-7B-Base's config.json declares it (its keys and values): Qwen2's layer --
+ * q/k/v biases, no o_proj bias, no window while use_sliding_window is false -- with one
+ * multi-token-prediction layer (model.mtp_layers.0.*) the family row keeps apart. */
+static void test_mimo(void) {
+    const char *json =
+        "{\"architectures\": [\"MiMoForCausalLM\"], \"attention_bias\": true, \"attention_dropout\": 0.0, "
+        "\"auto_map\": {\"AutoConfig\": \"configuration_mimo.MiMoConfig\", \"AutoModel\": \"modeling_mimo.MiMoModel\", "
+        "\"AutoModelForCausalLM\": \"modeling_mimo.MiMoForCausalLM\"}, \"bos_token_id\": 151643, "
+        "\"eos_token_id\": 151643, \"hidden_act\": \"silu\", \"hidden_size\": 4096, \"initializer_range\": 0.02, "
+        "\"intermediate_size\": 11008, \"max_position_embeddings\": 32768, \"max_window_layers\": 36, "
+        "\"model_type\": \"mimo\", \"num_attention_heads\": 32, \"num_hidden_layers\": 36, "
+        "\"num_key_value_heads\": 8, \"num_nextn_predict_layers\": 1, \"rms_norm_eps\": 1e-05, "
+        "\"rope_scaling\": null, \"rope_theta\": 640000, \"sliding_window\": 32768, \"tie_word_embeddings\": false, "
+        "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.40.1\", \"use_cache\": true, "
+        "\"use_sliding_window\": false, \"vocab_size\": 151680}";
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "mimo/config.json", &c));
+    CHECK(c.family == FAM_MIMO && !strcmp(model_family_name(c.family), "mimo") && c.qkv_bias && !c.o_bias &&
+          c.n_heads == 32 && c.n_kv_heads == 8 && c.qk_rope_dim == 128 && c.qk_nope_dim == 0 && c.norm_eps == 1e-5 &&
+          c.rope_spec.theta == 640000 && c.rope_spec.scaling.kind == RS_NONE && c.mlp == MLP_GATED &&
+          !c.tie_embeddings && c.block == BLOCK_PRE && c.qk_norm == QKN_NONE,
+          "mimo: Qwen2's layer (q/k/v biases, GQA 32/8, head 128, eps 1e-5, theta 640000)");
+    int windowed = 0;
+    for (int L = 0; L < 36; L++) windowed += cfg_layer_window(&c, L) != 0;
+    CHECK(windowed == 0, "mimo: use_sliding_window false leaves every layer full (%d windowed)", windowed);
+    CHECK(cfg_row(&c)->mtp_layers && !strcmp(cfg_row(&c)->mtp_layers, "mtp_layers."),
+          "mimo: the row keeps the MTP layers apart under mtp_layers.");
+}
+
 int main(void) {
     test_family_table();
     test_smollm3();
@@ -422,6 +451,7 @@ int main(void) {
     test_families();
     test_olmo3();
     test_glm4_moe();
+    test_mimo();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

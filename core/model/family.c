@@ -214,6 +214,18 @@ const FamilyRow FAMILY[] = {
                   "\"output_router_logits\": false, \"router_aux_loss_coef\": 0.02, \"rope_theta\": 1000000, "
                   "\"sliding_window\": " SW},
         .engines = ENGINES_ALL, .llamacpp_arch = "llama"},
+    /* XiaomiMiMo/MiMo-7B-Base / -RL's config.json: Qwen2's layer (q/k/v biases, attention_bias true),
+       rope_theta 640000, rms_norm_eps 1e-5, no window (use_sliding_window false), and
+       num_nextn_predict_layers 1: model.mtp_layers.0.* (its own modeling_mimo.py, auto_map) only
+       drafts tokens for speculative decoding, and the causal LM's logits never read it */
+    [FAM_MIMO] = {
+        "mimo", "MiMoForCausalLM", "mimo", "MiMo (Qwen2's layer; its multi-token-prediction layers are skipped)",
+        LLAMA_LIKE, .qkv_bias_always = true, .window_opt_in = true, .mtp_layers = "mtp_layers.", .gguf_arch = "qwen2",
+        .synth = {128, 4, 2, 3, 256, 256, false,
+                  "\"attention_bias\": true, \"hidden_act\": \"silu\", \"max_window_layers\": 3, "
+                  "\"num_nextn_predict_layers\": 1, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
+                  "\"rope_theta\": 640000, \"sliding_window\": 32768, \"use_sliding_window\": false"},
+        .engines = ENGINE_HF | ENGINE_VLLM | ENGINE_SGLANG},   /* HF: auto_map; llama.cpp: MiMo-V2 only */
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",
