@@ -43,6 +43,12 @@
  *                           1e-5; MoE from first_k_dense_replace (default 1) routed as deepseek_v3's
  *                           (norm_topk_prob default true), plus n_shared_experts (default 1) x
  *                           moe_intermediate_size shared experts
+ *   exaone4                 OLMo 2's block (norms after attention and MLP only) with q_norm / k_norm per
+ *                           head after the projections; sliding window on the layer_types
+ *                           "sliding_attention" layers (or sliding_window_pattern: "LLLG" per layer, or
+ *                           every n-th layer global, default 4); with a window, no RoPE on the others;
+ *                           rope_scaling llama3 (f / factor above orig / low_freq_factor wavelengths, f
+ *                           below orig / high_freq_factor, blended between) on every rotating layer
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -58,7 +64,7 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3 } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_EXAONE4 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -76,6 +82,9 @@ struct RefModel {
     /* rope_scaling yarn (olmo3: full-attention layers only) */
     bool yarn;
     double yarn_factor, yarn_orig, beta_fast, beta_slow, yarn_attn;
+    /* rope_scaling llama3 (exaone4): every layer that rotates */
+    bool llama3;
+    double l3_factor, l3_low, l3_high, l3_orig;
     bool sliding[REF_MAX_LAYERS];
     bool no_rope[REF_MAX_LAYERS];  /* no RoPE on this layer (SmolLM3) */
     double scale, attn_cap, final_cap, embed_scale;
@@ -111,7 +120,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
         {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3},
-        {"mimo", R_QWEN2}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
+        {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -119,6 +128,8 @@ static int parse_family(const char *mt, rfam *f) {
 
 static bool gemma(const RefModel *m) { return m->fam == R_GEMMA2 || m->fam == R_GEMMA3; }
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
+/* Norms after attention and MLP only: OLMo 2 / 3 and EXAONE 4 (Exaone4DecoderLayer). */
+static bool post_block(const RefModel *m) { return olmo(m) || m->fam == R_EXAONE4; }
 /* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
 static bool ds_router(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_GLM4_MOE; }
 
@@ -135,13 +146,16 @@ static void parse_nope(RefModel *m, const cJSON *r) {
 
 /* Sliding layers: layer_types, else the family's pattern (HF configuration classes). */
 static void parse_windows(RefModel *m, const cJSON *r) {
-    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 ? 4096 : 0, 0);
+    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 || m->fam == R_EXAONE4
+                                             ? 4096 : 0, 0);
     if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_SMOLLM3) &&
         !jbool(r, "use_sliding_window", false))
         w = 0;
     m->window = (int)w;
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r, "layer_types");
-    int pattern = (int)jnum(r, "sliding_window_pattern", 6, 6), mwl = (int)jnum(r, "max_window_layers", 0, 0);
+    int pattern = (int)jnum(r, "sliding_window_pattern", m->fam == R_EXAONE4 ? 4 : 6, 6);
+    int mwl = (int)jnum(r, "max_window_layers", 0, 0);
+    const char *lg = jstr(r, "sliding_window_pattern");      /* EXAONE 4: "LLLG" */
     for (int L = 0; L < m->L && L < REF_MAX_LAYERS; L++) {
         const cJSON *e = cJSON_IsArray(lt) ? cJSON_GetArrayItem(lt, L) : NULL;
         bool s;
@@ -149,10 +163,14 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         else if (m->fam == R_GEMMA2) s = L % 2 == 0;
         else if (m->fam == R_GEMMA3) s = (L + 1) % pattern != 0;
         else if (m->fam == R_OLMO3) s = (L + 1) % 4 != 0;
+        else if (m->fam == R_EXAONE4 && lg) s = lg[0] && lg[(size_t)L % strlen(lg)] == 'L';
+        else if (m->fam == R_EXAONE4) s = (L + 1) % pattern != 0;
         else if (m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE) s = L >= mwl;
         else if (m->fam == R_SMOLLM3) s = m->no_rope[L];      /* sliding on the NoPE layers */
         else s = true;
         m->sliding[L] = s && m->window > 0;
+        /* Exaone4Attention: `if self.sliding_window is None or self.is_sliding`: RoPE */
+        if (m->fam == R_EXAONE4) m->no_rope[L] = m->window > 0 && !m->sliding[L];
     }
 }
 
@@ -183,6 +201,13 @@ static int parse_rope(RefModel *m, const cJSON *r) {
         const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
         if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
         else if (t && !strcmp(t, "yarn") && m->fam == R_OLMO3) parse_yarn(m, r, rs);
+        else if (t && !strcmp(t, "llama3") && m->fam == R_EXAONE4) {
+            m->llama3 = true;
+            m->l3_factor = jnum(rs, "factor", 1, 1);
+            m->l3_low = jnum(rs, "low_freq_factor", 1, 1);
+            m->l3_high = jnum(rs, "high_freq_factor", 4, 4);
+            m->l3_orig = jnum(rs, "original_max_position_embeddings", 8192, 8192);
+        }
         else if (t && strcmp(t, "default")) return al_err("ref: rope_scaling '%s' is not covered", t);
     }
     return AL_OK;
@@ -224,12 +249,13 @@ static int parse_config(RefModel *m, const cJSON *r) {
                                                             : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
                               : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m) ||
-                                                            m->fam == R_GLM4_MOE ? 1e-5 : 1e-6, 1e-6);
+                                                            m->fam == R_GLM4_MOE || m->fam == R_EXAONE4 ? 1e-5 : 1e-6,
+                                    1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
     m->qkv_bias = m->fam == R_QWEN2 || ab;
     m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
-    m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 ||
+    m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 || m->fam == R_EXAONE4 ||
                       (m->fam == R_GLM4_MOE && jbool(r, "use_qk_norm", false));
     m->parallel = m->fam == R_NEOX && jbool(r, "use_parallel_residual", true);
     const char *act = jstr(r, gemma(m) ? "hidden_activation" : "hidden_act");
@@ -423,6 +449,27 @@ static void rope(double *x, int rot, double p, double theta, double factor, bool
     }
 }
 
+/* Llama 3's frequency of pair i (transformers' _compute_llama3_parameters): wavelength 2 pi / f;
+ * above orig / low_freq_factor f / factor, below orig / high_freq_factor f, between a blend by
+ * (orig / wavelength - low) / (high - low). */
+static double llama3_freq(const RefModel *m, double f) {
+    double wl = 2 * M_PI / f, lo_wl = m->l3_orig / m->l3_low, hi_wl = m->l3_orig / m->l3_high;
+    if (wl > lo_wl) return f / m->l3_factor;
+    if (wl < hi_wl) return f;
+    double sm = (m->l3_orig / wl - m->l3_low) / (m->l3_high - m->l3_low);
+    return (1 - sm) * f / m->l3_factor + sm * f;
+}
+
+/* rotate_half RoPE at position p on the rot dims of x with Llama 3's frequencies. */
+static void rope_llama3(const RefModel *m, double *x, int rot, double p, double theta) {
+    int half = rot / 2;
+    for (int i = 0; i < half; i++) {
+        double f = llama3_freq(m, pow(theta, -2.0 * i / rot)), c = cos(p * f), s = sin(p * f), a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
 /* YaRN's rotation at position p on the rot dims of x: pair i's frequency f_i = theta^(-2i/rot)
  * blended with f_i / factor by ramp(i) over [low, high] (0: f_i, 1: f_i / factor), and cos, sin
  * times the attention factor (transformers: cos = cos(p f) * attention_scaling). */
@@ -522,10 +569,12 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     layer_rope(m, L, &theta, &factor);
     for (size_t t = 0; rc == AL_OK && !m->no_rope[L] && t < T; t++) {
         for (size_t i = 0; i < H; i++)
-            if (layer_yarn(m, L)) rope_yarn(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
+            if (m->llama3) rope_llama3(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
+            else if (layer_yarn(m, L)) rope_yarn(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
             else rope(Q + t * qd + i * hd, m->rot, (double)t, theta, factor, false);
         for (size_t g = 0; g < KV; g++)
-            if (layer_yarn(m, L)) rope_yarn(m, K + t * kd + g * hd, m->rot, (double)t, theta);
+            if (m->llama3) rope_llama3(m, K + t * kd + g * hd, m->rot, (double)t, theta);
+            else if (layer_yarn(m, L)) rope_yarn(m, K + t * kd + g * hd, m->rot, (double)t, theta);
             else rope(K + t * kd + g * hd, m->rot, (double)t, theta, factor, false);
     }
     for (size_t t = 0; rc == AL_OK && t < T; t++)
@@ -726,7 +775,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
     double *h = malloc(n * sizeof *h), *a = malloc(n * sizeof *a), *f = malloc(n * sizeof *f);
     int rc = h && a && f ? AL_OK : AL_ERR;
     if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
-    if (rc == AL_OK && !olmo(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
+    if (rc == AL_OK && !post_block(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
     if (rc == AL_OK) rc = m->fam == R_DSV3 ? attn_mla(m, L, h, T, a) : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
         memcpy(h, x, n * sizeof *h);
@@ -734,7 +783,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         if (rc == AL_OK) rc = mlp(m, L, h, T, f);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i] + f[i];
     } else if (rc == AL_OK) {
-        bool sandwich = gemma(m), post = olmo(m);
+        bool sandwich = gemma(m), post = post_block(m);
         if (sandwich || post) rc = norm_rows(m, L, "post_attention_layernorm", a, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i];
         if (rc == AL_OK) memcpy(h, x, n * sizeof *h);

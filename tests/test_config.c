@@ -444,6 +444,57 @@ static void test_mimo(void) {
           "mimo: the row keeps the MTP layers apart under mtp_layers.");
 }
 
+/* EXAONE 4.0 as LGAI-EXAONE/EXAONE-4.0-32B's config.json declares it (its keys and values; layer_types
+ * written out as the file has them): 3 sliding layers (window 4096) : 1 full, no RoPE on the full
+ * ones, q/k norms per head, OLMo 2's post-norms, llama3 x16 from 8192. The 1.2B's setting
+ * (sliding_window null) rotates every layer and has no window; a string sliding_window_pattern
+ * without layer_types ("LLLG", as vLLM and llama.cpp read it) gives the same layers as layer_types. */
+static void test_exaone4(void) {
+    char lt[4096] = "", json[8192];
+    for (int L = 0; L < 64; L++)
+        snprintf(lt + strlen(lt), sizeof lt - strlen(lt), "%s\"%s\"", L ? ", " : "",
+                 (L + 1) % 4 ? "sliding_attention" : "full_attention");
+    snprintf(json, sizeof json,
+             "{\"architectures\": [\"Exaone4ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 1, "
+             "\"eos_token_id\": 361, \"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 5120, "
+             "\"initializer_range\": 0.02, \"intermediate_size\": 27392, \"layer_types\": [%s], "
+             "\"max_position_embeddings\": 131072, \"model_type\": \"exaone4\", \"num_attention_heads\": 40, "
+             "\"num_hidden_layers\": 64, \"num_key_value_heads\": 8, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-05, "
+             "\"rope_scaling\": {\"factor\": 16.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+             "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}, \"rope_theta\": 1000000, "
+             "\"sliding_window\": 4096, \"sliding_window_pattern\": \"LLLG\", \"tie_word_embeddings\": false, "
+             "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.54.0.dev0\", \"use_cache\": true, "
+             "\"vocab_size\": 102400}", lt);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "exaone4/config.json", &c));
+    CHECK(c.family == FAM_EXAONE4 && !strcmp(model_family_name(c.family), "exaone4") && c.block == BLOCK_POST &&
+          c.norms == NORMS_POST && c.qk_norm == QKN_HEAD && c.norm_eps == 1e-5 && c.n_heads == 40 && c.n_kv_heads == 8 &&
+          c.qk_rope_dim == 128 && !c.qkv_bias && !c.tie_embeddings && c.rope_spec.scaling.kind == RS_LLAMA3 &&
+          c.rope_spec.scaling.factor == 16 && c.rope_spec.scaling.orig_max_pos == 8192 && c.rope_spec.theta == 1e6,
+          "exaone4: post-norms, per-head q/k norms, GQA 40/8 x 128, llama3 x16 from 8192");
+    int slide = 0, nope = 0, wrong = 0;
+    for (int L = 0; L < 64; L++) {
+        bool full = (L + 1) % 4 == 0;
+        slide += cfg_layer_window(&c, L) == 4096;
+        nope += !cfg_layer_rope(&c, L);
+        wrong += (cfg_layer_window(&c, L) == 0) != full || cfg_layer_rope(&c, L) == full || !cfg_layer_rope_scaled(&c, L);
+    }
+    char list[512];
+    CHECK(slide == 48 && nope == 16 && wrong == 0 && cfg_nope_layers(&c, list, sizeof list) == 16 &&
+          !strncmp(list, "3, 7, 11", 8), "exaone4: 48 sliding layers with RoPE, 16 full without: %d %d, %d wrong [%s]",
+          slide, nope, wrong, list);
+    c = parse("\"model_type\": \"exaone4\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 8, "
+              "\"sliding_window\": 16, \"sliding_window_pattern\": \"LLLG\"");
+    CHECK(cfg_layer_window(&c, 2) == 16 && cfg_layer_window(&c, 3) == 0 && cfg_layer_window(&c, 7) == 0 &&
+          cfg_layer_rope(&c, 6) && !cfg_layer_rope(&c, 3) && !cfg_layer_rope(&c, 7), "exaone4: \"LLLG\" without layer_types");
+    c = parse("\"model_type\": \"exaone4\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 8, "
+              "\"sliding_window\": null, \"layer_types\": [\"full_attention\", \"full_attention\", \"full_attention\", "
+              "\"full_attention\", \"full_attention\", \"full_attention\", \"full_attention\", \"full_attention\"]");
+    int any = 0;
+    for (int L = 0; L < 8; L++) any += cfg_layer_window(&c, L) != 0 || !cfg_layer_rope(&c, L);
+    CHECK(any == 0 && !c.has_nope, "exaone4 1.2B (sliding_window null): every layer full and with RoPE (%d off)", any);
+}
+
 int main(void) {
     test_family_table();
     test_smollm3();
@@ -452,6 +503,7 @@ int main(void) {
     test_olmo3();
     test_glm4_moe();
     test_mimo();
+    test_exaone4();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

@@ -332,6 +332,25 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     parse_nope(r, root, c);
 }
 
+static bool layer_is_local(const ModelConfig *c, int layer);
+
+/* EXAONE 4's sliding_window_pattern as a string ("LLLG"): layer L slides when the pattern's
+ * character L mod its length is 'L' (what vLLM and llama.cpp read; transformers reads layer_types). */
+static void pattern_layers(ModelConfig *c, const char *p) {
+    size_t n = strlen(p);
+    if (!n) return;
+    c->has_layer_types = true;
+    for (int L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++) c->layer_sliding[L] = p[(size_t)L % n] == 'L';
+}
+
+/* A row's nope_on_global: with a sliding window, the layers without one apply no RoPE (EXAONE 4:
+ * `if self.sliding_window is None or self.is_sliding: apply_rotary_pos_emb`). */
+static void nope_on_global(ModelConfig *c) {
+    if (!cfg_row(c)->nope_on_global || c->sliding_window <= 0) return;
+    for (int L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++)
+        if (!layer_is_local(c, L)) c->layer_nope[L] = 1, c->has_nope = true;
+}
+
 /* Attention scale, soft-caps and sliding windows. */
 static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     const FamilyRow *row = cfg_row(c);
@@ -353,7 +372,8 @@ static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     if (!on) c->sliding_window = 0;
     c->window_from = row->window_opt_in ? jint(r, root, "max_window_layers", 0) : 0;
     /* Gemma 2 alternates local and global layers; Gemma 3 has five local layers per global one */
-    c->window_pattern = jint(r, root, "sliding_window_pattern", row->window_pattern);
+    const cJSON *swp = cJSON_GetObjectItemCaseSensitive(root, "sliding_window_pattern");
+    c->window_pattern = cJSON_IsString(swp) ? 0 : jint(r, root, "sliding_window_pattern", row->window_pattern);
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types"), *e;
     int L = 0;
     c->has_layer_types = cJSON_IsArray(lt);
@@ -361,6 +381,8 @@ static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
         if (L < CFG_MAX_LAYERS) c->layer_sliding[L] = cJSON_IsString(e) && strstr(e->valuestring, "sliding") != NULL;
         L++;
     }
+    if (!c->has_layer_types && cJSON_IsString(swp)) pattern_layers(c, swp->valuestring);
+    nope_on_global(c);
 }
 
 /* Norms, activation, MLP and MoE routing. */

@@ -226,6 +226,21 @@ const FamilyRow FAMILY[] = {
                   "\"num_nextn_predict_layers\": 1, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
                   "\"rope_theta\": 640000, \"sliding_window\": 32768, \"use_sliding_window\": false"},
         .engines = ENGINE_HF | ENGINE_VLLM | ENGINE_SGLANG},   /* HF: auto_map; llama.cpp: MiMo-V2 only */
+    /* LGAI-EXAONE/EXAONE-4.0-32B's config.json: layer_types 3 sliding (window 4096) : 1 full, also
+       as sliding_window_pattern "LLLG"; no RoPE on the full layers (only with a window: the 1.2B, with
+       sliding_window null, rotates every layer); q_norm / k_norm per head after the projections;
+       norms after attention and MLP only (OLMo 2's block); llama3 rope_scaling x16 from 8192, theta 1e6 */
+    [FAM_EXAONE4] = {
+        "exaone4", "Exaone4ForCausalLM", "exaone4", "EXAONE 4.0 (3 sliding : 1 global layers without RoPE, q/k norms, "
+        "post-norms)", LLAMA_LIKE, .block = BLOCK_POST, .norms = NORMS_POST, .qk_norm = QKN_HEAD, .eps = 1e-5,
+        .windowed = true, .window_pattern = 4, .nope_on_global = true,
+        .synth = {128, 4, 2, 4, 256, 256, false,
+                  GQA_KEYS("silu", "1e-05") ", \"head_dim\": 32, \"layer_types\": [\"sliding_attention\", "
+                  "\"sliding_attention\", \"sliding_attention\", \"full_attention\"], \"pad_token_id\": 0, "
+                  "\"rope_scaling\": {\"factor\": 16.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+                  "\"original_max_position_embeddings\": 64, \"rope_type\": \"llama3\"}, \"rope_theta\": 1000000, "
+                  "\"sliding_window\": " SW ", \"sliding_window_pattern\": \"LLLG\""},
+        .engines = ENGINES_ALL, .llamacpp_arch = "exaone4"},
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",

@@ -24,6 +24,7 @@ typedef enum {
     FAM_SMOLLM3,                         /* Llama's block with no RoPE on every fourth layer (no_rope_layers) */
     FAM_MIXTRAL,                         /* Mistral attention, top-k of experts w1/w2/w3 */
     FAM_MIMO,                            /* issue 27: MiMo (Qwen2's layer, MTP layers skipped) */
+    FAM_EXAONE4,                         /* OLMo 2's post-norms, per-head q/k norms, 3 sliding : 1 NoPE global */
     FAM_QWEN2,                           /* q/k/v biases */
     FAM_QWEN3, FAM_QWEN3_MOE,            /* explicit head_dim, per-head q_norm / k_norm (+ routed experts) */
     FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
@@ -199,6 +200,7 @@ typedef struct {
                                      applies no RoPE (SmolLM3: 4); 0: the family has no NoPE layers and reads
                                      neither key */
     bool window_on_nope;          /* without layer_types, the sliding layers are the NoPE layers (SmolLM3) */
+    bool nope_on_global;          /* with a sliding window, the layers without one apply no RoPE (EXAONE 4) */
     const char *mtp_layers;       /* where multi-token-prediction layers live under the model's prefix, which
                                      attnlab and lint skip ("mtp_layers.": MiMo; NULL: none, or DeepSeek's
                                      past num_hidden_layers under layers.) */
