@@ -49,6 +49,10 @@
  *                           every n-th layer global, default 4); with a window, no RoPE on the others;
  *                           rope_scaling llama3 (f / factor above orig / low_freq_factor wavelengths, f
  *                           below orig / high_freq_factor, blended between) on every rotating layer
+ *   minimax_m2              q_norm / k_norm over the whole projection; RoPE rotate_half on the first
+ *                           rotary_dim dims of each head; every layer a MoE: sigmoid scores, top-k of
+ *                           scores + block_sparse_moe.e_score_correction_bias, the chosen (unbiased)
+ *                           scores renormalised, experts w1 / w3 / w2 of intermediate_size
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -64,7 +68,8 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_EXAONE4 } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_EXAONE4,
+               R_MINIMAX_M2 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -120,7 +125,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
         {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3},
-        {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
+        {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -132,6 +137,11 @@ static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OL
 static bool post_block(const RefModel *m) { return olmo(m) || m->fam == R_EXAONE4; }
 /* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
 static bool ds_router(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_GLM4_MOE; }
+/* Sigmoid scores with a correction bias for the choice only: DeepSeek-V3's and MiniMax-M2's
+ * (MiniMaxM2TopKRouter: top-k of sigmoid + bias, the unbiased sigmoids renormalised, no groups). */
+static bool sig_router(const RefModel *m) { return ds_router(m) || m->fam == R_MINIMAX_M2; }
+/* Mixtral's expert names block_sparse_moe.experts.E.{w1,w3,w2} (MiniMax-M2 too). */
+static bool mixtral_names(const RefModel *m) { return m->fam == R_MIXTRAL || m->fam == R_MINIMAX_M2; }
 
 /* SmolLM3Config: no_rope_layers[L] 0 means no RoPE on layer L; absent (null), layers with
  * (L + 1) % no_rope_layer_interval == 0 have none. */
@@ -193,6 +203,7 @@ static int parse_rope(RefModel *m, const cJSON *r) {
     m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", 10000, 10000);
     m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
     double pf0 = m->fam == R_GLM4_MOE ? 0.5 : 1;          /* Glm4MoeConfig's default */
+    if (m->fam == R_MINIMAX_M2) pf0 = jnum(r, "rotary_dim", m->hd, m->hd) / m->hd;   /* MiniMaxM2Config */
     double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", pf0, pf0);
     m->rot = (int)(m->hd * pf);
     m->rope_factor = 1;
@@ -214,13 +225,13 @@ static int parse_rope(RefModel *m, const cJSON *r) {
 }
 
 static void parse_moe(RefModel *m, const cJSON *r) {
-    m->E = (int)(m->fam == R_MIXTRAL ? jnum(r, "num_local_experts", 8, 0)
+    m->E = (int)(mixtral_names(m) ? jnum(r, "num_local_experts", 8, 0)
                  : m->fam == R_QWEN3_MOE ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
-    if (m->fam != R_MIXTRAL && m->fam != R_QWEN3_MOE && !ds_router(m)) m->E = 0;
+    if (!mixtral_names(m) && m->fam != R_QWEN3_MOE && !ds_router(m)) m->E = 0;
     m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
     m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
-    if (m->fam == R_MIXTRAL) m->eF = m->F;
-    m->norm_topk = m->fam == R_MIXTRAL || jbool(r, "norm_topk_prob", ds_router(m));
+    if (mixtral_names(m)) m->eF = m->F;
+    m->norm_topk = mixtral_names(m) || jbool(r, "norm_topk_prob", ds_router(m));
     m->first_dense = (int)jnum(r, "first_k_dense_replace", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->layer_freq = (int)jnum(r, "moe_layer_freq", 1, 1);
     m->sparse_step = (int)jnum(r, "decoder_sparse_step", 1, 1);
@@ -228,7 +239,7 @@ static void parse_moe(RefModel *m, const cJSON *r) {
     m->topk_group = (int)jnum(r, "topk_group", 1, 1);
     m->n_shared = (int)jnum(r, "n_shared_experts", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->routed_scale = jnum(r, "routed_scaling_factor", 1, 1);
-    m->sigmoid = ds_router(m);
+    m->sigmoid = sig_router(m);
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(r, "mlp_only_layers"), *e;
     if (cJSON_IsArray(mo))
         cJSON_ArrayForEach(e, mo) if (m->n_only < 64 && cJSON_IsNumber(e)) m->only[m->n_only++] = e->valueint;
@@ -548,7 +559,7 @@ static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double 
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.k_proj", m->qkv_bias, h, D, T, D, kd, K);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.v_proj", m->qkv_bias, h, D, T, D, kd, V);
     if (rc != AL_OK) return rc;
-    if (olmo(m)) {                                        /* over the whole projection */
+    if (olmo(m) || m->fam == R_MINIMAX_M2) {              /* over the whole projection */
         rc = norm_rows(m, L, "self_attn.q_norm", Q, T, qd, qd);
         if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T, kd, kd);
     } else if (m->head_qk_norm) {                         /* per head */
@@ -719,7 +730,7 @@ static void route(const RefModel *m, const double *logit, const double *bias, in
 /* Mixture-of-experts MLP of layer L: y (T x D, zeroed by the caller) += the routed experts. */
 static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     const size_t D = (size_t)m->D, E = (size_t)m->E, k = (size_t)m->topk;
-    const bool mix = m->fam == R_MIXTRAL;
+    const bool mix = mixtral_names(m);
     const char *base = mix ? "block_sparse_moe." : "mlp.";
     char n[160];
     snprintf(n, sizeof n, "%sgate", base);
@@ -728,7 +739,9 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     size_t *rows = malloc(T * sizeof *rows);
     double *rw = malloc(T * sizeof *rw);
     int rc = logit && w && idx && rows && rw ? lin_named(m, L, n, false, x, D, T, D, E, logit) : AL_ERR;
-    if (rc == AL_OK && ds_router(m)) rc = (bias = tget(m, L, "mlp.gate.e_score_correction_bias", E, 0)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK && sig_router(m))
+        rc = (bias = tget(m, L, mix ? "block_sparse_moe.e_score_correction_bias" : "mlp.gate.e_score_correction_bias",
+                          E, 0)) ? AL_OK : AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < T; t++) route(m, logit + t * E, bias, idx + t * k, w + t * k);
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
         size_t cnt = 0;

@@ -495,6 +495,47 @@ static void test_exaone4(void) {
     CHECK(any == 0 && !c.has_nope, "exaone4 1.2B (sliding_window null): every layer full and with RoPE (%d off)", any);
 }
 
+/* MiniMax-M2 as MiniMaxAI/MiniMax-M2's config.json declares it (its keys and values; attn_type_list
+ * written out, quantization_config left out): rotary_dim 64 of head_dim 128 (MiniMaxM2Config:
+ * partial_rotary_factor = rotary_dim / head_dim), q/k norms over the whole projection, 256 experts
+ * of intermediate_size on every layer named as Mixtral's plus block_sparse_moe.e_score_correction_bias,
+ * routed as DeepSeek-V3's sigmoid choice without groups, always renormalised. */
+static void test_minimax_m2(void) {
+    char at[512] = "", json[4096];
+    for (int L = 0; L < 62; L++) snprintf(at + strlen(at), sizeof at - strlen(at), "%s1", L ? ", " : "");
+    snprintf(json, sizeof json,
+             "{\"architectures\": [\"MiniMaxM2ForCausalLM\"], \"attn_type_list\": [%s], \"auto_map\": {\"AutoConfig\": "
+             "\"configuration_minimax_m2.MiniMaxM2Config\", \"AutoModelForCausalLM\": "
+             "\"modeling_minimax_m2.MiniMaxM2ForCausalLM\"}, \"head_dim\": 128, \"hidden_act\": \"silu\", "
+             "\"hidden_size\": 3072, \"intermediate_size\": 1536, \"max_position_embeddings\": 196608, "
+             "\"model_type\": \"minimax_m2\", \"mtp_transformer_layers\": 1, \"num_attention_heads\": 48, "
+             "\"num_experts_per_tok\": 8, \"num_hidden_layers\": 62, \"num_key_value_heads\": 8, "
+             "\"num_local_experts\": 256, \"num_mtp_modules\": 3, \"qk_norm_type\": \"per_layer\", "
+             "\"rms_norm_eps\": 1e-06, \"rope_theta\": 5000000, \"rotary_dim\": 64, \"scoring_func\": \"sigmoid\", "
+             "\"shared_intermediate_size\": 0, \"tie_word_embeddings\": false, \"transformers_version\": \"4.46.1\", "
+             "\"use_cache\": true, \"use_mtp\": true, \"use_qk_norm\": true, \"use_routing_bias\": true, "
+             "\"vocab_size\": 200064, \"torch_dtype\": \"bfloat16\"}", at);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "minimax_m2/config.json", &c));
+    const MoeSpec *m = &c.moe;
+    CHECK(c.family == FAM_MINIMAX_M2 && !strcmp(model_family_name(c.family), "minimax_m2") && c.qk_norm == QKN_PROJ &&
+          c.n_heads == 48 && c.n_kv_heads == 8 && c.qk_rope_dim == 64 && c.qk_nope_dim == 64 && c.rope_first &&
+          c.rope_spec.partial_factor == 0.5 && c.rope_spec.theta == 5e6 && c.norm_eps == 1e-6 && !c.qkv_bias,
+          "minimax_m2: 48/8 heads of 128, the first 64 dims rotate, q/k norms over the projection");
+    CHECK(c.mlp == MLP_MOE && m->n_experts == 256 && m->top_k == 8 && m->layout == MOE_MINIMAX &&
+          m->router == ROUTER_DS_V3 && m->norm_topk_prob && m->n_shared == 0 && m->n_group == 0 &&
+          m->routed_scaling == 1 && cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 61) && m->expert_ffn == 0 &&
+          c.intermediate == 1536, "minimax_m2: 256 experts of 1536 on every layer, top-8 sigmoid, renormalised");
+    char name[128];
+    CHECK(cfg_role_name(&c, ROLE_ROUTER_BIAS, 5, -1, NULL, name, sizeof name) &&
+          !strcmp(name, "model.layers.5.block_sparse_moe.e_score_correction_bias"), "minimax_m2: bias name %s", name);
+    CHECK(cfg_role_name(&c, ROLE_EXP_UP, 5, 7, "weight", name, sizeof name) &&
+          !strcmp(name, "model.layers.5.block_sparse_moe.experts.7.w3.weight"), "minimax_m2: expert name %s", name);
+    c = parse("\"model_type\": \"minimax_m2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"head_dim\": 32, \"rotary_dim\": 8, \"partial_rotary_factor\": 0.5");
+    CHECK(c.qk_rope_dim == 16, "minimax_m2: partial_rotary_factor wins over rotary_dim (%d rotary dims)", c.qk_rope_dim);
+}
+
 int main(void) {
     test_family_table();
     test_smollm3();
@@ -504,6 +545,7 @@ int main(void) {
     test_glm4_moe();
     test_mimo();
     test_exaone4();
+    test_minimax_m2();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

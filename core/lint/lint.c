@@ -571,7 +571,8 @@ static void expect_norm(Lint *x, tensor_role r, int L, const char *hidden_key) {
 
 /* The config key giving the experts' count of each MoE layout. */
 static const char *const EXPERT_KEY[MOE_LAYOUT_COUNT] = {
-    [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts"};
+    [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts",
+    [MOE_MINIMAX] = "num_local_experts"};
 
 /* The mixture-of-experts MLP of layer L, named as its moe_layout says: the router [E, h] (and
  * DeepSeek's score correction bias); E gated experts of width moe_intermediate_size

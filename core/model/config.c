@@ -317,6 +317,8 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     sp->layout = c->rope;
     if (cfg_row(c)->keys == KEYS_MLA) sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
+    double rd = cfg_row(c)->rotary_dim_key ? jnum(r, root, "rotary_dim", 0) : 0;   /* MiniMax-M2 */
+    if (rd > 0 && c->qk_rope_dim > 0) pf = rd / c->qk_rope_dim;
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
         int hd = c->qk_rope_dim, rd = (int)((double)hd * sp->partial_factor);

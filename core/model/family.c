@@ -46,6 +46,10 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
     [MOE_MIXTRAL] = {[ROLE_ROUTER] = N("block_sparse_moe.gate"), [ROLE_EXP_GATE] = N("block_sparse_moe.experts.%d.w1"),
                      [ROLE_EXP_UP] = N("block_sparse_moe.experts.%d.w3"),
                      [ROLE_EXP_DOWN] = N("block_sparse_moe.experts.%d.w2")},
+    [MOE_MINIMAX] = {[ROLE_ROUTER] = N("block_sparse_moe.gate"),
+                     [ROLE_ROUTER_BIAS] = OPT("block_sparse_moe.e_score_correction_bias"),
+                     [ROLE_EXP_GATE] = N("block_sparse_moe.experts.%d.w1"), [ROLE_EXP_UP] = N("block_sparse_moe.experts.%d.w3"),
+                     [ROLE_EXP_DOWN] = N("block_sparse_moe.experts.%d.w2")},
     [MOE_QWEN] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXP_GATE] = N("mlp.experts.%d.gate_proj"),
                   [ROLE_EXP_UP] = N("mlp.experts.%d.up_proj"), [ROLE_EXP_DOWN] = N("mlp.experts.%d.down_proj")},
     [MOE_DEEPSEEK] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_ROUTER_BIAS] = OPT("mlp.gate.e_score_correction_bias"),
@@ -241,6 +245,21 @@ const FamilyRow FAMILY[] = {
                   "\"original_max_position_embeddings\": 64, \"rope_type\": \"llama3\"}, \"rope_theta\": 1000000, "
                   "\"sliding_window\": " SW ", \"sliding_window_pattern\": \"LLLG\""},
         .engines = ENGINES_ALL, .llamacpp_arch = "exaone4"},
+    /* MiniMaxAI/MiniMax-M2's config.json: 48 / 8 heads of 128, rotary_dim 64 (rotate_half on the first
+       64 dims), q_norm / k_norm over the whole projection (qk_norm_type per_layer), every layer 256
+       experts w1 / w3 / w2 of intermediate_size, top-8 by sigmoid + e_score_correction_bias, weights
+       the unbiased sigmoids renormalised (MiniMaxM2TopKRouter); no shared expert; theta 5e6 */
+    [FAM_MINIMAX_M2] = {
+        "minimax_m2", "MiniMaxM2ForCausalLM", "minimax_m2", "MiniMax-M2 (q/k norms over the projection, rotary_dim; "
+        "sigmoid-routed experts)", LLAMA_LIKE, .moe = MOE_MINIMAX, .qk_norm = QKN_PROJ, .rotary_dim_key = true,
+        .router = ROUTER_DS_V3, .router_norm_topk = true,
+        .synth = {128, 4, 2, 3, 256, 64, false,
+                  "\"attn_type_list\": [1, 1, 1], \"head_dim\": 32, \"hidden_act\": \"silu\", "
+                  "\"mtp_transformer_layers\": 1, \"num_experts_per_tok\": 2, "
+                  "\"num_local_experts\": 8, \"num_mtp_modules\": 3, \"qk_norm_type\": \"per_layer\", "
+                  "\"rms_norm_eps\": 1e-06, \"rope_theta\": 5000000, \"rotary_dim\": 16, \"scoring_func\": \"sigmoid\", "
+                  "\"shared_intermediate_size\": 0, \"use_mtp\": true, \"use_qk_norm\": true, \"use_routing_bias\": true"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "minimax-m2"},
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",

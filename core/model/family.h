@@ -25,6 +25,7 @@ typedef enum {
     FAM_MIXTRAL,                         /* Mistral attention, top-k of experts w1/w2/w3 */
     FAM_MIMO,                            /* issue 27: MiMo (Qwen2's layer, MTP layers skipped) */
     FAM_EXAONE4,                         /* OLMo 2's post-norms, per-head q/k norms, 3 sliding : 1 NoPE global */
+    FAM_MINIMAX_M2,                      /* q/k norms over the projection, rotary_dim; sigmoid-routed w1/w2/w3 experts */
     FAM_QWEN2,                           /* q/k/v biases */
     FAM_QWEN3, FAM_QWEN3_MOE,            /* explicit head_dim, per-head q_norm / k_norm (+ routed experts) */
     FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
@@ -95,6 +96,7 @@ typedef enum {
     MOE_MIXTRAL,        /* block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} */
     MOE_QWEN,           /* mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen3-MoE) */
     MOE_DEEPSEEK,       /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
+    MOE_MINIMAX,        /* Mixtral's block_sparse_moe.* + block_sparse_moe.e_score_correction_bias (MiniMax-M2) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -201,6 +203,8 @@ typedef struct {
                                      neither key */
     bool window_on_nope;          /* without layer_types, the sliding layers are the NoPE layers (SmolLM3) */
     bool nope_on_global;          /* with a sliding window, the layers without one apply no RoPE (EXAONE 4) */
+    bool rotary_dim_key;          /* config.json's rotary_dim gives the rotated dims of a head, unless
+                                     partial_rotary_factor is given (MiniMax-M2: 64 of 128) */
     const char *mtp_layers;       /* where multi-token-prediction layers live under the model's prefix, which
                                      attnlab and lint skip ("mtp_layers.": MiMo; NULL: none, or DeepSeek's
                                      past num_hidden_layers under layers.) */
