@@ -232,6 +232,13 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_str(t, o, "rope_scaling", rope_scaling_name(&c->rope_spec.scaling));
     if (c->rope_spec.scaling.kind != RS_NONE) info_num(t, o, "rope_scaling_factor", c->rope_spec.scaling.factor);
     info_int(t, o, "rotary_dims", c->rope_spec.rotary_dim);
+    if (c->rope_spec.q_beta != 0) {                      /* Ministral 3's llama_4_scaling_beta */
+        char qs[160];
+        snprintf(qs, sizeof qs, "1 + %g ln(1 + floor(p / %g)) at position p (llama_4_scaling_beta; 1 before %g; "
+                 "the forward pass, not the converted layers)", c->rope_spec.q_beta, c->rope_spec.q_floor,
+                 c->rope_spec.q_floor);
+        info_str(t, o, "q_scaling", qs);
+    }
     info_num(t, o, "softmax_scale", cfg_attn_scale(c, 0));
     info_int(t, o, "sliding_window", c->sliding_window);
     char nope[256];

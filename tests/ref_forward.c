@@ -53,6 +53,11 @@
  *                           rotary_dim dims of each head; every layer a MoE: sigmoid scores, top-k of
  *                           scores + block_sparse_moe.e_score_correction_bias, the chosen (unbiased)
  *                           scores renormalised, experts w1 / w3 / w2 of intermediate_size
+ *   ministral3              Mistral's layer (no window unless sliding_window); rope_scaling or, in
+ *                           transformers 5 configs, rope_parameters (with rope_theta): YaRN as olmo3's on
+ *                           every layer, attention factor get_mscale(f, mscale) / get_mscale(f,
+ *                           mscale_all_dim) when both are given; q at position p times 1 + beta ln(1 +
+ *                           floor(p / original_max_position_embeddings)) (llama_4_scaling_beta)
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -69,7 +74,7 @@
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
                R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_EXAONE4,
-               R_MINIMAX_M2 } rfam;
+               R_MINIMAX_M2, R_MINISTRAL3 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -90,6 +95,8 @@ struct RefModel {
     /* rope_scaling llama3 (exaone4): every layer that rotates */
     bool llama3;
     double l3_factor, l3_low, l3_high, l3_orig;
+    /* Ministral 3: q at position p times 1 + q_beta ln(1 + floor(p / q_floor)) (q_beta 0: none) */
+    double q_beta, q_floor;
     bool sliding[REF_MAX_LAYERS];
     bool no_rope[REF_MAX_LAYERS];  /* no RoPE on this layer (SmolLM3) */
     double scale, attn_cap, final_cap, embed_scale;
@@ -125,7 +132,8 @@ static int parse_family(const char *mt, rfam *f) {
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
         {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3},
-        {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
+        {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
+        {"ministral3", R_MINISTRAL3}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -196,22 +204,26 @@ static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
     m->beta_fast = jnum(rs, "beta_fast", 32, 32);
     m->beta_slow = jnum(rs, "beta_slow", 1, 1);
     m->yarn_attn = jnum(rs, "attention_factor", -1, -1);
+    double ms = jnum(rs, "mscale", 0, 0), msa = jnum(rs, "mscale_all_dim", 0, 0), f = m->yarn_factor;
+    if (m->yarn_attn < 0 && ms != 0 && msa != 0)          /* get_mscale(f, mscale) / get_mscale(f, mscale_all_dim) */
+        m->yarn_attn = f <= 1 ? 1.0 : (0.1 * ms * log(f) + 1.0) / (0.1 * msa * log(f) + 1.0);
     if (m->yarn_attn < 0) m->yarn_attn = m->yarn_factor <= 1 ? 1.0 : 0.1 * log(m->yarn_factor) + 1.0;
 }
 
 static int parse_rope(RefModel *m, const cJSON *r) {
-    m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", 10000, 10000);
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r, "rope_scaling");
+    if (!cJSON_IsObject(rs)) rs = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");   /* transformers 5 */
+    m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", jnum(rs, "rope_theta", 10000, 10000), 10000);
     m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
     double pf0 = m->fam == R_GLM4_MOE ? 0.5 : 1;          /* Glm4MoeConfig's default */
     if (m->fam == R_MINIMAX_M2) pf0 = jnum(r, "rotary_dim", m->hd, m->hd) / m->hd;   /* MiniMaxM2Config */
     double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", pf0, pf0);
     m->rot = (int)(m->hd * pf);
     m->rope_factor = 1;
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r, "rope_scaling");
     if (cJSON_IsObject(rs)) {
         const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
         if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
-        else if (t && !strcmp(t, "yarn") && m->fam == R_OLMO3) parse_yarn(m, r, rs);
+        else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_MINISTRAL3)) parse_yarn(m, r, rs);
         else if (t && !strcmp(t, "llama3") && m->fam == R_EXAONE4) {
             m->llama3 = true;
             m->l3_factor = jnum(rs, "factor", 1, 1);
@@ -220,6 +232,10 @@ static int parse_rope(RefModel *m, const cJSON *r) {
             m->l3_orig = jnum(rs, "original_max_position_embeddings", 8192, 8192);
         }
         else if (t && strcmp(t, "default")) return al_err("ref: rope_scaling '%s' is not covered", t);
+    }
+    if (m->fam == R_MINISTRAL3 && cJSON_IsObject(rs)) {   /* Ministral3Attention: _get_llama_4_attn_scale */
+        m->q_beta = jnum(rs, "llama_4_scaling_beta", 0, 0);
+        m->q_floor = jnum(rs, "original_max_position_embeddings", 0, 0);
     }
     return AL_OK;
 }
@@ -260,7 +276,8 @@ static int parse_config(RefModel *m, const cJSON *r) {
                                                             : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
                               : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m) ||
-                                                            m->fam == R_GLM4_MOE || m->fam == R_EXAONE4 ? 1e-5 : 1e-6,
+                                                            m->fam == R_GLM4_MOE || m->fam == R_EXAONE4 ||
+                                                            m->fam == R_MINISTRAL3 ? 1e-5 : 1e-6,
                                     1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
@@ -587,6 +604,10 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
             if (m->llama3) rope_llama3(m, K + t * kd + g * hd, m->rot, (double)t, theta);
             else if (layer_yarn(m, L)) rope_yarn(m, K + t * kd + g * hd, m->rot, (double)t, theta);
             else rope(K + t * kd + g * hd, m->rot, (double)t, theta, factor, false);
+    }
+    for (size_t t = 0; rc == AL_OK && m->q_beta != 0 && t < T; t++) {
+        double sc = 1 + m->q_beta * log(1 + floor((double)t / m->q_floor));
+        for (size_t j = 0; j < qd; j++) Q[t * qd + j] *= sc;
     }
     for (size_t t = 0; rc == AL_OK && t < T; t++)
         for (size_t i = 0; i < H; i++) {

@@ -536,6 +536,37 @@ static void test_minimax_m2(void) {
     CHECK(c.qk_rope_dim == 16, "minimax_m2: partial_rotary_factor wins over rotary_dim (%d rotary dims)", c.qk_rope_dim);
 }
 
+/* Ministral 3 as mistralai/Ministral-3-8B-Instruct-2512's text_config declares it (its keys and
+ * values, as a Ministral3ForCausalLM config): Mistral's layer, no window, everything of RoPE in
+ * rope_parameters (transformers 5) -- theta 1e6, YaRN x16 from 16384 whose attention factor is
+ * get_mscale(16, 1) / get_mscale(16, 1) = 1, and llama_4_scaling_beta 0.1 for q past 16384. */
+static void test_ministral3(void) {
+    const char *json =
+        "{\"architectures\": [\"Ministral3ForCausalLM\"], \"attention_dropout\": 0.0, \"head_dim\": 128, "
+        "\"hidden_act\": \"silu\", \"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 14336, "
+        "\"max_position_embeddings\": 262144, \"model_type\": \"ministral3\", \"num_attention_heads\": 32, "
+        "\"num_hidden_layers\": 34, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-05, \"rope_parameters\": "
+        "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 16.0, \"llama_4_scaling_beta\": 0.1, \"mscale\": 1.0, "
+        "\"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 16384, \"rope_theta\": 1000000.0, "
+        "\"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null, \"tie_word_embeddings\": false, "
+        "\"use_cache\": true, \"vocab_size\": 131072}";
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "ministral3/config.json", &c));
+    const RopeSpec *r = &c.rope_spec;
+    CHECK(c.family == FAM_MINISTRAL3 && !strcmp(model_family_name(c.family), "ministral3") && c.n_heads == 32 &&
+          c.n_kv_heads == 8 && c.qk_rope_dim == 128 && c.norm_eps == 1e-5 && !c.qkv_bias && c.qk_norm == QKN_NONE &&
+          cfg_layer_window(&c, 0) == 0 && c.rope_theta == 1e6 && r->theta == 1e6, "ministral3: Mistral's layer, theta 1e6");
+    CHECK(r->scaling.kind == RS_YARN && r->scaling.factor == 16 && r->scaling.orig_max_pos == 16384 &&
+          r->scaling.beta_fast == 32 && r->scaling.beta_slow == 1 && r->q_beta == 0.1 && r->q_floor == 16384,
+          "ministral3: YaRN x16 from 16384 and llama_4_scaling_beta 0.1 from rope_parameters");
+    CHECK_NEAR(rope_attention_factor(r), 1.0, 1e-15);
+    c = parse("\"model_type\": \"mistral\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"rope_theta\": 5000, "
+              "\"llama_4_scaling_beta\": 0.1, \"original_max_position_embeddings\": 64}");
+    CHECK(c.rope_spec.theta == 5000 && c.rope_spec.scaling.kind == RS_YARN && c.rope_spec.q_beta == 0,
+          "rope_parameters read for every family; the q scaling only where the row has it (Mistral: none)");
+}
+
 int main(void) {
     test_family_table();
     test_smollm3();
@@ -546,6 +577,7 @@ int main(void) {
     test_mimo();
     test_exaone4();
     test_minimax_m2();
+    test_ministral3();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

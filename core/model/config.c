@@ -328,9 +328,18 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     }
     sp->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
     sp->rotary_dim = sp->head_dim;
+    /* transformers 5 writes rope_parameters: rope_theta and the scaling in one object (Ministral 3) */
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (cJSON_IsObject(rp) && !cJSON_HasObjectItem(root, "rope_theta"))
+        c->rope_theta = jnum_in(r, rp, "rope_theta", c->rope_theta, NUM_POS);
+    if (!cJSON_IsObject(rs) && cJSON_IsObject(rp)) rs = rp;
     sp->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
     sp->local_theta = jnum(r, root, "rope_local_base_freq", cfg_row(c)->local_theta);
-    parse_rope_scaling(r, cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), c, &sp->scaling);
+    parse_rope_scaling(r, rs, c, &sp->scaling);
+    sp->q_beta = cfg_row(c)->llama4_scaling && cJSON_IsObject(rs) ? jnum(r, rs, "llama_4_scaling_beta", 0) : 0;
+    sp->q_floor = cJSON_IsObject(rs) ? jnum_in(r, rs, "original_max_position_embeddings", 0, NUM_NONNEG) : 0;
+    if (sp->q_floor <= 0) sp->q_beta = 0;
     parse_nope(r, root, c);
 }
 

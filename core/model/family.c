@@ -260,6 +260,19 @@ const FamilyRow FAMILY[] = {
                   "\"rms_norm_eps\": 1e-06, \"rope_theta\": 5000000, \"rotary_dim\": 16, \"scoring_func\": \"sigmoid\", "
                   "\"shared_intermediate_size\": 0, \"use_mtp\": true, \"use_qk_norm\": true, \"use_routing_bias\": true"},
         .engines = ENGINES_ALL, .llamacpp_arch = "minimax-m2"},
+    /* mistralai/Ministral-3-8B-Instruct-2512's text_config (the text tower of its
+       Mistral3ForConditionalGeneration; Ministral3ForCausalLM alone): Mistral's layer, head_dim 128, no
+       window (sliding_window null), rope_parameters YaRN x16 from 16384 with mscale = mscale_all_dim = 1
+       (attention factor 1), theta 1e6, llama_4_scaling_beta 0.1; the recipe shrinks the original
+       context to 8 (factor 64 of 512 positions) so that tests over 24 tokens see q scaled */
+    [FAM_MINISTRAL3] = {
+        "ministral3", "Ministral3ForCausalLM", "ministral3", "Ministral 3 (Mistral's layer; YaRN, q scaled past the "
+        "original context)", LLAMA_LIKE, .eps = 1e-5, .windowed = true, .llama4_scaling = true,
+        .synth = {128, 4, 2, 3, 256, 256, false,
+                  "\"head_dim\": 32, \"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-05, \"rope_parameters\": "
+                  "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 64.0, \"llama_4_scaling_beta\": 0.1, "
+                  "\"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
+                  "\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null"}},
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",

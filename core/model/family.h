@@ -26,6 +26,7 @@ typedef enum {
     FAM_MIMO,                            /* issue 27: MiMo (Qwen2's layer, MTP layers skipped) */
     FAM_EXAONE4,                         /* OLMo 2's post-norms, per-head q/k norms, 3 sliding : 1 NoPE global */
     FAM_MINIMAX_M2,                      /* q/k norms over the projection, rotary_dim; sigmoid-routed w1/w2/w3 experts */
+    FAM_MINISTRAL3,                      /* Mistral's layer, YaRN in rope_parameters, q scaled past the original context */
     FAM_QWEN2,                           /* q/k/v biases */
     FAM_QWEN3, FAM_QWEN3_MOE,            /* explicit head_dim, per-head q_norm / k_norm (+ routed experts) */
     FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
@@ -203,6 +204,8 @@ typedef struct {
                                      neither key */
     bool window_on_nope;          /* without layer_types, the sliding layers are the NoPE layers (SmolLM3) */
     bool nope_on_global;          /* with a sliding window, the layers without one apply no RoPE (EXAONE 4) */
+    bool llama4_scaling;          /* rope_parameters' llama_4_scaling_beta scales q at position p by
+                                     1 + beta ln(1 + floor(p / original_max_position_embeddings)) (Ministral 3) */
     bool rotary_dim_key;          /* config.json's rotary_dim gives the rotated dims of a head, unless
                                      partial_rotary_factor is given (MiniMax-M2: 64 of 128) */
     const char *mtp_layers;       /* where multi-token-prediction layers live under the model's prefix, which
