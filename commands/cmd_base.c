@@ -234,9 +234,8 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_int(t, o, "rotary_dims", c->rope_spec.rotary_dim);
     if (c->rope_spec.q_beta != 0) {                      /* Ministral 3's llama_4_scaling_beta */
         char qs[160];
-        snprintf(qs, sizeof qs, "1 + %g ln(1 + floor(p / %g)) at position p (llama_4_scaling_beta; 1 before %g; "
-                 "the forward pass, not the converted layers)", c->rope_spec.q_beta, c->rope_spec.q_floor,
-                 c->rope_spec.q_floor);
+        snprintf(qs, sizeof qs, "1 + %g ln(1 + floor(p / %g)) at position p (llama_4_scaling_beta; 1 before %g)",
+                 c->rope_spec.q_beta, c->rope_spec.q_floor, c->rope_spec.q_floor);
         info_str(t, o, "q_scaling", qs);
     }
     info_num(t, o, "softmax_scale", cfg_attn_scale(c, 0));
