@@ -242,6 +242,13 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_int(t, o, "sliding_window", c->sliding_window);
     char nope[256];
     if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */
+    const cJSON *mtp = m->config_tree ? cJSON_GetObjectItemCaseSensitive(m->config_tree, "num_nextn_predict_layers") : NULL;
+    if (cfg_row(c)->mtp_layers && cJSON_IsNumber(mtp) && mtp->valuedouble > 0) {   /* MiMo */
+        char what[160];
+        snprintf(what, sizeof what, "%d skipped (%s%sN.*: they draft tokens; the logits never read them)",
+                 mtp->valueint, c->prefix, cfg_row(c)->mtp_layers);
+        info_str(t, o, "mtp_layers", what);
+    }
     info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
     info_str(t, o, "norm", norm_kind_name(c->norm));
     info_str(t, o, "activation", c->activation);

@@ -23,6 +23,7 @@ has "$info" "^family  *mimo$" || fail "info: family [$info]"
 has "$info" "^qkv_bias  *true$" || fail "info: Qwen2's q/k/v biases [$info]"
 has "$info" "^rope_theta  *640000$" || fail "info: rope_theta [$info]"
 has "$info" "^sliding_window  *0$" || fail "info: no window (use_sliding_window false) [$info]"
+has "$info" "^mtp_layers  *1 skipped (model.mtp_layers.N.\*" || fail "info: the MTP layer skipped [$info]"
 
 run -e "load $d; ranks vo"
 # layer 1, KV head 0 (query heads 0 and 1): V 6, O 32, VO 6; layer 2: VO 4
