@@ -272,7 +272,8 @@ const FamilyRow FAMILY[] = {
                   "\"head_dim\": 32, \"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-05, \"rope_parameters\": "
                   "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 64.0, \"llama_4_scaling_beta\": 0.1, "
                   "\"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
-                  "\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null"}},
+                  "\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null"},
+        .engines = ENGINE_HF | ENGINE_VLLM},   /* vLLM: Ministral3ForCausalLM as MistralForCausalLM */
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",
