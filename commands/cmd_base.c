@@ -277,6 +277,12 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_str(t, o, "rope_scaling", rope_scaling_name(&c->rope_spec.scaling));
     if (c->rope_spec.scaling.kind != RS_NONE) info_num(t, o, "rope_scaling_factor", c->rope_spec.scaling.factor);
     info_int(t, o, "rotary_dims", c->rope_spec.rotary_dim);
+    if (c->rope_spec.q_beta != 0) {                      /* Ministral 3's llama_4_scaling_beta */
+        char qs[160];
+        snprintf(qs, sizeof qs, "1 + %g ln(1 + floor(p / %g)) at position p (llama_4_scaling_beta; 1 before %g)",
+                 c->rope_spec.q_beta, c->rope_spec.q_floor, c->rope_spec.q_floor);
+        info_str(t, o, "q_scaling", qs);
+    }
     info_num(t, o, "softmax_scale", cfg_attn_scale(c, 0));
     info_int(t, o, "sliding_window", c->sliding_window);
     if (c->rope_spec.scaling.kind == RS_YARN && !c->rope_spec.scaling.truncate)
@@ -288,6 +294,13 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     if (cfg_has_indexer(c)) info_indexer(t, o, c);            /* DeepSeek-V3.2 / GLM-5's lightning indexer */
     char nope[256];
     if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */
+    const cJSON *mtp = m->config_tree ? cJSON_GetObjectItemCaseSensitive(m->config_tree, "num_nextn_predict_layers") : NULL;
+    if (cfg_row(c)->mtp_layers && cJSON_IsNumber(mtp) && mtp->valuedouble > 0) {   /* MiMo */
+        char what[160];
+        snprintf(what, sizeof what, "%d skipped (%s%sN.*: they draft tokens; the logits never read them)",
+                 mtp->valueint, c->prefix, cfg_row(c)->mtp_layers);
+        info_str(t, o, "mtp_layers", what);
+    }
     info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
     info_str(t, o, "norm", norm_kind_name(c->norm));
     info_str(t, o, "activation", c->activation);

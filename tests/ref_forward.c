@@ -3,6 +3,7 @@
  *   llama, mistral, qwen2   RMSNorm (w x), q/k/v/o_proj (+ q/k/v biases for qwen2, attention_bias),
  *                           RoPE rotate_half on the whole head, GQA, SwiGLU, sliding window (mistral;
  *                           qwen2 from max_window_layers with use_sliding_window)
+ *   mimo                    qwen2's model (MiMoModel is Qwen2Model; its mtp_layers only draft tokens)
  *   qwen3, qwen3_moe        + q_norm / k_norm RMSNorm per head before RoPE; MoE: softmax router,
  *                           top-k, renormalised when norm_topk_prob
  *   gemma2                  RMSNorm x (1 + w), embeddings x sqrt(hidden) (rounded to the dtype),
@@ -62,6 +63,21 @@
  *   glm_moe_dsa             deepseek_v32's, with MLA's RoPE by rotate_half (modeling_glm_moe_dsa), rope_theta
  *                           from rope_parameters, rms_norm_eps 1e-5; IndexShare (GLM-5.2): the indexer_types
  *                           "shared" layers take the previous full layer's selection
+ *   exaone4                 OLMo 2's block (norms after attention and MLP only) with q_norm / k_norm per
+ *                           head after the projections; sliding window on the layer_types
+ *                           "sliding_attention" layers (or sliding_window_pattern: "LLLG" per layer, or
+ *                           every n-th layer global, default 4); with a window, no RoPE on the others;
+ *                           rope_scaling llama3 (f / factor above orig / low_freq_factor wavelengths, f
+ *                           below orig / high_freq_factor, blended between) on every rotating layer
+ *   minimax_m2              q_norm / k_norm over the whole projection; RoPE rotate_half on the first
+ *                           rotary_dim dims of each head; every layer a MoE: sigmoid scores, top-k of
+ *                           scores + block_sparse_moe.e_score_correction_bias, the chosen (unbiased)
+ *                           scores renormalised, experts w1 / w3 / w2 of intermediate_size
+ *   ministral3              Mistral's layer (no window unless sliding_window); rope_scaling or, in
+ *                           transformers 5 configs, rope_parameters (with rope_theta): YaRN as olmo3's on
+ *                           every layer, attention factor get_mscale(f, mscale) / get_mscale(f,
+ *                           mscale_all_dim) when both are given; q at position p times 1 + beta ln(1 +
+ *                           floor(p / original_max_position_embeddings)) (llama_4_scaling_beta)
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -77,7 +93,8 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA, R_EXAONE4,
+               R_MINIMAX_M2, R_MINISTRAL3 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -99,6 +116,11 @@ struct RefModel {
     double yarn_factor, yarn_orig, beta_fast, beta_slow, yarn_attn;
     bool yarn_truncate;
     bool sinks;                    /* gpt_oss: self_attn.sinks */
+    /* rope_scaling llama3 (exaone4): every layer that rotates */
+    bool llama3;
+    double l3_factor, l3_low, l3_high, l3_orig;
+    /* Ministral 3: q at position p times 1 + q_beta ln(1 + floor(p / q_floor)) (q_beta 0: none) */
+    double q_beta, q_floor;
     bool sliding[REF_MAX_LAYERS];
     bool no_rope[REF_MAX_LAYERS];  /* no RoPE on this layer (SmolLM3) */
     double scale, attn_cap, final_cap, embed_scale;
@@ -140,7 +162,9 @@ static int parse_family(const char *mt, rfam *f) {
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
         {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"gpt_oss", R_GPT_OSS},
-        {"deepseek_v32", R_DSV32}, {"glm_moe_dsa", R_GLM_DSA}};
+        {"deepseek_v32", R_DSV32}, {"glm_moe_dsa", R_GLM_DSA},
+        {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
+        {"ministral3", R_MINISTRAL3}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -150,8 +174,15 @@ static bool gemma(const RefModel *m) { return m->fam == R_GEMMA2 || m->fam == R_
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
 /* MLA: DeepSeek-V3, and V3.2 / GLM-5 with their indexer. */
 static bool mla(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_DSV32 || m->fam == R_GLM_DSA; }
+/* Norms after attention and MLP only: OLMo 2 / 3 and EXAONE 4 (Exaone4DecoderLayer). */
+static bool post_block(const RefModel *m) { return olmo(m) || m->fam == R_EXAONE4; }
 /* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
 static bool ds_router(const RefModel *m) { return mla(m) || m->fam == R_GLM4_MOE; }
+/* Sigmoid scores with a correction bias for the choice only: DeepSeek-V3's and MiniMax-M2's
+ * (MiniMaxM2TopKRouter: top-k of sigmoid + bias, the unbiased sigmoids renormalised, no groups). */
+static bool sig_router(const RefModel *m) { return ds_router(m) || m->fam == R_MINIMAX_M2; }
+/* Mixtral's expert names block_sparse_moe.experts.E.{w1,w3,w2} (MiniMax-M2 too). */
+static bool mixtral_names(const RefModel *m) { return m->fam == R_MIXTRAL || m->fam == R_MINIMAX_M2; }
 
 /* SmolLM3Config: no_rope_layers[L] 0 means no RoPE on layer L; absent (null), layers with
  * (L + 1) % no_rope_layer_interval == 0 have none. */
@@ -166,14 +197,16 @@ static void parse_nope(RefModel *m, const cJSON *r) {
 
 /* Sliding layers: layer_types, else the family's pattern (HF configuration classes). */
 static void parse_windows(RefModel *m, const cJSON *r) {
-    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 ? 4096
-                                          : m->fam == R_GPT_OSS ? 128 : 0, 0);
+    double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 || m->fam == R_EXAONE4
+                                             ? 4096 : m->fam == R_GPT_OSS ? 128 : 0, 0);
     if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_SMOLLM3) &&
         !jbool(r, "use_sliding_window", false))
         w = 0;
     m->window = (int)w;
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r, "layer_types");
-    int pattern = (int)jnum(r, "sliding_window_pattern", 6, 6), mwl = (int)jnum(r, "max_window_layers", 0, 0);
+    int pattern = (int)jnum(r, "sliding_window_pattern", m->fam == R_EXAONE4 ? 4 : 6, 6);
+    int mwl = (int)jnum(r, "max_window_layers", 0, 0);
+    const char *lg = jstr(r, "sliding_window_pattern");      /* EXAONE 4: "LLLG" */
     for (int L = 0; L < m->L && L < REF_MAX_LAYERS; L++) {
         const cJSON *e = cJSON_IsArray(lt) ? cJSON_GetArrayItem(lt, L) : NULL;
         bool s;
@@ -181,10 +214,14 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         else if (m->fam == R_GEMMA2 || m->fam == R_GPT_OSS) s = L % 2 == 0;
         else if (m->fam == R_GEMMA3) s = (L + 1) % pattern != 0;
         else if (m->fam == R_OLMO3) s = (L + 1) % 4 != 0;
+        else if (m->fam == R_EXAONE4 && lg) s = lg[0] && lg[(size_t)L % strlen(lg)] == 'L';
+        else if (m->fam == R_EXAONE4) s = (L + 1) % pattern != 0;
         else if (m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE) s = L >= mwl;
         else if (m->fam == R_SMOLLM3) s = m->no_rope[L];      /* sliding on the NoPE layers */
         else s = true;
         m->sliding[L] = s && m->window > 0;
+        /* Exaone4Attention: `if self.sliding_window is None or self.is_sliding`: RoPE */
+        if (m->fam == R_EXAONE4) m->no_rope[L] = m->window > 0 && !m->sliding[L];
     }
 }
 
@@ -201,36 +238,51 @@ static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
     m->beta_slow = jnum(rs, "beta_slow", 1, 1);
     m->yarn_truncate = jbool(rs, "truncate", true);
     m->yarn_attn = jnum(rs, "attention_factor", -1, -1);
+    double ms = jnum(rs, "mscale", 0, 0), msa = jnum(rs, "mscale_all_dim", 0, 0), f = m->yarn_factor;
+    if (m->yarn_attn < 0 && ms != 0 && msa != 0)          /* get_mscale(f, mscale) / get_mscale(f, mscale_all_dim) */
+        m->yarn_attn = f <= 1 ? 1.0 : (0.1 * ms * log(f) + 1.0) / (0.1 * msa * log(f) + 1.0);
     if (m->yarn_attn < 0) m->yarn_attn = m->yarn_factor <= 1 ? 1.0 : 0.1 * log(m->yarn_factor) + 1.0;
 }
 
 static int parse_rope(RefModel *m, const cJSON *r) {
-    m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", 10000, 10000);
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");    /* GlmMoeDsaConfig */
-    if (!cJSON_HasObjectItem(r, "rope_theta") && cJSON_IsObject(rp)) m->theta = jnum(rp, "rope_theta", 10000, 10000);
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r, "rope_scaling");
+    if (!cJSON_IsObject(rs)) rs = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");   /* transformers 5 */
+    m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", jnum(rs, "rope_theta", 10000, 10000), 10000);
     m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
     double pf0 = m->fam == R_GLM4_MOE ? 0.5 : 1;          /* Glm4MoeConfig's default */
+    if (m->fam == R_MINIMAX_M2) pf0 = jnum(r, "rotary_dim", m->hd, m->hd) / m->hd;   /* MiniMaxM2Config */
     double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", pf0, pf0);
     m->rot = (int)(m->hd * pf);
     m->rope_factor = 1;
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r, "rope_scaling");
     if (cJSON_IsObject(rs)) {
         const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
         if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
-        else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_GPT_OSS)) parse_yarn(m, r, rs);
+        else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_GPT_OSS || m->fam == R_MINISTRAL3))
+            parse_yarn(m, r, rs);
+        else if (t && !strcmp(t, "llama3") && m->fam == R_EXAONE4) {
+            m->llama3 = true;
+            m->l3_factor = jnum(rs, "factor", 1, 1);
+            m->l3_low = jnum(rs, "low_freq_factor", 1, 1);
+            m->l3_high = jnum(rs, "high_freq_factor", 4, 4);
+            m->l3_orig = jnum(rs, "original_max_position_embeddings", 8192, 8192);
+        }
         else if (t && strcmp(t, "default")) return al_err("ref: rope_scaling '%s' is not covered", t);
+    }
+    if (m->fam == R_MINISTRAL3 && cJSON_IsObject(rs)) {   /* Ministral3Attention: _get_llama_4_attn_scale */
+        m->q_beta = jnum(rs, "llama_4_scaling_beta", 0, 0);
+        m->q_floor = jnum(rs, "original_max_position_embeddings", 0, 0);
     }
     return AL_OK;
 }
 
 static void parse_moe(RefModel *m, const cJSON *r) {
-    m->E = (int)(m->fam == R_MIXTRAL || m->fam == R_GPT_OSS ? jnum(r, "num_local_experts", m->fam == R_MIXTRAL ? 8 : 128, 0)
+    m->E = (int)(mixtral_names(m) || m->fam == R_GPT_OSS ? jnum(r, "num_local_experts", m->fam == R_GPT_OSS ? 128 : 8, 0)
                  : m->fam == R_QWEN3_MOE ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
-    if (m->fam != R_MIXTRAL && m->fam != R_QWEN3_MOE && m->fam != R_GPT_OSS && !ds_router(m)) m->E = 0;
+    if (!mixtral_names(m) && m->fam != R_QWEN3_MOE && m->fam != R_GPT_OSS && !ds_router(m)) m->E = 0;
     m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
     m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
-    if (m->fam == R_MIXTRAL || m->fam == R_GPT_OSS) m->eF = m->F;
-    m->norm_topk = m->fam == R_MIXTRAL || jbool(r, "norm_topk_prob", ds_router(m));
+    if (mixtral_names(m) || m->fam == R_GPT_OSS) m->eF = m->F;
+    m->norm_topk = mixtral_names(m) || jbool(r, "norm_topk_prob", ds_router(m));
     m->first_dense = (int)jnum(r, "first_k_dense_replace", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->layer_freq = (int)jnum(r, "moe_layer_freq", 1, 1);
     m->sparse_step = (int)jnum(r, "decoder_sparse_step", 1, 1);
@@ -238,7 +290,7 @@ static void parse_moe(RefModel *m, const cJSON *r) {
     m->topk_group = (int)jnum(r, "topk_group", 1, 1);
     m->n_shared = (int)jnum(r, "n_shared_experts", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->routed_scale = jnum(r, "routed_scaling_factor", 1, 1);
-    m->sigmoid = ds_router(m);
+    m->sigmoid = sig_router(m);
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(r, "mlp_only_layers"), *e;
     if (cJSON_IsArray(mo))
         cJSON_ArrayForEach(e, mo) if (m->n_only < 64 && cJSON_IsNumber(e)) m->only[m->n_only++] = e->valueint;
@@ -274,14 +326,15 @@ static int parse_config(RefModel *m, const cJSON *r) {
                                                             : (int)jnum(r, "head_dim", m->D / m->H, m->D / m->H);
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
                               : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m) ||
-                                                            m->fam == R_GLM4_MOE || m->fam == R_GPT_OSS || m->fam == R_GLM_DSA
-                                                            ? 1e-5 : 1e-6, 1e-6);
+                                                            m->fam == R_GLM4_MOE || m->fam == R_GPT_OSS || m->fam == R_GLM_DSA ||
+                                                            m->fam == R_EXAONE4 || m->fam == R_MINISTRAL3 ? 1e-5 : 1e-6,
+                                    1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX || m->fam == R_GPT_OSS);
     m->sinks = m->fam == R_GPT_OSS;
     m->qkv_bias = m->fam == R_QWEN2 || ab;
     m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
-    m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 ||
+    m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 || m->fam == R_EXAONE4 ||
                       (m->fam == R_GLM4_MOE && jbool(r, "use_qk_norm", false));
     m->parallel = m->fam == R_NEOX && jbool(r, "use_parallel_residual", true);
     const char *act = jstr(r, gemma(m) ? "hidden_activation" : "hidden_act");
@@ -505,6 +558,27 @@ static void rope(double *x, int rot, double p, double theta, double factor, bool
     }
 }
 
+/* Llama 3's frequency of pair i (transformers' _compute_llama3_parameters): wavelength 2 pi / f;
+ * above orig / low_freq_factor f / factor, below orig / high_freq_factor f, between a blend by
+ * (orig / wavelength - low) / (high - low). */
+static double llama3_freq(const RefModel *m, double f) {
+    double wl = 2 * M_PI / f, lo_wl = m->l3_orig / m->l3_low, hi_wl = m->l3_orig / m->l3_high;
+    if (wl > lo_wl) return f / m->l3_factor;
+    if (wl < hi_wl) return f;
+    double sm = (m->l3_orig / wl - m->l3_low) / (m->l3_high - m->l3_low);
+    return (1 - sm) * f / m->l3_factor + sm * f;
+}
+
+/* rotate_half RoPE at position p on the rot dims of x with Llama 3's frequencies. */
+static void rope_llama3(const RefModel *m, double *x, int rot, double p, double theta) {
+    int half = rot / 2;
+    for (int i = 0; i < half; i++) {
+        double f = llama3_freq(m, pow(theta, -2.0 * i / rot)), c = cos(p * f), s = sin(p * f), a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
 /* YaRN's rotation at position p on the rot dims of x: pair i's frequency f_i = theta^(-2i/rot)
  * blended with f_i / factor by ramp(i) over [low, high] (0: f_i, 1: f_i / factor), and cos, sin
  * times the attention factor (transformers: cos = cos(p f) * attention_scaling). */
@@ -588,7 +662,7 @@ static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double 
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.k_proj", m->qkv_bias, h, D, T, D, kd, K);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.v_proj", m->qkv_bias, h, D, T, D, kd, V);
     if (rc != AL_OK) return rc;
-    if (olmo(m)) {                                        /* over the whole projection */
+    if (olmo(m) || m->fam == R_MINIMAX_M2) {              /* over the whole projection */
         rc = norm_rows(m, L, "self_attn.q_norm", Q, T, qd, qd);
         if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T, kd, kd);
     } else if (m->head_qk_norm) {                         /* per head */
@@ -609,14 +683,20 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     layer_rope(m, L, &theta, &factor);
     for (size_t t = 0; rc == AL_OK && !m->no_rope[L] && t < T; t++) {
         for (size_t i = 0; i < H; i++)
-            if (layer_yarn(m, L)) rope_yarn(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
+            if (m->llama3) rope_llama3(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
+            else if (layer_yarn(m, L)) rope_yarn(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
             else rope(Q + t * qd + i * hd, m->rot, (double)t, theta, factor, false);
         for (size_t g = 0; g < KV; g++)
-            if (layer_yarn(m, L)) rope_yarn(m, K + t * kd + g * hd, m->rot, (double)t, theta);
+            if (m->llama3) rope_llama3(m, K + t * kd + g * hd, m->rot, (double)t, theta);
+            else if (layer_yarn(m, L)) rope_yarn(m, K + t * kd + g * hd, m->rot, (double)t, theta);
             else rope(K + t * kd + g * hd, m->rot, (double)t, theta, factor, false);
     }
     double *sk = rc == AL_OK && m->sinks ? tget(m, L, "self_attn.sinks", H, 0) : NULL;
     if (m->sinks && !sk) rc = AL_ERR;
+    for (size_t t = 0; rc == AL_OK && m->q_beta != 0 && t < T; t++) {
+        double sc = 1 + m->q_beta * log(1 + floor((double)t / m->q_floor));
+        for (size_t j = 0; j < qd; j++) Q[t * qd + j] *= sc;
+    }
     for (size_t t = 0; rc == AL_OK && t < T; t++)
         for (size_t i = 0; i < H; i++) {
             size_t g = i / (H / KV);
@@ -810,7 +890,7 @@ static void route(const RefModel *m, const double *logit, const double *bias, in
 /* Mixture-of-experts MLP of layer L: y (T x D, zeroed by the caller) += the routed experts. */
 static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     const size_t D = (size_t)m->D, E = (size_t)m->E, k = (size_t)m->topk;
-    const bool mix = m->fam == R_MIXTRAL;
+    const bool mix = mixtral_names(m);
     const char *base = mix ? "block_sparse_moe." : "mlp.";
     char n[160];
     snprintf(n, sizeof n, "%sgate", base);
@@ -819,7 +899,9 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     size_t *rows = malloc(T * sizeof *rows);
     double *rw = malloc(T * sizeof *rw);
     int rc = logit && w && idx && rows && rw ? lin_named(m, L, n, false, x, D, T, D, E, logit) : AL_ERR;
-    if (rc == AL_OK && ds_router(m)) rc = (bias = tget(m, L, "mlp.gate.e_score_correction_bias", E, 0)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK && sig_router(m))
+        rc = (bias = tget(m, L, mix ? "block_sparse_moe.e_score_correction_bias" : "mlp.gate.e_score_correction_bias",
+                          E, 0)) ? AL_OK : AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < T; t++) route(m, logit + t * E, bias, idx + t * k, w + t * k);
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
         size_t cnt = 0;
@@ -911,7 +993,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
     double *h = malloc(n * sizeof *h), *a = malloc(n * sizeof *a), *f = malloc(n * sizeof *f);
     int rc = h && a && f ? AL_OK : AL_ERR;
     if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
-    if (rc == AL_OK && !olmo(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
+    if (rc == AL_OK && !post_block(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
     if (rc == AL_OK) rc = mla(m) ? attn_mla(m, L, h, T, a) : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
         memcpy(h, x, n * sizeof *h);
@@ -919,7 +1001,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         if (rc == AL_OK) rc = mlp(m, L, h, T, f);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i] + f[i];
     } else if (rc == AL_OK) {
-        bool sandwich = gemma(m), post = olmo(m);
+        bool sandwich = gemma(m), post = post_block(m);
         if (sandwich || post) rc = norm_rows(m, L, "post_attention_layernorm", a, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i];
         if (rc == AL_OK) memcpy(h, x, n * sizeof *h);

@@ -589,6 +589,158 @@ static void test_text_towers(void) {
     }
 }
 
+/* MiMo as XiaomiMiMo/MiMo-7B-Base's config.json declares it (its keys and values): Qwen2's layer --
+ * q/k/v biases, no o_proj bias, no window while use_sliding_window is false -- with one
+ * multi-token-prediction layer (model.mtp_layers.0.*) the family row keeps apart. */
+static void test_mimo(void) {
+    const char *json =
+        "{\"architectures\": [\"MiMoForCausalLM\"], \"attention_bias\": true, \"attention_dropout\": 0.0, "
+        "\"auto_map\": {\"AutoConfig\": \"configuration_mimo.MiMoConfig\", \"AutoModel\": \"modeling_mimo.MiMoModel\", "
+        "\"AutoModelForCausalLM\": \"modeling_mimo.MiMoForCausalLM\"}, \"bos_token_id\": 151643, "
+        "\"eos_token_id\": 151643, \"hidden_act\": \"silu\", \"hidden_size\": 4096, \"initializer_range\": 0.02, "
+        "\"intermediate_size\": 11008, \"max_position_embeddings\": 32768, \"max_window_layers\": 36, "
+        "\"model_type\": \"mimo\", \"num_attention_heads\": 32, \"num_hidden_layers\": 36, "
+        "\"num_key_value_heads\": 8, \"num_nextn_predict_layers\": 1, \"rms_norm_eps\": 1e-05, "
+        "\"rope_scaling\": null, \"rope_theta\": 640000, \"sliding_window\": 32768, \"tie_word_embeddings\": false, "
+        "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.40.1\", \"use_cache\": true, "
+        "\"use_sliding_window\": false, \"vocab_size\": 151680}";
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "mimo/config.json", &c));
+    CHECK(c.family == FAM_MIMO && !strcmp(model_family_name(c.family), "mimo") && c.qkv_bias && !c.o_bias &&
+          c.n_heads == 32 && c.n_kv_heads == 8 && c.qk_rope_dim == 128 && c.qk_nope_dim == 0 && c.norm_eps == 1e-5 &&
+          c.rope_spec.theta == 640000 && c.rope_spec.scaling.kind == RS_NONE && c.mlp == MLP_GATED &&
+          !c.tie_embeddings && c.block == BLOCK_PRE && c.qk_norm == QKN_NONE,
+          "mimo: Qwen2's layer (q/k/v biases, GQA 32/8, head 128, eps 1e-5, theta 640000)");
+    int windowed = 0;
+    for (int L = 0; L < 36; L++) windowed += cfg_layer_window(&c, L) != 0;
+    CHECK(windowed == 0, "mimo: use_sliding_window false leaves every layer full (%d windowed)", windowed);
+    CHECK(cfg_row(&c)->mtp_layers && !strcmp(cfg_row(&c)->mtp_layers, "mtp_layers."),
+          "mimo: the row keeps the MTP layers apart under mtp_layers.");
+}
+
+/* EXAONE 4.0 as LGAI-EXAONE/EXAONE-4.0-32B's config.json declares it (its keys and values; layer_types
+ * written out as the file has them): 3 sliding layers (window 4096) : 1 full, no RoPE on the full
+ * ones, q/k norms per head, OLMo 2's post-norms, llama3 x16 from 8192. The 1.2B's setting
+ * (sliding_window null) rotates every layer and has no window; a string sliding_window_pattern
+ * without layer_types ("LLLG", as vLLM and llama.cpp read it) gives the same layers as layer_types. */
+static void test_exaone4(void) {
+    char lt[4096] = "", json[8192];
+    for (int L = 0; L < 64; L++)
+        snprintf(lt + strlen(lt), sizeof lt - strlen(lt), "%s\"%s\"", L ? ", " : "",
+                 (L + 1) % 4 ? "sliding_attention" : "full_attention");
+    snprintf(json, sizeof json,
+             "{\"architectures\": [\"Exaone4ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 1, "
+             "\"eos_token_id\": 361, \"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 5120, "
+             "\"initializer_range\": 0.02, \"intermediate_size\": 27392, \"layer_types\": [%s], "
+             "\"max_position_embeddings\": 131072, \"model_type\": \"exaone4\", \"num_attention_heads\": 40, "
+             "\"num_hidden_layers\": 64, \"num_key_value_heads\": 8, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-05, "
+             "\"rope_scaling\": {\"factor\": 16.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+             "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}, \"rope_theta\": 1000000, "
+             "\"sliding_window\": 4096, \"sliding_window_pattern\": \"LLLG\", \"tie_word_embeddings\": false, "
+             "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.54.0.dev0\", \"use_cache\": true, "
+             "\"vocab_size\": 102400}", lt);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "exaone4/config.json", &c));
+    CHECK(c.family == FAM_EXAONE4 && !strcmp(model_family_name(c.family), "exaone4") && c.block == BLOCK_POST &&
+          c.norms == NORMS_POST && c.qk_norm == QKN_HEAD && c.norm_eps == 1e-5 && c.n_heads == 40 && c.n_kv_heads == 8 &&
+          c.qk_rope_dim == 128 && !c.qkv_bias && !c.tie_embeddings && c.rope_spec.scaling.kind == RS_LLAMA3 &&
+          c.rope_spec.scaling.factor == 16 && c.rope_spec.scaling.orig_max_pos == 8192 && c.rope_spec.theta == 1e6,
+          "exaone4: post-norms, per-head q/k norms, GQA 40/8 x 128, llama3 x16 from 8192");
+    int slide = 0, nope = 0, wrong = 0;
+    for (int L = 0; L < 64; L++) {
+        bool full = (L + 1) % 4 == 0;
+        slide += cfg_layer_window(&c, L) == 4096;
+        nope += !cfg_layer_rope(&c, L);
+        wrong += (cfg_layer_window(&c, L) == 0) != full || cfg_layer_rope(&c, L) == full || !cfg_layer_rope_scaled(&c, L);
+    }
+    char list[512];
+    CHECK(slide == 48 && nope == 16 && wrong == 0 && cfg_nope_layers(&c, list, sizeof list) == 16 &&
+          !strncmp(list, "3, 7, 11", 8), "exaone4: 48 sliding layers with RoPE, 16 full without: %d %d, %d wrong [%s]",
+          slide, nope, wrong, list);
+    c = parse("\"model_type\": \"exaone4\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 8, "
+              "\"sliding_window\": 16, \"sliding_window_pattern\": \"LLLG\"");
+    CHECK(cfg_layer_window(&c, 2) == 16 && cfg_layer_window(&c, 3) == 0 && cfg_layer_window(&c, 7) == 0 &&
+          cfg_layer_rope(&c, 6) && !cfg_layer_rope(&c, 3) && !cfg_layer_rope(&c, 7), "exaone4: \"LLLG\" without layer_types");
+    c = parse("\"model_type\": \"exaone4\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 8, "
+              "\"sliding_window\": null, \"layer_types\": [\"full_attention\", \"full_attention\", \"full_attention\", "
+              "\"full_attention\", \"full_attention\", \"full_attention\", \"full_attention\", \"full_attention\"]");
+    int any = 0;
+    for (int L = 0; L < 8; L++) any += cfg_layer_window(&c, L) != 0 || !cfg_layer_rope(&c, L);
+    CHECK(any == 0 && !c.has_nope, "exaone4 1.2B (sliding_window null): every layer full and with RoPE (%d off)", any);
+}
+
+/* MiniMax-M2 as MiniMaxAI/MiniMax-M2's config.json declares it (its keys and values; attn_type_list
+ * written out, quantization_config left out): rotary_dim 64 of head_dim 128 (MiniMaxM2Config:
+ * partial_rotary_factor = rotary_dim / head_dim), q/k norms over the whole projection, 256 experts
+ * of intermediate_size on every layer named as Mixtral's plus block_sparse_moe.e_score_correction_bias,
+ * routed as DeepSeek-V3's sigmoid choice without groups, always renormalised. */
+static void test_minimax_m2(void) {
+    char at[512] = "", json[4096];
+    for (int L = 0; L < 62; L++) snprintf(at + strlen(at), sizeof at - strlen(at), "%s1", L ? ", " : "");
+    snprintf(json, sizeof json,
+             "{\"architectures\": [\"MiniMaxM2ForCausalLM\"], \"attn_type_list\": [%s], \"auto_map\": {\"AutoConfig\": "
+             "\"configuration_minimax_m2.MiniMaxM2Config\", \"AutoModelForCausalLM\": "
+             "\"modeling_minimax_m2.MiniMaxM2ForCausalLM\"}, \"head_dim\": 128, \"hidden_act\": \"silu\", "
+             "\"hidden_size\": 3072, \"intermediate_size\": 1536, \"max_position_embeddings\": 196608, "
+             "\"model_type\": \"minimax_m2\", \"mtp_transformer_layers\": 1, \"num_attention_heads\": 48, "
+             "\"num_experts_per_tok\": 8, \"num_hidden_layers\": 62, \"num_key_value_heads\": 8, "
+             "\"num_local_experts\": 256, \"num_mtp_modules\": 3, \"qk_norm_type\": \"per_layer\", "
+             "\"rms_norm_eps\": 1e-06, \"rope_theta\": 5000000, \"rotary_dim\": 64, \"scoring_func\": \"sigmoid\", "
+             "\"shared_intermediate_size\": 0, \"tie_word_embeddings\": false, \"transformers_version\": \"4.46.1\", "
+             "\"use_cache\": true, \"use_mtp\": true, \"use_qk_norm\": true, \"use_routing_bias\": true, "
+             "\"vocab_size\": 200064, \"torch_dtype\": \"bfloat16\"}", at);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "minimax_m2/config.json", &c));
+    const MoeSpec *m = &c.moe;
+    CHECK(c.family == FAM_MINIMAX_M2 && !strcmp(model_family_name(c.family), "minimax_m2") && c.qk_norm == QKN_PROJ &&
+          c.n_heads == 48 && c.n_kv_heads == 8 && c.qk_rope_dim == 64 && c.qk_nope_dim == 64 && c.rope_first &&
+          c.rope_spec.partial_factor == 0.5 && c.rope_spec.theta == 5e6 && c.norm_eps == 1e-6 && !c.qkv_bias,
+          "minimax_m2: 48/8 heads of 128, the first 64 dims rotate, q/k norms over the projection");
+    CHECK(c.mlp == MLP_MOE && m->n_experts == 256 && m->top_k == 8 && m->layout == MOE_MINIMAX &&
+          m->router == ROUTER_DS_V3 && m->norm_topk_prob && m->n_shared == 0 && m->n_group == 0 &&
+          m->routed_scaling == 1 && cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 61) && m->expert_ffn == 0 &&
+          c.intermediate == 1536, "minimax_m2: 256 experts of 1536 on every layer, top-8 sigmoid, renormalised");
+    char name[128];
+    CHECK(cfg_role_name(&c, ROLE_ROUTER_BIAS, 5, -1, NULL, name, sizeof name) &&
+          !strcmp(name, "model.layers.5.block_sparse_moe.e_score_correction_bias"), "minimax_m2: bias name %s", name);
+    CHECK(cfg_role_name(&c, ROLE_EXP_UP, 5, 7, "weight", name, sizeof name) &&
+          !strcmp(name, "model.layers.5.block_sparse_moe.experts.7.w3.weight"), "minimax_m2: expert name %s", name);
+    c = parse("\"model_type\": \"minimax_m2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"head_dim\": 32, \"rotary_dim\": 8, \"partial_rotary_factor\": 0.5");
+    CHECK(c.qk_rope_dim == 16, "minimax_m2: partial_rotary_factor wins over rotary_dim (%d rotary dims)", c.qk_rope_dim);
+}
+
+/* Ministral 3 as mistralai/Ministral-3-8B-Instruct-2512's text_config declares it (its keys and
+ * values, as a Ministral3ForCausalLM config): Mistral's layer, no window, everything of RoPE in
+ * rope_parameters (transformers 5) -- theta 1e6, YaRN x16 from 16384 whose attention factor is
+ * get_mscale(16, 1) / get_mscale(16, 1) = 1, and llama_4_scaling_beta 0.1 for q past 16384. */
+static void test_ministral3(void) {
+    const char *json =
+        "{\"architectures\": [\"Ministral3ForCausalLM\"], \"attention_dropout\": 0.0, \"head_dim\": 128, "
+        "\"hidden_act\": \"silu\", \"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 14336, "
+        "\"max_position_embeddings\": 262144, \"model_type\": \"ministral3\", \"num_attention_heads\": 32, "
+        "\"num_hidden_layers\": 34, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-05, \"rope_parameters\": "
+        "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 16.0, \"llama_4_scaling_beta\": 0.1, \"mscale\": 1.0, "
+        "\"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 16384, \"rope_theta\": 1000000.0, "
+        "\"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null, \"tie_word_embeddings\": false, "
+        "\"use_cache\": true, \"vocab_size\": 131072}";
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "ministral3/config.json", &c));
+    const RopeSpec *r = &c.rope_spec;
+    CHECK(c.family == FAM_MINISTRAL3 && !strcmp(model_family_name(c.family), "ministral3") && c.n_heads == 32 &&
+          c.n_kv_heads == 8 && c.qk_rope_dim == 128 && c.norm_eps == 1e-5 && !c.qkv_bias && c.qk_norm == QKN_NONE &&
+          cfg_layer_window(&c, 0) == 0 && c.rope_theta == 1e6 && r->theta == 1e6, "ministral3: Mistral's layer, theta 1e6");
+    CHECK(r->scaling.kind == RS_YARN && r->scaling.factor == 16 && r->scaling.orig_max_pos == 16384 &&
+          r->scaling.beta_fast == 32 && r->scaling.beta_slow == 1 && r->q_beta == 0.1 && r->q_floor == 16384,
+          "ministral3: YaRN x16 from 16384 and llama_4_scaling_beta 0.1 from rope_parameters");
+    CHECK_NEAR(rope_attention_factor(r), 1.0, 1e-15);
+    c = parse("\"model_type\": \"mistral\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"rope_theta\": 5000, "
+              "\"llama_4_scaling_beta\": 0.1, \"original_max_position_embeddings\": 64}");
+    CHECK(c.rope_spec.theta == 5000 && c.rope_spec.scaling.kind == RS_YARN && c.rope_spec.q_beta == 0,
+          "rope_parameters read for every family; the q scaling only where the row has it (Mistral: none)");
+}
+
 int main(void) {
     test_family_table();
     test_text_towers();
@@ -598,6 +750,10 @@ int main(void) {
     test_olmo3();
     test_glm4_moe();
     test_dsa_families();
+    test_mimo();
+    test_exaone4();
+    test_minimax_m2();
+    test_ministral3();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

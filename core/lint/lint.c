@@ -162,7 +162,7 @@ static void check_family(Lint *x) {
         add(x, LINT_WARNING, LT_ALL, 0, "model_type '%s' is not among the families lint knows (%zu of them: llama, "
             "qwen2, deepseek_v3, gpt2, ...): whether each engine loads it is not checked", r->model_type, known_families());
     if (fam) snprintf(r->hf_class, sizeof r->hf_class, "%s", fam->arch);
-    if (fam) snprintf(r->gguf_arch, sizeof r->gguf_arch, "%s", fam->llamacpp_arch);
+    if (fam && fam->llamacpp_arch) snprintf(r->gguf_arch, sizeof r->gguf_arch, "%s", fam->llamacpp_arch);
     if (fam && ~fam->engines & LT_ALL)
         add(x, LINT_ERROR, ~fam->engines & LT_ALL, 0, "model_type '%s' has no implementation in this engine",
             r->model_type);
@@ -573,7 +573,7 @@ static void expect_norm(Lint *x, tensor_role r, int L, const char *hidden_key) {
 /* The config key giving the experts' count of each MoE layout. */
 static const char *const EXPERT_KEY[MOE_LAYOUT_COUNT] = {
     [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts",
-    [MOE_GPT_OSS] = "num_local_experts"};
+    [MOE_GPT_OSS] = "num_local_experts", [MOE_MINIMAX] = "num_local_experts"};
 
 /* Every expert in one tensor of role r in layer L: [E, d0, d1]; stored in MXFP4 (gpt-oss as
  * released: <name>_blocks, <name>_scales) both are taken as read (the weight-format decoder checks them). */
@@ -672,7 +672,8 @@ static bool bare_embeddings(const Lint *x, char *buf, size_t cap) {
 }
 
 /* Tensors engines skip on purpose: rotary caches, GPT-2's and GPT-NeoX's attention-mask buffers,
- * DeepSeek's and GLM-4 MoE's multi-token-prediction layers past num_hidden_layers. */
+ * DeepSeek's and GLM-4 MoE's multi-token-prediction layers past num_hidden_layers, and those a
+ * family keeps apart (its row's mtp_layers: MiMo's model.mtp_layers.N.). */
 static bool skipped(const Lint *x, const char *name) {
     if (ends_with(name, "rotary_emb.inv_freq") || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))
         return true;
@@ -683,6 +684,11 @@ static bool skipped(const Lint *x, const char *name) {
     char layer[64];                                 /* "model.layers.%d." */
     snprintf(layer, sizeof layer, "%s%s", x->cfg.prefix, family_layer_pattern(x->cfg.names));
     const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(x->tree, "num_nextn_predict_layers");
+    const char *apart = cfg_row(&x->cfg)->mtp_layers;
+    size_t np = strlen(x->cfg.prefix);
+    if (apart && cJSON_IsNumber(mtp) && mtp->valuedouble > 0 && !strncmp(name, x->cfg.prefix, np) &&
+        !strncmp(name + np, apart, strlen(apart)))
+        return true;
     return cJSON_IsNumber(mtp) && mtp->valuedouble > 0 &&
            sscanf(name, layer, &L) == 1 && L >= x->cfg.n_layers;
 }

@@ -153,7 +153,7 @@ bool synth_family_planted(const char *family, bool qk, int layer, int head, doub
     ModelConfig c;
     if (!row || recipe_describe(row, &c) != AL_OK || layer < 0 || layer >= c.n_layers || head < 0 || head >= c.n_heads)
         return false;
-    bool whole = qk && nope_layer(&c, layer);
+    bool whole = qk && nope_layer(&c, layer) && c.qk_norm == QKN_NONE;   /* a q/k norm hides W_Q W_Kᵀ (EXAONE 4) */
     if (qk && !plants_qk(&c) && !whole) return false;
     int g = qk && !whole ? head : cfg_kv_group(&c, head);
     PairSpec p = whole ? fam_qk_nope(layer, g) : qk ? fam_qk(layer, head) : fam_vo(layer, g);

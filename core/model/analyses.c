@@ -79,6 +79,10 @@ static bool eval_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s: %s scaling multiplies the rotated dims only, and with partial rotary (%d of %d "
                        "dims) the evaluator cannot fold it into the softmax scale", name,
                        rope_scaling_name(&c->rope_spec.scaling), c->qk_rope_dim, cfg_d_qk(c));
+    if (c->rope_spec.q_beta != 0)                         /* Ministral 3 */
+        return why_set(why, cap, "%s: llama_4_scaling_beta %g scales q by 1 + beta ln(1 + floor(p / %g)) from position "
+                       "%g on, which the evaluator of converted and compared layers (and their exports) does not do",
+                       name, c->rope_spec.q_beta, c->rope_spec.q_floor, c->rope_spec.q_floor);
     return false;
 }
 

@@ -347,6 +347,8 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     if (cfg_row(c)->keys == KEYS_MLA)
         sp->layout = c->rope_interleave && !cfg_row(c)->mla_rope_half ? ROPE_INTERLEAVED : ROPE_HALF;
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
+    double rd = cfg_row(c)->rotary_dim_key ? jnum(r, root, "rotary_dim", 0) : 0;   /* MiniMax-M2 */
+    if (rd > 0 && c->qk_rope_dim > 0) pf = rd / c->qk_rope_dim;
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
         int hd = c->qk_rope_dim, rd = (int)((double)hd * sp->partial_factor);
@@ -356,10 +358,38 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     }
     sp->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
     sp->rotary_dim = sp->head_dim;
+    /* transformers 5 writes rope_parameters: rope_theta and the scaling in one object (Ministral 3) */
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (cJSON_IsObject(rp) && !cJSON_HasObjectItem(root, "rope_theta"))
+        c->rope_theta = jnum_in(r, rp, "rope_theta", c->rope_theta, NUM_POS);
+    if (!cJSON_IsObject(rs) && cJSON_IsObject(rp)) rs = rp;
     sp->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
     sp->local_theta = jnum(r, root, "rope_local_base_freq", cfg_row(c)->local_theta);
-    parse_rope_scaling(r, cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), c, &sp->scaling);
+    parse_rope_scaling(r, rs, c, &sp->scaling);
+    sp->q_beta = cfg_row(c)->llama4_scaling && cJSON_IsObject(rs) ? jnum(r, rs, "llama_4_scaling_beta", 0) : 0;
+    sp->q_floor = cJSON_IsObject(rs) ? jnum_in(r, rs, "original_max_position_embeddings", 0, NUM_NONNEG) : 0;
+    if (sp->q_floor <= 0) sp->q_beta = 0;
     parse_nope(r, root, c);
+}
+
+static bool layer_is_local(const ModelConfig *c, int layer);
+
+/* EXAONE 4's sliding_window_pattern as a string ("LLLG"): layer L slides when the pattern's
+ * character L mod its length is 'L' (what vLLM and llama.cpp read; transformers reads layer_types). */
+static void pattern_layers(ModelConfig *c, const char *p) {
+    size_t n = strlen(p);
+    if (!n) return;
+    c->has_layer_types = true;
+    for (int L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++) c->layer_sliding[L] = p[(size_t)L % n] == 'L';
+}
+
+/* A row's nope_on_global: with a sliding window, the layers without one apply no RoPE (EXAONE 4:
+ * `if self.sliding_window is None or self.is_sliding: apply_rotary_pos_emb`). */
+static void nope_on_global(ModelConfig *c) {
+    if (!cfg_row(c)->nope_on_global || c->sliding_window <= 0) return;
+    for (int L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++)
+        if (!layer_is_local(c, L)) c->layer_nope[L] = 1, c->has_nope = true;
 }
 
 /* Attention scale, soft-caps and sliding windows. */
@@ -384,7 +414,8 @@ static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     if (!on) c->sliding_window = 0;
     c->window_from = row->window_opt_in ? jint(r, root, "max_window_layers", 0) : 0;
     /* Gemma 2 alternates local and global layers; Gemma 3 has five local layers per global one */
-    c->window_pattern = jint(r, root, "sliding_window_pattern", row->window_pattern);
+    const cJSON *swp = cJSON_GetObjectItemCaseSensitive(root, "sliding_window_pattern");
+    c->window_pattern = cJSON_IsString(swp) ? 0 : jint(r, root, "sliding_window_pattern", row->window_pattern);
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types"), *e;
     int L = 0;
     c->has_layer_types = cJSON_IsArray(lt);
@@ -392,6 +423,8 @@ static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
         if (L < CFG_MAX_LAYERS) c->layer_sliding[L] = cJSON_IsString(e) && strstr(e->valuestring, "sliding") != NULL;
         L++;
     }
+    if (!c->has_layer_types && cJSON_IsString(swp)) pattern_layers(c, swp->valuestring);
+    nope_on_global(c);
 }
 
 /* Norms, activation, MLP and MoE routing. */

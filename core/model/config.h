@@ -52,7 +52,9 @@ typedef struct {
     double partial_factor;        /* partial_rotary_factor / rotary_pct (1: full) */
     double theta;                 /* rope_theta */
     double local_theta;           /* rope_local_base_freq of local (sliding) layers; 0: theta everywhere */
-    RopeScaling scaling;
+    RopeScaling scaling;          /* rope_scaling, else the rope_parameters of newer configs */
+    double q_beta, q_floor;       /* Ministral 3's llama_4_scaling_beta: q at position p times
+                                     1 + q_beta ln(1 + floor(p / q_floor)) (q_beta 0: none) */
 } RopeSpec;
 
 typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN } act_kind;

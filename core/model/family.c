@@ -48,6 +48,10 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
     [MOE_MIXTRAL] = {[ROLE_ROUTER] = N("block_sparse_moe.gate"), [ROLE_EXP_GATE] = N("block_sparse_moe.experts.%d.w1"),
                      [ROLE_EXP_UP] = N("block_sparse_moe.experts.%d.w3"),
                      [ROLE_EXP_DOWN] = N("block_sparse_moe.experts.%d.w2")},
+    [MOE_MINIMAX] = {[ROLE_ROUTER] = N("block_sparse_moe.gate"),
+                     [ROLE_ROUTER_BIAS] = OPT("block_sparse_moe.e_score_correction_bias"),
+                     [ROLE_EXP_GATE] = N("block_sparse_moe.experts.%d.w1"), [ROLE_EXP_UP] = N("block_sparse_moe.experts.%d.w3"),
+                     [ROLE_EXP_DOWN] = N("block_sparse_moe.experts.%d.w2")},
     [MOE_QWEN] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXP_GATE] = N("mlp.experts.%d.gate_proj"),
                   [ROLE_EXP_UP] = N("mlp.experts.%d.up_proj"), [ROLE_EXP_DOWN] = N("mlp.experts.%d.down_proj")},
     [MOE_DEEPSEEK] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_ROUTER_BIAS] = OPT("mlp.gate.e_score_correction_bias"),
@@ -341,6 +345,62 @@ const FamilyRow FAMILY[] = {
                   "\"output_router_logits\": false, \"router_aux_loss_coef\": 0.02, \"rope_theta\": 1000000, "
                   "\"sliding_window\": " SW},
         .engines = ENGINES_ALL, .llamacpp_arch = "llama"},
+    /* XiaomiMiMo/MiMo-7B-Base / -RL's config.json: Qwen2's layer (q/k/v biases, attention_bias true),
+       rope_theta 640000, rms_norm_eps 1e-5, no window (use_sliding_window false), and
+       num_nextn_predict_layers 1: model.mtp_layers.0.* (its own modeling_mimo.py, auto_map) only
+       drafts tokens for speculative decoding, and the causal LM's logits never read it */
+    [FAM_MIMO] = {
+        "mimo", "MiMoForCausalLM", "mimo", "MiMo (Qwen2's layer; its multi-token-prediction layers are skipped)",
+        LLAMA_LIKE, .qkv_bias_always = true, .window_opt_in = true, .mtp_layers = "mtp_layers.", .gguf_arch = "qwen2",
+        .synth = {128, 4, 2, 3, 256, 256, false,
+                  "\"attention_bias\": true, \"hidden_act\": \"silu\", \"max_window_layers\": 3, "
+                  "\"num_nextn_predict_layers\": 1, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
+                  "\"rope_theta\": 640000, \"sliding_window\": 32768, \"use_sliding_window\": false"},
+        .engines = ENGINE_HF | ENGINE_VLLM | ENGINE_SGLANG},   /* HF: auto_map; llama.cpp: MiMo-V2 only */
+    /* LGAI-EXAONE/EXAONE-4.0-32B's config.json: layer_types 3 sliding (window 4096) : 1 full, also
+       as sliding_window_pattern "LLLG"; no RoPE on the full layers (only with a window: the 1.2B, with
+       sliding_window null, rotates every layer); q_norm / k_norm per head after the projections;
+       norms after attention and MLP only (OLMo 2's block); llama3 rope_scaling x16 from 8192, theta 1e6 */
+    [FAM_EXAONE4] = {
+        "exaone4", "Exaone4ForCausalLM", "exaone4", "EXAONE 4.0 (3 sliding : 1 global layers without RoPE, q/k norms, "
+        "post-norms)", LLAMA_LIKE, .block = BLOCK_POST, .norms = NORMS_POST, .qk_norm = QKN_HEAD, .eps = 1e-5,
+        .windowed = true, .window_pattern = 4, .nope_on_global = true,
+        .synth = {128, 4, 2, 4, 256, 256, false,
+                  GQA_KEYS("silu", "1e-05") ", \"head_dim\": 32, \"layer_types\": [\"sliding_attention\", "
+                  "\"sliding_attention\", \"sliding_attention\", \"full_attention\"], \"pad_token_id\": 0, "
+                  "\"rope_scaling\": {\"factor\": 16.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+                  "\"original_max_position_embeddings\": 64, \"rope_type\": \"llama3\"}, \"rope_theta\": 1000000, "
+                  "\"sliding_window\": " SW ", \"sliding_window_pattern\": \"LLLG\""},
+        .engines = ENGINES_ALL, .llamacpp_arch = "exaone4"},
+    /* MiniMaxAI/MiniMax-M2's config.json: 48 / 8 heads of 128, rotary_dim 64 (rotate_half on the first
+       64 dims), q_norm / k_norm over the whole projection (qk_norm_type per_layer), every layer 256
+       experts w1 / w3 / w2 of intermediate_size, top-8 by sigmoid + e_score_correction_bias, weights
+       the unbiased sigmoids renormalised (MiniMaxM2TopKRouter); no shared expert; theta 5e6 */
+    [FAM_MINIMAX_M2] = {
+        "minimax_m2", "MiniMaxM2ForCausalLM", "minimax_m2", "MiniMax-M2 (q/k norms over the projection, rotary_dim; "
+        "sigmoid-routed experts)", LLAMA_LIKE, .moe = MOE_MINIMAX, .qk_norm = QKN_PROJ, .rotary_dim_key = true,
+        .router = ROUTER_DS_V3, .router_norm_topk = true,
+        .synth = {128, 4, 2, 3, 256, 64, false,
+                  "\"attn_type_list\": [1, 1, 1], \"head_dim\": 32, \"hidden_act\": \"silu\", "
+                  "\"mtp_transformer_layers\": 1, \"num_experts_per_tok\": 2, "
+                  "\"num_local_experts\": 8, \"num_mtp_modules\": 3, \"qk_norm_type\": \"per_layer\", "
+                  "\"rms_norm_eps\": 1e-06, \"rope_theta\": 5000000, \"rotary_dim\": 16, \"scoring_func\": \"sigmoid\", "
+                  "\"shared_intermediate_size\": 0, \"use_mtp\": true, \"use_qk_norm\": true, \"use_routing_bias\": true"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "minimax-m2"},
+    /* mistralai/Ministral-3-8B-Instruct-2512's text_config (the text tower of its
+       Mistral3ForConditionalGeneration; Ministral3ForCausalLM alone): Mistral's layer, head_dim 128, no
+       window (sliding_window null), rope_parameters YaRN x16 from 16384 with mscale = mscale_all_dim = 1
+       (attention factor 1), theta 1e6, llama_4_scaling_beta 0.1; the recipe shrinks the original
+       context to 8 (factor 64 of 512 positions) so that tests over 24 tokens see q scaled */
+    [FAM_MINISTRAL3] = {
+        "ministral3", "Ministral3ForCausalLM", "ministral3", "Ministral 3 (Mistral's layer; YaRN, q scaled past the "
+        "original context)", LLAMA_LIKE, .eps = 1e-5, .windowed = true, .llama4_scaling = true,
+        .synth = {128, 4, 2, 3, 256, 256, false,
+                  "\"head_dim\": 32, \"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-05, \"rope_parameters\": "
+                  "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 64.0, \"llama_4_scaling_beta\": 0.1, "
+                  "\"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
+                  "\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null"},
+        .engines = ENGINE_HF | ENGINE_VLLM},   /* vLLM: Ministral3ForCausalLM as MistralForCausalLM */
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",

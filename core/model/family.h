@@ -23,6 +23,10 @@ typedef enum {
     FAM_LLAMA, FAM_MISTRAL,              /* GQA, RoPE rotate_half (Mistral: a sliding window) */
     FAM_SMOLLM3,                         /* Llama's block with no RoPE on every fourth layer (no_rope_layers) */
     FAM_MIXTRAL,                         /* Mistral attention, top-k of experts w1/w2/w3 */
+    FAM_MIMO,                            /* issue 27: MiMo (Qwen2's layer, MTP layers skipped) */
+    FAM_EXAONE4,                         /* OLMo 2's post-norms, per-head q/k norms, 3 sliding : 1 NoPE global */
+    FAM_MINIMAX_M2,                      /* q/k norms over the projection, rotary_dim; sigmoid-routed w1/w2/w3 experts */
+    FAM_MINISTRAL3,                      /* Mistral's layer, YaRN in rope_parameters, q scaled past the original context */
     FAM_QWEN2,                           /* q/k/v biases */
     FAM_QWEN3, FAM_QWEN3_MOE,            /* explicit head_dim, per-head q_norm / k_norm (+ routed experts) */
     FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
@@ -100,6 +104,7 @@ typedef enum {
     MOE_GPT_OSS,        /* mlp.router (+ bias), every expert in one tensor: mlp.experts.gate_up_proj (E, D, 2I) used as
                            x @ W with gate / up in interleaved columns (2i, 2i + 1), mlp.experts.down_proj (E, I, D),
                            and their _bias (E, 2I), (E, D) (gpt-oss; dequantized names of its MXFP4 experts) */
+    MOE_MINIMAX,        /* Mixtral's block_sparse_moe.* + block_sparse_moe.e_score_correction_bias (MiniMax-M2) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -210,6 +215,14 @@ typedef struct {
                                      applies no RoPE (SmolLM3: 4); 0: the family has no NoPE layers and reads
                                      neither key */
     bool window_on_nope;          /* without layer_types, the sliding layers are the NoPE layers (SmolLM3) */
+    bool nope_on_global;          /* with a sliding window, the layers without one apply no RoPE (EXAONE 4) */
+    bool llama4_scaling;          /* rope_parameters' llama_4_scaling_beta scales q at position p by
+                                     1 + beta ln(1 + floor(p / original_max_position_embeddings)) (Ministral 3) */
+    bool rotary_dim_key;          /* config.json's rotary_dim gives the rotated dims of a head, unless
+                                     partial_rotary_factor is given (MiniMax-M2: 64 of 128) */
+    const char *mtp_layers;       /* where multi-token-prediction layers live under the model's prefix, which
+                                     attnlab and lint skip ("mtp_layers.": MiMo; NULL: none, or DeepSeek's
+                                     past num_hidden_layers under layers.) */
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
     bool sinks;                   /* a learned logit per head joins each softmax row unscaled, its weight
                                      dropped: self_attn.sinks (H) (gpt-oss) */

@@ -747,6 +747,17 @@ static void rope_apply(const Forward *f, int L, float *x, size_t T, size_t ld, s
     }
 }
 
+/* Ministral 3's llama_4_scaling_beta: q (T rows at positions pos.., stride ld, heads of dqk) times
+ * 1 + beta ln(1 + floor(p / original_max_position_embeddings)) -- 1 before that position. */
+static void q_pos_scale(const Forward *f, float *q, size_t T, size_t ld, size_t heads) {
+    const RopeSpec *r = &f->c->rope_spec;
+    if (r->q_beta == 0) return;
+    for (size_t t = 0; t < T; t++) {
+        float s = (float)(1.0 + r->q_beta * log(1.0 + floor((double)(f->pos + t) / r->q_floor)));
+        for (size_t j = 0; s != 1.0f && j < heads * f->dqk; j++) q[t * ld + j] *= s;
+    }
+}
+
 /* q_norm / k_norm w on x (T rows, stride ld, heads of dqk): per head (QKN_HEAD) or over the whole
  * projection (QKN_PROJ); RMSNorm, (1 + w) where the model's norms are. */
 static void qk_norm(const Forward *f, const Mat *w, float *x, size_t T, size_t ld, size_t heads) {
@@ -1064,6 +1075,7 @@ static int attention(Forward *f, int L, size_t T) {
         rope_apply(f, L, p.q, T, p.ldq, H);
         rope_apply(f, L, p.k, T, p.ldk, G);
     }
+    q_pos_scale(f, p.q, T, p.ldq, H);
     if ((rc = hook(f, FWD_Q_ROPE, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K_ROPE, L, p.k, T, G, dqk, p.ldk)))
         return rc;
     for (size_t t = 0; t < T; t++) {
