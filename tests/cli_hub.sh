@@ -1,0 +1,108 @@
+#!/bin/bash
+# cli_hub.sh -- models straight from the Hub, against tests/hub_server.py on 127.0.0.1 serving a
+# synthetic MLA checkpoint (demo-r1's files, FP8, three shards): `load org/name` fetches config,
+# index and shard headers; `ranks vo all` fetches only kv_b_proj and o_proj (+ their scales) and
+# gives the local load's numbers; the HF cache holds only whole sha256-verified blobs; offline
+# works from the cache; gated (401) and missing (404) repos give clean errors; the token never
+# reaches the redirect's other host; injected 503s and a cut connection are retried and resumed.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-hub
+command -v python3 >/dev/null || { echo "no python3: skipped"; exit 77; }
+
+SRC=$("$ATTNLAB" -e "load demo-r1; info" 2>&1 | sed -n 's/^path  *//p')
+[ -d "$SRC" ] || { echo "FAIL: demo-r1 has no folder [$SRC]"; exit 1; }
+mkdir -p "$T/root/acme/r1" "$T/root/acme/gated"
+cp "$SRC"/* "$T/root/acme/r1/"
+cp "$SRC"/* "$T/root/acme/gated/"
+python3 "$ATTNLAB_SRC/tests/hub_server.py" --root "$T/root" --port-file "$T/port" --gated acme/gated \
+    --token hf_secret_test_token >"$T/server.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null' EXIT
+for _ in $(seq 50); do [ -s "$T/port" ] && break; sleep 0.1; done
+PORT=$(cat "$T/port")
+export HF_ENDPOINT=http://127.0.0.1:$PORT HF_HUB_CACHE=$T/hf HF_HOME=$T/hfhome
+unset HF_TOKEN HF_HUB_OFFLINE HF_TOKEN_PATH
+stat_of() { curl -s "$HF_ENDPOINT/_stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+ctl() { curl -s "$HF_ENDPOINT/$1" >/dev/null; }
+# the bytes of the tensors matching $1 (regex) and of every shard's header, and of the whole files
+sizes() {
+    python3 - "$T/root/acme/r1" "$1" <<'EOF'
+import glob, json, os, re, struct, sys
+d, pat = sys.argv[1], re.compile(sys.argv[2])
+t = h = 0
+for p in glob.glob(d + "/*.safetensors"):
+    with open(p, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hd = json.loads(f.read(n))
+    h += 8 + n
+    t += sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in hd.items() if k != "__metadata__" and pat.search(k))
+w = sum(os.path.getsize(p) for p in glob.glob(d + "/*.json"))
+print(t, h, w)
+EOF
+}
+
+# ---- the local load: the reference numbers
+"$ATTNLAB" -e "load $T/root/acme/r1; ranks vo all" 2>&1 | tail -n +2 >"$T/local.txt"
+ok "local ranks vo" grep -q "VO effective ranks" "$T/local.txt"
+
+# ---- (1)+(2) load org/name from the Hub; ranks vo all fetches only what it reads
+out=$("$ATTNLAB" -e "load acme/r1; ranks vo all" 2>&1)
+echo "$out" | tail -n +2 >"$T/remote.txt"
+ok "streamed load: $(head -c 300 <<<"$out")" has "$out" "^loaded r1: deepseek, 6 layers"
+ok "streamed ranks vo all equal the local load's" cmp -s "$T/local.txt" "$T/remote.txt"
+read -r tb hb wb <<<"$(sizes '(kv_b_proj|o_proj)\.weight')"
+served=$(stat_of store_bytes)
+limit=$(python3 -c "print(int(1.3 * $tb) + $hb + $wb)")
+echo "served $served bytes; kv_b_proj+o_proj $tb, headers $hb, whole files $wb, limit $limit"
+ok "fetched at most 1.3x the tensors read plus headers ($served <= $limit)" test "$served" -le "$limit"
+ok "fetched the tensors read ($served >= $tb + $hb)" test "$served" -ge $((tb + hb))
+read -r all _ _ <<<"$(sizes '.')"
+ok "fetched well under the whole model ($served < $all / 2)" test "$served" -lt $((all / 2))
+
+# the HF cache: whole blobs named by their sha256, snapshot links to them, refs/main; no shard
+blobs=$(ls "$T/hf/models--acme--r1/blobs")
+bad=0
+for b in $blobs; do [ "$(sha256sum "$T/hf/models--acme--r1/blobs/$b" | cut -c1-64)" = "$b" ] || bad=1; done
+ok "HF blobs are whole and sha256-named ($(wc -w <<<"$blobs"))" test "$bad" = 0 -a "$(wc -w <<<"$blobs")" = 2
+commit=$(cat "$T/hf/models--acme--r1/refs/main")
+ok "refs/main = the commit" test "$commit" = "$(python3 -c "import hashlib; print(hashlib.sha1(b'acme/r1').hexdigest())")"
+ok "snapshot config.json links to its blob" cmp -s "$T/hf/models--acme--r1/snapshots/$commit/config.json" "$SRC/config.json"
+ok "no shard in the HF cache" test -z "$(find "$T/hf" -name '*.safetensors')"
+
+# ---- offline: the cache answers; what it lacks is a clear error
+api=$(stat_of api_requests)
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1; ranks vo all" 2>&1)
+ok "offline ranks vo all equal" cmp -s "$T/local.txt" <(echo "$out" | tail -n +2)
+ok "offline asks nothing" test "$(stat_of api_requests)" = "$api"
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1; ranks qk all" 2>&1)
+ok "offline, bytes not held: $(head -c 300 <<<"$out")" has "$out" "not in attnlab's cache and HF_HUB_OFFLINE is set"
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/other" 2>&1)
+ok "offline, model not cached" has "$out" "HF_HUB_OFFLINE is set and neither"
+
+# ---- gated and missing repos; the token goes to the endpoint only
+out=$("$ATTNLAB" -e "load acme/gated" 2>&1)
+ok "gated without a token: $(head -c 300 <<<"$out")" has "$out" "HTTP 401 .*gated or private.*set HF_TOKEN"
+out=$(HF_TOKEN=hf_wrong_token "$ATTNLAB" -e "load acme/gated" 2>&1)
+ok "gated, wrong token: no access" has "$out" "has no access to it"
+ok "the token is never printed" hasnt "$out" "hf_wrong_token"
+mkdir -p "$T/hfhome" && echo hf_secret_test_token >"$T/hfhome/token"
+ctl _reset
+out=$("$ATTNLAB" -e "load acme/gated; ranks vo all" 2>&1)
+ok "gated with the token file: $(head -c 300 <<<"$out")" cmp -s <(tail -n +2 "$T/local.txt") <(echo "$out" | tail -n +3)
+ok "the token never reaches the byte store's host" test "$(stat_of auth_on_store)" = 0 -a "$(stat_of store_requests)" -gt 0
+rm "$T/hfhome/token"
+out=$("$ATTNLAB" -e "load acme/nope" 2>&1)
+ok "missing repo: $(head -c 300 <<<"$out")" has "$out" "model 'acme/nope' (revision main): not found on .*HTTP 404"
+out=$("$ATTNLAB" -e "load acme/r1@v9" 2>&1)
+ok "missing revision" has "$out" "model 'acme/r1' (revision v9): not found"
+
+# ---- faults: two injected 503s and a cut connection, retried and resumed (a fresh cache)
+export ATTNLAB_CACHE=$T/cache2 HF_HUB_CACHE=$T/hf2
+ctl _reset
+ctl "_control?fail=2&status=503"
+ctl "_control?cut=3"
+out=$("$ATTNLAB" -e "load acme/r1; ranks vo all" 2>&1)
+ok "503s and cuts: the same numbers $(head -c 300 <<<"$out")" cmp -s "$T/local.txt" <(echo "$out" | tail -n +2)
+ok "the 5 faults were all met ($(stat_of injected))" test "$(stat_of injected)" = 5
+cli_done
