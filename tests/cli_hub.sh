@@ -97,6 +97,27 @@ ok "missing repo: $(head -c 300 <<<"$out")" has "$out" "model 'acme/nope' (revis
 out=$("$ATTNLAB" -e "load acme/r1@v9" 2>&1)
 ok "missing revision" has "$out" "model 'acme/r1' (revision v9): not found"
 
+# ---- info says how much is local; the progress line on a terminal names the tensor, in bytes
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1; info" 2>&1)
+held=$((hb + tb))
+ok "info: hub_local $(grep hub_local <<<"$out")" has "$out" "^hub_local  *$held of $(cat "$T"/root/acme/r1/*.safetensors | wc -c) bytes ([0-9.]*%); the rest is fetched"
+out=$(ATTNLAB_CACHE=$T/cache3 HF_HUB_CACHE=$T/hf3 script -qec "$ATTNLAB -e 'load acme/r1; ranks vo all'" /dev/null 2>&1)
+ok "progress line: $(grep -ao 'fetching[^\r]*' <<<"$out" | head -1)" has "$out" "fetching model.layers.[0-9].self_attn.o_proj.weight: [0-9.]* [kM]\?B of [0-9.]* [kM]\?B  "
+
+# ---- two processes fetching the same model into one cache
+export ATTNLAB_CACHE=$T/cache4 HF_HUB_CACHE=$T/hf4
+"$ATTNLAB" -e "load acme/r1; ranks vo all" >"$T/p1.txt" 2>&1 &
+"$ATTNLAB" -e "load acme/r1; ranks vo all" >"$T/p2.txt" 2>&1
+wait $!
+ok "two processes at once: both right" cmp -s <(tail -n +2 "$T/p1.txt") <(tail -n +2 "$T/p2.txt")
+ok "two processes at once: the numbers" cmp -s "$T/local.txt" <(tail -n +2 "$T/p2.txt")
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1; ranks vo all" 2>&1)
+ok "two processes at once: the cache they left" cmp -s "$T/local.txt" <(echo "$out" | tail -n +2)
+
+# ---- a dead endpoint: retried, then a clear error
+out=$(ATTNLAB_CACHE=$T/cache5 HF_HUB_CACHE=$T/hf5 HF_ENDPOINT=http://127.0.0.1:1 timeout 60 "$ATTNLAB" -e "load acme/r1" 2>&1)
+ok "dead endpoint: $(head -c 300 <<<"$out")" has "$out" "the Hub: model 'acme/r1' (revision main): http://127.0.0.1:1: .*after 6 tries"
+
 # ---- faults: two injected 503s and a cut connection, retried and resumed (a fresh cache)
 export ATTNLAB_CACHE=$T/cache2 HF_HUB_CACHE=$T/hf2
 ctl _reset

@@ -21,6 +21,7 @@
 #define HUB_MAX_WHOLE ((size_t)AL_CAP_TOKENIZER)  /* the largest file fetched whole into memory */
 #define HUB_MAX_HEADER (100u << 20)              /* a shard's JSON header */
 #define HUB_TRIES 6
+#define HUB_DEADLINE_S 60                        /* no new try after this long on one transfer */
 
 static atomic_uint_fast64_t fetched_total;
 
@@ -264,7 +265,11 @@ static int http_get(const HubEnv *env, const char *url, long long r0, long long 
     long status = 0;
     CURLcode rc = CURLE_OK;
     h->linked_size = h->range_total = -1;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int attempt = 0; attempt < HUB_TRIES; attempt++) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (attempt && now.tv_sec - t0.tv_sec > HUB_DEADLINE_S) break;    /* a dead endpoint: give up */
         if (attempt) {
             struct timespec ts = {0, (long)(100000000L << (attempt < 4 ? attempt : 4))};   /* 0.2 s .. 1.6 s */
             nanosleep(&ts, NULL);
@@ -405,6 +410,19 @@ static bool listed(const cJSON *siblings, const char *file) {
 
 /* ================================================================ shards */
 
+/* Records [b, e) of the shard file at path as held: one line appended to "<path>.ranges" (O_APPEND:
+ * lines of two processes do not mix). */
+static int ranges_append(const char *path, uint64_t b, uint64_t e) {
+    char *rp = al_asprintf("%s.ranges", path);
+    int rf = rp ? open(rp, O_WRONLY | O_APPEND | O_CREAT, 0644) : -1;
+    char line[64];
+    int ln = snprintf(line, sizeof line, "%llu %llu\n", (unsigned long long)b, (unsigned long long)e);
+    int rc = rf >= 0 && write(rf, line, (size_t)ln) == ln ? AL_OK : al_err("%s: cannot write: %s", rp ? rp : path, strerror(errno));
+    if (rf >= 0) close(rf);
+    free(rp);
+    return rc;
+}
+
 /* Fetches a shard's header into a sparse file of the shard's size (own_snap/<name>), records the
  * header's range as held, and appends the shard's line to the description *desc. */
 static int fetch_shard_header(HubCtx *c, const char *name, char **desc) {
@@ -429,15 +447,15 @@ static int fetch_shard_header(HubCtx *c, const char *name, char **desc) {
     HubHeaders h2 = {0};
     if (rc == AL_OK) rc = http_get(&c->env, url, 8, 8 + (long long)hl - 1, &body, &h2, what);
     if (fd >= 0 && close(fd) != 0 && rc == AL_OK) rc = al_err("%s: cannot write: %s", tmp, strerror(errno));
-    char *ranges = rc == AL_OK ? al_asprintf("0 %llu\n", (unsigned long long)(8 + hl)) : NULL;
-    char *rpath = ranges ? al_asprintf("%s.ranges", path) : NULL;
-    if (rpath && (write_atomic(rpath, ranges, strlen(ranges)) != AL_OK || rename(tmp, path) != 0)) rc = AL_ERR;
+    /* link(2), not rename: a shard file another process made (and may have mapped) stays */
+    if (rc == AL_OK && link(tmp, path) != 0 && errno != EEXIST) rc = al_err("%s: cannot create: %s", path, strerror(errno));
+    if (rc == AL_OK) rc = ranges_append(path, 0, 8 + hl);
     const char *etag = *h.linked_etag ? h.linked_etag : h.etag;
     char *line = rc == AL_OK ? al_asprintf("%sshard %s %llu %llu %s\n", *desc, name, (unsigned long long)size,
                                            (unsigned long long)(8 + hl), *etag ? etag : "-") : NULL;
     if (line) { free(*desc); *desc = line; }
-    if (rc != AL_OK) unlink(tmp);
-    free(url); free(what); free(path); free(tmp); free(ranges); free(rpath);
+    unlink(tmp);
+    free(url); free(what); free(path); free(tmp);
     return rc;
 }
 
@@ -649,7 +667,7 @@ static int fetch_range(HubRemote *h, HubShard *s, uint64_t b, uint64_t e, const 
         return al_err("%s: %s's bytes %llu..%llu are not in attnlab's cache and HF_HUB_OFFLINE is set", what, s->name,
                       (unsigned long long)b, (unsigned long long)e);
     char *url = al_asprintf("%s/%s/resolve/%s/%s", h->env.endpoint, h->repo, h->commit, s->name);
-    char *label = al_asprintf("fetching %s (bytes)", what);
+    char *label = al_asprintf("fetching %s", what);       /* progress.c draws "fetching" lines in bytes */
     int fd = open(s->path, O_WRONLY);
     int rc = url && label ? AL_OK : AL_ERR;
     if (rc == AL_OK && fd < 0) rc = al_err("%s: cannot open: %s", s->path, strerror(errno));
@@ -660,14 +678,10 @@ static int fetch_range(HubRemote *h, HubShard *s, uint64_t b, uint64_t e, const 
                                                         (unsigned long long)sk.written, (unsigned long long)(e - b));
     if (rc == AL_OK && fdatasync(fd) != 0) rc = al_err("%s: cannot write: %s", s->path, strerror(errno));
     if (fd >= 0) close(fd);
-    char *rp = rc == AL_OK ? al_asprintf("%s.ranges", s->path) : NULL;
-    int rf = rp ? open(rp, O_WRONLY | O_APPEND | O_CREAT, 0644) : -1;
-    char line[64];
-    int ln = snprintf(line, sizeof line, "%llu %llu\n", (unsigned long long)b, (unsigned long long)e);
-    if (rc == AL_OK && (rf < 0 || write(rf, line, (size_t)ln) != ln)) rc = al_err("%s.ranges: cannot write", s->path);
-    if (rf >= 0) close(rf);
+    if (label) al_progress(label, (size_t)(e - b), (size_t)(e - b));      /* ends the line */
+    if (rc == AL_OK) rc = ranges_append(s->path, b, e);
     if (rc == AL_OK) rc = ranges_add(s, b, e);
-    free(rp); free(url); free(label);
+    free(url); free(label);
     return rc;
 }
 

@@ -293,6 +293,6 @@ int resolve_model(const char *name, char **path_out) {
                    name, home ? home : "$ATTNLAB_HOME");
         free(home);
     }
-    return al_err("model '%.200s' not found. Looked at: %s. Download it with huggingface-cli on a machine with network, "
-                  "set HF_HOME, or give a path", name, looked);
+    return al_err("model '%.200s' not found. Looked at: %s. Check the name and the network (HF_ENDPOINT, HF_TOKEN), "
+                  "set HF_HOME to a cache that holds it, or give a path", name, looked);
 }

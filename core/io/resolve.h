@@ -7,6 +7,8 @@
  * ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub:
  * models--org--name/snapshots/<rev>/: the one refs/main names -- a plain revision name, never a
  * path; anything else is an error -- else the newest snapshot with a config.json).
+ * When that snapshot lacks weights (or none is there) and attnlab streams the repo, or there is
+ * no snapshot: org/name[@revision] from the Hub (hub.h), streamed. A snapshot with weights wins.
  * Demo names (demo-r1, demo-llama, demo-gpt2) are handled by the shell, not here. */
 #ifndef AL_RESOLVE_H
 #define AL_RESOLVE_H
