@@ -571,7 +571,8 @@ typedef struct {
 } HubShard;
 
 struct HubRemote {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;          /* the shards' range lists */
+    pthread_mutex_t fetch_mu;    /* one transfer at a time; a reader of held bytes never waits on it */
     HubEnv env;
     char *repo, *commit, *dir;
     HubShard *shards;
@@ -638,7 +639,7 @@ HubRemote *hub_remote_for_dir(const char *dir) {
     if (!text) { al_err_clear(); return NULL; }
     HubRemote *h = calloc(1, sizeof *h);
     bool ok = h != NULL;
-    if (ok) { pthread_mutex_init(&h->mu, NULL); env_load(&h->env); h->dir = strdup(dir); }
+    if (ok) { pthread_mutex_init(&h->mu, NULL); pthread_mutex_init(&h->fetch_mu, NULL); env_load(&h->env); h->dir = strdup(dir); }
     for (char *line = text, *next; ok && line && *line; line = next) {
         next = line + strcspn(line, "\n");
         if (*next) *next++ = 0;
@@ -658,6 +659,7 @@ void hub_remote_free(HubRemote *h) {
     free(h->shards); free(h->repo); free(h->commit); free(h->dir);
     env_free(&h->env);
     pthread_mutex_destroy(&h->mu);
+    pthread_mutex_destroy(&h->fetch_mu);
     free(h);
 }
 
@@ -680,7 +682,9 @@ static int fetch_range(HubRemote *h, HubShard *s, uint64_t b, uint64_t e, const 
     if (fd >= 0) close(fd);
     if (label) al_progress(label, (size_t)(e - b), (size_t)(e - b));      /* ends the line */
     if (rc == AL_OK) rc = ranges_append(s->path, b, e);
+    pthread_mutex_lock(&h->mu);
     if (rc == AL_OK) rc = ranges_add(s, b, e);
+    pthread_mutex_unlock(&h->mu);
     free(url); free(label);
     return rc;
 }
@@ -707,12 +711,24 @@ int hub_remote_ensure(HubRemote *h, const char *shard, uint64_t begin, uint64_t 
     begin += s->data_off;
     end += s->data_off;
     if (end > s->size) return al_err("%s: bytes beyond %s's end", what, s->name);
-    pthread_mutex_lock(&h->mu);
-    int rc = AL_OK;
     uint64_t gb, ge;
-    if (first_gap(s, begin, end, &gb, &ge)) ranges_load(s);     /* another process may have fetched it */
-    while (rc == AL_OK && first_gap(s, begin, end, &gb, &ge)) rc = fetch_range(h, s, gb, ge, what);
+    pthread_mutex_lock(&h->mu);
+    bool gap = first_gap(s, begin, end, &gb, &ge);
     pthread_mutex_unlock(&h->mu);
+    if (!gap) return AL_OK;
+    pthread_mutex_lock(&h->fetch_mu);
+    pthread_mutex_lock(&h->mu);
+    ranges_load(s);                                   /* another process may have fetched it */
+    gap = first_gap(s, begin, end, &gb, &ge);
+    pthread_mutex_unlock(&h->mu);
+    int rc = AL_OK;
+    while (rc == AL_OK && gap) {
+        rc = fetch_range(h, s, gb, ge, what);
+        pthread_mutex_lock(&h->mu);
+        gap = first_gap(s, begin, end, &gb, &ge);
+        pthread_mutex_unlock(&h->mu);
+    }
+    pthread_mutex_unlock(&h->fetch_mu);
     return rc;
 }
 
