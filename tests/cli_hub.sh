@@ -118,6 +118,17 @@ ok "two processes at once: the cache they left" cmp -s "$T/local.txt" <(echo "$o
 out=$(ATTNLAB_CACHE=$T/cache5 HF_HUB_CACHE=$T/hf5 HF_ENDPOINT=http://127.0.0.1:1 timeout 60 "$ATTNLAB" -e "load acme/r1" 2>&1)
 ok "dead endpoint: $(head -c 300 <<<"$out")" has "$out" "the Hub: model 'acme/r1' (revision main): http://127.0.0.1:1: .*after 6 tries"
 
+# ---- a shard fetched whole is verified and put into the HF layout (a GGUF export reads every tensor)
+export ATTNLAB_CACHE=$T/cache6 HF_HUB_CACHE=$T/hf6
+out=$("$ATTNLAB" -e "load acme/r1; ranks vo all; export $T/all.gguf; info" 2>&1)
+ok "whole model read: $(grep hub_local <<<"$out")" has "$out" "^hub_local  *\([0-9]*\) of \1 bytes (100.0%)"
+blobs=$(ls "$T/hf6/models--acme--r1/blobs")
+bad=0
+for b in $blobs; do [ "$(sha256sum "$T/hf6/models--acme--r1/blobs/$b" | cut -c1-64)" = "$b" ] || bad=1; done
+ok "HF blobs: config, index and the 3 shards, sha256-named ($(wc -w <<<"$blobs"))" test "$bad" = 0 -a "$(wc -w <<<"$blobs")" = 5
+out=$("$ATTNLAB" -e "load $T/hf6/models--acme--r1/snapshots/$commit; ranks vo all" 2>&1)
+ok "the HF snapshot is a complete checkpoint: $(head -c 200 <<<"$out")" cmp -s <(tail -n +2 "$T/local.txt") <(echo "$out" | tail -n +3)
+
 # ---- faults: two injected 503s and a cut connection, retried and resumed (a fresh cache)
 export ATTNLAB_CACHE=$T/cache2 HF_HUB_CACHE=$T/hf2
 ctl _reset

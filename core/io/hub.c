@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -470,7 +471,8 @@ static int build_snapshot(HubCtx *c, const cJSON *siblings) {
     int rc = fetch_whole(c, "config.json");
     for (size_t i = 0; rc == AL_OK && i < sizeof WHOLE_FILES / sizeof *WHOLE_FILES; i++)
         if (listed(siblings, WHOLE_FILES[i])) rc = fetch_whole(c, WHOLE_FILES[i]);
-    char *desc = rc == AL_OK ? al_asprintf("endpoint %s\nrepo %s\ncommit %s\n", c->env.endpoint, c->repo, c->commit) : NULL;
+    char *desc = rc == AL_OK ? al_asprintf("endpoint %s\nrepo %s\ncommit %s\nhfrepo %s\n", c->env.endpoint, c->repo,
+                                           c->commit, c->hf_repo) : NULL;
     if (rc == AL_OK && !desc) rc = AL_ERR;
     const cJSON *it;
     size_t nshards = 0;
@@ -574,7 +576,7 @@ struct HubRemote {
     pthread_mutex_t mu;          /* the shards' range lists */
     pthread_mutex_t fetch_mu;    /* one transfer at a time; a reader of held bytes never waits on it */
     HubEnv env;
-    char *repo, *commit, *dir;
+    char *repo, *commit, *dir, *hf_repo;
     HubShard *shards;
     size_t n;
 };
@@ -645,6 +647,7 @@ HubRemote *hub_remote_for_dir(const char *dir) {
         if (*next) *next++ = 0;
         if (!strncmp(line, "repo ", 5)) h->repo = strdup(line + 5);
         else if (!strncmp(line, "commit ", 7)) h->commit = strdup(line + 7);
+        else if (!strncmp(line, "hfrepo ", 7)) h->hf_repo = strdup(line + 7);
         else if (!strncmp(line, "shard ", 6)) ok = remote_add_shard(h, line) == AL_OK;
     }
     free(text);
@@ -656,11 +659,39 @@ HubRemote *hub_remote_for_dir(const char *dir) {
 void hub_remote_free(HubRemote *h) {
     if (!h) return;
     for (size_t i = 0; i < h->n; i++) { free(h->shards[i].name); free(h->shards[i].path); free(h->shards[i].etag); free(h->shards[i].r); }
-    free(h->shards); free(h->repo); free(h->commit); free(h->dir);
+    free(h->shards); free(h->repo); free(h->commit); free(h->dir); free(h->hf_repo);
     env_free(&h->env);
     pthread_mutex_destroy(&h->mu);
     pthread_mutex_destroy(&h->fetch_mu);
     free(h);
+}
+
+/* A shard held whole: its sha256 checked against the Hub's etag, then the file put into the HF
+ * cache as blobs/<etag> (a hard link: no copy; a copy across file systems) with its snapshot
+ * link, where transformers and huggingface-cli find it. A mismatch is an error; nothing moves. */
+static int promote(HubRemote *h, HubShard *s) {
+    if (!h->hf_repo || !is_sha256(s->etag)) return AL_OK;           /* no checksum to verify against */
+    int fd = open(s->path, O_RDONLY);
+    size_t n = (size_t)s->size;
+    void *bytes = fd >= 0 && n ? mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;   /* no copy of a 5 GB shard */
+    if (fd >= 0) close(fd);
+    if (bytes == MAP_FAILED) return al_err("%s: cannot map: %s", s->path, strerror(errno));
+    char hex[65];
+    hub_sha256_hex(bytes, n, hex);
+    char *blob = al_asprintf("%s/blobs/%s", h->hf_repo, s->etag), *bdir = al_asprintf("%s/blobs", h->hf_repo);
+    char *sdir = al_asprintf("%s/snapshots/%s", h->hf_repo, h->commit), *snap = sdir ? al_asprintf("%s/%s", sdir, s->name) : NULL;
+    char *rel = al_asprintf("../../blobs/%s", s->etag);
+    int rc = blob && bdir && snap && rel ? AL_OK : AL_ERR;
+    if (rc == AL_OK && strcmp(hex, s->etag))
+        rc = al_err("%s: the bytes fetched have sha256 %s, the Hub says %s: the streamed copy is damaged (delete %s)",
+                    s->name, hex, s->etag, h->dir);
+    struct stat sb;
+    if (rc == AL_OK && (al_mkdirs(bdir) != AL_OK || al_mkdirs(sdir) != AL_OK)) rc = AL_ERR;
+    if (rc == AL_OK && stat(blob, &sb) != 0 && link(s->path, blob) != 0) rc = write_atomic(blob, bytes, n);
+    if (rc == AL_OK && symlink(rel, snap) != 0 && errno != EEXIST) rc = al_err("%s: cannot link: %s", snap, strerror(errno));
+    munmap(bytes, n);
+    free(blob); free(bdir); free(sdir); free(snap); free(rel);
+    return rc;
 }
 
 /* Fetches [b, e) of shard s into its sparse file and records it as held. */
@@ -684,7 +715,9 @@ static int fetch_range(HubRemote *h, HubShard *s, uint64_t b, uint64_t e, const 
     if (rc == AL_OK) rc = ranges_append(s->path, b, e);
     pthread_mutex_lock(&h->mu);
     if (rc == AL_OK) rc = ranges_add(s, b, e);
+    bool whole = rc == AL_OK && s->nr == 1 && s->r[0][0] == 0 && s->r[0][1] == s->size;
     pthread_mutex_unlock(&h->mu);
+    if (whole) rc = promote(h, s);
     free(url); free(label);
     return rc;
 }

@@ -16,7 +16,8 @@
  * Shards are never put there partly: each is a sparse file of the shard's size in attnlab's cache
  * ($ATTNLAB_CACHE/hub/models--org--name/snapshots/<commit>/<shard>) holding its header, with
  * "<shard>.ranges" recording the byte ranges held ("begin end" lines, appended) and
- * ".attnlab-remote" describing the source; that folder links the whole files from the HF cache,
+ * ".attnlab-remote" describing the source; a shard once held whole is sha256-checked and put into
+ * the HF cache (blobs/<etag>, a hard link, and its snapshot link); that folder links the whole files from the HF cache,
  * so store_open reads it as any checkpoint folder and asks hub_remote_ensure for a tensor's bytes
  * before it touches them. Transfers retry 429/5xx and cut connections with backoff (resuming
  * with Range from the last byte written), stop on Ctrl-C keeping the complete ranges, and report

@@ -210,24 +210,6 @@ static bool looks_like_repo(const char *name) {
     return name[0] != '.' && name[0] != '~';
 }
 
-/* True when snapshot folder dir holds a *.safetensors file (not only the config.json and index a
- * streamed load put there). */
-static bool snapshot_has_weights(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    bool found = false;
-    while (d && !found && (de = readdir(d))) {
-        size_t l = strlen(de->d_name);
-        if (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) {
-            char *p = al_asprintf("%s/%s", dir, de->d_name);
-            found = p && exists(p);                 /* a link to a blob that is there */
-            free(p);
-        }
-    }
-    if (d) closedir(d);
-    return found;
-}
-
 /* True when attnlab's cache streams repo from the Hub (hub.h): it has a refs/ folder there. */
 static bool hub_streamed(const char *repo) {
     char *own = resolve_cache_dir(), flat[512] = "models--";
@@ -281,7 +263,7 @@ int resolve_model(const char *name, char **path_out) {
         char *rev = strchr(base, '@');             /* org/name@revision */
         if (rev) *rev++ = 0;
         if (!rev && hf_snapshot(base, &dir, &snap) != AL_OK) { free(dir); return AL_ERR; }
-        if (snap && (snapshot_has_weights(snap) || !hub_streamed(base))) { free(dir); *path_out = snap; return AL_OK; }
+        if (snap && !hub_streamed(base)) { free(dir); *path_out = snap; return AL_OK; }
         free(snap);
         if (!rev) looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
         free(dir);
