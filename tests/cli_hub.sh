@@ -61,10 +61,11 @@ read -r all _ _ <<<"$(sizes '.')"
 ok "fetched well under the whole model ($served < $all / 2)" test "$served" -lt $((all / 2))
 
 # the HF cache: whole blobs named by their sha256, snapshot links to them, refs/main; no shard
+# (config.json and the index are git files on the Hub: their blobs are named by the git blob sha1)
+gitsha() { python3 -c "import hashlib,sys; b=open(sys.argv[1],'rb').read(); print(hashlib.sha1(b'blob %d\0' % len(b) + b).hexdigest())" "$1"; }
 blobs=$(ls "$T/hf/models--acme--r1/blobs")
-bad=0
-for b in $blobs; do [ "$(sha256sum "$T/hf/models--acme--r1/blobs/$b" | cut -c1-64)" = "$b" ] || bad=1; done
-ok "HF blobs are whole and sha256-named ($(wc -w <<<"$blobs"))" test "$bad" = 0 -a "$(wc -w <<<"$blobs")" = 2
+want=$(for f in config.json model.safetensors.index.json; do gitsha "$SRC/$f"; done | sort | tr '\n' ' ')
+ok "HF blobs: config.json and the index, whole, named by their git sha1 [$(echo $blobs)]" test "$(echo $blobs) " = "$want"
 commit=$(cat "$T/hf/models--acme--r1/refs/main")
 ok "refs/main = the commit" test "$commit" = "$(python3 -c "import hashlib; print(hashlib.sha1(b'acme/r1').hexdigest())")"
 ok "snapshot config.json links to its blob" cmp -s "$T/hf/models--acme--r1/snapshots/$commit/config.json" "$SRC/config.json"
@@ -124,10 +125,19 @@ out=$("$ATTNLAB" -e "load acme/r1; ranks vo all; export $T/all.gguf; info" 2>&1)
 ok "whole model read: $(grep hub_local <<<"$out")" has "$out" "^hub_local  *\([0-9]*\) of \1 bytes (100.0%)"
 blobs=$(ls "$T/hf6/models--acme--r1/blobs")
 bad=0
-for b in $blobs; do [ "$(sha256sum "$T/hf6/models--acme--r1/blobs/$b" | cut -c1-64)" = "$b" ] || bad=1; done
-ok "HF blobs: config, index and the 3 shards, sha256-named ($(wc -w <<<"$blobs"))" test "$bad" = 0 -a "$(wc -w <<<"$blobs")" = 5
+n=0
+for f in "$SRC"/*.safetensors; do b=$(sha256sum "$f" | cut -c1-64); n=$((n + 1))
+    cmp -s "$f" "$T/hf6/models--acme--r1/blobs/$b" || bad=1; done
+ok "HF blobs: the $n shards whole under their sha256, config and index ($(wc -w <<<"$blobs"))" test "$bad" = 0 -a "$(wc -w <<<"$blobs")" = 5 -a $n = 3
 out=$("$ATTNLAB" -e "load $T/hf6/models--acme--r1/snapshots/$commit; ranks vo all" 2>&1)
 ok "the HF snapshot is a complete checkpoint: $(head -c 200 <<<"$out")" cmp -s <(tail -n +2 "$T/local.txt") <(echo "$out" | tail -n +3)
+
+# a shard whose bytes do not match the sha256 the Hub gave never enters the HF cache
+export ATTNLAB_CACHE=$T/cache7 HF_HUB_CACHE=$T/hf7
+ctl "_control?badsha=3"
+out=$("$ATTNLAB" -e "load acme/r1; export $T/all7.gguf" 2>&1)
+ok "sha256 mismatch: $(grep -o 'model-0000[^ ]*: the bytes.*damaged' <<<"$out" | head -c 200)" has "$out" "the bytes fetched have sha256 .*the Hub says .*damaged"
+ok "sha256 mismatch: no shard in the HF cache" test -z "$(ls "$T/hf7/models--acme--r1/blobs" | grep -v -e "$(gitsha "$SRC/config.json")" -e "$(gitsha "$SRC/model.safetensors.index.json")")"
 
 # ---- faults: two injected 503s and a cut connection, retried and resumed (a fresh cache)
 export ATTNLAB_CACHE=$T/cache2 HF_HUB_CACHE=$T/hf2

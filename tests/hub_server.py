@@ -3,13 +3,14 @@
 
 Serves the folders ROOT/<org>/<name>/ as model repos with the Hub's routes:
   GET /api/models/<org>/<name>/revision/<rev>   {"sha": commit, "siblings": [{"rfilename": f}]}
-  GET|HEAD /<org>/<name>/resolve/<rev>/<file>    302 to http://localhost:<port>/store/<sha256> (another
+  GET|HEAD /<org>/<name>/resolve/<rev>/<file>    a *.json file (in git on the real Hub): 200 with
+      X-Repo-Commit and ETag its git blob sha1; any other (LFS) file: 302 to http://localhost:<port>/store/<sha256> (another
       host name than the endpoint's 127.0.0.1, so a token must not follow) with X-Repo-Commit,
       X-Linked-Etag (the sha256), X-Linked-Size, ETag
   GET /store/<sha256>                            the bytes, honouring one "Range: bytes=a-b" / "a-"
 Gated repos (--gated org/name) answer 401 unless "Authorization: Bearer <--token>"; unknown repos,
 revisions and files 404. Test controls: /_control?fail=N&status=503 (the next N /store requests
-fail), /_control?cut=N (the next N /store responses stop after half their body), /_reset; /_stats
+fail), /_control?badsha=N (the next N LFS files claim a wrong sha256), /_control?cut=N (the next N /store responses stop after half their body), /_reset; /_stats
 gives {"store_bytes", "store_requests", "auth_on_store", "api_requests", "injected"} (bytes of /store
 bodies sent; faults injected).
 The port goes to --port-file once listening."""
@@ -19,7 +20,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 LOCK = threading.Lock()
 STATS = {"store_bytes": 0, "store_requests": 0, "auth_on_store": 0, "api_requests": 0, "injected": 0}
-FAULTS = {"fail": 0, "status": 503, "cut": 0}
+FAULTS = {"fail": 0, "status": 503, "cut": 0, "badsha": 0}
 BLOBS = {}        # sha256 -> path
 
 
@@ -79,7 +80,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/_control":
             q = parse_qs(u.query)
             with LOCK:
-                for k in ("fail", "status", "cut"):
+                for k in ("fail", "status", "cut", "badsha"):
                     if k in q:
                         FAULTS[k] = int(q[k][0])
             return self.send(200, b"{}")
@@ -116,12 +117,21 @@ class Handler(BaseHTTPRequestHandler):
         if rev not in ("main", commit_of(repo)) or file not in files:
             return self.send(404, b"Entry not found", {"X-Error-Code": "EntryNotFound"})
         p = os.path.join(self.server.root, repo, file)
+        if file.endswith(".json"):      # a small file in git, not LFS: served here, ETag its git blob sha1
+            with open(p, "rb") as f:
+                body = f.read()
+            gsha = hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()
+            return self.send(200, body, {"X-Repo-Commit": commit_of(repo), "ETag": '"%s"' % gsha})
         sha = sha256_of(p)
         with LOCK:
             BLOBS[sha] = p
+            said = sha
+            if FAULTS["badsha"] > 0:            # a wrong checksum (a corrupted CDN object, as seen from here)
+                FAULTS["badsha"] -= 1
+                said = hashlib.sha256(b"not these bytes").hexdigest()
         loc = "http://localhost:%d/store/%s" % (self.server.server_address[1], sha)
-        self.send(302, b"", {"Location": loc, "X-Repo-Commit": commit_of(repo), "X-Linked-Etag": '"%s"' % sha,
-                             "X-Linked-Size": str(os.path.getsize(p)), "ETag": '"%s"' % sha})
+        self.send(302, b"", {"Location": loc, "X-Repo-Commit": commit_of(repo), "X-Linked-Etag": '"%s"' % said,
+                             "X-Linked-Size": str(os.path.getsize(p)), "ETag": '"%s"' % said})
 
     def store(self, sha):
         with LOCK:

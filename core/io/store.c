@@ -292,6 +292,7 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
     if (!sname) return AL_ERR;
     const st_entry *se; const st_file *sf;
     int rc = store_entry(s, sname, &se, &sf);
+    if (rc != AL_OK && store_has(s, sname)) { free(sname); return rc; }   /* there, but not readable (a streamed model's fetch) */
     if (rc != AL_OK) {
         rc = al_err("FP8 tensor '%s' has no block scales '%s' (DeepSeek FP8 checkpoints store them beside each weight)",
                     name, sname);
