@@ -139,6 +139,36 @@ out=$("$ATTNLAB" -e "load acme/r1; export $T/all7.gguf" 2>&1)
 ok "sha256 mismatch: $(grep -o 'model-0000[^ ]*: the bytes.*damaged' <<<"$out" | head -c 200)" has "$out" "the bytes fetched have sha256 .*the Hub says .*damaged"
 ok "sha256 mismatch: no shard in the HF cache" test -z "$(ls "$T/hf7/models--acme--r1/blobs" | grep -v -e "$(gitsha "$SRC/config.json")" -e "$(gitsha "$SRC/model.safetensors.index.json")")"
 
+# ---- Ctrl-C during transfers: stops them; the ranges recorded are complete and right; a rerun finishes
+export ATTNLAB_CACHE=$T/cache8 HF_HUB_CACHE=$T/hf8
+"$ATTNLAB" -e "load acme/r1" >/dev/null 2>&1
+ctl "_control?slow=1000"
+"$ATTNLAB" -e "load acme/r1; ranks vo all" >"$T/int.txt" 2>&1 &
+pid=$!
+sleep 1.5
+kill -INT $pid
+wait $pid
+ctl "_control?slow=0"
+ok "Ctrl-C: the transfer stops [$(tail -c 300 "$T/int.txt")]" grep -q "interrupted" "$T/int.txt"
+check=$(python3 - "$T"/cache8/hub/models--acme--r1/snapshots/*/ "$SRC" <<'EOF2'
+import glob, os, sys
+snap, src = sys.argv[1], sys.argv[2]
+held = bad = 0
+for r in glob.glob(snap + "/*.ranges"):
+    shard = os.path.basename(r)[:-7]
+    a, b = open(os.path.join(snap, shard), "rb").read(), open(os.path.join(src, shard), "rb").read()
+    for line in open(r):
+        s, e = map(int, line.split())
+        held += e - s
+        bad += a[s:e] != b[s:e]
+print(held, bad)
+EOF2
+)
+read -r held bad <<<"$check"
+ok "Ctrl-C: every range recorded holds the shard's bytes ($held bytes, $bad wrong)" test "$bad" = 0 -a "$held" -gt $hb -a "$held" -lt $((hb + tb))
+out=$("$ATTNLAB" -e "load acme/r1; ranks vo all" 2>&1)
+ok "Ctrl-C: the rerun fetches the rest and gives the numbers" cmp -s "$T/local.txt" <(echo "$out" | tail -n +2)
+
 # ---- faults: two injected 503s and a cut connection, retried and resumed (a fresh cache)
 export ATTNLAB_CACHE=$T/cache2 HF_HUB_CACHE=$T/hf2
 ctl _reset

@@ -10,17 +10,18 @@ Serves the folders ROOT/<org>/<name>/ as model repos with the Hub's routes:
   GET /store/<sha256>                            the bytes, honouring one "Range: bytes=a-b" / "a-"
 Gated repos (--gated org/name) answer 401 unless "Authorization: Bearer <--token>"; unknown repos,
 revisions and files 404. Test controls: /_control?fail=N&status=503 (the next N /store requests
-fail), /_control?badsha=N (the next N LFS files claim a wrong sha256), /_control?cut=N (the next N /store responses stop after half their body), /_reset; /_stats
+fail), /_control?badsha=N (the next N LFS files claim a wrong sha256), /_control?slow=N (the next N
+/store bodies trickle, 8 KB per 20 ms), /_control?cut=N (the next N /store responses stop after half their body), /_reset; /_stats
 gives {"store_bytes", "store_requests", "auth_on_store", "api_requests", "injected"} (bytes of /store
 bodies sent; faults injected).
 The port goes to --port-file once listening."""
-import argparse, hashlib, json, os, re, threading
+import argparse, hashlib, json, os, re, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
 
 LOCK = threading.Lock()
 STATS = {"store_bytes": 0, "store_requests": 0, "auth_on_store": 0, "api_requests": 0, "injected": 0}
-FAULTS = {"fail": 0, "status": 503, "cut": 0, "badsha": 0}
+FAULTS = {"fail": 0, "status": 503, "cut": 0, "badsha": 0, "slow": 0}
 BLOBS = {}        # sha256 -> path
 
 
@@ -80,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/_control":
             q = parse_qs(u.query)
             with LOCK:
-                for k in ("fail", "status", "cut", "badsha"):
+                for k in ("fail", "status", "cut", "badsha", "slow"):
                     if k in q:
                         FAULTS[k] = int(q[k][0])
             return self.send(200, b"{}")
@@ -147,6 +148,9 @@ class Handler(BaseHTTPRequestHandler):
                 FAULTS["cut"] -= 1
             if fail or cut:
                 STATS["injected"] += 1
+            slow = FAULTS["slow"] > 0
+            if slow:
+                FAULTS["slow"] -= 1
         if fail:
             return self.send(FAULTS["status"], b"injected failure", {"Retry-After": "0"})
         if not p:
@@ -172,7 +176,13 @@ class Handler(BaseHTTPRequestHandler):
             return
         if cut:
             body = body[: len(body) // 2]
-        self.wfile.write(body)
+        if slow:                                # 8 KB every 20 ms: a transfer Ctrl-C can meet
+            for i in range(0, len(body), 8192):
+                self.wfile.write(body[i:i + 8192])
+                self.wfile.flush()
+                time.sleep(0.02)
+        else:
+            self.wfile.write(body)
         with LOCK:
             STATS["store_bytes"] += len(body)
         if cut:
