@@ -78,6 +78,10 @@ ok "offline ranks vo all equal" cmp -s "$T/local.txt" <(echo "$out" | tail -n +2
 ok "offline asks nothing" test "$(stat_of api_requests)" = "$api"
 out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1; ranks qk all" 2>&1)
 ok "offline, bytes not held: $(head -c 300 <<<"$out")" has "$out" "not in attnlab's cache and HF_HUB_OFFLINE is set"
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1@$commit; ranks vo all" 2>&1)
+ok "offline, org/name@commit: $(head -c 200 <<<"$out")" cmp -s <(tail -n +2 "$T/local.txt") <(echo "$out" | tail -n +3)
+out=$("$ATTNLAB" -e "load acme/r1@$commit; ranks vo all" 2>&1)
+ok "online, org/name@commit" cmp -s <(tail -n +2 "$T/local.txt") <(echo "$out" | tail -n +3)
 out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/other" 2>&1)
 ok "offline, model not cached" has "$out" "HF_HUB_OFFLINE is set and neither"
 

@@ -78,6 +78,8 @@ void hub_sha256_hex(const void *buf, size_t n, char hex[65]) {
 
 /* ================================================================ settings */
 
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
 typedef struct {
     char *endpoint;          /* no trailing '/' */
     char *token;             /* NULL: none */
@@ -106,6 +108,8 @@ static char *hub_token(void) {
 }
 
 static void env_load(HubEnv *e) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, curl_init_once);          /* before any thread makes a transfer */
     const char *ep = getenv("HF_ENDPOINT");
     e->endpoint = strdup(ep && *ep ? ep : "https://huggingface.co");
     size_t n = e->endpoint ? strlen(e->endpoint) : 0;
@@ -369,7 +373,7 @@ static int fetch_whole(HubCtx *c, const char *file) {
         if (rel && symlink(rel, snap) != 0 && errno != EEXIST) rc = al_err("%s: cannot link: %s", snap, strerror(errno));
         free(rel); free(bdir); free(dir); free(blob); free(s.buf); free(url); free(what);
     }
-    if (rc == AL_OK && lstat(own, &sb) != 0 && symlink(snap, own) != 0) rc = al_err("%s: cannot link: %s", own, strerror(errno));
+    if (rc == AL_OK && lstat(own, &sb) != 0 && symlink(snap, own) != 0 && errno != EEXIST) rc = al_err("%s: cannot link: %s", own, strerror(errno));
     free(snap);
     free(own);
     return rc;
@@ -509,6 +513,7 @@ static int offline_commit(HubCtx *c, const char *rev) {
     struct stat sb;
     if (ref && stat(ref, &sb) == 0) text = al_read_file_max(ref, NULL, AL_CAP_SMALL, "refs");
     free(ref);
+    if (!text && strlen(rev) == 40 && strspn(rev, "0123456789abcdef") == 40) text = strdup(rev);   /* a commit itself */
     if (text) text[strcspn(text, "\r\n ")] = 0;
     int rc = text && plain_name(text) ? AL_OK
                                       : al_err("model '%s' (revision %s): HF_HUB_OFFLINE is set and neither the Hugging Face "
@@ -527,8 +532,13 @@ static int open_ctx(HubCtx *c, const HubRequest *r, const char *rev) {
     free(hflat);
     if (rc == AL_OK && !c->own_repo) rc = AL_ERR;
     if (rc != AL_OK) return rc;
+    /* attnlab's refs/ first, before anything goes into the HF cache: resolve takes a repo with it as
+     * streamed, so another process never opens an HF snapshot that has a config.json but no shards */
+    char *own_refs = al_asprintf("%s/refs", c->own_repo);
+    if (!c->env.offline && (!own_refs || al_mkdirs(own_refs) != AL_OK)) rc = AL_ERR;
+    free(own_refs);
     cJSON *siblings = NULL;
-    rc = c->env.offline ? offline_commit(c, rev) : api_revision(c, rev, &siblings);
+    if (rc == AL_OK) rc = c->env.offline ? offline_commit(c, rev) : api_revision(c, rev, &siblings);
     c->own_snap = rc == AL_OK ? al_asprintf("%s/snapshots/%s", c->own_repo, c->commit) : NULL;
     if (rc == AL_OK && !c->own_snap) rc = AL_ERR;
     char *marker = c->own_snap ? al_asprintf("%s/.attnlab-remote", c->own_snap) : NULL;
