@@ -163,17 +163,30 @@ class Handler(BaseHTTPRequestHandler):
             if not m or int(m.group(1)) >= size:
                 return self.send(416, b"", {"Content-Range": "bytes */%d" % size})
             a, b, status = int(m.group(1)), min(int(m.group(2)) if m.group(2) else size - 1, size - 1), 206
-        with open(p, "rb") as f:
-            f.seek(a)
-            body = f.read(b - a + 1)
+        n = b - a + 1
         self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(n))
         self.send_header("Accept-Ranges", "bytes")
         if status == 206:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, size))
         self.end_headers()
         if self.command == "HEAD":
             return
+        if not cut and not slow:                # the fast path: the kernel copies the file
+            self.wfile.flush()
+            with open(p, "rb") as f:
+                sent = 0
+                while sent < n:
+                    k = os.sendfile(self.connection.fileno(), f.fileno(), a + sent, n - sent)
+                    if k <= 0:
+                        break
+                    sent += k
+            with LOCK:
+                STATS["store_bytes"] += sent
+            return
+        with open(p, "rb") as f:
+            f.seek(a)
+            body = f.read(n)
         if cut:
             body = body[: len(body) // 2]
         if slow:                                # 8 KB every 20 ms: a transfer Ctrl-C can meet
