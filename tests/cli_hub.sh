@@ -15,6 +15,8 @@ SRC=$("$ATTNLAB" -e "load demo-r1; info" 2>&1 | sed -n 's/^path  *//p')
 mkdir -p "$T/root/acme/r1" "$T/root/acme/gated"
 cp "$SRC"/* "$T/root/acme/r1/"
 cp "$SRC"/* "$T/root/acme/gated/"
+mkdir -p "$T/root/acme/twin" && cp "$SRC"/* "$T/root/acme/twin/"      # + a second copy of the weights the index does not name
+cp "$SRC/model-00001-of-00003.safetensors" "$T/root/acme/twin/consolidated.safetensors"
 python3 "$ATTNLAB_SRC/tests/hub_server.py" --root "$T/root" --port-file "$T/port" --gated acme/gated \
     --token hf_secret_test_token >"$T/server.log" 2>&1 &
 SERVER=$!
@@ -70,6 +72,12 @@ commit=$(cat "$T/hf/models--acme--r1/refs/main")
 ok "refs/main = the commit" test "$commit" = "$(python3 -c "import hashlib; print(hashlib.sha1(b'acme/r1').hexdigest())")"
 ok "snapshot config.json links to its blob" cmp -s "$T/hf/models--acme--r1/snapshots/$commit/config.json" "$SRC/config.json"
 ok "no shard in the HF cache" test -z "$(find "$T/hf" -name '*.safetensors')"
+
+# a repo with a second copy of its weights outside the index (Mistral's consolidated.safetensors):
+# only the shards the index names are streamed
+out=$("$ATTNLAB" -e "load acme/twin; info" 2>&1)
+ok "only the index's shards: $(grep hub_local <<<"$out")" has "$out" "^hub_local  *[0-9]* of $(cat "$SRC"/*.safetensors | wc -c) bytes"
+ok "no consolidated.safetensors streamed" test -z "$(find "$ATTNLAB_CACHE/hub/models--acme--twin" -name 'consolidated*')"
 
 # ---- offline: the cache answers; what it lacks is a clear error
 api=$(stat_of api_requests)

@@ -468,6 +468,28 @@ static int fetch_shard_header(HubCtx *c, const char *name, char **desc) {
 static const char *const WHOLE_FILES[] = {"model.safetensors.index.json", "generation_config.json", "tokenizer.json",
                                           "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json"};
 
+/* The index fetched into own_snap, parsed (NULL: none, or not JSON -- store_open reports that). */
+static cJSON *read_index(const HubCtx *c) {
+    char *p = al_asprintf("%s/model.safetensors.index.json", c->own_snap);
+    struct stat sb;
+    char *text = p && stat(p, &sb) == 0 ? al_read_file_max(p, NULL, AL_CAP_INDEX, "index") : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    free(p);
+    return root;
+}
+
+/* Whether store_open will read shard n: those the index's weight_map names; without an index
+ * model.safetensors when the repo has it, else every *.safetensors (Mistral's repos also hold a
+ * consolidated.safetensors of the same weights: its header is not fetched). */
+static bool shard_wanted(const cJSON *wm, bool single, const char *n) {
+    if (!wm) return !single || !strcmp(n, "model.safetensors");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, wm)
+        if (cJSON_IsString(it) && !strcmp(it->valuestring, n)) return true;
+    return false;
+}
+
 /* Builds own_snap for c->commit: whole files, every shard's header, then ".attnlab-remote". */
 static int build_snapshot(HubCtx *c, const cJSON *siblings) {
     if (al_mkdirs(c->own_snap) != AL_OK) return AL_ERR;
@@ -480,15 +502,19 @@ static int build_snapshot(HubCtx *c, const cJSON *siblings) {
     if (rc == AL_OK && !desc) rc = AL_ERR;
     const cJSON *it;
     size_t nshards = 0;
+    cJSON *index = rc == AL_OK ? read_index(c) : NULL;
+    bool single = listed(siblings, "model.safetensors");
     cJSON_ArrayForEach(it, siblings) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(it, "rfilename");
         if (rc != AL_OK || !cJSON_IsString(f)) continue;
         const char *n = f->valuestring;
         size_t l = strlen(n);
         if (l < 12 || strcmp(n + l - 12, ".safetensors") || strchr(n, '/') || n[0] == '.') continue;
+        if (!shard_wanted(cJSON_GetObjectItemCaseSensitive(index, "weight_map"), single, n)) continue;
         rc = fetch_shard_header(c, n, &desc);
         nshards++;
     }
+    cJSON_Delete(index);
     if (rc == AL_OK && !nshards) rc = al_err("model '%s' at %s has no *.safetensors file", c->repo, c->commit);
     char *marker = rc == AL_OK ? al_asprintf("%s/.attnlab-remote", c->own_snap) : NULL;
     if (marker) rc = write_atomic(marker, desc, strlen(desc));
