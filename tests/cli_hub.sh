@@ -128,8 +128,21 @@ out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1; ranks vo all" 2>&1)
 ok "two processes at once: the cache they left" cmp -s "$T/local.txt" <(echo "$out" | tail -n +2)
 
 # ---- a dead endpoint: retried, then a clear error
+t0=$(date +%s%N)
 out=$(ATTNLAB_CACHE=$T/cache5 HF_HUB_CACHE=$T/hf5 HF_ENDPOINT=http://127.0.0.1:1 timeout 60 "$ATTNLAB" -e "load acme/r1" 2>&1)
+ms=$((($(date +%s%N) - t0) / 1000000))
 ok "dead endpoint: $(head -c 300 <<<"$out")" has "$out" "the Hub: model 'acme/r1' (revision main): http://127.0.0.1:1: .*after 6 tries"
+ok "dead endpoint: backoff 0.2 + 0.4 + 0.8 + 1.6 + 1.6 s between the tries (${ms} ms)" test "$ms" -ge 4500 -a "$ms" -lt 30000
+# a server that ignores Range (200, the whole file) is refused, not written over the shard
+ctl "_control?norange=1"
+out=$(ATTNLAB_CACHE=$T/cache5 HF_HUB_CACHE=$T/hf5 "$ATTNLAB" -e "load acme/r1" 2>&1)
+ok "Range ignored: $(head -c 300 <<<"$out")" has "$out" "sent more than the 8 bytes asked for"
+# ... and on a tensor: no byte lands outside the range asked for (the held V/O bytes stay right)
+ATTNLAB_CACHE=$T/cache5 HF_HUB_CACHE=$T/hf5 "$ATTNLAB" -e "load acme/r1; ranks vo all" >/dev/null 2>&1
+ctl "_control?norange=2"
+ATTNLAB_CACHE=$T/cache5 HF_HUB_CACHE=$T/hf5 "$ATTNLAB" -e "load acme/r1; ranks qk all" >/dev/null 2>&1
+out=$(ATTNLAB_CACHE=$T/cache5 HF_HUB_CACHE=$T/hf5 HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1; ranks vo all" 2>&1)
+ok "Range ignored on a tensor: the bytes held before are intact" cmp -s "$T/local.txt" <(echo "$out" | tail -n +2)
 
 # ---- a shard fetched whole is verified and put into the HF layout (a GGUF export reads every tensor)
 export ATTNLAB_CACHE=$T/cache6 HF_HUB_CACHE=$T/hf6

@@ -11,7 +11,7 @@ Serves the folders ROOT/<org>/<name>/ as model repos with the Hub's routes:
 Gated repos (--gated org/name) answer 401 unless "Authorization: Bearer <--token>"; unknown repos,
 revisions and files 404. Test controls: /_control?fail=N&status=503 (the next N /store requests
 fail), /_control?badsha=N (the next N LFS files claim a wrong sha256), /_control?slow=N (the next N
-/store bodies trickle, 8 KB per 20 ms), /_control?cut=N (the next N /store responses stop after half their body), /_reset; /_stats
+/store bodies trickle, 8 KB per 20 ms), /_control?norange=N (the next N ignore Range), /_control?cut=N (the next N /store responses stop after half their body), /_reset; /_stats
 gives {"store_bytes", "store_requests", "auth_on_store", "api_requests", "injected"} (bytes of /store
 bodies sent; faults injected).
 The port goes to --port-file once listening."""
@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 LOCK = threading.Lock()
 STATS = {"store_bytes": 0, "store_requests": 0, "auth_on_store": 0, "api_requests": 0, "injected": 0}
-FAULTS = {"fail": 0, "status": 503, "cut": 0, "badsha": 0, "slow": 0}
+FAULTS = {"fail": 0, "status": 503, "cut": 0, "badsha": 0, "slow": 0, "norange": 0}
 BLOBS = {}        # sha256 -> path
 
 
@@ -81,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/_control":
             q = parse_qs(u.query)
             with LOCK:
-                for k in ("fail", "status", "cut", "badsha", "slow"):
+                for k in ("fail", "status", "cut", "badsha", "slow", "norange"):
                     if k in q:
                         FAULTS[k] = int(q[k][0])
             return self.send(200, b"{}")
@@ -158,6 +158,10 @@ class Handler(BaseHTTPRequestHandler):
         size = os.path.getsize(p)
         a, b, status = 0, size - 1, 200
         rng = self.headers.get("Range")
+        with LOCK:
+            if FAULTS["norange"] > 0:           # a server that ignores Range: 200 and the whole file
+                FAULTS["norange"] -= 1
+                rng = None
         if rng:
             m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
             if not m or int(m.group(1)) >= size:

@@ -132,7 +132,8 @@ typedef struct {
 } HubHeaders;
 
 typedef struct {
-    char *buf; size_t len, cap, max;      /* into memory (fd < 0) */
+    char *buf; size_t len, cap;           /* into memory (fd < 0) */
+    uint64_t max;                         /* the most bytes taken (either way) */
     int fd; uint64_t off;                 /* or into a file at off */
     uint64_t written;                     /* bytes of this transfer taken so far (all attempts) */
     uint64_t total;                       /* for the progress line (0: unknown) */
@@ -147,10 +148,10 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     long status = 0;
     curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200 && status != 206) return n;       /* an error page or a redirect's body */
+    if (s->written + n > s->max) { s->too_big = true; return 0; }   /* more than asked: a server ignoring Range */
     if (s->fd >= 0) {
         if (pwrite(s->fd, p, n, (off_t)(s->off + s->written)) != (ssize_t)n) return 0;
     } else {
-        if (s->len + n > s->max) { s->too_big = true; return 0; }
         if (s->len + n + 1 > s->cap) {
             size_t nc = (s->len + n + 1) * 2;
             char *nb = realloc(s->buf, nc);
@@ -276,7 +277,8 @@ static int http_get(const HubEnv *env, const char *url, long long r0, long long 
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (attempt && now.tv_sec - t0.tv_sec > HUB_DEADLINE_S) break;    /* a dead endpoint: give up */
         if (attempt) {
-            struct timespec ts = {0, (long)(100000000L << (attempt < 4 ? attempt : 4))};   /* 0.2 s .. 1.6 s */
+            long ms = 100L << (attempt < 4 ? attempt : 4);                              /* 0.2 s .. 1.6 s */
+            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
         }
         long long from = r0 + (long long)s->written;
@@ -287,7 +289,7 @@ static int http_get(const HubEnv *env, const char *url, long long r0, long long 
             return AL_OK;
         }
         if (rc == CURLE_ABORTED_BY_CALLBACK) return al_err("%s: interrupted; the ranges complete so far are kept", what);
-        if (s->too_big) return al_err("%s: larger than %zu bytes", what, s->max);
+        if (s->too_big) return al_err("%s: %s sent more than the %zu bytes asked for", what, env->endpoint, (size_t)s->max);
         if (rc == CURLE_OK && !retryable(rc, status)) return http_error(env, status, what);
         if (!retryable(rc, status)) break;
     }
