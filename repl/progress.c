@@ -5,11 +5,13 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "al.h"
+#include "registry.h"
 
 typedef struct {
     const char *label;
@@ -32,13 +34,18 @@ static void human_bytes(double b, char *buf, size_t cap) {
     snprintf(buf, cap, k ? "%.1f %s" : "%.0f %s", b, u[k]);
 }
 
-/* A transfer's line (core's labels "fetching ..." count bytes): "fetching X: 1.2 MB of 7.9 MB  34.0 MB/s". */
+/* A transfer's line (core's labels "fetching ..." count bytes), with the command it serves:
+ * "fetching X: 1.2 MB of 7.9 MB  34.0 MB/s for ranks vo all". */
 static void draw_bytes(const char *l, size_t done, size_t total, double rate) {
     char d[32], t[32], r[32];
     human_bytes((double)done, d, sizeof d);
     human_bytes((double)total, t, sizeof t);
     human_bytes(rate, r, sizeof r);
-    fprintf(stderr, "\r%s: %s of %s  %s/s\033[K", l, d, t, r);
+    const Args *a = cmd_running();                 /* what the bytes are for */
+    char *line = a ? args_line(a) : NULL;
+    if (a && !line) al_err_clear();
+    fprintf(stderr, "\r%s: %s of %s  %s/s%s%s\033[K", l, d, t, r, line ? " for " : "", line ? line : "");
+    free(line);
 }
 
 /* Draws "layer i/N  x.x layers/s  ~Ns left" on stderr (a terminal only), at most 10 times a

@@ -119,7 +119,7 @@ held=$((hb + tb))
 ok "info: hub_local $(grep hub_local <<<"$out")" has "$out" "^hub_local  *$held of $(cat "$T"/root/acme/r1/*.safetensors | wc -c) bytes ([0-9.]*%); the rest is fetched"
 command -v script >/dev/null || echo "no script(1): the progress line is not checked"
 command -v script >/dev/null && out=$(ATTNLAB_CACHE=$T/cache3 HF_HUB_CACHE=$T/hf3 script -qec "$ATTNLAB -e 'load acme/r1; ranks vo all'" /dev/null 2>&1)
-command -v script >/dev/null && ok "progress line: $(grep -ao 'fetching[^\r]*' <<<"$out" | head -1)" has "$out" "fetching model.layers.[0-9].self_attn.o_proj.weight: [0-9.]* [kM]\?B of [0-9.]* [kM]\?B  "
+command -v script >/dev/null && ok "progress line: $(grep -ao 'fetching[^\r]*' <<<"$out" | head -1)" has "$out" "fetching model.layers.[0-9].self_attn.o_proj.weight: [0-9.]* [kM]\?B of [0-9.]* [kM]\?B  .*B/s for ranks vo all"
 
 # ---- two processes fetching the same model into one cache
 export ATTNLAB_CACHE=$T/cache4 HF_HUB_CACHE=$T/hf4
