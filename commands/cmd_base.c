@@ -106,7 +106,9 @@ static const char LOAD_HELP[] =
     "    written into the cache folder ($ATTNLAB_CACHE) on first use;\n"
     "  - a path: a folder with config.json and safetensors (single file or sharded index),\n"
     "    a .safetensors file with config.json beside it, a llama2.c .bin, or a .gguf file;\n"
-    "  - a short alias (e.g. ds-r1) or org/name, found in the Hugging Face cache; your own\n"
+    "  - a short alias (e.g. ds-r1) or org/name[@revision], found in the Hugging Face cache,\n"
+    "    else streamed from the Hub ($HF_ENDPOINT, $HF_TOKEN; tensors fetched on first use;\n"
+    "    $HF_HUB_OFFLINE=1: the caches only; README \"Models from the Hub\"); your own\n"
     "    aliases are lines `NAME org/name` or `NAME /path/to/folder` in $ATTNLAB_HOME/aliases\n"
     "    (~/.config/attnlab/aliases); the list is at the end of this help.\n"
     "Several models can be open at once; each has a name (the demo name, the folder's base\n"
@@ -370,6 +372,13 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
     info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * c->n_layers);
     info_str(t, o, "path", m->path);
+    uint64_t local = 0, total = 0;           /* a model streamed from the Hub (hub.h) */
+    char *held = m->store && store_local_bytes(m->store, &local, &total)
+                     ? al_asprintf("%llu of %llu bytes (%.1f%%); the rest is fetched from the Hub on first use",
+                                   (unsigned long long)local, (unsigned long long)total, total ? 100.0 * (double)local / (double)total : 0.0)
+                     : NULL;
+    if (held) info_str(t, o, "hub_local", held);
+    free(held);
     info_description(t, o, m);
 
     if (!json) return out_table_to(out, args_str(a, "to"), t);

@@ -15,10 +15,10 @@ NODE_PREFIX=${ATTNLAB_NODE_PREFIX:-$HOME/.local/share/attnlab/node}
 NODE_LLAMA_CPP_OLD=node-llama-cpp@3.8.1  # ships llama.cpp b5415: the oldest 3.x with deepseek2 MLA
 NODE_OLD_PREFIX=${ATTNLAB_NODE_OLD_PREFIX:-$HOME/.local/share/attnlab/node-3.8.1}
 pkgs=(build-essential cmake pkg-config libreadline-dev libplplot-dev plplot-driver-cairo
-      libopenblas-dev liblapacke-dev liblua5.4-dev lua5.4 libcjson-dev)
+      libopenblas-dev liblapacke-dev liblua5.4-dev lua5.4 libcjson-dev libcurl4-openssl-dev)
 have_all() {
   command -v cmake >/dev/null && command -v cc >/dev/null && command -v pkg-config >/dev/null || return 1
-  pkg-config --exists lua5.4 plplot openblas lapacke libcjson readline || return 1
+  pkg-config --exists lua5.4 plplot openblas lapacke libcjson readline libcurl || return 1
   ls /usr/lib/*/plplot*/drivers/cairo.so >/dev/null 2>&1 || return 1
 }
 SUDO=""

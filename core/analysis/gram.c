@@ -410,9 +410,22 @@ bool gram_fast_pays(void) { return gbf_path_now() == GBF_BF16; }
 struct GramAhead {
     pthread_t thread;
     atomic_bool stop;
-    char *addr[2];           /* the pair's tensors, page-aligned */
-    size_t len[2];
+    const Store *store;
+    char *name[2];           /* the pair's tensors (NULL: none, or the same tensor as name[0]) */
 };
+
+/* Tensor `name`'s bytes, page-aligned: asking the store for its file fetches them first on a
+ * model streamed from the Hub (store.h), so that transfer too runs while the last layer computes. */
+static bool ahead_span(const Store *st, const char *name, char **addr, size_t *len) {
+    const st_entry *e;
+    const st_file *sf;
+    if (store_entry(st, name, &e, &sf) != AL_OK || e->end <= e->begin) return false;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)st_data(sf, e), hi = lo + (e->end - e->begin);
+    lo -= lo % pg;
+    *addr = (char *)lo;
+    *len = hi - lo;
+    return true;
+}
 
 /* The thread: MADV_POPULATE_READ a step at a time -- reads what is not in the page cache and maps
  * it into the page tables, so the sweep's workers neither wait on the disk nor take ~2000 page
@@ -421,39 +434,40 @@ struct GramAhead {
 static void *ahead_thread(void *ud) {
     GramAhead *g = ud;
     int advice = MADV_POPULATE_READ;
-    for (int f = 0; f < 2; f++)
-        for (size_t o = 0; o < g->len[f] && !atomic_load(&g->stop); o += GRAM_AHEAD_STEP) {
-            size_t n = g->len[f] - o < GRAM_AHEAD_STEP ? g->len[f] - o : GRAM_AHEAD_STEP;
-            if (madvise(g->addr[f] + o, n, advice) != 0 && errno == EINVAL && advice != MADV_WILLNEED) {
+    for (int f = 0; f < 2; f++) {
+        char *addr = NULL;
+        size_t len = 0;
+        if (!g->name[f] || atomic_load(&g->stop) || !ahead_span(g->store, g->name[f], &addr, &len)) continue;
+        for (size_t o = 0; o < len && !atomic_load(&g->stop); o += GRAM_AHEAD_STEP) {
+            size_t n = len - o < GRAM_AHEAD_STEP ? len - o : GRAM_AHEAD_STEP;
+            if (madvise(addr + o, n, advice) != 0 && errno == EINVAL && advice != MADV_WILLNEED) {
                 advice = MADV_WILLNEED;
-                madvise(g->addr[f] + o, n, advice);
+                madvise(addr + o, n, advice);
             }
         }
+    }
     return NULL;
 }
 
 GramAhead *gram_prefetch_start(const Model *m, int layer, head_kind a, head_kind b) {
     const head_kind kinds[2] = {a, b};
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     GramAhead *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     atomic_init(&g->stop, false);
+    g->store = m->store;
     for (int f = 0; f < 2; f++) {
         GramView v;
         if (gram_view(m, kinds[f], layer, 0, PART_ALL, &v) != AL_OK &&
             gram_view(m, kinds[f], layer, 0, PART_NOPE, &v) != AL_OK)
             continue;
-        const st_entry *e;
-        const st_file *sf;
-        if (store_entry(m->store, v.tensor, &e, &sf) == AL_OK && e->end > e->begin) {
-            uintptr_t lo = (uintptr_t)st_data(sf, e), hi = lo + (e->end - e->begin);
-            lo -= lo % pg;
-            /* one tensor holding both (GPT-2's c_attn: Q and K) is read once */
-            if (f == 0 || (char *)lo != g->addr[0]) { g->addr[f] = (char *)lo; g->len[f] = hi - lo; }
-        }
+        /* one tensor holding both (GPT-2's c_attn: Q and K) is read once */
+        if (store_has(m->store, v.tensor) && (f == 0 || !g->name[0] || strcmp(g->name[0], v.tensor))) g->name[f] = strdup(v.tensor);
         gram_view_clear(&v);
     }
-    if ((!g->len[0] && !g->len[1]) || pthread_create(&g->thread, NULL, ahead_thread, g) != 0) { free(g); return NULL; }
+    if ((!g->name[0] && !g->name[1]) || pthread_create(&g->thread, NULL, ahead_thread, g) != 0) {
+        free(g->name[0]); free(g->name[1]); free(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -461,5 +475,7 @@ void gram_prefetch_end(GramAhead *g, bool stop) {
     if (!g) return;
     if (stop) atomic_store(&g->stop, true);
     pthread_join(g->thread, NULL);
+    free(g->name[0]);
+    free(g->name[1]);
     free(g);
 }

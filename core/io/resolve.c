@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "resolve.h"
 
+#include "hub.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -208,6 +210,32 @@ static bool looks_like_repo(const char *name) {
     return name[0] != '.' && name[0] != '~';
 }
 
+/* True when attnlab's cache streams repo from the Hub (hub.h): it has a refs/ folder there. */
+static bool hub_streamed(const char *repo) {
+    char *own = resolve_cache_dir(), flat[512] = "models--";
+    size_t k = strlen(flat);
+    for (const char *p = repo; *p && k + 3 < sizeof flat; p++) {
+        if (*p == '/') flat[k++] = '-';
+        flat[k++] = *p == '/' ? '-' : *p;
+    }
+    flat[k] = 0;
+    char *refs = own ? al_asprintf("%s/hub/%s/refs", own, flat) : NULL;
+    bool yes = refs && is_dir(refs);
+    free(refs);
+    free(own);
+    return yes;
+}
+
+/* repo@rev from the Hub (hub_open with this process's cache folders). */
+static int hub_fetch(const char *repo, const char *rev, char **path_out) {
+    char *hf = resolve_hf_cache_dir(), *own = resolve_cache_dir();
+    HubRequest rq = {.repo = repo, .revision = rev, .hf_cache = hf, .own_cache = own};
+    int rc = hf && own ? hub_open(&rq, path_out) : AL_ERR;
+    free(hf);
+    free(own);
+    return rc;
+}
+
 int resolve_model(const char *name, char **path_out) {
     *path_out = NULL;
     if (!name || !*name) return al_err("no model name given");
@@ -230,17 +258,23 @@ int resolve_model(const char *name, char **path_out) {
     if (repo) looked_add(looked, sizeof looked, &n, "; alias '%s' = %s", name, repo);
     else repo = looks_like_repo(name) ? name : NULL;
     if (repo) {
-        char *dir = NULL, *snap = NULL;
-        if (hf_snapshot(repo, &dir, &snap) != AL_OK) { free(dir); return AL_ERR; }
-        if (snap) { free(dir); *path_out = snap; return AL_OK; }
-        looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
+        char base[512], *dir = NULL, *snap = NULL;
+        snprintf(base, sizeof base, "%s", repo);
+        char *rev = strchr(base, '@');             /* org/name@revision */
+        if (rev) *rev++ = 0;
+        if (!rev && hf_snapshot(base, &dir, &snap) != AL_OK) { free(dir); return AL_ERR; }
+        if (snap && !hub_streamed(base)) { free(dir); *path_out = snap; return AL_OK; }
+        free(snap);
+        if (!rev) looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
         free(dir);
+        if (hub_fetch(base, rev, path_out) == AL_OK) return AL_OK;
+        looked_add(looked, sizeof looked, &n, "; the Hub: %s", al_errmsg());
     } else {
         char *home = resolve_home_dir();
         looked_add(looked, sizeof looked, &n, "; no alias '%.200s' among the built-in ones or in %s/aliases (see `help load` for the list)",
                    name, home ? home : "$ATTNLAB_HOME");
         free(home);
     }
-    return al_err("model '%.200s' not found. Looked at: %s. Download it with huggingface-cli on a machine with network, "
-                  "set HF_HOME, or give a path", name, looked);
+    return al_err("model '%.200s' not found. Looked at: %s. Check the name and the network (HF_ENDPOINT, HF_TOKEN), "
+                  "set HF_HOME to a cache that holds it, or give a path", name, looked);
 }

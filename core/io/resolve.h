@@ -7,6 +7,9 @@
  * ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub:
  * models--org--name/snapshots/<rev>/: the one refs/main names -- a plain revision name, never a
  * path; anything else is an error -- else the newest snapshot with a config.json).
+ * When attnlab streams the repo (its cache has a refs/ folder for it: the HF snapshot may hold
+ * only the config and index, or shards not all there yet), or no snapshot is there, or a revision
+ * is named: org/name[@revision] from the Hub (hub.h).
  * Demo names (demo-r1, demo-llama, demo-gpt2) are handled by the shell, not here. */
 #ifndef AL_RESOLVE_H
 #define AL_RESOLVE_H

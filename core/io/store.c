@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "store.h"
 
+#include "hub.h"
+
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +31,7 @@ struct Store {
     size_t nfiles;
     store_item *items;        /* sorted by name */
     size_t n;
+    HubRemote *remote;        /* a model streamed from the Hub: bytes fetched on first use (hub.h), or NULL */
 };
 
 /* ================================================================ helpers */
@@ -189,6 +192,7 @@ int store_open(const char *path, Store **out) {
         } else rc = open_all_in_dir(s);
         free(index);
         free(single);
+        if (rc == AL_OK) s->remote = hub_remote_for_dir(path);
     } else if (is_file(path)) {
         char *tmp = al_strdup(path);
         s->dir = al_strdup(dirname(tmp));
@@ -221,6 +225,7 @@ int store_from_file(st_file *f, const char *dir, Store **out) {
 void store_free(Store *s) {
     if (!s) return;
     for (size_t i = 0; i < s->nfiles; i++) st_close(s->files[i]);
+    hub_remote_free(s->remote);
     free(s->files);
     free(s->items);
     free(s->dir);
@@ -250,8 +255,16 @@ int store_entry(const Store *s, const char *name, const st_entry **e, const st_f
         return al_err("tensor '%s' not found in any of the %zu shards in %s", name, s->nfiles, s->dir);
     }
     *e = it->e;
-    if (f) *f = it->f;
+    if (f) *f = it->f;       /* the caller will read the bytes: a streamed model fetches them now */
+    if (f && s->remote && hub_remote_ensure(s->remote, st_path(it->f), it->e->begin, it->e->end, name) != AL_OK)
+        return AL_ERR;
     return AL_OK;
+}
+
+bool store_local_bytes(const Store *s, uint64_t *local, uint64_t *total) {
+    if (!s->remote) return false;
+    hub_remote_local(s->remote, local, total);
+    return true;
 }
 
 int store_shape2(const Store *s, const char *name, size_t *rows, size_t *cols) {
@@ -279,6 +292,7 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
     if (!sname) return AL_ERR;
     const st_entry *se; const st_file *sf;
     int rc = store_entry(s, sname, &se, &sf);
+    if (rc != AL_OK && store_has(s, sname)) { free(sname); return rc; }   /* there, but not readable (a streamed model's fetch) */
     if (rc != AL_OK) {
         rc = al_err("FP8 tensor '%s' has no block scales '%s' (DeepSeek FP8 checkpoints store them beside each weight)",
                     name, sname);

@@ -41,6 +41,10 @@ size_t store_nfiles(const Store *s);
 const char *store_file_at(const Store *s, size_t i);
 /* Releases mapped pages of every tensor whose name starts with prefix. */
 void store_release_prefix(const Store *s, const char *prefix);
+/* A model streamed from the Hub (hub.h): the bytes held locally and the shards' total; false for
+ * an ordinary checkpoint. A streamed store fetches a tensor's bytes when store_entry is asked for
+ * its file (every reader of bytes asks), so shapes and names cost nothing. */
+bool store_local_bytes(const Store *s, uint64_t *local, uint64_t *total);
 /* Folder the store was opened from. */
 const char *store_dir(const Store *s);
 
