@@ -590,7 +590,7 @@ static void test_configs(void) {
                    "cannot tell the model family: no \"model_type\" and no \"architectures\"");
     expect_cfg_err("{\"model_type\": 7}", "cannot tell the model family");
     expect_cfg_err("{\"model_type\": \"qwen3\", \"hidden_size\": 8}", "a qwen3 config needs num_attention_heads");
-    expect_cfg_err("{\"model_type\": \"gemma3\", \"text_config\": {}}", "text_config");
+    expect_cfg_err("{\"model_type\": \"gemma3\", \"vision_config\": {}}", "text_config");   /* a tower needs its text_config */
     expect_cfg_err("{\"model_type\": \"llama\"}", "a llama config needs hidden_size, num_attention_heads, "
                    "num_hidden_layers, which are missing");
     expect_cfg_err("{\"model_type\": \"llama\", \"hidden_size\": 8, \"num_attention_heads\": 2}",
