@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# cli_fp4.sh -- MXFP4 and NVFP4 checkpoints (issue 28): stories260K-hf with its projections written
+# by tests/fp4_quant.py (pure Python, its own decoding of the E2M1 table and the scales) in each
+# encoding, beside an F32 twin holding the values Python decoded. `load` and `info` name the
+# encoding per tensor group; `ranks vo` / `ranks qk` at tau 0.9 and `ppl` (f32 and bf16 compute)
+# print the same as on the twin; a NaN block scale or a scale grid of the wrong shape is refused
+# at `load`, naming the tensor.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-fp4
+SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
+[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+Q="python3 $ATTNLAB_SRC/tests/fp4_quant.py"
+TXT="$ATTNLAB_SRC/examples/tinystory.txt"
+
+# what MODEL prints for the analyses, without its name
+analyses() {
+    e "load $1 as m; ranks vo tau 0.9; ranks qk offset 4 tau 0.9; ppl $TXT; set compute bf16; ppl $TXT" |
+        grep -v "^loaded\|^ppl of\|tok/s\|^compute bf16 asked"
+}
+
+for enc in mxfp4 nvfp4; do
+    ENC=$(tr a-z A-Z <<<"$enc")
+    $Q "$SRC" "$T/$enc" $enc && $Q "$SRC" "$T/$enc-f32" $enc f32
+    ok "$enc: written" test -f "$T/$enc/model.safetensors" -a -f "$T/$enc-f32/model.safetensors"
+    out=$(e "load $T/$enc; info")
+    ok "$enc: load names the encoding" has "$out" "^loaded $enc: llama, .*, $ENC -- "
+    ok "$enc: info's dtype" has "$out" "^dtype  *$ENC$"
+    ok "$enc: info's weights per group" has "$out" "^weights  *attention $ENC, mlp F32 + $ENC, embeddings F32$"
+    ok "$enc: its KV cache is BF16" has "$out" "^kv_cache_dtype  *BF16$"
+    a=$(analyses "$T/$enc")
+    b=$(analyses "$T/$enc-f32")
+    ok "$enc: ranks and ppl printed" test "$(grep -c . <<<"$a")" -gt 90
+    ok "$enc: ranks and ppl equal the F32 twin's" test "$a" = "$b"
+    [ "$a" = "$b" ] || diff <(echo "$a") <(echo "$b") | head -5
+    ok "$enc: ppl 4.1-4.3" has "$a" "^  1127  1.4[0-9]*  4\.[12]"
+    ok "$enc: bf16 compute says its products are float32" has "$(e "load $T/$enc; set compute bf16; ppl $TXT")" \
+        "compute bf16 asked, but the weights are $ENC: products in float32"
+done
+
+# ---- hostile scales
+$Q "$SRC" "$T/nan" nvfp4 nan-scale
+run -e "load $T/nan"
+ok "NaN NVFP4 block scale refused" test "$(rc)" != 0
+ok "... naming the tensor and the block" has "$(cat err.txt)" "NVFP4 tensor 'model.layers.0.self_attn.k_proj.weight': block scale \[0, 0\] (code 0x7f) is NaN"
+$Q "$SRC" "$T/nanmx" mxfp4 nan-scale
+run -e "load $T/nanmx"
+ok "NaN E8M0 scale (0xFF) refused" has "$(cat err.txt)" "MXFP4 tensor 'model.layers.0.self_attn.k_proj.weight': block scale \[0, 0\] (code 0xff) is NaN"
+$Q "$SRC" "$T/short" mxfp4 short-scale
+run -e "load $T/short"
+ok "MXFP4 scales of the wrong shape refused" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scales' should be U8 (E8M0) of shape \[32, 2\]"
+$Q "$SRC" "$T/shortnv" nvfp4 short-scale
+run -e "load $T/shortnv"
+ok "NVFP4 scales of the wrong shape refused" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scale' should be F8_E4M3 of shape \[32, 4\]"
+cli_done
