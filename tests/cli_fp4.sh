@@ -3,8 +3,9 @@
 # by tests/fp4_quant.py (pure Python, its own decoding of the E2M1 table and the scales) in each
 # encoding, beside an F32 twin holding the values Python decoded. `load` and `info` name the
 # encoding per tensor group; `ranks vo` / `ranks qk` at tau 0.9 and `ppl` (f32 and bf16 compute)
-# print the same as on the twin; a NaN block scale or a scale grid of the wrong shape is refused
-# at `load`, naming the tensor.
+# print the same as on the twin; a truncation's export copies every untouched tensor and scale bit for
+# bit and writes the rewritten ones in BF16, listed as not quantized (modules_to_not_convert, ModelOpt's
+# ignore); a NaN block scale or a scale grid of the wrong shape is refused at `load`, naming the tensor.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-fp4
@@ -36,6 +37,38 @@ for enc in mxfp4 nvfp4; do
     ok "$enc: ppl 4.1-4.3" has "$a" "^  1127  1.4[0-9]*  4\.[12]"
     ok "$enc: bf16 compute says its products are float32" has "$(e "load $T/$enc; set compute bf16; ppl $TXT")" \
         "compute bf16 asked, but the weights are $ENC: products in float32"
+done
+
+# ---- export of a truncation: untouched tensors bit for bit with their scales, the rewritten ones BF16 of
+# the logical shape without scales, listed as not quantized in the source's own key
+export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
+for enc in mxfp4 nvfp4; do
+    out=$(e "load $T/$enc; truncate vo tau 0.9 layers 1; ppl $TXT; export $T/ex-$enc format dense; load $T/ex-$enc as d; ppl $TXT")
+    ok "$enc export: 2 rewritten" has "$out" "^exported VO of $enc to .*tensors copied bit for bit, 2 rewritten"
+    p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
+    ok "$enc export: its ppl is the working copy's to BF16 rounding ($p)" \
+        python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-4)" $p
+    msg=$(python3 - "$T/$enc" "$T/ex-$enc" $enc <<'PY'
+import json, os, sys
+from st_tensors import tensors
+src, ex, enc = tensors(sys.argv[1]), tensors(sys.argv[2]), sys.argv[3]
+changed = lambda k: any(k.startswith('model.layers.1.self_attn.%s.' % p) for p in ('o_proj', 'v_proj'))
+for k, v in src.items():
+    if not changed(k) and ex.get(k) != v:
+        print('untouched tensor differs:', k)
+for p, R in (('o_proj', 64), ('v_proj', 32)):
+    k = 'model.layers.1.self_attn.%s.weight' % p
+    if ex.get(k, (0, 0))[:2] != ('BF16', [R, 64]):
+        print(k, 'is', ex.get(k, (None, None))[:2])
+    if [n for n in ex if n.startswith(k + '_')]:
+        print(k, 'kept scales')
+q = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config']
+listed = q['modules_to_not_convert' if enc == 'mxfp4' else 'ignore']
+if listed != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
+    print('not listed as unquantized:', q)
+PY
+)
+    ok "$enc export: untouched bit for bit, rewritten BF16 and listed [$msg]" test -z "$msg"
 done
 
 # ---- hostile scales

@@ -91,6 +91,12 @@ def main():
             items.append((name + '_scale', ('F8_E4M3', sshape, scales)))
             items.append((name + '_scale_2', ('F32', [], struct.pack('<f', g))))
     write(os.path.join(dst, 'model.safetensors'), items)
+    if mode != 'f32':      # the quantization_config each publisher writes
+        cp = os.path.join(dst, 'config.json')
+        c = json.load(open(cp))
+        c['quantization_config'] = ({'quant_method': 'mxfp4', 'modules_to_not_convert': ['lm_head']} if enc == 'mxfp4' else
+                                    {'quant_method': 'modelopt', 'quant_algo': 'NVFP4', 'ignore': ['lm_head']})
+        json.dump(c, open(cp, 'w'), indent=2)
 
 
 main()
