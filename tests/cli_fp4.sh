@@ -5,7 +5,7 @@
 # encoding per tensor group; `ranks vo` / `ranks qk` at tau 0.9 and `ppl` (f32 and bf16 compute)
 # print the same as on the twin; a truncation's export copies every untouched tensor and scale bit for
 # bit and writes the rewritten ones in BF16, listed as not quantized (modules_to_not_convert, ModelOpt's
-# ignore); a NaN block scale or a scale grid of the wrong shape is refused at `load`, naming the tensor.
+# ignore); `export F.gguf` dequantizes them, saying so; a NaN block scale or a scale grid of the wrong shape is refused at `load`, naming the tensor.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-fp4
@@ -69,6 +69,17 @@ if listed != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self
 PY
 )
     ok "$enc export: untouched bit for bit, rewritten BF16 and listed [$msg]" test -z "$msg"
+done
+
+# ---- GGUF: dequantized in the dtype asked, said in its line; in f32 the values are the decoded ones
+for enc in mxfp4 nvfp4; do
+    ENC=$(tr a-z A-Z <<<"$enc")
+    out=$(e "load $T/$enc; ppl $TXT; export $T/$enc.gguf dtype f32; load $T/$enc.gguf as g; tokenizer $SRC/tok512.bin; ppl $TXT")
+    ok "$enc gguf: written" has "$out" "^exported $enc as GGUF to .*, F32, "
+    ok "$enc gguf: its line says dequantized" has "$out" "^  $ENC weights dequantized to F32$"
+    p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
+    ok "$enc gguf: the same ppl from llama.cpp's layout ($p)" \
+        python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-5)" $p
 done
 
 # ---- hostile scales
