@@ -276,25 +276,36 @@ const dt_fp4_trait *dt_fp4_traits(dt_fp4_enc e) { return e > DT_FP4_NONE && e < 
 float dt_e2m1_to_f32(uint8_t code) { return e2m1_values[code & 15]; }
 float dt_e8m0_to_f32(uint8_t v) { return v == 0xff ? NAN : ldexpf(1.0f, (int)v - 127); }
 
-float dt_fp4_block_scale(const dt_fp4 *q, size_t r, size_t b) {
+/* The block scale without the table's initialisation (fp4_row does it once per row). */
+static inline float fp4_scale(const dt_fp4 *q, size_t r, size_t b) {
     size_t nb = q->cols / fp4_traits[q->enc].block;
     uint8_t v = q->scale[r * nb + b];
-    return q->enc == DT_FP4_MXFP4 ? dt_e8m0_to_f32(v) : dt_e4m3_to_f32(v);
+    return q->enc == DT_FP4_MXFP4 ? dt_e8m0_to_f32(v) : e4m3_lut[v];
 }
 
-/* One row's columns [c0, c0 + nc): per block, the 16 code values times its scale, then gscale. */
+float dt_fp4_block_scale(const dt_fp4 *q, size_t r, size_t b) {
+    pthread_once(&e4m3_once, e4m3_init);
+    return fp4_scale(q, r, b);
+}
+
+/* One row's columns [c0, c0 + nc): per block, the code values times its scale, then gscale (a
+ * second rounding only when gscale is not 1). Whole bytes two values at a time. */
 static void fp4_row(const dt_fp4 *q, size_t r, size_t c0, size_t nc, float *dst) {
     const size_t B = fp4_traits[q->enc].block;
     const uint8_t *codes = q->codes + r * (q->cols / 2);
-    float g = q->gscale;
+    pthread_once(&e4m3_once, e4m3_init);
     for (size_t j = c0, end = c0 + nc; j < end;) {
-        float s = dt_fp4_block_scale(q, r, j / B);
-        size_t stop = (j / B + 1) * B < end ? (j / B + 1) * B : end;
-        for (; j < stop; j++) {
-            uint8_t byte = codes[j / 2];
-            float v = e2m1_values[(j & 1) ? byte >> 4 : byte & 15] * s;   /* low nibble: even column */
-            dst[j - c0] = g == 1.0f ? v : v * g;
+        float s = fp4_scale(q, r, j / B), *o = dst + (j - c0);
+        size_t stop = (j / B + 1) * B < end ? (j / B + 1) * B : end, k = 0;
+        if (j & 1) { o[k++] = e2m1_values[codes[j / 2] >> 4] * s; }           /* low nibble: even column */
+        for (const uint8_t *c = codes + (j + k) / 2; j + k + 2 <= stop; k += 2, c++) {
+            o[k] = e2m1_values[*c & 15] * s;
+            o[k + 1] = e2m1_values[*c >> 4] * s;
         }
+        if (j + k < stop) { o[k] = e2m1_values[codes[(j + k) / 2] & 15] * s; k++; }
+        if (q->gscale != 1.0f)
+            for (size_t i = 0; i < k; i++) o[i] *= q->gscale;
+        j += k;
     }
 }
 
