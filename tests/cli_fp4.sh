@@ -5,7 +5,8 @@
 # encoding per tensor group; `ranks vo` / `ranks qk` at tau 0.9 and `ppl` (f32 and bf16 compute)
 # print the same as on the twin; a truncation's export copies every untouched tensor and scale bit for
 # bit and writes the rewritten ones in BF16, listed as not quantized (modules_to_not_convert, ModelOpt's
-# ignore); `export F.gguf` dequantizes them, saying so; a NaN block scale or a scale grid of the wrong shape is refused at `load`, naming the tensor.
+# ignore); `export F.gguf` dequantizes them, saying so; `lint` checks the FP4 tensors and scales against
+# the config (and asks for a quantization_config); a NaN block scale or a scale grid of the wrong shape is refused at `load`, naming the tensor.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-fp4
@@ -82,6 +83,18 @@ for enc in mxfp4 nvfp4; do
         python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-5)" $p
 done
 
+# ---- lint: FP4 weights with their scales are what the config says; misshapen scales and a missing
+# quantization_config are errors
+for enc in mxfp4 nvfp4; do
+    out=$(e "lint $T/$enc")
+    ok "$enc lint: transformers loads it" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
+    ok "$enc lint: no U8 advisory" hasnt "$out" "bytes of U8 tensors"
+    cp -r "$T/$enc" "$T/$enc-noq"
+    python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); del c['quantization_config']; json.dump(c, open(p, 'w'))" \
+        "$T/$enc-noq/config.json"
+    ok "$enc lint: no quantization_config is an error" has "$(e "lint $T/$enc-noq")" "error .*U8 tensors (packed FP4 codes?) but no quantization_config"
+done
+
 # ---- hostile scales
 $Q "$SRC" "$T/nan" nvfp4 nan-scale
 run -e "load $T/nan"
@@ -93,7 +106,9 @@ ok "NaN E8M0 scale (0xFF) refused" has "$(cat err.txt)" "MXFP4 tensor 'model.lay
 $Q "$SRC" "$T/short" mxfp4 short-scale
 run -e "load $T/short"
 ok "MXFP4 scales of the wrong shape refused" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scales' should be U8 (E8M0) of shape \[32, 2\]"
+ok "lint: MXFP4 scales of the wrong shape" has "$(e "lint $T/short")" "k_proj.weight_scales is U8 \[32, 1\]; MXFP4 scales (E8M0, one per 32 values) are U8 \[32, 2\]"
 $Q "$SRC" "$T/shortnv" nvfp4 short-scale
 run -e "load $T/shortnv"
 ok "NVFP4 scales of the wrong shape refused" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scale' should be F8_E4M3 of shape \[32, 4\]"
+ok "lint: NVFP4 scales of the wrong shape" has "$(e "lint $T/shortnv")" "k_proj.weight_scale is F8_E4M3 \[32, 3\]; NVFP4 block scales (one per 16 values) are F8_E4M3 \[32, 4\]"
 cli_done

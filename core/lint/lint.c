@@ -423,6 +423,17 @@ static void check_dtypes(Lint *x) {
         if (!ends_with(x->t[i].name, "_scale_inv") && x->t[i].e->dtype >= 0 && x->t[i].e->dtype < DT_COUNT)
             bytes[x->t[i].e->dtype] += x->t[i].e->end - x->t[i].e->begin;
     bool quant = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"));
+    bool fp4 = false;                                /* U8 codes beside FP4 scales (tensor.h) */
+    for (size_t i = 0; i < x->nt && !fp4; i++) {
+        char sc[300];
+        snprintf(sc, sizeof sc, "%s_scale", x->t[i].name);
+        fp4 = x->t[i].e->dtype == DT_U8 && (ends_with(x->t[i].name, "_blocks") || find(x, sc));
+    }
+    if (fp4 && !quant)
+        add(x, LINT_ERROR, LT_ALL, 0, "U8 tensors (packed FP4 codes?) but no quantization_config in config.json: "
+            "engines would not decode them; MXFP4 needs {\"quant_method\": \"mxfp4\"}, NVFP4 ModelOpt's "
+            "{\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\"}");
+    if (quant) bytes[DT_U8] = 0;                     /* packed codes the quantization_config describes */
     if ((bytes[DT_F8_E4M3] || bytes[DT_F8_E5M2]) && !quant)
         add(x, LINT_ERROR, LT_ALL, 0, "FP8 weights but no quantization_config in config.json: engines would read the "
             "FP8 codes as plain weights; add DeepSeek's {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", "
@@ -506,8 +517,59 @@ static void expect_scales(Lint *x, const char *name, const st_entry *w) {
     }
 }
 
+/* A scale tensor `sname` of an FP4 weight: marked used; its dtype and 2-D shape [r, c] (c 0: one
+ * value) checked. */
+static void fp4_scale_ok(Lint *x, const char *sname, dt_type dt, size_t r, size_t c, const char *what) {
+    LTensor *s = find(x, sname);
+    if (!s) { agg_add(x, AGG_MISSING, sname, sname); return; }
+    s->used = true;
+    const st_entry *e = s->e;
+    bool ok = e->dtype == dt && (c ? e->ndim == 2 && e->shape[0] == r && e->shape[1] == c : st_numel(e) == 1);
+    if (ok) return;
+    char have[96], msg[700];
+    shape_str(e, have, sizeof have);
+    if (c) snprintf(msg, sizeof msg, "%s is %s %s; %s are %s [%zu, %zu]", sname, dt_name(e->dtype), have, what, dt_name(dt), r, c);
+    else snprintf(msg, sizeof msg, "%s is %s %s; %s is one %s value", sname, dt_name(e->dtype), have, what, dt_name(dt));
+    agg_add(x, AGG_SHAPE, sname, msg);
+}
+
+/* An FP4 weight `name` of shape [d0, d1] (tensor.h): MXFP4 "<name>_blocks" U8 [d0, d1/32, 16] +
+ * "<name>_scales" U8 [d0, d1/32], or NVFP4 "<name>" U8 [d0, d1/2] + "<name>_scale" F8_E4M3
+ * [d0, d1/16] + "<name>_scale_2" F32 (and the module's input_scale, used). False when `name` is
+ * stored otherwise. */
+static bool expect_fp4(Lint *x, const char *name, size_t d0, size_t d1, const char *why) {
+    char n2[300], have[96], msg[700];
+    LTensor *w = find(x, name), *b = NULL;
+    snprintf(n2, sizeof n2, "%s_blocks", name);
+    if (!w && !(b = find(x, n2))) return false;
+    snprintf(n2, sizeof n2, "%s_scale", name);
+    if (w && (w->e->dtype != DT_U8 || !find(x, n2))) return false;
+    const st_entry *e = w ? w->e : b->e;
+    (w ? w : b)->used = true;
+    bool mx = b != NULL;
+    bool ok = e->dtype == DT_U8 && (mx ? e->ndim == 3 && e->shape[0] == d0 && e->shape[1] * 32 == d1 && e->shape[2] == 16
+                                       : e->ndim == 2 && e->shape[0] == d0 && e->shape[1] * 2 == d1);
+    if (!ok) {
+        shape_str(e, have, sizeof have);
+        snprintf(msg, sizeof msg, "%s is %s %s; config.json says [%zu, %zu] (%s): %s", mx ? n2 : name, dt_name(e->dtype),
+                 have, d0, d1, why, mx ? "MXFP4 blocks are U8 [rows, cols/32, 16]" : "NVFP4 weights are U8 [rows, cols/2]");
+        agg_add(x, AGG_SHAPE, mx ? b->name : name, msg);
+    }
+    snprintf(n2, sizeof n2, "%s%s", name, mx ? "_scales" : "_scale");
+    fp4_scale_ok(x, n2, mx ? DT_U8 : DT_F8_E4M3, d0, d1 / (mx ? 32 : 16),
+                 mx ? "MXFP4 scales (E8M0, one per 32 values)" : "NVFP4 block scales (one per 16 values)");
+    if (mx) return true;
+    snprintf(n2, sizeof n2, "%s_scale_2", name);
+    fp4_scale_ok(x, n2, DT_F32, 1, 0, "NVFP4's per-tensor scale");
+    size_t n = strlen(name);
+    snprintf(n2, sizeof n2, "%.*s.input_scale", (int)(n > 7 ? n - 7 : n), name);
+    LTensor *in = ends_with(name, ".weight") ? find(x, n2) : NULL;
+    if (in) in->used = true;
+    return true;
+}
+
 /* One tensor the family's loader expects: shape [d0] (d1 = 0) or [d0, d1], `why` naming the config
- * keys that give it. FP8 weights bring their block scales along. */
+ * keys that give it. FP8 weights bring their block scales along, FP4 ones theirs (expect_fp4). */
 static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why, const char *fmt, ...) {
@@ -516,6 +578,7 @@ static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
+    if (d1 && expect_fp4(x, name, d0, d1, why)) return;
     LTensor *t = find(x, name);
     if (!t) {
         if (!optional) agg_add(x, AGG_MISSING, name, name);
