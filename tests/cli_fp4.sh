@@ -6,7 +6,8 @@
 # print the same as on the twin; a truncation's export copies every untouched tensor and scale bit for
 # bit and writes the rewritten ones in BF16, listed as not quantized (modules_to_not_convert, ModelOpt's
 # ignore); `export F.gguf` dequantizes them, saying so; `lint` checks the FP4 tensors and scales against
-# the config (and asks for a quantization_config); a NaN block scale or a scale grid of the wrong shape is refused at `load`, naming the tensor.
+# the config (and asks for a quantization_config), and quantization_config's not-quantized lists (globs,
+# 're:' regexes, parts of names) against the FP4 modules; a NaN block scale or a scale grid of the wrong shape is refused at `load`, naming the tensor.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-fp4
@@ -94,6 +95,20 @@ for enc in mxfp4 nvfp4; do
         "$T/$enc-noq/config.json"
     ok "$enc lint: no quantization_config is an error" has "$(e "lint $T/$enc-noq")" "error .*U8 tensors (packed FP4 codes?) but no quantization_config"
 done
+
+# quantization_config's lists against the FP4 modules: a listed FP4 module (here by a 're:' regex,
+# by a glob) is an error, an entry naming nothing a warning
+cp -r "$T/nvfp4" "$T/nv-listed"
+python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['quantization_config']['ignore'] = ['lm_head', 're:model\\.layers\\.[0-9]+\\.self_attn\\.k_proj', 'model.layers.*.mlp.gate_prj']; json.dump(c, open(p, 'w'))" \
+    "$T/nv-listed/config.json"
+out=$(e "lint $T/nv-listed")
+ok "lint: a listed FP4 module is an error" has "$out" "error .*model.layers.0.self_attn.k_proj is stored in FP4 but quantization_config lists it as not quantized ('re:model.*'; 5 modules like it)"
+ok "lint: an entry naming nothing is a warning" has "$out" "warning .*quantization_config.ignore entry 'model.layers.\*.mlp.gate_prj' names no module"
+ok "lint: the regex and lm_head name something" hasnt "$out" "entry '\(re:\|lm_head\)"
+cp -r "$T/mxfp4" "$T/mx-listed"
+python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['quantization_config']['modules_to_not_convert'] = ['lm_head', 'model.layers.*.mlp.up_proj']; json.dump(c, open(p, 'w'))" \
+    "$T/mx-listed/config.json"
+ok "lint: a glob listing MXFP4 modules is an error" has "$(e "lint $T/mx-listed")" "model.layers.0.mlp.up_proj is stored in FP4 but .*('model.layers.\*.mlp.up_proj'; 5 modules"
 
 # ---- hostile scales
 $Q "$SRC" "$T/nan" nvfp4 nan-scale

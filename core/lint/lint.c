@@ -8,7 +8,9 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <fnmatch.h>
 #include <math.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +95,8 @@ typedef struct {
     Agg *agg;
     size_t nagg, aggcap;
     bool oom;
+    size_t fp4_n, fp4_listed;     /* FP4 weights found; of them, in a not-quantized list */
+    char fp4_first[300];          /* the first such listed module */
 } Lint;
 
 /* Adds a finding. Out of memory: remembered (lint_folder fails), never a crash. */
@@ -533,6 +537,33 @@ static void fp4_scale_ok(Lint *x, const char *sname, dt_type dt, size_t r, size_
     agg_add(x, AGG_SHAPE, sname, msg);
 }
 
+/* quantization_config's lists of modules left unquantized, by the key each publisher uses. */
+static const char *const NOT_QUANT_KEYS[] = {"modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"};
+
+/* Whether list entry `pat` names module `m`: "re:" a POSIX extended regular expression matched at
+ * the start (compressed-tensors' re.match), else a glob (ModelOpt, vLLM), the name itself, or a
+ * part of it (transformers' modules_to_not_convert test: `key in name`). */
+static bool names_module(const char *pat, const char *m) {
+    if (!strncmp(pat, "re:", 3)) {
+        regex_t re;
+        regmatch_t at;
+        if (regcomp(&re, pat + 3, REG_EXTENDED)) return false;
+        bool hit = regexec(&re, m, 1, &at, 0) == 0 && at.rm_so == 0;
+        regfree(&re);
+        return hit;
+    }
+    return !strcmp(pat, m) || fnmatch(pat, m, 0) == 0 || strstr(m, pat) != NULL;
+}
+
+/* The list entry naming module m, or NULL. */
+static const char *listed_unquantized(const Lint *x, const char *m) {
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"), *it;
+    for (size_t k = 0; cJSON_IsObject(q) && k < sizeof NOT_QUANT_KEYS / sizeof *NOT_QUANT_KEYS; k++)
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(q, NOT_QUANT_KEYS[k]))
+            if (cJSON_IsString(it) && names_module(it->valuestring, m)) return it->valuestring;
+    return NULL;
+}
+
 /* An FP4 weight `name` of shape [d0, d1] (tensor.h): MXFP4 "<name>_blocks" U8 [d0, d1/32, 16] +
  * "<name>_scales" U8 [d0, d1/32], or NVFP4 "<name>" U8 [d0, d1/2] + "<name>_scale" F8_E4M3
  * [d0, d1/16] + "<name>_scale_2" F32 (and the module's input_scale, used). False when `name` is
@@ -547,6 +578,9 @@ static bool expect_fp4(Lint *x, const char *name, size_t d0, size_t d1, const ch
     const st_entry *e = w ? w->e : b->e;
     (w ? w : b)->used = true;
     bool mx = b != NULL;
+    snprintf(n2, sizeof n2, "%.*s", (int)(ends_with(name, ".weight") ? strlen(name) - 7 : strlen(name)), name);
+    x->fp4_n++;
+    if (listed_unquantized(x, n2) && x->fp4_listed++ == 0) snprintf(x->fp4_first, sizeof x->fp4_first, "%s", n2);
     bool ok = e->dtype == DT_U8 && (mx ? e->ndim == 3 && e->shape[0] == d0 && e->shape[1] * 32 == d1 && e->shape[2] == 16
                                        : e->ndim == 2 && e->shape[0] == d0 && e->shape[1] * 2 == d1);
     if (!ok) {
@@ -599,6 +633,32 @@ static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why
 
 /* Which expected tensors may be absent (tied embeddings). */
 static bool tied(const Lint *x) { return x->cfg.tie_embeddings; }
+
+/* FP4 weights against quantization_config's lists: a module stored in FP4 but listed as not
+ * quantized is an error (engines build it as a plain linear and read its codes as weights); a list
+ * entry that names no module of the checkpoint a warning. */
+static void check_fp4_lists(Lint *x) {
+    if (!x->fp4_n) return;
+    if (x->fp4_listed)
+        add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s is stored in FP4 but quantization_config lists it as not "
+            "quantized ('%s'; %zu modules like it): engines build a plain linear and read the packed codes as weights; "
+            "remove it from the list", x->fp4_first, listed_unquantized(x, x->fp4_first), x->fp4_listed);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"), *it;
+    for (size_t k = 0; k < sizeof NOT_QUANT_KEYS / sizeof *NOT_QUANT_KEYS; k++)
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(q, NOT_QUANT_KEYS[k])) {
+            bool hit = !cJSON_IsString(it);
+            char m[300];
+            for (size_t i = 0; i < x->nt && !hit; i++) {
+                const char *dot = strrchr(x->t[i].name, '.');
+                snprintf(m, sizeof m, "%.*s", (int)(dot ? dot - x->t[i].name : 0), x->t[i].name);
+                hit = names_module(it->valuestring, m);
+            }
+            if (!hit && !(tied(x) && strstr(it->valuestring, "lm_head")))     /* tied: no lm_head tensor */
+                add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "quantization_config.%s entry '%s' names no module "
+                    "of the checkpoint: a typo, or a pattern in another syntax (globs, 're:' regexes)", NOT_QUANT_KEYS[k],
+                    it->valuestring);
+        }
+}
 
 
 /* The SHAPE_IF_* conditions that hold for this folder's config. */
@@ -1038,6 +1098,7 @@ static void lint_dir(Lint *x) {
     check_shard_meta(x);
     if (x->tree) check_dtypes(x);
     check_layout(x);
+    if (x->tree) check_fp4_lists(x);
     check_mla(x);
     check_tokenizer(x);
 }
