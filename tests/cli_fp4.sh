@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cli_fp4.sh -- MXFP4 and NVFP4 checkpoints (issue 28): stories260K-hf with its projections written
 # by tests/fp4_quant.py (pure Python, its own decoding of the E2M1 table and the scales) in each
-# encoding, beside an F32 twin holding the values Python decoded. `load` and `info` name the
+# encoding -- MXFP4, ModelOpt's NVFP4, compressed-tensors' nvfp4-pack-quantized (ctnvfp4: its global
+# scale divides) --, beside an F32 twin holding the values Python decoded. `load` and `info` name the
 # encoding per tensor group; `ranks vo` / `ranks qk` at tau 0.9 and `ppl` (f32 and bf16 compute)
 # print the same as on the twin; a truncation's export copies every untouched tensor and scale bit for
 # bit and writes the rewritten ones in BF16, listed as not quantized (modules_to_not_convert, ModelOpt's
@@ -22,8 +23,8 @@ analyses() {
         grep -v "^loaded\|^ppl of\|tok/s\|^compute bf16 asked"
 }
 
-for enc in mxfp4 nvfp4; do
-    ENC=$(tr a-z A-Z <<<"$enc")
+for enc in mxfp4 nvfp4 ctnvfp4; do
+    ENC=$(tr a-z A-Z <<<"${enc#ct}")
     $Q "$SRC" "$T/$enc" $enc && $Q "$SRC" "$T/$enc-f32" $enc f32
     ok "$enc: written" test -f "$T/$enc/model.safetensors" -a -f "$T/$enc-f32/model.safetensors"
     out=$(e "load $T/$enc; info")
@@ -44,7 +45,7 @@ done
 # ---- export of a truncation: untouched tensors bit for bit with their scales, the rewritten ones BF16 of
 # the logical shape without scales, listed as not quantized in the source's own key
 export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
-for enc in mxfp4 nvfp4; do
+for enc in mxfp4 nvfp4 ctnvfp4; do
     out=$(e "load $T/$enc; truncate vo tau 0.9 layers 1; ppl $TXT; export $T/ex-$enc format dense; load $T/ex-$enc as d; ppl $TXT")
     ok "$enc export: 2 rewritten" has "$out" "^exported VO of $enc to .*tensors copied bit for bit, 2 rewritten"
     p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
@@ -74,8 +75,8 @@ PY
 done
 
 # ---- GGUF: dequantized in the dtype asked, said in its line; in f32 the values are the decoded ones
-for enc in mxfp4 nvfp4; do
-    ENC=$(tr a-z A-Z <<<"$enc")
+for enc in mxfp4 nvfp4 ctnvfp4; do
+    ENC=$(tr a-z A-Z <<<"${enc#ct}")
     out=$(e "load $T/$enc; ppl $TXT; export $T/$enc.gguf dtype f32; load $T/$enc.gguf as g; tokenizer $SRC/tok512.bin; ppl $TXT")
     ok "$enc gguf: written" has "$out" "^exported $enc as GGUF to .*, F32, "
     ok "$enc gguf: its line says dequantized" has "$out" "^  $ENC weights dequantized to F32$"
@@ -86,7 +87,7 @@ done
 
 # ---- lint: FP4 weights with their scales are what the config says; misshapen scales and a missing
 # quantization_config are errors
-for enc in mxfp4 nvfp4; do
+for enc in mxfp4 nvfp4 ctnvfp4; do
     out=$(e "lint $T/$enc")
     ok "$enc lint: transformers loads it" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
     ok "$enc lint: no U8 advisory" hasnt "$out" "bytes of U8 tensors"

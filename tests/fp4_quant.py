@@ -2,7 +2,10 @@
 MXFP4 or NVFP4 (tensor.h's layouts), or their decoded values in F32: a checkpoint quantized in each
 encoding and its F32 twin, for tests/cli_fp4.sh (pure Python, no numpy).
 
-    python3 fp4_quant.py SRC DST mxfp4|nvfp4 [f32|nan-scale|short-scale]
+    python3 fp4_quant.py SRC DST mxfp4|nvfp4|ctnvfp4 [f32|nan-scale|short-scale]
+
+ctnvfp4 is compressed-tensors' nvfp4-pack-quantized: "<w>_packed", "<w>_scale" and a
+"<w>_global_scale" that divides the block scales (W = e2m1 * (scale / global)).
 """
 import json
 import math
@@ -28,6 +31,8 @@ def quantize(vals, R, C, enc):
     """codes (bytes), scales (bytes), g, decoded floats."""
     B = 32 if enc == 'mxfp4' else 16
     g = 1.0 if enc == 'mxfp4' else f32(max(abs(v) for v in vals) / (6 * 448))
+    if enc == 'ctnvfp4':
+        G, g = f32(6 * 448 / max(abs(v) for v in vals)), 1.0   # compressed-tensors' global scale: divides
     codes, scales, out = bytearray(R * C // 2), bytearray(), [0.0] * (R * C)
     for i in range(R):
         for b in range(C // B):
@@ -36,16 +41,19 @@ def quantize(vals, R, C, enc):
             if enc == 'mxfp4':
                 e = math.ceil(math.log2(bmax / 6)) if bmax > 0 else 0
                 sc, s = e + 127, 2.0 ** e
-            else:
+            elif enc == 'nvfp4':
                 sc = min(range(0x7f), key=lambda c: (e4m3(c) < bmax / 6 / g, e4m3(c)))
                 s = e4m3(sc)
+            else:
+                sc = min(range(0x7f), key=lambda c: (e4m3(c) < bmax / 6 * G, e4m3(c)))
+                s = f32(e4m3(sc) / G)                      # the block scale after the division
             scales.append(sc)
             for j, v in enumerate(blk):
                 c = min(range(16), key=lambda k: abs(E2M1[k] - v / (s * g))) if s > 0 else 0
                 col = b * B + j
                 codes[(i * C + col) // 2] |= c << 4 if col & 1 else c
-                out[i * C + col] = f32(E2M1[c] * s * g)
-    return bytes(codes), bytes(scales), g, out
+                out[i * C + col] = f32(E2M1[c] * s) if enc == 'ctnvfp4' else f32(E2M1[c] * s * g)
+    return bytes(codes), bytes(scales), (G if enc == 'ctnvfp4' else g), out
 
 
 def write(path, items):
@@ -86,6 +94,10 @@ def main():
         elif enc == 'mxfp4':
             items.append((name + '_blocks', ('U8', [R, C // 32, 16], codes)))
             items.append((name + '_scales', ('U8', sshape, scales)))
+        elif enc == 'ctnvfp4':
+            items.append((name + '_packed', ('U8', [R, C // 2], codes)))
+            items.append((name + '_scale', ('F8_E4M3', sshape, scales)))
+            items.append((name + '_global_scale', ('F32', [1], struct.pack('<f', g))))
         else:
             items.append((name, ('U8', [R, C // 2], codes)))
             items.append((name + '_scale', ('F8_E4M3', sshape, scales)))
@@ -94,8 +106,12 @@ def main():
     if mode != 'f32':      # the quantization_config each publisher writes
         cp = os.path.join(dst, 'config.json')
         c = json.load(open(cp))
-        c['quantization_config'] = ({'quant_method': 'mxfp4', 'modules_to_not_convert': ['lm_head']} if enc == 'mxfp4' else
-                                    {'quant_method': 'modelopt', 'quant_algo': 'NVFP4', 'ignore': ['lm_head']})
+        c['quantization_config'] = (
+            {'quant_method': 'mxfp4', 'modules_to_not_convert': ['lm_head']} if enc == 'mxfp4' else
+            {'quant_method': 'modelopt', 'quant_algo': 'NVFP4', 'ignore': ['lm_head']} if enc == 'nvfp4' else
+            {'quant_method': 'compressed-tensors', 'format': 'nvfp4-pack-quantized', 'ignore': ['lm_head'],
+             'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {
+                 'num_bits': 4, 'type': 'float', 'strategy': 'tensor_group', 'group_size': 16}}}})
         json.dump(c, open(cp, 'w'), indent=2)
 
 

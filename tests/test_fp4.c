@@ -52,6 +52,15 @@ static void test_codes(void) {
     CHECK(out[0] == -6 * ldexpf(1, -9) * 0.75f && out[1] == 6 * ldexpf(1, -9) * 0.75f, "NVFP4 subnormal block: %g %g",
           (double)out[0], (double)out[1]);
     CHECK(out[16] == -4.5f && out[17] == 4.5f, "NVFP4 scale_2 multiplies: %g %g (6 x 1 x 0.75)", (double)out[16], (double)out[17]);
+    /* compressed-tensors: the global scale 7 divides the block scale (1) first: 1.5 x (1 / 7), which
+     * rounds otherwise than (1.5 x 1) / 7 */
+    uint8_t cc[16], cs[2] = {0x38, 0x38};
+    memset(cc, 0x3b, sizeof cc);                         /* low 0xb = -1.5, high 0x3 = +1.5 */
+    dt_fp4 ct = {.enc = DT_FP4_NVFP4, .rows = 1, .cols = 32, .codes = cc, .scale = cs, .gscale = 7.0f, .gdiv = true};
+    dt_fp4_dequant(&ct, 0, 1, 0, 2, out, 2);
+    volatile float seventh = 1.0f / 7.0f, late = 1.5f / 7.0f;
+    CHECK(out[0] == -1.5f * seventh && out[1] == 1.5f * seventh, "compressed-tensors' global scale divides: %.9g", (double)out[1]);
+    CHECK(out[1] != late, "... before the code multiplies (%.9g, not %.9g)", (double)out[1], (double)late);
 }
 
 /* ================================================================ through the store */

@@ -296,6 +296,7 @@ static void fp4_row(const dt_fp4 *q, size_t r, size_t c0, size_t nc, float *dst)
     pthread_once(&e4m3_once, e4m3_init);
     for (size_t j = c0, end = c0 + nc; j < end;) {
         float s = fp4_scale(q, r, j / B), *o = dst + (j - c0);
+        if (q->gdiv) s /= q->gscale;
         size_t stop = (j / B + 1) * B < end ? (j / B + 1) * B : end, k = 0;
         if (j & 1) { o[k++] = e2m1_values[codes[j / 2] >> 4] * s; }           /* low nibble: even column */
         for (const uint8_t *c = codes + (j + k) / 2; j + k + 2 <= stop; k += 2, c++) {
@@ -303,7 +304,7 @@ static void fp4_row(const dt_fp4 *q, size_t r, size_t c0, size_t nc, float *dst)
             o[k + 1] = e2m1_values[*c >> 4] * s;
         }
         if (j + k < stop) { o[k] = e2m1_values[codes[(j + k) / 2] & 15] * s; k++; }
-        if (q->gscale != 1.0f)
+        if (q->gscale != 1.0f && !q->gdiv)
             for (size_t i = 0; i < k; i++) o[i] *= q->gscale;
         j += k;
     }

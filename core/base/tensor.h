@@ -92,9 +92,12 @@ size_t dt_fp8_reencode_rows(const float *W, const float *Wold, const uint8_t *ol
  * - NVFP4 (ModelOpt, quant_algo "NVFP4"): "<name>" U8 (R, C/2), "<name>_scale" F8_E4M3 (R, C/16)
  *   (subnormal E4M3 scales are values), "<name>_scale_2" F32 of one value ([] or [1]); ModelOpt's
  *   weights_scaling_factor_2 = amax / (6 * 448), so it MULTIPLIES: W = e2m1 * scale * scale_2
- *   (compressed-tensors' nvfp4 "weight_global_scale" is its inverse and divides; not read here).
+ * - compressed-tensors' nvfp4-pack-quantized: "<name>_packed" U8 (R, C/2) in the same nibble order,
+ *   "<name>_scale" F8_E4M3 (R, C/16), "<name>_global_scale" F32 of one value, the INVERSE of
+ *   ModelOpt's (448 * 6 / amax): it DIVIDES the block scale first (compressed-tensors' dequantize:
+ *   scale / global_scale, then x_q * scale), so W = e2m1 * (scale / global) (gdiv).
  * W[i][j] = (e2m1(code) * block_scale) * gscale, each product rounded to float (the first is exact);
- * MXFP4's gscale is 1. */
+ * MXFP4's gscale is 1; with gdiv, e2m1(code) * (block_scale / gscale). */
 typedef enum { DT_FP4_NONE, DT_FP4_MXFP4, DT_FP4_NVFP4, DT_FP4_COUNT } dt_fp4_enc;   /* NONE 0: zeroed structs hold none */
 
 typedef struct {
@@ -115,6 +118,7 @@ typedef struct {
     const uint8_t *codes;    /* (rows, cols / 2) packed E2M1 */
     const uint8_t *scale;    /* (rows, cols / block) E8M0 or E4M3 */
     float gscale;            /* NVFP4's per-tensor scale_2 (multiplied); 1 for MXFP4 */
+    bool gdiv;               /* compressed-tensors: gscale divides each block scale instead */
 } dt_fp4;
 
 /* The block scale of block b of row r as float (NaN for a NaN code). */

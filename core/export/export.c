@@ -600,19 +600,21 @@ static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry
 
 /* ---------------------------------------------------------------- FP4 sources (tensor.h) */
 
-/* The pieces of an FP4 weight the truncation rewrites: the weight itself (NVFP4's U8 "<w>") or
- * "<w>_blocks" (MXFP4), written as the rewritten tensor w (1); "<w>_scales", "<w>_scale",
- * "<w>_scale_2" and the module's "input_scale" go with it (2); 0 for anything else. w (cap
- * bytes, or NULL) gets the weight's name. */
+/* The pieces of an FP4 weight the truncation rewrites: the weight itself (NVFP4's U8 "<w>"),
+ * "<w>_blocks" (MXFP4) or "<w>_packed" (compressed-tensors), written as the rewritten tensor w (1);
+ * "<w>_scales", "<w>_scale", "<w>_scale_2", "<w>_global_scale" and the module's "input_scale" /
+ * "input_global_scale" go with it (2); 0 for anything else. w (cap bytes, or NULL) gets the weight's
+ * name. */
 static int fp4_piece(const Ctx *x, const char *name, char *w, size_t cap) {
     static const struct { const char *suf; int what; } pieces[] = {
-        {"_blocks", 1}, {"_scales", 2}, {"_scale_2", 2}, {"_scale", 2}, {".input_scale", 2}, {"", 1}};
+        {"_blocks", 1}, {"_packed", 1}, {"_scales", 2}, {"_scale_2", 2}, {".input_global_scale", 2},
+        {"_global_scale", 2}, {".input_scale", 2}, {"_scale", 2}, {"", 1}};    /* longer suffixes first */
     char buf[512];
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof pieces / sizeof *pieces; i++) {
         size_t sn = strlen(pieces[i].suf);
         if (n < sn || strcmp(name + n - sn, pieces[i].suf) != 0 || n - sn + 8 > sizeof buf) continue;
-        snprintf(buf, sizeof buf, "%.*s%s", (int)(n - sn), name, i == 4 ? ".weight" : "");
+        snprintf(buf, sizeof buf, "%.*s%s", (int)(n - sn), name, pieces[i].suf[0] == '.' ? ".weight" : "");
         int L;
         const char *suffix;
         dt_fp4 q;

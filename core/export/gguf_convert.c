@@ -456,17 +456,20 @@ static bool fp8_scale(const Store *s, const char *name) {
 }
 
 /* The codes or scales of an FP4 weight (tensor.h: MXFP4 "<w>_blocks" / "<w>_scales", NVFP4
- * "<w>_scale" / "<w>_scale_2" and its module's "input_scale"): store_read decodes the weight, so
+ * "<w>_scale" / "<w>_scale_2", compressed-tensors' "<w>_packed" / "<w>_global_scale", and the
+ * module's "input_scale" / "input_global_scale"): store_read decodes the weight, so
  * the GGUF holds its values in the chosen dtype and none of these. */
 static bool fp4_part(const Store *s, const char *name) {
-    static const char *const sfx[] = {"_blocks", "_scales", "_scale_2", "_scale", ".input_scale"};
+    static const char *const sfx[] = {"_blocks", "_packed", "_scales", "_scale_2", ".input_global_scale",
+                                      "_global_scale", ".input_scale", "_scale"};     /* longer suffixes first */
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
         size_t k = strlen(sfx[i]);
         if (n <= k || strcmp(name + n - k, sfx[i]) != 0) continue;
         char w[512];
         dt_fp4 q;
-        if ((size_t)snprintf(w, sizeof w, "%.*s%s", (int)(n - k), name, i == 4 ? ".weight" : "") >= sizeof w) return false;
+        if ((size_t)snprintf(w, sizeof w, "%.*s%s", (int)(n - k), name, sfx[i][0] == '.' ? ".weight" : "") >= sizeof w)
+            return false;
         bool fp4 = store_fp4(s, w, &q) == AL_OK && q.enc != DT_FP4_NONE;
         al_err_clear();
         return fp4;

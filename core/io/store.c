@@ -251,12 +251,14 @@ static const store_item *find_suffixed(const Store *s, const char *name, const c
 }
 
 bool store_has(const Store *s, const char *name) {
-    return find_item(s, name) != NULL || find_suffixed(s, name, "_blocks") != NULL;
+    return find_item(s, name) != NULL || find_suffixed(s, name, "_blocks") != NULL ||
+           find_suffixed(s, name, "_packed") != NULL;
 }
 
 int store_entry(const Store *s, const char *name, const st_entry **e, const st_file **f) {
     const store_item *it = find_item(s, name);
     if (!it) it = find_suffixed(s, name, "_blocks");        /* MXFP4: the codes stand for the weight */
+    if (!it) it = find_suffixed(s, name, "_packed");        /* compressed-tensors' packed codes */
     if (!it) {
         if (s->nfiles == 1) return al_err("tensor '%s' not found in %s", name, st_path(s->files[0]));
         return al_err("tensor '%s' not found in any of the %zu shards in %s", name, s->nfiles, s->dir);
@@ -342,18 +344,22 @@ static int fp4_mxfp4(const Store *s, const char *name, const store_item *b, dt_f
     return AL_OK;
 }
 
-/* NVFP4: "<name>" U8 (R, C/2), "<name>_scale" F8_E4M3 (R, C/16), "<name>_scale_2" F32 of one value. */
+/* NVFP4: codes w (ModelOpt: "<name>"; compressed-tensors: "<name>_packed") U8 (R, C/2),
+ * "<name>_scale" F8_E4M3 (R, C/16), the global scale "<name>_scale_2" (ModelOpt, multiplies) or
+ * "<name>_global_scale" (compressed-tensors, divides) F32 of one value. */
 static int fp4_nvfp4(const Store *s, const char *name, const store_item *w, const store_item *sc, dt_fp4 *q) {
     char sh[128];
-    if (w->e->ndim != 2 || (w->e->shape[1] * 2) % 16)
+    bool ct = strcmp(w->name, name) != 0;
+    if (w->e->dtype != DT_U8 || w->e->ndim != 2 || (w->e->shape[1] * 2) % 16)
         return al_err("NVFP4 tensor '%s' should be U8 of shape [rows, cols/2] with cols a multiple of 16, found %s",
-                      name, shape_str(w->e, sh, sizeof sh));
+                      w->name, shape_str(w->e, sh, sizeof sh));
     size_t R = w->e->shape[0], C = w->e->shape[1] * 2;
     if (sc->e->dtype != DT_F8_E4M3 || sc->e->ndim != 2 || sc->e->shape[0] != R || sc->e->shape[1] != C / 16)
         return al_err("'%s' should be F8_E4M3 of shape [%zu, %zu] (one per 16 values of '%s', [%zu, %zu]), found %s",
                       sc->name, R, C / 16, name, R, C, shape_str(sc->e, sh, sizeof sh));
-    const store_item *g = find_suffixed(s, name, "_scale_2");
-    if (!g) return al_err("NVFP4 tensor '%s' has no per-tensor scale '%s_scale_2'", name, name);
+    const char *gs_suf = ct ? "_global_scale" : "_scale_2";
+    const store_item *g = find_suffixed(s, name, gs_suf);
+    if (!g) return al_err("NVFP4 tensor '%s' has no per-tensor scale '%s%s'", name, name, gs_suf);
     if (g->e->dtype != DT_F32 || st_numel(g->e) != 1)
         return al_err("'%s' should be F32 of one value, found %s", g->name, shape_str(g->e, sh, sizeof sh));
     float gs;
@@ -361,7 +367,7 @@ static int fp4_nvfp4(const Store *s, const char *name, const store_item *w, cons
     if (!isfinite(gs) || gs <= 0)
         return al_err("'%s' is %g: the per-tensor scale of '%s' must be finite and positive", g->name, (double)gs, name);
     *q = (dt_fp4){.enc = DT_FP4_NVFP4, .rows = R, .cols = C, .codes = st_data(w->f, w->e),
-                  .scale = st_data(sc->f, sc->e), .gscale = gs};
+                  .scale = st_data(sc->f, sc->e), .gscale = gs, .gdiv = ct};
     return AL_OK;
 }
 
@@ -390,6 +396,9 @@ int store_fp4(const Store *s, const char *name, dt_fp4 *q) {
     int rc = AL_OK;
     if (!w && (w = find_suffixed(s, name, "_blocks"))) rc = fp4_mxfp4(s, name, w, q);
     else if (w && w->e->dtype == DT_U8 && (sc = find_suffixed(s, name, "_scale"))) rc = fp4_nvfp4(s, name, w, sc, q);
+    else if (!w && (w = find_suffixed(s, name, "_packed")) && w->e->dtype == DT_U8 && find_suffixed(s, name, "_global_scale") &&
+             (sc = find_suffixed(s, name, "_scale")))
+        rc = fp4_nvfp4(s, name, w, sc, q);      /* compressed-tensors' nvfp4-pack-quantized */
     else return AL_OK;
     if (rc == AL_OK) rc = fp4_check_scales(w, name, q);
     if (rc != AL_OK) q->enc = DT_FP4_NONE;

@@ -7,8 +7,9 @@
  * dt_fp8_dequant, DT_FP8_BLOCK).
  * FP4 weights (tensor.h's rules and names): MXFP4 "<name>_blocks" / "<name>_scales" answer to the
  * name "<name>" (store_has, store_shape2: the logical (R, C); store_entry: the blocks' entry); an
- * NVFP4 "<name>" (U8, with "<name>_scale" and "<name>_scale_2") has its logical shape too. Every
- * read decodes them (store_fp4). */
+ * NVFP4 "<name>" (U8, with "<name>_scale" and "<name>_scale_2") has its logical shape too, and
+ * compressed-tensors' "<name>_packed" (U8, with "<name>_scale" and "<name>_global_scale") answers
+ * to "<name>" as MXFP4's blocks do. Every read decodes them (store_fp4). */
 #ifndef AL_STORE_H
 #define AL_STORE_H
 

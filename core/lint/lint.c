@@ -431,7 +431,8 @@ static void check_dtypes(Lint *x) {
     for (size_t i = 0; i < x->nt && !fp4; i++) {
         char sc[300];
         snprintf(sc, sizeof sc, "%s_scale", x->t[i].name);
-        fp4 = x->t[i].e->dtype == DT_U8 && (ends_with(x->t[i].name, "_blocks") || find(x, sc));
+        fp4 = x->t[i].e->dtype == DT_U8 &&
+              (ends_with(x->t[i].name, "_blocks") || ends_with(x->t[i].name, "_packed") || find(x, sc));
     }
     if (fp4 && !quant)
         add(x, LINT_ERROR, LT_ALL, 0, "U8 tensors (packed FP4 codes?) but no quantization_config in config.json: "
@@ -566,17 +567,24 @@ static const char *listed_unquantized(const Lint *x, const char *m) {
 
 /* An FP4 weight `name` of shape [d0, d1] (tensor.h): MXFP4 "<name>_blocks" U8 [d0, d1/32, 16] +
  * "<name>_scales" U8 [d0, d1/32], or NVFP4 "<name>" U8 [d0, d1/2] + "<name>_scale" F8_E4M3
- * [d0, d1/16] + "<name>_scale_2" F32 (and the module's input_scale, used). False when `name` is
- * stored otherwise. */
+ * [d0, d1/16] + "<name>_scale_2" F32 (and the module's input_scale, used), or compressed-tensors'
+ * "<name>_packed" + "<name>_scale" + "<name>_global_scale" (input_global_scale). False when `name`
+ * is stored otherwise. */
 static bool expect_fp4(Lint *x, const char *name, size_t d0, size_t d1, const char *why) {
     char n2[300], have[96], msg[700];
     LTensor *w = find(x, name), *b = NULL;
+    bool ct = false;                                 /* compressed-tensors' "<name>_packed" */
     snprintf(n2, sizeof n2, "%s_blocks", name);
-    if (!w && !(b = find(x, n2))) return false;
+    if (!w && !(b = find(x, n2))) {
+        snprintf(n2, sizeof n2, "%s_packed", name);
+        if (!(w = find(x, n2)) || w->e->dtype != DT_U8) return false;
+        ct = true;
+    }
     snprintf(n2, sizeof n2, "%s_scale", name);
     if (w && (w->e->dtype != DT_U8 || !find(x, n2))) return false;
-    const st_entry *e = w ? w->e : b->e;
-    (w ? w : b)->used = true;
+    LTensor *codes = w ? w : b;
+    const st_entry *e = codes->e;
+    codes->used = true;
     bool mx = b != NULL;
     snprintf(n2, sizeof n2, "%.*s", (int)(ends_with(name, ".weight") ? strlen(name) - 7 : strlen(name)), name);
     x->fp4_n++;
@@ -585,18 +593,18 @@ static bool expect_fp4(Lint *x, const char *name, size_t d0, size_t d1, const ch
                                        : e->ndim == 2 && e->shape[0] == d0 && e->shape[1] * 2 == d1);
     if (!ok) {
         shape_str(e, have, sizeof have);
-        snprintf(msg, sizeof msg, "%s is %s %s; config.json says [%zu, %zu] (%s): %s", mx ? n2 : name, dt_name(e->dtype),
+        snprintf(msg, sizeof msg, "%s is %s %s; config.json says [%zu, %zu] (%s): %s", codes->name, dt_name(e->dtype),
                  have, d0, d1, why, mx ? "MXFP4 blocks are U8 [rows, cols/32, 16]" : "NVFP4 weights are U8 [rows, cols/2]");
-        agg_add(x, AGG_SHAPE, mx ? b->name : name, msg);
+        agg_add(x, AGG_SHAPE, codes->name, msg);
     }
     snprintf(n2, sizeof n2, "%s%s", name, mx ? "_scales" : "_scale");
     fp4_scale_ok(x, n2, mx ? DT_U8 : DT_F8_E4M3, d0, d1 / (mx ? 32 : 16),
                  mx ? "MXFP4 scales (E8M0, one per 32 values)" : "NVFP4 block scales (one per 16 values)");
     if (mx) return true;
-    snprintf(n2, sizeof n2, "%s_scale_2", name);
+    snprintf(n2, sizeof n2, "%s%s", name, ct ? "_global_scale" : "_scale_2");
     fp4_scale_ok(x, n2, DT_F32, 1, 0, "NVFP4's per-tensor scale");
     size_t n = strlen(name);
-    snprintf(n2, sizeof n2, "%.*s.input_scale", (int)(n > 7 ? n - 7 : n), name);
+    snprintf(n2, sizeof n2, "%.*s.%s", (int)(n > 7 ? n - 7 : n), name, ct ? "input_global_scale" : "input_scale");
     LTensor *in = ends_with(name, ".weight") ? find(x, n2) : NULL;
     if (in) in->used = true;
     return true;
@@ -653,7 +661,9 @@ static void check_fp4_lists(Lint *x) {
                 snprintf(m, sizeof m, "%.*s", (int)(dot ? dot - x->t[i].name : 0), x->t[i].name);
                 hit = names_module(it->valuestring, m);
             }
-            if (!hit && !(tied(x) && strstr(it->valuestring, "lm_head")))     /* tied: no lm_head tensor */
+            char head[192] = "";                    /* tied: the output head has no tensor of its own */
+            if (x->cfg_ok && tied(x)) cfg_role_name(&x->cfg, ROLE_LM_HEAD, 0, -1, NULL, head, sizeof head);
+            if (!hit && !(head[0] && names_module(it->valuestring, head)))
                 add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "quantization_config.%s entry '%s' names no module "
                     "of the checkpoint: a typo, or a pattern in another syntax (globs, 're:' regexes)", NOT_QUANT_KEYS[k],
                     it->valuestring);
