@@ -128,7 +128,7 @@ static int cmd_load(Session *s, const Args *a, Out *out) {
     const ModelConfig *c = &m->cfg;
     out_printf(out, "loaded %s: %s, %d layers, %d heads (%d KV), hidden %d, %s -- %s\n", m->name,
                model_family_name(c->family), c->n_layers, c->n_heads, c->n_kv_heads, c->hidden,
-               dt_name(c->dtype), m->path);
+               model_dtype_name(m), m->path);
     out_string(out, m->name);
     out->written = true;      /* the name is for Lua; the line above says it at the prompt */
     return AL_OK;
@@ -151,7 +151,7 @@ static int cmd_models(Session *s, const Args *a, Out *out) {
         table_int(t, m->cfg.n_layers);
         table_int(t, m->cfg.n_heads);
         table_int(t, m->cfg.n_kv_heads);
-        table_str(t, dt_name(m->cfg.dtype));
+        table_str(t, model_dtype_name(m));
         table_str(t, m->path);
     }
     if (!s->nmodels && !args_given(a, "to")) out_printf(out, "no models loaded (load demo-r1, load PATH)\n");
@@ -190,10 +190,11 @@ static int cmd_close(Session *s, const Args *a, Out *out) {
 static const char INFO_HELP[] =
     "The current model's attention architecture, one field per row: family, layers, heads,\n"
     "KV heads, hidden size, head dims (qk nope / rope, v), query / KV latent ranks (MLA),\n"
-    "RoPE theta and layout, storage dtype of the attention weights, attention parameters\n"
+    "RoPE theta and layout, storage dtype of the attention weights (MXFP4 / NVFP4 for FP4 ones),\n"
+    "each tensor group's stored encodings (weights: attention, mlp, experts, embeddings), attention parameters\n"
     "per layer and in total, and the KV cache per token per layer: values (MLA: kv_lora_rank\n"
     "+ qk_rope_head_dim; otherwise 2 x KV heads x head dim) and bytes in the cache dtype\n"
-    "(the weights' dtype; BF16 for FP8 weights, as DeepSeek runs its cache).\n"
+    "(the weights' dtype; BF16 for FP8 and FP4 weights, as DeepSeek runs its cache).\n"
     "Then the rest of the description (RoPE scaling, rotary dims, softmax scale, sliding window,\n"
     "the layers without RoPE where some have none (nope_layers: SmolLM3's no_rope_layers),\n"
     "QK norm, norm, activation, MLP kind) and, per analysis (ranks vo, ranks qk, spectrum,\n"
@@ -362,7 +363,10 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "kv_lora_rank", c->kv_lora_rank);
     info_num(t, o, "rope_theta", c->rope_theta);
     info_str(t, o, "rope_layout", rope_layout_name(cfg_is_mla(c) ? c->rope_spec.layout : c->rope));
-    info_str(t, o, "dtype", dt_name(c->dtype));
+    info_str(t, o, "dtype", model_dtype_name(m));
+    char enc[256];
+    model_weight_encodings(m, enc, sizeof enc);
+    info_str(t, o, "weights", enc);
     info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
     info_bool(t, o, "qkv_bias", c->qkv_bias);
     info_int(t, o, "attn_params_per_layer", (long long)per_layer);

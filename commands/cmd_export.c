@@ -32,8 +32,9 @@ static const char EXPORT_HELP[] =
     "  weights without side files: the source's names, shapes and dtypes, each truncated head's\n"
     "  rank-r factors at full shape, so any engine loads it (`check DIR` confirms its fused maps).\n"
     "  Default: hf when the truncation allows it. Only the tensors the truncation changes are\n"
-    "  re-encoded, in `dtype` (default the source's; for FP8 bf16, scales dropped and the modules\n"
-    "  listed in quantization_config.modules_to_not_convert; `dtype fp8` keeps every unchanged\n"
+    "  re-encoded, in `dtype` (default the source's; for FP8, MXFP4 and NVFP4 bf16, scales dropped\n"
+    "  and the modules listed in quantization_config.modules_to_not_convert (ModelOpt: ignore);\n"
+    "  `dtype fp8` keeps every unchanged\n"
     "  128x128 block and its scale and prints the error it adds); layers and heads kept at full\n"
     "  rank stay the source's bit for bit;\n"
     "- after `convert mla`: a DeepSeek-V3 checkpoint (`dtype` of the new attention tensors, default\n"
@@ -73,7 +74,7 @@ static const Param export_kw[] = {
     { .name = "format", .type = ARG_ENUM, .choices = FORMAT_CHOICES, .comp = COMP_CHOICES,
       .help = "FaRR: hf (DeepSeek-V3 layout), factors or dense (default: hf when possible); gguf: the model for llama.cpp" },
     { .name = "dtype", .type = ARG_ENUM, .choices = DTYPE_CHOICES, .comp = COMP_CHOICES,
-      .help = "dtype of the new tensors (default: the source's for TransMLA, FaRR and gguf -- bf16 for a FaRR export of FP8 --, f32 for TPA; fp8: FaRR of FP8 only)" },
+      .help = "dtype of the new tensors (default: the source's for TransMLA, FaRR and gguf -- bf16 for a FaRR export of FP8, MXFP4 or NVFP4 --, f32 for TPA; fp8: FaRR of FP8 only)" },
     { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",
       .help = "TransMLA: split the weights into shards of at most MB MiB (default 4096)" },
     { .name = "force", .type = ARG_FLAG, .comp = COMP_NONE, .help = "replace an existing non-empty folder as a whole" },
@@ -138,6 +139,8 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
     out_printf(out, "exported %s%s as GGUF to %s: llama.cpp architecture %s, %s, %zu tensors (%.1f MiB), %zu metadata keys, "
                "tokenizer %s\n", m->name, what, r.path, r.arch, gg_type_name(o.dtype), r.tensors,
                (double)r.bytes / 1048576.0, r.kvs, r.tokenizer);
+    if (m->fp4 != DT_FP4_NONE)
+        out_printf(out, "  %s weights dequantized to %s\n", model_dtype_name(m), gg_type_name(o.dtype));
     if (r.f16_fallback)
         out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);
     if (r.latent_scaled)

@@ -79,6 +79,33 @@ static image img_fp8(int scale) {
     return im;
 }
 
+/* FP4 weights w.weight (2 x 32): 0 valid MXFP4 (blocks + E8M0 scales 2^-3, 2^0), 1 MXFP4 with a
+ * NaN scale (0xFF), 2 valid NVFP4 (packed + E4M3 scales, one subnormal, + scale_2 0.5), 3 NVFP4 with
+ * a scale grid of one column. */
+static image img_fp4(int kind) {
+    static char hdr[1024];
+    bool nv = kind >= 2;
+    size_t sb = kind == 3 ? 2 : 4;
+    if (!nv)
+        snprintf(hdr, sizeof hdr, "{\"w.weight_blocks\":{\"dtype\":\"U8\",\"shape\":[2,1,16],\"data_offsets\":[0,32]},"
+                 "\"w.weight_scales\":{\"dtype\":\"U8\",\"shape\":[2,1],\"data_offsets\":[32,34]}}");
+    else
+        snprintf(hdr, sizeof hdr, "{\"w.weight\":{\"dtype\":\"U8\",\"shape\":[2,16],\"data_offsets\":[0,32]},"
+                 "\"w.weight_scale\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,%zu],\"data_offsets\":[32,%zu]},"
+                 "\"w.weight_scale_2\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[%zu,%zu]}}",
+                 sb / 2, 32 + sb, 32 + sb, 36 + sb);
+    size_t n = nv ? 36 + sb : 34;
+    image im = img(hdr, n);
+    uint8_t *d = im.b + im.n - n;
+    for (int i = 0; i < 32; i++) d[i] = (uint8_t)(i * 37 + 11);
+    if (!nv) { d[32] = 124; d[33] = kind == 1 ? 0xff : 127; return im; }
+    const uint8_t sc[4] = {0x01, 0x38, 0x40, 0x30};
+    memcpy(d + 32, sc, sb);
+    float g = 0.5f;
+    memcpy(d + 32 + sb, &g, 4);
+    return im;
+}
+
 static image img_deep_nesting(void) {
     static char hdr[4200];
     size_t n = 0;
@@ -211,6 +238,10 @@ static image build(const char *file) {
     if (!strcmp(file, "fp8-without-scale.safetensors")) return img_fp8(0);
     if (!strcmp(file, "fp8-scale-wrong-shape.safetensors")) return img_fp8(2);
     if (!strcmp(file, "fp8-scale-wrong-dtype.safetensors")) return img_fp8(3);
+    if (!strcmp(file, "valid-mxfp4.safetensors")) return img_fp4(0);
+    if (!strcmp(file, "mxfp4-scale-nan.safetensors")) return img_fp4(1);
+    if (!strcmp(file, "valid-nvfp4.safetensors")) return img_fp4(2);
+    if (!strcmp(file, "nvfp4-scale-wrong-shape.safetensors")) return img_fp4(3);
     if (!strcmp(file, "nan-inf-weights.safetensors")) return img_writer(0, true);
     if (!strcmp(file, "integer-weight.safetensors"))
         return img("{\"ids\":{\"dtype\":\"I32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16);
@@ -306,6 +337,14 @@ static const corpus_case cases[] = {
      "parses; the scale grid is [2, 2] for a [130, 257] weight"},
     {"fp8-scale-wrong-dtype.safetensors", READ_ERR, "found F16 of shape [2, 3]", "w.weight",
      "parses; the scales are F16"},
+    {"valid-mxfp4.safetensors", PARSE_OK, NULL, NULL,
+     "valid: MXFP4 w.weight_blocks U8 [2, 1, 16] + w.weight_scales U8 [2, 1] (E8M0 2^-3, 1) (fuzz seed)"},
+    {"mxfp4-scale-nan.safetensors", READ_ERR, "MXFP4 tensor 'w.weight': block scale [1, 0] (code 0xff) is NaN", "w.weight",
+     "parses; an E8M0 block scale is 0xFF (NaN)"},
+    {"valid-nvfp4.safetensors", PARSE_OK, NULL, NULL,
+     "valid: NVFP4 w.weight U8 [2, 16] + F8_E4M3 w.weight_scale [2, 2] (one subnormal) + F32 w.weight_scale_2 [] (fuzz seed)"},
+    {"nvfp4-scale-wrong-shape.safetensors", READ_ERR, "'w.weight_scale' should be F8_E4M3 of shape [2, 2]", "w.weight",
+     "parses; the per-16 scale grid is [2, 1] for a [2, 32] weight"},
     {"nan-inf-weights.safetensors", READ_WARN, "tensor 'w' has 3 NaN/Inf values (first at [0, 2])", "w",
      "parses; w holds a NaN, +Inf and -Inf: reading it warns"},
     {"integer-weight.safetensors", READ_ERR, "tensor 'ids' is I32, not a float weight", "ids",

@@ -54,6 +54,7 @@ typedef struct {
     const uint8_t *data;
     const uint8_t *scale;    /* (ceil(rows/128), scols) F32, or NULL */
     size_t scols;
+    dt_fp4 fp4;              /* an FP4 weight's codes and scales (enc DT_FP4_NONE: not one) */
 } Tensor2;
 
 /* Finds name and, for FP8 E4M3, its "<name>_scale_inv" (checked as store_read checks it). */
@@ -61,7 +62,10 @@ static int tensor_open(const Store *st, const char *name, Tensor2 *t) {
     memset(t, 0, sizeof *t);
     const st_entry *e;
     const st_file *f;
-    if (store_entry(st, name, &e, &f) != AL_OK || store_shape2(st, name, &t->rows, &t->cols) != AL_OK) return AL_ERR;
+    if (store_entry(st, name, &e, &f) != AL_OK || store_shape2(st, name, &t->rows, &t->cols) != AL_OK ||
+        store_fp4(st, name, &t->fp4) != AL_OK)
+        return AL_ERR;
+    if (t->fp4.enc != DT_FP4_NONE) { t->name = name; t->dtype = e->dtype; return AL_OK; }  /* read by block_read */
     if (!dt_is_float(e->dtype)) return al_err("tensor '%s' is %s, not a float weight", name, dt_name(e->dtype));
     t->name = name;
     t->dtype = e->dtype;
@@ -90,6 +94,10 @@ static int block_read(const Tensor2 *t, size_t r0, size_t nr, size_t c0, size_t 
     if (r0 > t->rows || nr > t->rows - r0 || c0 > t->cols || nc > t->cols - c0)
         return al_err("tensor '%s' (%zu x %zu): block rows %zu..%zu, cols %zu..%zu out of range", t->name, t->rows,
                       t->cols, r0, r0 + nr, c0, c0 + nc);
+    if (t->fp4.enc != DT_FP4_NONE) {     /* FP4: code times block scale (times NVFP4's scale_2), widened */
+        dt_fp4_dequant_d(&t->fp4, r0, nr, c0, nc, dst, ld);
+        return AL_OK;
+    }
     if (t->dtype == DT_F8_E4M3) {
         /* per 128x128 scale block: code times scale as float, widened (the values store_read gives) */
         dt_fp8_dequant_d(t->data, t->cols, t->scale, t->scols, r0, nr, c0, nc, dst, ld);

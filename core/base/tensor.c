@@ -1,5 +1,5 @@
 /* tensor.c -- dtype names and conversions (F16, BF16, F8 to and from float32), the FP8 E4M3 row
- * decoder, block-scale dequantization and re-encoding, Mat and MatD. Owns nothing global but a
+ * decoder, block-scale dequantization and re-encoding, the FP4 (MXFP4, NVFP4) decoder, Mat and MatD. Owns nothing global but a
  * constant table of the 256 E4M3 values and which row decoder runs. */
 #include "tensor.h"
 #include "tensor_internal.h"
@@ -260,6 +260,68 @@ void dt_fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t sco
 void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
                       size_t c0, size_t nc, double *dst, size_t ld) {
     fp8_dequant(w, cols, scale, scols, r0, nr, c0, nc, dst, ld, true);
+}
+
+/* ================================================================ FP4 (E2M1) blocks */
+
+static const dt_fp4_trait fp4_traits[DT_FP4_COUNT] = {
+    [DT_FP4_MXFP4] = {"MXFP4", 32, "E8M0"},
+    [DT_FP4_NVFP4] = {"NVFP4", 16, "F8_E4M3"},
+};
+
+static const float e2m1_values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+const dt_fp4_trait *dt_fp4_traits(dt_fp4_enc e) { return e > DT_FP4_NONE && e < DT_FP4_COUNT ? &fp4_traits[e] : NULL; }
+float dt_e2m1_to_f32(uint8_t code) { return e2m1_values[code & 15]; }
+float dt_e8m0_to_f32(uint8_t v) { return v == 0xff ? NAN : ldexpf(1.0f, (int)v - 127); }
+
+/* The block scale without the table's initialisation (fp4_row does it once per row). */
+static inline float fp4_scale(const dt_fp4 *q, size_t r, size_t b) {
+    size_t nb = q->cols / fp4_traits[q->enc].block;
+    uint8_t v = q->scale[r * nb + b];
+    return q->enc == DT_FP4_MXFP4 ? dt_e8m0_to_f32(v) : e4m3_lut[v];
+}
+
+float dt_fp4_block_scale(const dt_fp4 *q, size_t r, size_t b) {
+    pthread_once(&e4m3_once, e4m3_init);
+    return fp4_scale(q, r, b);
+}
+
+/* One row's columns [c0, c0 + nc): per block, the code values times its scale, then gscale (a
+ * second rounding only when gscale is not 1). Whole bytes two values at a time. */
+static void fp4_row(const dt_fp4 *q, size_t r, size_t c0, size_t nc, float *dst) {
+    const size_t B = fp4_traits[q->enc].block;
+    const uint8_t *codes = q->codes + r * (q->cols / 2);
+    pthread_once(&e4m3_once, e4m3_init);
+    for (size_t j = c0, end = c0 + nc; j < end;) {
+        float s = fp4_scale(q, r, j / B), *o = dst + (j - c0);
+        if (q->gdiv) s /= q->gscale;
+        size_t stop = (j / B + 1) * B < end ? (j / B + 1) * B : end, k = 0;
+        if (j & 1) { o[k++] = e2m1_values[codes[j / 2] >> 4] * s; }           /* low nibble: even column */
+        for (const uint8_t *c = codes + (j + k) / 2; j + k + 2 <= stop; k += 2, c++) {
+            o[k] = e2m1_values[*c & 15] * s;
+            o[k + 1] = e2m1_values[*c >> 4] * s;
+        }
+        if (j + k < stop) { o[k] = e2m1_values[codes[(j + k) / 2] & 15] * s; k++; }
+        if (q->gscale != 1.0f && !q->gdiv)
+            for (size_t i = 0; i < k; i++) o[i] *= q->gscale;
+        j += k;
+    }
+}
+
+void dt_fp4_dequant(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld) {
+    for (size_t i = 0; i < nr; i++) fp4_row(q, r0 + i, c0, nc, dst + i * ld);
+}
+
+void dt_fp4_dequant_d(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, double *dst, size_t ld) {
+    float buf[256];
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = 0; j < nc; j += 256) {
+            size_t n = nc - j < 256 ? nc - j : 256;
+            fp4_row(q, r0 + i, c0 + j, n, buf);
+            vec_f2d(buf, n, dst + i * ld + j);
+        }
 }
 
 /* dt_fp8_reencode_rows: one block (nr x nc at column c0) -- kept, or re-encoded at its old scale

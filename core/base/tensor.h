@@ -4,7 +4,8 @@
  * from float32 (F16, BF16, F8_E4M3 with round-to-nearest-even on the way down); the one FP8
  * E4M3 row decoder (AVX2 + F16C where the CPU has it, else a table; bit-identical), the
  * DeepSeek block-scale dequantization built on it, and the re-encoding of a changed weight that
- * keeps its unchanged blocks, scales and codes.
+ * keeps its unchanged blocks, scales and codes; the FP4 (E2M1) block encodings MXFP4 and NVFP4
+ * and their decoder.
  * Mat: an owned row-major float32 matrix, element (i, j) at data[i * cols + j]; MatD the same in
  * double, with converters between the two. */
 #ifndef AL_TENSOR_H
@@ -74,6 +75,58 @@ void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t s
  * wide). Returns the blocks kept bit for bit. */
 size_t dt_fp8_reencode_rows(const float *W, const float *Wold, const uint8_t *old, const void *old_scale,
                             size_t scols, size_t r0, size_t nr, size_t cols, uint8_t *q, float *scale);
+
+/* ================================================================ FP4 (E2M1) block encodings
+ *
+ * One row of traits per encoding (dt_fp4_traits) and one decoder for both, beside the FP8 one.
+ * Rules, read from their sources:
+ * - E2M1 code table (OCP MX spec; transformers' integrations/mxfp4.py FP4_VALUES, vLLM's
+ *   kE2M1ToFloat): codes 0..7 = +0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign (8..15 negative).
+ * - Packing: two codes per byte, the LOW nibble is the EVEN element (column 2j), the high nibble
+ *   column 2j+1 (transformers' convert_moe_packed_tensors: sub[:, 0::2] = lut[blk & 0x0F];
+ *   vLLM's break_fp4_bytes stacks (low, high)).
+ * - MXFP4 (gpt-oss; quant_method "mxfp4"): "<name>_blocks" U8 (R, C/32, 16) and "<name>_scales"
+ *   U8 (R, C/32), E8M0: scale = 2^(s - 127) (torch.ldexp(lut, s - 127)); 0xFF is NaN (OCP). A
+ *   2-D weight only: gpt-oss's 3-D expert tensors (E, out, C/32, 16), transposed relative to their
+ *   BF16 parameter, are not read yet.
+ * - NVFP4 (ModelOpt, quant_algo "NVFP4"): "<name>" U8 (R, C/2), "<name>_scale" F8_E4M3 (R, C/16)
+ *   (subnormal E4M3 scales are values), "<name>_scale_2" F32 of one value ([] or [1]); ModelOpt's
+ *   weights_scaling_factor_2 = amax / (6 * 448), so it MULTIPLIES: W = e2m1 * scale * scale_2
+ * - compressed-tensors' nvfp4-pack-quantized: "<name>_packed" U8 (R, C/2) in the same nibble order,
+ *   "<name>_scale" F8_E4M3 (R, C/16), "<name>_global_scale" F32 of one value, the INVERSE of
+ *   ModelOpt's (448 * 6 / amax): it DIVIDES the block scale first (compressed-tensors' dequantize:
+ *   scale / global_scale, then x_q * scale), so W = e2m1 * (scale / global) (gdiv).
+ * W[i][j] = (e2m1(code) * block_scale) * gscale, each product rounded to float (the first is exact);
+ * MXFP4's gscale is 1; with gdiv, e2m1(code) * (block_scale / gscale). */
+typedef enum { DT_FP4_NONE, DT_FP4_MXFP4, DT_FP4_NVFP4, DT_FP4_COUNT } dt_fp4_enc;   /* NONE 0: zeroed structs hold none */
+
+typedef struct {
+    const char *name;        /* "MXFP4", "NVFP4" */
+    size_t block;            /* values per block scale: 32, 16 */
+    const char *scale;       /* the block scale's encoding: "E8M0", "F8_E4M3" */
+} dt_fp4_trait;
+
+const dt_fp4_trait *dt_fp4_traits(dt_fp4_enc e);
+float dt_e2m1_to_f32(uint8_t code);          /* the low 4 bits */
+float dt_e8m0_to_f32(uint8_t v);             /* 2^(v - 127); 0xFF NaN */
+
+/* A weight (rows, cols) stored in an FP4 encoding: where its codes and block scales lie (in a
+ * mapping, read bytewise), as the store finds them. */
+typedef struct {
+    dt_fp4_enc enc;
+    size_t rows, cols;       /* the logical shape; cols a multiple of the block */
+    const uint8_t *codes;    /* (rows, cols / 2) packed E2M1 */
+    const uint8_t *scale;    /* (rows, cols / block) E8M0 or E4M3 */
+    float gscale;            /* NVFP4's per-tensor scale_2 (multiplied); 1 for MXFP4 */
+    bool gdiv;               /* compressed-tensors: gscale divides each block scale instead */
+} dt_fp4;
+
+/* The block scale of block b of row r as float (NaN for a NaN code). */
+float dt_fp4_block_scale(const dt_fp4 *q, size_t r, size_t b);
+/* Rows [r0, r0+nr) x cols [c0, c0+nc) as float (or widened to double) into dst (nr x nc, leading
+ * dim ld). The caller checks the ranges. Thread-safe. */
+void dt_fp4_dequant(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld);
+void dt_fp4_dequant_d(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, double *dst, size_t ld);
 
 /* ================================================================ Mat */
 

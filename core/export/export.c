@@ -86,6 +86,8 @@ typedef struct {
                                     shared factor is written times (the heads' factors / c), or NULL */
     char **keep_bf;              /* modules of FP8 weights re-encoded in another dtype (n_keep_bf) */
     size_t n_keep_bf;
+    st_entry **fp4;              /* rewritten FP4 weights as (logical name, shape, BF16) entries (n_fp4) */
+    size_t n_fp4;
     ExportReport rep;
 } Ctx;
 
@@ -596,6 +598,69 @@ static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry
     return rc;
 }
 
+/* ---------------------------------------------------------------- FP4 sources (tensor.h) */
+
+/* The pieces of an FP4 weight the truncation rewrites: the weight itself (NVFP4's U8 "<w>"),
+ * "<w>_blocks" (MXFP4) or "<w>_packed" (compressed-tensors), written as the rewritten tensor w (1);
+ * "<w>_scales", "<w>_scale", "<w>_scale_2", "<w>_global_scale" and the module's "input_scale" /
+ * "input_global_scale" go with it (2); 0 for anything else. w (cap bytes, or NULL) gets the weight's
+ * name. */
+static int fp4_piece(const Ctx *x, const char *name, char *w, size_t cap) {
+    static const struct { const char *suf; int what; } pieces[] = {
+        {"_blocks", 1}, {"_packed", 1}, {"_scales", 2}, {"_scale_2", 2}, {".input_global_scale", 2},
+        {"_global_scale", 2}, {".input_scale", 2}, {"_scale", 2}, {"", 1}};    /* longer suffixes first */
+    char buf[512];
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof pieces / sizeof *pieces; i++) {
+        size_t sn = strlen(pieces[i].suf);
+        if (n < sn || strcmp(name + n - sn, pieces[i].suf) != 0 || n - sn + 8 > sizeof buf) continue;
+        snprintf(buf, sizeof buf, "%.*s%s", (int)(n - sn), name, pieces[i].suf[0] == '.' ? ".weight" : "");
+        int L;
+        const char *suffix;
+        dt_fp4 q;
+        if (!layer_of(x, buf, &L, &suffix) || !rewritten_suffix(x, suffix, L)) return 0;
+        if (store_fp4(x->m->store, buf, &q) != AL_OK) { al_err_clear(); return 0; }
+        if (q.enc == DT_FP4_NONE) return 0;
+        if (w) snprintf(w, cap, "%s", buf);
+        return pieces[i].what;
+    }
+    return 0;
+}
+
+/* A rewritten FP4 weight `w` as an entry of its logical shape, BF16 (what it is written in by
+ * default), owned by x; its module joins keep_bf. NULL + error when out of memory. */
+static const st_entry *fp4_entry(Ctx *x, const char *w) {
+    dt_fp4 q;
+    if (store_fp4(x->m->store, w, &q) != AL_OK) return NULL;
+    st_entry **a = realloc(x->fp4, (x->n_fp4 + 1) * sizeof *a), *e;
+    if (!a) { al_err("out of memory"); return NULL; }
+    x->fp4 = a;
+    if (!(e = al_calloc(1, sizeof *e, w)) || !(e->name = strdup(w))) { free(e); al_err("out of memory"); return NULL; }
+    e->dtype = DT_BF16;
+    e->ndim = 2;
+    e->shape[0] = q.rows;
+    e->shape[1] = q.cols;
+    x->fp4[x->n_fp4++] = e;
+    char **k = realloc(x->keep_bf, (x->n_keep_bf + 1) * sizeof *k);
+    if (!k) { al_err("out of memory"); return NULL; }
+    x->keep_bf = k;
+    size_t n = strlen(w);
+    if (!(k[x->n_keep_bf] = strndup(w, n > 7 && !strcmp(w + n - 7, ".weight") ? n - 7 : n))) { al_err("out of memory"); return NULL; }
+    x->n_keep_bf++;
+    return e;
+}
+
+/* The FP4 weight whose piece `name` stands for it, rewritten (in BF16 unless `dtype` says). */
+static int fp4_rewrite(Ctx *x, CkptWriter *w, const char *name) {
+    char w4[512];
+    int L;
+    const char *suffix;
+    fp4_piece(x, name, w4, sizeof w4);
+    const st_entry *le = fp4_entry(x, w4);
+    if (!le) return AL_ERR;
+    return layer_of(x, le->name, &L, &suffix) ? add_rewritten(x, w, le->name, le, L, suffix) : al_err("internal: %s", w4);
+}
+
 /* Is `name` the scale tensor of a rewritten FP8 weight? */
 static bool is_dropped_scale(const Ctx *x, const char *name) {
     size_t n = strlen(name);
@@ -628,7 +693,10 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
         if (strcmp(st_path(f), src) != 0 || is_dropped_scale(x, name)) continue;
         int L;
         const char *suffix;
-        if (layer_of(x, name, &L, &suffix) && rewritten_suffix(x, suffix, L)) {
+        int piece = fp4_piece(x, name, NULL, 0);
+        if (piece) {
+            if (piece == 1 && (rc = fp4_rewrite(x, w, name)) == AL_OK) x->rep.tensors_rewritten++;
+        } else if (layer_of(x, name, &L, &suffix) && rewritten_suffix(x, suffix, L)) {
             rc = add_rewritten(x, w, name, e, L, suffix);
             x->rep.tensors_rewritten++;
         } else {
@@ -822,10 +890,13 @@ static void keep_source_linears(const Ctx *x, cJSON *a) {
 static void keep_bf_config(const Ctx *x, cJSON *j) {
     cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quantization_config");
     if (!cJSON_IsObject(q) || !x->n_keep_bf) return;
-    const char *keys[] = {"modules_to_not_convert", "ignored_layers"};
-    for (int k = 0; k < 2; k++) {
+    /* ModelOpt's NVFP4 config lists its own as "ignore" / "exclude_modules" */
+    const char *keys[] = {"modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules"};
+    bool modelopt = false;
+    for (int k = 2; k < 4; k++) modelopt |= cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, keys[k])) > 0;
+    for (int k = modelopt ? 1 : 0; k < 4; k++) {
         cJSON *a = cJSON_GetObjectItemCaseSensitive(q, keys[k]);
-        if (k == 1 && !(cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0)) continue;   /* only a non-empty one */
+        if (k >= 1 && !(cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0)) continue;   /* only a non-empty one */
         if (!cJSON_IsArray(a)) {
             cJSON_DeleteItemFromObjectCaseSensitive(q, keys[k]);
             a = cJSON_AddArrayToObject(q, keys[k]);
@@ -909,6 +980,8 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     free(x.scale);
     for (size_t i = 0; i < x.n_keep_bf; i++) free(x.keep_bf[i]);
     free(x.keep_bf);
+    for (size_t i = 0; i < x.n_fp4; i++) { free(x.fp4[i]->name); free(x.fp4[i]); }
+    free(x.fp4);
     free(x.balance[0]);
     free(x.balance[1]);
     x.rep.format = x.fmt;

@@ -455,6 +455,28 @@ static bool fp8_scale(const Store *s, const char *name) {
     return fp8;
 }
 
+/* The codes or scales of an FP4 weight (tensor.h: MXFP4 "<w>_blocks" / "<w>_scales", NVFP4
+ * "<w>_scale" / "<w>_scale_2", compressed-tensors' "<w>_packed" / "<w>_global_scale", and the
+ * module's "input_scale" / "input_global_scale"): store_read decodes the weight, so
+ * the GGUF holds its values in the chosen dtype and none of these. */
+static bool fp4_part(const Store *s, const char *name) {
+    static const char *const sfx[] = {"_blocks", "_packed", "_scales", "_scale_2", ".input_global_scale",
+                                      "_global_scale", ".input_scale", "_scale"};     /* longer suffixes first */
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
+        size_t k = strlen(sfx[i]);
+        if (n <= k || strcmp(name + n - k, sfx[i]) != 0) continue;
+        char w[512];
+        dt_fp4 q;
+        if ((size_t)snprintf(w, sizeof w, "%.*s%s", (int)(n - k), name, sfx[i][0] == '.' ? ".weight" : "") >= sizeof w)
+            return false;
+        bool fp4 = store_fp4(s, w, &q) == AL_OK && q.enc != DT_FP4_NONE;
+        al_err_clear();
+        return fp4;
+    }
+    return false;
+}
+
 static int add_tensors(Ctx *x) {
     int rc = AL_OK;
     for (const GgufMap *t = x->a->glob; rc == AL_OK && t->what; t++) rc = add_one(x, t, -1);
@@ -468,7 +490,8 @@ static int add_tensors(Ctx *x) {
         bool latnorm = x->linearize && latent_norm_name(&x->m->cfg, n);
         const ModelConfig *c = &x->m->cfg;           /* a text tower's GGUF leaves the vision tower out */
         bool vision = cfg_row(c)->text_config && strncmp(n, c->prefix, strlen(c->prefix));
-        if (!x->used[i] && !ignorable(n) && !latnorm && !vision && !fp8_scale(x->m->store, n))
+        if (!x->used[i] && !ignorable(n) && !latnorm && !vision && !fp8_scale(x->m->store, n) &&
+            !fp4_part(x->m->store, n))
             rc = al_err("%s: tensor %s has no name in llama.cpp's %s architecture (not exported: nothing was written)",
                         x->m->name, n, x->a->arch);
     }

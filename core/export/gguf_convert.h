@@ -41,7 +41,8 @@
  * (the converter's fallback). Tied embeddings (no lm_head): output.weight is written as a copy of
  * token_embd where llama.cpp b5415 requires it (gguf_arch_output_required: deepseek2, olmo2,
  * gptneox), else left out as the converter does. FP8 block-scaled weights (DeepSeek's F8_E4M3 +
- * <name>_scale_inv) are written dequantized in the chosen dtype; the scale tensors are not written. */
+ * <name>_scale_inv) and FP4 ones (MXFP4, NVFP4) are written dequantized in the chosen dtype; their
+ * scale tensors are not written. */
 #ifndef AL_GGUF_CONVERT_H
 #define AL_GGUF_CONVERT_H
 

@@ -1,5 +1,6 @@
 /* store.c -- tensors by name over one safetensors file or a sharded set, lazily converted to
- * float32, with DeepSeek FP8 block-scale dequantization. */
+ * float32, with DeepSeek FP8 block-scale dequantization and the FP4 (MXFP4, NVFP4) weights' codes and
+ * scales found and checked. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -21,6 +22,7 @@ typedef struct {
     const st_entry *e;
     const st_file *f;
     bool warned;              /* its NaN/Inf warning was given (once per tensor; under warn_mu) */
+    bool fp4_checked;         /* its FP4 block scales were all found finite (under warn_mu) */
 } store_item;
 
 static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -246,10 +248,22 @@ static const store_item *find_item(const Store *s, const char *name) {
     return bsearch(&key, s->items, s->n, sizeof *s->items, cmp_item);
 }
 
-bool store_has(const Store *s, const char *name) { return find_item(s, name) != NULL; }
+/* "<name><suf>"'s item, or NULL. */
+static const store_item *find_suffixed(const Store *s, const char *name, const char *suf) {
+    char buf[640];
+    if ((size_t)snprintf(buf, sizeof buf, "%s%s", name, suf) >= sizeof buf) return NULL;
+    return find_item(s, buf);
+}
+
+bool store_has(const Store *s, const char *name) {
+    return find_item(s, name) != NULL || find_suffixed(s, name, "_blocks") != NULL ||
+           find_suffixed(s, name, "_packed") != NULL;
+}
 
 int store_entry(const Store *s, const char *name, const st_entry **e, const st_file **f) {
     const store_item *it = find_item(s, name);
+    if (!it) it = find_suffixed(s, name, "_blocks");        /* MXFP4: the codes stand for the weight */
+    if (!it) it = find_suffixed(s, name, "_packed");        /* compressed-tensors' packed codes */
     if (!it) {
         if (s->nfiles == 1) return al_err("tensor '%s' not found in %s", name, st_path(s->files[0]));
         return al_err("tensor '%s' not found in any of the %zu shards in %s", name, s->nfiles, s->dir);
@@ -269,6 +283,9 @@ bool store_local_bytes(const Store *s, uint64_t *local, uint64_t *total) {
 
 int store_shape2(const Store *s, const char *name, size_t *rows, size_t *cols) {
     const st_entry *e = NULL;
+    dt_fp4 q;
+    if (store_fp4(s, name, &q) != AL_OK) return AL_ERR;
+    if (q.enc != DT_FP4_NONE) { *rows = q.rows; *cols = q.cols; return AL_OK; }
     if (store_entry(s, name, &e, NULL) != AL_OK) return AL_ERR;
     if (e->ndim == 1) { *rows = 1; *cols = e->shape[0]; return AL_OK; }
     if (e->ndim == 0) { *rows = 1; *cols = 1; return AL_OK; }
@@ -313,6 +330,95 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
     return AL_OK;
 }
 
+/* ---------------------------------------------------------------- FP4 weights */
+
+/* "[a, b, c]" of an entry's shape (and its dtype before it). */
+static const char *shape_str(const st_entry *e, char *buf, size_t n) {
+    size_t at = (size_t)snprintf(buf, n, "%s [", dt_name(e->dtype));
+    for (int k = 0; k < e->ndim && at < n; k++) at += (size_t)snprintf(buf + at, n - at, k ? ", %zu" : "%zu", e->shape[k]);
+    if (at < n) snprintf(buf + at, n - at, "]");
+    return buf;
+}
+
+/* MXFP4: "<name>_blocks" U8 (R, G, 16) and "<name>_scales" U8 (R, G). */
+static int fp4_mxfp4(const Store *s, const char *name, const store_item *b, dt_fp4 *q) {
+    char sh[128];
+    const st_entry *e = b->e;
+    if (e->dtype != DT_U8 || e->ndim != 3 || e->shape[2] != 16)
+        return al_err("MXFP4 tensor '%s' should be U8 of shape [rows, cols/32, 16], found %s%s", b->name,
+                      shape_str(e, sh, sizeof sh), e->ndim == 4 ? " (stacked experts are not read yet)" : "");
+    const store_item *sc = find_suffixed(s, name, "_scales");
+    if (!sc) return al_err("MXFP4 tensor '%s' has no block scales '%s_scales'", b->name, name);
+    size_t R = e->shape[0], G = e->shape[1];
+    if (sc->e->dtype != DT_U8 || sc->e->ndim != 2 || sc->e->shape[0] != R || sc->e->shape[1] != G)
+        return al_err("'%s' should be U8 (E8M0) of shape [%zu, %zu] (one per 32 values of '%s'), found %s", sc->name, R,
+                      G, b->name, shape_str(sc->e, sh, sizeof sh));
+    *q = (dt_fp4){.enc = DT_FP4_MXFP4, .rows = R, .cols = G * 32, .codes = st_data(b->f, e),
+                  .scale = st_data(sc->f, sc->e), .gscale = 1.0f};
+    return AL_OK;
+}
+
+/* NVFP4: codes w (ModelOpt: "<name>"; compressed-tensors: "<name>_packed") U8 (R, C/2),
+ * "<name>_scale" F8_E4M3 (R, C/16), the global scale "<name>_scale_2" (ModelOpt, multiplies) or
+ * "<name>_global_scale" (compressed-tensors, divides) F32 of one value. */
+static int fp4_nvfp4(const Store *s, const char *name, const store_item *w, const store_item *sc, dt_fp4 *q) {
+    char sh[128];
+    bool ct = strcmp(w->name, name) != 0;
+    if (w->e->dtype != DT_U8 || w->e->ndim != 2 || (w->e->shape[1] * 2) % 16)
+        return al_err("NVFP4 tensor '%s' should be U8 of shape [rows, cols/2] with cols a multiple of 16, found %s",
+                      w->name, shape_str(w->e, sh, sizeof sh));
+    size_t R = w->e->shape[0], C = w->e->shape[1] * 2;
+    if (sc->e->dtype != DT_F8_E4M3 || sc->e->ndim != 2 || sc->e->shape[0] != R || sc->e->shape[1] != C / 16)
+        return al_err("'%s' should be F8_E4M3 of shape [%zu, %zu] (one per 16 values of '%s', [%zu, %zu]), found %s",
+                      sc->name, R, C / 16, name, R, C, shape_str(sc->e, sh, sizeof sh));
+    const char *gs_suf = ct ? "_global_scale" : "_scale_2";
+    const store_item *g = find_suffixed(s, name, gs_suf);
+    if (!g) return al_err("NVFP4 tensor '%s' has no per-tensor scale '%s%s'", name, name, gs_suf);
+    if (g->e->dtype != DT_F32 || st_numel(g->e) != 1)
+        return al_err("'%s' should be F32 of one value, found %s", g->name, shape_str(g->e, sh, sizeof sh));
+    float gs;
+    memcpy(&gs, st_data(g->f, g->e), sizeof gs);
+    if (!isfinite(gs) || gs <= 0)
+        return al_err("'%s' is %g: the per-tensor scale of '%s' must be finite and positive", g->name, (double)gs, name);
+    *q = (dt_fp4){.enc = DT_FP4_NVFP4, .rows = R, .cols = C, .codes = st_data(w->f, w->e),
+                  .scale = st_data(sc->f, sc->e), .gscale = gs, .gdiv = ct};
+    return AL_OK;
+}
+
+/* Every block scale of q finite (once per tensor: the flag of item it). */
+static int fp4_check_scales(const store_item *it, const char *name, const dt_fp4 *q) {
+    pthread_mutex_lock(&warn_mu);
+    bool done = it->fp4_checked;
+    pthread_mutex_unlock(&warn_mu);
+    if (done) return AL_OK;
+    size_t nb = q->cols / dt_fp4_traits(q->enc)->block;
+    for (size_t r = 0; r < q->rows; r++)
+        for (size_t b = 0; b < nb; b++)
+            if (!isfinite(dt_fp4_block_scale(q, r, b)))
+                return al_err("%s tensor '%s': block scale [%zu, %zu] (code 0x%02x) is NaN; a NaN scale is not a weight",
+                              dt_fp4_traits(q->enc)->name, name, r, b, q->scale[r * nb + b]);
+    pthread_mutex_lock(&warn_mu);
+    ((store_item *)it)->fp4_checked = true;
+    pthread_mutex_unlock(&warn_mu);
+    return AL_OK;
+}
+
+int store_fp4(const Store *s, const char *name, dt_fp4 *q) {
+    memset(q, 0, sizeof *q);
+    q->enc = DT_FP4_NONE;
+    const store_item *w = find_item(s, name), *sc;
+    int rc = AL_OK;
+    if (!w && (w = find_suffixed(s, name, "_blocks"))) rc = fp4_mxfp4(s, name, w, q);
+    else if (w && w->e->dtype == DT_U8 && (sc = find_suffixed(s, name, "_scale"))) rc = fp4_nvfp4(s, name, w, sc, q);
+    else if (!w && (w = find_suffixed(s, name, "_packed")) && w->e->dtype == DT_U8 && find_suffixed(s, name, "_global_scale") &&
+             (sc = find_suffixed(s, name, "_scale")))
+        rc = fp4_nvfp4(s, name, w, sc, q);      /* compressed-tensors' nvfp4-pack-quantized */
+    else return AL_OK;
+    if (rc == AL_OK) rc = fp4_check_scales(w, name, q);
+    if (rc != AL_OK) q->enc = DT_FP4_NONE;
+    return rc;
+}
+
 /* The block as float32, dequantized, without the NaN/Inf check (store_read_block's reader). */
 static int read_block(const Store *s, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, Mat **out) {
     *out = NULL;
@@ -321,12 +427,17 @@ static int read_block(const Store *s, const char *name, size_t r0, size_t nr, si
     if (store_entry(s, name, &e, &f) != AL_OK || store_shape2(s, name, &R, &C) != AL_OK) return AL_ERR;
     if (r0 > R || nr > R - r0) return al_err("tensor '%s': rows %zu..%zu out of range (it has %zu rows)", name, r0, r0 + nr, R);
     if (c0 > C || nc > C - c0) return al_err("tensor '%s': columns %zu..%zu out of range (it has %zu)", name, c0, c0 + nc, C);
-    if (!dt_is_float(e->dtype)) return al_err("tensor '%s' is %s, not a float weight", name, dt_name(e->dtype));
+    dt_fp4 q;
+    if (store_fp4(s, name, &q) != AL_OK) return AL_ERR;
+    if (q.enc == DT_FP4_NONE && !dt_is_float(e->dtype))
+        return al_err("tensor '%s' is %s, not a float weight", name, dt_name(e->dtype));
     Mat *m = mat_new(nr, nc);
     if (!m) return al_err_ctx("tensor '%s'", name);
     const uint8_t *base = st_data(f, e);
     int rc = AL_OK;
-    if (e->dtype == DT_F8_E4M3) {
+    if (q.enc != DT_FP4_NONE) {
+        dt_fp4_dequant(&q, r0, nr, c0, nc, m->data, nc);
+    } else if (e->dtype == DT_F8_E4M3) {
         const void *scale = NULL; size_t scols = 0;
         rc = store_fp8_scale(s, name, R, C, &scale, &scols);
         if (rc == AL_OK) dt_fp8_dequant(base, C, scale, scols, r0, nr, c0, nc, m->data, nc);

@@ -4,7 +4,12 @@
  * FP8 (F8_E4M3) weights are dequantized with their DeepSeek block scales: for a weight named
  * "X.weight" of shape (R, C), "X.weight_scale_inv" is F32 of shape (ceil(R/128), ceil(C/128))
  * and W[i][j] = fp8[i][j] * scale[i/128][j/128]; the edge blocks are partial (tensor.h's
- * dt_fp8_dequant, DT_FP8_BLOCK). */
+ * dt_fp8_dequant, DT_FP8_BLOCK).
+ * FP4 weights (tensor.h's rules and names): MXFP4 "<name>_blocks" / "<name>_scales" answer to the
+ * name "<name>" (store_has, store_shape2: the logical (R, C); store_entry: the blocks' entry); an
+ * NVFP4 "<name>" (U8, with "<name>_scale" and "<name>_scale_2") has its logical shape too, and
+ * compressed-tensors' "<name>_packed" (U8, with "<name>_scale" and "<name>_global_scale") answers
+ * to "<name>" as MXFP4's blocks do. Every read decodes them (store_fp4). */
 #ifndef AL_STORE_H
 #define AL_STORE_H
 
@@ -36,6 +41,11 @@ int store_read_block(const Store *s, const char *name, size_t r0, size_t nr, siz
  * shape (ceil(R/128), ceil(C/128)); *scale points into the mapping (possibly unaligned: read it
  * with memcpy), *scols is its column count. The error names the tensor and what is wrong. */
 int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const void **scale, size_t *scols);
+/* The FP4 encoding of weight `name` (tensor.h): where its codes and scales lie, checked once per
+ * tensor (dtypes, shapes, every block scale finite and the global one finite and positive);
+ * q->enc is DT_FP4_NONE for a tensor stored otherwise. The error names the tensor and what is
+ * wrong. */
+int store_fp4(const Store *s, const char *name, dt_fp4 *q);
 /* Number of shard files and the i-th path. */
 size_t store_nfiles(const Store *s);
 const char *store_file_at(const Store *s, size_t i);

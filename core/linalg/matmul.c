@@ -68,6 +68,9 @@ int wmat_view(const Store *s, const char *name, bool f32_only, WMat *w) {
     if (store_entry(s, name, &e, &f) != AL_OK || store_shape2(s, name, &w->rows, &w->cols) != AL_OK) return AL_ERR;
     w->dt = e->dtype;
     w->data = st_data(f, e);
+    if (store_fp4(s, name, &w->fp4) != AL_OK) return AL_ERR;
+    if (w->fp4.enc != DT_FP4_NONE && !f32_only) return AL_OK;       /* decoded per panel */
+    w->fp4.enc = DT_FP4_NONE;
     bool kernel = w->dt == DT_BF16 || w->dt == DT_F16 || w->dt == DT_F8_E4M3 ||
                   (w->dt == DT_F32 && ((uintptr_t)w->data & 3) == 0);
     if (w->dt == DT_F8_E4M3 && !f32_only && store_fp8_scale(s, name, w->rows, w->cols, &w->scale, &w->scols) != AL_OK)
@@ -85,7 +88,10 @@ void wmat_free(WMat *w) {
     memset(w, 0, sizeof *w);
 }
 
-size_t wmat_bytes(const WMat *w) { return w->rows * w->cols * dt_size(w->dt); }
+size_t wmat_bytes(const WMat *w) {
+    if (w->fp4.enc != DT_FP4_NONE) return w->rows * (w->cols / 2 + w->cols / dt_fp4_traits(w->fp4.enc)->block);
+    return w->rows * w->cols * dt_size(w->dt);
+}
 
 /* ---------------------------------------------------------------- widening */
 
@@ -124,6 +130,7 @@ static void widen(dt_type dt, const void *src, size_t n, float *dst, bool simd) 
 void wmat_row(const WMat *w, size_t r, float *dst) {
     const uint8_t *b = w->data;
     size_t C = w->cols;
+    if (w->fp4.enc != DT_FP4_NONE) { dt_fp4_dequant(&w->fp4, r, 1, 0, C, dst, C); return; }
     switch (w->dt) {
     case DT_F32: memcpy(dst, b + r * C * 4, C * 4); break;
     case DT_BF16: case DT_F16: widen(w->dt, b + r * C * 2, C, dst, use_avx512()); break;
@@ -137,6 +144,7 @@ static void panel(const WMat *w, size_t r0, size_t nr, size_t c0, size_t nc, flo
     const uint8_t *b = w->data;
     size_t C = w->cols;
     if (w->dt == DT_F8_E4M3) { dt_fp8_dequant(b, C, w->scale, w->scols, r0, nr, c0, nc, dst, nc); return; }
+    if (w->fp4.enc != DT_FP4_NONE) { dt_fp4_dequant(&w->fp4, r0, nr, c0, nc, dst, nc); return; }
     for (size_t i = 0; i < nr; i++) {
         size_t off = ((r0 + i) * C + c0) * dt_size(w->dt);
         if (w->dt == DT_F32) memcpy(dst + i * nc, b + off, nc * 4);

@@ -50,6 +50,7 @@ typedef struct {
     size_t scols;
     size_t rows, cols;
     Mat *own;                /* owned float32 copy (dtypes without a kernel, Conv1D non-F32), or NULL */
+    dt_fp4 fp4;              /* an FP4 weight (dt DT_U8): its codes and scales, decoded per panel */
 } WMat;
 
 /* A view of tensor `name` (2-D, or 1-D as 1 x n) of s. f32_only: the caller multiplies it as

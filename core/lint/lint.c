@@ -8,7 +8,9 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <fnmatch.h>
 #include <math.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +95,8 @@ typedef struct {
     Agg *agg;
     size_t nagg, aggcap;
     bool oom;
+    size_t fp4_n, fp4_listed;     /* FP4 weights found; of them, in a not-quantized list */
+    char fp4_first[300];          /* the first such listed module */
 } Lint;
 
 /* Adds a finding. Out of memory: remembered (lint_folder fails), never a crash. */
@@ -423,6 +427,18 @@ static void check_dtypes(Lint *x) {
         if (!ends_with(x->t[i].name, "_scale_inv") && x->t[i].e->dtype >= 0 && x->t[i].e->dtype < DT_COUNT)
             bytes[x->t[i].e->dtype] += x->t[i].e->end - x->t[i].e->begin;
     bool quant = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"));
+    bool fp4 = false;                                /* U8 codes beside FP4 scales (tensor.h) */
+    for (size_t i = 0; i < x->nt && !fp4; i++) {
+        char sc[300];
+        snprintf(sc, sizeof sc, "%s_scale", x->t[i].name);
+        fp4 = x->t[i].e->dtype == DT_U8 &&
+              (ends_with(x->t[i].name, "_blocks") || ends_with(x->t[i].name, "_packed") || find(x, sc));
+    }
+    if (fp4 && !quant)
+        add(x, LINT_ERROR, LT_ALL, 0, "U8 tensors (packed FP4 codes?) but no quantization_config in config.json: "
+            "engines would not decode them; MXFP4 needs {\"quant_method\": \"mxfp4\"}, NVFP4 ModelOpt's "
+            "{\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\"}");
+    if (quant) bytes[DT_U8] = 0;                     /* packed codes the quantization_config describes */
     if ((bytes[DT_F8_E4M3] || bytes[DT_F8_E5M2]) && !quant)
         add(x, LINT_ERROR, LT_ALL, 0, "FP8 weights but no quantization_config in config.json: engines would read the "
             "FP8 codes as plain weights; add DeepSeek's {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", "
@@ -506,8 +522,96 @@ static void expect_scales(Lint *x, const char *name, const st_entry *w) {
     }
 }
 
+/* A scale tensor `sname` of an FP4 weight: marked used; its dtype and 2-D shape [r, c] (c 0: one
+ * value) checked. */
+static void fp4_scale_ok(Lint *x, const char *sname, dt_type dt, size_t r, size_t c, const char *what) {
+    LTensor *s = find(x, sname);
+    if (!s) { agg_add(x, AGG_MISSING, sname, sname); return; }
+    s->used = true;
+    const st_entry *e = s->e;
+    bool ok = e->dtype == dt && (c ? e->ndim == 2 && e->shape[0] == r && e->shape[1] == c : st_numel(e) == 1);
+    if (ok) return;
+    char have[96], msg[700];
+    shape_str(e, have, sizeof have);
+    if (c) snprintf(msg, sizeof msg, "%s is %s %s; %s are %s [%zu, %zu]", sname, dt_name(e->dtype), have, what, dt_name(dt), r, c);
+    else snprintf(msg, sizeof msg, "%s is %s %s; %s is one %s value", sname, dt_name(e->dtype), have, what, dt_name(dt));
+    agg_add(x, AGG_SHAPE, sname, msg);
+}
+
+/* quantization_config's lists of modules left unquantized, by the key each publisher uses. */
+static const char *const NOT_QUANT_KEYS[] = {"modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"};
+
+/* Whether list entry `pat` names module `m`: "re:" a POSIX extended regular expression matched at
+ * the start (compressed-tensors' re.match), else a glob (ModelOpt, vLLM), the name itself, or a
+ * part of it (transformers' modules_to_not_convert test: `key in name`). */
+static bool names_module(const char *pat, const char *m) {
+    if (!strncmp(pat, "re:", 3)) {
+        regex_t re;
+        regmatch_t at;
+        if (regcomp(&re, pat + 3, REG_EXTENDED)) return false;
+        bool hit = regexec(&re, m, 1, &at, 0) == 0 && at.rm_so == 0;
+        regfree(&re);
+        return hit;
+    }
+    return !strcmp(pat, m) || fnmatch(pat, m, 0) == 0 || strstr(m, pat) != NULL;
+}
+
+/* The list entry naming module m, or NULL. */
+static const char *listed_unquantized(const Lint *x, const char *m) {
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"), *it;
+    for (size_t k = 0; cJSON_IsObject(q) && k < sizeof NOT_QUANT_KEYS / sizeof *NOT_QUANT_KEYS; k++)
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(q, NOT_QUANT_KEYS[k]))
+            if (cJSON_IsString(it) && names_module(it->valuestring, m)) return it->valuestring;
+    return NULL;
+}
+
+/* An FP4 weight `name` of shape [d0, d1] (tensor.h): MXFP4 "<name>_blocks" U8 [d0, d1/32, 16] +
+ * "<name>_scales" U8 [d0, d1/32], or NVFP4 "<name>" U8 [d0, d1/2] + "<name>_scale" F8_E4M3
+ * [d0, d1/16] + "<name>_scale_2" F32 (and the module's input_scale, used), or compressed-tensors'
+ * "<name>_packed" + "<name>_scale" + "<name>_global_scale" (input_global_scale). False when `name`
+ * is stored otherwise. */
+static bool expect_fp4(Lint *x, const char *name, size_t d0, size_t d1, const char *why) {
+    char n2[300], have[96], msg[700];
+    LTensor *w = find(x, name), *b = NULL;
+    bool ct = false;                                 /* compressed-tensors' "<name>_packed" */
+    snprintf(n2, sizeof n2, "%s_blocks", name);
+    if (!w && !(b = find(x, n2))) {
+        snprintf(n2, sizeof n2, "%s_packed", name);
+        if (!(w = find(x, n2)) || w->e->dtype != DT_U8) return false;
+        ct = true;
+    }
+    snprintf(n2, sizeof n2, "%s_scale", name);
+    if (w && (w->e->dtype != DT_U8 || !find(x, n2))) return false;
+    LTensor *codes = w ? w : b;
+    const st_entry *e = codes->e;
+    codes->used = true;
+    bool mx = b != NULL;
+    snprintf(n2, sizeof n2, "%.*s", (int)(ends_with(name, ".weight") ? strlen(name) - 7 : strlen(name)), name);
+    x->fp4_n++;
+    if (listed_unquantized(x, n2) && x->fp4_listed++ == 0) snprintf(x->fp4_first, sizeof x->fp4_first, "%s", n2);
+    bool ok = e->dtype == DT_U8 && (mx ? e->ndim == 3 && e->shape[0] == d0 && e->shape[1] * 32 == d1 && e->shape[2] == 16
+                                       : e->ndim == 2 && e->shape[0] == d0 && e->shape[1] * 2 == d1);
+    if (!ok) {
+        shape_str(e, have, sizeof have);
+        snprintf(msg, sizeof msg, "%s is %s %s; config.json says [%zu, %zu] (%s): %s", codes->name, dt_name(e->dtype),
+                 have, d0, d1, why, mx ? "MXFP4 blocks are U8 [rows, cols/32, 16]" : "NVFP4 weights are U8 [rows, cols/2]");
+        agg_add(x, AGG_SHAPE, codes->name, msg);
+    }
+    snprintf(n2, sizeof n2, "%s%s", name, mx ? "_scales" : "_scale");
+    fp4_scale_ok(x, n2, mx ? DT_U8 : DT_F8_E4M3, d0, d1 / (mx ? 32 : 16),
+                 mx ? "MXFP4 scales (E8M0, one per 32 values)" : "NVFP4 block scales (one per 16 values)");
+    if (mx) return true;
+    snprintf(n2, sizeof n2, "%s%s", name, ct ? "_global_scale" : "_scale_2");
+    fp4_scale_ok(x, n2, DT_F32, 1, 0, "NVFP4's per-tensor scale");
+    size_t n = strlen(name);
+    snprintf(n2, sizeof n2, "%.*s.%s", (int)(n > 7 ? n - 7 : n), name, ct ? "input_global_scale" : "input_scale");
+    LTensor *in = ends_with(name, ".weight") ? find(x, n2) : NULL;
+    if (in) in->used = true;
+    return true;
+}
+
 /* One tensor the family's loader expects: shape [d0] (d1 = 0) or [d0, d1], `why` naming the config
- * keys that give it. FP8 weights bring their block scales along. */
+ * keys that give it. FP8 weights bring their block scales along, FP4 ones theirs (expect_fp4). */
 static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why, const char *fmt, ...) {
@@ -516,6 +620,7 @@ static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
+    if (d1 && expect_fp4(x, name, d0, d1, why)) return;
     LTensor *t = find(x, name);
     if (!t) {
         if (!optional) agg_add(x, AGG_MISSING, name, name);
@@ -536,6 +641,34 @@ static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why
 
 /* Which expected tensors may be absent (tied embeddings). */
 static bool tied(const Lint *x) { return x->cfg.tie_embeddings; }
+
+/* FP4 weights against quantization_config's lists: a module stored in FP4 but listed as not
+ * quantized is an error (engines build it as a plain linear and read its codes as weights); a list
+ * entry that names no module of the checkpoint a warning. */
+static void check_fp4_lists(Lint *x) {
+    if (!x->fp4_n) return;
+    if (x->fp4_listed)
+        add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s is stored in FP4 but quantization_config lists it as not "
+            "quantized ('%s'; %zu modules like it): engines build a plain linear and read the packed codes as weights; "
+            "remove it from the list", x->fp4_first, listed_unquantized(x, x->fp4_first), x->fp4_listed);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"), *it;
+    for (size_t k = 0; k < sizeof NOT_QUANT_KEYS / sizeof *NOT_QUANT_KEYS; k++)
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(q, NOT_QUANT_KEYS[k])) {
+            bool hit = !cJSON_IsString(it);
+            char m[300];
+            for (size_t i = 0; i < x->nt && !hit; i++) {
+                const char *dot = strrchr(x->t[i].name, '.');
+                snprintf(m, sizeof m, "%.*s", (int)(dot ? dot - x->t[i].name : 0), x->t[i].name);
+                hit = names_module(it->valuestring, m);
+            }
+            char head[192] = "";                    /* tied: the output head has no tensor of its own */
+            if (x->cfg_ok && tied(x)) cfg_role_name(&x->cfg, ROLE_LM_HEAD, 0, -1, NULL, head, sizeof head);
+            if (!hit && !(head[0] && names_module(it->valuestring, head)))
+                add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "quantization_config.%s entry '%s' names no module "
+                    "of the checkpoint: a typo, or a pattern in another syntax (globs, 're:' regexes)", NOT_QUANT_KEYS[k],
+                    it->valuestring);
+        }
+}
 
 
 /* The SHAPE_IF_* conditions that hold for this folder's config. */
@@ -1033,6 +1166,7 @@ static void lint_dir(Lint *x) {
     check_shard_meta(x);
     if (x->tree) check_dtypes(x);
     check_layout(x);
+    if (x->tree) check_fp4_lists(x);
     check_mla(x);
     check_tokenizer(x);
 }

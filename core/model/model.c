@@ -94,13 +94,67 @@ static int model_validate(Model *m) {
                             m->cfg.hidden, req[i].rows, req[i].cols);
             if (rc == AL_OK && L == 0 && i == 0) {
                 const st_entry *e;
+                dt_fp4 q;
                 store_entry(m->store, name, &e, NULL);
                 m->cfg.dtype = e->dtype;
+                if (store_fp4(m->store, name, &q) == AL_OK && q.enc != DT_FP4_NONE) {
+                    m->fp4 = q.enc;
+                    m->cfg.dtype = DT_BF16;
+                }
             }
             free(name);
             if (rc != AL_OK) return rc;
         }
     return AL_OK;
+}
+
+/* ================================================================ stored encodings */
+
+const char *model_dtype_name(const Model *m) {
+    return m->fp4 != DT_FP4_NONE ? dt_fp4_traits(m->fp4)->name : dt_name(m->cfg.dtype);
+}
+
+/* Bit of tensor `name`'s encoding in a group's mask: dtypes, then the FP4 encodings. */
+static uint64_t enc_bit(const Model *m, const char *name) {
+    dt_fp4 q;
+    const st_entry *e;
+    if (!store_has(m->store, name) || store_fp4(m->store, name, &q) != AL_OK) { al_err_clear(); return 0; }
+    if (q.enc != DT_FP4_NONE) return 1ull << (DT_COUNT + q.enc);
+    return store_entry(m->store, name, &e, NULL) == AL_OK ? 1ull << e->dtype : 0;
+}
+
+/* The encodings of one group's roles over every layer (and expert). */
+static uint64_t group_mask(const Model *m, const tensor_role *roles, size_t n, bool layered) {
+    const ModelConfig *c = &m->cfg;
+    uint64_t mask = 0;
+    char name[256];
+    for (int L = 0; L < (layered ? c->n_layers : 1); L++)
+        for (size_t i = 0; i < n; i++) {
+            bool expert = roles[i] >= ROLE_EXP_GATE && roles[i] <= ROLE_EXP_DOWN;
+            for (int e = 0; e < (expert ? c->moe.n_experts : 1); e++)
+                if (cfg_role_name(c, roles[i], L, expert ? e : -1, "weight", name, sizeof name)) mask |= enc_bit(m, name);
+        }
+    return mask;
+}
+
+void model_weight_encodings(const Model *m, char *buf, size_t cap) {
+    static const tensor_role att[] = {ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_QKV, ROLE_Q_A, ROLE_Q_B, ROLE_KV_A, ROLE_KV_B},
+                             mlp[] = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN, ROLE_SHEXP_GATE,
+                                      ROLE_SHEXP_UP, ROLE_SHEXP_DOWN},
+                             exp[] = {ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN}, emb[] = {ROLE_EMBED, ROLE_LM_HEAD};
+    const struct { const char *name; const tensor_role *r; size_t n; bool layered; } groups[] = {
+        {"attention", att, 9, true}, {"mlp", mlp, 7, true}, {"experts", exp, 3, true}, {"embeddings", emb, 2, false}};
+    size_t at = 0;
+    buf[0] = 0;
+    for (size_t g = 0; g < sizeof groups / sizeof *groups && at < cap; g++) {
+        uint64_t mask = group_mask(m, groups[g].r, groups[g].n, groups[g].layered);
+        if (!mask) continue;
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", groups[g].name);
+        for (int b = 0, k = 0; b < DT_COUNT + DT_FP4_COUNT && at < cap; b++)
+            if (mask & (1ull << b))
+                at += (size_t)snprintf(buf + at, cap - at, "%s%s", k++ ? " + " : " ",
+                                       b < DT_COUNT ? dt_name((dt_type)b) : dt_fp4_traits((dt_fp4_enc)(b - DT_COUNT))->name);
+    }
 }
 
 /* ================================================================ open / free */

@@ -39,7 +39,16 @@ typedef struct Model {
     struct cJSON *config_tree;   /* config.json parsed once at load (NULL for llama2.c); read through
                                     ModelConfig, or model_config_tree for a copy */
     LayerCache *cache;        /* dequantized attention weights of the last layer used */
+    dt_fp4_enc fp4;           /* the attention weights' FP4 encoding, or DT_FP4_NONE (cfg.dtype then
+                                 says BF16: what KV caches and rewritten tensors are held in) */
 } Model;
+
+/* The attention weights' stored encoding as `load` and `info` name it: "MXFP4", "NVFP4", or cfg.dtype's. */
+const char *model_dtype_name(const Model *m);
+/* Each tensor group's stored encodings into buf, e.g. "attention NVFP4, mlp NVFP4 + F32,
+ * embeddings F32" (groups: attention, mlp, experts, embeddings; a group listed once per encoding
+ * it holds). */
+void model_weight_encodings(const Model *m, char *buf, size_t cap);
 
 /* Opens a folder with config.json + safetensors, a .safetensors file (config.json beside it),
  * or a llama2.c .bin. Errors name the file and what is missing. */

@@ -1,0 +1,118 @@
+"""fp4_quant.py -- a folder's projections ("*_proj.weight", F32, columns a multiple of 32) written in
+MXFP4 or NVFP4 (tensor.h's layouts), or their decoded values in F32: a checkpoint quantized in each
+encoding and its F32 twin, for tests/cli_fp4.sh (pure Python, no numpy).
+
+    python3 fp4_quant.py SRC DST mxfp4|nvfp4|ctnvfp4 [f32|nan-scale|short-scale]
+
+ctnvfp4 is compressed-tensors' nvfp4-pack-quantized: "<w>_packed", "<w>_scale" and a
+"<w>_global_scale" that divides the block scales (W = e2m1 * (scale / global)).
+"""
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_tensors import tensors  # noqa: E402
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
+
+
+def e4m3(v):
+    e, m = (v >> 3) & 15, v & 7
+    x = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    return -x if v & 0x80 else x
+
+
+def quantize(vals, R, C, enc):
+    """codes (bytes), scales (bytes), g, decoded floats."""
+    B = 32 if enc == 'mxfp4' else 16
+    g = 1.0 if enc == 'mxfp4' else f32(max(abs(v) for v in vals) / (6 * 448))
+    if enc == 'ctnvfp4':
+        G, g = f32(6 * 448 / max(abs(v) for v in vals)), 1.0   # compressed-tensors' global scale: divides
+    codes, scales, out = bytearray(R * C // 2), bytearray(), [0.0] * (R * C)
+    for i in range(R):
+        for b in range(C // B):
+            blk = vals[i * C + b * B:i * C + b * B + B]
+            bmax = max(abs(v) for v in blk)
+            if enc == 'mxfp4':
+                e = math.ceil(math.log2(bmax / 6)) if bmax > 0 else 0
+                sc, s = e + 127, 2.0 ** e
+            elif enc == 'nvfp4':
+                sc = min(range(0x7f), key=lambda c: (e4m3(c) < bmax / 6 / g, e4m3(c)))
+                s = e4m3(sc)
+            else:
+                sc = min(range(0x7f), key=lambda c: (e4m3(c) < bmax / 6 * G, e4m3(c)))
+                s = f32(e4m3(sc) / G)                      # the block scale after the division
+            scales.append(sc)
+            for j, v in enumerate(blk):
+                c = min(range(16), key=lambda k: abs(E2M1[k] - v / (s * g))) if s > 0 else 0
+                col = b * B + j
+                codes[(i * C + col) // 2] |= c << 4 if col & 1 else c
+                out[i * C + col] = f32(E2M1[c] * s) if enc == 'ctnvfp4' else f32(E2M1[c] * s * g)
+    return bytes(codes), bytes(scales), (G if enc == 'ctnvfp4' else g), out
+
+
+def write(path, items):
+    header, blobs, at = {}, [], 0
+    for name, (dt, shape, data) in items:
+        header[name] = {'dtype': dt, 'shape': shape, 'data_offsets': [at, at + len(data)]}
+        blobs.append(data)
+        at += len(data)
+    h = json.dumps(header).encode()
+    h += b' ' * (-len(h) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+
+
+def main():
+    src, dst, enc = sys.argv[1:4]
+    mode = sys.argv[4] if len(sys.argv) > 4 else ''
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        if not f.endswith('.safetensors'):
+            shutil.copy(os.path.join(src, f), dst)
+    items, broke = [], False    # broke: the hostile modes broke the first attention weight
+    for name, (dt, shape, data) in sorted(tensors(src).items()):
+        if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2 and shape[1] % 32 == 0):
+            items.append((name, (dt, shape, data)))
+            continue
+        R, C = shape
+        codes, scales, g, out = quantize(struct.unpack('<%df' % (R * C), data), R, C, enc)
+        first = not broke and 'self_attn' in name
+        broke = broke or first
+        if first and mode == 'nan-scale':
+            scales = bytes([0xff if enc == 'mxfp4' else 0x7f]) + scales[1:]
+        nb = C // (32 if enc == 'mxfp4' else 16)
+        sshape = [R, nb - 1] if first and mode == 'short-scale' else [R, nb]
+        scales = scales[:R * sshape[1]]
+        if mode == 'f32':
+            items.append((name, ('F32', shape, struct.pack('<%df' % (R * C), *out))))
+        elif enc == 'mxfp4':
+            items.append((name + '_blocks', ('U8', [R, C // 32, 16], codes)))
+            items.append((name + '_scales', ('U8', sshape, scales)))
+        elif enc == 'ctnvfp4':
+            items.append((name + '_packed', ('U8', [R, C // 2], codes)))
+            items.append((name + '_scale', ('F8_E4M3', sshape, scales)))
+            items.append((name + '_global_scale', ('F32', [1], struct.pack('<f', g))))
+        else:
+            items.append((name, ('U8', [R, C // 2], codes)))
+            items.append((name + '_scale', ('F8_E4M3', sshape, scales)))
+            items.append((name + '_scale_2', ('F32', [], struct.pack('<f', g))))
+    write(os.path.join(dst, 'model.safetensors'), items)
+    if mode != 'f32':      # the quantization_config each publisher writes
+        cp = os.path.join(dst, 'config.json')
+        c = json.load(open(cp))
+        c['quantization_config'] = (
+            {'quant_method': 'mxfp4', 'modules_to_not_convert': ['lm_head']} if enc == 'mxfp4' else
+            {'quant_method': 'modelopt', 'quant_algo': 'NVFP4', 'ignore': ['lm_head']} if enc == 'nvfp4' else
+            {'quant_method': 'compressed-tensors', 'format': 'nvfp4-pack-quantized', 'ignore': ['lm_head'],
+             'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {
+                 'num_bits': 4, 'type': 'float', 'strategy': 'tensor_group', 'group_size': 16}}}})
+        json.dump(c, open(cp, 'w'), indent=2)
+
+
+main()
