@@ -54,12 +54,13 @@ char *model_tensor_name(const Model *m, int layer, const char *suffix) {
 
 /* The attention weights of one layer, as (role, rows, cols) the config requires: the 2-D weights of
  * the layout's shape rule that apply (core/model/shapes.c; names: the layout's roles). */
+enum { SHAPES_MAX_WEIGHTS = 16 };   /* more than any layout has */
 typedef struct { tensor_role role; size_t rows, cols; } tensor_req;
 
 static size_t attn_requirements(const ModelConfig *c, tensor_req *req) {
     unsigned cond = shape_conditions(c, false);
     size_t n = 0;
-    for (const RoleShape *w = shape_attn(c->attn); w->why && n < 8; w++)   /* the 2-D weights that apply */
+    for (const RoleShape *w = shape_attn(c->attn); w->why && n < SHAPES_MAX_WEIGHTS; w++)   /* the 2-D weights that apply */
         if (!w->bias && w->d1 != D_NONE && (w->when & cond) == w->when)
             req[n++] = (tensor_req){w->role, shape_dim(c, w->d0), shape_dim(c, w->d1)};
     return n;
@@ -78,7 +79,7 @@ static char *attn_weight_name(const Model *m, tensor_role r, int layer) {
 
 /* Checks every layer's attention tensors exist with the shapes the config implies. */
 static int model_validate(Model *m) {
-    tensor_req req[8];
+    tensor_req req[SHAPES_MAX_WEIGHTS];
     size_t nreq = attn_requirements(&m->cfg, req);
     for (int L = 0; L < m->cfg.n_layers; L++)
         for (size_t i = 0; i < nreq; i++) {
@@ -294,7 +295,7 @@ void model_free(Model *m) {
 
 /* Index of `role` in the layer's requirement list, or -1. */
 static int req_index(const ModelConfig *c, tensor_role role) {
-    tensor_req req[8];
+    tensor_req req[SHAPES_MAX_WEIGHTS];
     size_t n = attn_requirements(c, req);
     for (size_t i = 0; i < n; i++)
         if (req[i].role == role) return (int)i;
@@ -335,7 +336,7 @@ static int cache_get(Model *m, int layer, tensor_role role, const Mat **out) {
 int model_layer_load(Model *m, int layer) {
     if (layer < 0 || layer >= m->cfg.n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
-    tensor_req req[8];
+    tensor_req req[SHAPES_MAX_WEIGHTS];
     size_t n = attn_requirements(&m->cfg, req);
     for (size_t i = 0; i < n; i++) {
         if (req[i].role == ROLE_Q_A) continue;   /* not part of any head view */

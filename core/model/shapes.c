@@ -38,7 +38,10 @@ size_t shape_dim(const ModelConfig *c, dim_rule d) {
  * (biases per attention_bias / Qwen2; the family's q_norm / k_norm), Phi-3's fused qkv_proj
  * [Q ; K ; V], GPT-NeoX's query_key_value head by head, GPT-2's Conv1D (in, out), DeepSeek's MLA (and its
  * lightning indexer where index_topk is set: DeepSeek-V3.2, GLM-5). */
-static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][16] = {
+/* Each list ends with an explicit {0}: a list that outgrows its row is an "excess elements" warning
+ * at build time, never a read past the row. */
+#define SHAPES_PER_LAYOUT 20
+static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
     [QKV_SPLIT] = {{ROLE_Q, false, D_Q, D_H, 0, HD_H ", hidden_size"}, {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
                    {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
                    {ROLE_Q, true, D_Q, D_NONE, SHAPE_IF_QKV_BIAS, HD_H}, {ROLE_K, true, D_KV, D_NONE, SHAPE_IF_QKV_BIAS, KV_H},
@@ -46,16 +49,16 @@ static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][16] = {
                    {ROLE_Q_NORM, false, D_HD, D_NONE, SHAPE_IF_QKN_HEAD, "head_dim (per-head q_norm)"},
                    {ROLE_K_NORM, false, D_HD, D_NONE, SHAPE_IF_QKN_HEAD, "head_dim (per-head k_norm)"},
                    {ROLE_Q_NORM, false, D_Q, D_NONE, SHAPE_IF_QKN_PROJ, HD_H " (q_norm over the projection)"},
-                   {ROLE_K_NORM, false, D_KV, D_NONE, SHAPE_IF_QKN_PROJ, KV_H " (k_norm over the projection)"}},
+                   {ROLE_K_NORM, false, D_KV, D_NONE, SHAPE_IF_QKN_PROJ, KV_H " (k_norm over the projection)"}, {0}},
     [QKV_CAT] = {{ROLE_QKV, false, D_QKV, D_H, 0, "(num_attention_heads + 2 num_key_value_heads) x head_dim, hidden_size"},
-                 {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H}},
+                 {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H}, {0}},
     [QKV_HEADS] = {{ROLE_QKV, false, D_3Q, D_H, 0, "3 x hidden_size, hidden_size"},
                    {ROLE_QKV, true, D_3Q, D_NONE, SHAPE_IF_QKV_BIAS, "3 x hidden_size (attention_bias)"},
                    {ROLE_O, false, D_H, D_HV, 0, "hidden_size, hidden_size"},
-                   {ROLE_O, true, D_H, D_NONE, SHAPE_IF_O_BIAS, "hidden_size (attention_bias)"}},
+                   {ROLE_O, true, D_H, D_NONE, SHAPE_IF_O_BIAS, "hidden_size (attention_bias)"}, {0}},
     [QKV_CONV1D] = {{ROLE_QKV, false, D_H, D_3H, 0, "n_embd, 3 x n_embd (Conv1D: in, out)"},
                     {ROLE_QKV, true, D_3H, D_NONE, 0, "3 x n_embd"}, {ROLE_O, false, D_H, D_H, 0, "n_embd, n_embd"},
-                    {ROLE_O, true, D_H, D_NONE, 0, "n_embd"}},
+                    {ROLE_O, true, D_H, D_NONE, 0, "n_embd"}, {0}},
     [QKV_MLA] = {{ROLE_Q_A, false, D_QR, D_H, SHAPE_IF_Q_LORA, "q_lora_rank, hidden_size"},
                  {ROLE_Q_A, true, D_QR, D_NONE, SHAPE_IF_Q_LORA | SHAPE_IF_QKV_BIAS, "q_lora_rank (attention_bias)"},
                  {ROLE_Q_A_NORM, false, D_QR, D_NONE, SHAPE_IF_Q_LORA, "q_lora_rank"},
@@ -71,28 +74,28 @@ static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][16] = {
                  {ROLE_IDX_K, false, D_ID, D_H, SHAPE_IF_INDEXER, "index_head_dim, hidden_size"},
                  {ROLE_IDX_K_NORM, false, D_ID, D_NONE, SHAPE_IF_INDEXER, "index_head_dim (LayerNorm weight)"},
                  {ROLE_IDX_K_NORM, true, D_ID, D_NONE, SHAPE_IF_INDEXER, "index_head_dim (LayerNorm bias)"},
-                 {ROLE_IDX_W, false, D_IH, D_H, SHAPE_IF_INDEXER, "index_n_heads, hidden_size"}},
+                 {ROLE_IDX_W, false, D_IH, D_H, SHAPE_IF_INDEXER, "index_n_heads, hidden_size"}, {0}},
 };
 
 /* A dense MLP per ffn_layout: gate/up/down_proj (biases per Llama's mlp_bias), Phi-3's fused
  * gate_up_proj [gate ; up], GPT-2's Conv1D c_fc / c_proj, GPT-NeoX's dense_h_to_4h / dense_4h_to_h. */
-static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][7] = {
+static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
     [FFN_GATED] = {{ROLE_FFN_GATE, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
                    {ROLE_FFN_GATE, true, D_F, D_NONE, SHAPE_IF_MLP_BIAS, "intermediate_size, hidden_size"},
                    {ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
                    {ROLE_FFN_UP, true, D_F, D_NONE, SHAPE_IF_MLP_BIAS, "intermediate_size, hidden_size"},
                    {ROLE_FFN_DOWN, false, D_H, D_F, 0, "intermediate_size, hidden_size"},
-                   {ROLE_FFN_DOWN, true, D_H, D_NONE, SHAPE_IF_MLP_BIAS, "hidden_size"}},
+                   {ROLE_FFN_DOWN, true, D_H, D_NONE, SHAPE_IF_MLP_BIAS, "hidden_size"}, {0}},
     [FFN_FUSED] = {{ROLE_FFN_GATE_UP, false, D_2F, D_H, 0, "2 x intermediate_size, hidden_size"},
-                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"}},
+                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"}, {0}},
     [FFN_CONV1D] = {{ROLE_FFN_UP, false, D_H, D_F, 0, "n_embd, n_inner (Conv1D: in, out)"},
                     {ROLE_FFN_UP, true, D_F, D_NONE, 0, "n_inner"},
                     {ROLE_FFN_DOWN, false, D_F, D_H, 0, "n_inner, n_embd (Conv1D: in, out)"},
-                    {ROLE_FFN_DOWN, true, D_H, D_NONE, 0, "n_embd"}},
+                    {ROLE_FFN_DOWN, true, D_H, D_NONE, 0, "n_embd"}, {0}},
     [FFN_NEOX] = {{ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"},
                   {ROLE_FFN_UP, true, D_F, D_NONE, SHAPE_IF_MLP_BIAS, "intermediate_size"},
-                  {ROLE_FFN_DOWN, true, D_H, D_NONE, SHAPE_IF_MLP_BIAS, "hidden_size"}},
+                  {ROLE_FFN_DOWN, true, D_H, D_NONE, SHAPE_IF_MLP_BIAS, "hidden_size"}, {0}},
 };
 
 #undef HD_H
