@@ -42,6 +42,21 @@
  *                           1e-5; MoE from first_k_dense_replace (default 1) routed as deepseek_v3's
  *                           (norm_topk_prob default true), plus n_shared_experts (default 1) x
  *                           moe_intermediate_size shared experts
+ *   qwen3_next              Qwen3NextRMSNorm x (1 + w) everywhere (input / post-attention / final norms,
+ *                           q_norm / k_norm per head); layers "linear_attention" by layer_types, else
+ *                           all but every full_attention_interval-th (4). Full layers: q_proj viewed
+ *                           (H, 2 hd) and chunked into [query | gate] per head, RoPE rotate_half on
+ *                           the first hd x partial_rotary_factor (0.25) dims, attention output x
+ *                           sigmoid(gate) before o_proj. Linear layers (Qwen3NextGatedDeltaNet):
+ *                           in_proj_qkvz viewed (Hk, 2 dk + 2 (Hv/Hk) dv) split [q | k | v | z],
+ *                           in_proj_ba viewed (Hk, 2 Hv/Hk) split [b | a]; depthwise causal conv1d
+ *                           (padding K-1, the first T outputs) then SiLU over the concatenation
+ *                           [q | k | v] (flattened head-major); q, k repeat_interleave'd to Hv heads;
+ *                           l2norm (x rsqrt(sum x^2 + 1e-6)) of q and k, q x dk^-1/2; beta =
+ *                           sigmoid(b), g = -exp(A_log) softplus(a + dt_bias); per step
+ *                           S = S e^g, kv_mem = Sᵀk, delta = (v - kv_mem) beta, S += k deltaᵀ,
+ *                           o = Sᵀq (torch_recurrent_gated_delta_rule); Qwen3NextRMSNormGated
+ *                           o rsqrt(mean o^2 + eps) w silu(z) (plain w); out_proj
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -57,7 +72,7 @@
 #include <string.h>
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
-               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3 } rfam;
+               R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_QWEN3_NEXT } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -86,6 +101,11 @@ struct RefModel {
     /* MLA */
     int qlora, kvlora, nope, rope, vdim;
     bool interleave;
+    /* Qwen3-Next: the output gate, the Gated DeltaNet layers and their dims */
+    bool gate;
+    bool linear[REF_MAX_LAYERS];
+    int lk, lv, ldk, ldv, lconv;
+    unsigned ablate;               /* REF_ABLATE_* (tests that the checks see each feature) */
 };
 
 /* ================================================================ config.json */
@@ -109,13 +129,17 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}};
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_next", R_QWEN3_NEXT}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
 }
 
 static bool gemma(const RefModel *m) { return m->fam == R_GEMMA2 || m->fam == R_GEMMA3; }
+/* RMSNorm x (1 + w): Gemma's, Qwen3-Next's (unless ablated). */
+static bool one_plus(const RefModel *m) {
+    return gemma(m) || (m->fam == R_QWEN3_NEXT && !(m->ablate & REF_ABLATE_ONE_PLUS));
+}
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
 /* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
 static bool ds_router(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_GLM4_MOE; }
@@ -172,7 +196,7 @@ static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
 static int parse_rope(RefModel *m, const cJSON *r) {
     m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", 10000, 10000);
     m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
-    double pf0 = m->fam == R_GLM4_MOE ? 0.5 : 1;          /* Glm4MoeConfig's default */
+    double pf0 = m->fam == R_GLM4_MOE ? 0.5 : m->fam == R_QWEN3_NEXT ? 0.25 : 1;   /* the config classes' defaults */
     double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", pf0, pf0);
     m->rot = (int)(m->hd * pf);
     m->rope_factor = 1;
@@ -207,6 +231,24 @@ static void parse_moe(RefModel *m, const cJSON *r) {
         cJSON_ArrayForEach(e, mo) if (m->n_only < 64 && cJSON_IsNumber(e)) m->only[m->n_only++] = e->valueint;
 }
 
+/* Qwen3NextConfig: layer_types, else "linear_attention" but every full_attention_interval-th layer;
+ * linear_* dims (defaults 16, 32, 128, 128, 4); the gated q_proj (attn_output_gate, default true). */
+static void parse_linear(RefModel *m, const cJSON *r) {
+    if (m->fam != R_QWEN3_NEXT) return;
+    m->gate = jbool(r, "attn_output_gate", true);
+    int every = (int)jnum(r, "full_attention_interval", 4, 4);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r, "layer_types");
+    for (int L = 0; L < m->L && L < REF_MAX_LAYERS; L++) {
+        const cJSON *e = cJSON_IsArray(lt) ? cJSON_GetArrayItem(lt, L) : NULL;
+        m->linear[L] = e ? cJSON_IsString(e) && !strcmp(e->valuestring, "linear_attention") : (L + 1) % every != 0;
+    }
+    m->lk = (int)jnum(r, "linear_num_key_heads", 16, 16);
+    m->lv = (int)jnum(r, "linear_num_value_heads", 32, 32);
+    m->ldk = (int)jnum(r, "linear_key_head_dim", 128, 128);
+    m->ldv = (int)jnum(r, "linear_value_head_dim", 128, 128);
+    m->lconv = (int)jnum(r, "linear_conv_kernel_dim", 4, 4);
+}
+
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
     m->prefix = m->fam == R_NEOX ? "gpt_neox." : "model.";
@@ -227,7 +269,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX);
     m->qkv_bias = m->fam == R_QWEN2 || ab;
     m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
-    m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 ||
+    m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 || m->fam == R_QWEN3_NEXT ||
                       (m->fam == R_GLM4_MOE && jbool(r, "use_qk_norm", false));
     m->parallel = m->fam == R_NEOX && jbool(r, "use_parallel_residual", true);
     const char *act = jstr(r, gemma(m) ? "hidden_activation" : "hidden_act");
@@ -262,6 +304,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
     parse_nope(m, r);
     parse_windows(m, r);
     parse_moe(m, r);
+    parse_linear(m, r);
     return AL_OK;
 }
 
@@ -290,6 +333,7 @@ void ref_free(RefModel *m) {
 }
 
 size_t ref_vocab(const RefModel *m) { return (size_t)m->V; }
+void ref_ablate(RefModel *m, unsigned what) { m->ablate = what; }
 
 static bool moe_layer(const RefModel *m, int L);
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor);
@@ -389,7 +433,7 @@ static int norm_rows(const RefModel *m, int L, const char *what, double *x, size
     if (!w || (m->fam == R_NEOX && !b)) { free(w); return AL_ERR; }
     for (size_t t = 0; t < T; t++) {
         if (m->fam == R_NEOX) layernorm(x + t * ld, n, w, b, m->eps);
-        else rms(x + t * ld, n, w, m->eps, gemma(m));
+        else rms(x + t * ld, n, w, m->eps, one_plus(m));
     }
     free(w);
     free(b);
@@ -472,8 +516,24 @@ static void layer_rope(const RefModel *m, int L, double *theta, double *factor) 
     *factor = local ? 1.0 : m->rope_factor;
 }
 
-/* Q (T x H hd), K, V (T x KV hd) of layer L from the family's layout. */
-static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double *Q, double *K, double *V) {
+/* Qwen3-Next: q_proj(h).view(T, H, 2 hd), torch.chunk(2, dim=-1): query = [..., :hd], gate = [..., hd:]
+ * of each head; Q, G (T x H hd). */
+static int gated_query(const RefModel *m, int L, const double *h, size_t T, double *Q, double *G) {
+    const size_t D = (size_t)m->D, H = (size_t)m->H, hd = (size_t)m->hd;
+    double *y = malloc(T * 2 * H * hd * sizeof *y);
+    int rc = y ? lin_named(m, L, "self_attn.q_proj", false, h, D, T, D, 2 * H * hd, y) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t i = 0; i < H; i++)
+            for (size_t d = 0; d < hd; d++) {
+                Q[t * H * hd + i * hd + d] = y[t * 2 * H * hd + i * 2 * hd + d];
+                G[t * H * hd + i * hd + d] = y[t * 2 * H * hd + i * 2 * hd + hd + d];
+            }
+    free(y);
+    return rc;
+}
+
+/* Q (T x H hd), K, V (T x KV hd) of layer L from the family's layout (G: Qwen3-Next's gate, T x H hd). */
+static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double *Q, double *K, double *V, double *G) {
     const size_t D = (size_t)m->D, qd = (size_t)(m->H * m->hd), kd = (size_t)(m->KV * m->hd), hd = (size_t)m->hd;
     if (m->fam == R_PHI3 || m->fam == R_NEOX) {
         size_t n = qd + 2 * kd;
@@ -495,7 +555,8 @@ static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double 
         free(y);
         return rc;
     }
-    int rc = lin_named(m, L, "self_attn.q_proj", m->qkv_bias, h, D, T, D, qd, Q);
+    int rc = m->gate ? gated_query(m, L, h, T, Q, G)
+                     : lin_named(m, L, "self_attn.q_proj", m->qkv_bias, h, D, T, D, qd, Q);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.k_proj", m->qkv_bias, h, D, T, D, kd, K);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.v_proj", m->qkv_bias, h, D, T, D, kd, V);
     if (rc != AL_OK) return rc;
@@ -515,7 +576,8 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     const size_t qd = H * hd, kd = KV * hd;
     double *Q = malloc(T * qd * sizeof *Q), *K = malloc(T * kd * sizeof *K), *V = malloc(T * kd * sizeof *V);
     double *A = malloc(T * qd * sizeof *A), *p = malloc(T * sizeof *p);
-    int rc = Q && K && V && A && p ? qkv_proj(m, L, h, T, Q, K, V) : AL_ERR;
+    double *G = m->gate ? malloc(T * qd * sizeof *G) : NULL;
+    int rc = Q && K && V && A && p && (!m->gate || G) ? qkv_proj(m, L, h, T, Q, K, V, G) : AL_ERR;
     double theta, factor;
     layer_rope(m, L, &theta, &factor);
     for (size_t t = 0; rc == AL_OK && !m->no_rope[L] && t < T; t++) {
@@ -531,9 +593,11 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
             size_t g = i / (H / KV);
             attend(m, L, t, Q + t * qd + i * hd, K + g * hd, kd, V + g * hd, kd, hd, hd, p, A + t * qd + i * hd);
         }
+    for (size_t i = 0; rc == AL_OK && m->gate && !(m->ablate & REF_ABLATE_GATE) && i < T * qd; i++)
+        A[i] *= 1.0 / (1.0 + exp(-G[i]));                 /* attn_output * sigmoid(gate) */
     const char *o = m->fam == R_NEOX ? "attention.dense" : "self_attn.o_proj";
     if (rc == AL_OK) rc = lin_named(m, L, o, m->o_bias, A, qd, T, qd, D, out);
-    free(Q); free(K); free(V); free(A); free(p);
+    free(Q); free(K); free(V); free(A); free(p); free(G);
     return rc;
 }
 
@@ -569,6 +633,94 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
                    p, A + (t * H + i) * dv);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, H * dv, T, H * dv, D, out);
     free(qa); free(q); free(ckv); free(kvb); free(kf); free(A); free(p);
+    return rc;
+}
+
+/* ================================================================ Gated DeltaNet */
+
+/* The tensor "linear_attn.<what>" of layer L (n values) without a ".weight" suffix check. */
+static double *lin_tensor(const RefModel *m, int L, const char *what, size_t n) {
+    char name[96];
+    snprintf(name, sizeof name, "linear_attn.%s", what);
+    return tget(m, L, name, n, 0);
+}
+
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+
+/* Qwen3NextGatedDeltaNet of layer L: out (T x D). The mixed [q | k | v] of the conv, per position
+ * t: mixed[t] (C = 2 Hk dk + Hv dv), z[t] (Hv dv), b[t], a[t] (Hv). */
+static int attn_linear(const RefModel *m, int L, const double *h, size_t T, double *out) {
+    const size_t D = (size_t)m->D, Hk = (size_t)m->lk, Hv = (size_t)m->lv, dk = (size_t)m->ldk, dv = (size_t)m->ldv;
+    const size_t r = Hv / Hk, K = (size_t)m->lconv, C = 2 * Hk * dk + Hv * dv, P = C + Hv * dv;
+    const size_t grp = 2 * dk + 2 * r * dv;
+    double *qkvz = malloc(T * P * sizeof *qkvz), *ba = malloc(T * 2 * Hv * sizeof *ba);
+    double *mixed = malloc(T * C * sizeof *mixed), *conv = malloc(T * C * sizeof *conv);
+    double *z = malloc(T * Hv * dv * sizeof *z);
+    double *S = calloc(Hv * dk * dv, sizeof *S), *o = malloc(T * Hv * dv * sizeof *o), *b = malloc(T * Hv * sizeof *b);
+    double *a = malloc(T * Hv * sizeof *a);
+    double *cw = lin_tensor(m, L, "conv1d.weight", C * K), *alog = lin_tensor(m, L, "A_log", Hv);
+    double *dtb = lin_tensor(m, L, "dt_bias", Hv), *nw = lin_tensor(m, L, "norm.weight", dv);
+    int rc = qkvz && ba && mixed && conv && z && S && o && b && a && cw && alog && dtb && nw ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_qkvz", false, h, D, T, D, P, qkvz);
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_ba", false, h, D, T, D, 2 * Hv, ba);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)          /* fix_query_key_value_ordering */
+        for (size_t g = 0; g < Hk; g++) {
+            const double *src = qkvz + t * P + g * grp, *sb = ba + t * 2 * Hv + g * 2 * r;
+            for (size_t i = 0; i < dk; i++) {
+                mixed[t * C + g * dk + i] = src[i];
+                mixed[t * C + Hk * dk + g * dk + i] = src[dk + i];
+            }
+            for (size_t i = 0; i < r * dv; i++) {
+                mixed[t * C + 2 * Hk * dk + g * r * dv + i] = src[2 * dk + i];
+                z[t * Hv * dv + g * r * dv + i] = src[2 * dk + r * dv + i];
+            }
+            for (size_t i = 0; i < r; i++) { b[t * Hv + g * r + i] = sb[i]; a[t * Hv + g * r + i] = sb[r + i]; }
+        }
+    for (size_t t = 0; rc == AL_OK && t < T; t++)          /* conv1d(padding K - 1)[..., :T], SiLU */
+        for (size_t c = 0; c < C; c++) {
+            double s = 0;
+            for (size_t i = 0; i < K; i++) {
+                long src = (long)t + (long)i - (long)(K - 1);
+                if (src >= 0) s += cw[c * K + i] * mixed[(size_t)src * C + c];
+            }
+            conv[t * C + c] = silu(s);
+        }
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        if (m->ablate & REF_ABLATE_STATE) memset(S, 0, Hv * dk * dv * sizeof *S);   /* no recurrence */
+        for (size_t j = 0; j < Hv; j++) {
+            double q[512], k[512], v[512], nq = 0, nk = 0;
+            size_t kh = j / r;                             /* repeat_interleave(r) */
+            for (size_t i = 0; i < dk; i++) {
+                q[i] = conv[t * C + kh * dk + i];
+                k[i] = conv[t * C + Hk * dk + kh * dk + i];
+                nq += q[i] * q[i];
+                nk += k[i] * k[i];
+            }
+            for (size_t i = 0; i < dk; i++) { q[i] /= sqrt(nq + 1e-6) * sqrt((double)dk); k[i] /= sqrt(nk + 1e-6); }
+            for (size_t c = 0; c < dv; c++) v[c] = conv[t * C + 2 * Hk * dk + j * dv + c];
+            double x = a[t * Hv + j] + dtb[j], sp = x > 20 ? x : log(1 + exp(x));
+            double g = -exp(alog[j]) * sp, beta = 1 / (1 + exp(-b[t * Hv + j]));
+            double *Sj = S + j * dk * dv;
+            for (size_t i = 0; i < dk * dv; i++) Sj[i] *= exp(g);
+            for (size_t c = 0; c < dv; c++) {
+                double mem = 0;
+                for (size_t i = 0; i < dk; i++) mem += Sj[i * dv + c] * k[i];
+                double delta = (v[c] - mem) * beta;
+                for (size_t i = 0; i < dk; i++) Sj[i * dv + c] += k[i] * delta;
+            }
+            double *oj = o + t * Hv * dv + j * dv, ss = 0;
+            for (size_t c = 0; c < dv; c++) {
+                oj[c] = 0;
+                for (size_t i = 0; i < dk; i++) oj[c] += Sj[i * dv + c] * q[i];
+                ss += oj[c] * oj[c];
+            }
+            double inv = 1 / sqrt(ss / (double)dv + m->eps);
+            for (size_t c = 0; c < dv; c++) oj[c] = oj[c] * inv * nw[c] * silu(z[t * Hv * dv + j * dv + c]);
+        }
+    }
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.out_proj", false, o, Hv * dv, T, Hv * dv, D, out);
+    free(qkvz); free(ba); free(mixed); free(conv); free(z); free(S); free(o); free(b); free(a);
+    free(cw); free(alog); free(dtb); free(nw);
     return rc;
 }
 
@@ -725,7 +877,10 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
     int rc = h && a && f ? AL_OK : AL_ERR;
     if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
     if (rc == AL_OK && !olmo(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
-    if (rc == AL_OK) rc = m->fam == R_DSV3 ? attn_mla(m, L, h, T, a) : attn_gqa(m, L, h, T, a);
+    if (rc == AL_OK)
+        rc = m->fam == R_DSV3 ? attn_mla(m, L, h, T, a)
+             : m->linear[L]   ? attn_linear(m, L, h, T, a)
+                              : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
         memcpy(h, x, n * sizeof *h);
         rc = norm_rows(m, L, "post_attention_layernorm", h, T, D, D);

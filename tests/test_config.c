@@ -277,6 +277,57 @@ static void test_olmo3(void) {
     CHECK_NEAR(rope_attention_factor(&c.rope_spec), 0.1 * log(4) + 1, 1e-15);
 }
 
+/* Qwen3-Next as Qwen/Qwen3-Next-80B-A3B-Instruct's config.json declares it (no layer_types:
+ * full_attention_interval 4): 36 Gated DeltaNet layers and 12 gated attention layers (3, 7, ..., 47),
+ * head_dim 256 with partial rotary 0.25 (64 dims, rotate_half first), (1 + w) RMSNorms, per-head q/k
+ * norms, the output gate (Qwen3NextConfig builds it always; q_proj 2 x 16 x 256 rows), 16 / 32
+ * linear key / value heads of 128, conv kernel 4; 512 experts top-10 and a shared expert. */
+static void test_qwen3_next(void) {
+    const char *json =
+        "{\"architectures\": [\"Qwen3NextForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
+        "\"bos_token_id\": 151643, \"decoder_sparse_step\": 1, \"eos_token_id\": 151645, "
+        "\"full_attention_interval\": 4, \"head_dim\": 256, \"hidden_act\": \"silu\", \"hidden_size\": 2048, "
+        "\"initializer_range\": 0.02, \"intermediate_size\": 5120, \"linear_conv_kernel_dim\": 4, "
+        "\"linear_key_head_dim\": 128, \"linear_num_key_heads\": 16, \"linear_num_value_heads\": 32, "
+        "\"linear_value_head_dim\": 128, \"max_position_embeddings\": 262144, \"mlp_only_layers\": [], "
+        "\"model_type\": \"qwen3_next\", \"moe_intermediate_size\": 512, \"norm_topk_prob\": true, "
+        "\"num_attention_heads\": 16, \"num_experts\": 512, \"num_experts_per_tok\": 10, \"num_hidden_layers\": 48, "
+        "\"num_key_value_heads\": 2, \"output_router_logits\": false, \"partial_rotary_factor\": 0.25, "
+        "\"rms_norm_eps\": 1e-06, \"rope_scaling\": null, \"rope_theta\": 10000000, \"router_aux_loss_coef\": 0.001, "
+        "\"shared_expert_intermediate_size\": 512, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", "
+        "\"transformers_version\": \"4.57.0.dev0\", \"use_cache\": true, \"use_sliding_window\": false, "
+        "\"vocab_size\": 151936}";
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "qwen3_next/config.json", &c));
+    int linear = 0, wrong = 0;
+    for (int L = 0; L < 48; L++) {
+        linear += cfg_layer_linear(&c, L);
+        wrong += cfg_layer_linear(&c, L) != ((L + 1) % 4 != 0);
+    }
+    char list[256];
+    int n = cfg_attn_layers(&c, list, sizeof list);
+    CHECK(c.family == FAM_QWEN3_NEXT && linear == 36 && wrong == 0 && c.lin.n_linear == 36 && cfg_n_attn_layers(&c) == 12 &&
+          n == 12 && !strncmp(list, "3, 7, 11, ", 10), "qwen3_next: 36 linear layers, attention on 3, 7, ...: %s", list);
+    CHECK(c.lin.layout == LIN_QWEN3_NEXT && c.lin.k_heads == 16 && c.lin.v_heads == 32 && c.lin.dk == 128 &&
+          c.lin.dv == 128 && c.lin.conv == 4, "qwen3_next: linear dims");
+    CHECK(c.attn_gate && c.norm == NORM_RMS_1P && c.qk_norm == QKN_HEAD && c.qk_rope_dim == 64 && c.qk_nope_dim == 192 &&
+          c.rope_first && c.rope_spec.rotary_dim == 64 && c.rope_spec.theta == 1e7 && c.norm_eps == 1e-6 &&
+          c.n_kv_heads == 2 && !c.tie_embeddings, "qwen3_next: gate, (1 + w) norms, per-head q/k norms, 64 of 256 dims rotate");
+    CHECK(c.moe.n_experts == 512 && c.moe.top_k == 10 && c.moe.norm_topk_prob && c.moe.n_shared == 1 &&
+          c.moe.expert_ffn == 512 && cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 3), "qwen3_next: 512 experts, top-10, shared");
+    /* q_proj 2 H hd x D (query and gate), k, v, o: the attention parameters of one layer */
+    CHECK(cfg_attn_params(&c) == 2048u * (2 * 16 * 256 + 2 * 256 + 2 * 256) + 16u * 256 * 2048, "qwen3_next: attention "
+          "parameters with the gate rows: %zu", cfg_attn_params(&c));
+    CHECK(cfg_check_attn_layer(&c, 0, "ranks") == AL_ERR && strstr(al_errmsg(), "Gated DeltaNet") &&
+          cfg_check_attn_layer(&c, 3, "ranks") == AL_OK, "qwen3_next: layer 0 refused by name, 3 is attention");
+    /* layer_types, when given, wins; attn_output_gate false drops the gate */
+    c = parse("\"model_type\": \"qwen3_next\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+              "\"num_hidden_layers\": 4, \"attn_output_gate\": false, \"layer_types\": [\"full_attention\", "
+              "\"linear_attention\", \"full_attention\", \"linear_attention\"]");
+    CHECK(!c.attn_gate && !cfg_layer_linear(&c, 0) && cfg_layer_linear(&c, 1) && !cfg_layer_linear(&c, 2) &&
+          cfg_n_attn_layers(&c) == 2, "qwen3_next: layer_types and attn_output_gate read");
+}
+
 /* GLM-4.5 / 4.6 / 4.7 (glm4_moe) as zai-org's config.json files declare it (GLM-4.5's, abridged; the
  * Air's use_qk_norm false), and Glm4MoeConfig's defaults: partial_rotary_factor 0.5, eps 1e-5. */
 #define GLM45 "\"architectures\": [\"Glm4MoeForCausalLM\"], \"attention_bias\": true, \"first_k_dense_replace\": 3, " \
@@ -421,6 +472,7 @@ int main(void) {
     test_python_nonfinite();
     test_families();
     test_olmo3();
+    test_qwen3_next();
     test_glm4_moe();
     test_rope_spec();
     test_attention_fields();

@@ -600,6 +600,33 @@ static void layout_moe(Lint *x, int L) {
     expect_role(x, false, ROLE_SHEXP_DOWN, L, 0, "weight", h, fs, why_sh);
 }
 
+/* A linear-attention layer's tensors (shape_linear): A_log and dt_bias carry no ".weight"; conv1d
+ * is [conv_dim, 1, linear_conv_kernel_dim]. */
+static void layout_linear(Lint *x, int L) {
+    const ModelConfig *c = &x->cfg;
+    for (const RoleShape *w = shape_linear(c->lin.layout); w->why; w++) {
+        bool plain = w->role == ROLE_LIN_A_LOG || w->role == ROLE_LIN_DT_BIAS;
+        if (w->role != ROLE_LIN_CONV) {
+            expect_role(x, false, w->role, L, 0, plain ? NULL : "weight", shape_dim(c, w->d0), shape_dim(c, w->d1),
+                        w->why);
+            continue;
+        }
+        char name[256];
+        cfg_role_name(c, w->role, L, 0, "weight", name, sizeof name);
+        LTensor *t = find(x, name);
+        if (!t) { agg_add(x, AGG_MISSING, name, name); continue; }
+        t->used = true;
+        const st_entry *e = t->e;
+        size_t C = shape_dim(c, w->d0), K = (size_t)c->lin.conv;
+        if (!(e->ndim == 3 && e->shape[0] == C && e->shape[1] == 1 && e->shape[2] == K)) {
+            char have[96], msg[700];
+            shape_str(e, have, sizeof have);
+            snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu, 1, %zu] (%s)", name, have, C, K, w->why);
+            agg_add(x, AGG_SHAPE, name, msg);
+        }
+    }
+}
+
 /* Every tensor the family's loader expects, walked over the roles of the model's layouts: the
  * embeddings (GPT-2: and positions), the head (absent when tied), the final norm; per layer the
  * norms of its norm layout, its attention layout's tensors, a dense MLP or the experts. */
@@ -617,7 +644,8 @@ static void layout_walk(Lint *x) {
     expect_norm(x, ROLE_FINAL_NORM, 0, hk);
     for (int L = 0; L < c->n_layers; L++) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
-        expect_wants(x, shape_attn(c->attn), L, cond);
+        if (cfg_layer_linear(c, L)) layout_linear(x, L);
+        else expect_wants(x, shape_attn(c->attn), L, cond);
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
         else expect_wants(x, shape_ffn(c->ffn), L, cond);
     }

@@ -370,7 +370,8 @@ static void fp8_quantize(const Mat *m, uint8_t *q, float *scale) {
  * "<name minus .weight>.weight_scale_inv"). */
 static int add_tensor(CkptWriter *w, const SynTensor *t) {
     const Mat *m = t->m;
-    size_t shape[2] = {m->rows, m->cols}, n = m->rows * m->cols;
+    size_t shape[3] = {m->rows, m->cols, m->cols}, n = m->rows * m->cols;
+    if (t->ndim == 3) shape[1] = 1;                  /* a depthwise conv1d: [channels, 1, kernel] */
     const size_t *sh = t->ndim == 1 ? shape + 1 : shape;
     int rc;
     if (t->dtype == DT_F8_E4M3) {

@@ -119,6 +119,17 @@ static PairSpec fam_qk(int L, int h) {
     }
 }
 
+/* The planting schedule's layer of layer L: L itself, or in a hybrid with linear-attention layers
+ * (Qwen3-Next: 3 linear, 1 softmax) the n-th softmax-attention layer plants as layer 1 + n % 2
+ * (bottleneck, fused-low, ...) and the linear layers plant nothing (-1). */
+static int plant_layer(const ModelConfig *c, int L) {
+    if (c->lin.layout == LIN_NONE) return L;
+    if (cfg_layer_linear(c, L)) return -1;
+    int n = 0;
+    for (int i = 0; i < L; i++) n += !cfg_layer_linear(c, i);
+    return 1 + n % 2;
+}
+
 /* QK pairs are planted over the NoPE columns of the layouts that keep them apart from RoPE's. */
 static bool plants_qk(const ModelConfig *c) { return c->attn == QKV_HEADS || c->attn == QKV_MLA; }
 
@@ -135,6 +146,7 @@ bool synth_family_planted(const char *family, bool qk, int layer, int head, doub
     if (!row || recipe_describe(row, &c) != AL_OK || layer < 0 || layer >= c.n_layers || head < 0 || head >= c.n_heads)
         return false;
     bool whole = qk && nope_layer(&c, layer);
+    if ((layer = plant_layer(&c, layer)) < 0) return false;
     if (qk && !plants_qk(&c) && !whole) return false;
     int g = qk && !whole ? head : cfg_kv_group(&c, head);
     PairSpec p = whole ? fam_qk_nope(layer, g) : qk ? fam_qk(layer, head) : fam_vo(layer, g);
@@ -293,6 +305,42 @@ static int nope_qk(const Ctx *c, const GqaDims *dims, Mat **q, Mat **k) {
     return rc;
 }
 
+/* A gated q_proj (attn_output_gate): per head [query | gate], the gate Gaussian from its own stream.
+ * Takes q (H hd x D). */
+static Mat *gated_q(const Ctx *c, Mat *q) {
+    const size_t D = (size_t)c->c->hidden, H = (size_t)c->c->n_heads, hd = (size_t)cfg_d_qk(c->c);
+    char name[192];
+    role_name(c, ROLE_Q, -1, "gate", name, sizeof name);
+    Mat *g = syn_gauss_named(c->seed, name, H * hd, D, 1 / sqrt((double)D)), *qg = g ? mat_new(2 * H * hd, D) : NULL;
+    for (size_t h = 0; qg && h < H; h++) {
+        copy_rows(qg, 2 * h * hd, q, h * hd, hd);
+        copy_rows(qg, (2 * h + 1) * hd, g, h * hd, hd);
+    }
+    mat_free(q);
+    mat_free(g);
+    return qg;
+}
+
+/* A Gated DeltaNet layer (linattn.h): projections and out_proj Gaussian, conv1d [C, 1, K] of RMS
+ * 1/sqrt(K), A_log and dt_bias 0.1 N(0, 1) (decays exp(-e^A softplus(a + dt)) in (0, 1)), the gated
+ * norm's plain weight 1 + 0.1 N(0, 1). */
+static int attn_linear(const Ctx *c) {
+    const LinearSpec *l = &c->c->lin;
+    const size_t D = (size_t)c->c->hidden, Hv = (size_t)l->v_heads, nv = Hv * (size_t)l->dv;
+    const size_t C = 2 * (size_t)l->k_heads * (size_t)l->dk + nv;
+    char name[192];
+    int rc = add_gauss(c, ROLE_LIN_QKVZ, -1, C + nv, D, 0);
+    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_BA, -1, 2 * Hv, D, 0);
+    role_name(c, ROLE_LIN_CONV, -1, "weight", name, sizeof name);
+    if (rc == AL_OK)
+        rc = synlist_add(c->l, name, 3, syn_gauss_named(c->seed, name, C, (size_t)l->conv, 1 / sqrt((double)l->conv)),
+                         c->dt);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_A_LOG, NULL, Hv, 0.0f, DT_F32);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_DT_BIAS, NULL, Hv, 0.0f, c->dt);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_NORM, "weight", (size_t)l->dv, 1.0f, c->dt);
+    return rc == AL_OK ? add_gauss(c, ROLE_LIN_OUT, -1, D, nv, 0) : rc;
+}
+
 /* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk, the whole QK on a layer
  * without RoPE), V / O planted (fam_vo), laid out as the description's layout stores them, with
  * its biases and q/k norms. */
@@ -302,7 +350,10 @@ static int attn_gqa(const Ctx *c) {
     char name[192];
     Mat *vp = NULL, *op = NULL;
     const GqaDims dims = {D, H, KV, hd};
-    int rc = syn_gqa_vo(c->seed, m->model_type, c->L, &dims, fam_vo, &vp, &op);
+    char kind[64];
+    if (m->lin.layout != LIN_NONE) snprintf(kind, sizeof kind, "%s.L%d", m->model_type, c->L);   /* own streams */
+    else snprintf(kind, sizeof kind, "%s", m->model_type);
+    int rc = syn_gqa_vo(c->seed, kind, plant_layer(m, c->L), &dims, fam_vo, &vp, &op);
     Mat *q = NULL, *k = NULL;
     if (rc == AL_OK && nope_layer(m, c->L)) {
         nope_qk(c, &dims, &q, &k);
@@ -314,6 +365,7 @@ static int attn_gqa(const Ctx *c) {
     }
     if (k && plants_qk(m) && plant_nope_qk(c, q, k) != AL_OK) { mat_free(k); k = NULL; }
     if (!k) { mat_free(q); mat_free(vp); mat_free(op); return AL_ERR; }
+    if (k && m->attn_gate && !(q = gated_q(c, q))) { mat_free(k); mat_free(vp); mat_free(op); return AL_ERR; }
     if (m->attn == QKV_SPLIT) {
         rc = add_mat(c, ROLE_Q, q);
         if (rc == AL_OK) rc = add_mat(c, ROLE_K, k); else mat_free(k);
@@ -389,7 +441,8 @@ static int fam_mlp(const Ctx *c) {
 static int fam_layer(const Ctx *c) {
     const size_t D = (size_t)c->c->hidden;
     int rc = add_norm_pair(c, ROLE_NORM_ATTN_IN, D);
-    if (rc == AL_OK) rc = c->c->attn == QKV_MLA ? attn_mla(c) : attn_gqa(c);
+    if (rc == AL_OK)
+        rc = cfg_layer_linear(c->c, c->L) ? attn_linear(c) : c->c->attn == QKV_MLA ? attn_mla(c) : attn_gqa(c);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_ATTN_OUT, D);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_IN, D);
     if (rc == AL_OK) rc = fam_mlp(c);

@@ -73,6 +73,16 @@ typedef struct {
     char topk_method[24];         /* DeepSeek topk_method ("greedy", "group_limited_greedy", "noaux_tc") */
 } MoeSpec;
 
+/* The linear-attention layers of a hybrid (Qwen3-Next's Gated DeltaNet): which layers, their dims. */
+typedef struct {
+    linear_layout layout;         /* LIN_NONE: every layer is softmax attention */
+    int n_linear;                 /* layers that are linear attention */
+    int k_heads, v_heads;         /* linear_num_key_heads, linear_num_value_heads */
+    int dk, dv;                   /* linear_key_head_dim, linear_value_head_dim */
+    int conv;                     /* linear_conv_kernel_dim */
+    unsigned char layer[CFG_MAX_LAYERS];   /* 1: layer L is linear attention */
+} LinearSpec;
+
 typedef struct {
     model_family family;
     char model_type[32];      /* as config.json spells it */
@@ -135,6 +145,8 @@ typedef struct {
     norm_names norms;         /* what the layer norms are called */
     ffn_layout ffn;           /* what the dense MLP's linears are called */
     model_names names;        /* where the layers, embeddings, final norm and output layer are */
+    LinearSpec lin;           /* Gated DeltaNet layers (layer_types "linear_attention" / full_attention_interval) */
+    bool attn_gate;           /* attn_output_gate: q_proj per head [query | gate], output x sigmoid(gate) */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
@@ -211,6 +223,16 @@ bool cfg_layer_rope_scaled(const ModelConfig *c, int layer);
 bool cfg_layer_rope(const ModelConfig *c, int layer);
 /* The layers of a RoPE model that apply none, as "3, 7, 11" into buf ("" when none); their count. */
 int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap);
+/* True when layer L is a linear-attention (Gated DeltaNet) layer: no softmax attention, no KV heads. */
+static inline bool cfg_layer_linear(const ModelConfig *c, int layer) {
+    return c->lin.layout != LIN_NONE && layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer];
+}
+/* The layers with softmax attention and a KV cache (all but a hybrid's linear-attention layers). */
+static inline int cfg_n_attn_layers(const ModelConfig *c) { return c->n_layers - c->lin.n_linear; }
+/* The softmax-attention layers of a hybrid as "3, 7, 11" into buf; their count. */
+int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap);
+/* Refuses layer with a message naming the analysis `what` when it is a linear-attention layer. */
+int cfg_check_attn_layer(const ModelConfig *c, int layer, const char *what);
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

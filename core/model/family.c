@@ -56,6 +56,13 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                       [ROLE_SHEXP_DOWN] = OPT("mlp.shared_experts.down_proj")},
 };
 
+static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
+    [LIN_QWEN3_NEXT] = {[ROLE_LIN_QKVZ] = N("linear_attn.in_proj_qkvz"), [ROLE_LIN_BA] = N("linear_attn.in_proj_ba"),
+                        [ROLE_LIN_CONV] = N("linear_attn.conv1d"), [ROLE_LIN_A_LOG] = N("linear_attn.A_log"),
+                        [ROLE_LIN_DT_BIAS] = N("linear_attn.dt_bias"), [ROLE_LIN_NORM] = N("linear_attn.norm"),
+                        [ROLE_LIN_OUT] = N("linear_attn.out_proj")},
+};
+
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
     [NAMES_HF] = {"model.", "layers.%d.",
                   {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
@@ -84,6 +91,9 @@ const RoleName *role_in_ffn(ffn_layout f, tensor_role r) {
 const RoleName *role_in_moe(moe_layout m, tensor_role r) {
     return m < MOE_LAYOUT_COUNT && r < ROLE_COUNT ? named(&MOE_NAMES[m][r]) : NULL;
 }
+const RoleName *role_in_linear(linear_layout l, tensor_role r) {
+    return l < LIN_LAYOUT_COUNT && r < ROLE_COUNT ? named(&LINEAR_NAMES[l][r]) : NULL;
+}
 const RoleName *role_in_model(model_names n, tensor_role r) {
     return n < MODEL_NAMES_COUNT && r < ROLE_COUNT ? named(&MODEL_NAMES[n].roles[r]) : NULL;
 }
@@ -93,7 +103,8 @@ const char *family_layer_pattern(model_names n) { return n < MODEL_NAMES_COUNT ?
 const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
         "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm", "sinks",
-        "attn_gate", "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
+        "attn_gate", "lin_qkvz", "lin_ba", "lin_conv", "lin_a_log", "lin_dt_bias", "lin_norm", "lin_out",
+        "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up",
         "shared_down", "embed", "pos_embed", "final_norm", "lm_head",
     };
@@ -253,6 +264,22 @@ const FamilyRow FAMILY[] = {
                   "\"original_max_position_embeddings\": 64, \"rope_type\": \"yarn\"}, \"rope_theta\": 500000, "
                   "\"sliding_window\": " SW},
         .engines = ENGINES_ALL, .llamacpp_arch = "olmo2"},
+    /* Qwen3-Next-80B-A3B's config.json: 48 layers, full_attention_interval 4 (no layer_types), head_dim 256,
+       partial_rotary_factor 0.25, 16 heads / 2 KV heads, linear_num_key_heads 16, linear_num_value_heads 32,
+       linear_{key,value}_head_dim 128, linear_conv_kernel_dim 4, 512 experts top-10 with a shared expert.
+       The recipe keeps every key, shrunk, with a dense MLP (num_experts 0) */
+    [FAM_QWEN3_NEXT] = {
+        "qwen3_next", "Qwen3NextForCausalLM", "qwen3_next", "Qwen3-Next (Gated DeltaNet 3 : 1 gated attention, "
+        "partial rotary, (1 + w) norms)", LLAMA_LIKE, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD, .partial_rotary = 0.25,
+        .lin = LIN_QWEN3_NEXT, .attn_gate = true,
+        .synth = {64, 4, 2, 4, 256, 128, false,
+                  GQA_KEYS("silu", "1e-06") ", \"decoder_sparse_step\": 1, \"full_attention_interval\": 4, "
+                  "\"head_dim\": 32, \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 16, "
+                  "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, \"linear_value_head_dim\": 16, "
+                  "\"mlp_only_layers\": [], \"norm_topk_prob\": true, \"num_experts\": 0, "
+                  "\"partial_rotary_factor\": 0.25, "
+                  "\"rope_scaling\": null, \"rope_theta\": 10000000, \"use_sliding_window\": false"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen3next"},
 };
 
 #pragma GCC diagnostic pop

@@ -32,6 +32,7 @@ typedef enum {
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
     FAM_OLMO2,                           /* q/k norms over the whole projection, post-norms only */
     FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
+    FAM_QWEN3_NEXT,                      /* Gated DeltaNet linear-attention layers 3 : 1 gated full attention */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
     FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
@@ -87,6 +88,14 @@ typedef enum {
     FFN_LAYOUT_COUNT
 } ffn_layout;
 
+/* Where a linear-attention (Gated DeltaNet) layer keeps its weights (LIN_NONE: the family has none). */
+typedef enum {
+    LIN_NONE,
+    LIN_QWEN3_NEXT,     /* linear_attn.{in_proj_qkvz, in_proj_ba, conv1d, A_log, dt_bias, norm, out_proj}: qkvz and
+                           ba rows grouped per key head [q | k | v | z], [b | a] (Qwen3-Next) */
+    LIN_LAYOUT_COUNT
+} linear_layout;
+
 /* Where a mixture-of-experts layer keeps its router and experts. */
 typedef enum {
     MOE_NONE,
@@ -132,6 +141,8 @@ typedef enum {
     ROLE_KV_A, ROLE_KV_A_NORM, ROLE_KV_B,                      /* MLA KV latent (+ the shared RoPE key) */
     ROLE_Q_NORM, ROLE_K_NORM,                                  /* per-head or whole-projection q/k norms */
     ROLE_SINKS, ROLE_ATTN_GATE,                                /* attention sinks, output gate */
+    ROLE_LIN_QKVZ, ROLE_LIN_BA, ROLE_LIN_CONV, ROLE_LIN_A_LOG, ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
+                                                               /* Gated DeltaNet (linear_layout) */
     ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT,                     /* before / after attention */
     ROLE_NORM_FFN_IN, ROLE_NORM_FFN_OUT,                       /* before / after the MLP */
     ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN,   /* dense MLP */
@@ -173,6 +184,7 @@ typedef struct {
     norm_names norms;
     ffn_layout ffn;
     moe_layout moe;               /* used when the config routes to experts */
+    linear_layout lin;            /* the linear-attention layers' weights (LIN_NONE: none) */
     model_names names;
     /* default traits (config.json overrides where it has a key) */
     norm_kind norm;
@@ -201,6 +213,8 @@ typedef struct {
     bool embed_scaled;            /* embeddings x sqrt(hidden) (Gemma) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
+    bool attn_gate;               /* attn_output_gate when absent: q_proj rows per head [query | gate], the attention
+                                     output times sigmoid(gate) before o_proj (Qwen3-Next) */
     const char *gguf_arch;        /* llama.cpp's general.architecture of attnlab's GGUF export (NULL: none) */
     unsigned engines;             /* ENGINE_* that implement this model_type -- vLLM's registry, SGLang's
                                      model files, llama.cpp's convert_hf_to_gguf.py (0: lint does not
@@ -224,6 +238,7 @@ const RoleName *role_in_attn(attn_layout a, tensor_role r);
 const RoleName *role_in_norms(norm_names n, tensor_role r);
 const RoleName *role_in_ffn(ffn_layout f, tensor_role r);
 const RoleName *role_in_moe(moe_layout m, tensor_role r);
+const RoleName *role_in_linear(linear_layout l, tensor_role r);
 const RoleName *role_in_model(model_names n, tensor_role r);
 /* The prefix of a model_names layout ("model.", "transformer.", "gpt_neox.") and where it keeps
  * layer L under that prefix ("layers.%d.", "h.%d."; %d: the layer). */

@@ -20,6 +20,7 @@
 #include "sweep.h"
 #include "matmul.h"
 #include "rope.h"
+#include "linattn.h"
 
 #define QCHUNK 64          /* query rows per attention block */
 #define LCHUNK 64          /* rows per logits block */
@@ -56,6 +57,8 @@ typedef struct {
     Lin router;                   /* MoE: gate (E, D) */
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
+    Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj */
+    Mat *lconv, *alog, *dtb, *lnorm;   /* conv1d (C, K), A_log, dt_bias (Hv), the gated norm (dv) */
     bool loaded;
 } LayerW;
 
@@ -90,13 +93,14 @@ struct Forward {
     size_t max_ctx, pos, seq, cap;
     float **kc, **vc;             /* per layer: (cap, G dqk), (cap, G dv) keys after RoPE, values */
     FwdHooks hooks;
+    LinAttnState *lst;            /* (n_layers) Gated DeltaNet state of linear-attention layers (else zero) */
     const AttnLayer **over;       /* (n_layers) attention overrides (borrowed); NULL: the model's own */
     float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
                                      (NULL exactly where there is no override, or before the cache) */
     int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
 
     /* scratch, (rows, width) */
-    fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm;
+    fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm, gate;
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
     mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
@@ -336,7 +340,9 @@ static void layer_release(Forward *f, int L) {
     LayerW *w = &f->layers[L];
     for (int i = 0; i < NS_COUNT; i++) { mat_free(w->nw[i]); mat_free(w->nb[i]); }
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
-    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router};
+    mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm);
+    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->lqkvz, &w->lba,
+                 &w->lout};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
     ffn_free(&w->mlp);
     if (w->experts)
@@ -419,14 +425,49 @@ static int neox_unmix(Forward *f, float *y, size_t T, size_t ld) {
     return AL_OK;
 }
 
+/* A Gated DeltaNet layer's weights (linattn.h): projections, conv1d (C, 1, K) as (C, K), A_log,
+ * dt_bias, the gated norm. */
+static int load_linear(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    const LinearSpec *ls = &f->c->lin;
+    size_t D = f->D, Hk = (size_t)ls->k_heads, Hv = (size_t)ls->v_heads, dk = (size_t)ls->dk, dv = (size_t)ls->dv;
+    size_t C = 2 * Hk * dk + Hv * dv;
+    char n[192];
+    int rc = load_lin(f, L, ROLE_LIN_QKVZ, -1, D, C + Hv * dv, false, dry, bytes, &w->lqkvz);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_BA, -1, D, 2 * Hv, false, dry, bytes, &w->lba);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_OUT, -1, Hv * dv, D, false, dry, bytes, &w->lout);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_CONV, L, -1, "weight", n, sizeof n)) == AL_OK) {
+        const st_entry *e;
+        const st_file *sf;
+        size_t numel = 1;
+        if ((rc = store_entry(f->m->store, n, &e, &sf)) == AL_OK) {   /* [C, 1, K]: not a matrix */
+            for (int i = 0; i < e->ndim; i++) numel *= e->shape[i];
+            if (numel != C * (size_t)ls->conv)
+                rc = al_err("tensor '%s' has %zu values but a conv of %zu channels and kernel %d needs %zu", n, numel, C,
+                            ls->conv, C * (size_t)ls->conv);
+            if (bytes) *bytes += numel * dt_size(e->dtype);
+        }
+        if (rc == AL_OK && !dry && !(w->lconv = mat_new(C, (size_t)ls->conv))) rc = AL_ERR;
+        if (rc == AL_OK && !dry) rc = dt_to_f32(e->dtype, st_data(sf, e), numel, w->lconv->data);
+    }
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_A_LOG, L, -1, NULL, n, sizeof n)) == AL_OK)
+        rc = load_mat(f, n, 1, Hv, dry, bytes, &w->alog);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_DT_BIAS, L, -1, NULL, n, sizeof n)) == AL_OK)
+        rc = load_mat(f, n, 1, Hv, dry, bytes, &w->dtb);
+    if (rc == AL_OK) rc = load_norm(f, L, ROLE_LIN_NORM, dv, dry, bytes, &w->lnorm, NULL);
+    return rc;
+}
+
 /* The attention projections of layer L (and q/k norms): MLA's, or those the attention layout has
- * (split q / k / v, or a fused qkv; then o). */
+ * (split q / k / v -- a gated q_proj twice as tall --, or a fused qkv; then o); a linear-attention
+ * layer's own. */
 static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const ModelConfig *c = f->c;
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
+    if (cfg_layer_linear(c, L)) return load_linear(f, L, dry, bytes, w);
     bool io = c->attn == QKV_CONV1D, split = !f->mla && cfg_role(c, ROLE_Q), fused = !f->mla && cfg_role(c, ROLE_QKV);
     int rc = f->mla ? load_mla(f, L, dry, bytes, w) : AL_OK;
-    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_Q, -1, D, H * dqk, false, dry, bytes, &w->q);
+    size_t qrows = (c->attn_gate ? 2 : 1) * H * dqk;      /* a gated q_proj: per head [query | gate] */
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_Q, -1, D, qrows, false, dry, bytes, &w->q);
     if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
     if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
     if (rc == AL_OK && fused) rc = load_lin(f, L, ROLE_QKV, -1, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
@@ -501,6 +542,9 @@ void fwd_free(Forward *f) {
     mm_work_free(f->mm);
     if (f->kc)
         for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
+    if (f->lst)
+        for (int L = 0; L < f->c->n_layers; L++) linattn_state_free(&f->lst[L]);
+    free(f->lst);
     if (f->xin)
         for (int L = 0; L < f->c->n_layers; L++) free(f->xin[L]);
     free(f->kc);
@@ -516,7 +560,7 @@ void fwd_free(Forward *f) {
         fb_free(&f->rs[i].sn);
     }
     fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
-                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm};
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->gate};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
 }
@@ -549,7 +593,8 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->vc = al_calloc((size_t)c->n_layers, sizeof *f->vc, "the KV cache");
     f->over = al_calloc((size_t)c->n_layers, sizeof *f->over, "attention overrides");
     f->xin = al_calloc((size_t)c->n_layers, sizeof *f->xin, "attention overrides");
-    if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin) rc = AL_ERR;
+    f->lst = al_calloc((size_t)c->n_layers, sizeof *f->lst, "linear-attention states");
+    if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin || !f->lst) rc = AL_ERR;
     size_t layer_bytes = 0, glob_bytes = 0;
     for (int L = 0; rc == AL_OK && L < c->n_layers; L++) rc = layer_load(f, L, true, &layer_bytes);
     if (rc == AL_OK) rc = load_globals(f, &glob_bytes);
@@ -587,6 +632,7 @@ size_t fwd_attn_window(const Forward *f, int layer) { return cfg_layer_window(f-
 int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
     int n = f->c->n_layers;
     if (layer < 0 || layer >= n) return al_err("attention override: layer %d is out of range 0-%d", layer, n - 1);
+    if (L && cfg_check_attn_layer(f->c, layer, "attention override") != AL_OK) return AL_ERR;
     if (L && (L->hidden < 0 || (size_t)L->hidden != f->D))
         return al_err("attention override of layer %d: the layer reads %d-wide inputs, the model's hidden size is %zu",
                       layer, L->hidden, f->D);
@@ -806,9 +852,47 @@ static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
     if (!(o->q = fb_fit(&f->q, T, qw, "Q")) || !(o->k = fb_fit(&f->k, T, kw, "K")) || !(o->v = fb_fit(&f->v, T, vw, "V")))
         return AL_ERR;
     o->ldq = qw; o->ldk = kw; o->ldv = vw;
-    if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)) || (rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw)))
+    if (f->c->attn_gate) {                      /* q_proj rows per head [query | gate] */
+        float *qg = fb_fit(&f->perm, T, 2 * qw, "a gated query"), *g = fb_fit(&f->gate, T, qw, "the output gate");
+        if (!qg || !g) return AL_ERR;
+        if ((rc = lin_apply(f, &w->q, f->h.p, D, T, qg, 2 * qw))) return rc;
+        for (size_t t = 0; t < T; t++)
+            for (size_t h = 0; h < f->H; h++) {
+                memcpy(o->q + t * qw + h * f->dqk, qg + t * 2 * qw + 2 * h * f->dqk, f->dqk * sizeof(float));
+                memcpy(g + t * qw + h * f->dqk, qg + t * 2 * qw + (2 * h + 1) * f->dqk, f->dqk * sizeof(float));
+            }
+    } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
         return rc;
+    if ((rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw))) return rc;
     return lin_apply(f, &w->v, f->h.p, D, T, o->v, vw);
+}
+
+/* The attention output (T, H dv) times sigmoid of the gate (attn_output_gate; dv = dqk). */
+static void gate_apply(Forward *f, size_t T) {
+    size_t n = T * f->H * f->dv;
+    for (size_t i = 0; i < n; i++) f->att.p[i] *= 1.f / (1.f + expf(-f->gate.p[i]));
+}
+
+/* Gated DeltaNet layer L on f->h (normed input, T rows) into f->h (T, D): the projections, the
+ * recurrence over the layer's state (zero at position 0), out_proj. */
+static int linear_attention(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    const LinearSpec *ls = &f->c->lin;
+    LinAttnW lw = {(size_t)ls->k_heads, (size_t)ls->v_heads, (size_t)ls->dk, (size_t)ls->dv, (size_t)ls->conv,
+                   f->norm_eps, w->lconv->data, w->alog->data, w->dtb->data, w->lnorm->data};
+    size_t D = f->D, nv = lw.Hv * lw.dv, W = w->lqkvz.out;
+    float *p = fb_fit(&f->q, T, W, "the linear-attention projections"), *ba = fb_fit(&f->k, T, 2 * lw.Hv, "b and a");
+    float *o = fb_fit(&f->att, T, nv, "the linear-attention output");
+    int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
+    if (rc) return rc;
+    if (!p || !ba || !o) return AL_ERR;
+    if (!f->lst[L].S && linattn_state_new(&lw, &f->lst[L]) != AL_OK) return AL_ERR;
+    if (f->pos == 0) linattn_state_zero(&lw, &f->lst[L]);
+    if ((rc = lin_apply(f, &w->lqkvz, f->h.p, D, T, p, W)) || (rc = lin_apply(f, &w->lba, f->h.p, D, T, ba, 2 * lw.Hv)))
+        return rc;
+    if ((rc = linattn_run(&lw, &f->lst[L], p, ba, T, o))) return al_err_ctx("forward pass, layer %d", L);
+    if ((rc = lin_apply(f, &w->lout, o, nv, T, f->h.p, D))) return rc;
+    return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }
 
 /* softmax(q K^T scale) V of every head over the cache into f->att (T, H dv). */
@@ -828,6 +912,7 @@ static int attention(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv, kw = G * dqk, vw = G * dv;
     QKV p;
+    if (cfg_layer_linear(f->c, L)) return linear_attention(f, L, T);
     int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
     if (rc) return rc;
     if (f->over[L]) {
@@ -852,6 +937,7 @@ static int attention(Forward *f, int L, size_t T) {
         memcpy(f->vc[L] + (f->pos + t) * vw, p.v + t * p.ldv, vw * sizeof(float));
     }
     if ((rc = attend(f, L, T, &p)) || (rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
+    if (f->c->attn_gate) gate_apply(f, T);          /* after the hook: FWD_ATTN_OUT is softmax(QKᵀ) V */
     if ((rc = lin_apply(f, &w->o, f->att.p, H * dv, T, f->h.p, D))) return rc;
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }
