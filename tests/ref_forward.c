@@ -56,7 +56,9 @@
  *                           sigmoid(b), g = -exp(A_log) softplus(a + dt_bias); per step
  *                           S = S e^g, kv_mem = Sᵀk, delta = (v - kv_mem) beta, S += k deltaᵀ,
  *                           o = Sᵀq (torch_recurrent_gated_delta_rule); Qwen3NextRMSNormGated
- *                           o rsqrt(mean o^2 + eps) w silu(z) (plain w); out_proj
+ *                           o rsqrt(mean o^2 + eps) w silu(z) (plain w); out_proj. MoE as qwen3_moe's
+ *                           (softmax, top-k, renormalised when norm_topk_prob) plus the shared expert
+ *                           (shared_expert_intermediate_size) times sigmoid(shared_expert_gate(x))
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -105,6 +107,7 @@ struct RefModel {
     bool gate;
     bool linear[REF_MAX_LAYERS];
     int lk, lv, ldk, ldv, lconv;
+    int shared_ff;                 /* shared_expert_intermediate_size (0: none) */
     unsigned ablate;               /* REF_ABLATE_* (tests that the checks see each feature) */
 };
 
@@ -141,6 +144,8 @@ static bool one_plus(const RefModel *m) {
     return gemma(m) || (m->fam == R_QWEN3_NEXT && !(m->ablate & REF_ABLATE_ONE_PLUS));
 }
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
+/* Qwen3-MoE's routing and layers (Qwen3-Next: and its shared expert). */
+static bool qwen_moe(const RefModel *m) { return m->fam == R_QWEN3_MOE || m->fam == R_QWEN3_NEXT; }
 /* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
 static bool ds_router(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_GLM4_MOE; }
 
@@ -212,8 +217,9 @@ static int parse_rope(RefModel *m, const cJSON *r) {
 
 static void parse_moe(RefModel *m, const cJSON *r) {
     m->E = (int)(m->fam == R_MIXTRAL ? jnum(r, "num_local_experts", 8, 0)
-                 : m->fam == R_QWEN3_MOE ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
-    if (m->fam != R_MIXTRAL && m->fam != R_QWEN3_MOE && !ds_router(m)) m->E = 0;
+                 : qwen_moe(m) ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
+    if (m->fam != R_MIXTRAL && !qwen_moe(m) && !ds_router(m)) m->E = 0;
+    m->shared_ff = m->fam == R_QWEN3_NEXT ? (int)jnum(r, "shared_expert_intermediate_size", 0, 0) : 0;
     m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
     m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
     if (m->fam == R_MIXTRAL) m->eF = m->F;
@@ -764,7 +770,7 @@ static bool moe_layer(const RefModel *m, int L) {
     if (m->E <= 0) return false;
     if (m->fam == R_DSV3) return L >= m->first_dense && L % m->layer_freq == 0;
     if (m->fam == R_GLM4_MOE) return L >= m->first_dense;
-    if (m->fam == R_QWEN3_MOE) {
+    if (qwen_moe(m)) {
         for (int i = 0; i < m->n_only; i++)
             if (m->only[i] == L) return false;
         return (L + 1) % m->sparse_step == 0;
@@ -817,6 +823,18 @@ static void route(const RefModel *m, const double *logit, const double *bias, in
     }
 }
 
+/* Qwen3NextSparseMoeBlock's shared expert: y += sigmoid(shared_expert_gate(x)) * shared_expert(x). */
+static int shared_expert(const RefModel *m, int L, const double *x, size_t T, double *y) {
+    const size_t D = (size_t)m->D;
+    double *g = malloc(T * sizeof *g);
+    int rc = g ? lin_named(m, L, "mlp.shared_expert_gate", false, x, D, T, D, 1, g) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        g[t] = m->ablate & REF_ABLATE_SHARED_GATE ? 1.0 : 1.0 / (1.0 + exp(-g[t]));
+    if (rc == AL_OK) rc = gated(m, L, "mlp.shared_expert.", NM_PROJ, (size_t)m->shared_ff, x, T, NULL, g, T, y);
+    free(g);
+    return rc;
+}
+
 /* Mixture-of-experts MLP of layer L: y (T x D, zeroed by the caller) += the routed experts. */
 static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     const size_t D = (size_t)m->D, E = (size_t)m->E, k = (size_t)m->topk;
@@ -841,6 +859,7 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     }
     if (rc == AL_OK && ds_router(m) && m->n_shared > 0)
         rc = gated(m, L, "mlp.shared_experts.", NM_PROJ, (size_t)(m->eF * m->n_shared), x, T, NULL, NULL, 0, y);
+    if (rc == AL_OK && m->shared_ff > 0) rc = shared_expert(m, L, x, T, y);
     free(logit); free(bias); free(w); free(idx); free(rows); free(rw);
     return rc;
 }

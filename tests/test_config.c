@@ -314,7 +314,11 @@ static void test_qwen3_next(void) {
           c.rope_first && c.rope_spec.rotary_dim == 64 && c.rope_spec.theta == 1e7 && c.norm_eps == 1e-6 &&
           c.n_kv_heads == 2 && !c.tie_embeddings, "qwen3_next: gate, (1 + w) norms, per-head q/k norms, 64 of 256 dims rotate");
     CHECK(c.moe.n_experts == 512 && c.moe.top_k == 10 && c.moe.norm_topk_prob && c.moe.n_shared == 1 &&
-          c.moe.expert_ffn == 512 && cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 3), "qwen3_next: 512 experts, top-10, shared");
+          c.moe.expert_ffn == 512 && c.moe.shared_ffn == 512 && c.moe.layout == MOE_QWEN_NEXT && cfg_moe_layer(&c, 0) &&
+          cfg_moe_layer(&c, 3), "qwen3_next: 512 experts, top-10, a shared expert of 512");
+    char sg[192];
+    CHECK(cfg_role_name(&c, ROLE_SHEXP_SCALE, 5, -1, "weight", sg, sizeof sg) &&
+          !strcmp(sg, "model.layers.5.mlp.shared_expert_gate.weight"), "qwen3_next: the shared expert's gate: %s", sg);
     /* q_proj 2 H hd x D (query and gate), k, v, o: the attention parameters of one layer */
     CHECK(cfg_attn_params(&c) == 2048u * (2 * 16 * 256 + 2 * 256 + 2 * 256) + 16u * 256 * 2048, "qwen3_next: attention "
           "parameters with the gate rows: %zu", cfg_attn_params(&c));

@@ -294,11 +294,13 @@ static int phi3_as_mistral(const char *src, const char *dst) {
 }
 
 /* The checks above see each feature of a family: with one switched off in the reference
- * (ref_ablate: Qwen3-Next's output gate, the Gated DeltaNet recurrence, the (1 + w) of its norms),
+ * (ref_ablate: Qwen3-Next's output gate, the Gated DeltaNet recurrence, the (1 + w) of its norms, the
+ * sigmoid gate of its shared expert),
  * attnlab's logits differ from it by far more than the tolerance (x 100). */
 static void check_ablations(const char *fam, const char *dir) {
     static const struct { unsigned what; const char *name; } off[] = {
-        {REF_ABLATE_GATE, "output gate"}, {REF_ABLATE_STATE, "recurrence"}, {REF_ABLATE_ONE_PLUS, "(1 + w) norms"}};
+        {REF_ABLATE_GATE, "output gate"}, {REF_ABLATE_STATE, "recurrence"}, {REF_ABLATE_ONE_PLUS, "(1 + w) norms"},
+        {REF_ABLATE_SHARED_GATE, "shared expert's gate"}};
     Model *m = NULL;
     RefModel *r = NULL;
     Forward *f = NULL;

@@ -593,8 +593,11 @@ static void layout_moe(Lint *x, int L) {
         expect_role(x, false, ROLE_EXP_DOWN, L, e, "weight", h, f, why);
     }
     if (m->n_shared <= 0) return;
-    size_t fs = f * (size_t)m->n_shared;
-    const char *why_sh = "moe_intermediate_size x n_shared_experts, hidden_size";
+    bool scaled = cfg_role(c, ROLE_SHEXP_SCALE) != NULL;     /* Qwen3-Next: shared_expert_intermediate_size */
+    size_t fs = scaled && m->shared_ffn > 0 ? (size_t)m->shared_ffn : f * (size_t)m->n_shared;
+    const char *why_sh = scaled ? "shared_expert_intermediate_size, hidden_size"
+                                : "moe_intermediate_size x n_shared_experts, hidden_size";
+    if (scaled) expect_role(x, false, ROLE_SHEXP_SCALE, L, 0, "weight", 1, h, "1, hidden_size");
     expect_role(x, false, ROLE_SHEXP_GATE, L, 0, "weight", fs, h, why_sh);
     expect_role(x, false, ROLE_SHEXP_UP, L, 0, "weight", fs, h, why_sh);
     expect_role(x, false, ROLE_SHEXP_DOWN, L, 0, "weight", h, fs, why_sh);

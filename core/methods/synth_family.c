@@ -419,7 +419,10 @@ static int mlp_moe(const Ctx *c) {
     int rc = add_gauss(c, ROLE_ROUTER, -1, E, D, 0);
     if (rc == AL_OK && cfg_role(m, ROLE_ROUTER_BIAS)) rc = add_vec(c, ROLE_ROUTER_BIAS, NULL, E, 0.5f, DT_F32);
     for (size_t e = 0; rc == AL_OK && e < E; e++) rc = mlp_gated(c, routed, (int)e, F);
-    if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_GATE)) rc = mlp_gated(c, shared, -1, F * (size_t)s->n_shared);
+    bool scaled = cfg_role(m, ROLE_SHEXP_SCALE) != NULL;    /* Qwen3-Next: its own width, a sigmoid gate */
+    size_t FS = scaled && s->shared_ffn > 0 ? (size_t)s->shared_ffn : F * (size_t)s->n_shared;
+    if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_GATE)) rc = mlp_gated(c, shared, -1, FS);
+    if (rc == AL_OK && s->n_shared > 0 && scaled) rc = add_gauss(c, ROLE_SHEXP_SCALE, -1, 1, D, 0);
     return rc;
 }
 

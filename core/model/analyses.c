@@ -137,7 +137,7 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
     if (e->layout == MOE_NONE || e->top_k <= 0 || e->top_k > e->n_experts)
         return why_set(why, cap, "layer %d is a mixture-of-experts layer (%d experts) but num_experts_per_tok is %d: the "
                        "forward pass needs 1 <= top-k <= experts", first, e->n_experts, e->top_k);
-    if (!ds && e->n_shared > 0)
+    if (!ds && e->n_shared > 0 && !role_in_moe(e->layout, ROLE_SHEXP_SCALE))
         return why_set(why, cap, "%s: a shared expert in a %s MoE (shared_expert_intermediate_size) is not covered by "
                        "the forward pass (Mixtral, Qwen3-MoE and DeepSeek layouts are)", m->path, c->model_type);
     if (ds && v2 && e->topk_method[0] && strcmp(e->topk_method, "greedy") && strcmp(e->topk_method, "group_limited_greedy"))

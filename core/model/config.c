@@ -396,6 +396,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, "topk_method");
     al_printable(cJSON_IsString(tm) ? tm->valuestring : "", m->topk_method, sizeof m->topk_method);
     m->n_shared = jint(r, root, "n_shared_experts", jnum(r, root, "shared_expert_intermediate_size", 0) > 0 ? 1 : 0);
+    m->shared_ffn = jint(r, root, "shared_expert_intermediate_size", 0);
     m->routed_scaling = jnum(r, root, "routed_scaling_factor", 1.0);
     m->first_dense = jint(r, root, "first_k_dense_replace", 0);
     m->layer_freq = jint(r, root, "moe_layer_freq", 1);
@@ -746,7 +747,7 @@ const RoleName *cfg_role(const ModelConfig *c, tensor_role r) {
     if (r <= ROLE_LIN_OUT) return role_in_linear(c->lin.layout, r);
     if (r <= ROLE_NORM_FFN_OUT) return role_in_norms(c->norms, r);
     if (r <= ROLE_FFN_DOWN) return role_in_ffn(c->ffn, r);
-    if (r <= ROLE_SHEXP_DOWN) return role_in_moe(c->moe.layout, r);
+    if (r <= ROLE_SHEXP_SCALE) return role_in_moe(c->moe.layout, r);
     return role_in_model(c->names, r);
 }
 

@@ -59,6 +59,7 @@ typedef struct {
     int top_k;                    /* num_experts_per_tok */
     bool norm_topk_prob;
     int n_shared;                 /* n_shared_experts (or 1 with a shared_expert_intermediate_size) */
+    int shared_ffn;               /* shared_expert_intermediate_size (0: expert_ffn x n_shared) */
     double routed_scaling;        /* routed_scaling_factor (1) */
     int first_dense;              /* first_k_dense_replace */
     int layer_freq;               /* moe_layer_freq (1) */

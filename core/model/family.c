@@ -54,6 +54,12 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                       [ROLE_SHEXP_GATE] = OPT("mlp.shared_experts.gate_proj"),
                       [ROLE_SHEXP_UP] = OPT("mlp.shared_experts.up_proj"),
                       [ROLE_SHEXP_DOWN] = OPT("mlp.shared_experts.down_proj")},
+    [MOE_QWEN_NEXT] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXP_GATE] = N("mlp.experts.%d.gate_proj"),
+                       [ROLE_EXP_UP] = N("mlp.experts.%d.up_proj"), [ROLE_EXP_DOWN] = N("mlp.experts.%d.down_proj"),
+                       [ROLE_SHEXP_GATE] = N("mlp.shared_expert.gate_proj"),
+                       [ROLE_SHEXP_UP] = N("mlp.shared_expert.up_proj"),
+                       [ROLE_SHEXP_DOWN] = N("mlp.shared_expert.down_proj"),
+                       [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -106,7 +112,7 @@ const char *tensor_role_name(tensor_role r) {
         "attn_gate", "lin_qkvz", "lin_ba", "lin_conv", "lin_a_log", "lin_dt_bias", "lin_norm", "lin_out",
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up",
-        "shared_down", "embed", "pos_embed", "final_norm", "lm_head",
+        "shared_down", "shared_scale", "embed", "pos_embed", "final_norm", "lm_head",
     };
     return r < ROLE_COUNT ? names[r] : "?";
 }
@@ -267,18 +273,20 @@ const FamilyRow FAMILY[] = {
     /* Qwen3-Next-80B-A3B's config.json: 48 layers, full_attention_interval 4 (no layer_types), head_dim 256,
        partial_rotary_factor 0.25, 16 heads / 2 KV heads, linear_num_key_heads 16, linear_num_value_heads 32,
        linear_{key,value}_head_dim 128, linear_conv_kernel_dim 4, 512 experts top-10 with a shared expert.
-       The recipe keeps every key, shrunk, with a dense MLP (num_experts 0) */
+       The recipe keeps every key, shrunk: 4 experts top-2 of 64 and a shared expert of 96 on every layer */
     [FAM_QWEN3_NEXT] = {
         "qwen3_next", "Qwen3NextForCausalLM", "qwen3_next", "Qwen3-Next (Gated DeltaNet 3 : 1 gated attention, "
         "partial rotary, (1 + w) norms)", LLAMA_LIKE, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD, .partial_rotary = 0.25,
-        .lin = LIN_QWEN3_NEXT, .attn_gate = true,
+        .moe = MOE_QWEN_NEXT, .lin = LIN_QWEN3_NEXT, .attn_gate = true,
         .synth = {64, 4, 2, 4, 256, 128, false,
                   GQA_KEYS("silu", "1e-06") ", \"decoder_sparse_step\": 1, \"full_attention_interval\": 4, "
                   "\"head_dim\": 32, \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 16, "
                   "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, \"linear_value_head_dim\": 16, "
-                  "\"mlp_only_layers\": [], \"norm_topk_prob\": true, \"num_experts\": 0, "
+                  "\"mlp_only_layers\": [], \"moe_intermediate_size\": 64, \"norm_topk_prob\": true, \"num_experts\": 4, "
+                  "\"num_experts_per_tok\": 2, "
                   "\"partial_rotary_factor\": 0.25, "
-                  "\"rope_scaling\": null, \"rope_theta\": 10000000, \"use_sliding_window\": false"},
+                  "\"rope_scaling\": null, \"rope_theta\": 10000000, \"shared_expert_intermediate_size\": 96, "
+                  "\"use_sliding_window\": false"},
         .engines = ENGINES_ALL, .llamacpp_arch = "qwen3next"},
 };
 

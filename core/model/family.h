@@ -102,6 +102,7 @@ typedef enum {
     MOE_MIXTRAL,        /* block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} */
     MOE_QWEN,           /* mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen3-MoE) */
     MOE_DEEPSEEK,       /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
+    MOE_QWEN_NEXT,      /* Qwen3-MoE's + mlp.shared_expert.* scaled by sigmoid(mlp.shared_expert_gate x) (Qwen3-Next) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -149,6 +150,7 @@ typedef enum {
     ROLE_ROUTER, ROLE_ROUTER_BIAS,                             /* MoE router (+ score-correction bias) */
     ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN,                 /* routed expert E */
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
+    ROLE_SHEXP_SCALE,                                          /* the shared expert's sigmoid gate (1, hidden) */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
     ROLE_COUNT
 } tensor_role;

@@ -55,6 +55,7 @@ typedef struct {
     Mat *qa_norm, *kva_norm;      /* MLA latent RMSNorms (1, ql), (1, kl) or NULL */
     Ffn mlp;                      /* dense MLP; MoE layers: the shared experts (ffn 0: none) */
     Lin router;                   /* MoE: gate (E, D) */
+    Lin shscale;                  /* MoE: the shared expert's gate (1, D) (Qwen3-Next), or absent */
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
     Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj */
@@ -342,7 +343,7 @@ static void layer_release(Forward *f, int L) {
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
     mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm);
     Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->lqkvz, &w->lba,
-                 &w->lout};
+                 &w->lout, &w->shscale};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
     ffn_free(&w->mlp);
     if (w->experts)
@@ -389,8 +390,11 @@ static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
         rc = load_ffn(f, L, (int)e, &expert_roles, eff, dry, bytes, &w->experts[e]);
     if (rc == AL_OK && ms->n_shared > 0 && !cfg_role(f->c, ROLE_SHEXP_DOWN))
         rc = al_err("internal: a %s model's experts have no shared expert tensors", f->c->model_type);
-    if (rc == AL_OK && ms->n_shared > 0)
-        rc = load_ffn(f, L, -1, &shared_roles, eff * (size_t)ms->n_shared, dry, bytes, &w->mlp);
+    bool scaled = cfg_role(f->c, ROLE_SHEXP_SCALE) != NULL;     /* Qwen3-Next: shared_expert_intermediate_size */
+    size_t sff = scaled && ms->shared_ffn > 0 ? (size_t)ms->shared_ffn : eff * (size_t)ms->n_shared;
+    if (rc == AL_OK && ms->n_shared > 0) rc = load_ffn(f, L, -1, &shared_roles, sff, dry, bytes, &w->mlp);
+    if (rc == AL_OK && ms->n_shared > 0 && scaled)
+        rc = load_lin(f, L, ROLE_SHEXP_SCALE, -1, f->D, 1, false, dry, bytes, &w->shscale);
     return rc;
 }
 
@@ -1052,6 +1056,17 @@ static int expert_rows(Forward *f, const Ffn *ex, const float *x, const int *row
 /* MoE MLP of layer L on f->h (T rows) into f->h: tokens routed, the choices bucketed by expert
  * (counting sort), each expert run once over its rows (one sgemm per projection), weighted and
  * scattered back; plus the shared experts. */
+/* The shared expert's rows of f->h (T, D) times sigmoid(x . w) (Qwen3-Next's shared_expert_gate). */
+static int shared_scale(Forward *f, const Lin *g, const float *x, size_t T) {
+    float *s = fb_fit(&f->gate, T, 1, "the shared expert's gate");
+    int rc = s ? lin_apply(f, g, x, f->D, T, s, 1) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        float k = 1.f / (1.f + expf(-s[t]));
+        for (size_t j = 0; j < f->D; j++) f->h.p[t * f->D + j] *= k;
+    }
+    return rc;
+}
+
 static int moe_mlp(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     const MoeSpec *m = &f->c->moe;
@@ -1075,6 +1090,7 @@ static int moe_mlp(Forward *f, int L, size_t T) {
         for (size_t i = 0; i < n; i++) rows[start[idx[i]]++] = (int)i;     /* start[e] becomes the end of e */
         if (w->mlp.ffn) rc = ffn_apply(f, &w->mlp, x, T, f->h.p);
         else memset(f->h.p, 0, T * D * sizeof(float));
+        if (rc == AL_OK && w->shscale.w.data) rc = shared_scale(f, &w->shscale, x, T);
     }
     for (size_t e = 0, b = 0; rc == AL_OK && e < E; b = (size_t)start[e++])
         if ((size_t)start[e] > b) rc = expert_rows(f, &w->experts[e], x, rows + b, (size_t)start[e] - b, wt, k);
