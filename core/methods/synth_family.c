@@ -23,6 +23,9 @@
  * QK pairs over the NoPE columns, where QK fusion is meaningful without a RoPE offset (the
  * head-by-head fused layout and MLA: gpt_neox's columns [8, 32), deepseek_v3's qk_nope 32):
  *   layer 1 bottleneck K NoPE rank 8 (QK rank 8, Q all NoPE dims); layer 2 flat; else random.
+ * In a hybrid (qwen3_next: layers 0-2 Gated DeltaNet, 3 attention) the n-th softmax-attention layer
+ * plants as layer 1 + n % 2 above; the linear layers are Gaussian (conv RMS 1/sqrt(kernel), A_log
+ * and dt_bias 0.1 N(0,1), the gated norm 1 + 0.1 N(0,1)), the q_proj gate rows Gaussian.
  * On the layers without RoPE (smollm3's layer 3) QK is planted over the whole head, where W_Q W_Kᵀ
  * is exactly the map the model computes: bottleneck K rank 8 per KV head g (its query heads: QK
  * rank 8, Q 32).
