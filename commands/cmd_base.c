@@ -262,6 +262,13 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     info_str(t, o, "mlp", mlp_kind_name(c->mlp));
     if (c->mlp == MLP_MOE) info_int(t, o, "routed_experts", c->moe.n_experts);
     info_bool(t, o, "tie_embeddings", c->tie_embeddings);
+    if (cfg_row(c)->text_config) {          /* a multimodal checkpoint: its language model only */
+        char tower[256];
+        snprintf(tower, sizeof tower, "text tower of a multimodal checkpoint (text_config, tensors under %s); vision "
+                 "tower not loaded%s%s", c->prefix, cfg_row(c)->tower_note ? "; " : "",
+                 cfg_row(c)->tower_note ? cfg_row(c)->tower_note : "");
+        info_str(t, o, "multimodal", tower);
+    }
     for (int k = 0; k < AN_LISTED; k++) {
         char why[1024], row[1100];
         bool ok = analysis_available(m, (analysis_kind)k, why, sizeof why);

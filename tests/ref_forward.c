@@ -36,6 +36,10 @@
  *                           first_k_dense_replace: sigmoid scores, e_score_correction_bias for the
  *                           choice only, top-2 sum per group, topk_group groups, top-k, weights
  *                           renormalised (+1e-20) times routed_scaling_factor, shared experts
+ *   gemma3, qwen3_vl,       the text model of a multimodal checkpoint: text_config read as gemma3_text /
+ *   mistral3                qwen3 (qwen3_vl_text: M-RoPE on text-only positions is rotate_half RoPE) /
+ *                           mistral; tensors under language_model.model. (head language_model.lm_head) or
+ *                           model.language_model. (head lm_head); gemma3's multimodal head: no final soft-cap
  *   glm4_moe                q/k/v_proj with biases when attention_bias, o_proj never; q_norm / k_norm
  *                           per head before RoPE when use_qk_norm; RoPE rotate_half on the first
  *                           int(head_dim x partial_rotary_factor) dims (default 0.5); rms_norm_eps
@@ -82,7 +86,9 @@ typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 struct RefModel {
     rfam fam;
     st_file *st;
-    const char *prefix;            /* "model." / "gpt_neox." */
+    const char *prefix;            /* "model." / "gpt_neox." (a text tower: "language_model.model." / "model.language_model.") */
+    const char *head;              /* the output layer's tensor name */
+    bool tower;                    /* the text model of a multimodal checkpoint (config.json's text_config) */
     int D, H, KV, hd, L, V, F;
     double eps;
     double theta, local_theta, rope_factor;   /* rope_factor: linear scaling (1: none) */
@@ -132,7 +138,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_next", R_QWEN3_NEXT}};
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"qwen3_next", R_QWEN3_NEXT}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -258,6 +264,7 @@ static void parse_linear(RefModel *m, const cJSON *r) {
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
     m->prefix = m->fam == R_NEOX ? "gpt_neox." : "model.";
+    m->head = m->fam == R_NEOX ? "embed_out.weight" : "lm_head.weight";
     m->D = (int)jnum(r, "hidden_size", 0, 0);
     m->H = (int)jnum(r, "num_attention_heads", 0, 0);
     m->KV = m->fam == R_NEOX ? m->H : (int)jnum(r, "num_key_value_heads", m->H, m->H);
@@ -314,6 +321,30 @@ static int parse_config(RefModel *m, const cJSON *r) {
     return AL_OK;
 }
 
+/* A multimodal checkpoint (Gemma3ForConditionalGeneration, Qwen3VLForConditionalGeneration,
+ * Mistral3ForConditionalGeneration): the text model's config is text_config (tie_word_embeddings
+ * from it, else from the top level, else the text class's default); Gemma3ForConditionalGeneration's
+ * forward applies lm_head with no final soft-cap. */
+static int ref_config(RefModel *m, const cJSON *root) {
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (!cJSON_IsObject(text)) return parse_config(m, root);
+    if (parse_config(m, text)) return AL_ERR;
+    m->tower = true;
+    if (!cJSON_GetObjectItemCaseSensitive(text, "tie_word_embeddings"))
+        m->tied = jbool(root, "tie_word_embeddings", m->tied);
+    const char *mt = jstr(root, "model_type");
+    if (mt && !strcmp(mt, "gemma3")) m->final_cap = 0;
+    return AL_OK;
+}
+
+/* The text tower's names as the checkpoint has them (the transformers classes' _checkpoint_conversion_mapping:
+ * "language_model.model" <-> "model.language_model", "language_model.lm_head" <-> "lm_head"). */
+static void ref_tower_names(RefModel *m) {
+    bool old = st_find(m->st, "language_model.model.embed_tokens.weight") != NULL;
+    m->prefix = old ? "language_model.model." : "model.language_model.";
+    m->head = old ? "language_model.lm_head.weight" : "lm_head.weight";
+}
+
 int ref_open(const char *dir, RefModel **out) {
     *out = NULL;
     char *cp = al_asprintf("%s/config.json", dir), *sp = al_asprintf("%s/model.safetensors", dir);
@@ -321,8 +352,9 @@ int ref_open(const char *dir, RefModel **out) {
     char *text = cp ? al_read_file(cp, &n) : NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     RefModel *m = calloc(1, sizeof *m);
-    int rc = root && m ? parse_config(m, root) : al_err("ref: cannot read %s", cp ? cp : dir);
+    int rc = root && m ? ref_config(m, root) : al_err("ref: cannot read %s", cp ? cp : dir);
     if (rc == AL_OK) rc = st_open(sp, &m->st);
+    if (rc == AL_OK && m->tower) ref_tower_names(m);
     cJSON_Delete(root);
     free(text);
     free(cp);
@@ -922,7 +954,8 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
 
 int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
     const size_t D = (size_t)m->D, V = (size_t)m->V;
-    const char *emb = m->fam == R_NEOX ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight";
+    char emb[96];
+    snprintf(emb, sizeof emb, "%s%s", m->prefix, m->fam == R_NEOX ? "embed_in.weight" : "embed_tokens.weight");
     double *E = tget(m, -1, emb, V, D), *x = malloc(T * D * sizeof *x), *W = NULL;
     int rc = E && x ? AL_OK : AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < T; t++) {
@@ -930,8 +963,10 @@ int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
         for (size_t i = 0; i < D; i++) x[t * D + i] = E[(size_t)tokens[t] * D + i] * m->embed_scale;
     }
     for (int L = 0; rc == AL_OK && L < m->L; L++) rc = layer(m, L, x, T);
-    if (rc == AL_OK) rc = norm_rows(m, -1, m->fam == R_NEOX ? "gpt_neox.final_layer_norm" : "model.norm", x, T, D, D);
-    if (rc == AL_OK && !m->tied) rc = (W = tget(m, -1, m->fam == R_NEOX ? "embed_out.weight" : "lm_head.weight", V, D)) ? AL_OK : AL_ERR;
+    char fn[96];
+    snprintf(fn, sizeof fn, "%s%s", m->prefix, m->fam == R_NEOX ? "final_layer_norm" : "norm");
+    if (rc == AL_OK) rc = norm_rows(m, -1, fn, x, T, D, D);
+    if (rc == AL_OK && !m->tied) rc = (W = tget(m, -1, m->head, V, D)) ? AL_OK : AL_ERR;
     if (rc == AL_OK) lin(x, D, T, D, m->tied ? E : W, NULL, V, logits);
     for (size_t i = 0; rc == AL_OK && m->final_cap > 0 && i < T * V; i++)
         logits[i] = m->final_cap * tanh(logits[i] / m->final_cap);

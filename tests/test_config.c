@@ -415,7 +415,7 @@ static void test_family_table(void) {
         free(json);
     }
     model_family g;
-    CHECK(!family_find("gemma3", NULL, &g) && !family_find("llama2c", NULL, &g), "unknown and file-only types");
+    CHECK(!family_find("no_such_type", NULL, &g) && !family_find("llama2c", NULL, &g), "unknown and file-only types");
     ModelConfig c;
     char n[192];
     CHECK_OK(model_config_parse("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
@@ -470,8 +470,110 @@ static void test_smollm3(void) {
 #undef SMOL
 }
 
+/* The text towers of multimodal checkpoints, from real config.json files: the text model's keys
+ * under text_config (its text config class's defaults where google/gemma-3-4b-it leaves them out),
+ * tensors under the language model's prefix, the family's traits; gemma3's multimodal head applies
+ * no final soft-cap (Gemma3ForConditionalGeneration.forward), gemma3_text's does. */
+static void test_text_towers(void) {
+    char n[192], json[4096];
+    ModelConfig c;
+    /* google/gemma-3-4b-it, as released */
+    const char *g4 = "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"boi_token_index\": 255999, "
+        "\"eoi_token_index\": 256000, \"eos_token_id\": [1, 106], \"image_token_index\": 262144, "
+        "\"initializer_range\": 0.02, \"mm_tokens_per_image\": 256, \"model_type\": \"gemma3\", \"text_config\": "
+        "{\"hidden_size\": 2560, \"intermediate_size\": 10240, \"model_type\": \"gemma3_text\", \"num_hidden_layers\": 34, "
+        "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}, \"sliding_window\": 1024%s}, "
+        "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.50.0.dev0\", \"vision_config\": {\"hidden_size\": "
+        "1152, \"image_size\": 896, \"intermediate_size\": 4304, \"model_type\": \"siglip_vision_model\", "
+        "\"num_attention_heads\": 16, \"num_hidden_layers\": 27, \"patch_size\": 14, \"vision_use_head\": false}}";
+    snprintf(json, sizeof json, g4, "");
+    CHECK_OK(model_config_parse(json, "gemma-3-4b-it/config.json", &c));
+    int sliding = 0, scaled = 0;
+    for (int L = 0; L < c.n_layers; L++) sliding += cfg_layer_window(&c, L) == 1024, scaled += cfg_layer_rope_scaled(&c, L);
+    CHECK(c.family == FAM_GEMMA3_MM && c.n_layers == 34 && c.n_heads == 8 && c.n_kv_heads == 4 && c.qk_rope_dim == 256 &&
+          c.vocab == 262208 && c.hidden == 2560 && c.intermediate == 10240 && c.rope_theta == 1e6 &&
+          c.rope_spec.local_theta == 10000 && c.qk_norm == QKN_HEAD && c.norm == NORM_RMS_1P && c.tie_embeddings &&
+          c.block == BLOCK_SANDWICH && fabs(cfg_attn_scale(&c, 0) - 1.0 / 16) < 1e-12 && c.final_softcap == 0,
+          "gemma-3-4b-it: the text tower with Gemma3TextConfig's defaults (8 heads, 4 KV, head_dim 256, vocab 262208)");
+    CHECK(!strcmp(c.torch_dtype, "bfloat16"), "gemma-3-4b-it: torch_dtype from the top level (%s)", c.torch_dtype);
+    CHECK(sliding == 29 && scaled == 5 && c.rope_spec.scaling.factor == 8, "gemma-3-4b-it: 29 local layers, 5 global "
+          "with linear x8 (%d, %d)", sliding, scaled);
+    CHECK(cfg_role_name(&c, ROLE_Q, 3, -1, "weight", n, sizeof n) &&
+          !strcmp(n, "language_model.model.layers.3.self_attn.q_proj.weight"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_LM_HEAD, -1, -1, "weight", n, sizeof n) && !strcmp(n, "language_model.lm_head.weight"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_FINAL_NORM, -1, -1, "weight", n, sizeof n) && !strcmp(n, "language_model.model.norm.weight"), "%s", n);
+    snprintf(json, sizeof json, g4, ", \"final_logit_softcapping\": 30.0");
+    CHECK_OK(model_config_parse(json, "t", &c));
+    CHECK(c.final_softcap == 0, "gemma3's multimodal head applies no final soft-cap (%g)", c.final_softcap);
+    c = parse("\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+              "\"final_logit_softcapping\": 30.0");
+    CHECK(c.final_softcap == 30, "gemma3_text applies it (%g)", c.final_softcap);
+    /* google/gemma-3-27b-it's text_config */
+    c = parse("\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\", \"text_config\": "
+              "{\"head_dim\": 128, \"hidden_size\": 5376, \"intermediate_size\": 21504, \"model_type\": \"gemma3_text\", "
+              "\"num_attention_heads\": 32, \"num_hidden_layers\": 62, \"num_key_value_heads\": 16, "
+              "\"query_pre_attn_scalar\": 168, \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}, "
+              "\"sliding_window\": 1024}, \"vision_config\": {\"model_type\": \"siglip_vision_model\"}");
+    CHECK(c.n_heads == 32 && c.n_kv_heads == 16 && c.qk_rope_dim == 128 && c.n_layers == 62 &&
+          fabs(cfg_attn_scale(&c, 0) - 1 / sqrt(168.0)) < 1e-12, "gemma-3-27b-it: query_pre_attn_scalar 168");
+    /* Qwen/Qwen3-VL-4B-Instruct */
+    const char *qvl = "{\"architectures\": [\"Qwen3VLForConditionalGeneration\"], \"image_token_id\": 151655, "
+        "\"model_type\": \"qwen3_vl\", \"text_config\": {\"attention_bias\": false, \"attention_dropout\": 0.0, "
+        "\"bos_token_id\": 151643, \"dtype\": \"bfloat16\", \"eos_token_id\": 151645, \"head_dim\": 128, \"hidden_act\": "
+        "\"silu\", \"hidden_size\": 2560, \"initializer_range\": 0.02, \"intermediate_size\": 9728, "
+        "\"max_position_embeddings\": 262144, \"model_type\": \"qwen3_vl_text\", \"num_attention_heads\": 32, "
+        "\"num_hidden_layers\": 36, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, \"rope_scaling\": "
+        "{\"mrope_interleaved\": true, \"mrope_section\": [24, 20, 20], \"rope_type\": \"default\"}, \"rope_theta\": "
+        "5000000, \"tie_word_embeddings\": true, \"use_cache\": true, \"vocab_size\": 151936}, \"tie_word_embeddings\": "
+        "true, \"transformers_version\": \"4.57.0.dev0\", \"video_token_id\": 151656, \"vision_config\": {\"depth\": 24, "
+        "\"hidden_size\": 1024, \"model_type\": \"qwen3_vl\", \"deepstack_visual_indexes\": [5, 11, 17]}}";
+    cJSON *tree = NULL;
+    CHECK_OK(model_config_parse_keep(qvl, "Qwen3-VL-4B/config.json", &c, &tree));
+    int eos[4];
+    size_t ne = config_tree_ids(tree, "eos_token_id", eos, 0, 4);
+    cJSON_Delete(tree);
+    CHECK(c.family == FAM_QWEN3_VL && c.n_heads == 32 && c.n_kv_heads == 8 && c.qk_rope_dim == 128 && c.n_layers == 36 &&
+          c.vocab == 151936 && c.rope_theta == 5e6 && c.rope_spec.scaling.kind == RS_NONE && c.qk_norm == QKN_HEAD &&
+          c.tie_embeddings && c.rope == ROPE_HALF && cfg_layer_window(&c, 0) == 0 && ne == 1 && eos[0] == 151645,
+          "Qwen3-VL-4B: Qwen3's layer, M-RoPE's rope_type default as plain RoPE, eos from text_config");
+    CHECK(cfg_role_name(&c, ROLE_K_NORM, 0, -1, "weight", n, sizeof n) &&
+          !strcmp(n, "model.language_model.layers.0.self_attn.k_norm.weight"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_LM_HEAD, -1, -1, "weight", n, sizeof n) && !strcmp(n, "lm_head.weight"), "%s", n);
+    /* mistralai/Mistral-Small-3.1-24B-Instruct-2503 */
+    c = parse("\"architectures\": [\"Mistral3ForConditionalGeneration\"], \"image_token_index\": 10, \"model_type\": "
+              "\"mistral3\", \"multimodal_projector_bias\": false, \"projector_hidden_act\": \"gelu\", "
+              "\"spatial_merge_size\": 2, \"text_config\": {\"attention_dropout\": 0.0, \"head_dim\": 128, \"hidden_act\": "
+              "\"silu\", \"hidden_size\": 5120, \"initializer_range\": 0.02, \"intermediate_size\": 32768, "
+              "\"max_position_embeddings\": 131072, \"model_type\": \"mistral\", \"num_attention_heads\": 32, "
+              "\"num_hidden_layers\": 40, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-05, \"rope_theta\": "
+              "1000000000.0, \"sliding_window\": null, \"use_cache\": true, \"vocab_size\": 131072}, \"torch_dtype\": "
+              "\"bfloat16\", \"vision_config\": {\"head_dim\": 64, \"hidden_size\": 1024, \"model_type\": \"pixtral\", "
+              "\"num_hidden_layers\": 24}, \"vision_feature_layer\": -1");
+    CHECK(c.family == FAM_MISTRAL3 && c.n_heads == 32 && c.n_kv_heads == 8 && c.qk_rope_dim == 128 && c.hidden == 5120 &&
+          c.n_layers == 40 && c.rope_theta == 1e9 && c.norm_eps == 1e-5 && !c.tie_embeddings && c.qk_norm == QKN_NONE &&
+          cfg_layer_window(&c, 0) == 0 && !strcmp(c.prefix, "language_model.model."),
+          "Mistral-Small-3.1: Mistral's text tower, theta 1e9, untied, no window");
+    CHECK_ERR(model_config_parse("{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"ministral3\", "
+                                 "\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2}}", "t", &c),
+              "ministral3");
+    CHECK_ERR(model_config_parse("{\"model_type\": \"gemma3\", \"hidden_size\": 64}", "t", &c), "text_config");
+    for (int f = 0; f < FAM_COUNT; f++) {          /* the towers' defaults and recipe members are JSON members */
+        const FamilyRow *r = family_row((model_family)f);
+        const char *t[2] = {r->text_defaults, r->tower_keys};
+        for (int i = 0; i < 2; i++) {
+            if (!t[i]) continue;
+            char *j = al_asprintf("{%s}", t[i]);
+            cJSON *o = cJSON_Parse(j);
+            CHECK(o != NULL && (!r->text_config || r->vision[0]), "%s: tower members are JSON", r->model_type);
+            cJSON_Delete(o);
+            free(j);
+        }
+    }
+}
+
 int main(void) {
     test_family_table();
+    test_text_towers();
     test_smollm3();
     test_python_nonfinite();
     test_families();

@@ -466,7 +466,9 @@ static int add_tensors(Ctx *x) {
     for (size_t i = 0; rc == AL_OK && i < store_count(x->m->store); i++) {
         const char *n = store_name_at(x->m->store, i);
         bool latnorm = x->linearize && latent_norm_name(&x->m->cfg, n);
-        if (!x->used[i] && !ignorable(n) && !latnorm && !fp8_scale(x->m->store, n))
+        const ModelConfig *c = &x->m->cfg;           /* a text tower's GGUF leaves the vision tower out */
+        bool vision = cfg_row(c)->text_config && strncmp(n, c->prefix, strlen(c->prefix));
+        if (!x->used[i] && !ignorable(n) && !latnorm && !vision && !fp8_scale(x->m->store, n))
             rc = al_err("%s: tensor %s has no name in llama.cpp's %s architecture (not exported: nothing was written)",
                         x->m->name, n, x->a->arch);
     }

@@ -566,6 +566,11 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
                       "cannot be exported", c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k"
                       : c->moe.router == ROUTER_DS_V3 ? "DeepSeek-V3's" : "the source's", c->moe.router == ROUTER_DS_V3
                       ? " (it copies no experts)" : ", and DeepSeek's router (sigmoid / group-limited) is not the source's");
+    if (cfg_row(c)->text_config)
+        return al_err("export: %s is the text tower of a multimodal checkpoint (text_config, tensors under %s): the "
+                      "DeepSeek-V3 checkpoint the export writes is text-only, and it does not rewrite the tower's config "
+                      "and names as one yet; the conversion runs in the session (ppl, check), it cannot be exported",
+                      c->model_type, c->prefix);
     if (!family_exportable(c))
         return al_err("export: %s's decoder layers (%s%s) are not DeepSeek-V3's (pre-norm RMSNorm, separate "
                       "gate_proj / up_proj): its other tensors cannot be copied as they are into a DeepSeek-V3 "

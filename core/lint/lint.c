@@ -668,6 +668,7 @@ static bool bare_embeddings(const Lint *x, char *buf, size_t cap) {
 static bool skipped(const Lint *x, const char *name) {
     if (ends_with(name, "rotary_emb.inv_freq") || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))
         return true;
+
     if (x->cfg.attn == QKV_HEADS && (ends_with(name, ".attention.bias") || ends_with(name, ".attention.masked_bias")))
         return true;
     int L;
@@ -767,8 +768,20 @@ static void check_layout(Lint *x) {
     if (bare_embeddings(x, bare, sizeof bare) && cfg_role_name(c, ROLE_EMBED, 0, 0, "weight", full, sizeof full) &&
         !find(x, full))
         x->cfg.prefix[0] = 0;
+    model_names alt = family_names_alt(c->names);     /* a text tower under the other prefix: both load */
+    if (alt != c->names && cfg_role_name(c, ROLE_EMBED, 0, 0, "weight", full, sizeof full) && !find(x, full)) {
+        ModelConfig t = *c;
+        t.names = alt;
+        snprintf(t.prefix, sizeof t.prefix, "%s", family_prefix(alt));
+        if (cfg_role_name(&t, ROLE_EMBED, 0, 0, "weight", full, sizeof full) && find(x, full)) {
+            x->cfg.names = alt;
+            snprintf(x->cfg.prefix, sizeof x->cfg.prefix, "%s", family_prefix(alt));
+        }
+    }
     layout_walk(x);
     check_tied_head(x);
+    for (size_t i = 0; i < x->nt; i++)             /* a text tower's vision tower and projector: the multimodal class's */
+        if (cfg_row(c)->text_config && strncmp(x->t[i].name, x->cfg.prefix, strlen(x->cfg.prefix))) x->t[i].used = true;
     for (size_t i = 0; i < x->nt; i++)
         if (!x->t[i].used) agg_add(x, skipped(x, x->t[i].name) ? AGG_SKIPPED : AGG_UNKNOWN, x->t[i].name, x->t[i].name);
     emit_aggs(x);

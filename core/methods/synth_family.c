@@ -70,6 +70,25 @@ static const FamilyRow *recipe_row(const char *name) {
 
 /* ================================================================ config.json */
 
+/* A multimodal checkpoint's config.json around the text model's members (text): architectures,
+ * model_type, text_config (its own model_type), tie_word_embeddings, dtype, then the row's own
+ * top-level members (image token ids, a small vision_config of the real model_type). */
+static cJSON *tower_config(const FamilyRow *row, cJSON *text, dt_type dt) {
+    cJSON *c = cJSON_CreateObject();
+    if (!c) { cJSON_Delete(text); return NULL; }
+    cJSON_AddItemToObject(c, "architectures", cJSON_DetachItemFromObjectCaseSensitive(text, "architectures"));
+    cJSON_DeleteItemFromObjectCaseSensitive(text, "model_type");
+    syn_add_str(c, "model_type", row->model_type);
+    syn_add_str(text, "model_type", row->text_config);
+    cJSON_AddItemToObject(c, "text_config", text);
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", row->synth.tied);
+    syn_add_str(c, "torch_dtype", dt == DT_F32 ? "float32" : "bfloat16");
+    if (!row->tower_keys || ckpt_json_merge(c, row->tower_keys) == AL_OK) return c;
+    cJSON_Delete(c);
+    al_err("synth family %s: the recipe's top-level members are not JSON", row->model_type);
+    return NULL;
+}
+
 /* The keys every family shares, then the row's own members, in file order. */
 static cJSON *recipe_config(const FamilyRow *row, dt_type dt) {
     const SynthRecipe *s = &row->synth;
@@ -87,7 +106,7 @@ static cJSON *recipe_config(const FamilyRow *row, dt_type dt) {
     cJSON_AddBoolToObject(c, "use_cache", true);
     syn_add_str(c, "torch_dtype", dt == DT_F32 ? "float32" : "bfloat16");
     if (row->keys != KEYS_NEOX) syn_add_num(c, "num_key_value_heads", s->kv_heads);
-    if (ckpt_json_merge(c, s->config) == AL_OK) return c;
+    if (ckpt_json_merge(c, s->config) == AL_OK) return row->text_config ? tower_config(row, c, dt) : c;
     cJSON_Delete(c);
     al_err("synth family %s: the recipe's config members are not JSON", row->model_type);
     return NULL;
@@ -470,6 +489,8 @@ static int fam_tensors(SynList *l, const ModelConfig *m, dt_type dt, unsigned lo
     c.L = -1;
     if (rc == AL_OK) rc = add_norm_pair(&c, ROLE_FINAL_NORM, D);
     if (rc == AL_OK && !m->tie_embeddings) rc = add_gauss(&c, ROLE_LM_HEAD, -1, V, D, 0);
+    for (int i = 0; i < 2 && rc == AL_OK && cfg_row(m)->vision[i]; i++)      /* a vision tower load must ignore */
+        rc = synlist_add(l, cfg_row(m)->vision[i], 2, syn_gauss_named(seed, cfg_row(m)->vision[i], 16, 16, 1), dt);
     return rc;
 }
 

@@ -259,7 +259,9 @@ bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap) {
                        : c->block == BLOCK_PARALLEL ? "blocks are parallel (attention and MLP on one input)"
                        : c->block != BLOCK_PRE ? "blocks put other norms around attention and MLP"
                        : c->norm != NORM_RMS ? "norms are not plain RMSNorm"
-                       : c->embed_scale != 1.0 ? "embeddings are scaled" : NULL;
+                       : c->embed_scale != 1.0 ? "embeddings are scaled"
+                       : cfg_row(c)->text_config ? "text model sits in a multimodal checkpoint (text_config), which the "
+                                                   "export does not rewrite as a text-only one" : NULL;
     if (what && cap)
         snprintf(why, cap, "the DeepSeek-V3 checkpoint it writes has dense gate_proj / up_proj MLPs in pre-norm RMSNorm "
                  "blocks, but %s's %s", c->model_type, what);

@@ -108,9 +108,6 @@ static int detect_family(cfg_reader *r, model_family *fam, char *type, size_t ca
         return AL_OK;
     }
     family_type_list(known, sizeof known);
-    if (t && strcmp(t, "gemma3") == 0)
-        return al_err("%s: model_type 'gemma3' is the multimodal Gemma 3 (its text model sits under text_config): "
-                      "attnlab reads text-only checkpoints (model_type gemma3_text, Gemma3ForCausalLM)", r->where);
     if (!t && !a)
         return al_err("%s: cannot tell the model family: no \"model_type\" and no \"architectures\" (attnlab knows "
                       "%s)", r->where, known);
@@ -489,12 +486,57 @@ void cfg_layouts_from_row(ModelConfig *c) {
     snprintf(c->prefix, sizeof c->prefix, "%s", family_prefix(row->names));
 }
 
+static int text_tower(const cJSON *root, const char *where, const FamilyRow *row, cJSON **out);
+static int config_describe_text(const cJSON *root, const char *where, ModelConfig *cfg);
+
 /* The description from a parsed tree (its repeated keys, if any, were resolved by the caller). */
 static int model_config_from_tree(const cJSON *root, const char *where, ModelConfig *cfg) {
     memset(cfg, 0, sizeof *cfg);
     if (!cJSON_IsObject(root)) return al_err("%s: not a JSON object", where);
     cfg_reader r = {.root = root, .where = where};
     if (detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type) != AL_OK) return AL_ERR;
+    if (!cfg_row(cfg)->text_config) return config_describe_text(root, where, cfg);
+    cJSON *text = NULL;
+    if (text_tower(root, where, cfg_row(cfg), &text) != AL_OK) return AL_ERR;
+    int rc = config_describe_text(text, where, cfg);
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (!cJSON_HasObjectItem(text, "tie_word_embeddings") && cJSON_IsBool(tie)) cfg->tie_embeddings = cJSON_IsTrue(tie);
+    if (cfg_row(cfg)->final_softcap_off) cfg->final_softcap = 0;
+    const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");   /* gemma-3-4b-it: at the top only */
+    if (!cJSON_IsString(td)) td = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    if (!cfg->torch_dtype[0] && cJSON_IsString(td)) al_printable(td->valuestring, cfg->torch_dtype, sizeof cfg->torch_dtype);
+    cJSON_Delete(text);
+    return rc;
+}
+
+/* A multimodal checkpoint's text tower: a copy of text_config with the text config class's defaults
+ * (the row's text_defaults) where it lacks them, read as a text-only config of the row's traits. */
+static int text_tower(const cJSON *root, const char *where, const FamilyRow *row, cJSON **out) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (!cJSON_IsObject(tc))
+        return al_err("%s: a %s config keeps its text model under \"text_config\", which is %s", where,
+                      row->model_type, tc ? "not an object" : "missing");
+    const cJSON *tt = cJSON_GetObjectItemCaseSensitive(tc, "model_type");
+    char shown[96];
+    if (cJSON_IsString(tt) && strcmp(tt->valuestring, row->text_config))
+        return al_err("%s: a %s config whose text_config has model_type '%s': attnlab reads the %s text tower "
+                      "(text_config model_type %s) only", where, row->model_type,
+                      al_printable(tt->valuestring, shown, sizeof shown), row->model_type, row->text_config);
+    cJSON *text = cJSON_Duplicate(tc, true), *dflt = NULL, *e;
+    char *obj = row->text_defaults ? al_asprintf("{%s}", row->text_defaults) : NULL;
+    if (obj) dflt = cJSON_Parse(obj);
+    free(obj);
+    cJSON_ArrayForEach(e, dflt)
+        if (text && !cJSON_HasObjectItem(text, e->string)) cJSON_AddItemToObject(text, e->string, cJSON_Duplicate(e, true));
+    cJSON_Delete(dflt);
+    if (!text) return al_err("out of memory reading %s's text_config", where);
+    *out = text;
+    return AL_OK;
+}
+
+/* The description of a text model's config object (the file's root, or a tower's text_config). */
+static int config_describe_text(const cJSON *root, const char *where, ModelConfig *cfg) {
+    cfg_reader r = {.root = root, .where = where};
     cfg->vocab = cfg_int(&r, "vocab_size", 0, false);
     cfg->dtype = DT_F32;
     cfg_layouts_from_row(cfg);
@@ -670,6 +712,7 @@ void model_config_yarn_folded(cJSON *rs) {
 
 size_t config_tree_ids(const cJSON *root, const char *key, int *list, size_t n, size_t cap) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key), *e;
+    if (!j) j = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "text_config"), key);
     if (cJSON_IsNumber(j) && n < cap) list[n++] = j->valueint;
     else if (cJSON_IsArray(j))
         cJSON_ArrayForEach(e, j) if (cJSON_IsNumber(e) && n < cap) list[n++] = e->valueint;

@@ -2,7 +2,8 @@
  * dims, the RoPE spec, attention scale / soft-caps / sliding windows, QK normalisation, norm kind,
  * activation, MLP and MoE routing, biases, tied embeddings). Every consumer reads this
  * description; no other module parses config.json. A family's defaults and layouts are its row of
- * the family table (core/model/family.h), read here once; its keys are one of the few readers here.
+ * the family table (core/model/family.h), read here once; its keys are one of the few readers here. A
+ * multimodal checkpoint's row (text_config set) is read from config.json's text_config: its language model. 
  *
  * What a model can be used for is not decided here: the description records what the config
  * says (a YaRN scaling, a sliding window, per-head Q/K norms) and core/model/analyses.c decides, per

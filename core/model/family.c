@@ -78,6 +78,12 @@ static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } 
     [NAMES_NEOX] = {"gpt_neox.", "layers.%d.",
                     {[ROLE_EMBED] = N("embed_in"), [ROLE_FINAL_NORM] = N("final_layer_norm"),
                      [ROLE_LM_HEAD] = {"embed_out", true, true}}},
+    [NAMES_LM_MODEL] = {"language_model.model.", "layers.%d.",
+                        {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
+                         [ROLE_LM_HEAD] = {"language_model.lm_head", true, true}}},
+    [NAMES_MODEL_LM] = {"model.language_model.", "layers.%d.",
+                        {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
+                         [ROLE_LM_HEAD] = {"lm_head", true, true}}},
 };
 
 #undef N
@@ -106,6 +112,10 @@ const RoleName *role_in_model(model_names n, tensor_role r) {
 const char *family_prefix(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].prefix : ""; }
 const char *family_layer_pattern(model_names n) { return n < MODEL_NAMES_COUNT ? MODEL_NAMES[n].layer : "layers.%d."; }
 
+model_names family_names_alt(model_names n) {
+    return n == NAMES_LM_MODEL ? NAMES_MODEL_LM : n == NAMES_MODEL_LM ? NAMES_LM_MODEL : n;
+}
+
 const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
         "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm", "sinks",
@@ -128,6 +138,16 @@ const char *tensor_role_name(tensor_role r) {
 #define GQA_KEYS(act, eps) "\"attention_bias\": false, \"hidden_act\": \"" act "\", \"rms_norm_eps\": " eps
 #define QWEN3_ATTN "\"head_dim\": 32, \"max_window_layers\": 3, \"rope_scaling\": null, \"rope_theta\": 1000000, " \
                    "\"sliding_window\": null, \"use_sliding_window\": false"
+
+/* Gemma 3's text layer (gemma3_text and the multimodal gemma3's text tower) and its recipe's members. */
+#define GEMMA3_TRAITS LLAMA_LIKE, .block = BLOCK_SANDWICH, .norms = NORMS_SANDWICH, .norm = NORM_RMS_1P, \
+    .qk_norm = QKN_HEAD, .act = "gelu_pytorch_tanh", .act_key = "hidden_activation", .tied = true, .windowed = true, \
+    .window_pattern = 6, .pre_attn_scalar = 256, .local_theta = 10000, .local_rope_plain = true, .embed_scaled = true
+#define GEMMA3_SYNTH GQA_KEYS("gelu_pytorch_tanh", "1e-06") ", \"head_dim\": 32, \"hidden_activation\": " \
+    "\"gelu_pytorch_tanh\", \"pad_token_id\": 0, \"sliding_window\": " SW ", \"attn_logit_softcapping\": null, " \
+    "\"final_logit_softcapping\": "
+#define GEMMA3_ROPE "\"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, " \
+    "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"
 
 /* A row starts from LLAMA_LIKE and overrides what differs: the override is the point here. */
 #pragma GCC diagnostic push
@@ -212,17 +232,60 @@ const FamilyRow FAMILY[] = {
         .engines = ENGINES_ALL, .llamacpp_arch = "gemma2"},
     [FAM_GEMMA3] = {
         "gemma3_text", "Gemma3ForCausalLM", "gemma3", "Gemma 3 text (q/k norms, 5 local : 1 global layers)",
-        LLAMA_LIKE, .block = BLOCK_SANDWICH, .norms = NORMS_SANDWICH, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD,
-        .act = "gelu_pytorch_tanh", .act_key = "hidden_activation", .tied = true, .windowed = true,
-        .window_pattern = 6, .pre_attn_scalar = 256, .local_theta = 10000, .local_rope_plain = true,
-        .embed_scaled = true, .gguf_arch = "gemma3",
-        .synth = {64, 4, 1, 6, 256, 128, true,
-                  GQA_KEYS("gelu_pytorch_tanh", "1e-06") ", \"head_dim\": 32, \"hidden_activation\": "
-                  "\"gelu_pytorch_tanh\", \"pad_token_id\": 0, \"sliding_window\": " SW ", "
-                  "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, \"query_pre_attn_scalar\": 32, "
-                  "\"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, "
-                  "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"},
+        GEMMA3_TRAITS, .gguf_arch = "gemma3",
+        .synth = {64, 4, 1, 6, 256, 128, true, GEMMA3_SYNTH "null, \"query_pre_attn_scalar\": 32, " GEMMA3_ROPE},
         .engines = ENGINES_ALL, .llamacpp_arch = "gemma3"},
+    /* google/gemma-3-4b-it's config.json names few text keys (Gemma3TextConfig's defaults fill the rest) and its
+       tensors sit under language_model.model. (model.language_model. when saved by transformers 4.52+); the
+       recipe's final_logit_softcapping 10 is one the multimodal head does not apply */
+    [FAM_GEMMA3_MM] = {
+        "gemma3", "Gemma3ForConditionalGeneration", "gemma3", "Gemma 3 multimodal (4B-27B): its text tower, as gemma3_text",
+        GEMMA3_TRAITS, .names = NAMES_LM_MODEL, .text_config = "gemma3_text", .final_softcap_off = true,
+        .tower_note = "Gemma3ForConditionalGeneration applies no final_logit_softcapping",
+        .text_defaults = "\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, "
+                         "\"num_hidden_layers\": 26, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+                         "\"head_dim\": 256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-06, "
+                         "\"rope_theta\": 1000000.0, \"query_pre_attn_scalar\": 256, \"sliding_window\": 4096, "
+                         "\"rope_local_base_freq\": 10000.0, \"sliding_window_pattern\": 6",
+        .vision = {"vision_tower.vision_model.embeddings.patch_embedding.weight",
+                   "multi_modal_projector.mm_input_projection_weight"},
+        .tower_keys = "\"boi_token_index\": 255999, \"eoi_token_index\": 256000, \"image_token_index\": 262144, "
+                      "\"mm_tokens_per_image\": 256, \"vision_config\": {\"hidden_size\": 16, \"image_size\": 28, "
+                      "\"intermediate_size\": 32, \"model_type\": \"siglip_vision_model\", \"num_attention_heads\": 2, "
+                      "\"num_hidden_layers\": 1, \"patch_size\": 14, \"vision_use_head\": false}",
+        .gguf_arch = "gemma3",
+        .synth = {64, 4, 1, 6, 256, 128, true, GEMMA3_SYNTH "10.0, \"query_pre_attn_scalar\": 32, " GEMMA3_ROPE},
+        .engines = ENGINES_ALL, .llamacpp_arch = "gemma3"},
+    /* Qwen3-VL-8B-Instruct's text_config (Qwen3's layer); tensors under model.language_model., visual tower
+       under model.visual.; rope_scaling {"rope_type": "default", "mrope_section", "mrope_interleaved"} */
+    [FAM_QWEN3_VL] = {
+        "qwen3_vl", "Qwen3VLForConditionalGeneration", "qwen3", "Qwen3-VL: its text tower (Qwen3's layer; M-RoPE)",
+        LLAMA_LIKE, .qk_norm = QKN_HEAD, .names = NAMES_MODEL_LM, .text_config = "qwen3_vl_text",
+        .tower_note = "M-RoPE (mrope_section) on text-only positions (t = h = w) is ordinary RoPE; DeepStack adds "
+                      "nothing without images",
+        .vision = {"model.visual.patch_embed.proj.weight", "model.visual.merger.linear_fc1.weight"},
+        .tower_keys = "\"image_token_id\": 151655, \"video_token_id\": 151656, \"vision_start_token_id\": 151652, "
+                      "\"vision_end_token_id\": 151653, \"vision_config\": {\"deepstack_visual_indexes\": [0], "
+                      "\"depth\": 1, \"hidden_size\": 16, \"model_type\": \"qwen3_vl\", \"num_heads\": 2, "
+                      "\"out_hidden_size\": 64, \"patch_size\": 16, \"spatial_merge_size\": 2, \"temporal_patch_size\": 2}",
+        .gguf_arch = "qwen3",
+        .synth = {64, 4, 2, 3, 256, 128, false,
+                  GQA_KEYS("silu", "1e-06") ", \"head_dim\": 32, \"rope_scaling\": {\"mrope_interleaved\": true, "
+                  "\"mrope_section\": [6, 5, 5], \"rope_type\": \"default\"}, \"rope_theta\": 5000000"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen3vl"},
+    /* Mistral-Small-3.1-24B's text_config (model_type mistral, no window); tensors under language_model.model. */
+    [FAM_MISTRAL3] = {
+        "mistral3", "Mistral3ForConditionalGeneration", "mistral", "Mistral Small 3.1 / 3.2: its text tower (Mistral)",
+        LLAMA_LIKE, .windowed = true, .names = NAMES_LM_MODEL, .text_config = "mistral",
+        .vision = {"vision_tower.patch_conv.weight", "multi_modal_projector.linear_1.weight"},
+        .tower_keys = "\"image_token_index\": 10, \"multimodal_projector_bias\": false, \"projector_hidden_act\": "
+                      "\"gelu\", \"spatial_merge_size\": 2, \"vision_config\": {\"head_dim\": 8, \"hidden_size\": 16, "
+                      "\"model_type\": \"pixtral\", \"num_attention_heads\": 2, \"num_hidden_layers\": 1, "
+                      "\"patch_size\": 14}, \"vision_feature_layer\": -1",
+        .gguf_arch = "llama",
+        .synth = {128, 4, 2, 3, 256, 256, false,
+                  GQA_KEYS("silu", "1e-05") ", \"head_dim\": 32, \"rope_theta\": 1000000000.0, \"sliding_window\": null"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "llama"},
     [FAM_MIXTRAL] = {
         "mixtral", "MixtralForCausalLM", "mixtral", "Mixtral (Mistral attention, top-k experts w1/w2/w3)", LLAMA_LIKE,
         .moe = MOE_MIXTRAL, .eps = 1e-5, .windowed = true, .router_norm_topk = true,

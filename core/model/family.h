@@ -27,6 +27,7 @@ typedef enum {
     FAM_QWEN3, FAM_QWEN3_MOE,            /* explicit head_dim, per-head q_norm / k_norm (+ routed experts) */
     FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
                                             embeddings x sqrt(hidden), soft-caps (2), q/k norms (3) */
+    FAM_GEMMA3_MM, FAM_QWEN3_VL, FAM_MISTRAL3,   /* text towers of multimodal checkpoints (text_config) */
     FAM_PHI3,                            /* fused qkv_proj and gate_up_proj, partial rotary */
     FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
@@ -119,6 +120,9 @@ typedef enum {
     NAMES_HF,           /* model.layers.L., model.embed_tokens, model.norm, lm_head */
     NAMES_GPT2,         /* transformer.h.L., transformer.wte, transformer.ln_f, lm_head (tied) */
     NAMES_NEOX,         /* gpt_neox.layers.L., gpt_neox.embed_in, gpt_neox.final_layer_norm, embed_out */
+    NAMES_LM_MODEL,     /* a multimodal checkpoint's text tower as released before transformers 4.52:
+                           language_model.model.layers.L., ..., language_model.lm_head */
+    NAMES_MODEL_LM,     /* ... as transformers 4.52+ saves it: model.language_model.layers.L., ..., lm_head */
     MODEL_NAMES_COUNT
 } model_names;
 
@@ -222,6 +226,13 @@ typedef struct {
                                      model files, llama.cpp's convert_hf_to_gguf.py (0: lint does not
                                      know the family and checks no engine for it) */
     const char *llamacpp_arch;    /* the architecture convert_hf_to_gguf.py writes for it (lint) */
+    /* the text tower of a multimodal checkpoint (text_config NULL: a text-only checkpoint) */
+    const char *text_config;      /* text_config's model_type: the text model's keys sit under text_config */
+    const char *text_defaults;    /* JSON members of the text config class's defaults, used where text_config lacks them */
+    const char *tower_note;       /* what `info` adds about the text tower (Qwen3-VL's M-RoPE) */
+    const char *vision[2];        /* two tensor names of its vision tower and projector (synth writes them) */
+    const char *tower_keys;       /* the recipe's top-level members besides text_config (image tokens, vision_config) */
+    bool final_softcap_off;       /* the multimodal head applies no final soft-cap (Gemma3ForConditionalGeneration) */
     SynthRecipe synth;            /* hidden 0: no synthetic checkpoint */
 } FamilyRow;
 
@@ -246,6 +257,9 @@ const RoleName *role_in_model(model_names n, tensor_role r);
  * layer L under that prefix ("layers.%d.", "h.%d."; %d: the layer). */
 const char *family_prefix(model_names n);
 const char *family_layer_pattern(model_names n);
+/* The other layout of a text tower's names (NAMES_LM_MODEL <-> NAMES_MODEL_LM; n itself otherwise):
+ * transformers loads either (_checkpoint_conversion_mapping). */
+model_names family_names_alt(model_names n);
 const char *tensor_role_name(tensor_role r);     /* "q", "ffn_down", ... for messages */
 
 #endif

@@ -151,6 +151,23 @@ static void gpt2_bare_prefix(Model *m) {
     if (!store_has(m->store, name) && store_has(m->store, bare)) m->cfg.prefix[0] = 0;
 }
 
+/* A multimodal checkpoint's text tower saved under the other prefix (language_model.model. <->
+ * model.language_model.): transformers loads both, so does attnlab. */
+static void tower_alt_names(Model *m) {
+    ModelConfig *c = &m->cfg;
+    model_names alt = family_names_alt(c->names);
+    char name[192];
+    if (alt == c->names || !cfg_role_name(c, ROLE_EMBED, 0, -1, "weight", name, sizeof name) || store_has(m->store, name))
+        return;
+    ModelConfig t = *c;
+    t.names = alt;
+    snprintf(t.prefix, sizeof t.prefix, "%s", family_prefix(alt));
+    if (cfg_role_name(&t, ROLE_EMBED, 0, -1, "weight", name, sizeof name) && store_has(m->store, name)) {
+        c->names = alt;
+        snprintf(c->prefix, sizeof c->prefix, "%s", family_prefix(alt));
+    }
+}
+
 /* Opens config.json + safetensors from dir (or beside a .safetensors file). */
 static int open_hf(Model *m, const char *path) {
     char *dir;
@@ -175,6 +192,7 @@ static int open_hf(Model *m, const char *path) {
     free(cfg_path);
     if (rc == AL_OK) rc = store_open(path, &m->store);
     if (rc == AL_OK) gpt2_bare_prefix(m);
+    if (rc == AL_OK) tower_alt_names(m);
     return rc;
 }
 
