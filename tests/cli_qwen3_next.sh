@@ -63,4 +63,17 @@ out=$(e "lint $T/broken")
 ok "lint: a missing linear-attention tensor is found" has "$out" "missing model.layers.1.linear_attn.dt_bias"
 out=$(e "load $T/broken")
 ok "load: a missing linear-attention tensor is an error" has "$out" "model.layers.1.linear_attn.dt_bias"
+# Qwen3.5 (its text tower: split linear projections, rope_parameters) and Qwen3.5-MoE
+for fam in qwen3_5 qwen3_5_moe; do
+    run -e "synth family $fam $T/$fam"
+    ok "synth family $fam" test "$(rc)" = 0
+    ok "$fam: the split projections under model.language_model." grep -q "model.language_model.layers.0.linear_attn.in_proj_qkv.weight" "$T/$fam/model.safetensors"
+    run -e "load $T/$fam; ranks vo layer 3"
+    ok "$fam: layer 3 head 0: V 6, O 32, VO 6" grep -Eq "^ +3 +0 +6 +32 +6$" out.txt
+    run -e "load $T/$fam; ppl ids ids.txt seqlen 40"
+    ok "$fam: ppl plausible" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20 && $3 > 1) } END { exit !ok }' out.txt
+done
+out=$(e "load $T/qwen3_5; info")
+ok "qwen3_5: info names the tower and rope_parameters' theta" has "$out" "rope_theta  *10000000"
+ok "qwen3_5: the MTP layers are not read" has "$out" "MTP layers (mtp.\*) are not read"
 cli_done

@@ -138,7 +138,8 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"qwen3_next", R_QWEN3_NEXT}};
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"qwen3_next", R_QWEN3_NEXT},
+        {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -208,6 +209,11 @@ static int parse_rope(RefModel *m, const cJSON *r) {
     m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", 10000, 10000);
     m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
     double pf0 = m->fam == R_GLM4_MOE ? 0.5 : m->fam == R_QWEN3_NEXT ? 0.25 : 1;   /* the config classes' defaults */
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");   /* Qwen3.5: theta, factor there */
+    if (cJSON_IsObject(rp)) {
+        pf0 = jnum(rp, "partial_rotary_factor", pf0, pf0);
+        m->theta = jnum(r, "rope_theta", jnum(rp, "rope_theta", 10000, 10000), 10000);
+    }
     double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", pf0, pf0);
     m->rot = (int)(m->hd * pf);
     m->rope_factor = 1;
@@ -685,6 +691,18 @@ static double *lin_tensor(const RefModel *m, int L, const char *what, size_t n) 
 
 static double silu(double x) { return x / (1.0 + exp(-x)); }
 
+/* Qwen3_5GatedDeltaNet's projections: mixed_qkv = in_proj_qkv(h) (T x C, [q | k | v] whole), z =
+ * in_proj_z(h) (T x Hv dv), b = in_proj_b(h), a = in_proj_a(h) (T x Hv). */
+static int split_proj(const RefModel *m, int L, const double *h, size_t T, double *mixed, double *z, double *b,
+                      double *a) {
+    const size_t D = (size_t)m->D, Hv = (size_t)m->lv, C = 2 * (size_t)(m->lk * m->ldk) + Hv * (size_t)m->ldv;
+    int rc = lin_named(m, L, "linear_attn.in_proj_qkv", false, h, D, T, D, C, mixed);
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_z", false, h, D, T, D, Hv * (size_t)m->ldv, z);
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_b", false, h, D, T, D, Hv, b);
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_a", false, h, D, T, D, Hv, a);
+    return rc;
+}
+
 /* Qwen3NextGatedDeltaNet of layer L: out (T x D). The mixed [q | k | v] of the conv, per position
  * t: mixed[t] (C = 2 Hk dk + Hv dv), z[t] (Hv dv), b[t], a[t] (Hv). */
 static int attn_linear(const RefModel *m, int L, const double *h, size_t T, double *out) {
@@ -699,9 +717,15 @@ static int attn_linear(const RefModel *m, int L, const double *h, size_t T, doub
     double *cw = lin_tensor(m, L, "conv1d.weight", C * K), *alog = lin_tensor(m, L, "A_log", Hv);
     double *dtb = lin_tensor(m, L, "dt_bias", Hv), *nw = lin_tensor(m, L, "norm.weight", dv);
     int rc = qkvz && ba && mixed && conv && z && S && o && b && a && cw && alog && dtb && nw ? AL_OK : AL_ERR;
-    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_qkvz", false, h, D, T, D, P, qkvz);
-    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_ba", false, h, D, T, D, 2 * Hv, ba);
-    for (size_t t = 0; rc == AL_OK && t < T; t++)          /* fix_query_key_value_ordering */
+    char qn[96];
+    snprintf(qn, sizeof qn, "%slayers.%d.linear_attn.in_proj_qkv.weight", m->prefix, L);
+    if (rc == AL_OK && st_find(m->st, qn)) {               /* Qwen3.5: in_proj_qkv [q | k | v], in_proj_z, _b, _a */
+        rc = split_proj(m, L, h, T, mixed, z, b, a);
+    } else {
+        if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_qkvz", false, h, D, T, D, P, qkvz);
+        if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_ba", false, h, D, T, D, 2 * Hv, ba);
+    }
+    for (size_t t = 0; rc == AL_OK && !st_find(m->st, qn) && t < T; t++)   /* fix_query_key_value_ordering */
         for (size_t g = 0; g < Hk; g++) {
             const double *src = qkvz + t * P + g * grp, *sb = ba + t * 2 * Hv + g * 2 * r;
             for (size_t i = 0; i < dk; i++) {

@@ -332,6 +332,42 @@ static void test_qwen3_next(void) {
           cfg_n_attn_layers(&c) == 2, "qwen3_next: layer_types and attn_output_gate read");
 }
 
+/* Qwen3.5 as Qwen/Qwen3.5-9B's config.json declares it (Qwen3_5ForConditionalGeneration, the text model
+ * under text_config: model_type qwen3_5_text, RoPE keys only in rope_parameters, layer_types written
+ * out; the vision_config abridged): 24 Gated DeltaNet layers with split projections, 8 gated attention
+ * layers, 64 of 256 dims rotating with theta 1e7, tensors under model.language_model. */
+static void test_qwen3_5(void) {
+    char lt[1024] = "", json[4096];
+    for (int L = 0; L < 32; L++)
+        snprintf(lt + strlen(lt), sizeof lt - strlen(lt), "%s\"%s\"", L ? ", " : "",
+                 (L + 1) % 4 ? "linear_attention" : "full_attention");
+    snprintf(json, sizeof json,
+             "{\"architectures\": [\"Qwen3_5ForConditionalGeneration\"], \"image_token_id\": 248056, "
+             "\"model_type\": \"qwen3_5\", \"text_config\": {\"attention_bias\": false, \"attn_output_gate\": true, "
+             "\"eos_token_id\": 248044, \"full_attention_interval\": 4, \"head_dim\": 256, \"hidden_size\": 4096, "
+             "\"intermediate_size\": 12288, \"layer_types\": [%s], \"linear_conv_kernel_dim\": 4, "
+             "\"linear_key_head_dim\": 128, \"linear_num_key_heads\": 16, \"linear_num_value_heads\": 32, "
+             "\"linear_value_head_dim\": 128, \"mamba_ssm_dtype\": \"float32\", \"model_type\": \"qwen3_5_text\", "
+             "\"mtp_num_hidden_layers\": 1, \"mtp_use_dedicated_embeddings\": false, \"num_attention_heads\": 16, "
+             "\"num_hidden_layers\": 32, \"num_key_value_heads\": 4, \"rms_norm_eps\": 1e-06, \"rope_parameters\": "
+             "{\"mrope_interleaved\": true, \"mrope_section\": [11, 11, 10], \"partial_rotary_factor\": 0.25, "
+             "\"rope_theta\": 10000000, \"rope_type\": \"default\"}, \"tie_word_embeddings\": false, "
+             "\"vocab_size\": 248320}, \"tie_word_embeddings\": false, \"vision_config\": {\"depth\": 27, "
+             "\"hidden_size\": 1152, \"num_heads\": 16, \"out_hidden_size\": 4096, \"patch_size\": 16}}", lt);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "qwen3_5/config.json", &c));
+    char n[192];
+    cfg_role_name(&c, ROLE_LIN_QKV, 0, -1, "weight", n, sizeof n);
+    CHECK(c.family == FAM_QWEN3_5 && c.n_layers == 32 && c.lin.n_linear == 24 && cfg_layer_linear(&c, 0) &&
+          !cfg_layer_linear(&c, 3) && c.lin.layout == LIN_QWEN3_5 && c.lin.v_heads == 32 && c.attn_gate &&
+          !strcmp(n, "model.language_model.layers.0.linear_attn.in_proj_qkv.weight"),
+          "qwen3_5: 24 linear layers with split projections under model.language_model.: %s", n);
+    CHECK(c.rope_spec.theta == 1e7 && c.qk_rope_dim == 64 && c.qk_nope_dim == 192 && c.rope_first &&
+          c.norm == NORM_RMS_1P && c.qk_norm == QKN_HEAD && c.n_kv_heads == 4 && c.vocab == 248320,
+          "qwen3_5: theta %g and the rotary factor from rope_parameters (%d rotary dims)", c.rope_spec.theta,
+          c.qk_rope_dim);
+}
+
 /* GLM-4.5 / 4.6 / 4.7 (glm4_moe) as zai-org's config.json files declare it (GLM-4.5's, abridged; the
  * Air's use_qk_norm false), and Glm4MoeConfig's defaults: partial_rotary_factor 0.5, eps 1e-5. */
 #define GLM45 "\"architectures\": [\"Glm4MoeForCausalLM\"], \"attention_bias\": true, \"first_k_dense_replace\": 3, " \
@@ -579,6 +615,7 @@ int main(void) {
     test_families();
     test_olmo3();
     test_qwen3_next();
+    test_qwen3_5();
     test_glm4_moe();
     test_rope_spec();
     test_attention_fields();

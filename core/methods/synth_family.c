@@ -351,8 +351,12 @@ static int attn_linear(const Ctx *c) {
     const size_t D = (size_t)c->c->hidden, Hv = (size_t)l->v_heads, nv = Hv * (size_t)l->dv;
     const size_t C = 2 * (size_t)l->k_heads * (size_t)l->dk + nv;
     char name[192];
-    int rc = add_gauss(c, ROLE_LIN_QKVZ, -1, C + nv, D, 0);
-    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_BA, -1, 2 * Hv, D, 0);
+    bool split = cfg_role(c->c, ROLE_LIN_QKV) != NULL;           /* Qwen3.5: in_proj_qkv, _z, _b, _a */
+    int rc = split ? add_gauss(c, ROLE_LIN_QKV, -1, C, D, 0) : add_gauss(c, ROLE_LIN_QKVZ, -1, C + nv, D, 0);
+    if (rc == AL_OK && split) rc = add_gauss(c, ROLE_LIN_Z, -1, nv, D, 0);
+    if (rc == AL_OK && split) rc = add_gauss(c, ROLE_LIN_B, -1, Hv, D, 0);
+    if (rc == AL_OK && split) rc = add_gauss(c, ROLE_LIN_A, -1, Hv, D, 0);
+    if (rc == AL_OK && !split) rc = add_gauss(c, ROLE_LIN_BA, -1, 2 * Hv, D, 0);
     role_name(c, ROLE_LIN_CONV, -1, "weight", name, sizeof name);
     if (rc == AL_OK)
         rc = synlist_add(c->l, name, 3, syn_gauss_named(c->seed, name, C, (size_t)l->conv, 1 / sqrt((double)l->conv)),

@@ -314,6 +314,11 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     sp->layout = c->rope;
     if (cfg_row(c)->keys == KEYS_MLA) sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");     /* transformers 5 (Qwen3.5) */
+    if (cJSON_IsObject(rp)) {
+        pf = jnum(r, rp, "partial_rotary_factor", pf);
+        if (!cJSON_HasObjectItem(root, "rope_theta")) c->rope_theta = jnum(r, rp, "rope_theta", c->rope_theta);
+    }
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
         int hd = c->qk_rope_dim, rd = (int)((double)hd * sp->partial_factor);

@@ -67,6 +67,11 @@ static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
                         [ROLE_LIN_CONV] = N("linear_attn.conv1d"), [ROLE_LIN_A_LOG] = N("linear_attn.A_log"),
                         [ROLE_LIN_DT_BIAS] = N("linear_attn.dt_bias"), [ROLE_LIN_NORM] = N("linear_attn.norm"),
                         [ROLE_LIN_OUT] = N("linear_attn.out_proj")},
+    [LIN_QWEN3_5] = {[ROLE_LIN_QKV] = N("linear_attn.in_proj_qkv"), [ROLE_LIN_Z] = N("linear_attn.in_proj_z"),
+                     [ROLE_LIN_B] = N("linear_attn.in_proj_b"), [ROLE_LIN_A] = N("linear_attn.in_proj_a"),
+                     [ROLE_LIN_CONV] = N("linear_attn.conv1d"), [ROLE_LIN_A_LOG] = N("linear_attn.A_log"),
+                     [ROLE_LIN_DT_BIAS] = N("linear_attn.dt_bias"), [ROLE_LIN_NORM] = N("linear_attn.norm"),
+                     [ROLE_LIN_OUT] = N("linear_attn.out_proj")},
 };
 
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
@@ -119,7 +124,8 @@ model_names family_names_alt(model_names n) {
 const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
         "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm", "sinks",
-        "attn_gate", "lin_qkvz", "lin_ba", "lin_conv", "lin_a_log", "lin_dt_bias", "lin_norm", "lin_out",
+        "attn_gate", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
+        "lin_dt_bias", "lin_norm", "lin_out",
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up",
         "shared_down", "shared_scale", "embed", "pos_embed", "final_norm", "lm_head",
@@ -148,6 +154,23 @@ const char *tensor_role_name(tensor_role r) {
     "\"final_logit_softcapping\": "
 #define GEMMA3_ROPE "\"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, " \
     "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"
+
+/* Qwen3.5's text towers: Qwen3-Next's traits, the split linear projections, the tower's names and
+ * members; the recipe's text_config keys after the shared ones (3 linear layers, then gated attention). */
+#define QWEN3_5_TRAITS LLAMA_LIKE, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD, .partial_rotary = 0.25, \
+    .moe = MOE_QWEN_NEXT, .lin = LIN_QWEN3_5, .attn_gate = true, .names = NAMES_MODEL_LM, \
+    .tower_note = "M-RoPE (mrope_section) on text-only positions is ordinary RoPE; the MTP layers (mtp.*) are " \
+                  "not read", \
+    .vision = {"model.visual.patch_embed.proj.weight", "model.visual.merger.linear_fc1.weight"}, \
+    .tower_keys = "\"vision_config\": {\"depth\": 1, \"hidden_size\": 16, \"num_heads\": 2, \"out_hidden_size\": 64, " \
+                  "\"patch_size\": 16, \"spatial_merge_size\": 2, \"temporal_patch_size\": 2}"
+#define QWEN3_5_KEYS "\"attn_output_gate\": true, \"full_attention_interval\": 4, \"head_dim\": 32, " \
+    "\"layer_types\": [\"linear_attention\", \"linear_attention\", \"linear_attention\", \"full_attention\"], " \
+    "\"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 16, " \
+    "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, \"linear_value_head_dim\": 16, " \
+    "\"rope_parameters\": {\"mrope_interleaved\": true, \"mrope_section\": [2, 1, 1], " \
+    "\"partial_rotary_factor\": 0.25, " \
+    "\"rope_theta\": 10000000, \"rope_type\": \"default\"}"
 
 /* A row starts from LLAMA_LIKE and overrides what differs: the override is the point here. */
 #pragma GCC diagnostic push
@@ -351,6 +374,26 @@ const FamilyRow FAMILY[] = {
                   "\"rope_scaling\": null, \"rope_theta\": 10000000, \"shared_expert_intermediate_size\": 96, "
                   "\"use_sliding_window\": false"},
         .engines = ENGINES_ALL, .llamacpp_arch = "qwen3next"},
+    /* Qwen3.5-9B's config.json (Qwen3_5ForConditionalGeneration): text_config qwen3_5_text -- layer_types 3
+       linear : 1 full, head_dim 256, attn_output_gate, rope_parameters {rope_theta 1e7, partial_rotary_factor
+       0.25, mrope_section [11, 11, 10], mrope_interleaved}, 16 / 32 linear heads of 128, conv 4; tensors under
+       model.language_model. (Qwen3-Next's names, the linear projections split: in_proj_qkv / z / b / a), the
+       vision tower under model.visual., MTP layers under mtp. (not read) */
+    [FAM_QWEN3_5] = {
+        "qwen3_5", "Qwen3_5ForConditionalGeneration", "qwen3_5", "Qwen3.5 / 3.6: its text tower (Qwen3-Next's layers, "
+        "split linear projections)", QWEN3_5_TRAITS, .text_config = "qwen3_5_text",
+        .synth = {64, 4, 2, 4, 256, 128, false, GQA_KEYS("silu", "1e-06") ", " QWEN3_5_KEYS},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen35"},
+    /* Qwen3.5-35B-A3B / Qwen3.6's text_config (qwen3_5_moe_text): 256 experts top-8 of 512 and a shared expert of
+       512 (Qwen3-Next's MoE); the recipe: 4 experts top-2 of 64, a shared expert of 96 */
+    [FAM_QWEN3_5_MOE] = {
+        "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", "qwen3_5",
+        "Qwen3.5 / 3.6 MoE: its text tower (Qwen3-Next's "
+        "layers and MoE, split linear projections)", QWEN3_5_TRAITS, .text_config = "qwen3_5_moe_text",
+        .synth = {64, 4, 2, 4, 256, 128, false,
+                  GQA_KEYS("silu", "1e-06") ", \"moe_intermediate_size\": 64, \"num_experts\": 4, "
+                  "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 96, " QWEN3_5_KEYS},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen35moe"},
 };
 
 #pragma GCC diagnostic pop

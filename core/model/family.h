@@ -34,6 +34,7 @@ typedef enum {
     FAM_OLMO2,                           /* q/k norms over the whole projection, post-norms only */
     FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
     FAM_QWEN3_NEXT,                      /* Gated DeltaNet linear-attention layers 3 : 1 gated full attention */
+    FAM_QWEN3_5, FAM_QWEN3_5_MOE,        /* Qwen3.5 / 3.6: Qwen3-Next's layers with split projections, a text tower */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
     FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
@@ -94,6 +95,7 @@ typedef enum {
     LIN_NONE,
     LIN_QWEN3_NEXT,     /* linear_attn.{in_proj_qkvz, in_proj_ba, conv1d, A_log, dt_bias, norm, out_proj}: qkvz and
                            ba rows grouped per key head [q | k | v | z], [b | a] (Qwen3-Next) */
+    LIN_QWEN3_5,        /* linear_attn.{in_proj_qkv [q | k | v], in_proj_z, in_proj_b, in_proj_a, ...} (Qwen3.5) */
     LIN_LAYOUT_COUNT
 } linear_layout;
 
@@ -146,7 +148,8 @@ typedef enum {
     ROLE_KV_A, ROLE_KV_A_NORM, ROLE_KV_B,                      /* MLA KV latent (+ the shared RoPE key) */
     ROLE_Q_NORM, ROLE_K_NORM,                                  /* per-head or whole-projection q/k norms */
     ROLE_SINKS, ROLE_ATTN_GATE,                                /* attention sinks, output gate */
-    ROLE_LIN_QKVZ, ROLE_LIN_BA, ROLE_LIN_CONV, ROLE_LIN_A_LOG, ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
+    ROLE_LIN_QKVZ, ROLE_LIN_BA, ROLE_LIN_QKV, ROLE_LIN_Z, ROLE_LIN_B, ROLE_LIN_A, ROLE_LIN_CONV, ROLE_LIN_A_LOG,
+    ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
                                                                /* Gated DeltaNet (linear_layout) */
     ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT,                     /* before / after attention */
     ROLE_NORM_FFN_IN, ROLE_NORM_FFN_OUT,                       /* before / after the MLP */

@@ -58,7 +58,8 @@ typedef struct {
     Lin shscale;                  /* MoE: the shared expert's gate (1, D) (Qwen3-Next), or absent */
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
-    Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj */
+    Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj (split: qkv in lqkvz) */
+    Lin lz, lb, la;               /* Qwen3.5's split in_proj_z, in_proj_b, in_proj_a */
     Mat *lconv, *alog, *dtb, *lnorm;   /* conv1d (C, K), A_log, dt_bias (Hv), the gated norm (dv) */
     bool loaded;
 } LayerW;
@@ -343,7 +344,7 @@ static void layer_release(Forward *f, int L) {
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
     mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm);
     Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->lqkvz, &w->lba,
-                 &w->lout, &w->shscale};
+                 &w->lout, &w->shscale, &w->lz, &w->lb, &w->la};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
     ffn_free(&w->mlp);
     if (w->experts)
@@ -436,8 +437,13 @@ static int load_linear(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     size_t D = f->D, Hk = (size_t)ls->k_heads, Hv = (size_t)ls->v_heads, dk = (size_t)ls->dk, dv = (size_t)ls->dv;
     size_t C = 2 * Hk * dk + Hv * dv;
     char n[192];
-    int rc = load_lin(f, L, ROLE_LIN_QKVZ, -1, D, C + Hv * dv, false, dry, bytes, &w->lqkvz);
-    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_BA, -1, D, 2 * Hv, false, dry, bytes, &w->lba);
+    bool split = cfg_role(f->c, ROLE_LIN_QKV) != NULL;          /* Qwen3.5: in_proj_qkv, _z, _b, _a */
+    int rc = load_lin(f, L, split ? ROLE_LIN_QKV : ROLE_LIN_QKVZ, -1, D, split ? C : C + Hv * dv, false, dry, bytes,
+                      &w->lqkvz);
+    if (rc == AL_OK && !split) rc = load_lin(f, L, ROLE_LIN_BA, -1, D, 2 * Hv, false, dry, bytes, &w->lba);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_LIN_Z, -1, D, Hv * dv, false, dry, bytes, &w->lz);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_LIN_B, -1, D, Hv, false, dry, bytes, &w->lb);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_LIN_A, -1, D, Hv, false, dry, bytes, &w->la);
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_OUT, -1, Hv * dv, D, false, dry, bytes, &w->lout);
     if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_CONV, L, -1, "weight", n, sizeof n)) == AL_OK) {
         const st_entry *e;
@@ -883,8 +889,8 @@ static int linear_attention(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     const LinearSpec *ls = &f->c->lin;
     LinAttnW lw = {(size_t)ls->k_heads, (size_t)ls->v_heads, (size_t)ls->dk, (size_t)ls->dv, (size_t)ls->conv,
-                   f->norm_eps, w->lconv->data, w->alog->data, w->dtb->data, w->lnorm->data};
-    size_t D = f->D, nv = lw.Hv * lw.dv, W = w->lqkvz.out;
+                   f->norm_eps, w->lconv->data, w->alog->data, w->dtb->data, w->lnorm->data, w->lz.w.data != NULL};
+    size_t D = f->D, nv = lw.Hv * lw.dv, W = linattn_conv_dim(&lw) + nv, Hv = lw.Hv;
     float *p = fb_fit(&f->q, T, W, "the linear-attention projections"), *ba = fb_fit(&f->k, T, 2 * lw.Hv, "b and a");
     float *o = fb_fit(&f->att, T, nv, "the linear-attention output");
     int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
@@ -892,8 +898,12 @@ static int linear_attention(Forward *f, int L, size_t T) {
     if (!p || !ba || !o) return AL_ERR;
     if (!f->lst[L].S && linattn_state_new(&lw, &f->lst[L]) != AL_OK) return AL_ERR;
     if (f->pos == 0) linattn_state_zero(&lw, &f->lst[L]);
-    if ((rc = lin_apply(f, &w->lqkvz, f->h.p, D, T, p, W)) || (rc = lin_apply(f, &w->lba, f->h.p, D, T, ba, 2 * lw.Hv)))
-        return rc;
+    if (lw.flat)                                   /* rows [q | k | v | z], [b | a] */
+        rc = lin_apply(f, &w->lqkvz, f->h.p, D, T, p, W) || lin_apply(f, &w->lz, f->h.p, D, T, p + W - nv, W) ||
+             lin_apply(f, &w->lb, f->h.p, D, T, ba, 2 * Hv) || lin_apply(f, &w->la, f->h.p, D, T, ba + Hv, 2 * Hv);
+    else
+        rc = lin_apply(f, &w->lqkvz, f->h.p, D, T, p, W) || lin_apply(f, &w->lba, f->h.p, D, T, ba, 2 * Hv);
+    if (rc) return AL_ERR;
     if ((rc = linattn_run(&lw, &f->lst[L], p, ba, T, o))) return al_err_ctx("forward pass, layer %d", L);
     if ((rc = lin_apply(f, &w->lout, o, nv, T, f->h.p, D))) return rc;
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);

@@ -106,7 +106,11 @@ int linattn_run(const LinAttnW *w, LinAttnState *st, const float *qkvz, const fl
     float *z = row + C, *b = z + nv, *a = b + Hv;
     for (size_t t = 0; t < T; t++) {
         const float *p = qkvz + t * W, *pb = ba + t * 2 * Hv;
-        for (size_t h = 0; h < Hk; h++) {              /* per key head [q | k | v (r heads) | z (r heads)] */
+        if (w->flat) {                                 /* [q | k | v] [z] and [b] [a] whole */
+            memcpy(row, p, (C + nv) * sizeof(float));
+            memcpy(b, pb, 2 * Hv * sizeof(float));
+        }
+        for (size_t h = 0; !w->flat && h < Hk; h++) {              /* per key head [q | k | v (r heads) | z (r heads)] */
             const float *gp = p + h * grp;
             memcpy(row + h * dk, gp, dk * sizeof(float));
             memcpy(row + nq + h * dk, gp + dk, dk * sizeof(float));

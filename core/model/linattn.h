@@ -9,6 +9,7 @@
 #ifndef AL_LINATTN_H
 #define AL_LINATTN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct {
@@ -17,6 +18,8 @@ typedef struct {
     const float *conv;             /* (2 Hk dk + Hv dv, K): conv1d.weight [C, 1, K] */
     const float *a_log, *dt_bias;  /* (Hv) */
     const float *norm;             /* (dv): the gated RMSNorm's weight (plain w, not 1 + w) */
+    bool flat;                     /* rows [q | k | v | z] and [b | a] whole (Qwen3.5's split projections), not grouped
+                                      per key head */
 } LinAttnW;
 
 typedef struct {
@@ -31,8 +34,8 @@ int linattn_state_new(const LinAttnW *w, LinAttnState *st);
 void linattn_state_zero(const LinAttnW *w, LinAttnState *st);
 void linattn_state_free(LinAttnState *st);
 /* T tokens: qkvz (T, 2 Hk dk + 2 Hv dv), ba (T, 2 Hv) rows as the projections give them (per key head
- * [q | k | v | z] and [b | a], its r = Hv / Hk value heads together) into out (T, Hv dv), the input
- * of out_proj; advances st. */
+ * [q | k | v | z] and [b | a], its r = Hv / Hk value heads together; with flat, [q | k | v | z] and
+ * [b | a] whole) into out (T, Hv dv), the input of out_proj; advances st. */
 int linattn_run(const LinAttnW *w, LinAttnState *st, const float *qkvz, const float *ba, size_t T, float *out);
 
 #endif

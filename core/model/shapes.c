@@ -103,7 +103,7 @@ static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][7] = {
 
 /* A Gated DeltaNet layer (Qwen3-Next: in_proj_qkvz, in_proj_ba, conv1d, A_log, dt_bias, norm, out_proj). */
 #define LIN_KEYS "linear_num_{key,value}_heads, linear_{key,value}_head_dim"
-static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][8] = {
+static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][10] = {
     [LIN_QWEN3_NEXT] = {{ROLE_LIN_QKVZ, false, D_LQKVZ, D_H, 0,
                          "2 (key heads x key dim + value heads x value dim), hidden_size"},
                         {ROLE_LIN_BA, false, D_LBA, D_H, 0, "2 x linear_num_value_heads, hidden_size"},
@@ -113,6 +113,17 @@ static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][8] = {
                         {ROLE_LIN_DT_BIAS, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
                         {ROLE_LIN_NORM, false, D_LDV, D_NONE, 0, "linear_value_head_dim"},
                         {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " LIN_KEYS}},
+    [LIN_QWEN3_5] = {{ROLE_LIN_QKV, false, D_LCONV, D_H, 0,
+                      "2 key heads x key dim + value heads x value dim, hidden_size"},
+                     {ROLE_LIN_Z, false, D_LVV, D_H, 0, "linear value heads x value dim, hidden_size"},
+                     {ROLE_LIN_B, false, D_LHV, D_H, 0, "linear_num_value_heads, hidden_size"},
+                     {ROLE_LIN_A, false, D_LHV, D_H, 0, "linear_num_value_heads, hidden_size"},
+                     {ROLE_LIN_CONV, false, D_LCONV, D_NONE, 0, "2 key heads x key dim + value heads x value dim, 1, "
+                                                                "linear_conv_kernel_dim"},
+                     {ROLE_LIN_A_LOG, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
+                     {ROLE_LIN_DT_BIAS, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
+                     {ROLE_LIN_NORM, false, D_LDV, D_NONE, 0, "linear_value_head_dim"},
+                     {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " LIN_KEYS}},
 };
 #undef LIN_KEYS
 
