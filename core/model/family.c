@@ -59,7 +59,8 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                        [ROLE_SHEXP_GATE] = N("mlp.shared_expert.gate_proj"),
                        [ROLE_SHEXP_UP] = N("mlp.shared_expert.up_proj"),
                        [ROLE_SHEXP_DOWN] = N("mlp.shared_expert.down_proj"),
-                       [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
+                       [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate"),
+                       [ROLE_EXPS_GATE_UP] = OPT("mlp.experts.gate_up_proj")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -128,7 +129,7 @@ const char *tensor_role_name(tensor_role r) {
         "lin_dt_bias", "lin_norm", "lin_out",
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up",
-        "shared_down", "shared_scale", "embed", "pos_embed", "final_norm", "lm_head",
+        "shared_down", "shared_scale", "experts_gate_up", "embed", "pos_embed", "final_norm", "lm_head",
     };
     return r < ROLE_COUNT ? names[r] : "?";
 }

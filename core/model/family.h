@@ -158,6 +158,7 @@ typedef enum {
     ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN,                 /* routed expert E */
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
     ROLE_SHEXP_SCALE,                                          /* the shared expert's sigmoid gate (1, hidden) */
+    ROLE_EXPS_GATE_UP,                                         /* all experts' [gate ; up] as one [E, 2I, D] tensor */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
     ROLE_COUNT
 } tensor_role;
