@@ -76,37 +76,15 @@ done
 out=$(e "load $T/qwen3_5; info")
 ok "qwen3_5: info names the tower and rope_parameters' theta" has "$out" "rope_theta  *10000000"
 ok "qwen3_5: the MTP layers are not read" has "$out" "MTP layers (mtp.\*) are not read"
-# Qwen3.5 / 3.6 MoE checkpoints keep each layer's experts fused (mlp.experts.gate_up_proj [E, 2I, D],
-# mlp.experts.down_proj [E, D, I]): the attention analyses run, the forward pass says why not
-python3 - "$T/qwen3_5_moe" "$T/fused" <<'PY' || fail "could not fuse the experts"
-import json, os, re, struct, sys
-src, dst = sys.argv[1], sys.argv[2]
-os.makedirs(dst, exist_ok=True)
-raw = open(os.path.join(src, "model.safetensors"), "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
-hdr.pop("__metadata__", None)
-out, blobs, off = {}, [], 0
-def put(name, dtype, shape, b):
-    global off
-    out[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(b)]}; blobs.append(b); off += len(b)
-get = lambda k: data[hdr[k]["data_offsets"][0]:hdr[k]["data_offsets"][1]]
-pat = re.compile(r"(.*\.mlp\.experts\.)(\d+)\.(gate|up|down)_proj\.weight$")
-groups = {}
-for k in sorted(hdr):
-    m = pat.match(k)
-    if m: groups.setdefault(m.group(1), {})[(int(m.group(2)), m.group(3))] = k
-    else: put(k, hdr[k]["dtype"], hdr[k]["shape"], get(k))
-for pre, g in groups.items():
-    E = 1 + max(e for e, _ in g); I, D = hdr[g[(0, "gate")]]["shape"]
-    put(pre + "gate_up_proj", "F32", [E, 2 * I, D], b"".join(get(g[(e, "gate")]) + get(g[(e, "up")]) for e in range(E)))
-    put(pre + "down_proj", "F32", [E, D, I], b"".join(get(g[(e, "down")]) for e in range(E)))
-h = json.dumps(out).encode(); h += b" " * ((8 - len(h) % 8) % 8)
-open(os.path.join(dst, "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-open(os.path.join(dst, "config.json"), "w").write(open(os.path.join(src, "config.json")).read())
+# Qwen3.5 / 3.6 MoE checkpoints keep each layer's experts fused (mlp.experts.gate_up_proj [E, 2I, D] with
+# rows [gate ; up] per expert, mlp.experts.down_proj [E, D, I]): the recipe writes them so, ppl ran above
+python3 - "$T/qwen3_5_moe/model.safetensors" <<'PY' || fail "qwen3_5_moe: the fused experts are not [4, 128, 64] and [4, 64, 64]"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); h = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+p = "model.language_model.layers.0.mlp.experts."
+assert h[p + "gate_up_proj"]["shape"] == [4, 128, 64] and h[p + "down_proj"]["shape"] == [4, 64, 64], h.get(p + "gate_up_proj")
+assert not any(".experts.0." in k for k in h)
 PY
-run -e "load $T/fused; ranks vo layer 3"
-ok "fused experts: the attention analyses run" grep -Eq "^ +3 +0 +6 +32 +6$" out.txt
-out=$(e "load $T/fused; info")
-ok "fused experts: info says why ppl does not run" has "$out" "ppl/calibrate  *no: .*experts of layer 0 are stored fused (model.language_model.layers.0.mlp.experts.gate_up_proj"
+out=$(e "lint $T/qwen3_5_moe")
+ok "qwen3_5_moe: lint expects the fused experts (transformers loads)" has "$out" "transformers  Qwen3_5MoeForConditionalGeneration  loads"
 cli_done

@@ -879,6 +879,28 @@ static void route(const RefModel *m, const double *logit, const double *bias, in
     }
 }
 
+/* Expert e of Qwen3.5 MoE's fused tensors (transformers' experts: gate, up = linear(x,
+ * gate_up_proj[e]).chunk(2); linear(act(gate) * up, down_proj[e])) on rows[0..n), weights w: y += w h. */
+static int fused_expert(const RefModel *m, int L, size_t e, const double *x, const size_t *rows, const double *w,
+                        size_t n, double *y) {
+    const size_t D = (size_t)m->D, F = (size_t)m->eF, E = (size_t)m->E;
+    double *GU = tget(m, L, "mlp.experts.gate_up_proj", E * 2 * F * D, 0);
+    double *DN = GU ? tget(m, L, "mlp.experts.down_proj", E * D * F, 0) : NULL, *hb = malloc(2 * F * sizeof *hb);
+    int rc = GU && DN && hb ? AL_OK : AL_ERR;
+    for (size_t k = 0; rc == AL_OK && k < n; k++) {
+        const double *xr = x + rows[k] * D;
+        lin(xr, D, 1, D, GU + e * 2 * F * D, NULL, 2 * F, hb);
+        for (size_t f = 0; f < F; f++) hb[f] = act(m, hb[f]) * hb[F + f];
+        for (size_t o = 0; o < D; o++) {
+            double s = 0;
+            for (size_t f = 0; f < F; f++) s += DN[e * D * F + o * F + f] * hb[f];
+            y[rows[k] * D + o] += w[k] * s;
+        }
+    }
+    free(GU); free(DN); free(hb);
+    return rc;
+}
+
 /* Qwen3NextSparseMoeBlock's shared expert: y += sigmoid(shared_expert_gate(x)) * shared_expert(x). */
 static int shared_expert(const RefModel *m, int L, const double *x, size_t T, double *y) {
     const size_t D = (size_t)m->D;
@@ -903,6 +925,9 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     size_t *rows = malloc(T * sizeof *rows);
     double *rw = malloc(T * sizeof *rw);
     int rc = logit && w && idx && rows && rw ? lin_named(m, L, n, false, x, D, T, D, E, logit) : AL_ERR;
+    char fn[160];
+    snprintf(fn, sizeof fn, "%slayers.%d.mlp.experts.gate_up_proj", m->prefix, L);
+    bool fused = st_find(m->st, fn) != NULL;                /* Qwen3.5 MoE: one [E, 2I, D] tensor */
     if (rc == AL_OK && ds_router(m)) rc = (bias = tget(m, L, "mlp.gate.e_score_correction_bias", E, 0)) ? AL_OK : AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < T; t++) route(m, logit + t * E, bias, idx + t * k, w + t * k);
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
@@ -911,7 +936,8 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
             for (size_t j = 0; j < k; j++)
                 if ((size_t)idx[t * k + j] == e) { rows[cnt] = t; rw[cnt++] = w[t * k + j]; }
         snprintf(n, sizeof n, "%sexperts.%zu.", base, e);
-        if (cnt) rc = gated(m, L, n, mix ? NM_MIXTRAL : NM_PROJ, (size_t)m->eF, x, T, rows, rw, cnt, y);
+        if (cnt && fused) rc = fused_expert(m, L, e, x, rows, rw, cnt, y);
+        else if (cnt) rc = gated(m, L, n, mix ? NM_MIXTRAL : NM_PROJ, (size_t)m->eF, x, T, rows, rw, cnt, y);
     }
     if (rc == AL_OK && ds_router(m) && m->n_shared > 0)
         rc = gated(m, L, "mlp.shared_experts.", NM_PROJ, (size_t)(m->eF * m->n_shared), x, T, NULL, NULL, 0, y);

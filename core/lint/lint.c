@@ -569,9 +569,27 @@ static void expect_norm(Lint *x, tensor_role r, int L, const char *hidden_key) {
     if (x->cfg.norm == NORM_LAYER) expect_role(x, false, r, L, 0, "bias", h, 0, hidden_key);
 }
 
+/* The 3-D tensor of role r in layer L (no ".weight": fused experts) with shape [d0, d1, d2], where the
+ * model's layouts name it. */
+static void expect_3d(Lint *x, tensor_role r, int L, size_t d0, size_t d1, size_t d2, const char *why) {
+    char name[256];
+    if (!cfg_role_name(&x->cfg, r, L, 0, NULL, name, sizeof name)) return;
+    LTensor *t = find(x, name);
+    if (!t) { agg_add(x, AGG_MISSING, name, name); return; }
+    t->used = true;
+    const st_entry *e = t->e;
+    if (!(e->ndim == 3 && e->shape[0] == d0 && e->shape[1] == d1 && e->shape[2] == d2)) {
+        char have[96], msg[700];
+        shape_str(e, have, sizeof have);
+        snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu, %zu, %zu] (%s)", name, have, d0, d1, d2, why);
+        agg_add(x, AGG_SHAPE, name, msg);
+    }
+}
+
 /* The config key giving the experts' count of each MoE layout. */
 static const char *const EXPERT_KEY[MOE_LAYOUT_COUNT] = {
-    [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts"};
+    [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts",
+    [MOE_QWEN_NEXT] = "num_experts", [MOE_QWEN3_5] = "num_experts"};
 
 /* The mixture-of-experts MLP of layer L, named as its moe_layout says: the router [E, h] (and
  * DeepSeek's score correction bias); E gated experts of width moe_intermediate_size
@@ -587,6 +605,8 @@ static void layout_moe(Lint *x, int L) {
     snprintf(why_gate, sizeof why_gate, "%s, hidden_size", ne);
     expect_role(x, false, ROLE_ROUTER, L, 0, "weight", E, h, why_gate);
     expect_role(x, true, ROLE_ROUTER_BIAS, L, 0, NULL, E, 0, ne);
+    expect_3d(x, ROLE_EXPS_GATE_UP, L, E, 2 * f, h, "num_experts, 2 x moe_intermediate_size, hidden_size");
+    expect_3d(x, ROLE_EXPS_DOWN, L, E, h, f, "num_experts, hidden_size, moe_intermediate_size");
     for (int e = 0; e < (int)E; e++) {
         expect_role(x, false, ROLE_EXP_GATE, L, e, "weight", f, h, why);
         expect_role(x, false, ROLE_EXP_UP, L, e, "weight", f, h, why);

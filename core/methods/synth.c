@@ -301,6 +301,7 @@ int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype) {
     t->name = al_strdup(name);
     if (!t->name) { mat_free(m); return AL_ERR; }
     t->ndim = ndim;
+    t->lead = 0;
     t->m = m;
     t->dtype = dtype;
     size_t R = m->rows, C = m->cols;
@@ -372,6 +373,7 @@ static int add_tensor(CkptWriter *w, const SynTensor *t) {
     const Mat *m = t->m;
     size_t shape[3] = {m->rows, m->cols, m->cols}, n = m->rows * m->cols;
     if (t->ndim == 3) shape[1] = 1;                  /* a depthwise conv1d: [channels, 1, kernel] */
+    if (t->ndim == 3 && t->lead) { shape[0] = t->lead; shape[1] = m->rows / t->lead; }   /* [E, rows / E, cols] */
     const size_t *sh = t->ndim == 1 ? shape + 1 : shape;
     int rc;
     if (t->dtype == DT_F8_E4M3) {

@@ -434,6 +434,41 @@ static int mlp_gated(const Ctx *c, const tensor_role r[3], int e, size_t F) {
     return rc == AL_OK ? add_gauss(c, r[2], e, D, F, 0) : rc;
 }
 
+/* Adds m (taken) as role r's 3-D tensor [lead, rows / lead, cols] (no ".weight": fused experts). */
+static int add_fused(const Ctx *c, tensor_role r, size_t lead, Mat *m) {
+    char name[192];
+    role_name(c, r, -1, NULL, name, sizeof name);
+    int rc = synlist_add(c->l, name, 3, m, c->dt);
+    if (rc == AL_OK) c->l->t[c->l->n - 1].lead = lead;
+    return rc;
+}
+
+/* E experts of width F fused (Qwen3.5 MoE): gate_up_proj [E, 2F, D] with rows [gate ; up] per expert,
+ * down_proj [E, D, F]; each block Gaussian from its own stream ("<name>.<e>"). */
+static int fused_experts(const Ctx *c, size_t E, size_t F) {
+    const size_t D = (size_t)c->c->hidden;
+    char gu[192], dn[192], s[220];
+    role_name(c, ROLE_EXPS_GATE_UP, -1, NULL, gu, sizeof gu);
+    role_name(c, ROLE_EXPS_DOWN, -1, NULL, dn, sizeof dn);
+    Mat *a = mat_new(E * 2 * F, D), *b = mat_new(E * D, F);
+    for (size_t e = 0; a && b && e < E; e++) {
+        snprintf(s, sizeof s, "%s.%zu", gu, e);
+        Mat *g = syn_gauss_named(c->seed, s, 2 * F, D, 1 / sqrt((double)D));
+        snprintf(s, sizeof s, "%s.%zu", dn, e);
+        Mat *d = g ? syn_gauss_named(c->seed, s, D, F, 1 / sqrt((double)F)) : NULL;
+        if (d) {
+            copy_rows(a, e * 2 * F, g, 0, 2 * F);
+            copy_rows(b, e * D, d, 0, D);
+        }
+        mat_free(g);
+        if (!d) { mat_free(a); a = NULL; }
+        mat_free(d);
+    }
+    if (!a || !b) { mat_free(a); mat_free(b); return AL_ERR; }
+    int rc = add_fused(c, ROLE_EXPS_GATE_UP, E, a);
+    return rc == AL_OK ? add_fused(c, ROLE_EXPS_DOWN, E, b) : (mat_free(b), rc);
+}
+
 /* The router and experts of a mixture-of-experts layer, as the description's MoE layout names them. */
 static int mlp_moe(const Ctx *c) {
     const ModelConfig *m = c->c;
@@ -444,7 +479,9 @@ static int mlp_moe(const Ctx *c) {
     static const tensor_role shared[3] = {ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN};
     int rc = add_gauss(c, ROLE_ROUTER, -1, E, D, 0);
     if (rc == AL_OK && cfg_role(m, ROLE_ROUTER_BIAS)) rc = add_vec(c, ROLE_ROUTER_BIAS, NULL, E, 0.5f, DT_F32);
-    for (size_t e = 0; rc == AL_OK && e < E; e++) rc = mlp_gated(c, routed, (int)e, F);
+    if (rc == AL_OK && cfg_role(m, ROLE_EXPS_GATE_UP)) rc = fused_experts(c, E, F);
+    for (size_t e = 0; rc == AL_OK && !cfg_role(m, ROLE_EXPS_GATE_UP) && e < E; e++)
+        rc = mlp_gated(c, routed, (int)e, F);
     bool scaled = cfg_role(m, ROLE_SHEXP_SCALE) != NULL;    /* Qwen3-Next: its own width, a sigmoid gate */
     size_t FS = scaled && s->shared_ffn > 0 ? (size_t)s->shared_ffn : F * (size_t)s->n_shared;
     if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_GATE)) rc = mlp_gated(c, shared, -1, FS);

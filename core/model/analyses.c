@@ -116,21 +116,6 @@ static bool layer_has_expert0(moe_layout x, const Model *m, int L) {
     return store_has(m->store, name);
 }
 
-/* Experts stored as one tensor per layer ([E, 2I, D] gate_up_proj, as Qwen3.5 / 3.6 MoE checkpoints
- * keep them) where the pass reads one tensor per expert: the reason into why. */
-static bool fused_experts(const Model *m, char *why, size_t cap) {
-    const ModelConfig *c = &m->cfg;
-    char name[256];
-    int L = 0;
-    while (L < c->n_layers && !cfg_moe_layer(c, L)) L++;
-    if (!m->store || L == c->n_layers || !cfg_role_name(c, ROLE_EXPS_GATE_UP, L, -1, NULL, name, sizeof name) ||
-        !store_has(m->store, name) || layer_has_expert0(c->moe.layout, m, L))
-        return false;
-    return why_set(why, cap, "%s: the experts of layer %d are stored fused (%s, [experts, 2 x moe_intermediate_size, "
-                   "hidden]); the forward pass reads one tensor per expert: not covered yet",
-                   m->path, L, name);
-}
-
 /* What the forward pass cannot run in m's mixture-of-experts layers (the reason into why): a layer
  * with expert tensors the config does not route, or routing fields it does not implement. */
 static bool moe_layer(const Model *m, char *why, size_t cap) {
@@ -146,7 +131,6 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
                            "mlp_only_layers)", m->path, L, e->n_experts, e->first_dense, e->layer_freq, e->sparse_step);
     }
     if (c->mlp != MLP_MOE) return false;
-    if (fused_experts(m, why, cap)) return true;
     bool ds = e->router != ROUTER_SOFTMAX, v2 = e->router == ROUTER_DS_V2;
     int first = 0;
     while (first < c->n_layers && !cfg_moe_layer(c, first)) first++;

@@ -795,7 +795,7 @@ const RoleName *cfg_role(const ModelConfig *c, tensor_role r) {
     if (r <= ROLE_LIN_OUT) return role_in_linear(c->lin.layout, r);
     if (r <= ROLE_NORM_FFN_OUT) return role_in_norms(c->norms, r);
     if (r <= ROLE_FFN_DOWN) return role_in_ffn(c->ffn, r);
-    if (r <= ROLE_EXPS_GATE_UP) return role_in_moe(c->moe.layout, r);
+    if (r <= ROLE_EXPS_DOWN) return role_in_moe(c->moe.layout, r);
     return role_in_model(c->names, r);
 }
 

@@ -59,8 +59,12 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                        [ROLE_SHEXP_GATE] = N("mlp.shared_expert.gate_proj"),
                        [ROLE_SHEXP_UP] = N("mlp.shared_expert.up_proj"),
                        [ROLE_SHEXP_DOWN] = N("mlp.shared_expert.down_proj"),
-                       [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate"),
-                       [ROLE_EXPS_GATE_UP] = OPT("mlp.experts.gate_up_proj")},
+                       [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
+    [MOE_QWEN3_5] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXPS_GATE_UP] = N("mlp.experts.gate_up_proj"),
+                     [ROLE_EXPS_DOWN] = N("mlp.experts.down_proj"), [ROLE_SHEXP_GATE] = N("mlp.shared_expert.gate_proj"),
+                     [ROLE_SHEXP_UP] = N("mlp.shared_expert.up_proj"),
+                     [ROLE_SHEXP_DOWN] = N("mlp.shared_expert.down_proj"),
+                     [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -129,7 +133,7 @@ const char *tensor_role_name(tensor_role r) {
         "lin_dt_bias", "lin_norm", "lin_out",
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up",
-        "shared_down", "shared_scale", "experts_gate_up", "embed", "pos_embed", "final_norm", "lm_head",
+        "shared_down", "shared_scale", "experts_gate_up", "experts_down", "embed", "pos_embed", "final_norm", "lm_head",
     };
     return r < ROLE_COUNT ? names[r] : "?";
 }
@@ -390,7 +394,8 @@ const FamilyRow FAMILY[] = {
     [FAM_QWEN3_5_MOE] = {
         "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", "qwen3_5",
         "Qwen3.5 / 3.6 MoE: its text tower (Qwen3-Next's "
-        "layers and MoE, split linear projections)", QWEN3_5_TRAITS, .text_config = "qwen3_5_moe_text",
+        "layers and MoE, split linear projections, fused experts)", QWEN3_5_TRAITS, .moe = MOE_QWEN3_5,
+        .text_config = "qwen3_5_moe_text",
         .synth = {64, 4, 2, 4, 256, 128, false,
                   GQA_KEYS("silu", "1e-06") ", \"moe_intermediate_size\": 64, \"num_experts\": 4, "
                   "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 96, " QWEN3_5_KEYS},

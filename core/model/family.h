@@ -106,6 +106,8 @@ typedef enum {
     MOE_QWEN,           /* mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen3-MoE) */
     MOE_DEEPSEEK,       /* mlp.gate (+ e_score_correction_bias), mlp.experts.E.*, mlp.shared_experts.* */
     MOE_QWEN_NEXT,      /* Qwen3-MoE's + mlp.shared_expert.* scaled by sigmoid(mlp.shared_expert_gate x) (Qwen3-Next) */
+    MOE_QWEN3_5,        /* Qwen3-Next's with the experts fused: mlp.experts.gate_up_proj, mlp.experts.down_proj
+                           (Qwen3.5 MoE) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -158,7 +160,8 @@ typedef enum {
     ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN,                 /* routed expert E */
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
     ROLE_SHEXP_SCALE,                                          /* the shared expert's sigmoid gate (1, hidden) */
-    ROLE_EXPS_GATE_UP,                                         /* all experts' [gate ; up] as one [E, 2I, D] tensor */
+    ROLE_EXPS_GATE_UP, ROLE_EXPS_DOWN,                         /* all experts as one tensor: [E, 2I, D] rows
+                                                                  [gate ; up] per expert, [E, D, I] */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
     ROLE_COUNT
 } tensor_role;

@@ -378,6 +378,44 @@ static size_t expert_ffn(const Forward *f) {
     return f->c->moe.expert_ffn > 0 ? (size_t)f->c->moe.expert_ffn : f->ffn;
 }
 
+/* A view of expert e's block (rows, cols) of the fused [E, rows, cols] tensor of role r in layer L
+ * (its stored dtype: F32, BF16 or F16; it has no FP8 block scales per expert). */
+static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, size_t cols, bool dry, size_t *bytes,
+                      Lin *l) {
+    char n[192];
+    const st_entry *t;
+    const st_file *sf;
+    int rc = role_name(f, r, L, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = store_entry(f->m->store, n, &t, &sf);
+    if (rc != AL_OK) return rc;
+    size_t E = (size_t)f->c->moe.n_experts;
+    if (t->ndim != 3 || t->shape[0] != E || t->shape[1] != rows || t->shape[2] != cols)
+        return al_err("tensor '%s' is not [%zu, %zu, %zu] (experts, and each expert's rows and columns)", n, E, rows,
+                      cols);
+    if (t->dtype != DT_F32 && t->dtype != DT_BF16 && t->dtype != DT_F16)
+        return al_err("tensor '%s' is %s: fused experts are read in F32, BF16 or F16", n, dt_name(t->dtype));
+    if ((uintptr_t)st_data(sf, t) % dt_size(t->dtype))
+        return al_err("tensor '%s': its data is not aligned to its dtype in the file", n);
+    if (bytes && e == 0) *bytes += E * rows * cols * dt_size(t->dtype);
+    if (dry) return AL_OK;
+    *l = (Lin){.w = {.dt = t->dtype, .data = (const char *)st_data(sf, t) + e * rows * cols * dt_size(t->dtype),
+                     .rows = rows, .cols = cols}, .in = cols, .out = rows};
+    return AL_OK;
+}
+
+/* The routed experts of layer L from fused tensors (Qwen3.5 MoE): expert e's gate_up_proj block
+ * (2I, D) is its rows [gate ; up] (Phi-3's fused layout, `gu`), its down_proj block (D, I). */
+static int load_fused_experts(Forward *f, int L, bool dry, size_t *bytes, Ffn *ex) {
+    size_t E = (size_t)f->c->moe.n_experts, FF = expert_ffn(f), D = f->D;
+    int rc = AL_OK;
+    for (size_t e = 0; rc == AL_OK && e < E; e++) {
+        ex[e].ffn = FF;
+        rc = fused_view(f, L, ROLE_EXPS_GATE_UP, e, 2 * FF, D, dry, bytes, &ex[e].gu);
+        if (rc == AL_OK) rc = fused_view(f, L, ROLE_EXPS_DOWN, e, D, FF, dry, bytes, &ex[e].down);
+    }
+    return rc;
+}
+
 /* Router, correction bias, routed and shared experts of MoE layer L. */
 static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const MoeSpec *ms = &f->c->moe;
@@ -387,7 +425,8 @@ static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     if (rc == AL_OK && cfg_role_name(f->c, ROLE_ROUTER_BIAS, L, -1, NULL, bn, sizeof bn) && store_has(f->m->store, bn))
         rc = load_mat(f, bn, 1, E, dry, bytes, &w->ebias);
     if (rc == AL_OK && !(w->experts = al_calloc(E, sizeof *w->experts, "experts"))) rc = AL_ERR;
-    for (size_t e = 0; rc == AL_OK && e < E; e++)
+    if (rc == AL_OK && cfg_role(f->c, ROLE_EXPS_GATE_UP)) rc = load_fused_experts(f, L, dry, bytes, w->experts);
+    for (size_t e = 0; rc == AL_OK && !cfg_role(f->c, ROLE_EXPS_GATE_UP) && e < E; e++)
         rc = load_ffn(f, L, (int)e, &expert_roles, eff, dry, bytes, &w->experts[e]);
     if (rc == AL_OK && ms->n_shared > 0 && !cfg_role(f->c, ROLE_SHEXP_DOWN))
         rc = al_err("internal: a %s model's experts have no shared expert tensors", f->c->model_type);
