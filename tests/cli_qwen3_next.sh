@@ -34,7 +34,7 @@ ok "ranks vo layer 3 runs" test "$(rc)" = 0
 ok "layer 3 head 0: V 6, O 32, VO 6 (planted)" grep -Eq "^ +3 +0 +6 +32 +6$" out.txt
 ok "layer 3 head 2: flat 32" grep -Eq "^ +3 +2 +32 +32 +32$" out.txt
 
-out=$(e "load $d; truncate vo layers 3 to 3 tau 0.99")
+out=$(e "load $d; truncate vo layers 3-3 tau 0.99")
 # KV head 0's V keeps 6 of 32 dims: 64 K + 6 + 32 V = 102 values of 128, in the 1 layer with a cache
 ok "truncate: the mean over the 1 layer with a cache" has "$out" "mean over the 1 layers): 128 -> 102 values (79.7%); whole model 512 -> 408"
 
@@ -42,6 +42,16 @@ for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids
 run -e "load $d; ppl ids ids.txt seqlen 40"
 ok "ppl runs" test "$(rc)" = 0
 ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20 && $3 > 1) } END { exit !ok }' out.txt
+# the truncation's export (v_proj / o_proj of layer 3 rewritten, the rest copied) loads and runs; in the
+# session ppl refuses it (the one-layer evaluator does not apply the output gate)
+out=$(e "load $d; truncate vo layers 3-3 tau 0.99; export $T/tr; ppl ids ids.txt seqlen 40")
+ok "truncate's export written" has "$out" "2 rewritten"
+ok "ppl of the truncation in the session: refused for the gate" has "$out" "the attention output is gated"
+run -e "load $T/tr; ppl ids ids.txt seqlen 40"
+p1=$(awk '$1 == 39 {print $3}' out.txt)
+run -e "load $d; ppl ids ids.txt seqlen 40"
+p0=$(awk '$1 == 39 {print $3}' out.txt)
+ok "the export's ppl within 3% of the model's (tau 0.99; $p1, $p0)" awk -v a="$p1" -v b="$p0" 'BEGIN { exit !(a > 0 && b > 0 && a / b < 1.03 && b / a < 1.03 && a != b) }'
 
 out=$(e "lint $d")
 ok "lint: transformers loads every tensor" has "$out" "transformers  Qwen3NextForCausalLM  loads"
