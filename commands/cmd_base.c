@@ -272,6 +272,25 @@ static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
     if (at) info_str(t, o, "indexer_shared_layers", v);
 }
 
+/* A hybrid's layers (Qwen3-Next: Gated DeltaNet linear attention, no KV heads) and the attention
+ * layers' output gate. */
+static void info_hybrid(Table *t, cJSON *o, const ModelConfig *c) {
+    char list[256], row[512];
+    if (c->lin.layout != LIN_NONE) {
+        cfg_attn_layers(c, list, sizeof list);
+        snprintf(row, sizeof row, "%s (%d of %d; the other %d are Gated DeltaNet linear attention: a recurrence "
+                 "with a fixed state, no Q/K/V heads, no KV cache)", list, cfg_n_attn_layers(c), c->n_layers,
+                 c->lin.n_linear);
+        info_str(t, o, "attention_layers", row);
+        snprintf(row, sizeof row, "%d key heads x %d, %d value heads x %d, conv kernel %d", c->lin.k_heads, c->lin.dk,
+                 c->lin.v_heads, c->lin.dv, c->lin.conv);
+        info_str(t, o, "linear_attention", row);
+    }
+    if (c->attn_gate)
+        info_str(t, o, "attn_output_gate", "yes: q_proj per head [query | gate]; the attention output times "
+                 "sigmoid(x W_gate) before o_proj, so the V-O map is W_V diag(g(x)) W_O (input-dependent)");
+}
+
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is
  * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
  * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
@@ -304,6 +323,7 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
                  mtp->valueint, c->prefix, cfg_row(c)->mtp_layers);
         info_str(t, o, "mtp_layers", what);
     }
+    info_hybrid(t, o, c);
     info_str(t, o, "qk_norm", qk_norm_name(c->qk_norm));
     info_str(t, o, "norm", norm_kind_name(c->norm));
     info_str(t, o, "activation", c->activation);
@@ -370,11 +390,11 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
     info_bool(t, o, "qkv_bias", c->qkv_bias);
     info_int(t, o, "attn_params_per_layer", (long long)per_layer);
-    info_int(t, o, "attn_params_total", (long long)per_layer * c->n_layers);
+    info_int(t, o, "attn_params_total", (long long)per_layer * cfg_n_attn_layers(c));   /* softmax-attention layers */
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
-    info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * c->n_layers);
+    info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * cfg_n_attn_layers(c));
     info_str(t, o, "path", m->path);
     uint64_t local = 0, total = 0;           /* a model streamed from the Hub (hub.h) */
     char *held = m->store && store_local_bytes(m->store, &local, &total)

@@ -773,7 +773,9 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
         if (cfg_is_mla(c))
             out_printf(out, "KV cache: unchanged (MLA caches the %d-dim latent, not the heads)\n", c->kv_lora_rank);
         else {                   /* K+V per token per layer as info, convert and kv-cache count it */
-            size_t L = (size_t)c->n_layers, all = cfg_kv_values(c) * L, now = all - (p->kv_before - p->kv_after);
+            /* the layers with a KV cache (a hybrid's linear-attention layers have none) */
+            size_t L = (size_t)cfg_n_attn_layers(c), all = cfg_kv_values(c) * L;
+            size_t now = all - (p->kv_before - p->kv_after);
             out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %zu -> %.4g values "
                        "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, all / L, (double)now / (double)L,
                        100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));

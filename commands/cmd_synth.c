@@ -115,6 +115,8 @@ static const char FAMILY_HELP[] =
     "and deepseek_v3 (qk_nope 32) also plant QK: layer 1 K rank 8, layer 2 flat. Small sliding\n"
     "windows (8) and, for gemma2, low soft-caps (5, 10), so short sequences exercise them. The\n"
     "structure is in core/methods/synth_family.c's header, the dims in core/model/family.c.\n"
+    "qwen3_next, qwen3_5(_moe): layers 0-2 Gated DeltaNet, layer 3 gated attention planted as\n"
+    "layer 1 above; qwen3_next and qwen3_5_moe: 4 experts top-2 and a shared expert.\n"
     "No tokenizer: feed token ids.";
 
 static const Param family_pos[] = {

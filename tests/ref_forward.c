@@ -78,6 +78,23 @@
  *                           every layer, attention factor get_mscale(f, mscale) / get_mscale(f,
  *                           mscale_all_dim) when both are given; q at position p times 1 + beta ln(1 +
  *                           floor(p / original_max_position_embeddings)) (llama_4_scaling_beta)
+ *   qwen3_next              Qwen3NextRMSNorm x (1 + w) everywhere (input / post-attention / final norms,
+ *                           q_norm / k_norm per head); layers "linear_attention" by layer_types, else
+ *                           all but every full_attention_interval-th (4). Full layers: q_proj viewed
+ *                           (H, 2 hd) and chunked into [query | gate] per head, RoPE rotate_half on
+ *                           the first hd x partial_rotary_factor (0.25) dims, attention output x
+ *                           sigmoid(gate) before o_proj. Linear layers (Qwen3NextGatedDeltaNet):
+ *                           in_proj_qkvz viewed (Hk, 2 dk + 2 (Hv/Hk) dv) split [q | k | v | z],
+ *                           in_proj_ba viewed (Hk, 2 Hv/Hk) split [b | a]; depthwise causal conv1d
+ *                           (padding K-1, the first T outputs) then SiLU over the concatenation
+ *                           [q | k | v] (flattened head-major); q, k repeat_interleave'd to Hv heads;
+ *                           l2norm (x rsqrt(sum x^2 + 1e-6)) of q and k, q x dk^-1/2; beta =
+ *                           sigmoid(b), g = -exp(A_log) softplus(a + dt_bias); per step
+ *                           S = S e^g, kv_mem = Sᵀk, delta = (v - kv_mem) beta, S += k deltaᵀ,
+ *                           o = Sᵀq (torch_recurrent_gated_delta_rule); Qwen3NextRMSNormGated
+ *                           o rsqrt(mean o^2 + eps) w silu(z) (plain w); out_proj. MoE as qwen3_moe's
+ *                           (softmax, top-k, renormalised when norm_topk_prob) plus the shared expert
+ *                           (shared_expert_intermediate_size) times sigmoid(shared_expert_gate(x))
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -94,7 +111,7 @@
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
                R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA, R_EXAONE4,
-               R_MINIMAX_M2, R_MINISTRAL3 } rfam;
+               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -138,6 +155,12 @@ struct RefModel {
     bool shared[REF_MAX_LAYERS];   /* indexer_types "shared": the previous full layer's selection (IndexShare) */
     bool no_share;                 /* ref_no_index_share: every layer runs its own indexer */
     unsigned char *sel;            /* (T x T) the last full layer's selection in ref_logits, or NULL */
+    /* Qwen3-Next: the output gate, the Gated DeltaNet layers and their dims */
+    bool gate;
+    bool linear[REF_MAX_LAYERS];
+    int lk, lv, ldk, ldv, lconv;
+    int shared_ff;                 /* shared_expert_intermediate_size (0: none) */
+    unsigned ablate;               /* REF_ABLATE_* (tests that the checks see each feature) */
 };
 
 /* ================================================================ config.json */
@@ -164,18 +187,25 @@ static int parse_family(const char *mt, rfam *f) {
         {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"gpt_oss", R_GPT_OSS},
         {"deepseek_v32", R_DSV32}, {"glm_moe_dsa", R_GLM_DSA},
         {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
-        {"ministral3", R_MINISTRAL3}};             /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
+        {"ministral3", R_MINISTRAL3},              /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
+        {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
 }
 
 static bool gemma(const RefModel *m) { return m->fam == R_GEMMA2 || m->fam == R_GEMMA3; }
+/* RMSNorm x (1 + w): Gemma's, Qwen3-Next's (unless ablated). */
+static bool one_plus(const RefModel *m) {
+    return gemma(m) || (m->fam == R_QWEN3_NEXT && !(m->ablate & REF_ABLATE_ONE_PLUS));
+}
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
 /* MLA: DeepSeek-V3, and V3.2 / GLM-5 with their indexer. */
 static bool mla(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_DSV32 || m->fam == R_GLM_DSA; }
 /* Norms after attention and MLP only: OLMo 2 / 3 and EXAONE 4 (Exaone4DecoderLayer). */
 static bool post_block(const RefModel *m) { return olmo(m) || m->fam == R_EXAONE4; }
+/* Qwen3-MoE's routing and layers (Qwen3-Next: and its shared expert). */
+static bool qwen_moe(const RefModel *m) { return m->fam == R_QWEN3_MOE || m->fam == R_QWEN3_NEXT; }
 /* DeepSeek-V3's router, correction bias and shared experts (GLM-4 MoE's Glm4MoeTopkRouter is the same). */
 static bool ds_router(const RefModel *m) { return mla(m) || m->fam == R_GLM4_MOE; }
 /* Sigmoid scores with a correction bias for the choice only: DeepSeek-V3's and MiniMax-M2's
@@ -249,8 +279,13 @@ static int parse_rope(RefModel *m, const cJSON *r) {
     if (!cJSON_IsObject(rs)) rs = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");   /* transformers 5 */
     m->theta = jnum(r, m->fam == R_NEOX ? "rotary_emb_base" : "rope_theta", jnum(rs, "rope_theta", 10000, 10000), 10000);
     m->local_theta = m->fam == R_GEMMA3 ? jnum(r, "rope_local_base_freq", 10000, 10000) : 0;
-    double pf0 = m->fam == R_GLM4_MOE ? 0.5 : 1;          /* Glm4MoeConfig's default */
+    double pf0 = m->fam == R_GLM4_MOE ? 0.5 : m->fam == R_QWEN3_NEXT ? 0.25 : 1;   /* the config classes' defaults */
     if (m->fam == R_MINIMAX_M2) pf0 = jnum(r, "rotary_dim", m->hd, m->hd) / m->hd;   /* MiniMaxM2Config */
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");   /* Qwen3.5: theta, factor there */
+    if (cJSON_IsObject(rp)) {
+        pf0 = jnum(rp, "partial_rotary_factor", pf0, pf0);
+        m->theta = jnum(r, "rope_theta", jnum(rp, "rope_theta", 10000, 10000), 10000);
+    }
     double pf = m->fam == R_NEOX ? jnum(r, "rotary_pct", 0.25, 0.25) : jnum(r, "partial_rotary_factor", pf0, pf0);
     m->rot = (int)(m->hd * pf);
     m->rope_factor = 1;
@@ -277,8 +312,9 @@ static int parse_rope(RefModel *m, const cJSON *r) {
 
 static void parse_moe(RefModel *m, const cJSON *r) {
     m->E = (int)(mixtral_names(m) || m->fam == R_GPT_OSS ? jnum(r, "num_local_experts", m->fam == R_GPT_OSS ? 128 : 8, 0)
-                 : m->fam == R_QWEN3_MOE ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
-    if (!mixtral_names(m) && m->fam != R_QWEN3_MOE && m->fam != R_GPT_OSS && !ds_router(m)) m->E = 0;
+                 : qwen_moe(m) ? jnum(r, "num_experts", 0, 0) : jnum(r, "n_routed_experts", 0, 0));
+    if (!mixtral_names(m) && !qwen_moe(m) && m->fam != R_GPT_OSS && !ds_router(m)) m->E = 0;
+    m->shared_ff = m->fam == R_QWEN3_NEXT ? (int)jnum(r, "shared_expert_intermediate_size", 0, 0) : 0;
     m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
     m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
     if (mixtral_names(m) || m->fam == R_GPT_OSS) m->eF = m->F;
@@ -310,6 +346,24 @@ static void parse_index_share(RefModel *m, const cJSON *r) {
     }
 }
 
+/* Qwen3NextConfig: layer_types, else "linear_attention" but every full_attention_interval-th layer;
+ * linear_* dims (defaults 16, 32, 128, 128, 4); the gated q_proj (attn_output_gate, default true). */
+static void parse_linear(RefModel *m, const cJSON *r) {
+    if (m->fam != R_QWEN3_NEXT) return;
+    m->gate = jbool(r, "attn_output_gate", true);
+    int every = (int)jnum(r, "full_attention_interval", 4, 4);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r, "layer_types");
+    for (int L = 0; L < m->L && L < REF_MAX_LAYERS; L++) {
+        const cJSON *e = cJSON_IsArray(lt) ? cJSON_GetArrayItem(lt, L) : NULL;
+        m->linear[L] = e ? cJSON_IsString(e) && !strcmp(e->valuestring, "linear_attention") : (L + 1) % every != 0;
+    }
+    m->lk = (int)jnum(r, "linear_num_key_heads", 16, 16);
+    m->lv = (int)jnum(r, "linear_num_value_heads", 32, 32);
+    m->ldk = (int)jnum(r, "linear_key_head_dim", 128, 128);
+    m->ldv = (int)jnum(r, "linear_value_head_dim", 128, 128);
+    m->lconv = (int)jnum(r, "linear_conv_kernel_dim", 4, 4);
+}
+
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
     m->prefix = m->fam == R_NEOX ? "gpt_neox." : "model.";
@@ -335,6 +389,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
     m->qkv_bias = m->fam == R_QWEN2 || ab;
     m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
     m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 || m->fam == R_EXAONE4 ||
+                      m->fam == R_QWEN3_NEXT ||
                       (m->fam == R_GLM4_MOE && jbool(r, "use_qk_norm", false));
     m->parallel = m->fam == R_NEOX && jbool(r, "use_parallel_residual", true);
     const char *act = jstr(r, gemma(m) ? "hidden_activation" : "hidden_act");
@@ -373,6 +428,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
     parse_nope(m, r);
     parse_windows(m, r);
     parse_moe(m, r);
+    parse_linear(m, r);
     return AL_OK;
 }
 
@@ -427,6 +483,7 @@ void ref_free(RefModel *m) {
 }
 
 size_t ref_vocab(const RefModel *m) { return (size_t)m->V; }
+void ref_ablate(RefModel *m, unsigned what) { m->ablate = what; }
 
 static bool moe_layer(const RefModel *m, int L);
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor);
@@ -526,7 +583,7 @@ static int norm_rows(const RefModel *m, int L, const char *what, double *x, size
     if (!w || (m->fam == R_NEOX && !b)) { free(w); return AL_ERR; }
     for (size_t t = 0; t < T; t++) {
         if (m->fam == R_NEOX) layernorm(x + t * ld, n, w, b, m->eps);
-        else rms(x + t * ld, n, w, m->eps, gemma(m));
+        else rms(x + t * ld, n, w, m->eps, one_plus(m));
     }
     free(w);
     free(b);
@@ -635,8 +692,24 @@ static void layer_rope(const RefModel *m, int L, double *theta, double *factor) 
     *factor = local ? 1.0 : m->rope_factor;
 }
 
-/* Q (T x H hd), K, V (T x KV hd) of layer L from the family's layout. */
-static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double *Q, double *K, double *V) {
+/* Qwen3-Next: q_proj(h).view(T, H, 2 hd), torch.chunk(2, dim=-1): query = [..., :hd], gate = [..., hd:]
+ * of each head; Q, G (T x H hd). */
+static int gated_query(const RefModel *m, int L, const double *h, size_t T, double *Q, double *G) {
+    const size_t D = (size_t)m->D, H = (size_t)m->H, hd = (size_t)m->hd;
+    double *y = malloc(T * 2 * H * hd * sizeof *y);
+    int rc = y ? lin_named(m, L, "self_attn.q_proj", false, h, D, T, D, 2 * H * hd, y) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t i = 0; i < H; i++)
+            for (size_t d = 0; d < hd; d++) {
+                Q[t * H * hd + i * hd + d] = y[t * 2 * H * hd + i * 2 * hd + d];
+                G[t * H * hd + i * hd + d] = y[t * 2 * H * hd + i * 2 * hd + hd + d];
+            }
+    free(y);
+    return rc;
+}
+
+/* Q (T x H hd), K, V (T x KV hd) of layer L from the family's layout (G: Qwen3-Next's gate, T x H hd). */
+static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double *Q, double *K, double *V, double *G) {
     const size_t D = (size_t)m->D, qd = (size_t)(m->H * m->hd), kd = (size_t)(m->KV * m->hd), hd = (size_t)m->hd;
     if (m->fam == R_PHI3 || m->fam == R_NEOX) {
         size_t n = qd + 2 * kd;
@@ -658,7 +731,8 @@ static int qkv_proj(const RefModel *m, int L, const double *h, size_t T, double 
         free(y);
         return rc;
     }
-    int rc = lin_named(m, L, "self_attn.q_proj", m->qkv_bias, h, D, T, D, qd, Q);
+    int rc = m->gate ? gated_query(m, L, h, T, Q, G)
+                     : lin_named(m, L, "self_attn.q_proj", m->qkv_bias, h, D, T, D, qd, Q);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.k_proj", m->qkv_bias, h, D, T, D, kd, K);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.v_proj", m->qkv_bias, h, D, T, D, kd, V);
     if (rc != AL_OK) return rc;
@@ -678,7 +752,8 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     const size_t qd = H * hd, kd = KV * hd;
     double *Q = malloc(T * qd * sizeof *Q), *K = malloc(T * kd * sizeof *K), *V = malloc(T * kd * sizeof *V);
     double *A = malloc(T * qd * sizeof *A), *p = malloc(T * sizeof *p);
-    int rc = Q && K && V && A && p ? qkv_proj(m, L, h, T, Q, K, V) : AL_ERR;
+    double *G = m->gate ? malloc(T * qd * sizeof *G) : NULL;
+    int rc = Q && K && V && A && p && (!m->gate || G) ? qkv_proj(m, L, h, T, Q, K, V, G) : AL_ERR;
     double theta, factor;
     layer_rope(m, L, &theta, &factor);
     for (size_t t = 0; rc == AL_OK && !m->no_rope[L] && t < T; t++) {
@@ -704,9 +779,11 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
                    sk ? sk + i : NULL, NULL);
         }
     free(sk);
+    for (size_t i = 0; rc == AL_OK && m->gate && !(m->ablate & REF_ABLATE_GATE) && i < T * qd; i++)
+        A[i] *= 1.0 / (1.0 + exp(-G[i]));                 /* attn_output * sigmoid(gate) */
     const char *o = m->fam == R_NEOX ? "attention.dense" : "self_attn.o_proj";
     if (rc == AL_OK) rc = lin_named(m, L, o, m->o_bias, A, qd, T, qd, D, out);
-    free(Q); free(K); free(V); free(A); free(p);
+    free(Q); free(K); free(V); free(A); free(p); free(G);
     return rc;
 }
 
@@ -794,6 +871,112 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
     return rc;
 }
 
+/* ================================================================ Gated DeltaNet */
+
+/* The tensor "linear_attn.<what>" of layer L (n values) without a ".weight" suffix check. */
+static double *lin_tensor(const RefModel *m, int L, const char *what, size_t n) {
+    char name[96];
+    snprintf(name, sizeof name, "linear_attn.%s", what);
+    return tget(m, L, name, n, 0);
+}
+
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+
+/* Qwen3_5GatedDeltaNet's projections: mixed_qkv = in_proj_qkv(h) (T x C, [q | k | v] whole), z =
+ * in_proj_z(h) (T x Hv dv), b = in_proj_b(h), a = in_proj_a(h) (T x Hv). */
+static int split_proj(const RefModel *m, int L, const double *h, size_t T, double *mixed, double *z, double *b,
+                      double *a) {
+    const size_t D = (size_t)m->D, Hv = (size_t)m->lv, C = 2 * (size_t)(m->lk * m->ldk) + Hv * (size_t)m->ldv;
+    int rc = lin_named(m, L, "linear_attn.in_proj_qkv", false, h, D, T, D, C, mixed);
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_z", false, h, D, T, D, Hv * (size_t)m->ldv, z);
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_b", false, h, D, T, D, Hv, b);
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_a", false, h, D, T, D, Hv, a);
+    return rc;
+}
+
+/* Qwen3NextGatedDeltaNet of layer L: out (T x D). The mixed [q | k | v] of the conv, per position
+ * t: mixed[t] (C = 2 Hk dk + Hv dv), z[t] (Hv dv), b[t], a[t] (Hv). */
+static int attn_linear(const RefModel *m, int L, const double *h, size_t T, double *out) {
+    const size_t D = (size_t)m->D, Hk = (size_t)m->lk, Hv = (size_t)m->lv, dk = (size_t)m->ldk, dv = (size_t)m->ldv;
+    const size_t r = Hv / Hk, K = (size_t)m->lconv, C = 2 * Hk * dk + Hv * dv, P = C + Hv * dv;
+    const size_t grp = 2 * dk + 2 * r * dv;
+    double *qkvz = malloc(T * P * sizeof *qkvz), *ba = malloc(T * 2 * Hv * sizeof *ba);
+    double *mixed = malloc(T * C * sizeof *mixed), *conv = malloc(T * C * sizeof *conv);
+    double *z = malloc(T * Hv * dv * sizeof *z);
+    double *S = calloc(Hv * dk * dv, sizeof *S), *o = malloc(T * Hv * dv * sizeof *o), *b = malloc(T * Hv * sizeof *b);
+    double *a = malloc(T * Hv * sizeof *a);
+    double *cw = lin_tensor(m, L, "conv1d.weight", C * K), *alog = lin_tensor(m, L, "A_log", Hv);
+    double *dtb = lin_tensor(m, L, "dt_bias", Hv), *nw = lin_tensor(m, L, "norm.weight", dv);
+    int rc = qkvz && ba && mixed && conv && z && S && o && b && a && cw && alog && dtb && nw ? AL_OK : AL_ERR;
+    char qn[96];
+    snprintf(qn, sizeof qn, "%slayers.%d.linear_attn.in_proj_qkv.weight", m->prefix, L);
+    if (rc == AL_OK && st_find(m->st, qn)) {               /* Qwen3.5: in_proj_qkv [q | k | v], in_proj_z, _b, _a */
+        rc = split_proj(m, L, h, T, mixed, z, b, a);
+    } else {
+        if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_qkvz", false, h, D, T, D, P, qkvz);
+        if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.in_proj_ba", false, h, D, T, D, 2 * Hv, ba);
+    }
+    for (size_t t = 0; rc == AL_OK && !st_find(m->st, qn) && t < T; t++)   /* fix_query_key_value_ordering */
+        for (size_t g = 0; g < Hk; g++) {
+            const double *src = qkvz + t * P + g * grp, *sb = ba + t * 2 * Hv + g * 2 * r;
+            for (size_t i = 0; i < dk; i++) {
+                mixed[t * C + g * dk + i] = src[i];
+                mixed[t * C + Hk * dk + g * dk + i] = src[dk + i];
+            }
+            for (size_t i = 0; i < r * dv; i++) {
+                mixed[t * C + 2 * Hk * dk + g * r * dv + i] = src[2 * dk + i];
+                z[t * Hv * dv + g * r * dv + i] = src[2 * dk + r * dv + i];
+            }
+            for (size_t i = 0; i < r; i++) { b[t * Hv + g * r + i] = sb[i]; a[t * Hv + g * r + i] = sb[r + i]; }
+        }
+    for (size_t t = 0; rc == AL_OK && t < T; t++)          /* conv1d(padding K - 1)[..., :T], SiLU */
+        for (size_t c = 0; c < C; c++) {
+            double s = 0;
+            for (size_t i = 0; i < K; i++) {
+                long src = (long)t + (long)i - (long)(K - 1);
+                if (src >= 0) s += cw[c * K + i] * mixed[(size_t)src * C + c];
+            }
+            conv[t * C + c] = silu(s);
+        }
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        if (m->ablate & REF_ABLATE_STATE) memset(S, 0, Hv * dk * dv * sizeof *S);   /* no recurrence */
+        for (size_t j = 0; j < Hv; j++) {
+            double q[512], k[512], v[512], nq = 0, nk = 0;
+            size_t kh = j / r;                             /* repeat_interleave(r) */
+            for (size_t i = 0; i < dk; i++) {
+                q[i] = conv[t * C + kh * dk + i];
+                k[i] = conv[t * C + Hk * dk + kh * dk + i];
+                nq += q[i] * q[i];
+                nk += k[i] * k[i];
+            }
+            for (size_t i = 0; i < dk; i++) { q[i] /= sqrt(nq + 1e-6) * sqrt((double)dk); k[i] /= sqrt(nk + 1e-6); }
+            for (size_t c = 0; c < dv; c++) v[c] = conv[t * C + 2 * Hk * dk + j * dv + c];
+            double x = a[t * Hv + j] + dtb[j], sp = x > 20 ? x : log(1 + exp(x));
+            double g = -exp(alog[j]) * sp, beta = 1 / (1 + exp(-b[t * Hv + j]));
+            double *Sj = S + j * dk * dv;
+            for (size_t i = 0; i < dk * dv; i++) Sj[i] *= exp(g);
+            for (size_t c = 0; c < dv; c++) {
+                double mem = 0;
+                for (size_t i = 0; i < dk; i++) mem += Sj[i * dv + c] * k[i];
+                double delta = (v[c] - mem) * beta;
+                for (size_t i = 0; i < dk; i++) Sj[i * dv + c] += k[i] * delta;
+            }
+            double *oj = o + t * Hv * dv + j * dv, ss = 0;
+            for (size_t c = 0; c < dv; c++) {
+                oj[c] = 0;
+                for (size_t i = 0; i < dk; i++) oj[c] += Sj[i * dv + c] * q[i];
+                ss += oj[c] * oj[c];
+            }
+            double inv = 1 / sqrt(ss / (double)dv + m->eps);
+            for (size_t c = 0; c < dv; c++) oj[c] = oj[c] * inv * nw[c] * silu(z[t * Hv * dv + j * dv + c]);
+        }
+    }
+    if (rc == AL_OK) rc = lin_named(m, L, "linear_attn.out_proj", false, o, Hv * dv, T, Hv * dv, D, out);
+    free(qkvz); free(ba); free(mixed); free(conv); free(z); free(S); free(o); free(b); free(a);
+    free(cw); free(alog); free(dtb); free(nw);
+    return rc;
+}
+
 /* ================================================================ MLP and experts */
 
 /* Gated MLP "<pre>{gate,up,down}" (names g, u, d) of width F on the rows listed in rows[0..n)
@@ -834,7 +1017,7 @@ static bool moe_layer(const RefModel *m, int L) {
     if (m->E <= 0) return false;
     if (mla(m)) return L >= m->first_dense && L % m->layer_freq == 0;
     if (m->fam == R_GLM4_MOE) return L >= m->first_dense;
-    if (m->fam == R_QWEN3_MOE) {
+    if (qwen_moe(m)) {
         for (int i = 0; i < m->n_only; i++)
             if (m->only[i] == L) return false;
         return (L + 1) % m->sparse_step == 0;
@@ -887,6 +1070,40 @@ static void route(const RefModel *m, const double *logit, const double *bias, in
     }
 }
 
+/* Expert e of Qwen3.5 MoE's fused tensors (transformers' experts: gate, up = linear(x,
+ * gate_up_proj[e]).chunk(2); linear(act(gate) * up, down_proj[e])) on rows[0..n), weights w: y += w h. */
+static int fused_expert(const RefModel *m, int L, size_t e, const double *x, const size_t *rows, const double *w,
+                        size_t n, double *y) {
+    const size_t D = (size_t)m->D, F = (size_t)m->eF, E = (size_t)m->E;
+    double *GU = tget(m, L, "mlp.experts.gate_up_proj", E * 2 * F * D, 0);
+    double *DN = GU ? tget(m, L, "mlp.experts.down_proj", E * D * F, 0) : NULL, *hb = malloc(2 * F * sizeof *hb);
+    int rc = GU && DN && hb ? AL_OK : AL_ERR;
+    for (size_t k = 0; rc == AL_OK && k < n; k++) {
+        const double *xr = x + rows[k] * D;
+        lin(xr, D, 1, D, GU + e * 2 * F * D, NULL, 2 * F, hb);
+        for (size_t f = 0; f < F; f++) hb[f] = act(m, hb[f]) * hb[F + f];
+        for (size_t o = 0; o < D; o++) {
+            double s = 0;
+            for (size_t f = 0; f < F; f++) s += DN[e * D * F + o * F + f] * hb[f];
+            y[rows[k] * D + o] += w[k] * s;
+        }
+    }
+    free(GU); free(DN); free(hb);
+    return rc;
+}
+
+/* Qwen3NextSparseMoeBlock's shared expert: y += sigmoid(shared_expert_gate(x)) * shared_expert(x). */
+static int shared_expert(const RefModel *m, int L, const double *x, size_t T, double *y) {
+    const size_t D = (size_t)m->D;
+    double *g = malloc(T * sizeof *g);
+    int rc = g ? lin_named(m, L, "mlp.shared_expert_gate", false, x, D, T, D, 1, g) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        g[t] = m->ablate & REF_ABLATE_SHARED_GATE ? 1.0 : 1.0 / (1.0 + exp(-g[t]));
+    if (rc == AL_OK) rc = gated(m, L, "mlp.shared_expert.", NM_PROJ, (size_t)m->shared_ff, x, T, NULL, g, T, y);
+    free(g);
+    return rc;
+}
+
 /* Mixture-of-experts MLP of layer L: y (T x D, zeroed by the caller) += the routed experts. */
 static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     const size_t D = (size_t)m->D, E = (size_t)m->E, k = (size_t)m->topk;
@@ -899,6 +1116,9 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     size_t *rows = malloc(T * sizeof *rows);
     double *rw = malloc(T * sizeof *rw);
     int rc = logit && w && idx && rows && rw ? lin_named(m, L, n, false, x, D, T, D, E, logit) : AL_ERR;
+    char fn[160];
+    snprintf(fn, sizeof fn, "%slayers.%d.mlp.experts.gate_up_proj", m->prefix, L);
+    bool fused = st_find(m->st, fn) != NULL;                /* Qwen3.5 MoE: one [E, 2I, D] tensor */
     if (rc == AL_OK && sig_router(m))
         rc = (bias = tget(m, L, mix ? "block_sparse_moe.e_score_correction_bias" : "mlp.gate.e_score_correction_bias",
                           E, 0)) ? AL_OK : AL_ERR;
@@ -909,10 +1129,12 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
             for (size_t j = 0; j < k; j++)
                 if ((size_t)idx[t * k + j] == e) { rows[cnt] = t; rw[cnt++] = w[t * k + j]; }
         snprintf(n, sizeof n, "%sexperts.%zu.", base, e);
-        if (cnt) rc = gated(m, L, n, mix ? NM_MIXTRAL : NM_PROJ, (size_t)m->eF, x, T, rows, rw, cnt, y);
+        if (cnt && fused) rc = fused_expert(m, L, e, x, rows, rw, cnt, y);
+        else if (cnt) rc = gated(m, L, n, mix ? NM_MIXTRAL : NM_PROJ, (size_t)m->eF, x, T, rows, rw, cnt, y);
     }
     if (rc == AL_OK && ds_router(m) && m->n_shared > 0)
         rc = gated(m, L, "mlp.shared_experts.", NM_PROJ, (size_t)(m->eF * m->n_shared), x, T, NULL, NULL, 0, y);
+    if (rc == AL_OK && m->shared_ff > 0) rc = shared_expert(m, L, x, T, y);
     free(logit); free(bias); free(w); free(idx); free(rows); free(rw);
     return rc;
 }
@@ -994,7 +1216,10 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
     int rc = h && a && f ? AL_OK : AL_ERR;
     if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
     if (rc == AL_OK && !post_block(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
-    if (rc == AL_OK) rc = mla(m) ? attn_mla(m, L, h, T, a) : attn_gqa(m, L, h, T, a);
+    if (rc == AL_OK)
+        rc = mla(m)         ? attn_mla(m, L, h, T, a)
+             : m->linear[L] ? attn_linear(m, L, h, T, a)
+                            : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
         memcpy(h, x, n * sizeof *h);
         rc = norm_rows(m, L, "post_attention_layernorm", h, T, D, D);

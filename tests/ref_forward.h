@@ -1,6 +1,7 @@
 /* ref_forward.h -- an independent float64 reference forward pass for the tests, written from the
  * Hugging Face transformers modeling files (modeling_llama / mistral / qwen2 / qwen3 / qwen3_moe /
- * gemma2 / gemma3 / mixtral / phi3 / gpt_neox / olmo2 / olmo3 / deepseek_v3 / smollm3), not from core/model/forward.c.
+ * gemma2 / gemma3 / mixtral / phi3 / gpt_neox / olmo2 / olmo3 / deepseek_v3 / smollm3 / qwen3_next), not from
+ * core/model/forward.c.
  *
  * It reads config.json itself (cJSON, the few keys each family uses, with the defaults of the
  * family's configuration class) and the tensors of one model.safetensors by their HF names
@@ -22,6 +23,11 @@ void ref_free(RefModel *m);
 size_t ref_vocab(const RefModel *m);
 /* Logits of every position of tokens[0..T) (logits: T x vocab, row-major, caller-allocated). */
 int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits);
+/* Switches features off (REF_ABLATE_*, 0: none), so that a test can show its checks see each:
+ * Qwen3-Next's output gate, the Gated DeltaNet recurrence (the state reset at every token) and the
+ * (1 + w) of its RMSNorms, the sigmoid gate of its shared expert. */
+enum { REF_ABLATE_GATE = 1, REF_ABLATE_STATE = 2, REF_ABLATE_ONE_PLUS = 4, REF_ABLATE_SHARED_GATE = 8 };
+void ref_ablate(RefModel *m, unsigned what);
 /* Mean negative log-likelihood (nats) of tokens[1..T) given their prefixes, from ref_logits. */
 int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);
 /* off: deepseek_v32 / glm_moe_dsa attend to every key, as if the indexer selected them all (the switch the

@@ -278,6 +278,97 @@ static void test_olmo3(void) {
     CHECK_NEAR(rope_attention_factor(&c.rope_spec), 0.1 * log(4) + 1, 1e-15);
 }
 
+/* Qwen3-Next as Qwen/Qwen3-Next-80B-A3B-Instruct's config.json declares it (no layer_types:
+ * full_attention_interval 4): 36 Gated DeltaNet layers and 12 gated attention layers (3, 7, ..., 47),
+ * head_dim 256 with partial rotary 0.25 (64 dims, rotate_half first), (1 + w) RMSNorms, per-head q/k
+ * norms, the output gate (Qwen3NextConfig builds it always; q_proj 2 x 16 x 256 rows), 16 / 32
+ * linear key / value heads of 128, conv kernel 4; 512 experts top-10 and a shared expert. */
+static void test_qwen3_next(void) {
+    const char *json =
+        "{\"architectures\": [\"Qwen3NextForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
+        "\"bos_token_id\": 151643, \"decoder_sparse_step\": 1, \"eos_token_id\": 151645, "
+        "\"full_attention_interval\": 4, \"head_dim\": 256, \"hidden_act\": \"silu\", \"hidden_size\": 2048, "
+        "\"initializer_range\": 0.02, \"intermediate_size\": 5120, \"linear_conv_kernel_dim\": 4, "
+        "\"linear_key_head_dim\": 128, \"linear_num_key_heads\": 16, \"linear_num_value_heads\": 32, "
+        "\"linear_value_head_dim\": 128, \"max_position_embeddings\": 262144, \"mlp_only_layers\": [], "
+        "\"model_type\": \"qwen3_next\", \"moe_intermediate_size\": 512, \"norm_topk_prob\": true, "
+        "\"num_attention_heads\": 16, \"num_experts\": 512, \"num_experts_per_tok\": 10, \"num_hidden_layers\": 48, "
+        "\"num_key_value_heads\": 2, \"output_router_logits\": false, \"partial_rotary_factor\": 0.25, "
+        "\"rms_norm_eps\": 1e-06, \"rope_scaling\": null, \"rope_theta\": 10000000, \"router_aux_loss_coef\": 0.001, "
+        "\"shared_expert_intermediate_size\": 512, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", "
+        "\"transformers_version\": \"4.57.0.dev0\", \"use_cache\": true, \"use_sliding_window\": false, "
+        "\"vocab_size\": 151936}";
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "qwen3_next/config.json", &c));
+    int linear = 0, wrong = 0;
+    for (int L = 0; L < 48; L++) {
+        linear += cfg_layer_linear(&c, L);
+        wrong += cfg_layer_linear(&c, L) != ((L + 1) % 4 != 0);
+    }
+    char list[256];
+    int n = cfg_attn_layers(&c, list, sizeof list);
+    CHECK(c.family == FAM_QWEN3_NEXT && linear == 36 && wrong == 0 && c.lin.n_linear == 36 && cfg_n_attn_layers(&c) == 12 &&
+          n == 12 && !strncmp(list, "3, 7, 11, ", 10), "qwen3_next: 36 linear layers, attention on 3, 7, ...: %s", list);
+    CHECK(c.lin.layout == LIN_QWEN3_NEXT && c.lin.k_heads == 16 && c.lin.v_heads == 32 && c.lin.dk == 128 &&
+          c.lin.dv == 128 && c.lin.conv == 4, "qwen3_next: linear dims");
+    CHECK(c.attn_gate && c.norm == NORM_RMS_1P && c.qk_norm == QKN_HEAD && c.qk_rope_dim == 64 && c.qk_nope_dim == 192 &&
+          c.rope_first && c.rope_spec.rotary_dim == 64 && c.rope_spec.theta == 1e7 && c.norm_eps == 1e-6 &&
+          c.n_kv_heads == 2 && !c.tie_embeddings, "qwen3_next: gate, (1 + w) norms, per-head q/k norms, 64 of 256 dims rotate");
+    CHECK(c.moe.n_experts == 512 && c.moe.top_k == 10 && c.moe.norm_topk_prob && c.moe.n_shared == 1 &&
+          c.moe.expert_ffn == 512 && c.moe.shared_ffn == 512 && c.moe.layout == MOE_QWEN_NEXT && cfg_moe_layer(&c, 0) &&
+          cfg_moe_layer(&c, 3), "qwen3_next: 512 experts, top-10, a shared expert of 512");
+    char sg[192];
+    CHECK(cfg_role_name(&c, ROLE_SHEXP_SCALE, 5, -1, "weight", sg, sizeof sg) &&
+          !strcmp(sg, "model.layers.5.mlp.shared_expert_gate.weight"), "qwen3_next: the shared expert's gate: %s", sg);
+    /* q_proj 2 H hd x D (query and gate), k, v, o: the attention parameters of one layer */
+    CHECK(cfg_attn_params(&c) == 2048u * (2 * 16 * 256 + 2 * 256 + 2 * 256) + 16u * 256 * 2048, "qwen3_next: attention "
+          "parameters with the gate rows: %zu", cfg_attn_params(&c));
+    CHECK(cfg_check_attn_layer(&c, 0, "ranks") == AL_ERR && strstr(al_errmsg(), "Gated DeltaNet") &&
+          cfg_check_attn_layer(&c, 3, "ranks") == AL_OK, "qwen3_next: layer 0 refused by name, 3 is attention");
+    /* layer_types, when given, wins; attn_output_gate false drops the gate */
+    c = parse("\"model_type\": \"qwen3_next\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+              "\"num_hidden_layers\": 4, \"attn_output_gate\": false, \"layer_types\": [\"full_attention\", "
+              "\"linear_attention\", \"full_attention\", \"linear_attention\"]");
+    CHECK(!c.attn_gate && !cfg_layer_linear(&c, 0) && cfg_layer_linear(&c, 1) && !cfg_layer_linear(&c, 2) &&
+          cfg_n_attn_layers(&c) == 2, "qwen3_next: layer_types and attn_output_gate read");
+}
+
+/* Qwen3.5 as Qwen/Qwen3.5-9B's config.json declares it (Qwen3_5ForConditionalGeneration, the text model
+ * under text_config: model_type qwen3_5_text, RoPE keys only in rope_parameters, layer_types written
+ * out; the vision_config abridged): 24 Gated DeltaNet layers with split projections, 8 gated attention
+ * layers, 64 of 256 dims rotating with theta 1e7, tensors under model.language_model. */
+static void test_qwen3_5(void) {
+    char lt[1024] = "", json[4096];
+    for (int L = 0; L < 32; L++)
+        snprintf(lt + strlen(lt), sizeof lt - strlen(lt), "%s\"%s\"", L ? ", " : "",
+                 (L + 1) % 4 ? "linear_attention" : "full_attention");
+    snprintf(json, sizeof json,
+             "{\"architectures\": [\"Qwen3_5ForConditionalGeneration\"], \"image_token_id\": 248056, "
+             "\"model_type\": \"qwen3_5\", \"text_config\": {\"attention_bias\": false, \"attn_output_gate\": true, "
+             "\"eos_token_id\": 248044, \"full_attention_interval\": 4, \"head_dim\": 256, \"hidden_size\": 4096, "
+             "\"intermediate_size\": 12288, \"layer_types\": [%s], \"linear_conv_kernel_dim\": 4, "
+             "\"linear_key_head_dim\": 128, \"linear_num_key_heads\": 16, \"linear_num_value_heads\": 32, "
+             "\"linear_value_head_dim\": 128, \"mamba_ssm_dtype\": \"float32\", \"model_type\": \"qwen3_5_text\", "
+             "\"mtp_num_hidden_layers\": 1, \"mtp_use_dedicated_embeddings\": false, \"num_attention_heads\": 16, "
+             "\"num_hidden_layers\": 32, \"num_key_value_heads\": 4, \"rms_norm_eps\": 1e-06, \"rope_parameters\": "
+             "{\"mrope_interleaved\": true, \"mrope_section\": [11, 11, 10], \"partial_rotary_factor\": 0.25, "
+             "\"rope_theta\": 10000000, \"rope_type\": \"default\"}, \"tie_word_embeddings\": false, "
+             "\"vocab_size\": 248320}, \"tie_word_embeddings\": false, \"vision_config\": {\"depth\": 27, "
+             "\"hidden_size\": 1152, \"num_heads\": 16, \"out_hidden_size\": 4096, \"patch_size\": 16}}", lt);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "qwen3_5/config.json", &c));
+    char n[192];
+    cfg_role_name(&c, ROLE_LIN_QKV, 0, -1, "weight", n, sizeof n);
+    CHECK(c.family == FAM_QWEN3_5 && c.n_layers == 32 && c.lin.n_linear == 24 && cfg_layer_linear(&c, 0) &&
+          !cfg_layer_linear(&c, 3) && c.lin.layout == LIN_QWEN3_5 && c.lin.v_heads == 32 && c.attn_gate &&
+          !strcmp(n, "model.language_model.layers.0.linear_attn.in_proj_qkv.weight"),
+          "qwen3_5: 24 linear layers with split projections under model.language_model.: %s", n);
+    CHECK(c.rope_spec.theta == 1e7 && c.qk_rope_dim == 64 && c.qk_nope_dim == 192 && c.rope_first &&
+          c.norm == NORM_RMS_1P && c.qk_norm == QKN_HEAD && c.n_kv_heads == 4 && c.vocab == 248320,
+          "qwen3_5: theta %g and the rotary factor from rope_parameters (%d rotary dims)", c.rope_spec.theta,
+          c.qk_rope_dim);
+}
+
 /* GLM-4.5 / 4.6 / 4.7 (glm4_moe) as zai-org's config.json files declare it (GLM-4.5's, abridged; the
  * Air's use_qk_norm false), and Glm4MoeConfig's defaults: partial_rotary_factor 0.5, eps 1e-5. */
 #define GLM45 "\"architectures\": [\"Glm4MoeForCausalLM\"], \"attention_bias\": true, \"first_k_dense_replace\": 3, " \
@@ -748,6 +839,8 @@ int main(void) {
     test_python_nonfinite();
     test_families();
     test_olmo3();
+    test_qwen3_next();
+    test_qwen3_5();
     test_glm4_moe();
     test_dsa_families();
     test_mimo();

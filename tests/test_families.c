@@ -347,6 +347,48 @@ static int phi3_as_mistral(const char *src, const char *dst) {
     return rc;
 }
 
+/* The checks above see each feature of a family: with one switched off in the reference
+ * (ref_ablate: Qwen3-Next's output gate, the Gated DeltaNet recurrence, the (1 + w) of its norms, the
+ * sigmoid gate of its shared expert),
+ * attnlab's logits differ from it by far more than the tolerance (x 100). */
+static void check_ablations(const char *fam, const char *dir) {
+    static const struct { unsigned what; const char *name; } off[] = {
+        {REF_ABLATE_GATE, "output gate"}, {REF_ABLATE_STATE, "recurrence"}, {REF_ABLATE_ONE_PLUS, "(1 + w) norms"},
+        {REF_ABLATE_SHARED_GATE, "shared expert's gate"}};
+    Model *m = NULL;
+    RefModel *r = NULL;
+    Forward *f = NULL;
+    CHECK_OK(model_open(dir, &m));
+    CHECK_OK(ref_open(dir, &r));
+    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    if (!f || !r) { fwd_free(f); model_free(m); ref_free(r); return; }
+    const size_t V = ref_vocab(r);
+    int ids[T_LOGITS];
+    tokens(ids, T_LOGITS, V, 7);
+    float *z = malloc(T_LOGITS * V * sizeof *z);
+    double *zr = malloc(T_LOGITS * V * sizeof *zr);
+    CHECK_OK(fwd_run(f, ids, T_LOGITS, FWD_LOGITS_ALL, z));
+    for (size_t k = 0; k < sizeof off / sizeof *off; k++) {
+        ref_ablate(r, off[k].what);
+        CHECK_OK(ref_logits(r, ids, T_LOGITS, zr));
+        double dmax = 0, rmax = 0;
+        for (size_t i = 0; i < T_LOGITS * V; i++) {
+            dmax = fmax(dmax, fabs((double)z[i] - zr[i]));
+            rmax = fmax(rmax, fabs(zr[i]));
+        }
+        CHECK(dmax > 100 * REL_TOL * rmax, "%s: the reference without its %s agrees with attnlab (rel %.3g): the "
+              "checks do not see it", fam, off[k].name, dmax / rmax);
+        printf("  %-12s without the %s the reference is off by rel %.3g (> %g)\n", fam, off[k].name, dmax / rmax,
+               100 * REL_TOL);
+    }
+    ref_ablate(r, 0);
+    free(z);
+    free(zr);
+    fwd_free(f);
+    model_free(m);
+    ref_free(r);
+}
+
 /* One checkpoint already written in dir: load, ranks, forward. */
 static void check_model(const char *fam, const char *dir, const char *ref_dir, bool family) {
     Model *m = NULL;
@@ -382,6 +424,7 @@ int main(void) {
         char *dir = al_asprintf("%s/%s", tmp, fam);
         CHECK_OK(synth_family_write(fam, DT_F32, SYNTH_DEFAULT_SEED, dir));
         check_model(fam, dir, dir, true);
+        if (!strcmp(fam, "qwen3_next")) check_ablations(fam, dir);
         free(dir);
     }
     /* the reference's Phi-3 slicing against attnlab's Mistral pass on the split weights */

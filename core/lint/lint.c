@@ -703,10 +703,28 @@ static void expect_norm(Lint *x, tensor_role r, int L, const char *hidden_key) {
     if (x->cfg.norm == NORM_LAYER) expect_role(x, false, r, L, 0, "bias", h, 0, hidden_key);
 }
 
+/* The 3-D tensor of role r in layer L (no ".weight": fused experts) with shape [d0, d1, d2], where the
+ * model's layouts name it. */
+static void expect_3d(Lint *x, tensor_role r, int L, size_t d0, size_t d1, size_t d2, const char *why) {
+    char name[256];
+    if (!cfg_role_name(&x->cfg, r, L, 0, NULL, name, sizeof name)) return;
+    LTensor *t = find(x, name);
+    if (!t) { agg_add(x, AGG_MISSING, name, name); return; }
+    t->used = true;
+    const st_entry *e = t->e;
+    if (!(e->ndim == 3 && e->shape[0] == d0 && e->shape[1] == d1 && e->shape[2] == d2)) {
+        char have[96], msg[700];
+        shape_str(e, have, sizeof have);
+        snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu, %zu, %zu] (%s)", name, have, d0, d1, d2, why);
+        agg_add(x, AGG_SHAPE, name, msg);
+    }
+}
+
 /* The config key giving the experts' count of each MoE layout. */
 static const char *const EXPERT_KEY[MOE_LAYOUT_COUNT] = {
     [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts",
-    [MOE_GPT_OSS] = "num_local_experts", [MOE_MINIMAX] = "num_local_experts"};
+    [MOE_GPT_OSS] = "num_local_experts", [MOE_MINIMAX] = "num_local_experts", [MOE_QWEN_NEXT] = "num_experts",
+    [MOE_QWEN3_5] = "num_experts"};
 
 /* Every expert in one tensor of role r in layer L: [E, d0, d1]; stored in MXFP4 (gpt-oss as
  * released: <name>_blocks, <name>_scales) both are taken as read (the weight-format decoder checks them). */
@@ -758,17 +776,49 @@ static void layout_moe(Lint *x, int L) {
     snprintf(why_gate, sizeof why_gate, "%s, hidden_size", ne);
     expect_role(x, false, ROLE_ROUTER, L, 0, "weight", E, h, why_gate);
     expect_role(x, true, ROLE_ROUTER_BIAS, L, 0, NULL, E, 0, ne);
+    expect_3d(x, ROLE_EXPS_GATE_UP, L, E, 2 * f, h, "num_experts, 2 x moe_intermediate_size, hidden_size");
+    expect_3d(x, ROLE_EXPS_DOWN, L, E, h, f, "num_experts, hidden_size, moe_intermediate_size");
     for (int e = 0; e < (int)E; e++) {
         expect_role(x, false, ROLE_EXP_GATE, L, e, "weight", f, h, why);
         expect_role(x, false, ROLE_EXP_UP, L, e, "weight", f, h, why);
         expect_role(x, false, ROLE_EXP_DOWN, L, e, "weight", h, f, why);
     }
     if (m->n_shared <= 0) return;
-    size_t fs = f * (size_t)m->n_shared;
-    const char *why_sh = "moe_intermediate_size x n_shared_experts, hidden_size";
+    bool scaled = cfg_role(c, ROLE_SHEXP_SCALE) != NULL;     /* Qwen3-Next: shared_expert_intermediate_size */
+    size_t fs = scaled && m->shared_ffn > 0 ? (size_t)m->shared_ffn : f * (size_t)m->n_shared;
+    const char *why_sh = scaled ? "shared_expert_intermediate_size, hidden_size"
+                                : "moe_intermediate_size x n_shared_experts, hidden_size";
+    if (scaled) expect_role(x, false, ROLE_SHEXP_SCALE, L, 0, "weight", 1, h, "1, hidden_size");
     expect_role(x, false, ROLE_SHEXP_GATE, L, 0, "weight", fs, h, why_sh);
     expect_role(x, false, ROLE_SHEXP_UP, L, 0, "weight", fs, h, why_sh);
     expect_role(x, false, ROLE_SHEXP_DOWN, L, 0, "weight", h, fs, why_sh);
+}
+
+/* A linear-attention layer's tensors (shape_linear): A_log and dt_bias carry no ".weight"; conv1d
+ * is [conv_dim, 1, linear_conv_kernel_dim]. */
+static void layout_linear(Lint *x, int L) {
+    const ModelConfig *c = &x->cfg;
+    for (const RoleShape *w = shape_linear(c->lin.layout); w->why; w++) {
+        bool plain = w->role == ROLE_LIN_A_LOG || w->role == ROLE_LIN_DT_BIAS;
+        if (w->role != ROLE_LIN_CONV) {
+            expect_role(x, false, w->role, L, 0, plain ? NULL : "weight", shape_dim(c, w->d0), shape_dim(c, w->d1),
+                        w->why);
+            continue;
+        }
+        char name[256];
+        cfg_role_name(c, w->role, L, 0, "weight", name, sizeof name);
+        LTensor *t = find(x, name);
+        if (!t) { agg_add(x, AGG_MISSING, name, name); continue; }
+        t->used = true;
+        const st_entry *e = t->e;
+        size_t C = shape_dim(c, w->d0), K = (size_t)c->lin.conv;
+        if (!(e->ndim == 3 && e->shape[0] == C && e->shape[1] == 1 && e->shape[2] == K)) {
+            char have[96], msg[700];
+            shape_str(e, have, sizeof have);
+            snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu, 1, %zu] (%s)", name, have, C, K, w->why);
+            agg_add(x, AGG_SHAPE, name, msg);
+        }
+    }
 }
 
 /* Every tensor the family's loader expects, walked over the roles of the model's layouts: the
@@ -788,7 +838,8 @@ static void layout_walk(Lint *x) {
     expect_norm(x, ROLE_FINAL_NORM, 0, hk);
     for (int L = 0; L < c->n_layers; L++) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
-        expect_wants(x, shape_attn(c->attn), L, cond);
+        if (cfg_layer_linear(c, L)) layout_linear(x, L);
+        else expect_wants(x, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
         else expect_wants(x, shape_ffn(c->ffn), L, cond);

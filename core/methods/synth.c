@@ -301,6 +301,7 @@ int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype) {
     t->name = al_strdup(name);
     if (!t->name) { mat_free(m); return AL_ERR; }
     t->ndim = ndim;
+    t->lead = 0;
     t->m = m;
     t->dtype = dtype;
     size_t R = m->rows, C = m->cols;
@@ -380,9 +381,10 @@ static void fp8_quantize(const Mat *m, uint8_t *q, float *scale) {
  * "<name minus .weight>.weight_scale_inv"). */
 static int add_tensor(CkptWriter *w, const SynTensor *t) {
     const Mat *m = t->m;
-    size_t shape[2] = {m->rows, m->cols}, n = m->rows * m->cols;
-    size_t shape3[3] = {t->lead, t->lead ? m->rows / t->lead : 0, m->cols};
-    const size_t *sh = t->ndim == 1 ? shape + 1 : t->ndim == 3 ? shape3 : shape;
+    size_t shape[3] = {m->rows, m->cols, m->cols}, n = m->rows * m->cols;
+    if (t->ndim == 3) shape[1] = 1;                  /* a depthwise conv1d: [channels, 1, kernel] */
+    if (t->ndim == 3 && t->lead) { shape[0] = t->lead; shape[1] = m->rows / t->lead; }   /* [E, rows / E, cols] */
+    const size_t *sh = t->ndim == 1 ? shape + 1 : shape;
     int rc;
     if (t->dtype == DT_F8_E4M3) {
         size_t sr = dt_fp8_nblocks(m->rows), sc = dt_fp8_nblocks(m->cols);

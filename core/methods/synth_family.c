@@ -23,6 +23,9 @@
  * QK pairs over the NoPE columns, where QK fusion is meaningful without a RoPE offset (the
  * head-by-head fused layout and MLA: gpt_neox's columns [8, 32), deepseek_v3's qk_nope 32):
  *   layer 1 bottleneck K NoPE rank 8 (QK rank 8, Q all NoPE dims); layer 2 flat; else random.
+ * In a hybrid (qwen3_next: layers 0-2 Gated DeltaNet, 3 attention) the n-th softmax-attention layer
+ * plants as layer 1 + n % 2 above; the linear layers are Gaussian (conv RMS 1/sqrt(kernel), A_log
+ * and dt_bias 0.1 N(0,1), the gated norm 1 + 0.1 N(0,1)), the q_proj gate rows Gaussian.
  * On the layers without RoPE (smollm3's layer 3) QK is planted over the whole head, where W_Q W_Kᵀ
  * is exactly the map the model computes: bottleneck K rank 8 per KV head g (its query heads: QK
  * rank 8, Q 32).
@@ -138,6 +141,17 @@ static PairSpec fam_qk(int L, int h) {
     }
 }
 
+/* The planting schedule's layer of layer L: L itself, or in a hybrid with linear-attention layers
+ * (Qwen3-Next: 3 linear, 1 softmax) the n-th softmax-attention layer plants as layer 1 + n % 2
+ * (bottleneck, fused-low, ...) and the linear layers plant nothing (-1). */
+static int plant_layer(const ModelConfig *c, int L) {
+    if (c->lin.layout == LIN_NONE) return L;
+    if (cfg_layer_linear(c, L)) return -1;
+    int n = 0;
+    for (int i = 0; i < L; i++) n += !cfg_layer_linear(c, i);
+    return 1 + n % 2;
+}
+
 /* QK pairs are planted over the NoPE columns of the layouts that keep them apart from RoPE's. */
 static bool plants_qk(const ModelConfig *c) { return c->attn == QKV_HEADS || c->attn == QKV_MLA; }
 
@@ -154,6 +168,7 @@ bool synth_family_planted(const char *family, bool qk, int layer, int head, doub
     if (!row || recipe_describe(row, &c) != AL_OK || layer < 0 || layer >= c.n_layers || head < 0 || head >= c.n_heads)
         return false;
     bool whole = qk && nope_layer(&c, layer) && c.qk_norm == QKN_NONE;   /* a q/k norm hides W_Q W_Kᵀ (EXAONE 4) */
+    if ((layer = plant_layer(&c, layer)) < 0) return false;
     if (qk && !plants_qk(&c) && !whole) return false;
     int g = qk && !whole ? head : cfg_kv_group(&c, head);
     PairSpec p = whole ? fam_qk_nope(layer, g) : qk ? fam_qk(layer, head) : fam_vo(layer, g);
@@ -312,6 +327,46 @@ static int nope_qk(const Ctx *c, const GqaDims *dims, Mat **q, Mat **k) {
     return rc;
 }
 
+/* A gated q_proj (attn_output_gate): per head [query | gate], the gate Gaussian from its own stream.
+ * Takes q (H hd x D). */
+static Mat *gated_q(const Ctx *c, Mat *q) {
+    const size_t D = (size_t)c->c->hidden, H = (size_t)c->c->n_heads, hd = (size_t)cfg_d_qk(c->c);
+    char name[192];
+    role_name(c, ROLE_Q, -1, "gate", name, sizeof name);
+    Mat *g = syn_gauss_named(c->seed, name, H * hd, D, 1 / sqrt((double)D)), *qg = g ? mat_new(2 * H * hd, D) : NULL;
+    for (size_t h = 0; qg && h < H; h++) {
+        copy_rows(qg, 2 * h * hd, q, h * hd, hd);
+        copy_rows(qg, (2 * h + 1) * hd, g, h * hd, hd);
+    }
+    mat_free(q);
+    mat_free(g);
+    return qg;
+}
+
+/* A Gated DeltaNet layer (linattn.h): projections and out_proj Gaussian, conv1d [C, 1, K] of RMS
+ * 1/sqrt(K), A_log and dt_bias 0.1 N(0, 1) (decays exp(-e^A softplus(a + dt)) in (0, 1)), the gated
+ * norm's plain weight 1 + 0.1 N(0, 1). */
+static int attn_linear(const Ctx *c) {
+    const LinearSpec *l = &c->c->lin;
+    const size_t D = (size_t)c->c->hidden, Hv = (size_t)l->v_heads, nv = Hv * (size_t)l->dv;
+    const size_t C = 2 * (size_t)l->k_heads * (size_t)l->dk + nv;
+    char name[192];
+    bool split = cfg_role(c->c, ROLE_LIN_QKV) != NULL;           /* Qwen3.5: in_proj_qkv, _z, _b, _a */
+    int rc = split ? add_gauss(c, ROLE_LIN_QKV, -1, C, D, 0) : add_gauss(c, ROLE_LIN_QKVZ, -1, C + nv, D, 0);
+    if (rc == AL_OK && split) rc = add_gauss(c, ROLE_LIN_Z, -1, nv, D, 0);
+    if (rc == AL_OK && split) rc = add_gauss(c, ROLE_LIN_B, -1, Hv, D, 0);
+    if (rc == AL_OK && split) rc = add_gauss(c, ROLE_LIN_A, -1, Hv, D, 0);
+    if (rc == AL_OK && !split) rc = add_gauss(c, ROLE_LIN_BA, -1, 2 * Hv, D, 0);
+    role_name(c, ROLE_LIN_CONV, -1, "weight", name, sizeof name);
+    if (rc == AL_OK)
+        rc = synlist_add(c->l, name, 3, syn_gauss_named(c->seed, name, C, (size_t)l->conv, 1 / sqrt((double)l->conv)),
+                         c->dt);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_A_LOG, NULL, Hv, 0.0f, DT_F32);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_DT_BIAS, NULL, Hv, 0.0f, c->dt);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_NORM, "weight", (size_t)l->dv, 1.0f, c->dt);
+    return rc == AL_OK ? add_gauss(c, ROLE_LIN_OUT, -1, D, nv, 0) : rc;
+}
+
 /* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk, the whole QK on a layer
  * without RoPE), V / O planted (fam_vo), laid out as the description's layout stores them, with
  * its biases and q/k norms. */
@@ -321,7 +376,10 @@ static int attn_gqa(const Ctx *c) {
     char name[192];
     Mat *vp = NULL, *op = NULL;
     const GqaDims dims = {D, H, KV, hd};
-    int rc = syn_gqa_vo(c->seed, m->model_type, c->L, &dims, fam_vo, &vp, &op);
+    char kind[64];
+    if (m->lin.layout != LIN_NONE) snprintf(kind, sizeof kind, "%s.L%d", m->model_type, c->L);   /* own streams */
+    else snprintf(kind, sizeof kind, "%s", m->model_type);
+    int rc = syn_gqa_vo(c->seed, kind, plant_layer(m, c->L), &dims, fam_vo, &vp, &op);
     Mat *q = NULL, *k = NULL;
     if (rc == AL_OK && nope_layer(m, c->L)) {
         nope_qk(c, &dims, &q, &k);
@@ -333,6 +391,7 @@ static int attn_gqa(const Ctx *c) {
     }
     if (k && plants_qk(m) && plant_nope_qk(c, q, k) != AL_OK) { mat_free(k); k = NULL; }
     if (!k) { mat_free(q); mat_free(vp); mat_free(op); return AL_ERR; }
+    if (k && m->attn_gate && !(q = gated_q(c, q))) { mat_free(k); mat_free(vp); mat_free(op); return AL_ERR; }
     if (m->attn == QKV_SPLIT) {
         rc = add_mat(c, ROLE_Q, q);
         if (rc == AL_OK) rc = add_mat(c, ROLE_K, k); else mat_free(k);
@@ -405,6 +464,41 @@ static int experts_fused(const Ctx *c, size_t E, size_t F) {
     return rc;
 }
 
+/* Adds m (taken) as role r's 3-D tensor [lead, rows / lead, cols] (no ".weight": fused experts). */
+static int add_fused(const Ctx *c, tensor_role r, size_t lead, Mat *m) {
+    char name[192];
+    role_name(c, r, -1, NULL, name, sizeof name);
+    int rc = synlist_add(c->l, name, 3, m, c->dt);
+    if (rc == AL_OK) c->l->t[c->l->n - 1].lead = lead;
+    return rc;
+}
+
+/* E experts of width F fused (Qwen3.5 MoE): gate_up_proj [E, 2F, D] with rows [gate ; up] per expert,
+ * down_proj [E, D, F]; each block Gaussian from its own stream ("<name>.<e>"). */
+static int fused_experts(const Ctx *c, size_t E, size_t F) {
+    const size_t D = (size_t)c->c->hidden;
+    char gu[192], dn[192], s[220];
+    role_name(c, ROLE_EXPS_GATE_UP, -1, NULL, gu, sizeof gu);
+    role_name(c, ROLE_EXPS_DOWN, -1, NULL, dn, sizeof dn);
+    Mat *a = mat_new(E * 2 * F, D), *b = mat_new(E * D, F);
+    for (size_t e = 0; a && b && e < E; e++) {
+        snprintf(s, sizeof s, "%s.%zu", gu, e);
+        Mat *g = syn_gauss_named(c->seed, s, 2 * F, D, 1 / sqrt((double)D));
+        snprintf(s, sizeof s, "%s.%zu", dn, e);
+        Mat *d = g ? syn_gauss_named(c->seed, s, D, F, 1 / sqrt((double)F)) : NULL;
+        if (d) {
+            copy_rows(a, e * 2 * F, g, 0, 2 * F);
+            copy_rows(b, e * D, d, 0, D);
+        }
+        mat_free(g);
+        if (!d) { mat_free(a); a = NULL; }
+        mat_free(d);
+    }
+    if (!a || !b) { mat_free(a); mat_free(b); return AL_ERR; }
+    int rc = add_fused(c, ROLE_EXPS_GATE_UP, E, a);
+    return rc == AL_OK ? add_fused(c, ROLE_EXPS_DOWN, E, b) : (mat_free(b), rc);
+}
+
 /* The router and experts of a mixture-of-experts layer, as the description's MoE layout names them. */
 static int mlp_moe(const Ctx *c) {
     const ModelConfig *m = c->c;
@@ -415,9 +509,14 @@ static int mlp_moe(const Ctx *c) {
     static const tensor_role shared[3] = {ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN};
     int rc = add_gauss(c, ROLE_ROUTER, -1, E, D, 0);
     if (rc == AL_OK && cfg_role(m, ROLE_ROUTER_BIAS)) rc = add_vec(c, ROLE_ROUTER_BIAS, NULL, E, 0.5f, DT_F32);
-    if (rc == AL_OK && cfg_role(m, ROLE_EXPS_GATE_UP)) return experts_fused(c, E, F);
-    for (size_t e = 0; rc == AL_OK && e < E; e++) rc = mlp_gated(c, routed, (int)e, F);
-    if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_GATE)) rc = mlp_gated(c, shared, -1, F * (size_t)s->n_shared);
+    if (rc == AL_OK && m->moe.layout == MOE_GPT_OSS) return experts_fused(c, E, F);
+    if (rc == AL_OK && cfg_role(m, ROLE_EXPS_GATE_UP)) rc = fused_experts(c, E, F);
+    for (size_t e = 0; rc == AL_OK && !cfg_role(m, ROLE_EXPS_GATE_UP) && e < E; e++)
+        rc = mlp_gated(c, routed, (int)e, F);
+    bool scaled = cfg_role(m, ROLE_SHEXP_SCALE) != NULL;    /* Qwen3-Next: its own width, a sigmoid gate */
+    size_t FS = scaled && s->shared_ffn > 0 ? (size_t)s->shared_ffn : F * (size_t)s->n_shared;
+    if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_GATE)) rc = mlp_gated(c, shared, -1, FS);
+    if (rc == AL_OK && s->n_shared > 0 && scaled) rc = add_gauss(c, ROLE_SHEXP_SCALE, -1, 1, D, 0);
     return rc;
 }
 
@@ -439,7 +538,8 @@ static int fam_mlp(const Ctx *c) {
 static int fam_layer(const Ctx *c) {
     const size_t D = (size_t)c->c->hidden;
     int rc = add_norm_pair(c, ROLE_NORM_ATTN_IN, D);
-    if (rc == AL_OK) rc = c->c->attn == QKV_MLA ? attn_mla(c) : attn_gqa(c);
+    if (rc == AL_OK)
+        rc = cfg_layer_linear(c->c, c->L) ? attn_linear(c) : c->c->attn == QKV_MLA ? attn_mla(c) : attn_gqa(c);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_ATTN_OUT, D);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_IN, D);
     if (rc == AL_OK) rc = fam_mlp(c);

@@ -63,9 +63,9 @@ int syn_gqa_vo(unsigned long seed, const char *kind, int L, const GqaDims *d, sy
 
 typedef struct {
     char *name;
-    int ndim;            /* 1, 2 or 3 */
-    Mat *m;              /* values (rows, cols); a 1-D tensor is 1 x n; a 3-D one (lead, rows / lead, cols) */
-    size_t lead;         /* 3-D: the first dim */
+    int ndim;            /* 1, 2, or 3 ([rows, 1, cols]: a depthwise conv1d; with lead, [lead, rows / lead, cols]) */
+    size_t lead;         /* ndim 3: the first dim (fused experts), or 0 */
+    Mat *m;              /* values (rows, cols); a 1-D tensor is 1 x n */
     dt_type dtype;       /* storage: F32, BF16, or F8_E4M3 (+ a scale tensor) */
     size_t nbytes;       /* bytes on disk, scale tensor included */
 } SynTensor;

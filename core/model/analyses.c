@@ -72,6 +72,9 @@ static const char *qk_norm_words(const ModelConfig *c) {
 static bool eval_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
+    if (c->attn_gate)
+        return why_set(why, cap, "%s: the attention output is gated (attn_output_gate: x sigmoid(x W_gate) before "
+                       "o_proj), which the one-layer evaluator does not apply", name);
     if (rope_reason(c, name, why, cap)) return true;
     if (cfg_is_mla(c) && c->qk_rope_dim <= 0)
         return why_set(why, cap, "%s: an MLA model without RoPE dims is not covered", name);
@@ -147,7 +150,7 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
                              "BF16, so the attention analyses run", m->path, blk)
                    : why_set(why, cap, "%s: layer %d has no %s (every expert in one tensor)", m->path, first, gu);
     }
-    if (!ds && e->n_shared > 0)
+    if (!ds && e->n_shared > 0 && !role_in_moe(e->layout, ROLE_SHEXP_SCALE))
         return why_set(why, cap, "%s: a shared expert in a %s MoE (shared_expert_intermediate_size) is not covered by "
                        "the forward pass (Mixtral, Qwen3-MoE and DeepSeek layouts are)", m->path, c->model_type);
     if (ds && v2 && e->topk_method[0] && strcmp(e->topk_method, "greedy") && strcmp(e->topk_method, "group_limited_greedy"))
@@ -301,13 +304,38 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
     return false;
 }
 
+/* A hybrid's linear-attention layers and the output gate: what the per-head analyses mean (a note). */
+static void hybrid_note(const Model *m, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    char list[256];
+    size_t n = 0;
+    if (c->lin.layout != LIN_NONE) {
+        cfg_attn_layers(c, list, sizeof list);
+        n = (size_t)snprintf(why, cap, "on the softmax-attention layers (%s; give them with `layer`/`layers`): the "
+                             "Gated DeltaNet layers have no heads", list);
+    }
+    if (c->attn_gate && n < cap)
+        snprintf(why + n, cap - n, "%sthe output gate makes the V-O map W_V diag(sigmoid(x W_gate)) W_O: the ranks of "
+                 "W_V and W_O bound it, the fused W_V W_O is it for a constant gate", n ? "; " : "");
+}
+
+/* KQ-SVD learns the keys of every layer: a hybrid's linear-attention layers have none. */
+static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
+    if (m->cfg.lin.layout == LIN_NONE) return false;
+    char list[256];
+    cfg_attn_layers(&m->cfg, list, sizeof list);
+    return why_set(why, cap, "%s: the Gated DeltaNet layers have no keys or KV cache (only layers %s have): kvsvd "
+                   "learns every layer's; not covered", mname(m), list);
+}
+
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) {
     if (cap) why[0] = 0;
     bool no = false;
     switch (a) {
-    case AN_RANKS_VO: case AN_SPECTRUM: break;
+    case AN_RANKS_VO: case AN_SPECTRUM: hybrid_note(m, why, cap); break;
     case AN_RANKS_QK: no = qk_reason(m, why, cap); break;
-    case AN_PPL: case AN_KVSVD: no = ppl_reason(m, why, cap); break;
+    case AN_PPL: no = ppl_reason(m, why, cap); break;
+    case AN_KVSVD: no = ppl_reason(m, why, cap) || kvsvd_reason(m, why, cap); break;
     case AN_CONVERT_MLA: no = mla_reason(m, why, cap); break;
     case AN_CONVERT_TPA: no = tpa_reason(m, why, cap); break;
     case AN_COMPARE: no = compare_reason(m, why, cap); break;

@@ -349,6 +349,11 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
     double rd = cfg_row(c)->rotary_dim_key ? jnum(r, root, "rotary_dim", 0) : 0;   /* MiniMax-M2 */
     if (rd > 0 && c->qk_rope_dim > 0) pf = rd / c->qk_rope_dim;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");     /* transformers 5 (Qwen3.5) */
+    if (cJSON_IsObject(rp)) {
+        pf = jnum(r, rp, "partial_rotary_factor", pf);
+        if (!cJSON_HasObjectItem(root, "rope_theta")) c->rope_theta = jnum(r, rp, "rope_theta", c->rope_theta);
+    }
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
         int hd = c->qk_rope_dim, rd = (int)((double)hd * sp->partial_factor);
@@ -460,6 +465,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, "topk_method");
     al_printable(cJSON_IsString(tm) ? tm->valuestring : "", m->topk_method, sizeof m->topk_method);
     m->n_shared = jint(r, root, "n_shared_experts", jnum(r, root, "shared_expert_intermediate_size", 0) > 0 ? 1 : 0);
+    m->shared_ffn = jint(r, root, "shared_expert_intermediate_size", 0);
     m->routed_scaling = jnum(r, root, "routed_scaling_factor", 1.0);
     m->first_dense = jint(r, root, "first_k_dense_replace", 0);
     m->layer_freq = jint(r, root, "moe_layer_freq", 1);
@@ -483,11 +489,57 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     al_printable(cJSON_IsString(td) ? td->valuestring : "", c->torch_dtype, sizeof c->torch_dtype);
 }
 
+/* The linear-attention layers of a hybrid family (its row's lin): layer_types "linear_attention",
+ * else all but every full_attention_interval-th layer (Qwen3NextConfig: 4); their dims; and the
+ * output gate of the attention layers (attn_output_gate, the row's default). */
+static void parse_linear(cfg_reader *r, const cJSON *root, ModelConfig *c) {
+    const FamilyRow *row = cfg_row(c);
+    LinearSpec *l = &c->lin;
+    c->attn_gate = row->attn_gate && cfg_bool(r, "attn_output_gate", true);
+    if (row->lin == LIN_NONE) return;
+    l->layout = row->lin;
+    l->k_heads = jint(r, root, "linear_num_key_heads", 16);
+    l->v_heads = jint(r, root, "linear_num_value_heads", 32);
+    l->dk = jint(r, root, "linear_key_head_dim", 128);
+    l->dv = jint(r, root, "linear_value_head_dim", 128);
+    l->conv = jint(r, root, "linear_conv_kernel_dim", 4);
+    int every = jint(r, root, "full_attention_interval", 4);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    for (int L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++) {
+        const cJSON *e = cJSON_IsArray(lt) ? cJSON_GetArrayItem(lt, L) : NULL;
+        l->layer[L] = e ? cJSON_IsString(e) && !strcmp(e->valuestring, "linear_attention")
+                        : every > 0 && (L + 1) % every != 0;
+        l->n_linear += l->layer[L];
+    }
+}
+
+int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap) {
+    int n = 0;
+    size_t at = 0;
+    if (cap) buf[0] = 0;
+    for (int L = 0; L < c->n_layers; L++) {
+        if (cfg_layer_linear(c, L)) continue;
+        int k = at < cap ? snprintf(buf + at, cap - at, "%s%d", n ? ", " : "", L) : 0;
+        at += k > 0 ? (size_t)k : 0;
+        n++;
+    }
+    return n;
+}
+
+int cfg_check_attn_layer(const ModelConfig *c, int layer, const char *what) {
+    if (!cfg_layer_linear(c, layer)) return AL_OK;
+    char list[256];
+    cfg_attn_layers(c, list, sizeof list);
+    return al_err("%s: layer %d of this %s model is a Gated DeltaNet linear-attention layer (a recurrence, no "
+                  "Q/K/V heads, no KV cache); its softmax-attention layers are %s", what, layer, c->model_type, list);
+}
+
 /* The description after the dims; what is not a number where one belongs goes to r->badnum. */
 static void describe(cfg_reader *r, const cJSON *root, ModelConfig *cfg) {
     parse_rope(r, root, cfg);
     parse_attention(r, root, cfg);
     parse_blocks(r, root, cfg);
+    parse_linear(r, root, cfg);
 }
 
 void model_config_describe(const cJSON *root, ModelConfig *cfg) {
@@ -813,9 +865,10 @@ bool cfg_moe_layer(const ModelConfig *c, int layer) {
 
 const RoleName *cfg_role(const ModelConfig *c, tensor_role r) {
     if (r <= ROLE_ATTN_GATE) return role_in_attn(c->attn, r);
+    if (r <= ROLE_LIN_OUT) return role_in_linear(c->lin.layout, r);
     if (r <= ROLE_NORM_FFN_OUT) return role_in_norms(c->norms, r);
     if (r <= ROLE_FFN_DOWN) return role_in_ffn(c->ffn, r);
-    if (r <= ROLE_SHEXP_DOWN) return role_in_moe(c->moe.layout, r);
+    if (r <= ROLE_SHEXP_SCALE) return role_in_moe(c->moe.layout, r);
     return role_in_model(c->names, r);
 }
 

@@ -64,6 +64,7 @@ typedef struct {
     int top_k;                    /* num_experts_per_tok */
     bool norm_topk_prob;
     int n_shared;                 /* n_shared_experts (or 1 with a shared_expert_intermediate_size) */
+    int shared_ffn;               /* shared_expert_intermediate_size (0: expert_ffn x n_shared) */
     double routed_scaling;        /* routed_scaling_factor (1) */
     int first_dense;              /* first_k_dense_replace */
     int layer_freq;               /* moe_layer_freq (1) */
@@ -77,6 +78,16 @@ typedef struct {
     int n_group, topk_group;      /* DeepSeek grouped routing (n_group 0 or 1: no groups) */
     char topk_method[24];         /* DeepSeek topk_method ("greedy", "group_limited_greedy", "noaux_tc") */
 } MoeSpec;
+
+/* The linear-attention layers of a hybrid (Qwen3-Next's Gated DeltaNet): which layers, their dims. */
+typedef struct {
+    linear_layout layout;         /* LIN_NONE: every layer is softmax attention */
+    int n_linear;                 /* layers that are linear attention */
+    int k_heads, v_heads;         /* linear_num_key_heads, linear_num_value_heads */
+    int dk, dv;                   /* linear_key_head_dim, linear_value_head_dim */
+    int conv;                     /* linear_conv_kernel_dim */
+    unsigned char layer[CFG_MAX_LAYERS];   /* 1: layer L is linear attention */
+} LinearSpec;
 
 typedef struct {
     model_family family;
@@ -146,6 +157,8 @@ typedef struct {
     norm_names norms;         /* what the layer norms are called */
     ffn_layout ffn;           /* what the dense MLP's linears are called */
     model_names names;        /* where the layers, embeddings, final norm and output layer are */
+    LinearSpec lin;           /* Gated DeltaNet layers (layer_types "linear_attention" / full_attention_interval) */
+    bool attn_gate;           /* attn_output_gate: q_proj per head [query | gate], output x sigmoid(gate) */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
@@ -227,6 +240,16 @@ int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap);
 /* True when layer L of an indexer model runs its own lightning indexer ("full"); false on the layers that
  * reuse the last full layer's selection (GLM-5.2's indexer_types "shared") and on models without one. */
 bool cfg_layer_indexer(const ModelConfig *c, int layer);
+/* True when layer L is a linear-attention (Gated DeltaNet) layer: no softmax attention, no KV heads. */
+static inline bool cfg_layer_linear(const ModelConfig *c, int layer) {
+    return c->lin.layout != LIN_NONE && layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer];
+}
+/* The layers with softmax attention and a KV cache (all but a hybrid's linear-attention layers). */
+static inline int cfg_n_attn_layers(const ModelConfig *c) { return c->n_layers - c->lin.n_linear; }
+/* The softmax-attention layers of a hybrid as "3, 7, 11" into buf; their count. */
+int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap);
+/* Refuses layer with a message naming the analysis `what` when it is a linear-attention layer. */
+int cfg_check_attn_layer(const ModelConfig *c, int layer, const char *what);
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

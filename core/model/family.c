@@ -63,6 +63,29 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
     [MOE_GPT_OSS] = {[ROLE_ROUTER] = N("mlp.router"), [ROLE_EXPS_GATE_UP] = N("mlp.experts.gate_up_proj"),
                      [ROLE_EXPS_GATE_UP_BIAS] = N("mlp.experts.gate_up_proj_bias"),
                      [ROLE_EXPS_DOWN] = N("mlp.experts.down_proj"), [ROLE_EXPS_DOWN_BIAS] = N("mlp.experts.down_proj_bias")},
+    [MOE_QWEN_NEXT] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXP_GATE] = N("mlp.experts.%d.gate_proj"),
+                       [ROLE_EXP_UP] = N("mlp.experts.%d.up_proj"), [ROLE_EXP_DOWN] = N("mlp.experts.%d.down_proj"),
+                       [ROLE_SHEXP_GATE] = N("mlp.shared_expert.gate_proj"),
+                       [ROLE_SHEXP_UP] = N("mlp.shared_expert.up_proj"),
+                       [ROLE_SHEXP_DOWN] = N("mlp.shared_expert.down_proj"),
+                       [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
+    [MOE_QWEN3_5] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXPS_GATE_UP] = N("mlp.experts.gate_up_proj"),
+                     [ROLE_EXPS_DOWN] = N("mlp.experts.down_proj"), [ROLE_SHEXP_GATE] = N("mlp.shared_expert.gate_proj"),
+                     [ROLE_SHEXP_UP] = N("mlp.shared_expert.up_proj"),
+                     [ROLE_SHEXP_DOWN] = N("mlp.shared_expert.down_proj"),
+                     [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
+};
+
+static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
+    [LIN_QWEN3_NEXT] = {[ROLE_LIN_QKVZ] = N("linear_attn.in_proj_qkvz"), [ROLE_LIN_BA] = N("linear_attn.in_proj_ba"),
+                        [ROLE_LIN_CONV] = N("linear_attn.conv1d"), [ROLE_LIN_A_LOG] = N("linear_attn.A_log"),
+                        [ROLE_LIN_DT_BIAS] = N("linear_attn.dt_bias"), [ROLE_LIN_NORM] = N("linear_attn.norm"),
+                        [ROLE_LIN_OUT] = N("linear_attn.out_proj")},
+    [LIN_QWEN3_5] = {[ROLE_LIN_QKV] = N("linear_attn.in_proj_qkv"), [ROLE_LIN_Z] = N("linear_attn.in_proj_z"),
+                     [ROLE_LIN_B] = N("linear_attn.in_proj_b"), [ROLE_LIN_A] = N("linear_attn.in_proj_a"),
+                     [ROLE_LIN_CONV] = N("linear_attn.conv1d"), [ROLE_LIN_A_LOG] = N("linear_attn.A_log"),
+                     [ROLE_LIN_DT_BIAS] = N("linear_attn.dt_bias"), [ROLE_LIN_NORM] = N("linear_attn.norm"),
+                     [ROLE_LIN_OUT] = N("linear_attn.out_proj")},
 };
 
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
@@ -99,6 +122,9 @@ const RoleName *role_in_ffn(ffn_layout f, tensor_role r) {
 const RoleName *role_in_moe(moe_layout m, tensor_role r) {
     return m < MOE_LAYOUT_COUNT && r < ROLE_COUNT ? named(&MOE_NAMES[m][r]) : NULL;
 }
+const RoleName *role_in_linear(linear_layout l, tensor_role r) {
+    return l < LIN_LAYOUT_COUNT && r < ROLE_COUNT ? named(&LINEAR_NAMES[l][r]) : NULL;
+}
 const RoleName *role_in_model(model_names n, tensor_role r) {
     return n < MODEL_NAMES_COUNT && r < ROLE_COUNT ? named(&MODEL_NAMES[n].roles[r]) : NULL;
 }
@@ -113,10 +139,12 @@ const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
         "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b",
         "indexer_q_b", "indexer_k", "indexer_k_norm", "indexer_weights", "q_norm", "k_norm", "sinks",
-        "attn_gate", "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
+        "attn_gate", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
+        "lin_dt_bias", "lin_norm", "lin_out",
+        "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
-        "shared_down", "embed", "pos_embed", "final_norm", "lm_head",
+        "shared_down", "shared_scale", "embed", "pos_embed", "final_norm", "lm_head",
     };
     return r < ROLE_COUNT ? names[r] : "?";
 }
@@ -142,6 +170,23 @@ const char *tensor_role_name(tensor_role r) {
     "\"final_logit_softcapping\": "
 #define GEMMA3_ROPE "\"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, " \
     "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"
+
+/* Qwen3.5's text towers: Qwen3-Next's traits, the split linear projections, the tower's names and
+ * members; the recipe's text_config keys after the shared ones (3 linear layers, then gated attention). */
+#define QWEN3_5_TRAITS LLAMA_LIKE, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD, .partial_rotary = 0.25, \
+    .moe = MOE_QWEN_NEXT, .lin = LIN_QWEN3_5, .attn_gate = true, .names = NAMES_MODEL_LM, \
+    .tower_note = "M-RoPE (mrope_section) on text-only positions is ordinary RoPE; the MTP layers (mtp.*) are " \
+                  "not read", \
+    .vision = {"model.visual.patch_embed.proj.weight", "model.visual.merger.linear_fc1.weight"}, \
+    .tower_keys = "\"vision_config\": {\"depth\": 1, \"hidden_size\": 16, \"num_heads\": 2, \"out_hidden_size\": 64, " \
+                  "\"patch_size\": 16, \"spatial_merge_size\": 2, \"temporal_patch_size\": 2}"
+#define QWEN3_5_KEYS "\"attn_output_gate\": true, \"full_attention_interval\": 4, \"head_dim\": 32, " \
+    "\"layer_types\": [\"linear_attention\", \"linear_attention\", \"linear_attention\", \"full_attention\"], " \
+    "\"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 16, " \
+    "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, \"linear_value_head_dim\": 16, " \
+    "\"rope_parameters\": {\"mrope_interleaved\": true, \"mrope_section\": [2, 1, 1], " \
+    "\"partial_rotary_factor\": 0.25, " \
+    "\"rope_theta\": 10000000, \"rope_type\": \"default\"}"
 
 /* A row starts from LLAMA_LIKE and overrides what differs: the override is the point here. */
 #pragma GCC diagnostic push
@@ -440,6 +485,45 @@ const FamilyRow FAMILY[] = {
                   "\"original_max_position_embeddings\": 64, \"rope_type\": \"yarn\"}, \"rope_theta\": 500000, "
                   "\"sliding_window\": " SW},
         .engines = ENGINES_ALL, .llamacpp_arch = "olmo2"},
+    /* Qwen3-Next-80B-A3B's config.json: 48 layers, full_attention_interval 4 (no layer_types), head_dim 256,
+       partial_rotary_factor 0.25, 16 heads / 2 KV heads, linear_num_key_heads 16, linear_num_value_heads 32,
+       linear_{key,value}_head_dim 128, linear_conv_kernel_dim 4, 512 experts top-10 with a shared expert.
+       The recipe keeps every key, shrunk: 4 experts top-2 of 64 and a shared expert of 96 on every layer */
+    [FAM_QWEN3_NEXT] = {
+        "qwen3_next", "Qwen3NextForCausalLM", "qwen3_next", "Qwen3-Next (Gated DeltaNet 3 : 1 gated attention, "
+        "partial rotary, (1 + w) norms)", LLAMA_LIKE, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD, .partial_rotary = 0.25,
+        .moe = MOE_QWEN_NEXT, .lin = LIN_QWEN3_NEXT, .attn_gate = true,
+        .synth = {64, 4, 2, 4, 256, 128, false,
+                  GQA_KEYS("silu", "1e-06") ", \"decoder_sparse_step\": 1, \"full_attention_interval\": 4, "
+                  "\"head_dim\": 32, \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 16, "
+                  "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, \"linear_value_head_dim\": 16, "
+                  "\"mlp_only_layers\": [], \"moe_intermediate_size\": 64, \"norm_topk_prob\": true, \"num_experts\": 4, "
+                  "\"num_experts_per_tok\": 2, "
+                  "\"partial_rotary_factor\": 0.25, "
+                  "\"rope_scaling\": null, \"rope_theta\": 10000000, \"shared_expert_intermediate_size\": 96, "
+                  "\"use_sliding_window\": false"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen3next"},
+    /* Qwen3.5-9B's config.json (Qwen3_5ForConditionalGeneration): text_config qwen3_5_text -- layer_types 3
+       linear : 1 full, head_dim 256, attn_output_gate, rope_parameters {rope_theta 1e7, partial_rotary_factor
+       0.25, mrope_section [11, 11, 10], mrope_interleaved}, 16 / 32 linear heads of 128, conv 4; tensors under
+       model.language_model. (Qwen3-Next's names, the linear projections split: in_proj_qkv / z / b / a), the
+       vision tower under model.visual., MTP layers under mtp. (not read) */
+    [FAM_QWEN3_5] = {
+        "qwen3_5", "Qwen3_5ForConditionalGeneration", "qwen3_5", "Qwen3.5 / 3.6: its text tower (Qwen3-Next's layers, "
+        "split linear projections)", QWEN3_5_TRAITS, .text_config = "qwen3_5_text",
+        .synth = {64, 4, 2, 4, 256, 128, false, GQA_KEYS("silu", "1e-06") ", " QWEN3_5_KEYS},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen35"},
+    /* Qwen3.5-35B-A3B / Qwen3.6's text_config (qwen3_5_moe_text): 256 experts top-8 of 512 and a shared expert of
+       512 (Qwen3-Next's MoE); the recipe: 4 experts top-2 of 64, a shared expert of 96 */
+    [FAM_QWEN3_5_MOE] = {
+        "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", "qwen3_5",
+        "Qwen3.5 / 3.6 MoE: its text tower (Qwen3-Next's "
+        "layers and MoE, split linear projections, fused experts)", QWEN3_5_TRAITS, .moe = MOE_QWEN3_5,
+        .text_config = "qwen3_5_moe_text",
+        .synth = {64, 4, 2, 4, 256, 128, false,
+                  GQA_KEYS("silu", "1e-06") ", \"moe_intermediate_size\": 64, \"num_experts\": 4, "
+                  "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 96, " QWEN3_5_KEYS},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen35moe"},
 };
 
 #pragma GCC diagnostic pop

@@ -37,6 +37,8 @@ typedef enum {
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
     FAM_OLMO2,                           /* q/k norms over the whole projection, post-norms only */
     FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
+    FAM_QWEN3_NEXT,                      /* Gated DeltaNet linear-attention layers 3 : 1 gated full attention */
+    FAM_QWEN3_5, FAM_QWEN3_5_MOE,        /* Qwen3.5 / 3.6: Qwen3-Next's layers with split projections, a text tower */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
     FAM_DEEPSEEK_V32, FAM_GLM_MOE_DSA,   /* MLA + the lightning indexer (index_topk keys per query): DeepSeek-V3.2, GLM-5 */
@@ -95,6 +97,15 @@ typedef enum {
     FFN_LAYOUT_COUNT
 } ffn_layout;
 
+/* Where a linear-attention (Gated DeltaNet) layer keeps its weights (LIN_NONE: the family has none). */
+typedef enum {
+    LIN_NONE,
+    LIN_QWEN3_NEXT,     /* linear_attn.{in_proj_qkvz, in_proj_ba, conv1d, A_log, dt_bias, norm, out_proj}: qkvz and
+                           ba rows grouped per key head [q | k | v | z], [b | a] (Qwen3-Next) */
+    LIN_QWEN3_5,        /* linear_attn.{in_proj_qkv [q | k | v], in_proj_z, in_proj_b, in_proj_a, ...} (Qwen3.5) */
+    LIN_LAYOUT_COUNT
+} linear_layout;
+
 /* Where a mixture-of-experts layer keeps its router and experts. */
 typedef enum {
     MOE_NONE,
@@ -105,6 +116,9 @@ typedef enum {
                            x @ W with gate / up in interleaved columns (2i, 2i + 1), mlp.experts.down_proj (E, I, D),
                            and their _bias (E, 2I), (E, D) (gpt-oss; dequantized names of its MXFP4 experts) */
     MOE_MINIMAX,        /* Mixtral's block_sparse_moe.* + block_sparse_moe.e_score_correction_bias (MiniMax-M2) */
+    MOE_QWEN_NEXT,      /* Qwen3-MoE's + mlp.shared_expert.* scaled by sigmoid(mlp.shared_expert_gate x) (Qwen3-Next) */
+    MOE_QWEN3_5,        /* Qwen3-Next's with the experts fused: mlp.experts.gate_up_proj, mlp.experts.down_proj
+                           (Qwen3.5 MoE) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -148,13 +162,19 @@ typedef enum {
     ROLE_IDX_Q_B, ROLE_IDX_K, ROLE_IDX_K_NORM, ROLE_IDX_W,     /* MLA's lightning indexer: wq_b, wk, k_norm, weights_proj */
     ROLE_Q_NORM, ROLE_K_NORM,                                  /* per-head or whole-projection q/k norms */
     ROLE_SINKS, ROLE_ATTN_GATE,                                /* attention sinks, output gate */
+    ROLE_LIN_QKVZ, ROLE_LIN_BA, ROLE_LIN_QKV, ROLE_LIN_Z, ROLE_LIN_B, ROLE_LIN_A, ROLE_LIN_CONV, ROLE_LIN_A_LOG,
+    ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
+                                                               /* Gated DeltaNet (linear_layout) */
     ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT,                     /* before / after attention */
     ROLE_NORM_FFN_IN, ROLE_NORM_FFN_OUT,                       /* before / after the MLP */
     ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN,   /* dense MLP */
     ROLE_ROUTER, ROLE_ROUTER_BIAS,                             /* MoE router (+ score-correction bias) */
     ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN,                 /* routed expert E */
-    ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS,   /* all experts in one tensor */
+    ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS,   /* all experts in one tensor
+                                                  (gpt-oss: [E, D, 2I] x @ W, gate / up interleaved; Qwen3.5 MoE:
+                                                  [E, 2I, D] rows [gate ; up] per expert, down [E, D, I]) */
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
+    ROLE_SHEXP_SCALE,                                          /* the shared expert's sigmoid gate (1, hidden) */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
     ROLE_COUNT
 } tensor_role;
@@ -190,6 +210,7 @@ typedef struct {
     norm_names norms;
     ffn_layout ffn;
     moe_layout moe;               /* used when the config routes to experts */
+    linear_layout lin;            /* the linear-attention layers' weights (LIN_NONE: none) */
     model_names names;
     /* default traits (config.json overrides where it has a key) */
     norm_kind norm;
@@ -232,6 +253,8 @@ typedef struct {
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     bool mla_rope_half;           /* MLA's RoPE pairs by rotate_half whatever rope_interleave says (GLM-5) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
+    bool attn_gate;               /* attn_output_gate when absent: q_proj rows per head [query | gate], the attention
+                                     output times sigmoid(gate) before o_proj (Qwen3-Next) */
     const char *gguf_arch;        /* llama.cpp's general.architecture of attnlab's GGUF export (NULL: none) */
     unsigned engines;             /* ENGINE_* that implement this model_type -- vLLM's registry, SGLang's
                                      model files, llama.cpp's convert_hf_to_gguf.py (0: lint does not
@@ -262,6 +285,7 @@ const RoleName *role_in_attn(attn_layout a, tensor_role r);
 const RoleName *role_in_norms(norm_names n, tensor_role r);
 const RoleName *role_in_ffn(ffn_layout f, tensor_role r);
 const RoleName *role_in_moe(moe_layout m, tensor_role r);
+const RoleName *role_in_linear(linear_layout l, tensor_role r);
 const RoleName *role_in_model(model_names n, tensor_role r);
 /* The prefix of a model_names layout ("model.", "transformer.", "gpt_neox.") and where it keeps
  * layer L under that prefix ("layers.%d.", "h.%d."; %d: the layer). */

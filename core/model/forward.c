@@ -20,6 +20,7 @@
 #include "sweep.h"
 #include "matmul.h"
 #include "rope.h"
+#include "linattn.h"
 
 #define QCHUNK 64          /* query rows per attention block */
 #define LCHUNK 64          /* rows per logits block */
@@ -56,9 +57,13 @@ typedef struct {
     Mat *iknw, *iknb;             /* its k_norm LayerNorm (1, ID) weight and bias */
     Ffn mlp;                      /* dense MLP; MoE layers: the shared experts (ffn 0: none) */
     Lin router;                   /* MoE: gate (E, D) */
+    Lin shscale;                  /* MoE: the shared expert's gate (1, D) (Qwen3-Next), or absent */
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
     Mat *sinks;                   /* (1, H) sink logits (gpt-oss) or NULL */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
+    Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj (split: qkv in lqkvz) */
+    Lin lz, lb, la;               /* Qwen3.5's split in_proj_z, in_proj_b, in_proj_a */
+    Mat *lconv, *alog, *dtb, *lnorm;   /* conv1d (C, K), A_log, dt_bias (Hv), the gated norm (dv) */
     bool loaded;
 } LayerW;
 
@@ -96,13 +101,14 @@ struct Forward {
     int *isel;                    /* (T, index_topk) the last full indexer layer's selection of this call's rows */
     size_t isel_cap;
     FwdHooks hooks;
+    LinAttnState *lst;            /* (n_layers) Gated DeltaNet state of linear-attention layers (else zero) */
     const AttnLayer **over;       /* (n_layers) attention overrides (borrowed); NULL: the model's own */
     float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
                                      (NULL exactly where there is no override, or before the cache) */
     int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
 
     /* scratch, (rows, width) */
-    fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm;
+    fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm, gate;
     fbuf iq, iwt;                 /* the indexer's queries (T, IH ID) after RoPE and head weights (T, IH) */
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
@@ -345,7 +351,9 @@ static void layer_release(Forward *f, int L) {
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
     mat_free(w->sinks);
     mat_free(w->iknw); mat_free(w->iknb);
-    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw};
+    mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm);
+    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw,
+                 &w->lqkvz, &w->lba, &w->lout, &w->shscale, &w->lz, &w->lb, &w->la};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
     ffn_free(&w->mlp);
     if (w->experts)
@@ -437,6 +445,44 @@ static int load_experts_fused(Forward *f, int L, size_t E, size_t FI, bool dry, 
     return rc;
 }
 
+/* A view of expert e's block (rows, cols) of the fused [E, rows, cols] tensor of role r in layer L
+ * (its stored dtype: F32, BF16 or F16; it has no FP8 block scales per expert). */
+static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, size_t cols, bool dry, size_t *bytes,
+                      Lin *l) {
+    char n[192];
+    const st_entry *t;
+    const st_file *sf;
+    int rc = role_name(f, r, L, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = store_entry(f->m->store, n, &t, &sf);
+    if (rc != AL_OK) return rc;
+    size_t E = (size_t)f->c->moe.n_experts;
+    if (t->ndim != 3 || t->shape[0] != E || t->shape[1] != rows || t->shape[2] != cols)
+        return al_err("tensor '%s' is not [%zu, %zu, %zu] (experts, and each expert's rows and columns)", n, E, rows,
+                      cols);
+    if (t->dtype != DT_F32 && t->dtype != DT_BF16 && t->dtype != DT_F16)
+        return al_err("tensor '%s' is %s: fused experts are read in F32, BF16 or F16", n, dt_name(t->dtype));
+    if ((uintptr_t)st_data(sf, t) % dt_size(t->dtype))
+        return al_err("tensor '%s': its data is not aligned to its dtype in the file", n);
+    if (bytes && e == 0) *bytes += E * rows * cols * dt_size(t->dtype);
+    if (dry) return AL_OK;
+    *l = (Lin){.w = {.dt = t->dtype, .data = (const char *)st_data(sf, t) + e * rows * cols * dt_size(t->dtype),
+                     .rows = rows, .cols = cols}, .in = cols, .out = rows};
+    return AL_OK;
+}
+
+/* The routed experts of layer L from fused tensors (Qwen3.5 MoE): expert e's gate_up_proj block
+ * (2I, D) is its rows [gate ; up] (Phi-3's fused layout, `gu`), its down_proj block (D, I). */
+static int load_fused_experts(Forward *f, int L, bool dry, size_t *bytes, Ffn *ex) {
+    size_t E = (size_t)f->c->moe.n_experts, FF = expert_ffn(f), D = f->D;
+    int rc = AL_OK;
+    for (size_t e = 0; rc == AL_OK && e < E; e++) {
+        ex[e].ffn = FF;
+        rc = fused_view(f, L, ROLE_EXPS_GATE_UP, e, 2 * FF, D, dry, bytes, &ex[e].gu);
+        if (rc == AL_OK) rc = fused_view(f, L, ROLE_EXPS_DOWN, e, D, FF, dry, bytes, &ex[e].down);
+    }
+    return rc;
+}
+
 /* Router, correction bias, routed and shared experts of MoE layer L. */
 static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const MoeSpec *ms = &f->c->moe;
@@ -446,13 +492,17 @@ static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     if (rc == AL_OK && cfg_role_name(f->c, ROLE_ROUTER_BIAS, L, -1, NULL, bn, sizeof bn) && store_has(f->m->store, bn))
         rc = load_mat(f, bn, 1, E, dry, bytes, &w->ebias);
     if (rc == AL_OK && !(w->experts = al_calloc(E, sizeof *w->experts, "experts"))) rc = AL_ERR;
-    if (rc == AL_OK && cfg_role(f->c, ROLE_EXPS_GATE_UP)) return load_experts_fused(f, L, E, eff, dry, bytes, w->experts);
-    for (size_t e = 0; rc == AL_OK && e < E; e++)
+    if (rc == AL_OK && f->c->moe.layout == MOE_GPT_OSS) return load_experts_fused(f, L, E, eff, dry, bytes, w->experts);
+    if (rc == AL_OK && cfg_role(f->c, ROLE_EXPS_GATE_UP)) rc = load_fused_experts(f, L, dry, bytes, w->experts);
+    for (size_t e = 0; rc == AL_OK && !cfg_role(f->c, ROLE_EXPS_GATE_UP) && e < E; e++)
         rc = load_ffn(f, L, (int)e, &expert_roles, eff, dry, bytes, &w->experts[e]);
     if (rc == AL_OK && ms->n_shared > 0 && !cfg_role(f->c, ROLE_SHEXP_DOWN))
         rc = al_err("internal: a %s model's experts have no shared expert tensors", f->c->model_type);
-    if (rc == AL_OK && ms->n_shared > 0)
-        rc = load_ffn(f, L, -1, &shared_roles, eff * (size_t)ms->n_shared, dry, bytes, &w->mlp);
+    bool scaled = cfg_role(f->c, ROLE_SHEXP_SCALE) != NULL;     /* Qwen3-Next: shared_expert_intermediate_size */
+    size_t sff = scaled && ms->shared_ffn > 0 ? (size_t)ms->shared_ffn : eff * (size_t)ms->n_shared;
+    if (rc == AL_OK && ms->n_shared > 0) rc = load_ffn(f, L, -1, &shared_roles, sff, dry, bytes, &w->mlp);
+    if (rc == AL_OK && ms->n_shared > 0 && scaled)
+        rc = load_lin(f, L, ROLE_SHEXP_SCALE, -1, f->D, 1, false, dry, bytes, &w->shscale);
     return rc;
 }
 
@@ -497,14 +547,54 @@ static int neox_unmix(Forward *f, float *y, size_t T, size_t ld) {
     return AL_OK;
 }
 
+/* A Gated DeltaNet layer's weights (linattn.h): projections, conv1d (C, 1, K) as (C, K), A_log,
+ * dt_bias, the gated norm. */
+static int load_linear(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    const LinearSpec *ls = &f->c->lin;
+    size_t D = f->D, Hk = (size_t)ls->k_heads, Hv = (size_t)ls->v_heads, dk = (size_t)ls->dk, dv = (size_t)ls->dv;
+    size_t C = 2 * Hk * dk + Hv * dv;
+    char n[192];
+    bool split = cfg_role(f->c, ROLE_LIN_QKV) != NULL;          /* Qwen3.5: in_proj_qkv, _z, _b, _a */
+    int rc = load_lin(f, L, split ? ROLE_LIN_QKV : ROLE_LIN_QKVZ, -1, D, split ? C : C + Hv * dv, false, dry, bytes,
+                      &w->lqkvz);
+    if (rc == AL_OK && !split) rc = load_lin(f, L, ROLE_LIN_BA, -1, D, 2 * Hv, false, dry, bytes, &w->lba);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_LIN_Z, -1, D, Hv * dv, false, dry, bytes, &w->lz);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_LIN_B, -1, D, Hv, false, dry, bytes, &w->lb);
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_LIN_A, -1, D, Hv, false, dry, bytes, &w->la);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_OUT, -1, Hv * dv, D, false, dry, bytes, &w->lout);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_CONV, L, -1, "weight", n, sizeof n)) == AL_OK) {
+        const st_entry *e;
+        const st_file *sf;
+        size_t numel = 1;
+        if ((rc = store_entry(f->m->store, n, &e, &sf)) == AL_OK) {   /* [C, 1, K]: not a matrix */
+            for (int i = 0; i < e->ndim; i++) numel *= e->shape[i];
+            if (numel != C * (size_t)ls->conv)
+                rc = al_err("tensor '%s' has %zu values but a conv of %zu channels and kernel %d needs %zu", n, numel, C,
+                            ls->conv, C * (size_t)ls->conv);
+            if (bytes) *bytes += numel * dt_size(e->dtype);
+        }
+        if (rc == AL_OK && !dry && !(w->lconv = mat_new(C, (size_t)ls->conv))) rc = AL_ERR;
+        if (rc == AL_OK && !dry) rc = dt_to_f32(e->dtype, st_data(sf, e), numel, w->lconv->data);
+    }
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_A_LOG, L, -1, NULL, n, sizeof n)) == AL_OK)
+        rc = load_mat(f, n, 1, Hv, dry, bytes, &w->alog);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_DT_BIAS, L, -1, NULL, n, sizeof n)) == AL_OK)
+        rc = load_mat(f, n, 1, Hv, dry, bytes, &w->dtb);
+    if (rc == AL_OK) rc = load_norm(f, L, ROLE_LIN_NORM, dv, dry, bytes, &w->lnorm, NULL);
+    return rc;
+}
+
 /* The attention projections of layer L (and q/k norms): MLA's, or those the attention layout has
- * (split q / k / v, or a fused qkv; then o). */
+ * (split q / k / v -- a gated q_proj twice as tall --, or a fused qkv; then o); a linear-attention
+ * layer's own. */
 static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const ModelConfig *c = f->c;
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
+    if (cfg_layer_linear(c, L)) return load_linear(f, L, dry, bytes, w);
     bool io = c->attn == QKV_CONV1D, split = !f->mla && cfg_role(c, ROLE_Q), fused = !f->mla && cfg_role(c, ROLE_QKV);
     int rc = f->mla ? load_mla(f, L, dry, bytes, w) : AL_OK;
-    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_Q, -1, D, H * dqk, false, dry, bytes, &w->q);
+    size_t qrows = (c->attn_gate ? 2 : 1) * H * dqk;      /* a gated q_proj: per head [query | gate] */
+    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_Q, -1, D, qrows, false, dry, bytes, &w->q);
     if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
     if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
     if (rc == AL_OK && fused) rc = load_lin(f, L, ROLE_QKV, -1, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
@@ -588,6 +678,9 @@ void fwd_free(Forward *f) {
         for (int L = 0; L < f->c->n_layers; L++) free(f->ikc[L]);
     free(f->ikc);
     free(f->isel);
+    if (f->lst)
+        for (int L = 0; L < f->c->n_layers; L++) linattn_state_free(&f->lst[L]);
+    free(f->lst);
     if (f->xin)
         for (int L = 0; L < f->c->n_layers; L++) free(f->xin[L]);
     free(f->kc);
@@ -603,7 +696,7 @@ void fwd_free(Forward *f) {
         fb_free(&f->rs[i].sn);
     }
     fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
-                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt};
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt, &f->gate};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
 }
@@ -636,7 +729,8 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->vc = al_calloc((size_t)c->n_layers, sizeof *f->vc, "the KV cache");
     f->over = al_calloc((size_t)c->n_layers, sizeof *f->over, "attention overrides");
     f->xin = al_calloc((size_t)c->n_layers, sizeof *f->xin, "attention overrides");
-    if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin) rc = AL_ERR;
+    f->lst = al_calloc((size_t)c->n_layers, sizeof *f->lst, "linear-attention states");
+    if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin || !f->lst) rc = AL_ERR;
     if (rc == AL_OK && cfg_has_indexer(c) && !(f->ikc = al_calloc((size_t)c->n_layers, sizeof *f->ikc, "the indexer's keys")))
         rc = AL_ERR;
     size_t layer_bytes = 0, glob_bytes = 0;
@@ -680,6 +774,7 @@ const float *fwd_attn_sinks(const Forward *f, int layer) {
 int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
     int n = f->c->n_layers;
     if (layer < 0 || layer >= n) return al_err("attention override: layer %d is out of range 0-%d", layer, n - 1);
+    if (L && cfg_check_attn_layer(f->c, layer, "attention override") != AL_OK) return AL_ERR;
     if (L && (L->hidden < 0 || (size_t)L->hidden != f->D))
         return al_err("attention override of layer %d: the layer reads %d-wide inputs, the model's hidden size is %zu",
                       layer, L->hidden, f->D);
@@ -1031,9 +1126,51 @@ static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
     if (!(o->q = fb_fit(&f->q, T, qw, "Q")) || !(o->k = fb_fit(&f->k, T, kw, "K")) || !(o->v = fb_fit(&f->v, T, vw, "V")))
         return AL_ERR;
     o->ldq = qw; o->ldk = kw; o->ldv = vw;
-    if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)) || (rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw)))
+    if (f->c->attn_gate) {                      /* q_proj rows per head [query | gate] */
+        float *qg = fb_fit(&f->perm, T, 2 * qw, "a gated query"), *g = fb_fit(&f->gate, T, qw, "the output gate");
+        if (!qg || !g) return AL_ERR;
+        if ((rc = lin_apply(f, &w->q, f->h.p, D, T, qg, 2 * qw))) return rc;
+        for (size_t t = 0; t < T; t++)
+            for (size_t h = 0; h < f->H; h++) {
+                memcpy(o->q + t * qw + h * f->dqk, qg + t * 2 * qw + 2 * h * f->dqk, f->dqk * sizeof(float));
+                memcpy(g + t * qw + h * f->dqk, qg + t * 2 * qw + (2 * h + 1) * f->dqk, f->dqk * sizeof(float));
+            }
+    } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
         return rc;
+    if ((rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw))) return rc;
     return lin_apply(f, &w->v, f->h.p, D, T, o->v, vw);
+}
+
+/* The attention output (T, H dv) times sigmoid of the gate (attn_output_gate; dv = dqk). */
+static void gate_apply(Forward *f, size_t T) {
+    size_t n = T * f->H * f->dv;
+    for (size_t i = 0; i < n; i++) f->att.p[i] *= 1.f / (1.f + expf(-f->gate.p[i]));
+}
+
+/* Gated DeltaNet layer L on f->h (normed input, T rows) into f->h (T, D): the projections, the
+ * recurrence over the layer's state (zero at position 0), out_proj. */
+static int linear_attention(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    const LinearSpec *ls = &f->c->lin;
+    LinAttnW lw = {(size_t)ls->k_heads, (size_t)ls->v_heads, (size_t)ls->dk, (size_t)ls->dv, (size_t)ls->conv,
+                   f->norm_eps, w->lconv->data, w->alog->data, w->dtb->data, w->lnorm->data, w->lz.w.data != NULL};
+    size_t D = f->D, nv = lw.Hv * lw.dv, W = linattn_conv_dim(&lw) + nv, Hv = lw.Hv;
+    float *p = fb_fit(&f->q, T, W, "the linear-attention projections"), *ba = fb_fit(&f->k, T, 2 * lw.Hv, "b and a");
+    float *o = fb_fit(&f->att, T, nv, "the linear-attention output");
+    int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
+    if (rc) return rc;
+    if (!p || !ba || !o) return AL_ERR;
+    if (!f->lst[L].S && linattn_state_new(&lw, &f->lst[L]) != AL_OK) return AL_ERR;
+    if (f->pos == 0) linattn_state_zero(&lw, &f->lst[L]);
+    if (lw.flat)                                   /* rows [q | k | v | z], [b | a] */
+        rc = lin_apply(f, &w->lqkvz, f->h.p, D, T, p, W) || lin_apply(f, &w->lz, f->h.p, D, T, p + W - nv, W) ||
+             lin_apply(f, &w->lb, f->h.p, D, T, ba, 2 * Hv) || lin_apply(f, &w->la, f->h.p, D, T, ba + Hv, 2 * Hv);
+    else
+        rc = lin_apply(f, &w->lqkvz, f->h.p, D, T, p, W) || lin_apply(f, &w->lba, f->h.p, D, T, ba, 2 * Hv);
+    if (rc) return AL_ERR;
+    if ((rc = linattn_run(&lw, &f->lst[L], p, ba, T, o))) return al_err_ctx("forward pass, layer %d", L);
+    if ((rc = lin_apply(f, &w->lout, o, nv, T, f->h.p, D))) return rc;
+    return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }
 
 /* softmax(q K^T scale) V of every head over the cache into f->att (T, H dv). */
@@ -1053,6 +1190,7 @@ static int attention(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv, kw = G * dqk, vw = G * dv;
     QKV p;
+    if (cfg_layer_linear(f->c, L)) return linear_attention(f, L, T);
     int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
     if (rc) return rc;
     if (f->over[L]) {
@@ -1085,6 +1223,7 @@ static int attention(Forward *f, int L, size_t T) {
     if ((rc = attend(f, L, T, &p))) return rc;
     if (f->ikc && f->pos + T > (size_t)f->c->index_topk && (rc = indexer_attend(f, L, T, p.q, p.ldq))) return rc;
     if ((rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
+    if (f->c->attn_gate) gate_apply(f, T);          /* after the hook: FWD_ATTN_OUT is softmax(QKᵀ) V */
     if ((rc = lin_apply(f, &w->o, f->att.p, H * dv, T, f->h.p, D))) return rc;
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }
@@ -1211,6 +1350,17 @@ static int expert_rows(Forward *f, const Ffn *ex, const float *x, const int *row
 /* MoE MLP of layer L on f->h (T rows) into f->h: tokens routed, the choices bucketed by expert
  * (counting sort), each expert run once over its rows (one sgemm per projection), weighted and
  * scattered back; plus the shared experts. */
+/* The shared expert's rows of f->h (T, D) times sigmoid(x . w) (Qwen3-Next's shared_expert_gate). */
+static int shared_scale(Forward *f, const Lin *g, const float *x, size_t T) {
+    float *s = fb_fit(&f->gate, T, 1, "the shared expert's gate");
+    int rc = s ? lin_apply(f, g, x, f->D, T, s, 1) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        float k = 1.f / (1.f + expf(-s[t]));
+        for (size_t j = 0; j < f->D; j++) f->h.p[t * f->D + j] *= k;
+    }
+    return rc;
+}
+
 static int moe_mlp(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     const MoeSpec *m = &f->c->moe;
@@ -1234,6 +1384,7 @@ static int moe_mlp(Forward *f, int L, size_t T) {
         for (size_t i = 0; i < n; i++) rows[start[idx[i]]++] = (int)i;     /* start[e] becomes the end of e */
         if (w->mlp.ffn) rc = ffn_apply(f, &w->mlp, x, T, f->h.p);
         else memset(f->h.p, 0, T * D * sizeof(float));
+        if (rc == AL_OK && w->shscale.w.data) rc = shared_scale(f, &w->shscale, x, T);
     }
     for (size_t e = 0, b = 0; rc == AL_OK && e < E; b = (size_t)start[e++])
         if ((size_t)start[e] > b) rc = expert_rows(f, &w->experts[e], x, rows + b, (size_t)start[e] - b, wt, k);

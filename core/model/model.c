@@ -33,7 +33,7 @@ size_t cfg_attn_params(const ModelConfig *c) {
         if (c->o_bias) p += D;
         return p;
     }
-    p = D * (H * dqk + G * dqk + G * dv) + H * dv * D;
+    p = D * ((c->attn_gate ? 2 : 1) * H * dqk + G * dqk + G * dv) + H * dv * D;   /* a gated q_proj: 2 H dqk rows */
     if (c->qkv_bias) p += H * dqk + G * dqk + G * dv;
     if (c->o_bias) p += D;
     return p;
@@ -77,11 +77,36 @@ static char *attn_weight_name(const Model *m, tensor_role r, int layer) {
     return al_strdup(name);
 }
 
-/* Checks every layer's attention tensors exist with the shapes the config implies. */
+/* Checks that a linear-attention layer has the tensors of its layout (shape_linear) with their
+ * sizes (conv1d's [conv_dim, 1, kernel] by its count of values). */
+static int validate_linear(Model *m, int L) {
+    const ModelConfig *c = &m->cfg;
+    for (const RoleShape *w = shape_linear(c->lin.layout); w->why; w++) {
+        char name[192];
+        bool plain = w->role == ROLE_LIN_A_LOG || w->role == ROLE_LIN_DT_BIAS;   /* no ".weight" */
+        cfg_role_name(c, w->role, L, -1, plain ? NULL : "weight", name, sizeof name);
+        const st_entry *e = NULL;
+        if (store_entry(m->store, name, &e, NULL) != AL_OK) return AL_ERR;
+        size_t n = 1, want = shape_dim(c, w->d0) * (w->d1 != D_NONE ? shape_dim(c, w->d1) : 1);
+        for (int k = 0; k < e->ndim; k++) n *= e->shape[k];
+        if (w->role == ROLE_LIN_CONV) want *= (size_t)c->lin.conv;
+        if (n != want)
+            return al_err("tensor '%s' has %zu values but the config (%s) needs %zu", name, n, w->why, want);
+    }
+    return AL_OK;
+}
+
+/* Checks every layer's attention tensors exist with the shapes the config implies (a linear-attention
+ * layer: its own tensors). */
 static int model_validate(Model *m) {
     tensor_req req[SHAPES_MAX_WEIGHTS];
     size_t nreq = attn_requirements(&m->cfg, req);
-    for (int L = 0; L < m->cfg.n_layers; L++)
+    bool dt_set = false;
+    for (int L = 0; L < m->cfg.n_layers; L++) {
+        if (cfg_layer_linear(&m->cfg, L)) {
+            if (validate_linear(m, L) != AL_OK) return AL_ERR;
+            continue;
+        }
         for (size_t i = 0; i < nreq; i++) {
             bool idx = req[i].role >= ROLE_IDX_Q_B && req[i].role <= ROLE_IDX_W;
             if (idx && !cfg_layer_indexer(&m->cfg, L)) continue;   /* IndexShare's shared layers need none */
@@ -93,9 +118,10 @@ static int model_validate(Model *m) {
                 rc = al_err("tensor '%s' has shape [%zu, %zu] but the config (%s, %d heads, %d KV heads, hidden %d) "
                             "needs [%zu, %zu]", name, R, C, m->cfg.model_type, m->cfg.n_heads, m->cfg.n_kv_heads,
                             m->cfg.hidden, req[i].rows, req[i].cols);
-            if (rc == AL_OK && L == 0 && i == 0) {
+            if (rc == AL_OK && !dt_set) {      /* the first softmax-attention layer's dtype */
                 const st_entry *e;
                 dt_fp4 q;
+                dt_set = true;
                 store_entry(m->store, name, &e, NULL);
                 m->cfg.dtype = e->dtype;
                 if (store_fp4(m->store, name, &q) == AL_OK && q.enc != DT_FP4_NONE) {
@@ -106,6 +132,7 @@ static int model_validate(Model *m) {
             free(name);
             if (rc != AL_OK) return rc;
         }
+    }
     return AL_OK;
 }
 
@@ -336,6 +363,7 @@ static int cache_get(Model *m, int layer, tensor_role role, const Mat **out) {
 int model_layer_load(Model *m, int layer) {
     if (layer < 0 || layer >= m->cfg.n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
+    if (cfg_check_attn_layer(&m->cfg, layer, "attention weights") != AL_OK) return AL_ERR;
     tensor_req req[SHAPES_MAX_WEIGHTS];
     size_t n = attn_requirements(&m->cfg, req);
     for (size_t i = 0; i < n; i++) {
@@ -357,6 +385,7 @@ int model_check_head(const Model *m, head_kind kind, int layer, int head) {
     const ModelConfig *c = &m->cfg;
     if (layer < 0 || layer >= c->n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
+    if (cfg_check_attn_layer(c, layer, "attention heads") != AL_OK) return AL_ERR;
     int nh = (kind == HK_K || kind == HK_V) ? c->n_kv_heads : c->n_heads;
     if (head < 0 || head >= nh)
         return al_err("%s head %d out of range: this model has %s heads 0-%d", kind_name(kind), head,
@@ -434,8 +463,9 @@ static int block_gqa(const ModelConfig *c, head_kind kind, int head, size_t c0, 
         default: break;
         }
     }
+    size_t qrows = c->attn_gate ? 2 * dqk : dqk;      /* a gated q_proj: per head [query | gate] */
     switch (kind) {
-    case HK_Q: return block_set(c, b, ROLE_Q, h * dqk + c0, nc, 0, D, true);
+    case HK_Q: return block_set(c, b, ROLE_Q, h * qrows + c0, nc, 0, D, true);
     case HK_K: return block_set(c, b, ROLE_K, h * dqk + c0, nc, 0, D, true);
     case HK_V: return block_set(c, b, ROLE_V, h * dv, dv, 0, D, true);
     default: break;

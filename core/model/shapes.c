@@ -24,6 +24,13 @@ size_t shape_dim(const ModelConfig *c, dim_rule d) {
     case D_IQ: return (size_t)c->index_heads * (size_t)c->index_head_dim;
     case D_ID: return (size_t)c->index_head_dim;
     case D_IH: return (size_t)c->index_heads;
+    case D_Q2: return 2 * H * hd;
+    case D_LQKVZ: return 2 * (size_t)c->lin.k_heads * (size_t)c->lin.dk + 2 * (size_t)c->lin.v_heads * (size_t)c->lin.dv;
+    case D_LBA: return 2 * (size_t)c->lin.v_heads;
+    case D_LCONV: return 2 * (size_t)c->lin.k_heads * (size_t)c->lin.dk + (size_t)c->lin.v_heads * (size_t)c->lin.dv;
+    case D_LHV: return (size_t)c->lin.v_heads;
+    case D_LDV: return (size_t)c->lin.dv;
+    case D_LVV: return (size_t)c->lin.v_heads * (size_t)c->lin.dv;
     default: return 0;
     }
 }
@@ -42,7 +49,10 @@ size_t shape_dim(const ModelConfig *c, dim_rule d) {
  * at build time, never a read past the row. */
 #define SHAPES_PER_LAYOUT 20
 static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
-    [QKV_SPLIT] = {{ROLE_Q, false, D_Q, D_H, 0, HD_H ", hidden_size"}, {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
+    [QKV_SPLIT] = {{ROLE_Q, false, D_Q, D_H, SHAPE_IF_NO_GATE, HD_H ", hidden_size"},
+                   {ROLE_Q, false, D_Q2, D_H, SHAPE_IF_GATE,
+                    "2 x " HD_H " (attn_output_gate: [query | gate] per head), hidden_size"},
+                   {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
                    {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
                    {ROLE_Q, true, D_Q, D_NONE, SHAPE_IF_QKV_BIAS, HD_H}, {ROLE_K, true, D_KV, D_NONE, SHAPE_IF_QKV_BIAS, KV_H},
                    {ROLE_V, true, D_VV, D_NONE, SHAPE_IF_QKV_BIAS, KV_H}, {ROLE_O, true, D_H, D_NONE, SHAPE_IF_O_BIAS, "hidden_size"},
@@ -103,7 +113,34 @@ static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
 #undef MLA_QB
 #undef KV_ROPE
 
+/* A Gated DeltaNet layer (Qwen3-Next: in_proj_qkvz, in_proj_ba, conv1d, A_log, dt_bias, norm, out_proj). */
+#define LIN_KEYS "linear_num_{key,value}_heads, linear_{key,value}_head_dim"
+static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
+    [LIN_QWEN3_NEXT] = {{ROLE_LIN_QKVZ, false, D_LQKVZ, D_H, 0,
+                         "2 (key heads x key dim + value heads x value dim), hidden_size"},
+                        {ROLE_LIN_BA, false, D_LBA, D_H, 0, "2 x linear_num_value_heads, hidden_size"},
+                        {ROLE_LIN_CONV, false, D_LCONV, D_NONE, 0, "2 key heads x key dim + value heads x value dim, 1, "
+                                                                   "linear_conv_kernel_dim"},
+                        {ROLE_LIN_A_LOG, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
+                        {ROLE_LIN_DT_BIAS, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
+                        {ROLE_LIN_NORM, false, D_LDV, D_NONE, 0, "linear_value_head_dim"},
+                        {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " LIN_KEYS}, {0}},
+    [LIN_QWEN3_5] = {{ROLE_LIN_QKV, false, D_LCONV, D_H, 0,
+                      "2 key heads x key dim + value heads x value dim, hidden_size"},
+                     {ROLE_LIN_Z, false, D_LVV, D_H, 0, "linear value heads x value dim, hidden_size"},
+                     {ROLE_LIN_B, false, D_LHV, D_H, 0, "linear_num_value_heads, hidden_size"},
+                     {ROLE_LIN_A, false, D_LHV, D_H, 0, "linear_num_value_heads, hidden_size"},
+                     {ROLE_LIN_CONV, false, D_LCONV, D_NONE, 0, "2 key heads x key dim + value heads x value dim, 1, "
+                                                                "linear_conv_kernel_dim"},
+                     {ROLE_LIN_A_LOG, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
+                     {ROLE_LIN_DT_BIAS, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
+                     {ROLE_LIN_NORM, false, D_LDV, D_NONE, 0, "linear_value_head_dim"},
+                     {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " LIN_KEYS}, {0}},
+};
+#undef LIN_KEYS
+
 static const RoleShape NO_SHAPES[1] = {{0}};
+const RoleShape *shape_linear(linear_layout l) { return l < LIN_LAYOUT_COUNT ? LINEAR_SHAPES[l] : NO_SHAPES; }
 
 const RoleShape *shape_attn(attn_layout a) { return a < ATTN_LAYOUT_COUNT ? ATTN_SHAPES[a] : NO_SHAPES; }
 const RoleShape *shape_ffn(ffn_layout f) { return f < FFN_LAYOUT_COUNT ? FFN_SHAPES[f] : NO_SHAPES; }
@@ -112,5 +149,5 @@ unsigned shape_conditions(const ModelConfig *c, bool mlp_bias) {
     return (c->qkv_bias ? SHAPE_IF_QKV_BIAS : 0) | (c->o_bias ? SHAPE_IF_O_BIAS : 0) |
            (mlp_bias ? SHAPE_IF_MLP_BIAS : 0) | (c->qk_norm == QKN_HEAD ? SHAPE_IF_QKN_HEAD : 0) |
            (c->qk_norm == QKN_PROJ ? SHAPE_IF_QKN_PROJ : 0) | (c->q_lora_rank ? SHAPE_IF_Q_LORA : SHAPE_IF_NO_Q_LORA) |
-           (cfg_has_indexer(c) ? SHAPE_IF_INDEXER : 0);
+           (cfg_has_indexer(c) ? SHAPE_IF_INDEXER : 0) | (c->attn_gate ? SHAPE_IF_GATE : SHAPE_IF_NO_GATE);
 }

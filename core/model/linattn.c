@@ -1,0 +1,127 @@
+/* linattn.c -- the Gated DeltaNet token mixer (see linattn.h). Token by token: the recurrent form,
+ * equal to transformers' chunked prefill up to rounding. */
+#include "linattn.h"
+#include "al.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t linattn_conv_dim(const LinAttnW *w) { return 2 * w->Hk * w->dk + w->Hv * w->dv; }
+
+int linattn_state_new(const LinAttnW *w, LinAttnState *st) {
+    size_t C = linattn_conv_dim(w);
+    st->conv = al_calloc(w->K > 1 ? (w->K - 1) * C : 1, sizeof(float), "the conv state");
+    st->S = st->conv ? al_calloc(w->Hv * w->dk * w->dv, sizeof(double), "the recurrent state") : NULL;
+    if (!st->S) { linattn_state_free(st); return AL_ERR; }
+    return AL_OK;
+}
+
+void linattn_state_zero(const LinAttnW *w, LinAttnState *st) {
+    if (w->K > 1) memset(st->conv, 0, (w->K - 1) * linattn_conv_dim(w) * sizeof(float));
+    memset(st->S, 0, w->Hv * w->dk * w->dv * sizeof(double));
+}
+
+void linattn_state_free(LinAttnState *st) {
+    free(st->conv);
+    free(st->S);
+    st->conv = NULL;
+    st->S = NULL;
+}
+
+static double silu(double x) { return x / (1 + exp(-x)); }
+static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }   /* torch: threshold 20 */
+
+/* x (n) times rsqrt(sum x² + 1e-6) (transformers' l2norm), times s. */
+static void l2norm(double *x, size_t n, double s) {
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += x[i] * x[i];
+    double inv = s / sqrt(ss + 1e-6);
+    for (size_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* One token's [q | k | v] (C) from its projection row: the conv over the state rows and this one,
+ * SiLU; the state shifts by one. */
+static void conv_step(const LinAttnW *w, LinAttnState *st, const float *row, double *y) {
+    size_t C = linattn_conv_dim(w), K = w->K;
+    for (size_t c = 0; c < C; c++) {
+        double acc = (double)w->conv[c * K + K - 1] * row[c];
+        for (size_t i = 0; i + 1 < K; i++) acc += (double)w->conv[c * K + i] * st->conv[i * C + c];
+        y[c] = silu(acc);
+    }
+    if (K > 1) {
+        memmove(st->conv, st->conv + C, (K - 2) * C * sizeof(float));
+        memcpy(st->conv + (K - 2) * C, row, C * sizeof(float));
+    }
+}
+
+/* Value head j of one token: decay, delta-rule update, read-out into o (dv). */
+static void delta_step(const LinAttnW *w, double *S, const double *q, const double *k, const double *v, double g,
+                       double beta, double *o) {
+    size_t dk = w->dk, dv = w->dv;
+    double eg = exp(g);
+    for (size_t i = 0; i < dk * dv; i++) S[i] *= eg;
+    for (size_t c = 0; c < dv; c++) {
+        double kv = 0;
+        for (size_t i = 0; i < dk; i++) kv += S[i * dv + c] * k[i];
+        double delta = (v[c] - kv) * beta;
+        for (size_t i = 0; i < dk; i++) S[i * dv + c] += k[i] * delta;
+    }
+    for (size_t c = 0; c < dv; c++) {
+        double acc = 0;
+        for (size_t i = 0; i < dk; i++) acc += S[i * dv + c] * q[i];
+        o[c] = acc;
+    }
+}
+
+/* One token: row (its [q | k | v] in the conv's channel order) and z, b, a per value head. */
+static void token(const LinAttnW *w, LinAttnState *st, const float *row, const float *z, const float *b,
+                  const float *a, double *y, double *qk, float *out) {
+    size_t Hk = w->Hk, Hv = w->Hv, dk = w->dk, dv = w->dv, r = Hv / Hk, nq = Hk * dk;
+    conv_step(w, st, row, y);
+    for (size_t h = 0; h < Hk; h++) {                  /* l2norm per key head; q also x dk^-1/2 */
+        l2norm(y + h * dk, dk, 1 / sqrt((double)dk));
+        l2norm(y + nq + h * dk, dk, 1);
+    }
+    for (size_t j = 0; j < Hv; j++) {
+        size_t kh = j / r;
+        double g = -exp((double)w->a_log[j]) * softplus((double)a[j] + w->dt_bias[j]);
+        double beta = 1 / (1 + exp(-(double)b[j]));
+        double *o = qk;
+        delta_step(w, st->S + j * dk * dv, y + kh * dk, y + nq + kh * dk, y + 2 * nq + j * dv, g, beta, o);
+        double ss = 0;
+        for (size_t c = 0; c < dv; c++) ss += o[c] * o[c];
+        double inv = 1 / sqrt(ss / (double)dv + w->eps);
+        for (size_t c = 0; c < dv; c++) out[j * dv + c] = (float)(o[c] * inv * w->norm[c] * silu(z[j * dv + c]));
+    }
+}
+
+int linattn_run(const LinAttnW *w, LinAttnState *st, const float *qkvz, const float *ba, size_t T, float *out) {
+    size_t Hk = w->Hk, Hv = w->Hv, dk = w->dk, dv = w->dv, r = Hv / Hk, nq = Hk * dk, nv = Hv * dv;
+    size_t C = linattn_conv_dim(w), grp = 2 * dk + 2 * r * dv, W = 2 * nq + 2 * nv;
+    if (!Hk || Hv % Hk) return al_err("linear attention: %zu value heads are not a multiple of %zu key heads", Hv, Hk);
+    float *row = al_malloc3(C + nv + 2 * Hv, 1, sizeof(float), "a linear-attention row");
+    double *y = al_malloc3(C + dv, 1, sizeof(double), "a linear-attention row");
+    if (!row || !y) { free(row); free(y); return AL_ERR; }
+    float *z = row + C, *b = z + nv, *a = b + Hv;
+    for (size_t t = 0; t < T; t++) {
+        const float *p = qkvz + t * W, *pb = ba + t * 2 * Hv;
+        if (w->flat) {                                 /* [q | k | v] [z] and [b] [a] whole */
+            memcpy(row, p, (C + nv) * sizeof(float));
+            memcpy(b, pb, 2 * Hv * sizeof(float));
+        }
+        for (size_t h = 0; !w->flat && h < Hk; h++) {              /* per key head [q | k | v (r heads) | z (r heads)] */
+            const float *gp = p + h * grp;
+            memcpy(row + h * dk, gp, dk * sizeof(float));
+            memcpy(row + nq + h * dk, gp + dk, dk * sizeof(float));
+            memcpy(row + 2 * nq + h * r * dv, gp + 2 * dk, r * dv * sizeof(float));
+            memcpy(z + h * r * dv, gp + 2 * dk + r * dv, r * dv * sizeof(float));
+            memcpy(b + h * r, pb + h * 2 * r, r * sizeof(float));
+            memcpy(a + h * r, pb + h * 2 * r + r, r * sizeof(float));
+        }
+        token(w, st, row, z, b, a, y, y + C, out + t * nv);
+    }
+    free(row);
+    free(y);
+    return AL_OK;
+}

@@ -1,0 +1,41 @@
+/* linattn.h -- the Gated DeltaNet token mixer of hybrid models' linear-attention layers (Qwen3-Next),
+ * as transformers' Qwen3NextGatedDeltaNet computes it: from the projections in_proj_qkvz / in_proj_ba
+ * (grouped per key head), a causal depthwise conv1d with SiLU over [q | k | v], L2-normalised q and k
+ * (q scaled by dk^-1/2), beta = sigmoid(b), the decay g = -exp(A_log) softplus(a + dt_bias), the
+ * delta-rule recurrence per value head
+ *     S <- exp(g) S;  S <- S + k ((v - Sᵀk) beta)ᵀ;  o = Sᵀ q          (S: dk x dv)
+ * and the gated RMSNorm o * rsqrt(mean(o²) + eps) * w * silu(z). The state (the conv's last
+ * kernel-1 inputs and S) carries a sequence across calls. core/model/forward.c applies out_proj. */
+#ifndef AL_LINATTN_H
+#define AL_LINATTN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    size_t Hk, Hv, dk, dv, K;      /* key heads, value heads, their dims, conv kernel */
+    double eps;                    /* the gated norm's epsilon (rms_norm_eps) */
+    const float *conv;             /* (2 Hk dk + Hv dv, K): conv1d.weight [C, 1, K] */
+    const float *a_log, *dt_bias;  /* (Hv) */
+    const float *norm;             /* (dv): the gated RMSNorm's weight (plain w, not 1 + w) */
+    bool flat;                     /* rows [q | k | v | z] and [b | a] whole (Qwen3.5's split projections), not grouped
+                                      per key head */
+} LinAttnW;
+
+typedef struct {
+    float *conv;                   /* (K - 1, C): the conv's last inputs, oldest first */
+    double *S;                     /* (Hv, dk, dv) */
+} LinAttnState;
+
+/* Channels of the conv: 2 Hk dk + Hv dv. */
+size_t linattn_conv_dim(const LinAttnW *w);
+/* Allocates a zero state (AL_ERR when out of memory); linattn_state_free frees it. */
+int linattn_state_new(const LinAttnW *w, LinAttnState *st);
+void linattn_state_zero(const LinAttnW *w, LinAttnState *st);
+void linattn_state_free(LinAttnState *st);
+/* T tokens: qkvz (T, 2 Hk dk + 2 Hv dv), ba (T, 2 Hv) rows as the projections give them (per key head
+ * [q | k | v | z] and [b | a], its r = Hv / Hk value heads together; with flat, [q | k | v | z] and
+ * [b | a] whole) into out (T, Hv dv), the input of out_proj; advances st. */
+int linattn_run(const LinAttnW *w, LinAttnState *st, const float *qkvz, const float *ba, size_t T, float *out);
+
+#endif
