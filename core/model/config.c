@@ -349,11 +349,10 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
     double rd = cfg_row(c)->rotary_dim_key ? jnum(r, root, "rotary_dim", 0) : 0;   /* MiniMax-M2 */
     if (rd > 0 && c->qk_rope_dim > 0) pf = rd / c->qk_rope_dim;
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");     /* transformers 5 (Qwen3.5) */
-    if (cJSON_IsObject(rp)) {
-        pf = jnum(r, rp, "partial_rotary_factor", pf);
-        if (!cJSON_HasObjectItem(root, "rope_theta")) c->rope_theta = jnum(r, rp, "rope_theta", c->rope_theta);
-    }
+    /* transformers 5 writes rope_parameters: rope_theta, the scaling and the rotary factor in one
+     * object (Qwen3.5, Ministral 3) */
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (cJSON_IsObject(rp)) pf = jnum(r, rp, "partial_rotary_factor", pf);
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {
         int hd = c->qk_rope_dim, rd = (int)((double)hd * sp->partial_factor);
@@ -363,9 +362,7 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     }
     sp->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
     sp->rotary_dim = sp->head_dim;
-    /* transformers 5 writes rope_parameters: rope_theta and the scaling in one object (Ministral 3) */
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
     if (cJSON_IsObject(rp) && !cJSON_HasObjectItem(root, "rope_theta"))
         c->rope_theta = jnum_in(r, rp, "rope_theta", c->rope_theta, NUM_POS);
     if (!cJSON_IsObject(rs) && cJSON_IsObject(rp)) rs = rp;
