@@ -772,7 +772,7 @@ static void layout_moe(Lint *x, int L) {
     const char *why = m->expert_ffn > 0 ? "moe_intermediate_size, hidden_size" : "intermediate_size, hidden_size";
     const char *ne = m->layout < MOE_LAYOUT_COUNT && EXPERT_KEY[m->layout] ? EXPERT_KEY[m->layout] : "num_experts";
     char why_gate[64];
-    if (cfg_role(c, ROLE_EXPS_GATE_UP)) { layout_moe_fused(x, L, E, h, f); return; }
+    if (m->layout == MOE_GPT_OSS) { layout_moe_fused(x, L, E, h, f); return; }
     snprintf(why_gate, sizeof why_gate, "%s, hidden_size", ne);
     expect_role(x, false, ROLE_ROUTER, L, 0, "weight", E, h, why_gate);
     expect_role(x, true, ROLE_ROUTER_BIAS, L, 0, NULL, E, 0, ne);

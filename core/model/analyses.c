@@ -142,9 +142,9 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "layer %d is a mixture-of-experts layer (%d experts) but num_experts_per_tok is %d: the "
                        "forward pass needs 1 <= top-k <= experts", first, e->n_experts, e->top_k);
     char gu[192], blk[210];
-    if (m->store && cfg_role_name(c, ROLE_EXPS_GATE_UP, first, -1, NULL, gu, sizeof gu) && !store_has(m->store, gu)) {
-        snprintf(blk, sizeof blk, "%s_blocks", gu);               /* gpt-oss as released: MXFP4 experts */
-        return store_has(m->store, blk)
+    if (m->store && cfg_role_name(c, ROLE_EXPS_GATE_UP, first, -1, NULL, gu, sizeof gu) &&
+        (snprintf(blk, sizeof blk, "%s_blocks", gu), store_has(m->store, blk) || !store_has(m->store, gu))) {
+        return store_has(m->store, blk)                           /* gpt-oss as released: MXFP4 experts */
                    ? why_set(why, cap, "%s: the experts are stored in MXFP4 (%s / _scales): the forward pass reads "
                              "them in F32 / BF16 (transformers' dequantized checkpoints); the attention weights are "
                              "BF16, so the attention analyses run", m->path, blk)
