@@ -3,7 +3,8 @@
 # with tests/hub_server.py on 127.0.0.1: `load org/name` asks the API which commit main names now
 # (one request, no bytes fetched when it is the cached one), opens the new commit when main moved,
 # keeps the cached snapshot with a warning when the Hub does not answer, and asks nothing with
-# HF_HUB_OFFLINE=1.
+# HF_HUB_OFFLINE=1; `load org/name@<commit>` and `@<branch>` find snapshots/<commit> and
+# refs/<branch> in the HF cache first (a commit: no request at all).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-hub-revision
@@ -55,6 +56,24 @@ out=$(HF_ENDPOINT=http://127.0.0.1:1 timeout 60 "$ATTNLAB" -e "load acme/r1; ran
 ok "dead endpoint: warns [$(head -c 300 <<<"$out")]" has "$out" "acme/r1: model 'acme/r1' (revision main): http://127.0.0.1:1: .*using the cached snapshot $old"
 ok "dead endpoint: the cached snapshot's numbers" cmp -s <(rows <"$T/local.txt") <(rows <<<"$out")
 
+# ---- org/name@<commit>: snapshots/<commit> first, no request even online
+ctl _reset
+out=$("$ATTNLAB" -e "load acme/r1@$old; info" 2>&1)
+ok "@commit: the cached snapshot [$(grep '^path' <<<"$out")]" has "$out" "^path  *$hfr/snapshots/$old$"
+ok "@commit: no request ($(stat_of api_requests))" test "$(stat_of api_requests)" = 0
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1@$old; ranks vo all" 2>&1)
+ok "@commit offline: the cached snapshot's numbers [$(head -c 200 <<<"$out")]" cmp -s <(rows <"$T/local.txt") <(rows <<<"$out")
+
+# ---- org/name@<branch>: refs/<branch> first; online it is checked with the Hub like main
+printf %s "$old" >"$hfr/refs/v1"
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1@v1; info" 2>&1)
+ok "@branch offline: refs/v1's snapshot [$(head -c 200 <<<"$out")]" has "$out" "^path  *$hfr/snapshots/$old$"
+ctl "_control?ref=acme/r1&name=v1&to=acme/r1"
+ctl _reset
+out=$("$ATTNLAB" -e "load acme/r1@v1; info" 2>&1)
+ok "@branch online, unmoved: refs/v1's snapshot [$(grep '^path' <<<"$out")]" has "$out" "^path  *$hfr/snapshots/$old$"
+ok "@branch online: one request, no byte ($(stat_of api_requests), $(stat_of store_bytes))" test "$(stat_of api_requests)" = 1 -a "$(stat_of store_bytes)" = 0
+
 # ---- main moves on the Hub: the next load opens the new commit (streamed), not the cached one
 export ATTNLAB_CACHE=$T/cache-moved      # attnlab's cache fresh: nothing above streams acme/r1 for it
 ctl "_control?ref=acme/r1&name=main&to=acme/r1-next"
@@ -63,4 +82,6 @@ ok "main moved: the new commit's model [$(head -c 200 <<<"$out")]" has "$out" "^
 ok "main moved: opened at $new [$(grep '^path' <<<"$out")]" has "$out" "^path  *.*/snapshots/$new$"
 ok "main moved: refs/main = the new commit" test "$(cat "$hfr/refs/main")" = "$new"
 ok "main moved: the old snapshot is still there" test -f "$hfr/snapshots/$old/config.json"
+out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1@$old; ranks vo all" 2>&1)
+ok "main moved: @old commit offline still gives the old numbers" cmp -s <(rows <"$T/local.txt") <(rows <<<"$out")
 cli_done

@@ -290,9 +290,9 @@ int resolve_model(const char *name, char **path_out) {
         snprintf(base, sizeof base, "%s", repo);
         char *rev = strchr(base, '@');             /* org/name@revision */
         if (rev) *rev++ = 0;
-        if (!rev && hf_snapshot(base, NULL, &dir, &snap) != AL_OK) { free(dir); return AL_ERR; }
+        if (hf_snapshot(base, rev, &dir, &snap) != AL_OK) { free(dir); return AL_ERR; }
         if (snap && !hub_streamed(base, snap) && hf_current(base, rev, snap)) { free(dir); *path_out = snap; return AL_OK; }
-        if (!rev && !snap) looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
+        if (!snap) looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
         free(snap);
         free(dir);
         if (hub_fetch(base, rev, path_out) == AL_OK) return AL_OK;
