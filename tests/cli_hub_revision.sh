@@ -84,4 +84,10 @@ ok "main moved: refs/main = the new commit" test "$(cat "$hfr/refs/main")" = "$n
 ok "main moved: the old snapshot is still there" test -f "$hfr/snapshots/$old/config.json"
 out=$(HF_HUB_OFFLINE=1 "$ATTNLAB" -e "load acme/r1@$old; ranks vo all" 2>&1)
 ok "main moved: @old commit offline still gives the old numbers" cmp -s <(rows <"$T/local.txt") <(rows <<<"$out")
+# ... and, attnlab streaming that commit now, a Hub that does not answer leaves it in use with a warning
+out=$(HF_ENDPOINT=http://127.0.0.1:1 timeout 60 "$ATTNLAB" -e "load acme/r1; info" 2>&1)
+ok "streamed, dead endpoint: warns [$(head -c 300 <<<"$out")]" has "$out" "model 'acme/r1' (revision main): http://127.0.0.1:1: .*using attnlab's cached snapshot $new"
+ok "streamed, dead endpoint: the new commit's model" has "$out" "^path  *.*/snapshots/$new$"
+out=$(HF_ENDPOINT=http://127.0.0.1:1 timeout 60 "$ATTNLAB" -e "load acme/nope" 2>&1)
+ok "dead endpoint, nothing cached: the error [$(head -c 200 <<<"$out")]" has "$out" "not found.*http://127.0.0.1:1: .*after 6 tries"
 cli_done

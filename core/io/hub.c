@@ -551,6 +551,20 @@ static int offline_commit(HubCtx *c, const char *rev) {
     return rc;
 }
 
+/* After the API failed (error set): the commit attnlab's cache recorded for rev, when its snapshot
+ * is complete there, with a warning naming the failure; else the API's error stays. Ctrl-C: none. */
+static int cached_commit(HubCtx *c, const char *rev) {
+    char why[512], *marker = NULL;
+    snprintf(why, sizeof why, "%s", al_errmsg());
+    struct stat sb;
+    bool ok = !al_interrupted() && offline_commit(c, rev) == AL_OK &&
+              (marker = al_asprintf("%s/snapshots/%s/.attnlab-remote", c->own_repo, c->commit)) && stat(marker, &sb) == 0;
+    free(marker);
+    if (!ok) return al_err("%s", why);
+    al_warn("%s; using attnlab's cached snapshot %s", why, c->commit);
+    return AL_OK;
+}
+
 static int open_ctx(HubCtx *c, const HubRequest *r, const char *rev) {
     char *hflat = repo_folder(r->repo);
     int rc = hflat ? AL_OK : AL_ERR;
@@ -568,6 +582,7 @@ static int open_ctx(HubCtx *c, const HubRequest *r, const char *rev) {
     free(own_refs);
     cJSON *siblings = NULL;
     if (rc == AL_OK) rc = c->env.offline ? offline_commit(c, rev) : api_revision(c, rev, &siblings);
+    if (rc != AL_OK && !c->env.offline && c->own_repo) rc = cached_commit(c, rev);   /* the Hub does not answer */
     c->own_snap = rc == AL_OK ? al_asprintf("%s/snapshots/%s", c->own_repo, c->commit) : NULL;
     if (rc == AL_OK && !c->own_snap) rc = AL_ERR;
     char *marker = c->own_snap ? al_asprintf("%s/.attnlab-remote", c->own_snap) : NULL;

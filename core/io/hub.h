@@ -39,7 +39,8 @@ typedef struct {
 } HubRequest;
 
 /* Makes repo@revision loadable: asks the API for the commit and files (offline: the commit
- * attnlab's cache recorded for that revision), fetches config.json, the index, tokenizer files
+ * attnlab's cache recorded for that revision; the same, with a warning, when the API fails and
+ * that snapshot is there), fetches config.json, the index, tokenizer files
  * and every shard's header, and gives the folder to open (caller frees). Errors name the repo or
  * file: 401 says how to give a token (never printing one), 404 names what is missing. */
 int hub_open(const HubRequest *r, char **path_out);

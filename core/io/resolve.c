@@ -246,12 +246,11 @@ static bool hub_streamed(const char *repo, const char *snap) {
 static bool hf_current(const char *repo, const char *rev, const char *snap) {
     const char *have = strrchr(snap, '/') ? strrchr(snap, '/') + 1 : snap;
     if (hub_offline() || (rev && !strcmp(rev, have))) return true;
-    char now[96];
-    if (hub_revision_commit(repo, rev ? rev : "main", now, sizeof now) != AL_OK) {
-        al_warn("%s: %s; using the cached snapshot %s", repo, al_errmsg(), have);
-        return true;
-    }
-    return strcmp(now, have) == 0;
+    char now[96] = "";
+    if (hub_revision_commit(repo, rev ? rev : "main", now, sizeof now) == AL_OK) return strcmp(now, have) == 0;
+    if (al_interrupted()) return false;            /* Ctrl-C: no fallback; the Hub's load says so */
+    al_warn("%s: %s; using the cached snapshot %s", repo, al_errmsg(), have);
+    return true;
 }
 
 /* repo@rev from the Hub (hub_open with this process's cache folders). */
