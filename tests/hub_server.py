@@ -11,7 +11,9 @@ Serves the folders ROOT/<org>/<name>/ as model repos with the Hub's routes:
 Gated repos (--gated org/name) answer 401 unless "Authorization: Bearer <--token>"; unknown repos,
 revisions and files 404. Test controls: /_control?fail=N&status=503 (the next N /store requests
 fail), /_control?badsha=N (the next N LFS files claim a wrong sha256), /_control?slow=N (the next N
-/store bodies trickle, 8 KB per 20 ms), /_control?norange=N (the next N ignore Range), /_control?cut=N (the next N /store responses stop after half their body), /_reset; /_stats
+/store bodies trickle, 8 KB per 20 ms), /_control?norange=N (the next N ignore Range), /_control?cut=N (the next N /store responses stop after half their body),
+/_control?ref=org/name&name=REV&to=org/other (revision REV of org/name -- main moving to a new commit,
+or a new branch -- now serves the folder org/other, commit sha1("org/other"); the old commit stays), /_reset; /_stats
 gives {"store_bytes", "store_requests", "auth_on_store", "api_requests", "injected"} (bytes of /store
 bodies sent; faults injected).
 The port goes to --port-file once listening."""
@@ -23,6 +25,7 @@ LOCK = threading.Lock()
 STATS = {"store_bytes": 0, "store_requests": 0, "auth_on_store": 0, "api_requests": 0, "injected": 0}
 FAULTS = {"fail": 0, "status": 503, "cut": 0, "badsha": 0, "slow": 0, "norange": 0}
 BLOBS = {}        # sha256 -> path
+REFS = {}         # (repo, revision name) -> the folder it serves (default: main -> the repo's own)
 
 
 def repo_files(root, repo):
@@ -42,6 +45,16 @@ def sha256_of(path):
 
 def commit_of(repo):
     return hashlib.sha1(repo.encode()).hexdigest()
+
+
+def folder_of(repo, rev):
+    """The folder repo@rev serves (a branch REFS names, main, or a commit of either), or None."""
+    with LOCK:
+        f = REFS.get((repo, rev)) or (repo if rev == "main" else None)
+        cands = {repo} | {v for (r, _), v in REFS.items() if r == repo}
+    if f:
+        return f
+    return next((c for c in cands if commit_of(c) == rev), None)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -84,6 +97,8 @@ class Handler(BaseHTTPRequestHandler):
                 for k in ("fail", "status", "cut", "badsha", "slow", "norange"):
                     if k in q:
                         FAULTS[k] = int(q[k][0])
+                if "ref" in q:
+                    REFS[(q["ref"][0], q["name"][0])] = q["to"][0]
             return self.send(200, b"{}")
         m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/revision/(.+)", path)
         if m:
@@ -104,9 +119,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepositoryNotFound"})
         if not self.authorized(repo):
             return self.send(401, b'{"error": "Access to this model is restricted"}', {"X-Error-Code": "GatedRepo"})
-        if rev not in ("main", commit_of(repo)):
+        folder = folder_of(repo, rev)
+        if folder is None:
             return self.send(404, b'{"error": "Revision not found"}', {"X-Error-Code": "RevisionNotFound"})
-        body = {"id": repo, "sha": commit_of(repo), "siblings": [{"rfilename": f} for f in files]}
+        files = repo_files(self.server.root, folder)
+        body = {"id": repo, "sha": commit_of(folder), "siblings": [{"rfilename": f} for f in files]}
         self.send(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
     def resolve(self, repo, rev, file):
@@ -115,9 +132,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(404, b"Repository not found", {"X-Error-Code": "RepositoryNotFound"})
         if not self.authorized(repo):
             return self.send(401, b"Access restricted", {"X-Error-Code": "GatedRepo"})
-        if rev not in ("main", commit_of(repo)) or file not in files:
+        folder = folder_of(repo, rev)
+        if folder is None or file not in repo_files(self.server.root, folder):
             return self.send(404, b"Entry not found", {"X-Error-Code": "EntryNotFound"})
-        p = os.path.join(self.server.root, repo, file)
+        repo = folder                   # X-Repo-Commit below: the folder's commit
+        p = os.path.join(self.server.root, folder, file)
         if file.endswith(".json"):      # a small file in git, not LFS: served here, ETag its git blob sha1
             with open(p, "rb") as f:
                 body = f.read()

@@ -551,6 +551,20 @@ static int offline_commit(HubCtx *c, const char *rev) {
     return rc;
 }
 
+/* After the API failed (error set): the commit attnlab's cache recorded for rev, when its snapshot
+ * is complete there, with a warning naming the failure; else the API's error stays. Ctrl-C: none. */
+static int cached_commit(HubCtx *c, const char *rev) {
+    char why[512], *marker = NULL;
+    snprintf(why, sizeof why, "%s", al_errmsg());
+    struct stat sb;
+    bool ok = !al_interrupted() && offline_commit(c, rev) == AL_OK &&
+              (marker = al_asprintf("%s/snapshots/%s/.attnlab-remote", c->own_repo, c->commit)) && stat(marker, &sb) == 0;
+    free(marker);
+    if (!ok) return al_err("%s", why);
+    al_warn("%s; using attnlab's cached snapshot %s", why, c->commit);
+    return AL_OK;
+}
+
 static int open_ctx(HubCtx *c, const HubRequest *r, const char *rev) {
     char *hflat = repo_folder(r->repo);
     int rc = hflat ? AL_OK : AL_ERR;
@@ -560,13 +574,15 @@ static int open_ctx(HubCtx *c, const HubRequest *r, const char *rev) {
     free(hflat);
     if (rc == AL_OK && !c->own_repo) rc = AL_ERR;
     if (rc != AL_OK) return rc;
-    /* attnlab's refs/ first, before anything goes into the HF cache: resolve takes a repo with it as
-     * streamed, so another process never opens an HF snapshot that has a config.json but no shards */
+    /* attnlab's refs/ first; build_snapshot makes own_snap before anything goes into the HF cache:
+     * resolve takes a commit with it as streamed, so another process never opens an HF snapshot
+     * that has a config.json but no shards */
     char *own_refs = al_asprintf("%s/refs", c->own_repo);
     if (!c->env.offline && (!own_refs || al_mkdirs(own_refs) != AL_OK)) rc = AL_ERR;
     free(own_refs);
     cJSON *siblings = NULL;
     if (rc == AL_OK) rc = c->env.offline ? offline_commit(c, rev) : api_revision(c, rev, &siblings);
+    if (rc != AL_OK && !c->env.offline && c->own_repo) rc = cached_commit(c, rev);   /* the Hub does not answer */
     c->own_snap = rc == AL_OK ? al_asprintf("%s/snapshots/%s", c->own_repo, c->commit) : NULL;
     if (rc == AL_OK && !c->own_snap) rc = AL_ERR;
     char *marker = c->own_snap ? al_asprintf("%s/.attnlab-remote", c->own_snap) : NULL;
@@ -597,6 +613,20 @@ int hub_open(const HubRequest *r, char **path_out) {
     int rc = open_ctx(&c, r, r->revision && *r->revision ? r->revision : "main");
     if (rc == AL_OK) { *path_out = c.own_snap; c.own_snap = NULL; }
     free(c.hf_repo); free(c.own_repo); free(c.own_snap);
+    env_free(&c.env);
+    return rc;
+}
+
+bool hub_offline(void) { return env_true(getenv("HF_HUB_OFFLINE")); }
+
+int hub_revision_commit(const char *repo, const char *rev, char *commit, size_t cap) {
+    HubCtx c = {.repo = repo};
+    env_load(&c.env);
+    int rc = !c.env.endpoint ? al_err("out of memory") : c.env.offline ? al_err("HF_HUB_OFFLINE is set") : AL_OK;
+    cJSON *siblings = NULL;
+    if (rc == AL_OK) rc = api_revision(&c, rev, &siblings);
+    cJSON_Delete(siblings);
+    if (rc == AL_OK) snprintf(commit, cap, "%s", c.commit);
     env_free(&c.env);
     return rc;
 }

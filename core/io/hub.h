@@ -25,6 +25,8 @@
 #ifndef AL_HUB_H
 #define AL_HUB_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "al.h"
@@ -37,10 +39,17 @@ typedef struct {
 } HubRequest;
 
 /* Makes repo@revision loadable: asks the API for the commit and files (offline: the commit
- * attnlab's cache recorded for that revision), fetches config.json, the index, tokenizer files
+ * attnlab's cache recorded for that revision; the same, with a warning, when the API fails and
+ * that snapshot is there), fetches config.json, the index, tokenizer files
  * and every shard's header, and gives the folder to open (caller frees). Errors name the repo or
  * file: 401 says how to give a token (never printing one), 404 names what is missing. */
 int hub_open(const HubRequest *r, char **path_out);
+
+/* True when $HF_HUB_OFFLINE says no HTTP at all. */
+bool hub_offline(void);
+/* Asks the API which commit repo's revision rev (a branch, tag or commit) names now, into commit
+ * (cap bytes): one request, no file fetched. An error (set) when offline or the Hub does not answer. */
+int hub_revision_commit(const char *repo, const char *rev, char *commit, size_t cap);
 
 typedef struct HubRemote HubRemote;
 /* The remote source of a folder hub_open made, or NULL (an ordinary folder; no error set). */

@@ -129,11 +129,11 @@ static bool plain_revision(const char *rev) {
     return true;
 }
 
-/* The snapshot refs/main names (folder "<snaps>/<rev>" when it has a config.json, else NULL), or
+/* The snapshot refs/<rev> names (folder "<snaps>/<commit>" when it has a config.json, else NULL), or
  * AL_ERR when the file is there but does not hold a plain revision name. */
-static int hf_ref_snapshot(const char *snaps, char **snap) {
+static int hf_ref_snapshot(const char *snaps, const char *rev, char **snap) {
     *snap = NULL;
-    char *ref = al_asprintf("%.*s/refs/main", (int)(strlen(snaps) - strlen("/snapshots")), snaps);
+    char *ref = al_asprintf("%.*s/refs/%s", (int)(strlen(snaps) - strlen("/snapshots")), snaps, rev);
     if (!ref || !exists(ref)) { free(ref); return AL_OK; }
     char *text = al_read_file_max(ref, NULL, AL_CAP_SMALL, "refs");
     int rc = text ? AL_OK : AL_ERR;
@@ -155,9 +155,12 @@ static int hf_ref_snapshot(const char *snaps, char **snap) {
     return rc;
 }
 
-/* The newest snapshot folder of repo (org/name) that has a config.json, or NULL; `looked`
- * gets the folder searched. AL_ERR (error set) when refs/main is damaged. */
-static int hf_snapshot(const char *repo, char **looked, char **snap) {
+static bool is_commit(const char *rev) { return strlen(rev) == 40 && strspn(rev, "0123456789abcdef") == 40; }
+
+/* The snapshot folder of repo (org/name) at rev (NULL: main) that has a config.json, or NULL:
+ * snapshots/<rev> for a commit, else the one refs/<rev> names, else (main only) the newest; `looked`
+ * gets the folder searched. AL_ERR (error set) when the refs file is damaged. */
+static int hf_snapshot(const char *repo, const char *rev, char **looked, char **snap) {
     *snap = NULL;
     char *hub = resolve_hf_cache_dir();
     if (!hub) return AL_OK;
@@ -172,9 +175,17 @@ static int hf_snapshot(const char *repo, char **looked, char **snap) {
     free(hub);
     *looked = snaps;
     if (!snaps || !is_dir(snaps)) return AL_OK;
-    /* refs/main names the revision the hub last gave; prefer it */
-    if (hf_ref_snapshot(snaps, snap) != AL_OK) return AL_ERR;
-    if (*snap) return AL_OK;
+    if (rev && !plain_revision(rev)) return AL_OK;           /* "refs/pr/1" and the like: the Hub's */
+    if (rev && is_commit(rev)) {
+        char *cand = al_asprintf("%s/%s", snaps, rev), *cfg = cand ? al_asprintf("%s/config.json", cand) : NULL;
+        if (cfg && exists(cfg)) { *snap = cand; cand = NULL; }
+        free(cfg);
+        free(cand);
+        if (*snap) return AL_OK;
+    }
+    /* refs/<rev> names the commit the hub last gave; prefer it */
+    if (hf_ref_snapshot(snaps, rev ? rev : "main", snap) != AL_OK) return AL_ERR;
+    if (*snap || rev) return AL_OK;
     DIR *d = opendir(snaps);
     char *best = NULL;
     time_t best_t = 0;
@@ -210,8 +221,11 @@ static bool looks_like_repo(const char *name) {
     return name[0] != '.' && name[0] != '~';
 }
 
-/* True when attnlab's cache streams repo from the Hub (hub.h): it has a refs/ folder there. */
-static bool hub_streamed(const char *repo) {
+/* True when attnlab's cache streams the HF snapshot snap of repo from the Hub (hub.h): it has that
+ * commit's folder (made before anything of the commit enters the HF cache), so the HF snapshot may
+ * hold only the config and index, or shards not all there yet. */
+static bool hub_streamed(const char *repo, const char *snap) {
+    const char *commit = strrchr(snap, '/') ? strrchr(snap, '/') + 1 : snap;
     char *own = resolve_cache_dir(), flat[512] = "models--";
     size_t k = strlen(flat);
     for (const char *p = repo; *p && k + 3 < sizeof flat; p++) {
@@ -219,11 +233,24 @@ static bool hub_streamed(const char *repo) {
         flat[k++] = *p == '/' ? '-' : *p;
     }
     flat[k] = 0;
-    char *refs = own ? al_asprintf("%s/hub/%s/refs", own, flat) : NULL;
-    bool yes = refs && is_dir(refs);
-    free(refs);
+    char *dir = own ? al_asprintf("%s/hub/%s/snapshots/%s", own, flat, commit) : NULL;
+    bool yes = dir && is_dir(dir);
+    free(dir);
     free(own);
     return yes;
+}
+
+/* True when the cached snapshot snap of repo@rev (NULL: main) is the one to open: offline, rev is
+ * its commit, the Hub names the same commit, or the Hub cannot be asked (a warning says so). False
+ * when the revision moved on the Hub: the new commit is to be opened. */
+static bool hf_current(const char *repo, const char *rev, const char *snap) {
+    const char *have = strrchr(snap, '/') ? strrchr(snap, '/') + 1 : snap;
+    if (hub_offline() || (rev && !strcmp(rev, have))) return true;
+    char now[96] = "";
+    if (hub_revision_commit(repo, rev ? rev : "main", now, sizeof now) == AL_OK) return strcmp(now, have) == 0;
+    if (al_interrupted()) return false;            /* Ctrl-C: no fallback; the Hub's load says so */
+    al_warn("%s: %s; using the cached snapshot %s", repo, al_errmsg(), have);
+    return true;
 }
 
 /* repo@rev from the Hub (hub_open with this process's cache folders). */
@@ -262,10 +289,10 @@ int resolve_model(const char *name, char **path_out) {
         snprintf(base, sizeof base, "%s", repo);
         char *rev = strchr(base, '@');             /* org/name@revision */
         if (rev) *rev++ = 0;
-        if (!rev && hf_snapshot(base, &dir, &snap) != AL_OK) { free(dir); return AL_ERR; }
-        if (snap && !hub_streamed(base)) { free(dir); *path_out = snap; return AL_OK; }
+        if (hf_snapshot(base, rev, &dir, &snap) != AL_OK) { free(dir); return AL_ERR; }
+        if (snap && !hub_streamed(base, snap) && hf_current(base, rev, snap)) { free(dir); *path_out = snap; return AL_OK; }
+        if (!snap) looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
         free(snap);
-        if (!rev) looked_add(looked, sizeof looked, &n, "; Hugging Face cache %s (no snapshot with a config.json)", dir ? dir : "?");
         free(dir);
         if (hub_fetch(base, rev, path_out) == AL_OK) return AL_OK;
         looked_add(looked, sizeof looked, &n, "; the Hub: %s", al_errmsg());

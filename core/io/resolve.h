@@ -5,11 +5,15 @@
  * "alias /path/to/folder" -- a target starting with '/', '~' or '.' is a local path) mapped to
  * org/name or that path; org/name through the Hugging Face cache
  * ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub:
- * models--org--name/snapshots/<rev>/: the one refs/main names -- a plain revision name, never a
- * path; anything else is an error -- else the newest snapshot with a config.json).
- * When attnlab streams the repo (its cache has a refs/ folder for it: the HF snapshot may hold
- * only the config and index, or shards not all there yet), or no snapshot is there, or a revision
- * is named: org/name[@revision] from the Hub (hub.h).
+ * models--org--name/snapshots/<commit>/: for org/name@<commit> that folder; else the one
+ * refs/<revision> names (main when none is given) -- a plain revision name, never a path;
+ * anything else is an error -- else, for main only, the newest snapshot with a config.json).
+ * Unless $HF_HUB_OFFLINE is set or the revision named is that commit, the Hub's API is asked which
+ * commit the revision names now: a different one (the revision moved) is opened from the Hub; a
+ * Hub that does not answer leaves the cached snapshot in use, with a warning.
+ * When attnlab streams that commit (its cache has a folder for it: the HF snapshot may hold
+ * only the config and index, or shards not all there yet), or no snapshot is there, or the
+ * revision moved: org/name[@revision] from the Hub (hub.h).
  * Demo names (demo-r1, demo-llama, demo-gpt2) are handled by the shell, not here. */
 #ifndef AL_RESOLVE_H
 #define AL_RESOLVE_H
