@@ -13,7 +13,8 @@
  *       at the recipe's dims (ramp bounds 0 .. 3.1 vs 0 .. 4);
  *   (e) openai/gpt-oss-20b's config.json read into the description (windows per layer, YaRN with
  *       truncate false, sinks, biases, experts, tensor names), and GptOssConfig's defaults;
- *   (f) experts under MXFP4's names: `ranks vo` available, the forward pass refused naming MXFP4;
+ *   (f) experts in MXFP4 as released (blocks [E, 2I, D/32, 16], scales [E, 2I, D/32]): `ranks vo`
+ *       and `ppl` available, the perplexity equal to the F32 twin's with the dequantized values;
  *   (g) a folder with gpt-oss-20b's config.json and the release's tensor names, dtypes and shapes
  *       (a sparse file of zeros) loads with the right description and analyses.
  * The README's and info's statements about the sinks are in cli_gpt_oss. */
@@ -119,6 +120,146 @@ static int copy_edited(const char *src, const char *dst, const char *what, void 
 
 static void sinks_off(float *a, size_t n) { for (size_t i = 0; i < n; i++) a[i] = -1e30f; }
 static void times8(float *a, size_t n) { for (size_t i = 0; i < n; i++) a[i] *= 8; }
+
+/* The E2M1 code nearest v / 2^k (sign bit 3). */
+static uint8_t e2m1_nearest(float v, int k) {
+    uint8_t best = 0;
+    for (uint8_t c = 1; c < 16; c++)
+        if (fabsf(ldexpf(dt_e2m1_to_f32(c), k) - v) < fabsf(ldexpf(dt_e2m1_to_f32(best), k) - v)) best = c;
+    return best;
+}
+
+/* Parameter P (E, A, B) (x @ W, gpt-oss's layout) quantized to MXFP4 as the release stores it
+ * (transformers' convert_moe_packed_tensors read backwards): blocks (E, B, A/32, 16), expert e's row
+ * j holding P[e, :, j], element 2t in the low nibble of byte t, one E8M0 scale per 32 (scales
+ * (E, B, A/32)); P is overwritten with the dequantized values (exact in float). */
+static void mxfp4_pack(float *P, size_t E, size_t A, size_t B, uint8_t *blk, uint8_t *sc) {
+    size_t G = A / 32;
+    for (size_t e = 0; e < E; e++)
+        for (size_t j = 0; j < B; j++)
+            for (size_t g = 0; g < G; g++) {
+                float amax = 0;
+                for (size_t t = 0; t < 32; t++) amax = fmaxf(amax, fabsf(P[(e * A + g * 32 + t) * B + j]));
+                int k = amax > 0 ? (int)ceil(log2(amax / 6.0)) : 0;
+                sc[(e * B + j) * G + g] = (uint8_t)(k + 127);
+                uint8_t *by = blk + ((e * B + j) * G + g) * 16;
+                for (size_t t = 0; t < 32; t++) {
+                    float *v = &P[(e * A + g * 32 + t) * B + j];
+                    uint8_t c = e2m1_nearest(*v, k);
+                    by[t / 2] = (uint8_t)(t % 2 ? (by[t / 2] | c << 4) : c);
+                    *v = ldexpf(dt_e2m1_to_f32(c), k);
+                }
+            }
+}
+
+/* Two copies of src: qd with every layer's experts (gate_up_proj, down_proj) in MXFP4 as released,
+ * fd with the same values dequantized in F32 (every other tensor F32 as in src). */
+static int mxfp4_twins(const char *src, const char *qd, const char *fd, int bad) {
+    char *sp = al_asprintf("%s/model.safetensors", src), *sc = al_asprintf("%s/config.json", src);
+    st_file *st = NULL;
+    st_writer *wq = st_writer_new(), *wf = st_writer_new();
+    int rc = sp && wq && wf ? st_open(sp, &st) : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < st_count(st); i++) {
+        const st_entry *e = st_entry_at(st, i);
+        size_t n = st_numel(e);
+        float *a = malloc(n * sizeof *a);
+        rc = a ? dt_to_f32(e->dtype, st_data(st, e), n, a) : AL_ERR;
+        bool ex = e->ndim == 3 && strstr(e->name, "mlp.experts.") && !strstr(e->name, "bias");   /* gate_up, down */
+        if (rc == AL_OK && ex) {
+            size_t E = e->shape[0], A = e->shape[1], B = e->shape[2], bs[4] = {E, B, A / 32, 16};
+            uint8_t *blk = calloc(n / 2, 1), *scl = calloc(n / 32, 1);
+            char nb[256], ns[256];
+            snprintf(nb, sizeof nb, "%s_blocks", e->name);
+            snprintf(ns, sizeof ns, "%s_scales", e->name);
+            CHECK(A % 32 == 0, "'%s': %zu rows, a multiple of 32", e->name, A);
+            mxfp4_pack(a, E, A, B, blk, scl);
+            if (bad == 1 && scl) scl[n / 32 - 1] = 0xFF;                          /* a NaN E8M0 scale */
+            size_t ss[3] = {E, B, A / 32};
+            if (bad == 2) ss[1] = B * (A / 32), ss[2] = 1;                      /* right count, wrong shape */
+            rc = blk && scl ? st_writer_add(wq, nb, DT_U8, 4, bs, blk, n / 2) : AL_ERR;
+            if (rc == AL_OK) rc = st_writer_add(wq, ns, DT_U8, 3, ss, scl, n / 32);
+            free(blk); free(scl);
+        } else if (rc == AL_OK)
+            rc = st_writer_add(wq, e->name, DT_F32, e->ndim, e->shape, a, n * sizeof(float));
+        if (rc == AL_OK) rc = st_writer_add(wf, e->name, DT_F32, e->ndim, e->shape, a, n * sizeof(float));
+        free(a);
+    }
+    const char *dirs[2] = {qd, fd};
+    st_writer *ws[2] = {wq, wf};
+    size_t n = 0;
+    char *text = rc == AL_OK ? al_read_file(sc, &n) : NULL;
+    for (int k = 0; rc == AL_OK && k < 2; k++) {
+        char *dp = al_asprintf("%s/model.safetensors", dirs[k]), *dc = al_asprintf("%s/config.json", dirs[k]);
+        rc = mkdir(dirs[k], 0755) == 0 || access(dirs[k], F_OK) == 0 ? st_writer_write(ws[k], dp) : AL_ERR;
+        FILE *f = rc == AL_OK && text ? fopen(dc, "w") : NULL;
+        if (rc == AL_OK && !(f && fwrite(text, 1, n, f) == n)) rc = al_err("cannot write %s", dc);
+        if (f) fclose(f);
+        free(dp); free(dc);
+    }
+    free(text);
+    if (st) st_close(st);
+    st_writer_free(wq); st_writer_free(wf);
+    free(sp); free(sc);
+    return rc;
+}
+
+static double ppl_of(const char *dir, mm_compute c) {
+    Model *m = NULL;
+    Forward *f = NULL;
+    FwdPpl p = {.nll = NAN};
+    CHECK_OK(model_open(dir, &m));
+    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    if (f) {
+        int ids[T * 4];
+        ids_for(ids, T * 4, fwd_vocab(f));
+        fwd_set_compute(f, c);
+        CHECK_OK(fwd_ppl(f, ids, T * 4, 32, &p));
+    }
+    fwd_free(f);
+    model_free(m);
+    return exp(p.nll);
+}
+
+/* (f) gpt-oss's experts in MXFP4 as released: ranks vo and ppl available, the perplexity equal to
+ * that of the F32 twin holding the dequantized values (1e-6 relative) in both compute modes, and
+ * different from the unquantized source's (the experts are read, not skipped). */
+static void check_mxfp4(const char *tmp, const char *d0) {
+    char *dq = al_asprintf("%s/oss-mxfp4", tmp), *df = al_asprintf("%s/oss-mxfp4-as-f32", tmp);
+    CHECK_OK(mxfp4_twins(d0, dq, df, 0));
+    Model *m = NULL;
+    char why[1024] = "";
+    CHECK_OK(model_open(dq, &m));
+    CHECK(m && analysis_available(m, AN_RANKS_VO, why, sizeof why), "mxfp4 experts: ranks vo available");
+    CHECK(m && analysis_available(m, AN_PPL, why, sizeof why), "mxfp4 experts: ppl available: %s", why);
+    model_free(m);
+    for (int c = 0; c < 2; c++) {
+        mm_compute mode = c ? MM_BF16 : MM_F32;
+        double pq = ppl_of(dq, mode), pf = ppl_of(df, mode), p0 = ppl_of(d0, mode);
+        printf("  MXFP4 experts %s: ppl %.9f, F32 twin %.9f (rel %.2g), unquantized %.9f\n", mm_compute_name(mode), pq,
+               pf, fabs(pq / pf - 1), p0);
+        CHECK(isfinite(pq) && fabs(pq / pf - 1) < 1e-6, "mxfp4 %s: ppl %.9g vs the F32 twin's %.9g",
+              mm_compute_name(mode), pq, pf);
+        CHECK(fabs(pf / p0 - 1) > 1e-6, "mxfp4 %s: the quantization moves the ppl (%.9g vs %.9g)", mm_compute_name(mode),
+              pf, p0);
+    }
+    /* hostile: a NaN scale, scales of the wrong shape -- refused naming the tensor, never read */
+    const char *want[3] = {NULL, "is NaN", "should be U8 (E8M0) of shape"};
+    for (int bad = 1; bad <= 2; bad++) {
+        CHECK_OK(mxfp4_twins(d0, dq, df, bad));
+        Model *mb = NULL;
+        Forward *f = NULL;
+        CHECK_OK(model_open(dq, &mb));
+        CHECK(mb && !analysis_available(mb, AN_PPL, why, sizeof why) && strstr(why, want[bad]) &&
+              strstr(why, "mlp.experts."), "mxfp4 hostile %d: ppl refused: %s", bad, why);
+        CHECK_ERR(fwd_new(mb, NULL, &f), want[bad]);
+        CHECK(strstr(al_errmsg(), "mlp.experts.") != NULL, "mxfp4 hostile %d: the error names the tensor: %s", bad,
+              al_errmsg());
+        printf("  MXFP4 experts, hostile %d: %s\n", bad, al_errmsg());
+        fwd_free(f);
+        model_free(mb);
+    }
+    free(dq); free(df);
+}
 
 /* The reference's logits on dir against attnlab's z. */
 static double vs_ref(const char *dir, const float *z, size_t V) {
@@ -278,10 +419,10 @@ static void check_real_folder(const char *dir) {
         CHECK(mc && mc->family == FAM_GPT_OSS && mc->n_layers == 24 && mc->attn_sinks && cfg_layer_window(mc, 0) == 128 &&
               cfg_layer_window(mc, 1) == 0 && mc->dtype == DT_BF16, "gpt-oss-20b folder: the description");
         CHECK(m && analysis_available(m, AN_RANKS_VO, why, sizeof why), "gpt-oss-20b folder: ranks vo: %s", why);
-        CHECK(m && !analysis_available(m, AN_PPL, why, sizeof why) && strstr(why, "MXFP4"), "gpt-oss-20b: ppl: %s", why);
+        CHECK(m && analysis_available(m, AN_PPL, why, sizeof why), "gpt-oss-20b: ppl on its MXFP4 experts: %s", why);
         CHECK(m && !analysis_available(m, AN_CONVERT_MLA, why, sizeof why) && strstr(why, "sliding window of 128"),
               "gpt-oss-20b: convert mla: %s", why);
-        printf("  real folder: gpt-oss-20b's names and shapes load; ranks vo yes, ppl refused for MXFP4\n");
+        printf("  real folder: gpt-oss-20b's names and shapes load; ranks vo yes, ppl yes (MXFP4 experts)\n");
         model_free(m);
         unlink(sp);
     }
@@ -314,17 +455,7 @@ int main(void) {
     printf("  clamped SwiGLU (gate_up x 8): attnlab vs reference %.2g\n", ref2);
     check_truncate();
     check_config();
-    /* (f) experts under MXFP4's names (gate_up_proj_blocks, as released): the attention analyses
-       run, the forward pass is refused naming MXFP4 */
-    char *d3 = al_asprintf("%s/oss-mxfp4", tmp);
-    CHECK_OK(copy_edited(d0, d3, "mlp.experts.gate_up_proj", NULL, "_blocks"));
-    Model *m3 = NULL;
-    char why[1024];
-    CHECK_OK(model_open(d3, &m3));
-    CHECK(m3 && analysis_available(m3, AN_RANKS_VO, why, sizeof why), "mxfp4 experts: ranks vo available");
-    CHECK(m3 && !analysis_available(m3, AN_PPL, why, sizeof why) && strstr(why, "MXFP4"), "mxfp4: ppl refused: %s", why);
-    model_free(m3);
-    free(d3);
+    check_mxfp4(tmp, d0);
     char *d4 = al_asprintf("%s/gpt-oss-20b", tmp);
     check_real_folder(d4);
     free(d4);

@@ -87,8 +87,8 @@ size_t dt_fp8_reencode_rows(const float *W, const float *Wold, const uint8_t *ol
  *   vLLM's break_fp4_bytes stacks (low, high)).
  * - MXFP4 (gpt-oss; quant_method "mxfp4"): "<name>_blocks" U8 (R, C/32, 16) and "<name>_scales"
  *   U8 (R, C/32), E8M0: scale = 2^(s - 127) (torch.ldexp(lut, s - 127)); 0xFF is NaN (OCP). A
- *   2-D weight only: gpt-oss's 3-D expert tensors (E, out, C/32, 16), transposed relative to their
- *   BF16 parameter, are not read yet.
+ *   2-D weight here; gpt-oss's 3-D expert tensors (E, out, C/32, 16), transposed relative to their
+ *   BF16 parameter, are one dt_fp4 of rows E out (store_fp4_experts), read by the forward pass.
  * - NVFP4 (ModelOpt, quant_algo "NVFP4"): "<name>" U8 (R, C/2), "<name>_scale" F8_E4M3 (R, C/16)
  *   (subnormal E4M3 scales are values), "<name>_scale_2" F32 of one value ([] or [1]); ModelOpt's
  *   weights_scaling_factor_2 = amax / (6 * 448), so it MULTIPLIES: W = e2m1 * scale * scale_2

@@ -346,7 +346,7 @@ static int fp4_mxfp4(const Store *s, const char *name, const store_item *b, dt_f
     const st_entry *e = b->e;
     if (e->dtype != DT_U8 || e->ndim != 3 || e->shape[2] != 16)
         return al_err("MXFP4 tensor '%s' should be U8 of shape [rows, cols/32, 16], found %s%s", b->name,
-                      shape_str(e, sh, sizeof sh), e->ndim == 4 ? " (stacked experts are not read yet)" : "");
+                      shape_str(e, sh, sizeof sh), e->ndim == 4 ? " (stacked experts: the forward pass reads them per expert)" : "");
     const store_item *sc = find_suffixed(s, name, "_scales");
     if (!sc) return al_err("MXFP4 tensor '%s' has no block scales '%s_scales'", b->name, name);
     size_t R = e->shape[0], G = e->shape[1];
@@ -415,6 +415,31 @@ int store_fp4(const Store *s, const char *name, dt_fp4 *q) {
         rc = fp4_nvfp4(s, name, w, sc, q);      /* compressed-tensors' nvfp4-pack-quantized */
     else return AL_OK;
     if (rc == AL_OK) rc = fp4_check_scales(w, name, q);
+    if (rc != AL_OK) q->enc = DT_FP4_NONE;
+    return rc;
+}
+
+int store_fp4_experts(const Store *s, const char *name, size_t *E, dt_fp4 *q) {
+    char sh[128];
+    memset(q, 0, sizeof *q);
+    q->enc = DT_FP4_NONE;
+    const store_item *b = find_item(s, name) ? NULL : find_suffixed(s, name, "_blocks");
+    if (!b || b->e->ndim != 4) return AL_OK;
+    const st_entry *e = b->e;
+    if (e->dtype != DT_U8 || e->shape[3] != 16)
+        return al_err("MXFP4 experts '%s' should be U8 of shape [experts, rows, cols/32, 16], found %s", b->name,
+                      shape_str(e, sh, sizeof sh));
+    const store_item *sc = find_suffixed(s, name, "_scales");
+    if (!sc) return al_err("MXFP4 experts '%s' have no block scales '%s_scales'", b->name, name);
+    const st_entry *se = sc->e;
+    if (se->dtype != DT_U8 || se->ndim != 3 || se->shape[0] != e->shape[0] || se->shape[1] != e->shape[1] ||
+        se->shape[2] != e->shape[2])
+        return al_err("'%s' should be U8 (E8M0) of shape [%zu, %zu, %zu] (one per 32 values of '%s'), found %s", sc->name,
+                      e->shape[0], e->shape[1], e->shape[2], b->name, shape_str(se, sh, sizeof sh));
+    *E = e->shape[0];
+    *q = (dt_fp4){.enc = DT_FP4_MXFP4, .rows = e->shape[0] * e->shape[1], .cols = e->shape[2] * 32,
+                  .codes = st_data(b->f, e), .scale = st_data(sc->f, se), .gscale = 1.0f};
+    int rc = fp4_check_scales(b, name, q);
     if (rc != AL_OK) q->enc = DT_FP4_NONE;
     return rc;
 }

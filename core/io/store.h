@@ -46,6 +46,10 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
  * q->enc is DT_FP4_NONE for a tensor stored otherwise. The error names the tensor and what is
  * wrong. */
 int store_fp4(const Store *s, const char *name, dt_fp4 *q);
+/* gpt-oss's stacked MXFP4 experts: "<name>_blocks" U8 [E, R, G, 16] and "<name>_scales" U8
+ * [E, R, G] as one dt_fp4 of rows E R (expert e's rows [e R, (e + 1) R)) and cols G 32, checked as
+ * store_fp4 checks; *E the experts. q->enc DT_FP4_NONE when name has no 4-D "_blocks". */
+int store_fp4_experts(const Store *s, const char *name, size_t *E, dt_fp4 *q);
 /* Number of shard files and the i-th path. */
 size_t store_nfiles(const Store *s);
 const char *store_file_at(const Store *s, size_t i);

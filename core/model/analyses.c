@@ -142,13 +142,17 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "layer %d is a mixture-of-experts layer (%d experts) but num_experts_per_tok is %d: the "
                        "forward pass needs 1 <= top-k <= experts", first, e->n_experts, e->top_k);
     char gu[192], blk[210];
+    dt_fp4 q;
+    size_t qE = 0;
     if (m->store && cfg_role_name(c, ROLE_EXPS_GATE_UP, first, -1, NULL, gu, sizeof gu) &&
         (snprintf(blk, sizeof blk, "%s_blocks", gu), store_has(m->store, blk) || !store_has(m->store, gu))) {
-        return store_has(m->store, blk)                           /* gpt-oss as released: MXFP4 experts */
-                   ? why_set(why, cap, "%s: the experts are stored in MXFP4 (%s / _scales): the forward pass reads "
-                             "them in F32 / BF16 (transformers' dequantized checkpoints); the attention weights are "
-                             "BF16, so the attention analyses run", m->path, blk)
-                   : why_set(why, cap, "%s: layer %d has no %s (every expert in one tensor)", m->path, first, gu);
+        if (!store_has(m->store, blk))
+            return why_set(why, cap, "%s: layer %d has no %s (every expert in one tensor)", m->path, first, gu);
+        int qrc = store_fp4_experts(m->store, gu, &qE, &q);             /* gpt-oss as released: read per expert */
+        if (qrc != AL_OK || q.enc == DT_FP4_NONE)
+            return why_set(why, cap, "%s: the experts are stored under MXFP4's names (%s / _scales) but not as MXFP4 "
+                           "experts (U8 [E, rows, cols/32, 16], E8M0 scales [E, rows, cols/32])%s%s", m->path, blk,
+                           qrc != AL_OK ? ": " : "", qrc != AL_OK ? al_errmsg() : "");
     }
     if (!ds && e->n_shared > 0 && !role_in_moe(e->layout, ROLE_SHEXP_SCALE))
         return why_set(why, cap, "%s: a shared expert in a %s MoE (shared_expert_intermediate_size) is not covered by "

@@ -387,11 +387,37 @@ static size_t expert_ffn(const Forward *f) {
     return f->c->moe.expert_ffn > 0 ? (size_t)f->c->moe.expert_ffn : f->ffn;
 }
 
-/* Tensor `name` of shape (E, a, b) (b 0: (E, a)) as float32 (rows E a, cols b or a); with dry,
- * only the check and the count. */
+/* gpt-oss's MXFP4 experts q (store_fp4_experts; transformers' convert_moe_packed_tensors): expert
+ * e's stored rows are the columns of its (a, b) parameter, so its (b, a) block is decoded (low
+ * nibble the even element, times 2^(scale - 127)) and transposed into rows [e a, (e + 1) a) of out. */
+static int read_experts_mxfp4(const char *name, const dt_fp4 *q, size_t qE, size_t E, size_t a, size_t b, bool dry,
+                              size_t *bytes, Mat **out) {
+    if (qE != E || q->rows != E * b || q->cols != a)
+        return al_err("MXFP4 experts '%s' should decode to [%zu, %zu, %zu] (stored transposed, [%zu, %zu, %zu / 32, 16]), "
+                      "found [%zu, %zu, %zu]", name, E, b, a, E, b, a, qE, q->rows / (qE ? qE : 1), q->cols);
+    if (bytes) *bytes += E * b * (a / 2 + a / 32);
+    if (dry) return AL_OK;
+    float *blk = malloc(b * a * sizeof *blk);                      /* (b, a): one expert as stored */
+    if (!blk || !(*out = mat_new(E * a, b))) { free(blk); return al_err("out of memory reading '%s'", name); }
+    for (size_t e = 0; e < E; e++) {
+        dt_fp4_dequant(q, e * b, b, 0, a, blk, a);
+        float *o = (*out)->data + e * a * b;
+        for (size_t i = 0; i < a; i++)
+            for (size_t j = 0; j < b; j++) o[i * b + j] = blk[j * a + i];
+    }
+    free(blk);
+    return AL_OK;
+}
+
+/* Tensor `name` of shape (E, a, b) (b 0: (E, a)) as float32 (rows E a, cols b or a), or its MXFP4
+ * blocks / scales (read_experts_mxfp4); with dry, only the check and the count. */
 static int read_experts(Forward *f, const char *name, size_t E, size_t a, size_t b, bool dry, size_t *bytes, Mat **out) {
     const st_entry *e;
     const st_file *sf;
+    dt_fp4 q;
+    size_t qE = 0;
+    if (b && store_fp4_experts(f->m->store, name, &qE, &q) != AL_OK) return AL_ERR;
+    if (b && q.enc != DT_FP4_NONE) return read_experts_mxfp4(name, &q, qE, E, a, b, dry, bytes, out);
     if (store_entry(f->m->store, name, &e, &sf) != AL_OK) return AL_ERR;
     bool ok = b ? e->ndim == 3 && e->shape[0] == E && e->shape[1] == a && e->shape[2] == b
                 : e->ndim == 2 && e->shape[0] == E && e->shape[1] == a;
