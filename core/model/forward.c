@@ -483,6 +483,37 @@ static int load_fused_experts(Forward *f, int L, bool dry, size_t *bytes, Ffn *e
     return rc;
 }
 
+/* Expert e's block (in, out) of all (E in, out), used as x @ W, as an owned float32 (out, in) Lin. */
+static int expert_transposed(const Mat *all, size_t e, size_t in, size_t out, Lin *l) {
+    Mat *w = mat_new(out, in);
+    if (!w) return AL_ERR;
+    const float *s = all->data + e * in * out;
+    for (size_t i = 0; i < in; i++)
+        for (size_t o = 0; o < out; o++) w->data[o * in + i] = s[i * out + o];
+    *l = (Lin){.w = {.dt = DT_F32, .data = w->data, .rows = out, .cols = in, .own = w}, .in = in, .out = out};
+    return AL_OK;
+}
+
+/* Qwen3-VL MoE's experts: gate_up_proj (E, D, 2 FI) used as x @ W with gate / up the column halves, down_proj
+ * (E, FI, D); each expert's blocks transposed to (2 FI, D) rows [gate ; up] (Phi-3's `gu`) and (D, FI). */
+static int load_experts_xw(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
+    const size_t D = f->D;
+    Mat *gu = NULL, *dn = NULL;
+    char n[192];
+    int rc = role_name(f, ROLE_EXPS_GATE_UP, L, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = read_experts(f, n, E, D, 2 * FI, dry, bytes, &gu);
+    if (rc == AL_OK) rc = role_name(f, ROLE_EXPS_DOWN, L, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = read_experts(f, n, E, FI, D, dry, bytes, &dn);
+    for (size_t e = 0; rc == AL_OK && !dry && e < E; e++) {
+        ex[e].ffn = FI;
+        rc = expert_transposed(gu, e, D, 2 * FI, &ex[e].gu);
+        if (rc == AL_OK) rc = expert_transposed(dn, e, FI, D, &ex[e].down);
+    }
+    mat_free(gu);
+    mat_free(dn);
+    return rc;
+}
+
 /* Router, correction bias, routed and shared experts of MoE layer L. */
 static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const MoeSpec *ms = &f->c->moe;
@@ -493,6 +524,7 @@ static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
         rc = load_mat(f, bn, 1, E, dry, bytes, &w->ebias);
     if (rc == AL_OK && !(w->experts = al_calloc(E, sizeof *w->experts, "experts"))) rc = AL_ERR;
     if (rc == AL_OK && f->c->moe.layout == MOE_GPT_OSS) return load_experts_fused(f, L, E, eff, dry, bytes, w->experts);
+    if (rc == AL_OK && f->c->moe.layout == MOE_QWEN3_VL) return load_experts_xw(f, L, E, eff, dry, bytes, w->experts);
     if (rc == AL_OK && cfg_role(f->c, ROLE_EXPS_GATE_UP)) rc = load_fused_experts(f, L, dry, bytes, w->experts);
     for (size_t e = 0; rc == AL_OK && !cfg_role(f->c, ROLE_EXPS_GATE_UP) && e < E; e++)
         rc = load_ffn(f, L, (int)e, &expert_roles, eff, dry, bytes, &w->experts[e]);
