@@ -1,5 +1,5 @@
 #!/bin/bash
-# cli_text_towers.sh -- the text towers of multimodal checkpoints (gemma3, qwen3_vl, mistral3): `load`
+# cli_text_towers.sh -- the text towers of multimodal checkpoints (gemma3, qwen3_vl, qwen3_vl_moe, mistral3): `load`
 # opens the language model of a config.json with text_config and tensors under language_model.model.,
 # and the same folder saved as transformers 4.52+ saves it (model.language_model.) gives the same
 # perplexity; `info` says the vision tower is not loaded (and Qwen3-VL's M-RoPE is plain RoPE on text);
@@ -41,6 +41,17 @@ run -e "synth family qwen3_vl $T/q; load $T/q; info"
 ok "qwen3_vl loads" test "$(rc)" = 0
 ok "  info: M-RoPE on text positions is RoPE" has "$(cat out.txt)" "M-RoPE (mrope_section) on text-only positions (t = h = w) is ordinary RoPE"
 ok "  tensors under model.language_model." has "$(cat out.txt)" "tensors under model.language_model.)"
+
+run -e "synth family qwen3_vl_moe $T/qm; load $T/qm; info; ppl ids ids.txt"
+ok "qwen3_vl_moe loads and runs" test "$(rc)" = 0
+out=$(cat out.txt)
+ok "  info: the text tower, 4 routed experts, 2 per token" has "$out" "routed_experts                 4"
+ok "  M-RoPE stated" has "$out" "M-RoPE (mrope_section) on text-only positions (t = h = w) is ordinary RoPE"
+ok "  perplexity ($(nll))" test -n "$(nll)"
+run -e "lint $T/qm"
+out=$(cat out.txt)
+ok "  lint: transformers loads the fused [E, D, 2I] experts" has "$out" "transformers  Qwen3VLMoeForConditionalGeneration  loads"
+ok "  no shape finding on them" hasnt "$out" "gate_up_proj"
 
 run -e "synth family mistral3 $T/m; load $T/m; convert mla kv-rank 16; export $T/mla"
 ok "mistral3: the MLA export refuses a tower" test "$(rc)" = 1

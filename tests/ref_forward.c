@@ -6,6 +6,8 @@
  *   mimo                    qwen2's model (MiMoModel is Qwen2Model; its mtp_layers only draft tokens)
  *   qwen3, qwen3_moe        + q_norm / k_norm RMSNorm per head before RoPE; MoE: softmax router,
  *                           top-k, renormalised when norm_topk_prob
+ *   qwen3_vl_moe            qwen3_moe's text tower, top-k always renormalised, experts fused: gate_up_proj
+ *                           (E, D, 2I) as x @ W with [gate | up] column halves, down_proj (E, I, D) as x @ W
  *   gemma2                  RMSNorm x (1 + w), embeddings x sqrt(hidden) (rounded to the dtype),
  *                           sandwich norms, GeGLU (tanh), scale query_pre_attn_scalar^-1/2,
  *                           tanh soft-caps of scores and of the final logits, sliding window on
@@ -122,6 +124,7 @@ struct RefModel {
     const char *prefix;            /* "model." / "gpt_neox." (a text tower: "language_model.model." / "model.language_model.") */
     const char *head;              /* the output layer's tensor name */
     bool tower;                    /* the text model of a multimodal checkpoint (config.json's text_config) */
+    bool experts_xw;               /* Qwen3-VL MoE: gate_up_proj (E, D, 2I) as x @ W, [gate | up] halves; down (E, I, D) */
     int D, H, KV, hd, L, V, F;
     double eps;
     double theta, local_theta, rope_factor;   /* rope_factor: linear scaling (1: none) */
@@ -184,7 +187,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"llama", R_LLAMA}, {"mistral", R_MISTRAL}, {"qwen2", R_QWEN2}, {"qwen3", R_QWEN3},
         {"qwen3_moe", R_QWEN3_MOE}, {"gemma2", R_GEMMA2}, {"gemma3_text", R_GEMMA3}, {"mixtral", R_MIXTRAL},
         {"phi3", R_PHI3}, {"gpt_neox", R_NEOX}, {"olmo2", R_OLMO2}, {"olmo3", R_OLMO3}, {"deepseek_v3", R_DSV3},
-        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"gpt_oss", R_GPT_OSS},
+        {"glm4_moe", R_GLM4_MOE}, {"smollm3", R_SMOLLM3}, {"qwen3_vl_text", R_QWEN3}, {"qwen3_vl_moe_text", R_QWEN3_MOE}, {"gpt_oss", R_GPT_OSS},
         {"deepseek_v32", R_DSV32}, {"glm_moe_dsa", R_GLM_DSA},
         {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
         {"ministral3", R_MINISTRAL3},              /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
@@ -318,7 +321,7 @@ static void parse_moe(RefModel *m, const cJSON *r) {
     m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
     m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
     if (mixtral_names(m) || m->fam == R_GPT_OSS) m->eF = m->F;
-    m->norm_topk = mixtral_names(m) || jbool(r, "norm_topk_prob", ds_router(m));
+    m->norm_topk = mixtral_names(m) || m->experts_xw || jbool(r, "norm_topk_prob", ds_router(m));   /* Qwen3-VL MoE: always */
     m->first_dense = (int)jnum(r, "first_k_dense_replace", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->layer_freq = (int)jnum(r, "moe_layer_freq", 1, 1);
     m->sparse_step = (int)jnum(r, "decoder_sparse_step", 1, 1);
@@ -366,6 +369,7 @@ static void parse_linear(RefModel *m, const cJSON *r) {
 
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
+    m->experts_xw = jstr(r, "model_type") && !strcmp(jstr(r, "model_type"), "qwen3_vl_moe_text");
     m->prefix = m->fam == R_NEOX ? "gpt_neox." : "model.";
     m->head = m->fam == R_NEOX ? "embed_out.weight" : "lm_head.weight";
     m->D = (int)jnum(r, "hidden_size", 0, 0);
@@ -1071,7 +1075,8 @@ static void route(const RefModel *m, const double *logit, const double *bias, in
 }
 
 /* Expert e of Qwen3.5 MoE's fused tensors (transformers' experts: gate, up = linear(x,
- * gate_up_proj[e]).chunk(2); linear(act(gate) * up, down_proj[e])) on rows[0..n), weights w: y += w h. */
+ * gate_up_proj[e]).chunk(2); linear(act(gate) * up, down_proj[e])) on rows[0..n), weights w: y += w h.
+ * Qwen3-VL MoE (Qwen3VLMoeTextExperts): gate, up = (x @ gate_up_proj[e]).chunk(2); (act(gate) * up) @ down_proj[e]. */
 static int fused_expert(const RefModel *m, int L, size_t e, const double *x, const size_t *rows, const double *w,
                         size_t n, double *y) {
     const size_t D = (size_t)m->D, F = (size_t)m->eF, E = (size_t)m->E;
@@ -1080,11 +1085,19 @@ static int fused_expert(const RefModel *m, int L, size_t e, const double *x, con
     int rc = GU && DN && hb ? AL_OK : AL_ERR;
     for (size_t k = 0; rc == AL_OK && k < n; k++) {
         const double *xr = x + rows[k] * D;
-        lin(xr, D, 1, D, GU + e * 2 * F * D, NULL, 2 * F, hb);
+        if (m->experts_xw)                                /* Qwen3-VL MoE: x @ gate_up_proj[e], (D, 2F) */
+            for (size_t j = 0; j < 2 * F; j++) {
+                double s = 0;
+                for (size_t i = 0; i < D; i++) s += xr[i] * GU[e * D * 2 * F + i * 2 * F + j];
+                hb[j] = s;
+            }
+        else
+            lin(xr, D, 1, D, GU + e * 2 * F * D, NULL, 2 * F, hb);
         for (size_t f = 0; f < F; f++) hb[f] = act(m, hb[f]) * hb[F + f];
         for (size_t o = 0; o < D; o++) {
             double s = 0;
-            for (size_t f = 0; f < F; f++) s += DN[e * D * F + o * F + f] * hb[f];
+            for (size_t f = 0; f < F; f++)              /* down_proj[e]: (F, D) as x @ W, else (D, F) */
+                s += (m->experts_xw ? DN[e * D * F + f * D + o] : DN[e * D * F + o * F + f]) * hb[f];
             y[rows[k] * D + o] += w[k] * s;
         }
     }

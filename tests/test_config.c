@@ -648,6 +648,33 @@ static void test_text_towers(void) {
     CHECK(cfg_role_name(&c, ROLE_K_NORM, 0, -1, "weight", n, sizeof n) &&
           !strcmp(n, "model.language_model.layers.0.self_attn.k_norm.weight"), "%s", n);
     CHECK(cfg_role_name(&c, ROLE_LM_HEAD, -1, -1, "weight", n, sizeof n) && !strcmp(n, "lm_head.weight"), "%s", n);
+    /* Qwen/Qwen3-VL-30B-A3B-Instruct: the text tower's experts fused, gate_up_proj [E, D, 2I] used as x @ W */
+    c = parse("\"architectures\": [\"Qwen3VLMoeForConditionalGeneration\"], \"image_token_id\": 151655, \"model_type\": "
+              "\"qwen3_vl_moe\", \"text_config\": {\"attention_bias\": false, \"attention_dropout\": 0.0, \"bos_token_id\": "
+              "151643, \"decoder_sparse_step\": 1, \"dtype\": \"bfloat16\", \"eos_token_id\": 151645, \"head_dim\": 128, "
+              "\"hidden_act\": \"silu\", \"hidden_size\": 2048, \"initializer_range\": 0.02, \"intermediate_size\": 6144, "
+              "\"max_position_embeddings\": 262144, \"mlp_only_layers\": [], \"model_type\": \"qwen3_vl_moe_text\", "
+              "\"moe_intermediate_size\": 768, \"norm_topk_prob\": true, \"num_attention_heads\": 32, \"num_experts\": 128, "
+              "\"num_experts_per_tok\": 8, \"num_hidden_layers\": 48, \"num_key_value_heads\": 4, \"rms_norm_eps\": 1e-06, "
+              "\"rope_scaling\": {\"mrope_interleaved\": true, \"mrope_section\": [24, 20, 20], \"rope_type\": \"default\"}, "
+              "\"rope_theta\": 5000000, \"use_cache\": true, \"vocab_size\": 151936}, \"tie_word_embeddings\": false, "
+              "\"transformers_version\": \"4.57.0.dev0\", \"video_token_id\": 151656, \"vision_config\": "
+              "{\"deepstack_visual_indexes\": [8, 16, 24], \"depth\": 27, \"hidden_act\": \"gelu_pytorch_tanh\", "
+              "\"hidden_size\": 1152, \"in_channels\": 3, \"intermediate_size\": 4304, \"model_type\": \"qwen3_vl_moe\", "
+              "\"num_heads\": 16, \"num_position_embeddings\": 2304, \"out_hidden_size\": 2048, \"patch_size\": 16, "
+              "\"spatial_merge_size\": 2, \"temporal_patch_size\": 2}, \"vision_end_token_id\": 151653, "
+              "\"vision_start_token_id\": 151652");
+    CHECK(c.family == FAM_QWEN3_VL_MOE && c.n_heads == 32 && c.n_kv_heads == 4 && c.qk_rope_dim == 128 && c.hidden == 2048 &&
+          c.n_layers == 48 && c.rope_theta == 5e6 && c.rope_spec.scaling.kind == RS_NONE && c.qk_norm == QKN_HEAD &&
+          !c.tie_embeddings && c.mlp == MLP_MOE && c.moe.layout == MOE_QWEN3_VL && c.moe.n_experts == 128 &&
+          c.moe.top_k == 8 && c.moe.expert_ffn == 768 && c.moe.norm_topk_prob && c.moe.n_shared == 0 &&
+          cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 47), "Qwen3-VL-30B-A3B: Qwen3's layer, 128 experts top-8 of 768");
+    CHECK(cfg_role_name(&c, ROLE_EXPS_GATE_UP, 3, -1, NULL, n, sizeof n) &&
+          !strcmp(n, "model.language_model.layers.3.mlp.experts.gate_up_proj"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_ROUTER, 3, -1, "weight", n, sizeof n) &&
+          !strcmp(n, "model.language_model.layers.3.mlp.gate.weight"), "%s", n);
+    CHECK(!cfg_role_name(&c, ROLE_EXPS_GATE_UP_BIAS, 3, -1, NULL, n, sizeof n) &&
+          !cfg_role_name(&c, ROLE_SHEXP_DOWN, 3, -1, "weight", n, sizeof n), "no expert biases, no shared expert");
     /* mistralai/Mistral-Small-3.1-24B-Instruct-2503 */
     c = parse("\"architectures\": [\"Mistral3ForConditionalGeneration\"], \"image_token_index\": 10, \"model_type\": "
               "\"mistral3\", \"multimodal_projector_bias\": false, \"projector_hidden_act\": \"gelu\", "

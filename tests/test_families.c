@@ -427,6 +427,11 @@ int main(void) {
         if (!strcmp(fam, "qwen3_next")) check_ablations(fam, dir);
         free(dir);
     }
+    /* qwen3_vl_moe's fused experts stored in BF16: each expert's block of [E, D, 2I] / [E, I, D] widened alone */
+    char *qb = al_asprintf("%s/qwen3_vl_moe-bf16", tmp);
+    CHECK_OK(synth_family_write("qwen3_vl_moe", DT_BF16, SYNTH_DEFAULT_SEED, qb));
+    check_model("qvlmoe-bf16", qb, qb, false);
+    free(qb);
     /* the reference's Phi-3 slicing against attnlab's Mistral pass on the split weights */
     char *ps = al_asprintf("%s/phi3-full", tmp), *pd = al_asprintf("%s/phi3-as-mistral", tmp);
     CHECK_OK(synth_family_write("phi3", DT_F32, SYNTH_DEFAULT_SEED, ps));

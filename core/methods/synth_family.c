@@ -464,6 +464,18 @@ static int experts_fused(const Ctx *c, size_t E, size_t F) {
     return rc;
 }
 
+/* Every expert in one tensor, no biases (Qwen3-VL MoE): gate_up_proj (E, D, 2F) with [gate | up] column halves
+ * and down_proj (E, F, D), used as x @ W. */
+static int experts_xw(const Ctx *c, size_t E, size_t F) {
+    const size_t D = (size_t)c->c->hidden;
+    char n[192];
+    role_name(c, ROLE_EXPS_GATE_UP, -1, NULL, n, sizeof n);
+    int rc = synlist_add3(c->l, n, E, syn_gauss_named(c->seed, n, E * D, 2 * F, 1 / sqrt((double)D)), c->dt);
+    role_name(c, ROLE_EXPS_DOWN, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = synlist_add3(c->l, n, E, syn_gauss_named(c->seed, n, E * F, D, 1 / sqrt((double)F)), c->dt);
+    return rc;
+}
+
 /* Adds m (taken) as role r's 3-D tensor [lead, rows / lead, cols] (no ".weight": fused experts). */
 static int add_fused(const Ctx *c, tensor_role r, size_t lead, Mat *m) {
     char name[192];
@@ -510,6 +522,7 @@ static int mlp_moe(const Ctx *c) {
     int rc = add_gauss(c, ROLE_ROUTER, -1, E, D, 0);
     if (rc == AL_OK && cfg_role(m, ROLE_ROUTER_BIAS)) rc = add_vec(c, ROLE_ROUTER_BIAS, NULL, E, 0.5f, DT_F32);
     if (rc == AL_OK && m->moe.layout == MOE_GPT_OSS) return experts_fused(c, E, F);
+    if (rc == AL_OK && m->moe.layout == MOE_QWEN3_VL) return experts_xw(c, E, F);
     if (rc == AL_OK && cfg_role(m, ROLE_EXPS_GATE_UP)) rc = fused_experts(c, E, F);
     for (size_t e = 0; rc == AL_OK && !cfg_role(m, ROLE_EXPS_GATE_UP) && e < E; e++)
         rc = mlp_gated(c, routed, (int)e, F);

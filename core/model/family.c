@@ -74,6 +74,8 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                      [ROLE_SHEXP_UP] = N("mlp.shared_expert.up_proj"),
                      [ROLE_SHEXP_DOWN] = N("mlp.shared_expert.down_proj"),
                      [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
+    [MOE_QWEN3_VL] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXPS_GATE_UP] = N("mlp.experts.gate_up_proj"),
+                      [ROLE_EXPS_DOWN] = N("mlp.experts.down_proj")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -369,6 +371,28 @@ const FamilyRow FAMILY[] = {
                   GQA_KEYS("silu", "1e-06") ", \"head_dim\": 32, \"rope_scaling\": {\"mrope_interleaved\": true, "
                   "\"mrope_section\": [6, 5, 5], \"rope_type\": \"default\"}, \"rope_theta\": 5000000"},
         .engines = ENGINES_ALL, .llamacpp_arch = "qwen3vl"},
+    /* Qwen3-VL-30B-A3B-Instruct's text_config (qwen3_vl_moe_text): Qwen3's attention (32 / 4 heads of 128, q/k
+       norms), 48 layers, every one (decoder_sparse_step 1, mlp_only_layers []) 128 experts top-8 of 768 routed by
+       softmax, the top-k renormalised (Qwen3VLMoeTextTopKRouter always does), no shared expert; the experts fused
+       as the checkpoint stores them: gate_up_proj [E, D, 2I] used as x @ W, gate / up its column halves, down_proj
+       [E, I, D]. The recipe: 4 experts top-2 of 64 */
+    [FAM_QWEN3_VL_MOE] = {
+        "qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", "qwen3",
+        "Qwen3-VL MoE: its text tower (Qwen3's layer; M-RoPE; fused experts)", LLAMA_LIKE, .qk_norm = QKN_HEAD,
+        .moe = MOE_QWEN3_VL, .router_norm_topk = true, .names = NAMES_MODEL_LM, .text_config = "qwen3_vl_moe_text",
+        .tower_note = "M-RoPE (mrope_section) on text-only positions (t = h = w) is ordinary RoPE; DeepStack adds "
+                      "nothing without images",
+        .vision = {"model.visual.patch_embed.proj.weight", "model.visual.merger.linear_fc1.weight"},
+        .tower_keys = "\"image_token_id\": 151655, \"video_token_id\": 151656, \"vision_start_token_id\": 151652, "
+                      "\"vision_end_token_id\": 151653, \"vision_config\": {\"deepstack_visual_indexes\": [0], "
+                      "\"depth\": 1, \"hidden_size\": 16, \"model_type\": \"qwen3_vl_moe\", \"num_heads\": 2, "
+                      "\"out_hidden_size\": 64, \"patch_size\": 16, \"spatial_merge_size\": 2, \"temporal_patch_size\": 2}",
+        .synth = {64, 4, 2, 3, 256, 128, false,
+                  GQA_KEYS("silu", "1e-06") ", \"decoder_sparse_step\": 1, \"head_dim\": 32, \"mlp_only_layers\": [], "
+                  "\"moe_intermediate_size\": 64, \"norm_topk_prob\": true, \"num_experts\": 4, "
+                  "\"num_experts_per_tok\": 2, \"rope_scaling\": {\"mrope_interleaved\": true, "
+                  "\"mrope_section\": [6, 5, 5], \"rope_type\": \"default\"}, \"rope_theta\": 5000000"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "qwen3vlmoe"},
     /* Mistral-Small-3.1-24B's text_config (model_type mistral, no window); tensors under language_model.model. */
     [FAM_MISTRAL3] = {
         "mistral3", "Mistral3ForConditionalGeneration", "mistral", "Mistral Small 3.1 / 3.2: its text tower (Mistral)",

@@ -31,7 +31,8 @@ typedef enum {
     FAM_QWEN3, FAM_QWEN3_MOE,            /* explicit head_dim, per-head q_norm / k_norm (+ routed experts) */
     FAM_GEMMA2, FAM_GEMMA3,              /* gemma2, gemma3_text: RMSNorm (1 + w), sandwich norms, GeGLU,
                                             embeddings x sqrt(hidden), soft-caps (2), q/k norms (3) */
-    FAM_GEMMA3_MM, FAM_QWEN3_VL, FAM_MISTRAL3,   /* text towers of multimodal checkpoints (text_config) */
+    FAM_GEMMA3_MM, FAM_QWEN3_VL, FAM_QWEN3_VL_MOE, FAM_MISTRAL3,   /* text towers of multimodal checkpoints
+                                                                     (text_config) */
     FAM_PHI3,                            /* fused qkv_proj and gate_up_proj, partial rotary */
     FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
@@ -119,6 +120,9 @@ typedef enum {
     MOE_QWEN_NEXT,      /* Qwen3-MoE's + mlp.shared_expert.* scaled by sigmoid(mlp.shared_expert_gate x) (Qwen3-Next) */
     MOE_QWEN3_5,        /* Qwen3-Next's with the experts fused: mlp.experts.gate_up_proj, mlp.experts.down_proj
                            (Qwen3.5 MoE) */
+    MOE_QWEN3_VL,       /* mlp.gate, every expert in one tensor: mlp.experts.gate_up_proj (E, D, 2I) used as x @ W with
+                           gate / up the halves of the columns [gate | up], mlp.experts.down_proj (E, I, D) used as x @ W;
+                           no biases, no shared expert (Qwen3-VL MoE) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -172,7 +176,8 @@ typedef enum {
     ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN,                 /* routed expert E */
     ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS,   /* all experts in one tensor
                                                   (gpt-oss: [E, D, 2I] x @ W, gate / up interleaved; Qwen3.5 MoE:
-                                                  [E, 2I, D] rows [gate ; up] per expert, down [E, D, I]) */
+                                                  [E, 2I, D] rows [gate ; up] per expert, down [E, D, I];
+                                                  Qwen3-VL MoE: [E, D, 2I] x @ W, [gate | up] halves) */
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
     ROLE_SHEXP_SCALE,                                          /* the shared expert's sigmoid gate (1, hidden) */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
