@@ -262,6 +262,11 @@ void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t s
     fp8_dequant(w, cols, scale, scols, r0, nr, c0, nc, dst, ld, true);
 }
 
+void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *rscale, size_t r0, size_t nr, size_t c0,
+                         size_t nc, float *dst, size_t ld) {
+    for (size_t i = 0; i < nr; i++) dt_e4m3_row(w + (r0 + i) * cols + c0, nc, rscale[r0 + i], dst + i * ld);
+}
+
 /* ================================================================ FP4 (E2M1) blocks */
 
 static const dt_fp4_trait fp4_traits[DT_FP4_COUNT] = {

@@ -65,6 +65,17 @@ void dt_fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t sco
 void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
                       size_t c0, size_t nc, double *dst, size_t ld);
 
+/* compressed-tensors FP8 (quant_method "compressed-tensors", format "float-quantized"; Llama-3.1-
+ * 70B-Instruct-FP8, Qwen3-32B-FP8): "<name>" F8_E4M3 (R, C) and "<name>_scale" F32/BF16/F16 of
+ * shape [] or [1] (strategy "tensor") or [R, 1] (strategy "channel"), one scale per output row;
+ * "<name minus weight>input_scale" is the activations' and is not read. The scale MULTIPLIES
+ * (compressed-tensors' dequantize: x_q * scale, symmetric, no zero point). The store widens the
+ * scale to one float per row (rscale, R values); W[i][j] = e4m3(code[i][j]) * rscale[i] rounded
+ * to float (torch multiplies in the scale's dtype: a BF16 scale rounds the product to BF16 there;
+ * attnlab keeps the float product). Rows [r0, r0+nr) x cols [c0, c0+nc) into dst (leading dim ld). */
+void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *rscale, size_t r0, size_t nr, size_t c0,
+                         size_t nc, float *dst, size_t ld);
+
 /* Re-encodes one stripe of an FP8 weight, rows [r0, r0 + nr) (r0 a multiple of DT_FP8_BLOCK, nr <=
  * DT_FP8_BLOCK) of a weight `cols` wide, whose values become W (nr x cols) and were Wold (nr x
  * cols, the source's dequantized values) = codes `old` (nr x cols) times the scale grid old_scale

@@ -1,6 +1,6 @@
 /* store.c -- tensors by name over one safetensors file or a sharded set, lazily converted to
- * float32, with DeepSeek FP8 block-scale dequantization and the FP4 (MXFP4, NVFP4) weights' codes and
- * scales found and checked. */
+ * float32, with DeepSeek FP8 block-scale and compressed-tensors FP8 per-tensor / per-channel
+ * dequantization and the FP4 (MXFP4, NVFP4) weights' codes and scales found and checked. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -23,6 +23,7 @@ typedef struct {
     const st_file *f;
     bool warned;              /* its NaN/Inf warning was given (once per tensor; under warn_mu) */
     bool fp4_checked;         /* its FP4 block scales were all found finite (under warn_mu) */
+    float *rscale;            /* compressed-tensors FP8: its per-row scales widened (owned; under warn_mu) */
 } store_item;
 
 static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -227,6 +228,7 @@ int store_from_file(st_file *f, const char *dir, Store **out) {
 void store_free(Store *s) {
     if (!s) return;
     for (size_t i = 0; i < s->nfiles; i++) st_close(s->files[i]);
+    for (size_t i = 0; i < s->n; i++) free(s->items[i].rscale);
     hub_remote_free(s->remote);
     free(s->files);
     free(s->items);
@@ -328,6 +330,46 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
     *scale = st_data(sf, se);    /* may be unaligned in the file: read with memcpy or copy first */
     *scols = sc;
     return AL_OK;
+}
+
+/* The scale "<name>_scale" of a compressed-tensors FP8 weight (R rows) widened to R floats: [] or [1]
+ * repeated, [R, 1] or [R] per row; F32, BF16 or F16; every value finite. */
+static int fp8_rscale_build(const store_item *sc, const char *name, size_t R, float **out) {
+    const st_entry *e = sc->e;
+    size_t n = 1;
+    for (int d = 0; d < e->ndim; d++) n *= e->shape[d];
+    bool shape_ok = (e->ndim == 0 || (e->ndim == 1 && (n == 1 || n == R)) || (e->ndim == 2 && e->shape[1] == 1 && (n == 1 || n == R)));
+    if (!shape_ok || (e->dtype != DT_F32 && e->dtype != DT_BF16 && e->dtype != DT_F16))
+        return al_err("'%s' should be F32, BF16 or F16 of shape [], [1] or [%zu, 1] (the scale of FP8 weight '%s', %zu rows), "
+                      "found %s with %zu values", sc->name, R, name, R, dt_name(e->dtype), n);
+    float *v = malloc(R * sizeof *v), one;
+    if (!v) return al_err("out of memory for the scales of '%s'", name);
+    if (dt_to_f32(e->dtype, st_data(sc->f, e), n, n == 1 ? &one : v) != AL_OK) { free(v); return AL_ERR; }
+    if (n == 1) for (size_t r = 0; r < R; r++) v[r] = one;
+    for (size_t r = 0; r < R; r++)
+        if (!isfinite(v[r])) {
+            float bad = v[r];
+            free(v);
+            return al_err("'%s' row %zu is %g: the scale of FP8 weight '%s' must be finite", sc->name, r, (double)bad, name);
+        }
+    *out = v;
+    return AL_OK;
+}
+
+int store_fp8_rscale(const Store *s, const char *name, size_t R, const float **rscale) {
+    *rscale = NULL;
+    const store_item *w = find_item(s, name), *sc = find_suffixed(s, name, "_scale");
+    if (!w || w->e->dtype != DT_F8_E4M3 || !sc || find_suffixed(s, name, "_scale_inv")) return AL_OK;
+    const st_entry *e; const st_file *f;
+    char *sname = al_asprintf("%s_scale", name);
+    int rc = sname ? store_entry(s, sname, &e, &f) : AL_ERR;     /* a streamed model fetches its bytes */
+    free(sname);
+    if (rc != AL_OK) return rc;
+    pthread_mutex_lock(&warn_mu);
+    if (!w->rscale) rc = fp8_rscale_build(sc, name, R, &((store_item *)w)->rscale);
+    *rscale = w->rscale;
+    pthread_mutex_unlock(&warn_mu);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- FP4 weights */
@@ -439,8 +481,11 @@ static int read_block(const Store *s, const char *name, size_t r0, size_t nr, si
         dt_fp4_dequant(&q, r0, nr, c0, nc, m->data, nc);
     } else if (e->dtype == DT_F8_E4M3) {
         const void *scale = NULL; size_t scols = 0;
-        rc = store_fp8_scale(s, name, R, C, &scale, &scols);
-        if (rc == AL_OK) dt_fp8_dequant(base, C, scale, scols, r0, nr, c0, nc, m->data, nc);
+        const float *rs = NULL;
+        rc = store_fp8_rscale(s, name, R, &rs);
+        if (rc == AL_OK && rs) dt_fp8_dequant_rows(base, C, rs, r0, nr, c0, nc, m->data, nc);
+        else if (rc == AL_OK) rc = store_fp8_scale(s, name, R, C, &scale, &scols);
+        if (rc == AL_OK && !rs) dt_fp8_dequant(base, C, scale, scols, r0, nr, c0, nc, m->data, nc);
     } else if (nc == C) {
         rc = dt_to_f32(e->dtype, base + r0 * C * dt_size(e->dtype), nr * C, m->data);
     } else {

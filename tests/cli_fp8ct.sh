@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# cli_fp8ct.sh -- compressed-tensors FP8 checkpoints (issue 28): stories260K-hf with its projections
+# written by tests/fp8ct_quant.py (pure Python, its own E4M3 table) as F8_E4M3 "<w>" times "<w>_scale"
+# per tensor ([] F32), per channel ([R, 1] F32) and per channel in BF16, each module with an
+# input_scale of 1e9 that weights must not use, beside F32 twins holding the values Python decoded.
+# `ranks vo` / `ranks qk` and `ppl` (f32 and bf16 compute) print the same as on the twin; a NaN scale
+# and a scale of the wrong shape are refused at `load`, naming the tensor.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-fp8ct
+SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
+[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+Q="python3 $ATTNLAB_SRC/tests/fp8ct_quant.py"
+TXT="$ATTNLAB_SRC/examples/tinystory.txt"
+
+analyses() {
+    e "load $1 as m; ranks vo tau 0.9; ranks qk offset 4 tau 0.9; ppl $TXT; set compute bf16; ppl $TXT" |
+        grep -v "^loaded\|^ppl of\|tok/s\|^compute bf16 asked"
+}
+
+for spec in "tensor tensor '' f32" "channel channel '' f32" "channel-bf16 channel bf16 bf16-f32"; do
+    eval "set -- $spec"
+    d=$1
+    $Q "$SRC" "$T/$d" $2 $3 && $Q "$SRC" "$T/$d-f32" $2 $4
+    ok "$d: written" test -f "$T/$d/model.safetensors" -a -f "$T/$d-f32/model.safetensors"
+    a=$(analyses "$T/$d")
+    b=$(analyses "$T/$d-f32")
+    ok "$d: ranks and ppl printed" test "$(grep -c . <<<"$a")" -gt 90
+    ok "$d: ranks and ppl equal the F32 twin's" test "$a" = "$b"
+    [ "$a" = "$b" ] || diff <(echo "$a") <(echo "$b") | head -5
+    ok "$d: ppl 3.7-3.8 (the F32 model: 3.73)" has "$a" "^  1127  1.3[0-9]*  3\.7"
+done
+ok "per-channel and per-tensor decode differently" test "$(analyses "$T/tensor")" != "$(analyses "$T/channel")"
+
+$Q "$SRC" "$T/nan" channel nan-scale
+run -e "load $T/nan; ppl $TXT"
+ok "NaN scale refused" test "$(rc)" != 0
+ok "... naming the tensor and the row" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scale' row 0 is nan: the scale of FP8 weight"
+$Q "$SRC" "$T/short" channel short-scale
+run -e "load $T/short; ppl $TXT"
+ok "scale of the wrong shape refused" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scale' should be F32, BF16 or F16 of shape \[\], \[1\] or \[32, 1\]"
+cli_done
