@@ -4,7 +4,9 @@
 # per tensor ([] F32), per channel ([R, 1] F32) and per channel in BF16, each module with an
 # input_scale of 1e9 that weights must not use, beside F32 twins holding the values Python decoded.
 # `ranks vo` / `ranks qk` and `ppl` (f32 and bf16 compute) print the same as on the twin; a NaN scale
-# and a scale of the wrong shape are refused at `load`, naming the tensor.
+# and a scale of the wrong shape are refused, naming the tensor; a truncation's export copies untouched
+# tensors and scales bit for bit, writes the rewritten ones in BF16 without weight_scale / input_scale,
+# listed in the config's ignore.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-fp8ct
@@ -31,6 +33,35 @@ for spec in "tensor tensor '' f32" "channel channel '' f32" "channel-bf16 channe
     ok "$d: ppl 3.7-3.8 (the F32 model: 3.73)" has "$a" "^  1127  1.3[0-9]*  3\.7"
 done
 ok "per-channel and per-tensor decode differently" test "$(analyses "$T/tensor")" != "$(analyses "$T/channel")"
+
+# ---- export of a truncation: untouched tensors (and their scales) bit for bit, the rewritten ones BF16
+# without their weight_scale / input_scale, listed in compressed-tensors' ignore
+export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
+out=$(e "load $T/channel; truncate vo tau 0.9 layers 1; ppl $TXT; export $T/ex format dense; load $T/ex as d; ppl $TXT")
+ok "export: 2 rewritten" has "$out" "^exported VO of channel to .*tensors copied bit for bit, 2 rewritten"
+p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
+ok "export: its ppl is the working copy's to BF16 rounding ($p)" \
+    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-4)" $p
+msg=$(python3 - "$T/channel" "$T/ex" <<'PY'
+import json, os, sys
+from st_tensors import tensors
+src, ex = tensors(sys.argv[1]), tensors(sys.argv[2])
+changed = lambda k: any(k.startswith('model.layers.1.self_attn.%s.' % p) for p in ('o_proj', 'v_proj'))
+for k, v in src.items():
+    if not changed(k) and ex.get(k) != v:
+        print('untouched tensor differs:', k)
+for p, R in (('o_proj', 64), ('v_proj', 32)):
+    k = 'model.layers.1.self_attn.%s.' % p
+    if ex.get(k + 'weight', (0, 0))[:2] != ('BF16', [R, 64]):
+        print(k, 'is', ex.get(k + 'weight', (None, None))[:2])
+    if [n for n in ex if n.startswith(k) and n != k + 'weight']:
+        print(k, 'kept its scales')
+q = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config']
+if q['ignore'] != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
+    print('not listed as unquantized:', q)
+PY
+)
+ok "export: untouched bit for bit, rewritten BF16 without scales, in ignore [$msg]" test -z "$msg"
 
 $Q "$SRC" "$T/nan" channel nan-scale
 run -e "load $T/nan; ppl $TXT"
