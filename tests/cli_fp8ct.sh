@@ -6,7 +6,8 @@
 # `ranks vo` / `ranks qk` and `ppl` (f32 and bf16 compute) print the same as on the twin; a NaN scale
 # and a scale of the wrong shape are refused, naming the tensor; a truncation's export copies untouched
 # tensors and scales bit for bit, writes the rewritten ones in BF16 without weight_scale / input_scale,
-# listed in the config's ignore.
+# listed in the config's ignore; `lint` takes weight_scale / input_scale as the scales they are and
+# checks their shape.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-fp8ct
@@ -63,6 +64,13 @@ PY
 )
 ok "export: untouched bit for bit, rewritten BF16 without scales, in ignore [$msg]" test -z "$msg"
 
+# ---- lint: the weight_scale / input_scale beside each FP8 weight are what compressed-tensors reads
+for d in tensor channel channel-bf16; do
+    out=$(e "lint $T/$d")
+    ok "$d lint: transformers loads it" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
+    ok "$d lint: no _scale_inv asked, no scale unknown" hasnt "$out" "_scale_inv\|weight_scale (5 tensors\|input_scale (5 tensors"
+done
+
 $Q "$SRC" "$T/nan" channel nan-scale
 run -e "load $T/nan; ppl $TXT"
 ok "NaN scale refused" test "$(rc)" != 0
@@ -70,4 +78,5 @@ ok "... naming the tensor and the row" has "$(cat err.txt)" "'model.layers.0.sel
 $Q "$SRC" "$T/short" channel short-scale
 run -e "load $T/short; ppl $TXT"
 ok "scale of the wrong shape refused" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scale' should be F32, BF16 or F16 of shape \[\], \[1\] or \[32, 1\]"
+ok "lint: scale of the wrong shape" has "$(e "lint $T/short")" "error .*k_proj.weight_scale is F32 \[31, 1\]; compressed-tensors FP8 scales of a \[32, 64\] weight are"
 cli_done

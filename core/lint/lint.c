@@ -504,11 +504,37 @@ static void shape_str(const st_entry *e, char *buf, size_t cap) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+/* compressed-tensors FP8 (tensor.h): "<name>_scale" F32/BF16/F16 of one value or [R, 1]; the
+ * module's input_scale (the activations') is used too. False when there is no "<name>_scale". */
+static bool expect_ct_scale(Lint *x, const char *name, const st_entry *w) {
+    char sc[280];
+    size_t n = strlen(name);
+    snprintf(sc, sizeof sc, "%.*s.input_scale", (int)(n > 7 ? n - 7 : n), name);
+    LTensor *in = ends_with(name, ".weight") ? find(x, sc) : NULL;
+    snprintf(sc, sizeof sc, "%s_scale", name);
+    LTensor *s = find(x, sc);
+    if (!s) return false;
+    s->used = true;
+    if (in) in->used = true;
+    const st_entry *e = s->e;
+    size_t k = st_numel(e);
+    bool dt_ok = e->dtype == DT_F32 || e->dtype == DT_BF16 || e->dtype == DT_F16;
+    if (dt_ok && e->ndim <= 2 && (k == 1 || (k == w->shape[0] && (e->ndim == 1 || e->shape[1] == 1)))) return true;
+    char have[96], msg[700];
+    shape_str(e, have, sizeof have);
+    snprintf(msg, sizeof msg, "%s is %s %s; compressed-tensors FP8 scales of a [%zu, %zu] weight are F32, BF16 or F16 "
+             "[] / [1] (per tensor) or [%zu, 1] (per channel)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1],
+             w->shape[0]);
+    agg_add(x, AGG_SHAPE, sc, msg);
+    return true;
+}
+
 /* The block scales beside FP8 weight `name` (R, C): F32 (ceil(R/128), ceil(C/128)). */
 static void expect_scales(Lint *x, const char *name, const st_entry *w) {
     char sc[280];
     snprintf(sc, sizeof sc, "%s_scale_inv", name);
     LTensor *s = find(x, sc);
+    if (!s && expect_ct_scale(x, name, w)) return;
     if (!s) { agg_add(x, AGG_MISSING, sc, sc); return; }
     s->used = true;
     size_t r = dt_fp8_nblocks(w->shape[0]), c = dt_fp8_nblocks(w->shape[1]);
