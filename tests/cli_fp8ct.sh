@@ -6,7 +6,7 @@
 # `ranks vo` / `ranks qk` and `ppl` (f32 and bf16 compute) print the same as on the twin; a NaN scale
 # and a scale of the wrong shape are refused, naming the tensor; a truncation's export copies untouched
 # tensors and scales bit for bit, writes the rewritten ones in BF16 without weight_scale / input_scale,
-# listed in the config's ignore; `lint` takes weight_scale / input_scale as the scales they are and
+# listed in the config's ignore; `export F.gguf` dequantizes them, saying so; `lint` takes weight_scale / input_scale as the scales they are and
 # checks their shape.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -63,6 +63,14 @@ if q['ignore'] != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1
 PY
 )
 ok "export: untouched bit for bit, rewritten BF16 without scales, in ignore [$msg]" test -z "$msg"
+
+# ---- GGUF: dequantized in the dtype asked, said in its line; in f32 the same ppl
+out=$(e "load $T/channel; ppl $TXT; export $T/ch.gguf dtype f32; load $T/ch.gguf as g; tokenizer $SRC/tok512.bin; ppl $TXT")
+ok "gguf: written (weight_scale / input_scale are not tensors of llama.cpp's)" has "$out" "^exported channel as GGUF to .*, F32, "
+ok "gguf: its line says dequantized" has "$out" "^  F8_E4M3 weights dequantized to F32$"
+p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
+ok "gguf: the same ppl from llama.cpp's layout ($p)" \
+    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-5)" $p
 
 # ---- lint: the weight_scale / input_scale beside each FP8 weight are what compressed-tensors reads
 for d in tensor channel channel-bf16; do
