@@ -4,7 +4,11 @@
  *    0.25, a [1] F16 scale of 3, E4M3 codes of known value (0x38 = 1, 0xc0 = -2, 0x01 = 2^-9,
  *    0x7e = 448), an input_scale of 1e9 beside them that must not be read; through store_read,
  *    store_read_block of a column range and the forward pass's view (wmat_view / wmat_row, no copy);
- *  - hostile scales: a NaN, an Inf, [2, 1] for 3 rows, I32: errors naming the tensor. */
+ *  - hostile scales: a NaN, an Inf, [2, 1] for 3 rows, I32: errors naming the tensor;
+ *  - pack-quantized INT4 ("<w>_packed" I32, "<w>_scale" BF16 per 32, "<w>_shape"): element i at bit
+ *    4i of its row's words, stored with an offset of 8 (nibble 7 is -1, not 7), a scale of 2^-3;
+ *    through store_read, store_shape2 and wmat_view; a zero point, a NaN scale, a scale grid of the
+ *    wrong shape and a shape that disagrees with the words refused, naming the tensor. */
 #include "check.h"
 #include "matmul.h"
 #include "matmul_internal.h"
@@ -97,9 +101,73 @@ static void test_hostile(void) {
     }
 }
 
+/* i.weight (2 x 64) in INT4; `hostile`: 1 a zero point, 2 a NaN scale, 3 scales [2, 1], 4 shape [2, 96]. */
+static int write_int4(const char *path, int hostile) {
+    st_writer *w = st_writer_new();
+    uint32_t words[16];
+    for (int i = 0; i < 16; i++) words[i] = 0x88888888u;       /* eight zeros */
+    /* elements 0..7 of row 0: nibbles 0 8 9 7 f 1 a 6 = -8 0 1 -1 7 -7 2 -2 */
+    words[0] = 0x0u | 0x8u << 4 | 0x9u << 8 | 0x7u << 12 | 0xfu << 16 | 0x1u << 20 | 0xau << 24 | 0x6u << 28;
+    words[8] = 0x76543210u;                                    /* row 1: -8 .. -1 */
+    uint16_t sc[4] = {0x3e00 /* 0.125 */, 0x3f80 /* 1 */, 0x4000 /* 2 */, 0x3f00 /* 0.5 */};
+    if (hostile == 2) sc[3] = 0x7fc0;
+    int64_t shp[2] = {2, hostile == 4 ? 96 : 64};
+    uint8_t zp[4] = {0};
+    size_t ws[2] = {2, 8}, ss[2] = {2, hostile == 3 ? 1 : 2}, two = 2;
+    int rc = st_writer_add(w, "i.weight_packed", DT_I32, 2, ws, words, sizeof words);
+    if (rc == AL_OK) rc = st_writer_add(w, "i.weight_scale", DT_BF16, 2, ss, sc, ss[1] * 4);
+    if (rc == AL_OK) rc = st_writer_add(w, "i.weight_shape", DT_I64, 1, &two, shp, sizeof shp);
+    if (rc == AL_OK && hostile == 1) rc = st_writer_add(w, "i.weight_zero_point", DT_I8, 2, (size_t[2]){2, 2}, zp, 4);
+    if (rc == AL_OK) rc = st_writer_write(w, path);
+    st_writer_free(w);
+    return rc;
+}
+
+static void test_int4(void) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/int4.safetensors", tmp);
+    CHECK_OK(write_int4(p, 0));
+    Store *s = NULL;
+    CHECK_OK(store_open(p, &s));
+    if (!s) return;
+    size_t R = 0, C = 0;
+    Mat *m = NULL;
+    CHECK_OK(store_shape2(s, "i.weight", &R, &C));
+    CHECK(R == 2 && C == 64, "INT4 logical shape [%zu, %zu] from weight_shape", R, C);
+    CHECK_OK(store_read(s, "i.weight", &m));
+    static const float want0[8] = {-1, 0, 0.125f, -0.125f, 0.875f, -0.875f, 0.25f, -0.25f};
+    int bad = 0;
+    for (int j = 0; m && j < 8; j++) bad += m->data[j] != want0[j];
+    CHECK(m && bad == 0, "row 0: element i at bit 4i, offset 8, scale 2^-3: %d wrong (%g %g %g %g)", bad,
+          m ? (double)m->data[0] : 0.0, m ? (double)m->data[1] : 0.0, m ? (double)m->data[2] : 0.0, m ? (double)m->data[3] : 0.0);
+    CHECK(m && m->data[8] == 0 && m->data[32] == 0, "a zero (nibble 8) in both groups");
+    bad = 0;
+    for (int j = 0; m && j < 8; j++) bad += m->data[64 + j] != (float)(j - 8) * 2.0f;
+    CHECK(m && bad == 0 && m->data[64 + 32] == 0, "row 1: -8..-1 times 2 (its first group's scale)");
+    WMat wv;
+    CHECK_OK(wmat_view(s, "i.weight", false, &wv));
+    CHECK(wv.own == NULL && wv.fp4.enc == DT_FP4_INT4, "the forward pass's view decodes INT4 in place");
+    wmat_free(&wv);
+    mat_free(m);
+    store_free(s);
+    static const char *says[5] = {NULL, "zero point", "is nan", "should be BF16, F16 or F32 of shape [2, 2]", "[2, 96]"};
+    for (int h = 1; h <= 4; h++) {
+        snprintf(p, sizeof p, "%s/int4h%d.safetensors", tmp, h);
+        CHECK_OK(write_int4(p, h));
+        CHECK_OK(store_open(p, &s));
+        if (!s) continue;
+        m = NULL;
+        CHECK_ERR(store_read(s, "i.weight", &m), says[h]);
+        CHECK(strstr(al_errmsg(), "i.weight") != NULL, "INT4 hostile %d names the tensor: '%s'", h, al_errmsg());
+        mat_free(m);
+        store_free(s);
+    }
+}
+
 int main(void) {
     tmp = test_tmpdir();
     test_store();
     test_hostile();
+    test_int4();
     return check_done();
 }

@@ -108,8 +108,16 @@ size_t dt_fp8_reencode_rows(const float *W, const float *Wold, const uint8_t *ol
  *   ModelOpt's (448 * 6 / amax): it DIVIDES the block scale first (compressed-tensors' dequantize:
  *   scale / global_scale, then x_q * scale), so W = e2m1 * (scale / global) (gdiv).
  * W[i][j] = (e2m1(code) * block_scale) * gscale, each product rounded to float (the first is exact);
- * MXFP4's gscale is 1; with gdiv, e2m1(code) * (block_scale / gscale). */
-typedef enum { DT_FP4_NONE, DT_FP4_MXFP4, DT_FP4_NVFP4, DT_FP4_COUNT } dt_fp4_enc;   /* NONE 0: zeroed structs hold none */
+ * MXFP4's gscale is 1; with gdiv, e2m1(code) * (block_scale / gscale).
+ * - compressed-tensors pack-quantized INT4 (Kimi-K2-Thinking, K2.5; format "pack-quantized", weights
+ *   num_bits 4, type int, symmetric, strategy group, group_size 32): "<name>_packed" I32 (R, C/8),
+ *   "<name>_scale" (R, C/32) in BF16, F16 or F32 (sdt), "<name>_shape" I32/I64 [2] = (R, C). Read from
+ *   compressed-tensors' pack_to_int32 / unpack_from_int32: element i of a row sits at bit 4i of the
+ *   row's little-endian words (so the LOW nibble of each byte is the even element, as E2M1's), stored
+ *   with an OFFSET of 8 (nibble = value + 8, not two's complement): value = nibble - 8 in [-8, 7];
+ *   W = value * scale, rounded to float (exact for a BF16 scale). No zero point (asymmetric is
+ *   refused); only C a multiple of 32 and 2-D weights. */
+typedef enum { DT_FP4_NONE, DT_FP4_MXFP4, DT_FP4_NVFP4, DT_FP4_INT4, DT_FP4_COUNT } dt_fp4_enc;   /* NONE 0: zeroed structs hold none */
 
 typedef struct {
     const char *name;        /* "MXFP4", "NVFP4" */
@@ -127,9 +135,10 @@ typedef struct {
     dt_fp4_enc enc;
     size_t rows, cols;       /* the logical shape; cols a multiple of the block */
     const uint8_t *codes;    /* (rows, cols / 2) packed E2M1 */
-    const uint8_t *scale;    /* (rows, cols / block) E8M0 or E4M3 */
+    const uint8_t *scale;    /* (rows, cols / block) E8M0 or E4M3 (INT4: sdt, read with memcpy) */
     float gscale;            /* NVFP4's per-tensor scale_2 (multiplied); 1 for MXFP4 */
     bool gdiv;               /* compressed-tensors: gscale divides each block scale instead */
+    dt_type sdt;             /* INT4: the group scale's dtype (BF16, F16, F32); unused otherwise */
 } dt_fp4;
 
 /* The block scale of block b of row r as float (NaN for a NaN code). */

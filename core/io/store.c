@@ -427,6 +427,36 @@ static int fp4_nvfp4(const Store *s, const char *name, const store_item *w, cons
     return AL_OK;
 }
 
+/* compressed-tensors' pack-quantized INT4 (tensor.h): "<name>_packed" I32 (R, C/8), "<name>_scale"
+ * BF16/F16/F32 (R, C/32), "<name>_shape" I32/I64 [2] = (R, C); no "<name>_zero_point". */
+static int fp4_int4(const Store *s, const char *name, const store_item *w, dt_fp4 *q) {
+    const store_item *sc = find_suffixed(s, name, "_scale"), *sh = find_suffixed(s, name, "_shape");
+    if (!sc || !sh) return al_err("INT4 tensor '%s' has no %s '%s%s'", w->name, sc ? "shape" : "group scales", name,
+                                  sc ? "_shape" : "_scale");
+    if (find_suffixed(s, name, "_zero_point"))
+        return al_err("INT4 tensor '%s' has a zero point: asymmetric pack-quantized weights are not read", w->name);
+    const st_entry *e = w->e, *se = sc->e, *he = sh->e;
+    int64_t d[2] = {0, 0};
+    if ((he->dtype != DT_I64 && he->dtype != DT_I32) || st_numel(he) != 2)
+        return al_err("'%s' should be I64 or I32 of 2 values (the weight's shape), found %s", sh->name, dt_name(he->dtype));
+    for (int i = 0; i < 2; i++) {
+        int32_t v32;
+        if (he->dtype == DT_I64) memcpy(&d[i], (const uint8_t *)st_data(sh->f, he) + 8 * i, 8);
+        else memcpy(&v32, (const uint8_t *)st_data(sh->f, he) + 4 * i, 4), d[i] = v32;
+    }
+    if (d[0] <= 0 || d[1] <= 0 || d[1] % 32 || e->ndim != 2 || e->shape[0] != (size_t)d[0] || e->shape[1] != (size_t)d[1] / 8)
+        return al_err("INT4 tensor '%s' should be I32 of shape [rows, cols/8] with cols a multiple of 32 for its shape "
+                      "[%lld, %lld] ('%s')", w->name, (long long)d[0], (long long)d[1], sh->name);
+    size_t R = (size_t)d[0], C = (size_t)d[1];
+    if ((se->dtype != DT_BF16 && se->dtype != DT_F16 && se->dtype != DT_F32) || se->ndim != 2 || se->shape[0] != R ||
+        se->shape[1] != C / 32)
+        return al_err("'%s' should be BF16, F16 or F32 of shape [%zu, %zu] (one per 32 values of '%s', [%zu, %zu]), found %s",
+                      sc->name, R, C / 32, name, R, C, dt_name(se->dtype));
+    *q = (dt_fp4){.enc = DT_FP4_INT4, .rows = R, .cols = C, .codes = st_data(w->f, e), .scale = st_data(sc->f, se),
+                  .gscale = 1.0f, .sdt = se->dtype};
+    return AL_OK;
+}
+
 /* Every block scale of q finite (once per tensor: the flag of item it). */
 static int fp4_check_scales(const store_item *it, const char *name, const dt_fp4 *q) {
     pthread_mutex_lock(&warn_mu);
@@ -436,7 +466,10 @@ static int fp4_check_scales(const store_item *it, const char *name, const dt_fp4
     size_t nb = q->cols / dt_fp4_traits(q->enc)->block;
     for (size_t r = 0; r < q->rows; r++)
         for (size_t b = 0; b < nb; b++)
-            if (!isfinite(dt_fp4_block_scale(q, r, b)))
+            if (!isfinite(dt_fp4_block_scale(q, r, b)) && q->enc == DT_FP4_INT4)
+                return al_err("INT4 tensor '%s': group scale [%zu, %zu] is %g; a scale must be finite", name, r, b,
+                              (double)dt_fp4_block_scale(q, r, b));
+            else if (!isfinite(dt_fp4_block_scale(q, r, b)))
                 return al_err("%s tensor '%s': block scale [%zu, %zu] (code 0x%02x) is NaN; a NaN scale is not a weight",
                               dt_fp4_traits(q->enc)->name, name, r, b, q->scale[r * nb + b]);
     pthread_mutex_lock(&warn_mu);
@@ -455,6 +488,7 @@ int store_fp4(const Store *s, const char *name, dt_fp4 *q) {
     else if (!w && (w = find_suffixed(s, name, "_packed")) && w->e->dtype == DT_U8 && find_suffixed(s, name, "_global_scale") &&
              (sc = find_suffixed(s, name, "_scale")))
         rc = fp4_nvfp4(s, name, w, sc, q);      /* compressed-tensors' nvfp4-pack-quantized */
+    else if (w && w->e->dtype == DT_I32 && ends_with(w->name, "_packed")) rc = fp4_int4(s, name, w, q);
     else return AL_OK;
     if (rc == AL_OK) rc = fp4_check_scales(w, name, q);
     if (rc != AL_OK) q->enc = DT_FP4_NONE;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# cli_int4ct.sh -- compressed-tensors pack-quantized INT4 checkpoints (issue 28): stories260K-hf with its
+# projections written by tests/int4ct_quant.py (pure Python: its own packing, element i at bit 4i,
+# value + 8, BF16 scales per 32) beside an F32 twin holding the values Python decoded. `load` / `info`
+# name the encoding; `ranks vo` / `ranks qk` and `ppl` (f32 and bf16 compute) print the same as on the
+# twin; a NaN scale, a scale grid of the wrong shape and a zero point are refused at `load`, naming
+# the tensor.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-int4ct
+SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
+[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+Q="python3 $ATTNLAB_SRC/tests/int4ct_quant.py"
+TXT="$ATTNLAB_SRC/examples/tinystory.txt"
+
+analyses() {
+    e "load $1 as m; ranks vo tau 0.9; ranks qk offset 4 tau 0.9; ppl $TXT; set compute bf16; ppl $TXT" |
+        grep -v "^loaded\|^ppl of\|tok/s\|^compute bf16 asked"
+}
+
+$Q "$SRC" "$T/int4" && $Q "$SRC" "$T/int4-f32" f32
+ok "written" test -f "$T/int4/model.safetensors" -a -f "$T/int4-f32/model.safetensors"
+out=$(e "load $T/int4; info")
+ok "load names the encoding" has "$out" "^loaded int4: llama, .*, INT4 -- "
+ok "info's weights per group" has "$out" "^weights  *attention INT4, mlp .*INT4, embeddings F32$"
+a=$(analyses "$T/int4")
+b=$(analyses "$T/int4-f32")
+ok "ranks and ppl printed" test "$(grep -c . <<<"$a")" -gt 90
+ok "ranks and ppl equal the F32 twin's" test "$a" = "$b"
+[ "$a" = "$b" ] || diff <(echo "$a") <(echo "$b") | head -5
+ok "ppl 3.7-4.5 (the F32 model: 3.76)" has "$a" "^  1127  1\.[0-9]*  [34]\.[0-9]"
+
+for m in nan-scale short-scale zero-point; do $Q "$SRC" "$T/$m" $m; done
+run -e "load $T/nan-scale; ppl $TXT"
+ok "NaN scale refused" test "$(rc)" != 0
+ok "... naming the tensor" has "$(cat err.txt)" "INT4 tensor 'model.layers.0.self_attn.k_proj.weight': group scale \[0, 0\] is nan"
+run -e "load $T/short-scale; ppl $TXT"
+ok "scales of the wrong shape refused" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scale' should be BF16, F16 or F32 of shape \[32, 2\]"
+run -e "load $T/zero-point; ppl $TXT"
+ok "a zero point refused" has "$(cat err.txt)" "INT4 tensor 'model.layers.0.self_attn.k_proj.weight_packed' has a zero point"
+cli_done
