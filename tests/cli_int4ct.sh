@@ -4,7 +4,8 @@
 # value + 8, BF16 scales per 32) beside an F32 twin holding the values Python decoded. `load` / `info`
 # name the encoding; `ranks vo` / `ranks qk` and `ppl` (f32 and bf16 compute) print the same as on the
 # twin; a NaN scale, a scale grid of the wrong shape and a zero point are refused at `load`, naming
-# the tensor.
+# the tensor; a truncation's export writes the rewritten ones BF16 (listed in ignore) and the rest bit
+# for bit; `export F.gguf` dequantizes.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-int4ct
@@ -29,6 +30,40 @@ ok "ranks and ppl printed" test "$(grep -c . <<<"$a")" -gt 90
 ok "ranks and ppl equal the F32 twin's" test "$a" = "$b"
 [ "$a" = "$b" ] || diff <(echo "$a") <(echo "$b") | head -5
 ok "ppl 3.7-4.5 (the F32 model: 3.76)" has "$a" "^  1127  1\.[0-9]*  [34]\.[0-9]"
+
+# ---- export of a truncation: untouched tensors bit for bit, the rewritten ones BF16 without their
+# packed words, scales or shape, listed in ignore; GGUF dequantized, saying so
+export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
+out=$(e "load $T/int4; truncate vo tau 0.9 layers 1; ppl $TXT; export $T/ex format dense; load $T/ex as d; ppl $TXT")
+ok "export: 2 rewritten" has "$out" "^exported VO of int4 to .*tensors copied bit for bit, 2 rewritten"
+p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
+ok "export: its ppl is the working copy's to BF16 rounding ($p)" \
+    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-4)" $p
+msg=$(python3 - "$T/int4" "$T/ex" <<'PY'
+import json, os, sys
+from st_tensors import tensors
+src, ex = tensors(sys.argv[1]), tensors(sys.argv[2])
+changed = lambda k: any(k.startswith('model.layers.1.self_attn.%s.' % p) for p in ('o_proj', 'v_proj'))
+for k, v in src.items():
+    if not changed(k) and ex.get(k) != v:
+        print('untouched tensor differs:', k)
+for p, R in (('o_proj', 64), ('v_proj', 32)):
+    k = 'model.layers.1.self_attn.%s.' % p
+    if ex.get(k + 'weight', (0, 0))[:2] != ('BF16', [R, 64]):
+        print(k, 'is', ex.get(k + 'weight', (None, None))[:2])
+    if [n for n in ex if n.startswith(k) and n != k + 'weight']:
+        print(k, 'kept', [n for n in ex if n.startswith(k) and n != k + 'weight'])
+q = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config']
+if q['ignore'] != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
+    print('not listed as unquantized:', q)
+PY
+)
+ok "export: untouched bit for bit, rewritten BF16 alone, in ignore [$msg]" test -z "$msg"
+out=$(e "load $T/int4; ppl $TXT; export $T/int4.gguf dtype f32; load $T/int4.gguf as g; tokenizer $SRC/tok512.bin; ppl $TXT")
+ok "gguf: its line says dequantized" has "$out" "^  INT4 weights dequantized to F32$"
+p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
+ok "gguf: the same ppl from llama.cpp's layout ($p)" \
+    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-5)" $p
 
 for m in nan-scale short-scale zero-point; do $Q "$SRC" "$T/$m" $m; done
 run -e "load $T/nan-scale; ppl $TXT"

@@ -608,7 +608,7 @@ static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry
 static int fp4_piece(const Ctx *x, const char *name, char *w, size_t cap) {
     static const struct { const char *suf; int what; } pieces[] = {
         {"_blocks", 1}, {"_packed", 1}, {"_scales", 2}, {"_scale_2", 2}, {".input_global_scale", 2},
-        {"_global_scale", 2}, {".input_scale", 2}, {"_scale", 2}, {"", 1}};    /* longer suffixes first */
+        {"_global_scale", 2}, {".input_scale", 2}, {"_scale", 2}, {"_shape", 2}, {"", 1}};    /* longer suffixes first */
     char buf[512];
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof pieces / sizeof *pieces; i++) {

@@ -464,7 +464,7 @@ static bool fp8_scale(const Store *s, const char *name) {
  * the GGUF holds its values in the chosen dtype and none of these. */
 static bool fp4_part(const Store *s, const char *name) {
     static const char *const sfx[] = {"_blocks", "_packed", "_scales", "_scale_2", ".input_global_scale",
-                                      "_global_scale", ".input_scale", "_scale"};     /* longer suffixes first */
+                                      "_global_scale", ".input_scale", "_scale", "_shape"};     /* longer suffixes first */
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
         size_t k = strlen(sfx[i]);
