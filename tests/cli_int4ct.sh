@@ -5,7 +5,7 @@
 # name the encoding; `ranks vo` / `ranks qk` and `ppl` (f32 and bf16 compute) print the same as on the
 # twin; a NaN scale, a scale grid of the wrong shape and a zero point are refused at `load`, naming
 # the tensor; a truncation's export writes the rewritten ones BF16 (listed in ignore) and the rest bit
-# for bit; `export F.gguf` dequantizes.
+# for bit; `export F.gguf` dequantizes; `lint` takes the words, scales and shapes as the weights they are.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-int4ct
@@ -73,4 +73,9 @@ run -e "load $T/short-scale; ppl $TXT"
 ok "scales of the wrong shape refused" has "$(cat err.txt)" "'model.layers.0.self_attn.k_proj.weight_scale' should be BF16, F16 or F32 of shape \[32, 2\]"
 run -e "load $T/zero-point; ppl $TXT"
 ok "a zero point refused" has "$(cat err.txt)" "INT4 tensor 'model.layers.0.self_attn.k_proj.weight_packed' has a zero point"
+# ---- lint: the INT4 words, group scales and shapes are what the config describes
+out=$(e "lint $T/int4")
+ok "lint: transformers loads it" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
+ok "lint: no missing weights, no unknown or integer tensors" hasnt "$out" "missing\|no tensors of\|bytes of I"
+ok "lint: scales of the wrong shape" has "$(e "lint $T/short-scale")" "error .*k_proj.weight_scale is BF16 \[32, 1\]; INT4 group scales (one per 32 values) are BF16 \[32, 2\]"
 cli_done
