@@ -92,7 +92,9 @@ void wmat_free(WMat *w) {
 }
 
 size_t wmat_bytes(const WMat *w) {
-    if (w->fp4.enc != DT_FP4_NONE) return w->rows * (w->cols / 2 + w->cols / dt_fp4_traits(w->fp4.enc)->block);
+    if (w->fp4.enc != DT_FP4_NONE)      /* codes and block scales (INT4's scales: 2 or 4 bytes) */
+        return w->rows * (w->cols / 2 + w->cols / dt_fp4_traits(w->fp4.enc)->block *
+                                             (w->fp4.enc == DT_FP4_INT4 ? dt_size(w->fp4.sdt) : 1));
     return w->rows * w->cols * dt_size(w->dt);
 }
 
