@@ -139,7 +139,7 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
     out_printf(out, "exported %s%s as GGUF to %s: llama.cpp architecture %s, %s, %zu tensors (%.1f MiB), %zu metadata keys, "
                "tokenizer %s\n", m->name, what, r.path, r.arch, gg_type_name(o.dtype), r.tensors,
                (double)r.bytes / 1048576.0, r.kvs, r.tokenizer);
-    if (m->fp4 != DT_FP4_NONE)
+    if (m->fp4 != DT_FP4_NONE || m->cfg.dtype == DT_F8_E4M3)
         out_printf(out, "  %s weights dequantized to %s\n", model_dtype_name(m), gg_type_name(o.dtype));
     if (r.f16_fallback)
         out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);

@@ -54,6 +54,7 @@ typedef struct {
     const uint8_t *data;
     const uint8_t *scale;    /* (ceil(rows/128), scols) F32, or NULL */
     size_t scols;
+    const float *rscale;     /* compressed-tensors FP8: one scale per row (the store's), or NULL */
     dt_fp4 fp4;              /* an FP4 weight's codes and scales (enc DT_FP4_NONE: not one) */
 } Tensor2;
 
@@ -72,6 +73,7 @@ static int tensor_open(const Store *st, const char *name, Tensor2 *t) {
     t->esize = dt_size(e->dtype);
     t->data = st_data(f, e);
     if (e->dtype != DT_F8_E4M3) return AL_OK;
+    if (store_fp8_rscale(st, name, t->rows, &t->rscale) != AL_OK || t->rscale) return t->rscale ? AL_OK : AL_ERR;
     const void *scale = NULL;
     int rc = store_fp8_scale(st, name, t->rows, t->cols, &scale, &t->scols);
     t->scale = scale;
@@ -96,6 +98,11 @@ static int block_read(const Tensor2 *t, size_t r0, size_t nr, size_t c0, size_t 
                       t->cols, r0, r0 + nr, c0, c0 + nc);
     if (t->fp4.enc != DT_FP4_NONE) {     /* FP4: code times block scale (times NVFP4's scale_2), widened */
         dt_fp4_dequant_d(&t->fp4, r0, nr, c0, nc, dst, ld);
+        return AL_OK;
+    }
+    if (t->rscale) {     /* per-row scale: code times it as float, widened */
+        for (size_t i = 0; i < nr; i++)
+            dt_e4m3_row_d(t->data + (r0 + i) * t->cols + c0, nc, t->rscale[r0 + i], dst + i * ld);
         return AL_OK;
     }
     if (t->dtype == DT_F8_E4M3) {
@@ -346,7 +353,7 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     /* BF16 pairs where the values are BF16 (BF16, FP8 codes) and the CPU has vdpbf16ps, floats
      * where it lacks it; other dtypes (F32, F16: not BF16 values) take the double route's Gram,
      * exact (the float kernel is no faster than dsyrk on them) */
-    if (t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) return gram_compute(st, v, scr, G);
+    if ((t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) || t.rscale) return gram_compute(st, v, scr, G);
     gbf_path path = gbf_path_now();
     for (size_t c = 0, n; c < other; c += n) {
         n = chunk_len(v, c);
@@ -362,7 +369,7 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
  * BF16/FP8 tensor (opened into *t) over the same rows, of one k, on the BF16 path. */
 static bool many_together(const Store *st, const GramView *v, size_t nv, Tensor2 *t) {
     if (nv < 2 || nv > GRAM_MANY || gbf_path_now() != GBF_BF16 || tensor_open(st, v[0].tensor, t) != AL_OK) return false;
-    if (t->dtype != DT_BF16 && t->dtype != DT_F8_E4M3) return false;
+    if ((t->dtype != DT_BF16 && t->dtype != DT_F8_E4M3) || t->rscale) return false;
     for (size_t i = 0; i < nv; i++)
         if (v[i].row_gram || strcmp(v[i].tensor, v[0].tensor) != 0 || v[i].r0 != v[0].r0 || v[i].nr != v[0].nr ||
             gram_view_k(&v[i]) != gram_view_k(&v[0]) || gram_view_k(&v[i]) == 0 || v[i].nr == 0 ||

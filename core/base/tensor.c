@@ -262,23 +262,37 @@ void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t s
     fp8_dequant(w, cols, scale, scols, r0, nr, c0, nc, dst, ld, true);
 }
 
+void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *rscale, size_t r0, size_t nr, size_t c0,
+                         size_t nc, float *dst, size_t ld) {
+    for (size_t i = 0; i < nr; i++) dt_e4m3_row(w + (r0 + i) * cols + c0, nc, rscale[r0 + i], dst + i * ld);
+}
+
 /* ================================================================ FP4 (E2M1) blocks */
 
 static const dt_fp4_trait fp4_traits[DT_FP4_COUNT] = {
     [DT_FP4_MXFP4] = {"MXFP4", 32, "E8M0"},
     [DT_FP4_NVFP4] = {"NVFP4", 16, "F8_E4M3"},
+    [DT_FP4_INT4] = {"INT4", 32, "BF16"},
 };
 
-static const float e2m1_values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+static const float e2m1_tab[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+static const float int4_values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};   /* offset 8 */
 
 const dt_fp4_trait *dt_fp4_traits(dt_fp4_enc e) { return e > DT_FP4_NONE && e < DT_FP4_COUNT ? &fp4_traits[e] : NULL; }
-float dt_e2m1_to_f32(uint8_t code) { return e2m1_values[code & 15]; }
+float dt_e2m1_to_f32(uint8_t code) { return e2m1_tab[code & 15]; }
 float dt_e8m0_to_f32(uint8_t v) { return v == 0xff ? NAN : ldexpf(1.0f, (int)v - 127); }
 
 /* The block scale without the table's initialisation (fp4_row does it once per row). */
 static inline float fp4_scale(const dt_fp4 *q, size_t r, size_t b) {
     size_t nb = q->cols / fp4_traits[q->enc].block;
+    if (q->enc == DT_FP4_INT4) {
+        float f = 0;
+        uint16_t h;
+        if (q->sdt == DT_F32) memcpy(&f, q->scale + (r * nb + b) * 4, 4);
+        else memcpy(&h, q->scale + (r * nb + b) * 2, 2), f = q->sdt == DT_BF16 ? dt_bf16_to_f32(h) : dt_f16_to_f32(h);
+        return f;
+    }
     uint8_t v = q->scale[r * nb + b];
     return q->enc == DT_FP4_MXFP4 ? dt_e8m0_to_f32(v) : e4m3_lut[v];
 }
@@ -293,17 +307,18 @@ float dt_fp4_block_scale(const dt_fp4 *q, size_t r, size_t b) {
 static void fp4_row(const dt_fp4 *q, size_t r, size_t c0, size_t nc, float *dst) {
     const size_t B = fp4_traits[q->enc].block;
     const uint8_t *codes = q->codes + r * (q->cols / 2);
+    const float *vals = q->enc == DT_FP4_INT4 ? int4_values : e2m1_tab;      /* the code table */
     pthread_once(&e4m3_once, e4m3_init);
     for (size_t j = c0, end = c0 + nc; j < end;) {
         float s = fp4_scale(q, r, j / B), *o = dst + (j - c0);
         if (q->gdiv) s /= q->gscale;
         size_t stop = (j / B + 1) * B < end ? (j / B + 1) * B : end, k = 0;
-        if (j & 1) { o[k++] = e2m1_values[codes[j / 2] >> 4] * s; }           /* low nibble: even column */
+        if (j & 1) { o[k++] = vals[codes[j / 2] >> 4] * s; }           /* low nibble: even column */
         for (const uint8_t *c = codes + (j + k) / 2; j + k + 2 <= stop; k += 2, c++) {
-            o[k] = e2m1_values[*c & 15] * s;
-            o[k + 1] = e2m1_values[*c >> 4] * s;
+            o[k] = vals[*c & 15] * s;
+            o[k + 1] = vals[*c >> 4] * s;
         }
-        if (j + k < stop) { o[k] = e2m1_values[codes[(j + k) / 2] & 15] * s; k++; }
+        if (j + k < stop) { o[k] = vals[codes[(j + k) / 2] & 15] * s; k++; }
         if (q->gscale != 1.0f && !q->gdiv)
             for (size_t i = 0; i < k; i++) o[i] *= q->gscale;
         j += k;

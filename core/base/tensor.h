@@ -65,6 +65,17 @@ void dt_fp8_dequant(const uint8_t *w, size_t cols, const void *scale, size_t sco
 void dt_fp8_dequant_d(const uint8_t *w, size_t cols, const void *scale, size_t scols, size_t r0, size_t nr,
                       size_t c0, size_t nc, double *dst, size_t ld);
 
+/* compressed-tensors FP8 (quant_method "compressed-tensors", format "float-quantized"; Llama-3.1-
+ * 70B-Instruct-FP8, Qwen3-32B-FP8): "<name>" F8_E4M3 (R, C) and "<name>_scale" F32/BF16/F16 of
+ * shape [] or [1] (strategy "tensor") or [R, 1] (strategy "channel"), one scale per output row;
+ * "<name minus weight>input_scale" is the activations' and is not read. The scale MULTIPLIES
+ * (compressed-tensors' dequantize: x_q * scale, symmetric, no zero point). The store widens the
+ * scale to one float per row (rscale, R values); W[i][j] = e4m3(code[i][j]) * rscale[i] rounded
+ * to float (torch multiplies in the scale's dtype: a BF16 scale rounds the product to BF16 there;
+ * attnlab keeps the float product). Rows [r0, r0+nr) x cols [c0, c0+nc) into dst (leading dim ld). */
+void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *rscale, size_t r0, size_t nr, size_t c0,
+                         size_t nc, float *dst, size_t ld);
+
 /* Re-encodes one stripe of an FP8 weight, rows [r0, r0 + nr) (r0 a multiple of DT_FP8_BLOCK, nr <=
  * DT_FP8_BLOCK) of a weight `cols` wide, whose values become W (nr x cols) and were Wold (nr x
  * cols, the source's dequantized values) = codes `old` (nr x cols) times the scale grid old_scale
@@ -97,8 +108,16 @@ size_t dt_fp8_reencode_rows(const float *W, const float *Wold, const uint8_t *ol
  *   ModelOpt's (448 * 6 / amax): it DIVIDES the block scale first (compressed-tensors' dequantize:
  *   scale / global_scale, then x_q * scale), so W = e2m1 * (scale / global) (gdiv).
  * W[i][j] = (e2m1(code) * block_scale) * gscale, each product rounded to float (the first is exact);
- * MXFP4's gscale is 1; with gdiv, e2m1(code) * (block_scale / gscale). */
-typedef enum { DT_FP4_NONE, DT_FP4_MXFP4, DT_FP4_NVFP4, DT_FP4_COUNT } dt_fp4_enc;   /* NONE 0: zeroed structs hold none */
+ * MXFP4's gscale is 1; with gdiv, e2m1(code) * (block_scale / gscale).
+ * - compressed-tensors pack-quantized INT4 (Kimi-K2-Thinking, K2.5; format "pack-quantized", weights
+ *   num_bits 4, type int, symmetric, strategy group, group_size 32): "<name>_packed" I32 (R, C/8),
+ *   "<name>_scale" (R, C/32) in BF16, F16 or F32 (sdt), "<name>_shape" I32/I64 [2] = (R, C). Read from
+ *   compressed-tensors' pack_to_int32 / unpack_from_int32: element i of a row sits at bit 4i of the
+ *   row's little-endian words (so the LOW nibble of each byte is the even element, as E2M1's), stored
+ *   with an OFFSET of 8 (nibble = value + 8, not two's complement): value = nibble - 8 in [-8, 7];
+ *   W = value * scale, rounded to float (exact for a BF16 scale). No zero point (asymmetric is
+ *   refused); only C a multiple of 32 and 2-D weights. */
+typedef enum { DT_FP4_NONE, DT_FP4_MXFP4, DT_FP4_NVFP4, DT_FP4_INT4, DT_FP4_COUNT } dt_fp4_enc;   /* NONE 0: zeroed structs hold none */
 
 typedef struct {
     const char *name;        /* "MXFP4", "NVFP4" */
@@ -116,9 +135,10 @@ typedef struct {
     dt_fp4_enc enc;
     size_t rows, cols;       /* the logical shape; cols a multiple of the block */
     const uint8_t *codes;    /* (rows, cols / 2) packed E2M1 */
-    const uint8_t *scale;    /* (rows, cols / block) E8M0 or E4M3 */
+    const uint8_t *scale;    /* (rows, cols / block) E8M0 or E4M3 (INT4: sdt, read with memcpy) */
     float gscale;            /* NVFP4's per-tensor scale_2 (multiplied); 1 for MXFP4 */
     bool gdiv;               /* compressed-tensors: gscale divides each block scale instead */
+    dt_type sdt;             /* INT4: the group scale's dtype (BF16, F16, F32); unused otherwise */
 } dt_fp4;
 
 /* The block scale of block b of row r as float (NaN for a NaN code). */

@@ -608,7 +608,7 @@ static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry
 static int fp4_piece(const Ctx *x, const char *name, char *w, size_t cap) {
     static const struct { const char *suf; int what; } pieces[] = {
         {"_blocks", 1}, {"_packed", 1}, {"_scales", 2}, {"_scale_2", 2}, {".input_global_scale", 2},
-        {"_global_scale", 2}, {".input_scale", 2}, {"_scale", 2}, {"", 1}};    /* longer suffixes first */
+        {"_global_scale", 2}, {".input_scale", 2}, {"_scale", 2}, {"_shape", 2}, {"", 1}};    /* longer suffixes first */
     char buf[512];
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof pieces / sizeof *pieces; i++) {
@@ -661,13 +661,14 @@ static int fp4_rewrite(Ctx *x, CkptWriter *w, const char *name) {
     return layer_of(x, le->name, &L, &suffix) ? add_rewritten(x, w, le->name, le, L, suffix) : al_err("internal: %s", w4);
 }
 
-/* Is `name` the scale tensor of a rewritten FP8 weight? */
+/* Is `name` the scale tensor of a rewritten FP8 weight: its "_scale_inv" (DeepSeek), or compressed-
+ * tensors' "<w>_scale" and the module's "input_scale" (the BF16 weight is listed as not quantized)? */
 static bool is_dropped_scale(const Ctx *x, const char *name) {
-    size_t n = strlen(name);
-    const char *suf = "_scale_inv";
-    size_t sn = strlen(suf);
-    if (n <= sn || strcmp(name + n - sn, suf) != 0) return false;
-    char *w = strndup(name, n - sn);
+    static const char *const sufs[] = {".weight_scale_inv", ".weight_scale", ".input_scale"};
+    size_t n = strlen(name), k = 0;
+    while (k < 3 && (n <= strlen(sufs[k]) || strcmp(name + n - strlen(sufs[k]), sufs[k]) != 0)) k++;
+    if (k == 3) return false;
+    char *w = al_asprintf("%.*s.weight", (int)(n - strlen(sufs[k])), name);
     if (!w) return false;
     int L;
     const char *s;

@@ -442,12 +442,15 @@ static bool ignorable(const char *name) {
     return false;
 }
 
-/* The block scales of an FP8 weight: store_read dequantizes the weight with them, so the GGUF
- * holds the dequantized values in the chosen dtype and no scale tensor. */
+/* The scales of an FP8 weight (DeepSeek's "<w>_scale_inv"; compressed-tensors' "<w>_scale" and the
+ * module's "input_scale"): store_read dequantizes the weight with them, so the GGUF holds the
+ * dequantized values in the chosen dtype and no scale tensor. */
 static bool fp8_scale(const Store *s, const char *name) {
-    size_t n = strlen(name), k = strlen("_scale_inv");
-    if (n <= k || strcmp(name + n - k, "_scale_inv") != 0) return false;
-    char *w = al_asprintf("%.*s", (int)(n - k), name);
+    static const char *const sfx[] = {"_scale_inv", ".input_scale", "_scale"};
+    size_t n = strlen(name), i = 0;
+    while (i < 3 && (n <= strlen(sfx[i]) || strcmp(name + n - strlen(sfx[i]), sfx[i]) != 0)) i++;
+    if (i == 3) return false;
+    char *w = al_asprintf("%.*s%s", (int)(n - strlen(sfx[i])), name, sfx[i][0] == '.' ? ".weight" : "");
     const st_entry *e = NULL;
     bool fp8 = w && store_has(s, w) && store_entry(s, w, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3;
     free(w);
@@ -461,7 +464,7 @@ static bool fp8_scale(const Store *s, const char *name) {
  * the GGUF holds its values in the chosen dtype and none of these. */
 static bool fp4_part(const Store *s, const char *name) {
     static const char *const sfx[] = {"_blocks", "_packed", "_scales", "_scale_2", ".input_global_scale",
-                                      "_global_scale", ".input_scale", "_scale"};     /* longer suffixes first */
+                                      "_global_scale", ".input_scale", "_scale", "_shape"};     /* longer suffixes first */
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
         size_t k = strlen(sfx[i]);

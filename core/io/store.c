@@ -1,6 +1,6 @@
 /* store.c -- tensors by name over one safetensors file or a sharded set, lazily converted to
- * float32, with DeepSeek FP8 block-scale dequantization and the FP4 (MXFP4, NVFP4) weights' codes and
- * scales found and checked. */
+ * float32, with DeepSeek FP8 block-scale and compressed-tensors FP8 per-tensor / per-channel
+ * dequantization and the FP4 (MXFP4, NVFP4) weights' codes and scales found and checked. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -23,6 +23,7 @@ typedef struct {
     const st_file *f;
     bool warned;              /* its NaN/Inf warning was given (once per tensor; under warn_mu) */
     bool fp4_checked;         /* its FP4 block scales were all found finite (under warn_mu) */
+    float *rscale;            /* compressed-tensors FP8: its per-row scales widened (owned; under warn_mu) */
 } store_item;
 
 static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -227,6 +228,7 @@ int store_from_file(st_file *f, const char *dir, Store **out) {
 void store_free(Store *s) {
     if (!s) return;
     for (size_t i = 0; i < s->nfiles; i++) st_close(s->files[i]);
+    for (size_t i = 0; i < s->n; i++) free(s->items[i].rscale);
     hub_remote_free(s->remote);
     free(s->files);
     free(s->items);
@@ -330,6 +332,46 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
     return AL_OK;
 }
 
+/* The scale "<name>_scale" of a compressed-tensors FP8 weight (R rows) widened to R floats: [] or [1]
+ * repeated, [R, 1] or [R] per row; F32, BF16 or F16; every value finite. */
+static int fp8_rscale_build(const store_item *sc, const char *name, size_t R, float **out) {
+    const st_entry *e = sc->e;
+    size_t n = 1;
+    for (int d = 0; d < e->ndim; d++) n *= e->shape[d];
+    bool shape_ok = (e->ndim == 0 || (e->ndim == 1 && (n == 1 || n == R)) || (e->ndim == 2 && e->shape[1] == 1 && (n == 1 || n == R)));
+    if (!shape_ok || (e->dtype != DT_F32 && e->dtype != DT_BF16 && e->dtype != DT_F16))
+        return al_err("'%s' should be F32, BF16 or F16 of shape [], [1] or [%zu, 1] (the scale of FP8 weight '%s', %zu rows), "
+                      "found %s with %zu values", sc->name, R, name, R, dt_name(e->dtype), n);
+    float *v = malloc(R * sizeof *v), one;
+    if (!v) return al_err("out of memory for the scales of '%s'", name);
+    if (dt_to_f32(e->dtype, st_data(sc->f, e), n, n == 1 ? &one : v) != AL_OK) { free(v); return AL_ERR; }
+    if (n == 1) for (size_t r = 0; r < R; r++) v[r] = one;
+    for (size_t r = 0; r < R; r++)
+        if (!isfinite(v[r])) {
+            float bad = v[r];
+            free(v);
+            return al_err("'%s' row %zu is %g: the scale of FP8 weight '%s' must be finite", sc->name, r, (double)bad, name);
+        }
+    *out = v;
+    return AL_OK;
+}
+
+int store_fp8_rscale(const Store *s, const char *name, size_t R, const float **rscale) {
+    *rscale = NULL;
+    const store_item *w = find_item(s, name), *sc = find_suffixed(s, name, "_scale");
+    if (!w || w->e->dtype != DT_F8_E4M3 || !sc || find_suffixed(s, name, "_scale_inv")) return AL_OK;
+    const st_entry *e; const st_file *f;
+    char *sname = al_asprintf("%s_scale", name);
+    int rc = sname ? store_entry(s, sname, &e, &f) : AL_ERR;     /* a streamed model fetches its bytes */
+    free(sname);
+    if (rc != AL_OK) return rc;
+    pthread_mutex_lock(&warn_mu);
+    if (!w->rscale) rc = fp8_rscale_build(sc, name, R, &((store_item *)w)->rscale);
+    *rscale = w->rscale;
+    pthread_mutex_unlock(&warn_mu);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- FP4 weights */
 
 /* "[a, b, c]" of an entry's shape (and its dtype before it). */
@@ -385,6 +427,36 @@ static int fp4_nvfp4(const Store *s, const char *name, const store_item *w, cons
     return AL_OK;
 }
 
+/* compressed-tensors' pack-quantized INT4 (tensor.h): "<name>_packed" I32 (R, C/8), "<name>_scale"
+ * BF16/F16/F32 (R, C/32), "<name>_shape" I32/I64 [2] = (R, C); no "<name>_zero_point". */
+static int fp4_int4(const Store *s, const char *name, const store_item *w, dt_fp4 *q) {
+    const store_item *sc = find_suffixed(s, name, "_scale"), *sh = find_suffixed(s, name, "_shape");
+    if (!sc || !sh) return al_err("INT4 tensor '%s' has no %s '%s%s'", w->name, sc ? "shape" : "group scales", name,
+                                  sc ? "_shape" : "_scale");
+    if (find_suffixed(s, name, "_zero_point"))
+        return al_err("INT4 tensor '%s' has a zero point: asymmetric pack-quantized weights are not read", w->name);
+    const st_entry *e = w->e, *se = sc->e, *he = sh->e;
+    int64_t d[2] = {0, 0};
+    if ((he->dtype != DT_I64 && he->dtype != DT_I32) || st_numel(he) != 2)
+        return al_err("'%s' should be I64 or I32 of 2 values (the weight's shape), found %s", sh->name, dt_name(he->dtype));
+    for (int i = 0; i < 2; i++) {
+        int32_t v32;
+        if (he->dtype == DT_I64) memcpy(&d[i], (const uint8_t *)st_data(sh->f, he) + 8 * i, 8);
+        else memcpy(&v32, (const uint8_t *)st_data(sh->f, he) + 4 * i, 4), d[i] = v32;
+    }
+    if (d[0] <= 0 || d[1] <= 0 || d[1] % 32 || e->ndim != 2 || e->shape[0] != (size_t)d[0] || e->shape[1] != (size_t)d[1] / 8)
+        return al_err("INT4 tensor '%s' should be I32 of shape [rows, cols/8] with cols a multiple of 32 for its shape "
+                      "[%lld, %lld] ('%s')", w->name, (long long)d[0], (long long)d[1], sh->name);
+    size_t R = (size_t)d[0], C = (size_t)d[1];
+    if ((se->dtype != DT_BF16 && se->dtype != DT_F16 && se->dtype != DT_F32) || se->ndim != 2 || se->shape[0] != R ||
+        se->shape[1] != C / 32)
+        return al_err("'%s' should be BF16, F16 or F32 of shape [%zu, %zu] (one per 32 values of '%s', [%zu, %zu]), found %s",
+                      sc->name, R, C / 32, name, R, C, dt_name(se->dtype));
+    *q = (dt_fp4){.enc = DT_FP4_INT4, .rows = R, .cols = C, .codes = st_data(w->f, e), .scale = st_data(sc->f, se),
+                  .gscale = 1.0f, .sdt = se->dtype};
+    return AL_OK;
+}
+
 /* Every block scale of q finite (once per tensor: the flag of item it). */
 static int fp4_check_scales(const store_item *it, const char *name, const dt_fp4 *q) {
     pthread_mutex_lock(&warn_mu);
@@ -394,7 +466,10 @@ static int fp4_check_scales(const store_item *it, const char *name, const dt_fp4
     size_t nb = q->cols / dt_fp4_traits(q->enc)->block;
     for (size_t r = 0; r < q->rows; r++)
         for (size_t b = 0; b < nb; b++)
-            if (!isfinite(dt_fp4_block_scale(q, r, b)))
+            if (!isfinite(dt_fp4_block_scale(q, r, b)) && q->enc == DT_FP4_INT4)
+                return al_err("INT4 tensor '%s': group scale [%zu, %zu] is %g; a scale must be finite", name, r, b,
+                              (double)dt_fp4_block_scale(q, r, b));
+            else if (!isfinite(dt_fp4_block_scale(q, r, b)))
                 return al_err("%s tensor '%s': block scale [%zu, %zu] (code 0x%02x) is NaN; a NaN scale is not a weight",
                               dt_fp4_traits(q->enc)->name, name, r, b, q->scale[r * nb + b]);
     pthread_mutex_lock(&warn_mu);
@@ -413,6 +488,7 @@ int store_fp4(const Store *s, const char *name, dt_fp4 *q) {
     else if (!w && (w = find_suffixed(s, name, "_packed")) && w->e->dtype == DT_U8 && find_suffixed(s, name, "_global_scale") &&
              (sc = find_suffixed(s, name, "_scale")))
         rc = fp4_nvfp4(s, name, w, sc, q);      /* compressed-tensors' nvfp4-pack-quantized */
+    else if (w && w->e->dtype == DT_I32 && ends_with(w->name, "_packed")) rc = fp4_int4(s, name, w, q);
     else return AL_OK;
     if (rc == AL_OK) rc = fp4_check_scales(w, name, q);
     if (rc != AL_OK) q->enc = DT_FP4_NONE;
@@ -464,8 +540,11 @@ static int read_block(const Store *s, const char *name, size_t r0, size_t nr, si
         dt_fp4_dequant(&q, r0, nr, c0, nc, m->data, nc);
     } else if (e->dtype == DT_F8_E4M3) {
         const void *scale = NULL; size_t scols = 0;
-        rc = store_fp8_scale(s, name, R, C, &scale, &scols);
-        if (rc == AL_OK) dt_fp8_dequant(base, C, scale, scols, r0, nr, c0, nc, m->data, nc);
+        const float *rs = NULL;
+        rc = store_fp8_rscale(s, name, R, &rs);
+        if (rc == AL_OK && rs) dt_fp8_dequant_rows(base, C, rs, r0, nr, c0, nc, m->data, nc);
+        else if (rc == AL_OK) rc = store_fp8_scale(s, name, R, C, &scale, &scols);
+        if (rc == AL_OK && !rs) dt_fp8_dequant(base, C, scale, scols, r0, nr, c0, nc, m->data, nc);
     } else if (nc == C) {
         rc = dt_to_f32(e->dtype, base + r0 * C * dt_size(e->dtype), nr * C, m->data);
     } else {

@@ -73,13 +73,16 @@ int wmat_view(const Store *s, const char *name, bool f32_only, WMat *w) {
     w->fp4.enc = DT_FP4_NONE;
     bool kernel = w->dt == DT_BF16 || w->dt == DT_F16 || w->dt == DT_F8_E4M3 ||
                   (w->dt == DT_F32 && ((uintptr_t)w->data & 3) == 0);
-    if (w->dt == DT_F8_E4M3 && !f32_only && store_fp8_scale(s, name, w->rows, w->cols, &w->scale, &w->scols) != AL_OK)
+    if (w->dt == DT_F8_E4M3 && !f32_only && store_fp8_rscale(s, name, w->rows, &w->rscale) != AL_OK) return AL_ERR;
+    if (w->dt == DT_F8_E4M3 && !f32_only && !w->rscale &&
+        store_fp8_scale(s, name, w->rows, w->cols, &w->scale, &w->scols) != AL_OK)
         return AL_ERR;
     if (kernel && (!f32_only || w->dt == DT_F32)) return AL_OK;
     if (store_read(s, name, &w->own) != AL_OK) return AL_ERR;
     w->dt = DT_F32;
     w->data = w->own->data;
     w->scale = NULL;
+    w->rscale = NULL;
     return AL_OK;
 }
 
@@ -89,7 +92,9 @@ void wmat_free(WMat *w) {
 }
 
 size_t wmat_bytes(const WMat *w) {
-    if (w->fp4.enc != DT_FP4_NONE) return w->rows * (w->cols / 2 + w->cols / dt_fp4_traits(w->fp4.enc)->block);
+    if (w->fp4.enc != DT_FP4_NONE)      /* codes and block scales (INT4's scales: 2 or 4 bytes) */
+        return w->rows * (w->cols / 2 + w->cols / dt_fp4_traits(w->fp4.enc)->block *
+                                             (w->fp4.enc == DT_FP4_INT4 ? dt_size(w->fp4.sdt) : 1));
     return w->rows * w->cols * dt_size(w->dt);
 }
 
@@ -134,7 +139,10 @@ void wmat_row(const WMat *w, size_t r, float *dst) {
     switch (w->dt) {
     case DT_F32: memcpy(dst, b + r * C * 4, C * 4); break;
     case DT_BF16: case DT_F16: widen(w->dt, b + r * C * 2, C, dst, use_avx512()); break;
-    case DT_F8_E4M3: dt_fp8_dequant(b, C, w->scale, w->scols, r, 1, 0, C, dst, C); break;
+    case DT_F8_E4M3:
+        if (w->rscale) dt_fp8_dequant_rows(b, C, w->rscale, r, 1, 0, C, dst, C);
+        else dt_fp8_dequant(b, C, w->scale, w->scols, r, 1, 0, C, dst, C);
+        break;
     default: break;                  /* wmat_view leaves no other dtype */
     }
 }
@@ -143,6 +151,7 @@ void wmat_row(const WMat *w, size_t r, float *dst) {
 static void panel(const WMat *w, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, bool simd) {
     const uint8_t *b = w->data;
     size_t C = w->cols;
+    if (w->dt == DT_F8_E4M3 && w->rscale) { dt_fp8_dequant_rows(b, C, w->rscale, r0, nr, c0, nc, dst, nc); return; }
     if (w->dt == DT_F8_E4M3) { dt_fp8_dequant(b, C, w->scale, w->scols, r0, nr, c0, nc, dst, nc); return; }
     if (w->fp4.enc != DT_FP4_NONE) { dt_fp4_dequant(&w->fp4, r0, nr, c0, nc, dst, nc); return; }
     for (size_t i = 0; i < nr; i++) {

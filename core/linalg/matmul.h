@@ -48,6 +48,7 @@ typedef struct {
     const void *data;        /* (rows, cols) row-major in dt: the mapping, or own->data */
     const void *scale;       /* FP8: block scales (F32, (ceil(rows/128), scols); maybe unaligned) */
     size_t scols;
+    const float *rscale;     /* compressed-tensors FP8: one scale per row (the store's), else NULL */
     size_t rows, cols;
     Mat *own;                /* owned float32 copy (dtypes without a kernel, Conv1D non-F32), or NULL */
     dt_fp4 fp4;              /* an FP4 weight (dt DT_U8): its codes and scales, decoded per panel */

@@ -424,8 +424,10 @@ static dt_type torch_dtype_of(const char *s) {
 static void check_dtypes(Lint *x) {
     size_t bytes[DT_COUNT] = {0};
     for (size_t i = 0; i < x->nt; i++)
-        if (!ends_with(x->t[i].name, "_scale_inv") && x->t[i].e->dtype >= 0 && x->t[i].e->dtype < DT_COUNT)
-            bytes[x->t[i].e->dtype] += x->t[i].e->end - x->t[i].e->begin;
+        if (!ends_with(x->t[i].name, "_scale_inv") && x->t[i].e->dtype >= 0 && x->t[i].e->dtype < DT_COUNT &&
+            !((x->t[i].e->dtype == DT_I32 && ends_with(x->t[i].name, "_packed")) ||
+              ((x->t[i].e->dtype == DT_I64 || x->t[i].e->dtype == DT_I32) && ends_with(x->t[i].name, "_shape"))))
+            bytes[x->t[i].e->dtype] += x->t[i].e->end - x->t[i].e->begin;   /* INT4 words and shapes: weights */
     bool quant = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"));
     bool fp4 = false;                                /* U8 codes beside FP4 scales (tensor.h) */
     for (size_t i = 0; i < x->nt && !fp4; i++) {
@@ -504,11 +506,37 @@ static void shape_str(const st_entry *e, char *buf, size_t cap) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+/* compressed-tensors FP8 (tensor.h): "<name>_scale" F32/BF16/F16 of one value or [R, 1]; the
+ * module's input_scale (the activations') is used too. False when there is no "<name>_scale". */
+static bool expect_ct_scale(Lint *x, const char *name, const st_entry *w) {
+    char sc[280];
+    size_t n = strlen(name);
+    snprintf(sc, sizeof sc, "%.*s.input_scale", (int)(n > 7 ? n - 7 : n), name);
+    LTensor *in = ends_with(name, ".weight") ? find(x, sc) : NULL;
+    snprintf(sc, sizeof sc, "%s_scale", name);
+    LTensor *s = find(x, sc);
+    if (!s) return false;
+    s->used = true;
+    if (in) in->used = true;
+    const st_entry *e = s->e;
+    size_t k = st_numel(e);
+    bool dt_ok = e->dtype == DT_F32 || e->dtype == DT_BF16 || e->dtype == DT_F16;
+    if (dt_ok && e->ndim <= 2 && (k == 1 || (k == w->shape[0] && (e->ndim == 1 || e->shape[1] == 1)))) return true;
+    char have[96], msg[700];
+    shape_str(e, have, sizeof have);
+    snprintf(msg, sizeof msg, "%s is %s %s; compressed-tensors FP8 scales of a [%zu, %zu] weight are F32, BF16 or F16 "
+             "[] / [1] (per tensor) or [%zu, 1] (per channel)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1],
+             w->shape[0]);
+    agg_add(x, AGG_SHAPE, sc, msg);
+    return true;
+}
+
 /* The block scales beside FP8 weight `name` (R, C): F32 (ceil(R/128), ceil(C/128)). */
 static void expect_scales(Lint *x, const char *name, const st_entry *w) {
     char sc[280];
     snprintf(sc, sizeof sc, "%s_scale_inv", name);
     LTensor *s = find(x, sc);
+    if (!s && expect_ct_scale(x, name, w)) return;
     if (!s) { agg_add(x, AGG_MISSING, sc, sc); return; }
     s->used = true;
     size_t r = dt_fp8_nblocks(w->shape[0]), c = dt_fp8_nblocks(w->shape[1]);
@@ -563,6 +591,33 @@ static const char *listed_unquantized(const Lint *x, const char *m) {
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(q, NOT_QUANT_KEYS[k]))
             if (cJSON_IsString(it) && names_module(it->valuestring, m)) return it->valuestring;
     return NULL;
+}
+
+/* compressed-tensors' pack-quantized INT4 (tensor.h): "<name>_packed" I32 [d0, d1/8], "<name>_scale"
+ * BF16/F16/F32 [d0, d1/32], "<name>_shape" I32/I64 [2]. False when `name` is not stored so. */
+static bool expect_int4(Lint *x, const char *name, size_t d0, size_t d1, const char *why) {
+    char n2[300], have[96], msg[700];
+    snprintf(n2, sizeof n2, "%s_packed", name);
+    LTensor *w = find(x, n2), *sc, *sh;
+    if (!w || w->e->dtype != DT_I32) return false;
+    w->used = true;
+    snprintf(n2, sizeof n2, "%.*s", (int)(ends_with(name, ".weight") ? strlen(name) - 7 : strlen(name)), name);
+    x->fp4_n++;
+    if (listed_unquantized(x, n2) && x->fp4_listed++ == 0) snprintf(x->fp4_first, sizeof x->fp4_first, "%s", n2);
+    const st_entry *e = w->e;
+    if (e->ndim != 2 || e->shape[0] != d0 || e->shape[1] * 8 != d1 || d1 % 32) {
+        shape_str(e, have, sizeof have);
+        snprintf(msg, sizeof msg, "%s is I32 %s; config.json says [%zu, %zu] (%s): pack-quantized INT4 weights are "
+                 "I32 [rows, cols/8] with cols a multiple of 32", w->name, have, d0, d1, why);
+        agg_add(x, AGG_SHAPE, w->name, msg);
+    }
+    snprintf(n2, sizeof n2, "%s_scale", name);
+    dt_type sdt = (sc = find(x, n2)) && (sc->e->dtype == DT_F16 || sc->e->dtype == DT_F32) ? sc->e->dtype : DT_BF16;
+    fp4_scale_ok(x, n2, sdt, d0, d1 / 32, "INT4 group scales (one per 32 values)");
+    snprintf(n2, sizeof n2, "%s_shape", name);
+    if ((sh = find(x, n2))) sh->used = true;
+    else agg_add(x, AGG_MISSING, n2, n2);
+    return true;
 }
 
 /* An FP4 weight `name` of shape [d0, d1] (tensor.h): MXFP4 "<name>_blocks" U8 [d0, d1/32, 16] +
@@ -620,7 +675,7 @@ static void expect(Lint *x, bool optional, size_t d0, size_t d1, const char *why
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
-    if (d1 && expect_fp4(x, name, d0, d1, why)) return;
+    if (d1 && (expect_int4(x, name, d0, d1, why) || expect_fp4(x, name, d0, d1, why))) return;
     LTensor *t = find(x, name);
     if (!t) {
         if (!optional) agg_add(x, AGG_MISSING, name, name);

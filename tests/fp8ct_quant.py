@@ -1,0 +1,110 @@
+"""fp8ct_quant.py -- a folder's projections ("*_proj.weight", F32) written as compressed-tensors FP8
+(tensor.h: "<w>" F8_E4M3 and "<w>_scale" that multiplies, one per tensor or per output row), or
+their decoded values in F32: a checkpoint quantized that way and its F32 twin, for
+tests/cli_fp8ct.sh (pure Python, no numpy).
+
+    python3 fp8ct_quant.py SRC DST tensor|channel [f32|bf16|bf16-f32|nan-scale|short-scale]
+
+tensor: a scale of shape [] (F32); channel: [R, 1] (F32, or BF16 with bf16). Each module also gets
+an "input_scale" F32 [] (the activations', which weights do not use; it is 1e9 so a reader that
+used it would be caught).
+"""
+import bisect
+import json
+import os
+import shutil
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_tensors import tensors  # noqa: E402
+
+f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
+bf16 = lambda x: struct.unpack('<f', struct.pack('<I', (struct.unpack('<I', struct.pack('<f', x))[0] + 0x8000) & 0xffff0000))[0]
+
+
+def e4m3(v):
+    e, m = (v >> 3) & 15, v & 7
+    x = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    return -x if v & 0x80 else x
+
+
+POS = [e4m3(c) for c in range(0x7f)]          # increasing: 0 .. 448
+
+
+def code(x):
+    a = min(abs(x), 448.0)
+    i = bisect.bisect_left(POS, a)
+    if i == len(POS) or (i > 0 and a - POS[i - 1] <= POS[i] - a):
+        i -= 1
+    return i | (0x80 if x < 0 else 0)
+
+
+def write(path, items):
+    header, blobs, at = {}, [], 0
+    for name, (dt, shape, data) in items:
+        header[name] = {'dtype': dt, 'shape': shape, 'data_offsets': [at, at + len(data)]}
+        blobs.append(data)
+        at += len(data)
+    h = json.dumps(header).encode()
+    h += b' ' * (-len(h) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+
+
+def main():
+    src, dst, strat = sys.argv[1:4]
+    mode = sys.argv[4] if len(sys.argv) > 4 else ''
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        if not f.endswith('.safetensors'):
+            shutil.copy(os.path.join(src, f), dst)
+    items, broke = [], False
+    for name, (dt, shape, data) in sorted(tensors(src).items()):
+        if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2):
+            items.append((name, (dt, shape, data)))
+            continue
+        R, C = shape
+        vals = struct.unpack('<%df' % (R * C), data)
+        rows = [vals[i * C:(i + 1) * C] for i in range(R)]
+        if strat == 'tensor':
+            sc = [f32(max(abs(v) for v in vals) / 448)] * R
+        else:
+            sc = [f32(max(abs(v) for v in r) / 448) for r in rows]
+            if 'bf16' in mode:
+                sc = [bf16(s) for s in sc]
+        codes, out = bytearray(), []
+        for i, r in enumerate(rows):
+            for v in r:
+                c = code(v / sc[i])
+                codes.append(c)
+                out.append(f32(e4m3(c) * sc[i]))
+        first = not broke and 'self_attn' in name
+        broke = broke or first
+        if first and mode == 'nan-scale':
+            sc = [float('nan')] + sc[1:]
+        if 'f32' in mode:
+            items.append((name, ('F32', shape, struct.pack('<%df' % (R * C), *out))))
+            continue
+        items.append((name, ('F8_E4M3', shape, bytes(codes))))
+        if strat == 'tensor':
+            items.append((name + '_scale', ('F32', [], struct.pack('<f', sc[0]))))
+        elif 'bf16' in mode:
+            items.append((name + '_scale', ('BF16', [R, 1], b''.join(struct.pack('<f', s)[2:] for s in sc))))
+        else:
+            n = R - 1 if first and mode == 'short-scale' else R
+            items.append((name + '_scale', ('F32', [n, 1], struct.pack('<%df' % n, *sc[:n]))))
+        items.append((name[:-len('weight')] + 'input_scale', ('F32', [], struct.pack('<f', 1e9))))
+    write(os.path.join(dst, 'model.safetensors'), items)
+    if 'f32' not in mode:      # what llm-compressor writes for FP8 (static per-tensor or per-channel weights)
+        cp = os.path.join(dst, 'config.json')
+        c = json.load(open(cp))
+        c['quantization_config'] = {
+            'quant_method': 'compressed-tensors', 'format': 'float-quantized', 'ignore': ['lm_head'],
+            'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {
+                'num_bits': 8, 'type': 'float', 'symmetric': True, 'strategy': strat, 'dynamic': False},
+                'input_activations': {'num_bits': 8, 'type': 'float', 'strategy': 'tensor', 'dynamic': False}}}}
+        json.dump(c, open(cp, 'w'), indent=2)
+
+
+main()
