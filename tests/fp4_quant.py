@@ -10,21 +10,14 @@ ctnvfp4 is compressed-tensors' nvfp4-pack-quantized: "<w>_packed", "<w>_scale" a
 import json
 import math
 import os
-import shutil
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_tensors import tensors  # noqa: E402
+from st_tensors import copy_other_files, tensors, write_tensors, e4m3  # noqa: E402
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
-
-
-def e4m3(v):
-    e, m = (v >> 3) & 15, v & 7
-    x = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
-    return -x if v & 0x80 else x
 
 
 def quantize(vals, R, C, enc):
@@ -56,25 +49,10 @@ def quantize(vals, R, C, enc):
     return bytes(codes), bytes(scales), (G if enc == 'ctnvfp4' else g), out
 
 
-def write(path, items):
-    header, blobs, at = {}, [], 0
-    for name, (dt, shape, data) in items:
-        header[name] = {'dtype': dt, 'shape': shape, 'data_offsets': [at, at + len(data)]}
-        blobs.append(data)
-        at += len(data)
-    h = json.dumps(header).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
-
-
 def main():
     src, dst, enc = sys.argv[1:4]
     mode = sys.argv[4] if len(sys.argv) > 4 else ''
-    os.makedirs(dst, exist_ok=True)
-    for f in os.listdir(src):
-        if not f.endswith('.safetensors'):
-            shutil.copy(os.path.join(src, f), dst)
+    copy_other_files(src, dst)
     items, broke = [], False    # broke: the hostile modes broke the first attention weight
     for name, (dt, shape, data) in sorted(tensors(src).items()):
         if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2 and shape[1] % 32 == 0):
@@ -102,7 +80,7 @@ def main():
             items.append((name, ('U8', [R, C // 2], codes)))
             items.append((name + '_scale', ('F8_E4M3', sshape, scales)))
             items.append((name + '_scale_2', ('F32', [], struct.pack('<f', g))))
-    write(os.path.join(dst, 'model.safetensors'), items)
+    write_tensors(os.path.join(dst, 'model.safetensors'), items)
     if mode != 'f32':      # the quantization_config each publisher writes
         cp = os.path.join(dst, 'config.json')
         c = json.load(open(cp))

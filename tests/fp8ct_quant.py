@@ -12,21 +12,14 @@ used it would be caught).
 import bisect
 import json
 import os
-import shutil
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_tensors import tensors  # noqa: E402
+from st_tensors import copy_other_files, tensors, write_tensors, e4m3  # noqa: E402
 
 f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
 bf16 = lambda x: struct.unpack('<f', struct.pack('<I', (struct.unpack('<I', struct.pack('<f', x))[0] + 0x8000) & 0xffff0000))[0]
-
-
-def e4m3(v):
-    e, m = (v >> 3) & 15, v & 7
-    x = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
-    return -x if v & 0x80 else x
 
 
 POS = [e4m3(c) for c in range(0x7f)]          # increasing: 0 .. 448
@@ -40,25 +33,10 @@ def code(x):
     return i | (0x80 if x < 0 else 0)
 
 
-def write(path, items):
-    header, blobs, at = {}, [], 0
-    for name, (dt, shape, data) in items:
-        header[name] = {'dtype': dt, 'shape': shape, 'data_offsets': [at, at + len(data)]}
-        blobs.append(data)
-        at += len(data)
-    h = json.dumps(header).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
-
-
 def main():
     src, dst, strat = sys.argv[1:4]
     mode = sys.argv[4] if len(sys.argv) > 4 else ''
-    os.makedirs(dst, exist_ok=True)
-    for f in os.listdir(src):
-        if not f.endswith('.safetensors'):
-            shutil.copy(os.path.join(src, f), dst)
+    copy_other_files(src, dst)
     items, broke = [], False
     for name, (dt, shape, data) in sorted(tensors(src).items()):
         if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2):
@@ -95,7 +73,7 @@ def main():
             n = R - 1 if first and mode == 'short-scale' else R
             items.append((name + '_scale', ('F32', [n, 1], struct.pack('<%df' % n, *sc[:n]))))
         items.append((name[:-len('weight')] + 'input_scale', ('F32', [], struct.pack('<f', 1e9))))
-    write(os.path.join(dst, 'model.safetensors'), items)
+    write_tensors(os.path.join(dst, 'model.safetensors'), items)
     if 'f32' not in mode:      # what llm-compressor writes for FP8 (static per-tensor or per-channel weights)
         cp = os.path.join(dst, 'config.json')
         c = json.load(open(cp))

@@ -8,28 +8,15 @@ decoded values in F32: a checkpoint quantized that way and its F32 twin, for tes
 """
 import json
 import os
-import shutil
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_tensors import tensors  # noqa: E402
+from st_tensors import copy_other_files, tensors, write_tensors  # noqa: E402
 
 f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
 bf16_bits = lambda x: (struct.unpack('<I', struct.pack('<f', x))[0] + 0x8000) >> 16
 from_bf16 = lambda b: struct.unpack('<f', struct.pack('<I', b << 16))[0]
-
-
-def write(path, items):
-    header, blobs, at = {}, [], 0
-    for name, (dt, shape, data) in items:
-        header[name] = {'dtype': dt, 'shape': shape, 'data_offsets': [at, at + len(data)]}
-        blobs.append(data)
-        at += len(data)
-    h = json.dumps(header).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
 
 
 def quantize(vals, R, C):
@@ -57,10 +44,7 @@ def quantize(vals, R, C):
 def main():
     src, dst = sys.argv[1:3]
     mode = sys.argv[3] if len(sys.argv) > 3 else ''
-    os.makedirs(dst, exist_ok=True)
-    for f in os.listdir(src):
-        if not f.endswith('.safetensors'):
-            shutil.copy(os.path.join(src, f), dst)
+    copy_other_files(src, dst)
     items, broke = [], False
     for name, (dt, shape, data) in sorted(tensors(src).items()):
         if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2 and shape[1] % 32 == 0):
@@ -81,7 +65,7 @@ def main():
         items.append((name + '_shape', ('I64', [2], struct.pack('<2q', R, C))))
         if first and mode == 'zero-point':
             items.append((name + '_zero_point', ('I8', [R, C // 32], bytes(R * C // 32))))
-    write(os.path.join(dst, 'model.safetensors'), items)
+    write_tensors(os.path.join(dst, 'model.safetensors'), items)
     if mode != 'f32':
         cp = os.path.join(dst, 'config.json')
         c = json.load(open(cp))
