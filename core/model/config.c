@@ -349,8 +349,8 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
     double rd = cfg_row(c)->rotary_dim_key ? jnum(r, root, "rotary_dim", 0) : 0;   /* MiniMax-M2 */
     if (rd > 0 && c->qk_rope_dim > 0) pf = rd / c->qk_rope_dim;
-    /* transformers 5 writes rope_parameters: rope_theta, the scaling and the rotary factor in one
-     * object (Qwen3.5, Ministral 3) */
+    /* transformers 5 writes rope_parameters: the scaling and the rotary factor in one object (Qwen3.5,
+     * Ministral 3); its rope_theta was read with the sizes (parse_hf_rest) */
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
     if (cJSON_IsObject(rp)) pf = jnum(r, rp, "partial_rotary_factor", pf);
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
@@ -363,8 +363,6 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     sp->head_dim = c->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
     sp->rotary_dim = sp->head_dim;
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (cJSON_IsObject(rp) && !cJSON_HasObjectItem(root, "rope_theta"))
-        c->rope_theta = jnum_in(r, rp, "rope_theta", c->rope_theta, NUM_POS);
     if (!cJSON_IsObject(rs) && cJSON_IsObject(rp)) rs = rp;
     sp->theta = c->rope_theta > 0 ? c->rope_theta : 10000.0;
     sp->local_theta = jnum(r, root, "rope_local_base_freq", cfg_row(c)->local_theta);
