@@ -788,20 +788,10 @@ static void expect_experts3(Lint *x, tensor_role r, int L, size_t E, size_t d0, 
     if (!cfg_role_name(&x->cfg, r, L, -1, NULL, name, sizeof name)) return;
     snprintf(blk, sizeof blk, "%s_blocks", name);
     snprintf(scl, sizeof scl, "%s_scales", name);
-    LTensor *t = find(x, name), *b = t ? NULL : find(x, blk), *sc = t ? NULL : find(x, scl);
-    if (b || sc) {
-        if (b) b->used = true;
-        if (sc) sc->used = true;
-        return;
-    }
-    if (!t) { agg_add(x, AGG_MISSING, name, name); return; }
-    t->used = true;
-    const st_entry *e = t->e;
-    if (e->ndim == 3 && e->shape[0] == E && e->shape[1] == d0 && e->shape[2] == d1) return;
-    char have[96], msg[700];
-    shape_str(e, have, sizeof have);
-    snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu, %zu, %zu] (%s)", name, have, E, d0, d1, why);
-    agg_add(x, AGG_SHAPE, name, msg);
+    LTensor *b = find(x, name) ? NULL : find(x, blk), *sc = find(x, name) ? NULL : find(x, scl);
+    if (!b && !sc) { expect_3d(x, r, L, E, d0, d1, why); return; }      /* as transformers dequantizes them */
+    if (b) b->used = true;
+    if (sc) sc->used = true;
 }
 
 /* gpt-oss's experts (MOE_GPT_OSS): the router with its bias, gate_up_proj [E, h, 2f] (x @ W),
