@@ -48,3 +48,27 @@ def e4m3(v):
     e, m = (v >> 3) & 15, v & 7
     x = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
     return -x if v & 0x80 else x
+
+
+def truncation_export_problems(src, ex):
+    """What is wrong with the export ex of `truncate vo ... layers 1` on the compressed-tensors
+    checkpoint src (hidden 64, 4 heads / 2 KV of 16): an untouched tensor not bit for bit, layer 1's
+    o_proj / v_proj not BF16 alone (their scales, packed words, shape dropped), or not listed in
+    quantization_config.ignore. One message per line; nothing when the export is right."""
+    a, b = tensors(src), tensors(ex)
+    out = []
+    changed = lambda k: any(k.startswith('model.layers.1.self_attn.%s.' % p) for p in ('o_proj', 'v_proj'))
+    for k, v in a.items():
+        if not changed(k) and b.get(k) != v:
+            out.append('untouched tensor differs: ' + k)
+    for p, R in (('o_proj', 64), ('v_proj', 32)):
+        k = 'model.layers.1.self_attn.%s.' % p
+        if b.get(k + 'weight', (0, 0))[:2] != ('BF16', [R, 64]):
+            out.append('%s is %s' % (k, b.get(k + 'weight', (None, None))[:2]))
+        kept = [n for n in b if n.startswith(k) and n != k + 'weight']
+        if kept:
+            out.append('%s kept %s' % (k, kept))
+    q = json.load(open(os.path.join(ex, 'config.json')))['quantization_config']
+    if q['ignore'] != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
+        out.append('not listed as unquantized: %s' % q)
+    return '\n'.join(out)
