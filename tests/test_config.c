@@ -523,6 +523,23 @@ static void test_family_table(void) {
         cJSON_Delete(j);
         free(json);
     }
+    for (int r = 0; r < ROLE_COUNT; r++) {     /* cfg_role takes the first kind that names a role */
+        int kinds = 0, k;
+        for (k = 0; k < ATTN_LAYOUT_COUNT && !role_in_attn((attn_layout)k, (tensor_role)r); k++) {}
+        kinds += k < ATTN_LAYOUT_COUNT;
+        for (k = 0; k < LIN_LAYOUT_COUNT && !role_in_linear((linear_layout)k, (tensor_role)r); k++) {}
+        kinds += k < LIN_LAYOUT_COUNT;
+        for (k = 0; k < NORM_NAMES_COUNT && !role_in_norms((norm_names)k, (tensor_role)r); k++) {}
+        kinds += k < NORM_NAMES_COUNT;
+        for (k = 0; k < FFN_LAYOUT_COUNT && !role_in_ffn((ffn_layout)k, (tensor_role)r); k++) {}
+        kinds += k < FFN_LAYOUT_COUNT;
+        for (k = 0; k < MOE_LAYOUT_COUNT && !role_in_moe((moe_layout)k, (tensor_role)r); k++) {}
+        kinds += k < MOE_LAYOUT_COUNT;
+        for (k = 0; k < MODEL_NAMES_COUNT && !role_in_model((model_names)k, (tensor_role)r); k++) {}
+        kinds += k < MODEL_NAMES_COUNT;
+        CHECK(kinds <= 1, "role %s is named by %d kinds of layout table (want at most 1)", tensor_role_name((tensor_role)r),
+              kinds);
+    }
     model_family g;
     CHECK(!family_find("no_such_type", NULL, &g) && !family_find("llama2c", NULL, &g), "unknown and file-only types");
     ModelConfig c;

@@ -859,12 +859,14 @@ bool cfg_moe_layer(const ModelConfig *c, int layer) {
 /* ================================================================ tensors by role */
 
 const RoleName *cfg_role(const ModelConfig *c, tensor_role r) {
-    if (r <= ROLE_ATTN_GATE) return role_in_attn(c->attn, r);
-    if (r <= ROLE_LIN_OUT) return role_in_linear(c->lin.layout, r);
-    if (r <= ROLE_NORM_FFN_OUT) return role_in_norms(c->norms, r);
-    if (r <= ROLE_FFN_DOWN) return role_in_ffn(c->ffn, r);
-    if (r <= ROLE_SHEXP_SCALE) return role_in_moe(c->moe.layout, r);
-    return role_in_model(c->names, r);
+    /* a role is named by the tables of one kind only, so the first that names it is the one: no
+     * dependence on where the role sits in the enum */
+    const RoleName *n = role_in_attn(c->attn, r);
+    if (!n) n = role_in_linear(c->lin.layout, r);
+    if (!n) n = role_in_norms(c->norms, r);
+    if (!n) n = role_in_ffn(c->ffn, r);
+    if (!n) n = role_in_moe(c->moe.layout, r);
+    return n ? n : role_in_model(c->names, r);
 }
 
 void cfg_layer_prefix(const ModelConfig *c, int layer, char *buf, size_t cap) {
