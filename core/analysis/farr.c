@@ -931,13 +931,44 @@ const FarrGroup *farr_plan_head(const FarrPlan *p, const ModelConfig *c, int lay
     return l->groups[g];
 }
 
-/* Loads one group's factors in layer L: S (W_V[g] or W_K[g]) and its query heads' factors. */
+/* VO of a model whose V bias cannot be folded exactly into o_proj's bias: no o_proj bias, or a
+ * sink logit (gpt-oss) so that a softmax row's weights sum to less than 1 and b_V W_O is not a
+ * constant. The V side is then the affine map [x, 1] @ [W_V; b_V] (m + 1 x k): the bias is one
+ * more input row, stacked, truncated and split with the rest (exact at full rank even where
+ * W_V is rank-deficient, which a least-squares move of b_V into W_V's row space is not). */
+static bool vo_affine(const ModelConfig *c, farr_kind kind) {
+    return kind == FARR_VO && c->qkv_bias && !cfg_is_mla(c) && (!c->o_bias || c->attn_sinks);
+}
+
+/* S (m x k) with b (k) appended as its last row (S replaced; b NULL: unchanged). */
+static int append_bias_row(Mat **S, const float *b) {
+    if (!b) return AL_OK;
+    Mat *A = mat_new((*S)->rows + 1, (*S)->cols);
+    if (!A) return AL_ERR;
+    memcpy(A->data, (*S)->data, (*S)->rows * (*S)->cols * sizeof(float));
+    memcpy(A->data + (*S)->rows * (*S)->cols, b, (*S)->cols * sizeof(float));
+    mat_free(*S);
+    *S = A;
+    return AL_OK;
+}
+
+/* Loads one group's factors in layer L: S (W_V[g] or W_K[g]; [W_V[g]; b_V[g]] where vo_affine)
+ * and its query heads' factors. */
 static int group_factors(Model *m, farr_kind kind, int layer, int g, head_part part, Mat **S,
                          Mat ***heads, int *n) {
     const ModelConfig *c = &m->cfg;
     int per = c->n_heads / c->n_kv_heads;
     *S = NULL; *heads = NULL; *n = per;
     if (model_head(m, farr_shared_kind(kind), layer, g, part, S) != AL_OK) return AL_ERR;
+    if (vo_affine(c, kind)) {
+        float *bv = NULL;
+        size_t nb = 0;
+        int rc = model_head_bias(m, HK_V, layer, g, &bv, &nb);
+        if (rc == AL_OK && bv && nb != (*S)->cols) rc = al_err("layer %d: V bias of KV head %d has %zu values, not %zu", layer, g, nb, (*S)->cols);
+        if (rc == AL_OK) rc = append_bias_row(S, bv);
+        free(bv);
+        if (rc != AL_OK) { mat_free(*S); *S = NULL; return AL_ERR; }
+    }
     *heads = al_calloc((size_t)per, sizeof(Mat *), "group heads");
     if (!*heads) { mat_free(*S); *S = NULL; return AL_ERR; }
     for (int i = 0; i < per; i++)
@@ -1007,35 +1038,21 @@ static int group_bias_fold_o(const ModelConfig *c, const float *bv, size_t k, Ma
     return AL_OK;
 }
 
-/* VO without an output bias: b_V (k) read as the value of an input z with z W_V = b_V (least
- * squares, minimum norm) and its projection kept: tl->shared_bias[g] = z U_r. */
-static int group_bias_lstsq(const float *bv, int layer, int g, const FarrGroup *grp, const Mat *S,
-                            FarrTruncLayer *tl) {
-    size_t r = (size_t)grp->rank, k = S->cols, mrows = S->rows, p = grp->p;
-    double *At = al_malloc3(k, mrows, sizeof(double), "a least-squares system");
-    size_t nrhs = mrows > k ? mrows : k;
-    double *rhs = al_calloc(nrhs, sizeof(double), "a least-squares system");
-    double *sv = al_calloc(k < mrows ? k : mrows, sizeof(double), "singular values");
-    if (!At || !rhs || !sv) { free(At); free(rhs); free(sv); return AL_ERR; }
-    vec_f2d(S->data, mrows * k, At);
-    vec_f2d(bv, k, rhs);
-    lapack_int rank;
-    lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)k, (lapack_int)mrows, 1, At,
-                                     (lapack_int)k, rhs, (lapack_int)nrhs, sv, 1e-10, &rank);
-    if (info == 0)
-        for (size_t j = 0; j < r; j++) {
-            double v = 0;
-            for (size_t i = 0; i < mrows; i++) v += rhs[i] * grp->U[i * p + j];
-            tl->shared_bias[g][j] = (float)v;
-        }
-    free(At); free(rhs); free(sv);
-    if (info != 0) return al_err("LAPACK dgelsd failed (info %d) moving the V bias of layer %d "
-                                 "KV head %d", (int)info, layer, g);
+/* VO where vo_affine: the split's shared factor is [W_V'; b_V'] ((m + 1) x r, from the affine
+ * stack); its last row becomes tl->shared_bias[g] and W_V' keeps the first m rows. */
+static int group_bias_affine(Model *m, int layer, int g, FarrGroup *grp, FarrTruncLayer *tl) {
+    size_t rows = (size_t)cfg_d_in_kv(&m->cfg), r = (size_t)grp->rank;
+    if (grp->shared->rows == rows) return AL_OK;             /* the layer has no V bias stored */
+    if (grp->shared->rows != rows + 1 || grp->shared->cols != r)
+        return al_err("internal: layer %d KV head %d: affine V factor is %zux%zu, not %zux%zu", layer, g,
+                      grp->shared->rows, grp->shared->cols, rows + 1, r);
+    memcpy(tl->shared_bias[g], grp->shared->data + rows * r, r * sizeof(float));
+    grp->shared->rows = rows;
     return AL_OK;
 }
 
 /* Bias adjustments of one group after its split (see FarrTruncLayer). */
-static int group_bias(Model *m, farr_kind kind, int layer, int g, const FarrGroup *grp, const Mat *S,
+static int group_bias(Model *m, farr_kind kind, int layer, int g, FarrGroup *grp, const Mat *S,
                       Mat *const *heads, FarrTruncLayer *tl) {
     const ModelConfig *c = &m->cfg;
     if (!c->qkv_bias || cfg_is_mla(c)) return AL_OK;
@@ -1046,12 +1063,12 @@ static int group_bias(Model *m, farr_kind kind, int layer, int g, const FarrGrou
     tl->shared_bias[g] = al_calloc((size_t)grp->rank, sizeof(float), "a bias");
     if (!tl->shared_bias[g]) return AL_ERR;
     if (kind == FARR_QK) return group_bias_qk(m, layer, g, grp, S, tl);
+    if (vo_affine(c, kind)) return group_bias_affine(m, layer, g, grp, tl);
     float *bv = NULL;
     size_t nb = 0;
     if (model_head_bias(m, HK_V, layer, g, &bv, &nb) != AL_OK) return AL_ERR;
     if (!bv) return AL_OK;
-    int rc = c->o_bias ? group_bias_fold_o(c, bv, S->cols, heads, grp->n, tl)
-                       : group_bias_lstsq(bv, layer, g, grp, S, tl);
+    int rc = group_bias_fold_o(c, bv, S->cols, heads, grp->n, tl);     /* o_proj bias, no sinks */
     free(bv);
     return rc;
 }

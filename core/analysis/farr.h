@@ -169,7 +169,8 @@ typedef struct {
     int rank;                /* r kept */
     int rank_tau;            /* the rank the group needs on its own (before a policy raises it) */
     size_t p;                /* singular values of the stacked map */
-    Mat *shared;             /* (d_in_kv x r) the new W_V'[g] or W_K'[g], orthonormal columns */
+    Mat *shared;             /* (d_in_kv x r) the new W_V'[g] or W_K'[g], orthonormal columns (a V
+                                bias truncated with W_V, farr.c's vo_affine: [W_V'; b_V'] has them) */
     int n;                   /* heads in the group */
     Mat **head;              /* (n) VO: W_O'[h] (r x hidden); QK: W_Q'[h] (d_in_q x r) */
     double *energy;          /* (n) fraction of each fused map's energy kept */

@@ -1015,11 +1015,13 @@ void farr_dense_check_free(FarrDenseCheck *c) {
 }
 
 /* The fused map of head h of layer L (VO: W_V[g] W_O[h]; QK: W_Q[h] W_K[g]^T over the NoPE
- * columns for MLA) and its spectrum. */
+ * columns where a head has RoPE and NoPE parts: MLA, partial rotary -- the part truncate fuses
+ * (pair_width)) and its spectrum. */
 static int head_spectrum(Model *m, farr_kind k, int L, int h, Spectrum **out) {
     Mat *A = NULL, *B = NULL;
-    int g = cfg_kv_group(&m->cfg, h);
-    head_part part = cfg_is_mla(&m->cfg) && k == FARR_QK ? PART_NOPE : PART_ALL;
+    const ModelConfig *c = &m->cfg;
+    int g = cfg_kv_group(c, h);
+    head_part part = k == FARR_QK && c->qk_nope_dim > 0 && c->qk_rope_dim > 0 ? PART_NOPE : PART_ALL;
     int rc = k == FARR_VO ? model_head(m, HK_V, L, g, PART_ALL, &A) : model_head(m, HK_Q, L, h, part, &A);
     if (rc == AL_OK) rc = k == FARR_VO ? model_head(m, HK_O, L, h, PART_ALL, &B) : model_head(m, HK_K, L, g, part, &B);
     if (rc == AL_OK) rc = spectra_dense_product_svd(A, B, k == FARR_VO ? SPECTRA_AB : SPECTRA_ABT, 0, out);
