@@ -82,6 +82,10 @@ static bool eval_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s: %s scaling multiplies the rotated dims only, and with partial rotary (%d of %d "
                        "dims) the evaluator cannot fold it into the softmax scale", name,
                        rope_scaling_name(&c->rope_spec.scaling), c->qk_rope_dim, cfg_d_qk(c));
+    if (c->attn_chunk > 0 || c->qk_l2 || c->temp_scale != 0)   /* Llama 4 */
+        return why_set(why, cap, "%s: Llama 4's chunked attention (attention_chunk_size %d on the RoPE layers), q/k L2 norm "
+                       "after RoPE and the NoPE layers' temperature tuning are computed by the forward pass, not by the "
+                       "one-layer evaluator of converted and compared layers", name, c->attn_chunk);
     if (c->rope_spec.q_beta != 0)                         /* Ministral 3 */
         return why_set(why, cap, "%s: llama_4_scaling_beta %g scales q by 1 + beta ln(1 + floor(p / %g)) from position "
                        "%g on, which the evaluator of converted and compared layers (and their exports) does not do",
@@ -261,7 +265,11 @@ static bool qk_reason(const Model *m, char *why, size_t cap) {
                        "pass are unaffected)", mname(m), qk_norm_words(c));
     char nope[256];
     int n = cfg_nope_layers(c, nope, sizeof nope);
-    if (n && n == c->n_layers)
+    if (c->qk_l2 && n && n < c->n_layers)                   /* Llama 4 */
+        snprintf(why, cap, "layer%s %s appl%s no RoPE and no q/k norm: W_Q W_Kᵀ is exact there, without an offset; on "
+                 "the RoPE layers give `offset D` (the L2 q/k norm after RoPE scales each token's q and k by a scalar: "
+                 "ranks hold, logit scales do not)", n > 1 ? "s" : "", nope, n > 1 ? "y" : "ies");
+    else if (n && n == c->n_layers)
         snprintf(why, cap, "no layer applies RoPE (no_rope_layers): every QK fuses exactly, without an offset");
     else if (n && c->qk_nope_dim == 0)
         snprintf(why, cap, "RoPE on every Q/K dim of the other layers: give `offset D` there (a fixed position offset, "
@@ -325,6 +333,9 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
 
 /* KQ-SVD learns the keys of every layer: a hybrid's linear-attention layers have none. */
 static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
+    if (m->cfg.attn_chunk > 0 || m->cfg.qk_l2 || m->cfg.temp_scale != 0)          /* Llama 4 */
+        return why_set(why, cap, "%s: kvsvd's evaluation of the learned keys has no chunked attention, L2 q/k norm or "
+                       "NoPE temperature (Llama 4's); not covered", mname(m));
     if (m->cfg.lin.layout == LIN_NONE) return false;
     char list[256];
     cfg_attn_layers(&m->cfg, list, sizeof list);
