@@ -5,10 +5,11 @@
 # language_model.model., a vision tower attnlab leaves alone). `info` says what each layer does (chunks on the RoPE
 # layers, the NoPE layer's temperature and exact QK, the L2 q/k norm, the MoE layers and the input-side router
 # weight, the text tower); `ranks vo` / `ranks qk layer 3` find the planted ranks; `kv-cache` says what the chunked
-# layers keep; `ppl` gives the NLL test_families checks against the float64 reference, and the NLL changes with
-# each feature switched off in config.json (attention_chunk_size null, attn_temperature_tuning false, use_qk_norm
-# false, no NoPE layer). Then the release configs: Scout's text keys as a Llama4ForCausalLM fine-tune's config.json
-# and Maverick's config.json, each with only the dims set to the synthetic checkpoint's, load with the right info.
+# layers keep; a truncation's `ppl` in the session equals its export's; `ppl` gives the NLL test_families checks
+# against the float64 reference, and the NLL changes with each feature switched off in config.json
+# (attention_chunk_size null, attn_temperature_tuning false, use_qk_norm false, no NoPE layer). Then the release
+# configs: Scout's text keys as a Llama4ForCausalLM fine-tune's config.json and Maverick's config.json, each with
+# only the dims set to the synthetic checkpoint's, load with the right info.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-llama4
@@ -65,6 +66,16 @@ for edit in 's/"attention_chunk_size":[[:space:]]*8,/"attention_chunk_size": nul
     awk '$1 == 39 { ok = ($2 > 5.99375 && $2 < 5.99385) } END { exit ok }' out.txt ||
         fail "switched off ($edit): the NLL did not change [$(cat out.txt)]"
 done
+
+# a truncation runs its layers through the evaluator (chunks, L2 norm, temperature): the same NLL as its export
+run -e "load $d; truncate vo tau 0.99; ppl ids ids.txt seqlen 40; export $T/tr"
+ok "truncate, ppl, export run" test "$(rc)" = 0
+a=$(nll)
+run -e "load $T/tr; ppl ids ids.txt seqlen 40"
+ok "the truncation's export: ppl runs" test "$(rc)" = 0
+b=$(nll)
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a != "" && d < 2e-5 && d > -2e-5 && (a < 5.99 || a > 6.0)) }' ||
+    fail "truncation: session NLL $a, its export's $b (equal, and off the model's 5.9938)"
 
 # the multimodal Llama4ForConditionalGeneration (Maverick's layout): MoE on layers 1 and 3, the tower's names
 m=$T/l4mm

@@ -10,10 +10,16 @@
  *     use_qk_norm false, rope_scaling null, no_rope_layers absent: every 4th layer NoPE);
  *   - a text-only Llama4ForCausalLM (model_type llama4_text) with Scout's text keys at the top level;
  *   - attn_head_causal with a chunk: the query at p averages the values of [p - p % C, p] when its logits
- *     are equal. */
+ *     are equal;
+ *   - the evaluator (attn_eval, what truncate's layers run as): every layer of `synth family llama4_text` swapped
+ *     for its own attn_layer_load copy gives the forward pass's logits, and the copy with its chunk, its L2 q/k
+ *     norm or its temperature taken away does not. */
 #include "check.h"
+#include "attn_eval.h"
 #include "config.h"
+#include "forward.h"
 #include "rope.h"
+#include "synth.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -163,11 +169,79 @@ static void test_chunk_core(void) {
     CHECK(bad == 0, "chunked attention: %d of %d rows wrong", bad, T);
 }
 
+enum { NTOK = 24 };
+
+static float *logits_of(Forward *f, const int *ids, size_t V) {
+    float *z = malloc(NTOK * V * sizeof *z);
+    fwd_reset(f);
+    if (z) CHECK_OK(fwd_run(f, ids, NTOK, FWD_LOGITS_ALL, z));
+    return z;
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double d = 0;
+    for (size_t i = 0; a && b && i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+/* Every layer swapped for its evaluator copy: the plain logits; each feature taken from the copies: not. */
+static void test_evaluator(const char *tmp) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/llama4_text", tmp);
+    CHECK_OK(synth_family_write("llama4_text", DT_F32, SYNTH_DEFAULT_SEED, dir));
+    Model *m = NULL;
+    Forward *f = NULL;
+    CHECK_OK(model_open(dir, &m));
+    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    if (!f) { model_free(m); return; }
+    int ids[NTOK];
+    for (int i = 0; i < NTOK; i++) ids[i] = (i * 37 + 11) % 256;
+    size_t V = fwd_vocab(f);
+    float *plain = logits_of(f, ids, V);
+    AttnLayer *own[4] = {NULL};
+    for (int l = 0; l < 4; l++) {
+        CHECK_OK(attn_layer_load(m, l, &own[l]));
+        if (own[l]) CHECK_OK(fwd_set_attn(f, l, own[l]));
+    }
+    if (!own[0] || !own[3]) { fwd_free(f); model_free(m); free(plain); return; }
+    CHECK(own[0]->chunk == 8 && own[0]->qk_l2 && own[0]->temp_scale == 0 && own[3]->chunk == 0 && !own[3]->qk_l2 &&
+          own[3]->temp_scale == 0.1 && own[3]->temp_floor == 4 && own[3]->rope_dim == 0,
+          "the evaluator's layers: chunks and the L2 norm on layer 0, the temperature on NoPE layer 3");
+    float *over = logits_of(f, ids, V);
+    double d = max_diff(plain, over, NTOK * V);
+    CHECK(d < 1e-4, "llama4_text layers swapped in: logits differ by %g", d);
+    free(over);
+    static const char *const what[] = {"chunk", "L2 q/k norm", "temperature"};
+    for (int k = 0; k < 3; k++) {
+        size_t chunk = own[0]->chunk;
+        bool l2 = own[0]->qk_l2;
+        double temp = own[3]->temp_scale;
+        for (int l = 0; l < 3; l++) {
+            if (k == 0) own[l]->chunk = 0;
+            if (k == 1) own[l]->qk_l2 = false;
+        }
+        if (k == 2) own[3]->temp_scale = 0;
+        for (int l = 0; l < 4; l++) CHECK_OK(fwd_set_attn(f, l, own[l]));
+        over = logits_of(f, ids, V);
+        d = max_diff(plain, over, NTOK * V);
+        CHECK(d > 1e-3, "the evaluator without its %s still gives the logits (diff %g)", what[k], d);
+        printf("  evaluator without its %s: logits off by %.3g\n", what[k], d);
+        free(over);
+        for (int l = 0; l < 3; l++) { own[l]->chunk = chunk; own[l]->qk_l2 = l2; }
+        own[3]->temp_scale = temp;
+    }
+    free(plain);
+    fwd_free(f);
+    for (int l = 0; l < 4; l++) attn_layer_free(own[l]);
+    model_free(m);
+}
+
 int main(void) {
     test_scout();
     test_scout_low_eq_high();
     test_maverick();
     test_text_only();
     test_chunk_core();
+    test_evaluator(test_tmpdir());
     return check_done();
 }

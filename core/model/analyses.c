@@ -82,15 +82,21 @@ static bool eval_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s: %s scaling multiplies the rotated dims only, and with partial rotary (%d of %d "
                        "dims) the evaluator cannot fold it into the softmax scale", name,
                        rope_scaling_name(&c->rope_spec.scaling), c->qk_rope_dim, cfg_d_qk(c));
-    if (c->attn_chunk > 0 || c->qk_l2 || c->temp_scale != 0)   /* Llama 4 */
-        return why_set(why, cap, "%s: Llama 4's chunked attention (attention_chunk_size %d on the RoPE layers), q/k L2 norm "
-                       "after RoPE and the NoPE layers' temperature tuning are computed by the forward pass, not by the "
-                       "one-layer evaluator of converted and compared layers", name, c->attn_chunk);
     if (c->rope_spec.q_beta != 0)                         /* Ministral 3 */
         return why_set(why, cap, "%s: llama_4_scaling_beta %g scales q by 1 + beta ln(1 + floor(p / %g)) from position "
                        "%g on, which the evaluator of converted and compared layers (and their exports) does not do",
                        name, c->rope_spec.q_beta, c->rope_spec.q_floor, c->rope_spec.q_floor);
     return false;
+}
+
+/* Llama 4's chunked attention, L2 q/k norm and NoPE temperature: the evaluator (truncate's layers) computes them;
+ * a method that factors or re-learns the keys (convert mla / tpa, compare's methods, kvsvd) does not. */
+static bool llama4_reason(const Model *m, const char *what, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (c->attn_chunk <= 0 && !c->qk_l2 && c->temp_scale == 0) return false;
+    return why_set(why, cap, "%s: Llama 4's chunked attention (attention_chunk_size %d on the RoPE layers), L2 q/k norm "
+                   "after RoPE and the NoPE layers' temperature: %s's layers do not carry them; not covered", mname(m),
+                   c->attn_chunk, what);
 }
 
 /* What a conversion whose export format cannot express it does not cover: sliding windows,
@@ -222,7 +228,8 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s: the NoPE dims of each head come before the RoPE dims (%d + %d): convert mla takes "
                        "partial rotary with the rotary dims first (GPT-NeoX, Phi-3)", name, c->qk_nope_dim,
                        c->qk_rope_dim);
-    return eval_reason(m, why, cap) || convert_reason(m, "convert mla", why, cap);
+    return eval_reason(m, why, cap) || llama4_reason(m, "convert mla", why, cap) ||
+           convert_reason(m, "convert mla", why, cap);
 }
 
 static bool tpa_reason(const Model *m, char *why, size_t cap) {
@@ -231,7 +238,8 @@ static bool tpa_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
                        "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
                        mname(m), model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
-    return eval_reason(m, why, cap) || convert_reason(m, "convert tpa", why, cap);
+    return eval_reason(m, why, cap) || llama4_reason(m, "convert tpa", why, cap) ||
+           convert_reason(m, "convert tpa", why, cap);
 }
 
 static bool compare_reason(const Model *m, char *why, size_t cap) {
@@ -245,7 +253,7 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
                        "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
     /* compare exports nothing: sliding windows and soft-caps are applied on both sides (the
      * evaluator computes them); Q/K norms and per-layer RoPE bases stay refused. */
-    if (eval_reason(m, why, cap)) return true;
+    if (eval_reason(m, why, cap) || llama4_reason(m, "compare", why, cap)) return true;
     if (c->qk_norm != QKN_NONE)
         return why_set(why, cap, "compare: %s has %s between the projection and RoPE: the methods factor the "
                        "projections, which the norm does not commute with; not covered", mname(m), qk_norm_words(c));
@@ -333,9 +341,7 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
 
 /* KQ-SVD learns the keys of every layer: a hybrid's linear-attention layers have none. */
 static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
-    if (m->cfg.attn_chunk > 0 || m->cfg.qk_l2 || m->cfg.temp_scale != 0)          /* Llama 4 */
-        return why_set(why, cap, "%s: kvsvd's evaluation of the learned keys has no chunked attention, L2 q/k norm or "
-                       "NoPE temperature (Llama 4's); not covered", mname(m));
+    if (llama4_reason(m, "kvsvd", why, cap)) return true;
     if (m->cfg.lin.layout == LIN_NONE) return false;
     char list[256];
     cfg_attn_layers(&m->cfg, list, sizeof list);
