@@ -291,6 +291,44 @@ static void info_hybrid(Table *t, cJSON *o, const ModelConfig *c) {
                  "sigmoid(x W_gate) before o_proj, so the V-O map is W_V diag(g(x)) W_O (input-dependent)");
 }
 
+/* Llama 4: the chunked RoPE layers, the NoPE layers' temperature, the weightless q/k norm, the MoE layers and their
+ * router (core/model/config.h: cfg_layer_chunk, cfg_layer_qk_l2, cfg_q_temperature). */
+static void info_llama4(Table *t, cJSON *o, const ModelConfig *c) {
+    char rope[256] = "", nope[256], row[600];
+    int nn = cfg_nope_layers(c, nope, sizeof nope);
+    for (int L = 0, n = 0; L < c->n_layers && strlen(rope) + 8 < sizeof rope; L++)
+        if (cfg_layer_rope(c, L)) snprintf(rope + strlen(rope), sizeof rope - strlen(rope), "%s%d", n++ ? ", " : "", L);
+    if (c->attn_chunk > 0) {
+        snprintf(row, sizeof row, "layers %s (RoPE) attend within chunks of %d tokens: the query at p sees keys "
+                 "[p - p %% %d, p]; %s%s see every earlier key", rope, c->attn_chunk, c->attn_chunk,
+                 nn ? "NoPE layers " : "no NoPE layer", nn ? nope : "");
+        info_str(t, o, "chunked_attention", row);
+    }
+    if (c->qk_l2) info_str(t, o, "qk_l2_norm", "use_qk_norm: on the RoPE layers each q and k head is divided by its "
+                           "RMS after RoPE (no weight): a per-token scalar, so the ranks of W_Q R W_Kᵀ hold, the scale "
+                           "of the logits does not");
+    if (c->temp_scale != 0 && nn) {
+        snprintf(row, sizeof row, "q on NoPE layers %s times 1 + %g ln(1 + floor((p + 1) / %g)) (attn_temperature_tuning"
+                 "; 1 before position %g)", nope, c->temp_scale, c->temp_floor, c->temp_floor - 1);
+        info_str(t, o, "attn_temperature", row);
+    }
+    if (nn) {
+        snprintf(row, sizeof row, "layers %s rotate nothing: W_Q W_Kᵀ is the exact score map of the whole head there "
+                 "(ranks qk layer L, no offset)%s", nope, c->qk_l2 ? " and no q/k norm applies" : "");
+        info_str(t, o, "nope_qk", row);
+    }
+    if (c->mlp != MLP_MOE) return;
+    char moe[256] = "", dense[256] = "";
+    for (int L = 0; L < c->n_layers; L++) {
+        char *b = cfg_moe_layer(c, L) ? moe : dense;
+        if (strlen(b) + 8 < sizeof moe) snprintf(b + strlen(b), sizeof moe - strlen(b), "%s%d", b[0] ? ", " : "", L);
+    }
+    snprintf(row, sizeof row, "MoE on layers %s (%d experts of %d, top-%d: sigmoid(logit) scales the chosen expert's "
+             "INPUT; a shared expert of %d on each); dense (%d) on %s", moe, c->moe.n_experts, c->moe.expert_ffn,
+             c->moe.top_k, c->moe.shared_ffn, c->intermediate, dense[0] ? dense : "none");
+    info_str(t, o, "moe_layers", row);
+}
+
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is
  * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
  * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
@@ -314,6 +352,7 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
         info_str(t, o, "attention_sinks", "a learned logit per head joins each softmax row (unscaled, its weight "
                  "dropped): the V·O and Q·K maps are unchanged, the softmax is not");
     if (cfg_has_indexer(c)) info_indexer(t, o, c);            /* DeepSeek-V3.2 / GLM-5's lightning indexer */
+    if (cfg_row(c)->chunked) info_llama4(t, o, c);            /* Llama 4 */
     char nope[256];
     if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */
     const cJSON *mtp = m->config_tree ? cJSON_GetObjectItemCaseSensitive(m->config_tree, "num_nextn_predict_layers") : NULL;

@@ -426,6 +426,15 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
         out_printf(out, "(%s's lightning indexer caches %d more values per token per layer, its keys (index_head_dim), "
                    "not in the rows above: %zu in all with the latent)\n", m->name, m->cfg.index_head_dim,
                    c.before + (size_t)m->cfg.index_head_dim);
+    size_t chunk = 0, nc = 0;                    /* Llama 4: the chunked layers keep the current chunk only */
+    for (int L = 0; L < m->cfg.n_layers; L++)
+        if (cfg_layer_chunk(&m->cfg, L)) chunk = cfg_layer_chunk(&m->cfg, L), nc++;
+    if (nc)
+        out_printf(out, "(%s: %zu of its %d layers attend within chunks of %zu tokens: their cache holds at most the "
+                   "current chunk, %zu values per layer (%zu tokens x %zu) whatever the context; at a context of N > %zu "
+                   "tokens the rows above are per token of the %d full layers, the chunked ones keep %zu / N per token)\n",
+                   m->name, nc, m->cfg.n_layers, chunk, chunk * c.before, chunk, c.before, chunk,
+                   m->cfg.n_layers - (int)nc, chunk * c.before);
     return AL_OK;
 }
 

@@ -97,6 +97,20 @@
  *                           o rsqrt(mean o^2 + eps) w silu(z) (plain w); out_proj. MoE as qwen3_moe's
  *                           (softmax, top-k, renormalised when norm_topk_prob) plus the shared expert
  *                           (shared_expert_intermediate_size) times sigmoid(shared_expert_gate(x))
+ *   llama4_text, llama4     Llama 4 (modeling_llama4): q/k/v/o_proj, RoPE as complex numbers over ADJACENT pairs
+ *                           (2i, 2i + 1) with llama3 frequencies (rope_scaling; low = high: no blend band) on the
+ *                           layers whose no_rope_layers entry is 1 (absent or []: all but every
+ *                           no_rope_layer_interval-th, 4); there, with use_qk_norm (default true), q and k per head
+ *                           x rsqrt(mean x^2 + rms_norm_eps) after RoPE (Llama4TextL2Norm, no weight), and
+ *                           attention within chunks: key j seen from query i when j <= i and j >= i - i %
+ *                           attention_chunk_size; on the NoPE layers every earlier key, and with
+ *                           attn_temperature_tuning q x (1 + attn_scale ln(1 + floor((i + 1) / floor_scale)));
+ *                           MoE on moe_layers (default every interleave_moe_layer_step-th): feed_forward.router
+ *                           logits, top-k, the chosen weight sigmoid(logit) multiplying the expert's INPUT,
+ *                           experts feed_forward.experts.gate_up_proj (E, D, 2I) as x @ W with [gate | up]
+ *                           halves, down_proj (E, I, D), plus feed_forward.shared_expert (intermediate_size);
+ *                           dense layers feed_forward.{gate,up,down}_proj of intermediate_size_mlp; the
+ *                           multimodal llama4: text_config, tensors under language_model.model.
  * Sliding windows: key j is seen from query i when j <= i and i - j < window (transformers'
  * masking_utils sliding_window_overlay). */
 #define _GNU_SOURCE
@@ -113,7 +127,7 @@
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
                R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA, R_EXAONE4,
-               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT } rfam;
+               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT, R_LLAMA4 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -164,6 +178,12 @@ struct RefModel {
     int lk, lv, ldk, ldv, lconv;
     int shared_ff;                 /* shared_expert_intermediate_size (0: none) */
     unsigned ablate;               /* REF_ABLATE_* (tests that the checks see each feature) */
+    /* Llama 4: chunk of the RoPE layers (0: none), the L2 q/k norm there, the NoPE layers' temperature, the dense
+       width, the MoE layers */
+    int chunk, Fmlp;
+    bool l2qk;
+    double temp_scale, temp_floor;
+    bool moe_on[REF_MAX_LAYERS];
 };
 
 /* ================================================================ config.json */
@@ -191,7 +211,8 @@ static int parse_family(const char *mt, rfam *f) {
         {"deepseek_v32", R_DSV32}, {"glm_moe_dsa", R_GLM_DSA},
         {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
         {"ministral3", R_MINISTRAL3},              /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
-        {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT}};
+        {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT},
+        {"llama4_text", R_LLAMA4}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -222,9 +243,10 @@ static bool mixtral_names(const RefModel *m) { return m->fam == R_MIXTRAL || m->
 static void parse_nope(RefModel *m, const cJSON *r) {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(r, "no_rope_layers");
     int every = (int)jnum(r, "no_rope_layer_interval", 4, 4);
-    for (int L = 0; m->fam == R_SMOLLM3 && L < m->L && L < REF_MAX_LAYERS; L++) {
-        const cJSON *e = cJSON_IsArray(list) ? cJSON_GetArrayItem(list, L) : NULL;
-        m->no_rope[L] = cJSON_IsArray(list) ? (cJSON_IsNumber(e) && e->valuedouble == 0) : (L + 1) % every == 0;
+    bool given = cJSON_IsArray(list) && (m->fam != R_LLAMA4 || cJSON_GetArraySize(list) > 0);   /* Llama4: `if x else` */
+    for (int L = 0; (m->fam == R_SMOLLM3 || m->fam == R_LLAMA4) && L < m->L && L < REF_MAX_LAYERS; L++) {
+        const cJSON *e = given ? cJSON_GetArrayItem(list, L) : NULL;
+        m->no_rope[L] = given ? (cJSON_IsNumber(e) && e->valuedouble == 0) : (L + 1) % every == 0;
     }
 }
 
@@ -297,7 +319,7 @@ static int parse_rope(RefModel *m, const cJSON *r) {
         if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
         else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_GPT_OSS || m->fam == R_MINISTRAL3))
             parse_yarn(m, r, rs);
-        else if (t && !strcmp(t, "llama3") && m->fam == R_EXAONE4) {
+        else if (t && !strcmp(t, "llama3") && (m->fam == R_EXAONE4 || m->fam == R_LLAMA4)) {
             m->llama3 = true;
             m->l3_factor = jnum(rs, "factor", 1, 1);
             m->l3_low = jnum(rs, "low_freq_factor", 1, 1);
@@ -367,6 +389,29 @@ static void parse_linear(RefModel *m, const cJSON *r) {
     m->lconv = (int)jnum(r, "linear_conv_kernel_dim", 4, 4);
 }
 
+/* Llama4TextConfig: attention_chunk_size (8192; null: none), use_qk_norm (true), attn_temperature_tuning (true;
+ * a number counts as its truth), floor_scale (8192), attn_scale (0.1); num_local_experts (16) top-k
+ * num_experts_per_tok (1) of intermediate_size (8192), dense layers intermediate_size_mlp (16384); moe_layers, else
+ * range(step - 1, layers, step) with step interleave_moe_layer_step (1). */
+static void parse_llama4(RefModel *m, const cJSON *r) {
+    if (m->fam != R_LLAMA4) return;
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(r, "attention_chunk_size");
+    m->chunk = cJSON_IsNull(ch) ? 0 : (int)jnum(r, "attention_chunk_size", 8192, 0);
+    m->l2qk = jbool(r, "use_qk_norm", true);
+    bool tune = jnum(r, "attn_temperature_tuning", 1, 0) != 0;
+    m->temp_floor = jnum(r, "floor_scale", 8192, 8192);
+    m->temp_scale = tune ? jnum(r, "attn_scale", 0.1, 0.1) : 0;
+    m->E = (int)jnum(r, "num_local_experts", 16, 16);
+    m->topk = (int)jnum(r, "num_experts_per_tok", 1, 1);
+    m->eF = m->F;
+    m->Fmlp = (int)jnum(r, "intermediate_size_mlp", 16384, 16384);
+    int step = (int)jnum(r, "interleave_moe_layer_step", 1, 1);
+    const cJSON *ml = cJSON_GetObjectItemCaseSensitive(r, "moe_layers"), *e, *list = cJSON_IsArray(ml) ? ml : NULL;
+    for (int L = 0; L < m->L && L < REF_MAX_LAYERS; L++) m->moe_on[L] = !list && step > 0 && L % step == step - 1;
+    cJSON_ArrayForEach(e, list)
+        if (cJSON_IsNumber(e) && e->valueint >= 0 && e->valueint < REF_MAX_LAYERS) m->moe_on[e->valueint] = true;
+}
+
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
     m->experts_xw = jstr(r, "model_type") && !strcmp(jstr(r, "model_type"), "qwen3_vl_moe_text");
@@ -385,7 +430,8 @@ static int parse_config(RefModel *m, const cJSON *r) {
     m->eps = m->fam == R_NEOX ? jnum(r, "layer_norm_eps", 1e-5, 1e-5)
                               : jnum(r, "rms_norm_eps", m->fam == R_MIXTRAL || m->fam == R_PHI3 || olmo(m) ||
                                                             m->fam == R_GLM4_MOE || m->fam == R_GPT_OSS || m->fam == R_GLM_DSA ||
-                                                            m->fam == R_EXAONE4 || m->fam == R_MINISTRAL3 ? 1e-5 : 1e-6,
+                                                            m->fam == R_EXAONE4 || m->fam == R_MINISTRAL3 ||
+                                                            m->fam == R_LLAMA4 ? 1e-5 : 1e-6,
                                     1e-6);
     m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX || m->fam == R_GPT_OSS);
@@ -433,6 +479,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
     parse_windows(m, r);
     parse_moe(m, r);
     parse_linear(m, r);
+    parse_llama4(m, r);
     return AL_OK;
 }
 
@@ -625,7 +672,7 @@ static void rope(double *x, int rot, double p, double theta, double factor, bool
 static double llama3_freq(const RefModel *m, double f) {
     double wl = 2 * M_PI / f, lo_wl = m->l3_orig / m->l3_low, hi_wl = m->l3_orig / m->l3_high;
     if (wl > lo_wl) return f / m->l3_factor;
-    if (wl < hi_wl) return f;
+    if (wl < hi_wl || m->l3_high <= m->l3_low) return f;
     double sm = (m->l3_orig / wl - m->l3_low) / (m->l3_high - m->l3_low);
     return (1 - sm) * f / m->l3_factor + sm * f;
 }
@@ -660,12 +707,41 @@ static void rope_yarn(const RefModel *m, double *x, int rot, double p, double th
     }
 }
 
+/* Llama 4's apply_rotary_emb at position p: x viewed as complex numbers (x[2i], x[2i + 1]) times e^(i p f_i),
+ * f_i = theta^(-2i/rot) with llama3's scaling when rope_scaling says so. */
+static void rope_complex(const RefModel *m, double *x, int rot, double p, double theta) {
+    for (int i = 0; i < rot / 2; i++) {
+        double f = pow(theta, -2.0 * i / rot);
+        if (m->llama3) f = llama3_freq(m, f);
+        double c = cos(p * f), s = sin(p * f), a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * c - b * s;
+        x[2 * i + 1] = a * s + b * c;
+    }
+}
+
+/* Llama 4 after RoPE: Llama4TextL2Norm (x rsqrt(mean x^2 + eps), no weight) of every q / k head on the RoPE
+ * layers with use_qk_norm; q x (1 + attn_scale log1p(floor((t + 1) / floor_scale))) on the NoPE layers. */
+static void llama4_qk(const RefModel *m, int L, double *Q, double *K, size_t T) {
+    const size_t hd = (size_t)m->hd, nq = T * (size_t)m->H, nk = T * (size_t)m->KV;
+    for (size_t r = 0; m->l2qk && !m->no_rope[L] && !(m->ablate & REF_ABLATE_QK_L2) && r < nq + nk; r++) {
+        double *v = r < nq ? Q + r * hd : K + (r - nq) * hd, ss = 0;
+        for (size_t d = 0; d < hd; d++) ss += v[d] * v[d];
+        for (size_t d = 0; d < hd; d++) v[d] /= sqrt(ss / (double)hd + m->eps);
+    }
+    for (size_t t = 0; m->temp_scale != 0 && m->no_rope[L] && !(m->ablate & REF_ABLATE_TEMP) && t < T; t++) {
+        double sc = log1p(floor(((double)t + 1.0) / m->temp_floor)) * m->temp_scale + 1.0;
+        for (size_t j = 0; j < (size_t)m->H * hd; j++) Q[t * m->H * hd + j] *= sc;
+    }
+}
+
 /* Softmax attention of one query row over keys 0..i (window: i - j < window) with scale and soft-cap:
  * out (dv) = sum_j p_j v_j. q (dq), k rows at k + j*ldk, v rows at v + j*ldv. */
 static void attend(const RefModel *m, int L, size_t i, const double *q, const double *k, size_t ldk, const double *v,
                    size_t ldv, size_t dq, size_t dv, double *p, double *out, const double *sink,
                    const unsigned char *allow) {
     size_t w = m->sliding[L] ? (size_t)m->window : 0, j0 = w && i + 1 > w ? i + 1 - w : 0;
+    if (m->chunk > 0 && !m->no_rope[L] && !(m->ablate & REF_ABLATE_CHUNK))   /* Llama 4's chunked_attention */
+        j0 = i - i % (size_t)m->chunk;
     double mx = -INFINITY, sum = 0;
     for (size_t j = j0; j <= i; j++) {
         double s = 0;
@@ -761,15 +837,18 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     double theta, factor;
     layer_rope(m, L, &theta, &factor);
     for (size_t t = 0; rc == AL_OK && !m->no_rope[L] && t < T; t++) {
-        for (size_t i = 0; i < H; i++)
+        for (size_t i = 0; m->fam == R_LLAMA4 && i < H + KV; i++)
+            rope_complex(m, i < H ? Q + t * qd + i * hd : K + t * kd + (i - H) * hd, m->rot, (double)t, theta);
+        for (size_t i = 0; m->fam != R_LLAMA4 && i < H; i++)
             if (m->llama3) rope_llama3(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
             else if (layer_yarn(m, L)) rope_yarn(m, Q + t * qd + i * hd, m->rot, (double)t, theta);
             else rope(Q + t * qd + i * hd, m->rot, (double)t, theta, factor, false);
-        for (size_t g = 0; g < KV; g++)
+        for (size_t g = 0; m->fam != R_LLAMA4 && g < KV; g++)
             if (m->llama3) rope_llama3(m, K + t * kd + g * hd, m->rot, (double)t, theta);
             else if (layer_yarn(m, L)) rope_yarn(m, K + t * kd + g * hd, m->rot, (double)t, theta);
             else rope(K + t * kd + g * hd, m->rot, (double)t, theta, factor, false);
     }
+    if (rc == AL_OK && m->fam == R_LLAMA4) llama4_qk(m, L, Q, K, T);
     double *sk = rc == AL_OK && m->sinks ? tget(m, L, "self_attn.sinks", H, 0) : NULL;
     if (m->sinks && !sk) rc = AL_ERR;
     for (size_t t = 0; rc == AL_OK && m->q_beta != 0 && t < T; t++) {
@@ -1026,6 +1105,7 @@ static bool moe_layer(const RefModel *m, int L) {
             if (m->only[i] == L) return false;
         return (L + 1) % m->sparse_step == 0;
     }
+    if (m->fam == R_LLAMA4) return m->moe_on[L];
     return true;
 }
 
@@ -1196,11 +1276,48 @@ static int moe_oss(const RefModel *m, int L, const double *x, size_t T, double *
     return rc;
 }
 
+/* Llama4TextMoe of layer L: scores = sigmoid of the top-k router logits (the others -inf, sigmoid 0); each expert
+ * e runs on x * score_e (Llama4TextExperts: bmm(x, gate_up_proj[e]).chunk(2) -> (up * act(gate)) @ down_proj[e]),
+ * the outputs summed, plus shared_expert(x). y (T x D, zeroed) +=. */
+static int moe_llama4(const RefModel *m, int L, const double *x, size_t T, double *y) {
+    const size_t D = (size_t)m->D, E = (size_t)m->E, F = (size_t)m->eF;
+    const int k = m->topk;
+    double *logit = malloc(T * E * sizeof *logit), *xi = malloc(D * sizeof *xi), *hb = malloc(2 * F * sizeof *hb);
+    double *GU = tget(m, L, "feed_forward.experts.gate_up_proj", E * D * 2 * F, 0);
+    double *DN = GU ? tget(m, L, "feed_forward.experts.down_proj", E * F * D, 0) : NULL;
+    int rc = logit && xi && hb && GU && DN ? lin_named(m, L, "feed_forward.router", false, x, D, T, D, E, logit) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        int idx[64];
+        topk(logit + t * E, (int)E, k, idx);
+        for (int j = 0; j < k; j++) {
+            size_t e = (size_t)idx[j];
+            double sc = 1.0 / (1.0 + exp(-logit[t * E + e])), in = m->ablate & REF_ABLATE_ROUTER_IN ? 1.0 : sc;
+            for (size_t i = 0; i < D; i++) xi[i] = x[t * D + i] * in;
+            for (size_t c = 0; c < 2 * F; c++) {
+                double s = 0;
+                for (size_t i = 0; i < D; i++) s += xi[i] * GU[e * D * 2 * F + i * 2 * F + c];
+                hb[c] = s;
+            }
+            for (size_t f = 0; f < F; f++) hb[f] = hb[F + f] * act(m, hb[f]);
+            for (size_t o = 0; o < D; o++) {
+                double s = 0;
+                for (size_t f = 0; f < F; f++) s += hb[f] * DN[e * F * D + f * D + o];
+                y[t * D + o] += (m->ablate & REF_ABLATE_ROUTER_IN ? sc : 1.0) * s;
+            }
+        }
+    }
+    if (rc == AL_OK) rc = gated(m, L, "feed_forward.shared_expert.", NM_PROJ, F, x, T, NULL, NULL, 0, y);
+    free(logit); free(xi); free(hb); free(GU); free(DN);
+    return rc;
+}
+
 /* MLP of layer L: y (T x D) = mlp(x). */
 static int mlp(const RefModel *m, int L, const double *x, size_t T, double *y) {
     const size_t D = (size_t)m->D, F = (size_t)m->F;
     memset(y, 0, T * D * sizeof *y);
     if (moe_layer(m, L) && m->fam == R_GPT_OSS) return moe_oss(m, L, x, T, y);
+    if (moe_layer(m, L) && m->fam == R_LLAMA4) return moe_llama4(m, L, x, T, y);
+    if (m->fam == R_LLAMA4) return gated(m, L, "feed_forward.", NM_PROJ, (size_t)m->Fmlp, x, T, NULL, NULL, 0, y);
     if (moe_layer(m, L)) return moe(m, L, x, T, y);
     if (m->fam == R_PHI3 || m->fam == R_NEOX) {
         size_t n = m->fam == R_PHI3 ? 2 * F : F;

@@ -26,7 +26,10 @@ int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits);
 /* Switches features off (REF_ABLATE_*, 0: none), so that a test can show its checks see each:
  * Qwen3-Next's output gate, the Gated DeltaNet recurrence (the state reset at every token) and the
  * (1 + w) of its RMSNorms, the sigmoid gate of its shared expert. */
-enum { REF_ABLATE_GATE = 1, REF_ABLATE_STATE = 2, REF_ABLATE_ONE_PLUS = 4, REF_ABLATE_SHARED_GATE = 8 };
+enum { REF_ABLATE_GATE = 1, REF_ABLATE_STATE = 2, REF_ABLATE_ONE_PLUS = 4, REF_ABLATE_SHARED_GATE = 8,
+       /* Llama 4: chunked attention, the NoPE layers' temperature, the L2 q/k norm, the router weight on the
+          expert's input (off: on its output instead) */
+       REF_ABLATE_CHUNK = 16, REF_ABLATE_TEMP = 32, REF_ABLATE_QK_L2 = 64, REF_ABLATE_ROUTER_IN = 128 };
 void ref_ablate(RefModel *m, unsigned what);
 /* Mean negative log-likelihood (nats) of tokens[1..T) given their prefixes, from ref_logits. */
 int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);

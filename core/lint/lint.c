@@ -779,7 +779,7 @@ static void expect_3d(Lint *x, tensor_role r, int L, size_t d0, size_t d1, size_
 static const char *const EXPERT_KEY[MOE_LAYOUT_COUNT] = {
     [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts",
     [MOE_GPT_OSS] = "num_local_experts", [MOE_MINIMAX] = "num_local_experts", [MOE_QWEN_NEXT] = "num_experts",
-    [MOE_QWEN3_5] = "num_experts", [MOE_QWEN3_VL] = "num_experts"};
+    [MOE_QWEN3_5] = "num_experts", [MOE_QWEN3_VL] = "num_experts", [MOE_LLAMA4] = "num_local_experts"};
 
 /* Every expert in one tensor of role r in layer L: [E, d0, d1]; stored in MXFP4 (gpt-oss as
  * released: <name>_blocks, <name>_scales) both are taken as read (the weight-format decoder checks them). */
@@ -821,7 +821,7 @@ static void layout_moe(Lint *x, int L) {
     snprintf(why_gate, sizeof why_gate, "%s, hidden_size", ne);
     expect_role(x, false, ROLE_ROUTER, L, 0, "weight", E, h, why_gate);
     expect_role(x, true, ROLE_ROUTER_BIAS, L, 0, NULL, E, 0, ne);
-    if (m->layout == MOE_QWEN3_VL) {                         /* Qwen3-VL MoE: [E, h, 2f], [E, f, h] (x @ W) */
+    if (m->layout == MOE_QWEN3_VL || m->layout == MOE_LLAMA4) {   /* Qwen3-VL MoE, Llama 4: [E, h, 2f], [E, f, h] (x @ W) */
         expect_3d(x, ROLE_EXPS_GATE_UP, L, E, h, 2 * f, "num_experts, hidden_size, 2 x moe_intermediate_size");
         expect_3d(x, ROLE_EXPS_DOWN, L, E, f, h, "num_experts, moe_intermediate_size, hidden_size");
     } else {

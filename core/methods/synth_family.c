@@ -522,8 +522,9 @@ static int mlp_moe(const Ctx *c) {
     int rc = add_gauss(c, ROLE_ROUTER, -1, E, D, 0);
     if (rc == AL_OK && cfg_role(m, ROLE_ROUTER_BIAS)) rc = add_vec(c, ROLE_ROUTER_BIAS, NULL, E, 0.5f, DT_F32);
     if (rc == AL_OK && m->moe.layout == MOE_GPT_OSS) return experts_fused(c, E, F);
-    if (rc == AL_OK && m->moe.layout == MOE_QWEN3_VL) return experts_xw(c, E, F);
-    if (rc == AL_OK && cfg_role(m, ROLE_EXPS_GATE_UP)) rc = fused_experts(c, E, F);
+    bool xw = m->moe.layout == MOE_QWEN3_VL || m->moe.layout == MOE_LLAMA4;   /* (E, D, 2F) as x @ W */
+    if (rc == AL_OK && xw) rc = experts_xw(c, E, F);
+    if (rc == AL_OK && !xw && cfg_role(m, ROLE_EXPS_GATE_UP)) rc = fused_experts(c, E, F);
     for (size_t e = 0; rc == AL_OK && !cfg_role(m, ROLE_EXPS_GATE_UP) && e < E; e++)
         rc = mlp_gated(c, routed, (int)e, F);
     bool scaled = cfg_role(m, ROLE_SHEXP_SCALE) != NULL;    /* Qwen3-Next: its own width, a sigmoid gate */
@@ -539,7 +540,7 @@ static int fam_mlp(const Ctx *c) {
     const size_t D = (size_t)m->hidden, F = (size_t)m->intermediate;
     static const tensor_role dense[3] = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN};
     if (cfg_moe_layer(m, c->L)) return mlp_moe(c);
-    if (m->ffn == FFN_GATED) return mlp_gated(c, dense, -1, F);
+    if (cfg_role(m, ROLE_FFN_GATE)) return mlp_gated(c, dense, -1, F);      /* Llama's, Llama 4's feed_forward */
     int rc = m->ffn == FFN_FUSED ? add_gauss(c, ROLE_FFN_GATE_UP, -1, 2 * F, D, 0)    /* rows [gate ; up] */
                                  : add_gauss(c, ROLE_FFN_UP, -1, F, D, 0);
     if (rc == AL_OK && m->mlp_bias) rc = add_vec(c, ROLE_FFN_UP, "bias", F, 0.0f, c->dt);

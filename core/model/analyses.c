@@ -89,6 +89,16 @@ static bool eval_reason(const Model *m, char *why, size_t cap) {
     return false;
 }
 
+/* Llama 4's chunked attention, L2 q/k norm and NoPE temperature: the evaluator (truncate's layers) computes them;
+ * a method that factors or re-learns the keys (convert mla / tpa, compare's methods, kvsvd) does not. */
+static bool llama4_reason(const Model *m, const char *what, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (c->attn_chunk <= 0 && !c->qk_l2 && c->temp_scale == 0) return false;
+    return why_set(why, cap, "%s: Llama 4's chunked attention (attention_chunk_size %d on the RoPE layers), L2 q/k norm "
+                   "after RoPE and the NoPE layers' temperature: %s's layers do not carry them; not covered", mname(m),
+                   c->attn_chunk, what);
+}
+
 /* What a conversion whose export format cannot express it does not cover: sliding windows,
  * soft-capped scores, Q/K norms and per-layer RoPE bases (what = "convert mla", ...). */
 static bool convert_reason(const Model *m, const char *what, char *why, size_t cap) {
@@ -218,7 +228,8 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s: the NoPE dims of each head come before the RoPE dims (%d + %d): convert mla takes "
                        "partial rotary with the rotary dims first (GPT-NeoX, Phi-3)", name, c->qk_nope_dim,
                        c->qk_rope_dim);
-    return eval_reason(m, why, cap) || convert_reason(m, "convert mla", why, cap);
+    return eval_reason(m, why, cap) || llama4_reason(m, "convert mla", why, cap) ||
+           convert_reason(m, "convert mla", why, cap);
 }
 
 static bool tpa_reason(const Model *m, char *why, size_t cap) {
@@ -227,7 +238,8 @@ static bool tpa_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
                        "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
                        mname(m), model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
-    return eval_reason(m, why, cap) || convert_reason(m, "convert tpa", why, cap);
+    return eval_reason(m, why, cap) || llama4_reason(m, "convert tpa", why, cap) ||
+           convert_reason(m, "convert tpa", why, cap);
 }
 
 static bool compare_reason(const Model *m, char *why, size_t cap) {
@@ -241,7 +253,7 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
                        "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
     /* compare exports nothing: sliding windows and soft-caps are applied on both sides (the
      * evaluator computes them); Q/K norms and per-layer RoPE bases stay refused. */
-    if (eval_reason(m, why, cap)) return true;
+    if (eval_reason(m, why, cap) || llama4_reason(m, "compare", why, cap)) return true;
     if (c->qk_norm != QKN_NONE)
         return why_set(why, cap, "compare: %s has %s between the projection and RoPE: the methods factor the "
                        "projections, which the norm does not commute with; not covered", mname(m), qk_norm_words(c));
@@ -261,7 +273,11 @@ static bool qk_reason(const Model *m, char *why, size_t cap) {
                        "pass are unaffected)", mname(m), qk_norm_words(c));
     char nope[256];
     int n = cfg_nope_layers(c, nope, sizeof nope);
-    if (n && n == c->n_layers)
+    if (c->qk_l2 && n && n < c->n_layers)                   /* Llama 4 */
+        snprintf(why, cap, "layer%s %s appl%s no RoPE and no q/k norm: W_Q W_Kᵀ is exact there, without an offset; on "
+                 "the RoPE layers give `offset D` (the L2 q/k norm after RoPE scales each token's q and k by a scalar: "
+                 "ranks hold, logit scales do not)", n > 1 ? "s" : "", nope, n > 1 ? "y" : "ies");
+    else if (n && n == c->n_layers)
         snprintf(why, cap, "no layer applies RoPE (no_rope_layers): every QK fuses exactly, without an offset");
     else if (n && c->qk_nope_dim == 0)
         snprintf(why, cap, "RoPE on every Q/K dim of the other layers: give `offset D` there (a fixed position offset, "
@@ -325,6 +341,7 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
 
 /* KQ-SVD learns the keys of every layer: a hybrid's linear-attention layers have none. */
 static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
+    if (llama4_reason(m, "kvsvd", why, cap)) return true;
     if (m->cfg.lin.layout == LIN_NONE) return false;
     char list[256];
     cfg_attn_layers(&m->cfg, list, sizeof list);

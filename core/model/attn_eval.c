@@ -273,6 +273,10 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
     L->rope = cfg_layer_rope(c, layer) ? c->rope : ROPE_NONE;      /* NoPE layers (SmolLM3): none */
     L->rope_dim = L->rope == ROPE_NONE ? 0 : c->qk_rope_dim;
     L->window = cfg_layer_window(c, layer);
+    L->chunk = cfg_layer_chunk(c, layer);                          /* Llama 4 */
+    L->qk_l2 = cfg_layer_qk_l2(c, layer);
+    L->temp_scale = cfg_layer_rope(c, layer) ? 0 : c->temp_scale;
+    L->temp_floor = c->temp_floor;
     L->softcap = c->attn_softcap;
     bool scaled = cfg_layer_rope_scaled(c, layer);
     double att = L->rope_dim && scaled ? rope_attention_factor(&c->rope_spec) : 1.0;
@@ -373,7 +377,8 @@ static void rms_norm(float *x, size_t n, const float *w, double eps) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] * r * w[i];
 }
 
-/* The Q/K norm of n heads of d values (row of one token, in place): per head, or over all n d. */
+/* The Q/K norm of n heads of d values (row of one token, in place): per head, or over all n d (w NULL: no
+ * weight, Llama 4's L2 norm). */
 static void qk_norm_row(float *x, size_t n, size_t d, qk_norm_kind k, const float *w, bool one_plus, double eps) {
     size_t len = k == QKN_PROJ ? n * d : d, parts = k == QKN_PROJ ? 1 : n;
     for (size_t p = 0; p < parts; p++) {
@@ -381,7 +386,7 @@ static void qk_norm_row(float *x, size_t n, size_t d, qk_norm_kind k, const floa
         double ss = 0;
         for (size_t i = 0; i < len; i++) ss += (double)v[i] * v[i];
         double r = 1.0 / sqrt(ss / (double)len + eps);
-        for (size_t i = 0; i < len; i++) v[i] = (float)(v[i] * r * (one_plus ? 1.0 + w[i] : (double)w[i]));
+        for (size_t i = 0; i < len; i++) v[i] = (float)(v[i] * r * (!w ? 1.0 : one_plus ? 1.0 + w[i] : (double)w[i]));
     }
 }
 
@@ -395,8 +400,11 @@ static void rope_mla(float *v, int dim, rope_layout lay, const double *inv_freq,
     rope_rotate_rows(v, 1, (size_t)dim, dim, ROPE_HALF, inv_freq, (double)pos, mscale);
 }
 
-/* The first key token i sees (window: the last `window` tokens up to i). */
-static size_t first_key(size_t i, size_t window) { return window && i + 1 > window ? i + 1 - window : 0; }
+/* The first key token i sees (window: the last `window` tokens up to i; chunk: its chunk's first). */
+static size_t first_key(size_t i, size_t window, size_t chunk) {
+    size_t lo = window && i + 1 > window ? i + 1 - window : 0;
+    return chunk && i - i % chunk > lo ? i - i % chunk : lo;
+}
 
 /* One head over all T rows at once (j: pos0 0, S scratch (T, T); attn_head_causal's arguments):
  * S = scale Q Kᵀ, masked (causal, window) soft-capped softmax, out = P V. Keeps the masked logits
@@ -408,10 +416,11 @@ static void head_attend(const AttnHeadJob *j, float *logits) {
                 j->K, (int)j->ldk, 0.0f, S, (int)T);
     for (size_t i = 0; i < T; i++)
         for (size_t k = 0; k < T; k++)
-            if (k > i || k < first_key(i, j->window)) S[i * T + k] = 0;
+            if (k > i || k < first_key(i, j->window, j->chunk)) S[i * T + k] = 0;
     if (logits) memcpy(logits, S, T * T * sizeof(float));
     for (size_t i = 0; i < T; i++)
-        attn_softmax_row_sink(S + i * T, T, first_key(i, j->window), i, j->softcap, j->has_sink ? j->sink : -INFINITY);
+        attn_softmax_row_sink(S + i * T, T, first_key(i, j->window, j->chunk), i, j->softcap,
+                              j->has_sink ? j->sink : -INFINITY);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)j->dv, (int)T, 1.0f, S, (int)T, j->V, (int)j->ldv,
                 0.0f, j->out, (int)j->ldo);
 }
@@ -427,12 +436,25 @@ static int attend_heads(const AttnLayer *L, size_t T, const float *Q, const floa
         size_t g = h / (H / G);
         head_attend(&(AttnHeadJob){.q = Q + h * d, .ldq = H * d, .K = K + g * d, .ldk = G * d, .V = V + g * dv,
                                    .ldv = G * dv, .T = T, .d = d, .dv = dv, .scale = L->scale, .window = L->window,
-                                   .softcap = L->softcap, .has_sink = L->sinks != NULL,
+                                   .chunk = L->chunk, .softcap = L->softcap, .has_sink = L->sinks != NULL,
                                    .sink = L->sinks ? L->sinks[h] : 0, .S = S, .out = O + h * dv, .ldo = H * dv},
                     scores ? scores + h * T * T : NULL);
     }
     free(S);
     return AL_OK;
+}
+
+/* Llama 4 after RoPE: the weightless L2 norm of every q / k head (qk_l2), q times the temperature at pos[t]. */
+static void llama4_qk(const AttnLayer *L, size_t T, const int *pos, float *Q, float *K) {
+    size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
+    for (size_t t = 0; L->qk_l2 && t < T; t++) {
+        qk_norm_row(Q + t * H * d, H, d, QKN_HEAD, NULL, false, L->norm_eps);
+        qk_norm_row(K + t * G * d, G, d, QKN_HEAD, NULL, false, L->norm_eps);
+    }
+    for (size_t t = 0; L->temp_scale != 0 && L->temp_floor > 0 && t < T; t++) {
+        float s = (float)(1.0 + L->temp_scale * log1p(floor(((double)pos[t] + 1.0) / L->temp_floor)));
+        for (size_t j = 0; j < H * d; j++) Q[t * H * d + j] *= s;
+    }
 }
 
 static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *scores, float *O) {
@@ -455,6 +477,7 @@ static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *sco
                 rope_rotate_rows(Q + t * H * d, H, d, L->rope_dim, L->rope, L->inv_freq, pos[t], 1.0);
                 rope_rotate_rows(K + t * G * d, G, d, L->rope_dim, L->rope, L->inv_freq, pos[t], 1.0);
             }
+        llama4_qk(L, T, pos, Q, K);
         rc = attend_heads(L, T, Q, K, V, scores, O);
     }
     free(Q); free(K); free(V);

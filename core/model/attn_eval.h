@@ -18,8 +18,10 @@
  *             scale (nope + rope)^-1/2 for a checkpoint (times YaRN's mscale^2 with mscale_all_dim;
  *             rope_mscale: YaRN's attention factor on the rotated dims; conversions may carry
  *             another scale). RoPE and the causal softmax are core/model/rope.c's.
+ *   Llama 4 (GQA): after RoPE the weightless L2 q/k norm (qk_l2), q times the NoPE layers' temperature,
+ *             keys within the chunk [i - i % chunk, i].
  * Scores are the scaled logits scale * q.k before the soft-cap and the softmax; the evaluator masks
- * j > i and, with a sliding window, j <= i - window (masked entries are 0). */
+ * j > i and, with a sliding window, j <= i - window, with a chunk j < i - i % chunk (masked entries are 0). */
 #ifndef AL_ATTN_EVAL_H
 #define AL_ATTN_EVAL_H
 
@@ -51,6 +53,10 @@ typedef struct AttnLayer {
                                  (window and softcap apply to an MLA layer too: compare's TransMLA) */
     double softcap;           /* scores soft-capped as softcap tanh(s / softcap) before the softmax; 0: none */
     float *sinks;             /* (H) a logit per head joining each softmax row, weight dropped (gpt-oss); NULL: none */
+    size_t chunk;             /* chunked attention (Llama 4's RoPE layers): token i sees j >= i - i % chunk; 0: none */
+    bool qk_l2;               /* Llama 4: each q / k head divided by its RMS (eps norm_eps) after RoPE, no weight */
+    double temp_scale, temp_floor;   /* Llama 4's NoPE layers: q at position p times 1 + temp_scale ln(1 +
+                                 floor((p + 1) / temp_floor)); temp_scale 0: none */
     rope_layout rope;         /* pairing of RoPE dims inside a GQA head (MLA: always interleaved) */
     Mat *W_Q;                 /* GQA (hidden, H d); MLA without q latent (hidden, H (nope + rope)) */
     Mat *W_K;                 /* (hidden, G d) */

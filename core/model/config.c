@@ -139,7 +139,7 @@ static void parse_gqa(cfg_reader *r, ModelConfig *c) {
     c->qk_nope_dim = 0;
     c->qk_rope_dim = hd;
     c->v_dim = hd;
-    c->rope = ROPE_HALF;
+    c->rope = cfg_row(c)->rope_adjacent ? ROPE_INTERLEAVED : ROPE_HALF;   /* Llama 4: complex RoPE, pairs (2j, 2j+1) */
     bool bias = cfg_bool(r, "attention_bias", cfg_row(c)->bias_default), always = cfg_row(c)->qkv_bias_always;
     c->qkv_bias = always || bias;
     c->o_bias = !always && !cfg_row(c)->o_bias_never && bias;
@@ -508,6 +508,50 @@ static void parse_linear(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     }
 }
 
+/* Llama 4 (Llama4TextConfig's defaults where a key is absent): chunked attention on the RoPE layers
+ * (attention_chunk_size, null: none), the weightless q/k norm (use_qk_norm), temperature tuning on the NoPE
+ * layers (attn_temperature_tuning: true or a number, floor_scale, attn_scale); the experts and the shared expert
+ * intermediate_size wide, the dense layers intermediate_size_mlp; MoE on moe_layers, else every
+ * interleave_moe_layer_step-th layer. */
+static void parse_llama4(cfg_reader *r, const cJSON *root, ModelConfig *c) {
+    const FamilyRow *row = cfg_row(c);
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "attention_chunk_size");
+    if (row->chunked) c->attn_chunk = cJSON_IsNull(ch) ? 0 : jint(r, root, "attention_chunk_size", 8192);
+    c->qk_l2 = row->qk_l2 && cfg_bool(r, "use_qk_norm", true);
+    const cJSON *tt = cJSON_GetObjectItemCaseSensitive(root, "attn_temperature_tuning");
+    bool tune = row->temp_tuning && (!tt || cJSON_IsTrue(tt) || (cJSON_IsNumber(tt) && tt->valuedouble != 0));
+    c->temp_floor = tune ? jnum_in(r, root, "floor_scale", 8192, NUM_POS) : 0;
+    c->temp_scale = tune ? jnum(r, root, "attn_scale", 0.1) : 0;
+    if (!row->dense_ffn_key) return;
+    MoeSpec *m = &c->moe;
+    if (m->expert_ffn <= 0) m->expert_ffn = c->intermediate;
+    c->intermediate = jint(r, root, row->dense_ffn_key, 16384);
+    m->n_shared = 1;                                   /* Llama4TextMoe's shared_expert, intermediate_size wide */
+    m->shared_ffn = m->expert_ffn;
+    if (!cJSON_HasObjectItem(root, "num_experts_per_tok")) m->top_k = 1;
+    m->sparse_step = jint(r, root, "interleave_moe_layer_step", 1);
+    if (m->sparse_step < 1) m->sparse_step = 1;
+    double on[CFG_MAX_LAYERS];
+    int n = jarray(r, root, "moe_layers", on, CFG_MAX_LAYERS);
+    m->listed = cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "moe_layers"));
+    for (int i = 0; i < n; i++)
+        if (on[i] >= 0 && on[i] < CFG_MAX_LAYERS) m->on[(int)on[i]] = 1;
+    c->mlp = MLP_GATED;
+    for (int L = 0; L < c->n_layers; L++)
+        if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;
+}
+
+size_t cfg_layer_chunk(const ModelConfig *c, int layer) {
+    return c->attn_chunk > 0 && cfg_layer_rope(c, layer) ? (size_t)c->attn_chunk : 0;
+}
+
+bool cfg_layer_qk_l2(const ModelConfig *c, int layer) { return c->qk_l2 && cfg_layer_rope(c, layer); }
+
+double cfg_q_temperature(const ModelConfig *c, int layer, size_t pos) {
+    if (c->temp_scale == 0 || c->temp_floor <= 0 || c->rope == ROPE_NONE || cfg_layer_rope(c, layer)) return 1.0;
+    return 1.0 + c->temp_scale * log1p(floor(((double)pos + 1.0) / c->temp_floor));
+}
+
 int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap) {
     int n = 0;
     size_t at = 0;
@@ -535,6 +579,7 @@ static void describe(cfg_reader *r, const cJSON *root, ModelConfig *cfg) {
     parse_attention(r, root, cfg);
     parse_blocks(r, root, cfg);
     parse_linear(r, root, cfg);
+    parse_llama4(r, root, cfg);
 }
 
 void model_config_describe(const cJSON *root, ModelConfig *cfg) {
@@ -849,6 +894,7 @@ bool cfg_layer_indexer(const ModelConfig *c, int layer) {
 
 bool cfg_moe_layer(const ModelConfig *c, int layer) {
     const MoeSpec *m = &c->moe;
+    if (m->listed) return m->n_experts > 0 && layer >= 0 && layer < CFG_MAX_LAYERS && m->on[layer];
     if (m->n_experts <= 0 || layer < m->first_dense || layer % m->layer_freq != 0 || (layer + 1) % m->sparse_step != 0)
         return false;
     for (int i = 0; i < m->n_mlp_only; i++)

@@ -72,6 +72,8 @@ typedef struct {
     int n_mlp_only;               /* mlp_only_layers */
     int mlp_only[64];
     int expert_ffn;               /* moe_intermediate_size */
+    bool listed;                  /* moe_layers given (Llama 4): layer L routes when on[L] */
+    unsigned char on[CFG_MAX_LAYERS];
     moe_layout layout;            /* tensor names (MOE_NONE for dense models) */
     bool sigmoid;                 /* scoring_func "sigmoid" (DeepSeek-V3); else softmax */
     router_kind router;           /* the family's router (family.h) */
@@ -159,6 +161,10 @@ typedef struct {
     model_names names;        /* where the layers, embeddings, final norm and output layer are */
     LinearSpec lin;           /* Gated DeltaNet layers (layer_types "linear_attention" / full_attention_interval) */
     bool attn_gate;           /* attn_output_gate: q_proj per head [query | gate], output x sigmoid(gate) */
+    /* Llama 4 (its row's chunked / qk_l2 / temp_tuning): see cfg_layer_chunk, cfg_layer_qk_l2, cfg_q_temperature */
+    int attn_chunk;           /* attention_chunk_size of the RoPE layers (0: none) */
+    bool qk_l2;               /* use_qk_norm: weightless RMS norm of each q / k head after RoPE on the RoPE layers */
+    double temp_scale, temp_floor;   /* attn_temperature_tuning's attn_scale, floor_scale (temp_scale 0: none) */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
@@ -250,6 +256,15 @@ static inline int cfg_n_attn_layers(const ModelConfig *c) { return c->n_layers -
 int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap);
 /* Refuses layer with a message naming the analysis `what` when it is a linear-attention layer. */
 int cfg_check_attn_layer(const ModelConfig *c, int layer, const char *what);
+/* Llama 4's chunked attention: the chunk of layer L in tokens (attention_chunk_size on the RoPE layers;
+ * 0: none): the query at position p sees keys [p - p % chunk, p]. */
+size_t cfg_layer_chunk(const ModelConfig *c, int layer);
+/* True when layer L L2-normalises (weightless RMS, eps rms_norm_eps) each q and k head after RoPE (Llama 4's
+ * use_qk_norm on its RoPE layers). */
+bool cfg_layer_qk_l2(const ModelConfig *c, int layer);
+/* The factor on q at position pos of layer L: 1 + attn_scale ln(1 + floor((pos + 1) / floor_scale)) on Llama 4's
+ * NoPE layers with attn_temperature_tuning, else 1. */
+double cfg_q_temperature(const ModelConfig *c, int layer, size_t pos);
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

@@ -42,6 +42,8 @@ static const RoleName FFN_NAMES[FFN_LAYOUT_COUNT][ROLE_COUNT] = {
     [FFN_FUSED] = {[ROLE_FFN_GATE_UP] = N("mlp.gate_up_proj"), [ROLE_FFN_DOWN] = N("mlp.down_proj")},
     [FFN_CONV1D] = {[ROLE_FFN_UP] = N("mlp.c_fc"), [ROLE_FFN_DOWN] = N("mlp.c_proj")},
     [FFN_NEOX] = {[ROLE_FFN_UP] = N("mlp.dense_h_to_4h"), [ROLE_FFN_DOWN] = N("mlp.dense_4h_to_h")},
+    [FFN_LLAMA4] = {[ROLE_FFN_GATE] = N("feed_forward.gate_proj"), [ROLE_FFN_UP] = N("feed_forward.up_proj"),
+                    [ROLE_FFN_DOWN] = N("feed_forward.down_proj")},
 };
 
 static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -76,6 +78,11 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                      [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
     [MOE_QWEN3_VL] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXPS_GATE_UP] = N("mlp.experts.gate_up_proj"),
                       [ROLE_EXPS_DOWN] = N("mlp.experts.down_proj")},
+    [MOE_LLAMA4] = {[ROLE_ROUTER] = N("feed_forward.router"), [ROLE_EXPS_GATE_UP] = N("feed_forward.experts.gate_up_proj"),
+                    [ROLE_EXPS_DOWN] = N("feed_forward.experts.down_proj"),
+                    [ROLE_SHEXP_GATE] = N("feed_forward.shared_expert.gate_proj"),
+                    [ROLE_SHEXP_UP] = N("feed_forward.shared_expert.up_proj"),
+                    [ROLE_SHEXP_DOWN] = N("feed_forward.shared_expert.down_proj")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -189,6 +196,11 @@ const char *tensor_role_name(tensor_role r) {
     "\"rope_parameters\": {\"mrope_interleaved\": true, \"mrope_section\": [2, 1, 1], " \
     "\"partial_rotary_factor\": 0.25, " \
     "\"rope_theta\": 10000000, \"rope_type\": \"default\"}"
+
+/* Llama 4's text layer (llama4_text and the multimodal llama4's tower): feed_forward.* MLPs and experts. */
+#define LLAMA4_TRAITS LLAMA_LIKE, .ffn = FFN_LLAMA4, .moe = MOE_LLAMA4, .router = ROUTER_LLAMA4, .eps = 1e-5, \
+    .nope_interval = 4, .rope_adjacent = true, .chunked = true, .qk_l2 = true, .temp_tuning = true, \
+    .dense_ffn_key = "intermediate_size_mlp"
 
 /* A row starts from LLAMA_LIKE and overrides what differs: the override is the point here. */
 #pragma GCC diagnostic push
@@ -406,6 +418,47 @@ const FamilyRow FAMILY[] = {
         .synth = {128, 4, 2, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-05") ", \"head_dim\": 32, \"rope_theta\": 1000000000.0, \"sliding_window\": null"},
         .engines = ENGINES_ALL, .llamacpp_arch = "llama"},
+    /* meta-llama/Llama-4-Scout-17B-16E's text_config (Llama4ForCausalLM alone: llama4_text): 48 layers, 40 / 8
+       heads of 128, no_rope_layers 1 (RoPE) on three layers of four and 0 (NoPE) on every fourth; the RoPE
+       layers attend within chunks of attention_chunk_size 8192 (layer_types chunked_attention) and L2-normalise
+       q and k per head after RoPE (use_qk_norm, no weight); the NoPE layers attend to every key and scale q by
+       1 + attn_scale ln(1 + floor((p + 1) / floor_scale)) (attn_temperature_tuning, 0.1, 8192); complex RoPE on
+       adjacent pairs, llama3 x16 from 8192 with low = high = 1, theta 5e5; every layer (interleave_moe_layer_step
+       1) 16 experts top-1 by sigmoid of the chosen logit on the expert's input, fused gate_up_proj [E, D, 2I]
+       used as x @ W with [gate | up] halves, and a shared expert of intermediate_size 8192; dense layers
+       intermediate_size_mlp 16384. The recipe shrinks the chunk to 8 and floor_scale to 4 (so that 24 tokens
+       see both), 4 experts of 64 */
+    [FAM_LLAMA4_TEXT] = {
+        "llama4_text", "Llama4ForCausalLM", "llama4", "Llama 4 text (chunked RoPE layers, NoPE layers with temperature "
+        "tuning, L2 q/k norm; sigmoid top-1 MoE with a shared expert)", LLAMA4_TRAITS,
+        .synth = {128, 4, 2, 4, 256, 64, false,
+                  GQA_KEYS("silu", "1e-05") ", \"attention_chunk_size\": 8, \"attn_scale\": 0.1, "
+                  "\"attn_temperature_tuning\": true, \"floor_scale\": 4, \"head_dim\": 32, "
+                  "\"interleave_moe_layer_step\": 1, \"intermediate_size_mlp\": 128, "
+                  "\"no_rope_layers\": [1, 1, 1, 0], \"num_experts_per_tok\": 1, \"num_local_experts\": 4, "
+                  "\"rope_scaling\": {\"factor\": 16.0, \"high_freq_factor\": 1.0, \"low_freq_factor\": 1.0, "
+                  "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}, \"rope_theta\": 500000.0, "
+                  "\"use_qk_norm\": true"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "llama4"},
+    /* meta-llama/Llama-4-Maverick-17B-128E's config.json (Llama4ForConditionalGeneration): its text_config as
+       Scout's but interleave_moe_layer_step 2 (MoE on odd layers, dense between), 128 experts, use_qk_norm false,
+       rope_scaling null; tensors under language_model.model. (head language_model.lm_head), the vision tower
+       under vision_model., the projector multi_modal_projector. (not read). The recipe: step 2 over 4 layers */
+    [FAM_LLAMA4] = {
+        "llama4", "Llama4ForConditionalGeneration", "llama4", "Llama 4 multimodal (Scout, Maverick): its text tower, "
+        "as llama4_text", LLAMA4_TRAITS, .names = NAMES_LM_MODEL, .text_config = "llama4_text",
+        .vision = {"vision_model.patch_embedding.linear.weight", "multi_modal_projector.linear_1.weight"},
+        .tower_keys = "\"boi_token_index\": 200080, \"eoi_token_index\": 200081, \"image_token_index\": 200092, "
+                      "\"vision_config\": {\"hidden_size\": 16, \"image_size\": 28, \"intermediate_size\": 32, "
+                      "\"model_type\": \"llama4_vision_model\", \"num_attention_heads\": 2, \"num_hidden_layers\": 1, "
+                      "\"patch_size\": 14, \"vision_output_dim\": 16}",
+        .synth = {128, 4, 2, 4, 256, 64, false,
+                  GQA_KEYS("silu", "1e-05") ", \"attention_chunk_size\": 8, \"attn_scale\": 0.1, "
+                  "\"attn_temperature_tuning\": true, \"floor_scale\": 4, \"head_dim\": 32, "
+                  "\"interleave_moe_layer_step\": 2, \"intermediate_size_mlp\": 128, "
+                  "\"no_rope_layers\": [1, 1, 1, 0], \"num_experts_per_tok\": 1, \"num_local_experts\": 4, "
+                  "\"rope_scaling\": null, \"rope_theta\": 500000.0, \"use_qk_norm\": false"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "llama4"},
     [FAM_MIXTRAL] = {
         "mixtral", "MixtralForCausalLM", "mixtral", "Mixtral (Mistral attention, top-k experts w1/w2/w3)", LLAMA_LIKE,
         .moe = MOE_MIXTRAL, .eps = 1e-5, .windowed = true, .router_norm_topk = true,

@@ -22,6 +22,7 @@
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL,              /* GQA, RoPE rotate_half (Mistral: a sliding window) */
     FAM_SMOLLM3,                         /* Llama's block with no RoPE on every fourth layer (no_rope_layers) */
+    FAM_LLAMA4_TEXT, FAM_LLAMA4,         /* Llama 4: chunked RoPE layers, NoPE layers, L2 q/k norm, MoE (+ its tower) */
     FAM_MIXTRAL,                         /* Mistral attention, top-k of experts w1/w2/w3 */
     FAM_MIMO,                            /* issue 27: MiMo (Qwen2's layer, MTP layers skipped) */
     FAM_EXAONE4,                         /* OLMo 2's post-norms, per-head q/k norms, 3 sliding : 1 NoPE global */
@@ -95,6 +96,7 @@ typedef enum {
     FFN_FUSED,          /* mlp.gate_up_proj rows [gate ; up], mlp.down_proj (Phi-3) */
     FFN_CONV1D,         /* mlp.c_fc, mlp.c_proj, Conv1D (in, out) (GPT-2) */
     FFN_NEOX,           /* mlp.dense_h_to_4h, mlp.dense_4h_to_h with biases (GPT-NeoX) */
+    FFN_LLAMA4,         /* feed_forward.{gate,up,down}_proj (Llama 4's dense layers) */
     FFN_LAYOUT_COUNT
 } ffn_layout;
 
@@ -123,6 +125,8 @@ typedef enum {
     MOE_QWEN3_VL,       /* mlp.gate, every expert in one tensor: mlp.experts.gate_up_proj (E, D, 2I) used as x @ W with
                            gate / up the halves of the columns [gate | up], mlp.experts.down_proj (E, I, D) used as x @ W;
                            no biases, no shared expert (Qwen3-VL MoE) */
+    MOE_LLAMA4,         /* feed_forward.router, feed_forward.experts.gate_up_proj (E, D, 2I) x @ W with [gate | up]
+                           column halves, feed_forward.experts.down_proj (E, I, D), feed_forward.shared_expert.* (Llama 4) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -130,8 +134,10 @@ typedef enum {
 typedef enum {
     ROUTER_SOFTMAX,     /* softmax, top-k, renormalised when norm_topk_prob (Mixtral, Qwen3-MoE) */
     ROUTER_DS_V2,       /* softmax, greedy or group_limited_greedy, x routed_scaling_factor (DeepSeek-V2) */
-    ROUTER_DS_V3        /* sigmoid, top-k of scores + e_score_correction_bias within the best groups,
+    ROUTER_DS_V3,       /* sigmoid, top-k of scores + e_score_correction_bias within the best groups,
                            renormalised when norm_topk_prob, x routed_scaling_factor (DeepSeek-V3) */
+    ROUTER_LLAMA4       /* top-k of the logits, weights sigmoid(logit) (not renormalised) multiplying each chosen
+                           expert's INPUT, not its output (Llama4Router, Llama4TextMoe) */
 } router_kind;
 
 /* Where the model keeps its layers and its embeddings, final norm and output layer. */
@@ -260,6 +266,15 @@ typedef struct {
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
     bool attn_gate;               /* attn_output_gate when absent: q_proj rows per head [query | gate], the attention
                                      output times sigmoid(gate) before o_proj (Qwen3-Next) */
+    bool rope_adjacent;           /* RoPE rotates adjacent pairs (2j, 2j + 1) of the HF weights (Llama 4's complex RoPE) */
+    bool chunked;                 /* attention_chunk_size: each RoPE layer attends within its chunk of positions
+                                     [p - p % chunk, p] (Llama 4's chunked_attention; NoPE layers stay full) */
+    bool qk_l2;                   /* use_qk_norm (default true): a weightless RMS norm of each q / k head after RoPE,
+                                     on the RoPE layers only (Llama4TextL2Norm) */
+    bool temp_tuning;             /* attn_temperature_tuning: q on the NoPE layers times
+                                     1 + attn_scale ln(1 + floor((p + 1) / floor_scale)) (Llama 4) */
+    const char *dense_ffn_key;    /* the dense layers' width when experts take intermediate_size (Llama 4:
+                                     intermediate_size_mlp; its shared expert is intermediate_size wide) */
     const char *gguf_arch;        /* llama.cpp's general.architecture of attnlab's GGUF export (NULL: none) */
     unsigned engines;             /* ENGINE_* that implement this model_type -- vLLM's registry, SGLang's
                                      model files, llama.cpp's convert_hf_to_gguf.py (0: lint does not

@@ -558,8 +558,9 @@ static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
         rc = load_mat(f, bn, 1, E, dry, bytes, &w->ebias);
     if (rc == AL_OK && !(w->experts = al_calloc(E, sizeof *w->experts, "experts"))) rc = AL_ERR;
     if (rc == AL_OK && f->c->moe.layout == MOE_GPT_OSS) return load_experts_fused(f, L, E, eff, dry, bytes, w->experts);
-    if (rc == AL_OK && f->c->moe.layout == MOE_QWEN3_VL) return load_experts_xw(f, L, E, eff, dry, bytes, w->experts);
-    if (rc == AL_OK && cfg_role(f->c, ROLE_EXPS_GATE_UP)) rc = load_fused_experts(f, L, dry, bytes, w->experts);
+    bool xw = f->c->moe.layout == MOE_QWEN3_VL || f->c->moe.layout == MOE_LLAMA4;   /* (E, D, 2I) as x @ W */
+    if (rc == AL_OK && xw) rc = load_experts_xw(f, L, E, eff, dry, bytes, w->experts);
+    if (rc == AL_OK && !xw && cfg_role(f->c, ROLE_EXPS_GATE_UP)) rc = load_fused_experts(f, L, dry, bytes, w->experts);
     for (size_t e = 0; rc == AL_OK && !cfg_role(f->c, ROLE_EXPS_GATE_UP) && e < E; e++)
         rc = load_ffn(f, L, (int)e, &expert_roles, eff, dry, bytes, &w->experts[e]);
     if (rc == AL_OK && ms->n_shared > 0 && !cfg_role(f->c, ROLE_SHEXP_DOWN))
@@ -919,6 +920,23 @@ static void q_pos_scale(const Forward *f, float *q, size_t T, size_t ld, size_t 
     }
 }
 
+/* Llama 4 after RoPE: on its RoPE layers each q / k head of x (T rows, stride ld) divided by its RMS (use_qk_norm,
+ * no weight); on its NoPE layers q times the temperature 1 + attn_scale ln(1 + floor((p + 1) / floor_scale)). */
+static void llama4_qk(const Forward *f, int L, float *x, size_t T, size_t ld, size_t heads, bool is_q) {
+    for (size_t t = 0; t < T; t++)
+        for (size_t h = 0; cfg_layer_qk_l2(f->c, L) && h < heads; h++) {
+            float *v = x + t * ld + h * f->dqk;
+            double ss = 0;
+            for (size_t j = 0; j < f->dqk; j++) ss += (double)v[j] * v[j];
+            float inv = (float)(1.0 / sqrt(ss / (double)f->dqk + f->norm_eps));
+            for (size_t j = 0; j < f->dqk; j++) v[j] *= inv;
+        }
+    for (size_t t = 0; is_q && t < T; t++) {
+        float s = (float)cfg_q_temperature(f->c, L, f->pos + t);
+        for (size_t j = 0; s != 1.0f && j < heads * f->dqk; j++) x[t * ld + j] *= s;
+    }
+}
+
 /* q_norm / k_norm w on x (T rows, stride ld, heads of dqk): per head (QKN_HEAD) or over the whole
  * projection (QKN_PROJ); RMSNorm, (1 + w) where the model's norms are. */
 static void qk_norm(const Forward *f, const Mat *w, float *x, size_t T, size_t ld, size_t heads) {
@@ -1005,7 +1023,7 @@ static int attn_head(size_t h, int worker, void *ud) {
     const Mat *sk = f->layers[j->L].sinks;
     attn_head_causal(&(AttnHeadJob){.q = j->q + h * f->dqk, .ldq = j->ldq, .K = K, .ldk = kw, .V = Vc, .ldv = vw,
                                      .T = j->T, .pos0 = f->pos, .d = f->dqk, .dv = f->dv, .scale = j->scale,
-                                     .window = fwd_attn_window(f, j->L), .softcap = f->c->attn_softcap, .qb = QCHUNK,
+                                     .window = fwd_attn_window(f, j->L), .chunk = cfg_layer_chunk(f->c, j->L), .softcap = f->c->attn_softcap, .qb = QCHUNK,
                                      .has_sink = sk != NULL, .sink = sk ? sk->data[h] : 0, .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv});
     return AL_OK;
 }
@@ -1280,6 +1298,8 @@ static int attention(Forward *f, int L, size_t T) {
         rope_apply(f, L, p.k, T, p.ldk, G);
     }
     q_pos_scale(f, p.q, T, p.ldq, H);
+    llama4_qk(f, L, p.q, T, p.ldq, H, true);
+    llama4_qk(f, L, p.k, T, p.ldk, G, false);
     if ((rc = hook(f, FWD_Q_ROPE, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K_ROPE, L, p.k, T, G, dqk, p.ldk)))
         return rc;
     for (size_t t = 0; t < T; t++) {
@@ -1371,8 +1391,8 @@ static void route_token(const Forward *f, const float *z, const float *bias, dou
                         int *idx, float *wt) {
     const MoeSpec *m = &f->c->moe;
     int E = m->n_experts, k = m->top_k;
-    bool ds = m->router != ROUTER_SOFTMAX, v3 = m->router == ROUTER_DS_V3;
-    bool sig = v3 || (!ds && m->sigmoid);
+    bool ds = m->router != ROUTER_SOFTMAX, v3 = m->router == ROUTER_DS_V3, l4 = m->router == ROUTER_LLAMA4;
+    bool sig = v3 || l4 || (!ds && m->sigmoid);          /* Llama 4: sigmoid of the top-k logits, as they are */
     double mx = -INFINITY, sum = 0;
     for (int e = 0; e < E; e++) mx = z[e] > mx ? z[e] : mx;
     for (int e = 0; e < E; e++) {
@@ -1394,7 +1414,7 @@ static void route_token(const Forward *f, const float *z, const float *bias, dou
         tot += s[best];
     }
     bool norm = ds ? v3 && m->norm_topk_prob : m->norm_topk_prob;
-    double div = norm ? tot + (ds ? 1e-20 : 0) : 1, scale = ds ? m->routed_scaling : 1;
+    double div = norm ? tot + (ds ? 1e-20 : 0) : 1, scale = ds && !l4 ? m->routed_scaling : 1;
     for (int r = 0; r < k; r++) wt[r] = (float)(s[idx[r]] / div * scale);
 }
 
@@ -1404,10 +1424,13 @@ static int expert_rows(Forward *f, const Ffn *ex, const float *x, const int *row
     size_t D = f->D;
     float *gx = fb_fit(&f->gx, n, D, "MoE rows"), *gy = fb_fit(&f->gy, n, D, "MoE rows");
     if (!gx || !gy) return AL_ERR;
+    bool in = f->c->moe.router == ROUTER_LLAMA4;       /* Llama 4: the weight scales the expert's input */
     for (size_t r = 0; r < n; r++) memcpy(gx + r * D, x + (size_t)rows[r] / k * D, D * sizeof(float));
+    for (size_t r = 0; in && r < n; r++)
+        for (size_t j = 0; j < D; j++) gx[r * D + j] *= wt[rows[r]];
     int rc = ffn_apply(f, ex, gx, n, gy);
     for (size_t r = 0; rc == AL_OK && r < n; r++) {
-        float c = wt[rows[r]], *o = f->h.p + (size_t)rows[r] / k * D;
+        float c = in ? 1.f : wt[rows[r]], *o = f->h.p + (size_t)rows[r] / k * D;
         for (size_t j = 0; j < D; j++) o[j] += c * gy[r * D + j];
     }
     return rc;

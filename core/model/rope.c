@@ -20,8 +20,8 @@ int rope_scaling_check(const RopeScaling *s, const char *where) {
         return al_err("%s: rope_scaling type '%s': attnlab computes plain RoPE and the linear, llama3 and yarn scalings "
                       "only, so this model cannot be evaluated or converted as described", where, s->type);
     if (s->factor <= 0) return al_err("%s: rope_scaling factor %g must be positive", where, s->factor);
-    if (s->kind == RS_LLAMA3 && !(s->high_freq_factor > s->low_freq_factor && s->orig_max_pos > 0))
-        return al_err("%s: rope_scaling llama3 needs low_freq_factor < high_freq_factor and "
+    if (s->kind == RS_LLAMA3 && !(s->high_freq_factor >= s->low_freq_factor && s->orig_max_pos > 0))
+        return al_err("%s: rope_scaling llama3 needs low_freq_factor <= high_freq_factor and "
                       "original_max_position_embeddings", where);
     return AL_OK;
 }
@@ -34,6 +34,7 @@ static void scale_llama3(const RopeScaling *s, double *f, size_t n) {
         double wl = 2 * M_PI / f[j];
         if (wl < hi_wl) continue;
         if (wl > lo_wl) { f[j] /= s->factor; continue; }
+        if (hi <= lo) continue;                       /* Llama 4 Scout's low = high: no band to blend */
         double smooth = (old / wl - lo) / (hi - lo);
         f[j] = (1 - smooth) * f[j] / s->factor + smooth * f[j];
     }
@@ -190,6 +191,7 @@ void attn_head_causal(const AttnHeadJob *j) {
         for (size_t t = 0; t < nr; t++) {
             size_t p = j->pos0 + r0 + t;                     /* this row's position: keys 0..p */
             size_t lo = j->window && p + 1 > j->window ? p + 1 - j->window : 0;
+            if (j->chunk && p - p % j->chunk > lo) lo = p - p % j->chunk;
             attn_softmax_row_sink(j->S + t * nk, nk, lo, p, j->softcap, j->has_sink ? j->sink : -INFINITY);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)j->dv, (int)nk, 1.f, j->S, (int)nk, j->V,

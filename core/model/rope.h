@@ -61,6 +61,7 @@ typedef struct {
     size_t d, dv;                  /* query/key and value dims */
     double scale;                  /* on q.k */
     size_t window;                 /* sliding window in tokens; 0: full causal */
+    size_t chunk;                  /* chunked attention (Llama 4): keys [p - p % chunk, p] only; 0: none */
     double softcap;                /* 0: none */
     bool has_sink; double sink;    /* the head's sink logit (attn_softmax_row_sink); has_sink false: none */
     size_t qb;                     /* query rows per block */
@@ -69,7 +70,7 @@ typedef struct {
 } AttnHeadJob;
 
 /* The head's T query rows over keys 0 .. pos0 + T - 1, in blocks of qb rows: out_t =
- * softmax(q_t Kᵀ scale, keys (window: the last window of) 0 .. pos0 + t, soft-capped; with the sink) V. */
+ * softmax(q_t Kᵀ scale, keys (window: the last window of; chunk: the chunk of) 0 .. pos0 + t, soft-capped; with the sink) V. */
 void attn_head_causal(const AttnHeadJob *j);
 
 #endif

@@ -106,6 +106,9 @@ static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"},
                   {ROLE_FFN_UP, true, D_F, D_NONE, SHAPE_IF_MLP_BIAS, "intermediate_size"},
                   {ROLE_FFN_DOWN, true, D_H, D_NONE, SHAPE_IF_MLP_BIAS, "hidden_size"}, {0}},
+    [FFN_LLAMA4] = {{ROLE_FFN_GATE, false, D_F, D_H, 0, "intermediate_size_mlp, hidden_size"},
+                    {ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size_mlp, hidden_size"},
+                    {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size_mlp"}, {0}},
 };
 
 #undef HD_H
