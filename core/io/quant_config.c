@@ -278,15 +278,21 @@ void quant_config_free(QuantConfig *q) {
 
 /* ================================================================ expected and found */
 
+/* The module's last dotted component. */
+static const char *last_part(const char *mod) {
+    const char *last = strrchr(mod, '.');
+    return last ? last + 1 : mod;
+}
+
+/* The LM head, by the ending every layout's name of it shares (its names are the family table's). */
+static bool is_lm_head(const char *mod) { return ends_with(last_part(mod), "_head"); }
+
 /* A module that transformers' quantizers replace as a Linear: a projection ("*_proj",
  * "kv_a_proj_with_mqa") or the LM head. */
 static bool linear_like(const char *mod) {
-    const char *last = strrchr(mod, '.');
-    last = last ? last + 1 : mod;
-    return ends_with(last, "_proj") || ends_with(last, "_proj_with_mqa") || !strcmp(last, "lm_head");
+    const char *last = last_part(mod);
+    return ends_with(last, "_proj") || ends_with(last, "_proj_with_mqa") || is_lm_head(mod);
 }
-
-static bool is_lm_head(const char *mod) { return !strcmp(mod, "lm_head") || ends_with(mod, ".lm_head"); }
 
 /* compressed-tensors: the group whose targets name mod ("Linear": a linear-like module). */
 static const QuantGroup *ct_group(const QuantConfig *q, const char *mod) {
