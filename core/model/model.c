@@ -277,6 +277,16 @@ static void note_qk_norm(Model *m) {
     }
 }
 
+/* The quantization config (config.json's, or hf_quant_config.json beside it) read once and the
+ * stored modules checked against it (quant_config.h); the error names the tensor and the key. */
+static int model_quant_check(Model *m) {
+    if (!m->config_tree) return AL_OK;
+    int rc = quant_config_read(m->config_tree, store_dir(m->store), &m->quant);
+    if (rc == AL_OK && m->quant.present) rc = quant_check_store(&m->quant, m->store);
+    if (rc != AL_OK) al_err_ctx("%s", m->path);
+    return rc;
+}
+
 int model_open(const char *path, Model **out) {
     *out = NULL;
     Model *m = al_calloc(1, sizeof *m, "a model");
@@ -293,6 +303,7 @@ int model_open(const char *path, Model **out) {
                                                 : open_hf(m, path);
     if (rc == AL_OK) rc = model_validate(m);
     if (rc == AL_OK) note_qk_norm(m);
+    if (rc == AL_OK) rc = model_quant_check(m);
     if (rc != AL_OK) { model_free(m); return rc; }
     *out = m;
     return AL_OK;
@@ -311,6 +322,7 @@ void model_free(Model *m) {
         free(m->cache);
     }
     store_free(m->store);
+    quant_config_free(&m->quant);
     free(m->config_json);
     cJSON_Delete(m->config_tree);
     free(m->path);

@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "store.h"
+#include "quant_config.h"
 
 
 typedef enum { HK_Q, HK_K, HK_V, HK_O } head_kind;
@@ -41,6 +42,8 @@ typedef struct Model {
     LayerCache *cache;        /* dequantized attention weights of the last layer used */
     dt_fp4_enc fp4;           /* the attention weights' FP4 encoding, or DT_FP4_NONE (cfg.dtype then
                                  says BF16: what KV caches and rewritten tensors are held in) */
+    QuantConfig quant;        /* the quantization config, read once at load (quant_config.h); checked
+                                 against the stored tensors there */
 } Model;
 
 /* The attention weights' stored encoding as `load` and `info` name it: "MXFP4", "NVFP4", or cfg.dtype's. */

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# cli_quant_config.sh -- the quantization config read once at load (core/io/quant_config.h), on
+# stories260K-hf quantized by tests/fp8ct_quant.py and tests/fp4_quant.py: `info`'s quantization line
+# names the scheme and the key that decided (config.json's quant_method, config_groups, ModelOpt's bare
+# quant_algo, hf_quant_config.json); the same NVFP4 tensors described by each of ModelOpt's three
+# places give the same ranks and ppl; `load` refuses, naming the tensor and the key, a module the
+# ignore list names but that is stored FP8, a config whose scheme (INT4, NVFP4) is not the FP8 stored,
+# F8_E4M3 codes whose weight_scale was removed, and a BF16 weight carrying a weight_scale.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-quant-config
+SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
+[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+TXT="$ATTNLAB_SRC/examples/tinystory.txt"
+export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
+python3 "$ATTNLAB_SRC/tests/fp8ct_quant.py" "$SRC" "$T/ch" channel
+python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/nv" nvfp4
+
+# edit DIR PYTHON: runs PYTHON with c = DIR/config.json's object, written back after.
+edit() {
+    python3 - "$1" "$2" <<'EOF'
+import json, os, sys
+p = os.path.join(sys.argv[1], 'config.json')
+c = json.load(open(p))
+exec(sys.argv[2])
+json.dump(c, open(p, 'w'), indent=2)
+EOF
+}
+# copy SRC DST: a folder copy
+copy() { rm -rf "$2"; cp -r "$1" "$2"; }
+
+out=$(e "load $T/ch; info")
+ok "ct FP8: info's quantization line, from config_groups" has "$out" \
+    "^quantization  *compressed-tensors float-quantized, group_0: FP8 with per-tensor / per-channel weight_scale (config.json quantization_config.config_groups), ignore: 1 entry$"
+
+# ---- ModelOpt's three places: the same tensors, the same numbers
+an() { e "load $1 as m; ranks vo tau 0.9; ppl $TXT" | grep -v "^loaded\|^ppl of\|tok/s"; }
+copy "$T/nv" "$T/nv-bare"
+edit "$T/nv-bare" "del c['quantization_config']['quant_method']; c['quantization_config']['producer'] = {'name': 'modelopt'}"
+copy "$T/nv" "$T/nv-hfq"
+edit "$T/nv-hfq" "q = c.pop('quantization_config'); json.dump({'producer': {'name': 'modelopt'}, 'quantization': {'quant_algo': 'NVFP4', 'group_size': 16, 'exclude_modules': ['lm_head']}}, open(os.path.join(sys.argv[1], 'hf_quant_config.json'), 'w'))"
+ok "modelopt in config.json: info says quant_method" has "$(e "load $T/nv; info")" \
+    "^quantization  *modelopt NVFP4: NVFP4 (ModelOpt) (config.json quantization_config.quant_method), ignore: 1 entry$"
+ok "bare quant_algo: info says quant_algo" has "$(e "load $T/nv-bare; info")" \
+    "^quantization  *modelopt NVFP4: NVFP4 (ModelOpt) (config.json quantization_config.quant_algo), ignore: 1 entry$"
+ok "hf_quant_config.json: info says so" has "$(e "load $T/nv-hfq; info")" \
+    "^quantization  *modelopt NVFP4: NVFP4 (ModelOpt) (hf_quant_config.json quantization.quant_algo), exclude_modules: 1 entry$"
+a=$(an "$T/nv"); b=$(an "$T/nv-bare"); c=$(an "$T/nv-hfq")
+ok "the three places: ranks and ppl printed" test "$(grep -c . <<<"$a")" -gt 40
+ok "the three places: the same ranks and ppl" test "$a" = "$b" -a "$a" = "$c"
+
+# ---- disagreements: refused naming the tensor and the key
+copy "$T/ch" "$T/ig"
+edit "$T/ig" "c['quantization_config']['ignore'].append('re:.*layers\\\\.1\\\\.self_attn\\\\.k_proj')"
+run -e "load $T/ig"
+ok "an ignored module stored FP8: refused" test "$(rc)" != 0
+ok "... naming it and the entry" has "$(cat err.txt)" \
+    "'model.layers.1.self_attn.k_proj' is stored as FP8 with per-tensor / per-channel weight_scale but quantization_config.ignore entry 're:.\*layers\\\\.1\\\\.self_attn\\\\.k_proj' lists it as not quantized"
+copy "$T/ch" "$T/int4"
+edit "$T/int4" "w = c['quantization_config']['config_groups']['group_0']['weights']; w.update(num_bits=4, type='int', strategy='group', group_size=32); c['quantization_config']['format'] = 'pack-quantized'"
+run -e "load $T/int4"
+ok "config says INT4, tensors FP8: refused" has "$(cat err.txt)" \
+    "'model.layers.0.mlp.down_proj' is stored as FP8 with per-tensor / per-channel weight_scale but quantization_config.config_groups.group_0 says pack-quantized INT4"
+copy "$T/ch" "$T/nvcfg"
+edit "$T/nvcfg" "c['quantization_config'] = {'quant_method': 'modelopt', 'quant_algo': 'NVFP4', 'exclude_modules': ['lm_head']}"
+run -e "load $T/nvcfg"
+ok "config says NVFP4, tensors FP8: refused" has "$(cat err.txt)" \
+    "'model.layers.0.mlp.down_proj' is stored as FP8 with per-tensor / per-channel weight_scale but config.json quantization_config.quant_method says NVFP4 (ModelOpt)"
+copy "$T/ch" "$T/noscale"
+python3 -c "
+import os, sys
+from st_tensors import tensors, write_tensors
+d = sys.argv[1]
+t = tensors(d)
+del t['model.layers.1.self_attn.o_proj.weight_scale']
+write_tensors(os.path.join(d, 'model.safetensors'), sorted(t.items()))" "$T/noscale"
+run -e "load $T/noscale"
+ok "F8 codes without their weight_scale: refused naming them" has "$(cat err.txt)" \
+    "'model.layers.1.self_attn.o_proj.weight' is F8_E4M3 but its scales 'model.layers.1.self_attn.o_proj.weight_scale' are missing (quantization_config.config_groups.group_0"
+copy "$T/ch" "$T/stray"
+python3 -c "
+import os, struct, sys
+from st_tensors import tensors, write_tensors
+d = sys.argv[1]
+t = tensors(d)
+t['model.embed_tokens.weight_scale'] = ('F32', [], struct.pack('<f', 2.0))
+write_tensors(os.path.join(d, 'model.safetensors'), sorted(t.items()))" "$T/stray"
+run -e "load $T/stray"
+ok "an unquantized weight carrying a weight_scale: refused" has "$(cat err.txt)" \
+    "'model.embed_tokens.weight' is not quantized but carries 'model.embed_tokens.weight_scale'"
+cli_done
