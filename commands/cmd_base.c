@@ -198,6 +198,9 @@ static const char INFO_HELP[] =
     "(the weights' dtype; BF16 for FP8 and FP4 weights, as DeepSeek runs its cache).\n"
     "Then the rest of the description (RoPE scaling, rotary dims, softmax scale, sliding window,\n"
     "the layers without RoPE where some have none (nope_layers: SmolLM3's no_rope_layers),\n"
+    "`attention`: the layers grouped by what each runs -- sliding window or full, RoPE theta and\n"
+    "scaling, or none -- e.g. \"layers 0-2 sliding 8 (RoPE theta 500000); layer 3 full (yarn x8,\n"
+    "theta 500000)\" (sliding_window and rope_scaling are the config's, for the whole model),\n"
     "QK norm, norm, activation, MLP kind) and, per analysis (ranks vo, ranks qk, spectrum,\n"
     "ppl/calibrate, convert mla, convert tpa, kvsvd, compare, export formats), whether it is\n"
     "available on this model and, if not, why.\n"
@@ -243,6 +246,62 @@ static void info_layer_kinds(Table *t, cJSON *o, const ModelConfig *c) {
     if (!ns || !nf) return;
     snprintf(row, sizeof row, "%s (window %d); full: %s", sl, c->sliding_window, fu);
     info_str(t, o, "sliding_layers", row);
+}
+
+/* What layer L's attention is, as `attention` groups it: "Gated DeltaNet", or "sliding 8" / "full"
+ * and its RoPE: "(RoPE theta 10000)", "(yarn x8, theta 500000)", "(no RoPE)". */
+static void info_layer_attention(const ModelConfig *c, int L, char *buf, size_t cap) {
+    if (cfg_layer_linear(c, L)) { snprintf(buf, cap, "Gated DeltaNet (linear attention)"); return; }
+    size_t w = cfg_layer_window(c, L);
+    char win[48], rope[96];
+    if (w) snprintf(win, sizeof win, "sliding %zu", w);
+    else snprintf(win, sizeof win, "full");
+    const RopeScaling *sc = &c->rope_spec.scaling;
+    if (!cfg_layer_rope(c, L)) snprintf(rope, sizeof rope, "no RoPE");
+    else if (sc->kind != RS_NONE && cfg_layer_rope_scaled(c, L))
+        snprintf(rope, sizeof rope, "%s x%g, theta %g", rope_scaling_name(sc), sc->factor, cfg_layer_theta(c, L));
+    else snprintf(rope, sizeof rope, "RoPE theta %g", cfg_layer_theta(c, L));
+    snprintf(buf, cap, "%s (%s)", win, rope);
+}
+
+/* The layers in[0..n) (ascending) as "layer 3" or "layers 0-2, 5", appended to buf at *at. */
+static void info_layer_set(const int *in, int n, char *buf, size_t cap, size_t *at) {
+    int k = snprintf(buf + *at, cap - *at, "layer%s ", n > 1 ? "s" : "");
+    *at += k > 0 && (size_t)k < cap - *at ? (size_t)k : cap - *at - 1;
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        while (j + 1 < n && in[j + 1] == in[j] + 1) j++;
+        k = j > i ? snprintf(buf + *at, cap - *at, "%s%d-%d", i ? ", " : "", in[i], in[j])
+                  : snprintf(buf + *at, cap - *at, "%s%d", i ? ", " : "", in[i]);
+        *at += k > 0 && (size_t)k < cap - *at ? (size_t)k : cap - *at - 1;
+        i = j;
+    }
+}
+
+/* `attention`: the layers grouped by what their attention is (info_layer_attention), in order of
+ * their first layer: "layers 0-2 sliding 8 (RoPE theta 10000); layer 3 full (yarn x8, theta
+ * 500000)" -- sliding_window and rope_scaling are the config's, this is what each layer runs. */
+static void info_attention_groups(Table *t, cJSON *o, const ModelConfig *c) {
+    int n = c->n_layers < CFG_MAX_LAYERS ? c->n_layers : CFG_MAX_LAYERS;
+    char what[CFG_MAX_LAYERS][160], row[2048];
+    int set[CFG_MAX_LAYERS];
+    bool done[CFG_MAX_LAYERS] = { false };
+    size_t at = 0;
+    row[0] = 0;
+    for (int L = 0; L < n; L++) info_layer_attention(c, L, what[L], sizeof what[L]);
+    for (int L = 0; L < n && at + 1 < sizeof row; L++) {
+        if (done[L]) continue;
+        int k = 0;
+        for (int j = L; j < n; j++)
+            if (!done[j] && strcmp(what[j], what[L]) == 0) { set[k++] = j; done[j] = true; }
+        if (at) at += (size_t)snprintf(row + at, sizeof row - at, "; ");
+        if (at + 1 < sizeof row) info_layer_set(set, k, row, sizeof row, &at);
+        if (at + 1 < sizeof row) {
+            int w = snprintf(row + at, sizeof row - at, " %s", what[L]);
+            at += w > 0 && (size_t)w < sizeof row - at ? (size_t)w : sizeof row - at - 1;
+        }
+    }
+    info_str(t, o, "attention", row);
 }
 
 /* The lightning indexer (DeepSeek-V3.2, GLM-5): index_topk, its heads and its weights, and what it does. */
@@ -349,6 +408,7 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     if (c->rope_spec.scaling.kind == RS_YARN && !c->rope_spec.scaling.truncate)
         info_str(t, o, "yarn_truncate", "false: the ramp's bounds are not rounded (gpt-oss)");
     info_layer_kinds(t, o, c);
+    info_attention_groups(t, o, c);
     if (c->attn_sinks)
         info_str(t, o, "attention_sinks", "a learned logit per head joins each softmax row (unscaled, its weight "
                  "dropped): the V·O and Q·K maps are unchanged, the softmax is not");
