@@ -19,6 +19,7 @@
 #include "budget_compare.h"
 #include "export.h"
 #include "farr.h"
+#include "layersel.h"
 #include "registry.h"
 #include "params.h"
 #include "session.h"
@@ -258,7 +259,8 @@ static int rank_rows(Session *s, FarrQuery *q, double tau, FarrRankRow **rows, s
     int asked = q->hi, rc = farr_state_sweep(st, q);
     if (rc == AL_INTERRUPTED)        /* Ctrl-C: keep the layers finished (cached) from lo on */
         for (q->hi = q->lo - 1;
-             q->hi < asked && farr_state_get_layer(st, q->m, q->kind, q->hi + 1, q->offset); q->hi++) {}
+             q->hi < asked && (!layersel_attn(&q->m->cfg, q->hi + 1) ||
+                               farr_state_get_layer(st, q->m, q->kind, q->hi + 1, q->offset)); q->hi++) {}
     if (rc && (rc != AL_INTERRUPTED || q->hi < q->lo)) return rc;
     int rc2 = farr_state_rank_table(st, q, tau, rows, n);
     if (rc2) return rc2;
@@ -351,7 +353,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     if (args_flag(a, "summary") && args_flag(a, "heads"))
         return al_err("ranks: give `summary` (one row per layer) or `heads` (every head), not both");
     if (target_model(s, a, &m)) return AL_ERR;
-    if (args_range(a, which, m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, which, m, &lo, &hi)) return AL_ERR;
     FarrRankRow *rows;
     size_t n;
     FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = offset };
@@ -452,7 +454,7 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
                       ca->n_layers, ca->n_heads, mb->name, cb->n_layers, cb->n_heads, farr_kind_name(kind), ma->name,
                       mb->name);
     long lo, hi;
-    if (args_range(a, "layers", ca->n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", ma, &lo, &hi)) return AL_ERR;
     FarrRankRow *ra = NULL, *rb = NULL;
     size_t na = 0, nb = 0;
     int cap_a, cap_b;
@@ -695,9 +697,10 @@ static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
     Table *t = table_new(10, "layer", "rank_min", "rank_max", "params_before", "params_after", "energy_min",
                          "energy_mean", err_col, "kv_before", "kv_after");
     if (!t) return NULL;
-    size_t kv = cfg_kv_values(c), nl = (size_t)(p->hi - p->lo + 1);
+    size_t kv = cfg_kv_values(c), nl = (size_t)layersel_count(c, p->lo, p->hi);
     for (int L = p->lo; L <= p->hi; L++) {
         const FarrTruncLayer *tl = farr_plan_layer(p, L);
+        if (!tl) continue;                   /* a hybrid's linear-attention layer */
         int rmin = 1 << 30, rmax = 0;
         for (int g = 0; g < tl->n_kv; g++) {
             if (tl->groups[g]->rank < rmin) rmin = tl->groups[g]->rank;
@@ -713,7 +716,7 @@ static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
     int rmin = 1 << 30;
     for (int L = p->lo; L <= p->hi; L++) {
         const FarrTruncLayer *tl = farr_plan_layer(p, L);
-        for (int g = 0; g < tl->n_kv; g++) if (tl->groups[g]->rank < rmin) rmin = tl->groups[g]->rank;
+        for (int g = 0; tl && g < tl->n_kv; g++) if (tl->groups[g]->rank < rmin) rmin = tl->groups[g]->rank;
     }
     table_str(t, "total"); table_int(t, rmin); table_int(t, p->rank_max);
     table_int(t, (long long)p->params_before); table_int(t, (long long)p->params_after);
@@ -728,7 +731,7 @@ static Table *truncate_head_table(const FarrPlan *p, const ModelConfig *c) {
     Table *t = table_new(6, "layer", "head", "kv_head", "rank", "energy", err_col);
     if (!t) return NULL;
     for (int L = p->lo; L <= p->hi; L++)
-        for (int h = 0; h < c->n_heads; h++) {
+        for (int h = 0; farr_plan_layer(p, L) && h < c->n_heads; h++) {
             int idx;
             const FarrGroup *g = farr_plan_head(p, c, L, h, &idx);
             if (table_row(t)) { table_free(t); return NULL; }
@@ -748,7 +751,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     o.rank = o.by_rank ? (int)args_int(a, "rank") : 0;
     o.tau = param_tau(s, a);
     long lo, hi;
-    if (args_range(a, "layers", c->n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", s->cur, &lo, &hi)) return AL_ERR;
     o.layer_lo = (int)lo;
     o.layer_hi = (int)hi;
     if (farr_policy_parse(args_str(a, "policy"), &o.policy)) return AL_ERR;
@@ -852,7 +855,7 @@ static void plan_rank_range(const FarrPlan *p, int *rmin, int *rmax) {
     *rmax = 0;
     for (int L = p->lo; L <= p->hi; L++) {
         const FarrTruncLayer *tl = farr_plan_layer(p, L);
-        for (int g = 0; g < tl->n_kv; g++) {
+        for (int g = 0; tl && g < tl->n_kv; g++) {
             if (tl->groups[g]->rank < *rmin) *rmin = tl->groups[g]->rank;
             if (tl->groups[g]->rank > *rmax) *rmax = tl->groups[g]->rank;
         }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layersel.h"
 #include "params.h"
 #include "seeds.h"
 #include "ws_calib.h"
@@ -446,6 +447,9 @@ static int cmd_kv_table(Session *s, const Args *a, Out *out) {
                "TPA R_Q %zu, R_K %zu, R_V %zu; %zu bytes per value; per layer (%d layers)\n",
                m->name, d.d_model, d.h, d.d_k, d.d_v, d.g, d.d_c, d.d_cq, d.d_hr, d.d_hn, d.r_q, d.r_k, d.r_v, bytes,
                m->cfg.n_layers);
+    char note[640];
+    layersel_note(&m->cfg, 0, m->cfg.n_layers - 1, "the KV cache is that of", note, sizeof note);
+    if (note[0]) out_printf(out, "%s\n", note);
     Table *t = table_new(4, "scheme", "kv_values_per_token", "kv_bytes_per_token", "attn_params");
     if (!t) return AL_ERR;
     int rc = AL_OK;
