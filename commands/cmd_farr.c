@@ -370,6 +370,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         fsum += rows[i].rank_fused;
     }
     bool summary = args_flag(a, "summary");
+    char lt[256];
     bool brief = !summary && !args_flag(a, "heads") && !args_str(a, "to") && out_narrates(out) &&
                  out->fmt == FMT_TABLE && n > RANKS_TERMINAL_ROWS;
     Table *t = summary ? ranks_summary(kind, rows, n) : ranks_table(kind, rows, n);
@@ -377,8 +378,8 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     free(rows);
     if (!t || (brief && !brief_t)) { table_free(t); table_free(brief_t); return AL_ERR; }
     if (out_narrates(out))
-        out_printf(out, "%s: %s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
-                   m->name, farr_fused_name(kind), tau, lo, hi, fmin, fmax,
+        out_printf(out, "%s: %s effective ranks at tau %g, layers %s: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
+                   m->name, farr_fused_name(kind), tau, layersel_text(&m->cfg, (int)lo, (int)hi, lt, sizeof lt), fmin, fmax,
                    n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
@@ -477,9 +478,10 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
     free(ra);
     free(rb);
     if (!t) return rc ? rc : AL_ERR;
+    char lt[256];
     if (out_narrates(out))
-        out_printf(out, "%s ranks at tau %g, layers %ld-%ld: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
-                   "delta %d to %+d\n", farr_fused_name(kind), tau, lo, hi, ma->name, mb->name, changed, na, up,
+        out_printf(out, "%s ranks at tau %g, layers %s: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
+                   "delta %d to %+d\n", farr_fused_name(kind), tau, layersel_text(ca, (int)lo, (int)hi, lt, sizeof lt), ma->name, mb->name, changed, na, up,
                    changed - up, dmin, dmax);
     return out_table_to(out, args_str(a, "to"), t);
 }
@@ -765,7 +767,8 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     char b1[32], b2[32];
     double cut = p->params_before ? 100.0 * (1.0 - (double)p->params_after / (double)p->params_before) : 0;
     if (out_narrates(out)) {
-        out_printf(out, "truncated %s of layers %d-%d (", farr_fused_name(o.kind), p->lo, p->hi);
+        char lt[256];
+        out_printf(out, "truncated %s of layers %s (", farr_fused_name(o.kind), layersel_text(c, p->lo, p->hi, lt, sizeof lt));
         if (o.by_rank) out_printf(out, "rank %d", o.rank);
         else out_printf(out, "tau %g", o.tau);
         out_printf(out, ", policy %s): ranks %s%d, parameters %s -> %s (%.1f%% fewer)\n",
@@ -864,8 +867,10 @@ static void plan_rank_range(const FarrPlan *p, int *rmin, int *rmax) {
 
 /* "VO: V 4 dims per KV head in layers 0-4; " into buf at *n: what one plan keeps of the cached side
  * (MLA: "VO: rank 4 in layers 0-4; ", no head is cached). */
-static void plan_kv_text(const FarrPlan *p, bool mla, char *buf, size_t cap, size_t *n) {
+static void plan_kv_text(const FarrPlan *p, const ModelConfig *c, char *buf, size_t cap, size_t *n) {
     int rmin, rmax;
+    bool mla = cfg_is_mla(c);
+    char lt[128];
     if (!p || *n >= cap) return;
     plan_rank_range(p, &rmin, &rmax);
     char r[32];
@@ -873,8 +878,9 @@ static void plan_kv_text(const FarrPlan *p, bool mla, char *buf, size_t cap, siz
     else snprintf(r, sizeof r, "%d-%d", rmin, rmax);
     if (mla) *n += (size_t)snprintf(buf + *n, cap - *n, "%s: rank %s in layers %d-%d; ", farr_fused_name(p->opts.kind), r,
                                     p->lo, p->hi);
-    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in layers %d-%d; ",
-                                farr_fused_name(p->opts.kind), p->opts.kind == FARR_VO ? "V" : "K", r, p->lo, p->hi);
+    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in layers %s; ",
+                                farr_fused_name(p->opts.kind), p->opts.kind == FARR_VO ? "V" : "K", r,
+                                layersel_text(c, p->lo, p->hi, lt, sizeof lt));
 }
 
 /* `kv-cache` row of the working copy: truncating VO shrinks each KV head's cached V to the rank
@@ -892,8 +898,8 @@ static bool farr_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row)
     double now = (double)(c->before * L - removed) / (double)L;
     char what[160] = "";
     bool mla = cfg_is_mla(&x->src->cfg);
-    plan_kv_text(vo, mla, what, sizeof what, &n);
-    plan_kv_text(qk, mla, what, sizeof what, &n);
+    plan_kv_text(vo, &x->src->cfg, what, sizeof what, &n);
+    plan_kv_text(qk, &x->src->cfg, what, sizeof what, &n);
     if (mla)
         snprintf(row->scheme, sizeof row->scheme, "truncate (%sMLA caches the latent: unchanged; %zu bytes per token in "
                  "%zu layers; x1)", what, c->before * c->bytes * L, L);

@@ -38,6 +38,7 @@ for fam in qwen3_next qwen3_5_moe; do
     ok "$fam: layer 3 KV head 0 planted (V 6, VO 6)" grep -qx "3,0,6,32,6" "$T/$fam-all.csv"
     ok "$fam: layer 7 KV head 1 holds it (swapped)" grep -qx "7,2,6,32,6" "$T/$fam-all.csv"
     ok "$fam: layer 7 head 0 flat" grep -qx "7,0,32,32,32" "$T/$fam-all.csv"
+    ok "$fam: the summary names layers 3, 7" grep -q "^$fam: VO effective ranks at tau 0.999, layers 3, 7: fused 6-32 (mean 19.0) of 32, 8 heads$" out.txt
 
     run -e "load $d; set format json; ranks vo"
     ok "$fam: JSON lists layers 3 and 7 only" test "$(grep -o '"layer": [0-9]*' out.txt | tr '\n' ' ')" = '"layer": 3 "layer": 3 "layer": 3 "layer": 3 "layer": 7 "layer": 7 "layer": 7 "layer": 7 '
@@ -79,6 +80,10 @@ for fam in qwen3_next qwen3_5_moe; do
     ok "$fam: truncate: rows of 3 and 7, then the total" test "$(cut -d, -f1,11 "$T/$fam-tr.csv" | tail -n +2 | tr '\n' ' ')" = "3,false 7,false ,true "
     ok "$fam: the KV cache mean over the 2 attention layers" grep -q "mean over the 2 layers): 128 -> 72 values" out.txt
     ok "$fam: export: 4 tensors rewritten" grep -q "4 rewritten" out.txt
+    ok "$fam: truncate names layers 3, 7" grep -q "^truncated VO of layers 3, 7 (rank 4, policy head)" out.txt
+    run -e "load $d; truncate vo rank 4 layers 3 to $T/$fam-tr3.csv; truncate vo rank 4 layers 7 to $T/$fam-tr7.csv; kv-cache"
+    ok "$fam: truncate's rows equal layer 3's and layer 7's alone" test "$(sed -n 2,3p "$T/$fam-tr.csv")" = "$(sed -n 2p "$T/$fam-tr3.csv"; sed -n 2p "$T/$fam-tr7.csv")"
+    ok "$fam: kv-cache's row of the truncation (layer 7 alone)" grep -q "^truncate (VO: V 4 dims per KV head in layers 7-7; K+V per token per layer 128 -> 100, mean over 2 layers" out.txt
     HERE="$HERE" python3 - "$d" "$T/$fam-ex" >check.txt <<'PY'
 import os, re, sys
 sys.path.insert(0, os.environ['HERE'])

@@ -50,6 +50,12 @@ static int layer_runs(const ModelConfig *c, int lo, int hi, bool want, char *buf
     return n;
 }
 
+const char *layersel_text(const ModelConfig *c, int lo, int hi, char *buf, size_t cap) {
+    if (layersel_count(c, lo, hi) == hi - lo + 1) snprintf(buf, cap, "%d-%d", lo, hi);
+    else layer_runs(c, lo, hi, true, buf, cap);
+    return buf;
+}
+
 int layersel_note(const ModelConfig *c, int lo, int hi, const char *verb, char *note, size_t cap) {
     char other[256], attn[256];
     if (cap) note[0] = 0;

@@ -25,6 +25,9 @@ const char *layersel_other_kind(const ModelConfig *c);
  * attention: VERB the 2 attention layers 3, 7") into note ("" when every layer is, or none); the
  * number of attention layers in [lo, hi]. */
 int layersel_note(const ModelConfig *c, int lo, int hi, const char *verb, char *note, size_t cap);
+/* The attention layers of [lo, hi] as text into buf: "lo-hi" when every layer is (as the commands
+ * always said), else the list ("3, 7"; runs "3-5, 9"). Returns buf. */
+const char *layersel_text(const ModelConfig *c, int lo, int hi, char *buf, size_t cap);
 /* Resolves the inclusive range [*lo, *hi] for analysis `what`: narrowed to its first and last
  * attention layer, with note (cap > 0) the line saying which layers are left out ("layers 0-2, 4-6
  * are Gated DeltaNet linear attention: sweeping the 2 attention layers 3, 7"; "" when none is).
