@@ -28,6 +28,9 @@ for fam in qwen3_next qwen3_5_moe; do
     python3 "$HERE/hybrid_stack.py" "$T/$fam-4" "$T/$fam" || fail "$fam: hybrid_stack.py"
     d=$T/$fam
 
+    out=$(e "load $d; info")
+    ok "$fam: info: ranks vo sweeps the attention layers" has "$out" "ranks vo  *yes: on the softmax-attention layers (3, 7; \`all\` and ranges sweep those, a linear layer alone is an error)"
+
     # ---- ranks vo: the attention layers only, said in one line; rows equal the single-layer runs
     run -e "load $d; ranks vo to $T/$fam-all.csv; ranks vo layer 3 to $T/$fam-3.csv; ranks vo layer 7 to $T/$fam-7.csv"
     ok "$fam: ranks vo all runs" test "$(rc)" = 0

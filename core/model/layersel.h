@@ -3,7 +3,8 @@
  * layers of the range only and says which it left out; a range of no attention layer (one linear
  * layer named alone) is an error naming the attention layers. The one place the commands' ranges
  * and core's sweeps (FaRR spectra, ranks, truncation) ask which layer is swept: a new kind of
- * non-attention layer needs only cfg_layer_linear (config.h) to say so. */
+ * non-attention layer needs only cfg_layer_linear (config.h) to say so (and its name in
+ * layersel_other_kind, else "not softmax attention"). */
 #ifndef AL_LAYERSEL_H
 #define AL_LAYERSEL_H
 
