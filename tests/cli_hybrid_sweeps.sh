@@ -109,6 +109,14 @@ PY
     p0=$(awk '$1 == 39 {print $3}' out.txt)
     ok "$fam: the export's ppl finite and not the source's ($p1, $p0)" awk -v a="$p1" -v b="$p0" 'BEGIN { exit !(a > 1 && b > 1 && a != b) }'
 
+    run -e "load $d; truncate vo rank 4; export $T/$fam-fx format factors; check $T/$fam-fx"
+    ok "$fam: factors export: layers 3 and 7's factors only" test "$(HERE="$HERE" python3 -c 'import os, sys
+sys.path.insert(0, os.environ["HERE"])
+import st_tensors
+print(" ".join(sorted({k.split(".")[1] for k in st_tensors.tensors(sys.argv[1])})))' "$T/$fam-fx/farr")" = "3 7"
+    ok "$fam: check: the export's fused maps are the plan's" grep -q "^PASS: the export's fused maps are the plan's" out.txt
+    ok "$fam: check: 8 truncated heads" grep -q "8 truncated heads" out.txt
+
     # ---- kv-cache and calibrate: the attention layers
     out=$(e "load $d; kv-cache")
     ok "$fam: kv-cache: the note" has "$out" "layers 0-2, 4-6 are Gated DeltaNet linear attention: the KV cache is that of the 2 attention layers 3, 7"
