@@ -61,6 +61,11 @@ for fam in qwen3_next qwen3_5_moe; do
     out=$(e "load $d; truncate vo rank 4 layers 1")
     ok "$fam: truncate of a linear layer refused" has "$out" "error: truncate: layer 1 of this $fam model is a Gated DeltaNet"
 
+    for c in "spectrum vo layer 0 head 0" "fuse vo layer 5 head 1" "plot spectrum vo layer 6 head 0 to $T/x.png" "plot vo-ranks layer 4 to $T/x.png"; do
+        out=$(e "load $d; $c")
+        ok "$fam: $c: a clear error naming the attention layers" has "$out" "of this $fam model is a Gated DeltaNet linear-attention layer .*its softmax-attention layers are 3, 7"
+    done
+
     # ---- plots: the real layer numbers
     run -e "load $d; plot vo-ranks to $T/$fam-grid.svg; plot ranks-by-layer vo to $T/$fam-bl.svg"
     ok "$fam: plots run" test "$(rc)" = 0
