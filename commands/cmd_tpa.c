@@ -503,7 +503,7 @@ static const Param compare_kw[] = {
 static int cmd_compare(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     long lo, hi;
-    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", m, &lo, &hi)) return AL_ERR;
     WsCmpKey q = {.budget = args_given(a, "kv-budget") ? (size_t)args_int(a, "kv-budget") : 0,
                    .layer_lo = (int)lo, .layer_hi = (int)hi, .tokens = (size_t)args_int(a, "tokens"),
                    .fit = args_enum(a, "fit"), .seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : 0};
