@@ -16,6 +16,7 @@
 
 #include "cmd_calib_check.h"
 #include "kqsvd.h"
+#include "layersel.h"
 #include "params.h"
 #include "registry.h"
 #include "ws_calib.h"
@@ -30,14 +31,19 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A per-layer summary of statistics: tokens and RMS of keys, queries, values. */
-static Table *stats_table(const CalibStats *st) {
+/* A per-layer summary of statistics: tokens and RMS of keys, queries, values; on a hybrid the rows of
+ * m's attention layers, the others said in one line (they have no keys, queries or values). */
+static Table *stats_table(const CalibStats *st, const Model *m, Out *out) {
     const CalibShape *sh = &st->sh;
     Table *t = table_new(6, "layer", "tokens", "sequences", "rms_k", "rms_q", "rms_v");
     size_t G = (size_t)sh->n_kv_heads, d = (size_t)sh->d_qk, dv = (size_t)sh->d_v, n = d > dv ? d : dv;
     double *g = malloc(n * n * sizeof *g);
     if (!t || !g) { table_free(t); free(g); al_err("out of memory"); return NULL; }
+    char note[640];
+    layersel_note(&m->cfg, 0, sh->n_layers - 1, "statistics of", note, sizeof note);
+    if (note[0] && out_narrates(out)) out_printf(out, "%s\n", note);
     for (int l = 0; l < sh->n_layers; l++) {
+        if (!layersel_attn(&m->cfg, l)) continue;
         double tr[3] = {0, 0, 0};
         for (size_t h = 0; h < G; h++)
             for (int w = 0; w < 3; w++) {
@@ -104,7 +110,7 @@ static int cmd_calibrate(Session *s, const Args *a, Out *out) {
     if (!st || st == was) return rc;                    /* interrupted before a whole window: said so */
     out_printf(out, "%zu sequences, %zu tokens in %.2f s (%.1f tok/s)\n", st->seqs[0], st->tokens[0], dt,
                (double)st->tokens[0] / fmax(dt, 1e-9));
-    int r2 = out_table_to(out, args_str(a, "to"), stats_table(st));
+    int r2 = out_table_to(out, args_str(a, "to"), stats_table(st, m, out));
     return rc == AL_INTERRUPTED ? rc : r2;
 }
 
@@ -131,7 +137,7 @@ static int cmd_calib_info(Session *s, const Args *a, Out *out) {
     char prov[768];
     calib_provenance(st, prov, sizeof prov);
     if (*prov) out_printf(out, "provenance: %s\n", prov);
-    return out_table_to(out, args_str(a, "to"), stats_table(st));
+    return out_table_to(out, args_str(a, "to"), stats_table(st, c->m, out));
 }
 
 static int cmd_calib_save(Session *s, const Args *a, Out *out) {
@@ -156,7 +162,7 @@ static int cmd_calib_load(Session *s, const Args *a, Out *out) {
     ws_calib_set(c, st, file, newest ? newest->serial : 0, out);
     out_printf(out, "loaded the calibration in %s (%zu sequences, %zu tokens%s%s) for %s\n", file, st->seqs[0], st->tokens[0],
                st->source ? ", from " : "", st->source ? st->source : "", s->cur->name);
-    return out_table_to(out, args_str(a, "to"), stats_table(st));
+    return out_table_to(out, args_str(a, "to"), stats_table(st, s->cur, out));
 }
 
 /* ================================================================ kvsvd learn */

@@ -19,6 +19,7 @@
 #include "budget_compare.h"
 #include "export.h"
 #include "farr.h"
+#include "layersel.h"
 #include "registry.h"
 #include "params.h"
 #include "session.h"
@@ -258,7 +259,8 @@ static int rank_rows(Session *s, FarrQuery *q, double tau, FarrRankRow **rows, s
     int asked = q->hi, rc = farr_state_sweep(st, q);
     if (rc == AL_INTERRUPTED)        /* Ctrl-C: keep the layers finished (cached) from lo on */
         for (q->hi = q->lo - 1;
-             q->hi < asked && farr_state_get_layer(st, q->m, q->kind, q->hi + 1, q->offset); q->hi++) {}
+             q->hi < asked && (!layersel_attn(&q->m->cfg, q->hi + 1) ||
+                               farr_state_get_layer(st, q->m, q->kind, q->hi + 1, q->offset)); q->hi++) {}
     if (rc && (rc != AL_INTERRUPTED || q->hi < q->lo)) return rc;
     int rc2 = farr_state_rank_table(st, q, tau, rows, n);
     if (rc2) return rc2;
@@ -351,7 +353,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     if (args_flag(a, "summary") && args_flag(a, "heads"))
         return al_err("ranks: give `summary` (one row per layer) or `heads` (every head), not both");
     if (target_model(s, a, &m)) return AL_ERR;
-    if (args_range(a, which, m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, which, m, &lo, &hi)) return AL_ERR;
     FarrRankRow *rows;
     size_t n;
     FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = offset };
@@ -368,6 +370,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         fsum += rows[i].rank_fused;
     }
     bool summary = args_flag(a, "summary");
+    char lt[256];
     bool brief = !summary && !args_flag(a, "heads") && !args_str(a, "to") && out_narrates(out) &&
                  out->fmt == FMT_TABLE && n > RANKS_TERMINAL_ROWS;
     Table *t = summary ? ranks_summary(kind, rows, n) : ranks_table(kind, rows, n);
@@ -375,8 +378,8 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     free(rows);
     if (!t || (brief && !brief_t)) { table_free(t); table_free(brief_t); return AL_ERR; }
     if (out_narrates(out))
-        out_printf(out, "%s: %s effective ranks at tau %g, layers %ld-%ld: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
-                   m->name, farr_fused_name(kind), tau, lo, hi, fmin, fmax,
+        out_printf(out, "%s: %s effective ranks at tau %g, layers %s: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
+                   m->name, farr_fused_name(kind), tau, layersel_text(&m->cfg, (int)lo, (int)hi, lt, sizeof lt), fmin, fmax,
                    n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
@@ -452,7 +455,7 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
                       ca->n_layers, ca->n_heads, mb->name, cb->n_layers, cb->n_heads, farr_kind_name(kind), ma->name,
                       mb->name);
     long lo, hi;
-    if (args_range(a, "layers", ca->n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", ma, &lo, &hi)) return AL_ERR;
     FarrRankRow *ra = NULL, *rb = NULL;
     size_t na = 0, nb = 0;
     int cap_a, cap_b;
@@ -475,9 +478,10 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
     free(ra);
     free(rb);
     if (!t) return rc ? rc : AL_ERR;
+    char lt[256];
     if (out_narrates(out))
-        out_printf(out, "%s ranks at tau %g, layers %ld-%ld: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
-                   "delta %d to %+d\n", farr_fused_name(kind), tau, lo, hi, ma->name, mb->name, changed, na, up,
+        out_printf(out, "%s ranks at tau %g, layers %s: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
+                   "delta %d to %+d\n", farr_fused_name(kind), tau, layersel_text(ca, (int)lo, (int)hi, lt, sizeof lt), ma->name, mb->name, changed, na, up,
                    changed - up, dmin, dmax);
     return out_table_to(out, args_str(a, "to"), t);
 }
@@ -697,9 +701,10 @@ static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
     Table *t = table_new(10, "layer", "rank_min", "rank_max", "params_before", "params_after", "energy_min",
                          "energy_mean", err_col, "kv_before", "kv_after");
     if (!t) return NULL;
-    size_t kv = cfg_kv_values(c), nl = (size_t)(p->hi - p->lo + 1);
+    size_t kv = cfg_kv_values(c), nl = (size_t)layersel_count(c, p->lo, p->hi);
     for (int L = p->lo; L <= p->hi; L++) {
         const FarrTruncLayer *tl = farr_plan_layer(p, L);
+        if (!tl) continue;                   /* a hybrid's linear-attention layer */
         int rmin = 1 << 30, rmax = 0;
         for (int g = 0; g < tl->n_kv; g++) {
             if (tl->groups[g]->rank < rmin) rmin = tl->groups[g]->rank;
@@ -715,7 +720,7 @@ static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
     int rmin = 1 << 30;
     for (int L = p->lo; L <= p->hi; L++) {
         const FarrTruncLayer *tl = farr_plan_layer(p, L);
-        for (int g = 0; g < tl->n_kv; g++) if (tl->groups[g]->rank < rmin) rmin = tl->groups[g]->rank;
+        for (int g = 0; tl && g < tl->n_kv; g++) if (tl->groups[g]->rank < rmin) rmin = tl->groups[g]->rank;
     }
     table_str(t, "total"); table_int(t, rmin); table_int(t, p->rank_max);
     table_int(t, (long long)p->params_before); table_int(t, (long long)p->params_after);
@@ -730,7 +735,7 @@ static Table *truncate_head_table(const FarrPlan *p, const ModelConfig *c) {
     Table *t = table_new(6, "layer", "head", "kv_head", "rank", "energy", err_col);
     if (!t) return NULL;
     for (int L = p->lo; L <= p->hi; L++)
-        for (int h = 0; h < c->n_heads; h++) {
+        for (int h = 0; farr_plan_layer(p, L) && h < c->n_heads; h++) {
             int idx;
             const FarrGroup *g = farr_plan_head(p, c, L, h, &idx);
             if (table_row(t)) { table_free(t); return NULL; }
@@ -750,7 +755,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     o.rank = o.by_rank ? (int)args_int(a, "rank") : 0;
     o.tau = param_tau(s, a);
     long lo, hi;
-    if (args_range(a, "layers", c->n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", s->cur, &lo, &hi)) return AL_ERR;
     o.layer_lo = (int)lo;
     o.layer_hi = (int)hi;
     if (farr_policy_parse(args_str(a, "policy"), &o.policy)) return AL_ERR;
@@ -764,7 +769,8 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     char b1[32], b2[32];
     double cut = p->params_before ? 100.0 * (1.0 - (double)p->params_after / (double)p->params_before) : 0;
     if (out_narrates(out)) {
-        out_printf(out, "truncated %s of layers %d-%d (", farr_fused_name(o.kind), p->lo, p->hi);
+        char lt[256];
+        out_printf(out, "truncated %s of layers %s (", farr_fused_name(o.kind), layersel_text(c, p->lo, p->hi, lt, sizeof lt));
         if (o.by_rank) out_printf(out, "rank %d", o.rank);
         else out_printf(out, "tau %g", o.tau);
         out_printf(out, ", policy %s): ranks %s%d, parameters %s -> %s (%.1f%% fewer)\n",
@@ -854,7 +860,7 @@ static void plan_rank_range(const FarrPlan *p, int *rmin, int *rmax) {
     *rmax = 0;
     for (int L = p->lo; L <= p->hi; L++) {
         const FarrTruncLayer *tl = farr_plan_layer(p, L);
-        for (int g = 0; g < tl->n_kv; g++) {
+        for (int g = 0; tl && g < tl->n_kv; g++) {
             if (tl->groups[g]->rank < *rmin) *rmin = tl->groups[g]->rank;
             if (tl->groups[g]->rank > *rmax) *rmax = tl->groups[g]->rank;
         }
@@ -863,8 +869,10 @@ static void plan_rank_range(const FarrPlan *p, int *rmin, int *rmax) {
 
 /* "VO: V 4 dims per KV head in layers 0-4; " into buf at *n: what one plan keeps of the cached side
  * (MLA: "VO: rank 4 in layers 0-4; ", no head is cached). */
-static void plan_kv_text(const FarrPlan *p, bool mla, char *buf, size_t cap, size_t *n) {
+static void plan_kv_text(const FarrPlan *p, const ModelConfig *c, char *buf, size_t cap, size_t *n) {
     int rmin, rmax;
+    bool mla = cfg_is_mla(c);
+    char lt[128];
     if (!p || *n >= cap) return;
     plan_rank_range(p, &rmin, &rmax);
     char r[32];
@@ -872,8 +880,9 @@ static void plan_kv_text(const FarrPlan *p, bool mla, char *buf, size_t cap, siz
     else snprintf(r, sizeof r, "%d-%d", rmin, rmax);
     if (mla) *n += (size_t)snprintf(buf + *n, cap - *n, "%s: rank %s in layers %d-%d; ", farr_fused_name(p->opts.kind), r,
                                     p->lo, p->hi);
-    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in layers %d-%d; ",
-                                farr_fused_name(p->opts.kind), p->opts.kind == FARR_VO ? "V" : "K", r, p->lo, p->hi);
+    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in layers %s; ",
+                                farr_fused_name(p->opts.kind), p->opts.kind == FARR_VO ? "V" : "K", r,
+                                layersel_text(c, p->lo, p->hi, lt, sizeof lt));
 }
 
 /* `kv-cache` row of the working copy: truncating VO shrinks each KV head's cached V to the rank
@@ -891,8 +900,8 @@ static bool farr_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row)
     double now = (double)(c->before * L - removed) / (double)L;
     char what[160] = "";
     bool mla = cfg_is_mla(&x->src->cfg);
-    plan_kv_text(vo, mla, what, sizeof what, &n);
-    plan_kv_text(qk, mla, what, sizeof what, &n);
+    plan_kv_text(vo, &x->src->cfg, what, sizeof what, &n);
+    plan_kv_text(qk, &x->src->cfg, what, sizeof what, &n);
     if (mla)
         snprintf(row->scheme, sizeof row->scheme, "truncate (%sMLA caches the latent: unchanged; %zu bytes per token in "
                  "%zu layers; x1)", what, c->before * c->bytes * L, L);

@@ -21,6 +21,7 @@
 #include "cmd_plot_compare.h"
 #include "cmd_plot_mla.h"
 #include "farr.h"
+#include "layersel.h"
 #include "spectra.h"
 #include "plot.h"
 #include "plot_dest.h"
@@ -279,15 +280,17 @@ static int rankset_build(Session *s, const FarrQuery *q, double tau, RankSet *r)
     int rc = farr_state_sweep(st, q);
     if (!rc) rc = farr_state_certify(st, q, tau);
     if (rc) return rc;
-    size_t n = (size_t)(q->hi - q->lo + 1), nh = (size_t)q->m->cfg.n_heads, cells;
+    const ModelConfig *c = &q->m->cfg;
+    size_t n = (size_t)layersel_count(c, q->lo, q->hi), nh = (size_t)c->n_heads, cells;
     if (!al_mul_ok(n, 3 * nh, &cells, "rank table")) return AL_ERR;
     r->layers = al_calloc(n, sizeof *r->layers, "rank table");
     r->ranks = al_malloc3(cells, 1, sizeof(int), "rank table");
     if (!r->layers || !r->ranks) { rankset_free(r); return AL_ERR; }
     r->n = n;
-    for (size_t i = 0; i < n; i++) {
-        const FarrLayer *fl = farr_state_get_layer(st, q->m, q->kind, q->lo + (int)i, q->offset);
-        if (!fl) { rankset_free(r); return al_err("layer %d: no spectra in the FaRR cache", q->lo + (int)i); }
+    size_t i = 0;
+    for (int L = layersel_next(c, q->lo, q->hi); L <= q->hi; L = layersel_next(c, L + 1, q->hi), i++) {
+        const FarrLayer *fl = farr_state_get_layer(st, q->m, q->kind, L, q->offset);
+        if (!fl) { rankset_free(r); return al_err("layer %d: no spectra in the FaRR cache", L); }
         int *ra = r->ranks + i * 3 * nh, *rb = ra + nh, *rf = rb + nh;
         size_t h_n = (size_t)fl->n_heads < nh ? (size_t)fl->n_heads : nh;
         for (size_t h = 0; h < h_n; h++) farr_layer_ranks(fl, (int)h, tau, &ra[h], &rb[h], &rf[h]);
@@ -326,10 +329,10 @@ static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int l
 
 /* The layer range of a rank plot: `layer L` (one layer, or `layer all`), `layers A-B`, or the
  * positional range (`8`, `0-15`, `all`, default all). *single when one layer was named. */
-static int ranks_scope(Session *s, const Args *a, int *lo, int *hi, bool *single) {
-    long n = s->cur->cfg.n_layers, l, h;
+static int ranks_scope(Session *s, const Args *a, Out *out, int *lo, int *hi, bool *single) {
+    long l, h;
     const char *which = args_given(a, "layer") ? "layer" : args_given(a, "layers") ? "layers" : "range";
-    if (args_range(a, which, n, &l, &h)) return AL_ERR;
+    if (param_layers(out, a, which, s->cur, &l, &h)) return AL_ERR;
     *lo = (int)l;
     *hi = (int)h;
     *single = !args_all(a, which) && l == h && strcmp(which, "layers") != 0;
@@ -380,7 +383,7 @@ static int cmd_plot_ranks(Session *s, const Args *a, Out *out) {
     double tau = param_tau(s, a);
     int lo, hi;
     bool single;
-    if (ranks_scope(s, a, &lo, &hi, &single)) return AL_ERR;
+    if (ranks_scope(s, a, out, &lo, &hi, &single)) return AL_ERR;
     char auto_name[256];
     if (single)
         snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d", s->cur->name, farr_kind_name(kind), lo);
@@ -442,7 +445,7 @@ static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, d
         Model *m;
         long lo, hi;
         if (n == MODELS_MAX) { rc = al_err("%s: at most %d models in one figure", a->path, MODELS_MAX); break; }
-        if ((rc = session_model_aside(s, w, &m)) || (rc = args_range(a, "layers", m->cfg.n_layers, &lo, &hi))) break;
+        if ((rc = session_model_aside(s, w, &m)) || (rc = param_layers(out, a, "layers", m, &lo, &hi))) break;
         FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = FARR_NO_OFFSET };
         if ((rc = rankset_build(s, &q, tau, &r[n]))) break;
         pm[n] = (PlotRanksModel){.model = m->name, .layers = r[n].layers, .n_layers = r[n].n, .head_dim = r[n].head_dim};
@@ -473,7 +476,7 @@ static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
         if (args_given(a, "offset")) return al_err("%s: offset is for one model's qk, not for `models`", a->path);
         return bylayer_models(s, a, out, kind, tau);
     }
-    if (args_range(a, "layers", s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", s->cur, &lo, &hi)) return AL_ERR;
     char auto_name[256];
     snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-by-layer%s", s->cur->name, farr_kind_name(kind),
              args_flag(a, "normalize") ? "-norm" : "");

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "budget_compare.h"
+#include "layersel.h"
 #include "plot.h"
 #include "plot_dest.h"
 #include "params.h"
@@ -66,7 +67,7 @@ static void short_setting(char *dst, size_t cap, const char *setting) {
 
 /* The comparison key of the keywords shared by both figures (budget left 0); layers and tokens
  * not given follow the session's last compare of the model, when there is one. */
-static int key_from_args(Session *s, const Args *a, WsCmpKey *q) {
+static int key_from_args(Session *s, const Args *a, Out *out, WsCmpKey *q) {
     memset(q, 0, sizeof *q);
     q->layer_lo = -1;
     q->fit = args_enum(a, "fit");
@@ -74,7 +75,7 @@ static int key_from_args(Session *s, const Args *a, WsCmpKey *q) {
     if (args_given(a, "seed")) q->seed = (uint64_t)args_int(a, "seed");
     if (args_given(a, "layers")) {
         long lo, hi;
-        if (args_range(a, "layers", s->cur->cfg.n_layers, &lo, &hi)) return AL_ERR;
+        if (param_layers(out, a, "layers", s->cur, &lo, &hi)) return AL_ERR;
         q->layer_lo = (int)lo;
         q->layer_hi = (int)hi;
     }
@@ -199,7 +200,8 @@ static void narrate_compare(Out *out, const Model *m, const BudgetResult *r, boo
             if (ml->n_sets > 4) out_printf(out, "; %d more settings", ml->n_sets - 4);
         }
         out_printf(out, ": mean %s error %.4g", WHAT_CHOICES[what], ml->sum / ml->n_ok);
-        if (ml->n_ok < hi - lo + 1) out_printf(out, " (meets the budget in %d of %d layers)", ml->n_ok, hi - lo + 1);
+        int nl = layersel_count(&m->cfg, lo, hi);      /* a hybrid's attention layers */
+        if (ml->n_ok < nl) out_printf(out, " (meets the budget in %d of %d layers)", ml->n_ok, nl);
         if (ml->n_pos < ml->n_ok) out_printf(out, "; exactly 0 in %d layer%s (not drawn on a log axis)",
                                              ml->n_ok - ml->n_pos, ml->n_ok - ml->n_pos == 1 ? "" : "s");
         out_printf(out, "\n");
@@ -210,7 +212,7 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     int what = args_enum(a, "what");
     WsCmpKey q;
-    if (key_from_args(s, a, &q)) return AL_ERR;
+    if (key_from_args(s, a, out, &q)) return AL_ERR;
     const BudgetResult *last = ws_compare_last(s, m);
     if (args_given(a, "kv-budget")) q.budget = (size_t)args_int(a, "kv-budget");
     else if (last) q.budget = last->budget;
@@ -474,7 +476,7 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     int what = args_enum(a, "what");
     size_t kv_model = cfg_kv_values(&m->cfg), budgets[MAX_BUDGETS], nb;
     WsCmpKey q;
-    if (key_from_args(s, a, &q) || parse_budgets(args_str(a, "budgets"), kv_model, budgets, &nb)) return AL_ERR;
+    if (key_from_args(s, a, out, &q) || parse_budgets(args_str(a, "budgets"), kv_model, budgets, &nb)) return AL_ERR;
     BudgetSweep b = {0};
     Table *t = table_new(1 + BUDGET_NMETHODS, "budget", "farr", "transmla", "kqsvd", "tpa-a", "tpa-b", "mean-pool");
     if (!t) return AL_ERR;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layersel.h"
 #include "params.h"
 #include "seeds.h"
 #include "ws_calib.h"
@@ -455,6 +456,9 @@ static int cmd_kv_table(Session *s, const Args *a, Out *out) {
                "TPA R_Q %zu, R_K %zu, R_V %zu; %zu bytes per value; per layer (%d layers)\n",
                m->name, d.d_model, d.h, d.d_k, d.d_v, d.g, d.d_c, d.d_cq, d.d_hr, d.d_hn, d.r_q, d.r_k, d.r_v, bytes,
                m->cfg.n_layers);
+    char note[640];
+    layersel_note(&m->cfg, 0, m->cfg.n_layers - 1, "the KV cache is that of", note, sizeof note);
+    if (note[0]) out_printf(out, "%s\n", note);
     Table *t = table_new(4, "scheme", "kv_values_per_token", "kv_bytes_per_token", "attn_params");
     if (!t) return AL_ERR;
     int rc = AL_OK;
@@ -508,7 +512,7 @@ static const Param compare_kw[] = {
 static int cmd_compare(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     long lo, hi;
-    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", m, &lo, &hi)) return AL_ERR;
     WsCmpKey q = {.budget = args_given(a, "kv-budget") ? (size_t)args_int(a, "kv-budget") : 0,
                    .layer_lo = (int)lo, .layer_hi = (int)hi, .tokens = (size_t)args_int(a, "tokens"),
                    .fit = args_enum(a, "fit"), .seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : 0};

@@ -18,6 +18,7 @@
 #define AL_PARAMS_H
 
 #include "farr.h"
+#include "model.h"
 #include "registry.h"
 
 extern const char *const PARAM_PAIR_CHOICES[];    /* vo, qk */
@@ -63,5 +64,10 @@ double param_tau(const Session *s, const Args *a);
 int param_offset(const Args *a);
 /* The pair (vo when absent). */
 farr_kind param_pair(const Args *a);
+/* The layer range `name` (PARAM_LAYERS, `layer L`, a positional range) of m's layers into [lo, hi]
+ * (args_range), resolved by layersel_range: on a hybrid the range narrows to its first and last
+ * attention layer, the sweeps skip the linear-attention layers between, and one line on out says
+ * which were left out; a range of no attention layer (one linear layer named) is an error. */
+int param_layers(Out *out, const Args *a, const char *name, const Model *m, long *lo, long *hi);
 
 #endif

@@ -2,7 +2,7 @@
 # cli_qwen3_next.sh -- Qwen3-Next (issue 27) through `attnlab -e` on its synthetic checkpoint (3 Gated
 # DeltaNet layers, then one gated attention layer): `info` names the attention layers, the linear
 # layers' dims and the output gate; `kv-cache` and `truncate` count the one layer with a KV cache;
-# `ranks vo` refuses a linear layer by name and recovers the planted ranks of layer 3 (KV head 0:
+# `ranks vo layer 0` refuses a linear layer by name and recovers the planted ranks of layer 3 (KV head 0:
 # V and VO rank 6); kvsvd and compare say why not; `ppl` runs the recurrence; `lint` expects the
 # linear layers' tensors and finds a missing one (a renamed dt_bias: missing, and unknown).
 set -u
@@ -26,8 +26,8 @@ ok "info: compare refused (gate)" has "$out" "compare  *no: .*attention output i
 out=$(e "load $d; kv-cache")
 ok "kv-cache: one layer" has "$out" "512 bytes per token in 1 layers"
 
-out=$(e "load $d; ranks vo")
-ok "ranks vo over a linear layer refused by name" has "$out" "layer 0 of this qwen3_next model is a Gated DeltaNet"
+out=$(e "load $d; ranks vo layer 0")
+ok "ranks vo of a linear layer refused by name" has "$out" "layer 0 of this qwen3_next model is a Gated DeltaNet"
 ok "... naming the attention layers" has "$out" "its softmax-attention layers are 3"
 run -e "load $d; ranks vo layer 3"
 ok "ranks vo layer 3 runs" test "$(rc)" = 0

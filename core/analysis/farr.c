@@ -7,6 +7,7 @@
 #include "analyses.h"
 #include "attn_eval.h"
 #include "gram.h"
+#include "layersel.h"
 #include "rope.h"
 #include "symeig.h"
 #include "sweep.h"
@@ -1194,6 +1195,8 @@ static int truncate_opts(Model *m, FarrTruncOpts *o, head_part *part) {
     if (o->layer_lo < 0 || o->layer_lo > o->layer_hi || o->layer_hi >= c->n_layers)
         return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi,
                       c->n_layers - 1);
+    /* a hybrid's linear-attention layers stay as they are (their plan layers NULL) */
+    if (layersel_range(c, "truncate", &o->layer_lo, &o->layer_hi, NULL, 0) != AL_OK) return AL_ERR;
     if (o->by_rank && o->rank < 1) return al_err("rank must be >= 1 (got %d)", o->rank);
     if (!o->by_rank && !(o->tau > 0 && o->tau <= 1)) return al_err("tau must be in (0, 1] (got %g)", o->tau);
     return AL_OK;
@@ -1202,13 +1205,14 @@ static int truncate_opts(Model *m, FarrTruncOpts *o, head_part *part) {
 /* Policy model-max's first pass: the largest rank any group of the range needs at tau (at least
  * 1) into *fixed, progress reported as the first half of 2 N. */
 static int truncate_model_max(Model *m, const FarrTruncOpts *o, head_part part, int *fixed) {
-    int N = o->layer_hi - o->layer_lo + 1, mr = 0;
-    for (int i = 0; i < N; i++) {
+    const ModelConfig *c = &m->cfg;
+    int N = layersel_count(c, o->layer_lo, o->layer_hi), mr = 0, i = 0;
+    for (int L = o->layer_lo; L <= o->layer_hi; L = layersel_next(c, L + 1, o->layer_hi), i++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         al_progress("layer", (size_t)i, (size_t)(2 * N));
         int lr = 0;
         FarrTruncLayer *none;
-        int rc = truncate_layer(m, o, part, o->layer_lo + i, 0, true, &none, &lr);
+        int rc = truncate_layer(m, o, part, L, 0, true, &none, &lr);
         if (rc != AL_OK) return rc;
         if (lr > mr) mr = lr;
     }
@@ -1238,6 +1242,7 @@ static void plan_totals(FarrPlan *p) {
     p->uniform = true;
     for (int i = 0; i <= p->hi - p->lo; i++) {
         FarrTruncLayer *l = p->layers[i];
+        if (!l) continue;                    /* a hybrid's linear-attention layer: not truncated */
         p->params_before += l->params_before; p->params_after += l->params_after;
         p->kv_before += l->kv_before; p->kv_after += l->kv_after;
         for (int g = 0; g < l->n_kv; g++) {
@@ -1262,7 +1267,7 @@ int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
     FarrTruncOpts o = *opts;
     head_part part;
     if (truncate_opts(m, &o, &part) != AL_OK) return AL_ERR;
-    int N = o.layer_hi - o.layer_lo + 1;
+    int N = layersel_count(&m->cfg, o.layer_lo, o.layer_hi), i = 0;
     int fixed = o.by_rank ? o.rank : -1;
     bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
     if (two) {
@@ -1271,10 +1276,10 @@ int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
     }
     FarrPlan *p = plan_new(m, &o);
     if (!p) return AL_ERR;
-    for (int i = 0; i < N; i++) {
+    for (int L = o.layer_lo; L <= o.layer_hi; L = layersel_next(&m->cfg, L + 1, o.layer_hi), i++) {
         if (al_interrupted()) { farr_plan_free(p); return AL_INTERRUPTED; }
         al_progress("layer", (size_t)(two ? N + i : i), (size_t)(two ? 2 * N : N));
-        int rc = truncate_layer(m, &o, part, o.layer_lo + i, fixed, false, &p->layers[i], NULL);
+        int rc = truncate_layer(m, &o, part, L, fixed, false, &p->layers[L - o.layer_lo], NULL);
         if (rc != AL_OK) { farr_plan_free(p); return rc; }
     }
     al_progress("layer", (size_t)(two ? 2 * N : N), (size_t)(two ? 2 * N : N));
@@ -1393,21 +1398,25 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
 /* The next uncached layer `layer` of the sweep's range read and mapped on a thread
  * (gram_prefetch_start); NULL past q->hi or when cached. */
 static GramAhead *sweep_ahead(FarrState *st, const FarrQuery *q, int layer) {
+    layer = layersel_next(&q->m->cfg, layer, q->hi);
     if (layer > q->hi || cache_find(st, q->m, q->kind, layer, q->offset)) return NULL;
     return gram_prefetch_start(q->m, layer, farr_shared_kind(q->kind), farr_own_kind(q->kind));
 }
 
 int farr_state_sweep(FarrState *st, const FarrQuery *q) {
-    int N = q->hi - q->lo + 1, rc = AL_OK;
-    GramAhead *ahead = sweep_ahead(st, q, q->lo);
-    for (int i = 0; i < N && rc == AL_OK; i++) {
+    const ModelConfig *c = &q->m->cfg;
+    int lo = q->lo, hi = q->hi;
+    if (hi >= lo && layersel_range(c, farr_fused_name(q->kind), &lo, &hi, NULL, 0) != AL_OK) return AL_ERR;
+    int N = layersel_count(c, lo, hi), rc = AL_OK, i = 0;
+    GramAhead *ahead = sweep_ahead(st, q, lo);
+    for (int L = lo; L <= hi && rc == AL_OK; L = layersel_next(c, L + 1, hi), i++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         al_progress("layer", (size_t)i, (size_t)N);
         /* this layer's reads done (they ran while the last one computed), the next one's begin */
         gram_prefetch_end(ahead, false);
-        ahead = sweep_ahead(st, q, q->lo + i + 1);
+        ahead = sweep_ahead(st, q, L + 1);
         const FarrLayer *l;
-        rc = state_layer(st, q->m, q->kind, q->lo + i, q->offset, false, &l);
+        rc = state_layer(st, q->m, q->kind, L, q->offset, false, &l);
     }
     gram_prefetch_end(ahead, true);
     if (rc == AL_OK) al_progress("layer", (size_t)N, (size_t)N);
@@ -1420,7 +1429,8 @@ int farr_state_certify(FarrState *st, const FarrQuery *q, double tau) {
     sig_atomic_t held = al_interrupt_flag;
     al_interrupt_flag = 0;
     int rc = AL_OK;
-    for (int L = q->lo; L <= q->hi && rc == AL_OK; L++) {
+    for (int L = layersel_next(&q->m->cfg, q->lo, q->hi); L <= q->hi && rc == AL_OK;
+         L = layersel_next(&q->m->cfg, L + 1, q->hi)) {
         CacheEntry *e = cache_find(st, q->m, q->kind, L, q->offset);
         if (!e) rc = al_err("layer %d has no %s spectra yet (sweep it first)", L, farr_fused_name(q->kind));
         else if (e->l->eps && al_interrupted()) rc = AL_INTERRUPTED;
@@ -1436,11 +1446,12 @@ int farr_state_rank_table(FarrState *st, const FarrQuery *q, double tau, FarrRan
     if (q->hi < q->lo) return al_err("empty layer range %d-%d", q->lo, q->hi);
     int rc = farr_state_certify(st, q, tau);
     if (rc != AL_OK) return rc;
-    size_t cap = (size_t)(q->hi - q->lo + 1) * (size_t)q->m->cfg.n_heads;
+    const ModelConfig *c = &q->m->cfg;
+    size_t cap = (size_t)layersel_count(c, q->lo, q->hi) * (size_t)c->n_heads;
     FarrRankRow *r = al_calloc(cap ? cap : 1, sizeof *r, "a rank table");
     if (!r) return AL_ERR;
     size_t k = 0;
-    for (int L = q->lo; L <= q->hi; L++) {
+    for (int L = layersel_next(c, q->lo, q->hi); L <= q->hi; L = layersel_next(c, L + 1, q->hi)) {
         const FarrLayer *l = farr_state_get_layer(st, q->m, q->kind, L, q->offset);
         for (int h = 0; h < l->n_heads && k < cap; h++, k++) {
             r[k].layer = L;

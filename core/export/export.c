@@ -5,6 +5,7 @@
 #include "export.h"
 
 #include "ckpt_write.h"
+#include "layersel.h"
 #include "spectra.h"
 
 #include <cjson/cJSON.h>
@@ -39,7 +40,7 @@ static _Thread_local char refusal[512];
 static const char *plan_hf_refusal(const Model *m, const FarrPlan *p) {
     if (!p) return NULL;
     const char *k = farr_kind_name(p->opts.kind);
-    if (p->lo != 0 || p->hi != m->cfg.n_layers - 1) {
+    if (layersel_count(&m->cfg, p->lo, p->hi) != layersel_count(&m->cfg, 0, m->cfg.n_layers - 1)) {
         snprintf(refusal, sizeof refusal, "the hf config has one %s size for all layers, but the %s "
                  "truncation covers layers %d-%d of 0-%d: truncate every layer (policy model-max) or "
                  "use format factors", p->opts.kind == FARR_VO ? "v_head_dim" : "qk_nope_head_dim", k,
@@ -741,6 +742,7 @@ static cJSON *plan_json(const Ctx *x, const FarrPlan *p) {
     cJSON *layers = cJSON_AddArrayToObject(j, "per_layer");
     for (int L = p->lo; L <= p->hi; L++) {
         const FarrTruncLayer *tl = farr_plan_layer(p, L);
+        if (!tl) continue;                   /* a hybrid's linear-attention layer */
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "layer", L);
         cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
@@ -835,6 +837,7 @@ static int write_factors(Ctx *x, CkptWriter *w) {
         const char *kn = farr_kind_name((farr_kind)k);
         for (int L = p->lo; L <= p->hi && rc == AL_OK; L++) {
             const FarrTruncLayer *tl = farr_plan_layer(p, L);
+            if (!tl) continue;               /* a hybrid's linear-attention layer */
             for (int g = 0; g < tl->n_kv && rc == AL_OK; g++) {
                 snprintf(name, sizeof name, "layers.%d.%s.shared.%d", L, kn, g);
                 rc = add_f32(w, name, tl->groups[g]->shared);

@@ -16,6 +16,7 @@
 #include "seeds.h"
 #include "farr.h"
 #include "kqsvd.h"
+#include "layersel.h"
 #include "rope.h"
 #include "tpa.h"
 #include "transmla.h"
@@ -577,10 +578,12 @@ int budget_compare(Model *m, const BudgetOpts *opts, BudgetResult **out) {
     if (o.layer_hi < 0 || o.layer_hi >= c->n_layers) o.layer_hi = c->n_layers - 1;
     if (o.layer_lo < 0 || o.layer_lo > o.layer_hi)
         return al_err("compare: layers %d-%d: %s has layers 0-%d", o.layer_lo, o.layer_hi, name, c->n_layers - 1);
+    /* a hybrid's linear-attention layers have no KV cache: its attention layers only */
+    if (layersel_range(c, "compare", &o.layer_lo, &o.layer_hi, NULL, 0)) return AL_ERR;
     if (!o.tokens) o.tokens = 64;
     if (!o.fit_tokens) o.fit_tokens = 256;
     if (!o.seed) o.seed = AL_SEED_COMPARE;
-    int nl = o.layer_hi - o.layer_lo + 1, nfrom[3] = {0, 0, 0};
+    int nl = layersel_count(c, o.layer_lo, o.layer_hi), nfrom[3] = {0, 0, 0}, i = 0;
     BudgetResult *r = al_calloc(1, sizeof *r, "a comparison");
     Mat *X = NULL, *Xf = NULL;
     const double *lastS = NULL;
@@ -589,7 +592,7 @@ int budget_compare(Model *m, const BudgetOpts *opts, BudgetResult **out) {
     if (rc == AL_OK && !(r->rows = al_calloc((size_t)nl * BUDGET_NMETHODS, sizeof *r->rows, "comparison rows"))) rc = AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < o.tokens; t++) pos[t] = (int)t;
     for (size_t t = 0; rc == AL_OK && t < o.fit_tokens; t++) posf[t] = (int)t;
-    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l++) {
+    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l = layersel_next(c, l + 1, o.layer_hi), i++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         const double *Sigma = o.sigma ? o.sigma[l] : NULL;
         if (Sigma) r->activation_stats = true;
@@ -603,7 +606,7 @@ int budget_compare(Model *m, const BudgetOpts *opts, BudgetResult **out) {
             if (!X || !Xf) { rc = AL_ERR; break; }
         }
         AttnLayer *L = NULL;
-        BudgetRow *rows = r->rows + (size_t)(l - o.layer_lo) * BUDGET_NMETHODS;
+        BudgetRow *rows = r->rows + (size_t)i * BUDGET_NMETHODS;
         rc = attn_layer_load(m, l, &L);
         if (rc == AL_OK) rc = attn_layer_finite(L);          /* NaN/Inf: said, not LAPACK's refusal */
         BudgetKqFrom kq = {.st = o.calib, .p = o.kq, .layer = l};
@@ -613,7 +616,7 @@ int budget_compare(Model *m, const BudgetOpts *opts, BudgetResult **out) {
         for (int k = 0; rc == AL_OK && k < BUDGET_NMETHODS; k++) rows[k].layer = l;
         attn_layer_free(L);
         if (rc) al_err_ctx("compare, layer %d", l);
-        al_progress("layer", (size_t)(l - o.layer_lo + 1), (size_t)nl);
+        al_progress("layer", (size_t)(i + 1), (size_t)nl);
     }
     mat_free(X);
     mat_free(Xf);

@@ -331,8 +331,8 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
     size_t n = 0;
     if (c->lin.layout != LIN_NONE) {
         cfg_attn_layers(c, list, sizeof list);
-        n = (size_t)snprintf(why, cap, "on the softmax-attention layers (%s; give them with `layer`/`layers`): the "
-                             "Gated DeltaNet layers have no heads", list);
+        n = (size_t)snprintf(why, cap, "on the softmax-attention layers (%s; `all` and ranges sweep those, a linear "
+                             "layer alone is an error): the Gated DeltaNet layers have no heads", list);
     }
     if (c->attn_gate && n < cap)
         snprintf(why + n, cap - n, "%sthe output gate makes the V-O map W_V diag(sigmoid(x W_gate)) W_O: the ranks of "

@@ -1,0 +1,65 @@
+/* test_hybrid_compare.c -- `compare` over a hybrid's layers runs its attention layers only
+ * (core/model/layersel): the synthetic Llama with layers 1 and 2 marked as linear-attention layers
+ * in its description (as a hybrid row's cfg_layer_linear marks them; their tensors stay, so a sweep
+ * that read them would not fail) compares layers 0 and 3 of `all`, each row equal to that layer's
+ * comparison alone; layer 1 alone, or layers 1-2, is an error naming the attention layers. */
+#include "check.h"
+#include "budget_compare.h"
+#include "layersel.h"
+#include "model.h"
+#include "synth.h"
+
+static BudgetResult *compare(Model *m, int lo, int hi) {
+    BudgetOpts o = budget_opts_default();
+    o.budget = 96;
+    o.layer_lo = lo;
+    o.layer_hi = hi;
+    o.tokens = 24;
+    o.fit_tokens = 96;
+    BudgetResult *r = NULL;
+    CHECK_OK(budget_compare(m, &o, &r));
+    return r;
+}
+
+static bool rows_equal(const BudgetRow *a, const BudgetRow *b) {
+    return a->layer == b->layer && a->method == b->method && a->ok == b->ok && a->kv_values == b->kv_values &&
+           !strcmp(a->setting, b->setting) && (a->out_err == b->out_err || (isnan(a->out_err) && isnan(b->out_err))) &&
+           (a->score_err == b->score_err || (isnan(a->score_err) && isnan(b->score_err)));
+}
+
+int main(void) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/demo-llama", test_tmpdir());
+    SynthOptions so = {.kind = SYNTH_DEMO_LLAMA, .dtype = DT_BF16, .shards = 1, .seed = 3};
+    CHECK_OK(synth_write(&so, dir));
+    Model *m = NULL;
+    CHECK_OK(model_open(dir, &m));
+    if (!m) return check_done();
+    m->cfg.lin.layout = LIN_QWEN3_NEXT;      /* layers 1 and 2: linear attention, as a hybrid's */
+    m->cfg.lin.layer[1] = m->cfg.lin.layer[2] = 1;
+    m->cfg.lin.n_linear = 2;
+    BudgetResult *all = compare(m, 0, -1), *l0 = compare(m, 0, 0), *l3 = compare(m, 3, 3);
+    if (all && l0 && l3) {
+        CHECK(all->n_rows == 2 * BUDGET_NMETHODS && l0->n_rows == BUDGET_NMETHODS && l3->n_rows == BUDGET_NMETHODS,
+              "rows: %d of 2 layers", all->n_rows);
+        CHECK(all->rows[0].layer == 0 && all->rows[BUDGET_NMETHODS].layer == 3, "layers %d, %d", all->rows[0].layer,
+              all->rows[BUDGET_NMETHODS].layer);
+        int same = 0;
+        for (int k = 0; k < BUDGET_NMETHODS; k++)
+            same += rows_equal(&all->rows[k], &l0->rows[k]) + rows_equal(&all->rows[BUDGET_NMETHODS + k], &l3->rows[k]);
+        CHECK(same == 2 * BUDGET_NMETHODS, "every row equals its layer's alone: %d of %d", same, 2 * BUDGET_NMETHODS);
+    }
+    budget_result_free(all);
+    budget_result_free(l0);
+    budget_result_free(l3);
+    BudgetOpts o = budget_opts_default();
+    BudgetResult *r = NULL;
+    o.budget = 96;
+    o.layer_lo = o.layer_hi = 1;
+    CHECK_ERR(budget_compare(m, &o, &r), "compare: layer 1 of this llama model is a Gated DeltaNet");
+    CHECK(strstr(al_errmsg(), "its softmax-attention layers are 0, 3") != NULL, "%s", al_errmsg());
+    o.layer_hi = 2;
+    CHECK_ERR(budget_compare(m, &o, &r), "compare: layers 1-2 of this llama model are all Gated DeltaNet linear attention");
+    model_free(m);
+    return check_done();
+}
