@@ -5,7 +5,8 @@
 # language_model.model., a vision tower attnlab leaves alone). `info` says what each layer does (chunks on the RoPE
 # layers, the NoPE layer's temperature and exact QK, the L2 q/k norm, the MoE layers and the input-side router
 # weight, the text tower); `ranks vo` / `ranks qk layer 3` find the planted ranks; `kv-cache` says what the chunked
-# layers keep; a truncation's `ppl` in the session equals its export's; `ppl` gives the NLL test_families checks
+# layers keep; a truncation's `ppl` in the session equals its export's; the experts split one Linear per expert
+# (quantized releases' layout) give the same NLL; `ppl` gives the NLL test_families checks
 # against the float64 reference, and the NLL changes with each feature switched off in config.json
 # (attention_chunk_size null, attn_temperature_tuning false, use_qk_norm false, no NoPE layer). Then the release
 # configs: Scout's text keys as a Llama4ForCausalLM fine-tune's config.json and Maverick's config.json, each with
@@ -76,6 +77,40 @@ ok "the truncation's export: ppl runs" test "$(rc)" = 0
 b=$(nll)
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a != "" && d < 2e-5 && d > -2e-5 && (a < 5.99 || a > 6.0)) }' ||
     fail "truncation: session NLL $a, its export's $b (equal, and off the model's 5.9938)"
+
+# the experts one Linear per expert (feed_forward.experts.E.{gate,up,down}_proj: transformers'
+# SequentialLlama4TextExperts, as quantized releases store them): found by their names, the same NLL
+python3 - "$(dirname "$0")" "$d" "$T/split" <<'PY'
+import array, os, re, sys
+sys.path.insert(0, sys.argv[1])
+import st_tensors as st
+src, dst = sys.argv[2], sys.argv[3]
+st.copy_other_files(src, dst)
+cfg = open(os.path.join(src, 'config.json')).read()
+E, I = [int(re.search(r'"%s":\s*(\d+)' % k, cfg).group(1)) for k in ('num_local_experts', 'intermediate_size')]
+items = []
+for name, (dt, shape, data) in st.tensors(src).items():
+    if not name.endswith(('experts.gate_up_proj', 'experts.down_proj')):
+        items.append((name, (dt, shape, data)))
+        continue
+    v, base = array.array('f', data), name.rsplit('.', 1)[0]
+    _, a, b = shape                                       # gate_up [E, D, 2I], down [E, I, D]: x @ W
+    for e in range(E):
+        blk = v[e * a * b:(e + 1) * a * b]
+        t = lambda c0, n: array.array('f', [blk[r * b + c0 + c] for c in range(n) for r in range(a)]).tobytes()
+        if name.endswith('gate_up_proj'):
+            items.append(('%s.%d.gate_proj.weight' % (base, e), (dt, [I, a], t(0, I))))
+            items.append(('%s.%d.up_proj.weight' % (base, e), (dt, [I, a], t(I, I))))
+        else:
+            items.append(('%s.%d.down_proj.weight' % (base, e), (dt, [b, a], t(0, b))))
+st.write_tensors(os.path.join(dst, 'model.safetensors'), items)
+PY
+ok "the experts split per Linear" test -f "$T/split/model.safetensors"
+run -e "load $T/split; ppl ids ids.txt seqlen 40"
+ok "  split experts: ppl runs" test "$(rc)" = 0
+awk '$1 == 39 { ok = ($2 > 5.99375 && $2 < 5.99385) } END { exit !ok }' out.txt || fail "split experts: NLL not 5.9938 [$(cat out.txt)]"
+run -e "lint $T/split"
+has "$(cat out.txt)" "feed_forward" && fail "lint: the split experts are not placed [$(cat out.txt)]"
 
 # the multimodal Llama4ForConditionalGeneration (Maverick's layout): MoE on layers 1 and 3, the tower's names
 m=$T/l4mm

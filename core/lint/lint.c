@@ -270,6 +270,9 @@ static int cmp_tensor(const void *a, const void *b) {
     return strcmp(((const LTensor *)a)->name, ((const LTensor *)b)->name);
 }
 
+static LTensor *find(const Lint *x, const char *name);
+static bool lint_has(void *x, const char *name) { return find(x, name) != NULL; }
+
 static LTensor *find(const Lint *x, const char *name) {
     LTensor key = {.name = name};
     return x->nt ? bsearch(&key, x->t, x->nt, sizeof *x->t, cmp_tensor) : NULL;
@@ -1026,6 +1029,7 @@ static void check_layout(Lint *x) {
             snprintf(x->cfg.prefix, sizeof x->cfg.prefix, "%s", family_prefix(alt));
         }
     }
+    cfg_moe_pick(&x->cfg, lint_has, x);              /* Llama 4's experts fused or one Linear per expert: both load */
     layout_walk(x);
     check_tied_head(x);
     for (size_t i = 0; i < x->nt; i++)             /* a text tower's vision tower and projector: the multimodal class's */

@@ -541,6 +541,22 @@ static void parse_llama4(cfg_reader *r, const cJSON *root, ModelConfig *c) {
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;
 }
 
+/* True when the checkpoint names layer L's experts as c's MoE layout does (fused, or expert 0's gate). */
+static bool experts_named(const ModelConfig *c, int L, bool (*has)(void *, const char *), void *ud) {
+    char n[256];
+    return (cfg_role_name(c, ROLE_EXPS_GATE_UP, L, -1, NULL, n, sizeof n) && has(ud, n)) ||
+           (cfg_role_name(c, ROLE_EXP_GATE, L, 0, "weight", n, sizeof n) && has(ud, n));
+}
+
+void cfg_moe_pick(ModelConfig *c, bool (*has)(void *ud, const char *name), void *ud) {
+    moe_layout alt = family_moe_alt(c->moe.layout), own = c->moe.layout;
+    int L = 0;
+    while (L < c->n_layers && !cfg_moe_layer(c, L)) L++;
+    if (alt == own || L == c->n_layers || experts_named(c, L, has, ud)) return;
+    c->moe.layout = alt;
+    if (!experts_named(c, L, has, ud)) c->moe.layout = own;
+}
+
 size_t cfg_layer_chunk(const ModelConfig *c, int layer) {
     return c->attn_chunk > 0 && cfg_layer_rope(c, layer) ? (size_t)c->attn_chunk : 0;
 }

@@ -265,6 +265,9 @@ bool cfg_layer_qk_l2(const ModelConfig *c, int layer);
 /* The factor on q at position pos of layer L: 1 + attn_scale ln(1 + floor((pos + 1) / floor_scale)) on Llama 4's
  * NoPE layers with attn_temperature_tuning, else 1. */
 double cfg_q_temperature(const ModelConfig *c, int layer, size_t pos);
+/* Takes the other layout of the same experts (family_moe_alt: Llama 4's fused or one Linear per expert) when the
+ * first MoE layer's experts are named by it and not by c's; has(ud, name): the checkpoint holds that tensor. */
+void cfg_moe_pick(ModelConfig *c, bool (*has)(void *ud, const char *name), void *ud);
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

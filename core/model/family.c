@@ -83,6 +83,12 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                     [ROLE_SHEXP_GATE] = N("feed_forward.shared_expert.gate_proj"),
                     [ROLE_SHEXP_UP] = N("feed_forward.shared_expert.up_proj"),
                     [ROLE_SHEXP_DOWN] = N("feed_forward.shared_expert.down_proj")},
+    [MOE_LLAMA4_SPLIT] = {[ROLE_ROUTER] = N("feed_forward.router"), [ROLE_EXP_GATE] = N("feed_forward.experts.%d.gate_proj"),
+                          [ROLE_EXP_UP] = N("feed_forward.experts.%d.up_proj"),
+                          [ROLE_EXP_DOWN] = N("feed_forward.experts.%d.down_proj"),
+                          [ROLE_SHEXP_GATE] = N("feed_forward.shared_expert.gate_proj"),
+                          [ROLE_SHEXP_UP] = N("feed_forward.shared_expert.up_proj"),
+                          [ROLE_SHEXP_DOWN] = N("feed_forward.shared_expert.down_proj")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -142,6 +148,10 @@ const char *family_layer_pattern(model_names n) { return n < MODEL_NAMES_COUNT ?
 
 model_names family_names_alt(model_names n) {
     return n == NAMES_LM_MODEL ? NAMES_MODEL_LM : n == NAMES_MODEL_LM ? NAMES_LM_MODEL : n;
+}
+
+moe_layout family_moe_alt(moe_layout m) {
+    return m == MOE_LLAMA4 ? MOE_LLAMA4_SPLIT : m == MOE_LLAMA4_SPLIT ? MOE_LLAMA4 : m;
 }
 
 const char *tensor_role_name(tensor_role r) {

@@ -127,6 +127,8 @@ typedef enum {
                            no biases, no shared expert (Qwen3-VL MoE) */
     MOE_LLAMA4,         /* feed_forward.router, feed_forward.experts.gate_up_proj (E, D, 2I) x @ W with [gate | up]
                            column halves, feed_forward.experts.down_proj (E, I, D), feed_forward.shared_expert.* (Llama 4) */
+    MOE_LLAMA4_SPLIT,   /* ... with feed_forward.experts.E.{gate,up,down}_proj one expert per Linear, as transformers'
+                           SequentialLlama4TextExperts saves quantized releases (model.c / lint pick it by the tensors) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -314,6 +316,9 @@ const char *family_layer_pattern(model_names n);
 /* The other layout of a text tower's names (NAMES_LM_MODEL <-> NAMES_MODEL_LM; n itself otherwise):
  * transformers loads either (_checkpoint_conversion_mapping). */
 model_names family_names_alt(model_names n);
+/* The other layout of the same experts (MOE_LLAMA4 <-> MOE_LLAMA4_SPLIT: fused or one Linear per expert; m itself
+ * otherwise): model.c and lint take the one the checkpoint's tensors have. */
+moe_layout family_moe_alt(moe_layout m);
 const char *tensor_role_name(tensor_role r);     /* "q", "ffn_down", ... for messages */
 
 #endif

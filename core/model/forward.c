@@ -526,8 +526,8 @@ static int expert_transposed(Forward *f, const char *name, size_t e, size_t in, 
     return AL_OK;
 }
 
-/* Qwen3-VL MoE's experts: gate_up_proj (E, D, 2 FI) used as x @ W with gate / up the column halves, down_proj
- * (E, FI, D); each expert's blocks transposed to (2 FI, D) rows [gate ; up] (Phi-3's `gu`) and (D, FI), in
+/* Qwen3-VL MoE's and Llama 4's experts: gate_up_proj (E, D, 2 FI) used as x @ W with gate / up the column halves,
+ * down_proj (E, FI, D); each expert's blocks transposed to (2 FI, D) rows [gate ; up] (Phi-3's `gu`) and (D, FI), in
  * float32 (the attention weights stay mapped; the experts take 4 bytes a weight). */
 static int load_experts_xw(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
     const size_t D = f->D;
@@ -1023,7 +1023,8 @@ static int attn_head(size_t h, int worker, void *ud) {
     const Mat *sk = f->layers[j->L].sinks;
     attn_head_causal(&(AttnHeadJob){.q = j->q + h * f->dqk, .ldq = j->ldq, .K = K, .ldk = kw, .V = Vc, .ldv = vw,
                                      .T = j->T, .pos0 = f->pos, .d = f->dqk, .dv = f->dv, .scale = j->scale,
-                                     .window = fwd_attn_window(f, j->L), .chunk = cfg_layer_chunk(f->c, j->L), .softcap = f->c->attn_softcap, .qb = QCHUNK,
+                                     .window = fwd_attn_window(f, j->L), .chunk = cfg_layer_chunk(f->c, j->L),
+                                     .softcap = f->c->attn_softcap, .qb = QCHUNK,
                                      .has_sink = sk != NULL, .sink = sk ? sk->data[h] : 0, .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv});
     return AL_OK;
 }
@@ -1401,7 +1402,7 @@ static void route_token(const Forward *f, const float *z, const float *bias, dou
     }
     for (int e = 0; e < E; e++) {
         if (!sig) s[e] /= sum;
-        sel[e] = s[e] + (bias ? bias[e] : 0.0);
+        sel[e] = l4 ? (double)z[e] : s[e] + (bias ? bias[e] : 0.0);   /* Llama 4: top-k of the logits themselves */
     }
     if (m->n_group > 1 && (v3 || !strcmp(m->topk_method, "group_limited_greedy"))) group_limit(m, v3, sel, gs);
     double tot = 0;

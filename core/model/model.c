@@ -225,6 +225,8 @@ static void tower_alt_names(Model *m) {
     }
 }
 
+static bool store_has_cb(void *store, const char *name) { return store_has(store, name); }
+
 /* Opens config.json + safetensors from dir (or beside a .safetensors file). */
 static int open_hf(Model *m, const char *path) {
     char *dir;
@@ -250,6 +252,7 @@ static int open_hf(Model *m, const char *path) {
     if (rc == AL_OK) rc = store_open(path, &m->store);
     if (rc == AL_OK) gpt2_bare_prefix(m);
     if (rc == AL_OK) tower_alt_names(m);
+    if (rc == AL_OK) cfg_moe_pick(&m->cfg, store_has_cb, m->store);   /* Llama 4's experts fused or one per Linear */
     return rc;
 }
 
