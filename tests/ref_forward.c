@@ -38,10 +38,12 @@
  *                           rope_interleave (pairs (2i, 2i+1)), scale (nope + rope)^-1/2; MoE from
  *                           first_k_dense_replace: sigmoid scores, e_score_correction_bias for the
  *                           choice only, top-2 sum per group, topk_group groups, top-k, weights
- *                           renormalised (+1e-20) times routed_scaling_factor, shared experts
+ *                           renormalised (+1e-20) times routed_scaling_factor, shared experts; YaRN
+ *                           (rope_scaling / rope_parameters, Kimi-K2.5): olmo3's frequencies on the
+ *                           de-interleaved RoPE dims, the scale times yarn_get_mscale(factor, mscale_all_dim)^2
  *   gemma3, qwen3_vl,       the text model of a multimodal checkpoint: text_config read as gemma3_text /
- *   mistral3                qwen3 (qwen3_vl_text: M-RoPE on text-only positions is rotate_half RoPE) /
- *                           mistral; tensors under language_model.model. (head language_model.lm_head) or
+ *   mistral3, kimi_k25      qwen3 (qwen3_vl_text: M-RoPE on text-only positions is rotate_half RoPE) /
+ *                           mistral / deepseek_v3; tensors under language_model.model. (head language_model.lm_head) or
  *                           model.language_model. (head lm_head); gemma3's multimodal head: no final soft-cap
  *   glm4_moe                q/k/v_proj with biases when attention_bias, o_proj never; q_norm / k_norm
  *                           per head before RoPE when use_qk_norm; RoPE rotate_half on the first
@@ -135,6 +137,7 @@ struct RefModel {
     bool yarn;
     double yarn_factor, yarn_orig, beta_fast, beta_slow, yarn_attn;
     bool yarn_truncate;
+    double yarn_softmax;          /* MLA: the softmax scale's factor mscale^2 (DeepSeek's yarn_get_mscale) */
     bool sinks;                    /* gpt_oss: self_attn.sinks */
     /* rope_scaling llama3 (exaone4): every layer that rotates */
     bool llama3;
@@ -275,6 +278,9 @@ static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
     if (m->yarn_attn < 0 && ms != 0 && msa != 0)          /* get_mscale(f, mscale) / get_mscale(f, mscale_all_dim) */
         m->yarn_attn = f <= 1 ? 1.0 : (0.1 * ms * log(f) + 1.0) / (0.1 * msa * log(f) + 1.0);
     if (m->yarn_attn < 0) m->yarn_attn = m->yarn_factor <= 1 ? 1.0 : 0.1 * log(m->yarn_factor) + 1.0;
+    /* DeepseekV3Attention: scaling *= yarn_get_mscale(factor, mscale_all_dim)^2 when mscale_all_dim */
+    double cf = jnum(rs, "factor", 1, 1), ym = cf <= 1 ? 1.0 : 0.1 * msa * log(cf) + 1.0;
+    m->yarn_softmax = msa != 0 ? ym * ym : 1.0;
 }
 
 static int parse_rope(RefModel *m, const cJSON *r) {
@@ -295,7 +301,7 @@ static int parse_rope(RefModel *m, const cJSON *r) {
     if (cJSON_IsObject(rs)) {
         const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
         if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
-        else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_GPT_OSS || m->fam == R_MINISTRAL3))
+        else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_GPT_OSS || m->fam == R_MINISTRAL3 || mla(m)))
             parse_yarn(m, r, rs);
         else if (t && !strcmp(t, "llama3") && m->fam == R_EXAONE4) {
             m->llama3 = true;
@@ -419,6 +425,7 @@ static int parse_config(RefModel *m, const cJSON *r) {
     if (mla(m)) m->rot = m->rope;
     double qpas = gemma(m) ? jnum(r, "query_pre_attn_scalar", 256, 256) : m->hd;
     m->scale = 1.0 / sqrt(qpas);
+    if (mla(m) && m->yarn) m->scale *= m->yarn_softmax;
     m->attn_cap = m->fam == R_GEMMA2 ? jnum(r, "attn_logit_softcapping", 50, 0) : jnum(r, "attn_logit_softcapping", 0, 0);
     m->final_cap = m->fam == R_GEMMA2 ? jnum(r, "final_logit_softcapping", 30, 0) : jnum(r, "final_logit_softcapping", 0, 0);
     /* Gemma: normalizer = tensor(hidden ** 0.5, dtype = the activations' dtype) */
@@ -487,7 +494,13 @@ void ref_free(RefModel *m) {
 }
 
 size_t ref_vocab(const RefModel *m) { return (size_t)m->V; }
-void ref_ablate(RefModel *m, unsigned what) { m->ablate = what; }
+void ref_ablate(RefModel *m, unsigned what) {
+    if (mla(m) && m->yarn) {                     /* the softmax scale's mscale^2 off and on again */
+        if (m->ablate & REF_ABLATE_YARN) m->scale *= m->yarn_softmax;
+        if (what & REF_ABLATE_YARN) m->scale /= m->yarn_softmax;
+    }
+    m->ablate = what;
+}
 
 static bool moe_layer(const RefModel *m, int L);
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor);
@@ -833,6 +846,19 @@ static int indexer(const RefModel *m, int L, const double *h, const double *qa, 
 void ref_no_indexer(RefModel *m, bool off) { m->no_select = off; }
 void ref_no_index_share(RefModel *m, bool off) { m->no_share = off; }
 
+/* MLA's RoPE at position p on rot dims (de-interleaved first under rope_interleave); YaRN's frequencies with
+ * rope_scaling / rope_parameters yarn (Kimi-K2.5). */
+static void rope_mla(const RefModel *m, double *x, int rot, double p) {
+    if (!m->yarn || (m->ablate & REF_ABLATE_YARN)) { rope(x, rot, p, m->theta, m->rope_factor, m->interleave); return; }
+    double tmp[512];
+    int half = rot / 2;
+    if (m->interleave) {
+        for (int i = 0; i < half; i++) { tmp[i] = x[2 * i]; tmp[i + half] = x[2 * i + 1]; }
+        memcpy(x, tmp, (size_t)rot * sizeof *x);
+    }
+    rope_yarn(m, x, rot, p, m->theta);
+}
+
 /* DeepSeek MLA attention of layer L: out (T x D). */
 static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double *out) {
     const size_t D = (size_t)m->D, H = (size_t)m->H, np = (size_t)m->nope, rp = (size_t)m->rope, dv = (size_t)m->vdim;
@@ -852,9 +878,9 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.kv_b_proj", false, ckv, KL + rp, T, KL, H * (np + dv), kvb);
     for (size_t t = 0; rc == AL_OK && t < T; t++) {
         double *kpe = ckv + t * (KL + rp) + KL;          /* one RoPE key shared by the heads */
-        rope(kpe, (int)rp, (double)t, m->theta, m->rope_factor, m->interleave);
+        rope_mla(m, kpe, (int)rp, (double)t);
         for (size_t i = 0; i < H; i++) {
-            rope(q + (t * H + i) * dq + np, (int)rp, (double)t, m->theta, m->rope_factor, m->interleave);
+            rope_mla(m, q + (t * H + i) * dq + np, (int)rp, (double)t);
             memcpy(kf + (t * H + i) * dq, kvb + (t * H + i) * (np + dv), np * sizeof *kf);
             memcpy(kf + (t * H + i) * dq + np, kpe, rp * sizeof *kf);
         }

@@ -349,12 +349,12 @@ static int phi3_as_mistral(const char *src, const char *dst) {
 
 /* The checks above see each feature of a family: with one switched off in the reference
  * (ref_ablate: Qwen3-Next's output gate, the Gated DeltaNet recurrence, the (1 + w) of its norms, the
- * sigmoid gate of its shared expert),
+ * sigmoid gate of its shared expert; Kimi-K2.5's YaRN on MLA), the ones in `which`,
  * attnlab's logits differ from it by far more than the tolerance (x 100). */
-static void check_ablations(const char *fam, const char *dir) {
+static void check_ablations(const char *fam, const char *dir, unsigned which) {
     static const struct { unsigned what; const char *name; } off[] = {
         {REF_ABLATE_GATE, "output gate"}, {REF_ABLATE_STATE, "recurrence"}, {REF_ABLATE_ONE_PLUS, "(1 + w) norms"},
-        {REF_ABLATE_SHARED_GATE, "shared expert's gate"}};
+        {REF_ABLATE_SHARED_GATE, "shared expert's gate"}, {REF_ABLATE_YARN, "YaRN"}};
     Model *m = NULL;
     RefModel *r = NULL;
     Forward *f = NULL;
@@ -369,6 +369,7 @@ static void check_ablations(const char *fam, const char *dir) {
     double *zr = malloc(T_LOGITS * V * sizeof *zr);
     CHECK_OK(fwd_run(f, ids, T_LOGITS, FWD_LOGITS_ALL, z));
     for (size_t k = 0; k < sizeof off / sizeof *off; k++) {
+        if (!(which & off[k].what)) continue;
         ref_ablate(r, off[k].what);
         CHECK_OK(ref_logits(r, ids, T_LOGITS, zr));
         double dmax = 0, rmax = 0;
@@ -424,7 +425,9 @@ int main(void) {
         char *dir = al_asprintf("%s/%s", tmp, fam);
         CHECK_OK(synth_family_write(fam, DT_F32, SYNTH_DEFAULT_SEED, dir));
         check_model(fam, dir, dir, true);
-        if (!strcmp(fam, "qwen3_next")) check_ablations(fam, dir);
+        if (!strcmp(fam, "qwen3_next"))
+            check_ablations(fam, dir, REF_ABLATE_GATE | REF_ABLATE_STATE | REF_ABLATE_ONE_PLUS | REF_ABLATE_SHARED_GATE);
+        if (!strcmp(fam, "kimi_k25")) check_ablations(fam, dir, REF_ABLATE_YARN);
         free(dir);
     }
     /* qwen3_vl_moe's fused experts stored in BF16: each expert's block of [E, D, 2I] / [E, I, D] widened alone */

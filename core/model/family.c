@@ -267,6 +267,42 @@ const FamilyRow FAMILY[] = {
                   "\"rope_type\": \"default\"}, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", "
                   "\"topk_group\": 1, \"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
         .engines = ENGINES_ALL, .llamacpp_arch = "glm-dsa"},
+    /* moonshotai/Kimi-K2.5's config.json (KimiK25ForConditionalGeneration, remote code): text_config deepseek_v3 --
+       61 layers, 64 heads, q_lora 1536, kv_lora 512, qk_nope 128, qk_rope 64, v 128, 384 experts top-8 of 2048
+       (sigmoid, n_group 1, routed_scaling_factor 2.827), rope_parameters YaRN x64 from 4096 (theta 50000,
+       mscale = mscale_all_dim = 1: cos / sin unscaled, the softmax scale times mscale^2), rms_norm_eps 1e-5; the
+       tensors under language_model.model. (head language_model.lm_head), the vision tower (vision_tower.*,
+       MoonViT) and projector (mm_projector.*) beside them; the routed experts in compressed-tensors pack-quantized
+       INT4 (group 32; attention, shared experts and dense MLPs BF16). The recipe shrinks the original context to 8
+       (factor 64 of 512 positions) and writes rms_norm_eps 1e-6, as GLM-5's does (with 1e-5, transformers' MLA latents
+       and vLLM / SGLang's differ: lint says so on the real checkpoint) */
+    [FAM_KIMI_K25] = {
+        "kimi_k25", "KimiK25ForConditionalGeneration", "deepseek", "Kimi-K2.5: its text tower (DeepSeek-V3's MLA and "
+        "MoE; YaRN; experts in compressed-tensors INT4)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA,
+        .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .names = NAMES_LM_MODEL, .text_config = "deepseek_v3",
+        .tower_note = "routed experts released in compressed-tensors INT4 (group 32), read as they lie",
+        .vision = {"vision_tower.patch_embed.proj.weight", "mm_projector.proj.0.weight"},
+        .tower_keys = "\"media_placeholder_token_id\": 163605, \"use_unified_vision_chunk\": true, "
+                      "\"video_placeholder\": \"<|kimi_k25_video_placeholder|>\", \"vision_config\": "
+                      "{\"init_pos_emb_height\": 4, \"init_pos_emb_time\": 4, \"init_pos_emb_width\": 4, "
+                      "\"merge_kernel_size\": [2, 2], \"merge_type\": \"sd2_tpool\", \"mm_hidden_size\": 16, "
+                      "\"mm_projector_type\": \"patchmerger\", \"model_type\": \"\", \"patch_size\": 14, "
+                      "\"pos_emb_type\": \"divided_fixed\", \"projector_hidden_act\": \"gelu\", "
+                      "\"projector_ln_eps\": 1e-05, \"text_hidden_size\": 128, \"video_attn_type\": "
+                      "\"spatial_temporal\", \"vt_hidden_size\": 16, \"vt_intermediate_size\": 32, "
+                      "\"vt_num_attention_heads\": 2, \"vt_num_hidden_layers\": 1}",
+        .gguf_arch = "deepseek2",
+        .synth = {128, 4, 4, 3, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"kv_lora_rank\": 64, "
+                  "\"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, \"n_group\": 1, \"n_routed_experts\": 8, "
+                  "\"n_shared_experts\": 1, \"norm_topk_prob\": true, \"num_experts_per_tok\": 2, "
+                  "\"num_nextn_predict_layers\": 0, \"q_lora_rank\": 64, \"qk_nope_head_dim\": 32, "
+                  "\"qk_rope_head_dim\": 16, \"rope_parameters\": {\"beta_fast\": 32.0, \"beta_slow\": 1.0, "
+                  "\"factor\": 64.0, \"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
+                  "\"rope_theta\": 50000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"rope_theta\": 50000.0, "
+                  "\"routed_scaling_factor\": 2.827, \"scoring_func\": \"sigmoid\", \"topk_group\": 1, "
+                  "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
+        .engines = ENGINE_VLLM | ENGINE_SGLANG},
     [FAM_GLM4_MOE] = {
         "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5 / 4.6 / 4.7 (partial rotary, q/k/v biases; MoE, sigmoid "
         "group routing)", LLAMA_LIKE, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .partial_rotary = 0.5,

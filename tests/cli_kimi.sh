@@ -1,0 +1,39 @@
+#!/bin/bash
+# cli_kimi.sh -- Moonshot's Kimi families of issue 27. kimi_k25 (Kimi-K2.5): the text tower of a multimodal
+# checkpoint, DeepSeek-V3's MLA and MoE under text_config, tensors under language_model.model. (head
+# language_model.lm_head, as its remote code's KimiK25ForConditionalGeneration names them); info says the vision
+# tower is not loaded and how the INT4 experts are read; the MLA analyses and ppl run; YaRN from rope_parameters
+# changes the model (and scales the softmax by mscale^2).
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-kimi
+cd "$T" || exit 1
+seq 0 3 240 | tr '\n' ' ' >ids.txt
+nll() { awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $2}' out.txt | tail -1; }
+
+run -e "synth family kimi_k25 $T/k; load $T/k; info; ranks vo; ranks qk; spectrum vo layer 1 head 0; ppl ids ids.txt"
+ok "kimi_k25 (KimiK25ForConditionalGeneration) loads and runs" test "$(rc)" = 0
+out=$(cat out.txt)
+ok "  info: the text tower, vision tower not loaded" has "$out" "text tower of a multimodal checkpoint (text_config, tensors under language_model.model.); vision tower not loaded"
+ok "  info: the INT4 experts" has "$out" "routed experts released in compressed-tensors INT4 (group 32), read as they lie"
+ok "  info: YaRN x64" has "$out" "rope_scaling_factor            64"
+ok "  info: softmax scale mscale^2 / sqrt(48) = 0.289359" has "$out" "softmax_scale                  0.289359"
+ok "  info: 8 routed experts" has "$out" "routed_experts                 8"
+ok "  the checkpoint holds the vision tower and projector" grep -q "mm_projector.proj.0.weight" "$T/k/model.safetensors"
+ok "  ranks vo: layer 1 head 0 bottleneck 6" grep -Eq '^ +1 +0 +6 +32 +6$' out.txt
+ok "  ranks qk: layer 1 on the NoPE dims, rank 8" grep -Eq '^ +1 +0 +32 +8 +8$' out.txt
+p1=$(nll)
+ok "  perplexity ($p1)" test -n "$p1"
+
+# YaRN matters: the same checkpoint with rope_parameters' rope_type default computes another model
+sed 's/"yarn"/"default"/g' "$T/k/config.json" >"$T/k3.json"
+mkdir -p "$T/k3" && cp "$T/k3.json" "$T/k3/config.json" && ln -s "$T/k/model.safetensors" "$T/k3/model.safetensors"
+run -e "load $T/k3; ppl ids ids.txt"
+ok "without YaRN the perplexity differs ($(nll) != $p1)" test "$(nll)" != "$p1"
+
+run -e "lint $T/k"
+out=$(cat out.txt)
+ok "lint: vLLM and SGLang load it" has "$out" "vLLM          KimiK25ForConditionalGeneration  loads"
+ok "  the vision tensors are not unplaced" hasnt "$out" "vision_tower"
+ok "  nor the projector" hasnt "$out" "mm_projector"
+cli_done
