@@ -67,6 +67,8 @@
  *   glm_moe_dsa             deepseek_v32's, with MLA's RoPE by rotate_half (modeling_glm_moe_dsa), rope_theta
  *                           from rope_parameters, rms_norm_eps 1e-5; IndexShare (GLM-5.2): the indexer_types
  *                           "shared" layers take the previous full layer's selection
+ *   kimi_linear             described only (layers, no RoPE on MLA: mla_use_nope, MoE layers, scale, eps): the
+ *                           Kimi Delta Attention layers are not computed, ref_logits refuses
  *   exaone4                 OLMo 2's block (norms after attention and MLP only) with q_norm / k_norm per
  *                           head after the projections; sliding window on the layer_types
  *                           "sliding_attention" layers (or sliding_window_pattern: "LLLG" per layer, or
@@ -115,7 +117,8 @@
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
                R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA, R_EXAONE4,
-               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT } rfam;
+               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT,
+               R_KIMI_LINEAR } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -194,7 +197,8 @@ static int parse_family(const char *mt, rfam *f) {
         {"deepseek_v32", R_DSV32}, {"glm_moe_dsa", R_GLM_DSA},
         {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
         {"ministral3", R_MINISTRAL3},              /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
-        {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT}};
+        {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT},
+        {"kimi_linear", R_KIMI_LINEAR}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -207,7 +211,9 @@ static bool one_plus(const RefModel *m) {
 }
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
 /* MLA: DeepSeek-V3, and V3.2 / GLM-5 with their indexer. */
-static bool mla(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_DSV32 || m->fam == R_GLM_DSA; }
+static bool mla(const RefModel *m) {
+    return m->fam == R_DSV3 || m->fam == R_DSV32 || m->fam == R_GLM_DSA || m->fam == R_KIMI_LINEAR;
+}
 /* Norms after attention and MLP only: OLMo 2 / 3 and EXAONE 4 (Exaone4DecoderLayer). */
 static bool post_block(const RefModel *m) { return olmo(m) || m->fam == R_EXAONE4; }
 /* Qwen3-MoE's routing and layers (Qwen3-Next: and its shared expert). */
@@ -334,6 +340,13 @@ static void parse_moe(RefModel *m, const cJSON *r) {
     m->n_group = (int)jnum(r, "n_group", 1, 1);
     m->topk_group = (int)jnum(r, "topk_group", 1, 1);
     m->n_shared = (int)jnum(r, "n_shared_experts", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
+    if (m->fam == R_KIMI_LINEAR) {              /* KimiLinearConfig's names of DeepSeek-V3's keys */
+        m->E = (int)jnum(r, "num_experts", 0, 0);
+        m->topk = (int)jnum(r, "num_experts_per_token", 2, 2);
+        m->n_shared = (int)jnum(r, "num_shared_experts", 0, 0);
+        m->n_group = (int)jnum(r, "num_expert_group", 1, 1);
+        m->norm_topk = jbool(r, "moe_renormalize", true);
+    }
     m->routed_scale = jnum(r, "routed_scaling_factor", 1, 1);
     m->sigmoid = sig_router(m);
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(r, "mlp_only_layers"), *e;
@@ -419,6 +432,8 @@ static int parse_config(RefModel *m, const cJSON *r) {
         m->ih = (int)jnum(r, "index_n_heads", 0, 0);
         m->id = (int)jnum(r, "index_head_dim", 0, 0);
         m->topk_keys = m->fam == R_DSV3 ? 0 : (int)jnum(r, "index_topk", 0, 0);
+        for (int L = 0; m->fam == R_KIMI_LINEAR && L < m->L && L < REF_MAX_LAYERS; L++)   /* KimiMLAAttention: use_nope */
+            m->no_rope[L] = jbool(r, "mla_use_nope", false);
         parse_index_share(m, r);
     }
     if (parse_rope(m, r)) return AL_ERR;
@@ -1281,6 +1296,8 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
 
 int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
     const size_t D = (size_t)m->D, V = (size_t)m->V;
+    if (m->fam == R_KIMI_LINEAR) return al_err("ref: Kimi Delta Attention is not in the reference (kimi_linear: "
+                                               "description only)");
     char emb[96];
     snprintf(emb, sizeof emb, "%s%s", m->prefix, m->fam == R_NEOX ? "embed_in.weight" : "embed_tokens.weight");
     double *E = tget(m, -1, emb, V, D), *x = malloc(T * D * sizeof *x), *W = NULL;

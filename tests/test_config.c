@@ -935,6 +935,52 @@ static void test_kimi_k25(void) {
                                  "\"hidden_size\": 64}}", "t", &c), "text_config");
 }
 
+/* moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json (KimiLinearForCausalLM): linear_attn_config's kda_layers
+ * (1-based) are Kimi Delta Attention, full_attn_layers MLA with q_proj (q_lora_rank null) and no RoPE
+ * (mla_use_nope); KimiLinearConfig's MoE keys (num_experts_per_token, num_shared_experts, moe_renormalize,
+ * moe_router_activation_func, num_expert_group). */
+static void test_kimi_linear(void) {
+    ModelConfig c;
+    CHECK_OK(model_config_parse("{\"architectures\": [\"KimiLinearForCausalLM\"], \"auto_map\": {\"AutoConfig\": "
+        "\"configuration_kimi.KimiLinearConfig\", \"AutoModel\": \"modeling_kimi.KimiLinearModel\", "
+        "\"AutoModelForCausalLM\": \"modeling_kimi.KimiLinearForCausalLM\"}, \"bos_token_id\": 163584, \"dtype\": "
+        "\"bfloat16\", \"eos_token_id\": 163586, \"first_k_dense_replace\": 1, \"head_dim\": 72, \"hidden_act\": \"silu\", "
+        "\"hidden_size\": 2304, \"initializer_range\": 0.02, \"intermediate_size\": 9216, \"kv_lora_rank\": 512, "
+        "\"linear_attn_config\": {\"full_attn_layers\": [4, 8, 12, 16, 20, 24, 27], \"head_dim\": 128, \"kda_layers\": "
+        "[1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26], \"num_heads\": 32, "
+        "\"short_conv_kernel_size\": 4}, \"mla_use_nope\": true, \"model_max_length\": 1048576, \"model_type\": "
+        "\"kimi_linear\", \"moe_intermediate_size\": 1024, \"moe_layer_freq\": 1, \"moe_renormalize\": true, "
+        "\"moe_router_activation_func\": \"sigmoid\", \"num_attention_heads\": 32, \"num_expert_group\": 1, "
+        "\"num_experts\": 256, \"num_experts_per_token\": 8, \"num_hidden_layers\": 27, \"num_key_value_heads\": 32, "
+        "\"num_nextn_predict_layers\": 0, \"num_shared_experts\": 1, \"pad_token_id\": 163839, \"q_lora_rank\": null, "
+        "\"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
+        "\"rope_theta\": 10000.0, \"routed_scaling_factor\": 2.446, \"tie_word_embeddings\": false, \"topk_group\": 1, "
+        "\"use_cache\": true, \"use_grouped_topk\": true, \"v_head_dim\": 128, \"vocab_size\": 163840}",
+        "Kimi-Linear-48B-A3B/config.json", &c));
+    CHECK(c.family == FAM_KIMI_LINEAR && cfg_is_mla(&c) && c.q_lora_rank == 0 && c.kv_lora_rank == 512 &&
+          c.qk_nope_dim == 128 && c.qk_rope_dim == 64 && c.v_dim == 128 && c.n_heads == 32 && c.n_layers == 27 &&
+          c.rope == ROPE_NONE && !cfg_layer_rope(&c, 3) && fabs(cfg_attn_scale(&c, 3) - 1 / sqrt(192.0)) < 1e-12,
+          "Kimi-Linear: MLA with q_proj, no RoPE (mla_use_nope), scale 1/sqrt(192)");
+    char list[128];
+    int n = cfg_attn_layers(&c, list, sizeof list);
+    CHECK(c.lin.layout == LIN_KDA && c.lin.n_linear == 20 && n == 7 && !strcmp(list, "3, 7, 11, 15, 19, 23, 26") &&
+          cfg_layer_linear(&c, 0) && !cfg_layer_linear(&c, 26) && c.lin.v_heads == 32 && c.lin.dv == 128 &&
+          c.lin.conv == 4, "Kimi-Linear: kda_layers 1-based, MLA layers %s", list);
+    CHECK(c.mlp == MLP_MOE && c.moe.layout == MOE_KIMI && c.moe.n_experts == 256 && c.moe.top_k == 8 &&
+          c.moe.n_shared == 1 && c.moe.norm_topk_prob && c.moe.sigmoid && c.moe.n_group == 1 &&
+          c.moe.routed_scaling == 2.446 && !cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 1), "Kimi-Linear: 256 experts top-8");
+    char nm[160];
+    CHECK(cfg_role_name(&c, ROLE_LIN_F_B, 0, -1, "weight", nm, sizeof nm) &&
+          !strcmp(nm, "model.layers.0.self_attn.f_b_proj.weight"), "%s", nm);
+    CHECK(cfg_role_name(&c, ROLE_Q, 3, -1, "weight", nm, sizeof nm) && !strcmp(nm, "model.layers.3.self_attn.q_proj.weight"),
+          "%s", nm);
+    CHECK(cfg_role_name(&c, ROLE_ROUTER_BIAS, 3, -1, NULL, nm, sizeof nm) &&
+          !strcmp(nm, "model.layers.3.block_sparse_moe.gate.e_score_correction_bias"), "%s", nm);
+    CHECK(cfg_role_name(&c, ROLE_SHEXP_DOWN, 3, -1, "weight", nm, sizeof nm) &&
+          !strcmp(nm, "model.layers.3.block_sparse_moe.shared_experts.down_proj.weight"), "%s", nm);
+    CHECK_ERR(cfg_check_attn_layer(&c, 4, "ranks"), "Kimi Delta Attention");
+}
+
 int main(void) {
     test_family_table();
     test_text_towers();
@@ -951,6 +997,7 @@ int main(void) {
     test_minimax_m2();
     test_ministral3();
     test_kimi_k25();
+    test_kimi_linear();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

@@ -402,6 +402,14 @@ static void check_model(const char *fam, const char *dir, const char *ref_dir, b
         check_ranks(m, fam, FARR_VO);
         check_ranks(m, fam, FARR_QK);
     }
+    Forward *f = NULL;
+    if (m->cfg.lin.layout == LIN_KDA) {           /* Kimi-Linear: the forward pass is refused, saying why */
+        CHECK(fwd_new(m, NULL, &f) != AL_OK && strstr(al_errmsg(), "Kimi Delta Attention"),
+              "%s: the forward pass is refused naming Kimi Delta Attention (%s)", fam, al_errmsg());
+        fwd_free(f);
+        model_free(m);
+        return;
+    }
     check_forward(m, fam, ref_dir);
     check_indexer(m, fam, ref_dir);
     model_free(m);

@@ -76,6 +76,13 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                      [ROLE_SHEXP_SCALE] = N("mlp.shared_expert_gate")},
     [MOE_QWEN3_VL] = {[ROLE_ROUTER] = N("mlp.gate"), [ROLE_EXPS_GATE_UP] = N("mlp.experts.gate_up_proj"),
                       [ROLE_EXPS_DOWN] = N("mlp.experts.down_proj")},
+    [MOE_KIMI] = {[ROLE_ROUTER] = N("block_sparse_moe.gate"),
+                  [ROLE_ROUTER_BIAS] = OPT("block_sparse_moe.gate.e_score_correction_bias"),
+                  [ROLE_EXP_GATE] = N("block_sparse_moe.experts.%d.w1"), [ROLE_EXP_UP] = N("block_sparse_moe.experts.%d.w3"),
+                  [ROLE_EXP_DOWN] = N("block_sparse_moe.experts.%d.w2"),
+                  [ROLE_SHEXP_GATE] = OPT("block_sparse_moe.shared_experts.gate_proj"),
+                  [ROLE_SHEXP_UP] = OPT("block_sparse_moe.shared_experts.up_proj"),
+                  [ROLE_SHEXP_DOWN] = OPT("block_sparse_moe.shared_experts.down_proj")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -88,6 +95,14 @@ static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
                      [ROLE_LIN_CONV] = N("linear_attn.conv1d"), [ROLE_LIN_A_LOG] = N("linear_attn.A_log"),
                      [ROLE_LIN_DT_BIAS] = N("linear_attn.dt_bias"), [ROLE_LIN_NORM] = N("linear_attn.norm"),
                      [ROLE_LIN_OUT] = N("linear_attn.out_proj")},
+    [LIN_KDA] = {[ROLE_LIN_Q] = N("self_attn.q_proj"), [ROLE_LIN_K] = N("self_attn.k_proj"),
+                 [ROLE_LIN_V] = N("self_attn.v_proj"), [ROLE_LIN_Q_CONV] = N("self_attn.q_conv1d"),
+                 [ROLE_LIN_K_CONV] = N("self_attn.k_conv1d"), [ROLE_LIN_V_CONV] = N("self_attn.v_conv1d"),
+                 [ROLE_LIN_A_LOG] = N("self_attn.A_log"), [ROLE_LIN_F_A] = N("self_attn.f_a_proj"),
+                 [ROLE_LIN_F_B] = N("self_attn.f_b_proj"), [ROLE_LIN_DT_BIAS] = N("self_attn.dt_bias"),
+                 [ROLE_LIN_B] = N("self_attn.b_proj"), [ROLE_LIN_G_A] = N("self_attn.g_a_proj"),
+                 [ROLE_LIN_G_B] = N("self_attn.g_b_proj"), [ROLE_LIN_NORM] = N("self_attn.o_norm"),
+                 [ROLE_LIN_OUT] = N("self_attn.o_proj")},
 };
 
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
@@ -143,6 +158,7 @@ const char *tensor_role_name(tensor_role r) {
         "indexer_q_b", "indexer_k", "indexer_k_norm", "indexer_weights", "q_norm", "k_norm", "sinks",
         "attn_gate", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
         "lin_dt_bias", "lin_norm", "lin_out",
+        "lin_q", "lin_k", "lin_v", "lin_q_conv", "lin_k_conv", "lin_v_conv", "lin_f_a", "lin_f_b", "lin_g_a", "lin_g_b",
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
@@ -302,6 +318,27 @@ const FamilyRow FAMILY[] = {
                   "\"rope_theta\": 50000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"rope_theta\": 50000.0, "
                   "\"routed_scaling_factor\": 2.827, \"scoring_func\": \"sigmoid\", \"topk_group\": 1, "
                   "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
+        .engines = ENGINE_VLLM | ENGINE_SGLANG},
+    /* moonshotai/Kimi-Linear-48B-A3B's config.json (KimiLinearForCausalLM, remote code modeling_kimi.py): 27 layers,
+       linear_attn_config kda_layers (1-based) 3 of 4 Kimi Delta Attention, full_attn_layers [4, 8, ..., 24, 27] MLA
+       with q_proj (q_lora_rank null), kv_lora 512, qk_nope 128, qk_rope 64, v 128, mla_use_nope (no RoPE at all),
+       32 KDA heads of 128, short conv 4; 256 experts top-8 of 1024 (sigmoid, moe_renormalize, routed_scaling_factor
+       2.446, correction bias), one shared expert, first_k_dense_replace 1, rms_norm_eps 1e-5. The recipe: 8 layers (KDA
+       1-3, 5-7), 4 KDA heads of 32, 8 experts top-2 of 64, rms_norm_eps 1e-6 (as GLM-5's: lint's MLA latent eps) */
+    [FAM_KIMI_LINEAR] = {
+        "kimi_linear", "KimiLinearForCausalLM", "kimi_linear", "Kimi-Linear (Kimi Delta Attention 3 : 1 MLA without "
+        "RoPE; MoE, sigmoid routing)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_KIMI,
+        .router = ROUTER_DS_V3, .lin = LIN_KDA, .eps = 1e-5,
+        .synth = {128, 4, 4, 8, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"head_dim\": 32, \"kv_lora_rank\": 64, "
+                  "\"linear_attn_config\": {\"full_attn_layers\": [4, 8], \"head_dim\": 32, \"kda_layers\": [1, 2, 3, 5, "
+                  "6, 7], \"num_heads\": 4, \"short_conv_kernel_size\": 4}, \"mla_use_nope\": true, "
+                  "\"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, \"moe_renormalize\": true, "
+                  "\"moe_router_activation_func\": \"sigmoid\", \"num_expert_group\": 1, \"num_experts\": 8, "
+                  "\"num_experts_per_token\": 2, \"num_nextn_predict_layers\": 0, \"num_shared_experts\": 1, "
+                  "\"q_lora_rank\": null, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_scaling\": null, "
+                  "\"rope_theta\": 10000.0, \"routed_scaling_factor\": 2.446, \"topk_group\": 1, "
+                  "\"use_grouped_topk\": true, \"v_head_dim\": 32"},
         .engines = ENGINE_VLLM | ENGINE_SGLANG},
     [FAM_GLM4_MOE] = {
         "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5 / 4.6 / 4.7 (partial rotary, q/k/v biases; MoE, sigmoid "
