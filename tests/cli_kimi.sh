@@ -33,6 +33,18 @@ mkdir -p "$T/k3" && cp "$T/k3.json" "$T/k3/config.json" && ln -s "$T/k/model.saf
 run -e "load $T/k3; ppl ids ids.txt"
 ok "without YaRN the perplexity differs ($(nll) != $p1)" test "$(nll)" != "$p1"
 
+# the routed experts as released: compressed-tensors pack-quantized INT4 (tests/int4ct_quant.py, experts only),
+# read as they lie, to the perplexity of the decoded F32 twin
+INT4CT_ONLY=.experts. python3 "$ATTNLAB_SRC/tests/int4ct_quant.py" "$T/k" "$T/k4"
+INT4CT_ONLY=.experts. python3 "$ATTNLAB_SRC/tests/int4ct_quant.py" "$T/k" "$T/k4f" f32
+run -e "load $T/k4; info; ppl ids ids.txt"
+ok "INT4 experts load and run" test "$(rc)" = 0
+ok "  info: experts INT4, attention F32" has "$(cat out.txt)" "attention F32, mlp F32, experts INT4"
+q4=$(nll)
+ok "  the words hold the experts" grep -q "mlp.experts.3.down_proj.weight_packed" "$T/k4/model.safetensors"
+run -e "load $T/k4f; ppl ids ids.txt"
+ok "  the perplexity of the decoded twin ($q4 = $(nll))" test -n "$q4" -a "$q4" = "$(nll)"
+
 run -e "lint $T/k"
 out=$(cat out.txt)
 ok "lint: vLLM and SGLang load it" has "$out" "vLLM          KimiK25ForConditionalGeneration  loads"
