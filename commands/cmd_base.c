@@ -338,9 +338,9 @@ static void info_hybrid(Table *t, cJSON *o, const ModelConfig *c) {
     char list[256], row[512];
     if (c->lin.layout != LIN_NONE) {
         cfg_attn_layers(c, list, sizeof list);
-        snprintf(row, sizeof row, "%s (%d of %d; the other %d are Gated DeltaNet linear attention: a recurrence "
+        snprintf(row, sizeof row, "%s (%d of %d; the other %d are %s linear attention: a recurrence "
                  "with a fixed state, no Q/K/V heads, no KV cache)", list, cfg_n_attn_layers(c), c->n_layers,
-                 c->lin.n_linear);
+                 c->lin.n_linear, cfg_linear_name(c));
         info_str(t, o, "attention_layers", row);
         snprintf(row, sizeof row, "%d key heads x %d, %d value heads x %d, conv kernel %d", c->lin.k_heads, c->lin.dk,
                  c->lin.v_heads, c->lin.dv, c->lin.conv);

@@ -5,6 +5,9 @@ decoded values in F32: a checkpoint quantized that way and its F32 twin, for tes
 (pure Python, no numpy).
 
     python3 int4ct_quant.py SRC DST [f32|nan-scale|short-scale|zero-point]
+
+With INT4CT_ONLY=TEXT in the environment only the projections whose names contain TEXT are quantized
+(".experts.": Kimi-K2.5's routed experts, as it is released).
 """
 import json
 import os
@@ -45,9 +48,10 @@ def main():
     src, dst = sys.argv[1:3]
     mode = sys.argv[3] if len(sys.argv) > 3 else ''
     copy_other_files(src, dst)
-    items, broke = [], False
+    items, broke, only = [], False, os.environ.get('INT4CT_ONLY', '')
     for name, (dt, shape, data) in sorted(tensors(src).items()):
-        if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2 and shape[1] % 32 == 0):
+        if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2 and shape[1] % 32 == 0) or \
+                only not in name:
             items.append((name, (dt, shape, data)))
             continue
         R, C = shape

@@ -38,10 +38,12 @@
  *                           rope_interleave (pairs (2i, 2i+1)), scale (nope + rope)^-1/2; MoE from
  *                           first_k_dense_replace: sigmoid scores, e_score_correction_bias for the
  *                           choice only, top-2 sum per group, topk_group groups, top-k, weights
- *                           renormalised (+1e-20) times routed_scaling_factor, shared experts
+ *                           renormalised (+1e-20) times routed_scaling_factor, shared experts; YaRN
+ *                           (rope_scaling / rope_parameters, Kimi-K2.5): olmo3's frequencies on the
+ *                           de-interleaved RoPE dims, the scale times yarn_get_mscale(factor, mscale_all_dim)^2
  *   gemma3, qwen3_vl,       the text model of a multimodal checkpoint: text_config read as gemma3_text /
- *   mistral3                qwen3 (qwen3_vl_text: M-RoPE on text-only positions is rotate_half RoPE) /
- *                           mistral; tensors under language_model.model. (head language_model.lm_head) or
+ *   mistral3, kimi_k25      qwen3 (qwen3_vl_text: M-RoPE on text-only positions is rotate_half RoPE) /
+ *                           mistral / deepseek_v3; tensors under language_model.model. (head language_model.lm_head) or
  *                           model.language_model. (head lm_head); gemma3's multimodal head: no final soft-cap
  *   glm4_moe                q/k/v_proj with biases when attention_bias, o_proj never; q_norm / k_norm
  *                           per head before RoPE when use_qk_norm; RoPE rotate_half on the first
@@ -65,6 +67,8 @@
  *   glm_moe_dsa             deepseek_v32's, with MLA's RoPE by rotate_half (modeling_glm_moe_dsa), rope_theta
  *                           from rope_parameters, rms_norm_eps 1e-5; IndexShare (GLM-5.2): the indexer_types
  *                           "shared" layers take the previous full layer's selection
+ *   kimi_linear             described only (layers, no RoPE on MLA: mla_use_nope, MoE layers, scale, eps): the
+ *                           Kimi Delta Attention layers are not computed, ref_logits refuses
  *   exaone4                 OLMo 2's block (norms after attention and MLP only) with q_norm / k_norm per
  *                           head after the projections; sliding window on the layer_types
  *                           "sliding_attention" layers (or sliding_window_pattern: "LLLG" per layer, or
@@ -127,7 +131,8 @@
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
                R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA, R_EXAONE4,
-               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT, R_LLAMA4 } rfam;
+               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT, R_LLAMA4,
+               R_KIMI_LINEAR } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -149,6 +154,7 @@ struct RefModel {
     bool yarn;
     double yarn_factor, yarn_orig, beta_fast, beta_slow, yarn_attn;
     bool yarn_truncate;
+    double yarn_softmax;          /* MLA: the softmax scale's factor mscale^2 (DeepSeek's yarn_get_mscale) */
     bool sinks;                    /* gpt_oss: self_attn.sinks */
     /* rope_scaling llama3 (exaone4): every layer that rotates */
     bool llama3;
@@ -212,7 +218,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
         {"ministral3", R_MINISTRAL3},              /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
         {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT},
-        {"llama4_text", R_LLAMA4}};
+        {"llama4_text", R_LLAMA4}, {"kimi_linear", R_KIMI_LINEAR}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -225,7 +231,9 @@ static bool one_plus(const RefModel *m) {
 }
 static bool olmo(const RefModel *m) { return m->fam == R_OLMO2 || m->fam == R_OLMO3; }
 /* MLA: DeepSeek-V3, and V3.2 / GLM-5 with their indexer. */
-static bool mla(const RefModel *m) { return m->fam == R_DSV3 || m->fam == R_DSV32 || m->fam == R_GLM_DSA; }
+static bool mla(const RefModel *m) {
+    return m->fam == R_DSV3 || m->fam == R_DSV32 || m->fam == R_GLM_DSA || m->fam == R_KIMI_LINEAR;
+}
 /* Norms after attention and MLP only: OLMo 2 / 3 and EXAONE 4 (Exaone4DecoderLayer). */
 static bool post_block(const RefModel *m) { return olmo(m) || m->fam == R_EXAONE4; }
 /* Qwen3-MoE's routing and layers (Qwen3-Next: and its shared expert). */
@@ -297,6 +305,9 @@ static void parse_yarn(RefModel *m, const cJSON *r, const cJSON *rs) {
     if (m->yarn_attn < 0 && ms != 0 && msa != 0)          /* get_mscale(f, mscale) / get_mscale(f, mscale_all_dim) */
         m->yarn_attn = f <= 1 ? 1.0 : (0.1 * ms * log(f) + 1.0) / (0.1 * msa * log(f) + 1.0);
     if (m->yarn_attn < 0) m->yarn_attn = m->yarn_factor <= 1 ? 1.0 : 0.1 * log(m->yarn_factor) + 1.0;
+    /* DeepseekV3Attention: scaling *= yarn_get_mscale(factor, mscale_all_dim)^2 when mscale_all_dim */
+    double cf = jnum(rs, "factor", 1, 1), ym = cf <= 1 ? 1.0 : 0.1 * msa * log(cf) + 1.0;
+    m->yarn_softmax = msa != 0 ? ym * ym : 1.0;
 }
 
 static int parse_rope(RefModel *m, const cJSON *r) {
@@ -317,7 +328,7 @@ static int parse_rope(RefModel *m, const cJSON *r) {
     if (cJSON_IsObject(rs)) {
         const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
         if (t && !strcmp(t, "linear")) m->rope_factor = jnum(rs, "factor", 1, 1);
-        else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_GPT_OSS || m->fam == R_MINISTRAL3))
+        else if (t && !strcmp(t, "yarn") && (m->fam == R_OLMO3 || m->fam == R_GPT_OSS || m->fam == R_MINISTRAL3 || mla(m)))
             parse_yarn(m, r, rs);
         else if (t && !strcmp(t, "llama3") && (m->fam == R_EXAONE4 || m->fam == R_LLAMA4)) {
             m->llama3 = true;
@@ -350,6 +361,13 @@ static void parse_moe(RefModel *m, const cJSON *r) {
     m->n_group = (int)jnum(r, "n_group", 1, 1);
     m->topk_group = (int)jnum(r, "topk_group", 1, 1);
     m->n_shared = (int)jnum(r, "n_shared_experts", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
+    if (m->fam == R_KIMI_LINEAR) {              /* KimiLinearConfig's names of DeepSeek-V3's keys */
+        m->E = (int)jnum(r, "num_experts", 0, 0);
+        m->topk = (int)jnum(r, "num_experts_per_token", 2, 2);
+        m->n_shared = (int)jnum(r, "num_shared_experts", 0, 0);
+        m->n_group = (int)jnum(r, "num_expert_group", 1, 1);
+        m->norm_topk = jbool(r, "moe_renormalize", true);
+    }
     m->routed_scale = jnum(r, "routed_scaling_factor", 1, 1);
     m->sigmoid = sig_router(m);
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(r, "mlp_only_layers"), *e;
@@ -459,12 +477,15 @@ static int parse_config(RefModel *m, const cJSON *r) {
         m->ih = (int)jnum(r, "index_n_heads", 0, 0);
         m->id = (int)jnum(r, "index_head_dim", 0, 0);
         m->topk_keys = m->fam == R_DSV3 ? 0 : (int)jnum(r, "index_topk", 0, 0);
+        for (int L = 0; m->fam == R_KIMI_LINEAR && L < m->L && L < REF_MAX_LAYERS; L++)   /* KimiMLAAttention: use_nope */
+            m->no_rope[L] = jbool(r, "mla_use_nope", false);
         parse_index_share(m, r);
     }
     if (parse_rope(m, r)) return AL_ERR;
     if (mla(m)) m->rot = m->rope;
     double qpas = gemma(m) ? jnum(r, "query_pre_attn_scalar", 256, 256) : m->hd;
     m->scale = 1.0 / sqrt(qpas);
+    if (mla(m) && m->yarn) m->scale *= m->yarn_softmax;
     m->attn_cap = m->fam == R_GEMMA2 ? jnum(r, "attn_logit_softcapping", 50, 0) : jnum(r, "attn_logit_softcapping", 0, 0);
     m->final_cap = m->fam == R_GEMMA2 ? jnum(r, "final_logit_softcapping", 30, 0) : jnum(r, "final_logit_softcapping", 0, 0);
     /* Gemma: normalizer = tensor(hidden ** 0.5, dtype = the activations' dtype) */
@@ -534,7 +555,13 @@ void ref_free(RefModel *m) {
 }
 
 size_t ref_vocab(const RefModel *m) { return (size_t)m->V; }
-void ref_ablate(RefModel *m, unsigned what) { m->ablate = what; }
+void ref_ablate(RefModel *m, unsigned what) {
+    if (mla(m) && m->yarn) {                     /* the softmax scale's mscale^2 off and on again */
+        if (m->ablate & REF_ABLATE_YARN) m->scale *= m->yarn_softmax;
+        if (what & REF_ABLATE_YARN) m->scale /= m->yarn_softmax;
+    }
+    m->ablate = what;
+}
 
 static bool moe_layer(const RefModel *m, int L);
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor);
@@ -912,6 +939,19 @@ static int indexer(const RefModel *m, int L, const double *h, const double *qa, 
 void ref_no_indexer(RefModel *m, bool off) { m->no_select = off; }
 void ref_no_index_share(RefModel *m, bool off) { m->no_share = off; }
 
+/* MLA's RoPE at position p on rot dims (de-interleaved first under rope_interleave); YaRN's frequencies with
+ * rope_scaling / rope_parameters yarn (Kimi-K2.5). */
+static void rope_mla(const RefModel *m, double *x, int rot, double p) {
+    if (!m->yarn || (m->ablate & REF_ABLATE_YARN)) { rope(x, rot, p, m->theta, m->rope_factor, m->interleave); return; }
+    double tmp[512];
+    int half = rot / 2;
+    if (m->interleave) {
+        for (int i = 0; i < half; i++) { tmp[i] = x[2 * i]; tmp[i + half] = x[2 * i + 1]; }
+        memcpy(x, tmp, (size_t)rot * sizeof *x);
+    }
+    rope_yarn(m, x, rot, p, m->theta);
+}
+
 /* DeepSeek MLA attention of layer L: out (T x D). */
 static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double *out) {
     const size_t D = (size_t)m->D, H = (size_t)m->H, np = (size_t)m->nope, rp = (size_t)m->rope, dv = (size_t)m->vdim;
@@ -931,9 +971,9 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.kv_b_proj", false, ckv, KL + rp, T, KL, H * (np + dv), kvb);
     for (size_t t = 0; rc == AL_OK && t < T; t++) {
         double *kpe = ckv + t * (KL + rp) + KL;          /* one RoPE key shared by the heads */
-        rope(kpe, (int)rp, (double)t, m->theta, m->rope_factor, m->interleave);
+        rope_mla(m, kpe, (int)rp, (double)t);
         for (size_t i = 0; i < H; i++) {
-            rope(q + (t * H + i) * dq + np, (int)rp, (double)t, m->theta, m->rope_factor, m->interleave);
+            rope_mla(m, q + (t * H + i) * dq + np, (int)rp, (double)t);
             memcpy(kf + (t * H + i) * dq, kvb + (t * H + i) * (np + dv), np * sizeof *kf);
             memcpy(kf + (t * H + i) * dq + np, kpe, rp * sizeof *kf);
         }
@@ -1372,6 +1412,8 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
 
 int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
     const size_t D = (size_t)m->D, V = (size_t)m->V;
+    if (m->fam == R_KIMI_LINEAR) return al_err("ref: Kimi Delta Attention is not in the reference (kimi_linear: "
+                                               "description only)");
     char emb[96];
     snprintf(emb, sizeof emb, "%s%s", m->prefix, m->fam == R_NEOX ? "embed_in.weight" : "embed_tokens.weight");
     double *E = tget(m, -1, emb, V, D), *x = malloc(T * D * sizeof *x), *W = NULL;

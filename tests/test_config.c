@@ -876,6 +876,111 @@ static void test_ministral3(void) {
           "rope_parameters read for every family; the q scaling only where the row has it (Mistral: none)");
 }
 
+/* moonshotai/Kimi-K2.5's config.json (KimiK25ForConditionalGeneration) as released: the text tower is a
+ * deepseek_v3 text_config (YaRN in rope_parameters, mscale = mscale_all_dim = 1), its tensors under
+ * language_model.model., the routed experts compressed-tensors INT4; the vision tower's config beside it. */
+static void test_kimi_k25(void) {
+    ModelConfig c;
+    CHECK_OK(model_config_parse("{\"architectures\": [\"KimiK25ForConditionalGeneration\"], \"auto_map\": {\"AutoConfig\": "
+        "\"configuration_kimi_k25.KimiK25Config\", \"AutoModel\": \"modeling_kimi_k25.KimiK25ForConditionalGeneration\", "
+        "\"AutoModelForCausalLM\": \"modeling_kimi_k25.KimiK25ForConditionalGeneration\"}, \"bos_token_id\": 163584, "
+        "\"dtype\": \"bfloat16\", \"eos_token_id\": 163585, \"ignore_index\": -100, \"media_placeholder_token_id\": 163605, "
+        "\"model_type\": \"kimi_k25\", \"pad_token_id\": 163839, \"quantization_config\": {\"config_groups\": {\"group_0\": "
+        "{\"input_activations\": null, \"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": {\"actorder\": "
+        "null, \"block_structure\": null, \"dynamic\": false, \"group_size\": 32, \"num_bits\": 4, \"observer\": \"minmax\", "
+        "\"observer_kwargs\": {}, \"strategy\": \"group\", \"symmetric\": true, \"type\": \"int\"}}}, \"format\": "
+        "\"pack-quantized\", \"ignore\": [\"lm_head\", \"re:.*self_attn.*\", \"re:.*shared_experts.*\", "
+        "\"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\"], \"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
+        "\"quantization_status\": \"compressed\"}, \"text_config\": {\"architectures\": [\"DeepseekV3ForCausalLM\"], "
+        "\"attention_bias\": false, \"attention_dropout\": 0.0, \"aux_loss_alpha\": 0.001, \"bos_token_id\": 163584, "
+        "\"dtype\": \"bfloat16\", \"eos_token_id\": 163585, \"ep_size\": 1, \"first_k_dense_replace\": 1, \"hidden_act\": "
+        "\"silu\", \"hidden_size\": 7168, \"initializer_range\": 0.02, \"intermediate_size\": 18432, \"kv_lora_rank\": 512, "
+        "\"max_position_embeddings\": 262144, \"model_type\": \"deepseek_v3\", \"moe_intermediate_size\": 2048, "
+        "\"moe_layer_freq\": 1, \"n_group\": 1, \"n_routed_experts\": 384, \"n_shared_experts\": 1, \"norm_topk_prob\": "
+        "true, \"num_attention_heads\": 64, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 61, \"num_key_value_heads\": "
+        "64, \"num_nextn_predict_layers\": 0, \"pad_token_id\": 163839, \"pretraining_tp\": 1, \"q_lora_rank\": 1536, "
+        "\"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-05, \"rope_parameters\": {\"beta_fast\": "
+        "32.0, \"beta_slow\": 1.0, \"factor\": 64.0, \"mscale\": 1.0, \"mscale_all_dim\": 1.0, "
+        "\"original_max_position_embeddings\": 4096, \"rope_theta\": 50000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, "
+        "\"rope_theta\": 50000.0, \"routed_scaling_factor\": 2.827, \"scoring_func\": \"sigmoid\", \"seq_aux\": true, "
+        "\"tie_word_embeddings\": false, \"topk_group\": 1, \"topk_method\": \"noaux_tc\", \"use_cache\": true, "
+        "\"v_head_dim\": 128, \"vocab_size\": 163840}, \"tie_word_embeddings\": false, \"transformers_version\": \"5.7.0\", "
+        "\"use_unified_vision_chunk\": true, \"video_placeholder\": \"<|kimi_k25_video_placeholder|>\", \"vision_config\": "
+        "{\"init_pos_emb_height\": 64, \"init_pos_emb_time\": 4, \"init_pos_emb_width\": 64, \"merge_kernel_size\": [2, 2], "
+        "\"merge_type\": \"sd2_tpool\", \"mm_hidden_size\": 1152, \"mm_projector_type\": \"patchmerger\", \"model_type\": \"\", "
+        "\"patch_size\": 14, \"pos_emb_type\": \"divided_fixed\", \"projector_hidden_act\": \"gelu\", \"projector_ln_eps\": "
+        "1e-05, \"text_hidden_size\": 7168, \"video_attn_type\": \"spatial_temporal\", \"vt_hidden_size\": 1152, "
+        "\"vt_intermediate_size\": 4304, \"vt_num_attention_heads\": 16, \"vt_num_hidden_layers\": 27}}",
+        "Kimi-K2.5/config.json", &c));
+    double ms = 0.1 * log(64.0) + 1;                 /* yarn_get_mscale(64, mscale_all_dim 1) */
+    CHECK(c.family == FAM_KIMI_K25 && cfg_is_mla(&c) && c.n_heads == 64 && c.n_layers == 61 && c.hidden == 7168 &&
+          c.q_lora_rank == 1536 && c.kv_lora_rank == 512 && c.qk_nope_dim == 128 && c.qk_rope_dim == 64 &&
+          c.v_dim == 128 && c.vocab == 163840 && !c.tie_embeddings && c.norm_eps == 1e-5 && c.rope_theta == 50000,
+          "Kimi-K2.5: DeepSeek-V3's MLA dims from text_config");
+    CHECK(c.rope_spec.scaling.kind == RS_YARN && c.rope_spec.scaling.factor == 64 &&
+          c.rope_spec.scaling.orig_max_pos == 4096 && c.rope == ROPE_INTERLEAVED &&
+          fabs(cfg_attn_scale(&c, 0) - ms * ms / sqrt(192.0)) < 1e-12,
+          "Kimi-K2.5: YaRN x64 from 4096 in rope_parameters, softmax scale mscale^2 / sqrt(192) (%g)", cfg_attn_scale(&c, 0));
+    CHECK(c.mlp == MLP_MOE && c.moe.layout == MOE_DEEPSEEK && c.moe.n_experts == 384 && c.moe.top_k == 8 &&
+          c.moe.expert_ffn == 2048 && c.moe.n_shared == 1 && c.moe.sigmoid && c.moe.routed_scaling == 2.827 &&
+          c.moe.first_dense == 1 && !cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 60), "Kimi-K2.5: 384 experts top-8");
+    char n[160];
+    CHECK(cfg_role_name(&c, ROLE_KV_B, 5, -1, "weight", n, sizeof n) &&
+          !strcmp(n, "language_model.model.layers.5.self_attn.kv_b_proj.weight"), "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_LM_HEAD, -1, -1, "weight", n, sizeof n) && !strcmp(n, "language_model.lm_head.weight"),
+          "%s", n);
+    CHECK(cfg_role_name(&c, ROLE_EXP_GATE, 7, 383, "weight", n, sizeof n) &&
+          !strcmp(n, "language_model.model.layers.7.mlp.experts.383.gate_proj.weight"), "%s", n);
+    CHECK_ERR(model_config_parse("{\"model_type\": \"kimi_k25\", \"text_config\": {\"model_type\": \"kimi_linear\", "
+                                 "\"hidden_size\": 64}}", "t", &c), "text_config");
+}
+
+/* moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json (KimiLinearForCausalLM): linear_attn_config's kda_layers
+ * (1-based) are Kimi Delta Attention, full_attn_layers MLA with q_proj (q_lora_rank null) and no RoPE
+ * (mla_use_nope); KimiLinearConfig's MoE keys (num_experts_per_token, num_shared_experts, moe_renormalize,
+ * moe_router_activation_func, num_expert_group). */
+static void test_kimi_linear(void) {
+    ModelConfig c;
+    CHECK_OK(model_config_parse("{\"architectures\": [\"KimiLinearForCausalLM\"], \"auto_map\": {\"AutoConfig\": "
+        "\"configuration_kimi.KimiLinearConfig\", \"AutoModel\": \"modeling_kimi.KimiLinearModel\", "
+        "\"AutoModelForCausalLM\": \"modeling_kimi.KimiLinearForCausalLM\"}, \"bos_token_id\": 163584, \"dtype\": "
+        "\"bfloat16\", \"eos_token_id\": 163586, \"first_k_dense_replace\": 1, \"head_dim\": 72, \"hidden_act\": \"silu\", "
+        "\"hidden_size\": 2304, \"initializer_range\": 0.02, \"intermediate_size\": 9216, \"kv_lora_rank\": 512, "
+        "\"linear_attn_config\": {\"full_attn_layers\": [4, 8, 12, 16, 20, 24, 27], \"head_dim\": 128, \"kda_layers\": "
+        "[1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26], \"num_heads\": 32, "
+        "\"short_conv_kernel_size\": 4}, \"mla_use_nope\": true, \"model_max_length\": 1048576, \"model_type\": "
+        "\"kimi_linear\", \"moe_intermediate_size\": 1024, \"moe_layer_freq\": 1, \"moe_renormalize\": true, "
+        "\"moe_router_activation_func\": \"sigmoid\", \"num_attention_heads\": 32, \"num_expert_group\": 1, "
+        "\"num_experts\": 256, \"num_experts_per_token\": 8, \"num_hidden_layers\": 27, \"num_key_value_heads\": 32, "
+        "\"num_nextn_predict_layers\": 0, \"num_shared_experts\": 1, \"pad_token_id\": 163839, \"q_lora_rank\": null, "
+        "\"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
+        "\"rope_theta\": 10000.0, \"routed_scaling_factor\": 2.446, \"tie_word_embeddings\": false, \"topk_group\": 1, "
+        "\"use_cache\": true, \"use_grouped_topk\": true, \"v_head_dim\": 128, \"vocab_size\": 163840}",
+        "Kimi-Linear-48B-A3B/config.json", &c));
+    CHECK(c.family == FAM_KIMI_LINEAR && cfg_is_mla(&c) && c.q_lora_rank == 0 && c.kv_lora_rank == 512 &&
+          c.qk_nope_dim == 128 && c.qk_rope_dim == 64 && c.v_dim == 128 && c.n_heads == 32 && c.n_layers == 27 &&
+          c.rope == ROPE_NONE && !cfg_layer_rope(&c, 3) && fabs(cfg_attn_scale(&c, 3) - 1 / sqrt(192.0)) < 1e-12,
+          "Kimi-Linear: MLA with q_proj, no RoPE (mla_use_nope), scale 1/sqrt(192)");
+    char list[128];
+    int n = cfg_attn_layers(&c, list, sizeof list);
+    CHECK(c.lin.layout == LIN_KDA && c.lin.n_linear == 20 && n == 7 && !strcmp(list, "3, 7, 11, 15, 19, 23, 26") &&
+          cfg_layer_linear(&c, 0) && !cfg_layer_linear(&c, 26) && c.lin.v_heads == 32 && c.lin.dv == 128 &&
+          c.lin.conv == 4, "Kimi-Linear: kda_layers 1-based, MLA layers %s", list);
+    CHECK(c.mlp == MLP_MOE && c.moe.layout == MOE_KIMI && c.moe.n_experts == 256 && c.moe.top_k == 8 &&
+          c.moe.n_shared == 1 && c.moe.norm_topk_prob && c.moe.sigmoid && c.moe.n_group == 1 &&
+          c.moe.routed_scaling == 2.446 && !cfg_moe_layer(&c, 0) && cfg_moe_layer(&c, 1), "Kimi-Linear: 256 experts top-8");
+    char nm[160];
+    CHECK(cfg_role_name(&c, ROLE_LIN_F_B, 0, -1, "weight", nm, sizeof nm) &&
+          !strcmp(nm, "model.layers.0.self_attn.f_b_proj.weight"), "%s", nm);
+    CHECK(cfg_role_name(&c, ROLE_Q, 3, -1, "weight", nm, sizeof nm) && !strcmp(nm, "model.layers.3.self_attn.q_proj.weight"),
+          "%s", nm);
+    CHECK(cfg_role_name(&c, ROLE_ROUTER_BIAS, 3, -1, NULL, nm, sizeof nm) &&
+          !strcmp(nm, "model.layers.3.block_sparse_moe.gate.e_score_correction_bias"), "%s", nm);
+    CHECK(cfg_role_name(&c, ROLE_SHEXP_DOWN, 3, -1, "weight", nm, sizeof nm) &&
+          !strcmp(nm, "model.layers.3.block_sparse_moe.shared_experts.down_proj.weight"), "%s", nm);
+    CHECK_ERR(cfg_check_attn_layer(&c, 4, "ranks"), "Kimi Delta Attention");
+}
+
 int main(void) {
     test_family_table();
     test_text_towers();
@@ -891,6 +996,8 @@ int main(void) {
     test_exaone4();
     test_minimax_m2();
     test_ministral3();
+    test_kimi_k25();
+    test_kimi_linear();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

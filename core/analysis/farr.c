@@ -50,6 +50,10 @@ int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *
         return AL_OK;
     }
     bool has_rope = c->rope != ROPE_NONE && c->qk_rope_dim > 0;
+    if (!has_rope && cfg_is_mla(c) && c->qk_nope_dim > 0 && offset == FARR_NO_OFFSET) {
+        *part = PART_NOPE;          /* MLA without RoPE (Kimi-Linear): the latent's part; the shared key reads x */
+        return AL_OK;
+    }
     if (!has_rope) {
         if (offset != FARR_NO_OFFSET)
             return al_err("this %s model has no RoPE: its QK heads fuse exactly, without an offset",

@@ -848,27 +848,32 @@ static void layout_moe(Lint *x, int L) {
 }
 
 /* A linear-attention layer's tensors (shape_linear): A_log and dt_bias carry no ".weight"; conv1d
- * is [conv_dim, 1, linear_conv_kernel_dim]. */
+ * is [conv_dim, 1, linear_conv_kernel_dim]; KDA's A_log is [1, 1, num_heads, 1]. */
 static void layout_linear(Lint *x, int L) {
     const ModelConfig *c = &x->cfg;
     for (const RoleShape *w = shape_linear(c->lin.layout); w->why; w++) {
         bool plain = w->role == ROLE_LIN_A_LOG || w->role == ROLE_LIN_DT_BIAS;
-        if (w->role != ROLE_LIN_CONV) {
+        bool kda_a = w->role == ROLE_LIN_A_LOG && c->lin.layout == LIN_KDA;
+        if (!shape_linear_conv(w->role) && !kda_a) {
             expect_role(x, false, w->role, L, 0, plain ? NULL : "weight", shape_dim(c, w->d0), shape_dim(c, w->d1),
                         w->why);
             continue;
         }
         char name[256];
-        cfg_role_name(c, w->role, L, 0, "weight", name, sizeof name);
+        cfg_role_name(c, w->role, L, 0, plain ? NULL : "weight", name, sizeof name);
         LTensor *t = find(x, name);
         if (!t) { agg_add(x, AGG_MISSING, name, name); continue; }
         t->used = true;
         const st_entry *e = t->e;
         size_t C = shape_dim(c, w->d0), K = (size_t)c->lin.conv;
-        if (!(e->ndim == 3 && e->shape[0] == C && e->shape[1] == 1 && e->shape[2] == K)) {
-            char have[96], msg[700];
+        bool ok = kda_a ? e->ndim == 4 && e->shape[0] == 1 && e->shape[1] == 1 && e->shape[2] == C && e->shape[3] == 1
+                        : e->ndim == 3 && e->shape[0] == C && e->shape[1] == 1 && e->shape[2] == K;
+        if (!ok) {
+            char have[96], want[64], msg[700];
             shape_str(e, have, sizeof have);
-            snprintf(msg, sizeof msg, "%s is %s; config.json says [%zu, 1, %zu] (%s)", name, have, C, K, w->why);
+            if (kda_a) snprintf(want, sizeof want, "[1, 1, %zu, 1]", C);
+            else snprintf(want, sizeof want, "[%zu, 1, %zu]", C, K);
+            snprintf(msg, sizeof msg, "%s is %s; config.json says %s (%s)", name, have, want, w->why);
             agg_add(x, AGG_SHAPE, name, msg);
         }
     }

@@ -381,8 +381,9 @@ static void fp8_quantize(const Mat *m, uint8_t *q, float *scale) {
  * "<name minus .weight>.weight_scale_inv"). */
 static int add_tensor(CkptWriter *w, const SynTensor *t) {
     const Mat *m = t->m;
-    size_t shape[3] = {m->rows, m->cols, m->cols}, n = m->rows * m->cols;
+    size_t shape[4] = {m->rows, m->cols, m->cols, 1}, n = m->rows * m->cols;
     if (t->ndim == 3) shape[1] = 1;                  /* a depthwise conv1d: [channels, 1, kernel] */
+    if (t->ndim == 4) { shape[0] = shape[1] = 1; shape[2] = n; }   /* a vector as (1, 1, n, 1): KDA's A_log */
     if (t->ndim == 3 && t->lead) { shape[0] = t->lead; shape[1] = m->rows / t->lead; }   /* [E, rows / E, cols] */
     const size_t *sh = t->ndim == 1 ? shape + 1 : shape;
     int rc;

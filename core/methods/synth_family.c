@@ -367,6 +367,35 @@ static int attn_linear(const Ctx *c) {
     return rc == AL_OK ? add_gauss(c, ROLE_LIN_OUT, -1, D, nv, 0) : rc;
 }
 
+/* A Kimi Delta Attention layer (KimiDeltaAttention): q / k / v, f_a / f_b, g_a / g_b, b and o_proj Gaussian, the
+ * three conv1d [H d, 1, K] of RMS 1/sqrt(K), A_log (1, 1, H, 1) and dt_bias (H d) 0.1 N(0, 1), o_norm 1 + 0.1 N(0, 1). */
+static int attn_kda(const Ctx *c) {
+    const LinearSpec *l = &c->c->lin;
+    const size_t D = (size_t)c->c->hidden, H = (size_t)l->v_heads, d = (size_t)l->dv, n = H * d;
+    static const tensor_role proj[] = {ROLE_LIN_Q, ROLE_LIN_K, ROLE_LIN_V}, conv[] = {ROLE_LIN_Q_CONV, ROLE_LIN_K_CONV,
+                                                                                        ROLE_LIN_V_CONV};
+    int rc = AL_OK;
+    for (int i = 0; i < 3 && rc == AL_OK; i++) {
+        char name[192];
+        rc = add_gauss(c, proj[i], -1, n, D, 0);
+        role_name(c, conv[i], -1, "weight", name, sizeof name);
+        if (rc == AL_OK)
+            rc = synlist_add(c->l, name, 3, syn_gauss_named(c->seed, name, n, (size_t)l->conv,
+                                                            1 / sqrt((double)l->conv)), c->dt);
+    }
+    char an[192];
+    role_name(c, ROLE_LIN_A_LOG, -1, NULL, an, sizeof an);
+    if (rc == AL_OK) rc = synlist_add(c->l, an, 4, syn_gauss_named(c->seed, an, 1, H, 0.1), DT_F32);
+    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_F_A, -1, d, D, 0);
+    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_F_B, -1, n, d, 0);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_DT_BIAS, NULL, n, 0.0f, DT_F32);
+    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_B, -1, H, D, 0);
+    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_G_A, -1, d, D, 0);
+    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_G_B, -1, n, d, 0);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_NORM, "weight", d, 1.0f, c->dt);
+    return rc == AL_OK ? add_gauss(c, ROLE_LIN_OUT, -1, D, n, 0) : rc;
+}
+
 /* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk, the whole QK on a layer
  * without RoPE), V / O planted (fam_vo), laid out as the description's layout stores them, with
  * its biases and q/k norms. */
@@ -425,13 +454,15 @@ static int attn_indexer(const Ctx *c) {
 static int attn_mla(const Ctx *c) {
     const ModelConfig *m = c->c;
     const size_t D = (size_t)m->hidden, QL = (size_t)m->q_lora_rank, KL = (size_t)m->kv_lora_rank;
-    const MlaDims dims = {D, (size_t)m->n_heads, QL, KL, (size_t)m->qk_nope_dim, (size_t)m->qk_rope_dim, (size_t)m->v_dim};
+    /* without a query latent (q_lora_rank null: Kimi-Linear) q_proj is the planted map from the hidden state */
+    const MlaDims dims = {D, (size_t)m->n_heads, QL ? QL : D, KL, (size_t)m->qk_nope_dim, (size_t)m->qk_rope_dim,
+                          (size_t)m->v_dim};
     Mat *qb, *kvb, *op;
-    int rc = syn_mla_heads(c->seed, m->model_type, c->L, &dims, fam_vo, fam_qk, &qb, &kvb, &op);
+    int rc = syn_mla_heads(c->seed, m->model_type, plant_layer(m, c->L), &dims, fam_vo, fam_qk, &qb, &kvb, &op);
     if (rc != AL_OK) return rc;
-    rc = add_gauss(c, ROLE_Q_A, -1, QL, D, 0);
-    if (rc == AL_OK) rc = add_norm(c, ROLE_Q_A_NORM, QL);
-    if (rc == AL_OK) rc = add_mat(c, ROLE_Q_B, qb); else mat_free(qb);
+    if (QL) rc = add_gauss(c, ROLE_Q_A, -1, QL, D, 0);
+    if (rc == AL_OK && QL) rc = add_norm(c, ROLE_Q_A_NORM, QL);
+    if (rc == AL_OK) rc = add_mat(c, QL ? ROLE_Q_B : ROLE_Q, qb); else mat_free(qb);
     if (rc == AL_OK) rc = add_gauss(c, ROLE_KV_A, -1, KL + (size_t)m->qk_rope_dim, D, 0);
     if (rc == AL_OK) rc = add_norm(c, ROLE_KV_A_NORM, KL);
     if (rc == AL_OK) rc = add_mat(c, ROLE_KV_B, kvb); else mat_free(kvb);
@@ -553,7 +584,8 @@ static int fam_layer(const Ctx *c) {
     const size_t D = (size_t)c->c->hidden;
     int rc = add_norm_pair(c, ROLE_NORM_ATTN_IN, D);
     if (rc == AL_OK)
-        rc = cfg_layer_linear(c->c, c->L) ? attn_linear(c) : c->c->attn == QKV_MLA ? attn_mla(c) : attn_gqa(c);
+        rc = !cfg_layer_linear(c->c, c->L) ? (c->c->attn == QKV_MLA ? attn_mla(c) : attn_gqa(c))
+             : c->c->lin.layout == LIN_KDA ? attn_kda(c) : attn_linear(c);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_ATTN_OUT, D);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_IN, D);
     if (rc == AL_OK) rc = fam_mlp(c);

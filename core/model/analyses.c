@@ -190,6 +190,14 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
+    if (c->lin.layout == LIN_KDA) {
+        char list[256];
+        cfg_attn_layers(c, list, sizeof list);
+        return why_set(why, cap, "%s: the forward pass does not build Kimi Delta Attention (the %d layers other than %s: "
+                       "short convs on q / k / v, a per-channel decay from f_a / f_b_proj, A_log and dt_bias, the gated "
+                       "delta rule, o_norm gated by g_a / g_b_proj); its MLA layers (%s) are ordinary MLA without RoPE",
+                       mname(m), c->lin.n_linear, list, list);
+    }
     if (c->vocab == 0 || c->intermediate == 0)
         return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
     if (c->act == ACT_UNKNOWN)
@@ -285,6 +293,10 @@ static bool qk_reason(const Model *m, char *why, size_t cap) {
                  n > 1 ? "s" : "", nope, n > 1 ? "y" : "ies", n > 1 ? "" : "s");
     else if (c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0)
         snprintf(why, cap, "RoPE on every Q/K dim: give `offset D` (a fixed position offset, analysis only)");
+    else if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && cfg_is_mla(c) && c->rope == ROPE_NONE)
+        snprintf(why, cap, "the %d columns of each head keyed from the kv latent, dims 0-%d, exactly (no RoPE: "
+                 "mla_use_nope; the %d dims of the shared key read the hidden state, another input)", c->qk_nope_dim,
+                 c->qk_nope_dim - 1, c->qk_rope_dim);
     else if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
         snprintf(why, cap, "the %d NoPE columns of each head, dims %d-%d (the RoPE part cannot be fused)", c->qk_nope_dim,
                  cfg_nope_col(c), cfg_nope_col(c) + c->qk_nope_dim - 1);
@@ -332,7 +344,7 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
     if (c->lin.layout != LIN_NONE) {
         cfg_attn_layers(c, list, sizeof list);
         n = (size_t)snprintf(why, cap, "on the softmax-attention layers (%s; `all` and ranges sweep those, a linear "
-                             "layer alone is an error): the Gated DeltaNet layers have no heads", list);
+                             "layer alone is an error): the %s layers have no heads", list, cfg_linear_name(c));
     }
     if (c->attn_gate && n < cap)
         snprintf(why + n, cap - n, "%sthe output gate makes the V-O map W_V diag(sigmoid(x W_gate)) W_O: the ranks of "
@@ -345,8 +357,8 @@ static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
     if (m->cfg.lin.layout == LIN_NONE) return false;
     char list[256];
     cfg_attn_layers(&m->cfg, list, sizeof list);
-    return why_set(why, cap, "%s: the Gated DeltaNet layers have no keys or KV cache (only layers %s have): kvsvd "
-                   "learns every layer's; not covered", mname(m), list);
+    return why_set(why, cap, "%s: the %s layers have no keys or KV cache (only layers %s have): kvsvd "
+                   "learns every layer's; not covered", mname(m), cfg_linear_name(&m->cfg), list);
 }
 
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) {

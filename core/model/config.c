@@ -346,6 +346,8 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     sp->layout = c->rope;
     if (cfg_row(c)->keys == KEYS_MLA)
         sp->layout = c->rope_interleave && !cfg_row(c)->mla_rope_half ? ROPE_INTERLEAVED : ROPE_HALF;
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mla_use_nope")))   /* Kimi-Linear: MLA without RoPE */
+        c->rope = sp->layout = ROPE_NONE;
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
     double rd = cfg_row(c)->rotary_dim_key ? jnum(r, root, "rotary_dim", 0) : 0;   /* MiniMax-M2 */
     if (rd > 0 && c->qk_rope_dim > 0) pf = rd / c->qk_rope_dim;
@@ -451,15 +453,18 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
              : !strcmp(act, "relu") ? ACT_RELU : ACT_UNKNOWN;
     MoeSpec *m = &c->moe;
     m->n_experts = jint(r, root, "n_routed_experts", jnum(r, root, "num_experts", jnum(r, root, "num_local_experts", 0)));
-    m->top_k = jint(r, root, "num_experts_per_tok", 0);
-    m->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob")) || row->router_norm_topk;
+    m->top_k = jint(r, root, "num_experts_per_tok", jint(r, root, "num_experts_per_token", 0));   /* Kimi-Linear's */
+    m->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob")) || row->router_norm_topk ||
+                        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "moe_renormalize"));
     const cJSON *sf = cJSON_GetObjectItemCaseSensitive(root, "scoring_func");
+    if (!sf) sf = cJSON_GetObjectItemCaseSensitive(root, "moe_router_activation_func");
     m->sigmoid = cJSON_IsString(sf) && !strcmp(sf->valuestring, "sigmoid");
-    m->n_group = jint(r, root, "n_group", 0);
+    m->n_group = jint(r, root, "n_group", jint(r, root, "num_expert_group", 0));
     m->topk_group = jint(r, root, "topk_group", 0);
     const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, "topk_method");
     al_printable(cJSON_IsString(tm) ? tm->valuestring : "", m->topk_method, sizeof m->topk_method);
-    m->n_shared = jint(r, root, "n_shared_experts", jnum(r, root, "shared_expert_intermediate_size", 0) > 0 ? 1 : 0);
+    m->n_shared = jint(r, root, "n_shared_experts", jint(r, root, "num_shared_experts",
+                                                       jnum(r, root, "shared_expert_intermediate_size", 0) > 0 ? 1 : 0));
     m->shared_ffn = jint(r, root, "shared_expert_intermediate_size", 0);
     m->routed_scaling = jnum(r, root, "routed_scaling_factor", 1.0);
     m->first_dense = jint(r, root, "first_k_dense_replace", 0);
@@ -484,6 +489,23 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     al_printable(cJSON_IsString(td) ? td->valuestring : "", c->torch_dtype, sizeof c->torch_dtype);
 }
 
+/* Kimi-Linear's linear_attn_config: kda_layers (1-based) are Kimi Delta Attention, the others MLA; num_heads of
+ * head_dim for q, k and v alike, short_conv_kernel_size (KimiDeltaAttention). */
+static void parse_kda(const cJSON *la, ModelConfig *c) {
+    LinearSpec *l = &c->lin;
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(la, "num_heads"), *d = cJSON_GetObjectItemCaseSensitive(la, "head_dim");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(la, "short_conv_kernel_size"), *e;
+    l->k_heads = l->v_heads = cJSON_IsNumber(h) ? h->valueint : 32;
+    l->dk = l->dv = cJSON_IsNumber(d) ? d->valueint : 128;
+    l->conv = cJSON_IsNumber(k) ? k->valueint : 4;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(la, "kda_layers")) {
+        int L = cJSON_IsNumber(e) ? e->valueint - 1 : -1;
+        if (L < 0 || L >= c->n_layers || L >= CFG_MAX_LAYERS || l->layer[L]) continue;
+        l->layer[L] = 1;
+        l->n_linear++;
+    }
+}
+
 /* The linear-attention layers of a hybrid family (its row's lin): layer_types "linear_attention",
  * else all but every full_attention_interval-th layer (Qwen3NextConfig: 4); their dims; and the
  * output gate of the attention layers (attn_output_gate, the row's default). */
@@ -493,6 +515,7 @@ static void parse_linear(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->attn_gate = row->attn_gate && cfg_bool(r, "attn_output_gate", true);
     if (row->lin == LIN_NONE) return;
     l->layout = row->lin;
+    if (row->lin == LIN_KDA) { parse_kda(cJSON_GetObjectItemCaseSensitive(root, "linear_attn_config"), c); return; }
     l->k_heads = jint(r, root, "linear_num_key_heads", 16);
     l->v_heads = jint(r, root, "linear_num_value_heads", 32);
     l->dk = jint(r, root, "linear_key_head_dim", 128);
@@ -585,8 +608,9 @@ int cfg_check_attn_layer(const ModelConfig *c, int layer, const char *what) {
     if (!cfg_layer_linear(c, layer)) return AL_OK;
     char list[256];
     cfg_attn_layers(c, list, sizeof list);
-    return al_err("%s: layer %d of this %s model is a Gated DeltaNet linear-attention layer (a recurrence, no "
-                  "Q/K/V heads, no KV cache); its softmax-attention layers are %s", what, layer, c->model_type, list);
+    return al_err("%s: layer %d of this %s model is a %s linear-attention layer (a recurrence, no "
+                  "Q/K/V heads, no KV cache); its softmax-attention layers are %s", what, layer, c->model_type,
+                  cfg_linear_name(c), list);
 }
 
 /* The description after the dims; what is not a number where one belongs goes to r->badnum. */

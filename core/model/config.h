@@ -250,6 +250,10 @@ bool cfg_layer_indexer(const ModelConfig *c, int layer);
 static inline bool cfg_layer_linear(const ModelConfig *c, int layer) {
     return c->lin.layout != LIN_NONE && layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer];
 }
+/* What a hybrid's linear-attention layers are ("Gated DeltaNet", "Kimi Delta Attention"). */
+static inline const char *cfg_linear_name(const ModelConfig *c) {
+    return c->lin.layout == LIN_KDA ? "Kimi Delta Attention" : "Gated DeltaNet";
+}
 /* The layers with softmax attention and a KV cache (all but a hybrid's linear-attention layers). */
 static inline int cfg_n_attn_layers(const ModelConfig *c) { return c->n_layers - c->lin.n_linear; }
 /* The softmax-attention layers of a hybrid as "3, 7, 11" into buf; their count. */

@@ -89,6 +89,13 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                           [ROLE_SHEXP_GATE] = N("feed_forward.shared_expert.gate_proj"),
                           [ROLE_SHEXP_UP] = N("feed_forward.shared_expert.up_proj"),
                           [ROLE_SHEXP_DOWN] = N("feed_forward.shared_expert.down_proj")},
+    [MOE_KIMI] = {[ROLE_ROUTER] = N("block_sparse_moe.gate"),
+                  [ROLE_ROUTER_BIAS] = OPT("block_sparse_moe.gate.e_score_correction_bias"),
+                  [ROLE_EXP_GATE] = N("block_sparse_moe.experts.%d.w1"), [ROLE_EXP_UP] = N("block_sparse_moe.experts.%d.w3"),
+                  [ROLE_EXP_DOWN] = N("block_sparse_moe.experts.%d.w2"),
+                  [ROLE_SHEXP_GATE] = OPT("block_sparse_moe.shared_experts.gate_proj"),
+                  [ROLE_SHEXP_UP] = OPT("block_sparse_moe.shared_experts.up_proj"),
+                  [ROLE_SHEXP_DOWN] = OPT("block_sparse_moe.shared_experts.down_proj")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -101,6 +108,14 @@ static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
                      [ROLE_LIN_CONV] = N("linear_attn.conv1d"), [ROLE_LIN_A_LOG] = N("linear_attn.A_log"),
                      [ROLE_LIN_DT_BIAS] = N("linear_attn.dt_bias"), [ROLE_LIN_NORM] = N("linear_attn.norm"),
                      [ROLE_LIN_OUT] = N("linear_attn.out_proj")},
+    [LIN_KDA] = {[ROLE_LIN_Q] = N("self_attn.q_proj"), [ROLE_LIN_K] = N("self_attn.k_proj"),
+                 [ROLE_LIN_V] = N("self_attn.v_proj"), [ROLE_LIN_Q_CONV] = N("self_attn.q_conv1d"),
+                 [ROLE_LIN_K_CONV] = N("self_attn.k_conv1d"), [ROLE_LIN_V_CONV] = N("self_attn.v_conv1d"),
+                 [ROLE_LIN_A_LOG] = N("self_attn.A_log"), [ROLE_LIN_F_A] = N("self_attn.f_a_proj"),
+                 [ROLE_LIN_F_B] = N("self_attn.f_b_proj"), [ROLE_LIN_DT_BIAS] = N("self_attn.dt_bias"),
+                 [ROLE_LIN_B] = N("self_attn.b_proj"), [ROLE_LIN_G_A] = N("self_attn.g_a_proj"),
+                 [ROLE_LIN_G_B] = N("self_attn.g_b_proj"), [ROLE_LIN_NORM] = N("self_attn.o_norm"),
+                 [ROLE_LIN_OUT] = N("self_attn.o_proj")},
 };
 
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
@@ -160,6 +175,7 @@ const char *tensor_role_name(tensor_role r) {
         "indexer_q_b", "indexer_k", "indexer_k_norm", "indexer_weights", "q_norm", "k_norm", "sinks",
         "attn_gate", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
         "lin_dt_bias", "lin_norm", "lin_out",
+        "lin_q", "lin_k", "lin_v", "lin_q_conv", "lin_k_conv", "lin_v_conv", "lin_f_a", "lin_f_b", "lin_g_a", "lin_g_b",
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
@@ -289,6 +305,63 @@ const FamilyRow FAMILY[] = {
                   "\"rope_type\": \"default\"}, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", "
                   "\"topk_group\": 1, \"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
         .engines = ENGINES_ALL, .llamacpp_arch = "glm-dsa"},
+    /* moonshotai/Kimi-K2.5's config.json (KimiK25ForConditionalGeneration, remote code): text_config deepseek_v3 --
+       61 layers, 64 heads, q_lora 1536, kv_lora 512, qk_nope 128, qk_rope 64, v 128, 384 experts top-8 of 2048
+       (sigmoid, n_group 1, routed_scaling_factor 2.827), rope_parameters YaRN x64 from 4096 (theta 50000,
+       mscale = mscale_all_dim = 1: cos / sin unscaled, the softmax scale times mscale^2), rms_norm_eps 1e-5; the
+       tensors under language_model.model. (head language_model.lm_head), the vision tower (vision_tower.*,
+       MoonViT) and projector (mm_projector.*) beside them; the routed experts in compressed-tensors pack-quantized
+       INT4 (group 32; attention, shared experts and dense MLPs BF16). The recipe shrinks the original context to 8
+       (factor 64 of 512 positions) and writes rms_norm_eps 1e-6, as GLM-5's does (with 1e-5, transformers' MLA latents
+       and vLLM / SGLang's differ: lint says so on the real checkpoint) */
+    [FAM_KIMI_K25] = {
+        "kimi_k25", "KimiK25ForConditionalGeneration", "deepseek", "Kimi-K2.5: its text tower (DeepSeek-V3's MLA and "
+        "MoE; YaRN; experts in compressed-tensors INT4)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA,
+        .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .names = NAMES_LM_MODEL, .text_config = "deepseek_v3",
+        .tower_note = "routed experts released in compressed-tensors INT4 (group 32), read as they lie",
+        .vision = {"vision_tower.patch_embed.proj.weight", "mm_projector.proj.0.weight"},
+        .tower_keys = "\"media_placeholder_token_id\": 163605, \"use_unified_vision_chunk\": true, "
+                      "\"video_placeholder\": \"<|kimi_k25_video_placeholder|>\", \"vision_config\": "
+                      "{\"init_pos_emb_height\": 4, \"init_pos_emb_time\": 4, \"init_pos_emb_width\": 4, "
+                      "\"merge_kernel_size\": [2, 2], \"merge_type\": \"sd2_tpool\", \"mm_hidden_size\": 16, "
+                      "\"mm_projector_type\": \"patchmerger\", \"model_type\": \"\", \"patch_size\": 14, "
+                      "\"pos_emb_type\": \"divided_fixed\", \"projector_hidden_act\": \"gelu\", "
+                      "\"projector_ln_eps\": 1e-05, \"text_hidden_size\": 128, \"video_attn_type\": "
+                      "\"spatial_temporal\", \"vt_hidden_size\": 16, \"vt_intermediate_size\": 32, "
+                      "\"vt_num_attention_heads\": 2, \"vt_num_hidden_layers\": 1}",
+        .gguf_arch = "deepseek2",
+        .synth = {128, 4, 4, 3, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"kv_lora_rank\": 64, "
+                  "\"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, \"n_group\": 1, \"n_routed_experts\": 8, "
+                  "\"n_shared_experts\": 1, \"norm_topk_prob\": true, \"num_experts_per_tok\": 2, "
+                  "\"num_nextn_predict_layers\": 0, \"q_lora_rank\": 64, \"qk_nope_head_dim\": 32, "
+                  "\"qk_rope_head_dim\": 16, \"rope_parameters\": {\"beta_fast\": 32.0, \"beta_slow\": 1.0, "
+                  "\"factor\": 64.0, \"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
+                  "\"rope_theta\": 50000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"rope_theta\": 50000.0, "
+                  "\"routed_scaling_factor\": 2.827, \"scoring_func\": \"sigmoid\", \"topk_group\": 1, "
+                  "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
+        .engines = ENGINE_VLLM | ENGINE_SGLANG},
+    /* moonshotai/Kimi-Linear-48B-A3B's config.json (KimiLinearForCausalLM, remote code modeling_kimi.py): 27 layers,
+       linear_attn_config kda_layers (1-based) 3 of 4 Kimi Delta Attention, full_attn_layers [4, 8, ..., 24, 27] MLA
+       with q_proj (q_lora_rank null), kv_lora 512, qk_nope 128, qk_rope 64, v 128, mla_use_nope (no RoPE at all),
+       32 KDA heads of 128, short conv 4; 256 experts top-8 of 1024 (sigmoid, moe_renormalize, routed_scaling_factor
+       2.446, correction bias), one shared expert, first_k_dense_replace 1, rms_norm_eps 1e-5. The recipe: 8 layers (KDA
+       1-3, 5-7), 4 KDA heads of 32, 8 experts top-2 of 64, rms_norm_eps 1e-6 (as GLM-5's: lint's MLA latent eps) */
+    [FAM_KIMI_LINEAR] = {
+        "kimi_linear", "KimiLinearForCausalLM", "kimi_linear", "Kimi-Linear (Kimi Delta Attention 3 : 1 MLA without "
+        "RoPE; MoE, sigmoid routing)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_KIMI,
+        .router = ROUTER_DS_V3, .lin = LIN_KDA, .eps = 1e-5,
+        .synth = {128, 4, 4, 8, 256, 256, false,
+                  GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"head_dim\": 32, \"kv_lora_rank\": 64, "
+                  "\"linear_attn_config\": {\"full_attn_layers\": [4, 8], \"head_dim\": 32, \"kda_layers\": [1, 2, 3, 5, "
+                  "6, 7], \"num_heads\": 4, \"short_conv_kernel_size\": 4}, \"mla_use_nope\": true, "
+                  "\"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, \"moe_renormalize\": true, "
+                  "\"moe_router_activation_func\": \"sigmoid\", \"num_expert_group\": 1, \"num_experts\": 8, "
+                  "\"num_experts_per_token\": 2, \"num_nextn_predict_layers\": 0, \"num_shared_experts\": 1, "
+                  "\"q_lora_rank\": null, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_scaling\": null, "
+                  "\"rope_theta\": 10000.0, \"routed_scaling_factor\": 2.446, \"topk_group\": 1, "
+                  "\"use_grouped_topk\": true, \"v_head_dim\": 32"},
+        .engines = ENGINE_VLLM | ENGINE_SGLANG},
     [FAM_GLM4_MOE] = {
         "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5 / 4.6 / 4.7 (partial rotary, q/k/v biases; MoE, sigmoid "
         "group routing)", LLAMA_LIKE, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .partial_rotary = 0.5,

@@ -44,6 +44,8 @@ typedef enum {
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
     FAM_KIMI_K2,                         /* MLA (DeepSeek-V3's architecture) */
     FAM_DEEPSEEK_V32, FAM_GLM_MOE_DSA,   /* MLA + the lightning indexer (index_topk keys per query): DeepSeek-V3.2, GLM-5 */
+    FAM_KIMI_K25,                        /* issue 27: Kimi-K2.5's text tower (DeepSeek-V3's MLA and MoE) */
+    FAM_KIMI_LINEAR,                     /* issue 27: Kimi Delta Attention 3 : 1 MLA without RoPE; MoE */
     FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
                                             DeepSeek-V3's MoE (sigmoid group routing, shared expert) */
     FAM_GPT_OSS,                         /* gpt-oss: a learned sink logit per head, sliding 128 / full layers, YaRN,
@@ -106,6 +108,8 @@ typedef enum {
     LIN_QWEN3_NEXT,     /* linear_attn.{in_proj_qkvz, in_proj_ba, conv1d, A_log, dt_bias, norm, out_proj}: qkvz and
                            ba rows grouped per key head [q | k | v | z], [b | a] (Qwen3-Next) */
     LIN_QWEN3_5,        /* linear_attn.{in_proj_qkv [q | k | v], in_proj_z, in_proj_b, in_proj_a, ...} (Qwen3.5) */
+    LIN_KDA,            /* Kimi Delta Attention: self_attn.{q,k,v}_proj, {q,k,v}_conv1d, f_a/f_b_proj (per-channel decay),
+                           A_log, dt_bias, b_proj, g_a/g_b_proj (output gate), o_norm, o_proj (Kimi-Linear) */
     LIN_LAYOUT_COUNT
 } linear_layout;
 
@@ -122,6 +126,8 @@ typedef enum {
     MOE_QWEN_NEXT,      /* Qwen3-MoE's + mlp.shared_expert.* scaled by sigmoid(mlp.shared_expert_gate x) (Qwen3-Next) */
     MOE_QWEN3_5,        /* Qwen3-Next's with the experts fused: mlp.experts.gate_up_proj, mlp.experts.down_proj
                            (Qwen3.5 MoE) */
+    MOE_KIMI,           /* block_sparse_moe.gate (+ .e_score_correction_bias), block_sparse_moe.experts.E.{w1,w3,w2},
+                           block_sparse_moe.shared_experts.{gate,up,down}_proj (Kimi-Linear) */
     MOE_QWEN3_VL,       /* mlp.gate, every expert in one tensor: mlp.experts.gate_up_proj (E, D, 2I) used as x @ W with
                            gate / up the halves of the columns [gate | up], mlp.experts.down_proj (E, I, D) used as x @ W;
                            no biases, no shared expert (Qwen3-VL MoE) */
@@ -176,6 +182,8 @@ typedef enum {
     ROLE_SINKS, ROLE_ATTN_GATE,                                /* attention sinks, output gate */
     ROLE_LIN_QKVZ, ROLE_LIN_BA, ROLE_LIN_QKV, ROLE_LIN_Z, ROLE_LIN_B, ROLE_LIN_A, ROLE_LIN_CONV, ROLE_LIN_A_LOG,
     ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
+    ROLE_LIN_Q, ROLE_LIN_K, ROLE_LIN_V, ROLE_LIN_Q_CONV, ROLE_LIN_K_CONV, ROLE_LIN_V_CONV,   /* Kimi Delta Attention */
+    ROLE_LIN_F_A, ROLE_LIN_F_B, ROLE_LIN_G_A, ROLE_LIN_G_B,
                                                                /* Gated DeltaNet (linear_layout) */
     ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT,                     /* before / after attention */
     ROLE_NORM_FFN_IN, ROLE_NORM_FFN_OUT,                       /* before / after the MLP */

@@ -618,6 +618,8 @@ static int neox_unmix(Forward *f, float *y, size_t T, size_t ld) {
  * dt_bias, the gated norm. */
 static int load_linear(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const LinearSpec *ls = &f->c->lin;
+    if (ls->layout == LIN_KDA)        /* analyses.c's ppl_reason says what is missing; this is the backstop */
+        return al_err("layer %d: the forward pass does not build Kimi Delta Attention", L);
     size_t D = f->D, Hk = (size_t)ls->k_heads, Hv = (size_t)ls->v_heads, dk = (size_t)ls->dk, dv = (size_t)ls->dv;
     size_t C = 2 * Hk * dk + Hv * dv;
     char n[192];

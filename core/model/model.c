@@ -89,7 +89,7 @@ static int validate_linear(Model *m, int L) {
         if (store_entry(m->store, name, &e, NULL) != AL_OK) return AL_ERR;
         size_t n = 1, want = shape_dim(c, w->d0) * (w->d1 != D_NONE ? shape_dim(c, w->d1) : 1);
         for (int k = 0; k < e->ndim; k++) n *= e->shape[k];
-        if (w->role == ROLE_LIN_CONV) want *= (size_t)c->lin.conv;
+        if (shape_linear_conv(w->role)) want *= (size_t)c->lin.conv;
         if (n != want)
             return al_err("tensor '%s' has %zu values but the config (%s) needs %zu", name, n, w->why, want);
     }

@@ -118,6 +118,7 @@ static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
 
 /* A Gated DeltaNet layer (Qwen3-Next: in_proj_qkvz, in_proj_ba, conv1d, A_log, dt_bias, norm, out_proj). */
 #define LIN_KEYS "linear_num_{key,value}_heads, linear_{key,value}_head_dim"
+#define KDA_HD "linear_attn_config num_heads x head_dim"
 static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
     [LIN_QWEN3_NEXT] = {{ROLE_LIN_QKVZ, false, D_LQKVZ, D_H, 0,
                          "2 (key heads x key dim + value heads x value dim), hidden_size"},
@@ -128,6 +129,21 @@ static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
                         {ROLE_LIN_DT_BIAS, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
                         {ROLE_LIN_NORM, false, D_LDV, D_NONE, 0, "linear_value_head_dim"},
                         {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " LIN_KEYS}, {0}},
+    [LIN_KDA] = {{ROLE_LIN_Q, false, D_LVV, D_H, 0, KDA_HD ", hidden_size"},
+                 {ROLE_LIN_K, false, D_LVV, D_H, 0, KDA_HD ", hidden_size"},
+                 {ROLE_LIN_V, false, D_LVV, D_H, 0, KDA_HD ", hidden_size"},
+                 {ROLE_LIN_Q_CONV, false, D_LVV, D_NONE, 0, KDA_HD ", 1, short_conv_kernel_size"},
+                 {ROLE_LIN_K_CONV, false, D_LVV, D_NONE, 0, KDA_HD ", 1, short_conv_kernel_size"},
+                 {ROLE_LIN_V_CONV, false, D_LVV, D_NONE, 0, KDA_HD ", 1, short_conv_kernel_size"},
+                 {ROLE_LIN_A_LOG, false, D_LHV, D_NONE, 0, "num_heads (1, 1, H, 1)"},
+                 {ROLE_LIN_F_A, false, D_LDV, D_H, 0, "head_dim, hidden_size"},
+                 {ROLE_LIN_F_B, false, D_LVV, D_LDV, 0, KDA_HD ", head_dim"},
+                 {ROLE_LIN_DT_BIAS, false, D_LVV, D_NONE, 0, KDA_HD},
+                 {ROLE_LIN_B, false, D_LHV, D_H, 0, "num_heads, hidden_size"},
+                 {ROLE_LIN_G_A, false, D_LDV, D_H, 0, "head_dim, hidden_size"},
+                 {ROLE_LIN_G_B, false, D_LVV, D_LDV, 0, KDA_HD ", head_dim"},
+                 {ROLE_LIN_NORM, false, D_LDV, D_NONE, 0, "head_dim"},
+                 {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " KDA_HD}, {0}},
     [LIN_QWEN3_5] = {{ROLE_LIN_QKV, false, D_LCONV, D_H, 0,
                       "2 key heads x key dim + value heads x value dim, hidden_size"},
                      {ROLE_LIN_Z, false, D_LVV, D_H, 0, "linear value heads x value dim, hidden_size"},
@@ -141,9 +157,14 @@ static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
                      {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " LIN_KEYS}, {0}},
 };
 #undef LIN_KEYS
+#undef KDA_HD
 
 static const RoleShape NO_SHAPES[1] = {{0}};
 const RoleShape *shape_linear(linear_layout l) { return l < LIN_LAYOUT_COUNT ? LINEAR_SHAPES[l] : NO_SHAPES; }
+
+bool shape_linear_conv(tensor_role r) {
+    return r == ROLE_LIN_CONV || r == ROLE_LIN_Q_CONV || r == ROLE_LIN_K_CONV || r == ROLE_LIN_V_CONV;
+}
 
 const RoleShape *shape_attn(attn_layout a) { return a < ATTN_LAYOUT_COUNT ? ATTN_SHAPES[a] : NO_SHAPES; }
 const RoleShape *shape_ffn(ffn_layout f) { return f < FFN_LAYOUT_COUNT ? FFN_SHAPES[f] : NO_SHAPES; }

@@ -45,6 +45,8 @@ const RoleShape *shape_ffn(ffn_layout f);
 /* The tensors of a linear-attention layer in layout l (conv1d's [conv_dim, 1, kernel] as its
  * [d0, d1] = [conv_dim, kernel] values; A_log and dt_bias have no ".weight"). */
 const RoleShape *shape_linear(linear_layout l);
+/* True for a linear-attention layer's causal conv1d weights ([channels, 1, kernel]: Gated DeltaNet's one, KDA's three). */
+bool shape_linear_conv(tensor_role r);
 /* The SHAPE_IF_* conditions that hold for c (mlp_bias: the MLP linears have biases). */
 unsigned shape_conditions(const ModelConfig *c, bool mlp_bias);
 
