@@ -148,9 +148,15 @@ static void test_text_only(void) {
                           "\"attention_chunk_size\": null, \"attn_temperature_tuning\": false, \"no_rope_layers\": []}");
     CHECK(n.attn_chunk == 0 && n.temp_scale == 0 && n.qk_l2 && cfg_layer_chunk(&n, 0) == 0 &&
           cfg_q_temperature(&n, 3, 1 << 20) == 1 && !cfg_layer_qk_l2(&n, 3) && cfg_layer_qk_l2(&n, 2) &&
-          n.moe.n_experts == 0 && n.mlp == MLP_GATED && n.intermediate == 16384,
-          "chunk null, tuning false: neither; no_rope_layers []: every 4th NoPE; no experts: dense of "
-          "intermediate_size_mlp (default 16384)");
+          n.moe.n_experts == 16 && n.moe.top_k == 1 && n.mlp == MLP_MOE && n.moe.expert_ffn == 32 &&
+          n.intermediate == 16384 && cfg_moe_layer(&n, 0) && cfg_moe_layer(&n, 3),
+          "chunk null, tuning false: neither; no_rope_layers []: every 4th NoPE; Llama4TextConfig's defaults: 16 "
+          "experts top-1 of intermediate_size on every layer, intermediate_size_mlp 16384");
+    ModelConfig d = parse("{\"model_type\": \"llama4_text\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                          "\"num_hidden_layers\": 4, \"intermediate_size\": 32, \"intermediate_size_mlp\": 48, "
+                          "\"vocab_size\": 16, \"num_local_experts\": 0}");
+    CHECK(d.moe.n_experts == 0 && d.mlp == MLP_GATED && d.intermediate == 48 && !cfg_moe_layer(&d, 0),
+          "num_local_experts 0: dense layers of intermediate_size_mlp");
 }
 
 /* Equal logits (q = 0): the query at p averages V over its chunk [p - p % C, p]. */

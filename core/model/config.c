@@ -547,6 +547,7 @@ static void parse_llama4(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->temp_scale = tune ? jnum(r, root, "attn_scale", 0.1) : 0;
     if (!row->dense_ffn_key) return;
     MoeSpec *m = &c->moe;
+    if (!cJSON_HasObjectItem(root, "num_local_experts")) m->n_experts = 16, m->layout = row->moe;   /* the class's */
     if (m->expert_ffn <= 0) m->expert_ffn = c->intermediate;
     c->intermediate = jint(r, root, row->dense_ffn_key, 16384);
     m->n_shared = 1;                                   /* Llama4TextMoe's shared_expert, intermediate_size wide */
