@@ -180,6 +180,14 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
+    if (c->lin.mamba) {
+        char list[256];
+        cfg_attn_layers(c, list, sizeof list);
+        return why_set(why, cap, "%s: the forward pass does not run Mamba-2 layers yet (%d of %d layers: the causal conv1d, "
+                       "the selective-state recurrence with its D skip and the gated norm are not built), so ppl, generate, "
+                       "calibrate and kvsvd are refused; the attention analyses run on layers %s", m->path,
+                       c->lin.n_linear - c->lin.n_mlp_blocks, c->n_layers, list);
+    }
     if (c->vocab == 0 || c->intermediate == 0)
         return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
     if (c->act == ACT_UNKNOWN)
@@ -316,7 +324,11 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
     if (c->lin.layout != LIN_NONE) {
         cfg_attn_layers(c, list, sizeof list);
         n = (size_t)snprintf(why, cap, "on the softmax-attention layers (%s; give them with `layer`/`layers`): the "
-                             "Gated DeltaNet layers have no heads", list);
+                             "%s layers have no heads%s", list, cfg_linear_kind(c),
+                             c->lin.n_mlp_blocks ? ", the MLP blocks no attention" : "");
+    }
+    if (c->lin.mamba && c->rope == ROPE_NONE && n < cap) {
+        n += (size_t)snprintf(why + n, cap - n, "; the attention applies no RoPE, so QK fusion is exact on the whole head");
     }
     if (c->attn_gate && n < cap)
         snprintf(why + n, cap - n, "%sthe output gate makes the V-O map W_V diag(sigmoid(x W_gate)) W_O: the ranks of "
@@ -328,8 +340,8 @@ static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
     if (m->cfg.lin.layout == LIN_NONE) return false;
     char list[256];
     cfg_attn_layers(&m->cfg, list, sizeof list);
-    return why_set(why, cap, "%s: the Gated DeltaNet layers have no keys or KV cache (only layers %s have): kvsvd "
-                   "learns every layer's; not covered", mname(m), list);
+    return why_set(why, cap, "%s: the %s layers have no keys or KV cache (only layers %s have): kvsvd "
+                   "learns every layer's; not covered", mname(m), cfg_linear_kind(&m->cfg), list);
 }
 
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) {

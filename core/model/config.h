@@ -79,14 +79,21 @@ typedef struct {
     char topk_method[24];         /* DeepSeek topk_method ("greedy", "group_limited_greedy", "noaux_tc") */
 } MoeSpec;
 
-/* The linear-attention layers of a hybrid (Qwen3-Next's Gated DeltaNet): which layers, their dims. */
+/* The linear-attention layers of a hybrid (Qwen3-Next's Gated DeltaNet, a Mamba-2 hybrid's SSM layers): which
+ * layers, their dims. A Mamba-2 layer reads as a linear attention whose keys are B, queries C and values x:
+ * k_heads n_groups, dk ssm_state_size, v_heads the Mamba heads, dv their head dim. */
 typedef struct {
     linear_layout layout;         /* LIN_NONE: every layer is softmax attention */
-    int n_linear;                 /* layers that are linear attention */
-    int k_heads, v_heads;         /* linear_num_key_heads, linear_num_value_heads */
-    int dk, dv;                   /* linear_key_head_dim, linear_value_head_dim */
-    int conv;                     /* linear_conv_kernel_dim */
-    unsigned char layer[CFG_MAX_LAYERS];   /* 1: layer L is linear attention */
+    int n_linear;                 /* layers without softmax attention (linear / Mamba-2 mixers, Nemotron-H's MLP blocks) */
+    int n_mlp_blocks;             /* of them, Nemotron-H's MLP / MoE blocks (no mixer at all) */
+    int k_heads, v_heads;         /* linear_num_key_heads, linear_num_value_heads (Mamba-2: n_groups, heads) */
+    int dk, dv;                   /* linear_key_head_dim, linear_value_head_dim (Mamba-2: ssm_state_size, head_dim) */
+    int conv;                     /* linear_conv_kernel_dim (Mamba-2: conv_kernel) */
+    bool mamba;                   /* the layers are Mamba-2 mixers (LIN_MAMBA2_*) */
+    bool conv_bias;               /* conv1d has a bias (Mamba-2's use_conv_bias / mamba_conv_bias) */
+    bool blocks;                  /* one mixer per layer (Nemotron-H): attention and Mamba layers have no MLP */
+    unsigned char layer[CFG_MAX_LAYERS];   /* 1: layer L is linear attention / Mamba-2; 2: an MLP block (no mixer) */
+    char block[CFG_MAX_LAYERS];   /* Nemotron-H: hybrid_override_pattern's letter of layer L (M * - E) */
 } LinearSpec;
 
 typedef struct {
@@ -159,6 +166,9 @@ typedef struct {
     model_names names;        /* where the layers, embeddings, final norm and output layer are */
     LinearSpec lin;           /* Gated DeltaNet layers (layer_types "linear_attention" / full_attention_interval) */
     bool attn_gate;           /* attn_output_gate: q_proj per head [query | gate], output x sigmoid(gate) */
+    double attn_mult;         /* Granite's attention_multiplier: the softmax scale itself (0: none) */
+    double residual_mult;     /* Granite's residual_multiplier on each block's output (1: none) */
+    double logits_div;        /* Granite's logits_scaling: logits divided by it (1: none) */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
@@ -246,6 +256,16 @@ static inline bool cfg_layer_linear(const ModelConfig *c, int layer) {
 }
 /* The layers with softmax attention and a KV cache (all but a hybrid's linear-attention layers). */
 static inline int cfg_n_attn_layers(const ModelConfig *c) { return c->n_layers - c->lin.n_linear; }
+/* True when layer L is a Mamba-2 (SSM) layer of a Mamba-2 hybrid (Nemotron-H, Granite 4.0-H). */
+static inline bool cfg_layer_mamba(const ModelConfig *c, int layer) {
+    return c->lin.mamba && layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer] == 1;
+}
+/* True when layer L has an MLP (or experts): every layer but a one-mixer-per-block model's mixer layers. */
+static inline bool cfg_layer_mlp(const ModelConfig *c, int layer) {
+    return !c->lin.blocks || (layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer] == 2);
+}
+/* What a hybrid's layers without softmax attention are ("Gated DeltaNet", "Mamba-2"). */
+const char *cfg_linear_kind(const ModelConfig *c);
 /* The softmax-attention layers of a hybrid as "3, 7, 11" into buf; their count. */
 int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap);
 /* Refuses layer with a message naming the analysis `what` when it is a linear-attention layer. */
