@@ -4,8 +4,8 @@
 # (mamba / attention alternating, experts + shared MLP, mup multipliers, NoPE attention). `info` names the
 # attention layers, the block pattern, the Mamba-2 dims and the multipliers and says which analyses run;
 # `ranks vo` recovers the planted ranks on the attention layers and refuses a Mamba-2 layer and an MLP block
-# by name; `kv-cache` counts the attention layers and says the Mamba-2 state is constant; `ppl` is refused
-# naming the Mamba-2 layers; `lint` finds every tensor (no error but the absent tokenizer) and misses a
+# by name; `kv-cache` counts the attention layers and says the Mamba-2 state is constant; `ppl` runs the
+# Mamba-2 layers (its numbers: test_mamba2), and the same on a copy with D zeroed moves it; `lint` finds every tensor (no error but the absent tokenizer) and misses a
 # removed D. Then each family under a real release's config.json (Nemotron-H-8B-Base-8K, granite-4.0-h-tiny)
 # with only the dims set to the checkpoint's: loads, and `info` says what the release is.
 set -u
@@ -26,7 +26,8 @@ ok "nemotron_h info: block pattern" has "$out" "block_pattern  *M\*-M\*- (M Mamb
 ok "nemotron_h info: Mamba-2 dims" has "$out" "mamba2  *8 heads x 16, n_groups 2, ssm_state_size 16, conv kernel 4 with bias; its state is constant"
 ok "nemotron_h info: no RoPE" has "$out" "attention_rope  *none (NoPE): QK fusion is exact on the whole head"
 ok "nemotron_h info: ranks vo on the attention layers" has "$out" "ranks vo  *yes: on the softmax-attention layers (1, 4"
-ok "nemotron_h info: ppl refused" has "$out" "ppl/calibrate  *no: .*does not run Mamba-2 layers yet (2 of 6 layers"
+ok "nemotron_h info: ppl runs" has "$out" "ppl/calibrate  *yes"
+ok "nemotron_h info: kvsvd refused (no keys in the Mamba-2 layers)" has "$out" "kvsvd  *no: .*the Mamba-2 layers have no keys or KV cache"
 ok "nemotron_h info: 2 layers' KV params" has "$out" "attn_params_total  *49152"
 
 out=$(e "load $g; info")
@@ -66,8 +67,8 @@ ok "granite kv-cache: the attention layers only" has "$out" "1024 bytes per toke
 for id in 1 2 3 4 5 6 7 8; do echo $id; done | tr '\n' ' ' > ids.txt
 for d in "$n" "$g"; do
     run -e "load $d; ppl ids ids.txt"
-    ok "$d: ppl refused" test "$(rc)" != 0
-    ok "$d: ... naming the Mamba-2 layers" grep -q "the forward pass does not run Mamba-2 layers yet" err.txt
+    ok "$d: ppl runs" test "$(rc)" = 0
+    cp out.txt "ppl_$(basename $d).txt"
     run -e "lint $d"
     ok "$d: lint: no finding but the tokenizer" grep -Eq "tensors in 1 file: 1 error, 1 warning, 0 advisories" out.txt
     ok "$d: lint: the error is the tokenizer" grep -q "1. error    llama.cpp: no tokenizer files" out.txt
@@ -93,6 +94,24 @@ for k, v in h.items():
 hb = json.dumps(out).encode()
 open(dst + '/model.safetensors', 'wb').write(struct.pack('<Q', len(hb)) + hb + blob)
 PY
+# the same with every D zeroed (Mamba-2's skip switched off in the weights): ppl moves
+python3 - "$n" "$T/nz" <<'PY'
+import json, os, shutil, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst, exist_ok=True)
+shutil.copy(src + '/config.json', dst + '/config.json')
+raw = bytearray(open(src + '/model.safetensors', 'rb').read())
+n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+for k, v in h.items():
+    if k.endswith('.mixer.D'):
+        a, b = v['data_offsets']
+        raw[8 + n + a:8 + n + b] = bytes(b - a)
+open(dst + '/model.safetensors', 'wb').write(raw)
+PY
+run -e "load $T/nz; ppl ids ids.txt"
+ok "D zeroed: ppl runs" test "$(rc)" = 0
+ok "D zeroed: ppl moves" test "$(tail -1 out.txt)" != "$(tail -1 ppl_nemotron_h.txt)"
 run -e "lint $T/nd"
 ok "lint: the removed D is missing" grep -q "backbone.layers.3.mixer.D" out.txt
 run -e "load $T/nd"

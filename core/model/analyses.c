@@ -180,19 +180,15 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
-    if (c->lin.mamba) {
-        char list[256];
-        cfg_attn_layers(c, list, sizeof list);
-        return why_set(why, cap, "%s: the forward pass does not run Mamba-2 layers yet (%d of %d layers: the causal conv1d, "
-                       "the selective-state recurrence with its D skip and the gated norm are not built), so ppl, generate, "
-                       "calibrate and kvsvd are refused; the attention analyses run on layers %s", m->path,
-                       c->lin.n_linear - c->lin.n_mlp_blocks, c->n_layers, list);
-    }
+    if (c->lin.blocks && c->mlp == MLP_MOE)                /* Nemotron 3's 'E' blocks */
+        return why_set(why, cap, "%s: the forward pass does not run Nemotron-H's MoE blocks ('E' in "
+                       "hybrid_override_pattern: experts without a gate, sigmoid routing) yet; the attention analyses run "
+                       "on the '*' layers", m->path);
     if (c->vocab == 0 || c->intermediate == 0)
         return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
     if (c->act == ACT_UNKNOWN)
-        return why_set(why, cap, "%s: activation '%s' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu "
-                       "are)", m->path, c->activation);
+        return why_set(why, cap, "%s: activation '%s' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu, "
+                       "relu2 are)", m->path, c->activation);
     if (c->rope_spec.partial_factor < 1.0 && !mla && !gpt2 && !c->rope_first)
         return why_set(why, cap, "%s: partial_rotary_factor %g is not supported by the forward pass", m->path,
                        c->rope_spec.partial_factor);

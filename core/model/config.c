@@ -465,7 +465,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->act = !strcmp(act, "silu") || !strcmp(act, "swish") ? ACT_SILU
              : !strcmp(act, "gelu") ? ACT_GELU
              : !strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_fast") ? ACT_GELU_TANH
-             : !strcmp(act, "relu") ? ACT_RELU : ACT_UNKNOWN;
+             : !strcmp(act, "relu") ? ACT_RELU : !strcmp(act, "relu2") ? ACT_RELU2 : ACT_UNKNOWN;
     MoeSpec *m = &c->moe;
     m->n_experts = jint(r, root, "n_routed_experts", jnum(r, root, "num_experts", jnum(r, root, "num_local_experts", 0)));
     m->top_k = jint(r, root, "num_experts_per_tok", 0);
@@ -522,6 +522,11 @@ static void parse_mamba(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     const cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "use_conv_bias");
     if (!cb) cb = cJSON_GetObjectItemCaseSensitive(root, "mamba_conv_bias");
     l->conv_bias = !cJSON_IsFalse(cb);
+    bool nemotron = cfg_row(c)->lin == LIN_MAMBA2_NEMOTRON;   /* Zamba2RMSNormGated per group, dt >= time_step_min */
+    l->norm_groups = nemotron ? l->k_heads : 1;
+    const cJSON *lim = cJSON_GetObjectItemCaseSensitive(root, "time_step_limit");
+    l->dt_min = nemotron ? jnum(r, root, "time_step_min", 0.001)
+                         : cJSON_IsNumber(cJSON_GetArrayItem(lim, 0)) ? cJSON_GetArrayItem(lim, 0)->valuedouble : 0;
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(root, "hybrid_override_pattern");
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     l->blocks = cJSON_IsString(pat);

@@ -57,7 +57,7 @@ typedef struct {
                                      1 + q_beta ln(1 + floor(p / q_floor)) (q_beta 0: none) */
 } RopeSpec;
 
-typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN } act_kind;
+typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN, ACT_RELU2 } act_kind;   /* RELU2: relu(x)² */
 
 typedef struct {
     int n_experts;                /* n_routed_experts / num_experts (0: dense) */
@@ -91,6 +91,8 @@ typedef struct {
     int conv;                     /* linear_conv_kernel_dim (Mamba-2: conv_kernel) */
     bool mamba;                   /* the layers are Mamba-2 mixers (LIN_MAMBA2_*) */
     bool conv_bias;               /* conv1d has a bias (Mamba-2's use_conv_bias / mamba_conv_bias) */
+    int norm_groups;              /* Mamba-2's gated norm: groups normalised apart (Nemotron-H: n_groups; Granite: 1) */
+    double dt_min;                /* Mamba-2's floor on dt (Nemotron-H's torch_forward: time_step_min; Granite: 0) */
     bool blocks;                  /* one mixer per layer (Nemotron-H): attention and Mamba layers have no MLP */
     unsigned char layer[CFG_MAX_LAYERS];   /* 1: layer L is linear attention / Mamba-2; 2: an MLP block (no mixer) */
     char block[CFG_MAX_LAYERS];   /* Nemotron-H: hybrid_override_pattern's letter of layer L (M * - E) */
