@@ -35,6 +35,9 @@ struct RefMamba {
     int mh, mp, mg, mn, mk;                       /* Mamba-2: heads, head dim, groups, state, conv kernel */
     bool conv_bias, tied;
     double eps, dt_min, scale, embed_mult, resid_mult, logits_div;
+    int EF;                                       /* Nemotron-H's moe_intermediate_size */
+    double route_scale;                           /* its routed_scaling_factor */
+    bool norm_topk;
     char kind[REFM_MAX_LAYERS];                   /* 'M' Mamba-2, '*' attention, '-' MLP block */
     const char *prefix;
     unsigned ablate;
@@ -50,9 +53,14 @@ static int parse_nemotron(RefMamba *m, const cJSON *r) {
     if (!cJSON_IsString(p) || (int)strlen(p->valuestring) != m->L) return al_err("ref: hybrid_override_pattern");
     for (int L = 0; L < m->L; L++) {
         m->kind[L] = p->valuestring[L];
-        if (!strchr("M*-", m->kind[L])) return al_err("ref: block '%c' not covered", m->kind[L]);
+        if (!strchr("M*-E", m->kind[L])) return al_err("ref: block '%c' not covered", m->kind[L]);
     }
     m->hd = (int)jnum(r, "head_dim", jnum(r, "attention_head_dim", m->D / m->H));
+    m->E = (int)jnum(r, "n_routed_experts", 0), m->topk = (int)jnum(r, "num_experts_per_tok", 0);
+    m->EF = (int)jnum(r, "moe_intermediate_size", 0), m->FS = (int)jnum(r, "moe_shared_expert_intermediate_size", 0);
+    m->route_scale = jnum(r, "routed_scaling_factor", 1.0);
+    m->norm_topk = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "norm_topk_prob"));
+    if (jnum(r, "n_group", 1) != 1) return al_err("ref: grouped routing (n_group > 1) not covered");
     m->mh = (int)jnum(r, "mamba_num_heads", 128), m->mp = (int)jnum(r, "mamba_head_dim", 64);
     m->mg = (int)jnum(r, "n_groups", 8), m->mn = (int)jnum(r, "ssm_state_size", 128), m->mk = (int)jnum(r, "conv_kernel", 4);
     m->conv_bias = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r, "use_conv_bias"));
@@ -347,6 +355,42 @@ static int granite_ffn(const RefMamba *m, int L, const double *x, size_t T, doub
     return rc;
 }
 
+/* Nemotron-H's MoE block (NemotronHMoE): sigmoid router scores, the top-k of score + e_score_correction_bias,
+ * weights the plain scores renormalised (+1e-20) when norm_topk_prob, x routed_scaling_factor; experts
+ * down(relu(up x)^2); plus the shared expert on the same input. Into out (zeroed first). */
+static int nemotron_moe(const RefMamba *m, int L, const double *x, size_t T, double *out) {
+    size_t D = (size_t)m->D, E = (size_t)m->E, k = (size_t)m->topk, F = (size_t)m->EF;
+    memset(out, 0, T * D * sizeof *out);
+    int rc = mlp(m, L, "mixer.shared_experts.up_proj.weight", "mixer.shared_experts.down_proj.weight", false,
+                 (size_t)m->FS, x, T, 1.0, out);
+    double *z = malloc(T * E * sizeof *z), *bias = tget(m, L, "mixer.gate.e_score_correction_bias", E);
+    if (rc == AL_OK) rc = z && bias ? lin_t(m, L, "mixer.gate.weight", x, T, D, E, z) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {
+        double s[256], sel[256], wsum = 0;
+        int pick[64];
+        for (size_t e = 0; e < E; e++) {
+            s[e] = 1 / (1 + exp(-z[t * E + e]));
+            sel[e] = s[e] + ((m->ablate & REFM_NO_ROUTE_BIAS) ? 0 : bias[e]);
+        }
+        for (size_t r = 0; r < k; r++) {
+            int best = -1;
+            for (size_t e = 0; e < E; e++)
+                if (sel[e] > -INFINITY && (best < 0 || sel[e] > sel[best])) best = (int)e;
+            pick[r] = best, sel[best] = -INFINITY, wsum += s[best];
+        }
+        for (size_t r = 0; rc == AL_OK && r < k; r++) {
+            char up[96], dn[96];
+            snprintf(up, sizeof up, "mixer.experts.%d.up_proj.weight", pick[r]);
+            snprintf(dn, sizeof dn, "mixer.experts.%d.down_proj.weight", pick[r]);
+            double wt = s[pick[r]] / (m->norm_topk ? wsum + 1e-20 : 1) * m->route_scale;
+            rc = mlp(m, L, up, dn, false, F, x + t * D, 1, wt, out + t * D);
+        }
+    }
+    free(z);
+    free(bias);
+    return rc;
+}
+
 /* h (T x D) += rm * mixer of layer L; Granite then h += rm * (MoE + shared MLP) of the post-attention norm. */
 static int layer(const RefMamba *m, int L, double *h, size_t T, double *xn, double *o) {
     size_t D = (size_t)m->D, n = T * D;
@@ -355,6 +399,7 @@ static int layer(const RefMamba *m, int L, double *h, size_t T, double *xn, doub
     const char *sub = m->nemotron ? "mixer" : m->kind[L] == 'M' ? "mamba" : "self_attn";
     if (rc == AL_OK && m->kind[L] == 'M') rc = mamba(m, L, sub, xn, T, o);
     else if (rc == AL_OK && m->kind[L] == '*') rc = attention(m, L, sub, xn, T, o);
+    else if (rc == AL_OK && m->kind[L] == 'E') rc = nemotron_moe(m, L, xn, T, o);
     else if (rc == AL_OK) {
         memset(o, 0, n * sizeof *o);
         rc = mlp(m, L, "mixer.up_proj.weight", "mixer.down_proj.weight", false, (size_t)m->F, xn, T, 1.0, o);

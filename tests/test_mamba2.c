@@ -6,7 +6,9 @@
  *   (b) each feature switched off in the reference (the D skip, the conv's taps on earlier tokens, the SSM state
  *       across tokens, Nemotron-H's gated norm per group, Granite's residual_multiplier) moves its logits by more
  *       than 100 x the tolerance: the checks of (a) see every one of them;
- *   (c) the forward pass refuses Nemotron 3's MoE blocks ('E') by name. */
+ * The nemotron_h recipe has an MoE block ('E': 4 experts without a gate, sigmoid routing with its bias, a shared
+ * expert), so (a) checks it too;
+ *   (c) the forward pass refuses latent experts (moe_latent_size) by name. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "config.h"
@@ -47,6 +49,7 @@ static void check_ablations(const char *fam, RefMamba *r, const int *ids, const 
         {REFM_NO_D, "D skip", false, false}, {REFM_NO_CONV_PAST, "conv over earlier tokens", false, false},
         {REFM_NO_STATE, "SSM state across tokens", false, false},
         {REFM_ONE_NORM_GROUP, "gated norm per group", true, false},
+        {REFM_NO_ROUTE_BIAS, "routing bias of the MoE block", true, false},
         {REFM_NO_RESIDUAL_MULT, "residual_multiplier", false, true}};
     bool nemotron = !strcmp(fam, "nemotron_h");
     double *zr = malloc(T_LOGITS * V * sizeof *zr);
@@ -111,26 +114,23 @@ static void check_family(const char *fam, const char *tmp) {
     free(dir);
 }
 
-/* (c) the nemotron_h checkpoint with its last block made an 'E' block of 4 experts: the forward pass refuses it by
- * name (it would look for experts the checkpoint lacks). */
-static void check_moe_refused(const char *tmp) {
+/* (c) the nemotron_h checkpoint with a moe_latent_size (Nemotron 3 Super's latent experts): the forward pass refuses
+ * it by name, the attention analyses still load. */
+static void check_latent_refused(const char *tmp) {
     char *dir = al_asprintf("%s/nemotron_h", tmp), *cp = al_asprintf("%s/config.json", dir);
     size_t n = 0;
-    char *text = al_read_file(cp, &n), *moe = NULL;
-    char *at = text ? strstr(text, "\"M*-M*-\"") : NULL;
-    if (at) at[6] = 'E';                                 /* "M*-M*E" */
-    if (at) moe = al_asprintf("{\"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, %s",
-                              strchr(text, '{') + 1);
-    FILE *fp = moe ? fopen(cp, "w") : NULL;
-    if (fp) { fputs(moe, fp); fclose(fp); }
+    char *text = al_read_file(cp, &n);
+    char *latent = text ? al_asprintf("{\"moe_latent_size\": 16, %s", strchr(text, '{') + 1) : NULL;
+    FILE *fp = latent ? fopen(cp, "w") : NULL;
+    if (fp) { fputs(latent, fp); fclose(fp); }
     Model *m = NULL;
     Forward *f = NULL;
     CHECK_OK(model_open(dir, &m));
-    CHECK(m && m->cfg.mlp == MLP_MOE && cfg_moe_layer(&m->cfg, 5) && !cfg_moe_layer(&m->cfg, 2), "'E' is the MoE block");
-    if (m) CHECK_ERR(fwd_new(m, NULL, &f), "does not run Nemotron-H's MoE blocks");
+    CHECK(m && m->cfg.mlp == MLP_MOE && cfg_moe_layer(&m->cfg, 2) && !cfg_moe_layer(&m->cfg, 5), "'E' is the MoE block");
+    if (m) CHECK_ERR(fwd_new(m, NULL, &f), "moe_latent_size 16");
     fwd_free(f);
     model_free(m);
-    free(moe);
+    free(latent);
     free(text);
     free(cp);
     free(dir);
@@ -140,6 +140,6 @@ int main(void) {
     const char *tmp = test_tmpdir();
     check_family("nemotron_h", tmp);
     check_family("granitemoehybrid", tmp);
-    check_moe_refused(tmp);
+    check_latent_refused(tmp);
     return check_done();
 }

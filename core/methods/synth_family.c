@@ -465,7 +465,7 @@ static int attn_mla(const Ctx *c) {
 /* A gated MLP of width F by the roles gate / up / down (expert e, or -1). */
 static int mlp_gated(const Ctx *c, const tensor_role r[3], int e, size_t F) {
     const size_t D = (size_t)c->c->hidden;
-    int rc = add_gauss(c, r[0], e, F, D, 0);
+    int rc = cfg_role(c->c, r[0]) ? add_gauss(c, r[0], e, F, D, 0) : AL_OK;   /* Nemotron-H's experts: no gate */
     if (rc == AL_OK) rc = add_gauss(c, r[1], e, F, D, 0);
     return rc == AL_OK ? add_gauss(c, r[2], e, D, F, 0) : rc;
 }
@@ -550,8 +550,8 @@ static int mlp_moe(const Ctx *c) {
     for (size_t e = 0; rc == AL_OK && !cfg_role(m, ROLE_EXPS_GATE_UP) && e < E; e++)
         rc = mlp_gated(c, routed, (int)e, F);
     bool scaled = cfg_role(m, ROLE_SHEXP_SCALE) != NULL;    /* Qwen3-Next: its own width, a sigmoid gate */
-    size_t FS = scaled && s->shared_ffn > 0 ? (size_t)s->shared_ffn : F * (size_t)s->n_shared;
-    if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_GATE)) rc = mlp_gated(c, shared, -1, FS);
+    size_t FS = s->shared_ffn > 0 ? (size_t)s->shared_ffn : F * (size_t)s->n_shared;
+    if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_DOWN)) rc = mlp_gated(c, shared, -1, FS);
     if (rc == AL_OK && s->n_shared > 0 && scaled) rc = add_gauss(c, ROLE_SHEXP_SCALE, -1, 1, D, 0);
     return rc;
 }

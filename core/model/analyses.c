@@ -180,10 +180,9 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
-    if (c->lin.blocks && c->mlp == MLP_MOE)                /* Nemotron 3's 'E' blocks */
-        return why_set(why, cap, "%s: the forward pass does not run Nemotron-H's MoE blocks ('E' in "
-                       "hybrid_override_pattern: experts without a gate, sigmoid routing) yet; the attention analyses run "
-                       "on the '*' layers", m->path);
+    if (c->lin.moe_latent > 0)                             /* Nemotron 3 Super's latent experts */
+        return why_set(why, cap, "%s: moe_latent_size %d: the experts' latent projections (fc1 / fc2_latent_proj) are not "
+                       "in the forward pass; the attention analyses run on the '*' layers", m->path, c->lin.moe_latent);
     if (c->vocab == 0 || c->intermediate == 0)
         return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
     if (c->act == ACT_UNKNOWN)

@@ -545,6 +545,7 @@ static void parse_mamba(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     }
     if (!l->blocks) return;
     c->moe.shared_ffn = jint(r, root, "moe_shared_expert_intermediate_size", c->moe.shared_ffn);
+    l->moe_latent = jint(r, root, "moe_latent_size", 0);
     c->mlp = MLP_DENSE;                                /* the MoE blocks are the 'E' letters (cfg_moe_layer) */
     for (int L = 0; L < c->n_layers; L++)
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;

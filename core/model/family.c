@@ -540,7 +540,10 @@ const FamilyRow FAMILY[] = {
        mixer each by hybrid_override_pattern (24 Mamba-2, 4 attention, 24 relu2 MLP), x += mixer(norm(x)) with
        NemotronHRMSNorm w x; attention 32 / 8 heads of attention_head_dim 128, no RoPE, scale head_dim^-1/2, no biases;
        Mamba-2 128 heads of 64, n_groups 8, ssm_state_size 128, conv_kernel 4 (+ bias), the gated norm per group;
-       tensors under backbone. (embeddings, norm_f), lm_head untied. The recipe: "M*-M*-" (layers 1, 4 attention). */
+       tensors under backbone. (embeddings, norm_f), lm_head untied. NVIDIA-Nemotron-3-Nano-30B-A3B adds 'E' blocks:
+       128 experts up / down (relu2, no gate) of moe_intermediate_size 1856, top-6 by sigmoid + e_score_correction_bias,
+       x routed_scaling_factor 2.5, a shared expert of moe_shared_expert_intermediate_size 3712; head_dim. The recipe:
+       Nemotron 3 Nano's keys shrunk, "M*EM*-" (layers 1, 4 attention; 2 an MoE block of 4 experts top-2). */
     [FAM_NEMOTRON_H] = {
         "nemotron_h", "NemotronHForCausalLM", "nemotron_h", "Nemotron-H / Nemotron Nano 2 / Nemotron 3 (blocks of one "
         "mixer: Mamba-2, attention without RoPE, relu2 MLP, MoE)", LLAMA_LIKE, .attn = QKV_MIXER, .norms = NORMS_MIXER,
@@ -548,13 +551,17 @@ const FamilyRow FAMILY[] = {
         .act_key = "mlp_hidden_act", .eps = 1e-5, .rope_never = true, .router = ROUTER_DS_V3,
         .synth = {64, 4, 2, 6, 256, 128, false,
                   "\"attention_bias\": false, "
-                  "\"attention_head_dim\": 32, \"chunk_size\": 128, \"conv_kernel\": 4, \"expand\": 2, "
-                  "\"hybrid_override_pattern\": \"M*-M*-\", \"layer_norm_epsilon\": 1e-05, \"mamba_head_dim\": 16, "
+                  "\"chunk_size\": 128, \"conv_kernel\": 4, \"expand\": 2, \"head_dim\": 32, "
+                  "\"hybrid_override_pattern\": \"M*EM*-\", \"layer_norm_epsilon\": 1e-05, \"mamba_head_dim\": 16, "
                   "\"mamba_hidden_act\": \"silu\", \"mamba_num_heads\": 8, \"mamba_proj_bias\": false, "
-                  "\"mlp_bias\": false, \"mlp_hidden_act\": \"relu2\", "
-                  "\"n_groups\": 2, \"rescale_prenorm_residual\": true, \"residual_in_fp32\": false, "
-                  "\"rms_norm_eps\": 1e-05, \"sliding_window\": null, \"ssm_state_size\": 16, \"use_bias\": false, "
-                  "\"use_conv_bias\": true"},
+                  "\"mamba_ssm_cache_dtype\": \"float32\", \"mlp_bias\": false, \"mlp_hidden_act\": \"relu2\", "
+                  "\"moe_intermediate_size\": 32, \"moe_shared_expert_intermediate_size\": 48, \"n_group\": 1, "
+                  "\"n_groups\": 2, \"n_routed_experts\": 4, \"n_shared_experts\": 1, \"norm_eps\": 1e-05, "
+                  "\"norm_topk_prob\": true, \"num_experts_per_tok\": 2, \"partial_rotary_factor\": 1.0, "
+                  "\"rescale_prenorm_residual\": true, \"residual_in_fp32\": false, \"rope_theta\": 10000, "
+                  "\"routed_scaling_factor\": 2.5, \"sliding_window\": null, \"ssm_state_size\": 16, "
+                  "\"time_step_floor\": 0.0001, \"time_step_max\": 0.1, \"time_step_min\": 0.001, \"topk_group\": 1, "
+                  "\"use_bias\": false, \"use_conv_bias\": true"},
         .engines = ENGINES_ALL, .llamacpp_arch = "nemotron_h"},
     /* ibm-granite/granite-4.0-h-tiny's config.json: layer_types mamba / attention (9 : 1 in 40 layers), attention
        without RoPE (position_embedding_type "nope") and scaled by attention_multiplier, embeddings x

@@ -570,7 +570,7 @@ static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     if (rc == AL_OK && ms->n_shared > 0 && !cfg_role(f->c, ROLE_SHEXP_DOWN))
         rc = al_err("internal: a %s model's experts have no shared expert tensors", f->c->model_type);
     bool scaled = cfg_role(f->c, ROLE_SHEXP_SCALE) != NULL;     /* Qwen3-Next: shared_expert_intermediate_size */
-    size_t sff = scaled && ms->shared_ffn > 0 ? (size_t)ms->shared_ffn : eff * (size_t)ms->n_shared;
+    size_t sff = ms->shared_ffn > 0 ? (size_t)ms->shared_ffn : eff * (size_t)ms->n_shared;   /* Qwen3-Next, Nemotron 3 */
     if (rc == AL_OK && ms->n_shared > 0) rc = load_ffn(f, L, -1, &shared_roles, sff, dry, bytes, &w->mlp);
     if (rc == AL_OK && ms->n_shared > 0 && scaled)
         rc = load_lin(f, L, ROLE_SHEXP_SCALE, -1, f->D, 1, false, dry, bytes, &w->shscale);
