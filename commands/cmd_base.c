@@ -332,19 +332,47 @@ static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
     if (at) info_str(t, o, "indexer_shared_layers", v);
 }
 
+/* A Mamba-2 hybrid's SSM dims, Nemotron-H's block pattern and Granite's multipliers. */
+static void info_mamba(Table *t, cJSON *o, const ModelConfig *c) {
+    char row[512];
+    snprintf(row, sizeof row, "%d heads x %d, n_groups %d, ssm_state_size %d, conv kernel %d%s; its state is constant per "
+             "sequence (no KV cache)", c->lin.v_heads, c->lin.dv, c->lin.k_heads, c->lin.dk, c->lin.conv,
+             c->lin.conv_bias ? " with bias" : "");
+    info_str(t, o, "mamba2", row);
+    if (c->lin.blocks) {
+        snprintf(row, sizeof row, "%.*s (M Mamba-2, * attention, - MLP, E MoE: one mixer per block)",
+                 c->n_layers < CFG_MAX_LAYERS ? c->n_layers : CFG_MAX_LAYERS, c->lin.block);
+        info_str(t, o, "block_pattern", row);
+    }
+    if (c->rope == ROPE_NONE) info_str(t, o, "attention_rope", "none (NoPE): QK fusion is exact on the whole head");
+    if (c->attn_mult > 0 || c->residual_mult != 1 || c->logits_div != 1) {
+        snprintf(row, sizeof row, "embeddings x %g, softmax scale %g (attention_multiplier), block outputs x %g, logits / %g",
+                 c->embed_scale, c->attn_mult, c->residual_mult, c->logits_div);
+        info_str(t, o, "multipliers", row);
+    }
+}
+
 /* A hybrid's layers (Qwen3-Next: Gated DeltaNet linear attention, no KV heads) and the attention
  * layers' output gate. */
 static void info_hybrid(Table *t, cJSON *o, const ModelConfig *c) {
     char list[256], row[512];
     if (c->lin.layout != LIN_NONE) {
         cfg_attn_layers(c, list, sizeof list);
-        snprintf(row, sizeof row, "%s (%d of %d; the other %d are %s linear attention: a recurrence "
-                 "with a fixed state, no Q/K/V heads, no KV cache)", list, cfg_n_attn_layers(c), c->n_layers,
-                 c->lin.n_linear, cfg_linear_name(c));
+        char kind[64];
+        snprintf(kind, sizeof kind, c->lin.mamba ? "%s (SSM) layers" : "%s linear attention", cfg_linear_name(c));
+        snprintf(row, sizeof row, "%s (%d of %d; the other %d are %s: a recurrence with a fixed state, no Q/K/V "
+                 "heads, no KV cache)", list, cfg_n_attn_layers(c), c->n_layers, c->lin.n_linear - c->lin.n_mlp_blocks,
+                 kind);
+        if (c->lin.n_mlp_blocks)                                /* Nemotron-H: blocks of one mixer */
+            snprintf(row + strlen(row) - 1, sizeof row - strlen(row) + 1, "; %d MLP / MoE blocks without a mixer)",
+                     c->lin.n_mlp_blocks);
         info_str(t, o, "attention_layers", row);
-        snprintf(row, sizeof row, "%d key heads x %d, %d value heads x %d, conv kernel %d", c->lin.k_heads, c->lin.dk,
-                 c->lin.v_heads, c->lin.dv, c->lin.conv);
-        info_str(t, o, "linear_attention", row);
+        if (c->lin.mamba) info_mamba(t, o, c);
+        else {
+            snprintf(row, sizeof row, "%d key heads x %d, %d value heads x %d, conv kernel %d", c->lin.k_heads, c->lin.dk,
+                     c->lin.v_heads, c->lin.dv, c->lin.conv);
+            info_str(t, o, "linear_attention", row);
+        }
     }
     if (c->attn_gate)
         info_str(t, o, "attn_output_gate", "yes: q_proj per head [query | gate]; the attention output times "

@@ -407,8 +407,9 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
     const char *kind = cfg_is_mla(&m->cfg) ? "MLA"
                        : m->cfg.n_kv_heads == m->cfg.n_heads ? "MHA"
                        : m->cfg.n_kv_heads == 1 ? "MQA" : "GQA";
-    snprintf(name, sizeof name, "%s as loaded (%s; %zu bytes per token in %zu layers)", m->name, kind,
-             c.before * bytes * c.layers, c.layers);
+    snprintf(name, sizeof name, "%s as loaded (%s; %zu bytes per token in %zu layers%s)", m->name, kind,
+             c.before * bytes * c.layers, c.layers,
+             m->cfg.lin.mamba ? "; the Mamba-2 layers' state is constant per sequence, not counted" : "");
     if (kv_row(t, name, c.before, bytes, cfg_attn_params(&m->cfg))) return AL_ERR;
     const Xform *mine[64];
     size_t n = 0, rows = 0;

@@ -782,7 +782,9 @@ static void expect_3d(Lint *x, tensor_role r, int L, size_t d0, size_t d1, size_
 static const char *const EXPERT_KEY[MOE_LAYOUT_COUNT] = {
     [MOE_MIXTRAL] = "num_local_experts", [MOE_QWEN] = "num_experts", [MOE_DEEPSEEK] = "n_routed_experts",
     [MOE_GPT_OSS] = "num_local_experts", [MOE_MINIMAX] = "num_local_experts", [MOE_QWEN_NEXT] = "num_experts",
-    [MOE_QWEN3_5] = "num_experts", [MOE_QWEN3_VL] = "num_experts", [MOE_LLAMA4] = "num_local_experts"};
+    [MOE_QWEN3_5] = "num_experts", [MOE_QWEN3_VL] = "num_experts", [MOE_LLAMA4] = "num_local_experts",
+    [MOE_NEMOTRON] = "n_routed_experts",
+    [MOE_GRANITE] = "num_local_experts"};
 
 /* Every expert in one tensor of role r in layer L: [E, d0, d1]; stored in MXFP4 (gpt-oss as
  * released: <name>_blocks, <name>_scales) both are taken as read (the weight-format decoder checks them). */
@@ -838,7 +840,7 @@ static void layout_moe(Lint *x, int L) {
     }
     if (m->n_shared <= 0) return;
     bool scaled = cfg_role(c, ROLE_SHEXP_SCALE) != NULL;     /* Qwen3-Next: shared_expert_intermediate_size */
-    size_t fs = scaled && m->shared_ffn > 0 ? (size_t)m->shared_ffn : f * (size_t)m->n_shared;
+    size_t fs = m->shared_ffn > 0 ? (size_t)m->shared_ffn : f * (size_t)m->n_shared;
     const char *why_sh = scaled ? "shared_expert_intermediate_size, hidden_size"
                                 : "moe_intermediate_size x n_shared_experts, hidden_size";
     if (scaled) expect_role(x, false, ROLE_SHEXP_SCALE, L, 0, "weight", 1, h, "1, hidden_size");
@@ -851,12 +853,14 @@ static void layout_moe(Lint *x, int L) {
  * is [conv_dim, 1, linear_conv_kernel_dim]; KDA's A_log is [1, 1, num_heads, 1]. */
 static void layout_linear(Lint *x, int L) {
     const ModelConfig *c = &x->cfg;
+    unsigned cond = conditions(x);
     for (const RoleShape *w = shape_linear(c->lin.layout); w->why; w++) {
-        bool plain = w->role == ROLE_LIN_A_LOG || w->role == ROLE_LIN_DT_BIAS;
+        bool plain = w->role == ROLE_LIN_A_LOG || w->role == ROLE_LIN_DT_BIAS || w->role == ROLE_LIN_D;
         bool kda_a = w->role == ROLE_LIN_A_LOG && c->lin.layout == LIN_KDA;
-        if (!shape_linear_conv(w->role) && !kda_a) {
-            expect_role(x, false, w->role, L, 0, plain ? NULL : "weight", shape_dim(c, w->d0), shape_dim(c, w->d1),
-                        w->why);
+        if ((w->when & cond) != w->when) continue;
+        if ((!shape_linear_conv(w->role) || w->bias) && !kda_a) {
+            expect_role(x, false, w->role, L, 0, plain ? NULL : w->bias ? "bias" : "weight", shape_dim(c, w->d0),
+                        shape_dim(c, w->d1), w->why);
             continue;
         }
         char name[256];
@@ -896,11 +900,14 @@ static void layout_walk(Lint *x) {
     expect_norm(x, ROLE_FINAL_NORM, 0, hk);
     for (int L = 0; L < c->n_layers; L++) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
-        if (cfg_layer_linear(c, L)) layout_linear(x, L);
-        else expect_wants(x, shape_attn(c->attn), L, cond);
+        if (cfg_layer_linear(c, L)) {
+            if (c->lin.layer[L] == 1) layout_linear(x, L);     /* Nemotron-H's MLP blocks (2): no mixer */
+        } else
+            expect_wants(x, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");
+        if (!cfg_layer_mlp(c, L)) continue;                    /* Nemotron-H's mixer blocks */
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
-        else expect_wants(x, shape_ffn(c->ffn), L, cond);
+        if (!cfg_moe_layer(c, L) || c->moe.layout == MOE_GRANITE) expect_wants(x, shape_ffn(c->ffn), L, cond);
     }
 }
 

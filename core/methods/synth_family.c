@@ -25,7 +25,9 @@
  *   layer 1 bottleneck K NoPE rank 8 (QK rank 8, Q all NoPE dims); layer 2 flat; else random.
  * In a hybrid (qwen3_next: layers 0-2 Gated DeltaNet, 3 attention) the n-th softmax-attention layer
  * plants as layer 1 + n % 2 above; the linear layers are Gaussian (conv RMS 1/sqrt(kernel), A_log
- * and dt_bias 0.1 N(0,1), the gated norm 1 + 0.1 N(0,1)), the q_proj gate rows Gaussian.
+ * and dt_bias 0.1 N(0,1), the gated norm 1 + 0.1 N(0,1)), the q_proj gate rows Gaussian. The Mamba-2 hybrids plant
+ * alike on their attention layers (nemotron_h "M*-M*-": layers 1 and 4; granitemoehybrid: 1 and 3); their Mamba-2
+ * layers are Gaussian (D 1 + 0.1 N(0,1), conv bias 0.1 N(0,1)) and Nemotron-H's MLP blocks have no mixer.
  * On the layers without RoPE (smollm3's layer 3) QK is planted over the whole head, where W_Q W_Kᵀ
  * is exactly the map the model computes: bottleneck K rank 8 per KV head g (its query heads: QK
  * rank 8, Q 32).
@@ -346,8 +348,29 @@ static Mat *gated_q(const Ctx *c, Mat *q) {
 /* A Gated DeltaNet layer (linattn.h): projections and out_proj Gaussian, conv1d [C, 1, K] of RMS
  * 1/sqrt(K), A_log and dt_bias 0.1 N(0, 1) (decays exp(-e^A softplus(a + dt)) in (0, 1)), the gated
  * norm's plain weight 1 + 0.1 N(0, 1). */
+/* A Mamba-2 layer (Nemotron-H, Granite 4.0-H): in_proj [z | x B C | dt], conv1d [C, 1, K] (+ bias), A_log, D
+ * (1 + 0.1 N(0,1)), dt_bias, the gated norm over the heads' values, out_proj. */
+static int attn_mamba2(const Ctx *c) {
+    const LinearSpec *l = &c->c->lin;
+    const size_t D = (size_t)c->c->hidden, H = (size_t)l->v_heads, I = H * (size_t)l->dv;
+    const size_t C = I + 2 * (size_t)l->k_heads * (size_t)l->dk;
+    char name[192];
+    int rc = add_gauss(c, ROLE_LIN_IN, -1, I + C + H, D, 0);
+    role_name(c, ROLE_LIN_CONV, -1, "weight", name, sizeof name);
+    if (rc == AL_OK)
+        rc = synlist_add(c->l, name, 3, syn_gauss_named(c->seed, name, C, (size_t)l->conv, 1 / sqrt((double)l->conv)),
+                         c->dt);
+    if (rc == AL_OK && l->conv_bias) rc = add_vec(c, ROLE_LIN_CONV, "bias", C, 0.0f, c->dt);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_A_LOG, NULL, H, 0.0f, DT_F32);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_D, NULL, H, 1.0f, DT_F32);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_DT_BIAS, NULL, H, 0.0f, DT_F32);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_NORM, "weight", I, 1.0f, c->dt);
+    return rc == AL_OK ? add_gauss(c, ROLE_LIN_OUT, -1, D, I, 0) : rc;
+}
+
 static int attn_linear(const Ctx *c) {
     const LinearSpec *l = &c->c->lin;
+    if (l->mamba) return attn_mamba2(c);
     const size_t D = (size_t)c->c->hidden, Hv = (size_t)l->v_heads, nv = Hv * (size_t)l->dv;
     const size_t C = 2 * (size_t)l->k_heads * (size_t)l->dk + nv;
     char name[192];
@@ -421,7 +444,7 @@ static int attn_gqa(const Ctx *c) {
     if (k && plants_qk(m) && plant_nope_qk(c, q, k) != AL_OK) { mat_free(k); k = NULL; }
     if (!k) { mat_free(q); mat_free(vp); mat_free(op); return AL_ERR; }
     if (k && m->attn_gate && !(q = gated_q(c, q))) { mat_free(k); mat_free(vp); mat_free(op); return AL_ERR; }
-    if (m->attn == QKV_SPLIT) {
+    if (cfg_role(m, ROLE_Q)) {                            /* split q / k / v_proj (self_attn. or mixer.) */
         rc = add_mat(c, ROLE_Q, q);
         if (rc == AL_OK) rc = add_mat(c, ROLE_K, k); else mat_free(k);
         if (rc == AL_OK) rc = add_mat(c, ROLE_V, vp); else mat_free(vp);
@@ -473,7 +496,7 @@ static int attn_mla(const Ctx *c) {
 /* A gated MLP of width F by the roles gate / up / down (expert e, or -1). */
 static int mlp_gated(const Ctx *c, const tensor_role r[3], int e, size_t F) {
     const size_t D = (size_t)c->c->hidden;
-    int rc = add_gauss(c, r[0], e, F, D, 0);
+    int rc = cfg_role(c->c, r[0]) ? add_gauss(c, r[0], e, F, D, 0) : AL_OK;   /* Nemotron-H's experts: no gate */
     if (rc == AL_OK) rc = add_gauss(c, r[1], e, F, D, 0);
     return rc == AL_OK ? add_gauss(c, r[2], e, D, F, 0) : rc;
 }
@@ -559,8 +582,8 @@ static int mlp_moe(const Ctx *c) {
     for (size_t e = 0; rc == AL_OK && !cfg_role(m, ROLE_EXPS_GATE_UP) && e < E; e++)
         rc = mlp_gated(c, routed, (int)e, F);
     bool scaled = cfg_role(m, ROLE_SHEXP_SCALE) != NULL;    /* Qwen3-Next: its own width, a sigmoid gate */
-    size_t FS = scaled && s->shared_ffn > 0 ? (size_t)s->shared_ffn : F * (size_t)s->n_shared;
-    if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_GATE)) rc = mlp_gated(c, shared, -1, FS);
+    size_t FS = s->shared_ffn > 0 ? (size_t)s->shared_ffn : F * (size_t)s->n_shared;
+    if (rc == AL_OK && s->n_shared > 0 && cfg_role(m, ROLE_SHEXP_DOWN)) rc = mlp_gated(c, shared, -1, FS);
     if (rc == AL_OK && s->n_shared > 0 && scaled) rc = add_gauss(c, ROLE_SHEXP_SCALE, -1, 1, D, 0);
     return rc;
 }
@@ -570,9 +593,13 @@ static int fam_mlp(const Ctx *c) {
     const ModelConfig *m = c->c;
     const size_t D = (size_t)m->hidden, F = (size_t)m->intermediate;
     static const tensor_role dense[3] = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN};
-    if (cfg_moe_layer(m, c->L)) return mlp_moe(c);
+    if (!cfg_layer_mlp(m, c->L)) return AL_OK;              /* Nemotron-H's mixer blocks */
+    if (cfg_moe_layer(m, c->L)) {
+        int rc = mlp_moe(c);
+        if (rc != AL_OK || m->moe.layout != MOE_GRANITE) return rc;   /* Granite: the shared MLP beside the experts */
+    }
     if (cfg_role(m, ROLE_FFN_GATE)) return mlp_gated(c, dense, -1, F);      /* Llama's, Llama 4's feed_forward */
-    int rc = m->ffn == FFN_FUSED ? add_gauss(c, ROLE_FFN_GATE_UP, -1, 2 * F, D, 0)    /* rows [gate ; up] */
+    int rc = cfg_role(m, ROLE_FFN_GATE_UP) ? add_gauss(c, ROLE_FFN_GATE_UP, -1, 2 * F, D, 0)    /* rows [gate ; up] */
                                  : add_gauss(c, ROLE_FFN_UP, -1, F, D, 0);
     if (rc == AL_OK && m->mlp_bias) rc = add_vec(c, ROLE_FFN_UP, "bias", F, 0.0f, c->dt);
     if (rc == AL_OK) rc = add_gauss(c, ROLE_FFN_DOWN, -1, D, F, 0);
@@ -583,7 +610,7 @@ static int fam_mlp(const Ctx *c) {
 static int fam_layer(const Ctx *c) {
     const size_t D = (size_t)c->c->hidden;
     int rc = add_norm_pair(c, ROLE_NORM_ATTN_IN, D);
-    if (rc == AL_OK)
+    if (rc == AL_OK && c->c->lin.layer[c->L] != 2)         /* Nemotron-H's MLP blocks have no mixer */
         rc = !cfg_layer_linear(c->c, c->L) ? (c->c->attn == QKV_MLA ? attn_mla(c) : attn_gqa(c))
              : c->c->lin.layout == LIN_KDA ? attn_kda(c) : attn_linear(c);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_ATTN_OUT, D);

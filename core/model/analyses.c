@@ -198,11 +198,14 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
                        "delta rule, o_norm gated by g_a / g_b_proj); its MLA layers (%s) are ordinary MLA without RoPE",
                        mname(m), c->lin.n_linear, list, list);
     }
+    if (c->lin.moe_latent > 0)                             /* Nemotron 3 Super's latent experts */
+        return why_set(why, cap, "%s: moe_latent_size %d: the experts' latent projections (fc1 / fc2_latent_proj) are not "
+                       "in the forward pass; the attention analyses run on the '*' layers", m->path, c->lin.moe_latent);
     if (c->vocab == 0 || c->intermediate == 0)
         return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
     if (c->act == ACT_UNKNOWN)
-        return why_set(why, cap, "%s: activation '%s' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu "
-                       "are)", m->path, c->activation);
+        return why_set(why, cap, "%s: activation '%s' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu, "
+                       "relu2 are)", m->path, c->activation);
     if (c->rope_spec.partial_factor < 1.0 && !mla && !gpt2 && !c->rope_first)
         return why_set(why, cap, "%s: partial_rotary_factor %g is not supported by the forward pass", m->path,
                        c->rope_spec.partial_factor);
@@ -344,7 +347,11 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
     if (c->lin.layout != LIN_NONE) {
         cfg_attn_layers(c, list, sizeof list);
         n = (size_t)snprintf(why, cap, "on the softmax-attention layers (%s; `all` and ranges sweep those, a linear "
-                             "layer alone is an error): the %s layers have no heads", list, cfg_linear_name(c));
+                             "layer alone is an error): the %s layers have no heads%s", list, cfg_linear_name(c),
+                             c->lin.n_mlp_blocks ? ", the MLP blocks no attention" : "");
+    }
+    if (c->lin.mamba && c->rope == ROPE_NONE && n < cap) {
+        n += (size_t)snprintf(why + n, cap - n, "; the attention applies no RoPE, so QK fusion is exact on the whole head");
     }
     if (c->attn_gate && n < cap)
         snprintf(why + n, cap - n, "%sthe output gate makes the V-O map W_V diag(sigmoid(x W_gate)) W_O: the ranks of "

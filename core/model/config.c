@@ -135,11 +135,17 @@ static void parse_hf_rest(cfg_reader *r, ModelConfig *c) {
 static void parse_gqa(cfg_reader *r, ModelConfig *c) {
     parse_hf_sizes(r, c);
     c->n_kv_heads = cfg_int(r, "num_key_value_heads", c->n_heads, false);
-    int hd = cfg_int(r, "head_dim", c->n_heads ? c->hidden / c->n_heads : 0, false);
+    int hd = cfg_int(r, "head_dim", cfg_int(r, "attention_head_dim", c->n_heads ? c->hidden / c->n_heads : 0, false), false);
     c->qk_nope_dim = 0;
     c->qk_rope_dim = hd;
     c->v_dim = hd;
     c->rope = cfg_row(c)->rope_adjacent ? ROPE_INTERLEAVED : ROPE_HALF;   /* Llama 4: complex RoPE, pairs (2j, 2j+1) */
+    const cJSON *pe = cJSON_GetObjectItemCaseSensitive(r->root, "position_embedding_type");   /* Granite: "nope" */
+    if (cfg_row(c)->rope_never || (cfg_row(c)->mup && cJSON_IsString(pe) && strcmp(pe->valuestring, "rope"))) {
+        c->rope = ROPE_NONE;                      /* as GPT-2: every Q/K dim is a NoPE dim */
+        c->qk_nope_dim = hd;
+        c->qk_rope_dim = 0;
+    }
     bool bias = cfg_bool(r, "attention_bias", cfg_row(c)->bias_default), always = cfg_row(c)->qkv_bias_always;
     c->qkv_bias = always || bias;
     c->o_bias = !always && !cfg_row(c)->o_bias_never && bias;
@@ -429,6 +435,17 @@ static void parse_attention(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     nope_on_global(c);
 }
 
+/* Granite's multipliers (embeddings, softmax scale, residuals, logits) and its MLP sizes: the dense MLP is the shared
+ * MLP (shared_intermediate_size), intermediate_size the experts'. */
+static void parse_mup(cfg_reader *r, const cJSON *root, ModelConfig *c) {
+    c->embed_scale = jnum(r, root, "embedding_multiplier", 1.0);
+    c->attn_mult = jnum(r, root, "attention_multiplier", 0.0);
+    c->residual_mult = jnum(r, root, "residual_multiplier", 1.0);
+    c->logits_div = jnum(r, root, "logits_scaling", 1.0);
+    if (c->moe.n_experts > 0) c->moe.expert_ffn = c->intermediate;
+    c->intermediate = jint(r, root, "shared_intermediate_size", c->intermediate);
+}
+
 /* Norms, activation, MLP and MoE routing. */
 static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     const FamilyRow *row = cfg_row(c);
@@ -450,7 +467,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->act = !strcmp(act, "silu") || !strcmp(act, "swish") ? ACT_SILU
              : !strcmp(act, "gelu") ? ACT_GELU
              : !strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_fast") ? ACT_GELU_TANH
-             : !strcmp(act, "relu") ? ACT_RELU : ACT_UNKNOWN;
+             : !strcmp(act, "relu") ? ACT_RELU : !strcmp(act, "relu2") ? ACT_RELU2 : ACT_UNKNOWN;
     MoeSpec *m = &c->moe;
     m->n_experts = jint(r, root, "n_routed_experts", jnum(r, root, "num_experts", jnum(r, root, "num_local_experts", 0)));
     m->top_k = jint(r, root, "num_experts_per_tok", jint(r, root, "num_experts_per_token", 0));   /* Kimi-Linear's */
@@ -476,12 +493,14 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     double only[64];
     m->n_mlp_only = jarray(r, root, "mlp_only_layers", only, 64);
     for (int i = 0; i < m->n_mlp_only; i++) m->mlp_only[i] = (int)only[i];
-    c->mlp = c->ffn == FFN_CONV1D || c->ffn == FFN_NEOX ? MLP_DENSE : MLP_GATED;
+    c->mlp = c->ffn == FFN_CONV1D || c->ffn == FFN_NEOX || c->ffn == FFN_MIXER ? MLP_DENSE : MLP_GATED;
     for (int L = 0; L < c->n_layers; L++)
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;         /* some layer routes to experts */
     if (m->n_experts > 0)
         m->layout = row->moe;
     m->router = row->router;
+    c->residual_mult = c->logits_div = 1;
+    if (row->mup) parse_mup(r, root, c);
     c->swiglu_limit = row->swiglu_limit > 0 ? jnum(r, root, "swiglu_limit", row->swiglu_limit) : 0;
     c->swiglu_alpha = row->swiglu_alpha;
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
@@ -506,6 +525,54 @@ static void parse_kda(const cJSON *la, ModelConfig *c) {
     }
 }
 
+/* A number under the first of two spellings present (Nemotron-H's and Granite's keys for one Mamba-2 dim). */
+static int jint2(cfg_reader *r, const cJSON *root, const char *a, const char *b, int dflt) {
+    return jint(r, root, cJSON_HasObjectItem(root, a) ? a : b, dflt);
+}
+
+/* A Mamba-2 hybrid's SSM layers: Nemotron-H's hybrid_override_pattern (M Mamba-2, * attention, - MLP, E MoE: one
+ * mixer per block) or Granite 4.0-H's layer_types ("mamba" / "attention"), and the mixer's dims under either
+ * family's keys (mamba_num_heads / mamba_n_heads, ...; Mamba2Config's defaults). */
+static void parse_mamba(cfg_reader *r, const cJSON *root, ModelConfig *c) {
+    LinearSpec *l = &c->lin;
+    l->mamba = true;
+    l->v_heads = jint2(r, root, "mamba_num_heads", "mamba_n_heads", 128);
+    l->dv = jint2(r, root, "mamba_head_dim", "mamba_d_head", 64);
+    l->k_heads = jint2(r, root, "n_groups", "mamba_n_groups", 8);
+    l->dk = jint2(r, root, "ssm_state_size", "mamba_d_state", 128);
+    l->conv = jint2(r, root, "conv_kernel", "mamba_d_conv", 4);
+    const cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "use_conv_bias");
+    if (!cb) cb = cJSON_GetObjectItemCaseSensitive(root, "mamba_conv_bias");
+    l->conv_bias = !cJSON_IsFalse(cb);
+    bool nemotron = cfg_row(c)->lin == LIN_MAMBA2_NEMOTRON;   /* Zamba2RMSNormGated per group, dt >= time_step_min */
+    l->norm_groups = nemotron ? l->k_heads : 1;
+    const cJSON *lim = cJSON_GetObjectItemCaseSensitive(root, "time_step_limit");
+    l->dt_min = nemotron ? jnum(r, root, "time_step_min", 0.001)
+                         : cJSON_IsNumber(cJSON_GetArrayItem(lim, 0)) ? cJSON_GetArrayItem(lim, 0)->valuedouble : 0;
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(root, "hybrid_override_pattern");
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    l->blocks = cJSON_IsString(pat);
+    if (l->blocks) c->norm_eps = jnum(r, root, "layer_norm_epsilon", c->norm_eps);   /* NemotronHRMSNorm's eps */
+    for (int L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++) {
+        if (l->blocks) {
+            char b = L < (int)strlen(pat->valuestring) ? pat->valuestring[L] : '?';
+            l->block[L] = b;
+            l->layer[L] = b == 'M' ? 1 : b == '-' || b == 'E' ? 2 : 0;
+        } else {
+            const cJSON *e = cJSON_GetArrayItem(lt, L);
+            l->layer[L] = cJSON_IsString(e) && !strcmp(e->valuestring, "mamba");
+        }
+        l->n_linear += l->layer[L] != 0;
+        l->n_mlp_blocks += l->layer[L] == 2;
+    }
+    if (!l->blocks) return;
+    c->moe.shared_ffn = jint(r, root, "moe_shared_expert_intermediate_size", c->moe.shared_ffn);
+    l->moe_latent = jint(r, root, "moe_latent_size", 0);
+    c->mlp = MLP_DENSE;                                /* the MoE blocks are the 'E' letters (cfg_moe_layer) */
+    for (int L = 0; L < c->n_layers; L++)
+        if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;
+}
+
 /* The linear-attention layers of a hybrid family (its row's lin): layer_types "linear_attention",
  * else all but every full_attention_interval-th layer (Qwen3NextConfig: 4); their dims; and the
  * output gate of the attention layers (attn_output_gate, the row's default). */
@@ -521,6 +588,10 @@ static void parse_linear(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     l->dk = jint(r, root, "linear_key_head_dim", 128);
     l->dv = jint(r, root, "linear_value_head_dim", 128);
     l->conv = jint(r, root, "linear_conv_kernel_dim", 4);
+    if (row->lin == LIN_MAMBA2_NEMOTRON || row->lin == LIN_MAMBA2_GRANITE) {
+        parse_mamba(r, root, c);
+        return;
+    }
     int every = jint(r, root, "full_attention_interval", 4);
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     for (int L = 0; L < c->n_layers && L < CFG_MAX_LAYERS; L++) {
@@ -609,9 +680,13 @@ int cfg_check_attn_layer(const ModelConfig *c, int layer, const char *what) {
     if (!cfg_layer_linear(c, layer)) return AL_OK;
     char list[256];
     cfg_attn_layers(c, list, sizeof list);
-    return al_err("%s: layer %d of this %s model is a %s linear-attention layer (a recurrence, no "
+    if (c->lin.layer[layer] == 2)
+        return al_err("%s: layer %d of this %s model is an %s block (hybrid_override_pattern '%c': no attention, no "
+                      "KV cache); its softmax-attention layers are %s", what, layer, c->model_type,
+                      c->lin.block[layer] == 'E' ? "MoE" : "MLP", c->lin.block[layer], list);
+    return al_err("%s: layer %d of this %s model is a %s%s layer (a recurrence, no "
                   "Q/K/V heads, no KV cache); its softmax-attention layers are %s", what, layer, c->model_type,
-                  cfg_linear_name(c), list);
+                  c->lin.mamba ? "Mamba-2 (SSM)" : cfg_linear_name(c), c->lin.mamba ? "" : " linear-attention", list);
 }
 
 /* The description after the dims; what is not a number where one belongs goes to r->badnum. */
@@ -882,6 +957,7 @@ static double yarn_get_mscale(double factor, double m) { return factor <= 1 ? 1.
 double cfg_attn_scale(const ModelConfig *c, int layer) {
     double s = c->query_pre_attn_scalar > 0 ? 1.0 / sqrt(c->query_pre_attn_scalar) : 1.0 / sqrt((double)cfg_d_qk(c));
     if (!c->scale_attn) s = 1.0;
+    if (c->attn_mult > 0) s = c->attn_mult;            /* Granite: attention_multiplier is the scale */
     const RopeScaling *rs = &c->rope_spec.scaling;
     if (cfg_is_mla(c) && c->qk_rope_dim > 0 && rs->kind == RS_YARN && rs->mscale_all_dim != 0) {
         double m2 = yarn_get_mscale(rs->factor, rs->mscale_all_dim);
@@ -935,6 +1011,7 @@ bool cfg_layer_indexer(const ModelConfig *c, int layer) {
 
 bool cfg_moe_layer(const ModelConfig *c, int layer) {
     const MoeSpec *m = &c->moe;
+    if (c->lin.blocks) return m->n_experts > 0 && layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.block[layer] == 'E';
     if (m->listed) return m->n_experts > 0 && layer >= 0 && layer < CFG_MAX_LAYERS && m->on[layer];
     if (m->n_experts <= 0 || layer < m->first_dense || layer % m->layer_freq != 0 || (layer + 1) % m->sparse_step != 0)
         return false;

@@ -57,7 +57,7 @@ typedef struct {
                                      1 + q_beta ln(1 + floor(p / q_floor)) (q_beta 0: none) */
 } RopeSpec;
 
-typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN } act_kind;
+typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_UNKNOWN, ACT_RELU2 } act_kind;   /* RELU2: relu(x)² */
 
 typedef struct {
     int n_experts;                /* n_routed_experts / num_experts (0: dense) */
@@ -81,14 +81,24 @@ typedef struct {
     char topk_method[24];         /* DeepSeek topk_method ("greedy", "group_limited_greedy", "noaux_tc") */
 } MoeSpec;
 
-/* The linear-attention layers of a hybrid (Qwen3-Next's Gated DeltaNet): which layers, their dims. */
+/* The linear-attention layers of a hybrid (Qwen3-Next's Gated DeltaNet, a Mamba-2 hybrid's SSM layers): which
+ * layers, their dims. A Mamba-2 layer reads as a linear attention whose keys are B, queries C and values x:
+ * k_heads n_groups, dk ssm_state_size, v_heads the Mamba heads, dv their head dim. */
 typedef struct {
     linear_layout layout;         /* LIN_NONE: every layer is softmax attention */
-    int n_linear;                 /* layers that are linear attention */
-    int k_heads, v_heads;         /* linear_num_key_heads, linear_num_value_heads */
-    int dk, dv;                   /* linear_key_head_dim, linear_value_head_dim */
-    int conv;                     /* linear_conv_kernel_dim */
-    unsigned char layer[CFG_MAX_LAYERS];   /* 1: layer L is linear attention */
+    int n_linear;                 /* layers without softmax attention (linear / Mamba-2 mixers, Nemotron-H's MLP blocks) */
+    int n_mlp_blocks;             /* of them, Nemotron-H's MLP / MoE blocks (no mixer at all) */
+    int k_heads, v_heads;         /* linear_num_key_heads, linear_num_value_heads (Mamba-2: n_groups, heads) */
+    int dk, dv;                   /* linear_key_head_dim, linear_value_head_dim (Mamba-2: ssm_state_size, head_dim) */
+    int conv;                     /* linear_conv_kernel_dim (Mamba-2: conv_kernel) */
+    bool mamba;                   /* the layers are Mamba-2 mixers (LIN_MAMBA2_*) */
+    bool conv_bias;               /* conv1d has a bias (Mamba-2's use_conv_bias / mamba_conv_bias) */
+    int norm_groups;              /* Mamba-2's gated norm: groups normalised apart (Nemotron-H: n_groups; Granite: 1) */
+    int moe_latent;               /* Nemotron-H's moe_latent_size (0: none; the experts then work in a latent space) */
+    double dt_min;                /* Mamba-2's floor on dt (Nemotron-H's torch_forward: time_step_min; Granite: 0) */
+    bool blocks;                  /* one mixer per layer (Nemotron-H): attention and Mamba layers have no MLP */
+    unsigned char layer[CFG_MAX_LAYERS];   /* 1: layer L is linear attention / Mamba-2; 2: an MLP block (no mixer) */
+    char block[CFG_MAX_LAYERS];   /* Nemotron-H: hybrid_override_pattern's letter of layer L (M * - E) */
 } LinearSpec;
 
 typedef struct {
@@ -165,6 +175,9 @@ typedef struct {
     int attn_chunk;           /* attention_chunk_size of the RoPE layers (0: none) */
     bool qk_l2;               /* use_qk_norm: weightless RMS norm of each q / k head after RoPE on the RoPE layers */
     double temp_scale, temp_floor;   /* attn_temperature_tuning's attn_scale, floor_scale (temp_scale 0: none) */
+    double attn_mult;         /* Granite's attention_multiplier: the softmax scale itself (0: none) */
+    double residual_mult;     /* Granite's residual_multiplier on each block's output (1: none) */
+    double logits_div;        /* Granite's logits_scaling: logits divided by it (1: none) */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
@@ -250,12 +263,20 @@ bool cfg_layer_indexer(const ModelConfig *c, int layer);
 static inline bool cfg_layer_linear(const ModelConfig *c, int layer) {
     return c->lin.layout != LIN_NONE && layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer];
 }
-/* What a hybrid's linear-attention layers are ("Gated DeltaNet", "Kimi Delta Attention"). */
+/* What a hybrid's layers without softmax attention are ("Gated DeltaNet", "Kimi Delta Attention", "Mamba-2"). */
 static inline const char *cfg_linear_name(const ModelConfig *c) {
-    return c->lin.layout == LIN_KDA ? "Kimi Delta Attention" : "Gated DeltaNet";
+    return c->lin.mamba ? "Mamba-2" : c->lin.layout == LIN_KDA ? "Kimi Delta Attention" : "Gated DeltaNet";
 }
 /* The layers with softmax attention and a KV cache (all but a hybrid's linear-attention layers). */
 static inline int cfg_n_attn_layers(const ModelConfig *c) { return c->n_layers - c->lin.n_linear; }
+/* True when layer L is a Mamba-2 (SSM) layer of a Mamba-2 hybrid (Nemotron-H, Granite 4.0-H). */
+static inline bool cfg_layer_mamba(const ModelConfig *c, int layer) {
+    return c->lin.mamba && layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer] == 1;
+}
+/* True when layer L has an MLP (or experts): every layer but a one-mixer-per-block model's mixer layers. */
+static inline bool cfg_layer_mlp(const ModelConfig *c, int layer) {
+    return !c->lin.blocks || (layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer] == 2);
+}
 /* The softmax-attention layers of a hybrid as "3, 7, 11" into buf; their count. */
 int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap);
 /* Refuses layer with a message naming the analysis `what` when it is a linear-attention layer. */

@@ -24,6 +24,8 @@ static const RoleName ATTN_NAMES[ATTN_LAYOUT_COUNT][ROLE_COUNT] = {
                  [ROLE_KV_B] = N("self_attn.kv_b_proj"), [ROLE_O] = N("self_attn.o_proj"),
                  [ROLE_IDX_Q_B] = OPT("self_attn.indexer.wq_b"), [ROLE_IDX_K] = OPT("self_attn.indexer.wk"),
                  [ROLE_IDX_K_NORM] = OPT("self_attn.indexer.k_norm"), [ROLE_IDX_W] = OPT("self_attn.indexer.weights_proj")},
+    [QKV_MIXER] = {[ROLE_Q] = N("mixer.q_proj"), [ROLE_K] = N("mixer.k_proj"), [ROLE_V] = N("mixer.v_proj"),
+                   [ROLE_O] = N("mixer.o_proj")},
 };
 
 static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
@@ -34,6 +36,7 @@ static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
     [NORMS_POST] = {[ROLE_NORM_ATTN_OUT] = N("post_attention_layernorm"),
                     [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm")},
     [NORMS_GPT2] = {[ROLE_NORM_ATTN_IN] = N("ln_1"), [ROLE_NORM_FFN_IN] = N("ln_2")},
+    [NORMS_MIXER] = {[ROLE_NORM_ATTN_IN] = N("norm")},
 };
 
 static const RoleName FFN_NAMES[FFN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -44,6 +47,8 @@ static const RoleName FFN_NAMES[FFN_LAYOUT_COUNT][ROLE_COUNT] = {
     [FFN_NEOX] = {[ROLE_FFN_UP] = N("mlp.dense_h_to_4h"), [ROLE_FFN_DOWN] = N("mlp.dense_4h_to_h")},
     [FFN_LLAMA4] = {[ROLE_FFN_GATE] = N("feed_forward.gate_proj"), [ROLE_FFN_UP] = N("feed_forward.up_proj"),
                     [ROLE_FFN_DOWN] = N("feed_forward.down_proj")},
+    [FFN_MIXER] = {[ROLE_FFN_UP] = N("mixer.up_proj"), [ROLE_FFN_DOWN] = N("mixer.down_proj")},
+    [FFN_GRANITE] = {[ROLE_FFN_GATE_UP] = N("shared_mlp.input_linear"), [ROLE_FFN_DOWN] = N("shared_mlp.output_linear")},
 };
 
 static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -96,6 +101,13 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                   [ROLE_SHEXP_GATE] = OPT("block_sparse_moe.shared_experts.gate_proj"),
                   [ROLE_SHEXP_UP] = OPT("block_sparse_moe.shared_experts.up_proj"),
                   [ROLE_SHEXP_DOWN] = OPT("block_sparse_moe.shared_experts.down_proj")},
+    [MOE_NEMOTRON] = {[ROLE_ROUTER] = N("mixer.gate"), [ROLE_ROUTER_BIAS] = OPT("mixer.gate.e_score_correction_bias"),
+                      [ROLE_EXP_UP] = N("mixer.experts.%d.up_proj"), [ROLE_EXP_DOWN] = N("mixer.experts.%d.down_proj"),
+                      [ROLE_SHEXP_UP] = N("mixer.shared_experts.up_proj"),
+                      [ROLE_SHEXP_DOWN] = N("mixer.shared_experts.down_proj")},
+    [MOE_GRANITE] = {[ROLE_ROUTER] = N("block_sparse_moe.router.layer"),
+                     [ROLE_EXPS_GATE_UP] = N("block_sparse_moe.input_linear.weight"),   /* 3-D: named whole */
+                     [ROLE_EXPS_DOWN] = N("block_sparse_moe.output_linear.weight")},
 };
 
 static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -116,6 +128,14 @@ static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
                  [ROLE_LIN_B] = N("self_attn.b_proj"), [ROLE_LIN_G_A] = N("self_attn.g_a_proj"),
                  [ROLE_LIN_G_B] = N("self_attn.g_b_proj"), [ROLE_LIN_NORM] = N("self_attn.o_norm"),
                  [ROLE_LIN_OUT] = N("self_attn.o_proj")},
+    [LIN_MAMBA2_NEMOTRON] = {[ROLE_LIN_IN] = N("mixer.in_proj"), [ROLE_LIN_CONV] = N("mixer.conv1d"),
+                             [ROLE_LIN_A_LOG] = N("mixer.A_log"), [ROLE_LIN_D] = N("mixer.D"),
+                             [ROLE_LIN_DT_BIAS] = N("mixer.dt_bias"), [ROLE_LIN_NORM] = N("mixer.norm"),
+                             [ROLE_LIN_OUT] = N("mixer.out_proj")},
+    [LIN_MAMBA2_GRANITE] = {[ROLE_LIN_IN] = N("mamba.in_proj"), [ROLE_LIN_CONV] = N("mamba.conv1d"),
+                            [ROLE_LIN_A_LOG] = N("mamba.A_log"), [ROLE_LIN_D] = N("mamba.D"),
+                            [ROLE_LIN_DT_BIAS] = N("mamba.dt_bias"), [ROLE_LIN_NORM] = N("mamba.norm"),
+                            [ROLE_LIN_OUT] = N("mamba.out_proj")},
 };
 
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
@@ -132,6 +152,9 @@ static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } 
                          [ROLE_LM_HEAD] = {"language_model.lm_head", true, true}}},
     [NAMES_MODEL_LM] = {"model.language_model.", "layers.%d.",
                         {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
+                         [ROLE_LM_HEAD] = {"lm_head", true, true}}},
+    [NAMES_BACKBONE] = {"backbone.", "layers.%d.",
+                        {[ROLE_EMBED] = N("embeddings"), [ROLE_FINAL_NORM] = N("norm_f"),
                          [ROLE_LM_HEAD] = {"lm_head", true, true}}},
 };
 
@@ -176,6 +199,7 @@ const char *tensor_role_name(tensor_role r) {
         "attn_gate", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
         "lin_dt_bias", "lin_norm", "lin_out",
         "lin_q", "lin_k", "lin_v", "lin_q_conv", "lin_k_conv", "lin_v_conv", "lin_f_a", "lin_f_b", "lin_g_a", "lin_g_b",
+        "lin_in", "lin_d",
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
@@ -649,6 +673,55 @@ const FamilyRow FAMILY[] = {
        partial_rotary_factor 0.25, 16 heads / 2 KV heads, linear_num_key_heads 16, linear_num_value_heads 32,
        linear_{key,value}_head_dim 128, linear_conv_kernel_dim 4, 512 experts top-10 with a shared expert.
        The recipe keeps every key, shrunk: 4 experts top-2 of 64 and a shared expert of 96 on every layer */
+    /* nvidia/Nemotron-H-8B-Base-8K's config.json (also Nemotron Nano 2, Nemotron 3 with 'E' blocks): 52 blocks of one
+       mixer each by hybrid_override_pattern (24 Mamba-2, 4 attention, 24 relu2 MLP), x += mixer(norm(x)) with
+       NemotronHRMSNorm w x; attention 32 / 8 heads of attention_head_dim 128, no RoPE, scale head_dim^-1/2, no biases;
+       Mamba-2 128 heads of 64, n_groups 8, ssm_state_size 128, conv_kernel 4 (+ bias), the gated norm per group;
+       tensors under backbone. (embeddings, norm_f), lm_head untied. NVIDIA-Nemotron-3-Nano-30B-A3B adds 'E' blocks:
+       128 experts up / down (relu2, no gate) of moe_intermediate_size 1856, top-6 by sigmoid + e_score_correction_bias,
+       x routed_scaling_factor 2.5, a shared expert of moe_shared_expert_intermediate_size 3712; head_dim. The recipe:
+       Nemotron 3 Nano's keys shrunk, "M*EM*-" (layers 1, 4 attention; 2 an MoE block of 4 experts top-2). */
+    [FAM_NEMOTRON_H] = {
+        "nemotron_h", "NemotronHForCausalLM", "nemotron_h", "Nemotron-H / Nemotron Nano 2 / Nemotron 3 (blocks of one "
+        "mixer: Mamba-2, attention without RoPE, relu2 MLP, MoE)", LLAMA_LIKE, .attn = QKV_MIXER, .norms = NORMS_MIXER,
+        .ffn = FFN_MIXER, .moe = MOE_NEMOTRON, .lin = LIN_MAMBA2_NEMOTRON, .names = NAMES_BACKBONE, .act = "relu2",
+        .act_key = "mlp_hidden_act", .eps = 1e-5, .rope_never = true, .router = ROUTER_DS_V3,
+        .synth = {64, 4, 2, 6, 256, 128, false,
+                  "\"attention_bias\": false, "
+                  "\"chunk_size\": 128, \"conv_kernel\": 4, \"expand\": 2, \"head_dim\": 32, "
+                  "\"hybrid_override_pattern\": \"M*EM*-\", \"layer_norm_epsilon\": 1e-05, \"mamba_head_dim\": 16, "
+                  "\"mamba_hidden_act\": \"silu\", \"mamba_num_heads\": 8, \"mamba_proj_bias\": false, "
+                  "\"mamba_ssm_cache_dtype\": \"float32\", \"mlp_bias\": false, \"mlp_hidden_act\": \"relu2\", "
+                  "\"moe_intermediate_size\": 32, \"moe_shared_expert_intermediate_size\": 48, \"n_group\": 1, "
+                  "\"n_groups\": 2, \"n_routed_experts\": 4, \"n_shared_experts\": 1, \"norm_eps\": 1e-05, "
+                  "\"norm_topk_prob\": true, \"num_experts_per_tok\": 2, \"partial_rotary_factor\": 1.0, "
+                  "\"rescale_prenorm_residual\": true, \"residual_in_fp32\": false, \"rope_theta\": 10000, "
+                  "\"routed_scaling_factor\": 2.5, \"sliding_window\": null, \"ssm_state_size\": 16, "
+                  "\"time_step_floor\": 0.0001, \"time_step_max\": 0.1, \"time_step_min\": 0.001, \"topk_group\": 1, "
+                  "\"use_bias\": false, \"use_conv_bias\": true"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "nemotron_h"},
+    /* ibm-granite/granite-4.0-h-tiny's config.json: layer_types mamba / attention (9 : 1 in 40 layers), attention
+       without RoPE (position_embedding_type "nope") and scaled by attention_multiplier, embeddings x
+       embedding_multiplier, residual_multiplier on each block's output, logits / logits_scaling; every layer 64
+       experts top-6 (block_sparse_moe.input_linear [E, 2I, D] rows [gate ; up], softmax over the top-k logits) plus
+       the shared MLP (shared_mlp.input_linear [gate ; up]); Mamba-2 under mamba. with n_groups 1 (the gated norm over
+       all heads); tied embeddings. The recipe: 4 layers mamba / attention alternating, 4 experts top-2. */
+    [FAM_GRANITE_HYBRID] = {
+        "granitemoehybrid", "GraniteMoeHybridForCausalLM", "granitemoehybrid", "Granite 4.0-H (Mamba-2 and attention "
+        "layers, MoE + shared MLP, mup multipliers, NoPE attention)", LLAMA_LIKE, .ffn = FFN_GRANITE, .moe = MOE_GRANITE,
+        .lin = LIN_MAMBA2_GRANITE, .mup = true, .router_norm_topk = true, .tied = true,
+        .synth = {128, 4, 2, 4, 256, 64, true,
+                  "\"attention_bias\": false, "
+                  "\"attention_multiplier\": 0.0078125, \"embedding_multiplier\": 12, "
+                  "\"hidden_act\": \"silu\", \"layer_types\": [\"mamba\", \"attention\", \"mamba\", \"attention\"], "
+                  "\"logits_scaling\": 6, \"mamba_chunk_size\": 256, \"mamba_conv_bias\": true, \"mamba_d_conv\": 4, "
+                  "\"mamba_d_head\": 32, \"mamba_d_state\": 16, \"mamba_expand\": 2, \"mamba_n_groups\": 1, "
+                  "\"mamba_n_heads\": 8, \"mamba_proj_bias\": false, "
+                  "\"normalization_function\": \"rmsnorm\", \"num_experts_per_tok\": 2, \"num_local_experts\": 4, "
+                  "\"position_embedding_type\": \"nope\", \"residual_multiplier\": 0.22, \"rms_norm_eps\": 1e-05, "
+                  "\"rope_scaling\": null, \"rope_theta\": 10000, \"router_aux_loss_coef\": 0.0, "
+                  "\"shared_intermediate_size\": 96"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "granitehybrid"},
     [FAM_QWEN3_NEXT] = {
         "qwen3_next", "Qwen3NextForCausalLM", "qwen3_next", "Qwen3-Next (Gated DeltaNet 3 : 1 gated attention, "
         "partial rotary, (1 + w) norms)", LLAMA_LIKE, .norm = NORM_RMS_1P, .qk_norm = QKN_HEAD, .partial_rotary = 0.25,

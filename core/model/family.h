@@ -39,6 +39,8 @@ typedef enum {
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
     FAM_OLMO2,                           /* q/k norms over the whole projection, post-norms only */
     FAM_OLMO3,                           /* OLMo 2's block; window on 3 layers of 4, YaRN on the full ones */
+    FAM_NEMOTRON_H, FAM_GRANITE_HYBRID,  /* Mamba-2 hybrids: Nemotron-H's blocks of one mixer each (hybrid_override_pattern
+                                            M / * / - / E), Granite 4.0-H's Mamba-2 or attention + MoE / shared MLP */
     FAM_QWEN3_NEXT,                      /* Gated DeltaNet linear-attention layers 3 : 1 gated full attention */
     FAM_QWEN3_5, FAM_QWEN3_5_MOE,        /* Qwen3.5 / 3.6: Qwen3-Next's layers with split projections, a text tower */
     FAM_DEEPSEEK_V2, FAM_DEEPSEEK,       /* MLA: deepseek_v2, deepseek_v3 (R1) */
@@ -72,6 +74,7 @@ typedef enum {
     QKV_HEADS,          /* attention.query_key_value rows head by head [q_h ; k_h ; v_h], attention.dense (GPT-NeoX) */
     QKV_CONV1D,         /* attn.c_attn (in, out) columns [Q | K | V], attn.c_proj (GPT-2) */
     QKV_MLA,            /* q(_a/_b)_proj, kv_a_proj_with_mqa, kv_b_proj (DeepSeek) */
+    QKV_MIXER,          /* mixer.{q,k,v,o}_proj: Llama's projections in a block of one mixer (Nemotron-H) */
     ATTN_LAYOUT_COUNT
 } attn_layout;
 
@@ -89,6 +92,7 @@ typedef enum {
     NORMS_SANDWICH,     /* input_, post_attention_, pre_feedforward_, post_feedforward_layernorm */
     NORMS_POST,         /* post_attention_, post_feedforward_layernorm */
     NORMS_GPT2,         /* ln_1, ln_2 */
+    NORMS_MIXER,        /* norm: the one norm of a block of one mixer (Nemotron-H) */
     NORM_NAMES_COUNT
 } norm_names;
 
@@ -99,6 +103,8 @@ typedef enum {
     FFN_CONV1D,         /* mlp.c_fc, mlp.c_proj, Conv1D (in, out) (GPT-2) */
     FFN_NEOX,           /* mlp.dense_h_to_4h, mlp.dense_4h_to_h with biases (GPT-NeoX) */
     FFN_LLAMA4,         /* feed_forward.{gate,up,down}_proj (Llama 4's dense layers) */
+    FFN_MIXER,          /* mixer.up_proj, mixer.down_proj: no gate (Nemotron-H's relu2 MLP blocks) */
+    FFN_GRANITE,        /* shared_mlp.input_linear rows [gate ; up], shared_mlp.output_linear (Granite 4.0-H) */
     FFN_LAYOUT_COUNT
 } ffn_layout;
 
@@ -110,6 +116,9 @@ typedef enum {
     LIN_QWEN3_5,        /* linear_attn.{in_proj_qkv [q | k | v], in_proj_z, in_proj_b, in_proj_a, ...} (Qwen3.5) */
     LIN_KDA,            /* Kimi Delta Attention: self_attn.{q,k,v}_proj, {q,k,v}_conv1d, f_a/f_b_proj (per-channel decay),
                            A_log, dt_bias, b_proj, g_a/g_b_proj (output gate), o_norm, o_proj (Kimi-Linear) */
+    LIN_MAMBA2_NEMOTRON, /* mixer.{in_proj [z | x B C | dt], conv1d (+ bias), A_log, D, dt_bias, norm, out_proj}:
+                           a Mamba-2 layer (Nemotron-H) */
+    LIN_MAMBA2_GRANITE, /* mamba.{in_proj, conv1d, A_log, D, dt_bias, norm, out_proj}: the same (Granite 4.0-H) */
     LIN_LAYOUT_COUNT
 } linear_layout;
 
@@ -135,6 +144,11 @@ typedef enum {
                            column halves, feed_forward.experts.down_proj (E, I, D), feed_forward.shared_expert.* (Llama 4) */
     MOE_LLAMA4_SPLIT,   /* ... with feed_forward.experts.E.{gate,up,down}_proj one expert per Linear, as transformers'
                            SequentialLlama4TextExperts saves quantized releases (model.c / lint pick it by the tensors) */
+    MOE_NEMOTRON,       /* mixer.gate (+ e_score_correction_bias), mixer.experts.E.{up,down}_proj without a gate (relu2),
+                           mixer.shared_experts.{up,down}_proj; DeepSeek-V3's sigmoid group routing (Nemotron 3) */
+    MOE_GRANITE,        /* block_sparse_moe.router.layer, block_sparse_moe.input_linear (E, 2I, D) rows [gate ; up] per
+                           expert used as W x, block_sparse_moe.output_linear (E, D, I); the shared MLP is the dense
+                           FFN_GRANITE beside it (Granite 4.0-H) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -156,6 +170,7 @@ typedef enum {
     NAMES_LM_MODEL,     /* a multimodal checkpoint's text tower as released before transformers 4.52:
                            language_model.model.layers.L., ..., language_model.lm_head */
     NAMES_MODEL_LM,     /* ... as transformers 4.52+ saves it: model.language_model.layers.L., ..., lm_head */
+    NAMES_BACKBONE,     /* backbone.layers.L., backbone.embeddings, backbone.norm_f, lm_head (Nemotron-H) */
     MODEL_NAMES_COUNT
 } model_names;
 
@@ -184,6 +199,7 @@ typedef enum {
     ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
     ROLE_LIN_Q, ROLE_LIN_K, ROLE_LIN_V, ROLE_LIN_Q_CONV, ROLE_LIN_K_CONV, ROLE_LIN_V_CONV,   /* Kimi Delta Attention */
     ROLE_LIN_F_A, ROLE_LIN_F_B, ROLE_LIN_G_A, ROLE_LIN_G_B,
+    ROLE_LIN_IN, ROLE_LIN_D,                                   /* Mamba-2's in_proj and D skip (linear_layout) */
                                                                /* Gated DeltaNet (linear_layout) */
     ROLE_NORM_ATTN_IN, ROLE_NORM_ATTN_OUT,                     /* before / after attention */
     ROLE_NORM_FFN_IN, ROLE_NORM_FFN_OUT,                       /* before / after the MLP */
@@ -274,6 +290,10 @@ typedef struct {
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     bool mla_rope_half;           /* MLA's RoPE pairs by rotate_half whatever rope_interleave says (GLM-5) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
+    bool mup;                     /* Granite's multipliers: embedding_multiplier (embeddings), attention_multiplier (the
+                                     softmax scale), residual_multiplier (each block's output), logits_scaling (logits
+                                     divided); position_embedding_type other than "rope": no RoPE */
+    bool rope_never;              /* the attention applies no RoPE whatever rope_theta says (Nemotron-H) */
     bool attn_gate;               /* attn_output_gate when absent: q_proj rows per head [query | gate], the attention
                                      output times sigmoid(gate) before o_proj (Qwen3-Next) */
     bool rope_adjacent;           /* RoPE rotates adjacent pairs (2j, 2j + 1) of the HF weights (Llama 4's complex RoPE) */

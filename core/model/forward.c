@@ -21,6 +21,7 @@
 #include "matmul.h"
 #include "rope.h"
 #include "linattn.h"
+#include "mamba2.h"
 
 #define QCHUNK 64          /* query rows per attention block */
 #define LCHUNK 64          /* rows per logits block */
@@ -64,6 +65,8 @@ typedef struct {
     Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj (split: qkv in lqkvz) */
     Lin lz, lb, la;               /* Qwen3.5's split in_proj_z, in_proj_b, in_proj_a */
     Mat *lconv, *alog, *dtb, *lnorm;   /* conv1d (C, K), A_log, dt_bias (Hv), the gated norm (dv) */
+    Lin min;                      /* Mamba-2: in_proj (2 I + 2 G N + H, D) (conv, A_log, dt_bias, norm, out_proj above) */
+    Mat *mconvb, *md;             /* Mamba-2: the conv's bias (C) or NULL, D (H) */
     bool loaded;
 } LayerW;
 
@@ -102,6 +105,7 @@ struct Forward {
     size_t isel_cap;
     FwdHooks hooks;
     LinAttnState *lst;            /* (n_layers) Gated DeltaNet state of linear-attention layers (else zero) */
+    Mamba2State *mst;             /* (n_layers) Mamba-2 state of SSM layers (else zero) */
     const AttnLayer **over;       /* (n_layers) attention overrides (borrowed); NULL: the model's own */
     float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
                                      (NULL exactly where there is no override, or before the cache) */
@@ -209,6 +213,7 @@ static float act_apply(act_kind a, float x) {
     case ACT_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
     case ACT_GELU_TANH: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case ACT_RELU: return x > 0 ? x : 0;
+    case ACT_RELU2: return x > 0 ? x * x : 0;
     case ACT_UNKNOWN: break;
     }
     return x;
@@ -351,8 +356,8 @@ static void layer_release(Forward *f, int L) {
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
     mat_free(w->sinks);
     mat_free(w->iknw); mat_free(w->iknb);
-    mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm);
-    Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw,
+    mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm); mat_free(w->mconvb); mat_free(w->md);
+    Lin *ls[] = {&w->min, &w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw,
                  &w->lqkvz, &w->lba, &w->lout, &w->shscale, &w->lz, &w->lb, &w->la};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
     ffn_free(&w->mlp);
@@ -566,7 +571,7 @@ static int load_moe(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     if (rc == AL_OK && ms->n_shared > 0 && !cfg_role(f->c, ROLE_SHEXP_DOWN))
         rc = al_err("internal: a %s model's experts have no shared expert tensors", f->c->model_type);
     bool scaled = cfg_role(f->c, ROLE_SHEXP_SCALE) != NULL;     /* Qwen3-Next: shared_expert_intermediate_size */
-    size_t sff = scaled && ms->shared_ffn > 0 ? (size_t)ms->shared_ffn : eff * (size_t)ms->n_shared;
+    size_t sff = ms->shared_ffn > 0 ? (size_t)ms->shared_ffn : eff * (size_t)ms->n_shared;   /* Qwen3-Next, Nemotron 3 */
     if (rc == AL_OK && ms->n_shared > 0) rc = load_ffn(f, L, -1, &shared_roles, sff, dry, bytes, &w->mlp);
     if (rc == AL_OK && ms->n_shared > 0 && scaled)
         rc = load_lin(f, L, ROLE_SHEXP_SCALE, -1, f->D, 1, false, dry, bytes, &w->shscale);
@@ -653,12 +658,51 @@ static int load_linear(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     return rc;
 }
 
+/* A conv1d weight [C, 1, K] as (C, K) (with dry, only checked and counted). */
+static int load_conv(Forward *f, const char *n, size_t C, size_t K, bool dry, size_t *bytes, Mat **out) {
+    const st_entry *e;
+    const st_file *sf;
+    size_t numel = 1;
+    int rc = store_entry(f->m->store, n, &e, &sf);
+    for (int i = 0; rc == AL_OK && i < e->ndim; i++) numel *= e->shape[i];
+    if (rc == AL_OK && numel != C * K)
+        rc = al_err("tensor '%s' has %zu values but a conv of %zu channels and kernel %zu needs %zu", n, numel, C, K, C * K);
+    if (rc == AL_OK && bytes) *bytes += numel * dt_size(e->dtype);
+    if (rc == AL_OK && !dry && !(*out = mat_new(C, K))) rc = AL_ERR;
+    if (rc == AL_OK && !dry) rc = dt_to_f32(e->dtype, st_data(sf, e), numel, (*out)->data);
+    return rc;
+}
+
+/* A Mamba-2 layer's weights (mamba2.h): in_proj, conv1d (C, 1, K) as (C, K) and its bias, A_log, D, dt_bias, the
+ * gated norm (H P), out_proj. */
+static int load_mamba2(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    const LinearSpec *ls = &f->c->lin;
+    size_t D = f->D, H = (size_t)ls->v_heads, HP = H * (size_t)ls->dv, C = HP + 2 * (size_t)ls->k_heads * (size_t)ls->dk;
+    char n[192];
+    int rc = load_lin(f, L, ROLE_LIN_IN, -1, D, HP + C + H, false, dry, bytes, &w->min);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_OUT, -1, HP, D, false, dry, bytes, &w->lout);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_CONV, L, -1, "weight", n, sizeof n)) == AL_OK)
+        rc = load_conv(f, n, C, (size_t)ls->conv, dry, bytes, &w->lconv);
+    if (rc == AL_OK && ls->conv_bias && (rc = role_name(f, ROLE_LIN_CONV, L, -1, "bias", n, sizeof n)) == AL_OK)
+        rc = load_mat(f, n, 1, C, dry, bytes, &w->mconvb);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_A_LOG, L, -1, NULL, n, sizeof n)) == AL_OK)
+        rc = load_mat(f, n, 1, H, dry, bytes, &w->alog);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_D, L, -1, NULL, n, sizeof n)) == AL_OK)
+        rc = load_mat(f, n, 1, H, dry, bytes, &w->md);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_DT_BIAS, L, -1, NULL, n, sizeof n)) == AL_OK)
+        rc = load_mat(f, n, 1, H, dry, bytes, &w->dtb);
+    if (rc == AL_OK) rc = load_norm(f, L, ROLE_LIN_NORM, HP, dry, bytes, &w->lnorm, NULL);
+    return rc;
+}
+
 /* The attention projections of layer L (and q/k norms): MLA's, or those the attention layout has
  * (split q / k / v -- a gated q_proj twice as tall --, or a fused qkv; then o); a linear-attention
  * layer's own. */
 static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const ModelConfig *c = f->c;
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
+    if (cfg_layer_mamba(c, L)) return load_mamba2(f, L, dry, bytes, w);
+    if (cfg_layer_linear(c, L) && c->lin.layer[L] == 2) return AL_OK;     /* Nemotron-H's MLP blocks: no mixer */
     if (cfg_layer_linear(c, L)) return load_linear(f, L, dry, bytes, w);
     bool io = c->attn == QKV_CONV1D, split = !f->mla && cfg_role(c, ROLE_Q), fused = !f->mla && cfg_role(c, ROLE_QKV);
     int rc = f->mla ? load_mla(f, L, dry, bytes, w) : AL_OK;
@@ -691,8 +735,10 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     for (int i = 0; rc == AL_OK && i < NS_COUNT; i++)
         if (cfg_role(f->c, slot_roles[i])) rc = load_norm(f, L, slot_roles[i], f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
     if (rc == AL_OK) rc = load_attn(f, L, dry, bytes, dst);
-    if (rc == AL_OK)
-        rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, -1, &dense_roles, f->ffn, dry, bytes, &dst->mlp);
+    bool moe = cfg_moe_layer(f->c, L), beside = moe && f->c->moe.layout == MOE_GRANITE;   /* Granite's shared MLP */
+    if (rc == AL_OK && cfg_layer_mlp(f->c, L))
+        rc = moe ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, -1, &dense_roles, f->ffn, dry, bytes, &dst->mlp);
+    if (rc == AL_OK && beside) rc = load_ffn(f, L, -1, &dense_roles, f->ffn, dry, bytes, &dst->mlp);
     free(tmp.experts);
     if (rc != AL_OK) {
         if (!dry) layer_release(f, L);
@@ -750,6 +796,9 @@ void fwd_free(Forward *f) {
     if (f->lst)
         for (int L = 0; L < f->c->n_layers; L++) linattn_state_free(&f->lst[L]);
     free(f->lst);
+    if (f->mst)
+        for (int L = 0; L < f->c->n_layers; L++) mamba2_state_free(&f->mst[L]);
+    free(f->mst);
     if (f->xin)
         for (int L = 0; L < f->c->n_layers; L++) free(f->xin[L]);
     free(f->kc);
@@ -799,7 +848,8 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->over = al_calloc((size_t)c->n_layers, sizeof *f->over, "attention overrides");
     f->xin = al_calloc((size_t)c->n_layers, sizeof *f->xin, "attention overrides");
     f->lst = al_calloc((size_t)c->n_layers, sizeof *f->lst, "linear-attention states");
-    if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin || !f->lst) rc = AL_ERR;
+    f->mst = al_calloc((size_t)c->n_layers, sizeof *f->mst, "Mamba-2 states");
+    if (!f->layers || !f->kc || !f->vc || !f->over || !f->xin || !f->lst || !f->mst) rc = AL_ERR;
     if (rc == AL_OK && cfg_has_indexer(c) && !(f->ikc = al_calloc((size_t)c->n_layers, sizeof *f->ikc, "the indexer's keys")))
         rc = AL_ERR;
     size_t layer_bytes = 0, glob_bytes = 0;
@@ -1260,6 +1310,27 @@ static int linear_attention(Forward *f, int L, size_t T) {
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }
 
+/* Mamba-2 layer L on f->h (normed input, T rows) into f->h (T, D): in_proj, the SSM over the layer's state (zero at
+ * position 0), out_proj. */
+static int mamba2_mixer(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    const LinearSpec *ls = &f->c->lin;
+    Mamba2W mw = {(size_t)ls->v_heads, (size_t)ls->dv, (size_t)ls->k_heads, (size_t)ls->dk, (size_t)ls->conv,
+                  (size_t)ls->norm_groups, f->norm_eps, ls->dt_min, w->lconv->data, w->mconvb ? w->mconvb->data : NULL,
+                  w->alog->data, w->md->data, w->dtb->data, w->lnorm->data};
+    size_t D = f->D, HP = mw.H * mw.P, W = mamba2_in_dim(&mw);
+    float *p = fb_fit(&f->q, T, W, "the Mamba-2 projections"), *o = fb_fit(&f->att, T, HP, "the Mamba-2 output");
+    int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
+    if (rc) return rc;
+    if (!p || !o) return AL_ERR;
+    if (!f->mst[L].S && mamba2_state_new(&mw, &f->mst[L]) != AL_OK) return AL_ERR;
+    if (f->pos == 0) mamba2_state_zero(&mw, &f->mst[L]);
+    if ((rc = lin_apply(f, &w->min, f->h.p, D, T, p, W))) return rc;
+    if ((rc = mamba2_run(&mw, &f->mst[L], p, T, o))) return al_err_ctx("forward pass, layer %d", L);
+    if ((rc = lin_apply(f, &w->lout, o, HP, T, f->h.p, D))) return rc;
+    return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
+}
+
 /* softmax(q K^T scale) V of every head over the cache into f->att (T, H dv). */
 static int attend(Forward *f, int L, size_t T, const QKV *p) {
     attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
@@ -1277,6 +1348,7 @@ static int attention(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv, kw = G * dqk, vw = G * dv;
     QKV p;
+    if (cfg_layer_mamba(f->c, L)) return mamba2_mixer(f, L, T);
     if (cfg_layer_linear(f->c, L)) return linear_attention(f, L, T);
     int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
     if (rc) return rc;
@@ -1506,24 +1578,36 @@ static int mlp(Forward *f, int L, size_t T) {
 }
 
 static void add_rows(float *x, const float *y, size_t n) { for (size_t i = 0; i < n; i++) x[i] += y[i]; }
+/* A block's output times Granite's residual_multiplier (1 elsewhere). */
+static void residual_scale(const Forward *f, float *y, size_t n) {
+    float r = (float)f->c->residual_mult;
+    if (r != 1.f && r > 0)
+        for (size_t i = 0; i < n; i++) y[i] *= r;
+}
 
 /* Layer L on f->x (T rows) by the block layout (config.h block_layout): norms in slots that exist,
  * residuals sequential, or parallel (x + attn(n1(x)) + mlp(n2(x))). */
 static int layer_run(Forward *f, int L, size_t T) {
     size_t n = T * f->D;
-    bool par = f->c->block == BLOCK_PARALLEL;
-    norm_slot(f, L, NS_ATTN_IN, f->x.p, f->h.p, T);
-    int rc = attention(f, L, T);
-    if (rc) return rc;
-    norm_slot(f, L, NS_ATTN_OUT, f->h.p, f->h.p, T);
+    bool par = f->c->block == BLOCK_PARALLEL, blocks = f->c->lin.blocks;   /* Nemotron-H: one mixer or an MLP */
+    bool mixer = !(blocks && f->c->lin.layer[L] == 2);
+    int rc = AL_OK;
+    if (mixer) {
+        norm_slot(f, L, NS_ATTN_IN, f->x.p, f->h.p, T);
+        if ((rc = attention(f, L, T))) return rc;
+        norm_slot(f, L, NS_ATTN_OUT, f->h.p, f->h.p, T);
+        residual_scale(f, f->h.p, n);
+    }
     if (par) {
         if (!fb_fit(&f->y, T, f->D, "attention output")) return AL_ERR;
         memcpy(f->y.p, f->h.p, n * sizeof(float));
-    } else
+    } else if (mixer)
         add_rows(f->x.p, f->h.p, n);
-    norm_slot(f, L, NS_MLP_IN, f->x.p, f->h.p, T);
+    if (!cfg_layer_mlp(f->c, L)) return AL_OK;
+    norm_slot(f, L, blocks ? NS_ATTN_IN : NS_MLP_IN, f->x.p, f->h.p, T);    /* a block's one norm */
     if ((rc = mlp(f, L, T))) return rc;
     norm_slot(f, L, NS_MLP_OUT, f->h.p, f->h.p, T);
+    residual_scale(f, f->h.p, n);
     add_rows(f->x.p, f->h.p, n);
     if (par) add_rows(f->x.p, f->y.p, n);
     return AL_OK;
@@ -1572,7 +1656,9 @@ static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
     const WMat *W = f->lm_head.data ? &f->lm_head : &f->embed;
     int rc = mm_xwt(f->mm, W, h, f->D, n, out, f->vocab, f->compute);
     if (rc != AL_OK) return rc;
-    double cap = f->c->final_softcap;                 /* Gemma 2: cap tanh(z / cap) */
+    double cap = f->c->final_softcap, div = f->c->logits_div;   /* Gemma 2: cap tanh(z / cap); Granite: z / div */
+    if (div != 1 && div > 0)
+        for (size_t i = 0; i < n * f->vocab; i++) out[i] = (float)(out[i] / div);
     if (cap > 0)
         for (size_t i = 0; i < n * f->vocab; i++) out[i] = (float)(cap * tanh(out[i] / cap));
     return AL_OK;

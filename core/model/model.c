@@ -81,15 +81,17 @@ static char *attn_weight_name(const Model *m, tensor_role r, int layer) {
  * sizes (conv1d's [conv_dim, 1, kernel] by its count of values). */
 static int validate_linear(Model *m, int L) {
     const ModelConfig *c = &m->cfg;
+    unsigned cond = shape_conditions(c, false);
     for (const RoleShape *w = shape_linear(c->lin.layout); w->why; w++) {
         char name[192];
-        bool plain = w->role == ROLE_LIN_A_LOG || w->role == ROLE_LIN_DT_BIAS;   /* no ".weight" */
-        cfg_role_name(c, w->role, L, -1, plain ? NULL : "weight", name, sizeof name);
+        bool plain = w->role == ROLE_LIN_A_LOG || w->role == ROLE_LIN_DT_BIAS || w->role == ROLE_LIN_D;   /* no ".weight" */
+        if ((w->when & cond) != w->when) continue;                    /* Mamba-2's conv bias where the config has it */
+        cfg_role_name(c, w->role, L, -1, plain ? NULL : w->bias ? "bias" : "weight", name, sizeof name);
         const st_entry *e = NULL;
         if (store_entry(m->store, name, &e, NULL) != AL_OK) return AL_ERR;
         size_t n = 1, want = shape_dim(c, w->d0) * (w->d1 != D_NONE ? shape_dim(c, w->d1) : 1);
         for (int k = 0; k < e->ndim; k++) n *= e->shape[k];
-        if (shape_linear_conv(w->role)) want *= (size_t)c->lin.conv;
+        if (shape_linear_conv(w->role) && !w->bias) want *= (size_t)c->lin.conv;
         if (n != want)
             return al_err("tensor '%s' has %zu values but the config (%s) needs %zu", name, n, w->why, want);
     }
@@ -103,8 +105,8 @@ static int model_validate(Model *m) {
     size_t nreq = attn_requirements(&m->cfg, req);
     bool dt_set = false;
     for (int L = 0; L < m->cfg.n_layers; L++) {
-        if (cfg_layer_linear(&m->cfg, L)) {
-            if (validate_linear(m, L) != AL_OK) return AL_ERR;
+        if (cfg_layer_linear(&m->cfg, L)) {            /* Nemotron-H's MLP blocks (2) have no mixer */
+            if (m->cfg.lin.layer[L] == 1 && validate_linear(m, L) != AL_OK) return AL_ERR;
             continue;
         }
         for (size_t i = 0; i < nreq; i++) {

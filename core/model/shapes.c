@@ -31,6 +31,8 @@ size_t shape_dim(const ModelConfig *c, dim_rule d) {
     case D_LHV: return (size_t)c->lin.v_heads;
     case D_LDV: return (size_t)c->lin.dv;
     case D_LVV: return (size_t)c->lin.v_heads * (size_t)c->lin.dv;
+    case D_MIN: return 2 * (size_t)c->lin.v_heads * (size_t)c->lin.dv + 2 * (size_t)c->lin.k_heads * (size_t)c->lin.dk +
+                       (size_t)c->lin.v_heads;
     default: return 0;
     }
 }
@@ -60,6 +62,9 @@ static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
                    {ROLE_K_NORM, false, D_HD, D_NONE, SHAPE_IF_QKN_HEAD, "head_dim (per-head k_norm)"},
                    {ROLE_Q_NORM, false, D_Q, D_NONE, SHAPE_IF_QKN_PROJ, HD_H " (q_norm over the projection)"},
                    {ROLE_K_NORM, false, D_KV, D_NONE, SHAPE_IF_QKN_PROJ, KV_H " (k_norm over the projection)"}, {0}},
+    [QKV_MIXER] = {{ROLE_Q, false, D_Q, D_H, 0, HD_H ", hidden_size"}, {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
+                   {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
+                   {0}},
     [QKV_CAT] = {{ROLE_QKV, false, D_QKV, D_H, 0, "(num_attention_heads + 2 num_key_value_heads) x head_dim, hidden_size"},
                  {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H}, {0}},
     [QKV_HEADS] = {{ROLE_QKV, false, D_3Q, D_H, 0, "3 x hidden_size, hidden_size"},
@@ -98,6 +103,10 @@ static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
                    {ROLE_FFN_DOWN, true, D_H, D_NONE, SHAPE_IF_MLP_BIAS, "hidden_size"}, {0}},
     [FFN_FUSED] = {{ROLE_FFN_GATE_UP, false, D_2F, D_H, 0, "2 x intermediate_size, hidden_size"},
                    {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"}, {0}},
+    [FFN_MIXER] = {{ROLE_FFN_UP, false, D_F, D_H, 0, "intermediate_size, hidden_size"},
+                   {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, intermediate_size"}, {0}},
+    [FFN_GRANITE] = {{ROLE_FFN_GATE_UP, false, D_2F, D_H, 0, "2 x shared_intermediate_size, hidden_size"},
+                     {ROLE_FFN_DOWN, false, D_H, D_F, 0, "hidden_size, shared_intermediate_size"}, {0}},
     [FFN_CONV1D] = {{ROLE_FFN_UP, false, D_H, D_F, 0, "n_embd, n_inner (Conv1D: in, out)"},
                     {ROLE_FFN_UP, true, D_F, D_NONE, 0, "n_inner"},
                     {ROLE_FFN_DOWN, false, D_F, D_H, 0, "n_inner, n_embd (Conv1D: in, out)"},
@@ -119,6 +128,18 @@ static const RoleShape FFN_SHAPES[FFN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
 /* A Gated DeltaNet layer (Qwen3-Next: in_proj_qkvz, in_proj_ba, conv1d, A_log, dt_bias, norm, out_proj). */
 #define LIN_KEYS "linear_num_{key,value}_heads, linear_{key,value}_head_dim"
 #define KDA_HD "linear_attn_config num_heads x head_dim"
+/* A Mamba-2 layer (Nemotron-H's mixer., Granite's mamba.): in_proj [z | x B C | dt], the depthwise conv1d over x B C
+ * (and its bias), A_log, D, dt_bias per head, the gated norm over the heads' values, out_proj. */
+#define M_XBC "mamba heads x head dim + 2 n_groups x ssm_state_size"
+#define MAMBA2_SHAPES {{ROLE_LIN_IN, false, D_MIN, D_H, 0, "2 x mamba heads x head dim + 2 n_groups x ssm_state_size " \
+                                                          "+ mamba heads, hidden_size"}, \
+                       {ROLE_LIN_CONV, false, D_LCONV, D_NONE, 0, M_XBC ", 1, conv kernel"}, \
+                       {ROLE_LIN_CONV, true, D_LCONV, D_NONE, SHAPE_IF_CONV_BIAS, M_XBC " (conv bias)"}, \
+                       {ROLE_LIN_A_LOG, false, D_LHV, D_NONE, 0, "mamba heads"}, \
+                       {ROLE_LIN_D, false, D_LHV, D_NONE, 0, "mamba heads"}, \
+                       {ROLE_LIN_DT_BIAS, false, D_LHV, D_NONE, 0, "mamba heads"}, \
+                       {ROLE_LIN_NORM, false, D_LVV, D_NONE, 0, "mamba heads x head dim"}, \
+                       {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, mamba heads x head dim"}, {0}}
 static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
     [LIN_QWEN3_NEXT] = {{ROLE_LIN_QKVZ, false, D_LQKVZ, D_H, 0,
                          "2 (key heads x key dim + value heads x value dim), hidden_size"},
@@ -155,9 +176,11 @@ static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
                      {ROLE_LIN_DT_BIAS, false, D_LHV, D_NONE, 0, "linear_num_value_heads"},
                      {ROLE_LIN_NORM, false, D_LDV, D_NONE, 0, "linear_value_head_dim"},
                      {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " LIN_KEYS}, {0}},
+    [LIN_MAMBA2_NEMOTRON] = MAMBA2_SHAPES, [LIN_MAMBA2_GRANITE] = MAMBA2_SHAPES,
 };
 #undef LIN_KEYS
 #undef KDA_HD
+#undef MAMBA2_SHAPES
 
 static const RoleShape NO_SHAPES[1] = {{0}};
 const RoleShape *shape_linear(linear_layout l) { return l < LIN_LAYOUT_COUNT ? LINEAR_SHAPES[l] : NO_SHAPES; }
@@ -173,5 +196,6 @@ unsigned shape_conditions(const ModelConfig *c, bool mlp_bias) {
     return (c->qkv_bias ? SHAPE_IF_QKV_BIAS : 0) | (c->o_bias ? SHAPE_IF_O_BIAS : 0) |
            (mlp_bias ? SHAPE_IF_MLP_BIAS : 0) | (c->qk_norm == QKN_HEAD ? SHAPE_IF_QKN_HEAD : 0) |
            (c->qk_norm == QKN_PROJ ? SHAPE_IF_QKN_PROJ : 0) | (c->q_lora_rank ? SHAPE_IF_Q_LORA : SHAPE_IF_NO_Q_LORA) |
-           (cfg_has_indexer(c) ? SHAPE_IF_INDEXER : 0) | (c->attn_gate ? SHAPE_IF_GATE : SHAPE_IF_NO_GATE);
+           (cfg_has_indexer(c) ? SHAPE_IF_INDEXER : 0) | (c->attn_gate ? SHAPE_IF_GATE : SHAPE_IF_NO_GATE) |
+           (c->lin.mamba && c->lin.conv_bias ? SHAPE_IF_CONV_BIAS : 0);
 }

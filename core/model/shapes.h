@@ -15,8 +15,9 @@ typedef enum {
     D_QR, D_QB, D_KR, D_KR_ROPE, D_KVB,  /* MLA: q_lora, H (nope + rope), kv_lora, kv_lora + rope, H (nope + v) */
     D_IQ, D_ID, D_IH,                    /* MLA's indexer: index_n_heads x index_head_dim, index_head_dim, index_n_heads */
     D_Q2,                             /* 2 H hd: a gated q_proj, per head [query | gate] (attn_output_gate) */
-    D_LQKVZ, D_LBA, D_LCONV, D_LHV, D_LDV, D_LVV   /* Gated DeltaNet: 2 Hk dk + 2 Hv dv, 2 Hv, 2 Hk dk + Hv dv,
+    D_LQKVZ, D_LBA, D_LCONV, D_LHV, D_LDV, D_LVV,  /* Gated DeltaNet: 2 Hk dk + 2 Hv dv, 2 Hv, 2 Hk dk + Hv dv,
                                                      Hv, dv, Hv dv */
+    D_MIN                             /* Mamba-2's in_proj: [z | x B C | dt] = 2 H P + 2 G N + H */
 } dim_rule;
 
 /* The size d stands for in the description c (D_NONE: 0). */
@@ -25,7 +26,8 @@ size_t shape_dim(const ModelConfig *c, dim_rule d);
 /* When a tensor is expected: every bit given must hold (0: always). */
 enum {
     SHAPE_IF_QKV_BIAS = 1, SHAPE_IF_O_BIAS = 2, SHAPE_IF_MLP_BIAS = 4, SHAPE_IF_QKN_HEAD = 8, SHAPE_IF_QKN_PROJ = 16,
-    SHAPE_IF_Q_LORA = 32, SHAPE_IF_NO_Q_LORA = 64, SHAPE_IF_INDEXER = 128, SHAPE_IF_GATE = 256, SHAPE_IF_NO_GATE = 512
+    SHAPE_IF_Q_LORA = 32, SHAPE_IF_NO_Q_LORA = 64, SHAPE_IF_INDEXER = 128, SHAPE_IF_GATE = 256, SHAPE_IF_NO_GATE = 512,
+    SHAPE_IF_CONV_BIAS = 1024         /* Mamba-2's conv1d has a bias (use_conv_bias / mamba_conv_bias) */
 };
 
 /* One tensor a layout's loader expects: its role, weight or bias, shape [d0] (d1 D_NONE) or
@@ -43,7 +45,7 @@ typedef struct {
 const RoleShape *shape_attn(attn_layout a);
 const RoleShape *shape_ffn(ffn_layout f);
 /* The tensors of a linear-attention layer in layout l (conv1d's [conv_dim, 1, kernel] as its
- * [d0, d1] = [conv_dim, kernel] values; A_log and dt_bias have no ".weight"). */
+ * [d0, d1] = [conv_dim, kernel] values; A_log, dt_bias and Mamba-2's D have no ".weight"). */
 const RoleShape *shape_linear(linear_layout l);
 /* True for a linear-attention layer's causal conv1d weights ([channels, 1, kernel]: Gated DeltaNet's one, KDA's three). */
 bool shape_linear_conv(tensor_role r);
