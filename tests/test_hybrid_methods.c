@@ -1,13 +1,15 @@
-/* test_hybrid_compare.c -- `compare` over a hybrid's layers runs its attention layers only
- * (core/model/layersel): the synthetic Llama with layers 1 and 2 marked as linear-attention layers
- * in its description (as a hybrid row's cfg_layer_linear marks them; their tensors stay, so a sweep
- * that read them would not fail) compares layers 0 and 3 of `all`, each row equal to that layer's
- * comparison alone; layer 1 alone, or layers 1-2, is an error naming the attention layers. */
+/* test_hybrid_methods.c -- `compare` and `convert tpa` over a hybrid's layers run its attention layers
+ * only (core/model/layersel): the synthetic Llama with layers 1 and 2 marked as linear-attention
+ * layers in its description (as a hybrid row's cfg_layer_linear marks them; attn_layer_load then
+ * refuses them, as on a real hybrid) compares and converts layers 0 and 3 of `all`, each row / layer
+ * report equal to that layer's alone; layer 1 alone, or layers 1-2, is an error naming the attention
+ * layers; the TPA export, which holds every layer as TPA, refuses naming the linear layer. */
 #include "check.h"
 #include "budget_compare.h"
 #include "layersel.h"
 #include "model.h"
 #include "synth.h"
+#include "tpa.h"
 
 static BudgetResult *compare(Model *m, int lo, int hi) {
     BudgetOpts o = budget_opts_default();
@@ -25,6 +27,45 @@ static bool rows_equal(const BudgetRow *a, const BudgetRow *b) {
     return a->layer == b->layer && a->method == b->method && a->ok == b->ok && a->kv_values == b->kv_values &&
            !strcmp(a->setting, b->setting) && (a->out_err == b->out_err || (isnan(a->out_err) && isnan(b->out_err))) &&
            (a->score_err == b->score_err || (isnan(a->score_err) && isnan(b->score_err)));
+}
+
+static TpaModel *tpa(Model *m, int lo, int hi) {
+    TpaOpts o = tpa_opts_default();
+    o.k_rank = o.v_rank = 1;
+    o.layer_lo = lo;
+    o.layer_hi = hi;
+    o.eval_tokens = 16;
+    TpaModel *t = NULL;
+    CHECK_OK(tpa_convert(m, &o, &t));
+    return t;
+}
+
+static bool reports_equal(const TpaLayerReport *a, const TpaLayerReport *b) {
+    return a->layer == b->layer && a->k_err == b->k_err && a->v_err == b->v_err && a->score_err == b->score_err &&
+           a->out_err == b->out_err;
+}
+
+static void test_tpa(Model *m, const char *tmp) {
+    TpaModel *all = tpa(m, 0, -1), *l0 = tpa(m, 0, 0), *l3 = tpa(m, 3, 3);
+    if (all && l0 && l3) {
+        CHECK(all->layers[0] && !all->layers[1] && !all->layers[2] && all->layers[3] && all->opts.layer_lo == 0 &&
+              all->opts.layer_hi == 3, "converted layers 0 and 3");
+        CHECK(all->layers[0] && all->layers[3] && reports_equal(&all->layers[0]->rep, &l0->layers[0]->rep) &&
+              reports_equal(&all->layers[3]->rep, &l3->layers[3]->rep) && all->layers[3]->rep.out_err > 0,
+              "each layer's report equals its conversion alone");
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/tpa-export", tmp);
+        CHECK_ERR(tpa_export(all, dir, DT_F32), "TPA export: layer 1 of ");
+        CHECK(strstr(al_errmsg(), "is Gated DeltaNet linear attention: the TPA format holds every layer") != NULL, "%s",
+              al_errmsg());
+    }
+    tpa_model_free(all);
+    tpa_model_free(l0);
+    tpa_model_free(l3);
+    TpaOpts o = tpa_opts_default();
+    TpaModel *t = NULL;
+    o.layer_lo = o.layer_hi = 2;
+    CHECK_ERR(tpa_convert(m, &o, &t), "convert tpa: layer 2 of this llama model is a Gated DeltaNet");
 }
 
 int main(void) {
@@ -60,6 +101,7 @@ int main(void) {
     CHECK(strstr(al_errmsg(), "its softmax-attention layers are 0, 3") != NULL, "%s", al_errmsg());
     o.layer_hi = 2;
     CHECK_ERR(budget_compare(m, &o, &r), "compare: layers 1-2 of this llama model are all Gated DeltaNet linear attention");
+    test_tpa(m, test_tmpdir());
     model_free(m);
     return check_done();
 }
