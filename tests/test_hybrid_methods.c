@@ -1,15 +1,17 @@
-/* test_hybrid_methods.c -- `compare` and `convert tpa` over a hybrid's layers run its attention layers
+/* test_hybrid_methods.c -- `compare`, `convert tpa` and `convert mla` over a hybrid's layers run its attention layers
  * only (core/model/layersel): the synthetic Llama with layers 1 and 2 marked as linear-attention
  * layers in its description (as a hybrid row's cfg_layer_linear marks them; attn_layer_load then
  * refuses them, as on a real hybrid) compares and converts layers 0 and 3 of `all`, each row / layer
  * report equal to that layer's alone; layer 1 alone, or layers 1-2, is an error naming the attention
- * layers; the TPA export, which holds every layer as TPA, refuses naming the linear layer. */
+ * layers; the TPA and MLA exports, which hold every layer as TPA / MLA, refuse naming the linear layer. */
 #include "check.h"
 #include "budget_compare.h"
 #include "layersel.h"
 #include "model.h"
 #include "synth.h"
 #include "tpa.h"
+#include "transmla.h"
+#include "mla_export.h"
 
 static BudgetResult *compare(Model *m, int lo, int hi) {
     BudgetOpts o = budget_opts_default();
@@ -68,6 +70,39 @@ static void test_tpa(Model *m, const char *tmp) {
     CHECK_ERR(tpa_convert(m, &o, &t), "convert tpa: layer 2 of this llama model is a Gated DeltaNet");
 }
 
+static TmlaResult *mla(Model *m, int lo, int hi) {
+    TmlaOpts o = tmla_opts_default();
+    o.kv_rank = 48;
+    o.layer_lo = lo;
+    o.layer_hi = hi;
+    o.eval_tokens = 16;
+    TmlaResult *r = NULL;
+    CHECK_OK(tmla_convert(m, &o, &r));
+    return r;
+}
+
+static void test_mla(Model *m) {
+    TmlaResult *all = mla(m, 0, -1), *l0 = mla(m, 0, 0), *l3 = mla(m, 3, 3);
+    if (all && l0 && l3) {
+        CHECK(all->layers[0] && !all->layers[1] && !all->layers[2] && all->layers[3] && all->opts.layer_lo == 0 &&
+              all->opts.layer_hi == 3, "converted layers 0 and 3");
+        CHECK(all->rep[0].out_err == l0->rep[0].out_err && all->rep[3].out_err == l3->rep[3].out_err &&
+              all->rep[3].score_err == l3->rep[3].score_err && all->rep[3].out_err > 0 &&
+              all->params_before == l0->params_before + l3->params_before,
+              "each layer's report equals its conversion alone (out_err %g, %g)", all->rep[3].out_err, l3->rep[3].out_err);
+        CHECK_ERR(mla_exportable(all), "export: layer 1 of llama is Gated DeltaNet linear attention: a DeepSeek-V3 "
+                  "checkpoint has every layer in MLA form");
+    }
+    tmla_result_free(all);
+    tmla_result_free(l0);
+    tmla_result_free(l3);
+    TmlaOpts o = tmla_opts_default();
+    TmlaResult *r = NULL;
+    o.layer_lo = 1;
+    o.layer_hi = 2;
+    CHECK_ERR(tmla_convert(m, &o, &r), "convert mla: layers 1-2 of this llama model are all Gated DeltaNet");
+}
+
 int main(void) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/demo-llama", test_tmpdir());
@@ -102,6 +137,7 @@ int main(void) {
     o.layer_hi = 2;
     CHECK_ERR(budget_compare(m, &o, &r), "compare: layers 1-2 of this llama model are all Gated DeltaNet linear attention");
     test_tpa(m, test_tmpdir());
+    test_mla(m);
     model_free(m);
     return check_done();
 }
