@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "layersel.h"
 #include "mla_export.h"
 #include "params.h"
 #include "seeds.h"
@@ -160,7 +161,7 @@ static void note_rope_loss(const Model *m, const TmlaResult *r, Out *out) {
     const TmlaOpts *ro = &r->opts;
     int G = m->cfg.n_kv_heads, d = cfg_d_qk(&m->cfg), worst = -1;
     for (int l = ro->layer_lo; l <= ro->layer_hi; l++)
-        if (worst < 0 || r->rep[l].rope_energy < r->rep[worst].rope_energy) worst = l;
+        if (r->layers[l] && (worst < 0 || r->rep[l].rope_energy < r->rep[worst].rope_energy)) worst = l;
     if (worst < 0 || G * d <= r->rope_dim || !(r->rep[worst].rope_energy < 1 - 1e-6)) return;
     out_printf(out, "note: %snot lossless: the merged key has %d x %d = %d RoPE dims and MLA keeps one RoPE key of %d; "
                "the others lose RoPE (rope_energy down to %.4g in layer %d, out_err %.3g there), which dominates the "
@@ -171,7 +172,7 @@ static void note_rope_loss(const Model *m, const TmlaResult *r, Out *out) {
 
 /* convert mla's options from its arguments: kv-rank, RoPE dims, freqfold, balance, q-rank, tokens,
  * seed, layers. */
-static int mla_args_opts(const Model *m, const Args *a, TmlaOpts *o) {
+static int mla_args_opts(const Model *m, const Args *a, Out *out, TmlaOpts *o) {
     *o = tmla_opts_default();
     if (parse_rank(a, &o->kv_rank)) return AL_ERR;
     o->rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0;
@@ -181,7 +182,7 @@ static int mla_args_opts(const Model *m, const Args *a, TmlaOpts *o) {
     o->eval_tokens = (size_t)args_int(a, "tokens");
     if (args_given(a, "seed")) o->seed = (uint64_t)args_int(a, "seed");
     long lo, hi;
-    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", m, &lo, &hi)) return AL_ERR;
     o->layer_lo = (int)lo;
     o->layer_hi = (int)hi;
     return AL_OK;
@@ -191,8 +192,9 @@ static int mla_args_opts(const Model *m, const Args *a, TmlaOpts *o) {
 static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResult *r, const TmlaStatsUse *u) {
     const TmlaOpts *ro = &r->opts;
     bool fold_default = !args_given(a, "rope-dim") && !args_given(a, "freqfold");
-    out_printf(out, "converted layers %d-%d of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d%s\n",
-               ro->layer_lo, ro->layer_hi, m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
+    char lt[256];
+    out_printf(out, "converted layers %s of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d%s\n",
+               layersel_text(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
                fold_default ? "; freqfold: TransMLA's default, the TransMLA figures' too" : "");
     if (r->q_rank) out_printf(out, "query latent of rank %d\n", r->q_rank);
     out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters %zu -> %zu\n",
@@ -229,6 +231,7 @@ static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaR
     if (!t) return AL_ERR;
     int nan_layer = -1;
     for (int l = ro->layer_lo; l <= ro->layer_hi; l++) {
+        if (!r->layers[l]) continue;            /* a hybrid's linear-attention layer */
         const TmlaLayerReport *p = &r->rep[l];
         if (table_row(t)) { table_free(t); return AL_ERR; }
         table_int(t, l);
@@ -247,7 +250,7 @@ static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaR
 int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TmlaOpts o;
-    if (mla_args_opts(m, a, &o)) return AL_ERR;
+    if (mla_args_opts(m, a, out, &o)) return AL_ERR;
     TmlaStatsUse u;
     int src = ws_tmla_stats(s, m, a, false, &u, out);
     if (src) return src;

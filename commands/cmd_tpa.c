@@ -118,7 +118,7 @@ static void num_or_null(Table *t, double v) {
 
 /* convert tpa's options from its arguments: form, ranks (kv-rank, or k-rank / v-rank), tokens,
  * seed and layers. */
-static int tpa_args_opts(const Model *m, const Args *a, TpaOpts *o) {
+static int tpa_args_opts(const Model *m, const Args *a, Out *out, TpaOpts *o) {
     *o = tpa_opts_default();
     o->form = args_enum(a, "form") == 1 ? TPA_FORM_B : TPA_FORM_A;
     bool kv = args_given(a, "kv-rank"), k = args_given(a, "k-rank"), v = args_given(a, "v-rank");
@@ -133,7 +133,7 @@ static int tpa_args_opts(const Model *m, const Args *a, TpaOpts *o) {
     o->eval_tokens = (size_t)args_int(a, "tokens");
     o->seed = args_given(a, "seed") ? (uint64_t)args_int(a, "seed") : AL_SEED_TPA_EVAL;
     long lo, hi;
-    if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
+    if (param_layers(out, a, "layers", m, &lo, &hi)) return AL_ERR;
     o->layer_lo = (int)lo;
     o->layer_hi = (int)hi;
     return AL_OK;
@@ -144,8 +144,9 @@ static int tpa_args_opts(const Model *m, const Args *a, TpaOpts *o) {
 static void tpa_describe(Out *out, const Model *m, const TpaModel *r, size_t ntok) {
     const TpaOpts *ro = &r->opts;
     bool fa = ro->form == TPA_FORM_A;
-    out_printf(out, "converted layers %d-%d of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
-               ro->layer_lo, ro->layer_hi, m->name, tpa_form_name(ro->form), ro->k_rank, ro->v_rank,
+    char lt[256];
+    out_printf(out, "converted layers %s of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
+               layersel_text(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, tpa_form_name(ro->form), ro->k_rank, ro->v_rank,
                fa ? "fixed head factors over the KV heads, cached token factors"
                   : "cached head factors over the KV heads, fixed token factors",
                fa ? r->n_kv_heads : r->head_dim, fa ? r->n_kv_heads : r->v_dim, r->exact ? ": exact" : "");
@@ -168,6 +169,7 @@ static int tpa_report_table(Out *out, const Args *a, const TpaModel *r) {
     if (!t) return AL_ERR;
     int nan_layer = -1;
     for (int l = r->opts.layer_lo; l <= r->opts.layer_hi; l++) {
+        if (!r->layers[l]) continue;            /* a hybrid's linear-attention layer */
         const TpaLayerReport *p = &r->layers[l]->rep;
         if (table_row(t)) { table_free(t); return AL_ERR; }
         table_int(t, l);
@@ -185,7 +187,7 @@ static int tpa_report_table(Out *out, const Args *a, const TpaModel *r) {
 int cmd_tpa_convert(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TpaOpts o;
-    if (tpa_args_opts(m, a, &o)) return AL_ERR;
+    if (tpa_args_opts(m, a, out, &o)) return AL_ERR;
     double **sigma = NULL;
     size_t ntok = 0;
     if (ws_calib_fit_sigma(s, m, args_enum(a, "fit"), o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;

@@ -5,6 +5,7 @@
  * it and compares it with its source. Owns the MlaCheck it returns. */
 #define _GNU_SOURCE
 #include "mla_export.h"
+#include "layersel.h"
 
 #include "analyses.h"
 #include "ckpt_write.h"
@@ -578,7 +579,11 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
                       c->mlp_fused ? "a fused gate_up_proj" : c->block != BLOCK_PRE ? "other norms around the blocks" : "",
                       c->mlp_fused || c->block != BLOCK_PRE ? "" : "another norm or embedding scale");
     for (int l = 0; l < r->n_layers; l++)
-        if (!r->layers[l])
+        if (!r->layers[l] && !layersel_attn(c, l))
+            return al_err("export: layer %d of %s is %s: a DeepSeek-V3 checkpoint has every layer in MLA form; the "
+                          "conversion runs in the session (ppl, check), it cannot be exported", l, c->model_type,
+                          layersel_other_kind(c));
+        else if (!r->layers[l])
             return al_err("export: layer %d was not converted; a DeepSeek-V3 checkpoint needs every layer in MLA form "
                           "(convert all layers)", l);
     for (int l = 0; l < r->n_layers; l++) {

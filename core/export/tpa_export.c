@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ckpt_write.h"
+#include "layersel.h"
 
 /* A float matrix in dtype, 1-D when it has one row (as the loader expects). */
 static int add_mat(CkptWriter *w, const char *name, dt_type dtype, const Mat *m) {
@@ -141,7 +142,10 @@ int tpa_export_opts(const TpaModel *t, const char *dir, const TpaExportOpts *o) 
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return al_err("TPA export: dtype %s: give F32, F16 or BF16", dt_name(dtype));
     for (int l = 0; l < t->n_layers; l++)
-        if (!t->layers[l])
+        if (!t->layers[l] && t->src && !layersel_attn(&t->src->cfg, l))
+            return al_err("TPA export: layer %d of %s is %s: the TPA format holds every layer as TPA attention; "
+                          "the conversion runs in the session (ppl, check)", l, t->src_name, layersel_other_kind(&t->src->cfg));
+        else if (!t->layers[l])
             return al_err("TPA export: layer %d was not converted: run the conversion on every layer (layers all)", l);
     CkptWriter *w;
     CkptOpts co = {.src = t->src_path, .force = o->force, .can_force = true};

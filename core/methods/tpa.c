@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
+#include "layersel.h"
 #include "forward.h"
 #include "rope.h"
 #include "seeds.h"
@@ -590,6 +591,8 @@ int tpa_resolve_opts(const Model *m, TpaOpts *o) {
     if (o->layer_hi < 0 || o->layer_hi >= c->n_layers) o->layer_hi = c->n_layers - 1;
     if (o->layer_lo < 0 || o->layer_lo > o->layer_hi)
         return al_err("layers %d-%d: %s has layers 0-%d", o->layer_lo, o->layer_hi, name, c->n_layers - 1);
+    /* a hybrid's linear-attention layers have no KV cache: its attention layers only */
+    if (layersel_range(c, "convert tpa", &o->layer_lo, &o->layer_hi, NULL, 0)) return AL_ERR;
     if (o->eval_tokens == 0) o->eval_tokens = 64;
     if (o->seed == 0) o->seed = AL_SEED_TPA_EVAL;
     return AL_OK;
@@ -628,8 +631,8 @@ int tpa_convert(Model *m, const TpaOpts *opts, TpaModel **out) {
     t->src_name = al_strdup(m->name ? m->name : "");
     t->layers = al_calloc((size_t)t->n_layers, sizeof *t->layers, "the TPA layers");
     int rc = t->src_path && t->src_name && t->layers ? AL_OK : AL_ERR;
-    int n = o.layer_hi - o.layer_lo + 1;
-    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l++) {
+    int n = layersel_count(c, o.layer_lo, o.layer_hi), i = 0;
+    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l = layersel_next(c, l + 1, o.layer_hi)) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         const double *Sigma = o.sigma ? o.sigma[l] : NULL;
         if (Sigma) t->activation_stats = true;
@@ -647,7 +650,7 @@ int tpa_convert(Model *m, const TpaOpts *opts, TpaModel **out) {
         }
         attn_layer_free(src);
         if (rc) al_err_ctx("layer %d", l);
-        al_progress("layer", (size_t)(l - o.layer_lo + 1), (size_t)n);
+        al_progress("layer", (size_t)++i, (size_t)n);
     }
     if (rc) { tpa_model_free(t); return rc; }
     o.sigma = NULL;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "analyses.h"
+#include "layersel.h"
 #include "seeds.h"
 
 /* ================================================================ small helpers */
@@ -719,6 +720,8 @@ int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
     if (o->layer_hi < 0) o->layer_hi = c->n_layers - 1;
     if (o->layer_lo < 0 || o->layer_lo > o->layer_hi || o->layer_hi >= c->n_layers)
         return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi, c->n_layers - 1);
+    /* a hybrid's linear-attention layers have no KV cache: its attention layers only */
+    if (layersel_range(c, "convert mla", &o->layer_lo, &o->layer_hi, NULL, 0)) return AL_ERR;
     if (o->eval_tokens == 0) o->eval_tokens = 64;
     o->freqfold = M;
     o->rope_dim = D;
@@ -876,9 +879,9 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     r->q_rank = o.q_rank;
     r->kv_before = cfg_kv_values(c);
     r->kv_after = (size_t)r->kv_rank + (size_t)r->rope_dim;
-    size_t total = (size_t)(o.layer_hi - o.layer_lo + 1), done = 0;
+    size_t total = (size_t)layersel_count(c, o.layer_lo, o.layer_hi), done = 0;
     int rc = AL_OK;
-    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l++) {
+    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l = layersel_next(c, l + 1, o.layer_hi)) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         AttnLayer *gqa = NULL;
         r->rep[l].layer = l;
