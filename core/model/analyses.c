@@ -180,14 +180,6 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
-    if (c->lin.layout == LIN_KDA) {
-        char list[256];
-        cfg_attn_layers(c, list, sizeof list);
-        return why_set(why, cap, "%s: the forward pass does not build Kimi Delta Attention (the %d layers other than %s: "
-                       "short convs on q / k / v, a per-channel decay from f_a / f_b_proj, A_log and dt_bias, the gated "
-                       "delta rule, o_norm gated by g_a / g_b_proj); its MLA layers (%s) are ordinary MLA without RoPE",
-                       mname(m), c->lin.n_linear, list, list);
-    }
     if (c->vocab == 0 || c->intermediate == 0)
         return why_set(why, cap, "%s: the forward pass needs vocab_size and intermediate_size in the config", m->path);
     if (c->act == ACT_UNKNOWN)
