@@ -75,4 +75,12 @@ run -e "lint $T/kl"
 out=$(cat out.txt)
 ok "lint: vLLM loads it" has "$out" "vLLM          KimiLinearForCausalLM  loads"
 ok "  every KDA tensor placed, A_log as (1, 1, H, 1)" hasnt "$out" "self_attn"
+# an A_log stored flat ([H], as Qwen3-Next's) is not KimiDeltaAttention's parameter: lint names it
+mkdir -p "$T/kla" && cp "$T/kl/config.json" "$T/kla/"
+PYTHONPATH="$ATTNLAB_SRC/tests" python3 -c "
+import sys; from st_tensors import tensors, write_tensors
+t = tensors(sys.argv[1]); n = 'model.layers.0.self_attn.A_log'; dt, sh, data = t[n]; t[n] = (dt, [sh[2]], data)
+write_tensors(sys.argv[2] + '/model.safetensors', sorted(t.items()))" "$T/kl" "$T/kla"
+run -e "lint $T/kla"
+ok "lint: a flat A_log is a shape error" grep -qF "model.layers.0.self_attn.A_log is [4]; config.json says [1, 1, 4, 1]" out.txt
 cli_done
