@@ -71,6 +71,14 @@ run -e "load $T/kl; ppl ids ids.txt; ppl ids ids.txt"
 ok "ppl runs the KDA layers" test "$(rc)" = 0
 p2=$(awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $2}' out.txt)
 ok "  twice the same: the KDA state starts at zero each time ($(echo $p2))" test "$(echo "$p2" | sort -u | wc -l)" = 1
+# the MLA layers' evaluator (truncate, ppl of the working copy) applies no RoPE either: a lossless truncation keeps
+# the perplexity; a lossy one's export, loaded, gives the session's
+run -e "load $T/kl; truncate vo layers 3-3 tau 0.9999; ppl ids ids.txt; truncate vo layers 7-7 tau 0.99; ppl ids ids.txt; export $T/klx; load $T/klx; ppl ids ids.txt"
+ok "truncate + export of kimi_linear" test "$(rc)" = 0
+set -- $(awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $2}' out.txt)
+ok "  a lossless truncation of MLA layer 3 keeps the perplexity ($1 = ${p2%%$'\n'*})" test "$1" = "${p2%%$'\n'*}"
+ok "  the export of layer 7's gives the session's ($2 = $3)" test -n "$3" -a "$2" = "$3"
+
 run -e "lint $T/kl"
 out=$(cat out.txt)
 ok "lint: vLLM loads it" has "$out" "vLLM          KimiLinearForCausalLM  loads"
