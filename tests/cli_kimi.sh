@@ -4,8 +4,8 @@
 # language_model.lm_head, as its remote code's KimiK25ForConditionalGeneration names them); info says the vision
 # tower is not loaded and how the INT4 experts are read; the MLA analyses and ppl run; YaRN from rope_parameters
 # changes the model (and scales the softmax by mscale^2). kimi_linear (Kimi-Linear): Kimi Delta Attention layers
-# 3 : 1 MLA layers without RoPE; info names both, the MLA analyses run on the MLA layers, a KDA layer and the
-# forward pass are refused naming Kimi Delta Attention.
+# 3 : 1 MLA layers without RoPE; info names both, the MLA analyses run on the MLA layers (a KDA layer is refused
+# naming Kimi Delta Attention), ppl runs the KDA recurrence (test_families checks it against the reference).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-kimi
@@ -57,7 +57,8 @@ out=$(cat out.txt)
 ok "  info: the MLA layers and the KDA layers" has "$out" "3, 7 (2 of 8; the other 6 are Kimi Delta Attention linear attention"
 ok "  info: 4 KDA heads of 32, conv 4" has "$out" "4 key heads x 32, 4 value heads x 32, conv kernel 4"
 ok "  info: no RoPE on MLA (mla_use_nope)" has "$out" "rope_layout                    none"
-ok "  info: ppl refused naming KDA" has "$out" "ppl/calibrate                  no: kl: the forward pass does not build Kimi Delta Attention"
+ok "  info: ppl runs" has "$out" "ppl/calibrate                  yes"
+ok "  info: kvsvd refused (KDA layers have no keys)" has "$out" "the Kimi Delta Attention layers have no keys or KV cache (only layers 3, 7 have)"
 ok "  info: QK on the latent's columns, no RoPE" has "$out" "the 32 columns of each head keyed from the kv latent, dims 0-31, exactly (no RoPE"
 ok "  ranks vo: MLA layer 3 head 0 bottleneck 6" grep -Eq '^ +3 +0 +6 +32 +6$' out.txt
 ok "  ranks vo: MLA layer 7 fused-low 4" grep -Eq '^ +7 +0 +31 +31 +4$' out.txt
@@ -66,11 +67,28 @@ ok "  the checkpoint holds KDA's tensors" grep -q "model.layers.0.self_attn.f_b_
 run -e "load $T/kl; ranks vo layer 2"
 ok "ranks on a KDA layer refused" test "$(rc)" = 1
 ok "  naming Kimi Delta Attention" has "$(cat err.txt)" "layer 2 of this kimi_linear model is a Kimi Delta Attention linear-attention layer"
-run -e "load $T/kl; ppl ids ids.txt"
-ok "ppl refused" test "$(rc)" = 1
-ok "  saying what is not built" has "$(cat err.txt)" "short convs on q / k / v, a per-channel decay from f_a / f_b_proj"
+run -e "load $T/kl; ppl ids ids.txt; ppl ids ids.txt"
+ok "ppl runs the KDA layers" test "$(rc)" = 0
+p2=$(awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $2}' out.txt)
+ok "  twice the same: the KDA state starts at zero each time ($(echo $p2))" test "$(echo "$p2" | sort -u | wc -l)" = 1
+# the MLA layers' evaluator (truncate, ppl of the working copy) applies no RoPE either: a lossless truncation keeps
+# the perplexity; a lossy one's export, loaded, gives the session's
+run -e "load $T/kl; truncate vo layers 3-3 tau 0.9999; ppl ids ids.txt; truncate vo layers 7-7 tau 0.99; ppl ids ids.txt; export $T/klx; load $T/klx; ppl ids ids.txt"
+ok "truncate + export of kimi_linear" test "$(rc)" = 0
+set -- $(awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $2}' out.txt)
+ok "  a lossless truncation of MLA layer 3 keeps the perplexity ($1 = ${p2%%$'\n'*})" test "$1" = "${p2%%$'\n'*}"
+ok "  the export of layer 7's gives the session's ($2 = $3)" test -n "$3" -a "$2" = "$3"
+
 run -e "lint $T/kl"
 out=$(cat out.txt)
 ok "lint: vLLM loads it" has "$out" "vLLM          KimiLinearForCausalLM  loads"
 ok "  every KDA tensor placed, A_log as (1, 1, H, 1)" hasnt "$out" "self_attn"
+# an A_log stored flat ([H], as Qwen3-Next's) is not KimiDeltaAttention's parameter: lint names it
+mkdir -p "$T/kla" && cp "$T/kl/config.json" "$T/kla/"
+PYTHONPATH="$ATTNLAB_SRC/tests" python3 -c "
+import sys; from st_tensors import tensors, write_tensors
+t = tensors(sys.argv[1]); n = 'model.layers.0.self_attn.A_log'; dt, sh, data = t[n]; t[n] = (dt, [sh[2]], data)
+write_tensors(sys.argv[2] + '/model.safetensors', sorted(t.items()))" "$T/kl" "$T/kla"
+run -e "lint $T/kla"
+ok "lint: a flat A_log is a shape error" grep -qF "model.layers.0.self_attn.A_log is [4]; config.json says [1, 1, 4, 1]" out.txt
 cli_done

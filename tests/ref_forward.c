@@ -67,8 +67,15 @@
  *   glm_moe_dsa             deepseek_v32's, with MLA's RoPE by rotate_half (modeling_glm_moe_dsa), rope_theta
  *                           from rope_parameters, rms_norm_eps 1e-5; IndexShare (GLM-5.2): the indexer_types
  *                           "shared" layers take the previous full layer's selection
- *   kimi_linear             described only (layers, no RoPE on MLA: mla_use_nope, MoE layers, scale, eps): the
- *                           Kimi Delta Attention layers are not computed, ref_logits refuses
+ *   kimi_linear             (modeling_kimi.py) KimiDeltaAttention on the kda_layers (1-based): q / k / v_proj each
+ *                           through its causal depthwise conv (no bias) and SiLU, q and k L2-normalised per
+ *                           head (eps 1e-6 under the root), q x head_dim^-1/2; per channel the log-decay
+ *                           -exp(A_log[h]) softplus(f_b(f_a(x)) + dt_bias), beta = sigmoid(b_proj(x)); the
+ *                           state S (k dims x v dims) decays row by row, S += k (beta (v - S^T k))^T, o = S^T q;
+ *                           o_norm: RMSNorm (rms_norm_eps) x weight x sigmoid(g_b(g_a(x))); o_proj. MLA layers
+ *                           with q_proj and no RoPE (mla_use_nope); MoE as deepseek_v3's under
+ *                           block_sparse_moe. (gate + gate.e_score_correction_bias, experts w1/w3/w2,
+ *                           shared_experts), KimiLinearConfig's key names
  *   exaone4                 OLMo 2's block (norms after attention and MLP only) with q_norm / k_norm per
  *                           head after the projections; sliding window on the layer_types
  *                           "sliding_attention" layers (or sliding_window_pattern: "LLLG" per layer, or
@@ -392,6 +399,15 @@ static void parse_index_share(RefModel *m, const cJSON *r) {
 /* Qwen3NextConfig: layer_types, else "linear_attention" but every full_attention_interval-th layer;
  * linear_* dims (defaults 16, 32, 128, 128, 4); the gated q_proj (attn_output_gate, default true). */
 static void parse_linear(RefModel *m, const cJSON *r) {
+    if (m->fam == R_KIMI_LINEAR) {              /* KimiLinearConfig.is_kda_layer: (L + 1) in kda_layers */
+        const cJSON *la = cJSON_GetObjectItemCaseSensitive(r, "linear_attn_config"), *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(la, "kda_layers"))
+            if (cJSON_IsNumber(e) && e->valueint >= 1 && e->valueint <= m->L && e->valueint <= REF_MAX_LAYERS)
+                m->linear[e->valueint - 1] = true;
+        m->lk = m->lv = (int)jnum(la, "num_heads", 32, 32);
+        m->ldk = m->ldv = (int)jnum(la, "head_dim", 128, 128);
+        m->lconv = (int)jnum(la, "short_conv_kernel_size", 4, 4);
+    }
     if (m->fam != R_QWEN3_NEXT) return;
     m->gate = jbool(r, "attn_output_gate", true);
     int every = (int)jnum(r, "full_attention_interval", 4, 4);
@@ -971,9 +987,9 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.kv_b_proj", false, ckv, KL + rp, T, KL, H * (np + dv), kvb);
     for (size_t t = 0; rc == AL_OK && t < T; t++) {
         double *kpe = ckv + t * (KL + rp) + KL;          /* one RoPE key shared by the heads */
-        rope_mla(m, kpe, (int)rp, (double)t);
+        if (!m->no_rope[L]) rope_mla(m, kpe, (int)rp, (double)t);          /* Kimi-Linear: mla_use_nope */
         for (size_t i = 0; i < H; i++) {
-            rope_mla(m, q + (t * H + i) * dq + np, (int)rp, (double)t);
+            if (!m->no_rope[L]) rope_mla(m, q + (t * H + i) * dq + np, (int)rp, (double)t);
             memcpy(kf + (t * H + i) * dq, kvb + (t * H + i) * (np + dv), np * sizeof *kf);
             memcpy(kf + (t * H + i) * dq + np, kpe, rp * sizeof *kf);
         }
@@ -991,6 +1007,89 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
                    p, A + (t * H + i) * dv, NULL, allow ? allow + t * T : NULL);
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, H * dv, T, H * dv, D, out);
     free(qa); free(q); free(ckv); free(kvb); free(kf); free(A); free(p);
+    return rc;
+}
+
+/* ================================================================ Kimi Delta Attention */
+
+/* x (T x n) through a causal depthwise conv (weight n x K: y_t = sum_j w_j x_{t-K+1+j}) and SiLU, in place. */
+static void kda_conv(double *x, size_t T, size_t n, size_t K, const double *w) {
+    for (size_t tt = T; tt-- > 0;)                     /* from the last token back: no output overwrites an input */
+        for (size_t c = 0; c < n; c++) {
+            double s = 0;
+            for (size_t j = 0; j < K; j++)
+                if (tt + j + 1 >= K) s += w[c * K + j] * x[(tt + j + 1 - K) * n + c];
+            x[tt * n + c] = s / (1 + exp(-s));
+        }
+}
+
+/* The KDA state update and read-out of one head at one token: S (d x d) decayed row i by a[i], the delta rule
+ * with k, v, beta, o = S^T q; o then RMSNorm-ed, times w and sigmoid(gate). */
+static void kda_head(double *S, size_t d, const double *q, const double *k, const double *v, const double *a,
+                     double beta, const double *w, const double *gate, double eps, double *o) {
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = 0; j < d; j++) S[i * d + j] *= a[i];
+    for (size_t j = 0; j < d; j++) {
+        double pred = 0;
+        for (size_t i = 0; i < d; i++) pred += k[i] * S[i * d + j];
+        double u = beta * (v[j] - pred);
+        for (size_t i = 0; i < d; i++) S[i * d + j] += k[i] * u;
+    }
+    double ms = 0;
+    for (size_t j = 0; j < d; j++) {
+        double s = 0;
+        for (size_t i = 0; i < d; i++) s += q[i] * S[i * d + j];
+        o[j] = s;
+        ms += s * s / (double)d;
+    }
+    for (size_t j = 0; j < d; j++) o[j] = o[j] / sqrt(ms + eps) * w[j] / (gate ? 1 + exp(-gate[j]) : 1);
+}
+
+/* KimiDeltaAttention of layer L: out (T x D). */
+static int attn_kda(const RefModel *m, int L, const double *h, size_t T, double *out) {
+    const size_t D = (size_t)m->D, H = (size_t)m->lv, d = (size_t)m->ldv, n = H * d, K = (size_t)m->lconv;
+    static const char *const pr[3] = {"q", "k", "v"};
+    double *x[3], *cw[3] = {0}, *fa = malloc(T * d * sizeof *fa), *fg = malloc(T * n * sizeof *fg);
+    double *og = malloc(T * n * sizeof *og), *b = malloc(T * H * sizeof *b), *o = malloc(T * n * sizeof *o);
+    double *S = calloc(H * d * d, sizeof *S), *al = tget(m, L, "self_attn.A_log", H, 0);
+    double *dtb = tget(m, L, "self_attn.dt_bias", n, 0), *nw = tget(m, L, "self_attn.o_norm.weight", d, 0), a[512];
+    int rc = fa && fg && og && b && o && S && al && dtb && nw ? AL_OK : AL_ERR;
+    for (int i = 0; i < 3; i++) {
+        char pn[64], cn[64];
+        snprintf(pn, sizeof pn, "self_attn.%s_proj", pr[i]);
+        snprintf(cn, sizeof cn, "self_attn.%s_conv1d.weight", pr[i]);
+        x[i] = malloc(T * n * sizeof *x[i]);
+        if (rc == AL_OK) rc = x[i] ? lin_named(m, L, pn, false, h, D, T, D, n, x[i]) : AL_ERR;
+        if (rc == AL_OK) rc = (cw[i] = tget(m, L, cn, n * K, 0)) ? AL_OK : AL_ERR;
+        if (rc == AL_OK && cw[i]) kda_conv(x[i], T, n, K, cw[i]);
+    }
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.f_a_proj", false, h, D, T, D, d, fa);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.f_b_proj", false, fa, d, T, d, n, fg);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.g_a_proj", false, h, D, T, D, d, fa);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.g_b_proj", false, fa, d, T, d, n, og);
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.b_proj", false, h, D, T, D, H, b);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t hh = 0; hh < H; hh++) {
+            double *q = x[0] + t * n + hh * d, *k = x[1] + t * n + hh * d, sq = 0, sk = 0;
+            for (size_t i = 0; i < d; i++) { sq += q[i] * q[i]; sk += k[i] * k[i]; }
+            for (size_t i = 0; i < d; i++) {
+                q[i] = q[i] / sqrt(sq + 1e-6) / sqrt((double)d);
+                k[i] = k[i] / sqrt(sk + 1e-6);
+                double z = fg[t * n + hh * d + i] + dtb[hh * d + i], sp = z > 20 ? z : log1p(exp(z));
+                a[i] = exp(-exp(al[hh]) * sp);
+            }
+            if (m->ablate & REF_ABLATE_CHANNEL_DECAY) {         /* one decay per head: the channels' mean */
+                double mean = 0;
+                for (size_t i = 0; i < d; i++) mean += log(a[i]) / (double)d;
+                for (size_t i = 0; i < d; i++) a[i] = exp(mean);
+            }
+            if (m->ablate & REF_ABLATE_STATE) memset(S + hh * d * d, 0, d * d * sizeof *S);   /* no recurrence */
+            kda_head(S + hh * d * d, d, q, k, x[2] + t * n + hh * d, a, 1 / (1 + exp(-b[t * H + hh])), nw,
+                     m->ablate & REF_ABLATE_GATE ? NULL : og + t * n + hh * d, m->eps, o + t * n + hh * d);
+        }
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, o, n, T, n, D, out);
+    for (int i = 0; i < 3; i++) { free(x[i]); free(cw[i]); }
+    free(fa); free(fg); free(og); free(b); free(o); free(S); free(al); free(dtb); free(nw);
     return rc;
 }
 
@@ -1240,7 +1339,7 @@ static int shared_expert(const RefModel *m, int L, const double *x, size_t T, do
 /* Mixture-of-experts MLP of layer L: y (T x D, zeroed by the caller) += the routed experts. */
 static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     const size_t D = (size_t)m->D, E = (size_t)m->E, k = (size_t)m->topk;
-    const bool mix = mixtral_names(m);
+    const bool kimi = m->fam == R_KIMI_LINEAR, mix = mixtral_names(m) || kimi;   /* Kimi: w1/w3/w2 under block_sparse_moe */
     const char *base = mix ? "block_sparse_moe." : "mlp.";
     char n[160];
     snprintf(n, sizeof n, "%sgate", base);
@@ -1253,7 +1352,8 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
     snprintf(fn, sizeof fn, "%slayers.%d.mlp.experts.gate_up_proj", m->prefix, L);
     bool fused = st_find(m->st, fn) != NULL;                /* Qwen3.5 MoE: one [E, 2I, D] tensor */
     if (rc == AL_OK && sig_router(m))
-        rc = (bias = tget(m, L, mix ? "block_sparse_moe.e_score_correction_bias" : "mlp.gate.e_score_correction_bias",
+        rc = (bias = tget(m, L, kimi ? "block_sparse_moe.gate.e_score_correction_bias"
+                                : mix ? "block_sparse_moe.e_score_correction_bias" : "mlp.gate.e_score_correction_bias",
                           E, 0)) ? AL_OK : AL_ERR;
     for (size_t t = 0; rc == AL_OK && t < T; t++) route(m, logit + t * E, bias, idx + t * k, w + t * k);
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
@@ -1266,7 +1366,8 @@ static int moe(const RefModel *m, int L, const double *x, size_t T, double *y) {
         else if (cnt) rc = gated(m, L, n, mix ? NM_MIXTRAL : NM_PROJ, (size_t)m->eF, x, T, rows, rw, cnt, y);
     }
     if (rc == AL_OK && ds_router(m) && m->n_shared > 0)
-        rc = gated(m, L, "mlp.shared_experts.", NM_PROJ, (size_t)(m->eF * m->n_shared), x, T, NULL, NULL, 0, y);
+        rc = gated(m, L, kimi ? "block_sparse_moe.shared_experts." : "mlp.shared_experts.", NM_PROJ,
+                   (size_t)(m->eF * m->n_shared), x, T, NULL, NULL, 0, y);
     if (rc == AL_OK && m->shared_ff > 0) rc = shared_expert(m, L, x, T, y);
     free(logit); free(bias); free(w); free(idx); free(rows); free(rw);
     return rc;
@@ -1387,7 +1488,8 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
     if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
     if (rc == AL_OK && !post_block(m)) rc = norm_rows(m, L, "input_layernorm", h, T, D, D);
     if (rc == AL_OK)
-        rc = mla(m)         ? attn_mla(m, L, h, T, a)
+        rc = m->fam == R_KIMI_LINEAR && m->linear[L] ? attn_kda(m, L, h, T, a)
+             : mla(m)         ? attn_mla(m, L, h, T, a)
              : m->linear[L] ? attn_linear(m, L, h, T, a)
                             : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
@@ -1412,8 +1514,6 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
 
 int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
     const size_t D = (size_t)m->D, V = (size_t)m->V;
-    if (m->fam == R_KIMI_LINEAR) return al_err("ref: Kimi Delta Attention is not in the reference (kimi_linear: "
-                                               "description only)");
     char emb[96];
     snprintf(emb, sizeof emb, "%s%s", m->prefix, m->fam == R_NEOX ? "embed_in.weight" : "embed_tokens.weight");
     double *E = tget(m, -1, emb, V, D), *x = malloc(T * D * sizeof *x), *W = NULL;

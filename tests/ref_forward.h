@@ -31,6 +31,7 @@ enum { REF_ABLATE_GATE = 1, REF_ABLATE_STATE = 2, REF_ABLATE_ONE_PLUS = 4, REF_A
           expert's input (off: on its output instead) */
        REF_ABLATE_CHUNK = 16, REF_ABLATE_TEMP = 32, REF_ABLATE_QK_L2 = 64, REF_ABLATE_ROUTER_IN = 128 };
 enum { REF_ABLATE_YARN = 1 << 8 };      /* MLA's YaRN (Kimi-K2.5): plain RoPE frequencies, no mscale^2 */
+enum { REF_ABLATE_CHANNEL_DECAY = 1 << 9 };   /* KDA: each head's decay the mean of its channels' (Gated DeltaNet's) */
 void ref_ablate(RefModel *m, unsigned what);
 /* Mean negative log-likelihood (nats) of tokens[1..T) given their prefixes, from ref_logits. */
 int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);

@@ -190,14 +190,6 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
-    if (c->lin.layout == LIN_KDA) {
-        char list[256];
-        cfg_attn_layers(c, list, sizeof list);
-        return why_set(why, cap, "%s: the forward pass does not build Kimi Delta Attention (the %d layers other than %s: "
-                       "short convs on q / k / v, a per-channel decay from f_a / f_b_proj, A_log and dt_bias, the gated "
-                       "delta rule, o_norm gated by g_a / g_b_proj); its MLA layers (%s) are ordinary MLA without RoPE",
-                       mname(m), c->lin.n_linear, list, list);
-    }
     if (c->lin.moe_latent > 0)                             /* Nemotron 3 Super's latent experts */
         return why_set(why, cap, "%s: moe_latent_size %d: the experts' latent projections (fc1 / fc2_latent_proj) are not "
                        "in the forward pass; the attention analyses run on the '*' layers", m->path, c->lin.moe_latent);

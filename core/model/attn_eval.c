@@ -511,7 +511,7 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
         /* The latent c is the first r columns of KVA (row stride r + dr). */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)(H * (dn + dv)), (int)r, 1.0f, KVA,
                     (int)(r + dr), L->W_KVB->data, (int)(H * (dn + dv)), 0.0f, KV, (int)(H * (dn + dv)));
-        if (dr)
+        if (dr && L->rope != ROPE_NONE)                  /* Kimi-Linear's MLA: no RoPE (mla_use_nope) */
             for (size_t t = 0; t < T; t++) {
                 rope_mla(KVA + t * (r + dr) + r, (int)dr, L->rope, L->inv_freq, pos[t], L->rope_mscale, tmp);
                 for (size_t h = 0; h < H; h++)

@@ -20,6 +20,7 @@
 #include "sweep.h"
 #include "matmul.h"
 #include "rope.h"
+#include "kda.h"
 #include "linattn.h"
 #include "mamba2.h"
 
@@ -67,6 +68,8 @@ typedef struct {
     Mat *lconv, *alog, *dtb, *lnorm;   /* conv1d (C, K), A_log, dt_bias (Hv), the gated norm (dv) */
     Lin min;                      /* Mamba-2: in_proj (2 I + 2 G N + H, D) (conv, A_log, dt_bias, norm, out_proj above) */
     Mat *mconvb, *md;             /* Mamba-2: the conv's bias (C) or NULL, D (H) */
+    Lin kq, kk, kv, kfa, kfb, kga, kgb;   /* Kimi Delta Attention's projections (b_proj in lb, o_proj in lout; its
+                                             three convs stacked in lconv, dt_bias (H d) in dtb, o_norm in lnorm) */
     bool loaded;
 } LayerW;
 
@@ -358,7 +361,8 @@ static void layer_release(Forward *f, int L) {
     mat_free(w->iknw); mat_free(w->iknb);
     mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm); mat_free(w->mconvb); mat_free(w->md);
     Lin *ls[] = {&w->min, &w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw,
-                 &w->lqkvz, &w->lba, &w->lout, &w->shscale, &w->lz, &w->lb, &w->la};
+                 &w->lqkvz, &w->lba, &w->lout, &w->shscale, &w->lz, &w->lb, &w->la, &w->kq, &w->kk, &w->kv, &w->kfa,
+                 &w->kfb, &w->kga, &w->kgb};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) lin_free(ls[i]);
     ffn_free(&w->mlp);
     if (w->experts)
@@ -619,12 +623,56 @@ static int neox_unmix(Forward *f, float *y, size_t T, size_t ld) {
     return AL_OK;
 }
 
+/* The `count` values of tensor n, whatever its dims (a conv1d [C, 1, K], KDA's A_log (1, 1, H, 1)), into dst from
+ * value at (dry: only the check and the count). */
+static int load_flat(Forward *f, const char *n, size_t count, bool dry, size_t *bytes, Mat *dst, size_t at) {
+    size_t numel = 1;
+    const st_entry *e;
+    const st_file *sf;
+    int rc = store_entry(f->m->store, n, &e, &sf);
+    if (rc == AL_OK) {
+        for (int i = 0; i < e->ndim; i++) numel *= e->shape[i];
+        if (numel != count) rc = al_err("tensor '%s' has %zu values but this %s model needs %zu", n, numel,
+                                        f->c->model_type, count);
+        if (bytes) *bytes += numel * dt_size(e->dtype);
+    }
+    if (rc == AL_OK && !dry) rc = dt_to_f32(e->dtype, st_data(sf, e), numel, dst->data + at);
+    return rc;
+}
+
+/* A Kimi Delta Attention layer's weights (kda.h): q / k / v, f_a / f_b, g_a / g_b, b and o_proj, the three
+ * convs stacked (3 H d, K), A_log (H), dt_bias (H d), o_norm (d). */
+static int load_kda(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    const LinearSpec *ls = &f->c->lin;
+    size_t D = f->D, H = (size_t)ls->v_heads, d = (size_t)ls->dv, n = H * d;
+    static const tensor_role conv[3] = {ROLE_LIN_Q_CONV, ROLE_LIN_K_CONV, ROLE_LIN_V_CONV};
+    char nm[192];
+    int rc = load_lin(f, L, ROLE_LIN_Q, -1, D, n, false, dry, bytes, &w->kq);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_K, -1, D, n, false, dry, bytes, &w->kk);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_V, -1, D, n, false, dry, bytes, &w->kv);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_F_A, -1, D, d, false, dry, bytes, &w->kfa);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_F_B, -1, d, n, false, dry, bytes, &w->kfb);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_G_A, -1, D, d, false, dry, bytes, &w->kga);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_G_B, -1, d, n, false, dry, bytes, &w->kgb);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_B, -1, D, H, false, dry, bytes, &w->lb);
+    if (rc == AL_OK) rc = load_lin(f, L, ROLE_LIN_OUT, -1, n, D, false, dry, bytes, &w->lout);
+    size_t K = (size_t)ls->conv;
+    if (rc == AL_OK && !dry && (!(w->lconv = mat_new(3 * n, K)) || !(w->alog = mat_new(1, H)))) rc = AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < 3; i++)
+        if ((rc = role_name(f, conv[i], L, -1, "weight", nm, sizeof nm)) == AL_OK)
+            rc = load_flat(f, nm, n * K, dry, bytes, w->lconv, i * n * K);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_A_LOG, L, -1, NULL, nm, sizeof nm)) == AL_OK)
+        rc = load_flat(f, nm, H, dry, bytes, w->alog, 0);
+    if (rc == AL_OK && (rc = role_name(f, ROLE_LIN_DT_BIAS, L, -1, NULL, nm, sizeof nm)) == AL_OK)
+        rc = load_mat(f, nm, 1, n, dry, bytes, &w->dtb);
+    return rc == AL_OK ? load_norm(f, L, ROLE_LIN_NORM, d, dry, bytes, &w->lnorm, NULL) : rc;
+}
+
 /* A Gated DeltaNet layer's weights (linattn.h): projections, conv1d (C, 1, K) as (C, K), A_log,
  * dt_bias, the gated norm. */
 static int load_linear(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     const LinearSpec *ls = &f->c->lin;
-    if (ls->layout == LIN_KDA)        /* analyses.c's ppl_reason says what is missing; this is the backstop */
-        return al_err("layer %d: the forward pass does not build Kimi Delta Attention", L);
+    if (ls->layout == LIN_KDA) return load_kda(f, L, dry, bytes, w);
     size_t D = f->D, Hk = (size_t)ls->k_heads, Hv = (size_t)ls->v_heads, dk = (size_t)ls->dk, dv = (size_t)ls->dv;
     size_t C = 2 * Hk * dk + Hv * dv;
     char n[192];
@@ -1284,11 +1332,40 @@ static void gate_apply(Forward *f, size_t T) {
     for (size_t i = 0; i < n; i++) f->att.p[i] *= 1.f / (1.f + expf(-f->gate.p[i]));
 }
 
+/* Kimi Delta Attention layer L on f->h (normed input, T rows) into f->h (T, D): q / k / v, the decay's and the
+ * output gate's low-rank projections, b; the recurrence over the layer's state (zero at position 0); o_proj. */
+static int kda_attention(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    const LinearSpec *ls = &f->c->lin;
+    KdaW kw = {(size_t)ls->v_heads, (size_t)ls->dv, (size_t)ls->conv, f->norm_eps, w->lconv->data, w->alog->data,
+               w->dtb->data, w->lnorm->data};
+    LinAttnW lw = kda_state_dims(&kw);
+    size_t D = f->D, H = kw.H, d = kw.d, n = H * d;
+    float *p = fb_fit(&f->q, T, 3 * n, "the KDA projections"), *fg = fb_fit(&f->k, T, n, "the KDA decay");
+    float *og = fb_fit(&f->v, T, n, "the KDA gate"), *b = fb_fit(&f->gate, T, H, "the KDA beta");
+    float *tmp = fb_fit(&f->f1, T, d, "a KDA low-rank projection"), *o = fb_fit(&f->att, T, n, "the KDA output");
+    int rc = hook(f, FWD_ATTN_IN, L, f->h.p, T, 1, D, D);
+    if (rc) return rc;
+    if (!p || !fg || !og || !b || !tmp || !o) return AL_ERR;
+    if (!f->lst[L].S && linattn_state_new(&lw, &f->lst[L]) != AL_OK) return AL_ERR;
+    if (f->pos == 0) linattn_state_zero(&lw, &f->lst[L]);
+    const float *x = f->h.p;
+    if (lin_apply(f, &w->kq, x, D, T, p, 3 * n) || lin_apply(f, &w->kk, x, D, T, p + n, 3 * n) ||
+        lin_apply(f, &w->kv, x, D, T, p + 2 * n, 3 * n) || lin_apply(f, &w->kfa, x, D, T, tmp, d) ||
+        lin_apply(f, &w->kfb, tmp, d, T, fg, n) || lin_apply(f, &w->kga, x, D, T, tmp, d) ||
+        lin_apply(f, &w->kgb, tmp, d, T, og, n) || lin_apply(f, &w->lb, x, D, T, b, H))
+        return AL_ERR;
+    if ((rc = kda_run(&kw, &f->lst[L], p, fg, b, og, T, o))) return al_err_ctx("forward pass, layer %d", L);
+    if ((rc = lin_apply(f, &w->lout, o, n, T, f->h.p, D))) return rc;
+    return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
+}
+
 /* Gated DeltaNet layer L on f->h (normed input, T rows) into f->h (T, D): the projections, the
  * recurrence over the layer's state (zero at position 0), out_proj. */
 static int linear_attention(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     const LinearSpec *ls = &f->c->lin;
+    if (ls->layout == LIN_KDA) return kda_attention(f, L, T);
     LinAttnW lw = {(size_t)ls->k_heads, (size_t)ls->v_heads, (size_t)ls->dk, (size_t)ls->dv, (size_t)ls->conv,
                    f->norm_eps, w->lconv->data, w->alog->data, w->dtb->data, w->lnorm->data, w->lz.w.data != NULL};
     size_t D = f->D, nv = lw.Hv * lw.dv, W = linattn_conv_dim(&lw) + nv, Hv = lw.Hv;
