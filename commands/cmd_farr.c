@@ -1173,6 +1173,8 @@ static int export_errors(Session *s, const char *dir, Model *src, bool src_in_se
     FarrDraw d = {0};
     Table *t = NULL;
     int nan_layer = -1, rc = want ? manifest_layers(dir, src->cfg.n_layers, want) : AL_ERR;
+    for (int L = 0; rc == AL_OK && L < src->cfg.n_layers; L++)
+        want[L] = want[L] && layersel_attn(&src->cfg, L);   /* a hybrid's range holds layers without attention */
     if (rc == AL_OK) rc = model_open(dir, &ex);
     if (rc == AL_OK) rc = farr_draw_open(s, src, a, &d);
     if (rc == AL_OK)

@@ -910,7 +910,7 @@ static void keep_bf_config(const Ctx *x, cJSON *j) {
     }
 }
 
-/* config.json: the source's, as it is (factors, dense), with the new head sizes (hf), and with the
+/* config.json: the source's, as it is (factors, dense), with the new head sizes (hf; in text_config for a tower), and with the
  * FP8 weights written in another dtype listed as not quantized. */
 static int write_config(Ctx *x, CkptWriter *w) {
     if (x->fmt != EXPORT_HF && !x->n_keep_bf)
@@ -918,8 +918,10 @@ static int write_config(Ctx *x, CkptWriter *w) {
     cJSON *j = model_config_tree(x->m);
     if (!j) return al_err("cannot re-read the source config.json");
     keep_bf_config(x, j);
-    if (x->fmt == EXPORT_HF && x->plan[FARR_QK]) cJSON_ReplaceItemInObject(j, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
-    if (x->fmt == EXPORT_HF && x->plan[FARR_VO]) cJSON_ReplaceItemInObject(j, "v_head_dim", cJSON_CreateNumber(x->v2));
+    cJSON *dims = cJSON_GetObjectItemCaseSensitive(j, "text_config");   /* a tower's sizes (Kimi-K2.5) are its text_config's */
+    if (!cJSON_IsObject(dims)) dims = j;
+    if (x->fmt == EXPORT_HF && x->plan[FARR_QK]) cJSON_ReplaceItemInObject(dims, "qk_nope_head_dim", cJSON_CreateNumber(x->nope2));
+    if (x->fmt == EXPORT_HF && x->plan[FARR_VO]) cJSON_ReplaceItemInObject(dims, "v_head_dim", cJSON_CreateNumber(x->v2));
     int rc = ckpt_write_json(w, "config.json", j);
     cJSON_Delete(j);
     return rc;

@@ -20,8 +20,11 @@ int layersel_count(const ModelConfig *c, int lo, int hi) {
 }
 
 const char *layersel_other_kind(const ModelConfig *c) {
+    if (c->lin.blocks) return "Mamba-2 (SSM) or MLP / MoE blocks without attention";   /* Nemotron-H */
     switch (c->lin.layout) {
     case LIN_QWEN3_NEXT: case LIN_QWEN3_5: return "Gated DeltaNet linear attention";
+    case LIN_KDA: return "Kimi Delta Attention linear attention";
+    case LIN_MAMBA2_NEMOTRON: case LIN_MAMBA2_GRANITE: return "Mamba-2 (SSM)";
     default: return "not softmax attention";
     }
 }
