@@ -3,6 +3,7 @@
  * handler's long help sits next to it. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,10 +273,49 @@ static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
     if (at) info_str(t, o, "indexer_shared_layers", v);
 }
 
+/* Gemma 4's per-layer-type attention: each type's heads and RoPE, k_eq_v, the KV-shared layers, v_norm, layer_scalar. */
+static void info_per_type(Table *t, cJSON *o, const ModelConfig *c) {
+    char row[640];
+    const RopeSpec *r = &c->rope_spec;
+    int hd = cfg_d_qk(c), pairs = (int)floor(r->prop_factor * hd / 2);
+    snprintf(row, sizeof row, "sliding: head_dim %d, %d KV heads, RoPE theta %g (rotate_half over the head); full: "
+             "head_dim %d, %d KV heads, RoPE theta %g %s", hd, c->n_kv_heads, r->local_theta,
+             c->global_head_dim ? c->global_head_dim : hd, c->global_kv_heads, r->theta,
+             r->prop_factor > 0 ? "proportional" : "over the head");
+    if (r->prop_factor > 0)
+        snprintf(row + strlen(row), sizeof row - strlen(row), " %g: pairs (j, j + %d) for j < %d turn at theta^(-2j/%d), "
+                 "the other %d pairs carry no position (QK over those dims is position-free)", r->prop_factor, hd / 2,
+                 pairs, hd, hd / 2 - pairs);
+    info_str(t, o, "layer_types_attention", row);
+    info_str(t, o, "v_norm", "values RMS-normed per head without a weight; softmax scale 1 (q_norm / k_norm set the "
+             "logits' size)");
+    if (c->k_eq_v)
+        info_str(t, o, "attention_k_eq_v", "full layers: no v_proj, V = v_norm(x W_K): V-O and Q-K are tied to one "
+                 "projection (W_K W_O and W_Q W_K^T); truncate refuses these layers");
+    if (c->kv_shared_from > 0) {
+        size_t at = 0;
+        for (int L = c->kv_shared_from; L < c->n_layers && at < sizeof row; L++) {
+            int k = snprintf(row + at, sizeof row - at, "%s%d <- %d", at ? ", " : "", L, cfg_kv_source(c, L));
+            at += k > 0 ? (size_t)k : 0;
+        }
+        if (at < sizeof row)
+            snprintf(row + at, sizeof row - at, " (no k_proj / v_proj of their own: they attend to the source layer's "
+                     "K / V; the KV cache counts them once, in their source; kv_bytes_per_token covers %d layers)",
+                     cfg_n_kv_layers(c));
+        info_str(t, o, "kv_shared_layers", row);
+    }
+    if (c->ple_dim > 0 || c->moe_block_experts > 0) {
+        snprintf(row, sizeof row, "%s%s%s (not read: see ppl)", c->ple_dim > 0 ? "per-layer embeddings" : "",
+                 c->ple_dim > 0 && c->moe_block_experts > 0 ? " and " : "", c->moe_block_experts > 0 ? "an MoE block" : "");
+        info_str(t, o, "not_built", row);
+    }
+}
+
 /* A hybrid's layers (Qwen3-Next: Gated DeltaNet linear attention, no KV heads) and the attention
  * layers' output gate. */
 static void info_hybrid(Table *t, cJSON *o, const ModelConfig *c) {
     char list[256], row[512];
+    if (cfg_row(c)->per_type_attn) info_per_type(t, o, c);
     if (c->lin.layout != LIN_NONE) {
         cfg_attn_layers(c, list, sizeof list);
         snprintf(row, sizeof row, "%s (%d of %d; the other %d are Gated DeltaNet linear attention: a recurrence "
@@ -394,7 +434,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
-    info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * cfg_n_attn_layers(c));
+    info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * cfg_n_kv_layers(c));   /* not KV-shared ones */
     info_str(t, o, "path", m->path);
     uint64_t local = 0, total = 0;           /* a model streamed from the Hub (hub.h) */
     char *held = m->store && store_local_bytes(m->store, &local, &total)

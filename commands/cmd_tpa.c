@@ -401,7 +401,7 @@ static int kv_row(Table *t, const char *scheme, size_t values, size_t bytes, siz
 static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *out) {
     char name[256];
     /* a hybrid's linear-attention layers keep a fixed-size state, no KV cache: the attention layers only */
-    XformKvCtx c = {.before = cfg_kv_values(&m->cfg), .bytes = bytes, .layers = (size_t)cfg_n_attn_layers(&m->cfg),
+    XformKvCtx c = {.before = cfg_kv_values(&m->cfg), .bytes = bytes, .layers = (size_t)cfg_n_kv_layers(&m->cfg),
                     .s = s};
     const char *kind = cfg_is_mla(&m->cfg) ? "MLA"
                        : m->cfg.n_kv_heads == m->cfg.n_heads ? "MHA"

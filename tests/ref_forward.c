@@ -113,7 +113,8 @@
 
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
                R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA, R_EXAONE4,
-               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT } rfam;
+               R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT,
+               R_GEMMA4 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -164,6 +165,12 @@ struct RefModel {
     int lk, lv, ldk, ldv, lconv;
     int shared_ff;                 /* shared_expert_intermediate_size (0: none) */
     unsigned ablate;               /* REF_ABLATE_* (tests that the checks see each feature) */
+    /* Gemma 4: attention_k_eq_v, the first KV-shared layer (0: none), use_double_wide_mlp, the full layers'
+       proportional partial_rotary_factor, and each layer's K / V (T x KV hd, after norms and RoPE) in ref_logits */
+    bool k_eq_v, double_wide;
+    int kv_from;
+    double prop;
+    double **g4k, **g4v;
 };
 
 /* ================================================================ config.json */
@@ -191,7 +198,8 @@ static int parse_family(const char *mt, rfam *f) {
         {"deepseek_v32", R_DSV32}, {"glm_moe_dsa", R_GLM_DSA},
         {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
         {"ministral3", R_MINISTRAL3},              /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
-        {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT}};
+        {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT},
+        {"gemma4_text", R_GEMMA4}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -231,7 +239,7 @@ static void parse_nope(RefModel *m, const cJSON *r) {
 /* Sliding layers: layer_types, else the family's pattern (HF configuration classes). */
 static void parse_windows(RefModel *m, const cJSON *r) {
     double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 || m->fam == R_EXAONE4
-                                             ? 4096 : m->fam == R_GPT_OSS ? 128 : 0, 0);
+                                             ? 4096 : m->fam == R_GPT_OSS ? 128 : m->fam == R_GEMMA4 ? 512 : 0, 0);
     if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_SMOLLM3) &&
         !jbool(r, "use_sliding_window", false))
         w = 0;
@@ -245,7 +253,7 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         bool s;
         if (e) s = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
         else if (m->fam == R_GEMMA2 || m->fam == R_GPT_OSS) s = L % 2 == 0;
-        else if (m->fam == R_GEMMA3) s = (L + 1) % pattern != 0;
+        else if (m->fam == R_GEMMA3 || m->fam == R_GEMMA4) s = (L + 1) % pattern != 0;
         else if (m->fam == R_OLMO3) s = (L + 1) % 4 != 0;
         else if (m->fam == R_EXAONE4 && lg) s = lg[0] && lg[(size_t)L % strlen(lg)] == 'L';
         else if (m->fam == R_EXAONE4) s = (L + 1) % pattern != 0;
@@ -256,6 +264,7 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         /* Exaone4Attention: `if self.sliding_window is None or self.is_sliding`: RoPE */
         if (m->fam == R_EXAONE4) m->no_rope[L] = m->window > 0 && !m->sliding[L];
     }
+    if (m->fam == R_GEMMA4 && m->L <= REF_MAX_LAYERS) m->sliding[m->L - 1] = false;   /* Gemma4TextConfig: last layer full */
 }
 
 /* YaRN as transformers' _compute_yarn_parameters reads it (DeepSeek's note: with
@@ -367,6 +376,32 @@ static void parse_linear(RefModel *m, const cJSON *r) {
     m->lconv = (int)jnum(r, "linear_conv_kernel_dim", 4, 4);
 }
 
+/* Gemma4TextConfig: rope_parameters per layer type (sliding_attention: rope_theta, default 1e4; full_attention:
+ * rope_theta 1e6, rope_type "proportional" with partial_rotary_factor, 1.0 when the dict omits it, 0.25 when
+ * rope_parameters is absent), attention_k_eq_v, num_kv_shared_layers, use_double_wide_mlp; per-layer embeddings and
+ * the MoE block, and per-type head dims, are not covered. */
+static int parse_gemma4(RefModel *m, const cJSON *r) {
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
+    const cJSON *slide = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
+    const char *ft = jstr(full, "rope_type");
+    m->theta = jnum(full, "rope_theta", 1e6, 1e6);
+    m->local_theta = jnum(slide, "rope_theta", 1e4, 1e4);
+    m->prop = !rp ? 0.25 : ft && !strcmp(ft, "proportional") ? jnum(full, "partial_rotary_factor", 1, 1) : 1;
+    m->rot = m->hd;
+    if (jnum(full, "factor", 1, 1) != 1) return al_err("ref: a proportional RoPE factor is not covered");
+    m->k_eq_v = jbool(r, "attention_k_eq_v", false);
+    int shared = (int)jnum(r, "num_kv_shared_layers", 0, 0);
+    m->kv_from = shared > 0 ? m->L - shared : 0;
+    m->double_wide = jbool(r, "use_double_wide_mlp", false);
+    if (jnum(r, "hidden_size_per_layer_input", 256, 0) != 0 || jbool(r, "enable_moe_block", false))
+        return al_err("ref: Gemma 4's per-layer embeddings and MoE block are not covered");
+    if ((int)jnum(r, "global_head_dim", 512, 0) != m->hd ||
+        (m->k_eq_v && (int)jnum(r, "num_global_key_value_heads", m->KV, m->KV) != m->KV))
+        return al_err("ref: Gemma 4 with per-type head dims is not covered");
+    return AL_OK;
+}
+
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
     m->experts_xw = jstr(r, "model_type") && !strcmp(jstr(r, "model_type"), "qwen3_vl_moe_text");
@@ -387,17 +422,18 @@ static int parse_config(RefModel *m, const cJSON *r) {
                                                             m->fam == R_GLM4_MOE || m->fam == R_GPT_OSS || m->fam == R_GLM_DSA ||
                                                             m->fam == R_EXAONE4 || m->fam == R_MINISTRAL3 ? 1e-5 : 1e-6,
                                     1e-6);
-    m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
+    m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3 || m->fam == R_GEMMA4);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX || m->fam == R_GPT_OSS);
     m->sinks = m->fam == R_GPT_OSS;
     m->qkv_bias = m->fam == R_QWEN2 || ab;
     m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
     m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 || m->fam == R_EXAONE4 ||
-                      m->fam == R_QWEN3_NEXT ||
+                      m->fam == R_QWEN3_NEXT || m->fam == R_GEMMA4 ||
                       (m->fam == R_GLM4_MOE && jbool(r, "use_qk_norm", false));
     m->parallel = m->fam == R_NEOX && jbool(r, "use_parallel_residual", true);
-    const char *act = jstr(r, gemma(m) ? "hidden_activation" : "hidden_act");
-    if (!act) act = gemma(m) ? "gelu_pytorch_tanh" : m->fam == R_NEOX ? "gelu" : "silu";
+    bool g4 = m->fam == R_GEMMA4;
+    const char *act = jstr(r, gemma(m) || g4 ? "hidden_activation" : "hidden_act");
+    if (!act) act = gemma(m) || g4 ? "gelu_pytorch_tanh" : m->fam == R_NEOX ? "gelu" : "silu";
     if (!strcmp(act, "silu")) m->act = A_SILU;
     else if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new")) m->act = A_GELU_TANH;
     else if (!strcmp(act, "gelu")) m->act = A_GELU;
@@ -418,12 +454,13 @@ static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_rope(m, r)) return AL_ERR;
     if (mla(m)) m->rot = m->rope;
     double qpas = gemma(m) ? jnum(r, "query_pre_attn_scalar", 256, 256) : m->hd;
-    m->scale = 1.0 / sqrt(qpas);
+    m->scale = g4 ? 1.0 : 1.0 / sqrt(qpas);              /* Gemma4TextAttention: scaling = 1.0 */
+    if (g4 && parse_gemma4(m, r)) return AL_ERR;
     m->attn_cap = m->fam == R_GEMMA2 ? jnum(r, "attn_logit_softcapping", 50, 0) : jnum(r, "attn_logit_softcapping", 0, 0);
     m->final_cap = m->fam == R_GEMMA2 ? jnum(r, "final_logit_softcapping", 30, 0) : jnum(r, "final_logit_softcapping", 0, 0);
     /* Gemma: normalizer = tensor(hidden ** 0.5, dtype = the activations' dtype) */
     m->embed_scale = 1;
-    if (gemma(m)) {
+    if (gemma(m) || g4) {
         float s = (float)sqrt((double)m->D), b;
         const char *td = jstr(r, "torch_dtype");
         if (td && !strcmp(td, "bfloat16")) { uint16_t u; dt_from_f32(DT_BF16, &s, 1, &u); dt_to_f32(DT_BF16, &u, 1, &b); s = b; }
@@ -691,7 +728,7 @@ static bool layer_yarn(const RefModel *m, int L) { return m->yarn && (m->fam == 
 
 /* RoPE base and linear factor of layer L (Gemma 3: local layers use rope_local_base_freq, unscaled). */
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor) {
-    bool local = m->fam == R_GEMMA3 && m->sliding[L];
+    bool local = (m->fam == R_GEMMA3 || m->fam == R_GEMMA4) && m->sliding[L];
     *theta = local ? m->local_theta : m->theta;
     *factor = local ? 1.0 : m->rope_factor;
 }
@@ -788,6 +825,74 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     const char *o = m->fam == R_NEOX ? "attention.dense" : "self_attn.o_proj";
     if (rc == AL_OK) rc = lin_named(m, L, o, m->o_bias, A, qd, T, qd, D, out);
     free(Q); free(K); free(V); free(A); free(p); free(G);
+    return rc;
+}
+
+/* Gemma 4's RoPE at position p on one head x (hd): sliding layers rotate_half over the head at sliding_attention's
+ * theta; full layers "proportional" (_compute_proportional_rope_parameters): pair (i, i + hd/2) turns at
+ * theta^(-2i/hd) for i < floor(partial_rotary_factor hd / 2), the other pairs not at all. Ablated: the common misreading
+ * "rotate the first factor x hd dims" (rotate_half within them, theta^(-2i/rot)). */
+static void rope_g4(const RefModel *m, int L, double *x, double p) {
+    int hd = m->hd, half = hd / 2, n = m->sliding[L] ? half : (int)floor(m->prop * hd / 2);
+    double theta = m->sliding[L] ? m->local_theta : m->theta;
+    if (!m->sliding[L] && (m->ablate & REF_ABLATE_PROPORTIONAL)) { rope(x, 2 * n, p, theta, 1, false); return; }
+    for (int i = 0; i < n; i++) {
+        double f = pow(theta, -2.0 * i / hd), c = cos(p * f), s = sin(p * f), a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
+/* Gemma 4's K and V of layer L (T x KV hd) into m->g4k[L], m->g4v[L]: k = k_proj(h), v = v_proj(h) or, with
+ * attention_k_eq_v on a full layer, k_proj(h) itself; k = k_norm(k) (x w), RoPE; v = v_norm(v): x / sqrt(mean x^2 +
+ * eps), no weight. Ablated: k_eq_v's V taken after k_norm and RoPE; v_norm skipped. */
+static int kv_g4(const RefModel *m, int L, const double *h, size_t T) {
+    const size_t D = (size_t)m->D, KV = (size_t)m->KV, hd = (size_t)m->hd, kd = KV * hd;
+    bool keqv = m->k_eq_v && !m->sliding[L];
+    double *K = malloc(T * kd * sizeof *K), *V = malloc(T * kd * sizeof *V);
+    int rc = K && V ? lin_named(m, L, "self_attn.k_proj", false, h, D, T, D, kd, K) : AL_ERR;
+    if (rc == AL_OK && keqv) memcpy(V, K, T * kd * sizeof *V);
+    else if (rc == AL_OK) rc = lin_named(m, L, "self_attn.v_proj", false, h, D, T, D, kd, V);
+    if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T * KV, hd, hd);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t g = 0; g < KV; g++) rope_g4(m, L, K + t * kd + g * hd, (double)t);
+    if (rc == AL_OK && keqv && (m->ablate & REF_ABLATE_K_EQ_V)) memcpy(V, K, T * kd * sizeof *V);
+    for (size_t i = 0; rc == AL_OK && !(m->ablate & REF_ABLATE_V_NORM) && i < T * KV; i++) {
+        double ss = 0, *v = V + i * hd;
+        for (size_t d = 0; d < hd; d++) ss += v[d] * v[d];
+        for (size_t d = 0; d < hd; d++) v[d] /= sqrt(ss / (double)hd + m->eps);
+    }
+    if (rc != AL_OK) { free(K); free(V); return rc; }
+    m->g4k[L] = K;
+    m->g4v[L] = V;
+    return AL_OK;
+}
+
+/* Gemma 4's attention (Gemma4TextAttention) of layer L: q = q_norm(q_proj(h)) per head, RoPE; K / V its own
+ * (kv_g4) or, from num_kv_shared_layers' first layer on, those of the last earlier layer of its type (ablated: the
+ * layer just before the shared ones, whatever its type); softmax scale 1; o_proj. */
+static int attn_g4(const RefModel *m, int L, const double *h, size_t T, double *out) {
+    const size_t D = (size_t)m->D, H = (size_t)m->H, KV = (size_t)m->KV, hd = (size_t)m->hd, qd = H * hd, kd = KV * hd;
+    int src = L;
+    if (m->kv_from > 0 && L >= m->kv_from) {
+        src = m->kv_from - 1;
+        while (!(m->ablate & REF_ABLATE_KV_SHARE) && src > 0 && m->sliding[src] != m->sliding[L]) src--;
+    }
+    double *Q = malloc(T * qd * sizeof *Q), *A = malloc(T * qd * sizeof *A), *p = malloc(T * sizeof *p);
+    int rc = Q && A && p ? lin_named(m, L, "self_attn.q_proj", false, h, D, T, D, qd, Q) : AL_ERR;
+    if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.q_norm", Q, T * H, hd, hd);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t i = 0; i < H; i++) rope_g4(m, L, Q + t * qd + i * hd, (double)t);
+    if (rc == AL_OK && src == L) rc = kv_g4(m, L, h, T);
+    if (rc == AL_OK && !m->g4k[src]) rc = al_err("ref: layer %d shares layer %d's K / V, which it has not computed", L, src);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t i = 0; i < H; i++) {
+            size_t g = i / (H / KV);
+            attend(m, L, t, Q + t * qd + i * hd, m->g4k[src] + g * hd, kd, m->g4v[src] + g * hd, kd, hd, hd, p,
+                   A + t * qd + i * hd, NULL, NULL);
+        }
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, qd, T, qd, D, out);
+    free(Q); free(A); free(p);
     return rc;
 }
 
@@ -1217,7 +1322,8 @@ static int mlp(const RefModel *m, int L, const double *x, size_t T, double *y) {
         free(hh);
         return rc;
     }
-    return gated(m, L, "mlp.", NM_PROJ, F, x, T, NULL, NULL, 0, y);
+    bool wide = m->double_wide && m->kv_from > 0 && L >= m->kv_from;   /* Gemma 4's use_double_wide_mlp */
+    return gated(m, L, "mlp.", NM_PROJ, wide ? 2 * F : F, x, T, NULL, NULL, 0, y);
 }
 
 /* ================================================================ the pass */
@@ -1232,6 +1338,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
     if (rc == AL_OK)
         rc = mla(m)         ? attn_mla(m, L, h, T, a)
              : m->linear[L] ? attn_linear(m, L, h, T, a)
+             : m->fam == R_GEMMA4 ? attn_g4(m, L, h, T, a)
                             : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
         memcpy(h, x, n * sizeof *h);
@@ -1239,7 +1346,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         if (rc == AL_OK) rc = mlp(m, L, h, T, f);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i] + f[i];
     } else if (rc == AL_OK) {
-        bool sandwich = gemma(m), post = post_block(m);
+        bool sandwich = gemma(m) || m->fam == R_GEMMA4, post = post_block(m);
         if (sandwich || post) rc = norm_rows(m, L, "post_attention_layernorm", a, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i];
         if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
@@ -1249,6 +1356,10 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         if (rc == AL_OK && (sandwich || post)) rc = norm_rows(m, L, "post_feedforward_layernorm", f, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += f[i];
     }
+    double *ls = rc == AL_OK && m->fam == R_GEMMA4 ? tget(m, L, "layer_scalar", 1, 0) : NULL;   /* hidden *= layer_scalar */
+    if (rc == AL_OK && m->fam == R_GEMMA4 && !ls) rc = AL_ERR;
+    for (size_t i = 0; ls && !(m->ablate & REF_ABLATE_LAYER_SCALAR) && i < n; i++) x[i] *= ls[0];
+    free(ls);
     free(h); free(a); free(f);
     return rc;
 }
@@ -1263,7 +1374,16 @@ int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
         if (tokens[t] < 0 || (size_t)tokens[t] >= V) { rc = al_err("ref: token %d outside the vocabulary", tokens[t]); break; }
         for (size_t i = 0; i < D; i++) x[t * D + i] = E[(size_t)tokens[t] * D + i] * m->embed_scale;
     }
+    if (m->fam == R_GEMMA4) {
+        m->g4k = calloc((size_t)m->L, sizeof *m->g4k);
+        m->g4v = calloc((size_t)m->L, sizeof *m->g4v);
+        if (!m->g4k || !m->g4v) rc = AL_ERR;
+    }
     for (int L = 0; rc == AL_OK && L < m->L; L++) rc = layer(m, L, x, T);
+    for (int L = 0; m->g4k && m->g4v && L < m->L; L++) { free(m->g4k[L]); free(m->g4v[L]); }
+    free(m->g4k);
+    free(m->g4v);
+    m->g4k = m->g4v = NULL;
     char fn[96];
     snprintf(fn, sizeof fn, "%s%s", m->prefix, m->fam == R_NEOX ? "final_layer_norm" : "norm");
     if (rc == AL_OK) rc = norm_rows(m, -1, fn, x, T, D, D);

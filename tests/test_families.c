@@ -351,10 +351,17 @@ static int phi3_as_mistral(const char *src, const char *dst) {
  * (ref_ablate: Qwen3-Next's output gate, the Gated DeltaNet recurrence, the (1 + w) of its norms, the
  * sigmoid gate of its shared expert),
  * attnlab's logits differ from it by far more than the tolerance (x 100). */
-static void check_ablations(const char *fam, const char *dir) {
-    static const struct { unsigned what; const char *name; } off[] = {
-        {REF_ABLATE_GATE, "output gate"}, {REF_ABLATE_STATE, "recurrence"}, {REF_ABLATE_ONE_PLUS, "(1 + w) norms"},
-        {REF_ABLATE_SHARED_GATE, "shared expert's gate"}};
+typedef struct { unsigned what; const char *name; } ablation;
+static const ablation QWEN3_NEXT_OFF[] = {
+    {REF_ABLATE_GATE, "output gate"}, {REF_ABLATE_STATE, "recurrence"}, {REF_ABLATE_ONE_PLUS, "(1 + w) norms"},
+    {REF_ABLATE_SHARED_GATE, "shared expert's gate"}, {0, NULL}};
+/* Gemma 4: k_eq_v's V before k_norm and RoPE, KV sharing by layer type, proportional RoPE's pairing, v_norm, layer_scalar */
+static const ablation GEMMA4_OFF[] = {
+    {REF_ABLATE_K_EQ_V, "k_eq_v V before k_norm"}, {REF_ABLATE_KV_SHARE, "KV sharing by layer type"},
+    {REF_ABLATE_PROPORTIONAL, "proportional RoPE pairing"}, {REF_ABLATE_V_NORM, "v_norm"},
+    {REF_ABLATE_LAYER_SCALAR, "layer_scalar"}, {0, NULL}};
+
+static void check_ablations(const char *fam, const char *dir, const ablation *off) {
     Model *m = NULL;
     RefModel *r = NULL;
     Forward *f = NULL;
@@ -368,7 +375,7 @@ static void check_ablations(const char *fam, const char *dir) {
     float *z = malloc(T_LOGITS * V * sizeof *z);
     double *zr = malloc(T_LOGITS * V * sizeof *zr);
     CHECK_OK(fwd_run(f, ids, T_LOGITS, FWD_LOGITS_ALL, z));
-    for (size_t k = 0; k < sizeof off / sizeof *off; k++) {
+    for (size_t k = 0; off[k].name; k++) {
         ref_ablate(r, off[k].what);
         CHECK_OK(ref_logits(r, ids, T_LOGITS, zr));
         double dmax = 0, rmax = 0;
@@ -424,7 +431,8 @@ int main(void) {
         char *dir = al_asprintf("%s/%s", tmp, fam);
         CHECK_OK(synth_family_write(fam, DT_F32, SYNTH_DEFAULT_SEED, dir));
         check_model(fam, dir, dir, true);
-        if (!strcmp(fam, "qwen3_next")) check_ablations(fam, dir);
+        if (!strcmp(fam, "qwen3_next")) check_ablations(fam, dir, QWEN3_NEXT_OFF);
+        if (!strcmp(fam, "gemma4_text")) check_ablations(fam, dir, GEMMA4_OFF);
         free(dir);
     }
     /* qwen3_vl_moe's fused experts stored in BF16: each expert's block of [E, D, 2I] / [E, I, D] widened alone */

@@ -1246,6 +1246,13 @@ int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
     head_part part;
     if (truncate_opts(m, &o, &part) != AL_OK) return AL_ERR;
     int N = o.layer_hi - o.layer_lo + 1;
+    for (int L = o.layer_lo; L <= o.layer_hi; L++)     /* Gemma 4: a truncated W_V would change another layer or W_K */
+        if (cfg_kv_source(&m->cfg, L) != L || cfg_layer_v_is_k(&m->cfg, L))
+            return al_err("truncate: layer %d of %s %s (truncating its W_V would change %s); truncate the other layers "
+                          "(`layers A-B`)", L, m->cfg.model_type,
+                          cfg_kv_source(&m->cfg, L) != L ? "reads an earlier layer's K / V (num_kv_shared_layers)"
+                                                         : "takes V from k_proj (attention_k_eq_v)",
+                          cfg_kv_source(&m->cfg, L) != L ? "that layer" : "its keys too");
     int fixed = o.by_rank ? o.rank : -1;
     bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
     if (two) {

@@ -745,10 +745,14 @@ static void expect_role(Lint *x, bool optional, tensor_role r, int L, int e, con
 /* A list of wants in layer L, those whose conditions hold (the indexer's: optional on the layers that
  * reuse another layer's selection, GLM-5.2's IndexShare). */
 static void expect_wants(Lint *x, const RoleShape *w, int L, unsigned cond) {
-    for (; w->why; w++)
+    const ModelConfig *c = &x->cfg;
+    for (; w->why; w++) {
+        bool kv = w->role == ROLE_K || w->role == ROLE_V || w->role == ROLE_K_NORM;   /* Gemma 4: KV-shared layers */
+        if ((kv && cfg_kv_source(c, L) != L) || (w->role == ROLE_V && cfg_layer_v_is_k(c, L))) continue;   /* k_eq_v */
         if ((w->when & cond) == w->when)
             expect_role(x, (w->when & SHAPE_IF_INDEXER) && !cfg_layer_indexer(&x->cfg, L), w->role, L, 0,
                         w->bias ? "bias" : "weight", shape_dim(&x->cfg, w->d0), shape_dim(&x->cfg, w->d1), w->why);
+    }
 }
 
 /* A norm of role r (layer L) of the family's kind: RMSNorm weight [h], LayerNorm weight and bias. */
@@ -888,6 +892,7 @@ static void layout_walk(Lint *x) {
     expect_norm(x, ROLE_FINAL_NORM, 0, hk);
     for (int L = 0; L < c->n_layers; L++) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
+        expect_role(x, false, ROLE_LAYER_SCALAR, L, 0, NULL, 1, 0, "one scalar per layer");   /* Gemma 4 */
         if (cfg_layer_linear(c, L)) layout_linear(x, L);
         else expect_wants(x, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");

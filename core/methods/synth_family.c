@@ -301,9 +301,9 @@ static int add_qk_norms(const Ctx *c) {
     const ModelConfig *m = c->c;
     size_t hd = (size_t)cfg_d_qk(m);
     if (m->qk_norm == QKN_NONE) return AL_OK;
-    bool proj = m->qk_norm == QKN_PROJ;
+    bool proj = m->qk_norm == QKN_PROJ, own = cfg_kv_source(m, c->L) == c->L;   /* Gemma 4's KV-shared: no k_norm */
     int rc = add_norm(c, ROLE_Q_NORM, proj ? (size_t)m->n_heads * hd : hd);
-    return rc == AL_OK ? add_norm(c, ROLE_K_NORM, proj ? (size_t)m->n_kv_heads * hd : hd) : rc;
+    return rc == AL_OK && own ? add_norm(c, ROLE_K_NORM, proj ? (size_t)m->n_kv_heads * hd : hd) : rc;
 }
 
 /* The stream Q or K is drawn from: the name the split layout gives the role in layer L (the fused
@@ -367,6 +367,13 @@ static int attn_linear(const Ctx *c) {
     return rc == AL_OK ? add_gauss(c, ROLE_LIN_OUT, -1, D, nv, 0) : rc;
 }
 
+/* Gemma 4: a KV-shared layer has no K or V of its own, a k_eq_v layer no V (drawn, then dropped). */
+static void drop_unowned(const ModelConfig *m, int L, Mat **k, Mat **v) {
+    bool own_k = cfg_kv_source(m, L) == L, own_v = own_k && !cfg_layer_v_is_k(m, L);
+    if (!own_k) { mat_free(*k); *k = NULL; }
+    if (!own_v) { mat_free(*v); *v = NULL; }
+}
+
 /* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk, the whole QK on a layer
  * without RoPE), V / O planted (fam_vo), laid out as the description's layout stores them, with
  * its biases and q/k norms. */
@@ -392,10 +399,11 @@ static int attn_gqa(const Ctx *c) {
     if (k && plants_qk(m) && plant_nope_qk(c, q, k) != AL_OK) { mat_free(k); k = NULL; }
     if (!k) { mat_free(q); mat_free(vp); mat_free(op); return AL_ERR; }
     if (k && m->attn_gate && !(q = gated_q(c, q))) { mat_free(k); mat_free(vp); mat_free(op); return AL_ERR; }
+    drop_unowned(m, c->L, &k, &vp);
     if (m->attn == QKV_SPLIT) {
         rc = add_mat(c, ROLE_Q, q);
-        if (rc == AL_OK) rc = add_mat(c, ROLE_K, k); else mat_free(k);
-        if (rc == AL_OK) rc = add_mat(c, ROLE_V, vp); else mat_free(vp);
+        if (rc == AL_OK && k) rc = add_mat(c, ROLE_K, k); else mat_free(k);
+        if (rc == AL_OK && vp) rc = add_mat(c, ROLE_V, vp); else mat_free(vp);
         if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_Q, "bias", H * hd, 0.0f, c->dt);   /* attention_bias */
         if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_K, "bias", KV * hd, 0.0f, c->dt);
         if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_V, "bias", KV * hd, 0.0f, c->dt);
@@ -536,7 +544,7 @@ static int mlp_moe(const Ctx *c) {
 /* The MLP of layer c->L. */
 static int fam_mlp(const Ctx *c) {
     const ModelConfig *m = c->c;
-    const size_t D = (size_t)m->hidden, F = (size_t)m->intermediate;
+    const size_t D = (size_t)m->hidden, F = (size_t)m->intermediate * (m->double_wide_mlp && cfg_kv_source(m, c->L) != c->L ? 2 : 1);
     static const tensor_role dense[3] = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN};
     if (cfg_moe_layer(m, c->L)) return mlp_moe(c);
     if (m->ffn == FFN_GATED) return mlp_gated(c, dense, -1, F);
@@ -557,6 +565,8 @@ static int fam_layer(const Ctx *c) {
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_IN, D);
     if (rc == AL_OK) rc = fam_mlp(c);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_OUT, D);
+    if (rc == AL_OK && cfg_role(c->c, ROLE_LAYER_SCALAR))      /* Gemma 4: a buffer of 1 value, no ".weight" */
+        rc = add_vec(c, ROLE_LAYER_SCALAR, NULL, 1, 0.7f, c->dt);
     return rc;
 }
 

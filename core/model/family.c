@@ -34,6 +34,9 @@ static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
     [NORMS_POST] = {[ROLE_NORM_ATTN_OUT] = N("post_attention_layernorm"),
                     [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm")},
     [NORMS_GPT2] = {[ROLE_NORM_ATTN_IN] = N("ln_1"), [ROLE_NORM_FFN_IN] = N("ln_2")},
+    [NORMS_GEMMA4] = {[ROLE_NORM_ATTN_IN] = N("input_layernorm"), [ROLE_NORM_ATTN_OUT] = N("post_attention_layernorm"),
+                      [ROLE_NORM_FFN_IN] = N("pre_feedforward_layernorm"),
+                      [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm"), [ROLE_LAYER_SCALAR] = N("layer_scalar")},
 };
 
 static const RoleName FFN_NAMES[FFN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -146,7 +149,7 @@ const char *tensor_role_name(tensor_role r) {
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
-        "shared_down", "shared_scale", "embed", "pos_embed", "final_norm", "lm_head",
+        "shared_down", "shared_scale", "layer_scalar", "embed", "pos_embed", "final_norm", "lm_head",
     };
     return r < ROLE_COUNT ? names[r] : "?";
 }
@@ -172,6 +175,22 @@ const char *tensor_role_name(tensor_role r) {
     "\"final_logit_softcapping\": "
 #define GEMMA3_ROPE "\"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, " \
     "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"
+
+/* Gemma 4's text layer (gemma4_text and the multimodal gemma4's text tower): Gemma 3's sandwich block with plain
+   RMSNorms (Gemma4RMSNorm: x w, no 1 +), per-head q/k norms, embeddings x sqrt(hidden), and the per-type attention. */
+#define GEMMA4_TRAITS LLAMA_LIKE, .block = BLOCK_SANDWICH, .norms = NORMS_GEMMA4, .qk_norm = QKN_HEAD, \
+    .act = "gelu_pytorch_tanh", .act_key = "hidden_activation", .tied = true, .windowed = true, .window_pattern = 6, \
+    .embed_scaled = true, .local_rope_plain = true, .per_type_attn = true, .moe = MOE_NONE
+#define GEMMA4_SYNTH "\"attention_bias\": false, \"attention_k_eq_v\": true, \"enable_moe_block\": false, " \
+    "\"final_logit_softcapping\": 10.0, \"global_head_dim\": 32, \"head_dim\": 32, \"hidden_activation\": " \
+    "\"gelu_pytorch_tanh\", \"hidden_size_per_layer_input\": 0, \"layer_types\": [\"sliding_attention\", " \
+    "\"sliding_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"], " \
+    "\"moe_intermediate_size\": null, \"num_experts\": null, " \
+    "\"num_global_key_value_heads\": 2, \"num_kv_shared_layers\": 2, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-06, " \
+    "\"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0, " \
+    "\"rope_type\": \"proportional\"}, \"sliding_attention\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, " \
+    "\"sliding_window\": " SW ", \"top_k_experts\": null, \"use_bidirectional_attention\": null, " \
+    "\"use_double_wide_mlp\": false, \"vocab_size_per_layer_input\": 256"
 
 /* Qwen3.5's text towers: Qwen3-Next's traits, the split linear projections, the tower's names and
  * members; the recipe's text_config keys after the shared ones (3 linear layers, then gated attention). */
@@ -470,6 +489,36 @@ const FamilyRow FAMILY[] = {
                   "\"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
                   "\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null"},
         .engines = ENGINE_HF | ENGINE_VLLM},   /* vLLM: Ministral3ForCausalLM as MistralForCausalLM */
+    /* google/gemma-4-31B's text_config (model_type gemma4_text): 60 layers, 5 sliding (window 1024, head_dim 256, 16
+       KV heads, rope_theta 1e4) : 1 full (global_head_dim 512, attention_k_eq_v with 4 num_global_key_value_heads,
+       "proportional" RoPE 0.25 of theta 1e6), final_logit_softcapping 30, no per-layer embeddings
+       (hidden_size_per_layer_input 0), no MoE; the E2B / E4B add num_kv_shared_layers. The recipe keeps every key,
+       shrunk: 6 layers [s, s, s, f, s, f], window 8, head_dim = global_head_dim 32, 2 KV heads on both types (per-type
+       dims are refused until built), the last 2 layers KV-shared (as the E models), final soft-cap 10 */
+    [FAM_GEMMA4_TEXT] = {
+        "gemma4_text", "Gemma4ForCausalLM", "gemma4", "Gemma 4 text (k_eq_v, KV-shared layers, proportional RoPE on "
+        "global layers, v_norm, layer_scalar)", GEMMA4_TRAITS,
+        .synth = {64, 4, 2, 6, 256, 128, true, GEMMA4_SYNTH},
+        .engines = ENGINE_HF | ENGINE_VLLM},
+    /* google/gemma-4-31B-it's config.json (Gemma4ForConditionalGeneration): the text tower above under
+       model.language_model. (head lm_head, tied), vision_tower / embed_vision (and audio_tower / embed_audio in the
+       E models) beside it, not read; the multimodal head applies final_logit_softcapping as the text model does */
+    [FAM_GEMMA4] = {
+        "gemma4", "Gemma4ForConditionalGeneration", "gemma4", "Gemma 4 multimodal: its text tower, as gemma4_text",
+        GEMMA4_TRAITS, .names = NAMES_MODEL_LM, .text_config = "gemma4_text",
+        .tower_note = "the vision and audio towers (vision_tower, embed_vision, audio_tower, embed_audio) are not read; "
+                      "text-only inputs never reach them",
+        .text_defaults = "\"vocab_size\": 262144, \"hidden_size\": 2304, \"intermediate_size\": 9216, "
+                         "\"num_hidden_layers\": 30, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+                         "\"head_dim\": 256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-06, "
+                         "\"sliding_window\": 512",
+        .vision = {"model.vision_tower.patch_embedder.input_proj.weight", "model.embed_vision.embedding_projection.weight"},
+        .tower_keys = "\"audio_config\": null, \"boi_token_id\": 255999, \"eoi_token_id\": 258882, "
+                      "\"image_token_id\": 258880, \"video_token_id\": 258884, \"vision_config\": {\"hidden_size\": 16, "
+                      "\"intermediate_size\": 32, \"model_type\": \"gemma4_vision\", \"num_attention_heads\": 2, "
+                      "\"num_hidden_layers\": 1, \"patch_size\": 16}",
+        .synth = {64, 4, 2, 6, 256, 128, true, GEMMA4_SYNTH},
+        .engines = ENGINE_HF | ENGINE_VLLM},
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",

@@ -33,6 +33,8 @@ typedef enum {
                                             embeddings x sqrt(hidden), soft-caps (2), q/k norms (3) */
     FAM_GEMMA3_MM, FAM_QWEN3_VL, FAM_QWEN3_VL_MOE, FAM_MISTRAL3,   /* text towers of multimodal checkpoints
                                                                      (text_config) */
+    FAM_GEMMA4_TEXT, FAM_GEMMA4,         /* Gemma 4: per-layer-type attention (k_eq_v, KV-shared layers, proportional RoPE,
+                                            values RMS-normed, unit scale), plain RMSNorm, layer_scalar (+ its text tower) */
     FAM_PHI3,                            /* fused qkv_proj and gate_up_proj, partial rotary */
     FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
@@ -86,6 +88,7 @@ typedef enum {
     NORMS_SANDWICH,     /* input_, post_attention_, pre_feedforward_, post_feedforward_layernorm */
     NORMS_POST,         /* post_attention_, post_feedforward_layernorm */
     NORMS_GPT2,         /* ln_1, ln_2 */
+    NORMS_GEMMA4,       /* Gemma's sandwich norms + layer_scalar (1): the layer's output times it (Gemma 4) */
     NORM_NAMES_COUNT
 } norm_names;
 
@@ -180,6 +183,7 @@ typedef enum {
                                                   Qwen3-VL MoE: [E, D, 2I] x @ W, [gate | up] halves) */
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
     ROLE_SHEXP_SCALE,                                          /* the shared expert's sigmoid gate (1, hidden) */
+    ROLE_LAYER_SCALAR,                                         /* a scalar the layer's output is multiplied by (Gemma 4) */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
     ROLE_COUNT
 } tensor_role;
@@ -258,6 +262,11 @@ typedef struct {
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
     bool mla_rope_half;           /* MLA's RoPE pairs by rotate_half whatever rope_interleave says (GLM-5) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
+    bool per_type_attn;           /* Gemma 4: full-attention layers have their own head_dim (global_head_dim), KV heads
+                                     (num_global_key_value_heads, with attention_k_eq_v: V is k_proj's output, no
+                                     v_proj) and RoPE (rope_parameters per layer type, "proportional" partial rotary);
+                                     values RMS-normed per head without a weight, softmax scale 1; the last
+                                     num_kv_shared_layers layers reuse the K / V of the last earlier layer of their type */
     bool attn_gate;               /* attn_output_gate when absent: q_proj rows per head [query | gate], the attention
                                      output times sigmoid(gate) before o_proj (Qwen3-Next) */
     const char *gguf_arch;        /* llama.cpp's general.architecture of attnlab's GGUF export (NULL: none) */

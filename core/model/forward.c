@@ -60,6 +60,7 @@ typedef struct {
     Lin shscale;                  /* MoE: the shared expert's gate (1, D) (Qwen3-Next), or absent */
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
     Mat *sinks;                   /* (1, H) sink logits (gpt-oss) or NULL */
+    Mat *lscalar;                 /* (1, 1) layer_scalar: the layer's output times it (Gemma 4), or NULL */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
     Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj (split: qkv in lqkvz) */
     Lin lz, lb, la;               /* Qwen3.5's split in_proj_z, in_proj_b, in_proj_a */
@@ -263,6 +264,10 @@ static int take_description(Forward *f) {
         }
     int rc = rope_set_init(f, &f->rs[0], theta, true);
     if (rc == AL_OK && two) rc = rope_set_init(f, &f->rs[1], other, other_scaled);
+    /* Gemma 4's "proportional" RoPE on the full layers (set 0; the sliding ones are set 1): pairs (j, j + d/2) with
+       j < floor(factor d / 2) turn at theta^(-2j/d), the others not at all */
+    size_t keep = (size_t)floor(c->rope_spec.prop_factor * (double)f->rope / 2);
+    for (size_t j = keep; rc == AL_OK && c->rope_spec.prop_factor > 0 && j < f->rope / 2; j++) f->rs[0].inv[j] = 0;
     return rc;
 }
 
@@ -350,6 +355,7 @@ static void layer_release(Forward *f, int L) {
     for (int i = 0; i < NS_COUNT; i++) { mat_free(w->nw[i]); mat_free(w->nb[i]); }
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
     mat_free(w->sinks);
+    mat_free(w->lscalar);
     mat_free(w->iknw); mat_free(w->iknb);
     mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm);
     Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw,
@@ -660,16 +666,20 @@ static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     bool io = c->attn == QKV_CONV1D, split = !f->mla && cfg_role(c, ROLE_Q), fused = !f->mla && cfg_role(c, ROLE_QKV);
     int rc = f->mla ? load_mla(f, L, dry, bytes, w) : AL_OK;
     size_t qrows = (c->attn_gate ? 2 : 1) * H * dqk;      /* a gated q_proj: per head [query | gate] */
+    bool own_kv = cfg_kv_source(c, L) == L, own_v = own_kv && !cfg_layer_v_is_k(c, L);   /* Gemma 4 */
     if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_Q, -1, D, qrows, false, dry, bytes, &w->q);
-    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
-    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
+    if (rc == AL_OK && split && own_kv) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
+    if (rc == AL_OK && split && own_v) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
     if (rc == AL_OK && fused) rc = load_lin(f, L, ROLE_QKV, -1, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_O, -1, H * dv, D, io, dry, bytes, &w->o);
     if (rc == AL_OK && c->qk_norm != QKN_NONE) {
         bool proj = c->qk_norm == QKN_PROJ;
         rc = load_norm(f, L, ROLE_Q_NORM, proj ? H * dqk : dqk, dry, bytes, &w->qn, NULL);
-        if (rc == AL_OK) rc = load_norm(f, L, ROLE_K_NORM, proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
+        if (rc == AL_OK && own_kv) rc = load_norm(f, L, ROLE_K_NORM, proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
     }
+    char ln[192];                                         /* Gemma 4's layer_scalar: a buffer, no ".weight" */
+    if (rc == AL_OK && cfg_role_name(c, ROLE_LAYER_SCALAR, L, -1, NULL, ln, sizeof ln))
+        rc = load_mat(f, ln, 1, 1, dry, bytes, &w->lscalar);
     char sn[192];
     if (rc == AL_OK && c->attn_sinks && role_name(f, ROLE_SINKS, L, -1, NULL, sn, sizeof sn) == AL_OK)
         rc = load_mat(f, sn, 1, H, dry, bytes, &w->sinks);
@@ -685,11 +695,13 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     LayerW tmp = {0};
     LayerW *dst = dry ? &tmp : w;
     int rc = AL_OK;
+    bool wide = f->c->double_wide_mlp && cfg_kv_source(f->c, L) != L;   /* Gemma 4's use_double_wide_mlp */
     for (int i = 0; rc == AL_OK && i < NS_COUNT; i++)
         if (cfg_role(f->c, slot_roles[i])) rc = load_norm(f, L, slot_roles[i], f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
     if (rc == AL_OK) rc = load_attn(f, L, dry, bytes, dst);
     if (rc == AL_OK)
-        rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, -1, &dense_roles, f->ffn, dry, bytes, &dst->mlp);
+        rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst)
+                                    : load_ffn(f, L, -1, &dense_roles, f->ffn * (wide ? 2 : 1), dry, bytes, &dst->mlp);
     free(tmp.experts);
     if (rc != AL_OK) {
         if (!dry) layer_release(f, L);
@@ -1000,7 +1012,8 @@ static int attn_head(size_t h, int worker, void *ud) {
     attn_job *j = ud;
     Forward *f = j->f;
     size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
-    const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
+    int src = cfg_kv_source(f->c, j->L);                  /* a KV-shared layer reads an earlier layer's cache */
+    const float *K = f->kc[src] + g * f->dqk, *Vc = f->vc[src] + g * f->dv;
     float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
     const Mat *sk = f->layers[j->L].sinks;
     attn_head_causal(&(AttnHeadJob){.q = j->q + h * f->dqk, .ldq = j->ldq, .K = K, .ldk = kw, .V = Vc, .ldv = vw,
@@ -1203,8 +1216,26 @@ static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
             }
     } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
         return rc;
+    if (cfg_kv_source(f->c, L) != L) return AL_OK;          /* KV-shared: the source layer's cache */
     if ((rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw))) return rc;
+    if (cfg_layer_v_is_k(f->c, L)) {                        /* attention_k_eq_v: V is k_proj's output (dv = dqk) */
+        memcpy(o->v, o->k, T * kw * sizeof(float));
+        return AL_OK;
+    }
     return lin_apply(f, &w->v, f->h.p, D, T, o->v, vw);
+}
+
+/* Values RMS-normed per head without a weight (Gemma 4's v_norm), in place (T rows, stride ld, heads of dv). */
+static void v_norm(const Forward *f, float *v, size_t T, size_t ld, size_t heads) {
+    if (!f->c->v_norm) return;
+    for (size_t t = 0; t < T; t++)
+        for (size_t h = 0; h < heads; h++) {
+            float *x = v + t * ld + h * f->dv;
+            double ss = 0;
+            for (size_t j = 0; j < f->dv; j++) ss += (double)x[j] * x[j];
+            float r = (float)(1.0 / sqrt(ss / (double)f->dv + f->norm_eps));
+            for (size_t j = 0; j < f->dv; j++) x[j] *= r;
+        }
 }
 
 /* The attention output (T, H dv) times sigmoid of the gate (attn_output_gate; dv = dqk). */
@@ -1270,19 +1301,22 @@ static int attention(Forward *f, int L, size_t T) {
     }
     if (!fb_fit(&f->att, T, H * dv, "attention output")) return AL_ERR;
     if ((rc = project_qkv(f, L, T, &p))) return rc;
+    bool own = cfg_kv_source(f->c, L) == L;        /* Gemma 4's KV-shared layers: queries only */
     qk_norm(f, w->qn, p.q, T, p.ldq, H);
-    qk_norm(f, w->kn, p.k, T, p.ldk, G);
-    if ((rc = hook(f, FWD_Q, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K, L, p.k, T, G, dqk, p.ldk)) ||
-        (rc = hook(f, FWD_V, L, p.v, T, G, dv, p.ldv)))
+    if (own) qk_norm(f, w->kn, p.k, T, p.ldk, G);
+    if (own) v_norm(f, p.v, T, p.ldv, G);
+    if ((rc = hook(f, FWD_Q, L, p.q, T, H, dqk, p.ldq)) || (own && (rc = hook(f, FWD_K, L, p.k, T, G, dqk, p.ldk))) ||
+        (own && (rc = hook(f, FWD_V, L, p.v, T, G, dv, p.ldv))))
         return rc;
     if (f->rope && cfg_layer_rope(f->c, L)) {            /* not on NoPE layers (SmolLM3) */
         rope_apply(f, L, p.q, T, p.ldq, H);
-        rope_apply(f, L, p.k, T, p.ldk, G);
+        if (own) rope_apply(f, L, p.k, T, p.ldk, G);
     }
     q_pos_scale(f, p.q, T, p.ldq, H);
-    if ((rc = hook(f, FWD_Q_ROPE, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K_ROPE, L, p.k, T, G, dqk, p.ldk)))
+    if ((rc = hook(f, FWD_Q_ROPE, L, p.q, T, H, dqk, p.ldq)) ||
+        (own && (rc = hook(f, FWD_K_ROPE, L, p.k, T, G, dqk, p.ldk))))
         return rc;
-    for (size_t t = 0; t < T; t++) {
+    for (size_t t = 0; own && t < T; t++) {
         memcpy(f->kc[L] + (f->pos + t) * kw, p.k + t * p.ldk, kw * sizeof(float));
         memcpy(f->vc[L] + (f->pos + t) * vw, p.v + t * p.ldv, vw * sizeof(float));
     }
@@ -1500,6 +1534,8 @@ static int layer_run(Forward *f, int L, size_t T) {
     norm_slot(f, L, NS_MLP_OUT, f->h.p, f->h.p, T);
     add_rows(f->x.p, f->h.p, n);
     if (par) add_rows(f->x.p, f->y.p, n);
+    const Mat *ls = f->layers[L].lscalar;               /* Gemma 4: hidden_states *= layer_scalar */
+    for (size_t i = 0; ls && i < n; i++) f->x.p[i] *= ls->data[0];
     return AL_OK;
 }
 

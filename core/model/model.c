@@ -102,6 +102,11 @@ static int model_validate(Model *m) {
     tensor_req req[SHAPES_MAX_WEIGHTS];
     size_t nreq = attn_requirements(&m->cfg, req);
     bool dt_set = false;
+    if (cfg_per_type_dims(&m->cfg))
+        return al_err("%s: its full-attention layers have head_dim %d and %d KV heads (global_head_dim, "
+                      "num_global_key_value_heads), its sliding layers %d and %d: attnlab's per-head views and forward "
+                      "pass take one head_dim and one KV head count per model; per-layer-type dims are not built yet",
+                      m->path, m->cfg.global_head_dim, m->cfg.global_kv_heads, cfg_d_qk(&m->cfg), m->cfg.n_kv_heads);
     for (int L = 0; L < m->cfg.n_layers; L++) {
         if (cfg_layer_linear(&m->cfg, L)) {
             if (validate_linear(m, L) != AL_OK) return AL_ERR;
@@ -110,6 +115,8 @@ static int model_validate(Model *m) {
         for (size_t i = 0; i < nreq; i++) {
             bool idx = req[i].role >= ROLE_IDX_Q_B && req[i].role <= ROLE_IDX_W;
             if (idx && !cfg_layer_indexer(&m->cfg, L)) continue;   /* IndexShare's shared layers need none */
+            bool kv = req[i].role == ROLE_K || req[i].role == ROLE_V;  /* Gemma 4: no K / V of their own, or V = K */
+            if ((kv && cfg_kv_source(&m->cfg, L) != L) || (req[i].role == ROLE_V && cfg_layer_v_is_k(&m->cfg, L))) continue;
             char *name = attn_weight_name(m, req[i].role, L);
             if (!name) return AL_ERR;
             size_t R, C;
@@ -368,6 +375,9 @@ int model_layer_load(Model *m, int layer) {
     size_t n = attn_requirements(&m->cfg, req);
     for (size_t i = 0; i < n; i++) {
         if (req[i].role == ROLE_Q_A) continue;   /* not part of any head view */
+        bool kv = req[i].role == ROLE_K || req[i].role == ROLE_V;      /* Gemma 4: another layer's, or V = K */
+        if ((kv && cfg_kv_source(&m->cfg, layer) != layer) || (req[i].role == ROLE_V && cfg_layer_v_is_k(&m->cfg, layer)))
+            continue;
         const Mat *t;
         if (cache_get(m, layer, req[i].role, &t) != AL_OK) return AL_ERR;
     }
@@ -410,7 +420,8 @@ static int block_set(const ModelConfig *c, HeadBlock *b, tensor_role role, size_
                      bool transposed) {
     const RoleName *rn = cfg_role(c, role);
     if (!rn) return al_err("internal: a %s model's attention has no %s tensor", c->model_type, tensor_role_name(role));
-    *b = (HeadBlock){role, "", r0, nr, c0, nc, transposed};
+    int layer = b->layer;
+    *b = (HeadBlock){role, "", r0, nr, c0, nc, transposed, layer};
     snprintf(b->suffix, sizeof b->suffix, "%s.weight", rn->name);
     return AL_OK;
 }
@@ -467,7 +478,8 @@ static int block_gqa(const ModelConfig *c, head_kind kind, int head, size_t c0, 
     switch (kind) {
     case HK_Q: return block_set(c, b, ROLE_Q, h * qrows + c0, nc, 0, D, true);
     case HK_K: return block_set(c, b, ROLE_K, h * dqk + c0, nc, 0, D, true);
-    case HK_V: return block_set(c, b, ROLE_V, h * dv, dv, 0, D, true);
+    case HK_V:                                        /* attention_k_eq_v: V is k_proj's output */
+        return block_set(c, b, cfg_layer_v_is_k(c, b->layer) ? ROLE_K : ROLE_V, h * dv, dv, 0, D, true);
     default: break;
     }
     return al_err("internal: unknown head kind %d", (int)kind);
@@ -487,6 +499,7 @@ int model_head_block(const Model *m, head_kind kind, int layer, int head, head_p
     memset(b, 0, sizeof *b);
     if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
     size_t c0 = 0, nc = 0;
+    b->layer = kind == HK_K || kind == HK_V ? cfg_kv_source(&m->cfg, layer) : layer;   /* Gemma 4's KV-shared layers */
     if ((kind == HK_Q || kind == HK_K) && !(cfg_is_mla(&m->cfg) && kind == HK_K && part == PART_ALL) &&
         part_cols(&m->cfg, part, &c0, &nc) != AL_OK)
         return AL_ERR;
@@ -507,6 +520,7 @@ int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Ma
     *out = NULL;
     HeadBlock b;
     if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
+    layer = b.layer;                         /* a KV-shared layer's K / V: the source layer's */
     if (layer_cached(m, layer)) {            /* slice the loaded layer */
         const Mat *t;
         if (cache_get(m, layer, b.role, &t) != AL_OK) return AL_ERR;
@@ -550,7 +564,7 @@ int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, 
     if (model_head_block(m, kind, layer, head, PART_ALL, &b) != AL_OK) return AL_ERR;
     size_t off = b.transposed ? b.r0 : b.c0, d = b.transposed ? b.nr : b.nc;
     char name[192];
-    cfg_role_name(c, b.role, layer, -1, "bias", name, sizeof name);   /* the view's role: in the layout */
+    cfg_role_name(c, b.role, b.layer, -1, "bias", name, sizeof name);   /* the view's role: in the layout */
     int rc = read_bias(m, name, off, d, out);
     if (rc == AL_OK) *n = d;
     return rc;

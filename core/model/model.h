@@ -83,6 +83,8 @@ typedef struct {
                                  attention layout (ROLE_KV_B: "self_attn.kv_b_proj.weight") */
     size_t r0, nr, c0, nc;
     bool transposed;
+    int layer;                /* the layer whose tensor it is: the view's own, except the K / V of a KV-shared
+                                 layer (Gemma 4's num_kv_shared_layers), which are an earlier layer's */
 } HeadBlock;
 /* The block of the view (kind, layer, head, part), with model_head's checks and messages. */
 int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b);
