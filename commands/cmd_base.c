@@ -277,11 +277,10 @@ static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
 static void info_per_type(Table *t, cJSON *o, const ModelConfig *c) {
     char row[640];
     const RopeSpec *r = &c->rope_spec;
-    int hd = cfg_d_qk(c), pairs = (int)floor(r->prop_factor * hd / 2);
+    int hd = c->global_head_dim ? c->global_head_dim : cfg_d_qk(c), pairs = (int)floor(r->prop_factor * hd / 2);
     snprintf(row, sizeof row, "sliding: head_dim %d, %d KV heads, RoPE theta %g (rotate_half over the head); full: "
-             "head_dim %d, %d KV heads, RoPE theta %g %s", hd, c->n_kv_heads, r->local_theta,
-             c->global_head_dim ? c->global_head_dim : hd, c->global_kv_heads, r->theta,
-             r->prop_factor > 0 ? "proportional" : "over the head");
+             "head_dim %d, %d KV heads, RoPE theta %g %s", cfg_d_qk(c), c->n_kv_heads, r->local_theta, hd,
+             c->global_kv_heads, r->theta, r->prop_factor > 0 ? "proportional" : "over the head");
     if (r->prop_factor > 0)
         snprintf(row + strlen(row), sizeof row - strlen(row), " %g: pairs (j, j + %d) for j < %d turn at theta^(-2j/%d), "
                  "the other %d pairs carry no position (QK over those dims is position-free)", r->prop_factor, hd / 2,
@@ -434,7 +433,8 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
-    info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * cfg_n_kv_layers(c));   /* not KV-shared ones */
+    /* every layer with a cache of its own at its own dims (Gemma 4: not the KV-shared ones; full layers' head dims) */
+    info_int(t, o, "kv_bytes_per_token", (long long)(model_kv_values_total(m) * dt_size(kvd)));
     info_str(t, o, "path", m->path);
     uint64_t local = 0, total = 0;           /* a model streamed from the Hub (hub.h) */
     char *held = m->store && store_local_bytes(m->store, &local, &total)

@@ -407,7 +407,7 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
                        : m->cfg.n_kv_heads == m->cfg.n_heads ? "MHA"
                        : m->cfg.n_kv_heads == 1 ? "MQA" : "GQA";
     snprintf(name, sizeof name, "%s as loaded (%s; %zu bytes per token in %zu layers)", m->name, kind,
-             c.before * bytes * c.layers, c.layers);
+             model_kv_values_total(m) * bytes, c.layers);    /* Gemma 4: each layer type at its own dims */
     if (kv_row(t, name, c.before, bytes, cfg_attn_params(&m->cfg))) return AL_ERR;
     const Xform *mine[64];
     size_t n = 0, rows = 0;

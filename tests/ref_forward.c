@@ -168,7 +168,7 @@ struct RefModel {
     /* Gemma 4: attention_k_eq_v, the first KV-shared layer (0: none), use_double_wide_mlp, the full layers'
        proportional partial_rotary_factor, and each layer's K / V (T x KV hd, after norms and RoPE) in ref_logits */
     bool k_eq_v, double_wide;
-    int kv_from;
+    int kv_from, ghd, gkv;         /* + the full layers' global_head_dim and KV heads (num_global_key_value_heads) */
     double prop;
     double **g4k, **g4v;
 };
@@ -396,9 +396,9 @@ static int parse_gemma4(RefModel *m, const cJSON *r) {
     m->double_wide = jbool(r, "use_double_wide_mlp", false);
     if (jnum(r, "hidden_size_per_layer_input", 256, 0) != 0 || jbool(r, "enable_moe_block", false))
         return al_err("ref: Gemma 4's per-layer embeddings and MoE block are not covered");
-    if ((int)jnum(r, "global_head_dim", 512, 0) != m->hd ||
-        (m->k_eq_v && (int)jnum(r, "num_global_key_value_heads", m->KV, m->KV) != m->KV))
-        return al_err("ref: Gemma 4 with per-type head dims is not covered");
+    m->ghd = (int)jnum(r, "global_head_dim", 512, m->hd);             /* None: head_dim */
+    m->gkv = m->k_eq_v ? (int)jnum(r, "num_global_key_value_heads", m->KV, m->KV) : m->KV;
+    if (m->ghd <= 0 || m->ghd > 512 || m->gkv <= 0 || m->H % m->gkv) return al_err("ref: bad Gemma 4 global dims");
     return AL_OK;
 }
 
@@ -833,7 +833,7 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
  * theta^(-2i/hd) for i < floor(partial_rotary_factor hd / 2), the other pairs not at all. Ablated: the common misreading
  * "rotate the first factor x hd dims" (rotate_half within them, theta^(-2i/rot)). */
 static void rope_g4(const RefModel *m, int L, double *x, double p) {
-    int hd = m->hd, half = hd / 2, n = m->sliding[L] ? half : (int)floor(m->prop * hd / 2);
+    int hd = m->sliding[L] ? m->hd : m->ghd, half = hd / 2, n = m->sliding[L] ? half : (int)floor(m->prop * hd / 2);
     double theta = m->sliding[L] ? m->local_theta : m->theta;
     if (!m->sliding[L] && (m->ablate & REF_ABLATE_PROPORTIONAL)) { rope(x, 2 * n, p, theta, 1, false); return; }
     for (int i = 0; i < n; i++) {
@@ -847,7 +847,8 @@ static void rope_g4(const RefModel *m, int L, double *x, double p) {
  * attention_k_eq_v on a full layer, k_proj(h) itself; k = k_norm(k) (x w), RoPE; v = v_norm(v): x / sqrt(mean x^2 +
  * eps), no weight. Ablated: k_eq_v's V taken after k_norm and RoPE; v_norm skipped. */
 static int kv_g4(const RefModel *m, int L, const double *h, size_t T) {
-    const size_t D = (size_t)m->D, KV = (size_t)m->KV, hd = (size_t)m->hd, kd = KV * hd;
+    const size_t D = (size_t)m->D, KV = (size_t)(m->sliding[L] ? m->KV : m->gkv);
+    const size_t hd = (size_t)(m->sliding[L] ? m->hd : m->ghd), kd = KV * hd;
     bool keqv = m->k_eq_v && !m->sliding[L];
     double *K = malloc(T * kd * sizeof *K), *V = malloc(T * kd * sizeof *V);
     int rc = K && V ? lin_named(m, L, "self_attn.k_proj", false, h, D, T, D, kd, K) : AL_ERR;
@@ -872,7 +873,8 @@ static int kv_g4(const RefModel *m, int L, const double *h, size_t T) {
  * (kv_g4) or, from num_kv_shared_layers' first layer on, those of the last earlier layer of its type (ablated: the
  * layer just before the shared ones, whatever its type); softmax scale 1; o_proj. */
 static int attn_g4(const RefModel *m, int L, const double *h, size_t T, double *out) {
-    const size_t D = (size_t)m->D, H = (size_t)m->H, KV = (size_t)m->KV, hd = (size_t)m->hd, qd = H * hd, kd = KV * hd;
+    const size_t D = (size_t)m->D, H = (size_t)m->H, KV = (size_t)(m->sliding[L] ? m->KV : m->gkv);
+    const size_t hd = (size_t)(m->sliding[L] ? m->hd : m->ghd), qd = H * hd, kd = KV * hd;   /* each type its own */
     int src = L;
     if (m->kv_from > 0 && L >= m->kv_from) {
         src = m->kv_from - 1;

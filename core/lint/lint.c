@@ -744,14 +744,13 @@ static void expect_role(Lint *x, bool optional, tensor_role r, int L, int e, con
 
 /* A list of wants in layer L, those whose conditions hold (the indexer's: optional on the layers that
  * reuse another layer's selection, GLM-5.2's IndexShare). */
-static void expect_wants(Lint *x, const RoleShape *w, int L, unsigned cond) {
-    const ModelConfig *c = &x->cfg;
+static void expect_wants(Lint *x, const ModelConfig *c, const RoleShape *w, int L, unsigned cond) {
     for (; w->why; w++) {
         bool kv = w->role == ROLE_K || w->role == ROLE_V || w->role == ROLE_K_NORM;   /* Gemma 4: KV-shared layers */
         if ((kv && cfg_kv_source(c, L) != L) || (w->role == ROLE_V && cfg_layer_v_is_k(c, L))) continue;   /* k_eq_v */
         if ((w->when & cond) == w->when)
             expect_role(x, (w->when & SHAPE_IF_INDEXER) && !cfg_layer_indexer(&x->cfg, L), w->role, L, 0,
-                        w->bias ? "bias" : "weight", shape_dim(&x->cfg, w->d0), shape_dim(&x->cfg, w->d1), w->why);
+                        w->bias ? "bias" : "weight", shape_dim(c, w->d0), shape_dim(c, w->d1), w->why);
     }
 }
 
@@ -886,6 +885,8 @@ static void layout_walk(Lint *x) {
     snprintf(why_v, sizeof why_v, "vocab_size x %s", hk);
     snprintf(why_p, sizeof why_p, "n_positions x %s", hk);
     unsigned cond = conditions(x);
+    ModelConfig full;                                   /* Gemma 4's full layers: their own head dims */
+    cfg_full_view(c, &full);
     expect_role(x, false, ROLE_EMBED, 0, 0, "weight", V, h, why_v);
     expect_role(x, false, ROLE_POS_EMBED, 0, 0, "weight", (size_t)c->max_pos, h, why_p);
     expect_role(x, tied(x), ROLE_LM_HEAD, 0, 0, "weight", V, h, why_v);
@@ -894,10 +895,10 @@ static void layout_walk(Lint *x) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
         expect_role(x, false, ROLE_LAYER_SCALAR, L, 0, NULL, 1, 0, "one scalar per layer");   /* Gemma 4 */
         if (cfg_layer_linear(c, L)) layout_linear(x, L);
-        else expect_wants(x, shape_attn(c->attn), L, cond);
+        else expect_wants(x, cfg_layer_full_type(c, L) ? &full : c, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
-        else expect_wants(x, shape_ffn(c->ffn), L, cond);
+        else expect_wants(x, c, shape_ffn(c->ffn), L, cond);
     }
 }
 

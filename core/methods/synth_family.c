@@ -576,12 +576,16 @@ static int fam_tensors(SynList *l, const ModelConfig *m, dt_type dt, unsigned lo
     const size_t V = (size_t)m->vocab, D = (size_t)m->hidden;
     /* tied embeddings are also the output layer: RMS 1/sqrt(hidden) keeps the logits O(1) */
     int rc = add_gauss(&c, ROLE_EMBED, -1, V, D, m->tie_embeddings ? 1 / sqrt((double)D) : 1.0);
+    ModelConfig full;                                   /* Gemma 4's full layers: their own head dims */
+    cfg_full_view(m, &full);
     for (int L = 0; rc == AL_OK && L < m->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         c.L = L;
+        c.c = cfg_layer_full_type(m, L) ? &full : m;
         rc = fam_layer(&c);
     }
     c.L = -1;
+    c.c = m;
     if (rc == AL_OK) rc = add_norm_pair(&c, ROLE_FINAL_NORM, D);
     if (rc == AL_OK && !m->tie_embeddings) rc = add_gauss(&c, ROLE_LM_HEAD, -1, V, D, 0);
     for (int i = 0; i < 2 && rc == AL_OK && cfg_row(m)->vision[i]; i++)      /* a vision tower load must ignore */

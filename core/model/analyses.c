@@ -204,6 +204,9 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
     if (c->moe_block_experts > 0)                     /* Gemma 4 26B-A4B */
         return why_set(why, cap, "%s: enable_moe_block: %d experts (router, experts.gate_up_proj) beside each dense MLP "
                        "are not built in the forward pass yet", m->path, c->moe_block_experts);
+    if ((m->cfg_full || c->kv_shared_from > 0) && !why[0])   /* Gemma 4: a note, not a refusal */
+        snprintf(why, cap, "ppl and generate; calibrate refused (its statistics take one head shape and every layer's "
+                 "own K / V: %s)", m->cfg_full ? "the full layers have their own head dims" : "KV-shared layers");
     if (cfg_has_indexer(c) && !why[0])            /* DeepSeek-V3.2 / GLM-5: a note, not a refusal */
         snprintf(why, cap, "with the lightning indexer's selection of %d keys per query from position %d on (dense "
                  "before it); a transformed layer (truncate) and kvsvd eval run dense, so they measure sequences of at "
@@ -349,6 +352,10 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
 
 /* KQ-SVD learns the keys of every layer: a hybrid's linear-attention layers have none. */
 static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
+    if (cfg_per_type_dims(&m->cfg))                   /* Gemma 4 */
+        return why_set(why, cap, "%s: the full-attention layers have their own head dims (global_head_dim %d, %d KV "
+                       "heads): kvsvd's statistics take one head shape; not covered", mname(m), m->cfg.global_head_dim,
+                       m->cfg.global_kv_heads);
     if (m->cfg.kv_shared_from > 0)                    /* Gemma 4 */
         return why_set(why, cap, "%s: layers %d-%d read an earlier layer's K / V (num_kv_shared_layers): kvsvd learns "
                        "every layer's own keys; not covered", mname(m), m->cfg.kv_shared_from, m->cfg.n_layers - 1);

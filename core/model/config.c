@@ -545,6 +545,11 @@ static void parse_per_type(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     bool nul = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "global_head_dim"));   /* None: head_dim */
     c->global_head_dim = nul ? 0 : jint(r, root, "global_head_dim", 512);
     c->global_kv_heads = c->k_eq_v ? jint(r, root, "num_global_key_value_heads", c->n_kv_heads) : c->n_kv_heads;
+    if (c->global_kv_heads <= 0 || c->n_heads % c->global_kv_heads != 0 || c->global_head_dim % 2 != 0) {
+        cfg_list_add(r->badnum, sizeof r->badnum, "num_global_key_value_heads / global_head_dim (KV heads must divide "
+                     "num_attention_heads, the head dim be even)");
+        r->nbad++;
+    }
     int shared = jint(r, root, "num_kv_shared_layers", 0);
     c->kv_shared_from = shared > 0 ? c->n_layers - shared : 0;
     for (int L = c->kv_shared_from; shared > 0 && L < c->n_layers; L++)
@@ -914,6 +919,19 @@ int cfg_kv_source(const ModelConfig *c, int layer) {
 }
 
 bool cfg_layer_v_is_k(const ModelConfig *c, int layer) { return c->k_eq_v && !layer_is_local(c, layer); }
+
+bool cfg_layer_full_type(const ModelConfig *c, int layer) {
+    return cfg_row(c)->per_type_attn && layer >= 0 && layer < c->n_layers && !layer_is_local(c, layer);
+}
+
+void cfg_full_view(const ModelConfig *c, ModelConfig *out) {
+    *out = *c;
+    if (!cfg_row(c)->per_type_attn) return;
+    int hd = c->global_head_dim > 0 ? c->global_head_dim : cfg_d_qk(c);
+    out->qk_nope_dim = 0;
+    out->qk_rope_dim = out->v_dim = out->rope_spec.head_dim = out->rope_spec.rotary_dim = hd;
+    if (c->global_kv_heads > 0) out->n_kv_heads = c->global_kv_heads;
+}
 
 bool cfg_per_type_dims(const ModelConfig *c) {
     return cfg_row(c)->per_type_attn && ((c->global_head_dim > 0 && c->global_head_dim != cfg_d_qk(c)) ||

@@ -276,6 +276,11 @@ bool cfg_layer_v_is_k(const ModelConfig *c, int layer);
 /* True when the per-type attention's full-attention layers differ from the sliding ones in head_dim or KV heads
  * (global_head_dim, num_global_key_value_heads): attnlab's per-head views assume one of each (refused at load). */
 bool cfg_per_type_dims(const ModelConfig *c);
+/* True when layer L is a full-attention layer of a per_type_attn model (Gemma 4): its head dims are cfg_full_view's. */
+bool cfg_layer_full_type(const ModelConfig *c, int layer);
+/* The description of a per_type_attn model's full-attention layers into out: c with head_dim global_head_dim (Q/K and
+ * V, all rotating) and num_global_key_value_heads KV heads; a plain copy of c for other models. */
+void cfg_full_view(const ModelConfig *c, ModelConfig *out);
 
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);

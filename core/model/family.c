@@ -182,11 +182,11 @@ const char *tensor_role_name(tensor_role r) {
     .act = "gelu_pytorch_tanh", .act_key = "hidden_activation", .tied = true, .windowed = true, .window_pattern = 6, \
     .embed_scaled = true, .local_rope_plain = true, .per_type_attn = true, .moe = MOE_NONE
 #define GEMMA4_SYNTH "\"attention_bias\": false, \"attention_k_eq_v\": true, \"enable_moe_block\": false, " \
-    "\"final_logit_softcapping\": 10.0, \"global_head_dim\": 32, \"head_dim\": 32, \"hidden_activation\": " \
+    "\"final_logit_softcapping\": 10.0, \"global_head_dim\": 64, \"head_dim\": 32, \"hidden_activation\": " \
     "\"gelu_pytorch_tanh\", \"hidden_size_per_layer_input\": 0, \"layer_types\": [\"sliding_attention\", " \
     "\"sliding_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"], " \
     "\"moe_intermediate_size\": null, \"num_experts\": null, " \
-    "\"num_global_key_value_heads\": 2, \"num_kv_shared_layers\": 2, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-06, " \
+    "\"num_global_key_value_heads\": 1, \"num_kv_shared_layers\": 2, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-06, " \
     "\"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0, " \
     "\"rope_type\": \"proportional\"}, \"sliding_attention\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, " \
     "\"sliding_window\": " SW ", \"top_k_experts\": null, \"use_bidirectional_attention\": null, " \
@@ -493,8 +493,9 @@ const FamilyRow FAMILY[] = {
        KV heads, rope_theta 1e4) : 1 full (global_head_dim 512, attention_k_eq_v with 4 num_global_key_value_heads,
        "proportional" RoPE 0.25 of theta 1e6), final_logit_softcapping 30, no per-layer embeddings
        (hidden_size_per_layer_input 0), no MoE; the E2B / E4B add num_kv_shared_layers. The recipe keeps every key,
-       shrunk: 6 layers [s, s, s, f, s, f], window 8, head_dim = global_head_dim 32, 2 KV heads on both types (per-type
-       dims are refused until built), the last 2 layers KV-shared (as the E models), final soft-cap 10 */
+       shrunk: 6 layers [s, s, s, f, s, f], window 8, head_dim 32 with 2 KV heads on the sliding layers, global_head_dim
+       64 with 1 KV head on the full ones (31B: 256 / 16, 512 / 4), the last 2 layers KV-shared (as the E models),
+       final soft-cap 10 */
     [FAM_GEMMA4_TEXT] = {
         "gemma4_text", "Gemma4ForCausalLM", "gemma4", "Gemma 4 text (k_eq_v, KV-shared layers, proportional RoPE on "
         "global layers, v_norm, layer_scalar)", GEMMA4_TRAITS,

@@ -75,12 +75,14 @@ typedef struct {
     float *inv;                   /* (rope / 2); longrope: the short factors */
     float *inv_long;              /* longrope: the long factors (sequences beyond orig_max_pos), else NULL */
     float mscale;                 /* attention factor on cos / sin (YaRN, longrope; else 1) */
+    size_t half;                  /* rotating pairs per head (Gemma 4: each layer type its own head_dim) */
     fbuf cs, sn;                  /* (T, rope / 2) tables of the current call */
 } RopeSet;
 
 struct Forward {
     Model *m;
     const ModelConfig *c;
+    const ModelConfig *cfull;     /* Gemma 4's full layers when their head dims differ (Model.cfg_full), else NULL */
     bool mla;
     size_t D, H, G, dqk, nope, rope, rcol, dv, ql, kl, ffn, vocab;   /* ffn: MLP width; rcol: first RoPE column */
     act_kind act;
@@ -219,10 +221,10 @@ static float act_apply(act_kind a, float x) {
 
 /* Frequencies of one RoPE set: base theta, with the config's rope_scaling when scaled (longrope:
  * both factor sets). */
-static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled) {
+static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled, size_t rope) {
     const RopeSpec *spec = &f->c->rope_spec;
     bool lr = scaled && spec->scaling.kind == RS_LONGROPE;
-    size_t half = f->rope / 2;
+    size_t half = rs->half = rope / 2;
     RopeSpec plain = *spec;
     if (!scaled) { memset(&plain.scaling, 0, sizeof plain.scaling); plain.scaling.factor = 1; plain.scaling.attention_factor = NAN; }
     rs->inv = al_malloc3(half, 1, sizeof(float), "RoPE frequencies");
@@ -231,11 +233,11 @@ static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled) {
     int rc = rs->inv && base && (!lr || rs->inv_long) ? AL_OK : AL_ERR;
     const char *where = f->m->path;
     if (rc == AL_OK && lr) {
-        rc = rope_longrope_freqs(&spec->scaling, (int)f->rope, theta, true, base, where);
+        rc = rope_longrope_freqs(&spec->scaling, (int)rope, theta, true, base, where);
         if (rc == AL_OK) vec_d2f(base, half, rs->inv_long);
-        if (rc == AL_OK) rc = rope_longrope_freqs(&spec->scaling, (int)f->rope, theta, false, base, where);
+        if (rc == AL_OK) rc = rope_longrope_freqs(&spec->scaling, (int)rope, theta, false, base, where);
     } else if (rc == AL_OK)
-        rc = rope_inv_freq(&plain, (int)f->rope, theta, base, where);
+        rc = rope_inv_freq(&plain, (int)rope, theta, base, where);
     if (rc == AL_OK) vec_d2f(base, half, rs->inv);
     rs->mscale = (float)rope_attention_factor(scaled ? spec : &plain);
     free(base);
@@ -262,12 +264,13 @@ static int take_description(Forward *f) {
             other_scaled = cfg_layer_rope_scaled(c, L);
             two = true;
         }
-    int rc = rope_set_init(f, &f->rs[0], theta, true);
-    if (rc == AL_OK && two) rc = rope_set_init(f, &f->rs[1], other, other_scaled);
+    size_t rope0 = f->cfull ? (size_t)f->cfull->qk_rope_dim : f->rope;   /* set 0: Gemma 4's full layers' head dim */
+    int rc = rope_set_init(f, &f->rs[0], theta, true, rope0);
+    if (rc == AL_OK && two) rc = rope_set_init(f, &f->rs[1], other, other_scaled, f->rope);
     /* Gemma 4's "proportional" RoPE on the full layers (set 0; the sliding ones are set 1): pairs (j, j + d/2) with
        j < floor(factor d / 2) turn at theta^(-2j/d), the others not at all */
-    size_t keep = (size_t)floor(c->rope_spec.prop_factor * (double)f->rope / 2);
-    for (size_t j = keep; rc == AL_OK && c->rope_spec.prop_factor > 0 && j < f->rope / 2; j++) f->rs[0].inv[j] = 0;
+    size_t keep = (size_t)floor(c->rope_spec.prop_factor * (double)rope0 / 2);
+    for (size_t j = keep; rc == AL_OK && c->rope_spec.prop_factor > 0 && j < f->rs[0].half; j++) f->rs[0].inv[j] = 0;
     return rc;
 }
 
@@ -659,7 +662,21 @@ static int load_linear(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
 /* The attention projections of layer L (and q/k norms): MLA's, or those the attention layout has
  * (split q / k / v -- a gated q_proj twice as tall --, or a fused qkv; then o); a linear-attention
  * layer's own. */
+/* The head dims of layer L's attention into f (KV heads, Q/K and V dims, RoPE columns): the model's, or Gemma 4's
+ * full layers' own (cfull). Every per-layer step (loading, the cache, attention) sets them first. */
+static void layer_dims(Forward *f, int L) {
+    if (f->mla) return;
+    const ModelConfig *c = f->cfull && cfg_layer_full_type(f->c, L) ? f->cfull : f->c;
+    f->G = (size_t)c->n_kv_heads;
+    f->nope = (size_t)c->qk_nope_dim;
+    f->rope = (size_t)c->qk_rope_dim;
+    f->dqk = f->nope + f->rope;
+    f->rcol = (size_t)cfg_rope_col(c);
+    f->dv = (size_t)c->v_dim;
+}
+
 static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    layer_dims(f, L);
     const ModelConfig *c = f->c;
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
     if (cfg_layer_linear(c, L)) return load_linear(f, L, dry, bytes, w);
@@ -786,6 +803,7 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     if (!f) return AL_ERR;
     f->m = m;
     f->c = c;
+    f->cfull = m->cfg_full;
     f->mla = cfg_is_mla(c);
     f->D = (size_t)c->hidden;
     f->H = (size_t)c->n_heads;
@@ -897,10 +915,9 @@ static int hook(Forward *f, fwd_act_kind kind, int L, const float *x, size_t T, 
  * factor; longrope takes its long factors when pos + T exceeds original_max_position_embeddings
  * (as Hugging Face decides per call from the last position). */
 static int fwd_rope_tables(Forward *f, size_t T) {
-    size_t half = f->rope / 2;
-    if (!half) return AL_OK;
-    for (int i = 0; i < 2 && f->rs[i].inv; i++) {
+    for (int i = 0; i < 2 && f->rs[i].inv && f->rs[i].half; i++) {
         RopeSet *r = &f->rs[i];
+        size_t half = r->half;
         float *cs = fb_fit(&r->cs, T, half, "RoPE tables"), *sn = fb_fit(&r->sn, T, half, "RoPE tables");
         if (!cs || !sn) return AL_ERR;
         bool lng = r->inv_long && (double)(f->pos + T) > f->c->rope_spec.scaling.orig_max_pos;
@@ -912,8 +929,8 @@ static int fwd_rope_tables(Forward *f, size_t T) {
 /* Rotates the RoPE columns [rcol, rcol + rope) of every head of x (T rows, stride ld) with layer
  * L's RoPE set. */
 static void rope_apply(const Forward *f, int L, float *x, size_t T, size_t ld, size_t heads) {
-    size_t half = f->rope / 2;
     const RopeSet *r = &f->rs[f->lrs[L]];
+    size_t half = r->half;
     for (size_t t = 0; t < T; t++) {
         const float *cs = r->cs.p + t * half, *sn = r->sn.p + t * half;
         for (size_t h = 0; h < heads; h++) rope_rotate_cs(x + t * ld + h * f->dqk + f->rcol, half, f->rope_lay, cs, sn);
@@ -968,8 +985,9 @@ static int cache_fit(Forward *f, size_t n) {
     size_t cap = f->cap ? f->cap : 256;
     while (cap < n) cap *= 2;
     if (cap > f->max_ctx) cap = f->max_ctx;
-    size_t kw = f->G * f->dqk, vw = f->G * f->dv;
     for (int L = 0; L < f->c->n_layers; L++) {
+        layer_dims(f, L);                               /* Gemma 4: each layer type its own K / V width */
+        size_t kw = f->G * f->dqk, vw = f->G * f->dv;
         float *k = al_malloc3(cap, kw, sizeof(float), "the KV cache");
         float *v = k ? al_malloc3(cap, vw, sizeof(float), "the KV cache") : NULL;
         if (!k || !v) { free(k); return AL_ERR; }
@@ -1284,6 +1302,7 @@ static int attend(Forward *f, int L, size_t T, const QKV *p) {
 /* Attention block of layer L on f->h (normed input, T rows): Q, K, V, q/k norms, RoPE, cache,
  * attention, output projection into f->h (T, D). */
 static int attention(Forward *f, int L, size_t T) {
+    layer_dims(f, L);
     LayerW *w = &f->layers[L];
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv, kw = G * dqk, vw = G * dv;
     QKV p;
