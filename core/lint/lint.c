@@ -885,8 +885,9 @@ static void layout_walk(Lint *x) {
     snprintf(why_v, sizeof why_v, "vocab_size x %s", hk);
     snprintf(why_p, sizeof why_p, "n_positions x %s", hk);
     unsigned cond = conditions(x);
-    ModelConfig full;                                   /* Gemma 4's full layers: their own head dims */
+    ModelConfig full, wide = *c;                        /* Gemma 4's full layers: their own head dims; */
     cfg_full_view(c, &full);
+    wide.intermediate *= 2;                             /* use_double_wide_mlp on the KV-shared layers */
     expect_role(x, false, ROLE_EMBED, 0, 0, "weight", V, h, why_v);
     expect_role(x, false, ROLE_POS_EMBED, 0, 0, "weight", (size_t)c->max_pos, h, why_p);
     expect_role(x, tied(x), ROLE_LM_HEAD, 0, 0, "weight", V, h, why_v);
@@ -898,7 +899,7 @@ static void layout_walk(Lint *x) {
         else expect_wants(x, cfg_layer_full_type(c, L) ? &full : c, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
-        else expect_wants(x, c, shape_ffn(c->ffn), L, cond);
+        else expect_wants(x, c->double_wide_mlp && cfg_kv_source(c, L) != L ? &wide : c, shape_ffn(c->ffn), L, cond);
     }
 }
 

@@ -190,7 +190,7 @@ const char *tensor_role_name(tensor_role r) {
     "\"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0, " \
     "\"rope_type\": \"proportional\"}, \"sliding_attention\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, " \
     "\"sliding_window\": " SW ", \"top_k_experts\": null, \"use_bidirectional_attention\": null, " \
-    "\"use_double_wide_mlp\": false, \"vocab_size_per_layer_input\": 256"
+    "\"use_double_wide_mlp\": true, \"vocab_size_per_layer_input\": 256"
 
 /* Qwen3.5's text towers: Qwen3-Next's traits, the split linear projections, the tower's names and
  * members; the recipe's text_config keys after the shared ones (3 linear layers, then gated attention). */
@@ -494,8 +494,8 @@ const FamilyRow FAMILY[] = {
        "proportional" RoPE 0.25 of theta 1e6), final_logit_softcapping 30, no per-layer embeddings
        (hidden_size_per_layer_input 0), no MoE; the E2B / E4B add num_kv_shared_layers. The recipe keeps every key,
        shrunk: 6 layers [s, s, s, f, s, f], window 8, head_dim 32 with 2 KV heads on the sliding layers, global_head_dim
-       64 with 1 KV head on the full ones (31B: 256 / 16, 512 / 4), the last 2 layers KV-shared (as the E models),
-       final soft-cap 10 */
+       64 with 1 KV head on the full ones (31B: 256 / 16, 512 / 4), the last 2 layers KV-shared with their MLPs twice
+       as wide (use_double_wide_mlp, as the E models), final soft-cap 10 */
     [FAM_GEMMA4_TEXT] = {
         "gemma4_text", "Gemma4ForCausalLM", "gemma4", "Gemma 4 text (k_eq_v, KV-shared layers, proportional RoPE on "
         "global layers, v_norm, layer_scalar)", GEMMA4_TRAITS,
