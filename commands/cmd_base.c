@@ -303,11 +303,14 @@ static void info_per_type(Table *t, cJSON *o, const ModelConfig *c) {
                      cfg_n_kv_layers(c));
         info_str(t, o, "kv_shared_layers", row);
     }
-    if (c->ple_dim > 0 || c->moe_block_experts > 0) {
-        snprintf(row, sizeof row, "%s%s%s (not read: see ppl)", c->ple_dim > 0 ? "per-layer embeddings" : "",
-                 c->ple_dim > 0 && c->moe_block_experts > 0 ? " and " : "", c->moe_block_experts > 0 ? "an MoE block" : "");
-        info_str(t, o, "not_built", row);
+    if (c->ple_dim > 0) {
+        snprintf(row, sizeof row, "%d per layer (embed_tokens_per_layer of %d tokens, per_layer_model_projection): each "
+                 "layer adds norm(per_layer_projection(act(per_layer_input_gate(x)) x its input)) after its MLP; the "
+                 "attention maps are unchanged", c->ple_dim, c->ple_vocab);
+        info_str(t, o, "per_layer_embeddings", row);
     }
+    if (c->moe_block_experts > 0)
+        info_str(t, o, "not_built", "the MoE block beside each dense MLP (enable_moe_block; see ppl)");
 }
 
 /* A hybrid's layers (Qwen3-Next: Gated DeltaNet linear attention, no KV heads) and the attention

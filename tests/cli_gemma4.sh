@@ -3,7 +3,8 @@
 # [s, s, s, f, s, f], attention_k_eq_v on the full layers, the last 2 layers KV-shared, proportional RoPE on the full
 # layers): `info` says what each layer type has, which layers share whose K / V and what k_eq_v ties; `kv-cache`
 # counts the 4 layers with a cache of their own; `ranks vo` recovers the planted ranks and gives the KV-shared layer
-# 4 layer 2's W_V (rank 31) with its own W_O; `truncate` refuses k_eq_v and KV-shared layers by name; `ppl` runs;
+# 4 layer 2's W_V (rank 31) with its own W_O; `truncate` refuses k_eq_v and KV-shared layers by name; `ppl` runs
+# (per-layer embeddings, the KV-shared layers' double-wide MLPs);
 # `lint` expects no v_proj on k_eq_v layers and no k/v on KV-shared ones, and layer_scalar. The multimodal gemma4
 # opens its text tower. google/gemma-4-31B-it's config.json (every key as released; the dims -- hidden, heads, KV
 # heads of both types, head dims, layers with the release's 5 : 1 layer_types, vocab, MLP -- shrunk) over tiny
@@ -23,6 +24,7 @@ ok "info: sliding layers' RoPE" has "$out" "sliding: head_dim 32, 2 KV heads, Ro
 ok "info: KV-shared layers and their sources" has "$out" "kv_shared_layers  *4 <- 2, 5 <- 3 (no k_proj / v_proj"
 ok "info: k_eq_v ties V-O and Q-K" has "$out" "V-O and Q-K are tied to one projection (W_K W_O and W_Q W_K^T)"
 ok "info: scale 1" has "$out" "softmax_scale  *1$"
+ok "info: per-layer embeddings" has "$out" "per_layer_embeddings  *16 per layer (embed_tokens_per_layer of 256 tokens"
 ok "info: KV bytes of the 4 layers with their own cache" has "$out" "kv_bytes_per_token  *2048$"
 ok "info: kvsvd refused (per-type head dims)" has "$out" "kvsvd  *no: .*the full-attention layers have their own head dims (global_head_dim 64, 1 KV heads)"
 ok "info: ppl available, calibrate refused" has "$out" "ppl/calibrate  *yes: ppl and generate; calibrate refused"

@@ -171,6 +171,8 @@ struct RefModel {
     int kv_from, ghd, gkv;         /* + the full layers' global_head_dim and KV heads (num_global_key_value_heads) */
     double prop;
     double **g4k, **g4v;
+    int ple, ple_vocab;            /* hidden_size_per_layer_input, vocab_size_per_layer_input (0: no per-layer inputs) */
+    double *ple_in;                /* (T, L ple) the per-layer inputs in ref_logits */
 };
 
 /* ================================================================ config.json */
@@ -394,8 +396,9 @@ static int parse_gemma4(RefModel *m, const cJSON *r) {
     int shared = (int)jnum(r, "num_kv_shared_layers", 0, 0);
     m->kv_from = shared > 0 ? m->L - shared : 0;
     m->double_wide = jbool(r, "use_double_wide_mlp", false);
-    if (jnum(r, "hidden_size_per_layer_input", 256, 0) != 0 || jbool(r, "enable_moe_block", false))
-        return al_err("ref: Gemma 4's per-layer embeddings and MoE block are not covered");
+    m->ple = (int)jnum(r, "hidden_size_per_layer_input", 256, 0);
+    m->ple_vocab = (int)jnum(r, "vocab_size_per_layer_input", 262144, 262144);
+    if (jbool(r, "enable_moe_block", false)) return al_err("ref: Gemma 4's MoE block is not covered");
     m->ghd = (int)jnum(r, "global_head_dim", 512, m->hd);             /* None: head_dim */
     m->gkv = m->k_eq_v ? (int)jnum(r, "num_global_key_value_heads", m->KV, m->KV) : m->KV;
     if (m->ghd <= 0 || m->ghd > 512 || m->gkv <= 0 || m->H % m->gkv) return al_err("ref: bad Gemma 4 global dims");
@@ -1330,6 +1333,47 @@ static int mlp(const RefModel *m, int L, const double *x, size_t T, double *y) {
 
 /* ================================================================ the pass */
 
+/* Gemma 4's per-layer inputs (Gemma4TextModel.get_per_layer_inputs, project_per_layer_inputs): for token t and layer l,
+ * (rmsnorm_w(per_layer_model_projection(e_t)[l] / sqrt(D)) + embed_tokens_per_layer[token][l] sqrt(P)) / sqrt(2), e_t
+ * the scaled token embedding, rmsnorm_w per_layer_projection_norm over the layer's P values. */
+static int ple_inputs(RefModel *m, const int *tokens, const double *x, size_t T) {
+    const size_t D = (size_t)m->D, P = (size_t)m->ple, LP = P * (size_t)m->L;
+    char n[160];
+    snprintf(n, sizeof n, "%sembed_tokens_per_layer.weight", m->prefix);
+    double *E = tget(m, -1, n, (size_t)m->ple_vocab, LP), *w = NULL;
+    snprintf(n, sizeof n, "%sper_layer_projection_norm.weight", m->prefix);
+    if (E) w = tget(m, -1, n, P, 0);
+    m->ple_in = malloc(T * LP * sizeof *m->ple_in);
+    snprintf(n, sizeof n, "%sper_layer_model_projection", m->prefix);
+    int rc = E && w && m->ple_in ? lin_named(m, -1, n, false, x, D, T, D, LP, m->ple_in) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t l = 0; l < (size_t)m->L; l++) {
+            double *v = m->ple_in + t * LP + l * P;
+            for (size_t j = 0; j < P; j++) v[j] /= sqrt((double)D);
+            rms(v, P, w, m->eps, false);
+            for (size_t j = 0; j < P; j++) v[j] = (v[j] + E[(size_t)tokens[t] * LP + l * P + j] * sqrt((double)P)) / sqrt(2.0);
+        }
+    free(E);
+    free(w);
+    return rc;
+}
+
+/* Gemma4TextDecoderLayer's per-layer input after the MLP's residual: x += post_per_layer_input_norm(
+ * per_layer_projection(act(per_layer_input_gate(x)) * ple_L)). */
+static int ple_layer(const RefModel *m, int L, double *x, size_t T) {
+    const size_t D = (size_t)m->D, P = (size_t)m->ple, LP = P * (size_t)m->L;
+    double *g = malloc(T * P * sizeof *g), *y = malloc(T * D * sizeof *y);
+    int rc = g && y ? lin_named(m, L, "per_layer_input_gate", false, x, D, T, D, P, g) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t j = 0; j < P; j++) g[t * P + j] = act(m, g[t * P + j]) * m->ple_in[t * LP + (size_t)L * P + j];
+    if (rc == AL_OK) rc = lin_named(m, L, "per_layer_projection", false, g, P, T, P, D, y);
+    if (rc == AL_OK) rc = norm_rows(m, L, "post_per_layer_input_norm", y, T, D, D);
+    for (size_t i = 0; rc == AL_OK && i < T * D; i++) x[i] += y[i];
+    free(g);
+    free(y);
+    return rc;
+}
+
 /* Decoder layer L on the residual stream x (T x D), in place. */
 static int layer(const RefModel *m, int L, double *x, size_t T) {
     const size_t D = (size_t)m->D, n = T * D;
@@ -1358,6 +1402,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         if (rc == AL_OK && (sandwich || post)) rc = norm_rows(m, L, "post_feedforward_layernorm", f, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += f[i];
     }
+    if (rc == AL_OK && m->ple_in && !(m->ablate & REF_ABLATE_PLE)) rc = ple_layer(m, L, x, T);
     double *ls = rc == AL_OK && m->fam == R_GEMMA4 ? tget(m, L, "layer_scalar", 1, 0) : NULL;   /* hidden *= layer_scalar */
     if (rc == AL_OK && m->fam == R_GEMMA4 && !ls) rc = AL_ERR;
     for (size_t i = 0; ls && !(m->ablate & REF_ABLATE_LAYER_SCALAR) && i < n; i++) x[i] *= ls[0];
@@ -1376,6 +1421,7 @@ int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
         if (tokens[t] < 0 || (size_t)tokens[t] >= V) { rc = al_err("ref: token %d outside the vocabulary", tokens[t]); break; }
         for (size_t i = 0; i < D; i++) x[t * D + i] = E[(size_t)tokens[t] * D + i] * m->embed_scale;
     }
+    if (rc == AL_OK && m->fam == R_GEMMA4 && m->ple > 0) rc = ple_inputs(m, tokens, x, T);
     if (m->fam == R_GEMMA4) {
         m->g4k = calloc((size_t)m->L, sizeof *m->g4k);
         m->g4v = calloc((size_t)m->L, sizeof *m->g4v);
@@ -1386,6 +1432,8 @@ int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
     free(m->g4k);
     free(m->g4v);
     m->g4k = m->g4v = NULL;
+    free(m->ple_in);
+    m->ple_in = NULL;
     char fn[96];
     snprintf(fn, sizeof fn, "%s%s", m->prefix, m->fam == R_NEOX ? "final_layer_norm" : "norm");
     if (rc == AL_OK) rc = norm_rows(m, -1, fn, x, T, D, D);

@@ -359,7 +359,7 @@ static const ablation QWEN3_NEXT_OFF[] = {
 static const ablation GEMMA4_OFF[] = {
     {REF_ABLATE_K_EQ_V, "k_eq_v V before k_norm"}, {REF_ABLATE_KV_SHARE, "KV sharing by layer type"},
     {REF_ABLATE_PROPORTIONAL, "proportional RoPE pairing"}, {REF_ABLATE_V_NORM, "v_norm"},
-    {REF_ABLATE_LAYER_SCALAR, "layer_scalar"}, {0, NULL}};
+    {REF_ABLATE_LAYER_SCALAR, "layer_scalar"}, {REF_ABLATE_PLE, "per-layer inputs"}, {0, NULL}};
 
 static void check_ablations(const char *fam, const char *dir, const ablation *off) {
     Model *m = NULL;

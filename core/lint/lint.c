@@ -874,6 +874,22 @@ static void layout_linear(Lint *x, int L) {
     }
 }
 
+/* Gemma 4's per-layer embeddings: the model's (L < 0) or layer L's tensors. */
+static void expect_ple(Lint *x, int L) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden, P = (size_t)c->ple_dim, LP = P * (size_t)c->n_layers;
+    const char *why = "hidden_size_per_layer_input x num_hidden_layers";
+    if (L < 0) {
+        expect_role(x, false, ROLE_PLE_EMBED, 0, 0, "weight", (size_t)c->ple_vocab, LP, "vocab_size_per_layer_input");
+        expect_role(x, false, ROLE_PLE_MODEL_PROJ, 0, 0, "weight", LP, h, why);
+        expect_role(x, false, ROLE_PLE_MODEL_NORM, 0, 0, "weight", P, 0, "hidden_size_per_layer_input");
+        return;
+    }
+    expect_role(x, false, ROLE_PLE_GATE, L, 0, "weight", P, h, "hidden_size_per_layer_input, hidden_size");
+    expect_role(x, false, ROLE_PLE_PROJ, L, 0, "weight", h, P, "hidden_size, hidden_size_per_layer_input");
+    expect_role(x, false, ROLE_PLE_NORM, L, 0, "weight", h, 0, "hidden_size");
+}
+
 /* Every tensor the family's loader expects, walked over the roles of the model's layouts: the
  * embeddings (GPT-2: and positions), the head (absent when tied), the final norm; per layer the
  * norms of its norm layout, its attention layout's tensors, a dense MLP or the experts. */
@@ -892,9 +908,11 @@ static void layout_walk(Lint *x) {
     expect_role(x, false, ROLE_POS_EMBED, 0, 0, "weight", (size_t)c->max_pos, h, why_p);
     expect_role(x, tied(x), ROLE_LM_HEAD, 0, 0, "weight", V, h, why_v);
     expect_norm(x, ROLE_FINAL_NORM, 0, hk);
+    if (c->ple_dim > 0) expect_ple(x, -1);
     for (int L = 0; L < c->n_layers; L++) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
         expect_role(x, false, ROLE_LAYER_SCALAR, L, 0, NULL, 1, 0, "one scalar per layer");   /* Gemma 4 */
+        if (c->ple_dim > 0) expect_ple(x, L);
         if (cfg_layer_linear(c, L)) layout_linear(x, L);
         else expect_wants(x, cfg_layer_full_type(c, L) ? &full : c, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");

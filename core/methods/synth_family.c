@@ -567,6 +567,10 @@ static int fam_layer(const Ctx *c) {
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_OUT, D);
     if (rc == AL_OK && cfg_role(c->c, ROLE_LAYER_SCALAR))      /* Gemma 4: a buffer of 1 value, no ".weight" */
         rc = add_vec(c, ROLE_LAYER_SCALAR, NULL, 1, 0.7f, c->dt);
+    size_t P = (size_t)c->c->ple_dim;                         /* Gemma 4's per-layer input */
+    if (rc == AL_OK && P) rc = add_gauss(c, ROLE_PLE_GATE, -1, P, D, 0);
+    if (rc == AL_OK && P) rc = add_gauss(c, ROLE_PLE_PROJ, -1, D, P, 0);
+    if (rc == AL_OK && P) rc = add_norm(c, ROLE_PLE_NORM, D);
     return rc;
 }
 
@@ -578,6 +582,10 @@ static int fam_tensors(SynList *l, const ModelConfig *m, dt_type dt, unsigned lo
     int rc = add_gauss(&c, ROLE_EMBED, -1, V, D, m->tie_embeddings ? 1 / sqrt((double)D) : 1.0);
     ModelConfig full;                                   /* Gemma 4's full layers: their own head dims */
     cfg_full_view(m, &full);
+    size_t LP = (size_t)m->ple_dim * (size_t)m->n_layers;  /* Gemma 4's per-layer embeddings (RMS 1 after x sqrt(P)) */
+    if (rc == AL_OK && LP) rc = add_gauss(&c, ROLE_PLE_EMBED, -1, (size_t)m->ple_vocab, LP, 1 / sqrt((double)m->ple_dim));
+    if (rc == AL_OK && LP) rc = add_gauss(&c, ROLE_PLE_MODEL_PROJ, -1, LP, D, 0);
+    if (rc == AL_OK && LP) rc = add_norm(&c, ROLE_PLE_MODEL_NORM, (size_t)m->ple_dim);
     for (int L = 0; rc == AL_OK && L < m->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         c.L = L;

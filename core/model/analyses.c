@@ -197,10 +197,6 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
     } else if (rope && rope_reason(c, m->path, why, cap))
         return true;
     if (moe_layer(m, why, cap)) return true;
-    if (c->ple_dim > 0)                               /* Gemma 4 E2B / E4B */
-        return why_set(why, cap, "%s: per-layer embeddings (hidden_size_per_layer_input %d: embed_tokens_per_layer, "
-                       "per_layer_model_projection, each layer's per_layer_input_gate / per_layer_projection) are not "
-                       "built in the forward pass yet", m->path, c->ple_dim);
     if (c->moe_block_experts > 0)                     /* Gemma 4 26B-A4B */
         return why_set(why, cap, "%s: enable_moe_block: %d experts (router, experts.gate_up_proj) beside each dense MLP "
                        "are not built in the forward pass yet", m->path, c->moe_block_experts);

@@ -565,6 +565,7 @@ static void parse_per_type(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->double_wide_mlp = cfg_bool(r, "use_double_wide_mlp", false);
     nul = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "hidden_size_per_layer_input"));   /* None: no PLE */
     c->ple_dim = nul ? 0 : jint(r, root, "hidden_size_per_layer_input", 256);
+    c->ple_vocab = jint(r, root, "vocab_size_per_layer_input", 262144);
     c->moe_block_experts = cfg_bool(r, "enable_moe_block", false) ? jint(r, root, "num_experts", 0) : 0;
     c->moe.n_experts = 0;                              /* the experts beside the dense MLP are not MoeSpec's */
     if (c->mlp == MLP_MOE) c->mlp = MLP_GATED;

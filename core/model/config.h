@@ -171,6 +171,7 @@ typedef struct {
     int kv_shared_from;       /* first layer that reuses an earlier layer's K / V (num_kv_shared_layers; 0: none) */
     bool double_wide_mlp;     /* use_double_wide_mlp: the KV-shared layers' MLP is twice intermediate_size */
     int ple_dim;              /* hidden_size_per_layer_input: per-layer embeddings (0: none) */
+    int ple_vocab;            /* vocab_size_per_layer_input: rows of embed_tokens_per_layer */
     int moe_block_experts;    /* enable_moe_block: num_experts of the MoE beside each dense MLP (0: none) */
 } ModelConfig;
 

@@ -36,7 +36,9 @@ static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
     [NORMS_GPT2] = {[ROLE_NORM_ATTN_IN] = N("ln_1"), [ROLE_NORM_FFN_IN] = N("ln_2")},
     [NORMS_GEMMA4] = {[ROLE_NORM_ATTN_IN] = N("input_layernorm"), [ROLE_NORM_ATTN_OUT] = N("post_attention_layernorm"),
                       [ROLE_NORM_FFN_IN] = N("pre_feedforward_layernorm"),
-                      [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm"), [ROLE_LAYER_SCALAR] = N("layer_scalar")},
+                      [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm"), [ROLE_LAYER_SCALAR] = N("layer_scalar"),
+                      [ROLE_PLE_GATE] = OPT("per_layer_input_gate"), [ROLE_PLE_PROJ] = OPT("per_layer_projection"),
+                      [ROLE_PLE_NORM] = OPT("post_per_layer_input_norm")},
 };
 
 static const RoleName FFN_NAMES[FFN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -93,10 +95,14 @@ static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
                      [ROLE_LIN_OUT] = N("linear_attn.out_proj")},
 };
 
+/* Gemma 4's per-layer embeddings (read only when hidden_size_per_layer_input > 0) */
+#define PLE_NAMES [ROLE_PLE_EMBED] = OPT("embed_tokens_per_layer"), \
+    [ROLE_PLE_MODEL_PROJ] = OPT("per_layer_model_projection"), [ROLE_PLE_MODEL_NORM] = OPT("per_layer_projection_norm")
+
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
     [NAMES_HF] = {"model.", "layers.%d.",
                   {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
-                   [ROLE_LM_HEAD] = {"lm_head", true, true}}},
+                   [ROLE_LM_HEAD] = {"lm_head", true, true}, PLE_NAMES}},
     [NAMES_GPT2] = {"transformer.", "h.%d.",
                     {[ROLE_EMBED] = N("wte"), [ROLE_POS_EMBED] = N("wpe"), [ROLE_FINAL_NORM] = N("ln_f"), [ROLE_LM_HEAD] = {"lm_head", true, true}}},
     [NAMES_NEOX] = {"gpt_neox.", "layers.%d.",
@@ -104,14 +110,15 @@ static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } 
                      [ROLE_LM_HEAD] = {"embed_out", true, true}}},
     [NAMES_LM_MODEL] = {"language_model.model.", "layers.%d.",
                         {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
-                         [ROLE_LM_HEAD] = {"language_model.lm_head", true, true}}},
+                         [ROLE_LM_HEAD] = {"language_model.lm_head", true, true}, PLE_NAMES}},
     [NAMES_MODEL_LM] = {"model.language_model.", "layers.%d.",
                         {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
-                         [ROLE_LM_HEAD] = {"lm_head", true, true}}},
+                         [ROLE_LM_HEAD] = {"lm_head", true, true}, PLE_NAMES}},
 };
 
 #undef N
 #undef OPT
+#undef PLE_NAMES
 
 static const RoleName *named(const RoleName *r) { return r->name ? r : NULL; }
 
@@ -149,7 +156,8 @@ const char *tensor_role_name(tensor_role r) {
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
-        "shared_down", "shared_scale", "layer_scalar", "embed", "pos_embed", "final_norm", "lm_head",
+        "shared_down", "shared_scale", "layer_scalar", "ple_gate", "ple_proj", "ple_norm", "embed", "pos_embed",
+        "final_norm", "lm_head", "ple_embed", "ple_model_proj", "ple_model_norm",
     };
     return r < ROLE_COUNT ? names[r] : "?";
 }
@@ -183,7 +191,7 @@ const char *tensor_role_name(tensor_role r) {
     .embed_scaled = true, .local_rope_plain = true, .per_type_attn = true, .moe = MOE_NONE
 #define GEMMA4_SYNTH "\"attention_bias\": false, \"attention_k_eq_v\": true, \"enable_moe_block\": false, " \
     "\"final_logit_softcapping\": 10.0, \"global_head_dim\": 64, \"head_dim\": 32, \"hidden_activation\": " \
-    "\"gelu_pytorch_tanh\", \"hidden_size_per_layer_input\": 0, \"layer_types\": [\"sliding_attention\", " \
+    "\"gelu_pytorch_tanh\", \"hidden_size_per_layer_input\": 16, \"layer_types\": [\"sliding_attention\", " \
     "\"sliding_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"], " \
     "\"moe_intermediate_size\": null, \"num_experts\": null, " \
     "\"num_global_key_value_heads\": 1, \"num_kv_shared_layers\": 2, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-06, " \
@@ -495,7 +503,8 @@ const FamilyRow FAMILY[] = {
        (hidden_size_per_layer_input 0), no MoE; the E2B / E4B add num_kv_shared_layers. The recipe keeps every key,
        shrunk: 6 layers [s, s, s, f, s, f], window 8, head_dim 32 with 2 KV heads on the sliding layers, global_head_dim
        64 with 1 KV head on the full ones (31B: 256 / 16, 512 / 4), the last 2 layers KV-shared with their MLPs twice
-       as wide (use_double_wide_mlp, as the E models), final soft-cap 10 */
+       as wide (use_double_wide_mlp, as the E models), per-layer embeddings of 16 per layer (E2B: 256), final soft-cap
+       10 */
     [FAM_GEMMA4_TEXT] = {
         "gemma4_text", "Gemma4ForCausalLM", "gemma4", "Gemma 4 text (k_eq_v, KV-shared layers, proportional RoPE on "
         "global layers, v_norm, layer_scalar)", GEMMA4_TRAITS,

@@ -184,7 +184,11 @@ typedef enum {
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
     ROLE_SHEXP_SCALE,                                          /* the shared expert's sigmoid gate (1, hidden) */
     ROLE_LAYER_SCALAR,                                         /* a scalar the layer's output is multiplied by (Gemma 4) */
+    ROLE_PLE_GATE, ROLE_PLE_PROJ, ROLE_PLE_NORM,               /* Gemma 4's per-layer input in a layer: per_layer_input_gate
+                                                                  (P, D), per_layer_projection (D, P), its norm (D) */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
+    ROLE_PLE_EMBED, ROLE_PLE_MODEL_PROJ, ROLE_PLE_MODEL_NORM,  /* Gemma 4's per-layer embeddings: embed_tokens_per_layer
+                                                                  (Vp, L P), per_layer_model_projection (L P, D), norm (P) */
     ROLE_COUNT
 } tensor_role;
 

@@ -61,6 +61,8 @@ typedef struct {
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
     Mat *sinks;                   /* (1, H) sink logits (gpt-oss) or NULL */
     Mat *lscalar;                 /* (1, 1) layer_scalar: the layer's output times it (Gemma 4), or NULL */
+    Lin pgate, pproj;             /* Gemma 4's per-layer input: per_layer_input_gate (P, D), per_layer_projection (D, P) */
+    Mat *ppost;                   /* ... post_per_layer_input_norm (1, D) */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
     Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj (split: qkv in lqkvz) */
     Lin lz, lb, la;               /* Qwen3.5's split in_proj_z, in_proj_b, in_proj_a */
@@ -94,6 +96,9 @@ struct Forward {
     WMat embed;                   /* (V, D) */
     WMat wpe;                     /* GPT-2 (n_positions, D); data NULL: none */
     WMat lm_head;                 /* (V, D); data NULL: tied to embed */
+    WMat ple_embed;               /* Gemma 4: embed_tokens_per_layer (Vp, L P); data NULL: no per-layer embeddings */
+    Lin ple_proj;                 /* ... per_layer_model_projection (L P, D) */
+    Mat *ple_norm;                /* ... per_layer_projection_norm (1, P) */
     Mat *norm, *norm_b;           /* final norm (1, D) */
     LayerW *layers;               /* (n_layers) */
     bool streaming;
@@ -112,6 +117,7 @@ struct Forward {
 
     /* scratch, (rows, width) */
     fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm, gate;
+    fbuf ple, pg;                 /* Gemma 4: this call's per-layer inputs (T, L P), a layer's gate (T, P) */
     fbuf iq, iwt;                 /* the indexer's queries (T, IH ID) after RoPE and head weights (T, IH) */
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
@@ -359,6 +365,9 @@ static void layer_release(Forward *f, int L) {
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
     mat_free(w->sinks);
     mat_free(w->lscalar);
+    mat_free(w->ppost);
+    lin_free(&w->pgate);
+    lin_free(&w->pproj);
     mat_free(w->iknw); mat_free(w->iknb);
     mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm);
     Lin *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw,
@@ -716,6 +725,10 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     for (int i = 0; rc == AL_OK && i < NS_COUNT; i++)
         if (cfg_role(f->c, slot_roles[i])) rc = load_norm(f, L, slot_roles[i], f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
     if (rc == AL_OK) rc = load_attn(f, L, dry, bytes, dst);
+    size_t P = (size_t)f->c->ple_dim;                   /* Gemma 4's per-layer input */
+    if (rc == AL_OK && P) rc = load_lin(f, L, ROLE_PLE_GATE, -1, f->D, P, false, dry, bytes, &dst->pgate);
+    if (rc == AL_OK && P) rc = load_lin(f, L, ROLE_PLE_PROJ, -1, P, f->D, false, dry, bytes, &dst->pproj);
+    if (rc == AL_OK && P) rc = load_norm(f, L, ROLE_PLE_NORM, f->D, dry, bytes, &dst->ppost, NULL);
     if (rc == AL_OK)
         rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst)
                                     : load_ffn(f, L, -1, &dense_roles, f->ffn * (wide ? 2 : 1), dry, bytes, &dst->mlp);
@@ -741,6 +754,11 @@ static int load_globals(Forward *f, size_t *bytes) {
     }
     if (rc == AL_OK)
         rc = load_norm(f, -1, ROLE_FINAL_NORM, f->D, false, bytes, &f->norm, &f->norm_b);
+    size_t P = (size_t)c->ple_dim, LP = P * (size_t)c->n_layers;   /* Gemma 4's per-layer embeddings */
+    if (rc == AL_OK && P && cfg_role_name(c, ROLE_PLE_EMBED, -1, -1, "weight", n, sizeof n))
+        rc = load_view(f, n, (size_t)c->ple_vocab, LP, false, false, bytes, &f->ple_embed);
+    if (rc == AL_OK && P) rc = load_lin(f, -1, ROLE_PLE_MODEL_PROJ, -1, f->D, LP, false, false, bytes, &f->ple_proj);
+    if (rc == AL_OK && P) rc = load_norm(f, -1, ROLE_PLE_MODEL_NORM, P, false, bytes, &f->ple_norm, NULL);
     cfg_role_name(c, ROLE_LM_HEAD, -1, -1, "weight", head, sizeof head);
     if (rc == AL_OK && store_has(f->m->store, head))
         rc = load_view(f, head, f->vocab, f->D, false, false, bytes, &f->lm_head);
@@ -766,6 +784,7 @@ void fwd_free(Forward *f) {
         for (int L = 0; L < f->c->n_layers; L++) layer_release(f, L);
     free(f->layers);
     wmat_free(&f->embed); wmat_free(&f->wpe); wmat_free(&f->lm_head); mat_free(f->norm); mat_free(f->norm_b);
+    wmat_free(&f->ple_embed); lin_free(&f->ple_proj); mat_free(f->ple_norm); fb_free(&f->ple); fb_free(&f->pg);
     mm_work_free(f->mm);
     if (f->kc)
         for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
@@ -1534,6 +1553,23 @@ static int mlp(Forward *f, int L, size_t T) {
 
 static void add_rows(float *x, const float *y, size_t n) { for (size_t i = 0; i < n; i++) x[i] += y[i]; }
 
+/* Gemma 4's per-layer input of layer L (Gemma4TextDecoderLayer, after the MLP's residual): x += norm(per_layer_projection(
+ * act(per_layer_input_gate(x)) * ple_L)), ple_L the layer's slice of this call's per-layer inputs (ple_inputs). */
+static int ple_layer(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, P = (size_t)f->c->ple_dim, W = P * (size_t)f->c->n_layers;
+    float *g = fb_fit(&f->pg, T, P, "a per-layer input");
+    if (!g) return AL_ERR;
+    int rc = lin_apply(f, &w->pgate, f->x.p, D, T, g, P);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t j = 0; j < P; j++) g[t * P + j] = act_apply(f->act, g[t * P + j]) * f->ple.p[t * W + (size_t)L * P + j];
+    if (rc == AL_OK) rc = lin_apply(f, &w->pproj, g, P, T, f->h.p, D);
+    if (rc != AL_OK) return rc;
+    rmsnorm(f->h.p, D, T, D, w->ppost->data, false, f->norm_eps, f->h.p, D);
+    add_rows(f->x.p, f->h.p, T * D);
+    return AL_OK;
+}
+
 /* Layer L on f->x (T rows) by the block layout (config.h block_layout): norms in slots that exist,
  * residuals sequential, or parallel (x + attn(n1(x)) + mlp(n2(x))). */
 static int layer_run(Forward *f, int L, size_t T) {
@@ -1553,8 +1589,28 @@ static int layer_run(Forward *f, int L, size_t T) {
     norm_slot(f, L, NS_MLP_OUT, f->h.p, f->h.p, T);
     add_rows(f->x.p, f->h.p, n);
     if (par) add_rows(f->x.p, f->y.p, n);
+    if (f->ple_embed.data && (rc = ple_layer(f, L, T))) return rc;
     const Mat *ls = f->layers[L].lscalar;               /* Gemma 4: hidden_states *= layer_scalar */
     for (size_t i = 0; ls && i < n; i++) f->x.p[i] *= ls->data[0];
+    return AL_OK;
+}
+
+/* Gemma 4's per-layer inputs of this call (Gemma4TextModel.get_per_layer_inputs / project_per_layer_inputs) into f->ple
+ * (T, L P): (norm(per_layer_model_projection(x) / sqrt(D)) + embed_tokens_per_layer[token] sqrt(P)) / sqrt(2), the
+ * norm over each layer's P values, x the scaled token embeddings in f->x. */
+static int ple_inputs(Forward *f, const int *tokens, size_t T) {
+    size_t D = f->D, P = (size_t)f->c->ple_dim, NL = (size_t)f->c->n_layers, W = P * NL;
+    float *pl = fb_fit(&f->ple, T, W, "the per-layer inputs"), *row = fb_fit(&f->pg, 1, W, "a per-layer embedding");
+    if (!pl || !row || lin_apply(f, &f->ple_proj, f->x.p, D, T, pl, W) != AL_OK) return AL_ERR;
+    float sd = (float)(1.0 / sqrt((double)D)), sp = (float)sqrt((double)P), s2 = (float)(1.0 / sqrt(2.0));
+    for (size_t i = 0; i < T * W; i++) pl[i] *= sd;
+    for (size_t l = 0; l < NL; l++) rmsnorm(pl + l * P, W, T, P, f->ple_norm->data, false, f->norm_eps, pl + l * P, W);
+    for (size_t t = 0; t < T; t++) {
+        if ((size_t)tokens[t] >= (size_t)f->c->ple_vocab)
+            return al_err("token id %d is outside vocab_size_per_layer_input %d", tokens[t], f->c->ple_vocab);
+        wmat_row(&f->ple_embed, (size_t)tokens[t], row);
+        for (size_t j = 0; j < W; j++) pl[t * W + j] = (pl[t * W + j] + row[j] * sp) * s2;
+    }
     return AL_OK;
 }
 
@@ -1584,6 +1640,7 @@ static int body(Forward *f, const int *tokens, size_t T) {
             for (size_t j = 0; j < D; j++) f->x.p[t * D + j] += f->y.p[j];
         }
     }
+    if (f->ple_embed.data && ple_inputs(f, tokens, T) != AL_OK) return AL_ERR;
     for (int L = 0; L < f->c->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         int rc = layer_load(f, L, false, NULL);
