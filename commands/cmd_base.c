@@ -309,8 +309,13 @@ static void info_per_type(Table *t, cJSON *o, const ModelConfig *c) {
                  "attention maps are unchanged", c->ple_dim, c->ple_vocab);
         info_str(t, o, "per_layer_embeddings", row);
     }
-    if (c->moe_block_experts > 0)
-        info_str(t, o, "not_built", "the MoE block beside each dense MLP (enable_moe_block; see ppl)");
+    if (c->moe_block_experts > 0) {
+        snprintf(row, sizeof row, "%d experts, top %d of %d wide beside each dense MLP: router softmax over "
+                 "rmsnorm(x) x scale / sqrt(hidden), top-k renormalised x per_expert_scale; experts on "
+                 "pre_feedforward_layernorm_2(x); the two outputs normed (_1, _2) and summed", c->moe_block_experts,
+                 c->moe_block_topk, c->moe_block_ffn);
+        info_str(t, o, "moe_block", row);
+    }
 }
 
 /* A hybrid's layers (Qwen3-Next: Gated DeltaNet linear attention, no KV heads) and the attention

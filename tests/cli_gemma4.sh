@@ -4,7 +4,7 @@
 # layers): `info` says what each layer type has, which layers share whose K / V and what k_eq_v ties; `kv-cache`
 # counts the 4 layers with a cache of their own; `ranks vo` recovers the planted ranks and gives the KV-shared layer
 # 4 layer 2's W_V (rank 31) with its own W_O; `truncate` refuses k_eq_v and KV-shared layers by name; `ppl` runs
-# (per-layer embeddings, the KV-shared layers' double-wide MLPs);
+# (per-layer embeddings, the KV-shared layers' double-wide MLPs; on the multimodal recipe, 26B-A4B's MoE block);
 # `lint` expects no v_proj on k_eq_v layers and no k/v on KV-shared ones, and layer_scalar. The multimodal gemma4
 # opens its text tower. google/gemma-4-31B-it's config.json (every key as released; the dims -- hidden, heads, KV
 # heads of both types, head dims, layers with the release's 5 : 1 layer_types, vocab, MLP -- shrunk) over tiny
@@ -61,6 +61,9 @@ run -e "synth family gemma4 $T/mm"
 ok "synth family gemma4 (multimodal)" test "$(rc)" = 0
 out=$(e "load $T/mm; info")
 ok "gemma4: its text tower" has "$out" "vision and audio towers (vision_tower, embed_vision, audio_tower, embed_audio) are not read"
+ok "gemma4 (26B-A4B's recipe): the MoE block" has "$out" "moe_block  *4 experts, top 2 of 32 wide beside each dense MLP"
+out=$(e "lint $T/mm")
+ok "gemma4: lint expects the MoE block's tensors" has "$out" "transformers  Gemma4ForConditionalGeneration  loads"
 run -e "load $T/mm; ppl ids ids.txt seqlen 40"
 ok "gemma4: ppl runs on the tower" test "$(rc)" = 0
 export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"

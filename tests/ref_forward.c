@@ -172,6 +172,7 @@ struct RefModel {
     double prop;
     double **g4k, **g4v;
     int ple, ple_vocab;            /* hidden_size_per_layer_input, vocab_size_per_layer_input (0: no per-layer inputs) */
+    int g4e, g4top, g4i;           /* the MoE block: num_experts (0: none), top_k_experts, moe_intermediate_size */
     double *ple_in;                /* (T, L ple) the per-layer inputs in ref_logits */
 };
 
@@ -398,7 +399,10 @@ static int parse_gemma4(RefModel *m, const cJSON *r) {
     m->double_wide = jbool(r, "use_double_wide_mlp", false);
     m->ple = (int)jnum(r, "hidden_size_per_layer_input", 256, 0);
     m->ple_vocab = (int)jnum(r, "vocab_size_per_layer_input", 262144, 262144);
-    if (jbool(r, "enable_moe_block", false)) return al_err("ref: Gemma 4's MoE block is not covered");
+    m->g4e = jbool(r, "enable_moe_block", false) ? (int)jnum(r, "num_experts", 0, 0) : 0;
+    m->g4top = (int)jnum(r, "top_k_experts", 0, 0);
+    m->g4i = (int)jnum(r, "moe_intermediate_size", 0, 0);
+    if (m->g4e && (m->g4top <= 0 || m->g4top > m->g4e || m->g4i <= 0)) return al_err("ref: bad Gemma 4 MoE block");
     m->ghd = (int)jnum(r, "global_head_dim", 512, m->hd);             /* None: head_dim */
     m->gkv = m->k_eq_v ? (int)jnum(r, "num_global_key_value_heads", m->KV, m->KV) : m->KV;
     if (m->ghd <= 0 || m->ghd > 512 || m->gkv <= 0 || m->H % m->gkv) return al_err("ref: bad Gemma 4 global dims");
@@ -1358,6 +1362,66 @@ static int ple_inputs(RefModel *m, const int *tokens, const double *x, size_t T)
     return rc;
 }
 
+/* One token's Gemma 4 experts (Gemma4TextRouter, Gemma4TextExperts) into y (D): the router reads r = x / sqrt(mean x^2 +
+ * eps) x router.scale / sqrt(D), softmax over proj(r), the top k (ties: the earlier expert) renormalised x
+ * per_expert_scale; expert e on xn: gelu(gate) x up of gate_up_proj[e] xn (rows [gate ; up]), then down_proj[e]. */
+static void experts_g4(const RefModel *m, const double *const t[5], const double *x, const double *xn, double *y) {
+    const size_t D = (size_t)m->D, E = (size_t)m->g4e, K = (size_t)m->g4top, NI = (size_t)m->g4i;
+    double r[512], p[64], ss = 0, mx = -INFINITY, s = 0, sel = 0, h[512];
+    int idx[64];
+    for (size_t j = 0; j < D; j++) ss += x[j] * x[j];
+    for (size_t j = 0; j < D; j++) r[j] = x[j] / sqrt(ss / (double)D + m->eps) * t[1][j] / sqrt((double)D);
+    for (size_t e = 0; e < E; e++) {
+        p[e] = 0;
+        for (size_t j = 0; j < D; j++) p[e] += t[0][e * D + j] * r[j];
+        mx = fmax(mx, p[e]);
+    }
+    for (size_t e = 0; e < E; e++) s += exp(p[e] - mx);
+    topk(p, (int)E, (int)K, idx);
+    for (size_t i = 0; i < K; i++) sel += exp(p[idx[i]] - mx) / s;
+    for (size_t j = 0; j < D; j++) y[j] = 0;
+    for (size_t i = 0; i < K; i++) {
+        size_t e = (size_t)idx[i];
+        double wt = exp(p[e] - mx) / s / sel * t[2][e];
+        for (size_t a = 0; a < NI; a++) {
+            double g = 0, u = 0;
+            for (size_t j = 0; j < D; j++) {
+                g += t[3][(e * 2 * NI + a) * D + j] * xn[j];
+                u += t[3][(e * 2 * NI + NI + a) * D + j] * xn[j];
+            }
+            h[a] = act(m, g) * u;
+        }
+        for (size_t j = 0; j < D; j++) {
+            double o = 0;
+            for (size_t a = 0; a < NI; a++) o += t[4][(e * D + j) * NI + a] * h[a];
+            y[j] += wt * o;
+        }
+    }
+}
+
+/* Gemma 4's MoE block of layer L beside the dense MLP (Gemma4TextDecoderLayer with enable_moe_block): f (the dense MLP's
+ * output, T x D) becomes post_feedforward_layernorm_1(f) + post_feedforward_layernorm_2(experts(
+ * pre_feedforward_layernorm_2(x))), x the residual stream. */
+static int moe_g4(const RefModel *m, int L, const double *x, size_t T, double *f) {
+    const size_t D = (size_t)m->D, E = (size_t)m->g4e, NI = (size_t)m->g4i;
+    if (D > 512 || E > 64 || NI > 512) return al_err("ref: Gemma 4 MoE block too large for the reference");
+    const double *t[5] = {tget(m, L, "router.proj.weight", E, D), tget(m, L, "router.scale", D, 0),
+                          tget(m, L, "router.per_expert_scale", E, 0), tget(m, L, "experts.gate_up_proj", E * 2 * NI * D, 0),
+                          tget(m, L, "experts.down_proj", E * D * NI, 0)};
+    double *xn = malloc(T * D * sizeof *xn), *y = malloc(T * D * sizeof *y);
+    int rc = t[0] && t[1] && t[2] && t[3] && t[4] && xn && y ? AL_OK : AL_ERR;
+    if (rc == AL_OK) memcpy(xn, x, T * D * sizeof *xn);
+    if (rc == AL_OK) rc = norm_rows(m, L, "pre_feedforward_layernorm_2", xn, T, D, D);
+    for (size_t i = 0; rc == AL_OK && i < T; i++) experts_g4(m, t, x + i * D, xn + i * D, y + i * D);
+    if (rc == AL_OK) rc = norm_rows(m, L, "post_feedforward_layernorm_2", y, T, D, D);
+    if (rc == AL_OK) rc = norm_rows(m, L, "post_feedforward_layernorm_1", f, T, D, D);
+    for (size_t i = 0; rc == AL_OK && i < T * D; i++) f[i] += y[i];
+    for (int i = 0; i < 5; i++) free((void *)t[i]);
+    free(xn);
+    free(y);
+    return rc;
+}
+
 /* Gemma4TextDecoderLayer's per-layer input after the MLP's residual: x += post_per_layer_input_norm(
  * per_layer_projection(act(per_layer_input_gate(x)) * ple_L)). */
 static int ple_layer(const RefModel *m, int L, double *x, size_t T) {
@@ -1399,6 +1463,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         if (rc == AL_OK && !post)
             rc = norm_rows(m, L, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm", h, T, D, D);
         if (rc == AL_OK) rc = mlp(m, L, h, T, f);
+        if (rc == AL_OK && m->g4e && !(m->ablate & REF_ABLATE_MOE_BLOCK)) rc = moe_g4(m, L, x, T, f);
         if (rc == AL_OK && (sandwich || post)) rc = norm_rows(m, L, "post_feedforward_layernorm", f, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += f[i];
     }

@@ -30,7 +30,8 @@ enum { REF_ABLATE_GATE = 1, REF_ABLATE_STATE = 2, REF_ABLATE_ONE_PLUS = 4, REF_A
        /* Gemma 4: V of k_eq_v layers after k_norm and RoPE; KV-shared layers reading the layer just before them
           (whatever its type); proportional RoPE read as "rotate the first factor x hd dims"; v_norm; layer_scalar */
        REF_ABLATE_K_EQ_V = 16, REF_ABLATE_KV_SHARE = 32, REF_ABLATE_PROPORTIONAL = 64, REF_ABLATE_V_NORM = 128,
-       REF_ABLATE_LAYER_SCALAR = 256, REF_ABLATE_PLE = 512 /* Gemma 4's per-layer inputs */ };
+       REF_ABLATE_LAYER_SCALAR = 256, REF_ABLATE_PLE = 512 /* Gemma 4's per-layer inputs */,
+       REF_ABLATE_MOE_BLOCK = 1024 /* Gemma 4's MoE block beside the dense MLP */ };
 void ref_ablate(RefModel *m, unsigned what);
 /* Mean negative log-likelihood (nats) of tokens[1..T) given their prefixes, from ref_logits. */
 int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);

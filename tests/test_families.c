@@ -361,6 +361,12 @@ static const ablation GEMMA4_OFF[] = {
     {REF_ABLATE_PROPORTIONAL, "proportional RoPE pairing"}, {REF_ABLATE_V_NORM, "v_norm"},
     {REF_ABLATE_LAYER_SCALAR, "layer_scalar"}, {REF_ABLATE_PLE, "per-layer inputs"}, {0, NULL}};
 
+/* the multimodal gemma4's recipe (26B-A4B's): the MoE block, k_eq_v, proportional RoPE, v_norm, layer_scalar */
+static const ablation GEMMA4_MOE_OFF[] = {
+    {REF_ABLATE_MOE_BLOCK, "MoE block"}, {REF_ABLATE_K_EQ_V, "k_eq_v V before k_norm"},
+    {REF_ABLATE_PROPORTIONAL, "proportional RoPE pairing"}, {REF_ABLATE_V_NORM, "v_norm"},
+    {REF_ABLATE_LAYER_SCALAR, "layer_scalar"}, {0, NULL}};
+
 static void check_ablations(const char *fam, const char *dir, const ablation *off) {
     Model *m = NULL;
     RefModel *r = NULL;
@@ -433,6 +439,7 @@ int main(void) {
         check_model(fam, dir, dir, true);
         if (!strcmp(fam, "qwen3_next")) check_ablations(fam, dir, QWEN3_NEXT_OFF);
         if (!strcmp(fam, "gemma4_text")) check_ablations(fam, dir, GEMMA4_OFF);
+        if (!strcmp(fam, "gemma4")) check_ablations(fam, dir, GEMMA4_MOE_OFF);
         free(dir);
     }
     /* qwen3_vl_moe's fused experts stored in BF16: each expert's block of [E, D, 2I] / [E, I, D] widened alone */

@@ -874,6 +874,19 @@ static void layout_linear(Lint *x, int L) {
     }
 }
 
+/* Gemma 4's MoE block of layer L: router.proj [E, h], router.scale [h], router.per_expert_scale [E], experts [E, 2I, h]
+ * and [E, h, I], its three norms [h]. */
+static void expect_moe_block(Lint *x, int L) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden, E = (size_t)c->moe_block_experts, NI = (size_t)c->moe_block_ffn;
+    expect_role(x, false, ROLE_G4_ROUTER, L, 0, "weight", E, h, "num_experts, hidden_size");
+    expect_role(x, false, ROLE_G4_ROUTER_SCALE, L, 0, NULL, h, 0, "hidden_size");
+    expect_role(x, false, ROLE_G4_EXPERT_SCALE, L, 0, NULL, E, 0, "num_experts");
+    expect_3d(x, ROLE_G4_EXPS_GATE_UP, L, E, 2 * NI, h, "num_experts, 2 x moe_intermediate_size, hidden_size");
+    expect_3d(x, ROLE_G4_EXPS_DOWN, L, E, h, NI, "num_experts, hidden_size, moe_intermediate_size");
+    for (tensor_role r = ROLE_NORM_FFN_OUT1; r <= ROLE_NORM_FFN_IN2; r++) expect_role(x, false, r, L, 0, "weight", h, 0, "hidden_size");
+}
+
 /* Gemma 4's per-layer embeddings: the model's (L < 0) or layer L's tensors. */
 static void expect_ple(Lint *x, int L) {
     const ModelConfig *c = &x->cfg;
@@ -913,6 +926,7 @@ static void layout_walk(Lint *x) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
         expect_role(x, false, ROLE_LAYER_SCALAR, L, 0, NULL, 1, 0, "one scalar per layer");   /* Gemma 4 */
         if (c->ple_dim > 0) expect_ple(x, L);
+        if (c->moe_block_experts > 0) expect_moe_block(x, L);
         if (cfg_layer_linear(c, L)) layout_linear(x, L);
         else expect_wants(x, cfg_layer_full_type(c, L) ? &full : c, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");

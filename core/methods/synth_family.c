@@ -555,6 +555,8 @@ static int fam_mlp(const Ctx *c) {
     return rc == AL_OK && m->mlp_bias ? add_vec(c, ROLE_FFN_DOWN, "bias", D, 0.0f, c->dt) : rc;
 }
 
+static int moe_block(const Ctx *c);
+
 /* Layer c->L: the norms its layout names around attention and the MLP. */
 static int fam_layer(const Ctx *c) {
     const size_t D = (size_t)c->c->hidden;
@@ -571,6 +573,25 @@ static int fam_layer(const Ctx *c) {
     if (rc == AL_OK && P) rc = add_gauss(c, ROLE_PLE_GATE, -1, P, D, 0);
     if (rc == AL_OK && P) rc = add_gauss(c, ROLE_PLE_PROJ, -1, D, P, 0);
     if (rc == AL_OK && P) rc = add_norm(c, ROLE_PLE_NORM, D);
+    if (rc == AL_OK && c->c->moe_block_experts) rc = moe_block(c);
+    return rc;
+}
+
+/* Gemma 4's MoE block (enable_moe_block): router.proj (E, D) of RMS 1, router.scale and router.per_expert_scale (around 1), experts
+ * gate_up_proj [E, 2I, D] and down_proj [E, D, I] (RMS 1/sqrt(fan-in)), and its three norms. */
+static int moe_block(const Ctx *c) {
+    const ModelConfig *m = c->c;
+    const size_t D = (size_t)m->hidden, E = (size_t)m->moe_block_experts, NI = (size_t)m->moe_block_ffn;
+    char name[192];
+    int rc = add_gauss(c, ROLE_G4_ROUTER, -1, E, D, 1.0);   /* logits of RMS 1 on the normed input: no near-ties */
+    if (rc == AL_OK) rc = add_vec(c, ROLE_G4_ROUTER_SCALE, NULL, D, 1.0f, c->dt);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_G4_EXPERT_SCALE, NULL, E, 1.0f, c->dt);
+    role_name(c, ROLE_G4_EXPS_GATE_UP, -1, NULL, name, sizeof name);
+    if (rc == AL_OK) rc = add_fused(c, ROLE_G4_EXPS_GATE_UP, E, syn_gauss_named(c->seed, name, E * 2 * NI, D, 1 / sqrt((double)D)));
+    role_name(c, ROLE_G4_EXPS_DOWN, -1, NULL, name, sizeof name);
+    if (rc == AL_OK) rc = add_fused(c, ROLE_G4_EXPS_DOWN, E, syn_gauss_named(c->seed, name, E * D, NI, 1 / sqrt((double)NI)));
+    static const tensor_role nr[3] = {ROLE_NORM_FFN_OUT1, ROLE_NORM_FFN_OUT2, ROLE_NORM_FFN_IN2};
+    for (int i = 0; rc == AL_OK && i < 3; i++) rc = add_norm(c, nr[i], D);
     return rc;
 }
 

@@ -197,9 +197,6 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
     } else if (rope && rope_reason(c, m->path, why, cap))
         return true;
     if (moe_layer(m, why, cap)) return true;
-    if (c->moe_block_experts > 0)                     /* Gemma 4 26B-A4B */
-        return why_set(why, cap, "%s: enable_moe_block: %d experts (router, experts.gate_up_proj) beside each dense MLP "
-                       "are not built in the forward pass yet", m->path, c->moe_block_experts);
     if ((m->cfg_full || c->kv_shared_from > 0) && !why[0])   /* Gemma 4: a note, not a refusal */
         snprintf(why, cap, "ppl and generate; calibrate refused (its statistics take one head shape and every layer's "
                  "own K / V: %s)", m->cfg_full ? "the full layers have their own head dims" : "KV-shared layers");

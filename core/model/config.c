@@ -567,6 +567,14 @@ static void parse_per_type(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->ple_dim = nul ? 0 : jint(r, root, "hidden_size_per_layer_input", 256);
     c->ple_vocab = jint(r, root, "vocab_size_per_layer_input", 262144);
     c->moe_block_experts = cfg_bool(r, "enable_moe_block", false) ? jint(r, root, "num_experts", 0) : 0;
+    c->moe_block_topk = jint(r, root, "top_k_experts", 0);
+    c->moe_block_ffn = jint(r, root, "moe_intermediate_size", jnum(r, root, "expert_intermediate_size", 0));
+    if (c->moe_block_experts > 0 && (c->moe_block_topk <= 0 || c->moe_block_topk > c->moe_block_experts ||
+                                     c->moe_block_ffn <= 0)) {
+        cfg_list_add(r->badnum, sizeof r->badnum, "enable_moe_block: top_k_experts and moe_intermediate_size must be "
+                     "positive, top_k_experts at most num_experts");
+        r->nbad++;
+    }
     c->moe.n_experts = 0;                              /* the experts beside the dense MLP are not MoeSpec's */
     if (c->mlp == MLP_MOE) c->mlp = MLP_GATED;
 }

@@ -173,6 +173,8 @@ typedef struct {
     int ple_dim;              /* hidden_size_per_layer_input: per-layer embeddings (0: none) */
     int ple_vocab;            /* vocab_size_per_layer_input: rows of embed_tokens_per_layer */
     int moe_block_experts;    /* enable_moe_block: num_experts of the MoE beside each dense MLP (0: none) */
+    int moe_block_topk;       /* top_k_experts */
+    int moe_block_ffn;        /* moe_intermediate_size (expert_intermediate_size) of each expert */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An

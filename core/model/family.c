@@ -38,7 +38,12 @@ static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
                       [ROLE_NORM_FFN_IN] = N("pre_feedforward_layernorm"),
                       [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm"), [ROLE_LAYER_SCALAR] = N("layer_scalar"),
                       [ROLE_PLE_GATE] = OPT("per_layer_input_gate"), [ROLE_PLE_PROJ] = OPT("per_layer_projection"),
-                      [ROLE_PLE_NORM] = OPT("post_per_layer_input_norm")},
+                      [ROLE_PLE_NORM] = OPT("post_per_layer_input_norm"), [ROLE_G4_ROUTER] = OPT("router.proj"),
+                      [ROLE_G4_ROUTER_SCALE] = OPT("router.scale"), [ROLE_G4_EXPERT_SCALE] = OPT("router.per_expert_scale"),
+                      [ROLE_G4_EXPS_GATE_UP] = OPT("experts.gate_up_proj"), [ROLE_G4_EXPS_DOWN] = OPT("experts.down_proj"),
+                      [ROLE_NORM_FFN_OUT1] = OPT("post_feedforward_layernorm_1"),
+                      [ROLE_NORM_FFN_OUT2] = OPT("post_feedforward_layernorm_2"),
+                      [ROLE_NORM_FFN_IN2] = OPT("pre_feedforward_layernorm_2")},
 };
 
 static const RoleName FFN_NAMES[FFN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -156,7 +161,9 @@ const char *tensor_role_name(tensor_role r) {
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
-        "shared_down", "shared_scale", "layer_scalar", "ple_gate", "ple_proj", "ple_norm", "embed", "pos_embed",
+        "shared_down", "shared_scale", "layer_scalar", "ple_gate", "ple_proj", "ple_norm", "g4_router", "g4_router_scale",
+        "g4_expert_scale", "g4_experts_gate_up", "g4_experts_down", "post_ffn_norm_1", "post_ffn_norm_2", "ffn_norm_2",
+        "embed", "pos_embed",
         "final_norm", "lm_head", "ple_embed", "ple_model_proj", "ple_model_norm",
     };
     return r < ROLE_COUNT ? names[r] : "?";
@@ -199,6 +206,17 @@ const char *tensor_role_name(tensor_role r) {
     "\"rope_type\": \"proportional\"}, \"sliding_attention\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, " \
     "\"sliding_window\": " SW ", \"top_k_experts\": null, \"use_bidirectional_attention\": null, " \
     "\"use_double_wide_mlp\": true, \"vocab_size_per_layer_input\": 256"
+
+#define GEMMA4_SYNTH_MOE "\"attention_bias\": false, \"attention_k_eq_v\": true, \"enable_moe_block\": true, " \
+    "\"final_logit_softcapping\": 10.0, \"global_head_dim\": 64, \"head_dim\": 32, \"hidden_activation\": " \
+    "\"gelu_pytorch_tanh\", \"hidden_size_per_layer_input\": 0, \"layer_types\": [\"sliding_attention\", " \
+    "\"sliding_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"], " \
+    "\"moe_intermediate_size\": 32, \"num_experts\": 4, \"num_global_key_value_heads\": 1, " \
+    "\"num_kv_shared_layers\": 0, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-06, " \
+    "\"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0, " \
+    "\"rope_type\": \"proportional\"}, \"sliding_attention\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, " \
+    "\"sliding_window\": " SW ", \"top_k_experts\": 2, \"use_bidirectional_attention\": \"vision\", " \
+    "\"use_double_wide_mlp\": false, \"vocab_size_per_layer_input\": 256"
 
 /* Qwen3.5's text towers: Qwen3-Next's traits, the split linear projections, the tower's names and
  * members; the recipe's text_config keys after the shared ones (3 linear layers, then gated attention). */
@@ -512,7 +530,9 @@ const FamilyRow FAMILY[] = {
         .engines = ENGINE_HF | ENGINE_VLLM},
     /* google/gemma-4-31B-it's config.json (Gemma4ForConditionalGeneration): the text tower above under
        model.language_model. (head lm_head, tied), vision_tower / embed_vision (and audio_tower / embed_audio in the
-       E models) beside it, not read; the multimodal head applies final_logit_softcapping as the text model does */
+       E models) beside it, not read; the multimodal head applies final_logit_softcapping as the text model does. The
+       recipe is gemma-4-26B-A4B-it's text_config shrunk: the MoE block beside each dense MLP (128 experts top 8 of
+       704 -> 4 top 2 of 32), k_eq_v full layers with their own head dims, no KV sharing, no per-layer embeddings */
     [FAM_GEMMA4] = {
         "gemma4", "Gemma4ForConditionalGeneration", "gemma4", "Gemma 4 multimodal: its text tower, as gemma4_text",
         GEMMA4_TRAITS, .names = NAMES_MODEL_LM, .text_config = "gemma4_text",
@@ -527,7 +547,7 @@ const FamilyRow FAMILY[] = {
                       "\"image_token_id\": 258880, \"video_token_id\": 258884, \"vision_config\": {\"hidden_size\": 16, "
                       "\"intermediate_size\": 32, \"model_type\": \"gemma4_vision\", \"num_attention_heads\": 2, "
                       "\"num_hidden_layers\": 1, \"patch_size\": 16}",
-        .synth = {64, 4, 2, 6, 256, 128, true, GEMMA4_SYNTH},
+        .synth = {64, 4, 2, 6, 256, 128, true, GEMMA4_SYNTH_MOE},
         .engines = ENGINE_HF | ENGINE_VLLM},
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,

@@ -186,6 +186,10 @@ typedef enum {
     ROLE_LAYER_SCALAR,                                         /* a scalar the layer's output is multiplied by (Gemma 4) */
     ROLE_PLE_GATE, ROLE_PLE_PROJ, ROLE_PLE_NORM,               /* Gemma 4's per-layer input in a layer: per_layer_input_gate
                                                                   (P, D), per_layer_projection (D, P), its norm (D) */
+    ROLE_G4_ROUTER, ROLE_G4_ROUTER_SCALE, ROLE_G4_EXPERT_SCALE, ROLE_G4_EXPS_GATE_UP, ROLE_G4_EXPS_DOWN,
+    ROLE_NORM_FFN_OUT1, ROLE_NORM_FFN_OUT2, ROLE_NORM_FFN_IN2, /* Gemma 4's MoE block beside the dense MLP: router.proj (E, D),
+                                                                  router.scale (D), router.per_expert_scale (E), experts
+                                                                  [E, 2I, D] rows [gate ; up] as W x and [E, D, I], its norms */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
     ROLE_PLE_EMBED, ROLE_PLE_MODEL_PROJ, ROLE_PLE_MODEL_NORM,  /* Gemma 4's per-layer embeddings: embed_tokens_per_layer
                                                                   (Vp, L P), per_layer_model_projection (L P, D), norm (P) */

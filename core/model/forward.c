@@ -63,6 +63,10 @@ typedef struct {
     Mat *lscalar;                 /* (1, 1) layer_scalar: the layer's output times it (Gemma 4), or NULL */
     Lin pgate, pproj;             /* Gemma 4's per-layer input: per_layer_input_gate (P, D), per_layer_projection (D, P) */
     Mat *ppost;                   /* ... post_per_layer_input_norm (1, D) */
+    Lin g4router;                 /* Gemma 4's MoE block: router.proj (E, D) */
+    Mat *g4rscale, *g4escale;     /* ... router.scale (1, D), router.per_expert_scale (1, E) */
+    Mat *g4norm[3];               /* ... post_feedforward_layernorm_1, _2, pre_feedforward_layernorm_2 (1, D) */
+    Ffn *g4x;                     /* ... (E) experts viewed in experts.gate_up_proj / down_proj, or NULL */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
     Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj (split: qkv in lqkvz) */
     Lin lz, lb, la;               /* Qwen3.5's split in_proj_z, in_proj_b, in_proj_a */
@@ -117,7 +121,8 @@ struct Forward {
 
     /* scratch, (rows, width) */
     fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm, gate;
-    fbuf ple, pg;                 /* Gemma 4: this call's per-layer inputs (T, L P), a layer's gate (T, P) */
+    fbuf ple, pg, m1;             /* Gemma 4: this call's per-layer inputs (T, L P), a layer's gate (T, P), the dense
+                                     MLP's normed output beside the MoE block (T, D) */
     fbuf iq, iwt;                 /* the indexer's queries (T, IH ID) after RoPE and head weights (T, IH) */
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
@@ -366,6 +371,11 @@ static void layer_release(Forward *f, int L) {
     mat_free(w->sinks);
     mat_free(w->lscalar);
     mat_free(w->ppost);
+    mat_free(w->g4rscale); mat_free(w->g4escale);
+    for (int i = 0; i < 3; i++) mat_free(w->g4norm[i]);
+    lin_free(&w->g4router);
+    for (int e = 0; w->g4x && e < f->c->moe_block_experts; e++) ffn_free(&w->g4x[e]);
+    free(w->g4x);
     lin_free(&w->pgate);
     lin_free(&w->pproj);
     mat_free(w->iknw); mat_free(w->iknb);
@@ -499,7 +509,7 @@ static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, s
     int rc = role_name(f, r, L, -1, NULL, n, sizeof n);
     if (rc == AL_OK) rc = store_entry(f->m->store, n, &t, &sf);
     if (rc != AL_OK) return rc;
-    size_t E = (size_t)f->c->moe.n_experts;
+    size_t E = (size_t)(f->c->moe.n_experts ? f->c->moe.n_experts : f->c->moe_block_experts);   /* Gemma 4's block */
     if (t->ndim != 3 || t->shape[0] != E || t->shape[1] != rows || t->shape[2] != cols)
         return al_err("tensor '%s' is not [%zu, %zu, %zu] (experts, and each expert's rows and columns)", n, E, rows,
                       cols);
@@ -714,6 +724,28 @@ static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     return rc;
 }
 
+/* Gemma 4's MoE block of layer L (enable_moe_block): router.proj, router.scale, router.per_expert_scale, the three norms,
+ * and each expert viewed in place in experts.gate_up_proj [E, 2I, D] (rows [gate ; up], W x) and down_proj [E, D, I]. */
+static int load_moe_block(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    size_t E = (size_t)f->c->moe_block_experts, D = f->D, NI = (size_t)f->c->moe_block_ffn;
+    static const tensor_role nr[3] = {ROLE_NORM_FFN_OUT1, ROLE_NORM_FFN_OUT2, ROLE_NORM_FFN_IN2};
+    char n[192];
+    int rc = load_lin(f, L, ROLE_G4_ROUTER, -1, D, E, false, dry, bytes, &w->g4router);
+    if (rc == AL_OK) rc = role_name(f, ROLE_G4_ROUTER_SCALE, L, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = load_mat(f, n, 1, D, dry, bytes, &w->g4rscale);
+    if (rc == AL_OK) rc = role_name(f, ROLE_G4_EXPERT_SCALE, L, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = load_mat(f, n, 1, E, dry, bytes, &w->g4escale);
+    for (int i = 0; rc == AL_OK && i < 3; i++) rc = load_norm(f, L, nr[i], D, dry, bytes, &w->g4norm[i], NULL);
+    if (rc == AL_OK && !dry && !(w->g4x = al_calloc(E, sizeof *w->g4x, "experts"))) rc = AL_ERR;
+    for (size_t e = 0; rc == AL_OK && e < E; e++) {
+        Ffn one = {0}, *x = dry ? &one : &w->g4x[e];
+        x->ffn = NI;
+        rc = fused_view(f, L, ROLE_G4_EXPS_GATE_UP, e, 2 * NI, D, dry, bytes, &x->gu);
+        if (rc == AL_OK) rc = fused_view(f, L, ROLE_G4_EXPS_DOWN, e, D, NI, dry, bytes, &x->down);
+    }
+    return rc;
+}
+
 /* Loads (or with dry, checks and counts) every weight of layer L. */
 static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     LayerW *w = &f->layers[L];
@@ -729,6 +761,7 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     if (rc == AL_OK && P) rc = load_lin(f, L, ROLE_PLE_GATE, -1, f->D, P, false, dry, bytes, &dst->pgate);
     if (rc == AL_OK && P) rc = load_lin(f, L, ROLE_PLE_PROJ, -1, P, f->D, false, dry, bytes, &dst->pproj);
     if (rc == AL_OK && P) rc = load_norm(f, L, ROLE_PLE_NORM, f->D, dry, bytes, &dst->ppost, NULL);
+    if (rc == AL_OK && f->c->moe_block_experts) rc = load_moe_block(f, L, dry, bytes, dst);
     if (rc == AL_OK)
         rc = cfg_moe_layer(f->c, L) ? load_moe(f, L, dry, bytes, dst)
                                     : load_ffn(f, L, -1, &dense_roles, f->ffn * (wide ? 2 : 1), dry, bytes, &dst->mlp);
@@ -785,6 +818,7 @@ void fwd_free(Forward *f) {
     free(f->layers);
     wmat_free(&f->embed); wmat_free(&f->wpe); wmat_free(&f->lm_head); mat_free(f->norm); mat_free(f->norm_b);
     wmat_free(&f->ple_embed); lin_free(&f->ple_proj); mat_free(f->ple_norm); fb_free(&f->ple); fb_free(&f->pg);
+    fb_free(&f->m1);
     mm_work_free(f->mm);
     if (f->kc)
         for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
@@ -1570,6 +1604,66 @@ static int ple_layer(Forward *f, int L, size_t T) {
     return AL_OK;
 }
 
+/* Gemma 4's router for one token (Gemma4TextRouter): softmax over the E logits z, the top k (the earlier expert on ties),
+ * their probabilities renormalised, times per_expert_scale. */
+static void g4_route(const float *z, size_t E, size_t k, const float *escale, int *idx, float *wt) {
+    double mx = -INFINITY, s = 0, sel = 0;
+    for (size_t e = 0; e < E; e++) mx = fmax(mx, z[e]);
+    for (size_t e = 0; e < E; e++) s += exp((double)z[e] - mx);
+    for (size_t i = 0; i < k; i++) {
+        int best = -1;
+        for (size_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (size_t j = 0; j < i; j++) taken |= idx[j] == (int)e;
+            if (!taken && (best < 0 || z[e] > z[best])) best = (int)e;
+        }
+        idx[i] = best;
+        wt[i] = (float)(exp((double)z[best] - mx) / s);
+        sel += wt[i];
+    }
+    for (size_t i = 0; i < k; i++) wt[i] = (float)(wt[i] / sel * escale[idx[i]]);
+}
+
+/* Gemma 4's MoE block of layer L, after the dense MLP left its output in f->h and with the residual stream in f->x:
+ * f->h = post_feedforward_layernorm_1(h) + post_feedforward_layernorm_2(experts(pre_feedforward_layernorm_2(x))), the
+ * router reading rmsnorm(x) (no weight) x router.scale / sqrt(D). */
+static int moe_block(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, E = (size_t)f->c->moe_block_experts, k = (size_t)f->c->moe_block_topk, n = T * k;
+    float *h1 = fb_fit(&f->m1, T, D, "the dense MLP's output"), *r = fb_fit(&f->mx, T, D, "MoE input");
+    float *z = fb_fit(&f->rl, T, E, "router logits"), *wt = al_malloc3(n, 1, sizeof(float), "expert weights");
+    int *idx = al_malloc3(2 * n + E + 1, 1, sizeof(int), "expert choices");
+    int rc = h1 && r && z && wt && idx ? AL_OK : AL_ERR;
+    int *rows = idx ? idx + n : NULL, *start = idx ? idx + 2 * n : NULL;
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {          /* the router's input */
+        const float *x = f->x.p + t * D;
+        double ss = 0;
+        for (size_t j = 0; j < D; j++) ss += (double)x[j] * x[j];
+        double s = 1.0 / sqrt(ss / (double)D + f->norm_eps) / sqrt((double)D);
+        for (size_t j = 0; j < D; j++) r[t * D + j] = (float)(x[j] * s * w->g4rscale->data[j]);
+    }
+    if (rc == AL_OK) rc = lin_apply(f, &w->g4router, r, D, T, z, E);
+    for (size_t t = 0; rc == AL_OK && t < T; t++) g4_route(z + t * E, E, k, w->g4escale->data, idx + t * k, wt + t * k);
+    if (rc == AL_OK) {
+        rmsnorm(f->h.p, D, T, D, w->g4norm[0]->data, false, f->norm_eps, h1, D);
+        rmsnorm(f->x.p, D, T, D, w->g4norm[2]->data, false, f->norm_eps, r, D);
+        memset(f->h.p, 0, T * D * sizeof(float));
+        memset(start, 0, (E + 1) * sizeof(int));
+        for (size_t i = 0; i < n; i++) start[idx[i] + 1]++;
+        for (size_t e = 0; e < E; e++) start[e + 1] += start[e];
+        for (size_t i = 0; i < n; i++) rows[start[idx[i]]++] = (int)i;     /* start[e] becomes the end of e */
+    }
+    for (size_t e = 0, b = 0; rc == AL_OK && e < E; b = (size_t)start[e++])
+        if ((size_t)start[e] > b) rc = expert_rows(f, &w->g4x[e], r, rows + b, (size_t)start[e] - b, wt, k);
+    if (rc == AL_OK) {
+        rmsnorm(f->h.p, D, T, D, w->g4norm[1]->data, false, f->norm_eps, f->h.p, D);
+        add_rows(f->h.p, h1, T * D);
+    }
+    free(idx);
+    free(wt);
+    return rc;
+}
+
 /* Layer L on f->x (T rows) by the block layout (config.h block_layout): norms in slots that exist,
  * residuals sequential, or parallel (x + attn(n1(x)) + mlp(n2(x))). */
 static int layer_run(Forward *f, int L, size_t T) {
@@ -1586,6 +1680,7 @@ static int layer_run(Forward *f, int L, size_t T) {
         add_rows(f->x.p, f->h.p, n);
     norm_slot(f, L, NS_MLP_IN, f->x.p, f->h.p, T);
     if ((rc = mlp(f, L, T))) return rc;
+    if (f->layers[L].g4x && (rc = moe_block(f, L, T))) return rc;   /* Gemma 4: the MoE beside the dense MLP */
     norm_slot(f, L, NS_MLP_OUT, f->h.p, f->h.p, T);
     add_rows(f->x.p, f->h.p, n);
     if (par) add_rows(f->x.p, f->y.p, n);
