@@ -6,9 +6,9 @@
 # 4 layer 2's W_V (rank 31) with its own W_O; `truncate` refuses k_eq_v and KV-shared layers by name; `ppl` runs
 # (per-layer embeddings, the KV-shared layers' double-wide MLPs; on the multimodal recipe, 26B-A4B's MoE block);
 # `lint` expects no v_proj on k_eq_v layers and no k/v on KV-shared ones, and layer_scalar. The multimodal gemma4
-# opens its text tower. google/gemma-4-31B-it's config.json (every key as released; the dims -- hidden, heads, KV
-# heads of both types, head dims, layers with the release's 5 : 1 layer_types, vocab, MLP -- shrunk) over tiny
-# weights with its real tensor names (vision tower included): load, info, ranks vo and ppl.
+# opens its text tower. The config.json of google/gemma-4-31B-it, -E2B-it and -26B-A4B-it (every key as released,
+# the dims shrunk: tests/gemma4_tiny.py) over tiny weights with their real tensor names (vision tower included): load,
+# info (per-type head dims, KV sharing, per-layer embeddings, the MoE block), ranks vo, ppl, lint.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-gemma4
@@ -67,66 +67,32 @@ ok "gemma4: lint expects the MoE block's tensors" has "$out" "transformers  Gemm
 run -e "load $T/mm; ppl ids ids.txt seqlen 40"
 ok "gemma4: ppl runs on the tower" test "$(rc)" = 0
 export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
-python3 - "$T/real31b" <<'PY' || fail "could not write the gemma-4-31B-it folder"
-import json, os, random, struct, sys
-d = sys.argv[1]
-os.makedirs(d, exist_ok=True)
-D, H, KV, GKV, HD, GHD, L, V, F = 64, 4, 4, 1, 16, 32, 6, 256, 128
-types = ["sliding_attention"] * 5 + ["full_attention"]
-cfg = {"architectures": ["Gemma4ForConditionalGeneration"], "audio_config": None, "boi_token_id": 255999,
-       "dtype": "bfloat16", "eoi_token_id": 258882, "image_token_id": 258880, "initializer_range": 0.02,
-       "model_type": "gemma4", "text_config": {"attention_bias": False, "attention_dropout": 0.0,
-       "attention_k_eq_v": True, "enable_moe_block": False, "expert_intermediate_size": None,
-       "final_logit_softcapping": 30.0, "global_head_dim": GHD, "head_dim": HD, "hidden_activation": "gelu_pytorch_tanh",
-       "hidden_size": D, "hidden_size_per_layer_input": 0, "intermediate_size": F, "layer_types": types,
-       "max_position_embeddings": 262144, "model_type": "gemma4_text", "num_attention_heads": H, "num_experts": None,
-       "num_global_key_value_heads": GKV, "num_hidden_layers": L, "num_key_value_heads": KV, "num_kv_shared_layers": 0,
-       "rms_norm_eps": 1e-06, "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
-       "rope_type": "proportional"}, "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
-       "sliding_window": 1024, "tie_word_embeddings": True, "top_k_experts": None, "use_bidirectional_attention": "vision",
-       "use_cache": True, "use_double_wide_mlp": False, "vocab_size": V, "vocab_size_per_layer_input": V},
-       "tie_word_embeddings": True, "transformers_version": "5.5.0.dev0", "video_token_id": 258884,
-       "vision_config": {"model_type": "gemma4_vision", "hidden_size": 16}}
-json.dump(cfg, open(d + "/config.json", "w"), indent=2)
-rnd = random.Random(7)
-items = []
-def t(name, *shape, center=0.0, sd=None):
-    n = 1
-    for s in shape: n *= s
-    sd = sd if sd is not None else 1 / (shape[-1] ** 0.5)
-    vals = [center + sd * rnd.gauss(0, 1) for _ in range(n)]
-    items.append((name, ("F32", list(shape), struct.pack("<%df" % n, *vals))))
-p = "model.language_model."
-t(p + "embed_tokens.weight", V, D, sd=1 / D ** 0.5)
-for l in range(L):
-    q, full = p + "layers.%d." % l, types[l] == "full_attention"
-    hd, kv = (GHD, GKV) if full else (HD, KV)
-    for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
-        t(q + n + ".weight", D, center=1.0, sd=0.1)
-    t(q + "layer_scalar", 1, center=0.8, sd=0.05)
-    t(q + "self_attn.q_proj.weight", H * hd, D)
-    t(q + "self_attn.k_proj.weight", kv * hd, D)
-    if not full: t(q + "self_attn.v_proj.weight", kv * hd, D)
-    t(q + "self_attn.o_proj.weight", D, H * hd)
-    t(q + "self_attn.q_norm.weight", hd, center=1.0, sd=0.1)
-    t(q + "self_attn.k_norm.weight", hd, center=1.0, sd=0.1)
-    t(q + "mlp.gate_proj.weight", F, D); t(q + "mlp.up_proj.weight", F, D); t(q + "mlp.down_proj.weight", D, F)
-t(p + "norm.weight", D, center=1.0, sd=0.1)
-t("model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", 16, 16)
-t("model.embed_vision.embedding_projection.weight", D, 16)
-import st_tensors
-st_tensors.write_tensors(d + "/model.safetensors", items)
-PY
-out=$(e "load $T/real31b; info")
+for r in 31B E2B 26B-A4B; do
+    python3 "$ATTNLAB_SRC/tests/gemma4_tiny.py" "$T/real$r" "$r" || fail "could not write the gemma-4-$r-it folder"
+done
+out=$(e "load $T/real31B; info")
 ok "gemma-4-31B-it's config: loads as gemma4" has "$out" "model_type  *gemma4$"
 ok "... sliding and full layers with their own head dims and KV heads" has "$out" "sliding: head_dim 16, 4 KV heads, RoPE theta 10000 (rotate_half over the head); full: head_dim 32, 1 KV heads, RoPE theta 1e+06 proportional 0.25: pairs (j, j + 16) for j < 4"
 ok "... window 1024 on layers 0-4" has "$out" "0, 1, 2, 3, 4 (window 1024); full: 5"
 ok "... k_eq_v" has "$out" "attention_k_eq_v  *full layers: no v_proj"
 ok "... no KV-shared layers" hasnt "$out" "kv_shared_layers"
 ok "... KV bytes: (5 x 4 x 32 + 1 x 1 x 64) F32 values (the weights are F32)" has "$out" "kv_bytes_per_token  *2816$"
-run -e "load $T/real31b; ranks vo layer 5"
+run -e "load $T/real31B; ranks vo layer 5"
 ok "ranks vo on the full layer (head_dim 32, V = K)" grep -Eq "^ +5 +0 +32 +32 +[0-9]+$" out.txt
-run -e "load $T/real31b; ppl ids ids.txt seqlen 40"
-ok "ppl runs on gemma-4-31B-it's layout" test "$(rc)" = 0
-ok "ppl finite" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20) } END { exit !ok }' out.txt
+out=$(e "load $T/realE2B; info")
+ok "gemma-4-E2B-it's config: full layers head_dim 32, 1 KV head (k_eq_v false: no KV override)" has "$out" "full: head_dim 32, 1 KV heads"
+ok "... layers 6-9 share 5's (sliding) and 4's (full) K / V" has "$out" "kv_shared_layers  *6 <- 5, 7 <- 5, 8 <- 5, 9 <- 4"
+ok "... per-layer embeddings" has "$out" "per_layer_embeddings  *8 per layer"
+ok "... KV bytes of layers 0-5: (5 x 1 x 32 + 1 x 1 x 64) x 4" has "$out" "kv_bytes_per_token  *896$"
+run -e "load $T/realE2B; ranks vo layer 9"
+ok "ranks vo on the KV-shared full layer 9 (layer 4's W_V, head_dim 32)" grep -Eq "^ +9 +0 +32 +32 +[0-9]+$" out.txt
+out=$(e "load $T/real26B-A4B; info")
+ok "gemma-4-26B-A4B-it's config: the MoE block" has "$out" "moe_block  *4 experts, top 2 of 16 wide"
+for r in 31B E2B 26B-A4B; do
+    run -e "load $T/real$r; ppl ids ids.txt seqlen 40"
+    ok "ppl runs on gemma-4-$r-it's layout" test "$(rc)" = 0
+    ok "  ppl finite" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20) } END { exit !ok }' out.txt
+    out=$(e "lint $T/real$r")
+    ok "  lint: transformers loads every tensor of gemma-4-$r-it's layout" has "$out" "transformers  Gemma4ForConditionalGeneration  loads"
+done
 cli_done
