@@ -437,7 +437,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
     info_bool(t, o, "qkv_bias", c->qkv_bias);
     info_int(t, o, "attn_params_per_layer", (long long)per_layer);
-    info_int(t, o, "attn_params_total", (long long)per_layer * cfg_n_attn_layers(c));   /* softmax-attention layers */
+    info_int(t, o, "attn_params_total", (long long)model_attn_params_total(m));   /* softmax-attention layers */
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));

@@ -77,6 +77,8 @@ ok "... window 1024 on layers 0-4" has "$out" "0, 1, 2, 3, 4 (window 1024); full
 ok "... k_eq_v" has "$out" "attention_k_eq_v  *full layers: no v_proj"
 ok "... no KV-shared layers" hasnt "$out" "kv_shared_layers"
 ok "... KV bytes: (5 x 4 x 32 + 1 x 1 x 64) F32 values (the weights are F32)" has "$out" "kv_bytes_per_token  *2816$"
+# q 64 x 64 + k 64 x 64 + v 64 x 64 + o 64 x 64 on 5 sliding layers; q 64 x 128, k 64 x 32, o 128 x 64 on the k_eq_v one
+ok "... attention parameters per layer type: 5 x 16384 + 18432" has "$out" "attn_params_total  *100352$"
 run -e "load $T/real31B; ranks vo layer 5"
 ok "ranks vo on the full layer (head_dim 32, V = K)" grep -Eq "^ +5 +0 +32 +32 +[0-9]+$" out.txt
 out=$(e "load $T/realE2B; info")

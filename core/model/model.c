@@ -55,6 +55,19 @@ size_t model_kv_values_total(const Model *m) {
     return n;
 }
 
+size_t model_attn_params_total(const Model *m) {
+    size_t n = 0;
+    for (int L = 0; L < m->cfg.n_layers; L++) {
+        if (cfg_layer_linear(&m->cfg, L)) continue;
+        const ModelConfig *c = model_layer_cfg(m, L);
+        size_t kv = (size_t)c->hidden * (size_t)c->n_kv_heads, p = cfg_attn_params(c);
+        if (cfg_kv_source(c, L) != L) p -= kv * (size_t)(cfg_d_qk(c) + c->v_dim);   /* no k_proj / v_proj */
+        else if (cfg_layer_v_is_k(c, L)) p -= kv * (size_t)c->v_dim;                 /* no v_proj */
+        n += p;
+    }
+    return n;
+}
+
 /* ================================================================ tensor names and shapes */
 
 char *model_tensor_name(const Model *m, int layer, const char *suffix) {

@@ -74,6 +74,9 @@ const ModelConfig *model_layer_cfg(const Model *m, int layer);
 /* K+V values per token over every layer with a cache of its own (each at its own dims; KV-shared and linear-attention
  * layers: none). */
 size_t model_kv_values_total(const Model *m);
+/* Attention parameters over the softmax-attention layers, each at its own dims (Gemma 4: without the k_proj / v_proj a
+ * KV-shared layer lacks and the v_proj of a k_eq_v layer). */
+size_t model_attn_params_total(const Model *m);
 
 /* Full tensor name of an attention weight: layer L, `suffix` such as "self_attn.q_proj.weight". */
 char *model_tensor_name(const Model *m, int layer, const char *suffix);
