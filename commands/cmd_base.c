@@ -3,6 +3,7 @@
  * handler's long help sits next to it. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,10 +353,56 @@ static void info_mamba(Table *t, cJSON *o, const ModelConfig *c) {
     }
 }
 
+/* Gemma 4's per-layer-type attention: each type's heads and RoPE, k_eq_v, the KV-shared layers, v_norm, layer_scalar. */
+static void info_per_type(Table *t, cJSON *o, const ModelConfig *c) {
+    char row[640];
+    const RopeSpec *r = &c->rope_spec;
+    int hd = c->global_head_dim ? c->global_head_dim : cfg_d_qk(c), pairs = (int)floor(r->prop_factor * hd / 2);
+    snprintf(row, sizeof row, "sliding: head_dim %d, %d KV heads, RoPE theta %g (rotate_half over the head); full: "
+             "head_dim %d, %d KV heads, RoPE theta %g %s", cfg_d_qk(c), c->n_kv_heads, r->local_theta, hd,
+             c->global_kv_heads, r->theta, r->prop_factor > 0 ? "proportional" : "over the head");
+    if (r->prop_factor > 0)
+        snprintf(row + strlen(row), sizeof row - strlen(row), " %g: pairs (j, j + %d) for j < %d turn at theta^(-2j/%d), "
+                 "the other %d pairs carry no position (QK over those dims is position-free)", r->prop_factor, hd / 2,
+                 pairs, hd, hd / 2 - pairs);
+    info_str(t, o, "layer_types_attention", row);
+    info_str(t, o, "v_norm", "values RMS-normed per head without a weight; softmax scale 1 (q_norm / k_norm set the "
+             "logits' size)");
+    if (c->k_eq_v)
+        info_str(t, o, "attention_k_eq_v", "full layers: no v_proj, V = v_norm(x W_K): V-O and Q-K are tied to one "
+                 "projection (W_K W_O and W_Q W_K^T); truncate refuses these layers");
+    if (c->kv_shared_from > 0) {
+        size_t at = 0;
+        for (int L = c->kv_shared_from; L < c->n_layers && at < sizeof row; L++) {
+            int k = snprintf(row + at, sizeof row - at, "%s%d <- %d", at ? ", " : "", L, cfg_kv_source(c, L));
+            at += k > 0 ? (size_t)k : 0;
+        }
+        if (at < sizeof row)
+            snprintf(row + at, sizeof row - at, " (no k_proj / v_proj of their own: they attend to the source layer's "
+                     "K / V; the KV cache counts them once, in their source; kv_bytes_per_token covers %d layers)",
+                     cfg_n_kv_layers(c));
+        info_str(t, o, "kv_shared_layers", row);
+    }
+    if (c->ple_dim > 0) {
+        snprintf(row, sizeof row, "%d per layer (embed_tokens_per_layer of %d tokens, per_layer_model_projection): each "
+                 "layer adds norm(per_layer_projection(act(per_layer_input_gate(x)) x its input)) after its MLP; the "
+                 "attention maps are unchanged", c->ple_dim, c->ple_vocab);
+        info_str(t, o, "per_layer_embeddings", row);
+    }
+    if (c->moe_block_experts > 0) {
+        snprintf(row, sizeof row, "%d experts, top %d of %d wide beside each dense MLP: router softmax over "
+                 "rmsnorm(x) x scale / sqrt(hidden), top-k renormalised x per_expert_scale; experts on "
+                 "pre_feedforward_layernorm_2(x); the two outputs normed (_1, _2) and summed", c->moe_block_experts,
+                 c->moe_block_topk, c->moe_block_ffn);
+        info_str(t, o, "moe_block", row);
+    }
+}
+
 /* A hybrid's layers (Qwen3-Next: Gated DeltaNet linear attention, no KV heads) and the attention
  * layers' output gate. */
 static void info_hybrid(Table *t, cJSON *o, const ModelConfig *c) {
     char list[256], row[512];
+    if (cfg_row(c)->per_type_attn) info_per_type(t, o, c);
     if (c->lin.layout != LIN_NONE) {
         cfg_attn_layers(c, list, sizeof list);
         char kind[64];
@@ -523,11 +570,12 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
     info_bool(t, o, "qkv_bias", c->qkv_bias);
     info_int(t, o, "attn_params_per_layer", (long long)per_layer);
-    info_int(t, o, "attn_params_total", (long long)per_layer * cfg_n_attn_layers(c));   /* softmax-attention layers */
+    info_int(t, o, "attn_params_total", (long long)model_attn_params_total(m));   /* softmax-attention layers */
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
-    info_int(t, o, "kv_bytes_per_token", (long long)(kvv * dt_size(kvd)) * cfg_n_attn_layers(c));
+    /* every layer with a cache of its own at its own dims (Gemma 4: not the KV-shared ones; full layers' head dims) */
+    info_int(t, o, "kv_bytes_per_token", (long long)(model_kv_values_total(m) * dt_size(kvd)));
     info_str(t, o, "path", m->path);
     uint64_t local = 0, total = 0;           /* a model streamed from the Hub (hub.h) */
     char *held = m->store && store_local_bytes(m->store, &local, &total)

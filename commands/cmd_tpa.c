@@ -404,13 +404,13 @@ static int kv_row(Table *t, const char *scheme, size_t values, size_t bytes, siz
 static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *out) {
     char name[256];
     /* a hybrid's linear-attention layers keep a fixed-size state, no KV cache: the attention layers only */
-    XformKvCtx c = {.before = cfg_kv_values(&m->cfg), .bytes = bytes, .layers = (size_t)cfg_n_attn_layers(&m->cfg),
+    XformKvCtx c = {.before = cfg_kv_values(&m->cfg), .bytes = bytes, .layers = (size_t)cfg_n_kv_layers(&m->cfg),
                     .s = s};
     const char *kind = cfg_is_mla(&m->cfg) ? "MLA"
                        : m->cfg.n_kv_heads == m->cfg.n_heads ? "MHA"
                        : m->cfg.n_kv_heads == 1 ? "MQA" : "GQA";
     snprintf(name, sizeof name, "%s as loaded (%s; %zu bytes per token in %zu layers%s)", m->name, kind,
-             c.before * bytes * c.layers, c.layers,
+             model_kv_values_total(m) * bytes, c.layers,    /* Gemma 4: each layer type at its own dims */
              m->cfg.lin.mamba ? "; the Mamba-2 layers' state is constant per sequence, not counted" : "");
     if (kv_row(t, name, c.before, bytes, cfg_attn_params(&m->cfg))) return AL_ERR;
     const Xform *mine[64];

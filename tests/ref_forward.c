@@ -139,7 +139,7 @@
 typedef enum { R_LLAMA, R_MISTRAL, R_QWEN2, R_QWEN3, R_QWEN3_MOE, R_GEMMA2, R_GEMMA3, R_MIXTRAL, R_PHI3, R_NEOX,
                R_OLMO2, R_OLMO3, R_DSV3, R_GLM4_MOE, R_SMOLLM3, R_GPT_OSS, R_DSV32, R_GLM_DSA, R_EXAONE4,
                R_MINIMAX_M2, R_MINISTRAL3, R_QWEN3_NEXT, R_LLAMA4,
-               R_KIMI_LINEAR } rfam;
+               R_KIMI_LINEAR, R_GEMMA4 } rfam;
 typedef enum { A_SILU, A_GELU_TANH, A_GELU } ract;
 
 #define REF_MAX_LAYERS 256
@@ -197,6 +197,15 @@ struct RefModel {
     bool l2qk;
     double temp_scale, temp_floor;
     bool moe_on[REF_MAX_LAYERS];
+    /* Gemma 4: attention_k_eq_v, the first KV-shared layer (0: none), use_double_wide_mlp, the full layers'
+       proportional partial_rotary_factor, and each layer's K / V (T x KV hd, after norms and RoPE) in ref_logits */
+    bool k_eq_v, double_wide;
+    int kv_from, ghd, gkv;         /* + the full layers' global_head_dim and KV heads (num_global_key_value_heads) */
+    double prop;
+    double **g4k, **g4v;
+    int ple, ple_vocab;            /* hidden_size_per_layer_input, vocab_size_per_layer_input (0: no per-layer inputs) */
+    int g4e, g4top, g4i;           /* the MoE block: num_experts (0: none), top_k_experts, moe_intermediate_size */
+    double *ple_in;                /* (T, L ple) the per-layer inputs in ref_logits */
 };
 
 /* ================================================================ config.json */
@@ -225,7 +234,7 @@ static int parse_family(const char *mt, rfam *f) {
         {"mimo", R_QWEN2}, {"exaone4", R_EXAONE4}, {"minimax_m2", R_MINIMAX_M2},
         {"ministral3", R_MINISTRAL3},              /* MiMoModel is Qwen2Model (+ mtp_layers the logits never read) */
         {"qwen3_next", R_QWEN3_NEXT}, {"qwen3_5_text", R_QWEN3_NEXT}, {"qwen3_5_moe_text", R_QWEN3_NEXT},
-        {"llama4_text", R_LLAMA4}, {"kimi_linear", R_KIMI_LINEAR}};
+        {"llama4_text", R_LLAMA4}, {"kimi_linear", R_KIMI_LINEAR}, {"gemma4_text", R_GEMMA4}};
     for (size_t i = 0; mt && i < sizeof t / sizeof *t; i++)
         if (!strcmp(mt, t[i].n)) { *f = t[i].f; return AL_OK; }
     return al_err("ref: model_type '%s' is not covered by the reference", mt ? mt : "(none)");
@@ -268,7 +277,7 @@ static void parse_nope(RefModel *m, const cJSON *r) {
 /* Sliding layers: layer_types, else the family's pattern (HF configuration classes). */
 static void parse_windows(RefModel *m, const cJSON *r) {
     double w = jnum(r, "sliding_window", m->fam == R_MISTRAL || gemma(m) || m->fam == R_OLMO3 || m->fam == R_EXAONE4
-                                             ? 4096 : m->fam == R_GPT_OSS ? 128 : 0, 0);
+                                             ? 4096 : m->fam == R_GPT_OSS ? 128 : m->fam == R_GEMMA4 ? 512 : 0, 0);
     if ((m->fam == R_QWEN2 || m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_SMOLLM3) &&
         !jbool(r, "use_sliding_window", false))
         w = 0;
@@ -282,7 +291,7 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         bool s;
         if (e) s = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
         else if (m->fam == R_GEMMA2 || m->fam == R_GPT_OSS) s = L % 2 == 0;
-        else if (m->fam == R_GEMMA3) s = (L + 1) % pattern != 0;
+        else if (m->fam == R_GEMMA3 || m->fam == R_GEMMA4) s = (L + 1) % pattern != 0;
         else if (m->fam == R_OLMO3) s = (L + 1) % 4 != 0;
         else if (m->fam == R_EXAONE4 && lg) s = lg[0] && lg[(size_t)L % strlen(lg)] == 'L';
         else if (m->fam == R_EXAONE4) s = (L + 1) % pattern != 0;
@@ -293,6 +302,7 @@ static void parse_windows(RefModel *m, const cJSON *r) {
         /* Exaone4Attention: `if self.sliding_window is None or self.is_sliding`: RoPE */
         if (m->fam == R_EXAONE4) m->no_rope[L] = m->window > 0 && !m->sliding[L];
     }
+    if (m->fam == R_GEMMA4 && m->L <= REF_MAX_LAYERS) m->sliding[m->L - 1] = false;   /* Gemma4TextConfig: last layer full */
 }
 
 /* YaRN as transformers' _compute_yarn_parameters reads it (DeepSeek's note: with
@@ -446,6 +456,36 @@ static void parse_llama4(RefModel *m, const cJSON *r) {
         if (cJSON_IsNumber(e) && e->valueint >= 0 && e->valueint < REF_MAX_LAYERS) m->moe_on[e->valueint] = true;
 }
 
+/* Gemma4TextConfig: rope_parameters per layer type (sliding_attention: rope_theta, default 1e4; full_attention:
+ * rope_theta 1e6, rope_type "proportional" with partial_rotary_factor, 1.0 when the dict omits it, 0.25 when
+ * rope_parameters is absent), attention_k_eq_v, num_kv_shared_layers, use_double_wide_mlp; per-layer embeddings and
+ * the MoE block, and per-type head dims, are not covered. */
+static int parse_gemma4(RefModel *m, const cJSON *r) {
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r, "rope_parameters");
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
+    const cJSON *slide = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
+    const char *ft = jstr(full, "rope_type");
+    m->theta = jnum(full, "rope_theta", 1e6, 1e6);
+    m->local_theta = jnum(slide, "rope_theta", 1e4, 1e4);
+    m->prop = !rp ? 0.25 : ft && !strcmp(ft, "proportional") ? jnum(full, "partial_rotary_factor", 1, 1) : 1;
+    m->rot = m->hd;
+    if (jnum(full, "factor", 1, 1) != 1) return al_err("ref: a proportional RoPE factor is not covered");
+    m->k_eq_v = jbool(r, "attention_k_eq_v", false);
+    int shared = (int)jnum(r, "num_kv_shared_layers", 0, 0);
+    m->kv_from = shared > 0 ? m->L - shared : 0;
+    m->double_wide = jbool(r, "use_double_wide_mlp", false);
+    m->ple = (int)jnum(r, "hidden_size_per_layer_input", 256, 0);
+    m->ple_vocab = (int)jnum(r, "vocab_size_per_layer_input", 262144, 262144);
+    m->g4e = jbool(r, "enable_moe_block", false) ? (int)jnum(r, "num_experts", 0, 0) : 0;
+    m->g4top = (int)jnum(r, "top_k_experts", 0, 0);
+    m->g4i = (int)jnum(r, "moe_intermediate_size", 0, 0);
+    if (m->g4e && (m->g4top <= 0 || m->g4top > m->g4e || m->g4i <= 0)) return al_err("ref: bad Gemma 4 MoE block");
+    m->ghd = (int)jnum(r, "global_head_dim", 512, m->hd);             /* None: head_dim */
+    m->gkv = m->k_eq_v ? (int)jnum(r, "num_global_key_value_heads", m->KV, m->KV) : m->KV;
+    if (m->ghd <= 0 || m->ghd > 512 || m->gkv <= 0 || m->H % m->gkv) return al_err("ref: bad Gemma 4 global dims");
+    return AL_OK;
+}
+
 static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_family(jstr(r, "model_type"), &m->fam)) return AL_ERR;
     m->experts_xw = jstr(r, "model_type") && !strcmp(jstr(r, "model_type"), "qwen3_vl_moe_text");
@@ -467,17 +507,18 @@ static int parse_config(RefModel *m, const cJSON *r) {
                                                             m->fam == R_EXAONE4 || m->fam == R_MINISTRAL3 ||
                                                             m->fam == R_LLAMA4 ? 1e-5 : 1e-6,
                                     1e-6);
-    m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3);
+    m->tied = jbool(r, "tie_word_embeddings", gemma(m) || m->fam == R_SMOLLM3 || m->fam == R_GEMMA4);
     bool ab = jbool(r, "attention_bias", m->fam == R_NEOX || m->fam == R_GPT_OSS);
     m->sinks = m->fam == R_GPT_OSS;
     m->qkv_bias = m->fam == R_QWEN2 || ab;
     m->o_bias = m->fam != R_QWEN2 && m->fam != R_GLM4_MOE && ab;     /* GLM: o_proj bias=False */
     m->head_qk_norm = m->fam == R_QWEN3 || m->fam == R_QWEN3_MOE || m->fam == R_GEMMA3 || m->fam == R_EXAONE4 ||
-                      m->fam == R_QWEN3_NEXT ||
+                      m->fam == R_QWEN3_NEXT || m->fam == R_GEMMA4 ||
                       (m->fam == R_GLM4_MOE && jbool(r, "use_qk_norm", false));
     m->parallel = m->fam == R_NEOX && jbool(r, "use_parallel_residual", true);
-    const char *act = jstr(r, gemma(m) ? "hidden_activation" : "hidden_act");
-    if (!act) act = gemma(m) ? "gelu_pytorch_tanh" : m->fam == R_NEOX ? "gelu" : "silu";
+    bool g4 = m->fam == R_GEMMA4;
+    const char *act = jstr(r, gemma(m) || g4 ? "hidden_activation" : "hidden_act");
+    if (!act) act = gemma(m) || g4 ? "gelu_pytorch_tanh" : m->fam == R_NEOX ? "gelu" : "silu";
     if (!strcmp(act, "silu")) m->act = A_SILU;
     else if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new")) m->act = A_GELU_TANH;
     else if (!strcmp(act, "gelu")) m->act = A_GELU;
@@ -500,13 +541,14 @@ static int parse_config(RefModel *m, const cJSON *r) {
     if (parse_rope(m, r)) return AL_ERR;
     if (mla(m)) m->rot = m->rope;
     double qpas = gemma(m) ? jnum(r, "query_pre_attn_scalar", 256, 256) : m->hd;
-    m->scale = 1.0 / sqrt(qpas);
+    m->scale = g4 ? 1.0 : 1.0 / sqrt(qpas);              /* Gemma4TextAttention: scaling = 1.0 */
     if (mla(m) && m->yarn) m->scale *= m->yarn_softmax;
+    if (g4 && parse_gemma4(m, r)) return AL_ERR;
     m->attn_cap = m->fam == R_GEMMA2 ? jnum(r, "attn_logit_softcapping", 50, 0) : jnum(r, "attn_logit_softcapping", 0, 0);
     m->final_cap = m->fam == R_GEMMA2 ? jnum(r, "final_logit_softcapping", 30, 0) : jnum(r, "final_logit_softcapping", 0, 0);
     /* Gemma: normalizer = tensor(hidden ** 0.5, dtype = the activations' dtype) */
     m->embed_scale = 1;
-    if (gemma(m)) {
+    if (gemma(m) || g4) {
         float s = (float)sqrt((double)m->D), b;
         const char *td = jstr(r, "torch_dtype");
         if (td && !strcmp(td, "bfloat16")) { uint16_t u; dt_from_f32(DT_BF16, &s, 1, &u); dt_to_f32(DT_BF16, &u, 1, &b); s = b; }
@@ -810,7 +852,7 @@ static bool layer_yarn(const RefModel *m, int L) { return m->yarn && (m->fam == 
 
 /* RoPE base and linear factor of layer L (Gemma 3: local layers use rope_local_base_freq, unscaled). */
 static void layer_rope(const RefModel *m, int L, double *theta, double *factor) {
-    bool local = m->fam == R_GEMMA3 && m->sliding[L];
+    bool local = (m->fam == R_GEMMA3 || m->fam == R_GEMMA4) && m->sliding[L];
     *theta = local ? m->local_theta : m->theta;
     *factor = local ? 1.0 : m->rope_factor;
 }
@@ -910,6 +952,76 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
     const char *o = m->fam == R_NEOX ? "attention.dense" : "self_attn.o_proj";
     if (rc == AL_OK) rc = lin_named(m, L, o, m->o_bias, A, qd, T, qd, D, out);
     free(Q); free(K); free(V); free(A); free(p); free(G);
+    return rc;
+}
+
+/* Gemma 4's RoPE at position p on one head x (hd): sliding layers rotate_half over the head at sliding_attention's
+ * theta; full layers "proportional" (_compute_proportional_rope_parameters): pair (i, i + hd/2) turns at
+ * theta^(-2i/hd) for i < floor(partial_rotary_factor hd / 2), the other pairs not at all. Ablated: the common misreading
+ * "rotate the first factor x hd dims" (rotate_half within them, theta^(-2i/rot)). */
+static void rope_g4(const RefModel *m, int L, double *x, double p) {
+    int hd = m->sliding[L] ? m->hd : m->ghd, half = hd / 2, n = m->sliding[L] ? half : (int)floor(m->prop * hd / 2);
+    double theta = m->sliding[L] ? m->local_theta : m->theta;
+    if (!m->sliding[L] && (m->ablate & REF_ABLATE_PROPORTIONAL)) { rope(x, 2 * n, p, theta, 1, false); return; }
+    for (int i = 0; i < n; i++) {
+        double f = pow(theta, -2.0 * i / hd), c = cos(p * f), s = sin(p * f), a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
+/* Gemma 4's K and V of layer L (T x KV hd) into m->g4k[L], m->g4v[L]: k = k_proj(h), v = v_proj(h) or, with
+ * attention_k_eq_v on a full layer, k_proj(h) itself; k = k_norm(k) (x w), RoPE; v = v_norm(v): x / sqrt(mean x^2 +
+ * eps), no weight. Ablated: k_eq_v's V taken after k_norm and RoPE; v_norm skipped. */
+static int kv_g4(const RefModel *m, int L, const double *h, size_t T) {
+    const size_t D = (size_t)m->D, KV = (size_t)(m->sliding[L] ? m->KV : m->gkv);
+    const size_t hd = (size_t)(m->sliding[L] ? m->hd : m->ghd), kd = KV * hd;
+    bool keqv = m->k_eq_v && !m->sliding[L];
+    double *K = malloc(T * kd * sizeof *K), *V = malloc(T * kd * sizeof *V);
+    int rc = K && V ? lin_named(m, L, "self_attn.k_proj", false, h, D, T, D, kd, K) : AL_ERR;
+    if (rc == AL_OK && keqv) memcpy(V, K, T * kd * sizeof *V);
+    else if (rc == AL_OK) rc = lin_named(m, L, "self_attn.v_proj", false, h, D, T, D, kd, V);
+    if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.k_norm", K, T * KV, hd, hd);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t g = 0; g < KV; g++) rope_g4(m, L, K + t * kd + g * hd, (double)t);
+    if (rc == AL_OK && keqv && (m->ablate & REF_ABLATE_K_EQ_V)) memcpy(V, K, T * kd * sizeof *V);
+    for (size_t i = 0; rc == AL_OK && !(m->ablate & REF_ABLATE_V_NORM) && i < T * KV; i++) {
+        double ss = 0, *v = V + i * hd;
+        for (size_t d = 0; d < hd; d++) ss += v[d] * v[d];
+        for (size_t d = 0; d < hd; d++) v[d] /= sqrt(ss / (double)hd + m->eps);
+    }
+    if (rc != AL_OK) { free(K); free(V); return rc; }
+    m->g4k[L] = K;
+    m->g4v[L] = V;
+    return AL_OK;
+}
+
+/* Gemma 4's attention (Gemma4TextAttention) of layer L: q = q_norm(q_proj(h)) per head, RoPE; K / V its own
+ * (kv_g4) or, from num_kv_shared_layers' first layer on, those of the last earlier layer of its type (ablated: the
+ * layer just before the shared ones, whatever its type); softmax scale 1; o_proj. */
+static int attn_g4(const RefModel *m, int L, const double *h, size_t T, double *out) {
+    const size_t D = (size_t)m->D, H = (size_t)m->H, KV = (size_t)(m->sliding[L] ? m->KV : m->gkv);
+    const size_t hd = (size_t)(m->sliding[L] ? m->hd : m->ghd), qd = H * hd, kd = KV * hd;   /* each type its own */
+    int src = L;
+    if (m->kv_from > 0 && L >= m->kv_from) {
+        src = m->kv_from - 1;
+        while (!(m->ablate & REF_ABLATE_KV_SHARE) && src > 0 && m->sliding[src] != m->sliding[L]) src--;
+    }
+    double *Q = malloc(T * qd * sizeof *Q), *A = malloc(T * qd * sizeof *A), *p = malloc(T * sizeof *p);
+    int rc = Q && A && p ? lin_named(m, L, "self_attn.q_proj", false, h, D, T, D, qd, Q) : AL_ERR;
+    if (rc == AL_OK) rc = norm_rows(m, L, "self_attn.q_norm", Q, T * H, hd, hd);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t i = 0; i < H; i++) rope_g4(m, L, Q + t * qd + i * hd, (double)t);
+    if (rc == AL_OK && src == L) rc = kv_g4(m, L, h, T);
+    if (rc == AL_OK && !m->g4k[src]) rc = al_err("ref: layer %d shares layer %d's K / V, which it has not computed", L, src);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t i = 0; i < H; i++) {
+            size_t g = i / (H / KV);
+            attend(m, L, t, Q + t * qd + i * hd, m->g4k[src] + g * hd, kd, m->g4v[src] + g * hd, kd, hd, hd, p,
+                   A + t * qd + i * hd, NULL, NULL);
+        }
+    if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, qd, T, qd, D, out);
+    free(Q); free(A); free(p);
     return rc;
 }
 
@@ -1475,10 +1587,112 @@ static int mlp(const RefModel *m, int L, const double *x, size_t T, double *y) {
         free(hh);
         return rc;
     }
-    return gated(m, L, "mlp.", NM_PROJ, F, x, T, NULL, NULL, 0, y);
+    bool wide = m->double_wide && m->kv_from > 0 && L >= m->kv_from;   /* Gemma 4's use_double_wide_mlp */
+    return gated(m, L, "mlp.", NM_PROJ, wide ? 2 * F : F, x, T, NULL, NULL, 0, y);
 }
 
 /* ================================================================ the pass */
+
+/* Gemma 4's per-layer inputs (Gemma4TextModel.get_per_layer_inputs, project_per_layer_inputs): for token t and layer l,
+ * (rmsnorm_w(per_layer_model_projection(e_t)[l] / sqrt(D)) + embed_tokens_per_layer[token][l] sqrt(P)) / sqrt(2), e_t
+ * the scaled token embedding, rmsnorm_w per_layer_projection_norm over the layer's P values. */
+static int ple_inputs(RefModel *m, const int *tokens, const double *x, size_t T) {
+    const size_t D = (size_t)m->D, P = (size_t)m->ple, LP = P * (size_t)m->L;
+    char n[160];
+    snprintf(n, sizeof n, "%sembed_tokens_per_layer.weight", m->prefix);
+    double *E = tget(m, -1, n, (size_t)m->ple_vocab, LP), *w = NULL;
+    snprintf(n, sizeof n, "%sper_layer_projection_norm.weight", m->prefix);
+    if (E) w = tget(m, -1, n, P, 0);
+    m->ple_in = malloc(T * LP * sizeof *m->ple_in);
+    snprintf(n, sizeof n, "%sper_layer_model_projection", m->prefix);
+    int rc = E && w && m->ple_in ? lin_named(m, -1, n, false, x, D, T, D, LP, m->ple_in) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t l = 0; l < (size_t)m->L; l++) {
+            double *v = m->ple_in + t * LP + l * P;
+            for (size_t j = 0; j < P; j++) v[j] /= sqrt((double)D);
+            rms(v, P, w, m->eps, false);
+            for (size_t j = 0; j < P; j++) v[j] = (v[j] + E[(size_t)tokens[t] * LP + l * P + j] * sqrt((double)P)) / sqrt(2.0);
+        }
+    free(E);
+    free(w);
+    return rc;
+}
+
+/* One token's Gemma 4 experts (Gemma4TextRouter, Gemma4TextExperts) into y (D): the router reads r = x / sqrt(mean x^2 +
+ * eps) x router.scale / sqrt(D), softmax over proj(r), the top k (ties: the earlier expert) renormalised x
+ * per_expert_scale; expert e on xn: gelu(gate) x up of gate_up_proj[e] xn (rows [gate ; up]), then down_proj[e]. */
+static void experts_g4(const RefModel *m, const double *const t[5], const double *x, const double *xn, double *y) {
+    const size_t D = (size_t)m->D, E = (size_t)m->g4e, K = (size_t)m->g4top, NI = (size_t)m->g4i;
+    double r[512], p[64], ss = 0, mx = -INFINITY, s = 0, sel = 0, h[512];
+    int idx[64];
+    for (size_t j = 0; j < D; j++) ss += x[j] * x[j];
+    for (size_t j = 0; j < D; j++) r[j] = x[j] / sqrt(ss / (double)D + m->eps) * t[1][j] / sqrt((double)D);
+    for (size_t e = 0; e < E; e++) {
+        p[e] = 0;
+        for (size_t j = 0; j < D; j++) p[e] += t[0][e * D + j] * r[j];
+        mx = fmax(mx, p[e]);
+    }
+    for (size_t e = 0; e < E; e++) s += exp(p[e] - mx);
+    topk(p, (int)E, (int)K, idx);
+    for (size_t i = 0; i < K; i++) sel += exp(p[idx[i]] - mx) / s;
+    for (size_t j = 0; j < D; j++) y[j] = 0;
+    for (size_t i = 0; i < K; i++) {
+        size_t e = (size_t)idx[i];
+        double wt = exp(p[e] - mx) / s / sel * t[2][e];
+        for (size_t a = 0; a < NI; a++) {
+            double g = 0, u = 0;
+            for (size_t j = 0; j < D; j++) {
+                g += t[3][(e * 2 * NI + a) * D + j] * xn[j];
+                u += t[3][(e * 2 * NI + NI + a) * D + j] * xn[j];
+            }
+            h[a] = act(m, g) * u;
+        }
+        for (size_t j = 0; j < D; j++) {
+            double o = 0;
+            for (size_t a = 0; a < NI; a++) o += t[4][(e * D + j) * NI + a] * h[a];
+            y[j] += wt * o;
+        }
+    }
+}
+
+/* Gemma 4's MoE block of layer L beside the dense MLP (Gemma4TextDecoderLayer with enable_moe_block): f (the dense MLP's
+ * output, T x D) becomes post_feedforward_layernorm_1(f) + post_feedforward_layernorm_2(experts(
+ * pre_feedforward_layernorm_2(x))), x the residual stream. */
+static int moe_g4(const RefModel *m, int L, const double *x, size_t T, double *f) {
+    const size_t D = (size_t)m->D, E = (size_t)m->g4e, NI = (size_t)m->g4i;
+    if (D > 512 || E > 64 || NI > 512) return al_err("ref: Gemma 4 MoE block too large for the reference");
+    const double *t[5] = {tget(m, L, "router.proj.weight", E, D), tget(m, L, "router.scale", D, 0),
+                          tget(m, L, "router.per_expert_scale", E, 0), tget(m, L, "experts.gate_up_proj", E * 2 * NI * D, 0),
+                          tget(m, L, "experts.down_proj", E * D * NI, 0)};
+    double *xn = malloc(T * D * sizeof *xn), *y = malloc(T * D * sizeof *y);
+    int rc = t[0] && t[1] && t[2] && t[3] && t[4] && xn && y ? AL_OK : AL_ERR;
+    if (rc == AL_OK) memcpy(xn, x, T * D * sizeof *xn);
+    if (rc == AL_OK) rc = norm_rows(m, L, "pre_feedforward_layernorm_2", xn, T, D, D);
+    for (size_t i = 0; rc == AL_OK && i < T; i++) experts_g4(m, t, x + i * D, xn + i * D, y + i * D);
+    if (rc == AL_OK) rc = norm_rows(m, L, "post_feedforward_layernorm_2", y, T, D, D);
+    if (rc == AL_OK) rc = norm_rows(m, L, "post_feedforward_layernorm_1", f, T, D, D);
+    for (size_t i = 0; rc == AL_OK && i < T * D; i++) f[i] += y[i];
+    for (int i = 0; i < 5; i++) free((void *)t[i]);
+    free(xn);
+    free(y);
+    return rc;
+}
+
+/* Gemma4TextDecoderLayer's per-layer input after the MLP's residual: x += post_per_layer_input_norm(
+ * per_layer_projection(act(per_layer_input_gate(x)) * ple_L)). */
+static int ple_layer(const RefModel *m, int L, double *x, size_t T) {
+    const size_t D = (size_t)m->D, P = (size_t)m->ple, LP = P * (size_t)m->L;
+    double *g = malloc(T * P * sizeof *g), *y = malloc(T * D * sizeof *y);
+    int rc = g && y ? lin_named(m, L, "per_layer_input_gate", false, x, D, T, D, P, g) : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t j = 0; j < P; j++) g[t * P + j] = act(m, g[t * P + j]) * m->ple_in[t * LP + (size_t)L * P + j];
+    if (rc == AL_OK) rc = lin_named(m, L, "per_layer_projection", false, g, P, T, P, D, y);
+    if (rc == AL_OK) rc = norm_rows(m, L, "post_per_layer_input_norm", y, T, D, D);
+    for (size_t i = 0; rc == AL_OK && i < T * D; i++) x[i] += y[i];
+    free(g);
+    free(y);
+    return rc;
+}
 
 /* Decoder layer L on the residual stream x (T x D), in place. */
 static int layer(const RefModel *m, int L, double *x, size_t T) {
@@ -1491,6 +1705,7 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         rc = m->fam == R_KIMI_LINEAR && m->linear[L] ? attn_kda(m, L, h, T, a)
              : mla(m)         ? attn_mla(m, L, h, T, a)
              : m->linear[L] ? attn_linear(m, L, h, T, a)
+             : m->fam == R_GEMMA4 ? attn_g4(m, L, h, T, a)
                             : attn_gqa(m, L, h, T, a);
     if (rc == AL_OK && m->parallel) {                     /* x + attn(ln1(x)) + mlp(ln2(x)) */
         memcpy(h, x, n * sizeof *h);
@@ -1498,16 +1713,22 @@ static int layer(const RefModel *m, int L, double *x, size_t T) {
         if (rc == AL_OK) rc = mlp(m, L, h, T, f);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i] + f[i];
     } else if (rc == AL_OK) {
-        bool sandwich = gemma(m), post = post_block(m);
+        bool sandwich = gemma(m) || m->fam == R_GEMMA4, post = post_block(m);
         if (sandwich || post) rc = norm_rows(m, L, "post_attention_layernorm", a, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += a[i];
         if (rc == AL_OK) memcpy(h, x, n * sizeof *h);
         if (rc == AL_OK && !post)
             rc = norm_rows(m, L, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm", h, T, D, D);
         if (rc == AL_OK) rc = mlp(m, L, h, T, f);
+        if (rc == AL_OK && m->g4e && !(m->ablate & REF_ABLATE_MOE_BLOCK)) rc = moe_g4(m, L, x, T, f);
         if (rc == AL_OK && (sandwich || post)) rc = norm_rows(m, L, "post_feedforward_layernorm", f, T, D, D);
         for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] += f[i];
     }
+    if (rc == AL_OK && m->ple_in && !(m->ablate & REF_ABLATE_PLE)) rc = ple_layer(m, L, x, T);
+    double *ls = rc == AL_OK && m->fam == R_GEMMA4 ? tget(m, L, "layer_scalar", 1, 0) : NULL;   /* hidden *= layer_scalar */
+    if (rc == AL_OK && m->fam == R_GEMMA4 && !ls) rc = AL_ERR;
+    for (size_t i = 0; ls && !(m->ablate & REF_ABLATE_LAYER_SCALAR) && i < n; i++) x[i] *= ls[0];
+    free(ls);
     free(h); free(a); free(f);
     return rc;
 }
@@ -1522,7 +1743,19 @@ int ref_logits(RefModel *m, const int *tokens, size_t T, double *logits) {
         if (tokens[t] < 0 || (size_t)tokens[t] >= V) { rc = al_err("ref: token %d outside the vocabulary", tokens[t]); break; }
         for (size_t i = 0; i < D; i++) x[t * D + i] = E[(size_t)tokens[t] * D + i] * m->embed_scale;
     }
+    if (rc == AL_OK && m->fam == R_GEMMA4 && m->ple > 0) rc = ple_inputs(m, tokens, x, T);
+    if (m->fam == R_GEMMA4) {
+        m->g4k = calloc((size_t)m->L, sizeof *m->g4k);
+        m->g4v = calloc((size_t)m->L, sizeof *m->g4v);
+        if (!m->g4k || !m->g4v) rc = AL_ERR;
+    }
     for (int L = 0; rc == AL_OK && L < m->L; L++) rc = layer(m, L, x, T);
+    for (int L = 0; m->g4k && m->g4v && L < m->L; L++) { free(m->g4k[L]); free(m->g4v[L]); }
+    free(m->g4k);
+    free(m->g4v);
+    m->g4k = m->g4v = NULL;
+    free(m->ple_in);
+    m->ple_in = NULL;
     char fn[96];
     snprintf(fn, sizeof fn, "%s%s", m->prefix, m->fam == R_NEOX ? "final_layer_norm" : "norm");
     if (rc == AL_OK) rc = norm_rows(m, -1, fn, x, T, D, D);

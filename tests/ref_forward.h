@@ -32,6 +32,12 @@ enum { REF_ABLATE_GATE = 1, REF_ABLATE_STATE = 2, REF_ABLATE_ONE_PLUS = 4, REF_A
        REF_ABLATE_CHUNK = 16, REF_ABLATE_TEMP = 32, REF_ABLATE_QK_L2 = 64, REF_ABLATE_ROUTER_IN = 128 };
 enum { REF_ABLATE_YARN = 1 << 8 };      /* MLA's YaRN (Kimi-K2.5): plain RoPE frequencies, no mscale^2 */
 enum { REF_ABLATE_CHANNEL_DECAY = 1 << 9 };   /* KDA: each head's decay the mean of its channels' (Gated DeltaNet's) */
+/* Gemma 4: V of k_eq_v layers after k_norm and RoPE; KV-shared layers reading the layer just before them (whatever
+   its type); proportional RoPE read as "rotate the first factor x hd dims"; v_norm; layer_scalar; per-layer inputs;
+   the MoE block beside the dense MLP */
+enum { REF_ABLATE_K_EQ_V = 1 << 10, REF_ABLATE_KV_SHARE = 1 << 11, REF_ABLATE_PROPORTIONAL = 1 << 12,
+       REF_ABLATE_V_NORM = 1 << 13, REF_ABLATE_LAYER_SCALAR = 1 << 14, REF_ABLATE_PLE = 1 << 15,
+       REF_ABLATE_MOE_BLOCK = 1 << 16 };
 void ref_ablate(RefModel *m, unsigned what);
 /* Mean negative log-likelihood (nats) of tokens[1..T) given their prefixes, from ref_logits. */
 int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);

@@ -981,6 +981,71 @@ static void test_kimi_linear(void) {
     CHECK_ERR(cfg_check_attn_layer(&c, 4, "ranks"), "Kimi Delta Attention");
 }
 
+/* google/gemma-4-31B-it's config.json (Gemma4ForConditionalGeneration): its text_config as released, the 60
+ * layer_types written out (5 sliding : 1 full); then an E2B-shaped text config (35 layers, every 5th full, the last
+ * 20 KV-shared, hidden_size_per_layer_input 256) and Gemma4TextConfig's defaults (no rope_parameters, no layer_types). */
+static void test_gemma4(void) {
+    char types[60 * 24] = "", *json = NULL;
+    for (int L = 0; L < 60; L++)
+        snprintf(types + strlen(types), sizeof types - strlen(types), "%s\"%s\"", L ? ", " : "",
+                 L % 6 == 5 ? "full_attention" : "sliding_attention");
+    json = al_asprintf(
+        "{\"architectures\": [\"Gemma4ForConditionalGeneration\"], \"audio_config\": null, \"boi_token_id\": 255999, "
+        "\"dtype\": \"bfloat16\", \"eoi_token_id\": 258882, \"image_token_id\": 258880, \"initializer_range\": 0.02, "
+        "\"model_type\": \"gemma4\", \"text_config\": {\"attention_bias\": false, \"attention_dropout\": 0.0, "
+        "\"attention_k_eq_v\": true, \"enable_moe_block\": false, \"expert_intermediate_size\": null, "
+        "\"final_logit_softcapping\": 30.0, \"global_head_dim\": 512, \"head_dim\": 256, \"hidden_activation\": "
+        "\"gelu_pytorch_tanh\", \"hidden_size\": 5376, \"hidden_size_per_layer_input\": 0, \"intermediate_size\": 21504, "
+        "\"layer_types\": [%s], \"max_position_embeddings\": 262144, \"model_type\": \"gemma4_text\", "
+        "\"num_attention_heads\": 32, \"num_experts\": null, \"num_global_key_value_heads\": 4, \"num_hidden_layers\": 60, "
+        "\"num_key_value_heads\": 16, \"num_kv_shared_layers\": 0, \"rms_norm_eps\": 1e-06, \"rope_parameters\": "
+        "{\"full_attention\": {\"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0, \"rope_type\": "
+        "\"proportional\"}, \"sliding_attention\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, "
+        "\"sliding_window\": 1024, \"tie_word_embeddings\": true, \"top_k_experts\": null, "
+        "\"use_bidirectional_attention\": \"vision\", \"use_cache\": true, \"use_double_wide_mlp\": false, "
+        "\"vocab_size\": 262144, \"vocab_size_per_layer_input\": 262144}, \"tie_word_embeddings\": true, "
+        "\"video_token_id\": 258884, \"vision_config\": {\"model_type\": \"gemma4_vision\", \"hidden_size\": 1152}}",
+        types);
+    ModelConfig c;
+    CHECK_OK(model_config_parse(json, "gemma-4-31B-it/config.json", &c));
+    const RopeSpec *r = &c.rope_spec;
+    CHECK(c.family == FAM_GEMMA4 && c.names == NAMES_MODEL_LM && c.n_layers == 60 && c.n_heads == 32 &&
+          c.n_kv_heads == 16 && cfg_d_qk(&c) == 256 && c.global_head_dim == 512 && c.global_kv_heads == 4 && c.k_eq_v &&
+          c.kv_shared_from == 0 && c.ple_dim == 0 && c.moe_block_experts == 0 && c.norm == NORM_RMS &&
+          c.block == BLOCK_SANDWICH && c.qk_norm == QKN_HEAD && c.v_norm && c.tie_embeddings && c.final_softcap == 30,
+          "gemma-4-31B: 32 heads, 16 / 4 KV heads of 256 / 512, k_eq_v, plain RMSNorm, final soft-cap 30");
+    CHECK(cfg_layer_window(&c, 0) == 1024 && cfg_layer_window(&c, 5) == 0 && cfg_layer_window(&c, 59) == 0 &&
+          !cfg_layer_v_is_k(&c, 4) && cfg_layer_v_is_k(&c, 5) && cfg_kv_source(&c, 59) == 59 && cfg_per_type_dims(&c),
+          "gemma-4-31B: window 1024 on the sliding layers, V = K on the full ones, no KV sharing");
+    CHECK(r->theta == 1e6 && r->local_theta == 1e4 && r->prop_factor == 0.25 && cfg_layer_theta(&c, 0) == 1e4 &&
+          cfg_layer_theta(&c, 5) == 1e6 && r->scaling.kind == RS_NONE && cfg_attn_scale(&c, 0) == 1.0,
+          "gemma-4-31B: RoPE theta 1e4 sliding, proportional 0.25 of 1e6 full, softmax scale 1 (theta %g / %g, prop %g, "
+          "scale %g)", r->local_theta, r->theta, r->prop_factor, cfg_attn_scale(&c, 0));
+    free(json);
+    /* E2B-shaped: every 5th layer full (4, 9, ..., 34), the last 20 share; PLE on (forward refused, see analyses) */
+    types[0] = 0;
+    for (int L = 0; L < 35; L++)
+        snprintf(types + strlen(types), sizeof types - strlen(types), "%s\"%s\"", L ? ", " : "",
+                 L % 5 == 4 ? "full_attention" : "sliding_attention");
+    json = al_asprintf("{\"model_type\": \"gemma4_text\", \"hidden_size\": 1536, \"num_attention_heads\": 8, "
+                       "\"num_key_value_heads\": 1, \"num_hidden_layers\": 35, \"head_dim\": 256, \"global_head_dim\": "
+                       "512, \"num_global_key_value_heads\": null, \"attention_k_eq_v\": false, \"num_kv_shared_layers\": "
+                       "20, \"use_double_wide_mlp\": true, \"intermediate_size\": 6144, \"vocab_size\": 262144, "
+                       "\"sliding_window\": 512, \"layer_types\": [%s]}", types);
+    CHECK_OK(model_config_parse(json, "e2b/config.json", &c));
+    CHECK(c.kv_shared_from == 15 && cfg_kv_source(&c, 14) == 14 && cfg_kv_source(&c, 15) == 13 &&
+          cfg_kv_source(&c, 19) == 14 && cfg_kv_source(&c, 34) == 14 && cfg_kv_source(&c, 33) == 13 && !c.k_eq_v &&
+          c.global_kv_heads == 1 && c.double_wide_mlp && c.ple_dim == 256 && c.rope_spec.prop_factor == 0.25,
+          "E2B-shaped: layers 15-34 read layer 13's (sliding) or 14's (full) K / V; PLE 256 by default");
+    free(json);
+    c = parse("\"model_type\": \"gemma4_text\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 8, "
+              "\"head_dim\": 16, \"global_head_dim\": null, \"hidden_size_per_layer_input\": null");
+    CHECK(c.has_layer_types && cfg_layer_window(&c, 0) == 512 && cfg_layer_window(&c, 5) == 0 &&
+          cfg_layer_window(&c, 6) == 512 && cfg_layer_window(&c, 7) == 0 && c.global_head_dim == 0 && c.ple_dim == 0 &&
+          !cfg_per_type_dims(&c) && c.rope_spec.theta == 1e6 && c.rope_spec.local_theta == 1e4,
+          "Gemma4TextConfig's defaults: every 6th layer full and the last one too, window 512; null head dim / PLE");
+}
+
 int main(void) {
     test_family_table();
     test_text_towers();
@@ -998,6 +1063,7 @@ int main(void) {
     test_ministral3();
     test_kimi_k25();
     test_kimi_linear();
+    test_gemma4();
     test_rope_spec();
     test_attention_fields();
     test_softmax_rotation();

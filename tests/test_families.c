@@ -359,7 +359,10 @@ static void check_ablations(const char *fam, const char *dir, unsigned which) {
         {REF_ABLATE_SHARED_GATE, "shared expert's gate"}, {REF_ABLATE_CHUNK, "chunked attention"},
         {REF_ABLATE_TEMP, "NoPE layers' temperature"}, {REF_ABLATE_QK_L2, "L2 q/k norm"},
         {REF_ABLATE_ROUTER_IN, "router weight on the expert's input"}, {REF_ABLATE_YARN, "YaRN"},
-        {REF_ABLATE_CHANNEL_DECAY, "per-channel decay"}};
+        {REF_ABLATE_CHANNEL_DECAY, "per-channel decay"}, {REF_ABLATE_K_EQ_V, "k_eq_v V before k_norm"},
+        {REF_ABLATE_KV_SHARE, "KV sharing by layer type"}, {REF_ABLATE_PROPORTIONAL, "proportional RoPE pairing"},
+        {REF_ABLATE_V_NORM, "v_norm"}, {REF_ABLATE_LAYER_SCALAR, "layer_scalar"}, {REF_ABLATE_PLE, "per-layer inputs"},
+        {REF_ABLATE_MOE_BLOCK, "MoE block"}, {0, NULL}};
     Model *m = NULL;
     RefModel *r = NULL;
     Forward *f = NULL;
@@ -373,7 +376,7 @@ static void check_ablations(const char *fam, const char *dir, unsigned which) {
     float *z = malloc(T_LOGITS * V * sizeof *z);
     double *zr = malloc(T_LOGITS * V * sizeof *zr);
     CHECK_OK(fwd_run(f, ids, T_LOGITS, FWD_LOGITS_ALL, z));
-    for (size_t k = 0; k < sizeof off / sizeof *off; k++) {
+    for (size_t k = 0; off[k].name; k++) {
         if (!(off[k].what & which)) continue;
         ref_ablate(r, off[k].what);
         CHECK_OK(ref_logits(r, ids, T_LOGITS, zr));
@@ -449,6 +452,12 @@ int main(void) {
         if (!strcmp(fam, "kimi_k25")) check_ablations(fam, dir, REF_ABLATE_YARN);
         if (!strcmp(fam, "kimi_linear"))
             check_ablations(fam, dir, REF_ABLATE_STATE | REF_ABLATE_GATE | REF_ABLATE_CHANNEL_DECAY);
+        if (!strcmp(fam, "gemma4_text"))       /* k_eq_v's V before k_norm and RoPE, KV sharing by type, the pairing */
+            check_ablations(fam, dir, REF_ABLATE_K_EQ_V | REF_ABLATE_KV_SHARE | REF_ABLATE_PROPORTIONAL |
+                                          REF_ABLATE_V_NORM | REF_ABLATE_LAYER_SCALAR | REF_ABLATE_PLE);
+        if (!strcmp(fam, "gemma4"))            /* the multimodal recipe is 26B-A4B's: the MoE block */
+            check_ablations(fam, dir, REF_ABLATE_MOE_BLOCK | REF_ABLATE_K_EQ_V | REF_ABLATE_PROPORTIONAL |
+                                          REF_ABLATE_V_NORM | REF_ABLATE_LAYER_SCALAR);
         free(dir);
     }
     /* qwen3_vl_moe's fused experts stored in BF16: each expert's block of [E, D, 2I] / [E, I, D] widened alone */

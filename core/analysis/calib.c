@@ -29,6 +29,11 @@ int calib_shape_of(const Model *m, CalibShape *sh) {
     sh->d_qk = cfg_d_qk(c);
     sh->d_v = c->v_dim;
     sh->hidden = c->hidden;
+    if (m->cfg_full || c->kv_shared_from > 0)           /* Gemma 4: statistics of one shape for every layer */
+        return al_err("%s: cannot calibrate: its %s; the statistics take one head shape and every layer's own K / V",
+                      m->name ? m->name : m->path, m->cfg_full ? "full-attention layers have their own head dims "
+                      "(global_head_dim, num_global_key_value_heads)" : "last layers read an earlier layer's K / V "
+                      "(num_kv_shared_layers)");
     if (sh->n_layers <= 0 || sh->n_heads <= 0 || sh->d_qk <= 0 || sh->d_v <= 0 || sh->hidden <= 0 ||
         sh->n_heads % sh->n_kv_heads != 0)
         return al_err("%s: cannot calibrate: layers %d, heads %d, KV heads %d, head dims %d / %d, hidden %d "

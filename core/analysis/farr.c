@@ -91,7 +91,7 @@ bool farr_qk_dims(const ModelConfig *c, char *buf, size_t cap) {
 static int whole_side(Model *m, int side, int layer, int head, Mat **W) {
     if (model_check_head(m, HK_Q, layer, head)) return AL_ERR;
     return side == 0 ? model_head(m, HK_Q, layer, head, PART_ALL, W)
-                     : model_head(m, HK_K, layer, cfg_kv_group(&m->cfg, head), PART_ALL, W);
+                     : model_head(m, HK_K, layer, cfg_kv_group(model_layer_cfg(m, layer), head), PART_ALL, W);
 }
 
 int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out) {
@@ -105,7 +105,7 @@ int farr_normed_side(Model *m, int side, int layer, int head, Spectrum **out) {
 }
 
 int farr_side_alone(Model *m, int side, int layer, int head, int offset, Mat **W) {
-    const ModelConfig *c = &m->cfg;
+    const ModelConfig *c = model_layer_cfg(m, layer);
     *W = NULL;
     bool full_rope = cfg_layer_rope(c, layer) && c->qk_nope_dim == 0;
     if (c->qk_norm == QKN_NONE && !(full_rope && offset == FARR_NO_OFFSET)) return AL_OK;
@@ -147,7 +147,7 @@ void farr_rope_rotate(Mat *W, rope_layout layout, double theta, double p) {
 /* The factors of head h with the layer already loaded (thread-safe after model_layer_load). */
 static int head_factors_loaded(Model *m, farr_kind kind, int layer, int head, head_part part,
                                bool rotate_k, int offset, Mat **A, Mat **B, spectra_op *op) {
-    const ModelConfig *c = &m->cfg;
+    const ModelConfig *c = model_layer_cfg(m, layer);
     int g = cfg_kv_group(c, head);
     *A = *B = NULL;
     int rc;
@@ -414,7 +414,7 @@ static int fast_shared(StreamJob *j, size_t g, const double *G, size_t rows, dou
 /* KV head g's Gram (W_V[g] or W_K[g]) into G, rotated to the offset, and its side: factored and
  * solved on the double route, factored (its solve batched by the caller) on the fast route. */
 static int shared_one(StreamJob *j, size_t g, int worker, double *G) {
-    const ModelConfig *c = &j->m->cfg;
+    const ModelConfig *c = model_layer_cfg(j->m, j->l->layer);
     double err;
     size_t rows;
     int rc = stream_gram(j, farr_shared_kind(j->l->kind), (int)g, worker, G, &rows, &err);
@@ -469,7 +469,7 @@ typedef struct {
 static int fast_head_prep(StreamJob *j, FastHead *f, const double *G, double err, double *M) {
     bool vo = j->l->kind == FARR_VO;
     size_t k = j->k, rows = f->rows;
-    f->g = (size_t)cfg_kv_group(&j->m->cfg, (int)f->h);
+    f->g = (size_t)cfg_kv_group(model_layer_cfg(j->m, j->l->layer), (int)f->h);
     const LinGramSide *sh = j->shared[f->g];
     f->err = err;
     f->gbfro = fro_d(G, k * k);
@@ -504,7 +504,7 @@ static int double_head(StreamJob *j, size_t h, const double *G, size_t rows) {
     FarrLayer *l = j->l;
     bool vo = l->kind == FARR_VO;
     LinGramSide *own = NULL;
-    const LinGramSide *sh = j->shared[cfg_kv_group(&j->m->cfg, (int)h)];
+    const LinGramSide *sh = j->shared[cfg_kv_group(model_layer_cfg(j->m, j->l->layer), (int)h)];
     int rc = spectra_gram_side_new(G, j->k, rows, false, &own);
     /* VO: V (m = its rows) @ O (n = hidden); QK: Q (m = d_in_q) @ Kᵀ (n = d_in_kv). */
     if (rc == AL_OK) rc = spectra_gram_fused(sh, G, vo ? sh->rows : rows, vo ? rows : sh->rows, &l->fused[h]);
@@ -562,7 +562,7 @@ static int stream_head_task(size_t t, int worker, void *ud) {
 }
 
 static void stream_job_free(StreamJob *j) {
-    size_t G = (size_t)j->m->cfg.n_kv_heads;
+    size_t G = (size_t)model_layer_cfg(j->m, j->l->layer)->n_kv_heads;
     for (size_t g = 0; g < G; g++) {
         if (j->shared) spectra_gram_side_free(j->shared[g]);
     }
@@ -580,7 +580,7 @@ static void stream_job_free(StreamJob *j) {
  * all), then releases the layer's mapped pages. */
 static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fast, const size_t *gsel, size_t ng,
                       const size_t *hsel, size_t nh) {
-    size_t G = (size_t)m->cfg.n_kv_heads;
+    size_t G = (size_t)model_layer_cfg(m, l->layer)->n_kv_heads;
     StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .k = (size_t)l->head_dim,
                     .gsel = gsel, .hsel = hsel, .ng = ng, .nh = nh };
     j.T = sweep_threads(job_tasks(&j, nh > ng ? nh : ng), 0);
@@ -628,7 +628,7 @@ static FarrLayer *layer_new(const ModelConfig *c, farr_kind kind, int layer, int
 
 int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, farr_route route, FarrLayer **out) {
     *out = NULL;
-    const ModelConfig *c = &m->cfg;
+    const ModelConfig *c = model_layer_cfg(m, layer);   /* Gemma 4's full layers: their own head dims */
     LayerJob job = { .m = m };
     if (fuse_mode(m, kind, layer, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
     if (layer < 0 || layer >= c->n_layers)
@@ -659,7 +659,7 @@ static bool head_certain(const FarrLayer *l, int h, double tau) {
 
 /* Recomputes the heads flagged in redo (n_heads) by the double stream route, in place. */
 static int layer_redo(Model *m, FarrLayer *l, const bool *redo, size_t *redone) {
-    const ModelConfig *c = &m->cfg;
+    const ModelConfig *c = model_layer_cfg(m, l->layer);
     head_part part;
     bool rot;
     if (fuse_mode(m, l->kind, l->layer, l->offset, &part, &rot) != AL_OK) return AL_ERR;
@@ -1272,6 +1272,15 @@ int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
     head_part part;
     if (truncate_opts(m, &o, &part) != AL_OK) return AL_ERR;
     int N = layersel_count(&m->cfg, o.layer_lo, o.layer_hi), i = 0;
+    for (int L = o.layer_lo; L <= o.layer_hi; L++)     /* Gemma 4: a truncated W_V would change another layer or W_K */
+        if (cfg_kv_source(&m->cfg, L) != L || cfg_layer_v_is_k(&m->cfg, L) || model_layer_cfg(m, L) != &m->cfg)
+            return al_err("truncate: layer %d of %s %s (truncating its W_V would change %s); truncate the other layers "
+                          "(`layers A-B`)", L, m->cfg.model_type,
+                          cfg_kv_source(&m->cfg, L) != L ? "reads an earlier layer's K / V (num_kv_shared_layers)"
+                          : cfg_layer_v_is_k(&m->cfg, L) ? "takes V from k_proj (attention_k_eq_v)"
+                                                         : "has its layer type's own head dims (global_head_dim)",
+                          cfg_kv_source(&m->cfg, L) != L ? "that layer" : cfg_layer_v_is_k(&m->cfg, L) ? "its keys too"
+                                                                        : "a plan sized by the other layers");
     int fixed = o.by_rank ? o.rank : -1;
     bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
     if (two) {

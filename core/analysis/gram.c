@@ -35,7 +35,7 @@ int gram_view(const Model *m, head_kind kind, int layer, int head, head_part par
     memset(v, 0, sizeof *v);
     HeadBlock b;
     if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
-    if (!(v->tensor = model_tensor_name(m, layer, b.suffix))) return AL_ERR;
+    if (!(v->tensor = model_tensor_name(m, b.layer, b.suffix))) return AL_ERR;   /* KV-shared: the source's */
     v->r0 = b.r0; v->nr = b.nr; v->c0 = b.c0; v->nc = b.nc;
     /* The Gram is taken in the head space: the view's columns for Q/K/V, its rows for O. A
      * transposed view (x @ Bᵀ) has B's rows as its columns. */

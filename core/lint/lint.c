@@ -747,11 +747,14 @@ static void expect_role(Lint *x, bool optional, tensor_role r, int L, int e, con
 
 /* A list of wants in layer L, those whose conditions hold (the indexer's: optional on the layers that
  * reuse another layer's selection, GLM-5.2's IndexShare). */
-static void expect_wants(Lint *x, const RoleShape *w, int L, unsigned cond) {
-    for (; w->why; w++)
+static void expect_wants(Lint *x, const ModelConfig *c, const RoleShape *w, int L, unsigned cond) {
+    for (; w->why; w++) {
+        bool kv = w->role == ROLE_K || w->role == ROLE_V || w->role == ROLE_K_NORM;   /* Gemma 4: KV-shared layers */
+        if ((kv && cfg_kv_source(c, L) != L) || (w->role == ROLE_V && cfg_layer_v_is_k(c, L))) continue;   /* k_eq_v */
         if ((w->when & cond) == w->when)
             expect_role(x, (w->when & SHAPE_IF_INDEXER) && !cfg_layer_indexer(&x->cfg, L), w->role, L, 0,
-                        w->bias ? "bias" : "weight", shape_dim(&x->cfg, w->d0), shape_dim(&x->cfg, w->d1), w->why);
+                        w->bias ? "bias" : "weight", shape_dim(c, w->d0), shape_dim(c, w->d1), w->why);
+    }
 }
 
 /* A norm of role r (layer L) of the family's kind: RMSNorm weight [h], LayerNorm weight and bias. */
@@ -883,6 +886,35 @@ static void layout_linear(Lint *x, int L) {
     }
 }
 
+/* Gemma 4's MoE block of layer L: router.proj [E, h], router.scale [h], router.per_expert_scale [E], experts [E, 2I, h]
+ * and [E, h, I], its three norms [h]. */
+static void expect_moe_block(Lint *x, int L) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden, E = (size_t)c->moe_block_experts, NI = (size_t)c->moe_block_ffn;
+    expect_role(x, false, ROLE_G4_ROUTER, L, 0, "weight", E, h, "num_experts, hidden_size");
+    expect_role(x, false, ROLE_G4_ROUTER_SCALE, L, 0, NULL, h, 0, "hidden_size");
+    expect_role(x, false, ROLE_G4_EXPERT_SCALE, L, 0, NULL, E, 0, "num_experts");
+    expect_3d(x, ROLE_G4_EXPS_GATE_UP, L, E, 2 * NI, h, "num_experts, 2 x moe_intermediate_size, hidden_size");
+    expect_3d(x, ROLE_G4_EXPS_DOWN, L, E, h, NI, "num_experts, hidden_size, moe_intermediate_size");
+    for (tensor_role r = ROLE_NORM_FFN_OUT1; r <= ROLE_NORM_FFN_IN2; r++) expect_role(x, false, r, L, 0, "weight", h, 0, "hidden_size");
+}
+
+/* Gemma 4's per-layer embeddings: the model's (L < 0) or layer L's tensors. */
+static void expect_ple(Lint *x, int L) {
+    const ModelConfig *c = &x->cfg;
+    size_t h = (size_t)c->hidden, P = (size_t)c->ple_dim, LP = P * (size_t)c->n_layers;
+    const char *why = "hidden_size_per_layer_input x num_hidden_layers";
+    if (L < 0) {
+        expect_role(x, false, ROLE_PLE_EMBED, 0, 0, "weight", (size_t)c->ple_vocab, LP, "vocab_size_per_layer_input");
+        expect_role(x, false, ROLE_PLE_MODEL_PROJ, 0, 0, "weight", LP, h, why);
+        expect_role(x, false, ROLE_PLE_MODEL_NORM, 0, 0, "weight", P, 0, "hidden_size_per_layer_input");
+        return;
+    }
+    expect_role(x, false, ROLE_PLE_GATE, L, 0, "weight", P, h, "hidden_size_per_layer_input, hidden_size");
+    expect_role(x, false, ROLE_PLE_PROJ, L, 0, "weight", h, P, "hidden_size, hidden_size_per_layer_input");
+    expect_role(x, false, ROLE_PLE_NORM, L, 0, "weight", h, 0, "hidden_size");
+}
+
 /* Every tensor the family's loader expects, walked over the roles of the model's layouts: the
  * embeddings (GPT-2: and positions), the head (absent when tied), the final norm; per layer the
  * norms of its norm layout, its attention layout's tensors, a dense MLP or the experts. */
@@ -894,20 +926,27 @@ static void layout_walk(Lint *x) {
     snprintf(why_v, sizeof why_v, "vocab_size x %s", hk);
     snprintf(why_p, sizeof why_p, "n_positions x %s", hk);
     unsigned cond = conditions(x);
+    ModelConfig full, wide = *c;                        /* Gemma 4's full layers: their own head dims; */
+    cfg_full_view(c, &full);
+    wide.intermediate *= 2;                             /* use_double_wide_mlp on the KV-shared layers */
     expect_role(x, false, ROLE_EMBED, 0, 0, "weight", V, h, why_v);
     expect_role(x, false, ROLE_POS_EMBED, 0, 0, "weight", (size_t)c->max_pos, h, why_p);
     expect_role(x, tied(x), ROLE_LM_HEAD, 0, 0, "weight", V, h, why_v);
     expect_norm(x, ROLE_FINAL_NORM, 0, hk);
+    if (c->ple_dim > 0) expect_ple(x, -1);
     for (int L = 0; L < c->n_layers; L++) {
         for (tensor_role r = ROLE_NORM_ATTN_IN; r <= ROLE_NORM_FFN_OUT; r++) expect_norm(x, r, L, hk);
+        expect_role(x, false, ROLE_LAYER_SCALAR, L, 0, NULL, 1, 0, "one scalar per layer");   /* Gemma 4 */
+        if (c->ple_dim > 0) expect_ple(x, L);
+        if (c->moe_block_experts > 0) expect_moe_block(x, L);
         if (cfg_layer_linear(c, L)) {
             if (c->lin.layer[L] == 1) layout_linear(x, L);     /* Nemotron-H's MLP blocks (2): no mixer */
         } else
-            expect_wants(x, shape_attn(c->attn), L, cond);
+            expect_wants(x, cfg_layer_full_type(c, L) ? &full : c, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");
         if (!cfg_layer_mlp(c, L)) continue;                    /* Nemotron-H's mixer blocks */
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
-        if (!cfg_moe_layer(c, L) || c->moe.layout == MOE_GRANITE) expect_wants(x, shape_ffn(c->ffn), L, cond);
+        if (!cfg_moe_layer(c, L) || c->moe.layout == MOE_GRANITE) expect_wants(x, c->double_wide_mlp && cfg_kv_source(c, L) != L ? &wide : c, shape_ffn(c->ffn), L, cond);
     }
 }
 

@@ -303,9 +303,9 @@ static int add_qk_norms(const Ctx *c) {
     const ModelConfig *m = c->c;
     size_t hd = (size_t)cfg_d_qk(m);
     if (m->qk_norm == QKN_NONE) return AL_OK;
-    bool proj = m->qk_norm == QKN_PROJ;
+    bool proj = m->qk_norm == QKN_PROJ, own = cfg_kv_source(m, c->L) == c->L;   /* Gemma 4's KV-shared: no k_norm */
     int rc = add_norm(c, ROLE_Q_NORM, proj ? (size_t)m->n_heads * hd : hd);
-    return rc == AL_OK ? add_norm(c, ROLE_K_NORM, proj ? (size_t)m->n_kv_heads * hd : hd) : rc;
+    return rc == AL_OK && own ? add_norm(c, ROLE_K_NORM, proj ? (size_t)m->n_kv_heads * hd : hd) : rc;
 }
 
 /* The stream Q or K is drawn from: the name the split layout gives the role in layer L (the fused
@@ -419,6 +419,13 @@ static int attn_kda(const Ctx *c) {
     return rc == AL_OK ? add_gauss(c, ROLE_LIN_OUT, -1, D, n, 0) : rc;
 }
 
+/* Gemma 4: a KV-shared layer has no K or V of its own, a k_eq_v layer no V (drawn, then dropped). */
+static void drop_unowned(const ModelConfig *m, int L, Mat **k, Mat **v) {
+    bool own_k = cfg_kv_source(m, L) == L, own_v = own_k && !cfg_layer_v_is_k(m, L);
+    if (!own_k) { mat_free(*k); *k = NULL; }
+    if (!own_v) { mat_free(*v); *v = NULL; }
+}
+
 /* GQA / MHA attention: Q, K Gaussian (NoPE QK planted where plants_qk, the whole QK on a layer
  * without RoPE), V / O planted (fam_vo), laid out as the description's layout stores them, with
  * its biases and q/k norms. */
@@ -444,10 +451,11 @@ static int attn_gqa(const Ctx *c) {
     if (k && plants_qk(m) && plant_nope_qk(c, q, k) != AL_OK) { mat_free(k); k = NULL; }
     if (!k) { mat_free(q); mat_free(vp); mat_free(op); return AL_ERR; }
     if (k && m->attn_gate && !(q = gated_q(c, q))) { mat_free(k); mat_free(vp); mat_free(op); return AL_ERR; }
+    drop_unowned(m, c->L, &k, &vp);
     if (cfg_role(m, ROLE_Q)) {                            /* split q / k / v_proj (self_attn. or mixer.) */
         rc = add_mat(c, ROLE_Q, q);
-        if (rc == AL_OK) rc = add_mat(c, ROLE_K, k); else mat_free(k);
-        if (rc == AL_OK) rc = add_mat(c, ROLE_V, vp); else mat_free(vp);
+        if (rc == AL_OK && k) rc = add_mat(c, ROLE_K, k); else mat_free(k);
+        if (rc == AL_OK && vp) rc = add_mat(c, ROLE_V, vp); else mat_free(vp);
         if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_Q, "bias", H * hd, 0.0f, c->dt);   /* attention_bias */
         if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_K, "bias", KV * hd, 0.0f, c->dt);
         if (rc == AL_OK && m->qkv_bias) rc = add_vec(c, ROLE_V, "bias", KV * hd, 0.0f, c->dt);
@@ -591,7 +599,7 @@ static int mlp_moe(const Ctx *c) {
 /* The MLP of layer c->L. */
 static int fam_mlp(const Ctx *c) {
     const ModelConfig *m = c->c;
-    const size_t D = (size_t)m->hidden, F = (size_t)m->intermediate;
+    const size_t D = (size_t)m->hidden, F = (size_t)m->intermediate * (m->double_wide_mlp && cfg_kv_source(m, c->L) != c->L ? 2 : 1);
     static const tensor_role dense[3] = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN};
     if (!cfg_layer_mlp(m, c->L)) return AL_OK;              /* Nemotron-H's mixer blocks */
     if (cfg_moe_layer(m, c->L)) {
@@ -606,6 +614,8 @@ static int fam_mlp(const Ctx *c) {
     return rc == AL_OK && m->mlp_bias ? add_vec(c, ROLE_FFN_DOWN, "bias", D, 0.0f, c->dt) : rc;
 }
 
+static int moe_block(const Ctx *c);
+
 /* Layer c->L: the norms its layout names around attention and the MLP. */
 static int fam_layer(const Ctx *c) {
     const size_t D = (size_t)c->c->hidden;
@@ -617,6 +627,31 @@ static int fam_layer(const Ctx *c) {
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_IN, D);
     if (rc == AL_OK) rc = fam_mlp(c);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_OUT, D);
+    if (rc == AL_OK && cfg_role(c->c, ROLE_LAYER_SCALAR))      /* Gemma 4: a buffer of 1 value, no ".weight" */
+        rc = add_vec(c, ROLE_LAYER_SCALAR, NULL, 1, 0.7f, c->dt);
+    size_t P = (size_t)c->c->ple_dim;                         /* Gemma 4's per-layer input */
+    if (rc == AL_OK && P) rc = add_gauss(c, ROLE_PLE_GATE, -1, P, D, 0);
+    if (rc == AL_OK && P) rc = add_gauss(c, ROLE_PLE_PROJ, -1, D, P, 0);
+    if (rc == AL_OK && P) rc = add_norm(c, ROLE_PLE_NORM, D);
+    if (rc == AL_OK && c->c->moe_block_experts) rc = moe_block(c);
+    return rc;
+}
+
+/* Gemma 4's MoE block (enable_moe_block): router.proj (E, D) of RMS 1, router.scale and router.per_expert_scale (around 1), experts
+ * gate_up_proj [E, 2I, D] and down_proj [E, D, I] (RMS 1/sqrt(fan-in)), and its three norms. */
+static int moe_block(const Ctx *c) {
+    const ModelConfig *m = c->c;
+    const size_t D = (size_t)m->hidden, E = (size_t)m->moe_block_experts, NI = (size_t)m->moe_block_ffn;
+    char name[192];
+    int rc = add_gauss(c, ROLE_G4_ROUTER, -1, E, D, 1.0);   /* logits of RMS 1 on the normed input: no near-ties */
+    if (rc == AL_OK) rc = add_vec(c, ROLE_G4_ROUTER_SCALE, NULL, D, 1.0f, c->dt);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_G4_EXPERT_SCALE, NULL, E, 1.0f, c->dt);
+    role_name(c, ROLE_G4_EXPS_GATE_UP, -1, NULL, name, sizeof name);
+    if (rc == AL_OK) rc = add_fused(c, ROLE_G4_EXPS_GATE_UP, E, syn_gauss_named(c->seed, name, E * 2 * NI, D, 1 / sqrt((double)D)));
+    role_name(c, ROLE_G4_EXPS_DOWN, -1, NULL, name, sizeof name);
+    if (rc == AL_OK) rc = add_fused(c, ROLE_G4_EXPS_DOWN, E, syn_gauss_named(c->seed, name, E * D, NI, 1 / sqrt((double)NI)));
+    static const tensor_role nr[3] = {ROLE_NORM_FFN_OUT1, ROLE_NORM_FFN_OUT2, ROLE_NORM_FFN_IN2};
+    for (int i = 0; rc == AL_OK && i < 3; i++) rc = add_norm(c, nr[i], D);
     return rc;
 }
 
@@ -626,12 +661,20 @@ static int fam_tensors(SynList *l, const ModelConfig *m, dt_type dt, unsigned lo
     const size_t V = (size_t)m->vocab, D = (size_t)m->hidden;
     /* tied embeddings are also the output layer: RMS 1/sqrt(hidden) keeps the logits O(1) */
     int rc = add_gauss(&c, ROLE_EMBED, -1, V, D, m->tie_embeddings ? 1 / sqrt((double)D) : 1.0);
+    ModelConfig full;                                   /* Gemma 4's full layers: their own head dims */
+    cfg_full_view(m, &full);
+    size_t LP = (size_t)m->ple_dim * (size_t)m->n_layers;  /* Gemma 4's per-layer embeddings (RMS 1 after x sqrt(P)) */
+    if (rc == AL_OK && LP) rc = add_gauss(&c, ROLE_PLE_EMBED, -1, (size_t)m->ple_vocab, LP, 1 / sqrt((double)m->ple_dim));
+    if (rc == AL_OK && LP) rc = add_gauss(&c, ROLE_PLE_MODEL_PROJ, -1, LP, D, 0);
+    if (rc == AL_OK && LP) rc = add_norm(&c, ROLE_PLE_MODEL_NORM, (size_t)m->ple_dim);
     for (int L = 0; rc == AL_OK && L < m->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         c.L = L;
+        c.c = cfg_layer_full_type(m, L) ? &full : m;
         rc = fam_layer(&c);
     }
     c.L = -1;
+    c.c = m;
     if (rc == AL_OK) rc = add_norm_pair(&c, ROLE_FINAL_NORM, D);
     if (rc == AL_OK && !m->tie_embeddings) rc = add_gauss(&c, ROLE_LM_HEAD, -1, V, D, 0);
     for (int i = 0; i < 2 && rc == AL_OK && cfg_row(m)->vision[i]; i++)      /* a vision tower load must ignore */

@@ -72,6 +72,9 @@ static const char *qk_norm_words(const ModelConfig *c) {
 static bool eval_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
+    if (cfg_row(c)->per_type_attn)
+        return why_set(why, cap, "%s: values RMS-normed without a weight (v_norm), k_eq_v layers and KV-shared layers "
+                       "(Gemma 4's attention) are not in the one-layer evaluator", name);
     if (c->attn_gate)
         return why_set(why, cap, "%s: the attention output is gated (attn_output_gate: x sigmoid(x W_gate) before "
                        "o_proj), which the one-layer evaluator does not apply", name);
@@ -207,6 +210,9 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
     } else if (rope && rope_reason(c, m->path, why, cap))
         return true;
     if (moe_layer(m, why, cap)) return true;
+    if ((m->cfg_full || c->kv_shared_from > 0) && !why[0])   /* Gemma 4: a note, not a refusal */
+        snprintf(why, cap, "ppl and generate; calibrate refused (its statistics take one head shape and every layer's "
+                 "own K / V: %s)", m->cfg_full ? "the full layers have their own head dims" : "KV-shared layers");
     if (cfg_has_indexer(c) && !why[0])            /* DeepSeek-V3.2 / GLM-5: a note, not a refusal */
         snprintf(why, cap, "with the lightning indexer's selection of %d keys per query from position %d on (dense "
                  "before it); a transformed layer (truncate) and kvsvd eval run dense, so they measure sequences of at "
@@ -331,6 +337,19 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
     return false;
 }
 
+/* Gemma 4's attention: what the per-head analyses mean on it (a note). */
+static void per_type_note(const ModelConfig *c, char *why, size_t cap, bool more) {
+    size_t n = (size_t)snprintf(why, cap, "%svalues are RMS-normed per head without a weight (v_norm): the V-O map is W_V "
+                                "W_O up to one positive factor per token and head, so its ranks are W_V W_O's", more ? "; " : "");
+    if (c->k_eq_v && n < cap)
+        n += (size_t)snprintf(why + n, cap - n, "; attention_k_eq_v: the full-attention layers' V is k_proj's output, so "
+                              "their V-O and Q-K maps share one projection (W_K: V-O is W_K W_O, Q-K is W_Q W_K^T)");
+    if (c->kv_shared_from > 0 && n < cap)
+        snprintf(why + n, cap - n, "; layers %d-%d share an earlier layer's K / V (num_kv_shared_layers): their V-O map is "
+                 "that layer's W_V with their own W_O, and they add nothing to the KV cache", c->kv_shared_from,
+                 c->n_layers - 1);
+}
+
 /* A hybrid's linear-attention layers and the output gate: what the per-head analyses mean (a note). */
 static void hybrid_note(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
@@ -346,13 +365,21 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
         n += (size_t)snprintf(why + n, cap - n, "; the attention applies no RoPE, so QK fusion is exact on the whole head");
     }
     if (c->attn_gate && n < cap)
-        snprintf(why + n, cap - n, "%sthe output gate makes the V-O map W_V diag(sigmoid(x W_gate)) W_O: the ranks of "
-                 "W_V and W_O bound it, the fused W_V W_O is it for a constant gate", n ? "; " : "");
+        n += (size_t)snprintf(why + n, cap - n, "%sthe output gate makes the V-O map W_V diag(sigmoid(x W_gate)) W_O: the "
+                              "ranks of W_V and W_O bound it, the fused W_V W_O is it for a constant gate", n ? "; " : "");
+    if (cfg_row(c)->per_type_attn && n < cap) per_type_note(c, why + n, cap - n, n > 0);
 }
 
 /* KQ-SVD learns the keys of every layer: a hybrid's linear-attention layers have none. */
 static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
     if (llama4_reason(m, "kvsvd", why, cap)) return true;
+    if (cfg_per_type_dims(&m->cfg))                   /* Gemma 4 */
+        return why_set(why, cap, "%s: the full-attention layers have their own head dims (global_head_dim %d, %d KV "
+                       "heads): kvsvd's statistics take one head shape; not covered", mname(m), m->cfg.global_head_dim,
+                       m->cfg.global_kv_heads);
+    if (m->cfg.kv_shared_from > 0)                    /* Gemma 4 */
+        return why_set(why, cap, "%s: layers %d-%d read an earlier layer's K / V (num_kv_shared_layers): kvsvd learns "
+                       "every layer's own keys; not covered", mname(m), m->cfg.kv_shared_from, m->cfg.n_layers - 1);
     if (m->cfg.lin.layout == LIN_NONE) return false;
     char list[256];
     cfg_attn_layers(&m->cfg, list, sizeof list);

@@ -663,6 +663,77 @@ double cfg_q_temperature(const ModelConfig *c, int layer, size_t pos) {
     return 1.0 + c->temp_scale * log1p(floor(((double)pos + 1.0) / c->temp_floor));
 }
 
+/* The per-layer-type attention of a row with per_type_attn (Gemma4TextConfig's keys and defaults): layer_types (absent:
+ * every 6th layer full; the last layer is always full), rope_parameters per layer type (absent: sliding "default" theta
+ * 1e4, full "proportional" 0.25 of theta 1e6), global_head_dim (512), num_global_key_value_heads (with
+ * attention_k_eq_v), num_kv_shared_layers, use_double_wide_mlp, hidden_size_per_layer_input (256), enable_moe_block;
+ * values RMS-normed without a weight, softmax scale 1 (Gemma4TextAttention.scaling). */
+static void parse_per_type(cfg_reader *r, const cJSON *root, ModelConfig *c) {
+    if (!cfg_row(c)->per_type_attn) return;
+    RopeSpec *sp = &c->rope_spec;
+    int L0 = c->n_layers < CFG_MAX_LAYERS ? c->n_layers : CFG_MAX_LAYERS;
+    if (!c->has_layer_types)
+        for (int L = 0; L < L0; L++) c->layer_sliding[L] = (L + 1) % 6 != 0;
+    c->has_layer_types = true;
+    if (L0 > 0) c->layer_sliding[L0 - 1] = 0;
+    if (!cJSON_HasObjectItem(root, "sliding_window")) c->sliding_window = c->window_declared = 512;   /* the default */
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
+    const cJSON *slide = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
+    const cJSON *ft = cJSON_GetObjectItemCaseSensitive(full, "rope_type");
+    sp->theta = c->rope_theta = jnum_in(r, full, "rope_theta", 1e6, NUM_POS);
+    sp->local_theta = jnum_in(r, slide, "rope_theta", 1e4, NUM_POS);
+    bool prop = !cJSON_IsObject(rp) || (cJSON_IsString(ft) && !strcmp(ft->valuestring, "proportional"));
+    sp->prop_factor = prop ? jnum_in(r, full, "partial_rotary_factor", cJSON_IsObject(rp) ? 1.0 : 0.25, NUM_POS) : 0;
+    memset(&sp->scaling, 0, sizeof sp->scaling);
+    sp->scaling.factor = 1.0;
+    sp->scaling.attention_factor = NAN;
+    double factor = jnum_in(r, full, "factor", 1.0, NUM_POS);
+    if (factor != 1.0) {                               /* inv_freq /= factor on the full layers */
+        sp->scaling.kind = RS_LINEAR;
+        sp->scaling.factor = factor;
+        snprintf(sp->scaling.type, sizeof sp->scaling.type, "%s", prop ? "proportional" : "linear");
+    }
+    c->scale_attn = false;
+    c->v_norm = true;
+    c->k_eq_v = cfg_bool(r, "attention_k_eq_v", false);
+    bool nul = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "global_head_dim"));   /* None: head_dim */
+    c->global_head_dim = nul ? 0 : jint(r, root, "global_head_dim", 512);
+    c->global_kv_heads = c->k_eq_v ? jint(r, root, "num_global_key_value_heads", c->n_kv_heads) : c->n_kv_heads;
+    if (c->global_kv_heads <= 0 || c->n_heads % c->global_kv_heads != 0 || c->global_head_dim % 2 != 0) {
+        cfg_list_add(r->badnum, sizeof r->badnum, "num_global_key_value_heads / global_head_dim (KV heads must divide "
+                     "num_attention_heads, the head dim be even)");
+        r->nbad++;
+    }
+    int shared = jint(r, root, "num_kv_shared_layers", 0);
+    c->kv_shared_from = shared > 0 ? c->n_layers - shared : 0;
+    for (int L = c->kv_shared_from; shared > 0 && L < c->n_layers; L++)
+        if (L <= 0 || cfg_kv_source(c, L) == L) {
+            char item[160];
+            snprintf(item, sizeof item, "num_kv_shared_layers = %d (layer %d has no earlier layer of its type to share)",
+                     shared, L);
+            cfg_list_add(r->badnum, sizeof r->badnum, item);
+            r->nbad++;
+            c->kv_shared_from = 0;
+            break;
+        }
+    c->double_wide_mlp = cfg_bool(r, "use_double_wide_mlp", false);
+    nul = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "hidden_size_per_layer_input"));   /* None: no PLE */
+    c->ple_dim = nul ? 0 : jint(r, root, "hidden_size_per_layer_input", 256);
+    c->ple_vocab = jint(r, root, "vocab_size_per_layer_input", 262144);
+    c->moe_block_experts = cfg_bool(r, "enable_moe_block", false) ? jint(r, root, "num_experts", 0) : 0;
+    c->moe_block_topk = jint(r, root, "top_k_experts", 0);
+    c->moe_block_ffn = jint(r, root, "moe_intermediate_size", jnum(r, root, "expert_intermediate_size", 0));
+    if (c->moe_block_experts > 0 && (c->moe_block_topk <= 0 || c->moe_block_topk > c->moe_block_experts ||
+                                     c->moe_block_ffn <= 0)) {
+        cfg_list_add(r->badnum, sizeof r->badnum, "enable_moe_block: top_k_experts and moe_intermediate_size must be "
+                     "positive, top_k_experts at most num_experts");
+        r->nbad++;
+    }
+    c->moe.n_experts = 0;                              /* the experts beside the dense MLP are not MoeSpec's */
+    if (c->mlp == MLP_MOE) c->mlp = MLP_GATED;
+}
+
 int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap) {
     int n = 0;
     size_t at = 0;
@@ -696,6 +767,7 @@ static void describe(cfg_reader *r, const cJSON *root, ModelConfig *cfg) {
     parse_blocks(r, root, cfg);
     parse_linear(r, root, cfg);
     parse_llama4(r, root, cfg);
+    parse_per_type(r, root, cfg);
 }
 
 void model_config_describe(const cJSON *root, ModelConfig *cfg) {
@@ -1007,6 +1079,34 @@ int cfg_nope_layers(const ModelConfig *c, char *buf, size_t cap) {
 
 bool cfg_layer_indexer(const ModelConfig *c, int layer) {
     return cfg_has_indexer(c) && layer >= 0 && !(layer < CFG_MAX_LAYERS && c->index_shared[layer]);
+}
+
+int cfg_kv_source(const ModelConfig *c, int layer) {
+    if (c->kv_shared_from <= 0 || layer < c->kv_shared_from || layer >= c->n_layers) return layer;
+    bool local = layer_is_local(c, layer);
+    for (int s = c->kv_shared_from - 1; s >= 0; s--)
+        if (layer_is_local(c, s) == local) return s;
+    return layer;
+}
+
+bool cfg_layer_v_is_k(const ModelConfig *c, int layer) { return c->k_eq_v && !layer_is_local(c, layer); }
+
+bool cfg_layer_full_type(const ModelConfig *c, int layer) {
+    return cfg_row(c)->per_type_attn && layer >= 0 && layer < c->n_layers && !layer_is_local(c, layer);
+}
+
+void cfg_full_view(const ModelConfig *c, ModelConfig *out) {
+    *out = *c;
+    if (!cfg_row(c)->per_type_attn) return;
+    int hd = c->global_head_dim > 0 ? c->global_head_dim : cfg_d_qk(c);
+    out->qk_nope_dim = 0;
+    out->qk_rope_dim = out->v_dim = out->rope_spec.head_dim = out->rope_spec.rotary_dim = hd;
+    if (c->global_kv_heads > 0) out->n_kv_heads = c->global_kv_heads;
+}
+
+bool cfg_per_type_dims(const ModelConfig *c) {
+    return cfg_row(c)->per_type_attn && ((c->global_head_dim > 0 && c->global_head_dim != cfg_d_qk(c)) ||
+                                         (c->global_kv_heads > 0 && c->global_kv_heads != c->n_kv_heads));
 }
 
 bool cfg_moe_layer(const ModelConfig *c, int layer) {

@@ -53,6 +53,9 @@ typedef struct {
     double theta;                 /* rope_theta */
     double local_theta;           /* rope_local_base_freq of local (sliding) layers; 0: theta everywhere */
     RopeScaling scaling;          /* rope_scaling, else the rope_parameters of newer configs */
+    double prop_factor;           /* Gemma 4's "proportional" RoPE on full-attention layers: rotate_half over the whole
+                                     head, pairs (j, j + d/2) with j < int(factor d / 2) turn at theta^(-2j/d), the
+                                     others not at all (0: none; not "the first factor x d dims") */
     double q_beta, q_floor;       /* Ministral 3's llama_4_scaling_beta: q at position p times
                                      1 + q_beta ln(1 + floor(p / q_floor)) (q_beta 0: none) */
 } RopeSpec;
@@ -178,6 +181,19 @@ typedef struct {
     double attn_mult;         /* Granite's attention_multiplier: the softmax scale itself (0: none) */
     double residual_mult;     /* Granite's residual_multiplier on each block's output (1: none) */
     double logits_div;        /* Granite's logits_scaling: logits divided by it (1: none) */
+
+    /* ---- per-layer-type attention (the row's per_type_attn: Gemma 4) */
+    bool v_norm;              /* values RMS-normed per head without a weight (v_norm) */
+    bool k_eq_v;              /* attention_k_eq_v: full-attention layers take V from k_proj's output (no v_proj) */
+    int global_head_dim;      /* global_head_dim of the full-attention layers (0: head_dim) */
+    int global_kv_heads;      /* num_global_key_value_heads of k_eq_v full layers (0: num_key_value_heads) */
+    int kv_shared_from;       /* first layer that reuses an earlier layer's K / V (num_kv_shared_layers; 0: none) */
+    bool double_wide_mlp;     /* use_double_wide_mlp: the KV-shared layers' MLP is twice intermediate_size */
+    int ple_dim;              /* hidden_size_per_layer_input: per-layer embeddings (0: none) */
+    int ple_vocab;            /* vocab_size_per_layer_input: rows of embed_tokens_per_layer */
+    int moe_block_experts;    /* enable_moe_block: num_experts of the MoE beside each dense MLP (0: none) */
+    int moe_block_topk;       /* top_k_experts */
+    int moe_block_ffn;        /* moe_intermediate_size (expert_intermediate_size) of each expert */
 } ModelConfig;
 
 /* Parses config.json text into cfg (the one parser). `where` names the file in messages. An
@@ -277,6 +293,11 @@ static inline bool cfg_layer_mamba(const ModelConfig *c, int layer) {
 static inline bool cfg_layer_mlp(const ModelConfig *c, int layer) {
     return !c->lin.blocks || (layer >= 0 && layer < CFG_MAX_LAYERS && c->lin.layer[layer] == 2);
 }
+/* The layers with a KV cache of their own: the softmax-attention layers but Gemma 4's KV-shared ones (which read an
+ * earlier layer's cache). */
+static inline int cfg_n_kv_layers(const ModelConfig *c) {
+    return cfg_n_attn_layers(c) - (c->kv_shared_from > 0 ? c->n_layers - c->kv_shared_from : 0);
+}
 /* The softmax-attention layers of a hybrid as "3, 7, 11" into buf; their count. */
 int cfg_attn_layers(const ModelConfig *c, char *buf, size_t cap);
 /* Refuses layer with a message naming the analysis `what` when it is a linear-attention layer. */
@@ -293,6 +314,20 @@ double cfg_q_temperature(const ModelConfig *c, int layer, size_t pos);
 /* Takes the other layout of the same experts (family_moe_alt: Llama 4's fused or one Linear per expert) when the
  * first MoE layer's experts are named by it and not by c's; has(ud, name): the checkpoint holds that tensor. */
 void cfg_moe_pick(ModelConfig *c, bool (*has)(void *ud, const char *name), void *ud);
+/* The layer whose K / V layer L attends to: L itself, or for the last num_kv_shared_layers layers (Gemma 4) the
+ * last earlier layer of its type (sliding / full) before them, whose cache it reads. */
+int cfg_kv_source(const ModelConfig *c, int layer);
+/* True when layer L computes V from k_proj's output (attention_k_eq_v on a full-attention layer): no v_proj. */
+bool cfg_layer_v_is_k(const ModelConfig *c, int layer);
+/* True when the per-type attention's full-attention layers differ from the sliding ones in head_dim or KV heads
+ * (global_head_dim, num_global_key_value_heads): attnlab's per-head views assume one of each (refused at load). */
+bool cfg_per_type_dims(const ModelConfig *c);
+/* True when layer L is a full-attention layer of a per_type_attn model (Gemma 4): its head dims are cfg_full_view's. */
+bool cfg_layer_full_type(const ModelConfig *c, int layer);
+/* The description of a per_type_attn model's full-attention layers into out: c with head_dim global_head_dim (Q/K and
+ * V, all rotating) and num_global_key_value_heads KV heads; a plain copy of c for other models. */
+void cfg_full_view(const ModelConfig *c, ModelConfig *out);
+
 /* True when layer L's MLP is a mixture of experts by the config's routing fields. */
 bool cfg_moe_layer(const ModelConfig *c, int layer);
 

@@ -37,6 +37,16 @@ static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
                     [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm")},
     [NORMS_GPT2] = {[ROLE_NORM_ATTN_IN] = N("ln_1"), [ROLE_NORM_FFN_IN] = N("ln_2")},
     [NORMS_MIXER] = {[ROLE_NORM_ATTN_IN] = N("norm")},
+    [NORMS_GEMMA4] = {[ROLE_NORM_ATTN_IN] = N("input_layernorm"), [ROLE_NORM_ATTN_OUT] = N("post_attention_layernorm"),
+                      [ROLE_NORM_FFN_IN] = N("pre_feedforward_layernorm"),
+                      [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm"), [ROLE_LAYER_SCALAR] = N("layer_scalar"),
+                      [ROLE_PLE_GATE] = OPT("per_layer_input_gate"), [ROLE_PLE_PROJ] = OPT("per_layer_projection"),
+                      [ROLE_PLE_NORM] = OPT("post_per_layer_input_norm"), [ROLE_G4_ROUTER] = OPT("router.proj"),
+                      [ROLE_G4_ROUTER_SCALE] = OPT("router.scale"), [ROLE_G4_EXPERT_SCALE] = OPT("router.per_expert_scale"),
+                      [ROLE_G4_EXPS_GATE_UP] = OPT("experts.gate_up_proj"), [ROLE_G4_EXPS_DOWN] = OPT("experts.down_proj"),
+                      [ROLE_NORM_FFN_OUT1] = OPT("post_feedforward_layernorm_1"),
+                      [ROLE_NORM_FFN_OUT2] = OPT("post_feedforward_layernorm_2"),
+                      [ROLE_NORM_FFN_IN2] = OPT("pre_feedforward_layernorm_2")},
 };
 
 static const RoleName FFN_NAMES[FFN_LAYOUT_COUNT][ROLE_COUNT] = {
@@ -138,10 +148,14 @@ static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
                             [ROLE_LIN_OUT] = N("mamba.out_proj")},
 };
 
+/* Gemma 4's per-layer embeddings (read only when hidden_size_per_layer_input > 0) */
+#define PLE_NAMES [ROLE_PLE_EMBED] = OPT("embed_tokens_per_layer"), \
+    [ROLE_PLE_MODEL_PROJ] = OPT("per_layer_model_projection"), [ROLE_PLE_MODEL_NORM] = OPT("per_layer_projection_norm")
+
 static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } MODEL_NAMES[MODEL_NAMES_COUNT] = {
     [NAMES_HF] = {"model.", "layers.%d.",
                   {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
-                   [ROLE_LM_HEAD] = {"lm_head", true, true}}},
+                   [ROLE_LM_HEAD] = {"lm_head", true, true}, PLE_NAMES}},
     [NAMES_GPT2] = {"transformer.", "h.%d.",
                     {[ROLE_EMBED] = N("wte"), [ROLE_POS_EMBED] = N("wpe"), [ROLE_FINAL_NORM] = N("ln_f"), [ROLE_LM_HEAD] = {"lm_head", true, true}}},
     [NAMES_NEOX] = {"gpt_neox.", "layers.%d.",
@@ -149,10 +163,10 @@ static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } 
                      [ROLE_LM_HEAD] = {"embed_out", true, true}}},
     [NAMES_LM_MODEL] = {"language_model.model.", "layers.%d.",
                         {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
-                         [ROLE_LM_HEAD] = {"language_model.lm_head", true, true}}},
+                         [ROLE_LM_HEAD] = {"language_model.lm_head", true, true}, PLE_NAMES}},
     [NAMES_MODEL_LM] = {"model.language_model.", "layers.%d.",
                         {[ROLE_EMBED] = N("embed_tokens"), [ROLE_FINAL_NORM] = N("norm"),
-                         [ROLE_LM_HEAD] = {"lm_head", true, true}}},
+                         [ROLE_LM_HEAD] = {"lm_head", true, true}, PLE_NAMES}},
     [NAMES_BACKBONE] = {"backbone.", "layers.%d.",
                         {[ROLE_EMBED] = N("embeddings"), [ROLE_FINAL_NORM] = N("norm_f"),
                          [ROLE_LM_HEAD] = {"lm_head", true, true}}},
@@ -160,6 +174,7 @@ static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } 
 
 #undef N
 #undef OPT
+#undef PLE_NAMES
 
 static const RoleName *named(const RoleName *r) { return r->name ? r : NULL; }
 
@@ -203,7 +218,10 @@ const char *tensor_role_name(tensor_role r) {
         "attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "ffn_gate", "ffn_up", "ffn_gate_up",
         "ffn_down", "router", "router_bias", "expert_gate", "expert_up", "expert_down", "experts_gate_up",
         "experts_gate_up_bias", "experts_down", "experts_down_bias", "shared_gate", "shared_up",
-        "shared_down", "shared_scale", "embed", "pos_embed", "final_norm", "lm_head",
+        "shared_down", "shared_scale", "layer_scalar", "ple_gate", "ple_proj", "ple_norm", "g4_router", "g4_router_scale",
+        "g4_expert_scale", "g4_experts_gate_up", "g4_experts_down", "post_ffn_norm_1", "post_ffn_norm_2", "ffn_norm_2",
+        "embed", "pos_embed",
+        "final_norm", "lm_head", "ple_embed", "ple_model_proj", "ple_model_norm",
     };
     return r < ROLE_COUNT ? names[r] : "?";
 }
@@ -229,6 +247,33 @@ const char *tensor_role_name(tensor_role r) {
     "\"final_logit_softcapping\": "
 #define GEMMA3_ROPE "\"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, " \
     "\"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"linear\"}, \"sliding_window_pattern\": 6"
+
+/* Gemma 4's text layer (gemma4_text and the multimodal gemma4's text tower): Gemma 3's sandwich block with plain
+   RMSNorms (Gemma4RMSNorm: x w, no 1 +), per-head q/k norms, embeddings x sqrt(hidden), and the per-type attention. */
+#define GEMMA4_TRAITS LLAMA_LIKE, .block = BLOCK_SANDWICH, .norms = NORMS_GEMMA4, .qk_norm = QKN_HEAD, \
+    .act = "gelu_pytorch_tanh", .act_key = "hidden_activation", .tied = true, .windowed = true, .window_pattern = 6, \
+    .embed_scaled = true, .local_rope_plain = true, .per_type_attn = true, .moe = MOE_NONE
+#define GEMMA4_SYNTH "\"attention_bias\": false, \"attention_k_eq_v\": true, \"enable_moe_block\": false, " \
+    "\"final_logit_softcapping\": 10.0, \"global_head_dim\": 64, \"head_dim\": 32, \"hidden_activation\": " \
+    "\"gelu_pytorch_tanh\", \"hidden_size_per_layer_input\": 16, \"layer_types\": [\"sliding_attention\", " \
+    "\"sliding_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"], " \
+    "\"moe_intermediate_size\": null, \"num_experts\": null, " \
+    "\"num_global_key_value_heads\": 1, \"num_kv_shared_layers\": 2, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-06, " \
+    "\"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0, " \
+    "\"rope_type\": \"proportional\"}, \"sliding_attention\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, " \
+    "\"sliding_window\": " SW ", \"top_k_experts\": null, \"use_bidirectional_attention\": null, " \
+    "\"use_double_wide_mlp\": true, \"vocab_size_per_layer_input\": 256"
+
+#define GEMMA4_SYNTH_MOE "\"attention_bias\": false, \"attention_k_eq_v\": true, \"enable_moe_block\": true, " \
+    "\"final_logit_softcapping\": 10.0, \"global_head_dim\": 64, \"head_dim\": 32, \"hidden_activation\": " \
+    "\"gelu_pytorch_tanh\", \"hidden_size_per_layer_input\": 0, \"layer_types\": [\"sliding_attention\", " \
+    "\"sliding_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"], " \
+    "\"moe_intermediate_size\": 32, \"num_experts\": 4, \"num_global_key_value_heads\": 1, " \
+    "\"num_kv_shared_layers\": 0, \"pad_token_id\": 0, \"rms_norm_eps\": 1e-06, " \
+    "\"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0, " \
+    "\"rope_type\": \"proportional\"}, \"sliding_attention\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, " \
+    "\"sliding_window\": " SW ", \"top_k_experts\": 2, \"use_bidirectional_attention\": \"vision\", " \
+    "\"use_double_wide_mlp\": false, \"vocab_size_per_layer_input\": 256"
 
 /* Qwen3.5's text towers: Qwen3-Next's traits, the split linear projections, the tower's names and
  * members; the recipe's text_config keys after the shared ones (3 linear layers, then gated attention). */
@@ -630,6 +675,40 @@ const FamilyRow FAMILY[] = {
                   "\"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
                   "\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null"},
         .engines = ENGINE_HF | ENGINE_VLLM},   /* vLLM: Ministral3ForCausalLM as MistralForCausalLM */
+    /* google/gemma-4-31B's text_config (model_type gemma4_text): 60 layers, 5 sliding (window 1024, head_dim 256, 16
+       KV heads, rope_theta 1e4) : 1 full (global_head_dim 512, attention_k_eq_v with 4 num_global_key_value_heads,
+       "proportional" RoPE 0.25 of theta 1e6), final_logit_softcapping 30, no per-layer embeddings
+       (hidden_size_per_layer_input 0), no MoE; the E2B / E4B add num_kv_shared_layers. The recipe keeps every key,
+       shrunk: 6 layers [s, s, s, f, s, f], window 8, head_dim 32 with 2 KV heads on the sliding layers, global_head_dim
+       64 with 1 KV head on the full ones (31B: 256 / 16, 512 / 4), the last 2 layers KV-shared with their MLPs twice
+       as wide (use_double_wide_mlp, as the E models), per-layer embeddings of 16 per layer (E2B: 256), final soft-cap
+       10 */
+    [FAM_GEMMA4_TEXT] = {
+        "gemma4_text", "Gemma4ForCausalLM", "gemma4", "Gemma 4 text (k_eq_v, KV-shared layers, proportional RoPE on "
+        "global layers, v_norm, layer_scalar)", GEMMA4_TRAITS,
+        .synth = {64, 4, 2, 6, 256, 128, true, GEMMA4_SYNTH},
+        .engines = ENGINE_HF | ENGINE_VLLM},
+    /* google/gemma-4-31B-it's config.json (Gemma4ForConditionalGeneration): the text tower above under
+       model.language_model. (head lm_head, tied), vision_tower / embed_vision (and audio_tower / embed_audio in the
+       E models) beside it, not read; the multimodal head applies final_logit_softcapping as the text model does. The
+       recipe is gemma-4-26B-A4B-it's text_config shrunk: the MoE block beside each dense MLP (128 experts top 8 of
+       704 -> 4 top 2 of 32), k_eq_v full layers with their own head dims, no KV sharing, no per-layer embeddings */
+    [FAM_GEMMA4] = {
+        "gemma4", "Gemma4ForConditionalGeneration", "gemma4", "Gemma 4 multimodal: its text tower, as gemma4_text",
+        GEMMA4_TRAITS, .names = NAMES_MODEL_LM, .text_config = "gemma4_text",
+        .tower_note = "the vision and audio towers (vision_tower, embed_vision, audio_tower, embed_audio) are not read; "
+                      "text-only inputs never reach them",
+        .text_defaults = "\"vocab_size\": 262144, \"hidden_size\": 2304, \"intermediate_size\": 9216, "
+                         "\"num_hidden_layers\": 30, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+                         "\"head_dim\": 256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-06, "
+                         "\"sliding_window\": 512",
+        .vision = {"model.vision_tower.patch_embedder.input_proj.weight", "model.embed_vision.embedding_projection.weight"},
+        .tower_keys = "\"audio_config\": null, \"boi_token_id\": 255999, \"eoi_token_id\": 258882, "
+                      "\"image_token_id\": 258880, \"video_token_id\": 258884, \"vision_config\": {\"hidden_size\": 16, "
+                      "\"intermediate_size\": 32, \"model_type\": \"gemma4_vision\", \"num_attention_heads\": 2, "
+                      "\"num_hidden_layers\": 1, \"patch_size\": 16}",
+        .synth = {64, 4, 2, 6, 256, 128, true, GEMMA4_SYNTH_MOE},
+        .engines = ENGINE_HF | ENGINE_VLLM},
     [FAM_PHI3] = {
         "phi3", "Phi3ForCausalLM", "phi3", "Phi-3 (fused qkv_proj and gate_up_proj, partial rotary)", LLAMA_LIKE,
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",

@@ -34,6 +34,8 @@ typedef enum {
                                             embeddings x sqrt(hidden), soft-caps (2), q/k norms (3) */
     FAM_GEMMA3_MM, FAM_QWEN3_VL, FAM_QWEN3_VL_MOE, FAM_MISTRAL3,   /* text towers of multimodal checkpoints
                                                                      (text_config) */
+    FAM_GEMMA4_TEXT, FAM_GEMMA4,         /* Gemma 4: per-layer-type attention (k_eq_v, KV-shared layers, proportional RoPE,
+                                            values RMS-normed, unit scale), plain RMSNorm, layer_scalar (+ its text tower) */
     FAM_PHI3,                            /* fused qkv_proj and gate_up_proj, partial rotary */
     FAM_NEOX,                            /* gpt_neox (Pythia): fused query_key_value head by head, rotary_pct,
                                             parallel residual, LayerNorm with bias, GELU MLP with biases */
@@ -93,6 +95,7 @@ typedef enum {
     NORMS_POST,         /* post_attention_, post_feedforward_layernorm */
     NORMS_GPT2,         /* ln_1, ln_2 */
     NORMS_MIXER,        /* norm: the one norm of a block of one mixer (Nemotron-H) */
+    NORMS_GEMMA4,       /* Gemma's sandwich norms + layer_scalar (1): the layer's output times it (Gemma 4) */
     NORM_NAMES_COUNT
 } norm_names;
 
@@ -212,7 +215,16 @@ typedef enum {
                                                   Qwen3-VL MoE: [E, D, 2I] x @ W, [gate | up] halves) */
     ROLE_SHEXP_GATE, ROLE_SHEXP_UP, ROLE_SHEXP_DOWN,           /* shared expert(s) */
     ROLE_SHEXP_SCALE,                                          /* the shared expert's sigmoid gate (1, hidden) */
+    ROLE_LAYER_SCALAR,                                         /* a scalar the layer's output is multiplied by (Gemma 4) */
+    ROLE_PLE_GATE, ROLE_PLE_PROJ, ROLE_PLE_NORM,               /* Gemma 4's per-layer input in a layer: per_layer_input_gate
+                                                                  (P, D), per_layer_projection (D, P), its norm (D) */
+    ROLE_G4_ROUTER, ROLE_G4_ROUTER_SCALE, ROLE_G4_EXPERT_SCALE, ROLE_G4_EXPS_GATE_UP, ROLE_G4_EXPS_DOWN,
+    ROLE_NORM_FFN_OUT1, ROLE_NORM_FFN_OUT2, ROLE_NORM_FFN_IN2, /* Gemma 4's MoE block beside the dense MLP: router.proj (E, D),
+                                                                  router.scale (D), router.per_expert_scale (E), experts
+                                                                  [E, 2I, D] rows [gate ; up] as W x and [E, D, I], its norms */
     ROLE_EMBED, ROLE_POS_EMBED, ROLE_FINAL_NORM, ROLE_LM_HEAD, /* model level (POS: learned positions) */
+    ROLE_PLE_EMBED, ROLE_PLE_MODEL_PROJ, ROLE_PLE_MODEL_NORM,  /* Gemma 4's per-layer embeddings: embed_tokens_per_layer
+                                                                  (Vp, L P), per_layer_model_projection (L P, D), norm (P) */
     ROLE_COUNT
 } tensor_role;
 
@@ -294,6 +306,11 @@ typedef struct {
                                      softmax scale), residual_multiplier (each block's output), logits_scaling (logits
                                      divided); position_embedding_type other than "rope": no RoPE */
     bool rope_never;              /* the attention applies no RoPE whatever rope_theta says (Nemotron-H) */
+    bool per_type_attn;           /* Gemma 4: full-attention layers have their own head_dim (global_head_dim), KV heads
+                                     (num_global_key_value_heads, with attention_k_eq_v: V is k_proj's output, no
+                                     v_proj) and RoPE (rope_parameters per layer type, "proportional" partial rotary);
+                                     values RMS-normed per head without a weight, softmax scale 1; the last
+                                     num_kv_shared_layers layers reuse the K / V of the last earlier layer of their type */
     bool attn_gate;               /* attn_output_gate when absent: q_proj rows per head [query | gate], the attention
                                      output times sigmoid(gate) before o_proj (Qwen3-Next) */
     bool rope_adjacent;           /* RoPE rotates adjacent pairs (2j, 2j + 1) of the HF weights (Llama 4's complex RoPE) */

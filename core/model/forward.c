@@ -62,6 +62,13 @@ typedef struct {
     Lin shscale;                  /* MoE: the shared expert's gate (1, D) (Qwen3-Next), or absent */
     Mat *ebias;                   /* MoE: e_score_correction_bias (1, E) or NULL */
     Mat *sinks;                   /* (1, H) sink logits (gpt-oss) or NULL */
+    Mat *lscalar;                 /* (1, 1) layer_scalar: the layer's output times it (Gemma 4), or NULL */
+    Lin pgate, pproj;             /* Gemma 4's per-layer input: per_layer_input_gate (P, D), per_layer_projection (D, P) */
+    Mat *ppost;                   /* ... post_per_layer_input_norm (1, D) */
+    Lin g4router;                 /* Gemma 4's MoE block: router.proj (E, D) */
+    Mat *g4rscale, *g4escale;     /* ... router.scale (1, D), router.per_expert_scale (1, E) */
+    Mat *g4norm[3];               /* ... post_feedforward_layernorm_1, _2, pre_feedforward_layernorm_2 (1, D) */
+    Ffn *g4x;                     /* ... (E) experts viewed in experts.gate_up_proj / down_proj, or NULL */
     Ffn *experts;                 /* MoE: (E) routed experts, or NULL (dense layer) */
     Lin lqkvz, lba, lout;         /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj (split: qkv in lqkvz) */
     Lin lz, lb, la;               /* Qwen3.5's split in_proj_z, in_proj_b, in_proj_a */
@@ -80,12 +87,14 @@ typedef struct {
     float *inv;                   /* (rope / 2); longrope: the short factors */
     float *inv_long;              /* longrope: the long factors (sequences beyond orig_max_pos), else NULL */
     float mscale;                 /* attention factor on cos / sin (YaRN, longrope; else 1) */
+    size_t half;                  /* rotating pairs per head (Gemma 4: each layer type its own head_dim) */
     fbuf cs, sn;                  /* (T, rope / 2) tables of the current call */
 } RopeSet;
 
 struct Forward {
     Model *m;
     const ModelConfig *c;
+    const ModelConfig *cfull;     /* Gemma 4's full layers when their head dims differ (Model.cfg_full), else NULL */
     bool mla;
     size_t D, H, G, dqk, nope, rope, rcol, dv, ql, kl, ffn, vocab;   /* ffn: MLP width; rcol: first RoPE column */
     act_kind act;
@@ -97,6 +106,9 @@ struct Forward {
     WMat embed;                   /* (V, D) */
     WMat wpe;                     /* GPT-2 (n_positions, D); data NULL: none */
     WMat lm_head;                 /* (V, D); data NULL: tied to embed */
+    WMat ple_embed;               /* Gemma 4: embed_tokens_per_layer (Vp, L P); data NULL: no per-layer embeddings */
+    Lin ple_proj;                 /* ... per_layer_model_projection (L P, D) */
+    Mat *ple_norm;                /* ... per_layer_projection_norm (1, P) */
     Mat *norm, *norm_b;           /* final norm (1, D) */
     LayerW *layers;               /* (n_layers) */
     bool streaming;
@@ -116,6 +128,8 @@ struct Forward {
 
     /* scratch, (rows, width) */
     fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm, gate;
+    fbuf ple, pg, m1;             /* Gemma 4: this call's per-layer inputs (T, L P), a layer's gate (T, P), the dense
+                                     MLP's normed output beside the MoE block (T, D) */
     fbuf iq, iwt;                 /* the indexer's queries (T, IH ID) after RoPE and head weights (T, IH) */
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
@@ -226,10 +240,10 @@ static float act_apply(act_kind a, float x) {
 
 /* Frequencies of one RoPE set: base theta, with the config's rope_scaling when scaled (longrope:
  * both factor sets). */
-static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled) {
+static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled, size_t rope) {
     const RopeSpec *spec = &f->c->rope_spec;
     bool lr = scaled && spec->scaling.kind == RS_LONGROPE;
-    size_t half = f->rope / 2;
+    size_t half = rs->half = rope / 2;
     RopeSpec plain = *spec;
     if (!scaled) { memset(&plain.scaling, 0, sizeof plain.scaling); plain.scaling.factor = 1; plain.scaling.attention_factor = NAN; }
     rs->inv = al_malloc3(half, 1, sizeof(float), "RoPE frequencies");
@@ -238,11 +252,11 @@ static int rope_set_init(Forward *f, RopeSet *rs, double theta, bool scaled) {
     int rc = rs->inv && base && (!lr || rs->inv_long) ? AL_OK : AL_ERR;
     const char *where = f->m->path;
     if (rc == AL_OK && lr) {
-        rc = rope_longrope_freqs(&spec->scaling, (int)f->rope, theta, true, base, where);
+        rc = rope_longrope_freqs(&spec->scaling, (int)rope, theta, true, base, where);
         if (rc == AL_OK) vec_d2f(base, half, rs->inv_long);
-        if (rc == AL_OK) rc = rope_longrope_freqs(&spec->scaling, (int)f->rope, theta, false, base, where);
+        if (rc == AL_OK) rc = rope_longrope_freqs(&spec->scaling, (int)rope, theta, false, base, where);
     } else if (rc == AL_OK)
-        rc = rope_inv_freq(&plain, (int)f->rope, theta, base, where);
+        rc = rope_inv_freq(&plain, (int)rope, theta, base, where);
     if (rc == AL_OK) vec_d2f(base, half, rs->inv);
     rs->mscale = (float)rope_attention_factor(scaled ? spec : &plain);
     free(base);
@@ -269,8 +283,13 @@ static int take_description(Forward *f) {
             other_scaled = cfg_layer_rope_scaled(c, L);
             two = true;
         }
-    int rc = rope_set_init(f, &f->rs[0], theta, true);
-    if (rc == AL_OK && two) rc = rope_set_init(f, &f->rs[1], other, other_scaled);
+    size_t rope0 = f->cfull ? (size_t)f->cfull->qk_rope_dim : f->rope;   /* set 0: Gemma 4's full layers' head dim */
+    int rc = rope_set_init(f, &f->rs[0], theta, true, rope0);
+    if (rc == AL_OK && two) rc = rope_set_init(f, &f->rs[1], other, other_scaled, f->rope);
+    /* Gemma 4's "proportional" RoPE on the full layers (set 0; the sliding ones are set 1): pairs (j, j + d/2) with
+       j < floor(factor d / 2) turn at theta^(-2j/d), the others not at all */
+    size_t keep = (size_t)floor(c->rope_spec.prop_factor * (double)rope0 / 2);
+    for (size_t j = keep; rc == AL_OK && c->rope_spec.prop_factor > 0 && j < f->rs[0].half; j++) f->rs[0].inv[j] = 0;
     return rc;
 }
 
@@ -358,6 +377,15 @@ static void layer_release(Forward *f, int L) {
     for (int i = 0; i < NS_COUNT; i++) { mat_free(w->nw[i]); mat_free(w->nb[i]); }
     mat_free(w->qa_norm); mat_free(w->kva_norm); mat_free(w->qn); mat_free(w->kn); mat_free(w->ebias);
     mat_free(w->sinks);
+    mat_free(w->lscalar);
+    mat_free(w->ppost);
+    mat_free(w->g4rscale); mat_free(w->g4escale);
+    for (int i = 0; i < 3; i++) mat_free(w->g4norm[i]);
+    lin_free(&w->g4router);
+    for (int e = 0; w->g4x && e < f->c->moe_block_experts; e++) ffn_free(&w->g4x[e]);
+    free(w->g4x);
+    lin_free(&w->pgate);
+    lin_free(&w->pproj);
     mat_free(w->iknw); mat_free(w->iknb);
     mat_free(w->lconv); mat_free(w->alog); mat_free(w->dtb); mat_free(w->lnorm); mat_free(w->mconvb); mat_free(w->md);
     Lin *ls[] = {&w->min, &w->q, &w->k, &w->v, &w->o, &w->qkv, &w->qa, &w->kva, &w->kvb, &w->router, &w->iqb, &w->ik, &w->iw,
@@ -490,7 +518,7 @@ static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, s
     int rc = role_name(f, r, L, -1, NULL, n, sizeof n);
     if (rc == AL_OK) rc = store_entry(f->m->store, n, &t, &sf);
     if (rc != AL_OK) return rc;
-    size_t E = (size_t)f->c->moe.n_experts;
+    size_t E = (size_t)(f->c->moe.n_experts ? f->c->moe.n_experts : f->c->moe_block_experts);   /* Gemma 4's block */
     if (t->ndim != 3 || t->shape[0] != E || t->shape[1] != rows || t->shape[2] != cols)
         return al_err("tensor '%s' is not [%zu, %zu, %zu] (experts, and each expert's rows and columns)", n, E, rows,
                       cols);
@@ -746,7 +774,21 @@ static int load_mamba2(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
 /* The attention projections of layer L (and q/k norms): MLA's, or those the attention layout has
  * (split q / k / v -- a gated q_proj twice as tall --, or a fused qkv; then o); a linear-attention
  * layer's own. */
+/* The head dims of layer L's attention into f (KV heads, Q/K and V dims, RoPE columns): the model's, or Gemma 4's
+ * full layers' own (cfull). Every per-layer step (loading, the cache, attention) sets them first. */
+static void layer_dims(Forward *f, int L) {
+    if (f->mla) return;
+    const ModelConfig *c = f->cfull && cfg_layer_full_type(f->c, L) ? f->cfull : f->c;
+    f->G = (size_t)c->n_kv_heads;
+    f->nope = (size_t)c->qk_nope_dim;
+    f->rope = (size_t)c->qk_rope_dim;
+    f->dqk = f->nope + f->rope;
+    f->rcol = (size_t)cfg_rope_col(c);
+    f->dv = (size_t)c->v_dim;
+}
+
 static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    layer_dims(f, L);
     const ModelConfig *c = f->c;
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv;
     if (cfg_layer_mamba(c, L)) return load_mamba2(f, L, dry, bytes, w);
@@ -755,21 +797,47 @@ static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     bool io = c->attn == QKV_CONV1D, split = !f->mla && cfg_role(c, ROLE_Q), fused = !f->mla && cfg_role(c, ROLE_QKV);
     int rc = f->mla ? load_mla(f, L, dry, bytes, w) : AL_OK;
     size_t qrows = (c->attn_gate ? 2 : 1) * H * dqk;      /* a gated q_proj: per head [query | gate] */
+    bool own_kv = cfg_kv_source(c, L) == L, own_v = own_kv && !cfg_layer_v_is_k(c, L);   /* Gemma 4 */
     if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_Q, -1, D, qrows, false, dry, bytes, &w->q);
-    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
-    if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
+    if (rc == AL_OK && split && own_kv) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
+    if (rc == AL_OK && split && own_v) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
     if (rc == AL_OK && fused) rc = load_lin(f, L, ROLE_QKV, -1, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_O, -1, H * dv, D, io, dry, bytes, &w->o);
     if (rc == AL_OK && c->qk_norm != QKN_NONE) {
         bool proj = c->qk_norm == QKN_PROJ;
         rc = load_norm(f, L, ROLE_Q_NORM, proj ? H * dqk : dqk, dry, bytes, &w->qn, NULL);
-        if (rc == AL_OK) rc = load_norm(f, L, ROLE_K_NORM, proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
+        if (rc == AL_OK && own_kv) rc = load_norm(f, L, ROLE_K_NORM, proj ? G * dqk : dqk, dry, bytes, &w->kn, NULL);
     }
+    char ln[192];                                         /* Gemma 4's layer_scalar: a buffer, no ".weight" */
+    if (rc == AL_OK && cfg_role_name(c, ROLE_LAYER_SCALAR, L, -1, NULL, ln, sizeof ln))
+        rc = load_mat(f, ln, 1, 1, dry, bytes, &w->lscalar);
     char sn[192];
     if (rc == AL_OK && c->attn_sinks && role_name(f, ROLE_SINKS, L, -1, NULL, sn, sizeof sn) == AL_OK)
         rc = load_mat(f, sn, 1, H, dry, bytes, &w->sinks);
     else if (rc == AL_OK && c->attn_sinks)
         rc = AL_ERR;
+    return rc;
+}
+
+/* Gemma 4's MoE block of layer L (enable_moe_block): router.proj, router.scale, router.per_expert_scale, the three norms,
+ * and each expert viewed in place in experts.gate_up_proj [E, 2I, D] (rows [gate ; up], W x) and down_proj [E, D, I]. */
+static int load_moe_block(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
+    size_t E = (size_t)f->c->moe_block_experts, D = f->D, NI = (size_t)f->c->moe_block_ffn;
+    static const tensor_role nr[3] = {ROLE_NORM_FFN_OUT1, ROLE_NORM_FFN_OUT2, ROLE_NORM_FFN_IN2};
+    char n[192];
+    int rc = load_lin(f, L, ROLE_G4_ROUTER, -1, D, E, false, dry, bytes, &w->g4router);
+    if (rc == AL_OK) rc = role_name(f, ROLE_G4_ROUTER_SCALE, L, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = load_mat(f, n, 1, D, dry, bytes, &w->g4rscale);
+    if (rc == AL_OK) rc = role_name(f, ROLE_G4_EXPERT_SCALE, L, -1, NULL, n, sizeof n);
+    if (rc == AL_OK) rc = load_mat(f, n, 1, E, dry, bytes, &w->g4escale);
+    for (int i = 0; rc == AL_OK && i < 3; i++) rc = load_norm(f, L, nr[i], D, dry, bytes, &w->g4norm[i], NULL);
+    if (rc == AL_OK && !dry && !(w->g4x = al_calloc(E, sizeof *w->g4x, "experts"))) rc = AL_ERR;
+    for (size_t e = 0; rc == AL_OK && e < E; e++) {
+        Ffn one = {0}, *x = dry ? &one : &w->g4x[e];
+        x->ffn = NI;
+        rc = fused_view(f, L, ROLE_G4_EXPS_GATE_UP, e, 2 * NI, D, dry, bytes, &x->gu);
+        if (rc == AL_OK) rc = fused_view(f, L, ROLE_G4_EXPS_DOWN, e, D, NI, dry, bytes, &x->down);
+    }
     return rc;
 }
 
@@ -780,12 +848,19 @@ static int layer_load(Forward *f, int L, bool dry, size_t *bytes) {
     LayerW tmp = {0};
     LayerW *dst = dry ? &tmp : w;
     int rc = AL_OK;
+    bool wide = f->c->double_wide_mlp && cfg_kv_source(f->c, L) != L;   /* Gemma 4's use_double_wide_mlp */
     for (int i = 0; rc == AL_OK && i < NS_COUNT; i++)
         if (cfg_role(f->c, slot_roles[i])) rc = load_norm(f, L, slot_roles[i], f->D, dry, bytes, &dst->nw[i], &dst->nb[i]);
     if (rc == AL_OK) rc = load_attn(f, L, dry, bytes, dst);
+    size_t P = (size_t)f->c->ple_dim;                   /* Gemma 4's per-layer input */
+    if (rc == AL_OK && P) rc = load_lin(f, L, ROLE_PLE_GATE, -1, f->D, P, false, dry, bytes, &dst->pgate);
+    if (rc == AL_OK && P) rc = load_lin(f, L, ROLE_PLE_PROJ, -1, P, f->D, false, dry, bytes, &dst->pproj);
+    if (rc == AL_OK && P) rc = load_norm(f, L, ROLE_PLE_NORM, f->D, dry, bytes, &dst->ppost, NULL);
+    if (rc == AL_OK && f->c->moe_block_experts) rc = load_moe_block(f, L, dry, bytes, dst);
     bool moe = cfg_moe_layer(f->c, L), beside = moe && f->c->moe.layout == MOE_GRANITE;   /* Granite's shared MLP */
     if (rc == AL_OK && cfg_layer_mlp(f->c, L))
-        rc = moe ? load_moe(f, L, dry, bytes, dst) : load_ffn(f, L, -1, &dense_roles, f->ffn, dry, bytes, &dst->mlp);
+        rc = moe ? load_moe(f, L, dry, bytes, dst)
+                 : load_ffn(f, L, -1, &dense_roles, f->ffn * (wide ? 2 : 1), dry, bytes, &dst->mlp);
     if (rc == AL_OK && beside) rc = load_ffn(f, L, -1, &dense_roles, f->ffn, dry, bytes, &dst->mlp);
     free(tmp.experts);
     if (rc != AL_OK) {
@@ -809,6 +884,11 @@ static int load_globals(Forward *f, size_t *bytes) {
     }
     if (rc == AL_OK)
         rc = load_norm(f, -1, ROLE_FINAL_NORM, f->D, false, bytes, &f->norm, &f->norm_b);
+    size_t P = (size_t)c->ple_dim, LP = P * (size_t)c->n_layers;   /* Gemma 4's per-layer embeddings */
+    if (rc == AL_OK && P && cfg_role_name(c, ROLE_PLE_EMBED, -1, -1, "weight", n, sizeof n))
+        rc = load_view(f, n, (size_t)c->ple_vocab, LP, false, false, bytes, &f->ple_embed);
+    if (rc == AL_OK && P) rc = load_lin(f, -1, ROLE_PLE_MODEL_PROJ, -1, f->D, LP, false, false, bytes, &f->ple_proj);
+    if (rc == AL_OK && P) rc = load_norm(f, -1, ROLE_PLE_MODEL_NORM, P, false, bytes, &f->ple_norm, NULL);
     cfg_role_name(c, ROLE_LM_HEAD, -1, -1, "weight", head, sizeof head);
     if (rc == AL_OK && store_has(f->m->store, head))
         rc = load_view(f, head, f->vocab, f->D, false, false, bytes, &f->lm_head);
@@ -834,6 +914,8 @@ void fwd_free(Forward *f) {
         for (int L = 0; L < f->c->n_layers; L++) layer_release(f, L);
     free(f->layers);
     wmat_free(&f->embed); wmat_free(&f->wpe); wmat_free(&f->lm_head); mat_free(f->norm); mat_free(f->norm_b);
+    wmat_free(&f->ple_embed); lin_free(&f->ple_proj); mat_free(f->ple_norm); fb_free(&f->ple); fb_free(&f->pg);
+    fb_free(&f->m1);
     mm_work_free(f->mm);
     if (f->kc)
         for (int L = 0; L < f->c->n_layers; L++) { free(f->kc[L]); free(f->vc[L]); }
@@ -874,6 +956,7 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     if (!f) return AL_ERR;
     f->m = m;
     f->c = c;
+    f->cfull = m->cfg_full;
     f->mla = cfg_is_mla(c);
     f->D = (size_t)c->hidden;
     f->H = (size_t)c->n_heads;
@@ -986,10 +1069,9 @@ static int hook(Forward *f, fwd_act_kind kind, int L, const float *x, size_t T, 
  * factor; longrope takes its long factors when pos + T exceeds original_max_position_embeddings
  * (as Hugging Face decides per call from the last position). */
 static int fwd_rope_tables(Forward *f, size_t T) {
-    size_t half = f->rope / 2;
-    if (!half) return AL_OK;
-    for (int i = 0; i < 2 && f->rs[i].inv; i++) {
+    for (int i = 0; i < 2 && f->rs[i].inv && f->rs[i].half; i++) {
         RopeSet *r = &f->rs[i];
+        size_t half = r->half;
         float *cs = fb_fit(&r->cs, T, half, "RoPE tables"), *sn = fb_fit(&r->sn, T, half, "RoPE tables");
         if (!cs || !sn) return AL_ERR;
         bool lng = r->inv_long && (double)(f->pos + T) > f->c->rope_spec.scaling.orig_max_pos;
@@ -1001,8 +1083,8 @@ static int fwd_rope_tables(Forward *f, size_t T) {
 /* Rotates the RoPE columns [rcol, rcol + rope) of every head of x (T rows, stride ld) with layer
  * L's RoPE set. */
 static void rope_apply(const Forward *f, int L, float *x, size_t T, size_t ld, size_t heads) {
-    size_t half = f->rope / 2;
     const RopeSet *r = &f->rs[f->lrs[L]];
+    size_t half = r->half;
     for (size_t t = 0; t < T; t++) {
         const float *cs = r->cs.p + t * half, *sn = r->sn.p + t * half;
         for (size_t h = 0; h < heads; h++) rope_rotate_cs(x + t * ld + h * f->dqk + f->rcol, half, f->rope_lay, cs, sn);
@@ -1074,8 +1156,9 @@ static int cache_fit(Forward *f, size_t n) {
     size_t cap = f->cap ? f->cap : 256;
     while (cap < n) cap *= 2;
     if (cap > f->max_ctx) cap = f->max_ctx;
-    size_t kw = f->G * f->dqk, vw = f->G * f->dv;
     for (int L = 0; L < f->c->n_layers; L++) {
+        layer_dims(f, L);                               /* Gemma 4: each layer type its own K / V width */
+        size_t kw = f->G * f->dqk, vw = f->G * f->dv;
         float *k = al_malloc3(cap, kw, sizeof(float), "the KV cache");
         float *v = k ? al_malloc3(cap, vw, sizeof(float), "the KV cache") : NULL;
         if (!k || !v) { free(k); return AL_ERR; }
@@ -1118,7 +1201,8 @@ static int attn_head(size_t h, int worker, void *ud) {
     attn_job *j = ud;
     Forward *f = j->f;
     size_t g = h / (f->H / f->G), kw = f->G * f->dqk, vw = f->G * f->dv, Hdv = f->H * f->dv;
-    const float *K = f->kc[j->L] + g * f->dqk, *Vc = f->vc[j->L] + g * f->dv;
+    int src = cfg_kv_source(f->c, j->L);                  /* a KV-shared layer reads an earlier layer's cache */
+    const float *K = f->kc[src] + g * f->dqk, *Vc = f->vc[src] + g * f->dv;
     float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
     const Mat *sk = f->layers[j->L].sinks;
     attn_head_causal(&(AttnHeadJob){.q = j->q + h * f->dqk, .ldq = j->ldq, .K = K, .ldk = kw, .V = Vc, .ldv = vw,
@@ -1322,8 +1406,26 @@ static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
             }
     } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
         return rc;
+    if (cfg_kv_source(f->c, L) != L) return AL_OK;          /* KV-shared: the source layer's cache */
     if ((rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw))) return rc;
+    if (cfg_layer_v_is_k(f->c, L)) {                        /* attention_k_eq_v: V is k_proj's output (dv = dqk) */
+        memcpy(o->v, o->k, T * kw * sizeof(float));
+        return AL_OK;
+    }
     return lin_apply(f, &w->v, f->h.p, D, T, o->v, vw);
+}
+
+/* Values RMS-normed per head without a weight (Gemma 4's v_norm), in place (T rows, stride ld, heads of dv). */
+static void v_norm(const Forward *f, float *v, size_t T, size_t ld, size_t heads) {
+    if (!f->c->v_norm) return;
+    for (size_t t = 0; t < T; t++)
+        for (size_t h = 0; h < heads; h++) {
+            float *x = v + t * ld + h * f->dv;
+            double ss = 0;
+            for (size_t j = 0; j < f->dv; j++) ss += (double)x[j] * x[j];
+            float r = (float)(1.0 / sqrt(ss / (double)f->dv + f->norm_eps));
+            for (size_t j = 0; j < f->dv; j++) x[j] *= r;
+        }
 }
 
 /* The attention output (T, H dv) times sigmoid of the gate (attn_output_gate; dv = dqk). */
@@ -1422,6 +1524,7 @@ static int attend(Forward *f, int L, size_t T, const QKV *p) {
 /* Attention block of layer L on f->h (normed input, T rows): Q, K, V, q/k norms, RoPE, cache,
  * attention, output projection into f->h (T, D). */
 static int attention(Forward *f, int L, size_t T) {
+    layer_dims(f, L);
     LayerW *w = &f->layers[L];
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv, kw = G * dqk, vw = G * dv;
     QKV p;
@@ -1440,21 +1543,24 @@ static int attention(Forward *f, int L, size_t T) {
     }
     if (!fb_fit(&f->att, T, H * dv, "attention output")) return AL_ERR;
     if ((rc = project_qkv(f, L, T, &p))) return rc;
+    bool own = cfg_kv_source(f->c, L) == L;        /* Gemma 4's KV-shared layers: queries only */
     qk_norm(f, w->qn, p.q, T, p.ldq, H);
-    qk_norm(f, w->kn, p.k, T, p.ldk, G);
-    if ((rc = hook(f, FWD_Q, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K, L, p.k, T, G, dqk, p.ldk)) ||
-        (rc = hook(f, FWD_V, L, p.v, T, G, dv, p.ldv)))
+    if (own) qk_norm(f, w->kn, p.k, T, p.ldk, G);
+    if (own) v_norm(f, p.v, T, p.ldv, G);
+    if ((rc = hook(f, FWD_Q, L, p.q, T, H, dqk, p.ldq)) || (own && (rc = hook(f, FWD_K, L, p.k, T, G, dqk, p.ldk))) ||
+        (own && (rc = hook(f, FWD_V, L, p.v, T, G, dv, p.ldv))))
         return rc;
     if (f->rope && cfg_layer_rope(f->c, L)) {            /* not on NoPE layers (SmolLM3) */
         rope_apply(f, L, p.q, T, p.ldq, H);
-        rope_apply(f, L, p.k, T, p.ldk, G);
+        if (own) rope_apply(f, L, p.k, T, p.ldk, G);
     }
     q_pos_scale(f, p.q, T, p.ldq, H);
     llama4_qk(f, L, p.q, T, p.ldq, H, true);
     llama4_qk(f, L, p.k, T, p.ldk, G, false);
-    if ((rc = hook(f, FWD_Q_ROPE, L, p.q, T, H, dqk, p.ldq)) || (rc = hook(f, FWD_K_ROPE, L, p.k, T, G, dqk, p.ldk)))
+    if ((rc = hook(f, FWD_Q_ROPE, L, p.q, T, H, dqk, p.ldq)) ||
+        (own && (rc = hook(f, FWD_K_ROPE, L, p.k, T, G, dqk, p.ldk))))
         return rc;
-    for (size_t t = 0; t < T; t++) {
+    for (size_t t = 0; own && t < T; t++) {
         memcpy(f->kc[L] + (f->pos + t) * kw, p.k + t * p.ldk, kw * sizeof(float));
         memcpy(f->vc[L] + (f->pos + t) * vw, p.v + t * p.ldv, vw * sizeof(float));
     }
@@ -1662,6 +1768,83 @@ static void residual_scale(const Forward *f, float *y, size_t n) {
         for (size_t i = 0; i < n; i++) y[i] *= r;
 }
 
+/* Gemma 4's per-layer input of layer L (Gemma4TextDecoderLayer, after the MLP's residual): x += norm(per_layer_projection(
+ * act(per_layer_input_gate(x)) * ple_L)), ple_L the layer's slice of this call's per-layer inputs (ple_inputs). */
+static int ple_layer(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, P = (size_t)f->c->ple_dim, W = P * (size_t)f->c->n_layers;
+    float *g = fb_fit(&f->pg, T, P, "a per-layer input");
+    if (!g) return AL_ERR;
+    int rc = lin_apply(f, &w->pgate, f->x.p, D, T, g, P);
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t j = 0; j < P; j++) g[t * P + j] = act_apply(f->act, g[t * P + j]) * f->ple.p[t * W + (size_t)L * P + j];
+    if (rc == AL_OK) rc = lin_apply(f, &w->pproj, g, P, T, f->h.p, D);
+    if (rc != AL_OK) return rc;
+    rmsnorm(f->h.p, D, T, D, w->ppost->data, false, f->norm_eps, f->h.p, D);
+    add_rows(f->x.p, f->h.p, T * D);
+    return AL_OK;
+}
+
+/* Gemma 4's router for one token (Gemma4TextRouter): softmax over the E logits z, the top k (the earlier expert on ties),
+ * their probabilities renormalised, times per_expert_scale. */
+static void g4_route(const float *z, size_t E, size_t k, const float *escale, int *idx, float *wt) {
+    double mx = -INFINITY, s = 0, sel = 0;
+    for (size_t e = 0; e < E; e++) mx = fmax(mx, z[e]);
+    for (size_t e = 0; e < E; e++) s += exp((double)z[e] - mx);
+    for (size_t i = 0; i < k; i++) {
+        int best = -1;
+        for (size_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (size_t j = 0; j < i; j++) taken |= idx[j] == (int)e;
+            if (!taken && (best < 0 || z[e] > z[best])) best = (int)e;
+        }
+        idx[i] = best;
+        wt[i] = (float)(exp((double)z[best] - mx) / s);
+        sel += wt[i];
+    }
+    for (size_t i = 0; i < k; i++) wt[i] = (float)(wt[i] / sel * escale[idx[i]]);
+}
+
+/* Gemma 4's MoE block of layer L, after the dense MLP left its output in f->h and with the residual stream in f->x:
+ * f->h = post_feedforward_layernorm_1(h) + post_feedforward_layernorm_2(experts(pre_feedforward_layernorm_2(x))), the
+ * router reading rmsnorm(x) (no weight) x router.scale / sqrt(D). */
+static int moe_block(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    size_t D = f->D, E = (size_t)f->c->moe_block_experts, k = (size_t)f->c->moe_block_topk, n = T * k;
+    float *h1 = fb_fit(&f->m1, T, D, "the dense MLP's output"), *r = fb_fit(&f->mx, T, D, "MoE input");
+    float *z = fb_fit(&f->rl, T, E, "router logits"), *wt = al_malloc3(n, 1, sizeof(float), "expert weights");
+    int *idx = al_malloc3(2 * n + E + 1, 1, sizeof(int), "expert choices");
+    int rc = h1 && r && z && wt && idx ? AL_OK : AL_ERR;
+    int *rows = idx ? idx + n : NULL, *start = idx ? idx + 2 * n : NULL;
+    for (size_t t = 0; rc == AL_OK && t < T; t++) {          /* the router's input */
+        const float *x = f->x.p + t * D;
+        double ss = 0;
+        for (size_t j = 0; j < D; j++) ss += (double)x[j] * x[j];
+        double s = 1.0 / sqrt(ss / (double)D + f->norm_eps) / sqrt((double)D);
+        for (size_t j = 0; j < D; j++) r[t * D + j] = (float)(x[j] * s * w->g4rscale->data[j]);
+    }
+    if (rc == AL_OK) rc = lin_apply(f, &w->g4router, r, D, T, z, E);
+    for (size_t t = 0; rc == AL_OK && t < T; t++) g4_route(z + t * E, E, k, w->g4escale->data, idx + t * k, wt + t * k);
+    if (rc == AL_OK) {
+        rmsnorm(f->h.p, D, T, D, w->g4norm[0]->data, false, f->norm_eps, h1, D);
+        rmsnorm(f->x.p, D, T, D, w->g4norm[2]->data, false, f->norm_eps, r, D);
+        memset(f->h.p, 0, T * D * sizeof(float));
+        memset(start, 0, (E + 1) * sizeof(int));
+        for (size_t i = 0; i < n; i++) start[idx[i] + 1]++;
+        for (size_t e = 0; e < E; e++) start[e + 1] += start[e];
+        for (size_t i = 0; i < n; i++) rows[start[idx[i]]++] = (int)i;     /* start[e] becomes the end of e */
+    }
+    for (size_t e = 0, b = 0; rc == AL_OK && e < E; b = (size_t)start[e++])
+        if ((size_t)start[e] > b) rc = expert_rows(f, &w->g4x[e], r, rows + b, (size_t)start[e] - b, wt, k);
+    if (rc == AL_OK) {
+        rmsnorm(f->h.p, D, T, D, w->g4norm[1]->data, false, f->norm_eps, f->h.p, D);
+        add_rows(f->h.p, h1, T * D);
+    }
+    free(idx);
+    free(wt);
+    return rc;
+}
+
 /* Layer L on f->x (T rows) by the block layout (config.h block_layout): norms in slots that exist,
  * residuals sequential, or parallel (x + attn(n1(x)) + mlp(n2(x))). */
 static int layer_run(Forward *f, int L, size_t T) {
@@ -1683,10 +1866,33 @@ static int layer_run(Forward *f, int L, size_t T) {
     if (!cfg_layer_mlp(f->c, L)) return AL_OK;
     norm_slot(f, L, blocks ? NS_ATTN_IN : NS_MLP_IN, f->x.p, f->h.p, T);    /* a block's one norm */
     if ((rc = mlp(f, L, T))) return rc;
+    if (f->layers[L].g4x && (rc = moe_block(f, L, T))) return rc;   /* Gemma 4: the MoE beside the dense MLP */
     norm_slot(f, L, NS_MLP_OUT, f->h.p, f->h.p, T);
     residual_scale(f, f->h.p, n);
     add_rows(f->x.p, f->h.p, n);
     if (par) add_rows(f->x.p, f->y.p, n);
+    if (f->ple_embed.data && (rc = ple_layer(f, L, T))) return rc;
+    const Mat *ls = f->layers[L].lscalar;               /* Gemma 4: hidden_states *= layer_scalar */
+    for (size_t i = 0; ls && i < n; i++) f->x.p[i] *= ls->data[0];
+    return AL_OK;
+}
+
+/* Gemma 4's per-layer inputs of this call (Gemma4TextModel.get_per_layer_inputs / project_per_layer_inputs) into f->ple
+ * (T, L P): (norm(per_layer_model_projection(x) / sqrt(D)) + embed_tokens_per_layer[token] sqrt(P)) / sqrt(2), the
+ * norm over each layer's P values, x the scaled token embeddings in f->x. */
+static int ple_inputs(Forward *f, const int *tokens, size_t T) {
+    size_t D = f->D, P = (size_t)f->c->ple_dim, NL = (size_t)f->c->n_layers, W = P * NL;
+    float *pl = fb_fit(&f->ple, T, W, "the per-layer inputs"), *row = fb_fit(&f->pg, 1, W, "a per-layer embedding");
+    if (!pl || !row || lin_apply(f, &f->ple_proj, f->x.p, D, T, pl, W) != AL_OK) return AL_ERR;
+    float sd = (float)(1.0 / sqrt((double)D)), sp = (float)sqrt((double)P), s2 = (float)(1.0 / sqrt(2.0));
+    for (size_t i = 0; i < T * W; i++) pl[i] *= sd;
+    for (size_t l = 0; l < NL; l++) rmsnorm(pl + l * P, W, T, P, f->ple_norm->data, false, f->norm_eps, pl + l * P, W);
+    for (size_t t = 0; t < T; t++) {
+        if ((size_t)tokens[t] >= (size_t)f->c->ple_vocab)
+            return al_err("token id %d is outside vocab_size_per_layer_input %d", tokens[t], f->c->ple_vocab);
+        wmat_row(&f->ple_embed, (size_t)tokens[t], row);
+        for (size_t j = 0; j < W; j++) pl[t * W + j] = (pl[t * W + j] + row[j] * sp) * s2;
+    }
     return AL_OK;
 }
 
@@ -1716,6 +1922,7 @@ static int body(Forward *f, const int *tokens, size_t T) {
             for (size_t j = 0; j < D; j++) f->x.p[t * D + j] += f->y.p[j];
         }
     }
+    if (f->ple_embed.data && ple_inputs(f, tokens, T) != AL_OK) return AL_ERR;
     for (int L = 0; L < f->c->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
         int rc = layer_load(f, L, false, NULL);

@@ -44,6 +44,30 @@ size_t cfg_kv_values(const ModelConfig *c) {
     return (size_t)c->n_kv_heads * ((size_t)cfg_d_qk(c) + (size_t)c->v_dim);
 }
 
+const ModelConfig *model_layer_cfg(const Model *m, int layer) {
+    return m->cfg_full && cfg_layer_full_type(&m->cfg, layer) ? m->cfg_full : &m->cfg;
+}
+
+size_t model_kv_values_total(const Model *m) {
+    size_t n = 0;
+    for (int L = 0; L < m->cfg.n_layers; L++)
+        if (!cfg_layer_linear(&m->cfg, L) && cfg_kv_source(&m->cfg, L) == L) n += cfg_kv_values(model_layer_cfg(m, L));
+    return n;
+}
+
+size_t model_attn_params_total(const Model *m) {
+    size_t n = 0;
+    for (int L = 0; L < m->cfg.n_layers; L++) {
+        if (cfg_layer_linear(&m->cfg, L)) continue;
+        const ModelConfig *c = model_layer_cfg(m, L);
+        size_t kv = (size_t)c->hidden * (size_t)c->n_kv_heads, p = cfg_attn_params(c);
+        if (cfg_kv_source(c, L) != L) p -= kv * (size_t)(cfg_d_qk(c) + c->v_dim);   /* no k_proj / v_proj */
+        else if (cfg_layer_v_is_k(c, L)) p -= kv * (size_t)c->v_dim;                 /* no v_proj */
+        n += p;
+    }
+    return n;
+}
+
 /* ================================================================ tensor names and shapes */
 
 char *model_tensor_name(const Model *m, int layer, const char *suffix) {
@@ -104,21 +128,29 @@ static int model_validate(Model *m) {
     tensor_req req[SHAPES_MAX_WEIGHTS];
     size_t nreq = attn_requirements(&m->cfg, req);
     bool dt_set = false;
+    if (cfg_per_type_dims(&m->cfg) && !m->cfg_full) {          /* Gemma 4: the full layers' own head dims */
+        if (!(m->cfg_full = al_malloc3(1, 1, sizeof *m->cfg_full, "a layer type's description"))) return AL_ERR;
+        cfg_full_view(&m->cfg, m->cfg_full);
+    }
     for (int L = 0; L < m->cfg.n_layers; L++) {
         if (cfg_layer_linear(&m->cfg, L)) {            /* Nemotron-H's MLP blocks (2) have no mixer */
             if (m->cfg.lin.layer[L] == 1 && validate_linear(m, L) != AL_OK) return AL_ERR;
             continue;
         }
+        const ModelConfig *lc = model_layer_cfg(m, L);
+        nreq = attn_requirements(lc, req);
         for (size_t i = 0; i < nreq; i++) {
             bool idx = req[i].role >= ROLE_IDX_Q_B && req[i].role <= ROLE_IDX_W;
             if (idx && !cfg_layer_indexer(&m->cfg, L)) continue;   /* IndexShare's shared layers need none */
+            bool kv = req[i].role == ROLE_K || req[i].role == ROLE_V;  /* Gemma 4: no K / V of their own, or V = K */
+            if ((kv && cfg_kv_source(&m->cfg, L) != L) || (req[i].role == ROLE_V && cfg_layer_v_is_k(&m->cfg, L))) continue;
             char *name = attn_weight_name(m, req[i].role, L);
             if (!name) return AL_ERR;
             size_t R, C;
             int rc = store_shape2(m->store, name, &R, &C);
             if (rc == AL_OK && (R != req[i].rows || C != req[i].cols))
                 rc = al_err("tensor '%s' has shape [%zu, %zu] but the config (%s, %d heads, %d KV heads, hidden %d) "
-                            "needs [%zu, %zu]", name, R, C, m->cfg.model_type, m->cfg.n_heads, m->cfg.n_kv_heads,
+                            "needs [%zu, %zu]", name, R, C, m->cfg.model_type, m->cfg.n_heads, lc->n_kv_heads,
                             m->cfg.hidden, req[i].rows, req[i].cols);
             if (rc == AL_OK && !dt_set) {      /* the first softmax-attention layer's dtype */
                 const st_entry *e;
@@ -309,6 +341,10 @@ int model_open(const char *path, Model **out) {
     if (rc == AL_OK) rc = model_validate(m);
     if (rc == AL_OK) note_qk_norm(m);
     if (rc == AL_OK) rc = model_quant_check(m);
+    if (rc == AL_OK && m->cfg_full) {                        /* what validate and note_qk_norm learned */
+        m->cfg_full->dtype = m->cfg.dtype;
+        m->cfg_full->qk_norm = m->cfg.qk_norm;
+    }
     if (rc != AL_OK) { model_free(m); return rc; }
     *out = m;
     return AL_OK;
@@ -329,6 +365,7 @@ void model_free(Model *m) {
     store_free(m->store);
     quant_config_free(&m->quant);
     free(m->config_json);
+    free(m->cfg_full);
     cJSON_Delete(m->config_tree);
     free(m->path);
     free(m->name);
@@ -382,9 +419,12 @@ int model_layer_load(Model *m, int layer) {
         return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
     if (cfg_check_attn_layer(&m->cfg, layer, "attention weights") != AL_OK) return AL_ERR;
     tensor_req req[SHAPES_MAX_WEIGHTS];
-    size_t n = attn_requirements(&m->cfg, req);
+    size_t n = attn_requirements(model_layer_cfg(m, layer), req);
     for (size_t i = 0; i < n; i++) {
         if (req[i].role == ROLE_Q_A) continue;   /* not part of any head view */
+        bool kv = req[i].role == ROLE_K || req[i].role == ROLE_V;      /* Gemma 4: another layer's, or V = K */
+        if ((kv && cfg_kv_source(&m->cfg, layer) != layer) || (req[i].role == ROLE_V && cfg_layer_v_is_k(&m->cfg, layer)))
+            continue;
         const Mat *t;
         if (cache_get(m, layer, req[i].role, &t) != AL_OK) return AL_ERR;
     }
@@ -399,7 +439,7 @@ int model_layer_load(Model *m, int layer) {
 static const char *kind_name(head_kind k) { return k == HK_Q ? "Q" : k == HK_K ? "K" : k == HK_V ? "V" : "O"; }
 
 int model_check_head(const Model *m, head_kind kind, int layer, int head) {
-    const ModelConfig *c = &m->cfg;
+    const ModelConfig *c = model_layer_cfg(m, layer);
     if (layer < 0 || layer >= c->n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
     if (cfg_check_attn_layer(c, layer, "attention heads") != AL_OK) return AL_ERR;
@@ -427,7 +467,8 @@ static int block_set(const ModelConfig *c, HeadBlock *b, tensor_role role, size_
                      bool transposed) {
     const RoleName *rn = cfg_role(c, role);
     if (!rn) return al_err("internal: a %s model's attention has no %s tensor", c->model_type, tensor_role_name(role));
-    *b = (HeadBlock){role, "", r0, nr, c0, nc, transposed};
+    int layer = b->layer;
+    *b = (HeadBlock){role, "", r0, nr, c0, nc, transposed, layer};
     snprintf(b->suffix, sizeof b->suffix, "%s.weight", rn->name);
     return AL_OK;
 }
@@ -484,7 +525,8 @@ static int block_gqa(const ModelConfig *c, head_kind kind, int head, size_t c0, 
     switch (kind) {
     case HK_Q: return block_set(c, b, ROLE_Q, h * qrows + c0, nc, 0, D, true);
     case HK_K: return block_set(c, b, ROLE_K, h * dqk + c0, nc, 0, D, true);
-    case HK_V: return block_set(c, b, ROLE_V, h * dv, dv, 0, D, true);
+    case HK_V:                                        /* attention_k_eq_v: V is k_proj's output */
+        return block_set(c, b, cfg_layer_v_is_k(c, b->layer) ? ROLE_K : ROLE_V, h * dv, dv, 0, D, true);
     default: break;
     }
     return al_err("internal: unknown head kind %d", (int)kind);
@@ -504,12 +546,14 @@ int model_head_block(const Model *m, head_kind kind, int layer, int head, head_p
     memset(b, 0, sizeof *b);
     if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
     size_t c0 = 0, nc = 0;
-    if ((kind == HK_Q || kind == HK_K) && !(cfg_is_mla(&m->cfg) && kind == HK_K && part == PART_ALL) &&
-        part_cols(&m->cfg, part, &c0, &nc) != AL_OK)
+    const ModelConfig *c = model_layer_cfg(m, layer);    /* Gemma 4's full layers: their own head dims */
+    b->layer = kind == HK_K || kind == HK_V ? cfg_kv_source(c, layer) : layer;   /* Gemma 4's KV-shared layers */
+    if ((kind == HK_Q || kind == HK_K) && !(cfg_is_mla(c) && kind == HK_K && part == PART_ALL) &&
+        part_cols(c, part, &c0, &nc) != AL_OK)
         return AL_ERR;
-    if (m->cfg.attn == QKV_CONV1D) return block_gpt2(&m->cfg, kind, head, c0, nc, b);
-    if (cfg_is_mla(&m->cfg)) return block_mla(&m->cfg, kind, head, part, c0, nc, b);
-    return block_gqa(&m->cfg, kind, head, c0, nc, b);
+    if (c->attn == QKV_CONV1D) return block_gpt2(c, kind, head, c0, nc, b);
+    if (cfg_is_mla(c)) return block_mla(c, kind, head, part, c0, nc, b);
+    return block_gqa(c, kind, head, c0, nc, b);
 }
 
 /* True when layer is the cached one (model_layer_load ran for it). */
@@ -524,6 +568,7 @@ int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Ma
     *out = NULL;
     HeadBlock b;
     if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
+    layer = b.layer;                         /* a KV-shared layer's K / V: the source layer's */
     if (layer_cached(m, layer)) {            /* slice the loaded layer */
         const Mat *t;
         if (cache_get(m, layer, b.role, &t) != AL_OK) return AL_ERR;
@@ -567,7 +612,7 @@ int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, 
     if (model_head_block(m, kind, layer, head, PART_ALL, &b) != AL_OK) return AL_ERR;
     size_t off = b.transposed ? b.r0 : b.c0, d = b.transposed ? b.nr : b.nc;
     char name[192];
-    cfg_role_name(c, b.role, layer, -1, "bias", name, sizeof name);   /* the view's role: in the layout */
+    cfg_role_name(c, b.role, b.layer, -1, "bias", name, sizeof name);   /* the view's role: in the layout */
     int rc = read_bias(m, name, off, d, out);
     if (rc == AL_OK) *n = d;
     return rc;

@@ -35,6 +35,8 @@ typedef struct Model {
     char *name;               /* session name ("demo-r1", "m1", ...) */
     char *path;               /* resolved folder or file it was opened from */
     ModelConfig cfg;
+    ModelConfig *cfg_full;    /* Gemma 4's full-attention layers when their head dims differ (cfg_per_type_dims: their
+                                 head_dim, KV heads), else NULL; model_layer_cfg picks a layer's */
     Store *store;
     char *config_json;        /* raw config.json text (NULL for llama2.c) */
     struct cJSON *config_tree;   /* config.json parsed once at load (NULL for llama2.c); read through
@@ -69,6 +71,15 @@ size_t model_config_ids(const Model *m, const char *key, int *list, size_t n, si
 size_t cfg_attn_params(const ModelConfig *c);
 /* Numbers cached per token per layer for keys and values (MLA: kv_lora + qk_rope). */
 size_t cfg_kv_values(const ModelConfig *c);
+/* The description of layer L's attention: m->cfg, or m->cfg_full on a full-attention layer of a model whose layer
+ * types differ in head dims (Gemma 4). */
+const ModelConfig *model_layer_cfg(const Model *m, int layer);
+/* K+V values per token over every layer with a cache of its own (each at its own dims; KV-shared and linear-attention
+ * layers: none). */
+size_t model_kv_values_total(const Model *m);
+/* Attention parameters over the softmax-attention layers, each at its own dims (Gemma 4: without the k_proj / v_proj a
+ * KV-shared layer lacks and the v_proj of a k_eq_v layer). */
+size_t model_attn_params_total(const Model *m);
 
 /* Full tensor name of an attention weight: layer L, `suffix` such as "self_attn.q_proj.weight". */
 char *model_tensor_name(const Model *m, int layer, const char *suffix);
@@ -86,6 +97,8 @@ typedef struct {
                                  attention layout (ROLE_KV_B: "self_attn.kv_b_proj.weight") */
     size_t r0, nr, c0, nc;
     bool transposed;
+    int layer;                /* the layer whose tensor it is: the view's own, except the K / V of a KV-shared
+                                 layer (Gemma 4's num_kv_shared_layers), which are an earlier layer's */
 } HeadBlock;
 /* The block of the view (kind, layer, head, part), with model_head's checks and messages. */
 int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b);

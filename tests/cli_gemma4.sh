@@ -1,0 +1,100 @@
+#!/bin/bash
+# cli_gemma4.sh -- Gemma 4 (issue 27) through `attnlab -e` on its synthetic checkpoint (gemma4_text: 6 layers
+# [s, s, s, f, s, f], attention_k_eq_v on the full layers, the last 2 layers KV-shared, proportional RoPE on the full
+# layers): `info` says what each layer type has, which layers share whose K / V and what k_eq_v ties; `kv-cache`
+# counts the 4 layers with a cache of their own; `ranks vo` recovers the planted ranks and gives the KV-shared layer
+# 4 layer 2's W_V (rank 31) with its own W_O; `truncate` refuses k_eq_v and KV-shared layers by name; `ppl` runs
+# (per-layer embeddings, the KV-shared layers' double-wide MLPs; on the multimodal recipe, 26B-A4B's MoE block);
+# `lint` expects no v_proj on k_eq_v layers and no k/v on KV-shared ones, and layer_scalar. The multimodal gemma4
+# opens its text tower. The config.json of google/gemma-4-31B-it, -E2B-it and -26B-A4B-it (every key as released,
+# the dims shrunk: tests/gemma4_tiny.py) over tiny weights with their real tensor names (vision tower included): load,
+# info (per-type head dims, KV sharing, per-layer embeddings, the MoE block), ranks vo, ppl, lint.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-gemma4
+cd "$T" || exit 1
+d=$T/g4
+run -e "synth family gemma4_text $d"
+ok "synth family gemma4_text" test "$(rc)" = 0
+
+out=$(e "load $d; info")
+ok "info: family" has "$out" "model_type  *gemma4_text"
+ok "info: proportional RoPE on the full layers" has "$out" "full: head_dim 64, 1 KV heads, RoPE theta 1e+06 proportional 0.25: pairs (j, j + 32) for j < 8 turn at theta^(-2j/64), the other 24 pairs"
+ok "info: sliding layers' RoPE" has "$out" "sliding: head_dim 32, 2 KV heads, RoPE theta 10000 (rotate_half over the head)"
+ok "info: KV-shared layers and their sources" has "$out" "kv_shared_layers  *4 <- 2, 5 <- 3 (no k_proj / v_proj"
+ok "info: k_eq_v ties V-O and Q-K" has "$out" "V-O and Q-K are tied to one projection (W_K W_O and W_Q W_K^T)"
+ok "info: scale 1" has "$out" "softmax_scale  *1$"
+ok "info: per-layer embeddings" has "$out" "per_layer_embeddings  *16 per layer (embed_tokens_per_layer of 256 tokens"
+ok "info: KV bytes of the 4 layers with their own cache" has "$out" "kv_bytes_per_token  *2048$"
+ok "info: kvsvd refused (per-type head dims)" has "$out" "kvsvd  *no: .*the full-attention layers have their own head dims (global_head_dim 64, 1 KV heads)"
+ok "info: ppl available, calibrate refused" has "$out" "ppl/calibrate  *yes: ppl and generate; calibrate refused"
+out=$(e "load $d; calibrate ids /dev/null")
+ok "calibrate refused with the reason" has "$out" "cannot calibrate: its full-attention layers have their own head dims"
+
+out=$(e "load $d; kv-cache")
+ok "kv-cache: 4 layers" has "$out" "2048 bytes per token in 4 layers"
+
+run -e "load $d; ranks vo"
+ok "ranks vo runs over every layer" test "$(rc)" = 0
+ok "layer 1 head 0: V 6, O 32, VO 6 (planted)" grep -Eq "^ +1 +0 +6 +32 +6$" out.txt
+ok "layer 2 head 0: fused-low 4" grep -Eq "^ +2 +0 +31 +31 +4$" out.txt
+ok "layer 4 (KV-shared with 2): layer 2's W_V, rank 31" grep -Eq "^ +4 +0 +31 +32 +[0-9]+$" out.txt
+ok "layer 3 (full, head_dim 64): ranks out of 64" awk '$1 == 3 && $2 == 0 { ok = ($3 > 32 && $3 <= 64 && $4 > 32) } END { exit !ok }' out.txt
+
+out=$(e "load $d; truncate vo rank 4")
+ok "truncate refuses the k_eq_v layer 3" has "$out" "layer 3 of gemma4_text takes V from k_proj (attention_k_eq_v)"
+out=$(e "load $d; truncate vo rank 4 layers 4-4")
+ok "truncate refuses the KV-shared layer 4" has "$out" "layer 4 of gemma4_text reads an earlier layer's K / V"
+
+for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+run -e "load $d; ppl ids ids.txt seqlen 40"
+ok "ppl runs" test "$(rc)" = 0
+ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20 && $3 > 1) } END { exit !ok }' out.txt
+
+out=$(e "lint $d")
+ok "lint: transformers loads every tensor" has "$out" "transformers  Gemma4ForCausalLM  loads"
+ok "lint: vLLM loads it" has "$out" "vLLM          Gemma4ForCausalLM  loads"
+hasnt "$out" "layer_scalar" || fail "lint calls layer_scalar unknown: $out"
+hasnt "$out" "missing" || fail "lint expects tensors Gemma 4 does not have: $out"
+
+run -e "synth family gemma4 $T/mm"
+ok "synth family gemma4 (multimodal)" test "$(rc)" = 0
+out=$(e "load $T/mm; info")
+ok "gemma4: its text tower" has "$out" "vision and audio towers (vision_tower, embed_vision, audio_tower, embed_audio) are not read"
+ok "gemma4 (26B-A4B's recipe): the MoE block" has "$out" "moe_block  *4 experts, top 2 of 32 wide beside each dense MLP"
+out=$(e "lint $T/mm")
+ok "gemma4: lint expects the MoE block's tensors" has "$out" "transformers  Gemma4ForConditionalGeneration  loads"
+run -e "load $T/mm; ppl ids ids.txt seqlen 40"
+ok "gemma4: ppl runs on the tower" test "$(rc)" = 0
+export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
+for r in 31B E2B 26B-A4B; do
+    python3 "$ATTNLAB_SRC/tests/gemma4_tiny.py" "$T/real$r" "$r" || fail "could not write the gemma-4-$r-it folder"
+done
+out=$(e "load $T/real31B; info")
+ok "gemma-4-31B-it's config: loads as gemma4" has "$out" "model_type  *gemma4$"
+ok "... sliding and full layers with their own head dims and KV heads" has "$out" "sliding: head_dim 16, 4 KV heads, RoPE theta 10000 (rotate_half over the head); full: head_dim 32, 1 KV heads, RoPE theta 1e+06 proportional 0.25: pairs (j, j + 16) for j < 4"
+ok "... window 1024 on layers 0-4" has "$out" "0, 1, 2, 3, 4 (window 1024); full: 5"
+ok "... k_eq_v" has "$out" "attention_k_eq_v  *full layers: no v_proj"
+ok "... no KV-shared layers" hasnt "$out" "kv_shared_layers"
+ok "... KV bytes: (5 x 4 x 32 + 1 x 1 x 64) F32 values (the weights are F32)" has "$out" "kv_bytes_per_token  *2816$"
+# q 64 x 64 + k 64 x 64 + v 64 x 64 + o 64 x 64 on 5 sliding layers; q 64 x 128, k 64 x 32, o 128 x 64 on the k_eq_v one
+ok "... attention parameters per layer type: 5 x 16384 + 18432" has "$out" "attn_params_total  *100352$"
+run -e "load $T/real31B; ranks vo layer 5"
+ok "ranks vo on the full layer (head_dim 32, V = K)" grep -Eq "^ +5 +0 +32 +32 +[0-9]+$" out.txt
+out=$(e "load $T/realE2B; info")
+ok "gemma-4-E2B-it's config: full layers head_dim 32, 1 KV head (k_eq_v false: no KV override)" has "$out" "full: head_dim 32, 1 KV heads"
+ok "... layers 6-9 share 5's (sliding) and 4's (full) K / V" has "$out" "kv_shared_layers  *6 <- 5, 7 <- 5, 8 <- 5, 9 <- 4"
+ok "... per-layer embeddings" has "$out" "per_layer_embeddings  *8 per layer"
+ok "... KV bytes of layers 0-5: (5 x 1 x 32 + 1 x 1 x 64) x 4" has "$out" "kv_bytes_per_token  *896$"
+run -e "load $T/realE2B; ranks vo layer 9"
+ok "ranks vo on the KV-shared full layer 9 (layer 4's W_V, head_dim 32)" grep -Eq "^ +9 +0 +32 +32 +[0-9]+$" out.txt
+out=$(e "load $T/real26B-A4B; info")
+ok "gemma-4-26B-A4B-it's config: the MoE block" has "$out" "moe_block  *4 experts, top 2 of 16 wide"
+for r in 31B E2B 26B-A4B; do
+    run -e "load $T/real$r; ppl ids ids.txt seqlen 40"
+    ok "ppl runs on gemma-4-$r-it's layout" test "$(rc)" = 0
+    ok "  ppl finite" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20) } END { exit !ok }' out.txt
+    out=$(e "lint $T/real$r")
+    ok "  lint: transformers loads every tensor of gemma-4-$r-it's layout" has "$out" "transformers  Gemma4ForConditionalGeneration  loads"
+done
+cli_done
