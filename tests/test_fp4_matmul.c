@@ -3,14 +3,19 @@
  *    weights in every encoding (MXFP4 with E8M0 scales 0 = 2^-127 and 254, NVFP4 with a subnormal
  *    E4M3 block scale and a scale_2 that multiplies, compressed-tensors' NVFP4 whose global scale
  *    divides, INT4 with BF16 / F16 / F32 group scales) equals sgemm / sgemv on dt_fp4_dequant's
- *    float copy to the bit, at T = 1, 5 and 64, on AVX-512 and on the portable route (the old
- *    decoder's values: this part pins them; bench_quant measures the speed);
+ *    float copy to the bit, at T = 1, 5 and 64, on AVX-512 and on the portable route;
+ *  - the Gram's fast route (vdpbf16ps) takes MXFP4 and NVFP4 blocks, decoded to BF16 exactly, NVFP4's
+ *    scale_2 as the chunk's scale (a nonzero error bound, and the Gram within it of the double
+ *    route's), column and row Grams; compressed-tensors' divided scale and INT4 stay on the double
+ *    route (bound 0, the same Gram);
  *  - gpt-oss's MXFP4 experts as released are read in place, expert by expert: the forward pass of a
  *    checkpoint whose experts take 96 MB as float32 (intermediate 4096) grows the resident set by
  *    less than a quarter of that (it made a float32 copy of every layer's experts before), and its
  *    perplexity is that of the same values in F32 (1e-6 relative). */
 #include "check.h"
 #include "forward.h"
+#include "gram.h"
+#include "gram_bf16.h"
 #include "matmul_internal.h"
 #include "synth.h"
 
@@ -97,6 +102,90 @@ static void test_decoder(void) {
             for (size_t t = 0; t < 3; t++) check_case(&cases[c], Ts[t]);
     }
     mm_simd(true);
+}
+
+/* ================================================================ the Gram's fast route */
+
+/* A file with the cases' FP4 weights as the store finds them (names "c<i>.weight" and their scales). */
+static int write_fp4_file(const char *path, const Case *cs, size_t n, uint8_t **bufs) {
+    st_writer *w = st_writer_new();
+    int rc = AL_OK;
+    for (size_t i = 0; rc == AL_OK && i < n; i++) {
+        dt_fp4 q = cs[i].q;
+        fill(&q, &bufs[2 * i], &bufs[2 * i + 1]);
+        size_t R = q.rows, C = q.cols, B = dt_fp4_traits(q.enc)->block, one = 1;
+        char nm[32], sn[96];
+        snprintf(nm, sizeof nm, "c%zu.weight", i);
+        if (q.enc == DT_FP4_MXFP4) {
+            size_t bs[3] = {R, C / 32, 16}, ss[2] = {R, C / 32};
+            snprintf(sn, sizeof sn, "%s_blocks", nm);
+            rc = st_writer_add(w, sn, DT_U8, 3, bs, q.codes, R * C / 2);
+            snprintf(sn, sizeof sn, "%s_scales", nm);
+            if (rc == AL_OK) rc = st_writer_add(w, sn, DT_U8, 2, ss, q.scale, R * C / 32);
+        } else if (q.enc == DT_FP4_NVFP4) {
+            size_t ws[2] = {R, C / 2}, ss[2] = {R, C / B};
+            float g = q.gscale;
+            snprintf(sn, sizeof sn, "c%zu.weight%s", i, q.gdiv ? "_packed" : "");
+            rc = st_writer_add(w, sn, DT_U8, 2, ws, q.codes, R * C / 2);
+            snprintf(sn, sizeof sn, "%s_scale", nm);
+            if (rc == AL_OK) rc = st_writer_add(w, sn, DT_F8_E4M3, 2, ss, q.scale, R * C / B);
+            snprintf(sn, sizeof sn, "%s_%s", nm, q.gdiv ? "global_scale" : "scale_2");
+            if (rc == AL_OK) rc = st_writer_add(w, sn, DT_F32, 1, &one, &g, 4);
+        } else {
+            size_t ws[2] = {R, C / 8}, ss[2] = {R, C / 32}, shp = 2;
+            int32_t shape[2] = {(int32_t)R, (int32_t)C};
+            snprintf(sn, sizeof sn, "%s_packed", nm);
+            rc = st_writer_add(w, sn, DT_I32, 2, ws, q.codes, R * C / 2);
+            snprintf(sn, sizeof sn, "%s_scale", nm);
+            if (rc == AL_OK) rc = st_writer_add(w, sn, q.sdt, 2, ss, q.scale, R * C / 32 * dt_size(q.sdt));
+            snprintf(sn, sizeof sn, "%s_shape", nm);
+            if (rc == AL_OK) rc = st_writer_add(w, sn, DT_I32, 1, &shp, shape, sizeof shape);
+        }
+    }
+    if (rc == AL_OK) rc = st_writer_write(w, path);
+    st_writer_free(w);
+    return rc;
+}
+
+static void test_gram(const char *tmp) {
+    if (!gbf_cpu_bf16()) { printf("no AVX-512 BF16: the fast route's FP4 part skipped\n"); return; }
+    const Case cs[] = {
+        {"MXFP4", {.enc = DT_FP4_MXFP4, .rows = 384, .cols = 256, .gscale = 1}},
+        {"NVFP4", {.enc = DT_FP4_NVFP4, .rows = 384, .cols = 256, .gscale = 0.0123f}},
+        {"compressed-tensors NVFP4", {.enc = DT_FP4_NVFP4, .rows = 384, .cols = 256, .gscale = 81.5f, .gdiv = true}},
+        {"INT4", {.enc = DT_FP4_INT4, .rows = 384, .cols = 256, .gscale = 1, .sdt = DT_BF16}},
+    };
+    uint8_t *bufs[8] = {0};
+    char *dir = al_asprintf("%s/gram-fp4", tmp), *path = al_asprintf("%s/model.safetensors", dir);
+    mkdir(dir, 0755);
+    CHECK_OK(write_fp4_file(path, cs, 4, bufs));
+    Store *st = NULL;
+    CHECK_OK(store_open(dir, &st));
+    GramScratch *scr = gram_scratch_new();
+    for (size_t i = 0; st && i < 4; i++)
+        for (int rg = 0; rg < 2; rg++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "c%zu.weight", i);
+            /* a head's block: column Gram of 100 rows x 64 cols at (37, 64); row Gram of 64 rows x 200 cols at (128, 16) */
+            GramView v = {.tensor = nm, .r0 = rg ? 128 : 37, .nr = rg ? 64 : 100, .c0 = rg ? 16 : 64, .nc = rg ? 200 : 64,
+                          .row_gram = rg};
+            size_t k = gram_view_k(&v);
+            double *Gf = calloc(k * k, sizeof *Gf), *Gd = calloc(k * k, sizeof *Gd), err = -1, d2 = 0;
+            CHECK_OK(gram_compute_fast(st, &v, scr, Gf, &err));
+            CHECK_OK(gram_compute(st, &v, scr, Gd));
+            for (size_t j = 0; j < k * k; j++) d2 += (Gf[j] - Gd[j]) * (Gf[j] - Gd[j]);
+            bool fast = i < 2;
+            printf("Gram of %s, %s: bound %.3g, |G - the double route's G|_F %.3g\n", cs[i].what, rg ? "row" : "column", err,
+                   sqrt(d2));
+            CHECK(fast ? err > 0 && sqrt(d2) <= err : err == 0 && d2 == 0,
+                  "%s, %s Gram: %s (bound %.3g, |G - double route's| %.3g)", cs[i].what, rg ? "row" : "column",
+                  fast ? "the fast route, within its bound" : "the double route", err, sqrt(d2));
+            free(Gf); free(Gd);
+        }
+    gram_scratch_free(scr);
+    store_free(st);
+    for (int i = 0; i < 8; i++) free(bufs[i]);
+    free(dir); free(path);
 }
 
 /* ================================================================ gpt-oss's experts in place */
@@ -215,6 +304,7 @@ static void test_experts(const char *tmp) {
 int main(void) {
     const char *tmp = test_tmpdir();
     test_decoder();
+    test_gram(tmp);
     test_experts(tmp);
     return check_done();
 }

@@ -204,17 +204,18 @@ static void fp4_decode_512(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, siz
 }
 #endif
 
+void mm_fp4_decode(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld) {
+    if (use_avx512() && c0 % 16 == 0 && nc % 16 == 0) fp4_decode_512(q, r0, nr, c0, nc, dst, ld);
+    else dt_fp4_dequant(q, r0, nr, c0, nc, dst, ld);
+}
+
 /* Rows [r0, r0+nr) x cols [c0, c0+nc) of W as float32 into dst (nr, nc). */
 static void panel(const WMat *w, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, bool simd) {
     const uint8_t *b = w->data;
     size_t C = w->cols;
     if (w->dt == DT_F8_E4M3 && w->rscale) { dt_fp8_dequant_rows(b, C, w->rscale, r0, nr, c0, nc, dst, nc); return; }
     if (w->dt == DT_F8_E4M3) { dt_fp8_dequant(b, C, w->scale, w->scols, r0, nr, c0, nc, dst, nc); return; }
-    if (w->fp4.enc != DT_FP4_NONE && simd && c0 % 16 == 0 && nc % 16 == 0) {
-        fp4_decode_512(&w->fp4, r0, nr, c0, nc, dst, nc);
-        return;
-    }
-    if (w->fp4.enc != DT_FP4_NONE) { dt_fp4_dequant(&w->fp4, r0, nr, c0, nc, dst, nc); return; }
+    if (w->fp4.enc != DT_FP4_NONE) { mm_fp4_decode(&w->fp4, r0, nr, c0, nc, dst, nc); return; }
     for (size_t i = 0; i < nr; i++) {
         size_t off = ((r0 + i) * C + c0) * dt_size(w->dt);
         if (w->dt == DT_F32) memcpy(dst + i * nc, b + off, nc * 4);

@@ -68,6 +68,11 @@ size_t wmat_bytes(const WMat *w);
 /* Row r as float32 (cols floats into dst). */
 void wmat_row(const WMat *w, size_t r, float *dst);
 
+/* Rows [r0, r0+nr) x cols [c0, c0+nc) of an FP4 / INT4 weight (tensor.h) as float32 into dst (leading
+ * dim ld): dt_fp4_dequant's values bit for bit, 16 at a time on AVX-512 when c0 and nc are multiples
+ * of 16 (the panels' decoder; the Gram's fast route packs its blocks with it). Thread-safe. */
+void mm_fp4_decode(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld);
+
 /* bytes of memory, 64-byte aligned; from 2 MB on 2 MB-aligned with transparent huge pages asked
  * for (madvise), so that first touching a large buffer costs 512x fewer page faults. free() it.
  * NULL + error naming `what` when out of memory. */
