@@ -15,7 +15,7 @@
  *     FP8 values re-quantized; N layers, default 1).
  * Then, in one run (each measurement interleaved over the twins, best of --reps; the process's CPU
  * time, all threads, unless --wall: the machine is shared, and other jobs stretch wall time):
- *   - each of layer 0's products (q, k, o, gate, down) alone, mm_xwt at T = 128, f32 mode;
+ *   - each of layer 0's products (q, k, o, gate, down) alone, mm_xwt at T = 1, 16 and 128, f32 mode;
  *   - prefill of T = 128 tokens in f32 and bf16 modes (the last token's logits);
  *   - the R1 sweep: farr_state_layer VO and QK of every layer, cold (a fresh FarrState);
  *   - `ppl` (2 windows of 64 tokens) in a fresh process per twin: its perplexity and peak RSS.
@@ -398,6 +398,8 @@ static int bench_llama(const char *base, size_t T, int reps) {
     }
     printf("llama1b twins (TinyLlama shapes, %d layers; projections FP4, embeddings / head / norms BF16):\n",
            m[0]->cfg.n_layers);
+    bench_products(m, 1, reps);              /* decoding: registers; a few tokens: BF16 blocks; prefill: panels */
+    bench_products(m, 16, reps);
     bench_products(m, T, reps);
     int *ids = malloc(T * sizeof *ids);
     for (size_t i = 0; i < T; i++) ids[i] = (int)((i * 2654435761u) % (V1 - 3)) + 3;
@@ -563,6 +565,8 @@ int main(int argc, char **argv) {
             if (model_open(d, &m[t]) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
             free(d);
         }
+        bench_products(m, 1, reps);
+        bench_products(m, 16, reps);
         bench_products(m, 128, reps);
         for (int t = 0; t < NTWIN; t++) model_free(m[t]);
     } else {

@@ -1,15 +1,17 @@
 /* test_fp4_matmul.c -- the forward pass's FP4 / INT4 weights (issue 28's speed and memory):
- *  - matmul's vectorized panel decoder gives tensor.c's values bit for bit: y = x Wᵀ of hand-made
- *    weights in every encoding (MXFP4 with E8M0 scales 0 = 2^-127 and 254, NVFP4 with a subnormal
- *    E4M3 block scale and a scale_2 that multiplies, compressed-tensors' NVFP4 whose global scale
- *    divides, INT4 with BF16 / F16 / F32 group scales) equals sgemm / sgemv on dt_fp4_dequant's
- *    float copy to the bit, at T = 1, 5 and 64, on AVX-512 and on the portable route;
+ *  - matmul's FP4 routes compute with tensor.c's values: y = x Wᵀ of hand-made weights in every
+ *    encoding (MXFP4 with E8M0 scales 0 = 2^-127 and 140, NVFP4 with a subnormal E4M3 block scale
+ *    and a scale_2 that multiplies, compressed-tensors' NVFP4 whose global scale divides, INT4 with
+ *    BF16 / F16 / F32 group scales) against sgemm / sgemv on dt_fp4_dequant's float copy: bit for
+ *    bit on the panel route (64 tokens on; INT4 and the divided scale from 4 on; the portable
+ *    route), within 1e-6 relative on the register route (1-3 tokens) and on BF16 blocks (MXFP4 /
+ *    NVFP4, 4-63 tokens); T = 1, 3, 5, 40, 64, both modes, AVX-512 and portable;
  *  - the Gram's fast route (vdpbf16ps) takes MXFP4 and NVFP4 blocks, decoded to BF16 exactly, NVFP4's
  *    scale_2 as the chunk's scale (a nonzero error bound, and the Gram within it of the double
  *    route's), column and row Grams; compressed-tensors' divided scale and INT4 stay on the double
  *    route (bound 0, the same Gram);
  *  - gpt-oss's MXFP4 experts as released are read in place, expert by expert: the forward pass of a
- *    checkpoint whose experts take 96 MB as float32 (intermediate 4096) grows the resident set by
+ *    checkpoint whose experts take 100 MB as float32 (intermediate 4096) grows the resident set by
  *    less than a quarter of that (it made a float32 copy of every layer's experts before), and its
  *    perplexity is that of the same values in F32 (1e-6 relative). */
 #include "check.h"
@@ -45,7 +47,7 @@ static void fill(dt_fp4 *q, uint8_t **codes, uint8_t **scale) {
     for (size_t i = 0; i < q->rows * q->cols / 2; i++) (*codes)[i] = (uint8_t)rnd32();
     for (size_t i = 0; i < ns; i++) {
         uint8_t *s = *scale + i * es;
-        if (q->enc == DT_FP4_MXFP4) *s = i == 0 ? 0 : i == 1 ? 254 : (uint8_t)(115 + rnd32() % 16);   /* 2^-127, 2^127 */
+        if (q->enc == DT_FP4_MXFP4) *s = i == 0 ? 0 : i == 1 ? 140 : (uint8_t)(115 + rnd32() % 16);   /* 2^-127 (subnormal values), 2^13 */
         else if (q->enc == DT_FP4_NVFP4) *s = i == 0 ? 0x01 : (uint8_t)(0x08 + rnd32() % 0x60);     /* 2^-9: subnormal */
         else {
             float f = (float)(rnd32() % 1000 + 1) * 1e-5f;
@@ -74,10 +76,17 @@ static void check_case(const Case *c, size_t T) {
     else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)N, (int)K, 1.f, x, (int)K, W, (int)K, 0.f, ref, (int)N);
     WMat w = {.dt = DT_U8, .data = q.codes, .rows = N, .cols = K, .fp4 = q};
     MmWork *wk = mm_work_new(1);
+    bool panels = T >= 64 || (T > 3 && (q.enc == DT_FP4_INT4 || q.gdiv)) || !mm_have_bf16();
     for (int m = 0; m < 2; m++) {
         CHECK_OK(mm_xwt(wk, &w, x, K, T, y, N, m ? MM_BF16 : MM_F32));
-        CHECK(memcmp(y, ref, T * N * sizeof *y) == 0, "%s, T = %zu, %s mode: x Wᵀ equals sgemm on the decoded copy bit for bit",
-              c->what, T, m ? "bf16" : "f32");
+        double rel = vec_rel_err(ref, y, T * N);
+        if (panels)       /* the panel route: the decoded floats, one sgemm: the same bits */
+            CHECK(memcmp(y, ref, T * N * sizeof *y) == 0,
+                  "%s, T = %zu, %s mode: x Wᵀ equals sgemm on the decoded copy bit for bit (rel %.2g)", c->what, T,
+                  m ? "bf16" : "f32", rel);
+        else              /* registers (T <= 3) or BF16 blocks (T < 64): the same values, other sums */
+            CHECK(rel < 1e-6, "%s, T = %zu, %s mode: x Wᵀ within 1e-6 of sgemm on the decoded copy (rel %.2g)", c->what, T,
+                  m ? "bf16" : "f32", rel);
     }
     wmat_row(&w, N - 1, row);
     CHECK(memcmp(row, W + (N - 1) * K, K * sizeof *row) == 0, "%s: wmat_row is the decoded row", c->what);
@@ -95,11 +104,11 @@ static void test_decoder(void) {
         {"INT4, F16 scales", {.enc = DT_FP4_INT4, .rows = 17, .cols = 96, .gscale = 1, .sdt = DT_F16}},
         {"INT4, F32 scales", {.enc = DT_FP4_INT4, .rows = 20, .cols = 160, .gscale = 1, .sdt = DT_F32}},
     };
-    const size_t Ts[] = {1, 5, 64};
+    const size_t Ts[] = {1, 3, 5, 40, 64};
     for (int simd = 1; simd >= 0; simd--) {
         mm_simd(simd);
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
-            for (size_t t = 0; t < 3; t++) check_case(&cases[c], Ts[t]);
+            for (size_t t = 0; t < 5; t++) check_case(&cases[c], Ts[t]);
     }
     mm_simd(true);
 }

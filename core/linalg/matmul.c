@@ -175,8 +175,10 @@ static inline float fp4_scale(const dt_fp4 *q, const float *e4, size_t r, size_t
  * then times gscale unless gdiv -- the operations of tensor.c's fp4_row in its order, so the values
  * are its own, bit for bit, at about a tenth of its time (its table lookups, scale and nibble
  * arithmetic are scalar per value; a product of T tokens paid them once per weight per panel, which
- * made an FP4 prefill ~1.2-1.5x a BF16 one). */
-TGT_512 static void fp4_decode_512(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld) {
+ * made an FP4 prefill ~1.2-1.5x a BF16 one). With bf, into bf (leading dim ld) as BF16 instead, the
+ * per-tensor scale left out (fp4_unit). */
+TGT_512 static void fp4_decode_512(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld,
+                                   uint16_t *bf) {
     const size_t B = dt_fp4_traits(q->enc)->block, rb = q->cols / 2, nb = q->cols / B;
     const float *e4 = gbf_e4m3_f32();
     const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
@@ -194,18 +196,70 @@ TGT_512 static void fp4_decode_512(const dt_fp4 *q, size_t r0, size_t nr, size_t
             __m128i b8 = _mm_loadl_epi64((const __m128i *)(const void *)(codes + j / 2));
             __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(b8, m4), _mm_and_si128(_mm_srli_epi16(b8, 4), m4));
             __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(idx), lut), _mm512_set1_ps(s));
-            _mm512_storeu_ps(dst + i * ld + (j - c0), post ? _mm512_mul_ps(v, g) : v);
+            if (bf)                  /* BF16 by truncation: exact for fp4_bf16_exact's values, subnormals kept */
+                _mm256_storeu_si256((__m256i *)(void *)(bf + i * ld + (j - c0)),
+                                    _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+            else _mm512_storeu_ps(dst + i * ld + (j - c0), post ? _mm512_mul_ps(v, g) : v);
         }
     }
 }
+
+#define FP4_FEW 3            /* tokens up to which an FP4 product decodes in registers (fp4_rows_512) */
+
+/* y[t][n] = x[t] . W[n] for rows [n0, n0 + NR) and T <= FP4_FEW tokens: each 16 values decoded in
+ * registers as fp4_decode_512 decodes them (the same floats) and multiplied at once, with no panel:
+ * few tokens cannot amortize writing and reading one (a T = 1 product took 2-3x a BF16 one so); NR
+ * rows at a time keep NR T independent sums in flight. */
+TGT_512 static inline __attribute__((always_inline)) void
+fp4_rows_nr(const dt_fp4 *q, const float *e4, size_t n0, const float *x, size_t ldx, size_t T, float *y, size_t ldy,
+            const int NR) {
+    const size_t K = q->cols, B = dt_fp4_traits(q->enc)->block, nb = K / B;
+    const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const bool post = !q->gdiv && q->gscale != 1.0f;
+    const __m512 g = _mm512_set1_ps(q->gscale);
+    __m512 acc[4][FP4_FEW];
+    float s[4] = {0};
+    for (int r = 0; r < NR; r++)
+        for (size_t t = 0; t < FP4_FEW; t++) acc[r][t] = _mm512_setzero_ps();
+    for (size_t j = 0; j < K; j += 16) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            if (j % B == 0) {
+                s[r] = fp4_scale(q, e4, n0 + (size_t)r, j / B, nb);
+                if (q->gdiv) s[r] /= q->gscale;
+            }
+            __m128i b8 = _mm_loadl_epi64((const __m128i *)(const void *)(q->codes + (n0 + (size_t)r) * (K / 2) + j / 2));
+            __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(b8, m4), _mm_and_si128(_mm_srli_epi16(b8, 4), m4));
+            __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(idx), lut), _mm512_set1_ps(s[r]));
+            if (post) v = _mm512_mul_ps(v, g);
+            for (size_t t = 0; t < T; t++) acc[r][t] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * ldx + j), v, acc[r][t]);
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (size_t t = 0; t < T; t++) y[t * ldy + n0 + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+TGT_512 static void fp4_rows_512(const dt_fp4 *q, size_t n0, size_t n1, const float *x, size_t ldx, size_t T, float *y,
+                                 size_t ldy) {
+    const float *e4 = gbf_e4m3_f32();
+    size_t n = n0;
+    for (; n + 4 <= n1; n += 4) fp4_rows_nr(q, e4, n, x, ldx, T, y, ldy, 4);
+    for (; n < n1; n++) fp4_rows_nr(q, e4, n, x, ldx, T, y, ldy, 1);
+}
 #else
-static void fp4_decode_512(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld) {
-    (void)q; (void)r0; (void)nr; (void)c0; (void)nc; (void)dst; (void)ld;
+static void fp4_decode_512(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld,
+                           uint16_t *bf) {
+    (void)q; (void)r0; (void)nr; (void)c0; (void)nc; (void)dst; (void)ld; (void)bf;
+}
+static void fp4_rows_512(const dt_fp4 *q, size_t n0, size_t n1, const float *x, size_t ldx, size_t T, float *y,
+                         size_t ldy) {
+    (void)q; (void)n0; (void)n1; (void)x; (void)ldx; (void)T; (void)y; (void)ldy;
 }
 #endif
 
 void mm_fp4_decode(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld) {
-    if (use_avx512() && c0 % 16 == 0 && nc % 16 == 0) fp4_decode_512(q, r0, nr, c0, nc, dst, ld);
+    if (use_avx512() && c0 % 16 == 0 && nc % 16 == 0) fp4_decode_512(q, r0, nr, c0, nc, dst, ld, NULL);
     else dt_fp4_dequant(q, r0, nr, c0, nc, dst, ld);
 }
 
@@ -662,11 +716,73 @@ static int run_tiles(MmWork *wk, const WMat *W, const void *x, size_t ldx, size_
     return run_units(wk, W->rows, TILE_NB, T * W->rows * W->cols, tile_unit, &j);
 }
 
-/* The float32 route: BF16 / F16 weights widened in registers (AVX-512 tiles), else (FP8, FP4, INT4,
- * or no AVX-512) per panel into the worker's buffer and a one-thread sgemm. */
+/* True when an FP4 weight's values before its per-tensor scale are BF16 numbers: E2M1 (2 significant
+ * bits) times an E8M0 power of two or an E4M3 scale (4 bits), float's exponent range. Not
+ * compressed-tensors' divided scale, nor INT4's BF16 / F16 / F32 group scales. */
+static bool fp4_bf16_exact(const dt_fp4 *q) { return q->enc == DT_FP4_MXFP4 || (q->enc == DT_FP4_NVFP4 && !q->gdiv); }
+
+#define FP4_MANY 64          /* tokens from which FP4 products take the panels and sgemm again */
+
+typedef struct {
+    const WMat *W;
+    const float *x;
+    size_t ldx, T;
+    float *y;
+    size_t ldy;
+    MmWork *wk;              /* fp4_unit: the workers' panels */
+} few_job;
+
+/* Between FP4_FEW and FP4_MANY tokens, for fp4_bf16_exact weights: unit i decodes rows [i TILE_NB,
+ * +TILE_NB) a pass of TILE_KC columns at a time into the worker's panel as BF16 (768 KB: it stays in
+ * L2) and runs the BF16 weights' float32 tiles over it -- the products a BF16 twin's; sgemm would
+ * copy the panel once more (its packing), which few tokens cannot amortize. NVFP4's scale_2
+ * multiplies each output once, after its sum. */
+static int fp4_unit(size_t i, int worker, void *ud) {
+    few_job *j = ud;
+    const WMat *W = j->W;
+    size_t K = W->cols, n0 = i * TILE_NB, n1 = W->rows - n0 < TILE_NB ? W->rows : n0 + TILE_NB, T = j->T;
+    uint16_t *buf = (uint16_t *)(void *)j->wk->pan[worker];
+    for (size_t k0 = 0; k0 < K; k0 += TILE_KC) {
+        size_t kc = K - k0 < TILE_KC ? K - k0 : TILE_KC;
+        fp4_decode_512(&W->fp4, n0, n1 - n0, k0, kc, NULL, kc, buf);
+        for (size_t t = 0; t < T; t += t + 4 <= T ? 4 : 1) {
+            bool four = t + 4 <= T;
+            tile_fn f6 = four ? wb_tiles.t46 : wb_tiles.t16, f1 = four ? wb_tiles.t41 : wb_tiles.t11;
+            const float *xt = j->x + t * j->ldx + k0;
+            float *yt = j->y + t * j->ldy;
+            size_t n = n0;
+            for (; n + 6 <= n1; n += 6) f6(xt, j->ldx, buf + (n - n0) * kc, kc, kc, yt + n, j->ldy, k0 > 0);
+            for (; n < n1; n++) f1(xt, j->ldx, buf + (n - n0) * kc, kc, kc, yt + n, j->ldy, k0 > 0);
+        }
+    }
+    if (W->fp4.gscale != 1.0f)
+        for (size_t t = 0; t < T; t++)
+            for (size_t n = n0; n < n1; n++) j->y[t * j->ldy + n] *= W->fp4.gscale;
+    return AL_OK;
+}
+
+/* Unit i: rows [i TILE_NB, +TILE_NB) of an FP4 weight for at most FP4_FEW tokens. */
+static int few_unit(size_t i, int worker, void *ud) {
+    (void)worker;
+    few_job *j = ud;
+    size_t n0 = i * TILE_NB, n1 = j->W->rows - n0 < TILE_NB ? j->W->rows : n0 + TILE_NB;
+    fp4_rows_512(&j->W->fp4, n0, n1, j->x, j->ldx, j->T, j->y, j->ldy);
+    return AL_OK;
+}
+
+/* The float32 route: BF16 / F16 weights widened in registers (AVX-512 tiles), FP4 / INT4 ones decoded
+ * in registers up to FP4_FEW tokens, MXFP4 / NVFP4 decoded to BF16 blocks and the same tiles below
+ * FP4_MANY, else (FP8, FP4 / INT4 from there on, or no AVX-512) per panel into the worker's buffer and
+ * a one-thread sgemm. */
 static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     if ((W->dt == DT_BF16 || W->dt == DT_F16) && use_avx512())
         return run_tiles(wk, W, x, ldx, sizeof(float), T, y, ldy, W->dt == DT_BF16 ? &wb_tiles : &wh_tiles);
+    bool fp4 = W->fp4.enc != DT_FP4_NONE && W->cols % 16 == 0 && use_avx512();
+    if (fp4 && (T <= FP4_FEW || (T < FP4_MANY && fp4_bf16_exact(&W->fp4)))) {
+        if (T > FP4_FEW && pan_fit(wk)) return AL_ERR;
+        few_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk};
+        return run_units(wk, W->rows, TILE_NB, T * W->rows * W->cols, T <= FP4_FEW ? few_unit : fp4_unit, &j);
+    }
     if (pan_fit(wk)) return AL_ERR;
     f32_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk, .simd = use_avx512(),
                  .nb = unit_rows(W->rows, wk->nthreads, MM_PANEL_ROWS, 16)};
