@@ -17,10 +17,12 @@
  *            sums one output, no sums across lanes); where the CPU lacks AVX-512 BF16, the same rounded
  *            activations through the float32 route (products exact, float32 sums). F16 / FP8 / F32
  *            weights take the MM_F32 route in this mode.
- * FP4 / INT4 weights (tensor.h: MXFP4, NVFP4, compressed-tensors' NVFP4 and pack-quantized INT4) take
- * the FP8 route in both modes: each panel decoded into the worker's buffer (AVX-512: 16 values per
- * register lookup, the values tensor.c's decoder gives bit for bit) and a one-thread sgemm, so their
- * products are float32 in bf16 mode too; a BF16 twin's time per product or less (bench_quant).
+ * FP4 / INT4 weights (tensor.h: MXFP4, NVFP4, compressed-tensors' NVFP4 and pack-quantized INT4) are
+ * float32 products in both modes, on the values tensor.c's decoder gives (AVX-512: 16 values per
+ * register lookup): up to 3 tokens decoded in registers and multiplied at once; MXFP4 / NVFP4 from 4
+ * to 63 tokens decoded to BF16 blocks (exact) under the BF16 weights' float32 tiles; from 64 tokens
+ * on (and INT4 / compressed-tensors' NVFP4 from 4) the FP8 route: each panel decoded into the
+ * worker's buffer and a one-thread sgemm (bench_quant: a BF16 twin's time or less from 64 tokens).
  * Dtypes without a kernel (F64, F8_E5M2) and Conv1D (in, out) weights stored in anything but F32
  * are converted to an owned float32 copy when the view is made (GPT-2-style models only).
  *
