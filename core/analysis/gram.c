@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "gram.h"
 #include "gram_bf16.h"
+#include "matmul.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -274,13 +275,48 @@ static void fast_pack_bf16(const Tensor2 *t, const GramView *v, size_t t0, size_
     else pack_pairs_many(t, v, 1, t0, n, scr->pack);
 }
 
+/* True for an FP4 weight whose values before its per-tensor scale are BF16 numbers (E2M1, 2 bits,
+ * times an E8M0 power of two or an E4M3 scale, 4 bits): MXFP4 and ModelOpt's NVFP4, whose scale_2
+ * the chunk's scale vector carries. Not compressed-tensors' divided scale, nor INT4's. */
+static bool fp4_bf16(const Tensor2 *t) {
+    return t->fp4.enc == DT_FP4_MXFP4 || (t->fp4.enc == DT_FP4_NVFP4 && !t->fp4.gdiv);
+}
+
+/* fast_pack for such an FP4 weight: decoded (mm_fp4_decode, scale_2 left out) and packed in pairs by
+ * truncation to BF16, exact for these values (subnormals kept): a column Gram two tensor rows of
+ * the k indices at a time (into scr->tmp), a row Gram one row of the n contraction values at a
+ * time. The scale_2 goes into scr->scale for every index (G_ij += s_i s_j (PᵀP)_ij). */
+static void fast_pack_fp4(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
+    size_t k = gram_view_k(v), ld = gbf_ld(k);
+    uint32_t *P = scr->pack;
+    dt_fp4 q = t->fp4;
+    q.gscale = 1;
+    memset(P, 0, (n + 1) / 2 * ld * sizeof *P);
+    if (!v->row_gram)
+        for (size_t tp = 0; tp < (n + 1) / 2; tp++) {
+            size_t two = 2 * tp + 1 < n ? 2 : 1;
+            uint32_t *b = (uint32_t *)(void *)scr->tmp, *p = P + tp * ld;
+            mm_fp4_decode(&q, v->r0 + t0 + 2 * tp, two, v->c0, k, scr->tmp, k);
+            if (two == 1) memset(b + k, 0, k * sizeof *b);
+            for (size_t i = 0; i < k; i++) p[i] = b[i] >> 16 | (b[k + i] & 0xffff0000u);
+        }
+    else
+        for (size_t i = 0; i < k; i++) {
+            uint32_t *b = (uint32_t *)(void *)scr->seg;
+            mm_fp4_decode(&q, v->r0 + i, 1, v->c0 + t0, n, scr->seg, n);
+            for (size_t tt = 0; tt < n; tt++) P[tt / 2 * ld + i] |= (b[tt] >> 16) << (16 * (tt & 1));
+        }
+    for (size_t i = 0; i < k; i++) scr->scale[i] = t->fp4.gscale;
+}
+
 /* Packs contraction rows [t0, t0+n) of the view's block (column Gram: tensor rows; row Gram:
  * tensor columns) into scr->pack for `path` (gram_bf16.h's layouts, zero padding), and for FP8
  * the chunk's scale of each of the k indices into scr->scale (the chunk lies in one scale block
  * along the contraction). */
 static int fast_pack(const Tensor2 *t, const GramView *v, size_t t0, size_t n, gbf_path path, GramScratch *scr) {
     size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize;
-    if (path == GBF_BF16) fast_pack_bf16(t, v, t0, n, scr);
+    if (t->fp4.enc != DT_FP4_NONE) fast_pack_fp4(t, v, t0, n, scr);     /* fp4_bf16's, on GBF_BF16 */
+    else if (path == GBF_BF16) fast_pack_bf16(t, v, t0, n, scr);
     else {
         float *F = scr->pack;
         memset(F, 0, n * ld * sizeof(float));
@@ -328,7 +364,8 @@ static int fast_finish(const Tensor2 *t, const GramView *v, gbf_path path, doubl
     double tr = 0, u = ldexp(1.0, -24);
     for (size_t i = 0; i < k; i++) tr += G[i * k + i];
     /* + the double sums over `other` terms: the double route's dsyrk and the chunks' additions */
-    double rel = gbf_gamma(path) + (t->scale ? 2.0001 * u : 0) + 2.0 * (double)other * ldexp(1.0, -53) * (1 + 1e-6);
+    bool scaled = t->scale || (t->fp4.enc != DT_FP4_NONE && t->fp4.gscale != 1.0f);   /* NVFP4: code * s * scale_2 */
+    double rel = gbf_gamma(path) + (scaled ? 2.0001 * u : 0) + 2.0 * (double)other * ldexp(1.0, -53) * (1 + 1e-6);
     *err = rel * tr * (1 + 1e-6) + (double)k * (double)other * ldexp(1.0, -100);
     return AL_OK;
 }
@@ -350,15 +387,17 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     memset(G, 0, k * k * sizeof(double));
     if (other == 0) return AL_OK;
     if (view_in_range(&t, v) != AL_OK || fast_reserve(scr, k) != AL_OK) return AL_ERR;
-    /* BF16 pairs where the values are BF16 (BF16, FP8 codes) and the CPU has vdpbf16ps, floats
-     * where it lacks it; other dtypes (F32, F16: not BF16 values) take the double route's Gram,
-     * exact (the float kernel is no faster than dsyrk on them) */
-    if ((t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) || t.rscale) return gram_compute(st, v, scr, G);
+    /* BF16 pairs where the values are BF16 (BF16, FP8 codes, MXFP4 / NVFP4 decoded) and the CPU has
+     * vdpbf16ps, floats where it lacks it (not FP4); other dtypes (F32, F16, INT4: not BF16 values)
+     * take the double route's Gram, exact (the float kernel is no faster than dsyrk on them) */
     gbf_path path = gbf_path_now();
+    bool fp4 = fp4_bf16(&t) && path == GBF_BF16;     /* MXFP4 / NVFP4: BF16 values, vdpbf16ps only */
+    if (!fp4 && ((t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) || t.rscale || t.fp4.enc != DT_FP4_NONE))
+        return gram_compute(st, v, scr, G);
     for (size_t c = 0, n; c < other; c += n) {
         n = chunk_len(v, c);
         if (fast_pack(&t, v, c, n, path, scr) != AL_OK) return AL_ERR;
-        const float *s = t.scale ? scr->scale : NULL;
+        const float *s = t.scale || (fp4 && t.fp4.gscale != 1.0f) ? scr->scale : NULL;
         if (path == GBF_BF16) gbf_chunk_bf16(scr->pack, (n + 1) / 2, k, s, G);
         else gbf_chunk_f32(scr->pack, n, k, s, G);
     }

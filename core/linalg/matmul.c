@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "gram_bf16.h"
 #include "sweep.h"
 #include "matmul_internal.h"
 
@@ -147,13 +148,128 @@ void wmat_row(const WMat *w, size_t r, float *dst) {
     }
 }
 
+/* ---------------------------------------------------------------- FP4 / INT4 decoding */
+
+/* The code values of an FP4 weight's encoding (tensor.h): E2M1, or INT4's nibble - 8. */
+static const float fp4_e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+static const float fp4_int4[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+/* Block b of row r's scale as tensor.c's dt_fp4_block_scale gives it, without its call per block:
+ * E8M0 2^(v - 127) built from its bits (0xFF NaN, 0 the subnormal 2^-127), E4M3 from the table e4
+ * (gbf_e4m3_f32's). nb: blocks per row. */
+static inline float fp4_scale(const dt_fp4 *q, const float *e4, size_t r, size_t b, size_t nb) {
+    if (q->enc == DT_FP4_INT4) return dt_fp4_block_scale(q, r, b);
+    uint8_t v = q->scale[r * nb + b];
+    if (q->enc == DT_FP4_NVFP4) return e4[v];
+    uint32_t bits = v == 0xff ? 0x7fc00000u : v == 0 ? 0x00400000u : (uint32_t)v << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+#if MM_X86
+/* Rows [r0, r0+nr) x cols [c0, c0+nc) (c0 and nc multiples of 16: a block is 16 or 32 wide) of an
+ * FP4 / INT4 weight into dst (leading dim ld), 16 values at a time: the 8 bytes' nibbles (low = even
+ * column) looked up in a register (vpermps), times the block's scale (s, or s / gscale with gdiv),
+ * then times gscale unless gdiv -- the operations of tensor.c's fp4_row in its order, so the values
+ * are its own, bit for bit, at about a tenth of its time (its table lookups, scale and nibble
+ * arithmetic are scalar per value; a product of T tokens paid them once per weight per panel, which
+ * made an FP4 prefill ~1.2-1.5x a BF16 one). With bf, into bf (leading dim ld) as BF16 instead, the
+ * per-tensor scale left out (fp4_unit). */
+TGT_512 static void fp4_decode_512(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld,
+                                   uint16_t *bf) {
+    const size_t B = dt_fp4_traits(q->enc)->block, rb = q->cols / 2, nb = q->cols / B;
+    const float *e4 = gbf_e4m3_f32();
+    const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const bool post = !q->gdiv && q->gscale != 1.0f;
+    const __m512 g = _mm512_set1_ps(q->gscale);
+    for (size_t i = 0; i < nr; i++) {
+        const uint8_t *codes = q->codes + (r0 + i) * rb;
+        float s = 0;
+        for (size_t j = c0; j < c0 + nc; j += 16) {
+            if (j == c0 || j % B == 0) {
+                s = fp4_scale(q, e4, r0 + i, j / B, nb);
+                if (q->gdiv) s /= q->gscale;
+            }
+            __m128i b8 = _mm_loadl_epi64((const __m128i *)(const void *)(codes + j / 2));
+            __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(b8, m4), _mm_and_si128(_mm_srli_epi16(b8, 4), m4));
+            __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(idx), lut), _mm512_set1_ps(s));
+            if (bf)                  /* BF16 by truncation: exact for fp4_bf16_exact's values, subnormals kept */
+                _mm256_storeu_si256((__m256i *)(void *)(bf + i * ld + (j - c0)),
+                                    _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+            else _mm512_storeu_ps(dst + i * ld + (j - c0), post ? _mm512_mul_ps(v, g) : v);
+        }
+    }
+}
+
+#define FP4_FEW 3            /* tokens up to which an FP4 product decodes in registers (fp4_rows_512) */
+
+/* y[t][n] = x[t] . W[n] for rows [n0, n0 + NR) and T <= FP4_FEW tokens: each 16 values decoded in
+ * registers as fp4_decode_512 decodes them (the same floats) and multiplied at once, with no panel:
+ * few tokens cannot amortize writing and reading one (a T = 1 product took 2-3x a BF16 one so); NR
+ * rows at a time keep NR T independent sums in flight. */
+TGT_512 static inline __attribute__((always_inline)) void
+fp4_rows_nr(const dt_fp4 *q, const float *e4, size_t n0, const float *x, size_t ldx, size_t T, float *y, size_t ldy,
+            const int NR) {
+    const size_t K = q->cols, B = dt_fp4_traits(q->enc)->block, nb = K / B;
+    const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const bool post = !q->gdiv && q->gscale != 1.0f;
+    const __m512 g = _mm512_set1_ps(q->gscale);
+    __m512 acc[4][FP4_FEW];
+    float s[4] = {0};
+    for (int r = 0; r < NR; r++)
+        for (size_t t = 0; t < FP4_FEW; t++) acc[r][t] = _mm512_setzero_ps();
+    for (size_t j = 0; j < K; j += 16) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            if (j % B == 0) {
+                s[r] = fp4_scale(q, e4, n0 + (size_t)r, j / B, nb);
+                if (q->gdiv) s[r] /= q->gscale;
+            }
+            __m128i b8 = _mm_loadl_epi64((const __m128i *)(const void *)(q->codes + (n0 + (size_t)r) * (K / 2) + j / 2));
+            __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(b8, m4), _mm_and_si128(_mm_srli_epi16(b8, 4), m4));
+            __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(idx), lut), _mm512_set1_ps(s[r]));
+            if (post) v = _mm512_mul_ps(v, g);
+            for (size_t t = 0; t < T; t++) acc[r][t] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * ldx + j), v, acc[r][t]);
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (size_t t = 0; t < T; t++) y[t * ldy + n0 + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+TGT_512 static void fp4_rows_512(const dt_fp4 *q, size_t n0, size_t n1, const float *x, size_t ldx, size_t T, float *y,
+                                 size_t ldy) {
+    const float *e4 = gbf_e4m3_f32();
+    size_t n = n0;
+    for (; n + 4 <= n1; n += 4) fp4_rows_nr(q, e4, n, x, ldx, T, y, ldy, 4);
+    for (; n < n1; n++) fp4_rows_nr(q, e4, n, x, ldx, T, y, ldy, 1);
+}
+#else
+static void fp4_decode_512(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld,
+                           uint16_t *bf) {
+    (void)q; (void)r0; (void)nr; (void)c0; (void)nc; (void)dst; (void)ld; (void)bf;
+}
+static void fp4_rows_512(const dt_fp4 *q, size_t n0, size_t n1, const float *x, size_t ldx, size_t T, float *y,
+                         size_t ldy) {
+    (void)q; (void)n0; (void)n1; (void)x; (void)ldx; (void)T; (void)y; (void)ldy;
+}
+#endif
+
+void mm_fp4_decode(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld) {
+    if (use_avx512() && c0 % 16 == 0 && nc % 16 == 0) fp4_decode_512(q, r0, nr, c0, nc, dst, ld, NULL);
+    else dt_fp4_dequant(q, r0, nr, c0, nc, dst, ld);
+}
+
 /* Rows [r0, r0+nr) x cols [c0, c0+nc) of W as float32 into dst (nr, nc). */
 static void panel(const WMat *w, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, bool simd) {
     const uint8_t *b = w->data;
     size_t C = w->cols;
     if (w->dt == DT_F8_E4M3 && w->rscale) { dt_fp8_dequant_rows(b, C, w->rscale, r0, nr, c0, nc, dst, nc); return; }
     if (w->dt == DT_F8_E4M3) { dt_fp8_dequant(b, C, w->scale, w->scols, r0, nr, c0, nc, dst, nc); return; }
-    if (w->fp4.enc != DT_FP4_NONE) { dt_fp4_dequant(&w->fp4, r0, nr, c0, nc, dst, nc); return; }
+    if (w->fp4.enc != DT_FP4_NONE) { mm_fp4_decode(&w->fp4, r0, nr, c0, nc, dst, nc); return; }
     for (size_t i = 0; i < nr; i++) {
         size_t off = ((r0 + i) * C + c0) * dt_size(w->dt);
         if (w->dt == DT_F32) memcpy(dst + i * nc, b + off, nc * 4);
@@ -600,11 +716,73 @@ static int run_tiles(MmWork *wk, const WMat *W, const void *x, size_t ldx, size_
     return run_units(wk, W->rows, TILE_NB, T * W->rows * W->cols, tile_unit, &j);
 }
 
-/* The float32 route: BF16 / F16 weights widened in registers (AVX-512 tiles), else (FP8, or no
- * AVX-512) per panel into the worker's buffer and a one-thread sgemm. */
+/* True when an FP4 weight's values before its per-tensor scale are BF16 numbers: E2M1 (2 significant
+ * bits) times an E8M0 power of two or an E4M3 scale (4 bits), float's exponent range. Not
+ * compressed-tensors' divided scale, nor INT4's BF16 / F16 / F32 group scales. */
+static bool fp4_bf16_exact(const dt_fp4 *q) { return q->enc == DT_FP4_MXFP4 || (q->enc == DT_FP4_NVFP4 && !q->gdiv); }
+
+#define FP4_MANY 64          /* tokens from which FP4 products take the panels and sgemm again */
+
+typedef struct {
+    const WMat *W;
+    const float *x;
+    size_t ldx, T;
+    float *y;
+    size_t ldy;
+    MmWork *wk;              /* fp4_unit: the workers' panels */
+} few_job;
+
+/* Between FP4_FEW and FP4_MANY tokens, for fp4_bf16_exact weights: unit i decodes rows [i TILE_NB,
+ * +TILE_NB) a pass of TILE_KC columns at a time into the worker's panel as BF16 (768 KB: it stays in
+ * L2) and runs the BF16 weights' float32 tiles over it -- the products a BF16 twin's; sgemm would
+ * copy the panel once more (its packing), which few tokens cannot amortize. NVFP4's scale_2
+ * multiplies each output once, after its sum. */
+static int fp4_unit(size_t i, int worker, void *ud) {
+    few_job *j = ud;
+    const WMat *W = j->W;
+    size_t K = W->cols, n0 = i * TILE_NB, n1 = W->rows - n0 < TILE_NB ? W->rows : n0 + TILE_NB, T = j->T;
+    uint16_t *buf = (uint16_t *)(void *)j->wk->pan[worker];
+    for (size_t k0 = 0; k0 < K; k0 += TILE_KC) {
+        size_t kc = K - k0 < TILE_KC ? K - k0 : TILE_KC;
+        fp4_decode_512(&W->fp4, n0, n1 - n0, k0, kc, NULL, kc, buf);
+        for (size_t t = 0; t < T; t += t + 4 <= T ? 4 : 1) {
+            bool four = t + 4 <= T;
+            tile_fn f6 = four ? wb_tiles.t46 : wb_tiles.t16, f1 = four ? wb_tiles.t41 : wb_tiles.t11;
+            const float *xt = j->x + t * j->ldx + k0;
+            float *yt = j->y + t * j->ldy;
+            size_t n = n0;
+            for (; n + 6 <= n1; n += 6) f6(xt, j->ldx, buf + (n - n0) * kc, kc, kc, yt + n, j->ldy, k0 > 0);
+            for (; n < n1; n++) f1(xt, j->ldx, buf + (n - n0) * kc, kc, kc, yt + n, j->ldy, k0 > 0);
+        }
+    }
+    if (W->fp4.gscale != 1.0f)
+        for (size_t t = 0; t < T; t++)
+            for (size_t n = n0; n < n1; n++) j->y[t * j->ldy + n] *= W->fp4.gscale;
+    return AL_OK;
+}
+
+/* Unit i: rows [i TILE_NB, +TILE_NB) of an FP4 weight for at most FP4_FEW tokens. */
+static int few_unit(size_t i, int worker, void *ud) {
+    (void)worker;
+    few_job *j = ud;
+    size_t n0 = i * TILE_NB, n1 = j->W->rows - n0 < TILE_NB ? j->W->rows : n0 + TILE_NB;
+    fp4_rows_512(&j->W->fp4, n0, n1, j->x, j->ldx, j->T, j->y, j->ldy);
+    return AL_OK;
+}
+
+/* The float32 route: BF16 / F16 weights widened in registers (AVX-512 tiles), FP4 / INT4 ones decoded
+ * in registers up to FP4_FEW tokens, MXFP4 / NVFP4 decoded to BF16 blocks and the same tiles below
+ * FP4_MANY, else (FP8, FP4 / INT4 from there on, or no AVX-512) per panel into the worker's buffer and
+ * a one-thread sgemm. */
 static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     if ((W->dt == DT_BF16 || W->dt == DT_F16) && use_avx512())
         return run_tiles(wk, W, x, ldx, sizeof(float), T, y, ldy, W->dt == DT_BF16 ? &wb_tiles : &wh_tiles);
+    bool fp4 = W->fp4.enc != DT_FP4_NONE && W->cols % 16 == 0 && use_avx512();
+    if (fp4 && (T <= FP4_FEW || (T < FP4_MANY && fp4_bf16_exact(&W->fp4)))) {
+        if (T > FP4_FEW && pan_fit(wk)) return AL_ERR;
+        few_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk};
+        return run_units(wk, W->rows, TILE_NB, T * W->rows * W->cols, T <= FP4_FEW ? few_unit : fp4_unit, &j);
+    }
     if (pan_fit(wk)) return AL_ERR;
     f32_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk, .simd = use_avx512(),
                  .nb = unit_rows(W->rows, wk->nthreads, MM_PANEL_ROWS, 16)};

@@ -17,6 +17,12 @@
  *            sums one output, no sums across lanes); where the CPU lacks AVX-512 BF16, the same rounded
  *            activations through the float32 route (products exact, float32 sums). F16 / FP8 / F32
  *            weights take the MM_F32 route in this mode.
+ * FP4 / INT4 weights (tensor.h: MXFP4, NVFP4, compressed-tensors' NVFP4 and pack-quantized INT4) are
+ * float32 products in both modes, on the values tensor.c's decoder gives (AVX-512: 16 values per
+ * register lookup): up to 3 tokens decoded in registers and multiplied at once; MXFP4 / NVFP4 from 4
+ * to 63 tokens decoded to BF16 blocks (exact) under the BF16 weights' float32 tiles; from 64 tokens
+ * on (and INT4 / compressed-tensors' NVFP4 from 4) the FP8 route: each panel decoded into the
+ * worker's buffer and a one-thread sgemm (bench_quant: a BF16 twin's time or less from 64 tokens).
  * Dtypes without a kernel (F64, F8_E5M2) and Conv1D (in, out) weights stored in anything but F32
  * are converted to an owned float32 copy when the view is made (GPT-2-style models only).
  *
@@ -63,6 +69,11 @@ void wmat_free(WMat *w);
 size_t wmat_bytes(const WMat *w);
 /* Row r as float32 (cols floats into dst). */
 void wmat_row(const WMat *w, size_t r, float *dst);
+
+/* Rows [r0, r0+nr) x cols [c0, c0+nc) of an FP4 / INT4 weight (tensor.h) as float32 into dst (leading
+ * dim ld): dt_fp4_dequant's values bit for bit, 16 at a time on AVX-512 when c0 and nc are multiples
+ * of 16 (the panels' decoder; the Gram's fast route packs its blocks with it). Thread-safe. */
+void mm_fp4_decode(const dt_fp4 *q, size_t r0, size_t nr, size_t c0, size_t nc, float *dst, size_t ld);
 
 /* bytes of memory, 64-byte aligned; from 2 MB on 2 MB-aligned with transparent huge pages asked
  * for (madvise), so that first touching a large buffer costs 512x fewer page faults. free() it.

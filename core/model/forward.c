@@ -41,6 +41,7 @@ typedef struct {
 typedef struct {
     Lin gate, up, gu, down;
     size_t ffn;            /* inner width */
+    bool pairs;            /* gu's outputs are interleaved (gate, up) pairs (gpt-oss's experts) */
 } Ffn;
 
 /* Norm slots of a layer (which exist depends on the block layout). */
@@ -425,36 +426,27 @@ static size_t expert_ffn(const Forward *f) {
 }
 
 /* gpt-oss's MXFP4 experts q (store_fp4_experts; transformers' convert_moe_packed_tensors): expert
- * e's stored rows are the columns of its (a, b) parameter, so its (b, a) block is decoded (low
- * nibble the even element, times 2^(scale - 127)) and transposed into rows [e a, (e + 1) a) of out. */
-static int read_experts_mxfp4(const char *name, const dt_fp4 *q, size_t qE, size_t E, size_t a, size_t b, bool dry,
-                              size_t *bytes, Mat **out) {
+ * e's stored rows are the columns of its (a, b) parameter, so its (b, a) block is its (out, in)
+ * weight as the product reads it (expert_fp4): checked here, never decoded whole. */
+static int check_experts_mxfp4(const char *name, const dt_fp4 *q, size_t qE, size_t E, size_t a, size_t b,
+                               size_t *bytes) {
     if (qE != E || q->rows != E * b || q->cols != a)
         return al_err("MXFP4 experts '%s' should decode to [%zu, %zu, %zu] (stored transposed, [%zu, %zu, %zu / 32, 16]), "
                       "found [%zu, %zu, %zu]", name, E, b, a, E, b, a, qE, q->rows / (qE ? qE : 1), q->cols);
     if (bytes) *bytes += E * b * (a / 2 + a / 32);
-    if (dry) return AL_OK;
-    float *blk = malloc(b * a * sizeof *blk);                      /* (b, a): one expert as stored */
-    if (!blk || !(*out = mat_new(E * a, b))) { free(blk); return al_err("out of memory reading '%s'", name); }
-    for (size_t e = 0; e < E; e++) {
-        dt_fp4_dequant(q, e * b, b, 0, a, blk, a);
-        float *o = (*out)->data + e * a * b;
-        for (size_t i = 0; i < a; i++)
-            for (size_t j = 0; j < b; j++) o[i * b + j] = blk[j * a + i];
-    }
-    free(blk);
     return AL_OK;
 }
 
 /* Tensor `name` of shape (E, a, b) (b 0: (E, a)) as float32 (rows E a, cols b or a), or its MXFP4
- * blocks / scales (read_experts_mxfp4); with dry, only the check and the count. */
-static int read_experts(Forward *f, const char *name, size_t E, size_t a, size_t b, bool dry, size_t *bytes, Mat **out) {
+ * blocks / scales into *q (checked, not read: q->enc set); with dry, only the check and the count. */
+static int read_experts(Forward *f, const char *name, size_t E, size_t a, size_t b, bool dry, size_t *bytes, Mat **out,
+                        dt_fp4 *q) {
     const st_entry *e;
     const st_file *sf;
-    dt_fp4 q;
     size_t qE = 0;
-    if (b && store_fp4_experts(f->m->store, name, &qE, &q) != AL_OK) return AL_ERR;
-    if (b && q.enc != DT_FP4_NONE) return read_experts_mxfp4(name, &q, qE, E, a, b, dry, bytes, out);
+    q->enc = DT_FP4_NONE;
+    if (b && store_fp4_experts(f->m->store, name, &qE, q) != AL_OK) return AL_ERR;
+    if (b && q->enc != DT_FP4_NONE) return check_experts_mxfp4(name, q, qE, E, a, b, bytes);
     if (store_entry(f->m->store, name, &e, &sf) != AL_OK) return AL_ERR;
     bool ok = b ? e->ndim == 3 && e->shape[0] == E && e->shape[1] == a && e->shape[2] == b
                 : e->ndim == 2 && e->shape[0] == E && e->shape[1] == a;
@@ -486,23 +478,45 @@ static int expert_slice(const Mat *all, const Mat *bias, size_t e, size_t in, si
     return AL_OK;
 }
 
+/* Expert e's (out, in) MXFP4 weight: its rows [e out, (e + 1) out) of all the experts' q, viewed where
+ * they lie (decoded per block by the product), with row e of bias (E, out) copied. */
+static int expert_fp4(const dt_fp4 *q, const Mat *bias, size_t e, size_t in, size_t out, Lin *l) {
+    Mat *b = mat_new(1, out);
+    if (!b) return AL_ERR;
+    memcpy(b->data, bias->data + e * out, out * sizeof(float));
+    dt_fp4 qe = *q;
+    qe.rows = out;
+    qe.codes = q->codes + e * out * (in / 2);
+    qe.scale = q->scale + e * out * (in / dt_fp4_traits(q->enc)->block);   /* E8M0: a byte per block */
+    *l = (Lin){.w = {.dt = DT_U8, .data = qe.codes, .rows = out, .cols = in, .fp4 = qe}, .b = b, .in = in, .out = out};
+    return AL_OK;
+}
+
+/* Expert e's linear (in, out) from all (E in, out) or, MXFP4 (q->enc set), from its stored blocks. */
+static int expert_lin(const Mat *all, const dt_fp4 *q, const Mat *bias, size_t e, size_t in, size_t out, Lin *l) {
+    return q->enc != DT_FP4_NONE ? expert_fp4(q, bias, e, in, out, l) : expert_slice(all, bias, e, in, out, l);
+}
+
 /* Every expert in one tensor per role (gpt-oss): gate_up_proj (E, D, 2 FI) with gate / up in
  * interleaved columns, down_proj (E, FI, D), both used as x @ W, and their biases, split into one
- * Ffn per expert (gu: the interleaved [gate, up] pairs). */
+ * Ffn per expert (gu: the interleaved [gate, up] pairs); MXFP4 experts as released are viewed in
+ * place, per expert (expert_fp4), with no float copy. */
 static int load_experts_fused(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
     static const tensor_role r[4] = {ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS};
     const size_t D = f->D, a[4] = {D, 2 * FI, FI, D}, b[4] = {2 * FI, 0, D, 0};
     Mat *m[4] = {0};
+    dt_fp4 q[4];
     int rc = AL_OK;
     for (int i = 0; rc == AL_OK && i < 4; i++) {
         char n[192];
         rc = role_name(f, r[i], L, -1, NULL, n, sizeof n);
-        if (rc == AL_OK) rc = read_experts(f, n, E, a[i], b[i], dry, bytes, &m[i]);
+        if (rc == AL_OK) rc = read_experts(f, n, E, a[i], b[i], dry, bytes, &m[i], &q[i]);
     }
     for (size_t e = 0; rc == AL_OK && !dry && e < E; e++) {
         ex[e].ffn = FI;
-        rc = expert_slice(m[0], m[1], e, D, 2 * FI, &ex[e].gu);
-        if (rc == AL_OK) rc = expert_slice(m[2], m[3], e, FI, D, &ex[e].down);
+        ex[e].pairs = true;
+        rc = expert_lin(m[0], &q[0], m[1], e, D, 2 * FI, &ex[e].gu);
+        if (rc == AL_OK) rc = expert_lin(m[2], &q[2], m[3], e, FI, D, &ex[e].down);
     }
     for (int i = 0; i < 4; i++) mat_free(m[i]);
     return rc;
@@ -571,8 +585,9 @@ static int load_experts_xw(Forward *f, int L, size_t E, size_t FI, bool dry, siz
     char gu[192], dn[192];
     int rc = role_name(f, ROLE_EXPS_GATE_UP, L, -1, NULL, gu, sizeof gu);
     if (rc == AL_OK) rc = role_name(f, ROLE_EXPS_DOWN, L, -1, NULL, dn, sizeof dn);
-    if (rc == AL_OK) rc = read_experts(f, gu, E, D, 2 * FI, true, bytes, NULL);     /* shapes and bytes */
-    if (rc == AL_OK) rc = read_experts(f, dn, E, FI, D, true, bytes, NULL);
+    dt_fp4 q;
+    if (rc == AL_OK) rc = read_experts(f, gu, E, D, 2 * FI, true, bytes, NULL, &q);     /* shapes and bytes */
+    if (rc == AL_OK) rc = read_experts(f, dn, E, FI, D, true, bytes, NULL, &q);
     if (rc != AL_OK || dry) return rc;
     float *tmp = al_calloc(D * 2 * FI, sizeof *tmp, "an expert's weights");
     if (!tmp) return AL_ERR;
@@ -1579,7 +1594,7 @@ static int ffn_apply(Forward *f, const Ffn *n, const float *x, size_t T, float *
     float *a = fb_fit(&f->f1, T, gated ? 2 * FF : FF, "MLP activations");
     int rc;
     if (!a) return AL_ERR;
-    if (n->gu.w.data && n->gu.io) {                   /* gpt-oss's experts: interleaved (gate, up) pairs */
+    if (n->gu.w.data && n->pairs) {                   /* gpt-oss's experts: interleaved (gate, up) pairs */
         if ((rc = lin_apply(f, &n->gu, x, D, T, a, 2 * FF))) return rc;
         double lim = f->c->swiglu_limit, al = f->c->swiglu_alpha;
         for (size_t t = 0; t < T; t++) {
