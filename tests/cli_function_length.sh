@@ -54,7 +54,7 @@ check_file core/methods/tpa.c tpa_load manifest_read manifest_dims manifest_rope
     tpa_factorize tpa_factorize_check tpa_work_unfold tpa_work_gram tpa_ctx_form_a tpa_ctx_form_b load_layer \
     load_dense_qo load_inv_freq
 check_file core/analysis/farr.c farr_group_analyse group_stack_svd group_new group_profiles group_rank_at \
-    group_bias group_bias_qk group_bias_fold_o group_bias_lstsq farr_truncate truncate_opts truncate_model_max \
+    group_bias group_bias_qk group_bias_fold_o farr_truncate truncate_opts truncate_model_max \
     plan_new plan_totals
 check_file commands/cmd_plot_compare.c cmd_plot_compare_budgets budgets_sweep budgets_reused budgets_curves \
     budgets_draw
