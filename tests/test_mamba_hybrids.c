@@ -194,6 +194,10 @@ static void test_malformed(void) {
         snprintf(bad, sizeof bad, "%.*s%s%s", (int)(at - NEMOTRON_H_8B), NEMOTRON_H_8B, cases[i].to, at + strlen(cases[i].from));
         CHECK_ERR(model_config_parse(bad, "bad/config.json", &c), cases[i].needle);
     }
+    ModelConfig pb;                                        /* biased Mamba-2 projections: read, the forward refuses */
+    const char *nb = strstr(NEMOTRON_H_8B, "\"use_bias\": false");
+    snprintf(bad, sizeof bad, "%.*s\"use_bias\": true%s", (int)(nb - NEMOTRON_H_8B), NEMOTRON_H_8B, nb + 17);
+    CHECK(model_config_parse(bad, "bias/config.json", &pb) == AL_OK && pb.lin.proj_bias, "use_bias true is read");
     granite_json(json, sizeof json, true, "nope");
     char *at = strstr(json, "\"attention\"");
     snprintf(bad, sizeof bad, "%.*s\"full_attention\"%s", (int)(at - json), json, at + strlen("\"attention\""));

@@ -524,6 +524,8 @@ static void parse_mamba(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     const cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "use_conv_bias");
     if (!cb) cb = cJSON_GetObjectItemCaseSensitive(root, "mamba_conv_bias");
     l->conv_bias = !cJSON_IsFalse(cb);
+    l->proj_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_bias")) ||
+                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mamba_proj_bias"));
     bool nemotron = cfg_row(c)->lin == LIN_MAMBA2_NEMOTRON;   /* Zamba2RMSNormGated per group, dt >= time_step_min */
     l->norm_groups = nemotron ? l->k_heads : 1;
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(root, "time_step_limit");
