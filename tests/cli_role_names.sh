@@ -33,7 +33,7 @@ ok "planted model.norm" has "$out" "planted.c:4: .* spells role name norm"
 ok "planted c_attn" has "$out" "planted.c:5: .* spells role name attn.c_attn"
 ok "planted family test" has "$out" "planted.c:8: tests a family by its enum"
 ok "prose is not a name" hasnt "$out" "planted.c:[167]:"
-ok "the tables were read" has "$out" "(\([3-9][0-9]\|[1-9][0-9][0-9]\) names"
+ok "the tables were read" has "$out" "(\([3-9][0-9]\|[1-9][0-9][0-9]\) names\|([1-9][0-9][0-9] names"
 
 # ---- this tree
 out=$(cd "$SRC" && lua5.4 "$CHECK" "$FAMILY" $ROLE_FILES 2>&1); rc=$?
