@@ -404,7 +404,7 @@ static bool check_bounds(Session *s, const Param *p, const ArgVal *v, char *why,
 /* ================================================================ usage */
 
 char *cmd_usage(const Command *c, const char *prefix) {
-    char buf[2048], mv[1024];
+    char buf[4096], mv[1024];   /* mv: an enum of every synth family (~40 names) */
     size_t n = 0;
 #define ADD(...) do { int k_ = snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__); \
                       if (k_ > 0) n += (size_t)k_; } while (0)
