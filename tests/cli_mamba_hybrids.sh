@@ -115,6 +115,12 @@ PY
 run -e "load $T/nz; ppl ids ids.txt"
 ok "D zeroed: ppl runs" test "$(rc)" = 0
 ok "D zeroed: ppl moves" test "$(tail -1 out.txt)" != "$(tail -1 ppl_nemotron_h.txt)"
+# biased Mamba-2 projections (use_bias true): the forward pass refuses them by name
+mkdir -p "$T/nb" && cp "$n/model.safetensors" "$T/nb/"
+python3 -c "import json, sys; c = json.load(open(sys.argv[1])); c['use_bias'] = True; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$n/config.json" "$T/nb/config.json"
+run -e "load $T/nb; ppl ids ids.txt"
+ok "use_bias true: ppl refused naming the biases" grep -q "the Mamba-2 projections have biases" err.txt
 run -e "lint $T/nd"
 ok "lint: the removed D is missing" grep -q "backbone.layers.3.mixer.D" out.txt
 run -e "load $T/nd"

@@ -179,9 +179,35 @@ static void test_granite(void) {
           "granite h-1B: the shared MLP alone (4096)");
 }
 
+/* Configs that do not hold together are refused naming the field: a pattern of another length, an unknown letter, a
+ * layer_types entry attnlab does not know, heads not a multiple of the groups. */
+static void test_malformed(void) {
+    char json[4096], bad[4200];
+    ModelConfig c;
+    static const struct { const char *from, *to, *needle; } cases[] = {
+        {"M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "M-M-M-M*", "hybrid_override_pattern (8 entries for 52"},
+        {"M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-MX",
+         "hybrid_override_pattern entry 51"},
+        {"\"n_groups\": 8", "\"n_groups\": 3", "the Mamba-2 heads (128) in n_groups (3)"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *at = strstr(NEMOTRON_H_8B, cases[i].from);
+        snprintf(bad, sizeof bad, "%.*s%s%s", (int)(at - NEMOTRON_H_8B), NEMOTRON_H_8B, cases[i].to, at + strlen(cases[i].from));
+        CHECK_ERR(model_config_parse(bad, "bad/config.json", &c), cases[i].needle);
+    }
+    ModelConfig pb;                                        /* biased Mamba-2 projections: read, the forward refuses */
+    const char *nb = strstr(NEMOTRON_H_8B, "\"use_bias\": false");
+    snprintf(bad, sizeof bad, "%.*s\"use_bias\": true%s", (int)(nb - NEMOTRON_H_8B), NEMOTRON_H_8B, nb + 17);
+    CHECK(model_config_parse(bad, "bias/config.json", &pb) == AL_OK && pb.lin.proj_bias, "use_bias true is read");
+    granite_json(json, sizeof json, true, "nope");
+    char *at = strstr(json, "\"attention\"");
+    snprintf(bad, sizeof bad, "%.*s\"full_attention\"%s", (int)(at - json), json, at + strlen("\"attention\""));
+    CHECK_ERR(model_config_parse(bad, "bad/config.json", &c), "layer_types entry 5");
+}
+
 int main(void) {
     test_nemotron_h_8b();
     test_nemotron_3_nano();
     test_granite();
+    test_malformed();
     return check_done();
 }

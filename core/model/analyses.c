@@ -193,6 +193,9 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
+    if (c->lin.proj_bias)
+        return why_set(why, cap, "%s: the Mamba-2 projections have biases (use_bias / mamba_proj_bias true), which the "
+                       "forward pass does not add; the attention analyses run on the attention layers", m->path);
     if (c->lin.moe_latent > 0)                             /* Nemotron 3 Super's latent experts */
         return why_set(why, cap, "%s: moe_latent_size %d: the experts' latent projections (fc1 / fc2_latent_proj) are not "
                        "in the forward pass; the attention analyses run on the '*' layers", m->path, c->lin.moe_latent);

@@ -530,6 +530,8 @@ static int jint2(cfg_reader *r, const cJSON *root, const char *a, const char *b,
     return jint(r, root, cJSON_HasObjectItem(root, a) ? a : b, dflt);
 }
 
+static void mamba_check(cfg_reader *r, const cJSON *root, const ModelConfig *c);
+
 /* A Mamba-2 hybrid's SSM layers: Nemotron-H's hybrid_override_pattern (M Mamba-2, * attention, - MLP, E MoE: one
  * mixer per block) or Granite 4.0-H's layer_types ("mamba" / "attention"), and the mixer's dims under either
  * family's keys (mamba_num_heads / mamba_n_heads, ...; Mamba2Config's defaults). */
@@ -544,6 +546,8 @@ static void parse_mamba(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     const cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "use_conv_bias");
     if (!cb) cb = cJSON_GetObjectItemCaseSensitive(root, "mamba_conv_bias");
     l->conv_bias = !cJSON_IsFalse(cb);
+    l->proj_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_bias")) ||
+                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mamba_proj_bias"));
     bool nemotron = cfg_row(c)->lin == LIN_MAMBA2_NEMOTRON;   /* Zamba2RMSNormGated per group, dt >= time_step_min */
     l->norm_groups = nemotron ? l->k_heads : 1;
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(root, "time_step_limit");
@@ -565,12 +569,38 @@ static void parse_mamba(cfg_reader *r, const cJSON *root, ModelConfig *c) {
         l->n_linear += l->layer[L] != 0;
         l->n_mlp_blocks += l->layer[L] == 2;
     }
+    mamba_check(r, root, c);
     if (!l->blocks) return;
     c->moe.shared_ffn = jint(r, root, "moe_shared_expert_intermediate_size", c->moe.shared_ffn);
     l->moe_latent = jint(r, root, "moe_latent_size", 0);
     c->mlp = MLP_DENSE;                                /* the MoE blocks are the 'E' letters (cfg_moe_layer) */
     for (int L = 0; L < c->n_layers; L++)
         if (cfg_moe_layer(c, L)) c->mlp = MLP_MOE;
+}
+
+/* What a Mamba-2 hybrid's config must hold together (into r->badnum): a pattern or layer_types of one entry per
+ * layer, from the letters / words the modeling code knows, heads a multiple of the groups. */
+static void mamba_check(cfg_reader *r, const cJSON *root, const ModelConfig *c) {
+    const LinearSpec *l = &c->lin;
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(root, "hybrid_override_pattern");
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    char item[160] = "";
+    int n = l->blocks ? (int)strlen(pat->valuestring) : cJSON_GetArraySize(lt);
+    if (n != c->n_layers)
+        snprintf(item, sizeof item, "%s (%d entries for %d layers)",
+                 l->blocks ? "hybrid_override_pattern" : "layer_types", n, c->n_layers);
+    for (int L = 0; !item[0] && L < n && L < CFG_MAX_LAYERS; L++) {
+        const cJSON *e = l->blocks ? NULL : cJSON_GetArrayItem(lt, L);
+        if (l->blocks ? !strchr("M*-E", pat->valuestring[L])
+                      : !cJSON_IsString(e) || (strcmp(e->valuestring, "mamba") && strcmp(e->valuestring, "attention")))
+            snprintf(item, sizeof item, "%s entry %d (M * - E / \"mamba\" \"attention\")",
+                     l->blocks ? "hybrid_override_pattern" : "layer_types", L);
+    }
+    if (!item[0] && (l->k_heads <= 0 || l->v_heads % l->k_heads))
+        snprintf(item, sizeof item, "the Mamba-2 heads (%d) in n_groups (%d): a multiple", l->v_heads, l->k_heads);
+    if (!item[0]) return;
+    cfg_list_add(r->badnum, sizeof r->badnum, item);
+    r->nbad++;
 }
 
 /* The linear-attention layers of a hybrid family (its row's lin): layer_types "linear_attention",

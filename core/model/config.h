@@ -97,6 +97,7 @@ typedef struct {
     bool mamba;                   /* the layers are Mamba-2 mixers (LIN_MAMBA2_*) */
     bool conv_bias;               /* conv1d has a bias (Mamba-2's use_conv_bias / mamba_conv_bias) */
     int norm_groups;              /* Mamba-2's gated norm: groups normalised apart (Nemotron-H: n_groups; Granite: 1) */
+    bool proj_bias;               /* Mamba-2's in_proj / out_proj have biases (use_bias / mamba_proj_bias) */
     int moe_latent;               /* Nemotron-H's moe_latent_size (0: none; the experts then work in a latent space) */
     double dt_min;                /* Mamba-2's floor on dt (Nemotron-H's torch_forward: time_step_min; Granite: 0) */
     bool blocks;                  /* one mixer per layer (Nemotron-H): attention and Mamba layers have no MLP */
