@@ -24,7 +24,7 @@ seq 1 40 | awk '{printf "%d ", ($1*37)%250+1}' >x40.ids
 seq 1 8 | awk '{printf "%d ", ($1*37)%250+1}' >x8.ids
 fams=$("$B" -e "help synth family" | sed -n 1p | sed 's/^usage: synth family //; s/ DIR.*//' | tr '|' ' ')
 [ "$(wc -w <<<"$fams")" -ge 20 ] || fail "the recipes from the usage line: [$fams]"
-REFUSALS='QK fusion refused|Q/K RMSNorm|llama_4_scaling_beta|attention output is gated'
+REFUSALS='QK fusion refused|Q/K RMSNorm|llama_4_scaling_beta|attention output is gated|takes V from k_proj|reads an earlier layer.s K / V|its layer type.s own head dims'   # the last three: Gemma 4's k_eq_v, KV-shared and full layers
 EVAL_REFUSALS='llama_4_scaling_beta|attention output is gated'   # the one-layer evaluator's: exports run
 
 # ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
