@@ -5,7 +5,9 @@
 # quant_algo, hf_quant_config.json); the same NVFP4 tensors described by each of ModelOpt's three
 # places give the same ranks and ppl; `load` refuses, naming the tensor and the key, a module the
 # ignore list names but that is stored FP8, a config whose scheme (INT4, NVFP4) is not the FP8 stored,
-# F8_E4M3 codes whose weight_scale was removed, and a BF16 weight carrying a weight_scale.
+# F8_E4M3 codes whose weight_scale was removed, and a BF16 weight carrying a weight_scale; `lint` says
+# the same, warns of an ignore entry naming nothing (an FP8 checkpoint now, not only FP4) and of
+# projections the config quantizes but the folder stores unquantized, and refuses weight_block_size [64, 64].
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-quant-config
@@ -88,4 +90,20 @@ write_tensors(os.path.join(d, 'model.safetensors'), sorted(t.items()))" "$T/stra
 run -e "load $T/stray"
 ok "an unquantized weight carrying a weight_scale: refused" has "$(cat err.txt)" \
     "'model.embed_tokens.weight' is not quantized but carries 'model.embed_tokens.weight_scale'"
+
+# ---- lint: the same checks, an ignore entry naming nothing, projections the config quantizes stored unquantized
+ok "lint: an ignored module stored FP8 is an error" has "$(e "lint $T/ig")" \
+    "error .*'model.layers.1.self_attn.k_proj' is stored as FP8 with per-tensor / per-channel weight_scale but quantization_config.ignore entry"
+copy "$T/ch" "$T/typo"
+edit "$T/typo" "c['quantization_config']['ignore'].append('model.layers.*.mlp.gate_prj')"
+out=$(e "lint $T/typo")
+ok "lint: an ignore entry naming nothing (FP8 checkpoint) is a warning" has "$out" \
+    "warning .*quantization_config.ignore entry 'model.layers.\*.mlp.gate_prj' names no module"
+ok "lint: ... and lm_head names something" hasnt "$out" "entry 'lm_head'"
+ok "lint: NVFP4 config, F32 down_proj not listed: a warning naming it" has "$(e "lint $T/nv")" \
+    "warning .*model.layers.0.mlp.down_proj.weight is stored unquantized but the quantization config (config.json quantization_config.quant_method) makes it NVFP4 (ModelOpt) (5 modules like it)"
+copy "$T/ch" "$T/blk64"
+edit "$T/blk64" "c['quantization_config'] = {'quant_method': 'fp8', 'weight_block_size': [64, 64]}"
+ok "lint: weight_block_size [64, 64] is an error" has "$(e "lint $T/blk64")" \
+    "error .*quantization_config.weight_block_size is \[64, 64\]: attnlab reads FP8 block scales of \[128, 128\]"
 cli_done

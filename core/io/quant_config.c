@@ -437,6 +437,19 @@ int quant_check_store(const QuantConfig *q, const Store *s) {
     return AL_OK;
 }
 
+size_t quant_unquantized(const QuantConfig *q, const Store *s, char *first, size_t cap, quant_enc *exp) {
+    char mod[512];
+    size_t n = 0;
+    for (size_t i = 0; q->present && i < store_count(s); i++) {
+        const char *name = store_name_at(s, i);
+        if (!ends_with(name, ".weight") || !module_of(name, mod, sizeof mod) || quant_found(s, mod) != QENC_NONE) continue;
+        quant_enc e = quant_expected(q, mod, NULL, 0);
+        if (e == QENC_NONE || e == QENC_UNKNOWN || !linear_like(mod)) continue;
+        if (n++ == 0) { snprintf(first, cap, "%s", mod); *exp = e; }
+    }
+    return n;
+}
+
 void quant_describe(const QuantConfig *q, char *buf, size_t cap) {
     if (!q->present) { snprintf(buf, cap, "none"); return; }
     size_t at = (size_t)snprintf(buf, cap, "%s%s%s", q->method, q->algo[0] ? " " : "", q->algo);

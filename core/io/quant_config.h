@@ -97,6 +97,10 @@ quant_enc quant_found(const Store *s, const char *mod);
  * config expects a scheme is read as it lies (not an error here). A streamed model's ue8m0 scales are
  * not read at load. */
 int quant_check_store(const QuantConfig *q, const Store *s);
+/* The projections of s stored unquantized (no scales, not listed) where q expects a scheme: how many,
+ * the first one's module into first and its expected encoding into *exp (lint: engines that follow
+ * the config build it quantized and find no scales). */
+size_t quant_unquantized(const QuantConfig *q, const Store *s, char *first, size_t cap, quant_enc *exp);
 /* One line for `info`: "compressed-tensors pack-quantized: int4 group 32 (config.json
  * quantization_config.config_groups.group_0), ignore 4 entries". */
 void quant_describe(const QuantConfig *q, char *buf, size_t cap);

@@ -22,6 +22,7 @@
 #include "engines.h"
 #include "gguf_arch.h"
 #include "kqsvd.h"
+#include "quant_config.h"
 #include "safetensors.h"
 #include "tpa.h"
 
@@ -701,7 +702,7 @@ static bool tied(const Lint *x) { return x->cfg.tie_embeddings; }
  * quantized is an error (engines build it as a plain linear and read its codes as weights); a list
  * entry that names no module of the checkpoint a warning. */
 static void check_fp4_lists(Lint *x) {
-    if (!x->fp4_n) return;
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"))) return;
     if (x->fp4_listed)
         add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s is stored in FP4 but quantization_config lists it as not "
             "quantized ('%s'; %zu modules like it): engines build a plain linear and read the packed codes as weights; "
@@ -725,6 +726,32 @@ static void check_fp4_lists(Lint *x) {
         }
 }
 
+/* The stored modules against the quantization config read as `load` reads it (quant_config.h): what
+ * load refuses is an error here too; a projection the config quantizes but the folder stores
+ * unquantized a warning (engines that follow the config find no scales for it; attnlab reads it). */
+static void check_quant_config(Lint *x) {
+    QuantConfig q;
+    Store *s = NULL;
+    if (quant_config_read(x->tree, x->dir, &q) != AL_OK) {
+        add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s", al_errmsg());
+        return;
+    }
+    if (q.present && store_open(x->dir, &s) == AL_OK) {
+        char mod[300];
+        quant_enc e = QENC_NONE;
+        size_t n;
+        if (quant_check_store(&q, s) != AL_OK) {
+            if (!x->fp4_listed)                  /* check_fp4_lists said it already */
+                add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s", al_errmsg());
+        } else if ((n = quant_unquantized(&q, s, mod, sizeof mod, &e)))
+            add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s.weight is stored unquantized but the quantization "
+                "config (%s) makes it %s (%zu modules like it): engines that follow the config look for its scales; "
+                "list it as not quantized", mod, q.where, quant_enc_name(e), n);
+    }
+    al_err_clear();
+    store_free(s);
+    quant_config_free(&q);
+}
 
 /* The SHAPE_IF_* conditions that hold for this folder's config. */
 static unsigned conditions(const Lint *x) {
@@ -1268,6 +1295,7 @@ static void lint_dir(Lint *x) {
     if (x->tree) check_dtypes(x);
     check_layout(x);
     if (x->tree) check_fp4_lists(x);
+    check_quant_config(x);
     check_mla(x);
     check_tokenizer(x);
 }
