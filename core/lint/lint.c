@@ -532,7 +532,7 @@ static bool expect_ct_scale(Lint *x, const char *name, const st_entry *w) {
     return true;
 }
 
-/* The block scales beside FP8 weight `name` (R, C): F32 (ceil(R/128), ceil(C/128)). */
+/* The block scales beside FP8 weight `name` (R, C): F32, BF16 or F8_E8M0 (ceil(R/128), ceil(C/128)). */
 static void expect_scales(Lint *x, const char *name, const st_entry *w) {
     char sc[280];
     snprintf(sc, sizeof sc, "%s_scale_inv", name);
@@ -542,11 +542,12 @@ static void expect_scales(Lint *x, const char *name, const st_entry *w) {
     s->used = true;
     size_t r = dt_fp8_nblocks(w->shape[0]), c = dt_fp8_nblocks(w->shape[1]);
     const st_entry *e = s->e;
-    if (e->dtype != DT_F32 || e->ndim != 2 || e->shape[0] != r || e->shape[1] != c) {
+    bool dt_ok = e->dtype == DT_F32 || e->dtype == DT_BF16 || e->dtype == DT_F8_E8M0;  /* Qwen3-FP8, DeepSeek-V4 (tensor.h) */
+    if (!dt_ok || e->ndim != 2 || e->shape[0] != r || e->shape[1] != c) {
         char have[96], msg[700];
         shape_str(e, have, sizeof have);
         snprintf(msg, sizeof msg, "%s is %s %s; FP8 block scales of a [%zu, %zu] weight are F32 [%zu, %zu] (one per "
-                 "128 x 128 block)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1], r, c);
+                 "128 x 128 block; BF16 or F8_E8M0 also read)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1], r, c);
         agg_add(x, AGG_SHAPE, sc, msg);
     }
 }
