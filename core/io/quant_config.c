@@ -32,18 +32,45 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* rc, with the error message made one printable line when it echoes a key or entry holding control
+ * characters (config.json's strings are the user's). */
+static int one_line(int rc) {
+    if (rc == AL_OK) return rc;
+    char m[1024];
+    snprintf(m, sizeof m, "%s", al_errmsg());
+    bool bad = false;
+    for (char *c = m; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) { *c = '?'; bad = true; }
+    return bad ? al_err("%s", m) : rc;
+}
+
 /* ================================================================ matching list entries */
 
-/* Python's \d \w \s as POSIX classes (compressed-tensors' patterns are Python regexes). */
+static bool is_quant(char c) { return c == '*' || c == '+' || c == '?' || c == '{'; }
+
+/* Python's \d \w \s as POSIX classes (compressed-tensors' patterns are Python regexes), a lazy
+ * quantifier as the greedy one (the same strings match at the start). NULL for what glibc's regcomp
+ * would blow up on (fuzzing found "a+++..." taking gigabytes): a quantifier after a quantifier, a
+ * repeat count above 64, a pattern over 512 characters. */
 static char *py_to_ere(const char *p) {
-    char *out = malloc(strlen(p) * 12 + 1), *o = out;
+    size_t n = strlen(p);
+    char *out = n <= 512 ? malloc(n * 12 + 1) : NULL, *o = out;
     if (!out) return NULL;
-    for (; *p; p++) {
+    for (char prev = 0; *p; p++) {
         const char *cls = p[0] == '\\' && p[1] == 'd' ? "[0-9]" : p[0] == '\\' && p[1] == 'w' ? "[A-Za-z0-9_]"
                         : p[0] == '\\' && p[1] == 's' ? "[[:space:]]" : NULL;
-        if (cls) { o += sprintf(o, "%s", cls); p++; }
-        else if (p[0] == '\\' && p[1]) { *o++ = *p++; *o++ = *p; }
-        else *o++ = *p;
+        bool q = is_quant(*p) && !cls;
+        if (q && *p == '?' && (prev == '*' || prev == '+' || prev == '?' || prev == '}')) { prev = 0; continue; }
+        char *e = NULL;
+        long lo = *p == '{' ? strtol(p + 1, &e, 10) : 0, hi = e && *e == ',' ? strtol(e + 1, NULL, 10) : lo;
+        if ((q && is_quant(prev)) || (q && prev == '}') || lo > 64 || hi > 64) { free(out); return NULL; }
+        if (cls) { o += sprintf(o, "%s", cls); p++; prev = ']'; }
+        else if (p[0] == '\\' && p[1]) { *o++ = *p++; *o++ = *p; prev = 'x'; }
+        else {
+            *o++ = *p;
+            prev = *p == '{' ? '{' : *p;
+            if (*p == '{') for (; p[1] && p[1] != '}'; p++) *o++ = p[1];   /* the count, then '}' next */
+        }
     }
     *o = 0;
     return out;
@@ -262,7 +289,7 @@ int quant_config_read(const cJSON *tree, const char *dir, QuantConfig *q) {
         rc = read_hf_quant(dir, q);
     }
     if (rc != AL_OK) quant_config_free(q);
-    return rc;
+    return one_line(rc);
 }
 
 void quant_config_free(QuantConfig *q) {
@@ -432,7 +459,7 @@ int quant_check_store(const QuantConfig *q, const Store *s) {
         const char *name = store_name_at(s, i);
         if (!module_of(name, mod, sizeof mod)) continue;
         if (ends_with(name, ".weight") && (has(s, mod, ".weight_packed") || has(s, mod, ".weight_blocks"))) continue;
-        if (check_module(q, s, mod, streamed) != AL_OK) return AL_ERR;
+        if (check_module(q, s, mod, streamed) != AL_OK) return one_line(AL_ERR);
     }
     return AL_OK;
 }
