@@ -575,15 +575,7 @@ static const char *const NOT_QUANT_KEYS[] = {"modules_to_not_convert", "ignore",
  * the start (compressed-tensors' re.match), else a glob (ModelOpt, vLLM), the name itself, or a
  * part of it (transformers' modules_to_not_convert test: `key in name`). */
 static bool names_module(const char *pat, const char *m) {
-    if (!strncmp(pat, "re:", 3)) {
-        regex_t re;
-        regmatch_t at;
-        if (regcomp(&re, pat + 3, REG_EXTENDED)) return false;
-        bool hit = regexec(&re, m, 1, &at, 0) == 0 && at.rm_so == 0;
-        regfree(&re);
-        return hit;
-    }
-    return !strcmp(pat, m) || fnmatch(pat, m, 0) == 0 || strstr(m, pat) != NULL;
+    return quant_entry_names(pat, m);    /* load's rules (quant_config.h), its guard against regexes regcomp blows up on */
 }
 
 /* The list entry naming module m, or NULL. */
