@@ -146,7 +146,11 @@ const char *model_dtype_name(const Model *m) {
 static uint64_t enc_bit(const Model *m, const char *name) {
     dt_fp4 q;
     const st_entry *e;
-    if (!store_has(m->store, name) || store_fp4(m->store, name, &q) != AL_OK) { al_err_clear(); return 0; }
+    char b[300];
+    snprintf(b, sizeof b, "%s_blocks", name);          /* gpt-oss's stacked experts: named, not read (store_fp4_experts) */
+    if (!store_has(m->store, name)) return 0;
+    if (store_entry(m->store, b, &e, NULL) == AL_OK && e->ndim == 4 && e->dtype == DT_U8) return 1ull << (DT_COUNT + DT_FP4_MXFP4);
+    if (store_fp4(m->store, name, &q) != AL_OK) { al_err_clear(); return 0; }
     if (q.enc != DT_FP4_NONE) return 1ull << (DT_COUNT + q.enc);
     return store_entry(m->store, name, &e, NULL) == AL_OK ? 1ull << e->dtype : 0;
 }
@@ -159,8 +163,10 @@ static uint64_t group_mask(const Model *m, const tensor_role *roles, size_t n, b
     for (int L = 0; L < (layered ? c->n_layers : 1); L++)
         for (size_t i = 0; i < n; i++) {
             bool expert = roles[i] >= ROLE_EXP_GATE && roles[i] <= ROLE_EXP_DOWN;
+            bool fused = roles[i] == ROLE_EXPS_GATE_UP || roles[i] == ROLE_EXPS_DOWN;      /* all experts in one tensor */
             for (int e = 0; e < (expert ? c->moe.n_experts : 1); e++)
-                if (cfg_role_name(c, roles[i], L, expert ? e : -1, "weight", name, sizeof name)) mask |= enc_bit(m, name);
+                if (cfg_role_name(c, roles[i], L, expert ? e : -1, fused ? NULL : "weight", name, sizeof name))
+                    mask |= enc_bit(m, name);
         }
     return mask;
 }
@@ -169,9 +175,10 @@ void model_weight_encodings(const Model *m, char *buf, size_t cap) {
     static const tensor_role att[] = {ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_QKV, ROLE_Q_A, ROLE_Q_B, ROLE_KV_A, ROLE_KV_B},
                              mlp[] = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN, ROLE_SHEXP_GATE,
                                       ROLE_SHEXP_UP, ROLE_SHEXP_DOWN},
-                             exp[] = {ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN}, emb[] = {ROLE_EMBED, ROLE_LM_HEAD};
+                             exp[] = {ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN, ROLE_EXPS_GATE_UP, ROLE_EXPS_DOWN},
+                             emb[] = {ROLE_EMBED, ROLE_LM_HEAD};
     const struct { const char *name; const tensor_role *r; size_t n; bool layered; } groups[] = {
-        {"attention", att, 9, true}, {"mlp", mlp, 7, true}, {"experts", exp, 3, true}, {"embeddings", emb, 2, false}};
+        {"attention", att, 9, true}, {"mlp", mlp, 7, true}, {"experts", exp, 5, true}, {"embeddings", emb, 2, false}};
     size_t at = 0;
     buf[0] = 0;
     for (size_t g = 0; g < sizeof groups / sizeof *groups && at < cap; g++) {
