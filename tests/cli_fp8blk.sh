@@ -4,7 +4,9 @@
 # as F8_E4M3 "<w>" times "<w>_scale_inv" per 128 x 128 block -- every weight here has partial edge
 # blocks (64 x 64 in one block; down_proj's 172 columns in 128 + 44) -- with the grid in F32 under
 # MiniMax-M2's config (fmt float8_e4m3fn), in BF16 (Qwen3-*-FP8), as F8_E8M0 bytes (DeepSeek-V4), and
-# as F32 powers of two under DeepSeek-V3.2's scale_fmt ue8m0, beside F32 twins holding the values
+# as F32 powers of two under DeepSeek-V3.2's scale_fmt ue8m0, and as compressed-tensors' FP8_BLOCK
+# (strategy "block": the F32 grid named weight_scale; down_proj's [1, 2] and up_proj's [2, 1] grids are
+# not per-row scales), beside F32 twins holding the values
 # Python decoded: `ranks vo` / `ranks qk` and `ppl` (f32 and bf16 compute) print the same as on the
 # twin. A NaN in a BF16 or F32 grid and E8M0's code 0xFF are refused naming the tensor and the block;
 # under ue8m0 a scale of 0.3 is refused at load; weight_block_size [64, 64] is refused naming the key.
@@ -21,7 +23,7 @@ analyses() {
         grep -v "^loaded\|^ppl of\|tok/s\|^compute bf16 asked"
 }
 
-for k in f32 bf16 e8m0 ue8m0; do
+for k in f32 bf16 e8m0 ue8m0 ct; do
     $Q "$SRC" "$T/$k" $k && $Q "$SRC" "$T/$k-f32" $k twin
     ok "$k: written" test -f "$T/$k/model.safetensors" -a -f "$T/$k-f32/model.safetensors"
     a=$(analyses "$T/$k")
@@ -31,6 +33,10 @@ for k in f32 bf16 e8m0 ue8m0; do
     [ "$a" = "$b" ] || diff <(echo "$a") <(echo "$b") | head -5
     ok "$k: ppl 3.7-3.9 (the F32 model: 3.73)" has "$a" "^  1127  1.3[0-9]*  3\.[78]"
 done
+ok "compressed-tensors FP8_BLOCK (the grid as weight_scale) reads as the same grid under weight_scale_inv" \
+    test "$(analyses "$T/ct")" = "$(analyses "$T/f32")"
+ok "ct lint: transformers loads it (a block grid is a compressed-tensors FP8 scale)" has "$(e "lint $T/ct")" \
+    "^transformers  *LlamaForCausalLM  *loads$"
 ok "BF16 grid and F32 grid decode differently" test "$(analyses "$T/bf16")" != "$(analyses "$T/f32")"
 ok "E8M0 bytes and ue8m0 F32 powers of two: the same scales, the same numbers" \
     test "$(analyses "$T/e8m0")" = "$(analyses "$T/ue8m0")"

@@ -3,11 +3,12 @@ publishers other than DeepSeek ship it (tensor.h: "<w>" F8_E4M3 and "<w>_scale_i
 128 x 128 block, partial at the edges, multiplying), or their decoded values in F32: a checkpoint
 quantized that way and its F32 twin, for tests/cli_fp8blk.sh (pure Python, no numpy).
 
-    python3 fp8blk_quant.py SRC DST f32|bf16|e8m0|ue8m0 [twin|nan-scale|e8m0-255|not-pow2]
+    python3 fp8blk_quant.py SRC DST f32|bf16|e8m0|ue8m0|ct [twin|nan-scale|e8m0-255|not-pow2]
 
 f32: F32 grid, Qwen3 / MiniMax config (fmt float8_e4m3fn); bf16: the grid in BF16 (Qwen3-*-FP8's
 headers); e8m0: the grid as F8_E8M0 bytes (DeepSeek-V4); ue8m0: F32 powers of two with DeepSeek-V3.2's
-"scale_fmt": "ue8m0". twin: the decoded values in F32 and no quantization_config. nan-scale puts a NaN
+"scale_fmt": "ue8m0"; ct: compressed-tensors' FP8_BLOCK (llm-compressor's preset: strategy "block",
+block_structure [128, 128]), the F32 grid named "<w>_scale". twin: the decoded values in F32 and no quantization_config. nan-scale puts a NaN
 in the first attention weight's grid (BF16 or F32), e8m0-255 the code 0xFF there, not-pow2 a scale of
 0.3 there (under ue8m0).
 """
@@ -49,7 +50,7 @@ def scale_of(amax, kind):
 
 
 def grid_bytes(vals, kind):
-    if kind == 'f32' or kind == 'ue8m0':
+    if kind in ('f32', 'ue8m0', 'ct'):
         return 'F32', struct.pack('<%df' % len(vals), *vals)
     if kind == 'bf16':
         return 'BF16', b''.join(struct.pack('<f', v)[2:] if not math.isnan(v) else b'\xc0\x7f' for v in vals)
@@ -96,7 +97,7 @@ def main():
             grid[0] = f32(0.3)
         items.append((name, ('F8_E4M3', shape, codes)))
         gdt, gb = grid_bytes(grid, kind)
-        items.append((name + '_scale_inv', (gdt, gshape, gb)))
+        items.append((name + ('_scale' if kind == 'ct' else '_scale_inv'), (gdt, gshape, gb)))
     write_tensors(os.path.join(dst, 'model.safetensors'), items)
     if mode != 'twin':
         cp = os.path.join(dst, 'config.json')
@@ -106,6 +107,12 @@ def main():
             q['fmt'] = 'float8_e4m3fn'        # MiniMax-M2's spelling
         if kind == 'ue8m0':
             q['scale_fmt'] = 'ue8m0'          # DeepSeek-V3.2
+        if kind == 'ct':                      # llm-compressor's FP8_BLOCK scheme
+            q = {'quant_method': 'compressed-tensors', 'format': 'float-quantized', 'ignore': ['lm_head'],
+                 'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {
+                     'num_bits': 8, 'type': 'float', 'symmetric': True, 'strategy': 'block', 'block_structure': [128, 128],
+                     'dynamic': False}, 'input_activations': {'num_bits': 8, 'type': 'float', 'symmetric': True,
+                                                              'strategy': 'group', 'group_size': 128, 'dynamic': True}}}}
         c['quantization_config'] = q
         json.dump(c, open(cp, 'w'), indent=2)
 

@@ -1,7 +1,8 @@
 /* test_fp8blk.c -- fine-grained FP8 block scales as other publishers store them (tensor.h): a weight
  * (130, 4) F8_E4M3 -- two row blocks, the second a partial edge block of 2 rows -- with its
  * "_scale_inv" grid (2, 1) in BF16 (Qwen3-*-FP8: 0.125 and 3), as F8_E8M0 bytes (DeepSeek-V4: codes
- * 124 = 2^-3 and 130 = 2^3) and in F32 (DeepSeek, MiniMax): store_read, store_read_block of the edge
+ * 124 = 2^-3 and 130 = 2^3), in F32 (DeepSeek, MiniMax) and in F32 as compressed-tensors' FP8_BLOCK
+ * "w.weight_scale": store_read, store_read_block of the edge
  * block and the forward pass's view (wmat_row) give e4m3(code) times the block's scale, the grid
  * multiplying; hostile grids -- a BF16 NaN, E8M0's code 0xFF, an F32 Inf, an F16 grid -- refused
  * naming the tensor (and the block). */
@@ -17,7 +18,8 @@ enum { R = 130, C = 4 };
 static const uint8_t CODES[4] = {0x38, 0xc0, 0x01, 0x7e};      /* 1, -2, 2^-9, 448 */
 static const float VAL[4] = {1, -2, 0x1p-9f, 448};
 
-/* w.weight (R, C): row i holds CODES rotated by i. kind: 0 BF16, 1 E8M0, 2 F32; hostile: 1 NaN in block
+/* w.weight (R, C): row i holds CODES rotated by i. kind: 0 BF16, 1 E8M0, 2 F32, 3 F32 named
+ * "w.weight_scale" (compressed-tensors' strategy "block": [2, 1] is the grid, not per-row); hostile: 1 NaN in block
  * [1, 0] (E8M0: 0xFF; F32: Inf), 2 the grid in F16. */
 static int write_w(const char *path, int kind, int hostile) {
     static uint8_t codes[R * C];
@@ -33,16 +35,16 @@ static int write_w(const char *path, int kind, int hostile) {
     if (rc == AL_OK && hostile == 2) rc = st_writer_add(w, "w.weight_scale_inv", DT_F16, 2, gs, f16, 4);
     else if (rc == AL_OK && kind == 0) rc = st_writer_add(w, "w.weight_scale_inv", DT_BF16, 2, gs, bf, 4);
     else if (rc == AL_OK && kind == 1) rc = st_writer_add(w, "w.weight_scale_inv", DT_F8_E8M0, 2, gs, e8, 2);
-    else if (rc == AL_OK) rc = st_writer_add(w, "w.weight_scale_inv", DT_F32, 2, gs, f, 8);
+    else if (rc == AL_OK) rc = st_writer_add(w, kind == 3 ? "w.weight_scale" : "w.weight_scale_inv", DT_F32, 2, gs, f, 8);
     if (rc == AL_OK) rc = st_writer_write(w, path);
     st_writer_free(w);
     return rc;
 }
 
 static void test_grids(void) {
-    static const char *names[3] = {"BF16", "E8M0", "F32"};
-    static const float s[3][2] = {{0.125f, 3.0f}, {0.125f, 8.0f}, {0.125f, 3.0f}};
-    for (int k = 0; k < 3; k++) {
+    static const char *names[4] = {"BF16", "E8M0", "F32", "compressed-tensors block grid (weight_scale)"};
+    static const float s[4][2] = {{0.125f, 3.0f}, {0.125f, 8.0f}, {0.125f, 3.0f}, {0.125f, 3.0f}};
+    for (int k = 0; k < 4; k++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/blk%d.safetensors", tmp, k);
         CHECK_OK(write_w(p, k, 0));

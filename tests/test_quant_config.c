@@ -99,6 +99,15 @@ static void test_compressed_tensors(void) {
     CHECK(want(&q, "model.layers.3.self_attn.o_proj") == QENC_FP8_SCALE && want(&q, "lm_head") == QENC_NONE,
           "FP8-dynamic: projections FP8, lm_head not");
     quant_config_free(&q);
+    CHECK_OK(read_text("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", "
+                       "\"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": "
+                       "\"float\", \"strategy\": \"block\", \"block_structure\": [128, 128]}}}}}", NULL, &q));
+    CHECK(q.ngroups == 1 && q.groups[0].enc == QENC_FP8_SCALE, "FP8_BLOCK: weight_scale (a block grid)");
+    quant_config_free(&q);
+    CHECK_ERR(read_text("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": "
+                        "{\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": "
+                        "\"block\", \"block_structure\": [64, 64]}}}}}", NULL, &q),
+              "config_groups.g.weights.block_structure should be [128, 128]");
     CHECK_OK(read_text(REDHAT_W4A16, NULL, &q));
     CHECK(q.ngroups == 1 && q.groups[0].enc == QENC_INT4 && q.groups[0].group_size == 128, "W4A16: INT4 per 128");
     quant_config_free(&q);

@@ -55,7 +55,9 @@ int dt_from_f32(dt_type t, const float *src, size_t n, void *dst);
  * DeepSeek-V3.2 in F32 holding powers of two ("scale_fmt": "ue8m0": engines read them as E8M0
  * exponents), DeepSeek-V4 as F8_E8M0 bytes (2^(v - 127)). The grid multiplies in every one (the
  * "_inv" is DeepSeek's name, not a division); the store widens a BF16 / E8M0 grid to F32 once
- * (store_fp8_scale), so every reader sees the F32 grid. */
+ * (store_fp8_scale), so every reader sees the F32 grid. compressed-tensors' strategy "block" (llm-compressor's
+ * FP8_BLOCK, block_structure [128, 128]) stores the same grid as "<name>_scale" (F32 / BF16), multiplying
+ * likewise; a grid shape that is not [R, 1] or [1, 1] tells it from a per-channel scale. */
 #define DT_FP8_BLOCK 128
 static inline size_t dt_fp8_nblocks(size_t n) { return (n + DT_FP8_BLOCK - 1) / DT_FP8_BLOCK; }
 

@@ -157,7 +157,7 @@ static int read_ignore(const cJSON *obj, QuantConfig *q) {
 
 /* compressed-tensors' weights scheme as an encoding (format decides nvfp4 vs packed int). */
 static quant_enc ct_enc(const QuantGroup *g) {
-    if (g->num_bits == 8 && g->is_float) return !strcmp(g->strategy, "block") ? QENC_UNKNOWN : QENC_FP8_SCALE;
+    if (g->num_bits == 8 && g->is_float) return QENC_FP8_SCALE;        /* tensor, channel, block: "<w>_scale" (store.h) */
     if (g->num_bits == 4 && g->is_float && g->group_size == 16) return QENC_NVFP4_CT;
     if (g->num_bits == 4 && !g->is_float && g->symmetric && !strcmp(g->strategy, "group")) return QENC_INT4;
     return QENC_UNKNOWN;
@@ -178,6 +178,12 @@ static int read_group(const cJSON *gj, QuantGroup *g) {
     g->symmetric = !cJSON_IsFalse(sy);
     copy_str(g->strategy, sizeof g->strategy, cJSON_GetObjectItemCaseSensitive(w, "strategy"));
     g->enc = ct_enc(g);
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
+    if (!strcmp(g->strategy, "block") && g->enc == QENC_FP8_SCALE &&
+        !(cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 && cJSON_GetArrayItem(bs, 0)->valuedouble == DT_FP8_BLOCK &&
+          cJSON_GetArrayItem(bs, 1)->valuedouble == DT_FP8_BLOCK))
+        return al_err("quantization_config.config_groups.%s.weights.block_structure should be [%d, %d]: the FP8 block "
+                      "grids attnlab reads", g->name, DT_FP8_BLOCK, DT_FP8_BLOCK);
     return AL_OK;
 }
 

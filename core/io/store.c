@@ -333,8 +333,18 @@ static int fp8_grid_check(store_item *it, const void *p, size_t n) {
 }
 
 /* Finds and checks the block-scale tensor of an FP8 weight of shape (R, C). */
+/* Whether "<name>_scale" of FP8 weight (R, C) is a 128 x 128 block grid (compressed-tensors' strategy
+ * "block", FP8_BLOCK) rather than one scale per tensor or per row (a [1, 1] grid reads the same as
+ * either). */
+static bool ct_block_grid(const st_entry *e, size_t R, size_t C) {
+    size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C);
+    bool per_row = e->ndim == 2 && e->shape[1] == 1 && (e->shape[0] == R || e->shape[0] == 1);
+    return e->ndim == 2 && e->shape[0] == sr && e->shape[1] == sc && !per_row;
+}
+
 int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const void **scale, size_t *scols) {
-    char *sname = al_asprintf("%s_scale_inv", name);
+    const store_item *ct = find_suffixed(s, name, "_scale_inv") ? NULL : find_suffixed(s, name, "_scale");
+    char *sname = al_asprintf(ct && ct_block_grid(ct->e, R, C) ? "%s_scale" : "%s_scale_inv", name);
     if (!sname) return AL_ERR;
     const st_entry *se; const st_file *sf;
     int rc = store_entry(s, sname, &se, &sf);
@@ -392,6 +402,7 @@ int store_fp8_rscale(const Store *s, const char *name, size_t R, const float **r
     *rscale = NULL;
     const store_item *w = find_item(s, name), *sc = find_suffixed(s, name, "_scale");
     if (!w || w->e->dtype != DT_F8_E4M3 || !sc || find_suffixed(s, name, "_scale_inv")) return AL_OK;
+    if (w->e->ndim == 2 && ct_block_grid(sc->e, w->e->shape[0], w->e->shape[1])) return AL_OK;   /* store_fp8_scale's */
     const st_entry *e; const st_file *f;
     char *sname = al_asprintf("%s_scale", name);
     int rc = sname ? store_entry(s, sname, &e, &f) : AL_ERR;     /* a streamed model fetches its bytes */

@@ -523,10 +523,12 @@ static bool expect_ct_scale(Lint *x, const char *name, const st_entry *w) {
     size_t k = st_numel(e);
     bool dt_ok = e->dtype == DT_F32 || e->dtype == DT_BF16 || e->dtype == DT_F16;
     if (dt_ok && e->ndim <= 2 && (k == 1 || (k == w->shape[0] && (e->ndim == 1 || e->shape[1] == 1)))) return true;
+    if (dt_ok && e->ndim == 2 && e->shape[0] == dt_fp8_nblocks(w->shape[0]) && e->shape[1] == dt_fp8_nblocks(w->shape[1]))
+        return true;                                 /* strategy "block": one per 128 x 128 block (store.h) */
     char have[96], msg[700];
     shape_str(e, have, sizeof have);
     snprintf(msg, sizeof msg, "%s is %s %s; compressed-tensors FP8 scales of a [%zu, %zu] weight are F32, BF16 or F16 "
-             "[] / [1] (per tensor) or [%zu, 1] (per channel)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1],
+             "[] / [1] (per tensor), [%zu, 1] (per channel) or one per 128 x 128 block", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1],
              w->shape[0]);
     agg_add(x, AGG_SHAPE, sc, msg);
     return true;
