@@ -2,7 +2,8 @@
 # cli_oss_mxfp4.sh -- gpt-oss's stacked MXFP4 experts outside the forward pass (issue 28): a `synth
 # family gpt_oss` checkpoint with its experts written by tests/oss_mxfp4_quant.py as released
 # (gate_up_proj_blocks [E, 2I, D/32, 16], _scales [E, 2I, D/32]; down_proj likewise) and gpt-oss's
-# quantization_config: `info` names the experts' encoding (MXFP4) and the config's key; `lint` takes
+# quantization_config: `info` names the experts' encoding (MXFP4), the config's key and, per group, the
+# rule that decided (attention: a modules_to_not_convert glob); `lint` takes
 # the blocks and scales as the experts they are (transformers loads it); a FaRR export copies every
 # expert's blocks and scales bit for bit and keeps the quantization_config, and loads with the same
 # encodings; a config listing the experts in modules_to_not_convert is refused at load naming them.
@@ -17,6 +18,8 @@ out=$(e "load $T/mx; info")
 ok "info: the experts are MXFP4" has "$out" "^weights  *attention F32, experts MXFP4, embeddings F32$"
 ok "info: the key that decided" has "$out" \
     "^quantization  *mxfp4: MXFP4 (config.json quantization_config.quant_method), modules_to_not_convert: 4 entries$"
+ok "info: per group, the rule that decided" has "$out" \
+    "^quantized_by  *attention unquantized (model.layers.0.self_attn.q_proj: quantization_config.modules_to_not_convert entry 'model.layers.\*.self_attn'); experts MXFP4 (model.layers.0.mlp.experts.gate_up_proj: config.json quantization_config.quant_method); embeddings unquantized (lm_head: quantization_config.modules_to_not_convert entry 'lm_head')$"
 ok "info: the F32 source's experts named too" has "$(e "load $T/oss; info")" "^weights  *attention F32, experts F32, embeddings F32$"
 out=$(e "lint $T/mx")
 ok "lint: transformers loads it" has "$out" "^transformers  *GptOssForCausalLM  *loads$"

@@ -35,6 +35,9 @@ out=$(e "load $T/ch; info")
 ok "ct FP8: info's quantization line, from config_groups" has "$out" \
     "^quantization  *compressed-tensors float-quantized, group_0: FP8 with per-tensor / per-channel weight_scale (config.json quantization_config.config_groups), ignore: 1 entry$"
 
+ok "ct FP8: per group, the config group that decided" has "$out" \
+    "^quantized_by  *attention FP8 with per-tensor / per-channel weight_scale (model.layers.0.self_attn.q_proj: quantization_config.config_groups.group_0); mlp "
+
 # ---- ModelOpt's three places: the same tensors, the same numbers
 an() { e "load $1 as m; ranks vo tau 0.9; ppl $TXT" | grep -v "^loaded\|^ppl of\|tok/s"; }
 copy "$T/nv" "$T/nv-bare"
