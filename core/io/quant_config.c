@@ -102,6 +102,33 @@ static bool names_prefix(const char *pat, const char *mod, bool glob) {
     }
 }
 
+/* Each "re:" entry of list (n) compiled once (read_list checked they compile); NULL + error when out
+ * of memory. */
+static void **compile_list(char **list, size_t n) {
+    void **re = n ? calloc(n, sizeof *re) : NULL;
+    for (size_t i = 0; re && i < n; i++) {
+        char *ere = strncmp(list[i], "re:", 3) ? NULL : py_to_ere(list[i] + 3);
+        regex_t *r = ere ? malloc(sizeof *r) : NULL;
+        if (r && regcomp(r, ere, REG_EXTENDED) != 0) { free(r); r = NULL; }
+        re[i] = r;
+        free(ere);
+    }
+    return re;
+}
+
+static void free_list_re(void **re, size_t n) {
+    for (size_t i = 0; re && i < n; i++)
+        if (re[i]) { regfree(re[i]); free(re[i]); }
+    free(re);
+}
+
+/* Entry pat of a list with its compiled form re (NULL: not a regex) names mod. */
+static bool entry_match(const char *pat, const void *re, const char *mod) {
+    regmatch_t at;
+    if (re) return regexec(re, mod, 1, &at, 0) == 0 && at.rm_so == 0;
+    return quant_entry_names(pat, mod);
+}
+
 bool quant_entry_names(const char *pat, const char *mod) {
     if (!strncmp(pat, "re:", 3)) return regex_at_start(pat + 3, mod) == 1;
     if (strpbrk(pat, "*?[")) return names_prefix(pat, mod, true);
@@ -110,7 +137,7 @@ bool quant_entry_names(const char *pat, const char *mod) {
 
 const char *quant_ignored(const QuantConfig *q, const char *mod) {
     for (size_t i = 0; q->present && i < q->nignore; i++)
-        if (quant_entry_names(q->ignore[i], mod)) return q->ignore[i];
+        if (entry_match(q->ignore[i], q->ignore_re ? q->ignore_re[i] : NULL, mod)) return q->ignore[i];
     return NULL;
 }
 
@@ -137,7 +164,12 @@ static int read_list(const cJSON *v, const char *key, char ***out, size_t *n) {
             free(a);
             return al_err("quantization_config.%s entry '%s' is not a regular expression attnlab can read", key, it->valuestring);
         }
-        a[i++] = al_strdup(it->valuestring);
+        if (!(a[i] = al_strdup(it->valuestring))) {
+            for (size_t k = 0; k < i; k++) free(a[k]);
+            free(a);
+            return AL_ERR;
+        }
+        i++;
     }
     *out = a;
     *n = i;
@@ -150,7 +182,9 @@ static int read_ignore(const cJSON *obj, QuantConfig *q) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, LIST_KEYS[k]);
         if (!v || cJSON_IsNull(v)) continue;
         snprintf(q->ignore_key, sizeof q->ignore_key, "%s", LIST_KEYS[k]);
-        return read_list(v, LIST_KEYS[k], &q->ignore, &q->nignore);
+        if (read_list(v, LIST_KEYS[k], &q->ignore, &q->nignore) != AL_OK) return AL_ERR;
+        q->ignore_re = compile_list(q->ignore, q->nignore);
+        return q->nignore && !q->ignore_re ? al_err("out of memory for quantization_config.%s", LIST_KEYS[k]) : AL_OK;
     }
     return AL_OK;
 }
@@ -168,6 +202,8 @@ static int read_group(const cJSON *gj, QuantGroup *g) {
     char key[96];
     snprintf(key, sizeof key, "config_groups.%s.targets", g->name);
     if (read_list(cJSON_GetObjectItemCaseSensitive(gj, "targets"), key, &g->targets, &g->ntargets) != AL_OK) return AL_ERR;
+    g->target_re = compile_list(g->targets, g->ntargets);
+    if (g->ntargets && !g->target_re) return al_err("out of memory for quantization_config.%s", key);
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(gj, "weights");
     if (!cJSON_IsObject(w)) { g->enc = QENC_NONE; return AL_OK; }     /* activations only */
     const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits"), *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
@@ -300,9 +336,11 @@ int quant_config_read(const cJSON *tree, const char *dir, QuantConfig *q) {
 
 void quant_config_free(QuantConfig *q) {
     for (size_t i = 0; i < q->nignore; i++) free(q->ignore[i]);
+    free_list_re(q->ignore_re, q->nignore);
     for (size_t g = 0; g < q->ngroups; g++) {
         for (size_t i = 0; i < q->groups[g].ntargets; i++) free(q->groups[g].targets[i]);
         free(q->groups[g].targets);
+        free_list_re(q->groups[g].target_re, q->groups[g].ntargets);
     }
     free(q->ignore);
     free(q->groups);
@@ -332,13 +370,13 @@ static const QuantGroup *ct_group(const QuantConfig *q, const char *mod) {
     for (size_t g = 0; g < q->ngroups; g++)
         for (size_t t = 0; t < q->groups[g].ntargets; t++) {
             const char *tg = q->groups[g].targets[t];
-            if (!strcmp(tg, "Linear") ? linear_like(mod) : quant_entry_names(tg, mod)) return &q->groups[g];
+            if (!strcmp(tg, "Linear") ? linear_like(mod) : entry_match(tg, q->groups[g].target_re[t], mod)) return &q->groups[g];
         }
     return NULL;
 }
 
-quant_enc quant_expected(const QuantConfig *q, const char *mod, char *why, size_t cap) {
-    const char *ig = quant_ignored(q, mod);
+/* quant_expected with the list entry ig that names mod (quant_ignored's answer) already known. */
+static quant_enc expected_with(const QuantConfig *q, const char *mod, const char *ig, char *why, size_t cap) {
     if (why && cap) why[0] = 0;
     if (!q->present) return QENC_UNKNOWN;
     if (ig) {
@@ -357,6 +395,10 @@ quant_enc quant_expected(const QuantConfig *q, const char *mod, char *why, size_
     if (is_lm_head(mod) && (q->enc == QENC_FP8_BLOCK || q->enc == QENC_FP8_SCALE) && !strcmp(q->method, "fp8"))
         return QENC_UNKNOWN;                 /* transformers leaves lm_head out by default */
     return q->enc;
+}
+
+quant_enc quant_expected(const QuantConfig *q, const char *mod, char *why, size_t cap) {
+    return expected_with(q, mod, quant_ignored(q, mod), why, cap);
 }
 
 /* Whether "<mod><suf>" is stored. */
@@ -422,8 +464,9 @@ static int check_ue8m0(const Store *s, const char *mod) {
 /* The module's stored encoding against the config's. */
 static int check_module(const QuantConfig *q, const Store *s, const char *mod, bool streamed) {
     char why[200];
-    quant_enc found = quant_found(s, mod), exp = quant_expected(q, mod, why, sizeof why);
-    const char *ig = quant_ignored(q, mod), *stray = found == QENC_NONE ? stray_scale(s, mod) : NULL;
+    const char *ig = quant_ignored(q, mod);
+    quant_enc found = quant_found(s, mod), exp = expected_with(q, mod, ig, why, sizeof why);
+    const char *stray = found == QENC_NONE ? stray_scale(s, mod) : NULL;
     if (ig && found != QENC_NONE && found != QENC_UNKNOWN)
         return al_err("'%s' is stored as %s but %s lists it as not quantized", mod, quant_enc_name(found), why);
     if (stray)

@@ -54,6 +54,7 @@ typedef struct {
     int num_bits, group_size;
     bool is_float, symmetric;
     char strategy[16];
+    void **target_re;          /* each "re:" target compiled once (regex_t *), NULL for the others */
 } QuantGroup;
 
 typedef struct {
@@ -68,6 +69,7 @@ typedef struct {
     char ignore_key[32];       /* the key its list came from */
     char **ignore;             /* modules left unquantized */
     size_t nignore;
+    void **ignore_re;          /* each "re:" entry compiled once (regex_t *), NULL for the others */
     QuantGroup *groups;        /* compressed-tensors' config_groups */
     size_t ngroups;
 } QuantConfig;
