@@ -3,7 +3,8 @@
 # stories260K-hf quantized by tests/fp8ct_quant.py and tests/fp4_quant.py: `info`'s quantization line
 # names the scheme and the key that decided (config.json's quant_method, config_groups, ModelOpt's bare
 # quant_algo, hf_quant_config.json); the same NVFP4 tensors described by each of ModelOpt's three
-# places give the same ranks and ppl; `load` refuses, naming the tensor and the key, a module the
+# places give the same ranks and ppl; lint reads hf_quant_config.json, and a FaRR export writes it with the
+# rewritten modules in exclude_modules; `load` refuses, naming the tensor and the key, a module the
 # ignore list names but that is stored FP8, a config whose scheme (INT4, NVFP4) is not the FP8 stored,
 # F8_E4M3 codes whose weight_scale was removed, and a BF16 weight carrying a weight_scale; `lint` says
 # the same, warns of an ignore entry naming nothing (an FP8 checkpoint now, not only FP4) and of
@@ -53,6 +54,18 @@ ok "hf_quant_config.json: info says so" has "$(e "load $T/nv-hfq; info")" \
 a=$(an "$T/nv"); b=$(an "$T/nv-bare"); c=$(an "$T/nv-hfq")
 ok "the three places: ranks and ppl printed" test "$(grep -c . <<<"$a")" -gt 40
 ok "the three places: the same ranks and ppl" test "$a" = "$b" -a "$a" = "$c"
+
+# ---- a folder whose config lives in hf_quant_config.json alone: lint finds it; a FaRR export writes it
+# with the rewritten (BF16) modules added to exclude_modules, so vLLM / SGLang load them unquantized
+ok "hf_quant_config.json alone: lint does not ask for a quantization_config" hasnt "$(e "lint $T/nv-hfq")" \
+    "no quantization_config in config.json"
+out=$(e "load $T/nv-hfq; truncate vo tau 0.9 layers 1; export $T/hfq-ex format dense; load $T/hfq-ex as d; info")
+ok "hf_quant_config export: written and loaded" has "$out" "^quantization  *modelopt NVFP4: .*(hf_quant_config.json quantization.quant_algo), exclude_modules: 3 entries$"
+ok "hf_quant_config export: the rewritten modules excluded" python3 -c "
+import json, sys
+q = json.load(open(sys.argv[1]))['quantization']
+sys.exit(q['exclude_modules'] != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj'] or q['quant_algo'] != 'NVFP4')" \
+    "$T/hfq-ex/hf_quant_config.json"
 
 # ---- disagreements: refused naming the tensor and the key
 copy "$T/ch" "$T/ig"

@@ -429,7 +429,9 @@ static void check_dtypes(Lint *x) {
             !((x->t[i].e->dtype == DT_I32 && ends_with(x->t[i].name, "_packed")) ||
               ((x->t[i].e->dtype == DT_I64 || x->t[i].e->dtype == DT_I32) && ends_with(x->t[i].name, "_shape"))))
             bytes[x->t[i].e->dtype] += x->t[i].e->end - x->t[i].e->begin;   /* INT4 words and shapes: weights */
-    bool quant = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"));
+    char *hq = al_asprintf("%s/hf_quant_config.json", x->dir);       /* ModelOpt's unified checkpoint (quant_config.h) */
+    bool quant = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config")) || (hq && is_file(hq));
+    free(hq);
     bool fp4 = false;                                /* U8 codes beside FP4 scales (tensor.h) */
     for (size_t i = 0; i < x->nt && !fp4; i++) {
         char sc[300];
