@@ -193,7 +193,8 @@ static const char INFO_HELP[] =
     "KV heads, hidden size, head dims (qk nope / rope, v), query / KV latent ranks (MLA),\n"
     "RoPE theta and layout, storage dtype of the attention weights (MXFP4 / NVFP4 for FP4 ones),\n"
     "each tensor group's stored encodings (weights: attention, mlp, experts, embeddings) and, for a quantized\n"
-    "checkpoint, what its quantization config says and which key decided (quantization), attention parameters\n"
+    "checkpoint, what its quantization config says (quantization) and, per group, the encoding it decides and\n"
+    "the key or list entry that decided (quantized_by), attention parameters\n"
     "per layer and in total, and the KV cache per token per layer: values (MLA: kv_lora_rank\n"
     "+ qk_rope_head_dim; otherwise 2 x KV heads x head dim) and bytes in the cache dtype\n"
     "(the weights' dtype; BF16 for FP8 and FP4 weights, as DeepSeek runs its cache).\n"
@@ -566,6 +567,9 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
         char qd[400];
         quant_describe(&m->quant, qd, sizeof qd);
         info_str(t, o, "quantization", qd);
+        char qs[1200];
+        model_quant_sources(m, qs, sizeof qs);
+        info_str(t, o, "quantized_by", qs);
     }
     info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
     info_bool(t, o, "qkv_bias", c->qkv_bias);

@@ -123,4 +123,38 @@ out=$(timeout 20 "$ATTNLAB" -e "load $T/fifo-model" 2>&1); rc=$?
 ok "model.safetensors FIFO: refused, no hang" [ "$rc" -eq 1 ]
 ok "model.safetensors FIFO: said" has "$out" "not a regular file"
 
+# quantization configs and scales (issue 28): refused with one clear line naming the tensor or the key,
+# no crash, no hang (a regex glibc's regcomp would take gigabytes on)
+if command -v python3 >/dev/null; then
+    mkdir -p "$T/q"
+    python3 - "$T/m/config.json" "$T/q" <<'PY'
+import json, os, sys
+c = json.load(open(sys.argv[1]))
+def w(name, q):
+    os.makedirs(os.path.join(sys.argv[2], name), exist_ok=True)
+    d = dict(c, quantization_config=q)
+    json.dump(d, open(os.path.join(sys.argv[2], name, 'config.json'), 'w'))
+w('regex', {'quant_method': 'compressed-tensors', 'ignore': ['re:a' + '+' * 400]})
+w('ctrl', {'quant_method': 'compressed-tensors', 'config_groups': {'g\x1b[31m': 3}})
+w('scheme', {'quant_method': 'modelopt', 'quant_algo': 'NVFP4'})
+PY
+    for d in regex ctrl scheme; do cp "$T/m/model.safetensors" "$T/q/$d/"; done
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/q/regex" 2>&1); rc=$?
+    ok "ignore regex of 400 '+': refused at once" [ "$rc" -eq 1 ]
+    ok "... naming the entry" has "$out" "quantization_config.ignore entry 're:a+++.*' is not a regular expression"
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/q/ctrl" 2>&1)
+    ok "a group name with an escape code: one printable line" has "$out" "config_groups.g?\[31m should be an object"
+    ok "... never printed raw" test "$(printf '%s' "$out" | tr -d -c '\033' | wc -c)" -eq 0
+fi
+if [ -f "${ATTNLAB_MODELS:-}/stories260K-hf/config.json" ] && command -v python3 >/dev/null; then
+    python3 "$ATTNLAB_SRC/tests/fp8blk_quant.py" "$ATTNLAB_MODELS/stories260K-hf" "$T/e8" e8m0 e8m0-255
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/e8; ranks qk offset 4" 2>&1)
+    ok "an E8M0 block scale 0xFF: refused naming the tensor and block" has "$out" \
+        "'model.layers.0.self_attn.k_proj.weight_scale_inv' block \[0, 0\] is nan (E8M0 code 0xff)"
+    python3 "$ATTNLAB_SRC/tests/fp8blk_quant.py" "$ATTNLAB_MODELS/stories260K-hf" "$T/sch" bf16
+    python3 -c "import json,sys; p=sys.argv[1]+'/config.json'; c=json.load(open(p)); c['quantization_config']={'quant_method':'mxfp4'}; c['quantization_config']['modules_to_not_convert']=['model.layers.0.mlp']; json.dump(c,open(p,'w'))" "$T/sch"
+    out=$(timeout 60 "$ATTNLAB" -e "load $T/sch" 2>&1)
+    ok "a config naming another scheme than the tensors': refused naming the module and key" has "$out" \
+        "'model.layers.0.mlp.down_proj' is stored as FP8 with block scales (weight_scale_inv) but quantization_config.modules_to_not_convert entry 'model.layers.0.mlp' lists it as not quantized"
+fi
 cli_done

@@ -3,9 +3,12 @@
 # stories260K-hf quantized by tests/fp8ct_quant.py and tests/fp4_quant.py: `info`'s quantization line
 # names the scheme and the key that decided (config.json's quant_method, config_groups, ModelOpt's bare
 # quant_algo, hf_quant_config.json); the same NVFP4 tensors described by each of ModelOpt's three
-# places give the same ranks and ppl; `load` refuses, naming the tensor and the key, a module the
+# places give the same ranks and ppl; lint reads hf_quant_config.json, and a FaRR export writes it with the
+# rewritten modules in exclude_modules; `load` refuses, naming the tensor and the key, a module the
 # ignore list names but that is stored FP8, a config whose scheme (INT4, NVFP4) is not the FP8 stored,
-# F8_E4M3 codes whose weight_scale was removed, and a BF16 weight carrying a weight_scale.
+# F8_E4M3 codes whose weight_scale was removed, and a BF16 weight carrying a weight_scale; `lint` says
+# the same, warns of an ignore entry naming nothing (an FP8 checkpoint now, not only FP4) and of
+# projections the config quantizes but the folder stores unquantized, and refuses weight_block_size [64, 64].
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-quant-config
@@ -33,6 +36,9 @@ out=$(e "load $T/ch; info")
 ok "ct FP8: info's quantization line, from config_groups" has "$out" \
     "^quantization  *compressed-tensors float-quantized, group_0: FP8 with per-tensor / per-channel weight_scale (config.json quantization_config.config_groups), ignore: 1 entry$"
 
+ok "ct FP8: per group, the config group that decided" has "$out" \
+    "^quantized_by  *attention FP8 with per-tensor / per-channel weight_scale (model.layers.0.self_attn.q_proj: quantization_config.config_groups.group_0); mlp "
+
 # ---- ModelOpt's three places: the same tensors, the same numbers
 an() { e "load $1 as m; ranks vo tau 0.9; ppl $TXT" | grep -v "^loaded\|^ppl of\|tok/s"; }
 copy "$T/nv" "$T/nv-bare"
@@ -48,6 +54,18 @@ ok "hf_quant_config.json: info says so" has "$(e "load $T/nv-hfq; info")" \
 a=$(an "$T/nv"); b=$(an "$T/nv-bare"); c=$(an "$T/nv-hfq")
 ok "the three places: ranks and ppl printed" test "$(grep -c . <<<"$a")" -gt 40
 ok "the three places: the same ranks and ppl" test "$a" = "$b" -a "$a" = "$c"
+
+# ---- a folder whose config lives in hf_quant_config.json alone: lint finds it; a FaRR export writes it
+# with the rewritten (BF16) modules added to exclude_modules, so vLLM / SGLang load them unquantized
+ok "hf_quant_config.json alone: lint does not ask for a quantization_config" hasnt "$(e "lint $T/nv-hfq")" \
+    "no quantization_config in config.json"
+out=$(e "load $T/nv-hfq; truncate vo tau 0.9 layers 1; export $T/hfq-ex format dense; load $T/hfq-ex as d; info")
+ok "hf_quant_config export: written and loaded" has "$out" "^quantization  *modelopt NVFP4: .*(hf_quant_config.json quantization.quant_algo), exclude_modules: 3 entries$"
+ok "hf_quant_config export: the rewritten modules excluded" python3 -c "
+import json, sys
+q = json.load(open(sys.argv[1]))['quantization']
+sys.exit(q['exclude_modules'] != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj'] or q['quant_algo'] != 'NVFP4')" \
+    "$T/hfq-ex/hf_quant_config.json"
 
 # ---- disagreements: refused naming the tensor and the key
 copy "$T/ch" "$T/ig"
@@ -88,4 +106,20 @@ write_tensors(os.path.join(d, 'model.safetensors'), sorted(t.items()))" "$T/stra
 run -e "load $T/stray"
 ok "an unquantized weight carrying a weight_scale: refused" has "$(cat err.txt)" \
     "'model.embed_tokens.weight' is not quantized but carries 'model.embed_tokens.weight_scale'"
+
+# ---- lint: the same checks, an ignore entry naming nothing, projections the config quantizes stored unquantized
+ok "lint: an ignored module stored FP8 is an error" has "$(e "lint $T/ig")" \
+    "error .*'model.layers.1.self_attn.k_proj' is stored as FP8 with per-tensor / per-channel weight_scale but quantization_config.ignore entry"
+copy "$T/ch" "$T/typo"
+edit "$T/typo" "c['quantization_config']['ignore'].append('model.layers.*.mlp.gate_prj')"
+out=$(e "lint $T/typo")
+ok "lint: an ignore entry naming nothing (FP8 checkpoint) is a warning" has "$out" \
+    "warning .*quantization_config.ignore entry 'model.layers.\*.mlp.gate_prj' names no module"
+ok "lint: ... and lm_head names something" hasnt "$out" "entry 'lm_head'"
+ok "lint: NVFP4 config, F32 down_proj not listed: a warning naming it" has "$(e "lint $T/nv")" \
+    "warning .*model.layers.0.mlp.down_proj.weight is stored unquantized but the quantization config (config.json quantization_config.quant_method) makes it NVFP4 (ModelOpt) (5 modules like it)"
+copy "$T/ch" "$T/blk64"
+edit "$T/blk64" "c['quantization_config'] = {'quant_method': 'fp8', 'weight_block_size': [64, 64]}"
+ok "lint: weight_block_size [64, 64] is an error" has "$(e "lint $T/blk64")" \
+    "error .*quantization_config.weight_block_size is \[64, 64\]: attnlab reads FP8 block scales of \[128, 128\]"
 cli_done

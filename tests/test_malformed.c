@@ -61,12 +61,14 @@ static image img_writer(size_t cut, bool nan) {
 }
 
 /* An FP8 weight "w.weight" (130 x 257) and, depending on `scale`, its scales: 0 none, 1 right,
- * 2 wrong shape (2 x 2), 3 wrong dtype (F16 2 x 3). */
+ * 2 wrong shape (2 x 2), 3 wrong dtype (F16 2 x 3), 4 BF16 (all 1), 5 F8_E8M0 (all 2^0), 6 F8_E8M0
+ * with code 0xFF at [1, 2], 7 BF16 with a NaN at [1, 1], 8 F32 with +Inf at [0, 0]. */
 static image img_fp8(int scale) {
     static char hdr[1024];
     size_t wbytes = 130 * 257;
-    const char *sdt = scale == 3 ? "F16" : "F32";
-    size_t scols = scale == 2 ? 2 : 3, sbytes = 2 * scols * (scale == 3 ? 2 : 4);
+    const char *sdt = scale == 3 ? "F16" : scale == 4 || scale == 7 ? "BF16" : scale == 5 || scale == 6 ? "F8_E8M0" : "F32";
+    size_t ssz = scale == 3 || scale == 4 || scale == 7 ? 2 : scale == 5 || scale == 6 ? 1 : 4;
+    size_t scols = scale == 2 ? 2 : 3, sbytes = 2 * scols * ssz;
     if (scale == 0)
         snprintf(hdr, sizeof hdr, "{\"w.weight\":{\"dtype\":\"F8_E4M3\",\"shape\":[130,257],\"data_offsets\":[0,%zu]}}", wbytes);
     else
@@ -76,6 +78,12 @@ static image img_fp8(int scale) {
     image im = img(hdr, wbytes + (scale ? sbytes : 0));
     uint8_t *d = im.b + im.n - (wbytes + (scale ? sbytes : 0));
     memset(d, 0x38, wbytes);                               /* every weight 1.0 */
+    uint8_t *sd = d + wbytes;
+    for (size_t i = 0; scale >= 4 && i < 6; i++) {
+        if (scale == 4 || scale == 7) { sd[2 * i] = i == 4 && scale == 7 ? 0xc0 : 0x80; sd[2 * i + 1] = i == 4 && scale == 7 ? 0x7f : 0x3f; }
+        if (scale == 5 || scale == 6) sd[i] = i == 5 && scale == 6 ? 0xff : 127;
+        if (scale == 8) { float v = i == 0 ? INFINITY : 1.0f; memcpy(sd + 4 * i, &v, 4); }
+    }
     return im;
 }
 
@@ -238,6 +246,11 @@ static image build(const char *file) {
     if (!strcmp(file, "fp8-without-scale.safetensors")) return img_fp8(0);
     if (!strcmp(file, "fp8-scale-wrong-shape.safetensors")) return img_fp8(2);
     if (!strcmp(file, "fp8-scale-wrong-dtype.safetensors")) return img_fp8(3);
+    if (!strcmp(file, "valid-fp8-bf16-scales.safetensors")) return img_fp8(4);
+    if (!strcmp(file, "valid-fp8-e8m0-scales.safetensors")) return img_fp8(5);
+    if (!strcmp(file, "fp8-scale-e8m0-255.safetensors")) return img_fp8(6);
+    if (!strcmp(file, "fp8-scale-bf16-nan.safetensors")) return img_fp8(7);
+    if (!strcmp(file, "fp8-scale-f32-inf.safetensors")) return img_fp8(8);
     if (!strcmp(file, "valid-mxfp4.safetensors")) return img_fp4(0);
     if (!strcmp(file, "mxfp4-scale-nan.safetensors")) return img_fp4(1);
     if (!strcmp(file, "valid-nvfp4.safetensors")) return img_fp4(2);
@@ -337,6 +350,16 @@ static const corpus_case cases[] = {
      "parses; the scale grid is [2, 2] for a [130, 257] weight"},
     {"fp8-scale-wrong-dtype.safetensors", READ_ERR, "found F16 of shape [2, 3]", "w.weight",
      "parses; the scales are F16"},
+    {"valid-fp8-bf16-scales.safetensors", PARSE_OK, NULL, NULL,
+     "valid: F8_E4M3 w.weight [130, 257] + BF16 scales [2, 3] (Qwen3-FP8; fuzz seed)"},
+    {"valid-fp8-e8m0-scales.safetensors", PARSE_OK, NULL, NULL,
+     "valid: F8_E4M3 w.weight [130, 257] + F8_E8M0 scales [2, 3] (DeepSeek-V4; fuzz seed)"},
+    {"fp8-scale-e8m0-255.safetensors", READ_ERR, "'w.weight_scale_inv' block [1, 2] is nan (E8M0 code 0xff)", "w.weight",
+     "parses; an F8_E8M0 block scale is 0xFF (NaN)"},
+    {"fp8-scale-bf16-nan.safetensors", READ_ERR, "'w.weight_scale_inv' block [1, 1] is nan: an FP8 block scale must be finite",
+     "w.weight", "parses; a BF16 block scale is NaN"},
+    {"fp8-scale-f32-inf.safetensors", READ_ERR, "'w.weight_scale_inv' block [0, 0] is inf: an FP8 block scale must be finite",
+     "w.weight", "parses; an F32 block scale is +Inf"},
     {"valid-mxfp4.safetensors", PARSE_OK, NULL, NULL,
      "valid: MXFP4 w.weight_blocks U8 [2, 1, 16] + w.weight_scales U8 [2, 1] (E8M0 2^-3, 1) (fuzz seed)"},
     {"mxfp4-scale-nan.safetensors", READ_ERR, "MXFP4 tensor 'w.weight': block scale [1, 0] (code 0xff) is NaN", "w.weight",

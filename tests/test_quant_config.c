@@ -99,6 +99,15 @@ static void test_compressed_tensors(void) {
     CHECK(want(&q, "model.layers.3.self_attn.o_proj") == QENC_FP8_SCALE && want(&q, "lm_head") == QENC_NONE,
           "FP8-dynamic: projections FP8, lm_head not");
     quant_config_free(&q);
+    CHECK_OK(read_text("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", "
+                       "\"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": "
+                       "\"float\", \"strategy\": \"block\", \"block_structure\": [128, 128]}}}}}", NULL, &q));
+    CHECK(q.ngroups == 1 && q.groups[0].enc == QENC_FP8_SCALE, "FP8_BLOCK: weight_scale (a block grid)");
+    quant_config_free(&q);
+    CHECK_ERR(read_text("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": "
+                        "{\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": "
+                        "\"block\", \"block_structure\": [64, 64]}}}}}", NULL, &q),
+              "config_groups.g.weights.block_structure should be [128, 128]");
     CHECK_OK(read_text(REDHAT_W4A16, NULL, &q));
     CHECK(q.ngroups == 1 && q.groups[0].enc == QENC_INT4 && q.groups[0].group_size == 128, "W4A16: INT4 per 128");
     quant_config_free(&q);
@@ -160,6 +169,8 @@ static void test_entries(void) {
     CHECK(!quant_entry_names("re:mlp", "model.mlp.up_proj"), "a regex is matched at the start (re.match)");
     CHECK(quant_entry_names("re:model\\.layers\\.\\d+\\.mlp", "model.layers.12.mlp.up_proj"), "Python's \\d");
     CHECK(!quant_entry_names("re:model\\.layers\\.\\d+\\.mlp", "model.layers.x.mlp.up_proj"), "\\d is a digit");
+    CHECK(quant_entry_names("re:.*?self_attn", "model.layers.0.self_attn.q_proj"), "a lazy quantifier read as greedy");
+    CHECK(quant_entry_names("re:model\\.layers\\.[0-9]{1,2}\\.mlp", "model.layers.12.mlp.up_proj"), "a repeat count");
     CHECK(quant_entry_names("model.layers.*.self_attn", "model.layers.10.self_attn.q_proj"), "glob over a dotted prefix");
     CHECK(!quant_entry_names("model.layers.1?.self_attn", "model.layers.1.self_attn.q_proj"), "'?' is one character");
     CHECK(quant_entry_names("lm_head", "lm_head") && quant_entry_names("layers.1", "model.layers.1.mlp"), "names, parts");
@@ -173,6 +184,12 @@ static void test_hostile_configs(void) {
                         NULL, &q), "quantization_config.ignore entry 1 is not a string");
     CHECK_ERR(read_text("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"ignore\": [\"re:(a\"]}}",
                         NULL, &q), "quantization_config.ignore entry 're:(a' is not a regular expression");
+    CHECK_ERR(read_text("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"ignore\": [\"re:a++++\"]}}",
+                        NULL, &q), "entry 're:a++++' is not a regular expression");     /* glibc's regcomp blew up (fuzz) */
+    CHECK_ERR(read_text("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"ignore\": [\"re:a{1,999}\"]}}",
+                        NULL, &q), "entry 're:a{1,999}' is not a regular expression");
+    CHECK_ERR(read_text("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": "
+                        "{\"g\\n1\": 3}}}", NULL, &q), "config_groups.g?1 should be an object");   /* one line (fuzz) */
     CHECK_ERR(read_text("{\"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [64, 64]}}", NULL, &q),
               "quantization_config.weight_block_size is [64, 64]: attnlab reads FP8 block scales of [128, 128]");
     CHECK_ERR(read_text("{\"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128]}}", NULL, &q),

@@ -20,6 +20,7 @@ static const struct { const char *name; size_t size; bool is_float; } dt_info[DT
     [DT_I8] = {"I8", 1, false},       [DT_U8] = {"U8", 1, false},
     [DT_I16] = {"I16", 2, false},     [DT_I32] = {"I32", 4, false},
     [DT_I64] = {"I64", 8, false},     [DT_BOOL] = {"BOOL", 1, false},
+    [DT_F8_E8M0] = {"F8_E8M0", 1, false},
 };
 
 const char *dt_name(dt_type t) { return t >= 0 && t < DT_COUNT ? dt_info[t].name : "?"; }

@@ -16,6 +16,7 @@
 typedef enum {
     DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_F8_E5M2, DT_F64,
     DT_I8, DT_U8, DT_I16, DT_I32, DT_I64, DT_BOOL,
+    DT_F8_E8M0,             /* a power of two 2^(v - 127), 0xFF NaN: block scales only (DeepSeek-V4's FP8 scales) */
     DT_COUNT,
     DT_INVALID = -1
 } dt_type;
@@ -47,7 +48,16 @@ int dt_from_f32(dt_type t, const float *src, size_t n, void *dst);
 
 /* DeepSeek FP8 checkpoints store one F32 scale per DT_FP8_BLOCK x DT_FP8_BLOCK block of a weight
  * (R, C) as "<name>_scale_inv" of shape (dt_fp8_nblocks(R), dt_fp8_nblocks(C)); edge blocks are
- * partial. W[i][j] = e4m3(code[i][j]) * scale[i / 128][j / 128], the product rounded to float. */
+ * partial. W[i][j] = e4m3(code[i][j]) * scale[i / 128][j / 128], the product rounded to float.
+ * Other publishers of the same layout (quantization_config quant_method "fp8", weight_block_size
+ * [128, 128]; quant_config.h): Qwen3-*-FP8 store the grid in BF16 (Qwen3-1.7B-FP8's headers: every
+ * weight_scale_inv BF16), MiniMax-M2 and GLM in F32 ("fmt": "float8_e4m3fn" names the same E4M3),
+ * DeepSeek-V3.2 in F32 holding powers of two ("scale_fmt": "ue8m0": engines read them as E8M0
+ * exponents), DeepSeek-V4 as F8_E8M0 bytes (2^(v - 127)). The grid multiplies in every one (the
+ * "_inv" is DeepSeek's name, not a division); the store widens a BF16 / E8M0 grid to F32 once
+ * (store_fp8_scale), so every reader sees the F32 grid. compressed-tensors' strategy "block" (llm-compressor's
+ * FP8_BLOCK, block_structure [128, 128]) stores the same grid as "<name>_scale" (F32 / BF16), multiplying
+ * likewise; a grid shape that is not [R, 1] or [1, 1] tells it from a per-channel scale. */
 #define DT_FP8_BLOCK 128
 static inline size_t dt_fp8_nblocks(size_t n) { return (n + DT_FP8_BLOCK - 1) / DT_FP8_BLOCK; }
 

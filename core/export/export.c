@@ -927,6 +927,33 @@ static int write_config(Ctx *x, CkptWriter *w) {
     return rc;
 }
 
+/* ModelOpt's hf_quant_config.json (quant_config.h: vLLM and SGLang detect ModelOpt by it), when the
+ * source has one: written with the modules written in another dtype added to quantization's
+ * exclude_modules, as config.json's list gets them (keep_bf_config). */
+static int write_hf_quant(Ctx *x, CkptWriter *w) {
+    char *p = al_asprintf("%s/hf_quant_config.json", store_dir(x->m->store));
+    size_t n = 0;
+    char *text = p && access(p, F_OK) == 0 ? al_read_file_max(p, &n, AL_CAP_CONFIG, "hf_quant_config") : NULL;
+    cJSON *j = text ? cJSON_ParseWithLength(text, n) : NULL, *q = cJSON_GetObjectItemCaseSensitive(j, "quantization");
+    int rc = AL_OK;
+    if (cJSON_IsObject(q)) {
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(q, "exclude_modules");
+        if (!cJSON_IsArray(a) && x->n_keep_bf) {
+            cJSON_DeleteItemFromObjectCaseSensitive(q, "exclude_modules");
+            a = cJSON_AddArrayToObject(q, "exclude_modules");
+        }
+        for (size_t i = 0; a && i < x->n_keep_bf; i++) cJSON_AddItemToArray(a, cJSON_CreateString(x->keep_bf[i]));
+        rc = ckpt_write_json(w, "hf_quant_config.json", j);
+    } else if (text) {
+        rc = ckpt_write_text(w, "hf_quant_config.json", text, n);        /* not ModelOpt's form: as it is */
+    }
+    al_err_clear();
+    cJSON_Delete(j);
+    free(text);
+    free(p);
+    return rc;
+}
+
 /* ================================================================ export */
 
 int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *dir,
@@ -978,6 +1005,7 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
     }
     x.rep.bytes = ckpt_weight_bytes(w);
     if (rc == AL_OK) rc = write_config(&x, w);
+    if (rc == AL_OK) rc = write_hf_quant(&x, w);
     if (rc == AL_OK && x.fmt == EXPORT_FACTORS) rc = write_factors(&x, w);
     if (rc == AL_OK) rc = ckpt_copy_aux(w, store_dir(s), NULL);
     if (rc == AL_OK) rc = write_manifest(&x, w);

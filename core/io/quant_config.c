@@ -32,18 +32,45 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* rc, with the error message made one printable line when it echoes a key or entry holding control
+ * characters (config.json's strings are the user's). */
+static int one_line(int rc) {
+    if (rc == AL_OK) return rc;
+    char m[1024];
+    snprintf(m, sizeof m, "%s", al_errmsg());
+    bool bad = false;
+    for (char *c = m; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) { *c = '?'; bad = true; }
+    return bad ? al_err("%s", m) : rc;
+}
+
 /* ================================================================ matching list entries */
 
-/* Python's \d \w \s as POSIX classes (compressed-tensors' patterns are Python regexes). */
+static bool is_quant(char c) { return c == '*' || c == '+' || c == '?' || c == '{'; }
+
+/* Python's \d \w \s as POSIX classes (compressed-tensors' patterns are Python regexes), a lazy
+ * quantifier as the greedy one (the same strings match at the start). NULL for what glibc's regcomp
+ * would blow up on (fuzzing found "a+++..." taking gigabytes): a quantifier after a quantifier, a
+ * repeat count above 64, a pattern over 512 characters. */
 static char *py_to_ere(const char *p) {
-    char *out = malloc(strlen(p) * 12 + 1), *o = out;
+    size_t n = strlen(p);
+    char *out = n <= 512 ? malloc(n * 12 + 1) : NULL, *o = out;
     if (!out) return NULL;
-    for (; *p; p++) {
+    for (char prev = 0; *p; p++) {
         const char *cls = p[0] == '\\' && p[1] == 'd' ? "[0-9]" : p[0] == '\\' && p[1] == 'w' ? "[A-Za-z0-9_]"
                         : p[0] == '\\' && p[1] == 's' ? "[[:space:]]" : NULL;
-        if (cls) { o += sprintf(o, "%s", cls); p++; }
-        else if (p[0] == '\\' && p[1]) { *o++ = *p++; *o++ = *p; }
-        else *o++ = *p;
+        bool q = is_quant(*p) && !cls;
+        if (q && *p == '?' && (prev == '*' || prev == '+' || prev == '?' || prev == '}')) { prev = 0; continue; }
+        char *e = NULL;
+        long lo = *p == '{' ? strtol(p + 1, &e, 10) : 0, hi = e && *e == ',' ? strtol(e + 1, NULL, 10) : lo;
+        if ((q && is_quant(prev)) || (q && prev == '}') || lo > 64 || hi > 64) { free(out); return NULL; }
+        if (cls) { o += sprintf(o, "%s", cls); p++; prev = ']'; }
+        else if (p[0] == '\\' && p[1]) { *o++ = *p++; *o++ = *p; prev = 'x'; }
+        else {
+            *o++ = *p;
+            prev = *p == '{' ? '{' : *p;
+            if (*p == '{') for (; p[1] && p[1] != '}'; p++) *o++ = p[1];   /* the count, then '}' next */
+        }
     }
     *o = 0;
     return out;
@@ -75,6 +102,33 @@ static bool names_prefix(const char *pat, const char *mod, bool glob) {
     }
 }
 
+/* Each "re:" entry of list (n) compiled once (read_list checked they compile); NULL + error when out
+ * of memory. */
+static void **compile_list(char **list, size_t n) {
+    void **re = n ? calloc(n, sizeof *re) : NULL;
+    for (size_t i = 0; re && i < n; i++) {
+        char *ere = strncmp(list[i], "re:", 3) ? NULL : py_to_ere(list[i] + 3);
+        regex_t *r = ere ? malloc(sizeof *r) : NULL;
+        if (r && regcomp(r, ere, REG_EXTENDED) != 0) { free(r); r = NULL; }
+        re[i] = r;
+        free(ere);
+    }
+    return re;
+}
+
+static void free_list_re(void **re, size_t n) {
+    for (size_t i = 0; re && i < n; i++)
+        if (re[i]) { regfree(re[i]); free(re[i]); }
+    free(re);
+}
+
+/* Entry pat of a list with its compiled form re (NULL: not a regex) names mod. */
+static bool entry_match(const char *pat, const void *re, const char *mod) {
+    regmatch_t at;
+    if (re) return regexec(re, mod, 1, &at, 0) == 0 && at.rm_so == 0;
+    return quant_entry_names(pat, mod);
+}
+
 bool quant_entry_names(const char *pat, const char *mod) {
     if (!strncmp(pat, "re:", 3)) return regex_at_start(pat + 3, mod) == 1;
     if (strpbrk(pat, "*?[")) return names_prefix(pat, mod, true);
@@ -83,7 +137,7 @@ bool quant_entry_names(const char *pat, const char *mod) {
 
 const char *quant_ignored(const QuantConfig *q, const char *mod) {
     for (size_t i = 0; q->present && i < q->nignore; i++)
-        if (quant_entry_names(q->ignore[i], mod)) return q->ignore[i];
+        if (entry_match(q->ignore[i], q->ignore_re ? q->ignore_re[i] : NULL, mod)) return q->ignore[i];
     return NULL;
 }
 
@@ -110,7 +164,12 @@ static int read_list(const cJSON *v, const char *key, char ***out, size_t *n) {
             free(a);
             return al_err("quantization_config.%s entry '%s' is not a regular expression attnlab can read", key, it->valuestring);
         }
-        a[i++] = al_strdup(it->valuestring);
+        if (!(a[i] = al_strdup(it->valuestring))) {
+            for (size_t k = 0; k < i; k++) free(a[k]);
+            free(a);
+            return AL_ERR;
+        }
+        i++;
     }
     *out = a;
     *n = i;
@@ -123,14 +182,16 @@ static int read_ignore(const cJSON *obj, QuantConfig *q) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, LIST_KEYS[k]);
         if (!v || cJSON_IsNull(v)) continue;
         snprintf(q->ignore_key, sizeof q->ignore_key, "%s", LIST_KEYS[k]);
-        return read_list(v, LIST_KEYS[k], &q->ignore, &q->nignore);
+        if (read_list(v, LIST_KEYS[k], &q->ignore, &q->nignore) != AL_OK) return AL_ERR;
+        q->ignore_re = compile_list(q->ignore, q->nignore);
+        return q->nignore && !q->ignore_re ? al_err("out of memory for quantization_config.%s", LIST_KEYS[k]) : AL_OK;
     }
     return AL_OK;
 }
 
 /* compressed-tensors' weights scheme as an encoding (format decides nvfp4 vs packed int). */
 static quant_enc ct_enc(const QuantGroup *g) {
-    if (g->num_bits == 8 && g->is_float) return !strcmp(g->strategy, "block") ? QENC_UNKNOWN : QENC_FP8_SCALE;
+    if (g->num_bits == 8 && g->is_float) return QENC_FP8_SCALE;        /* tensor, channel, block: "<w>_scale" (store.h) */
     if (g->num_bits == 4 && g->is_float && g->group_size == 16) return QENC_NVFP4_CT;
     if (g->num_bits == 4 && !g->is_float && g->symmetric && !strcmp(g->strategy, "group")) return QENC_INT4;
     return QENC_UNKNOWN;
@@ -141,6 +202,8 @@ static int read_group(const cJSON *gj, QuantGroup *g) {
     char key[96];
     snprintf(key, sizeof key, "config_groups.%s.targets", g->name);
     if (read_list(cJSON_GetObjectItemCaseSensitive(gj, "targets"), key, &g->targets, &g->ntargets) != AL_OK) return AL_ERR;
+    g->target_re = compile_list(g->targets, g->ntargets);
+    if (g->ntargets && !g->target_re) return al_err("out of memory for quantization_config.%s", key);
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(gj, "weights");
     if (!cJSON_IsObject(w)) { g->enc = QENC_NONE; return AL_OK; }     /* activations only */
     const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits"), *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
@@ -151,6 +214,12 @@ static int read_group(const cJSON *gj, QuantGroup *g) {
     g->symmetric = !cJSON_IsFalse(sy);
     copy_str(g->strategy, sizeof g->strategy, cJSON_GetObjectItemCaseSensitive(w, "strategy"));
     g->enc = ct_enc(g);
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
+    if (!strcmp(g->strategy, "block") && g->enc == QENC_FP8_SCALE &&
+        !(cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 && cJSON_GetArrayItem(bs, 0)->valuedouble == DT_FP8_BLOCK &&
+          cJSON_GetArrayItem(bs, 1)->valuedouble == DT_FP8_BLOCK))
+        return al_err("quantization_config.config_groups.%s.weights.block_structure should be [%d, %d]: the FP8 block "
+                      "grids attnlab reads", g->name, DT_FP8_BLOCK, DT_FP8_BLOCK);
     return AL_OK;
 }
 
@@ -262,14 +331,16 @@ int quant_config_read(const cJSON *tree, const char *dir, QuantConfig *q) {
         rc = read_hf_quant(dir, q);
     }
     if (rc != AL_OK) quant_config_free(q);
-    return rc;
+    return one_line(rc);
 }
 
 void quant_config_free(QuantConfig *q) {
     for (size_t i = 0; i < q->nignore; i++) free(q->ignore[i]);
+    free_list_re(q->ignore_re, q->nignore);
     for (size_t g = 0; g < q->ngroups; g++) {
         for (size_t i = 0; i < q->groups[g].ntargets; i++) free(q->groups[g].targets[i]);
         free(q->groups[g].targets);
+        free_list_re(q->groups[g].target_re, q->groups[g].ntargets);
     }
     free(q->ignore);
     free(q->groups);
@@ -299,13 +370,13 @@ static const QuantGroup *ct_group(const QuantConfig *q, const char *mod) {
     for (size_t g = 0; g < q->ngroups; g++)
         for (size_t t = 0; t < q->groups[g].ntargets; t++) {
             const char *tg = q->groups[g].targets[t];
-            if (!strcmp(tg, "Linear") ? linear_like(mod) : quant_entry_names(tg, mod)) return &q->groups[g];
+            if (!strcmp(tg, "Linear") ? linear_like(mod) : entry_match(tg, q->groups[g].target_re[t], mod)) return &q->groups[g];
         }
     return NULL;
 }
 
-quant_enc quant_expected(const QuantConfig *q, const char *mod, char *why, size_t cap) {
-    const char *ig = quant_ignored(q, mod);
+/* quant_expected with the list entry ig that names mod (quant_ignored's answer) already known. */
+static quant_enc expected_with(const QuantConfig *q, const char *mod, const char *ig, char *why, size_t cap) {
     if (why && cap) why[0] = 0;
     if (!q->present) return QENC_UNKNOWN;
     if (ig) {
@@ -324,6 +395,10 @@ quant_enc quant_expected(const QuantConfig *q, const char *mod, char *why, size_
     if (is_lm_head(mod) && (q->enc == QENC_FP8_BLOCK || q->enc == QENC_FP8_SCALE) && !strcmp(q->method, "fp8"))
         return QENC_UNKNOWN;                 /* transformers leaves lm_head out by default */
     return q->enc;
+}
+
+quant_enc quant_expected(const QuantConfig *q, const char *mod, char *why, size_t cap) {
+    return expected_with(q, mod, quant_ignored(q, mod), why, cap);
 }
 
 /* Whether "<mod><suf>" is stored. */
@@ -389,8 +464,9 @@ static int check_ue8m0(const Store *s, const char *mod) {
 /* The module's stored encoding against the config's. */
 static int check_module(const QuantConfig *q, const Store *s, const char *mod, bool streamed) {
     char why[200];
-    quant_enc found = quant_found(s, mod), exp = quant_expected(q, mod, why, sizeof why);
-    const char *ig = quant_ignored(q, mod), *stray = found == QENC_NONE ? stray_scale(s, mod) : NULL;
+    const char *ig = quant_ignored(q, mod);
+    quant_enc found = quant_found(s, mod), exp = expected_with(q, mod, ig, why, sizeof why);
+    const char *stray = found == QENC_NONE ? stray_scale(s, mod) : NULL;
     if (ig && found != QENC_NONE && found != QENC_UNKNOWN)
         return al_err("'%s' is stored as %s but %s lists it as not quantized", mod, quant_enc_name(found), why);
     if (stray)
@@ -432,9 +508,22 @@ int quant_check_store(const QuantConfig *q, const Store *s) {
         const char *name = store_name_at(s, i);
         if (!module_of(name, mod, sizeof mod)) continue;
         if (ends_with(name, ".weight") && (has(s, mod, ".weight_packed") || has(s, mod, ".weight_blocks"))) continue;
-        if (check_module(q, s, mod, streamed) != AL_OK) return AL_ERR;
+        if (check_module(q, s, mod, streamed) != AL_OK) return one_line(AL_ERR);
     }
     return AL_OK;
+}
+
+size_t quant_unquantized(const QuantConfig *q, const Store *s, char *first, size_t cap, quant_enc *exp) {
+    char mod[512];
+    size_t n = 0;
+    for (size_t i = 0; q->present && i < store_count(s); i++) {
+        const char *name = store_name_at(s, i);
+        if (!ends_with(name, ".weight") || !module_of(name, mod, sizeof mod) || quant_found(s, mod) != QENC_NONE) continue;
+        quant_enc e = quant_expected(q, mod, NULL, 0);
+        if (e == QENC_NONE || e == QENC_UNKNOWN || !linear_like(mod)) continue;
+        if (n++ == 0) { snprintf(first, cap, "%s", mod); *exp = e; }
+    }
+    return n;
 }
 
 void quant_describe(const QuantConfig *q, char *buf, size_t cap) {

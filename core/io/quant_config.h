@@ -54,6 +54,7 @@ typedef struct {
     int num_bits, group_size;
     bool is_float, symmetric;
     char strategy[16];
+    void **target_re;          /* each "re:" target compiled once (regex_t *), NULL for the others */
 } QuantGroup;
 
 typedef struct {
@@ -68,6 +69,7 @@ typedef struct {
     char ignore_key[32];       /* the key its list came from */
     char **ignore;             /* modules left unquantized */
     size_t nignore;
+    void **ignore_re;          /* each "re:" entry compiled once (regex_t *), NULL for the others */
     QuantGroup *groups;        /* compressed-tensors' config_groups */
     size_t ngroups;
 } QuantConfig;
@@ -97,6 +99,10 @@ quant_enc quant_found(const Store *s, const char *mod);
  * config expects a scheme is read as it lies (not an error here). A streamed model's ue8m0 scales are
  * not read at load. */
 int quant_check_store(const QuantConfig *q, const Store *s);
+/* The projections of s stored unquantized (no scales, not listed) where q expects a scheme: how many,
+ * the first one's module into first and its expected encoding into *exp (lint: engines that follow
+ * the config build it quantized and find no scales). */
+size_t quant_unquantized(const QuantConfig *q, const Store *s, char *first, size_t cap, quant_enc *exp);
 /* One line for `info`: "compressed-tensors pack-quantized: int4 group 32 (config.json
  * quantization_config.config_groups.group_0), ignore 4 entries". */
 void quant_describe(const QuantConfig *q, char *buf, size_t cap);

@@ -27,7 +27,7 @@
  *  - a tensor name twice (the README disallows duplicate keys; serde would keep the last one);
  *  - control characters in tensor names, and "\u0000" in any string (one-line messages; C
  *    strings end at NUL);
- *  - dtypes of the format that attnlab does not hold (U16 U32 U64 C64 F4 F6_* F8_E8M0 *FNUZ),
+ *  - dtypes of the format that attnlab does not hold (U16 U32 U64 C64 F4 F6_* *FNUZ; F8_E8M0 is held, as scales),
  *    more than 8 dims, integers above 2^53 (cJSON keeps doubles: only an empty tensor's dim
  *    could be that large and still valid).
  * Not followed: serde's derive would also read a tensor entry written as an array [dtype, shape,

@@ -24,6 +24,8 @@ typedef struct {
     bool warned;              /* its NaN/Inf warning was given (once per tensor; under warn_mu) */
     bool fp4_checked;         /* its FP4 block scales were all found finite (under warn_mu) */
     float *rscale;            /* compressed-tensors FP8: its per-row scales widened (owned; under warn_mu) */
+    float *bscale;            /* FP8 block scales stored BF16 / E8M0, widened to F32 (owned; under warn_mu) */
+    bool bscale_checked;      /* its FP8 block scales were all found finite (under warn_mu) */
 } store_item;
 
 static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -228,7 +230,7 @@ int store_from_file(st_file *f, const char *dir, Store **out) {
 void store_free(Store *s) {
     if (!s) return;
     for (size_t i = 0; i < s->nfiles; i++) st_close(s->files[i]);
-    for (size_t i = 0; i < s->n; i++) free(s->items[i].rscale);
+    for (size_t i = 0; i < s->n; i++) { free(s->items[i].rscale); free(s->items[i].bscale); }
     hub_remote_free(s->remote);
     free(s->files);
     free(s->items);
@@ -305,9 +307,44 @@ void store_release_prefix(const Store *s, const char *prefix) {
 
 /* ================================================================ reading */
 
+/* An FP8 block-scale grid of n values at p (item it, under warn_mu), once: widened to F32 when it is
+ * BF16 / E8M0 (it->bscale), every value finite (a NaN / Inf scale, E8M0's code 0xFF, is
+ * refused naming the tensor and the block). */
+static int fp8_grid_check(store_item *it, const void *p, size_t n) {
+    const st_entry *e = it->e;
+    size_t cols = e->shape[1];
+    float *v = e->dtype == DT_F32 ? NULL : malloc(n * sizeof *v);
+    if (e->dtype != DT_F32 && !v) return al_err("out of memory for the scales '%s'", it->name);
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        if (e->dtype == DT_F8_E8M0) x = dt_e8m0_to_f32(((const uint8_t *)p)[i]);
+        else if (e->dtype == DT_F32) memcpy(&x, (const uint8_t *)p + 4 * i, 4);
+        else dt_to_f32(e->dtype, (const uint8_t *)p + 2 * i, 1, &x);
+        if (!isfinite(x)) {
+            free(v);
+            return al_err("'%s' block [%zu, %zu] is %g%s: an FP8 block scale must be finite", it->name, i / cols, i % cols,
+                          (double)x, e->dtype == DT_F8_E8M0 ? " (E8M0 code 0xff)" : "");
+        }
+        if (v) v[i] = x;
+    }
+    it->bscale = v;
+    it->bscale_checked = true;
+    return AL_OK;
+}
+
 /* Finds and checks the block-scale tensor of an FP8 weight of shape (R, C). */
+/* Whether "<name>_scale" of FP8 weight (R, C) is a 128 x 128 block grid (compressed-tensors' strategy
+ * "block", FP8_BLOCK) rather than one scale per tensor or per row (a [1, 1] grid reads the same as
+ * either). */
+static bool ct_block_grid(const st_entry *e, size_t R, size_t C) {
+    size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C);
+    bool per_row = e->ndim == 2 && e->shape[1] == 1 && (e->shape[0] == R || e->shape[0] == 1);
+    return e->ndim == 2 && e->shape[0] == sr && e->shape[1] == sc && !per_row;
+}
+
 int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const void **scale, size_t *scols) {
-    char *sname = al_asprintf("%s_scale_inv", name);
+    const store_item *ct = find_suffixed(s, name, "_scale_inv") ? NULL : find_suffixed(s, name, "_scale");
+    char *sname = al_asprintf(ct && ct_block_grid(ct->e, R, C) ? "%s_scale" : "%s_scale_inv", name);
     if (!sname) return AL_ERR;
     const st_entry *se; const st_file *sf;
     int rc = store_entry(s, sname, &se, &sf);
@@ -320,16 +357,21 @@ int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const 
     }
     size_t sr = dt_fp8_nblocks(R), sc = dt_fp8_nblocks(C);
     size_t er = se->ndim == 2 ? se->shape[0] : 0, ec = se->ndim == 2 ? se->shape[1] : 0;
-    if (se->dtype != DT_F32 || er != sr || ec != sc) {
-        rc = al_err("'%s' should be F32 of shape [%zu, %zu] (ceil(%zu/128) x ceil(%zu/128)), found %s of shape [%zu, %zu]",
-                    sname, sr, sc, R, C, dt_name(se->dtype), er, ec);
+    bool dt_ok = se->dtype == DT_F32 || se->dtype == DT_BF16 || se->dtype == DT_F8_E8M0;    /* tensor.h's publishers */
+    if (!dt_ok || er != sr || ec != sc) {
+        rc = al_err("'%s' should be F32 of shape [%zu, %zu] (ceil(%zu/128) x ceil(%zu/128); BF16 or F8_E8M0 also read), "
+                    "found %s of shape [%zu, %zu]", sname, sr, sc, R, C, dt_name(se->dtype), er, ec);
         free(sname);
         return rc;
     }
+    pthread_mutex_lock(&warn_mu);
+    store_item *it = (store_item *)find_item(s, sname);
+    rc = !it || it->bscale_checked ? AL_OK : fp8_grid_check(it, st_data(sf, se), sr * sc);
+    *scale = it && it->bscale ? (const void *)it->bscale : st_data(sf, se);   /* F32 in the file may be unaligned: memcpy */
+    pthread_mutex_unlock(&warn_mu);
     free(sname);
-    *scale = st_data(sf, se);    /* may be unaligned in the file: read with memcpy or copy first */
     *scols = sc;
-    return AL_OK;
+    return rc;
 }
 
 /* The scale "<name>_scale" of a compressed-tensors FP8 weight (R rows) widened to R floats: [] or [1]
@@ -360,6 +402,7 @@ int store_fp8_rscale(const Store *s, const char *name, size_t R, const float **r
     *rscale = NULL;
     const store_item *w = find_item(s, name), *sc = find_suffixed(s, name, "_scale");
     if (!w || w->e->dtype != DT_F8_E4M3 || !sc || find_suffixed(s, name, "_scale_inv")) return AL_OK;
+    if (w->e->ndim == 2 && ct_block_grid(sc->e, w->e->shape[0], w->e->shape[1])) return AL_OK;   /* store_fp8_scale's */
     const st_entry *e; const st_file *f;
     char *sname = al_asprintf("%s_scale", name);
     int rc = sname ? store_entry(s, sname, &e, &f) : AL_ERR;     /* a streamed model fetches its bytes */

@@ -37,12 +37,16 @@ int store_read_rows(const Store *s, const char *name, size_t r0, size_t nr, Mat 
 /* The block rows [r0, r0+nr) x cols [c0, c0+nc) as float32 (nr x nc), dequantized (FP8 with its
  * block scales): the same values store_read gives there, without a copy of the whole tensor. */
 int store_read_block(const Store *s, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, Mat **out);
-/* The block scales of FP8 weight `name` of shape (R, C): "<name>_scale_inv", checked to be F32 of
- * shape (ceil(R/128), ceil(C/128)); *scale points into the mapping (possibly unaligned: read it
- * with memcpy), *scols is its column count. The error names the tensor and what is wrong. */
+/* The block scales of FP8 weight `name` of shape (R, C): "<name>_scale_inv", checked to be F32, BF16
+ * or F8_E8M0 (tensor.h's publishers) of shape (ceil(R/128), ceil(C/128)), every value finite (checked
+ * once per tensor); *scale is F32: into the mapping (possibly unaligned: read it with memcpy), or the
+ * store's widened copy of a BF16 / E8M0 grid; *scols is its column count. The error names the tensor
+ * and what is wrong (a NaN scale: its block). */
 int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const void **scale, size_t *scols);
-/* compressed-tensors FP8 (tensor.h, dt_fp8_dequant_rows): when `name` (R rows) is F8_E4M3 with a
- * "<name>_scale" and no "<name>_scale_inv", *rscale is its scale as R floats (owned by the store,
+/* compressed-tensors' strategy "block" (FP8_BLOCK: "<name>_scale" of the grid's shape (ceil(R/128),
+ * ceil(C/128)), no "_scale_inv") is read by store_fp8_scale as that grid.
+ * compressed-tensors FP8 (tensor.h, dt_fp8_dequant_rows): when `name` (R rows) is F8_E4M3 with a
+ * "<name>_scale" (not a block grid) and no "<name>_scale_inv", *rscale is its scale as R floats (owned by the store,
  * built and checked once: shape [], [1], [R, 1] or [R], F32/BF16/F16, finite); else NULL. */
 int store_fp8_rscale(const Store *s, const char *name, size_t R, const float **rscale);
 /* The FP4 encoding of weight `name` (tensor.h): where its codes and scales lie, checked once per

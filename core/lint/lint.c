@@ -22,6 +22,7 @@
 #include "engines.h"
 #include "gguf_arch.h"
 #include "kqsvd.h"
+#include "quant_config.h"
 #include "safetensors.h"
 #include "tpa.h"
 
@@ -431,7 +432,9 @@ static void check_dtypes(Lint *x) {
             !((x->t[i].e->dtype == DT_I32 && ends_with(x->t[i].name, "_packed")) ||
               ((x->t[i].e->dtype == DT_I64 || x->t[i].e->dtype == DT_I32) && ends_with(x->t[i].name, "_shape"))))
             bytes[x->t[i].e->dtype] += x->t[i].e->end - x->t[i].e->begin;   /* INT4 words and shapes: weights */
-    bool quant = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"));
+    char *hq = al_asprintf("%s/hf_quant_config.json", x->dir);       /* ModelOpt's unified checkpoint (quant_config.h) */
+    bool quant = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config")) || (hq && is_file(hq));
+    free(hq);
     bool fp4 = false;                                /* U8 codes beside FP4 scales (tensor.h) */
     for (size_t i = 0; i < x->nt && !fp4; i++) {
         char sc[300];
@@ -525,16 +528,18 @@ static bool expect_ct_scale(Lint *x, const char *name, const st_entry *w) {
     size_t k = st_numel(e);
     bool dt_ok = e->dtype == DT_F32 || e->dtype == DT_BF16 || e->dtype == DT_F16;
     if (dt_ok && e->ndim <= 2 && (k == 1 || (k == w->shape[0] && (e->ndim == 1 || e->shape[1] == 1)))) return true;
+    if (dt_ok && e->ndim == 2 && e->shape[0] == dt_fp8_nblocks(w->shape[0]) && e->shape[1] == dt_fp8_nblocks(w->shape[1]))
+        return true;                                 /* strategy "block": one per 128 x 128 block (store.h) */
     char have[96], msg[700];
     shape_str(e, have, sizeof have);
     snprintf(msg, sizeof msg, "%s is %s %s; compressed-tensors FP8 scales of a [%zu, %zu] weight are F32, BF16 or F16 "
-             "[] / [1] (per tensor) or [%zu, 1] (per channel)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1],
+             "[] / [1] (per tensor), [%zu, 1] (per channel) or one per 128 x 128 block", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1],
              w->shape[0]);
     agg_add(x, AGG_SHAPE, sc, msg);
     return true;
 }
 
-/* The block scales beside FP8 weight `name` (R, C): F32 (ceil(R/128), ceil(C/128)). */
+/* The block scales beside FP8 weight `name` (R, C): F32, BF16 or F8_E8M0 (ceil(R/128), ceil(C/128)). */
 static void expect_scales(Lint *x, const char *name, const st_entry *w) {
     char sc[280];
     snprintf(sc, sizeof sc, "%s_scale_inv", name);
@@ -544,11 +549,12 @@ static void expect_scales(Lint *x, const char *name, const st_entry *w) {
     s->used = true;
     size_t r = dt_fp8_nblocks(w->shape[0]), c = dt_fp8_nblocks(w->shape[1]);
     const st_entry *e = s->e;
-    if (e->dtype != DT_F32 || e->ndim != 2 || e->shape[0] != r || e->shape[1] != c) {
+    bool dt_ok = e->dtype == DT_F32 || e->dtype == DT_BF16 || e->dtype == DT_F8_E8M0;  /* Qwen3-FP8, DeepSeek-V4 (tensor.h) */
+    if (!dt_ok || e->ndim != 2 || e->shape[0] != r || e->shape[1] != c) {
         char have[96], msg[700];
         shape_str(e, have, sizeof have);
         snprintf(msg, sizeof msg, "%s is %s %s; FP8 block scales of a [%zu, %zu] weight are F32 [%zu, %zu] (one per "
-                 "128 x 128 block)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1], r, c);
+                 "128 x 128 block; BF16 or F8_E8M0 also read)", sc, dt_name(e->dtype), have, w->shape[0], w->shape[1], r, c);
         agg_add(x, AGG_SHAPE, sc, msg);
     }
 }
@@ -576,15 +582,7 @@ static const char *const NOT_QUANT_KEYS[] = {"modules_to_not_convert", "ignore",
  * the start (compressed-tensors' re.match), else a glob (ModelOpt, vLLM), the name itself, or a
  * part of it (transformers' modules_to_not_convert test: `key in name`). */
 static bool names_module(const char *pat, const char *m) {
-    if (!strncmp(pat, "re:", 3)) {
-        regex_t re;
-        regmatch_t at;
-        if (regcomp(&re, pat + 3, REG_EXTENDED)) return false;
-        bool hit = regexec(&re, m, 1, &at, 0) == 0 && at.rm_so == 0;
-        regfree(&re);
-        return hit;
-    }
-    return !strcmp(pat, m) || fnmatch(pat, m, 0) == 0 || strstr(m, pat) != NULL;
+    return quant_entry_names(pat, m);    /* load's rules (quant_config.h), its guard against regexes regcomp blows up on */
 }
 
 /* The list entry naming module m, or NULL. */
@@ -704,7 +702,7 @@ static bool tied(const Lint *x) { return x->cfg.tie_embeddings; }
  * quantized is an error (engines build it as a plain linear and read its codes as weights); a list
  * entry that names no module of the checkpoint a warning. */
 static void check_fp4_lists(Lint *x) {
-    if (!x->fp4_n) return;
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"))) return;
     if (x->fp4_listed)
         add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s is stored in FP4 but quantization_config lists it as not "
             "quantized ('%s'; %zu modules like it): engines build a plain linear and read the packed codes as weights; "
@@ -728,6 +726,32 @@ static void check_fp4_lists(Lint *x) {
         }
 }
 
+/* The stored modules against the quantization config read as `load` reads it (quant_config.h): what
+ * load refuses is an error here too; a projection the config quantizes but the folder stores
+ * unquantized a warning (engines that follow the config find no scales for it; attnlab reads it). */
+static void check_quant_config(Lint *x) {
+    QuantConfig q;
+    Store *s = NULL;
+    if (quant_config_read(x->tree, x->dir, &q) != AL_OK) {
+        add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s", al_errmsg());
+        return;
+    }
+    if (q.present && store_open(x->dir, &s) == AL_OK) {
+        char mod[300];
+        quant_enc e = QENC_NONE;
+        size_t n;
+        if (quant_check_store(&q, s) != AL_OK) {
+            if (!x->fp4_listed)                  /* check_fp4_lists said it already */
+                add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s", al_errmsg());
+        } else if ((n = quant_unquantized(&q, s, mod, sizeof mod, &e)))
+            add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s.weight is stored unquantized but the quantization "
+                "config (%s) makes it %s (%zu modules like it): engines that follow the config look for its scales; "
+                "list it as not quantized", mod, q.where, quant_enc_name(e), n);
+    }
+    al_err_clear();
+    store_free(s);
+    quant_config_free(&q);
+}
 
 /* The SHAPE_IF_* conditions that hold for this folder's config. */
 static unsigned conditions(const Lint *x) {
@@ -1323,6 +1347,7 @@ static void lint_dir(Lint *x) {
     if (x->tree) check_dtypes(x);
     check_layout(x);
     if (x->tree) check_fp4_lists(x);
+    check_quant_config(x);
     check_mla(x);
     check_tokenizer(x);
 }

@@ -180,7 +180,11 @@ const char *model_dtype_name(const Model *m) {
 static uint64_t enc_bit(const Model *m, const char *name) {
     dt_fp4 q;
     const st_entry *e;
-    if (!store_has(m->store, name) || store_fp4(m->store, name, &q) != AL_OK) { al_err_clear(); return 0; }
+    char b[300];
+    snprintf(b, sizeof b, "%s_blocks", name);          /* gpt-oss's stacked experts: named, not read (store_fp4_experts) */
+    if (!store_has(m->store, name)) return 0;
+    if (store_entry(m->store, b, &e, NULL) == AL_OK && e->ndim == 4 && e->dtype == DT_U8) return 1ull << (DT_COUNT + DT_FP4_MXFP4);
+    if (store_fp4(m->store, name, &q) != AL_OK) { al_err_clear(); return 0; }
     if (q.enc != DT_FP4_NONE) return 1ull << (DT_COUNT + q.enc);
     return store_entry(m->store, name, &e, NULL) == AL_OK ? 1ull << e->dtype : 0;
 }
@@ -193,19 +197,52 @@ static uint64_t group_mask(const Model *m, const tensor_role *roles, size_t n, b
     for (int L = 0; L < (layered ? c->n_layers : 1); L++)
         for (size_t i = 0; i < n; i++) {
             bool expert = roles[i] >= ROLE_EXP_GATE && roles[i] <= ROLE_EXP_DOWN;
+            bool fused = roles[i] == ROLE_EXPS_GATE_UP || roles[i] == ROLE_EXPS_DOWN;      /* all experts in one tensor */
             for (int e = 0; e < (expert ? c->moe.n_experts : 1); e++)
-                if (cfg_role_name(c, roles[i], L, expert ? e : -1, "weight", name, sizeof name)) mask |= enc_bit(m, name);
+                if (cfg_role_name(c, roles[i], L, expert ? e : -1, fused ? NULL : "weight", name, sizeof name))
+                    mask |= enc_bit(m, name);
         }
     return mask;
 }
 
+/* The tensor groups `info` names, by role. */
+static const tensor_role G_ATT[] = {ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_QKV, ROLE_Q_A, ROLE_Q_B, ROLE_KV_A, ROLE_KV_B},
+                         G_MLP[] = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN, ROLE_SHEXP_GATE,
+                                    ROLE_SHEXP_UP, ROLE_SHEXP_DOWN},
+                         G_EXP[] = {ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN, ROLE_EXPS_GATE_UP, ROLE_EXPS_DOWN},
+                         G_EMB[] = {ROLE_EMBED, ROLE_LM_HEAD};
+static const struct { const char *name; const tensor_role *r; size_t n; bool layered; } groups[] = {
+    {"attention", G_ATT, 9, true}, {"mlp", G_MLP, 7, true}, {"experts", G_EXP, 5, true}, {"embeddings", G_EMB, 2, false}};
+
+/* The module of the first stored tensor of a group (its weight's name less ".weight"; a fused experts
+ * tensor's own name) into mod; false when the group has none. */
+static bool group_module(const Model *m, size_t g, char *mod, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    for (int L = 0; L < (groups[g].layered ? c->n_layers : 1); L++)
+        for (size_t i = 0; i < groups[g].n; i++) {
+            tensor_role r = groups[g].r[i];
+            bool fused = r == ROLE_EXPS_GATE_UP || r == ROLE_EXPS_DOWN, expert = r >= ROLE_EXP_GATE && r <= ROLE_EXP_DOWN;
+            if (r == ROLE_EMBED || !cfg_role_name(c, r, L, expert ? 0 : -1, NULL, mod, cap)) continue;
+            char w[300];
+            snprintf(w, sizeof w, "%s%s", mod, fused ? "" : ".weight");
+            if (store_has(m->store, w)) return true;
+        }
+    return false;
+}
+
+void model_quant_sources(const Model *m, char *buf, size_t cap) {
+    char mod[256], why[300];
+    size_t at = 0;
+    buf[0] = 0;
+    for (size_t g = 0; g < sizeof groups / sizeof *groups && at < cap && m->quant.present; g++) {
+        if (!group_module(m, g, mod, sizeof mod)) continue;
+        quant_enc e = quant_expected(&m->quant, mod, why, sizeof why);
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s %s (%s: %s)", at ? "; " : "", groups[g].name,
+                               e == QENC_UNKNOWN ? "as stored" : quant_enc_name(e), mod, why[0] ? why : "no rule names it");
+    }
+}
+
 void model_weight_encodings(const Model *m, char *buf, size_t cap) {
-    static const tensor_role att[] = {ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_QKV, ROLE_Q_A, ROLE_Q_B, ROLE_KV_A, ROLE_KV_B},
-                             mlp[] = {ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN, ROLE_SHEXP_GATE,
-                                      ROLE_SHEXP_UP, ROLE_SHEXP_DOWN},
-                             exp[] = {ROLE_EXP_GATE, ROLE_EXP_UP, ROLE_EXP_DOWN}, emb[] = {ROLE_EMBED, ROLE_LM_HEAD};
-    const struct { const char *name; const tensor_role *r; size_t n; bool layered; } groups[] = {
-        {"attention", att, 9, true}, {"mlp", mlp, 7, true}, {"experts", exp, 3, true}, {"embeddings", emb, 2, false}};
     size_t at = 0;
     buf[0] = 0;
     for (size_t g = 0; g < sizeof groups / sizeof *groups && at < cap; g++) {

@@ -50,6 +50,11 @@ typedef struct Model {
 
 /* The attention weights' stored encoding as `load` and `info` name it: "MXFP4", "NVFP4", or cfg.dtype's. */
 const char *model_dtype_name(const Model *m);
+/* For a quantized checkpoint, each tensor group's encoding as its quantization config decides it and the
+ * key that decided, on the group's first stored module, into buf: "attention unquantized
+ * (model.layers.0.self_attn.q_proj: quantization_config.modules_to_not_convert entry
+ * 'model.layers.*.self_attn'); experts MXFP4 (...: config.json quantization_config.quant_method)". */
+void model_quant_sources(const Model *m, char *buf, size_t cap);
 /* Each tensor group's stored encodings into buf, e.g. "attention NVFP4, mlp NVFP4 + F32,
  * embeddings F32" (groups: attention, mlp, experts, embeddings; a group listed once per encoding
  * it holds). */
