@@ -80,18 +80,37 @@ const char *dsv4_layer_kind(const Dsv4Spec *s, int layer) {
     return r == 0 ? "window" : r == 4 ? "CSA" : "HCA";
 }
 
-/* Appends the layers in l[0..n) as a range, a range with a step, or a list. */
-static void v4_layer_list(const int *l, int n, char *buf, size_t cap) {
-    int step = n > 1 ? l[1] - l[0] : 1;
-    bool even = true;
-    for (int i = 1; i < n; i++) even = even && l[i] - l[i - 1] == step;
-    if (n > 2 && even && step == 1) snprintf(buf, cap, "%d-%d", l[0], l[n - 1]);
-    else if (n > 2 && even) snprintf(buf, cap, "%d-%d every %d", l[0], l[n - 1], step);
-    else
-        for (int i = 0; i < n; i++) {
-            size_t k = strlen(buf);
-            snprintf(buf + k, cap - k, "%s%d", i ? ", " : "", l[i]);
+/* True when l[0..n) step evenly by *step (n > 2). */
+static bool v4_even(const int *l, int n, int *step) {
+    *step = n > 1 ? l[1] - l[0] : 1;
+    for (int i = 1; i < n; i++)
+        if (l[i] - l[i - 1] != *step) return false;
+    return n > 2;
+}
+
+void dsv4_layer_list(const int *l, int n, char *buf, size_t cap) {
+    int step;
+    if (cap) buf[0] = 0;
+    if (cap < 8) return;
+    if (v4_even(l, n, &step)) {                        /* "a-b" or "a-b every s" */
+        snprintf(buf, cap, step == 1 ? "%d-%d" : "%d-%d every %d", l[0], l[n - 1], step);
+        return;
+    }
+    if (n > 3 && v4_even(l, n - 1, &step)) {           /* the same and one more: "a-b every s, c" */
+        if (step == 1) snprintf(buf, cap, "%d-%d, %d", l[0], l[n - 2], l[n - 1]);
+        else snprintf(buf, cap, "%d-%d every %d, %d", l[0], l[n - 2], step, l[n - 1]);
+        return;
+    }
+    for (int i = 0; i < n; i++) {                      /* a list, cut with "..." where it would not fit */
+        size_t k = strlen(buf);
+        char one[24];
+        snprintf(one, sizeof one, "%s%d", i ? ", " : "", l[i]);
+        if (k + strlen(one) + 6 > cap) {
+            snprintf(buf + k, cap - k, ", ...");
+            return;
         }
+        snprintf(buf + k, cap - k, "%s", one);
+    }
 }
 
 int dsv4_layers_of(const Dsv4Spec *s, const char *kind, char *buf, size_t cap) {
@@ -99,7 +118,7 @@ int dsv4_layers_of(const Dsv4Spec *s, const char *kind, char *buf, size_t cap) {
     for (int i = 0; i < s->layers; i++)
         if (!strcmp(dsv4_layer_kind(s, i), kind)) l[n++] = i;
     buf[0] = 0;
-    v4_layer_list(l, n, buf, cap);
+    dsv4_layer_list(l, n, buf, cap);
     return n;
 }
 

@@ -46,6 +46,9 @@ int dsv4_parse(const struct cJSON *root, const char *where, Dsv4Spec *s);
 const char *dsv4_layer_kind(const Dsv4Spec *s, int layer);
 /* The layers of one kind ("0-1", "2-42 every 2nd", "0, 5, 9") into buf; returns how many. */
 int dsv4_layers_of(const Dsv4Spec *s, const char *kind, char *buf, size_t cap);
+/* The layers l[0..n) into buf (emptied first): "a-b" when contiguous, "a-b every s" when evenly spaced, else a
+ * list (also core/model/kimik3.c's). */
+void dsv4_layer_list(const int *l, int n, char *buf, size_t cap);
 /* One paragraph: dims, the attention of each kind of layer and which layers, hyper-connections, hash
  * layers. Returns buf. */
 const char *dsv4_describe(const Dsv4Spec *s, char *buf, size_t cap);
