@@ -3,6 +3,8 @@
  * windows, norms, activation, MLP / MoE routing). See config.h. */
 #define _GNU_SOURCE
 #include "config.h"
+#include "dsv4.h"
+#include "kimik3.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -827,6 +829,8 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     if (!cJSON_IsObject(root)) return al_err("%s: not a JSON object", where);
     cfg_reader r = {.root = root, .where = where};
     if (detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type) != AL_OK) return AL_ERR;
+    if (cfg_row(cfg)->keys == KEYS_DSV4) return dsv4_refuse(root, where);     /* DeepSeek-V4: described, refused */
+    if (cfg_row(cfg)->keys == KEYS_KIMI_K3) return kimik3_refuse(root, where);   /* Kimi-K3: the same */
     if (!cfg_row(cfg)->text_config) return config_describe_text(root, where, cfg);
     cJSON *text = NULL;
     if (text_tower(root, where, cfg_row(cfg), &text) != AL_OK) return AL_ERR;

@@ -431,6 +431,25 @@ const FamilyRow FAMILY[] = {
                   "\"rope_theta\": 10000.0, \"routed_scaling_factor\": 2.446, \"topk_group\": 1, "
                   "\"use_grouped_topk\": true, \"v_head_dim\": 32"},
         .engines = ENGINE_VLLM | ENGINE_SGLANG},
+    /* deepseek-ai/DeepSeek-V4-Flash's config.json (DeepseekV4ForCausalLM): 43 layers, compress_ratios [0, 0] +
+       [4, 128] x 20 + [4, 0] (the last the MTP layer's), 64 heads of 512 over one KV head, qk_rope 64, q_lora 1024,
+       o_groups 8 x o_lora 1024, window 128, indexer 64 x 128 top-512, hc_mult 4, 3 hash layers, 256 experts top-6
+       in FP4; tensors layers.L.attn.{wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, attn_sink, compressor.*,
+       indexer.*}, layers.L.hc_attn_* / hc_ffn_*, ffn.*, embed / norm / head. core/model/dsv4.c describes it and
+       refuses the load (no layout: nothing here names its tensors) */
+    [FAM_DEEPSEEK_V4] = {
+        "deepseek_v4", "DeepseekV4ForCausalLM", "deepseek_v4", "DeepSeek-V4 (window / CSA / HCA layers over one "
+        "512-wide KV head, grouped low-rank output, hyper-connections): described, load refused", LLAMA_LIKE,
+        .keys = KEYS_DSV4, .engines = ENGINE_VLLM | ENGINE_SGLANG},
+    /* moonshotai/Kimi-K3's config.json (KimiK3ForConditionalGeneration, remote code): text_config kimi_linear -- 93
+       layers, KDA 96 x 128 on kda_layers, MLA (q_lora 1536, kv_lora 512, no RoPE, output gate) on full_attn_layers
+       4, 8, ..., 92, 93 (1-based), attn_res_block_size 12, hidden_act situ, 896 experts top-16 in a latent of 3584
+       (MXFP4), 2 shared; the tensors under language_model.model., the vision tower and projector beside them.
+       core/model/kimik3.c describes it and refuses the load */
+    [FAM_KIMI_K3] = {
+        "kimi_k3", "KimiK3ForConditionalGeneration", "kimi_k3", "Kimi-K3: its text tower (Kimi-Linear's KDA / MLA "
+        "plan with attention residuals, SiTU, latent experts): described, load refused", LLAMA_LIKE,
+        .keys = KEYS_KIMI_K3},
     [FAM_GLM4_MOE] = {
         "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5 / 4.6 / 4.7 (partial rotary, q/k/v biases; MoE, sigmoid "
         "group routing)", LLAMA_LIKE, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .partial_rotary = 0.5,

@@ -50,6 +50,9 @@ typedef enum {
     FAM_DEEPSEEK_V32, FAM_GLM_MOE_DSA,   /* MLA + the lightning indexer (index_topk keys per query): DeepSeek-V3.2, GLM-5 */
     FAM_KIMI_K25,                        /* issue 27: Kimi-K2.5's text tower (DeepSeek-V3's MLA and MoE) */
     FAM_KIMI_LINEAR,                     /* issue 27: Kimi Delta Attention 3 : 1 MLA without RoPE; MoE */
+    FAM_DEEPSEEK_V4,                     /* issue 27: DeepSeek-V4 (window / CSA / HCA layers): config read, load refused */
+    FAM_KIMI_K3,                         /* issue 27: Kimi-K3 (Kimi-Linear + attention residuals, SiTU, latent experts):
+                                            config read, load refused */
     FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
                                             DeepSeek-V3's MoE (sigmoid group routing, shared expert) */
     FAM_GPT_OSS,                         /* gpt-oss: a learned sink logit per head, sliding 128 / full layers, YaRN,
@@ -187,6 +190,8 @@ typedef enum {
     KEYS_MLA,           /* Llama's + q_lora_rank, kv_lora_rank, qk_{nope,rope}_head_dim, v_head_dim, rope_interleave */
     KEYS_GPT2,          /* n_embd, n_head, n_layer, n_inner, layer_norm_epsilon, scale_attn_* */
     KEYS_NEOX,          /* Llama's sizes + rotary_pct, rotary_emb_base, layer_norm_eps, use_parallel_residual */
+    KEYS_DSV4,          /* DeepSeek-V4's (core/model/dsv4.c): compress_ratios, o_groups, hc_mult, ...; described, load refused */
+    KEYS_KIMI_K3,       /* Kimi-K3's text_config (core/model/kimik3.c): described, load refused */
     KEYS_LLAMA2C        /* no config.json: the .bin header (core/model/llama2c.c) */
 } config_keys;
 

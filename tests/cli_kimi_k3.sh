@@ -1,0 +1,101 @@
+#!/bin/bash
+# cli_kimi_k3.sh -- Kimi-K3 (model_type kimi_k3): moonshotai/Kimi-K3's config.json (every semantic key as released;
+# PretrainedConfig's generation defaults left out) is read and described -- Kimi-Linear's plan of Kimi Delta
+# Attention and MLA layers (1-based lists), the full-rank output gates, attention residuals, SiTU, the latent
+# experts -- and `load` is refused naming what is not built (core/model/kimik3.c). Malformed lists are refused by
+# name. Before the row, the model_type was unknown.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-kimi-k3
+cd "$T" || exit 1
+
+# k3 DIR [PYTHON]: Kimi-K3's config.json into DIR/config.json, PYTHON then applied to the dict c (t: text_config)
+k3() {
+    mkdir -p "$1"
+    python3 - "$1" "${2:-}" <<'PY'
+import json, sys
+full = [4 * i for i in range(1, 24)] + [93]
+kda = [i for i in range(1, 92) if i % 4]
+q = {"config_groups": {"group_0": {"format": "mxfp4-pack-quantized", "input_activations": None,
+     "output_activations": None, "targets": ["Linear"], "weights": {"actorder": None, "block_structure": None,
+     "dynamic": False, "group_size": 32, "num_bits": 4, "observer": "minmax", "observer_kwargs": {},
+     "scale_dtype": "torch.uint8", "strategy": "group", "symmetric": True, "type": "float", "zp_dtype": None}}},
+     "format": "mxfp4-pack-quantized", "global_compression_ratio": None,
+     "ignore": ["re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
+                "re:.*lm_head.*", "re:.*vision_tower.*", "re:.*mm_projector.*"],
+     "kv_cache_scheme": None, "quant_method": "compressed-tensors", "quantization_status": "compressed"}
+t = {"activation_situ_beta": 4.0, "activation_situ_linear_beta": 25.0, "architectures": ["KimiLinearForCausalLM"],
+     "attn_res_block_size": 12, "auto_map": {"AutoConfig": "configuration_kimi_k3.KimiLinearConfig",
+     "AutoModel": "modeling_kimi_linear.KimiLinearModel", "AutoModelForCausalLM": "modeling_kimi_linear.KimiLinearForCausalLM"},
+     "bos_token_id": 163584, "dtype": "bfloat16", "eos_token_id": 163586, "first_k_dense_replace": 1,
+     "hidden_act": "situ", "hidden_size": 7168, "initializer_range": 0.02, "intermediate_size": 33792,
+     "kv_lora_rank": 512, "latent_moe_use_norm": True,
+     "linear_attn_config": {"full_attn_layers": full, "gate_lower_bound": -5.0, "head_dim": 128, "kda_layers": kda,
+                            "num_heads": 96, "short_conv_kernel_size": 4, "use_full_rank_gate": True},
+     "max_position_embeddings": 1048576, "mla_use_nope": True, "mla_use_output_gate": True, "model_type": "kimi_linear",
+     "moe_intermediate_size": 3072, "moe_layer_freq": 1, "moe_renormalize": True, "moe_router_activation_func": "sigmoid",
+     "num_attention_heads": 96, "num_expert_group": 1, "num_experts": 896, "num_experts_per_token": 16,
+     "num_hidden_layers": 93, "num_key_value_heads": 96, "num_nextn_predict_layers": 0, "num_shared_experts": 2,
+     "pad_token_id": 163839, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+     "quantization_config": q, "rms_norm_eps": 1e-05, "routed_expert_hidden_size": 3584, "routed_scaling_factor": 1.0,
+     "tie_word_embeddings": False, "topk_group": 1, "topk_method": "noaux_tc", "transformers_version": "4.56.2",
+     "use_cache": True, "use_grouped_topk": True, "v_head_dim": 128, "vocab_size": 163840}
+c = {"architectures": ["KimiK3ForConditionalGeneration"], "auto_map": {"AutoConfig": "configuration_kimi_k3.KimiK3Config",
+     "AutoModel": "modeling_kimi_k3.KimiK3ForConditionalGeneration",
+     "AutoModelForCausalLM": "modeling_kimi_k3.KimiK3ForConditionalGeneration"},
+     "bos_token_id": 163584, "dtype": "bfloat16", "eos_token_id": 163586, "ignore_index": -100,
+     "image_placeholder": "<|kimi_image_placeholder|>", "media_placeholder_token_id": 163605, "model_type": "kimi_k3",
+     "pad_token_id": 163839, "text_config": t, "tie_word_embeddings": False,
+     "vision_config": {"_attn_implementation": "flash_attention_2", "activation_func": "gelu_pytorch_tanh",
+     "attn_bias": False, "init_pos_emb_height": 64, "init_pos_emb_time": 4, "init_pos_emb_width": 64,
+     "linear_bias": False, "merge_kernel_size": [2, 2], "merge_type": "sd2_tpool", "mlp_type": "mlp2",
+     "mm_hidden_size": 1024, "mm_projector_type": "patchmergerv2", "norm_type": "rmsnorm", "patch_embed_proj_bias": False,
+     "patch_size": 14, "pos_emb_interpolation_mode": "bilinear", "pos_emb_type": "divided_fixed",
+     "projector_hidden_act": "gelu", "projector_ln_eps": 1e-05, "qkv_hidden_size": 1536, "text_hidden_size": 7168,
+     "vt_hidden_size": 1024, "vt_intermediate_size": 4096, "vt_num_attention_heads": 12, "vt_num_hidden_layers": 27}}
+exec(sys.argv[2])
+json.dump(c, open(sys.argv[1] + '/config.json', 'w'), indent=2)
+PY
+}
+
+k3 k3
+run -e "load k3"
+ok "load of Kimi-K3 refused" test "$(rc)" = 1
+m=$(cat err.txt)
+has "$m" "kimi_k3 (Kimi-K3, its text tower): 93 layers" || fail "layers [$m]"
+has "$m" "MLA of 96 heads without RoPE on 24 (3-91 every 4, 92)" || fail "MLA layers: 0-based, 92 the last [$m]"
+has "$m" "Kimi Delta Attention (96 heads of 128) on 69 (the others)" || fail "KDA layers [$m]"
+has "$m" "output gates: KDA full-rank (g_proj), MLA yes" || fail "gates [$m]"
+has "$m" "attention residuals in blocks of 12" || fail "attn_res_block_size [$m]"
+has "$m" "activation situ (beta 4, linear beta 25)" || fail "SiTU [$m]"
+has "$m" "896 experts top-16 in a latent of 3584, 2 shared" || fail "latent experts [$m]"
+has "$m" "Not built: attention residuals (\*_res_norm / \*_res_proj), the SiTU activation, the latent experts, the full-rank gates: load refused" \
+    || fail "what is not built [$m]"
+
+# a plan of 8 layers: the MLA layers listed (0-based), the KDA layers the others
+k3 plan 't["num_hidden_layers"] = 8; t["linear_attn_config"]["kda_layers"] = [1, 2, 3, 5, 6, 7]; t["linear_attn_config"]["full_attn_layers"] = [4, 8]'
+run -e "load plan"
+has "$(cat err.txt)" "without RoPE on 2 (3, 7), Kimi Delta Attention (96 heads of 128) on 6 (the others)" || fail "plan [$(cat err.txt)]"
+
+# malformed, each named
+k3 twice 't["linear_attn_config"]["full_attn_layers"][0] = 1'
+run -e "load twice"
+has "$(cat err.txt)" "linear_attn_config.full_attn_layers names layer 1: layers are 1 to 93, each listed once" \
+    || fail "a layer listed twice [$(cat err.txt)]"
+k3 past 't["linear_attn_config"]["kda_layers"][-1] = 94'
+run -e "load past"
+has "$(cat err.txt)" "linear_attn_config.kda_layers names layer 94" || fail "a layer past the last [$(cat err.txt)]"
+k3 notext 'del c["text_config"]'
+run -e "load notext"
+has "$(cat err.txt)" "kimi_k3 keeps its language model under \"text_config\" (model_type kimi_linear), which is missing" \
+    || fail "no text_config [$(cat err.txt)]"
+k3 gap 't["linear_attn_config"]["kda_layers"].remove(2)'
+run -e "load gap"
+has "$(cat err.txt)" "lists layer 2 in neither kda_layers nor full_attn_layers" || fail "a layer in neither list [$(cat err.txt)]"
+k3 badres 't["attn_res_block_size"] = -12'
+run -e "load badres"
+has "$(cat err.txt)" "kimi_k3's text_config: attn_res_block_size: each must be a whole number >= 0" || fail "res block [$(cat err.txt)]"
+
+run -e "help load"
+has "$(cat out.txt)" "^  kimi_k3 " || fail "help load lists kimi_k3 [$(cat out.txt)]"
+cli_done
