@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvcache.h"
 #include "layersel.h"
 #include "params.h"
 #include "seeds.h"
@@ -360,11 +361,20 @@ static const char KV_HELP[] =
     "checkpoints, 4 for f32) unless `bytes N` says otherwise. `family F` keeps one Table 1 row\n"
     "(and drops the session's rows). `to FILE.csv` writes\n"
     "scheme,kv_values_per_token,kv_bytes_per_token,attn_params.\n"
+    "`context N` gives instead, per layer type, what the cache holds at a context of N tokens: a\n"
+    "sliding-window layer min(N, window) tokens, Llama 4's chunked layers at most a chunk (min(N,\n"
+    "chunk)), Gemma 4's KV-shared layers nothing of their own (its full layers at their own head\n"
+    "dims), a hybrid's Gated DeltaNet / KDA / Mamba-2 layers a constant state per sequence: the\n"
+    "recurrent state v_heads x dk x dv and the short conv's last conv - 1 inputs of 2 k_heads dk +\n"
+    "v_heads dv channels, at the same bytes per value (Nemotron-H's MLP blocks keep nothing); then\n"
+    "the totals of the KV cache, of the state and of both. `to FILE.csv` writes\n"
+    "layer_type,layers,n_layers,tokens_cached,kv_values_per_token_per_layer,values,bytes.\n"
     "Examples:\n"
     "  kv-cache\n"
     "  kv-cache rk 1 rv 1 rq 4 groups 2\n"
     "  convert mla kv-rank 48; convert tpa kv-rank 1; kv-cache bytes 1 to kv.csv\n"
-    "  kv-cache family tpa-nonctx-a to kv.csv";
+    "  kv-cache family tpa-nonctx-a to kv.csv\n"
+    "  kv-cache context 32768 to kv32k.json";
 
 static const char *const SCHEMES[] = {"all", "mha", "mqa", "gqa", "mla", "tpa", "tpa-kvonly", "tpa-nonctx-a",
                                       "tpa-nonctx-b", NULL};
@@ -383,6 +393,8 @@ static const Param kv_kw[] = {
       .help = "bytes per cached value (default: from the model's dtype)" },
     { .name = "family", .type = ARG_ENUM, .choices = SCHEMES, .def = "all", .comp = COMP_CHOICES,
       .help = "one row of Table 1 only" },
+    { .name = "context", .type = ARG_INT, .min = 1, .max = 1 << 30, .comp = COMP_NONE, .metavar = "N",
+      .help = "the cache per layer type at a context of N tokens (windows, chunks, shared layers, states)" },
     PARAM_TO,
     {0}
 };
@@ -442,8 +454,59 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
     return AL_OK;
 }
 
+/* One row of `kv-cache context N`: tokens / per_token unknown (a state's) as NULL. */
+static int kv_ctx_row(Table *t, const char *type, const KvcacheRow *r, int n_layers, size_t values, size_t bytes) {
+    if (table_row(t)) return AL_ERR;
+    table_str(t, type);
+    table_str(t, r ? r->layers : "");
+    table_int(t, r ? r->n_layers : n_layers);
+    if (r && r->kind != KVC_STATE) table_int(t, (long long)r->tokens);
+    else table_null(t);
+    if (r && r->kind != KVC_STATE) table_int(t, (long long)r->per_token);
+    else table_null(t);
+    table_int(t, (long long)values);
+    table_int(t, (long long)(values * bytes));
+    return AL_OK;
+}
+
+/* `kv-cache context N`: per layer type what the cache holds at N tokens, then the totals. */
+static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *to, Out *out) {
+    KvcacheRow r[KVCACHE_MAX_ROWS];
+    int n;
+    if (kvcache_at(m, N, r, &n)) return AL_ERR;
+    Table *t = table_new(7, "layer_type", "layers", "n_layers", "tokens_cached", "kv_values_per_token_per_layer",
+                         "values", "bytes");
+    if (!t) return AL_ERR;
+    size_t kv = 0, st = 0;
+    int rc = AL_OK, nkv = 0, nst = 0;
+    for (int i = 0; rc == AL_OK && i < n; i++) {
+        char type[96];
+        if (r[i].kind == KVC_WINDOW || r[i].kind == KVC_CHUNK)
+            snprintf(type, sizeof type, "%s %zu", kvcache_kind_name(r[i].kind), r[i].span);
+        else if (r[i].kind == KVC_STATE)
+            snprintf(type, sizeof type, "%s state (constant per sequence)", cfg_linear_name(&m->cfg));
+        else snprintf(type, sizeof type, "%s", kvcache_kind_name(r[i].kind));
+        rc = kv_ctx_row(t, type, &r[i], 0, r[i].values, bytes);
+        *(r[i].kind == KVC_STATE ? &st : &kv) += r[i].values;
+        *(r[i].kind == KVC_STATE ? &nst : &nkv) += r[i].n_layers;
+    }
+    if (rc == AL_OK) rc = kv_ctx_row(t, "total KV cache", NULL, nkv, kv, bytes);
+    if (rc == AL_OK && st) rc = kv_ctx_row(t, "total recurrent state", NULL, nst, st, bytes);
+    if (rc == AL_OK && st) rc = kv_ctx_row(t, "total", NULL, nkv + nst, kv + st, bytes);
+    if (rc) { table_free(t); return rc; }
+    size_t full = model_kv_values_total(m) * N;      /* every attention layer with a cache of its own keeping N tokens */
+    out_printf(out, "%s at a context of %zu tokens, %zu bytes per value: the KV cache holds %zu values (%.4g per token; "
+               "%zu without windows or chunks: x%.4g)%s\n", m->name, N, bytes, kv, (double)kv / (double)N, full,
+               full ? (double)kv / (double)full : 1.0, st ? "; the recurrent state is counted apart, per sequence" : "");
+    return out_table_to(out, to, t);
+}
+
 static int cmd_kv_table(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
+    if (args_given(a, "context"))
+        return cmd_kv_context(m, (size_t)args_int(a, "context"),
+                              args_given(a, "bytes") ? (size_t)args_int(a, "bytes") : tpa_value_bytes(m),
+                              args_str(a, "to"), out);
     TpaDims d = tpa_dims_from_config(&m->cfg);
     if (args_given(a, "rq")) d.r_q = (size_t)args_int(a, "rq");
     if (args_given(a, "rk")) d.r_k = (size_t)args_int(a, "rk");

@@ -1,0 +1,73 @@
+#!/bin/bash
+# cli_kv_context.sh -- `kv-cache context N` (issue 27: "a sliding window bounds the cache"): per layer type the values
+# cached at a context of N tokens -- a sliding-window layer min(N, window) tokens, Llama 4's chunked layers at most a
+# chunk, Gemma 4's KV-shared layers nothing of their own, Gemma 4's full layers at their own head dims, a hybrid's
+# Gated DeltaNet / Mamba-2 layers a constant state (v_heads dk dv + (conv - 1)(2 k_heads dk + v_heads dv) values per
+# layer) counted apart -- with totals, on the synthetic checkpoints of gemma2, gemma3_text, gpt_oss, olmo3, exaone4,
+# llama4_text, gemma4_text, qwen3_next, nemotron_h and on gemma-4-E2B-it's layout (tests/gemma4_tiny.py); CSV and
+# JSON. And `info`'s per-layer-type attention parameters and KV values of Gemma 4 (gemma-4-31B-it's and E2B's
+# layouts: the full layers' own head dims, k_eq_v's missing v_proj).
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-kv-context
+cd "$T" || exit 1
+for f in gemma2 gemma3_text gpt_oss olmo3 exaone4 llama4_text gemma4_text qwen3_next nemotron_h; do
+    run -e "synth family $f $T/$f"
+    [ "$(rc)" = 0 ] || fail "synth family $f [$(cat err.txt)]"
+done
+export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
+for r in 31B E2B; do
+    python3 "$ATTNLAB_SRC/tests/gemma4_tiny.py" "$T/real$r" "$r" || fail "could not write the gemma-4-$r-it folder"
+done
+
+# csv FAMILY N: the rows of `kv-cache context N` (F32 weights: 4 bytes per value), header dropped
+csv() { "$B" -e "load $T/$1; kv-cache context $2 to $T/$1-$2.csv" >/dev/null 2>&1 && tail -n +2 "$T/$1-$2.csv"; }
+# expect FAMILY N LINE...: each LINE is a row of the CSV
+expect() {
+    local f=$1 n=$2 got bad=0
+    shift 2
+    got=$(csv "$f" "$n")
+    for line in "$@"; do
+        grep -qxF -- "$line" <<<"$got" || { fail "$f context $n: no row [$line] in [$got]"; bad=1; }
+    done
+    [ "$bad" = 1 ] || pass=$((pass + 1))
+}
+
+# window 8 on layers 0, 2 (2 KV heads x (32 + 32) = 128 values per token): 8 tokens each; the full layers 100
+expect gemma2 100 'sliding window 8,"0, 2",2,8,128,2048,8192' 'full attention,"1, 3",2,100,128,25600,102400' \
+    'total KV cache,,4,,,27648,110592'
+# a context shorter than the window: every layer keeps all 5 tokens
+expect gemma2 5 'sliding window 8,"0, 2",2,5,128,1280,5120' 'full attention,"1, 3",2,5,128,1280,5120' \
+    'total KV cache,,4,,,2560,10240'
+expect gemma3_text 100 'sliding window 8,0-4,5,8,64,2560,10240' 'full attention,5,1,100,64,6400,25600' \
+    'total KV cache,,6,,,8960,35840'
+expect gpt_oss 100 'sliding window 8,"0, 2",2,8,128,2048,8192' 'full attention,"1, 3",2,100,128,25600,102400'
+expect olmo3 100 'sliding window 8,0-2,3,8,128,3072,12288' 'full attention,3,1,100,128,12800,51200' \
+    'total KV cache,,4,,,15872,63488'
+expect exaone4 100 'sliding window 8,0-2,3,8,128,3072,12288' 'full attention,3,1,100,128,12800,51200'
+# Llama 4: the RoPE layers attend within chunks of 8: at most one chunk; the NoPE layer 3 every token
+expect llama4_text 100 'chunked attention 8,0-2,3,8,128,3072,12288' 'full attention,3,1,100,128,12800,51200' \
+    'total KV cache,,4,,,15872,63488'
+expect gemma4_text 100 'sliding window 8,0-2,3,8,128,3072,12288' 'full attention,3,1,100,128,12800,51200' \
+    "KV-shared (reads an earlier layer's cache),4-5,2,0,0,0,0" 'total KV cache,,6,,,15872,63488'
+# Qwen3-Next: 3 Gated DeltaNet layers of 4 x 16 x 16 + 3 x (2 x 2 x 16 + 4 x 16) = 1408 state values each
+expect qwen3_next 100 'Gated DeltaNet state (constant per sequence),0-2,3,,,4224,16896' \
+    'full attention,3,1,100,128,12800,51200' 'total KV cache,,1,,,12800,51200' \
+    'total recurrent state,,3,,,4224,16896' 'total,,4,,,17024,68096'
+expect qwen3_next 7 'Gated DeltaNet state (constant per sequence),0-2,3,,,4224,16896' 'full attention,3,1,7,128,896,3584'
+# Nemotron-H: Mamba-2 layers 0, 3 of 8 x 16 x 16 + 3 x (2 x 2 x 16 + 8 x 16) = 2624; the MLP block 2 keeps nothing
+expect nemotron_h 100 'Mamba-2 state (constant per sequence),"0, 3",2,,,5248,20992' \
+    'full attention,"1, 4",2,100,128,25600,102400' 'total,,4,,,30848,123392'
+# gemma-4-E2B-it: window 512 on 0-3, 5 (1 KV head x (16 + 16)), the full layer 4 at head_dim 32 (1 x (32 + 32)),
+# layers 6-9 read 5's and 4's cache; bytes at the config's bfloat16 (2 per value)
+expect realE2B 2000 'sliding window 512,"0-3, 5",5,512,32,81920,163840' 'full attention,4,1,2000,64,128000,256000' \
+    "KV-shared (reads an earlier layer's cache),6-9,4,0,0,0,0" 'total KV cache,,10,,,209920,419840'
+out=$(e "load $T/realE2B; kv-cache context 2000")
+ok "the note: per token and against a cache without windows" has "$out" \
+    "the KV cache holds 209920 values (105 per token; 448000 without windows or chunks: x0.4686)"
+run -e "load $T/qwen3_next; kv-cache context 100 to $T/q.json"
+ok "JSON: a state row's tokens are null" grep -q '"layer_type": "Gated DeltaNet state (constant per sequence)", "layers": "0-2", "n_layers": 3, "tokens_cached": null, "kv_values_per_token_per_layer": null, "values": 4224' "$T/q.json"
+run -e "load $T/gemma2; kv-cache context 0"
+ok "context 0 is refused" test "$(rc)" != 0
+
+cli_done
