@@ -530,6 +530,24 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     }
 }
 
+/* A per-type model's (Gemma 4) attention parameters and KV values per layer of each type: the full layers at their
+ * own head dims and KV heads, without v_proj where attention_k_eq_v; the KV-shared layers without k_proj / v_proj. */
+static void info_by_type(Table *t, cJSON *o, const Model *m) {
+    const ModelConfig *c = &m->cfg, *f = m->cfg_full;
+    size_t kvw = (size_t)f->hidden * (size_t)f->n_kv_heads, pf = cfg_attn_params(f);
+    if (c->k_eq_v) pf -= kvw * (size_t)f->v_dim;
+    char row[400];
+    snprintf(row, sizeof row, "sliding %zu, full %zu%s%s", cfg_attn_params(c), pf,
+             c->k_eq_v ? " (no v_proj: attention_k_eq_v)" : "",
+             c->kv_shared_from > 0 ? "; the KV-shared layers have no k_proj / v_proj" : "");
+    info_str(t, o, "attn_params_per_layer_by_type", row);
+    snprintf(row, sizeof row, "sliding %zu (%d KV heads x (%d + %d)), full %zu (%d KV heads x (%d + %d)%s)%s",
+             cfg_kv_values(c), c->n_kv_heads, cfg_d_qk(c), c->v_dim, cfg_kv_values(f), f->n_kv_heads, cfg_d_qk(f),
+             f->v_dim, c->k_eq_v ? ": K and V cached apart, V = v_norm(k_proj x)" : "",
+             c->kv_shared_from > 0 ? "; the KV-shared layers none of their own" : "");
+    info_str(t, o, "kv_values_per_token_per_layer_by_type", row);
+}
+
 static int cmd_info(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     const ModelConfig *c = &m->cfg;
@@ -572,6 +590,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "attn_params_per_layer", (long long)per_layer);
     info_int(t, o, "attn_params_total", (long long)model_attn_params_total(m));   /* softmax-attention layers */
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
+    if (m->cfg_full) info_by_type(t, o, m);     /* Gemma 4: the two fields above are the sliding layers' */
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
     /* every layer with a cache of its own at its own dims (Gemma 4: not the KV-shared ones; full layers' head dims) */

@@ -70,4 +70,18 @@ ok "JSON: a state row's tokens are null" grep -q '"layer_type": "Gated DeltaNet 
 run -e "load $T/gemma2; kv-cache context 0"
 ok "context 0 is refused" test "$(rc)" != 0
 
+# info: Gemma 4's attention parameters and KV values per layer type
+out=$(e "load $T/real31B; info")
+# sliding: q 64 x 64 + k, v 64 x 64 (4 x 16) + o = 16384; full (k_eq_v): q 64 x 128 + k 64 x 32 + o 128 x 64 = 18432
+ok "31B: attention parameters per layer type" has "$out" \
+    "^attn_params_per_layer_by_type  *sliding 16384, full 18432 (no v_proj: attention_k_eq_v)$"
+ok "31B: KV values per layer type" has "$out" \
+    "^kv_values_per_token_per_layer_by_type  *sliding 128 (4 KV heads x (16 + 16)), full 64 (1 KV heads x (32 + 32): K and V cached apart"
+out=$(e "load $T/realE2B; info")
+ok "E2B: attention parameters per layer type, KV-shared layers" has "$out" \
+    "^attn_params_per_layer_by_type  *sliding 10240, full 20480; the KV-shared layers have no k_proj / v_proj$"
+ok "E2B: KV values per layer type" has "$out" \
+    "^kv_values_per_token_per_layer_by_type  *sliding 32 (1 KV heads x (16 + 16)), full 64 (1 KV heads x (32 + 32)); the KV-shared layers none of their own$"
+out=$(e "load $T/gemma2; info")
+ok "a model of one head shape has no by-type rows" hasnt "$out" "by_type"
 cli_done
