@@ -366,7 +366,9 @@ static const char KV_HELP[] =
     "chunk)), Gemma 4's KV-shared layers nothing of their own (its full layers at their own head\n"
     "dims), a hybrid's Gated DeltaNet / KDA / Mamba-2 layers a constant state per sequence: the\n"
     "recurrent state v_heads x dk x dv and the short conv's last conv - 1 inputs of 2 k_heads dk +\n"
-    "v_heads dv channels, at the same bytes per value (Nemotron-H's MLP blocks keep nothing); then\n"
+    "v_heads dv channels, at the same bytes per value (Nemotron-H's MLP blocks keep nothing); the\n"
+    "lightning indexer's keys (DeepSeek-V3.2, GLM-5: index_head_dim per token on each layer that\n"
+    "runs its own indexer) in a row of their own; then\n"
     "the totals of the KV cache, of the state and of both. `to FILE.csv` writes\n"
     "layer_type,layers,n_layers,tokens_cached,kv_values_per_token_per_layer,values,bytes.\n"
     "Examples:\n"
@@ -477,7 +479,7 @@ static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *to, Out 
     Table *t = table_new(7, "layer_type", "layers", "n_layers", "tokens_cached", "kv_values_per_token_per_layer",
                          "values", "bytes");
     if (!t) return AL_ERR;
-    size_t kv = 0, st = 0;
+    size_t kv = 0, st = 0, full = 0;    /* full: every layer with a cache of its own keeping N tokens */
     int rc = AL_OK, nkv = 0, nst = 0;
     for (int i = 0; rc == AL_OK && i < n; i++) {
         char type[96];
@@ -488,13 +490,13 @@ static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *to, Out 
         else snprintf(type, sizeof type, "%s", kvcache_kind_name(r[i].kind));
         rc = kv_ctx_row(t, type, &r[i], 0, r[i].values, bytes);
         *(r[i].kind == KVC_STATE ? &st : &kv) += r[i].values;
-        *(r[i].kind == KVC_STATE ? &nst : &nkv) += r[i].n_layers;
+        if (r[i].kind != KVC_INDEX) *(r[i].kind == KVC_STATE ? &nst : &nkv) += r[i].n_layers;   /* layers once */
+        if (r[i].kind != KVC_STATE) full += r[i].per_token * N * (size_t)r[i].n_layers;
     }
     if (rc == AL_OK) rc = kv_ctx_row(t, "total KV cache", NULL, nkv, kv, bytes);
     if (rc == AL_OK && st) rc = kv_ctx_row(t, "total recurrent state", NULL, nst, st, bytes);
     if (rc == AL_OK && st) rc = kv_ctx_row(t, "total", NULL, nkv + nst, kv + st, bytes);
     if (rc) { table_free(t); return rc; }
-    size_t full = model_kv_values_total(m) * N;      /* every attention layer with a cache of its own keeping N tokens */
     out_printf(out, "%s at a context of %zu tokens, %zu bytes per value: the KV cache holds %zu values (%.4g per token; "
                "%zu without windows or chunks: x%.4g)%s\n", m->name, N, bytes, kv, (double)kv / (double)N, full,
                full ? (double)kv / (double)full : 1.0, st ? "; the recurrent state is counted apart, per sequence" : "");

@@ -4,14 +4,16 @@
 # chunk, Gemma 4's KV-shared layers nothing of their own, Gemma 4's full layers at their own head dims, a hybrid's
 # Gated DeltaNet / Mamba-2 layers a constant state (v_heads dk dv + (conv - 1)(2 k_heads dk + v_heads dv) values per
 # layer) counted apart -- with totals, on the synthetic checkpoints of gemma2, gemma3_text, gpt_oss, olmo3, exaone4,
-# llama4_text, gemma4_text, qwen3_next, nemotron_h and on gemma-4-E2B-it's layout (tests/gemma4_tiny.py); CSV and
+# llama4_text, gemma4_text, qwen3_next, nemotron_h, kimi_linear, deepseek_v32 and glm_moe_dsa (the lightning indexer's
+# keys in a row of their own, not on GLM-5's IndexShare layer) and on gemma-4-E2B-it's layout (tests/gemma4_tiny.py); CSV and
 # JSON. And `info`'s per-layer-type attention parameters and KV values of Gemma 4 (gemma-4-31B-it's and E2B's
 # layouts: the full layers' own head dims, k_eq_v's missing v_proj).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-kv-context
 cd "$T" || exit 1
-for f in gemma2 gemma3_text gpt_oss olmo3 exaone4 llama4_text gemma4_text qwen3_next nemotron_h; do
+for f in gemma2 gemma3_text gpt_oss olmo3 exaone4 llama4_text gemma4_text qwen3_next nemotron_h kimi_linear \
+    deepseek_v32 glm_moe_dsa; do
     run -e "synth family $f $T/$f"
     [ "$(rc)" = 0 ] || fail "synth family $f [$(cat err.txt)]"
 done
@@ -58,6 +60,15 @@ expect qwen3_next 7 'Gated DeltaNet state (constant per sequence),0-2,3,,,4224,1
 # Nemotron-H: Mamba-2 layers 0, 3 of 8 x 16 x 16 + 3 x (2 x 2 x 16 + 8 x 16) = 2624; the MLP block 2 keeps nothing
 expect nemotron_h 100 'Mamba-2 state (constant per sequence),"0, 3",2,,,5248,20992' \
     'full attention,"1, 4",2,100,128,25600,102400' 'total,,4,,,30848,123392'
+# Kimi-Linear: 6 KDA layers of 4 x 32 x 32 + 3 x (2 x 4 x 32 + 4 x 32) = 5248 (q, k, v each through its conv)
+expect kimi_linear 100 'Kimi Delta Attention state (constant per sequence),"0-2, 4-6",6,,,31488,125952' \
+    'full attention,"3, 7",2,100,80,16000,64000' 'total,,8,,,47488,189952'
+# DeepSeek-V3.2: the MLA latent (64 + 16) and the indexer's keys (index_head_dim 32) on every layer; GLM-5's layer 1
+# reuses layer 0's selection (IndexShare): no indexer keys there
+expect deepseek_v32 100 'full attention,0-2,3,100,80,24000,96000' 'lightning indexer keys,0-2,3,100,32,9600,38400' \
+    'total KV cache,,3,,,33600,134400'
+expect glm_moe_dsa 100 'full attention,0-2,3,100,80,24000,96000' 'lightning indexer keys,"0, 2",2,100,32,6400,25600' \
+    'total KV cache,,3,,,30400,121600'
 # gemma-4-E2B-it: window 512 on 0-3, 5 (1 KV head x (16 + 16)), the full layer 4 at head_dim 32 (1 x (32 + 32)),
 # layers 6-9 read 5's and 4's cache; bytes at the config's bfloat16 (2 per value)
 expect realE2B 2000 'sliding window 512,"0-3, 5",5,512,32,81920,163840' 'full attention,4,1,2000,64,128000,256000' \

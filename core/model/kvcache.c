@@ -10,8 +10,9 @@
 
 const char *kvcache_kind_name(kvcache_kind k) {
     static const char *const names[] = {"full attention", "sliding window", "chunked attention",
-                                        "KV-shared (reads an earlier layer's cache)", "recurrent state"};
-    return k <= KVC_STATE ? names[k] : "?";
+                                        "KV-shared (reads an earlier layer's cache)", "recurrent state",
+                                        "lightning indexer keys"};
+    return k <= KVC_INDEX ? names[k] : "?";
 }
 
 size_t kvcache_state_values(const ModelConfig *c) {
@@ -52,28 +53,34 @@ static bool layer_kind(const Model *m, int L, kvcache_kind *k, size_t *span, siz
     return true;
 }
 
+/* Adds layer L to the row of (k, span, per) in rows[0..*n), opening it when there is none. */
+static int add_to_row(KvcacheRow *rows, int *n, const KvcacheRow *key, int L, size_t context) {
+    int r = 0;
+    while (r < *n && !(rows[r].kind == key->kind && rows[r].span == key->span && rows[r].per_token == key->per_token)) r++;
+    KvcacheRow *w = &rows[r];
+    if (r == *n) {
+        if (r == KVCACHE_MAX_ROWS) return al_err("kv-cache: more than %d kinds of layer", KVCACHE_MAX_ROWS);
+        *w = *key;
+        w->tokens = key->kind == KVC_STATE || key->kind == KVC_SHARED ? 0 : key->span && key->span < context ? key->span
+                                                                                                      : context;
+        w->last = -1;
+        (*n)++;
+    }
+    add_layer(w->layers, sizeof w->layers, w->last, L, &w->run_from);
+    w->last = L;
+    w->n_layers++;
+    w->values += key->kind == KVC_STATE ? key->per_token : key->per_token * w->tokens;
+    return AL_OK;
+}
+
 int kvcache_at(const Model *m, size_t context, KvcacheRow *rows, int *n) {
-    int last[KVCACHE_MAX_ROWS], from[KVCACHE_MAX_ROWS];
     *n = 0;
     for (int L = 0; L < m->cfg.n_layers; L++) {
-        kvcache_kind k;
-        size_t span, per;
-        if (!layer_kind(m, L, &k, &span, &per)) continue;
-        int r = 0;
-        while (r < *n && !(rows[r].kind == k && rows[r].span == span && rows[r].per_token == per)) r++;
-        if (r == *n) {
-            if (r == KVCACHE_MAX_ROWS) return al_err("kv-cache: more than %d kinds of layer", KVCACHE_MAX_ROWS);
-            KvcacheRow *w = &rows[r];
-            memset(w, 0, sizeof *w);
-            w->kind = k, w->span = span, w->per_token = per;
-            w->tokens = k == KVC_STATE || k == KVC_SHARED ? 0 : span && span < context ? span : context;
-            last[r] = -1;
-            (*n)++;
-        }
-        add_layer(rows[r].layers, sizeof rows[r].layers, last[r], L, &from[r]);
-        last[r] = L;
-        rows[r].n_layers++;
-        rows[r].values += k == KVC_STATE ? per : per * rows[r].tokens;
+        KvcacheRow key = {0};
+        if (layer_kind(m, L, &key.kind, &key.span, &key.per_token) && add_to_row(rows, n, &key, L, context))
+            return AL_ERR;
+        KvcacheRow idx = {.kind = KVC_INDEX, .per_token = (size_t)m->cfg.index_head_dim};
+        if (cfg_layer_indexer(&m->cfg, L) && add_to_row(rows, n, &idx, L, context)) return AL_ERR;
     }
     return AL_OK;
 }

@@ -3,7 +3,8 @@
  * most one chunk (min(N, chunk)), a Gemma 4 KV-shared layer nothing of its own (it reads an earlier layer's
  * cache), each at its own values per token (Gemma 4's full layers at their own head dims); a hybrid's
  * linear-attention / Kimi Delta Attention / Mamba-2 layer keeps a constant state whatever N: its recurrent
- * state (v_heads x dk x dv) and its short conv's last conv - 1 inputs (2 k_heads dk + v_heads dv channels).
+ * state (v_heads x dk x dv) and its short conv's last conv - 1 inputs (2 k_heads dk + v_heads dv channels); an
+ * MLA layer with a lightning indexer its latent and, in a row of their own, the indexer's keys.
  * Nemotron-H's MLP blocks keep nothing and are not listed. Counts are values; bytes are the caller's. */
 #ifndef AL_KVCACHE_H
 #define AL_KVCACHE_H
@@ -12,7 +13,9 @@
 
 #include "model.h"
 
-typedef enum { KVC_FULL, KVC_WINDOW, KVC_CHUNK, KVC_SHARED, KVC_STATE } kvcache_kind;
+/* KVC_INDEX: the keys (index_head_dim per token) DeepSeek-V3.2's / GLM-5's lightning indexer caches beside the MLA
+ * latent on each layer that runs its own indexer (not GLM-5.2's IndexShare layers): a second row for those layers. */
+typedef enum { KVC_FULL, KVC_WINDOW, KVC_CHUNK, KVC_SHARED, KVC_STATE, KVC_INDEX } kvcache_kind;
 
 enum { KVCACHE_MAX_ROWS = 16 };
 
@@ -24,6 +27,7 @@ typedef struct {
     char layers[200];     /* the layers of the row as "0-4, 6" */
     size_t tokens;        /* tokens each layer keeps at the context (KVC_STATE, KVC_SHARED: 0) */
     size_t values;        /* values all the row's layers hold at the context */
+    int last, run_from;   /* (while listing) the row's last layer and the start of its run of layers */
 } KvcacheRow;
 
 /* The rows of m at a context of `context` tokens (>= 1), one per (kind, span, values per token), in the order
