@@ -7,7 +7,8 @@
 # llama4_text, gemma4_text, qwen3_next, nemotron_h, kimi_linear, deepseek_v32 and glm_moe_dsa (the lightning indexer's
 # keys in a row of their own, not on GLM-5's IndexShare layer) and on gemma-4-E2B-it's layout (tests/gemma4_tiny.py); CSV and
 # JSON. And `info`'s per-layer-type attention parameters and KV values of Gemma 4 (gemma-4-31B-it's and E2B's
-# layouts: the full layers' own head dims, k_eq_v's missing v_proj).
+# layouts: the full layers' own head dims, k_eq_v's missing v_proj), and `info`'s `attention` row per layer type
+# (Llama 4's chunks, Gemma 4's per-type dims and KV-shared sources, Mamba-2 / MLP-block / KDA layers by name).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-kv-context
@@ -95,4 +96,18 @@ ok "E2B: KV values per layer type" has "$out" \
     "^kv_values_per_token_per_layer_by_type  *sliding 32 (1 KV heads x (16 + 16)), full 64 (1 KV heads x (32 + 32)); the KV-shared layers none of their own$"
 out=$(e "load $T/gemma2; info")
 ok "a model of one head shape has no by-type rows" hasnt "$out" "by_type"
+
+# info's `attention` row names what each layer runs: Llama 4's chunks, Gemma 4's full layers' own dims and KV-shared
+# layers' sources, the kind of a hybrid's other layers (Mamba-2, Nemotron-H's MLP blocks, KDA)
+want_attn() {
+    local got
+    got=$(e "load $T/$1; info" | sed -n 's/^attention  *//p')
+    [ "$got" = "$2" ] && pass=$((pass + 1)) || fail "$1: info attention [$got], want [$2]"
+}
+want_attn llama4_text "layers 0-2 chunked 8 (llama3 x16, theta 500000); layer 3 full (no RoPE)"
+want_attn gemma4_text "layers 0-2 sliding 8 (RoPE theta 10000); layer 3 full (RoPE theta 1e+06; head_dim 64, 1 KV heads); layer 4 sliding 8 (RoPE theta 10000; K/V of layer 2); layer 5 full (RoPE theta 1e+06; head_dim 64, 1 KV heads; K/V of layer 3)"
+want_attn realE2B "layers 0-3, 5 sliding 512 (RoPE theta 10000); layer 4 full (RoPE theta 1e+06; head_dim 32, 1 KV heads); layers 6-8 sliding 512 (RoPE theta 10000; K/V of layer 5); layer 9 full (RoPE theta 1e+06; head_dim 32, 1 KV heads; K/V of layer 4)"
+want_attn nemotron_h "layers 0, 3 Mamba-2 (SSM); layers 1, 4 full (no RoPE); layers 2, 5 MLP block (no mixer)"
+want_attn kimi_linear "layers 0-2, 4-6 Kimi Delta Attention (linear attention); layers 3, 7 full (no RoPE)"
+want_attn qwen3_next "layers 0-2 Gated DeltaNet (linear attention); layer 3 full (RoPE theta 1e+07)"
 cli_done
