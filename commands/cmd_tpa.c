@@ -453,6 +453,14 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
                    "tokens the rows above are per token of the %d full layers, the chunked ones keep %zu / N per token)\n",
                    m->name, nc, m->cfg.n_layers, chunk, chunk * c.before, chunk, c.before, chunk,
                    m->cfg.n_layers - (int)nc, chunk * c.before);
+    size_t nw = 0;                               /* windows, chunks, shared layers, states: the cache depends on N */
+    for (int L = 0; L < m->cfg.n_layers; L++)
+        nw += cfg_layer_window(&m->cfg, L) || cfg_layer_chunk(&m->cfg, L) || cfg_kv_source(&m->cfg, L) != L ||
+              cfg_layer_linear(&m->cfg, L);
+    if (nw)
+        out_printf(out, "(%zu of %s's %d layers cache no N tokens of their own (windows, chunks, KV-shared or recurrent "
+                   "layers): `kv-cache context N` gives the cache at a context of N tokens per layer type)\n", nw,
+                   m->name, m->cfg.n_layers);
     return AL_OK;
 }
 

@@ -79,6 +79,11 @@ ok "the note: per token and against a cache without windows" has "$out" \
     "the KV cache holds 209920 values (105 per token; 448000 without windows or chunks: x0.4686)"
 run -e "load $T/qwen3_next; kv-cache context 100 to $T/q.json"
 ok "JSON: a state row's tokens are null" grep -q '"layer_type": "Gated DeltaNet state (constant per sequence)", "layers": "0-2", "n_layers": 3, "tokens_cached": null, "kv_values_per_token_per_layer": null, "values": 4224' "$T/q.json"
+out=$(e "load $T/gemma2; kv-cache")
+ok "kv-cache without context points to it on a windowed model" has "$out" \
+    "(2 of gemma2's 4 layers cache no N tokens of their own (windows, chunks, KV-shared or recurrent layers): \`kv-cache context N\`"
+out=$(e "load $T/deepseek_v32; kv-cache")
+ok "... and not on a model whose every layer keeps N tokens" hasnt "$out" "kv-cache context N"
 run -e "load $T/gemma2; kv-cache context 0"
 ok "context 0 is refused" test "$(rc)" != 0
 
