@@ -2,8 +2,9 @@
 # cli_kv_context.sh -- `kv-cache context N` (issue 27: "a sliding window bounds the cache"): per layer type the values
 # cached at a context of N tokens -- a sliding-window layer min(N, window) tokens, Llama 4's chunked layers at most a
 # chunk, Gemma 4's KV-shared layers nothing of their own, Gemma 4's full layers at their own head dims, a hybrid's
-# Gated DeltaNet / Mamba-2 layers a constant state (v_heads dk dv + (conv - 1)(2 k_heads dk + v_heads dv) values per
-# layer) counted apart -- with totals, on the synthetic checkpoints of gemma2, gemma3_text, gpt_oss, olmo3, exaone4,
+# Gated DeltaNet / KDA / Mamba-2 layers a constant state (v_heads dk dv values per layer, float32 where
+# mamba_ssm_cache_dtype says so) and conv window ((conv - 1)(2 k_heads dk + v_heads dv)) counted apart --
+# with totals, on the synthetic checkpoints of gemma2, gemma3_text, gpt_oss, olmo3, exaone4,
 # llama4_text, gemma4_text, qwen3_next, nemotron_h, kimi_linear, deepseek_v32 and glm_moe_dsa (the lightning indexer's
 # keys in a row of their own, not on GLM-5's IndexShare layer) and on gemma-4-E2B-it's layout (tests/gemma4_tiny.py); CSV and
 # JSON. And `info`'s per-layer-type attention parameters and KV values of Gemma 4 (gemma-4-31B-it's and E2B's
@@ -53,16 +54,25 @@ expect llama4_text 100 'chunked attention 8,0-2,3,8,128,3072,12288' 'full attent
     'total KV cache,,4,,,15872,63488'
 expect gemma4_text 100 'sliding window 8,0-2,3,8,128,3072,12288' 'full attention,3,1,100,128,12800,51200' \
     "KV-shared (reads an earlier layer's cache),4-5,2,0,0,0,0" 'total KV cache,,6,,,15872,63488'
-# Qwen3-Next: 3 Gated DeltaNet layers of 4 x 16 x 16 + 3 x (2 x 2 x 16 + 4 x 16) = 1408 state values each
-expect qwen3_next 100 'Gated DeltaNet state (constant per sequence),0-2,3,,,4224,16896' \
+# Qwen3-Next: 3 Gated DeltaNet layers of a 4 x 16 x 16 state and a conv window of 3 x (2 x 2 x 16 + 4 x 16) = 384
+expect qwen3_next 100 'Gated DeltaNet state (constant per sequence),0-2,3,,,3072,12288' \
+    'Gated DeltaNet conv window (last 3 inputs),0-2,3,,,1152,4608' \
     'full attention,3,1,100,128,12800,51200' 'total KV cache,,1,,,12800,51200' \
-    'total recurrent state,,3,,,4224,16896' 'total,,4,,,17024,68096'
-expect qwen3_next 7 'Gated DeltaNet state (constant per sequence),0-2,3,,,4224,16896' 'full attention,3,1,7,128,896,3584'
-# Nemotron-H: Mamba-2 layers 0, 3 of 8 x 16 x 16 + 3 x (2 x 2 x 16 + 8 x 16) = 2624; the MLP block 2 keeps nothing
-expect nemotron_h 100 'Mamba-2 state (constant per sequence),"0, 3",2,,,5248,20992' \
+    'total state (recurrent + conv),,3,,,4224,16896' 'total,,4,,,17024,68096'
+expect qwen3_next 7 'Gated DeltaNet state (constant per sequence),0-2,3,,,3072,12288' 'full attention,3,1,7,128,896,3584'
+# Nemotron-H: Mamba-2 layers 0, 3 of an 8 x 16 x 16 state, in float32 (mamba_ssm_cache_dtype) whatever `bytes` says,
+# and a conv window of 3 x (2 x 2 x 16 + 8 x 16) = 576; the MLP blocks 2, 5 keep nothing
+expect nemotron_h 100 'Mamba-2 state (constant per sequence),"0, 3",2,,,4096,16384' \
+    'Mamba-2 conv window (last 3 inputs),"0, 3",2,,,1152,4608' \
     'full attention,"1, 4",2,100,128,25600,102400' 'total,,4,,,30848,123392'
-# Kimi-Linear: 6 KDA layers of 4 x 32 x 32 + 3 x (2 x 4 x 32 + 4 x 32) = 5248 (q, k, v each through its conv)
-expect kimi_linear 100 'Kimi Delta Attention state (constant per sequence),"0-2, 4-6",6,,,31488,125952' \
+got=$("$B" -e "load $T/nemotron_h; kv-cache context 100 bytes 2 to $T/n2.csv" 2>&1)
+ok "nemotron_h bytes 2: the SSM state stays float32" grep -qxF 'Mamba-2 state (constant per sequence),"0, 3",2,,,4096,16384' "$T/n2.csv"
+ok "... the conv window and the KV at 2 bytes" grep -qxF 'total,,4,,,30848,69888' "$T/n2.csv"
+ok "... and the note says so" has "$got" "its SSM state in float32: mamba_ssm_cache_dtype"
+# Kimi-Linear: 6 KDA layers of a 4 x 32 x 32 state and a conv window of 3 x (2 x 4 x 32 + 4 x 32) = 1152 (q, k, v each
+# through its conv)
+expect kimi_linear 100 'Kimi Delta Attention state (constant per sequence),"0-2, 4-6",6,,,24576,98304' \
+    'Kimi Delta Attention conv window (last 3 inputs),"0-2, 4-6",6,,,6912,27648' \
     'full attention,"3, 7",2,100,80,16000,64000' 'total,,8,,,47488,189952'
 # DeepSeek-V3.2: the MLA latent (64 + 16) and the indexer's keys (index_head_dim 32) on every layer; GLM-5's layer 1
 # reuses layer 0's selection (IndexShare): no indexer keys there
@@ -78,7 +88,7 @@ out=$(e "load $T/realE2B; kv-cache context 2000")
 ok "the note: per token and against a cache without windows" has "$out" \
     "the KV cache holds 209920 values (105 per token; 448000 without windows or chunks: x0.4686)"
 run -e "load $T/qwen3_next; kv-cache context 100 to $T/q.json"
-ok "JSON: a state row's tokens are null" grep -q '"layer_type": "Gated DeltaNet state (constant per sequence)", "layers": "0-2", "n_layers": 3, "tokens_cached": null, "kv_values_per_token_per_layer": null, "values": 4224' "$T/q.json"
+ok "JSON: a state row's tokens are null" grep -q '"layer_type": "Gated DeltaNet state (constant per sequence)", "layers": "0-2", "n_layers": 3, "tokens_cached": null, "kv_values_per_token_per_layer": null, "values": 3072' "$T/q.json"
 out=$(e "load $T/gemma2; kv-cache")
 ok "kv-cache without context points to it on a windowed model" has "$out" \
     "(2 of gemma2's 4 layers cache no N tokens of their own (windows, chunks, KV-shared or recurrent layers): \`kv-cache context N\`"

@@ -11,17 +11,22 @@
 const char *kvcache_kind_name(kvcache_kind k) {
     static const char *const names[] = {"full attention", "sliding window", "chunked attention",
                                         "KV-shared (reads an earlier layer's cache)", "recurrent state",
-                                        "lightning indexer keys"};
-    return k <= KVC_INDEX ? names[k] : "?";
+                                        "lightning indexer keys", "conv window"};
+    return k <= KVC_CONV ? names[k] : "?";
 }
 
 size_t kvcache_state_values(const ModelConfig *c) {
     const LinearSpec *l = &c->lin;
-    if (l->layout == LIN_NONE) return 0;
-    size_t kd = (size_t)l->k_heads * (size_t)l->dk, vd = (size_t)l->v_heads * (size_t)l->dv;
-    size_t conv = l->conv > 1 ? (size_t)(l->conv - 1) : 0;
-    return (size_t)l->v_heads * (size_t)l->dk * (size_t)l->dv + conv * (2 * kd + vd);   /* S (H, dk, dv) + conv */
+    return l->layout == LIN_NONE ? 0 : (size_t)l->v_heads * (size_t)l->dk * (size_t)l->dv;   /* S (H, dk, dv) */
 }
+
+size_t kvcache_conv_values(const ModelConfig *c) {
+    const LinearSpec *l = &c->lin;
+    if (l->layout == LIN_NONE || l->conv < 2) return 0;
+    return (size_t)(l->conv - 1) * (2 * (size_t)l->k_heads * (size_t)l->dk + (size_t)l->v_heads * (size_t)l->dv);
+}
+
+bool kvcache_constant(kvcache_kind k) { return k == KVC_STATE || k == KVC_CONV; }
 
 /* Appends layer L to text, which lists the row's layers as runs ("0-4, 6"); last: the row's last layer. */
 static void add_layer(char *text, size_t cap, int last, int L, int *run_from) {
@@ -61,15 +66,15 @@ static int add_to_row(KvcacheRow *rows, int *n, const KvcacheRow *key, int L, si
     if (r == *n) {
         if (r == KVCACHE_MAX_ROWS) return al_err("kv-cache: more than %d kinds of layer", KVCACHE_MAX_ROWS);
         *w = *key;
-        w->tokens = key->kind == KVC_STATE || key->kind == KVC_SHARED ? 0 : key->span && key->span < context ? key->span
-                                                                                                      : context;
+        w->tokens = kvcache_constant(key->kind) || key->kind == KVC_SHARED ? 0
+                    : key->span && key->span < context ? key->span : context;
         w->last = -1;
         (*n)++;
     }
     add_layer(w->layers, sizeof w->layers, w->last, L, &w->run_from);
     w->last = L;
     w->n_layers++;
-    w->values += key->kind == KVC_STATE ? key->per_token : key->per_token * w->tokens;
+    w->values += kvcache_constant(key->kind) ? key->per_token : key->per_token * w->tokens;
     return AL_OK;
 }
 
@@ -79,6 +84,8 @@ int kvcache_at(const Model *m, size_t context, KvcacheRow *rows, int *n) {
         KvcacheRow key = {0};
         if (layer_kind(m, L, &key.kind, &key.span, &key.per_token) && add_to_row(rows, n, &key, L, context))
             return AL_ERR;
+        KvcacheRow conv = {.kind = KVC_CONV, .per_token = kvcache_conv_values(&m->cfg)};
+        if (key.kind == KVC_STATE && conv.per_token && add_to_row(rows, n, &conv, L, context)) return AL_ERR;
         KvcacheRow idx = {.kind = KVC_INDEX, .per_token = (size_t)m->cfg.index_head_dim};
         if (cfg_layer_indexer(&m->cfg, L) && add_to_row(rows, n, &idx, L, context)) return AL_ERR;
     }
