@@ -250,20 +250,35 @@ static void info_layer_kinds(Table *t, cJSON *o, const ModelConfig *c) {
     info_str(t, o, "sliding_layers", row);
 }
 
-/* What layer L's attention is, as `attention` groups it: "Gated DeltaNet", or "sliding 8" / "full"
- * and its RoPE: "(RoPE theta 10000)", "(yarn x8, theta 500000)", "(no RoPE)". */
+/* What layer L's attention is, as `attention` groups it: "Gated DeltaNet (linear attention)", "Kimi Delta
+ * Attention (linear attention)", "Mamba-2 (SSM)", "MLP block (no mixer)", or "sliding 8" / "chunked 8" (Llama 4) /
+ * "full" and its RoPE: "(RoPE theta 10000)", "(yarn x8, theta 500000)", "(no RoPE)"; Gemma 4's full layers with their
+ * own dims add them ("; head_dim 32, 1 KV heads"), its KV-shared layers their source ("; K/V of layer 5"). */
 static void info_layer_attention(const ModelConfig *c, int L, char *buf, size_t cap) {
-    if (cfg_layer_linear(c, L)) { snprintf(buf, cap, "Gated DeltaNet (linear attention)"); return; }
-    size_t w = cfg_layer_window(c, L);
-    char win[48], rope[96];
+    if (cfg_layer_linear(c, L)) {
+        snprintf(buf, cap, "%s", c->lin.layer[L] == 2 ? "MLP block (no mixer)" : c->lin.mamba ? "Mamba-2 (SSM)"
+                                 : c->lin.layout == LIN_KDA ? "Kimi Delta Attention (linear attention)"
+                                 : "Gated DeltaNet (linear attention)");
+        return;
+    }
+    size_t w = cfg_layer_window(c, L), ch = cfg_layer_chunk(c, L);
+    char win[48], rope[96], more[80] = "";
     if (w) snprintf(win, sizeof win, "sliding %zu", w);
+    else if (ch) snprintf(win, sizeof win, "chunked %zu", ch);
     else snprintf(win, sizeof win, "full");
+    if (cfg_per_type_dims(c) && cfg_layer_full_type(c, L)) {
+        ModelConfig f;
+        cfg_full_view(c, &f);
+        snprintf(more, sizeof more, "; head_dim %d, %d KV heads", cfg_d_qk(&f), f.n_kv_heads);
+    }
+    if (cfg_kv_source(c, L) != L)
+        snprintf(more + strlen(more), sizeof more - strlen(more), "; K/V of layer %d", cfg_kv_source(c, L));
     const RopeScaling *sc = &c->rope_spec.scaling;
     if (!cfg_layer_rope(c, L)) snprintf(rope, sizeof rope, "no RoPE");
     else if (sc->kind != RS_NONE && cfg_layer_rope_scaled(c, L))
         snprintf(rope, sizeof rope, "%s x%g, theta %g", rope_scaling_name(sc), sc->factor, cfg_layer_theta(c, L));
     else snprintf(rope, sizeof rope, "RoPE theta %g", cfg_layer_theta(c, L));
-    snprintf(buf, cap, "%s (%s)", win, rope);
+    snprintf(buf, cap, "%s (%s%s)", win, rope, more);
 }
 
 /* The layers in[0..n) (ascending) as "layer 3" or "layers 0-2, 5", appended to buf at *at. */
@@ -531,6 +546,24 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     }
 }
 
+/* A per-type model's (Gemma 4) attention parameters and KV values per layer of each type: the full layers at their
+ * own head dims and KV heads, without v_proj where attention_k_eq_v; the KV-shared layers without k_proj / v_proj. */
+static void info_by_type(Table *t, cJSON *o, const Model *m) {
+    const ModelConfig *c = &m->cfg, *f = m->cfg_full;
+    size_t kvw = (size_t)f->hidden * (size_t)f->n_kv_heads, pf = cfg_attn_params(f);
+    if (c->k_eq_v) pf -= kvw * (size_t)f->v_dim;
+    char row[400];
+    snprintf(row, sizeof row, "sliding %zu, full %zu%s%s", cfg_attn_params(c), pf,
+             c->k_eq_v ? " (no v_proj: attention_k_eq_v)" : "",
+             c->kv_shared_from > 0 ? "; the KV-shared layers have no k_proj / v_proj" : "");
+    info_str(t, o, "attn_params_per_layer_by_type", row);
+    snprintf(row, sizeof row, "sliding %zu (%d KV heads x (%d + %d)), full %zu (%d KV heads x (%d + %d)%s)%s",
+             cfg_kv_values(c), c->n_kv_heads, cfg_d_qk(c), c->v_dim, cfg_kv_values(f), f->n_kv_heads, cfg_d_qk(f),
+             f->v_dim, c->k_eq_v ? ": K and V cached apart, V = v_norm(k_proj x)" : "",
+             c->kv_shared_from > 0 ? "; the KV-shared layers none of their own" : "");
+    info_str(t, o, "kv_values_per_token_per_layer_by_type", row);
+}
+
 static int cmd_info(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     const ModelConfig *c = &m->cfg;
@@ -576,6 +609,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "attn_params_per_layer", (long long)per_layer);
     info_int(t, o, "attn_params_total", (long long)model_attn_params_total(m));   /* softmax-attention layers */
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
+    if (m->cfg_full) info_by_type(t, o, m);     /* Gemma 4: the two fields above are the sliding layers' */
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
     /* every layer with a cache of its own at its own dims (Gemma 4: not the KV-shared ones; full layers' head dims) */

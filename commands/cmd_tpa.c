@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvcache.h"
 #include "layersel.h"
 #include "params.h"
 #include "seeds.h"
@@ -360,11 +361,23 @@ static const char KV_HELP[] =
     "checkpoints, 4 for f32) unless `bytes N` says otherwise. `family F` keeps one Table 1 row\n"
     "(and drops the session's rows). `to FILE.csv` writes\n"
     "scheme,kv_values_per_token,kv_bytes_per_token,attn_params.\n"
+    "`context N` gives instead, per layer type, what the cache holds at a context of N tokens: a\n"
+    "sliding-window layer min(N, window) tokens, Llama 4's chunked layers at most a chunk (min(N,\n"
+    "chunk)), Gemma 4's KV-shared layers nothing of their own (its full layers at their own head\n"
+    "dims), a hybrid's Gated DeltaNet / KDA / Mamba-2 layers a constant state per sequence: the\n"
+    "recurrent state v_heads x dk x dv (in float32 where mamba_ssm_cache_dtype says so, else at the\n"
+    "KV's bytes) and, in a row of its own, the short conv's last conv - 1 inputs of 2 k_heads dk +\n"
+    "v_heads dv channels (Nemotron-H's MLP blocks keep nothing); the\n"
+    "lightning indexer's keys (DeepSeek-V3.2, GLM-5: index_head_dim per token on each layer that\n"
+    "runs its own indexer) in a row of their own; then\n"
+    "the totals of the KV cache, of the state (recurrent + conv) and of both. `to FILE.csv` writes\n"
+    "layer_type,layers,n_layers,tokens_cached,kv_values_per_token_per_layer,values,bytes.\n"
     "Examples:\n"
     "  kv-cache\n"
     "  kv-cache rk 1 rv 1 rq 4 groups 2\n"
     "  convert mla kv-rank 48; convert tpa kv-rank 1; kv-cache bytes 1 to kv.csv\n"
-    "  kv-cache family tpa-nonctx-a to kv.csv";
+    "  kv-cache family tpa-nonctx-a to kv.csv\n"
+    "  kv-cache context 32768 to kv32k.json";
 
 static const char *const SCHEMES[] = {"all", "mha", "mqa", "gqa", "mla", "tpa", "tpa-kvonly", "tpa-nonctx-a",
                                       "tpa-nonctx-b", NULL};
@@ -383,6 +396,8 @@ static const Param kv_kw[] = {
       .help = "bytes per cached value (default: from the model's dtype)" },
     { .name = "family", .type = ARG_ENUM, .choices = SCHEMES, .def = "all", .comp = COMP_CHOICES,
       .help = "one row of Table 1 only" },
+    { .name = "context", .type = ARG_INT, .min = 1, .max = 1 << 30, .comp = COMP_NONE, .metavar = "N",
+      .help = "the cache per layer type at a context of N tokens (windows, chunks, shared layers, states)" },
     PARAM_TO,
     {0}
 };
@@ -439,11 +454,80 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
                    "tokens the rows above are per token of the %d full layers, the chunked ones keep %zu / N per token)\n",
                    m->name, nc, m->cfg.n_layers, chunk, chunk * c.before, chunk, c.before, chunk,
                    m->cfg.n_layers - (int)nc, chunk * c.before);
+    size_t nw = 0;                               /* windows, chunks, shared layers, states: the cache depends on N */
+    for (int L = 0; L < m->cfg.n_layers; L++)
+        nw += cfg_layer_window(&m->cfg, L) || cfg_layer_chunk(&m->cfg, L) || cfg_kv_source(&m->cfg, L) != L ||
+              cfg_layer_linear(&m->cfg, L);
+    if (nw)
+        out_printf(out, "(%zu of %s's %d layers cache no N tokens of their own (windows, chunks, KV-shared or recurrent "
+                   "layers): `kv-cache context N` gives the cache at a context of N tokens per layer type)\n", nw,
+                   m->name, m->cfg.n_layers);
     return AL_OK;
+}
+
+/* One row of `kv-cache context N` (values and their bytes); tokens / per_token of a constant row as NULL. */
+static int kv_ctx_row(Table *t, const char *type, const KvcacheRow *r, int n_layers, size_t values, size_t bytes) {
+    if (table_row(t)) return AL_ERR;
+    table_str(t, type);
+    table_str(t, r ? r->layers : "");
+    table_int(t, r ? r->n_layers : n_layers);
+    if (r && !kvcache_constant(r->kind)) table_int(t, (long long)r->tokens);
+    else table_null(t);
+    if (r && !kvcache_constant(r->kind)) table_int(t, (long long)r->per_token);
+    else table_null(t);
+    table_int(t, (long long)values);
+    table_int(t, (long long)bytes);
+    return AL_OK;
+}
+
+/* The layer_type cell of row r of m, and the bytes per value of its row (a Mamba-2 state of mamba_ssm_cache_dtype
+ * float32: 4; else bytes). */
+static size_t kv_ctx_type(const Model *m, const KvcacheRow *r, size_t bytes, char *type, size_t cap) {
+    if (r->kind == KVC_WINDOW || r->kind == KVC_CHUNK) snprintf(type, cap, "%s %zu", kvcache_kind_name(r->kind), r->span);
+    else if (r->kind == KVC_STATE) snprintf(type, cap, "%s state (constant per sequence)", cfg_linear_name(&m->cfg));
+    else if (r->kind == KVC_CONV)
+        snprintf(type, cap, "%s conv window (last %d inputs)", cfg_linear_name(&m->cfg), m->cfg.lin.conv - 1);
+    else snprintf(type, cap, "%s", kvcache_kind_name(r->kind));
+    return r->kind == KVC_STATE && m->cfg.lin.state_f32 ? 4 : bytes;
+}
+
+/* `kv-cache context N`: per layer type what the cache holds at N tokens, then the totals. */
+static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *to, Out *out) {
+    KvcacheRow r[KVCACHE_MAX_ROWS];
+    int n;
+    if (kvcache_at(m, N, r, &n)) return AL_ERR;
+    Table *t = table_new(7, "layer_type", "layers", "n_layers", "tokens_cached", "kv_values_per_token_per_layer",
+                         "values", "bytes");
+    if (!t) return AL_ERR;
+    size_t kv = 0, st = 0, kvb = 0, stb = 0, full = 0;    /* full: every layer with a cache of its own keeping N tokens */
+    int rc = AL_OK, nkv = 0, nst = 0;
+    for (int i = 0; rc == AL_OK && i < n; i++) {
+        char type[96];
+        size_t b = kv_ctx_type(m, &r[i], bytes, type, sizeof type) * r[i].values;
+        bool c = kvcache_constant(r[i].kind);
+        rc = kv_ctx_row(t, type, &r[i], 0, r[i].values, b);
+        *(c ? &st : &kv) += r[i].values, *(c ? &stb : &kvb) += b;
+        if (r[i].kind != KVC_INDEX && r[i].kind != KVC_CONV) *(c ? &nst : &nkv) += r[i].n_layers;   /* layers once */
+        if (!c) full += r[i].per_token * N * (size_t)r[i].n_layers;
+    }
+    if (rc == AL_OK) rc = kv_ctx_row(t, "total KV cache", NULL, nkv, kv, kvb);
+    if (rc == AL_OK && st) rc = kv_ctx_row(t, "total state (recurrent + conv)", NULL, nst, st, stb);
+    if (rc == AL_OK && st) rc = kv_ctx_row(t, "total", NULL, nkv + nst, kv + st, kvb + stb);
+    if (rc) { table_free(t); return rc; }
+    out_printf(out, "%s at a context of %zu tokens, %zu bytes per value: the KV cache holds %zu values (%.4g per token; "
+               "%zu without windows or chunks: x%.4g)%s\n", m->name, N, bytes, kv, (double)kv / (double)N, full,
+               full ? (double)kv / (double)full : 1.0, !st ? "" : m->cfg.lin.state_f32
+               ? "; the recurrent state is counted apart, per sequence (its SSM state in float32: mamba_ssm_cache_dtype)"
+               : "; the recurrent state is counted apart, per sequence");
+    return out_table_to(out, to, t);
 }
 
 static int cmd_kv_table(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
+    if (args_given(a, "context"))
+        return cmd_kv_context(m, (size_t)args_int(a, "context"),
+                              args_given(a, "bytes") ? (size_t)args_int(a, "bytes") : tpa_value_bytes(m),
+                              args_str(a, "to"), out);
     TpaDims d = tpa_dims_from_config(&m->cfg);
     if (args_given(a, "rq")) d.r_q = (size_t)args_int(a, "rq");
     if (args_given(a, "rk")) d.r_k = (size_t)args_int(a, "rk");

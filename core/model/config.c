@@ -550,6 +550,8 @@ static void parse_mamba(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     l->conv_bias = !cJSON_IsFalse(cb);
     l->proj_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_bias")) ||
                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mamba_proj_bias"));
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(root, "mamba_ssm_cache_dtype");
+    l->state_f32 = cJSON_IsString(sd) && strcmp(sd->valuestring, "float32") == 0;
     bool nemotron = cfg_row(c)->lin == LIN_MAMBA2_NEMOTRON;   /* Zamba2RMSNormGated per group, dt >= time_step_min */
     l->norm_groups = nemotron ? l->k_heads : 1;
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(root, "time_step_limit");

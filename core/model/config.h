@@ -99,6 +99,7 @@ typedef struct {
     int norm_groups;              /* Mamba-2's gated norm: groups normalised apart (Nemotron-H: n_groups; Granite: 1) */
     bool proj_bias;               /* Mamba-2's in_proj / out_proj have biases (use_bias / mamba_proj_bias) */
     int moe_latent;               /* Nemotron-H's moe_latent_size (0: none; the experts then work in a latent space) */
+    bool state_f32;               /* mamba_ssm_cache_dtype "float32": the SSM state is cached in float32 */
     double dt_min;                /* Mamba-2's floor on dt (Nemotron-H's torch_forward: time_step_min; Granite: 0) */
     bool blocks;                  /* one mixer per layer (Nemotron-H): attention and Mamba layers have no MLP */
     unsigned char layer[CFG_MAX_LAYERS];   /* 1: layer L is linear attention / Mamba-2; 2: an MLP block (no mixer) */

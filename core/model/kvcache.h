@@ -1,0 +1,48 @@
+/* kvcache.h -- what a loaded model's caches hold at a context length of N tokens, per layer type: a
+ * full-attention layer keeps N tokens, a sliding-window layer min(N, window), a Llama 4 chunked layer at
+ * most one chunk (min(N, chunk)), a Gemma 4 KV-shared layer nothing of its own (it reads an earlier layer's
+ * cache), each at its own values per token (Gemma 4's full layers at their own head dims); a hybrid's
+ * linear-attention / Kimi Delta Attention / Mamba-2 layer keeps a constant state whatever N: its recurrent
+ * state (v_heads x dk x dv) and, in a row of its own, its short conv's last conv - 1 inputs (2 k_heads dk + v_heads
+ * dv channels); an
+ * MLA layer with a lightning indexer its latent and, in a row of their own, the indexer's keys.
+ * Nemotron-H's MLP blocks keep nothing and are not listed. Counts are values; bytes are the caller's. */
+#ifndef AL_KVCACHE_H
+#define AL_KVCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model.h"
+
+/* KVC_INDEX: the keys (index_head_dim per token) DeepSeek-V3.2's / GLM-5's lightning indexer caches beside the MLA
+ * latent on each layer that runs its own indexer (not GLM-5.2's IndexShare layers): a second row for those layers. */
+/* KVC_STATE: a linear / Mamba-2 layer's recurrent state; KVC_CONV: its short conv's last conv - 1 inputs (two rows). */
+typedef enum { KVC_FULL, KVC_WINDOW, KVC_CHUNK, KVC_SHARED, KVC_STATE, KVC_INDEX, KVC_CONV } kvcache_kind;
+
+enum { KVCACHE_MAX_ROWS = 16 };
+
+typedef struct {
+    kvcache_kind kind;
+    size_t span;          /* KVC_WINDOW: the window; KVC_CHUNK: the chunk (tokens); else 0 */
+    size_t per_token;     /* values per token per layer (KVC_STATE / KVC_CONV: values per layer; KVC_SHARED: 0) */
+    int n_layers;
+    char layers[200];     /* the layers of the row as "0-4, 6" */
+    size_t tokens;        /* tokens each layer keeps at the context (KVC_STATE, KVC_CONV, KVC_SHARED: 0) */
+    size_t values;        /* values all the row's layers hold at the context */
+    int last, run_from;   /* (while listing) the row's last layer and the start of its run of layers */
+} KvcacheRow;
+
+/* The rows of m at a context of `context` tokens (>= 1), one per (kind, span, values per token), in the order
+ * of their first layer, into rows[0..*n). AL_ERR (al_err) when the model has more kinds than KVCACHE_MAX_ROWS. */
+int kvcache_at(const Model *m, size_t context, KvcacheRow *rows, int *n);
+/* The recurrent state values (v_heads x dk x dv) of one linear-attention / Mamba-2 layer of c (0 without such layers). */
+size_t kvcache_state_values(const ModelConfig *c);
+/* The conv window's values ((conv - 1) x (2 k_heads dk + v_heads dv)) of one such layer of c. */
+size_t kvcache_conv_values(const ModelConfig *c);
+/* True for the rows that do not grow with the context (KVC_STATE, KVC_CONV). */
+bool kvcache_constant(kvcache_kind k);
+/* What a row's layers are ("full attention", "sliding window", ...). */
+const char *kvcache_kind_name(kvcache_kind k);
+
+#endif
