@@ -59,6 +59,8 @@ run -e "load $T/q3g; convert mla kv-rank full qk-norm fold calib $story seqlen 6
 grep -q "the conversion's report on the same inputs: out_err within [0-9.e-]* of it in all 5 layers" out.txt ||
     fail "check DIR: the report's errors [$(cat out.txt)]"
 grep -Eq '"model_type":[[:space:]]*"deepseek_v3"' "$T/q3g-mla/config.json" || fail "export: not DeepSeek-V3"
+grep -Eq '"qk_norm":[[:space:]]*"q/k norm fold: gains folded into W_Q / W_K' "$T/q3g-mla/attnlab_manifest.json" ||
+    fail "export: the manifest does not say the norm was folded"
 
 # ---- the synthetic checkpoints: olmo2 (norm over the projection) and qwen3 (per head)
 run -e "synth family olmo2 $T/ol; synth family qwen3 $T/qw"
