@@ -292,10 +292,9 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     ws_tmla_stats_release(&u);
     const TmlaOpts *ro = &r->opts;
     out_printf(out, "%srelative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); balance %s, `other` = "
-               "balance %s%s\n", qkn_tag(m, r), ro->eval_tokens, (unsigned long long)ro->seed,
+               "balance %s\n", qkn_tag(m, r), ro->eval_tokens, (unsigned long long)ro->seed,
                r->activation_stats ? "with the activations' mean and covariance" : "unit variance",
-               ro->balance ? "on" : "off", ro->balance ? "off" : "on",
-               m->cfg.qk_norm != QKN_NONE ? " (not measured with a q/k norm)" : "");
+               ro->balance ? "on" : "off", ro->balance ? "off" : "on");
     return mla_report_table(out, a, m, r);
 }
 

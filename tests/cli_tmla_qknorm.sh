@@ -3,7 +3,7 @@
 # head (stories260K-hf rewritten as Qwen3 with q_norm / k_norm: unit gains, and trained-looking gains
 # 0.4-3.4; the synthetic qwen3 checkpoint) and over the whole projection (the synthetic olmo2). Without
 # the option the conversion is refused with the option named; every line of the report says which
-# variant it is; fold (gains and the calibrated 1/RMS folded into W_Q / W_K) stays closer to the
+# variant it is (the other balance setting's errors too, against the source); fold (gains and the calibrated 1/RMS folded into W_Q / W_K) stays closer to the
 # source than drop (the norm removed, the naive baseline): held-out NLL and the summed per-layer score
 # errors against the source with its norm. The fold's export is a DeepSeek-V3 checkpoint that `check
 # DIR` measures against the source with its norm. The TransMLA figures, which read x W_K, refuse.
@@ -41,6 +41,9 @@ for v in fold drop; do
     eval "g_$v=$(dnll)"
 done
 grep -q "^q/k norm drop: the norm removed" out.txt || fail "drop: described [$(cat out.txt)]"
+# the other balance setting measured against the source too: columns 7-9 filled on every layer
+awk -F, 'NR > 1 && ($7 == "" || $8 == "" || $9 == "") { bad = 1 } END { exit bad }' g_fold.csv ||
+    fail "the other balance's columns empty [$(cat g_fold.csv)]"
 lt "$g_fold" 0.15 || fail "gains: fold moves the held-out NLL by $g_fold (want < 0.15)"
 lt 1.0 "$g_drop" || fail "gains: drop moves the held-out NLL by only $g_drop (want > 1)"
 lt "$(serr g_fold.csv)" "$(serr g_drop.csv)" || fail "gains: score errors fold $(serr g_fold.csv) >= drop $(serr g_drop.csv)"

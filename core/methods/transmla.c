@@ -859,18 +859,35 @@ void tmla_result_free(TmlaResult *r) {
     free(r);
 }
 
+/* The other balance setting of a plain layer's conversion, measured against the source gqa on X. */
+static int qkn_other_balance(const AttnLayer *gqa, const AttnLayer *plain, const TmlaOpts *o, const double *Sigma,
+                             const double *mu, const Mat *X, TmlaLayerReport *rep) {
+    TmlaOpts alt_o = *o;
+    alt_o.balance = !o->balance;
+    alt_o.compare_balance = false;
+    TmlaLayerReport alt_rep;
+    AttnLayer *alt = NULL;
+    int rc = tmla_convert_layer_stats(plain, &alt_o, Sigma, mu, &alt, &alt_rep);
+    if (rc == AL_OK) rc = tmla_qkn_measure(gqa, alt, X, &rep->score_err_alt, &rep->out_err_alt);
+    if (rc == AL_OK) rep->joint_energy_alt = alt_rep.joint_energy;
+    attn_layer_free(alt);
+    return rc;
+}
+
 /* One layer of tmla_convert: a source with Q/K RMSNorm is converted as its plain layer (tmla_qkn.h:
- * fold or drop), its errors measured against the source with the norm (the other balance setting's
- * are not: NaN). */
+ * fold or drop), its errors (and the other balance setting's) measured against the source with the
+ * norm. */
 static int qkn_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, int l, AttnLayer **mla, TmlaLayerReport *rep) {
     const double *Sigma = o->sigma ? o->sigma[l] : NULL, *mu = o->sigma && o->mu ? o->mu[l] : NULL;
     AttnLayer *plain = NULL;
+    TmlaOpts one = *o;
     int rc = tmla_qkn_plain(gqa, (tmla_qkn_mode)o->qk_norm, Sigma, mu, &plain);
-    if (rc == AL_OK) rc = tmla_convert_layer_stats(plain ? plain : gqa, o, Sigma, mu, mla, rep);
+    if (plain) one.compare_balance = false;             /* measured below against the source */
+    if (rc == AL_OK) rc = tmla_convert_layer_stats(plain ? plain : gqa, &one, Sigma, mu, mla, rep);
     if (rc == AL_OK && plain) {
         Mat *X = report_inputs(o, gqa->hidden, Sigma, mu);
         rc = X ? tmla_qkn_measure(gqa, *mla, X, &rep->score_err, &rep->out_err) : AL_ERR;
-        rep->joint_energy_alt = rep->score_err_alt = rep->out_err_alt = NAN;
+        if (rc == AL_OK && o->compare_balance) rc = qkn_other_balance(gqa, plain, o, Sigma, mu, X, rep);
         mat_free(X);
     }
     attn_layer_free(plain);
