@@ -122,7 +122,8 @@ const char CMD_CONVERT_MLA_HELP[] =
     "  convert mla kv-rank full\n"
     "  convert mla kv-rank 512 rope-dim 64\n"
     "  convert mla kv-rank 256 freqfold 4 balance off q-rank 1024 to conv.csv\n"
-    "  convert mla kv-rank 64 rope-dim 32 calib wiki.train.txt samples 128 seqlen 256";
+    "  convert mla kv-rank 64 rope-dim 32 calib wiki.train.txt samples 128 seqlen 256\n"
+    "  convert mla kv-rank 256 qk-norm fold calib wiki.train.txt        (Qwen3, OLMo 2)";
 
 static const char *const ONOFF[] = {"on", "off", NULL};
 static const char *const QKN_MODES[] = {"fold", "drop", NULL};     /* TMLA_QKN_FOLD, TMLA_QKN_DROP */
