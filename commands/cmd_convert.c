@@ -241,6 +241,19 @@ static int mla_ppl(Session *s, Model *m, const TmlaResult *r, const TmlaStatsUse
     return AL_OK;
 }
 
+/* A q/k-norm source: the errors of its plain layer alone (the norm's approximation, before TransMLA). */
+static void note_qkn_alone(Out *out, const Model *m, const TmlaResult *r) {
+    if (m->cfg.qk_norm == QKN_NONE) return;
+    char buf[1024];
+    size_t n = 0;
+    for (int l = r->opts.layer_lo; l <= r->opts.layer_hi && n < sizeof buf; l++)
+        if (r->layers[l])
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%d: %.4g / %.4g", n ? ", " : "", l, r->rep[l].qkn_score_err,
+                                  r->rep[l].qkn_out_err);
+    out_printf(out, "%sthe plain layer alone (the norm's approximation, before TransMLA) against the source, score_err / "
+               "out_err per layer: %s\n", qkn_tag(m, r), buf);
+}
+
 /* r's per-layer report (balance on and `other`; the first layer with a NaN noted, then the RoPE
  * loss) as the result. */
 static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaResult *r) {
@@ -262,6 +275,7 @@ static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaR
         if (nan_layer < 0 && (isnan(p->score_err) || isnan(p->out_err))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
+    note_qkn_alone(out, m, r);
     note_rope_loss(m, r, out);
     return out_table_to(out, args_str(a, "to"), t);
 }

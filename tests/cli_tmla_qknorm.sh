@@ -39,7 +39,13 @@ for v in fold drop; do
     grep -q "^q/k norm $v: perplexity on 104 tokens, held out" out.txt || fail "gains $v: tagged perplexity [$(cat out.txt)]"
     grep -q "^q/k norm $v: relative Frobenius errors" out.txt || fail "gains $v: tagged errors line [$(cat out.txt)]"
     eval "g_$v=$(dnll)"
+    cp out.txt g_$v.out
 done
+# the norm's own share: the plain layer alone against the source, one score / output pair per layer
+alone() { grep "^q/k norm $1: the plain layer alone (the norm's approximation, before TransMLA)" g_$1.out |
+          grep -o '[0-9]: [0-9.e-]* / ' | awk '{ s += $2; n++ } END { if (n == 5) print s; else print "none" }'; }
+lt "$(alone fold)" "$(serr g_fold.csv)" || fail "fold alone $(alone fold) not below the whole conversion's $(serr g_fold.csv)"
+lt "$(alone fold)" "$(alone drop)" || fail "fold alone $(alone fold) not below drop alone $(alone drop)"
 grep -q "^q/k norm drop: the norm removed" out.txt || fail "drop: described [$(cat out.txt)]"
 # the other balance setting measured against the source too: columns 7-9 filled on every layer
 awk -F, 'NR > 1 && ($7 == "" || $8 == "" || $9 == "") { bad = 1 } END { exit bad }' g_fold.csv ||
@@ -77,5 +83,6 @@ for m in ol qw; do
 done
 lt "$ol_fold" "$ol_drop" || fail "olmo2: fold moves the held-out NLL by $ol_fold, drop by $ol_drop"
 echo "held-out |dNLL| fold / drop: gains $g_fold / $g_drop, unit $u_fold / $u_drop, olmo2 $ol_fold / $ol_drop, qwen3 $qw_fold / $qw_drop"
+echo "the norm alone, summed score_err fold / drop: gains $(alone fold) / $(alone drop)"
 echo "summed score_err fold / drop: gains $(serr g_fold.csv) / $(serr g_drop.csv), olmo2 $(serr ol_fold.csv) / $(serr ol_drop.csv), qwen3 $(serr qw_fold.csv) / $(serr qw_drop.csv)"
 cli_done

@@ -884,9 +884,11 @@ static int qkn_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, int l, Att
     int rc = tmla_qkn_plain(gqa, (tmla_qkn_mode)o->qk_norm, Sigma, mu, &plain);
     if (plain) one.compare_balance = false;             /* measured below against the source */
     if (rc == AL_OK) rc = tmla_convert_layer_stats(plain ? plain : gqa, &one, Sigma, mu, mla, rep);
+    rep->qkn_score_err = rep->qkn_out_err = NAN;
     if (rc == AL_OK && plain) {
         Mat *X = report_inputs(o, gqa->hidden, Sigma, mu);
         rc = X ? tmla_qkn_measure(gqa, *mla, X, &rep->score_err, &rep->out_err) : AL_ERR;
+        if (rc == AL_OK) rc = tmla_qkn_measure(gqa, plain, X, &rep->qkn_score_err, &rep->qkn_out_err);
         if (rc == AL_OK && o->compare_balance) rc = qkn_other_balance(gqa, plain, o, Sigma, mu, X, rep);
         mat_free(X);
     }

@@ -177,6 +177,9 @@ typedef struct {
     double joint_energy_alt;  /* the same with balancing flipped (NaN when not compared) */
     double score_err_alt;
     double out_err_alt;
+    double qkn_score_err;     /* a source with Q/K RMSNorm: its plain layer (tmla_qkn.h: fold or drop) alone
+                                 against the source, before TransMLA (NaN without a q/k norm) */
+    double qkn_out_err;
 } TmlaLayerReport;
 
 typedef struct TmlaResult {
