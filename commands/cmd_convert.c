@@ -21,6 +21,7 @@
 #include "mla_export.h"
 #include "params.h"
 #include "seeds.h"
+#include "tmla_qkn.h"
 #include "tmla_study.h"
 #include "transmla.h"
 #include "ws_calib.h"
@@ -101,6 +102,10 @@ const char CMD_CONVERT_MLA_HELP[] =
     "pair with them as MLA's NoPE part does (qk_nope_head_dim = d). Where the source's other\n"
     "layers have no DeepSeek-V3 form (NeoX's parallel LayerNorm blocks, Phi-3's fused MLP, MoE),\n"
     "export is refused and `check` and the perplexity run the conversion in the session.\n"
+    "Q/K RMSNorm (Qwen3, OLMo 2, MiniMax-M2): no latent caches the normed keys exactly; `qk-norm\n"
+    "fold` folds the gains and the norm's 1/RMS at the PCA statistics (1/sqrt(E[ms] + eps), per head\n"
+    "or per projection) into W_Q / W_K, `qk-norm drop` removes the norm (the naive baseline); the\n"
+    "lines say which, and the errors are against the source with its norm.\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
     "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2), keeping E[x xᵀ] and E[x] of\n"
     "every layer's attention input, so keys, values and queries get their exact activation second\n"
@@ -117,9 +122,11 @@ const char CMD_CONVERT_MLA_HELP[] =
     "  convert mla kv-rank full\n"
     "  convert mla kv-rank 512 rope-dim 64\n"
     "  convert mla kv-rank 256 freqfold 4 balance off q-rank 1024 to conv.csv\n"
-    "  convert mla kv-rank 64 rope-dim 32 calib wiki.train.txt samples 128 seqlen 256";
+    "  convert mla kv-rank 64 rope-dim 32 calib wiki.train.txt samples 128 seqlen 256\n"
+    "  convert mla kv-rank 256 qk-norm fold calib wiki.train.txt        (Qwen3, OLMo 2)";
 
 static const char *const ONOFF[] = {"on", "off", NULL};
+static const char *const QKN_MODES[] = {"fold", "drop", NULL};     /* TMLA_QKN_FOLD, TMLA_QKN_DROP */
 
 const Param cmd_convert_mla_kw[] = {
     { .name = "kv-rank", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R|full",
@@ -137,6 +144,8 @@ const Param cmd_convert_mla_kw[] = {
     PARAM_SEED,
     { .name = "ppl", .type = ARG_ENUM, .choices = ONOFF, .def = "on", .comp = COMP_CHOICES,
       .help = "perplexity before and after, when there is a calibration text" },
+    { .name = "qk-norm", .type = ARG_ENUM, .choices = QKN_MODES, .comp = COMP_CHOICES,
+      .help = "a source with Q/K RMSNorm: fold its gains and calibrated 1/RMS into W_Q / W_K, or drop it" },
     PARAM_TMLA_STATS,
     PARAM_TO,
     {0}
@@ -180,12 +189,19 @@ static int mla_args_opts(const Model *m, const Args *a, Out *out, TmlaOpts *o) {
     o->balance = args_enum(a, "balance") != 1;
     o->q_rank = args_given(a, "q-rank") ? (int)args_int(a, "q-rank") : 0;
     o->eval_tokens = (size_t)args_int(a, "tokens");
+    if (args_given(a, "qk-norm")) o->qk_norm = args_enum(a, "qk-norm") == 0 ? TMLA_QKN_FOLD : TMLA_QKN_DROP;
     if (args_given(a, "seed")) o->seed = (uint64_t)args_int(a, "seed");
     long lo, hi;
     if (param_layers(out, a, "layers", m, &lo, &hi)) return AL_ERR;
     o->layer_lo = (int)lo;
     o->layer_hi = (int)hi;
     return AL_OK;
+}
+
+/* The variant tag of every line of a conversion of a source with Q/K RMSNorm ("" without). */
+static const char *qkn_tag(const Model *m, const TmlaResult *r) {
+    if (m->cfg.qk_norm == QKN_NONE) return "";
+    return r->opts.qk_norm == TMLA_QKN_FOLD ? "q/k norm fold: " : "q/k norm drop: ";
 }
 
 /* What the conversion r of m is: dims, query latent, KV cache and parameters, PCA statistics. */
@@ -201,6 +217,9 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
                r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before, r->params_before,
                r->params_after);
     out_printf(out, "PCA statistics: %s\n", u->source);
+    if (m->cfg.qk_norm != QKN_NONE)
+        out_printf(out, "%s; the errors below are against the source with its norm\n",
+                   tmla_qkn_words((tmla_qkn_mode)ro->qk_norm));
 }
 
 /* Perplexity before and after on u's text (a failure only warned: the conversion stands);
@@ -214,12 +233,25 @@ static int mla_ppl(Session *s, Model *m, const TmlaResult *r, const TmlaStatsUse
     if (rc == AL_OK) rc = ppl_converted(r, f, u, &after, &route);
     if (rc == AL_INTERRUPTED) return rc;
     if (rc == AL_OK)
-        out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
-                   "%.5f -> %.5f), after = %s\n", after.tokens, u->ppl_on, u->seqlen, exp(before.nll), exp(after.nll),
+        out_printf(out, "%sperplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
+                   "%.5f -> %.5f), after = %s\n", qkn_tag(m, r), after.tokens, u->ppl_on, u->seqlen, exp(before.nll), exp(after.nll),
                    100.0 * (exp(after.nll - before.nll) - 1), before.nll, after.nll, route);
     else                      /* the conversion stands; say why there is no perplexity */
         out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
     return AL_OK;
+}
+
+/* A q/k-norm source: the errors of its plain layer alone (the norm's approximation, before TransMLA). */
+static void note_qkn_alone(Out *out, const Model *m, const TmlaResult *r) {
+    if (m->cfg.qk_norm == QKN_NONE) return;
+    char buf[1024];
+    size_t n = 0;
+    for (int l = r->opts.layer_lo; l <= r->opts.layer_hi && n < sizeof buf; l++)
+        if (r->layers[l])
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%d: %.4g / %.4g", n ? ", " : "", l, r->rep[l].qkn_score_err,
+                                  r->rep[l].qkn_out_err);
+    out_printf(out, "%sthe plain layer alone (the norm's approximation, before TransMLA) against the source, score_err / "
+               "out_err per layer: %s\n", qkn_tag(m, r), buf);
 }
 
 /* r's per-layer report (balance on and `other`; the first layer with a NaN noted, then the RoPE
@@ -243,6 +275,7 @@ static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaR
         if (nan_layer < 0 && (isnan(p->score_err) || isnan(p->out_err))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
+    note_qkn_alone(out, m, r);
     note_rope_loss(m, r, out);
     return out_table_to(out, args_str(a, "to"), t);
 }
@@ -273,8 +306,8 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     }
     ws_tmla_stats_release(&u);
     const TmlaOpts *ro = &r->opts;
-    out_printf(out, "relative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); balance %s, `other` = "
-               "balance %s\n", ro->eval_tokens, (unsigned long long)ro->seed,
+    out_printf(out, "%srelative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); balance %s, `other` = "
+               "balance %s\n", qkn_tag(m, r), ro->eval_tokens, (unsigned long long)ro->seed,
                r->activation_stats ? "with the activations' mean and covariance" : "unit variance",
                ro->balance ? "on" : "off", ro->balance ? "off" : "on");
     return mla_report_table(out, a, m, r);

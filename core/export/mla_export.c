@@ -10,6 +10,7 @@
 #include "analyses.h"
 #include "ckpt_write.h"
 #include "forward.h"
+#include "tmla_qkn.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -447,6 +448,8 @@ static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, 
     if (r->q_rank) cJSON_AddNumberToObject(m, "q_lora_rank", r->q_rank);
     else cJSON_AddNullToObject(m, "q_lora_rank");
     cJSON_AddBoolToObject(m, "balance", o->balance);
+    if (r->src->cfg.qk_norm != QKN_NONE)      /* the source's Q/K RMSNorm, approximated (tmla_qkn.h) */
+        cJSON_AddStringToObject(m, "qk_norm", tmla_qkn_words((tmla_qkn_mode)o->qk_norm));
     cJSON_AddBoolToObject(m, "attention_bias", bias);
     cJSON_AddStringToObject(m, "attention_dtype", dt_name(dt));
     cJSON_AddNumberToObject(m, "kv_values_per_token_per_layer_before", (double)r->kv_before);

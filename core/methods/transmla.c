@@ -16,6 +16,7 @@
 #include "analyses.h"
 #include "layersel.h"
 #include "seeds.h"
+#include "tmla_qkn.h"
 
 /* ================================================================ small helpers */
 
@@ -722,6 +723,11 @@ int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
         return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi, c->n_layers - 1);
     /* a hybrid's linear-attention layers have no KV cache: its attention layers only */
     if (layersel_range(c, "convert mla", &o->layer_lo, &o->layer_hi, NULL, 0)) return AL_ERR;
+    if (c->qk_norm != QKN_NONE && o->qk_norm == TMLA_QKN_NONE)
+        return al_err("convert mla: the attention has %s, which no MLA latent caches exactly: give qk-norm fold "
+                      "(gains and the calibrated 1/RMS folded into W_Q / W_K) or qk-norm drop (the naive baseline)",
+                      c->qk_norm == QKN_PROJ ? "Q/K RMSNorm over the whole projection (OLMo 2, MiniMax-M2)"
+                                             : "per-head Q/K RMSNorm (Qwen3, Gemma 3)");
     if (o->eval_tokens == 0) o->eval_tokens = 64;
     o->freqfold = M;
     o->rope_dim = D;
@@ -853,6 +859,43 @@ void tmla_result_free(TmlaResult *r) {
     free(r);
 }
 
+/* The other balance setting of a plain layer's conversion, measured against the source gqa on X. */
+static int qkn_other_balance(const AttnLayer *gqa, const AttnLayer *plain, const TmlaOpts *o, const double *Sigma,
+                             const double *mu, const Mat *X, TmlaLayerReport *rep) {
+    TmlaOpts alt_o = *o;
+    alt_o.balance = !o->balance;
+    alt_o.compare_balance = false;
+    TmlaLayerReport alt_rep;
+    AttnLayer *alt = NULL;
+    int rc = tmla_convert_layer_stats(plain, &alt_o, Sigma, mu, &alt, &alt_rep);
+    if (rc == AL_OK) rc = tmla_qkn_measure(gqa, alt, X, &rep->score_err_alt, &rep->out_err_alt);
+    if (rc == AL_OK) rep->joint_energy_alt = alt_rep.joint_energy;
+    attn_layer_free(alt);
+    return rc;
+}
+
+/* One layer of tmla_convert: a source with Q/K RMSNorm is converted as its plain layer (tmla_qkn.h:
+ * fold or drop), its errors (and the other balance setting's) measured against the source with the
+ * norm. */
+static int qkn_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, int l, AttnLayer **mla, TmlaLayerReport *rep) {
+    const double *Sigma = o->sigma ? o->sigma[l] : NULL, *mu = o->sigma && o->mu ? o->mu[l] : NULL;
+    AttnLayer *plain = NULL;
+    TmlaOpts one = *o;
+    int rc = tmla_qkn_plain(gqa, (tmla_qkn_mode)o->qk_norm, Sigma, mu, &plain);
+    if (plain) one.compare_balance = false;             /* measured below against the source */
+    if (rc == AL_OK) rc = tmla_convert_layer_stats(plain ? plain : gqa, &one, Sigma, mu, mla, rep);
+    rep->qkn_score_err = rep->qkn_out_err = NAN;
+    if (rc == AL_OK && plain) {
+        Mat *X = report_inputs(o, gqa->hidden, Sigma, mu);
+        rc = X ? tmla_qkn_measure(gqa, *mla, X, &rep->score_err, &rep->out_err) : AL_ERR;
+        if (rc == AL_OK) rc = tmla_qkn_measure(gqa, plain, X, &rep->qkn_score_err, &rep->qkn_out_err);
+        if (rc == AL_OK && o->compare_balance) rc = qkn_other_balance(gqa, plain, o, Sigma, mu, X, rep);
+        mat_free(X);
+    }
+    attn_layer_free(plain);
+    return rc;
+}
+
 int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     *out = NULL;
     TmlaOpts o = *opts;
@@ -886,9 +929,7 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
         AttnLayer *gqa = NULL;
         r->rep[l].layer = l;
         rc = attn_layer_load(m, l, &gqa);
-        if (rc == AL_OK)
-            rc = tmla_convert_layer_stats(gqa, &o, o.sigma ? o.sigma[l] : NULL, o.sigma && o.mu ? o.mu[l] : NULL,
-                                          &r->layers[l], &r->rep[l]);
+        if (rc == AL_OK) rc = qkn_convert_layer(gqa, &o, l, &r->layers[l], &r->rep[l]);
         if (rc == AL_OK) {
             r->params_before += attn_layer_params(gqa);
             r->params_after += attn_layer_params(r->layers[l]);
@@ -917,6 +958,9 @@ static int figure_setup(Model *m, int layer, const double *Sigma, const double *
     AttnLayer *gqa = NULL;
     double *C_kv = NULL;
     int rc = convertible(m);
+    if (rc == AL_OK && m->cfg.qk_norm != QKN_NONE)          /* the keys are not x W_K there */
+        rc = al_err("%s: the keys pass through Q/K RMSNorm (%s): the TransMLA figures read the linear keys x W_K; "
+                    "`convert mla qk-norm fold|drop` converts it", m->name ? m->name : m->path, qk_norm_name(m->cfg.qk_norm));
     if (rc == AL_OK) rc = attn_layer_load(m, layer, &gqa);
     if (rc == AL_OK) rc = tmla_merge(gqa, T);
     if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, Sigma, mu, &C_kv);

@@ -158,6 +158,8 @@ typedef struct {
                                      calibration activations; a NULL entry: unit variance (weights) */
     const double *const *mu;      /* NULL, or per layer E[x] (hidden) beside sigma (NULL entry: zero
                                      mean); only read where sigma is given */
+    int qk_norm;              /* tmla_qkn_mode (tmla_qkn.h): a source with Q/K RMSNorm converts its norm
+                                 folded (fold) or dropped (drop); none refuses such a source */
 } TmlaOpts;
 
 /* Defaults: full rank, M = TMLA_DEFAULT_FREQFOLD, D = rd / M, balance on with the comparison, 64
@@ -175,6 +177,9 @@ typedef struct {
     double joint_energy_alt;  /* the same with balancing flipped (NaN when not compared) */
     double score_err_alt;
     double out_err_alt;
+    double qkn_score_err;     /* a source with Q/K RMSNorm: its plain layer (tmla_qkn.h: fold or drop) alone
+                                 against the source, before TransMLA (NaN without a q/k norm) */
+    double qkn_out_err;
 } TmlaLayerReport;
 
 typedef struct TmlaResult {

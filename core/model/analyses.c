@@ -111,7 +111,7 @@ static bool convert_reason(const Model *m, const char *what, char *why, size_t c
         return why_set(why, cap, "%s: config.json sets a sliding window of %d tokens: %s converts full causal attention "
                        "only (its export has no window), so this model cannot be converted as described", name,
                        c->window_declared, what);
-    if (c->qk_norm != QKN_NONE)
+    if (c->qk_norm != QKN_NONE && strcmp(what, "convert mla"))    /* convert mla: qk-norm fold|drop */
         return why_set(why, cap, "%s: the attention has %s between the projection and RoPE: %s factors the projections, "
                        "and the norm divides each q / k by its own per-token RMS, which the converted layer would not "
                        "reproduce; not covered", name, qk_norm_words(c), what);
@@ -240,8 +240,13 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s: the NoPE dims of each head come before the RoPE dims (%d + %d): convert mla takes "
                        "partial rotary with the rotary dims first (GPT-NeoX, Phi-3)", name, c->qk_nope_dim,
                        c->qk_rope_dim);
-    return eval_reason(m, why, cap) || llama4_reason(m, "convert mla", why, cap) ||
-           convert_reason(m, "convert mla", why, cap);
+    if (eval_reason(m, why, cap) || llama4_reason(m, "convert mla", why, cap) ||
+        convert_reason(m, "convert mla", why, cap))
+        return true;
+    if (c->qk_norm != QKN_NONE)                     /* a note: available with qk-norm fold|drop (tmla_qkn.h) */
+        snprintf(why, cap, "with qk-norm fold|drop only: the %s is approximated (fold: its gains and calibrated 1/RMS "
+                 "folded into W_Q / W_K; drop: removed), never exact", qk_norm_words(c));
+    return false;
 }
 
 static bool tpa_reason(const Model *m, char *why, size_t cap) {
