@@ -98,7 +98,11 @@ run -e "load $T/smollm3-nw; compare kv-budget 128 layers 3"
 ok "smollm3 compare on the NoPE layer runs" test "$(rc)" = 0
 ok "  TransMLA n/a there" grep -q "n/a: RoRoPE needs rotary keys" out.txt
 
-for fam in mixtral phi3; do
+cp -r "$T/mixtral" "$T/mixtral-nw"
+sed -i -E 's/"sliding_window":[[:space:]]*[0-9]+/"sliding_window": null/' "$T/mixtral-nw/config.json"
+run -e "load $T/mixtral-nw; convert mla kv-rank 64; export $T/mixtral-mla"
+ok "mixtral: convert mla and its export (experts in DeepSeek-V3's layout: cli_convert_moe) run" test "$(rc)" = 0
+for fam in phi3; do
     cp -r "$T/$fam" "$T/$fam-nw"
     sed -i -E 's/"sliding_window":[[:space:]]*[0-9]+/"sliding_window": null/; s/"partial_rotary_factor":[[:space:]]*[0-9.]+/"partial_rotary_factor": 1.0/' "$T/$fam-nw/config.json"
     run -e "load $T/$fam-nw; convert mla kv-rank 64; export $T/$fam-mla"

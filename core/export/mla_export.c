@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "mla_export.h"
 #include "layersel.h"
+#include "moe_export.h"
 
 #include "analyses.h"
 #include "ckpt_write.h"
@@ -213,6 +214,7 @@ static char *new_name(const Model *src, int l, int kind) {
 
 typedef struct {
     char *name;
+    char *src;                /* T_COPY: the source's name when the export renames it (experts), else NULL */
     int kind;                 /* T_COPY or a new attention tensor */
     int layer;
     size_t bytes;
@@ -225,7 +227,7 @@ typedef struct {
 } Plan;
 
 static void plan_free(Plan *p) {
-    for (size_t i = 0; i < p->n; i++) free(p->v[i].name);
+    for (size_t i = 0; i < p->n; i++) { free(p->v[i].name); free(p->v[i].src); }
     free(p->v);
 }
 
@@ -310,7 +312,7 @@ static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers
     if (it->kind == T_COPY) {
         const st_entry *e;
         const st_file *f;
-        if (store_entry(r->src->store, it->name, &e, &f)) return AL_ERR;
+        if (store_entry(r->src->store, it->src ? it->src : it->name, &e, &f)) return AL_ERR;
         return ckpt_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
     }
     const AttnLayer *L = layers[it->layer];
@@ -410,7 +412,7 @@ static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt, double eps
     put_rope_scaling(o, src, c);
     cJSON_AddNumberToObject(o, "first_k_dense_replace", c->n_layers);
     cJSON_Delete(src);
-    if (ckpt_json_merge(o, EVERY_MLP_DENSE) == AL_OK) return o;
+    if (ckpt_json_merge(o, EVERY_MLP_DENSE) == AL_OK && (c->mlp != MLP_MOE || moe_config(c, o) == AL_OK)) return o;
     cJSON_Delete(o);
     return NULL;
 }
@@ -508,12 +510,21 @@ static dt_type export_dtype(const TmlaResult *r, const MlaExportOpts *o) {
 /* Plans every tensor of the export (sorted by name) with its size. */
 static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, dt_type dt, Plan *p) {
     const Store *st = r->src->store;
+    MoeNames *mn = moe_names(&r->src->cfg);         /* experts in DeepSeek-V3's names */
+    if (!mn) return AL_ERR;
     for (size_t i = 0; i < store_count(st); i++) {
         const char *name = store_name_at(st, i);
         if (is_attention(r->src, name)) continue;
         const st_entry *e;
-        if (store_entry(st, name, &e, NULL) || plan_add(p, al_strdup(name), T_COPY, -1, e->end - e->begin)) return AL_ERR;
+        char buf[320];
+        const char *to = moe_rename(mn, name, buf, sizeof buf);
+        if (store_entry(st, name, &e, NULL) || plan_add(p, al_strdup(to), T_COPY, -1, e->end - e->begin)) {
+            moe_names_free(mn);
+            return AL_ERR;
+        }
+        if (to != name && !(p->v[p->n - 1].src = al_strdup(name))) { moe_names_free(mn); return AL_ERR; }
     }
+    moe_names_free(mn);
     for (int l = 0; l < r->n_layers; l++)
         for (int k = 0; k < T_KINDS; k++) {
             size_t rows, cols;
@@ -561,12 +572,15 @@ double mla_export_norm_eps(const Model *src, bool all_layers) {
 static int check_exportable(const TmlaResult *r, bool *bias) {
     *bias = false;
     const ModelConfig *c = &r->src->cfg;
-    if (c->mlp == MLP_MOE)
-        return al_err("export: %s's MLP layers are a mixture of experts (%s routing): the DeepSeek-V3 checkpoint the "
-                      "export writes keeps every MLP dense%s; the conversion runs in the session (ppl, check), it "
-                      "cannot be exported", c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k"
-                      : c->moe.router == ROUTER_DS_V3 ? "DeepSeek-V3's" : "the source's", c->moe.router == ROUTER_DS_V3
-                      ? " (it copies no experts)" : ", and DeepSeek's router (sigmoid / group-limited) is not the source's");
+    char moe_why[512];
+    if (c->mlp == MLP_MOE && c->moe.router == ROUTER_DS_V3)
+        return al_err("export: %s's MLP layers are a mixture of experts (DeepSeek-V3's routing): the export copies no "
+                      "experts of that router yet (it writes softmax top-k routers, Mixtral's and Qwen3-MoE's, in "
+                      "DeepSeek-V3's layout); the conversion runs in the session (ppl, check), it cannot be exported",
+                      c->model_type);
+    if (!analysis_moe_exportable(c, moe_why, sizeof moe_why))
+        return al_err("export: %s's MLP layers are a mixture of experts with no DeepSeek-V3 form: %s; the conversion "
+                      "runs in the session (ppl, check), it cannot be exported", c->model_type, moe_why);
     if (cfg_row(c)->text_config)
         return al_err("export: %s is the text tower of a multimodal checkpoint (text_config, tensors under %s): the "
                       "DeepSeek-V3 checkpoint the export writes is text-only, and it does not rewrite the tower's config "
@@ -685,13 +699,16 @@ static char *manifest_source(const char *dir) {
 
 /* Compares every non-attention tensor of src with the export's, byte for byte. */
 static void compare_copies(const Model *src, const Model *ex, MlaCheck *c) {
+    MoeNames *mn = moe_names(&src->cfg);             /* experts under DeepSeek-V3's names in the export */
     for (size_t i = 0; i < store_count(src->store); i++) {
         const char *name = store_name_at(src->store, i);
         if (is_attention(src, name)) continue;
         const st_entry *a, *b;
         const st_file *fa, *fb;
-        bool same = store_entry(src->store, name, &a, &fa) == AL_OK && store_has(ex->store, name) &&
-                    store_entry(ex->store, name, &b, &fb) == AL_OK && a->dtype == b->dtype && a->ndim == b->ndim &&
+        char buf[320];
+        const char *to = moe_rename(mn, name, buf, sizeof buf);
+        bool same = store_entry(src->store, name, &a, &fa) == AL_OK && store_has(ex->store, to) &&
+                    store_entry(ex->store, to, &b, &fb) == AL_OK && a->dtype == b->dtype && a->ndim == b->ndim &&
                     memcmp(a->shape, b->shape, sizeof a->shape) == 0 && a->end - a->begin == b->end - b->begin &&
                     memcmp(st_data(fa, a), st_data(fb, b), a->end - a->begin) == 0;
         if (same) c->copied_same++;
@@ -700,6 +717,7 @@ static void compare_copies(const Model *src, const Model *ex, MlaCheck *c) {
             c->copied_diff++;
         }
     }
+    moe_names_free(mn);
     al_err_clear();
 }
 
