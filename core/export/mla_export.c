@@ -215,6 +215,7 @@ static char *new_name(const Model *src, int l, int kind) {
 typedef struct {
     char *name;
     char *src;                /* T_COPY: the source's name when the export renames it (experts), else NULL */
+    int half;                 /* T_COPY: 1 / 2 the first / second half of src's rows (a fused gate_up_proj), 0 all */
     int kind;                 /* T_COPY or a new attention tensor */
     int layer;
     size_t bytes;
@@ -240,6 +241,24 @@ static int plan_add(Plan *p, char *name, int kind, int layer, size_t bytes) {
 
 static int item_cmp(const void *a, const void *b) {
     return strcmp(((const PlanItem *)a)->name, ((const PlanItem *)b)->name);
+}
+
+/* When name is a part of layer L's fused gate_up_proj (Phi-3: rows [gate ; up], as Phi3MLP's chunk(2)), the
+ * names of its halves in DeepSeek-V3's dense MLP (mlp.gate_proj / mlp.up_proj, same part) into gate / up. */
+static bool gate_up_split(const Model *m, const char *name, char *gate, char *up, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (!c->mlp_fused) return false;
+    for (int L = 0; L < c->n_layers; L++) {
+        char base[256], where[96];
+        if (!cfg_role_name(c, ROLE_FFN_GATE_UP, L, -1, NULL, base, sizeof base)) return false;
+        size_t n = strlen(base);
+        if (strncmp(name, base, n) || name[n] != '.') continue;
+        cfg_layer_prefix(c, L, where, sizeof where);
+        snprintf(gate, cap, "%s%s%s", where, role_in_ffn(FFN_GATED, ROLE_FFN_GATE)->name, name + n);
+        snprintf(up, cap, "%s%s%s", where, role_in_ffn(FFN_GATED, ROLE_FFN_UP)->name, name + n);
+        return true;
+    }
+    return false;
 }
 
 /* True when name is an attention tensor of some layer: "<prefix><layer N>.<module>.*", the module
@@ -313,7 +332,11 @@ static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers
         const st_entry *e;
         const st_file *f;
         if (store_entry(r->src->store, it->src ? it->src : it->name, &e, &f)) return AL_ERR;
-        return ckpt_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+        if (!it->half) return ckpt_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+        size_t shape[ST_MAX_DIMS], nb = (e->end - e->begin) / 2;   /* half the rows: half the bytes, contiguous */
+        memcpy(shape, e->shape, sizeof shape);
+        shape[0] /= 2;
+        return ckpt_add(w, it->name, e->dtype, e->ndim, shape, (const char *)st_data(f, e) + (it->half - 1) * nb, nb);
     }
     const AttnLayer *L = layers[it->layer];
     size_t rows, cols;
@@ -516,12 +539,18 @@ static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, d
         const char *name = store_name_at(st, i);
         if (is_attention(r->src, name)) continue;
         const st_entry *e;
-        char buf[320];
+        char buf[320], gate[320], up[320];
         const char *to = moe_rename(mn, name, buf, sizeof buf);
-        if (store_entry(st, name, &e, NULL) || plan_add(p, al_strdup(to), T_COPY, -1, e->end - e->begin)) {
-            moe_names_free(mn);
-            return AL_ERR;
+        if (store_entry(st, name, &e, NULL)) { moe_names_free(mn); return AL_ERR; }
+        if (gate_up_split(r->src, name, gate, up, sizeof gate)) {          /* Phi-3: two tensors */
+            for (int h = 1; h <= 2; h++) {
+                if (plan_add(p, al_strdup(h == 1 ? gate : up), T_COPY, -1, (e->end - e->begin) / 2) ||
+                    !(p->v[p->n - 1].src = al_strdup(name))) { moe_names_free(mn); return AL_ERR; }
+                p->v[p->n - 1].half = h;
+            }
+            continue;
         }
+        if (plan_add(p, al_strdup(to), T_COPY, -1, e->end - e->begin)) { moe_names_free(mn); return AL_ERR; }
         if (to != name && !(p->v[p->n - 1].src = al_strdup(name))) { moe_names_free(mn); return AL_ERR; }
     }
     moe_names_free(mn);
@@ -569,6 +598,25 @@ double mla_export_norm_eps(const Model *src, bool all_layers) {
     return all_layers && family_exportable(&src->cfg) ? export_eps(NULL, NULL) : 0;
 }
 
+/* A fused gate_up_proj is split by rows into gate_proj / up_proj: only its weight, of even rows. */
+static int split_exportable(const Model *m) {
+    for (size_t i = 0; m->cfg.mlp_fused && i < store_count(m->store); i++) {
+        const char *name = store_name_at(m->store, i);
+        char gate[320], up[320];
+        const st_entry *e;
+        if (!gate_up_split(m, name, gate, up, sizeof gate)) continue;
+        if (store_entry(m->store, name, &e, NULL)) return AL_ERR;
+        const char *dot = strrchr(name, '.');
+        if (strcmp(dot, ".weight") || e->ndim != 2 || e->shape[0] % 2 || !(e->dtype == DT_F32 || e->dtype == DT_F16 ||
+                                                                              e->dtype == DT_BF16))
+            return al_err("export: %s (%s, %zu rows) is not a float weight of even rows: the export splits a fused "
+                          "gate_up_proj into DeepSeek-V3's gate_proj / up_proj by rows, which it cannot do for "
+                          "quantized or biased ones yet; the conversion runs in the session (ppl, check)", name,
+                          dt_name(e->dtype), e->ndim ? e->shape[0] : 0);
+    }
+    return AL_OK;
+}
+
 static int check_exportable(const TmlaResult *r, bool *bias) {
     *bias = false;
     const ModelConfig *c = &r->src->cfg;
@@ -592,6 +640,7 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
                       "checkpoint; the conversion runs in the session (ppl, check), it cannot be exported", c->model_type,
                       c->mlp_fused ? "a fused gate_up_proj" : c->block != BLOCK_PRE ? "other norms around the blocks" : "",
                       c->mlp_fused || c->block != BLOCK_PRE ? "" : "another norm or embedding scale");
+    if (split_exportable(r->src)) return AL_ERR;
     for (int l = 0; l < r->n_layers; l++)
         if (!r->layers[l] && !layersel_attn(c, l))
             return al_err("export: layer %d of %s is %s: a DeepSeek-V3 checkpoint has every layer in MLA form; the "
@@ -705,8 +754,21 @@ static void compare_copies(const Model *src, const Model *ex, MlaCheck *c) {
         if (is_attention(src, name)) continue;
         const st_entry *a, *b;
         const st_file *fa, *fb;
-        char buf[320];
+        char buf[320], gate[320], up[320];
         const char *to = moe_rename(mn, name, buf, sizeof buf);
+        if (gate_up_split(src, name, gate, up, sizeof gate)) {    /* Phi-3: the halves, row for row */
+            bool same = store_entry(src->store, name, &a, &fa) == AL_OK;
+            for (int h = 0; h < 2 && same; h++) {
+                const char *part = h ? up : gate;
+                size_t nb = (a->end - a->begin) / 2;
+                same = store_has(ex->store, part) && store_entry(ex->store, part, &b, &fb) == AL_OK &&
+                       a->dtype == b->dtype && b->end - b->begin == nb && b->shape[0] * 2 == a->shape[0] &&
+                       memcmp((const char *)st_data(fa, a) + h * nb, st_data(fb, b), nb) == 0;
+            }
+            if (same) c->copied_same++;
+            else if (!c->copied_diff++) snprintf(c->first_diff, sizeof c->first_diff, "%s", name);
+            continue;
+        }
         bool same = store_entry(src->store, name, &a, &fa) == AL_OK && store_has(ex->store, to) &&
                     store_entry(ex->store, to, &b, &fb) == AL_OK && a->dtype == b->dtype && a->ndim == b->ndim &&
                     memcmp(a->shape, b->shape, sizeof a->shape) == 0 && a->end - a->begin == b->end - b->begin &&

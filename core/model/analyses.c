@@ -331,8 +331,7 @@ bool analysis_moe_exportable(const ModelConfig *c, char *why, size_t cap) {
 /* Export formats: those of the transformations available. */
 bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap) {
     if (!analysis_moe_exportable(c, why, cap)) return false;
-    const char *what = c->mlp_fused ? "MLPs fuse gate_up_proj"
-                       : c->block == BLOCK_PARALLEL ? "blocks are parallel (attention and MLP on one input)"
+    const char *what = c->block == BLOCK_PARALLEL ? "blocks are parallel (attention and MLP on one input)"
                        : c->block != BLOCK_PRE ? "blocks put other norms around attention and MLP"
                        : c->norm != NORM_RMS ? "norms are not plain RMSNorm"
                        : c->embed_scale != 1.0 ? "embeddings are scaled"

@@ -32,7 +32,8 @@ const char *analysis_key(analysis_kind a);
  * written to why when it is available with a condition (e.g. ranks qk needs an offset). */
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap);
 /* Whether the layers around attention fit the DeepSeek-V3 checkpoint convert mla's export writes
- * (dense gate / up MLPs, pre-norm RMSNorm blocks, unscaled embeddings); false with the reason in
+ * (gate / up MLPs, a fused gate_up_proj split, or softmax top-k experts: analysis_moe_exportable; pre-norm
+ * RMSNorm blocks, unscaled embeddings); false with the reason in
  * why (why may be NULL with cap 0). `info`'s export line and mla_export's refusal both ask it. */
 bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap);
 /* Whether c's mixture of experts has a DeepSeek-V3 form that vLLM and SGLang compute as the source
