@@ -118,7 +118,7 @@ ok "  check in the session" grep -q "evaluated as converted in the session" out.
 ok "  check: no perplexity on random tokens (no text)" grep -q "^perplexity: not measured (no text" out.txt
 run -e "load $T/gpt_neox; convert mla kv-rank 64; export $T/neox-mla"
 ok "gpt_neox: its export is refused" test "$(rc)" = 1
-ok "  naming the blocks" grep -q "other norms around the blocks" err.txt
+ok "  naming the blocks" grep -q "parallel residual (.*other norms around the blocks" err.txt
 run -e "load $T/gpt_neox; plot rope-energy layer 1 to $T/neox-re.png"
 ok "gpt_neox plot rope-energy over the 4 rotary frequencies" test "$(rc)" = 0
 ok "  freqfold 8 skipped" grep -q "freqfold 8 skipped: it does not divide the 4 frequencies" out.txt

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "mla_export.h"
 #include "layersel.h"
+#include "mla_gaps.h"
 #include "moe_export.h"
 
 #include "analyses.h"
@@ -592,7 +593,7 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
 
 /* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
 /* Whether a model's decoder layers other than attention fit a DeepSeek-V3 checkpoint as they are. */
-static bool family_exportable(const ModelConfig *c) { return analysis_mla_exportable(c, NULL, 0); }
+static bool family_exportable(const ModelConfig *c) { return analysis_mla_exportable(c, NULL, 0) && mla_gaps_none(c); }
 
 double mla_export_norm_eps(const Model *src, bool all_layers) {
     return all_layers && family_exportable(&src->cfg) ? export_eps(NULL, NULL) : 0;
@@ -620,26 +621,12 @@ static int split_exportable(const Model *m) {
 static int check_exportable(const TmlaResult *r, bool *bias) {
     *bias = false;
     const ModelConfig *c = &r->src->cfg;
-    char moe_why[512];
     if (c->mlp == MLP_MOE && c->moe.router == ROUTER_DS_V3)
         return al_err("export: %s's MLP layers are a mixture of experts (DeepSeek-V3's routing): the export copies no "
                       "experts of that router yet (it writes softmax top-k routers, Mixtral's and Qwen3-MoE's, in "
                       "DeepSeek-V3's layout); the conversion runs in the session (ppl, check), it cannot be exported",
                       c->model_type);
-    if (!analysis_moe_exportable(c, moe_why, sizeof moe_why))
-        return al_err("export: %s's MLP layers are a mixture of experts with no DeepSeek-V3 form: %s; the conversion "
-                      "runs in the session (ppl, check), it cannot be exported", c->model_type, moe_why);
-    if (cfg_row(c)->text_config)
-        return al_err("export: %s is the text tower of a multimodal checkpoint (text_config, tensors under %s): the "
-                      "DeepSeek-V3 checkpoint the export writes is text-only, and it does not rewrite the tower's config "
-                      "and names as one yet; the conversion runs in the session (ppl, check), it cannot be exported",
-                      c->model_type, c->prefix);
-    if (!family_exportable(c))
-        return al_err("export: %s's decoder layers (%s%s) are not DeepSeek-V3's (pre-norm RMSNorm, separate "
-                      "gate_proj / up_proj): its other tensors cannot be copied as they are into a DeepSeek-V3 "
-                      "checkpoint; the conversion runs in the session (ppl, check), it cannot be exported", c->model_type,
-                      c->mlp_fused ? "a fused gate_up_proj" : c->block != BLOCK_PRE ? "other norms around the blocks" : "",
-                      c->mlp_fused || c->block != BLOCK_PRE ? "" : "another norm or embedding scale");
+    if (mla_gaps_check(c)) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
     if (split_exportable(r->src)) return AL_ERR;
     for (int l = 0; l < r->n_layers; l++)
         if (!r->layers[l] && !layersel_attn(c, l))
