@@ -68,6 +68,10 @@ awk -v a="$in_session" -v b="$reload" 'BEGIN { d = a - b; if (d < 0) d = -d; exi
 awk -v a="$source_nll" -v b="$reload" 'BEGIN { exit !(a != b) }' ||
     fail "the export's NLL equals the source's: the test cannot tell the conversion apart"
 
+run -e "check $T/mx-mla"
+ok "check: experts found under their new names" grep -q "non-attention tensors: all 48 identical" out.txt
+ok "check: notes transformers' sigmoid router" grep -q "MoE routing: transformers scores the DeepSeek-V3 router with a sigmoid" out.txt
+
 # lint: vLLM and SGLang load it as written; transformers' DeepseekV3 cannot (n_shared_experts null,
 # and its router is a sigmoid whatever scoring_func says)
 run -e "lint $T/mx-mla"

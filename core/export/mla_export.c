@@ -987,6 +987,14 @@ static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
                 "alike; the model's other RMSNorms (input, post-attention, final) use it too: on the source alone that "
                 "moves the logits by %.3g of their largest (64 token ids)%s", ex->cfg.norm_eps, src->cfg.norm_eps, eff, why);
     }
+    unsigned sig = 0;                                 /* a softmax top-k MoE export (moe_export.h) */
+    for (int i = 0; i < ENG_N; i++) sig |= (unsigned)!engine_row(i)->scoring_func << i;
+    if (ex->cfg.mlp == MLP_MOE && ex->cfg.moe.softmax && sig)
+        note(c, "MoE routing: %s score%s the DeepSeek-V3 router with a sigmoid whatever scoring_func says (and fail%s on "
+                "n_shared_experts null); %s route softmax top-k%s as the source does, and so "
+                "does attnlab's forward pass (its perplexity)", engine_list(sig, l1, sizeof l1), __builtin_popcount(sig) > 1 ? "" : "s",
+             __builtin_popcount(sig) > 1 ? "" : "s", engine_list(~sig & ((1u << ENG_N) - 1), l2, sizeof l2),
+             ex->cfg.moe.norm_topk_prob ? " renormalised" : "");
     rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ex->cfg.rope_spec.scaling.kind;
     if (sk != ek)
         note(c, "RoPE: the source's rope_scaling %s has no DeepSeek-V3 form; the export turns at %s frequencies "
