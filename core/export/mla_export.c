@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "mla_export.h"
 #include "layersel.h"
+#include "mla_gaps.h"
+#include "moe_export.h"
 
 #include "analyses.h"
 #include "ckpt_write.h"
@@ -214,6 +216,8 @@ static char *new_name(const Model *src, int l, int kind) {
 
 typedef struct {
     char *name;
+    char *src;                /* T_COPY: the source's name when the export renames it (experts), else NULL */
+    int half;                 /* T_COPY: 1 / 2 the first / second half of src's rows (a fused gate_up_proj), 0 all */
     int kind;                 /* T_COPY or a new attention tensor */
     int layer;
     size_t bytes;
@@ -226,7 +230,7 @@ typedef struct {
 } Plan;
 
 static void plan_free(Plan *p) {
-    for (size_t i = 0; i < p->n; i++) free(p->v[i].name);
+    for (size_t i = 0; i < p->n; i++) { free(p->v[i].name); free(p->v[i].src); }
     free(p->v);
 }
 
@@ -239,6 +243,24 @@ static int plan_add(Plan *p, char *name, int kind, int layer, size_t bytes) {
 
 static int item_cmp(const void *a, const void *b) {
     return strcmp(((const PlanItem *)a)->name, ((const PlanItem *)b)->name);
+}
+
+/* When name is a part of layer L's fused gate_up_proj (Phi-3: rows [gate ; up], as Phi3MLP's chunk(2)), the
+ * names of its halves in DeepSeek-V3's dense MLP (mlp.gate_proj / mlp.up_proj, same part) into gate / up. */
+static bool gate_up_split(const Model *m, const char *name, char *gate, char *up, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (!c->mlp_fused) return false;
+    for (int L = 0; L < c->n_layers; L++) {
+        char base[256], where[96];
+        if (!cfg_role_name(c, ROLE_FFN_GATE_UP, L, -1, NULL, base, sizeof base)) return false;
+        size_t n = strlen(base);
+        if (strncmp(name, base, n) || name[n] != '.') continue;
+        cfg_layer_prefix(c, L, where, sizeof where);
+        snprintf(gate, cap, "%s%s%s", where, role_in_ffn(FFN_GATED, ROLE_FFN_GATE)->name, name + n);
+        snprintf(up, cap, "%s%s%s", where, role_in_ffn(FFN_GATED, ROLE_FFN_UP)->name, name + n);
+        return true;
+    }
+    return false;
 }
 
 /* True when name is an attention tensor of some layer: "<prefix><layer N>.<module>.*", the module
@@ -311,8 +333,12 @@ static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers
     if (it->kind == T_COPY) {
         const st_entry *e;
         const st_file *f;
-        if (store_entry(r->src->store, it->name, &e, &f)) return AL_ERR;
-        return ckpt_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+        if (store_entry(r->src->store, it->src ? it->src : it->name, &e, &f)) return AL_ERR;
+        if (!it->half) return ckpt_add(w, it->name, e->dtype, e->ndim, e->shape, st_data(f, e), e->end - e->begin);
+        size_t shape[ST_MAX_DIMS], nb = (e->end - e->begin) / 2;   /* half the rows: half the bytes, contiguous */
+        memcpy(shape, e->shape, sizeof shape);
+        shape[0] /= 2;
+        return ckpt_add(w, it->name, e->dtype, e->ndim, shape, (const char *)st_data(f, e) + (it->half - 1) * nb, nb);
     }
     const AttnLayer *L = layers[it->layer];
     size_t rows, cols;
@@ -411,7 +437,7 @@ static cJSON *make_config(const TmlaResult *r, bool bias, dt_type dt, double eps
     put_rope_scaling(o, src, c);
     cJSON_AddNumberToObject(o, "first_k_dense_replace", c->n_layers);
     cJSON_Delete(src);
-    if (ckpt_json_merge(o, EVERY_MLP_DENSE) == AL_OK) return o;
+    if (ckpt_json_merge(o, EVERY_MLP_DENSE) == AL_OK && (c->mlp != MLP_MOE || moe_config(c, o) == AL_OK)) return o;
     cJSON_Delete(o);
     return NULL;
 }
@@ -511,12 +537,27 @@ static dt_type export_dtype(const TmlaResult *r, const MlaExportOpts *o) {
 /* Plans every tensor of the export (sorted by name) with its size. */
 static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, dt_type dt, Plan *p) {
     const Store *st = r->src->store;
+    MoeNames *mn = moe_names(&r->src->cfg);         /* experts in DeepSeek-V3's names */
+    if (!mn) return AL_ERR;
     for (size_t i = 0; i < store_count(st); i++) {
         const char *name = store_name_at(st, i);
         if (is_attention(r->src, name)) continue;
         const st_entry *e;
-        if (store_entry(st, name, &e, NULL) || plan_add(p, al_strdup(name), T_COPY, -1, e->end - e->begin)) return AL_ERR;
+        char buf[320], gate[320], up[320];
+        const char *to = moe_rename(mn, name, buf, sizeof buf);
+        if (store_entry(st, name, &e, NULL)) { moe_names_free(mn); return AL_ERR; }
+        if (gate_up_split(r->src, name, gate, up, sizeof gate)) {          /* Phi-3: two tensors */
+            for (int h = 1; h <= 2; h++) {
+                if (plan_add(p, al_strdup(h == 1 ? gate : up), T_COPY, -1, (e->end - e->begin) / 2) ||
+                    !(p->v[p->n - 1].src = al_strdup(name))) { moe_names_free(mn); return AL_ERR; }
+                p->v[p->n - 1].half = h;
+            }
+            continue;
+        }
+        if (plan_add(p, al_strdup(to), T_COPY, -1, e->end - e->begin)) { moe_names_free(mn); return AL_ERR; }
+        if (to != name && !(p->v[p->n - 1].src = al_strdup(name))) { moe_names_free(mn); return AL_ERR; }
     }
+    moe_names_free(mn);
     for (int l = 0; l < r->n_layers; l++)
         for (int k = 0; k < T_KINDS; k++) {
             size_t rows, cols;
@@ -555,32 +596,41 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
 
 /* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
 /* Whether a model's decoder layers other than attention fit a DeepSeek-V3 checkpoint as they are. */
-static bool family_exportable(const ModelConfig *c) { return analysis_mla_exportable(c, NULL, 0); }
+static bool family_exportable(const ModelConfig *c) { return analysis_mla_exportable(c, NULL, 0) && mla_gaps_none(c); }
 
 double mla_export_norm_eps(const Model *src, bool all_layers) {
     return all_layers && family_exportable(&src->cfg) ? export_eps(NULL, NULL) : 0;
 }
 
+/* A fused gate_up_proj is split by rows into gate_proj / up_proj: only its weight, of even rows. */
+static int split_exportable(const Model *m) {
+    for (size_t i = 0; m->cfg.mlp_fused && i < store_count(m->store); i++) {
+        const char *name = store_name_at(m->store, i);
+        char gate[320], up[320];
+        const st_entry *e;
+        if (!gate_up_split(m, name, gate, up, sizeof gate)) continue;
+        if (store_entry(m->store, name, &e, NULL)) return AL_ERR;
+        const char *dot = strrchr(name, '.');
+        if (strcmp(dot, ".weight") || e->ndim != 2 || e->shape[0] % 2 || !(e->dtype == DT_F32 || e->dtype == DT_F16 ||
+                                                                              e->dtype == DT_BF16))
+            return al_err("export: %s (%s, %zu rows) is not a float weight of even rows: the export splits a fused "
+                          "gate_up_proj into DeepSeek-V3's gate_proj / up_proj by rows, which it cannot do for "
+                          "quantized or biased ones yet; the conversion runs in the session (ppl, check)", name,
+                          dt_name(e->dtype), e->ndim ? e->shape[0] : 0);
+    }
+    return AL_OK;
+}
+
 static int check_exportable(const TmlaResult *r, bool *bias) {
     *bias = false;
     const ModelConfig *c = &r->src->cfg;
-    if (c->mlp == MLP_MOE)
-        return al_err("export: %s's MLP layers are a mixture of experts (%s routing): the DeepSeek-V3 checkpoint the "
-                      "export writes keeps every MLP dense%s; the conversion runs in the session (ppl, check), it "
-                      "cannot be exported", c->model_type, c->moe.layout == MOE_MIXTRAL ? "Mixtral's softmax top-k"
-                      : c->moe.router == ROUTER_DS_V3 ? "DeepSeek-V3's" : "the source's", c->moe.router == ROUTER_DS_V3
-                      ? " (it copies no experts)" : ", and DeepSeek's router (sigmoid / group-limited) is not the source's");
-    if (cfg_row(c)->text_config)
-        return al_err("export: %s is the text tower of a multimodal checkpoint (text_config, tensors under %s): the "
-                      "DeepSeek-V3 checkpoint the export writes is text-only, and it does not rewrite the tower's config "
-                      "and names as one yet; the conversion runs in the session (ppl, check), it cannot be exported",
-                      c->model_type, c->prefix);
-    if (!family_exportable(c))
-        return al_err("export: %s's decoder layers (%s%s) are not DeepSeek-V3's (pre-norm RMSNorm, separate "
-                      "gate_proj / up_proj): its other tensors cannot be copied as they are into a DeepSeek-V3 "
-                      "checkpoint; the conversion runs in the session (ppl, check), it cannot be exported", c->model_type,
-                      c->mlp_fused ? "a fused gate_up_proj" : c->block != BLOCK_PRE ? "other norms around the blocks" : "",
-                      c->mlp_fused || c->block != BLOCK_PRE ? "" : "another norm or embedding scale");
+    if (c->mlp == MLP_MOE && c->moe.router == ROUTER_DS_V3)
+        return al_err("export: %s's MLP layers are a mixture of experts (DeepSeek-V3's routing): the export copies no "
+                      "experts of that router yet (it writes softmax top-k routers, Mixtral's and Qwen3-MoE's, in "
+                      "DeepSeek-V3's layout); the conversion runs in the session (ppl, check), it cannot be exported",
+                      c->model_type);
+    if (mla_gaps_check(c)) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
+    if (split_exportable(r->src)) return AL_ERR;
     for (int l = 0; l < r->n_layers; l++)
         if (!r->layers[l] && !layersel_attn(c, l))
             return al_err("export: layer %d of %s is %s: a DeepSeek-V3 checkpoint has every layer in MLA form; the "
@@ -688,13 +738,29 @@ static char *manifest_source(const char *dir) {
 
 /* Compares every non-attention tensor of src with the export's, byte for byte. */
 static void compare_copies(const Model *src, const Model *ex, MlaCheck *c) {
+    MoeNames *mn = moe_names(&src->cfg);             /* experts under DeepSeek-V3's names in the export */
     for (size_t i = 0; i < store_count(src->store); i++) {
         const char *name = store_name_at(src->store, i);
         if (is_attention(src, name)) continue;
         const st_entry *a, *b;
         const st_file *fa, *fb;
-        bool same = store_entry(src->store, name, &a, &fa) == AL_OK && store_has(ex->store, name) &&
-                    store_entry(ex->store, name, &b, &fb) == AL_OK && a->dtype == b->dtype && a->ndim == b->ndim &&
+        char buf[320], gate[320], up[320];
+        const char *to = moe_rename(mn, name, buf, sizeof buf);
+        if (gate_up_split(src, name, gate, up, sizeof gate)) {    /* Phi-3: the halves, row for row */
+            bool same = store_entry(src->store, name, &a, &fa) == AL_OK;
+            for (int h = 0; h < 2 && same; h++) {
+                const char *part = h ? up : gate;
+                size_t nb = (a->end - a->begin) / 2;
+                same = store_has(ex->store, part) && store_entry(ex->store, part, &b, &fb) == AL_OK &&
+                       a->dtype == b->dtype && b->end - b->begin == nb && b->shape[0] * 2 == a->shape[0] &&
+                       memcmp((const char *)st_data(fa, a) + h * nb, st_data(fb, b), nb) == 0;
+            }
+            if (same) c->copied_same++;
+            else if (!c->copied_diff++) snprintf(c->first_diff, sizeof c->first_diff, "%s", name);
+            continue;
+        }
+        bool same = store_entry(src->store, name, &a, &fa) == AL_OK && store_has(ex->store, to) &&
+                    store_entry(ex->store, to, &b, &fb) == AL_OK && a->dtype == b->dtype && a->ndim == b->ndim &&
                     memcmp(a->shape, b->shape, sizeof a->shape) == 0 && a->end - a->begin == b->end - b->begin &&
                     memcmp(st_data(fa, a), st_data(fb, b), a->end - a->begin) == 0;
         if (same) c->copied_same++;
@@ -703,6 +769,7 @@ static void compare_copies(const Model *src, const Model *ex, MlaCheck *c) {
             c->copied_diff++;
         }
     }
+    moe_names_free(mn);
     al_err_clear();
 }
 
@@ -923,6 +990,14 @@ static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
                 "alike; the model's other RMSNorms (input, post-attention, final) use it too: on the source alone that "
                 "moves the logits by %.3g of their largest (64 token ids)%s", ex->cfg.norm_eps, src->cfg.norm_eps, eff, why);
     }
+    unsigned sig = 0;                                 /* a softmax top-k MoE export (moe_export.h) */
+    for (int i = 0; i < ENG_N; i++) sig |= (unsigned)!engine_row(i)->scoring_func << i;
+    if (ex->cfg.mlp == MLP_MOE && ex->cfg.moe.softmax && sig)
+        note(c, "MoE routing: %s score%s the DeepSeek-V3 router with a sigmoid whatever scoring_func says (and fail%s on "
+                "n_shared_experts null); %s route softmax top-k%s as the source does, and so "
+                "does attnlab's forward pass (its perplexity)", engine_list(sig, l1, sizeof l1), __builtin_popcount(sig) > 1 ? "" : "s",
+             __builtin_popcount(sig) > 1 ? "" : "s", engine_list(~sig & ((1u << ENG_N) - 1), l2, sizeof l2),
+             ex->cfg.moe.norm_topk_prob ? " renormalised" : "");
     rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ex->cfg.rope_spec.scaling.kind;
     if (sk != ek)
         note(c, "RoPE: the source's rope_scaling %s has no DeepSeek-V3 form; the export turns at %s frequencies "

@@ -35,7 +35,7 @@
  *                    attention_bias, rope_interleave true, rope_scaling (null unless YaRN, whose
  *                    attention factor is folded into the weights: attention_factor 1, mscale 0,
  *                    mscale_all_dim 0), rms_norm_eps, torch_dtype, tie_word_embeddings,
- *                    bos/eos_token_id, and dense MLPs: first_k_dense_replace = layers,
+ *                    bos/eos_token_id, and dense MLPs (a softmax top-k MoE: moe_export.h): first_k_dense_replace = layers,
  *                    n_routed_experts 0 (vLLM adds it to an integer; null crashes its loader),
  *                    n_shared_experts 0, routed_scaling_factor 1 (vLLM divides f16 activations by
  *                    it), the other MoE fields neutral. Keys a stock loader does not know
@@ -156,7 +156,8 @@ int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **o
 cJSON *mla_manifest(const char *dir);
 
 /* AL_OK when mla_export can write r; else its refusal as the error (a source whose other layers
- * have no DeepSeek-V3 form: GPT-NeoX's parallel LayerNorm blocks, Phi-3's fused MLP, MoE; layers
+ * have no DeepSeek-V3 form: GPT-NeoX's parallel LayerNorm blocks, a quantized fused MLP, MoE routers
+ * other than softmax top-k (moe_export.h; Phi-3's fused gate_up_proj is split by rows); layers
  * left unconverted; RoPE frequencies DeepSeek's layout cannot hold). */
 int mla_exportable(const TmlaResult *r);
 /* The rms_norm_eps a default export of a conversion of src writes (every engine's latent eps, so

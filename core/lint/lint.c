@@ -1166,6 +1166,9 @@ static unsigned engines_where(const Lint *x, bool (*pred)(const Lint *, const En
 static bool eng_drops_bias(const Lint *x, const Engine *e) { (void)x; return !e->attn_bias; }
 static bool eng_ignores_interleave(const Lint *x, const Engine *e) { (void)x; return !e->rope_interleave; }
 static bool eng_yarn_only(const Lint *x, const Engine *e) { (void)x; return !e->rope_scaling; }
+static bool eng_sigmoid_only(const Lint *x, const Engine *e) { (void)x; return !e->scoring_func; }
+static bool eng_needs_shared(const Lint *x, const Engine *e) { (void)x; return !e->shared_null; }
+
 
 /* "vLLM and SGLang": the names of targets t, into buf. */
 static const char *target_list(unsigned t, char *buf, size_t cap) {
@@ -1240,6 +1243,28 @@ static void check_latent_eps(Lint *x) {
                  "of unit scale", fixed);
 }
 
+/* A DeepSeek MoE router written as softmax top-k (attnlab's MoE exports: scoring_func softmax, no shared
+ * experts): the engines that score with a sigmoid anyway, or fail on n_shared_experts null. */
+static void check_ds_router(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    if (c->mlp != MLP_MOE || c->moe.router != ROUTER_DS_V3) return;
+    char l1[64], l2[64];
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(x->tree, "n_shared_experts");
+    unsigned t = cJSON_IsNull(ns) ? engines_where(x, eng_needs_shared) : 0;
+    if (t)
+        add(x, LINT_ERROR, t, 0, "n_shared_experts: null: %s build%s shared experts of moe_intermediate_size x "
+            "n_shared_experts and fail%s on null (%s build none)", target_list(t, l1, sizeof l1),
+            __builtin_popcount(t) > 1 ? "" : "s", __builtin_popcount(t) > 1 ? "" : "s",
+            target_list(~t & (LT_HF | LT_VLLM | LT_SGLANG), l2, sizeof l2));
+    unsigned s = c->moe.softmax ? engines_where(x, eng_sigmoid_only) : 0;
+    if (s)
+        add(x, LINT_ERROR, s, s & ~t, "scoring_func 'softmax': %s score%s the DeepSeek-V3 router with a sigmoid whatever "
+            "scoring_func says, a different routing (%s compute the softmax top-k the config names%s)",
+            target_list(s, l1, sizeof l1), __builtin_popcount(s) > 1 ? "" : "s",
+            target_list(~s & (LT_HF | LT_VLLM | LT_SGLANG), l2, sizeof l2),
+            c->moe.norm_topk_prob ? ", renormalised" : "");
+}
+
 /* DeepSeek keys whose meaning a stock loader does not share, and FlashMLA's shapes. */
 static void check_mla(Lint *x) {
     const ModelConfig *c = &x->cfg;
@@ -1251,6 +1276,7 @@ static void check_mla(Lint *x) {
             "stock DeepSeek-V3 code ignores it and applies kv_a_layernorm (and q_a_layernorm) to the latent anyway; "
             "re-export for stock semantics (the norm present and accounted for, the key in the manifest only)");
     if (c->kv_lora_rank > 0) check_latent_eps(x);
+    check_ds_router(x);
     char l1[64], l2[64];
     unsigned t = engines_where(x, eng_ignores_interleave);
     if (t && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(x->tree, "rope_interleave")))

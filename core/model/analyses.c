@@ -312,10 +312,31 @@ static bool qk_reason(const Model *m, char *why, size_t cap) {
     return false;
 }
 
+bool analysis_moe_exportable(const ModelConfig *c, char *why, size_t cap) {
+    const MoeSpec *e = &c->moe;
+    if (c->mlp != MLP_MOE) return true;
+    int first = 0;
+    while (first < c->n_layers && !cfg_moe_layer(c, first)) first++;
+    int late_dense = -1;
+    for (int L = first; L < c->n_layers && late_dense < 0; L++)
+        if (!cfg_moe_layer(c, L)) late_dense = L;
+    const char *what = e->router != ROUTER_SOFTMAX || e->sigmoid ? "router is not softmax top-k (DeepSeek-V3's stock "
+                           "layout computes softmax or sigmoid scores, top-k, renormalised or not)"
+                       : e->layout != MOE_MIXTRAL && e->layout != MOE_QWEN ? "experts are not one gate / up / down "
+                           "tensor per expert (Mixtral's or Qwen's names)"
+                       : e->n_shared > 0 ? "shared expert is gated (DeepSeek-V3's shared experts are not)"
+                       : late_dense >= 0 ? "dense MLP layers come after MoE layers (DeepSeek-V3 has dense layers "
+                           "first_k_dense_replace first, then every layer MoE)" : NULL;
+    if (what && cap)
+        snprintf(why, cap, "the DeepSeek-V3 checkpoint it writes holds a mixture of experts as softmax top-k routed "
+                 "experts after the first dense layers, but %s's %s", c->model_type, what);
+    return what == NULL;
+}
+
 /* Export formats: those of the transformations available. */
 bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap) {
-    const char *what = c->mlp == MLP_MOE ? "MLPs are a mixture of experts" : c->mlp_fused ? "MLPs fuse gate_up_proj"
-                       : c->block == BLOCK_PARALLEL ? "blocks are parallel (attention and MLP on one input)"
+    if (!analysis_moe_exportable(c, why, cap)) return false;
+    const char *what = c->block == BLOCK_PARALLEL ? "blocks are parallel (attention and MLP on one input)"
                        : c->block != BLOCK_PRE ? "blocks put other norms around attention and MLP"
                        : c->norm != NORM_RMS ? "norms are not plain RMSNorm"
                        : c->embed_scale != 1.0 ? "embeddings are scaled"

@@ -32,9 +32,16 @@ const char *analysis_key(analysis_kind a);
  * written to why when it is available with a condition (e.g. ranks qk needs an offset). */
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap);
 /* Whether the layers around attention fit the DeepSeek-V3 checkpoint convert mla's export writes
- * (dense gate / up MLPs, pre-norm RMSNorm blocks, unscaled embeddings); false with the reason in
+ * (gate / up MLPs, a fused gate_up_proj split, or softmax top-k experts: analysis_moe_exportable; pre-norm
+ * RMSNorm blocks, unscaled embeddings); false with the reason in
  * why (why may be NULL with cap 0). `info`'s export line and mla_export's refusal both ask it. */
 bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap);
+/* Whether c's mixture of experts has a DeepSeek-V3 form that vLLM and SGLang compute as the source
+ * does (scoring_func softmax, greedy top-k, norm_topk_prob, no shared experts; experts one tensor
+ * per projection in Mixtral's or Qwen's names; dense layers, if any, first): the router softmax,
+ * top-k, renormalised when norm_topk_prob. False with the missing feature in why (why may be NULL
+ * with cap 0); true for a dense model. */
+bool analysis_moe_exportable(const ModelConfig *c, char *why, size_t cap);
 /* AL_OK when available, else AL_ERR with the reason as the error. */
 int analysis_check(const Model *m, analysis_kind a);
 

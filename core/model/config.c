@@ -478,6 +478,7 @@ static void parse_blocks(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     const cJSON *sf = cJSON_GetObjectItemCaseSensitive(root, "scoring_func");
     if (!sf) sf = cJSON_GetObjectItemCaseSensitive(root, "moe_router_activation_func");
     m->sigmoid = cJSON_IsString(sf) && !strcmp(sf->valuestring, "sigmoid");
+    m->softmax = cJSON_IsString(sf) && !strcmp(sf->valuestring, "softmax");
     m->n_group = jint(r, root, "n_group", jint(r, root, "num_expert_group", 0));
     m->topk_group = jint(r, root, "topk_group", 0);
     const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, "topk_method");

@@ -79,6 +79,8 @@ typedef struct {
     unsigned char on[CFG_MAX_LAYERS];
     moe_layout layout;            /* tensor names (MOE_NONE for dense models) */
     bool sigmoid;                 /* scoring_func "sigmoid" (DeepSeek-V3); else softmax */
+    bool softmax;                 /* scoring_func "softmax" written out: a DeepSeek-V3 row then routes as vLLM and
+                                     SGLang do (softmax scores), not sigmoid as transformers' DeepseekV3 always does */
     router_kind router;           /* the family's router (family.h) */
     int n_group, topk_group;      /* DeepSeek grouped routing (n_group 0 or 1: no groups) */
     char topk_method[24];         /* DeepSeek topk_method ("greedy", "group_limited_greedy", "noaux_tc") */

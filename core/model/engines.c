@@ -9,11 +9,11 @@
 
 static const Engine ROWS[ENG_N] = {
     {"transformers", "out_err_transformers", 1e-6, true, false, true, true,
-     "modeling_deepseek_v3.py: DeepseekV3RMSNorm(..., eps=1e-6) default for q_a_layernorm / kv_a_layernorm"},
+     "modeling_deepseek_v3.py: DeepseekV3RMSNorm(..., eps=1e-6) default for q_a_layernorm / kv_a_layernorm", false, false},
     {"vLLM", "out_err_vllm", 0, false, false, false, false,
-     "vllm/model_executor/models/deepseek_v2.py: RMSNorm(kv_lora_rank, eps=config.rms_norm_eps), bias=False"},
+     "vllm/model_executor/models/deepseek_v2.py: RMSNorm(kv_lora_rank, eps=config.rms_norm_eps), bias=False", true, true},
     {"SGLang", "out_err_sglang", 0, false, false, false, false,
-     "sglang/srt/models/deepseek_v2.py: RMSNorm(kv_lora_rank, eps=config.rms_norm_eps), bias=False"},
+     "sglang/srt/models/deepseek_v2.py: RMSNorm(kv_lora_rank, eps=config.rms_norm_eps), bias=False", true, true},
 };
 
 const Engine *engine_row(int i) { return i >= 0 && i < ENG_N ? &ROWS[i] : NULL; }

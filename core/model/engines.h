@@ -12,11 +12,16 @@
  *                 eps=1e-6); q_a_layernorm = DeepseekV3RMSNorm(config.q_lora_rank) and
  *                 kv_a_layernorm = DeepseekV3RMSNorm(self.kv_lora_rank) take that default, while
  *                 input_layernorm, post_attention_layernorm and the final norm pass
- *                 config.rms_norm_eps; attention_bias read; rope_interleave read.
+ *                 config.rms_norm_eps; attention_bias read; rope_interleave read. Its MoE router
+ *                 (DeepseekV3TopkRouter) scores with a sigmoid whatever scoring_func says, and
+ *                 DeepseekV3MoE builds shared_experts of moe_intermediate_size * n_shared_experts
+ *                 (null: a TypeError). (DeepseekV2Moe scores softmax but never renormalises.)
  *   vLLM          model_executor/models/deepseek_v2.py: q_a_layernorm / kv_a_layernorm =
  *                 RMSNorm(..., eps=config.rms_norm_eps); every attention projection bias=False;
  *                 RoPE is_neox_style=False (interleaved) always; any rope_scaling but the
- *                 default becomes "deepseek_yarn".
+ *                 default becomes "deepseek_yarn". DeepseekV2MoE: FusedMoE(scoring_func=
+ *                 config.scoring_func, renormalize=config.norm_topk_prob, grouped top-k over
+ *                 n_group); n_shared_experts null: no shared experts.
  *   SGLang        srt/models/deepseek_v2.py: the same as vLLM (RMSNorm(kv_lora_rank,
  *                 eps=config.rms_norm_eps), no biases, interleaved, "deepseek_yarn"). */
 #ifndef AL_ENGINES_H
@@ -37,6 +42,8 @@ typedef struct {
     bool rope_interleave;    /* reads rope_interleave (false: always rotates interleaved pairs) */
     bool rope_scaling;       /* computes each rope_scaling type as named (false: all as DeepSeek YaRN) */
     const char *source;      /* where the row comes from (file and construct) */
+    bool scoring_func;       /* routes with the scoring_func the config names (false: a sigmoid whatever it says) */
+    bool shared_null;        /* builds no shared experts for n_shared_experts null (false: multiplies by it, fails) */
 } Engine;
 
 /* Row i (0..ENG_N-1), NULL out of range. */

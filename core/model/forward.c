@@ -1656,7 +1656,8 @@ static void group_limit(const MoeSpec *m, bool v3, double *sel, double *gs) {
  * Mixtral / Qwen3-MoE softmax, top-k, renormalised (Mixtral always, Qwen when norm_topk_prob);
  * DeepSeek-V2 softmax, greedy or group_limited_greedy, times routed_scaling_factor, not
  * renormalised; DeepSeek-V3 (the rows with ROUTER_DS_V3: every DeepSeek type but deepseek_v2, as
- * Hugging Face's modeling_deepseek_v3 whatever scoring_func says) sigmoid, selection on scores +
+ * Hugging Face's modeling_deepseek_v3 whatever scoring_func says, but softmax when scoring_func is "softmax",
+ * as vLLM and SGLang compute it: attnlab's MoE exports) sigmoid, selection on scores +
  * e_score_correction_bias within the topk_group best groups, weights the plain scores,
  * renormalised when norm_topk_prob (+1e-20), times routed_scaling_factor. s, sel: scratch of E
  * doubles; gs: of n_group. */
@@ -1665,7 +1666,7 @@ static void route_token(const Forward *f, const float *z, const float *bias, dou
     const MoeSpec *m = &f->c->moe;
     int E = m->n_experts, k = m->top_k;
     bool ds = m->router != ROUTER_SOFTMAX, v3 = m->router == ROUTER_DS_V3, l4 = m->router == ROUTER_LLAMA4;
-    bool sig = v3 || l4 || (!ds && m->sigmoid);          /* Llama 4: sigmoid of the top-k logits, as they are */
+    bool sig = (v3 && !m->softmax) || l4 || (!ds && m->sigmoid);   /* Llama 4: sigmoid of the top-k logits, as they are */
     double mx = -INFINITY, sum = 0;
     for (int e = 0; e < E; e++) mx = z[e] > mx ? z[e] : mx;
     for (int e = 0; e < E; e++) {
