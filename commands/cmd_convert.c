@@ -388,7 +388,7 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     TstudyKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = nr, .rope_dim = o.rope_dim, .freqfold = o.freqfold,
                          .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = (const double *const *)u.sigma,
                          .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen,
-                         .norm_eps = mla_export_norm_eps(m, lo == 0 && (int)hi == m->cfg.n_layers - 1)};
+                         .norm_eps = mla_export_norm_eps(m, lo == 0 && (int)hi == m->cfg.n_layers - 1, false)};
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = tstudy_kv_table(f, &ko, &kt);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
@@ -650,7 +650,7 @@ static int mla_xf_engine_export(Session *s, const Xform *x, const char *dir) {
 static double mla_xf_norm_eps(const Xform *x) {
     const TmlaResult *r = x->data;
     if (mla_exportable(r) != AL_OK) { al_err_clear(); return 0; }    /* no export: the source's eps stands */
-    return mla_export_norm_eps(r->src, true);
+    return mla_export_norm_eps(r->src, true, r->opts.qk_norm != TMLA_QKN_NONE);
 }
 
 static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {

@@ -15,10 +15,10 @@ static void expect(const char *body, const char *const *features, size_t n) {
     snprintf(json, sizeof json, "{%s, " DIMS "}", body);
     ModelConfig c;
     CHECK_OK(model_config_parse(json, "t/config.json", &c));
-    int rc = mla_gaps_check(&c);
+    int rc = mla_gaps_check(&c, false);
     const char *msg = rc ? al_errmsg() : "";
     CHECK((rc != AL_OK) == (n > 0), "%s: refused %d, %zu features expected: %s", body, rc != AL_OK, n, msg);
-    CHECK(mla_gaps_none(&c) == (n == 0), "%s: mla_gaps_none agrees", body);
+    CHECK(mla_gaps_none(&c, false) == (n == 0), "%s: mla_gaps_none agrees", body);
     for (size_t i = 0; i < n; i++) {
         char want[96];
         snprintf(want, sizeof want, "%s (%s", features[i], "");

@@ -596,10 +596,12 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
 
 /* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
 /* Whether a model's decoder layers other than attention fit a DeepSeek-V3 checkpoint as they are. */
-static bool family_exportable(const ModelConfig *c) { return analysis_mla_exportable(c, NULL, 0) && mla_gaps_none(c); }
+static bool family_exportable(const ModelConfig *c, bool qk_norm_plain) {
+    return analysis_mla_exportable(c, NULL, 0) && mla_gaps_none(c, qk_norm_plain);
+}
 
-double mla_export_norm_eps(const Model *src, bool all_layers) {
-    return all_layers && family_exportable(&src->cfg) ? export_eps(NULL, NULL) : 0;
+double mla_export_norm_eps(const Model *src, bool all_layers, bool qk_norm_plain) {
+    return all_layers && family_exportable(&src->cfg, qk_norm_plain) ? export_eps(NULL, NULL) : 0;
 }
 
 /* A fused gate_up_proj is split by rows into gate_proj / up_proj: only its weight, of even rows. */
@@ -629,7 +631,7 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
                       "experts of that router yet (it writes softmax top-k routers, Mixtral's and Qwen3-MoE's, in "
                       "DeepSeek-V3's layout); the conversion runs in the session (ppl, check), it cannot be exported",
                       c->model_type);
-    if (mla_gaps_check(c)) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
+    if (mla_gaps_check(c, r->opts.qk_norm != TMLA_QKN_NONE)) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
     if (split_exportable(r->src)) return AL_ERR;
     for (int l = 0; l < r->n_layers; l++)
         if (!r->layers[l] && !layersel_attn(c, l))

@@ -164,7 +164,7 @@ int mla_exportable(const TmlaResult *r);
  * its other RMSNorms run at it too) when all layers are converted and src's other layers fit
  * DeepSeek-V3; 0 (the source's eps stands) when no export can be written. The session's `ppl`,
  * `convert mla` and `convert mla-table` run converted models at it, as the export computes them. */
-double mla_export_norm_eps(const Model *src, bool all_layers);
+double mla_export_norm_eps(const Model *src, bool all_layers, bool qk_norm_plain);   /* qk_norm_plain: mla_gaps.h */
 /* `check` of a conversion no DeepSeek-V3 checkpoint can hold, without writing it: every converted
  * layer as the session holds it (no latent RMSNorms) against the source on in's inputs,
  * unconverted layers 0, and the whole source model's NLL with and without the converted layers on

@@ -49,16 +49,21 @@ static const MlaGap ROWS[] = {
 
 const MlaGap *mla_gaps_row(size_t i) { return i < sizeof ROWS / sizeof *ROWS ? &ROWS[i] : NULL; }
 
-bool mla_gaps_none(const ModelConfig *c) {
+/* True when row i applies to c. */
+static bool applies(size_t i, const ModelConfig *c, bool qk_norm_plain) {
+    return ROWS[i].has(c) && !(qk_norm_plain && ROWS[i].has == has_qk_norm);
+}
+
+bool mla_gaps_none(const ModelConfig *c, bool qk_norm_plain) {
     for (size_t i = 0; i < sizeof ROWS / sizeof *ROWS; i++)
-        if (ROWS[i].has(c)) return false;
+        if (applies(i, c, qk_norm_plain)) return false;
     return true;
 }
 
-int mla_gaps_check(const ModelConfig *c) {
+int mla_gaps_check(const ModelConfig *c, bool qk_norm_plain) {
     char msg[1024] = "";
     for (size_t i = 0; i < sizeof ROWS / sizeof *ROWS; i++) {
-        if (!ROWS[i].has(c)) continue;
+        if (!applies(i, c, qk_norm_plain)) continue;
         size_t n = strlen(msg);
         snprintf(msg + n, sizeof msg - n, "%s%s (DeepSeek-V3 has %s; needs %s)", n ? "; " : "", ROWS[i].feature, ROWS[i].lacks,
                  ROWS[i].needs);

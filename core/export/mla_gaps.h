@@ -22,9 +22,10 @@ typedef struct {
 
 /* Row i of the table (NULL past the end). */
 const MlaGap *mla_gaps_row(size_t i);
-/* True when no row applies to c (sets no error). */
-bool mla_gaps_none(const ModelConfig *c);
+/* True when no row applies to c (sets no error). qk_norm_plain: the conversion folded or dropped the
+ * q/k norm (`convert mla qk-norm fold|drop`, tmla_qkn.h), its layers are plain: the q/k norm row does not apply. */
+bool mla_gaps_none(const ModelConfig *c, bool qk_norm_plain);
 /* AL_OK when no row applies to c; else AL_ERR with every row that does as the error. */
-int mla_gaps_check(const ModelConfig *c);
+int mla_gaps_check(const ModelConfig *c, bool qk_norm_plain);
 
 #endif
