@@ -101,6 +101,8 @@ const char CMD_CONVERT_MLA_HELP[] =
     "pair with them as MLA's NoPE part does (qk_nope_head_dim = d). Where the source's other\n"
     "layers have no DeepSeek-V3 form (NeoX's parallel LayerNorm blocks, Phi-3's fused MLP, MoE),\n"
     "export is refused and `check` and the perplexity run the conversion in the session.\n"
+    "Sliding windows, soft-caps and sinks (Gemma 2, gpt-oss) stay on the converted layers; a NoPE layer\n"
+    "(SmolLM3) converts with RoPE frequencies 0 (exact at full rank); their export is refused, named.\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
     "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2), keeping E[x xᵀ] and E[x] of\n"
     "every layer's attention input, so keys, values and queries get their exact activation second\n"

@@ -561,6 +561,9 @@ double mla_export_norm_eps(const Model *src, bool all_layers) {
 static int check_exportable(const TmlaResult *r, bool *bias) {
     *bias = false;
     const ModelConfig *c = &r->src->cfg;
+    char lacks[512];
+    if (analysis_attn_export_lacks(c, "the DeepSeek-V3 checkpoint the export writes", lacks, sizeof lacks))
+        return al_err("export: %s: %s; it cannot be exported as DeepSeek-V3", c->model_type, lacks);
     if (c->mlp == MLP_MOE)
         return al_err("export: %s's MLP layers are a mixture of experts (%s routing): the DeepSeek-V3 checkpoint the "
                       "export writes keeps every MLP dense%s; the conversion runs in the session (ppl, check), it "

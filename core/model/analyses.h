@@ -35,6 +35,10 @@ bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap);
  * (dense gate / up MLPs, pre-norm RMSNorm blocks, unscaled embeddings); false with the reason in
  * why (why may be NULL with cap 0). `info`'s export line and mla_export's refusal both ask it. */
 bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap);
+/* What a stock layout (layout: "the DeepSeek-V3 checkpoint it writes", ...) lacks to hold a conversion
+ * of c's attention: sliding windows, sinks, soft-caps, NoPE layers; true with the missing feature and
+ * what an engine would need in why (why may be NULL with cap 0). The MLA and TPA exports ask it. */
+bool analysis_attn_export_lacks(const ModelConfig *c, const char *layout, char *why, size_t cap);
 /* AL_OK when available, else AL_ERR with the reason as the error. */
 int analysis_check(const Model *m, analysis_kind a);
 
