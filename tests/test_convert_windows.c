@@ -5,6 +5,8 @@
  * before, tmla_build dropped all three and the outputs differed by O(1). */
 #include "test_transmla_util.h"
 #include "transmla.h"
+#include "forward.h"
+#include "analyses.h"
 
 #include <math.h>
 
@@ -48,7 +50,54 @@ static void test_kept(size_t window, double softcap, bool sinks, const char *wha
     attn_layer_free(gqa);
 }
 
+/* A Mistral checkpoint with identical KV heads and sliding_window 4: convert mla at full rank,
+ * swapped into the forward pass over 24 tokens, gives the source's NLL (the window masks 20 of them). */
+static void test_model(const char *tmp) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/mistral-window", tmp);
+    TuModel tm = {.model_type = "mistral", .layers = 2, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
+                  .inter = 24, .vocab = 40, .identical_kv = true, .dtype = DT_F32, .extra_config = "\"sliding_window\": 4"};
+    CHECK_OK(tu_write_model(dir, &tm));
+    Model *m = NULL;
+    CHECK_OK(model_open(dir, &m));
+    if (!m) return;
+    CHECK(cfg_layer_window(&m->cfg, 0) == 4 && cfg_layer_window(&m->cfg, 1) == 4, "the window of 4 on both layers");
+    char why[1024];
+    CHECK(analysis_available(m, AN_CONVERT_MLA, why, sizeof why), "convert mla on a windowed model: %s", why);
+    CHECK(analysis_attn_export_lacks(&m->cfg, "DeepSeek-V3", why, sizeof why) && strstr(why, "sliding window of 4"),
+          "the export lacks the window: %s", why);
+    TmlaOpts o = tmla_opts_default();
+    o.rope_dim = 8;
+    TmlaResult *r = NULL;
+    CHECK_OK(tmla_convert(m, &o, &r));
+    Forward *f = NULL;
+    if (r) CHECK_OK(fwd_new(m, NULL, &f));
+    if (f) {
+        int ids[24];
+        for (int i = 0; i < 24; i++) ids[i] = (i * 37 + 11) % 40;
+        double nll0 = 0, nll1 = 0, nll2 = 0;
+        size_t c0 = 0, c1 = 0;
+        CHECK_OK(fwd_nll(f, ids, 24, &nll0, &c0));
+        for (int l = 0; l < 2; l++) {
+            CHECK(r->layers[l]->window == 4 && r->rep[l].out_err < 1e-5, "layer %d: window %zu, out_err %.3g", l,
+                  r->layers[l]->window, r->rep[l].out_err);
+            CHECK_OK(fwd_set_attn(f, l, r->layers[l]));
+        }
+        fwd_reset(f);
+        CHECK_OK(fwd_nll(f, ids, 24, &nll1, &c1));
+        CHECK(c1 == c0 && fabs(nll1 - nll0) <= 1e-6 * fabs(nll0), "converted: nll %.9g vs the source's %.9g", nll1, nll0);
+        for (int l = 0; l < 2; l++) r->layers[l]->window = 0;     /* without it: another model */
+        fwd_reset(f);
+        CHECK_OK(fwd_nll(f, ids, 24, &nll2, &c1));
+        CHECK(fabs(nll2 - nll0) > 1e-4 * fabs(nll0), "the window changes nothing (%.9g vs %.9g)", nll2, nll0);
+        fwd_free(f);
+    }
+    tmla_result_free(r);
+    model_free(m);
+}
+
 int main(void) {
+    test_model(test_tmpdir());
     test_kept(3, 0, false, "window 3");
     test_kept(0, 2.0, false, "soft-cap 2");
     test_kept(0, 0, true, "sinks");
