@@ -7,6 +7,7 @@
 #include "transmla.h"
 #include "forward.h"
 #include "analyses.h"
+#include "mla_export.h"
 
 #include <math.h>
 
@@ -66,6 +67,8 @@ static void test_model(const char *tmp) {
     CHECK(analysis_available(m, AN_CONVERT_MLA, why, sizeof why), "convert mla on a windowed model: %s", why);
     CHECK(analysis_attn_export_lacks(&m->cfg, "DeepSeek-V3", why, sizeof why) && strstr(why, "sliding window of 4"),
           "the export lacks the window: %s", why);
+    CHECK(mla_export_norm_eps(m, true) == 0, "no export can hold the window: the session keeps the source's eps, not %g",
+          mla_export_norm_eps(m, true));
     TmlaOpts o = tmla_opts_default();
     o.rope_dim = 8;
     TmlaResult *r = NULL;

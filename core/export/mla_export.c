@@ -555,7 +555,8 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
 static bool family_exportable(const ModelConfig *c) { return analysis_mla_exportable(c, NULL, 0); }
 
 double mla_export_norm_eps(const Model *src, bool all_layers) {
-    return all_layers && family_exportable(&src->cfg) ? export_eps(NULL, NULL) : 0;
+    bool lacks = analysis_attn_export_lacks(&src->cfg, "", NULL, 0);   /* windows, sinks, ...: no export */
+    return all_layers && family_exportable(&src->cfg) && !lacks ? export_eps(NULL, NULL) : 0;
 }
 
 static int check_exportable(const TmlaResult *r, bool *bias) {
