@@ -8,6 +8,7 @@
 #   `check` passes: the converted layers keep the window, soft-cap and sinks;
 # - `convert mla kv-rank full layers 3-3` on smollm3's NoPE layer (RoPE frequencies 0, window 8) is
 #   exact: ppl to 1e-6, check's out_err < 1e-5; on every layer it runs, check agrees with the report;
+# - `convert mla-table` runs on the NoPE layer (every row at full rank keeps the perplexity);
 # - `export` of either refuses, naming what the stock layout lacks (window, sinks, soft-cap, NoPE).
 # (olmo3's windows come with a q/k norm, which convert refuses: another slice of the issue.)
 set -u
@@ -67,4 +68,11 @@ awk -v e="$e" 'BEGIN { exit !(e < 1e-5 && e > 0) }' || fail "smollm3: layer 3's 
 # and it is not exact by accident: a RoPE layer at the same rank loses half its rotary dims
 p2=$(ppl_of "load $T/smollm3; convert mla kv-rank full layers 2-2 ppl off; ppl ids x40.ids")
 near "$p2" "$p0" 1e-4 && fail "smollm3: the RoPE layer 2 converts exactly too ($p2): the test cannot tell"
+# convert mla-table runs on the NoPE layer too (it was refused by the merge): every row keeps the ppl
+seq 1 64 | awk '{printf "%d ", ($1*37)%250+1}' >x64.ids
+run -e "load $T/smollm3; convert mla-table kv-ranks full layers 3-3 ids x64.ids seqlen 32"
+ok "smollm3: convert mla-table on the NoPE layer runs" test "$(rc)" = 0
+p0=$(grep -o 'original [0-9.e+-]*' out.txt | sed 's/original //')
+n=$(awk '$1 == 96 && NF == 8 { print $8 }' out.txt | while read -r p; do near "$p" "$p0" 1e-5 && echo ok; done | wc -l)
+[ -n "$p0" ] && [ "$n" = 4 ] || fail "smollm3: mla-table at full rank: $n of 4 rows keep ppl $p0 [$(cat out.txt err.txt)]"
 cli_done

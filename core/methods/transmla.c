@@ -858,11 +858,8 @@ void tmla_result_free(TmlaResult *r) {
     free(r);
 }
 
-/* A NoPE layer of a RoPE model (SmolLM3's no_rope_layers) as a RoPE layer whose frequencies are all 0:
- * a rotation by angle 0 is the identity, so the layer computes what it did, and RoRoPE / FreqFold
- * and the MLA layer built from it keep one layout with every other layer (exact at full rank: the
- * dims that lose RoPE never turned). */
-static int nope_as_zero_freq(const ModelConfig *c, AttnLayer *gqa) {
+/* RoPE frequencies 0 on a NoPE layer (transmla.h): exact at full rank, the dims that lose RoPE never turned. */
+int tmla_nope_as_rope(const ModelConfig *c, AttnLayer *gqa) {
     if (gqa->rope != ROPE_NONE || c->rope == ROPE_NONE || c->qk_rope_dim <= 0) return AL_OK;
     free(gqa->inv_freq);
     gqa->rope = c->rope;
@@ -904,7 +901,7 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
         AttnLayer *gqa = NULL;
         r->rep[l].layer = l;
         rc = attn_layer_load(m, l, &gqa);
-        if (rc == AL_OK) rc = nope_as_zero_freq(c, gqa);
+        if (rc == AL_OK) rc = tmla_nope_as_rope(c, gqa);
         if (rc == AL_OK)
             rc = tmla_convert_layer_stats(gqa, &o, o.sigma ? o.sigma[l] : NULL, o.sigma && o.mu ? o.mu[l] : NULL,
                                           &r->layers[l], &r->rep[l]);
