@@ -106,6 +106,8 @@ const char CMD_CONVERT_MLA_HELP[] =
     "fold` folds the gains and the norm's 1/RMS at the PCA statistics (1/sqrt(E[ms] + eps), per head\n"
     "or per projection) into W_Q / W_K, `qk-norm drop` removes the norm (the naive baseline); the\n"
     "lines say which, and the errors are against the source with its norm.\n"
+    "Sliding windows, soft-caps and sinks (Gemma 2, gpt-oss) stay on the converted layers; a NoPE layer\n"
+    "(SmolLM3) converts with RoPE frequencies 0 (exact at full rank); their export is refused, named.\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
     "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2), keeping E[x xᵀ] and E[x] of\n"
     "every layer's attention input, so keys, values and queries get their exact activation second\n"

@@ -71,7 +71,8 @@ static void test_attention_fields(void) {
     fake.cfg.vocab = fake.cfg.intermediate = 10;
     char why[512];
     CHECK(analysis_available(&fake, AN_EVAL, why, sizeof why), "the evaluator soft-caps scores: %s", why);
-    CHECK(!analysis_available(&fake, AN_CONVERT_TPA, why, sizeof why) && strstr(why, "attn_logit_softcapping 50"), "%s", why);
+    CHECK(analysis_available(&fake, AN_CONVERT_TPA, why, sizeof why), "the converted layers soft-cap too: %s", why);
+    CHECK(analysis_attn_export_lacks(&fake.cfg, "TPA", why, sizeof why) && strstr(why, "soft-capped at 50"), "%s", why);
     CHECK(analysis_available(&fake, AN_PPL, why, sizeof why), "the forward pass soft-caps logits: %s", why);
     c = parse(LLAMA ", \"hidden_act\": \"xielu\"");
     CHECK(c.act == ACT_UNKNOWN && !strcmp(c.activation, "xielu"), "an unknown activation is recorded");

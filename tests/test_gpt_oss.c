@@ -420,8 +420,9 @@ static void check_real_folder(const char *dir) {
               cfg_layer_window(mc, 1) == 0 && mc->dtype == DT_BF16, "gpt-oss-20b folder: the description");
         CHECK(m && analysis_available(m, AN_RANKS_VO, why, sizeof why), "gpt-oss-20b folder: ranks vo: %s", why);
         CHECK(m && analysis_available(m, AN_PPL, why, sizeof why), "gpt-oss-20b: ppl on its MXFP4 experts: %s", why);
-        CHECK(m && !analysis_available(m, AN_CONVERT_MLA, why, sizeof why) && strstr(why, "sliding window of 128"),
-              "gpt-oss-20b: convert mla: %s", why);
+        CHECK(m && analysis_available(m, AN_CONVERT_MLA, why, sizeof why), "gpt-oss-20b: convert mla: %s", why);
+        CHECK(m && analysis_attn_export_lacks(mc, "DeepSeek-V3", why, sizeof why) && strstr(why, "sliding window of 128") &&
+              strstr(why, "attention sinks"), "gpt-oss-20b: the MLA export lacks: %s", why);
         printf("  real folder: gpt-oss-20b's names and shapes load; ranks vo yes, ppl yes (MXFP4 experts)\n");
         model_free(m);
         unlink(sp);

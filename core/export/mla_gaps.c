@@ -16,6 +16,7 @@ static bool has_window(const ModelConfig *c) {
 static bool has_sinks(const ModelConfig *c) { return c->attn_sinks; }
 static bool has_gate(const ModelConfig *c) { return c->attn_gate; }
 static bool has_qk_norm(const ModelConfig *c) { return c->qk_norm != QKN_NONE || c->qk_l2; }
+static bool has_nope_layers(const ModelConfig *c) { char l[8]; return cfg_nope_layers(c, l, sizeof l) > 0; }
 static bool has_parallel(const ModelConfig *c) { return c->block == BLOCK_PARALLEL; }
 static bool has_block_norms(const ModelConfig *c) { return c->block != BLOCK_PRE && c->block != BLOCK_PARALLEL; }
 static bool has_layernorm(const ModelConfig *c) { return c->norm != NORM_RMS; }
@@ -33,6 +34,8 @@ static const MlaGap ROWS[] = {
      has_gate},
     {"q/k norm", "no key norm (a per-token norm cannot act on the cached latent)", "keys normalised after kv_b_proj, "
      "which no absorbed MLA decode (vLLM, SGLang) does", has_qk_norm},
+    {"NoPE layers", "one RoPE for every layer (a NoPE layer converts with RoPE frequencies 0)", "per-layer NoPE "
+     "(SmolLM3's no_rope_layers) in the DeepSeek attention", has_nope_layers},
     {"parallel residual", "no parallel blocks (other norms around the blocks)", "GPT-NeoX's use_parallel_residual in "
      "the DeepSeek decoder layer", has_parallel},
     {"block norms", "no post-attention / post-feedforward norms", "Gemma's / OLMo 2's extra norms in the decoder layer", has_block_norms},

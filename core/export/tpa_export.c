@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ckpt_write.h"
+#include "analyses.h"
 #include "layersel.h"
 
 /* A float matrix in dtype, 1-D when it has one row (as the loader expects). */
@@ -141,6 +142,10 @@ int tpa_export_opts(const TpaModel *t, const char *dir, const TpaExportOpts *o) 
     dt_type dtype = o->dtype;
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return al_err("TPA export: dtype %s: give F32, F16 or BF16", dt_name(dtype));
+    char lacks[512];
+    if (t->src && analysis_attn_export_lacks(&t->src->cfg, "the TPA export's layout (one RoPE, full causal softmax)",
+                                             lacks, sizeof lacks))
+        return al_err("TPA export: %s: %s; not exported yet", t->src_name, lacks);
     for (int l = 0; l < t->n_layers; l++)
         if (!t->layers[l] && t->src && !layersel_attn(&t->src->cfg, l))
             return al_err("TPA export: layer %d of %s is %s: the TPA format holds every layer as TPA attention; "

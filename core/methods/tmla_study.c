@@ -43,7 +43,8 @@ static int study_new(Forward *f, int lo, int hi, Study *st) {
     fwd_clear_attn(f);
     if (!(st->orig = al_calloc((size_t)st->n_layers, sizeof *st->orig, "original layers"))) return AL_ERR;
     for (int l = lo; l <= hi; l++)
-        if (attn_layer_load(m, l, &st->orig[l])) { study_free(st); return al_err_ctx("layer %d", l); }
+        if (attn_layer_load(m, l, &st->orig[l]) || tmla_nope_as_rope(&m->cfg, st->orig[l]))
+            { study_free(st); return al_err_ctx("layer %d", l); }
     return AL_OK;
 }
 

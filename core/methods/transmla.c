@@ -613,6 +613,11 @@ int tmla_build(const TmlaLayer *T, AttnLayer **mla) {
         if (!(L->b_O = al_malloc3((size_t)T->hidden, 1, sizeof(float), "a bias"))) rc = AL_ERR;
         else memcpy(L->b_O, S->b_O, (size_t)T->hidden * sizeof(float));
     }
+    if (rc == AL_OK) { L->window = S->window; L->softcap = S->softcap; }   /* the source's mask and cap */
+    if (rc == AL_OK && S->sinks) {                                          /* gpt-oss's sinks stay */
+        if (!(L->sinks = al_malloc3((size_t)T->H, 1, sizeof(float), "attention sinks"))) rc = AL_ERR;
+        else memcpy(L->sinks, S->sinks, (size_t)T->H * sizeof(float));
+    }
     if (rc == AL_OK) rc = attn_layer_validate(L);
     free(ident);
     if (rc) { attn_layer_free(L); return AL_ERR; }
@@ -896,6 +901,16 @@ static int qkn_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, int l, Att
     return rc;
 }
 
+/* RoPE frequencies 0 on a NoPE layer (transmla.h): exact at full rank, the dims that lose RoPE never turned. */
+int tmla_nope_as_rope(const ModelConfig *c, AttnLayer *gqa) {
+    if (gqa->rope != ROPE_NONE || c->rope == ROPE_NONE || c->qk_rope_dim <= 0) return AL_OK;
+    free(gqa->inv_freq);
+    gqa->rope = c->rope;
+    gqa->rope_dim = c->qk_rope_dim;
+    gqa->inv_freq = dalloc((size_t)c->qk_rope_dim / 2, 1, "RoPE frequencies");   /* zeroed */
+    return gqa->inv_freq ? AL_OK : AL_ERR;
+}
+
 int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     *out = NULL;
     TmlaOpts o = *opts;
@@ -929,6 +944,7 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
         AttnLayer *gqa = NULL;
         r->rep[l].layer = l;
         rc = attn_layer_load(m, l, &gqa);
+        if (rc == AL_OK) rc = tmla_nope_as_rope(c, gqa);
         if (rc == AL_OK) rc = qkn_convert_layer(gqa, &o, l, &r->layers[l], &r->rep[l]);
         if (rc == AL_OK) {
             r->params_before += attn_layer_params(gqa);

@@ -205,6 +205,10 @@ void tmla_result_free(TmlaResult *r);
 int tmla_resolve_opts(const Model *m, TmlaOpts *o);
 /* Converts the layers of m; al_progress("layer") per layer; AL_INTERRUPTED keeps nothing. */
 int tmla_convert(Model *m, const TmlaOpts *o, TmlaResult **out);
+/* A NoPE layer of a RoPE model (SmolLM3's no_rope_layers) made a RoPE layer of c's rotary dims whose
+ * frequencies are all 0 (a rotation by 0 is the identity: the layer computes what it did), so the
+ * conversion keeps one layout over every layer; other layers are left as they are. */
+int tmla_nope_as_rope(const ModelConfig *c, AttnLayer *gqa);
 /* One layer with the whole pipeline and its report (Sigma NULL: identity). */
 int tmla_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, const double *Sigma, AttnLayer **mla,
                        TmlaLayerReport *rep);

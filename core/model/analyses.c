@@ -50,17 +50,6 @@ static bool local_theta_reason(const ModelConfig *c, const char *where, char *wh
     return false;
 }
 
-/* Layers without RoPE in a RoPE model (SmolLM3's no_rope_layers): a conversion whose export applies
- * RoPE on every layer (and TransMLA's RoRoPE, which needs rotary keys) does not cover them. */
-static bool nope_reason(const ModelConfig *c, const char *where, const char *what, char *why, size_t cap) {
-    char list[256];
-    int n = cfg_nope_layers(c, list, sizeof list);
-    if (!n) return false;
-    return why_set(why, cap, "%s: layer%s %s of %d appl%s no RoPE (no_rope_layers): %s rotates the keys of every "
-                   "layer, and its export has no per-layer NoPE; not covered", where, n > 1 ? "s" : "", list,
-                   c->n_layers, n > 1 ? "y" : "ies", what);
-}
-
 /* The Q/K norm, named for messages. */
 static const char *qk_norm_words(const ModelConfig *c) {
     return c->qk_norm == QKN_PROJ ? "Q/K RMSNorm over the whole projection (q_norm / k_norm, as in OLMo 2)"
@@ -102,23 +91,41 @@ static bool llama4_reason(const Model *m, const char *what, char *why, size_t ca
                    c->attn_chunk, what);
 }
 
-/* What a conversion whose export format cannot express it does not cover: sliding windows,
- * soft-capped scores, Q/K norms and per-layer RoPE bases (what = "convert mla", ...). */
+/* What a conversion does not cover: Q/K norms and per-layer RoPE bases (what = "convert mla", ...).
+ * Sliding windows, soft-caps, sinks and NoPE layers convert: the converted layer keeps the source's
+ * window, soft-cap and sinks (the evaluator applies them on both sides) and a NoPE layer converts
+ * with RoPE frequencies 0; their exports refuse them (analysis_attn_export_lacks). */
 static bool convert_reason(const Model *m, const char *what, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
-    if (c->window_declared >= 0)
-        return why_set(why, cap, "%s: config.json sets a sliding window of %d tokens: %s converts full causal attention "
-                       "only (its export has no window), so this model cannot be converted as described", name,
-                       c->window_declared, what);
     if (c->qk_norm != QKN_NONE && strcmp(what, "convert mla"))    /* convert mla: qk-norm fold|drop */
         return why_set(why, cap, "%s: the attention has %s between the projection and RoPE: %s factors the projections, "
                        "and the norm divides each q / k by its own per-token RMS, which the converted layer would not "
                        "reproduce; not covered", name, qk_norm_words(c), what);
-    if (c->attn_softcap > 0)
-        return why_set(why, cap, "%s: attn_logit_softcapping %g: %s's export does not soft-cap scores", name,
-                       c->attn_softcap, what);
-    return nope_reason(c, name, what, why, cap) || local_theta_reason(c, name, why, cap);
+    return local_theta_reason(c, name, why, cap);
+}
+
+bool analysis_attn_export_lacks(const ModelConfig *c, const char *layout, char *why, size_t cap) {
+    char list[256], buf[1024] = "";
+    size_t n = 0;
+    int nope = cfg_nope_layers(c, list, sizeof list);
+    if (c->window_declared >= 0 && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sa sliding window of %d tokens (config.json; per layer as "
+                              "layer_types or the pattern says: an engine would need a per-layer sliding_window)",
+                              n ? ", " : "", c->window_declared);
+    if (c->attn_sinks && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sattention sinks (a learned logit per head in each softmax "
+                              "row, gpt-oss: an engine would need per-head sinks in the converted softmax)", n ? ", " : "");
+    if (c->attn_softcap > 0 && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sscores soft-capped at %g (attn_logit_softcapping: an engine "
+                              "would need Gemma 2's soft-cap on the converted logits)", n ? ", " : "", c->attn_softcap);
+    if (nope && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sNoPE layer%s %s of %d (no_rope_layers: an engine would need "
+                              "per-layer NoPE; converted here with RoPE frequencies 0)", n ? ", " : "", nope > 1 ? "s" : "",
+                              list, c->n_layers);
+    if (!n) return false;
+    return why_set(why, cap, "%s cannot hold %s, which the converted attention keeps in the session (ppl, check)",
+                   layout, buf);
 }
 
 /* True when layer L of m holds expert 0's gate in MoE layout x (whatever layout the config routes
@@ -356,13 +363,18 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
     char tmp[512], ok[128] = "", no[128] = "", mla[384] = "";
     for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) {
         bool yes = analysis_available(m, fmts[i].a, tmp, sizeof tmp);
-        if (yes && fmts[i].a == AN_CONVERT_MLA && !analysis_mla_exportable(&m->cfg, mla, sizeof mla)) continue;
+        if (yes && fmts[i].a == AN_CONVERT_MLA && (!analysis_mla_exportable(&m->cfg, mla, sizeof mla) ||
+                    analysis_attn_export_lacks(&m->cfg, "the DeepSeek-V3 checkpoint it writes", mla, sizeof mla)))
+            continue;
+        if (yes && fmts[i].a == AN_CONVERT_TPA && analysis_attn_export_lacks(&m->cfg, "", NULL, 0)) continue;
         char *list = yes ? ok : no;
         size_t n = strlen(list);
         snprintf(list + n, sizeof ok - n, "%s%s", n ? ", " : "", fmts[i].fmt);
     }
     snprintf(why, cap, "%s%s%s%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "",
              mla[0] ? " (not: mla: " : "", mla, mla[0] ? "; convert mla runs in the session: ppl, check)" : "");
+    if (analysis_attn_export_lacks(&m->cfg, "its layout", tmp, sizeof tmp) && strlen(why) + 1 < cap)
+        snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: %s)", tmp);
     return false;
 }
 

@@ -42,6 +42,10 @@ bool analysis_mla_exportable(const ModelConfig *c, char *why, size_t cap);
  * top-k, renormalised when norm_topk_prob. False with the missing feature in why (why may be NULL
  * with cap 0); true for a dense model. */
 bool analysis_moe_exportable(const ModelConfig *c, char *why, size_t cap);
+/* What a stock layout (layout: "the DeepSeek-V3 checkpoint it writes", ...) lacks to hold a conversion
+ * of c's attention: sliding windows, sinks, soft-caps, NoPE layers; true with the missing feature and
+ * what an engine would need in why (why may be NULL with cap 0). The MLA and TPA exports ask it. */
+bool analysis_attn_export_lacks(const ModelConfig *c, const char *layout, char *why, size_t cap);
 /* AL_OK when available, else AL_ERR with the reason as the error. */
 int analysis_check(const Model *m, analysis_kind a);
 
