@@ -85,7 +85,8 @@ DUR=$(($(now_ms) - t0))
 # at_random PID: SIGINT to PID at a random point of the calibration; 1 when PID had already ended
 # (the timing run was slower than this one: a loaded machine), and DUR is halved for the next try.
 at_random() {
-    local ms=$((DUR / 4 + RANDOM % (DUR * 2 / 5 + 1)))
+    local span=$((DUR - ${FLOOR:-0}))
+    local ms=$((${FLOOR:-0} + span / 4 + RANDOM % (span * 2 / 5 + 1)))
     sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
     if kill -INT "$1" 2>/dev/null; then wait "$1"; return 0; fi
     wait "$1"
@@ -132,14 +133,23 @@ EV="$A; calibrate story.txt seqlen 64 samples 4; kvsvd learn all rank 3; kvsvd e
 t0=$(now_ms)
 "$B" -e "$EV samples 300" >/dev/null 2>&1
 DUR=$(($(now_ms) - t0))
+t0=$(now_ms)                # FLOOR: the part before the evaluation (a SIGINT there stops kvsvd learn)
+"$B" -e "${EV%%; kvsvd eval*}" >/dev/null 2>&1
+FLOOR=$(($(now_ms) - t0))
+[ "$FLOOR" -lt "$DUR" ] || FLOOR=0
 for t in 1 2 3; do
-    eval_try() { rm -f ev.csv ew.csv; "$B" -e "$EV samples 300 to ev.csv" >out.txt 2>&1 & at_random $!; }
+    eval_try() {
+        rm -f ev.csv ew.csv
+        "$B" -e "$EV samples 300 to ev.csv" >out.txt 2>&1 &
+        at_random $! && grep -q -- "-- interrupted;" out.txt    # landed in the evaluation, not before it
+    }
     until_landed eval_try || fail "eval try $t: the SIGINT never landed"
     k=$(sed -n 's/^\([0-9]*\) sequences in .* -- interrupted;.*/\1/p' out.txt)
     [ -n "$k" ] && [ "$k" -gt 0 ] && [ "$k" -lt 300 ] || { fail "eval try $t: not interrupted: [$(grep -i 'sequences\|interrupt' out.txt)]"; continue; }
     "$B" -e "$EV samples $k to ew.csv" >/dev/null 2>&1
     cmp -s ev.csv ew.csv || fail "eval try $t: interrupted after $k windows, the table is not $k windows': $(diff ev.csv ew.csv | head -4 | tr '\n' ' ')"
 done
+FLOOR=0
 
 # 6. Ctrl-C in a figure's calib FILE or in convert mla's: the calibration found stays.
 until_landed interrupt "$A
