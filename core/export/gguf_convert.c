@@ -505,6 +505,24 @@ static int add_tensors(Ctx *x) {
 
 static uint32_t file_type(gg_type t) { return t == GG_F32 ? 0 : t == GG_F16 ? 1 : t == GG_Q8_0 ? 7 : 32; }
 
+/* What llama.cpp computes otherwise than the keys written say: its exaone4 reads the window and the
+ * NoPE global layers only for 64 layers; no architecture but grok reads rope.scaling.yarn_attn_factor
+ * (written as the converter writes it), each takes YaRN's default 0.1 ln(factor) + 1. */
+static void llamacpp_note(const Model *m, const GgufArch *a, char *buf, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const RopeScaling *s = &c->rope_spec.scaling;
+    int n = 0;
+    buf[0] = 0;
+    if (!strcmp(a->arch, "exaone4") && c->sliding_window > 0 && c->n_layers != 64)
+        n = snprintf(buf, cap, "llama.cpp's exaone4 reads the window and the global layers without RoPE only for 64 layers "
+                               "(EXAONE-4.0-32B): with %d it runs every layer in full, with RoPE", c->n_layers);
+    double def = s->factor > 1 ? 0.1 * log(s->factor) + 1 : 1;
+    if (s->kind == RS_YARN && isfinite(s->attention_factor) && fabs(s->attention_factor - def) > 1e-6 * def && n >= 0 &&
+        (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "%sllama.cpp reads no YaRN attention_factor (%g, written as yarn_attn_factor): "
+                 "it scales by 0.1 ln(factor) + 1 = %.6g, so its logits differ", n ? "; " : "", s->attention_factor, def);
+}
+
 static int build(Model *m, const GgufArch *a, const GgufExportOpts *o, GgufExportReport *rep, GgufWriter *w) {
     Ctx x = {.w = w, .m = m, .a = a, .o = o, .rep = rep};
     x.linearize = cfg_is_mla(&m->cfg) && !m->cfg.latent_norm;
@@ -512,6 +530,7 @@ static int build(Model *m, const GgufArch *a, const GgufExportOpts *o, GgufExpor
         return al_err("%s: rms_norm_eps is 0: the latent norm llama.cpp applies cannot be made linear", m->name);
     rep->latent_scaled = x.linearize;
     rep->q_less_old = cfg_is_mla(&m->cfg) && m->cfg.q_lora_rank <= 0 && m->cfg.n_layers != 27;
+    llamacpp_note(m, a, rep->note, sizeof rep->note);
     const char *slash = strrchr(m->name, '/');
     int rc = gguf_set_str(w, "general.architecture", a->arch);
     if (!rc) rc = gguf_set_str(w, "general.type", "model");

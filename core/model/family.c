@@ -645,7 +645,7 @@ const FamilyRow FAMILY[] = {
                   "\"rope_scaling\": {\"factor\": 16.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
                   "\"original_max_position_embeddings\": 64, \"rope_type\": \"llama3\"}, \"rope_theta\": 1000000, "
                   "\"sliding_window\": " SW ", \"sliding_window_pattern\": \"LLLG\""},
-        .engines = ENGINES_ALL, .llamacpp_arch = "exaone4"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "exaone4", .gguf_arch = "exaone4"},
     /* MiniMaxAI/MiniMax-M2's config.json: 48 / 8 heads of 128, rotary_dim 64 (rotate_half on the first
        64 dims), q_norm / k_norm over the whole projection (qk_norm_type per_layer), every layer 256
        experts w1 / w3 / w2 of intermediate_size, top-8 by sigmoid + e_score_correction_bias, weights
@@ -747,7 +747,7 @@ const FamilyRow FAMILY[] = {
                   "{\"attention_factor\": 1.25, \"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 8.0, "
                   "\"original_max_position_embeddings\": 64, \"rope_type\": \"yarn\"}, \"rope_theta\": 500000, "
                   "\"sliding_window\": " SW},
-        .engines = ENGINES_ALL, .llamacpp_arch = "olmo2"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "olmo2", .gguf_arch = "olmo2"},
     /* Qwen3-Next-80B-A3B's config.json: 48 layers, full_attention_interval 4 (no layer_types), head_dim 256,
        partial_rotary_factor 0.25, 16 heads / 2 KV heads, linear_num_key_heads 16, linear_num_value_heads 32,
        linear_{key,value}_head_dim 128, linear_conv_kernel_dim 4, 512 experts top-10 with a shared expert.

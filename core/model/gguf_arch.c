@@ -107,6 +107,7 @@ static const GgufMap DS2_LAYER[] = {
 
 static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int kv_swa(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_gpt2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c);
@@ -125,7 +126,7 @@ static const GgufArch ARCHS[] = {
     {"llama", "llama", LLAMA_GLOB, LLAMA_LAYER, kv_llama, cfg_llama},
     {"qwen2", "qwen2", LLAMA_GLOB, QWEN2_LAYER, kv_llama, cfg_llama},
     {"qwen3", "qwen3", LLAMA_GLOB, QWEN3_LAYER, kv_llama, cfg_llama},
-    {"olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
+    {"olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_swa, cfg_llama},
     {"phi3", "phi3", LLAMA_GLOB, PHI3_LAYER, kv_phi3, cfg_phi3},
     {"gemma2", "gemma2", GEMMA_GLOB, GEMMA2_LAYER, kv_gemma2, cfg_gemma2},
     {"gemma3", "gemma3_text", GEMMA_GLOB, GEMMA3_LAYER, kv_gemma2, cfg_gemma2},
@@ -133,6 +134,7 @@ static const GgufArch ARCHS[] = {
     {"gpt2", "gpt2", GPT2_GLOB, GPT2_LAYER, kv_gpt2, cfg_gpt2},
     {"deepseek2", "deepseek_v3", LLAMA_GLOB, DS2_LAYER, kv_ds2, cfg_ds2},
     {"smollm3", "smollm3", LLAMA_GLOB, LLAMA_LAYER, kv_smollm3, cfg_llama},
+    {"exaone4", "exaone4", LLAMA_GLOB, OLMO2_LAYER, kv_swa, cfg_llama},   /* OLMo 2's tensors, per-head q/k norms */
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -296,6 +298,23 @@ static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, co
     return kv_llama(w, c, tree, a);
 }
 
+/* OLMo 2 / 3 and EXAONE 4 as Olmo2Model / Exaone4Model write them: Llama's keys, head_dim, and with
+ * a window the layers that slide (attention.sliding_window_pattern, one bool per layer). llama.cpp's
+ * olmo2 slides those layers and keeps YaRN off them; its exaone4 slides them and skips RoPE on the
+ * others only for 64 layers (EXAONE-4.0-32B), else runs every layer in full with RoPE. */
+static int kv_swa(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    int rc = kv_llama(w, c, tree, a);
+    bool exaone = !strcmp(a->arch, "exaone4");
+    if (!rc && exaone && c->qk_rope_dim * c->n_heads == c->hidden) {     /* kv_llama wrote them otherwise */
+        rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length"), (uint32_t)c->qk_rope_dim);
+        if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)c->qk_rope_dim);
+    }
+    if (rc || c->sliding_window <= 0) return rc;
+    bool slide[CFG_MAX_LAYERS];
+    for (int L = 0; L < c->n_layers; L++) slide[L] = cfg_layer_window(c, L) > 0;
+    return gguf_set_arr(w, gguf_arch_key(a, "attention.sliding_window_pattern"), GGUF_BOOL, slide, (size_t)c->n_layers);
+}
+
 /* Phi-3 as conversion/phi.py writes it: rope.dimension_count the rotated dims, the original context,
  * the sliding window (llama.cpp applies it to every layer, as Phi-3 does). */
 static int kv_phi3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
@@ -456,19 +475,35 @@ static int cfg_common(const GgufFile *f, const GgufArch *a, cJSON *c, bool hf_na
     return AL_OK;
 }
 
+/* attention.sliding_window_pattern as config.json's layer_types (none: nothing added). */
+static int cfg_layer_types(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    const GgufKV *kv = gguf_kv_find(f, gguf_arch_key(a, "attention.sliding_window_pattern"));
+    int64_t n = gint(f, a, "block_count", 0);
+    if (!kv) return AL_OK;
+    if (kv->type != GGUF_ARR || kv->arr_type == GGUF_STR || (int64_t)kv->n != n)
+        return al_err("%s: %s is not an array of %lld per-layer flags", gguf_path(f), kv->key, (long long)n);
+    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+    for (size_t L = 0; L < kv->n; L++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(gguf_arr_num(kv, L) != 0 ? "sliding_attention" : "full_attention"));
+    return AL_OK;
+}
+
 static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c) {
     int64_t H = gint(f, a, "attention.head_count", 1), D = gint(f, a, "embedding_length", 0);
     int rc = cfg_common(f, a, c, true);
     add_int(c, "num_key_value_heads", gint(f, a, "attention.head_count_kv", H));
     add_int(c, "head_dim", gint(f, a, "attention.key_length", H ? D / H : 0));
     int64_t sw = gint(f, a, "attention.sliding_window", 0);
-    if (sw > 0) {
-        cJSON_ReplaceItemInObject(c, "model_type", cJSON_CreateString("mistral"));
+    if (sw > 0) {             /* Llama's with a window is Mistral, OLMo 2's OLMo 3 */
+        const char *mt = !strcmp(a->arch, "llama") ? "mistral" : !strcmp(a->arch, "olmo2") ? "olmo3" : a->model_type;
+        cJSON_ReplaceItemInObject(c, "model_type", cJSON_CreateString(mt));
         add_int(c, "sliding_window", sw);
-    }
+    } else if (!strcmp(a->arch, "exaone4"))
+        cJSON_AddNullToObject(c, "sliding_window");   /* EXAONE 4.0-1.2B's form: every layer full, with RoPE */
+    if (!rc && sw > 0) rc = cfg_layer_types(f, a, c);
     if (strcmp(a->arch, "llama") == 0)
         cJSON_AddBoolToObject(c, "attention_bias", gg_find(f, ROLE_Q, 0, "bias") != NULL);
-    else
+    else if (sw <= 0)
         cJSON_AddBoolToObject(c, "use_sliding_window", false);
     return rc;
 }

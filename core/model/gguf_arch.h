@@ -3,7 +3,7 @@
  * metadata writer, and the config.json reader used when a GGUF is read back), and the way back:
  * a GGUF opened as an HF-layout store + config.json (model_open calls gguf_model_open for *.gguf,
  * as it calls llama2c_open for *.bin). Names and keys follow llama.cpp's gguf-py constants and
- * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py, olmo.py, phi.py); see
+ * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py, olmo.py, phi.py, exaone.py); see
  * core/export/gguf_convert.h for the conventions of each row. Tensors are named by role (family.h):
  * the HF side through the model's layouts, the llama.cpp side through one role -> name table (as
  * llama.cpp's LLM_TENSOR_NAMES). Adding a family whose architecture is here: its family row's
