@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# cli_gguf_2026.sh -- GGUF rows of issue 27's dense families: exaone4 (llama.cpp's exaone4: OLMo 2's
+# cli_gguf_2026.sh -- GGUF rows of issue 27's dense families: ministral3 (llama.cpp's mistral3: Llama's
+# tensors, YaRN's mscale_all_dim and the q scaling as its keys), exaone4 (llama.cpp's exaone4: OLMo 2's
 # post-norms with per-head q/k norms, head_dim, the window and attention.sliding_window_pattern, the
 # global layers without RoPE, llama3 RoPE as rope_freqs) and olmo3 (llama.cpp's olmo2 with the window
 # and its per-layer pattern; YaRN on the full layers). Each synthetic checkpoint (`synth family`) is
@@ -76,10 +77,24 @@ cp -r o3 o3d && sed -i 's/"attention_factor":[[:space:]]*1.25,//' o3d/config.jso
 roundtrip o3d olmo2
 grep -q "attention_factor" export_o3d.txt && fail "olmo3 with YaRN's default factor: [$(cat export_o3d.txt)]"
 
+# Ministral 3 as llama.cpp's mistral3 (q / k permuted as Llama's; YaRN x64 from an original context of
+# 8 with mscale_all_dim as yarn_log_multiplier, llama_4_scaling_beta as attention.temperature_scale:
+# the 16 ids reach positions where q is scaled); a window is refused (llama.cpp's mistral3 has none)
+run -e "synth family ministral3 m3"
+roundtrip m3 mistral3
+for k in attention.temperature_scale rope.scaling.yarn_log_multiplier rope.scaling.original_context_length; do
+    grep -qa "mistral3\.$k" m3.gguf || fail "ministral3 GGUF lacks mistral3.$k"
+done
+cp -r m3 m3w && sed -i 's/"sliding_window":[[:space:]]*null/"sliding_window": 8/' m3w/config.json
+run -e "load m3w; export m3w.gguf"
+[ "$(rc)" = 1 ] && grep -q "llama.cpp's mistral3 has none" err.txt || fail "ministral3 with a window: [$(cat out.txt err.txt)]"
+cp -r m3 m3nb && sed -i 's/"llama_4_scaling_beta":[[:space:]]*0.1/"llama_4_scaling_beta": 0/' m3nb/config.json
+"$TG" logits m3nb "$IDS" > ref_m3nb.json || fail "ministral3 without the q scaling: logits"
+
 # lint of each file: llama.cpp's row knows every tensor
-for f in ex exf o3; do
+for f in ex exf o3 m3; do
     run -e "lint $f.gguf"
-    [ "$(rc)" = 0 ] && grep -q "0 errors" out.txt && grep -Eq "^llama.cpp +(exaone4|olmo2) \(GGUF\) +loads" out.txt \
+    [ "$(rc)" = 0 ] && grep -q "0 errors" out.txt && grep -Eq "^llama.cpp +(exaone4|olmo2|mistral3) \(GGUF\) +loads" out.txt \
         || fail "lint $f.gguf: [$(cat out.txt err.txt)]"
 done
 
@@ -98,6 +113,12 @@ else
     }
     compare exaone4-nowindow-f32 exf exf.gguf 1e-4
     compare olmo3-f32 o3d o3d.gguf 1e-4
+    compare ministral3-f32 m3 m3.gguf 1e-4
+    # llama.cpp scales q as the file's temperature_scale says: attnlab without the scaling is far off
+    line=$(ATTNLAB_NODE_PREFIX=$PREFIX node "$JS" m3.gguf "$IDS" ref_m3nb.json 2> node_m3nb.txt)
+    echo "ministral3 against attnlab without llama_4_scaling_beta: $line"
+    awk -v l="$line" 'BEGIN { n = split(l, w, " "); for (i = 1; i < n; i++) v[w[i]] = w[i + 1]
+        exit !(v["max_abs_diff"] + 0 > 1e-3) }' || fail "ministral3: the q scaling changes nothing? [$line]"
     # the recipe's attention_factor 1.25: llama.cpp's logits are off, as the export line says
     line=$(ATTNLAB_NODE_PREFIX=$PREFIX node "$JS" o3.gguf "$IDS" ref_o3.json 2> node_o3.txt)
     echo "olmo3-attention-factor-1.25: $line"

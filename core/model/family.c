@@ -674,7 +674,7 @@ const FamilyRow FAMILY[] = {
                   "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 64.0, \"llama_4_scaling_beta\": 0.1, "
                   "\"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
                   "\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null"},
-        .engines = ENGINE_HF | ENGINE_VLLM},   /* vLLM: Ministral3ForCausalLM as MistralForCausalLM */
+        .gguf_arch = "mistral3", .engines = ENGINE_HF | ENGINE_VLLM},   /* vLLM: Ministral3ForCausalLM as MistralForCausalLM */
     /* google/gemma-4-31B's text_config (model_type gemma4_text): 60 layers, 5 sliding (window 1024, head_dim 256, 16
        KV heads, rope_theta 1e4) : 1 full (global_head_dim 512, attention_k_eq_v with 4 num_global_key_value_heads,
        "proportional" RoPE 0.25 of theta 1e6), final_logit_softcapping 30, no per-layer embeddings

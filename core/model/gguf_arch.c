@@ -108,6 +108,8 @@ static const GgufMap DS2_LAYER[] = {
 static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_swa(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int kv_mistral3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int cfg_mistral3(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int kv_gpt2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c);
@@ -135,6 +137,7 @@ static const GgufArch ARCHS[] = {
     {"deepseek2", "deepseek_v3", LLAMA_GLOB, DS2_LAYER, kv_ds2, cfg_ds2},
     {"smollm3", "smollm3", LLAMA_GLOB, LLAMA_LAYER, kv_smollm3, cfg_llama},
     {"exaone4", "exaone4", LLAMA_GLOB, OLMO2_LAYER, kv_swa, cfg_llama},   /* OLMo 2's tensors, per-head q/k norms */
+    {"mistral3", "ministral3", LLAMA_GLOB, LLAMA_LAYER, kv_mistral3, cfg_mistral3},   /* Llama's, q / k permuted */
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -147,7 +150,9 @@ static const GgufArch *arch_row(const char *arch) {
 
 /* Architectures whose q / k rows llama.cpp's converter permutes (LlamaModel's, and SmolLM3Model's,
  * which is one): the reader undoes it. */
-static bool arch_permuted(const GgufArch *a) { return !strcmp(a->arch, "llama") || !strcmp(a->arch, "smollm3"); }
+static bool arch_permuted(const GgufArch *a) {
+    return !strcmp(a->arch, "llama") || !strcmp(a->arch, "smollm3") || !strcmp(a->arch, "mistral3");
+}
 
 bool gguf_arch_output_required(const char *arch) {
     static const char *const req[] = {"deepseek2", "olmo2", "gptneox", NULL};
@@ -258,6 +263,8 @@ static int kv_common(GgufWriter *w, const ModelConfig *c, const cJSON *tree, con
             rc = gguf_set_f32(w, gguf_arch_key(a, "rope.scaling.yarn_attn_factor"), (float)s->attention_factor);
     }
     cJSON *rs = tree ? cJSON_GetObjectItemCaseSensitive(tree, "rope_scaling") : NULL;
+    cJSON *rp = tree ? cJSON_GetObjectItemCaseSensitive(tree, "rope_parameters") : NULL;
+    if (!cJSON_IsObject(rs) && cJSON_HasObjectItem(rp, "rope_type")) rs = rp;   /* transformers 5 (Ministral 3) */
     char *txt = rs && cJSON_IsObject(rs) ? cJSON_PrintUnformatted(rs) : NULL;
     if (!rc && txt) rc = gguf_set_str(w, "attnlab.rope_scaling", txt);   /* read back by `load` */
     free(txt);
@@ -313,6 +320,22 @@ static int kv_swa(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const 
     bool slide[CFG_MAX_LAYERS];
     for (int L = 0; L < c->n_layers; L++) slide[L] = cfg_layer_window(c, L) > 0;
     return gguf_set_arr(w, gguf_arch_key(a, "attention.sliding_window_pattern"), GGUF_BOOL, slide, (size_t)c->n_layers);
+}
+
+/* Ministral 3 as Ministral3Model (a LlamaModel) writes it: Llama's keys and permuted q / k, YaRN's
+ * mscale_all_dim as rope.scaling.yarn_log_multiplier and llama_4_scaling_beta as
+ * attention.temperature_scale (llama.cpp scales q by 1 + beta ln(1 + floor(pos / original context)),
+ * as Ministral3Attention does). llama.cpp's mistral3 reads no sliding window. */
+static int kv_mistral3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    const RopeScaling *s = &c->rope_spec.scaling;
+    if (c->sliding_window > 0)
+        return al_err("%s with a sliding window (%d): llama.cpp's mistral3 has none", c->model_type, c->sliding_window);
+    int rc = kv_llama(w, c, tree, a);
+    if (!rc && s->kind == RS_YARN && s->mscale_all_dim != 0)
+        rc = gguf_set_f32(w, gguf_arch_key(a, "rope.scaling.yarn_log_multiplier"), (float)s->mscale_all_dim);
+    if (!rc && c->rope_spec.q_beta != 0)
+        rc = gguf_set_f32(w, gguf_arch_key(a, "attention.temperature_scale"), (float)c->rope_spec.q_beta);
+    return rc;
 }
 
 /* Phi-3 as conversion/phi.py writes it: rope.dimension_count the rotated dims, the original context,
@@ -505,6 +528,21 @@ static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c) {
         cJSON_AddBoolToObject(c, "attention_bias", gg_find(f, ROLE_Q, 0, "bias") != NULL);
     else if (sw <= 0)
         cJSON_AddBoolToObject(c, "use_sliding_window", false);
+    return rc;
+}
+
+/* Ministral 3: Llama's keys; a file attnlab did not write gets llama_4_scaling_beta and mscale_all_dim
+ * back from attention.temperature_scale and rope.scaling.yarn_log_multiplier. */
+static int cfg_mistral3(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    int rc = cfg_llama(f, a, c);
+    cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+    double beta = gnum(f, a, "attention.temperature_scale", 0), lm = gnum(f, a, "rope.scaling.yarn_log_multiplier", 0);
+    if (!rc && cJSON_IsObject(rs) && beta != 0 && !cJSON_HasObjectItem(rs, "llama_4_scaling_beta"))
+        cJSON_AddNumberToObject(rs, "llama_4_scaling_beta", beta);
+    if (!rc && cJSON_IsObject(rs) && lm != 0 && !cJSON_HasObjectItem(rs, "mscale_all_dim")) {
+        cJSON_AddNumberToObject(rs, "mscale", 1.0);
+        cJSON_AddNumberToObject(rs, "mscale_all_dim", lm);
+    }
     return rc;
 }
 
