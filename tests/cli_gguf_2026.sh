@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cli_gguf_2026.sh -- GGUF rows of issue 27's dense families: ministral3 (llama.cpp's mistral3: Llama's
-# tensors, YaRN's mscale_all_dim and the q scaling as its keys), exaone4 (llama.cpp's exaone4: OLMo 2's
+# tensors, YaRN's mscale_all_dim and the q scaling as its keys), mimo (qwen2, its MTP layers left
+# out), the text towers of gemma3 / qwen3_vl / mistral3 (gemma3, qwen3, llama), exaone4 (llama.cpp's exaone4: OLMo 2's
 # post-norms with per-head q/k norms, head_dim, the window and attention.sliding_window_pattern, the
 # global layers without RoPE, llama3 RoPE as rope_freqs) and olmo3 (llama.cpp's olmo2 with the window
 # and its per-layer pattern; YaRN on the full layers). Each synthetic checkpoint (`synth family`) is
@@ -33,16 +34,17 @@ close() {
 # info_of MODEL KEY: the value column of KEY in `info`
 info_of() { run -e "load $1; info"; awk -v k="$2" '$1 == k { $1 = ""; sub(/^ +/, ""); print; exit }' out.txt; }
 
-# roundtrip NAME ARCH: NAME exported as NAME.gguf (F32) in llama.cpp's ARCH and read back
+# roundtrip NAME ARCH [KEYS]: NAME exported as NAME.gguf (F32) in llama.cpp's ARCH and read back;
+# KEYS of `info` the same on both (default: family, window, NoPE layers)
 roundtrip() {
-    local f=$1 arch=$2
+    local f=$1 arch=$2 keys=${3:-family sliding_window nope_layers}
     run -e "load $f; export $f.gguf dtype f32"
     [ "$(rc)" = 0 ] && grep -q "llama.cpp architecture $arch, F32" out.txt || { fail "$f export: [$(cat out.txt err.txt)]"; return; }
     cp out.txt "export_$f.txt"
     "$TG" logits "$f" "$IDS" > "ref_$f.json" && "$TG" logits "$f.gguf" "$IDS" > "gg_$f.json" || fail "$f logits"
     cmp -s "ref_$f.json" "gg_$f.json" || fail "$f: logits of the GGUF differ from the source's"
     close "$(nll "$f")" "$(nll "$f.gguf")" 1e-5 || fail "$f nll: $(nll "$f") vs $(nll "$f.gguf")"
-    for k in family sliding_window nope_layers; do
+    for k in $keys; do
         [ "$(info_of "$f" $k)" = "$(info_of "$f.gguf" $k)" ] \
             || fail "$f GGUF $k: [$(info_of "$f.gguf" $k)] vs the source's [$(info_of "$f" $k)]"
     done
@@ -91,6 +93,35 @@ run -e "load m3w; export m3w.gguf"
 cp -r m3 m3nb && sed -i 's/"llama_4_scaling_beta":[[:space:]]*0.1/"llama_4_scaling_beta": 0/' m3nb/config.json
 "$TG" logits m3nb "$IDS" > ref_m3nb.json || fail "ministral3 without the q scaling: logits"
 
+# MiMo as qwen2 with its multi-token-prediction layer (model.mtp_layers.0.*, MiMo-7B's 16 tensors)
+# left out and counted; the text towers of gemma3, qwen3_vl and mistral3 as gemma3, qwen3, llama
+run -e "synth family mimo mi"
+cp -r mi mimtp
+python3 - mi/model.safetensors mimtp/model.safetensors <<'PY'
+import json, struct, sys
+blob = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', blob[:8])[0]
+hdr, data = json.loads(blob[8:8 + n]), bytearray(blob[8 + n:])
+extra = {'model.mtp_layers.0.' + k[len('model.layers.0.'):]: v for k, v in hdr.items() if k.startswith('model.layers.0.')}
+for k in ('token_layernorm', 'hidden_layernorm', 'final_layernorm', 'input_proj'):
+    extra['model.mtp_layers.0.%s.weight' % k] = hdr['model.norm.weight']   # shapes do not matter here
+size = len(data)
+for name, v in extra.items():
+    s, e = v['data_offsets']
+    hdr[name] = dict(v, data_offsets=[len(data), len(data) + e - s])
+    data += blob[8 + n + s:8 + n + e]
+h = json.dumps(hdr).encode()
+h += b' ' * (-len(h) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(h)) + h + bytes(data))
+PY
+roundtrip mimtp qwen2 "sliding_window nope_layers"      # read back as qwen2
+grep -q "16 tensors of the multi-token-prediction layers left out" export_mimtp.txt \
+    || fail "mimo: the MTP tensors not left out: [$(cat export_mimtp.txt)]"
+for fa in gemma3:gemma3 qwen3_vl:qwen3 mistral3:llama; do
+    run -e "synth family ${fa%%:*} t_${fa%%:*}"
+    roundtrip "t_${fa%%:*}" "${fa#*:}" "sliding_window nope_layers"   # read back as the text model
+done
+
 # lint of each file: llama.cpp's row knows every tensor
 for f in ex exf o3 m3; do
     run -e "lint $f.gguf"
@@ -114,6 +145,10 @@ else
     compare exaone4-nowindow-f32 exf exf.gguf 1e-4
     compare olmo3-f32 o3d o3d.gguf 1e-4
     compare ministral3-f32 m3 m3.gguf 1e-4
+    compare mimo-mtp-f32 mimtp mimtp.gguf 1e-4
+    compare qwen3_vl-f32 t_qwen3_vl t_qwen3_vl.gguf 1e-4
+    compare mistral3-f32 t_mistral3 t_mistral3.gguf 1e-4
+    compare gemma3-f32 t_gemma3 t_gemma3.gguf 1e-2      # ggml's GELU table, as cli_llamacpp's gemma3
     # llama.cpp scales q as the file's temperature_scale says: attnlab without the scaling is far off
     line=$(ATTNLAB_NODE_PREFIX=$PREFIX node "$JS" m3.gguf "$IDS" ref_m3nb.json 2> node_m3nb.txt)
     echo "ministral3 against attnlab without llama_4_scaling_beta: $line"

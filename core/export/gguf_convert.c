@@ -480,6 +480,14 @@ static bool fp4_part(const Store *s, const char *name) {
     return false;
 }
 
+/* Whether name lies in the multi-token-prediction layers the family keeps apart (its row's
+ * mtp_layers under the model's prefix: MiMo's model.mtp_layers.N.). */
+static bool mtp_tensor(const ModelConfig *c, const char *name) {
+    const char *apart = cfg_row(c)->mtp_layers;
+    size_t np = strlen(c->prefix);
+    return apart && !strncmp(name, c->prefix, np) && !strncmp(name + np, apart, strlen(apart));
+}
+
 static int add_tensors(Ctx *x) {
     int rc = AL_OK;
     for (const GgufMap *t = x->a->glob; rc == AL_OK && t->what; t++) rc = add_one(x, t, -1);
@@ -493,8 +501,9 @@ static int add_tensors(Ctx *x) {
         bool latnorm = x->linearize && latent_norm_name(&x->m->cfg, n);
         const ModelConfig *c = &x->m->cfg;           /* a text tower's GGUF leaves the vision tower out */
         bool vision = cfg_row(c)->text_config && strncmp(n, c->prefix, strlen(c->prefix));
-        if (!x->used[i] && !ignorable(n) && !latnorm && !vision && !fp8_scale(x->m->store, n) &&
-            !fp4_part(x->m->store, n))
+        if (!x->used[i] && mtp_tensor(c, n)) x->rep->mtp_skipped++;   /* MiMo's: the logits never read them */
+        else if (!x->used[i] && !ignorable(n) && !latnorm && !vision && !fp8_scale(x->m->store, n) &&
+                 !fp4_part(x->m->store, n))
             rc = al_err("%s: tensor %s has no name in llama.cpp's %s architecture (not exported: nothing was written)",
                         x->m->name, n, x->a->arch);
     }
