@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cli_gguf_2026.sh -- GGUF rows of issue 27's dense families: ministral3 (llama.cpp's mistral3: Llama's
 # tensors, YaRN's mscale_all_dim and the q scaling as its keys), mimo (qwen2, its MTP layers left
-# out), the text towers of gemma3 / qwen3_vl / mistral3 (gemma3, qwen3, llama), exaone4 (llama.cpp's exaone4: OLMo 2's
+# out), the text towers of gemma3 / qwen3_vl / mistral3 (gemma3, qwen3, llama), gpt_oss (llama.cpp's
+# gpt-oss: sinks, router bias, the fused experts split and transposed), exaone4 (llama.cpp's exaone4: OLMo 2's
 # post-norms with per-head q/k norms, head_dim, the window and attention.sliding_window_pattern, the
 # global layers without RoPE, llama3 RoPE as rope_freqs) and olmo3 (llama.cpp's olmo2 with the window
 # and its per-layer pattern; YaRN on the full layers). Each synthetic checkpoint (`synth family`) is
@@ -122,10 +123,29 @@ for fa in gemma3:gemma3 qwen3_vl:qwen3 mistral3:llama; do
     roundtrip "t_${fa%%:*}" "${fa#*:}" "sliding_window nope_layers"   # read back as the text model
 done
 
+# gpt-oss as llama.cpp's gpt-oss: sinks, q/k/v/o biases, the router with its bias, the fused experts
+# (gate_up_proj [E, D, 2I] x @ W with gate / up in interleaved columns) split into ffn_gate_exps /
+# ffn_up_exps and down_proj transposed per expert, with their biases; the window and its layers.
+# Read back by attnlab (the experts joined again); llama.cpp rounds YaRN's correction range, which
+# gpt-oss's truncate false does not (the export line says so): compared with truncate true
+run -e "synth family gpt_oss go"
+roundtrip go gpt-oss "family sliding_window"
+for k in expert_count expert_used_count expert_feed_forward_length attention.sliding_window_pattern; do
+    grep -qa "gpt-oss\.$k" go.gguf || fail "gpt-oss GGUF lacks gpt-oss.$k"
+done
+for k in attn_sinks.weight ffn_gate_inp.bias ffn_gate_exps.weight ffn_up_exps.bias ffn_down_exps.weight ffn_down_exps.bias; do
+    grep -qa "blk.3.$k" go.gguf || fail "gpt-oss GGUF lacks blk.3.$k"
+done
+grep -q "YaRN with truncate false (gpt-oss's): llama.cpp rounds the correction range" export_go.txt \
+    || fail "gpt-oss export line does not say llama.cpp ignores truncate false: [$(cat export_go.txt)]"
+cp -r go got && sed -i 's/"truncate":[[:space:]]*false/"truncate": true/' got/config.json
+roundtrip got gpt-oss "family sliding_window"
+grep -q "truncate false" export_got.txt && fail "gpt-oss with truncate true: [$(cat export_got.txt)]"
+
 # lint of each file: llama.cpp's row knows every tensor
-for f in ex exf o3 m3; do
+for f in ex exf o3 m3 go; do
     run -e "lint $f.gguf"
-    [ "$(rc)" = 0 ] && grep -q "0 errors" out.txt && grep -Eq "^llama.cpp +(exaone4|olmo2|mistral3) \(GGUF\) +loads" out.txt \
+    [ "$(rc)" = 0 ] && grep -q "0 errors" out.txt && grep -Eq "^llama.cpp +(exaone4|olmo2|mistral3|gpt-oss) \(GGUF\) +loads" out.txt \
         || fail "lint $f.gguf: [$(cat out.txt err.txt)]"
 done
 
@@ -146,6 +166,11 @@ else
     compare olmo3-f32 o3d o3d.gguf 1e-4
     compare ministral3-f32 m3 m3.gguf 1e-4
     compare mimo-mtp-f32 mimtp mimtp.gguf 1e-4
+    compare gpt-oss-f32 got got.gguf 1e-4
+    line=$(ATTNLAB_NODE_PREFIX=$PREFIX node "$JS" go.gguf "$IDS" ref_go.json 2> node_go.txt)
+    echo "gpt-oss-truncate-false: $line"
+    awk -v l="$line" 'BEGIN { n = split(l, w, " "); for (i = 1; i < n; i++) v[w[i]] = w[i + 1]
+        exit !(v["max_abs_diff"] + 0 > 1e-3) }' || fail "gpt-oss with truncate false: llama.cpp agrees? [$line]"
     compare qwen3_vl-f32 t_qwen3_vl t_qwen3_vl.gguf 1e-4
     compare mistral3-f32 t_mistral3 t_mistral3.gguf 1e-4
     compare gemma3-f32 t_gemma3 t_gemma3.gguf 1e-2      # ggml's GELU table, as cli_llamacpp's gemma3

@@ -496,6 +496,7 @@ static void test_roles(void) {
         ModelConfig c = {.family = (model_family)f};
         snprintf(c.model_type, sizeof c.model_type, "%s", FAMILY[f].model_type);
         cfg_layouts_from_row(&c);
+        c.moe.layout = FAMILY[f].moe;                  /* gpt-oss: its experts' names */
         const GgufArch *a = gguf_arch_row(&c);
         CHECK((a != NULL) == (FAMILY[f].gguf_arch != NULL), "%s: an architecture iff its row names one", c.model_type);
         if (!a) continue;

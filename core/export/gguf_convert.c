@@ -23,8 +23,10 @@ const char *gguf_arch_for(const Model *m, const char **why) {
     const GgufArch *a = gguf_arch_row(c);
     *why = NULL;
     if (!a) *why = "no llama.cpp architecture is mapped for this family yet";
-    else if (c->mlp == MLP_MOE)
-        *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts only)";
+    else if (c->mlp == MLP_MOE && strcmp(a->arch, "gpt-oss") != 0)
+        *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts and gpt-oss only)";
+    else if (c->mlp == MLP_MOE && m->fp4 != DT_FP4_NONE)
+        *why = "gpt-oss's MXFP4 experts are not written to GGUF yet (its F32 / BF16 experts are)";
     else if (cfg_is_mla(c) && c->rope_spec.layout != ROPE_INTERLEAVED)
         *why = "rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs";
     else if (c->rope_spec.scaling.kind == RS_LONGROPE || c->rope_spec.scaling.kind == RS_OTHER)
@@ -62,12 +64,43 @@ typedef struct {
 } Fill;
 
 
+static bool xf_experts(gguf_xf xf) { return xf == XF_EXP_GATE || xf == XF_EXP_UP || xf == XF_EXP_DOWN; }
+
+/* gpt-oss's fused experts (gguf_arch.h: XF_EXP_*): [E, a, b] weights (x @ W) or [E, a] biases. */
+static int fill_experts(Fill *f, float *dst, size_t numel) {
+    const st_entry *e;
+    const st_file *sf;
+    if (store_entry(f->m->store, f->hf, &e, &sf) != AL_OK) return AL_ERR;
+    size_t E = e->shape[0], a = e->shape[1], b = e->ndim == 3 ? e->shape[2] : 0, n = E * a * (b ? b : 1);
+    size_t odd = f->xf == XF_EXP_UP, I = b ? b / 2 : a / 2;
+    if (n != numel * (f->xf == XF_EXP_DOWN ? 1 : 2)) return al_err("internal: %s has %zu values for %zu", f->hf, n, numel);
+    float *src = al_malloc3(n, 1, sizeof *src, "experts");
+    if (!src) return AL_ERR;
+    if (dt_to_f32(e->dtype, st_data(sf, e), n, src) != AL_OK) {
+        free(src);
+        return al_err("tensor '%s': %s experts are not read here (F32, BF16, F16)", f->hf, dt_name(e->dtype));
+    }
+    for (size_t x = 0; x < E; x++) {
+        if (!b)                                            /* gate / up bias: even / odd columns */
+            for (size_t i = 0; i < I; i++) dst[x * I + i] = src[x * a + 2 * i + odd];
+        else if (f->xf == XF_EXP_DOWN)                    /* (I, D) -> (D, I) */
+            for (size_t i = 0; i < a; i++)
+                for (size_t d = 0; d < b; d++) dst[(x * b + d) * a + i] = src[(x * a + i) * b + d];
+        else                                               /* (D, 2I) -> (I, D), even / odd columns */
+            for (size_t d = 0; d < a; d++)
+                for (size_t i = 0; i < I; i++) dst[(x * I + i) * a + d] = src[(x * a + d) * b + 2 * i + odd];
+    }
+    free(src);
+    return AL_OK;
+}
+
 static int fill_tensor(void *ud, float *dst, size_t numel) {
     Fill *f = ud;
     if (f->constant) {
         for (size_t i = 0; i < numel; i++) dst[i] = (float)f->s;
         return AL_OK;
     }
+    if (xf_experts(f->xf)) return fill_experts(f, dst, numel);
     const ModelConfig *c = &f->m->cfg;
     Mat *w;
     if (store_read(f->m->store, f->hf, &w) != AL_OK) return AL_ERR;
@@ -370,6 +403,23 @@ static char *tied_output(Ctx *x, const GgufMap *t, int layer) {
     return emb;
 }
 
+/* A tensor of gpt-oss's fused experts: ne (a, b / 2, E) for gate / up, (a, b, E) for down (stored
+ * [E, a, b]), (a / 2, E) for a gate / up bias (stored [E, a]). */
+static int add_experts(Ctx *x, const GgufMap *t, const char *hf, const char *gg) {
+    const st_entry *e = NULL;
+    if (store_entry(x->m->store, hf, &e, NULL) != AL_OK) return AL_ERR;
+    bool w = e->ndim == 3;
+    if (!w && (e->ndim != 2 || t->xf == XF_EXP_DOWN))
+        return al_err("%s: %s has %d dims: expected [experts, rows, cols]", x->m->name, hf, e->ndim);
+    uint64_t E = e->shape[0], a = e->shape[1], b = w ? e->shape[2] : 0;
+    uint64_t ne[3] = {w ? a : a / 2, t->xf == XF_EXP_DOWN ? b : b / 2, E};
+    if (!w) ne[1] = E;
+    Fill f = {.m = x->m, .xf = t->xf, .s = 1.0};
+    snprintf(f.hf, sizeof f.hf, "%s", hf);
+    int ndim = w ? 3 : 2;
+    return add_fill(x, gg, ndim, ne, pick_type(x, gg, ndim, ne, t->xf), &f);
+}
+
 static int add_one(Ctx *x, const GgufMap *t, int layer) {
     const ModelConfig *c = &x->m->cfg;
     char *hf = hf_name(x->m, t, layer), *gg = gguf_layer_name(t, layer);
@@ -385,6 +435,8 @@ static int add_one(Ctx *x, const GgufMap *t, int layer) {
             rc = add_linear_norm(x, gg, (size_t)(q ? c->q_lora_rank : c->kv_lora_rank), q ? x->s_q : x->s_kv);
     } else if (rc == AL_OK && !has) {
         if (!t->opt) rc = al_err("%s: no tensor %s, which llama.cpp's %s needs as %s", x->m->name, hf, x->a->arch, gg);
+    } else if (rc == AL_OK && xf_experts(t->xf)) {
+        rc = add_experts(x, t, hf, gg);
     } else if (rc == AL_OK) {
         size_t R, C;
         rc = store_shape2(x->m->store, hf, &R, &C);
@@ -516,7 +568,8 @@ static uint32_t file_type(gg_type t) { return t == GG_F32 ? 0 : t == GG_F16 ? 1 
 
 /* What llama.cpp computes otherwise than the keys written say: its exaone4 reads the window and the
  * NoPE global layers only for 64 layers; no architecture but grok reads rope.scaling.yarn_attn_factor
- * (written as the converter writes it), each takes YaRN's default 0.1 ln(factor) + 1. */
+ * (written as the converter writes it), each takes YaRN's default 0.1 ln(factor) + 1; no GGUF key
+ * says YaRN's truncate, and ggml always rounds the correction dims. */
 static void llamacpp_note(const Model *m, const GgufArch *a, char *buf, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const RopeScaling *s = &c->rope_spec.scaling;
@@ -528,8 +581,12 @@ static void llamacpp_note(const Model *m, const GgufArch *a, char *buf, size_t c
     double def = s->factor > 1 ? 0.1 * log(s->factor) + 1 : 1;
     if (s->kind == RS_YARN && isfinite(s->attention_factor) && fabs(s->attention_factor - def) > 1e-6 * def && n >= 0 &&
         (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, "%sllama.cpp reads no YaRN attention_factor (%g, written as yarn_attn_factor): "
-                 "it scales by 0.1 ln(factor) + 1 = %.6g, so its logits differ", n ? "; " : "", s->attention_factor, def);
+        n += snprintf(buf + n, cap - (size_t)n, "%sllama.cpp reads no YaRN attention_factor (%g, written as "
+                      "yarn_attn_factor): it scales by 0.1 ln(factor) + 1 = %.6g, so its logits differ", n ? "; " : "",
+                      s->attention_factor, def);
+    if (s->kind == RS_YARN && !s->truncate && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "%sYaRN with truncate false (gpt-oss's): llama.cpp rounds the correction "
+                 "range (floor / ceil, as truncate true), so its RoPE frequencies and logits differ", n ? "; " : "");
 }
 
 static int build(Model *m, const GgufArch *a, const GgufExportOpts *o, GgufExportReport *rep, GgufWriter *w) {

@@ -460,7 +460,7 @@ const FamilyRow FAMILY[] = {
                   "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 8.0, \"original_max_position_embeddings\": 64, "
                   "\"rope_type\": \"yarn\", \"truncate\": false}, \"rope_theta\": 150000, "
                   "\"router_aux_loss_coef\": 0.9, \"sliding_window\": " SW ", \"swiglu_limit\": 7.0"},
-        .engines = ENGINES_ALL, .llamacpp_arch = "gpt-oss"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "gpt-oss", .gguf_arch = "gpt-oss"},
     [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
                   .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
                   .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,

@@ -100,6 +100,20 @@ static const GgufMap DS2_LAYER[] = {
     {ROLE_KV_B, "weight", XF_K_B, false, "attn_k_b"}, {ROLE_KV_B, "weight", XF_V_B, false, "attn_v_b"},
     W(ROLE_O, XF_COPY), {0}};
 
+/* gpt-oss (GptOssModel): post_attention_layernorm as post_attention_norm (the MLP's input norm
+ * there), q/k/v/o with biases, a sink logit per head, the router with its bias, the fused experts
+ * split into gate / up (interleaved columns) and down, each transposed per expert. */
+static const GgufMap GPT_OSS_LAYER[] = {
+    W(ROLE_NORM_ATTN_IN, XF_COPY), {ROLE_NORM_FFN_IN, "weight", XF_COPY, false, "post_attention_norm"}, QKVO_COPY,
+    B(ROLE_Q, XF_COPY), B(ROLE_K, XF_COPY), B(ROLE_V, XF_COPY), B(ROLE_O, XF_COPY), W(ROLE_SINKS, XF_COPY),
+    W(ROLE_ROUTER, XF_COPY), B(ROLE_ROUTER, XF_COPY),
+    {ROLE_EXPS_GATE_UP, "weight", XF_EXP_GATE, false, "ffn_gate_exps"},
+    {ROLE_EXPS_GATE_UP, "weight", XF_EXP_UP, false, "ffn_up_exps"},
+    {ROLE_EXPS_GATE_UP_BIAS, "bias", XF_EXP_GATE, false, "ffn_gate_exps"},
+    {ROLE_EXPS_GATE_UP_BIAS, "bias", XF_EXP_UP, false, "ffn_up_exps"},
+    {ROLE_EXPS_DOWN, "weight", XF_EXP_DOWN, false, "ffn_down_exps"},
+    {ROLE_EXPS_DOWN_BIAS, "bias", XF_COPY, false, "ffn_down_exps"}, {0}};
+
 #undef W
 #undef B
 #undef W_OPT
@@ -109,6 +123,8 @@ static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, cons
 static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_swa(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_mistral3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int kv_gpt_oss(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int cfg_gpt_oss(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int cfg_mistral3(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int kv_gpt2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
@@ -138,6 +154,7 @@ static const GgufArch ARCHS[] = {
     {"smollm3", "smollm3", LLAMA_GLOB, LLAMA_LAYER, kv_smollm3, cfg_llama},
     {"exaone4", "exaone4", LLAMA_GLOB, OLMO2_LAYER, kv_swa, cfg_llama},   /* OLMo 2's tensors, per-head q/k norms */
     {"mistral3", "ministral3", LLAMA_GLOB, LLAMA_LAYER, kv_mistral3, cfg_mistral3},   /* Llama's, q / k permuted */
+    {"gpt-oss", "gpt_oss", LLAMA_GLOB, GPT_OSS_LAYER, kv_gpt_oss, cfg_gpt_oss},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -177,9 +194,15 @@ char *gguf_layer_name(const GgufMap *t, int layer) {
     return layer >= 0 ? al_asprintf("blk.%d.%s", layer, base) : al_strdup(base);
 }
 
+/* Roles whose Hugging Face name has no ".weight" / ".bias" (gpt-oss's sinks and fused experts). */
+static bool hf_bare(tensor_role r) {
+    return r == ROLE_SINKS || r == ROLE_EXPS_GATE_UP || r == ROLE_EXPS_GATE_UP_BIAS || r == ROLE_EXPS_DOWN ||
+           r == ROLE_EXPS_DOWN_BIAS;
+}
+
 char *gguf_hf_name(const ModelConfig *c, const GgufMap *t, int layer) {
     char name[256];
-    if (!cfg_role_name(c, t->role, layer, 0, t->what, name, sizeof name)) {
+    if (!cfg_role_name(c, t->role, layer, 0, hf_bare(t->role) ? NULL : t->what, name, sizeof name)) {
         al_err("%s has no tensor of role %s", c->model_type, tensor_role_name(t->role));
         return NULL;
     }
@@ -335,6 +358,27 @@ static int kv_mistral3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, c
         rc = gguf_set_f32(w, gguf_arch_key(a, "rope.scaling.yarn_log_multiplier"), (float)s->mscale_all_dim);
     if (!rc && c->rope_spec.q_beta != 0)
         rc = gguf_set_f32(w, gguf_arch_key(a, "attention.temperature_scale"), (float)c->rope_spec.q_beta);
+    return rc;
+}
+
+/* gpt-oss as GptOssModel writes it: Llama's keys, head_dim, the experts (expert_feed_forward_length
+ * intermediate_size), the window and the sliding layers; llama.cpp's gpt-oss fixes the rest (softmax
+ * over the top-k router logits, SwiGLU clamped at 7 with alpha 1.702, the sinks). */
+static int kv_gpt_oss(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    const MoeSpec *m = &c->moe;
+    int rc = kv_common(w, c, tree, a);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attention.layer_norm_rms_epsilon"), (float)c->norm_eps);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "rope.dimension_count"), (uint32_t)c->qk_rope_dim);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length"), (uint32_t)c->qk_rope_dim);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)c->v_dim);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_count"), (uint32_t)m->n_experts);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_used_count"), (uint32_t)m->top_k);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_feed_forward_length"), (uint32_t)c->intermediate);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
+    bool slide[CFG_MAX_LAYERS];
+    for (int L = 0; L < c->n_layers; L++) slide[L] = cfg_layer_window(c, L) > 0;
+    if (!rc) rc = gguf_set_arr(w, gguf_arch_key(a, "attention.sliding_window_pattern"), GGUF_BOOL, slide, (size_t)c->n_layers);
     return rc;
 }
 
@@ -546,6 +590,24 @@ static int cfg_mistral3(const GgufFile *f, const GgufArch *a, cJSON *c) {
     return rc;
 }
 
+/* gpt-oss: Llama's keys, the experts, the window and its layers, q/k/v/o biases, SwiGLU clamped at 7
+ * (llama.cpp's constant); YaRN's truncate from attnlab.rope_scaling (else true, as llama.cpp computes). */
+static int cfg_gpt_oss(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    int64_t H = gint(f, a, "attention.head_count", 1), D = gint(f, a, "embedding_length", 0);
+    int rc = cfg_common(f, a, c, true);
+    add_int(c, "num_key_value_heads", gint(f, a, "attention.head_count_kv", H));
+    add_int(c, "head_dim", gint(f, a, "attention.key_length", H ? D / H : 0));
+    cJSON_ReplaceItemInObject(c, "intermediate_size", cJSON_CreateNumber((double)gint(f, a, "expert_feed_forward_length", 0)));
+    add_int(c, "num_local_experts", gint(f, a, "expert_count", 0));
+    add_int(c, "num_experts_per_tok", gint(f, a, "expert_used_count", 0));
+    add_int(c, "experts_per_token", gint(f, a, "expert_used_count", 0));
+    add_int(c, "sliding_window", gint(f, a, "attention.sliding_window", 0));
+    cJSON_AddBoolToObject(c, "attention_bias", true);
+    cJSON_AddNumberToObject(c, "swiglu_limit", 7.0);
+    if (!rc) rc = cfg_layer_types(f, a, c);
+    return rc;
+}
+
 static int cfg_phi3(const GgufFile *f, const GgufArch *a, cJSON *c) {
     int64_t H = gint(f, a, "attention.head_count", 1), D = gint(f, a, "embedding_length", 0);
     int rc = cfg_common(f, a, c, true);
@@ -643,10 +705,70 @@ static int back_check(const Back *b, const GgufTensor *g, uint64_t n0, uint64_t 
     return AL_OK;
 }
 
+static bool xf_experts(gguf_xf xf) { return xf == XF_EXP_GATE || xf == XF_EXP_UP || xf == XF_EXP_DOWN; }
+
+/* gpt-oss's experts back into the HF tensors (owns hf): ffn_gate_exps / ffn_up_exps (D, I, E) join as
+ * gate_up_proj [E, D, 2I] (their biases (I, E) as [E, 2I]), ffn_down_exps (I, D, E) as down_proj [E, I, D]. */
+static int back_experts(Back *b, const GgufMap *t, const GgufTensor *g, char *hf) {
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(b->ent[i].e.name, hf) == 0) {            /* ffn_up_exps joining ffn_gate_exps */
+            free(hf);
+            b->ent[i].src[1] = g;
+            const GgufTensor *g0 = b->ent[i].src[0];
+            return back_check(b, g, g0->ne[0], g0->ne[1], g0->ne[2]);
+        }
+    bool w = g->ndim == 3;
+    if ((g->ndim != 2 && g->ndim != 3) || (t->xf == XF_EXP_DOWN && !w) || t->xf == XF_EXP_UP) {
+        free(hf);
+        return al_err("%s: %s: %d dims%s, not gpt-oss's experts", gguf_path(b->f), g->name, g->ndim,
+                      t->xf == XF_EXP_UP ? " or no gate before it" : "");
+    }
+    if (al_reserve(&b->ent, &b->cap, b->n + 1, sizeof *b->ent, "GGUF tensors")) { free(hf); return AL_ERR; }
+    LEnt *l = &b->ent[b->n++];
+    memset(l, 0, sizeof *l);
+    *l = (LEnt){.e = {.name = hf, .dtype = DT_F32, .ndim = w ? 3 : 2}, .src = {g, NULL}, .xf = t->xf};
+    size_t E = (size_t)(w ? g->ne[2] : g->ne[1]), a = (size_t)g->ne[0], c = (size_t)g->ne[1];
+    size_t *sh = l->e.shape;
+    sh[0] = E;
+    if (!w) sh[1] = 2 * a;                                   /* [E, 2I] */
+    else if (t->xf == XF_EXP_DOWN) sh[1] = a, sh[2] = c;     /* [E, I, D] */
+    else sh[1] = a, sh[2] = 2 * c;                           /* [E, D, 2I] */
+    l->e.begin = b->off;
+    l->e.end = b->off + sh[0] * sh[1] * (w ? sh[2] : 1) * sizeof(float);
+    b->off = l->e.end;
+    return AL_OK;
+}
+
+/* gpt-oss's experts: the export's split and transposes undone (gguf_arch.h: XF_EXP_*). */
+static int back_fill_experts(const Back *b, const LEnt *l, float *dst) {
+    const GgufTensor *g = l->src[0];
+    if (l->xf != XF_EXP_DOWN && !l->src[1]) return al_err("%s: %s without its ffn_up_exps", gguf_path(b->f), g->name);
+    size_t w = g->ndim == 3, E = l->e.shape[0], a = (size_t)g->ne[0], c = (size_t)g->ne[1];
+    for (int k = 0; k < (l->xf == XF_EXP_DOWN ? 1 : 2); k++) {
+        const GgufTensor *s = l->src[k];
+        float *tmp = al_malloc3(s->numel, 1, sizeof *tmp, s->name);
+        if (!tmp) return AL_ERR;
+        gguf_tensor_f32(b->f, s, tmp);
+        for (size_t x = 0; x < E; x++) {
+            if (!w)                                          /* bias (I, E): column 2i + k */
+                for (size_t i = 0; i < a; i++) dst[x * 2 * a + 2 * i + (size_t)k] = tmp[x * a + i];
+            else if (l->xf == XF_EXP_DOWN)                   /* (D rows, I cols) -> [I, D] */
+                for (size_t d = 0; d < c; d++)
+                    for (size_t i = 0; i < a; i++) dst[(x * a + i) * c + d] = tmp[(x * c + d) * a + i];
+            else                                             /* (I rows, D cols) -> [D, 2I] column 2i + k */
+                for (size_t i = 0; i < c; i++)
+                    for (size_t d = 0; d < a; d++) dst[(x * a + d) * 2 * c + 2 * i + (size_t)k] = tmp[(x * c + i) * a + d];
+        }
+        free(tmp);
+    }
+    return AL_OK;
+}
+
 static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
     const ModelConfig *c = &b->c;
     char *hf = gguf_hf_name(c, t, layer);
     if (!hf) return AL_ERR;
+    if (xf_experts(t->xf)) return back_experts(b, t, g, hf);
     for (size_t i = 0; i < b->n; i++)
         if (strcmp(b->ent[i].e.name, hf) == 0) {            /* attn_v_b joining attn_k_b */
             free(hf);
@@ -688,6 +810,7 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
 /* Undoes the export's transform into dst (the HF tensor). */
 static int back_fill(const Back *b, const LEnt *l, float *dst) {
     const GgufTensor *g = l->src[0];
+    if (xf_experts(l->xf)) return back_fill_experts(b, l, dst);
     bool perm = (l->xf == XF_PERM_Q || l->xf == XF_PERM_K) && arch_permuted(b->a);
     if (l->xf == XF_K_B && !l->src[1]) return al_err("%s: %s without its attn_v_b", gguf_path(b->f), g->name);
     float *tmp = al_malloc3(g->numel, 1, sizeof *tmp, g->name);

@@ -30,6 +30,10 @@ typedef enum {
     XF_LAT_Q,       /* q_a_proj scaled (no latent norm) */
     XF_PLUS1,       /* Gemma's RMSNorm weight w stored as 1 + w (llama.cpp multiplies by it) */
     XF_QKV_HEADS,   /* GPT-NeoX query_key_value rows (H, 3, hd) -> (3, H, hd): [Q ; K ; V] */
+    XF_EXP_GATE,    /* gpt-oss experts.gate_up_proj [E, D, 2I] (x @ W) -> ffn_gate_exps (E, I, D): the even
+                       columns, transposed per expert; its bias [E, 2I] -> (E, I) */
+    XF_EXP_UP,      /* the same with the odd columns (ffn_up_exps) */
+    XF_EXP_DOWN,    /* experts.down_proj [E, I, D] (x @ W) -> ffn_down_exps (E, D, I), transposed per expert */
 } gguf_xf;
 
 /* One tensor of an architecture, by role: its HF name is the model's name of the role
