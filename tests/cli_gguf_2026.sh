@@ -142,6 +142,18 @@ cp -r go got && sed -i 's/"truncate":[[:space:]]*false/"truncate": true/' got/co
 roundtrip got gpt-oss "family sliding_window"
 grep -q "truncate false" export_got.txt && fail "gpt-oss with truncate true: [$(cat export_got.txt)]"
 
+# gpt-oss's experts in MXFP4 as released (tests/gptoss_mxfp4.py: _blocks / _scales of each expert's
+# W, the release's quantization_config) written dequantized: the GGUF is the one of the F32 twin
+# (the decoded values in the x @ W layout), logits bit for bit
+python3 "$ATTNLAB_SRC/tests/gptoss_mxfp4.py" go gmx mxfp4 && python3 "$ATTNLAB_SRC/tests/gptoss_mxfp4.py" go gf32 f32 \
+    || fail "gptoss_mxfp4.py"
+run -e "load gmx; export gmx.gguf dtype f32; load gf32; export gf32.gguf dtype f32"
+[ "$(rc)" = 0 ] || fail "gpt-oss MXFP4 export: [$(cat out.txt err.txt)]"
+"$TG" logits gmx.gguf "$IDS" > gg_gmx.json && "$TG" logits gf32.gguf "$IDS" > gg_gf32.json \
+    && "$TG" logits gf32 "$IDS" > ref_gf32.json || fail "gpt-oss MXFP4 logits"
+cmp -s gg_gmx.json gg_gf32.json || fail "gpt-oss: the MXFP4 experts' GGUF differs from the F32 twin's"
+cmp -s ref_gf32.json gg_gf32.json || fail "gpt-oss: the F32 twin's GGUF differs from the twin"
+
 # lint of each file: llama.cpp's row knows every tensor
 for f in ex exf o3 m3 go; do
     run -e "lint $f.gguf"

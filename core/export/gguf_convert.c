@@ -25,8 +25,6 @@ const char *gguf_arch_for(const Model *m, const char **why) {
     if (!a) *why = "no llama.cpp architecture is mapped for this family yet";
     else if (c->mlp == MLP_MOE && strcmp(a->arch, "gpt-oss") != 0)
         *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts and gpt-oss only)";
-    else if (c->mlp == MLP_MOE && m->fp4 != DT_FP4_NONE)
-        *why = "gpt-oss's MXFP4 experts are not written to GGUF yet (its F32 / BF16 experts are)";
     else if (cfg_is_mla(c) && c->rope_spec.layout != ROPE_INTERLEAVED)
         *why = "rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs";
     else if (c->rope_spec.scaling.kind == RS_LONGROPE || c->rope_spec.scaling.kind == RS_OTHER)
@@ -61,15 +59,36 @@ typedef struct {
     gguf_xf xf;
     double s;                 /* latent scale (XF_LAT_*) or the constant of a generated norm */
     bool constant;            /* a generated tensor: every value s */
+    bool fp4;                 /* gpt-oss's MXFP4 experts as released ("<hf>_blocks" / "_scales", W x) */
 } Fill;
 
 
 static bool xf_experts(gguf_xf xf) { return xf == XF_EXP_GATE || xf == XF_EXP_UP || xf == XF_EXP_DOWN; }
 
+/* gpt-oss's MXFP4 experts as released: gate_up (E 2I rows [gate ; up] interleaved, D cols) or down
+ * (E D rows, I cols), W x per expert: decoded (exact), gate / up rows picked; ggml's layout as is. */
+static int fill_experts_fp4(Fill *f, float *dst, size_t numel) {
+    size_t E;
+    dt_fp4 q;
+    if (store_fp4_experts(f->m->store, f->hf, &E, &q) != AL_OK) return AL_ERR;
+    bool down = f->xf == XF_EXP_DOWN;
+    size_t n = q.rows * q.cols, R = q.rows / E, C = q.cols, odd = f->xf == XF_EXP_UP;
+    if (n != numel * (down ? 1 : 2)) return al_err("internal: %s has %zu values for %zu", f->hf, n, numel);
+    if (down) { dt_fp4_dequant(&q, 0, q.rows, 0, C, dst, C); return AL_OK; }
+    float *src = al_malloc3(n, 1, sizeof *src, "experts");
+    if (!src) return AL_ERR;
+    dt_fp4_dequant(&q, 0, q.rows, 0, C, src, C);
+    for (size_t x = 0; x < E; x++)
+        for (size_t i = 0; i < R / 2; i++) memcpy(dst + (x * (R / 2) + i) * C, src + (x * R + 2 * i + odd) * C, C * sizeof *dst);
+    free(src);
+    return AL_OK;
+}
+
 /* gpt-oss's fused experts (gguf_arch.h: XF_EXP_*): [E, a, b] weights (x @ W) or [E, a] biases. */
 static int fill_experts(Fill *f, float *dst, size_t numel) {
     const st_entry *e;
     const st_file *sf;
+    if (f->fp4) return fill_experts_fp4(f, dst, numel);
     if (store_entry(f->m->store, f->hf, &e, &sf) != AL_OK) return AL_ERR;
     size_t E = e->shape[0], a = e->shape[1], b = e->ndim == 3 ? e->shape[2] : 0, n = E * a * (b ? b : 1);
     size_t odd = f->xf == XF_EXP_UP, I = b ? b / 2 : a / 2;
@@ -403,10 +422,35 @@ static char *tied_output(Ctx *x, const GgufMap *t, int layer) {
     return emb;
 }
 
+/* gpt-oss's MXFP4 experts as released (store_fp4_experts): ne (C, R / 2, E) for gate / up, (C, R, E) for
+ * down, R and C each expert's stored rows and columns; the codes and scales marked used. */
+static int add_experts_fp4(Ctx *x, const GgufMap *t, const char *hf, const char *gg) {
+    size_t E = 0;
+    dt_fp4 q;
+    if (store_fp4_experts(x->m->store, hf, &E, &q) != AL_OK) return AL_ERR;
+    if (q.enc == DT_FP4_NONE || !E)
+        return al_err("%s: no tensor %s (nor its MXFP4 _blocks), which llama.cpp's %s needs as %s", x->m->name, hf,
+                      x->a->arch, gg);
+    char n[300];
+    snprintf(n, sizeof n, "%s_blocks", hf);
+    mark_used(x, n);
+    snprintf(n, sizeof n, "%s_scales", hf);
+    mark_used(x, n);
+    size_t R = q.rows / E;
+    uint64_t ne[3] = {q.cols, t->xf == XF_EXP_DOWN ? R : R / 2, E};
+    Fill f = {.m = x->m, .xf = t->xf, .s = 1.0, .fp4 = true};
+    snprintf(f.hf, sizeof f.hf, "%s", hf);
+    return add_fill(x, gg, 3, ne, pick_type(x, gg, 3, ne, t->xf), &f);
+}
+
 /* A tensor of gpt-oss's fused experts: ne (a, b / 2, E) for gate / up, (a, b, E) for down (stored
  * [E, a, b]), (a / 2, E) for a gate / up bias (stored [E, a]). */
 static int add_experts(Ctx *x, const GgufMap *t, const char *hf, const char *gg) {
     const st_entry *e = NULL;
+    size_t qE;
+    dt_fp4 q;
+    if (store_fp4_experts(x->m->store, hf, &qE, &q) != AL_OK) return AL_ERR;
+    if (q.enc != DT_FP4_NONE) return add_experts_fp4(x, t, hf, gg);
     if (store_entry(x->m->store, hf, &e, NULL) != AL_OK) return AL_ERR;
     bool w = e->ndim == 3;
     if (!w && (e->ndim != 2 || t->xf == XF_EXP_DOWN))
@@ -433,6 +477,8 @@ static int add_one(Ctx *x, const GgufMap *t, int layer) {
     if (rc == AL_OK && latnorm && x->linearize) {
         if (!q || c->q_lora_rank > 0)
             rc = add_linear_norm(x, gg, (size_t)(q ? c->q_lora_rank : c->kv_lora_rank), q ? x->s_q : x->s_kv);
+    } else if (rc == AL_OK && !has && xf_experts(t->xf)) {
+        rc = add_experts_fp4(x, t, hf, gg);
     } else if (rc == AL_OK && !has) {
         if (!t->opt) rc = al_err("%s: no tensor %s, which llama.cpp's %s needs as %s", x->m->name, hf, x->a->arch, gg);
     } else if (rc == AL_OK && xf_experts(t->xf)) {
