@@ -11,7 +11,7 @@
 # installed (scripts/install-deps.sh; that part is skipped with a message otherwise), llama.cpp runs
 # the files and its logits are compared with attnlab's on the source (tests/llamacpp_logits.mjs):
 # exaone4 without a window (EXAONE-4.0-1.2B's form: llama.cpp runs the window and the NoPE layers only
-# for 64 layers, which the export line says), olmo3 with its window and YaRN's default attention
+# for 64 layers, which the export line says) and with 64 layers (window, NoPE layers, llama3 RoPE), olmo3 with its window and YaRN's default attention
 # factor (llama.cpp reads no other: with the recipe's 1.25 its logits are off, as the export says).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -68,6 +68,27 @@ roundtrip exf exaone4
 [ -z "$(info_of exf nope_layers)" ] || [ "$(info_of exf nope_layers)" = none ] || fail "exaone4 1.2B form: NoPE [$(info_of exf nope_layers)]"
 grep -qa "exaone4.attention.sliding_window_pattern" exf.gguf && fail "exaone4 without a window: a pattern written"
 grep -q "only for 64 layers" export_exf.txt && fail "exaone4 without a window: the 64-layer line"
+
+# EXAONE-4.0-32B's 64 layers (the recipe's 4 repeated 16 times), where llama.cpp's exaone4 slides and
+# skips RoPE as the file says: no line about it
+python3 - ex ex64 <<'PY' || fail "exaone4 64 layers"
+import json, os, re, sys
+sys.path.insert(0, os.path.join(os.environ['ATTNLAB_SRC'], 'tests'))
+from st_tensors import tensors, write_tensors, copy_other_files
+src, dst = sys.argv[1:3]
+copy_other_files(src, dst)
+items = []
+for name, v in sorted(tensors(src).items()):
+    m = re.match(r'model\.layers\.(\d+)\.(.*)', name)
+    items += [('model.layers.%d.%s' % (L, m.group(2)), v) for L in range(int(m.group(1)), 64, 4)] if m else [(name, v)]
+write_tensors(os.path.join(dst, 'model.safetensors'), items)
+c = json.load(open(os.path.join(dst, 'config.json')))
+c['num_hidden_layers'], c['layer_types'] = 64, c['layer_types'] * 16
+json.dump(c, open(os.path.join(dst, 'config.json'), 'w'), indent=1)
+PY
+run -e "load ex64; export ex64.gguf dtype f32"
+[ "$(rc)" = 0 ] && ! grep -q "only for 64 layers" out.txt || fail "exaone4 64 layers export: [$(cat out.txt err.txt)]"
+"$TG" logits ex64 "$IDS" > ref_ex64.json || fail "exaone4 64 layers: logits"
 
 # OLMo 3 as olmo2 with the window and the pattern; the recipe's YaRN attention_factor 1.25, which
 # llama.cpp does not read (the export line says so), and Olmo-3's own, the default 0.1 ln 8 + 1
@@ -175,6 +196,7 @@ else
             || fail "$name: beyond tolerance $tol or argmax differs: $line"
     }
     compare exaone4-nowindow-f32 exf exf.gguf 1e-4
+    compare exaone4-64-layers-f32 ex64 ex64.gguf 1e-4
     compare olmo3-f32 o3d o3d.gguf 1e-4
     compare ministral3-f32 m3 m3.gguf 1e-4
     compare mimo-mtp-f32 mimtp mimtp.gguf 1e-4
