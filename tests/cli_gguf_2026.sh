@@ -174,6 +174,18 @@ run -e "load gmx; export gmx.gguf dtype f32; load gf32; export gf32.gguf dtype f
     && "$TG" logits gf32 "$IDS" > ref_gf32.json || fail "gpt-oss MXFP4 logits"
 cmp -s gg_gmx.json gg_gf32.json || fail "gpt-oss: the MXFP4 experts' GGUF differs from the F32 twin's"
 cmp -s ref_gf32.json gg_gf32.json || fail "gpt-oss: the F32 twin's GGUF differs from the twin"
+# in a BF16 file the MXFP4 experts stay GGUF MXFP4 (type 39, as the converter keeps them): exact (the
+# same logits as the BF16 file of the F32 twin, whose experts are exact in BF16), and smaller
+run -e "load gmx; export gmxb.gguf dtype bf16; load gf32; export gf32b.gguf dtype bf16"
+[ "$(rc)" = 0 ] || fail "gpt-oss MXFP4 BF16 export: [$(cat out.txt err.txt)]"
+"$TG" logits gmxb.gguf "$IDS" > gg_gmxb.json && "$TG" logits gf32b.gguf "$IDS" > gg_gf32b.json || fail "gpt-oss BF16 logits"
+cmp -s gg_gmxb.json gg_gf32b.json || fail "gpt-oss: the GGUF MXFP4 experts are not the F32 twin's values"
+[ "$(stat -c %s gmxb.gguf)" -lt "$(( $(stat -c %s gf32b.gguf) * 6 / 10 ))" ] \
+    || fail "gpt-oss: the BF16 file's experts are not 4-bit ($(stat -c %s gmxb.gguf) vs $(stat -c %s gf32b.gguf) bytes)"
+python3 "$ATTNLAB_SRC/tests/gptoss_mxfp4.py" got gmxt mxfp4 || fail "gptoss_mxfp4.py (truncate true)"
+run -e "load gmxt; export gmxt.gguf dtype bf16"
+[ "$(rc)" = 0 ] || fail "gpt-oss MXFP4 (truncate true) export: [$(cat out.txt err.txt)]"
+"$TG" logits gmxt "$IDS" > ref_gmxt.json || fail "gpt-oss MXFP4 source logits"
 
 # lint of each file: llama.cpp's row knows every tensor
 for f in ex exf o3 m3 go; do
@@ -201,6 +213,7 @@ else
     compare ministral3-f32 m3 m3.gguf 1e-4
     compare mimo-mtp-f32 mimtp mimtp.gguf 1e-4
     compare gpt-oss-f32 got got.gguf 1e-4
+    compare gpt-oss-mxfp4-experts-bf16 gmxt gmxt.gguf 1e-1     # BF16 attention; ggml's MXFP4 products
     line=$(ATTNLAB_NODE_PREFIX=$PREFIX node "$JS" go.gguf "$IDS" ref_go.json 2> node_go.txt)
     echo "gpt-oss-truncate-false: $line"
     awk -v l="$line" 'BEGIN { n = split(l, w, " "); for (i = 1; i < n; i++) v[w[i]] = w[i + 1]

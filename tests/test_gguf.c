@@ -111,6 +111,7 @@ static double tol_of(gg_type t, float x, float amax) {
     case GG_F16: return fabs(x) * 0x1p-11 + 1e-7;
     case GG_BF16: return fabs(x) * 0x1p-8;
     case GG_Q8_0: return amax / 127 * 0.5 + amax * 0x1p-10 + 1e-6;   /* half a step, and the fp16 scale */
+    case GG_MXFP4: return amax;                                         /* not round-tripped here */
     }
     return 0;
 }

@@ -392,9 +392,11 @@ static void mark_used(Ctx *x, const char *name) {
     }
 }
 
-/* The storage type of a tensor: 1-D, norms and scaled latents F32; Q8_0 rows not whole blocks F16. */
+/* The storage type of a tensor: 1-D, biases, norms and scaled latents F32; Q8_0 rows not whole blocks F16. */
 static gg_type pick_type(Ctx *x, const char *gg, int ndim, const uint64_t *ne, gguf_xf xf) {
-    if (ndim == 1 || is_norm(gg) || (x->linearize && (xf == XF_LAT_KV || xf == XF_LAT_Q))) return GG_F32;
+    size_t n = strlen(gg);                 /* biases F32 (gpt-oss's experts' are 2-D: ggml adds only F32) */
+    bool bias = n > 5 && strcmp(gg + n - 5, ".bias") == 0;
+    if (ndim == 1 || bias || is_norm(gg) || (x->linearize && (xf == XF_LAT_KV || xf == XF_LAT_Q))) return GG_F32;
     if (x->o->dtype == GG_Q8_0 && ne[0] % GG_QK8_0) { x->rep->f16_fallback++; return GG_F16; }
     return x->o->dtype;
 }
@@ -439,8 +441,9 @@ static int add_experts_fp4(Ctx *x, const GgufMap *t, const char *hf, const char 
     size_t R = q.rows / E;
     uint64_t ne[3] = {q.cols, t->xf == XF_EXP_DOWN ? R : R / 2, E};
     Fill f = {.m = x->m, .xf = t->xf, .s = 1.0, .fp4 = true};
-    snprintf(f.hf, sizeof f.hf, "%s", hf);
-    return add_fill(x, gg, 3, ne, pick_type(x, gg, 3, ne, t->xf), &f);
+    snprintf(f.hf, sizeof f.hf, "%s", hf);     /* kept MXFP4 (exact), as the converter does, but in an F32 file */
+    bool keep = x->o->dtype != GG_F32 && q.enc == DT_FP4_MXFP4 && q.cols % 32 == 0;
+    return add_fill(x, gg, 3, ne, keep ? GG_MXFP4 : pick_type(x, gg, 3, ne, t->xf), &f);
 }
 
 /* A tensor of gpt-oss's fused experts: ne (a, b / 2, E) for gate / up, (a, b, E) for down (stored
