@@ -153,6 +153,10 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
     if (r.q_less_old)
         out_printf(out, "  no query latent: llama.cpp b5415 .. b6845 (node-llama-cpp 3.8.1 .. 3.14.2) fail on it (they build "
                    "q_proj only for 27 layers); convert mla with q-rank for those builds\n");
+    if (r.mtp_skipped)
+        out_printf(out, "  %zu tensors of the multi-token-prediction layers left out (the logits never read them)\n",
+                   r.mtp_skipped);
+    if (r.note[0]) out_printf(out, "  %s\n", r.note);
     out_string(out, r.path);      /* Lua: the file written, as the other exports give their folder */
     out->written = true;
     return AL_OK;

@@ -61,6 +61,22 @@ static void test_q8_0_reference(void) {
     CHECK(gg_row_bytes(GG_Q8_0, 33) == 0 && gg_row_bytes(GG_Q8_0, 64) == 68, "row bytes");
 }
 
+/* ggml's block_mxfp4: E2M1 codes times 2^-3 round-trip exactly; the scale byte is floor(log2 amax) - 2
+ * + 127 (amax 0.75: 124, d = 2^-4); value j sits in the low nibble of byte j, value j + 16 in its high
+ * nibble (value 3 = -3 d: code 11, value 19 = 3 d: code 3). */
+static void test_mxfp4_reference(void) {
+    static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    float x[32], y[32];
+    for (int i = 0; i < 32; i++) x[i] = (i % 3 ? 1 : -1) * e2m1[i % 8] * 0.125f;
+    uint8_t q[GG_MXFP4_BLOCK];
+    gg_from_f32(GG_MXFP4, x, 32, q);
+    CHECK(q[0] == 124, "scale byte %d", q[0]);
+    CHECK(q[1 + 1] == 0x11 && q[1 + 3] == 0x3b, "bytes 1, 3: %02x %02x", q[2], q[4]);
+    gg_to_f32(GG_MXFP4, q, 32, y);
+    for (int i = 0; i < 32; i++) CHECK(y[i] == x[i], "value %d: %g, want %g", i, y[i], x[i]);
+    CHECK(gg_row_bytes(GG_MXFP4, 33) == 0 && gg_row_bytes(GG_MXFP4, 64) == 34, "row bytes");
+}
+
 static void add_metadata(GgufWriter *w) {
     CHECK_OK(gguf_set_u32(w, "a.u32", 4000000000u));
     CHECK_OK(gguf_set_i32(w, "a.i32", -7));
@@ -111,6 +127,7 @@ static double tol_of(gg_type t, float x, float amax) {
     case GG_F16: return fabs(x) * 0x1p-11 + 1e-7;
     case GG_BF16: return fabs(x) * 0x1p-8;
     case GG_Q8_0: return amax / 127 * 0.5 + amax * 0x1p-10 + 1e-6;   /* half a step, and the fp16 scale */
+    case GG_MXFP4: return amax;                                         /* not round-tripped here */
     }
     return 0;
 }
@@ -496,6 +513,7 @@ static void test_roles(void) {
         ModelConfig c = {.family = (model_family)f};
         snprintf(c.model_type, sizeof c.model_type, "%s", FAMILY[f].model_type);
         cfg_layouts_from_row(&c);
+        c.moe.layout = FAMILY[f].moe;                  /* gpt-oss: its experts' names */
         const GgufArch *a = gguf_arch_row(&c);
         CHECK((a != NULL) == (FAMILY[f].gguf_arch != NULL), "%s: an architecture iff its row names one", c.model_type);
         if (!a) continue;
@@ -563,6 +581,7 @@ int main(int argc, char **argv) {
     }
     const char *dir = test_tmpdir();
     test_q8_0_reference();
+    test_mxfp4_reference();
     test_roundtrip(dir);
     test_malformed();
     test_models(dir);

@@ -23,8 +23,8 @@ const char *gguf_arch_for(const Model *m, const char **why) {
     const GgufArch *a = gguf_arch_row(c);
     *why = NULL;
     if (!a) *why = "no llama.cpp architecture is mapped for this family yet";
-    else if (c->mlp == MLP_MOE)
-        *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts only)";
+    else if (c->mlp == MLP_MOE && strcmp(a->arch, "gpt-oss") != 0)
+        *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts and gpt-oss only)";
     else if (cfg_is_mla(c) && c->rope_spec.layout != ROPE_INTERLEAVED)
         *why = "rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs";
     else if (c->rope_spec.scaling.kind == RS_LONGROPE || c->rope_spec.scaling.kind == RS_OTHER)
@@ -59,8 +59,59 @@ typedef struct {
     gguf_xf xf;
     double s;                 /* latent scale (XF_LAT_*) or the constant of a generated norm */
     bool constant;            /* a generated tensor: every value s */
+    bool fp4;                 /* gpt-oss's MXFP4 experts as released ("<hf>_blocks" / "_scales", W x) */
 } Fill;
 
+
+static bool xf_experts(gguf_xf xf) { return xf == XF_EXP_GATE || xf == XF_EXP_UP || xf == XF_EXP_DOWN; }
+
+/* gpt-oss's MXFP4 experts as released: gate_up (E 2I rows [gate ; up] interleaved, D cols) or down
+ * (E D rows, I cols), W x per expert: decoded (exact), gate / up rows picked; ggml's layout as is. */
+static int fill_experts_fp4(Fill *f, float *dst, size_t numel) {
+    size_t E;
+    dt_fp4 q;
+    if (store_fp4_experts(f->m->store, f->hf, &E, &q) != AL_OK) return AL_ERR;
+    bool down = f->xf == XF_EXP_DOWN;
+    size_t n = q.rows * q.cols, R = q.rows / E, C = q.cols, odd = f->xf == XF_EXP_UP;
+    if (n != numel * (down ? 1 : 2)) return al_err("internal: %s has %zu values for %zu", f->hf, n, numel);
+    if (down) { dt_fp4_dequant(&q, 0, q.rows, 0, C, dst, C); return AL_OK; }
+    float *src = al_malloc3(n, 1, sizeof *src, "experts");
+    if (!src) return AL_ERR;
+    dt_fp4_dequant(&q, 0, q.rows, 0, C, src, C);
+    for (size_t x = 0; x < E; x++)
+        for (size_t i = 0; i < R / 2; i++) memcpy(dst + (x * (R / 2) + i) * C, src + (x * R + 2 * i + odd) * C, C * sizeof *dst);
+    free(src);
+    return AL_OK;
+}
+
+/* gpt-oss's fused experts (gguf_arch.h: XF_EXP_*): [E, a, b] weights (x @ W) or [E, a] biases. */
+static int fill_experts(Fill *f, float *dst, size_t numel) {
+    const st_entry *e;
+    const st_file *sf;
+    if (f->fp4) return fill_experts_fp4(f, dst, numel);
+    if (store_entry(f->m->store, f->hf, &e, &sf) != AL_OK) return AL_ERR;
+    size_t E = e->shape[0], a = e->shape[1], b = e->ndim == 3 ? e->shape[2] : 0, n = E * a * (b ? b : 1);
+    size_t odd = f->xf == XF_EXP_UP, I = b ? b / 2 : a / 2;
+    if (n != numel * (f->xf == XF_EXP_DOWN ? 1 : 2)) return al_err("internal: %s has %zu values for %zu", f->hf, n, numel);
+    float *src = al_malloc3(n, 1, sizeof *src, "experts");
+    if (!src) return AL_ERR;
+    if (dt_to_f32(e->dtype, st_data(sf, e), n, src) != AL_OK) {
+        free(src);
+        return al_err("tensor '%s': %s experts are not read here (F32, BF16, F16)", f->hf, dt_name(e->dtype));
+    }
+    for (size_t x = 0; x < E; x++) {
+        if (!b)                                            /* gate / up bias: even / odd columns */
+            for (size_t i = 0; i < I; i++) dst[x * I + i] = src[x * a + 2 * i + odd];
+        else if (f->xf == XF_EXP_DOWN)                    /* (I, D) -> (D, I) */
+            for (size_t i = 0; i < a; i++)
+                for (size_t d = 0; d < b; d++) dst[(x * b + d) * a + i] = src[(x * a + i) * b + d];
+        else                                               /* (D, 2I) -> (I, D), even / odd columns */
+            for (size_t d = 0; d < a; d++)
+                for (size_t i = 0; i < I; i++) dst[(x * I + i) * a + d] = src[(x * a + d) * b + 2 * i + odd];
+    }
+    free(src);
+    return AL_OK;
+}
 
 static int fill_tensor(void *ud, float *dst, size_t numel) {
     Fill *f = ud;
@@ -68,6 +119,7 @@ static int fill_tensor(void *ud, float *dst, size_t numel) {
         for (size_t i = 0; i < numel; i++) dst[i] = (float)f->s;
         return AL_OK;
     }
+    if (xf_experts(f->xf)) return fill_experts(f, dst, numel);
     const ModelConfig *c = &f->m->cfg;
     Mat *w;
     if (store_read(f->m->store, f->hf, &w) != AL_OK) return AL_ERR;
@@ -340,9 +392,11 @@ static void mark_used(Ctx *x, const char *name) {
     }
 }
 
-/* The storage type of a tensor: 1-D, norms and scaled latents F32; Q8_0 rows not whole blocks F16. */
+/* The storage type of a tensor: 1-D, biases, norms and scaled latents F32; Q8_0 rows not whole blocks F16. */
 static gg_type pick_type(Ctx *x, const char *gg, int ndim, const uint64_t *ne, gguf_xf xf) {
-    if (ndim == 1 || is_norm(gg) || (x->linearize && (xf == XF_LAT_KV || xf == XF_LAT_Q))) return GG_F32;
+    size_t n = strlen(gg);                 /* biases F32 (gpt-oss's experts' are 2-D: ggml adds only F32) */
+    bool bias = n > 5 && strcmp(gg + n - 5, ".bias") == 0;
+    if (ndim == 1 || bias || is_norm(gg) || (x->linearize && (xf == XF_LAT_KV || xf == XF_LAT_Q))) return GG_F32;
     if (x->o->dtype == GG_Q8_0 && ne[0] % GG_QK8_0) { x->rep->f16_fallback++; return GG_F16; }
     return x->o->dtype;
 }
@@ -370,6 +424,49 @@ static char *tied_output(Ctx *x, const GgufMap *t, int layer) {
     return emb;
 }
 
+/* gpt-oss's MXFP4 experts as released (store_fp4_experts): ne (C, R / 2, E) for gate / up, (C, R, E) for
+ * down, R and C each expert's stored rows and columns; the codes and scales marked used. */
+static int add_experts_fp4(Ctx *x, const GgufMap *t, const char *hf, const char *gg) {
+    size_t E = 0;
+    dt_fp4 q;
+    if (store_fp4_experts(x->m->store, hf, &E, &q) != AL_OK) return AL_ERR;
+    if (q.enc == DT_FP4_NONE || !E)
+        return al_err("%s: no tensor %s (nor its MXFP4 _blocks), which llama.cpp's %s needs as %s", x->m->name, hf,
+                      x->a->arch, gg);
+    char n[300];
+    snprintf(n, sizeof n, "%s_blocks", hf);
+    mark_used(x, n);
+    snprintf(n, sizeof n, "%s_scales", hf);
+    mark_used(x, n);
+    size_t R = q.rows / E;
+    uint64_t ne[3] = {q.cols, t->xf == XF_EXP_DOWN ? R : R / 2, E};
+    Fill f = {.m = x->m, .xf = t->xf, .s = 1.0, .fp4 = true};
+    snprintf(f.hf, sizeof f.hf, "%s", hf);     /* kept MXFP4 (exact), as the converter does, but in an F32 file */
+    bool keep = x->o->dtype != GG_F32 && q.enc == DT_FP4_MXFP4 && q.cols % 32 == 0;
+    return add_fill(x, gg, 3, ne, keep ? GG_MXFP4 : pick_type(x, gg, 3, ne, t->xf), &f);
+}
+
+/* A tensor of gpt-oss's fused experts: ne (a, b / 2, E) for gate / up, (a, b, E) for down (stored
+ * [E, a, b]), (a / 2, E) for a gate / up bias (stored [E, a]). */
+static int add_experts(Ctx *x, const GgufMap *t, const char *hf, const char *gg) {
+    const st_entry *e = NULL;
+    size_t qE;
+    dt_fp4 q;
+    if (store_fp4_experts(x->m->store, hf, &qE, &q) != AL_OK) return AL_ERR;
+    if (q.enc != DT_FP4_NONE) return add_experts_fp4(x, t, hf, gg);
+    if (store_entry(x->m->store, hf, &e, NULL) != AL_OK) return AL_ERR;
+    bool w = e->ndim == 3;
+    if (!w && (e->ndim != 2 || t->xf == XF_EXP_DOWN))
+        return al_err("%s: %s has %d dims: expected [experts, rows, cols]", x->m->name, hf, e->ndim);
+    uint64_t E = e->shape[0], a = e->shape[1], b = w ? e->shape[2] : 0;
+    uint64_t ne[3] = {w ? a : a / 2, t->xf == XF_EXP_DOWN ? b : b / 2, E};
+    if (!w) ne[1] = E;
+    Fill f = {.m = x->m, .xf = t->xf, .s = 1.0};
+    snprintf(f.hf, sizeof f.hf, "%s", hf);
+    int ndim = w ? 3 : 2;
+    return add_fill(x, gg, ndim, ne, pick_type(x, gg, ndim, ne, t->xf), &f);
+}
+
 static int add_one(Ctx *x, const GgufMap *t, int layer) {
     const ModelConfig *c = &x->m->cfg;
     char *hf = hf_name(x->m, t, layer), *gg = gguf_layer_name(t, layer);
@@ -383,8 +480,12 @@ static int add_one(Ctx *x, const GgufMap *t, int layer) {
     if (rc == AL_OK && latnorm && x->linearize) {
         if (!q || c->q_lora_rank > 0)
             rc = add_linear_norm(x, gg, (size_t)(q ? c->q_lora_rank : c->kv_lora_rank), q ? x->s_q : x->s_kv);
+    } else if (rc == AL_OK && !has && xf_experts(t->xf)) {
+        rc = add_experts_fp4(x, t, hf, gg);
     } else if (rc == AL_OK && !has) {
         if (!t->opt) rc = al_err("%s: no tensor %s, which llama.cpp's %s needs as %s", x->m->name, hf, x->a->arch, gg);
+    } else if (rc == AL_OK && xf_experts(t->xf)) {
+        rc = add_experts(x, t, hf, gg);
     } else if (rc == AL_OK) {
         size_t R, C;
         rc = store_shape2(x->m->store, hf, &R, &C);
@@ -480,6 +581,14 @@ static bool fp4_part(const Store *s, const char *name) {
     return false;
 }
 
+/* Whether name lies in the multi-token-prediction layers the family keeps apart (its row's
+ * mtp_layers under the model's prefix: MiMo's model.mtp_layers.N.). */
+static bool mtp_tensor(const ModelConfig *c, const char *name) {
+    const char *apart = cfg_row(c)->mtp_layers;
+    size_t np = strlen(c->prefix);
+    return apart && !strncmp(name, c->prefix, np) && !strncmp(name + np, apart, strlen(apart));
+}
+
 static int add_tensors(Ctx *x) {
     int rc = AL_OK;
     for (const GgufMap *t = x->a->glob; rc == AL_OK && t->what; t++) rc = add_one(x, t, -1);
@@ -493,8 +602,9 @@ static int add_tensors(Ctx *x) {
         bool latnorm = x->linearize && latent_norm_name(&x->m->cfg, n);
         const ModelConfig *c = &x->m->cfg;           /* a text tower's GGUF leaves the vision tower out */
         bool vision = cfg_row(c)->text_config && strncmp(n, c->prefix, strlen(c->prefix));
-        if (!x->used[i] && !ignorable(n) && !latnorm && !vision && !fp8_scale(x->m->store, n) &&
-            !fp4_part(x->m->store, n))
+        if (!x->used[i] && mtp_tensor(c, n)) x->rep->mtp_skipped++;   /* MiMo's: the logits never read them */
+        else if (!x->used[i] && !ignorable(n) && !latnorm && !vision && !fp8_scale(x->m->store, n) &&
+                 !fp4_part(x->m->store, n))
             rc = al_err("%s: tensor %s has no name in llama.cpp's %s architecture (not exported: nothing was written)",
                         x->m->name, n, x->a->arch);
     }
@@ -505,6 +615,29 @@ static int add_tensors(Ctx *x) {
 
 static uint32_t file_type(gg_type t) { return t == GG_F32 ? 0 : t == GG_F16 ? 1 : t == GG_Q8_0 ? 7 : 32; }
 
+/* What llama.cpp computes otherwise than the keys written say: its exaone4 reads the window and the
+ * NoPE global layers only for 64 layers; no architecture but grok reads rope.scaling.yarn_attn_factor
+ * (written as the converter writes it), each takes YaRN's default 0.1 ln(factor) + 1; no GGUF key
+ * says YaRN's truncate, and ggml always rounds the correction dims. */
+static void llamacpp_note(const Model *m, const GgufArch *a, char *buf, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    const RopeScaling *s = &c->rope_spec.scaling;
+    int n = 0;
+    buf[0] = 0;
+    if (!strcmp(a->arch, "exaone4") && c->sliding_window > 0 && c->n_layers != 64)
+        n = snprintf(buf, cap, "llama.cpp's exaone4 reads the window and the global layers without RoPE only for 64 layers "
+                               "(EXAONE-4.0-32B): with %d it runs every layer in full, with RoPE", c->n_layers);
+    double def = s->factor > 1 ? 0.1 * log(s->factor) + 1 : 1;
+    if (s->kind == RS_YARN && isfinite(s->attention_factor) && fabs(s->attention_factor - def) > 1e-6 * def && n >= 0 &&
+        (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, "%sllama.cpp reads no YaRN attention_factor (%g, written as "
+                      "yarn_attn_factor): it scales by 0.1 ln(factor) + 1 = %.6g, so its logits differ", n ? "; " : "",
+                      s->attention_factor, def);
+    if (s->kind == RS_YARN && !s->truncate && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "%sYaRN with truncate false (gpt-oss's): llama.cpp rounds the correction "
+                 "range (floor / ceil, as truncate true), so its RoPE frequencies and logits differ", n ? "; " : "");
+}
+
 static int build(Model *m, const GgufArch *a, const GgufExportOpts *o, GgufExportReport *rep, GgufWriter *w) {
     Ctx x = {.w = w, .m = m, .a = a, .o = o, .rep = rep};
     x.linearize = cfg_is_mla(&m->cfg) && !m->cfg.latent_norm;
@@ -512,6 +645,7 @@ static int build(Model *m, const GgufArch *a, const GgufExportOpts *o, GgufExpor
         return al_err("%s: rms_norm_eps is 0: the latent norm llama.cpp applies cannot be made linear", m->name);
     rep->latent_scaled = x.linearize;
     rep->q_less_old = cfg_is_mla(&m->cfg) && m->cfg.q_lora_rank <= 0 && m->cfg.n_layers != 27;
+    llamacpp_note(m, a, rep->note, sizeof rep->note);
     const char *slash = strrchr(m->name, '/');
     int rc = gguf_set_str(w, "general.architecture", a->arch);
     if (!rc) rc = gguf_set_str(w, "general.type", "model");

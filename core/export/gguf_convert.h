@@ -66,6 +66,8 @@ typedef struct {
     char path[4096];          /* the file written */
     bool tied_output;         /* output.weight written from the tied embeddings (gguf_arch_output_required) */
     bool q_less_old;          /* deepseek2 without a query latent, not 27 layers: b5415 .. b6845 fail on it */
+    size_t mtp_skipped;       /* tensors of the multi-token-prediction layers left out (MiMo's mtp_layers) */
+    char note[512];           /* what llama.cpp computes otherwise than the file's keys say ("": nothing) */
 } GgufExportReport;
 
 /* The llama.cpp architecture m maps to, or NULL with *why (static) saying why not (no row; experts;

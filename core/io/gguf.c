@@ -25,6 +25,7 @@ const char *gg_type_name(gg_type t) {
     case GG_F16: return "F16";
     case GG_BF16: return "BF16";
     case GG_Q8_0: return "Q8_0";
+    case GG_MXFP4: return "MXFP4";
     }
     return NULL;
 }
@@ -37,15 +38,52 @@ int gg_type_parse(const char *s, gg_type *out) {
     return al_err("unknown GGUF tensor type '%s': use f32, f16, bf16 or q8_0", s);
 }
 
-static bool gg_known(uint32_t t) { return t == GG_F32 || t == GG_F16 || t == GG_BF16 || t == GG_Q8_0; }
+static bool gg_known(uint32_t t) {
+    return t == GG_F32 || t == GG_F16 || t == GG_BF16 || t == GG_Q8_0 || t == GG_MXFP4;
+}
 
 size_t gg_row_bytes(gg_type t, size_t n) {
     switch (t) {
     case GG_F32: return 4 * n;
     case GG_F16: case GG_BF16: return 2 * n;
     case GG_Q8_0: return n % GG_QK8_0 ? 0 : n / GG_QK8_0 * GG_Q8_0_BLOCK;
+    case GG_MXFP4: return n % GG_QK8_0 ? 0 : n / GG_QK8_0 * GG_MXFP4_BLOCK;
     }
     return 0;
+}
+
+/* ggml's MXFP4 (block_mxfp4): per 32 values an E8M0 byte e and 16 bytes, value j < 16 in the low
+ * nibble of byte j, value j + 16 in its high nibble; each code's kvalues_mxfp4 (E2M1 doubled) times
+ * 2^(e - 128). */
+static const int8_t MXFP4_K[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* ggml's quantize_row_mxfp4_ref: e = floor(log2 amax) - 2 + 127, each value the nearest code (exact
+ * for values that are E2M1 codes times one power of two per block, as decoded MXFP4 is). */
+static void mxfp4_quantize(const float *x, size_t n, uint8_t *dst) {
+    for (size_t b = 0; b < n / 32; b++, x += 32, dst += GG_MXFP4_BLOCK) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        uint8_t e = amax > 0 ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        float d = ldexpf(1.0f, (int)e - 128);
+        dst[0] = e;
+        memset(dst + 1, 0, 16);
+        for (int j = 0; j < 32; j++) {
+            int best = 0;
+            for (int k = 1; k < 16; k++)
+                if (fabsf(MXFP4_K[k] * d - x[j]) < fabsf(MXFP4_K[best] * d - x[j])) best = k;
+            dst[1 + j % 16] |= (uint8_t)(j < 16 ? best : best << 4);
+        }
+    }
+}
+
+static void mxfp4_dequant(const uint8_t *src, size_t n, float *dst) {
+    for (size_t b = 0; b < n / 32; b++, src += GG_MXFP4_BLOCK, dst += 32) {
+        float d = ldexpf(1.0f, (int)src[0] - 128);
+        for (int j = 0; j < 16; j++) {
+            dst[j] = MXFP4_K[src[1 + j] & 15] * d;
+            dst[j + 16] = MXFP4_K[src[1 + j] >> 4] * d;
+        }
+    }
 }
 
 /* ggml's quantize_row_q8_0_ref: per block d = amax / 127, q = round(x / d). */
@@ -75,6 +113,7 @@ void gg_from_f32(gg_type t, const float *x, size_t n, void *dst) {
     case GG_F16: dt_from_f32(DT_F16, x, n, dst); break;
     case GG_BF16: dt_from_f32(DT_BF16, x, n, dst); break;
     case GG_Q8_0: q8_0_quantize(x, n, dst); break;
+    case GG_MXFP4: mxfp4_quantize(x, n, dst); break;
     }
 }
 
@@ -84,6 +123,7 @@ void gg_to_f32(gg_type t, const void *src, size_t n, float *dst) {
     case GG_F16: dt_to_f32(DT_F16, src, n, dst); break;
     case GG_BF16: dt_to_f32(DT_BF16, src, n, dst); break;
     case GG_Q8_0: q8_0_dequant(src, n, dst); break;
+    case GG_MXFP4: mxfp4_dequant(src, n, dst); break;
     }
 }
 

@@ -10,7 +10,8 @@
  * (general.alignment, default 32); the data section, each tensor at an aligned offset.
  *
  * Tensor types: F32, F16, BF16 and Q8_0 (ggml's blocks of 32 along ne[0]: an fp16 scale
- * d = max|x| / 127 and 32 int8 q = round(x / d); x = q d). The reader refuses other types by
+ * d = max|x| / 127 and 32 int8 q = round(x / d); x = q d) and MXFP4 (type 39, gpt-oss's experts:
+ * per 32 an E8M0 byte and 16 bytes of E2M1 nibbles, see gguf.c). The reader refuses other types by
  * number. Every read is bounds-checked: a truncated or malformed file is an error naming the
  * file, the field and its offset. */
 #ifndef AL_GGUF_H
@@ -29,7 +30,8 @@ typedef enum {
     GGUF_BOOL = 7, GGUF_STR = 8, GGUF_ARR = 9, GGUF_U64 = 10, GGUF_I64 = 11, GGUF_F64 = 12, GGUF_NTYPES
 } gguf_vtype;
 
-typedef enum { GG_F32 = 0, GG_F16 = 1, GG_Q8_0 = 8, GG_BF16 = 30 } gg_type;
+typedef enum { GG_F32 = 0, GG_F16 = 1, GG_Q8_0 = 8, GG_BF16 = 30, GG_MXFP4 = 39 } gg_type;
+#define GG_MXFP4_BLOCK 17         /* bytes per MXFP4 block of 32: E8M0 scale + 16 bytes of nibbles */
 
 /* "F32", "F16", "Q8_0", "BF16" (NULL for others). */
 const char *gg_type_name(gg_type t);

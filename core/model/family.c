@@ -479,7 +479,7 @@ const FamilyRow FAMILY[] = {
                   "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 8.0, \"original_max_position_embeddings\": 64, "
                   "\"rope_type\": \"yarn\", \"truncate\": false}, \"rope_theta\": 150000, "
                   "\"router_aux_loss_coef\": 0.9, \"sliding_window\": " SW ", \"swiglu_limit\": 7.0"},
-        .engines = ENGINES_ALL, .llamacpp_arch = "gpt-oss"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "gpt-oss", .gguf_arch = "gpt-oss"},
     [FAM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "GPT-2 (MHA, no RoPE, Conv1D weights)", LLAMA_LIKE,
                   .keys = KEYS_GPT2, .attn = QKV_CONV1D, .norms = NORMS_GPT2, .ffn = FFN_CONV1D, .names = NAMES_GPT2,
                   .norm = NORM_LAYER, .act = "gelu_new", .act_key = "activation_function", .eps = 1e-5, .tied = true,
@@ -664,7 +664,7 @@ const FamilyRow FAMILY[] = {
                   "\"rope_scaling\": {\"factor\": 16.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
                   "\"original_max_position_embeddings\": 64, \"rope_type\": \"llama3\"}, \"rope_theta\": 1000000, "
                   "\"sliding_window\": " SW ", \"sliding_window_pattern\": \"LLLG\""},
-        .engines = ENGINES_ALL, .llamacpp_arch = "exaone4"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "exaone4", .gguf_arch = "exaone4"},
     /* MiniMaxAI/MiniMax-M2's config.json: 48 / 8 heads of 128, rotary_dim 64 (rotate_half on the first
        64 dims), q_norm / k_norm over the whole projection (qk_norm_type per_layer), every layer 256
        experts w1 / w3 / w2 of intermediate_size, top-8 by sigmoid + e_score_correction_bias, weights
@@ -693,7 +693,7 @@ const FamilyRow FAMILY[] = {
                   "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 64.0, \"llama_4_scaling_beta\": 0.1, "
                   "\"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 8, "
                   "\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"type\": \"yarn\"}, \"sliding_window\": null"},
-        .engines = ENGINE_HF | ENGINE_VLLM},   /* vLLM: Ministral3ForCausalLM as MistralForCausalLM */
+        .gguf_arch = "mistral3", .engines = ENGINE_HF | ENGINE_VLLM},   /* vLLM: Ministral3ForCausalLM as MistralForCausalLM */
     /* google/gemma-4-31B's text_config (model_type gemma4_text): 60 layers, 5 sliding (window 1024, head_dim 256, 16
        KV heads, rope_theta 1e4) : 1 full (global_head_dim 512, attention_k_eq_v with 4 num_global_key_value_heads,
        "proportional" RoPE 0.25 of theta 1e6), final_logit_softcapping 30, no per-layer embeddings
@@ -766,7 +766,7 @@ const FamilyRow FAMILY[] = {
                   "{\"attention_factor\": 1.25, \"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 8.0, "
                   "\"original_max_position_embeddings\": 64, \"rope_type\": \"yarn\"}, \"rope_theta\": 500000, "
                   "\"sliding_window\": " SW},
-        .engines = ENGINES_ALL, .llamacpp_arch = "olmo2"},
+        .engines = ENGINES_ALL, .llamacpp_arch = "olmo2", .gguf_arch = "olmo2"},
     /* Qwen3-Next-80B-A3B's config.json: 48 layers, full_attention_interval 4 (no layer_types), head_dim 256,
        partial_rotary_factor 0.25, 16 heads / 2 KV heads, linear_num_key_heads 16, linear_num_value_heads 32,
        linear_{key,value}_head_dim 128, linear_conv_kernel_dim 4, 512 experts top-10 with a shared expert.

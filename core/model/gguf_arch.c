@@ -100,6 +100,20 @@ static const GgufMap DS2_LAYER[] = {
     {ROLE_KV_B, "weight", XF_K_B, false, "attn_k_b"}, {ROLE_KV_B, "weight", XF_V_B, false, "attn_v_b"},
     W(ROLE_O, XF_COPY), {0}};
 
+/* gpt-oss (GptOssModel): post_attention_layernorm as post_attention_norm (the MLP's input norm
+ * there), q/k/v/o with biases, a sink logit per head, the router with its bias, the fused experts
+ * split into gate / up (interleaved columns) and down, each transposed per expert. */
+static const GgufMap GPT_OSS_LAYER[] = {
+    W(ROLE_NORM_ATTN_IN, XF_COPY), {ROLE_NORM_FFN_IN, "weight", XF_COPY, false, "post_attention_norm"}, QKVO_COPY,
+    B(ROLE_Q, XF_COPY), B(ROLE_K, XF_COPY), B(ROLE_V, XF_COPY), B(ROLE_O, XF_COPY), W(ROLE_SINKS, XF_COPY),
+    W(ROLE_ROUTER, XF_COPY), B(ROLE_ROUTER, XF_COPY),
+    {ROLE_EXPS_GATE_UP, "weight", XF_EXP_GATE, false, "ffn_gate_exps"},
+    {ROLE_EXPS_GATE_UP, "weight", XF_EXP_UP, false, "ffn_up_exps"},
+    {ROLE_EXPS_GATE_UP_BIAS, "bias", XF_EXP_GATE, false, "ffn_gate_exps"},
+    {ROLE_EXPS_GATE_UP_BIAS, "bias", XF_EXP_UP, false, "ffn_up_exps"},
+    {ROLE_EXPS_DOWN, "weight", XF_EXP_DOWN, false, "ffn_down_exps"},
+    {ROLE_EXPS_DOWN_BIAS, "bias", XF_COPY, false, "ffn_down_exps"}, {0}};
+
 #undef W
 #undef B
 #undef W_OPT
@@ -107,6 +121,11 @@ static const GgufMap DS2_LAYER[] = {
 
 static int kv_llama(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int kv_swa(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int kv_mistral3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int kv_gpt_oss(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
+static int cfg_gpt_oss(const GgufFile *f, const GgufArch *a, cJSON *c);
+static int cfg_mistral3(const GgufFile *f, const GgufArch *a, cJSON *c);
 static int kv_gpt2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int kv_ds2(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a);
 static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c);
@@ -125,7 +144,7 @@ static const GgufArch ARCHS[] = {
     {"llama", "llama", LLAMA_GLOB, LLAMA_LAYER, kv_llama, cfg_llama},
     {"qwen2", "qwen2", LLAMA_GLOB, QWEN2_LAYER, kv_llama, cfg_llama},
     {"qwen3", "qwen3", LLAMA_GLOB, QWEN3_LAYER, kv_llama, cfg_llama},
-    {"olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_llama, cfg_llama},
+    {"olmo2", "olmo2", LLAMA_GLOB, OLMO2_LAYER, kv_swa, cfg_llama},
     {"phi3", "phi3", LLAMA_GLOB, PHI3_LAYER, kv_phi3, cfg_phi3},
     {"gemma2", "gemma2", GEMMA_GLOB, GEMMA2_LAYER, kv_gemma2, cfg_gemma2},
     {"gemma3", "gemma3_text", GEMMA_GLOB, GEMMA3_LAYER, kv_gemma2, cfg_gemma2},
@@ -133,6 +152,9 @@ static const GgufArch ARCHS[] = {
     {"gpt2", "gpt2", GPT2_GLOB, GPT2_LAYER, kv_gpt2, cfg_gpt2},
     {"deepseek2", "deepseek_v3", LLAMA_GLOB, DS2_LAYER, kv_ds2, cfg_ds2},
     {"smollm3", "smollm3", LLAMA_GLOB, LLAMA_LAYER, kv_smollm3, cfg_llama},
+    {"exaone4", "exaone4", LLAMA_GLOB, OLMO2_LAYER, kv_swa, cfg_llama},   /* OLMo 2's tensors, per-head q/k norms */
+    {"mistral3", "ministral3", LLAMA_GLOB, LLAMA_LAYER, kv_mistral3, cfg_mistral3},   /* Llama's, q / k permuted */
+    {"gpt-oss", "gpt_oss", LLAMA_GLOB, GPT_OSS_LAYER, kv_gpt_oss, cfg_gpt_oss},
 };
 #define NARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -145,7 +167,9 @@ static const GgufArch *arch_row(const char *arch) {
 
 /* Architectures whose q / k rows llama.cpp's converter permutes (LlamaModel's, and SmolLM3Model's,
  * which is one): the reader undoes it. */
-static bool arch_permuted(const GgufArch *a) { return !strcmp(a->arch, "llama") || !strcmp(a->arch, "smollm3"); }
+static bool arch_permuted(const GgufArch *a) {
+    return !strcmp(a->arch, "llama") || !strcmp(a->arch, "smollm3") || !strcmp(a->arch, "mistral3");
+}
 
 bool gguf_arch_output_required(const char *arch) {
     static const char *const req[] = {"deepseek2", "olmo2", "gptneox", NULL};
@@ -170,9 +194,15 @@ char *gguf_layer_name(const GgufMap *t, int layer) {
     return layer >= 0 ? al_asprintf("blk.%d.%s", layer, base) : al_strdup(base);
 }
 
+/* Roles whose Hugging Face name has no ".weight" / ".bias" (gpt-oss's sinks and fused experts). */
+static bool hf_bare(tensor_role r) {
+    return r == ROLE_SINKS || r == ROLE_EXPS_GATE_UP || r == ROLE_EXPS_GATE_UP_BIAS || r == ROLE_EXPS_DOWN ||
+           r == ROLE_EXPS_DOWN_BIAS;
+}
+
 char *gguf_hf_name(const ModelConfig *c, const GgufMap *t, int layer) {
     char name[256];
-    if (!cfg_role_name(c, t->role, layer, 0, t->what, name, sizeof name)) {
+    if (!cfg_role_name(c, t->role, layer, 0, hf_bare(t->role) ? NULL : t->what, name, sizeof name)) {
         al_err("%s has no tensor of role %s", c->model_type, tensor_role_name(t->role));
         return NULL;
     }
@@ -256,6 +286,8 @@ static int kv_common(GgufWriter *w, const ModelConfig *c, const cJSON *tree, con
             rc = gguf_set_f32(w, gguf_arch_key(a, "rope.scaling.yarn_attn_factor"), (float)s->attention_factor);
     }
     cJSON *rs = tree ? cJSON_GetObjectItemCaseSensitive(tree, "rope_scaling") : NULL;
+    cJSON *rp = tree ? cJSON_GetObjectItemCaseSensitive(tree, "rope_parameters") : NULL;
+    if (!cJSON_IsObject(rs) && cJSON_HasObjectItem(rp, "rope_type")) rs = rp;   /* transformers 5 (Ministral 3) */
     char *txt = rs && cJSON_IsObject(rs) ? cJSON_PrintUnformatted(rs) : NULL;
     if (!rc && txt) rc = gguf_set_str(w, "attnlab.rope_scaling", txt);   /* read back by `load` */
     free(txt);
@@ -294,6 +326,60 @@ static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, co
                           "window", L, cfg_layer_window(c, L));
     }
     return kv_llama(w, c, tree, a);
+}
+
+/* OLMo 2 / 3 and EXAONE 4 as Olmo2Model / Exaone4Model write them: Llama's keys, head_dim, and with
+ * a window the layers that slide (attention.sliding_window_pattern, one bool per layer). llama.cpp's
+ * olmo2 slides those layers and keeps YaRN off them; its exaone4 slides them and skips RoPE on the
+ * others only for 64 layers (EXAONE-4.0-32B), else runs every layer in full with RoPE. */
+static int kv_swa(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    int rc = kv_llama(w, c, tree, a);
+    bool exaone = !strcmp(a->arch, "exaone4");
+    if (!rc && exaone && c->qk_rope_dim * c->n_heads == c->hidden) {     /* kv_llama wrote them otherwise */
+        rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length"), (uint32_t)c->qk_rope_dim);
+        if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)c->qk_rope_dim);
+    }
+    if (rc || c->sliding_window <= 0) return rc;
+    bool slide[CFG_MAX_LAYERS];
+    for (int L = 0; L < c->n_layers; L++) slide[L] = cfg_layer_window(c, L) > 0;
+    return gguf_set_arr(w, gguf_arch_key(a, "attention.sliding_window_pattern"), GGUF_BOOL, slide, (size_t)c->n_layers);
+}
+
+/* Ministral 3 as Ministral3Model (a LlamaModel) writes it: Llama's keys and permuted q / k, YaRN's
+ * mscale_all_dim as rope.scaling.yarn_log_multiplier and llama_4_scaling_beta as
+ * attention.temperature_scale (llama.cpp scales q by 1 + beta ln(1 + floor(pos / original context)),
+ * as Ministral3Attention does). llama.cpp's mistral3 reads no sliding window. */
+static int kv_mistral3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    const RopeScaling *s = &c->rope_spec.scaling;
+    if (c->sliding_window > 0)
+        return al_err("%s with a sliding window (%d): llama.cpp's mistral3 has none", c->model_type, c->sliding_window);
+    int rc = kv_llama(w, c, tree, a);
+    if (!rc && s->kind == RS_YARN && s->mscale_all_dim != 0)
+        rc = gguf_set_f32(w, gguf_arch_key(a, "rope.scaling.yarn_log_multiplier"), (float)s->mscale_all_dim);
+    if (!rc && c->rope_spec.q_beta != 0)
+        rc = gguf_set_f32(w, gguf_arch_key(a, "attention.temperature_scale"), (float)c->rope_spec.q_beta);
+    return rc;
+}
+
+/* gpt-oss as GptOssModel writes it: Llama's keys, head_dim, the experts (expert_feed_forward_length
+ * intermediate_size), the window and the sliding layers; llama.cpp's gpt-oss fixes the rest (softmax
+ * over the top-k router logits, SwiGLU clamped at 7 with alpha 1.702, the sinks). */
+static int kv_gpt_oss(GgufWriter *w, const ModelConfig *c, const cJSON *tree, const GgufArch *a) {
+    const MoeSpec *m = &c->moe;
+    int rc = kv_common(w, c, tree, a);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    if (!rc) rc = gguf_set_f32(w, gguf_arch_key(a, "attention.layer_norm_rms_epsilon"), (float)c->norm_eps);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "rope.dimension_count"), (uint32_t)c->qk_rope_dim);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.key_length"), (uint32_t)c->qk_rope_dim);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.value_length"), (uint32_t)c->v_dim);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_count"), (uint32_t)m->n_experts);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_used_count"), (uint32_t)m->top_k);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "expert_feed_forward_length"), (uint32_t)c->intermediate);
+    if (!rc) rc = gguf_set_u32(w, gguf_arch_key(a, "attention.sliding_window"), (uint32_t)c->sliding_window);
+    bool slide[CFG_MAX_LAYERS];
+    for (int L = 0; L < c->n_layers; L++) slide[L] = cfg_layer_window(c, L) > 0;
+    if (!rc) rc = gguf_set_arr(w, gguf_arch_key(a, "attention.sliding_window_pattern"), GGUF_BOOL, slide, (size_t)c->n_layers);
+    return rc;
 }
 
 /* Phi-3 as conversion/phi.py writes it: rope.dimension_count the rotated dims, the original context,
@@ -456,20 +542,69 @@ static int cfg_common(const GgufFile *f, const GgufArch *a, cJSON *c, bool hf_na
     return AL_OK;
 }
 
+/* attention.sliding_window_pattern as config.json's layer_types (none: nothing added). */
+static int cfg_layer_types(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    const GgufKV *kv = gguf_kv_find(f, gguf_arch_key(a, "attention.sliding_window_pattern"));
+    int64_t n = gint(f, a, "block_count", 0);
+    if (!kv) return AL_OK;
+    if (kv->type != GGUF_ARR || kv->arr_type == GGUF_STR || (int64_t)kv->n != n)
+        return al_err("%s: %s is not an array of %lld per-layer flags", gguf_path(f), kv->key, (long long)n);
+    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+    for (size_t L = 0; L < kv->n; L++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(gguf_arr_num(kv, L) != 0 ? "sliding_attention" : "full_attention"));
+    return AL_OK;
+}
+
 static int cfg_llama(const GgufFile *f, const GgufArch *a, cJSON *c) {
     int64_t H = gint(f, a, "attention.head_count", 1), D = gint(f, a, "embedding_length", 0);
     int rc = cfg_common(f, a, c, true);
     add_int(c, "num_key_value_heads", gint(f, a, "attention.head_count_kv", H));
     add_int(c, "head_dim", gint(f, a, "attention.key_length", H ? D / H : 0));
     int64_t sw = gint(f, a, "attention.sliding_window", 0);
-    if (sw > 0) {
-        cJSON_ReplaceItemInObject(c, "model_type", cJSON_CreateString("mistral"));
+    if (sw > 0) {             /* Llama's with a window is Mistral, OLMo 2's OLMo 3 */
+        const char *mt = !strcmp(a->arch, "llama") ? "mistral" : !strcmp(a->arch, "olmo2") ? "olmo3" : a->model_type;
+        cJSON_ReplaceItemInObject(c, "model_type", cJSON_CreateString(mt));
         add_int(c, "sliding_window", sw);
-    }
+    } else if (!strcmp(a->arch, "exaone4"))
+        cJSON_AddNullToObject(c, "sliding_window");   /* EXAONE 4.0-1.2B's form: every layer full, with RoPE */
+    if (!rc && sw > 0) rc = cfg_layer_types(f, a, c);
     if (strcmp(a->arch, "llama") == 0)
         cJSON_AddBoolToObject(c, "attention_bias", gg_find(f, ROLE_Q, 0, "bias") != NULL);
-    else
+    else if (sw <= 0)
         cJSON_AddBoolToObject(c, "use_sliding_window", false);
+    return rc;
+}
+
+/* Ministral 3: Llama's keys; a file attnlab did not write gets llama_4_scaling_beta and mscale_all_dim
+ * back from attention.temperature_scale and rope.scaling.yarn_log_multiplier. */
+static int cfg_mistral3(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    int rc = cfg_llama(f, a, c);
+    cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+    double beta = gnum(f, a, "attention.temperature_scale", 0), lm = gnum(f, a, "rope.scaling.yarn_log_multiplier", 0);
+    if (!rc && cJSON_IsObject(rs) && beta != 0 && !cJSON_HasObjectItem(rs, "llama_4_scaling_beta"))
+        cJSON_AddNumberToObject(rs, "llama_4_scaling_beta", beta);
+    if (!rc && cJSON_IsObject(rs) && lm != 0 && !cJSON_HasObjectItem(rs, "mscale_all_dim")) {
+        cJSON_AddNumberToObject(rs, "mscale", 1.0);
+        cJSON_AddNumberToObject(rs, "mscale_all_dim", lm);
+    }
+    return rc;
+}
+
+/* gpt-oss: Llama's keys, the experts, the window and its layers, q/k/v/o biases, SwiGLU clamped at 7
+ * (llama.cpp's constant); YaRN's truncate from attnlab.rope_scaling (else true, as llama.cpp computes). */
+static int cfg_gpt_oss(const GgufFile *f, const GgufArch *a, cJSON *c) {
+    int64_t H = gint(f, a, "attention.head_count", 1), D = gint(f, a, "embedding_length", 0);
+    int rc = cfg_common(f, a, c, true);
+    add_int(c, "num_key_value_heads", gint(f, a, "attention.head_count_kv", H));
+    add_int(c, "head_dim", gint(f, a, "attention.key_length", H ? D / H : 0));
+    cJSON_ReplaceItemInObject(c, "intermediate_size", cJSON_CreateNumber((double)gint(f, a, "expert_feed_forward_length", 0)));
+    add_int(c, "num_local_experts", gint(f, a, "expert_count", 0));
+    add_int(c, "num_experts_per_tok", gint(f, a, "expert_used_count", 0));
+    add_int(c, "experts_per_token", gint(f, a, "expert_used_count", 0));
+    add_int(c, "sliding_window", gint(f, a, "attention.sliding_window", 0));
+    cJSON_AddBoolToObject(c, "attention_bias", true);
+    cJSON_AddNumberToObject(c, "swiglu_limit", 7.0);
+    if (!rc) rc = cfg_layer_types(f, a, c);
     return rc;
 }
 
@@ -570,10 +705,70 @@ static int back_check(const Back *b, const GgufTensor *g, uint64_t n0, uint64_t 
     return AL_OK;
 }
 
+static bool xf_experts(gguf_xf xf) { return xf == XF_EXP_GATE || xf == XF_EXP_UP || xf == XF_EXP_DOWN; }
+
+/* gpt-oss's experts back into the HF tensors (owns hf): ffn_gate_exps / ffn_up_exps (D, I, E) join as
+ * gate_up_proj [E, D, 2I] (their biases (I, E) as [E, 2I]), ffn_down_exps (I, D, E) as down_proj [E, I, D]. */
+static int back_experts(Back *b, const GgufMap *t, const GgufTensor *g, char *hf) {
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(b->ent[i].e.name, hf) == 0) {            /* ffn_up_exps joining ffn_gate_exps */
+            free(hf);
+            b->ent[i].src[1] = g;
+            const GgufTensor *g0 = b->ent[i].src[0];
+            return back_check(b, g, g0->ne[0], g0->ne[1], g0->ne[2]);
+        }
+    bool w = g->ndim == 3;
+    if ((g->ndim != 2 && g->ndim != 3) || (t->xf == XF_EXP_DOWN && !w) || t->xf == XF_EXP_UP) {
+        free(hf);
+        return al_err("%s: %s: %d dims%s, not gpt-oss's experts", gguf_path(b->f), g->name, g->ndim,
+                      t->xf == XF_EXP_UP ? " or no gate before it" : "");
+    }
+    if (al_reserve(&b->ent, &b->cap, b->n + 1, sizeof *b->ent, "GGUF tensors")) { free(hf); return AL_ERR; }
+    LEnt *l = &b->ent[b->n++];
+    memset(l, 0, sizeof *l);
+    *l = (LEnt){.e = {.name = hf, .dtype = DT_F32, .ndim = w ? 3 : 2}, .src = {g, NULL}, .xf = t->xf};
+    size_t E = (size_t)(w ? g->ne[2] : g->ne[1]), a = (size_t)g->ne[0], c = (size_t)g->ne[1];
+    size_t *sh = l->e.shape;
+    sh[0] = E;
+    if (!w) sh[1] = 2 * a;                                   /* [E, 2I] */
+    else if (t->xf == XF_EXP_DOWN) sh[1] = a, sh[2] = c;     /* [E, I, D] */
+    else sh[1] = a, sh[2] = 2 * c;                           /* [E, D, 2I] */
+    l->e.begin = b->off;
+    l->e.end = b->off + sh[0] * sh[1] * (w ? sh[2] : 1) * sizeof(float);
+    b->off = l->e.end;
+    return AL_OK;
+}
+
+/* gpt-oss's experts: the export's split and transposes undone (gguf_arch.h: XF_EXP_*). */
+static int back_fill_experts(const Back *b, const LEnt *l, float *dst) {
+    const GgufTensor *g = l->src[0];
+    if (l->xf != XF_EXP_DOWN && !l->src[1]) return al_err("%s: %s without its ffn_up_exps", gguf_path(b->f), g->name);
+    size_t w = g->ndim == 3, E = l->e.shape[0], a = (size_t)g->ne[0], c = (size_t)g->ne[1];
+    for (int k = 0; k < (l->xf == XF_EXP_DOWN ? 1 : 2); k++) {
+        const GgufTensor *s = l->src[k];
+        float *tmp = al_malloc3(s->numel, 1, sizeof *tmp, s->name);
+        if (!tmp) return AL_ERR;
+        gguf_tensor_f32(b->f, s, tmp);
+        for (size_t x = 0; x < E; x++) {
+            if (!w)                                          /* bias (I, E): column 2i + k */
+                for (size_t i = 0; i < a; i++) dst[x * 2 * a + 2 * i + (size_t)k] = tmp[x * a + i];
+            else if (l->xf == XF_EXP_DOWN)                   /* (D rows, I cols) -> [I, D] */
+                for (size_t d = 0; d < c; d++)
+                    for (size_t i = 0; i < a; i++) dst[(x * a + i) * c + d] = tmp[(x * c + d) * a + i];
+            else                                             /* (I rows, D cols) -> [D, 2I] column 2i + k */
+                for (size_t i = 0; i < c; i++)
+                    for (size_t d = 0; d < a; d++) dst[(x * a + d) * 2 * c + 2 * i + (size_t)k] = tmp[(x * c + i) * a + d];
+        }
+        free(tmp);
+    }
+    return AL_OK;
+}
+
 static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
     const ModelConfig *c = &b->c;
     char *hf = gguf_hf_name(c, t, layer);
     if (!hf) return AL_ERR;
+    if (xf_experts(t->xf)) return back_experts(b, t, g, hf);
     for (size_t i = 0; i < b->n; i++)
         if (strcmp(b->ent[i].e.name, hf) == 0) {            /* attn_v_b joining attn_k_b */
             free(hf);
@@ -615,6 +810,7 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
 /* Undoes the export's transform into dst (the HF tensor). */
 static int back_fill(const Back *b, const LEnt *l, float *dst) {
     const GgufTensor *g = l->src[0];
+    if (xf_experts(l->xf)) return back_fill_experts(b, l, dst);
     bool perm = (l->xf == XF_PERM_Q || l->xf == XF_PERM_K) && arch_permuted(b->a);
     if (l->xf == XF_K_B && !l->src[1]) return al_err("%s: %s without its attn_v_b", gguf_path(b->f), g->name);
     float *tmp = al_malloc3(g->numel, 1, sizeof *tmp, g->name);

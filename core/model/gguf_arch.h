@@ -3,7 +3,7 @@
  * metadata writer, and the config.json reader used when a GGUF is read back), and the way back:
  * a GGUF opened as an HF-layout store + config.json (model_open calls gguf_model_open for *.gguf,
  * as it calls llama2c_open for *.bin). Names and keys follow llama.cpp's gguf-py constants and
- * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py, olmo.py, phi.py); see
+ * convert_hf_to_gguf.py (conversion/llama.py, qwen.py, gpt2.py, deepseek.py, olmo.py, phi.py, exaone.py); see
  * core/export/gguf_convert.h for the conventions of each row. Tensors are named by role (family.h):
  * the HF side through the model's layouts, the llama.cpp side through one role -> name table (as
  * llama.cpp's LLM_TENSOR_NAMES). Adding a family whose architecture is here: its family row's
@@ -30,6 +30,10 @@ typedef enum {
     XF_LAT_Q,       /* q_a_proj scaled (no latent norm) */
     XF_PLUS1,       /* Gemma's RMSNorm weight w stored as 1 + w (llama.cpp multiplies by it) */
     XF_QKV_HEADS,   /* GPT-NeoX query_key_value rows (H, 3, hd) -> (3, H, hd): [Q ; K ; V] */
+    XF_EXP_GATE,    /* gpt-oss experts.gate_up_proj [E, D, 2I] (x @ W) -> ffn_gate_exps (E, I, D): the even
+                       columns, transposed per expert; its bias [E, 2I] -> (E, I) */
+    XF_EXP_UP,      /* the same with the odd columns (ffn_up_exps) */
+    XF_EXP_DOWN,    /* experts.down_proj [E, I, D] (x @ W) -> ffn_down_exps (E, D, I), transposed per expert */
 } gguf_xf;
 
 /* One tensor of an architecture, by role: its HF name is the model's name of the role
