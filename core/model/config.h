@@ -27,7 +27,6 @@ typedef enum {
 } rope_scaling_kind;
 
 #define CFG_MAX_ROPE_PAIRS 256
-#define CFG_MAX_LAYERS 512
 
 typedef struct {
     rope_scaling_kind kind;

@@ -22,7 +22,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "family.h"   /* CFG_MAX_LAYERS (config.c includes this header: no cycle) */
 
 struct cJSON;
 

@@ -18,6 +18,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The most layers a model description holds (per-layer arrays of ModelConfig and of the family readers). */
+#define CFG_MAX_LAYERS 512
+
 /* One row per model_type attnlab reads (llama2.c .bin files have a row of their own). */
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL,              /* GQA, RoPE rotate_half (Mistral: a sliding window) */

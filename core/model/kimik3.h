@@ -13,7 +13,7 @@
 #ifndef AL_KIMIK3_H
 #define AL_KIMIK3_H
 
-#include "config.h"
+#include "family.h"   /* CFG_MAX_LAYERS (config.c includes this header: no cycle) */
 
 struct cJSON;
 
