@@ -9,25 +9,32 @@
 
 size_t linattn_conv_dim(const LinAttnW *w) { return 2 * w->Hk * w->dk + w->Hv * w->dv; }
 
-int linattn_state_new(const LinAttnW *w, LinAttnState *st) {
-    size_t C = linattn_conv_dim(w);
-    st->conv = al_calloc(w->K > 1 ? (w->K - 1) * C : 1, sizeof(float), "the conv state");
-    st->S = st->conv ? al_calloc(w->Hv * w->dk * w->dv, sizeof(double), "the recurrent state") : NULL;
-    if (!st->S) { linattn_state_free(st); return AL_ERR; }
+int linattn_recur_new(RecurState *st, size_t conv_floats, size_t s_doubles) {
+    st->conv = al_calloc(conv_floats ? conv_floats : 1, sizeof(float), "the conv state");
+    st->S = st->conv ? al_calloc(s_doubles, sizeof(double), "the recurrent state") : NULL;
+    if (!st->S) { linattn_recur_free(st); return AL_ERR; }
     return AL_OK;
 }
 
-void linattn_state_zero(const LinAttnW *w, LinAttnState *st) {
-    if (w->K > 1) memset(st->conv, 0, (w->K - 1) * linattn_conv_dim(w) * sizeof(float));
-    memset(st->S, 0, w->Hv * w->dk * w->dv * sizeof(double));
+void linattn_recur_zero(RecurState *st, size_t conv_floats, size_t s_doubles) {
+    if (conv_floats) memset(st->conv, 0, conv_floats * sizeof(float));
+    memset(st->S, 0, s_doubles * sizeof(double));
 }
 
-void linattn_state_free(LinAttnState *st) {
+void linattn_recur_free(RecurState *st) {
     free(st->conv);
     free(st->S);
     st->conv = NULL;
     st->S = NULL;
 }
+
+/* The conv's and the recurrent state's sizes. */
+static size_t conv_floats(const LinAttnW *w) { return w->K > 1 ? (w->K - 1) * linattn_conv_dim(w) : 0; }
+static size_t s_doubles(const LinAttnW *w) { return w->Hv * w->dk * w->dv; }
+
+int linattn_state_new(const LinAttnW *w, LinAttnState *st) { return linattn_recur_new(st, conv_floats(w), s_doubles(w)); }
+void linattn_state_zero(const LinAttnW *w, LinAttnState *st) { linattn_recur_zero(st, conv_floats(w), s_doubles(w)); }
+void linattn_state_free(LinAttnState *st) { linattn_recur_free(st); }
 
 static double silu(double x) { return x / (1 + exp(-x)); }
 static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }   /* torch: threshold 20 */

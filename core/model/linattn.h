@@ -22,10 +22,18 @@ typedef struct {
                                       per key head */
 } LinAttnW;
 
+/* A recurrent token mixer's state across calls (Gated DeltaNet, Kimi Delta Attention, Mamba-2). */
 typedef struct {
     float *conv;                   /* (K - 1, C): the conv's last inputs, oldest first */
-    double *S;                     /* (Hv, dk, dv) */
-} LinAttnState;
+    double *S;                     /* the recurrent state: (Hv, dk, dv) here, (H, P, N) in mamba2.h */
+} RecurState;
+typedef RecurState LinAttnState;
+
+/* Allocates a zero state of conv_floats conv values and s_doubles state values (AL_ERR when out of
+ * memory); linattn_recur_zero zeroes it, linattn_recur_free frees it. */
+int linattn_recur_new(RecurState *st, size_t conv_floats, size_t s_doubles);
+void linattn_recur_zero(RecurState *st, size_t conv_floats, size_t s_doubles);
+void linattn_recur_free(RecurState *st);
 
 /* Channels of the conv: 2 Hk dk + Hv dv. */
 size_t linattn_conv_dim(const LinAttnW *w);

@@ -10,25 +10,13 @@
 size_t mamba2_conv_dim(const Mamba2W *w) { return w->H * w->P + 2 * w->G * w->N; }
 size_t mamba2_in_dim(const Mamba2W *w) { return w->H * w->P + mamba2_conv_dim(w) + w->H; }
 
-int mamba2_state_new(const Mamba2W *w, Mamba2State *st) {
-    size_t C = mamba2_conv_dim(w);
-    st->conv = al_calloc(w->K > 1 ? (w->K - 1) * C : 1, sizeof(float), "the Mamba-2 conv state");
-    st->S = st->conv ? al_calloc(w->H * w->P * w->N, sizeof(double), "the Mamba-2 state") : NULL;
-    if (!st->S) { mamba2_state_free(st); return AL_ERR; }
-    return AL_OK;
-}
+/* The conv's and the SSM state's sizes (the state itself is linattn.h's RecurState). */
+static size_t conv_floats(const Mamba2W *w) { return w->K > 1 ? (w->K - 1) * mamba2_conv_dim(w) : 0; }
+static size_t s_doubles(const Mamba2W *w) { return w->H * w->P * w->N; }
 
-void mamba2_state_zero(const Mamba2W *w, Mamba2State *st) {
-    if (w->K > 1) memset(st->conv, 0, (w->K - 1) * mamba2_conv_dim(w) * sizeof(float));
-    memset(st->S, 0, w->H * w->P * w->N * sizeof(double));
-}
-
-void mamba2_state_free(Mamba2State *st) {
-    free(st->conv);
-    free(st->S);
-    st->conv = NULL;
-    st->S = NULL;
-}
+int mamba2_state_new(const Mamba2W *w, Mamba2State *st) { return linattn_recur_new(st, conv_floats(w), s_doubles(w)); }
+void mamba2_state_zero(const Mamba2W *w, Mamba2State *st) { linattn_recur_zero(st, conv_floats(w), s_doubles(w)); }
+void mamba2_state_free(Mamba2State *st) { linattn_recur_free(st); }
 
 static double silu(double x) { return x / (1 + exp(-x)); }
 static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }   /* torch: threshold 20 */

@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "linattn.h"
+
 typedef struct {
     size_t H, P, G, N, K;          /* heads, head dim, groups, state size, conv kernel */
     size_t norm_groups;            /* the gated norm's groups (divides H P) */
@@ -22,10 +24,7 @@ typedef struct {
     const float *norm;             /* (H P): the gated RMSNorm's weight */
 } Mamba2W;
 
-typedef struct {
-    float *conv;                   /* (K - 1, C): the conv's last inputs, oldest first */
-    double *S;                     /* (H, P, N) */
-} Mamba2State;
+typedef RecurState Mamba2State;   /* linattn.h's: conv (K - 1, C), S (H, P, N) */
 
 /* Channels of the conv (I + 2 G N) and width of in_proj's rows (2 I + 2 G N + H). */
 size_t mamba2_conv_dim(const Mamba2W *w);
