@@ -7,6 +7,8 @@
 #include "mla_export.h"
 #include "layersel.h"
 #include "mla_gaps.h"
+#include "mla_quant.h"
+#include "quant_config.h"
 #include "moe_export.h"
 
 #include "analyses.h"
@@ -594,6 +596,39 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
     return rc;
 }
 
+/* The modules the export writes unquantized (names without ".weight"): the new attention projections
+ * and the plain float linears it copies (lm_head, a router), for a quantized source's config lists
+ * (mla_quant.h); *n how many (caller frees each and the array). */
+static char **plain_modules(const TmlaResult *r, const Plan *p, size_t *n) {
+    const Store *s = r->src->store;
+    char **v = calloc(p->n + 1, sizeof *v);
+    *n = 0;
+    for (size_t i = 0; v && i < p->n; i++) {
+        const PlanItem *it = &p->v[i];
+        size_t len = strlen(it->name);
+        if (len <= 7 || strcmp(it->name + len - 7, ".weight")) continue;
+        bool proj = it->kind == T_Q || it->kind == T_QA || it->kind == T_QB || it->kind == T_KVA ||
+                    it->kind == T_KVB || it->kind == T_O;
+        if (it->kind == T_COPY) {
+            const char *from = it->src ? it->src : it->name;
+            const st_entry *e;
+            char mod[320];
+            snprintf(mod, sizeof mod, "%.*s", (int)(strlen(from) - 7), from);
+            proj = !strstr(it->name, "embed") && !strstr(it->name, "norm") && store_entry(s, from, &e, NULL) == AL_OK &&
+                   e->ndim == 2 && (e->dtype == DT_F32 || e->dtype == DT_F16 || e->dtype == DT_BF16) &&
+                   quant_found(s, mod) == QENC_NONE;
+        }
+        if (proj && (v[*n] = strndup(it->name, len - 7))) (*n)++;
+    }
+    al_err_clear();
+    return v;
+}
+
+static void free_modules(char **v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
 /* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
 /* Whether a model's decoder layers other than attention fit a DeepSeek-V3 checkpoint as they are. */
 static bool family_exportable(const ModelConfig *c, bool qk_norm_plain) {
@@ -681,8 +716,14 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
     int rc = make_plan(r, st.L, bias, dt, &p);
     if (rc == AL_OK) nshards = assign_shards(&p, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
     if (rc == AL_OK) rc = write_weights(r, st.L, &p, w, nshards, dt, bias);
+    size_t nplain = 0;
+    char **plain = rc == AL_OK ? plain_modules(r, &p, &nplain) : NULL;    /* a quantized source's lists */
+    if (rc == AL_OK && !plain) rc = al_err("out of memory listing the export's modules");
     plan_free(&p);
     cJSON *cfg = rc == AL_OK ? make_config(r, bias, dt, st.eps) : NULL;
+    if (cfg && r->src->config_tree) rc = mla_quant_config(r->src->config_tree, plain, nplain, cfg);
+    if (rc == AL_OK) rc = mla_quant_hf_file(src_dir, plain, nplain, w);
+    free_modules(plain, nplain);
     if (rc == AL_OK) rc = cfg ? ckpt_write_json(w, "config.json", cfg) : al_err("out of memory writing config.json");
     cJSON_Delete(cfg);
     cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;

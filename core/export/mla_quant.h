@@ -1,0 +1,26 @@
+/* mla_quant.h -- the quantization config of a TransMLA export (mla_export.c) of a quantized source.
+ * The export copies the source's untouched tensors (MLP, experts, embeddings) byte for byte with
+ * their scales and writes the rewritten attention in a float dtype; engines must still read the
+ * copied codes as quantized, so the export keeps the source's quantization_config in the form the
+ * source used (fp8 / mxfp4 / compressed-tensors / modelopt) and ModelOpt's hf_quant_config.json, with
+ * every module it writes unquantized (the new attention projections, and any plain linear it copies)
+ * added to the config's list of modules left unquantized (export.c's FaRR export does the same:
+ * modules_to_not_convert, which transformers reads; ignored_layers / ignore / exclude_modules where
+ * the source has a non-empty one, as vLLM, compressed-tensors and ModelOpt read them). */
+#ifndef AL_MLA_QUANT_H
+#define AL_MLA_QUANT_H
+
+#include "ckpt_write.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+/* Copies the source config's quantization_config (src_tree may be NULL: nothing) into cfg, with the
+ * n modules mods (names without ".weight") appended to its lists, each unless an entry already
+ * names it (quant_entry_names). */
+int mla_quant_config(const cJSON *src_tree, char *const *mods, size_t n, cJSON *cfg);
+/* Writes src_dir's hf_quant_config.json (when it has one) into w: ModelOpt's form with mods added to
+ * quantization.exclude_modules, any other form as it is. */
+int mla_quant_hf_file(const char *src_dir, char *const *mods, size_t n, CkptWriter *w);
+
+#endif
