@@ -10,7 +10,7 @@
 # rows load it (the only error left: llama.cpp's, for the tokenizer the test model lacks).
 # Then the synthetic Qwen3-MoE (q/k norms + softmax top-k experts) with `convert mla qk-norm fold`,
 # exported in DeepSeek-V3's MoE layout end to end (moe_export.c with tmla_qkn.c), plain and with its
-# projections (experts too) in compressed-tensors FP8.
+# projections (experts too) in compressed-tensors FP8, and its experts in MXFP4 (quant_method mxfp4).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-mla-quant-export
@@ -99,10 +99,10 @@ PY
 for i in $(seq 1 64); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
 run -e "synth family qwen3_moe $T/q3"
 ok "synth qwen3_moe" test "$(rc)" = 0
-$Q/fp8ct_quant.py "$T/q3" "$T/q3ct" channel
+$Q/fp8ct_quant.py "$T/q3" "$T/q3ct" channel && $Q/fp4_quant.py "$T/q3" "$T/q3mx" mxfp4
 run -e "load $T/q3; ppl ids ids.txt seqlen 64"
 src_nll=$(nll)
-for d in q3 q3ct; do
+for d in q3 q3ct q3mx; do
     run -e "load $T/$d; convert mla kv-rank 24 qk-norm fold; ppl ids ids.txt seqlen 64; export $T/$d-mla dtype f32"
     ok "$d: qk-norm fold exported" test "$(rc)" = 0
     [ "$(rc)" = 0 ] || fail "$d: export refused: [$(cat err.txt)]"
@@ -113,13 +113,16 @@ import json, struct, sys
 c = json.load(open(sys.argv[1]))
 assert c["model_type"] == "deepseek_v3" and c["scoring_func"] == "softmax" and c["topk_method"] == "greedy", c
 assert c["n_routed_experts"] > 0 and c["first_k_dense_replace"] == 0 and c["norm_topk_prob"] is True, c
-assert ("quantization_config" in c) == (sys.argv[3] == "q3ct"), c.get("quantization_config")
+q = c.get("quantization_config")
+assert (q is not None) == (sys.argv[3] != "q3"), q
+assert sys.argv[3] == "q3" or q["quant_method"] == {"q3ct": "compressed-tensors", "q3mx": "mxfp4"}[sys.argv[3]], q
+assert sys.argv[3] == "q3" or "model.layers.2.self_attn.kv_b_proj" in q.get("ignore", q.get("modules_to_not_convert")), q
 with open(sys.argv[2], "rb") as f:
     h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
 assert not any("q_norm" in k or "k_norm" in k for k in h), "q/k norm tensors written"
-assert "model.layers.0.mlp.experts.0.gate_proj.weight" in h and "model.layers.0.self_attn.kv_b_proj.weight" in h
+assert any(k.startswith("model.layers.0.mlp.experts.0.gate_proj.weight") for k in h) and "model.layers.0.self_attn.kv_b_proj.weight" in h
 PY
-    if [ $d = q3ct ]; then
+    if [ $d != q3 ]; then
         msg=$(same_bytes "$T/$d" "$T/$d-mla" 2>&1)
         ok "$d: experts and scales byte for byte ($msg)" test $? = 0
     fi
