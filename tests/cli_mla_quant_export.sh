@@ -8,6 +8,7 @@
 # lost the block and lint said "FP8 weights but no quantization_config" for every engine. Each export
 # reloads to the in-session conversion's perplexity (1e-5), and lint's transformers / vLLM / SGLang
 # rows load it (the only error left: llama.cpp's, for the tokenizer the test model lacks).
+# A Mixtral with only its attention in FP8 exports as a plain checkpoint (no block: nothing quantized left).
 # Then the synthetic Qwen3-MoE (q/k norms + softmax top-k experts) with `convert mla qk-norm fold`,
 # exported in DeepSeek-V3's MoE layout end to end (moe_export.c with tmla_qkn.c), plain and with its
 # projections (experts too) in compressed-tensors FP8, and its experts in MXFP4 (quant_method mxfp4).
@@ -95,8 +96,23 @@ assert q["quant_algo"] == "NVFP4" and q["exclude_modules"][0] == "lm_head", q
 assert "model.layers.4.self_attn.kv_b_proj" in q["exclude_modules"], q
 PY
 
-# ---- Qwen3-MoE: q/k norms folded, softmax top-k experts in DeepSeek-V3's MoE layout
+# ---- Mixtral with only its attention in FP8 (fp8ct_quant.py quantizes "*_proj"; its experts are w1 / w2 /
+# w3): the export rewrites every quantized module, so it is a plain checkpoint, without the block
 for i in $(seq 1 64); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+run -e "synth family mixtral $T/mx"
+sed -i -E 's/"sliding_window":[[:space:]]*[0-9]+/"sliding_window": null/' "$T/mx/config.json"
+$Q/fp8ct_quant.py "$T/mx" "$T/mxct" channel
+run -e "load $T/mxct; convert mla kv-rank 24; ppl ids ids.txt seqlen 64; export $T/mxct-mla dtype f32"
+ok "mxct: exported" test "$(rc)" = 0
+session=$(nll)
+ok "mxct: no quantization_config (nothing quantized left)" sh -c "! grep -q quantization_config $T/mxct-mla/config.json"
+ok "mxct: the source had one" grep -q quantization_config "$T/mxct/config.json"
+run -e "load $T/mxct-mla; ppl ids ids.txt seqlen 64"
+near "$session" "$(nll)" || fail "mxct: export's nll $(nll) is not the session's $session (1e-5)"
+run -e "lint $T/mxct-mla"
+ok "mxct: lint finds no quantization problem" sh -c "! grep -qi 'quantiz' out.txt"
+
+# ---- Qwen3-MoE: q/k norms folded, softmax top-k experts in DeepSeek-V3's MoE layout
 run -e "synth family qwen3_moe $T/q3"
 ok "synth qwen3_moe" test "$(rc)" = 0
 $Q/fp8ct_quant.py "$T/q3" "$T/q3ct" channel && $Q/fp4_quant.py "$T/q3" "$T/q3mx" mxfp4

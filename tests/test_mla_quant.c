@@ -64,6 +64,14 @@ static void test_none(void) {
     cJSON *o = exported("{\"model_type\": \"llama\"}");
     CHECK(!cJSON_GetObjectItem(o, "quantization_config"), "no block for an unquantized source");
     cJSON_Delete(o);
+    cJSON *s = cJSON_Parse("{\"quantization_config\": {\"quant_method\": \"fp8\"}}");
+    o = cJSON_CreateObject();
+    MlaQuantMods none = MODS;
+    none.nquant = 0;
+    CHECK_OK(mla_quant_config(s, &none, o));
+    CHECK(!cJSON_GetObjectItem(o, "quantization_config"), "no block when only the attention was quantized");
+    cJSON_Delete(s);
+    cJSON_Delete(o);
 }
 
 int main(void) {

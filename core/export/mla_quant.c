@@ -57,7 +57,7 @@ static void add_to_lists(cJSON *q, const MlaQuantMods *m) {
 
 int mla_quant_config(const cJSON *src_tree, const MlaQuantMods *m, cJSON *cfg) {
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(src_tree, "quantization_config");
-    if (!cJSON_IsObject(q)) return AL_OK;
+    if (!cJSON_IsObject(q) || !m->nquant) return AL_OK;       /* nothing copied quantized: a plain checkpoint */
     cJSON *d = cJSON_Duplicate(q, true);
     if (!d) return al_err("out of memory copying quantization_config");
     add_to_lists(d, m);
@@ -69,7 +69,7 @@ int mla_quant_config(const cJSON *src_tree, const MlaQuantMods *m, cJSON *cfg) {
 int mla_quant_hf_file(const char *src_dir, const MlaQuantMods *m, CkptWriter *w) {
     char *p = al_asprintf("%s/hf_quant_config.json", src_dir);
     if (!p) return AL_ERR;
-    if (access(p, F_OK) != 0) { free(p); return AL_OK; }
+    if (!m->nquant || access(p, F_OK) != 0) { free(p); return AL_OK; }
     size_t len = 0;
     char *text = al_read_file_max(p, &len, AL_CAP_CONFIG, "hf_quant_config");
     free(p);

@@ -24,11 +24,12 @@ typedef struct {
     size_t nquant;
 } MlaQuantMods;
 
-/* Copies the source config's quantization_config (src_tree may be NULL: nothing) into cfg: entries
+/* Copies the source config's quantization_config (src_tree may be NULL: nothing; nothing either when
+ * the export copies no quantized module: every quantized one was attention) into cfg: entries
  * of its lists that name a quantized module (quant_entry_names) dropped, then each plain module
  * appended unless an entry already names it. */
 int mla_quant_config(const cJSON *src_tree, const MlaQuantMods *m, cJSON *cfg);
-/* Writes src_dir's hf_quant_config.json (when it has one) into w: ModelOpt's form with its
+/* Writes src_dir's hf_quant_config.json (when it has one and m->nquant) into w: ModelOpt's form with its
  * quantization.exclude_modules edited as above, any other form as it is. */
 int mla_quant_hf_file(const char *src_dir, const MlaQuantMods *m, CkptWriter *w);
 
