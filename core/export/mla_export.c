@@ -7,6 +7,8 @@
 #include "mla_export.h"
 #include "layersel.h"
 #include "mla_gaps.h"
+#include "mla_quant.h"
+#include "quant_config.h"
 #include "moe_export.h"
 
 #include "analyses.h"
@@ -594,6 +596,53 @@ static int write_weights(const TmlaResult *r, AttnLayer *const *layers, const Pl
     return rc;
 }
 
+/* Whether export item it is a plain float linear weight copied from the source (lm_head, a router). */
+static bool copied_plain(const Store *s, const PlanItem *it, const char *from) {
+    const st_entry *e;
+    size_t n = strlen(it->name);
+    return n > 7 && !strcmp(it->name + n - 7, ".weight") && !strstr(it->name, "embed") && !strstr(it->name, "norm") &&
+           store_entry(s, from, &e, NULL) == AL_OK && e->ndim == 2 &&
+           (e->dtype == DT_F32 || e->dtype == DT_F16 || e->dtype == DT_BF16);
+}
+
+static bool new_projection(int kind) {
+    return kind == T_Q || kind == T_QA || kind == T_QB || kind == T_KVA || kind == T_KVB || kind == T_O;
+}
+
+/* The export's modules for a quantized source's config lists (mla_quant.h): those it writes
+ * unquantized and those it copies quantized (a module's tensors are adjacent: the plan is sorted). */
+static int export_modules(const TmlaResult *r, const Plan *p, MlaQuantMods *m) {
+    const Store *s = r->src->store;
+    *m = (MlaQuantMods){.plain = calloc(p->n + 1, sizeof(char *)), .quant = calloc(p->n + 1, sizeof(char *))};
+    if (!m->plain || !m->quant) return al_err("out of memory listing the export's modules");
+    for (size_t i = 0; i < p->n; i++) {
+        const PlanItem *it = &p->v[i];
+        const char *from = it->src ? it->src : it->name, *dot = strrchr(it->name, '.'), *sdot = strrchr(from, '.');
+        if (!dot || !sdot) continue;
+        char mod[320];
+        snprintf(mod, sizeof mod, "%.*s", (int)(sdot - from), from);
+        size_t n = (size_t)(dot - it->name);
+        bool quant = it->kind == T_COPY && quant_found(s, mod) != QENC_NONE;
+        if (quant && m->nquant && strlen(m->quant[m->nquant - 1]) == n && !strncmp(m->quant[m->nquant - 1], it->name, n))
+            continue;
+        char **to = quant ? &m->quant[m->nquant] : &m->plain[m->nplain];
+        if (!quant && !(it->kind == T_COPY ? copied_plain(s, it, from) : new_projection(it->kind) && !strcmp(dot, ".weight")))
+            continue;
+        if (!(*to = strndup(it->name, n))) return al_err("out of memory listing the export's modules");
+        if (quant) m->nquant++;
+        else m->nplain++;
+    }
+    al_err_clear();
+    return AL_OK;
+}
+
+static void free_modules(MlaQuantMods *m) {
+    for (size_t i = 0; m->plain && i < m->nplain; i++) free(m->plain[i]);
+    for (size_t i = 0; m->quant && i < m->nquant; i++) free(m->quant[i]);
+    free(m->plain);
+    free(m->quant);
+}
+
 /* Refuses conversions a DeepSeek-V3 checkpoint cannot hold; *bias: any attention bias. */
 /* Whether a model's decoder layers other than attention fit a DeepSeek-V3 checkpoint as they are. */
 static bool family_exportable(const ModelConfig *c, bool qk_norm_plain) {
@@ -681,8 +730,13 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
     int rc = make_plan(r, st.L, bias, dt, &p);
     if (rc == AL_OK) nshards = assign_shards(&p, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
     if (rc == AL_OK) rc = write_weights(r, st.L, &p, w, nshards, dt, bias);
+    MlaQuantMods qm = {0};                                                  /* a quantized source's lists */
+    if (rc == AL_OK) rc = export_modules(r, &p, &qm);
     plan_free(&p);
     cJSON *cfg = rc == AL_OK ? make_config(r, bias, dt, st.eps) : NULL;
+    if (cfg && r->src->config_tree) rc = mla_quant_config(r->src->config_tree, &qm, cfg);
+    if (rc == AL_OK) rc = mla_quant_hf_file(src_dir, &qm, w);
+    free_modules(&qm);
     if (rc == AL_OK) rc = cfg ? ckpt_write_json(w, "config.json", cfg) : al_err("out of memory writing config.json");
     cJSON_Delete(cfg);
     cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;
