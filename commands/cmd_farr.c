@@ -833,9 +833,11 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu files, %zu tensors copied bit for bit, %zu rewritten\n",
                vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", x->src->name, dir,
                export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
+    char rl[256];   /* a hybrid's truncated layers are its attention layers in the range ("1, 4", not "1-4") */
     if (rep.reenc_tensors)
-        out_printf(out, "re-encoded %zu changed tensors (%s; layers %d-%d) %s -> %s: added error %.3g (||W_written - W'|| / "
-                   "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names, rep.reenc_lo, rep.reenc_hi, dt_name(rep.reenc_from),
+        out_printf(out, "re-encoded %zu changed tensors (%s; layers %s) %s -> %s: added error %.3g (||W_written - W'|| / "
+                   "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names,
+                   layersel_text(&x->src->cfg, rep.reenc_lo, rep.reenc_hi, rl, sizeof rl), dt_name(rep.reenc_from),
                    dt_name(rep.reenc_to), rep.reenc_err);
     if (!rep.reenc_tensors && !rep.tensors_rewritten && o.dtype_set)
         out_printf(out, "dtype %s: nothing re-encoded: the cut changed no tensor (every rank kept in full), so every "

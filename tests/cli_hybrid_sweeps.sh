@@ -121,6 +121,7 @@ import st_tensors
 print(" ".join(sorted({k.split(".")[1] for k in st_tensors.tensors(sys.argv[1])})))' "$T/$fam-fx/farr")" = "3 7"
     ok "$fam: check: the export's fused maps are the plan's" grep -q "^PASS: the export's fused maps are the plan's" out.txt
     ok "$fam: check: 8 truncated heads" grep -q "8 truncated heads" out.txt
+    ok "$fam: export: the re-encoded tensors' layers are 3, 7 (not a range 3-7)" grep -q "^re-encoded 4 changed tensors (self_attn.o_proj.weight, self_attn.v_proj.weight; layers 3, 7) F32 -> F32" out.txt
 
     # ---- kv-cache and calibrate: the attention layers
     out=$(e "load $d; kv-cache")
