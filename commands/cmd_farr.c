@@ -250,8 +250,8 @@ static int target_model(Session *s, const Args *a, Model **m) {
     return session_model_aside(s, name, m);
 }
 
-/* The rank table of q's layers at tau, swept (cached) first; *rows the caller's. Interrupted:
- * q->hi becomes the last layer kept (cached from q->lo on). */
+/* The rank table of q's layers at tau, swept (cached) first; *rows the caller's; *cap the largest
+ * head dim of those layers. Interrupted: q->hi becomes the last layer kept (cached from q->lo on). */
 static int rank_rows(Session *s, FarrQuery *q, double tau, FarrRankRow **rows, size_t *n, int *cap) {
     FarrState *st;
     *cap = 0;
@@ -264,8 +264,10 @@ static int rank_rows(Session *s, FarrQuery *q, double tau, FarrRankRow **rows, s
     if (rc && (rc != AL_INTERRUPTED || q->hi < q->lo)) return rc;
     int rc2 = farr_state_rank_table(st, q, tau, rows, n);
     if (rc2) return rc2;
-    const FarrLayer *fl0 = farr_state_get_layer(st, q->m, q->kind, q->lo, q->offset);
-    *cap = fl0 ? fl0->head_dim : 0;
+    for (int L = q->lo; L <= q->hi; L++) {   /* the largest head: Gemma 4's full layers have their own */
+        const FarrLayer *fl = farr_state_get_layer(st, q->m, q->kind, L, q->offset);
+        if (fl && fl->head_dim > *cap) *cap = fl->head_dim;
+    }
     return rc;                       /* AL_OK, or AL_INTERRUPTED with q->hi the last layer kept */
 }
 

@@ -40,6 +40,7 @@ ok "layer 1 head 0: V 6, O 32, VO 6 (planted)" grep -Eq "^ +1 +0 +6 +32 +6$" out
 ok "layer 2 head 0: fused-low 4" grep -Eq "^ +2 +0 +31 +31 +4$" out.txt
 ok "layer 4 (KV-shared with 2): layer 2's W_V, rank 31" grep -Eq "^ +4 +0 +31 +32 +[0-9]+$" out.txt
 ok "layer 3 (full, head_dim 64): ranks out of 64" awk '$1 == 3 && $2 == 0 { ok = ($3 > 32 && $3 <= 64 && $4 > 32) } END { exit !ok }' out.txt
+ok "the summary: of 64 (the full layers' head_dim; not layer 0's 32)" grep -q "^g4: VO effective ranks at tau 0.999, layers 0-5: fused 4-[0-9]* (mean [0-9.]*) of 64, 24 heads$" out.txt
 
 out=$(e "load $d; truncate vo rank 4")
 ok "truncate refuses the k_eq_v layer 3" has "$out" "layer 3 of gemma4_text takes V from k_proj (attention_k_eq_v)"
