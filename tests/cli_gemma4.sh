@@ -51,6 +51,13 @@ for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids
 run -e "load $d; ppl ids ids.txt seqlen 40"
 ok "ppl runs" test "$(rc)" = 0
 ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20 && $3 > 1) } END { exit !ok }' out.txt
+# the session cannot run a truncation of v_norm layers: ppl says so and how to measure its export
+p0=$(awk '$1 == 39 {print $3}' out.txt)
+out=$(e "load $d; truncate vo rank 8 layers 0-2; ppl ids ids.txt seqlen 40")
+ok "ppl of a truncation refused, pointing at its export" has "$out" "error: ppl of the newest transformation (\`source\`: the loaded model; \`export DIR\`, \`load DIR\` and \`ppl\` there measure the truncation): .*v_norm"
+run -e "load $d; truncate vo rank 8 layers 0-2; export $T/g4tr; load $T/g4tr; ppl ids ids.txt seqlen 40"
+p1=$(awk '$1 == 39 {print $3}' out.txt)
+ok "... and the export's ppl runs, not the source's ($p1, $p0)" awk -v a="$p1" -v b="$p0" 'BEGIN { exit !(a > 1 && b > 1 && a != b) }'
 
 out=$(e "lint $d")
 ok "lint: transformers loads every tensor" has "$out" "transformers  Gemma4ForCausalLM  loads"
