@@ -783,8 +783,8 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
         if (cfg_is_mla(c))
             out_printf(out, "KV cache: unchanged (MLA caches the %d-dim latent, not the heads)\n", c->kv_lora_rank);
         else {                   /* K+V per token per layer as info, convert and kv-cache count it */
-            /* the layers with a KV cache (a hybrid's linear-attention layers have none) */
-            size_t L = (size_t)cfg_n_attn_layers(c), all = cfg_kv_values(c) * L;
+            /* the layers with a KV cache (a hybrid's linear-attention layers and Gemma 4's KV-shared ones have none) */
+            size_t L = (size_t)cfg_n_kv_layers(c), all = cfg_kv_values(c) * L;
             size_t now = all - (p->kv_before - p->kv_after);
             out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %zu -> %.4g values "
                        "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, all / L, (double)now / (double)L,

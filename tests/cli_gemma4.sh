@@ -54,6 +54,7 @@ ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 <
 # the session cannot run a truncation of v_norm layers: ppl says so and how to measure its export
 p0=$(awk '$1 == 39 {print $3}' out.txt)
 out=$(e "load $d; truncate vo rank 8 layers 0-2; ppl ids ids.txt seqlen 40")
+ok "truncate: the KV cache of the 4 layers with their own (not the KV-shared 4-5), as kv-cache" has "$out" "mean over the 4 layers): 128 -> 92 values (71.9%); whole model 2048 -> 1472 bytes per token"
 ok "ppl of a truncation refused, pointing at its export" has "$out" "error: ppl of the newest transformation (\`source\`: the loaded model; \`export DIR\`, \`load DIR\` and \`ppl\` there measure the truncation): .*v_norm"
 run -e "load $d; truncate vo rank 8 layers 0-2; export $T/g4tr; load $T/g4tr; ppl ids ids.txt seqlen 40"
 p1=$(awk '$1 == 39 {print $3}' out.txt)
