@@ -747,6 +747,20 @@ static Table *truncate_head_table(const FarrPlan *p, const ModelConfig *c) {
     return t;
 }
 
+/* Gemma 4: the KV-shared layers that read a truncated layer's K / V (cfg_kv_source) take its cut W_V
+ * with their own W_O, so the export changes their V-O maps too; one line naming them. */
+static void say_kv_readers(Out *out, const ModelConfig *c, int lo, int hi) {
+    char buf[256];
+    size_t at = 0;
+    for (int M = c->kv_shared_from > 0 ? c->kv_shared_from : c->n_layers; M < c->n_layers && at < sizeof buf; M++) {
+        int src = cfg_kv_source(c, M);
+        if (src >= lo && src <= hi && src != M)
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%d (V of layer %d)", at ? ", " : "", M, src);
+    }
+    if (at)
+        out_printf(out, "note: the KV-shared layers reading a truncated layer's values -- %s -- change with it: the "
+                   "working copy and its export change their V-O maps too (their own W_O with the cut W_V)\n", buf);
+}
 
 static int cmd_truncate(Session *s, const Args *a, Out *out) {
     const ModelConfig *c = &s->cur->cfg;
@@ -790,6 +804,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
                        "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, all / L, (double)now / (double)L,
                        100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));
         }
+        say_kv_readers(out, c, p->lo, p->hi);
         out_printf(out, "working copy updated (the loaded model is unchanged): `ppl`, `generate` and `check` measure it, "
                    "`export DIR` writes it\n");
     }

@@ -55,10 +55,14 @@ ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 <
 p0=$(awk '$1 == 39 {print $3}' out.txt)
 out=$(e "load $d; truncate vo rank 8 layers 0-2; ppl ids ids.txt seqlen 40")
 ok "truncate: the KV cache of the 4 layers with their own (not the KV-shared 4-5), as kv-cache" has "$out" "mean over the 4 layers): 128 -> 92 values (71.9%); whole model 2048 -> 1472 bytes per token"
+ok "truncate of layer 2 notes that KV-shared layer 4 reads its cut V" has "$out" "^note: the KV-shared layers reading a truncated layer's values -- 4 (V of layer 2) -- change with it"
+ok "  none for layers 0-1" hasnt "$(e "load $d; truncate vo rank 8 layers 0-1")" "KV-shared layers reading"
 ok "ppl of a truncation refused, pointing at its export" has "$out" "error: ppl of the newest transformation (\`source\`: the loaded model; \`export DIR\`, \`load DIR\` and \`ppl\` there measure the truncation): .*v_norm"
 run -e "load $d; truncate vo rank 8 layers 0-2; export $T/g4tr; load $T/g4tr; ppl ids ids.txt seqlen 40"
 p1=$(awk '$1 == 39 {print $3}' out.txt)
 ok "... and the export's ppl runs, not the source's ($p1, $p0)" awk -v a="$p1" -v b="$p0" 'BEGIN { exit !(a > 1 && b > 1 && a != b) }'
+run -e "load $T/g4tr; ranks vo layer 4"
+ok "  the export's KV-shared layer 4 has layer 2's cut V (VO rank 8, was 26-27), as the note says" grep -Eq "^ +4 +0 +8 +32 +8$" out.txt
 
 out=$(e "lint $d")
 ok "lint: transformers loads every tensor" has "$out" "transformers  Gemma4ForCausalLM  loads"
