@@ -27,6 +27,7 @@ ok "info: scale 1" has "$out" "softmax_scale  *1$"
 ok "info: per-layer embeddings" has "$out" "per_layer_embeddings  *16 per layer (embed_tokens_per_layer of 256 tokens"
 ok "info: KV bytes of the 4 layers with their own cache" has "$out" "kv_bytes_per_token  *2048$"
 ok "info: kvsvd refused (per-type head dims)" has "$out" "kvsvd  *no: .*the full-attention layers have their own head dims (global_head_dim 64, 1 KV heads)"
+ok "info: export formats: truncate; tpa named once (no export note for a conversion that does not run)" has "$out" "export formats  *yes: truncate (not: mla, tpa, kvsvd, see their own lines)$"
 ok "info: ppl available, calibrate refused" has "$out" "ppl/calibrate  *yes: ppl and generate; calibrate refused"
 out=$(e "load $d; calibrate ids /dev/null")
 ok "calibrate refused with the reason" has "$out" "cannot calibrate: its full-attention layers have their own head dims"
