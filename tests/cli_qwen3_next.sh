@@ -21,6 +21,7 @@ ok "info: the gate's V-O map" has "$out" "W_V diag(sigmoid(x W_gate)) W_O"
 ok "info: params of the one attention layer (q_proj 2 x 128 rows)" has "$out" "attn_params_total  *32768"
 ok "info: KV bytes of one layer" has "$out" "kv_bytes_per_token  *512$"
 ok "info: kvsvd refused" has "$out" "kvsvd  *no: .*no keys or KV cache"
+ok "  naming its one attention layer (only layer 3 has, not 'only layers 3 have')" has "$out" "no keys or KV cache (only layer 3 has): kvsvd"
 ok "info: compare refused (gate)" has "$out" "compare  *no: .*attention output is gated"
 
 out=$(e "load $d; kv-cache")

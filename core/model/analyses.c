@@ -431,9 +431,10 @@ static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
                        "every layer's own keys; not covered", mname(m), m->cfg.kv_shared_from, m->cfg.n_layers - 1);
     if (m->cfg.lin.layout == LIN_NONE) return false;
     char list[256];
-    cfg_attn_layers(&m->cfg, list, sizeof list);
-    return why_set(why, cap, "%s: the %s layers have no keys or KV cache (only layers %s have): kvsvd "
-                   "learns every layer's; not covered", mname(m), cfg_linear_name(&m->cfg), list);
+    int n = cfg_attn_layers(&m->cfg, list, sizeof list);
+    return why_set(why, cap, "%s: the %s layers have no keys or KV cache (only %s %s %s): kvsvd "
+                   "learns every layer's; not covered", mname(m), cfg_linear_name(&m->cfg), n == 1 ? "layer" : "layers",
+                   list, n == 1 ? "has" : "have");
 }
 
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) {
