@@ -23,6 +23,8 @@ for m in re.finditer(r"<text.*?</text>", open(sys.argv[1]).read(), re.S):
     print(html.unescape(re.sub(r"<[^>]+>", "", m.group(0))).strip())' "$1"
 }
 
+ok "help ranks: a hybrid's all / ranges sweep the attention layers" has "$(e "help ranks" | tr '\n' ' ')" "On a hybrid .* \`all\` and ranges sweep the softmax-attention layers and say which they left out"
+ok "help truncate: a hybrid's attention layers" has "$(e "help truncate" | tr '\n' ' ')" "On a hybrid it truncates the range's softmax-attention layers"
 for fam in qwen3_next qwen3_5_moe; do
     run -e "synth family $fam $T/$fam-4"
     python3 "$HERE/hybrid_stack.py" "$T/$fam-4" "$T/$fam" || fail "$fam: hybrid_stack.py"
