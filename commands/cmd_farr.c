@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd_farr.h"
+#include "analyses.h"
 #include "budget_compare.h"
 #include "export.h"
 #include "farr.h"
@@ -1200,17 +1201,22 @@ static int export_errors(Session *s, const char *dir, Model *src, bool src_in_se
     int nan_layer = -1, rc = want ? manifest_layers(dir, src->cfg.n_layers, want) : AL_ERR;
     for (int L = 0; rc == AL_OK && L < src->cfg.n_layers; L++)
         want[L] = want[L] && layersel_attn(&src->cfg, L);   /* a hybrid's range holds layers without attention */
+    char why[512];             /* Gemma 4's v_norm, Qwen3-Next's gate: no one-layer table, the ppl still runs */
+    bool by_layer = analysis_available(src, AN_EVAL, why, sizeof why);
     if (rc == AL_OK) rc = model_open(dir, &ex);
-    if (rc == AL_OK) rc = farr_draw_open(s, src, a, &d);
-    if (rc == AL_OK)
+    if (rc == AL_OK && by_layer) rc = farr_draw_open(s, src, a, &d);
+    if (rc == AL_OK && by_layer)
         out_printf(out, "the export's layers (%s loaded as a model) against %s, per truncated layer: " ERRS_WHAT
                    " on %s\n", dir, src->name ? src->name : src->path, d.desc);
+    else if (rc == AL_OK)
+        out_printf(out, "the export's layers against %s: no per-layer errors (%s); the perplexity runs the whole "
+                   "model\n", src->name ? src->name : src->path, why);
     ExportLayers c = {.ex = ex, .want = want};
-    if (rc == AL_OK) rc = err_table(src, &d, export_layer_fn, &c, NULL, &t, &nan_layer);
+    if (rc == AL_OK && by_layer) rc = err_table(src, &d, export_layer_fn, &c, NULL, &t, &nan_layer);
     farr_draw_free(&d);
     bool interrupted = false;
     if (rc == AL_OK) ppl_outcome(export_ppl(s, src, src_in_session, ex, a, out), out, &interrupted);
-    if (rc == AL_OK) rc = check_table(out, a, t, nan_layer);
+    if (rc == AL_OK && by_layer) rc = check_table(out, a, t, nan_layer);
     else table_free(t);
     model_free(ex);
     free(want);

@@ -63,6 +63,9 @@ ok "ppl of a truncation refused, pointing at its export" has "$out" "error: ppl 
 run -e "load $d; truncate vo rank 8 layers 0-2; export $T/g4tr; load $T/g4tr; ppl ids ids.txt seqlen 40"
 p1=$(awk '$1 == 39 {print $3}' out.txt)
 ok "... and the export's ppl runs, not the source's ($p1, $p0)" awk -v a="$p1" -v b="$p0" 'BEGIN { exit !(a > 1 && b > 1 && a != b) }'
+run -e "load $d; check $T/g4tr"
+ok "check of the export runs to the end (it stopped with an error after PASS), says why no per-layer table" grep -q "^the export's layers against .*: no per-layer errors (.*v_norm" out.txt
+ok "  rc 0 and PASS" test "$(rc)" = 0 -a -n "$(grep "^PASS: the export's fused maps" out.txt)"
 run -e "load $T/g4tr; ranks vo layer 4"
 ok "  the export's KV-shared layer 4 has layer 2's cut V (VO rank 8, was 26-27), as the note says" grep -Eq "^ +4 +0 +8 +32 +8$" out.txt
 

@@ -49,6 +49,10 @@ out=$(e "load $d; truncate vo layers 3-3 tau 0.99; export $T/tr; ppl ids ids.txt
 ok "truncate's export written" has "$out" "2 rewritten"
 ok "ppl of the truncation in the session: refused for the gate" has "$out" "the attention output is gated"
 ok "  the refusal says how to measure it (export, load, ppl there)" has "$out" "error: ppl of the newest transformation (\`source\`: the loaded model; \`export DIR\`, \`load DIR\` and \`ppl\` there measure the truncation)"
+run -e "load $d; check $T/tr"
+ok "check of the export: runs to the end (it stopped with an error after PASS)" test "$(rc)" = 0
+ok "  its fused maps pass" grep -q "^PASS: the export's fused maps are the plan's" out.txt
+ok "  no per-layer table, said why" grep -q "^the export's layers against .*: no per-layer errors (.*the attention output is gated" out.txt
 run -e "load $T/tr; ppl ids ids.txt seqlen 40"
 p1=$(awk '$1 == 39 {print $3}' out.txt)
 run -e "load $d; ppl ids ids.txt seqlen 40"
