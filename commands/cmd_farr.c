@@ -812,8 +812,14 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
                        100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));
         }
         say_kv_readers(out, c, p->lo, p->hi);
-        out_printf(out, "working copy updated (the loaded model is unchanged): `ppl`, `generate` and `check` measure it, "
-                   "`export DIR` writes it\n");
+        char why[512];
+        if (analysis_available(s->cur, AN_EVAL, why, sizeof why))
+            out_printf(out, "working copy updated (the loaded model is unchanged): `ppl`, `generate` and `check` measure "
+                       "it, `export DIR` writes it\n");
+        else            /* Gemma 4's v_norm, Qwen3-Next's gate: the session's layers cannot run it */
+            out_printf(out, "working copy updated (the loaded model is unchanged): `export DIR` writes it; `ppl`, "
+                       "`generate` and `check` measure the export (`load DIR`, `check DIR`), not the working copy (%s)\n",
+                       why);
     }
     if ((rc = farr_state_set_plan(st, s->cur, p)) != AL_OK || (rc = xform_add(s, &cmd_farr_xform, s->cur, NULL)) != AL_OK) {
         table_free(t);

@@ -58,6 +58,7 @@ out=$(e "load $d; truncate vo rank 8 layers 0-2; ppl ids ids.txt seqlen 40")
 ok "truncate: the KV cache of the 4 layers with their own (not the KV-shared 4-5), as kv-cache" has "$out" "mean over the 4 layers): 128 -> 92 values (71.9%); whole model 2048 -> 1472 bytes per token"
 ok "truncate of layer 2 notes that KV-shared layer 4 reads its cut V" has "$out" "^note: the KV-shared layers reading a truncated layer's values -- 4 (V of layer 2) -- change with it"
 ok "help truncate says what Gemma 4 refuses and where its ppl runs" has "$(e "help truncate" | tr '\n' ' ')" "On Gemma 4 it refuses the k_eq_v and KV-shared layers .* notes the KV-shared layers that read a truncated layer's V; \`ppl\` there .* runs on its export"
+ok "truncate says the working copy is measured on its export, not in the session" has "$out" "^working copy updated (the loaded model is unchanged): \`export DIR\` writes it; \`ppl\`, \`generate\` and \`check\` measure the export (\`load DIR\`, \`check DIR\`), not the working copy (.*v_norm"
 ok "  none for layers 0-1" hasnt "$(e "load $d; truncate vo rank 8 layers 0-1")" "KV-shared layers reading"
 ok "ppl of a truncation refused, pointing at its export" has "$out" "error: ppl of the newest transformation (\`source\`: the loaded model; \`export DIR\`, \`load DIR\` and \`ppl\` there measure the truncation): .*v_norm"
 run -e "load $d; truncate vo rank 8 layers 0-2; export $T/g4tr; load $T/g4tr; ppl ids ids.txt seqlen 40"

@@ -48,6 +48,7 @@ ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 <
 out=$(e "load $d; truncate vo layers 3-3 tau 0.99; export $T/tr; ppl ids ids.txt seqlen 40")
 ok "truncate's export written" has "$out" "2 rewritten"
 ok "ppl of the truncation in the session: refused for the gate" has "$out" "the attention output is gated"
+ok "truncate says the working copy is measured on its export" has "$out" "\`ppl\`, \`generate\` and \`check\` measure the export (\`load DIR\`, \`check DIR\`), not the working copy (.*the attention output is gated"
 ok "  the refusal says how to measure it (export, load, ppl there)" has "$out" "error: ppl of the newest transformation (\`source\`: the loaded model; \`export DIR\`, \`load DIR\` and \`ppl\` there measure the truncation)"
 run -e "load $d; check $T/tr"
 ok "check of the export: runs to the end (it stopped with an error after PASS)" test "$(rc)" = 0
