@@ -25,7 +25,7 @@ static const char HELP_HELP[] =
 
 /* One line per parameter: name, placeholder, default, help. */
 static void help_params(Out *out, const Param *ps, bool kw) {
-    char mv[256];
+    char mv[1024];   /* an enum's choices: synth family's rows pass 256 bytes */
     for (const Param *p = ps; p && p->name; p++) {
         cmd_metavar(p, mv, sizeof mv);
         if (kw) out_printf(out, "  %s%s%s\n", p->name, *mv ? " " : "", mv);

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd_farr.h"
+#include "analyses.h"
 #include "budget_compare.h"
 #include "export.h"
 #include "farr.h"
@@ -197,7 +198,9 @@ static const char RANKS_HELP[] =
     "whole projection): q and k are divided by their own per-token RMS, so the score is not a\n"
     "bilinear form and W_Q W_K^T is not what the model computes; `spectrum q|k` still gives each\n"
     "projection's own spectrum there. Layers without RoPE in a RoPE model (SmolLM3's no_rope_layers)\n"
-    "fuse whole heads exactly, without an offset (one given is not applied there).\n"
+    "fuse whole heads exactly, without an offset (one given is not applied there). On a hybrid\n"
+    "(Qwen3-Next, Kimi-Linear, Nemotron-H, Granite 4.0-H) `all` and ranges sweep the softmax-attention\n"
+    "layers and say which they left out; a linear / Mamba-2 layer named alone is an error.\n"
     "Views: `order rank` sorts each layer's heads by fused rank (head ids kept in the head column;\n"
     "default `order head`). `summary` gives one row per layer instead: layer, heads, the min and\n"
     "max of each factor's rank, the min / median / max fused rank and the heads holding the min\n"
@@ -250,8 +253,8 @@ static int target_model(Session *s, const Args *a, Model **m) {
     return session_model_aside(s, name, m);
 }
 
-/* The rank table of q's layers at tau, swept (cached) first; *rows the caller's. Interrupted:
- * q->hi becomes the last layer kept (cached from q->lo on). */
+/* The rank table of q's layers at tau, swept (cached) first; *rows the caller's; *cap the largest
+ * head dim of those layers. Interrupted: q->hi becomes the last layer kept (cached from q->lo on). */
 static int rank_rows(Session *s, FarrQuery *q, double tau, FarrRankRow **rows, size_t *n, int *cap) {
     FarrState *st;
     *cap = 0;
@@ -264,8 +267,10 @@ static int rank_rows(Session *s, FarrQuery *q, double tau, FarrRankRow **rows, s
     if (rc && (rc != AL_INTERRUPTED || q->hi < q->lo)) return rc;
     int rc2 = farr_state_rank_table(st, q, tau, rows, n);
     if (rc2) return rc2;
-    const FarrLayer *fl0 = farr_state_get_layer(st, q->m, q->kind, q->lo, q->offset);
-    *cap = fl0 ? fl0->head_dim : 0;
+    for (int L = q->lo; L <= q->hi; L++) {   /* the largest head: Gemma 4's full layers have their own */
+        const FarrLayer *fl = farr_state_get_layer(st, q->m, q->kind, L, q->offset);
+        if (fl && fl->head_dim > *cap) *cap = fl->head_dim;
+    }
     return rc;                       /* AL_OK, or AL_INTERRUPTED with q->hi the last layer kept */
 }
 
@@ -658,6 +663,10 @@ static const char TRUNCATE_HELP[] =
     "[W_V'; b_V'] the orthonormal side. `heads` gives one row per head instead. Full-RoPE\n"
     "models cannot truncate qk (seed A.3; SmolLM3's NoPE layers neither, for now). `export DIR` writes the result; `ppl` and `generate` run it\n"
     "(`source`: the loaded model) and `check` compares it with the model, layer by layer.\n"
+    "On a hybrid it truncates the range's softmax-attention layers. On Gemma 4 it refuses the\n"
+    "k_eq_v and KV-shared layers (name the others: `layers 0-2`) and notes the KV-shared layers\n"
+    "that read a truncated layer's V; `ppl` there (v_norm, like Qwen3-Next's output gate) runs\n"
+    "on its export: `export DIR`, `load DIR`.\n"
     "Examples:\n"
     "  truncate vo tau 0.999 layers 1-3\n"
     "  truncate qk rank 16 policy model-max\n"
@@ -745,6 +754,20 @@ static Table *truncate_head_table(const FarrPlan *p, const ModelConfig *c) {
     return t;
 }
 
+/* Gemma 4: the KV-shared layers that read a truncated layer's K / V (cfg_kv_source) take its cut W_V
+ * with their own W_O, so the export changes their V-O maps too; one line naming them. */
+static void say_kv_readers(Out *out, const ModelConfig *c, int lo, int hi) {
+    char buf[256];
+    size_t at = 0;
+    for (int M = c->kv_shared_from > 0 ? c->kv_shared_from : c->n_layers; M < c->n_layers && at < sizeof buf; M++) {
+        int src = cfg_kv_source(c, M);
+        if (src >= lo && src <= hi && src != M)
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%d (V of layer %d)", at ? ", " : "", M, src);
+    }
+    if (at)
+        out_printf(out, "note: the KV-shared layers reading a truncated layer's values -- %s -- change with it: the "
+                   "working copy and its export change their V-O maps too (their own W_O with the cut W_V)\n", buf);
+}
 
 static int cmd_truncate(Session *s, const Args *a, Out *out) {
     const ModelConfig *c = &s->cur->cfg;
@@ -781,15 +804,22 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
         if (cfg_is_mla(c))
             out_printf(out, "KV cache: unchanged (MLA caches the %d-dim latent, not the heads)\n", c->kv_lora_rank);
         else {                   /* K+V per token per layer as info, convert and kv-cache count it */
-            /* the layers with a KV cache (a hybrid's linear-attention layers have none) */
-            size_t L = (size_t)cfg_n_attn_layers(c), all = cfg_kv_values(c) * L;
+            /* the layers with a KV cache (a hybrid's linear-attention layers and Gemma 4's KV-shared ones have none) */
+            size_t L = (size_t)cfg_n_kv_layers(c), all = cfg_kv_values(c) * L;
             size_t now = all - (p->kv_before - p->kv_after);
             out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %zu -> %.4g values "
                        "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, all / L, (double)now / (double)L,
                        100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));
         }
-        out_printf(out, "working copy updated (the loaded model is unchanged): `ppl`, `generate` and `check` measure it, "
-                   "`export DIR` writes it\n");
+        say_kv_readers(out, c, p->lo, p->hi);
+        char why[512];
+        if (analysis_available(s->cur, AN_EVAL, why, sizeof why))
+            out_printf(out, "working copy updated (the loaded model is unchanged): `ppl`, `generate` and `check` measure "
+                       "it, `export DIR` writes it\n");
+        else            /* Gemma 4's v_norm, Qwen3-Next's gate: the session's layers cannot run it */
+            out_printf(out, "working copy updated (the loaded model is unchanged): `export DIR` writes it; `ppl`, "
+                       "`generate` and `check` measure the export (`load DIR`, `check DIR`), not the working copy (%s)\n",
+                       why);
     }
     if ((rc = farr_state_set_plan(st, s->cur, p)) != AL_OK || (rc = xform_add(s, &cmd_farr_xform, s->cur, NULL)) != AL_OK) {
         table_free(t);
@@ -833,9 +863,11 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu files, %zu tensors copied bit for bit, %zu rewritten\n",
                vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", x->src->name, dir,
                export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
+    char rl[256];   /* a hybrid's truncated layers are its attention layers in the range ("1, 4", not "1-4") */
     if (rep.reenc_tensors)
-        out_printf(out, "re-encoded %zu changed tensors (%s; layers %d-%d) %s -> %s: added error %.3g (||W_written - W'|| / "
-                   "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names, rep.reenc_lo, rep.reenc_hi, dt_name(rep.reenc_from),
+        out_printf(out, "re-encoded %zu changed tensors (%s; layers %s) %s -> %s: added error %.3g (||W_written - W'|| / "
+                   "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names,
+                   layersel_text(&x->src->cfg, rep.reenc_lo, rep.reenc_hi, rl, sizeof rl), dt_name(rep.reenc_from),
                    dt_name(rep.reenc_to), rep.reenc_err);
     if (!rep.reenc_tensors && !rep.tensors_rewritten && o.dtype_set)
         out_printf(out, "dtype %s: nothing re-encoded: the cut changed no tensor (every rank kept in full), so every "
@@ -1175,17 +1207,22 @@ static int export_errors(Session *s, const char *dir, Model *src, bool src_in_se
     int nan_layer = -1, rc = want ? manifest_layers(dir, src->cfg.n_layers, want) : AL_ERR;
     for (int L = 0; rc == AL_OK && L < src->cfg.n_layers; L++)
         want[L] = want[L] && layersel_attn(&src->cfg, L);   /* a hybrid's range holds layers without attention */
+    char why[512];             /* Gemma 4's v_norm, Qwen3-Next's gate: no one-layer table, the ppl still runs */
+    bool by_layer = analysis_available(src, AN_EVAL, why, sizeof why);
     if (rc == AL_OK) rc = model_open(dir, &ex);
-    if (rc == AL_OK) rc = farr_draw_open(s, src, a, &d);
-    if (rc == AL_OK)
+    if (rc == AL_OK && by_layer) rc = farr_draw_open(s, src, a, &d);
+    if (rc == AL_OK && by_layer)
         out_printf(out, "the export's layers (%s loaded as a model) against %s, per truncated layer: " ERRS_WHAT
                    " on %s\n", dir, src->name ? src->name : src->path, d.desc);
+    else if (rc == AL_OK)
+        out_printf(out, "the export's layers against %s: no per-layer errors (%s); the perplexity runs the whole "
+                   "model\n", src->name ? src->name : src->path, why);
     ExportLayers c = {.ex = ex, .want = want};
-    if (rc == AL_OK) rc = err_table(src, &d, export_layer_fn, &c, NULL, &t, &nan_layer);
+    if (rc == AL_OK && by_layer) rc = err_table(src, &d, export_layer_fn, &c, NULL, &t, &nan_layer);
     farr_draw_free(&d);
     bool interrupted = false;
     if (rc == AL_OK) ppl_outcome(export_ppl(s, src, src_in_session, ex, a, out), out, &interrupted);
-    if (rc == AL_OK) rc = check_table(out, a, t, nan_layer);
+    if (rc == AL_OK && by_layer) rc = check_table(out, a, t, nan_layer);
     else table_free(t);
     model_free(ex);
     free(want);

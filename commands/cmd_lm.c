@@ -34,6 +34,9 @@ static int lm_measured(Session *s, Model *m, const Args *a, const char *verb, Fo
     *held = (XformAttn){0};
     const Xform *x = xform_measured(s, m, args_flag(a, "source"), false, verb, head, sizeof head);
     int rc = x ? xform_attn_set(s, x, f, held) : AL_OK;
+    if (rc != AL_OK && rc != AL_INTERRUPTED && !strcmp(x->kind->name, "truncate"))   /* its export loads */
+        return al_err_ctx("%s of the newest transformation (`source`: the loaded model; `export DIR`, `load DIR` and "
+                          "`%s` there measure the truncation)", verb, verb);
     if (rc != AL_OK)
         return rc == AL_INTERRUPTED ? rc : al_err_ctx("%s of the newest transformation (`source`: the loaded model)", verb);
     char tail[96] = "";

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyses.h"
 #include "kvcache.h"
 #include "layersel.h"
 #include "params.h"
@@ -439,9 +440,14 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
         if (kv_row(t, r.scheme, r.values, bytes, r.params)) return AL_ERR;
         rows++;
     }
-    if (!rows)
-        out_printf(out, "(no conversion of %s in this session: `convert mla kv-rank R`, `convert tpa kv-rank R` or "
-                   "`truncate vo|qk ...` adds its row)\n", m->name);
+    if (!rows) {              /* the commands that run on m (an MLA model takes neither conversion) */
+        char why[512];
+        bool mla = analysis_available(m, AN_CONVERT_MLA, why, sizeof why);
+        bool tpa = analysis_available(m, AN_CONVERT_TPA, why, sizeof why);
+        out_printf(out, "(no conversion of %s in this session: %s%s%s%s`truncate vo|qk ...` adds its row)\n", m->name,
+                   mla ? "`convert mla kv-rank R`" : "", mla && tpa ? ", " : "", tpa ? "`convert tpa kv-rank R`" : "",
+                   mla || tpa ? " or " : "");
+    }
     if (cfg_has_indexer(&m->cfg))      /* DeepSeek-V3.2 / GLM-5: the indexer's keys are cached beside the latent */
         out_printf(out, "(%s's lightning indexer caches %d more values per token per layer, its keys (index_head_dim), "
                    "not in the rows above: %zu in all with the latent)\n", m->name, m->cfg.index_head_dim,

@@ -342,7 +342,7 @@ static bool convert_float(const Param *p, const char *text, ArgVal *v, char *why
 /* ARG_ENUM: one of the choices (its index), else the choices with "did you mean". */
 static bool convert_enum(const Param *p, const char *text, ArgVal *v, char *why, size_t cap) {
     OutSuggest sg = {0};
-    char sb[96], mv[256];
+    char sb[96], mv[768];
     for (int i = 0; p->choices && p->choices[i]; i++) {
         if (!strcmp(p->choices[i], text)) { v->choice = i; return true; }
         out_suggest_try(&sg, text, p->choices[i]);
@@ -461,7 +461,7 @@ static int validate_params(const char *path, const Param *ps, bool positional) {
             if (!strcmp(q->name, p->name)) return al_err("%s: parameter '%s' declared twice", path, p->name);
         if (p->def && *p->def && p->type != ARG_FLAG) {
             ArgVal v = { .p = p };
-            char why[400];
+            char why[1024];
             if (!convert(p, p->def, &v, why, sizeof why))
                 return al_err("%s: default '%s' of '%s' does not parse: %s", path, p->def, p->name, why);
         }
@@ -495,7 +495,7 @@ int cmd_validate(const Command *c, const char *prefix) {
 /* Fills v from text for parameter p, reporting errors at col. */
 static int set_value(Session *s, Args *a, const Param *p, ArgVal *v, const char *text, size_t col,
                      bool given, ParseErr *e) {
-    char why[400];
+    char why[1024];
     v->s = args_keep(a, text);
     if (!v->s) return perr(e, col, "out of memory");
     v->col = col;
@@ -603,7 +603,7 @@ static int parse_keyword(Session *s, const Tokens *t, size_t *ti, const Param *k
 static int parse_positional(Session *s, const Token *tk, size_t i, Args *a, ParseErr *e) {
     const Param *pp = &a->cmd->pos[i];
     ArgVal *v = &a->pos[i];
-    char why[400];
+    char why[1024];
     v->s = args_keep(a, tk->text);
     if (!v->s) return perr(e, tk->col, "out of memory");
     if (!convert(pp, tk->text, v, why, sizeof why)) {

@@ -27,6 +27,7 @@ ok "info: scale 1" has "$out" "softmax_scale  *1$"
 ok "info: per-layer embeddings" has "$out" "per_layer_embeddings  *16 per layer (embed_tokens_per_layer of 256 tokens"
 ok "info: KV bytes of the 4 layers with their own cache" has "$out" "kv_bytes_per_token  *2048$"
 ok "info: kvsvd refused (per-type head dims)" has "$out" "kvsvd  *no: .*the full-attention layers have their own head dims (global_head_dim 64, 1 KV heads)"
+ok "info: export formats: truncate; tpa named once (no export note for a conversion that does not run)" has "$out" "export formats  *yes: truncate (not: mla, tpa, kvsvd, see their own lines)$"
 ok "info: ppl available, calibrate refused" has "$out" "ppl/calibrate  *yes: ppl and generate; calibrate refused"
 out=$(e "load $d; calibrate ids /dev/null")
 ok "calibrate refused with the reason" has "$out" "cannot calibrate: its full-attention layers have their own head dims"
@@ -40,6 +41,7 @@ ok "layer 1 head 0: V 6, O 32, VO 6 (planted)" grep -Eq "^ +1 +0 +6 +32 +6$" out
 ok "layer 2 head 0: fused-low 4" grep -Eq "^ +2 +0 +31 +31 +4$" out.txt
 ok "layer 4 (KV-shared with 2): layer 2's W_V, rank 31" grep -Eq "^ +4 +0 +31 +32 +[0-9]+$" out.txt
 ok "layer 3 (full, head_dim 64): ranks out of 64" awk '$1 == 3 && $2 == 0 { ok = ($3 > 32 && $3 <= 64 && $4 > 32) } END { exit !ok }' out.txt
+ok "the summary: of 64 (the full layers' head_dim; not layer 0's 32)" grep -q "^g4: VO effective ranks at tau 0.999, layers 0-5: fused 4-[0-9]* (mean [0-9.]*) of 64, 24 heads$" out.txt
 
 out=$(e "load $d; truncate vo rank 4")
 ok "truncate refuses the k_eq_v layer 3" has "$out" "layer 3 of gemma4_text takes V from k_proj (attention_k_eq_v)"
@@ -50,6 +52,23 @@ for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids
 run -e "load $d; ppl ids ids.txt seqlen 40"
 ok "ppl runs" test "$(rc)" = 0
 ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20 && $3 > 1) } END { exit !ok }' out.txt
+# the session cannot run a truncation of v_norm layers: ppl says so and how to measure its export
+p0=$(awk '$1 == 39 {print $3}' out.txt)
+out=$(e "load $d; truncate vo rank 8 layers 0-2; ppl ids ids.txt seqlen 40")
+ok "truncate: the KV cache of the 4 layers with their own (not the KV-shared 4-5), as kv-cache" has "$out" "mean over the 4 layers): 128 -> 92 values (71.9%); whole model 2048 -> 1472 bytes per token"
+ok "truncate of layer 2 notes that KV-shared layer 4 reads its cut V" has "$out" "^note: the KV-shared layers reading a truncated layer's values -- 4 (V of layer 2) -- change with it"
+ok "help truncate says what Gemma 4 refuses and where its ppl runs" has "$(e "help truncate" | tr '\n' ' ')" "On Gemma 4 it refuses the k_eq_v and KV-shared layers .* notes the KV-shared layers that read a truncated layer's V; \`ppl\` there .* runs on its export"
+ok "truncate says the working copy is measured on its export, not in the session" has "$out" "^working copy updated (the loaded model is unchanged): \`export DIR\` writes it; \`ppl\`, \`generate\` and \`check\` measure the export (\`load DIR\`, \`check DIR\`), not the working copy (.*v_norm"
+ok "  none for layers 0-1" hasnt "$(e "load $d; truncate vo rank 8 layers 0-1")" "KV-shared layers reading"
+ok "ppl of a truncation refused, pointing at its export" has "$out" "error: ppl of the newest transformation (\`source\`: the loaded model; \`export DIR\`, \`load DIR\` and \`ppl\` there measure the truncation): .*v_norm"
+run -e "load $d; truncate vo rank 8 layers 0-2; export $T/g4tr; load $T/g4tr; ppl ids ids.txt seqlen 40"
+p1=$(awk '$1 == 39 {print $3}' out.txt)
+ok "... and the export's ppl runs, not the source's ($p1, $p0)" awk -v a="$p1" -v b="$p0" 'BEGIN { exit !(a > 1 && b > 1 && a != b) }'
+run -e "load $d; check $T/g4tr"
+ok "check of the export runs to the end (it stopped with an error after PASS), says why no per-layer table" grep -q "^the export's layers against .*: no per-layer errors (.*v_norm" out.txt
+ok "  rc 0 and PASS" test "$(rc)" = 0 -a -n "$(grep "^PASS: the export's fused maps" out.txt)"
+run -e "load $T/g4tr; ranks vo layer 4"
+ok "  the export's KV-shared layer 4 has layer 2's cut V (VO rank 8, was 26-27), as the note says" grep -Eq "^ +4 +0 +8 +32 +8$" out.txt
 
 out=$(e "lint $d")
 ok "lint: transformers loads every tensor" has "$out" "transformers  Gemma4ForCausalLM  loads"

@@ -23,6 +23,8 @@ for m in re.finditer(r"<text.*?</text>", open(sys.argv[1]).read(), re.S):
     print(html.unescape(re.sub(r"<[^>]+>", "", m.group(0))).strip())' "$1"
 }
 
+ok "help ranks: a hybrid's all / ranges sweep the attention layers" has "$(e "help ranks" | tr '\n' ' ')" "On a hybrid .* \`all\` and ranges sweep the softmax-attention layers and say which they left out"
+ok "help truncate: a hybrid's attention layers" has "$(e "help truncate" | tr '\n' ' ')" "On a hybrid it truncates the range's softmax-attention layers"
 for fam in qwen3_next qwen3_5_moe; do
     run -e "synth family $fam $T/$fam-4"
     python3 "$HERE/hybrid_stack.py" "$T/$fam-4" "$T/$fam" || fail "$fam: hybrid_stack.py"
@@ -121,6 +123,7 @@ import st_tensors
 print(" ".join(sorted({k.split(".")[1] for k in st_tensors.tensors(sys.argv[1])})))' "$T/$fam-fx/farr")" = "3 7"
     ok "$fam: check: the export's fused maps are the plan's" grep -q "^PASS: the export's fused maps are the plan's" out.txt
     ok "$fam: check: 8 truncated heads" grep -q "8 truncated heads" out.txt
+    ok "$fam: export: the re-encoded tensors' layers are 3, 7 (not a range 3-7)" grep -q "^re-encoded 4 changed tensors (self_attn.o_proj.weight, self_attn.v_proj.weight; layers 3, 7) F32 -> F32" out.txt
 
     # ---- kv-cache and calibrate: the attention layers
     out=$(e "load $d; kv-cache")

@@ -51,6 +51,8 @@ ok "lint: vLLM and SGLang load it" has "$out" "vLLM          KimiK25ForCondition
 ok "  the vision tensors are not unplaced" hasnt "$out" "vision_tower"
 ok "  nor the projector" hasnt "$out" "mm_projector"
 
+out=$(e "load $T/k; kv-cache")
+ok "kimi_k25 kv-cache: suggests truncate only (convert mla / tpa do not take an MLA model)" has "$out" "^(no conversion of k in this session: \`truncate vo|qk ...\` adds its row)$"
 run -e "synth family kimi_linear $T/kl; load $T/kl; info; ranks vo layer 3; ranks vo layer 7; ranks qk layer 3"
 ok "kimi_linear (KimiLinearForCausalLM) loads" test "$(rc)" = 0
 out=$(cat out.txt)

@@ -30,6 +30,9 @@ ok "nemotron_h info: ranks vo on the attention layers" has "$out" "ranks vo  *ye
 ok "nemotron_h info: ppl runs" has "$out" "ppl/calibrate  *yes"
 ok "nemotron_h info: kvsvd refused (no keys in the Mamba-2 layers)" has "$out" "kvsvd  *no: .*the Mamba-2 layers have no keys or KV cache"
 ok "nemotron_h info: 2 layers' KV params" has "$out" "attn_params_total  *49152"
+ok "nemotron_h info: export formats: truncate, not tpa (its export refuses the Mamba-2 / MLP layers)" has "$out" "export formats  *yes: truncate (not: mla, kvsvd, see their own lines) (not: tpa: its format holds every layer as TPA attention, and 4 of the 6 layers are Mamba-2"
+out=$(e "load $n; convert tpa kv-rank 2; export $T/n-tpa")
+ok "  ... as the TPA export says" has "$out" "error: TPA export: layer 0 of .* is Mamba-2 (SSM) or MLP / MoE blocks without attention: the TPA format holds every layer as TPA attention"
 
 out=$(e "load $g; info")
 ok "granite info: attention layers" has "$out" "attention_layers  *1, 3 (2 of 4; the other 2 are Mamba-2 (SSM) layers"

@@ -21,6 +21,7 @@ ok "info: the gate's V-O map" has "$out" "W_V diag(sigmoid(x W_gate)) W_O"
 ok "info: params of the one attention layer (q_proj 2 x 128 rows)" has "$out" "attn_params_total  *32768"
 ok "info: KV bytes of one layer" has "$out" "kv_bytes_per_token  *512$"
 ok "info: kvsvd refused" has "$out" "kvsvd  *no: .*no keys or KV cache"
+ok "  naming its one attention layer (only layer 3 has, not 'only layers 3 have')" has "$out" "no keys or KV cache (only layer 3 has): kvsvd"
 ok "info: compare refused (gate)" has "$out" "compare  *no: .*attention output is gated"
 
 out=$(e "load $d; kv-cache")
@@ -47,6 +48,12 @@ ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 <
 out=$(e "load $d; truncate vo layers 3-3 tau 0.99; export $T/tr; ppl ids ids.txt seqlen 40")
 ok "truncate's export written" has "$out" "2 rewritten"
 ok "ppl of the truncation in the session: refused for the gate" has "$out" "the attention output is gated"
+ok "truncate says the working copy is measured on its export" has "$out" "\`ppl\`, \`generate\` and \`check\` measure the export (\`load DIR\`, \`check DIR\`), not the working copy (.*the attention output is gated"
+ok "  the refusal says how to measure it (export, load, ppl there)" has "$out" "error: ppl of the newest transformation (\`source\`: the loaded model; \`export DIR\`, \`load DIR\` and \`ppl\` there measure the truncation)"
+run -e "load $d; check $T/tr"
+ok "check of the export: runs to the end (it stopped with an error after PASS)" test "$(rc)" = 0
+ok "  its fused maps pass" grep -q "^PASS: the export's fused maps are the plan's" out.txt
+ok "  no per-layer table, said why" grep -q "^the export's layers against .*: no per-layer errors (.*the attention output is gated" out.txt
 run -e "load $T/tr; ppl ids ids.txt seqlen 40"
 p1=$(awk '$1 == 39 {print $3}' out.txt)
 run -e "load $d; ppl ids ids.txt seqlen 40"

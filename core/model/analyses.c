@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layersel.h"
 #include "rope.h"
 
 static const char *names[AN_COUNT][2] = {
@@ -361,8 +362,11 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
     static const struct { analysis_kind a; const char *fmt; } fmts[] = {
         {AN_RANKS_VO, "truncate"}, {AN_CONVERT_MLA, "mla"}, {AN_CONVERT_TPA, "tpa"}, {AN_KVSVD, "kvsvd"}};
     char tmp[512], ok[128] = "", no[128] = "", mla[384] = "";
+    bool tpa_yes = false;
     for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) {
         bool yes = analysis_available(m, fmts[i].a, tmp, sizeof tmp);
+        if (fmts[i].a == AN_CONVERT_TPA) tpa_yes = yes;
+        if (yes && fmts[i].a == AN_CONVERT_TPA && m->cfg.lin.n_linear > 0) continue;   /* said below */
         if (yes && fmts[i].a == AN_CONVERT_MLA && (!analysis_mla_exportable(&m->cfg, mla, sizeof mla) ||
                     analysis_attn_export_lacks(&m->cfg, "the DeepSeek-V3 checkpoint it writes", mla, sizeof mla)))
             continue;
@@ -373,7 +377,11 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
     }
     snprintf(why, cap, "%s%s%s%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "",
              mla[0] ? " (not: mla: " : "", mla, mla[0] ? "; convert mla runs in the session: ppl, check)" : "");
-    if (analysis_attn_export_lacks(&m->cfg, "its layout", tmp, sizeof tmp) && strlen(why) + 1 < cap)
+    if (tpa_yes && m->cfg.lin.n_linear > 0 && strlen(why) + 1 < cap)   /* tpa_export_opts refuses a hybrid */
+        snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: its format holds every layer as TPA attention, "
+                 "and %d of the %d layers are %s; convert tpa runs in the session: ppl, check)", m->cfg.lin.n_linear,
+                 m->cfg.n_layers, layersel_other_kind(&m->cfg));
+    else if (tpa_yes && analysis_attn_export_lacks(&m->cfg, "its layout", tmp, sizeof tmp) && strlen(why) + 1 < cap)
         snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: %s)", tmp);
     return false;
 }
@@ -423,9 +431,10 @@ static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
                        "every layer's own keys; not covered", mname(m), m->cfg.kv_shared_from, m->cfg.n_layers - 1);
     if (m->cfg.lin.layout == LIN_NONE) return false;
     char list[256];
-    cfg_attn_layers(&m->cfg, list, sizeof list);
-    return why_set(why, cap, "%s: the %s layers have no keys or KV cache (only layers %s have): kvsvd "
-                   "learns every layer's; not covered", mname(m), cfg_linear_name(&m->cfg), list);
+    int n = cfg_attn_layers(&m->cfg, list, sizeof list);
+    return why_set(why, cap, "%s: the %s layers have no keys or KV cache (only %s %s %s): kvsvd "
+                   "learns every layer's; not covered", mname(m), cfg_linear_name(&m->cfg), n == 1 ? "layer" : "layers",
+                   list, n == 1 ? "has" : "have");
 }
 
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) {
