@@ -36,25 +36,19 @@ int linattn_state_new(const LinAttnW *w, LinAttnState *st) { return linattn_recu
 void linattn_state_zero(const LinAttnW *w, LinAttnState *st) { linattn_recur_zero(st, conv_floats(w), s_doubles(w)); }
 void linattn_state_free(LinAttnState *st) { linattn_recur_free(st); }
 
-static double silu(double x) { return x / (1 + exp(-x)); }
-static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }   /* torch: threshold 20 */
-
-/* x (n) times rsqrt(sum x² + 1e-6) (transformers' l2norm), times s. */
-static void l2norm(double *x, size_t n, double s) {
+void linattn_l2norm(double *x, size_t n, double s) {
     double ss = 0;
     for (size_t i = 0; i < n; i++) ss += x[i] * x[i];
     double inv = s / sqrt(ss + 1e-6);
     for (size_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-/* One token's [q | k | v] (C) from its projection row: the conv over the state rows and this one,
- * SiLU; the state shifts by one. */
-static void conv_step(const LinAttnW *w, LinAttnState *st, const float *row, double *y) {
-    size_t C = linattn_conv_dim(w), K = w->K;
+void linattn_conv_step(RecurState *st, const float *weight, const float *bias, size_t C, size_t K, const float *row,
+                       double *y) {
     for (size_t c = 0; c < C; c++) {
-        double acc = (double)w->conv[c * K + K - 1] * row[c];
-        for (size_t i = 0; i + 1 < K; i++) acc += (double)w->conv[c * K + i] * st->conv[i * C + c];
-        y[c] = silu(acc);
+        double acc = (bias ? (double)bias[c] : 0) + (double)weight[c * K + K - 1] * row[c];
+        for (size_t i = 0; i + 1 < K; i++) acc += (double)weight[c * K + i] * st->conv[i * C + c];
+        y[c] = linattn_silu(acc);
     }
     if (K > 1) {
         memmove(st->conv, st->conv + C, (K - 2) * C * sizeof(float));
@@ -62,12 +56,10 @@ static void conv_step(const LinAttnW *w, LinAttnState *st, const float *row, dou
     }
 }
 
-/* Value head j of one token: decay, delta-rule update, read-out into o (dv). */
-static void delta_step(const LinAttnW *w, double *S, const double *q, const double *k, const double *v, double g,
-                       double beta, double *o) {
-    size_t dk = w->dk, dv = w->dv;
-    double eg = exp(g);
-    for (size_t i = 0; i < dk * dv; i++) S[i] *= eg;
+void linattn_delta_step(size_t dk, size_t dv, double *S, const double *q, const double *k, const double *v,
+                        const double *decay, double decay_all, double beta, double *o) {
+    for (size_t i = 0; i < dk; i++)
+        for (size_t c = 0; c < dv; c++) S[i * dv + c] *= decay ? decay[i] : decay_all;
     for (size_t c = 0; c < dv; c++) {
         double kv = 0;
         for (size_t i = 0; i < dk; i++) kv += S[i * dv + c] * k[i];
@@ -85,21 +77,22 @@ static void delta_step(const LinAttnW *w, double *S, const double *q, const doub
 static void token(const LinAttnW *w, LinAttnState *st, const float *row, const float *z, const float *b,
                   const float *a, double *y, double *qk, float *out) {
     size_t Hk = w->Hk, Hv = w->Hv, dk = w->dk, dv = w->dv, r = Hv / Hk, nq = Hk * dk;
-    conv_step(w, st, row, y);
+    linattn_conv_step(st, w->conv, NULL, linattn_conv_dim(w), w->K, row, y);
     for (size_t h = 0; h < Hk; h++) {                  /* l2norm per key head; q also x dk^-1/2 */
-        l2norm(y + h * dk, dk, 1 / sqrt((double)dk));
-        l2norm(y + nq + h * dk, dk, 1);
+        linattn_l2norm(y + h * dk, dk, 1 / sqrt((double)dk));
+        linattn_l2norm(y + nq + h * dk, dk, 1);
     }
     for (size_t j = 0; j < Hv; j++) {
         size_t kh = j / r;
-        double g = -exp((double)w->a_log[j]) * softplus((double)a[j] + w->dt_bias[j]);
+        double g = -exp((double)w->a_log[j]) * linattn_softplus((double)a[j] + w->dt_bias[j]);
         double beta = 1 / (1 + exp(-(double)b[j]));
         double *o = qk;
-        delta_step(w, st->S + j * dk * dv, y + kh * dk, y + nq + kh * dk, y + 2 * nq + j * dv, g, beta, o);
+        linattn_delta_step(dk, dv, st->S + j * dk * dv, y + kh * dk, y + nq + kh * dk, y + 2 * nq + j * dv, NULL, exp(g),
+                           beta, o);
         double ss = 0;
         for (size_t c = 0; c < dv; c++) ss += o[c] * o[c];
         double inv = 1 / sqrt(ss / (double)dv + w->eps);
-        for (size_t c = 0; c < dv; c++) out[j * dv + c] = (float)(o[c] * inv * w->norm[c] * silu(z[j * dv + c]));
+        for (size_t c = 0; c < dv; c++) out[j * dv + c] = (float)(o[c] * inv * w->norm[c] * linattn_silu(z[j * dv + c]));
     }
 }
 

@@ -10,6 +10,7 @@
 #define AL_LINATTN_H
 
 #include <stdbool.h>
+#include <math.h>
 #include <stddef.h>
 
 typedef struct {
@@ -32,6 +33,20 @@ typedef RecurState LinAttnState;
 /* Allocates a zero state of conv_floats conv values and s_doubles state values (AL_ERR when out of
  * memory); linattn_recur_zero zeroes it, linattn_recur_free frees it. */
 int linattn_recur_new(RecurState *st, size_t conv_floats, size_t s_doubles);
+/* The steps the three recurrent mixers share (linattn.c, kda.c, mamba2.c):
+ * - linattn_conv_step: one token's C channels through the causal depthwise conv (weight (C, K), bias (C)
+ *   or NULL) over st's last K - 1 inputs and this row, SiLU, into y; the conv state shifts by one;
+ * - linattn_l2norm: x (n) times s / sqrt(sum x² + 1e-6) (transformers' / fla's l2norm);
+ * - linattn_delta_step: the gated delta rule of one head, S (dk, dv) decayed row by row (decay[i], or
+ *   decay_all for every row when decay is NULL), S += k (v - Sᵀk) beta, o (dv) = Sᵀ q. */
+void linattn_conv_step(RecurState *st, const float *weight, const float *bias, size_t C, size_t K, const float *row,
+                       double *y);
+void linattn_l2norm(double *x, size_t n, double s);
+void linattn_delta_step(size_t dk, size_t dv, double *S, const double *q, const double *k, const double *v,
+                        const double *decay, double decay_all, double beta, double *o);
+static inline double linattn_silu(double x) { return x / (1 + exp(-x)); }
+static inline double linattn_softplus(double x) { return x > 20 ? x : log1p(exp(x)); }   /* torch: threshold 20 */
+static inline double linattn_sigmoid(double x) { return 1 / (1 + exp(-x)); }
 void linattn_recur_zero(RecurState *st, size_t conv_floats, size_t s_doubles);
 void linattn_recur_free(RecurState *st);
 

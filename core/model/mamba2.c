@@ -18,24 +18,6 @@ int mamba2_state_new(const Mamba2W *w, Mamba2State *st) { return linattn_recur_n
 void mamba2_state_zero(const Mamba2W *w, Mamba2State *st) { linattn_recur_zero(st, conv_floats(w), s_doubles(w)); }
 void mamba2_state_free(Mamba2State *st) { linattn_recur_free(st); }
 
-static double silu(double x) { return x / (1 + exp(-x)); }
-static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }   /* torch: threshold 20 */
-
-/* One token's x B C (C) from its in_proj columns: the conv (+ bias) over the state rows and this one, SiLU;
- * the state shifts by one. */
-static void conv_step(const Mamba2W *w, Mamba2State *st, const float *row, double *y) {
-    size_t C = mamba2_conv_dim(w), K = w->K;
-    for (size_t c = 0; c < C; c++) {
-        double acc = (w->conv_b ? (double)w->conv_b[c] : 0) + (double)w->conv[c * K + K - 1] * row[c];
-        for (size_t i = 0; i + 1 < K; i++) acc += (double)w->conv[c * K + i] * st->conv[i * C + c];
-        y[c] = silu(acc);
-    }
-    if (K > 1) {
-        memmove(st->conv, st->conv + C, (K - 2) * C * sizeof(float));
-        memcpy(st->conv + (K - 2) * C, row, C * sizeof(float));
-    }
-}
-
 /* Head h of one token: S <- exp(dt A) S + dt x Bᵀ, y = S C + D x (x: P, B / C: N of the head's group). */
 static void ssm_step(const Mamba2W *w, size_t h, double *S, const double *x, const double *B, const double *Cv,
                      double dt, double *y) {
@@ -51,10 +33,10 @@ static void ssm_step(const Mamba2W *w, size_t h, double *S, const double *x, con
     }
 }
 
-/* The gated RMSNorm of one token's y (H P) with z: y silu(z), each of norm_groups groups normalised, times w. */
+/* The gated RMSNorm of one token's y (H P) with z: y linattn_silu(z), each of norm_groups groups normalised, times w. */
 static void gated_norm(const Mamba2W *w, double *y, const float *z, float *out) {
     size_t I = w->H * w->P, gs = I / w->norm_groups;
-    for (size_t i = 0; i < I; i++) y[i] *= silu((double)z[i]);
+    for (size_t i = 0; i < I; i++) y[i] *= linattn_silu((double)z[i]);
     for (size_t g = 0; g < w->norm_groups; g++) {
         double ss = 0;
         for (size_t i = g * gs; i < (g + 1) * gs; i++) ss += y[i] * y[i];
@@ -72,10 +54,10 @@ int mamba2_run(const Mamba2W *w, Mamba2State *st, const float *p, size_t T, floa
     if (!xbc) return AL_ERR;
     for (size_t t = 0; t < T; t++) {
         const float *row = p + t * W;                  /* [z (I) | x B C (C) | dt (H)] */
-        conv_step(w, st, row + I, xbc);
+        linattn_conv_step(st, w->conv, w->conv_b, mamba2_conv_dim(w), w->K, row + I, xbc);
         const double *x = xbc, *B = xbc + I, *Cv = xbc + I + GN;
         for (size_t h = 0; h < w->H; h++) {
-            double dt = fmax(softplus((double)row[I + C + h] + (double)w->dt_bias[h]), w->dt_min);
+            double dt = fmax(linattn_softplus((double)row[I + C + h] + (double)w->dt_bias[h]), w->dt_min);
             size_t g = h / per;
             ssm_step(w, h, st->S + h * w->P * w->N, x + h * w->P, B + g * w->N, Cv + g * w->N, dt, y + h * w->P);
         }
