@@ -14,10 +14,9 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_tensors import copy_other_files, tensors, write_tensors, e4m3  # noqa: E402
+from st_tensors import copy_other_files, tensors, write_tensors, e4m3, f32  # noqa: E402
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
-f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
 
 
 def quantize(vals, R, C, enc):

@@ -12,7 +12,6 @@ block_structure [128, 128]), the F32 grid named "<w>_scale". twin: the decoded v
 in the first attention weight's grid (BF16 or F32), e8m0-255 the code 0xFF there, not-pow2 a scale of
 0.3 there (under ue8m0).
 """
-import bisect
 import json
 import math
 import os
@@ -20,20 +19,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_tensors import copy_other_files, tensors, write_tensors, e4m3 as dec  # noqa: E402
-
-f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
-bf16 = lambda x: struct.unpack('<f', struct.pack('<I', (struct.unpack('<I', struct.pack('<f', x))[0] + 0x8000) & 0xffff0000))[0]
-POS = [dec(c) for c in range(0x7f)]          # increasing: 0 .. 448
-
-
-def code(x):
-    """The nearest E4M3 code of x (saturating at 448)."""
-    a = min(abs(x), 448.0)
-    i = bisect.bisect_left(POS, a)
-    if i == len(POS) or (i > 0 and a - POS[i - 1] <= POS[i] - a):
-        i -= 1
-    return i | (0x80 if x < 0 else 0)
+from st_tensors import copy_other_files, tensors, write_tensors, e4m3 as dec, e4m3_code as code, f32, bf16  # noqa: E402
 
 B = 128
 

@@ -9,28 +9,13 @@ tensor: a scale of shape [] (F32); channel: [R, 1] (F32, or BF16 with bf16). Eac
 an "input_scale" F32 [] (the activations', which weights do not use; it is 1e9 so a reader that
 used it would be caught).
 """
-import bisect
 import json
 import os
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_tensors import copy_other_files, tensors, write_tensors, e4m3  # noqa: E402
-
-f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
-bf16 = lambda x: struct.unpack('<f', struct.pack('<I', (struct.unpack('<I', struct.pack('<f', x))[0] + 0x8000) & 0xffff0000))[0]
-
-
-POS = [e4m3(c) for c in range(0x7f)]          # increasing: 0 .. 448
-
-
-def code(x):
-    a = min(abs(x), 448.0)
-    i = bisect.bisect_left(POS, a)
-    if i == len(POS) or (i > 0 and a - POS[i - 1] <= POS[i] - a):
-        i -= 1
-    return i | (0x80 if x < 0 else 0)
+from st_tensors import copy_other_files, tensors, write_tensors, e4m3, e4m3_code as code, f32, bf16  # noqa: E402
 
 
 def main():

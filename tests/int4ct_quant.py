@@ -15,9 +15,8 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_tensors import copy_other_files, tensors, write_tensors  # noqa: E402
+from st_tensors import copy_other_files, tensors, write_tensors, f32  # noqa: E402
 
-f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
 bf16_bits = lambda x: (struct.unpack('<I', struct.pack('<f', x))[0] + 0x8000) >> 16
 from_bf16 = lambda b: struct.unpack('<f', struct.pack('<I', b << 16))[0]
 

@@ -2,6 +2,7 @@
 exports byte for byte, and what the test quantizers (fp4_quant.py, fp8ct_quant.py, int4ct_quant.py)
 share: writing tensors back, copying a folder's other files, the E4M3 code table (pure Python, no
 numpy). Used by tests/cli_farr_fp8.sh and the quantizers' transcripts."""
+import bisect
 import glob
 import json
 import os
@@ -48,6 +49,28 @@ def e4m3(v):
     e, m = (v >> 3) & 15, v & 7
     x = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
     return -x if v & 0x80 else x
+
+
+E4M3_POS = [e4m3(c) for c in range(0x7f)]   # increasing: 0 .. 448
+
+
+def e4m3_code(x):
+    """The nearest F8_E4M3 code of x (saturating at 448; ties to the lower magnitude)."""
+    a = min(abs(x), 448.0)
+    i = bisect.bisect_left(E4M3_POS, a)
+    if i == len(E4M3_POS) or (i > 0 and a - E4M3_POS[i - 1] <= E4M3_POS[i] - a):
+        i -= 1
+    return i | (0x80 if x < 0 else 0)
+
+
+def f32(x):
+    """x rounded to float32."""
+    return struct.unpack('<f', struct.pack('<f', x))[0]
+
+
+def bf16(x):
+    """x rounded to bfloat16 (float32 bits + 0x8000, truncated: ties away from zero)."""
+    return struct.unpack('<f', struct.pack('<I', (struct.unpack('<I', struct.pack('<f', x))[0] + 0x8000) & 0xffff0000))[0]
 
 
 def truncation_export_problems(src, ex):
