@@ -6,6 +6,7 @@
 
 #include "ckpt_write.h"
 #include "layersel.h"
+#include "quant_config.h"
 #include "spectra.h"
 
 #include <cjson/cJSON.h>
@@ -894,20 +895,12 @@ static void keep_source_linears(const Ctx *x, cJSON *a) {
 static void keep_bf_config(const Ctx *x, cJSON *j) {
     cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quantization_config");
     if (!cJSON_IsObject(q) || !x->n_keep_bf) return;
-    /* ModelOpt's NVFP4 config lists its own as "ignore" / "exclude_modules" */
-    const char *keys[] = {"modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules"};
-    bool modelopt = false;
-    for (int k = 2; k < 4; k++) modelopt |= cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, keys[k])) > 0;
-    for (int k = modelopt ? 1 : 0; k < 4; k++) {
-        cJSON *a = cJSON_GetObjectItemCaseSensitive(q, keys[k]);
-        if (k >= 1 && !(cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0)) continue;   /* only a non-empty one */
-        if (!cJSON_IsArray(a)) {
-            cJSON_DeleteItemFromObjectCaseSensitive(q, keys[k]);
-            a = cJSON_AddArrayToObject(q, keys[k]);
-            if (a && k == 0) keep_source_linears(x, a);
-        }
-        for (size_t i = 0; a && i < x->n_keep_bf; i++) cJSON_AddItemToArray(a, cJSON_CreateString(x->keep_bf[i]));
-    }
+    cJSON *lists[4];
+    bool created;
+    int n = quant_config_plain_lists(q, lists, &created);
+    if (created) keep_source_linears(x, lists[0]);      /* a new modules_to_not_convert replaces the default */
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < x->n_keep_bf; i++) cJSON_AddItemToArray(lists[k], cJSON_CreateString(x->keep_bf[i]));
 }
 
 /* config.json: the source's, as it is (factors, dense), with the new head sizes (hf; in text_config for a tower), and with the

@@ -36,22 +36,13 @@ static void drop_naming(cJSON *a, const MlaQuantMods *m) {
     }
 }
 
-/* The lists of q that get m's plain modules, as export.c's keep_bf_config: modules_to_not_convert
- * (transformers; created when absent) unless the source lists its own as ignore / exclude_modules
- * (compressed-tensors, ModelOpt), and each other list where the source has a non-empty one. */
+/* The lists of q that get m's plain modules (quant_config_plain_lists, as export.c's FaRR export). */
 static void add_to_lists(cJSON *q, const MlaQuantMods *m) {
-    const char *keys[] = {"modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules"};
-    bool modelopt = false;
-    for (int k = 2; k < 4; k++) modelopt |= cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, keys[k])) > 0;
-    for (int k = modelopt ? 1 : 0; k < 4; k++) {
-        cJSON *a = cJSON_GetObjectItemCaseSensitive(q, keys[k]);
-        if (k >= 1 && !(cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0)) continue;
-        if (!cJSON_IsArray(a)) {
-            cJSON_DeleteItemFromObjectCaseSensitive(q, keys[k]);
-            a = cJSON_AddArrayToObject(q, keys[k]);
-        }
-        if (a) drop_naming(a, m);
-        if (a) add_missing(a, m->plain, m->nplain);
+    cJSON *lists[4];
+    bool created;
+    for (int i = 0, n = quant_config_plain_lists(q, lists, &created); i < n; i++) {
+        drop_naming(lists[i], m);
+        add_missing(lists[i], m->plain, m->nplain);
     }
 }
 

@@ -540,3 +540,22 @@ void quant_describe(const QuantConfig *q, char *buf, size_t cap) {
     if (q->nignore && at < cap)
         snprintf(buf + at, cap - at, ", %s: %zu entr%s", q->ignore_key, q->nignore, q->nignore == 1 ? "y" : "ies");
 }
+
+int quant_config_plain_lists(cJSON *q, cJSON **lists, bool *created) {
+    static const char *const keys[] = {"modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules"};
+    bool own = false;                                   /* compressed-tensors / ModelOpt name their own */
+    int n = 0;
+    *created = false;
+    for (int k = 2; k < 4; k++) own |= cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, keys[k])) > 0;
+    for (int k = own ? 1 : 0; k < 4; k++) {
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(q, keys[k]);
+        if (k >= 1 && !(cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0)) continue;   /* only a non-empty one */
+        if (!cJSON_IsArray(a)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(q, keys[k]);
+            a = cJSON_AddArrayToObject(q, keys[k]);
+            *created = a != NULL;
+        }
+        if (a) lists[n++] = a;
+    }
+    return n;
+}

@@ -85,6 +85,13 @@ void quant_config_free(QuantConfig *q);
 const char *quant_ignored(const QuantConfig *q, const char *mod);
 /* Whether list entry `pat` names module `mod` (the rules above). */
 bool quant_entry_names(const char *pat, const char *mod);
+/* The lists of a quantization_config object q (cJSON) that a module an export writes unquantized must
+ * join, as transformers, vLLM, compressed-tensors and ModelOpt read them: modules_to_not_convert
+ * (created when absent or not a list: *created then true) unless the source lists its own as ignore /
+ * exclude_modules, and each of ignored_layers / ignore / exclude_modules the source has non-empty.
+ * Into lists (4 at most); their count. */
+struct cJSON;
+int quant_config_plain_lists(struct cJSON *q, struct cJSON **lists, bool *created);
 /* The encoding q expects for module `mod` (weight name minus ".weight", or an expert tensor's name);
  * *why (may be NULL) the config key that decided, into a static or q-owned string. QENC_UNKNOWN
  * also means "no expectation" for a module the config does not speak of. */
