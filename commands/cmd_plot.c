@@ -20,6 +20,7 @@
 #include "cmd_plot_kvsvd.h"
 #include "cmd_plot_compare.h"
 #include "cmd_plot_mla.h"
+#include "cmd_plot_xy.h"
 #include "farr.h"
 #include "layersel.h"
 #include "spectra.h"
@@ -615,6 +616,10 @@ static const char PLOT_HELP[] =
     "a name without extension gets plot.format). Without `to`: a window when the session is\n"
     "interactive and there is a display (or with `window`), else a file in plot.dir named\n"
     "after the figure; the path is printed and is the result (attn.plot returns it).\n"
+    "Every figure takes title, xlabel, ylabel and size; logx, logy, xrange A:B and yrange A:B where\n"
+    "its axes can (curves, xy, spectrum; an error says where not). `replot` redraws the last figure\n"
+    "with changes; `plot xy` / `plot matrix` draw data you computed (CSV or Lua tables), `plot\n"
+    "panels CxR` several figures on one page.\n"
     "Settings: set plot.size WxH, set plot.dir DIR, set plot.format png|svg|pdf.";
 
 static const Command plot_subs[] = {
@@ -634,13 +639,15 @@ static const Command plot_subs[] = {
     CMD_PLOT_MLA_SUBS,      /* key-norms, rope-energy: TransMLA figures (cmd_plot_mla.c) */
     CMD_PLOT_KVSVD_SUBS,    /* kvsvd-errors, kvsvd-unbalance: KQ-SVD figures (cmd_plot_kvsvd.c) */
     CMD_PLOT_COMPARE_SUBS,  /* compare, compare-budgets: every method at one KV budget (cmd_plot_compare.c) */
+    CMD_PLOT_XY_SUBS,       /* xy, matrix, panels: data the user computed, several figures (cmd_plot_xy.c) */
     {0}
 };
 
 static const Command plot_cmds[] = {
     { .name = "plot", .summary = "figures: spectra, energy, rank plots and grids, heatmaps, key norms",
       .returns = "the figure's path (a string; \"window\" when it was shown in a window)",
-      .help = PLOT_HELP, .sub = plot_subs, .flags = CMD_MODEL },
+      .help = PLOT_HELP, .sub = plot_subs },    /* each figure of a model says CMD_MODEL itself */
+    CMD_REPLOT,             /* the last figure again, changed (cmd_plot_xy.c) */
     {0}
 };
 

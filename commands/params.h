@@ -55,8 +55,23 @@ extern const char *const PARAM_SPLIT_CHOICES[];   /* train, valid */
 /* Where a figure goes (commands/plot_dest.h): `to FILE` and `window`. */
 #define PARAM_PLOT_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
                         .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
+/* The overrides every figure takes, defined once (plot_dest_init reads them into PlotOpts.view;
+ * plots/ applies them): part of PARAM_WINDOW, so every `plot` sub-command has them. */
+#define PARAM_PLOT_VIEW                                                                                         \
+    { .name = "title", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "TEXT", .help = "the figure's title" },   \
+    { .name = "xlabel", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "TEXT", .help = "the x axis label" },    \
+    { .name = "ylabel", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "TEXT", .help = "the y axis label" },    \
+    { .name = "logx", .type = ARG_FLAG, .flags = PF_VIEW, .comp = COMP_NONE, .help = "x on a log scale" },        \
+    { .name = "logy", .type = ARG_FLAG, .flags = PF_VIEW, .comp = COMP_NONE, .help = "y on a log scale" },        \
+    { .name = "xrange", .type = ARG_STRING, .flags = PF_VIEW, .comp = COMP_NONE, .metavar = "A:B",              \
+      .help = "x axis from A to B (either side empty: fitted)" },                                             \
+    { .name = "yrange", .type = ARG_STRING, .flags = PF_VIEW, .comp = COMP_NONE, .metavar = "A:B",              \
+      .help = "y axis from A to B (either side empty: fitted)" },                                             \
+    { .name = "size", .type = ARG_STRING, .flags = PF_VIEW, .comp = COMP_NONE, .metavar = "WxH",                \
+      .help = "figure size (default: set plot.size)" }
 #define PARAM_WINDOW { .name = "window", .type = ARG_FLAG, .comp = COMP_NONE, \
-                       .help = "show the figure in a window (needs a display)" }
+                       .help = "show the figure in a window (needs a display)" }, \
+                     PARAM_PLOT_VIEW
 
 /* tau as given, else the session's `set tau`. */
 double param_tau(const Session *s, const Args *a);

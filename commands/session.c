@@ -41,6 +41,7 @@ void session_free(Session *s) {
     for (size_t i = s->nhooks; i-- > 0;)
         if (s->hooks[i]->on_free) s->hooks[i]->on_free(s);
     free(s->models);
+    free(s->last_plot);
     const Setting *st;
     for (size_t i = 0; (st = session_setting_at(i)); i++)
         if (st->type == SET_WORD || st->type == SET_FOLDER) free(*(char **)((char *)s + st->off));

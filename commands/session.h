@@ -43,6 +43,7 @@ struct Session {
 
     /* ---- what commands keep between commands (commands/workspace.h), freed through its hook */
     struct Workspace *ws;
+    char *last_plot;           /* the last figure's command line, as `replot` re-runs it (owned; NULL: none) */
 
     /* ---- the front end */
     void *front;               /* the front end's own state (repl/: the Lua state, `quit`, `run`

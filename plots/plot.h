@@ -26,6 +26,20 @@
 
 /* ================================================================ options */
 
+/* The overrides every figure takes (`title`, `xlabel`, `ylabel`, `logx`, `logy`, `xrange`, `yrange`;
+ * commands/params.h PARAM_PLOT_VIEW, filled by commands/plot_dest.c): what the user asked for over
+ * what the command or renderer chose. plots/'s common code applies them: the title and axis labels
+ * on every figure (plot_page_title, plot_axis_labels); log axes and ranges where the renderer says
+ * it can draw them (plot_view), and a clear error where it cannot, never a silent no-op. */
+typedef struct {
+    const char *title, *xlabel, *ylabel;   /* NULL: the figure's own */
+    bool logx, logy;
+    bool xrange, yrange;                   /* a range was given: xr / yr */
+    double xr[2], yr[2];                   /* data units; NaN: that end fitted to the data */
+} PlotView;
+
+enum { PV_LOGX = 1, PV_LOGY = 2, PV_XRANGE = 4, PV_YRANGE = 8, PV_APPLIED = 0x100 };
+
 typedef struct {
     const char *path;      /* output file (.png .svg .pdf, case-insensitive); NULL with window */
     bool window;           /* draw in an xcairo window instead of a file */
@@ -39,7 +53,19 @@ typedef struct {
     bool y_whole;          /* curves, linear y: y ticks on whole numbers only (ranks), at least 1 apart */
     bool residual;         /* energy: the right axis is 1 - energy on a log scale (tau 0.99 and 0.999 a
                               decade apart) instead of energy 0..1 */
+    bool logx;             /* log-scale x (curves) */
+    PlotView view;         /* the user's overrides (above) */
+    unsigned view_can;     /* set by plot_view: the PV_* overrides this figure honours */
 } PlotOpts;
+
+/* What a renderer calls first: *out = *in with the view's log axes merged where `can` (PV_*) allows;
+ * an error naming the override when the view asks for one the figure cannot draw (`fig` names it).
+ * plot_page_open refuses a view that no plot_view call cleared, so a renderer that never calls it
+ * takes only the title, labels and size. */
+int plot_view(const PlotOpts *in, PlotOpts *out, unsigned can, const char *fig);
+/* Applies the view's xrange / yrange to a data window r = {x0, x1, y0, y1} (log10 units on a log
+ * axis): given ends replace the fitted ones. Error when a range is empty or not positive on a log axis. */
+int plot_view_range(const PlotOpts *o, double r[4]);
 
 /* Device name for a file name by its extension ("pngcairo", "svg", "pdfcairo"), or NULL
  * (with an error naming the extensions accepted). */
@@ -170,6 +196,8 @@ typedef struct {
     const double *y;           /* (n); non-finite values break the line */
     size_t n;
     bool points;               /* also mark each point */
+    bool no_line;              /* points only (with points) */
+    const double *yerr;        /* (n) or NULL: error bars y +- yerr (non-finite: none at that point) */
     bool fixed_color;          /* colour slot `slot` instead of the curve's position, so a series keeps
                                   its colour across figures when others are left out */
     int slot;
@@ -185,5 +213,18 @@ typedef struct {
  * 0.3, 0.4, 0.5, ... rather than a 0.1-10 axis); a legend of up to 3 rows sits above the data,
  * a taller one in a column right of it; neither covers the data or a tick label. */
 int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves);
+
+/* ================================================================ panels */
+
+/* Several figures on one page, nx columns by ny rows (gnuplot's multiplot; PLplot subpages):
+ * between plot_panels_begin and plot_panels_end every renderer draws into the next subpage
+ * instead of opening its own page (its opts' path, window and size are ignored; the panels' opts
+ * give them). Fonts scale with the subpage. */
+int plot_panels_begin(const PlotOpts *opts, int nx, int ny);
+/* True between begin and end. */
+bool plot_panels_active(void);
+/* Finishes the page: keep writes the file (an error when nothing came out); !keep (a panel
+ * failed) closes it and removes the partial file. */
+int plot_panels_end(bool keep);
 
 #endif

@@ -196,7 +196,138 @@ int plot_page_open(const PlotOpts *o, PlotPage *pg) {
     return plot_page_open_design(o, pg, PLOT_DEFAULT_WIDTH, PLOT_DEFAULT_HEIGHT);
 }
 
+/* ================================================================ the user's overrides */
+
+/* The PV_* overrides a view asks for. */
+static unsigned view_wants(const PlotView *v) {
+    return (v->logx ? PV_LOGX : 0) | (v->logy ? PV_LOGY : 0) | (v->xrange ? PV_XRANGE : 0) | (v->yrange ? PV_YRANGE : 0);
+}
+
+static const char *view_name(unsigned bit) {
+    return bit == PV_LOGX ? "logx" : bit == PV_LOGY ? "logy" : bit == PV_XRANGE ? "xrange" : "yrange";
+}
+
+/* Error naming the first override of `wants` that `can` lacks. */
+static int view_refuse(unsigned wants, unsigned can, const char *fig) {
+    for (unsigned bit = PV_LOGX; bit <= PV_YRANGE; bit <<= 1)
+        if ((wants & bit) && !(can & bit))
+            return al_err("%s: `%s` is not available for this figure (title, xlabel, ylabel and size are)",
+                          fig ? fig : "plot", view_name(bit));
+    return AL_OK;
+}
+
+int plot_view(const PlotOpts *in, PlotOpts *out, unsigned can, const char *fig) {
+    *out = *in;
+    if (view_refuse(view_wants(&in->view), can, fig)) return AL_ERR;
+    if (in->view.logx) out->logx = true;
+    if (in->view.logy) out->logy = true;
+    out->view_can = can | PV_APPLIED;
+    return AL_OK;
+}
+
+/* One axis of plot_view_range: r[0..1] of that axis, lg when it is a log axis. */
+static int view_axis(const double given[2], bool lg, double *r, const char *name) {
+    for (int i = 0; i < 2; i++) {
+        if (isnan(given[i])) continue;
+        if (lg && !(given[i] > 0))
+            return al_err("%s %g: a log axis takes positive bounds only", name, given[i]);
+        r[i] = lg ? log10(given[i]) : given[i];
+    }
+    if (!(r[1] > r[0])) return al_err("%s: the upper bound must exceed the lower one", name);
+    return AL_OK;
+}
+
+int plot_view_range(const PlotOpts *o, double r[4]) {
+    if (o->view.xrange && view_axis(o->view.xr, o->logx, r, "xrange")) return AL_ERR;
+    if (o->view.yrange && view_axis(o->view.yr, o->logy, r + 2, "yrange")) return AL_ERR;
+    return AL_OK;
+}
+
+/* ================================================================ panels */
+
+static struct {
+    bool active;
+    PlotPage pg;               /* the one page all panels share */
+    int nx, ny;
+    int cur;                   /* subpages started (1: the first, top left; row by row) */
+} panels;
+
+/* plgvpd in the coordinates plvpor takes: the page's, or inside a panel figure the subpage's
+ * (plgvpd answers in the whole page's normalized device coordinates). */
+static void vpd(PLFLT *x0, PLFLT *x1, PLFLT *y0, PLFLT *y1) {
+    plgvpd(x0, x1, y0, y1);
+    if (!panels.active || panels.cur < 1) return;
+    int col = (panels.cur - 1) % panels.nx, row = (panels.cur - 1) / panels.nx;
+    double w = 1.0 / panels.nx, h = 1.0 / panels.ny, sx = col * w, sy = 1.0 - (row + 1) * h;
+    *x0 = (*x0 - sx) / w, *x1 = (*x1 - sx) / w;
+    *y0 = (*y0 - sy) / h, *y1 = (*y1 - sy) / h;
+}
+
+bool plot_panels_active(void) { return panels.active; }
+
+static int page_start(const PlotOpts *o, PlotPage *pg, int design_w, int design_h, int nx, int ny);
+
+int plot_panels_begin(const PlotOpts *opts, int nx, int ny) {
+    if (panels.active) return al_err("plot panels: a panel figure is already being drawn (panels do not nest)");
+    if (nx < 1 || ny < 1 || nx * ny > 64) return al_err("plot panels %dx%d: 1 to 64 panels", nx, ny);
+    if (page_start(opts, &panels.pg, PLOT_DEFAULT_WIDTH * nx, PLOT_DEFAULT_HEIGHT * ny, nx, ny)) return AL_ERR;
+    panels.active = true;
+    panels.nx = nx;
+    panels.ny = ny;
+    panels.cur = 0;
+    return AL_OK;
+}
+
+int plot_panels_end(bool keep) {
+    if (!panels.active) return AL_OK;
+    panels.active = false;
+    if (keep) return plot_page_close(&panels.pg);
+    PlotPage *pg = &panels.pg;      /* a panel failed: close the stream, leave no partial file */
+    if (pg->open) {
+        plend1();
+        plsstrm(pg->prev_stream);
+        pg->open = false;
+    }
+    abort_msg[0] = '\0';
+    if (pg->tmp_path) unlink(pg->tmp_path);
+    free(pg->tmp_path);
+    free(pg->final_path);
+    pg->tmp_path = pg->final_path = NULL;
+    font_scale = 1.0;
+    return AL_OK;
+}
+
+/* A renderer's page inside a panel figure: the next subpage, fonts scaled to it. */
+static int panel_page(const PlotOpts *o, PlotPage *pg, int design_w, int design_h) {
+    memset(pg, 0, sizeof *pg);
+    if (view_refuse(view_wants(&o->view), o->view_can, NULL)) return AL_ERR;
+    pg->width = panels.pg.width / panels.nx;
+    pg->height = panels.pg.height / panels.ny;
+    font_scale = fmin((double)pg->width / design_w, (double)pg->height / design_h);
+    if (font_scale < 0.6) font_scale = 0.6;
+    if (font_scale > 4.0) font_scale = 4.0;
+    page_w = pg->width;
+    page_h = pg->height;
+    memset(plot_geom(), 0, sizeof(PlotGeom));
+    plot_chr(1.0);
+    plwidth(1.0 * font_scale);
+    pladv(0);
+    panels.cur++;
+    plcol0(PC_FG);
+    return AL_OK;
+}
+
 int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int design_h) {
+    if (!o) { memset(pg, 0, sizeof *pg); return al_err("plot: no options given"); }
+    if (panels.active) return panel_page(o, pg, design_w, design_h);
+    if (view_refuse(view_wants(&o->view), o->view_can, NULL)) { memset(pg, 0, sizeof *pg); return AL_ERR; }
+    if (page_start(o, pg, design_w, design_h, 1, 1)) return AL_ERR;
+    pladv(0);
+    return AL_OK;
+}
+
+/* plot_page_open_design without the first pladv, on nx x ny subpages. */
+static int page_start(const PlotOpts *o, PlotPage *pg, int design_w, int design_h, int nx, int ny) {
     memset(pg, 0, sizeof *pg);
     if (!o) return al_err("plot: no options given");
     const char *dev;
@@ -235,6 +366,7 @@ int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int des
     plspage(0.0, 0.0, pg->width, pg->height, 0, 0);
     palette_set();
     plspause(o->window ? 1 : 0);
+    plssub(nx, ny);
     plinit();
     pg->open = true;
     font_scale = fmin((double)pg->width / design_w, (double)pg->height / design_h);
@@ -246,7 +378,6 @@ int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int des
     plfontld(1);
     plot_chr(1.0);
     plwidth(1.0 * font_scale);
-    pladv(0);
     plcol0(PC_FG);
     return AL_OK;
 }
@@ -358,7 +489,8 @@ static int subtitle_lines(const PlotOpts *o, char *l1, char *l2, size_t cap, dou
 
 void plot_page_title(const PlotOpts *o, const char *dflt) {
     char buf[512], l2[512];
-    const char *t = o->title ? plot_esc(buf, sizeof buf, o->title) : dflt;
+    const char *ut = o->view.title ? o->view.title : o->title;
+    const char *t = ut ? plot_esc(buf, sizeof buf, ut) : dflt;
     plvpor(0.0, 1.0, 0.0, 1.0);
     plwind(0.0, 1.0, 0.0, 1.0);
     plcol0(PC_FG);
@@ -394,8 +526,9 @@ double plot_vpor_std_width(double right_em) { return 1.0 - (6.6 + right_em) * pl
 void plot_axis_labels(const PlotOpts *o, const char *dx, const char *dy) {
     char bx[256], by[256];
     plcol0(PC_FG);
-    plmtex("b", 3.0, 0.5, 0.5, o->xlabel ? plot_esc(bx, sizeof bx, o->xlabel) : dx);
-    plmtex("l", 4.2, 0.5, 0.5, o->ylabel ? plot_esc(by, sizeof by, o->ylabel) : dy);
+    const char *ux = o->view.xlabel ? o->view.xlabel : o->xlabel, *uy = o->view.ylabel ? o->view.ylabel : o->ylabel;
+    plmtex("b", 3.0, 0.5, 0.5, ux ? plot_esc(bx, sizeof bx, ux) : dx);
+    plmtex("l", 4.2, 0.5, 0.5, uy ? plot_esc(by, sizeof by, uy) : dy);
 }
 
 void plot_log_labels(double lo, double hi) {
@@ -474,7 +607,7 @@ static void legend_draw(const PlotLegendItem *items, int n, double rel, bool rig
         bscale[i] = 0.8;
         bwid[i] = 1.0;
     }
-    plgvpd(&vx0, &vx1, &vy0, &vy1);
+    vpd(&vx0, &vx1, &vy0, &vy1);
     int cols = right ? 1 : legend_cols(items, n, vx1 - vx0, rel);
     int rows = (n + cols - 1) / cols;
     plot_chr(rel);
@@ -532,14 +665,14 @@ const PlotGeom *plot_last_geom(void) { return &geom; }
 PlotGeom *plot_geom(void) { return &geom; }
 
 void plot_geom_data_area(bool logy) {
-    plgvpd(&geom.vp[0], &geom.vp[1], &geom.vp[2], &geom.vp[3]);
+    vpd(&geom.vp[0], &geom.vp[1], &geom.vp[2], &geom.vp[3]);
     plgvpw(&geom.win[0], &geom.win[1], &geom.win[2], &geom.win[3]);
     geom.logy = logy;
 }
 
 void plot_page_xy(double x, double y, double *px, double *py) {
     PLFLT v[4], w[4];
-    plgvpd(&v[0], &v[1], &v[2], &v[3]);
+    vpd(&v[0], &v[1], &v[2], &v[3]);
     plgvpw(&w[0], &w[1], &w[2], &w[3]);
     *px = v[0] + (x - w[0]) / (w[1] - w[0]) * (v[1] - v[0]);
     *py = v[2] + (y - w[2]) / (w[3] - w[2]) * (v[3] - v[2]);

@@ -10,20 +10,45 @@
 
 #define CURVES_MAX 16
 
-/* Data range over every finite point (y > 0 only when logy), with margins that keep the dots at
- * the ends inside (whole: at least 0.2 on x). Error when nothing is left. */
-static int curves_range(const PlotCurve *c, size_t nc, bool logy, bool whole, double r[4]) {
+/* A point of curve c at i in axis units (log10 on a log axis); false when it cannot be drawn. */
+static bool curve_xy(const PlotCurve *c, size_t i, bool logx, bool logy, double *x, double *y) {
+    *x = c->x[i];
+    *y = c->y[i];
+    if (!isfinite(*x) || !isfinite(*y) || (logx && *x <= 0) || (logy && *y <= 0)) return false;
+    if (logx) *x = log10(*x);
+    if (logy) *y = log10(*y);
+    return true;
+}
+
+/* Its error bar's ends in axis units; false without one (a bar reaching 0 on a log axis stops at
+ * the point's tenth). */
+static bool curve_err(const PlotCurve *c, size_t i, bool logy, double *lo, double *hi) {
+    if (!c->yerr || !isfinite(c->yerr[i]) || c->yerr[i] <= 0 || !isfinite(c->y[i])) return false;
+    double a = c->y[i] - c->yerr[i], b = c->y[i] + c->yerr[i];
+    if (logy) {
+        if (b <= 0) return false;
+        if (a <= 0) a = (c->y[i] > 0 ? c->y[i] : b) / 10.0;
+        a = log10(a), b = log10(b);
+    }
+    *lo = a, *hi = b;
+    return true;
+}
+
+/* Data range over every finite point and error bar (y > 0 only when logy, x > 0 when logx), with
+ * margins that keep the dots at the ends inside (whole: at least 0.2 on x). Error when nothing is left. */
+static int curves_range(const PlotCurve *c, size_t nc, bool logx, bool logy, bool whole, double r[4]) {
     r[0] = r[2] = INFINITY;
     r[1] = r[3] = -INFINITY;
     for (size_t k = 0; k < nc; k++)
         for (size_t i = 0; i < c[k].n; i++) {
-            double x = c[k].x[i], y = c[k].y[i];
-            if (!isfinite(x) || !isfinite(y) || (logy && y <= 0)) continue;
-            if (logy) y = log10(y);
+            double x, y, lo, hi;
+            if (!curve_xy(&c[k], i, logx, logy, &x, &y)) continue;
             r[0] = fmin(r[0], x); r[1] = fmax(r[1], x);
             r[2] = fmin(r[2], y); r[3] = fmax(r[3], y);
+            if (curve_err(&c[k], i, logy, &lo, &hi)) { r[2] = fmin(r[2], lo); r[3] = fmax(r[3], hi); }
         }
-    if (!(r[0] <= r[1])) return al_err("plot curves: no finite points%s to draw", logy ? " with y > 0" : "");
+    if (!(r[0] <= r[1]))
+        return al_err("plot curves: no finite points%s to draw", logy || logx ? " with positive values on the log axes" : "");
     double xr = r[1] - r[0], xp = xr > 0 ? 0.03 * xr : 0.5;
     if (whole && xp < 0.2) xp = xr > 0 ? 0.2 : 0.5;
     r[0] -= xp;
@@ -40,22 +65,24 @@ static int curves_range(const PlotCurve *c, size_t nc, bool logy, bool whole, do
     return AL_OK;
 }
 
-/* Draws curve c: runs of consecutive drawable points as lines, and dots when asked. */
-static void draw_curve(const PlotCurve *c, bool logy, double *bx, double *by) {
+/* Draws curve c: runs of consecutive drawable points as lines (unless no_line), dots when asked,
+ * and its error bars. */
+static void draw_curve(const PlotCurve *c, bool logx, bool logy, double *bx, double *by) {
     size_t run = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        double x, lo, hi;
+        if (curve_xy(c, i, logx, logy, &x, &lo) && curve_err(c, i, logy, &lo, &hi)) plerry(1, &x, &lo, &hi);
+    }
     for (size_t i = 0; i <= c->n; i++) {
-        bool ok = i < c->n && isfinite(c->x[i]) && isfinite(c->y[i]) && (!logy || c->y[i] > 0);
-        if (ok) {
-            bx[run] = c->x[i];
-            by[run] = logy ? log10(c->y[i]) : c->y[i];
+        if (i < c->n && curve_xy(c, i, logx, logy, &bx[run], &by[run])) {
             run++;
             continue;
         }
         const char *g = plot_marker_glyph(c->marker);
         /* later series (drawn on top) get smaller glyphs, so a point two series share shows both */
         double size = 0.7 * pow(0.8, c->marker < 4 ? c->marker : 4);
-        if (run > 1) plline((PLINT)run, bx, by);
-        if (run && c->points) plot_marks(run, bx, by, size, g);
+        if (run > 1 && !c->no_line) plline((PLINT)run, bx, by);
+        if (run && (c->points || c->no_line)) plot_marks(run, bx, by, size, g);
         else if (run == 1) plot_marks(1, bx, by, size, g);    /* a lone point must still show */
         run = 0;
     }
@@ -78,8 +105,12 @@ static double legend_layout(const PlotOpts *opts, const PlotLegendItem *items, i
     return lrel;
 }
 
-int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) {
+int plot_curves(const PlotOpts *opts_in, const PlotCurve *curves, size_t n_curves) {
     if (!curves || !n_curves) return al_err("plot curves: no curves given");
+    PlotOpts ov;
+    if (!opts_in) return al_err("plot: no options given");
+    if (plot_view(opts_in, &ov, PV_LOGX | PV_LOGY | PV_XRANGE | PV_YRANGE, "plot")) return AL_ERR;
+    const PlotOpts *opts = &ov;
     if (n_curves > CURVES_MAX) return al_err("plot curves: at most %d curves (got %zu)", CURVES_MAX, n_curves);
     size_t maxn = 0;
     for (size_t k = 0; k < n_curves; k++) {
@@ -87,7 +118,9 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
         if (curves[k].n > maxn) maxn = curves[k].n;
     }
     double r[4];
-    if (curves_range(curves, n_curves, opts && opts->logy, opts && opts->x_whole, r)) return AL_ERR;
+    if (curves_range(curves, n_curves, opts->logx, opts->logy, opts->x_whole && !opts->logx, r) ||
+        plot_view_range(opts, r))
+        return AL_ERR;
     double *buf = al_malloc3(maxn, 2, sizeof(double), "curve points");
     if (!buf) return AL_ERR;
 
@@ -101,7 +134,8 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
         snprintf(name, sizeof name, "curve %zu", k + 1);
         size_t c = curves[k].fixed_color && curves[k].slot >= 0 ? (size_t)curves[k].slot : k;
         items[k] = (PlotLegendItem){plot_esc(labels[k], sizeof labels[k], curves[k].label ? curves[k].label : name),
-                                    plot_series_color(c), curves[k].points ? PL_ITEM_LINE_DOT : PL_ITEM_LINE,
+                                    plot_series_color(c),
+                                    curves[k].no_line ? PL_ITEM_DOT : curves[k].points ? PL_ITEM_LINE_DOT : PL_ITEM_LINE,
                                     curves[k].dash > 0 ? curves[k].dash : (PLINT)(1 + (c / 7) % 8),
                                     plot_marker_glyph(curves[k].marker)};
         plot_geom()->series_marker[k] = curves[k].marker;
@@ -114,7 +148,7 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
     plot_geom_data_area(opts->logy);
     double xstep = 0, ystep = 0;    /* whole numbers: a whole step of at least 1, minor ticks at each */
     PLINT xsub = 0, ysub = 0;
-    if (opts->x_whole) {
+    if (opts->x_whole && !opts->logx) {
         xstep = plot_whole_step(r[1] - r[0], 8);
         xsub = xstep <= 10 ? (PLINT)xstep : 0;
     }
@@ -126,10 +160,10 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
     double lt[GEOM_TICKS];
     bool own_log = opts->logy && plot_log_ticks(r[2], r[3], lt, GEOM_TICKS) > 0;
     plcol0(PC_LIGHT);
-    plbox("g", xstep, xsub, own_log ? "" : opts->logy ? "gl" : "g", ystep, ysub);
+    plbox(opts->logx ? "gl" : "g", xstep, xsub, own_log ? "" : opts->logy ? "gl" : "g", ystep, ysub);
     if (own_log) plot_log_axis(r[2], r[3], r[0], r[1]);
     plcol0(PC_FG);
-    plbox("bcnst", xstep, xsub, own_log ? "bcstlv" : opts->logy ? "bcnstlv" : "bcnstv", ystep, ysub);
+    plbox(opts->logx ? "bcnstl" : "bcnst", xstep, xsub, own_log ? "bcstlv" : opts->logy ? "bcnstlv" : "bcnstv", ystep, ysub);
     plot_axis_labels(opts, "x", "y");
 
     double fs = plot_font_scale();
@@ -137,7 +171,7 @@ int plot_curves(const PlotOpts *opts, const PlotCurve *curves, size_t n_curves) 
         plcol0(items[k].color);
         pllsty(items[k].line_style);
         plwidth((curves[k].width > 0 ? curves[k].width : 2.2) * fs);
-        draw_curve(&curves[k], opts->logy, buf, buf + maxn);
+        draw_curve(&curves[k], opts->logx, opts->logy, buf, buf + maxn);
     }
     pllsty(1);
     plwidth(fs);

@@ -57,14 +57,19 @@ static double *spectrum_page(const PlotOpts *opts, const double *sigma, size_t n
 
 /* ================================================================ spectrum */
 
-int plot_spectrum(const PlotOpts *opts, const double *sigma, size_t n) {
+int plot_spectrum(const PlotOpts *opts_in, const double *sigma, size_t n) {
     if (n == 0) return al_err("plot spectrum: no singular values to draw");
     if (plot_check_finite(sigma, n, "sigma")) return AL_ERR;
+    PlotOpts ov;
+    if (plot_view(opts_in, &ov, PV_LOGY | PV_XRANGE | PV_YRANGE, "plot spectrum")) return AL_ERR;
+    const PlotOpts *opts = &ov;
     double lo, hi, x0, x1;
     PlotPage pg;
     double *x = spectrum_page(opts, sigma, n, "spectrum plot points", &lo, &hi, &x0, &x1, &pg);
     if (!x) return AL_ERR;
-    double *y = x + n;
+    double *y = x + n, r[4] = {x0, x1, lo, hi};
+    if (plot_view_range(opts, r)) { free(x); plot_page_close(&pg); return AL_ERR; }
+    x0 = r[0], x1 = r[1], lo = r[2], hi = r[3];
     plot_page_title(opts, "Singular values");
     plot_vpor_std(opts, 0, 2.0);
     plwind(x0, x1, lo, hi);
@@ -245,9 +250,12 @@ static int energy_check(const double *sigma, const double *energy, size_t n, con
     return AL_OK;
 }
 
-int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy, size_t n,
+int plot_energy(const PlotOpts *opts_in, const double *sigma, const double *energy, size_t n,
                 const PlotTauMark *marks, size_t n_marks) {
     if (energy_check(sigma, energy, n, marks, n_marks)) return AL_ERR;
+    PlotOpts ov;
+    if (plot_view(opts_in, &ov, PV_LOGY, "plot energy")) return AL_ERR;
+    const PlotOpts *opts = &ov;
     EnergyAxis ax = {.e = al_malloc3(n, 1, sizeof(double), "energy axis")};
     if (!ax.e) return AL_ERR;
     double lo, hi, x0, x1;

@@ -1,0 +1,109 @@
+#!/bin/bash
+# cli_plot_xy.sh -- plot what you computed (issue 31, section 1), read back from the SVGs (PLplot's
+# svg driver keeps every label as text): `plot xy` from a CSV and from Lua tables (series, names,
+# error bars, log axes, ranges, markers), `plot matrix`, the errors of a bad column / an empty CSV /
+# rows or series of mismatched lengths, the overrides every built-in figure takes (title, logy,
+# xrange, ...; refused by name where a figure cannot draw them), `replot` with changes, and
+# `plot panels` (several figures in one file). stdin is /dev/null throughout.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-plot-xy shared-cache
+cd "$T" || exit 1
+unset DISPLAY
+# svg_labels FILE: the text of every <tspan> in FILE, one a line, character references decoded.
+svg_labels() {
+    perl -CS -ne 'while (/<tspan[^>]*>([^<]*)/g) { my $t = $1; $t =~ s/&#x([0-9a-fA-F]+);/chr(hex $1)/ge; print "$t\n"; }' "$1"
+}
+has_label() { svg_labels "$1" | grep -qxF -- "$2"; }
+# joined FILE: the labels joined by '|' (a superscript is its own tspan: 10^2 reads "|10|2|")
+joined() { echo "|$(svg_labels "$1" | tr '\n' '|')"; }
+
+cat >r.csv <<'EOF'
+# per-layer ranks, computed elsewhere
+layer,max,median,sd
+0,10,5,1
+1,100,50,10
+2,1000,500,100
+3,10000,,1000
+4,100000,50000,10000
+EOF
+
+# ---- plot xy from a CSV: title, axis labels, legend names from the header, log y labelled 10^k
+out=$(e "plot xy data r.csv x layer y max,median yerr sd logy title 'Ranks by depth' xlabel 'the layer' ylabel 'the rank' to $T/xy.svg; plot xy data r.csv x 1 y 2 style points marker square to $T/xy.png")
+has "$out" "wrote $T/xy.svg" && has "$out" "wrote $T/xy.png" || fail "plot xy from a CSV: [$out]"
+is_svg xy.svg && is_png xy.png || fail "plot xy wrote no SVG / PNG"
+for l in "Ranks by depth" "the layer" "the rank" "max" "median"; do
+    has_label xy.svg "$l" || fail "xy.svg lacks the label '$l': [$(joined xy.svg)]"
+done
+has "$(joined xy.svg)" "|10|2|" && has "$(joined xy.svg)" "|10|5|" || fail "log y labels 10^2 .. 10^5: [$(joined xy.svg)]"
+has_label xy.svg "sd" && fail "the yerr column sd is drawn as a series"
+# no y given: every column but x (the first) is a series, named by the header
+e "plot xy data r.csv to $T/all.svg" >/dev/null
+has_label all.svg "sd" && has_label all.svg "max, median, sd against layer" || fail "default series: [$(joined all.svg)]"
+# logx and xrange: the x axis is labelled at powers of ten; a range narrows it
+printf 'n,err\n1,0.5\n10,0.1\n100,0.02\n1000,0.004\n' >p.csv
+e "plot xy data p.csv logx logy xrange 1:1000 legend 'power law' to $T/ll.svg" >/dev/null
+has "$(joined ll.svg)" "|10|3|" && has_label ll.svg "power law" || fail "logx axis / legend override: [$(joined ll.svg)]"
+has "$(joined ll.svg)" "|10|4|" && fail "xrange 1:1000 still shows 10^4"
+
+# ---- clear errors: a bad column, an empty CSV, rows of different lengths, a log axis of negatives
+out=$(e "plot xy data r.csv y nope to $T/bad.svg")
+has "$out" "no column 'nope' in r.csv (4 columns: layer, max, median, sd" || fail "bad column: [$out]"
+: >empty.csv
+out=$(e "plot xy data empty.csv to $T/bad.svg")
+has "$out" "empty.csv has no data rows (the file is empty)" || fail "empty CSV: [$out]"
+printf 'a,b\n' >hdr.csv
+out=$(e "plot xy data hdr.csv to $T/bad.svg")
+has "$out" "hdr.csv has no data rows (only a header)" || fail "header-only CSV: [$out]"
+printf 'a,b\n1,2\n3\n' >short.csv
+out=$(e "plot xy data short.csv to $T/bad.svg")
+has "$out" "short.csv line 3 has 1 cells, the header has 2" || fail "ragged CSV: [$out]"
+out=$(e "plot xy data r.csv x layer,max y max,median,sd to $T/bad.svg")
+has "$out" "2 x columns for 3 y columns" || fail "x / y count mismatch: [$out]"
+out=$(e "plot xy data r.csv xrange 5:1 to $T/bad.svg")
+has "$out" "xrange '5:1': the upper bound must exceed the lower one" || fail "empty range: [$out]"
+out=$(e "plot xy data r.csv marker star to $T/bad.svg")
+has "$out" "marker 'star'" || fail "bad marker: [$out]"
+[ -e bad.svg ] && fail "a refused figure left bad.svg"
+
+# ---- plot matrix: a CSV grid as a heatmap
+printf '1,-2,3\n-4,5,-6\n' >m.csv
+out=$(e "plot matrix data m.csv title 'Grid' to $T/m.svg")
+has "$out" "wrote $T/m.svg" && has_label m.svg "Grid" || fail "plot matrix: [$out]"
+
+# ---- every built-in figure takes the overrides: title, logy, xrange on a spectrum
+out=$(e "load demo-r1; plot spectrum vo layer 1 head 0 title 'Spectrum X' logy xrange 0:10 xlabel 'index' to $T/sp.svg")
+has "$out" "wrote $T/sp.svg" || fail "spectrum with overrides: [$out]"
+has_label sp.svg "Spectrum X" && has_label sp.svg "index" || fail "spectrum title / xlabel override: [$(joined sp.svg)]"
+has "$(joined sp.svg)" "|10|" || fail "spectrum logy override draws no log axis: [$(joined sp.svg)]"
+has_label sp.svg "20" && fail "xrange 0:10 still labels index 20"
+out=$(e "load demo-r1; plot vo-ranks layer 1 title 'Ranks Y' to $T/vr.svg; plot vo-ranks layer 1 logx to $T/vr2.svg")
+has_label vr.svg "Ranks Y" || fail "rank figure title override"
+has "$out" "\`logx\` is not available for this figure" || fail "an override a figure cannot draw is refused: [$out]"
+out=$(e "load demo-r1; plot spectrum vo layer 1 head 0 size 640x480 to $T/small.png")
+[ "$(png_size small.png)" = 640x480 ] || fail "size 640x480 gave $(png_size small.png)"
+
+# ---- replot: the last figure with changes (title replaced, flag removed, new file)
+out=$(e "plot xy data r.csv x layer y max logy title 'First' to $T/r1.svg; replot title 'Second' to $T/r2.svg; replot nology to $T/r3.svg")
+has_label r1.svg "First" && has_label r2.svg "Second" || fail "replot changes the title: [$out]"
+has_label r2.svg "First" && fail "replot kept the old title"
+has "$(joined r2.svg)" "|10|3|" || fail "replot keeps logy"
+has "$(joined r3.svg)" "|10|3|" && fail "replot nology still logs"
+has_label r3.svg "Second" || fail "the replotted command is the last figure"
+out=$(e "replot title x")
+has "$out" "replot: no figure yet" || fail "replot without a figure: [$out]"
+out=$(e "plot xy data r.csv to $T/r4.svg; replot colour red")
+has "$out" "'colour' is not a keyword of xy" || fail "replot with a bad keyword: [$out]"
+
+# ---- panels: four figures, one file, four titles
+out=$(e "load demo-r1; plot panels 2x2 figures \"plot xy data r.csv y max title 'Panel A'; plot xy data r.csv logy title 'Panel B'; plot spectrum vo layer 1 head 0 title 'Panel C'; plot energy vo layer 1 head 0 title 'Panel D'\" to $T/pan.svg; plot panels 2x1 figures \"plot xy data r.csv; plot xy data r.csv\" to $T/pan.png")
+has "$out" "wrote $T/pan.svg" && has "$out" "wrote $T/pan.png" || fail "plot panels: [$out]"
+for l in "Panel A" "Panel B" "Panel C" "Panel D"; do has_label pan.svg "$l" || fail "pan.svg lacks '$l'"; done
+[ "$(grep -c '<svg' pan.svg)" = 1 ] || fail "panels wrote more than one page"
+out=$(e "plot panels 1x1 figures \"plot xy data r.csv; plot xy data r.csv\" to $T/pbad.svg")
+has "$out" "more than 1 figures" || fail "too many panels: [$out]"
+out=$(e "plot panels 2x1 figures \"plot xy data nope.csv\" to $T/pbad.svg")
+has "$out" "plot panels, figure 1" || fail "a failing panel names itself: [$out]"
+[ -e pbad.svg ] && fail "a failed panel figure left its file"
+
+cli_done
