@@ -6,7 +6,8 @@
  * tokens the prompt would give, parses them against the table, dispatches, and turns an error
  * into luaL_error. Results: a table becomes an array of row tables keyed by column name (a
  * "total" last row comes back as a second value; a record such as `info` as one table keyed by
- * field, out.h), an array a Lua array of numbers, numbers and strings themselves. attn.get(KEY)
+ * field, out.h), an array a Lua array of numbers, numbers and strings themselves. A keyword whose
+ * value is a table (series, a matrix, a list) becomes words through lua_data.h (CSV files). attn.get(KEY)
  * reads a setting (typed); attn.set is silent here, as every command's narration is.
  * Commands called from Lua run with narration off (Out.quiet = OUT_QUIET: the values come back
  * instead); attn.quiet(true) drops their stdout text altogether (OUT_SILENT). print() writes
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua_data.h"
 #include "progress.h"
 #include "shell.h"
 
@@ -181,7 +183,15 @@ static int l_command(lua_State *L) {
                 return luaL_error(L, "attn.%s: keyword table keys must be strings (e.g. {layer = 8})", fname);
             }
             const char *k = lua_tostring(L, -2);
-            if (lua_isboolean(L, -1)) {
+            if (lua_type(L, -1) == LUA_TTABLE) {        /* data: a CSV file or joined words (lua_data.h) */
+                if (lua_data_words(L, k, -1, &t)) {
+                    char msg[600];
+                    snprintf(msg, sizeof msg, "%s", al_errmsg());
+                    lua_pop(L, 2);
+                    tokens_free(&t);
+                    return luaL_error(L, "attn.%s: %s", fname, msg);
+                }
+            } else if (lua_isboolean(L, -1)) {
                 if (lua_toboolean(L, -1)) ok = add_token(&t, al_strdup(k), false);
             } else {
                 ok = add_token(&t, al_strdup(k), false) && add_token(&t, value_text(L, -1), true);
@@ -362,6 +372,7 @@ static void shell_lua_close(ShellState *st) {
     lua_close(st->L);
     free(ctx);
     st->L = NULL;
+    lua_data_cleanup();     /* the CSV files of Lua tables (replot could read them until now) */
 }
 
 lua_State *shell_lua(Session *s) {

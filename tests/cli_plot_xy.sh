@@ -10,6 +10,8 @@ set -u
 cli_setup /tmp/attnlab-cli-plot-xy shared-cache
 cd "$T" || exit 1
 unset DISPLAY
+export TMPDIR=$T/tmpdir      # the CSV files of Lua tables go here (checked to be removed at exit)
+mkdir -p "$TMPDIR"
 # svg_labels FILE: the text of every <tspan> in FILE, one a line, character references decoded.
 svg_labels() {
     perl -CS -ne 'while (/<tspan[^>]*>([^<]*)/g) { my $t = $1; $t =~ s/&#x([0-9a-fA-F]+);/chr(hex $1)/ge; print "$t\n"; }' "$1"
@@ -105,5 +107,46 @@ has "$out" "more than 1 figures" || fail "too many panels: [$out]"
 out=$(e "plot panels 2x1 figures \"plot xy data nope.csv\" to $T/pbad.svg")
 has "$out" "plot panels, figure 1" || fail "a failing panel names itself: [$out]"
 [ -e pbad.svg ] && fail "a failed panel figure left its file"
+
+# ---- from Lua: series tables to a PNG and an SVG (names, markers, error bars), a matrix, panels
+cat >nb.lua <<'EOF'
+local out = arg[1]
+local x, y1, y2, e = {}, {}, {}, {}
+for i = 1, 6 do x[i] = i; y1[i] = 10 ^ i; y2[i] = 2 * i; e[i] = 0.5 end
+attn.plot("xy", {series = {{x = x, y = y1, name = "ten to the i", marker = "square"},
+                           {x = x, y = y2, yerr = e, name = "two i", dash = 2}},
+                 logy = true, title = "From Lua", xlabel = "i", to = out .. "/lua.svg"})
+attn.plot("xy", {series = {{y = y2, name = "default x"}}, style = "points", to = out .. "/lua.png"})
+attn.run("replot title 'Lua replot' to " .. out .. "/lua2.svg")
+attn.plot("matrix", {data = {{1, -1, 2}, {0, 3, -2}}, title = "Lua grid", to = out .. "/lgrid.svg"})
+attn.plot("panels", "1x2", {figures = {"plot matrix data m.csv title 'Top'", "plot xy data r.csv title 'Bottom'"},
+                             to = out .. "/lpan.svg"})
+local ok, err = pcall(attn.plot, "xy", {series = {{x = {1, 2, 3}, y = {1, 2}}}, to = out .. "/lbad.svg"})
+print("mismatch:", err)
+ok, err = pcall(attn.plot, "xy", {series = {{x = {1, 2}, y = {1, "two"}}}, to = out .. "/lbad.svg"})
+print("text:", err)
+ok, err = pcall(attn.plot, "matrix", {data = {{1, 2}, {3}}, to = out .. "/lbad.svg"})
+print("ragged:", err)
+EOF
+out=$("$B" nb.lua "$T" </dev/null 2>&1)
+has "$out" "wrote $T/lua.svg" && has "$out" "wrote $T/lua.png" && is_png lua.png || fail "Lua plot xy: [$out]"
+for l in "From Lua" "ten to the i" "two i" "i"; do has_label lua.svg "$l" || fail "lua.svg lacks '$l': [$(joined lua.svg)]"; done
+has "$(joined lua.svg)" "|10|6|" || fail "Lua logy axis reaches 10^6: [$(joined lua.svg)]"
+has_label lua2.svg "Lua replot" && has_label lua2.svg "default x" || fail "replot of a Lua figure (its table re-read): [$out]"
+has_label lgrid.svg "Lua grid" || fail "Lua matrix: [$out]"
+has_label lpan.svg "Top" && has_label lpan.svg "Bottom" || fail "Lua panels: [$out]"
+has "$out" "mismatch:.*series\[1\]: x has 3 values, y has 2; they must have one length" || fail "Lua length mismatch: [$out]"
+has "$out" "text:.*series\[1\].y\[2\] is a string, not a number" || fail "Lua text value: [$out]"
+has "$out" "ragged:.*data\[2\] has 1 values, row 1 has 2" || fail "Lua ragged matrix: [$out]"
+[ -e lbad.svg ] && fail "a refused Lua figure left lbad.svg"
+ls "$TMPDIR"/attnlab-lua-*.csv 2>/dev/null | grep -q . && fail "Lua's temporary CSV files were left behind"
+
+# ---- the example notebook: a per-layer statistic of attn.ranks rows drawn with attn.plot("xy")
+ex=$ATTNLAB_SRC/examples/plot_xy.lua
+out=$("$B" "$ex" "$T/nb" </dev/null 2>&1)
+for f in vo_rank_by_layer.png vo_rank_by_layer_log.svg low_heads.png panels.png; do
+    has "$out" "wrote $T/nb/$f" && [ -s "nb/$f" ] || fail "examples/plot_xy.lua did not write $f: [$out]"
+done
+has_label nb/vo_rank_by_layer_log.svg "mean over heads (± sd)" || fail "notebook legend: [$(joined nb/vo_rank_by_layer_log.svg)]"
 
 cli_done
