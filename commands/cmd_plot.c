@@ -617,7 +617,8 @@ static const char PLOT_HELP[] =
     "interactive and there is a display (or with `window`), else a file in plot.dir named\n"
     "after the figure; the path is printed and is the result (attn.plot returns it).\n"
     "Every figure takes title, xlabel, ylabel and size; logx, logy, xrange A:B and yrange A:B where\n"
-    "its axes can (curves, xy, spectrum; an error says where not). `replot` redraws the last figure\n"
+    "its axes can (xy and the figures of curves all four; spectrum, energy, ranks-by-layer, one\n"
+    "layer's ranks some; an error names the one refused). `replot` redraws the last figure\n"
     "with changes; `plot xy` / `plot matrix` draw data you computed (CSV or Lua tables), `plot\n"
     "panels CxR` several figures on one page.\n"
     "Settings: set plot.size WxH, set plot.dir DIR, set plot.format png|svg|pdf.";

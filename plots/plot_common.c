@@ -267,6 +267,12 @@ bool plot_panels_active(void) { return panels.active; }
 
 static int page_start(const PlotOpts *o, PlotPage *pg, int design_w, int design_h, int nx, int ny);
 
+/* Fonts scale with the page (or a panel's subpage) relative to the figure's design size, within 0.75..4. */
+static double page_font_scale(int w, int h, int design_w, int design_h) {
+    double f = fmin((double)w / design_w, (double)h / design_h);
+    return f < 0.75 ? 0.75 : f > 4.0 ? 4.0 : f;
+}
+
 int plot_panels_begin(const PlotOpts *opts, int nx, int ny) {
     if (panels.active) return al_err("plot panels: a panel figure is already being drawn (panels do not nest)");
     if (nx < 1 || ny < 1 || nx * ny > 64) return al_err("plot panels %dx%d: 1 to 64 panels", nx, ny);
@@ -303,9 +309,7 @@ static int panel_page(const PlotOpts *o, PlotPage *pg, int design_w, int design_
     if (view_refuse(view_wants(&o->view), o->view_can, NULL)) return AL_ERR;
     pg->width = panels.pg.width / panels.nx;
     pg->height = panels.pg.height / panels.ny;
-    font_scale = fmin((double)pg->width / design_w, (double)pg->height / design_h);
-    if (font_scale < 0.6) font_scale = 0.6;
-    if (font_scale > 4.0) font_scale = 4.0;
+    font_scale = page_font_scale(pg->width, pg->height, design_w, design_h);
     page_w = pg->width;
     page_h = pg->height;
     memset(plot_geom(), 0, sizeof(PlotGeom));
@@ -369,9 +373,7 @@ static int page_start(const PlotOpts *o, PlotPage *pg, int design_w, int design_
     plssub(nx, ny);
     plinit();
     pg->open = true;
-    font_scale = fmin((double)pg->width / design_w, (double)pg->height / design_h);
-    if (font_scale < 0.75) font_scale = 0.75;
-    if (font_scale > 4.0) font_scale = 4.0;
+    font_scale = page_font_scale(pg->width, pg->height, design_w, design_h);
     page_w = pg->width;
     page_h = pg->height;
     memset(plot_geom(), 0, sizeof(PlotGeom));

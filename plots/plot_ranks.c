@@ -137,9 +137,14 @@ static double head_step(size_t n, bool few) {
 
 /* ================================================================ one layer */
 
-int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerRanks *layer) {
+int plot_ranks(const PlotOpts *opts_in, const PlotRanksInfo *info, const PlotLayerRanks *layer) {
     if (!layer) return al_err("plot ranks: no layer given");
     if (check_info(info) || check_layer(layer)) return AL_ERR;
+    PlotOpts ov;
+    if (plot_view(opts_in, &ov, PV_YRANGE, "plot ranks")) return AL_ERR;
+    const PlotOpts *opts = &ov;
+    double yr[4] = {0, 1, 0.0, 1.04 * info->head_dim};
+    if (plot_view_range(opts, yr)) return AL_ERR;
     size_t n = layer->n_heads;
     double *pts = al_malloc3(n, 4, sizeof(double), "rank plot points");
     size_t *ids = al_malloc3(n, 1, sizeof(size_t), "head ids");
@@ -161,14 +166,15 @@ int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerR
     plot_vpor_std(opts, plot_legend_rows(items, 3, plot_vpor_std_width(2.0), 0.9), 2.0);
     double pad = n > 20 ? 0.01 * (double)n : 0.5;
     double xs = head_step(n, false), ys = rank_step(info->head_dim, false);
-    plwind(1.0 - pad, (double)n + pad, 0.0, 1.04 * info->head_dim);
+    plwind(1.0 - pad, (double)n + pad, yr[2], yr[3]);
+    plot_geom_data_area(false);
     plcol0(PC_LIGHT);
     plbox("g", xs, 0, "g", ys, 0);
     plcol0(PC_FG);
     if (info->by_head) {               /* x = head ids 0..n-1 at positions 1..n */
-        plwind(-pad, (double)n - 1 + pad, 0.0, 1.04 * info->head_dim);
+        plwind(-pad, (double)n - 1 + pad, yr[2], yr[3]);
         plbox("bcnst", xs, 2, "bcnstv", ys, 2);
-        plwind(1.0 - pad, (double)n + pad, 0.0, 1.04 * info->head_dim);
+        plwind(1.0 - pad, (double)n + pad, yr[2], yr[3]);
     } else {
         plbox("bcst", n <= 48 ? 1.0 : xs, n <= 48 ? 1 : 2, "bcnstv", ys, 2);
         head_id_labels(ids, n, 1.0 - pad, (double)n + pad, n > 24 ? 0.7 : 0.85);
@@ -318,10 +324,13 @@ static int layer_stats(const PlotLayerRanks *layers, size_t n_layers, size_t max
     return AL_OK;
 }
 
-int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
+int plot_ranks_by_layer(const PlotOpts *opts_in, const PlotRanksInfo *info,
                         const PlotLayerRanks *layers, size_t n_layers) {
     size_t max_heads;
     if (check_layers(info, layers, n_layers, "by layer", &max_heads)) return AL_ERR;
+    PlotOpts ov;
+    if (plot_view(opts_in, &ov, PV_XRANGE | PV_YRANGE, "plot ranks-by-layer")) return AL_ERR;
+    const PlotOpts *opts = &ov;
     double *v = al_malloc3(n_layers, 4, sizeof(double), "rank-by-layer points");
     if (!v || layer_stats(layers, n_layers, max_heads, info->head_dim, v)) { free(v); return AL_ERR; }
     double *x = v, *mn = v + n_layers, *md = v + 2 * n_layers, *mx = v + 3 * n_layers;
@@ -345,11 +354,12 @@ int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
     plot_vpor_std(&o, plot_legend_rows(items, 4, plot_vpor_std_width(2.0), 0.9), 2.0);
     double lo = x[0], hi = x[0];
     for (size_t i = 0; i < n_layers; i++) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
-    double pad = fmax(0.5, 0.01 * (hi - lo));
-    plwind(lo - pad, hi + pad, 0.0, 1.04 * ytop);
+    double pad = fmax(0.5, 0.01 * (hi - lo)), r[4] = {lo - pad, hi + pad, 0.0, 1.04 * ytop};
+    if (plot_view_range(opts, r)) { free(v); plot_page_close(&pg); return AL_ERR; }
+    plwind(r[0], r[1], r[2], r[3]);
     plot_geom_data_area(false);
     /* layers and ranks are whole numbers: whole steps, minor ticks at every whole number below 10 */
-    double xs = plot_whole_step(hi - lo + 2 * pad, 8), ys = info->normalize ? 0.2 : rank_step(info->head_dim, false);
+    double xs = plot_whole_step(r[1] - r[0], 8), ys = info->normalize ? 0.2 : rank_step(info->head_dim, false);
     PLINT xsub = xs <= 10 ? (PLINT)xs : 0, ysub = info->normalize ? 2 : ys <= 10 ? (PLINT)ys : 0;
     plcol0(PC_LIGHT);
     plbox("g", xs, xsub, "g", ys, ysub);

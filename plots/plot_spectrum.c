@@ -73,6 +73,7 @@ int plot_spectrum(const PlotOpts *opts_in, const double *sigma, size_t n) {
     plot_page_title(opts, "Singular values");
     plot_vpor_std(opts, 0, 2.0);
     plwind(x0, x1, lo, hi);
+    plot_geom_data_area(opts->logy);
     const char *yopt = opts->logy ? "bcnstlv" : "bcnstv";
     plcol0(PC_LIGHT);
     plbox("g", 0, 0, opts->logy ? "gl" : "g", 0, 0);
@@ -254,7 +255,7 @@ int plot_energy(const PlotOpts *opts_in, const double *sigma, const double *ener
                 const PlotTauMark *marks, size_t n_marks) {
     if (energy_check(sigma, energy, n, marks, n_marks)) return AL_ERR;
     PlotOpts ov;
-    if (plot_view(opts_in, &ov, PV_LOGY, "plot energy")) return AL_ERR;
+    if (plot_view(opts_in, &ov, PV_LOGY | PV_XRANGE, "plot energy")) return AL_ERR;
     const PlotOpts *opts = &ov;
     EnergyAxis ax = {.e = al_malloc3(n, 1, sizeof(double), "energy axis")};
     if (!ax.e) return AL_ERR;
@@ -262,7 +263,9 @@ int plot_energy(const PlotOpts *opts_in, const double *sigma, const double *ener
     PlotPage pg;
     double *x = spectrum_page(opts, sigma, n, "energy plot points", &lo, &hi, &x0, &x1, &pg);
     if (!x) { free(ax.e); return AL_ERR; }
-    double *y = x + n, fs = plot_font_scale();
+    double *y = x + n, fs = plot_font_scale(), r[4] = {x0, x1, lo, hi};
+    if (plot_view_range(opts, r)) { free(x); free(ax.e); plot_page_close(&pg); return AL_ERR; }
+    x0 = r[0], x1 = r[1];
     energy_axis(opts, energy, n, marks, n_marks, &ax);
     plot_page_title(opts, "Singular values and cumulative energy");
     PlotLegendItem items[2 + 4];
