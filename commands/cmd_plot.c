@@ -618,7 +618,7 @@ static const char PLOT_HELP[] =
     "after the figure; the path is printed and is the result (attn.plot returns it).\n"
     "Every figure takes title, xlabel, ylabel and size; logx, logy, xrange A:B and yrange A:B where\n"
     "its axes can (xy and the figures of curves all four; spectrum, energy, ranks-by-layer, one\n"
-    "layer's ranks some; an error names the one refused). `replot` redraws the last figure\n"
+    "layer's ranks some; on a heatmap the ranges crop it; an error names the one refused). `replot` redraws the last figure\n"
     "with changes; `plot xy` / `plot matrix` draw data you computed (CSV or Lua tables), `plot\n"
     "panels CxR` several figures on one page.\n"
     "Settings: set plot.size WxH, set plot.dir DIR, set plot.format png|svg|pdf.";

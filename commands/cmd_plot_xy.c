@@ -357,7 +357,8 @@ const char CMD_PLOT_MATRIX_HELP[] =
     "A matrix as a heatmap: a CSV grid (one row per line; a header row of names is skipped), or\n"
     "from Lua a table of rows, attn.plot(\"matrix\", {data = {{1, 2}, {3, 4}}}). Diverging colours\n"
     "centred on 0 (blue < 0 < red), a colour bar, pooled when larger than the figure -- as\n"
-    "`plot heatmap` draws a head's matrix. Takes title, xlabel, ylabel, size.\n"
+    "`plot heatmap` draws a head's matrix. Takes title, xlabel, ylabel, size; xrange / yrange crop\n"
+    "it to those columns / rows (cell j spans j..j+1; the axes keep the matrix's indices).\n"
     "Examples:\n"
     "  plot matrix data scores.csv title \"layer 3 head 1\" to scores.png";
 

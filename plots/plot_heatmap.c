@@ -98,8 +98,42 @@ static void colour_bar(double amax, bool clipped) {
     plot_chr(1.0);
 }
 
-int plot_heatmap(const PlotOpts *opts, const Mat *m) {
+/* The block of m that xrange / yrange select (columns / rows in the axes' units: cell j spans
+ * j..j+1), as a copy in *sub (NULL: all of m) and its first column and row in *c0, *r0. */
+static int heat_crop(const PlotOpts *o, const Mat *m, Mat **sub, size_t *c0, size_t *r0) {
+    double r[4] = {0, (double)m->cols, 0, (double)m->rows};
+    *sub = NULL;
+    *c0 = *r0 = 0;
+    if (!o->view.xrange && !o->view.yrange) return AL_OK;
+    if (plot_view_range(o, r)) return AL_ERR;
+    double a = fmax(0.0, floor(r[0])), b = fmin((double)m->cols, ceil(r[1]));
+    double c = fmax(0.0, floor(r[2])), d = fmin((double)m->rows, ceil(r[3]));
+    if (!(b > a) || !(d > c))
+        return al_err("plot heatmap: xrange / yrange select no cell of the %zu x %zu matrix (columns 0:%zu, rows 0:%zu)",
+                      m->rows, m->cols, m->cols, m->rows);
+    *c0 = (size_t)a, *r0 = (size_t)c;
+    if (!(*sub = mat_new((size_t)(d - c), (size_t)(b - a)))) return AL_ERR;
+    for (size_t i = 0; i < (*sub)->rows; i++)
+        memcpy((*sub)->data + i * (*sub)->cols, m->data + (*r0 + i) * m->cols + *c0, (*sub)->cols * sizeof(float));
+    return AL_OK;
+}
+
+static int heatmap_draw(const PlotOpts *opts, const Mat *m, size_t c0, size_t r0, const Mat *whole);
+
+int plot_heatmap(const PlotOpts *opts_in, const Mat *m) {
     if (!m || !m->data || !m->rows || !m->cols) return al_err("plot heatmap: empty matrix");
+    PlotOpts ov;
+    Mat *sub;
+    size_t c0, r0;
+    if (plot_view(opts_in, &ov, PV_XRANGE | PV_YRANGE, "plot heatmap") || heat_crop(&ov, m, &sub, &c0, &r0))
+        return AL_ERR;
+    int rc = heatmap_draw(&ov, sub ? sub : m, c0, r0, m);
+    mat_free(sub);
+    return rc;
+}
+
+/* The heatmap of m, the block of `whole` from column c0 and row r0 on. */
+static int heatmap_draw(const PlotOpts *opts, const Mat *m, size_t c0, size_t r0, const Mat *whole) {
     size_t bad = mat_first_nonfinite(m);
     if (bad != (size_t)-1)
         return al_err("plot heatmap: entry (%zu, %zu) is not finite; the figure needs finite values",
@@ -118,6 +152,9 @@ int plot_heatmap(const PlotOpts *opts, const Mat *m) {
     size_t k = 0;
     sub[0] = '\0';
     if (o.subtitle) k += (size_t)snprintf(sub + k, sizeof sub - k, "%s", o.subtitle);
+    if (m != whole && k < sizeof sub)
+        k += (size_t)snprintf(sub + k, sizeof sub - k, "%srows %zu-%zu, columns %zu-%zu", k ? "; " : "", r0,
+                              r0 + m->rows - 1, c0, c0 + m->cols - 1);
     if ((nc < m->cols || nr < m->rows) && k < sizeof sub)
         k += (size_t)snprintf(sub + k, sizeof sub - k, "%s%zu x %zu cells (largest |entry| of each block)",
                               k ? "; " : "", nr, nc);
@@ -127,7 +164,7 @@ int plot_heatmap(const PlotOpts *opts, const Mat *m) {
     if (k) o.subtitle = sub;
     PlotPage pg;
     if (plot_page_open(opts, &pg)) { free(cells); return AL_ERR; }
-    snprintf(title, sizeof title, "Matrix (%zu x %zu)", m->rows, m->cols);
+    snprintf(title, sizeof title, "Matrix (%zu x %zu)", whole->rows, whole->cols);
     plot_page_title(&o, title);
 
     /* Data area: leave room for the colour bar on the right; keep square cells when the
@@ -142,13 +179,15 @@ int plot_heatmap(const PlotOpts *opts, const Mat *m) {
         else { double w = ph / aspect / pg.width, mid = 0.5 * (L + R); L = mid - w / 2; R = mid + w / 2; }
     }
     plvpor(L, R, B, T);
-    plwind(0.0, (double)m->cols, (double)m->rows, 0.0);
+    double x0 = (double)c0, y0 = (double)r0;
+    plwind(x0, x0 + (double)m->cols, y0 + (double)m->rows, y0);
+    plot_geom_data_area(false);
     diverging_cmap();
     /* plimagefr spreads nc cells over nc - 1 intervals of [xmin, xmax] (the last one drawn
      * past xmax): give it the extent that makes each cell exactly one block wide. */
     double xext = (double)m->cols * (double)(nc - 1) / (double)nc;
     double yext = (double)m->rows * (double)(nr - 1) / (double)nr;
-    plimagefr((PLFLT_MATRIX)cells, (PLINT)nc, (PLINT)nr, 0.0, xext, 0.0, yext,
+    plimagefr((PLFLT_MATRIX)cells, (PLINT)nc, (PLINT)nr, x0, x0 + xext, y0, y0 + yext,
               -amax, amax, -range, range, NULL, NULL);
     plcol0(PC_FG);
     double xs = fmax(1.0, plot_nice_step((double)m->cols, 6)), ys = fmax(1.0, plot_nice_step((double)m->rows, 6));

@@ -72,6 +72,9 @@ has "$out" "marker 'star'" || fail "bad marker: [$out]"
 printf '1,-2,3\n-4,5,-6\n' >m.csv
 out=$(e "plot matrix data m.csv title 'Grid' to $T/m.svg")
 has "$out" "wrote $T/m.svg" && has_label m.svg "Grid" || fail "plot matrix: [$out]"
+out=$(e "plot matrix data m.csv xrange 1:3 yrange 0:1 to $T/mc.svg; plot xy data r.csv to $T/xy.pdf")
+has_label mc.svg "rows 0-0, columns 1-2" || fail "plot matrix crop: [$out] [$(joined mc.svg)]"
+is_pdf xy.pdf || fail "plot xy to a PDF: [$out]"
 
 # ---- every built-in figure takes the overrides: title, logy, xrange on a spectrum
 out=$(e "load demo-r1; plot spectrum vo layer 1 head 0 title 'Spectrum X' logy xrange 0:10 xlabel 'index' to $T/sp.svg")

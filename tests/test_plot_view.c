@@ -3,7 +3,8 @@
  * viewport in page fractions), not on pixels:
  *   - xrange / yrange replace the fitted window ends (an open end stays fitted), in log10 units on a
  *     log axis; logx / logy set the axes; empty or non-positive log ranges are errors;
- *   - a figure that cannot draw an override refuses it by name and writes no file;
+ *   - a figure that cannot draw an override refuses it by name and writes no file; a heatmap's
+ *     ranges crop it, its axes keep the matrix's indices;
  *   - plot xy's error bars widen the fitted y range to y +- yerr;
  *   - a figure inside `plot panels` lays out as it would alone on a page of the subpage's size (the
  *     data viewport and window, the legend's rows and centre are the same), in the subpage's
@@ -90,6 +91,20 @@ static void test_refusals(void) {
     o.view.title = "T";
     CHECK_OK(plot_heatmap(&o, m));
     CHECK(exists(p), "the heatmap with a title override");
+    mat_free(m);
+    /* a heatmap's ranges crop it: columns 10..19 and rows 5..14 of a 30 x 40 matrix, axes in the
+     * matrix's own indices (rows down) */
+    m = mat_new(30, 40);
+    for (size_t i = 0; i < 1200; i++) m->data[i] = (float)(i % 7) - 3.0f;
+    o.view.xrange = o.view.yrange = true;
+    o.view.xr[0] = 10, o.view.xr[1] = 20;
+    o.view.yr[0] = 5, o.view.yr[1] = 15;
+    CHECK_OK(plot_heatmap(&o, m));
+    const PlotGeom *g = plot_last_geom();
+    CHECK(g->win[0] == 10 && g->win[1] == 20 && g->win[2] == 15 && g->win[3] == 5, "heatmap crop window %g %g %g %g",
+          g->win[0], g->win[1], g->win[2], g->win[3]);
+    o.view.xr[0] = 50, o.view.xr[1] = 60;
+    CHECK_ERR(plot_heatmap(&o, m), "select no cell of the 30 x 40 matrix");
     mat_free(m);
     /* the spectrum takes logy and ranges; energy logy and xrange only */
     double sigma[6] = {5, 4, 3, 2, 1, 0.5}, energy[6];
