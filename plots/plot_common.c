@@ -525,10 +525,13 @@ void plot_vpor_std(const PlotOpts *o, int legend_rows, double right_em) {
 
 double plot_vpor_std_width(double right_em) { return 1.0 - (6.6 + right_em) * plot_em_x(); }
 
+const char *plot_xlabel(const PlotOpts *o) { return o->view.xlabel ? o->view.xlabel : o->xlabel; }
+const char *plot_ylabel(const PlotOpts *o) { return o->view.ylabel ? o->view.ylabel : o->ylabel; }
+
 void plot_axis_labels(const PlotOpts *o, const char *dx, const char *dy) {
     char bx[256], by[256];
     plcol0(PC_FG);
-    const char *ux = o->view.xlabel ? o->view.xlabel : o->xlabel, *uy = o->view.ylabel ? o->view.ylabel : o->ylabel;
+    const char *ux = plot_xlabel(o), *uy = plot_ylabel(o);
     plmtex("b", 3.0, 0.5, 0.5, ux ? plot_esc(bx, sizeof bx, ux) : dx);
     plmtex("l", 4.2, 0.5, 0.5, uy ? plot_esc(by, sizeof by, uy) : dy);
 }

@@ -77,7 +77,11 @@ double plot_top(const PlotOpts *o, int legend_rows);
 void plot_vpor_std(const PlotOpts *o, int legend_rows, double right_em);
 /* Width (fraction of the page) of that viewport. */
 double plot_vpor_std_width(double right_em);
-/* Axis labels for the current viewport: opts->xlabel / ylabel when set, else the defaults. */
+/* The x (y) axis label a figure shows: the user's override (opts->view), else opts->xlabel
+ * (ylabel), else NULL (the renderer's default). For renderers that place labels themselves. */
+const char *plot_xlabel(const PlotOpts *o);
+const char *plot_ylabel(const PlotOpts *o);
+/* Axis labels for the current viewport: the view's or opts->xlabel / ylabel when set, else the defaults. */
 void plot_axis_labels(const PlotOpts *o, const char *dx, const char *dy);
 
 /* ---------------------------------------------------------------- legends */

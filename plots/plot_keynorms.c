@@ -50,9 +50,12 @@ static void head_labels(size_t n, size_t pph, double x0, double x1) {
     plcol0(PC_FG);
 }
 
-int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_variants,
+int plot_key_norms(const PlotOpts *opts_in, const PlotKeyNorms *variants, size_t n_variants,
                    size_t n_pairs, size_t pairs_per_head) {
     if (!variants || !n_variants) return al_err("plot key norms: no variants given");
+    PlotOpts ov;
+    if (plot_view(opts_in, &ov, PV_XRANGE, "plot key-norms")) return AL_ERR;
+    const PlotOpts *opts = &ov;
     if (n_variants > KN_MAX_VARIANTS)
         return al_err("plot key norms: at most %d variants (got %zu)", KN_MAX_VARIANTS, n_variants);
     if (!n_pairs) return al_err("plot key norms: no key dimensions");
@@ -86,7 +89,14 @@ int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_
     double L = 6.6 * ex, R = 1.0 - 2.0 * ex, B = 4.6 * ey;
     double T = plot_top(opts, plot_legend_rows(items, (int)n_variants, R - L, 0.9));
     double mid = 0.5 * (B + T), gap = 0.9 * ey;    /* room for both panels' end tick labels */
-    double x0 = -0.5, x1 = (double)n_pairs - 0.5;
+    double xr[4] = {-0.5, (double)n_pairs - 0.5, 0, 1};
+    if (plot_view_range(opts, xr)) { free(x); plot_page_close(&pg); return AL_ERR; }
+    double x0 = xr[0], x1 = xr[1];
+    char yl[2][160], esc[2][320];
+    if (plot_ylabel(opts)) {    /* the user's y label names both halves */
+        snprintf(yl[0], sizeof yl[0], "%s (Re)", plot_ylabel(opts));
+        snprintf(yl[1], sizeof yl[1], "%s (Im)", plot_ylabel(opts));
+    }
 
     /* Top: real halves, growing upward. */
     plvpor(L, R, mid + gap, T);
@@ -94,7 +104,7 @@ int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_
     draw_half(variants, n_variants, n_pairs, pairs_per_head, ymax, false, x);
     plcol0(PC_FG);
     plbox("bcst", 0, 0, "bcnstv", 0, 0);
-    plmtex("l", 4.2, 0.5, 0.5, "Re-dim norm");
+    plmtex("l", 4.2, 0.5, 0.5, plot_ylabel(opts) ? plot_esc(esc[0], sizeof esc[0], yl[0]) : "Re-dim norm");
     head_labels(n_pairs, pairs_per_head, x0, x1);
 
     plot_legend(items, (int)n_variants, 0.9);
@@ -105,9 +115,9 @@ int plot_key_norms(const PlotOpts *opts, const PlotKeyNorms *variants, size_t n_
     draw_half(variants, n_variants, n_pairs, pairs_per_head, ymax, true, x);
     plcol0(PC_FG);
     plbox("bcnst", 0, 0, "bcnstv", 0, 0);
-    plmtex("l", 4.2, 0.5, 0.5, "Im-dim norm");
-    plmtex("b", 3.0, 0.5, 0.5, opts->xlabel ? plot_esc(labels[0], sizeof labels[0], opts->xlabel)
-                                            : "key dimension (RoPE pair index, all KV heads)");
+    plmtex("l", 4.2, 0.5, 0.5, plot_ylabel(opts) ? plot_esc(esc[1], sizeof esc[1], yl[1]) : "Im-dim norm");
+    plmtex("b", 3.0, 0.5, 0.5, plot_xlabel(opts) ? plot_esc(labels[0], sizeof labels[0], plot_xlabel(opts))
+                                                 : "key dimension (RoPE pair index, all KV heads)");
     free(x);
     return plot_page_close(&pg);
 }

@@ -226,7 +226,9 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
     double *pts = al_malloc3(max_heads, 4, sizeof(double), "rank grid points");
     if (!pts) return AL_ERR;
 
-    const PlotOpts o = *opts;
+    PlotOpts o;
+    double yr[4] = {0, 1, 0.0, 1.04 * info->head_dim};
+    if (plot_view(opts, &o, PV_YRANGE, "plot ranks grid") || plot_view_range(&o, yr)) { free(pts); return AL_ERR; }
     PlotPage pg;
     /* The page from the panel count: 1000 x 700 up to 16 panels, then about 180 x 140 per panel
      * (61 layers, 8 x 8: 1560 x 1320), so panels keep a readable size. */
@@ -254,7 +256,6 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
     const double gx = 0.7 * ex, gy = 2.1 * ey;      /* gy: the panel label and a gap above it */
     double pw = (R - L - gx * (cols - 1)) / cols, ph = (T - B - gy * (rows - 1)) / rows;
     double small = rows > 4 ? 0.78 : 0.85;
-    double ymax = 1.04 * info->head_dim;
     int rc = AL_OK;
     for (size_t i = 0; i < n_layers && !rc; i++) {
         const PlotLayerRanks *l = &layers[i];
@@ -266,7 +267,7 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
         for (size_t k = 0; k < l->n_heads; k++) pts[k] -= 1.0;     /* x: 0-based head positions */
         plvpor(x0, x0 + pw, y1 - ph, y1);
         double pad = 0.01 * (double)l->n_heads + 0.5;
-        plwind(-pad, (double)l->n_heads - 1.0 + pad, 0.0, ymax);
+        plwind(-pad, (double)l->n_heads - 1.0 + pad, yr[2], yr[3]);
         plot_chr(small);
         plsmaj(0.0, 0.5);
         plsmin(0.0, 0.5);
@@ -288,8 +289,8 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
         plwind(0, 1, 0, 1);
         plot_chr(1.0);
         plcol0(PC_FG);
-        plmtex("b", 2.8, 0.5, 0.5, o.xlabel ? plot_esc(xl, sizeof xl, o.xlabel) : xlabel_sorted(info, xl, sizeof xl));
-        plmtex("l", 3.6, 0.5, 0.5, o.ylabel ? plot_esc(yl, sizeof yl, o.ylabel) : ylabel_rank(info, yl, sizeof yl));
+        plmtex("b", 2.8, 0.5, 0.5, plot_xlabel(&o) ? plot_esc(xl, sizeof xl, plot_xlabel(&o)) : xlabel_sorted(info, xl, sizeof xl));
+        plmtex("l", 3.6, 0.5, 0.5, plot_ylabel(&o) ? plot_esc(yl, sizeof yl, plot_ylabel(&o)) : ylabel_rank(info, yl, sizeof yl));
         plvpor(L, R, B, T + 1.3 * ey);
         plot_legend(items, 3, 0.8);
     }
