@@ -54,7 +54,7 @@ attn.plot("xy", {
 -- the same figure on a log y axis, as an SVG: replot keeps everything else
 attn.run("replot logy to " .. out .. "/vo_rank_by_layer_log.svg")
 attn.plot("xy", {series = {{x = L, y = low, name = "heads below head_dim / 2"}},
-                            style = "both", yrange = "0:1", title = model .. ": share of low-rank heads",
+                            style = "both", yrange = "-0.03:1.05", title = model .. ": share of low-rank heads",
                             xlabel = "layer", ylabel = "fraction of heads", to = out .. "/low_heads.png"})
 
 attn.plot("panels", "2x1", {figures = {

@@ -207,12 +207,16 @@ static const char *view_name(unsigned bit) {
     return bit == PV_LOGX ? "logx" : bit == PV_LOGY ? "logy" : bit == PV_XRANGE ? "xrange" : "yrange";
 }
 
-/* Error naming the first override of `wants` that `can` lacks. */
+/* Error naming the first override of `wants` that `can` lacks, and those the figure takes. */
 static int view_refuse(unsigned wants, unsigned can, const char *fig) {
     for (unsigned bit = PV_LOGX; bit <= PV_YRANGE; bit <<= 1)
-        if ((wants & bit) && !(can & bit))
-            return al_err("%s: `%s` is not available for this figure (title, xlabel, ylabel and size are)",
-                          fig ? fig : "plot", view_name(bit));
+        if ((wants & bit) && !(can & bit)) {
+            char takes[128] = "title, xlabel, ylabel, size";
+            for (unsigned b = PV_LOGX; b <= PV_YRANGE; b <<= 1)
+                if (can & b) snprintf(takes + strlen(takes), sizeof takes - strlen(takes), ", %s", view_name(b));
+            return al_err("%s: `%s` is not available for this figure (it takes %s)", fig ? fig : "plot",
+                          view_name(bit), takes);
+        }
     return AL_OK;
 }
 

@@ -84,7 +84,7 @@ has "$(joined sp.svg)" "|10|" || fail "spectrum logy override draws no log axis:
 has_label sp.svg "20" && fail "xrange 0:10 still labels index 20"
 out=$(e "load demo-r1; plot vo-ranks layer 1 title 'Ranks Y' to $T/vr.svg; plot vo-ranks layer 1 logx to $T/vr2.svg")
 has_label vr.svg "Ranks Y" || fail "rank figure title override"
-has "$out" "\`logx\` is not available for this figure" || fail "an override a figure cannot draw is refused: [$out]"
+has "$out" "plot ranks: \`logx\` is not available for this figure (it takes title, xlabel, ylabel, size, yrange)" || fail "an override a figure cannot draw is refused: [$out]"
 # figures that place their own labels (the rank grid, key norms) take the label overrides too
 out=$(e "load demo-llama; plot vo-ranks all xlabel 'heads HX' ylabel 'rank RY' yrange 0:20 to $T/g.svg; plot key-norms xrange 0:40 xlabel 'pair PX' ylabel 'norm' to $T/kn.svg")
 has_label g.svg "heads HX" && has_label g.svg "rank RY" || fail "rank grid label overrides: [$out] [$(joined g.svg)]"
