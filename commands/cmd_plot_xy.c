@@ -150,7 +150,11 @@ static long csv_cols(const Csv *c, const char *list, const char *path, const cha
     long n = 0;
     if (!copy) return -1;
     for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-        if ((size_t)n == cap) { free(copy); return al_err("%s: at most %zu columns", what, cap), -1; }
+        if ((size_t)n == cap) {
+            free(copy);
+            al_err("%s: at most %zu columns", what, cap);
+            return -1;
+        }
         if ((idx[n++] = csv_col(c, cell_trim(w), path, what)) < 0) { free(copy); return -1; }
     }
     free(copy);

@@ -57,8 +57,14 @@ int plot_dest_view(const Args *a, PlotOpts *o) {
     v->ylabel = view_arg(a, "ylabel");
     v->logx = view_flag(a, "logx");
     v->logy = view_flag(a, "logy");
-    if ((x = view_arg(a, "xrange")) && (v->xrange = true) && parse_range("xrange", x, v->xr)) return AL_ERR;
-    if ((x = view_arg(a, "yrange")) && (v->yrange = true) && parse_range("yrange", x, v->yr)) return AL_ERR;
+    if ((x = view_arg(a, "xrange"))) {
+        v->xrange = true;
+        if (parse_range("xrange", x, v->xr)) return AL_ERR;
+    }
+    if ((x = view_arg(a, "yrange"))) {
+        v->yrange = true;
+        if (parse_range("yrange", x, v->yr)) return AL_ERR;
+    }
     if ((x = view_arg(a, "size")) && plot_parse_size(x, &o->width, &o->height)) return AL_ERR;
     return AL_OK;
 }
