@@ -446,7 +446,11 @@ static int panel_run(Session *s, const char *line, size_t from, size_t *next, in
         o.quiet = OUT_SILENT;
         rc = cmd_dispatch(s, &a, &o);
         out_free(&o);
-        if (rc) rc = al_err("plot panels, figure %d (%s): %s", i, a.path, al_errmsg());
+        if (rc) {
+            char msg[600];      /* al_err must not read the message it is writing */
+            snprintf(msg, sizeof msg, "%s", al_errmsg());
+            rc = al_err("plot panels, figure %d (%s): %s", i, a.path, msg);
+        }
     }
     args_free(&a);
     return rc;

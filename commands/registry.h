@@ -166,7 +166,7 @@ const Command *cmd_at(size_t i, const CommandGroup **group);
 
 /* ================================================================ parsed arguments */
 
-#define ARGS_MAX 24
+#define ARGS_MAX 32          /* every figure has 8 more keywords: the overrides of params.h PARAM_PLOT_VIEW */
 #define ARGS_TOKENS_MAX 64
 
 typedef struct ArgVal {

@@ -113,7 +113,7 @@ for l in "Panel A" "Panel B" "Panel C" "Panel D"; do has_label pan.svg "$l" || f
 out=$(e "plot panels 1x1 figures \"plot xy data r.csv; plot xy data r.csv\" to $T/pbad.svg")
 has "$out" "more than 1 figures" || fail "too many panels: [$out]"
 out=$(e "plot panels 2x1 figures \"plot xy data nope.csv\" to $T/pbad.svg")
-has "$out" "plot panels, figure 1" || fail "a failing panel names itself: [$out]"
+has "$out" "plot panels, figure 1 (plot xy): .*nope.csv" || fail "a failing panel names itself and why: [$out]"
 [ -e pbad.svg ] && fail "a failed panel figure left its file"
 
 # ---- from Lua: series tables to a PNG and an SVG (names, markers, error bars), a matrix, panels
