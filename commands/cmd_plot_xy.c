@@ -200,7 +200,7 @@ const Param cmd_plot_xy_kw[] = {
     { .name = "marker", .type = ARG_STRING, .flags = PF_VIEW, .comp = COMP_NONE, .metavar = "M,M...",
       .help = "a marker per series: dot, square, triangle, diamond, down, cross or 1-6 (default: cycled)" },
     { .name = "dash", .type = ARG_STRING, .flags = PF_VIEW, .comp = COMP_NONE, .metavar = "D,D...",
-      .help = "a dash per series: 1 solid .. 8 (default: solid)" },
+      .help = "a dash per series: 1 solid .. 8 (default: cycled, solid first)" },
     { .name = "legend", .type = ARG_STRING, .flags = PF_VIEW, .comp = COMP_NONE, .metavar = "NAME,NAME...",
       .help = "the series' names (default: the y columns' header names)" },
     PARAM_PLOT_TO,
@@ -222,9 +222,10 @@ static int style_word(const char *w, const char *what, int max, bool names) {
     return -1;
 }
 
-/* A list of markers (or dashes) into v[0..n): the list's words in order, cycled; absent: dflt(i). */
+/* A list of markers (or dashes) into v[0..n): the list's words in order, cycled; absent: cycled
+ * through the 6 markers (8 dashes, solid first). */
 static int style_list(const Args *a, const char *name, int *v, size_t n, bool names) {
-    for (size_t i = 0; i < n; i++) v[i] = names ? (int)i : 1;
+    for (size_t i = 0; i < n; i++) v[i] = names ? (int)(i % 6) : (int)(i % 8) + 1;
     const char *s = args_str(a, name);
     if (!s) return AL_OK;
     char *copy = al_strdup(s), *save = NULL;

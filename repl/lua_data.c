@@ -170,7 +170,7 @@ static int series_words(const LSeries *s, size_t n, bool err, const char *path, 
         char dm[8];
         snprintf(dm, sizeof dm, "%zu", i % 6 + 1);
         km += (size_t)snprintf(ms + km, sizeof ms - km, "%s%s", sep, s[i].marker[0] ? s[i].marker : dm);
-        kd += (size_t)snprintf(ds + kd, sizeof ds - kd, "%s%d", sep, s[i].dash > 0 ? s[i].dash : 1);
+        kd += (size_t)snprintf(ds + kd, sizeof ds - kd, "%s%d", sep, s[i].dash > 0 ? s[i].dash : (int)(i % 8) + 1);
         marker |= s[i].marker[0] != 0;
         dash |= s[i].dash > 0;
     }

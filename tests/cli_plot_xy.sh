@@ -42,6 +42,9 @@ has_label xy.svg "sd" && fail "the yerr column sd is drawn as a series"
 # no y given: every column but x (the first) is a series, named by the header
 e "plot xy data r.csv to $T/all.svg" >/dev/null
 has_label all.svg "sd" && has_label all.svg "max, median, sd against layer" || fail "default series: [$(joined all.svg)]"
+# dashes cycle by default (PLplot's SVG draws a dashed line as many short polylines): all solid has fewer
+e "plot xy data r.csv to $T/dcyc.svg; plot xy data r.csv dash 1 to $T/dsolid.svg" >/dev/null
+[ "$(grep -c '<polyline' dcyc.svg)" -gt "$(grep -c '<polyline' dsolid.svg)" ] || fail "dashes do not cycle by default"
 # logx and xrange: the x axis is labelled at powers of ten; a range narrows it
 printf 'n,err\n1,0.5\n10,0.1\n100,0.02\n1000,0.004\n' >p.csv
 e "plot xy data p.csv logx logy xrange 1:1000 legend 'power law' to $T/ll.svg" >/dev/null
@@ -126,6 +129,7 @@ attn.plot("xy", {series = {{x = x, y = y1, name = "ten to the i", marker = "squa
                  logy = true, title = "From Lua", xlabel = "i", to = out .. "/lua.svg"})
 attn.plot("xy", {series = {{y = y2, name = "default x"}}, style = "points", to = out .. "/lua.png"})
 attn.run("replot title 'Lua replot' to " .. out .. "/lua2.svg")
+attn.replot("logy title 'attn.replot' to " .. out .. "/lua3.svg")
 attn.plot("matrix", {data = {{1, -1, 2}, {0, 3, -2}}, title = "Lua grid", to = out .. "/lgrid.svg"})
 attn.plot("panels", "1x2", {figures = {"plot matrix data m.csv title 'Top'", "plot xy data r.csv title 'Bottom'"},
                              to = out .. "/lpan.svg"})
@@ -141,6 +145,7 @@ has "$out" "wrote $T/lua.svg" && has "$out" "wrote $T/lua.png" && is_png lua.png
 for l in "From Lua" "ten to the i" "two i" "i"; do has_label lua.svg "$l" || fail "lua.svg lacks '$l': [$(joined lua.svg)]"; done
 has "$(joined lua.svg)" "|10|6|" || fail "Lua logy axis reaches 10^6: [$(joined lua.svg)]"
 has_label lua2.svg "Lua replot" && has_label lua2.svg "default x" || fail "replot of a Lua figure (its table re-read): [$out]"
+has_label lua3.svg "attn.replot" && has_label lua3.svg "default x" || fail "attn.replot: [$out]"
 has_label lgrid.svg "Lua grid" || fail "Lua matrix: [$out]"
 has_label lpan.svg "Top" && has_label lpan.svg "Bottom" || fail "Lua panels: [$out]"
 has "$out" "mismatch:.*series\[1\]: x has 3 values, y has 2; they must have one length" || fail "Lua length mismatch: [$out]"
