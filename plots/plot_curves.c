@@ -65,14 +65,19 @@ static int curves_range(const PlotCurve *c, size_t nc, bool logx, bool logy, boo
     return AL_OK;
 }
 
-/* Draws curve c: runs of consecutive drawable points as lines (unless no_line), dots when asked,
- * and its error bars. */
-static void draw_curve(const PlotCurve *c, bool logx, bool logy, double *bx, double *by) {
-    size_t run = 0;
-    for (size_t i = 0; i < c->n; i++) {
+/* Draws curve c's error bars (solid, whatever the curve's dash). */
+static void draw_errors(const PlotCurve *c, bool logx, bool logy) {
+    pllsty(1);
+    plwidth(1.6 * plot_font_scale());
+    for (size_t i = 0; c->yerr && i < c->n; i++) {
         double x, lo, hi;
         if (curve_xy(c, i, logx, logy, &x, &lo) && curve_err(c, i, logy, &lo, &hi)) plerry(1, &x, &lo, &hi);
     }
+}
+
+/* Draws curve c: runs of consecutive drawable points as lines (unless no_line), dots when asked. */
+static void draw_curve(const PlotCurve *c, bool logx, bool logy, double *bx, double *by) {
+    size_t run = 0;
     for (size_t i = 0; i <= c->n; i++) {
         if (i < c->n && curve_xy(c, i, logx, logy, &bx[run], &by[run])) {
             run++;
@@ -169,6 +174,7 @@ int plot_curves(const PlotOpts *opts_in, const PlotCurve *curves, size_t n_curve
     double fs = plot_font_scale();
     for (size_t k = 0; k < n_curves; k++) {
         plcol0(items[k].color);
+        draw_errors(&curves[k], opts->logx, opts->logy);
         pllsty(items[k].line_style);
         plwidth((curves[k].width > 0 ? curves[k].width : 2.2) * fs);
         draw_curve(&curves[k], opts->logx, opts->logy, buf, buf + maxn);
