@@ -5,7 +5,7 @@
  * (attn.plot("xy", {series = ...}) arrives here as `data TMP.csv x ... y ...`), so the prompt, `-e`
  * and Lua share one reader and `replot` can re-run either. A CSV has an optional header row (a row
  * with a cell that is not a number names the columns; else they are "column N"), one row per line,
- * cells separated by commas; an empty cell, NA or nan is a gap (the line breaks there); lines
+ * cells separated by commas (a cell in double quotes may hold commas); an empty cell, NA or nan is a gap (the line breaks there); lines
  * starting with '#' are comments. Every figure here goes through plot_dest like the built-in ones
  * and takes the same overrides (params.h PARAM_PLOT_VIEW). */
 #define _GNU_SOURCE
@@ -39,12 +39,11 @@ static void csv_free(Csv *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* Trims spaces and one pair of double quotes around a cell, in place. */
+/* Trims spaces around a cell, in place. */
 static char *cell_trim(char *p) {
     while (isspace((unsigned char)*p)) p++;
     char *e = p + strlen(p);
     while (e > p && isspace((unsigned char)e[-1])) *--e = '\0';
-    if (e - p >= 2 && *p == '"' && e[-1] == '"') { e[-1] = '\0'; p++; }
     return p;
 }
 
@@ -56,16 +55,29 @@ static bool cell_num(const char *p, double *v) {
     return *end == '\0';
 }
 
-/* Splits line (modified) at commas into at most cap cells; returns the count. */
+/* Splits line (modified in place) at commas into at most cap cells, each trimmed; a cell in double
+ * quotes may hold commas, "" is one quote (RFC 4180). Returns the count. */
 static size_t split_cells(char *line, char **cells, size_t cap) {
     size_t n = 0;
-    for (char *p = line;; ) {
-        char *comma = strchr(p, ',');
-        if (comma) *comma = '\0';
-        if (n < cap) cells[n] = cell_trim(p);
+    char *r = line, *w = line;
+    for (;;) {
+        while (*r == ' ' || *r == '\t') r++;
+        char *start = w;
+        if (*r == '"') {
+            for (r++; *r && !(*r == '"' && r[1] != '"'); r++) {
+                if (*r == '"') r++;      /* "" */
+                *w++ = *r;
+            }
+            if (*r == '"') r++;
+            while (*r && *r != ',') r++;     /* text after the closing quote is dropped */
+        } else
+            while (*r && *r != ',') *w++ = *r++;
+        bool more = *r == ',';
+        *w++ = '\0';
+        if (n < cap) cells[n] = cell_trim(start);
         n++;
-        if (!comma) break;
-        p = comma + 1;
+        if (!more) break;
+        r++;
     }
     return n;
 }
@@ -173,7 +185,7 @@ const char CMD_PLOT_XY_HELP[] =
     "columns, and every figure's overrides: logx, logy, xrange A:B, yrange A:B, title, xlabel,\n"
     "ylabel, size. COL is a header name or a 1-based number. Without `x` the first column is x;\n"
     "without `y` every other column (but the yerr ones) is a series. An empty cell (or NA) breaks a\n"
-    "line. Markers: dot, square, triangle, diamond, down, cross (or 1-6); dashes 1 (solid) to 8.\n"
+    "line; a cell in double quotes may hold commas (\"\" is a quote). Markers: dot, square, triangle, diamond, down, cross (or 1-6); dashes 1 (solid) to 8.\n"
     "From Lua: attn.plot(\"xy\", {series = {{x = {...}, y = {...}, name = \"max\", yerr = {...},\n"
     "marker = \"square\", dash = 2}, ...}, logy = true, title = \"...\"}) -- the tables are written to a\n"
     "temporary CSV that this command reads.\n"

@@ -75,10 +75,15 @@ static void cell(FILE *f, const double *v, size_t n, size_t r, bool first) {
     if (v && r < n && isfinite(v[r])) fprintf(f, "%.17g", v[r]);
 }
 
-/* A name as a header cell: commas and quotes would split or unquote it. */
+/* A name as a header cell: in double quotes, "" for a quote (a line break becomes a space). */
 static void header_name(FILE *f, const char *s, size_t i) {
     if (!s || !*s) { fprintf(f, "series %zu", i + 1); return; }
-    for (; *s; s++) fputc(*s == ',' || *s == '"' || *s == '\n' ? ' ' : *s, f);
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+    fputc('"', f);
 }
 
 /* ================================================================ series */

@@ -42,6 +42,10 @@ has_label xy.svg "sd" && fail "the yerr column sd is drawn as a series"
 # no y given: every column but x (the first) is a series, named by the header
 e "plot xy data r.csv to $T/all.svg" >/dev/null
 has_label all.svg "sd" && has_label all.svg "max, median, sd against layer" || fail "default series: [$(joined all.svg)]"
+# quoted cells (RFC 4180): a header name with a comma and a quote
+printf 'n,"mean, over ""heads"""\n1,2\n2,3\n' >q.csv
+e "plot xy data q.csv to $T/q.svg" >/dev/null
+has_label q.svg 'mean, over "heads"' || fail "a quoted header name: [$(joined q.svg)]"
 # dashes cycle by default (PLplot's SVG draws a dashed line as many short polylines): all solid has fewer
 e "plot xy data r.csv to $T/dcyc.svg; plot xy data r.csv dash 1 to $T/dsolid.svg" >/dev/null
 [ "$(grep -c '<polyline' dcyc.svg)" -gt "$(grep -c '<polyline' dsolid.svg)" ] || fail "dashes do not cycle by default"
@@ -124,7 +128,7 @@ cat >nb.lua <<'EOF'
 local out = arg[1]
 local x, y1, y2, e = {}, {}, {}, {}
 for i = 1, 6 do x[i] = i; y1[i] = 10 ^ i; y2[i] = 2 * i; e[i] = 0.5 end
-attn.plot("xy", {series = {{x = x, y = y1, name = "ten to the i", marker = "square"},
+attn.plot("xy", {series = {{x = x, y = y1, name = "ten to the i, \"quoted\"", marker = "square"},
                            {x = x, y = y2, yerr = e, name = "two i", dash = 2}},
                  logy = true, title = "From Lua", xlabel = "i", to = out .. "/lua.svg"})
 attn.plot("xy", {series = {{y = y2, name = "default x"}}, style = "points", to = out .. "/lua.png"})
@@ -142,7 +146,7 @@ print("ragged:", err)
 EOF
 out=$("$B" nb.lua "$T" </dev/null 2>&1)
 has "$out" "wrote $T/lua.svg" && has "$out" "wrote $T/lua.png" && is_png lua.png || fail "Lua plot xy: [$out]"
-for l in "From Lua" "ten to the i" "two i" "i"; do has_label lua.svg "$l" || fail "lua.svg lacks '$l': [$(joined lua.svg)]"; done
+for l in "From Lua" 'ten to the i, "quoted"' "two i" "i"; do has_label lua.svg "$l" || fail "lua.svg lacks '$l': [$(joined lua.svg)]"; done
 has "$(joined lua.svg)" "|10|6|" || fail "Lua logy axis reaches 10^6: [$(joined lua.svg)]"
 has_label lua2.svg "Lua replot" && has_label lua2.svg "default x" || fail "replot of a Lua figure (its table re-read): [$out]"
 has_label lua3.svg "attn.replot" && has_label lua3.svg "default x" || fail "attn.replot: [$out]"
