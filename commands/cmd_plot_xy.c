@@ -180,13 +180,14 @@ static long csv_cols(const Csv *c, const char *list, const char *path, const cha
 
 const char CMD_PLOT_XY_HELP[] =
     "Plot what you computed: series from a CSV file against one x column (or one x column per\n"
-    "series), as lines, points or both, each with its own colour, marker and dash (cycled, or set\n"
-    "with `marker` / `dash`), a legend from the header (or `legend`), error bars from `yerr`\n"
-    "columns, and every figure's overrides: logx, logy, xrange A:B, yrange A:B, title, xlabel,\n"
-    "ylabel, size. COL is a header name or a 1-based number. Without `x` the first column is x;\n"
-    "without `y` every other column (but the yerr ones) is a series. An empty cell (or NA) breaks a\n"
-    "line; a cell in double quotes may hold commas (\"\" is a quote). Markers: dot, square,\n"
-    "triangle, diamond, down, cross (or 1-6); dashes 1 (solid) to 8.\n"
+    "series), as lines, points or both (default auto: both up to 200 points a series, lines\n"
+    "beyond), each with its own colour, marker and dash (cycled, or set with `marker` / `dash`), a\n"
+    "legend from the header (or `legend`), error bars from `yerr` columns, and every figure's\n"
+    "overrides: logx, logy, xrange A:B, yrange A:B, title, xlabel, ylabel, size. COL is a header\n"
+    "name or a 1-based number. Without `x` the first column is x; without `y` every other column\n"
+    "(but the yerr ones) is a series. An empty cell (or NA) breaks a line; a cell in double quotes\n"
+    "may hold commas (\"\" is a quote). Markers: dot, square, triangle, diamond, down, cross (or\n"
+    "1-6); dashes 1 (solid) to 8.\n"
     "From Lua: attn.plot(\"xy\", {series = {{x = {...}, y = {...}, name = \"max\", yerr = {...},\n"
     "marker = \"square\", dash = 2}, ...}, logy = true, title = \"...\"}) -- the tables are written to a\n"
     "temporary CSV that this command reads.\n"
@@ -195,7 +196,9 @@ const char CMD_PLOT_XY_HELP[] =
     "  plot xy data loss.csv x 1 y 2,3 style points marker square,triangle xrange 0:100\n"
     "  plot xy data r.csv x layer y max title \"max rank\" ylabel rank legend \"VO max\"";
 
-static const char *const STYLE_CHOICES[] = {"lines", "points", "both", NULL};
+static const char *const STYLE_CHOICES[] = {"lines", "points", "both", "auto", NULL};
+enum { XY_LINES, XY_POINTS, XY_BOTH, XY_AUTO };
+#define XY_AUTO_MARKS 200       /* style auto: markers on series of up to this many points */
 
 #define PARAM_DATA { .name = "data", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE.csv", \
                      .help = "the CSV file (optional header row; from Lua: tables, see help)" }
@@ -208,8 +211,8 @@ const Param cmd_plot_xy_kw[] = {
       .help = "the series' columns (default: every column but x and yerr)" },
     { .name = "yerr", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "COL,COL...",
       .help = "error bar columns (y +- yerr), one per series (or one for all)" },
-    { .name = "style", .type = ARG_ENUM, .choices = STYLE_CHOICES, .def = "both", .flags = PF_VIEW,
-      .comp = COMP_CHOICES, .help = "lines, points or both" },
+    { .name = "style", .type = ARG_ENUM, .choices = STYLE_CHOICES, .def = "auto", .flags = PF_VIEW,
+      .comp = COMP_CHOICES, .help = "lines, points, both, or auto: both up to 200 points a series, lines beyond" },
     { .name = "marker", .type = ARG_STRING, .flags = PF_VIEW, .comp = COMP_NONE, .metavar = "M,M...",
       .help = "a marker per series: dot, square, triangle, diamond, down, cross or 1-6 (default: cycled)" },
     { .name = "dash", .type = ARG_STRING, .flags = PF_VIEW, .comp = COMP_NONE, .metavar = "D,D...",
@@ -315,13 +318,15 @@ static int xy_curves(const Args *a, const Csv *c, const XyCols *k, PlotCurve *cv
         xy_names(a, c, k, names))
         return AL_ERR;
     int style = args_enum(a, "style");
+    if (style == XY_AUTO) style = c->rows <= XY_AUTO_MARKS ? XY_BOTH : XY_LINES;
     for (long i = 0; i < k->ny; i++) {
         double *x = vals + (size_t)(3 * i) * c->rows, *y = x + c->rows, *e = y + c->rows;
         col_copy(c, k->x[k->nx == 1 ? 0 : i], x);
         col_copy(c, k->y[i], y);
         if (k->ne) col_copy(c, k->e[k->ne == 1 ? 0 : i], e);
         cv[i] = (PlotCurve){.label = names[i], .x = x, .y = y, .n = c->rows, .yerr = k->ne ? e : NULL,
-                            .points = style != 0, .no_line = style == 1, .marker = marker[i], .dash = dash[i]};
+                            .points = style != XY_LINES, .no_line = style == XY_POINTS, .marker = marker[i],
+                            .dash = dash[i]};
     }
     return AL_OK;
 }

@@ -46,6 +46,12 @@ has_label all.svg "sd" && has_label all.svg "max, median, sd against layer" || f
 printf 'n,"mean, over ""heads"""\n1,2\n2,3\n' >q.csv
 e "plot xy data q.csv to $T/q.svg" >/dev/null
 has_label q.svg 'mean, over "heads"' || fail "a quoted header name: [$(joined q.svg)]"
+# style auto: markers on short series, lines only past 200 points (100k markers took 12 s)
+{ echo "t,v"; for i in $(seq 1 300); do echo "$i,$((i % 17))"; done; } >long.csv
+e "plot xy data long.csv to $T/long.svg; plot xy data long.csv style both to $T/longb.svg" >/dev/null
+[ "$(svg_labels long.svg | grep -c '●')" = 0 ] || fail "style auto marks a 300-point series"
+[ "$(svg_labels longb.svg | grep -c '●')" -ge 300 ] || fail "style both marks every point"
+[ "$(svg_labels xy.svg | grep -c '●')" -ge 5 ] || fail "style auto marks a 5-point series"
 # dashes cycle by default (PLplot's SVG draws a dashed line as many short polylines): all solid has fewer
 e "plot xy data r.csv to $T/dcyc.svg; plot xy data r.csv dash 1 to $T/dsolid.svg" >/dev/null
 [ "$(grep -c '<polyline' dcyc.svg)" -gt "$(grep -c '<polyline' dsolid.svg)" ] || fail "dashes do not cycle by default"
