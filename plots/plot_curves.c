@@ -34,21 +34,33 @@ static bool curve_err(const PlotCurve *c, size_t i, bool logy, double *lo, doubl
     return true;
 }
 
-/* Data range over every finite point and error bar (y > 0 only when logy, x > 0 when logx), with
- * margins that keep the dots at the ends inside (whole: at least 0.2 on x). Error when nothing is left. */
-static int curves_range(const PlotCurve *c, size_t nc, bool logx, bool logy, bool whole, double r[4]) {
+/* The x limits (axis units) of the user's xrange: open ends infinite. */
+static void view_xlim(const PlotOpts *o, double xl[2]) {
+    xl[0] = -INFINITY, xl[1] = INFINITY;
+    for (int i = 0; o->view.xrange && i < 2; i++)
+        if (!isnan(o->view.xr[i])) xl[i] = !o->logx ? o->view.xr[i] : o->view.xr[i] > 0 ? log10(o->view.xr[i]) : -INFINITY;
+}
+
+/* Data range over every finite point and error bar inside the x limits xl (y > 0 only when logy,
+ * x > 0 when logx; as gnuplot, y fits what an xrange leaves visible), with margins that keep the
+ * dots at the ends inside (whole: at least 0.2 on x). Error when nothing is left. */
+static int curves_range(const PlotCurve *c, size_t nc, const PlotOpts *o, bool whole, double r[4]) {
+    bool logx = o->logx, logy = o->logy;
+    double xl[2];
+    view_xlim(o, xl);
     r[0] = r[2] = INFINITY;
     r[1] = r[3] = -INFINITY;
     for (size_t k = 0; k < nc; k++)
         for (size_t i = 0; i < c[k].n; i++) {
             double x, y, lo, hi;
-            if (!curve_xy(&c[k], i, logx, logy, &x, &y)) continue;
+            if (!curve_xy(&c[k], i, logx, logy, &x, &y) || x < xl[0] || x > xl[1]) continue;
             r[0] = fmin(r[0], x); r[1] = fmax(r[1], x);
             r[2] = fmin(r[2], y); r[3] = fmax(r[3], y);
             if (curve_err(&c[k], i, logy, &lo, &hi)) { r[2] = fmin(r[2], lo); r[3] = fmax(r[3], hi); }
         }
     if (!(r[0] <= r[1]))
-        return al_err("plot curves: no finite points%s to draw", logy || logx ? " with positive values on the log axes" : "");
+        return al_err("plot curves: no finite points%s%s to draw", logy || logx ? " with positive values on the log axes" : "",
+                      o->view.xrange ? " inside xrange" : "");
     double xr = r[1] - r[0], xp = xr > 0 ? 0.03 * xr : 0.5;
     if (whole && xp < 0.2) xp = xr > 0 ? 0.2 : 0.5;
     r[0] -= xp;
@@ -123,7 +135,7 @@ int plot_curves(const PlotOpts *opts_in, const PlotCurve *curves, size_t n_curve
         if (curves[k].n > maxn) maxn = curves[k].n;
     }
     double r[4];
-    if (curves_range(curves, n_curves, opts->logx, opts->logy, opts->x_whole && !opts->logx, r) ||
+    if (curves_range(curves, n_curves, opts, opts->x_whole && !opts->logx, r) ||
         plot_view_range(opts, r))
         return AL_ERR;
     double *buf = al_malloc3(maxn, 2, sizeof(double), "curve points");

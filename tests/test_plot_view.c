@@ -2,7 +2,7 @@
  * checked on the layout each renderer records (plot_last_geom: the data window in axis units, the
  * viewport in page fractions), not on pixels:
  *   - xrange / yrange replace the fitted window ends (an open end stays fitted), in log10 units on a
- *     log axis; logx / logy set the axes; empty or non-positive log ranges are errors;
+ *     log axis; y fits the points inside the xrange; logx / logy set the axes; empty or non-positive log ranges are errors;
  *   - a figure that cannot draw an override refuses it by name and writes no file; a heatmap's
  *     ranges crop it, its axes keep the matrix's indices;
  *   - plot xy's error bars widen the fitted y range to y +- yerr;
@@ -36,16 +36,27 @@ static void test_ranges(void) {
     const PlotGeom *g = plot_last_geom();
     CHECK(g->win[0] < 1 && g->win[1] > 10000 && g->win[2] < 3 && g->win[3] > 8, "fitted window %g %g %g %g",
           g->win[0], g->win[1], g->win[2], g->win[3]);
-    /* xrange 2:500 exact; yrange :20 keeps the fitted lower end */
-    double fitted_y0 = g->win[2];
+    /* xrange 2:500 exact; yrange :20 keeps the lower end fitted, to the points inside x 2..500
+     * (y 5 and 4: 4 less 5% of 1) */
     o.view.xrange = o.view.yrange = true;
     o.view.xr[0] = 2, o.view.xr[1] = 500;
     o.view.yr[0] = NAN, o.view.yr[1] = 20;
     CHECK_OK(plot_curves(&o, &c, 1));
     CHECK_NEAR(g->win[0], 2, 1e-12);
     CHECK_NEAR(g->win[1], 500, 1e-12);
-    CHECK_NEAR(g->win[2], fitted_y0, 1e-12);
+    CHECK_NEAR(g->win[2], 3.95, 1e-12);
     CHECK_NEAR(g->win[3], 20, 1e-12);
+    /* y fits the points an xrange leaves visible (x 1..10: y 3..5), as gnuplot does */
+    o.view.yrange = false;
+    o.view.xr[0] = NAN, o.view.xr[1] = 10;
+    CHECK_OK(plot_curves(&o, &c, 1));
+    CHECK_NEAR(g->win[1], 10, 1e-12);
+    CHECK_NEAR(g->win[2], 3 - 0.1, 1e-9);
+    CHECK_NEAR(g->win[3], 5 + 0.1, 1e-9);
+    CHECK(g->win[0] < 1, "the open lower end fits the visible points: %g", g->win[0]);
+    o.view.xr[0] = 20000, o.view.xr[1] = 30000;
+    CHECK_ERR(plot_curves(&o, &c, 1), "no finite points inside xrange");
+    o.view.yrange = true;
     /* logx logy: the window in log10 units */
     o.view.logx = o.view.logy = true;
     o.view.xr[0] = 1, o.view.xr[1] = 1e4;
@@ -61,7 +72,7 @@ static void test_ranges(void) {
     CHECK_ERR(plot_curves(&o, &c, 1), "yrange -1: a log axis takes positive bounds only");
     o.view.logx = o.view.logy = false;
     o.view.yrange = false;
-    o.view.xr[0] = 5, o.view.xr[1] = 5;
+    o.view.xr[0] = 1, o.view.xr[1] = 1;
     CHECK_ERR(plot_curves(&o, &c, 1), "xrange: the upper bound must exceed the lower one");
 }
 
