@@ -211,8 +211,8 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
     const TmlaOpts *ro = &r->opts;
     bool fold_default = !args_given(a, "rope-dim") && !args_given(a, "freqfold");
     char lt[256];
-    out_printf(out, "converted layers %s of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d%s\n",
-               layersel_text(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
+    out_printf(out, "converted %s of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d%s\n",
+               layersel_words(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
                fold_default ? "; freqfold: TransMLA's default, the TransMLA figures' too" : "");
     if (r->q_rank) out_printf(out, "query latent of rank %d\n", r->q_rank);
     out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters %zu -> %zu\n",

@@ -383,8 +383,8 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     free(rows);
     if (!t || (brief && !brief_t)) { table_free(t); table_free(brief_t); return AL_ERR; }
     if (out_narrates(out))
-        out_printf(out, "%s: %s effective ranks at tau %g, layers %s: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
-                   m->name, farr_fused_name(kind), tau, layersel_text(&m->cfg, (int)lo, (int)hi, lt, sizeof lt), fmin, fmax,
+        out_printf(out, "%s: %s effective ranks at tau %g, %s: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
+                   m->name, farr_fused_name(kind), tau, layersel_words(&m->cfg, (int)lo, (int)hi, lt, sizeof lt), fmin, fmax,
                    n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
@@ -485,8 +485,8 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
     if (!t) return rc ? rc : AL_ERR;
     char lt[256];
     if (out_narrates(out))
-        out_printf(out, "%s ranks at tau %g, layers %s: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
-                   "delta %d to %+d\n", farr_fused_name(kind), tau, layersel_text(ca, (int)lo, (int)hi, lt, sizeof lt), ma->name, mb->name, changed, na, up,
+        out_printf(out, "%s ranks at tau %g, %s: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
+                   "delta %d to %+d\n", farr_fused_name(kind), tau, layersel_words(ca, (int)lo, (int)hi, lt, sizeof lt), ma->name, mb->name, changed, na, up,
                    changed - up, dmin, dmax);
     return out_table_to(out, args_str(a, "to"), t);
 }
@@ -665,8 +665,8 @@ static const char TRUNCATE_HELP[] =
     "(`source`: the loaded model) and `check` compares it with the model, layer by layer.\n"
     "On a hybrid it truncates the range's softmax-attention layers. On Gemma 4 it refuses the\n"
     "k_eq_v and KV-shared layers (name the others: `layers 0-2`) and notes the KV-shared layers\n"
-    "that read a truncated layer's V; `ppl` there (v_norm, like Qwen3-Next's output gate) runs\n"
-    "on its export: `export DIR`, `load DIR`.\n"
+    "that read a truncated layer's V (they read its cut cache in the session too); `ppl` there\n"
+    "(v_norm, like Qwen3-Next's output gate) runs in the session, as on its export.\n"
     "Examples:\n"
     "  truncate vo tau 0.999 layers 1-3\n"
     "  truncate qk rank 16 policy model-max\n"
@@ -793,7 +793,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     double cut = p->params_before ? 100.0 * (1.0 - (double)p->params_after / (double)p->params_before) : 0;
     if (out_narrates(out)) {
         char lt[256];
-        out_printf(out, "truncated %s of layers %s (", farr_fused_name(o.kind), layersel_text(c, p->lo, p->hi, lt, sizeof lt));
+        out_printf(out, "truncated %s of %s (", farr_fused_name(o.kind), layersel_words(c, p->lo, p->hi, lt, sizeof lt));
         if (o.by_rank) out_printf(out, "rank %d", o.rank);
         else out_printf(out, "tau %g", o.tau);
         out_printf(out, ", policy %s): ranks %s%d, parameters %s -> %s (%.1f%% fewer)\n",
@@ -804,11 +804,12 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
         if (cfg_is_mla(c))
             out_printf(out, "KV cache: unchanged (MLA caches the %d-dim latent, not the heads)\n", c->kv_lora_rank);
         else {                   /* K+V per token per layer as info, convert and kv-cache count it */
-            /* the layers with a KV cache (a hybrid's linear-attention layers and Gemma 4's KV-shared ones have none) */
-            size_t L = (size_t)cfg_n_kv_layers(c), all = cfg_kv_values(c) * L;
+            /* the layers with a KV cache (a hybrid's linear-attention layers and Gemma 4's KV-shared ones have none),
+               each at its own dims (Gemma 4's full layers: global_head_dim, their KV heads), as kv-cache counts them */
+            size_t L = (size_t)cfg_n_kv_layers(c), all = model_kv_values_total(s->cur);
             size_t now = all - (p->kv_before - p->kv_after);
-            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %zu -> %.4g values "
-                       "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, all / L, (double)now / (double)L,
+            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %.4g -> %.4g values "
+                       "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, (double)all / (double)L, (double)now / (double)L,
                        100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));
         }
         say_kv_readers(out, c, p->lo, p->hi);
@@ -865,9 +866,9 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
     char rl[256];   /* a hybrid's truncated layers are its attention layers in the range ("1, 4", not "1-4") */
     if (rep.reenc_tensors)
-        out_printf(out, "re-encoded %zu changed tensors (%s; layers %s) %s -> %s: added error %.3g (||W_written - W'|| / "
+        out_printf(out, "re-encoded %zu changed tensors (%s; %s) %s -> %s: added error %.3g (||W_written - W'|| / "
                    "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names,
-                   layersel_text(&x->src->cfg, rep.reenc_lo, rep.reenc_hi, rl, sizeof rl), dt_name(rep.reenc_from),
+                   layersel_words(&x->src->cfg, rep.reenc_lo, rep.reenc_hi, rl, sizeof rl), dt_name(rep.reenc_from),
                    dt_name(rep.reenc_to), rep.reenc_err);
     if (!rep.reenc_tensors && !rep.tensors_rewritten && o.dtype_set)
         out_printf(out, "dtype %s: nothing re-encoded: the cut changed no tensor (every rank kept in full), so every "
@@ -910,11 +911,11 @@ static void plan_kv_text(const FarrPlan *p, const ModelConfig *c, char *buf, siz
     char r[32];
     if (rmin == rmax) snprintf(r, sizeof r, "%d", rmax);
     else snprintf(r, sizeof r, "%d-%d", rmin, rmax);
-    if (mla) *n += (size_t)snprintf(buf + *n, cap - *n, "%s: rank %s in layers %d-%d; ", farr_fused_name(p->opts.kind), r,
-                                    p->lo, p->hi);
-    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in layers %s; ",
+    if (mla) *n += (size_t)snprintf(buf + *n, cap - *n, "%s: rank %s in %s; ", farr_fused_name(p->opts.kind), r,
+                                    layersel_words(c, p->lo, p->hi, lt, sizeof lt));
+    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in %s; ",
                                 farr_fused_name(p->opts.kind), p->opts.kind == FARR_VO ? "V" : "K", r,
-                                layersel_text(c, p->lo, p->hi, lt, sizeof lt));
+                                layersel_words(c, p->lo, p->hi, lt, sizeof lt));
 }
 
 /* `kv-cache` row of the working copy: truncating VO shrinks each KV head's cached V to the rank

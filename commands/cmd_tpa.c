@@ -148,8 +148,8 @@ static void tpa_describe(Out *out, const Model *m, const TpaModel *r, size_t nto
     const TpaOpts *ro = &r->opts;
     bool fa = ro->form == TPA_FORM_A;
     char lt[256];
-    out_printf(out, "converted layers %s of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
-               layersel_text(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, tpa_form_name(ro->form), ro->k_rank, ro->v_rank,
+    out_printf(out, "converted %s of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
+               layersel_words(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, tpa_form_name(ro->form), ro->k_rank, ro->v_rank,
                fa ? "fixed head factors over the KV heads, cached token factors"
                   : "cached head factors over the KV heads, fixed token factors",
                fa ? r->n_kv_heads : r->head_dim, fa ? r->n_kv_heads : r->v_dim, r->exact ? ": exact" : "");

@@ -614,6 +614,11 @@ int tmla_build(const TmlaLayer *T, AttnLayer **mla) {
         else memcpy(L->b_O, S->b_O, (size_t)T->hidden * sizeof(float));
     }
     if (rc == AL_OK) { L->window = S->window; L->softcap = S->softcap; }   /* the source's mask and cap */
+    if (rc == AL_OK && S->W_G && !(L->W_G = mat_copy(S->W_G))) rc = AL_ERR;  /* Qwen3.5's output gate stays */
+    if (rc == AL_OK && S->b_G) {
+        if (!(L->b_G = al_malloc3(S->W_G->cols, 1, sizeof(float), "the gate's bias"))) rc = AL_ERR;
+        else memcpy(L->b_G, S->b_G, S->W_G->cols * sizeof(float));
+    }
     if (rc == AL_OK && S->sinks) {                                          /* gpt-oss's sinks stay */
         if (!(L->sinks = al_malloc3((size_t)T->H, 1, sizeof(float), "attention sinks"))) rc = AL_ERR;
         else memcpy(L->sinks, S->sinks, (size_t)T->H * sizeof(float));

@@ -1229,13 +1229,24 @@ static int attn_head(size_t h, int worker, void *ud) {
 }
 
 /* Overridden layer L on f->h (T rows): the rows join the layer's input cache, attn_eval runs the
- * override over the whole sequence, and its last T output rows go to f->h (T, D). */
+ * override over the whole sequence, and its last T output rows go to f->h (T, D). Before Gemma 4's KV-shared
+ * layers (which read an earlier layer's cache), its keys and values go to L's cache as well (attn_eval_kv). */
 static int attention_override(Forward *f, int L, size_t T) {
-    size_t D = f->D, n = f->pos + T;
+    size_t D = f->D, n = f->pos + T, kw = f->G * f->dqk, vw = f->G * f->dv;
+    const AttnLayer *A = f->over[L];
+    bool feeds = f->c->kv_shared_from > L;
     memcpy(f->xin[L] + f->pos * D, f->h.p, T * D * sizeof(float));
     Mat X = {.rows = n, .cols = D, .data = f->xin[L]};
     AttnOut *o = NULL;
-    if (attn_eval(f->over[L], &X, f->opos, false, &o)) return al_err_ctx("forward pass, layer %d (override)", L);
+    if (feeds && ((size_t)A->n_kv_heads * (size_t)A->head_dim != kw || (size_t)A->n_kv_heads * (size_t)A->v_dim != vw))
+        return al_err("forward pass, layer %d (override): its K / V widths differ from the cache the KV-shared layers "
+                      "read", L);
+    if ((feeds ? attn_eval_kv(A, &X, f->opos, &o) : attn_eval(A, &X, f->opos, false, &o)))
+        return al_err_ctx("forward pass, layer %d (override)", L);
+    if (feeds) {
+        memcpy(f->kc[L] + f->pos * kw, o->k + f->pos * kw, T * kw * sizeof(float));
+        memcpy(f->vc[L] + f->pos * vw, o->v + f->pos * vw, T * vw * sizeof(float));
+    }
     memcpy(f->h.p, o->out->data + f->pos * D, T * D * sizeof(float));
     attn_out_free(o);
     return AL_OK;
