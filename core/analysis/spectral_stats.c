@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "al.h"
+#include "sweep.h"
 
 /* ================================================================ closed forms */
 
@@ -56,17 +57,16 @@ static int cmp_dbl(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The MLE exponent and KS distance of the sorted tail x[i..n-1] above xmin = x[i]; lsum: the sum
- * of ln x over it. */
-static void fit_at(const double *x, size_t n, size_t i, double lsum, double *alpha, double *ks) {
-    double k = (double)(n - i), lx = log(x[i]);
-    *alpha = 1.0 + k / (lsum - k * lx);
+/* The MLE exponent and KS distance of the sorted tail x[i..n-1] above xmin = x[i]; lx: ln x of the
+ * sample, lsum: the sum of ln x over the tail. */
+static void fit_at(const double *lx, size_t n, size_t i, double lsum, double *alpha, double *ks) {
+    double k = (double)(n - i);
+    *alpha = 1.0 + k / (lsum - k * lx[i]);
     *ks = 1.0;
     if (!(*alpha > 1.0) || !isfinite(*alpha)) return;
-    double d = 0;
+    double d = 0, e1 = 1.0 - *alpha;
     for (size_t j = i; j < n; j++) {
-        double model = 1.0 - pow(x[j] / x[i], 1.0 - *alpha), emp = (double)(j - i) / k;
-        double e = fabs(model - emp);
+        double e = fabs(1.0 - exp(e1 * (lx[j] - lx[i])) - (double)(j - i) / k);   /* model CDF - empirical */
         if (e > d) d = e;
     }
     *ks = d;
@@ -75,16 +75,16 @@ static void fit_at(const double *x, size_t n, size_t i, double lsum, double *alp
 int sstats_powerlaw_fit(const double *x, size_t n, SStatsFit *fit) {
     *fit = (SStatsFit){ .n = n, .alpha = NAN, .xmin = NAN, .ks = NAN, .sigma = NAN };
     if (n < 2) return AL_OK;
-    double *s = al_malloc3(n, 1, sizeof *s, "power-law sample");
+    double *s = al_malloc3(n, 2, sizeof *s, "power-law sample"), *lx = s + n;
     if (!s) return AL_ERR;
     memcpy(s, x, n * sizeof *s);
     qsort(s, n, sizeof *s, cmp_dbl);
     double lsum = 0, best = INFINITY;
-    for (size_t j = 0; j < n; j++) lsum += log(s[j]);
+    for (size_t j = 0; j < n; j++) lsum += (lx[j] = log(s[j]));
     for (size_t i = 0; i + 1 < n; i++) {          /* every value but the largest is a candidate */
         double alpha, ks;
-        if (i > 0) lsum -= log(s[i - 1]);
-        fit_at(s, n, i, lsum, &alpha, &ks);
+        if (i > 0) lsum -= lx[i - 1];
+        fit_at(lx, n, i, lsum, &alpha, &ks);
         if (ks < best) {
             best = ks;
             fit->alpha = alpha;
@@ -144,6 +144,24 @@ int sstats_compute(const double *sigma, size_t p, size_t m, size_t n, SStats *ou
     sstats_mp(ev, ne, m > n ? m : n, &out->mp_q, &out->mp_sigma2, &out->mp_edge, &out->mp_spikes);
     free(ev);
     return rc;
+}
+
+typedef struct {
+    const Spectrum *const *sp;
+    SStats *out;
+} ManyJob;
+
+static int many_task(size_t i, int worker, void *ud) {
+    (void)worker;
+    const ManyJob *j = ud;
+    const Spectrum *sp = j->sp[i];
+    if (!sp) { j->out[i] = (SStats){ .fit.alpha = NAN }; return AL_OK; }
+    return sstats_compute(sp->sigma, sp->p, sp->m, sp->n, &j->out[i]);
+}
+
+int sstats_many(const Spectrum *const *sp, size_t n, SStats *out) {
+    ManyJob j = { .sp = sp, .out = out };
+    return n ? sweep_run(n, 0, many_task, &j) : AL_OK;
 }
 
 void sstats_log_hist(const double *x, size_t n, size_t nb, double *edges, double *dens) {

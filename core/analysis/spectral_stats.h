@@ -33,6 +33,8 @@
 
 #include <stddef.h>
 
+#include "spectra.h"
+
 /* Fewer nonzero eigenvalues than this: no power-law fit (WeightWatcher's DEFAULT_MIN_EVALS). */
 #define SSTATS_MIN_EVALS 10
 
@@ -73,6 +75,9 @@ int sstats_powerlaw_fit(const double *x, size_t n, SStatsFit *fit);
 int sstats_esd(const double *sigma, size_t p, size_t m, size_t n, double **ev, size_t *ne);
 /* Every statistic above of an m x n map with singular values sigma (p, descending). */
 int sstats_compute(const double *sigma, size_t p, size_t m, size_t n, SStats *out);
+/* sstats_compute of n spectra (NULL ones give zeroed stats) on all cores (sweep_run): a rank
+ * sweep's statistics at the sweep's pace. AL_INTERRUPTED on Ctrl-C. */
+int sstats_many(const Spectrum *const *sp, size_t n, SStats *out);
 /* The Marchenko-Pastur edge and spikes of the M eigenvalues ev (any order) of an N x M shape. */
 void sstats_mp(const double *ev, size_t M, size_t N, double *q, double *sigma2, double *edge, size_t *spikes);
 
