@@ -234,7 +234,9 @@ static const char RANKS_HELP[] =
     "`metrics` gives instead one row per head and matrix (V, O, VO or Q, K, QK; GQA repeats the\n"
     "shared head's rows): layer, head, matrix, rank, stable_rank, entropy_rank, participation,\n"
     "norm, alpha, alpha_sigma, xmin, ks, tail, mp_edge, spikes (`help spectrum`: `stats`), from the\n"
-    "spectra the sweep cached: no SVD is redone.\n"
+    "spectra the sweep cached: no SVD is redone. With `summary` (and on the terminal past 64 rows)\n"
+    "one row per layer and matrix: the medians over its heads, the largest norm, the median alpha\n"
+    "of the heads with a fit and their count, the spikes of all heads.\n"
     "Examples:\n"
     "  ranks vo layer 8\n"
     "  ranks qk all tau 0.99 to qk_ranks.csv\n"
@@ -377,17 +379,38 @@ static Table *ranks_summary(farr_kind kind, const FarrRankRow *rows, size_t n) {
 }
 
 /* `ranks ... metrics`: the health of A, B and the fused map of every head of q's layers, from the
- * spectra the sweep cached (no SVD redone); interrupted, the layers kept. */
+ * spectra the sweep cached (no SVD redone); `summary` (and the terminal past RANKS_TERMINAL_ROWS
+ * rows, as `ranks`) one row per layer and matrix; interrupted, the layers kept. */
 static int ranks_metrics(Session *s, const Args *a, Out *out, const FarrQuery *q, double tau, long asked) {
     FarrState *st;
     char lt[256];
     Table *t = health_table_new(true);
     if (!t || ws_farr(s, &st) || health_table_layers(t, st, q, tau)) { table_free(t); return AL_ERR; }
+    bool summary = args_flag(a, "summary");
+    bool brief = !summary && !args_flag(a, "heads") && !args_str(a, "to") && out_narrates(out) &&
+                 out->fmt == FMT_TABLE && t->nrows > RANKS_TERMINAL_ROWS;
     if (out_narrates(out))
         out_printf(out, "%s: spectral health of %s, %s and %s, layers %s (rank at tau %g; ESD of sigma^2 / max dim)\n",
                    q->m->name, farr_side_name(q->kind, 0), farr_side_name(q->kind, 1), farr_fused_name(q->kind),
                    layersel_text(&q->m->cfg, q->lo, q->hi, lt, sizeof lt), tau);
-    int rc = out_table_to(out, args_str(a, "to"), t);
+    int rc = AL_OK;
+    if (summary || brief) {
+        Table *sum = health_table_summary(t);
+        if (!sum) { table_free(t); return AL_ERR; }
+        if (summary) { table_free(t); t = sum; }
+        else {
+            char *text = table_render(sum, out->fmt, out->prec);
+            if (text) out_printf(out, "%s", text);
+            free(text);
+            table_free(sum);
+            out_printf(out, "(%zu rows: one row per layer and matrix shown; `heads` prints every row, `to FILE.csv` writes them)\n",
+                       t->nrows);
+            out_table(out, t);
+            out->written = true;
+            t = NULL;
+        }
+    }
+    if (t) rc = out_table_to(out, args_str(a, "to"), t);
     if (rc || q->hi == asked) return rc;
     al_err("ranks: interrupted: kept layers %d-%d (run it again to go on: finished layers are cached)", q->lo, q->hi);
     return AL_INTERRUPTED;
@@ -404,8 +427,8 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         return al_err("ranks: give one of a range, `layer L` or `layers A-B`, not two");
     if (args_flag(a, "summary") && args_flag(a, "heads"))
         return al_err("ranks: give `summary` (one row per layer) or `heads` (every head), not both");
-    if (args_flag(a, "metrics") && args_flag(a, "summary"))
-        return al_err("ranks: `metrics` gives rows per head and matrix; drop `summary`");
+    if (args_flag(a, "metrics") && !strcmp(args_str(a, "order"), "rank"))
+        return al_err("ranks: `metrics` rows are in head order; drop `order rank`");
     if (target_model(s, a, &m)) return AL_ERR;
     if (param_layers(out, a, which, m, &lo, &hi)) return AL_ERR;
     FarrRankRow *rows;

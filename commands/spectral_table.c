@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "spectral_stats.h"
 #include "workspace.h"
@@ -20,6 +21,67 @@ Table *health_table_new(bool per_head) {
 static void num_or_null(Table *t, double v) {
     if (isfinite(v)) table_num(t, v);
     else table_null(t);
+}
+
+static int cmp_num(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The median of column c over rows r[0..n) of t (cells not numbers skipped; NaN when none);
+ * *count: how many were numbers. v: scratch of n doubles. */
+static double col_median(const Table *t, const size_t *r, size_t n, size_t c, double *v, size_t *count) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const Cell *x = table_cell(t, r[i], c);
+        if (x->kind == CELL_NUM || x->kind == CELL_INT) v[k++] = x->num;
+    }
+    if (count) *count = k;
+    if (!k) return NAN;
+    qsort(v, k, sizeof *v, cmp_num);
+    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+/* The summary row of rows r[0..n) of t (one layer, one matrix). */
+static int summary_row(Table *s, const Table *t, const size_t *r, size_t n, double *v) {
+    size_t fitted;
+    double nmax = 0, spikes = 0;
+    for (size_t i = 0; i < n; i++) {
+        nmax = fmax(nmax, table_cell(t, r[i], 7)->num);
+        spikes += table_cell(t, r[i], 14)->num;
+    }
+    if (table_row(s)) return AL_ERR;
+    table_int(s, (long long)table_cell(t, r[0], 0)->num);
+    table_str(s, table_cell(t, r[0], 2)->str);
+    table_int(s, (long long)n);
+    for (size_t c = 3; c <= 6; c++) table_num(s, col_median(t, r, n, c, v, NULL));
+    table_num(s, nmax);
+    num_or_null(s, col_median(t, r, n, 8, v, &fitted));
+    table_int(s, (long long)fitted);
+    table_int(s, (long long)spikes);
+    return AL_OK;
+}
+
+Table *health_table_summary(const Table *t) {
+    Table *s = table_new(11, "layer", "matrix", "heads", "rank_median", "stable_rank_median", "entropy_rank_median",
+                         "participation_median", "norm_max", "alpha_median", "alpha_fitted", "spikes");
+    size_t *r = al_calloc(t->nrows ? t->nrows : 1, sizeof *r, "rows");
+    double *v = al_calloc(t->nrows ? t->nrows : 1, sizeof *v, "values");
+    int rc = s && r && v ? AL_OK : AL_ERR;
+    for (size_t i = 0, j; rc == AL_OK && i < t->nrows; i = j) {
+        double layer = table_cell(t, i, 0)->num;
+        for (j = i; j < t->nrows && table_cell(t, j, 0)->num == layer; j++) {}
+        for (size_t k = i; rc == AL_OK && k < i + 3 && k < j; k++) {   /* the layer's first three rows name its matrices */
+            size_t n = 0;
+            for (size_t q = i; q < j; q++)
+                if (!strcmp(table_cell(t, q, 2)->str, table_cell(t, k, 2)->str)) r[n++] = q;
+            rc = summary_row(s, t, r, n, v);
+        }
+    }
+    free(r);
+    free(v);
+    if (rc) { table_free(s); return NULL; }
+    return s;
 }
 
 /* One row from the statistics st of sp. */

@@ -15,6 +15,11 @@ enum { HEALTH_Q, HEALTH_K, HEALTH_V, HEALTH_O, HEALTH_QK, HEALTH_VO };
 /* The columns: layer, head (with per_head), matrix, rank (at tau), stable_rank, entropy_rank,
  * participation, norm, alpha, alpha_sigma, xmin, ks, tail, mp_edge, spikes. */
 Table *health_table_new(bool per_head);
+/* One row per layer and matrix of a health_table_new(true) table t (rows of a layer contiguous):
+ * layer, matrix, heads, the medians over the heads of rank, stable_rank, entropy_rank and
+ * participation, the largest norm, the median alpha of the fitted heads and their count, the
+ * spikes of all heads. NULL + error on failure. */
+Table *health_table_summary(const Table *t);
 /* One row: the statistics of sp (named `matrix`: "V", "VO", ...). */
 int health_table_row(Table *t, bool per_head, int layer, int head, const char *matrix, const Spectrum *sp,
                      double tau);

@@ -4,7 +4,8 @@
 # to one computed here from the explicitly formed product of `fused a` @ `fused b` (stable_rank.awk:
 # ||W||_F^2 of W formed, sigma_1 by power iteration), the planted fused-low layer 2 reads rank 4
 # with 4 eigenvalues above the MP edge, `spectrum ... stats` and Lua give the same row, `plot esd`
-# writes a PNG and prints the fit of that row, and the misuses are errors.
+# writes a PNG and prints the fit of that row, `summary` (and the terminal past 64 rows) gives one
+# row per layer and matrix, and the misuses are errors.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 AWK_SR=$(cd "$(dirname "$0")" && pwd)/stable_rank.awk
@@ -64,8 +65,18 @@ grep -q "^W_O: alpha $(printf '%.3g' "$a") (tail of $(col m.csv O 0 3 tail) from
 grep -q "^fused W_V W_O: no power-law fit (6 eigenvalues; it needs 10); MP edge" <<<"$r" || fail "planted rank 6: no fit [$r]"
 
 # ---- misuses
-r=$(e "load demo-gpt2; ranks vo metrics summary")
-grep -q "metrics. gives rows per head and matrix; drop .summary" <<<"$r" || fail "metrics + summary [$r]"
+r=$(e "load demo-gpt2; ranks vo metrics order rank")
+grep -q "metrics. rows are in head order; drop .order rank" <<<"$r" || fail "metrics + order rank [$r]"
+
+# ---- summary: one row per layer and matrix (the terminal's view past 64 rows; the result keeps every row)
+r=$(e "set format csv; load demo-gpt2; ranks vo all metrics summary" 2>/dev/null)
+[ "$(grep -c '^[0-3],\(V\|O\|VO\),8,' <<<"$r")" = 12 ] || fail "summary: 12 rows of 8 heads [$r]"
+grep -q '^2,VO,8,4,4\.000[0-9]*,' <<<"$r" || fail "summary: layer 2 VO median rank 4, stable rank 4 [$r]"
+awk -F, '$1 == 1 && $2 == "VO" && $4 == 19 && $5 > 18.999 && $5 < 19.001 && $9 == "" && $10 == 0 { f = 1 } END { exit !f }' <<<"$r" \
+    || fail "summary: planted equal values, no alpha [$r]"
+r=$(e "load demo-gpt2; ranks vo all metrics")
+grep -q "^(96 rows: one row per layer and matrix shown" <<<"$r" || fail "terminal brief past 64 rows [$r]"
+[ "$(grep -c '^ *[0-3]  *\(V\|O\|VO\)  ' <<<"$r")" = 12 ] || fail "terminal brief: 12 rows [$r]"
 r=$(e "load demo-gpt2; plot esd vo layer 1")
 grep -q "plot esd needs a layer and a head" <<<"$r" || fail "plot esd without a head [$r]"
 cli_done

@@ -63,7 +63,7 @@ static void fit_at(const double *lx, size_t n, size_t i, double lsum, double *al
     double k = (double)(n - i);
     *alpha = 1.0 + k / (lsum - k * lx[i]);
     *ks = 1.0;
-    if (!(*alpha > 1.0) || !isfinite(*alpha)) return;
+    if (!(*alpha > 1.0) || !isfinite(*alpha) || lx[n - 1] - lx[i] < SSTATS_FLAT) return;   /* no law: a point mass */
     double d = 0, e1 = 1.0 - *alpha;
     for (size_t j = i; j < n; j++) {
         double e = fabs(1.0 - exp(e1 * (lx[j] - lx[i])) - (double)(j - i) / k);   /* model CDF - empirical */

@@ -15,8 +15,9 @@
  *   alpha = 1 + n / sum ln(lambda_i / xmin),
  * and the Kolmogorov-Smirnov distance D = max |(1 - (lambda / xmin)^(1 - alpha)) - i / n| between
  * the fitted and the empirical CDF of those eigenvalues; the candidate of the smallest D wins
- * (its sigma_alpha = (alpha - 1) / sqrt(n)). WeightWatcher skips a layer with fewer than 10
- * eigenvalues (MIN_EVALS, layer_supported) and drops eigenvalues at or below EVALS_THRESH (1e-5 of
+ * (its sigma_alpha = (alpha - 1) / sqrt(n)); a candidate whose tail is one value (SSTATS_FLAT)
+ * is skipped, where WeightWatcher would report an alpha near 1e8. WeightWatcher skips a layer
+ * with fewer than 10 eigenvalues (MIN_EVALS, layer_supported) and drops eigenvalues at or below EVALS_THRESH (1e-5 of
  * sigma^2, absolute); here a spectrum with fewer than SSTATS_MIN_EVALS nonzero eigenvalues gets no
  * fit (alpha NaN) and "nonzero" is relative, sigma_i > 1e-6 sigma_1 (the Gram route resolves
  * values to ~1e-8 sigma_1; a fused map's values past its inner dim are exact zeros).
@@ -37,6 +38,11 @@
 
 /* Fewer nonzero eigenvalues than this: no power-law fit (WeightWatcher's DEFAULT_MIN_EVALS). */
 #define SSTATS_MIN_EVALS 10
+
+/* A candidate tail whose values lie within this ratio in ln (all equal to 1e-6: a point mass, as a
+ * planted rank's equal singular values make) is no power law and is skipped; WeightWatcher's MLE
+ * gives such a tail an alpha of 1e8. */
+#define SSTATS_FLAT 1e-6
 
 /* A power-law fit of a sample's tail. */
 typedef struct {
