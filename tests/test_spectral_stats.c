@@ -136,6 +136,9 @@ static void test_mp(void) {
     SStats sp;
     gaussian_stats(400, 100, 0.25, 3.0, &sp);
     CHECK(sp.mp_spikes == 1, "a planted spike: %zu above the edge", sp.mp_spikes);
+    /* the spike leaves the bulk: the edge is the noise's (with it, the mean would lift it by a third) */
+    CHECK(fabs(sp.mp_edge / (0.25 * 2.25) - 1) < 0.05, "a planted spike: edge %g, the noise's %g", sp.mp_edge, 0.25 * 2.25);
+    CHECK(fabs(sp.mp_q - 400.0 / 99) < 1e-12, "Q of the bulk without the spike: %g", sp.mp_q);
     CHECK(sp.stable_rank < 5, "a spike dominates: stable rank %g", sp.stable_rank);
 }
 

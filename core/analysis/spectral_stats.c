@@ -112,20 +112,38 @@ int sstats_esd(const double *sigma, size_t p, size_t m, size_t n, double **ev, s
     return AL_OK;
 }
 
-void sstats_mp(const double *ev, size_t M, size_t N, double *q, double *sigma2, double *edge, size_t *spikes) {
-    double mean = 0;
-    for (size_t i = 0; i < M; i++) mean += ev[i];
-    mean = M ? mean / (double)M : 0.0;
+/* The edge of the bulk of ev: sigma^2 the mean of the eigenvalues at or below `cut` (all: INFINITY),
+ * M their count; *above: the eigenvalues past the edge and its Tracy-Widom margin (of all M0). */
+static void mp_pass(const double *ev, size_t M0, size_t N, double cut, double *q, double *mean, double *edge,
+                    size_t *above, double *next_cut) {
+    double sum = 0;
+    size_t M = 0;
+    for (size_t i = 0; i < M0; i++)
+        if (ev[i] <= cut) sum += ev[i], M++;
+    *mean = M ? sum / (double)M : 0.0;
     *q = M ? (double)N / (double)M : 0.0;
-    *sigma2 = mean;
-    *spikes = 0;
+    *above = 0;
     *edge = 0.0;
-    if (!(mean > 0) || !M) return;
+    *next_cut = cut;
+    if (!(*mean > 0)) return;
     double unit_edge = pow(1.0 + 1.0 / sqrt(*q), 2.0);   /* lambda_+ of the unit-mean ESD */
     double tw = pow(*q, -0.5) * pow(unit_edge, 2.0 / 3.0) * pow((double)M, -2.0 / 3.0);
-    *edge = mean * unit_edge;
-    for (size_t i = 0; i < M; i++)
-        if (ev[i] / mean > unit_edge + sqrt(tw)) (*spikes)++;
+    *edge = *mean * unit_edge;
+    *next_cut = *mean * (unit_edge + sqrt(tw));
+    for (size_t i = 0; i < M0; i++)
+        if (ev[i] > *next_cut) (*above)++;
+}
+
+void sstats_mp(const double *ev, size_t M, size_t N, double *q, double *sigma2, double *edge, size_t *spikes) {
+    double cut = INFINITY, next;
+    size_t prev = (size_t)-1;
+    *spikes = 0;
+    /* the spikes leave the bulk whose mean sets the edge, until none more leave */
+    for (size_t it = 0; it <= M && *spikes != prev; it++) {
+        prev = *spikes;
+        mp_pass(ev, M, N, cut, q, sigma2, edge, spikes, &next);
+        cut = next;
+    }
 }
 
 int sstats_compute(const double *sigma, size_t p, size_t m, size_t n, SStats *out) {

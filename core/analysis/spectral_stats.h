@@ -23,10 +23,13 @@
  * values to ~1e-8 sigma_1; a fused map's values past its inner dim are exact zeros).
  * The Marchenko-Pastur bulk edge of the shape (WeightWatcher RMT_Util.calc_lambda_plus):
  *   lambda_+ = sigma_mp^2 (1 + sqrt(1 / Q))^2,  Q = N / M,  M = the number of nonzero eigenvalues;
- * sigma_mp^2 is the mean eigenvalue, the MP law's mean (WeightWatcher's mp_fit rescales the ESD
- * to that unit mean before refining sigma by a kernel-density fit, which is not done here), and
- * an eigenvalue is a spike above the bulk when it exceeds lambda_+ by more than WeightWatcher's
- * Tracy-Widom margin sqrt(Q^(-1/2) lambda_+^(2/3) M^(-2/3)) (at the unit-mean scale). M counts
+ sigma_mp^2 is the mean eigenvalue of the bulk, the MP law's mean (WeightWatcher's mp_fit rescales
+ * the ESD to the unit mean of all eigenvalues before refining sigma by a kernel-density fit, which is
+ * not done here); an eigenvalue is a spike when it exceeds lambda_+ by more than WeightWatcher's
+ * Tracy-Widom margin sqrt(Q^(-1/2) lambda_+^(2/3) M^(-2/3)) (at the unit-mean scale), and the
+ * spikes leave the bulk (its mean, M and Q taken again without them) until no more leave -- the
+ * spike-by-spike refit WeightWatcher's RMT_Util keeps commented out (fit_mp_findspikes); a few
+ * strong spikes would otherwise lift the edge far above the bulk. M counts
  * the nonzero eigenvalues (as the fit does): a fused map's exact zeros past its inner dim k are
  * no bulk, and its M is then at most k, not the smaller side of its shape. */
 #ifndef AL_SPECTRAL_STATS_H
@@ -62,8 +65,8 @@ typedef struct {
     double entropy_rank;
     double participation;
     SStatsFit fit;       /* of the ESD's nonzero eigenvalues (lambda = sigma^2 / N) */
-    double mp_q;         /* Q = N / M */
-    double mp_sigma2;    /* the bulk's variance: the mean eigenvalue */
+    double mp_q;         /* Q = N / M, M the bulk's eigenvalues */
+    double mp_sigma2;    /* the bulk's variance: its mean eigenvalue */
     double mp_edge;      /* lambda_+, ESD units */
     size_t mp_spikes;    /* eigenvalues above the edge (with the Tracy-Widom margin) */
 } SStats;
@@ -84,7 +87,8 @@ int sstats_compute(const double *sigma, size_t p, size_t m, size_t n, SStats *ou
 /* sstats_compute of n spectra (NULL ones give zeroed stats) on all cores (sweep_run): a rank
  * sweep's statistics at the sweep's pace. AL_INTERRUPTED on Ctrl-C. */
 int sstats_many(const Spectrum *const *sp, size_t n, SStats *out);
-/* The Marchenko-Pastur edge and spikes of the M eigenvalues ev (any order) of an N x M shape. */
+/* The Marchenko-Pastur edge and spikes of the M eigenvalues ev (any order) of an N x M shape; *q and
+ * *sigma2 are those of the final bulk. */
 void sstats_mp(const double *ev, size_t M, size_t N, double *q, double *sigma2, double *edge, size_t *spikes);
 
 /* A density histogram of the n values x (> 0) in nb bins equally wide in log10 between the
