@@ -385,7 +385,8 @@ static int ranks_metrics(Session *s, const Args *a, Out *out, const FarrQuery *q
     FarrState *st;
     char lt[256];
     Table *t = health_table_new(true);
-    if (!t || ws_farr(s, &st) || health_table_layers(t, st, q, tau)) { table_free(t); return AL_ERR; }
+    int rc = t && !ws_farr(s, &st) ? health_table_layers(t, st, q, tau) : AL_ERR;
+    if (rc) { table_free(t); return rc; }     /* AL_INTERRUPTED: Ctrl-C during the statistics */
     bool summary = args_flag(a, "summary");
     bool brief = !summary && !args_flag(a, "heads") && !args_str(a, "to") && out_narrates(out) &&
                  out->fmt == FMT_TABLE && t->nrows > RANKS_TERMINAL_ROWS;
@@ -393,7 +394,6 @@ static int ranks_metrics(Session *s, const Args *a, Out *out, const FarrQuery *q
         out_printf(out, "%s: spectral health of %s, %s and %s, layers %s (rank at tau %g; ESD of sigma^2 / max dim)\n",
                    q->m->name, farr_side_name(q->kind, 0), farr_side_name(q->kind, 1), farr_fused_name(q->kind),
                    layersel_text(&q->m->cfg, q->lo, q->hi, lt, sizeof lt), tau);
-    int rc = AL_OK;
     if (summary || brief) {
         Table *sum = health_table_summary(t);
         if (!sum) { table_free(t); return AL_ERR; }
