@@ -17,8 +17,11 @@ col() {
     awk -F, -v m="$2" -v l="$3" -v h="$4" -v c="$5" 'NR == 1 { for (i = 1; i <= NF; i++) ix[$i] = i; next }
         $(ix["layer"]) == l && $(ix["head"]) == h && $(ix["matrix"]) == m { print $(ix[c]) }' "$1"
 }
-# near A B REL: |A - B| <= REL |B|
-near() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; exit !(a != "" && d <= r * s) }'; }
+# near A B REL: A and B numbers, |A - B| <= REL |B|
+near() {
+    awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { num = "^-?[0-9.]+(e[-+]?[0-9]+)?$"; if (a !~ num || b !~ num) exit 1
+        d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; exit !(d <= r * s) }'
+}
 
 # ---- the fused map's stable rank against the formed product
 r=$(e "load demo-gpt2; ranks vo layer 0 metrics to $T/m.csv; ranks vo layer 2 metrics to $T/m2.csv; fuse vo layer 0 head 3; fused a to $T/a.csv; fused b to $T/b.csv")
