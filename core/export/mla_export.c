@@ -700,9 +700,10 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
         if (attn_rope_freqs_model(r->src, L->rope_dim, &want)) return AL_ERR;
         for (int j = 0; j < L->rope_dim / 2; j++)
             if (fabs(L->inv_freq[j] - want[j]) > 1e-12 * want[j]) {
+                double w = want[j];            /* read before the free (the message printed freed memory) */
                 free(want);
                 return al_err("export: layer %d's RoPE dims are not the model's RoPE of dim %d (pair %d turns at %g, "
-                              "not %g): DeepSeek's layout cannot hold them", l, L->rope_dim, j, L->inv_freq[j], want[j]);
+                              "not %g): DeepSeek's layout cannot hold them", l, L->rope_dim, j, L->inv_freq[j], w);
             }
         free(want);
     }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# cli_mla_strategies.sh -- the published one-shot MLA strategies through `attnlab -e` on the real
+# stories260K-hf (issue 30, 3): `convert mla-table ... strategies all` prints every strategy row per
+# kv-rank with the same KV values per token, finite errors and held-out perplexities; `convert mla
+# strategy mha2mla-...` says it is not exact at full rank (and is exact when every frequency keeps
+# RoPE), its export is refused naming the RoPE frequencies DeepSeek-V3 cannot hold; care needs
+# activation statistics; care-alloc keeps the budget with ranks that differ per layer (export
+# refused); bad strategy words are named.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-mla-strategies shared-cache
+cd "$T" || exit 1
+M="$ATTNLAB_MODELS/stories260K-hf"
+TXT="$ATTNLAB_SRC/examples/tinystory.txt"
+CAL="calib $TXT seqlen 64 samples 32"
+
+# ---- the table: 8 strategies x 2 ranks
+run -e "load $M; convert mla-table kv-ranks 16,32 strategies all $CAL to s.csv"
+[ "$(rc)" = 0 ] || fail "strategies table: rc $(rc) [$(cat err.txt)]"
+[ "$(head -1 s.csv)" = "kv_rank,strategy,rope,latent,alloc,kv_values,rank_min,rank_max,source_rope_removed,score_err,out_err,nll,ppl" ] \
+    || fail "header: [$(head -1 s.csv)]"
+[ "$(wc -l < s.csv)" = 17 ] || fail "rows: $(wc -l < s.csv)"
+want="transmla mha2mla-high mha2mla-low mha2mla-uniform mha2mla-2norm mha2mla-2norm-split care care-alloc"
+[ "$(awk -F, 'NR > 1 && NR <= 9 { printf "%s ", $2 }' s.csv)" = "$want " ] || fail "rank 16 rows: [$(cut -d, -f1,2 s.csv | tr '\n' ' ')]"
+[ "$(awk -F, 'NR > 9 { printf "%s ", $2 }' s.csv)" = "$want " ] || fail "rank 32 rows"
+awk -F, 'NR > 1 && !($13 > 1 && $13 < 1e6 && $10 >= 0 && $10 < 10 && $11 >= 0 && $11 < 10) { bad = 1 } END { exit bad }' s.csv \
+    || fail "finite perplexities and errors: [$(cat s.csv)]"
+# equal KV budget: R + D values per token and layer on every row (D = 8: one head's rotary dims; mha2mla 1 pair x 4 heads)
+awk -F, 'NR > 1 && !(($1 == 16 && $6 == 24) || ($1 == 32 && $6 == 40)) { bad = 1 } END { exit bad }' s.csv || fail "kv_values"
+# only MHA2MLA removes RoPE from the source's dims; only -alloc spreads the ranks (16 + 16 + ... = 5 x 16)
+awk -F, 'NR > 1 && (($2 ~ /^mha2mla/) != ($9 == "true")) { bad = 1 } END { exit bad }' s.csv || fail "source_rope_removed"
+awk -F, 'NR > 1 && (($2 ~ /alloc/) != ($7 != $8)) { bad = 1 } END { exit bad }' s.csv || fail "rank ranges: [$(cut -d, -f2,7,8 s.csv)]"
+grep -q "^perplexity on .*held out.*original" out.txt || fail "perplexity line: [$(cat out.txt)]"
+
+# ---- convert mla strategy mha2mla: the line, full rank exact only with every frequency, export refused
+run -e "load $M; convert mla kv-rank full strategy mha2mla-high rope-pairs 4 $CAL to full.csv"
+[ "$(rc)" = 0 ] && grep -q "4 of the 4 RoPE frequencies .* exact at full kv rank" out.txt || fail "all pairs: [$(cat out.txt) $(cat err.txt)]"
+awk -F, 'NR > 1 && !($5 < 1e-5 && $6 < 1e-5) { bad = 1 } END { exit bad }' full.csv || fail "all pairs not exact: [$(cat full.csv)]"
+run -e "load $M; convert mla kv-rank full strategy mha2mla-high $CAL to part.csv; export out1"
+grep -q "1 of the 4 RoPE frequencies .*NOT exact at full kv rank" out.txt || fail "partial line: [$(cat out.txt)]"
+awk -F, 'NR > 1 && !($5 > 0.05) { bad = 1 } END { exit bad }' part.csv || fail "partial RoPE exact?: [$(cat part.csv)]"
+# every head keeps its highest frequency (inv_freq 1): a standard RoPE of 8 dims turns pair 1 at 0.1
+[ "$(rc)" = 1 ] && grep -q "RoPE dims are not the model's RoPE of dim 8 (pair 1 turns at 1, not 0.1)" err.txt \
+    || fail "export refusal: [$(cat err.txt)]"
+[ -e out1 ] && fail "refused export left out1"
+
+# ---- care: activations required; -alloc keeps the budget, ranks differ, export refused
+run -e "load $M; convert mla kv-rank 16 strategy care stats weights calib $TXT seqlen 64 samples 32"
+[ "$(rc)" = 1 ] && grep -q "strategy care whitens by the activations' covariance" err.txt || fail "care without act: [$(cat err.txt)]"
+run -e "load $M; convert mla kv-rank 16 strategy care-alloc $CAL; export out2"
+[ "$(rc)" = 1 ] && grep -q "CARE.*kv rank [0-9]*-[0-9]* per layer, 16 on average" out.txt || fail "care-alloc line: [$(cat out.txt)]"
+grep -q "export: layer [0-9] has other dims than the conversion's" err.txt || fail "care-alloc export: [$(cat err.txt)]"
+
+# ---- errors name the word
+run -e "load $M; convert mla kv-rank 16 strategy mha2mla-middle $CAL"
+[ "$(rc)" = 1 ] && grep -q "'middle' in 'mha2mla-middle' is not a word" err.txt || fail "bad word: [$(cat err.txt)]"
+run -e "load $M; convert mla kv-rank 16 strategy care rope-pairs 2 $CAL"
+[ "$(rc)" = 1 ] && grep -q "rope-pairs is MHA2MLA's" err.txt || fail "rope-pairs on care: [$(cat err.txt)]"
+cli_done
