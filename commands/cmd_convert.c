@@ -383,21 +383,7 @@ const Param cmd_convert_mla_table_kw[] = {
 
 /* Parses a comma-separated list of ranks (numbers or `full`) into R[cap]. */
 static int parse_ranks(const char *list, int *R, size_t cap, size_t *n) {
-    *n = 0;
-    if (!list || !*list) return al_err("convert mla-table needs kv-ranks R,R,... (e.g. kv-ranks 128,256,full)");
-    for (const char *p = list; *p;) {
-        if (*n == cap) return al_err("kv-ranks: at most %zu ranks", cap);
-        char *end;
-        if (!strncmp(p, "full", 4) && (p[4] == ',' || !p[4])) { R[(*n)++] = TMLA_FULL; end = (char *)p + 4; }
-        else {
-            long v = strtol(p, &end, 10);
-            if (end == p || v < 1 || v > (1L << 24) || (*end && *end != ','))
-                return al_err("kv-ranks '%s': give positive numbers or full, separated by commas", list);
-            R[(*n)++] = (int)v;
-        }
-        p = *end == ',' ? end + 1 : end;
-    }
-    return AL_OK;
+    return ws_mlastrat_ranks("convert mla-table", list, R, cap, n);
 }
 
 int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {

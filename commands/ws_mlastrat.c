@@ -101,6 +101,24 @@ int ws_mlastrat_parse_list(const char *list, MlastratOpts *s, size_t cap, size_t
     return rc;
 }
 
+int ws_mlastrat_ranks(const char *what, const char *list, int *R, size_t cap, size_t *n) {
+    *n = 0;
+    if (!list || !*list) return al_err("%s needs kv-ranks R,R,... (e.g. kv-ranks 128,256,full)", what);
+    for (const char *p = list; *p;) {
+        if (*n == cap) return al_err("kv-ranks: at most %zu ranks", cap);
+        char *end;
+        if (!strncmp(p, "full", 4) && (p[4] == ',' || !p[4])) { R[(*n)++] = TMLA_FULL; end = (char *)p + 4; }
+        else {
+            long v = strtol(p, &end, 10);
+            if (end == p || v < 1 || v > (1L << 24) || (*end && *end != ','))
+                return al_err("kv-ranks '%s': give positive numbers or full, separated by commas", list);
+            R[(*n)++] = (int)v;
+        }
+        p = *end == ',' ? end + 1 : end;
+    }
+    return AL_OK;
+}
+
 int ws_mlastrat_table(Session *s, Model *m, const Args *a, const int *ranks, size_t n_ranks, bool fig, Out *out,
                       MlastratTable **t) {
     *t = NULL;

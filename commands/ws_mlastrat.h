@@ -27,6 +27,9 @@ void ws_mlastrat_line(Out *out, const Model *m, const MlastratOpts *s, const Tml
  * care; -alloc: CARE's allocation) into s[cap]. */
 int ws_mlastrat_parse_list(const char *list, MlastratOpts *s, size_t cap, size_t *n);
 
+/* Parses kv-ranks "R,R,..." (numbers or `full`) into R[cap] (what: the command, for the error). */
+int ws_mlastrat_ranks(const char *what, const char *list, int *R, size_t cap, size_t *n);
+
 /* The strategies table of m: its statistics (ws_tmla_stats, or ws_tmla_fig_stats for a figure: fig),
  * ranks, the strategies list and the perplexity text from a; narrates the statistics on out. */
 int ws_mlastrat_table(Session *s, Model *m, const Args *a, const int *ranks, size_t n_ranks, bool fig, Out *out,

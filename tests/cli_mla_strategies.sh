@@ -5,7 +5,7 @@
 # strategy mha2mla-...` says it is not exact at full rank (and is exact when every frequency keeps
 # RoPE), its export is refused naming the RoPE frequencies DeepSeek-V3 cannot hold; care needs
 # activation statistics; care-alloc keeps the budget with ranks that differ per layer (export
-# refused); bad strategy words are named.
+# refused); plot mla-table draws the table; bad strategy words are named.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-mla-strategies shared-cache
@@ -50,6 +50,15 @@ run -e "load $M; convert mla kv-rank 16 strategy care stats weights calib $TXT s
 run -e "load $M; convert mla kv-rank 16 strategy care-alloc $CAL; export out2"
 [ "$(rc)" = 1 ] && grep -q "CARE.*kv rank [0-9]*-[0-9]* per layer, 16 on average" out.txt || fail "care-alloc line: [$(cat out.txt)]"
 grep -q "export: layer [0-9] has other dims than the conversion's" err.txt || fail "care-alloc export: [$(cat err.txt)]"
+
+# ---- plot mla-table: perplexity against KV values, one curve per strategy; its data the table's
+run -e "load $M; plot mla-table kv-ranks 32,16 strategies transmla,mha2mla-2norm,care $CAL data p.csv to p.png"
+[ "$(rc)" = 0 ] && is_png p.png && [ "$(stat -c %s p.png)" -gt 10000 ] || fail "plot mla-table: [$(cat err.txt)]"
+[ "$(wc -l < p.csv)" = 7 ] && [ "$(awk -F, 'NR > 1 { printf "%s:%s ", $1, $2 }' p.csv)" = "32:transmla 32:mha2mla-2norm 32:care 16:transmla 16:mha2mla-2norm 16:care " ] \
+    || fail "plot data: [$(cat p.csv)]"
+# the same conversions as the table's: transmla at 16 has the table's perplexity
+a=$(awk -F, '$1 == 16 && $2 == "transmla" { print $13 }' p.csv); b=$(awk -F, '$1 == 16 && $2 == "transmla" { print $13 }' s.csv)
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "plot vs table ppl: $a vs $b"
 
 # ---- errors name the word
 run -e "load $M; convert mla kv-rank 16 strategy mha2mla-middle $CAL"
