@@ -189,6 +189,38 @@ static void test_care_layer(void) {
     attn_layer_free(care); attn_layer_free(plain); attn_layer_free(L);
 }
 
+/* Undamped, CARE's latent is the activation PCA of the unbalanced joint features: the same layer as
+ * TransMLA's with activation statistics and balance off (two KV heads, partial RoPE kept, rank 10). */
+static void test_care_undamped_is_pca(void) {
+    int hid = 24;
+    AttnLayer *L = tu_gqa(4, 2, 8, hid, ROPE_HALF, true, false), *care = NULL, *pca = NULL;
+    double *S = calloc((size_t)hid * hid, sizeof(double)), mu[24];
+    Mat *A = tu_randm((size_t)hid, (size_t)hid, 1);
+    for (int i = 0; i < hid; i++) mu[i] = 0.1 * (i % 3);
+    for (int i = 0; i < hid; i++) {
+        for (int j = 0; j < hid; j++) {
+            double v = mu[i] * mu[j];
+            for (int k = 0; k < hid; k++) v += A->data[i * hid + k] * A->data[j * hid + k] * pow(0.7, 2.0 * k);
+            S[i * hid + j] = v;
+        }
+    }
+    TmlaOpts o = tmla_opts_default();
+    o.rope_dim = 8; o.freqfold = 1; o.compare_balance = false; o.balance = false;
+    TmlaLayerReport r1, r2;
+    MlastratOpts sc = strat(MLASTRAT_CARE, MLASTRAT_ROPE_2NORM, MLASTRAT_SVD_JOINT), st = mlastrat_default();
+    sc.damp = 0;
+    CHECK_OK(mlastrat_convert_layer(L, &sc, &o, 10, S, mu, &care, &r1));
+    CHECK_OK(mlastrat_convert_layer(L, &st, &o, 10, S, mu, &pca, &r2));
+    CHECK(care && pca && fabs(r1.out_err - r2.out_err) < 1e-6 * (1 + r2.out_err) && r1.out_err > 1e-3,
+          "undamped CARE out_err %.9g vs TransMLA WX balance off %.9g", r1.out_err, r2.out_err);
+    sc.damp = -1;                      /* CARE's damping moves it off the PCA (toward the weights' SVD) */
+    attn_layer_free(care);
+    CHECK_OK(mlastrat_convert_layer(L, &sc, &o, 10, S, mu, &care, &r1));
+    CHECK(fabs(r1.out_err - r2.out_err) > 1e-6, "damped CARE equals the PCA: %.9g", r1.out_err);
+    mat_free(A); free(S);
+    attn_layer_free(care); attn_layer_free(pca); attn_layer_free(L);
+}
+
 /* Layer 0's spectrum has nothing past its second direction; layer 1's is flat (slow decay): all the
  * budget past the minimum goes to layer 1 (even though layer 0 is earlier: CARE's horizon favours it). */
 static void test_alloc(void) {
@@ -225,6 +257,7 @@ int main(void) {
     test_full_rank();
     test_care_closed_form();
     test_care_layer();
+    test_care_undamped_is_pca();
     test_alloc();
     return check_done();
 }

@@ -21,7 +21,12 @@
  *             0.1 mean diag C: percdamp 0.01 x 10; W_J the joint NoPE key / value map), its SVD
  *             Y = U S Vᵀ, down = C^{-1/2} U_r S_r = W_J V_r, up = V_rᵀ: the latent basis is V_r, the
  *             top right singular vectors. It minimizes E ||x W_J - x W_J V_r V_rᵀ||² under C (exactly
- *             without the damping): the activation PCA of the UNBALANCED features.
+ *             without the damping): undamped, it IS the activation PCA of the unbalanced features,
+ *             i.e. TransMLA with activation statistics and balance off (test_mla_strategy checks it);
+ *             the damping (input space, as zeroshot/convert.py's care) pulls it toward the weights'
+ *             SVD. (CARE's MLA converter whitens in the latent's feature space by their second
+ *             moment; its up-projection being orthogonal up to the GQA repeat, that is the same PCA
+ *             whatever the damping.)
  *   alloc care  CARE's rank allocation (zeroshot/convert.py _allocate_dynamic_ranks): every layer
  *             starts at min_rank = R/2 (capped at max_rank = 2R and the layer's dims); the other
  *             n R - n min_rank ranks go one at a time to the layer with the largest
@@ -29,7 +34,11 @@
  *             (s the singular values of the layer's strategy operator, E = Σ s², P_r = Σ_{i<r} s_i²,
  *             r its current rank): the share of the residual the next direction removes, weighted to
  *             earlier layers and against ranks already given. Sums to n R (unless every layer is
- *             full). A layer whose spectrum has nothing left gets nothing more.
+ *             full). A layer whose spectrum has nothing left gets nothing more. The spectrum is the
+ *             joint latent's operator's (care: C^{1/2} W_J, as zeroshot's care ranks K and V; transmla:
+ *             the balanced PCA input; mha2mla: the weights); CARE's MLA converter instead allocates
+ *             K and V apart, half the budget each, on H^4-powered spectra (NEW_SQRT_BASIS_POWER):
+ *             not reproduced here.
  * Every strategy's layers are built by tmla_build (DeepSeek-V3's layout); only a TransMLA or CARE
  * conversion with uniform ranks keeps one standard RoPE key and one kv_lora_rank (exportable). */
 #ifndef AL_MLA_STRATEGY_H
