@@ -4,7 +4,7 @@
 # kv-rank with the same KV values per token, finite errors and held-out perplexities; `convert mla
 # strategy mha2mla-...` says it is not exact at full rank (and is exact when every frequency keeps
 # RoPE), its export is refused naming the RoPE frequencies DeepSeek-V3 cannot hold; care needs
-# activation statistics; care-alloc keeps the budget with ranks that differ per layer (export
+# activation statistics; care exports (its manifest names it); care-alloc keeps the budget with ranks that differ per layer (export
 # refused); plot mla-table draws the table; bad strategy words are named.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -59,6 +59,13 @@ run -e "load $M; plot mla-table kv-ranks 32,16 strategies transmla,mha2mla-2norm
 # the same conversions as the table's: transmla at 16 has the table's perplexity
 a=$(awk -F, '$1 == 16 && $2 == "transmla" { print $13 }' p.csv); b=$(awk -F, '$1 == 16 && $2 == "transmla" { print $13 }' s.csv)
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "plot vs table ppl: $a vs $b"
+
+# care with uniform ranks keeps one standard RoPE key: a DeepSeek-V3 export whose manifest names the
+# strategy (not balanced), and whose check reproduces the report
+run -e "load $M; convert mla kv-rank 16 strategy care $CAL ppl off; export out3; check out3"
+[ "$(rc)" = 0 ] && grep -q "out_err within [0-9.e-]* of it in all 5 layers" out.txt || fail "care export + check: [$(cat out.txt) $(cat err.txt)]"
+grep -q '"strategy":[[:space:]]*"care"' out3/attnlab_manifest.json && grep -q '"balance":[[:space:]]*false' out3/attnlab_manifest.json \
+    || fail "care manifest: [$(grep -E 'strategy|balance' out3/attnlab_manifest.json)]"
 
 # ---- errors name the word
 run -e "load $M; convert mla kv-rank 16 strategy mha2mla-middle $CAL"

@@ -476,6 +476,7 @@ static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, 
     if (r->q_rank) cJSON_AddNumberToObject(m, "q_lora_rank", r->q_rank);
     else cJSON_AddNullToObject(m, "q_lora_rank");
     cJSON_AddBoolToObject(m, "balance", o->balance);
+    if (o->strategy[0]) cJSON_AddStringToObject(m, "strategy", o->strategy);   /* mla_strategy.h's */
     if (r->src->cfg.qk_norm != QKN_NONE)      /* the source's Q/K RMSNorm, approximated (tmla_qkn.h) */
         cJSON_AddStringToObject(m, "qk_norm", tmla_qkn_words((tmla_qkn_mode)o->qk_norm));
     cJSON_AddBoolToObject(m, "attention_bias", bias);

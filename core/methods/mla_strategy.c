@@ -460,7 +460,7 @@ static int layer_ranks(Model *m, const TmlaOpts *o, const MlastratOpts *s, int n
 }
 
 /* A TmlaResult for m with o resolved (no layers yet). */
-static TmlaResult *result_new(Model *m, const TmlaOpts *o, int D, int nJ) {
+static TmlaResult *result_new(Model *m, const TmlaOpts *o, const MlastratOpts *s, int D, int nJ) {
     const ModelConfig *c = &m->cfg;
     TmlaResult *r = al_calloc(1, sizeof *r, "a conversion");
     if (!r) return NULL;
@@ -470,6 +470,8 @@ static TmlaResult *result_new(Model *m, const TmlaOpts *o, int D, int nJ) {
     r->opts.sigma = NULL;
     r->opts.mu = NULL;
     r->opts.rope_dim = D;
+    r->opts.balance = s->kind == MLASTRAT_TRANSMLA && o->balance;   /* CARE and MHA2MLA never balance */
+    mlastrat_label(s, r->opts.strategy, sizeof r->opts.strategy);
     for (int l = o->layer_lo; o->sigma && l <= o->layer_hi; l++) r->activation_stats |= o->sigma[l] != NULL;
     r->n_layers = c->n_layers;
     r->layers = al_calloc((size_t)c->n_layers, sizeof *r->layers, "converted layers");
@@ -493,7 +495,7 @@ int mlastrat_convert(Model *m, const TmlaOpts *opts, const MlastratOpts *s, Tmla
     int D = 0, nJ = 0, *ranks = NULL;
     if (resolve(m, &o, s, &D, &nJ) || layer_ranks(m, &o, s, nJ, &ranks)) return AL_ERR;
     const ModelConfig *c = &m->cfg;
-    TmlaResult *r = result_new(m, &o, D, nJ);
+    TmlaResult *r = result_new(m, &o, s, D, nJ);
     int rc = r ? AL_OK : AL_ERR;
     size_t total = (size_t)layersel_count(c, o.layer_lo, o.layer_hi), done = 0;
     for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l = layersel_next(c, l + 1, o.layer_hi)) {

@@ -163,6 +163,8 @@ typedef struct {
                                      mean); only read where sigma is given */
     int qk_norm;              /* tmla_qkn_mode (tmla_qkn.h): a source with Q/K RMSNorm converts its norm
                                  folded (fold) or dropped (drop); none refuses such a source */
+    char strategy[48];        /* "": TransMLA's own; else the one-shot strategy that built the layers
+                                 (mla_strategy.h: "care", "mha2mla-2norm", ...), which the export records */
 } TmlaOpts;
 
 /* Defaults: full rank, M = TMLA_DEFAULT_FREQFOLD, D = rd / M, balance on with the comparison, 64
