@@ -46,10 +46,11 @@ void ws_mlastrat_line(Out *out, const Model *m, const MlastratOpts *s, const Tml
     int rd = m->cfg.qk_rope_dim, G = m->cfg.n_kv_heads;
     if (s->kind == MLASTRAT_MHA2MLA) {
         int pairs = r->rope_dim / (2 * G);
-        out_printf(out, "strategy %s (MHA2MLA): %d of the %d RoPE frequencies of every KV head keep RoPE (S_%s), the "
-                   "SOURCE's other key dims lose it: %s at full kv rank; the latent is the %s SVD of the NoPE key and "
-                   "value weights; kv rank %s\n", lab, pairs, rd / 2, mlastrat_rope_name(s->rope),
-                   mlastrat_exact_full(s, rd) ? "exact" : "NOT exact", mlastrat_svd_name(s->svd), rk);
+        bool exact = 2 * pairs >= rd;
+        out_printf(out, "strategy %s (MHA2MLA): %d of the %d RoPE frequencies of every KV head keep RoPE (S_%s), %s at "
+                   "full kv rank; the latent is the %s SVD of the NoPE key and value weights; kv rank %s\n", lab, pairs,
+                   rd / 2, mlastrat_rope_name(s->rope), exact ? "none of the source's key dims loses it: exact"
+                   : "the SOURCE's other key dims lose it: NOT exact", mlastrat_svd_name(s->svd), rk);
     } else if (s->kind == MLASTRAT_CARE)
         out_printf(out, "strategy %s (CARE): TransMLA's RoRoPE, then the latent of the SVD of C^1/2 [W_K_nope | W_V] "
                    "(C the activations' second moment, damped by %g x its mean diagonal) mapped back by C^-1/2, no KV "

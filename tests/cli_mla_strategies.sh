@@ -3,7 +3,7 @@
 # stories260K-hf (issue 30, 3): `convert mla-table ... strategies all` prints every strategy row per
 # kv-rank with the same KV values per token, finite errors and held-out perplexities; `convert mla
 # strategy mha2mla-...` says it is not exact at full rank (and is exact when every frequency keeps
-# RoPE), its export is refused naming the RoPE frequencies DeepSeek-V3 cannot hold; care needs
+# RoPE, on a windowed gemma2 too), its export is refused naming the RoPE frequencies DeepSeek-V3 cannot hold; care needs
 # activation statistics; care exports (its manifest names it); care-alloc keeps the budget with ranks that differ per layer (export
 # refused); plot mla-table draws the table; bad strategy words are named.
 set -u
@@ -43,6 +43,17 @@ awk -F, 'NR > 1 && !($5 > 0.05) { bad = 1 } END { exit bad }' part.csv || fail "
 [ "$(rc)" = 1 ] && grep -q "RoPE dims are not the model's RoPE of dim 8 (pair 1 turns at 1, not 0.1)" err.txt \
     || fail "export refusal: [$(cat err.txt)]"
 [ -e out1 ] && fail "refused export left out1"
+
+# on a windowed, soft-capped model (synthetic gemma2: windows of 8 on layers 0, 2) every frequency kept
+# is exact at full rank too, joint and split: errors ~1e-7, the perplexity kept
+seq 1 400 | awk '{printf "%d ", ($1*37)%250+1}' > x.ids
+"$B" -e "synth family gemma2 $T/g2" >/dev/null 2>&1 || fail "synth gemma2"
+for v in 2norm 2norm-split; do
+    run -e "load $T/g2; convert mla kv-rank full strategy mha2mla-$v rope-pairs 16 ids x.ids seqlen 32 to g2.csv"
+    [ "$(rc)" = 0 ] && grep -q "16 of the 16 RoPE frequencies .*: exact at full kv rank" out.txt || fail "gemma2 $v: [$(cat out.txt) $(cat err.txt)]"
+    awk -F, 'NR > 1 && !($5 < 1e-5 && $6 < 1e-5) { bad = 1 } END { exit bad || NR != 5 }' g2.csv || fail "gemma2 $v not exact: [$(cat g2.csv)]"
+    grep -q "perplexity on .*: \([0-9.]*\) before, \1 after" out.txt || fail "gemma2 $v ppl moved: [$(grep perplexity out.txt)]"
+done
 
 # ---- care: activations required; -alloc keeps the budget, ranks differ, export refused
 run -e "load $M; convert mla kv-rank 16 strategy care stats weights calib $TXT seqlen 64 samples 32"
