@@ -57,9 +57,12 @@ void ws_mlastrat_line(Out *out, const Model *m, const MlastratOpts *s, const Tml
                    "balancing; kv rank %s\n", lab, s->damp < 0 ? MLASTRAT_CARE_DAMP : s->damp, rk);
     else
         out_printf(out, "strategy %s: kv rank %s\n", lab, rk);
-    if (s->alloc == MLASTRAT_ALLOC_CARE)
-        out_printf(out, "-alloc: CARE's greedy allocation by each layer's spectrum (residual share x depth "
-                   "weight / sqrt(rank)), between %d and %d\n", r->kv_rank / 2 > 0 ? r->kv_rank / 2 : 1, 2 * r->kv_rank);
+    if (s->alloc != MLASTRAT_ALLOC_CARE) return;
+    out_printf(out, "-alloc: CARE's greedy allocation by each layer's spectrum (residual share x depth weight / "
+               "sqrt(rank)), between %d and %d; per layer:", r->kv_rank / 2 > 0 ? r->kv_rank / 2 : 1, 2 * r->kv_rank);
+    for (int l = 0; l < r->n_layers; l++)
+        if (r->layers[l]) out_printf(out, " %d: %d", l, r->layers[l]->kv_rank);
+    out_printf(out, "\n");
 }
 
 /* One list entry ("mha2mla-2norm-split", "care-alloc") into s. */

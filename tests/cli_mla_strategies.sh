@@ -60,7 +60,12 @@ run -e "load $M; convert mla kv-rank 16 strategy care stats weights calib $TXT s
 [ "$(rc)" = 1 ] && grep -q "strategy care whitens by the activations' covariance" err.txt || fail "care without act: [$(cat err.txt)]"
 run -e "load $M; convert mla kv-rank 16 strategy care-alloc $CAL; export out2"
 [ "$(rc)" = 1 ] && grep -q "CARE.*kv rank [0-9]*-[0-9]* per layer, 16 on average" out.txt || fail "care-alloc line: [$(cat out.txt)]"
-grep -q "export: layer [0-9] has other dims than the conversion's" err.txt || fail "care-alloc export: [$(cat err.txt)]"
+grep -q "export: layer [0-9] has other dims than the conversion's (rank [0-9]*, rope 8; the conversion's: rank 16, rope 8): a DeepSeek-V3 checkpoint has one kv_lora_rank" err.txt \
+    || fail "care-alloc export: [$(cat err.txt)]"
+[ -e out2 ] && fail "refused export left out2"
+# the per-layer ranks it prints sum to the budget, 5 x 16
+sum=$(grep "^-alloc: CARE" out.txt | sed 's/.*per layer://' | grep -o ": [0-9]*" | awk '{ s += $2 } END { print s }')
+[ "$sum" = 80 ] || fail "care-alloc ranks sum to $sum: [$(grep '^-alloc' out.txt)]"
 
 # ---- plot mla-table: perplexity against KV values, one curve per strategy; its data the table's
 run -e "load $M; plot mla-table kv-ranks 32,16 strategies transmla,mha2mla-2norm,care $CAL data p.csv to p.png"

@@ -695,8 +695,10 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
         const AttnLayer *L = r->layers[l];
         *bias |= L->b_Q || L->b_QA || L->b_KVA || L->b_O;
         if (L->kv_rank != r->kv_rank || L->rope_dim != r->rope_dim || L->qk_nope != r->qk_nope || L->q_rank != r->q_rank)
-            return al_err("export: layer %d has other dims than the conversion's (rank %d, rope %d)", l, L->kv_rank,
-                          L->rope_dim);
+            return al_err("export: layer %d has other dims than the conversion's (rank %d, rope %d; the conversion's: "
+                          "rank %d, rope %d): a DeepSeek-V3 checkpoint has one kv_lora_rank and qk_rope_head_dim for "
+                          "every layer (per-layer ranks, as -alloc's, run in the session: ppl, check)", l, L->kv_rank,
+                          L->rope_dim, r->kv_rank, r->rope_dim);
         double *want = NULL;
         if (attn_rope_freqs_model(r->src, L->rope_dim, &want)) return AL_ERR;
         for (int j = 0; j < L->rope_dim / 2; j++)
