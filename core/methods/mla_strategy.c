@@ -91,13 +91,12 @@ static double *care_sqrt(const double *C, size_t m, double damp) {
     memcpy(Q, C, m * m * sizeof(double));
     for (size_t i = 0; i < m; i++) Q[i * m + i] += damp * tr / (double)m;
     if (tmla_eig_desc(Q, m, w, "CARE's input covariance")) { free(Q); free(w); free(S); return NULL; }
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < m; j++) {
-            double v = 0;
-            for (size_t k = 0; k < m; k++) v += Q[i * m + k] * sqrt(fmax(w[k], 1e-8)) * Q[j * m + k];
-            S[i * m + j] = v;
-        }
-    free(Q); free(w);
+    double *Qs = dalloc(m, m, "a covariance square root");
+    if (!Qs) { free(Q); free(w); free(S); return NULL; }
+    for (size_t i = 0; i < m; i++)                  /* S = Q diag(sqrt w) Qᵀ */
+        for (size_t k = 0; k < m; k++) Qs[i * m + k] = Q[i * m + k] * sqrt(fmax(w[k], 1e-8));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)m, (int)m, 1.0, Qs, (int)m, Q, (int)m, 0.0, S, (int)m);
+    free(Q); free(w); free(Qs);
     return S;
 }
 
