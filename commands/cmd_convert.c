@@ -363,7 +363,7 @@ const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "its rank range over the layers, whether it removes RoPE from the source's dims (then not exact\n"
     "at full rank), the mean score and output errors over the layers (relative Frobenius, 64\n"
     "Gaussian tokens with each layer's activation statistics, as `check`) and the held-out\n"
-    "perplexity (`convert mla help` says what each strategy does; `plot mla-table` draws it):\n"
+    "perplexity (`help convert mla` says what each strategy does; `plot mla-table` draws it):\n"
     "  convert mla-table kv-ranks 16,32 strategies all calib story.txt seqlen 64";
 
 const Param cmd_convert_mla_table_kw[] = {

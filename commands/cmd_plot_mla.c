@@ -519,8 +519,8 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
 const char CMD_PLOT_MLA_TABLE_HELP[] =
     "The published one-shot GQA -> MLA strategies against the KV budget: held-out perplexity\n"
     "against KV values cached per token and layer (kv rank + RoPE dims, mean over the layers), one\n"
-    "curve per strategy (transmla, mha2mla-high|low|uniform|2norm[-split], care, -alloc: `convert\n"
-    "mla help`), one point per kv rank, and the original model's as a line: `convert\n"
+    "curve per strategy (transmla, mha2mla-high|low|uniform|2norm[-split], care, -alloc: `help\n"
+    "convert mla`), one point per kv rank, and the original model's as a line: `convert\n"
     "mla-table ... strategies` as a figure (the same conversions, in memory). Needs activation\n"
     "statistics (`calib FILE`, `ids FILE`: the figure's own; or the session's calibration).\n"
     "`data FILE` writes the table (.csv or .json).\n"
