@@ -662,7 +662,8 @@ static bool mla_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) 
 
 static void mla_xf_describe(const Xform *x, char *buf, size_t cap) {
     const TmlaResult *r = x->data;
-    snprintf(buf, cap, "convert mla of %s: kv_lora_rank %d, RoPE dims %d", x->src->name, r->kv_rank, r->rope_dim);
+    snprintf(buf, cap, "convert mla of %s: kv_lora_rank %d, RoPE dims %d%s%s", x->src->name, r->kv_rank, r->rope_dim,
+             r->opts.strategy[0] ? ", strategy " : "", r->opts.strategy);
 }
 
 static void mla_xf_free(void *data) { tmla_result_free(data); }

@@ -43,6 +43,8 @@ awk -F, 'NR > 1 && !($5 > 0.05) { bad = 1 } END { exit bad }' part.csv || fail "
 [ "$(rc)" = 1 ] && grep -q "RoPE dims are not the model's RoPE of dim 8 (pair 1 turns at 1, not 0.1)" err.txt \
     || fail "export refusal: [$(cat err.txt)]"
 [ -e out1 ] && fail "refused export left out1"
+run -e "load $M; convert mla kv-rank 16 strategy mha2mla-low $CAL ppl off; transforms"
+grep -q "convert mla of stories260K-hf: kv_lora_rank 16, RoPE dims 8, strategy mha2mla-low" out.txt || fail "transforms: [$(cat out.txt)]"
 
 # on a windowed, soft-capped model (synthetic gemma2: windows of 8 on layers 0, 2) every frequency kept
 # is exact at full rank too, joint and split: errors ~1e-7, the perplexity kept
