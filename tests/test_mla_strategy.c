@@ -230,6 +230,15 @@ static void test_alloc(void) {
     int ranks[2];
     CHECK_OK(mlastrat_alloc_ranks(sv, n, 2, 4, 2, 8, ranks));
     CHECK(ranks[0] == 2 && ranks[1] == 6, "ranks %d %d (want 2 6)", ranks[0], ranks[1]);
+    /* by hand: s0² = (4, 1, 1), s1² = (2, 2, 1), 2 per layer from min 1, max 3: step 1 scores layer 0
+     * (1/6)/(2/6) x sqrt(2/1.5) = 0.577 against layer 1's (2/5)/(3/5) x sqrt(1/1.5) = 0.544; step 2
+     * layer 0 at rank 2: (1/6)/(1/6) x 1.155 / sqrt 2 = 0.816, still above 0.544: ranks (3, 1). Without
+     * the depth weight layer 1 would win both steps: (1, 3). */
+    double h0[] = {2, 1, 1}, h1[] = {sqrt(2), sqrt(2), 1};
+    const double *hv[] = {h0, h1};
+    size_t hn[] = {3, 3};
+    CHECK_OK(mlastrat_alloc_ranks(hv, hn, 2, 2, 1, 3, ranks));
+    CHECK(ranks[0] == 3 && ranks[1] == 1, "hand case: ranks %d %d (want 3 1)", ranks[0], ranks[1]);
     /* random spectra of 5 layers: the sum is the budget, each within [min, max] */
     double sp[5][16];
     const double *spp[5];
