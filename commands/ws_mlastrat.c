@@ -65,7 +65,7 @@ void ws_mlastrat_line(Out *out, const Model *m, const MlastratOpts *s, const Tml
     out_printf(out, "\n");
 }
 
-/* One list entry ("mha2mla-2norm-split", "care-alloc") into s. */
+/* One list entry ("mha2mla-2norm-split", "mha2mla-low-r2", "care-alloc") into s. */
 static int parse_one(const char *tok, MlastratOpts *s) {
     *s = mlastrat_default();
     char buf[64];
@@ -83,8 +83,11 @@ static int parse_one(const char *tok, MlastratOpts *s) {
         if (!strcmp(w, "split") && k == MLASTRAT_MHA2MLA) { s->svd = MLASTRAT_SVD_SPLIT; hit = 1; }
         if (!strcmp(w, "joint") && k == MLASTRAT_MHA2MLA) hit = 1;
         if (!strcmp(w, "alloc")) { s->alloc = MLASTRAT_ALLOC_CARE; hit = 1; }
+        char *end = NULL;
+        long r = w[0] == 'r' && k == MLASTRAT_MHA2MLA ? strtol(w + 1, &end, 10) : 0;
+        if (end && end != w + 1 && !*end && r >= 1 && r <= 1 << 16) { s->rope_pairs = (int)r; hit = 1; }
         if (!hit) return al_err("strategy: '%s' in '%s' is not a word of it (mha2mla: high, low, uniform, 2norm, joint, "
-                                "split; any: alloc)", w, tok);
+                                "split, rN: N frequencies per KV head; any: alloc)", w, tok);
     }
     return AL_OK;
 }

@@ -12,7 +12,7 @@
 /* convert mla's strategy keywords: the strategy as one word (the table's row names) and MHA2MLA's r. */
 #define PARAM_MLASTRAT                                                                                          \
     { .name = "strategy", .type = ARG_STRING, .def = "transmla", .comp = COMP_NONE,                              \
-      .metavar = "transmla|mha2mla-SEL[-split]|care[-alloc]",                                                    \
+      .metavar = "transmla|mha2mla-SEL[-split][-rN]|care[-alloc]",                                                    \
       .help = "transmla; mha2mla-high|low|uniform|2norm (partial RoPE, SVD of the weights; -split: K and V apart); " \
               "care (covariance-aware); -alloc: CARE's kv ranks across layers" },                              \
     { .name = "rope-pairs", .type = ARG_INT, .min = 1, .max = 1 << 16, .comp = COMP_NONE, .metavar = "r",         \
@@ -23,7 +23,7 @@ int ws_mlastrat_opts(const Args *a, MlastratOpts *s, bool *given);
 /* The line saying what the strategy did (and, for mha2mla, that it is not exact at full rank). */
 void ws_mlastrat_line(Out *out, const Model *m, const MlastratOpts *s, const TmlaResult *r);
 
-/* Parses `all` or a comma-separated list of rows (transmla, mha2mla-high|low|uniform|2norm[-split],
+/* Parses `all` or a comma-separated list of rows (transmla, mha2mla-high|low|uniform|2norm[-split][-rN],
  * care; -alloc: CARE's allocation) into s[cap]. */
 int ws_mlastrat_parse_list(const char *list, MlastratOpts *s, size_t cap, size_t *n);
 

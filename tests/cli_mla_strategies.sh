@@ -32,6 +32,18 @@ awk -F, 'NR > 1 && (($2 ~ /^mha2mla/) != ($9 == "true")) { bad = 1 } END { exit 
 awk -F, 'NR > 1 && (($2 ~ /alloc/) != ($7 != $8)) { bad = 1 } END { exit bad }' s.csv || fail "rank ranges: [$(cut -d, -f2,7,8 s.csv)]"
 grep -q "^perplexity on .*held out.*original" out.txt || fail "perplexity line: [$(cat out.txt)]"
 
+# MHA2MLA at its own RoPE budget: -rN keeps N frequencies per KV head (KV values R + 2 x 4 x N); -r4 keeps
+# all of them: no RoPE removed, exact at full rank (R = 32 here), the source's perplexity
+run -e "load $M; convert mla-table kv-ranks 16,32 strategies mha2mla-2norm-r2,mha2mla-high-split-r4 $CAL to r.csv"
+[ "$(rc)" = 0 ] && [ "$(awk -F, 'NR > 1 { printf "%s:%s:%s:%s ", $1, $2, $6, $9 }' r.csv)" = \
+    "16:mha2mla-2norm-r2:32:true 16:mha2mla-high-split-r4:48:false 32:mha2mla-2norm-r2:48:true 32:mha2mla-high-split-r4:64:false " ] \
+    || fail "-rN rows: [$(cat r.csv) $(cat err.txt)]"
+base=$(grep -o "original [0-9.]*" out.txt | cut -d' ' -f2)
+awk -F, -v b="$base" '$1 == 32 && $2 == "mha2mla-high-split-r4" { d = $13 - b; ok = b > 1 && d < 1e-5 * b && -d < 1e-5 * b }
+    END { exit !ok }' r.csv || fail "-r4 at full rank not the original $base: [$(cat r.csv)]"
+run -e "load $M; convert mla-table kv-ranks 16 strategies mha2mla-low-r9 $CAL"
+[ "$(rc)" = 1 ] && grep -q "rope-pairs 9: a KV head has 4 RoPE frequencies" err.txt || fail "-r9: [$(cat err.txt)]"
+
 # ---- convert mla strategy mha2mla: the line, full rank exact only with every frequency, export refused
 run -e "load $M; convert mla kv-rank full strategy mha2mla-high rope-pairs 4 $CAL to full.csv"
 [ "$(rc)" = 0 ] && grep -q "4 of the 4 RoPE frequencies .* exact at full kv rank" out.txt || fail "all pairs: [$(cat out.txt) $(cat err.txt)]"

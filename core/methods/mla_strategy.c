@@ -42,10 +42,11 @@ const char *mlastrat_svd_name(mlastrat_svd s) { return s == MLASTRAT_SVD_SPLIT ?
 const char *mlastrat_alloc_name(mlastrat_alloc a) { return a == MLASTRAT_ALLOC_CARE ? "care" : "uniform"; }
 
 const char *mlastrat_label(const MlastratOpts *s, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s%s%s%s%s", mlastrat_kind_name(s->kind), s->kind == MLASTRAT_MHA2MLA ? "-" : "",
-             s->kind == MLASTRAT_MHA2MLA ? mlastrat_rope_name(s->rope) : "",
-             s->kind == MLASTRAT_MHA2MLA && s->svd == MLASTRAT_SVD_SPLIT ? "-split" : "",
-             s->alloc == MLASTRAT_ALLOC_CARE ? "-alloc" : "");
+    bool m2m = s->kind == MLASTRAT_MHA2MLA;
+    char r[24] = "";
+    if (m2m && s->rope_pairs > 0) snprintf(r, sizeof r, "-r%d", s->rope_pairs);
+    snprintf(buf, cap, "%s%s%s%s%s%s", mlastrat_kind_name(s->kind), m2m ? "-" : "", m2m ? mlastrat_rope_name(s->rope) : "",
+             m2m && s->svd == MLASTRAT_SVD_SPLIT ? "-split" : "", r, s->alloc == MLASTRAT_ALLOC_CARE ? "-alloc" : "");
     return buf;
 }
 

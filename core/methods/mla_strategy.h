@@ -71,7 +71,7 @@ const char *mlastrat_kind_name(mlastrat_kind k);
 const char *mlastrat_rope_name(mlastrat_rope r);
 const char *mlastrat_svd_name(mlastrat_svd s);
 const char *mlastrat_alloc_name(mlastrat_alloc a);
-/* Its name as `strategy` takes it ("transmla", "mha2mla-2norm", "mha2mla-low-split", "care-alloc"): buf. */
+/* Its name as `strategy` takes it ("transmla", "mha2mla-2norm", "mha2mla-low-split-r2", "care-alloc"): buf. */
 const char *mlastrat_label(const MlastratOpts *s, char *buf, size_t cap);
 /* Whether the strategy is exact at full kv rank where TransMLA is (one KV head, D = d): mha2mla only
  * when every frequency keeps RoPE. */
