@@ -28,6 +28,7 @@
 #include "ws_lm.h"
 #include "ws_tmla.h"
 #include "ws_check.h"
+#include "ws_mlastrat.h"
 #include "xform.h"
 
 /* ================================================================ perplexity before and after */
@@ -125,7 +126,23 @@ const char CMD_CONVERT_MLA_HELP[] =
     "  convert mla kv-rank 512 rope-dim 64\n"
     "  convert mla kv-rank 256 freqfold 4 balance off q-rank 1024 to conv.csv\n"
     "  convert mla kv-rank 64 rope-dim 32 calib wiki.train.txt samples 128 seqlen 256\n"
-    "  convert mla kv-rank 256 qk-norm fold calib wiki.train.txt        (Qwen3, OLMo 2)";
+    "  convert mla kv-rank 256 qk-norm fold calib wiki.train.txt        (Qwen3, OLMo 2)\n"
+    "Strategies (core/methods/mla_strategy.h; `convert mla-table ... strategies all` side by side):\n"
+    "`strategy transmla` is the above. `strategy mha2mla-SEL` is MHA2MLA's (Ji et al. 2025): no\n"
+    "rotation; per KV head `rope-pairs` r frequencies keep RoPE (default rope-dim / (2 x KV heads)),\n"
+    "SEL high (the r highest), low (the r lowest), uniform (every (rd/2)/r-th) or 2norm (largest\n"
+    "query-norm x key-norm product under the statistics); the SOURCE's other key dims lose RoPE, so\n"
+    "it is NOT exact at full kv rank (unless r = rd/2); then the SVD of the NoPE key and value\n"
+    "weights: one latent for [W_k_nope | W_v], or with -split one each (R/2 + R/2); -rN (or\n"
+    "`rope-pairs N`) keeps N frequencies per KV head (mha2mla-low-split-r2). `strategy care`\n"
+    "is CARE's (ICLR 2026): RoRoPE, then the SVD of C^1/2 [W_k_nope | W_v] mapped back by C^-1/2\n"
+    "(C: the activations' second moment, damped as its code does), no balancing; it needs\n"
+    "activation statistics. A trailing -alloc (any strategy) spreads the same total kv rank over\n"
+    "the layers by CARE's greedy spectrum rule. Per-pair RoPE frequencies (mha2mla) and per-layer\n"
+    "ranks (-alloc) have no DeepSeek-V3 form: export refuses them, naming it; check and the\n"
+    "perplexity run them in the session.\n"
+    "  convert mla kv-rank 32 strategy mha2mla-2norm calib story.txt\n"
+    "  convert mla kv-rank 32 strategy care-alloc calib story.txt";
 
 static const char *const ONOFF[] = {"on", "off", NULL};
 static const char *const QKN_MODES[] = {"fold", "drop", NULL};     /* TMLA_QKN_FOLD, TMLA_QKN_DROP */
@@ -149,6 +166,7 @@ const Param cmd_convert_mla_kw[] = {
     { .name = "qk-norm", .type = ARG_ENUM, .choices = QKN_MODES, .comp = COMP_CHOICES,
       .help = "a source with Q/K RMSNorm: fold its gains and calibrated 1/RMS into W_Q / W_K, or drop it" },
     PARAM_TMLA_STATS,
+    PARAM_MLASTRAT,
     PARAM_TO,
     {0}
 };
@@ -285,14 +303,18 @@ static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaR
 int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TmlaOpts o;
-    if (mla_args_opts(m, a, out, &o)) return AL_ERR;
+    MlastratOpts st;
+    bool strat_given;
+    if (mla_args_opts(m, a, out, &o) || ws_mlastrat_opts(a, &st, &strat_given)) return AL_ERR;
+    bool strat = st.kind != MLASTRAT_TRANSMLA || st.alloc != MLASTRAT_ALLOC_UNIFORM;   /* else TransMLA's own */
+    if (strat) o.compare_balance = false;
     TmlaStatsUse u;
     int src = ws_tmla_stats(s, m, a, false, &u, out);
     if (src) return src;
     o.sigma = u.act ? (const double *const *)u.sigma : NULL;
     o.mu = u.act ? (const double *const *)u.mu : NULL;
     TmlaResult *r = NULL;
-    int rc = tmla_convert(m, &o, &r);
+    int rc = strat ? mlastrat_convert(m, &o, &st, &r) : tmla_convert(m, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
     if (ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL, u.act ? u.mu : NULL,
                       &r->check_in)) {        /* what check needs to draw the report's inputs again */
@@ -302,16 +324,19 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     }
     if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     mla_describe(out, m, a, r, &u);
+    if (strat) ws_mlastrat_line(out, m, &st, r);
     if (u.ids && args_enum(a, "ppl") != 1 && mla_ppl(s, m, r, &u, out) == AL_INTERRUPTED) {
         ws_tmla_stats_release(&u);
         return AL_INTERRUPTED;
     }
     ws_tmla_stats_release(&u);
     const TmlaOpts *ro = &r->opts;
-    out_printf(out, "%srelative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); balance %s, `other` = "
-               "balance %s\n", qkn_tag(m, r), ro->eval_tokens, (unsigned long long)ro->seed,
+    char lab[96];
+    out_printf(out, "%srelative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); %s %s, `other` = "
+               "%s\n", qkn_tag(m, r), ro->eval_tokens, (unsigned long long)ro->seed,
                r->activation_stats ? "with the activations' mean and covariance" : "unit variance",
-               ro->balance ? "on" : "off", ro->balance ? "off" : "on");
+               strat ? "strategy" : "balance", strat ? mlastrat_label(&st, lab, sizeof lab) : ro->balance ? "on" : "off",
+               strat ? "none (empty)" : ro->balance ? "balance off" : "balance on");
     return mla_report_table(out, a, m, r);
 }
 
@@ -332,7 +357,15 @@ const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "statistics: `calib FILE`, `ids FILE`, or the session's `calibrate`.\n"
     "Examples:\n"
     "  convert mla-table kv-ranks 24,40 calib story.txt seqlen 64\n"
-    "  convert mla-table kv-ranks 128,256,512 rope-dim 64 to fig4b.csv";
+    "  convert mla-table kv-ranks 128,256,512 rope-dim 64 to fig4b.csv\n"
+    "`strategies all|S,S,...`: the published one-shot strategies side by side instead, one block of\n"
+    "rows per kv-rank (rows: transmla, mha2mla-high|low|uniform|2norm[-split][-rN], care, any with -alloc\n"
+    "for CARE's rank allocation; `all`: those eight), each with its KV values per token (mean R + D),\n"
+    "its rank range over the layers, whether it removes RoPE from the source's dims (then not exact\n"
+    "at full rank), the mean score and output errors over the layers (relative Frobenius, 64\n"
+    "Gaussian tokens with each layer's activation statistics, as `check`) and the held-out\n"
+    "perplexity (`help convert mla` says what each strategy does; `plot mla-table` draws it):\n"
+    "  convert mla-table kv-ranks 16,32 strategies all calib story.txt seqlen 64";
 
 const Param cmd_convert_mla_table_kw[] = {
     { .name = "kv-ranks", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R,R,...",
@@ -342,6 +375,8 @@ const Param cmd_convert_mla_table_kw[] = {
     { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "M",
       .help = "adjacent RoPE frequencies per PCA (default: head dim / rope-dim, else 1 as in the figures)" },
     PARAM_LAYERS("layers to convert"),
+    { .name = "strategies", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "all|S,S,...",
+      .help = "compare the one-shot strategies (transmla, mha2mla-..., care, -alloc) instead of Fig. 4b" },
     PARAM_TMLA_STATS,
     PARAM_TO,
     {0}
@@ -349,21 +384,7 @@ const Param cmd_convert_mla_table_kw[] = {
 
 /* Parses a comma-separated list of ranks (numbers or `full`) into R[cap]. */
 static int parse_ranks(const char *list, int *R, size_t cap, size_t *n) {
-    *n = 0;
-    if (!list || !*list) return al_err("convert mla-table needs kv-ranks R,R,... (e.g. kv-ranks 128,256,full)");
-    for (const char *p = list; *p;) {
-        if (*n == cap) return al_err("kv-ranks: at most %zu ranks", cap);
-        char *end;
-        if (!strncmp(p, "full", 4) && (p[4] == ',' || !p[4])) { R[(*n)++] = TMLA_FULL; end = (char *)p + 4; }
-        else {
-            long v = strtol(p, &end, 10);
-            if (end == p || v < 1 || v > (1L << 24) || (*end && *end != ','))
-                return al_err("kv-ranks '%s': give positive numbers or full, separated by commas", list);
-            R[(*n)++] = (int)v;
-        }
-        p = *end == ',' ? end + 1 : end;
-    }
-    return AL_OK;
+    return ws_mlastrat_ranks("convert mla-table", list, R, cap, n);
 }
 
 int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
@@ -372,6 +393,14 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     size_t nr;
     long lo, hi;
     if (parse_ranks(args_str(a, "kv-ranks"), ranks, 32, &nr)) return AL_ERR;
+    if (args_given(a, "strategies")) {               /* the strategies side by side (ws_mlastrat.h) */
+        MlastratTable *st = NULL;
+        int rc = ws_mlastrat_table(s, m, a, ranks, nr, false, out, &st);
+        if (rc) return rc;
+        Table *tb = ws_mlastrat_rows(m, st);
+        mlastrat_table_free(st);
+        return tb ? out_table_to(out, args_str(a, "to"), tb) : AL_ERR;
+    }
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     TmlaOpts o = tmla_opts_default();        /* the options as convert mla would resolve them */
     o.rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0;
@@ -634,7 +663,8 @@ static bool mla_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) 
 
 static void mla_xf_describe(const Xform *x, char *buf, size_t cap) {
     const TmlaResult *r = x->data;
-    snprintf(buf, cap, "convert mla of %s: kv_lora_rank %d, RoPE dims %d", x->src->name, r->kv_rank, r->rope_dim);
+    snprintf(buf, cap, "convert mla of %s: kv_lora_rank %d, RoPE dims %d%s%s", x->src->name, r->kv_rank, r->rope_dim,
+             r->opts.strategy[0] ? ", strategy " : "", r->opts.strategy);
 }
 
 static void mla_xf_free(void *data) { tmla_result_free(data); }

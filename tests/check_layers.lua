@@ -144,6 +144,7 @@ local PREFIXES = {
   ["core/methods/synth"] = { "synlist" },
   ["core/methods/transmla"] = { "tmla" },
   ["core/methods/tmla_study"] = { "tstudy" },
+  ["core/methods/mla_strategy"] = { "mlastrat" },
 }
 local EXCEPTIONS = {
   ["core/model/model"] = { "cfg_attn_params", "cfg_kv_values" },          -- cfg_: core/model/config

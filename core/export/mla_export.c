@@ -476,6 +476,7 @@ static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, 
     if (r->q_rank) cJSON_AddNumberToObject(m, "q_lora_rank", r->q_rank);
     else cJSON_AddNullToObject(m, "q_lora_rank");
     cJSON_AddBoolToObject(m, "balance", o->balance);
+    if (o->strategy[0]) cJSON_AddStringToObject(m, "strategy", o->strategy);   /* mla_strategy.h's */
     if (r->src->cfg.qk_norm != QKN_NONE)      /* the source's Q/K RMSNorm, approximated (tmla_qkn.h) */
         cJSON_AddStringToObject(m, "qk_norm", tmla_qkn_words((tmla_qkn_mode)o->qk_norm));
     cJSON_AddBoolToObject(m, "attention_bias", bias);
@@ -694,15 +695,18 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
         const AttnLayer *L = r->layers[l];
         *bias |= L->b_Q || L->b_QA || L->b_KVA || L->b_O;
         if (L->kv_rank != r->kv_rank || L->rope_dim != r->rope_dim || L->qk_nope != r->qk_nope || L->q_rank != r->q_rank)
-            return al_err("export: layer %d has other dims than the conversion's (rank %d, rope %d)", l, L->kv_rank,
-                          L->rope_dim);
+            return al_err("export: layer %d has other dims than the conversion's (rank %d, rope %d; the conversion's: "
+                          "rank %d, rope %d): a DeepSeek-V3 checkpoint has one kv_lora_rank and qk_rope_head_dim for "
+                          "every layer (per-layer ranks, as -alloc's, run in the session: ppl, check)", l, L->kv_rank,
+                          L->rope_dim, r->kv_rank, r->rope_dim);
         double *want = NULL;
         if (attn_rope_freqs_model(r->src, L->rope_dim, &want)) return AL_ERR;
         for (int j = 0; j < L->rope_dim / 2; j++)
             if (fabs(L->inv_freq[j] - want[j]) > 1e-12 * want[j]) {
+                double w = want[j];            /* read before the free (the message printed freed memory) */
                 free(want);
                 return al_err("export: layer %d's RoPE dims are not the model's RoPE of dim %d (pair %d turns at %g, "
-                              "not %g): DeepSeek's layout cannot hold them", l, L->rope_dim, j, L->inv_freq[j], want[j]);
+                              "not %g): DeepSeek's layout cannot hold them", l, L->rope_dim, j, L->inv_freq[j], w);
             }
         free(want);
     }

@@ -47,6 +47,8 @@ static int sym_eig_desc(double *A, size_t n, double *w, const char *what) {
     return AL_OK;
 }
 
+int tmla_eig_desc(double *A, size_t n, double *w, const char *what) { return sym_eig_desc(A, n, w, what); }
+
 /* Second moment of the features f = x W + b (W: (m, n) double, b: (n) or NULL) for inputs with
  * E[x xᵀ] = Sigma (m x m, NULL: identity) and E[x] = mu (m, NULL: zero):
  * C = Wᵀ Sigma W + (Wᵀ mu) bᵀ + b (Wᵀ mu)ᵀ + b bᵀ, (n x n), caller frees. */
