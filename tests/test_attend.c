@@ -11,12 +11,15 @@
  *       sink takes its weight (gpt_oss: checked to be below 1 - 1e-4 somewhere); in a windowed layer
  *       every key at or before i - window is exactly 0 (and such layers were seen);
  *   (c) the capture does not change the pass (logits equal with and without it);
- *   (d) a masked head changes the logits, and unmasking restores them bit for bit.
+ *   (d) a masked head changes the logits, and unmasking restores them bit for bit;
+ *   (e) run as an override (fwd_set_attn with the layer's own weights as an AttnLayer), a layer's
+ *       captured weights (attn_eval's logits through the override's softmax) equal the reference's.
  * The perplexity of a masked head against a checkpoint with that head's o_proj columns zeroed is
  * tests/cli_attend.sh's. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "config.h"
+#include "attn_eval.h"
 #include "forward.h"
 #include "layersel.h"
 #include "ref_forward.h"
@@ -63,6 +66,42 @@ static void check_rows(const char *name, const ModelConfig *c, int L, int h, con
     if (sink && low < 1 - 1e-4) sink_rows_seen++;
 }
 
+/* (e) the first attention layer run as an override (its own weights as an AttnLayer, attn_eval): the
+ * captured weights come from the override's logits and softmax, and equal the reference's too. */
+static int overrides_seen;
+static void check_override(const char *name, Model *m, Forward *f, RefModel *r, const int *ids, float *P, double *R,
+                           float *z) {
+    const ModelConfig *c = &m->cfg;
+    size_t T = T_TOK;
+    int L = 0;
+    while (L < c->n_layers && !layersel_attn(c, L)) L++;
+    AttnLayer *al = NULL;
+    if (attn_layer_load(m, L, &al) != AL_OK) {     /* families the evaluator does not load: the pass alone */
+        printf("  %-12s override: not loaded as an AttnLayer (%s)\n", name, al_errmsg());
+        al_err_clear();
+        return;
+    }
+    int h = c->n_heads - 1;
+    FwdCapture cap = {.layer = L, .head = h, .P = P, .cap_rows = T};
+    CHECK_OK(fwd_set_attn(f, L, al));
+    fwd_set_capture(f, &cap);
+    fwd_reset(f);
+    CHECK_OK(fwd_run(f, ids, T, FWD_LOGITS_ALL, z));
+    fwd_set_capture(f, NULL);
+    fwd_clear_attn(f);
+    ref_capture(r, L, h, R, T);
+    double *rl = malloc(T * ref_vocab(r) * sizeof *rl);
+    CHECK_OK(ref_logits(r, ids, T, rl));
+    ref_capture(r, 0, 0, NULL, 0);
+    double err = 0;
+    for (size_t i = 0; i < T * T; i++) err = fmax(err, fabs(P[i] - R[i]));
+    CHECK(cap.rows == T && err < TOL, "%s layer %d head %d as an override: %zu rows, weights off by %.3g", name, L, h,
+          cap.rows, err);
+    overrides_seen++;
+    free(rl);
+    attn_layer_free(al);
+}
+
 /* (a)-(d) on the checkpoint in dir. */
 static void check_model(const char *name, const char *dir) {
     Model *m = NULL;
@@ -104,6 +143,7 @@ static void check_model(const char *name, const char *dir) {
         }
     }
     CHECK(checked > 0, "%s: no attention layer checked", name);
+    check_override(name, m, f, r, ids, P, R, z1);
     /* (d) masking a head of the first attention layer changes the logits; unmasking restores them */
     int La = 0;
     while (cfg_layer_linear(c, La) || cfg_layer_mamba(c, La)) {
@@ -143,6 +183,7 @@ int main(void) {
     check_model("stories260K", real);
     free(real);
     CHECK(window_layers_seen > 0, "no windowed layer was checked (mistral, gemma2 and gpt_oss have them)");
+    CHECK(overrides_seen >= 3, "only %d models ran their layer as an override", overrides_seen);
     CHECK(sink_rows_seen > 0, "no sink took weight (gpt_oss has sinks)");
     printf("  windowed layers checked %d, heads whose sink took weight %d\n", window_layers_seen, sink_rows_seen);
     return check_done();
