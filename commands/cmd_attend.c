@@ -124,7 +124,7 @@ static int attend_patterns(Session *s, Model *m, const Args *a, const int *ids, 
     const Xform *x = probe_xform(s, m, head_line, sizeof head_line);
     if (!x) return al_err("attend compare: %s has no transformation that runs as attention layers (truncate, convert "
                           "mla, convert tpa make one)", m->name);
-    out_printf(out, "%s\n", head_line);
+    if (out_narrates(out)) out_printf(out, "%s\n", head_line);
     if ((rc = probe_pattern_xform(s, x, f, ids, T, layer, head, q)) == AL_OK) *have_q = true;
     return rc;
 }
@@ -141,12 +141,14 @@ static int cmd_attend(Session *s, const Args *a, Out *out) {
     if (rc == AL_OK && args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < T) T = (size_t)args_int(a, "max-tokens");
     if (rc == AL_OK) rc = probe_strings(tok, ids, T, &str);
     if (rc == AL_OK) rc = attend_patterns(s, m, a, ids, T, &p, &q, &have_q, out);
-    if (rc == AL_OK) {
+    if (rc == AL_OK && out_narrates(out)) {
         out_printf(out, "%s layer %ld head %ld on %zu tokens%s\n", m->name, args_int(a, "layer"), args_int(a, "head"), T,
                    cfg_layer_window(&m->cfg, (int)args_int(a, "layer")) ? " (sliding-window layer)" : "");
         if (p.sink > 0)
             out_printf(out, "sink: the head's sink logit takes %.1f%% of the weight per row on average (rows sum to "
                             "less than 1)\n", 100 * p.sink);
+    }
+    if (rc == AL_OK) {
         Table *t = args_flag(a, "matrix") ? attend_matrix(&p, str)
                                           : attend_top(&p, have_q ? &q : NULL, str, (size_t)args_int(a, "top"));
         rc = t ? out_table_to(out, args_str(a, "to"), t) : AL_ERR;
@@ -234,7 +236,8 @@ static int cmd_ablate(Session *s, const Args *a, Out *out) {
     Table *t = rc == AL_OK ? table_new(4, "layer", "heads", "ppl", "delta") : NULL;
     if (rc == AL_OK && !t) rc = AL_ERR;
     if (rc == AL_OK) {
-        out_printf(out, "%s: ppl %.6g intact (%zu tokens predicted in windows of %zu)\n", m->name, exp(b.nll), b.tokens, L);
+        if (out_narrates(out))
+            out_printf(out, "%s: ppl %.6g intact (%zu tokens predicted in windows of %zu)\n", m->name, exp(b.nll), b.tokens, L);
         rc = ablate_run(f, a, c, ids, n, L, (int)lo, (int)hi, t, exp(b.nll));
     }
     free(ids);

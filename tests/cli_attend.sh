@@ -8,7 +8,10 @@
 #     QK untouched) and changes a later layer's;
 #   ablate: the perplexity with a head removed equals the perplexity of a checkpoint whose o_proj
 #     columns of that head are zeroed (written here in Python) to 1e-6, for one head and for two
-#     heads `together`; the intact line equals plain ppl.
+#     heads `together`; the intact line equals plain ppl;
+#   plot attention: the SVG's labels are `tokenize strings`' strings, once along each axis in order ('#'
+#     kept); gpt-oss's figure says what the sink takes; a linear layer is refused with no file; compare
+#     writes a PNG; plot head-importance's largest rise is `ablate layer all`'s largest delta.
 set -u
 M="${ATTNLAB_MODELS:-}"
 [ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
@@ -130,5 +133,42 @@ run -e "load $HF; ablate story.txt layer all seqlen 64 max-tokens 200 to all.csv
 [ "$(rc)" = 0 ] && [ "$(tail -n +2 all.csv | wc -l)" = 40 ] || fail "ablate layer all: rc $(rc), $(wc -l <all.csv) lines $(cat err.txt)"
 run -e "load $HF; ablate story.txt layer 1 head 3 together"
 [ "$(rc)" = 1 ] && grep -q "together" err.txt || fail "together with head: rc $(rc) [$(cat err.txt)]"
+
+# ---------------------------------------------------------------- plot attention, plot head-importance
+run -e "load $HF; tokenize \"Once upon a time, #1 there\" strings to tok.csv; plot attention \"Once upon a time, #1 there\" layer 1 head 2 to a.svg; truncate vo rank 2; plot attention file story.txt max-tokens 40 layer 3 head 1 compare to c.png"
+[ "$(rc)" = 0 ] || fail "plot attention: rc $(rc): $(cat err.txt)"
+is_svg a.svg && is_png c.png || fail "plot attention files"
+python3 - <<'PY' || fail "plot attention: token labels"
+import csv, html, re
+toks = [r['string'] for r in csv.DictReader(open('tok.csv'))]
+s = open('a.svg').read()
+texts = [html.unescape(re.sub(r'<[^>]+>', '', t)) for t in re.findall(r'<text[^>]*>(.*?)</text>', s, re.S)]
+labels = [t for t in texts if t in toks]
+want = [t for t in toks for _ in range(2)]       # each token once along each axis, in order
+assert labels == want, (labels, want)
+PY
+run -e "load oss; plot attention ids ids.txt layer 1 head 2 to o.svg; load q3n; plot attention ids ids.txt layer 0 head 1 to q.svg"
+grep -q "sink" o.svg || python3 -c "
+import html,re,sys
+s=open('o.svg').read()
+t=' '.join(html.unescape(re.sub(r'<[^>]+>','',x)) for x in re.findall(r'<text[^>]*>(.*?)</text>', s, re.S))
+sys.exit(0 if 'the sink takes' in t else 1)" || fail "gpt-oss figure: no sink subtitle"
+[ "$(rc)" = 1 ] && grep -q "no softmax attention pattern" err.txt && [ ! -e q.svg ] || fail "plot attention on a linear layer: rc $(rc)"
+run -e "load $HF; ablate story.txt layer all seqlen 64 max-tokens 300 to all3.csv; plot head-importance story.txt seqlen 64 max-tokens 300 to imp.png; plot head-importance story.txt layer 2 seqlen 64 max-tokens 300 to imp2.svg"
+[ "$(rc)" = 0 ] && is_png imp.png && is_svg imp2.svg || fail "plot head-importance: rc $(rc): $(cat err.txt)"
+python3 - <<'PY' || fail "head-importance's largest rise is not ablate's"
+import csv, re
+rows = list(csv.DictReader(open('all3.csv')))
+best = max(rows, key=lambda r: float(r['delta']))
+line = [l for l in open('out.txt') if 'largest rise' in l][0]
+m = re.search(r'layer (\d+) head (\d+) \(\+([0-9.e-]+)\)', line)
+assert m and m.group(1) == best['layer'] and m.group(2) == best['heads'], (line, best)
+assert abs(float(m.group(3)) - float(best['delta'])) <= 1e-3 * abs(float(best['delta'])), (line, best)
+PY
+
+# the example notebook: three figures, the round trip
+run "$SRC/examples/attention.lua" "$HF" nb story.txt
+[ "$(rc)" = 0 ] && grep -q "strings round-trip: true" out.txt && grep -q "^3 figures in nb" out.txt || fail "examples/attention.lua: rc $(rc) [$(cat out.txt)] $(cat err.txt)"
+for f in attention attention-compare head-importance; do is_png "nb/$f.png" || fail "nb/$f.png"; done
 
 cli_done
