@@ -135,9 +135,7 @@ int probe_check_head(const Model *m, int layer, int head, size_t T) {
         return al_err("layer %d of %s is %s: it has no softmax attention pattern (attention layers: %s)", layer, m->name,
                       layersel_other_kind(c), layersel_text(c, 0, c->n_layers - 1, buf, sizeof buf));
     }
-    if (cfg_has_indexer(c) && T > (size_t)c->index_topk)
-        return al_err("%s's indexer selects %d keys per query past %d tokens, which the captured pattern does not "
-                      "show: give a text of at most %d tokens", m->name, c->index_topk, c->index_topk, c->index_topk);
+    (void)T;
     return AL_OK;
 }
 

@@ -30,7 +30,8 @@ int probe_encode(Session *s, Model *m, const char *text, const char *file, const
                  int **ids, size_t *n);
 
 /* Refuses a (layer, head) the pattern cannot be shown for, naming why: out of range, a linear-attention
- * or Mamba-2 layer (no softmax pattern), an indexer model over more than index_topk tokens. */
+ * or Mamba-2 layer (no softmax pattern). T: the text's tokens (every length is shown; DeepSeek-V3.2's
+ * indexer rows past index_topk weigh its selected keys). */
 int probe_check_head(const Model *m, int layer, int head, size_t T);
 
 /* One head's pattern on ids[0..T): P (T, T), row i the weights of query i over keys 0..i (caller frees).

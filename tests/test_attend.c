@@ -4,7 +4,8 @@
  *       computed from the weights in double) to 2e-5, on synthetic checkpoints of the families with
  *       each feature -- GQA and q/k norms (qwen3), sliding windows (mixtral, olmo3, gemma3_text's local
  *       layers), soft-caps and windows (gemma2), Llama 4's chunks and NoPE layers (llama4_text), sinks and
- *       windows (gpt_oss), MLA (deepseek_v3), a hybrid's attention layers (qwen3_next: its linear layers
+ *       windows (gpt_oss), MLA (deepseek_v3), the lightning indexer's selected keys past index_topk
+ *       (deepseek_v32: 24 tokens, index_topk 8), a hybrid's attention layers (qwen3_next: its linear layers
  *       have no pattern) -- at every attention layer, for the
  *       first and the last head; and on tests/models/stories260K-hf;
  *   (b) every row is causal (keys after the query exactly 0) and sums to 1, or to less than 1 where a
@@ -76,6 +77,10 @@ static void check_override(const char *name, Model *m, Forward *f, RefModel *r, 
     int L = 0;
     while (L < c->n_layers && !layersel_attn(c, L)) L++;
     AttnLayer *al = NULL;
+    if (cfg_has_indexer(c)) {                       /* an override runs dense attention: refused past index_topk */
+        printf("  %-12s override: not past index_topk (dense)\n", name);
+        return;
+    }
     if (attn_layer_load(m, L, &al) != AL_OK) {     /* families the evaluator does not load: the pass alone */
         printf("  %-12s override: not loaded as an AttnLayer (%s)\n", name, al_errmsg());
         al_err_clear();
@@ -171,7 +176,7 @@ static void check_model(const char *name, const char *dir) {
 int main(void) {
     const char *tmp = test_tmpdir();
     static const char *fams[] = {"qwen3", "mixtral", "gemma2", "gemma3_text", "olmo3", "llama4_text", "gpt_oss",
-                                 "deepseek_v3", "qwen3_next"};
+                                 "deepseek_v3", "deepseek_v32", "qwen3_next"};
     for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
         char *dir = al_asprintf("%s/%s", tmp, fams[i]);
         CHECK_OK(synth_family_write(fams[i], DT_F32, SYNTH_DEFAULT_SEED, dir));

@@ -1231,6 +1231,17 @@ static void capture_override(FwdCapture *c, const AttnLayer *L, float *scores, s
     capture_rows(c, S + pos0 * n, pos0, n - pos0);
 }
 
+/* The indexer's row of query position P (weights p[i] / z on keys sel[i]) replaces the dense one the
+ * capture took, when it asks for layer L's head h. */
+static void capture_selected(FwdCapture *c, int L, size_t h, size_t P, const int *sel, const double *p, size_t K,
+                             double z) {
+    if (!c || c->layer != L || (size_t)c->head != h || P >= c->cap_rows) return;
+    float *row = c->P + P * c->cap_rows;
+    memset(row, 0, c->cap_rows * sizeof *row);
+    for (size_t i = 0; i < K; i++)
+        if ((size_t)sel[i] < c->cap_rows) row[sel[i]] = (float)(p[i] / z);
+}
+
 void fwd_set_capture(Forward *f, FwdCapture *c) {
     f->capture = c;
     if (c) c->rows = 0;
@@ -1404,6 +1415,7 @@ static int indexer_attend(Forward *f, int L, size_t T, const float *q, size_t ld
                 mx = fmax(mx, p[i]);
             }
             for (size_t i = 0; i < K; i++) { p[i] = exp(p[i] - mx); z += p[i]; }
+            capture_selected(f->capture, L, h, P, sel, p, K, z);
             float *o = f->att.p + t * vw + h * dv;
             for (size_t e = 0; e < dv; e++) o[e] = 0;
             for (size_t i = 0; i < K; i++) {

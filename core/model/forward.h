@@ -204,8 +204,8 @@ void fwd_set_norm_eps(Forward *f, double eps);
  * 0 .. cap_rows - 1 as the pass computes them (causal, window, chunk, soft-cap; with gpt-oss's sink
  * its weight is dropped, so the row sums to < 1; keys it does not see are 0). An overridden layer
  * (fwd_set_attn) gives its AttnLayer's weights (attn_eval's logits, its window / soft-cap / sinks).
- * Rows past cap_rows are not captured. Not for DeepSeek-V3.2's indexer past index_topk (those rows
- * attend to selected keys; the pass captures the dense softmax). */
+ * Rows past cap_rows are not captured. DeepSeek-V3.2 / GLM-5: a query past index_topk has weights on
+ * the indexer's selected keys only. */
 typedef struct {
     int layer, head;      /* the query head */
     float *P;             /* (cap_rows, cap_rows) the caller's, row-major */
