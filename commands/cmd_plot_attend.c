@@ -127,12 +127,13 @@ const char CMD_PLOT_IMPORTANCE_HELP[] =
     "attention layer: `layer all`, the default) the perplexity on a text FILE (or `ids FILE`;\n"
     "`seqlen`, `max-tokens` as `ppl` takes them) with the head's output removed, minus the intact\n"
     "model's (as `ablate` computes it), beside the head's fused VO effective rank at tau (the FaRR\n"
-    "cache's, as `ranks vo`). One layer: bars over the heads, delta ppl above the rank; several: two\n"
-    "grids, layers down and heads across. A head with a small delta and a high rank can go; one\n"
-    "with a large delta and a low rank compresses well. The largest delta is printed.\n"
+    "cache's, as `ranks vo`; `rank qk [offset D]`: the QK rank). One layer: bars over the heads,\n"
+    "delta ppl above the rank; several: two grids, layers down and heads across. A head whose\n"
+    "delta is small can be cut; one the model needs but whose rank is low can be compressed\n"
+    "instead. The largest delta is printed.\n"
     "Examples:\n"
     "  plot head-importance tinystory.txt layer 2 to imp.png\n"
-    "  plot head-importance tinystory.txt max-tokens 1000 tau 0.99";
+    "  plot head-importance tinystory.txt max-tokens 1000 tau 0.99 rank qk offset 0";
 
 const Param cmd_plot_importance_pos[] = {
     { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|ids",
@@ -148,16 +149,22 @@ const Param cmd_plot_importance_kw[] = {
       .help = "window length in tokens (default: min(512, the model's context))" },
     { .name = "max-tokens", .type = ARG_INT, .min = 2, .max = 1e12, .comp = COMP_NONE, .metavar = "N",
       .help = "use only the first N tokens (default: all)" },
+    { .name = "rank", .type = ARG_ENUM, .choices = PARAM_PAIR_CHOICES, .def = "vo", .comp = COMP_CHOICES,
+      .help = "the fused rank beside the deltas: vo (W_V W_O) or qk (W_Q W_K^T; full-RoPE models need offset)" },
+    PARAM_OFFSET,
     PARAM_TAU,
     PARAM_PLOT_TO,
     PARAM_WINDOW,
     {0}
 };
 
-/* The VO ranks at tau of the attention layers lo..hi into rank (rows of H, in layer order). */
-static int importance_ranks(Session *s, Model *m, int lo, int hi, double tau, int *rank, int *cap) {
+/* The fused ranks (the arguments' pair and offset) at tau of the attention layers lo..hi into rank (rows
+ * of H, in layer order). */
+static int importance_ranks(Session *s, Model *m, const Args *a, int lo, int hi, int *rank, int *cap) {
     FarrState *st;
-    FarrQuery q = {.m = m, .kind = FARR_VO, .lo = lo, .hi = hi, .offset = FARR_NO_OFFSET};
+    FarrQuery q = {.m = m, .kind = args_enum(a, "rank") == 1 ? FARR_QK : FARR_VO, .lo = lo, .hi = hi,
+                   .offset = param_offset(a)};
+    double tau = param_tau(s, a);
     FarrRankRow *rows = NULL;
     size_t n = 0, k = 0;
     if (ws_farr(s, &st) || farr_state_sweep(st, &q) || farr_state_rank_table(st, &q, tau, &rows, &n)) return AL_ERR;
@@ -165,7 +172,7 @@ static int importance_ranks(Session *s, Model *m, int lo, int hi, double tau, in
     for (size_t i = 0; i < n; i++) {
         if (!layersel_attn(&m->cfg, rows[i].layer)) continue;
         rank[k++] = rows[i].rank_fused;
-        const FarrLayer *fl = farr_state_get_layer(st, m, FARR_VO, rows[i].layer, FARR_NO_OFFSET);
+        const FarrLayer *fl = farr_state_get_layer(st, m, q.kind, rows[i].layer, q.offset);
         if (fl && fl->head_dim > *cap) *cap = fl->head_dim;
     }
     free(rows);
@@ -194,12 +201,13 @@ static int importance_draw(Session *s, Model *m, const Args *a, const PlotHeadIm
     size_t best = 0, N = d->n_layers * d->n_heads;
     for (size_t i = 1; i < N; i++)
         if (d->delta[i] > d->delta[best]) best = i;
+    char rk[96] = "";
+    if (d->rank) snprintf(rk, sizeof rk, ", %s %d", d->rank_name, d->rank[best]);
     if (out_narrates(out))
-        out_printf(out, "%s: ppl %.6g intact; the largest rise without one head: layer %d head %zu (+%.4g), VO rank %d\n",
-               m->name, base, d->layers[best / d->n_heads], best % d->n_heads, d->delta[best],
-               d->rank ? d->rank[best] : -1);
+        out_printf(out, "%s: ppl %.6g intact; the largest rise without one head: layer %d head %zu (+%.4g)%s\n",
+                   m->name, base, d->layers[best / d->n_heads], best % d->n_heads, d->delta[best], rk);
     char title[256], auto_name[256];
-    snprintf(title, sizeof title, "%s: perplexity without each head (intact %.4g), beside its VO rank", m->name, base);
+    snprintf(title, sizeof title, "%s: perplexity without each head (intact %.4g), beside its fused rank", m->name, base);
     snprintf(auto_name, sizeof auto_name, "%s-head-importance%s", m->name, d->n_layers == 1 ? "-layer" : "");
     PlotDest dst;
     if (plot_dest_init(s, a, auto_name, &dst)) return AL_ERR;
@@ -223,10 +231,11 @@ int cmd_plot_head_importance(Session *s, const Args *a, Out *out) {
     if (rc == AL_OK) rc = probe_ppl_tokens(s, m, a, &ids, &n, &L);
     if (rc == AL_OK) rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = importance_deltas(f, m, ids, n, L, lo, hi, layers, delta, &base);
-    bool ranks = rc == AL_OK && importance_ranks(s, m, lo, hi, tau, rank, &cap) == AL_OK;
-    if (rc == AL_OK && !ranks) out_eprintf(out, "no VO ranks beside the deltas: %s\n", al_errmsg());
+    bool ranks = rc == AL_OK && importance_ranks(s, m, a, lo, hi, rank, &cap) == AL_OK;
+    const char *pair = args_enum(a, "rank") == 1 ? "QK" : "VO";
+    if (rc == AL_OK && !ranks) out_eprintf(out, "no %s ranks beside the deltas: %s\n", pair, al_errmsg());
     char rname[64];
-    snprintf(rname, sizeof rname, "VO rank (tau %g)", tau);
+    snprintf(rname, sizeof rname, "%s rank (tau %g)", pair, tau);
     PlotHeadImportance d = {.n_layers = nl, .n_heads = (size_t)H, .layers = layers, .delta = delta,
                             .rank = ranks ? rank : NULL, .rank_cap = cap, .rank_name = rname};
     if (rc == AL_OK) rc = importance_draw(s, m, a, &d, base, out);

@@ -154,7 +154,7 @@ s=open('o.svg').read()
 t=' '.join(html.unescape(re.sub(r'<[^>]+>','',x)) for x in re.findall(r'<text[^>]*>(.*?)</text>', s, re.S))
 sys.exit(0 if 'the sink takes' in t else 1)" || fail "gpt-oss figure: no sink subtitle"
 [ "$(rc)" = 1 ] && grep -q "no softmax attention pattern" err.txt && [ ! -e q.svg ] || fail "plot attention on a linear layer: rc $(rc)"
-run -e "load $HF; ablate story.txt layer all seqlen 64 max-tokens 300 to all3.csv; plot head-importance story.txt seqlen 64 max-tokens 300 to imp.png; plot head-importance story.txt layer 2 seqlen 64 max-tokens 300 to imp2.svg"
+run -e "load $HF; ablate story.txt layer all seqlen 64 max-tokens 300 to all3.csv; ranks vo all tau 0.9 to r.csv; plot head-importance story.txt seqlen 64 max-tokens 300 tau 0.9 to imp.png; plot head-importance story.txt layer 2 seqlen 64 max-tokens 300 to imp2.svg"
 [ "$(rc)" = 0 ] && is_png imp.png && is_svg imp2.svg || fail "plot head-importance: rc $(rc): $(cat err.txt)"
 python3 - <<'PY' || fail "head-importance's largest rise is not ablate's"
 import csv, re
@@ -164,7 +164,12 @@ line = [l for l in open('out.txt') if 'largest rise' in l][0]
 m = re.search(r'layer (\d+) head (\d+) \(\+([0-9.e-]+)\)', line)
 assert m and m.group(1) == best['layer'] and m.group(2) == best['heads'], (line, best)
 assert abs(float(m.group(3)) - float(best['delta'])) <= 1e-3 * abs(float(best['delta'])), (line, best)
+rk = [r for r in csv.DictReader(open('r.csv')) if r['layer'] == best['layer'] and r['head'] == best['heads']][0]
+assert line.rstrip().endswith('VO rank (tau 0.9) ' + rk['rank_vo']), (line, rk)
 PY
+run -e "load $HF; plot head-importance story.txt layer 1 seqlen 64 max-tokens 200 rank qk to q.png"
+[ "$(rc)" = 0 ] && grep -q "no QK ranks beside the deltas: QK fusion refused" err.txt && grep -q "largest rise without one head: layer 1 head [0-9]* (+[0-9.e-]*)$" out.txt ||
+    fail "head-importance rank qk without offset: rc $(rc) [$(cat out.txt)] [$(cat err.txt)]"
 
 # the example notebook: three figures, the round trip
 run "$SRC/examples/attention.lua" "$HF" nb story.txt
