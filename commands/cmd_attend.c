@@ -129,6 +129,25 @@ static int attend_patterns(Session *s, Model *m, const Args *a, const int *ids, 
     return rc;
 }
 
+/* What shapes the head's pattern, for the headline: " (KV head 1 of 4; sliding window of 8; soft-cap 50)". */
+static void attend_traits(const Model *m, int layer, int head, char *buf, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    size_t k = 0, w = cfg_layer_window(c, layer), ch = cfg_layer_chunk(c, layer);
+    buf[0] = 0;
+    if (c->n_kv_heads < c->n_heads && !cfg_is_mla(c))
+        k += (size_t)snprintf(buf + k, cap - k, "; KV head %d of %d", head / (c->n_heads / c->n_kv_heads), c->n_kv_heads);
+    if (cfg_is_mla(c) && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; MLA");
+    if (w && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; sliding window of %zu tokens", w);
+    if (ch && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; chunks of %zu tokens", ch);
+    if (c->attn_softcap > 0 && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; soft-cap %g", c->attn_softcap);
+    if (k && k + 1 < cap) {                     /* "; a; b" -> " (a; b)" */
+        buf[0] = ' ';
+        buf[1] = '(';
+        buf[k] = ')';
+        buf[k + 1] = 0;
+    }
+}
+
 static int cmd_attend(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     Tokenizer *tok;
@@ -142,8 +161,10 @@ static int cmd_attend(Session *s, const Args *a, Out *out) {
     if (rc == AL_OK) rc = probe_strings(tok, ids, T, &str);
     if (rc == AL_OK) rc = attend_patterns(s, m, a, ids, T, &p, &q, &have_q, out);
     if (rc == AL_OK && out_narrates(out)) {
+        char traits[256];
+        attend_traits(m, (int)args_int(a, "layer"), (int)args_int(a, "head"), traits, sizeof traits);
         out_printf(out, "%s layer %ld head %ld on %zu tokens%s\n", m->name, args_int(a, "layer"), args_int(a, "head"), T,
-                   cfg_layer_window(&m->cfg, (int)args_int(a, "layer")) ? " (sliding-window layer)" : "");
+                   traits);
         if (p.sink > 0)
             out_printf(out, "sink: the head's sink logit takes %.1f%% of the weight per row on average (rows sum to "
                             "less than 1)\n", 100 * p.sink);

@@ -68,6 +68,7 @@ echo "1 5 9 14 3 77 5 9 100 4 12 5" >ids.txt
 run -e "synth family gpt_oss oss; synth family qwen3_next q3n"
 run -e "load oss; attend ids ids.txt layer 1 head 2 matrix to s.csv"
 grep -q "sink: the head's sink logit takes" out.txt || fail "no sink line: [$(cat out.txt)] $(cat err.txt)"
+grep -q "oss layer 1 head 2 on 12 tokens (KV head 1 of 2" out.txt || fail "gpt-oss headline: [$(cat out.txt)]"
 python3 -c "
 import csv
 b = list(csv.reader(open('s.csv')))[1:]
