@@ -15,13 +15,16 @@
 
 /* ================================================================ attend */
 
+#define ATTEND_MATRIX_MAX 12   /* texts of up to this many tokens print the whole matrix unless `top K` is given */
+
 static const char ATTEND_HELP[] =
     "The attention pattern of query head H of layer L on TEXT (quoted; `file FILE` reads a file;\n"
     "`ids FILE` takes token ids as they are, labelled #id without a tokenizer), encoded with the\n"
     "model's tokenizer (BOS first), as the forward pass computes it: each row a\n"
     "query, its weights over the keys before it (causal; a sliding window, chunk, soft-cap as the\n"
-    "model has them). By default one row per query with its `top K` keys (position, token string,\n"
-    "weight); `matrix` prints every weight, one column per key (and `to FILE.csv` writes it).\n"
+    "model has them). A text of up to 12 tokens prints every weight, one column per key (as\n"
+    "`matrix` does for any length; `to FILE.csv` writes it); a longer one (or `top K`) one row per\n"
+    "query with its K largest keys (position, token string, weight; K 3 by default).\n"
     "gpt-oss: each head's sink logit takes part of every row's weight, so rows sum to less than 1:\n"
     "the `sink` column and a line say how much. `compare` adds the newest transformation of the\n"
     "model (truncate, convert mla, convert tpa: as `ppl` runs it) beside the source: its top keys\n"
@@ -170,7 +173,8 @@ static int cmd_attend(Session *s, const Args *a, Out *out) {
                             "less than 1)\n", 100 * p.sink);
     }
     if (rc == AL_OK) {
-        Table *t = args_flag(a, "matrix") ? attend_matrix(&p, str)
+        bool matrix = args_flag(a, "matrix") || (T <= ATTEND_MATRIX_MAX && !args_given(a, "top") && !have_q);
+        Table *t = matrix ? attend_matrix(&p, str)
                                           : attend_top(&p, have_q ? &q : NULL, str, (size_t)args_int(a, "top"));
         rc = t ? out_table_to(out, args_str(a, "to"), t) : AL_ERR;
     }
@@ -281,7 +285,7 @@ static const Param attend_kw[] = {
     { .name = "head", .type = ARG_INT, .def = "0", .min = 0, .max = 1e6, .comp = COMP_NONE, .metavar = "H",
       .help = "the query head" },
     { .name = "top", .type = ARG_INT, .def = "3", .min = 1, .max = 16, .comp = COMP_NONE, .metavar = "K",
-      .help = "keys shown per query (the largest weights)" },
+      .help = "keys shown per query (the largest weights; default 3, past 12 tokens)" },
     { .name = "max-tokens", .type = ARG_INT, .min = 2, .max = 1e9, .comp = COMP_NONE, .metavar = "N",
       .help = "only the first N tokens of the text" },
     { .name = "matrix", .type = ARG_FLAG, .comp = COMP_NONE, .help = "every weight, one column per key" },

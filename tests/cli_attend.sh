@@ -47,7 +47,7 @@ grep -qE "^ +2 +407 +upon" out.txt || fail "tokenize strings table: [$(cat out.t
 grep -qE "^ +0 +1 +<s>" out.txt || fail "tokenize strings BOS row: [$(cat out.txt)]"
 
 # ---------------------------------------------------------------- attend
-run -e "load $HF; attend file story.txt layer 2 head 5 max-tokens 150 matrix to m.csv; attend \"Once upon a time, there was a cat\" layer 1 head 2"
+run -e "load $HF; attend file story.txt layer 2 head 5 max-tokens 150 matrix to m.csv; attend \"Once upon a time, there was a cat\" layer 1 head 2 top 3; attend \"Once upon a time\" layer 1 head 2"
 [ "$(rc)" = 0 ] || fail "attend: rc $(rc): $(cat err.txt)"
 python3 - m.csv <<'PY' || fail "attend matrix: $(cat py.txt)"
 import csv, sys
@@ -62,6 +62,7 @@ for i, r in enumerate(body):
 print("ok")
 PY
 grep -qE "^ +4 +time +3 ' a' 0\.9" out.txt || fail "attend top keys: [$(cat out.txt)]"
+grep -qE "^pos +token +0:<s> +1:Once +2: upon +3: a +4: time$" out.txt || fail "attend's short-text matrix: [$(cat out.txt)]"
 
 # gpt-oss: the sink takes weight (ids: the synthetic checkpoint has no tokenizer); a hybrid's linear layer
 echo "1 5 9 14 3 77 5 9 100 4 12 5" >ids.txt
