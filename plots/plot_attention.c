@@ -145,12 +145,15 @@ int plot_attention(const PlotOpts *opts, const PlotAttnPanel *panels, size_t n, 
     double lab = (double)label_chars(tokens, T) * rel * 0.75 + 1.5;     /* label room, in characters */
     double x0 = lab * ex, x1 = 1.0 - 9.0 * ex, B = lab * ey, top = plot_top(&o, 0) - 1.8 * ey;
     double gap = 3.0 * ex, pw = (x1 - x0 - gap * (double)(n - 1)) / (double)n;
-    double side = fmin(pw * pg.width, (top - B) * pg.height);   /* square panels, centred in the height left */
-    top -= 0.5 * ((top - B) - side / pg.height);
+    double side = fmin(pw * pg.width, (top - B) * pg.height);   /* square panels ... */
+    double tall = fmin(1.3 * side, (top - B) * pg.height);      /* ... or up to 1.3 times taller where room */
+    top -= 0.5 * ((top - B) - tall / pg.height);                /* centred in the height left */
+    x0 += 0.5 * (x1 - x0 - (double)n * side / pg.width - gap * (double)(n - 1));   /* and in the width */
+    pw = side / pg.width;
     int rc = AL_OK;
     sequential_cmap();
     for (size_t k = 0; k < n && rc == AL_OK; k++) {
-        double L = x0 + (double)k * (pw + gap), R = L + side / pg.width, Tp = top, Bp = top - side / pg.height;
+        double L = x0 + (double)k * (pw + gap), R = L + side / pg.width, Tp = top, Bp = top - tall / pg.height;
         plvpor(L, R, Bp, Tp);
         att_ud ud = {panels[k].P, T};
         bool pooled;
