@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cli_attend.sh -- what a head does on real text, through `attnlab -e` and a Lua notebook:
 #   tokenize ... strings: the strings after BOS concatenate back to the text (llama2.c's dummy prefix,
-#     GPT-2's byte-level BPE with a two-byte character), the ids column equals plain tokenize's;
+#     GPT-2's byte-level BPE with a two-byte character, a SentencePiece tokenizer.json's metaspace and
+#     byte fallback), the ids column equals plain tokenize's;
 #   attend: `matrix to FILE.csv` rows sum to 1, keys after the query are 0, the top key of each row is
 #     its largest weight; gpt-oss's sink row sums < 1 with the sink line; a linear-attention layer is
 #     refused naming the attention layers; `compare` after `truncate vo` leaves layer 0's pattern (its
@@ -42,6 +43,40 @@ for model in "$HF" "$M/gpt2-tiny-random"; do
     run rt.lua "$model" "$TEXT"
     grep -q "ROUNDTRIP OK" out.txt || fail "tokenize strings round trip on $model: [$(cat out.txt)] $(cat err.txt)"
 done
+# a SentencePiece-style tokenizer.json (test_tokenizer.c's: Prepend + Replace, byte fallback, <s> template)
+python3 - <<'PY'
+import json
+M = '\u2581'
+vocab = {'<unk>': 0, '<s>': 1, '</s>': 2}
+vocab.update({'<0x%02X>' % b: 3 + b for b in range(256)})
+for i, p in enumerate([M, 'h', 'e', 'l', 'o', 'w', 'r', 'd', M + 'h', M + 'he', 'll', 'llo', M + 'hello', M + 'w', 'or',
+                       M + 'wor', 'ld', M + 'world', M + M]):
+    vocab[p] = 259 + i
+merges = [M + ' h', M + 'h e', 'l l', 'll o', M + 'he llo', M + ' w', 'o r', M + 'w or', 'l d', M + 'wor ld', M + ' ' + M]
+sp = lambda i, c: {'id': i, 'content': c, 'special': True}
+json.dump({'added_tokens': [sp(0, '<unk>'), sp(1, '<s>'), sp(2, '</s>')],
+           'normalizer': {'type': 'Sequence', 'normalizers': [{'type': 'Prepend', 'prepend': M},
+                          {'type': 'Replace', 'pattern': {'String': ' '}, 'content': M}]},
+           'pre_tokenizer': None,
+           'post_processor': {'type': 'TemplateProcessing', 'single': [{'SpecialToken': {'id': '<s>', 'type_id': 0}},
+                              {'Sequence': {'id': 'A', 'type_id': 0}}],
+                              'special_tokens': {'<s>': {'id': '<s>', 'ids': [1], 'tokens': ['<s>']}}},
+           'model': {'type': 'BPE', 'byte_fallback': True, 'unk_token': '<unk>', 'vocab': vocab, 'merges': merges}},
+          open('spm.json', 'w'), ensure_ascii=False)
+PY
+cat >rt_spm.lua <<'LUA'
+attn.load(arg[1])
+attn.tokenizer("spm.json")
+for _, text in ipairs({"hello world", "hello  world", "hello \u{2603} world"}) do
+  local parts = {}
+  for i, r in ipairs(attn.tokenize(text, {strings = true, raw = true})) do
+    if i > 1 then parts[#parts + 1] = r.string end
+  end
+  print(table.concat(parts) == text and "SPM OK" or ("SPM BAD [" .. table.concat(parts, "|") .. "]"))
+end
+LUA
+run rt_spm.lua "$HF"
+[ "$(grep -c "SPM OK" out.txt)" = 3 ] || fail "tokenize strings round trip, SentencePiece: [$(cat out.txt)] $(cat err.txt)"
 run -e "load $HF; tokenize \"Once upon a time\" strings"
 grep -qE "^ +2 +407 +upon" out.txt || fail "tokenize strings table: [$(cat out.txt)]"
 grep -qE "^ +0 +1 +<s>" out.txt || fail "tokenize strings BOS row: [$(cat out.txt)]"
