@@ -20,9 +20,9 @@
 static const char ATTEND_HELP[] =
     "The attention pattern of query head H of layer L on TEXT (quoted; `file FILE` reads a file;\n"
     "`ids FILE` takes token ids as they are, labelled #id without a tokenizer), encoded with the\n"
-    "model's tokenizer (BOS first), as the forward pass computes it: each row a\n"
-    "query, its weights over the keys before it (causal; a sliding window, chunk, soft-cap as the\n"
-    "model has them). A text of up to 12 tokens prints every weight, one column per key (as\n"
+    "model's tokenizer (BOS first), as the forward pass computes it: each row a query, its\n"
+    "weights over the keys before it (causal; a sliding window, chunk, soft-cap, DeepSeek-V3.2's\n"
+    "indexer selection as the model has them; the headline names them and a GQA head's KV head). A text of up to 12 tokens prints every weight, one column per key (as\n"
     "`matrix` does for any length; `to FILE.csv` writes it); a longer one (or `top K`) one row per\n"
     "query with its K largest keys (position, token string, weight; K 3 by default).\n"
     "gpt-oss: each head's sink logit takes part of every row's weight, so rows sum to less than 1:\n"
@@ -285,7 +285,7 @@ static const Param attend_kw[] = {
     { .name = "head", .type = ARG_INT, .def = "0", .min = 0, .max = 1e6, .comp = COMP_NONE, .metavar = "H",
       .help = "the query head" },
     { .name = "top", .type = ARG_INT, .def = "3", .min = 1, .max = 16, .comp = COMP_NONE, .metavar = "K",
-      .help = "keys shown per query (the largest weights; default 3, past 12 tokens)" },
+      .help = "keys shown per query, the largest weights (shown past 12 tokens, or when given)" },
     { .name = "max-tokens", .type = ARG_INT, .min = 2, .max = 1e9, .comp = COMP_NONE, .metavar = "N",
       .help = "only the first N tokens of the text" },
     { .name = "matrix", .type = ARG_FLAG, .comp = COMP_NONE, .help = "every weight, one column per key" },
