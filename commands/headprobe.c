@@ -132,7 +132,7 @@ int probe_check_head(const Model *m, int layer, int head, size_t T) {
     if (head < 0 || head >= c->n_heads) return al_err("head %d is out of range 0-%d", head, c->n_heads - 1);
     if (!layersel_attn(c, layer)) {
         char buf[256];
-        return al_err("layer %d of %s is %s: it has no softmax attention pattern (attention layers: %s)", layer, m->name,
+        return al_err("layer %d of %s is %s: it has no softmax attention heads (attention layers: %s)", layer, m->name,
                       layersel_other_kind(c), layersel_text(c, 0, c->n_layers - 1, buf, sizeof buf));
     }
     (void)T;

@@ -112,7 +112,7 @@ s = [sum(float(x) for x in r[2:]) for r in b]
 assert all(v < 1 - 1e-4 for v in s), s
 " || fail "gpt-oss rows should sum below 1"
 run -e "load q3n; attend ids ids.txt layer 0 head 1"
-[ "$(rc)" = 1 ] && grep -q "Gated DeltaNet linear attention: it has no softmax attention pattern (attention layers: 3)" err.txt ||
+[ "$(rc)" = 1 ] && grep -q "Gated DeltaNet linear attention: it has no softmax attention heads (attention layers: 3)" err.txt ||
     fail "linear layer: rc $(rc) [$(cat err.txt)]"
 run -e "load q3n; attend ids ids.txt layer 3 head 1"
 [ "$(rc)" = 0 ] || fail "q3n attention layer: $(cat err.txt)"
@@ -168,6 +168,14 @@ assert len(r) == 1 and r[0]['heads'] == '0,6', r
 PY
 run -e "load $HF; ablate story.txt layer all seqlen 64 max-tokens 200 to all.csv"
 [ "$(rc)" = 0 ] && [ "$(tail -n +2 all.csv | wc -l)" = 40 ] || fail "ablate layer all: rc $(rc), $(wc -l <all.csv) lines $(cat err.txt)"
+# a Mamba-2 hybrid: layer all ablates its attention layers' heads only; a Mamba layer named is refused
+seq 3 60 | tr '\n' ' ' >ids58.txt
+run -e "synth family nemotron_h nh; load nh; ablate ids ids58.txt layer all seqlen 16 to nh.csv"
+[ "$(rc)" = 0 ] && [ "$(cut -d, -f1 nh.csv | tail -n +2 | sort -u | tr '\n' ' ')" = "1 4 " ] ||
+    fail "ablate on nemotron_h: rc $(rc) layers [$(cut -d, -f1 nh.csv | sort -u | tr '\n' ' ')] $(cat err.txt)"
+run -e "load nh; ablate ids ids58.txt layer 2 head 0"
+[ "$(rc)" = 1 ] && grep -q "layer 2 of nh is Mamba-2 .* no softmax attention heads (attention layers: 1, 4)" err.txt ||
+    fail "ablate of a Mamba layer: rc $(rc) [$(cat err.txt)]"
 run -e "load $HF; ablate story.txt layer 1 head 3 together"
 [ "$(rc)" = 1 ] && grep -q "together" err.txt || fail "together with head: rc $(rc) [$(cat err.txt)]"
 
@@ -190,7 +198,7 @@ import html,re,sys
 s=open('o.svg').read()
 t=' '.join(html.unescape(re.sub(r'<[^>]+>','',x)) for x in re.findall(r'<text[^>]*>(.*?)</text>', s, re.S))
 sys.exit(0 if 'the sink takes' in t else 1)" || fail "gpt-oss figure: no sink subtitle"
-[ "$(rc)" = 1 ] && grep -q "no softmax attention pattern" err.txt && [ ! -e q.svg ] || fail "plot attention on a linear layer: rc $(rc)"
+[ "$(rc)" = 1 ] && grep -q "no softmax attention heads" err.txt && [ ! -e q.svg ] || fail "plot attention on a linear layer: rc $(rc)"
 run -e "load $HF; ablate story.txt layer all seqlen 64 max-tokens 300 to all3.csv; ranks vo all tau 0.9 to r.csv; plot head-importance story.txt seqlen 64 max-tokens 300 tau 0.9 to imp.png; plot head-importance story.txt layer 2 seqlen 64 max-tokens 300 to imp2.svg"
 [ "$(rc)" = 0 ] && is_png imp.png && is_svg imp2.svg || fail "plot head-importance: rc $(rc): $(cat err.txt)"
 python3 - <<'PY' || fail "head-importance's largest rise is not ablate's"
