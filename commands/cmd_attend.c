@@ -134,12 +134,15 @@ static int attend_patterns(Session *s, Model *m, const Args *a, const int *ids, 
 
 /* What shapes the head's pattern, for the headline: " (KV head 1 of 4; sliding window of 8; soft-cap 50)". */
 static void attend_traits(const Model *m, int layer, int head, char *buf, size_t cap) {
-    const ModelConfig *c = &m->cfg;
+    const ModelConfig *c = &m->cfg, *lc = model_layer_cfg(m, layer);   /* Gemma 4's full layers: their own KV heads */
     size_t k = 0, w = cfg_layer_window(c, layer), ch = cfg_layer_chunk(c, layer);
     buf[0] = 0;
-    if (c->n_kv_heads < c->n_heads && !cfg_is_mla(c))
-        k += (size_t)snprintf(buf + k, cap - k, "; KV head %d of %d", head / (c->n_heads / c->n_kv_heads), c->n_kv_heads);
+    if (lc->n_kv_heads < lc->n_heads && !cfg_is_mla(c))
+        k += (size_t)snprintf(buf + k, cap - k, "; KV head %d of %d", head / (lc->n_heads / lc->n_kv_heads),
+                              lc->n_kv_heads);
     if (cfg_is_mla(c) && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; MLA");
+    if (cfg_kv_source(c, layer) != layer && k < cap)        /* Gemma 4's KV-shared layers */
+        k += (size_t)snprintf(buf + k, cap - k, "; keys of layer %d", cfg_kv_source(c, layer));
     if (w && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; sliding window of %zu tokens", w);
     if (ch && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; chunks of %zu tokens", ch);
     if (c->attn_softcap > 0 && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; soft-cap %g", c->attn_softcap);

@@ -105,6 +105,9 @@ run -e "synth family gpt_oss oss; synth family qwen3_next q3n"
 run -e "load oss; attend ids ids.txt layer 1 head 2 matrix to s.csv"
 grep -q "sink: the head's sink logit takes" out.txt || fail "no sink line: [$(cat out.txt)] $(cat err.txt)"
 grep -q "oss layer 1 head 2 on 12 tokens (KV head 1 of 2" out.txt || fail "gpt-oss headline: [$(cat out.txt)]"
+run -e "synth family gemma4_text g4; load g4; attend ids ids.txt layer 4 head 3 top 1"
+grep -q "g4 layer 4 head 3 on 12 tokens (KV head 1 of 2; keys of layer 2; sliding window of 8 tokens)" out.txt ||
+    fail "Gemma 4 KV-shared headline: [$(cat out.txt)] $(cat err.txt)"
 python3 -c "
 import csv
 b = list(csv.reader(open('s.csv')))[1:]
