@@ -659,9 +659,9 @@ int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores
     return eval_layer(L, X, pos, want_scores, false, out);
 }
 
-int attn_eval_kv(const AttnLayer *L, const Mat *X, const int *pos, AttnOut **out) {
+int attn_eval_kv(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
     if (L->kind != ATTN_GQA) return al_err("internal: attn_eval_kv on an MLA layer (its cache is the latent)");
-    return eval_layer(L, X, pos, false, true, out);
+    return eval_layer(L, X, pos, want_scores, true, out);
 }
 
 int attn_layer_finite(const AttnLayer *L) {

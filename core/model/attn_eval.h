@@ -139,7 +139,7 @@ int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores
 
 /* attn_eval, keeping a GQA layer's keys and values as the forward pass caches them (o->k, o->v): a KV-shared
  * layer reads them from the override of its source. */
-int attn_eval_kv(const AttnLayer *L, const Mat *X, const int *pos, AttnOut **out);
+int attn_eval_kv(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out);
 
 /* The pieces the evaluator is made of, for other factored evaluators (TPA, compare):
  * Y (T, n) = X (T, k) @ W (k, n) + b (b may be NULL); */
