@@ -438,6 +438,12 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     const char *dir = args_str(a, "dir");
     size_t shard_mb = args_given(a, "shard-mb") ? (size_t)args_int(a, "shard-mb") : 0;
     MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = shard_mb << 20, .force = args_flag(a, "force")};
+    const char *fmt = args_given(a, "format") ? args_str(a, "format") : NULL;
+    if (fmt && strcmp(fmt, "attnlab"))
+        return al_err("export: format %s is not taken by a TransMLA export (DeepSeek-V3's layout, or `format attnlab`: "
+                      "attnlab's own)", fmt);
+    eo.attnlab = fmt != NULL;
+    if (eo.attnlab) eo.norm_eps = x->kind->norm_eps ? x->kind->norm_eps(x) : 0;
     if (xform_export_dtype(a, DT_INVALID, &eo.dtype)) return AL_ERR;
     CheckInputs ci;
     const char *why = NULL;
@@ -447,14 +453,20 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     bool fits = ci_fits(&ci);
     ci_free(&ci);
     if (rc) return AL_ERR;
-    out_printf(out, "exported %s as DeepSeek-V3 MLA to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, "
-               "v_head_dim %d, q_lora_rank %s%.0d\n", r->src->name, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim,
-               r->q_rank ? "" : "null", r->q_rank);
-    double eps = engine_common_eps();
-    if (fabs(eps - r->src->cfg.norm_eps) > 1e-15)   /* measured by check (two forward passes: not here) */
-        out_printf(out, "rms_norm_eps %g (the source's: %g), the latent eps of every engine, so transformers, vLLM and "
-                   "SGLang compute the same model; the other RMSNorms use it too (`check %s` measures what that moves)\n",
-                   eps, r->src->cfg.norm_eps, dir);
+    if (eo.attnlab)
+        out_printf(out, "exported %s in attnlab's own layout (model_type attnlab_mla: no engine runs it; `load %s` does) "
+                   "to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, v_head_dim %d\n", r->src->name,
+                   dir, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim);
+    else {
+        out_printf(out, "exported %s as DeepSeek-V3 MLA to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, "
+                   "v_head_dim %d, q_lora_rank %s%.0d\n", r->src->name, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim,
+                   r->q_rank ? "" : "null", r->q_rank);
+        double eps = engine_common_eps();
+        if (fabs(eps - r->src->cfg.norm_eps) > 1e-15)   /* measured by check (two forward passes: not here) */
+            out_printf(out, "rms_norm_eps %g (the source's: %g), the latent eps of every engine, so transformers, vLLM and "
+                       "SGLang compute the same model; the other RMSNorms use it too (`check %s` measures what that moves)\n",
+                       eps, r->src->cfg.norm_eps, dir);
+    }
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
     ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
@@ -471,7 +483,8 @@ static void note_report(Out *out, const MlaCheck *c, const double *rep) {
         if (isfinite(rep[l]) && isfinite(c->out_err[l])) { worst = fmax(worst, fabs(c->out_err[l] - rep[l])); n++; }
     if (n)
         out_printf(out, "the conversion's report on the same inputs: out_err within %.2g of it in all %d layers (%s)\n",
-                   worst, n, c->in_session ? "the same layers" : "the export's rounding: float32, latent norms");
+                   worst, n, c->in_session ? "the same layers" : c->own_layout ? "the export's rounding"
+                                                                            : "the export's rounding: float32, latent norms");
 }
 
 /* The conversion's reported output error per layer: of r, or of the manifest's "layers" (NULL when
@@ -499,7 +512,9 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
                    c->first_diff);
     else
         out_printf(out, "non-attention tensors: all %zu identical (name, dtype, shape, bytes)\n", c->copied_same);
-    if (!c->in_session) {
+    if (c->own_layout)
+        out_printf(out, "evaluated as attnlab reads it (its own layout: no stock engine runs it, so no engine columns)\n");
+    else if (!c->in_session) {
         out_printf(out, "evaluated as each stock DeepSeek-V3 engine runs it (interleaved RoPE, softmax scale "
                    "(nope + rope)^-1/2), one column each:");
         for (int i = 0; i < ENG_N; i++)
@@ -510,18 +525,20 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
     out_printf(out, "relative Frobenius errors per layer on %s\n", inputs);
     if (rep) note_report(out, c, rep);
     ws_check_ppl_line(out, t, c->nll_tokens, c->nll_source, c->nll_export,
-                      c->in_session ? "converted, in the session" : "the export, as stock engines run it");
+                      c->in_session ? "converted, in the session" : c->own_layout ? "the export, as attnlab reads it"
+                                                                                    : "the export, as stock engines run it");
     if (c->notes[0]) out_printf(out, "%s", c->notes);
-    Table *tb = table_new(4 + ENG_N, "layer", "score_err", "out_err", engine_row(ENG_HF)->column,
-                         engine_row(ENG_VLLM)->column, engine_row(ENG_SGLANG)->column, "out_err_attnlab");
+    Table *tb = c->own_layout ? table_new(3, "layer", "score_err", "out_err")
+                              : table_new(4 + ENG_N, "layer", "score_err", "out_err", engine_row(ENG_HF)->column,
+                                          engine_row(ENG_VLLM)->column, engine_row(ENG_SGLANG)->column, "out_err_attnlab");
     int nan_layer = -1;
     for (int l = 0; tb && l < c->n_layers; l++) {
         if (table_row(tb)) { table_free(tb); tb = NULL; break; }
         table_int(tb, l);
         table_num(tb, c->score_err[l]);
         table_num(tb, c->out_err[l]);
-        for (int i = 0; i < ENG_N; i++) table_num(tb, c->engine_out_err[i][l]);
-        table_num(tb, c->own_out_err[l]);
+        for (int i = 0; !c->own_layout && i < ENG_N; i++) table_num(tb, c->engine_out_err[i][l]);
+        if (!c->own_layout) table_num(tb, c->own_out_err[l]);
         if (nan_layer < 0 && (isnan(c->score_err[l]) || isnan(c->out_err[l]))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
@@ -667,7 +684,7 @@ const XformKind cmd_convert_xform = {
     .name = "convert mla", .export_to = mla_xf_export, .check = mla_xf_check, .kv_row = mla_xf_kv_row,
     .describe = mla_xf_describe, .free = mla_xf_free, .check_dir = mla_xf_check_dir,
     .dir_manifest = MLA_MANIFEST,
-    .export_label = "a TransMLA export", .no_format = "always DeepSeek-V3 layout",
+    .export_label = "a TransMLA export",
     .engine_export = mla_xf_engine_export, .engine_form = "its stock DeepSeek-V3 export",
     .attn_layer = mla_xf_attn_layer, .norm_eps = mla_xf_norm_eps, .attn_what = "the converted MLA layers swapped in",
 };

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# cli_export_attnlab.sh -- issue 30 section 2: `export DIR format attnlab` writes a `convert mla` that
+# DeepSeek-V3's stock layout cannot hold in attnlab's own layout (model_type attnlab_mla), which `load DIR`
+# runs as the session did. On the synthetic checkpoints of
+#   gemma2  (windows of 8 on layers 0 and 2, soft-caps, sandwich norms, embedding scale),
+#   gpt_oss (windows, a sink logit per head, YaRN, q/k/v/o biases, fused experts),
+# at full kv rank and at a cut: the reload's perplexity equals the session's to 1e-6; `check DIR` reproduces the
+# conversion's report (out_err within 1e-5 of it in every layer, no engine columns); `lint DIR` says every
+# engine refuses attnlab_mla and would compute a different model as DeepSeek-V3, naming what it lacks; the stock
+# export's refusal names `format attnlab`.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-export-attnlab shared-cache
+cd "$T" || exit 1
+
+seq 1 40 | awk '{printf "%d ", ($1*37)%250+1}' >x40.ids
+# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
+ppl_of() {
+    "$B" -e "set format json; $1" >o.txt 2>e.txt
+    local p
+    p=$(grep -o '"ppl": [0-9.e+-]*' o.txt | tail -1 | sed 's/"ppl": //')
+    if [ -n "$p" ] && ! grep -q '^error' e.txt; then echo "$p"; else echo "ERR: $(grep -m1 '^error' e.txt)"; fi
+}
+# near A B TOL: |A - B| <= TOL |B|
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
+
+for f in gemma2 gpt_oss; do
+    "$B" -e "synth family $f $T/$f" >/dev/null 2>&1 || { fail "synth family $f"; continue; }
+    p0=$(ppl_of "load $T/$f; ppl ids x40.ids")
+    for rank in full 48; do
+        d=$T/$f-$rank
+        conv="load $T/$f; convert mla kv-rank $rank ppl off"
+        ps=$(ppl_of "$conv; ppl ids x40.ids; export $d format attnlab")
+        case $ps in ERR:*) fail "$f rank $rank: convert + export format attnlab: $ps"; continue ;; esac
+        ok "$f rank $rank: the folder is attnlab_mla of $f" grep -q "\"attnlab_source_model_type\":[[:space:]]*\"$f\"" "$d/config.json"
+        ok "  model_type attnlab_mla" grep -q '"model_type":[[:space:]]*"attnlab_mla"' "$d/config.json"
+        pl=$(ppl_of "load $d; ppl ids x40.ids")
+        case $pl in ERR:*) fail "$f rank $rank: load + ppl of the export: $pl" ;;
+            *) near "$pl" "$ps" 1e-6 || fail "$f rank $rank: the reload's ppl $pl, the session's $ps" ;; esac
+        # not equal by accident: the conversion changed the model
+        near "$ps" "$p0" 1e-4 && fail "$f rank $rank: the conversion keeps the source's ppl $p0: the test cannot tell"
+        run -e "check $d"
+        ok "$f rank $rank: check DIR runs" test "$(rc)" = 0
+        w=$(grep -o "out_err within [0-9.e+-]* of it in all 4 layers" out.txt | awk '{print $3}')
+        [ -n "$w" ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }' ||
+            fail "$f rank $rank: check DIR does not reproduce the report (within '$w') [$(cat out.txt err.txt)]"
+        ok "  as attnlab reads it, no engine columns" grep -q "evaluated as attnlab reads it (its own layout" out.txt
+        run -e "lint $d"
+        for t in transformers vLLM SGLang llama.cpp; do
+            grep -q "^$t .*will not load" out.txt || fail "$f rank $rank: lint's $t verdict [$(grep "^$t" out.txt)]"
+        done
+        ok "  lint: read as DeepSeek-V3 it computes a different model" \
+            grep -q "read as DeepSeek-V3 (deepseek_v3) it computes a different model" out.txt
+        cp out.txt "$f-lint.txt"
+    done
+    run -e "load $T/$f; convert mla kv-rank full ppl off; export $T/$f-stock"
+    ok "$f: the stock export is refused" test "$(rc)" = 1
+    ok "  naming format attnlab" grep -q "export DIR format attnlab. saves it in attnlab's own layout" err.txt
+done
+ok "gemma2's lint names the window and the soft-cap" grep -q "lacks what the source keeps (sliding window.*attention soft-cap" gemma2-lint.txt
+ok "gpt_oss's lint names the sinks" grep -q "lacks what the source keeps (sliding window, attention sinks" gpt_oss-lint.txt
+# the reloaded folder keeps the windows (info), and a format other than attnlab is refused for convert mla
+run -e "load $T/gemma2-48; info"
+ok "gemma2's reload has its window" grep -q "layers 0, 2 sliding 8" out.txt
+run -e "load $T/gemma2; convert mla kv-rank 48 ppl off; export $T/g2-dense format dense"
+ok "format dense is refused for convert mla" grep -q "format dense is not taken by a TransMLA export" err.txt
+cli_done
