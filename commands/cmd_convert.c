@@ -104,8 +104,11 @@ const char CMD_CONVERT_MLA_HELP[] =
     "export is refused and `check` and the perplexity run the conversion in the session.\n"
     "Q/K RMSNorm (Qwen3, OLMo 2, MiniMax-M2): no latent caches the normed keys exactly; `qk-norm\n"
     "fold` folds the gains and the norm's 1/RMS at the PCA statistics (1/sqrt(E[ms] + eps), per head\n"
-    "or per projection) into W_Q / W_K, `qk-norm drop` removes the norm (the naive baseline); the\n"
-    "lines say which, and the errors are against the source with its norm.\n"
+    "or per projection) into W_Q / W_K, `qk-norm drop` removes the norm (the naive baseline),\n"
+    "`qk-norm keep` caches fold's latent and keeps the norm on the keys and values rebuilt from it\n"
+    "(least squares under the statistics), RoPE after it on every rotary dim: exact at full rank, not\n"
+    "absorbable (no export; the session only); the lines say which, and the errors are against the\n"
+    "source with its norm.\n"
     "Sliding windows, soft-caps and sinks (Gemma 2, gpt-oss) stay on the converted layers; a NoPE layer\n"
     "(SmolLM3) converts with RoPE frequencies 0 (exact at full rank); their export is refused, named.\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
@@ -128,7 +131,7 @@ const char CMD_CONVERT_MLA_HELP[] =
     "  convert mla kv-rank 256 qk-norm fold calib wiki.train.txt        (Qwen3, OLMo 2)";
 
 static const char *const ONOFF[] = {"on", "off", NULL};
-static const char *const QKN_MODES[] = {"fold", "drop", NULL};     /* TMLA_QKN_FOLD, TMLA_QKN_DROP */
+static const char *const QKN_MODES[] = {"fold", "drop", "keep", NULL};     /* TMLA_QKN_FOLD, _DROP, _KEEP */
 
 const Param cmd_convert_mla_kw[] = {
     { .name = "kv-rank", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R|full",
@@ -147,7 +150,8 @@ const Param cmd_convert_mla_kw[] = {
     { .name = "ppl", .type = ARG_ENUM, .choices = ONOFF, .def = "on", .comp = COMP_CHOICES,
       .help = "perplexity before and after, when there is a calibration text" },
     { .name = "qk-norm", .type = ARG_ENUM, .choices = QKN_MODES, .comp = COMP_CHOICES,
-      .help = "a source with Q/K RMSNorm: fold its gains and calibrated 1/RMS into W_Q / W_K, or drop it" },
+      .help = "a source with Q/K RMSNorm: fold its gains and calibrated 1/RMS into W_Q / W_K, drop it, or keep it on "
+              "keys rebuilt from the cache (session only)" },
     PARAM_TMLA_STATS,
     PARAM_TO,
     {0}
@@ -191,7 +195,8 @@ static int mla_args_opts(const Model *m, const Args *a, Out *out, TmlaOpts *o) {
     o->balance = args_enum(a, "balance") != 1;
     o->q_rank = args_given(a, "q-rank") ? (int)args_int(a, "q-rank") : 0;
     o->eval_tokens = (size_t)args_int(a, "tokens");
-    if (args_given(a, "qk-norm")) o->qk_norm = args_enum(a, "qk-norm") == 0 ? TMLA_QKN_FOLD : TMLA_QKN_DROP;
+    static const int qkn[] = {TMLA_QKN_FOLD, TMLA_QKN_DROP, TMLA_QKN_KEEP};
+    if (args_given(a, "qk-norm")) o->qk_norm = qkn[args_enum(a, "qk-norm")];
     if (args_given(a, "seed")) o->seed = (uint64_t)args_int(a, "seed");
     long lo, hi;
     if (param_layers(out, a, "layers", m, &lo, &hi)) return AL_ERR;
@@ -203,7 +208,8 @@ static int mla_args_opts(const Model *m, const Args *a, Out *out, TmlaOpts *o) {
 /* The variant tag of every line of a conversion of a source with Q/K RMSNorm ("" without). */
 static const char *qkn_tag(const Model *m, const TmlaResult *r) {
     if (m->cfg.qk_norm == QKN_NONE) return "";
-    return r->opts.qk_norm == TMLA_QKN_FOLD ? "q/k norm fold: " : "q/k norm drop: ";
+    return r->opts.qk_norm == TMLA_QKN_FOLD ? "q/k norm fold: " : r->opts.qk_norm == TMLA_QKN_KEEP ? "q/k norm keep: "
+                                                                                                  : "q/k norm drop: ";
 }
 
 /* What the conversion r of m is: dims, query latent, KV cache and parameters, PCA statistics. */
@@ -669,7 +675,7 @@ static int mla_xf_engine_export(Session *s, const Xform *x, const char *dir) {
 static double mla_xf_norm_eps(const Xform *x) {
     const TmlaResult *r = x->data;
     if (mla_exportable(r) != AL_OK) { al_err_clear(); return 0; }    /* no export: the source's eps stands */
-    return mla_export_norm_eps(r->src, true, r->opts.qk_norm != TMLA_QKN_NONE);
+    return mla_export_norm_eps(r->src, true, tmla_qkn_is_plain(r->opts.qk_norm));
 }
 
 static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {

@@ -64,4 +64,35 @@ run -e "load $T/gemma2-48; info"
 ok "gemma2's reload has its window" grep -q "layers 0, 2 sliding 8" out.txt
 run -e "load $T/gemma2; convert mla kv-rank 48 ppl off; export $T/g2-dense format dense"
 ok "format dense is refused for convert mla" grep -q "format dense is not taken by a TransMLA export" err.txt
+# qk-norm keep (issue 30 section 1): the norm kept on keys rebuilt from the fold conversion's cache. At full kv rank it
+# is exact (ppl = the source's to 1e-6, every layer's report and check errors < 1e-5); at a cut its worst per-layer
+# score error is below fold's and drop's on qwen3 and olmo2 (same cache: r + D values per token); no export holds it.
+# worst_err COL: the largest value in column COL of the report's layer table
+worst_err() { awk -v c="$1" '/^layer/ { t = 1; next } t && $1 ~ /^[0-9]+$/ { if ($c + 0 > m) m = $c + 0 } END { printf "%g", m + 0 }' out.txt; }
+for f in qwen3 olmo2; do
+    "$B" -e "synth family $f $T/$f" >/dev/null 2>&1 || { fail "synth family $f"; continue; }
+    p0=$(ppl_of "load $T/$f; ppl ids x40.ids")
+    pk=$(ppl_of "load $T/$f; convert mla kv-rank full qk-norm keep ppl off; ppl ids x40.ids")
+    case $pk in ERR:*) fail "$f: qk-norm keep: $pk" ;;
+        *) near "$pk" "$p0" 1e-6 || fail "$f: qk-norm keep at full rank changes ppl $p0 -> $pk" ;; esac
+    pf=$(ppl_of "load $T/$f; convert mla kv-rank full qk-norm fold ppl off; ppl ids x40.ids")
+    near "$pf" "$p0" 1e-4 && fail "$f: fold at full rank keeps ppl $p0 too: the test cannot tell"
+    run -e "load $T/$f; convert mla kv-rank full qk-norm keep ppl off; check"
+    ok "$f: keep + check run" test "$(rc)" = 0
+    e=$(sed -n '/conversion against /,$p' out.txt |
+        awk '/^layer/ { t = 1; next } t && $1 ~ /^[0-9]+$/ { if ($3 + 0 > m) m = $3 + 0; n++ } END { printf "%g", n == 3 ? m + 0 : 1 }')
+    awk -v e="$e" 'BEGIN { exit !(e < 1e-5) }' || fail "$f: keep at full rank: check's out_err $e [$(cat out.txt)]"
+    declare -A se
+    for m in drop fold keep; do
+        run -e "load $T/$f; convert mla kv-rank 24 qk-norm $m ppl off"
+        se[$m]=$(worst_err 5)
+    done
+    awk -v k="${se[keep]}" -v f="${se[fold]}" -v d="${se[drop]}" 'BEGIN { exit !(k < f && k < d && k > 0) }' ||
+        fail "$f: at kv-rank 24 keep's worst score_err ${se[keep]} is not below fold's ${se[fold]} and drop's ${se[drop]}"
+    run -e "load $T/$f; convert mla kv-rank 24 qk-norm keep ppl off; export $T/$f-keep"
+    ok "$f: keep's stock export is refused, naming keep" grep -q "export: qk-norm keep normalises" err.txt
+    run -e "load $T/$f; convert mla kv-rank 24 qk-norm keep ppl off; export $T/$f-keep format attnlab"
+    ok "  and its attnlab export too" grep -q "qk-norm keep rebuilds each token's keys" err.txt
+    ok "  writing nothing" test ! -e "$T/$f-keep"
+done
 cli_done

@@ -9,6 +9,7 @@
 #include "mla_gaps.h"
 #include "model.h"
 #include "rope.h"
+#include "tmla_qkn.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -53,6 +54,10 @@ int attnlab_exportable(const TmlaResult *r) {
     if (cfg_row(c)->keys != KEYS_HF || cfg_row(c)->text_config || !r->src->config_tree)
         return al_err("export format attnlab: %s is not a text-only checkpoint read by Llama-style config keys (the "
                       "layout keeps the source's config.json and reads it by its family)", c->model_type);
+    if (r->opts.qk_norm == TMLA_QKN_KEEP)
+        return al_err("export format attnlab: qk-norm keep rebuilds each token's keys from the cache and normalises them "
+                      "before RoPE, which the layout's MLA reader (and no absorbed MLA decode) does not do yet; it runs in "
+                      "the session (ppl, check); qk-norm fold or drop export");
     for (int l = 0; l < r->n_layers; l++) {
         const AttnLayer *L = r->layers[l];
         if (!L)

@@ -686,7 +686,12 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
                       "experts of that router yet (it writes softmax top-k routers, Mixtral's and Qwen3-MoE's, in "
                       "DeepSeek-V3's layout); the conversion runs in the session (ppl, check), it cannot be exported",
                       c->model_type);
-    if (mla_gaps_check(c, r->opts.qk_norm != TMLA_QKN_NONE)) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
+    if (r->opts.qk_norm == TMLA_QKN_KEEP)
+        return al_err("export: qk-norm keep normalises each token's keys rebuilt from the cache, before RoPE: DeepSeek-V3 "
+                      "has no key norm, and an engine would need keys normalised after the up-projection (no absorbed "
+                      "MLA decode, vLLM's or SGLang's, does that), as would attnlab's own layout (not yet); the "
+                      "conversion runs in the session (ppl, check); qk-norm fold or drop export");
+    if (mla_gaps_check(c, tmla_qkn_is_plain(r->opts.qk_norm))) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
     if (split_exportable(r->src)) return AL_ERR;
     for (int l = 0; l < r->n_layers; l++)
         if (!r->layers[l] && !layersel_attn(c, l))
