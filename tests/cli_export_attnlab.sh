@@ -7,7 +7,8 @@
 # at full kv rank and at a cut: the reload's perplexity equals the session's to 1e-6; `check DIR` reproduces the
 # conversion's report (out_err within 1e-5 of it in every layer, no engine columns); `lint DIR` says every
 # engine refuses attnlab_mla and would compute a different model as DeepSeek-V3, naming what it lacks; the stock
-# export's refusal names `format attnlab`.
+# export's refusal names `format attnlab`. smollm3 (NoPE layer), olmo2 (qk-norm fold, post-norms), phi3 (fused
+# projections) and mixtral reload the same at kv-rank 48. qk-norm keep on qwen3 / olmo2 (see its block).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-export-attnlab shared-cache
@@ -59,6 +60,19 @@ for f in gemma2 gpt_oss; do
 done
 ok "gemma2's lint names the window and the soft-cap" grep -q "lacks what the source keeps (sliding window.*attention soft-cap" gemma2-lint.txt
 ok "gpt_oss's lint names the sinks" grep -q "lacks what the source keeps (sliding window, attention sinks" gpt_oss-lint.txt
+# the other families whose stock export refuses (smollm3's NoPE layer, olmo2's post-norms with qk-norm fold, phi3's fused
+# projections and MLP) or holds them (mixtral's experts) reload the same at kv-rank 48: ppl to 1e-6, check within 1e-5
+for fq in "smollm3:" "olmo2:qk-norm fold" "phi3:" "mixtral:"; do
+    f=${fq%%:*}
+    "$B" -e "synth family $f $T/$f" >/dev/null 2>&1 || { fail "synth family $f"; continue; }
+    ps=$(ppl_of "load $T/$f; convert mla kv-rank 48 ${fq#*:} ppl off; ppl ids x40.ids; export $T/$f-48 format attnlab")
+    pl=$(ppl_of "load $T/$f-48; ppl ids x40.ids")
+    case "$ps$pl" in *ERR:*) fail "$f: $ps / $pl" ;;
+        *) near "$pl" "$ps" 1e-6 || fail "$f: the reload's ppl $pl, the session's $ps" ;; esac
+    run -e "check $T/$f-48"
+    w=$(grep -o "out_err within [0-9.e+-]* of it" out.txt | awk '{print $3}')
+    [ -n "$w" ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }' || fail "$f: check DIR within '$w' of the report [$(cat err.txt)]"
+done
 # the reloaded folder keeps the windows (info), and a format other than attnlab is refused for convert mla
 run -e "load $T/gemma2-48; info"
 ok "gemma2's reload has its window" grep -q "layers 0, 2 sliding 8" out.txt
@@ -70,7 +84,7 @@ ok "format dense is refused for convert mla" grep -q "format dense is not taken 
 # worst_err COL: the largest value in column COL of the report's layer table
 worst_err() { awk -v c="$1" '/^layer/ { t = 1; next } t && $1 ~ /^[0-9]+$/ { if ($c + 0 > m) m = $c + 0 } END { printf "%g", m + 0 }' out.txt; }
 for f in qwen3 olmo2; do
-    "$B" -e "synth family $f $T/$f" >/dev/null 2>&1 || { fail "synth family $f"; continue; }
+    [ -d "$T/$f" ] || "$B" -e "synth family $f $T/$f" >/dev/null 2>&1 || { fail "synth family $f"; continue; }
     p0=$(ppl_of "load $T/$f; ppl ids x40.ids")
     pk=$(ppl_of "load $T/$f; convert mla kv-rank full qk-norm keep ppl off; ppl ids x40.ids")
     case $pk in ERR:*) fail "$f: qk-norm keep: $pk" ;;

@@ -935,6 +935,7 @@ static int own_extras(Model *ex, int l, AttnLayer *b) {
     if (strcmp(c->model_type, ATTNLAB_MLA_TYPE)) return AL_OK;
     b->window = cfg_layer_window(c, l);
     b->softcap = c->attn_softcap;
+    for (int j = 0; !cfg_layer_rope(c, l) && b->inv_freq && j < b->rope_dim / 2; j++) b->inv_freq[j] = 0;   /* NoPE */
     char name[256];
     Mat *s = NULL;
     if (!c->attn_sinks || b->sinks) return AL_OK;

@@ -833,9 +833,9 @@ static int config_attnlab_mla(const cJSON *root, const char *where, ModelConfig 
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "attnlab_source_model_type");
     char shown[96];
     if (!cJSON_IsString(st) || !family_find(st->valuestring, NULL, &cfg->family) || cfg_row(cfg)->keys != KEYS_HF ||
-        cfg_row(cfg)->text_config || cfg_row(cfg)->attn != QKV_SPLIT)
+        cfg_row(cfg)->text_config)
         return al_err("%s: an attnlab_mla config names its source in \"attnlab_source_model_type\" (a text-only family "
-                      "with split q/k/v projections), not %s", where,
+                      "read by Llama-style keys), not %s", where,
                       cJSON_IsString(st) ? al_printable(st->valuestring, shown, sizeof shown) : "given");
     if (config_describe_text(root, where, cfg)) return AL_ERR;
     cfg_reader r = {.root = root, .where = where};
