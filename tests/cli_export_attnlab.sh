@@ -109,4 +109,25 @@ for f in qwen3 olmo2; do
     ok "  and its attnlab export too" grep -q "qk-norm keep rebuilds each token's keys" err.txt
     ok "  writing nothing" test ! -e "$T/$f-keep"
 done
+# qk-norm keep on a real small model with norms: stories260K as Qwen3 with trained-looking per-head gains
+# (tests/qwen3_norms.py): at full rank the held-out perplexity stays the source's (log to 1e-5); at kv-rank 32 keep's
+# held-out log-perplexity moves less than fold's (0.065 against 0.155) and its summed score error is below fold's
+export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
+python3 "$ATTNLAB_SRC/tests/qwen3_norms.py" "$ATTNLAB_MODELS/stories260K-hf" "$T/q3g" gains >/dev/null || fail "qwen3_norms gains"
+story=$ATTNLAB_SRC/examples/tinystory.txt
+dnll() { sed -n 's/.*perplexity on .*(.*; log \([0-9.]*\) -> \([0-9.]*\)).*/\1 \2/p' out.txt | head -1 |
+         awk '{ d = $2 - $1; print (d < 0 ? -d : d) }'; }
+run -e "load $T/q3g; convert mla kv-rank full qk-norm keep calib $story seqlen 64"
+d=$(dnll)
+[ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d < 1e-5) }' || fail "q3g keep full: held-out log-ppl moves $d [$(cat out.txt err.txt)]"
+declare -A dn ss
+for m in fold keep; do
+    run -e "load $T/q3g; convert mla kv-rank 32 qk-norm $m calib $story seqlen 64"
+    dn[$m]=$(dnll)
+    ss[$m]=$(awk '/^layer/ { t = 1; next } t && $1 ~ /^[0-9]+$/ { s += $5 } END { print s + 0 }' out.txt)
+done
+awk -v k="${dn[keep]}" -v f="${dn[fold]}" 'BEGIN { exit !(k < f && k > 0) }' ||
+    fail "q3g kv-rank 32: keep's held-out log-ppl change ${dn[keep]} not below fold's ${dn[fold]}"
+awk -v k="${ss[keep]}" -v f="${ss[fold]}" 'BEGIN { exit !(k < f) }' ||
+    fail "q3g kv-rank 32: keep's summed score error ${ss[keep]} not below fold's ${ss[fold]}"
 cli_done
