@@ -73,6 +73,17 @@ for fq in "smollm3:" "olmo2:qk-norm fold" "phi3:" "mixtral:"; do
     w=$(grep -o "out_err within [0-9.e+-]* of it" out.txt | awk '{print $3}')
     [ -n "$w" ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }' || fail "$f: check DIR within '$w' of the report [$(cat err.txt)]"
 done
+# a quantized source (compressed-tensors FP8 per channel): its quantization_config kept, the new attention modules
+# (written in f32) added to its ignore list, the copied FP8 tensors read as before: the reload's ppl is the session's
+python3 "$ATTNLAB_SRC/tests/fp8ct_quant.py" "$T/gemma2" "$T/g2ct" channel >/dev/null || fail "fp8ct_quant gemma2"
+ps=$(ppl_of "load $T/g2ct; convert mla kv-rank 48 ppl off; ppl ids x40.ids; export $T/g2ct-48 format attnlab")
+pl=$(ppl_of "load $T/g2ct-48; ppl ids x40.ids")
+case "$ps$pl" in *ERR:*) fail "g2ct: $ps / $pl" ;; *) near "$pl" "$ps" 1e-6 || fail "g2ct: reload $pl, session $ps" ;; esac
+python3 - "$T/g2ct-48/config.json" <<'PY' || fail "g2ct: the new attention modules are not in quantization_config's ignore"
+import json, sys
+q = json.load(open(sys.argv[1]))["quantization_config"]
+sys.exit(0 if "model.layers.3.self_attn.kv_a_proj_with_mqa" in q.get("ignore", []) else 1)
+PY
 # the reloaded folder keeps the windows (info), and a format other than attnlab is refused for convert mla
 run -e "load $T/gemma2-48; info"
 ok "gemma2's reload has its window" grep -q "layers 0, 2 sliding 8" out.txt

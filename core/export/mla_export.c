@@ -750,7 +750,13 @@ static int attnlab_write(const TmlaResult *r, const char *dir, const MlaExportOp
     if (rc == AL_OK) rc = make_plan(r, st.L, bias, dt, true, &p);
     if (rc == AL_OK) nshards = assign_shards(&p, o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
     if (rc == AL_OK) rc = write_weights(r, st.L, &p, w, nshards, dt, bias);
+    MlaQuantMods qm = {0};                              /* a quantized source: the new modules listed unquantized */
+    if (rc == AL_OK) rc = export_modules(r, &p, &qm);
     plan_free(&p);
+    cJSON_DeleteItemFromObjectCaseSensitive(cfg, "quantization_config");
+    if (rc == AL_OK) rc = mla_quant_config(r->src->config_tree, &qm, cfg);
+    if (rc == AL_OK) rc = mla_quant_hf_file(src_dir, &qm, w);
+    free_modules(&qm);
     if (rc == AL_OK) rc = ckpt_write_json(w, "config.json", cfg);
     cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;
     if (man) attnlab_manifest(man, r);
