@@ -87,6 +87,8 @@ PY
 # the reloaded folder keeps the windows (info), and a format other than attnlab is refused for convert mla
 run -e "load $T/gemma2-48; info"
 ok "gemma2's reload has its window" grep -q "layers 0, 2 sliding 8" out.txt
+run -e "load $T/gemma2-48; export $T/g2.gguf"
+ok "its GGUF is refused, naming the layout" grep -q "cannot be written as GGUF: attnlab's own layout (attnlab_mla" err.txt
 run -e "load $T/gemma2; convert mla kv-rank 48 ppl off; export $T/g2-dense format dense"
 ok "format dense is refused for convert mla" grep -q "format dense is not taken by a TransMLA export" err.txt
 # qk-norm keep (issue 30 section 1): the norm kept on keys rebuilt from the fold conversion's cache. At full kv rank it
