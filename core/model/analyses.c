@@ -105,7 +105,8 @@ static bool llama4_reason(const Model *m, const char *what, char *why, size_t ca
 /* What a conversion does not cover: Q/K norms and per-layer RoPE bases (what = "convert mla", ...).
  * Sliding windows, soft-caps, sinks and NoPE layers convert: the converted layer keeps the source's
  * window, soft-cap and sinks (the evaluator applies them on both sides) and a NoPE layer converts
- * with RoPE frequencies 0; their exports refuse them (analysis_attn_export_lacks). */
+ * with RoPE frequencies 0; the stock MLA export refuses them (analysis_attn_export_lacks), attnlab's own layouts
+ * (TPA, `export DIR format attnlab`) keep them. */
 static bool convert_reason(const Model *m, const char *what, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
@@ -386,19 +387,16 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
         if (yes && fmts[i].a == AN_CONVERT_MLA && (!analysis_mla_exportable(&m->cfg, mla, sizeof mla) ||
                     analysis_attn_export_lacks(&m->cfg, "the DeepSeek-V3 checkpoint it writes", mla, sizeof mla)))
             continue;
-        if (yes && fmts[i].a == AN_CONVERT_TPA && analysis_attn_export_lacks(&m->cfg, "", NULL, 0)) continue;
         char *list = yes ? ok : no;
         size_t n = strlen(list);
         snprintf(list + n, sizeof ok - n, "%s%s", n ? ", " : "", fmts[i].fmt);
     }
     snprintf(why, cap, "%s%s%s%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "",
-             mla[0] ? " (not: mla: " : "", mla, mla[0] ? "; convert mla runs in the session: ppl, check)" : "");
+             mla[0] ? " (not: mla: " : "", mla, mla[0] ? "; convert mla runs in the session: ppl, check; `export DIR format attnlab` saves it)" : "");
     if (tpa_yes && m->cfg.lin.n_linear > 0 && strlen(why) + 1 < cap)   /* tpa_export_opts refuses a hybrid */
         snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: its format holds every layer as TPA attention, "
                  "and %d of the %d layers are %s; convert tpa runs in the session: ppl, check)", m->cfg.lin.n_linear,
                  m->cfg.n_layers, layersel_other_kind(&m->cfg));
-    else if (tpa_yes && analysis_attn_export_lacks(&m->cfg, "its layout", tmp, sizeof tmp) && strlen(why) + 1 < cap)
-        snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: %s)", tmp);
     return false;
 }
 
