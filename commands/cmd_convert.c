@@ -28,6 +28,7 @@
 #include "ws_lm.h"
 #include "ws_tmla.h"
 #include "ws_check.h"
+#include "ws_mlastrat.h"
 #include "xform.h"
 
 /* ================================================================ perplexity before and after */
@@ -104,10 +105,14 @@ const char CMD_CONVERT_MLA_HELP[] =
     "export is refused and `check` and the perplexity run the conversion in the session.\n"
     "Q/K RMSNorm (Qwen3, OLMo 2, MiniMax-M2): no latent caches the normed keys exactly; `qk-norm\n"
     "fold` folds the gains and the norm's 1/RMS at the PCA statistics (1/sqrt(E[ms] + eps), per head\n"
-    "or per projection) into W_Q / W_K, `qk-norm drop` removes the norm (the naive baseline); the\n"
-    "lines say which, and the errors are against the source with its norm.\n"
+    "or per projection) into W_Q / W_K, `qk-norm drop` removes the norm (the naive baseline),\n"
+    "`qk-norm keep` caches fold's latent and keeps the norm on the keys and values rebuilt from it\n"
+    "(least squares under the statistics), RoPE after it on every rotary dim: exact at full rank, not\n"
+    "absorbable (no export; the session only); the lines say which, and the errors are against the\n"
+    "source with its norm.\n"
     "Sliding windows, soft-caps and sinks (Gemma 2, gpt-oss) stay on the converted layers; a NoPE layer\n"
-    "(SmolLM3) converts with RoPE frequencies 0 (exact at full rank); their export is refused, named.\n"
+    "(SmolLM3) converts with RoPE frequencies 0 (exact at full rank); the stock export is refused,\n"
+    "named (`export DIR format attnlab` keeps them; convert tpa's own layout too).\n"
     "Activation statistics: `calib FILE` runs `calibrate` over up to `samples` training windows of\n"
     "`seqlen` tokens of the text (TransMLA: 128 x 256 of WikiText-2), keeping E[x xᵀ] and E[x] of\n"
     "every layer's attention input, so keys, values and queries get their exact activation second\n"
@@ -125,10 +130,26 @@ const char CMD_CONVERT_MLA_HELP[] =
     "  convert mla kv-rank 512 rope-dim 64\n"
     "  convert mla kv-rank 256 freqfold 4 balance off q-rank 1024 to conv.csv\n"
     "  convert mla kv-rank 64 rope-dim 32 calib wiki.train.txt samples 128 seqlen 256\n"
-    "  convert mla kv-rank 256 qk-norm fold calib wiki.train.txt        (Qwen3, OLMo 2)";
+    "  convert mla kv-rank 256 qk-norm fold calib wiki.train.txt        (Qwen3, OLMo 2)\n"
+    "Strategies (core/methods/mla_strategy.h; `convert mla-table ... strategies all` side by side):\n"
+    "`strategy transmla` is the above. `strategy mha2mla-SEL` is MHA2MLA's (Ji et al. 2025): no\n"
+    "rotation; per KV head `rope-pairs` r frequencies keep RoPE (default rope-dim / (2 x KV heads)),\n"
+    "SEL high (the r highest), low (the r lowest), uniform (every (rd/2)/r-th) or 2norm (largest\n"
+    "query-norm x key-norm product under the statistics); the SOURCE's other key dims lose RoPE, so\n"
+    "it is NOT exact at full kv rank (unless r = rd/2); then the SVD of the NoPE key and value\n"
+    "weights: one latent for [W_k_nope | W_v], or with -split one each (R/2 + R/2); -rN (or\n"
+    "`rope-pairs N`) keeps N frequencies per KV head (mha2mla-low-split-r2). `strategy care`\n"
+    "is CARE's (ICLR 2026): RoRoPE, then the SVD of C^1/2 [W_k_nope | W_v] mapped back by C^-1/2\n"
+    "(C: the activations' second moment, damped as its code does), no balancing; it needs\n"
+    "activation statistics. A trailing -alloc (any strategy) spreads the same total kv rank over\n"
+    "the layers by CARE's greedy spectrum rule. Per-pair RoPE frequencies (mha2mla) and per-layer\n"
+    "ranks (-alloc) have no DeepSeek-V3 form: export refuses them, naming it; check and the\n"
+    "perplexity run them in the session.\n"
+    "  convert mla kv-rank 32 strategy mha2mla-2norm calib story.txt\n"
+    "  convert mla kv-rank 32 strategy care-alloc calib story.txt";
 
 static const char *const ONOFF[] = {"on", "off", NULL};
-static const char *const QKN_MODES[] = {"fold", "drop", NULL};     /* TMLA_QKN_FOLD, TMLA_QKN_DROP */
+static const char *const QKN_MODES[] = {"fold", "drop", "keep", NULL};     /* TMLA_QKN_FOLD, _DROP, _KEEP */
 
 const Param cmd_convert_mla_kw[] = {
     { .name = "kv-rank", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R|full",
@@ -147,8 +168,10 @@ const Param cmd_convert_mla_kw[] = {
     { .name = "ppl", .type = ARG_ENUM, .choices = ONOFF, .def = "on", .comp = COMP_CHOICES,
       .help = "perplexity before and after, when there is a calibration text" },
     { .name = "qk-norm", .type = ARG_ENUM, .choices = QKN_MODES, .comp = COMP_CHOICES,
-      .help = "a source with Q/K RMSNorm: fold its gains and calibrated 1/RMS into W_Q / W_K, or drop it" },
+      .help = "a source with Q/K RMSNorm: fold its gains and calibrated 1/RMS into W_Q / W_K, drop it, or keep it on "
+              "keys rebuilt from the cache (session only)" },
     PARAM_TMLA_STATS,
+    PARAM_MLASTRAT,
     PARAM_TO,
     {0}
 };
@@ -191,7 +214,8 @@ static int mla_args_opts(const Model *m, const Args *a, Out *out, TmlaOpts *o) {
     o->balance = args_enum(a, "balance") != 1;
     o->q_rank = args_given(a, "q-rank") ? (int)args_int(a, "q-rank") : 0;
     o->eval_tokens = (size_t)args_int(a, "tokens");
-    if (args_given(a, "qk-norm")) o->qk_norm = args_enum(a, "qk-norm") == 0 ? TMLA_QKN_FOLD : TMLA_QKN_DROP;
+    static const int qkn[] = {TMLA_QKN_FOLD, TMLA_QKN_DROP, TMLA_QKN_KEEP};
+    if (args_given(a, "qk-norm")) o->qk_norm = qkn[args_enum(a, "qk-norm")];
     if (args_given(a, "seed")) o->seed = (uint64_t)args_int(a, "seed");
     long lo, hi;
     if (param_layers(out, a, "layers", m, &lo, &hi)) return AL_ERR;
@@ -203,7 +227,8 @@ static int mla_args_opts(const Model *m, const Args *a, Out *out, TmlaOpts *o) {
 /* The variant tag of every line of a conversion of a source with Q/K RMSNorm ("" without). */
 static const char *qkn_tag(const Model *m, const TmlaResult *r) {
     if (m->cfg.qk_norm == QKN_NONE) return "";
-    return r->opts.qk_norm == TMLA_QKN_FOLD ? "q/k norm fold: " : "q/k norm drop: ";
+    return r->opts.qk_norm == TMLA_QKN_FOLD ? "q/k norm fold: " : r->opts.qk_norm == TMLA_QKN_KEEP ? "q/k norm keep: "
+                                                                                                  : "q/k norm drop: ";
 }
 
 /* What the conversion r of m is: dims, query latent, KV cache and parameters, PCA statistics. */
@@ -211,8 +236,8 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
     const TmlaOpts *ro = &r->opts;
     bool fold_default = !args_given(a, "rope-dim") && !args_given(a, "freqfold");
     char lt[256];
-    out_printf(out, "converted layers %s of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d%s\n",
-               layersel_text(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
+    out_printf(out, "converted %s of %s to MLA: kv_lora_rank %d, RoPE dims %d (freqfold %d), nope %d, v %d%s\n",
+               layersel_words(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
                fold_default ? "; freqfold: TransMLA's default, the TransMLA figures' too" : "");
     if (r->q_rank) out_printf(out, "query latent of rank %d\n", r->q_rank);
     out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters %zu -> %zu\n",
@@ -285,14 +310,18 @@ static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaR
 int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TmlaOpts o;
-    if (mla_args_opts(m, a, out, &o)) return AL_ERR;
+    MlastratOpts st;
+    bool strat_given;
+    if (mla_args_opts(m, a, out, &o) || ws_mlastrat_opts(a, &st, &strat_given)) return AL_ERR;
+    bool strat = st.kind != MLASTRAT_TRANSMLA || st.alloc != MLASTRAT_ALLOC_UNIFORM;   /* else TransMLA's own */
+    if (strat) o.compare_balance = false;
     TmlaStatsUse u;
     int src = ws_tmla_stats(s, m, a, false, &u, out);
     if (src) return src;
     o.sigma = u.act ? (const double *const *)u.sigma : NULL;
     o.mu = u.act ? (const double *const *)u.mu : NULL;
     TmlaResult *r = NULL;
-    int rc = tmla_convert(m, &o, &r);
+    int rc = strat ? mlastrat_convert(m, &o, &st, &r) : tmla_convert(m, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
     if (ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL, u.act ? u.mu : NULL,
                       &r->check_in)) {        /* what check needs to draw the report's inputs again */
@@ -302,16 +331,19 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     }
     if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     mla_describe(out, m, a, r, &u);
+    if (strat) ws_mlastrat_line(out, m, &st, r);
     if (u.ids && args_enum(a, "ppl") != 1 && mla_ppl(s, m, r, &u, out) == AL_INTERRUPTED) {
         ws_tmla_stats_release(&u);
         return AL_INTERRUPTED;
     }
     ws_tmla_stats_release(&u);
     const TmlaOpts *ro = &r->opts;
-    out_printf(out, "%srelative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); balance %s, `other` = "
-               "balance %s\n", qkn_tag(m, r), ro->eval_tokens, (unsigned long long)ro->seed,
+    char lab[96];
+    out_printf(out, "%srelative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); %s %s, `other` = "
+               "%s\n", qkn_tag(m, r), ro->eval_tokens, (unsigned long long)ro->seed,
                r->activation_stats ? "with the activations' mean and covariance" : "unit variance",
-               ro->balance ? "on" : "off", ro->balance ? "off" : "on");
+               strat ? "strategy" : "balance", strat ? mlastrat_label(&st, lab, sizeof lab) : ro->balance ? "on" : "off",
+               strat ? "none (empty)" : ro->balance ? "balance off" : "balance on");
     return mla_report_table(out, a, m, r);
 }
 
@@ -332,7 +364,15 @@ const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "statistics: `calib FILE`, `ids FILE`, or the session's `calibrate`.\n"
     "Examples:\n"
     "  convert mla-table kv-ranks 24,40 calib story.txt seqlen 64\n"
-    "  convert mla-table kv-ranks 128,256,512 rope-dim 64 to fig4b.csv";
+    "  convert mla-table kv-ranks 128,256,512 rope-dim 64 to fig4b.csv\n"
+    "`strategies all|S,S,...`: the published one-shot strategies side by side instead, one block of\n"
+    "rows per kv-rank (rows: transmla, mha2mla-high|low|uniform|2norm[-split][-rN], care, any with -alloc\n"
+    "for CARE's rank allocation; `all`: those eight), each with its KV values per token (mean R + D),\n"
+    "its rank range over the layers, whether it removes RoPE from the source's dims (then not exact\n"
+    "at full rank), the mean score and output errors over the layers (relative Frobenius, 64\n"
+    "Gaussian tokens with each layer's activation statistics, as `check`) and the held-out\n"
+    "perplexity (`help convert mla` says what each strategy does; `plot mla-table` draws it):\n"
+    "  convert mla-table kv-ranks 16,32 strategies all calib story.txt seqlen 64";
 
 const Param cmd_convert_mla_table_kw[] = {
     { .name = "kv-ranks", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R,R,...",
@@ -342,6 +382,8 @@ const Param cmd_convert_mla_table_kw[] = {
     { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "M",
       .help = "adjacent RoPE frequencies per PCA (default: head dim / rope-dim, else 1 as in the figures)" },
     PARAM_LAYERS("layers to convert"),
+    { .name = "strategies", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "all|S,S,...",
+      .help = "compare the one-shot strategies (transmla, mha2mla-..., care, -alloc) instead of Fig. 4b" },
     PARAM_TMLA_STATS,
     PARAM_TO,
     {0}
@@ -349,21 +391,7 @@ const Param cmd_convert_mla_table_kw[] = {
 
 /* Parses a comma-separated list of ranks (numbers or `full`) into R[cap]. */
 static int parse_ranks(const char *list, int *R, size_t cap, size_t *n) {
-    *n = 0;
-    if (!list || !*list) return al_err("convert mla-table needs kv-ranks R,R,... (e.g. kv-ranks 128,256,full)");
-    for (const char *p = list; *p;) {
-        if (*n == cap) return al_err("kv-ranks: at most %zu ranks", cap);
-        char *end;
-        if (!strncmp(p, "full", 4) && (p[4] == ',' || !p[4])) { R[(*n)++] = TMLA_FULL; end = (char *)p + 4; }
-        else {
-            long v = strtol(p, &end, 10);
-            if (end == p || v < 1 || v > (1L << 24) || (*end && *end != ','))
-                return al_err("kv-ranks '%s': give positive numbers or full, separated by commas", list);
-            R[(*n)++] = (int)v;
-        }
-        p = *end == ',' ? end + 1 : end;
-    }
-    return AL_OK;
+    return ws_mlastrat_ranks("convert mla-table", list, R, cap, n);
 }
 
 int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
@@ -372,6 +400,14 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     size_t nr;
     long lo, hi;
     if (parse_ranks(args_str(a, "kv-ranks"), ranks, 32, &nr)) return AL_ERR;
+    if (args_given(a, "strategies")) {               /* the strategies side by side (ws_mlastrat.h) */
+        MlastratTable *st = NULL;
+        int rc = ws_mlastrat_table(s, m, a, ranks, nr, false, out, &st);
+        if (rc) return rc;
+        Table *tb = ws_mlastrat_rows(m, st);
+        mlastrat_table_free(st);
+        return tb ? out_table_to(out, args_str(a, "to"), tb) : AL_ERR;
+    }
     if (args_range(a, "layers", m->cfg.n_layers, &lo, &hi)) return AL_ERR;
     TmlaOpts o = tmla_opts_default();        /* the options as convert mla would resolve them */
     o.rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0;
@@ -438,6 +474,12 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     const char *dir = args_str(a, "dir");
     size_t shard_mb = args_given(a, "shard-mb") ? (size_t)args_int(a, "shard-mb") : 0;
     MlaExportOpts eo = {.dtype = DT_INVALID, .shard_bytes = shard_mb << 20, .force = args_flag(a, "force")};
+    const char *fmt = args_given(a, "format") ? args_str(a, "format") : NULL;
+    if (fmt && strcmp(fmt, "attnlab"))
+        return al_err("export: format %s is not taken by a TransMLA export (DeepSeek-V3's layout, or `format attnlab`: "
+                      "attnlab's own)", fmt);
+    eo.attnlab = fmt != NULL;
+    if (eo.attnlab) eo.norm_eps = x->kind->norm_eps ? x->kind->norm_eps(x) : 0;
     if (xform_export_dtype(a, DT_INVALID, &eo.dtype)) return AL_ERR;
     CheckInputs ci;
     const char *why = NULL;
@@ -447,14 +489,20 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     bool fits = ci_fits(&ci);
     ci_free(&ci);
     if (rc) return AL_ERR;
-    out_printf(out, "exported %s as DeepSeek-V3 MLA to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, "
-               "v_head_dim %d, q_lora_rank %s%.0d\n", r->src->name, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim,
-               r->q_rank ? "" : "null", r->q_rank);
-    double eps = engine_common_eps();
-    if (fabs(eps - r->src->cfg.norm_eps) > 1e-15)   /* measured by check (two forward passes: not here) */
-        out_printf(out, "rms_norm_eps %g (the source's: %g), the latent eps of every engine, so transformers, vLLM and "
-                   "SGLang compute the same model; the other RMSNorms use it too (`check %s` measures what that moves)\n",
-                   eps, r->src->cfg.norm_eps, dir);
+    if (eo.attnlab)
+        out_printf(out, "exported %s in attnlab's own layout (model_type attnlab_mla: no engine runs it; `load %s` does) "
+                   "to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, v_head_dim %d\n", r->src->name,
+                   dir, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim);
+    else {
+        out_printf(out, "exported %s as DeepSeek-V3 MLA to %s: kv_lora_rank %d, qk_rope_head_dim %d, qk_nope_head_dim %d, "
+                   "v_head_dim %d, q_lora_rank %s%.0d\n", r->src->name, dir, r->kv_rank, r->rope_dim, r->qk_nope, r->v_dim,
+                   r->q_rank ? "" : "null", r->q_rank);
+        double eps = engine_common_eps();
+        if (fabs(eps - r->src->cfg.norm_eps) > 1e-15)   /* measured by check (two forward passes: not here) */
+            out_printf(out, "rms_norm_eps %g (the source's: %g), the latent eps of every engine, so transformers, vLLM and "
+                       "SGLang compute the same model; the other RMSNorms use it too (`check %s` measures what that moves)\n",
+                       eps, r->src->cfg.norm_eps, dir);
+    }
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
     ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
@@ -471,7 +519,8 @@ static void note_report(Out *out, const MlaCheck *c, const double *rep) {
         if (isfinite(rep[l]) && isfinite(c->out_err[l])) { worst = fmax(worst, fabs(c->out_err[l] - rep[l])); n++; }
     if (n)
         out_printf(out, "the conversion's report on the same inputs: out_err within %.2g of it in all %d layers (%s)\n",
-                   worst, n, c->in_session ? "the same layers" : "the export's rounding: float32, latent norms");
+                   worst, n, c->in_session ? "the same layers" : c->own_layout ? "the export's rounding"
+                                                                            : "the export's rounding: float32, latent norms");
 }
 
 /* The conversion's reported output error per layer: of r, or of the manifest's "layers" (NULL when
@@ -499,7 +548,9 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
                    c->first_diff);
     else
         out_printf(out, "non-attention tensors: all %zu identical (name, dtype, shape, bytes)\n", c->copied_same);
-    if (!c->in_session) {
+    if (c->own_layout)
+        out_printf(out, "evaluated as attnlab reads it (its own layout: no stock engine runs it, so no engine columns)\n");
+    else if (!c->in_session) {
         out_printf(out, "evaluated as each stock DeepSeek-V3 engine runs it (interleaved RoPE, softmax scale "
                    "(nope + rope)^-1/2), one column each:");
         for (int i = 0; i < ENG_N; i++)
@@ -510,18 +561,20 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
     out_printf(out, "relative Frobenius errors per layer on %s\n", inputs);
     if (rep) note_report(out, c, rep);
     ws_check_ppl_line(out, t, c->nll_tokens, c->nll_source, c->nll_export,
-                      c->in_session ? "converted, in the session" : "the export, as stock engines run it");
+                      c->in_session ? "converted, in the session" : c->own_layout ? "the export, as attnlab reads it"
+                                                                                    : "the export, as stock engines run it");
     if (c->notes[0]) out_printf(out, "%s", c->notes);
-    Table *tb = table_new(4 + ENG_N, "layer", "score_err", "out_err", engine_row(ENG_HF)->column,
-                         engine_row(ENG_VLLM)->column, engine_row(ENG_SGLANG)->column, "out_err_attnlab");
+    Table *tb = c->own_layout ? table_new(3, "layer", "score_err", "out_err")
+                              : table_new(4 + ENG_N, "layer", "score_err", "out_err", engine_row(ENG_HF)->column,
+                                          engine_row(ENG_VLLM)->column, engine_row(ENG_SGLANG)->column, "out_err_attnlab");
     int nan_layer = -1;
     for (int l = 0; tb && l < c->n_layers; l++) {
         if (table_row(tb)) { table_free(tb); tb = NULL; break; }
         table_int(tb, l);
         table_num(tb, c->score_err[l]);
         table_num(tb, c->out_err[l]);
-        for (int i = 0; i < ENG_N; i++) table_num(tb, c->engine_out_err[i][l]);
-        table_num(tb, c->own_out_err[l]);
+        for (int i = 0; !c->own_layout && i < ENG_N; i++) table_num(tb, c->engine_out_err[i][l]);
+        if (!c->own_layout) table_num(tb, c->own_out_err[l]);
         if (nan_layer < 0 && (isnan(c->score_err[l]) || isnan(c->out_err[l]))) nan_layer = l;
     }
     if (nan_layer >= 0) out_note_nan(out, "layer %d", nan_layer);
@@ -634,7 +687,8 @@ static bool mla_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) 
 
 static void mla_xf_describe(const Xform *x, char *buf, size_t cap) {
     const TmlaResult *r = x->data;
-    snprintf(buf, cap, "convert mla of %s: kv_lora_rank %d, RoPE dims %d", x->src->name, r->kv_rank, r->rope_dim);
+    snprintf(buf, cap, "convert mla of %s: kv_lora_rank %d, RoPE dims %d%s%s", x->src->name, r->kv_rank, r->rope_dim,
+             r->opts.strategy[0] ? ", strategy " : "", r->opts.strategy);
 }
 
 static void mla_xf_free(void *data) { tmla_result_free(data); }
@@ -652,7 +706,7 @@ static int mla_xf_engine_export(Session *s, const Xform *x, const char *dir) {
 static double mla_xf_norm_eps(const Xform *x) {
     const TmlaResult *r = x->data;
     if (mla_exportable(r) != AL_OK) { al_err_clear(); return 0; }    /* no export: the source's eps stands */
-    return mla_export_norm_eps(r->src, true, r->opts.qk_norm != TMLA_QKN_NONE);
+    return mla_export_norm_eps(r->src, true, tmla_qkn_is_plain(r->opts.qk_norm));
 }
 
 static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
@@ -667,7 +721,7 @@ const XformKind cmd_convert_xform = {
     .name = "convert mla", .export_to = mla_xf_export, .check = mla_xf_check, .kv_row = mla_xf_kv_row,
     .describe = mla_xf_describe, .free = mla_xf_free, .check_dir = mla_xf_check_dir,
     .dir_manifest = MLA_MANIFEST,
-    .export_label = "a TransMLA export", .no_format = "always DeepSeek-V3 layout",
+    .export_label = "a TransMLA export",
     .engine_export = mla_xf_engine_export, .engine_form = "its stock DeepSeek-V3 export",
     .attn_layer = mla_xf_attn_layer, .norm_eps = mla_xf_norm_eps, .attn_what = "the converted MLA layers swapped in",
 };

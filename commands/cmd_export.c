@@ -43,6 +43,9 @@ static const char EXPORT_HELP[] =
     "  Phi-3's gate_up_proj is split; a quantized source's quantization_config is kept in its form,\n"
     "  the new attention modules listed as unquantized; what the layout cannot hold (windows, sinks,\n"
     "  output gates, q/k norms, parallel residuals, ...) is refused, naming what an engine would need;\n"
+    "  `format attnlab` writes any conversion in attnlab's own layout instead: the source's config.json\n"
+    "  and tensors with model_type attnlab_mla and the MLA attention (f32 unless `dtype`), which\n"
+    "  `load DIR` runs as the session did (no engine does: `lint DIR` says so); `check DIR` compares it;\n"
     "- after `convert tpa`: the non-contextual TPA factors in attnlab's own layout\n"
     "  (tpa_manifest.json + tpa_factors.safetensors; no other loader reads it; `dtype`);\n"
     "- after `kvsvd learn`: the projections, per layer (kv_heads, d, R), and a manifest.\n"
@@ -66,7 +69,7 @@ static const char EXPORT_HELP[] =
     "  export out/stories.gguf dtype q8_0\n"
     "  truncate vo rank 8; export out/r8.gguf";
 
-static const char *const FORMAT_CHOICES[] = {"hf", "factors", "dense", "gguf", NULL};
+static const char *const FORMAT_CHOICES[] = {"hf", "factors", "dense", "gguf", "attnlab", NULL};
 static const char *const DTYPE_CHOICES[] = {"f32", "f16", "bf16", "fp8", "q8_0", NULL};
 
 static const Param export_pos[] = {
@@ -76,7 +79,8 @@ static const Param export_pos[] = {
 
 static const Param export_kw[] = {
     { .name = "format", .type = ARG_ENUM, .choices = FORMAT_CHOICES, .comp = COMP_CHOICES,
-      .help = "FaRR: hf (DeepSeek-V3 layout), factors or dense (default: hf when possible); gguf: the model for llama.cpp" },
+      .help = "FaRR: hf (DeepSeek-V3 layout), factors or dense (default: hf when possible); gguf: the model for llama.cpp; "
+              "attnlab: a convert mla in attnlab's own layout (windows, sinks, soft-caps kept; `load DIR` reads it)" },
     { .name = "dtype", .type = ARG_ENUM, .choices = DTYPE_CHOICES, .comp = COMP_CHOICES,
       .help = "dtype of the new tensors (default: the source's for TransMLA, FaRR and gguf -- bf16 for a FaRR export of FP8, MXFP4 or NVFP4 --, f32 for TPA; fp8: FaRR of FP8 only)" },
     { .name = "shard-mb", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "MB",

@@ -24,6 +24,7 @@
 #include "registry.h"
 #include "params.h"
 #include "session.h"
+#include "spectral_table.h"
 #include "tpa.h"
 #include "seeds.h"
 #include "workspace.h"
@@ -98,8 +99,16 @@ static const char SPECTRUM_HELP[] =
     "the whole projection too. The result is a table of one row per singular value: index\n"
     "(1-based), sigma and energy (cumulative); `to FILE.csv` writes those columns, and from Lua\n"
     "attn.spectrum(...) returns the rows, one Lua table {index, sigma, energy} each, largest first.\n"
+    "`stats` gives the matrix's spectral health instead, one row: rank (at the session tau),\n"
+    "stable_rank ||W||_F^2 / ||W||_2^2, entropy_rank (Roy & Vetterli: exp of the entropy of\n"
+    "sigma_i / sum sigma), participation ((sum l)^2 / sum l^2, l = sigma^2), norm (sigma_1), and\n"
+    "of the ESD -- the nonzero eigenvalues l / N of WᵀW / N, N the larger side -- the power law\n"
+    "WeightWatcher fits (alpha by maximum likelihood above xmin, xmin by the smallest KS distance\n"
+    "ks, alpha_sigma its error, tail the eigenvalues >= xmin; none under 10 eigenvalues) and the\n"
+    "Marchenko-Pastur bulk edge mp_edge of the shape with the spikes above it (`plot esd` draws it).\n"
     "Examples:\n"
     "  spectrum vo layer 2 head 0\n"
+    "  spectrum o layer 1 head 3 stats\n"
     "  spectrum q layer 3 head 5 to q_3_5.csv\n"
     "  = attn.spectrum(\"qk\", {layer=1, head=2})[1].sigma";
 
@@ -110,7 +119,10 @@ static const Param spectrum_pos[] = {
 };
 
 static const Param spectrum_kw[] = {
-    PARAM_LAYER, PARAM_HEAD, PARAM_OFFSET, PARAM_TO, {0}
+    PARAM_LAYER, PARAM_HEAD, PARAM_OFFSET,
+    { .name = "stats", .type = ARG_FLAG, .comp = COMP_NONE,
+      .help = "the spectral health instead: stable / entropy rank, participation, norm, ESD power law, MP edge" },
+    PARAM_TO, {0}
 };
 
 static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, int head, const Spectrum *sp);
@@ -142,10 +154,22 @@ static int cmd_spectrum(Session *s, const Args *a, Out *out) {
     return spectrum_show(s, a, out, k, layer, head, side == 0 ? fl->a[head] : side == 1 ? fl->b[head] : fl->fused[head]);
 }
 
+/* `spectrum ... stats`: one row of spectral health (spectral_table.h) as the table and result. */
+static int spectrum_stats(Session *s, const Args *a, Out *out, int k, int layer, int head, const Spectrum *sp) {
+    static const char *const mats[] = {"Q", "K", "V", "O", "QK", "VO"};
+    Table *t = health_table_new(true);
+    if (!t || health_table_row(t, true, layer, head, mats[k], sp, s->tau)) { table_free(t); return AL_ERR; }
+    if (out_narrates(out))
+        out_printf(out, "%s of layer %d head %d: %zu x %zu, %zu singular values; rank at tau %g; ESD of sigma^2 / %zu\n",
+                   kind_label(k), layer, head, sp->m, sp->n, sp->p, s->tau, sp->m > sp->n ? sp->m : sp->n);
+    return out_table_to(out, args_str(a, "to"), t);
+}
+
 /* The table, the narration and the result of one spectrum. */
 static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, int head, const Spectrum *sp) {
     farr_kind kind = (k == 0 || k == 1 || k == 4) ? FARR_QK : FARR_VO;
     int rc = AL_OK;
+    if (args_flag(a, "stats")) return spectrum_stats(s, a, out, k, layer, head, sp);
     double *energy = al_calloc(sp->p ? sp->p : 1, sizeof(double), "energies");
     if (!energy) return AL_ERR;
     spectra_cum_energy(sp->sigma, sp->p, energy);
@@ -207,13 +231,19 @@ static const char RANKS_HELP[] =
     "and max. On the terminal a table of more than 64 rows prints that summary (with a note); the\n"
     "result (Lua, `to FILE`) is still every head's row, and `heads` prints them all. `model NAME`\n"
     "reads another loaded model (or loads NAME as `load` does) without switching to it.\n"
+    "`metrics` gives instead one row per head and matrix (V, O, VO or Q, K, QK; GQA repeats the\n"
+    "shared head's rows): layer, head, matrix, rank, stable_rank, entropy_rank, participation,\n"
+    "norm, alpha, alpha_sigma, xmin, ks, tail, mp_edge, spikes (`help spectrum`: `stats`), from the\n"
+    "spectra the sweep cached: no SVD is redone. With `summary` (and on the terminal past 64 rows)\n"
+    "one row per layer and matrix: the medians over its heads, the largest norm, the median alpha\n"
+    "of the heads with a fit and their count, the spikes of all heads.\n"
     "Examples:\n"
     "  ranks vo layer 8\n"
     "  ranks qk all tau 0.99 to qk_ranks.csv\n"
     "  ranks vo 0-3 order rank\n"
     "  ranks qk layers 2-4\n"
     "  ranks vo all summary\n"
-    "  ranks vo all model demo-llama\n"
+    "  ranks vo all model demo-llama\n"    "  ranks vo all metrics to health.csv\n"
     "  = attn.run(\"ranks vo layer 2\")[1].rank_vo";
 
 static const char *const ORDER_CHOICES[] = {"head", "rank", NULL};
@@ -239,6 +269,8 @@ static const Param ranks_kw[] = {
     { .name = "summary", .type = ARG_FLAG, .comp = COMP_NONE,
       .help = "one row per layer: min / median / max ranks and the heads holding them" },
     { .name = "heads", .type = ARG_FLAG, .comp = COMP_NONE, .help = "print every head's row even when the table is large" },
+    { .name = "metrics", .type = ARG_FLAG, .comp = COMP_NONE,
+      .help = "spectral health rows per head and matrix: stable / entropy rank, participation, norm, alpha, MP edge" },
     PARAM_RANKS_MODEL,
     PARAM_TO, {0}
 };
@@ -346,6 +378,44 @@ static Table *ranks_summary(farr_kind kind, const FarrRankRow *rows, size_t n) {
     return t;
 }
 
+/* `ranks ... metrics`: the health of A, B and the fused map of every head of q's layers, from the
+ * spectra the sweep cached (no SVD redone); `summary` (and the terminal past RANKS_TERMINAL_ROWS
+ * rows, as `ranks`) one row per layer and matrix; interrupted, the layers kept. */
+static int ranks_metrics(Session *s, const Args *a, Out *out, const FarrQuery *q, double tau, long asked) {
+    FarrState *st;
+    char lt[256];
+    Table *t = health_table_new(true);
+    int rc = t && !ws_farr(s, &st) ? health_table_layers(t, st, q, tau) : AL_ERR;
+    if (rc) { table_free(t); return rc; }     /* AL_INTERRUPTED: Ctrl-C during the statistics */
+    bool summary = args_flag(a, "summary");
+    bool brief = !summary && !args_flag(a, "heads") && !args_str(a, "to") && out_narrates(out) &&
+                 out->fmt == FMT_TABLE && t->nrows > RANKS_TERMINAL_ROWS;
+    if (out_narrates(out))
+        out_printf(out, "%s: spectral health of %s, %s and %s, layers %s (rank at tau %g; ESD of sigma^2 / max dim)\n",
+                   q->m->name, farr_side_name(q->kind, 0), farr_side_name(q->kind, 1), farr_fused_name(q->kind),
+                   layersel_text(&q->m->cfg, q->lo, q->hi, lt, sizeof lt), tau);
+    if (summary || brief) {
+        Table *sum = health_table_summary(t);
+        if (!sum) { table_free(t); return AL_ERR; }
+        if (summary) { table_free(t); t = sum; }
+        else {
+            char *text = table_render(sum, out->fmt, out->prec);
+            if (text) out_printf(out, "%s", text);
+            free(text);
+            table_free(sum);
+            out_printf(out, "(%zu rows: one row per layer and matrix shown; `heads` prints every row, `to FILE.csv` writes them)\n",
+                       t->nrows);
+            out_table(out, t);
+            out->written = true;
+            t = NULL;
+        }
+    }
+    if (t) rc = out_table_to(out, args_str(a, "to"), t);
+    if (rc || q->hi == asked) return rc;
+    al_err("ranks: interrupted: kept layers %d-%d (run it again to go on: finished layers are cached)", q->lo, q->hi);
+    return AL_INTERRUPTED;
+}
+
 static int cmd_ranks(Session *s, const Args *a, Out *out) {
     farr_kind kind = param_pair(a);
     double tau = param_tau(s, a);
@@ -357,6 +427,8 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         return al_err("ranks: give one of a range, `layer L` or `layers A-B`, not two");
     if (args_flag(a, "summary") && args_flag(a, "heads"))
         return al_err("ranks: give `summary` (one row per layer) or `heads` (every head), not both");
+    if (args_flag(a, "metrics") && !strcmp(args_str(a, "order"), "rank"))
+        return al_err("ranks: `metrics` rows are in head order; drop `order rank`");
     if (target_model(s, a, &m)) return AL_ERR;
     if (param_layers(out, a, which, m, &lo, &hi)) return AL_ERR;
     FarrRankRow *rows;
@@ -366,6 +438,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     if (rc && rc != AL_INTERRUPTED) return rc;
     long asked = hi;
     hi = q.hi;
+    if (args_flag(a, "metrics")) { free(rows); return ranks_metrics(s, a, out, &q, tau, asked); }
     if (!strcmp(args_str(a, "order"), "rank")) qsort(rows, n, sizeof *rows, by_layer_rank);
     int fmin = 1 << 30, fmax = 0;
     double fsum = 0;
@@ -383,8 +456,8 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     free(rows);
     if (!t || (brief && !brief_t)) { table_free(t); table_free(brief_t); return AL_ERR; }
     if (out_narrates(out))
-        out_printf(out, "%s: %s effective ranks at tau %g, layers %s: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
-                   m->name, farr_fused_name(kind), tau, layersel_text(&m->cfg, (int)lo, (int)hi, lt, sizeof lt), fmin, fmax,
+        out_printf(out, "%s: %s effective ranks at tau %g, %s: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
+                   m->name, farr_fused_name(kind), tau, layersel_words(&m->cfg, (int)lo, (int)hi, lt, sizeof lt), fmin, fmax,
                    n ? fsum / (double)n : 0.0, cap, n,
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
@@ -485,8 +558,8 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
     if (!t) return rc ? rc : AL_ERR;
     char lt[256];
     if (out_narrates(out))
-        out_printf(out, "%s ranks at tau %g, layers %s: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
-                   "delta %d to %+d\n", farr_fused_name(kind), tau, layersel_text(ca, (int)lo, (int)hi, lt, sizeof lt), ma->name, mb->name, changed, na, up,
+        out_printf(out, "%s ranks at tau %g, %s: A = %s, B = %s; %zu of %zu heads differ (%zu up, %zu down), "
+                   "delta %d to %+d\n", farr_fused_name(kind), tau, layersel_words(ca, (int)lo, (int)hi, lt, sizeof lt), ma->name, mb->name, changed, na, up,
                    changed - up, dmin, dmax);
     return out_table_to(out, args_str(a, "to"), t);
 }
@@ -665,8 +738,8 @@ static const char TRUNCATE_HELP[] =
     "(`source`: the loaded model) and `check` compares it with the model, layer by layer.\n"
     "On a hybrid it truncates the range's softmax-attention layers. On Gemma 4 it refuses the\n"
     "k_eq_v and KV-shared layers (name the others: `layers 0-2`) and notes the KV-shared layers\n"
-    "that read a truncated layer's V; `ppl` there (v_norm, like Qwen3-Next's output gate) runs\n"
-    "on its export: `export DIR`, `load DIR`.\n"
+    "that read a truncated layer's V (they read its cut cache in the session too); `ppl` there\n"
+    "(v_norm, like Qwen3-Next's output gate) runs in the session, as on its export.\n"
     "Examples:\n"
     "  truncate vo tau 0.999 layers 1-3\n"
     "  truncate qk rank 16 policy model-max\n"
@@ -793,7 +866,7 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
     double cut = p->params_before ? 100.0 * (1.0 - (double)p->params_after / (double)p->params_before) : 0;
     if (out_narrates(out)) {
         char lt[256];
-        out_printf(out, "truncated %s of layers %s (", farr_fused_name(o.kind), layersel_text(c, p->lo, p->hi, lt, sizeof lt));
+        out_printf(out, "truncated %s of %s (", farr_fused_name(o.kind), layersel_words(c, p->lo, p->hi, lt, sizeof lt));
         if (o.by_rank) out_printf(out, "rank %d", o.rank);
         else out_printf(out, "tau %g", o.tau);
         out_printf(out, ", policy %s): ranks %s%d, parameters %s -> %s (%.1f%% fewer)\n",
@@ -804,11 +877,12 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
         if (cfg_is_mla(c))
             out_printf(out, "KV cache: unchanged (MLA caches the %d-dim latent, not the heads)\n", c->kv_lora_rank);
         else {                   /* K+V per token per layer as info, convert and kv-cache count it */
-            /* the layers with a KV cache (a hybrid's linear-attention layers and Gemma 4's KV-shared ones have none) */
-            size_t L = (size_t)cfg_n_kv_layers(c), all = cfg_kv_values(c) * L;
+            /* the layers with a KV cache (a hybrid's linear-attention layers and Gemma 4's KV-shared ones have none),
+               each at its own dims (Gemma 4's full layers: global_head_dim, their KV heads), as kv-cache counts them */
+            size_t L = (size_t)cfg_n_kv_layers(c), all = model_kv_values_total(s->cur);
             size_t now = all - (p->kv_before - p->kv_after);
-            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %zu -> %.4g values "
-                       "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, all / L, (double)now / (double)L,
+            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %.4g -> %.4g values "
+                       "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, (double)all / (double)L, (double)now / (double)L,
                        100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));
         }
         say_kv_readers(out, c, p->lo, p->hi);
@@ -865,9 +939,9 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
     char rl[256];   /* a hybrid's truncated layers are its attention layers in the range ("1, 4", not "1-4") */
     if (rep.reenc_tensors)
-        out_printf(out, "re-encoded %zu changed tensors (%s; layers %s) %s -> %s: added error %.3g (||W_written - W'|| / "
+        out_printf(out, "re-encoded %zu changed tensors (%s; %s) %s -> %s: added error %.3g (||W_written - W'|| / "
                    "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names,
-                   layersel_text(&x->src->cfg, rep.reenc_lo, rep.reenc_hi, rl, sizeof rl), dt_name(rep.reenc_from),
+                   layersel_words(&x->src->cfg, rep.reenc_lo, rep.reenc_hi, rl, sizeof rl), dt_name(rep.reenc_from),
                    dt_name(rep.reenc_to), rep.reenc_err);
     if (!rep.reenc_tensors && !rep.tensors_rewritten && o.dtype_set)
         out_printf(out, "dtype %s: nothing re-encoded: the cut changed no tensor (every rank kept in full), so every "
@@ -910,11 +984,11 @@ static void plan_kv_text(const FarrPlan *p, const ModelConfig *c, char *buf, siz
     char r[32];
     if (rmin == rmax) snprintf(r, sizeof r, "%d", rmax);
     else snprintf(r, sizeof r, "%d-%d", rmin, rmax);
-    if (mla) *n += (size_t)snprintf(buf + *n, cap - *n, "%s: rank %s in layers %d-%d; ", farr_fused_name(p->opts.kind), r,
-                                    p->lo, p->hi);
-    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in layers %s; ",
+    if (mla) *n += (size_t)snprintf(buf + *n, cap - *n, "%s: rank %s in %s; ", farr_fused_name(p->opts.kind), r,
+                                    layersel_words(c, p->lo, p->hi, lt, sizeof lt));
+    else *n += (size_t)snprintf(buf + *n, cap - *n, "%s: %s %s dims per KV head in %s; ",
                                 farr_fused_name(p->opts.kind), p->opts.kind == FARR_VO ? "V" : "K", r,
-                                layersel_text(c, p->lo, p->hi, lt, sizeof lt));
+                                layersel_words(c, p->lo, p->hi, lt, sizeof lt));
 }
 
 /* `kv-cache` row of the working copy: truncating VO shrinks each KV head's cached V to the rank

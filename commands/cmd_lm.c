@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "headprobe.h"
 #include "registry.h"
 #include "safetensors.h"
 #include "xform.h"
@@ -83,10 +84,31 @@ static const char TOKENIZE_HELP[] =
     "Encodes TEXT (quote it) or, with `file FILE`, the contents of FILE, with the tokenizer of\n"
     "the current model, and prints the token ids whitespace-separated on one line, starting\n"
     "with the BOS the tokenizer adds (llama2.c: 1). `to OUT` writes them to OUT instead, which\n"
-    "`ppl ids OUT` reads back. From Lua the result is the array of ids. The rule for files is the\n"
+    "`ppl ids OUT` reads back. From Lua the result is the array of ids. `strings` prints a table\n"
+    "instead: each token's position, id and string -- its text as it reads in the decoded sequence\n"
+    "(BOS / EOS as their piece; newlines, tabs and bytes of a split UTF-8 character escaped as \\n,\n"
+    "\\t, \\xHH unless `raw`), so the strings after BOS concatenate to the text; from Lua its rows.\n"
+    "The rule for files is the\n"
     "same everywhere: where a command takes text, a file is `file FILE` (a TEXT that names an\n"
     "existing file is refused, so a path is never encoded by mistake); where it takes a FILE\n"
     "(ppl, calibrate, run), the word is a path.";
+
+/* `tokenize ... strings`: one row per token (pos, id, its string as it reads in the text); frees ids. */
+static int tokenize_strings(const Tokenizer *t, int *ids, size_t n, const Args *a, Out *out) {
+    char **str = NULL, lab[256];
+    int rc = probe_strings(t, ids, n, &str);
+    Table *tb = rc == AL_OK ? table_new(3, "pos", "id", "string") : NULL;
+    for (size_t i = 0; tb && i < n; i++) {
+        if (table_row(tb)) { table_free(tb); tb = NULL; break; }
+        table_int(tb, (long long)i);
+        table_int(tb, ids[i]);
+        probe_label(str[i], lab, sizeof lab);
+        table_str(tb, args_flag(a, "raw") ? str[i] : lab);
+    }
+    probe_strings_free(str, n);
+    free(ids);
+    return tb ? out_table_to(out, args_str(a, "to"), tb) : AL_ERR;
+}
 
 static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
     Tokenizer *t;
@@ -111,6 +133,8 @@ static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
     int rc = tok_encode(t, text, len, true, &ids, &n);
     free(owned);
     if (rc != AL_OK) return rc;
+    if (args_flag(a, "strings")) return tokenize_strings(t, ids, n, a, out);
+    if (args_flag(a, "raw")) { free(ids); return al_err("tokenize: `raw` goes with `strings`"); }
     size_t cap = n * 12 + 2, k = 0;
     char *line = al_malloc(cap, "the id list");
     double *vals = al_malloc3(n ? n : 1, 1, sizeof *vals, "the id list");
@@ -368,6 +392,10 @@ static const Param tokenize_pos[] = {
 static const Param tokenize_kw[] = {
     { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
       .help = "write the ids (whitespace-separated, one line) to FILE instead of printing them" },
+    { .name = "strings", .type = ARG_FLAG, .comp = COMP_NONE,
+      .help = "a table of each token's position, id and string (to FILE.csv / .json with `to`)" },
+    { .name = "raw", .type = ARG_FLAG, .comp = COMP_NONE,
+      .help = "with strings: the strings as decoded (newlines, partial UTF-8 bytes), not escaped" },
     {0}
 };
 static const Param generate_pos[] = {

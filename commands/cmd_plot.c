@@ -19,7 +19,9 @@
 
 #include "cmd_plot_kvsvd.h"
 #include "cmd_plot_compare.h"
+#include "cmd_plot_esd.h"
 #include "cmd_plot_mla.h"
+#include "cmd_plot_attend.h"
 #include "cmd_plot_xy.h"
 #include "farr.h"
 #include "layersel.h"
@@ -640,6 +642,8 @@ static const Command plot_subs[] = {
     CMD_PLOT_MLA_SUBS,      /* key-norms, rope-energy: TransMLA figures (cmd_plot_mla.c) */
     CMD_PLOT_KVSVD_SUBS,    /* kvsvd-errors, kvsvd-unbalance: KQ-SVD figures (cmd_plot_kvsvd.c) */
     CMD_PLOT_COMPARE_SUBS,  /* compare, compare-budgets: every method at one KV budget (cmd_plot_compare.c) */
+    CMD_PLOT_ESD_SUBS,      /* esd: a head's spectral density with its power-law fit (cmd_plot_esd.c) */
+    CMD_PLOT_ATTEND_SUBS,   /* attention, head-importance: a head on real text (cmd_plot_attend.c) */
     CMD_PLOT_XY_SUBS,       /* xy, matrix, panels: data the user computed, several figures (cmd_plot_xy.c) */
     {0}
 };

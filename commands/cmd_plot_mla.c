@@ -22,6 +22,7 @@
 #include "session.h"
 #include "tmla_study.h"
 #include "transmla.h"
+#include "ws_mlastrat.h"
 #include "ws_tmla.h"
 
 /* The figure's FreqFold M: `freqfold M`, else core's one default (convert mla's), said. */
@@ -511,4 +512,100 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
     rc = plot_curves(&d.o, c, 3);
     free(v);
     return plot_dest_done(out, &d, rc);
+}
+
+/* ================================================================ plot mla-table */
+
+const char CMD_PLOT_MLA_TABLE_HELP[] =
+    "The published one-shot GQA -> MLA strategies against the KV budget: held-out perplexity\n"
+    "against KV values cached per token and layer (kv rank + RoPE dims, mean over the layers), one\n"
+    "curve per strategy (transmla, mha2mla-high|low|uniform|2norm[-split], care, -alloc: `help\n"
+    "convert mla`), one point per kv rank, and the original model's as a line: `convert\n"
+    "mla-table ... strategies` as a figure (the same conversions, in memory). Needs activation\n"
+    "statistics (`calib FILE`, `ids FILE`: the figure's own; or the session's calibration).\n"
+    "`data FILE` writes the table (.csv or .json).\n"
+    "Examples:\n"
+    "  plot mla-table kv-ranks 8,16,32,48 calib story.txt seqlen 64\n"
+    "  plot mla-table kv-ranks 128,256,512 strategies transmla,mha2mla-2norm,care data s.csv to s.png";
+
+const Param cmd_plot_mla_table_kw[] = {
+    { .name = "kv-ranks", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "R,R,...",
+      .help = "kv ranks, one point each (numbers, or full), comma-separated (required)" },
+    { .name = "strategies", .type = ARG_STRING, .def = "all", .comp = COMP_NONE, .metavar = "all|S,S,...",
+      .help = "curves: transmla, mha2mla-SEL[-split], care, any with -alloc (all: eight)" },
+    { .name = "rope-dim", .type = ARG_INT, .min = 2, .max = 1 << 20, .comp = COMP_NONE, .metavar = "D",
+      .help = "RoPE dims kept = head dim / freqfold (default: head dim)" },
+    { .name = "freqfold", .type = ARG_INT, .min = 1, .max = 1 << 20, .comp = COMP_NONE, .metavar = "M",
+      .help = "adjacent RoPE frequencies per PCA (TransMLA, CARE)" },
+    PARAM_LAYERS("layers to convert"),
+    { .name = "data", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",
+      .help = "also write the table to FILE.csv or FILE.json" },
+    PARAM_PLOT_TO,
+    PARAM_WINDOW,
+    PARAM_TMLA_STATS,
+    {0}
+};
+
+/* Curve i of t (n_ranks points of strategy i, by kv values) into x / y (ppl). */
+static void strat_curve(const MlastratTable *t, size_t ns, size_t i, double *x, double *y, char *label, PlotCurve *cv) {
+    size_t nr = t->n / ns;
+    for (size_t k = 0; k < nr; k++) {
+        x[k] = t->rows[k * ns + i].kv_values;
+        y[k] = exp(t->rows[k * ns + i].nll);
+    }
+    for (size_t k = 1; k < nr; k++)              /* by kv values (ranks may be given in any order) */
+        for (size_t j = k; j > 0 && x[j - 1] > x[j]; j--) {
+            double tx = x[j], ty = y[j];
+            x[j] = x[j - 1]; y[j] = y[j - 1]; x[j - 1] = tx; y[j - 1] = ty;
+        }
+    mlastrat_label(&t->rows[i].strat, label, 64);
+    *cv = (PlotCurve){.label = label, .x = x, .y = y, .n = nr, .points = true, .marker = (int)(i % 6)};
+}
+
+/* The table's curves and the original's line drawn to the destination. */
+static int strat_draw(Session *s, const Args *a, Out *out, const Model *m, const MlastratTable *t, size_t ns) {
+    size_t nr = t->n / ns, nc = ns + 1;
+    PlotCurve *cv = al_calloc(nc, sizeof *cv, "curves");
+    double *xy = al_calloc(2 * nc * (nr + 2), sizeof *xy, "points");
+    char (*labels)[64] = al_calloc(nc, 64, "labels");
+    if (!cv || !xy || !labels) { free(cv); free(xy); free(labels); return AL_ERR; }
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < ns; i++) {
+        strat_curve(t, ns, i, xy + 2 * i * nr, xy + (2 * i + 1) * nr, labels[i], &cv[i]);
+        for (size_t k = 0; k < nr; k++) { lo = fmin(lo, cv[i].x[k]); hi = fmax(hi, cv[i].x[k]); }
+    }
+    double *bx = xy + 2 * ns * nr, *by = bx + 2;
+    bx[0] = lo; bx[1] = hi; by[0] = by[1] = exp(t->base_nll);
+    snprintf(labels[ns], 64, "original");
+    cv[ns] = (PlotCurve){.label = labels[ns], .x = bx, .y = by, .n = 2, .dash = 2};
+    char title[256], sub[256], auto_name[256];
+    snprintf(title, sizeof title, "%s: one-shot MLA strategies against the KV budget", m->name);
+    snprintf(sub, sizeof sub, "held-out perplexity, %zu tokens; x: kv rank + RoPE dims per token and layer", t->tokens);
+    snprintf(auto_name, sizeof auto_name, "%s-mla-strategies", m->name);
+    PlotLabels l = {.title = title, .subtitle = sub, .xlabel = "KV values per token and layer",
+                    .ylabel = "perplexity (held out)", .logy = true};
+    int rc = plot_dest_curves(s, a, out, auto_name, &l, cv, nc);
+    free(cv); free(xy); free(labels);
+    return rc;
+}
+
+int cmd_plot_mla_table(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    int ranks[32];
+    size_t nr, ns;
+    MlastratOpts st[32];
+    if (ws_mlastrat_ranks("plot mla-table", args_str(a, "kv-ranks"), ranks, 32, &nr)) return AL_ERR;
+    if (ws_mlastrat_parse_list(args_str(a, "strategies"), st, 32, &ns)) return AL_ERR;
+    MlastratTable *t = NULL;
+    int rc = ws_mlastrat_table(s, m, a, ranks, nr, true, out, &t);
+    if (rc) return rc;
+    Table *tb = ws_mlastrat_rows(m, t);
+    const char *data = args_str(a, "data");
+    if (!tb) rc = AL_ERR;
+    else if (data && *data && (rc = table_write_file(out, tb, data, s->prec)) == AL_OK)
+        out_printf(out, "wrote %zu rows to %s\n", tb->nrows, data);
+    table_free(tb);
+    if (rc == AL_OK) rc = strat_draw(s, a, out, m, t, ns);
+    mlastrat_table_free(t);
+    return rc;
 }

@@ -7,6 +7,8 @@
  *                                         dims removed (RoRoPE, + FreqFold, MHA2MLA)
  *   plot kv-balance layer L               Figure 4a: NoPE key and value norms before / after KV
  *                                         balancing
+ *   plot mla-table kv-ranks R,R,...       the one-shot strategies (TransMLA, MHA2MLA, CARE):
+ *                                         held-out perplexity against KV values per token
  * The figures take the statistics keywords of ws_tmla.h (activation- or weight-based).
  * To plug them into `plot`, put CMD_PLOT_MLA_SUBS among the entries of cmd_plot.c's plot_subs. */
 #ifndef AL_CMD_PLOT_MLA_H
@@ -18,6 +20,7 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out);
 int cmd_plot_rope_energy(Session *s, const Args *a, Out *out);
 int cmd_plot_rope_removal(Session *s, const Args *a, Out *out);
 int cmd_plot_kv_balance(Session *s, const Args *a, Out *out);
+int cmd_plot_mla_table(Session *s, const Args *a, Out *out);
 
 extern const Param cmd_plot_key_norms_kw[];
 extern const Param cmd_plot_rope_energy_kw[];
@@ -26,6 +29,8 @@ extern const char CMD_PLOT_KEY_NORMS_HELP[];
 extern const char CMD_PLOT_ROPE_ENERGY_HELP[];
 extern const char CMD_PLOT_ROPE_REMOVAL_HELP[];
 extern const char CMD_PLOT_KV_BALANCE_HELP[];
+extern const Param cmd_plot_mla_table_kw[];
+extern const char CMD_PLOT_MLA_TABLE_HELP[];
 
 #define CMD_PLOT_MLA_SUBS                                                                                  \
     { .name = "key-norms", .summary = "TransMLA Fig. 3a: key norm per dim, original / RoRoPE / FreqFold", \
@@ -39,6 +44,9 @@ extern const char CMD_PLOT_KV_BALANCE_HELP[];
       .flags = CMD_MODEL },                                                                                \
     { .name = "kv-balance", .summary = "TransMLA Fig. 4a: key and value norms before / after KV balancing", \
       .help = CMD_PLOT_KV_BALANCE_HELP, .kw = cmd_plot_key_norms_kw, .fn = cmd_plot_kv_balance,        \
+      .flags = CMD_MODEL },                                                                                \
+    { .name = "mla-table", .summary = "one-shot MLA strategies: held-out perplexity against KV values per token", \
+      .help = CMD_PLOT_MLA_TABLE_HELP, .kw = cmd_plot_mla_table_kw, .fn = cmd_plot_mla_table,          \
       .flags = CMD_MODEL }
 
 #endif

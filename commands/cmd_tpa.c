@@ -55,7 +55,8 @@ const char CMD_TPA_CONVERT_HELP[] =
     "ones' maps; F32, row-vector convention y = x @ W); the MLP, norms and embeddings stay in the\n"
     "source checkpoint. `check` compares the conversion with the model, `check DIR` an export;\n"
     "`kv-cache` puts its cache and parameters beside Table 1's. Sliding windows, soft-caps, sinks and\n"
-    "NoPE layers stay on the converted layers (ppl, check); the export refuses them, named.\n"
+    "NoPE layers stay on the converted layers (ppl, check) and in the export (per layer sliding_window\n"
+    "and attn_softcap in the manifest, layers.L.sinks, a NoPE layer's frequencies 0).\n"
     "Perplexity before (the loaded model) and after (the converted layers swapped into the forward\n"
     "pass) is reported on the validation windows of the session's calibration text (`calibrate\n"
     "FILE` first), never on random tokens (`ppl off` skips it); `ppl FILE` measures the conversion\n"
@@ -148,8 +149,8 @@ static void tpa_describe(Out *out, const Model *m, const TpaModel *r, size_t nto
     const TpaOpts *ro = &r->opts;
     bool fa = ro->form == TPA_FORM_A;
     char lt[256];
-    out_printf(out, "converted layers %s of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
-               layersel_text(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, tpa_form_name(ro->form), ro->k_rank, ro->v_rank,
+    out_printf(out, "converted %s of %s to non-contextual TPA, form %s: R_K %d, R_V %d (%s; exact at %d / %d)%s\n",
+               layersel_words(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, tpa_form_name(ro->form), ro->k_rank, ro->v_rank,
                fa ? "fixed head factors over the KV heads, cached token factors"
                   : "cached head factors over the KV heads, fixed token factors",
                fa ? r->n_kv_heads : r->head_dim, fa ? r->n_kv_heads : r->v_dim, r->exact ? ": exact" : "");

@@ -13,6 +13,7 @@ extern const CommandGroup cmd_group_plot;
 extern const CommandGroup cmd_group_farr;
 extern const CommandGroup cmd_group_export;
 extern const CommandGroup cmd_group_lm;
+extern const CommandGroup cmd_group_attend;
 extern const CommandGroup cmd_group_convert;
 extern const CommandGroup cmd_group_tpa;
 extern const CommandGroup cmd_group_calib;
@@ -25,6 +26,7 @@ static const CommandGroup *const builtin_groups[] = {
     &cmd_group_farr,
     &cmd_group_export,
     &cmd_group_lm,
+    &cmd_group_attend,
     &cmd_group_convert,
     &cmd_group_tpa,
     &cmd_group_calib,

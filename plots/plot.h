@@ -101,6 +101,23 @@ typedef struct {
 int plot_energy(const PlotOpts *opts, const double *sigma, const double *energy, size_t n,
                 const PlotTauMark *marks, size_t n_marks);
 
+/* ================================================================ spectral density */
+
+/* The empirical spectral density of one matrix (core/analysis/spectral_stats.h: a histogram in
+ * log bins, WeightWatcher's power-law fit of its tail, the Marchenko-Pastur edge of its shape). */
+typedef struct {
+    const double *edges;   /* (nb + 1) bin edges, ascending, > 0 */
+    const double *dens;    /* (nb) densities: count / (n * bin width) */
+    size_t nb;
+    double alpha, xmin;    /* the fit (alpha NaN: none drawn) */
+    double tail_frac;      /* share of the eigenvalues >= xmin: the line is tail_frac (alpha-1)/xmin (x/xmin)^-alpha */
+    double mp_edge;        /* lambda_+ (0: not drawn) */
+} PlotEsd;
+
+/* Log-log axes: the histogram as bars, the fitted law from xmin on as a line of slope -alpha,
+ * xmin and the MP edge as vertical dashed lines, a legend with the numbers. */
+int plot_esd(const PlotOpts *opts, const PlotEsd *e);
+
 /* ================================================================ ranks */
 
 /* Effective ranks of one layer's fused head pairs: V/O/VO or Q/K/QK. Arrays are indexed by

@@ -134,6 +134,7 @@ local PREFIXES = {
   ["core/linalg/matmul"] = { "mm", "wmat" },
   ["core/linalg/gram_bf16"] = { "gbf" },
   ["core/linalg/spectra"] = { "spectrum" },   -- Spectrum's own: spectrum_new, spectrum_free, ...
+  ["core/analysis/spectral_stats"] = { "sstats" },
   ["core/model/config"] = { "cfg", "model_config", "model_family", "mlp_kind", "norm_kind", "qk_norm", "rope_layout",
                             "rope_scaling" },   -- the enum names of its description
   ["core/model/family"] = { "role", "tensor_role" },   -- tensor roles are the family table's
@@ -143,6 +144,7 @@ local PREFIXES = {
   ["core/methods/synth"] = { "synlist" },
   ["core/methods/transmla"] = { "tmla" },
   ["core/methods/tmla_study"] = { "tstudy" },
+  ["core/methods/mla_strategy"] = { "mlastrat" },
 }
 local EXCEPTIONS = {
   ["core/model/model"] = { "cfg_attn_params", "cfg_kv_values" },          -- cfg_: core/model/config

@@ -24,8 +24,8 @@ seq 1 40 | awk '{printf "%d ", ($1*37)%250+1}' >x40.ids
 seq 1 8 | awk '{printf "%d ", ($1*37)%250+1}' >x8.ids
 fams=$("$B" -e "help synth family" | sed -n 1p | sed 's/^usage: synth family //; s/ DIR.*//' | tr '|' ' ')
 [ "$(wc -w <<<"$fams")" -ge 20 ] || fail "the recipes from the usage line: [$fams]"
-REFUSALS='QK fusion refused|Q/K RMSNorm|llama_4_scaling_beta|attention output is gated|takes V from k_proj|reads an earlier layer.s K / V|its layer type.s own head dims'   # the last three: Gemma 4's k_eq_v, KV-shared and full layers
-EVAL_REFUSALS='llama_4_scaling_beta|attention output is gated'   # the one-layer evaluator's: exports run
+REFUSALS='QK fusion refused|Q/K RMSNorm|llama_4_scaling_beta'
+EVAL_REFUSALS='llama_4_scaling_beta'   # the one-layer evaluator's: exports run (Gemma 4 and the output gate run in it)
 
 # ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
 ppl_of() {
@@ -53,13 +53,16 @@ export_check() {
 # check_pair KIND FULL CUT: the full-rank identity and the cut export's round trip of one pair of
 # the model $src (named $f; exports in $T/$f-...).
 check_pair() {
-    local k=$1 full=$2 cut=$3 tr p1 p3 p4 p5 pe
+    local k=$1 full=$2 cut=$3 tr p1 p3 p4 p5 pe tid=1e-6
+    # Gemma 4: the session's evaluator and the forward pass agree to ~3e-6 there (RoPE in double vs float tables, the
+    # scale-1 logits of normed q / k); its export at full rank is the source bit for bit (1e-6 below)
+    case $f in gemma4*) tid=1e-5 ;; esac
     tr="truncate $k rank $full $lay"
     p1=$(ppl_of "load $src; $tr; ppl ids $X")
     case $p1 in
         ERR:*) grep -Eq "$EVAL_REFUSALS" <<<"$p1" || { refused "$f $tr" "$p1"; return; }
                refused "$f $tr: ppl" "$p1" ;;    # the working copy's: its export still runs
-        *) near "$p1" "$p0" 1e-6 || fail "$f: $tr changes ppl $p0 -> $p1" ;;
+        *) near "$p1" "$p0" "$tid" || fail "$f: $tr changes ppl $p0 -> $p1" ;;
     esac
     export_check "$src" "$tr" "$T/$f-$k$full"
     pe=$(ppl_of "load $T/$f-$k$full; ppl ids $X")
@@ -91,12 +94,14 @@ check_hf() {
     nhf=$((nhf + 1))
 }
 
-# setup_model: $lay (a hybrid's softmax-attention layers), $X (8 tokens under an indexer's
-# index_topk) and $p0, the source's ppl; false when the source has none.
+# setup_model: $lay (a hybrid's softmax-attention layers; Gemma 4: the first run of layers truncate takes, which
+# its refusal of a k_eq_v / KV-shared layer names), $X (8 tokens under an indexer's index_topk) and $p0, the
+# source's ppl; false when the source has none.
 setup_model() {
     X=x40.ids lay=
     e=$(ppl_of "load $src; truncate vo rank 32; ppl ids $X")
     case $e in *"softmax-attention layers are"*) lay="layers $(sed 's/.*softmax-attention layers are //; s/[^0-9-].*//' <<<"$e")" ;; esac
+    case $e in *"truncate the other layers (\`layers "*) lay=$(sed 's/.*truncate the other layers (`\(layers [0-9-]*\)`.*/\1/' <<<"$e") ;; esac
     case $e in *index_topk*) X=x8.ids ;; esac
     p0=$(ppl_of "load $src; ppl ids $X")
     case $p0 in ERR:*) fail "$f: source ppl: $p0"; return 1 ;; esac

@@ -93,7 +93,7 @@ for fam in qwen3_next qwen3_5_moe; do
     ok "$fam: truncate names layers 3, 7" grep -q "^truncated VO of layers 3, 7 (rank 4, policy head)" out.txt
     run -e "load $d; truncate vo rank 4 layers 3 to $T/$fam-tr3.csv; truncate vo rank 4 layers 7 to $T/$fam-tr7.csv; kv-cache"
     ok "$fam: truncate's rows equal layer 3's and layer 7's alone" test "$(sed -n 2,3p "$T/$fam-tr.csv")" = "$(sed -n 2p "$T/$fam-tr3.csv"; sed -n 2p "$T/$fam-tr7.csv")"
-    ok "$fam: kv-cache's row of the truncation (layer 7 alone)" grep -q "^truncate (VO: V 4 dims per KV head in layers 7-7; K+V per token per layer 128 -> 100, mean over 2 layers" out.txt
+    ok "$fam: kv-cache's row of the truncation (layer 7 alone)" grep -q "^truncate (VO: V 4 dims per KV head in layer 7; K+V per token per layer 128 -> 100, mean over 2 layers" out.txt
     HERE="$HERE" python3 - "$d" "$T/$fam-ex" >check.txt <<'PY'
 import os, re, sys
 sys.path.insert(0, os.environ['HERE'])

@@ -98,6 +98,10 @@ has_label sp.svg "20" && fail "xrange 0:10 still labels index 20"
 out=$(e "load demo-r1; plot vo-ranks layer 1 title 'Ranks Y' to $T/vr.svg; plot vo-ranks layer 1 logx to $T/vr2.svg")
 has_label vr.svg "Ranks Y" || fail "rank figure title override"
 has "$out" "plot ranks: \`logx\` is not available for this figure (it takes title, xlabel, ylabel, size, yrange)" || fail "an override a figure cannot draw is refused: [$out]"
+# plot esd (log-log): title and xrange (data units) over its own axes
+out=$(e "load demo-r1; plot esd v layer 0 head 0 to $T/esd0.svg; plot esd v layer 0 head 0 title 'ESD T' xrange 0.01:100 to $T/esd.svg")
+has_label esd.svg "ESD T" && has "$(joined esd.svg)" "|10|-1|10|0|10|1|10|2|" || fail "plot esd overrides: [$out] [$(joined esd.svg)]"
+has "$(joined esd0.svg)" "|10|-1|" && fail "esd0 already spans 0.1 (the xrange check proves nothing)"
 # figures that place their own labels (the rank grid, key norms) take the label overrides too
 out=$(e "load demo-llama; plot vo-ranks all xlabel 'heads HX' ylabel 'rank RY' yrange 0:20 to $T/g.svg; plot key-norms xrange 0:40 xlabel 'pair PX' ylabel 'norm' to $T/kn.svg")
 has_label g.svg "heads HX" && has_label g.svg "rank RY" || fail "rank grid label overrides: [$out] [$(joined g.svg)]"

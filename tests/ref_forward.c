@@ -163,6 +163,9 @@ struct RefModel {
     bool yarn_truncate;
     double yarn_softmax;          /* MLA: the softmax scale's factor mscale^2 (DeepSeek's yarn_get_mscale) */
     bool sinks;                    /* gpt_oss: self_attn.sinks */
+    int cap_L, cap_h;              /* ref_capture: the head whose attention weights go to cap_P (cap_n, cap_n) */
+    double *cap_P;
+    size_t cap_n;
     /* rope_scaling llama3 (exaone4): every layer that rotates */
     bool llama3;
     double l3_factor, l3_low, l3_high, l3_orig;
@@ -841,8 +844,22 @@ static void attend(const RefModel *m, int L, size_t i, const double *q, const do
     for (size_t j = j0; j <= i; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
     if (sink) sum += exp(*sink - mx);                     /* ... and its weight is dropped */
     for (size_t d = 0; d < dv; d++) out[d] = 0;
+    for (size_t j = 0; j <= i; j++) p[j] = j < j0 ? 0 : p[j] / sum;   /* the weights, for ref_capture */
     for (size_t j = j0; j <= i; j++)
-        for (size_t d = 0; d < dv; d++) out[d] += p[j] / sum * v[j * ldv + d];
+        for (size_t d = 0; d < dv; d++) out[d] += p[j] * v[j * ldv + d];
+}
+
+/* Query i's weights p[0..i] of head h of layer L into the capture when it asks for that head. */
+static void cap_row(const RefModel *m, int L, size_t h, size_t i, const double *p) {
+    if (!m->cap_P || m->cap_L != L || (size_t)m->cap_h != h || i >= m->cap_n) return;
+    for (size_t j = 0; j < m->cap_n; j++) m->cap_P[i * m->cap_n + j] = j <= i ? p[j] : 0;
+}
+
+void ref_capture(RefModel *m, int L, int h, double *P, size_t n) {
+    m->cap_L = L;
+    m->cap_h = h;
+    m->cap_P = P;
+    m->cap_n = n;
 }
 
 /* ================================================================ attention */
@@ -945,6 +962,7 @@ static int attn_gqa(const RefModel *m, int L, const double *h, size_t T, double 
             size_t g = i / (H / KV);
             attend(m, L, t, Q + t * qd + i * hd, K + g * hd, kd, V + g * hd, kd, hd, hd, p, A + t * qd + i * hd,
                    sk ? sk + i : NULL, NULL);
+            cap_row(m, L, i, t, p);
         }
     free(sk);
     for (size_t i = 0; rc == AL_OK && m->gate && !(m->ablate & REF_ABLATE_GATE) && i < T * qd; i++)
@@ -1019,6 +1037,7 @@ static int attn_g4(const RefModel *m, int L, const double *h, size_t T, double *
             size_t g = i / (H / KV);
             attend(m, L, t, Q + t * qd + i * hd, m->g4k[src] + g * hd, kd, m->g4v[src] + g * hd, kd, hd, hd, p,
                    A + t * qd + i * hd, NULL, NULL);
+            cap_row(m, L, i, t, p);
         }
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, qd, T, qd, D, out);
     free(Q); free(A); free(p);
@@ -1114,9 +1133,11 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
     if (allow) { free(m->sel); ((RefModel *)m)->sel = allow; }   /* the pass's state across layers */
     if (reuse) allow = m->sel;
     for (size_t t = 0; rc == AL_OK && t < T; t++)
-        for (size_t i = 0; i < H; i++)
+        for (size_t i = 0; i < H; i++) {
             attend(m, L, t, q + (t * H + i) * dq, kf + i * dq, H * dq, kvb + i * (np + dv) + np, H * (np + dv), dq, dv,
                    p, A + (t * H + i) * dv, NULL, allow ? allow + t * T : NULL);
+            cap_row(m, L, i, t, p);
+        }
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.o_proj", false, A, H * dv, T, H * dv, D, out);
     free(qa); free(q); free(ckv); free(kvb); free(kf); free(A); free(p);
     return rc;

@@ -47,6 +47,10 @@ void ref_no_indexer(RefModel *m, bool off);
 /* off: every layer runs its own indexer, as if no layer were "shared" (IndexShare switched off). */
 void ref_no_index_share(RefModel *m, bool off);
 
+/* From the next ref_logits on, the attention weights of query head h of layer L go to P (n, n): row i the
+ * weights of query i over keys 0..i (after window / soft-cap; a sink's weight dropped), the rest 0; P NULL: none. */
+void ref_capture(RefModel *m, int L, int h, double *P, size_t n);
+
 /* What the reference read from config.json for layer L, for cross-checks with attnlab's
  * description (core/model/config.h). */
 typedef struct {

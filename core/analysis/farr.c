@@ -1266,21 +1266,38 @@ static void plan_totals(FarrPlan *p) {
     p->err_max = emax; p->err_mean = nh ? errsum / (double)nh : 0;
 }
 
+/* Gemma 4: whether truncating layer L's W_V would change another layer or W_K, or its plan is sized otherwise. */
+static bool trunc_refused(const Model *m, int L) {
+    return cfg_kv_source(&m->cfg, L) != L || cfg_layer_v_is_k(&m->cfg, L) || model_layer_cfg(m, L) != &m->cfg;
+}
+
+/* The first run of layers truncate takes, as "layers A-B" (or "layer A") into buf. */
+static const char *trunc_run(const Model *m, char *buf, size_t cap) {
+    int a = 0, b;
+    while (a < m->cfg.n_layers && trunc_refused(m, a)) a++;
+    for (b = a; b + 1 < m->cfg.n_layers && !trunc_refused(m, b + 1);) b++;
+    if (b > a) snprintf(buf, cap, "layers %d-%d", a, b);
+    else snprintf(buf, cap, "layer %d", a);
+    return buf;
+}
+
 int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out) {
     *out = NULL;
     FarrTruncOpts o = *opts;
     head_part part;
     if (truncate_opts(m, &o, &part) != AL_OK) return AL_ERR;
     int N = layersel_count(&m->cfg, o.layer_lo, o.layer_hi), i = 0;
+    char run[48];
     for (int L = o.layer_lo; L <= o.layer_hi; L++)     /* Gemma 4: a truncated W_V would change another layer or W_K */
-        if (cfg_kv_source(&m->cfg, L) != L || cfg_layer_v_is_k(&m->cfg, L) || model_layer_cfg(m, L) != &m->cfg)
+        if (trunc_refused(m, L))
             return al_err("truncate: layer %d of %s %s (truncating its W_V would change %s); truncate the other layers "
-                          "(`layers A-B`)", L, m->cfg.model_type,
+                          "(`%s`, ...)", L, m->cfg.model_type,
                           cfg_kv_source(&m->cfg, L) != L ? "reads an earlier layer's K / V (num_kv_shared_layers)"
                           : cfg_layer_v_is_k(&m->cfg, L) ? "takes V from k_proj (attention_k_eq_v)"
                                                          : "has its layer type's own head dims (global_head_dim)",
                           cfg_kv_source(&m->cfg, L) != L ? "that layer" : cfg_layer_v_is_k(&m->cfg, L) ? "its keys too"
-                                                                        : "a plan sized by the other layers");
+                                                                        : "a plan sized by the other layers",
+                          trunc_run(m, run, sizeof run));
     int fixed = o.by_rank ? o.rank : -1;
     bool two = !o.by_rank && o.policy == FARR_POLICY_MODEL_MAX;
     if (two) {
@@ -1532,19 +1549,27 @@ static void fold_vec(float *b, size_t off, size_t n, const float *src, size_t r)
     for (size_t j = 0; b && j < n; j++) b[off + j] = src && j < r ? src[j] : 0.0f;
 }
 
+/* True when group g keeps its full rank (w: the pair's width) and the layer adjusts no bias: its weights stay the
+ * source's, as the export keeps them (export.c's keep_group). An output gate or v_norm acts on each value dim, so a
+ * full-rank group in another basis would not be the source's map there. */
+static bool keep_source(const FarrTruncLayer *tl, int g, int w) {
+    return !tl->shared_bias && !tl->head_bias && !tl->o_bias_delta && tl->groups[g]->rank >= w;
+}
+
 /* VO of one layer (see farr_attn_layer). */
 static int fold_vo(const ModelConfig *c, const FarrTruncLayer *tl, AttnLayer *L) {
     size_t dv = (size_t)c->v_dim, kvrow = (size_t)(c->qk_nope_dim + c->v_dim);
     bool mla = L->kind == ATTN_MLA;
     for (int g = 0; g < tl->n_kv; g++) {
         const FarrGroup *grp = tl->groups[g];
+        if (keep_source(tl, g, c->v_dim)) continue;
         if (mla) { fold_cols(L->W_KVB, (size_t)g * kvrow + (size_t)c->qk_nope_dim, dv, grp->shared); continue; }
         fold_cols(L->W_V, (size_t)g * dv, dv, grp->shared);
         fold_vec(L->b_V, (size_t)g * dv, dv, tl->shared_bias ? tl->shared_bias[g] : NULL, (size_t)grp->rank);
     }
     for (int h = 0; h < c->n_heads; h++) {
         int g = cfg_kv_group(c, h), per = c->n_heads / tl->n_kv;
-        fold_rows(L->W_O, (size_t)h * dv, dv, tl->groups[g]->head[h - g * per]);
+        if (!keep_source(tl, g, c->v_dim)) fold_rows(L->W_O, (size_t)h * dv, dv, tl->groups[g]->head[h - g * per]);
     }
     if (tl->o_bias_delta) {
         size_t D = (size_t)c->hidden;
@@ -1560,12 +1585,14 @@ static void fold_qk(const ModelConfig *c, const FarrTruncLayer *tl, AttnLayer *L
     size_t d = (size_t)cfg_d_qk(c), off = mla ? 0 : nope ? (size_t)cfg_nope_col(c) : 0;
     size_t w = nope ? (size_t)c->qk_nope_dim : d, kstride = mla ? (size_t)(c->qk_nope_dim + c->v_dim) : d;
     for (int g = 0; g < tl->n_kv; g++) {
+        if (keep_source(tl, g, (int)w)) continue;
         fold_cols(mla ? L->W_KVB : L->W_K, (size_t)g * kstride + off, w, tl->groups[g]->shared);
         if (!mla) fold_vec(L->b_K, (size_t)g * d + off, w, NULL, 0);      /* b_K' = 0: constant per query */
     }
     for (int h = 0; h < c->n_heads; h++) {
         int g = cfg_kv_group(c, h), per = c->n_heads / tl->n_kv;
         const Mat *F = tl->groups[g]->head[h - g * per];
+        if (keep_source(tl, g, (int)w)) continue;
         fold_cols(L->W_QB ? L->W_QB : L->W_Q, (size_t)h * d + off, w, F);
         if (!mla) fold_vec(L->b_Q, (size_t)h * d + off, w, tl->head_bias ? tl->head_bias[h] : NULL, F->cols);
     }

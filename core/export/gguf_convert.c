@@ -23,6 +23,10 @@ const char *gguf_arch_for(const Model *m, const char **why) {
     const GgufArch *a = gguf_arch_row(c);
     *why = NULL;
     if (!a) *why = "no llama.cpp architecture is mapped for this family yet";
+    else if (c->attn != cfg_row(c)->attn)         /* attnlab_mla: MLA attention in another family's model */
+        *why = "attnlab's own layout (attnlab_mla: MLA attention in the source family's model, `export DIR format "
+               "attnlab`): llama.cpp's architecture for the source family has no MLA attention, deepseek2 none of its "
+               "other layers";
     else if (c->mlp == MLP_MOE && strcmp(a->arch, "gpt-oss") != 0)
         *why = "mixture-of-experts layers are not converted to GGUF yet (dense layouts and gpt-oss only)";
     else if (cfg_is_mla(c) && c->rope_spec.layout != ROPE_INTERLEAVED)

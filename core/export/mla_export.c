@@ -12,6 +12,7 @@
 #include "moe_export.h"
 
 #include "analyses.h"
+#include "attnlab_export.h"
 #include "ckpt_write.h"
 #include "forward.h"
 #include "tmla_qkn.h"
@@ -198,7 +199,8 @@ static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, St
 
 /* ================================================================ the tensor plan */
 
-enum { T_COPY = -1, T_Q, T_Q_BIAS, T_QA, T_QA_BIAS, T_QAN, T_QB, T_KVA, T_KVA_BIAS, T_KVN, T_KVB, T_O, T_O_BIAS, T_KINDS };
+enum { T_COPY = -1, T_Q, T_Q_BIAS, T_QA, T_QA_BIAS, T_QAN, T_QB, T_KVA, T_KVA_BIAS, T_KVN, T_KVB, T_O, T_O_BIAS, T_SINKS,
+       T_KINDS };
 
 /* The role of each new tensor and its part: its name is the DeepSeek (QKV_MLA) layout's. */
 static const struct { tensor_role role; const char *what; } new_tensor[T_KINDS] = {
@@ -206,6 +208,7 @@ static const struct { tensor_role role; const char *what; } new_tensor[T_KINDS] 
     [T_QA_BIAS] = {ROLE_Q_A, "bias"}, [T_QAN] = {ROLE_Q_A_NORM, "weight"}, [T_QB] = {ROLE_Q_B, "weight"},
     [T_KVA] = {ROLE_KV_A, "weight"}, [T_KVA_BIAS] = {ROLE_KV_A, "bias"}, [T_KVN] = {ROLE_KV_A_NORM, "weight"},
     [T_KVB] = {ROLE_KV_B, "weight"}, [T_O] = {ROLE_O, "weight"}, [T_O_BIAS] = {ROLE_O, "bias"},
+    [T_SINKS] = {ROLE_SINKS, NULL},                 /* attnlab's layout only (a buffer: no ".weight") */
 };
 
 /* The name of new tensor `kind` in layer l: the source's layer prefix, the QKV_MLA layout's name
@@ -213,7 +216,9 @@ static const struct { tensor_role role; const char *what; } new_tensor[T_KINDS] 
 static char *new_name(const Model *src, int l, int kind) {
     char where[96];
     cfg_layer_prefix(&src->cfg, l, where, sizeof where);
-    return al_asprintf("%s%s.%s", where, role_in_attn(QKV_MLA, new_tensor[kind].role)->name, new_tensor[kind].what);
+    const char *what = new_tensor[kind].what;
+    return al_asprintf("%s%s%s%s", where, role_in_attn(QKV_MLA, new_tensor[kind].role)->name, what ? "." : "",
+                       what ? what : "");
 }
 
 typedef struct {
@@ -296,6 +301,7 @@ static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, siz
     case T_O_BIAS: if (!bias) return false; *rows = (size_t)L->hidden; return true;
     case T_QAN: if (!L->qa_norm) return false; *rows = (size_t)L->q_rank; return true;
     case T_KVN: if (!L->kva_norm) return false; *rows = (size_t)L->kv_rank; return true;
+    case T_SINKS: if (!L->sinks) return false; *rows = (size_t)L->n_heads; return true;
     }
     if (!m) return false;
     *rows = m->cols;            /* HF stores Linear weights (out, in): the transpose of x @ W */
@@ -308,7 +314,7 @@ static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, siz
 static float *new_bias(const AttnLayer *L, int kind, size_t n) {
     float *v = al_calloc(n, sizeof(float), "a bias");
     const float *src = kind == T_Q_BIAS ? L->b_Q : kind == T_QA_BIAS ? L->b_QA : kind == T_KVA_BIAS ? L->b_KVA
-                     : kind == T_QAN ? L->qa_norm : kind == T_KVN ? L->kva_norm : L->b_O;
+                     : kind == T_QAN ? L->qa_norm : kind == T_KVN ? L->kva_norm : kind == T_SINKS ? L->sinks : L->b_O;
     if (v && src) memcpy(v, src, n * sizeof(float));
     return v;
 }
@@ -476,6 +482,7 @@ static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, 
     if (r->q_rank) cJSON_AddNumberToObject(m, "q_lora_rank", r->q_rank);
     else cJSON_AddNullToObject(m, "q_lora_rank");
     cJSON_AddBoolToObject(m, "balance", o->balance);
+    if (o->strategy[0]) cJSON_AddStringToObject(m, "strategy", o->strategy);   /* mla_strategy.h's */
     if (r->src->cfg.qk_norm != QKN_NONE)      /* the source's Q/K RMSNorm, approximated (tmla_qkn.h) */
         cJSON_AddStringToObject(m, "qk_norm", tmla_qkn_words((tmla_qkn_mode)o->qk_norm));
     cJSON_AddBoolToObject(m, "attention_bias", bias);
@@ -537,18 +544,18 @@ static dt_type export_dtype(const TmlaResult *r, const MlaExportOpts *o) {
 }
 
 /* Plans every tensor of the export (sorted by name) with its size. */
-static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, dt_type dt, Plan *p) {
+static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, dt_type dt, bool own, Plan *p) {
     const Store *st = r->src->store;
-    MoeNames *mn = moe_names(&r->src->cfg);         /* experts in DeepSeek-V3's names */
-    if (!mn) return AL_ERR;
+    MoeNames *mn = own ? NULL : moe_names(&r->src->cfg);         /* experts in DeepSeek-V3's names */
+    if (!own && !mn) return AL_ERR;
     for (size_t i = 0; i < store_count(st); i++) {
         const char *name = store_name_at(st, i);
         if (is_attention(r->src, name)) continue;
         const st_entry *e;
         char buf[320], gate[320], up[320];
-        const char *to = moe_rename(mn, name, buf, sizeof buf);
+        const char *to = own ? name : moe_rename(mn, name, buf, sizeof buf);   /* attnlab's layout: the source's names */
         if (store_entry(st, name, &e, NULL)) { moe_names_free(mn); return AL_ERR; }
-        if (gate_up_split(r->src, name, gate, up, sizeof gate)) {          /* Phi-3: two tensors */
+        if (!own && gate_up_split(r->src, name, gate, up, sizeof gate)) {          /* Phi-3: two tensors */
             for (int h = 1; h <= 2; h++) {
                 if (plan_add(p, al_strdup(h == 1 ? gate : up), T_COPY, -1, (e->end - e->begin) / 2) ||
                     !(p->v[p->n - 1].src = al_strdup(name))) { moe_names_free(mn); return AL_ERR; }
@@ -563,7 +570,7 @@ static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, d
     for (int l = 0; l < r->n_layers; l++)
         for (int k = 0; k < T_KINDS; k++) {
             size_t rows, cols;
-            if (!new_shape(layers[l], k, bias, &rows, &cols)) continue;
+            if ((k == T_SINKS && !own) || !new_shape(layers[l], k, bias, &rows, &cols)) continue;
             if (plan_add(p, new_name(r->src, l, k), k, l, rows * (cols ? cols : 1) * dt_size(dt)))
                 return AL_ERR;
         }
@@ -680,7 +687,12 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
                       "experts of that router yet (it writes softmax top-k routers, Mixtral's and Qwen3-MoE's, in "
                       "DeepSeek-V3's layout); the conversion runs in the session (ppl, check), it cannot be exported",
                       c->model_type);
-    if (mla_gaps_check(c, r->opts.qk_norm != TMLA_QKN_NONE)) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
+    if (r->opts.qk_norm == TMLA_QKN_KEEP)
+        return al_err("export: qk-norm keep normalises each token's keys rebuilt from the cache, before RoPE: DeepSeek-V3 "
+                      "has no key norm, and an engine would need keys normalised after the up-projection (no absorbed "
+                      "MLA decode, vLLM's or SGLang's, does that), as would attnlab's own layout (not yet); the "
+                      "conversion runs in the session (ppl, check); qk-norm fold or drop export");
+    if (mla_gaps_check(c, tmla_qkn_is_plain(r->opts.qk_norm))) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
     if (split_exportable(r->src)) return AL_ERR;
     for (int l = 0; l < r->n_layers; l++)
         if (!r->layers[l] && !layersel_attn(c, l))
@@ -694,22 +706,78 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
         const AttnLayer *L = r->layers[l];
         *bias |= L->b_Q || L->b_QA || L->b_KVA || L->b_O;
         if (L->kv_rank != r->kv_rank || L->rope_dim != r->rope_dim || L->qk_nope != r->qk_nope || L->q_rank != r->q_rank)
-            return al_err("export: layer %d has other dims than the conversion's (rank %d, rope %d)", l, L->kv_rank,
-                          L->rope_dim);
+            return al_err("export: layer %d has other dims than the conversion's (rank %d, rope %d; the conversion's: "
+                          "rank %d, rope %d): a DeepSeek-V3 checkpoint has one kv_lora_rank and qk_rope_head_dim for "
+                          "every layer (per-layer ranks, as -alloc's, run in the session: ppl, check)", l, L->kv_rank,
+                          L->rope_dim, r->kv_rank, r->rope_dim);
         double *want = NULL;
         if (attn_rope_freqs_model(r->src, L->rope_dim, &want)) return AL_ERR;
         for (int j = 0; j < L->rope_dim / 2; j++)
             if (fabs(L->inv_freq[j] - want[j]) > 1e-12 * want[j]) {
+                double w = want[j];            /* read before the free (the message printed freed memory) */
                 free(want);
                 return al_err("export: layer %d's RoPE dims are not the model's RoPE of dim %d (pair %d turns at %g, "
-                              "not %g): DeepSeek's layout cannot hold them", l, L->rope_dim, j, L->inv_freq[j], want[j]);
+                              "not %g): DeepSeek's layout cannot hold them", l, L->rope_dim, j, L->inv_freq[j], w);
             }
         free(want);
     }
     return AL_OK;
 }
 
+/* Biases of the converted layers (any). */
+static bool any_bias(const TmlaResult *r) {
+    bool bias = false;
+    for (int l = 0; l < r->n_layers; l++) {
+        const AttnLayer *L = r->layers[l];
+        bias |= L && (L->b_Q || L->b_QA || L->b_KVA || L->b_O);
+    }
+    return bias;
+}
+
+/* `export DIR format attnlab` (attnlab_export.h): the source's tensors and config under their names, the layers as the
+ * session holds them (no latent norms; the query scaled to the scale the config implies), f32 unless dtype says. */
+static int attnlab_write(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
+    if (o->dtype != DT_INVALID && o->dtype != DT_F32 && o->dtype != DT_F16 && o->dtype != DT_BF16)
+        return al_err("export: dtype %s: give f32, f16 or bf16", dt_name(o->dtype));
+    if (attnlab_exportable(r)) return al_err_ctx("export to %s", dir);
+    bool bias = any_bias(r);
+    dt_type dt = o->dtype != DT_INVALID ? o->dtype : DT_F32;
+    cJSON *cfg = attnlab_config(r, bias, o->norm_eps);
+    StockSet st = {.n = r->n_layers, .kind = MLA_NORM_CALIBRATED, .eps = o->norm_eps > 0 ? o->norm_eps : r->src->cfg.norm_eps};
+    if (!cfg || attnlab_layers(r, cfg, &st.L)) { cJSON_Delete(cfg); return al_err_ctx("export to %s", dir); }
+    const char *src_dir = store_dir(r->src->store);
+    CkptWriter *w = NULL;
+    CkptOpts co = {.src = src_dir, .force = o->force, .can_force = true};
+    Plan p = {0};
+    size_t nshards = 0;
+    int rc = ckpt_begin(dir, &co, &w);
+    if (rc == AL_OK) rc = make_plan(r, st.L, bias, dt, true, &p);
+    if (rc == AL_OK) nshards = assign_shards(&p, o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
+    if (rc == AL_OK) rc = write_weights(r, st.L, &p, w, nshards, dt, bias);
+    MlaQuantMods qm = {0};                              /* a quantized source: the new modules listed unquantized */
+    if (rc == AL_OK) rc = export_modules(r, &p, &qm);
+    plan_free(&p);
+    cJSON_DeleteItemFromObjectCaseSensitive(cfg, "quantization_config");
+    if (rc == AL_OK) rc = mla_quant_config(r->src->config_tree, &qm, cfg);
+    if (rc == AL_OK) rc = mla_quant_hf_file(src_dir, &qm, w);
+    free_modules(&qm);
+    if (rc == AL_OK) rc = ckpt_write_json(w, "config.json", cfg);
+    cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;
+    if (man) attnlab_manifest(man, r);
+    if (rc == AL_OK && man && o->check) rc = ci_write(w, man, o->check);
+    if (rc == AL_OK) rc = man ? ckpt_write_json(w, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
+    cJSON_Delete(man);
+    cJSON_Delete(cfg);
+    stock_free(&st);
+    if (rc == AL_OK) rc = ckpt_copy_aux(w, src_dir, NULL);
+    if (rc == AL_OK) rc = ckpt_commit(w, NULL);
+    else if (w) ckpt_abort(w);
+    if (rc == AL_ERR) al_err_ctx("export to %s", dir);
+    return rc;
+}
+
 int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
+    if (o && o->attnlab) return attnlab_write(r, dir, o);
     bool bias;
     mla_latent_norm kind = o ? o->latent_norm : MLA_NORM_LINEAR;
     if (o && o->dtype != DT_INVALID && o->dtype != DT_F32 && o->dtype != DT_F16 && o->dtype != DT_BF16)
@@ -727,7 +795,7 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
     if (ckpt_begin(dir, &co, &w)) { stock_free(&st); return AL_ERR; }
     Plan p = {0};
     size_t nshards = 0;
-    int rc = make_plan(r, st.L, bias, dt, &p);
+    int rc = make_plan(r, st.L, bias, dt, false, &p);
     if (rc == AL_OK) nshards = assign_shards(&p, o && o->shard_bytes ? o->shard_bytes : (size_t)4 << 30);
     if (rc == AL_OK) rc = write_weights(r, st.L, &p, w, nshards, dt, bias);
     MlaQuantMods qm = {0};                                                  /* a quantized source's lists */
@@ -870,6 +938,25 @@ static int engine_err(const AttnLayer *b, const Engine *e, const AttnOut *oa, co
     return rc;
 }
 
+/* An attnlab-layout export's layer l (attnlab_export.h) read as an MLA layer gets its window, soft-cap and sinks,
+ * which the MLA reader leaves out (a DeepSeek-V3 checkpoint has none). */
+static int own_extras(Model *ex, int l, AttnLayer *b) {
+    const ModelConfig *c = &ex->cfg;
+    if (strcmp(c->model_type, ATTNLAB_MLA_TYPE)) return AL_OK;
+    b->window = cfg_layer_window(c, l);
+    b->softcap = c->attn_softcap;
+    for (int j = 0; !cfg_layer_rope(c, l) && b->inv_freq && j < b->rope_dim / 2; j++) b->inv_freq[j] = 0;   /* NoPE */
+    char name[256];
+    Mat *s = NULL;
+    if (!c->attn_sinks || b->sinks) return AL_OK;
+    if (!cfg_role_name(c, ROLE_SINKS, l, -1, NULL, name, sizeof name) || store_read(ex->store, name, &s))
+        return al_err("layer %d: the attention sinks (%s) are missing", l, name);
+    b->sinks = s->data;
+    s->data = NULL;
+    mat_free(s);
+    return AL_OK;
+}
+
 /* Layer l: the source's attention against the export's as each engine runs it (engine_out_err;
  * out_err, score_err: the largest over them) and as attnlab reads it (own_out_err). stock: the
  * layer with its q_proj bias dropped, kept for the whole-model pass when that differs from
@@ -881,18 +968,22 @@ static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *po
     *stock = NULL;
     int rc = attn_layer_load(src, l, &a);
     if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
+    if (rc == AL_OK) rc = own_extras(ex, l, b);
     if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
     c->score_err[l] = c->out_err[l] = 0;
-    for (int i = 0; rc == AL_OK && i < ENG_N; i++) {
+    c->own_layout = !strcmp(ex->cfg.model_type, ATTNLAB_MLA_TYPE);    /* no engine runs it: attnlab's reading only */
+    for (int i = 0; c->own_layout && i < ENG_N; i++) c->engine_out_err[i][l] = NAN;
+    for (int i = 0; rc == AL_OK && !c->own_layout && i < ENG_N; i++) {
         double se = NAN;
         rc = engine_err(b, engine_row(i), oa, X, pos, &se, &c->engine_out_err[i][l]);
         c->score_err[l] = isnan(se) || isnan(c->score_err[l]) ? NAN : fmax(c->score_err[l], se);
         double oe = c->engine_out_err[i][l];
         c->out_err[l] = isnan(oe) || isnan(c->out_err[l]) ? NAN : fmax(c->out_err[l], oe);
     }
-    if (rc == AL_OK) rc = attn_eval(b, X, pos, false, &ob);
-    if (rc == AL_OK) attn_rel_err(oa, ob, &dummy, &c->own_out_err[l]);
-    if (rc == AL_OK && stock_differs(b)) rc = (*stock = stock_view(b)) ? AL_OK : AL_ERR;
+    if (rc == AL_OK) rc = attn_eval(b, X, pos, c->own_layout, &ob);
+    if (rc == AL_OK) attn_rel_err(oa, ob, c->own_layout ? &c->score_err[l] : &dummy, &c->own_out_err[l]);
+    if (c->own_layout) c->out_err[l] = c->own_out_err[l];
+    if (rc == AL_OK && !c->own_layout && stock_differs(b)) rc = (*stock = stock_view(b)) ? AL_OK : AL_ERR;
     attn_out_free(oa); attn_out_free(ob);
     attn_layer_free(a); attn_layer_free(b);
     return rc;
@@ -1185,7 +1276,10 @@ int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **o
     }
     if (rc == AL_OK) rc = check_nll(src, ex, over, in, c);
     if (rc == AL_OK) compare_copies(src, ex, c);
-    if (rc == AL_OK) check_notes(src, ex, c, qbias);
+    if (rc == AL_OK && !c->own_layout) check_notes(src, ex, c, qbias);
+    else if (rc == AL_OK)
+        snprintf(c->notes, sizeof c->notes, "attnlab's own layout (model_type %s, `export DIR format attnlab`): no stock "
+                 "engine runs it (`lint %s` says why); evaluated as attnlab reads it\n", ATTNLAB_MLA_TYPE, dir);
     for (int l = 0; over && l < c->n_layers; l++) attn_layer_free(over[l]);
     free(over);
     free(pos);

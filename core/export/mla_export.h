@@ -78,6 +78,10 @@ typedef struct {
                                  the model's other RMSNorms then use it too (mla_eps_effect measures
                                  that, in check's notes) */
     const CheckInputs *check; /* the conversion's report inputs, recorded for `check DIR` (NULL: none) */
+    bool attnlab;             /* attnlab's own layout instead (attnlab_export.h: `export DIR format attnlab`): any
+                                 conversion, windows / sinks / soft-caps / norms kept, no latent norms, the source's
+                                 tensor names; dtype default f32 */
+    double norm_eps;          /* attnlab: the rms_norm_eps the session ran the conversion at (0: the source's) */
 } MlaExportOpts;
 
 /* "linear" / "calibrated". */
@@ -128,6 +132,8 @@ typedef struct {
     size_t nll_tokens;        /* tokens predicted (0: no perplexity) */
     char notes[1536];         /* what stock engines compute differently, one line each ("" when
                                  nothing) */
+    bool own_layout;          /* the export is attnlab's own layout (attnlab_export.h): no engine columns (NaN); score_err,
+                                 out_err as attnlab reads it */
     bool in_session;          /* mla_check_session: the conversion as the session holds it, no export
                                  (export_path NULL, no tensors compared, every error column the same) */
 } MlaCheck;

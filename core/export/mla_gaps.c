@@ -72,6 +72,7 @@ int mla_gaps_check(const ModelConfig *c, bool qk_norm_plain) {
                  ROWS[i].needs);
     }
     if (!msg[0]) return AL_OK;
-    return al_err("export: no stock DeepSeek-V3 form for %s's %s; the conversion runs in the session (ppl, check)",
+    return al_err("export: no stock DeepSeek-V3 form for %s's %s; the conversion runs in the session (ppl, check); "
+                  "`export DIR format attnlab` saves it in attnlab's own layout",
                   c->model_type, msg);
 }

@@ -89,7 +89,10 @@ static cJSON *manifest(const TpaModel *t, const AttnLayer *L0, dt_type dtype, co
     cJSON *tens = cJSON_AddObjectToObject(root, "tensors");
     cJSON_AddStringToObject(tens, "layers.L.q.weight", "(hidden, heads * head_dim) queries, with layers.L.q.bias");
     cJSON_AddStringToObject(tens, "layers.L.o.weight", "(heads * v_head_dim, hidden) output, with layers.L.o.bias");
-    cJSON_AddStringToObject(tens, "layers.L.rope.inv_freq", "(rope_dim / 2) F64 angle per position of RoPE pair j");
+    cJSON_AddStringToObject(tens, "layers.L.rope.inv_freq", "(rope_dim / 2) F64 angle per position of RoPE pair j "
+                                                          "(all 0 on a NoPE layer)");
+    cJSON_AddStringToObject(tens, "layers.L.sinks", "(heads) F32 sink logit per head joining each softmax row (gpt-oss); "
+                                                  "layers[L].sliding_window and attn_softcap: the layer's mask and cap");
     cJSON_AddStringToObject(tens, "layers.L.{k,v}.fixed",
                             t->opts.form == TPA_FORM_A ? "(R, kv_heads) non-contextual head factors a_r"
                                                        : "(R, head_dim) non-contextual token factors b_r");
@@ -105,13 +108,16 @@ static cJSON *manifest(const TpaModel *t, const AttnLayer *L0, dt_type dtype, co
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "layer", l);
         ckpt_json_fields(o, r, LAYER_FIELDS);
+        const AttnLayer *L = t->layers[l]->dense;         /* the source's mask and cap (issue 30): 0 when none */
+        cJSON_AddNumberToObject(o, "sliding_window", (double)L->window);
+        cJSON_AddNumberToObject(o, "attn_softcap", L->softcap);
         cJSON_AddItemToArray(layers, o);
     }
     return root;
 }
 
 /* One layer's tensors. */
-static int add_layer(CkptWriter *w, int l, const TpaLayer *tl, dt_type dtype) {
+static int add_layer(CkptWriter *w, int l, const TpaLayer *tl, dt_type dtype, int rope_dim) {
     const AttnLayer *L = tl->dense;
     char name[128];
     snprintf(name, sizeof name, "layers.%d.q.weight", l);
@@ -122,10 +128,17 @@ static int add_layer(CkptWriter *w, int l, const TpaLayer *tl, dt_type dtype) {
     if (rc == AL_OK) rc = add_mat(w, name, dtype, L->W_O);
     snprintf(name, sizeof name, "layers.%d.o.bias", l);
     if (rc == AL_OK && L->b_O) rc = add_f32(w, name, L->b_O, 1, (size_t)L->hidden, 1);
+    snprintf(name, sizeof name, "layers.%d.sinks", l);
+    if (rc == AL_OK && L->sinks) rc = add_f32(w, name, L->sinks, 1, (size_t)L->n_heads, 1);
     if (rc == AL_OK && L->rope_dim > 0) {
         size_t shape[1] = {(size_t)L->rope_dim / 2};
         snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
         rc = ckpt_add(w, name, DT_F64, 1, shape, L->inv_freq, shape[0] * sizeof(double));
+    } else if (rc == AL_OK && rope_dim > 0) {        /* a NoPE layer of a RoPE model (SmolLM3): frequencies 0 */
+        size_t shape[1] = {(size_t)rope_dim / 2};
+        double *zero = calloc(shape[0], sizeof(double));
+        snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
+        rc = zero ? ckpt_add_owned(w, name, DT_F64, 1, shape, zero, shape[0] * sizeof(double)) : al_err("out of memory");
     }
     snprintf(name, sizeof name, "layers.%d.k", l);
     if (rc == AL_OK) rc = add_factor(w, name, &tl->K, dtype);
@@ -142,10 +155,6 @@ int tpa_export_opts(const TpaModel *t, const char *dir, const TpaExportOpts *o) 
     dt_type dtype = o->dtype;
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return al_err("TPA export: dtype %s: give F32, F16 or BF16", dt_name(dtype));
-    char lacks[512];
-    if (t->src && analysis_attn_export_lacks(&t->src->cfg, "the TPA export's layout (one RoPE, full causal softmax)",
-                                             lacks, sizeof lacks))
-        return al_err("TPA export: %s: %s; not exported yet", t->src_name, lacks);
     for (int l = 0; l < t->n_layers; l++)
         if (!t->layers[l] && t->src && !layersel_attn(&t->src->cfg, l))
             return al_err("TPA export: layer %d of %s is %s: the TPA format holds every layer as TPA attention; "
@@ -156,7 +165,7 @@ int tpa_export_opts(const TpaModel *t, const char *dir, const TpaExportOpts *o) 
     CkptOpts co = {.src = t->src_path, .force = o->force, .can_force = true};
     if (ckpt_begin(dir, &co, &w)) return al_err_ctx("TPA export to %s", dir);
     int rc = ckpt_file_begin(w, TPA_FACTORS, TPA_FORMAT);
-    for (int l = 0; rc == AL_OK && l < t->n_layers; l++) rc = add_layer(w, l, t->layers[l], dtype);
+    for (int l = 0; rc == AL_OK && l < t->n_layers; l++) rc = add_layer(w, l, t->layers[l], dtype, t->layers[0]->dense->rope_dim);
     if (rc == AL_OK) rc = ckpt_file_end(w);
     cJSON *man = rc == AL_OK ? manifest(t, t->layers[0]->dense, dtype, t->src) : NULL;
     if (rc == AL_OK && man && o->check) rc = ci_write(w, man, o->check);

@@ -151,6 +151,24 @@ static const char *str_key(const cJSON *o, const char *key) {
     return cJSON_IsString(j) ? j->valuestring : NULL;
 }
 
+/* attnlab's own layout of a `convert mla` (`export DIR format attnlab`, core/export/attnlab_export.h): every engine
+ * refuses its model_type; read as the DeepSeek-V3 checkpoint it resembles, each would compute a different model. */
+static bool check_own_mla(Lint *x) {
+    const char *mt = str_key(x->tree, "model_type"), *kept = str_key(x->tree, "attnlab_kept");
+    const char *src = str_key(x->tree, "attnlab_source_model_type");
+    if (!mt || strcmp(mt, family_row(FAM_ATTNLAB_MLA)->model_type)) return false;
+    char k[256], sm[64];
+    al_printable(kept && *kept ? kept : "", k, sizeof k);
+    al_printable(src ? src : "?", sm, sizeof sm);
+    add(x, LINT_ERROR, LT_ALL, 0, "attnlab's own layout of a convert mla of %s (model_type attnlab_mla, `export DIR "
+        "format attnlab`): no engine implements attnlab_mla, so each refuses it by name; read as DeepSeek-V3 "
+        "(deepseek_v3) it computes a different model: that layout %s%s%snormalises the KV latent (the conversion's "
+        "has no norm, qk_latent_layernorm false) and reads the source's other layers as DeepSeek's; `load DIR` runs "
+        "it in attnlab, and `export DIR` without format writes the stock form where one exists", sm,
+        k[0] ? "lacks what the source keeps (" : "", k[0] ? k : "", k[0] ? "), " : "");
+    return true;
+}
+
 /* model_type and architectures against the table. */
 static void check_family(Lint *x) {
     LintReport *r = x->r;
@@ -159,6 +177,7 @@ static void check_family(Lint *x) {
     const cJSON *a0 = cJSON_GetArrayItem(archs, 0);
     al_printable(mt ? mt : "", r->model_type, sizeof r->model_type);
     al_printable(cJSON_IsString(a0) ? a0->valuestring : "", r->arch, sizeof r->arch);
+    if (check_own_mla(x)) return;
     const FamilyRow *fam = known_family(mt);
     if (!mt)
         add(x, LINT_ERROR, LT_ALL, 0, "config.json has no \"model_type\": transformers' AutoConfig and the engines pick "
@@ -1374,7 +1393,7 @@ static void lint_dir(Lint *x) {
     check_layout(x);
     if (x->tree) check_fp4_lists(x);
     check_quant_config(x);
-    check_mla(x);
+    if (!x->tree || strcmp(x->r->model_type, family_row(FAM_ATTNLAB_MLA)->model_type)) check_mla(x);   /* stock MLA keys */
     check_tokenizer(x);
 }
 

@@ -911,6 +911,23 @@ static int manifest_meta(const cJSON *root, const char *dir, TpaModel *t) {
     return !t->src_path || !t->src_name || !t->dir || !t->layers ? AL_ERR : AL_OK;
 }
 
+/* Layer l's sliding window and soft-cap (its manifest record r; absent: none) and sink logits (layers.l.sinks, when
+ * the file has them) into L. */
+static int load_mask(const st_file *f, const cJSON *r, int l, AttnLayer *L) {
+    double w = json_get_num(r, "sliding_window"), cap = json_get_num(r, "attn_softcap");
+    L->window = w > 0 ? (size_t)w : 0;
+    L->softcap = cap > 0 ? cap : 0;
+    char name[64];
+    snprintf(name, sizeof name, "layers.%d.sinks", l);
+    const st_entry *e = st_find(f, name);
+    if (!e) return AL_OK;
+    if (e->dtype != DT_F32 || e->ndim != 1 || e->shape[0] != (size_t)L->n_heads)
+        return al_err("%s: want F32 (%d), one sink logit per head", name, L->n_heads);
+    if (!(L->sinks = al_malloc3((size_t)L->n_heads, 1, sizeof(float), "attention sinks"))) return AL_ERR;
+    memcpy(L->sinks, st_data(f, e), (size_t)L->n_heads * sizeof(float));
+    return AL_OK;
+}
+
 /* Every layer of t from the factors file fpath, each with its report from the manifest's
  * "layers" array. */
 static int load_layers(const char *fpath, const cJSON *root, const TpaManifest *h, TpaModel *t) {
@@ -927,6 +944,7 @@ static int load_layers(const char *fpath, const cJSON *root, const TpaManifest *
         rep->v_err = json_get_num(r, "v_err");
         rep->score_err = json_get_num(r, "score_err");
         rep->out_err = json_get_num(r, "out_err");
+        rc = load_mask(f, r, l, t->layers[l]->dense);
     }
     if (f) st_close(f);
     return rc;

@@ -47,6 +47,8 @@ static int sym_eig_desc(double *A, size_t n, double *w, const char *what) {
     return AL_OK;
 }
 
+int tmla_eig_desc(double *A, size_t n, double *w, const char *what) { return sym_eig_desc(A, n, w, what); }
+
 /* Second moment of the features f = x W + b (W: (m, n) double, b: (n) or NULL) for inputs with
  * E[x xᵀ] = Sigma (m x m, NULL: identity) and E[x] = mu (m, NULL: zero):
  * C = Wᵀ Sigma W + (Wᵀ mu) bᵀ + b (Wᵀ mu)ᵀ + b bᵀ, (n x n), caller frees. */
@@ -614,6 +616,11 @@ int tmla_build(const TmlaLayer *T, AttnLayer **mla) {
         else memcpy(L->b_O, S->b_O, (size_t)T->hidden * sizeof(float));
     }
     if (rc == AL_OK) { L->window = S->window; L->softcap = S->softcap; }   /* the source's mask and cap */
+    if (rc == AL_OK && S->W_G && !(L->W_G = mat_copy(S->W_G))) rc = AL_ERR;  /* Qwen3.5's output gate stays */
+    if (rc == AL_OK && S->b_G) {
+        if (!(L->b_G = al_malloc3(S->W_G->cols, 1, sizeof(float), "the gate's bias"))) rc = AL_ERR;
+        else memcpy(L->b_G, S->b_G, S->W_G->cols * sizeof(float));
+    }
     if (rc == AL_OK && S->sinks) {                                          /* gpt-oss's sinks stay */
         if (!(L->sinks = al_malloc3((size_t)T->H, 1, sizeof(float), "attention sinks"))) rc = AL_ERR;
         else memcpy(L->sinks, S->sinks, (size_t)T->H * sizeof(float));
@@ -730,7 +737,8 @@ int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
     if (layersel_range(c, "convert mla", &o->layer_lo, &o->layer_hi, NULL, 0)) return AL_ERR;
     if (c->qk_norm != QKN_NONE && o->qk_norm == TMLA_QKN_NONE)
         return al_err("convert mla: the attention has %s, which no MLA latent caches exactly: give qk-norm fold "
-                      "(gains and the calibrated 1/RMS folded into W_Q / W_K) or qk-norm drop (the naive baseline)",
+                      "(gains and the calibrated 1/RMS folded into W_Q / W_K) or qk-norm drop (the naive baseline), or "
+                      "qk-norm keep (the norm kept on keys rebuilt from the cache; the session only)",
                       c->qk_norm == QKN_PROJ ? "Q/K RMSNorm over the whole projection (OLMo 2, MiniMax-M2)"
                                              : "per-head Q/K RMSNorm (Qwen3, Gemma 3)");
     if (o->eval_tokens == 0) o->eval_tokens = 64;
@@ -864,6 +872,15 @@ void tmla_result_free(TmlaResult *r) {
     free(r);
 }
 
+/* qk-norm keep: *L (fold's MLA conversion of gqa) replaced by gqa with its keys and values rebuilt from *L's cache
+ * (tmla_qkn.h). */
+static int keep_layer(const AttnLayer *gqa, const double *Sigma, const double *mu, AttnLayer **L) {
+    AttnLayer *k = NULL;
+    int rc = tmla_qkn_keep(gqa, *L, Sigma, mu, &k);
+    if (rc == AL_OK) { attn_layer_free(*L); *L = k; }
+    return rc;
+}
+
 /* The other balance setting of a plain layer's conversion, measured against the source gqa on X. */
 static int qkn_other_balance(const AttnLayer *gqa, const AttnLayer *plain, const TmlaOpts *o, const double *Sigma,
                              const double *mu, const Mat *X, TmlaLayerReport *rep) {
@@ -873,6 +890,7 @@ static int qkn_other_balance(const AttnLayer *gqa, const AttnLayer *plain, const
     TmlaLayerReport alt_rep;
     AttnLayer *alt = NULL;
     int rc = tmla_convert_layer_stats(plain, &alt_o, Sigma, mu, &alt, &alt_rep);
+    if (rc == AL_OK && o->qk_norm == TMLA_QKN_KEEP) rc = keep_layer(gqa, Sigma, mu, &alt);
     if (rc == AL_OK) rc = tmla_qkn_measure(gqa, alt, X, &rep->score_err_alt, &rep->out_err_alt);
     if (rc == AL_OK) rep->joint_energy_alt = alt_rep.joint_energy;
     attn_layer_free(alt);
@@ -889,6 +907,7 @@ static int qkn_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, int l, Att
     int rc = tmla_qkn_plain(gqa, (tmla_qkn_mode)o->qk_norm, Sigma, mu, &plain);
     if (plain) one.compare_balance = false;             /* measured below against the source */
     if (rc == AL_OK) rc = tmla_convert_layer_stats(plain ? plain : gqa, &one, Sigma, mu, mla, rep);
+    if (rc == AL_OK && plain && o->qk_norm == TMLA_QKN_KEEP) rc = keep_layer(gqa, Sigma, mu, mla);
     rep->qkn_score_err = rep->qkn_out_err = NAN;
     if (rc == AL_OK && plain) {
         Mat *X = report_inputs(o, gqa->hidden, Sigma, mu);
@@ -948,7 +967,8 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
         if (rc == AL_OK) rc = qkn_convert_layer(gqa, &o, l, &r->layers[l], &r->rep[l]);
         if (rc == AL_OK) {
             r->params_before += attn_layer_params(gqa);
-            r->params_after += attn_layer_params(r->layers[l]);
+            r->params_after += r->layers[l]->kind == ATTN_GQA && o.qk_norm == TMLA_QKN_KEEP
+                               ? tmla_qkn_keep_params(r->layers[l], r->kv_after) : attn_layer_params(r->layers[l]);
         } else if (rc == AL_ERR)
             al_err_ctx("convert mla: layer %d", l);
         attn_layer_free(gqa);

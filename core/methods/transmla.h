@@ -124,6 +124,9 @@ int tmla_joint_lowrank(TmlaLayer *T, int R, const double *C_J);
 /* Step 5: the built layer's scale becomes (nope + D)^-1/2 with the difference folded into q. */
 int tmla_fold_scale(TmlaLayer *T);
 
+/* Eigen-decomposition of the symmetric n x n matrix A (row-major; overwritten by the eigenvectors
+ * as columns, each's largest entry positive), eigenvalues descending in w: the one every PCA here uses. */
+int tmla_eig_desc(double *A, size_t n, double *w, const char *what);
 /* The MLA layer of the current stage (caller frees). */
 int tmla_build(const TmlaLayer *T, AttnLayer **mla);
 
@@ -160,6 +163,8 @@ typedef struct {
                                      mean); only read where sigma is given */
     int qk_norm;              /* tmla_qkn_mode (tmla_qkn.h): a source with Q/K RMSNorm converts its norm
                                  folded (fold) or dropped (drop); none refuses such a source */
+    char strategy[48];        /* "": TransMLA's own; else the one-shot strategy that built the layers
+                                 (mla_strategy.h: "care", "mha2mla-2norm", ...), which the export records */
 } TmlaOpts;
 
 /* Defaults: full rank, M = TMLA_DEFAULT_FREQFOLD, D = rd / M, balance on with the comparison, 64

@@ -58,16 +58,11 @@ static const char *qk_norm_words(const ModelConfig *c) {
 }
 
 /* What the one-layer evaluator does not cover. It computes Q/K norms, partial rotary, soft-caps,
- * per-layer sliding windows and local RoPE bases (core/model/attn_eval.c). */
+ * per-layer sliding windows and local RoPE bases, Gemma 4's v_norm, k_eq_v and per-type head dims (a KV-shared
+ * layer alone it refuses: attn_layer_load), the output gate (core/model/attn_eval.c). */
 static bool eval_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
-    if (cfg_row(c)->per_type_attn)
-        return why_set(why, cap, "%s: values RMS-normed without a weight (v_norm), k_eq_v layers and KV-shared layers "
-                       "(Gemma 4's attention) are not in the one-layer evaluator", name);
-    if (c->attn_gate)
-        return why_set(why, cap, "%s: the attention output is gated (attn_output_gate: x sigmoid(x W_gate) before "
-                       "o_proj), which the one-layer evaluator does not apply", name);
     if (rope_reason(c, name, why, cap)) return true;
     if (cfg_is_mla(c) && c->qk_rope_dim <= 0)
         return why_set(why, cap, "%s: an MLA model without RoPE dims is not covered", name);
@@ -80,6 +75,21 @@ static bool eval_reason(const Model *m, char *why, size_t cap) {
                        "%g on, which the evaluator of converted and compared layers (and their exports) does not do",
                        name, c->rope_spec.q_beta, c->rope_spec.q_floor, c->rope_spec.q_floor);
     return false;
+}
+
+/* Gemma 4's attention in a method that rebuilds each layer's keys and values (convert mla / tpa, compare, kvsvd). */
+static bool per_type_reason(const Model *m, const char *what, char *why, size_t cap) {
+    if (!cfg_row(&m->cfg)->per_type_attn) return false;
+    return why_set(why, cap, "%s: Gemma 4's attention (k_eq_v layers take V from k_proj, KV-shared layers read an "
+                   "earlier layer's K / V, the full layers have their own head dims) is not carried by %s's layers; "
+                   "not covered (truncate runs on the other layers)", mname(m), what);
+}
+
+/* The output gate in a method whose layers are evaluated from their keys and values alone (convert tpa, compare). */
+static bool gate_reason(const Model *m, const char *what, char *why, size_t cap) {
+    if (!m->cfg.attn_gate) return false;
+    return why_set(why, cap, "%s: the attention output is gated (attn_output_gate: x sigmoid(x W_gate) before o_proj), "
+                   "which %s's layers do not apply", mname(m), what);
 }
 
 /* Llama 4's chunked attention, L2 q/k norm and NoPE temperature: the evaluator (truncate's layers) computes them;
@@ -95,7 +105,8 @@ static bool llama4_reason(const Model *m, const char *what, char *why, size_t ca
 /* What a conversion does not cover: Q/K norms and per-layer RoPE bases (what = "convert mla", ...).
  * Sliding windows, soft-caps, sinks and NoPE layers convert: the converted layer keeps the source's
  * window, soft-cap and sinks (the evaluator applies them on both sides) and a NoPE layer converts
- * with RoPE frequencies 0; their exports refuse them (analysis_attn_export_lacks). */
+ * with RoPE frequencies 0; the stock MLA export refuses them (analysis_attn_export_lacks), attnlab's own layouts
+ * (TPA, `export DIR format attnlab`) keep them. */
 static bool convert_reason(const Model *m, const char *what, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
@@ -120,6 +131,9 @@ bool analysis_attn_export_lacks(const ModelConfig *c, const char *layout, char *
     if (c->attn_softcap > 0 && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sscores soft-capped at %g (attn_logit_softcapping: an engine "
                               "would need Gemma 2's soft-cap on the converted logits)", n ? ", " : "", c->attn_softcap);
+    if (c->attn_gate && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%san output gate (attn_output_gate: an engine would need "
+                              "sigmoid(x W_gate) on the converted attention's output)", n ? ", " : "");
     if (nope && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sNoPE layer%s %s of %d (no_rope_layers: an engine would need "
                               "per-layer NoPE; converted here with RoPE frequencies 0)", n ? ", " : "", nope > 1 ? "s" : "",
@@ -248,8 +262,8 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s: the NoPE dims of each head come before the RoPE dims (%d + %d): convert mla takes "
                        "partial rotary with the rotary dims first (GPT-NeoX, Phi-3)", name, c->qk_nope_dim,
                        c->qk_rope_dim);
-    if (eval_reason(m, why, cap) || llama4_reason(m, "convert mla", why, cap) ||
-        convert_reason(m, "convert mla", why, cap))
+    if (eval_reason(m, why, cap) || per_type_reason(m, "convert mla", why, cap) ||
+        llama4_reason(m, "convert mla", why, cap) || convert_reason(m, "convert mla", why, cap))
         return true;
     if (c->qk_norm != QKN_NONE)                     /* a note: available with qk-norm fold|drop (tmla_qkn.h) */
         snprintf(why, cap, "with qk-norm fold|drop only: the %s is approximated (fold: its gains and calibrated 1/RMS "
@@ -263,7 +277,8 @@ static bool tpa_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
                        "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
                        mname(m), model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
-    return eval_reason(m, why, cap) || llama4_reason(m, "convert tpa", why, cap) ||
+    return eval_reason(m, why, cap) || per_type_reason(m, "convert tpa", why, cap) ||
+           gate_reason(m, "convert tpa", why, cap) || llama4_reason(m, "convert tpa", why, cap) ||
            convert_reason(m, "convert tpa", why, cap);
 }
 
@@ -278,7 +293,9 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
                        "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
     /* compare exports nothing: sliding windows and soft-caps are applied on both sides (the
      * evaluator computes them); Q/K norms and per-layer RoPE bases stay refused. */
-    if (eval_reason(m, why, cap) || llama4_reason(m, "compare", why, cap)) return true;
+    if (eval_reason(m, why, cap) || per_type_reason(m, "compare", why, cap) || gate_reason(m, "compare", why, cap) ||
+        llama4_reason(m, "compare", why, cap))
+        return true;
     if (c->qk_norm != QKN_NONE)
         return why_set(why, cap, "compare: %s has %s between the projection and RoPE: the methods factor the "
                        "projections, which the norm does not commute with; not covered", mname(m), qk_norm_words(c));
@@ -370,19 +387,16 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
         if (yes && fmts[i].a == AN_CONVERT_MLA && (!analysis_mla_exportable(&m->cfg, mla, sizeof mla) ||
                     analysis_attn_export_lacks(&m->cfg, "the DeepSeek-V3 checkpoint it writes", mla, sizeof mla)))
             continue;
-        if (yes && fmts[i].a == AN_CONVERT_TPA && analysis_attn_export_lacks(&m->cfg, "", NULL, 0)) continue;
         char *list = yes ? ok : no;
         size_t n = strlen(list);
         snprintf(list + n, sizeof ok - n, "%s%s", n ? ", " : "", fmts[i].fmt);
     }
     snprintf(why, cap, "%s%s%s%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "",
-             mla[0] ? " (not: mla: " : "", mla, mla[0] ? "; convert mla runs in the session: ppl, check)" : "");
+             mla[0] ? " (not: mla: " : "", mla, mla[0] ? "; convert mla runs in the session: ppl, check; `export DIR format attnlab` saves it)" : "");
     if (tpa_yes && m->cfg.lin.n_linear > 0 && strlen(why) + 1 < cap)   /* tpa_export_opts refuses a hybrid */
         snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: its format holds every layer as TPA attention, "
                  "and %d of the %d layers are %s; convert tpa runs in the session: ppl, check)", m->cfg.lin.n_linear,
                  m->cfg.n_layers, layersel_other_kind(&m->cfg));
-    else if (tpa_yes && analysis_attn_export_lacks(&m->cfg, "its layout", tmp, sizeof tmp) && strlen(why) + 1 < cap)
-        snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: %s)", tmp);
     return false;
 }
 

@@ -23,10 +23,10 @@ AttnLayer *attn_layer_new(attn_kind kind) {
 
 void attn_layer_free(AttnLayer *L) {
     if (!L) return;
-    Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O};
+    Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O, L->W_G};
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) mat_free(mats[i]);
     float *vecs[] = {L->b_Q, L->b_K, L->b_V, L->b_QA, L->qa_norm, L->b_KVA, L->kva_norm, L->b_O, L->q_norm, L->k_norm,
-                     L->sinks};
+                     L->sinks, L->b_G};
     for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++) free(vecs[i]);
     free(L->inv_freq);
     free(L);
@@ -61,7 +61,8 @@ AttnLayer *attn_layer_copy(const AttnLayer *L) {
     bool ok = true;
     C->W_Q = mat_dup(L->W_Q, &ok); C->W_K = mat_dup(L->W_K, &ok); C->W_V = mat_dup(L->W_V, &ok);
     C->W_QA = mat_dup(L->W_QA, &ok); C->W_QB = mat_dup(L->W_QB, &ok); C->W_KVA = mat_dup(L->W_KVA, &ok);
-    C->W_KVB = mat_dup(L->W_KVB, &ok); C->W_O = mat_dup(L->W_O, &ok);
+    C->W_KVB = mat_dup(L->W_KVB, &ok); C->W_O = mat_dup(L->W_O, &ok); C->W_G = mat_dup(L->W_G, &ok);
+    C->b_G = vec_dup(L->b_G, L->W_G ? L->W_G->cols : 0, &ok);
     C->b_Q = vec_dup(L->b_Q, L->W_Q ? L->W_Q->cols : L->W_QB ? L->W_QB->cols : 0, &ok);
     C->b_K = vec_dup(L->b_K, L->W_K ? L->W_K->cols : 0, &ok);
     C->b_V = vec_dup(L->b_V, L->W_V ? L->W_V->cols : 0, &ok);
@@ -98,6 +99,7 @@ int attn_layer_validate(const AttnLayer *L) {
     if (L->rope_dim % 2 || (L->rope_dim > 0 && !L->inv_freq))
         return al_err("attention layer: %d RoPE dims need an even count and their frequencies", L->rope_dim);
     int rc = need(L->W_O, "W_O", H * dv, D, true);
+    if (rc == AL_OK) rc = need(L->W_G, "W_G (the output gate)", D, H * dv, false);
     if (rc) return rc;
     if (L->kind == ATTN_GQA) {
         size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
@@ -124,7 +126,7 @@ int attn_layer_validate(const AttnLayer *L) {
 }
 
 size_t attn_layer_params(const AttnLayer *L) {
-    const Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O};
+    const Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O, L->W_G};
     size_t p = 0;
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
         if (mats[i]) p += mats[i]->rows * mats[i]->cols;
@@ -136,6 +138,7 @@ size_t attn_layer_params(const AttnLayer *L) {
     if (L->b_KVA) p += L->W_KVA->cols;
     if (L->kva_norm) p += (size_t)L->kv_rank;
     if (L->b_O) p += (size_t)L->hidden;
+    if (L->b_G) p += L->W_G->cols;
     if (L->q_norm) p += qk_norm_len(L, false) + qk_norm_len(L, true);
     return p;
 }
@@ -168,6 +171,8 @@ int attn_rope_freqs_model(const Model *m, int dim, double **out) {
 void attn_out_free(AttnOut *o) {
     if (!o) return;
     free(o->scores);
+    free(o->k);
+    free(o->v);
     mat_free(o->out);
     free(o);
 }
@@ -247,8 +252,13 @@ static int gather_bias(Model *m, head_kind kind, int layer, int n, size_t w, flo
  * also skip rope_scaling). */
 static int layer_freqs(Model *m, int layer, int dim, double **out) {
     const ModelConfig *c = &m->cfg;
-    if (cfg_layer_rope_scaled(c, layer) && cfg_layer_theta(c, layer) == c->rope_spec.theta)
-        return attn_rope_freqs_model(m, dim, out);
+    if (cfg_layer_rope_scaled(c, layer) && cfg_layer_theta(c, layer) == c->rope_spec.theta) {
+        if (attn_rope_freqs_model(m, dim, out)) return AL_ERR;
+        /* Gemma 4's "proportional" RoPE on the full layers: pairs j >= floor(factor dim / 2) do not turn */
+        double pf = c->rope_spec.prop_factor;
+        for (int j = (int)floor(pf * dim / 2); pf > 0 && cfg_layer_full_type(c, layer) && j < dim / 2; j++) (*out)[j] = 0;
+        return AL_OK;
+    }
     *out = attn_rope_freqs(dim, cfg_layer_theta(c, layer));
     return *out ? AL_OK : AL_ERR;
 }
@@ -266,8 +276,29 @@ static int load_qk_norm(Model *m, int layer, AttnLayer *L) {
     return AL_OK;
 }
 
+/* Qwen3.5 / Qwen3-Next's output gate: the gate half of q_proj's per-head [query | gate] rows as W_G (hidden, H d),
+ * and of its bias when it has one. */
+static int load_gate(Model *m, int layer, AttnLayer *L) {
+    size_t H = (size_t)L->n_heads, d = (size_t)L->head_dim, D = (size_t)L->hidden;
+    Mat *q = NULL;
+    float *b = NULL;
+    if (read_t(m, layer, ROLE_Q, &q)) return AL_ERR;                           /* (hidden, 2 H d) */
+    int rc = q->rows == D && q->cols == 2 * H * d ? AL_OK
+             : al_err("layer %d: a gated q_proj has %zu rows, not 2 x %zu heads x %zu", layer, q->cols, H, d);
+    if (rc == AL_OK && !(L->W_G = mat_new(D, H * d))) rc = AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < D; i++)
+        for (size_t h = 0; h < H; h++)
+            memcpy(L->W_G->data + i * H * d + h * d, q->data + i * 2 * H * d + (2 * h + 1) * d, d * sizeof(float));
+    if (rc == AL_OK) rc = read_vec(m, layer, ROLE_Q, "bias", 2 * H * d, &b);
+    if (rc == AL_OK && b && !(L->b_G = al_malloc3(H, d, sizeof(float), "the gate's bias"))) rc = AL_ERR;
+    for (size_t h = 0; rc == AL_OK && b && h < H; h++) memcpy(L->b_G + h * d, b + (2 * h + 1) * d, d * sizeof(float));
+    mat_free(q);
+    free(b);
+    return rc;
+}
+
 static int load_gqa(Model *m, int layer, AttnLayer *L) {
-    const ModelConfig *c = &m->cfg;
+    const ModelConfig *c = model_layer_cfg(m, layer);             /* Gemma 4's full layers: their own head dims */
     L->n_kv_heads = c->n_kv_heads;
     L->head_dim = cfg_d_qk(c);
     L->rope = cfg_layer_rope(c, layer) ? c->rope : ROPE_NONE;      /* NoPE layers (SmolLM3): none */
@@ -282,6 +313,8 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
     double att = L->rope_dim && scaled ? rope_attention_factor(&c->rope_spec) : 1.0;
     L->scale = cfg_attn_scale(c, layer) * att * att;   /* YaRN's factor on q and k: every dim rotates */
     if (L->rope_dim && layer_freqs(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;
+    L->v_norm = c->v_norm;                                         /* Gemma 4 */
+    if (c->attn_gate && load_gate(m, layer, L)) return AL_ERR;     /* Qwen3.5 / Qwen3-Next */
     if (load_qk_norm(m, layer, L)) return AL_ERR;
     if (c->attn_sinks && read_vec(m, layer, ROLE_SINKS, NULL, (size_t)c->n_heads, &L->sinks)) return AL_ERR;
     if (c->attn_sinks && !L->sinks) return al_err("layer %d: the attention sinks (self_attn.sinks) are missing", layer);
@@ -344,11 +377,16 @@ int attn_layer_load(Model *m, int layer, AttnLayer **out) {
         return al_err("layer %d out of range: this model has layers 0-%d", layer, m->cfg.n_layers - 1);
     if (analysis_check(m, AN_EVAL)) return AL_ERR;   /* what the evaluator does not cover, with the reason */
     bool mla = cfg_is_mla(&m->cfg);
+    int src = cfg_kv_source(&m->cfg, layer);
+    if (!mla && src != layer)                        /* Gemma 4 */
+        return al_err("layer %d reads layer %d's K / V (num_kv_shared_layers): its attention is not a function of its "
+                      "own input, so the one-layer evaluator does not load it (the forward pass runs it over layer %d's "
+                      "cache, which a transformed layer %d fills)", layer, src, src, src);
     AttnLayer *L = attn_layer_new(mla ? ATTN_MLA : ATTN_GQA);
     if (!L) return AL_ERR;
     L->hidden = m->cfg.hidden;
     L->n_heads = m->cfg.n_heads;
-    L->v_dim = m->cfg.v_dim;
+    L->v_dim = model_layer_cfg(m, layer)->v_dim;     /* Gemma 4's full layers: their own */
     L->norm_eps = m->cfg.norm_eps;
     int rc = mla ? load_mla(m, layer, L) : load_gqa(m, layer, L);
     if (rc == AL_OK) rc = attn_layer_validate(L);
@@ -457,7 +495,31 @@ static void llama4_qk(const AttnLayer *L, size_t T, const int *pos, float *Q, fl
     }
 }
 
-static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *scores, float *O) {
+/* Gemma 4's v_norm: each of the G value heads of dv in T rows (stride ld) RMS-normed without a weight, in place. */
+static void v_norm_rows(float *V, size_t T, size_t G, size_t dv, double eps) {
+    for (size_t t = 0; t < T; t++)
+        for (size_t g = 0; g < G; g++) {
+            float *x = V + t * G * dv + g * dv;
+            double ss = 0;
+            for (size_t j = 0; j < dv; j++) ss += (double)x[j] * x[j];
+            float r = (float)(1.0 / sqrt(ss / (double)dv + eps));
+            for (size_t j = 0; j < dv; j++) x[j] *= r;
+        }
+}
+
+/* The output gate: head outputs O (T, H dv) times sigmoid(X W_G + b_G), as the forward pass computes it. */
+static int gate_heads(const AttnLayer *L, const Mat *X, float *O) {
+    size_t T = X->rows, n = L->W_G->cols;
+    float *g = al_malloc3(T, n, sizeof(float), "the output gate");
+    if (!g) return AL_ERR;
+    attn_linear(X->data, T, (size_t)L->hidden, L->W_G, L->b_G, g);
+    for (size_t i = 0; i < T * n; i++) O[i] *= 1.f / (1.f + expf(-g[i]));
+    free(g);
+    return AL_OK;
+}
+
+/* GQA heads of L over X into O (T, H dv); keep (not NULL) takes the keys after RoPE and the values (attn_eval_kv). */
+static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *scores, float *O, AttnOut *keep) {
     size_t T = X->rows, Dm = (size_t)L->hidden, H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads;
     size_t d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
     float *Q = al_malloc3(T, H * d, sizeof(float), "queries");
@@ -468,6 +530,7 @@ static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *sco
         attn_linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
         attn_linear(X->data, T, Dm, L->W_K, L->b_K, K);
         attn_linear(X->data, T, Dm, L->W_V, L->b_V, V);
+        if (L->v_norm) v_norm_rows(V, T, G, dv, L->norm_eps);
         for (size_t t = 0; t < T && L->qk_norm != QKN_NONE; t++) {
             qk_norm_row(Q + t * H * d, H, d, L->qk_norm, L->q_norm, L->norm_1p, L->norm_eps);
             qk_norm_row(K + t * G * d, G, d, L->qk_norm, L->k_norm, L->norm_1p, L->norm_eps);
@@ -480,6 +543,7 @@ static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *sco
         llama4_qk(L, T, pos, Q, K);
         rc = attend_heads(L, T, Q, K, V, scores, O);
     }
+    if (rc == AL_OK && keep) { keep->k = K; keep->v = V; K = V = NULL; }
     free(Q); free(K); free(V);
     return rc;
 }
@@ -569,7 +633,8 @@ int attn_attend(const AttnLayer *L, size_t T, const float *Q, const float *K, co
     return AL_OK;
 }
 
-int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
+/* attn_eval, and attn_eval_kv when keep_kv. */
+static int eval_layer(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, bool keep_kv, AttnOut **out) {
     *out = NULL;
     if (attn_layer_validate(L)) return AL_ERR;
     if (X->cols != (size_t)L->hidden)
@@ -579,7 +644,10 @@ int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores
     AttnOut *o = out_new(L, T, want_scores);
     float *Ocat = al_malloc3(T, (size_t)L->n_heads * (size_t)L->v_dim, sizeof(float), "head outputs");
     int rc = o && Ocat ? AL_OK : AL_ERR;
-    if (rc == AL_OK) rc = L->kind == ATTN_GQA ? eval_gqa(L, X, pos, o->scores, Ocat) : eval_mla(L, X, pos, o->scores, Ocat);
+    if (rc == AL_OK)
+        rc = L->kind == ATTN_GQA ? eval_gqa(L, X, pos, o->scores, Ocat, keep_kv ? o : NULL)
+                                 : eval_mla(L, X, pos, o->scores, Ocat);
+    if (rc == AL_OK && L->W_G) rc = gate_heads(L, X, Ocat);
     if (rc == AL_OK) out_project(L, Ocat, o);
     free(Ocat);
     if (rc) { attn_out_free(o); return rc; }
@@ -587,9 +655,18 @@ int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores
     return AL_OK;
 }
 
+int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
+    return eval_layer(L, X, pos, want_scores, false, out);
+}
+
+int attn_eval_kv(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
+    if (L->kind != ATTN_GQA) return al_err("internal: attn_eval_kv on an MLA layer (its cache is the latent)");
+    return eval_layer(L, X, pos, want_scores, true, out);
+}
+
 int attn_layer_finite(const AttnLayer *L) {
-    const Mat *M[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O};
-    static const char *const names[] = {"W_Q", "W_K", "W_V", "W_QA", "W_QB", "W_KVA", "W_KVB", "W_O"};
+    const Mat *M[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O, L->W_G};
+    static const char *const names[] = {"W_Q", "W_K", "W_V", "W_QA", "W_QB", "W_KVA", "W_KVB", "W_O", "W_G"};
     for (size_t i = 0; i < sizeof M / sizeof *M; i++) {
         size_t at = M[i] ? mat_first_nonfinite(M[i]) : (size_t)-1;
         if (at != (size_t)-1)

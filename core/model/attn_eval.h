@@ -20,6 +20,13 @@
  *             another scale). RoPE and the causal softmax are core/model/rope.c's.
  *   Llama 4 (GQA): after RoPE the weightless L2 q/k norm (qk_l2), q times the NoPE layers' temperature,
  *             keys within the chunk [i - i % chunk, i].
+ *   Gemma 4 (GQA): values RMS-normed per head without a weight after the projection (v_norm); a k_eq_v layer's
+ *             W_V is its k_proj (loaded as a copy of W_K); a full layer has its own head dims (model_layer_cfg).
+ *             A KV-shared layer (it reads another layer's cache) is not one layer's function of its input:
+ *             attn_layer_load refuses it; the forward pass runs it over its source's cache, which an override
+ *             of the source fills (attn_eval_kv).
+ *   Output gate (Qwen3.5 / Qwen3-Next, both kinds): the head outputs (T, H dv) times sigmoid(x W_G + b_G)
+ *             before W_O; W_G is the gate half of q_proj's per-head [query | gate] rows.
  * Scores are the scaled logits scale * q.k before the soft-cap and the softmax; the evaluator masks
  * j > i and, with a sliding window, j <= i - window, with a chunk j < i - i % chunk (masked entries are 0). */
 #ifndef AL_ATTN_EVAL_H
@@ -58,6 +65,7 @@ typedef struct AttnLayer {
     double temp_scale, temp_floor;   /* Llama 4's NoPE layers: q at position p times 1 + temp_scale ln(1 +
                                  floor((p + 1) / temp_floor)); temp_scale 0: none */
     rope_layout rope;         /* pairing of RoPE dims inside a GQA head (MLA: always interleaved) */
+    bool v_norm;              /* Gemma 4: each value head RMS-normed without a weight (eps norm_eps) after W_V */
     Mat *W_Q;                 /* GQA (hidden, H d); MLA without q latent (hidden, H (nope + rope)) */
     Mat *W_K;                 /* (hidden, G d) */
     Mat *W_V;                 /* (hidden, G dv) */
@@ -79,6 +87,9 @@ typedef struct AttnLayer {
     Mat *W_KVB;               /* (r, H (nope + dv)): per head [k_nope columns ; v columns] */
 
     /* ---- both */
+    Mat *W_G;                 /* (hidden, H dv) output gate (attn_output_gate): head outputs times sigmoid(x W_G + b_G)
+                                 before W_O; NULL: none */
+    float *b_G;               /* (H dv) or NULL */
     Mat *W_O;                 /* (H dv, hidden) */
     float *b_O;               /* (hidden) or NULL */
 } AttnLayer;
@@ -117,12 +128,18 @@ typedef struct {
     int n_heads;
     float *scores;            /* (H, T, T) scaled logits; entries j > i (masked) are 0 */
     Mat *out;                 /* (T, hidden) attention output after o_proj (+ bias) */
+    float *k, *v;             /* attn_eval_kv, GQA: (T, G d) keys after norm and RoPE, (T, G dv) values (after v_norm):
+                                 what the forward pass caches; else NULL */
 } AttnOut;
 
 void attn_out_free(AttnOut *o);
 /* Evaluates the layer on X (T x hidden) at positions pos[T] (token i attends to j <= i).
  * want_scores: also keep the (H, T, T) logits. *out is the caller's. */
 int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out);
+
+/* attn_eval, keeping a GQA layer's keys and values as the forward pass caches them (o->k, o->v): a KV-shared
+ * layer reads them from the override of its source. */
+int attn_eval_kv(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out);
 
 /* The pieces the evaluator is made of, for other factored evaluators (TPA, compare):
  * Y (T, n) = X (T, k) @ W (k, n) + b (b may be NULL); */

@@ -826,6 +826,41 @@ void cfg_layouts_from_row(ModelConfig *c) {
 static int text_tower(const cJSON *root, const char *where, const FamilyRow *row, cJSON **out);
 static int config_describe_text(const cJSON *root, const char *where, ModelConfig *cfg);
 
+/* attnlab_mla (`export DIR format attnlab`): the source family's description (its row: attnlab_source_model_type)
+ * with the attention made MLA of the KEYS_MLA dims -- no latent norms, RoPE pairs interleaved over
+ * qk_rope_head_dim, the key q/k norms none -- and the source's windows, sinks, soft-caps, blocks, MLP kept. */
+static int config_attnlab_mla(const cJSON *root, const char *where, ModelConfig *cfg) {
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "attnlab_source_model_type");
+    char shown[96];
+    if (!cJSON_IsString(st) || !family_find(st->valuestring, NULL, &cfg->family) || cfg_row(cfg)->keys != KEYS_HF ||
+        cfg_row(cfg)->text_config)
+        return al_err("%s: an attnlab_mla config names its source in \"attnlab_source_model_type\" (a text-only family "
+                      "read by Llama-style keys), not %s", where,
+                      cJSON_IsString(st) ? al_printable(st->valuestring, shown, sizeof shown) : "given");
+    if (config_describe_text(root, where, cfg)) return AL_ERR;
+    cfg_reader r = {.root = root, .where = where};
+    cfg->attn = QKV_MLA;
+    cfg->n_kv_heads = cfg->n_heads;
+    cfg->q_lora_rank = cfg_int(&r, "q_lora_rank", 0, false);
+    cfg->kv_lora_rank = cfg_int(&r, "kv_lora_rank", 0, true);
+    cfg->qk_nope_dim = cfg_int(&r, "qk_nope_head_dim", 0, true);
+    cfg->qk_rope_dim = cfg_int(&r, "qk_rope_head_dim", 0, true);
+    cfg->v_dim = cfg_int(&r, "v_head_dim", 0, true);
+    if (r.missing[0] || r.invalid[0])
+        return al_err("%s: an attnlab_mla config needs %s%s", where, r.missing, r.invalid);
+    cfg->rope = cfg->rope_spec.layout = ROPE_INTERLEAVED;
+    cfg->rope_first = false;
+    cfg->rope_spec.head_dim = cfg->rope_spec.rotary_dim = cfg->qk_rope_dim;
+    cfg->rope_spec.partial_factor = 1.0;
+    cfg->rope_interleave = true;
+    cfg->latent_norm = cfg_bool(&r, "qk_latent_layernorm", false);
+    cfg->qkv_bias = cfg->o_bias = cfg_bool(&r, "attention_bias", false);
+    cfg->qk_norm = QKN_NONE;
+    cfg->qk_l2 = false;
+    snprintf(cfg->model_type, sizeof cfg->model_type, "%s", family_row(FAM_ATTNLAB_MLA)->model_type);
+    return AL_OK;
+}
+
 /* The description from a parsed tree (its repeated keys, if any, were resolved by the caller). */
 static int model_config_from_tree(const cJSON *root, const char *where, ModelConfig *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -834,6 +869,7 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     if (detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type) != AL_OK) return AL_ERR;
     if (cfg_row(cfg)->keys == KEYS_DSV4) return dsv4_refuse(root, where);     /* DeepSeek-V4: described, refused */
     if (cfg_row(cfg)->keys == KEYS_KIMI_K3) return kimik3_refuse(root, where);   /* Kimi-K3: the same */
+    if (cfg_row(cfg)->keys == KEYS_ATTNLAB) return config_attnlab_mla(root, where, cfg);
     if (!cfg_row(cfg)->text_config) return config_describe_text(root, where, cfg);
     cJSON *text = NULL;
     if (text_tower(root, where, cfg_row(cfg), &text) != AL_OK) return AL_ERR;

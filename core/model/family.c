@@ -23,7 +23,8 @@ static const RoleName ATTN_NAMES[ATTN_LAYOUT_COUNT][ROLE_COUNT] = {
                  [ROLE_KV_A] = N("self_attn.kv_a_proj_with_mqa"), [ROLE_KV_A_NORM] = OPT("self_attn.kv_a_layernorm"),
                  [ROLE_KV_B] = N("self_attn.kv_b_proj"), [ROLE_O] = N("self_attn.o_proj"),
                  [ROLE_IDX_Q_B] = OPT("self_attn.indexer.wq_b"), [ROLE_IDX_K] = OPT("self_attn.indexer.wk"),
-                 [ROLE_IDX_K_NORM] = OPT("self_attn.indexer.k_norm"), [ROLE_IDX_W] = OPT("self_attn.indexer.weights_proj")},
+                 [ROLE_IDX_K_NORM] = OPT("self_attn.indexer.k_norm"), [ROLE_IDX_W] = OPT("self_attn.indexer.weights_proj"),
+                 [ROLE_SINKS] = OPT("self_attn.sinks")},
     [QKV_MIXER] = {[ROLE_Q] = N("mixer.q_proj"), [ROLE_K] = N("mixer.k_proj"), [ROLE_V] = N("mixer.v_proj"),
                    [ROLE_O] = N("mixer.o_proj")},
 };
@@ -855,6 +856,14 @@ const FamilyRow FAMILY[] = {
                   GQA_KEYS("silu", "1e-06") ", \"moe_intermediate_size\": 64, \"num_experts\": 4, "
                   "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 96, " QWEN3_5_KEYS},
         .engines = ENGINES_ALL, .llamacpp_arch = "qwen35moe"},
+    /* attnlab's own layout of a `convert mla` (core/export/attnlab_export.h): the source's config.json and tensors
+       with model_type attnlab_mla, the source's model_type in attnlab_source_model_type (whose row gives every
+       trait: windows, sinks, soft-caps, norms, MLP, MoE), and the attention in DeepSeek-V3's names and MLA keys.
+       No engine implements it (lint says so per engine); config.c reads it over the source's row */
+    [FAM_ATTNLAB_MLA] = {
+        "attnlab_mla", "AttnlabMlaForCausalLM", "attnlab_mla", "attnlab's own layout of a convert mla (`export DIR "
+        "format attnlab`): the source's model with MLA attention and what DeepSeek-V3 cannot hold (windows, sinks, "
+        "soft-caps, norms) kept", LLAMA_LIKE, .keys = KEYS_ATTNLAB, .attn = QKV_MLA},
 };
 
 #pragma GCC diagnostic pop

@@ -62,6 +62,8 @@ typedef enum {
                                             q/k/v/o biases; MoE over fused experts, clamped SwiGLU */
     FAM_GPT2,                            /* MHA, no RoPE, Conv1D (in, out), fused c_attn */
     FAM_LLAMA2C,                         /* llama2.c .bin: GQA, RoPE on interleaved pairs */
+    FAM_ATTNLAB_MLA,                     /* attnlab's own layout of a `convert mla` (`export DIR format attnlab`): the
+                                            source family's model (attnlab_source_model_type) with MLA attention */
     FAM_COUNT
 } model_family;
 
@@ -195,7 +197,8 @@ typedef enum {
     KEYS_NEOX,          /* Llama's sizes + rotary_pct, rotary_emb_base, layer_norm_eps, use_parallel_residual */
     KEYS_DSV4,          /* DeepSeek-V4's (core/model/dsv4.c): compress_ratios, o_groups, hc_mult, ...; described, load refused */
     KEYS_KIMI_K3,       /* Kimi-K3's text_config (core/model/kimik3.c): described, load refused */
-    KEYS_LLAMA2C        /* no config.json: the .bin header (core/model/llama2c.c) */
+    KEYS_LLAMA2C,       /* no config.json: the .bin header (core/model/llama2c.c) */
+    KEYS_ATTNLAB        /* attnlab_mla: the source family's keys (attnlab_source_model_type) + the MLA dims of KEYS_MLA */
 } config_keys;
 
 /* What a weight does. */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
+#include "layersel.h"
 #include "sweep.h"
 #include "matmul.h"
 #include "rope.h"
@@ -135,6 +136,8 @@ struct Forward {
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
     mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
+    FwdCapture *capture;          /* one head's attention weights (borrowed), or NULL */
+    unsigned char *hmask;         /* (n_layers, H) 1: the head's output zeroed; NULL: none */
 };
 
 /* ================================================================ small helpers */
@@ -952,6 +955,7 @@ void fwd_free(Forward *f) {
     free(f->over);
     free(f->opos);
     free(f->lrs);
+    free(f->hmask);
     for (int i = 0; i < 2; i++) {
         free(f->rs[i].inv);
         free(f->rs[i].inv_long);
@@ -1202,6 +1206,70 @@ static int cache_fit(Forward *f, size_t n) {
     return rc;
 }
 
+/* ---------------------------------------------------------------- attention probes */
+
+/* Rows pos0 .. pos0+T-1 of a captured head from S (T, pos0 + T), clipped to the capture's size. */
+static void capture_rows(FwdCapture *c, const float *S, size_t pos0, size_t T) {
+    size_t n = pos0 + T, cap = c->cap_rows;
+    for (size_t t = 0; t < T && pos0 + t < cap; t++) {
+        float *row = c->P + (pos0 + t) * cap;
+        memset(row, 0, cap * sizeof *row);
+        memcpy(row, S + t * n, (n < cap ? n : cap) * sizeof *row);
+        c->rows = pos0 + t + 1;
+    }
+}
+
+/* An overridden layer's captured head: its logits (attn_eval's, (H, n, n)) through the softmax with the
+ * layer's window, chunk, soft-cap and sink, rows pos0 .. n-1. */
+static void capture_override(FwdCapture *c, const AttnLayer *L, float *scores, size_t n, size_t pos0) {
+    float *S = scores + (size_t)c->head * n * n;
+    for (size_t i = pos0; i < n; i++) {
+        size_t lo = L->window && i + 1 > L->window ? i + 1 - L->window : 0;
+        if (L->chunk && i - i % L->chunk > lo) lo = i - i % L->chunk;
+        attn_softmax_row_sink(S + i * n, n, lo, i, L->softcap, L->sinks ? L->sinks[c->head] : -INFINITY);
+    }
+    capture_rows(c, S + pos0 * n, pos0, n - pos0);
+}
+
+/* The indexer's row of query position P (weights p[i] / z on keys sel[i]) replaces the dense one the
+ * capture took, when it asks for layer L's head h. */
+static void capture_selected(FwdCapture *c, int L, size_t h, size_t P, const int *sel, const double *p, size_t K,
+                             double z) {
+    if (!c || c->layer != L || (size_t)c->head != h || P >= c->cap_rows) return;
+    float *row = c->P + P * c->cap_rows;
+    memset(row, 0, c->cap_rows * sizeof *row);
+    for (size_t i = 0; i < K; i++)
+        if ((size_t)sel[i] < c->cap_rows) row[sel[i]] = (float)(p[i] / z);
+}
+
+void fwd_set_capture(Forward *f, FwdCapture *c) {
+    f->capture = c;
+    if (c) c->rows = 0;
+}
+
+int fwd_mask_head(Forward *f, int layer, int head, bool masked) {
+    if (layer < 0 || layer >= f->c->n_layers || head < 0 || (size_t)head >= f->H)
+        return al_err("head mask: layer %d head %d is out of range (layers 0-%d, heads 0-%zu)", layer, head,
+                      f->c->n_layers - 1, f->H - 1);
+    if (!layersel_attn(f->c, layer))
+        return al_err("head mask: layer %d is %s, not softmax attention with heads", layer, layersel_other_kind(f->c));
+    if (!f->hmask && !(f->hmask = al_calloc((size_t)f->c->n_layers * f->H, 1, "the head mask"))) return AL_ERR;
+    f->hmask[(size_t)layer * f->H + (size_t)head] = masked;
+    return AL_OK;
+}
+
+void fwd_clear_head_mask(Forward *f) {
+    free(f->hmask);
+    f->hmask = NULL;
+}
+
+/* Zeroes the masked heads' slices of layer L's attention output f->att (T, H dv). */
+static void head_mask_apply(Forward *f, int L, size_t T) {
+    for (size_t h = 0; f->hmask && h < f->H; h++)
+        for (size_t t = 0; f->hmask[(size_t)L * f->H + h] && t < T; t++)
+            memset(f->att.p + t * f->H * f->dv + h * f->dv, 0, f->dv * sizeof(float));
+}
+
 typedef struct {
     Forward *f;
     int L;
@@ -1220,22 +1288,40 @@ static int attn_head(size_t h, int worker, void *ud) {
     const float *K = f->kc[src] + g * f->dqk, *Vc = f->vc[src] + g * f->dv;
     float *S = f->scores.p + (size_t)worker * QCHUNK * (f->pos + j->T);
     const Mat *sk = f->layers[j->L].sinks;
+    FwdCapture *cp = f->capture;
+    bool cap = cp && cp->layer == j->L && (size_t)cp->head == h;   /* one block of T rows: S keeps them all */
+    if (cap && !(S = al_malloc3(j->T, f->pos + j->T, sizeof *S, "the captured attention"))) return AL_ERR;
     attn_head_causal(&(AttnHeadJob){.q = j->q + h * f->dqk, .ldq = j->ldq, .K = K, .ldk = kw, .V = Vc, .ldv = vw,
                                      .T = j->T, .pos0 = f->pos, .d = f->dqk, .dv = f->dv, .scale = j->scale,
                                      .window = fwd_attn_window(f, j->L), .chunk = cfg_layer_chunk(f->c, j->L),
-                                     .softcap = f->c->attn_softcap, .qb = QCHUNK,
+                                     .softcap = f->c->attn_softcap, .qb = cap ? j->T : QCHUNK,
                                      .has_sink = sk != NULL, .sink = sk ? sk->data[h] : 0, .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv});
+    if (cap) capture_rows(cp, S, f->pos, j->T);
+    if (cap) free(S);
     return AL_OK;
 }
 
 /* Overridden layer L on f->h (T rows): the rows join the layer's input cache, attn_eval runs the
- * override over the whole sequence, and its last T output rows go to f->h (T, D). */
+ * override over the whole sequence, and its last T output rows go to f->h (T, D). Before Gemma 4's KV-shared
+ * layers (which read an earlier layer's cache), its keys and values go to L's cache as well (attn_eval_kv). */
 static int attention_override(Forward *f, int L, size_t T) {
-    size_t D = f->D, n = f->pos + T;
+    size_t D = f->D, n = f->pos + T, kw = f->G * f->dqk, vw = f->G * f->dv;
+    const AttnLayer *A = f->over[L];
+    bool feeds = f->c->kv_shared_from > L;
     memcpy(f->xin[L] + f->pos * D, f->h.p, T * D * sizeof(float));
     Mat X = {.rows = n, .cols = D, .data = f->xin[L]};
     AttnOut *o = NULL;
-    if (attn_eval(f->over[L], &X, f->opos, false, &o)) return al_err_ctx("forward pass, layer %d (override)", L);
+    bool cap = f->capture && f->capture->layer == L && f->capture->head < A->n_heads;
+    if (feeds && ((size_t)A->n_kv_heads * (size_t)A->head_dim != kw || (size_t)A->n_kv_heads * (size_t)A->v_dim != vw))
+        return al_err("forward pass, layer %d (override): its K / V widths differ from the cache the KV-shared layers "
+                      "read", L);
+    if ((feeds ? attn_eval_kv(A, &X, f->opos, cap, &o) : attn_eval(A, &X, f->opos, cap, &o)))
+        return al_err_ctx("forward pass, layer %d (override)", L);
+    if (cap) capture_override(f->capture, A, o->scores, n, f->pos);
+    if (feeds) {
+        memcpy(f->kc[L] + f->pos * kw, o->k + f->pos * kw, T * kw * sizeof(float));
+        memcpy(f->vc[L] + f->pos * vw, o->v + f->pos * vw, T * vw * sizeof(float));
+    }
     memcpy(f->h.p, o->out->data + f->pos * D, T * D * sizeof(float));
     attn_out_free(o);
     return AL_OK;
@@ -1340,6 +1426,7 @@ static int indexer_attend(Forward *f, int L, size_t T, const float *q, size_t ld
                 mx = fmax(mx, p[i]);
             }
             for (size_t i = 0; i < K; i++) { p[i] = exp(p[i] - mx); z += p[i]; }
+            capture_selected(f->capture, L, h, P, sel, p, K, z);
             float *o = f->att.p + t * vw + h * dv;
             for (size_t e = 0; e < dv; e++) o[e] = 0;
             for (size_t i = 0; i < K; i++) {
@@ -1583,6 +1670,7 @@ static int attention(Forward *f, int L, size_t T) {
     if (f->ikc && f->pos + T > (size_t)f->c->index_topk && (rc = indexer_attend(f, L, T, p.q, p.ldq))) return rc;
     if ((rc = hook(f, FWD_ATTN_OUT, L, f->att.p, T, H, dv, H * dv))) return rc;
     if (f->c->attn_gate) gate_apply(f, T);          /* after the hook: FWD_ATTN_OUT is softmax(QKᵀ) V */
+    head_mask_apply(f, L, T);                       /* ablated heads: their slice of o_proj's input is 0 */
     if ((rc = lin_apply(f, &w->o, f->att.p, H * dv, T, f->h.p, D))) return rc;
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }

@@ -197,4 +197,30 @@ void fwd_clear_attn(Forward *f);
  * engines' latent norms) runs in the session as its export computes. */
 void fwd_set_norm_eps(Forward *f, double eps);
 
+/* ================================================================ attention probes */
+
+/* The attention weights of one query head (fwd_set_capture), filled while the pass runs: for each
+ * query at position i of the following fwd_run calls, row i of P holds its softmax weights over keys
+ * 0 .. cap_rows - 1 as the pass computes them (causal, window, chunk, soft-cap; with gpt-oss's sink
+ * its weight is dropped, so the row sums to < 1; keys it does not see are 0). An overridden layer
+ * (fwd_set_attn) gives its AttnLayer's weights (attn_eval's logits, its window / soft-cap / sinks).
+ * Rows past cap_rows are not captured. DeepSeek-V3.2 / GLM-5: a query past index_topk has weights on
+ * the indexer's selected keys only. */
+typedef struct {
+    int layer, head;      /* the query head */
+    float *P;             /* (cap_rows, cap_rows) the caller's, row-major */
+    size_t cap_rows;
+    size_t rows;          /* set by the pass: rows 0 .. rows-1 captured */
+} FwdCapture;
+
+/* Captures into c (borrowed; NULL: none) from the next fwd_run on. */
+void fwd_set_capture(Forward *f, FwdCapture *c);
+
+/* Head ablation: head `head` of `layer` has its attention output zeroed before o_proj (its slice of
+ * o_proj's input; as if o_proj's columns of that head were 0), masked true; false restores it. Not on
+ * an overridden layer (its AttnLayer runs whole). */
+int fwd_mask_head(Forward *f, int layer, int head, bool masked);
+/* Restores every head. */
+void fwd_clear_head_mask(Forward *f);
+
 #endif

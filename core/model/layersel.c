@@ -59,6 +59,14 @@ const char *layersel_text(const ModelConfig *c, int lo, int hi, char *buf, size_
     return buf;
 }
 
+const char *layersel_words(const ModelConfig *c, int lo, int hi, char *buf, size_t cap) {
+    char t[256];
+    if (lo == hi) snprintf(t, sizeof t, "%d", lo);
+    else layersel_text(c, lo, hi, t, sizeof t);
+    snprintf(buf, cap, "%s %s", strpbrk(t, "-,") ? "layers" : "layer", t);
+    return buf;
+}
+
 int layersel_note(const ModelConfig *c, int lo, int hi, const char *verb, char *note, size_t cap) {
     char other[256], attn[256];
     if (cap) note[0] = 0;

@@ -29,6 +29,8 @@ int layersel_note(const ModelConfig *c, int lo, int hi, const char *verb, char *
 /* The attention layers of [lo, hi] as text into buf: "lo-hi" when every layer is (as the commands
  * always said), else the list ("3, 7"; runs "3-5, 9"). Returns buf. */
 const char *layersel_text(const ModelConfig *c, int lo, int hi, char *buf, size_t cap);
+/* The same with its noun: "layer 3" for one layer, else "layers " and layersel_text's. Returns buf. */
+const char *layersel_words(const ModelConfig *c, int lo, int hi, char *buf, size_t cap);
 /* Resolves the inclusive range [*lo, *hi] for analysis `what`: narrowed to its first and last
  * attention layer, with note (cap > 0) the line saying which layers are left out ("layers 0-2, 4-6
  * are Gated DeltaNet linear attention: sweeping the 2 attention layers 3, 7"; "" when none is).
