@@ -7,7 +7,7 @@
 # at half the budget the eviction cache holds the same keys read per window (37 of 128 tokens: 49.3%), every
 # eviction changes the perplexity, and a combination whose width half is exact (FaRR at 2B = the model) equals
 # StreamingLLM alone (the evaluator's window + sink tokens against the pass's key mask); ids FILE equals the text's
-# ids; refusals.
+# ids; `plot compare-budgets text FILE` draws the perplexity of every method against its values per token; refusals.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-compare-text shared-cache
@@ -68,6 +68,22 @@ if [ -s ids.txt ]; then
     [ "$(rc)" = 0 ] || fail "ids: rc $(rc) [$(cat err.txt)]"
     [ "$(grep '^h2o,' out.txt)" = "$(grep '^h2o,' text.txt)" ] || fail "ids vs text: [$(grep '^h2o,' out.txt)] [$(grep '^h2o,' text.txt)]"
 fi
+
+# ---- plot compare-budgets text FILE: perplexity against values per token, every method
+run "load $M; plot compare-budgets text $TXT budgets 16,64 seqlen 64 to $T/wl.png"
+[ "$(rc)" = 0 ] || fail "plot: rc $(rc) [$(cat err.txt)]"
+is_png wl.png || fail "wl.png is not a PNG"
+grep -q "^wrote $T/wl.png$" out.txt || fail "the path: [$(grep wrote out.txt)]"
+p0=$(grep -E '^ +16 +model ' out.txt | awk '{ print $4 }')
+[ -n "$p0" ] || fail "the table has no model row: [$(cat out.txt)]"
+for meth in streaming-llm h2o snapkv; do
+    [ "$(grep -E "^ +64 +$meth " out.txt | awk '{ print $4 }')" = "$p0" ] || fail "$meth at 64: [$(grep -E "^ +64 +$meth " out.txt)]"
+    p=$(grep -E "^ +16 +$meth " out.txt | awk '{ print $4 }')
+    awk -v p="$p" -v q="$p0" 'BEGIN { exit !(p > q) }' || fail "$meth at 16: ppl $p, the model's $p0"
+done
+[ "$(grep -cE '^ +(16|64) +' out.txt)" = 30 ] || fail "15 rows per budget: [$(cat out.txt)]"
+run "load $M; plot compare-budgets text $TXT what score"
+[ "$(rc)" != 0 ] && grep -q "drop layers / tokens / seed / what" err.txt || fail "what with text: [$(cat err.txt)]"
 
 # ---- refusals
 run "load $M; compare kv-budget 32 text $TXT layers 0-1"
