@@ -558,7 +558,7 @@ static int budgets_text(Session *s, const Args *a, Out *out) {
     Table *t = table_new(4, "budget", "method", "kv_values", "ppl");
     int rc = b && t ? text_sweep(s, m, a, &tx, budgets, nb, b, t) : AL_ERR;
     if (rc == AL_OK)
-        out_printf(out, "%s: perplexity of %s (%zu tokens, windows of %zu) at %zu budgets (the model caches %zu values "
+        out_printf(out, "%s: perplexity of %s: %zu tokens predicted in windows of %zu, at %zu budgets (the model caches %zu values "
                    "per token per layer)\n", m->name, tx.on, b->tokens, b->seqlen, nb, kv);
     ws_check_text_free(&tx);
     char *tab = rc == AL_OK ? table_render(t, s->fmt, s->prec) : NULL;
