@@ -3,7 +3,8 @@
  * the capacity of a budget; every policy at a cache that holds every token equals no eviction (NLL to 1e-9);
  * StreamingLLM in the pass equals an independent softmax over its kept keys (sinks + window) of the layer's
  * own queries, keys and values, and equals the pass with every layer replaced by its attn_eval copy with that
- * sliding window (and those sink tokens: AttnLayer.sink_tokens); an evicting pass is not the plain one. */
+ * sliding window (and those sink tokens: AttnLayer.sink_tokens); an evicting pass is not the plain one; a call
+ * after position 0 (decoding) is refused. */
 #include "test_transmla_util.h"
 #include "evict.h"
 #include "forward.h"
@@ -213,6 +214,12 @@ static void test_forward(const char *tmp) {
     CHECK_NEAR(nll_with(f, ids, &p), nll_windowed(m, f, ids, C, 0), 1e-4);
     free(c.q); free(c.k); free(c.v); free(c.o);
 
+    /* Decoding token by token after a prefill is refused, naming why (H2O's state spans the sequence). */
+    p = evict_policy(EVICT_H2O, 8);
+    fwd_set_evict(f, evict_fwd, &p);
+    CHECK_OK(fwd_run(f, ids, 10, FWD_LOGITS_NONE, NULL));
+    CHECK_ERR(fwd_run(f, ids + 10, 1, FWD_LOGITS_NONE, NULL), "whole sequences from position 0");
+    fwd_set_evict(f, NULL, NULL);
     /* Only one layer evicts: the other layer's inputs are the plain pass's. */
     p = evict_policy(EVICT_H2O, 8);
     p.layer = 0;
