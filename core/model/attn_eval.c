@@ -435,8 +435,8 @@ static int attend_heads(const AttnLayer *L, size_t T, const float *Q, const floa
     for (size_t h = 0; h < H; h++) {
         size_t g = h / (H / G);
         head_attend(&(AttnHeadJob){.q = Q + h * d, .ldq = H * d, .K = K + g * d, .ldk = G * d, .V = V + g * dv,
-                                   .ldv = G * dv, .T = T, .d = d, .dv = dv, .scale = L->scale, .window = L->window, .sink_tokens = L->sink_tokens,
-                                   .chunk = L->chunk, .softcap = L->softcap, .has_sink = L->sinks != NULL,
+                                   .ldv = G * dv, .T = T, .d = d, .dv = dv, .scale = L->scale, .window = L->window,
+                                   .sink_tokens = L->sink_tokens, .chunk = L->chunk, .softcap = L->softcap, .has_sink = L->sinks != NULL,
                                    .sink = L->sinks ? L->sinks[h] : 0, .S = S, .out = O + h * dv, .ldo = H * dv},
                     scores ? scores + h * T * T : NULL);
     }
@@ -525,7 +525,8 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
             }
             head_attend(&(AttnHeadJob){.q = Qh, .ldq = dq, .K = Kh, .ldk = dq, .V = KV + h * (dn + dv) + dn,
                                        .ldv = H * (dn + dv), .T = T, .d = dq, .dv = dv, .scale = L->scale,
-                                       .window = L->window, .sink_tokens = L->sink_tokens, .softcap = L->softcap, .has_sink = L->sinks != NULL,
+                                       .window = L->window, .sink_tokens = L->sink_tokens, .softcap = L->softcap,
+                                       .has_sink = L->sinks != NULL,
                                        .sink = L->sinks ? L->sinks[h] : 0, .S = S, .out = O + h * dv, .ldo = H * dv},
                         scores ? scores + h * T * T : NULL);
         }

@@ -1230,7 +1230,8 @@ static int attn_head(size_t h, int worker, void *ud) {
                                      .window = fwd_attn_window(f, j->L), .chunk = cfg_layer_chunk(f->c, j->L),
                                      .softcap = f->c->attn_softcap, .qb = QCHUNK,
                                      .has_sink = sk != NULL, .sink = sk ? sk->data[h] : 0, .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv,
-                                     .keep = f->evfn ? f->evkeep + g * j->T * (f->pos + j->T) : NULL, .ldkeep = f->pos + j->T});
+                                     .keep = f->evfn ? f->evkeep + g * j->T * (f->pos + j->T) : NULL,   /* fwd_set_evict */
+                                     .ldkeep = f->pos + j->T});
     return AL_OK;
 }
 

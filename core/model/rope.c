@@ -191,8 +191,8 @@ void attn_softmax_row_stream(float *s, size_t n, size_t s0, size_t lo, size_t hi
     for (size_t k = s0; k < lo; k++) s[k] = 0.f;
 }
 
-/* Row `row` of the job (position p, nk keys, [lo, p] in the window) with j->keep: soft-capped first, the evicted keys' logits
- * -inf, the softmax, and their weights exactly 0. */
+/* Row `row` of the job (position p, nk keys, [lo, p] in the window) with j->keep: soft-capped first, the
+ * evicted keys' logits -inf, the softmax, and their weights exactly 0. */
 static void evict_row(const AttnHeadJob *j, size_t row, size_t nk, size_t lo, size_t p, float *s) {
     const unsigned char *kp = j->keep + row * j->ldkeep;
     if (j->softcap > 0)
@@ -215,7 +215,8 @@ void attn_head_causal(const AttnHeadJob *j) {
             size_t lo = j->window && p + 1 > j->window ? p + 1 - j->window : 0;
             if (j->chunk && p - p % j->chunk > lo) lo = p - p % j->chunk;
             if (j->keep) { evict_row(j, r0 + t, nk, lo, p, j->S + t * nk); continue; }
-            attn_softmax_row_stream(j->S + t * nk, nk, j->sink_tokens, lo, p, j->softcap, j->has_sink ? j->sink : -INFINITY);
+            attn_softmax_row_stream(j->S + t * nk, nk, j->sink_tokens, lo, p, j->softcap,
+                                    j->has_sink ? j->sink : -INFINITY);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)j->dv, (int)nk, 1.f, j->S, (int)nk, j->V,
                     (int)j->ldv, 0.f, j->out + r0 * j->ldo, (int)j->ldo);
