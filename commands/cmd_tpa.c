@@ -660,9 +660,9 @@ static int compare_text(Session *s, const Args *a, Out *out) {
     int rc = ws_compare_text_run(s, m, args_enum(a, "fit"), (size_t)args_int(a, "kv-budget"), &tx, &bt);
     if (rc == AL_OK)
         out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%), on %s: "
-                   "perplexity over %zu tokens in %zu windows of %zu; layer errors on the first window's %zu tokens, the "
+                   "perplexity over %zu tokens in %zu window%s of %zu; layer errors on the first window's %zu tokens, the "
                    "methods fit on %s\n", m->name, bt->budget, bt->kv_model, 100.0 * (double)bt->budget /
-                   (double)bt->kv_model, tx.on, bt->tokens, bt->windows, bt->seqlen, bt->err_tokens,
+                   (double)bt->kv_model, tx.on, bt->tokens, bt->windows, bt->windows == 1 ? "" : "s", bt->seqlen, bt->err_tokens,
                    bt->fit_own ? "the same window (the text has one)" : "the second window");
     ws_check_text_free(&tx);
     if (rc) return rc;

@@ -159,14 +159,19 @@ int ws_compare_text(Session *s, Model *m, const Args *a, CheckText *t) {
         if ((rc = lm_read_ids(ids, &t->own, &t->n))) return al_err_ctx("compare: ids %s", ids);
         t->ids = t->own;
         t->seqlen = 512;
-        snprintf(t->on, sizeof t->on, "%s (token ids: %zu)", ids, t->n);
+        snprintf(t->on, sizeof t->on, "%.300s (token ids: %zu)", ids, t->n);
     } else if (args_flag(a, "heldout")) {
         if ((rc = ws_check_heldout(s, m, t))) return rc;
         if (!t->ids) return al_err("compare heldout: %s", t->on);
-    } else if ((rc = ws_check_text(s, m, a, t)))
-        return rc;
+    } else if (args_given(a, "text")) {
+        const char *file = args_str(a, "text");
+        if ((rc = ws_check_tokens(s, m, file, &t->own, &t->n))) return al_err_ctx("compare: text %s", file);
+        t->ids = t->own;
+        t->seqlen = 512;
+        snprintf(t->on, sizeof t->on, "%.300s (given: %zu tokens)", file, t->n);
+    }
     if (args_given(a, "seqlen")) t->seqlen = (size_t)args_int(a, "seqlen");
-    char *w = strstr(t->on, ", windows of ");              /* the caller says the windows it runs */
+    char *w = strstr(t->on, ", windows of ");              /* heldout's: the caller says the windows it runs */
     if (w) *w = '\0';
     size_t ctx = m->cfg.max_pos > 0 ? (size_t)m->cfg.max_pos : t->seqlen;
     if (t->seqlen > ctx) t->seqlen = ctx;

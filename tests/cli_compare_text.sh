@@ -92,4 +92,6 @@ run "load $M; compare kv-budget 32 text $TXT heldout"
 [ "$(rc)" != 0 ] && grep -q "give one of text FILE, ids FILE, heldout" err.txt || fail "text and heldout: [$(cat err.txt)]"
 run "load $M; compare kv-budget 32 heldout"
 [ "$(rc)" != 0 ] && grep -q "calibrate" err.txt || fail "heldout without calibration: [$(cat err.txt)]"
+run "load demo-llama; compare kv-budget 32 text $TXT"
+[ "$(rc)" != 0 ] && grep -q "^error: compare: text .*no tokenizer beside" err.txt || fail "no tokenizer: [$(cat err.txt)]"
 cli_done
