@@ -605,7 +605,8 @@ static const char COMPARE_HELP[] =
     "and each width method at 2B with StreamingLLM on top back to B (`width+eviction`). The budget\n"
     "maps to a cache of C tokens per layer and KV head by the keys read: the largest C with\n"
     "sum_p min(p+1, C) <= (B / W) sum_p (p+1) over a window's positions p (W: the model's values per\n"
-    "token per layer), so every position's attention reads on average what a width-B cache holds.\n"
+    "token per layer; on a model with sliding windows, summed over the layers, each reading at most\n"
+    "its window), so every position's attention reads on average what a width-B cache holds.\n"
     "Eviction layer errors: that layer alone evicting. `plot compare-budgets text FILE` draws the\n"
     "perplexity against the values per token.\n"
     "Examples:\n"
@@ -667,9 +668,10 @@ static int compare_text(Session *s, const Args *a, Out *out) {
     ws_check_text_free(&tx);
     if (rc) return rc;
     out_printf(out, "token eviction at the same keys read per window of %zu: a cache of %zu tokens (%.1f%% of the keys "
-               "read); StreamingLLM 4 sinks, H2O half heavy hitters, SnapKV window <= 64 and pooling 5 (kvpress's "
+               "read%s); StreamingLLM 4 sinks, H2O half heavy hitters, SnapKV window <= 64 and pooling 5 (kvpress's "
                "StreamingLLMPress and SnapKVPress, H2O's Algorithm 1); width+eviction: the method at 2B with "
-               "StreamingLLM back to B\n", bt->seqlen, bt->capacity, 100.0 * evict_read_frac(bt->seqlen, bt->capacity));
+               "StreamingLLM back to B\n", bt->seqlen, bt->capacity, 100.0 * bt->read_frac,
+               bt->windowed ? ", the sliding-window layers reading at most their window" : "");
     text_layer_lines(out, bt);
     Table *t = table_new(7, "method", "family", "kv_values", "setting", "out_err", "ppl", "ppl_ratio");
     double ppl0 = bt->rows[0].ok ? exp(bt->rows[0].nll) : NAN;

@@ -92,6 +92,13 @@ static void test_capacity(void) {
     CHECK(evict_capacity(4, 0.7) == 2, "capacity at 0.7: %zu", evict_capacity(4, 0.7));
     CHECK(evict_capacity(4, 0.69) == 1, "capacity at 0.69: %zu", evict_capacity(4, 0.69));
     CHECK(evict_capacity(4, 1.0) == 4, "capacity at 1: %zu", evict_capacity(4, 1.0));
+    /* Layers with windows 0 and 2 read at most 2 keys there: with every key 10 + 7 = 17; C 2: 7 + 7; C 3: 9 + 7. */
+    const size_t w[2] = {0, 2};
+    CHECK_NEAR(evict_reads(4, 4, 2), 7, 0);
+    CHECK_NEAR(evict_read_frac_layers(4, 2, w, 2), 14.0 / 17.0, 1e-12);
+    CHECK(evict_capacity_layers(4, 0.85, w, 2) == 2, "windowed capacity at 0.85: %zu", evict_capacity_layers(4, 0.85, w, 2));
+    CHECK(evict_capacity_layers(4, 0.95, w, 2) == 3, "windowed capacity at 0.95: %zu", evict_capacity_layers(4, 0.95, w, 2));
+    CHECK(evict_capacity_layers(4, 0.85, NULL, 1) == evict_capacity(4, 0.85), "no windows: evict_capacity");
     CHECK(evict_capacity(256, 0.5) < 256 && evict_read_frac(256, evict_capacity(256, 0.5)) <= 0.5 &&
           evict_read_frac(256, evict_capacity(256, 0.5) + 1) > 0.5, "capacity at 0.5 of 256");
 }

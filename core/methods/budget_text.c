@@ -23,6 +23,7 @@ typedef struct {
     int nl;                   /* attention layers */
     int *layer;               /* (nl) their ids */
     int *idx;                 /* (n_layers) index into layer, -1: not an attention layer */
+    size_t *win;              /* (nl) their sliding windows (0: none) */
     AttnLayer **src;          /* (nl) the model's layers */
     size_t T, Tf, D;          /* first window, fit window, hidden */
     float *X, *Xf, *P;        /* (nl, T, D) inputs, (nl, Tf, D) fit inputs, (nl, T, D) outputs after W_O */
@@ -41,7 +42,7 @@ void budget_text_free(BudgetText *t) {
 
 static void ctx_free(Ctx *x) {
     for (int i = 0; x->src && i < x->nl; i++) attn_layer_free(x->src[i]);
-    free(x->src); free(x->layer); free(x->idx); free(x->X); free(x->Xf); free(x->P); free(x->E); free(x->pos);
+    free(x->src); free(x->layer); free(x->idx); free(x->win); free(x->X); free(x->Xf); free(x->P); free(x->E); free(x->pos);
 }
 
 /* ================================================================ capturing */
@@ -93,19 +94,21 @@ static int ctx_init(Ctx *x) {
     size_t Tf = x->Tf ? x->Tf : x->T, nl = (size_t)x->nl;
     x->layer = al_calloc(nl, sizeof(int), "layers");
     x->idx = al_malloc3((size_t)c->n_layers, 1, sizeof(int), "layers");
+    x->win = al_calloc(nl, sizeof(size_t), "windows");
     x->src = al_calloc(nl, sizeof *x->src, "layers");
     x->X = al_malloc3(nl * x->T, x->D, sizeof(float), "attention inputs");
     x->Xf = al_malloc3(nl * Tf, x->D, sizeof(float), "attention inputs");
     x->P = al_malloc3(nl * x->T, x->D, sizeof(float), "attention outputs");
     x->E = al_malloc3(x->T, x->D, sizeof(float), "attention outputs");
     x->pos = al_malloc3(x->T > Tf ? x->T : Tf, 1, sizeof(int), "positions");
-    if (!x->layer || !x->idx || !x->src || !x->X || !x->Xf || !x->P || !x->E || !x->pos) return AL_ERR;
+    if (!x->layer || !x->idx || !x->win || !x->src || !x->X || !x->Xf || !x->P || !x->E || !x->pos) return AL_ERR;
     for (size_t t = 0; t < (x->T > Tf ? x->T : Tf); t++) x->pos[t] = (int)t;
     for (int l = 0; l < c->n_layers; l++) x->idx[l] = -1;
     int i = 0, rc = AL_OK;
     for (int l = lo; rc == AL_OK && l <= hi; l = layersel_next(c, l + 1, hi), i++) {
         x->layer[i] = l;
         x->idx[l] = i;
+        x->win[i] = fwd_attn_window(x->f, l);
         rc = attn_layer_load(x->m, l, &x->src[i]);
         if (rc == AL_OK) rc = attn_layer_finite(x->src[i]);
     }
@@ -261,12 +264,12 @@ static int width_row(Ctx *x, budget_method k, bool combo, BudgetText *bt, Budget
     bool all = rc == AL_OK && lay[x->nl - 1];
     if (rc == AL_OK && !all) snprintf(row->setting, sizeof row->setting, "%s", why.setting);
     if (all) {
-        size_t C = combo ? evict_capacity(bt->seqlen, (double)bt->budget / kv) : 0;
+        size_t C = combo ? evict_capacity_layers(bt->seqlen, (double)bt->budget / kv, x->win, x->nl) : 0;
         if (combo) stream_on(lay, x->nl, C);
         if (combo) snprintf(row->setting, sizeof row->setting, "%.60s at %lld values, cache %zu tokens", why.setting,
                            (long long)llround(kv), C);
         else snprintf(row->setting, sizeof row->setting, "%s", why.setting);
-        row->kv_values = combo ? kv * evict_read_frac(bt->seqlen, C) : kv;
+        row->kv_values = combo ? kv * evict_read_frac_layers(bt->seqlen, C, x->win, x->nl) : kv;
         rc = layers_err(x, lay, &row->out_err);
         if (rc == AL_OK && k != BUDGET_KQSVD) rc = swapped_nll(x, lay, &row->nll, bt);
         row->ok = rc == AL_OK;
@@ -281,7 +284,7 @@ static int evict_row(Ctx *x, evict_kind k, size_t C, BudgetText *bt, BudgetTextR
     EvictPolicy p = evict_policy(k, C);
     snprintf(row->method, sizeof row->method, "%s", evict_name(k));
     row->family = BTEXT_EVICT;
-    row->kv_values = (double)bt->kv_model * evict_read_frac(bt->seqlen, C);
+    row->kv_values = (double)bt->kv_model * evict_read_frac_layers(bt->seqlen, C, x->win, x->nl);
     if (k == EVICT_STREAMING) snprintf(row->setting, sizeof row->setting, "cache %zu tokens: %zu sinks + %zu recent", C,
                                        p.sinks < C ? p.sinks : C - 1, C - (p.sinks < C ? p.sinks : C - 1));
     else if (k == EVICT_H2O) snprintf(row->setting, sizeof row->setting, "cache %zu tokens: %zu heavy + %zu recent", C,
@@ -342,6 +345,18 @@ static int text_rows(Ctx *x, BudgetText *bt) {
     return rc;
 }
 
+/* bt's budget, cache, windows and eviction capacity; lr (taken over) its layer table. */
+static void text_head(BudgetText *bt, BudgetResult *lr, const Ctx *x) {
+    const BudgetTextOpts *o = x->o;
+    bt->layers = lr;
+    bt->budget = lr->budget = o->budget;
+    bt->kv_model = lr->kv_model = cfg_kv_values(&x->m->cfg);
+    bt->seqlen = o->seqlen;
+    bt->capacity = evict_capacity_layers(o->seqlen, (double)o->budget / (double)bt->kv_model, x->win, x->nl);
+    bt->read_frac = evict_read_frac_layers(o->seqlen, bt->capacity, x->win, x->nl);
+    for (int i = 0; i < x->nl; i++) bt->windowed |= x->win[i] > 0 && x->win[i] < o->seqlen;
+}
+
 int budget_text(Forward *f, const BudgetTextOpts *o, BudgetText **out) {
     *out = NULL;
     Model *m = fwd_model(f);
@@ -352,13 +367,9 @@ int budget_text(Forward *f, const BudgetTextOpts *o, BudgetText **out) {
     BudgetText *bt = al_calloc(1, sizeof *bt, "a comparison");
     BudgetResult *lr = al_calloc(1, sizeof *lr, "a comparison");
     int rc = bt && lr ? ctx_init(&x) : AL_ERR;
-    if (bt) {
-        bt->layers = lr;
+    if (rc == AL_OK) {
+        text_head(bt, lr, &x);
         lr = NULL;
-        bt->budget = bt->layers->budget = o->budget;
-        bt->kv_model = bt->layers->kv_model = cfg_kv_values(&m->cfg);
-        bt->seqlen = o->seqlen;
-        bt->capacity = evict_capacity(o->seqlen, (double)o->budget / (double)bt->kv_model);
     }
     free(lr);
     fwd_clear_attn(f);

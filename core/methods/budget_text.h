@@ -7,7 +7,7 @@
  *                text has one), and the perplexity of the text with every attention layer replaced by the
  *                method's (fwd_set_attn; kqsvd has none: its projections act on the cached keys after RoPE);
  *   length       token eviction (core/methods/evict.h: streaming-llm, h2o, snapkv) at the cache C of the same
- *                keys read per window (evict_capacity(seqlen, B / W)): its layer errors (that layer alone
+ *                keys read per window (evict_capacity_layers(seqlen, B / W, the layers' windows)): its layer errors (that layer alone
  *                evicting, the others whole, so its inputs are the model's) and the perplexity with every layer
  *                evicting;
  *   combination  each width method that runs in the pass at 2B with StreamingLLM on top at the cache that
@@ -42,6 +42,8 @@ typedef struct {
     size_t err_tokens;        /* tokens of the first window the layer errors are measured on */
     bool fit_own;             /* the width methods fit on the first window itself (the text has one window) */
     size_t capacity;          /* C of the eviction rows */
+    double read_frac;         /* the keys they read over those read with every key (the layers' windows too) */
+    bool windowed;            /* some layer has a sliding window shorter than seqlen (it reads at most that) */
     int n_rows;
     BudgetTextRow *rows;      /* model, width methods, evictions, combinations */
     BudgetResult *layers;     /* per-layer rows of the width methods (budget_compare.h), on the text */

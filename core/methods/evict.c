@@ -19,21 +19,38 @@ EvictPolicy evict_policy(evict_kind kind, size_t capacity) {
                          .kernel = 5, .layer = -1};
 }
 
-double evict_read_frac(size_t T, size_t C) {
-    double kept = 0, all = 0;
+double evict_reads(size_t T, size_t C, size_t w) {
+    double n = 0;
     for (size_t p = 0; p < T; p++) {
-        kept += (double)(p + 1 < C ? p + 1 : C);
-        all += (double)(p + 1);
+        size_t k = p + 1 < C ? p + 1 : C;
+        n += (double)(w && w < k ? w : k);
     }
-    return all > 0 ? kept / all : 1.0;
+    return n;
 }
 
-size_t evict_capacity(size_t T, double frac) {
+double evict_read_frac(size_t T, size_t C) { return T ? evict_reads(T, C, 0) / evict_reads(T, T, 0) : 1.0; }
+
+/* Keys read over the layers of windows w (NULL: one layer without) under cache C. */
+static double reads_layers(size_t T, size_t C, const size_t *w, int nl) {
+    double n = 0;
+    for (int l = 0; l < nl; l++) n += evict_reads(T, C, w ? w[l] : 0);
+    return n;
+}
+
+double evict_read_frac_layers(size_t T, size_t C, const size_t *w, int nl) {
+    double all = reads_layers(T, T, w, nl);
+    return all > 0 ? reads_layers(T, C, w, nl) / all : 1.0;
+}
+
+size_t evict_capacity_layers(size_t T, double frac, const size_t *w, int nl) {
     if (frac >= 1.0 || T < 1) return T < 1 ? 1 : T;
+    double all = reads_layers(T, T, w, nl);
     size_t C = 1;
-    while (C < T && evict_read_frac(T, C + 1) <= frac + 1e-12) C++;
+    while (C < T && reads_layers(T, C + 1, w, nl) <= frac * all + 1e-9) C++;
     return C;
 }
+
+size_t evict_capacity(size_t T, double frac) { return evict_capacity_layers(T, frac, NULL, 1); }
 
 /* ================================================================ helpers */
 

@@ -22,8 +22,9 @@
  * Budgets: at a width of B values per token per layer against the model's W, "the same KV bytes per token
  * on average" is the same cache summed over the query positions of a window of T tokens (what every
  * position's attention reads): C = evict_capacity(T, B / W), the largest C with
- * sum_{p<T} min(p + 1, C) <= (B / W) sum_{p<T} (p + 1). A combination (a width method at W' with eviction
- * on top) takes evict_capacity(T, B / W'). */
+ * sum_{p<T} min(p + 1, C) <= (B / W) sum_{p<T} (p + 1); with sliding-window layers the sums run over the layers
+ * and each reads at most its window (evict_capacity_layers). A combination (a width method at W' with eviction
+ * on top) takes the capacity of B / W'. */
 #ifndef AL_EVICT_H
 #define AL_EVICT_H
 
@@ -54,10 +55,18 @@ int evict_mask(const EvictPolicy *p, const FwdEvict *e);
 /* fwd_evict_fn over ud = const EvictPolicy *. */
 int evict_fwd(const FwdEvict *e, void *ud);
 
-/* Keys a window of T positions reads under a cache of C, over those it reads with every key:
- * sum_{p<T} min(p + 1, C) / sum_{p<T} (p + 1). */
+/* Keys a layer with sliding window w (0: none) reads over a window of T positions under a cache of C:
+ * sum_{p<T} min(p + 1, C, w). */
+double evict_reads(size_t T, size_t C, size_t w);
+/* Over those it reads with every key, without a window: sum_{p<T} min(p + 1, C) / sum_{p<T} (p + 1). */
 double evict_read_frac(size_t T, size_t C);
 /* The largest C >= 1 with evict_read_frac(T, C) <= frac (T for frac >= 1). */
 size_t evict_capacity(size_t T, double frac);
+/* The same over nl layers with sliding windows w (0: none; NULL: none anywhere): the largest C whose keys read,
+ * summed over the layers, are at most frac of theirs with every key (a layer whose window is shorter than C
+ * reads what it read: eviction spares it). */
+size_t evict_capacity_layers(size_t T, double frac, const size_t *w, int nl);
+/* The keys read under C over those read with every key, summed over such layers. */
+double evict_read_frac_layers(size_t T, size_t C, const size_t *w, int nl);
 
 #endif
