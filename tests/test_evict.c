@@ -122,15 +122,17 @@ static int catch_hook(const FwdAct *a, void *ud) {
     return AL_OK;
 }
 
-/* The largest difference of the caught output from softmax(q k scale) v over keys k < s or k > t - (C - s). */
-static double naive_streaming(const Caught *c, size_t H, size_t G, size_t d, double scale, size_t C, size_t s) {
+/* The largest difference of the caught output from softmax(q k scale) v over the keys keep (G, NTOK, NTOK) keeps,
+ * or (keep NULL) over keys k < s or k > t - (C - s). */
+static double naive_masked(const Caught *c, size_t H, size_t G, size_t d, double scale, size_t C, size_t s,
+                           const unsigned char *keep) {
     double worst = 0, w[NTOK];
     for (size_t h = 0; h < H; h++) {
         size_t g = h / (H / G);
         for (size_t t = 0; t < NTOK; t++) {
             double mx = -INFINITY, sum = 0;
             for (size_t k = 0; k <= t; k++) {
-                bool kept = t + 1 <= C || k < s || k + (C - s) > t;
+                bool kept = keep ? keep[(g * NTOK + t) * NTOK + k] : t + 1 <= C || k < s || k + (C - s) > t;
                 double z = 0;
                 for (size_t i = 0; i < d; i++) z += (double)c->q[t * H * d + h * d + i] * c->k[k * G * d + g * d + i];
                 w[k] = kept ? z * scale : -INFINITY;
@@ -211,7 +213,7 @@ static void test_forward(const char *tmp) {
     fwd_set_hooks(f, &hk);
     double ns = nll_with(f, ids, &p);
     fwd_set_hooks(f, NULL);
-    double worst = naive_streaming(&c, H, G, d, fwd_attn_scale(f, LAYER), C, s);
+    double worst = naive_masked(&c, H, G, d, fwd_attn_scale(f, LAYER), C, s, NULL);
     CHECK(worst < 1e-5, "streaming-llm C %zu sinks %zu: layer %d output off by %.3g from the independent softmax", C, s,
           LAYER, worst);
     /* ... and equals every layer with sliding window C - s plus s sink tokens in the evaluator. */
@@ -219,6 +221,24 @@ static void test_forward(const char *tmp) {
     /* No sinks: the model with a sliding window of C. */
     p.sinks = 0;
     CHECK_NEAR(nll_with(f, ids, &p), nll_windowed(m, f, ids, C, 0), 1e-4);
+
+    /* H2O in the pass: its kept sets recomputed from the layer's caught queries and keys, and the layer's output
+     * equal to a softmax over them (the pass hands the policy its queries, keys and scale, per KV head). */
+    p = evict_policy(EVICT_H2O, 10);
+    fwd_set_hooks(f, &hk);
+    nll_with(f, ids, &p);
+    fwd_set_hooks(f, NULL);
+    unsigned char *keep = malloc(G * NTOK * NTOK);
+    memset(keep, 1, G * NTOK * NTOK);
+    FwdEvict e = {.layer = LAYER, .T = NTOK, .nkeys = NTOK, .H = H, .G = G, .d = d, .q = c.q, .ldq = H * d, .K = c.k,
+                  .ldk = G * d, .scale = fwd_attn_scale(f, LAYER), .keep = keep};
+    CHECK_OK(evict_mask(&p, &e));
+    size_t kept = 0;
+    for (size_t i = 0; i < NTOK; i++) kept += keep[(G * NTOK - 1) * NTOK + i];    /* the last row of the last group */
+    CHECK(kept == 10, "h2o C 10: the last row keeps %zu keys", kept);
+    worst = naive_masked(&c, H, G, d, fwd_attn_scale(f, LAYER), 0, 0, keep);
+    CHECK(worst < 1e-5, "h2o C 10: layer %d output off by %.3g from a softmax over the recomputed kept sets", LAYER, worst);
+    free(keep);
     free(c.q); free(c.k); free(c.v); free(c.o);
 
     /* Decoding token by token after a prefill is refused, naming why (H2O's state spans the sequence). */
