@@ -299,18 +299,26 @@ const char CMD_PLOT_COMPARE_BUDGETS_HELP[] =
     "budgets it meets in every layer. Layers and tokens not given follow the last compare (else\n"
     "all layers, 64 tokens). The means are printed as a table (the command's result in Lua is the\n"
     "figure's path). The runs are not kept for `plot compare`.\n"
+    "With `text FILE` (or `ids FILE`, `heldout`; windows of `seqlen`) it runs `compare kv-budget B\n"
+    "text FILE` at each budget (default 1/8, 1/4, 1/2, 3/4 of the model's cache) and draws the text's\n"
+    "perplexity against the values each method reads per token on average: one curve per method,\n"
+    "the width methods solid with circles, token eviction (StreamingLLM, H2O, SnapKV) squares,\n"
+    "width + eviction triangles, the model a diamond; the rows are printed as a table.\n"
     "Examples:\n"
     "  plot compare-budgets to tradeoff.png\n"
-    "  plot compare-budgets budgets 16,32,64,96 layers 0-1 what score";
+    "  plot compare-budgets budgets 16,32,64,96 layers 0-1 what score\n"
+    "  plot compare-budgets text story.txt budgets 8,16,32,48 seqlen 128 to width-vs-length.png";
 
 const Param cmd_plot_compare_budgets_kw[] = {
     { .name = "budgets", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "B,B,...",
       .help = "budgets to compare, values per token per layer (default: 1/16 .. 7/8 of the model's cache)" },
     PCMP_SHARED,
+    WS_CMP_TEXT_KW,
     {0}
 };
 
 #define MAX_BUDGETS 32
+#define BTEXT_MAX_ROWS 16                       /* budget_text's rows: 1 + 6 + 3 + 5 */
 
 static int cmp_size(const void *x, const void *y) {
     size_t a = *(const size_t *)x, b = *(const size_t *)y;
@@ -471,8 +479,111 @@ static int budgets_draw(Session *s, const Args *a, Out *out, const Model *m, con
     return plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
 }
 
+/* ---------------------------------------------------------------- on a text */
+
+/* Perplexity of every row of budget_text at each budget: x[j][i], y[j][i] row j at budget i (NaN where it does
+ * not run), the rows' names and families from the first budget. */
+typedef struct {
+    double x[BTEXT_MAX_ROWS][MAX_BUDGETS], y[BTEXT_MAX_ROWS][MAX_BUDGETS];
+    char name[BTEXT_MAX_ROWS][40];
+    btext_family fam[BTEXT_MAX_ROWS];
+    int nrows;
+    size_t seqlen, tokens, capacity0;
+} TextSweep;
+
+/* Runs budget_text at each budget into b, a row of t per method and budget. */
+static int text_sweep(Session *s, Model *m, const Args *a, const CheckText *tx, const size_t *budgets, size_t nb,
+                      TextSweep *b, Table *t) {
+    int rc = AL_OK;
+    for (size_t i = 0; i < nb && rc == AL_OK; i++) {
+        BudgetText *bt = NULL;
+        if ((rc = ws_compare_text_run(s, m, args_enum(a, "fit"), budgets[i], tx, &bt))) break;
+        b->nrows = bt->n_rows < BTEXT_MAX_ROWS ? bt->n_rows : BTEXT_MAX_ROWS;
+        b->seqlen = bt->seqlen;
+        b->tokens = bt->tokens;
+        for (int j = 0; j < b->nrows && rc == AL_OK; j++) {
+            const BudgetTextRow *w = &bt->rows[j];
+            bool ran = w->ok && isfinite(w->nll);
+            snprintf(b->name[j], sizeof b->name[j], "%s", w->method);
+            b->fam[j] = w->family;
+            b->x[j][i] = ran ? w->kv_values : NAN;
+            b->y[j][i] = ran ? exp(w->nll) : NAN;
+            if ((rc = table_row(t))) break;
+            table_int(t, (long long)budgets[i]);
+            table_str(t, w->method);
+            if (ran) { table_num(t, w->kv_values); table_num(t, exp(w->nll)); }
+            else { table_null(t); table_null(t); }
+        }
+        budget_text_free(bt);
+        if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
+    }
+    return rc;
+}
+
+/* One curve per row over the budgets where it runs (compacted in place; the model once). */
+static size_t text_curves(TextSweep *b, size_t nb, PlotCurve *cv) {
+    static const int DASH[] = {1, 1, 2, 3}, MARK[] = {3, 0, 1, 2};     /* by family: model, width, eviction, both */
+    size_t nc = 0;
+    for (int j = 0; j < b->nrows; j++) {
+        double *x = b->x[j], *y = b->y[j];
+        size_t np = 0;
+        for (size_t i = 0; i < nb; i++) {
+            if (!isfinite(y[i]) || (np && x[i] == x[np - 1])) continue;
+            x[np] = x[i];
+            y[np] = y[i];
+            np++;
+        }
+        if (b->fam[j] == BTEXT_MODEL && np > 1) np = 1;
+        if (np)
+            cv[nc++] = (PlotCurve){.label = b->name[j], .x = x, .y = y, .n = np, .points = true, .fixed_color = true,
+                                   .slot = j, .marker = MARK[b->fam[j]], .dash = DASH[b->fam[j]]};
+    }
+    return nc;
+}
+
+/* `plot compare-budgets text FILE`: perplexity against values per token for every method. */
+static int budgets_text(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    size_t kv = cfg_kv_values(&m->cfg), budgets[MAX_BUDGETS], nb = 0;
+    if (args_given(a, "layers") || args_given(a, "tokens") || args_given(a, "seed") || args_given(a, "what"))
+        return al_err("plot compare-budgets on a text runs every attention layer on the text's own tokens and draws "
+                      "perplexity: drop layers / tokens / seed / what");
+    static const size_t SIXTEENTHS[] = {2, 4, 8, 12};      /* the default budgets, of kv */
+    if (args_given(a, "budgets") && parse_budgets(args_str(a, "budgets"), kv, budgets, &nb)) return AL_ERR;
+    for (size_t f = 0; !args_given(a, "budgets") && f < 4; f++)
+        if ((budgets[nb] = kv * SIXTEENTHS[f] / 16) >= 1) nb++;
+    CheckText tx;
+    if (ws_compare_text(s, m, a, &tx)) return AL_ERR;
+    TextSweep *b = al_calloc(1, sizeof *b, "the sweep");
+    Table *t = table_new(4, "budget", "method", "kv_values", "ppl");
+    int rc = b && t ? text_sweep(s, m, a, &tx, budgets, nb, b, t) : AL_ERR;
+    if (rc == AL_OK)
+        out_printf(out, "%s: perplexity of %s: %zu tokens predicted in windows of %zu, at %zu budgets (the model caches %zu values "
+                   "per token per layer)\n", m->name, tx.on, b->tokens, b->seqlen, nb, kv);
+    ws_check_text_free(&tx);
+    char *tab = rc == AL_OK ? table_render(t, s->fmt, s->prec) : NULL;
+    if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));
+    free(tab);
+    table_free(t);
+    PlotCurve cv[BTEXT_MAX_ROWS];
+    size_t nc = rc == AL_OK ? text_curves(b, nb, cv) : 0;
+    if (rc == AL_OK) {
+        char title[256], sub[256], auto_name[256];
+        snprintf(title, sizeof title, "%s: perplexity against KV cache, width and length (model: %zu values)", m->name, kv);
+        snprintf(sub, sizeof sub, "budgets %zu-%zu; eviction at the same keys read per window of %zu; circles, solid: width; "
+                 "squares: eviction; triangles: width at 2B + StreamingLLM", budgets[0], budgets[nb - 1], b->seqlen);
+        snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-text", m->name);
+        PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "KV values per token per layer (on average)",
+                          .ylabel = "perplexity", .logy = !args_flag(a, "linear")};
+        rc = plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
+    }
+    free(b);
+    return rc;
+}
+
 int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
+    if (ws_compare_on_text(a)) return budgets_text(s, a, out);
     int what = args_enum(a, "what");
     size_t kv_model = cfg_kv_values(&m->cfg), budgets[MAX_BUDGETS], nb;
     WsCmpKey q;

@@ -589,9 +589,31 @@ static const char COMPARE_HELP[] =
     "over the layers. GQA / MHA models only; a sliding window or soft-cap of the model applies to\n"
     "every method as to the model. The session keeps the result: `plot compare` draws it\n"
     "(one curve per method against the layer).\n"
+    "\n"
+    "On real tokens (`text FILE`, `ids FILE`, or `heldout`: the held-out windows of the session's\n"
+    "calibration text), width against length through the model's forward pass, every attention\n"
+    "layer: each method's layer errors on the hidden states of the text's first window (fit on the\n"
+    "second), and the perplexity of the text in windows of `seqlen` with every layer replaced by\n"
+    "the method's (KQ-SVD has none: its projections act on the cached keys after RoPE); beside them\n"
+    "token eviction at the same KV bytes per token on average:\n"
+    "  streaming-llm  4 attention sinks + the most recent tokens (Xiao et al. 2023; kvpress\n"
+    "                 StreamingLLMPress, keys keep their positions);\n"
+    "  h2o            heavy hitters by accumulated attention + the C/2 most recent, one eviction per\n"
+    "                 token, evicted for good (Zhang et al. 2023, Algorithm 1);\n"
+    "  snapkv         the last min(64, C/2) queries vote with their attention, pooled (kernel 5) and\n"
+    "                 averaged over the KV head's query heads; the window + the best voted (Li et al.\n"
+    "                 2024; kvpress SnapKVPress), applied as the prefill of every prefix;\n"
+    "and each width method at 2B with StreamingLLM on top back to B (`width+eviction`). The budget\n"
+    "maps to a cache of C tokens per layer and KV head by the keys read: the largest C with\n"
+    "sum_p min(p+1, C) <= (B / W) sum_p (p+1) over a window's positions p (W: the model's values per\n"
+    "token per layer; on a model with sliding windows, summed over the layers, each reading at most\n"
+    "its window), so every position's attention reads on average what a width-B cache holds.\n"
+    "Eviction layer errors: that layer alone evicting. `plot compare-budgets text FILE` draws the\n"
+    "perplexity against the values per token.\n"
     "Examples:\n"
     "  compare kv-budget 64; plot compare to cmp.png\n"
-    "  compare kv-budget 512 layers 0-3 tokens 128 to cmp.csv";
+    "  compare kv-budget 512 layers 0-3 tokens 128 to cmp.csv\n"
+    "  compare kv-budget 32 text story.txt seqlen 256 to width-vs-length.csv";
 
 static const Param compare_kw[] = {
     { .name = "kv-budget", .type = ARG_INT, .min = 1, .max = 1 << 30, .comp = COMP_NONE, .metavar = "B",
@@ -600,13 +622,79 @@ static const Param compare_kw[] = {
     PARAM_TOKENS("64", "random tokens of the evaluation"),
     PARAM_FIT("auto: calibration statistics when the session has them, else unit-variance inputs"),
     PARAM_SEED,
+    WS_CMP_TEXT_KW,
     PARAM_TO,
     {0}
 };
 
+/* The per-layer output errors of a comparison on a text: a layer per line, a column per method. */
+static void text_layer_lines(Out *out, const BudgetText *bt) {
+    const BudgetResult *r = bt->layers;
+    out_printf(out, "output error per layer on the first window (%zu tokens):\n%-6s", bt->err_tokens, "layer");
+    for (int k = 0; k < BUDGET_NMETHODS; k++) out_printf(out, " %10s", budget_method_name((budget_method)k));
+    for (int k = 0; k < EVICT_NKINDS; k++) out_printf(out, " %13s", evict_name((evict_kind)k));
+    out_printf(out, "\n");
+    for (int i = 0; i < r->n_rows / BUDGET_NMETHODS; i++) {
+        const BudgetRow *w = r->rows + (size_t)i * BUDGET_NMETHODS;
+        out_printf(out, "%-6d", w[0].layer);
+        for (int k = 0; k < BUDGET_NMETHODS; k++)
+            if (w[k].ok) out_printf(out, " %10.4g", w[k].out_err);
+            else out_printf(out, " %10s", "n/a");
+        for (int k = 0; k < EVICT_NKINDS; k++) out_printf(out, " %13.4g", bt->evict_err[(size_t)i * EVICT_NKINDS + k]);
+        out_printf(out, "\n");
+    }
+}
+
+static const char *const FAMILY_NAMES[] = {"model", "width", "eviction", "width+eviction"};
+
+/* `compare kv-budget B text FILE | ids FILE | heldout`: budget_text's rows. */
+static int compare_text(Session *s, const Args *a, Out *out) {
+    Model *m = s->cur;
+    if (!args_given(a, "kv-budget"))
+        return al_err("compare needs kv-budget B (values cached per token per layer; %s caches %zu)", m->name,
+                      cfg_kv_values(&m->cfg));
+    if (args_given(a, "layers") || args_given(a, "tokens") || args_given(a, "seed"))
+        return al_err("compare on a text runs every attention layer on the text's own tokens: drop layers / tokens / "
+                      "seed (seqlen sets its windows)");
+    CheckText tx;
+    BudgetText *bt = NULL;
+    if (ws_compare_text(s, m, a, &tx)) return AL_ERR;
+    int rc = ws_compare_text_run(s, m, args_enum(a, "fit"), (size_t)args_int(a, "kv-budget"), &tx, &bt);
+    if (rc == AL_OK)
+        out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%), on %s: "
+                   "perplexity over %zu tokens in %zu window%s of %zu; layer errors on the first window's %zu tokens, the "
+                   "methods fit on %s\n", m->name, bt->budget, bt->kv_model, 100.0 * (double)bt->budget /
+                   (double)bt->kv_model, tx.on, bt->tokens, bt->windows, bt->windows == 1 ? "" : "s", bt->seqlen, bt->err_tokens,
+                   bt->fit_own ? "the same window (the text has one)" : "the second window");
+    ws_check_text_free(&tx);
+    if (rc) return rc;
+    out_printf(out, "token eviction at the same keys read per window of %zu: a cache of %zu tokens (%.1f%% of the keys "
+               "read%s); StreamingLLM 4 sinks, H2O half heavy hitters, SnapKV window <= 64 and pooling 5 (kvpress's "
+               "StreamingLLMPress and SnapKVPress, H2O's Algorithm 1); width+eviction: the method at 2B with "
+               "StreamingLLM back to B\n", bt->seqlen, bt->capacity, 100.0 * bt->read_frac,
+               bt->windowed ? ", the sliding-window layers reading at most their window" : "");
+    text_layer_lines(out, bt);
+    Table *t = table_new(7, "method", "family", "kv_values", "setting", "out_err", "ppl", "ppl_ratio");
+    double ppl0 = bt->rows[0].ok ? exp(bt->rows[0].nll) : NAN;
+    for (int i = 0; t && i < bt->n_rows; i++) {
+        const BudgetTextRow *w = &bt->rows[i];
+        if (table_row(t)) { table_free(t); t = NULL; break; }
+        table_str(t, w->method);
+        table_str(t, FAMILY_NAMES[w->family]);
+        if (w->ok) table_num(t, w->kv_values); else table_null(t);
+        table_str(t, w->setting);
+        if (w->ok && !isnan(w->out_err)) table_num(t, w->out_err); else table_null(t);
+        if (w->ok && !isnan(w->nll)) { table_num(t, exp(w->nll)); table_num(t, exp(w->nll) / ppl0); }
+        else { table_null(t); table_null(t); }
+    }
+    budget_text_free(bt);
+    return t ? out_table_to(out, args_str(a, "to"), t) : AL_ERR;
+}
+
 static int cmd_compare(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     long lo, hi;
+    if (ws_compare_on_text(a)) return compare_text(s, a, out);
     if (param_layers(out, a, "layers", m, &lo, &hi)) return AL_ERR;
     WsCmpKey q = {.budget = args_given(a, "kv-budget") ? (size_t)args_int(a, "kv-budget") : 0,
                    .layer_lo = (int)lo, .layer_hi = (int)hi, .tokens = (size_t)args_int(a, "tokens"),

@@ -2,11 +2,13 @@
 #define _GNU_SOURCE
 #include "ws_compare.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "workspace.h"
 #include "ws_calib.h"
+#include "ws_lm.h"
 
 /* The calibration a comparison used, told apart from a later one (NULL stats: none used). */
 typedef struct {
@@ -141,4 +143,56 @@ int ws_compare_keep(Session *s, Model *m, const WsCmpKey *q, BudgetResult *r) {
 const BudgetResult *ws_compare_last(const Session *s, const Model *m) {
     const CmpState *st = ws_peek(s, &cmp_slot);
     return st && st->cmp && st->cmp_model == m ? st->cmp : NULL;
+}
+
+/* ================================================================ on real tokens */
+
+bool ws_compare_on_text(const Args *a) { return args_given(a, "text") || args_given(a, "ids") || args_flag(a, "heldout"); }
+
+int ws_compare_text(Session *s, Model *m, const Args *a, CheckText *t) {
+    memset(t, 0, sizeof *t);
+    const char *ids = args_str(a, "ids");
+    int rc = AL_OK;
+    if (args_given(a, "text") + args_given(a, "ids") + args_flag(a, "heldout") > 1)
+        return al_err("compare: give one of text FILE, ids FILE, heldout");
+    if (ids && *ids) {
+        if ((rc = lm_read_ids(ids, &t->own, &t->n))) return al_err_ctx("compare: ids %s", ids);
+        t->ids = t->own;
+        t->seqlen = 512;
+        snprintf(t->on, sizeof t->on, "%.300s (token ids: %zu)", ids, t->n);
+    } else if (args_flag(a, "heldout")) {
+        if ((rc = ws_check_heldout(s, m, t))) return rc;
+        if (!t->ids) return al_err("compare heldout: %s", t->on);
+    } else if (args_given(a, "text")) {
+        const char *file = args_str(a, "text");
+        if ((rc = ws_check_tokens(s, m, file, &t->own, &t->n))) return al_err_ctx("compare: text %s", file);
+        t->ids = t->own;
+        t->seqlen = 512;
+        snprintf(t->on, sizeof t->on, "%.300s (given: %zu tokens)", file, t->n);
+    }
+    if (args_given(a, "seqlen")) t->seqlen = (size_t)args_int(a, "seqlen");
+    char *w = strstr(t->on, ", windows of ");              /* heldout's: the caller says the windows it runs */
+    if (w) *w = '\0';
+    size_t ctx = m->cfg.max_pos > 0 ? (size_t)m->cfg.max_pos : t->seqlen;
+    if (t->seqlen > ctx) t->seqlen = ctx;
+    if (t->seqlen > t->n) t->seqlen = t->n;
+    if (t->n < 4) { ws_check_text_free(t); return al_err("compare: the text has %zu tokens; it needs at least 4", t->n); }
+    return AL_OK;
+}
+
+int ws_compare_text_run(Session *s, Model *m, int fit, size_t budget, const CheckText *t, BudgetText **out) {
+    Forward *f = NULL;
+    double **sigma = NULL;
+    size_t ntok = 0;
+    BudgetTextOpts o = {.budget = budget, .ids = t->ids, .n = t->n, .seqlen = t->seqlen};
+    if (lm_forward(s, m, &f)) return AL_ERR;
+    if (ws_calib_fit_sigma(s, m, fit, 0, m->cfg.n_layers - 1, &sigma, &ntok)) return AL_ERR;
+    o.sigma = (const double *const *)sigma;
+    if (fit != 1) {
+        ws_calib_stats(s, m, &o.calib);
+        o.kq = learned_kq(s, m);
+    }
+    int rc = budget_text(f, &o, out);
+    ws_calib_free_sigma(sigma, m->cfg.n_layers);
+    return rc;
 }

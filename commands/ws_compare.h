@@ -7,6 +7,9 @@
 #define AL_WS_COMPARE_H
 
 #include "budget_compare.h"
+#include "budget_text.h"
+#include "registry.h"
+#include "ws_check.h"
 #include "session.h"
 
 /* What a comparison runs with: the key of the result the session keeps. Zero fields (and
@@ -29,6 +32,29 @@ int ws_compare_keep(Session *s, Model *m, const WsCmpKey *q, BudgetResult *r);
  * q->budget must then be set). *out is owned by the workspace: valid until the next comparison or
  * m closes. Rows of layers outside q's range may be present: filter by layer. */
 int ws_compare_get(Session *s, Model *m, const WsCmpKey *q, const BudgetResult **out, bool *reused);
+/* ---- on real tokens (`compare kv-budget B text FILE`, core/methods/budget_text.h) */
+
+/* The keywords of a comparison on a text (both `compare` and `plot compare-budgets` declare them). */
+#define WS_CMP_TEXT_KW                                                                                            \
+    { .name = "text", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                                    \
+      .help = "compare on this text through the forward pass: perplexities, and layer errors on its hidden states" }, \
+    { .name = "ids", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                                     \
+      .help = "the same on token ids (whitespace-separated) instead of a text" },                                 \
+    { .name = "heldout", .type = ARG_FLAG, .comp = COMP_NONE,                                                     \
+      .help = "the same on the held-out windows of the session's calibration text" },                            \
+    { .name = "seqlen", .type = ARG_INT, .min = 4, .max = 1 << 20, .comp = COMP_NONE, .metavar = "L",             \
+      .help = "perplexity window of text / ids (default: min(512, the model's context))" }
+
+/* True when a asks for a comparison on real tokens (text, ids or heldout given). */
+bool ws_compare_on_text(const Args *a);
+/* Its tokens: `text FILE` (m's tokenizer), `ids FILE`, or `heldout` (ws_check_heldout: none when the session
+ * has no calibration text, said in t->on, and an error here); windows of `seqlen`. Free with
+ * ws_check_text_free. */
+int ws_compare_text(Session *s, Model *m, const Args *a, CheckText *t);
+/* budget_text on t at budget B, with the calibration's second moments and Grams as `fit` (0 auto, 1 weights,
+ * 2 calib) says; *out the caller's (budget_text_free). */
+int ws_compare_text_run(Session *s, Model *m, int fit, size_t budget, const CheckText *t, BudgetText **out);
+
 /* The comparison kept for m (NULL when none). */
 const BudgetResult *ws_compare_last(const Session *s, const Model *m);
 

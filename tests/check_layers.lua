@@ -148,7 +148,7 @@ local PREFIXES = {
 }
 local EXCEPTIONS = {
   ["core/model/model"] = { "cfg_attn_params", "cfg_kv_values" },          -- cfg_: core/model/config
-  ["core/model/rope"] = { "attn_head_causal", "attn_softmax_row", "attn_softmax_row_sink" },       -- the attention core beside RoPE
+  ["core/model/rope"] = { "attn_head_causal", "attn_softmax_row", "attn_softmax_row_sink", "attn_softmax_row_stream" },       -- the attention core beside RoPE
   ["core/export/export"] = { "farr_export", "farr_is_export", "farr_dense_check", "farr_dense_check_free" },
 }
 local function prefix_ok(mod, sym)

@@ -175,12 +175,15 @@ static int farr_qk(AttnLayer *C, int r) {
 }
 
 /* FaRR of L at ranks rk (keys; head_dim: whole) and rv (values; v_dim: whole), measured on X. */
-static int farr_at(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r) {
+/* keep (may be NULL): receives the truncated layer (the caller's) instead of its being freed. */
+static int farr_at(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r,
+                   AttnLayer **keep) {
     AttnLayer *C = attn_layer_copy(L);
     int rc = C ? AL_OK : AL_ERR;
     if (rc == AL_OK && rv < L->v_dim) rc = farr_vo(C, rv);
     if (rc == AL_OK && rk < L->head_dim) rc = farr_qk(C, rk);
     if (rc == AL_OK) rc = measure_layer(C, X, pos, ref, r);
+    if (rc == AL_OK && keep) { *keep = C; C = NULL; }
     attn_layer_free(C);
     return rc;
 }
@@ -194,13 +197,14 @@ int budget_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const in
         return al_err("compare's FaRR has no rank r_k %d, r_v %d here (keys under RoPE stay whole)", rk, rv);
     AttnOut *ref = NULL;
     if (attn_eval(L, X, pos, true, &ref)) return AL_ERR;
-    int rc = farr_at(L, rk, rv, X, pos, ref, row);
+    int rc = farr_at(L, rk, rv, X, pos, ref, row, NULL);
     attn_out_free(ref);
     if (rc == AL_OK) row->kv_values = (size_t)L->n_kv_heads * ((size_t)rk + (size_t)rv);
     return rc;
 }
 
-static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r) {
+static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r,
+                   AttnLayer **keep) {
     size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
     int rk = L->head_dim, rv;
     if (L->rope_dim > 0) {
@@ -214,7 +218,7 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
         fill_ranks(B, G, G, L->head_dim, L->v_dim, &rk, &rv);
         if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one K and one V dim per group)", 2 * G); return AL_OK; }
     }
-    int rc = farr_at(L, rk, rv, X, pos, ref, r);
+    int rc = farr_at(L, rk, rv, X, pos, ref, r, keep);
     if (rc) return rc;
     r->kv_values = G * ((size_t)rk + (size_t)rv);
     if (L->rope_dim > 0) snprintf(r->setting, sizeof r->setting, "r_v %d (keys whole under RoPE)", rv);
@@ -230,7 +234,7 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
  * measured on the evaluation tokens X, so the reported error is not the minimum of several
  * measurements on the same tokens. */
 static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const Mat *X, const int *pos,
-                       const AttnOut *ref, const Mat *Xf, const int *posf, BudgetRow *r) {
+                       const AttnOut *ref, const Mat *Xf, const int *posf, BudgetRow *r, AttnLayer **keep) {
     int G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim, rd = L->rope_dim, d2 = rd / 2;
     if (L->rope_dim <= 0) { row_na(r, "n/a: RoRoPE needs rotary keys (the model has no RoPE)"); return AL_OK; }
     AttnOut *refF = NULL;
@@ -281,6 +285,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
     attn_out_free(refF);
     if (!any) { row_na(r, "n/a: needs >= %d values (one latent dim + the smallest RoPE part)", rd / d2 + 1); return AL_OK; }
     int rc = measure_layer(pick, X, pos, ref, &best);
+    if (rc == AL_OK && keep) { *keep = pick; pick = NULL; }
     attn_layer_free(pick);
     if (rc) return al_err_ctx("TransMLA, %s", best.setting);
     *r = best;
@@ -472,7 +477,7 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
 /* ================================================================ tpa */
 
 static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const double *Sigma, const Mat *X, const int *pos,
-                  const AttnOut *ref, BudgetRow *r) {
+                  const AttnOut *ref, BudgetRow *r, AttnLayer **keep) {
     size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim;
     int rk, rv;
     if (f == TPA_FORM_A) fill_ranks(B, d, dv, (int)G, (int)G, &rk, &rv);
@@ -490,6 +495,7 @@ static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const double *Sigma,
         r->ok = true;
         r->kv_values = tpa_factor_cached(&t->K) + tpa_factor_cached(&t->V);
         snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d", rk, rv);
+        if (keep && !(*keep = attn_layer_copy(t->dense))) rc = AL_ERR;     /* what the forward pass runs */
     }
     attn_out_free(o);
     tpa_layer_free(t);
@@ -498,7 +504,8 @@ static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const double *Sigma,
 
 /* ================================================================ mean-pool */
 
-static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r) {
+static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *pos, const AttnOut *ref, BudgetRow *r,
+                       AttnLayer **keep) {
     size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim, dv = (size_t)L->v_dim, D = (size_t)L->hidden;
     size_t Gp = 0;
     for (size_t c = G; c >= 1; c--)
@@ -528,6 +535,7 @@ static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *po
         bk = bv = NULL;
         C->n_kv_heads = (int)Gp;
         rc = measure_layer(C, X, pos, ref, r);
+        if (rc == AL_OK && keep) { *keep = C; C = NULL; }
     }
     mat_free(Wk); mat_free(Wv); free(bk); free(bv);
     attn_layer_free(C);
@@ -557,15 +565,39 @@ int budget_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int
         r->method = (budget_method)k;
         r->score_err = r->out_err = NAN;
     }
-    if ((rc = do_farr(L, budget, X, pos, ref, &rows[BUDGET_FARR]))) al_err_ctx("FaRR");
-    else if ((rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[BUDGET_TRANSMLA]))) al_err_ctx("TransMLA");
+    if ((rc = do_farr(L, budget, X, pos, ref, &rows[BUDGET_FARR], NULL))) al_err_ctx("FaRR");
+    else if ((rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[BUDGET_TRANSMLA], NULL))) al_err_ctx("TransMLA");
     else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, kq, ref, &rows[BUDGET_KQSVD], &from))) al_err_ctx("KQ-SVD");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[BUDGET_TPA_A]))) al_err_ctx("TPA form a");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[BUDGET_TPA_B]))) al_err_ctx("TPA form b");
-    else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[BUDGET_MEANPOOL]))) al_err_ctx("mean-pool");
+    else if ((rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[BUDGET_TPA_A], NULL))) al_err_ctx("TPA form a");
+    else if ((rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[BUDGET_TPA_B], NULL))) al_err_ctx("TPA form b");
+    else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[BUDGET_MEANPOOL], NULL))) al_err_ctx("mean-pool");
     attn_out_free(ref);
     if (kq_from) *kq_from = from;
     return rc;
+}
+
+int budget_method_layer(const AttnLayer *L, size_t budget, budget_method k, const double *Sigma, const Mat *Xfit,
+                        const int *posfit, AttnLayer **out, BudgetRow *row) {
+    *out = NULL;
+    memset(row, 0, sizeof *row);
+    row->method = k;
+    row->score_err = row->out_err = NAN;
+    if (L->kind != ATTN_GQA)
+        return al_err("compare: the methods take GQA / MHA layers; an MLA layer already caches a shared latent");
+    if (k == BUDGET_KQSVD) {
+        row_na(row, "n/a in the forward pass: its projections act on the cached keys after RoPE");
+        return AL_OK;
+    }
+    AttnOut *ref = NULL;
+    if (attn_eval(L, Xfit, posfit, true, &ref)) return AL_ERR;
+    int rc = k == BUDGET_FARR       ? do_farr(L, budget, Xfit, posfit, ref, row, out)
+             : k == BUDGET_TRANSMLA ? do_transmla(L, budget, Sigma, Xfit, posfit, ref, Xfit, posfit, row, out)
+             : k == BUDGET_TPA_A    ? do_tpa(L, budget, TPA_FORM_A, Sigma, Xfit, posfit, ref, row, out)
+             : k == BUDGET_TPA_B    ? do_tpa(L, budget, TPA_FORM_B, Sigma, Xfit, posfit, ref, row, out)
+                                    : do_meanpool(L, budget, Xfit, posfit, ref, row, out);
+    attn_out_free(ref);
+    if (rc) { attn_layer_free(*out); *out = NULL; }
+    return rc ? al_err_ctx("%s", budget_method_name(k)) : AL_OK;
 }
 
 int budget_compare(Model *m, const BudgetOpts *opts, BudgetResult **out) {

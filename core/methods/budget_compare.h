@@ -102,6 +102,13 @@ int budget_layer(const AttnLayer *L, size_t budget, const Mat *X, const int *pos
  * prints it beside the working copy's errors). */
 int budget_farr_layer(const AttnLayer *L, int rk, int rv, const Mat *X, const int *pos, BudgetRow *row);
 
+/* Method k's version of layer L at budget B as a layer the forward pass runs (fwd_set_attn; *out the caller's,
+ * attn_layer_free), fit on Xfit at posfit (TransMLA's FreqFold picked there) with Sigma (NULL: unit variance);
+ * row: its setting, cache and errors on Xfit. Where k cannot meet B, or runs in no AttnLayer (kqsvd: its
+ * projections act on the cached keys after RoPE), *out stays NULL and row says why (ok false). */
+int budget_method_layer(const AttnLayer *L, size_t budget, budget_method k, const double *Sigma, const Mat *Xfit,
+                        const int *posfit, AttnLayer **out, BudgetRow *row);
+
 enum { BUDGET_KQ_FIT, BUDGET_KQ_CALIB, BUDGET_KQ_LEARNED };
 
 /* Where KQ-SVD learns layer `layer` from (see the top): st (calibration Grams) and / or p (learned

@@ -454,11 +454,11 @@ static void head_attend(const AttnHeadJob *j, float *logits) {
                 j->K, (int)j->ldk, 0.0f, S, (int)T);
     for (size_t i = 0; i < T; i++)
         for (size_t k = 0; k < T; k++)
-            if (k > i || k < first_key(i, j->window, j->chunk)) S[i * T + k] = 0;
+            if (k > i || (k < first_key(i, j->window, j->chunk) && k >= j->sink_tokens)) S[i * T + k] = 0;
     if (logits) memcpy(logits, S, T * T * sizeof(float));
     for (size_t i = 0; i < T; i++)
-        attn_softmax_row_sink(S + i * T, T, first_key(i, j->window, j->chunk), i, j->softcap,
-                              j->has_sink ? j->sink : -INFINITY);
+        attn_softmax_row_stream(S + i * T, T, j->sink_tokens, first_key(i, j->window, j->chunk), i, j->softcap,
+                                j->has_sink ? j->sink : -INFINITY);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)j->dv, (int)T, 1.0f, S, (int)T, j->V, (int)j->ldv,
                 0.0f, j->out, (int)j->ldo);
 }
@@ -474,7 +474,7 @@ static int attend_heads(const AttnLayer *L, size_t T, const float *Q, const floa
         size_t g = h / (H / G);
         head_attend(&(AttnHeadJob){.q = Q + h * d, .ldq = H * d, .K = K + g * d, .ldk = G * d, .V = V + g * dv,
                                    .ldv = G * dv, .T = T, .d = d, .dv = dv, .scale = L->scale, .window = L->window,
-                                   .chunk = L->chunk, .softcap = L->softcap, .has_sink = L->sinks != NULL,
+                                   .sink_tokens = L->sink_tokens, .chunk = L->chunk, .softcap = L->softcap, .has_sink = L->sinks != NULL,
                                    .sink = L->sinks ? L->sinks[h] : 0, .S = S, .out = O + h * dv, .ldo = H * dv},
                     scores ? scores + h * T * T : NULL);
     }
@@ -589,7 +589,8 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
             }
             head_attend(&(AttnHeadJob){.q = Qh, .ldq = dq, .K = Kh, .ldk = dq, .V = KV + h * (dn + dv) + dn,
                                        .ldv = H * (dn + dv), .T = T, .d = dq, .dv = dv, .scale = L->scale,
-                                       .window = L->window, .softcap = L->softcap, .has_sink = L->sinks != NULL,
+                                       .window = L->window, .sink_tokens = L->sink_tokens, .softcap = L->softcap,
+                                       .has_sink = L->sinks != NULL,
                                        .sink = L->sinks ? L->sinks[h] : 0, .S = S, .out = O + h * dv, .ldo = H * dv},
                         scores ? scores + h * T * T : NULL);
         }

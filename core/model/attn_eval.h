@@ -58,6 +58,8 @@ typedef struct AttnLayer {
     bool norm_1p;             /* the norms multiply by (1 + w) (Gemma) */
     size_t window;            /* sliding window in tokens (token i sees j > i - window); 0: full causal
                                  (window and softcap apply to an MLA layer too: compare's TransMLA) */
+    size_t sink_tokens;       /* StreamingLLM on the layer (compare's combinations): keys [0, sink_tokens) stay
+                                 visible outside the window; 0: none */
     double softcap;           /* scores soft-capped as softcap tanh(s / softcap) before the softmax; 0: none */
     float *sinks;             /* (H) a logit per head joining each softmax row, weight dropped (gpt-oss); NULL: none */
     size_t chunk;             /* chunked attention (Llama 4's RoPE layers): token i sees j >= i - i % chunk; 0: none */

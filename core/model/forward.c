@@ -127,6 +127,10 @@ struct Forward {
     float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
                                      (NULL exactly where there is no override, or before the cache) */
     int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
+    fwd_evict_fn evfn;            /* token eviction (fwd_set_evict), or NULL */
+    void *evud;
+    unsigned char *evkeep;        /* (G, T, pos + T) this call's key mask */
+    size_t evcap;
 
     /* scratch, (rows, width) */
     fbuf x, h, y, q, k, v, att, f1, f2, lat, lat2, kvb, logit, scores, mx, gx, gy, rl, perm, gate;
@@ -954,6 +958,7 @@ void fwd_free(Forward *f) {
     free(f->xin);
     free(f->over);
     free(f->opos);
+    free(f->evkeep);
     free(f->lrs);
     free(f->hmask);
     for (int i = 0; i < 2; i++) {
@@ -1295,7 +1300,9 @@ static int attn_head(size_t h, int worker, void *ud) {
                                      .T = j->T, .pos0 = f->pos, .d = f->dqk, .dv = f->dv, .scale = j->scale,
                                      .window = fwd_attn_window(f, j->L), .chunk = cfg_layer_chunk(f->c, j->L),
                                      .softcap = f->c->attn_softcap, .qb = cap ? j->T : QCHUNK,
-                                     .has_sink = sk != NULL, .sink = sk ? sk->data[h] : 0, .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv});
+                                     .has_sink = sk != NULL, .sink = sk ? sk->data[h] : 0, .S = S, .out = f->att.p + h * f->dv, .ldo = Hdv,
+                                     .keep = f->evfn ? f->evkeep + g * j->T * (f->pos + j->T) : NULL,   /* fwd_set_evict */
+                                     .ldkeep = f->pos + j->T});
     if (cap) capture_rows(cp, S, f->pos, j->T);
     if (cap) free(S);
     return AL_OK;
@@ -1612,10 +1619,29 @@ static int mamba2_mixer(Forward *f, int L, size_t T) {
     return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
 }
 
+/* The eviction policy's key mask of layer L's T query rows into f->evkeep (all kept first). */
+static int evict_mask(Forward *f, int L, size_t T, const QKV *p) {
+    size_t nk = f->pos + T, n = f->G * T * nk;
+    if (n > f->evcap) {
+        unsigned char *k = realloc(f->evkeep, n);
+        if (!k) return al_err("out of memory for the eviction mask (%zu bytes)", n);
+        f->evkeep = k;
+        f->evcap = n;
+    }
+    memset(f->evkeep, 1, n);
+    int src = cfg_kv_source(f->c, L);
+    FwdEvict e = {.layer = L, .pos0 = f->pos, .T = T, .nkeys = nk, .H = f->H, .G = f->G, .d = f->dqk, .q = p->q,
+                  .ldq = p->ldq, .K = f->kc[src], .ldk = f->G * f->dqk, .scale = fwd_attn_scale(f, L),
+                  .softcap = f->c->attn_softcap, .window = fwd_attn_window(f, L), .keep = f->evkeep};
+    int rc = f->evfn(&e, f->evud);
+    return rc ? al_err_ctx("forward pass, layer %d (token eviction)", L) : AL_OK;
+}
+
 /* softmax(q K^T scale) V of every head over the cache into f->att (T, H dv). */
 static int attend(Forward *f, int L, size_t T, const QKV *p) {
     attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
-    int rc = AL_OK;
+    int rc = f->evfn ? evict_mask(f, L, T, p) : AL_OK;
+    if (rc) return rc;
     if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
         rc = sweep_run(f->H, f->nworkers, attn_head, &job);
     else
@@ -2075,6 +2101,12 @@ int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *log
             rc = logits_rows(f, f->h.p + r0 * f->D, T - r0 < LCHUNK ? T - r0 : LCHUNK, logits + r0 * f->vocab);
     if (rc != AL_OK) fwd_reset(f);
     return rc;
+}
+
+void fwd_set_evict(Forward *f, fwd_evict_fn fn, void *ud) {
+    f->evfn = fn;
+    f->evud = ud;
+    fwd_reset(f);
 }
 
 void fwd_set_norm_eps(Forward *f, double eps) {

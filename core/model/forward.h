@@ -192,6 +192,29 @@ const float *fwd_attn_sinks(const Forward *f, int layer);
 int fwd_set_attn(Forward *f, int layer, const AttnLayer *L);
 /* Removes every override (and resets the sequence when there was one). */
 void fwd_clear_attn(Forward *f);
+/* ================================================================ token eviction */
+
+/* One layer's key mask (fwd_set_evict): the call's queries after RoPE, the layer's cached keys after RoPE, and
+ * the mask the policy fills. */
+typedef struct {
+    int layer;
+    size_t pos0, T, nkeys;        /* query rows at positions pos0 .. pos0+T-1; keys 0 .. nkeys-1 (pos0 + T) */
+    size_t H, G, d;               /* query heads, KV heads (query head h reads KV head h / (H / G)), q/k dim */
+    const float *q; size_t ldq;   /* (T, H d) */
+    const float *K; size_t ldk;   /* (nkeys, G d) */
+    double scale, softcap;        /* the layer's softmax scale and score soft-cap (0: none) */
+    size_t window;                /* the layer's sliding window (0: none); the pass applies it on top of keep */
+    unsigned char *keep;          /* (G, T, nkeys): 1 where query row t keeps key k of KV head g, at
+                                     keep[(g T + t) nkeys + k]; all 1 on entry. A row must keep its own key. */
+} FwdEvict;
+
+typedef int (*fwd_evict_fn)(const FwdEvict *e, void *ud);
+
+/* Token eviction (core/methods/evict.h): before the softmax attention of every layer the model runs itself
+ * (not an overridden layer, not MLA), fn fills the key mask of the call's query rows; the evicted keys leave
+ * their softmax. NULL removes it. The sequence is reset. */
+void fwd_set_evict(Forward *f, fwd_evict_fn fn, void *ud);
+
 /* The epsilon of every RMS/LayerNorm of the pass (eps <= 0: the config's rms_norm_eps again): a
  * converted model whose export writes another rms_norm_eps (TransMLA's DeepSeek-V3 export, for the
  * engines' latent norms) runs in the session as its export computes. */

@@ -182,6 +182,28 @@ void attn_softmax_row_sink(float *s, size_t n, size_t lo, size_t hi, double soft
     for (size_t k = 0; k < n; k++) s[k] = (k >= lo && k <= hi) ? s[k] * inv : 0.f;
 }
 
+void attn_softmax_row_stream(float *s, size_t n, size_t s0, size_t lo, size_t hi, double softcap, double sink) {
+    if (!s0 || lo <= s0) { attn_softmax_row_sink(s, n, s0 ? 0 : lo, hi, softcap, sink); return; }
+    for (size_t k = 0; softcap > 0 && k <= hi; k++)
+        if (k < s0 || k >= lo) s[k] = (float)(softcap * tanh(s[k] / softcap));
+    for (size_t k = s0; k < lo; k++) s[k] = -INFINITY;
+    attn_softmax_row_sink(s, n, 0, hi, 0, sink);
+    for (size_t k = s0; k < lo; k++) s[k] = 0.f;
+}
+
+/* Row `row` of the job (position p, nk keys, [lo, p] in the window) with j->keep: soft-capped first, the
+ * evicted keys' logits -inf, the softmax, and their weights exactly 0. */
+static void evict_row(const AttnHeadJob *j, size_t row, size_t nk, size_t lo, size_t p, float *s) {
+    const unsigned char *kp = j->keep + row * j->ldkeep;
+    if (j->softcap > 0)
+        for (size_t k = lo; k <= p; k++) s[k] = (float)(j->softcap * tanh(s[k] / j->softcap));
+    for (size_t k = lo; k <= p; k++)
+        if (!kp[k]) s[k] = -INFINITY;
+    attn_softmax_row_sink(s, nk, lo, p, 0, j->has_sink ? j->sink : -INFINITY);
+    for (size_t k = lo; k <= p; k++)
+        if (!kp[k]) s[k] = 0.f;
+}
+
 void attn_head_causal(const AttnHeadJob *j) {
     for (size_t r0 = 0; r0 < j->T; r0 += j->qb) {
         size_t nr = j->T - r0 < j->qb ? j->T - r0 : j->qb;
@@ -192,7 +214,9 @@ void attn_head_causal(const AttnHeadJob *j) {
             size_t p = j->pos0 + r0 + t;                     /* this row's position: keys 0..p */
             size_t lo = j->window && p + 1 > j->window ? p + 1 - j->window : 0;
             if (j->chunk && p - p % j->chunk > lo) lo = p - p % j->chunk;
-            attn_softmax_row_sink(j->S + t * nk, nk, lo, p, j->softcap, j->has_sink ? j->sink : -INFINITY);
+            if (j->keep) { evict_row(j, r0 + t, nk, lo, p, j->S + t * nk); continue; }
+            attn_softmax_row_stream(j->S + t * nk, nk, j->sink_tokens, lo, p, j->softcap,
+                                    j->has_sink ? j->sink : -INFINITY);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)j->dv, (int)nk, 1.f, j->S, (int)nk, j->V,
                     (int)j->ldv, 0.f, j->out + r0 * j->ldo, (int)j->ldo);

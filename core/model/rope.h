@@ -52,6 +52,10 @@ void attn_softmax_row(float *s, size_t n, size_t lo, size_t hi, double softcap);
  * row's softmax and its weight is dropped, so the row's weights sum to less than 1. */
 void attn_softmax_row_sink(float *s, size_t n, size_t lo, size_t hi, double softcap, double sink);
 
+/* StreamingLLM's row: keys [0, s0) (its attention sinks) and [lo, hi]; those between leave the softmax (weights
+ * 0). s0 == 0: attn_softmax_row_sink over [lo, hi]. */
+void attn_softmax_row_stream(float *s, size_t n, size_t s0, size_t lo, size_t hi, double softcap, double sink);
+
 /* One query head's causal attention: what attn_head_causal reads and writes. */
 typedef struct {
     const float *q; size_t ldq;    /* (T, d) query rows, row stride ldq */
@@ -64,13 +68,17 @@ typedef struct {
     size_t chunk;                  /* chunked attention (Llama 4): keys [p - p % chunk, p] only; 0: none */
     double softcap;                /* 0: none */
     bool has_sink; double sink;    /* the head's sink logit (attn_softmax_row_sink); has_sink false: none */
+    size_t sink_tokens;            /* StreamingLLM: keys [0, sink_tokens) stay visible outside the window; 0: none */
+    const unsigned char *keep;     /* token eviction: (T, ldkeep) row t's keys, 0: evicted (logit -inf); NULL: all */
+    size_t ldkeep;
     size_t qb;                     /* query rows per block */
     float *S;                      /* scratch of qb x (pos0 + T) floats */
     float *out; size_t ldo;        /* (T, dv) output, stride ldo */
 } AttnHeadJob;
 
 /* The head's T query rows over keys 0 .. pos0 + T - 1, in blocks of qb rows: out_t =
- * softmax(q_t Kᵀ scale, keys (window: the last window of; chunk: the chunk of) 0 .. pos0 + t, soft-capped; with the sink) V. */
+ * softmax(q_t Kᵀ scale, keys (window: the last window of; chunk: the chunk of) 0 .. pos0 + t, soft-capped; with the sink) V.
+ * With keep, the keys row t does not keep are left out of its softmax (the row must keep one). */
 void attn_head_causal(const AttnHeadJob *j);
 
 #endif
