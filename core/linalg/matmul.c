@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include "gram_bf16.h"
+#include "pool.h"
 #include "sweep.h"
 #include "matmul_internal.h"
 
@@ -23,6 +24,7 @@
 
 static atomic_int simd_off;          /* mm_simd(false) */
 static atomic_int lanes_off;         /* mm_token_lanes(false) */
+static atomic_int pool_off;          /* mm_pool(false) */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -49,6 +51,8 @@ bool mm_simd(bool on) {
 }
 
 void mm_token_lanes(bool on) { atomic_store(&lanes_off, !on); }
+
+void mm_pool(bool on) { atomic_store(&pool_off, !on); }
 
 const char *mm_compute_name(mm_compute c) { return c == MM_BF16 ? "bf16" : "f32"; }
 
@@ -378,24 +382,38 @@ static size_t unit_rows(size_t N, int nthreads, size_t most, size_t mult) {
     return per ? per : mult;
 }
 
-/* Products below this many multiply-adds run on the calling thread (starting threads costs more). */
-#define MM_SMALL ((size_t)1 << 21)
+/* Products below this many multiply-adds run on the calling thread (waking the pool's workers costs
+ * more: ~1 us spinning, ~10 us asleep; a 2^18 multiply-add BF16 product at T = 1 reads 512 KB). It
+ * was 2^21 while every product started and joined its threads (~50-100 us). */
+#define MM_SMALL ((size_t)1 << 18)
+#define MM_SMALL_SWEEP ((size_t)1 << 21)
 
-/* The units of a product of `work` multiply-adds on the workers (one BLAS thread each). */
+/* The units of a product of `work` multiply-adds on the pool's workers (one BLAS thread each). */
 static int run_units(MmWork *wk, size_t N, size_t nb, size_t work, sweep_task_fn fn, void *job) {
     size_t units = (N + nb - 1) / nb;
-    if (units == 1 || wk->nthreads == 1 || work < MM_SMALL) {
+    bool pool = !atomic_load(&pool_off);
+    if (units == 1 || wk->nthreads == 1 || work < (pool ? MM_SMALL : MM_SMALL_SWEEP)) {
         int rc = AL_OK;
         for (size_t i = 0; i < units && rc == AL_OK; i++) rc = fn(i, 0, job);
         return rc;
     }
-    return sweep_run(units, wk->nthreads, fn, job);
+    return pool ? pool_run(units, wk->nthreads, fn, job) : sweep_run(units, wk->nthreads, fn, job);
 }
+
 
 /* ================================================================ register tiles */
 
 #define TILE_KC 4096         /* columns per pass over a unit's rows (96 x 4096 16-bit weights: 768 KB) */
 #define TILE_NB 96           /* rows per unit: 16 tiles of 6 */
+
+/* Rows per unit of the tiles: at most TILE_NB, a multiple of 6, so many units that they split evenly
+ * over the workers (k_proj's 256 rows at T = 1: 4 units of 66, not 3 of 96 on 2 workers). */
+static size_t tile_rows(size_t N, int nthreads) {
+    size_t nt = nthreads > 0 ? (size_t)nthreads : 1, u = (N + TILE_NB - 1) / TILE_NB;
+    u = (u + nt - 1) / nt * nt;
+    size_t nb = ((N + u - 1) / u + 5) / 6 * 6;
+    return nb ? nb : 6;
+}
 
 /* A tile kernel: NT tokens (rows of x, stride ldx elements) x NN weight rows (16-bit, stride ldw)
  * over kc columns into y (stride ldy), added to y when acc. */
@@ -680,7 +698,7 @@ typedef struct {
     const char *x;           /* (T, K) of xe-byte elements, row stride ldx elements */
     size_t ldx, xe, T;
     float *y;
-    size_t ldy;
+    size_t ldy, nb;          /* nb: rows per unit (tile_rows) */
     const Tiles *tl;
 } tile_job;
 
@@ -696,12 +714,12 @@ static void tile_row(const tile_job *j, size_t t, bool four, size_t n0, size_t n
     for (; n < n1; n++) f1(x, j->ldx, W + n * K + k0, K, kc, y + n, j->ldy, k0 > 0);
 }
 
-/* Unit i: rows [i TILE_NB, +TILE_NB) in passes of TILE_KC columns; per pass, every 4 tokens against
+/* Unit i: rows [i nb, +nb) in passes of TILE_KC columns; per pass, every 4 tokens against
  * every 6 rows (the unit's block stays in L2, the 4 token rows in L1), the last T % 4 one by one. */
 static int tile_unit(size_t i, int worker, void *ud) {
     (void)worker;
     tile_job *j = ud;
-    size_t K = j->W->cols, n0 = i * TILE_NB, n1 = j->W->rows - n0 < TILE_NB ? j->W->rows : n0 + TILE_NB, T = j->T;
+    size_t K = j->W->cols, n0 = i * j->nb, n1 = j->W->rows - n0 < j->nb ? j->W->rows : n0 + j->nb, T = j->T;
     for (size_t k0 = 0; k0 < K; k0 += TILE_KC) {
         size_t kc = K - k0 < TILE_KC ? K - k0 : TILE_KC, t = 0;
         for (; t + 4 <= T; t += 4) tile_row(j, t, true, n0, n1, k0, kc);
@@ -712,8 +730,9 @@ static int tile_unit(size_t i, int worker, void *ud) {
 
 static int run_tiles(MmWork *wk, const WMat *W, const void *x, size_t ldx, size_t xe, size_t T, float *y, size_t ldy,
                      const Tiles *tl) {
-    tile_job j = {.W = W, .x = x, .ldx = ldx, .xe = xe, .T = T, .y = y, .ldy = ldy, .tl = tl};
-    return run_units(wk, W->rows, TILE_NB, T * W->rows * W->cols, tile_unit, &j);
+    tile_job j = {.W = W, .x = x, .ldx = ldx, .xe = xe, .T = T, .y = y, .ldy = ldy, .nb = tile_rows(W->rows, wk->nthreads),
+                  .tl = tl};
+    return run_units(wk, W->rows, j.nb, T * W->rows * W->cols, tile_unit, &j);
 }
 
 /* True when an FP4 weight's values before its per-tensor scale are BF16 numbers: E2M1 (2 significant

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
-#include "sweep.h"
+#include "pool.h"
 #include "matmul.h"
 #include "rope.h"
 #include "kda.h"
@@ -1529,8 +1529,8 @@ static int mamba2_mixer(Forward *f, int L, size_t T) {
 static int attend(Forward *f, int L, size_t T, const QKV *p) {
     attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
     int rc = AL_OK;
-    if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
-        rc = sweep_run(f->H, f->nworkers, attn_head, &job);
+    if (T * (f->pos + T) >= 1024 && f->nworkers > 1)          /* heads on the pool's workers, one BLAS thread each */
+        rc = pool_run(f->H, f->nworkers, attn_head, &job);
     else
         for (size_t h = 0; h < f->H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
     return rc;
@@ -1965,7 +1965,7 @@ static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
 }
 
 /* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking
- * and spinning) than they give: such models run with one BLAS thread (heads still use sweep_run). */
+ * and spinning) than they give: such models run with one BLAS thread (heads still use pool_run). */
 #define SMALL_HIDDEN 512
 
 /* body() with the BLAS thread count of the model's size. */
