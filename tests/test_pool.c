@@ -6,15 +6,23 @@
  * after it is whole; a run from inside a unit, and runs from two threads at once, fall back to
  * sweep_run and stay correct; the OpenBLAS thread count is restored; pool_stop joins the workers
  * and a later run starts them again; matmul's products (mm_xwt) give the same bits on 1-4 workers,
- * before and after an interrupted product, in both modes. */
+ * before and after an interrupted product, in both modes; greedy decoding (generate's loop: one
+ * fwd_run of one token per step through the KV cache) of a Llama checkpoint whose one-token products
+ * reach the pool gives the same tokens and the same logits bit for bit on 1, 2 and 3 threads, on the
+ * pool and with threads started per product (mm_pool(false): the dispatch before the pool), in both
+ * modes. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "forward.h"
 #include "matmul.h"
+#include "matmul_internal.h"
+#include "model.h"
 #include "pool.h"
 
 #include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -194,11 +202,114 @@ static void test_matmul(void) {
     free(w); free(x); free(y0); free(y);
 }
 
+/* ================================================================ greedy decoding */
+
+/* A Llama checkpoint of 2 layers, hidden 512 (8 heads of 64, 2 KV heads), MLP 1024, vocab 1000, BF16:
+ * its one-token products are 2^18 multiply-adds and more (the pool's threshold). */
+static void write_llama(const char *dir) {
+    static const struct { const char *name; size_t r, c; float scale, off; } t[] = {
+        {"input_layernorm.weight", 1, 512, 0.05f, 1}, {"post_attention_layernorm.weight", 1, 512, 0.05f, 1},
+        {"self_attn.q_proj.weight", 512, 512, 0.05f, 0}, {"self_attn.k_proj.weight", 128, 512, 0.05f, 0},
+        {"self_attn.v_proj.weight", 128, 512, 0.05f, 0}, {"self_attn.o_proj.weight", 512, 512, 0.05f, 0},
+        {"mlp.gate_proj.weight", 1024, 512, 0.05f, 0}, {"mlp.up_proj.weight", 1024, 512, 0.05f, 0},
+        {"mlp.down_proj.weight", 512, 1024, 0.04f, 0}};
+    static const struct { const char *name; size_t r, c; float scale, off; } g[] = {
+        {"model.embed_tokens.weight", 1000, 512, 0.5f, 0}, {"lm_head.weight", 1000, 512, 0.1f, 0},
+        {"model.norm.weight", 1, 512, 0.05f, 1}};
+    st_writer *w = st_writer_new();
+    unsigned long long r = 0x2545F4914F6CDD1Dull;
+    char name[128];
+    for (int L = -1; L < 2; L++)
+        for (size_t i = 0; i < (L < 0 ? 3u : 9u); i++) {
+            size_t rows = L < 0 ? g[i].r : t[i].r, cols = L < 0 ? g[i].c : t[i].c;
+            float sc = L < 0 ? g[i].scale : t[i].scale, off = L < 0 ? g[i].off : t[i].off;
+            if (L < 0) snprintf(name, sizeof name, "%s", g[i].name);
+            else snprintf(name, sizeof name, "model.layers.%d.%s", L, t[i].name);
+            Mat *m = mat_new(rows, cols);
+            for (size_t k = 0; k < rows * cols; k++) {
+                r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+                m->data[k] = off + sc * ((float)(r >> 40) / 8388608.f - 1.f);
+            }
+            CHECK_OK(st_writer_add_mat(w, name, DT_BF16, m));
+            mat_free(m);
+        }
+    char *path = al_asprintf("%s/model.safetensors", dir);
+    CHECK_OK(st_writer_write(w, path));
+    free(path);
+    st_writer_free(w);
+    static const char cfg[] =
+        "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 512, "
+        "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"head_dim\": 64, "
+        "\"intermediate_size\": 1024, \"vocab_size\": 1000, \"max_position_embeddings\": 256, "
+        "\"rms_norm_eps\": 1e-5, \"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": false}\n";
+    path = al_asprintf("%s/config.json", dir);
+    CHECK_OK(al_write_file_atomic(path, cfg, strlen(cfg)));
+    free(path);
+}
+
+enum { DEC_P = 6, DEC_N = 24, DEC_V = 1000 };
+
+/* generate's greedy loop on nthreads workers: the tokens, and every step's logits, into tok / z. */
+static void decode(const char *dir, int nthreads, bool pool, mm_compute c, int *tok, float *z) {
+    char nt[16];
+    snprintf(nt, sizeof nt, "%d", nthreads);
+    setenv("ATTNLAB_THREADS", nt, 1);
+    mm_pool(pool);
+    Model *m = NULL;
+    Forward *f = NULL;
+    CHECK_OK(model_open(dir, &m));
+    CHECK_OK(fwd_new(m, NULL, &f));
+    if (!f) { model_free(m); return; }
+    fwd_set_compute(f, c);
+    int ids[DEC_P] = {1, 17, 404, 999, 3, 256};
+    CHECK_OK(fwd_run(f, ids, DEC_P, FWD_LOGITS_LAST, z));
+    for (size_t i = 0; i < DEC_N; i++) {
+        const float *zi = z + i * DEC_V;
+        size_t best = 0;
+        for (size_t k = 1; k < DEC_V; k++)
+            if (zi[k] > zi[best]) best = k;
+        tok[i] = (int)best;
+        CHECK_OK(fwd_run(f, &tok[i], 1, FWD_LOGITS_LAST, z + (i + 1) * DEC_V));
+    }
+    fwd_free(f);
+    model_free(m);
+    mm_pool(true);
+    unsetenv("ATTNLAB_THREADS");
+}
+
+static void test_decode(void) {
+    char *dir = al_asprintf("%s/llama512", test_tmpdir());
+    CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+    write_llama(dir);
+    size_t zn = (DEC_N + 1) * DEC_V;
+    int tok0[DEC_N], tok[DEC_N];
+    float *z0 = malloc(zn * sizeof *z0), *z = malloc(zn * sizeof *z);
+    for (int c = 0; c < 2; c++) {
+        mm_compute mode = c ? MM_BF16 : MM_F32;
+        decode(dir, 1, true, mode, tok0, z0);
+        int distinct = 0;
+        for (size_t i = 1; i < DEC_N; i++) distinct += tok0[i] != tok0[i - 1];
+        CHECK(distinct > 3, "%s mode: the greedy tokens change (%d changes): a real decode", mm_compute_name(mode), distinct);
+        static const struct { int threads; bool pool; } runs[] = {{2, true}, {3, true}, {2, false}, {2, true}};
+        for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+            decode(dir, runs[r].threads, runs[r].pool, mode, tok, z);
+            CHECK(memcmp(tok, tok0, sizeof tok) == 0 && memcmp(z, z0, zn * sizeof *z) == 0,
+                  "%s mode, %d threads %s: the greedy tokens and every step's logits equal one thread's bit for bit",
+                  mm_compute_name(mode), runs[r].threads, runs[r].pool ? "on the pool" : "started per product");
+        }
+    }
+    CHECK(pool_workers() >= 2, "the decode ran on the pool (%d workers)", pool_workers());
+    free(z0);
+    free(z);
+    free(dir);
+}
+
 int main(void) {
     test_runs();
     test_errors_and_interrupts();
     test_nested_and_concurrent();
     test_stop();
     test_matmul();
+    test_decode();
     return check_done();
 }
