@@ -23,14 +23,14 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#else
-#include <sched.h>
 #endif
+#include <sched.h>
 
 #include "al.h"
 
 #define POOL_MAX 64          /* workers beyond the caller; a run asking for more takes sweep_run */
 #define POOL_SPIN_NS 50000   /* how long an idle worker (or the waiting caller) spins before sleeping */
+#define POOL_PAUSES 256      /* pause instructions before it yields the core between polls */
 
 static struct {
     pthread_mutex_t mu;      /* held by the run in progress (and by pool_stop) */
@@ -85,8 +85,10 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Waits until *w differs from v and returns its new value: spins POOL_SPIN_NS, then sleeps on the
- * futex, counted in *asleep so that the waker skips the system call when nobody sleeps. */
+/* Waits until *w differs from v and returns its new value: spins POOL_SPIN_NS (the first ~2 us on
+ * pause, then yielding the core, so that on a machine with more runnable threads than cores the
+ * thread this one waits for can run), then sleeps on the futex, counted in *asleep so that the waker
+ * skips the system call when nobody sleeps. */
 static unsigned wait_change(atomic_uint *w, unsigned v, atomic_int *asleep) {
     uint64_t t0 = 0;
     for (unsigned i = 1;; i++) {
@@ -97,7 +99,8 @@ static unsigned wait_change(atomic_uint *w, unsigned v, atomic_int *asleep) {
             if (!t0) t0 = t;
             else if (t - t0 > POOL_SPIN_NS) break;
         }
-        cpu_relax();
+        if (i < POOL_PAUSES) cpu_relax();
+        else sched_yield();
     }
     for (;;) {
         atomic_fetch_add(asleep, 1);
