@@ -959,7 +959,7 @@ static int fq_unit(size_t i, int worker, void *ud) {
     fq_job *j = ud;
     const dt_fp4 *q = &j->W->fp4;
     size_t K = q->cols, nb = K / dt_fp4_traits(q->enc)->block, T = j->T;
-    size_t n0 = i * j->nb, n1 = q->rows - n0 < j->nb ? q->rows : n0 + j->nb;
+    size_t n0 = i * j->nb, n1 = j->W->rows - n0 < j->nb ? j->W->rows : n0 + j->nb;
     float *sc = j->wk->pan[worker];
     fq_scales(q, n0, n1 - n0, sc);
     for (size_t k0 = 0; k0 < K; k0 += FQ_KC) {
