@@ -806,7 +806,7 @@ static int few_unit(size_t i, int worker, void *ud) {
  * once, after its sum (as the BF16 blocks did). The activations are split once per product into even
  * and odd columns per 32 (fq_split) to meet them. A tile: NT <= 4 tokens x NR rows, each sum in two
  * accumulators (even, odd) so that NT NR >= 4 keeps 8 FMA chains in flight. */
-static bool fq_ok(const dt_fp4 *q) { return q->cols % 32 == 0; }
+static bool fq_ok(const dt_fp4 *q) { return q->cols > 0 && q->cols % 32 == 0; }
 
 /* x (T, K) into xs (T, K): per 32 columns the 16 even ones, then the 16 odd ones. */
 static void fq_split(const float *x, size_t ldx, size_t T, size_t K, float *xs) {

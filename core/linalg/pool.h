@@ -13,7 +13,8 @@
  * thread count is restored afterwards); al_interrupted() polled between units. Returns AL_OK,
  * AL_ERR (the first failing unit's message, on this thread) or AL_INTERRUPTED (units already
  * started finish, the rest are skipped). The workers are started on first use (more when a run asks
- * for more), woken per run (they spin ~50 us, then sleep on a futex) and joined at exit. A run while
+ * for more), woken per run (an idle one polls ~50 us -- pausing, then yielding the core -- then
+ * sleeps on a futex) and joined at exit. A run while
  * another one holds the pool (another thread's, or one started from inside a unit) runs as
  * sweep_run, on threads of its own. */
 int pool_run(size_t n, int nthreads, sweep_task_fn fn, void *ud);
