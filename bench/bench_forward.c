@@ -35,7 +35,20 @@
  *                           cycle (thread CPU time x the measured clock), the whole as FLOP/cycle.
  *   bench_forward --write-llama1b DIR
  *                           only writes the synthetic 1.1B model into DIR (if it has no config.json
- *                           yet), for bench/bench_llamacpp.sh. */
+ *                           yet), for bench/bench_llamacpp.sh.
+ *   bench_forward --decode DIR [N] [REPS]
+ *                           decode against its floor, in one run (issue 32; bench/bench_decode.sh):
+ *                           the floor -- every weight a one-token decode reads (all tensors but the
+ *                           embeddings, of which it reads one row) read once from the page cache
+ *                           where the forward pass reads them (the mapping), on the products'
+ *                           workers (pool.h), AVX-512 loads summed, best of REPS: GB/s and the
+ *                           tok/s that one read per token allows --; then greedy decoding of N
+ *                           tokens (default 64) after a 128-token prompt, each token one fwd_run of
+ *                           one token through the KV cache as `generate` runs it, in f32 and bf16
+ *                           mode, with the products on the persistent pool and on threads started
+ *                           per product (mm_pool(false), the code before the pool), the four
+ *                           interleaved, best of REPS (default 3): tok/s, ratio to the floor,
+ *                           pool / per-product threads, and whether the greedy tokens agree. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +63,8 @@
 #include "calib.h"
 #include "forward.h"
 #include "matmul_internal.h"
+#include "model.h"
+#include "pool.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -636,10 +651,162 @@ static int write_1b(const char *dir) {
     return 0;
 }
 
+/* ================================================================ decode against its floor */
+
+typedef struct {
+    const uint8_t **p;       /* chunks of the weights' mapped bytes */
+    size_t *n;
+    uint64_t sums[64];
+} ReadJob;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx512f"))) static uint64_t sum_bytes(const uint8_t *p, size_t n) {
+    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        a = _mm512_add_epi64(a, _mm512_loadu_si512((const void *)(p + i)));
+        b = _mm512_add_epi64(b, _mm512_loadu_si512((const void *)(p + i + 64)));
+    }
+    uint64_t s = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(a, b));
+    for (; i < n; i++) s += p[i];
+    return s;
+}
+#else
+static uint64_t sum_bytes(const uint8_t *p, size_t n) {
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i += 8) s += p[i];
+    return s;
+}
+#endif
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int read_unit(size_t i, int worker, void *ud) {
+    ReadJob *j = ud;
+    j->sums[worker] += sum_bytes(j->p[i], j->n[i]);
+    return AL_OK;
+}
+
+/* The floor: seconds (best of reps) to read every tensor of m but the embeddings once, from the
+ * mapping, in 4 MB chunks on the pool; *bytes their size. */
+static double read_weights_s(Model *m, int reps, size_t *bytes, double *cpu) {
+    const Store *st = m->store;
+    size_t cap = 0, nc = 0;
+    ReadJob j = {0};
+    *bytes = 0;
+    for (size_t t = 0; t < store_count(st); t++) {
+        const char *name = store_name_at(st, t);
+        const st_entry *e;
+        const st_file *f;
+        if (strstr(name, "embed_tokens") || store_entry(st, name, &e, &f) != AL_OK) continue;
+        const uint8_t *d = st_data(f, e);
+        for (size_t o = 0; o < e->end - e->begin; o += (size_t)4 << 20) {
+            if (nc == cap) {
+                cap = cap ? 2 * cap : 1024;
+                j.p = realloc(j.p, cap * sizeof *j.p);
+                j.n = realloc(j.n, cap * sizeof *j.n);
+            }
+            j.p[nc] = d + o;
+            j.n[nc++] = e->end - e->begin - o < ((size_t)4 << 20) ? e->end - e->begin - o : (size_t)4 << 20;
+        }
+        *bytes += e->end - e->begin;
+    }
+    double best = 1e30;
+    *cpu = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s(), c0 = cpu_s();
+        if (pool_run(nc, al_threads(), read_unit, &j) != AL_OK) break;
+        double dt = now_s() - t0, dc = cpu_s() - c0;
+        best = dt < best ? dt : best;
+        *cpu = dc < *cpu ? dc : *cpu;
+    }
+    free(j.p);
+    free(j.n);
+    return best;
+}
+
+/* Greedy decode of n tokens after the prompt ids (P of them): wall seconds, the process's CPU seconds
+ * into *cpu; the tokens into out. */
+static double decode_run(Forward *f, const int *ids, size_t P, size_t n, float *z, int *out, double *cpu) {
+    fwd_reset(f);
+    if (fwd_run(f, ids, P, FWD_LOGITS_LAST, z) != AL_OK) { fprintf(stderr, "prefill: %s\n", al_errmsg()); exit(1); }
+    double t0 = now_s(), c0 = cpu_s();
+    for (size_t i = 0; i < n; i++) {
+        size_t best = 0;
+        for (size_t k = 1; k < fwd_vocab(f); k++)
+            if (z[k] > z[best]) best = k;
+        out[i] = (int)best;
+        if (fwd_run(f, &out[i], 1, FWD_LOGITS_LAST, z) != AL_OK) { fprintf(stderr, "decode: %s\n", al_errmsg()); exit(1); }
+    }
+    *cpu = cpu_s() - c0;
+    return now_s() - t0;
+}
+
+static void print_load(const char *when) {
+    char buf[128] = "?";
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la && fgets(buf, sizeof buf, la)) buf[strcspn(buf, "\n")] = 0;
+    if (la) fclose(la);
+    printf("load average %s: %s (%ld CPUs)\n", when, buf, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+static int bench_decode(const char *dir, size_t n, int reps) {
+    Model *m = NULL;
+    Forward *f = NULL;
+    if (model_open(dir, &m) != AL_OK || fwd_new(m, NULL, &f) != AL_OK) { fprintf(stderr, "%s: %s\n", dir, al_errmsg()); return 1; }
+    enum { P = 128 };
+    size_t V = fwd_vocab(f), bytes = 0;
+    int ids[P], *tok = malloc(4 * n * sizeof *tok);
+    float *z = malloc(V * sizeof *z);
+    for (size_t i = 0; i < P; i++) ids[i] = (int)((i * 2654435761u) % (V - 3)) + 3;
+    print_load("at start");
+    double rc = 0, rd = read_weights_s(m, reps + 2, &bytes, &rc), floor = 1 / rd;
+    printf("%s: %d threads; the floor: %.3f GB of weights per token (all but the embeddings) read once from the "
+           "mapping in %.4f s wall, %.4f CPU s (%.1f GB/s, best of %d) -> %.1f tok/s\n", dir, al_threads(),
+           (double)bytes / 1e9, rd, rc, (double)bytes / rd / 1e9, reps + 2, floor);
+    double best[4] = {1e30, 1e30, 1e30, 1e30}, bcpu[4] = {1e30, 1e30, 1e30, 1e30}, cpu;
+    static const char *what[4] = {"f32  pool", "f32  per-product threads", "bf16 pool", "bf16 per-product threads"};
+    for (int c = 0; c < 4; c++) {                                     /* warm-up of each */
+        fwd_set_compute(f, c < 2 ? MM_F32 : MM_BF16);
+        mm_pool(c % 2 == 0);
+        decode_run(f, ids, P, 4, z, tok + (size_t)c * n, &cpu);
+    }
+    for (int r = 0; r < reps; r++)
+        for (int c = 0; c < 4; c++) {
+            fwd_set_compute(f, c < 2 ? MM_F32 : MM_BF16);
+            mm_pool(c % 2 == 0);
+            double d = decode_run(f, ids, P, n, z, tok + (size_t)c * n, &cpu);
+            best[c] = d < best[c] ? d : best[c];
+            bcpu[c] = cpu < bcpu[c] ? cpu : bcpu[c];
+        }
+    mm_pool(true);
+    for (int c = 0; c < 4; c++)
+        printf("  decode %-25s %zu tokens after %d: %.3f s  %6.2f tok/s  (%.2fx the floor)  CPU %.3f s/token (%.2fx the "
+               "floor's)\n", what[c], n, P, best[c], (double)n / best[c], (double)n / best[c] / floor, bcpu[c] / (double)n,
+               bcpu[c] / (double)n / rc);
+    for (int c = 0; c < 4; c += 2)
+        printf("  %s: pool / per-product threads: speed %.2fx, CPU %.2fx; greedy tokens %s\n", c ? "bf16" : "f32 ",
+               best[c + 1] / best[c], bcpu[c] / bcpu[c + 1],
+               memcmp(tok + (size_t)c * n, tok + (size_t)(c + 1) * n, n * sizeof *tok) ? "DIFFER" : "identical");
+    print_load("at end");
+    free(tok);
+    free(z);
+    fwd_free(f);
+    model_free(m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 3 && !strcmp(argv[1], "--child")) return child(argv[2], argv[3]);
     if (argc > 1 && !strcmp(argv[1], "--llama8b")) return bench_8b(argc > 2 ? argv[2] : NULL);
     if (argc > 2 && !strcmp(argv[1], "--write-llama1b")) return write_1b(argv[2]);
+    if (argc > 2 && !strcmp(argv[1], "--decode"))
+        return bench_decode(argv[2], argc > 3 ? (size_t)atoi(argv[3]) : 64, argc > 4 ? atoi(argv[4]) : 3);
     if (argc > 1 && !strcmp(argv[1], "--kernels")) return bench_kernels(argc > 2 ? atoi(argv[2]) : 7);
     if (argc > 2 && !strcmp(argv[1], "--stages")) return bench_stages(argv[2], argc > 3 ? atoi(argv[3]) : 3);
     const char *models = getenv("ATTNLAB_MODELS");

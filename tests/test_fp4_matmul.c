@@ -3,9 +3,11 @@
  *    encoding (MXFP4 with E8M0 scales 0 = 2^-127 and 140, NVFP4 with a subnormal E4M3 block scale
  *    and a scale_2 that multiplies, compressed-tensors' NVFP4 whose global scale divides, INT4 with
  *    BF16 / F16 / F32 group scales) against sgemm / sgemv on dt_fp4_dequant's float copy: bit for
- *    bit on the panel route (64 tokens on; INT4 and the divided scale from 4 on; the portable
- *    route), within 1e-6 relative on the register route (1-3 tokens) and on BF16 blocks (MXFP4 /
- *    NVFP4, 4-63 tokens); T = 1, 3, 5, 40, 64, both modes, AVX-512 and portable;
+ *    bit on the panel route (64 tokens on; INT4 and the divided scale from 4 on where the columns are
+ *    not a multiple of 32; the portable route), within 1e-6 relative on the register tiles (1-63
+ *    tokens, columns a multiple of 32: each NT x NR tile, NVFP4's two blocks per 32 columns, more
+ *    than one pass of columns), the one-row register route (1-3 tokens) and BF16 blocks (NVFP4 with
+ *    16 columns left over, 4-63 tokens); T = 1-5, 40, 63, 64, both modes, AVX-512 and portable;
  *  - the Gram's fast route (vdpbf16ps) takes MXFP4 and NVFP4 blocks, decoded to BF16 exactly, NVFP4's
  *    scale_2 as the chunk's scale (a nonzero error bound, and the Gram within it of the double
  *    route's), column and row Grams; compressed-tensors' divided scale and INT4 stay on the double
@@ -76,7 +78,7 @@ static void check_case(const Case *c, size_t T) {
     else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)N, (int)K, 1.f, x, (int)K, W, (int)K, 0.f, ref, (int)N);
     WMat w = {.dt = DT_U8, .data = q.codes, .rows = N, .cols = K, .fp4 = q};
     MmWork *wk = mm_work_new(1);
-    bool panels = T >= 64 || (T > 3 && (q.enc == DT_FP4_INT4 || q.gdiv)) || !mm_have_bf16();
+    bool panels = T >= 64 || (T > 3 && K % 32 && (q.enc == DT_FP4_INT4 || q.gdiv)) || !mm_have_bf16();
     for (int m = 0; m < 2; m++) {
         CHECK_OK(mm_xwt(wk, &w, x, K, T, y, N, m ? MM_BF16 : MM_F32));
         double rel = vec_rel_err(ref, y, T * N);
@@ -98,17 +100,18 @@ static void test_decoder(void) {
     const Case cases[] = {
         {"MXFP4", {.enc = DT_FP4_MXFP4, .rows = 70, .cols = 2048, .gscale = 1}},
         {"NVFP4 (scale_2 multiplies)", {.enc = DT_FP4_NVFP4, .rows = 33, .cols = 272, .gscale = 0.0123f}},
+        {"NVFP4, 32-column chunks (scale_2 multiplies)", {.enc = DT_FP4_NVFP4, .rows = 45, .cols = 1088, .gscale = 0.0123f}},
         {"compressed-tensors NVFP4 (global scale divides)",
          {.enc = DT_FP4_NVFP4, .rows = 40, .cols = 512, .gscale = 81.5f, .gdiv = true}},
         {"INT4, BF16 scales", {.enc = DT_FP4_INT4, .rows = 48, .cols = 1024, .gscale = 1, .sdt = DT_BF16}},
         {"INT4, F16 scales", {.enc = DT_FP4_INT4, .rows = 17, .cols = 96, .gscale = 1, .sdt = DT_F16}},
         {"INT4, F32 scales", {.enc = DT_FP4_INT4, .rows = 20, .cols = 160, .gscale = 1, .sdt = DT_F32}},
     };
-    const size_t Ts[] = {1, 3, 5, 40, 64};
+    const size_t Ts[] = {1, 2, 3, 4, 5, 40, 63, 64};
     for (int simd = 1; simd >= 0; simd--) {
         mm_simd(simd);
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
-            for (size_t t = 0; t < 5; t++) check_case(&cases[c], Ts[t]);
+            for (size_t t = 0; t < sizeof Ts / sizeof *Ts; t++) check_case(&cases[c], Ts[t]);
     }
     mm_simd(true);
 }

@@ -3,7 +3,8 @@
  * T < 16), token-lane tiles for vdpbf16ps from 16 tokens on (activations packed once per product as
  * BF16 pairs, 16 tokens to a vector; each weight pair broadcast from the mapping), the
  * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
- * then a one-thread sgemm), the run-time choice of kernels and the per-worker scratch. See
+ * then a one-thread sgemm), FP4 / INT4 register tiles for fewer than 64 tokens, the run-time
+ * choice of kernels and the per-worker scratch; units run on the persistent pool (pool.h). See
  * matmul.h for the contract. */
 #define _GNU_SOURCE
 #include "matmul.h"
@@ -16,6 +17,7 @@
 #include <sys/mman.h>
 
 #include "gram_bf16.h"
+#include "pool.h"
 #include "sweep.h"
 #include "matmul_internal.h"
 
@@ -23,6 +25,7 @@
 
 static atomic_int simd_off;          /* mm_simd(false) */
 static atomic_int lanes_off;         /* mm_token_lanes(false) */
+static atomic_int pool_off;          /* mm_pool(false) */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -49,6 +52,8 @@ bool mm_simd(bool on) {
 }
 
 void mm_token_lanes(bool on) { atomic_store(&lanes_off, !on); }
+
+void mm_pool(bool on) { atomic_store(&pool_off, !on); }
 
 const char *mm_compute_name(mm_compute c) { return c == MM_BF16 ? "bf16" : "f32"; }
 
@@ -293,7 +298,8 @@ struct MmWork {
     uint16_t *xb;            /* BF16 activations (cap) */
     float *xr;               /* activations rounded to BF16, as float (cap) */
     uint32_t *xp;            /* BF16 activation pairs packed for the token-lane tiles (pcap) */
-    size_t xcap, rcap, pcap;
+    float *xs;               /* activations split even / odd per 32 columns for the FP4 tiles (scap) */
+    size_t xcap, rcap, pcap, scap;
 };
 
 MmWork *mm_work_new(int nthreads) {
@@ -312,6 +318,7 @@ void mm_work_free(MmWork *wk) {
     free(wk->xb);
     free(wk->xr);
     free(wk->xp);
+    free(wk->xs);
     free(wk);
 }
 
@@ -378,24 +385,38 @@ static size_t unit_rows(size_t N, int nthreads, size_t most, size_t mult) {
     return per ? per : mult;
 }
 
-/* Products below this many multiply-adds run on the calling thread (starting threads costs more). */
-#define MM_SMALL ((size_t)1 << 21)
+/* Products below this many multiply-adds run on the calling thread (waking the pool's workers costs
+ * more: ~1 us spinning, ~10 us asleep; a 2^18 multiply-add BF16 product at T = 1 reads 512 KB). It
+ * was 2^21 while every product started and joined its threads (~50-100 us). */
+#define MM_SMALL ((size_t)1 << 18)
+#define MM_SMALL_SWEEP ((size_t)1 << 21)
 
-/* The units of a product of `work` multiply-adds on the workers (one BLAS thread each). */
+/* The units of a product of `work` multiply-adds on the pool's workers (one BLAS thread each). */
 static int run_units(MmWork *wk, size_t N, size_t nb, size_t work, sweep_task_fn fn, void *job) {
     size_t units = (N + nb - 1) / nb;
-    if (units == 1 || wk->nthreads == 1 || work < MM_SMALL) {
+    bool pool = !atomic_load(&pool_off);
+    if (units == 1 || wk->nthreads == 1 || work < (pool ? MM_SMALL : MM_SMALL_SWEEP)) {
         int rc = AL_OK;
         for (size_t i = 0; i < units && rc == AL_OK; i++) rc = fn(i, 0, job);
         return rc;
     }
-    return sweep_run(units, wk->nthreads, fn, job);
+    return pool ? pool_run(units, wk->nthreads, fn, job) : sweep_run(units, wk->nthreads, fn, job);
 }
+
 
 /* ================================================================ register tiles */
 
 #define TILE_KC 4096         /* columns per pass over a unit's rows (96 x 4096 16-bit weights: 768 KB) */
 #define TILE_NB 96           /* rows per unit: 16 tiles of 6 */
+
+/* Rows per unit of the tiles: at most TILE_NB, a multiple of 6, so many units that they split evenly
+ * over the workers (k_proj's 256 rows at T = 1: 4 units of 66, not 3 of 96 on 2 workers). */
+static size_t tile_rows(size_t N, int nthreads) {
+    size_t nt = nthreads > 0 ? (size_t)nthreads : 1, u = (N + TILE_NB - 1) / TILE_NB;
+    u = (u + nt - 1) / nt * nt;
+    size_t nb = ((N + u - 1) / u + 5) / 6 * 6;
+    return nb ? nb : 6;
+}
 
 /* A tile kernel: NT tokens (rows of x, stride ldx elements) x NN weight rows (16-bit, stride ldw)
  * over kc columns into y (stride ldy), added to y when acc. */
@@ -680,7 +701,7 @@ typedef struct {
     const char *x;           /* (T, K) of xe-byte elements, row stride ldx elements */
     size_t ldx, xe, T;
     float *y;
-    size_t ldy;
+    size_t ldy, nb;          /* nb: rows per unit (tile_rows) */
     const Tiles *tl;
 } tile_job;
 
@@ -696,12 +717,12 @@ static void tile_row(const tile_job *j, size_t t, bool four, size_t n0, size_t n
     for (; n < n1; n++) f1(x, j->ldx, W + n * K + k0, K, kc, y + n, j->ldy, k0 > 0);
 }
 
-/* Unit i: rows [i TILE_NB, +TILE_NB) in passes of TILE_KC columns; per pass, every 4 tokens against
+/* Unit i: rows [i nb, +nb) in passes of TILE_KC columns; per pass, every 4 tokens against
  * every 6 rows (the unit's block stays in L2, the 4 token rows in L1), the last T % 4 one by one. */
 static int tile_unit(size_t i, int worker, void *ud) {
     (void)worker;
     tile_job *j = ud;
-    size_t K = j->W->cols, n0 = i * TILE_NB, n1 = j->W->rows - n0 < TILE_NB ? j->W->rows : n0 + TILE_NB, T = j->T;
+    size_t K = j->W->cols, n0 = i * j->nb, n1 = j->W->rows - n0 < j->nb ? j->W->rows : n0 + j->nb, T = j->T;
     for (size_t k0 = 0; k0 < K; k0 += TILE_KC) {
         size_t kc = K - k0 < TILE_KC ? K - k0 : TILE_KC, t = 0;
         for (; t + 4 <= T; t += 4) tile_row(j, t, true, n0, n1, k0, kc);
@@ -712,8 +733,9 @@ static int tile_unit(size_t i, int worker, void *ud) {
 
 static int run_tiles(MmWork *wk, const WMat *W, const void *x, size_t ldx, size_t xe, size_t T, float *y, size_t ldy,
                      const Tiles *tl) {
-    tile_job j = {.W = W, .x = x, .ldx = ldx, .xe = xe, .T = T, .y = y, .ldy = ldy, .tl = tl};
-    return run_units(wk, W->rows, TILE_NB, T * W->rows * W->cols, tile_unit, &j);
+    tile_job j = {.W = W, .x = x, .ldx = ldx, .xe = xe, .T = T, .y = y, .ldy = ldy, .nb = tile_rows(W->rows, wk->nthreads),
+                  .tl = tl};
+    return run_units(wk, W->rows, j.nb, T * W->rows * W->cols, tile_unit, &j);
 }
 
 /* True when an FP4 weight's values before its per-tensor scale are BF16 numbers: E2M1 (2 significant
@@ -770,6 +792,204 @@ static int few_unit(size_t i, int worker, void *ud) {
     return AL_OK;
 }
 
+/* ---------------------------------------------------------------- FP4 / INT4 register tiles, 1-63 tokens */
+
+#define FQ_KC 1024           /* columns per pass: 4 tokens' activations (16 KB) stay in L1 */
+
+/* An FP4 / INT4 weight's 32 columns [32c, 32c + 32) of a row are 16 bytes, byte i holding columns 2i
+ * (low nibble) and 2i + 1. Widened to 16 dwords, byte i in lane i, they index a 16-entry table
+ * directly for the even columns (vpermps reads the index's low 4 bits) and shifted right by 4 for the
+ * odd ones: two lookups and one shift per 32 values, against the panel decoder's unpacking per 16.
+ * The table is the code values times the block's scale (for NVFP4's 16-wide blocks two tables, the
+ * lanes of the second block picked by bit 4 of the index: vpermt2ps), so each value is
+ * code * scale as tensor.c's decoder computes it; NVFP4's multiplying scale_2 multiplies each output
+ * once, after its sum (as the BF16 blocks did). The activations are split once per product into even
+ * and odd columns per 32 (fq_split) to meet them. A tile: NT <= 4 tokens x NR rows, each sum in two
+ * accumulators (even, odd) so that NT NR >= 4 keeps 8 FMA chains in flight. */
+static bool fq_ok(const dt_fp4 *q) { return q->cols > 0 && q->cols % 32 == 0; }
+
+/* x (T, K) into xs (T, K): per 32 columns the 16 even ones, then the 16 odd ones. */
+static void fq_split(const float *x, size_t ldx, size_t T, size_t K, float *xs) {
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < K; c += 32)
+            for (size_t i = 0; i < 16; i++) {
+                xs[t * K + c + i] = x[t * ldx + c + 2 * i];
+                xs[t * K + c + 16 + i] = x[t * ldx + c + 2 * i + 1];
+            }
+}
+
+#if MM_X86
+/* 16 block scales from p (nb scales a row, so p's 16 are consecutive in one row or across rows: the
+ * layout is (rows, nb) row-major either way) as fp4_scale gives them: E8M0 built from its bits (0 the
+ * subnormal 2^-127, 0xFF NaN), E4M3 from the table, INT4's BF16 / F16 / F32 widened. */
+TGT_512 static __m512 fq_scale16(const dt_fp4 *q, const uint8_t *p, const float *e4) {
+    if (q->enc == DT_FP4_INT4) {
+        if (q->sdt == DT_F32) return _mm512_loadu_ps(p);
+        __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+        if (q->sdt == DT_F16) return _mm512_cvtph_ps(h);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    if (q->enc == DT_FP4_NVFP4) return _mm512_i32gather_ps(v, e4, 4);
+    __m512i f = _mm512_slli_epi32(v, 23);
+    f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(v, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+    f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(v, _mm512_set1_epi32(0xff)), _mm512_set1_epi32(0x7fc00000));
+    return _mm512_castsi512_ps(f);
+}
+
+/* n (a multiple of 16) scales from q->scale's element e0 on into sc, a dividing global scale applied. */
+TGT_512 static void fq_scales_512(const dt_fp4 *q, size_t e0, size_t n, float *sc) {
+    const size_t es = q->enc == DT_FP4_INT4 ? dt_size(q->sdt) : 1;
+    const float *e4 = gbf_e4m3_f32();
+    const __m512 g = _mm512_set1_ps(q->gscale);
+    for (size_t i = 0; i < n; i += 16) {
+        __m512 v = fq_scale16(q, q->scale + (e0 + i) * es, e4);
+        _mm512_storeu_ps(sc + i, q->gdiv ? _mm512_div_ps(v, g) : v);
+    }
+}
+#else
+static void fq_scales_512(const dt_fp4 *q, size_t e0, size_t n, float *sc) { (void)q; (void)e0; (void)n; (void)sc; }
+#endif
+
+/* The block scales of rows [n0, n0 + nr) as floats into sc (row stride K / B), a dividing global
+ * scale applied: fp4_scale's values, 16 at a time (fq_scale16), the last few one by one. */
+static void fq_scales(const dt_fp4 *q, size_t n0, size_t nr, float *sc) {
+    const size_t nb = q->cols / dt_fp4_traits(q->enc)->block, es = q->enc == DT_FP4_INT4 ? dt_size(q->sdt) : 1;
+    const float *e4 = gbf_e4m3_f32();
+    size_t all = nr * nb, done = all / 16 * 16;        /* the unit's scales: one run of nr nb in the tensor */
+    fq_scales_512(q, n0 * nb, done, sc);
+    for (size_t k = done; k < all; k++) {
+        float s;
+        if (q->enc != DT_FP4_INT4) s = fp4_scale(q, e4, n0 + k / nb, k % nb, nb);
+        else {
+            const uint8_t *p = q->scale + (n0 * nb + k) * es;
+            uint16_t h;
+            if (q->sdt == DT_F32) memcpy(&s, p, 4);
+            else {
+                memcpy(&h, p, 2);
+                s = q->sdt == DT_BF16 ? dt_bf16_to_f32(h) : dt_f16_to_f32(h);
+            }
+        }
+        sc[k] = q->gdiv ? s / q->gscale : s;
+    }
+}
+
+#if MM_X86
+/* y[t][n + r] (+)= sum over columns [k0, k0 + kc) of x[t] W[n + r] for NT tokens (xs rows, stride K)
+ * and NR rows; sc: the rows' scales (stride nb); b16: 16-wide blocks. */
+TGT_512 static inline __attribute__((always_inline)) void
+fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc, float *y,
+        size_t ldy, bool acc, const int NT, const int NR, const bool b16) {
+    const size_t K = q->cols;
+    const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
+    const __m512i hi = _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0), m15 = _mm512_set1_epi32(15);
+    __m512 ae[4][4], ao[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) ae[r][t] = ao[r][t] = _mm512_setzero_ps();
+    for (size_t c = k0; c < k0 + kc; c += 32) {
+        __m512 xe[4], xo[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            xe[t] = _mm512_loadu_ps(xs + (size_t)t * K + c);
+            xo[t] = _mm512_loadu_ps(xs + (size_t)t * K + c + 16);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *cp = q->codes + (n + (size_t)r) * (K / 2) + c / 2;
+            __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)cp));
+            __m512 ve, vo;
+            if (b16) {
+                const float *s = sc + (size_t)r * nb + c / 16;
+                __m512 la = _mm512_mul_ps(lut, _mm512_set1_ps(s[0])), lb = _mm512_mul_ps(lut, _mm512_set1_ps(s[1]));
+                ve = _mm512_permutex2var_ps(la, _mm512_ternarylogic_epi32(b, m15, hi, 0xEA), lb);
+                vo = _mm512_permutex2var_ps(la, _mm512_or_si512(_mm512_srli_epi32(b, 4), hi), lb);
+            } else {
+                __m512 ls = _mm512_mul_ps(lut, _mm512_set1_ps(sc[(size_t)r * nb + c / 32]));
+                ve = _mm512_permutexvar_ps(b, ls);
+                vo = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), ls);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                ae[r][t] = _mm512_fmadd_ps(xe[t], ve, ae[r][t]);
+                ao[r][t] = _mm512_fmadd_ps(xo[t], vo, ao[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            float v = _mm512_reduce_add_ps(_mm512_add_ps(ae[r][t], ao[r][t]));
+            float *o = y + (size_t)t * ldy + n + (size_t)r;
+            *o = acc ? *o + v : v;
+        }
+}
+
+typedef void (*fq_fn)(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc,
+                      float *y, size_t ldy, bool acc);
+#define FQ_FN(nt, nr)                                                                                                 \
+    TGT_512 static void fq_##nt##x##nr(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs,      \
+                                       size_t k0, size_t kc, float *y, size_t ldy, bool acc) {                       \
+        if (q->enc == DT_FP4_NVFP4) fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, nt, nr, true);                   \
+        else fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, nt, nr, false);                                         \
+    }
+FQ_FN(1, 4) FQ_FN(2, 2) FQ_FN(3, 2) FQ_FN(4, 1) FQ_FN(1, 1) FQ_FN(2, 1) FQ_FN(3, 1)
+/* [NT - 1]: the NR-row tile and the one-row tail */
+static const fq_fn fq_many[4] = {fq_1x4, fq_2x2, fq_3x2, fq_4x1}, fq_one[4] = {fq_1x1, fq_2x1, fq_3x1, fq_4x1};
+static const int fq_nr[4] = {4, 2, 2, 1};
+#else
+static const fq_fn fq_many[4], fq_one[4];   /* never used: no x86 kernels */
+static const int fq_nr[4] = {1, 1, 1, 1};
+#endif
+
+typedef struct {
+    const WMat *W;
+    const float *xs;         /* fq_split's */
+    size_t T;
+    float *y;
+    size_t ldy, nb;          /* nb: rows per unit */
+    MmWork *wk;              /* the workers' panels hold the unit's scales */
+} fq_job;
+
+/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel, then per pass of FQ_KC
+ * columns every 4 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens). */
+static int fq_unit(size_t i, int worker, void *ud) {
+    fq_job *j = ud;
+    const dt_fp4 *q = &j->W->fp4;
+    size_t K = q->cols, nb = K / dt_fp4_traits(q->enc)->block, T = j->T;
+    size_t n0 = i * j->nb, n1 = j->W->rows - n0 < j->nb ? j->W->rows : n0 + j->nb;
+    float *sc = j->wk->pan[worker];
+    fq_scales(q, n0, n1 - n0, sc);
+    for (size_t k0 = 0; k0 < K; k0 += FQ_KC) {
+        size_t kc = K - k0 < FQ_KC ? K - k0 : FQ_KC;
+        for (size_t t = 0; t < T; t += 4) {
+            size_t nt = T - t < 4 ? T - t : 4, nr = (size_t)fq_nr[nt - 1], n = n0;
+            for (; n + nr <= n1; n += nr)
+                fq_many[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0);
+            for (; n < n1; n++)
+                fq_one[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0);
+        }
+    }
+    if (!q->gdiv && q->gscale != 1.0f)
+        for (size_t t = 0; t < T; t++)
+            for (size_t n = n0; n < n1; n++) j->y[t * j->ldy + n] *= q->gscale;
+    return AL_OK;
+}
+
+/* An FP4 / INT4 product of fewer than FP4_MANY tokens on the register tiles: x split once into
+ * wk->xs, the units on the pool. */
+static int xwt_fq(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    size_t K = W->cols, n;
+    if (pan_fit(wk) || !al_mul_ok(T, K, &n, "activations") ||
+        buf_fit((void **)&wk->xs, &wk->scap, n, sizeof(float), "split activations"))
+        return AL_ERR;
+    fq_split(x, ldx, T, K, wk->xs);
+    fq_job j = {.W = W, .xs = wk->xs, .T = T, .y = y, .ldy = ldy, .nb = tile_rows(W->rows, wk->nthreads), .wk = wk};
+    return run_units(wk, W->rows, j.nb, T * W->rows * K, fq_unit, &j);
+}
+
 /* The float32 route: BF16 / F16 weights widened in registers (AVX-512 tiles), FP4 / INT4 ones decoded
  * in registers up to FP4_FEW tokens, MXFP4 / NVFP4 decoded to BF16 blocks and the same tiles below
  * FP4_MANY, else (FP8, FP4 / INT4 from there on, or no AVX-512) per panel into the worker's buffer and
@@ -778,6 +998,9 @@ static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t
     if ((W->dt == DT_BF16 || W->dt == DT_F16) && use_avx512())
         return run_tiles(wk, W, x, ldx, sizeof(float), T, y, ldy, W->dt == DT_BF16 ? &wb_tiles : &wh_tiles);
     bool fp4 = W->fp4.enc != DT_FP4_NONE && W->cols % 16 == 0 && use_avx512();
+    if (fp4 && T < FP4_MANY && fq_ok(&W->fp4) &&             /* the unit's scales fit the worker's panel */
+        (W->cols / 16) * TILE_NB <= (size_t)MM_PANEL_ROWS * MM_PANEL_COLS)
+        return xwt_fq(wk, W, x, ldx, T, y, ldy);
     if (fp4 && (T <= FP4_FEW || (T < FP4_MANY && fp4_bf16_exact(&W->fp4)))) {
         if (T > FP4_FEW && pan_fit(wk)) return AL_ERR;
         few_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk};

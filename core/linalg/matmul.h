@@ -19,15 +19,19 @@
  *            weights take the MM_F32 route in this mode.
  * FP4 / INT4 weights (tensor.h: MXFP4, NVFP4, compressed-tensors' NVFP4 and pack-quantized INT4) are
  * float32 products in both modes, on the values tensor.c's decoder gives (AVX-512: 16 values per
- * register lookup): up to 3 tokens decoded in registers and multiplied at once; MXFP4 / NVFP4 from 4
- * to 63 tokens decoded to BF16 blocks (exact) under the BF16 weights' float32 tiles; from 64 tokens
- * on (and INT4 / compressed-tensors' NVFP4 from 4) the FP8 route: each panel decoded into the
- * worker's buffer and a one-thread sgemm (bench_quant: a BF16 twin's time or less from 64 tokens).
+ * register lookup): below 64 tokens, where the columns are a multiple of 32, register tiles of up to
+ * 4 tokens that decode 32 values with one shift and two lookups in a table scaled per block (the
+ * activations split into even and odd columns once per product); elsewhere up to 3 tokens decoded in
+ * registers one row at a time, MXFP4 / NVFP4 from 4 to 63 tokens decoded to BF16 blocks (exact)
+ * under the BF16 weights' float32 tiles; from 64 tokens on (and INT4 / compressed-tensors' NVFP4 with
+ * 16 columns left over from 4) the FP8 route: each panel decoded into the worker's buffer and a
+ * one-thread sgemm (bench_quant: a BF16 twin's time or less from 64 tokens; MXFP4 0.7-1.1x of it at
+ * 1 and 16 tokens, NVFP4 0.8-1.5x).
  * Dtypes without a kernel (F64, F8_E5M2) and Conv1D (in, out) weights stored in anything but F32
  * are converted to an owned float32 copy when the view is made (GPT-2-style models only).
  *
- * Work is split over MmWork's workers (sweep_run, one BLAS thread each) by blocks of output
- * columns; MmWork owns the per-worker panels and the BF16 activation buffer, allocated once and
+ * Work is split over MmWork's workers (the persistent pool of pool.h, one BLAS thread each) by
+ * blocks of output columns; MmWork owns the per-worker panels and the BF16 activation buffer, allocated once and
  * grown when a call needs more. */
 #ifndef AL_MATMUL_H
 #define AL_MATMUL_H

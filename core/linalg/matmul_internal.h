@@ -12,5 +12,9 @@ bool mm_simd(bool on);
  * (the default) takes the token-lane tiles from 16 tokens on. For tests and bench_forward --kernels;
  * not while a product runs. */
 void mm_token_lanes(bool on);
+/* false: products start and join threads of their own per product (sweep_run) from 2^21
+ * multiply-adds on, as before the pool (pool.h); true (the default) wakes the pool's workers from
+ * 2^18 on. For bench_forward --decode's comparison in one run; not while a product runs. */
+void mm_pool(bool on);
 
 #endif

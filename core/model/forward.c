@@ -18,6 +18,7 @@
 
 #include "analyses.h"
 #include "layersel.h"
+#include "pool.h"
 #include "sweep.h"
 #include "matmul.h"
 #include "rope.h"
@@ -1642,8 +1643,8 @@ static int attend(Forward *f, int L, size_t T, const QKV *p) {
     attn_job job = {.f = f, .L = L, .T = T, .q = p->q, .ldq = p->ldq, .scale = fwd_attn_scale(f, L)};
     int rc = f->evfn ? evict_mask(f, L, T, p) : AL_OK;
     if (rc) return rc;
-    if (T * (f->pos + T) >= 4096 && f->nworkers > 1)          /* heads on the cores, one BLAS thread each */
-        rc = sweep_run(f->H, f->nworkers, attn_head, &job);
+    if (T * (f->pos + T) >= 1024 && f->nworkers > 1)          /* heads on the pool's workers, one BLAS thread each */
+        rc = pool_run(f->H, f->nworkers, attn_head, &job);
     else
         for (size_t h = 0; h < f->H && rc == AL_OK; h++) rc = attn_head(h, 0, &job);
     return rc;
@@ -2079,7 +2080,7 @@ static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
 }
 
 /* Below this hidden size every matrix is small enough that OpenBLAS's threads cost more (waking
- * and spinning) than they give: such models run with one BLAS thread (heads still use sweep_run). */
+ * and spinning) than they give: such models run with one BLAS thread (heads still use pool_run). */
 #define SMALL_HIDDEN 512
 
 /* body() with the BLAS thread count of the model's size. */
