@@ -70,7 +70,7 @@ ok "TransMLA config.json bytes" test "$(sha "$T/mla/config.json")" = \
 ok "TransMLA manifest bytes" test "$(shan "$T/mla/attnlab_manifest.json")" = \
     2f91e026e2a63812603ba20b71d44a90cf49f265b8d131e6e160c2ecd0393b5a
 ok "TPA manifest bytes" test "$(shan "$T/tpa/tpa_manifest.json")" = \
-    2540d23203afb97683823a84fb8eb8dd9d4f75f7a9c8e838fc9d33d64d44ded9
+    6792e13a5dedb0fa0bc8b8d3c0b6365cc087f06c82e179e0a341adc9b6b657cf
 printf 'Once upon a time there was a little cat. The cat liked to play in the sun with a ball.\n%.0s' \
     1 2 3 4 5 6 7 8 >"$T/story.txt"
 out=$(cd "$T" && e "load $M/stories260K/stories260K.bin; calibrate story.txt seqlen 32; kvsvd learn all rank 3; \
@@ -92,7 +92,7 @@ ok "TransMLA layer keys [$(sed -n 1p <<<"$got")]" test "$(sed -n 1p <<<"$got")" 
 joint_energy,score_rel_err,output_rel_err,joint_energy_other_balance,score_rel_err_other_balance,\
 output_rel_err_other_balance,kv_norm_k,kv_norm_rel_err_bound"
 ok "TPA layer keys [$(sed -n 2p <<<"$got")]" test "$(sed -n 2p <<<"$got")" = \
-    "layer,k_energy,v_energy,k_err,v_err,score_err,out_err"
+    "layer,k_energy,v_energy,k_err,v_err,score_err,out_err,sliding_window,attn_softcap"
 ok "KQ-SVD layer keys [$(sed -n 3p <<<"$got")]" test "$(sed -n 3p <<<"$got")" = \
     "layer,rank_k,rank_v,cal_k_err,cal_q_err,cal_v_err,cal_kq_err,cal_vo_err,k_err,q_err,v_err,kq_err,out_err"
 
