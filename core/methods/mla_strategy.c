@@ -554,8 +554,10 @@ static int table_row(Forward *f, const MlastratTableOpts *to, const MlastratOpts
     }
     if (n) { row->score_err /= (double)n; row->out_err /= (double)n; row->kv_values = kv / (double)n; }
     FwdPpl p;
+    fwd_set_norm_eps(f, to->norm_eps ? to->norm_eps(r) : 0);
     if (rc == AL_OK) rc = fwd_ppl(f, to->ids, to->n_ids, to->seqlen, &p);
     if (rc == AL_OK) row->nll = p.nll;
+    fwd_set_norm_eps(f, 0);
     fwd_clear_attn(f);
     tmla_result_free(r);
     return rc;

@@ -123,6 +123,8 @@ typedef struct {
     uint64_t seed;
     const int *ids;           /* perplexity tokens (held out) */
     size_t n_ids, seqlen;
+    double (*norm_eps)(const TmlaResult *r);   /* the eps a row's norms run at (NULL or 0: the config's); as
+                                 ppl runs the conversion: its export's where it has one */
 } MlastratTableOpts;
 
 typedef struct {

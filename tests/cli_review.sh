@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# cli_review.sh -- numbers that two commands print for the same thing agree (issue 30 / 31 review):
+# `convert mla-table ... strategies`'s rows equal `convert mla kv-rank R strategy S`'s own held-out
+# perplexity (the table ran every row at the source's rms_norm_eps where `convert mla` and `ppl` run
+# an exportable conversion at its export's: transmla 10.6196 against 10.6192 on stories260K-hf).
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-review shared-cache
+cd "$T" || exit 1
+M="$ATTNLAB_MODELS/stories260K-hf"
+TXT="$ATTNLAB_SRC/examples/tinystory.txt"
+
+# ---- convert mla-table strategies against convert mla strategy S (exportable: transmla, care; in memory: mha2mla, care-alloc)
+run -e "load $M; calibrate $TXT; convert mla-table kv-ranks 16 strategies transmla,care,mha2mla-2norm,care-alloc to s.csv"
+[ "$(rc)" = 0 ] || fail "strategies table: rc $(rc) [$(cat err.txt)]"
+for st in transmla care mha2mla-2norm care-alloc; do
+    tab=$(awk -F, -v s="$st" 'NR > 1 && $2 == s { print $12 }' s.csv)
+    run -e "load $M; calibrate $TXT; convert mla kv-rank 16 strategy $st"
+    one=$(sed -n 's/^perplexity on .* after (+[0-9.]*%; log [0-9.]* -> \([0-9.]*\)).*/\1/p' out.txt)
+    [ -n "$tab" ] && [ -n "$one" ] && awk -v a="$tab" -v b="$one" 'BEGIN { d = a - b; exit !(d < 2e-5 && d > -2e-5) }' \
+        || fail "$st: table log-ppl [$tab] against convert mla's [$one] [$(cat err.txt)]"
+done
+
+cli_done
