@@ -3,6 +3,7 @@
 # `convert mla-table ... strategies`'s rows equal `convert mla kv-rank R strategy S`'s own held-out
 # perplexity (the table ran every row at the source's rms_norm_eps where `convert mla` and `ppl` run
 # an exportable conversion at its export's: transmla 10.6196 against 10.6192 on stories260K-hf).
+# `ablate` checks its heads before the intact perplexity and says when a transformation is left out.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-review shared-cache
@@ -20,5 +21,15 @@ for st in transmla care mha2mla-2norm care-alloc; do
     [ -n "$tab" ] && [ -n "$one" ] && awk -v a="$tab" -v b="$one" 'BEGIN { d = a - b; exit !(d < 2e-5 && d > -2e-5) }' \
         || fail "$st: table log-ppl [$tab] against convert mla's [$one] [$(cat err.txt)]"
 done
+
+# ---- ablate: a head out of range is refused before the intact model's perplexity runs (it printed
+# the intact line first, a whole perplexity pass on a large model); after a transformation the
+# intact line says it measured the loaded model
+out=$(e "load $M; ablate $TXT layer 0 head 8")
+has "$out" "head 8 is out of range 0-7" && hasnt "$out" "intact" || fail "ablate head 8: [$out]"
+out=$(e "load $M; ablate $TXT layer 0 heads 1,9")
+has "$out" "heads are 0-7" && hasnt "$out" "intact" || fail "ablate heads 1,9: [$out]"
+out=$(e "load $M; truncate vo rank 4; ablate $TXT layer 0 head 1 seqlen 128")
+has "$out" "ppl 3.97929 intact.*the loaded model: its transformations are not ablated" || fail "ablate after truncate: [$out]"
 
 cli_done
