@@ -4,6 +4,7 @@
 # perplexity (the table ran every row at the source's rms_norm_eps where `convert mla` and `ppl` run
 # an exportable conversion at its export's: transmla 10.6196 against 10.6192 on stories260K-hf).
 # `ablate` checks its heads before the intact perplexity and says when a transformation is left out.
+# `compare` on a q/k-norm model names the conversion that keeps the norm.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-review shared-cache
@@ -31,5 +32,10 @@ out=$(e "load $M; ablate $TXT layer 0 heads 1,9")
 has "$out" "heads are 0-7" && hasnt "$out" "intact" || fail "ablate heads 1,9: [$out]"
 out=$(e "load $M; truncate vo rank 4; ablate $TXT layer 0 head 1 seqlen 128")
 has "$out" "ppl 3.97929 intact.*the loaded model: its transformations are not ablated" || fail "ablate after truncate: [$out]"
+
+# ---- compare on a q/k-norm model: the refusal says what runs instead (it ended at 'not covered')
+out=$(e "synth family qwen3 q3; load q3; compare kv-budget 32")
+has "$out" "not covered (TransMLA with the norm: .convert mla kv-rank R qk-norm fold|drop|keep., then .ppl. or .check.)" \
+    || fail "compare on qwen3: [$out]"
 
 cli_done
