@@ -3,7 +3,7 @@
 # `convert mla-table ... strategies`'s rows equal `convert mla kv-rank R strategy S`'s own held-out
 # perplexity (the table ran every row at the source's rms_norm_eps where `convert mla` and `ppl` run
 # an exportable conversion at its export's: transmla 10.6196 against 10.6192 on stories260K-hf).
-# `ablate` checks its heads before the intact perplexity and says when a transformation is left out.
+# `ablate` checks its heads (an empty list too) before the intact perplexity and says when a transformation is left out.
 # `compare` on a q/k-norm model names the conversion that keeps the norm.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -30,6 +30,8 @@ out=$(e "load $M; ablate $TXT layer 0 head 8")
 has "$out" "head 8 is out of range 0-7" && hasnt "$out" "intact" || fail "ablate head 8: [$out]"
 out=$(e "load $M; ablate $TXT layer 0 heads 1,9")
 has "$out" "heads are 0-7" && hasnt "$out" "intact" || fail "ablate heads 1,9: [$out]"
+out=$(e "load $M; ablate $TXT layer 0 heads ''")
+has "$out" "heads '': give head numbers" && hasnt "$out" "intact" || fail "ablate heads '': [$out]"
 out=$(e "load $M; truncate vo rank 4; ablate $TXT layer 0 head 1 seqlen 128")
 has "$out" "ppl 3.97929 intact.*the loaded model: its transformations are not ablated" || fail "ablate after truncate: [$out]"
 
