@@ -204,8 +204,9 @@ static int importance_draw(Session *s, Model *m, const Args *a, const PlotHeadIm
     char rk[96] = "";
     if (d->rank) snprintf(rk, sizeof rk, ", %s %d", d->rank_name, d->rank[best]);
     if (out_narrates(out))
-        out_printf(out, "%s: ppl %.6g intact; the largest rise without one head: layer %d head %zu (+%.4g)%s\n",
-                   m->name, base, d->layers[best / d->n_heads], best % d->n_heads, d->delta[best], rk);
+        out_printf(out, "%s: ppl %.6g intact%s; the largest rise without one head: layer %d head %zu (+%.4g)%s\n",
+                   m->name, base, xform_newest(s, m, NULL) ? " (the loaded model: its transformations are not ablated)" : "",
+                   d->layers[best / d->n_heads], best % d->n_heads, d->delta[best], rk);
     char title[256], auto_name[256];
     snprintf(title, sizeof title, "%s: perplexity without each head (intact %.4g), beside its fused rank", m->name, base);
     snprintf(auto_name, sizeof auto_name, "%s-head-importance%s", m->name, d->n_layers == 1 ? "-layer" : "");

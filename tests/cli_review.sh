@@ -34,6 +34,9 @@ out=$(e "load $M; ablate $TXT layer 0 heads ''")
 has "$out" "heads '': give head numbers" && hasnt "$out" "intact" || fail "ablate heads '': [$out]"
 out=$(e "load $M; truncate vo rank 4; ablate $TXT layer 0 head 1 seqlen 128")
 has "$out" "ppl 3.97929 intact.*the loaded model: its transformations are not ablated" || fail "ablate after truncate: [$out]"
+out=$(e "load $M; truncate vo rank 4; plot head-importance $TXT layer 0 seqlen 128 to hi.png")
+has "$out" "ppl 3.97929 intact (the loaded model: its transformations are not ablated)" && is_png hi.png \
+    || fail "plot head-importance after truncate: [$out]"
 
 # ---- compare on a q/k-norm model: the refusal says what runs instead (it ended at 'not covered')
 out=$(e "synth family qwen3 q3; load q3; compare kv-budget 32")
