@@ -33,7 +33,7 @@ static const char ATTEND_HELP[] =
     "token strings alone.\n"
     "Examples:\n"
     "  attend \"Once upon a time there was a cat\" layer 2 head 1\n"
-    "  truncate vo rank 2; attend file story.txt layer 0 head 3 compare top 2";
+    "  truncate vo rank 2; attend file story.txt max-tokens 40 layer 2 head 3 compare top 2";
 
 /* "j 'tok' 0.53  j 'tok' 0.21" : the K largest weights of row i of P (T, T). */
 static void top_keys(const float *P, size_t T, size_t i, size_t K, char *const *str, char *buf, size_t cap) {

@@ -29,7 +29,7 @@ const char CMD_PLOT_ATTENTION_HELP[] =
     "the subtitle says how much weight the sink takes (rows sum to less than 1).\n"
     "Examples:\n"
     "  plot attention \"Once upon a time there was a cat\" layer 1 head 2 to att.png\n"
-    "  truncate qk rank 2 offset 0; plot attention file story.txt max-tokens 40 layer 0 head 1 compare";
+    "  convert mla kv-rank 16; plot attention file story.txt max-tokens 40 layer 0 head 1 compare";
 
 const Param cmd_plot_attention_pos[] = {
     { .name = "text", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "TEXT|file|ids",

@@ -38,6 +38,18 @@ out=$(e "load $M; truncate vo rank 4; plot head-importance $TXT layer 0 seqlen 1
 has "$out" "ppl 3.97929 intact (the loaded model: its transformations are not ablated)" && is_png hi.png \
     || fail "plot head-importance after truncate: [$out]"
 
+# ---- every help example of attend, ablate, plot attention and plot head-importance runs on stories260K-hf
+# (story.txt, tinystory.txt: examples/tinystory.txt); plot attention's second one truncated qk with an `offset` truncate has not
+cp "$TXT" story.txt; cp "$TXT" tinystory.txt
+for c in attend ablate "plot attention" "plot head-importance"; do
+    e "help $c" | awk '/^Examples:/ { f = 1; next } f && /^  / { print } f && !/^  / { f = 0 }' >ex.txt
+    [ -s ex.txt ] || fail "help $c: no examples"
+    while IFS= read -r x; do
+        out=$(e "load $M; set plot.dir .; $x")
+        has "$out" "^error\|\^---" && fail "help $c example [$x]: [$out]"
+    done <ex.txt
+done
+
 # ---- compare on a q/k-norm model: the refusal says what runs instead (it ended at 'not covered')
 out=$(e "synth family qwen3 q3; load q3; compare kv-budget 32")
 has "$out" "not covered (TransMLA with the norm: .convert mla kv-rank R qk-norm fold|drop|keep., then .ppl. or .check.)" \
