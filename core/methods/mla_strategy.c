@@ -535,6 +535,7 @@ static int table_row(Forward *f, const MlastratTableOpts *to, const MlastratOpts
     o.kv_rank = R; o.rope_dim = to->rope_dim; o.freqfold = to->freqfold; o.compare_balance = false;
     o.layer_lo = to->layer_lo; o.layer_hi = to->layer_hi; o.sigma = to->sigma; o.mu = to->mu;
     o.eval_tokens = to->eval_tokens; if (to->seed) o.seed = to->seed;
+    if (to->qk_norm) o.qk_norm = to->qk_norm;
     TmlaResult *r = NULL;
     int rc = mlastrat_convert(m, &o, s, &r);
     if (rc) return rc;
