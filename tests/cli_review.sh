@@ -38,6 +38,10 @@ for q in fold drop; do
             || fail "qwen3 $st qk-norm $q: table [$tab] against convert mla's [$one]"
     done
 done
+# qk-norm keep is TransMLA's own conversion only: a strategy refuses it (convert mla strategy care qk-norm keep
+# printed fold's perplexity, 6.21257 in log, as if keep had run)
+out=$(e "load q3; convert mla kv-rank 16 strategy care qk-norm keep ids q.ids seqlen 32")
+has "$out" "qk-norm keep runs with TransMLA's own conversion" || fail "strategy care qk-norm keep: [$out]"
 out=$(e "load q3; convert mla-table kv-ranks 16 qk-norm fold ids q.ids seqlen 32")
 has "$out" "qk-norm goes with strategies" || fail "mla-table qk-norm without strategies: [$out]"
 

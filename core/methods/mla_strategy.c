@@ -493,6 +493,9 @@ int mlastrat_convert(Model *m, const TmlaOpts *opts, const MlastratOpts *s, Tmla
     *out = NULL;
     TmlaOpts o = *opts;
     int D = 0, nJ = 0, *ranks = NULL;
+    if (o.qk_norm == TMLA_QKN_KEEP)       /* its layers were fold's: keep rebuilds keys in transmla.c only */
+        return al_err("qk-norm keep runs with TransMLA's own conversion (convert mla kv-rank R qk-norm keep, no "
+                      "strategy); the strategies take qk-norm fold or drop");
     if (resolve(m, &o, s, &D, &nJ) || layer_ranks(m, &o, s, nJ, &ranks)) return AL_ERR;
     const ModelConfig *c = &m->cfg;
     TmlaResult *r = result_new(m, &o, s, D, nJ);
