@@ -33,7 +33,7 @@ static const char ATTEND_HELP[] =
     "token strings alone.\n"
     "Examples:\n"
     "  attend \"Once upon a time there was a cat\" layer 2 head 1\n"
-    "  truncate vo rank 2; attend file story.txt layer 0 head 3 compare top 2";
+    "  truncate vo rank 2; attend file story.txt max-tokens 40 layer 2 head 3 compare top 2";
 
 /* "j 'tok' 0.53  j 'tok' 0.21" : the K largest weights of row i of P (T, T). */
 static void top_keys(const float *P, size_t T, size_t i, size_t K, char *const *str, char *buf, size_t cap) {
@@ -258,6 +258,10 @@ static int cmd_ablate(Session *s, const Args *a, Out *out) {
     }
     if (args_flag(a, "together") && args_given(a, "head"))
         return al_err("ablate: `together` goes with `heads LIST` (one head alone is `head H`)");
+    int *named = NULL;                 /* the heads checked before the intact model's perplexity runs */
+    size_t n_named = 0;
+    if (ablate_heads(a, c->n_heads, &named, &n_named)) return al_err_ctx("ablate");
+    free(named);
     if (probe_ppl_tokens(s, m, a, &ids, &n, &L) || lm_forward(s, m, &f)) { free(ids); return AL_ERR; }
     FwdPpl b;
     int rc = probe_ablate(f, ids, n, L, 0, NULL, 0, &b);
@@ -265,7 +269,8 @@ static int cmd_ablate(Session *s, const Args *a, Out *out) {
     if (rc == AL_OK && !t) rc = AL_ERR;
     if (rc == AL_OK) {
         if (out_narrates(out))
-            out_printf(out, "%s: ppl %.6g intact (%zu tokens predicted in windows of %zu)\n", m->name, exp(b.nll), b.tokens, L);
+            out_printf(out, "%s: ppl %.6g intact (%zu tokens predicted in windows of %zu)%s\n", m->name, exp(b.nll), b.tokens, L,
+                       xform_newest(s, m, NULL) ? "; the loaded model: its transformations are not ablated" : "");
         rc = ablate_run(f, a, c, ids, n, L, (int)lo, (int)hi, t, exp(b.nll));
     }
     free(ids);

@@ -384,6 +384,8 @@ const Param cmd_convert_mla_table_kw[] = {
     PARAM_LAYERS("layers to convert"),
     { .name = "strategies", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "all|S,S,...",
       .help = "compare the one-shot strategies (transmla, mha2mla-..., care, -alloc) instead of Fig. 4b" },
+    { .name = "qk-norm", .type = ARG_ENUM, .choices = QKN_MODES, .comp = COMP_CHOICES,
+      .help = "with strategies, a source with Q/K RMSNorm: every row converts it so (as convert mla's qk-norm)" },
     PARAM_TMLA_STATS,
     PARAM_TO,
     {0}
@@ -400,6 +402,9 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     size_t nr;
     long lo, hi;
     if (parse_ranks(args_str(a, "kv-ranks"), ranks, 32, &nr)) return AL_ERR;
+    if (args_given(a, "qk-norm") && !args_given(a, "strategies"))
+        return al_err("convert mla-table: qk-norm goes with strategies (the Fig. 4b rows take no q/k norm): add "
+                      "strategies transmla,care or all");
     if (args_given(a, "strategies")) {               /* the strategies side by side (ws_mlastrat.h) */
         MlastratTable *st = NULL;
         int rc = ws_mlastrat_table(s, m, a, ranks, nr, false, out, &st);

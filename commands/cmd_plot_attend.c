@@ -29,7 +29,7 @@ const char CMD_PLOT_ATTENTION_HELP[] =
     "the subtitle says how much weight the sink takes (rows sum to less than 1).\n"
     "Examples:\n"
     "  plot attention \"Once upon a time there was a cat\" layer 1 head 2 to att.png\n"
-    "  truncate qk rank 2 offset 0; plot attention file story.txt max-tokens 40 layer 0 head 1 compare";
+    "  convert mla kv-rank 16; plot attention file story.txt max-tokens 40 layer 0 head 1 compare";
 
 const Param cmd_plot_attention_pos[] = {
     { .name = "text", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "TEXT|file|ids",
@@ -204,8 +204,9 @@ static int importance_draw(Session *s, Model *m, const Args *a, const PlotHeadIm
     char rk[96] = "";
     if (d->rank) snprintf(rk, sizeof rk, ", %s %d", d->rank_name, d->rank[best]);
     if (out_narrates(out))
-        out_printf(out, "%s: ppl %.6g intact; the largest rise without one head: layer %d head %zu (+%.4g)%s\n",
-                   m->name, base, d->layers[best / d->n_heads], best % d->n_heads, d->delta[best], rk);
+        out_printf(out, "%s: ppl %.6g intact%s; the largest rise without one head: layer %d head %zu (+%.4g)%s\n",
+                   m->name, base, xform_newest(s, m, NULL) ? " (the loaded model: its transformations are not ablated)" : "",
+                   d->layers[best / d->n_heads], best % d->n_heads, d->delta[best], rk);
     char title[256], auto_name[256];
     snprintf(title, sizeof title, "%s: perplexity without each head (intact %.4g), beside its fused rank", m->name, base);
     snprintf(auto_name, sizeof auto_name, "%s-head-importance%s", m->name, d->n_layers == 1 ? "-layer" : "");

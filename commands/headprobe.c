@@ -230,6 +230,7 @@ int probe_head_list(const char *s, int H, int **heads, size_t *n) {
         p = *end == ',' ? end + 1 : end;
         if (*end && *end != ',') { free(v); return al_err("heads '%s': unexpected '%c'", s, *end); }
     }
+    if (!k) { free(v); return al_err("heads '%s': give head numbers (0,3,5), a range (2-4) or all", s); }
     *heads = v;
     *n = k;
     return AL_OK;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "layersel.h"
+#include "mla_export.h"
+#include "tmla_qkn.h"
 #include "ws_lm.h"
 #include "ws_tmla.h"
 
@@ -126,6 +128,15 @@ int ws_mlastrat_ranks(const char *what, const char *list, int *R, size_t cap, si
     return AL_OK;
 }
 
+/* The eps a table row's perplexity runs at: as ppl runs the conversion (its export's where every
+ * layer is converted and the export holds it, else the source's). */
+static double row_norm_eps(const TmlaResult *r) {
+    for (int l = 0; l < r->n_layers; l++)
+        if (!r->layers[l]) return 0;
+    if (mla_exportable(r) != AL_OK) { al_err_clear(); return 0; }
+    return mla_export_norm_eps(r->src, true, tmla_qkn_is_plain(r->opts.qk_norm));
+}
+
 int ws_mlastrat_table(Session *s, Model *m, const Args *a, const int *ranks, size_t n_ranks, bool fig, Out *out,
                       MlastratTable **t) {
     *t = NULL;
@@ -146,7 +157,9 @@ int ws_mlastrat_table(Session *s, Model *m, const Args *a, const int *ranks, siz
                            .rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0,
                            .freqfold = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : 0,
                            .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = (const double *const *)u.sigma,
-                           .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen};
+                           .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen, .norm_eps = row_norm_eps};
+    static const int qkn[] = {TMLA_QKN_FOLD, TMLA_QKN_DROP, TMLA_QKN_KEEP};   /* convert mla's qk-norm words */
+    if (args_given(a, "qk-norm")) o.qk_norm = qkn[args_enum(a, "qk-norm")];
     Forward *f = NULL;
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = mlastrat_table(f, &o, t);

@@ -493,6 +493,9 @@ int mlastrat_convert(Model *m, const TmlaOpts *opts, const MlastratOpts *s, Tmla
     *out = NULL;
     TmlaOpts o = *opts;
     int D = 0, nJ = 0, *ranks = NULL;
+    if (o.qk_norm == TMLA_QKN_KEEP)       /* its layers were fold's: keep rebuilds keys in transmla.c only */
+        return al_err("qk-norm keep runs with TransMLA's own conversion (convert mla kv-rank R qk-norm keep, no "
+                      "strategy); the strategies take qk-norm fold or drop");
     if (resolve(m, &o, s, &D, &nJ) || layer_ranks(m, &o, s, nJ, &ranks)) return AL_ERR;
     const ModelConfig *c = &m->cfg;
     TmlaResult *r = result_new(m, &o, s, D, nJ);
@@ -535,6 +538,7 @@ static int table_row(Forward *f, const MlastratTableOpts *to, const MlastratOpts
     o.kv_rank = R; o.rope_dim = to->rope_dim; o.freqfold = to->freqfold; o.compare_balance = false;
     o.layer_lo = to->layer_lo; o.layer_hi = to->layer_hi; o.sigma = to->sigma; o.mu = to->mu;
     o.eval_tokens = to->eval_tokens; if (to->seed) o.seed = to->seed;
+    if (to->qk_norm) o.qk_norm = to->qk_norm;
     TmlaResult *r = NULL;
     int rc = mlastrat_convert(m, &o, s, &r);
     if (rc) return rc;
@@ -554,8 +558,10 @@ static int table_row(Forward *f, const MlastratTableOpts *to, const MlastratOpts
     }
     if (n) { row->score_err /= (double)n; row->out_err /= (double)n; row->kv_values = kv / (double)n; }
     FwdPpl p;
+    fwd_set_norm_eps(f, to->norm_eps ? to->norm_eps(r) : 0);
     if (rc == AL_OK) rc = fwd_ppl(f, to->ids, to->n_ids, to->seqlen, &p);
     if (rc == AL_OK) row->nll = p.nll;
+    fwd_set_norm_eps(f, 0);
     fwd_clear_attn(f);
     tmla_result_free(r);
     return rc;

@@ -123,6 +123,9 @@ typedef struct {
     uint64_t seed;
     const int *ids;           /* perplexity tokens (held out) */
     size_t n_ids, seqlen;
+    int qk_norm;              /* a source's Q/K RMSNorm: TMLA_QKN_* as convert mla's (0: none given) */
+    double (*norm_eps)(const TmlaResult *r);   /* the eps a row's norms run at (NULL or 0: the config's); as
+                                 ppl runs the conversion: its export's where it has one */
 } MlastratTableOpts;
 
 typedef struct {

@@ -298,7 +298,8 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
         return true;
     if (c->qk_norm != QKN_NONE)
         return why_set(why, cap, "compare: %s has %s between the projection and RoPE: the methods factor the "
-                       "projections, which the norm does not commute with; not covered", mname(m), qk_norm_words(c));
+                       "projections, which the norm does not commute with; not covered (TransMLA with the norm: "
+                       "`convert mla kv-rank R qk-norm fold|drop|keep`, then `ppl` or `check`)", mname(m), qk_norm_words(c));
     return local_theta_reason(c, mname(m), why, cap);
 }
 
