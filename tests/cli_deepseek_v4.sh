@@ -98,6 +98,18 @@ has "$(cat out.txt)" "128 x 128 map = (128 x 32) @ (32 x 128)" || fail "fuse: V 
 run -e "load v4s; plot vo-ranks to v4.png"
 ok "plot vo-ranks" is_png v4.png
 
+# the cache at a context of 100 tokens: every layer's window of 8 (one head of 32: key = value), the CSA layers' 4:1
+# entries and their indexer keys (16 each), the HCA layer's 128:1 (none yet)
+run -e "load v4s; kv-cache context 100"
+m=$(cat out.txt)
+has "$m" "^sliding window 8  *0-3  *4  *8  *32  *1024 " || fail "kv-cache: the windows [$m]"
+has "$m" "^compressed KV 4:1  *1, 3  *2  *25  *32  *1600 " || fail "kv-cache: CSA entries [$m]"
+has "$m" "^lightning indexer keys 4:1  *1, 3  *2  *25  *16  *800 " || fail "kv-cache: CSA index keys [$m]"
+has "$m" "^compressed KV 128:1  *2  *1  *0  *32  *0 " || fail "kv-cache: HCA entries [$m]"
+has "$m" "^total KV cache  *4  *-  *-  *3424 " || fail "kv-cache: total [$m]"
+run -e "load v4s; kv-cache context 1000"
+has "$(cat out.txt)" "^compressed KV 128:1  *2  *1  *7  *32  *224 " || fail "kv-cache 1000: HCA entries [$(cat out.txt)]"
+
 # what runs the layers is refused, naming what is not built
 printf '1 2 3 4 5 6 7 8 9 10\n' >ids.txt
 for cmd in "ppl ids ids.txt" "truncate vo tau 0.99" "convert mla kv-rank 8" "convert tpa"; do

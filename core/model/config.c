@@ -891,6 +891,7 @@ static int dsv4_dims(const cJSON *root, const char *where, ModelConfig *c) {
     c->index_heads = s.index_heads;
     c->index_head_dim = s.index_head_dim;
     c->index_topk = s.index_topk;
+    for (int L = 0; L < s.layers && L < s.n_ratios; L++) c->compress[L] = (unsigned short)(s.ratio[L] < 65535 ? s.ratio[L] : 65535);
     return AL_OK;
 }
 
