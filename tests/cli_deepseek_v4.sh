@@ -110,6 +110,46 @@ has "$m" "^total KV cache  *4  *-  *-  *3424 " || fail "kv-cache: total [$m]"
 run -e "load v4s; kv-cache context 1000"
 has "$(cat out.txt)" "^compressed KV 128:1  *2  *1  *7  *32  *224 " || fail "kv-cache 1000: HCA entries [$(cat out.txt)]"
 
+# the FP8 release's block scales sit beside each weight as "<stem>.scale" (E8M0), not "<name>_scale_inv": layer 1's wkv
+# re-encoded so (one 128 x 128 block, a power-of-two scale) reads back with its planted rank
+cp -r v4s f8
+python3 - f8/model.safetensors layers.1.attn.wkv.weight <<'PY'
+import bisect, json, math, struct, sys
+def dec(c):                                    # FP8 E4M3: bias 7, 0x7f / 0xff NaN
+    s, e, m = -1.0 if c & 0x80 else 1.0, (c >> 3) & 15, c & 7
+    return None if (e == 15 and m == 7) else s * (m / 8.0) * 2.0 ** -6 if e == 0 else s * (1 + m / 8.0) * 2.0 ** (e - 7)
+codes = sorted((dec(c), c) for c in range(256) if dec(c) is not None)
+vals = [v for v, _ in codes]
+def enc(x):
+    i = bisect.bisect_left(vals, x)
+    return codes[min((j for j in (i - 1, i) if 0 <= j < len(vals)), key=lambda j: abs(vals[j] - x))][1]
+path, name = sys.argv[1], sys.argv[2]
+raw = open(path, 'rb').read()
+n = struct.unpack('<Q', raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+meta = hdr.pop('__metadata__', None)
+data = {k: (v['dtype'], v['shape'], raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]) for k, v in hdr.items()}
+w = struct.unpack('<%df' % (len(data[name][2]) // 4), data[name][2])
+k = math.ceil(math.log2(max(abs(x) for x in w) / 448.0))
+data[name] = ('F8_E4M3', data[name][1], bytes(enc(x / 2.0 ** k) for x in w))
+data[name[:-len('.weight')] + '.scale'] = ('F8_E8M0', [1, 1], bytes([k + 127]))
+out, h = b'', {}
+for key in sorted(data):
+    h[key] = {'dtype': data[key][0], 'shape': data[key][1], 'data_offsets': [len(out), len(out) + len(data[key][2])]}
+    out += data[key][2]
+if meta: h['__metadata__'] = meta
+hj = json.dumps(h).encode(); hj += b' ' * (-len(hj) % 8)
+open(path, 'wb').write(struct.pack('<Q', len(hj)) + hj + out)
+PY
+run -e "load f8; ranks vo layer 1 tau 0.99"
+m=$(cat out.txt)
+ok "FP8 wkv with its .scale: ranks vo" test "$(rc)" = 0
+for h in 0 1 2 3; do has "$m" "^ *1  *$h  *6  *32  *6$" || fail "FP8 wkv: ranks vo layer 1 head $h [$m $(cat err.txt)]"; done
+s32=$(e "load v4s; spectrum v layer 1 head 0" | awk '$1 == 1 {print $2}')
+s8=$(e "load f8; spectrum v layer 1 head 0" | awk '$1 == 1 {print $2}')
+awk -v a="$s8" -v b="$s32" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.03 * b) }' \
+    || fail "FP8 wkv: sigma_1 of V $s8, F32 $s32 (3 %)"
+
 # what runs the layers is refused, naming what is not built
 printf '1 2 3 4 5 6 7 8 9 10\n' >ids.txt
 for cmd in "ppl ids ids.txt" "truncate vo tau 0.99" "convert mla kv-rank 8" "convert tpa"; do
