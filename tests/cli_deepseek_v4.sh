@@ -92,6 +92,7 @@ for h in 0 1 2 3; do
 done
 run -e "load v4s; ranks qk layer 1"
 m=$(cat out.txt)
+has "$m" "attention sinks: .*(DeepSeek-V4: K = V, W_O through wo_a / wo_b; truncate refused)" || fail "ranks: the sink's note [$m]"
 for h in 0 1 2 3; do has "$m" "^ *1  *$h  *24  *6  *6$" || fail "ranks qk layer 1 head $h [$m]"; done
 run -e "load v4s; fuse vo layer 2 head 3"
 has "$(cat out.txt)" "128 x 128 map = (128 x 32) @ (32 x 128)" || fail "fuse: V (D x 32) @ O (32 x D) [$(cat out.txt)]"
