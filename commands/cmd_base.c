@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "analyses.h"
+#include "dsv4.h"
 #include "matmul.h"
 #include "registry.h"
 #include "resolve.h"
@@ -480,6 +481,38 @@ static void info_llama4(Table *t, cJSON *o, const ModelConfig *c) {
     info_str(t, o, "moe_layers", row);
 }
 
+/* How many layers hold role r's weight (or, where the role is a parameter without ".weight", the tensor itself). */
+static int layers_with(const Model *m, tensor_role r, const char *what) {
+    int n = 0;
+    for (int L = 0; L < m->cfg.n_layers; L++) {
+        char name[192];
+        n += cfg_role_name(&m->cfg, r, L, -1, what, name, sizeof name) && store_has(m->store, name);
+    }
+    return n;
+}
+
+/* DeepSeek-V4 (core/model/dsv4.h): dsv4_describe's paragraph, how its attention is read, and the tensors of the paths
+ * the per-head maps leave out (present, not analysed). */
+static void info_dsv4(Table *t, cJSON *o, const Model *m) {
+    const ModelConfig *c = &m->cfg;
+    Dsv4Spec s;
+    char d[900], row[700];
+    if (!m->config_tree || dsv4_parse(m->config_tree, m->path, &s) != AL_OK) { al_err_clear(); return; }
+    info_str(t, o, "deepseek_v4", dsv4_describe(&s, d, sizeof d));
+    snprintf(row, sizeof row, "%d query heads of %d from the q_norm'ed latent (wq_a %d -> wq_b; each head then "
+             "RMS-normed without a weight), ONE KV head wkv (kv_norm) that is both key and value (K = V: the V-O and "
+             "Q-K maps share it), RoPE on the last %d dims of each head (adjacent pairs; the output's rotated back), a "
+             "sink logit per head (attn_sink), head h's output through its group's block of wo_a (%d groups x o_lora "
+             "%d) then wo_b; YaRN and compress_rope_theta apply on the compressed layers only (rope_theta, unscaled, on "
+             "the window-only ones)", c->n_heads, cfg_d_qk(c), c->q_lora_rank, c->qk_rope_dim, c->o_groups, c->o_lora_rank);
+    info_str(t, o, "attention", row);
+    snprintf(row, sizeof row, "present, not analysed (the per-head maps leave these paths out): compressor on %d "
+             "layers (attn.compressor.*), indexer on %d (attn.indexer.*), hyper-connections on %d (hc_attn_* / "
+             "hc_ffn_*)", layers_with(m, ROLE_CMP_WKV, "weight"), layers_with(m, ROLE_IDX_Q_B, "weight"),
+             layers_with(m, ROLE_HC_ATTN_FN, NULL));
+    info_str(t, o, "extra_paths", row);
+}
+
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is
  * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
  * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
@@ -504,6 +537,7 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
         info_str(t, o, "attention_sinks", "a learned logit per head joins each softmax row (unscaled, its weight "
                  "dropped): the V·O and Q·K maps are unchanged, the softmax is not");
     if (cfg_has_indexer(c)) info_indexer(t, o, c);            /* DeepSeek-V3.2 / GLM-5's lightning indexer */
+    if (c->attn == QKV_DSV4) info_dsv4(t, o, m);              /* DeepSeek-V4 */
     if (cfg_row(c)->chunked) info_llama4(t, o, c);            /* Llama 4 */
     char nope[256];
     if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */

@@ -79,8 +79,9 @@ static void say_nope_layers(Out *out, const ModelConfig *c, farr_kind kind, long
 static void say_sinks(Out *out, const ModelConfig *c, farr_kind kind) {
     if (c->attn_sinks)
         out_printf(out, "attention sinks: a learned logit per head joins each softmax row, so %s is the map the model "
-                   "computes; the sink only lowers every attention weight of a row (truncate keeps it)\n",
-                   kind == FARR_QK ? "W_Q W_K^T" : "W_V W_O");
+                   "computes; the sink only lowers every attention weight of a row (%s)\n",
+                   kind == FARR_QK ? "W_Q W_K^T" : "W_V W_O",
+                   c->attn == QKV_DSV4 ? "DeepSeek-V4: K = V, W_O through wo_a / wo_b; truncate refused" : "truncate keeps it");
 }
 
 /* ================================================================ spectrum */

@@ -492,6 +492,8 @@ static int kv_ctx_row(Table *t, const char *type, const KvcacheRow *r, int n_lay
  * float32: 4; else bytes). */
 static size_t kv_ctx_type(const Model *m, const KvcacheRow *r, size_t bytes, char *type, size_t cap) {
     if (r->kind == KVC_WINDOW || r->kind == KVC_CHUNK) snprintf(type, cap, "%s %zu", kvcache_kind_name(r->kind), r->span);
+    else if (r->span && (r->kind == KVC_COMPRESSED || r->kind == KVC_INDEX))   /* DeepSeek-V4: an entry per span */
+        snprintf(type, cap, "%s %zu:1", kvcache_kind_name(r->kind), r->span);
     else if (r->kind == KVC_STATE) snprintf(type, cap, "%s state (constant per sequence)", cfg_linear_name(&m->cfg));
     else if (r->kind == KVC_CONV)
         snprintf(type, cap, "%s conv window (last %d inputs)", cfg_linear_name(&m->cfg), m->cfg.lin.conv - 1);
@@ -515,8 +517,10 @@ static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *to, Out 
         bool c = kvcache_constant(r[i].kind);
         rc = kv_ctx_row(t, type, &r[i], 0, r[i].values, b);
         *(c ? &st : &kv) += r[i].values, *(c ? &stb : &kvb) += b;
-        if (r[i].kind != KVC_INDEX && r[i].kind != KVC_CONV) *(c ? &nst : &nkv) += r[i].n_layers;   /* layers once */
-        if (!c) full += r[i].per_token * N * (size_t)r[i].n_layers;
+        bool extra = r[i].kind == KVC_INDEX || r[i].kind == KVC_CONV || r[i].kind == KVC_COMPRESSED;
+        if (!extra) *(c ? &nst : &nkv) += r[i].n_layers;   /* layers once */
+        if (!c && r[i].kind != KVC_COMPRESSED && !(r[i].kind == KVC_INDEX && r[i].span))   /* V4's: beside the window */
+            full += r[i].per_token * N * (size_t)r[i].n_layers;
     }
     if (rc == AL_OK) rc = kv_ctx_row(t, "total KV cache", NULL, nkv, kv, kvb);
     if (rc == AL_OK && st) rc = kv_ctx_row(t, "total state (recurrent + conv)", NULL, nst, st, stb);

@@ -404,6 +404,18 @@ static void check_mamba_elsewhere(const char *fam) {
     printf("  %-12s forward  checked by test_mamba2 (tests/ref_mamba2.c)\n", fam);
 }
 
+/* DeepSeek-V4: no reference (its compressed attention and hyper-connections are not built); the forward pass is
+ * refused naming them (tests/test_dsv4.c checks its per-head maps against products formed by hand). */
+static void check_dsv4_refused(Model *m, const char *fam) {
+    Forward *f = NULL;
+    CHECK(fwd_new(m, NULL, &f) != AL_OK, "%s: the forward pass ran", fam);
+    fwd_free(f);
+    const char *e = al_errmsg();
+    CHECK(strstr(e, "compressed KV") && strstr(e, "hyper-connections") && strstr(e, "hash routing"),
+          "%s: the refusal names what is not built [%s]", fam, e);
+    printf("  %-12s forward  refused: the compressed KV, hyper-connections, hash routing are not built\n", fam);
+}
+
 /* One checkpoint already written in dir: load, ranks, forward. */
 static void check_model(const char *fam, const char *dir, const char *ref_dir, bool family) {
     Model *m = NULL;
@@ -412,13 +424,15 @@ static void check_model(const char *fam, const char *dir, const char *ref_dir, b
         check_description(fam, ref_dir);
         return;
     }
-    bool mamba = m->cfg.lin.mamba;
-    if (!mamba) check_description(fam, ref_dir);
+    bool mamba = m->cfg.lin.mamba, dsv4 = m->cfg.attn == QKV_DSV4;
+    if (!mamba && !dsv4) check_description(fam, ref_dir);
     if (family) {
         check_ranks(m, fam, FARR_VO);
         check_ranks(m, fam, FARR_QK);
     }
-    if (mamba) {
+    if (dsv4) {
+        check_dsv4_refused(m, fam);
+    } else if (mamba) {
         check_mamba_elsewhere(fam);
     } else {
         check_forward(m, fam, ref_dir);

@@ -630,6 +630,7 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
     *out = NULL;
     const ModelConfig *c = model_layer_cfg(m, layer);   /* Gemma 4's full layers: their own head dims */
     LayerJob job = { .m = m };
+    if (model_views_composite(m)) route = FARR_ROUTE_FACTORS;   /* DeepSeek-V4: views are products of blocks */
     if (fuse_mode(m, kind, layer, offset, &job.part, &job.rot) != AL_OK) return AL_ERR;
     if (layer < 0 || layer >= c->n_layers)
         return al_err("layer %d out of range: this model has layers 0-%d", layer, c->n_layers - 1);
@@ -1195,6 +1196,10 @@ static int truncate_opts(Model *m, FarrTruncOpts *o, head_part *part) {
     const ModelConfig *c = &m->cfg;
     bool rot;
     if (fuse_mode(m, o->kind, -1, FARR_NO_OFFSET, part, &rot) != AL_OK) return AL_ERR;
+    if (model_views_composite(m))
+        return al_err("truncate: this %s model's one KV projection is both W_V and W_K (a V-O truncation changes Q-K) and "
+                      "each head's W_O is a product through its group's wo_a and the shared wo_b: folding a plan back "
+                      "into those tensors is not built (the ranks and spectra are)", c->model_type);
     if (o->layer_hi < 0) o->layer_hi = c->n_layers - 1;
     if (o->layer_lo < 0 || o->layer_lo > o->layer_hi || o->layer_hi >= c->n_layers)
         return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi,

@@ -36,6 +36,9 @@ int gram_view(const Model *m, head_kind kind, int layer, int head, head_part par
     memset(v, 0, sizeof *v);
     HeadBlock b;
     if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
+    if (b.then || b.scaled)          /* DeepSeek-V4: a product of blocks (farr takes the factors route) */
+        return al_err("internal: this %s model's %s views are formed from several tensors (model_head); the Gram route "
+                      "reads one block", m->cfg.model_type, kind == HK_O ? "O" : "K / V");
     if (!(v->tensor = model_tensor_name(m, b.layer, b.suffix))) return AL_ERR;   /* KV-shared: the source's */
     v->r0 = b.r0; v->nr = b.nr; v->c0 = b.c0; v->nc = b.nc;
     /* The Gram is taken in the head space: the view's columns for Q/K/V, its rows for O. A

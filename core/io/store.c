@@ -342,9 +342,20 @@ static bool ct_block_grid(const st_entry *e, size_t R, size_t C) {
     return e->ndim == 2 && e->shape[0] == sr && e->shape[1] == sc && !per_row;
 }
 
+/* DeepSeek-V4's release names a weight's block scales "<stem>.scale" beside "<stem>.weight" (E8M0): that name into buf
+ * when the store has it and no "<name>_scale_inv"; false otherwise. */
+static bool v4_scale_name(const Store *s, const char *name, char *buf, size_t cap) {
+    size_t n = strlen(name), w = strlen(".weight");
+    if (n <= w || strcmp(name + n - w, ".weight") || find_suffixed(s, name, "_scale_inv") || n - w + 7 > cap) return false;
+    snprintf(buf, cap, "%.*s.scale", (int)(n - w), name);
+    return store_has(s, buf);
+}
+
 int store_fp8_scale(const Store *s, const char *name, size_t R, size_t C, const void **scale, size_t *scols) {
     const store_item *ct = find_suffixed(s, name, "_scale_inv") ? NULL : find_suffixed(s, name, "_scale");
-    char *sname = al_asprintf(ct && ct_block_grid(ct->e, R, C) ? "%s_scale" : "%s_scale_inv", name);
+    char v4[256];
+    char *sname = v4_scale_name(s, name, v4, sizeof v4) ? al_strdup(v4)
+                  : al_asprintf(ct && ct_block_grid(ct->e, R, C) ? "%s_scale" : "%s_scale_inv", name);
     if (!sname) return AL_ERR;
     const st_entry *se; const st_file *sf;
     int rc = store_entry(s, sname, &se, &sf);

@@ -958,6 +958,18 @@ static void expect_ple(Lint *x, int L) {
     expect_role(x, false, ROLE_PLE_NORM, L, 0, "weight", h, 0, "hidden_size");
 }
 
+/* DeepSeek-V4's paths the attention analyses leave out (the compressor, the indexer, hyper-connections): their tensors
+ * that attnlab names (the roles of its attention layout) are placed; their shapes are not checked. */
+static void dsv4_extras(Lint *x, int L) {
+    static const struct { tensor_role r; const char *what; } extra[] = {
+        {ROLE_CMP_WKV, "weight"}, {ROLE_IDX_Q_B, "weight"}, {ROLE_IDX_W, "weight"}, {ROLE_HC_ATTN_FN, NULL}};
+    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
+        char name[256];
+        LTensor *t = cfg_role_name(&x->cfg, extra[i].r, L, 0, extra[i].what, name, sizeof name) ? find(x, name) : NULL;
+        if (t) t->used = true;
+    }
+}
+
 /* Every tensor the family's loader expects, walked over the roles of the model's layouts: the
  * embeddings (GPT-2: and positions), the head (absent when tied), the final norm; per layer the
  * norms of its norm layout, its attention layout's tensors, a dense MLP or the experts. */
@@ -987,6 +999,7 @@ static void layout_walk(Lint *x) {
         } else
             expect_wants(x, cfg_layer_full_type(c, L) ? &full : c, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");
+        if (c->attn == QKV_DSV4) dsv4_extras(x, L);
         if (!cfg_layer_mlp(c, L)) continue;                    /* Nemotron-H's mixer blocks */
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
         if (!cfg_moe_layer(c, L) || c->moe.layout == MOE_GRANITE) expect_wants(x, c->double_wide_mlp && cfg_kv_source(c, L) != L ? &wide : c, shape_ffn(c->ffn), L, cond);

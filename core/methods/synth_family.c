@@ -46,6 +46,7 @@
 #include "ckpt_write.h"
 #include "synth_internal.h"
 #include "config.h"
+#include "dsv4.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -171,6 +172,13 @@ bool synth_family_planted(const char *family, bool qk, int layer, int head, doub
         return false;
     bool whole = qk && nope_layer(&c, layer) && c.qk_norm == QKN_NONE;   /* a q/k norm hides W_Q W_Kᵀ (EXAONE 4) */
     if ((layer = plant_layer(&c, layer)) < 0) return false;
+    if (qk && c.attn == QKV_DSV4) {             /* K = V: layer 1's V rank 6 is its key's NoPE rank (Q Gaussian) */
+        if (layer != 1) return false;
+        if (ra) *ra = c.qk_nope_dim;
+        if (rb) *rb = 6;
+        if (rf) *rf = 6;
+        return true;
+    }
     if (qk && !plants_qk(&c) && !whole) return false;
     int g = qk && !whole ? head : cfg_kv_group(&c, head);
     PairSpec p = whole ? fam_qk_nope(layer, g) : qk ? fam_qk(layer, head) : fam_vo(layer, g);
@@ -501,6 +509,140 @@ static int attn_mla(const Ctx *c) {
     return rc == AL_OK && cfg_has_indexer(m) ? attn_indexer(c) : rc;
 }
 
+/* Columns of A (rows x n, n <= rows) made orthonormal in place (modified Gram-Schmidt, twice, in double). */
+static int orthonormal_cols(double *A, size_t rows, size_t n) {
+    for (size_t j = 0; j < n; j++)
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t k = 0; k < j; k++) {
+                double d = 0;
+                for (size_t i = 0; i < rows; i++) d += A[i * n + k] * A[i * n + j];
+                for (size_t i = 0; i < rows; i++) A[i * n + j] -= d * A[i * n + k];
+            }
+            double nn = 0;
+            for (size_t i = 0; i < rows; i++) nn += A[i * n + j] * A[i * n + j];
+            if (!(nn > 1e-24)) return al_err("synth deepseek_v4: a group's output heads are linearly dependent");
+            for (size_t i = 0; i < rows; i++) A[i * n + j] /= sqrt(nn);
+        }
+    return AL_OK;
+}
+
+/* DeepSeek-V4's grouped output from planted per-head O (o_proj layout, D x H hd): for group g, Q = an orthonormal
+ * basis (D x R, R = o_lora = per hd) of its heads' output rows and T = I + a strictly upper triangular Gaussian part
+ * (R x R, so that wo_b is not orthonormal and its columns matter to every spectrum); wo_b's columns [g R, +R) = Q T
+ * and wo_a's block rows [g R, +R) x cols [j hd, +hd) = T^-1 Qᵀ o_proj[:, h hd..], so that head h's W_O, (wo_a
+ * block)ᵀ (wo_b block)ᵀ, is the planted one. */
+static int dsv4_grouped_o(const Ctx *c, const Mat *op, Mat **woa, Mat **wob) {
+    const ModelConfig *m = c->c;
+    const size_t D = (size_t)m->hidden, hd = (size_t)m->v_dim, G = (size_t)m->o_groups, R = (size_t)m->o_lora_rank;
+    const size_t per = (size_t)m->n_heads / G, wa = per * hd;
+    if (R != wa) return al_err("synth deepseek_v4: the recipe's o_lora_rank must be heads per group x head_dim");
+    char name[192];
+    role_name(c, ROLE_O_A, -1, "mix", name, sizeof name);
+    Mat *U = syn_gauss_named(c->seed, name, G * R, R, 0.5 / sqrt((double)R));
+    *woa = mat_new(G * R, wa);
+    *wob = mat_new(D, G * R);
+    double *Q = al_malloc3(D, R, sizeof(double), "a group's basis"), *A = al_malloc3(R, wa, sizeof(double), "a block");
+    int rc = U && *woa && *wob && Q && A ? AL_OK : AL_ERR;
+    for (size_t g = 0; rc == AL_OK && g < G; g++) {
+        const float *T = U->data + g * R * R;                /* T[r][k] = 1 (r = k), U (k > r), 0 (k < r) */
+        for (size_t i = 0; i < D; i++)
+            for (size_t k = 0; k < R; k++) Q[i * R + k] = op->data[i * op->cols + g * R + k];
+        if ((rc = orthonormal_cols(Q, D, R)) != AL_OK) break;
+        for (size_t i = 0; i < D; i++)
+            for (size_t k = 0; k < R; k++) {
+                double v = Q[i * R + k];
+                for (size_t r = 0; r < k; r++) v += Q[i * R + r] * T[r * R + k];
+                (*wob)->data[i * G * R + g * R + k] = (float)v;
+            }
+        for (size_t r = R; r-- > 0;)                        /* T A = Qᵀ op_g, back substitution */
+            for (size_t col = 0; col < wa; col++) {
+                double v = 0;
+                for (size_t i = 0; i < D; i++) v += Q[i * R + r] * op->data[i * op->cols + g * R + col];
+                for (size_t k = r + 1; k < R; k++) v -= T[r * R + k] * A[k * wa + col];
+                A[r * wa + col] = v;
+                (*woa)->data[(g * R + r) * wa + col] = (float)v;
+            }
+    }
+    free(Q);
+    free(A);
+    mat_free(U);
+    if (rc != AL_OK) { mat_free(*woa); mat_free(*wob); *woa = *wob = NULL; }
+    return rc;
+}
+
+/* DeepSeek-V4's wq_b (H hd x q_lora): each head's NoPE rows orthonormal (flat: every query NoPE dim at full rank,
+ * the QK spectrum then the key's), its RoPE rows Gaussian; NULL on failure. */
+static Mat *dsv4_q(const Ctx *c) {
+    const ModelConfig *m = c->c;
+    const size_t H = (size_t)m->n_heads, hd = (size_t)cfg_d_qk(m), np = (size_t)m->qk_nope_dim, QL = (size_t)m->q_lora_rank;
+    char name[192];
+    role_name(c, ROLE_Q_B, -1, "weight", name, sizeof name);
+    Mat *q = syn_gauss_named(c->seed, name, H * hd, QL, 1 / sqrt((double)QL));
+    double *A = q && np <= QL ? al_malloc3(QL, np ? np : 1, sizeof(double), "a head's query") : NULL;
+    for (size_t h = 0; A && h < H; h++) {
+        for (size_t i = 0; i < QL; i++)
+            for (size_t k = 0; k < np; k++) A[i * np + k] = q->data[(h * hd + k) * QL + i];
+        if (orthonormal_cols(A, QL, np) != AL_OK) { free(A); A = NULL; break; }
+        for (size_t i = 0; i < QL; i++)
+            for (size_t k = 0; k < np; k++) q->data[(h * hd + k) * QL + i] = (float)A[i * np + k];
+    }
+    if (!A) { mat_free(q); return NULL; }
+    free(A);
+    return q;
+}
+
+/* DeepSeek-V4's compress ratio of layer L from the recipe (0: window only; 4: CSA, with the indexer). */
+static int dsv4_ratio(const ModelConfig *m, int L) {
+    cJSON *j = recipe_config(cfg_row(m), DT_F32);
+    Dsv4Spec s;
+    int r = j && dsv4_parse(j, "recipe", &s) == AL_OK && L < s.n_ratios ? s.ratio[L] : 0;
+    cJSON_Delete(j);
+    return r;
+}
+
+/* DeepSeek-V4's attention (model.c's block_dsv4): the one KV head planted as a GQA layer's V with one KV head (fam_vo;
+ * it is also the key, so its NoPE columns carry the QK structure: layer 1's rank 6), wkv = that V's rows over kv_norm's
+ * weight so that the view wkvᵀ diag(w) is the planted one, the per-head O planted and factored through the groups
+ * (dsv4_grouped_o), wq_a / wq_b Gaussian; attn_sink, and on compressed layers compressor.wkv (on CSA layers the
+ * indexer's wq_b and weights_proj), hc_attn_fn, Gaussian: present for `info`, read by no analysis. */
+static int attn_dsv4(const Ctx *c) {
+    const ModelConfig *m = c->c;
+    const size_t D = (size_t)m->hidden, H = (size_t)m->n_heads, hd = (size_t)m->v_dim, QL = (size_t)m->q_lora_rank;
+    const GqaDims dims = {D, H, 1, hd};
+    Mat *vp = NULL, *op = NULL, *woa = NULL, *wob = NULL;
+    int rc = syn_gqa_vo(c->seed, m->model_type, plant_layer(m, c->L), &dims, fam_vo, &vp, &op);
+    if (rc == AL_OK) rc = dsv4_grouped_o(c, op, &woa, &wob);
+    char name[192];
+    role_name(c, ROLE_KV_A_NORM, -1, "weight", name, sizeof name);
+    Mat *w = rc == AL_OK ? syn_gauss_named(c->seed, name, 1, hd, 0.1) : NULL;
+    if (!w) rc = AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < hd; i++) {
+        w->data[i] += 1.0f;
+        for (size_t k = 0; k < D; k++) vp->data[i * D + k] /= w->data[i];
+    }
+    mat_free(op);
+    if (rc == AL_OK) rc = add_gauss(c, ROLE_Q_A, -1, QL, D, 0);
+    if (rc == AL_OK) rc = add_norm(c, ROLE_Q_A_NORM, QL);
+    if (rc == AL_OK) rc = add_mat(c, ROLE_Q_B, dsv4_q(c));
+    if (rc == AL_OK) { rc = add_mat(c, ROLE_KV_A, vp); vp = NULL; }
+    if (rc == AL_OK) { rc = synlist_add(c->l, name, 1, w, c->dt); w = NULL; }
+    if (rc == AL_OK) { rc = add_mat(c, ROLE_O_A, woa); woa = NULL; }
+    if (rc == AL_OK) { rc = add_mat(c, ROLE_O, wob); wob = NULL; }
+    mat_free(vp); mat_free(w); mat_free(woa); mat_free(wob);
+    if (rc == AL_OK) rc = add_vec(c, ROLE_SINKS, NULL, H, 0.0f, DT_F32);
+    int ratio = rc == AL_OK ? dsv4_ratio(m, c->L) : 0;
+    if (rc == AL_OK && ratio) rc = add_gauss(c, ROLE_CMP_WKV, -1, hd, D, 0);
+    if (rc == AL_OK && ratio == 4)
+        rc = add_gauss(c, ROLE_IDX_Q_B, -1, (size_t)(m->index_heads * m->index_head_dim), QL, 0);
+    if (rc == AL_OK && ratio == 4) rc = add_gauss(c, ROLE_IDX_W, -1, (size_t)m->index_heads, D, 0);
+    const size_t mult = 4;                                    /* the recipe's hc_mult */
+    role_name(c, ROLE_HC_ATTN_FN, -1, NULL, name, sizeof name);
+    if (rc == AL_OK)
+        rc = synlist_add(c->l, name, 2, syn_gauss_named(c->seed, name, (2 + mult) * mult, mult * D,
+                                                        1 / sqrt((double)(mult * D))), DT_F32);
+    return rc;
+}
+
 /* A gated MLP of width F by the roles gate / up / down (expert e, or -1). */
 static int mlp_gated(const Ctx *c, const tensor_role r[3], int e, size_t F) {
     const size_t D = (size_t)c->c->hidden;
@@ -621,7 +763,8 @@ static int fam_layer(const Ctx *c) {
     const size_t D = (size_t)c->c->hidden;
     int rc = add_norm_pair(c, ROLE_NORM_ATTN_IN, D);
     if (rc == AL_OK && c->c->lin.layer[c->L] != 2)         /* Nemotron-H's MLP blocks have no mixer */
-        rc = !cfg_layer_linear(c->c, c->L) ? (c->c->attn == QKV_MLA ? attn_mla(c) : attn_gqa(c))
+        rc = !cfg_layer_linear(c->c, c->L) ? (c->c->attn == QKV_MLA ? attn_mla(c) : c->c->attn == QKV_DSV4 ? attn_dsv4(c)
+                                                                                                      : attn_gqa(c))
              : c->c->lin.layout == LIN_KDA ? attn_kda(c) : attn_linear(c);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_ATTN_OUT, D);
     if (rc == AL_OK) rc = add_norm_pair(c, ROLE_NORM_FFN_IN, D);
@@ -687,7 +830,7 @@ static int fam_tensors(SynList *l, const ModelConfig *m, dt_type dt, unsigned lo
 int synth_family_write(const char *family, dt_type dtype, unsigned long seed, const char *dir) {
     const FamilyRow *row = recipe_row(family);
     if (!row) {
-        char list[512] = "";
+        char list[1024] = "";
         for (int i = 0; synth_family_names[i]; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", synth_family_names[i]);
         return al_err("synth family: unknown family '%s'; known: %s", family ? family : "", list);

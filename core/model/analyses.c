@@ -211,9 +211,22 @@ static bool longrope_reason(const ModelConfig *c, const char *where, char *why, 
                    "each", where, s->n_short, s->n_long, c->qk_rope_dim, c->qk_rope_dim / 2);
 }
 
+/* DeepSeek-V4: what is not built, for every analysis that runs its layers (the forward pass, the evaluator, the
+ * conversions that evaluate or rewrite them). */
+static bool dsv4_reason(const Model *m, const char *what, char *why, size_t cap) {
+    if (m->cfg.attn != QKV_DSV4) return false;
+    return why_set(why, cap, "%s: %s needs DeepSeek-V4's layers, which attnlab does not build: the compressed KV (the "
+                   "compressor's 4:1 CSA and 128:1 HCA entries, the lightning indexer's top-k over them), the "
+                   "hyper-connections (hc_mult parallel residual streams mixed by Sinkhorn-normalised hc_attn_* / "
+                   "hc_ffn_* / hc_head_*), the hash routing of the first num_hash_layers MoE layers (ffn.gate.tid2eid), "
+                   "sqrtsoftplus scores and the clamped SwiGLU; the per-head analyses (ranks vo|qk, spectrum, fuse, "
+                   "plot vo-ranks) read its attention weights", mname(m), what);
+}
+
 /* What the forward pass does not cover. */
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
+    if (dsv4_reason(m, "the forward pass (ppl, generate, calibrate)", why, cap)) return true;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
     if (c->lin.proj_bias)
         return why_set(why, cap, "%s: the Mamba-2 projections have biases (use_bias / mamba_proj_bias true), which the "
@@ -248,6 +261,7 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
 static bool mla_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
+    if (dsv4_reason(m, "convert mla", why, cap)) return true;
     if (cfg_is_mla(c))
         return why_set(why, cap, "%s is already MLA (%s, kv_lora_rank %d): its keys and values come from one shared "
                        "latent, so there are no GQA key heads to merge, rotate or balance; convert mla and the TransMLA "
@@ -273,6 +287,7 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
 
 static bool tpa_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
+    if (dsv4_reason(m, "convert tpa", why, cap)) return true;
     if (cfg_is_mla(c))
         return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
                        "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
@@ -284,6 +299,7 @@ static bool tpa_reason(const Model *m, char *why, size_t cap) {
 
 static bool compare_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
+    if (dsv4_reason(m, "compare", why, cap)) return true;
     if (cfg_is_mla(c))
         return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
                        "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
@@ -383,6 +399,7 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
     bool tpa_yes = false;
     for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) {
         bool yes = analysis_available(m, fmts[i].a, tmp, sizeof tmp);
+        if (fmts[i].a == AN_RANKS_VO && m->cfg.attn == QKV_DSV4) yes = false;   /* truncate: farr.c says why */
         if (fmts[i].a == AN_CONVERT_TPA) tpa_yes = yes;
         if (yes && fmts[i].a == AN_CONVERT_TPA && m->cfg.lin.n_linear > 0) continue;   /* said below */
         if (yes && fmts[i].a == AN_CONVERT_MLA && (!analysis_mla_exportable(&m->cfg, mla, sizeof mla) ||
@@ -434,6 +451,25 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
     if (cfg_row(c)->per_type_attn && n < cap) per_type_note(c, why + n, cap - n, n > 0);
 }
 
+/* DeepSeek-V4: what the per-head maps are (a note; dsv4.h). */
+static void dsv4_note(const Model *m, analysis_kind a, char *why, size_t cap) {
+    const ModelConfig *c = &m->cfg;
+    if (c->attn != QKV_DSV4) return;
+    if (a == AN_RANKS_QK)
+        snprintf(why, cap, "the %d NoPE dims of each head, dims 0-%d, exactly up to scalars: W_Q is wq_b's rows of the "
+                 "head from the q_norm'ed latent (q_lora %d) and W_K the one KV head wkv with kv_norm's weight; the "
+                 "latent's RMS, the head's weightless RMS and the key's RMS scale each score by per-token factors only; "
+                 "the last %d dims rotate (adjacent pairs)", c->qk_nope_dim, c->qk_nope_dim - 1, c->q_lora_rank,
+                 c->qk_rope_dim);
+    else
+        snprintf(why, cap, "K = V: the one KV head (wkv, kv_norm's weight on its columns) is every head's W_V and W_K; "
+                 "head h's W_O is its block of wo_a (group h / %d of %d, o_lora %d) times wo_b; exact on the %d NoPE "
+                 "dims, while the release rotates the %d RoPE dims of each value by the key's position and back by the "
+                 "query's (exact at offset 0); the sink adds a logit (the maps unchanged); the window / compressed KV "
+                 "and the indexer are paths these maps leave out", c->n_heads / c->o_groups, c->o_groups, c->o_lora_rank,
+                 c->qk_nope_dim, c->qk_rope_dim);
+}
+
 /* KQ-SVD learns the keys of every layer: a hybrid's linear-attention layers have none. */
 static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
     if (llama4_reason(m, "kvsvd", why, cap)) return true;
@@ -456,15 +492,15 @@ bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) 
     if (cap) why[0] = 0;
     bool no = false;
     switch (a) {
-    case AN_RANKS_VO: case AN_SPECTRUM: hybrid_note(m, why, cap); break;
-    case AN_RANKS_QK: no = qk_reason(m, why, cap); break;
+    case AN_RANKS_VO: case AN_SPECTRUM: hybrid_note(m, why, cap); dsv4_note(m, a, why, cap); break;
+    case AN_RANKS_QK: no = qk_reason(m, why, cap); dsv4_note(m, a, why, cap); break;
     case AN_PPL: no = ppl_reason(m, why, cap); break;
     case AN_KVSVD: no = ppl_reason(m, why, cap) || kvsvd_reason(m, why, cap); break;
     case AN_CONVERT_MLA: no = mla_reason(m, why, cap); break;
     case AN_CONVERT_TPA: no = tpa_reason(m, why, cap); break;
     case AN_COMPARE: no = compare_reason(m, why, cap); break;
     case AN_EXPORT: no = export_reason(m, why, cap); break;
-    case AN_EVAL: no = eval_reason(m, why, cap); break;
+    case AN_EVAL: no = dsv4_reason(m, "the attention evaluator", why, cap) || eval_reason(m, why, cap); break;
     default: no = why_set(why, cap, "unknown analysis %d", (int)a);
     }
     return !no;

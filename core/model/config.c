@@ -867,7 +867,6 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     if (!cJSON_IsObject(root)) return al_err("%s: not a JSON object", where);
     cfg_reader r = {.root = root, .where = where};
     if (detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type) != AL_OK) return AL_ERR;
-    if (cfg_row(cfg)->keys == KEYS_DSV4) return dsv4_refuse(root, where);     /* DeepSeek-V4: described, refused */
     if (cfg_row(cfg)->keys == KEYS_KIMI_K3) return kimik3_refuse(root, where);   /* Kimi-K3: the same */
     if (cfg_row(cfg)->keys == KEYS_ATTNLAB) return config_attnlab_mla(root, where, cfg);
     if (!cfg_row(cfg)->text_config) return config_describe_text(root, where, cfg);
@@ -909,6 +908,29 @@ static int text_tower(const cJSON *root, const char *where, const FamilyRow *row
     return AL_OK;
 }
 
+/* DeepSeek-V4 (dsv4.h) over Llama's keys: each head [NoPE | RoPE] (qk_rope_head_dim last, adjacent pairs), the query
+ * latent q_lora_rank, the grouped output (o_groups x o_lora_rank), one KV head of head_dim that is key and value, a
+ * sink per head. The compressor, indexer and hyper-connections are dsv4.c's to describe. */
+static int dsv4_dims(const cJSON *root, const char *where, ModelConfig *c) {
+    Dsv4Spec s;
+    if (dsv4_parse(root, where, &s) != AL_OK) return AL_ERR;
+    if (s.kv_heads != 1 || s.rope_dim > s.head_dim || s.rope_dim % 2 || s.q_lora < 1 || s.o_lora < 1)
+        return al_err("%s: deepseek_v4 reads one KV head (num_key_value_heads %d), an even qk_rope_head_dim no larger "
+                      "than head_dim (%d, %d) and q_lora_rank, o_lora_rank >= 1 (%d, %d)", where, s.kv_heads, s.rope_dim,
+                      s.head_dim, s.q_lora, s.o_lora);
+    c->qk_rope_dim = s.rope_dim;
+    c->qk_nope_dim = s.head_dim - s.rope_dim;
+    c->v_dim = s.head_dim;
+    c->q_lora_rank = s.q_lora;
+    c->o_lora_rank = s.o_lora;
+    c->o_groups = s.o_groups;
+    c->index_heads = s.index_heads;
+    c->index_head_dim = s.index_head_dim;
+    c->index_topk = s.index_topk;
+    for (int L = 0; L < s.layers && L < s.n_ratios; L++) c->compress[L] = (unsigned short)(s.ratio[L] < 65535 ? s.ratio[L] : 65535);
+    return AL_OK;
+}
+
 /* The description of a text model's config object (the file's root, or a tower's text_config). */
 static int config_describe_text(const cJSON *root, const char *where, ModelConfig *cfg) {
     cfg_reader r = {.root = root, .where = where};
@@ -920,6 +942,7 @@ static int config_describe_text(const cJSON *root, const char *where, ModelConfi
     else if (keys == KEYS_GPT2) parse_gpt2(&r, cfg);
     else if (keys == KEYS_NEOX) parse_neox(&r, cfg);
     else parse_gqa(&r, cfg);
+    if (keys == KEYS_DSV4 && dsv4_dims(root, where, cfg) != AL_OK) return AL_ERR;
     if (r.invalid[0]) return al_err("%s: %s: these fields must be non-negative whole numbers", where, r.invalid);
     if (r.badnum[0]) return al_err("%s: %s: fix %s", where, r.badnum, r.nbad > 1 ? "these fields" : "this field");
     if (r.missing[0])

@@ -122,6 +122,9 @@ typedef struct {
     int v_dim;                /* per-head value dim */
     int q_lora_rank;          /* 0: no query latent (plain q_proj) */
     int kv_lora_rank;         /* 0: not MLA */
+    unsigned short compress[CFG_MAX_LAYERS];   /* DeepSeek-V4's compress_ratios[L]: 0 the window only, 4 CSA, else HCA */
+    int o_lora_rank, o_groups;    /* DeepSeek-V4's grouped low-rank output (o_groups 0: none): head h's output goes through
+                                     rows [g o_lora, +o_lora) of wo_a, g = h / (n_heads / o_groups), then wo_b */
     double rope_theta;
     rope_layout rope;
     double norm_eps;

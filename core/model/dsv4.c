@@ -1,5 +1,5 @@
-/* dsv4.c -- DeepSeek-V4's config.json read and described, the load refused naming what is not built
- * (dsv4.h says what the release computes). */
+/* dsv4.c -- DeepSeek-V4's config.json read and described (dsv4.h says what the release computes and what attnlab
+ * reads of it). */
 #include "dsv4.h"
 
 #include <cjson/cJSON.h>
@@ -148,12 +148,4 @@ const char *dsv4_describe(const Dsv4Spec *s, char *buf, size_t cap) {
              s->o_groups, s->o_lora, s->window, nw, nw ? w : "none", s->index_topk, s->index_heads,
              s->index_head_dim, nc, nc ? c : "none", nh ? hr : "r", nh, nh ? h : "none", s->hc_mult, s->hash_layers);
     return buf;
-}
-
-int dsv4_refuse(const cJSON *root, const char *where) {
-    Dsv4Spec s;
-    if (dsv4_parse(root, where, &s) != AL_OK) return AL_ERR;
-    char d[720];
-    return al_err("%s: deepseek_v4 (DeepSeek-V4): %s. Not built: its layer (attn.wq_a / wkv / wo_a / wo_b, "
-                  "compressor, indexer), hyper-connections (hc_*): load refused", where, dsv4_describe(&s, d, sizeof d));
 }

@@ -16,7 +16,11 @@
  * first num_hash_layers MoE layers route by a token hash. Released tensors sit under layers.L. (embed,
  * norm, head at the top), experts in FP4.
  *
- * None of that is built: the model is described and refused (dsv4_refuse), so `load` says what it is. */
+ * attnlab reads the attention's per-head maps (config.c's dsv4_dims, model.c's block_dsv4): H query heads of head_dim
+ * from the query latent (wq_b's rows of the head, after q_norm), the one KV head wkv (its kv_norm weight on its
+ * columns) as both key and value, the output of head h through its group's block of wo_a then wo_b. The window /
+ * compressed KV, the indexer, hyper-connections and hash routing are not built: analyses.c refuses the forward
+ * pass naming them. */
 #ifndef AL_DSV4_H
 #define AL_DSV4_H
 
@@ -52,8 +56,4 @@ void dsv4_layer_list(const int *l, int n, char *buf, size_t cap);
 /* One paragraph: dims, the attention of each kind of layer and which layers, hyper-connections, hash
  * layers. Returns buf. */
 const char *dsv4_describe(const Dsv4Spec *s, char *buf, size_t cap);
-/* Parses root and returns AL_ERR with the description and what is not built (always: the forward pass,
- * the per-head views and the released names are not built). */
-int dsv4_refuse(const struct cJSON *root, const char *where);
-
 #endif

@@ -25,6 +25,11 @@ static const RoleName ATTN_NAMES[ATTN_LAYOUT_COUNT][ROLE_COUNT] = {
                  [ROLE_IDX_Q_B] = OPT("self_attn.indexer.wq_b"), [ROLE_IDX_K] = OPT("self_attn.indexer.wk"),
                  [ROLE_IDX_K_NORM] = OPT("self_attn.indexer.k_norm"), [ROLE_IDX_W] = OPT("self_attn.indexer.weights_proj"),
                  [ROLE_SINKS] = OPT("self_attn.sinks")},
+    [QKV_DSV4] = {[ROLE_Q_A] = N("attn.wq_a"), [ROLE_Q_A_NORM] = N("attn.q_norm"), [ROLE_Q_B] = N("attn.wq_b"),
+                  [ROLE_KV_A] = N("attn.wkv"), [ROLE_KV_A_NORM] = N("attn.kv_norm"), [ROLE_O_A] = N("attn.wo_a"),
+                  [ROLE_O] = N("attn.wo_b"), [ROLE_SINKS] = N("attn.attn_sink"), [ROLE_CMP_WKV] = OPT("attn.compressor.wkv"),
+                  [ROLE_IDX_Q_B] = OPT("attn.indexer.wq_b"), [ROLE_IDX_W] = OPT("attn.indexer.weights_proj"),
+                  [ROLE_HC_ATTN_FN] = OPT("hc_attn_fn")},
     [QKV_MIXER] = {[ROLE_Q] = N("mixer.q_proj"), [ROLE_K] = N("mixer.k_proj"), [ROLE_V] = N("mixer.v_proj"),
                    [ROLE_O] = N("mixer.o_proj")},
 };
@@ -38,6 +43,7 @@ static const RoleName NORM_NAMES[NORM_NAMES_COUNT][ROLE_COUNT] = {
                     [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm")},
     [NORMS_GPT2] = {[ROLE_NORM_ATTN_IN] = N("ln_1"), [ROLE_NORM_FFN_IN] = N("ln_2")},
     [NORMS_MIXER] = {[ROLE_NORM_ATTN_IN] = N("norm")},
+    [NORMS_DSV4] = {[ROLE_NORM_ATTN_IN] = N("attn_norm"), [ROLE_NORM_FFN_IN] = N("ffn_norm")},
     [NORMS_GEMMA4] = {[ROLE_NORM_ATTN_IN] = N("input_layernorm"), [ROLE_NORM_ATTN_OUT] = N("post_attention_layernorm"),
                       [ROLE_NORM_FFN_IN] = N("pre_feedforward_layernorm"),
                       [ROLE_NORM_FFN_OUT] = N("post_feedforward_layernorm"), [ROLE_LAYER_SCALAR] = N("layer_scalar"),
@@ -116,6 +122,10 @@ static const RoleName MOE_NAMES[MOE_LAYOUT_COUNT][ROLE_COUNT] = {
                       [ROLE_EXP_UP] = N("mixer.experts.%d.up_proj"), [ROLE_EXP_DOWN] = N("mixer.experts.%d.down_proj"),
                       [ROLE_SHEXP_UP] = N("mixer.shared_experts.up_proj"),
                       [ROLE_SHEXP_DOWN] = N("mixer.shared_experts.down_proj")},
+    [MOE_DSV4] = {[ROLE_ROUTER] = N("ffn.gate"), [ROLE_ROUTER_BIAS] = OPT("ffn.gate.bias"),
+                  [ROLE_EXP_GATE] = N("ffn.experts.%d.w1"), [ROLE_EXP_UP] = N("ffn.experts.%d.w3"),
+                  [ROLE_EXP_DOWN] = N("ffn.experts.%d.w2"), [ROLE_SHEXP_GATE] = OPT("ffn.shared_experts.w1"),
+                  [ROLE_SHEXP_UP] = OPT("ffn.shared_experts.w3"), [ROLE_SHEXP_DOWN] = OPT("ffn.shared_experts.w2")},
     [MOE_GRANITE] = {[ROLE_ROUTER] = N("block_sparse_moe.router.layer"),
                      [ROLE_EXPS_GATE_UP] = N("block_sparse_moe.input_linear.weight"),   /* 3-D: named whole */
                      [ROLE_EXPS_DOWN] = N("block_sparse_moe.output_linear.weight")},
@@ -171,6 +181,8 @@ static const struct { const char *prefix, *layer; RoleName roles[ROLE_COUNT]; } 
     [NAMES_BACKBONE] = {"backbone.", "layers.%d.",
                         {[ROLE_EMBED] = N("embeddings"), [ROLE_FINAL_NORM] = N("norm_f"),
                          [ROLE_LM_HEAD] = {"lm_head", true, true}}},
+    [NAMES_DSV4] = {"", "layers.%d.", {[ROLE_EMBED] = N("embed"), [ROLE_FINAL_NORM] = N("norm"),
+                                       [ROLE_LM_HEAD] = {"head", true, true}}},
 };
 
 #undef N
@@ -212,7 +224,7 @@ const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
         "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b",
         "indexer_q_b", "indexer_k", "indexer_k_norm", "indexer_weights", "q_norm", "k_norm", "sinks",
-        "attn_gate", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
+        "attn_gate", "o_a", "compressor_wkv", "hc_attn_fn", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
         "lin_dt_bias", "lin_norm", "lin_out",
         "lin_q", "lin_k", "lin_v", "lin_q_conv", "lin_k_conv", "lin_v_conv", "lin_f_a", "lin_f_b", "lin_g_a", "lin_g_b",
         "lin_in", "lin_d",
@@ -436,12 +448,30 @@ const FamilyRow FAMILY[] = {
        [4, 128] x 20 + [4, 0] (the last the MTP layer's), 64 heads of 512 over one KV head, qk_rope 64, q_lora 1024,
        o_groups 8 x o_lora 1024, window 128, indexer 64 x 128 top-512, hc_mult 4, 3 hash layers, 256 experts top-6
        in FP4; tensors layers.L.attn.{wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, attn_sink, compressor.*,
-       indexer.*}, layers.L.hc_attn_* / hc_ffn_*, ffn.*, embed / norm / head. core/model/dsv4.c describes it and
-       refuses the load (no layout: nothing here names its tensors) */
+       indexer.*}, layers.L.hc_attn_* / hc_ffn_*, ffn.*, embed / norm / head (no prefix). Its attention is read as H
+       query heads of head_dim from the query latent, one KV head (wkv, kv_norm) that is key and value, RoPE on the
+       last qk_rope_head_dim dims (adjacent pairs), a sink per head, each head's output through its group's block of
+       wo_a then wo_b (model.c's block_dsv4); core/model/dsv4.c reads the rest and analyses.c refuses the forward
+       pass. The recipe shrinks every dim (head_dim 32 of which 8 rotate, 4 heads in 2 output groups of o_lora 64,
+       window 8, 5 layers with ratios 0, 4, 128, 4, 0 (the last the MTP layer's), 4 experts top-2 of 64) */
     [FAM_DEEPSEEK_V4] = {
         "deepseek_v4", "DeepseekV4ForCausalLM", "deepseek_v4", "DeepSeek-V4 (window / CSA / HCA layers over one "
-        "512-wide KV head, grouped low-rank output, hyper-connections): described, load refused", LLAMA_LIKE,
-        .keys = KEYS_DSV4, .engines = ENGINE_VLLM | ENGINE_SGLANG},
+        "512-wide KV head that is key and value, grouped low-rank output, hyper-connections): the attention "
+        "analyses; forward pass refused", LLAMA_LIKE, .keys = KEYS_DSV4, .attn = QKV_DSV4, .norms = NORMS_DSV4,
+        .moe = MOE_DSV4, .names = NAMES_DSV4, .router = ROUTER_DS_V3, .windowed = true, .sinks = true,
+        .rope_adjacent = true,
+        .synth = {128, 4, 1, 4, 256, 64, false,
+                  "\"attention_bias\": false, \"compress_ratios\": [0, 4, 128, 4, 0], \"compress_rope_theta\": 160000, "
+                  "\"expert_dtype\": \"fp4\", \"hc_eps\": 1e-06, \"hc_mult\": 4, \"hc_sinkhorn_iters\": 20, "
+                  "\"head_dim\": 32, \"hidden_act\": \"silu\", \"index_head_dim\": 16, \"index_n_heads\": 2, "
+                  "\"index_topk\": 8, \"moe_intermediate_size\": 64, \"n_routed_experts\": 4, \"n_shared_experts\": 1, "
+                  "\"norm_topk_prob\": true, \"num_experts_per_tok\": 2, \"num_hash_layers\": 1, "
+                  "\"num_nextn_predict_layers\": 1, \"o_groups\": 2, \"o_lora_rank\": 64, \"q_lora_rank\": 64, "
+                  "\"qk_rope_head_dim\": 8, \"rms_norm_eps\": 1e-06, \"rope_scaling\": {\"beta_fast\": 32, "
+                  "\"beta_slow\": 1, \"factor\": 16, \"original_max_position_embeddings\": 64, \"type\": \"yarn\"}, "
+                  "\"rope_theta\": 10000, \"routed_scaling_factor\": 1.5, \"scoring_func\": \"sqrtsoftplus\", "
+                  "\"sliding_window\": " SW ", \"swiglu_limit\": 10.0, \"topk_method\": \"noaux_tc\""},
+        .engines = ENGINE_VLLM | ENGINE_SGLANG},
     /* moonshotai/Kimi-K3's config.json (KimiK3ForConditionalGeneration, remote code): text_config kimi_linear -- 93
        layers, KDA 96 x 128 on kda_layers, MLA (q_lora 1536, kv_lora 512, no RoPE, output gate) on full_attn_layers
        4, 8, ..., 92, 93 (1-based), attn_res_block_size 12, hidden_act situ, 896 experts top-16 in a latent of 3584

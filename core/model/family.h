@@ -53,7 +53,8 @@ typedef enum {
     FAM_DEEPSEEK_V32, FAM_GLM_MOE_DSA,   /* MLA + the lightning indexer (index_topk keys per query): DeepSeek-V3.2, GLM-5 */
     FAM_KIMI_K25,                        /* issue 27: Kimi-K2.5's text tower (DeepSeek-V3's MLA and MoE) */
     FAM_KIMI_LINEAR,                     /* issue 27: Kimi Delta Attention 3 : 1 MLA without RoPE; MoE */
-    FAM_DEEPSEEK_V4,                     /* issue 27: DeepSeek-V4 (window / CSA / HCA layers): config read, load refused */
+    FAM_DEEPSEEK_V4,                     /* issue 27: DeepSeek-V4 (window / CSA / HCA layers): its attention's per-head maps;
+                                            the forward pass refused */
     FAM_KIMI_K3,                         /* issue 27: Kimi-K3 (Kimi-Linear + attention residuals, SiTU, latent experts):
                                             config read, load refused */
     FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
@@ -85,6 +86,8 @@ typedef enum {
     QKV_CONV1D,         /* attn.c_attn (in, out) columns [Q | K | V], attn.c_proj (GPT-2) */
     QKV_MLA,            /* q(_a/_b)_proj, kv_a_proj_with_mqa, kv_b_proj (DeepSeek) */
     QKV_MIXER,          /* mixer.{q,k,v,o}_proj: Llama's projections in a block of one mixer (Nemotron-H) */
+    QKV_DSV4,           /* attn.{wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, attn_sink}: one KV head that is key and value,
+                           a grouped low-rank output (DeepSeek-V4; model.c's block_dsv4) */
     ATTN_LAYOUT_COUNT
 } attn_layout;
 
@@ -104,6 +107,7 @@ typedef enum {
     NORMS_GPT2,         /* ln_1, ln_2 */
     NORMS_MIXER,        /* norm: the one norm of a block of one mixer (Nemotron-H) */
     NORMS_GEMMA4,       /* Gemma's sandwich norms + layer_scalar (1): the layer's output times it (Gemma 4) */
+    NORMS_DSV4,         /* attn_norm, ffn_norm (DeepSeek-V4) */
     NORM_NAMES_COUNT
 } norm_names;
 
@@ -160,6 +164,8 @@ typedef enum {
     MOE_GRANITE,        /* block_sparse_moe.router.layer, block_sparse_moe.input_linear (E, 2I, D) rows [gate ; up] per
                            expert used as W x, block_sparse_moe.output_linear (E, D, I); the shared MLP is the dense
                            FFN_GRANITE beside it (Granite 4.0-H) */
+    MOE_DSV4,           /* ffn.gate (+ ffn.gate.bias), ffn.experts.E.{w1,w3,w2}, ffn.shared_experts.{w1,w3,w2} (DeepSeek-V4;
+                           its hash-routed layers' ffn.gate.tid2eid and sqrtsoftplus scores: not computed) */
     MOE_LAYOUT_COUNT
 } moe_layout;
 
@@ -182,6 +188,7 @@ typedef enum {
                            language_model.model.layers.L., ..., language_model.lm_head */
     NAMES_MODEL_LM,     /* ... as transformers 4.52+ saves it: model.language_model.layers.L., ..., lm_head */
     NAMES_BACKBONE,     /* backbone.layers.L., backbone.embeddings, backbone.norm_f, lm_head (Nemotron-H) */
+    NAMES_DSV4,         /* layers.L., embed, norm, head: no prefix (DeepSeek-V4 as released) */
     MODEL_NAMES_COUNT
 } model_names;
 
@@ -195,7 +202,8 @@ typedef enum {
     KEYS_MLA,           /* Llama's + q_lora_rank, kv_lora_rank, qk_{nope,rope}_head_dim, v_head_dim, rope_interleave */
     KEYS_GPT2,          /* n_embd, n_head, n_layer, n_inner, layer_norm_epsilon, scale_attn_* */
     KEYS_NEOX,          /* Llama's sizes + rotary_pct, rotary_emb_base, layer_norm_eps, use_parallel_residual */
-    KEYS_DSV4,          /* DeepSeek-V4's (core/model/dsv4.c): compress_ratios, o_groups, hc_mult, ...; described, load refused */
+    KEYS_DSV4,          /* DeepSeek-V4's (core/model/dsv4.c): Llama's + q_lora_rank, o_groups, o_lora_rank, compress_ratios,
+                           hc_mult, ... (dsv4_config) */
     KEYS_KIMI_K3,       /* Kimi-K3's text_config (core/model/kimik3.c): described, load refused */
     KEYS_LLAMA2C,       /* no config.json: the .bin header (core/model/llama2c.c) */
     KEYS_ATTNLAB        /* attnlab_mla: the source family's keys (attnlab_source_model_type) + the MLA dims of KEYS_MLA */
@@ -209,6 +217,8 @@ typedef enum {
     ROLE_IDX_Q_B, ROLE_IDX_K, ROLE_IDX_K_NORM, ROLE_IDX_W,     /* MLA's lightning indexer: wq_b, wk, k_norm, weights_proj */
     ROLE_Q_NORM, ROLE_K_NORM,                                  /* per-head or whole-projection q/k norms */
     ROLE_SINKS, ROLE_ATTN_GATE,                                /* attention sinks, output gate */
+    ROLE_O_A, ROLE_CMP_WKV, ROLE_HC_ATTN_FN,                   /* DeepSeek-V4: the grouped output's first factor (wo_a),
+                                                                  the compressor's wkv, the hyper-connections' hc_attn_fn */
     ROLE_LIN_QKVZ, ROLE_LIN_BA, ROLE_LIN_QKV, ROLE_LIN_Z, ROLE_LIN_B, ROLE_LIN_A, ROLE_LIN_CONV, ROLE_LIN_A_LOG,
     ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
     ROLE_LIN_Q, ROLE_LIN_K, ROLE_LIN_V, ROLE_LIN_Q_CONV, ROLE_LIN_K_CONV, ROLE_LIN_V_CONV,   /* Kimi Delta Attention */

@@ -11,8 +11,8 @@
 const char *kvcache_kind_name(kvcache_kind k) {
     static const char *const names[] = {"full attention", "sliding window", "chunked attention",
                                         "KV-shared (reads an earlier layer's cache)", "recurrent state",
-                                        "lightning indexer keys", "conv window"};
-    return k <= KVC_CONV ? names[k] : "?";
+                                        "lightning indexer keys", "conv window", "compressed KV"};
+    return k <= KVC_COMPRESSED ? names[k] : "?";
 }
 
 size_t kvcache_state_values(const ModelConfig *c) {
@@ -66,7 +66,9 @@ static int add_to_row(KvcacheRow *rows, int *n, const KvcacheRow *key, int L, si
     if (r == *n) {
         if (r == KVCACHE_MAX_ROWS) return al_err("kv-cache: more than %d kinds of layer", KVCACHE_MAX_ROWS);
         *w = *key;
+        bool strided = key->kind == KVC_COMPRESSED || key->kind == KVC_INDEX;   /* an entry per span tokens */
         w->tokens = kvcache_constant(key->kind) || key->kind == KVC_SHARED ? 0
+                    : strided && key->span ? context / key->span
                     : key->span && key->span < context ? key->span : context;
         w->last = -1;
         (*n)++;
@@ -88,6 +90,11 @@ int kvcache_at(const Model *m, size_t context, KvcacheRow *rows, int *n) {
         if (key.kind == KVC_STATE && conv.per_token && add_to_row(rows, n, &conv, L, context)) return AL_ERR;
         KvcacheRow idx = {.kind = KVC_INDEX, .per_token = (size_t)m->cfg.index_head_dim};
         if (cfg_layer_indexer(&m->cfg, L) && add_to_row(rows, n, &idx, L, context)) return AL_ERR;
+        size_t r = m->cfg.compress[L];                  /* DeepSeek-V4: its compressed entries (and CSA's index keys) */
+        KvcacheRow cmp = {.kind = KVC_COMPRESSED, .span = r, .per_token = (size_t)m->cfg.v_dim};
+        if (r && add_to_row(rows, n, &cmp, L, context)) return AL_ERR;
+        KvcacheRow cidx = {.kind = KVC_INDEX, .span = r, .per_token = (size_t)m->cfg.index_head_dim};
+        if (r == 4 && cidx.per_token && add_to_row(rows, n, &cidx, L, context)) return AL_ERR;
     }
     return AL_OK;
 }

@@ -5,7 +5,8 @@
  * linear-attention / Kimi Delta Attention / Mamba-2 layer keeps a constant state whatever N: its recurrent
  * state (v_heads x dk x dv) and, in a row of its own, its short conv's last conv - 1 inputs (2 k_heads dk + v_heads
  * dv channels); an
- * MLA layer with a lightning indexer its latent and, in a row of their own, the indexer's keys.
+ * MLA layer with a lightning indexer its latent and, in a row of their own, the indexer's keys; a DeepSeek-V4 layer
+ * its window and, on the compressed layers, one entry per `ratio` tokens (and on CSA's the indexer's keys alike).
  * Nemotron-H's MLP blocks keep nothing and are not listed. Counts are values; bytes are the caller's. */
 #ifndef AL_KVCACHE_H
 #define AL_KVCACHE_H
@@ -18,13 +19,16 @@
 /* KVC_INDEX: the keys (index_head_dim per token) DeepSeek-V3.2's / GLM-5's lightning indexer caches beside the MLA
  * latent on each layer that runs its own indexer (not GLM-5.2's IndexShare layers): a second row for those layers. */
 /* KVC_STATE: a linear / Mamba-2 layer's recurrent state; KVC_CONV: its short conv's last conv - 1 inputs (two rows). */
-typedef enum { KVC_FULL, KVC_WINDOW, KVC_CHUNK, KVC_SHARED, KVC_STATE, KVC_INDEX, KVC_CONV } kvcache_kind;
+/* KVC_COMPRESSED: DeepSeek-V4's compressed KV, one entry of head_dim per span tokens (CSA 4, HCA 128); its CSA
+ * layers' indexer keys are a KVC_INDEX row with that span (MLA's indexer: span 0, a key per token). */
+typedef enum { KVC_FULL, KVC_WINDOW, KVC_CHUNK, KVC_SHARED, KVC_STATE, KVC_INDEX, KVC_CONV, KVC_COMPRESSED } kvcache_kind;
 
 enum { KVCACHE_MAX_ROWS = 16 };
 
 typedef struct {
     kvcache_kind kind;
-    size_t span;          /* KVC_WINDOW: the window; KVC_CHUNK: the chunk (tokens); else 0 */
+    size_t span;          /* KVC_WINDOW: the window; KVC_CHUNK: the chunk (tokens); KVC_COMPRESSED (and a V4 KVC_INDEX):
+                             tokens per entry; else 0 */
     size_t per_token;     /* values per token per layer (KVC_STATE / KVC_CONV: values per layer; KVC_SHARED: 0) */
     int n_layers;
     char layers[200];     /* the layers of the row as "0-4, 6" */

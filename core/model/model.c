@@ -33,6 +33,10 @@ size_t cfg_attn_params(const ModelConfig *c) {
         if (c->o_bias) p += D;
         return p;
     }
+    if (c->attn == QKV_DSV4) {                      /* wq_a + q_norm, wq_b, wkv + kv_norm, wo_a, wo_b, attn_sink */
+        size_t ql = (size_t)c->q_lora_rank, R = (size_t)c->o_groups * (size_t)c->o_lora_rank;
+        return ql * D + ql + H * dqk * ql + dqk * D + dqk + R * (H * dv / (size_t)c->o_groups) + D * R + H;
+    }
     p = D * ((c->attn_gate ? 2 : 1) * H * dqk + G * dqk + G * dv) + H * dv * D;   /* a gated q_proj: 2 H dqk rows */
     if (c->qkv_bias) p += H * dqk + G * dqk + G * dv;
     if (c->o_bias) p += D;
@@ -41,6 +45,7 @@ size_t cfg_attn_params(const ModelConfig *c) {
 
 size_t cfg_kv_values(const ModelConfig *c) {
     if (cfg_is_mla(c)) return (size_t)c->kv_lora_rank + (size_t)c->qk_rope_dim;
+    if (c->attn == QKV_DSV4) return (size_t)c->v_dim;     /* one head, key = value (the window's; compressed extra) */
     return (size_t)c->n_kv_heads * ((size_t)cfg_d_qk(c) + (size_t)c->v_dim);
 }
 
@@ -505,7 +510,7 @@ static int block_set(const ModelConfig *c, HeadBlock *b, tensor_role role, size_
     const RoleName *rn = cfg_role(c, role);
     if (!rn) return al_err("internal: a %s model's attention has no %s tensor", c->model_type, tensor_role_name(role));
     int layer = b->layer;
-    *b = (HeadBlock){role, "", r0, nr, c0, nc, transposed, layer};
+    *b = (HeadBlock){.role = role, .r0 = r0, .nr = nr, .c0 = c0, .nc = nc, .transposed = transposed, .layer = layer};
     snprintf(b->suffix, sizeof b->suffix, "%s.weight", rn->name);
     return AL_OK;
 }
@@ -579,6 +584,38 @@ static int block_gpt2(const ModelConfig *c, head_kind kind, int head, size_t c0,
     return block_set(c, b, ROLE_QKV, 0, D, base + h * d + c0, nc, false);
 }
 
+/* DeepSeek-V4 (attn.*, HF Linear (out, in); hd = head_dim, R = o_lora_rank, per = H / o_groups heads in a group):
+ *   Q[h]  (q_lora, nc)  wq_b rows [h hd + c0, +nc), transposed: the query from the normed latent (q_norm's weight
+ *                       inside the latent; the per-head weightless RMS norm after it is a scalar per token)
+ *   K, V  (D, nc)       wkv rows [c0, +nc) transposed, columns times kv_norm's weight: the one KV head, key and value
+ *   O[h]  (hd, D)       wo_a rows [g R, +R) x cols [j hd, +hd), transposed (hd, R), times wo_b cols [g R, +R),
+ *                       transposed (R, D); g = h / per, j = h % per: wo_a is block-diagonal over groups */
+static int block_dsv4(const ModelConfig *c, head_kind kind, int head, size_t c0, size_t nc, HeadBlock *b) {
+    size_t h = (size_t)head, hd = (size_t)cfg_d_qk(c), D = (size_t)c->hidden, R = (size_t)c->o_lora_rank;
+    size_t per = (size_t)(c->n_heads / c->o_groups), g = h / per, j = h % per;
+    int rc;
+    switch (kind) {
+    case HK_Q: return block_set(c, b, ROLE_Q_B, h * hd + c0, nc, 0, (size_t)c->q_lora_rank, true);
+    case HK_V:                                /* V is the key's projection, every column */
+    case HK_K:
+        if (kind == HK_V) { c0 = 0; nc = (size_t)c->v_dim; }
+        rc = block_set(c, b, ROLE_KV_A, c0, nc, 0, D, true);
+        b->scaled = true;
+        b->scale_role = ROLE_KV_A_NORM;
+        b->s0 = c0;
+        return rc;
+    case HK_O:
+        rc = block_set(c, b, ROLE_O_A, g * R, R, j * (size_t)c->v_dim, (size_t)c->v_dim, true);
+        b->then = true;
+        b->then_role = ROLE_O;
+        b->tr0 = 0; b->tnr = D; b->tc0 = g * R; b->tnc = R;
+        return rc;
+    }
+    return al_err("internal: unknown head kind %d", (int)kind);
+}
+
+bool model_views_composite(const Model *m) { return m->cfg.attn == QKV_DSV4; }
+
 int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b) {
     memset(b, 0, sizeof *b);
     if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
@@ -589,6 +626,7 @@ int model_head_block(const Model *m, head_kind kind, int layer, int head, head_p
         part_cols(c, part, &c0, &nc) != AL_OK)
         return AL_ERR;
     if (c->attn == QKV_CONV1D) return block_gpt2(c, kind, head, c0, nc, b);
+    if (c->attn == QKV_DSV4) return block_dsv4(c, kind, head, c0, nc, b);
     if (cfg_is_mla(c)) return block_mla(c, kind, head, part, c0, nc, b);
     return block_gqa(c, kind, head, c0, nc, b);
 }
@@ -601,26 +639,64 @@ static bool layer_cached(Model *m, int layer) {
     return yes;
 }
 
+/* One block of a view: sliced from the cached layer, else read alone from the mapping; transposed where the view is. */
+static int head_piece(Model *m, int layer, tensor_role role, size_t r0, size_t nr, size_t c0, size_t nc, bool tr,
+                      Mat **out) {
+    *out = NULL;
+    if (layer_cached(m, layer)) {            /* slice the loaded layer */
+        const Mat *t;
+        if (cache_get(m, layer, role, &t) != AL_OK) return AL_ERR;
+        *out = tr ? mat_slice_t(t, r0, nr, c0, nc) : mat_slice(t, r0, nr, c0, nc);
+        return *out ? AL_OK : AL_ERR;
+    }
+    /* one head alone: read just its block from the mapping (an R1 o_proj is 470 MB as float) */
+    char *name = attn_weight_name(m, role, layer);
+    Mat *blk = NULL;
+    int rc = name ? store_read_block(m->store, name, r0, nr, c0, nc, &blk) : AL_ERR;
+    free(name);
+    if (rc != AL_OK) return AL_ERR;
+    *out = tr ? mat_transpose(blk) : blk;
+    if (tr) mat_free(blk);
+    return *out ? AL_OK : AL_ERR;
+}
+
+/* A composite view (HeadBlock.then / scaled, DeepSeek-V4): W times the second block, its columns times the norm. */
+static int head_compose(Model *m, const HeadBlock *b, Mat **W) {
+    if (b->then) {
+        Mat *B = NULL, *P = NULL;
+        int rc = head_piece(m, b->layer, b->then_role, b->tr0, b->tnr, b->tc0, b->tnc, b->transposed, &B);
+        if (rc == AL_OK && !(P = mat_mul(*W, B))) rc = AL_ERR;
+        mat_free(B);
+        if (rc != AL_OK) return rc;
+        mat_free(*W);
+        *W = P;
+    }
+    if (!b->scaled) return AL_OK;
+    char name[192];
+    Mat *s = NULL;
+    cfg_role_name(&m->cfg, b->scale_role, b->layer, -1, "weight", name, sizeof name);
+    int rc = store_read(m->store, name, &s);
+    if (rc == AL_OK && s->rows * s->cols < b->s0 + (*W)->cols)
+        rc = al_err("tensor '%s' has %zu values; the view needs [%zu, %zu)", name, s->rows * s->cols, b->s0,
+                    b->s0 + (*W)->cols);
+    for (size_t i = 0; rc == AL_OK && i < (*W)->rows; i++)
+        for (size_t k = 0; k < (*W)->cols; k++) (*W)->data[i * (*W)->cols + k] *= s->data[b->s0 + k];
+    mat_free(s);
+    return rc;
+}
+
 int model_head(Model *m, head_kind kind, int layer, int head, head_part part, Mat **out) {
     *out = NULL;
     HeadBlock b;
     if (model_head_block(m, kind, layer, head, part, &b) != AL_OK) return AL_ERR;
-    layer = b.layer;                         /* a KV-shared layer's K / V: the source layer's */
-    if (layer_cached(m, layer)) {            /* slice the loaded layer */
-        const Mat *t;
-        if (cache_get(m, layer, b.role, &t) != AL_OK) return AL_ERR;
-        *out = b.transposed ? mat_slice_t(t, b.r0, b.nr, b.c0, b.nc) : mat_slice(t, b.r0, b.nr, b.c0, b.nc);
-        return *out ? AL_OK : AL_ERR;
+    /* b.layer: a KV-shared layer's K / V are the source layer's */
+    if (head_piece(m, b.layer, b.role, b.r0, b.nr, b.c0, b.nc, b.transposed, out) != AL_OK) return AL_ERR;
+    if ((b.then || b.scaled) && head_compose(m, &b, out) != AL_OK) {
+        mat_free(*out);
+        *out = NULL;
+        return AL_ERR;
     }
-    /* one head alone: read just its block from the mapping (an R1 o_proj is 470 MB as float) */
-    char *name = attn_weight_name(m, b.role, layer);
-    Mat *blk = NULL;
-    int rc = name ? store_read_block(m->store, name, b.r0, b.nr, b.c0, b.nc, &blk) : AL_ERR;
-    free(name);
-    if (rc != AL_OK) return AL_ERR;
-    *out = b.transposed ? mat_transpose(blk) : blk;
-    if (b.transposed) mat_free(blk);
-    return *out ? AL_OK : AL_ERR;
+    return AL_OK;
 }
 
 /* Values [off, off + d) of the 1-D tensor `name` into *out (d floats). */

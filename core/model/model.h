@@ -104,7 +104,19 @@ typedef struct {
     bool transposed;
     int layer;                /* the layer whose tensor it is: the view's own, except the K / V of a KV-shared
                                  layer (Gemma 4's num_kv_shared_layers), which are an earlier layer's */
+    /* DeepSeek-V4's composite views, which model_head forms (gram.c reads plain blocks only: farr computes such a
+     * model's spectra from the layer's float copies, FARR_ROUTE_FACTORS): */
+    bool then;                /* the view is the block above times then_role's block [tr0, +tnr) x [tc0, +tnc),
+                                 transposed alike (O: wo_a's rows of the head's group and columns of the head, then
+                                 wo_b's columns of the group) */
+    tensor_role then_role;
+    size_t tr0, tnr, tc0, tnc;
+    bool scaled;              /* the view's columns times scale_role's 1-D weight from s0 on (K / V: kv_norm's) */
+    tensor_role scale_role;
+    size_t s0;
 } HeadBlock;
+/* True when model_head forms m's views from more than one block (HeadBlock.then / scaled: DeepSeek-V4). */
+bool model_views_composite(const Model *m);
 /* The block of the view (kind, layer, head, part), with model_head's checks and messages. */
 int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b);
 /* Bias of a per-head Q/K/V projection (d_out values) or NULL when the model has none. It is read

@@ -33,6 +33,8 @@ size_t shape_dim(const ModelConfig *c, dim_rule d) {
     case D_LVV: return (size_t)c->lin.v_heads * (size_t)c->lin.dv;
     case D_MIN: return 2 * (size_t)c->lin.v_heads * (size_t)c->lin.dv + 2 * (size_t)c->lin.k_heads * (size_t)c->lin.dk +
                        (size_t)c->lin.v_heads;
+    case D_OA: return (size_t)c->o_groups * (size_t)c->o_lora_rank;
+    case D_OG: return c->o_groups > 0 ? H * vd / (size_t)c->o_groups : 0;
     default: return 0;
     }
 }
@@ -65,6 +67,13 @@ static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
     [QKV_MIXER] = {{ROLE_Q, false, D_Q, D_H, 0, HD_H ", hidden_size"}, {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
                    {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
                    {0}},
+    [QKV_DSV4] = {{ROLE_Q_A, false, D_QR, D_H, 0, "q_lora_rank, hidden_size"},
+                  {ROLE_Q_A_NORM, false, D_QR, D_NONE, 0, "q_lora_rank"},
+                  {ROLE_Q_B, false, D_QB, D_QR, 0, HD_H ", q_lora_rank"},
+                  {ROLE_KV_A, false, D_KV, D_H, 0, "head_dim (one KV head: key and value), hidden_size"},
+                  {ROLE_KV_A_NORM, false, D_HD, D_NONE, 0, "head_dim"},
+                  {ROLE_O_A, false, D_OA, D_OG, 0, "o_groups x o_lora_rank, " HD_H " / o_groups"},
+                  {ROLE_O, false, D_H, D_OA, 0, "hidden_size, o_groups x o_lora_rank"}, {0}},
     [QKV_CAT] = {{ROLE_QKV, false, D_QKV, D_H, 0, "(num_attention_heads + 2 num_key_value_heads) x head_dim, hidden_size"},
                  {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H}, {0}},
     [QKV_HEADS] = {{ROLE_QKV, false, D_3Q, D_H, 0, "3 x hidden_size, hidden_size"},

@@ -17,7 +17,8 @@ typedef enum {
     D_Q2,                             /* 2 H hd: a gated q_proj, per head [query | gate] (attn_output_gate) */
     D_LQKVZ, D_LBA, D_LCONV, D_LHV, D_LDV, D_LVV,  /* Gated DeltaNet: 2 Hk dk + 2 Hv dv, 2 Hv, 2 Hk dk + Hv dv,
                                                      Hv, dv, Hv dv */
-    D_MIN                             /* Mamba-2's in_proj: [z | x B C | dt] = 2 H P + 2 G N + H */
+    D_MIN,                            /* Mamba-2's in_proj: [z | x B C | dt] = 2 H P + 2 G N + H */
+    D_OA, D_OG                        /* DeepSeek-V4's grouped output: o_groups x o_lora_rank, H vd / o_groups */
 } dim_rule;
 
 /* The size d stands for in the description c (D_NONE: 0). */
