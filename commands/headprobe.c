@@ -226,7 +226,11 @@ int probe_head_list(const char *s, int H, int **heads, size_t *n) {
         if (end == p) { free(v); return al_err("heads '%s': give head numbers (0,3,5), a range (2-4) or all", s); }
         if (*end == '-') { p = end + 1; b = strtol(p, &end, 10); if (end == p) b = -1; }
         if (a < 0 || b < a || b >= H) { free(v); return al_err("heads '%s': heads are 0-%d", s, H - 1); }
-        for (long h = a; h <= b && k < (size_t)H; h++) v[k++] = (int)h;
+        for (long h = a; h <= b; h++) {
+            for (size_t i = 0; i < k; i++)
+                if (v[i] == (int)h) { free(v); return al_err("heads '%s': head %ld is listed twice", s, h); }
+            v[k++] = (int)h;
+        }
         p = *end == ',' ? end + 1 : end;
         if (*end && *end != ',') { free(v); return al_err("heads '%s': unexpected '%c'", s, *end); }
     }

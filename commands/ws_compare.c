@@ -69,6 +69,15 @@ static int calib_mark(Session *s, Model *m, int fit, CalibMark *mk) {
     return AL_OK;
 }
 
+/* A budget past what the model caches is refused: every method would keep its whole cache. */
+static int budget_over(const Model *m, size_t budget) {
+    size_t w = cfg_kv_values(&m->cfg);
+    if (w && budget > w)
+        return al_err("kv-budget %zu is more than the %zu values per token per layer %s caches: every method would "
+                      "keep the whole cache; give a budget of at most %zu", budget, w, m->name, w);
+    return AL_OK;
+}
+
 int ws_compare_run(Session *s, Model *m, const WsCmpKey *q, BudgetResult **out) {
     BudgetOpts o = budget_opts_default();
     o.budget = q->budget;
@@ -79,6 +88,7 @@ int ws_compare_run(Session *s, Model *m, const WsCmpKey *q, BudgetResult **out) 
     if (!o.budget)
         return al_err("compare needs kv-budget B (values cached per token per layer; %s caches %zu)", m->name,
                       cfg_kv_values(&m->cfg));
+    if (budget_over(m, o.budget)) return AL_ERR;
     double **sigma = NULL;
     size_t ntok = 0;
     if (ws_calib_fit_sigma(s, m, q->fit, o.layer_lo, o.layer_hi, &sigma, &ntok)) return AL_ERR;
@@ -185,6 +195,7 @@ int ws_compare_text_run(Session *s, Model *m, int fit, size_t budget, const Chec
     double **sigma = NULL;
     size_t ntok = 0;
     BudgetTextOpts o = {.budget = budget, .ids = t->ids, .n = t->n, .seqlen = t->seqlen};
+    if (budget_over(m, budget)) return AL_ERR;
     if (lm_forward(s, m, &f)) return AL_ERR;
     if (ws_calib_fit_sigma(s, m, fit, 0, m->cfg.n_layers - 1, &sigma, &ntok)) return AL_ERR;
     o.sigma = (const double *const *)sigma;

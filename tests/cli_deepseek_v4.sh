@@ -70,7 +70,7 @@ ok "load of the DeepSeek-V4 recipe" test "$(rc)" = 0
 m=$(cat out.txt)
 has "$m" "deepseek_v4 .*4 layers (+1 MTP), 4 heads of 32 over 1 KV head (key = value, RoPE on its last 8, a sink per head)" \
     || fail "info: the description [$m]"
-has "$m" "q_lora 64, output 2 groups x o_lora 64; window 8 only: 1 layers (0)" || fail "info: output groups, window [$m]"
+has "$m" "q_lora 64, output 2 groups x o_lora 64; window 8 only: 1 layer (0)" || fail "info: output groups, window [$m]"
 has "$m" "CSA (window + 4:1 compressed KV, indexer top-8 of 2 x 16): 2 (1, 3); HCA (window + 128:1 compressed): 1 (2)" \
     || fail "info: CSA / HCA layers [$m]"
 has "$m" "hyper-connections x4, 1 hash-routed layers" || fail "info: hc / hash [$m]"
@@ -81,7 +81,7 @@ has "$m" "qk_nope_head_dim  *24" || fail "info: NoPE dims [$m]"
 has "$m" "kv_values_per_token_per_layer  *32" || fail "info: one head of 32 cached, key = value [$m]"
 has "$m" "^ranks qk  *yes: the 24 NoPE dims of each head" || fail "info: ranks qk's note [$m]"
 has "$m" "^ppl/calibrate  *no: .*compressed KV.*hyper-connections.*hash routing" || fail "info: the forward pass refused [$m]"
-has "$m" "^export formats  *yes: *(not: truncate" || fail "info: no truncate export [$m]"
+has "$m" "^export formats  *no: none (not: truncate" || fail "info: no truncate export [$m]"
 
 # planted ranks: layer 1 V rank 6 = its key's NoPE rank (QK 6, each query flat 24), layer 2 fused-low (VO 4)
 run -e "load v4s; ranks vo layers 1-2 tau 0.99"

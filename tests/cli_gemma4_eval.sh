@@ -60,6 +60,10 @@ hasnt "$out" "no per-layer errors" || fail "check still skips the per-layer tabl
 # Qwen3.5's convert mla keeps the gate on the converted attention in the session; its export refuses naming the gate
 out=$(e "load $T/qwen3_5; convert mla kv-rank full qk-norm fold; ppl ids ids.txt seqlen 40")
 ok "qwen3_5: convert mla + ppl run in the session" has "$out" "1 of 4 layers run as transformed"
+# at full rank with the norm kept, the converted layer is the source's (gate included: without W_G it is not)
+q0=$(ppl_of "load $T/qwen3_5; ppl ids ids.txt seqlen 40")
+q1=$(ppl_of "load $T/qwen3_5; convert mla kv-rank 64 qk-norm keep; ppl ids ids.txt seqlen 40")
+ok "qwen3_5: convert mla at full rank (qk-norm keep) keeps the gated source's ppl [$q0 / $q1]" near "$q1" "$q0" 1e-6
 out=$(e "load $T/qwen3_5; convert mla kv-rank full qk-norm fold; export $T/q5mla")
 ok "  its export refuses naming the gate" has "$out" "qwen3_5's output gate"
 

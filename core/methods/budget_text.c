@@ -285,8 +285,9 @@ static int evict_row(Ctx *x, evict_kind k, size_t C, BudgetText *bt, BudgetTextR
     snprintf(row->method, sizeof row->method, "%s", evict_name(k));
     row->family = BTEXT_EVICT;
     row->kv_values = (double)bt->kv_model * evict_read_frac_layers(bt->seqlen, C, x->win, x->nl);
-    if (k == EVICT_STREAMING) snprintf(row->setting, sizeof row->setting, "cache %zu tokens: %zu sinks + %zu recent", C,
-                                       p.sinks < C ? p.sinks : C - 1, C - (p.sinks < C ? p.sinks : C - 1));
+    size_t sinks = p.sinks < C ? p.sinks : C - 1;
+    if (k == EVICT_STREAMING) snprintf(row->setting, sizeof row->setting, "cache %zu tokens: %zu sink%s + %zu recent", C,
+                                       sinks, sinks == 1 ? "" : "s", C - sinks);
     else if (k == EVICT_H2O) snprintf(row->setting, sizeof row->setting, "cache %zu tokens: %zu heavy + %zu recent", C,
                                       C - p.recent, p.recent);
     else snprintf(row->setting, sizeof row->setting, "cache %zu tokens: window %zu, pool %zu", C,

@@ -415,6 +415,12 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
         snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: its format holds every layer as TPA attention, "
                  "and %d of the %d layers are %s; convert tpa runs in the session: ppl, check)", m->cfg.lin.n_linear,
                  m->cfg.n_layers, layersel_other_kind(&m->cfg));
+    if (!ok[0]) {                             /* nothing exports: "no: none (not: ...)" rather than "yes:  (not: ...)" */
+        memmove(why + 4, why, strnlen(why, cap - 5) + 1);
+        memcpy(why, "none", 4);
+        why[cap - 1] = '\0';
+        return true;
+    }
     return false;
 }
 
