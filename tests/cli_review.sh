@@ -77,4 +77,13 @@ out=$(e "load q3; compare kv-budget 32")
 has "$out" "not covered (TransMLA with the norm: .convert mla kv-rank R qk-norm fold|drop|keep., then .ppl. or .check.)" \
     || fail "compare on qwen3: [$out]"
 
+# ---- a kv-budget past the model's cache is refused (it printed "156250.0%" and ran every method at full width)
+out=$(e "load $M; compare kv-budget 100000")
+has "$out" "kv-budget 100000 is more than the 64 values per token per layer" || fail "compare past the cache: [$out]"
+out=$(e "load $M; compare kv-budget 100000 text $TXT seqlen 64")
+has "$out" "kv-budget 100000 is more than the 64 values" || fail "compare text past the cache: [$out]"
+# ---- ablate: a head listed twice is refused (it printed the row twice)
+out=$(e "load $M; ablate $TXT layer 0 heads 0,0")
+has "$out" "head 0 is listed twice" || fail "ablate heads 0,0: [$out]"
+
 cli_done
