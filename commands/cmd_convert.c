@@ -296,16 +296,18 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     if (mla_args_opts(m, a, out, &o) || ws_mlastrat_opts(a, &st, &strat_given)) return AL_ERR;
     bool strat = st.kind != MLASTRAT_TRANSMLA || st.alloc != MLASTRAT_ALLOC_UNIFORM;   /* else TransMLA's own */
     if (strat) o.compare_balance = false;
-    TmlaStatsUse u;
-    int src = ws_tmla_stats(s, m, a, false, &u, out);
+    TmlaStatsUse u;       /* TransMLA's own forms each layer's moments in its turn (u.cst) where all are large */
+    int src = strat ? ws_tmla_stats(s, m, a, false, &u, out) : ws_tmla_stats_lazy(s, m, a, false, &u, out);
     if (src) return src;
     o.sigma = u.act ? (const double *const *)u.sigma : NULL;
     o.mu = u.act ? (const double *const *)u.mu : NULL;
+    o.calib = u.act ? u.cst : NULL;
     TmlaResult *r = NULL;
     int rc = strat ? mlastrat_convert(m, &o, &st, &r) : tmla_convert(m, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
-    if (ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL, u.act ? u.mu : NULL,
-                      &r->check_in)) {        /* what check needs to draw the report's inputs again */
+    if (o.calib ? ws_check_keep_calib(m, r->opts.seed, false, r->opts.eval_tokens, o.calib, &r->check_in)
+                : ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL,
+                                u.act ? u.mu : NULL, &r->check_in)) {  /* what check needs to draw the report's inputs again */
         tmla_result_free(r);
         ws_tmla_stats_release(&u);
         return AL_ERR;
