@@ -73,6 +73,7 @@ meas() {
     M_wall=$(echo "$t1 - $t0" | bc)
     read -r M_rchar M_wchar M_syscr M_syscw M_rb M_wb _ <<<"$M_io"
     read -r M_minflt M_ut M_st2 <<<"$M_st"
+    M_cpu=$(echo "($M_ut + $M_st2) / $(getconf CLK_TCK)" | bc -l)
 }
 gb() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1e9 }'; }
 
@@ -92,10 +93,10 @@ F_win=$(echo "$w2 - $w1" | bc)
 meas load "$LOAD"; T_load=$M_wall
 
 # ---- the steps
-meas cal "$CAL"; T_cal=$M_wall; R_cal=("$M_hwm" "$M_anon" "$M_rchar" "$M_wchar" "$M_rb" "$M_wb" "$M_minflt")
-meas solve "$CONV ppl off"; T_solve=$M_wall
-meas conv "$CONV"; T_conv=$M_wall; R_conv=("$M_hwm" "$M_anon" "$M_rchar" "$M_wchar" "$M_rb" "$M_wb" "$M_minflt")
-meas exp "$CONV; export $W/export"; T_exp=$M_wall; R_exp=("$M_hwm" "$M_anon" "$M_rchar" "$M_wchar" "$M_rb" "$M_wb" "$M_minflt")
+meas cal "$CAL"; T_cal=$M_wall; C_cal=$M_cpu; R_cal=("$M_hwm" "$M_anon" "$M_rchar" "$M_wchar" "$M_rb" "$M_wb" "$M_minflt")
+meas solve "$CONV ppl off"; T_solve=$M_wall; C_solve=$M_cpu
+meas conv "$CONV"; T_conv=$M_wall; C_conv=$M_cpu; R_conv=("$M_hwm" "$M_anon" "$M_rchar" "$M_wchar" "$M_rb" "$M_wb" "$M_minflt")
+meas exp "$CONV; export $W/export"; T_exp=$M_wall; C_exp=$M_cpu; R_exp=("$M_hwm" "$M_anon" "$M_rchar" "$M_wchar" "$M_rb" "$M_wb" "$M_minflt")
 EB=$(du -sb "$W/export" | cut -f1)
 t0=$(date +%s.%N); dd if=/dev/zero of="$W/dd" bs=16M count=$(((EB + 16777215) / 16777216)) conv=fsync status=none; t1=$(date +%s.%N)
 F_write=$(echo "$t1 - $t0" | bc)
@@ -118,5 +119,6 @@ row "convert mla stats act" "$(echo "$T_conv - $T_cal" | bc)" "$(echo "2 * $F_wi
 row "export" "$(echo "$T_exp - $T_conv" | bc)" "$F_write" "${R_exp[0]}" "${R_exp[1]}" \
     $((R_exp[2] - R_conv[2])) $((R_exp[3] - R_conv[3])) $((R_exp[4] - R_conv[4])) $((R_exp[5] - R_conv[5])) $((R_exp[6] - R_conv[6]))
 row "pipeline" "$T_exp" "$F_total" "${R_exp[@]}"
+echo "CPU seconds (user + system) of the prefixes: calibrate $C_cal, convert ppl off $C_solve, convert $C_conv, export $C_exp" | sed -E 's/([0-9]+\.[0-9]{2})[0-9]*/\1/g'
 echo "per layer ($NL layers): pipeline $(echo "$T_exp / $NL" | bc -l | cut -c1-6) s, floor $(echo "$F_total / $NL" | bc -l | cut -c1-6) s; export $(gb "$EB") GB"
 echo "load average at end: $(cat /proc/loadavg)"

@@ -39,10 +39,11 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 }
 
 /* Mean NLL of the converted model: the source's forward pass f with the converted layers swapped in
- * (restored after). When every layer is converted and the DeepSeek-V3 export can hold it, at the
- * norm eps that export writes: the export's own perplexity (the F32 export reloaded gives the same
- * numbers, cli_pipeline), with nothing written -- it used to be exported to a scratch folder in
- * float32 (twice the bytes of a BF16 model) and read back. */
+ * (restored after), as `ppl` runs it. When every layer is converted and the DeepSeek-V3 export can
+ * hold it, at the norm eps that export writes: the export's perplexity but for its latent norms'
+ * linear bound (mla_export.h; cli_pipeline: the reloaded F32 export within 2e-6 of it on demo-llama;
+ * 4e-6 relative in log on a random 2048-wide BF16 model), with nothing written -- it used to be
+ * exported to a scratch folder in float32 (twice the bytes of a BF16 model) and read back. */
 static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u, FwdPpl *p, const char **route) {
     bool all = true;
     for (int l = 0; l < r->n_layers; l++) all &= r->layers[l] != NULL;
@@ -55,7 +56,7 @@ static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u,
     if (all) fwd_set_norm_eps(f, 0);
     fwd_clear_attn(f);
     *route = all ? "the converted layers in memory at its DeepSeek-V3 export's norm eps, run by the forward pass "
-                   "(the export's perplexity; nothing written)"
+                   "(as `ppl` runs it; nothing written)"
                  : "the converted layers swapped in memory, run by the forward pass";
     return rc;
 }
@@ -106,8 +107,8 @@ const char CMD_CONVERT_MLA_HELP[] =
     "with `split train`, of the calibrated windows (in-sample, said so), or of `eval FILE` (a\n"
     "held-out text; `eval-ids FILE` as token ids) is reported before (the loaded model) and after\n"
     "(the forward pass with the converted layers swapped in, at the norm eps of the DeepSeek-V3\n"
-    "export: that export's own perplexity, nothing written; with only some layers converted, at the\n"
-    "source's eps); `ppl\n"
+    "export, as `ppl` runs it: the export's perplexity but for its latent norms' bound, nothing\n"
+    "written; with only some layers converted, at the source's eps); `ppl\n"
     "off` skips it. A text too short for a validation window falls back to in-sample, said so.\n"
     "Examples:\n"
     "  convert mla kv-rank full\n"
