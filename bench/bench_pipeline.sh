@@ -6,6 +6,7 @@
 #
 #   bench/bench_pipeline.sh [--shape scaled|8b|70b] [--layers N] [--model DIR] [--kv-rank R]
 #                           [--samples S] [--seqlen L] [--keep] [--bin BUILD]
+# (--bin: the build folder whose attnlab runs, e.g. another checkout's, to compare versions)
 #
 # scaled: hidden 2048, 16 heads, 8 KV heads, head_dim 128, MLP 5632, vocab 32000, 8 layers (1.1 GB);
 # 8b: Llama-3-8B's shape, 32 layers (16 GB); 70b: Llama-3-70B's (hidden 8192, 64 heads, 8 KV heads,
@@ -38,13 +39,13 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-A=$PWD/$bin/attnlab
+case $bin in /*) A=$bin/attnlab ;; *) A=$PWD/$bin/attnlab ;; esac
 W=$(mktemp -d /tmp/attnlab-pipeline-XXXXXX)
 [ -n "$model" ] || model=$W/model
 export ATTNLAB_CACHE=${ATTNLAB_CACHE:-$W/cache}
 cleanup() { [ "$keep" = 1 ] || rm -rf "$model"; rm -rf "$W/export" "$W/dd" "$W"/*.out; [ "$keep" = 1 ] && [ "$model" = "$W/model" ] || rm -rf "$W"; }
 trap cleanup EXIT
-"$bin/bench_forward" --write-shape "$shape" "$model" "$layers" >&2
+build/bench_forward --write-shape "$shape" "$model" "$layers" >&2     # this tree's writer, whatever --bin runs
 NL=$(grep -o '"num_hidden_layers": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
 V=$(grep -o '"vocab_size": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
 G=$(grep -o '"num_key_value_heads": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
