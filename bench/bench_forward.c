@@ -33,6 +33,11 @@
  *                           at T = 128 and 512 in both modes (and bf16 on the 4 x 6 dot tiles),
  *                           each stage's share and FLOP per core
  *                           cycle (thread CPU time x the measured clock), the whole as FLOP/cycle.
+ *   bench_forward --write-shape scaled|8b|70b DIR [LAYERS]
+ *                           writes bench/bench_pipeline.sh's Llama-shaped BF16 model, every layer random:
+ *                           scaled (hidden 2048, 16 heads, 8 KV heads, head_dim 128, MLP 5632, vocab 32000,
+ *                           8 layers: 1.1 GB), 8b (Llama-3-8B's, 32 layers), 70b (Llama-3-70B's: hidden 8192,
+ *                           64 heads, 8 KV heads, MLP 28672, 10 layers); LAYERS overrides the count.
  *   bench_forward --write-llama1b DIR
  *                           only writes the synthetic 1.1B model into DIR (if it has no config.json
  *                           yet), for bench/bench_llamacpp.sh.
@@ -231,6 +236,10 @@ typedef struct {
 
 static const Shape llama1b = {2048, 22, 32, 4, 64, 5632, 32000, 1 << 30};
 static const Shape llama8b = {4096, 32, 32, 8, 128, 14336, 128256, 2};
+/* bench_pipeline.sh's shapes (every layer random: its PCAs see real spectra) */
+static const Shape pipe_scaled = {2048, 8, 16, 8, 128, 5632, 32000, 1 << 30};
+static const Shape pipe_8b = {4096, 32, 32, 8, 128, 14336, 128256, 1 << 30};
+static const Shape pipe_70b = {8192, 10, 64, 8, 128, 28672, 128256, 1 << 30};
 
 static unsigned long long rng = 88172645463325252ull;
 static float rnd(float scale) {
@@ -801,7 +810,28 @@ static int bench_decode(const char *dir, size_t n, int reps) {
     return 0;
 }
 
+/* --write-shape scaled|8b|70b DIR [LAYERS]: bench_pipeline.sh's model (unless DIR has a config.json). */
+static int write_shape(const char *name, const char *dir, int layers) {
+    Shape S = !strcmp(name, "8b") ? pipe_8b : !strcmp(name, "70b") ? pipe_70b : pipe_scaled;
+    if (strcmp(name, "8b") && strcmp(name, "70b") && strcmp(name, "scaled")) {
+        fprintf(stderr, "--write-shape: scaled, 8b or 70b, not '%s'\n", name);
+        return 1;
+    }
+    if (layers > 0) S.L = layers;
+    struct stat sb;
+    char *cfg = al_asprintf("%s/config.json", dir);
+    bool have = cfg && stat(cfg, &sb) == 0;
+    free(cfg);
+    if (have) return 0;
+    double t0 = now_s();
+    if (write_llama(dir, &S) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+    printf("wrote a %s-shaped Llama (BF16, %d layers, hidden %d, %d heads, %d KV heads, MLP %d) in %.1f s\n", name,
+           S.L, S.D, S.H, S.G, S.FF, now_s() - t0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 3 && !strcmp(argv[1], "--write-shape")) return write_shape(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 0);
     if (argc > 3 && !strcmp(argv[1], "--child")) return child(argv[2], argv[3]);
     if (argc > 1 && !strcmp(argv[1], "--llama8b")) return bench_8b(argc > 2 ? argv[2] : NULL);
     if (argc > 2 && !strcmp(argv[1], "--write-llama1b")) return write_1b(argv[2]);

@@ -38,38 +38,26 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
-/* Mean NLL of the converted model: exported (F32) to a scratch folder and run by the forward pass
- * when every layer is converted and the export can hold it, else by the source's forward pass f
- * with the converted layers swapped in (restored after). */
+/* Mean NLL of the converted model: the source's forward pass f with the converted layers swapped in
+ * (restored after), as `ppl` runs it. When every layer is converted and the DeepSeek-V3 export can
+ * hold it, at the norm eps that export writes: the export's perplexity but for its latent norms'
+ * linear bound (mla_export.h; cli_pipeline: the reloaded F32 export within 2e-6 of it on demo-llama;
+ * 4e-6 relative in log on a random 2048-wide BF16 model), with nothing written -- it used to be
+ * exported to a scratch folder in float32 (twice the bytes of a BF16 model) and read back. */
 static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u, FwdPpl *p, const char **route) {
     bool all = true;
     for (int l = 0; l < r->n_layers; l++) all &= r->layers[l] != NULL;
-    if (all && mla_exportable(r) != AL_OK) { al_err_clear(); all = false; }   /* no DeepSeek-V3 form: in memory */
+    if (all && mla_exportable(r) != AL_OK) { al_err_clear(); all = false; }   /* no DeepSeek-V3 form: source eps */
     int rc = AL_OK;
-    if (all) {
-        const char *tmp = getenv("TMPDIR");
-        char *dir = al_asprintf("%s/attnlab-mla-ppl-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!dir) return AL_ERR;
-        if (!mkdtemp(dir)) { rc = al_err("cannot make a scratch folder %s: %s", dir, strerror(errno)); free(dir); return rc; }
-        MlaExportOpts eo = {.dtype = DT_F32};
-        Model *ex = NULL;
-        Forward *fx = NULL;
-        rc = mla_export(r, dir, &eo);
-        if (rc == AL_OK) rc = model_open(dir, &ex);
-        if (rc == AL_OK) rc = fwd_new(ex, NULL, &fx);
-        if (rc == AL_OK) rc = fwd_ppl(fx, u->ids, u->ppl_tokens, u->seqlen, p);
-        fwd_free(fx);
-        model_free(ex);
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-        free(dir);
-        *route = "its DeepSeek-V3 export, run by the forward pass";
-    } else {
-        for (int l = 0; rc == AL_OK && l < r->n_layers; l++)
-            if (r->layers[l]) rc = fwd_set_attn(f, l, r->layers[l]);
-        if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, p);
-        fwd_clear_attn(f);
-        *route = "the converted layers swapped in memory, run by the forward pass";
-    }
+    for (int l = 0; rc == AL_OK && l < r->n_layers; l++)
+        if (r->layers[l]) rc = fwd_set_attn(f, l, r->layers[l]);
+    if (all) fwd_set_norm_eps(f, mla_export_norm_eps(r->src, true, r->opts.qk_norm != TMLA_QKN_NONE));
+    if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, p);
+    if (all) fwd_set_norm_eps(f, 0);
+    fwd_clear_attn(f);
+    *route = all ? "the converted layers in memory at its DeepSeek-V3 export's norm eps, run by the forward pass "
+                   "(as `ppl` runs it; nothing written)"
+                 : "the converted layers swapped in memory, run by the forward pass";
     return rc;
 }
 
@@ -122,8 +110,9 @@ const char CMD_CONVERT_MLA_HELP[] =
     "seqlen) of its validation split -- the last tenth of its windows, never calibrated on -- or,\n"
     "with `split train`, of the calibrated windows (in-sample, said so), or of `eval FILE` (a\n"
     "held-out text; `eval-ids FILE` as token ids) is reported before (the loaded model) and after\n"
-    "(the conversion exported to a scratch folder as DeepSeek-V3 and run by the forward pass; with\n"
-    "only some layers converted, the forward pass runs with the converted layers swapped in); `ppl\n"
+    "(the forward pass with the converted layers swapped in, at the norm eps of the DeepSeek-V3\n"
+    "export, as `ppl` runs it: the export's perplexity but for its latent norms' bound, nothing\n"
+    "written; with only some layers converted, at the source's eps); `ppl\n"
     "off` skips it. A text too short for a validation window falls back to in-sample, said so.\n"
     "Examples:\n"
     "  convert mla kv-rank full\n"
@@ -315,16 +304,18 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     if (mla_args_opts(m, a, out, &o) || ws_mlastrat_opts(a, &st, &strat_given)) return AL_ERR;
     bool strat = st.kind != MLASTRAT_TRANSMLA || st.alloc != MLASTRAT_ALLOC_UNIFORM;   /* else TransMLA's own */
     if (strat) o.compare_balance = false;
-    TmlaStatsUse u;
-    int src = ws_tmla_stats(s, m, a, false, &u, out);
+    TmlaStatsUse u;       /* TransMLA's own forms each layer's moments in its turn (u.cst) where all are large */
+    int src = strat ? ws_tmla_stats(s, m, a, false, &u, out) : ws_tmla_stats_lazy(s, m, a, false, &u, out);
     if (src) return src;
     o.sigma = u.act ? (const double *const *)u.sigma : NULL;
     o.mu = u.act ? (const double *const *)u.mu : NULL;
+    o.calib = u.act ? u.cst : NULL;
     TmlaResult *r = NULL;
     int rc = strat ? mlastrat_convert(m, &o, &st, &r) : tmla_convert(m, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
-    if (ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL, u.act ? u.mu : NULL,
-                      &r->check_in)) {        /* what check needs to draw the report's inputs again */
+    if (o.calib ? ws_check_keep_calib(m, r->opts.seed, false, r->opts.eval_tokens, o.calib, &r->check_in)
+                : ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL,
+                                u.act ? u.mu : NULL, &r->check_in)) {  /* what check needs to draw the report's inputs again */
         tmla_result_free(r);
         ws_tmla_stats_release(&u);
         return AL_ERR;

@@ -55,6 +55,27 @@ int ws_check_keep(Session *s, const Model *m, uint64_t seed, bool plus_layer, si
     return ci_copy(&drawn, keep);
 }
 
+int ws_check_keep_calib(const Model *m, uint64_t seed, bool plus_layer, size_t tokens,
+                        const struct CalibStats *cst, CheckInputs *keep) {
+    size_t D = (size_t)cst->sh.hidden;
+    double *S = al_malloc3(D, D, sizeof(double), "an attention-input second moment");
+    double *M = cst->sx ? al_malloc3(D, 1, sizeof(double), "an attention-input mean") : NULL;
+    uint64_t h = 0;
+    int rc = S && (M || !cst->sx) ? AL_OK : AL_ERR;
+    for (int l = 0; rc == AL_OK && l < cst->sh.n_layers; l++) {
+        rc = calib_second_moment(cst, l, S);
+        if (rc == AL_OK && M) rc = calib_mean(cst, l, M);
+        if (rc == AL_OK) h = ci_digest_layer(h, l, cst->sh.hidden, S, M);
+    }
+    free(S);
+    free(M);
+    if (rc) return rc;
+    CheckInputs drawn = {.seed = seed, .plus_layer = plus_layer, .tokens = tokens ? tokens : 64, .stats = true,
+                         .n_layers = m->cfg.n_layers, .hidden = m->cfg.hidden, .digest = h};
+    snprintf(drawn.calib, sizeof drawn.calib, "%zu tokens of %s", cst->tokens[0], cst->source ? cst->source : "?");
+    return ci_copy(&drawn, keep);
+}
+
 int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why) {
     CheckInputs now = {0};
     bool ok;

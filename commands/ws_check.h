@@ -17,6 +17,12 @@
  * when they fit CI_MAX_BYTES. */
 int ws_check_keep(Session *s, const Model *m, uint64_t seed, bool plus_layer, size_t tokens, double **sigma, double **mu,
                   CheckInputs *keep);
+struct CalibStats;
+/* ws_check_keep with the statistics of calibration cst (every layer's second moment and mean, as
+ * calib_input_arrays forms them) over CI_MAX_BYTES: their digest, one layer at a time, and no copy
+ * (ws_check_keep keeps none of such either). */
+int ws_check_keep_calib(const Model *m, uint64_t seed, bool plus_layer, size_t tokens,
+                        const struct CalibStats *cst, CheckInputs *keep);
 /* Takes the session's statistics of src into ci (which has none yet) when their digest is ci's
  * (the conversion's); else leaves ci without them and *why says what was missing. */
 int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why);

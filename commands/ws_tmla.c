@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check_inputs.h"
 #include "ws_calib.h"
 
 const char *const WS_TMLA_STATS_CHOICES[] = {"act", "weights", NULL};
@@ -114,7 +115,7 @@ static int ppl_tokens(Session *s, Model *m, const Args *a, TmlaStatsUse *u, size
 
 /* The statistics: the session's calibration of m when it kept the attention input (act), with the
  * narration of where they came from. */
-static int stats_of(Session *s, Model *m, int choice, const CalibRequest *rq, bool given, TmlaStatsUse *u) {
+static int stats_of(Session *s, Model *m, int choice, const CalibRequest *rq, bool given, bool lazy, TmlaStatsUse *u) {
     const CalibStats *cst = NULL;
     if (u->own) cst = u->own->st;
     else ws_calib_stats(s, m, &cst);
@@ -123,7 +124,10 @@ static int stats_of(Session *s, Model *m, int choice, const CalibRequest *rq, bo
         return al_err("the session's calibration of %s kept no attention-input second moments: calibrate again "
                       "with `inputs on`, or give calib FILE", m->name);
     if (!cst->has_x) return AL_OK;
-    int rc = calib_input_arrays(cst, 0, -1, &u->sigma, &u->mu);
+    size_t D = (size_t)cst->sh.hidden;
+    int rc = AL_OK;
+    if (lazy && (size_t)cst->sh.n_layers * D * D * sizeof(double) > CI_MAX_BYTES) u->cst = cst;
+    else rc = calib_input_arrays(cst, 0, -1, &u->sigma, &u->mu);
     u->act = rc == AL_OK;
     if (given)
         snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", cst->seqs[0], cst->seqlen, rq->text);
@@ -134,7 +138,8 @@ static int stats_of(Session *s, Model *m, int choice, const CalibRequest *rq, bo
     return rc;
 }
 
-static int tmla_stats(Session *s, Model *m, const Args *a, bool need_text, bool scoped, TmlaStatsUse *u, Out *out) {
+static int tmla_stats(Session *s, Model *m, const Args *a, bool need_text, bool scoped, bool lazy, TmlaStatsUse *u,
+                      Out *out) {
     memset(u, 0, sizeof *u);
     u->scoped = scoped;
     u->n_layers = m->cfg.n_layers;
@@ -152,7 +157,7 @@ static int tmla_stats(Session *s, Model *m, const Args *a, bool need_text, bool 
         u->text = rq.text;
     } else if (has_text || has_ids)
         rc = calibrate_text(s, m, &rq, u, out);
-    if (rc == AL_OK) rc = stats_of(s, m, choice, &rq, has_text || has_ids, u);
+    if (rc == AL_OK) rc = stats_of(s, m, choice, &rq, has_text || has_ids, lazy, u);
     if (rc) { ws_tmla_stats_release(u); return rc; }
     CalibText ct;
     if (!u->ids && (u->own ? ws_calib_state_text(u->own, &ct) : ws_calib_text(s, m, &ct))) {
@@ -183,9 +188,13 @@ static int tmla_stats(Session *s, Model *m, const Args *a, bool need_text, bool 
 }
 
 int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
-    return tmla_stats(s, m, a, need_text, false, u, out);
+    return tmla_stats(s, m, a, need_text, false, false, u, out);
+}
+
+int ws_tmla_stats_lazy(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
+    return tmla_stats(s, m, a, need_text, false, true, u, out);
 }
 
 int ws_tmla_fig_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out) {
-    return tmla_stats(s, m, a, need_text, true, u, out);
+    return tmla_stats(s, m, a, need_text, true, false, u, out);
 }

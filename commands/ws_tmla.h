@@ -32,6 +32,8 @@ typedef struct {
     char source[512];         /* for narration: where the statistics / the text came from */
     bool scoped;              /* ws_tmla_fig_stats: `calib FILE` statistics are the command's own */
     struct CalibState *own;   /* those statistics and their text (owned), or NULL */
+    const struct CalibStats *cst;   /* ws_tmla_stats_lazy with act and sigma NULL: the calibration each
+                                       layer forms its moments from (borrowed) */
 } TmlaStatsUse;
 
 /* Resolves the keywords of PARAM_TMLA_STATS for model m: `calib FILE` / `ids FILE` runs
@@ -51,6 +53,10 @@ int ws_tmla_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStats
  * said so), and the session's calibration is neither replaced nor touched (an interrupted run
  * leaves it as it was); without them it reads the session's calibration of m as above. */
 int ws_tmla_fig_stats(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
+/* ws_tmla_stats, but where every layer's moments together are over CI_MAX_BYTES (check_inputs.h:
+ * an export could not keep them anyway) they are not formed: u->sigma stays NULL and u->cst names
+ * the calibration, for TmlaOpts.calib (one layer at a time) and ws_check_keep_calib. */
+int ws_tmla_stats_lazy(Session *s, Model *m, const Args *a, bool need_text, TmlaStatsUse *u, Out *out);
 void ws_tmla_stats_release(TmlaStatsUse *u);
 
 extern const char *const WS_TMLA_STATS_CHOICES[];

@@ -37,7 +37,7 @@ grep -q "relative Frobenius errors on 64 random Gaussian tokens, seed 20250601 (
 # perplexity on the held-out validation split (window 8 of 9: tokens 256-299), not the calibrated windows
 line=$(grep "^perplexity on 42 tokens, held out (the validation split of ids.txt, tokens 256-299), windows of 32: " out.txt)
 [ -n "$line" ] || fail "perplexity line: [$(cat out.txt)]"
-echo "$line" | grep -q "after = its DeepSeek-V3 export, run by the forward pass" || fail "perplexity route: [$line]"
+echo "$line" | grep -q "after = the converted layers in memory at its DeepSeek-V3 export's norm eps" || fail "perplexity route: [$line]"
 before=$(echo "$line" | sed -E 's/.*: ([0-9.e+]+) before, ([0-9.e+]+) after.*/\1/')
 after=$(echo "$line" | sed -E 's/.*: ([0-9.e+]+) before, ([0-9.e+]+) after.*/\2/')
 awk -v a="$before" -v b="$after" 'BEGIN { exit !(a > 1 && a < 1e6 && b > 1 && b < 1e6) }' || fail "perplexities $before / $after"

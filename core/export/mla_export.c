@@ -162,7 +162,25 @@ typedef struct {
     mla_latent_norm kind;
 } StockSet;
 
+/* The matrices mla_stock_layer leaves as they are (every one but W_KVA, W_QA): the stock layer
+ * borrows the conversion's instead of holding a copy, so the export holds one layer's copy at a
+ * time, not a second set of every converted layer (7 GB on an 8B shape). */
+static Mat **stock_shared(AttnLayer *S, int i) {
+    Mat **m[] = {&S->W_Q, &S->W_K, &S->W_V, &S->W_QB, &S->W_KVB, &S->W_O, &S->W_G};
+    return i < (int)(sizeof m / sizeof *m) ? m[i] : NULL;
+}
+
+static void stock_share(AttnLayer *S, const AttnLayer *L) {
+    Mat *const from[] = {L->W_Q, L->W_K, L->W_V, L->W_QB, L->W_KVB, L->W_O, L->W_G};
+    for (int i = 0; stock_shared(S, i); i++) {
+        mat_free(*stock_shared(S, i));
+        *stock_shared(S, i) = from[i];
+    }
+}
+
 static void stock_free(StockSet *s) {
+    for (int l = 0; s->L && l < s->n; l++)
+        for (int i = 0; s->L[l] && stock_shared(s->L[l], i); i++) *stock_shared(s->L[l], i) = NULL;   /* borrowed */
     for (int l = 0; s->L && l < s->n; l++) attn_layer_free(s->L[l]);
     free(s->L); free(s->k_kv); free(s->k_q); free(s->d_kv); free(s->d_q);
 }
@@ -186,6 +204,7 @@ static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, St
         const AttnLayer *L = r->layers[l];
         float *g = input_norm_weight(r->src, l);
         int rc = mla_stock_layer(L, g, s->eps, kind, &s->L[l], &s->k_kv[l], &s->k_q[l]);
+        if (rc == AL_OK) stock_share(s->L[l], L);
         s->d_kv[l] = s->d_q[l] = NAN;
         if (rc == AL_OK && kind == MLA_NORM_LINEAR) {
             linear_k(L->W_KVA, (size_t)L->kv_rank, L->b_KVA, g, &s->d_kv[l]);

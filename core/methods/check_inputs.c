@@ -18,16 +18,20 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
+uint64_t ci_digest_layer(uint64_t h, int l, int hidden, const double *sigma, const double *mu) {
+    size_t D = (size_t)hidden;
+    if (!h) h = 14695981039346656037ULL;
+    h = fnv(h, &l, sizeof l);
+    h = fnv(h, sigma, D * D * sizeof(double));
+    if (mu) h = fnv(h, mu, D * sizeof(double));
+    return h ? h : 1;
+}
+
 uint64_t ci_digest(int n_layers, int hidden, const double *const *sigma, const double *const *mu) {
     if (!sigma) return 0;
-    size_t D = (size_t)hidden;
     uint64_t h = 14695981039346656037ULL;
-    for (int l = 0; l < n_layers; l++) {
-        if (!sigma[l]) continue;
-        h = fnv(h, &l, sizeof l);
-        h = fnv(h, sigma[l], D * D * sizeof(double));
-        if (mu && mu[l]) h = fnv(h, mu[l], D * sizeof(double));
-    }
+    for (int l = 0; l < n_layers; l++)
+        if (sigma[l]) h = ci_digest_layer(h, l, hidden, sigma[l], mu ? mu[l] : NULL);
     return h ? h : 1;
 }
 

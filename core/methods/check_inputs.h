@@ -41,6 +41,9 @@ typedef struct {
 /* The digest of per-layer statistics (FNV-1a 64 over each present layer's index and bytes); 0
  * when sigma is NULL. */
 uint64_t ci_digest(int n_layers, int hidden, const double *const *sigma, const double *const *mu);
+/* ci_digest one layer at a time: h the previous layer's value (0 before the first layer with a
+ * sigma), l the layer; the last call's value is ci_digest's (nothing forms every layer at once). */
+uint64_t ci_digest_layer(uint64_t h, int l, int hidden, const double *sigma, const double *mu);
 /* The seed layer l draws with. */
 uint64_t ci_layer_seed(const CheckInputs *ci, int l);
 /* True when ci's statistics are at hand and fit CI_MAX_BYTES (ci_write puts them in CI_FILE). */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "analyses.h"
+#include "calib.h"
 #include "layersel.h"
 #include "seeds.h"
 #include "tmla_qkn.h"
@@ -897,14 +898,30 @@ static int qkn_other_balance(const AttnLayer *gqa, const AttnLayer *plain, const
     return rc;
 }
 
+/* Layer l's attention-input second moment and mean (NULL when the calibration keeps none) from
+ * st, owned by the caller: what calib_input_arrays forms for every layer at once. */
+static int layer_moments(const CalibStats *st, int l, double **sigma, double **mu) {
+    size_t n = (size_t)st->sh.hidden;
+    *mu = NULL;
+    if (!(*sigma = dalloc(n, n, "an attention-input second moment"))) return AL_ERR;
+    int rc = calib_second_moment(st, l, *sigma);
+    if (rc == AL_OK && st->sx && !(*mu = dalloc(n, 1, "an attention-input mean"))) rc = AL_ERR;
+    if (rc == AL_OK && st->sx) rc = calib_mean(st, l, *mu);
+    if (rc) { free(*sigma); free(*mu); *sigma = *mu = NULL; }
+    return rc;
+}
+
 /* One layer of tmla_convert: a source with Q/K RMSNorm is converted as its plain layer (tmla_qkn.h:
  * fold or drop), its errors (and the other balance setting's) measured against the source with the
  * norm. */
 static int qkn_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, int l, AttnLayer **mla, TmlaLayerReport *rep) {
     const double *Sigma = o->sigma ? o->sigma[l] : NULL, *mu = o->sigma && o->mu ? o->mu[l] : NULL;
+    double *own_s = NULL, *own_m = NULL;          /* o->calib's moments of this layer alone */
+    int rc = !o->sigma && o->calib ? layer_moments(o->calib, l, &own_s, &own_m) : AL_OK;
+    if (own_s) { Sigma = own_s; mu = own_m; }
     AttnLayer *plain = NULL;
     TmlaOpts one = *o;
-    int rc = tmla_qkn_plain(gqa, (tmla_qkn_mode)o->qk_norm, Sigma, mu, &plain);
+    if (rc == AL_OK) rc = tmla_qkn_plain(gqa, (tmla_qkn_mode)o->qk_norm, Sigma, mu, &plain);
     if (plain) one.compare_balance = false;             /* measured below against the source */
     if (rc == AL_OK) rc = tmla_convert_layer_stats(plain ? plain : gqa, &one, Sigma, mu, mla, rep);
     if (rc == AL_OK && plain && o->qk_norm == TMLA_QKN_KEEP) rc = keep_layer(gqa, Sigma, mu, mla);
@@ -917,6 +934,8 @@ static int qkn_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, int l, Att
         mat_free(X);
     }
     attn_layer_free(plain);
+    free(own_s);
+    free(own_m);
     return rc;
 }
 
@@ -942,7 +961,9 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     r->opts = o;
     r->opts.sigma = NULL;
     r->opts.mu = NULL;
+    r->opts.calib = NULL;
     for (int l = o.layer_lo; o.sigma && l <= o.layer_hi; l++) r->activation_stats |= o.sigma[l] != NULL;
+    r->activation_stats |= !o.sigma && o.calib;
     r->n_layers = c->n_layers;
     r->layers = al_calloc((size_t)c->n_layers, sizeof *r->layers, "converted layers");
     r->rep = al_calloc((size_t)c->n_layers, sizeof *r->rep, "conversion reports");

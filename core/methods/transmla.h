@@ -161,6 +161,10 @@ typedef struct {
                                      calibration activations; a NULL entry: unit variance (weights) */
     const double *const *mu;      /* NULL, or per layer E[x] (hidden) beside sigma (NULL entry: zero
                                      mean); only read where sigma is given */
+    const struct CalibStats *calib;   /* with sigma NULL: the calibration whose attention-input second
+                                         moment and mean (calib_second_moment / calib_mean: the same
+                                         values as sigma, mu) each layer forms for itself and frees,
+                                         so no array of every layer's hidden^2 doubles is held */
     int qk_norm;              /* tmla_qkn_mode (tmla_qkn.h): a source with Q/K RMSNorm converts its norm
                                  folded (fold) or dropped (drop); none refuses such a source */
     char strategy[48];        /* "": TransMLA's own; else the one-shot strategy that built the layers
