@@ -323,11 +323,9 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     mla_describe(out, m, a, r, &u);
     if (strat) ws_mlastrat_line(out, m, &st, r);
-    if (u.ids && args_enum(a, "ppl") != 1 && mla_ppl(s, m, r, &u, out) == AL_INTERRUPTED) {
-        ws_tmla_stats_release(&u);
-        return AL_INTERRUPTED;
-    }
+    int prc = u.ids && args_enum(a, "ppl") != 1 ? mla_ppl(s, m, r, &u, out) : AL_OK;   /* its other errors: said */
     ws_tmla_stats_release(&u);
+    if (prc == AL_INTERRUPTED) return AL_INTERRUPTED;
     const TmlaOpts *ro = &r->opts;
     char lab[96];
     out_printf(out, "%srelative Frobenius errors on %zu random Gaussian tokens, seed %llu (%s); %s %s, `other` = "
