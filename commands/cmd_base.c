@@ -520,9 +520,12 @@ static void info_kimik3(Table *t, cJSON *o, const Model *m) {
     char d[640];
     if (!m->config_tree || kimik3_parse(m->config_tree, m->path, &s) != AL_OK) { al_err_clear(); return; }
     info_str(t, o, "kimi_k3", kimik3_describe(&s, d, sizeof d));
-    info_str(t, o, "kimi_k3_read", "the MLA layers read as Kimi-Linear's (q_a / q_b, kv_a_proj_with_mqa, kv_b_proj, "
-             "o_proj; no RoPE): their per-head V-O and Q-K maps; self_attn.g_proj (the output gate), the attention "
-             "residuals, the latent experts and the Kimi Delta Attention layers present, not analysed");
+    char row[400];
+    snprintf(row, sizeof row, "the MLA layers read as Kimi-Linear's (q_a / q_b, kv_a_proj_with_mqa, kv_b_proj, o_proj; "
+             "no RoPE): their per-head V-O and Q-K maps; present, not analysed: the output gate self_attn.g_proj on %d "
+             "layers, the attention residuals, the latent experts and the Kimi Delta Attention layers' recurrence",
+             layers_with(m, ROLE_ATTN_GATE, "weight"));
+    info_str(t, o, "kimi_k3_read", row);
 }
 
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is

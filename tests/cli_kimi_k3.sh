@@ -84,10 +84,31 @@ has "$m" "^rope_layout  *none" || fail "no RoPE [$m]"
 has "$m" "^attention_layers  *3, 7 (2 of 8" || fail "the MLA layers [$m]"
 has "$m" "^multimodal  *text tower of a multimodal checkpoint (text_config, tensors under language_model.model.); vision tower not loaded" \
     || fail "the vision tower ignored, said so [$m]"
+has "$m" "^kimi_k3_read  *.*present, not analysed: the output gate self_attn.g_proj on 8 layers" || fail "g_proj on every layer [$m]"
 has "$m" "^ranks vo  *yes: .*Kimi-K3's full-rank output gate (self_attn.g_proj, not read) makes head h's V-O map W_V diag(sigmoid(x W_g)) W_O" \
     || fail "ranks vo's note: the gate [$m]"
 has "$m" "^ppl/calibrate  *no: .*needs Kimi-K3's layers, which attnlab does not build: the attention residuals" || fail "ppl refused in info [$m]"
 has "$m" "^kvsvd  *no: .*needs Kimi-K3's layers" || fail "kvsvd refused in info (generate and kvsvd need a tokenizer / calibration first) [$m]"
+
+# use_full_rank_gate: a KDA layer's gate is one g_proj (no g_a / g_b); without it the load is refused naming it
+python3 - s s2 <<'PY'
+import json, os, shutil, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+shutil.copytree(src, dst)
+f = open(src + "/model.safetensors", "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); data = f.read()
+assert "language_model.model.layers.2.self_attn.g_a_proj.weight" not in h
+gone = "language_model.model.layers.2.self_attn.g_proj.weight"
+out, off, hdr = b"", 0, {}
+for k, v in h.items():
+    if k == "__metadata__": hdr[k] = v; continue
+    if k == gone: continue
+    b = data[v["data_offsets"][0]:v["data_offsets"][1]]
+    hdr[k] = dict(v, data_offsets=[off, off + len(b)]); out += b; off += len(b)
+j = json.dumps(hdr).encode(); j += b" " * (-len(j) % 8)
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + out)
+PY
+run -e "load s2"
+has "$(cat err.txt)" "language_model.model.layers.2.self_attn.g_proj.weight" || fail "a KDA layer without its g_proj [$(cat err.txt)]"
 
 # the planted ranks of the MLA layers (layer 3 = the recipe's first attention layer: V rank 6 in head 0, QK 8; layer 7
 # fused rank 4), the spectra exact

@@ -617,7 +617,13 @@ static void parse_linear(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->attn_gate = row->attn_gate && cfg_bool(r, "attn_output_gate", true);
     if (row->lin == LIN_NONE) return;
     l->layout = row->lin;
-    if (row->lin == LIN_KDA) { parse_kda(cJSON_GetObjectItemCaseSensitive(root, "linear_attn_config"), c); return; }
+    if (row->lin == LIN_KDA) {
+        const cJSON *la = cJSON_GetObjectItemCaseSensitive(root, "linear_attn_config");
+        l->full_rank_gate = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(la, "use_full_rank_gate"));   /* Kimi-K3 */
+        l->mla_gate = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mla_use_output_gate"));
+        parse_kda(la, c);
+        return;
+    }
     l->k_heads = jint(r, root, "linear_num_key_heads", 16);
     l->v_heads = jint(r, root, "linear_num_value_heads", 32);
     l->dk = jint(r, root, "linear_key_head_dim", 128);

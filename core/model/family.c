@@ -148,6 +148,7 @@ static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
                  [ROLE_LIN_F_B] = N("self_attn.f_b_proj"), [ROLE_LIN_DT_BIAS] = N("self_attn.dt_bias"),
                  [ROLE_LIN_B] = N("self_attn.b_proj"), [ROLE_LIN_G_A] = N("self_attn.g_a_proj"),
                  [ROLE_LIN_G_B] = N("self_attn.g_b_proj"), [ROLE_LIN_NORM] = N("self_attn.o_norm"),
+                 [ROLE_ATTN_GATE] = OPT("self_attn.g_proj"),   /* Kimi-K3's full-rank gates (KDA and MLA layers) */
                  [ROLE_LIN_OUT] = N("self_attn.o_proj")},
     [LIN_MAMBA2_NEMOTRON] = {[ROLE_LIN_IN] = N("mixer.in_proj"), [ROLE_LIN_CONV] = N("mixer.conv1d"),
                              [ROLE_LIN_A_LOG] = N("mixer.A_log"), [ROLE_LIN_D] = N("mixer.D"),
