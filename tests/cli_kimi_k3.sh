@@ -134,6 +134,15 @@ has "$(cat err.txt)" "layer 2 of this kimi_k3 model is a Kimi Delta Attention li
 run -e "load s; plot vo-ranks to k3.png"
 ok "plot vo-ranks" is_png k3.png
 
+# truncate vo on the MLA layers, exported (factors) and loaded back: the truncated ranks, the rest of the tower as it was
+run -e "load s; truncate vo tau 0.9; export t; load t; ranks vo tau 0.999; info"
+m=$(cat out.txt)
+has "$m" "^ *3  *1  *29  *29  *29$" || fail "truncated layer 3 head 1: rank 29 [$m]"
+has "$m" "^ *3  *0  *6  *6  *6$" || fail "truncated layer 3 head 0: rank 6 [$m]"
+has "$m" "^kimi_k3_read  *.*self_attn.g_proj on 8 layers" || fail "the export keeps the gates [$m]"
+has "$(python3 -c 'import json,struct; f=open("t/model.safetensors","rb"); n=struct.unpack("<Q",f.read(8))[0]; print(" ".join(json.loads(f.read(n))))')" \
+    "vision_tower.patch_embed.proj.weight" || fail "the export keeps the vision tower's tensors"
+
 # what runs the layers: refused naming what is not built
 echo "1 2 3 4 5 6 7 8" >x.ids
 for c in "ppl ids x.ids" "calibrate ids x.ids" "convert mla kv-rank 8" \
