@@ -10,6 +10,7 @@
 
 #include "analyses.h"
 #include "dsv4.h"
+#include "kimik3.h"
 #include "matmul.h"
 #include "registry.h"
 #include "resolve.h"
@@ -513,6 +514,20 @@ static void info_dsv4(Table *t, cJSON *o, const Model *m) {
     info_str(t, o, "extra_paths", row);
 }
 
+/* Kimi-K3 (core/model/kimik3.h): kimik3_describe's paragraph, and what the per-head maps read of it. */
+static void info_kimik3(Table *t, cJSON *o, const Model *m) {
+    KimiK3Spec s;
+    char d[640];
+    if (!m->config_tree || kimik3_parse(m->config_tree, m->path, &s) != AL_OK) { al_err_clear(); return; }
+    info_str(t, o, "kimi_k3", kimik3_describe(&s, d, sizeof d));
+    char row[400];
+    snprintf(row, sizeof row, "the MLA layers read as Kimi-Linear's (q_a / q_b, kv_a_proj_with_mqa, kv_b_proj, o_proj; "
+             "no RoPE): their per-head V-O and Q-K maps; present, not analysed: the output gate self_attn.g_proj on %d "
+             "layers, the attention residuals, the latent experts and the Kimi Delta Attention layers' recurrence",
+             layers_with(m, ROLE_ATTN_GATE, "weight"));
+    info_str(t, o, "kimi_k3_read", row);
+}
+
 /* The rest of the description (core/model/config.h) and, per analysis (core/model/analyses.h), whether it is
  * available on this model and why not: rows "ranks vo  yes" / "no: REASON"; in JSON one key per
  * analysis, {"available": bool, "reason": "..."} (a note when available with a condition). */
@@ -538,6 +553,7 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
                  "dropped): the V·O and Q·K maps are unchanged, the softmax is not");
     if (cfg_has_indexer(c)) info_indexer(t, o, c);            /* DeepSeek-V3.2 / GLM-5's lightning indexer */
     if (c->attn == QKV_DSV4) info_dsv4(t, o, m);              /* DeepSeek-V4 */
+    if (cfg_row(c)->keys == KEYS_KIMI_K3) info_kimik3(t, o, m);   /* Kimi-K3 */
     if (cfg_row(c)->chunked) info_llama4(t, o, c);            /* Llama 4 */
     char nope[256];
     if (cfg_nope_layers(c, nope, sizeof nope)) info_str(t, o, "nope_layers", nope);   /* SmolLM3's no_rope_layers */

@@ -122,7 +122,9 @@ static const char FAMILY_HELP[] =
     "granitemoehybrid 1 and 3, kimi_linear (MLA; Kimi Delta Attention on 0-2, 4-6) 3 and 7.\n"
     "deepseek_v4: one KV head that is key and value, so layer 1's V rank 6 is also its key's\n"
     "NoPE rank (QK 6; each query's 24 NoPE dims flat); its outputs factored through 2 groups of\n"
-    "wo_a / wo_b (forward pass refused: no ppl). No tokenizer: feed token ids.";
+    "wo_a / wo_b (forward pass refused: no ppl). kimi_k3: kimi_linear's plan and planted layers\n"
+    "under language_model.model. with a vision tower beside them (forward pass refused).\n"
+    "No tokenizer: feed token ids.";
 
 static const Param family_pos[] = {
     { .name = "name", .type = ARG_ENUM, .choices = synth_family_names, .comp = COMP_CHOICES,

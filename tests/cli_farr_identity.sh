@@ -25,7 +25,7 @@ seq 1 40 | awk '{printf "%d ", ($1*37)%250+1}' >x40.ids
 seq 1 8 | awk '{printf "%d ", ($1*37)%250+1}' >x8.ids
 fams=$("$B" -e "help synth family" | sed -n 1p | sed 's/^usage: synth family //; s/ DIR.*//' | tr '|' ' ')
 [ "$(wc -w <<<"$fams")" -ge 20 ] || fail "the recipes from the usage line: [$fams]"
-REFUSALS='QK fusion refused|Q/K RMSNorm|llama_4_scaling_beta|which attnlab does not build'   # the last: DeepSeek-V4's forward pass
+REFUSALS='QK fusion refused|Q/K RMSNorm|llama_4_scaling_beta|which attnlab does not build'   # the last: DeepSeek-V4's and Kimi-K3's forward pass
 EVAL_REFUSALS='llama_4_scaling_beta'   # the one-layer evaluator's: exports run (Gemma 4 and the output gate run in it)
 
 # ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
@@ -105,7 +105,7 @@ setup_model() {
     case $e in *"truncate the other layers (\`layers "*) lay=$(sed 's/.*truncate the other layers (`\(layers [0-9-]*\)`.*/\1/' <<<"$e") ;; esac
     case $e in *index_topk*) X=x8.ids ;; esac
     p0=$(ppl_of "load $src; ppl ids $X")
-    case $p0 in ERR:*"layers, which attnlab does not build"*) refused "$f" "$p0"; return 1 ;; esac   # DeepSeek-V4
+    case $p0 in ERR:*"layers, which attnlab does not build"*) refused "$f" "$p0"; return 1 ;; esac   # DeepSeek-V4, Kimi-K3
     case $p0 in ERR:*) fail "$f: source ppl: $p0"; return 1 ;; esac
 }
 

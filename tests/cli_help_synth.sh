@@ -25,5 +25,5 @@ args=$(sed -n 's/^  name  \([^ ]*\)$/\1/p' out.txt | tr '|' ' ')
 ok "the arguments section lists every recipe of the usage line (not cut at 256 bytes)" test "$args" = "$recipes"
 run -e "synth family llama $T/l"
 ok "no llama recipe: refused" test "$(rc)" = 1
-ok "  the refusal lists every recipe, the last one too" grep -q "name must be one of .*|kimi_linear|deepseek_v4|glm4_moe|gpt_oss, got 'llama'" err.txt
+ok "  the refusal lists every recipe, the last one too" grep -q "name must be one of .*|kimi_linear|deepseek_v4|kimi_k3|glm4_moe|gpt_oss, got 'llama'" err.txt
 cli_done

@@ -1,9 +1,12 @@
 #!/bin/bash
 # cli_kimi_k3.sh -- Kimi-K3 (model_type kimi_k3): moonshotai/Kimi-K3's config.json (every semantic key as released;
-# PretrainedConfig's generation defaults left out) is read and described -- Kimi-Linear's plan of Kimi Delta
-# Attention and MLA layers (1-based lists), the full-rank output gates, attention residuals, SiTU, the latent
-# experts -- and `load` is refused naming what is not built (core/model/kimik3.c). Malformed lists are refused by
-# name. Before the row, the model_type was unknown.
+# PretrainedConfig's generation defaults left out) is accepted (load then looks for its tensors) and its text tower
+# read as Kimi-Linear's -- Kimi Delta Attention and MLA layers (1-based lists), the full-rank output gates, attention
+# residuals, SiTU, the latent experts described (core/model/kimik3.c). `synth family kimi_k3` writes that config
+# shrunk (its tensors under language_model.model., a vision tower beside them): `load` and `info` describe it, `ranks
+# vo|qk` / `spectrum` / `fuse` recover the planted ranks of its MLA layers (3 and 7; the KDA layers left out), and
+# what runs the layers (ppl, generate, calibrate, kvsvd, convert, compare) is refused naming what is not built.
+# Malformed lists are refused by name. Before, the load was refused whatever the folder held.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-kimi-k3
@@ -60,22 +63,101 @@ PY
 
 k3 k3
 run -e "load k3"
-ok "load of Kimi-K3 refused" test "$(rc)" = 1
 m=$(cat err.txt)
-has "$m" "kimi_k3 (Kimi-K3, its text tower): 93 layers" || fail "layers [$m]"
-has "$m" "MLA of 96 heads without RoPE on 24 (3-91 every 4, 92)" || fail "MLA layers: 0-based, 92 the last [$m]"
-has "$m" "Kimi Delta Attention (96 heads of 128) on 69 (the others)" || fail "KDA layers [$m]"
-has "$m" "output gates: KDA full-rank (g_proj), MLA yes" || fail "gates [$m]"
-has "$m" "attention residuals in blocks of 12" || fail "attn_res_block_size [$m]"
-has "$m" "activation situ (beta 4, linear beta 25)" || fail "SiTU [$m]"
-has "$m" "896 experts top-16 in a latent of 3584, 2 shared" || fail "latent experts [$m]"
-has "$m" "Not built: attention residuals (\*_res_norm / \*_res_proj), the SiTU activation, the latent experts, the full-rank gates: load refused" \
-    || fail "what is not built [$m]"
+has "$m" "no model.safetensors" || fail "the Kimi-K3 config is accepted, its tensors looked for [$m]"
+
+# the synthetic checkpoint: the config above shrunk, Kimi-Linear's tensor names under language_model.model.
+run -e "synth family kimi_k3 s"
+ok "synth family kimi_k3" test "$(rc)" = 0
+has "$(python3 -c 'import json; print(json.load(open("s/model.safetensors.index.json"))["weight_map"].keys())' 2>/dev/null ||
+       python3 -c 'import json,struct; f=open("s/model.safetensors","rb"); n=struct.unpack("<Q",f.read(8))[0]; print(list(json.loads(f.read(n)).keys()))')" \
+    "language_model.model.layers.3.self_attn.kv_b_proj.weight.*vision_tower.patch_embed.proj.weight\|vision_tower.patch_embed.proj.weight.*language_model.model.layers.3.self_attn.kv_b_proj.weight" \
+    || fail "the tensors under language_model.model., a vision tower beside them"
+run -e "load s; info"
+ok "load of the synthetic Kimi-K3" test "$(rc)" = 0
+m=$(cat out.txt)
+has "$m" "^model_type  *kimi_k3" || fail "model_type [$m]"
+has "$m" "^kimi_k3  *8 layers: MLA of 4 heads without RoPE on 2 (3, 7), Kimi Delta Attention (4 heads of 32) on 6 (the others); output gates: KDA full-rank (g_proj), MLA yes; attention residuals in blocks of 4; activation situ (beta 4, linear beta 25); 8 experts top-2 in a latent of 64, 2 shared" \
+    || fail "info: kimik3's description [$m]"
+has "$m" "^q_lora_rank  *64" || fail "q_lora_rank [$m]"
+has "$m" "^rope_layout  *none" || fail "no RoPE [$m]"
+has "$m" "^attention_layers  *3, 7 (2 of 8" || fail "the MLA layers [$m]"
+has "$m" "^multimodal  *text tower of a multimodal checkpoint (text_config, tensors under language_model.model.); vision tower not loaded" \
+    || fail "the vision tower ignored, said so [$m]"
+has "$m" "^kimi_k3_read  *.*present, not analysed: the output gate self_attn.g_proj on 8 layers" || fail "g_proj on every layer [$m]"
+has "$m" "^ranks vo  *yes: .*Kimi-K3's full-rank output gate (self_attn.g_proj, not read) makes head h's V-O map W_V diag(sigmoid(x W_g)) W_O" \
+    || fail "ranks vo's note: the gate [$m]"
+has "$m" "^ppl/calibrate  *no: .*needs Kimi-K3's layers, which attnlab does not build: the attention residuals" || fail "ppl refused in info [$m]"
+has "$m" "^kvsvd  *no: .*needs Kimi-K3's layers" || fail "kvsvd refused in info (generate and kvsvd need a tokenizer / calibration first) [$m]"
+
+# use_full_rank_gate: a KDA layer's gate is one g_proj (no g_a / g_b); without it the load is refused naming it
+python3 - s s2 <<'PY'
+import json, os, shutil, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+shutil.copytree(src, dst)
+f = open(src + "/model.safetensors", "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); data = f.read()
+assert "language_model.model.layers.2.self_attn.g_a_proj.weight" not in h
+gone = "language_model.model.layers.2.self_attn.g_proj.weight"
+out, off, hdr = b"", 0, {}
+for k, v in h.items():
+    if k == "__metadata__": hdr[k] = v; continue
+    if k == gone: continue
+    b = data[v["data_offsets"][0]:v["data_offsets"][1]]
+    hdr[k] = dict(v, data_offsets=[off, off + len(b)]); out += b; off += len(b)
+j = json.dumps(hdr).encode(); j += b" " * (-len(j) % 8)
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + out)
+PY
+run -e "load s2"
+has "$(cat err.txt)" "language_model.model.layers.2.self_attn.g_proj.weight" || fail "a KDA layer without its g_proj [$(cat err.txt)]"
+
+# the planted ranks of the MLA layers (layer 3 = the recipe's first attention layer: V rank 6 in head 0, QK 8; layer 7
+# fused rank 4), the spectra exact
+run -e "load s; ranks vo tau 0.999"
+m=$(cat out.txt)
+has "$m" "^ *3  *0  *6  *32  *6$" || fail "layer 3 head 0: V rank 6 [$m]"
+for h in 0 1 2 3; do has "$m" "^ *7  *$h  *31  *31  *4$" || fail "layer 7 head $h: fused rank 4 [$m]"; done
+[ "$(grep -c '^ *[0-9]  *[0-9] ' <<<"$m")" = 8 ] || fail "8 heads of the 2 MLA layers, the KDA layers left out [$m]"
+has "$(cat out.txt err.txt)" "layers 0-2, 4-6 are Kimi Delta Attention linear attention" || fail "KDA layers named [$(cat err.txt)]"
+run -e "load s; ranks qk tau 0.999"
+m=$(cat out.txt)
+for h in 0 1 2 3; do has "$m" "^ *3  *$h  *32  *8  *8$" || fail "layer 3 head $h: QK rank 8 [$m]"; done
+run -e "load s; spectrum vo layer 3 head 0"
+m=$(cat out.txt)
+has "$m" "effective rank 6 at tau 0.99" || fail "spectrum: rank 6 [$m]"
+has "$m" "^ *6  *2.82843 " || fail "sigma_6 of the planted rank [$m]"
+has "$m" "^ *7  *0 " || fail "sigma_7 zero [$m]"
+run -e "load s; fuse vo layer 7 head 1"
+has "$(cat out.txt)" "64 x 128 map = (64 x 32) @ (32 x 128)" || fail "fuse: V from the kv latent (64 x 32) @ O [$(cat out.txt)]"
+has "$(cat out.txt)" "V 31, O 31, VO 4" || fail "fuse: ranks [$(cat out.txt)]"
+run -e "load s; fuse vo layer 2 head 1"
+has "$(cat err.txt)" "layer 2 of this kimi_k3 model is a Kimi Delta Attention linear-attention layer" || fail "a KDA layer alone [$(cat err.txt)]"
+run -e "load s; plot vo-ranks to k3.png"
+ok "plot vo-ranks" is_png k3.png
+
+# truncate vo on the MLA layers, exported (factors) and loaded back: the truncated ranks, the rest of the tower as it was
+run -e "load s; truncate vo tau 0.9; export t; load t; ranks vo tau 0.999; info"
+m=$(cat out.txt)
+has "$m" "^ *3  *1  *29  *29  *29$" || fail "truncated layer 3 head 1: rank 29 [$m]"
+has "$m" "^ *3  *0  *6  *6  *6$" || fail "truncated layer 3 head 0: rank 6 [$m]"
+has "$m" "^kimi_k3_read  *.*self_attn.g_proj on 8 layers" || fail "the export keeps the gates [$m]"
+has "$(python3 -c 'import json,struct; f=open("t/model.safetensors","rb"); n=struct.unpack("<Q",f.read(8))[0]; print(" ".join(json.loads(f.read(n))))')" \
+    "vision_tower.patch_embed.proj.weight" || fail "the export keeps the vision tower's tensors"
+
+# what runs the layers: refused naming what is not built
+echo "1 2 3 4 5 6 7 8" >x.ids
+for c in "ppl ids x.ids" "calibrate ids x.ids" "convert mla kv-rank 8" \
+         "compare kv-budget 16"; do
+    run -e "load s; $c"
+    m=$(cat err.txt)
+    [ "$(rc)" = 1 ] && has "$m" "needs Kimi-K3's layers, which attnlab does not build: the attention residuals" &&
+        has "$m" "the SiTU activation, the latent experts" && has "$m" "full-rank output gates" \
+        || fail "$c refused naming what is not built [$m]"
+done
 
 # a plan of 8 layers: the MLA layers listed (0-based), the KDA layers the others
 k3 plan 't["num_hidden_layers"] = 8; t["linear_attn_config"]["kda_layers"] = [1, 2, 3, 5, 6, 7]; t["linear_attn_config"]["full_attn_layers"] = [4, 8]'
 run -e "load plan"
-has "$(cat err.txt)" "without RoPE on 2 (3, 7), Kimi Delta Attention (96 heads of 128) on 6 (the others)" || fail "plan [$(cat err.txt)]"
+has "$(cat err.txt)" "no model.safetensors" || fail "plan accepted [$(cat err.txt)]"
 
 # malformed, each named
 k3 twice 't["linear_attn_config"]["full_attn_layers"][0] = 1'

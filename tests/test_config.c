@@ -1048,6 +1048,69 @@ static void test_gemma4(void) {
           "Gemma4TextConfig's defaults: every 6th layer full and the last one too, window 512; null head dim / PLE");
 }
 
+/* moonshotai/Kimi-K3's config.json (KimiK3ForConditionalGeneration) as tests/cli_kimi_k3.sh writes it: the text tower
+ * (text_config, model_type kimi_linear) read as Kimi-Linear's -- 93 layers, MLA with a query latent and no RoPE on
+ * full_attn_layers (1-based: 4, 8, ..., 92, 93), Kimi Delta Attention on the others -- its tensors under
+ * language_model.model.; before, the config was refused. */
+static void test_kimi_k3(void) {
+    ModelConfig c;
+    CHECK_OK(model_config_parse(
+        "{\"architectures\": [\"KimiK3ForConditionalGeneration\"], \"auto_map\": {\"AutoConfig\": \"configuration_kimi"
+        "_k3.KimiK3Config\", \"AutoModel\": \"modeling_kimi_k3.KimiK3ForConditionalGeneration\", \"AutoModelForCaus"
+        "alLM\": \"modeling_kimi_k3.KimiK3ForConditionalGeneration\"}, \"bos_token_id\": 163584, \"dtype\": \"bfloat1"
+        "6\", \"eos_token_id\": 163586, \"ignore_index\": -100, \"image_placeholder\": \"<|kimi_image_placeholder|>\","
+        " \"media_placeholder_token_id\": 163605, \"model_type\": \"kimi_k3\", \"pad_token_id\": 163839, \"text_config"
+        "\": {\"activation_situ_beta\": 4.0, \"activation_situ_linear_beta\": 25.0, \"architectures\": [\"KimiLinearF"
+        "orCausalLM\"], \"attn_res_block_size\": 12, \"auto_map\": {\"AutoConfig\": \"configuration_kimi_k3.KimiLinea"
+        "rConfig\", \"AutoModel\": \"modeling_kimi_linear.KimiLinearModel\", \"AutoModelForCausalLM\": \"modeling_kim"
+        "i_linear.KimiLinearForCausalLM\"}, \"bos_token_id\": 163584, \"dtype\": \"bfloat16\", \"eos_token_id\": 16358"
+        "6, \"first_k_dense_replace\": 1, \"hidden_act\": \"situ\", \"hidden_size\": 7168, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 33792, \"kv_lora_rank\": 512, \"latent_moe_use_norm\": true, \"linear_attn_config\":"
+        " {\"full_attn_layers\": [4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 68, 72, 76, 80,"
+        " 84, 88, 92, 93], \"gate_lower_bound\": -5.0, \"head_dim\": 128, \"kda_layers\": [1, 2, 3, 5, 6, 7, 9, 10,"
+        " 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26, 27, 29, 30, 31, 33, 34, 35, 37, 38, 39, 41, 42, 43,"
+        " 45, 46, 47, 49, 50, 51, 53, 54, 55, 57, 58, 59, 61, 62, 63, 65, 66, 67, 69, 70, 71, 73, 74, 75, 77,"
+        " 78, 79, 81, 82, 83, 85, 86, 87, 89, 90, 91], \"num_heads\": 96, \"short_conv_kernel_size\": 4, \"use_ful"
+        "l_rank_gate\": true}, \"max_position_embeddings\": 1048576, \"mla_use_nope\": true, \"mla_use_output_gate\""
+        ": true, \"model_type\": \"kimi_linear\", \"moe_intermediate_size\": 3072, \"moe_layer_freq\": 1, \"moe_renorm"
+        "alize\": true, \"moe_router_activation_func\": \"sigmoid\", \"num_attention_heads\": 96, \"num_expert_group\""
+        ": 1, \"num_experts\": 896, \"num_experts_per_token\": 16, \"num_hidden_layers\": 93, \"num_key_value_heads\""
+        ": 96, \"num_nextn_predict_layers\": 0, \"num_shared_experts\": 2, \"pad_token_id\": 163839, \"q_lora_rank\":"
+        " 1536, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, \"quantization_config\": {\"config_groups\": {\"g"
+        "roup_0\": {\"format\": \"mxfp4-pack-quantized\", \"input_activations\": null, \"output_activations\": null, \""
+        "targets\": [\"Linear\"], \"weights\": {\"actorder\": null, \"block_structure\": null, \"dynamic\": false, \"grou"
+        "p_size\": 32, \"num_bits\": 4, \"observer\": \"minmax\", \"observer_kwargs\": {}, \"scale_dtype\": \"torch.uint8"
+        "\", \"strategy\": \"group\", \"symmetric\": true, \"type\": \"float\", \"zp_dtype\": null}}}, \"format\": \"mxfp4-pa"
+        "ck-quantized\", \"global_compression_ratio\": null, \"ignore\": [\"re:.*self_attn.*\", \"re:.*shared_experts"
+        ".*\", \"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\", \"re:.*lm_head.*\", \"re:.*vision_tower.*\", \"re:.*mm_p"
+        "rojector.*\"], \"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", \"quantization_status\": "
+        "\"compressed\"}, \"rms_norm_eps\": 1e-05, \"routed_expert_hidden_size\": 3584, \"routed_scaling_factor\": 1."
+        "0, \"tie_word_embeddings\": false, \"topk_group\": 1, \"topk_method\": \"noaux_tc\", \"transformers_version\":"
+        " \"4.56.2\", \"use_cache\": true, \"use_grouped_topk\": true, \"v_head_dim\": 128, \"vocab_size\": 163840}, \"t"
+        "ie_word_embeddings\": false, \"vision_config\": {\"_attn_implementation\": \"flash_attention_2\", \"activati"
+        "on_func\": \"gelu_pytorch_tanh\", \"attn_bias\": false, \"init_pos_emb_height\": 64, \"init_pos_emb_time\": 4"
+        ", \"init_pos_emb_width\": 64, \"linear_bias\": false, \"merge_kernel_size\": [2, 2], \"merge_type\": \"sd2_tp"
+        "ool\", \"mlp_type\": \"mlp2\", \"mm_hidden_size\": 1024, \"mm_projector_type\": \"patchmergerv2\", \"norm_type\":"
+        " \"rmsnorm\", \"patch_embed_proj_bias\": false, \"patch_size\": 14, \"pos_emb_interpolation_mode\": \"bilinea"
+        "r\", \"pos_emb_type\": \"divided_fixed\", \"projector_hidden_act\": \"gelu\", \"projector_ln_eps\": 1e-05, \"qkv"
+        "_hidden_size\": 1536, \"text_hidden_size\": 7168, \"vt_hidden_size\": 1024, \"vt_intermediate_size\": 4096,"
+        " \"vt_num_attention_heads\": 12, \"vt_num_hidden_layers\": 27}}",
+        "Kimi-K3/config.json", &c));
+    CHECK(c.family == FAM_KIMI_K3 && cfg_is_mla(&c) && c.q_lora_rank == 1536 && c.kv_lora_rank == 512 &&
+          c.qk_nope_dim == 128 && c.qk_rope_dim == 64 && c.v_dim == 128 && c.n_heads == 96 && c.n_layers == 93 &&
+          c.hidden == 7168 && c.rope == ROPE_NONE && !cfg_layer_rope(&c, 3), "Kimi-K3: MLA dims from text_config, no RoPE");
+    char list[256];
+    int n = cfg_attn_layers(&c, list, sizeof list);
+    CHECK(c.lin.layout == LIN_KDA && c.lin.n_linear == 69 && n == 24 && cfg_layer_linear(&c, 0) &&
+          !cfg_layer_linear(&c, 3) && !cfg_layer_linear(&c, 91) && !cfg_layer_linear(&c, 92) && cfg_layer_linear(&c, 90) &&
+          c.lin.v_heads == 96 && c.lin.dv == 128, "Kimi-K3: 69 KDA layers, 24 MLA (%s)", list);
+    CHECK(c.mlp == MLP_MOE && c.moe.n_experts == 896 && c.moe.top_k == 16 && c.moe.n_shared == 2,
+          "Kimi-K3: 896 experts top-16, 2 shared");
+    char nm[160];
+    CHECK(cfg_role_name(&c, ROLE_KV_B, 3, -1, "weight", nm, sizeof nm) &&
+          !strcmp(nm, "language_model.model.layers.3.self_attn.kv_b_proj.weight"), "%s", nm);
+}
+
 int main(void) {
     test_family_table();
     test_text_towers();
@@ -1065,6 +1128,7 @@ int main(void) {
     test_ministral3();
     test_kimi_k25();
     test_kimi_linear();
+    test_kimi_k3();
     test_gemma4();
     test_rope_spec();
     test_attention_fields();

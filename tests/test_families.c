@@ -416,6 +416,18 @@ static void check_dsv4_refused(Model *m, const char *fam) {
     printf("  %-12s forward  refused: the compressed KV, hyper-connections, hash routing are not built\n", fam);
 }
 
+/* Kimi-K3: no reference (its attention residuals, SiTU and latent experts are not built); the forward pass is refused
+ * naming them, and the planted ranks of its MLA layers are checked above. */
+static void check_k3_refused(Model *m, const char *fam) {
+    Forward *f = NULL;
+    CHECK(fwd_new(m, NULL, &f) != AL_OK, "%s: the forward pass ran", fam);
+    fwd_free(f);
+    const char *e = al_errmsg();
+    CHECK(strstr(e, "attention residuals") && strstr(e, "SiTU") && strstr(e, "latent experts") &&
+          strstr(e, "full-rank output gates"), "%s: the refusal names what is not built [%s]", fam, e);
+    printf("  %-12s forward  refused: attention residuals, SiTU, latent experts, full-rank gates are not built\n", fam);
+}
+
 /* One checkpoint already written in dir: load, ranks, forward. */
 static void check_model(const char *fam, const char *dir, const char *ref_dir, bool family) {
     Model *m = NULL;
@@ -424,14 +436,16 @@ static void check_model(const char *fam, const char *dir, const char *ref_dir, b
         check_description(fam, ref_dir);
         return;
     }
-    bool mamba = m->cfg.lin.mamba, dsv4 = m->cfg.attn == QKV_DSV4;
-    if (!mamba && !dsv4) check_description(fam, ref_dir);
+    bool mamba = m->cfg.lin.mamba, dsv4 = m->cfg.attn == QKV_DSV4, k3 = cfg_row(&m->cfg)->keys == KEYS_KIMI_K3;
+    if (!mamba && !dsv4 && !k3) check_description(fam, ref_dir);
     if (family) {
         check_ranks(m, fam, FARR_VO);
         check_ranks(m, fam, FARR_QK);
     }
     if (dsv4) {
         check_dsv4_refused(m, fam);
+    } else if (k3) {
+        check_k3_refused(m, fam);
     } else if (mamba) {
         check_mamba_elsewhere(fam);
     } else {

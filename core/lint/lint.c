@@ -1000,6 +1000,9 @@ static void layout_walk(Lint *x) {
             expect_wants(x, cfg_layer_full_type(c, L) ? &full : c, shape_attn(c->attn), L, cond);
         if (c->attn_sinks) expect_role(x, false, ROLE_SINKS, L, 0, NULL, (size_t)c->n_heads, 0, "num_attention_heads");
         if (c->attn == QKV_DSV4) dsv4_extras(x, L);
+        if (c->lin.mla_gate && !cfg_layer_linear(c, L))         /* Kimi-K3: the MLA layers' output gate */
+            expect_role(x, false, ROLE_ATTN_GATE, L, 0, "weight", (size_t)c->n_heads * (size_t)c->v_dim, h,
+                        "num_attention_heads x v_head_dim, hidden_size (mla_use_output_gate)");
         if (!cfg_layer_mlp(c, L)) continue;                    /* Nemotron-H's mixer blocks */
         if (cfg_moe_layer(c, L)) layout_moe(x, L);
         if (!cfg_moe_layer(c, L) || c->moe.layout == MOE_GRANITE) expect_wants(x, c->double_wide_mlp && cfg_kv_source(c, L) != L ? &wide : c, shape_ffn(c->ffn), L, cond);

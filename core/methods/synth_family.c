@@ -421,8 +421,9 @@ static int attn_kda(const Ctx *c) {
     if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_F_B, -1, n, d, 0);
     if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_DT_BIAS, NULL, n, 0.0f, DT_F32);
     if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_B, -1, H, D, 0);
-    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_G_A, -1, d, D, 0);
-    if (rc == AL_OK) rc = add_gauss(c, ROLE_LIN_G_B, -1, n, d, 0);
+    if (rc == AL_OK && !l->full_rank_gate) rc = add_gauss(c, ROLE_LIN_G_A, -1, d, D, 0);
+    if (rc == AL_OK && !l->full_rank_gate) rc = add_gauss(c, ROLE_LIN_G_B, -1, n, d, 0);
+    if (rc == AL_OK && l->full_rank_gate) rc = add_gauss(c, ROLE_ATTN_GATE, -1, n, D, 0);   /* Kimi-K3: one g_proj */
     if (rc == AL_OK) rc = add_vec(c, ROLE_LIN_NORM, "weight", d, 1.0f, c->dt);
     return rc == AL_OK ? add_gauss(c, ROLE_LIN_OUT, -1, D, n, 0) : rc;
 }
@@ -506,6 +507,8 @@ static int attn_mla(const Ctx *c) {
     if (rc == AL_OK) rc = add_norm(c, ROLE_KV_A_NORM, KL);
     if (rc == AL_OK) rc = add_mat(c, ROLE_KV_B, kvb); else mat_free(kvb);
     if (rc == AL_OK) rc = add_mat(c, ROLE_O, op); else mat_free(op);
+    if (rc == AL_OK && m->lin.mla_gate)                  /* Kimi-K3: the output gate (H v, D), not in the planted maps */
+        rc = add_gauss(c, ROLE_ATTN_GATE, -1, (size_t)m->n_heads * (size_t)m->v_dim, D, 0);
     return rc == AL_OK && cfg_has_indexer(m) ? attn_indexer(c) : rc;
 }
 

@@ -223,10 +223,22 @@ static bool dsv4_reason(const Model *m, const char *what, char *why, size_t cap)
                    "plot vo-ranks) read its attention weights", mname(m), what);
 }
 
+/* Kimi-K3 (kimik3.h): what is not built, for every analysis that runs its layers, as dsv4_reason. */
+static bool k3_reason(const Model *m, const char *what, char *why, size_t cap) {
+    if (cfg_row(&m->cfg)->keys != KEYS_KIMI_K3) return false;
+    return why_set(why, cap, "%s: %s needs Kimi-K3's layers, which attnlab does not build: the attention residuals "
+                   "(attn_res_block_size: self_attention_res_* / mlp_res_* / output_attn_res_*), the SiTU activation, "
+                   "the latent experts (routed_expert_up_proj / _norm / _down_proj around experts in "
+                   "routed_expert_hidden_size) and the full-rank output gates (self_attn.g_proj on the MLA and the "
+                   "Kimi Delta Attention layers); the per-head analyses (ranks vo|qk, spectrum, fuse, plot vo-ranks) "
+                   "read the MLA layers' attention weights", mname(m), what);
+}
+
 /* What the forward pass does not cover. */
 static bool ppl_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     if (dsv4_reason(m, "the forward pass (ppl, generate, calibrate)", why, cap)) return true;
+    if (k3_reason(m, "the forward pass (ppl, generate, calibrate)", why, cap)) return true;
     bool mla = cfg_is_mla(c), gpt2 = c->attn == QKV_CONV1D;
     if (c->lin.proj_bias)
         return why_set(why, cap, "%s: the Mamba-2 projections have biases (use_bias / mamba_proj_bias true), which the "
@@ -262,6 +274,7 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     const char *name = mname(m);
     if (dsv4_reason(m, "convert mla", why, cap)) return true;
+    if (k3_reason(m, "convert mla", why, cap)) return true;
     if (cfg_is_mla(c))
         return why_set(why, cap, "%s is already MLA (%s, kv_lora_rank %d): its keys and values come from one shared "
                        "latent, so there are no GQA key heads to merge, rotate or balance; convert mla and the TransMLA "
@@ -288,6 +301,7 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
 static bool tpa_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     if (dsv4_reason(m, "convert tpa", why, cap)) return true;
+    if (k3_reason(m, "convert tpa", why, cap)) return true;
     if (cfg_is_mla(c))
         return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
                        "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
@@ -300,6 +314,7 @@ static bool tpa_reason(const Model *m, char *why, size_t cap) {
 static bool compare_reason(const Model *m, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
     if (dsv4_reason(m, "compare", why, cap)) return true;
+    if (k3_reason(m, "compare", why, cap)) return true;
     if (cfg_is_mla(c))
         return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
                        "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
@@ -455,6 +470,10 @@ static void hybrid_note(const Model *m, char *why, size_t cap) {
         n += (size_t)snprintf(why + n, cap - n, "%sthe output gate makes the V-O map W_V diag(sigmoid(x W_gate)) W_O: the "
                               "ranks of W_V and W_O bound it, the fused W_V W_O is it for a constant gate", n ? "; " : "");
     if (cfg_row(c)->per_type_attn && n < cap) per_type_note(c, why + n, cap - n, n > 0);
+    if (cfg_row(c)->keys == KEYS_KIMI_K3 && n < cap)                          /* Kimi-K3's gate: its own g_proj */
+        snprintf(why + n, cap - n, "%sKimi-K3's full-rank output gate (self_attn.g_proj, not read) makes head h's V-O "
+                 "map W_V diag(sigmoid(x W_g)) W_O: the ranks of W_V and W_O bound it, the fused W_V W_O is it for a "
+                 "constant gate", n ? "; " : "");
 }
 
 /* DeepSeek-V4: what the per-head maps are (a note; dsv4.h). */
@@ -506,7 +525,8 @@ bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) 
     case AN_CONVERT_TPA: no = tpa_reason(m, why, cap); break;
     case AN_COMPARE: no = compare_reason(m, why, cap); break;
     case AN_EXPORT: no = export_reason(m, why, cap); break;
-    case AN_EVAL: no = dsv4_reason(m, "the attention evaluator", why, cap) || eval_reason(m, why, cap); break;
+    case AN_EVAL: no = dsv4_reason(m, "the attention evaluator", why, cap) ||
+                       k3_reason(m, "the attention evaluator", why, cap) || eval_reason(m, why, cap); break;
     default: no = why_set(why, cap, "unknown analysis %d", (int)a);
     }
     return !no;

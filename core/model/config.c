@@ -352,7 +352,7 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     RopeSpec *sp = &c->rope_spec;
     c->rope_interleave = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
     sp->layout = c->rope;
-    if (cfg_row(c)->keys == KEYS_MLA)
+    if (cfg_row(c)->keys == KEYS_MLA || cfg_row(c)->keys == KEYS_KIMI_K3)
         sp->layout = c->rope_interleave && !cfg_row(c)->mla_rope_half ? ROPE_INTERLEAVED : ROPE_HALF;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mla_use_nope")))   /* Kimi-Linear: MLA without RoPE */
         c->rope = sp->layout = ROPE_NONE;
@@ -617,7 +617,13 @@ static void parse_linear(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     c->attn_gate = row->attn_gate && cfg_bool(r, "attn_output_gate", true);
     if (row->lin == LIN_NONE) return;
     l->layout = row->lin;
-    if (row->lin == LIN_KDA) { parse_kda(cJSON_GetObjectItemCaseSensitive(root, "linear_attn_config"), c); return; }
+    if (row->lin == LIN_KDA) {
+        const cJSON *la = cJSON_GetObjectItemCaseSensitive(root, "linear_attn_config");
+        l->full_rank_gate = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(la, "use_full_rank_gate"));   /* Kimi-K3 */
+        l->mla_gate = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mla_use_output_gate"));
+        parse_kda(la, c);
+        return;
+    }
     l->k_heads = jint(r, root, "linear_num_key_heads", 16);
     l->v_heads = jint(r, root, "linear_num_value_heads", 32);
     l->dk = jint(r, root, "linear_key_head_dim", 128);
@@ -867,7 +873,8 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     if (!cJSON_IsObject(root)) return al_err("%s: not a JSON object", where);
     cfg_reader r = {.root = root, .where = where};
     if (detect_family(&r, &cfg->family, cfg->model_type, sizeof cfg->model_type) != AL_OK) return AL_ERR;
-    if (cfg_row(cfg)->keys == KEYS_KIMI_K3) return kimik3_refuse(root, where);   /* Kimi-K3: the same */
+    KimiK3Spec k3;                         /* Kimi-K3: its text_config's plan checked (kimik3.c), then read as the tower */
+    if (cfg_row(cfg)->keys == KEYS_KIMI_K3 && kimik3_parse(root, where, &k3) != AL_OK) return AL_ERR;
     if (cfg_row(cfg)->keys == KEYS_ATTNLAB) return config_attnlab_mla(root, where, cfg);
     if (!cfg_row(cfg)->text_config) return config_describe_text(root, where, cfg);
     cJSON *text = NULL;
@@ -938,7 +945,7 @@ static int config_describe_text(const cJSON *root, const char *where, ModelConfi
     cfg->dtype = DT_F32;
     cfg_layouts_from_row(cfg);
     config_keys keys = cfg_row(cfg)->keys;
-    if (keys == KEYS_MLA) parse_deepseek(&r, cfg);
+    if (keys == KEYS_MLA || keys == KEYS_KIMI_K3) parse_deepseek(&r, cfg);   /* Kimi-K3's tower: kimi_linear's keys */
     else if (keys == KEYS_GPT2) parse_gpt2(&r, cfg);
     else if (keys == KEYS_NEOX) parse_neox(&r, cfg);
     else parse_gqa(&r, cfg);

@@ -97,6 +97,9 @@ typedef struct {
     int conv;                     /* linear_conv_kernel_dim (Mamba-2: conv_kernel) */
     bool mamba;                   /* the layers are Mamba-2 mixers (LIN_MAMBA2_*) */
     bool conv_bias;               /* conv1d has a bias (Mamba-2's use_conv_bias / mamba_conv_bias) */
+    bool full_rank_gate;          /* KDA's output gate one full-rank self_attn.g_proj (H d, D), not g_a / g_b
+                                     (linear_attn_config.use_full_rank_gate: Kimi-K3) */
+    bool mla_gate;                /* the MLA layers' output gate self_attn.g_proj (H v, D) (mla_use_output_gate: Kimi-K3) */
     int norm_groups;              /* Mamba-2's gated norm: groups normalised apart (Nemotron-H: n_groups; Granite: 1) */
     bool proj_bias;               /* Mamba-2's in_proj / out_proj have biases (use_bias / mamba_proj_bias) */
     int moe_latent;               /* Nemotron-H's moe_latent_size (0: none; the experts then work in a latent space) */

@@ -148,6 +148,7 @@ static const RoleName LINEAR_NAMES[LIN_LAYOUT_COUNT][ROLE_COUNT] = {
                  [ROLE_LIN_F_B] = N("self_attn.f_b_proj"), [ROLE_LIN_DT_BIAS] = N("self_attn.dt_bias"),
                  [ROLE_LIN_B] = N("self_attn.b_proj"), [ROLE_LIN_G_A] = N("self_attn.g_a_proj"),
                  [ROLE_LIN_G_B] = N("self_attn.g_b_proj"), [ROLE_LIN_NORM] = N("self_attn.o_norm"),
+                 [ROLE_ATTN_GATE] = OPT("self_attn.g_proj"),   /* Kimi-K3's full-rank gates (KDA and MLA layers) */
                  [ROLE_LIN_OUT] = N("self_attn.o_proj")},
     [LIN_MAMBA2_NEMOTRON] = {[ROLE_LIN_IN] = N("mixer.in_proj"), [ROLE_LIN_CONV] = N("mixer.conv1d"),
                              [ROLE_LIN_A_LOG] = N("mixer.A_log"), [ROLE_LIN_D] = N("mixer.D"),
@@ -475,12 +476,37 @@ const FamilyRow FAMILY[] = {
     /* moonshotai/Kimi-K3's config.json (KimiK3ForConditionalGeneration, remote code): text_config kimi_linear -- 93
        layers, KDA 96 x 128 on kda_layers, MLA (q_lora 1536, kv_lora 512, no RoPE, output gate) on full_attn_layers
        4, 8, ..., 92, 93 (1-based), attn_res_block_size 12, hidden_act situ, 896 experts top-16 in a latent of 3584
-       (MXFP4), 2 shared; the tensors under language_model.model., the vision tower and projector beside them.
-       core/model/kimik3.c describes it and refuses the load */
+       (MXFP4), 2 shared; the tensors under language_model.model., the vision tower and projector beside them. Read
+       as Kimi-Linear's text tower (its layouts): the MLA layers' per-head analyses run; core/model/kimik3.c
+       describes the rest and analyses.c refuses the forward pass. The recipe: Kimi-Linear's shrunk with K3's keys
+       (8 layers, KDA 1-3 / 5-7, q_lora 64, 8 experts top-2 in a latent of 64, attn_res_block_size 4) */
     [FAM_KIMI_K3] = {
-        "kimi_k3", "KimiK3ForConditionalGeneration", "kimi_k3", "Kimi-K3: its text tower (Kimi-Linear's KDA / MLA "
-        "plan with attention residuals, SiTU, latent experts): described, load refused", LLAMA_LIKE,
-        .keys = KEYS_KIMI_K3},
+        "kimi_k3", "KimiK3ForConditionalGeneration", "kimi_linear", "Kimi-K3: its text tower (Kimi-Linear's KDA / "
+        "MLA plan with output gates, attention residuals, SiTU, latent experts): the MLA analyses; forward pass "
+        "refused", LLAMA_LIKE, .keys = KEYS_KIMI_K3, .attn = QKV_MLA, .moe = MOE_KIMI, .router = ROUTER_DS_V3,
+        .lin = LIN_KDA, .eps = 1e-5, .names = NAMES_LM_MODEL, .text_config = "kimi_linear",
+        .tower_note = "read as Kimi-Linear's; its gates, residuals, SiTU, latent experts: the kimi_k3 row",
+        .vision = {"vision_tower.patch_embed.proj.weight", "mm_projector.proj.0.weight"},
+        .tower_keys = "\"image_placeholder\": \"<|kimi_image_placeholder|>\", \"media_placeholder_token_id\": 163605, "
+                      "\"vision_config\": {\"activation_func\": \"gelu_pytorch_tanh\", \"init_pos_emb_height\": 4, "
+                      "\"init_pos_emb_time\": 4, \"init_pos_emb_width\": 4, \"merge_kernel_size\": [2, 2], "
+                      "\"merge_type\": \"sd2_tpool\", \"mm_hidden_size\": 16, \"mm_projector_type\": \"patchmergerv2\", "
+                      "\"patch_size\": 14, \"pos_emb_type\": \"divided_fixed\", \"projector_hidden_act\": \"gelu\", "
+                      "\"projector_ln_eps\": 1e-05, \"text_hidden_size\": 128, \"vt_hidden_size\": 16, "
+                      "\"vt_intermediate_size\": 32, \"vt_num_attention_heads\": 2, \"vt_num_hidden_layers\": 1}",
+        .synth = {128, 4, 4, 8, 256, 256, false,
+                  GQA_KEYS("situ", "1e-06") ", \"activation_situ_beta\": 4.0, \"activation_situ_linear_beta\": 25.0, "
+                  "\"attn_res_block_size\": 4, \"first_k_dense_replace\": 1, \"head_dim\": 32, \"kv_lora_rank\": 64, "
+                  "\"latent_moe_use_norm\": true, \"linear_attn_config\": {\"full_attn_layers\": [4, 8], "
+                  "\"gate_lower_bound\": -5.0, \"head_dim\": 32, \"kda_layers\": [1, 2, 3, 5, 6, 7], \"num_heads\": 4, "
+                  "\"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true}, \"mla_use_nope\": true, "
+                  "\"mla_use_output_gate\": true, \"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, "
+                  "\"moe_renormalize\": true, \"moe_router_activation_func\": \"sigmoid\", \"num_expert_group\": 1, "
+                  "\"num_experts\": 8, \"num_experts_per_token\": 2, \"num_nextn_predict_layers\": 0, "
+                  "\"num_shared_experts\": 2, \"q_lora_rank\": 64, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, "
+                  "\"routed_expert_hidden_size\": 64, \"routed_scaling_factor\": 1.0, \"topk_group\": 1, "
+                  "\"topk_method\": \"noaux_tc\", \"use_grouped_topk\": true, \"v_head_dim\": 32"},
+        .engines = ENGINE_VLLM | ENGINE_SGLANG},
     [FAM_GLM4_MOE] = {
         "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5 / 4.6 / 4.7 (partial rotary, q/k/v biases; MoE, sigmoid "
         "group routing)", LLAMA_LIKE, .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .partial_rotary = 0.5,

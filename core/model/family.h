@@ -56,7 +56,7 @@ typedef enum {
     FAM_DEEPSEEK_V4,                     /* issue 27: DeepSeek-V4 (window / CSA / HCA layers): its attention's per-head maps;
                                             the forward pass refused */
     FAM_KIMI_K3,                         /* issue 27: Kimi-K3 (Kimi-Linear + attention residuals, SiTU, latent experts):
-                                            config read, load refused */
+                                            its MLA layers analysed; the forward pass refused */
     FAM_GLM4_MOE,                        /* GQA, partial rotary 0.5, q/k/v biases, optional per-head q/k norms;
                                             DeepSeek-V3's MoE (sigmoid group routing, shared expert) */
     FAM_GPT_OSS,                         /* gpt-oss: a learned sink logit per head, sliding 128 / full layers, YaRN,
@@ -204,7 +204,7 @@ typedef enum {
     KEYS_NEOX,          /* Llama's sizes + rotary_pct, rotary_emb_base, layer_norm_eps, use_parallel_residual */
     KEYS_DSV4,          /* DeepSeek-V4's (core/model/dsv4.c): Llama's + q_lora_rank, o_groups, o_lora_rank, compress_ratios,
                            hc_mult, ... (dsv4_config) */
-    KEYS_KIMI_K3,       /* Kimi-K3's text_config (core/model/kimik3.c): described, load refused */
+    KEYS_KIMI_K3,       /* Kimi-K3: its text_config checked (core/model/kimik3.c), then read as KEYS_MLA (kimi_linear's) */
     KEYS_LLAMA2C,       /* no config.json: the .bin header (core/model/llama2c.c) */
     KEYS_ATTNLAB        /* attnlab_mla: the source family's keys (attnlab_source_model_type) + the MLA dims of KEYS_MLA */
 } config_keys;

@@ -1,5 +1,5 @@
-/* kimik3.c -- Kimi-K3's config.json read and described, the load refused naming what is not built
- * (kimik3.h says what the release computes). */
+/* kimik3.c -- Kimi-K3's config.json read and described; config.c reads its text tower as Kimi-Linear's and
+ * analyses.c refuses the forward pass naming what is not built (kimik3.h says what the release computes). */
 #include "kimik3.h"
 
 #include <cjson/cJSON.h>
@@ -102,13 +102,4 @@ const char *kimik3_describe(const KimiK3Spec *s, char *buf, size_t cap) {
              nm ? "the others" : lk, s->full_rank_gate ? "full-rank (g_proj)" : "low-rank", s->mla_gate ? "yes" : "no",
              s->res_block, s->act, s->situ_beta, s->situ_linear_beta, s->experts, s->top_k, s->latent, s->shared);
     return buf;
-}
-
-int kimik3_refuse(const cJSON *root, const char *where) {
-    KimiK3Spec s;
-    if (kimik3_parse(root, where, &s) != AL_OK) return AL_ERR;
-    char d[640];
-    return al_err("%s: kimi_k3 (Kimi-K3, its text tower): %s. Not built: attention residuals (*_res_norm / "
-                  "*_res_proj), the SiTU activation, the latent experts, the full-rank gates: load refused", where,
-                  kimik3_describe(&s, d, sizeof d));
 }

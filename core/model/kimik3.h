@@ -1,5 +1,6 @@
 /* kimik3.h -- Kimi-K3's config.json (model_type kimi_k3, KimiK3ForConditionalGeneration; its row's KEYS_KIMI_K3)
- * read and described, and the load refused naming what is not built.
+ * read and described. config.c checks it, then reads the text tower as Kimi-Linear's (the MLA layers' per-head
+ * analyses run); analyses.c refuses the forward pass naming what is not built.
  *
  * Kimi-K3 keeps its language model under text_config (model_type kimi_linear, tensors under
  * language_model.model., a MoonViT vision tower beside it) and is Kimi-Linear's layer plan -- Kimi Delta
@@ -9,7 +10,7 @@
  * self_attention_res_{norm,proj} and mlp_res_{norm,proj}, the model's output_attn_res_{norm,proj}), the SiTU
  * activation (hidden_act "situ", activation_situ_beta, activation_situ_linear_beta), latent experts
  * (routed_expert_hidden_size: block_sparse_moe.routed_expert_{up_proj,norm,down_proj} around experts that work
- * in that width) in compressed-tensors MXFP4. None of it is built: the model is described and refused. */
+ * in that width) in compressed-tensors MXFP4. None of it is built: `info` describes it, the forward pass is refused. */
 #ifndef AL_KIMIK3_H
 #define AL_KIMIK3_H
 
@@ -34,7 +35,5 @@ typedef struct {
 int kimik3_parse(const struct cJSON *root, const char *where, KimiK3Spec *s);
 /* One paragraph: the layer plan and what Kimi-Linear lacks. Returns buf. */
 const char *kimik3_describe(const KimiK3Spec *s, char *buf, size_t cap);
-/* Parses root and returns AL_ERR with the description and what is not built. */
-int kimik3_refuse(const struct cJSON *root, const char *where);
 
 #endif

@@ -170,8 +170,9 @@ static const RoleShape LINEAR_SHAPES[LIN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
                  {ROLE_LIN_F_B, false, D_LVV, D_LDV, 0, KDA_HD ", head_dim"},
                  {ROLE_LIN_DT_BIAS, false, D_LVV, D_NONE, 0, KDA_HD},
                  {ROLE_LIN_B, false, D_LHV, D_H, 0, "num_heads, hidden_size"},
-                 {ROLE_LIN_G_A, false, D_LDV, D_H, 0, "head_dim, hidden_size"},
-                 {ROLE_LIN_G_B, false, D_LVV, D_LDV, 0, KDA_HD ", head_dim"},
+                 {ROLE_LIN_G_A, false, D_LDV, D_H, SHAPE_IF_KDA_LOW_GATE, "head_dim, hidden_size"},
+                 {ROLE_LIN_G_B, false, D_LVV, D_LDV, SHAPE_IF_KDA_LOW_GATE, KDA_HD ", head_dim"},
+                 {ROLE_ATTN_GATE, false, D_LVV, D_H, SHAPE_IF_KDA_FULL_GATE, KDA_HD ", hidden_size (use_full_rank_gate)"},
                  {ROLE_LIN_NORM, false, D_LDV, D_NONE, 0, "head_dim"},
                  {ROLE_LIN_OUT, false, D_H, D_LVV, 0, "hidden_size, " KDA_HD}, {0}},
     [LIN_QWEN3_5] = {{ROLE_LIN_QKV, false, D_LCONV, D_H, 0,
@@ -206,5 +207,6 @@ unsigned shape_conditions(const ModelConfig *c, bool mlp_bias) {
            (mlp_bias ? SHAPE_IF_MLP_BIAS : 0) | (c->qk_norm == QKN_HEAD ? SHAPE_IF_QKN_HEAD : 0) |
            (c->qk_norm == QKN_PROJ ? SHAPE_IF_QKN_PROJ : 0) | (c->q_lora_rank ? SHAPE_IF_Q_LORA : SHAPE_IF_NO_Q_LORA) |
            (cfg_has_indexer(c) ? SHAPE_IF_INDEXER : 0) | (c->attn_gate ? SHAPE_IF_GATE : SHAPE_IF_NO_GATE) |
-           (c->lin.mamba && c->lin.conv_bias ? SHAPE_IF_CONV_BIAS : 0);
+           (c->lin.mamba && c->lin.conv_bias ? SHAPE_IF_CONV_BIAS : 0) |
+           (c->lin.full_rank_gate ? SHAPE_IF_KDA_FULL_GATE : SHAPE_IF_KDA_LOW_GATE);
 }

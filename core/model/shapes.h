@@ -28,7 +28,8 @@ size_t shape_dim(const ModelConfig *c, dim_rule d);
 enum {
     SHAPE_IF_QKV_BIAS = 1, SHAPE_IF_O_BIAS = 2, SHAPE_IF_MLP_BIAS = 4, SHAPE_IF_QKN_HEAD = 8, SHAPE_IF_QKN_PROJ = 16,
     SHAPE_IF_Q_LORA = 32, SHAPE_IF_NO_Q_LORA = 64, SHAPE_IF_INDEXER = 128, SHAPE_IF_GATE = 256, SHAPE_IF_NO_GATE = 512,
-    SHAPE_IF_CONV_BIAS = 1024         /* Mamba-2's conv1d has a bias (use_conv_bias / mamba_conv_bias) */
+    SHAPE_IF_CONV_BIAS = 1024,        /* Mamba-2's conv1d has a bias (use_conv_bias / mamba_conv_bias) */
+    SHAPE_IF_KDA_LOW_GATE = 2048, SHAPE_IF_KDA_FULL_GATE = 4096   /* KDA's gate g_a / g_b, or one g_proj (Kimi-K3) */
 };
 
 /* One tensor a layout's loader expects: its role, weight or bias, shape [d0] (d1 D_NONE) or
