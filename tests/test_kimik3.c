@@ -10,6 +10,7 @@
 #include "forward.h"
 #include "model.h"
 #include "synth.h"
+#include "svd_check.h"
 
 #include <lapacke.h>
 #include <math.h>
@@ -28,22 +29,6 @@ static double *role_d(Model *m, tensor_role r, int L, size_t *rows, size_t *cols
     *cols = t->cols;
     mat_free(t);
     return d;
-}
-
-/* Singular values (descending) of the row-major m x n matrix A (overwritten) into s (min(m, n)). */
-static int svd_values(double *A, size_t m, size_t n, double *s) {
-    double *u = malloc(m * m * sizeof *u), *vt = malloc(n * n * sizeof *vt);
-    lapack_int info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'N', (lapack_int)m, (lapack_int)n, A, (lapack_int)n, s, u,
-                                     (lapack_int)m, vt, (lapack_int)n);
-    free(u); free(vt);
-    return info == 0 ? AL_OK : AL_ERR;
-}
-
-/* The largest difference of two spectra of p values relative to the first's largest. */
-static double spectrum_diff(const double *a, const double *b, size_t p) {
-    double d = 0;
-    for (size_t i = 0; i < p; i++) d = fmax(d, fabs(a[i] - b[i]));
-    return d / a[0];
 }
 
 typedef struct {
