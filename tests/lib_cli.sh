@@ -20,6 +20,7 @@ cli_setup() {
     T=${ATTNLAB_TMP:-$1}
     rm -rf "$T"
     mkdir -p "$T"
+    cd "$T" || exit 1   # run's out.txt / err.txt / rc.txt are the test's own (ctest runs every script in one folder)
     [ "${2:-}" = shared-cache ] || export ATTNLAB_CACHE="$T/cache" ATTNLAB_HOME="$T/home"
     pass=0
     fail=0
