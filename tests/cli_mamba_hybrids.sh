@@ -30,7 +30,7 @@ ok "nemotron_h info: ranks vo on the attention layers" has "$out" "ranks vo  *ye
 ok "nemotron_h info: ppl runs" has "$out" "ppl/calibrate  *yes"
 ok "nemotron_h info: kvsvd refused (no keys in the Mamba-2 layers)" has "$out" "kvsvd  *no: .*the Mamba-2 layers have no keys or KV cache"
 ok "nemotron_h info: 2 layers' KV params" has "$out" "attn_params_total  *49152"
-ok "nemotron_h info: export formats: truncate, not tpa (its export refuses the Mamba-2 / MLP layers)" has "$out" "export formats  *yes: truncate (not: mla, kvsvd, see their own lines) (not: tpa: its format holds every layer as TPA attention, and 4 of the 6 layers are Mamba-2"
+ok "nemotron_h info: export formats: truncate, not tpa (its export refuses the Mamba-2 / MLP layers)" has "$out" "export formats  *yes: truncate (not: kvsvd, see their own lines) (not: mla: .*no export holds the other layers) (not: tpa: its format holds every layer as TPA attention, and 4 of the 6 layers are Mamba-2"
 out=$(e "load $n; convert tpa kv-rank 2; export $T/n-tpa")
 ok "  ... as the TPA export says" has "$out" "error: TPA export: layer 0 of .* is Mamba-2 (SSM) or MLP / MoE blocks without attention: the TPA format holds every layer as TPA attention"
 

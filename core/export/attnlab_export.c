@@ -31,13 +31,13 @@ int attnlab_kept(const ModelConfig *c, char *buf, size_t cap) {
     return n;
 }
 
-/* The reader gives layer l the model's RoPE of the layer's D dims (attn_rope_freqs_model): an error when the
+/* The reader gives layer l its RoPE of the layer's D dims (attn_rope_freqs_layer): an error when the
  * conversion's are other (rope-dim above a head's rotary dims keeps pairs of several KV heads at one frequency). */
 static int freqs_differ(const TmlaResult *r, int l) {
     const AttnLayer *L = r->layers[l];
     double *want = NULL;
     if (L->rope_dim == 0 || !L->inv_freq) return AL_OK;
-    if (attn_rope_freqs_model(r->src, L->rope_dim, &want)) return AL_ERR;
+    if (attn_rope_freqs_layer(r->src, l, L->rope_dim, &want)) return AL_ERR;
     int bad = -1;
     for (int j = 0; bad < 0 && j < L->rope_dim / 2; j++)
         if (L->inv_freq[j] != 0 && fabs(L->inv_freq[j] - want[j]) > 1e-12 * want[j]) bad = j;   /* 0: a NoPE layer */

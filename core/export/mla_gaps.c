@@ -17,6 +17,11 @@ static bool has_sinks(const ModelConfig *c) { return c->attn_sinks; }
 static bool has_gate(const ModelConfig *c) { return c->attn_gate; }
 static bool has_qk_norm(const ModelConfig *c) { return c->qk_norm != QKN_NONE || c->qk_l2; }
 static bool has_nope_layers(const ModelConfig *c) { char l[8]; return cfg_nope_layers(c, l, sizeof l) > 0; }
+static bool has_layer_theta(const ModelConfig *c) {
+    for (int l = 0; c->rope != ROPE_NONE && l < c->n_layers; l++)
+        if (cfg_layer_theta(c, l) != c->rope_spec.theta || !cfg_layer_rope_scaled(c, l)) return true;
+    return false;
+}
 static bool has_parallel(const ModelConfig *c) { return c->block == BLOCK_PARALLEL; }
 static bool has_block_norms(const ModelConfig *c) { return c->block != BLOCK_PRE && c->block != BLOCK_PARALLEL; }
 static bool has_layernorm(const ModelConfig *c) { return c->norm != NORM_RMS; }
@@ -36,6 +41,8 @@ static const MlaGap ROWS[] = {
      "which no absorbed MLA decode (vLLM, SGLang) does", has_qk_norm},
     {"NoPE layers", "one RoPE for every layer (a NoPE layer converts with RoPE frequencies 0)", "per-layer NoPE "
      "(SmolLM3's no_rope_layers) in the DeepSeek attention", has_nope_layers},
+    {"per-layer RoPE base", "one rope_theta and rope_scaling for every layer", "a second RoPE on the sliding layers "
+     "(Gemma 3's rope_local_base_freq, without rope_scaling) in the DeepSeek attention", has_layer_theta},
     {"parallel residual", "no parallel blocks (other norms around the blocks)", "GPT-NeoX's use_parallel_residual in "
      "the DeepSeek decoder layer", has_parallel},
     {"block norms", "no post-attention / post-feedforward norms", "Gemma's / OLMo 2's extra norms in the decoder layer", has_block_norms},

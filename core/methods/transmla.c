@@ -124,7 +124,8 @@ void tmla_layer_free(TmlaLayer *T) {
 int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) {
     *out = NULL;
     if (gqa->kind != ATTN_GQA) return al_err("TransMLA merge: the layer is already MLA");
-    if (gqa->rope_dim == 0 || gqa->rope == ROPE_NONE || !gqa->inv_freq)
+    bool nope = gqa->rope_dim == 0 && gqa->rope == ROPE_NONE;    /* a model without RoPE (Nemotron-H): D = 0 */
+    if (!nope && (gqa->rope_dim == 0 || gqa->rope == ROPE_NONE || !gqa->inv_freq))
         return al_err("TransMLA merge: the layer has no RoPE (RoRoPE needs rotary keys; without RoPE a plain "
                       "low-rank KV factorization applies)");
     if (attn_layer_validate(gqa)) return AL_ERR;
@@ -254,7 +255,7 @@ int tmla_rorope(TmlaLayer *T, int M, const double *C_K) {
 
 int tmla_remove_rope(TmlaLayer *T, int D, double *kept) {
     int n = (int)n_rot(T);
-    if (D < 2 || D > n || D % 2)
+    if ((D < 2 || D > n || D % 2) && !(D == 0 && n == 0))      /* n 0: a layer without RoPE keeps none */
         return al_err("rope-dim %d: the RoPE dims kept must be even and between 2 and %d (KV heads x %s)", D, n,
                       T->rd < T->d ? "rotary dims" : "head dim");
     T->D = D;

@@ -102,10 +102,11 @@ static bool llama4_reason(const Model *m, const char *what, char *why, size_t ca
                    c->attn_chunk, what);
 }
 
-/* What a conversion does not cover: Q/K norms and per-layer RoPE bases (what = "convert mla", ...).
- * Sliding windows, soft-caps, sinks and NoPE layers convert: the converted layer keeps the source's
- * window, soft-cap and sinks (the evaluator applies them on both sides) and a NoPE layer converts
- * with RoPE frequencies 0; the stock MLA export refuses them (analysis_attn_export_lacks), attnlab's own layouts
+/* What a conversion does not cover: Q/K norms (what = "convert mla", ...).
+ * Sliding windows, soft-caps, sinks, NoPE layers and per-layer RoPE bases convert: the converted layer keeps the
+ * source's window, soft-cap and sinks (the evaluator applies them on both sides), a NoPE layer converts
+ * with RoPE frequencies 0 and a layer with its own base (Gemma 3's rope_local_base_freq) with that base's frequencies;
+ * the stock MLA export refuses them (analysis_attn_export_lacks), attnlab's own layouts
  * (TPA, `export DIR format attnlab`) keep them. */
 static bool convert_reason(const Model *m, const char *what, char *why, size_t cap) {
     const ModelConfig *c = &m->cfg;
@@ -114,7 +115,7 @@ static bool convert_reason(const Model *m, const char *what, char *why, size_t c
         return why_set(why, cap, "%s: the attention has %s between the projection and RoPE: %s factors the projections, "
                        "and the norm divides each q / k by its own per-token RMS, which the converted layer would not "
                        "reproduce; not covered", name, qk_norm_words(c), what);
-    return local_theta_reason(c, name, why, cap);
+    return false;
 }
 
 bool analysis_attn_export_lacks(const ModelConfig *c, const char *layout, char *why, size_t cap) {
@@ -280,12 +281,13 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
                        "latent, so there are no GQA key heads to merge, rotate or balance; convert mla and the TransMLA "
                        "figures take GQA models with RoPE (Llama, Mistral, Qwen2), e.g. `load demo-kvnorm` (planted "
                        "key-norm concentration) or `load demo-llama`", name, c->model_type, c->kv_lora_rank);
-    if (c->rope == ROPE_NONE)
+    char pos[64];
+    if (c->rope == ROPE_NONE && cfg_role_name(c, ROLE_POS_EMBED, 0, 0, "weight", pos, sizeof pos))
         return why_set(why, cap, "%s has no RoPE (%s): TransMLA's RoRoPE step needs rotary keys; convert mla takes Llama, "
-                       "Mistral and Qwen2 models", name, c->model_type);
+                       "Mistral and Qwen2 models, and attention without positions (Nemotron-H)", name, c->model_type);
     /* Partial rotary: RoRoPE on the rotary dims, the NoPE dims join the latent (transmla.h); the
      * evaluator turns the FIRST rope dims of a head, which is where rope_first puts them. */
-    if (c->qk_nope_dim > 0 && !c->rope_first)
+    if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && !c->rope_first)
         return why_set(why, cap, "%s: the NoPE dims of each head come before the RoPE dims (%d + %d): convert mla takes "
                        "partial rotary with the rotary dims first (GPT-NeoX, Phi-3)", name, c->qk_nope_dim,
                        c->qk_rope_dim);
@@ -425,7 +427,9 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
         snprintf(list + n, sizeof ok - n, "%s%s", n ? ", " : "", fmts[i].fmt);
     }
     snprintf(why, cap, "%s%s%s%s%s%s%s", ok, no[0] ? " (not: " : "", no, no[0] ? ", see their own lines)" : "",
-             mla[0] ? " (not: mla: " : "", mla, mla[0] ? "; convert mla runs in the session: ppl, check; `export DIR format attnlab` saves it)" : "");
+             mla[0] ? " (not: mla: " : "", mla, !mla[0] ? "" : m->cfg.lin.n_linear > 0
+             ? "; convert mla runs on the attention layers in the session: ppl, check; no export holds the other layers)"
+             : "; convert mla runs in the session: ppl, check; `export DIR format attnlab` saves it)");
     if (tpa_yes && m->cfg.lin.n_linear > 0 && strlen(why) + 1 < cap)   /* tpa_export_opts refuses a hybrid */
         snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: its format holds every layer as TPA attention, "
                  "and %d of the %d layers are %s; convert tpa runs in the session: ppl, check)", m->cfg.lin.n_linear,

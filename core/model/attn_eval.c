@@ -250,7 +250,7 @@ static int gather_bias(Model *m, head_kind kind, int layer, int n, size_t w, flo
 
 /* The RoPE frequencies of layer (its base: rope_local_base_freq on Gemma 3's sliding layers, which
  * also skip rope_scaling). */
-static int layer_freqs(Model *m, int layer, int dim, double **out) {
+int attn_rope_freqs_layer(const Model *m, int layer, int dim, double **out) {
     const ModelConfig *c = &m->cfg;
     if (cfg_layer_rope_scaled(c, layer) && cfg_layer_theta(c, layer) == c->rope_spec.theta) {
         if (attn_rope_freqs_model(m, dim, out)) return AL_ERR;
@@ -312,7 +312,7 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
     bool scaled = cfg_layer_rope_scaled(c, layer);
     double att = L->rope_dim && scaled ? rope_attention_factor(&c->rope_spec) : 1.0;
     L->scale = cfg_attn_scale(c, layer) * att * att;   /* YaRN's factor on q and k: every dim rotates */
-    if (L->rope_dim && layer_freqs(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;
+    if (L->rope_dim && attn_rope_freqs_layer(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;
     L->v_norm = c->v_norm;                                         /* Gemma 4 */
     if (c->attn_gate && load_gate(m, layer, L)) return AL_ERR;     /* Qwen3.5 / Qwen3-Next */
     if (load_qk_norm(m, layer, L)) return AL_ERR;
@@ -347,7 +347,7 @@ static int load_mla(Model *m, int layer, AttnLayer *L) {
     L->rope = c->rope_spec.layout;
     L->scale = cfg_attn_scale(c, layer);
     L->rope_mscale = rope_attention_factor(&c->rope_spec);
-    if (attn_rope_freqs_model(m, L->rope_dim, &L->inv_freq)) return AL_ERR;
+    if (attn_rope_freqs_layer(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;   /* attnlab_mla: Gemma 3's bases */
     if (L->q_rank > 0) {
         if (read_t(m, layer, ROLE_Q_A, &L->W_QA) || read_t(m, layer, ROLE_Q_B, &L->W_QB) ||
             read_vec(m, layer, ROLE_Q_A, "bias", (size_t)L->q_rank, &L->b_QA) ||

@@ -119,6 +119,9 @@ double *attn_rope_freqs(int dim, double theta);
  * Linear and llama3 depend on each frequency alone, so the frequencies for dim / M are every M-th
  * of those for dim. Caller frees. */
 int attn_rope_freqs_model(const Model *m, int dim, double **out);
+/* The RoPE frequencies (dim / 2) of layer's attention: the model's, or on a layer of its own base (Gemma 3's
+ * sliding layers: rope_local_base_freq, without rope_scaling) that base's; Gemma 4's proportional pairs. */
+int attn_rope_freqs_layer(const Model *m, int layer, int dim, double **out);
 
 /* Loads layer L of m (GQA families, GPT-2, DeepSeek MLA) as float32 row-vector matrices. */
 int attn_layer_load(Model *m, int layer, AttnLayer **out);
