@@ -60,8 +60,10 @@ void ws_mlastrat_line(Out *out, const Model *m, const MlastratOpts *s, const Tml
     else
         out_printf(out, "strategy %s: kv rank %s\n", lab, rk);
     if (s->alloc != MLASTRAT_ALLOC_CARE) return;
-    out_printf(out, "-alloc: CARE's greedy allocation by each layer's spectrum (residual share x depth weight / "
-               "sqrt(rank)), between %d and %d; per layer:", r->kv_rank / 2 > 0 ? r->kv_rank / 2 : 1, 2 * r->kv_rank);
+    int bmin = r->kv_rank / 4 > 1 ? r->kv_rank / 4 : 1;
+    out_printf(out, "-alloc: CARE's greedy allocation (its MLA converter's): K and V apart, half the budget each, by their "
+               "H^4 spectra (residual share x depth weight / sqrt(rank)), each %d-%d, the kv rank their sum; per layer:",
+               bmin, r->kv_rank > bmin ? r->kv_rank : bmin);
     for (int l = 0; l < r->n_layers; l++)
         if (r->layers[l]) out_printf(out, " %d: %d", l, r->layers[l]->kv_rank);
     out_printf(out, "\n");

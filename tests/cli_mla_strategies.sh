@@ -80,6 +80,10 @@ grep -q "export: layer [0-9] has other dims than the conversion's (rank [0-9]*, 
 # the per-layer ranks it prints sum to the budget, 5 x 16
 sum=$(grep "^-alloc: CARE" out.txt | sed 's/.*per layer://' | grep -o ": [0-9]*" | awk '{ s += $2 } END { print s }')
 [ "$sum" = 80 ] || fail "care-alloc ranks sum to $sum: [$(grep '^-alloc' out.txt)]"
+# CARE's MLA converter allocates K and V apart (half the budget each, on their H^4 spectra): these ranks, measured
+# (the joint spectrum's allocation gave 32 20 12 8 8)
+grep -q "^-alloc: CARE's greedy allocation (its MLA converter's): K and V apart.*per layer: 0: 25 1: 10 2: 20 3: 11 4: 14$" out.txt \
+    || fail "care-alloc K / V ranks: [$(grep '^-alloc' out.txt)]"
 
 # ---- plot mla-table: perplexity against KV values, one curve per strategy; its data the table's
 run -e "load $M; plot mla-table kv-ranks 32,16 strategies transmla,mha2mla-2norm,care $CAL data p.csv to p.png"

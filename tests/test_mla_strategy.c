@@ -260,6 +260,33 @@ static void test_alloc(void) {
     mat_free(R);
 }
 
+/* CARE's MLA converter's allocation: K and V apart, half the budget each. 2 layers at 4 per layer (min 2, max 8:
+ * per branch 1-4, 4 each). K: layer 0 flat, layer 1 one direction; V the other way round. By hand, K from (1, 1):
+ * layer 0 at rank 1 scores (1/4)/(3/4) x sqrt(2/1.5) = 0.385, layer 1 0 (nothing left): (2, 1); then layer 0 at 2:
+ * (1/4)/(2/4) x 1.155 / sqrt 2 = 0.408 > 0: (3, 1). V likewise (1, 3). Ranks (4, 4): a joint allocation of the
+ * same eight values per layer gives every rank past the minimum by one spectrum, not two. */
+static void test_alloc_kv(void) {
+    double flat[] = {1, 1, 1, 1, 1, 1}, one[] = {1, 0, 0, 0, 0, 0};
+    const double *k[] = {flat, one}, *v[] = {one, flat};
+    size_t n[] = {6, 6};
+    int rk[2], rv[2];
+    CHECK_OK(mlastrat_alloc_kv(k, n, v, n, 2, 4, 2, 8, rk, rv));
+    CHECK(rk[0] == 3 && rk[1] == 1 && rv[0] == 1 && rv[1] == 3, "K ranks %d %d (want 3 1), V %d %d (want 1 3)", rk[0],
+          rk[1], rv[0], rv[1]);
+    /* budgets: 3 layers at 5: K 7, V 8; each branch within [1, 5] (min 2 -> 1, max 10 -> 5) */
+    double a[] = {4, 2, 1, 0.5, 0.25, 0.1}, b[] = {1, 0.9, 0.8, 0.7, 0.6, 0.5}, c[] = {9, 1, 0.1, 0.01, 0, 0};
+    const double *k3[] = {a, b, c}, *v3[] = {c, a, b};
+    size_t n3[] = {6, 6, 6};
+    int rk3[3], rv3[3], sk = 0, sv = 0;
+    CHECK_OK(mlastrat_alloc_kv(k3, n3, v3, n3, 3, 5, 2, 10, rk3, rv3));
+    for (int l = 0; l < 3; l++) {
+        sk += rk3[l];
+        sv += rv3[l];
+        CHECK(rk3[l] >= 1 && rk3[l] <= 5 && rv3[l] >= 1 && rv3[l] <= 5, "layer %d: K %d V %d", l, rk3[l], rv3[l]);
+    }
+    CHECK(sk == 7 && sv == 8, "K ranks sum to %d (want 7), V to %d (want 8)", sk, sv);
+}
+
 int main(void) {
     test_index_sets();
     test_2norm_planted();
@@ -268,5 +295,6 @@ int main(void) {
     test_care_layer();
     test_care_undamped_is_pca();
     test_alloc();
+    test_alloc_kv();
     return check_done();
 }

@@ -131,12 +131,13 @@ static double care_gain(const double *sq, const double *pre, size_t n, int r, in
     return local * horizon / cost;
 }
 
-int mlastrat_alloc_ranks(const double *const *sv, const size_t *n_sv, int L, int per_layer, int min_rank, int max_rank,
-                         int *ranks) {
-    long remaining = (long)L * per_layer - (long)L * min_rank;
+/* CARE's greedy allocation of `total` ranks (allocate_joint_dynamic_ranks); each spectrum's first n_sv[l] values. */
+static int alloc_budget(const double *const *sv, const size_t *n_sv, int L, long total, int min_rank, int max_rank,
+                        int *ranks) {
+    long remaining = total - (long)L * min_rank;
     if (L < 1 || min_rank < 1 || min_rank > max_rank || remaining < 0)
-        return al_err("CARE's allocation: min rank %d, max %d, %d per layer over %d layers do not fit", min_rank,
-                      max_rank, per_layer, L);
+        return al_err("CARE's allocation: min rank %d, max %d, %ld in all over %d layers do not fit", min_rank,
+                      max_rank, total, L);
     double **sq = al_calloc((size_t)L, sizeof *sq, "spectra"), **pre = al_calloc((size_t)L, sizeof *pre, "spectra");
     int rc = sq && pre ? AL_OK : AL_ERR;
     for (int l = 0; rc == AL_OK && l < L; l++) {
@@ -158,6 +159,27 @@ int mlastrat_alloc_ranks(const double *const *sv, const size_t *n_sv, int L, int
     }
     for (int l = 0; sq && l < L; l++) { free(sq[l]); if (pre) free(pre[l]); }
     free(sq); free(pre);
+    return rc;
+}
+
+int mlastrat_alloc_ranks(const double *const *sv, const size_t *n_sv, int L, int per_layer, int min_rank, int max_rank,
+                         int *ranks) {
+    return alloc_budget(sv, n_sv, L, (long)L * per_layer, min_rank, max_rank, ranks);
+}
+
+int mlastrat_alloc_kv(const double *const *svk, const size_t *nk, const double *const *svv, const size_t *nv, int L,
+                      int per_layer, int min_rank, int max_rank, int *rk, int *rv) {
+    long total = (long)L * per_layer, kb = total / 2;
+    int bmin = min_rank / 2 > 1 ? min_rank / 2 : 1, bmax = max_rank / 2 > bmin ? max_rank / 2 : bmin;
+    size_t *tk = al_calloc((size_t)L, sizeof *tk, "spectra"), *tv = al_calloc((size_t)L, sizeof *tv, "spectra");
+    int rc = tk && tv ? AL_OK : AL_ERR;
+    for (int l = 0; rc == AL_OK && l < L; l++) {      /* svals[:branch_max_rank]: the energies of those alone */
+        tk[l] = nk[l] < (size_t)bmax ? nk[l] : (size_t)bmax;
+        tv[l] = nv[l] < (size_t)bmax ? nv[l] : (size_t)bmax;
+    }
+    if (rc == AL_OK) rc = alloc_budget(svk, tk, L, kb, bmin, bmax, rk);
+    if (rc == AL_OK) rc = alloc_budget(svv, tv, L, total - kb, bmin, bmax, rv);
+    free(tk); free(tv);
     return rc;
 }
 
@@ -400,6 +422,47 @@ int mlastrat_layer_spectrum(const AttnLayer *gqa, const MlastratOpts *s, const T
     return rc;
 }
 
+/* The eigenvalues of block [lo, hi) of the moment C (n square) damped by MLASTRAT_KV_DAMP mean(diag), clamped at
+ * 1e-8 and raised to MLASTRAT_KV_POWER, descending (lora_qkv.py svd_project_singular_values: the singular values
+ * of H^p Wᵀ, with W the up-projection, whose columns are orthogonal of one norm -- the GQA repeat of an orthonormal
+ * basis --, so they are those powers up to one factor, which the allocation's ratios do not see): *sv (*m). */
+static int powered_block(const double *C, size_t n, size_t lo, size_t hi, double **sv, size_t *m) {
+    size_t b = hi - lo;
+    double *A = dalloc(b, b, "a moment block"), *w = dalloc(b, 1, "eigenvalues"), tr = 0;
+    int rc = A && w ? AL_OK : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < b; i++) {
+        memcpy(A + i * b, C + (lo + i) * n + lo, b * sizeof(double));
+        tr += A[i * b + i];
+    }
+    for (size_t i = 0; rc == AL_OK && i < b; i++) A[i * b + i] += MLASTRAT_KV_DAMP * tr / (double)b;
+    if (rc == AL_OK && b) rc = tmla_eig_desc(A, b, w, "CARE's K / V moment");
+    for (size_t i = 0; rc == AL_OK && i < b; i++) w[i] = pow(fmax(w[i], 1e-8), MLASTRAT_KV_POWER);
+    free(A);
+    *sv = rc == AL_OK ? w : NULL;
+    *m = rc == AL_OK ? b : 0;
+    if (rc) free(w);
+    return rc;
+}
+
+int mlastrat_layer_kv_spectra(const AttnLayer *gqa, const MlastratOpts *s, const TmlaOpts *o, const double *Sigma,
+                              const double *mu, double **svk, size_t *nk, double **svv, size_t *nv) {
+    *svk = *svv = NULL;
+    *nk = *nv = 0;
+    AttnLayer *plain = NULL;
+    Prep p = {0};
+    int rc = tmla_qkn_plain(gqa, (tmla_qkn_mode)o->qk_norm, Sigma, mu, &plain);
+    if (rc == AL_OK) rc = prep_rope(plain ? plain : gqa, s, o, Sigma, mu, &p);
+    if (rc == AL_OK) {
+        size_t nJ = (size_t)p.T->n_J, nK = (size_t)(p.T->G * p.T->d - p.T->D);
+        rc = powered_block(p.C_J, nJ, 0, nK, svk, nk);
+        if (rc == AL_OK) rc = powered_block(p.C_J, nJ, nK, nJ, svv, nv);
+        if (rc) { free(*svk); *svk = NULL; *nk = 0; }
+    }
+    prep_free(&p);
+    attn_layer_free(plain);
+    return rc;
+}
+
 /* ================================================================ the whole model */
 
 /* Resolves o for strategy s on m: TransMLA's options (freqfold, rope-dim, layers, q/k norm), then
@@ -423,28 +486,32 @@ static int resolve(const Model *m, TmlaOpts *o, const MlastratOpts *s, int *D, i
     return AL_OK;
 }
 
-/* CARE's allocation over the layers [o->layer_lo, o->layer_hi] at R per layer (ranks[l]). */
+/* CARE's allocation over the layers [o->layer_lo, o->layer_hi] at R per layer (ranks[l]): as its MLA converter
+ * (lora_qkv.py, dynamic_rank), K and V apart on their H^4 spectra, half the budget each; a layer's rank their sum. */
 static int alloc_layers(Model *m, const TmlaOpts *o, const MlastratOpts *s, int R, int nJ, int *ranks) {
     const ModelConfig *c = &m->cfg;
     int L = layersel_count(c, o->layer_lo, o->layer_hi), k = 0, rc = AL_OK;
-    double **sv = al_calloc((size_t)L + 1, sizeof *sv, "spectra");
-    size_t *n = al_calloc((size_t)L + 1, sizeof *n, "spectra");
-    int *rk = al_calloc((size_t)L + 1, sizeof *rk, "ranks");
-    if (!sv || !n || !rk) rc = AL_ERR;
+    double **sk = al_calloc((size_t)L + 1, sizeof *sk, "spectra"), **sv = al_calloc((size_t)L + 1, sizeof *sv, "spectra");
+    size_t *nk = al_calloc((size_t)L + 1, sizeof *nk, "spectra"), *nv = al_calloc((size_t)L + 1, sizeof *nv, "spectra");
+    int *rk = al_calloc((size_t)L + 1, sizeof *rk, "ranks"), *rv = al_calloc((size_t)L + 1, sizeof *rv, "ranks");
+    if (!sk || !sv || !nk || !nv || !rk || !rv) rc = AL_ERR;
     for (int l = o->layer_lo; rc == AL_OK && l <= o->layer_hi; l = layersel_next(c, l + 1, o->layer_hi), k++) {
         AttnLayer *gqa = NULL;
         const double *S = o->sigma ? o->sigma[l] : NULL, *mu = S && o->mu ? o->mu[l] : NULL;
         rc = attn_layer_load(m, l, &gqa);
         if (rc == AL_OK) rc = tmla_nope_as_rope(c, gqa);
-        if (rc == AL_OK) rc = mlastrat_layer_spectrum(gqa, s, o, S, mu, &sv[k], &n[k]);
+        if (rc == AL_OK) rc = mlastrat_layer_kv_spectra(gqa, s, o, S, mu, &sk[k], &nk[k], &sv[k], &nv[k]);
         attn_layer_free(gqa);
     }
     int max_rank = 2 * R < nJ ? 2 * R : nJ, min_rank = R / 2 > 0 ? R / 2 : 1;
-    if (rc == AL_OK) rc = mlastrat_alloc_ranks((const double *const *)sv, n, L, R, min_rank, max_rank, rk);
+    if (rc == AL_OK)
+        rc = mlastrat_alloc_kv((const double *const *)sk, nk, (const double *const *)sv, nv, L, R, min_rank, max_rank,
+                               rk, rv);
     k = 0;
-    for (int l = o->layer_lo; rc == AL_OK && l <= o->layer_hi; l = layersel_next(c, l + 1, o->layer_hi)) ranks[l] = rk[k++];
-    for (int i = 0; sv && i < L; i++) free(sv[i]);
-    free(sv); free(n); free(rk);
+    for (int l = o->layer_lo; rc == AL_OK && l <= o->layer_hi; l = layersel_next(c, l + 1, o->layer_hi), k++)
+        ranks[l] = rk[k] + rv[k];
+    for (int i = 0; sk && sv && i < L; i++) { free(sk[i]); free(sv[i]); }
+    free(sk); free(sv); free(nk); free(nv); free(rk); free(rv);
     return rc;
 }
 

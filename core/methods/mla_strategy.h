@@ -35,10 +35,12 @@
  *             r its current rank): the share of the residual the next direction removes, weighted to
  *             earlier layers and against ranks already given. Sums to n R (unless every layer is
  *             full). A layer whose spectrum has nothing left gets nothing more. The spectrum is the
- *             joint latent's operator's (care: C^{1/2} W_J, as zeroshot's care ranks K and V; transmla:
- *             the balanced PCA input; mha2mla: the weights); CARE's MLA converter instead allocates
- *             K and V apart, half the budget each, on H^4-powered spectra (NEW_SQRT_BASIS_POWER):
- *             not reproduced here.
+ *             allocation of CARE's MLA converter (lora_qkv.py, dynamic_rank), for every strategy: K and V
+ *             apart (mlastrat_alloc_kv), half the budget each (K n R / 2 rounded down), each between
+ *             max(1, min_rank / 2) and max_rank / 2, each on its own spectrum: the damped eigenvalues of the
+ *             latent's K-nope or V second moment H (after the strategy's RoPE step) to the power 4
+ *             (NEW_SQRT_BASIS_POWER: the singular values of H^4 Wᵀ), its first max_rank / 2; a layer's kv
+ *             rank is its K rank plus its V rank.
  * Every strategy's layers are built by tmla_build (DeepSeek-V3's layout); only a TransMLA or CARE
  * conversion with uniform ranks keeps one standard RoPE key and one kv_lora_rank (exportable). */
 #ifndef AL_MLA_STRATEGY_H
@@ -53,6 +55,8 @@ typedef enum { MLASTRAT_SVD_JOINT, MLASTRAT_SVD_SPLIT } mlastrat_svd;
 typedef enum { MLASTRAT_ALLOC_UNIFORM, MLASTRAT_ALLOC_CARE } mlastrat_alloc;
 
 #define MLASTRAT_CARE_DAMP 0.1    /* CARE's sqrt path: percdamp 0.01 x 10, times the mean diagonal */
+#define MLASTRAT_KV_DAMP 0.01     /* CARE's allocation spectra: percdamp, times the mean diagonal */
+#define MLASTRAT_KV_POWER 4.0     /* ... raised to NEW_SQRT_BASIS_POWER's default */
 
 typedef struct {
     mlastrat_kind kind;
@@ -92,6 +96,16 @@ int mlastrat_care_basis(const double *W, size_t m, size_t n, const double *C, do
  * n_layers budget_per_layer in all, between min_rank and max_rank (and n_sv[l]). */
 int mlastrat_alloc_ranks(const double *const *sv, const size_t *n_sv, int n_layers, int budget_per_layer, int min_rank,
                          int max_rank, int *ranks);
+
+/* CARE's MLA converter's allocation (allocate_separate_branch_ranks): K gets n_layers budget_per_layer / 2 (rounded
+ * down), V the rest, each by mlastrat_alloc_ranks' rule between max(1, min_rank / 2) and max(that, max_rank / 2) on
+ * the first max_rank / 2 values of its spectra (svk[l]: nk[l] values; svv, nv); rk, rv the K and V ranks. */
+int mlastrat_alloc_kv(const double *const *svk, const size_t *nk, const double *const *svv, const size_t *nv,
+                      int n_layers, int budget_per_layer, int min_rank, int max_rank, int *rk, int *rv);
+/* The K-nope and V spectra of layer gqa's latent under strategy s's RoPE step (what alloc care ranks by:
+ * mlastrat_alloc_kv): the damped eigenvalues of their second moments to MLASTRAT_KV_POWER, descending; caller frees. */
+int mlastrat_layer_kv_spectra(const AttnLayer *gqa, const MlastratOpts *s, const TmlaOpts *o, const double *Sigma,
+                              const double *mu, double **svk, size_t *nk, double **svv, size_t *nv);
 
 /* The mha2mla r for a model (s->rope_pairs, or rope_dim / (2 G), at least 1); an error names the range. */
 int mlastrat_pairs_per_head(const ModelConfig *c, const MlastratOpts *s, int rope_dim, int *r);
