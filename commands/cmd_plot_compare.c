@@ -23,6 +23,7 @@
 #include "params.h"
 #include "session.h"
 #include "ws_compare.h"
+#include "ws_mlastrat.h"
 
 /* ================================================================ shared pieces */
 
@@ -304,20 +305,28 @@ const char CMD_PLOT_COMPARE_BUDGETS_HELP[] =
     "perplexity against the values each method reads per token on average: one curve per method,\n"
     "the width methods solid with circles, token eviction (StreamingLLM, H2O, SnapKV) squares,\n"
     "width + eviction triangles, the model a diamond; the rows are printed as a table.\n"
+    "`strategies all|S,...` (with a text) adds the one-shot MLA strategies of `convert mla ... strategy`\n"
+    "(transmla, mha2mla-..., care, -alloc) beside them: each at kv rank = budget - the RoPE dims\n"
+    "TransMLA keeps, on every attention layer, with the session's calibration (`calibrate FILE` first;\n"
+    "q/k-norm models: qk-norm fold), its perplexity on the same windows, dashed with down triangles.\n"
     "Examples:\n"
     "  plot compare-budgets to tradeoff.png\n"
     "  plot compare-budgets budgets 16,32,64,96 layers 0-1 what score\n"
-    "  plot compare-budgets text story.txt budgets 8,16,32,48 seqlen 128 to width-vs-length.png";
+    "  plot compare-budgets text story.txt budgets 8,16,32,48 seqlen 128 to width-vs-length.png\n"
+    "  calibrate story.txt; plot compare-budgets text story.txt budgets 24,40,56 strategies all";
 
 const Param cmd_plot_compare_budgets_kw[] = {
     { .name = "budgets", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "B,B,...",
       .help = "budgets to compare, values per token per layer (default: 1/16 .. 7/8 of the model's cache)" },
     PCMP_SHARED,
     WS_CMP_TEXT_KW,
+    { .name = "strategies", .type = ARG_STRING, .comp = COMP_NONE, .metavar = "all|S,S,...",
+      .help = "with text: also the one-shot MLA strategies (convert mla's strategy words; all: eight)" },
     {0}
 };
 
 #define MAX_BUDGETS 32
+#define MAX_STRATS 32
 #define BTEXT_MAX_ROWS 16                       /* budget_text's rows: 1 + 6 + 3 + 5 */
 
 static int cmp_size(const void *x, const void *y) {
@@ -520,11 +529,13 @@ static int text_sweep(Session *s, Model *m, const Args *a, const CheckText *tx, 
     return rc;
 }
 
-/* One curve per row over the budgets where it runs (compacted in place; the model once). */
-static size_t text_curves(TextSweep *b, size_t nb, PlotCurve *cv) {
+/* One curve per row over the budgets where it runs (compacted in place; the model once); width_only: the model and
+ * the width methods alone. */
+static size_t text_curves(TextSweep *b, size_t nb, bool width_only, PlotCurve *cv) {
     static const int DASH[] = {1, 1, 2, 3}, MARK[] = {3, 0, 1, 2};     /* by family: model, width, eviction, both */
     size_t nc = 0;
     for (int j = 0; j < b->nrows; j++) {
+        if (width_only && b->fam[j] != BTEXT_MODEL && b->fam[j] != BTEXT_WIDTH) continue;
         double *x = b->x[j], *y = b->y[j];
         size_t np = 0;
         for (size_t i = 0; i < nb; i++) {
@@ -539,6 +550,59 @@ static size_t text_curves(TextSweep *b, size_t nb, PlotCurve *cv) {
                                    .slot = j, .marker = MARK[b->fam[j]], .dash = DASH[b->fam[j]]};
     }
     return nc;
+}
+
+/* The strategies' curves on the text (x: KV values per token and layer, y: perplexity), dashed, down triangles. */
+typedef struct {
+    double x[MAX_STRATS][MAX_BUDGETS], y[MAX_STRATS][MAX_BUDGETS];
+    char label[MAX_STRATS][72];
+} StratCurves;
+
+/* `strategies LIST` on the text tx at budgets: their table printed, their curves appended to cv (nc). */
+static int strat_text(Session *s, const Args *a, Out *out, const CheckText *tx, const size_t *budgets, size_t nb,
+                      StratCurves *sc, PlotCurve *cv, size_t *nc) {
+    Model *m = s->cur;
+    MlastratTable *t = NULL;
+    size_t ns = 0;
+    int rc = ws_mlastrat_budgets(s, m, args_str(a, "strategies"), budgets, nb, tx->ids, tx->n, tx->seqlen, &t, &ns);
+    if (rc) return rc;
+    size_t nr = t->n / ns;
+    out_printf(out, "one-shot MLA strategies at %zu kv ranks (budget - RoPE dims), session calibration; perplexity on "
+               "the same windows (model %.6g); the figure draws them beside the model and the width methods (the "
+               "eviction rows are in the table above)\n", nr, exp(t->base_nll));
+    Table *tb = ws_mlastrat_rows(m, t);
+    char *tab = tb ? table_render(tb, s->fmt, s->prec) : NULL;
+    if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));
+    free(tab);
+    table_free(tb);
+    for (size_t i = 0; i < ns && i < MAX_STRATS; i++) {
+        char lab[64];
+        for (size_t k = 0; k < nr && k < MAX_BUDGETS; k++) {
+            sc->x[i][k] = t->rows[k * ns + i].kv_values;
+            sc->y[i][k] = exp(t->rows[k * ns + i].nll);
+        }
+        snprintf(sc->label[i], sizeof sc->label[i], "mla %s", mlastrat_label(&t->rows[i].strat, lab, sizeof lab));
+        cv[(*nc)++] = (PlotCurve){.label = sc->label[i], .x = sc->x[i], .y = sc->y[i], .n = nr < MAX_BUDGETS ? nr : MAX_BUDGETS,
+                                  .points = true, .fixed_color = true, .slot = 7 + (int)i, .marker = 4, .dash = 2};
+    }
+    mlastrat_table_free(t);
+    return AL_OK;
+}
+
+/* The text figure's title and axes, drawn. */
+static int text_draw(Session *s, const Args *a, Out *out, const TextSweep *b, const size_t *budgets, size_t nb,
+                     const PlotCurve *cv, size_t nc) {
+    Model *m = s->cur;
+    char title[256], sub[256], auto_name[256];
+    snprintf(title, sizeof title, "%s: perplexity against KV cache, width and length (model: %zu values)", m->name,
+             cfg_kv_values(&m->cfg));
+    snprintf(sub, sizeof sub, "budgets %zu-%zu; eviction at the same keys read per window of %zu; circles, solid: width; "
+             "squares: eviction; triangles: width at 2B + StreamingLLM%s", budgets[0], budgets[nb - 1], b->seqlen,
+             args_given(a, "strategies") ? "; down triangles, dashed: MLA strategies (eviction: the table)" : "");
+    snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-text", m->name);
+    PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "KV values per token per layer (on average)",
+                      .ylabel = "perplexity", .logy = !args_flag(a, "linear")};
+    return plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
 }
 
 /* `plot compare-budgets text FILE`: perplexity against values per token for every method. */
@@ -560,30 +624,26 @@ static int budgets_text(Session *s, const Args *a, Out *out) {
     if (rc == AL_OK)
         out_printf(out, "%s: perplexity of %s: %zu tokens predicted in windows of %zu, at %zu budgets (the model caches %zu values "
                    "per token per layer)\n", m->name, tx.on, b->tokens, b->seqlen, nb, kv);
-    ws_check_text_free(&tx);
     char *tab = rc == AL_OK ? table_render(t, s->fmt, s->prec) : NULL;
     if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));
     free(tab);
     table_free(t);
-    PlotCurve cv[BTEXT_MAX_ROWS];
-    size_t nc = rc == AL_OK ? text_curves(b, nb, cv) : 0;
-    if (rc == AL_OK) {
-        char title[256], sub[256], auto_name[256];
-        snprintf(title, sizeof title, "%s: perplexity against KV cache, width and length (model: %zu values)", m->name, kv);
-        snprintf(sub, sizeof sub, "budgets %zu-%zu; eviction at the same keys read per window of %zu; circles, solid: width; "
-                 "squares: eviction; triangles: width at 2B + StreamingLLM", budgets[0], budgets[nb - 1], b->seqlen);
-        snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-text", m->name);
-        PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "KV values per token per layer (on average)",
-                          .ylabel = "perplexity", .logy = !args_flag(a, "linear")};
-        rc = plot_dest_curves(s, a, out, auto_name, &lab, cv, nc);
-    }
+    PlotCurve cv[BTEXT_MAX_ROWS + MAX_STRATS];
+    StratCurves *sc = args_given(a, "strategies") ? al_calloc(1, sizeof *sc, "the strategies' curves") : NULL;
+    size_t nc = rc == AL_OK ? text_curves(b, nb, args_given(a, "strategies"), cv) : 0;
+    if (rc == AL_OK && args_given(a, "strategies")) rc = sc ? strat_text(s, a, out, &tx, budgets, nb, sc, cv, &nc) : AL_ERR;
+    ws_check_text_free(&tx);
+    if (rc == AL_OK) rc = text_draw(s, a, out, b, budgets, nb, cv, nc);
     free(b);
+    free(sc);
     return rc;
 }
 
 int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     if (ws_compare_on_text(a)) return budgets_text(s, a, out);
+    if (args_given(a, "strategies"))
+        return al_err("plot compare-budgets: strategies draws perplexity: give it with text FILE (or ids FILE, heldout)");
     int what = args_enum(a, "what");
     size_t kv_model = cfg_kv_values(&m->cfg), budgets[MAX_BUDGETS], nb;
     WsCmpKey q;

@@ -10,7 +10,9 @@
 
 #include "layersel.h"
 #include "mla_export.h"
+#include "calib.h"
 #include "tmla_qkn.h"
+#include "ws_calib.h"
 #include "ws_lm.h"
 #include "ws_tmla.h"
 
@@ -173,6 +175,46 @@ int ws_mlastrat_table(Session *s, Model *m, const Args *a, const int *ranks, siz
                    u.ppl_on, u.seqlen, exp((*t)->base_nll), (*t)->base_nll);
     }
     ws_tmla_stats_release(&u);
+    return rc;
+}
+
+/* The kv ranks of budgets (values per token per layer) after TransMLA's default RoPE dims of m: R[*nr]. */
+static int budget_ranks(Model *m, const size_t *budgets, size_t nb, int *R, size_t *nr) {
+    const ModelConfig *c = &m->cfg;
+    TmlaOpts o = tmla_opts_default();
+    o.qk_norm = c->qk_norm != QKN_NONE ? TMLA_QKN_FOLD : 0;
+    if (tmla_resolve_opts(m, &o)) return AL_ERR;
+    size_t D = (size_t)o.rope_dim, nJ = (size_t)(c->n_kv_heads * cfg_d_qk(c)) - D + (size_t)(c->n_kv_heads * c->v_dim);
+    *nr = 0;
+    for (size_t i = 0; i < nb && *nr < 32; i++)
+        if (budgets[i] > D && budgets[i] - D <= nJ) R[(*nr)++] = (int)(budgets[i] - D);
+    if (!*nr)
+        return al_err("strategies: no budget leaves a kv rank after the %zu RoPE dims of the shared key (1-%zu more): "
+                      "give budgets %zu-%zu", D, nJ, D + 1, D + nJ);
+    return AL_OK;
+}
+
+int ws_mlastrat_budgets(Session *s, Model *m, const char *list, const size_t *budgets, size_t nb, const int *ids,
+                        size_t n, size_t seqlen, MlastratTable **t, size_t *ns) {
+    *t = NULL;
+    MlastratOpts st[32];
+    int R[32];
+    size_t nr;
+    const CalibStats *cst = NULL;
+    if (ws_mlastrat_parse_list(list, st, 32, ns) || budget_ranks(m, budgets, nb, R, &nr)) return AL_ERR;
+    if (ws_calib_stats(s, m, &cst) || !cst || !cst->has_x)
+        return al_err("strategies: the one-shot MLA strategies (CARE whitens by them) need the session's calibration of "
+                      "%s with its attention inputs: run calibrate FILE first", m->name);
+    double **sigma = NULL, **mu = NULL;
+    if (calib_input_arrays(cst, 0, -1, &sigma, &mu)) return AL_ERR;
+    MlastratTableOpts o = {.kv_ranks = R, .n_ranks = nr, .strats = st, .n_strats = *ns, .layer_lo = 0, .layer_hi = -1,
+                           .sigma = (const double *const *)sigma, .mu = (const double *const *)mu, .ids = ids,
+                           .n_ids = n, .seqlen = seqlen};
+    if (m->cfg.qk_norm != QKN_NONE) o.qk_norm = TMLA_QKN_FOLD;
+    Forward *f = NULL;
+    int rc = lm_forward(s, m, &f);
+    if (rc == AL_OK) rc = mlastrat_table(f, &o, t);
+    calib_free_arrays(cst->sh.n_layers, sigma, mu);
     return rc;
 }
 

@@ -34,6 +34,12 @@ int ws_mlastrat_ranks(const char *what, const char *list, int *R, size_t cap, si
  * ranks, the strategies list and the perplexity text from a; narrates the statistics on out. */
 int ws_mlastrat_table(Session *s, Model *m, const Args *a, const int *ranks, size_t n_ranks, bool fig, Out *out,
                       MlastratTable **t);
+/* The strategies of list (all: eight) at every budget of budgets (nb, KV values per token per layer) that leaves
+ * a kv rank: R = budget - the RoPE dims TransMLA keeps by default, on every attention layer, with the session's
+ * calibration of m (its attention inputs: `calibrate FILE` first), perplexity on ids (n, windows of seqlen; the
+ * forward pass's own eps, as the model's). *ns: the strategies; *t rank-major (no row: an error says why). */
+int ws_mlastrat_budgets(Session *s, Model *m, const char *list, const size_t *budgets, size_t nb, const int *ids,
+                        size_t n, size_t seqlen, MlastratTable **t, size_t *ns);
 /* The table as rows (kv_rank, strategy, rope, latent, alloc, kv_values, rank_min, rank_max,
  * source_rope_removed, score_err, out_err, nll, ppl). */
 Table *ws_mlastrat_rows(const Model *m, const MlastratTable *t);
