@@ -58,7 +58,7 @@ done
 
 run -e "load g3; convert mla kv-rank full qk-norm fold ppl off; export g3-ds"
 ok "g3: the stock export is refused" test "$(rc)" = 1
-ok "  naming the per-layer RoPE base" grep -q "per-layer RoPE base (DeepSeek-V3 has one rope_theta and rope_scaling for every layer" err.txt
+ok "  naming the per-layer RoPE base" grep -q "per-layer RoPE base (DeepSeek-V3 has one rope_theta for every layer" err.txt
 p_s=$(ppl_of "load g3; convert mla kv-rank 24 qk-norm fold ppl off; export g3-al format attnlab; ppl ids x40.ids")
 p_r=$(ppl_of "load g3-al; ppl ids x40.ids")
 case "$p_s$p_r" in *ERR*) fail "g3: format attnlab [$p_s] [$p_r]" ;;

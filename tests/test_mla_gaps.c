@@ -37,6 +37,21 @@ static void expect(const char *body, const char *const *features, size_t n) {
     al_err_clear();
 }
 
+/* Gemma 3 as convert mla exports it (qk-norm fold / drop: the norm made plain): its sliding layers turn at
+ * rope_local_base_freq without rope_scaling, its full ones at rope_theta -- two RoPEs, named with the rest. */
+static void gemma3(void) {
+    ModelConfig c;
+    CHECK_OK(model_config_parse("{\"model_type\": \"gemma3_text\", \"head_dim\": 16, \"sliding_window\": 8, "
+                                "\"query_pre_attn_scalar\": 16, \"rope_local_base_freq\": 10000, \"rope_theta\": 1000000, "
+                                "\"sliding_window_pattern\": 2, " DIMS "}", "t/config.json", &c));
+    CHECK_ERR(mla_gaps_check(&c, true), "per-layer RoPE base (DeepSeek-V3 has one rope_theta for every layer; needs "
+              "Gemma 3's rope_local_base_freq (no rope_scaling) on the sliding layers)");
+    const char *msg = al_errmsg();
+    CHECK(strstr(msg, "sliding window (") && strstr(msg, "block norms (") && !strstr(msg, "q/k norm (") &&
+          strstr(msg, "format attnlab` saves it"), "gemma3: the other gaps, the norm made plain: %s", msg);
+    al_err_clear();
+}
+
 int main(void) {
     expect("\"model_type\": \"llama\"", NULL, 0);
     expect("\"model_type\": \"mixtral\", \"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"sliding_window\": null",
@@ -57,5 +72,9 @@ int main(void) {
            (const char *[]){"sliding window", "attention sinks", "MoE router"}, 3);
     expect("\"model_type\": \"glm4_moe\", \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"first_k_dense_replace\": 1, "
            "\"moe_intermediate_size\": 32", (const char *[]){"MoE router"}, 1);
+    gemma3();
+    /* GPT-2: attention without RoPE (a conversion with RoPE dims 0 has no stock form) */
+    expect("\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_head\": 4, \"n_layer\": 4, \"n_positions\": 64",
+           (const char *[]){"no RoPE", "LayerNorm"}, 2);
     return check_done();
 }

@@ -22,6 +22,7 @@ static bool has_layer_theta(const ModelConfig *c) {
         if (cfg_layer_theta(c, l) != c->rope_spec.theta || !cfg_layer_rope_scaled(c, l)) return true;
     return false;
 }
+static bool has_no_rope(const ModelConfig *c) { return c->rope == ROPE_NONE; }
 static bool has_parallel(const ModelConfig *c) { return c->block == BLOCK_PARALLEL; }
 static bool has_block_norms(const ModelConfig *c) { return c->block != BLOCK_PRE && c->block != BLOCK_PARALLEL; }
 static bool has_layernorm(const ModelConfig *c) { return c->norm != NORM_RMS; }
@@ -41,8 +42,10 @@ static const MlaGap ROWS[] = {
      "which no absorbed MLA decode (vLLM, SGLang) does", has_qk_norm},
     {"NoPE layers", "one RoPE for every layer (a NoPE layer converts with RoPE frequencies 0)", "per-layer NoPE "
      "(SmolLM3's no_rope_layers) in the DeepSeek attention", has_nope_layers},
-    {"per-layer RoPE base", "one rope_theta and rope_scaling for every layer", "a second RoPE on the sliding layers "
-     "(Gemma 3's rope_local_base_freq, without rope_scaling) in the DeepSeek attention", has_layer_theta},
+    {"no RoPE", "a RoPE key in every layer (qk_rope_head_dim > 0)", "an MLA without a RoPE part (qk_rope_head_dim 0: "
+     "the whole key in the latent), which vLLM's and SGLang's MLA kernels do not take", has_no_rope},
+    {"per-layer RoPE base", "one rope_theta for every layer", "Gemma 3's rope_local_base_freq (no rope_scaling) on "
+     "the sliding layers", has_layer_theta},
     {"parallel residual", "no parallel blocks (other norms around the blocks)", "GPT-NeoX's use_parallel_residual in "
      "the DeepSeek decoder layer", has_parallel},
     {"block norms", "no post-attention / post-feedforward norms", "Gemma's / OLMo 2's extra norms in the decoder layer", has_block_norms},

@@ -347,7 +347,7 @@ static int load_mla(Model *m, int layer, AttnLayer *L) {
     L->rope = c->rope_spec.layout;
     L->scale = cfg_attn_scale(c, layer);
     L->rope_mscale = rope_attention_factor(&c->rope_spec);
-    if (attn_rope_freqs_layer(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;   /* attnlab_mla: Gemma 3's bases */
+    if (L->rope_dim && attn_rope_freqs_layer(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;   /* Gemma 3's bases */
     if (L->q_rank > 0) {
         if (read_t(m, layer, ROLE_Q_A, &L->W_QA) || read_t(m, layer, ROLE_Q_B, &L->W_QB) ||
             read_vec(m, layer, ROLE_Q_A, "bias", (size_t)L->q_rank, &L->b_QA) ||
