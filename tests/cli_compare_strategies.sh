@@ -12,7 +12,6 @@ cli_setup /tmp/attnlab-cli-compare-strategies shared-cache
 cd "$T" || exit 1
 M="$ATTNLAB_MODELS/stories260K-hf"
 TXT="$ATTNLAB_SRC/examples/tinystory.txt"
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
 
 run -e "load $M; calibrate $TXT seqlen 64 samples 32; plot compare-budgets heldout budgets 24,40 strategies transmla,care,mha2mla-2norm to f.png"
 ok "plot compare-budgets with strategies runs" test "$(rc)" = 0

@@ -8,6 +8,8 @@
 #   fail MESSAGE         records a failed check: [ cond ] || fail "what, with [$(cat out.txt)]"
 #   run ARGS...          runs attnlab: stdout in out.txt, stderr in err.txt, status in rc.txt;
 #   rc                   prints that status
+#   ppl_of CMDS          the last ppl the commands print (json), or "ERR: " and the error
+#   near A B TOL         |A - B| <= TOL |B|;  max_err COL: the largest of column COL of check's rows
 #   has / hasnt TEXT PATTERN   grep a string
 #   png_size FILE        "WxH" from the IHDR chunk ("none" if too short); is_png / is_svg /
 #                        is_pdf FILE test a file's signature
@@ -42,6 +44,18 @@ run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
 # e CMDS: attnlab -e CMDS, stdout and stderr together (no stdin)
 e() { "$ATTNLAB" -e "$1" </dev/null 2>&1; }
 rc() { cat rc.txt; }
+# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
+ppl_of() {
+    "$B" -e "set format json; $1" >o.txt 2>e.txt
+    local p
+    p=$(grep -o '"ppl": [0-9.e+-]*' o.txt | tail -1 | sed 's/"ppl": //')
+    if [ -n "$p" ] && ! grep -q '^error' e.txt; then echo "$p"; else echo "ERR: $(grep -m1 '^error' e.txt)"; fi
+}
+# near A B TOL: |A - B| <= TOL |B|
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
+# max_err COL: the largest value in column COL of check's per-layer rows in out.txt (after "check of")
+max_err() { sed -n '/^check of/,$p' out.txt |
+    awk -v c="$1" '$1 ~ /^[0-9]+$/ && NF >= c { if ($c + 0 > m) m = $c + 0 } END { printf "%g", m + 0 }'; }
 
 # png_size FILE: "WxH" from the IHDR chunk (bytes 16..23, big-endian width and height).
 png_size() {
