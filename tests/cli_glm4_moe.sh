@@ -31,7 +31,7 @@ has "$info" "^routed_experts  *8$" || fail "info: 8 experts [$info]"
 has "$info" "^ranks vo  *yes$" || fail "info: ranks vo yes [$info]"
 has "$info" "^ranks qk  *no: .*per-head Q/K RMSNorm" || fail "info: ranks qk refused for the q/k norm [$info]"
 has "$info" "^ppl/calibrate  *yes$" || fail "info: ppl yes [$info]"
-has "$info" "^convert mla  *yes: with qk-norm fold|drop only: the per-head Q/K RMSNorm" || fail "info: convert mla with qk-norm fold|drop for the q/k norm [$info]"
+has "$info" "^convert mla  *yes: with qk-norm fold|drop|keep only: the per-head Q/K RMSNorm" || fail "info: convert mla with qk-norm fold|drop for the q/k norm [$info]"
 
 run -e "load $d; ranks vo"
 ok "ranks vo runs" test "$(rc)" = 0

@@ -28,7 +28,7 @@ run -e "load $T/q3g; convert mla kv-rank full"
 [ "$(rc)" = 1 ] && grep -q "per-head Q/K RMSNorm (Qwen3, Gemma 3), which no MLA latent caches exactly: give qk-norm fold" \
     err.txt || fail "no qk-norm: [$(cat err.txt)]"
 run -e "load $T/q3g; info"
-grep -Eq "^convert mla +yes: with qk-norm fold\|drop only: the per-head Q/K RMSNorm" out.txt || fail "info: [$(cat out.txt)]"
+grep -Eq "^convert mla +yes: with qk-norm fold\|drop\|keep only: the per-head Q/K RMSNorm" out.txt || fail "info: [$(cat out.txt)]"
 run -e "load $T/q3g; plot key-norms"
 [ "$(rc)" = 1 ] && grep -q "the TransMLA figures read the linear keys x W_K" err.txt || fail "key-norms: [$(cat err.txt)]"
 

@@ -149,7 +149,7 @@ static void test_model_and_analyses(const char *tmp) {
         CHECK(analysis_available(m, AN_RANKS_VO, why, sizeof why), "ranks vo stays available");
         CHECK(analysis_available(m, AN_SPECTRUM, why, sizeof why), "spectrum stays available");
         CHECK(!analysis_available(m, AN_RANKS_QK, why, sizeof why) && strstr(why, "Q/K RMSNorm"), "ranks qk: %s", why);
-        CHECK(analysis_available(m, AN_CONVERT_MLA, why, sizeof why) && strstr(why, "qk-norm fold|drop only: the "
+        CHECK(analysis_available(m, AN_CONVERT_MLA, why, sizeof why) && strstr(why, "qk-norm fold|drop|keep only: the "
               "per-head Q/K RMSNorm"), "convert mla: with qk-norm fold|drop (%s)", why);
         CHECK_OK(analysis_check(m, AN_PPL));                   /* the forward pass applies the norms */
         Mat *A = NULL, *B = NULL;

@@ -399,29 +399,6 @@ int mlastrat_convert_layer(const AttnLayer *gqa, const MlastratOpts *s, const Tm
     return rc;
 }
 
-int mlastrat_layer_spectrum(const AttnLayer *gqa, const MlastratOpts *s, const TmlaOpts *o, const double *Sigma,
-                            const double *mu, double **sv, size_t *n) {
-    *sv = NULL;
-    *n = 0;
-    AttnLayer *plain = NULL;
-    Prep p = {0};
-    int rc = tmla_qkn_plain(gqa, (tmla_qkn_mode)o->qk_norm, Sigma, mu, &plain);
-    if (rc == AL_OK) rc = prep_rope(plain ? plain : gqa, s, o, Sigma, mu, &p);
-    double *ev = rc == AL_OK ? dalloc((size_t)p.T->n_J, 1, "a spectrum") : NULL;
-    if (rc == AL_OK && !ev) rc = AL_ERR;
-    if (rc == AL_OK) rc = latent_basis(&p, plain ? plain : gqa, s, o, Sigma, mu, 1, NULL, ev);
-    if (rc == AL_OK) {
-        *n = (size_t)p.T->n_J;
-        for (size_t i = 0; i < *n; i++) ev[i] = sqrt(fmax(ev[i], 0));
-        *sv = ev;
-        ev = NULL;
-    }
-    free(ev);
-    prep_free(&p);
-    attn_layer_free(plain);
-    return rc;
-}
-
 /* The eigenvalues of block [lo, hi) of the moment C (n square) damped by MLASTRAT_KV_DAMP mean(diag), clamped at
  * 1e-8 and raised to MLASTRAT_KV_POWER, descending (lora_qkv.py svd_project_singular_values: the singular values
  * of H^p Wᵀ, with W the up-projection, whose columns are orthogonal of one norm -- the GQA repeat of an orthonormal

@@ -114,9 +114,6 @@ int mlastrat_pairs_per_head(const ModelConfig *c, const MlastratOpts *s, int rop
  * freqfold / rope-dim / balance / q-rank / tokens / seed / qk-norm; the alt columns are NaN). */
 int mlastrat_convert_layer(const AttnLayer *gqa, const MlastratOpts *s, const TmlaOpts *o, int R, const double *Sigma,
                            const double *mu, AttnLayer **mla, TmlaLayerReport *rep);
-/* The singular values of layer gqa's strategy operator (what alloc care ranks by): (*n) values, caller frees. */
-int mlastrat_layer_spectrum(const AttnLayer *gqa, const MlastratOpts *s, const TmlaOpts *o, const double *Sigma,
-                            const double *mu, double **sv, size_t *n);
 /* The whole model as tmla_convert does (the same TmlaResult: check, ppl, kv-cache, export, whose
  * refusal names what a DeepSeek-V3 checkpoint cannot hold); r->kv_rank is the mean rank (alloc care
  * keeps the budget), r->rope_dim the RoPE dims of the shared key. */

@@ -294,9 +294,10 @@ static bool mla_reason(const Model *m, char *why, size_t cap) {
     if (eval_reason(m, why, cap) || per_type_reason(m, "convert mla", why, cap) ||
         llama4_reason(m, "convert mla", why, cap) || convert_reason(m, "convert mla", why, cap))
         return true;
-    if (c->qk_norm != QKN_NONE)                     /* a note: available with qk-norm fold|drop (tmla_qkn.h) */
-        snprintf(why, cap, "with qk-norm fold|drop only: the %s is approximated (fold: its gains and calibrated 1/RMS "
-                 "folded into W_Q / W_K; drop: removed), never exact", qk_norm_words(c));
+    if (c->qk_norm != QKN_NONE)                     /* a note: available with qk-norm fold|drop|keep (tmla_qkn.h) */
+        snprintf(why, cap, "with qk-norm fold|drop|keep only: the %s is approximated by fold (its gains and calibrated "
+                 "1/RMS folded into W_Q / W_K) and drop (removed), never exact; keep keeps it on keys rebuilt from the "
+                 "cache (exact at full rank; the session only)", qk_norm_words(c));
     return false;
 }
 
