@@ -10,7 +10,8 @@
 # - the stock export refuses, naming the per-layer RoPE base; `export DIR format attnlab` (fold) loads back with the
 #   session's ppl to 1e-6; with the exported rope_local_base_freq changed the reload's ppl moves (the reader uses it);
 # - nemotron_h: `convert mla kv-rank full` (RoPE dims 0: the whole key in the latent) on its attention layers keeps
-#   the source's ppl to 1e-6, check's errors < 1e-5; kv-rank 16 moves it.
+#   the source's ppl to 1e-6, check's errors < 1e-5; kv-rank 16 moves it; with activation statistics (ids FILE)
+#   `convert mla-table kv-ranks full` keeps it in the transmla and care rows (out_err < 1e-5, ppl to the printed digits).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-convert-bases shared-cache
@@ -69,4 +70,14 @@ ok "nemotron_h: converted its attention layers only, with no RoPE part" grep -q 
 ok "  check agrees with the report" grep -q "out_err within 0 of it in all 2 layers" out.txt
 e=$(max_err 3)
 awk -v e="$e" 'BEGIN { exit !(e < 1e-5) }' || fail "nemotron_h: full rank: check's out_err $e"
+# with activation statistics (the Mamba-2 / MLP layers see no attention input: calib_input_arrays leaves them out)
+seq 1 300 | awk '{printf "%d ", ($1*53)%250+1}' >c300.ids
+run -e "load nh; set format csv; convert mla-table kv-ranks full strategies transmla,care ids c300.ids seqlen 50"
+ok "nemotron_h: convert mla-table with activation statistics runs" test "$(rc)" = 0
+base=$(sed -n 's/^perplexity on .*: original \([0-9.e+-]*\) (log.*/\1/p' out.txt err.txt | head -1)
+n=0
+for p in $(awk -F, '($2 == "transmla" || $2 == "care") && $11 < 1e-5 { print $NF }' out.txt); do
+    [ -n "$base" ] && near "$p" "$base" 1e-5 && n=$((n + 1))     # base printed to 6 digits
+done
+[ "$n" = 2 ] || fail "nemotron_h: mla-table at full rank: $n of 2 rows keep ppl [$base] [$(cat out.txt)]"
 cli_done

@@ -304,6 +304,7 @@ int calib_input_arrays(const CalibStats *st, int lo, int hi, double ***sigma, do
     double **M = al_calloc((size_t)L, sizeof *M, "per-layer means");
     int rc = S && M ? AL_OK : AL_ERR;
     for (int l = lo; rc == AL_OK && l <= hi; l++) {
+        if (st->tokens[l] == 0) continue;        /* no softmax attention (Nemotron-H's Mamba-2 / MLP blocks): NULL */
         if (!(S[l] = al_malloc3(n, n, sizeof(double), "an attention-input second moment"))) rc = AL_ERR;
         if (rc == AL_OK) rc = calib_second_moment(st, l, S[l]);
         if (rc == AL_OK && st->sx && !(M[l] = al_malloc3(n, 1, sizeof(double), "an attention-input mean"))) rc = AL_ERR;
