@@ -298,13 +298,14 @@ int calib_input_arrays(const CalibStats *st, int lo, int hi, double ***sigma, do
     *sigma = *mu = NULL;
     int L = st->sh.n_layers;
     size_t n = (size_t)st->sh.hidden;
+    bool whole = hi < 0;                        /* the whole model: the layers that saw tokens */
     if (hi < 0) hi = L - 1;
     if (lo < 0 || lo > hi || hi >= L) return al_err("calibration: layers %d-%d out of range 0-%d", lo, hi, L - 1);
     double **S = al_calloc((size_t)L, sizeof *S, "per-layer second moments");
     double **M = al_calloc((size_t)L, sizeof *M, "per-layer means");
     int rc = S && M ? AL_OK : AL_ERR;
     for (int l = lo; rc == AL_OK && l <= hi; l++) {
-        if (st->tokens[l] == 0) continue;        /* no softmax attention (Nemotron-H's Mamba-2 / MLP blocks): NULL */
+        if (whole && st->tokens[l] == 0) continue;   /* no softmax attention (Nemotron-H's Mamba-2 / MLP blocks) */
         if (!(S[l] = al_malloc3(n, n, sizeof(double), "an attention-input second moment"))) rc = AL_ERR;
         if (rc == AL_OK) rc = calib_second_moment(st, l, S[l]);
         if (rc == AL_OK && st->sx && !(M[l] = al_malloc3(n, 1, sizeof(double), "an attention-input mean"))) rc = AL_ERR;

@@ -117,8 +117,9 @@ int calib_second_moment(const CalibStats *st, int layer, double *out);
  * keep no mean (no G_X, or a version-1 file). */
 int calib_mean(const CalibStats *st, int layer, double *out);
 /* Per-layer arrays for TmlaOpts.sigma / .mu (core/methods/transmla.h): n_layers entries each, E[x xᵀ] and
- * E[x] of layers [lo, hi] (hi < 0: to the last), NULL elsewhere and on the layers that saw no tokens (a hybrid's
- * layers without softmax attention) (and every mu entry NULL when there is no mean). Free with calib_free_arrays. */
+ * E[x] of layers [lo, hi] (an error on one that saw no tokens; hi < 0: to the last, leaving out -- NULL -- the layers
+ * that saw none, a hybrid's without softmax attention), NULL elsewhere (and every mu entry NULL when there is no
+ * mean). Free with calib_free_arrays. */
 int calib_input_arrays(const CalibStats *st, int lo, int hi, double ***sigma, double ***mu);
 void calib_free_arrays(int n_layers, double **sigma, double **mu);
 /* Checks that st fits model m (same layer count, heads, dims); the error names what differs. */
