@@ -65,10 +65,11 @@ for p, R in (('o_proj', 64), ('v_proj', 32)):
         print(k, 'is', ex.get(k, (None, None))[:2])
     if [n for n in ex if n.startswith(k + '_')]:
         print(k, 'kept scales')
+key = 'modules_to_not_convert' if enc == 'mxfp4' else 'ignore'
 q = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config']
-listed = q['modules_to_not_convert' if enc == 'mxfp4' else 'ignore']
-if listed != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
-    print('not listed as unquantized:', q)
+was = json.load(open(os.path.join(sys.argv[1], 'config.json')))['quantization_config'][key]
+if q[key] != was + ['model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj'] or was[0] != 'lm_head':
+    print('not listed as unquantized after the source entries:', q)
 PY
 )
     ok "$enc export: untouched bit for bit, rewritten BF16 and listed [$msg]" test -z "$msg"
