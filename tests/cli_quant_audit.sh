@@ -56,6 +56,26 @@ PY
     ok "$k dtype fp8: every grid in the source's dtype, rewritten ones too [$msg]" test -z "$msg"
 done
 
+# compressed-tensors FP8_BLOCK (the grid named weight_scale): the rewritten weights' grids keep that name
+# (demo-llama's hidden 256: [1, 2] / [2, 2] grids, which stories260K's one-block weights cannot tell
+# from a per-tensor scale)
+e "synth demo-llama $T/dl dtype f32" >/dev/null
+$P/fp8blk_quant.py "$T/dl" "$T/dlct" ct
+out=$(e "load $T/dlct; truncate vo tau 0.9 layers 1; export $T/ex-dlct format dense dtype fp8; lint $T/ex-dlct; load $T/ex-dlct")
+ok "ct FP8_BLOCK dtype fp8: 2 rewritten in FP8" has "$out" "layer 1) F8_E4M3 -> F8_E4M3: added error"
+ok "ct FP8_BLOCK dtype fp8: transformers loads the export" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
+ok "ct FP8_BLOCK dtype fp8: vLLM too" has "$out" "^vLLM  *LlamaForCausalLM  *loads$"
+ok "ct FP8_BLOCK dtype fp8: attnlab reloads it" has "$out" "^loaded ex-dlct: llama"
+msg=$(python3 -c "
+import sys
+from st_tensors import tensors
+t = tensors(sys.argv[1])
+bad = [n for n in t if n.endswith('_scale_inv')]
+bad += [] if t['model.layers.1.self_attn.v_proj.weight_scale'][:2] == ('F32', [1, 2]) else ['v_proj scale']
+bad += [] if t['model.layers.1.self_attn.o_proj.weight_scale'][:2] == ('F32', [2, 2]) else ['o_proj scale']
+print(' '.join(bad))" "$T/ex-dlct" 2>&1)
+ok "ct FP8_BLOCK dtype fp8: the rewritten grids named weight_scale, none weight_scale_inv [$msg]" test -z "$msg"
+
 for spec in "ct-tensor tensor" "ct-channel channel"; do
     set -- $spec
     $P/fp8ct_quant.py "$SRC" "$T/$1" $2
