@@ -12,6 +12,9 @@
 #    SGLang skip their missing-weight check for quantized models (an FP8 parameter gets the values
 #    cast and no scale: a different model; a packed FP4 / INT4 parameter refuses the shape);
 #    the writers list what they leave plain, as ModelOpt and llm-compressor do, and lint passes them;
+#  - Phi-3's fused qkv_proj / gate_up_proj (one scale_2 / global scale for the fused rows) and its
+#    untied lm_head in NVFP4 and compressed-tensors NVFP4, and every scale in another shard than its
+#    weight: ranks and ppl equal the F32 twin's;
 #  - every analysis (spectrum, fuse, calibrate, kvsvd, compare, convert mla, ranks in bf16 mode, ppl)
 #    on MXFP4, NVFP4, compressed-tensors NVFP4 / INT4 / FP8 per tensor and per channel, and
 #    fine-grained FP8 with ue8m0 scales prints what the F32 twin of the decoded values prints: the
@@ -125,6 +128,44 @@ ok "fp8 with a plain q_proj: an error naming it" has "$out" \
     "error .*model.layers.0.self_attn.q_proj.weight is stored unquantized but the quantization config (config.json quantization_config.quant_method) makes it FP8 .*transformers refuses it (\"Expect quantized weights but got an unquantized weight\"); vLLM and SGLang skip their missing-weight check for a quantized model and cast its values into the FP8 parameter, whose scale is never set"
 ok "... transformers will not load it" has "$out" "^transformers  *LlamaForCausalLM  *will not load "
 ok "... vLLM loads a different model" has "$out" "^vLLM  *LlamaForCausalLM  *loads, but computes a different model "
+# ---- fused projections sharing one scale (Phi-3's qkv_proj / gate_up_proj: one weight_scale_2 or global
+# scale for q, k and v), a quantized lm_head, and scales in another shard than their weight: synth
+# family phi3 in NVFP4 and compressed-tensors NVFP4 (lm_head too) against its F32 twin
+e "synth family phi3 $T/phi3" >/dev/null
+python3 -c "print(' '.join(str((i * 37 + 11) % 256) for i in range(200)))" >"$T/ids.txt"
+phi() {
+    e "load $1 as m; ranks vo tau 0.9; ranks qk tau 0.9; ppl ids $T/ids.txt seqlen 40; set compute bf16;
+       ppl ids $T/ids.txt seqlen 40" | grep -v "^loaded\|^ppl of\|tok/s\|^compute bf16 asked"
+}
+for enc in nvfp4 ctnvfp4; do
+    FP4_LM_HEAD=1 $P/fp4_quant.py "$T/phi3" "$T/phi-$enc" $enc && FP4_LM_HEAD=1 $P/fp4_quant.py "$T/phi3" "$T/phi-$enc-f32" $enc f32
+    ok "phi3 $enc: lm_head quantized (info)" has "$(e "load $T/phi-$enc; info")" "^weights  *attention NVFP4, mlp NVFP4, embeddings F32 + NVFP4$"
+    phi "$T/phi-$enc" >"$T/phi-$enc.out"
+    phi "$T/phi-$enc-f32" >"$T/phi-$enc-f32.out"
+    ok "phi3 $enc: ranks and ppl printed" test "$(grep -c . "$T/phi-$enc.out")" -gt 30
+    ok "phi3 $enc: fused qkv / gate_up and the NVFP4 lm_head give the F32 twin's ranks and ppl" \
+        cmp -s "$T/phi-$enc.out" "$T/phi-$enc-f32.out"
+done
+python3 - "$T/phi-nvfp4" "$T/phi-shards" <<'PY'
+import json, os, sys
+from st_tensors import copy_other_files, tensors, write_tensors
+src, dst = sys.argv[1:3]
+copy_other_files(src, dst)
+t = tensors(src)
+scales = sorted((n, v) for n, v in t.items() if '_scale' in n)
+rest = sorted((n, v) for n, v in t.items() if '_scale' not in n)
+files = ('model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors')
+write_tensors(os.path.join(dst, files[0]), rest)
+write_tensors(os.path.join(dst, files[1]), scales)
+wm = {n: files[0] for n, _ in rest}
+wm.update({n: files[1] for n, _ in scales})
+json.dump({'metadata': {'total_size': sum(len(v[2]) for v in t.values())}, 'weight_map': wm},
+          open(os.path.join(dst, 'model.safetensors.index.json'), 'w'))
+PY
+phi "$T/phi-shards" >"$T/phi-shards.out"
+ok "NVFP4 scales all in the other shard: the same ranks and ppl" cmp -s "$T/phi-shards.out" "$T/phi-nvfp4-f32.out"
+ok "... and lint loads it" has "$(e "lint $T/phi-shards")" "^transformers  *Phi3ForCausalLM  *loads"
+
 # ---- every analysis on each encoding equals the F32 twin's (the values the writers decoded), in both
 # compute modes: the other tests compare ranks vo / qk and ppl; here spectrum, fuse, calibrate, KQ-SVD
 # learn / eval, compare, convert mla (its report and perplexity) and, in bf16 mode, the ranks (the
