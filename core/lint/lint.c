@@ -763,6 +763,26 @@ static void stored_plain(Lint *x, const QuantConfig *q, const char *mod, quant_e
         "parameter, whose scale is never set" : "refuse its unpacked shape");
 }
 
+/* quant_method mxfp4 quantizes MoE experts only: transformers' Mxfp4 quantizer replaces the experts
+ * alone and vLLM's Mxfp4Config gives every linear layer the unquantized method (older releases raise
+ * NotImplementedError for one not in modules_to_not_convert). A linear module stored in MXFP4 there:
+ * transformers finds no "<w>" and leaves it at its random initialisation, vLLM has no parameter
+ * for "<w>_blocks". attnlab reads it (analyses), so it is the engines' verdict only. */
+static void mxfp4_linears(Lint *x, const QuantConfig *q, const Store *s) {
+    char first[300] = "";
+    size_t n = 0;
+    for (size_t i = 0; !strcmp(q->method, "mxfp4") && i < store_count(s); i++) {
+        const char *name = store_name_at(s, i);
+        if (!ends_with(name, ".weight_blocks") || strstr(name, ".experts")) continue;
+        if (n++ == 0) snprintf(first, sizeof first, "%.*s", (int)(strlen(name) - 7), name);
+    }
+    if (n)
+        add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, LT_HF, "%s is stored in MXFP4 (%zu linear modules like it) but "
+            "quant_method mxfp4 quantizes MoE experts only: transformers' Mxfp4 quantizer and vLLM's Mxfp4Config "
+            "build it as a plain linear layer, which transformers leaves at its random initialisation (no '%s') "
+            "and vLLM refuses (no parameter takes '%s_blocks'); store it dequantized (BF16)", first, n, first, first);
+}
+
 /* The stored modules against the quantization config read as `load` reads it (quant_config.h): what
  * load refuses is an error here too; a projection the config quantizes but the folder stores
  * unquantized too (stored_plain; attnlab reads it as it lies). */
@@ -782,6 +802,7 @@ static void check_quant_config(Lint *x) {
                 add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s", al_errmsg());
         } else if ((n = quant_unquantized(&q, s, mod, sizeof mod, &e)))
             stored_plain(x, &q, mod, e, n);
+        mxfp4_linears(x, &q, s);
     }
     al_err_clear();
     store_free(s);
