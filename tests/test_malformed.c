@@ -38,15 +38,8 @@ static image img_header(uint64_t hlen, const char *header, size_t data_len) {
 /* A well-formed image: the length is the header's. */
 static image img(const char *header, size_t data_len) { return img_header(strlen(header), header, data_len); }
 
-/* A valid file written by st_writer, then cut or left whole. */
-static image img_writer(size_t cut, bool nan) {
-    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    if (nan) { x[2] = NAN; x[5] = INFINITY; x[7] = -INFINITY; }
-    size_t sh[2] = {2, 4};
-    st_writer *w = st_writer_new();
-    st_writer_meta(w, "format", "pt");
-    st_writer_add(w, "w", DT_F32, 2, sh, x, sizeof x);
-    st_writer_add(w, "v", DT_F32, 1, sh + 1, x, 16);
+/* The bytes st_writer writes for w (freed here). */
+static image img_of_writer(st_writer *w) {
     char path[4400];
     snprintf(path, sizeof path, "%s/writer.tmp", tu_dir);
     st_writer_write(w, path);
@@ -56,6 +49,19 @@ static image img_writer(size_t cut, bool nan) {
     im.n = fp ? fread(im.b, 1, 4096, fp) : 0;
     if (fp) fclose(fp);
     remove(path);
+    return im;
+}
+
+/* A valid file written by st_writer, then cut or left whole. */
+static image img_writer(size_t cut, bool nan) {
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    if (nan) { x[2] = NAN; x[5] = INFINITY; x[7] = -INFINITY; }
+    size_t sh[2] = {2, 4};
+    st_writer *w = st_writer_new();
+    st_writer_meta(w, "format", "pt");
+    st_writer_add(w, "w", DT_F32, 2, sh, x, sizeof x);
+    st_writer_add(w, "v", DT_F32, 1, sh + 1, x, 16);
+    image im = img_of_writer(w);
     im.n -= cut < im.n ? cut : im.n;
     return im;
 }
@@ -111,20 +117,6 @@ static image img_fp4(int kind) {
     memcpy(d + 32, sc, sb);
     float g = 0.5f;
     memcpy(d + 32 + sb, &g, 4);
-    return im;
-}
-
-/* The bytes st_writer writes for w (freed here). */
-static image img_of_writer(st_writer *w) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/writer-ct.tmp", tu_dir);
-    st_writer_write(w, path);
-    st_writer_free(w);
-    FILE *fp = fopen(path, "rb");
-    image im = {malloc(4096), 0};
-    im.n = fp ? fread(im.b, 1, 4096, fp) : 0;
-    if (fp) fclose(fp);
-    remove(path);
     return im;
 }
 
