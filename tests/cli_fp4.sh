@@ -7,7 +7,8 @@
 # print the same as on the twin; a truncation's export copies every untouched tensor and scale bit for
 # bit and writes the rewritten ones in BF16, listed as not quantized (modules_to_not_convert, ModelOpt's
 # ignore); `export F.gguf` dequantizes them, saying so; `lint` checks the FP4 tensors and scales against
-# the config (and asks for a quantization_config), and quantization_config's not-quantized lists (globs,
+# the config (and asks for a quantization_config; MXFP4 linear layers, which transformers and vLLM read
+# under quant_method mxfp4 as plain ones, are an error), and quantization_config's not-quantized lists (globs,
 # 're:' regexes, parts of names) against the FP4 modules; a NaN block scale or a scale grid of the wrong shape is refused at `load`, naming the tensor.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -65,10 +66,11 @@ for p, R in (('o_proj', 64), ('v_proj', 32)):
         print(k, 'is', ex.get(k, (None, None))[:2])
     if [n for n in ex if n.startswith(k + '_')]:
         print(k, 'kept scales')
+key = 'modules_to_not_convert' if enc == 'mxfp4' else 'ignore'
 q = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config']
-listed = q['modules_to_not_convert' if enc == 'mxfp4' else 'ignore']
-if listed != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
-    print('not listed as unquantized:', q)
+was = json.load(open(os.path.join(sys.argv[1], 'config.json')))['quantization_config'][key]
+if q[key] != was + ['model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj'] or was[0] != 'lm_head':
+    print('not listed as unquantized after the source entries:', q)
 PY
 )
     ok "$enc export: untouched bit for bit, rewritten BF16 and listed [$msg]" test -z "$msg"
@@ -89,7 +91,14 @@ done
 # quantization_config are errors
 for enc in mxfp4 nvfp4 ctnvfp4; do
     out=$(e "lint $T/$enc")
-    ok "$enc lint: transformers loads it" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
+    if [ $enc = mxfp4 ]; then      # quant_method mxfp4 quantizes experts only: the engines build these linears plain
+        ok "$enc lint: MXFP4 linear layers are an error naming one" has "$out" \
+            "error .*model.layers.0.mlp.gate_proj.weight is stored in MXFP4 (30 linear modules like it) but quant_method mxfp4 quantizes MoE experts only"
+        ok "$enc lint: transformers computes another model" has "$out" "^transformers  *LlamaForCausalLM  *loads, but computes a different model "
+        ok "$enc lint: vLLM does not load it" has "$out" "^vLLM  *LlamaForCausalLM  *will not load "
+    else
+        ok "$enc lint: transformers loads it" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
+    fi
     ok "$enc lint: no U8 advisory" hasnt "$out" "bytes of U8 tensors"
     cp -r "$T/$enc" "$T/$enc-noq"
     python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); del c['quantization_config']; json.dump(c, open(p, 'w'))" \

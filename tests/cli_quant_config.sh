@@ -7,8 +7,9 @@
 # rewritten modules in exclude_modules; `load` refuses, naming the tensor and the key, a module the
 # ignore list names but that is stored FP8, a config whose scheme (INT4, NVFP4) is not the FP8 stored,
 # F8_E4M3 codes whose weight_scale was removed, and a BF16 weight carrying a weight_scale; `lint` says
-# the same, warns of an ignore entry naming nothing (an FP8 checkpoint now, not only FP4) and of
-# projections the config quantizes but the folder stores unquantized, and refuses weight_block_size [64, 64].
+# the same, warns of an ignore entry naming nothing (an FP8 checkpoint now, not only FP4), says that
+# projections the config quantizes but the folder stores unquantized (not listed) are an error, and
+# refuses weight_block_size [64, 64].
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-quant-config
@@ -46,9 +47,9 @@ edit "$T/nv-bare" "del c['quantization_config']['quant_method']; c['quantization
 copy "$T/nv" "$T/nv-hfq"
 edit "$T/nv-hfq" "q = c.pop('quantization_config'); json.dump({'producer': {'name': 'modelopt'}, 'quantization': {'quant_algo': 'NVFP4', 'group_size': 16, 'exclude_modules': ['lm_head']}}, open(os.path.join(sys.argv[1], 'hf_quant_config.json'), 'w'))"
 ok "modelopt in config.json: info says quant_method" has "$(e "load $T/nv; info")" \
-    "^quantization  *modelopt NVFP4: NVFP4 (ModelOpt) (config.json quantization_config.quant_method), ignore: 1 entry$"
+    "^quantization  *modelopt NVFP4: NVFP4 (ModelOpt) (config.json quantization_config.quant_method), ignore: 6 entries$"
 ok "bare quant_algo: info says quant_algo" has "$(e "load $T/nv-bare; info")" \
-    "^quantization  *modelopt NVFP4: NVFP4 (ModelOpt) (config.json quantization_config.quant_algo), ignore: 1 entry$"
+    "^quantization  *modelopt NVFP4: NVFP4 (ModelOpt) (config.json quantization_config.quant_algo), ignore: 6 entries$"
 ok "hf_quant_config.json: info says so" has "$(e "load $T/nv-hfq; info")" \
     "^quantization  *modelopt NVFP4: NVFP4 (ModelOpt) (hf_quant_config.json quantization.quant_algo), exclude_modules: 1 entry$"
 a=$(an "$T/nv"); b=$(an "$T/nv-bare"); c=$(an "$T/nv-hfq")
@@ -116,8 +117,12 @@ out=$(e "lint $T/typo")
 ok "lint: an ignore entry naming nothing (FP8 checkpoint) is a warning" has "$out" \
     "warning .*quantization_config.ignore entry 'model.layers.\*.mlp.gate_prj' names no module"
 ok "lint: ... and lm_head names something" hasnt "$out" "entry 'lm_head'"
-ok "lint: NVFP4 config, F32 down_proj not listed: a warning naming it" has "$(e "lint $T/nv")" \
-    "warning .*model.layers.0.mlp.down_proj.weight is stored unquantized but the quantization config (config.json quantization_config.quant_method) makes it NVFP4 (ModelOpt) (5 modules like it)"
+ok "lint: NVFP4 config, F32 down_proj listed in ignore by the writer: nothing said" hasnt "$(e "lint $T/nv")" "stored unquantized"
+copy "$T/nv" "$T/nv-unlisted"
+edit "$T/nv-unlisted" "c['quantization_config']['ignore'] = ['lm_head']"
+ok "lint: NVFP4 config, F32 down_proj not listed: an error naming it (engines cannot load it; cli_quant_audit)" \
+    has "$(e "lint $T/nv-unlisted")" \
+    "error .*model.layers.0.mlp.down_proj.weight is stored unquantized but the quantization config (config.json quantization_config.quant_method) makes it NVFP4 (ModelOpt) (5 modules like it)"
 copy "$T/ch" "$T/blk64"
 edit "$T/blk64" "c['quantization_config'] = {'quant_method': 'fp8', 'weight_block_size': [64, 64]}"
 ok "lint: weight_block_size [64, 64] is an error" has "$(e "lint $T/blk64")" \

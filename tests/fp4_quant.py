@@ -2,7 +2,12 @@
 MXFP4 or NVFP4 (tensor.h's layouts), or their decoded values in F32: a checkpoint quantized in each
 encoding and its F32 twin, for tests/cli_fp4.sh (pure Python, no numpy).
 
-    python3 fp4_quant.py SRC DST mxfp4|nvfp4|ctnvfp4 [f32|nan-scale|short-scale]
+    python3 fp4_quant.py SRC DST mxfp4|nvfp4|ctnvfp4 [f32|nan-scale|short-scale|unlisted]
+
+The projections left unquantized (columns not a multiple of 32: stories260K's down_proj) are listed in
+the config's ignore, as ModelOpt and llm-compressor list what they skip; `unlisted` leaves them out
+(a config that quantizes modules stored plain: lint's error). With FP4_LM_HEAD=1 in the environment
+an untied lm_head is quantized too (and not listed), in the copy and in its F32 twin alike.
 
 ctnvfp4 is compressed-tensors' nvfp4-pack-quantized: "<w>_packed", "<w>_scale" and a
 "<w>_global_scale" that divides the block scales (W = e2m1 * (scale / global)).
@@ -53,8 +58,13 @@ def main():
     mode = sys.argv[4] if len(sys.argv) > 4 else ''
     copy_other_files(src, dst)
     items, broke = [], False    # broke: the hostile modes broke the first attention weight
+    plain = []                  # projections left unquantized (columns not a multiple of 32): listed
+    lm_head = os.environ.get('FP4_LM_HEAD') == '1'
     for name, (dt, shape, data) in sorted(tensors(src).items()):
-        if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2 and shape[1] % 32 == 0):
+        head = lm_head and name == 'lm_head.weight'
+        if not ((name.endswith('_proj.weight') or head) and dt == 'F32' and len(shape) == 2 and shape[1] % 32 == 0):
+            if name.endswith('_proj.weight') and mode != 'unlisted':
+                plain.append(name[:-len('.weight')])
             items.append((name, (dt, shape, data)))
             continue
         R, C = shape
@@ -80,13 +90,14 @@ def main():
             items.append((name + '_scale', ('F8_E4M3', sshape, scales)))
             items.append((name + '_scale_2', ('F32', [], struct.pack('<f', g))))
     write_tensors(os.path.join(dst, 'model.safetensors'), items)
-    if mode != 'f32':      # the quantization_config each publisher writes
+    listed = [] if lm_head else ['lm_head']
+    if mode != 'f32':      # the quantization_config each publisher writes, listing what it left plain
         cp = os.path.join(dst, 'config.json')
         c = json.load(open(cp))
-        c['quantization_config'] = (
-            {'quant_method': 'mxfp4', 'modules_to_not_convert': ['lm_head']} if enc == 'mxfp4' else
-            {'quant_method': 'modelopt', 'quant_algo': 'NVFP4', 'ignore': ['lm_head']} if enc == 'nvfp4' else
-            {'quant_method': 'compressed-tensors', 'format': 'nvfp4-pack-quantized', 'ignore': ['lm_head'],
+        c['quantization_config'] = (   # mxfp4 quantizes experts alone: its linears need no list
+            {'quant_method': 'mxfp4', 'modules_to_not_convert': listed} if enc == 'mxfp4' else
+            {'quant_method': 'modelopt', 'quant_algo': 'NVFP4', 'ignore': listed + plain} if enc == 'nvfp4' else
+            {'quant_method': 'compressed-tensors', 'format': 'nvfp4-pack-quantized', 'ignore': listed + plain,
              'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {
                  'num_bits': 4, 'type': 'float', 'strategy': 'tensor_group', 'group_size': 16}}}})
         json.dump(c, open(cp, 'w'), indent=2)

@@ -48,9 +48,12 @@ def main():
     mode = sys.argv[3] if len(sys.argv) > 3 else ''
     copy_other_files(src, dst)
     items, broke, only = [], False, os.environ.get('INT4CT_ONLY', '')
+    plain = []      # projections left unquantized: listed in ignore, as llm-compressor lists what it skips
     for name, (dt, shape, data) in sorted(tensors(src).items()):
         if not (name.endswith('_proj.weight') and dt == 'F32' and len(shape) == 2 and shape[1] % 32 == 0) or \
                 only not in name:
+            if name.endswith(('_proj.weight', '_proj_with_mqa.weight')) and len(shape) == 2:
+                plain.append(name[:-len('.weight')])
             items.append((name, (dt, shape, data)))
             continue
         R, C = shape
@@ -73,7 +76,7 @@ def main():
         cp = os.path.join(dst, 'config.json')
         c = json.load(open(cp))
         c['quantization_config'] = {
-            'quant_method': 'compressed-tensors', 'format': 'pack-quantized', 'ignore': ['lm_head'],
+            'quant_method': 'compressed-tensors', 'format': 'pack-quantized', 'ignore': ['lm_head'] + plain,
             'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {
                 'num_bits': 4, 'type': 'int', 'symmetric': True, 'strategy': 'group', 'group_size': 32}}}}
         json.dump(c, open(cp, 'w'), indent=2)

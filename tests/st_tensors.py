@@ -77,7 +77,7 @@ def truncation_export_problems(src, ex):
     """What is wrong with the export ex of `truncate vo ... layers 1` on the compressed-tensors
     checkpoint src (hidden 64, 4 heads / 2 KV of 16): an untouched tensor not bit for bit, layer 1's
     o_proj / v_proj not BF16 alone (their scales, packed words, shape dropped), or not listed in
-    quantization_config.ignore. One message per line; nothing when the export is right."""
+    quantization_config.ignore after the source's own entries. One message per line; nothing when the export is right."""
     a, b = tensors(src), tensors(ex)
     out = []
     changed = lambda k: any(k.startswith('model.layers.1.self_attn.%s.' % p) for p in ('o_proj', 'v_proj'))
@@ -92,6 +92,7 @@ def truncation_export_problems(src, ex):
         if kept:
             out.append('%s kept %s' % (k, kept))
     q = json.load(open(os.path.join(ex, 'config.json')))['quantization_config']
-    if q['ignore'] != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
-        out.append('not listed as unquantized: %s' % q)
+    listed = json.load(open(os.path.join(src, 'config.json')))['quantization_config']['ignore']
+    if q['ignore'] != listed + ['model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
+        out.append('not listed as unquantized after the source\'s entries: %s' % q)
     return '\n'.join(out)

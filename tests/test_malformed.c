@@ -38,15 +38,8 @@ static image img_header(uint64_t hlen, const char *header, size_t data_len) {
 /* A well-formed image: the length is the header's. */
 static image img(const char *header, size_t data_len) { return img_header(strlen(header), header, data_len); }
 
-/* A valid file written by st_writer, then cut or left whole. */
-static image img_writer(size_t cut, bool nan) {
-    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    if (nan) { x[2] = NAN; x[5] = INFINITY; x[7] = -INFINITY; }
-    size_t sh[2] = {2, 4};
-    st_writer *w = st_writer_new();
-    st_writer_meta(w, "format", "pt");
-    st_writer_add(w, "w", DT_F32, 2, sh, x, sizeof x);
-    st_writer_add(w, "v", DT_F32, 1, sh + 1, x, 16);
+/* The bytes st_writer writes for w (freed here). */
+static image img_of_writer(st_writer *w) {
     char path[4400];
     snprintf(path, sizeof path, "%s/writer.tmp", tu_dir);
     st_writer_write(w, path);
@@ -56,6 +49,19 @@ static image img_writer(size_t cut, bool nan) {
     im.n = fp ? fread(im.b, 1, 4096, fp) : 0;
     if (fp) fclose(fp);
     remove(path);
+    return im;
+}
+
+/* A valid file written by st_writer, then cut or left whole. */
+static image img_writer(size_t cut, bool nan) {
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    if (nan) { x[2] = NAN; x[5] = INFINITY; x[7] = -INFINITY; }
+    size_t sh[2] = {2, 4};
+    st_writer *w = st_writer_new();
+    st_writer_meta(w, "format", "pt");
+    st_writer_add(w, "w", DT_F32, 2, sh, x, sizeof x);
+    st_writer_add(w, "v", DT_F32, 1, sh + 1, x, 16);
+    image im = img_of_writer(w);
     im.n -= cut < im.n ? cut : im.n;
     return im;
 }
@@ -112,6 +118,40 @@ static image img_fp4(int kind) {
     float g = 0.5f;
     memcpy(d + 32 + sb, &g, 4);
     return im;
+}
+
+/* compressed-tensors weights (issue 28's hostile inputs). INT4 i.weight (2 x 64: i.weight_packed I32
+ * [2, 8], BF16 i.weight_scale [2, 2], I64 i.weight_shape): 0 valid, 1 weight_shape [2, 96] (values
+ * past the packed words), 2 a NaN scale. FP8 c.weight (F8_E4M3 3 x 4, F32 c.weight_scale [3, 1],
+ * an input_scale): 3 valid, 4 an Inf scale, 5 a scale [2, 1] for 3 rows. NVFP4 n.weight (2 x 32:
+ * n.weight_packed U8 [2, 16], E4M3 n.weight_scale [2, 2], F32 n.weight_global_scale [1]): 6 valid,
+ * 7 a global scale of 0 (it divides). */
+static image img_ct(int kind) {
+    st_writer *w = st_writer_new();
+    uint8_t b[64];
+    for (int i = 0; i < 64; i++) b[i] = (uint8_t)(i * 37 + 11);
+    if (kind <= 2) {
+        uint16_t sc[4] = {0x3e00, 0x3f80, 0x4000, kind == 2 ? 0x7fc0 : 0x3f00};
+        int64_t shp[2] = {2, kind == 1 ? 96 : 64};
+        size_t ws[2] = {2, 8}, ss[2] = {2, 2}, two = 2;
+        st_writer_add(w, "i.weight_packed", DT_I32, 2, ws, b, 64);
+        st_writer_add(w, "i.weight_scale", DT_BF16, 2, ss, sc, sizeof sc);
+        st_writer_add(w, "i.weight_shape", DT_I64, 1, &two, shp, sizeof shp);
+    } else if (kind <= 5) {
+        float sc[3] = {0.125f, kind == 4 ? INFINITY : 2.0f, 0.5f}, in = 1e9f;
+        size_t ws[2] = {3, 4}, ss[2] = {kind == 5 ? 2 : 3, 1};
+        st_writer_add(w, "c.weight", DT_F8_E4M3, 2, ws, b, 12);
+        st_writer_add(w, "c.weight_scale", DT_F32, 2, ss, sc, ss[0] * 4);
+        st_writer_add(w, "c.input_scale", DT_F32, 0, ws, &in, 4);
+    } else {
+        const uint8_t sc[4] = {0x01, 0x38, 0x40, 0x30};
+        float g = kind == 7 ? 0.0f : 448.0f * 6;
+        size_t ws[2] = {2, 16}, ss[2] = {2, 2}, one = 1;
+        st_writer_add(w, "n.weight_packed", DT_U8, 2, ws, b, 32);
+        st_writer_add(w, "n.weight_scale", DT_F8_E4M3, 2, ss, sc, 4);
+        st_writer_add(w, "n.weight_global_scale", DT_F32, 1, &one, &g, 4);
+    }
+    return img_of_writer(w);
 }
 
 static image img_deep_nesting(void) {
@@ -255,6 +295,14 @@ static image build(const char *file) {
     if (!strcmp(file, "mxfp4-scale-nan.safetensors")) return img_fp4(1);
     if (!strcmp(file, "valid-nvfp4.safetensors")) return img_fp4(2);
     if (!strcmp(file, "nvfp4-scale-wrong-shape.safetensors")) return img_fp4(3);
+    if (!strcmp(file, "valid-int4-packed.safetensors")) return img_ct(0);
+    if (!strcmp(file, "int4-shape-past-words.safetensors")) return img_ct(1);
+    if (!strcmp(file, "int4-scale-nan.safetensors")) return img_ct(2);
+    if (!strcmp(file, "valid-fp8-channel-scale.safetensors")) return img_ct(3);
+    if (!strcmp(file, "fp8-channel-scale-inf.safetensors")) return img_ct(4);
+    if (!strcmp(file, "fp8-channel-scale-rows.safetensors")) return img_ct(5);
+    if (!strcmp(file, "valid-ct-nvfp4.safetensors")) return img_ct(6);
+    if (!strcmp(file, "ct-nvfp4-global-scale-zero.safetensors")) return img_ct(7);
     if (!strcmp(file, "nan-inf-weights.safetensors")) return img_writer(0, true);
     if (!strcmp(file, "integer-weight.safetensors"))
         return img("{\"ids\":{\"dtype\":\"I32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16);
@@ -368,6 +416,22 @@ static const corpus_case cases[] = {
      "valid: NVFP4 w.weight U8 [2, 16] + F8_E4M3 w.weight_scale [2, 2] (one subnormal) + F32 w.weight_scale_2 [] (fuzz seed)"},
     {"nvfp4-scale-wrong-shape.safetensors", READ_ERR, "'w.weight_scale' should be F8_E4M3 of shape [2, 2]", "w.weight",
      "parses; the per-16 scale grid is [2, 1] for a [2, 32] weight"},
+    {"valid-int4-packed.safetensors", PARSE_OK, NULL, NULL,
+     "valid: compressed-tensors INT4 i.weight_packed I32 [2, 8] + BF16 i.weight_scale [2, 2] + i.weight_shape [2, 64] (fuzz seed)"},
+    {"int4-shape-past-words.safetensors", READ_ERR, "INT4 tensor 'i.weight_packed' should be I32 of shape [rows, cols/8] with cols a multiple of 32 for its shape [2, 96]", "i.weight",
+     "parses; weight_shape [2, 96] claims values past the packed words (8 per row: 64 values)"},
+    {"int4-scale-nan.safetensors", READ_ERR, "INT4 tensor 'i.weight': group scale [1, 1] is nan", "i.weight",
+     "parses; an INT4 group scale is NaN"},
+    {"valid-fp8-channel-scale.safetensors", PARSE_OK, NULL, NULL,
+     "valid: compressed-tensors FP8 c.weight F8_E4M3 [3, 4] + F32 c.weight_scale [3, 1] + c.input_scale (fuzz seed)"},
+    {"fp8-channel-scale-inf.safetensors", READ_ERR, "'c.weight_scale' row 1 is inf: the scale of FP8 weight 'c.weight' must be finite", "c.weight",
+     "parses; a per-channel FP8 scale is +Inf"},
+    {"fp8-channel-scale-rows.safetensors", READ_ERR, "'c.weight_scale' should be F32, BF16 or F16 of shape [], [1] or [3, 1]", "c.weight",
+     "parses; a per-channel scale [2, 1] for a weight of 3 rows"},
+    {"valid-ct-nvfp4.safetensors", PARSE_OK, NULL, NULL,
+     "valid: compressed-tensors NVFP4 n.weight_packed U8 [2, 16] + E4M3 n.weight_scale [2, 2] + n.weight_global_scale [1] (fuzz seed)"},
+    {"ct-nvfp4-global-scale-zero.safetensors", READ_ERR, "'n.weight_global_scale' is 0: the per-tensor scale of 'n.weight' must be finite and positive", "n.weight",
+     "parses; the global scale that divides the block scales is 0"},
     {"nan-inf-weights.safetensors", READ_WARN, "tensor 'w' has 3 NaN/Inf values (first at [0, 2])", "w",
      "parses; w holds a NaN, +Inf and -Inf: reading it warns"},
     {"integer-weight.safetensors", READ_ERR, "tensor 'ids' is I32, not a float weight", "ids",

@@ -134,6 +134,14 @@ int dt_from_f32(dt_type t, const float *src, size_t n, void *dst) {
     case DT_F16: for (size_t i = 0; i < n; i++) { uint16_t h = dt_f32_to_f16(src[i]); memcpy(b + 2 * i, &h, 2); } return AL_OK;
     case DT_BF16: for (size_t i = 0; i < n; i++) { uint16_t h = dt_f32_to_bf16(src[i]); memcpy(b + 2 * i, &h, 2); } return AL_OK;
     case DT_F8_E4M3: for (size_t i = 0; i < n; i++) b[i] = dt_f32_to_e4m3(src[i]); return AL_OK;
+    case DT_F8_E8M0:       /* block scales: powers of two 2^-127..2^127, written exactly; others refused */
+        for (size_t i = 0; i < n; i++) {
+            int e;
+            if (!(src[i] > 0) || !isfinite(src[i]) || frexpf(src[i], &e) != 0.5f || e - 1 < -127 || e - 1 > 127)
+                return al_err("E8M0 holds powers of two 2^-127..2^127, not %g", (double)src[i]);
+            b[i] = (uint8_t)(e - 1 + 127);
+        }
+        return AL_OK;
     default: return al_err("cannot write dtype %s from float32", dt_name(t));
     }
 }
@@ -353,7 +361,7 @@ static bool fp8_reencode_block(const float *W, const float *Wold, const uint8_t 
         }
     float s = s_old;
     int k = 0;
-    if (!(s > 0) || !isfinite(s)) s = amax > 0 ? amax / 448.0f : 1.0f, k = 1;
+    if (!(s > 0) || !isfinite(s)) s = amax > 0 ? exp2f(ceilf(log2f(amax / 448.0f))) : 1.0f, k = 1;   /* 2^n: exact in BF16 / E8M0 grids */
     while (changed && amax > 448.0f * s && k < 64) s *= 2.0f, k++;
     *s_out = changed ? s : s_old;
     for (size_t i = 0; i < nr; i++)

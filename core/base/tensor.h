@@ -41,7 +41,7 @@ float dt_e5m2_to_f32(uint8_t v);
 /* Converts n elements of type t at src to float32 (dst must hold n floats). Integer and bool
  * types are an error (they are not weights). */
 int dt_to_f32(dt_type t, const void *src, size_t n, float *dst);
-/* Converts n floats to type t (float types only). */
+/* Converts n floats to type t (float types only; F8_E8M0 takes powers of two alone, else an error). */
 int dt_from_f32(dt_type t, const float *src, size_t n, void *dst);
 
 /* ================================================================ FP8 rows and block scales */
@@ -91,7 +91,9 @@ void dt_fp8_dequant_rows(const uint8_t *w, size_t cols, const float *rscale, siz
  * cols, the source's dequantized values) = codes `old` (nr x cols) times the scale grid old_scale
  * (F32, scols wide; read with memcpy): a block whose values all equal Wold's bitwise keeps its codes
  * and scale; a changed block keeps its scale (doubled k times while the new values exceed 448 x
- * it) and, when k = 0, the codes of its unchanged values; its other values are rounded to E4M3.
+ * it; a block without a usable old scale gets the power of two over amax / 448) and, when k = 0,
+ * the codes of its unchanged values; its other values are rounded to E4M3. Every new scale is the
+ * old one times 2^k, so a BF16 or E8M0 grid holds it exactly.
  * Writes the stripe's codes q (nr x cols) and the row r0 / DT_FP8_BLOCK of the grid scale (scols
  * wide). Returns the blocks kept bit for bit. */
 size_t dt_fp8_reencode_rows(const float *W, const float *Wold, const uint8_t *old, const void *old_scale,

@@ -82,7 +82,7 @@ typedef struct {
     dt_type dtype;
     double q_scale;              /* hf QK */
     int nope2, v2;               /* hf: the new qk_nope_head_dim / v_head_dim */
-    float *scale;                /* FP8 block scales of the weight just written, for its _scale_inv */
+    float *scale;                /* FP8 block scales of the weight just written, for its grid (fp8_grid_form) */
     size_t scale_bytes;
     float *balance[2];           /* dtype fp8, by kind: per (layer, group) the power of two c the
                                     shared factor is written times (the heads' factors / c), or NULL */
@@ -514,9 +514,10 @@ static int fill_striped(Ctx *x, const Job *j, uint8_t *dst, size_t R, double acc
 static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
     Job *j = ud;
     Ctx *x = j->x;
-    if (j->scale) {
-        if (!x->scale || x->scale_bytes != nbytes) return al_err("internal: no FP8 scales for %s", j->name);
-        memcpy(dst, x->scale, nbytes);
+    if (j->scale) {        /* in the source grid's dtype (j->dt): its old scales times 2^k, exact */
+        size_t n = x->scale_bytes / sizeof(float);
+        if (!x->scale || n * dt_size(j->dt) != nbytes) return al_err("internal: no FP8 scales for %s", j->name);
+        if (dt_from_f32(j->dt, x->scale, n, dst) != AL_OK) return AL_ERR;
         free(x->scale);
         x->scale = NULL;
         return AL_OK;
@@ -573,29 +574,62 @@ static int note_reencoded(Ctx *x, const char *name, const char *suffix, int L, d
     return k[x->n_keep_bf++] ? AL_OK : al_err("out of memory");
 }
 
-/* Adds a rewritten tensor in its output dtype (FP8 with block scales, "<name>_scale_inv"),
- * computed when the shard is written. */
+/* The block-scale grid a rewritten FP8 weight `name` is written with: the source's own (fill_striped
+ * re-encodes each block at its old scale times 2^k) under the source's name and dtype -- DeepSeek's
+ * "<w>_scale_inv" in F32 (DeepSeek, MiniMax, GLM), BF16 (Qwen3-*-FP8) or F8_E8M0, compressed-tensors
+ * FP8_BLOCK's "<w>_scale" -- so the rewritten module reads as its untouched neighbours do. A source
+ * without a grid (compressed-tensors' per-tensor / per-channel weight_scale) is refused. */
+static int fp8_grid_form(const Ctx *x, const char *name, const st_entry *e, char **sname, dt_type *sdt) {
+    const void *sc;
+    size_t scols;
+    const st_entry *se;
+    const st_file *sf;
+    if (store_fp8_scale(x->m->store, name, e->shape[0], e->shape[1], &sc, &scols) != AL_OK) {
+        al_err_clear();
+        return al_err("tensor '%s': dtype fp8 writes FP8 with the source's 128 x 128 block scales, and its source "
+                      "has none (a per-tensor / per-channel weight_scale); use bf16 or f32", name);
+    }
+    *sname = al_asprintf("%s_scale_inv", name);
+    if (*sname && store_entry(x->m->store, *sname, &se, &sf) != AL_OK) {
+        free(*sname);
+        *sname = al_asprintf("%s_scale", name);      /* compressed-tensors' FP8_BLOCK grid */
+        if (*sname && store_entry(x->m->store, *sname, &se, &sf) != AL_OK) {
+            free(*sname);
+            *sname = NULL;
+            return al_err("tensor '%s': its block scales are not named <w>_scale_inv or <w>_scale; dtype fp8 "
+                          "cannot write them in its form", name);
+        }
+    }
+    if (!*sname) return AL_ERR;
+    *sdt = se->dtype;
+    return AL_OK;
+}
+
+/* Adds a rewritten tensor in its output dtype (FP8 with block scales in the source's form,
+ * fp8_grid_form), computed when the shard is written. */
 static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry *e, int L, const char *suffix) {
     dt_type dt = out_dtype(x, e->dtype);
     if (!dt_is_float(e->dtype) || e->dtype == DT_F8_E5M2 || e->dtype == DT_F64)
         return al_err("tensor '%s': cannot write dtype %s after truncation", name, dt_name(e->dtype));
     if (dt == DT_F8_E4M3 && (e->ndim != 2 || e->dtype != DT_F8_E4M3))
         return al_err("tensor '%s' (%s): dtype fp8 re-encodes FP8 weights only; use bf16 or f32", name, dt_name(e->dtype));
-    if (note_reencoded(x, name, suffix, L, e->dtype, dt) != AL_OK) return AL_ERR;
+    char *sname = NULL;
+    dt_type sdt = DT_F32;
+    if (dt == DT_F8_E4M3 && fp8_grid_form(x, name, e, &sname, &sdt) != AL_OK) return AL_ERR;
+    if (note_reencoded(x, name, suffix, L, e->dtype, dt) != AL_OK) { free(sname); return AL_ERR; }
     size_t shape[ST_MAX_DIMS], numel = 1;
     int nd = rewritten_shape(x, suffix, e, shape);
     for (int d = 0; d < nd; d++) numel *= shape[d];
     Job *j = al_malloc(sizeof *j, name);
-    if (!j) return AL_ERR;
+    if (!j) { free(sname); return AL_ERR; }
     *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .dt = dt, .L = L};
     int rc = ckpt_add_lazy(w, name, dt, nd, shape, numel * dt_size(dt), fill_rewritten, j);
-    if (rc != AL_OK || dt != DT_F8_E4M3) return rc;
+    if (rc != AL_OK || dt != DT_F8_E4M3) { free(sname); return rc; }
     size_t sshape[2] = {dt_fp8_nblocks(shape[0]), dt_fp8_nblocks(shape[1])};
-    char *sname = al_asprintf("%s_scale_inv", name);
-    Job *js = sname ? al_malloc(sizeof *js, name) : NULL;
+    Job *js = al_malloc(sizeof *js, name);
     if (!js) { free(sname); return AL_ERR; }
-    *js = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .dt = dt, .L = L, .scale = true};
-    rc = ckpt_add_lazy(w, sname, DT_F32, 2, sshape, sshape[0] * sshape[1] * sizeof(float), fill_rewritten, js);
+    *js = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .dt = sdt, .L = L, .scale = true};
+    rc = ckpt_add_lazy(w, sname, sdt, 2, sshape, sshape[0] * sshape[1] * dt_size(sdt), fill_rewritten, js);
     free(sname);
     return rc;
 }

@@ -745,9 +745,47 @@ static void check_fp4_lists(Lint *x) {
         }
 }
 
+/* A projection the config quantizes (as encoding e) but the folder stores unquantized: attnlab reads
+ * it as it lies, the engines build it quantized. transformers' FineGrainedFP8 quantizer raises "Expect
+ * quantized weights but got an unquantized weight" (create_quantized_param of a pre-quantized
+ * checkpoint); vLLM (and SGLang, its loader's rule) checks for weights the checkpoint lacks only
+ * when the model is not quantized: an FP8 weight of the stored shape is cast into the FP8 parameter
+ * and its scale is never set (a different model), a packed FP4 / INT4 parameter refuses the
+ * unpacked shape (weight_loader's shape assert). The other transformers quantizers: not loadable as
+ * the config says either (no packed codes or scales to load). */
+static void stored_plain(Lint *x, const QuantConfig *q, const char *mod, quant_enc e, size_t n) {
+    bool fp8 = e == QENC_FP8_BLOCK || e == QENC_FP8_SCALE;
+    add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, fp8 ? LT_VLLM | LT_SGLANG : 0, "%s.weight is stored unquantized "
+        "but the quantization config (%s) makes it %s (%zu modules like it): transformers %s; vLLM and SGLang skip "
+        "their missing-weight check for a quantized model and %s; list it as not quantized", mod, q->where,
+        quant_enc_name(e), n, !strcmp(q->method, "fp8") ? "refuses it (\"Expect quantized weights but got an "
+        "unquantized weight\")" : "finds none of its codes or scales", fp8 ? "cast its values into the FP8 "
+        "parameter, whose scale is never set" : "refuse its unpacked shape");
+}
+
+/* quant_method mxfp4 quantizes MoE experts only: transformers' Mxfp4 quantizer replaces the experts
+ * alone and vLLM's Mxfp4Config gives every linear layer the unquantized method (older releases raise
+ * NotImplementedError for one not in modules_to_not_convert). A linear module stored in MXFP4 there:
+ * transformers finds no "<w>" and leaves it at its random initialisation, vLLM has no parameter
+ * for "<w>_blocks". attnlab reads it (analyses), so it is the engines' verdict only. */
+static void mxfp4_linears(Lint *x, const QuantConfig *q, const Store *s) {
+    char first[300] = "";
+    size_t n = 0;
+    for (size_t i = 0; !strcmp(q->method, "mxfp4") && i < store_count(s); i++) {
+        const char *name = store_name_at(s, i);
+        if (!ends_with(name, ".weight_blocks") || strstr(name, ".experts")) continue;
+        if (n++ == 0) snprintf(first, sizeof first, "%.*s", (int)(strlen(name) - 7), name);
+    }
+    if (n)
+        add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, LT_HF, "%s is stored in MXFP4 (%zu linear modules like it) but "
+            "quant_method mxfp4 quantizes MoE experts only: transformers' Mxfp4 quantizer and vLLM's Mxfp4Config "
+            "build it as a plain linear layer, which transformers leaves at its random initialisation (no '%s') "
+            "and vLLM refuses (no parameter takes '%s_blocks'); store it dequantized (BF16)", first, n, first, first);
+}
+
 /* The stored modules against the quantization config read as `load` reads it (quant_config.h): what
  * load refuses is an error here too; a projection the config quantizes but the folder stores
- * unquantized a warning (engines that follow the config find no scales for it; attnlab reads it). */
+ * unquantized too (stored_plain; attnlab reads it as it lies). */
 static void check_quant_config(Lint *x) {
     QuantConfig q;
     Store *s = NULL;
@@ -763,9 +801,8 @@ static void check_quant_config(Lint *x) {
             if (!x->fp4_listed)                  /* check_fp4_lists said it already */
                 add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s", al_errmsg());
         } else if ((n = quant_unquantized(&q, s, mod, sizeof mod, &e)))
-            add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s.weight is stored unquantized but the quantization "
-                "config (%s) makes it %s (%zu modules like it): engines that follow the config look for its scales; "
-                "list it as not quantized", mod, q.where, quant_enc_name(e), n);
+            stored_plain(x, &q, mod, e, n);
+        mxfp4_linears(x, &q, s);
     }
     al_err_clear();
     store_free(s);
