@@ -21,7 +21,8 @@
  *      double route, the float32 LAPACK route (ssyrk + ssyevd + spotrf per head) and the fast
  *      route's floor (its BF16 Gram kernel and the double solves it uses, alone) on the same
  *      shapes from memory, with the ratios fast / float32 route, fast / floor and certified /
- *      double route; --cold also sweeps every layer with the checkpoint's page cache dropped
+ *      double route (on a CPU with AMX-BF16 the Grams take its tiles; the fast sweep is also
+ *      timed in the same rounds on the vdpbf16ps kernel, AMX off, with its ratio); --cold also sweeps every layer with the checkpoint's page cache dropped
  *      (posix_fadvise DONTNEED) and then warm. --fast-only runs section 5 alone.
  * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be
  * shared: R rounds (default 3) each measure 1-3 back to back so they see the same load, each
@@ -436,6 +437,17 @@ static int double_sweep_layer(Model *m, int L, Time *t) {
     return AL_OK;
 }
 
+/* fast_sweep_layer on the vdpbf16ps kernel (gbf_amx_allow(false)), its sweep time / nl added to *x. */
+static int amx_off_sweep(Model *m, int L, double tau, Time *x, int nl) {
+    Time a, b;
+    size_t redone = 0, heads = 0, open[3] = {0, 0, 0};
+    gbf_amx_allow(false);
+    int rc = fast_sweep_layer(m, L, tau, &a, &b, &redone, &heads, open);
+    gbf_amx_allow(true);
+    x->wall += a.wall / nl; x->cpu += a.cpu / nl;
+    return rc;
+}
+
 static void keep_best(Time *best, Time t) { if (t.wall < best->wall) *best = t; }
 
 static int cmp_double(const void *a, const void *b) {
@@ -475,11 +487,13 @@ static void drop_cache(const char *dir) {
 static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) {
     double tau = 0.999;
     Time sw = {1e30, 1e30}, ce = {1e30, 1e30}, f32 = {1e30, 1e30}, fl = {1e30, 1e30}, db = {1e30, 1e30};
+    Time vx = {1e30, 1e30};  /* the fast sweep on the vdpbf16ps kernel (AMX off), where the CPU has AMX */
+    bool amx = gbf_amx_now();
     size_t redone = 0, heads = 0, open[3];
     double *ratio = calloc((size_t)nl, sizeof *ratio), rspread[3] = {0, 0, 0};
     if (!ratio) return fail("out of memory");
     for (int r = 0; r < reps; r++) {
-        Time s = {0, 0}, c = {0, 0}, d = {0, 0}, f = {0, 0}, o = {0, 0};
+        Time s = {0, 0}, c = {0, 0}, d = {0, 0}, f = {0, 0}, o = {0, 0}, x = {0, 0};
         redone = heads = 0;
         memset(open, 0, sizeof open);
         /* Every layer's four measurements back to back, so that all four see the same load: on a
@@ -493,14 +507,19 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
             d.wall += e.wall / nl; d.cpu += e.cpu / nl;
             f.wall += g.wall / nl; f.cpu += g.cpu / nl; o.wall += h.wall / nl; o.cpu += h.cpu / nl;
             ratio[L] = a.cpu / g.cpu;
+            if (amx && amx_off_sweep(m, L, tau, &x, nl) != AL_OK) return fail("fast sweep, AMX off");
         }
+        if (amx) keep_best(&vx, x);
         keep_best(&sw, s); keep_best(&ce, c); keep_best(&db, d); keep_best(&f32, f); keep_best(&fl, o);
         if (s.wall <= sw.wall) spread(ratio, nl, rspread);
     }
     printf("\n5. the fast route (BF16 dot products, double solves; %s Gram kernel), VO + QK per layer, best of %d:\n",
-           gbf_path_now() == GBF_BF16 ? "AVX-512 BF16" : "float (no AVX-512 BF16)", reps);
+           gbf_path_now() != GBF_BF16 ? "float (no AVX-512 BF16)" : amx ? "AMX BF16" : "AVX-512 BF16", reps);
     printf("   fast route sweep:                       %.3f s wall (%.3f s CPU); 61 layers %.1f s\n", sw.wall, sw.cpu,
            61 * sw.wall);
+    if (amx)
+        printf("   the same on the vdpbf16ps kernel (AMX off): %.3f s wall (%.3f s CPU): AMX / vdpbf16ps %.2f CPU, "
+               "fast(vdpbf16ps) / float32 route %.2f CPU\n", vx.wall, vx.cpu, sw.cpu / vx.cpu, vx.cpu / f32.cpu);
     printf("   + certification at tau %g:           %.3f s wall (%.3f s CPU; %zu of %zu heads redone in double)\n", tau,
            ce.wall, ce.cpu, redone, heads);
     printf("   heads the bound leaves open: %zu at tau 0.999, %zu at 0.99, %zu at 0.9 (of %zu)\n", open[0], open[1],

@@ -4,7 +4,8 @@
  * against gram_compute with its computed bound; and fast-route ranks, once certified, identical
  * to the double route's on every demo family (planted), other seeds, an R1-shaped layer and the
  * small real checkpoints, at several tau, on both kernel paths -- with the share of heads the
- * bound sends back to double small enough to matter. */
+ * bound sends back to double small enough to matter; the AMX tiles (test_amx) against the same
+ * bound and against the vdpbf16ps kernel. */
 #include "farr_internal.h"
 #include "testutil.h"
 #include "farr.h"
@@ -127,6 +128,45 @@ static void test_kernel(void) {
     }
     CHECK(bad == 0, "E4M3 codes as BF16: %d differ", bad);
     if (paths == 2) test_packing();
+}
+
+/* The AMX tiles (tdpbf16ps): taken on a CPU that has them; within the bound on every shape, with
+ * and without scales, on both sides of the vdpbf16ps kernel it replaces (and that kernel, with AMX
+ * off, still within it); chunks wider than AMX's 256 columns (k 300) and odd pair counts included;
+ * the two kernels' Grams of one chunk within twice the bound of each other. */
+static void test_amx(void) {
+    if (!gbf_amx_cpu()) { printf("note: no AMX-BF16 tiles on this CPU (or not granted); the AMX path is not run\n"); return; }
+    CHECK(gbf_amx_now(), "the CPU has AMX-BF16 but gbf_chunk_bf16 does not use it");
+    static const size_t shapes[][2] = {{7, 5}, {128, 128}, {129, 33}, {77, 100}, {300, 64}, {257, 192}, {256, 256}, {130, 300}};
+    for (int on = 0; on < 2; on++) {
+        gbf_amx_allow(on);
+        for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
+            for (int sc = 0; sc < 2; sc++) kernel_case(shapes[c][0], shapes[c][1], sc, GBF_BF16);
+    }
+    size_t k = 128, ld = gbf_ld(k), np = 64;
+    uint32_t *P = calloc(np * ld, sizeof *P);
+    double *G[2] = {calloc(k * k, sizeof(double)), calloc(k * k, sizeof(double))}, *A = calloc(k * k, sizeof(double));
+    for (size_t t = 0; t < np; t++)
+        for (size_t i = 0; i < k; i++)
+            P[t * ld + i] = dt_f32_to_bf16((float)nrand()) | (uint32_t)dt_f32_to_bf16((float)nrand()) << 16;
+    for (int on = 0; on < 2; on++) { gbf_amx_allow(on); gbf_chunk_bf16(P, np, k, NULL, G[on]); }
+    for (size_t t = 0; t < np; t++)
+        for (size_t i = 0; i < k; i++)
+            for (size_t j = i; j < k; j++)
+                for (int h = 0; h < 2; h++)
+                    A[i * k + j] += fabs((double)dt_bf16_to_f32((uint16_t)(P[t * ld + i] >> 16 * h)) *
+                                         dt_bf16_to_f32((uint16_t)(P[t * ld + j] >> 16 * h)));
+    int bad = 0, differ = 0;
+    for (size_t i = 0; i < k; i++)
+        for (size_t j = i; j < k; j++) {
+            double e = fabs(G[1][i * k + j] - G[0][i * k + j]);
+            bad += !(e <= 2 * gbf_gamma(GBF_BF16) * A[i * k + j] * (1 + 1e-9));
+            differ += e > 0;
+        }
+    CHECK(bad == 0, "AMX and vdpbf16ps Grams of one chunk: %d entries further apart than twice the bound", bad);
+    printf("AMX vs vdpbf16ps on a 128-row chunk, k 128: %d of %zu entries differ in the last bits\n", differ, k * (k + 1) / 2);
+    gbf_amx_allow(true);
+    free(P); free(G[0]); free(G[1]); free(A);
 }
 
 /* ---------------------------------------------------------------- Grams from checkpoints */
@@ -530,6 +570,7 @@ static void test_certain(void) {
 int main(void) {
     tmp_root = test_tmpdir();
     test_kernel();
+    test_amx();
     test_certain();
     for (int p = 0; p < 2; p++) {
         gbf_path path = p ? GBF_BF16 : GBF_FLOAT;
@@ -541,6 +582,12 @@ int main(void) {
         test_many("demo-r1", path);
         test_many("demo-llama", path);
         test_ranks(path);
+    }
+    if (gbf_amx_cpu()) {     /* the vdpbf16ps kernel that AMX replaces, still right */
+        gbf_amx_allow(false);
+        test_grams("demo-r1", GBF_BF16);
+        test_many("demo-r1", GBF_BF16);
+        gbf_amx_allow(true);
     }
     test_state();
     test_prefetch();

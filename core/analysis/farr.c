@@ -8,6 +8,7 @@
 #include "attn_eval.h"
 #include "gram.h"
 #include "layersel.h"
+#include "pool.h"
 #include "rope.h"
 #include "symeig.h"
 #include "sweep.h"
@@ -603,8 +604,8 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fas
         j.ew[w] = symeig_work_new(k1);
         if (!j.M[w] || !j.w[w] || !j.ew[w]) rc = AL_ERR;
     }
-    if (rc == AL_OK) rc = sweep_run(job_tasks(&j, ng), j.T, stream_shared_task, &j);
-    if (rc == AL_OK) rc = sweep_run(job_tasks(&j, nh), j.T, stream_head_task, &j);
+    if (rc == AL_OK) rc = pool_run(job_tasks(&j, ng), j.T, stream_shared_task, &j);     /* the persistent workers */
+    if (rc == AL_OK) rc = pool_run(job_tasks(&j, nh), j.T, stream_head_task, &j);
     stream_job_free(&j);
     char *prefix = model_tensor_name(m, l->layer, "");
     if (prefix) store_release_prefix(m->store, prefix);
@@ -643,7 +644,7 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
         return AL_ERR;
     }
     job.l = l;
-    int rc = route == FARR_ROUTE_FACTORS ? sweep_run(H, 0, layer_task, &job)
+    int rc = route == FARR_ROUTE_FACTORS ? pool_run(H, 0, layer_task, &job)
              : stream_run(m, l, job.part, job.rot, route == FARR_ROUTE_FAST, NULL, (size_t)c->n_kv_heads, NULL, H);
     if (rc != AL_OK) { farr_layer_free(l); return rc; }
     *out = l;

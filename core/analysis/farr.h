@@ -123,8 +123,8 @@ typedef struct {
  *     the bound leaves open. */
 typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS, FARR_ROUTE_FAST } farr_route;
 
-/* Computes a layer's spectra over all heads on all cores (sweep_run: one BLAS thread per worker);
- * AL_INTERRUPTED leaves *out NULL. Caller frees with farr_layer_free. */
+/* Computes a layer's spectra over all heads on all cores (pool_run: the persistent workers, one
+ * BLAS thread each); AL_INTERRUPTED leaves *out NULL. Caller frees with farr_layer_free. */
 int farr_layer_compute(Model *m, farr_kind kind, int layer, int offset, FarrLayer **out);
 int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, farr_route route, FarrLayer **out);
 void farr_layer_free(FarrLayer *l);

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define TILE_I 8             /* rows of G per tile */
 #define TILE_J 32            /* columns of G per tile (two vectors of 16) */
@@ -116,8 +118,96 @@ BF16_TARGET static void tile_bf16_16(const uint32_t *P, size_t np, size_t ld, si
     tile_bf16(P, np, ld, k, ib, ni, jb, s, G, 1);
 }
 
+/* ================================================================ AMX tiles */
+
+/* The AMX path of gbf_chunk_bf16 (Sapphire Rapids and later): `tdpbf16ps` multiplies a 16 x 32
+ * BF16 tile by a 32 x 16 one (pairs of contraction rows) into 16 x 16 float32 accumulators, each
+ * product exact and added with one rounding (as vdpbf16ps: the same gamma_n bound, DAZ / FTZ
+ * alike), 8192 products per instruction against vdpbf16ps' 32. G's 16 x 16 blocks (bi, bj):
+ * A = rows bi of Pᵀ (16 x 16 dword transposes of P, made once per chunk into PT), B = P's columns
+ * bj, two by two over the upper triangle (amx_block); each block goes to G in double through
+ * add_row16. Linux hands the tile registers
+ * to a process that asks (arch_prctl ARCH_REQ_XCOMP_PERM); each call loads its own tile config and
+ * releases the tiles at the end, so no thread keeps AMX state between chunks. */
+
+#define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw,avx512vl")))
+#define AMX_MAX_LD 256       /* wider chunks take the vdpbf16ps tiles */
+
+static int amx_allowed = 1;  /* gbf_amx_allow */
+static int amx_have;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_init(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    unsigned a, b, c, d;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+    bool cpu = (d >> 22 & 1) && (d >> 24 & 1) && gbf_cpu_bf16();          /* AMX-BF16, AMX-TILE */
+    amx_have = cpu && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#endif
+}
+
+bool gbf_amx_cpu(void) { pthread_once(&amx_once, amx_init); return amx_have; }
+void gbf_amx_allow(bool on) { amx_allowed = on; }
+bool gbf_amx_now(void) { return amx_allowed && gbf_amx_cpu(); }
+
+typedef struct __attribute__((packed)) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} AmxCfg;
+
+/* PT (ld x npad dwords) = Pᵀ, rows t >= np zero; Bz (16 x ld) = P's last step, zero-padded when
+ * np is not a multiple of 16. */
+BF16_TARGET static void amx_prepare(const uint32_t *P, size_t np, size_t ld, size_t npad, uint32_t *PT, uint32_t *Bz);
+
+/* G's 2 x 2 blocks of 16 x 16 at rows 32 i2, columns 32 j2: four accumulators (tiles 0-3) fed by
+ * two tiles of Pᵀ (4, 5) and two of P (6, 7) per step of 16 pair rows, so that four independent
+ * tdpbf16ps chains hide the instruction's latency. */
+AMX_TARGET static inline void amx_block(const uint32_t *P, const uint32_t *PT, const uint32_t *Bz, size_t np,
+                                        size_t ld, size_t npad, size_t i2, size_t j2, float *C) {
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    for (size_t q = 0; q < npad / 16; q++) {
+        const uint32_t *b = (q + 1) * 16 <= np ? P + q * 16 * ld : Bz;
+        _tile_loadd(4, PT + 32 * i2 * npad + q * 16, (long)(npad * 4));
+        _tile_loadd(5, PT + (32 * i2 + 16) * npad + q * 16, (long)(npad * 4));
+        _tile_loadd(6, b + 32 * j2, (long)(ld * 4));
+        _tile_loadd(7, b + 32 * j2 + 16, (long)(ld * 4));
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, C, 64);
+    _tile_stored(1, C + 256, 64);
+    _tile_stored(2, C + 512, 64);
+    _tile_stored(3, C + 768, 64);
+}
+
+AMX_TARGET static void amx_chunk(const uint32_t *P, size_t np, size_t k, const float *s, double *G) {
+    size_t ld = gbf_ld(k), npad = (np + 15) / 16 * 16, n2 = ld / 32;
+    uint32_t PT[AMX_MAX_LD * GBF_CHUNK / 2] __attribute__((aligned(64)));
+    uint32_t Bz[16 * AMX_MAX_LD] __attribute__((aligned(64)));
+    float C[4 * 256] __attribute__((aligned(64)));
+    amx_prepare(P, np, ld, npad, PT, Bz);
+    AmxCfg cfg = {.palette = 1};
+    for (int r = 0; r < 8; r++) { cfg.colsb[r] = 64; cfg.rows[r] = 16; }
+    _tile_loadconfig(&cfg);
+    for (size_t i2 = 0; i2 < n2 && 32 * i2 < k; i2++)
+        for (size_t j2 = i2; j2 < n2 && 32 * j2 < k; j2++) {
+            amx_block(P, PT, Bz, np, ld, npad, i2, j2, C);
+            for (size_t q = 0; q < 4; q++) {
+                size_t i0 = 32 * i2 + 16 * (q >> 1), j0 = 32 * j2 + 16 * (q & 1);
+                if (j0 + 16 <= i0) continue;            /* below the diagonal */
+                for (size_t a = 0; a < 16 && i0 + a < k; a++)
+                    add_row16(_mm512_load_ps(C + 256 * q + 16 * a), i0 + a, j0, k, s, G);
+            }
+        }
+    _tile_release();
+}
+
 BF16_TARGET void gbf_chunk_bf16(const uint32_t *P, size_t np, size_t k, const float *s, double *G) {
     size_t ld = gbf_ld(k);
+    if (np && ld <= AMX_MAX_LD && np <= GBF_CHUNK / 2 && gbf_amx_now()) { amx_chunk(P, np, k, s, G); return; }
     for (size_t ib = 0; ib < k; ib += TILE_I) {
         size_t ni = k - ib < TILE_I ? k - ib : TILE_I, jd = ib / TILE_J * TILE_J;
         /* the diagonal block's lower two strips need only its right 16 columns (10 % fewer tiles) */
@@ -222,6 +312,19 @@ BF16_TARGET static inline void transpose16(__m512i r[16]) {
         r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
         r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
     }
+}
+
+BF16_TARGET static void amx_prepare(const uint32_t *P, size_t np, size_t ld, size_t npad, uint32_t *PT, uint32_t *Bz) {
+    __m512i r[16];
+    for (size_t t0 = 0; t0 < npad; t0 += 16)
+        for (size_t i0 = 0; i0 < ld; i0 += 16) {
+            for (size_t a = 0; a < 16; a++)
+                r[a] = t0 + a < np ? _mm512_loadu_si512(P + (t0 + a) * ld + i0) : _mm512_setzero_si512();
+            if (t0 + 16 > np)
+                for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(Bz + a * ld + i0, r[a]);
+            transpose16(r);
+            for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(PT + (i0 + a) * npad + t0, r[a]);
+        }
 }
 
 BF16_TARGET void gbf_pack_rows(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P) {

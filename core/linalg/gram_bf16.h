@@ -39,6 +39,13 @@ gbf_path gbf_path_now(void);
 /* The relative bound above for a path (GBF_BF16 or GBF_FLOAT). */
 double gbf_gamma(gbf_path p);
 
+/* AMX: gbf_chunk_bf16 runs on the tile unit (tdpbf16ps; same layouts, same bound) where the CPU
+ * has AMX-BF16, Linux grants the tile registers and gbf_amx_allow(false) was not called (tests and
+ * benchmarks compare both). gbf_amx_cpu: the CPU and the kernel allow it; gbf_amx_now: it is used. */
+bool gbf_amx_cpu(void);
+void gbf_amx_allow(bool on);
+bool gbf_amx_now(void);
+
 /* The leading dim of a packed chunk of k columns: k rounded up to a whole tile (32); the
  * columns k..ld-1 must hold zeros. */
 static inline size_t gbf_ld(size_t k) { return (k + 31) / 32 * 32; }
