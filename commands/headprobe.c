@@ -184,20 +184,10 @@ int probe_ppl_tokens(Session *s, Model *m, const Args *a, int **ids, size_t *n, 
     const char *what = args_str(a, "what"), *file = args_str(a, "file");
     *ids = NULL;
     *n = 0;
-    if (file && *file) {
-        if (strcmp(what, "ids") != 0)
-            return al_err("give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", what, file);
-        if (lm_read_ids(file, ids, n) != AL_OK) return AL_ERR;
-    } else {
-        Tokenizer *t;
-        size_t len;
-        if (lm_tokenizer(s, m, &t) != AL_OK) return AL_ERR;
-        char *text = al_read_file(what, &len);
-        if (!text) return AL_ERR;
-        int rc = tok_encode(t, text, len, true, ids, n);
-        free(text);
-        if (rc != AL_OK) return rc;
-    }
+    if (file && *file && strcmp(what, "ids") != 0)
+        return al_err("give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", what, file);
+    int rc = lm_text_ids(s, m, what, file, ids, n);
+    if (rc != AL_OK) return rc;
     long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;    /* ppl's default: min(512, the context) */
     *L = (size_t)(args_given(a, "seqlen") ? args_int(a, "seqlen") : ctx < 512 ? ctx : 512);
     if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < *n) *n = (size_t)args_int(a, "max-tokens");
