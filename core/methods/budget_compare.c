@@ -18,6 +18,7 @@
 #include "kqsvd.h"
 #include "layersel.h"
 #include "rope.h"
+#include "tmla_qkn.h"
 #include "tpa.h"
 #include "transmla.h"
 
@@ -59,6 +60,26 @@ static void row_na(BudgetRow *r, const char *fmt, ...) {
     r->ok = false;
     r->kv_values = 0;
     r->score_err = r->out_err = NAN;
+}
+
+/* Whether method k applies to L: an output gate (Qwen3.5) passes through TransMLA's latent (its head outputs
+ * are the source's) and mean-pool (the query heads stay), not through FaRR's V / O factors, TPA's or KQ-SVD's
+ * evaluator (it attends the projected keys and values itself); Q/K RMSNorm (Qwen3, OLMo 2) is folded for
+ * TransMLA (`convert mla qk-norm fold`), kept by FaRR where the keys stay whole (RoPE) and by mean-pool over a
+ * per-head norm; KQ-SVD's and TPA's projections skip it. Not: r says why ("not applicable: ..."). */
+static bool applies(const AttnLayer *L, budget_method k, BudgetRow *r) {
+    bool gate_ok = k == BUDGET_TRANSMLA || k == BUDGET_MEANPOOL;
+    bool qkn_ok = k == BUDGET_TRANSMLA || (k == BUDGET_FARR && L->rope_dim > 0) ||
+                  (k == BUDGET_MEANPOOL && L->qk_norm == QKN_HEAD);
+    if (L->W_G && !gate_ok)
+        row_na(r, "not applicable: the output gate (head outputs times sigmoid(x W_G) before W_O) %s",
+               k == BUDGET_KQSVD ? "is not in its evaluator" : "does not pass its factors");
+    else if (L->qk_norm != QKN_NONE && !qkn_ok)
+        row_na(r, "not applicable: the Q/K RMSNorm (%s) %s", qk_norm_name(L->qk_norm),
+               k == BUDGET_FARR ? "does not commute with truncating keys without RoPE"
+               : k == BUDGET_MEANPOOL ? "over the whole projection does not pool" : "is not in its projections");
+    else return true;
+    return false;
 }
 
 /* Errors of layer C against the reference outputs. */
@@ -233,7 +254,7 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
  * picked by the output error on the fit tokens Xf (reference refF), and only that conversion is
  * measured on the evaluation tokens X, so the reported error is not the minimum of several
  * measurements on the same tokens. */
-static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const Mat *X, const int *pos,
+static int transmla_at(const AttnLayer *L, const AttnLayer *S, size_t B, const double *Sigma, const Mat *X, const int *pos,
                        const AttnOut *ref, const Mat *Xf, const int *posf, BudgetRow *r, AttnLayer **keep) {
     int G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim, rd = L->rope_dim, d2 = rd / 2;
     if (L->rope_dim <= 0) { row_na(r, "n/a: RoRoPE needs rotary keys (the model has no RoPE)"); return AL_OK; }
@@ -257,7 +278,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
         AttnLayer *mla = NULL;
         TmlaLayerReport rep;
         BudgetRow cur = *r;
-        int rc = tmla_convert_layer(L, &o, Sigma, &mla, &rep);
+        int rc = tmla_convert_layer(S, &o, Sigma, &mla, &rep);
         if (rc == AL_OK) { mla->window = L->window; mla->softcap = L->softcap; }   /* the model's, both sides */
         if (rc == AL_OK && L->sinks && !mla->sinks) {                               /* gpt-oss's sinks too */
             size_t nb = (size_t)L->n_heads * sizeof(float);
@@ -290,6 +311,19 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
     if (rc) return al_err_ctx("TransMLA, %s", best.setting);
     *r = best;
     return AL_OK;
+}
+
+/* transmla_at of L, or with Q/K RMSNorm of its plain layer with the norm folded (`convert mla qk-norm fold`),
+ * measured against L. */
+static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const Mat *X, const int *pos,
+                       const AttnOut *ref, const Mat *Xf, const int *posf, BudgetRow *r, AttnLayer **keep) {
+    AttnLayer *plain = NULL;
+    if (L->qk_norm != QKN_NONE && tmla_qkn_plain(L, TMLA_QKN_FOLD, Sigma, NULL, &plain)) return AL_ERR;
+    int rc = transmla_at(L, plain ? plain : L, B, Sigma, X, pos, ref, Xf, posf, r, keep);
+    size_t n = strlen(r->setting);
+    if (rc == AL_OK && plain && r->ok) snprintf(r->setting + n, sizeof r->setting - n, ", Q/K norm folded");
+    attn_layer_free(plain);
+    return rc;
 }
 
 /* ================================================================ kqsvd */
@@ -565,12 +599,14 @@ int budget_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int
         r->method = (budget_method)k;
         r->score_err = r->out_err = NAN;
     }
-    if ((rc = do_farr(L, budget, X, pos, ref, &rows[BUDGET_FARR], NULL))) al_err_ctx("FaRR");
-    else if ((rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[BUDGET_TRANSMLA], NULL))) al_err_ctx("TransMLA");
-    else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, kq, ref, &rows[BUDGET_KQSVD], &from))) al_err_ctx("KQ-SVD");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[BUDGET_TPA_A], NULL))) al_err_ctx("TPA form a");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[BUDGET_TPA_B], NULL))) al_err_ctx("TPA form b");
-    else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[BUDGET_MEANPOOL], NULL))) al_err_ctx("mean-pool");
+#define RUN(k) applies(L, k, &rows[k]) &&
+    if (RUN(BUDGET_FARR) (rc = do_farr(L, budget, X, pos, ref, &rows[BUDGET_FARR], NULL))) al_err_ctx("FaRR");
+    else if (RUN(BUDGET_TRANSMLA) (rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[BUDGET_TRANSMLA], NULL))) al_err_ctx("TransMLA");
+    else if (RUN(BUDGET_KQSVD) (rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, kq, ref, &rows[BUDGET_KQSVD], &from))) al_err_ctx("KQ-SVD");
+    else if (RUN(BUDGET_TPA_A) (rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[BUDGET_TPA_A], NULL))) al_err_ctx("TPA form a");
+    else if (RUN(BUDGET_TPA_B) (rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[BUDGET_TPA_B], NULL))) al_err_ctx("TPA form b");
+    else if (RUN(BUDGET_MEANPOOL) (rc = do_meanpool(L, budget, X, pos, ref, &rows[BUDGET_MEANPOOL], NULL))) al_err_ctx("mean-pool");
+#undef RUN
     attn_out_free(ref);
     if (kq_from) *kq_from = from;
     return rc;
@@ -584,6 +620,7 @@ int budget_method_layer(const AttnLayer *L, size_t budget, budget_method k, cons
     row->score_err = row->out_err = NAN;
     if (L->kind != ATTN_GQA)
         return al_err("compare: the methods take GQA / MHA layers; an MLA layer already caches a shared latent");
+    if (!applies(L, k, row)) return AL_OK;
     if (k == BUDGET_KQSVD) {
         row_na(row, "n/a in the forward pass: its projections act on the cached keys after RoPE");
         return AL_OK;
