@@ -18,15 +18,6 @@ cli_setup /tmp/attnlab-cli-convert-windows shared-cache
 cd "$T" || exit 1
 
 seq 1 40 | awk '{printf "%d ", ($1*37)%250+1}' >x40.ids
-# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
-ppl_of() {
-    "$B" -e "set format json; $1" >o.txt 2>e.txt
-    local p
-    p=$(grep -o '"ppl": [0-9.e+-]*' o.txt | tail -1 | sed 's/"ppl": //')
-    if [ -n "$p" ] && ! grep -q '^error' e.txt; then echo "$p"; else echo "ERR: $(grep -m1 '^error' e.txt)"; fi
-}
-# near A B TOL: |A - B| <= TOL |B|
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
 # max_err COL: the largest value in column COL of check's per-layer rows (after "check of")
 max_err() { sed -n '/^check of/,$p' out.txt |
     awk -v c="$1" '$1 ~ /^[0-9]+$/ && NF >= c { if ($c + 0 > m) m = $c + 0 } END { printf "%g", m + 0 }'; }

@@ -28,15 +28,6 @@ fams=$("$B" -e "help synth family" | sed -n 1p | sed 's/^usage: synth family //;
 REFUSALS='QK fusion refused|Q/K RMSNorm|llama_4_scaling_beta|which attnlab does not build'   # the last: DeepSeek-V4's and Kimi-K3's forward pass
 EVAL_REFUSALS='llama_4_scaling_beta'   # the one-layer evaluator's: exports run (Gemma 4 and the output gate run in it)
 
-# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
-ppl_of() {
-    "$B" -e "set format json; $1" >o.txt 2>e.txt
-    local p
-    p=$(grep -o '"ppl": [0-9.e+-]*' o.txt | tail -1 | sed 's/"ppl": //')
-    if [ -n "$p" ] && ! grep -q '^error' e.txt; then echo "$p"; else echo "ERR: $(grep -m1 '^error' e.txt)"; fi
-}
-# near A B TOL: |A - B| <= TOL |B|
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
 # refused WHAT RESULT: a known refusal (counted), or a failure
 refused() {
     if grep -Eq "$REFUSALS" <<<"$2"; then nref=$((nref + 1)); echo "refused: $1: ${2:0:110}"

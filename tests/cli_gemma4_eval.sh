@@ -11,15 +11,6 @@ cli_setup /tmp/attnlab-cli-gemma4-eval shared-cache
 cd "$T" || exit 1
 for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
 
-# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
-ppl_of() {
-    "$B" -e "set format json; $1" >o.txt 2>e.txt
-    local p
-    p=$(grep -o '"ppl": [0-9.e+-]*' o.txt | tail -1 | sed 's/"ppl": //')
-    if [ -n "$p" ] && ! grep -q '^error' e.txt; then echo "$p"; else echo "ERR: $(grep -m1 '^error' e.txt)"; fi
-}
-# near A B TOL: |A - B| <= TOL |B|
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
 far() { ! near "$@"; }
 
 # fam LAYERS TOL: the source's ppl, the full-rank identity, a cut in the session against its dense export's reload

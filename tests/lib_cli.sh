@@ -11,6 +11,8 @@
 #   has / hasnt TEXT PATTERN   grep a string
 #   png_size FILE        "WxH" from the IHDR chunk ("none" if too short); is_png / is_svg /
 #                        is_pdf FILE test a file's signature
+#   ppl_of CMDS          the last ppl the commands print (run with `set format json`), or ERR: the error
+#   near A B TOL         true when |A - B| <= TOL |B|
 #   cli_done             prints the tally and sets the status (use as the last line)
 
 # cli_setup DEFAULT_TMP [shared-cache]
@@ -53,6 +55,17 @@ png_size() {
 is_png() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; }
 is_svg() { [ -s "$1" ] && head -c 400 "$1" | grep -q "<svg"; }
 is_pdf() { [ -s "$1" ] && [ "$(head -c 5 "$1")" = "%PDF-" ] && tail -c 16 "$1" | grep -q "%%EOF"; }
+
+# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error (o.txt / e.txt keep the run).
+ppl_of() {
+    "$B" -e "set format json; $1" >o.txt 2>e.txt
+    local p
+    p=$(grep -o '"ppl": [0-9.e+-]*' o.txt | tail -1 | sed 's/"ppl": //')
+    if [ -n "$p" ] && ! grep -q '^error' e.txt; then echo "$p"; else echo "ERR: $(grep -m1 '^error' e.txt)"; fi
+}
+
+# near A B TOL: |A - B| <= TOL |B|
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
 
 # cli_done: prints "N passed, N failed" (or "all passed" / "N failed" when only fail was used);
 # the status is 0 when none failed.
