@@ -213,13 +213,8 @@ static void test_exact_ppl(const char *tmp) {
     size_t n = 200, seqlen = 50;
     int ids[200];
     tu_tiny_ids(ids, n, 17);
-    CalibShape sh;
-    CalibStats *st = NULL;
-    double **S = NULL, **mu = NULL;
-    CHECK_OK(calib_shape_of(m, &sh));
-    CHECK_OK(calib_new(&sh, true, &st));
-    if (f && st) CHECK_OK(calib_run(st, f, ids, n / seqlen, seqlen));
-    if (st) CHECK_OK(calib_input_arrays(st, 0, -1, &S, &mu));
+    double **S, **mu;
+    CalibStats *st = tu_tiny_calib(m, f, ids, n, seqlen, &S, &mu);
     fwd_free(f);
     TmlaOpts o = tmla_opts_default();
     o.sigma = (const double *const *)S;

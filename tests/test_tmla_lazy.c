@@ -32,14 +32,9 @@ int main(void) {
     size_t n = 200, seqlen = 50;
     int ids[200];
     tu_tiny_ids(ids, n, 5);
-    CalibShape sh;
-    CalibStats *st = NULL;
-    double **S = NULL, **mu = NULL;
-    CHECK_OK(calib_shape_of(m, &sh));
-    CHECK_OK(calib_new(&sh, true, &st));
-    if (f && st) CHECK_OK(calib_run(st, f, ids, n / seqlen, seqlen));
+    double **S, **mu;
+    CalibStats *st = tu_tiny_calib(m, f, ids, n, seqlen, &S, &mu);
     fwd_free(f);
-    if (st) CHECK_OK(calib_input_arrays(st, 0, -1, &S, &mu));
     TmlaOpts o = tmla_opts_default();
     o.kv_rank = 12;
     o.sigma = (const double *const *)S;
