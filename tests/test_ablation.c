@@ -12,6 +12,7 @@
  *       whole pass, no layer counted), numbers still probe_ablate's. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "family_models.h"
 #include "config.h"
 #include "forward.h"
 #include "headprobe.h"
@@ -105,18 +106,8 @@ static void check_model(const char *name, const char *dir) {
 }
 
 int main(void) {
-    const char *tmp = test_tmpdir();
-    static const char *fams[] = {"qwen3", "gemma2", "gpt_oss", "deepseek_v3", "qwen3_next", "nemotron_h", "gemma4_text"};
-    for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
-        char *dir = al_asprintf("%s/%s", tmp, fams[i]);
-        CHECK_OK(synth_family_write(fams[i], DT_F32, SYNTH_DEFAULT_SEED, dir));
-        check_model(fams[i], dir);
-        free(dir);
-    }
-    const char *models = getenv("ATTNLAB_MODELS");
-    char *real = al_asprintf("%s/stories260K-hf", models ? models : "tests/models");
-    check_model("stories260K", real);
-    free(real);
+    static const char *const fams[] = {"qwen3", "gemma2", "gpt_oss", "deepseek_v3", "qwen3_next", "nemotron_h", "gemma4_text"};
+    tu_each_model(fams, sizeof fams / sizeof *fams, check_model);
     CHECK(layers_checked >= 20, "only %d layers checked", layers_checked);
     CHECK(pairs_checked >= 6, "only %d models went back to an earlier layer", pairs_checked);
     return check_done();

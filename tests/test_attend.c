@@ -19,6 +19,7 @@
  * tests/cli_attend.sh's. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "family_models.h"
 #include "config.h"
 #include "attn_eval.h"
 #include "forward.h"
@@ -174,19 +175,9 @@ static void check_model(const char *name, const char *dir) {
 }
 
 int main(void) {
-    const char *tmp = test_tmpdir();
-    static const char *fams[] = {"qwen3", "mixtral", "gemma2", "gemma3_text", "gemma4_text", "olmo3", "llama4_text", "gpt_oss",
-                                 "deepseek_v3", "deepseek_v32", "qwen3_next"};
-    for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
-        char *dir = al_asprintf("%s/%s", tmp, fams[i]);
-        CHECK_OK(synth_family_write(fams[i], DT_F32, SYNTH_DEFAULT_SEED, dir));
-        check_model(fams[i], dir);
-        free(dir);
-    }
-    const char *models = getenv("ATTNLAB_MODELS");
-    char *real = al_asprintf("%s/stories260K-hf", models ? models : "tests/models");
-    check_model("stories260K", real);
-    free(real);
+    static const char *const fams[] = {"qwen3", "mixtral", "gemma2", "gemma3_text", "gemma4_text", "olmo3", "llama4_text",
+                                       "gpt_oss", "deepseek_v3", "deepseek_v32", "qwen3_next"};
+    tu_each_model(fams, sizeof fams / sizeof *fams, check_model);
     CHECK(window_layers_seen > 0, "no windowed layer was checked (mistral, gemma2 and gpt_oss have them)");
     CHECK(overrides_seen >= 3, "only %d models ran their layer as an override", overrides_seen);
     CHECK(sink_rows_seen > 0, "no sink took weight (gpt_oss has sinks)");
