@@ -26,14 +26,6 @@
 
 static int layers_checked, pairs_checked;
 
-static void tokens(int *ids, size_t n, size_t V, unsigned seed) {
-    unsigned s = seed;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1103515245u + 12345u;
-        ids[i] = (int)((s >> 8) % V);
-    }
-}
-
 /* probe_ablation_run against probe_ablate for heads[0..nh) of layer l; the layers it ran. */
 static size_t check_one(const char *name, Forward *f, ProbeAblation *pa, const int *ids, size_t n, size_t L, int l,
                         const int *heads, size_t nh) {
@@ -52,7 +44,7 @@ static size_t check_one(const char *name, Forward *f, ProbeAblation *pa, const i
 static void check_text(const char *name, Forward *f, size_t n, size_t L, bool kv_shared) {
     const ModelConfig *c = &fwd_model(f)->cfg;
     int NL = c->n_layers, H = c->n_heads, *ids = malloc(n * sizeof *ids);
-    tokens(ids, n, fwd_vocab(f), 11);
+    tu_tokens(ids, n, fwd_vocab(f), 11);
     size_t nwin = (n + L - 1) / L - (n % L == 1);
     ProbeAblation *pa = NULL;
     CHECK_OK(probe_ablation_new(f, ids, n, L, &pa));

@@ -37,14 +37,6 @@
 
 static int window_layers_seen, sink_rows_seen;
 
-static void tokens(int *ids, size_t n, size_t V, unsigned seed) {
-    unsigned s = seed;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1103515245u + 12345u;
-        ids[i] = (int)((s >> 8) % V);
-    }
-}
-
 /* (b) the structure of one captured pattern P (T, T) of layer L. */
 static void check_rows(const char *name, const ModelConfig *c, int L, int h, const float *P, size_t T, bool sink) {
     size_t w = cfg_layer_window(c, L);
@@ -121,7 +113,7 @@ static void check_model(const char *name, const char *dir) {
     const ModelConfig *c = &m->cfg;
     size_t V = fwd_vocab(f), T = T_TOK;
     int ids[T_TOK];
-    tokens(ids, T, V, 7);
+    tu_tokens(ids, T, V, 7);
     float *P = calloc(T * T, sizeof *P), *z0 = malloc(T * V * sizeof *z0), *z1 = malloc(T * V * sizeof *z1);
     double *R = calloc(T * T, sizeof *R), *rl = malloc(T * ref_vocab(r) * sizeof *rl);
     fwd_reset(f);
