@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # cli_compare_na.sh -- `compare kv-budget` on models whose attention some methods do not carry runs the rows that
 # are valid and marks the others "not applicable: <why>" (it refused the whole model):
-#   qwen3 (Q/K RMSNorm per head): FaRR (keys whole under RoPE) and mean-pool are exact at the model's own budget
-#     (out_err 0: the norm is evaluated on both sides), TransMLA runs with the norm folded and says so, KQ-SVD and
-#     TPA are not applicable naming the norm;
+#   qwen3 (Q/K RMSNorm per head): FaRR (keys whole under RoPE), mean-pool and KQ-SVD (its projections of the normed
+#     keys) are exact at the model's own budget (out_err 0: the norm is computed on both sides), TransMLA runs with
+#     the norm folded and says so, TPA is not applicable naming the norm;
 #   qwen3_next (Qwen3.5's output gate, and Q/K norms): mean-pool exact at the full budget (the gate passes: query
 #     heads stay), TransMLA runs (its latent keeps the head outputs, the gate kept), FaRR, KQ-SVD and TPA not
 #     applicable naming the gate; on a text, the model row and the three evictions (StreamingLLM, H2O, SnapKV, key
@@ -30,7 +30,10 @@ ok "qwen3 full budget: mean-pool exact [$(col q.csv mean-pool 0 out_err)]" test 
 ok "qwen3: transmla folds the norm [$(col q32.csv transmla 1 setting)]" has "$(col q32.csv transmla 1 setting)" "Q/K norm folded"
 ok "qwen3: transmla has an error [$(col q32.csv transmla 1 out_err)]" \
     python3 -c "import sys; v = float(sys.argv[1]); sys.exit(not 0 < v < 1)" "$(col q32.csv transmla 1 out_err)"
-for k in kqsvd tpa-a tpa-b; do
+ok "qwen3 full budget: kqsvd exact on the normed keys [$(col q.csv kqsvd 0 out_err)]" \
+    python3 -c "import sys; sys.exit(not float(sys.argv[1]) < 1e-6)" "$(col q.csv kqsvd 0 out_err)"
+ok "qwen3: kqsvd at 32 values [$(col q32.csv kqsvd 1 kv_values)]" test "$(col q32.csv kqsvd 1 kv_values)" = 32
+for k in tpa-a tpa-b; do
     ok "qwen3: $k not applicable [$(col q.csv $k 0 setting)]" has "$(col q.csv $k 0 setting)" "^not applicable: the Q/K RMSNorm"
 done
 

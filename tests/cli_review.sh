@@ -75,7 +75,7 @@ done
 # ---- compare on a q/k-norm model: TransMLA runs with the norm folded, the rows that skip the norm say so
 # (cli_compare_na.sh checks the rows' numbers; compare refused the model, then named convert mla's qk-norm)
 out=$(e "load q3; compare kv-budget 32")
-has "$out" "Q/K norm folded" && has "$out" "not applicable: the Q/K RMSNorm (per head) is not in its projections" \
+has "$out" "Q/K norm folded" && has "$out" "not applicable: the Q/K RMSNorm (per head) does not pass its factors" \
     || fail "compare on qwen3: [$out]"
 
 # ---- a kv-budget past the model's cache is refused (it printed "156250.0%" and ran every method at full width)

@@ -66,10 +66,11 @@ static void row_na(BudgetRow *r, const char *fmt, ...) {
  * are the source's) and mean-pool (the query heads stay), not through FaRR's V / O factors, TPA's or KQ-SVD's
  * evaluator (it attends the projected keys and values itself); Q/K RMSNorm (Qwen3, OLMo 2) is folded for
  * TransMLA (`convert mla qk-norm fold`), kept by FaRR where the keys stay whole (RoPE) and by mean-pool over a
- * per-head norm; KQ-SVD's and TPA's projections skip it. Not: r says why ("not applicable: ..."). */
+ * per-head norm, by KQ-SVD's projections of the normed keys; TPA's factors skip it. Not: r says why ("not
+ * applicable: ..."). */
 static bool applies(const AttnLayer *L, budget_method k, BudgetRow *r) {
     bool gate_ok = k == BUDGET_TRANSMLA || k == BUDGET_MEANPOOL;
-    bool qkn_ok = k == BUDGET_TRANSMLA || (k == BUDGET_FARR && L->rope_dim > 0) ||
+    bool qkn_ok = k == BUDGET_TRANSMLA || k == BUDGET_KQSVD || (k == BUDGET_FARR && L->rope_dim > 0) ||
                   (k == BUDGET_MEANPOOL && L->qk_norm == QKN_HEAD);
     if (L->W_G && !gate_ok)
         row_na(r, "not applicable: the output gate (head outputs times sigmoid(x W_G) before W_O) %s",
@@ -77,7 +78,7 @@ static bool applies(const AttnLayer *L, budget_method k, BudgetRow *r) {
     else if (L->qk_norm != QKN_NONE && !qkn_ok)
         row_na(r, "not applicable: the Q/K RMSNorm (%s) %s", qk_norm_name(L->qk_norm),
                k == BUDGET_FARR ? "does not commute with truncating keys without RoPE"
-               : k == BUDGET_MEANPOOL ? "over the whole projection does not pool" : "is not in its projections");
+               : k == BUDGET_MEANPOOL ? "over the whole projection does not pool" : "does not pass its factors");
     else return true;
     return false;
 }
@@ -328,17 +329,31 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
 
 /* ================================================================ kqsvd */
 
-/* Y (T, n) = X W + b, then RoPE (pairs per L->rope, on the first L->rope_dim dims) on each of the nh
- * heads of dim hd when rope. */
-static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat *W, const float *b, size_t nh,
-                    size_t hd, bool rope, float *Y) {
+/* L's Q/K RMSNorm with weights w (per head of hd, or over the row of n: L->qk_norm) on the rows of Y (T, n), as
+ * attn_eval applies it (after the bias, before RoPE); w NULL: none. */
+static void qk_norm_rows(const AttnLayer *L, const float *w, float *Y, size_t T, size_t n, size_t hd) {
+    size_t len = L->qk_norm == QKN_PROJ ? n : hd;
+    for (size_t p = 0; w && L->qk_norm != QKN_NONE && p < T * n / len; p++) {
+        float *v = Y + p * len;
+        double ss = 0;
+        for (size_t i = 0; i < len; i++) ss += (double)v[i] * v[i];
+        double r = 1.0 / sqrt(ss / (double)len + L->norm_eps);
+        for (size_t i = 0; i < len; i++) v[i] = (float)(v[i] * r * (L->norm_1p ? 1.0 + w[i] : (double)w[i]));
+    }
+}
+
+/* Y (T, n) = X W + b, L's Q/K norm with weights nw (NULL: none), then RoPE (pairs per L->rope, on the first
+ * L->rope_dim dims) on each of the nh heads of dim hd when rope: the queries and keys the cache sees. */
+static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat *W, const float *b, const float *nw,
+                    size_t nh, size_t hd, bool rope, float *Y) {
     size_t T = X->rows, n = W->cols;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)X->cols, 1.0f, X->data, (int)X->cols,
                 W->data, (int)n, 0.0f, Y, (int)n);
+    for (size_t t = 0; b && t < T; t++)
+        for (size_t j = 0; j < n; j++) Y[t * n + j] += b[j];
+    qk_norm_rows(L, nw, Y, T, n, hd);
     for (size_t t = 0; t < T; t++) {
         float *y = Y + t * n;
-        if (b)
-            for (size_t j = 0; j < n; j++) y[j] += b[j];
         if (rope) rope_rotate_rows(y, nh, hd, L->rope_dim, L->rope, L->inv_freq, pos[t], 1.0);
     }
 }
@@ -475,14 +490,14 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
     AttnOut *o = NULL;
     int rc = (!fit || (Qf && Kf && Vf)) && Q && K && V && GK && GQ && A && Bm && Av && Bv ? AL_OK : AL_ERR;
     if (rc == AL_OK && fit) {
-        project(L, Xf, posf, L->W_Q, L->b_Q, H, d, rope, Qf);
-        project(L, Xf, posf, L->W_K, L->b_K, G, d, rope, Kf);
-        project(L, Xf, posf, L->W_V, L->b_V, G, dv, false, Vf);
+        project(L, Xf, posf, L->W_Q, L->b_Q, L->q_norm, H, d, rope, Qf);
+        project(L, Xf, posf, L->W_K, L->b_K, L->k_norm, G, d, rope, Kf);
+        project(L, Xf, posf, L->W_V, L->b_V, NULL, G, dv, false, Vf);
     }
     if (rc == AL_OK) {
-        project(L, X, pos, L->W_Q, L->b_Q, H, d, rope, Q);
-        project(L, X, pos, L->W_K, L->b_K, G, d, rope, K);
-        project(L, X, pos, L->W_V, L->b_V, G, dv, false, V);
+        project(L, X, pos, L->W_Q, L->b_Q, L->q_norm, H, d, rope, Q);
+        project(L, X, pos, L->W_K, L->b_K, L->k_norm, G, d, rope, K);
+        project(L, X, pos, L->W_V, L->b_V, NULL, G, dv, false, V);
     }
     const GroupProjIn in = {.kq = &kq, .lp = lp, .rk = rk, .rv = rv, .Kf = Kf, .Qf = Qf, .Vf = Vf, .Tf = Tf};
     GroupProj pj = {.GK = GK, .GQ = GQ, .A = A, .B = Bm, .Av = Av, .Bv = Bv};
