@@ -226,8 +226,7 @@ static int ablate_row(Table *t, int layer, const char *heads, const FwdPpl *p, d
 }
 
 /* Every row of the ablation over layers lo..hi. */
-static int ablate_run(Forward *f, const Args *a, const ModelConfig *c, const int *ids, size_t n, size_t L, int lo,
-                      int hi, Table *t, double base) {
+static int ablate_run(ProbeAblation *pa, const Args *a, const ModelConfig *c, int lo, int hi, Table *t, double base) {
     int *heads = NULL;
     size_t nh = 0;
     int rc = ablate_heads(a, c->n_heads, &heads, &nh);
@@ -236,7 +235,7 @@ static int ablate_run(Forward *f, const Args *a, const ModelConfig *c, const int
         for (size_t i = 0; rc == AL_OK && i < (together ? 1 : nh); i++) {
             FwdPpl p;
             char name[24];
-            rc = probe_ablate(f, ids, n, L, layer, heads + (together ? 0 : i), together ? nh : 1, &p);
+            rc = probe_ablation_run(pa, layer, heads + (together ? 0 : i), together ? nh : 1, &p);
             snprintf(name, sizeof name, "%d", heads[i]);
             if (rc == AL_OK) rc = ablate_row(t, layer, together ? (args_given(a, "heads") ? args_str(a, "heads") : "all") : name, &p, base);
             if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
@@ -262,17 +261,22 @@ static int cmd_ablate(Session *s, const Args *a, Out *out) {
     size_t n_named = 0;
     if (ablate_heads(a, c->n_heads, &named, &n_named)) return al_err_ctx("ablate");
     free(named);
-    if (probe_ppl_tokens(s, m, a, &ids, &n, &L) || lm_forward(s, m, &f)) { free(ids); return AL_ERR; }
+    ProbeAblation *pa = NULL;
+    if (probe_ppl_tokens(s, m, a, &ids, &n, &L) || lm_forward(s, m, &f) || probe_ablation_new(f, ids, n, L, &pa)) {
+        free(ids);
+        return AL_ERR;
+    }
     FwdPpl b;
-    int rc = probe_ablate(f, ids, n, L, 0, NULL, 0, &b);
+    int rc = probe_ablation_base(pa, layersel_next(c, (int)lo, (int)hi), &b);
     Table *t = rc == AL_OK ? table_new(4, "layer", "heads", "ppl", "delta") : NULL;
     if (rc == AL_OK && !t) rc = AL_ERR;
     if (rc == AL_OK) {
         if (out_narrates(out))
             out_printf(out, "%s: ppl %.6g intact (%zu tokens predicted in windows of %zu)%s\n", m->name, exp(b.nll), b.tokens, L,
                        xform_newest(s, m, NULL) ? "; the loaded model: its transformations are not ablated" : "");
-        rc = ablate_run(f, a, c, ids, n, L, (int)lo, (int)hi, t, exp(b.nll));
+        rc = ablate_run(pa, a, c, (int)lo, (int)hi, t, exp(b.nll));
     }
+    probe_ablation_free(pa);
     free(ids);
     if (rc != AL_OK && rc != AL_INTERRUPTED) { table_free(t); return rc; }
     int r2 = out_table_to(out, args_str(a, "to"), t);

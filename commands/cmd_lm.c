@@ -325,25 +325,15 @@ static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mod
     const char *what = args_str(a, "what"), *file = args_str(a, "file");
     int *ids = NULL;
     size_t n = 0;
-    if (ids_mode) {
-        if (lm_read_ids(file, &ids, &n) != AL_OK) return AL_ERR;
-    } else {
-        Tokenizer *t;
-        size_t len;
-        if (lm_tokenizer(s, m, &t) != AL_OK) return AL_ERR;
-        char *text = al_read_file(what, &len);
-        if (!text) return AL_ERR;
-        int rc = tok_encode(t, text, len, true, &ids, &n);
-        free(text);
-        if (rc != AL_OK) return rc;
-    }
+    int rc = lm_text_ids(s, m, what, ids_mode ? file : NULL, &ids, &n);
+    if (rc != AL_OK) return rc;
     long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;    /* default: min(512, the context) */
     size_t L = (size_t)(args_given(a, "seqlen") ? args_int(a, "seqlen") : ctx < 512 ? ctx : 512);
     if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < n) n = (size_t)args_int(a, "max-tokens");
     FwdPpl p;
     double t0 = now_s();
-    int rc = n < 2 ? al_err("ppl: %s has %zu tokens; at least 2 are needed", ids_mode ? file : what, n)
-                   : fwd_ppl(f, ids, n, L, &p);
+    rc = n < 2 ? al_err("ppl: %s has %zu tokens; at least 2 are needed", ids_mode ? file : what, n)
+               : fwd_ppl(f, ids, n, L, &p);
     free(ids);
     if (rc != AL_OK && !(rc == AL_INTERRUPTED && p.tokens > 0)) return rc;
     double dt = now_s() - t0;

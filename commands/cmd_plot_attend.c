@@ -183,16 +183,19 @@ static int importance_ranks(Session *s, Model *m, const Args *a, int lo, int hi,
 static int importance_deltas(Forward *f, const Model *m, const int *ids, size_t n, size_t L, int lo, int hi,
                              int *layers, double *delta, double *base) {
     FwdPpl b, p;
-    int H = m->cfg.n_heads, nl = 0, rc = probe_ablate(f, ids, n, L, 0, NULL, 0, &b);
+    ProbeAblation *pa;
+    if (probe_ablation_new(f, ids, n, L, &pa)) return AL_ERR;
+    int H = m->cfg.n_heads, nl = 0, rc = probe_ablation_base(pa, layersel_next(&m->cfg, lo, hi), &b);
     *base = exp(b.nll);
     for (int l = layersel_next(&m->cfg, lo, hi); rc == AL_OK && l <= hi; l = layersel_next(&m->cfg, l + 1, hi)) {
         layers[nl] = l;
         for (int h = 0; rc == AL_OK && h < H; h++) {
-            if ((rc = probe_ablate(f, ids, n, L, l, &h, 1, &p)) == AL_OK) delta[(size_t)nl * H + h] = exp(p.nll) - *base;
+            if ((rc = probe_ablation_run(pa, l, &h, 1, &p)) == AL_OK) delta[(size_t)nl * H + h] = exp(p.nll) - *base;
             if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
         }
         nl++;
     }
+    probe_ablation_free(pa);
     return rc;
 }
 

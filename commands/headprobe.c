@@ -184,20 +184,10 @@ int probe_ppl_tokens(Session *s, Model *m, const Args *a, int **ids, size_t *n, 
     const char *what = args_str(a, "what"), *file = args_str(a, "file");
     *ids = NULL;
     *n = 0;
-    if (file && *file) {
-        if (strcmp(what, "ids") != 0)
-            return al_err("give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", what, file);
-        if (lm_read_ids(file, ids, n) != AL_OK) return AL_ERR;
-    } else {
-        Tokenizer *t;
-        size_t len;
-        if (lm_tokenizer(s, m, &t) != AL_OK) return AL_ERR;
-        char *text = al_read_file(what, &len);
-        if (!text) return AL_ERR;
-        int rc = tok_encode(t, text, len, true, ids, n);
-        free(text);
-        if (rc != AL_OK) return rc;
-    }
+    if (file && *file && strcmp(what, "ids") != 0)
+        return al_err("give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", what, file);
+    int rc = lm_text_ids(s, m, what, file, ids, n);
+    if (rc != AL_OK) return rc;
     long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;    /* ppl's default: min(512, the context) */
     *L = (size_t)(args_given(a, "seqlen") ? args_int(a, "seqlen") : ctx < 512 ? ctx : 512);
     if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < *n) *n = (size_t)args_int(a, "max-tokens");
@@ -211,6 +201,107 @@ int probe_ablate(Forward *f, const int *ids, size_t n, size_t L, int layer, cons
     for (size_t i = 0; i < nh && rc == AL_OK; i++) rc = fwd_mask_head(f, layer, heads[i], true);
     if (rc == AL_OK) rc = fwd_ppl(f, ids, n, L, out);
     fwd_clear_head_mask(f);
+    return rc;
+}
+
+/* ================================================================ ablations over a kept prefix */
+
+struct ProbeAblation {
+    Forward *f;
+    const int *ids;
+    size_t n, L, D, rows;       /* rows: the windows' tokens (a last window of one token is not run) */
+    bool keep;                  /* no layer reads an earlier layer's cache: the stream can be kept */
+    int layer;                  /* the layer whose input x holds (-1: none yet) */
+    float *x, *next;            /* (rows, D) the stream at a layer's input, the windows' rows in order */
+    int play, rec;              /* the hook: x replayed at layer play, recorded into next at layer rec (-1: no) */
+    bool stop;                  /* ... the pass ends once rec is recorded */
+    size_t off_play, off_rec;   /* ... rows done */
+    size_t layers_run;
+};
+
+/* fwd_set_resid's hook: replays x, records next (then ends the pass when told to), counts the layers run. */
+static int ablation_hook(int layer, float *x, size_t T, void *ud) {
+    ProbeAblation *a = ud;
+    size_t b = T * a->D * sizeof *x;
+    a->layers_run++;
+    if (layer == a->play) { memcpy(x, a->x + a->off_play * a->D, b); a->off_play += T; }
+    if (layer != a->rec) return AL_OK;
+    memcpy(a->next + a->off_rec * a->D, x, b);
+    a->off_rec += T;
+    return a->stop ? FWD_STOP : AL_OK;
+}
+
+int probe_ablation_new(Forward *f, const int *ids, size_t n, size_t L, ProbeAblation **out) {
+    const ModelConfig *c = &fwd_model(f)->cfg;
+    ProbeAblation *a = al_calloc(1, sizeof *a, "an ablation");
+    if (!a) return AL_ERR;
+    *a = (ProbeAblation){.f = f, .ids = ids, .n = n, .L = L, .D = (size_t)c->hidden, .keep = true, .layer = -1,
+                         .play = -1, .rec = -1};
+    a->rows = L >= 2 && n % L == 1 ? n - 1 : n;
+    for (int l = 0; l < c->n_layers; l++) a->keep &= cfg_kv_source(c, l) == l;
+    if (a->keep && (!(a->x = al_malloc3(a->rows, a->D, sizeof(float), "the residual stream")) ||
+                    !(a->next = al_malloc3(a->rows, a->D, sizeof(float), "the residual stream")))) {
+        probe_ablation_free(a);
+        return AL_ERR;
+    }
+    *out = a;
+    return AL_OK;
+}
+
+void probe_ablation_free(ProbeAblation *a) {
+    if (!a) return;
+    free(a->x);
+    free(a->next);
+    free(a);
+}
+
+size_t probe_ablation_layers_run(const ProbeAblation *a) { return a->layers_run; }
+
+/* Runs the hook as set (play, rec) from layer `from` over the windows: by fwd_ppl (masks as set) when out, else
+ * each window up to rec's input. next then holds the stream at rec, which becomes the kept layer. */
+static int ablation_pass(ProbeAblation *a, int from, FwdPpl *out) {
+    a->off_play = a->off_rec = 0;
+    a->stop = !out;
+    fwd_set_resid(a->f, from, ablation_hook, a);
+    int rc = AL_OK;
+    if (out) rc = fwd_ppl(a->f, a->ids, a->n, a->L, out);
+    for (size_t s = 0; !out && rc == AL_OK && s + 1 < a->n; s += a->L) {
+        size_t len = a->n - s < a->L ? a->n - s : a->L;
+        fwd_reset(a->f);
+        if ((rc = fwd_run(a->f, a->ids + s, len, FWD_LOGITS_NONE, NULL)) == FWD_STOP) rc = AL_OK;
+    }
+    fwd_set_resid(a->f, 0, NULL, NULL);
+    if (rc == AL_OK && a->rec >= 0) {
+        float *t = a->x;
+        a->x = a->next;
+        a->next = t;
+        a->layer = a->rec;
+    }
+    return rc;
+}
+
+int probe_ablation_base(ProbeAblation *a, int layer, FwdPpl *out) {
+    if (!a->keep) return probe_ablate(a->f, a->ids, a->n, a->L, 0, NULL, 0, out);
+    fwd_clear_head_mask(a->f);
+    a->play = -1;
+    a->rec = layer >= 0 && layer < fwd_model(a->f)->cfg.n_layers ? layer : -1;
+    return ablation_pass(a, 0, out);
+}
+
+int probe_ablation_run(ProbeAblation *a, int layer, const int *heads, size_t nh, FwdPpl *out) {
+    if (!a->keep) return probe_ablate(a->f, a->ids, a->n, a->L, layer, heads, nh, out);
+    fwd_clear_head_mask(a->f);
+    int rc = AL_OK;
+    if (a->layer != layer) {                       /* the intact stream at layer's input, from the kept one */
+        a->play = a->layer < layer ? a->layer : -1;
+        a->rec = layer;
+        rc = ablation_pass(a, a->play >= 0 ? a->play : 0, NULL);
+    }
+    for (size_t i = 0; i < nh && rc == AL_OK; i++) rc = fwd_mask_head(a->f, layer, heads[i], true);
+    a->play = layer;
+    a->rec = -1;
+    if (rc == AL_OK) rc = ablation_pass(a, layer, out);
+    fwd_clear_head_mask(a->f);
     return rc;
 }
 

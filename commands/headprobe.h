@@ -58,6 +58,21 @@ int probe_ppl_tokens(Session *s, Model *m, const Args *a, int **ids, size_t *n, 
 /* One ablation: perplexity of m with the heads (layer, heads[0..nh)) masked; nh 0: none (the base). */
 int probe_ablate(Forward *f, const int *ids, size_t n, size_t L, int layer, const int *heads, size_t nh, FwdPpl *out);
 
+/* The ablations of one text, each rerunning only the layers from the ablated one on: the residual stream at
+ * that layer's input (the intact model's: an ablation changes nothing before its layer) is computed once per
+ * layer and kept (forward.h: fwd_set_resid), moved on to a later layer by running the layers between. The
+ * numbers are probe_ablate's bit for bit. Where a layer reads an earlier layer's cache (Gemma 4's KV-shared
+ * layers) nothing is kept and each ablation is probe_ablate. f, ids borrowed (keep them alive). */
+typedef struct ProbeAblation ProbeAblation;
+int probe_ablation_new(Forward *f, const int *ids, size_t n, size_t L, ProbeAblation **out);
+void probe_ablation_free(ProbeAblation *a);
+/* The intact model's perplexity (probe_ablate with no heads), keeping the stream at layer's input. */
+int probe_ablation_base(ProbeAblation *a, int layer, FwdPpl *out);
+/* probe_ablate(f, ids, n, L, layer, heads, nh, out) from the kept stream (moved to layer first). */
+int probe_ablation_run(ProbeAblation *a, int layer, const int *heads, size_t nh, FwdPpl *out);
+/* Layers run so far (each window's run of a layer counts once): the cost, for tests and benchmarks. */
+size_t probe_ablation_layers_run(const ProbeAblation *a);
+
 /* Parses a head list "0,3,5", "2-4", or `all` into *heads (caller frees), checked against H. */
 int probe_head_list(const char *s, int H, int **heads, size_t *n);
 

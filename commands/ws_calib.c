@@ -170,17 +170,7 @@ bool ws_calib_text(const Session *s, const Model *m, CalibText *out) { return ws
 int ws_read_tokens(Session *s, Model *m, const char *path, bool ids_file, int **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
-    int rc;
-    if (ids_file) rc = lm_read_ids(path, ids, n);
-    else {
-        Tokenizer *t;
-        size_t len;
-        char *text = NULL;
-        rc = lm_tokenizer(s, m, &t);
-        if (rc == AL_OK && !(text = al_read_file(path, &len))) rc = AL_ERR;
-        if (rc == AL_OK) rc = tok_encode(t, text, len, true, ids, n);
-        free(text);
-    }
+    int rc = lm_text_ids(s, m, path, ids_file ? path : NULL, ids, n);
     for (size_t i = 0; rc == AL_OK && i < *n; i++)
         if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab)
             rc = al_err("%s: token %zu is id %d, outside %s's vocabulary (0-%d)", path, i + 1, (*ids)[i], m->name,

@@ -126,3 +126,17 @@ int lm_read_ids(const char *path, int **ids, size_t *n) {
     *n = k;
     return AL_OK;
 }
+
+int lm_text_ids(Session *s, Model *m, const char *text_file, const char *ids_file, int **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (ids_file && *ids_file) return lm_read_ids(ids_file, ids, n);
+    Tokenizer *t;
+    size_t len;
+    if (lm_tokenizer(s, m, &t) != AL_OK) return AL_ERR;
+    char *text = al_read_file(text_file, &len);
+    if (!text) return AL_ERR;
+    int rc = tok_encode(t, text, len, true, ids, n);
+    free(text);
+    return rc;
+}

@@ -19,5 +19,8 @@ int lm_set_tokenizer(Session *s, Model *m, Tokenizer *t);
 int lm_forward(Session *s, Model *m, Forward **out);
 /* Reads whitespace-separated token ids from a file (caller frees *ids). */
 int lm_read_ids(const char *path, int **ids, size_t *n);
+/* A text's tokens (caller frees *ids): ids_file given (non-empty): its ids as they are (lm_read_ids); else the
+ * contents of text_file encoded with m's tokenizer (BOS first). */
+int lm_text_ids(Session *s, Model *m, const char *text_file, const char *ids_file, int **ids, size_t *n);
 
 #endif

@@ -9,8 +9,6 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-act-tmla shared-cache
 cd "$T" || exit 1
-# |a - b| <= tol * |b|
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(d <= t * m) }'; }
 png() { is_png "$1" && [ "$(stat -c %s "$1")" -gt 10000 ]; }
 
 # token ids for the demo model (vocab 256): a fixed pseudo-random stream

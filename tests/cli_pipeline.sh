@@ -9,7 +9,6 @@ set -u
 cli_setup /tmp/attnlab-cli-pipeline shared-cache
 cd "$T" || exit 1
 # |a - b| <= tol * |b|
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(d <= t * m) }'; }
 awk 'BEGIN { s = 7; for (i = 0; i < 300; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } print "" }' > ids.txt
 cut -d' ' -f257-300 ids.txt > valid.txt
 CONV="convert mla kv-rank 48 rope-dim 16 ids ids.txt samples 4 seqlen 32"

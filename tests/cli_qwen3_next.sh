@@ -3,7 +3,7 @@
 # DeltaNet layers, then one gated attention layer): `info` names the attention layers, the linear
 # layers' dims and the output gate; `kv-cache` and `truncate` count the one layer with a KV cache;
 # `ranks vo layer 0` refuses a linear layer by name and recovers the planted ranks of layer 3 (KV head 0:
-# V and VO rank 6); kvsvd and compare say why not; `ppl` runs the recurrence; `lint` expects the
+# V and VO rank 6); kvsvd says why not, compare runs (its rows the gate stops say so); `ppl` runs the recurrence; `lint` expects the
 # linear layers' tensors and finds a missing one (a renamed dt_bias: missing, and unknown).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -22,7 +22,7 @@ ok "info: params of the one attention layer (q_proj 2 x 128 rows)" has "$out" "a
 ok "info: KV bytes of one layer" has "$out" "kv_bytes_per_token  *512$"
 ok "info: kvsvd refused" has "$out" "kvsvd  *no: .*no keys or KV cache"
 ok "  naming its one attention layer (only layer 3 has, not 'only layers 3 have')" has "$out" "no keys or KV cache (only layer 3 has): kvsvd"
-ok "info: compare refused (gate)" has "$out" "compare  *no: .*attention output is gated"
+ok "info: compare runs (the gate: the rows of the methods it does not pass say so; cli_compare_na.sh)" has "$out" "^compare  *yes"
 
 out=$(e "load $d; kv-cache")
 ok "kv-cache: one layer" has "$out" "512 bytes per token in 1 layers"

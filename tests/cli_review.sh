@@ -4,7 +4,7 @@
 # perplexity (the table ran every row at the source's rms_norm_eps where `convert mla` and `ppl` run
 # an exportable conversion at its export's: transmla 10.6196 against 10.6192 on stories260K-hf).
 # `ablate` checks its heads (an empty list too) before the intact perplexity and says when a transformation is left out.
-# `compare` on a q/k-norm model names the conversion that keeps the norm.
+# `compare` on a q/k-norm model runs TransMLA with the norm folded and marks the rows that skip the norm.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-review shared-cache
@@ -72,9 +72,10 @@ for c in attend ablate "plot attention" "plot head-importance"; do
     done <ex.txt
 done
 
-# ---- compare on a q/k-norm model: the refusal says what runs instead (it ended at 'not covered')
+# ---- compare on a q/k-norm model: TransMLA runs with the norm folded, the rows that skip the norm say so
+# (cli_compare_na.sh checks the rows' numbers; compare refused the model, then named convert mla's qk-norm)
 out=$(e "load q3; compare kv-budget 32")
-has "$out" "not covered (TransMLA with the norm: .convert mla kv-rank R qk-norm fold|drop|keep., then .ppl. or .check.)" \
+has "$out" "Q/K norm folded" && has "$out" "not applicable: the Q/K RMSNorm (per head) does not pass its factors" \
     || fail "compare on qwen3: [$out]"
 
 # ---- a kv-budget past the model's cache is refused (it printed "156250.0%" and ran every method at full width)

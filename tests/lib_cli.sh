@@ -13,6 +13,8 @@
 #   has / hasnt TEXT PATTERN   grep a string
 #   png_size FILE        "WxH" from the IHDR chunk ("none" if too short); is_png / is_svg /
 #                        is_pdf FILE test a file's signature
+#   ppl_of CMDS          the last ppl the commands print (run with `set format json`), or ERR: the error
+#   near A B TOL         true when |A - B| <= TOL |B|
 #   cli_done             prints the tally and sets the status (use as the last line)
 
 # cli_setup DEFAULT_TMP [shared-cache]
@@ -44,7 +46,7 @@ run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
 # e CMDS: attnlab -e CMDS, stdout and stderr together (no stdin)
 e() { "$ATTNLAB" -e "$1" </dev/null 2>&1; }
 rc() { cat rc.txt; }
-# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
+# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error (o.txt / e.txt keep the run).
 ppl_of() {
     "$B" -e "set format json; $1" >o.txt 2>e.txt
     local p

@@ -6,7 +6,7 @@
  * RoPE, and the selection picks the loud frequency; and the exact conversion (one KV head, kv-rank
  * full, D = d) made with activation statistics keeps the perplexity of its DeepSeek-V3 export, run
  * by the forward pass, to 1e-4. */
-#include "test_transmla_util.h"
+#include "tiny_model.h"
 #include "testutil.h"
 #include "calib.h"
 #include "mla_export.h"
@@ -205,28 +205,16 @@ static void test_pairs(rope_layout lay) {
 
 /* One KV head, kv-rank full, D = d, activation statistics: the perplexity does not move. */
 static void test_exact_ppl(const char *tmp) {
-    char dir[4200], out[4200];
-    snprintf(dir, sizeof dir, "%s/one-kv", tmp);
+    char out[4200];
     snprintf(out, sizeof out, "%s/one-kv-mla", tmp);
-    TuModel tm = {.model_type = "llama", .layers = 2, .hidden = 32, .heads = 4, .kv_heads = 1, .head_dim = 8,
-                  .inter = 48, .vocab = 64, .tie = false, .dtype = DT_F32};
-    CHECK_OK(tu_write_model(dir, &tm));
-    Model *m = NULL;
-    CHECK_OK(model_open(dir, &m));
+    Forward *f;
+    Model *m = tu_open_tiny(tmp, "one-kv", tu_tiny("llama", 2, 1), &f);
     if (!m) return;
     size_t n = 200, seqlen = 50;
     int ids[200];
-    uint64_t s = 17;
-    for (size_t i = 0; i < n; i++) { s = s * 6364136223846793005ull + 1442695040888963407ull; ids[i] = (int)(s >> 58); }
-    Forward *f = NULL;
-    CalibShape sh;
-    CalibStats *st = NULL;
-    double **S = NULL, **mu = NULL;
-    CHECK_OK(fwd_new(m, NULL, &f));
-    CHECK_OK(calib_shape_of(m, &sh));
-    CHECK_OK(calib_new(&sh, true, &st));
-    if (f && st) CHECK_OK(calib_run(st, f, ids, n / seqlen, seqlen));
-    if (st) CHECK_OK(calib_input_arrays(st, 0, -1, &S, &mu));
+    tu_tiny_ids(ids, n, 17);
+    double **S, **mu;
+    CalibStats *st = tu_tiny_calib(m, f, ids, n, seqlen, &S, &mu);
     fwd_free(f);
     TmlaOpts o = tmla_opts_default();
     o.sigma = (const double *const *)S;

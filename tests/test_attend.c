@@ -19,6 +19,7 @@
  * tests/cli_attend.sh's. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "family_models.h"
 #include "config.h"
 #include "attn_eval.h"
 #include "forward.h"
@@ -35,14 +36,6 @@
 #define TOL 5e-5       /* float32 pass against double: Gemma 4 (scale 1, q/k norms) reaches 2.1e-5 */
 
 static int window_layers_seen, sink_rows_seen;
-
-static void tokens(int *ids, size_t n, size_t V, unsigned seed) {
-    unsigned s = seed;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1103515245u + 12345u;
-        ids[i] = (int)((s >> 8) % V);
-    }
-}
 
 /* (b) the structure of one captured pattern P (T, T) of layer L. */
 static void check_rows(const char *name, const ModelConfig *c, int L, int h, const float *P, size_t T, bool sink) {
@@ -120,7 +113,7 @@ static void check_model(const char *name, const char *dir) {
     const ModelConfig *c = &m->cfg;
     size_t V = fwd_vocab(f), T = T_TOK;
     int ids[T_TOK];
-    tokens(ids, T, V, 7);
+    tu_tokens(ids, T, V, 7);
     float *P = calloc(T * T, sizeof *P), *z0 = malloc(T * V * sizeof *z0), *z1 = malloc(T * V * sizeof *z1);
     double *R = calloc(T * T, sizeof *R), *rl = malloc(T * ref_vocab(r) * sizeof *rl);
     fwd_reset(f);
@@ -174,19 +167,9 @@ static void check_model(const char *name, const char *dir) {
 }
 
 int main(void) {
-    const char *tmp = test_tmpdir();
-    static const char *fams[] = {"qwen3", "mixtral", "gemma2", "gemma3_text", "gemma4_text", "olmo3", "llama4_text", "gpt_oss",
-                                 "deepseek_v3", "deepseek_v32", "qwen3_next"};
-    for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
-        char *dir = al_asprintf("%s/%s", tmp, fams[i]);
-        CHECK_OK(synth_family_write(fams[i], DT_F32, SYNTH_DEFAULT_SEED, dir));
-        check_model(fams[i], dir);
-        free(dir);
-    }
-    const char *models = getenv("ATTNLAB_MODELS");
-    char *real = al_asprintf("%s/stories260K-hf", models ? models : "tests/models");
-    check_model("stories260K", real);
-    free(real);
+    static const char *const fams[] = {"qwen3", "mixtral", "gemma2", "gemma3_text", "gemma4_text", "olmo3", "llama4_text",
+                                       "gpt_oss", "deepseek_v3", "deepseek_v32", "qwen3_next"};
+    tu_each_model(fams, sizeof fams / sizeof *fams, check_model);
     CHECK(window_layers_seen > 0, "no windowed layer was checked (mistral, gemma2 and gpt_oss have them)");
     CHECK(overrides_seen >= 3, "only %d models ran their layer as an override", overrides_seen);
     CHECK(sink_rows_seen > 0, "no sink took weight (gpt_oss has sinks)");

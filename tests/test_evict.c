@@ -5,7 +5,7 @@
  * own queries, keys and values, and equals the pass with every layer replaced by its attn_eval copy with that
  * sliding window (and those sink tokens: AttnLayer.sink_tokens); an evicting pass is not the plain one; a call
  * after position 0 (decoding) is refused. */
-#include "test_transmla_util.h"
+#include "tiny_model.h"
 #include "evict.h"
 #include "forward.h"
 
@@ -177,15 +177,8 @@ static double nll_windowed(Model *m, Forward *f, const int *ids, size_t w, size_
 }
 
 static void test_forward(const char *tmp) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/qwen2", tmp);
-    TuModel tm = {.model_type = "qwen2", .layers = 2, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
-                  .inter = 48, .vocab = 64, .dtype = DT_F32};
-    CHECK_OK(tu_write_model(dir, &tm));
-    Model *m = NULL;
-    Forward *f = NULL;
-    CHECK_OK(model_open(dir, &m));
-    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    Forward *f;
+    Model *m = tu_open_tiny(tmp, "qwen2", tu_tiny("qwen2", 2, 2), &f);
     if (!f) { model_free(m); return; }
     int ids[NTOK];
     for (int i = 0; i < NTOK; i++) ids[i] = (i * 37 + 11) % 64;

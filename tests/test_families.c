@@ -23,6 +23,7 @@
  * turns refusals into PENDING lines while a new family is being added. Wrong numbers always fail. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "family_models.h"
 #include "config.h"
 #include "farr.h"
 #include "forward.h"
@@ -59,14 +60,6 @@ static void refused(const char *fam, const char *what) {
 }
 
 /* Deterministic token ids in [0, V). */
-static void tokens(int *ids, size_t n, size_t V, unsigned seed) {
-    unsigned s = seed;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1103515245u + 12345u;
-        ids[i] = (int)((s >> 8) % V);
-    }
-}
-
 /* (a) planted ranks of kind (VO, or QK where planted) in every layer and head. */
 static void check_ranks(Model *m, const char *fam, farr_kind kind) {
     const ModelConfig *c = &m->cfg;
@@ -155,7 +148,7 @@ static void check_forward(Model *m, const char *fam, const char *ref_dir) {
     const size_t V = ref_vocab(r);
     CHECK(fwd_vocab(f) == V, "%s: vocab %zu, reference %zu", fam, fwd_vocab(f), V);
     int ids[T_PPL];
-    tokens(ids, T_LOGITS, V, 7);
+    tu_tokens(ids, T_LOGITS, V, 7);
     float *z = malloc(T_LOGITS * V * sizeof *z);
     double *zr = malloc(T_LOGITS * V * sizeof *zr);
     CHECK_OK(ref_logits(r, ids, T_LOGITS, zr));
@@ -190,7 +183,7 @@ static void check_forward(Model *m, const char *fam, const char *ref_dir) {
         printf("  %-12s decode %s: token by token, max |diff| %.3g\n", fam,
                rc == AL_OK && dstep <= REL_TOL * rmax ? "ok" : "FAIL", dstep);
     }
-    tokens(ids, T_PPL, V, 11);
+    tu_tokens(ids, T_PPL, V, 11);
     double nref = 0;
     FwdPpl p = {0};
     CHECK_OK(ref_mean_nll(r, ids, T_PPL, &nref));
@@ -220,7 +213,7 @@ static void check_indexer(Model *m, const char *fam, const char *dir) {
     if (!r) return;
     const size_t V = ref_vocab(r), K = (size_t)c->index_topk;
     int ids[T_LOGITS];
-    tokens(ids, T_LOGITS, V, 7);
+    tu_tokens(ids, T_LOGITS, V, 7);
     double *zs = malloc(T_LOGITS * V * sizeof *zs), *zd = malloc(T_LOGITS * V * sizeof *zd);
     float *z = malloc(T_LOGITS * V * sizeof *z);
     CHECK_OK(ref_logits(r, ids, T_LOGITS, zs));
@@ -372,7 +365,7 @@ static void check_ablations(const char *fam, const char *dir, unsigned which) {
     if (!f || !r) { fwd_free(f); model_free(m); ref_free(r); return; }
     const size_t V = ref_vocab(r);
     int ids[T_LOGITS];
-    tokens(ids, T_LOGITS, V, 7);
+    tu_tokens(ids, T_LOGITS, V, 7);
     float *z = malloc(T_LOGITS * V * sizeof *z);
     double *zr = malloc(T_LOGITS * V * sizeof *zr);
     CHECK_OK(fwd_run(f, ids, T_LOGITS, FWD_LOGITS_ALL, z));

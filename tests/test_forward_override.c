@@ -7,7 +7,7 @@
  * pass's; errors name the layer and the width. Also fwd_ppl's windows (sum of fwd_nll per window)
  * and the per-layer softmax scale and sliding window the pass reports. SmolLM3's layer without RoPE
  * through the evaluator too. */
-#include "test_transmla_util.h"
+#include "tiny_model.h"
 #include "forward.h"
 #include "synth.h"
 
@@ -45,15 +45,8 @@ static int seen_hook(const FwdAct *a, void *ud) {
 }
 
 static void test_override(const char *tmp) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/qwen2", tmp);
-    TuModel tm = {.model_type = "qwen2", .layers = 2, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
-                  .inter = 48, .vocab = 64, .dtype = DT_F32};
-    CHECK_OK(tu_write_model(dir, &tm));
-    Model *m = NULL;
-    Forward *f = NULL;
-    CHECK_OK(model_open(dir, &m));
-    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    Forward *f;
+    Model *m = tu_open_tiny(tmp, "qwen2", tu_tiny("qwen2", 2, 2), &f);
     if (!f) { model_free(m); return; }
     CHECK(fwd_model(f) == m, "fwd_model");
     int ids[NTOK];
@@ -167,14 +160,9 @@ done:
 /* fwd_ppl: windows of seqlen, the last shorter, each a fresh fwd_nll. */
 static void test_ppl(const char *tmp) {
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/llama", tmp);
-    TuModel tm = {.model_type = "llama", .layers = 1, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
-                  .inter = 48, .vocab = 64, .dtype = DT_F32};
-    CHECK_OK(tu_write_model(dir, &tm));
-    Model *m = NULL;
-    Forward *f = NULL;
-    CHECK_OK(model_open(dir, &m));
-    if (m) CHECK_OK(fwd_new(m, NULL, &f));
+    TuModel tm = tu_tiny("llama", 1, 2);
+    Forward *f;
+    Model *m = tu_open_tiny(tmp, "llama", tm, &f);
     if (!f) { model_free(m); return; }
     int ids[51];
     for (int i = 0; i < 51; i++) ids[i] = (i * 13 + 5) % 64;

@@ -12,6 +12,7 @@
  *   (c) the forward pass refuses latent experts (moe_latent_size) by name. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "family_models.h"
 #include "config.h"
 #include "forward.h"
 #include "model.h"
@@ -26,14 +27,6 @@
 #define T_LOGITS 24
 #define T_PPL 40
 #define REL_TOL 1e-4
-
-static void tokens(int *ids, size_t n, size_t V, unsigned seed) {
-    unsigned s = seed;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1103515245u + 12345u;
-        ids[i] = (int)((s >> 8) % V);
-    }
-}
 
 /* max |a - b| and max |b| over n values. */
 static void dist(const float *a, const double *b, size_t n, double *dmax, double *rmax) {
@@ -81,7 +74,7 @@ static void check_family(const char *fam, const char *tmp, dt_type dt) {
     if (!f || !r) { fwd_free(f); model_free(m); refm_free(r); free(dir); return; }
     size_t V = refm_vocab(r);
     int ids[T_PPL];
-    tokens(ids, T_LOGITS, V, 7);
+    tu_tokens(ids, T_LOGITS, V, 7);
     float *z = malloc(T_LOGITS * V * sizeof *z), *z1 = malloc(V * sizeof *z1);
     double *zr = malloc(T_LOGITS * V * sizeof *zr), d, rmax, dstep = 0;
     CHECK_OK(refm_logits(r, ids, T_LOGITS, zr));
@@ -100,7 +93,7 @@ static void check_family(const char *fam, const char *tmp, dt_type dt) {
           rc == AL_OK ? "ran" : al_errmsg(), dstep);
     printf("  %-16s decode token by token: max |diff| %.3g\n", fam, dstep);
     if (dt == DT_F32) check_ablations(fam, r, ids, z, V);
-    tokens(ids, T_PPL, V, 11);
+    tu_tokens(ids, T_PPL, V, 11);
     double nref = 0;
     FwdPpl p = {0};
     CHECK_OK(refm_mean_nll(r, ids, T_PPL, &nref));

@@ -5,7 +5,7 @@
  * the forward pass, the conversion from o.calib equals the one from the arrays bit for bit (every
  * report number, every converted layer's output on random inputs), activation_stats is set, and
  * the digest formed one layer at a time (ci_digest_layer) is ci_digest of the arrays. */
-#include "test_transmla_util.h"
+#include "tiny_model.h"
 #include "testutil.h"
 #include "calib.h"
 
@@ -26,28 +26,15 @@ static bool same_layer(const AttnLayer *a, const AttnLayer *b) {
 
 int main(void) {
     const char *tmp = test_tmpdir();
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/lazy-qwen2", tmp);
-    TuModel tm = {.model_type = "qwen2", .layers = 3, .hidden = 32, .heads = 4, .kv_heads = 2, .head_dim = 8,
-                  .inter = 48, .vocab = 64, .tie = false, .dtype = DT_F32};
-    CHECK_OK(tu_write_model(dir, &tm));
-    Model *m = NULL;
-    CHECK_OK(model_open(dir, &m));
+    Forward *f;
+    Model *m = tu_open_tiny(tmp, "lazy-qwen2", tu_tiny("qwen2", 3, 2), &f);
     if (!m) return check_done();
     size_t n = 200, seqlen = 50;
     int ids[200];
-    uint64_t s = 5;
-    for (size_t i = 0; i < n; i++) { s = s * 6364136223846793005ull + 1442695040888963407ull; ids[i] = (int)(s >> 58); }
-    Forward *f = NULL;
-    CalibShape sh;
-    CalibStats *st = NULL;
-    double **S = NULL, **mu = NULL;
-    CHECK_OK(fwd_new(m, NULL, &f));
-    CHECK_OK(calib_shape_of(m, &sh));
-    CHECK_OK(calib_new(&sh, true, &st));
-    if (f && st) CHECK_OK(calib_run(st, f, ids, n / seqlen, seqlen));
+    tu_tiny_ids(ids, n, 5);
+    double **S, **mu;
+    CalibStats *st = tu_tiny_calib(m, f, ids, n, seqlen, &S, &mu);
     fwd_free(f);
-    if (st) CHECK_OK(calib_input_arrays(st, 0, -1, &S, &mu));
     TmlaOpts o = tmla_opts_default();
     o.kv_rank = 12;
     o.sigma = (const double *const *)S;

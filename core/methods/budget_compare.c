@@ -18,6 +18,7 @@
 #include "kqsvd.h"
 #include "layersel.h"
 #include "rope.h"
+#include "tmla_qkn.h"
 #include "tpa.h"
 #include "transmla.h"
 
@@ -59,6 +60,27 @@ static void row_na(BudgetRow *r, const char *fmt, ...) {
     r->ok = false;
     r->kv_values = 0;
     r->score_err = r->out_err = NAN;
+}
+
+/* Whether method k applies to L: an output gate (Qwen3.5) passes through TransMLA's latent (its head outputs
+ * are the source's) and mean-pool (the query heads stay), not through FaRR's V / O factors, TPA's or KQ-SVD's
+ * evaluator (it attends the projected keys and values itself); Q/K RMSNorm (Qwen3, OLMo 2) is folded for
+ * TransMLA (`convert mla qk-norm fold`), kept by FaRR where the keys stay whole (RoPE) and by mean-pool over a
+ * per-head norm, by KQ-SVD's projections of the normed keys; TPA's factors skip it. Not: r says why ("not
+ * applicable: ..."). */
+static bool applies(const AttnLayer *L, budget_method k, BudgetRow *r) {
+    bool gate_ok = k == BUDGET_TRANSMLA || k == BUDGET_MEANPOOL;
+    bool qkn_ok = k == BUDGET_TRANSMLA || k == BUDGET_KQSVD || (k == BUDGET_FARR && L->rope_dim > 0) ||
+                  (k == BUDGET_MEANPOOL && L->qk_norm == QKN_HEAD);
+    if (L->W_G && !gate_ok)
+        row_na(r, "not applicable: the output gate (head outputs times sigmoid(x W_G) before W_O) %s",
+               k == BUDGET_KQSVD ? "is not in its evaluator" : "does not pass its factors");
+    else if (L->qk_norm != QKN_NONE && !qkn_ok)
+        row_na(r, "not applicable: the Q/K RMSNorm (%s) %s", qk_norm_name(L->qk_norm),
+               k == BUDGET_FARR ? "does not commute with truncating keys without RoPE"
+               : k == BUDGET_MEANPOOL ? "over the whole projection does not pool" : "does not pass its factors");
+    else return true;
+    return false;
 }
 
 /* Errors of layer C against the reference outputs. */
@@ -233,7 +255,7 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
  * picked by the output error on the fit tokens Xf (reference refF), and only that conversion is
  * measured on the evaluation tokens X, so the reported error is not the minimum of several
  * measurements on the same tokens. */
-static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const Mat *X, const int *pos,
+static int transmla_at(const AttnLayer *L, const AttnLayer *S, size_t B, const double *Sigma, const Mat *X, const int *pos,
                        const AttnOut *ref, const Mat *Xf, const int *posf, BudgetRow *r, AttnLayer **keep) {
     int G = L->n_kv_heads, d = L->head_dim, dv = L->v_dim, rd = L->rope_dim, d2 = rd / 2;
     if (L->rope_dim <= 0) { row_na(r, "n/a: RoRoPE needs rotary keys (the model has no RoPE)"); return AL_OK; }
@@ -257,7 +279,7 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
         AttnLayer *mla = NULL;
         TmlaLayerReport rep;
         BudgetRow cur = *r;
-        int rc = tmla_convert_layer(L, &o, Sigma, &mla, &rep);
+        int rc = tmla_convert_layer(S, &o, Sigma, &mla, &rep);
         if (rc == AL_OK) { mla->window = L->window; mla->softcap = L->softcap; }   /* the model's, both sides */
         if (rc == AL_OK && L->sinks && !mla->sinks) {                               /* gpt-oss's sinks too */
             size_t nb = (size_t)L->n_heads * sizeof(float);
@@ -292,19 +314,46 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
     return AL_OK;
 }
 
+/* transmla_at of L, or with Q/K RMSNorm of its plain layer with the norm folded (`convert mla qk-norm fold`),
+ * measured against L. */
+static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const Mat *X, const int *pos,
+                       const AttnOut *ref, const Mat *Xf, const int *posf, BudgetRow *r, AttnLayer **keep) {
+    AttnLayer *plain = NULL;
+    if (L->qk_norm != QKN_NONE && tmla_qkn_plain(L, TMLA_QKN_FOLD, Sigma, NULL, &plain)) return AL_ERR;
+    int rc = transmla_at(L, plain ? plain : L, B, Sigma, X, pos, ref, Xf, posf, r, keep);
+    size_t n = strlen(r->setting);
+    if (rc == AL_OK && plain && r->ok) snprintf(r->setting + n, sizeof r->setting - n, ", Q/K norm folded");
+    attn_layer_free(plain);
+    return rc;
+}
+
 /* ================================================================ kqsvd */
 
-/* Y (T, n) = X W + b, then RoPE (pairs per L->rope, on the first L->rope_dim dims) on each of the nh
- * heads of dim hd when rope. */
-static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat *W, const float *b, size_t nh,
-                    size_t hd, bool rope, float *Y) {
+/* L's Q/K RMSNorm with weights w (per head of hd, or over the row of n: L->qk_norm) on the rows of Y (T, n), as
+ * attn_eval applies it (after the bias, before RoPE); w NULL: none. */
+static void qk_norm_rows(const AttnLayer *L, const float *w, float *Y, size_t T, size_t n, size_t hd) {
+    size_t len = L->qk_norm == QKN_PROJ ? n : hd;
+    for (size_t p = 0; w && L->qk_norm != QKN_NONE && p < T * n / len; p++) {
+        float *v = Y + p * len;
+        double ss = 0;
+        for (size_t i = 0; i < len; i++) ss += (double)v[i] * v[i];
+        double r = 1.0 / sqrt(ss / (double)len + L->norm_eps);
+        for (size_t i = 0; i < len; i++) v[i] = (float)(v[i] * r * (L->norm_1p ? 1.0 + w[i] : (double)w[i]));
+    }
+}
+
+/* Y (T, n) = X W + b, L's Q/K norm with weights nw (NULL: none), then RoPE (pairs per L->rope, on the first
+ * L->rope_dim dims) on each of the nh heads of dim hd when rope: the queries and keys the cache sees. */
+static void project(const AttnLayer *L, const Mat *X, const int *pos, const Mat *W, const float *b, const float *nw,
+                    size_t nh, size_t hd, bool rope, float *Y) {
     size_t T = X->rows, n = W->cols;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)X->cols, 1.0f, X->data, (int)X->cols,
                 W->data, (int)n, 0.0f, Y, (int)n);
+    for (size_t t = 0; b && t < T; t++)
+        for (size_t j = 0; j < n; j++) Y[t * n + j] += b[j];
+    qk_norm_rows(L, nw, Y, T, n, hd);
     for (size_t t = 0; t < T; t++) {
         float *y = Y + t * n;
-        if (b)
-            for (size_t j = 0; j < n; j++) y[j] += b[j];
         if (rope) rope_rotate_rows(y, nh, hd, L->rope_dim, L->rope, L->inv_freq, pos[t], 1.0);
     }
 }
@@ -441,14 +490,14 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
     AttnOut *o = NULL;
     int rc = (!fit || (Qf && Kf && Vf)) && Q && K && V && GK && GQ && A && Bm && Av && Bv ? AL_OK : AL_ERR;
     if (rc == AL_OK && fit) {
-        project(L, Xf, posf, L->W_Q, L->b_Q, H, d, rope, Qf);
-        project(L, Xf, posf, L->W_K, L->b_K, G, d, rope, Kf);
-        project(L, Xf, posf, L->W_V, L->b_V, G, dv, false, Vf);
+        project(L, Xf, posf, L->W_Q, L->b_Q, L->q_norm, H, d, rope, Qf);
+        project(L, Xf, posf, L->W_K, L->b_K, L->k_norm, G, d, rope, Kf);
+        project(L, Xf, posf, L->W_V, L->b_V, NULL, G, dv, false, Vf);
     }
     if (rc == AL_OK) {
-        project(L, X, pos, L->W_Q, L->b_Q, H, d, rope, Q);
-        project(L, X, pos, L->W_K, L->b_K, G, d, rope, K);
-        project(L, X, pos, L->W_V, L->b_V, G, dv, false, V);
+        project(L, X, pos, L->W_Q, L->b_Q, L->q_norm, H, d, rope, Q);
+        project(L, X, pos, L->W_K, L->b_K, L->k_norm, G, d, rope, K);
+        project(L, X, pos, L->W_V, L->b_V, NULL, G, dv, false, V);
     }
     const GroupProjIn in = {.kq = &kq, .lp = lp, .rk = rk, .rv = rv, .Kf = Kf, .Qf = Qf, .Vf = Vf, .Tf = Tf};
     GroupProj pj = {.GK = GK, .GQ = GQ, .A = A, .B = Bm, .Av = Av, .Bv = Bv};
@@ -565,12 +614,14 @@ int budget_layer_from(const AttnLayer *L, size_t budget, const Mat *X, const int
         r->method = (budget_method)k;
         r->score_err = r->out_err = NAN;
     }
-    if ((rc = do_farr(L, budget, X, pos, ref, &rows[BUDGET_FARR], NULL))) al_err_ctx("FaRR");
-    else if ((rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[BUDGET_TRANSMLA], NULL))) al_err_ctx("TransMLA");
-    else if ((rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, kq, ref, &rows[BUDGET_KQSVD], &from))) al_err_ctx("KQ-SVD");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[BUDGET_TPA_A], NULL))) al_err_ctx("TPA form a");
-    else if ((rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[BUDGET_TPA_B], NULL))) al_err_ctx("TPA form b");
-    else if ((rc = do_meanpool(L, budget, X, pos, ref, &rows[BUDGET_MEANPOOL], NULL))) al_err_ctx("mean-pool");
+#define RUN(k) applies(L, k, &rows[k]) &&
+    if (RUN(BUDGET_FARR) (rc = do_farr(L, budget, X, pos, ref, &rows[BUDGET_FARR], NULL))) al_err_ctx("FaRR");
+    else if (RUN(BUDGET_TRANSMLA) (rc = do_transmla(L, budget, Sigma, X, pos, ref, Xfit, posfit, &rows[BUDGET_TRANSMLA], NULL))) al_err_ctx("TransMLA");
+    else if (RUN(BUDGET_KQSVD) (rc = do_kqsvd(L, budget, X, pos, Xfit, posfit, kq, ref, &rows[BUDGET_KQSVD], &from))) al_err_ctx("KQ-SVD");
+    else if (RUN(BUDGET_TPA_A) (rc = do_tpa(L, budget, TPA_FORM_A, Sigma, X, pos, ref, &rows[BUDGET_TPA_A], NULL))) al_err_ctx("TPA form a");
+    else if (RUN(BUDGET_TPA_B) (rc = do_tpa(L, budget, TPA_FORM_B, Sigma, X, pos, ref, &rows[BUDGET_TPA_B], NULL))) al_err_ctx("TPA form b");
+    else if (RUN(BUDGET_MEANPOOL) (rc = do_meanpool(L, budget, X, pos, ref, &rows[BUDGET_MEANPOOL], NULL))) al_err_ctx("mean-pool");
+#undef RUN
     attn_out_free(ref);
     if (kq_from) *kq_from = from;
     return rc;
@@ -584,6 +635,7 @@ int budget_method_layer(const AttnLayer *L, size_t budget, budget_method k, cons
     row->score_err = row->out_err = NAN;
     if (L->kind != ATTN_GQA)
         return al_err("compare: the methods take GQA / MHA layers; an MLA layer already caches a shared latent");
+    if (!applies(L, k, row)) return AL_OK;
     if (k == BUDGET_KQSVD) {
         row_na(row, "n/a in the forward pass: its projections act on the cached keys after RoPE");
         return AL_OK;

@@ -27,7 +27,9 @@
  * Two ranks (K and V) are filled alternately, one unit at a time, while the budget allows and
  * below each side's limit, so both sides get about half. A method that cannot meet B (FaRR with
  * RoPE below G (d + 1), TransMLA without RoPE or below D + 1, mean-pool below d + dv, ...) gets a
- * row with no error and the reason. Budgets at or above the model's own cache give exact rows (all
+ * row with no error and the reason; so does a method the layer's output gate (Qwen3.5) or Q/K RMSNorm does not
+ * pass through ("not applicable: ..."; TransMLA converts a Q/K-norm layer with the norm folded, tmla_qkn.h).
+ * Budgets at or above the model's own cache give exact rows (all
  * but TransMLA's, see above).
  *
  * Errors are relative Frobenius errors ||b - a|| / ||a|| (unsquared) of the causal attention

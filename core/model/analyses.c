@@ -326,14 +326,11 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
         return why_set(why, cap, "compare: %s has its NoPE dims before its RoPE dims (%d + %d per head): the "
                        "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
     /* compare exports nothing: sliding windows and soft-caps are applied on both sides (the
-     * evaluator computes them); Q/K norms and per-layer RoPE bases stay refused. */
-    if (eval_reason(m, why, cap) || per_type_reason(m, "compare", why, cap) || gate_reason(m, "compare", why, cap) ||
-        llama4_reason(m, "compare", why, cap))
+     * evaluator computes them); an output gate and Q/K norms leave the rows of the methods they do not pass
+     * through "not applicable" (budget_compare.c), the others and the evictions run; per-layer RoPE bases
+     * stay refused. */
+    if (eval_reason(m, why, cap) || per_type_reason(m, "compare", why, cap) || llama4_reason(m, "compare", why, cap))
         return true;
-    if (c->qk_norm != QKN_NONE)
-        return why_set(why, cap, "compare: %s has %s between the projection and RoPE: the methods factor the "
-                       "projections, which the norm does not commute with; not covered (TransMLA with the norm: "
-                       "`convert mla kv-rank R qk-norm fold|drop|keep`, then `ppl` or `check`)", mname(m), qk_norm_words(c));
     return local_theta_reason(c, mname(m), why, cap);
 }
 

@@ -130,6 +130,9 @@ struct Forward {
     int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
     fwd_evict_fn evfn;            /* token eviction (fwd_set_evict), or NULL */
     void *evud;
+    fwd_resid_fn rsfn;            /* the residual stream at layers' inputs (fwd_set_resid), or NULL */
+    void *rsud;
+    int rsfrom;                   /* ... the first layer run */
     unsigned char *evkeep;        /* (G, T, pos + T) this call's key mask */
     size_t evcap;
 
@@ -2054,9 +2057,10 @@ static int body(Forward *f, const int *tokens, size_t T) {
         }
     }
     if (f->ple_embed.data && ple_inputs(f, tokens, T) != AL_OK) return AL_ERR;
-    for (int L = 0; L < f->c->n_layers; L++) {
+    for (int L = f->rsfn ? f->rsfrom : 0; L < f->c->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
-        int rc = layer_load(f, L, false, NULL);
+        int rc = f->rsfn ? f->rsfn(L, f->x.p, T, f->rsud) : AL_OK;     /* it may end the pass: FWD_STOP */
+        if (rc == AL_OK) rc = layer_load(f, L, false, NULL);
         if (rc == AL_OK) rc = layer_run(f, L, T);
         if (f->streaming) layer_release(f, L);
         if (rc != AL_OK) return rc;
@@ -2107,6 +2111,13 @@ int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *log
 void fwd_set_evict(Forward *f, fwd_evict_fn fn, void *ud) {
     f->evfn = fn;
     f->evud = ud;
+    fwd_reset(f);
+}
+
+void fwd_set_resid(Forward *f, int from, fwd_resid_fn fn, void *ud) {
+    f->rsfn = fn;
+    f->rsud = ud;
+    f->rsfrom = fn && from > 0 && from < f->c->n_layers ? from : 0;
     fwd_reset(f);
 }
 

@@ -215,6 +215,17 @@ typedef int (*fwd_evict_fn)(const FwdEvict *e, void *ud);
  * their softmax. NULL removes it. The sequence is reset. */
 void fwd_set_evict(Forward *f, fwd_evict_fn fn, void *ud);
 
+/* ================================================================ the residual stream */
+
+/* fn(layer, x, T, ud) is handed the residual stream x (T, hidden) at the input of each layer from `from` on, before
+ * the layer runs; it may read x or replace it. The layers before `from` are not run (the embedding is: fn fills x at
+ * `from`), so a pass that reruns only the layers after a kept prefix (`ablate`: the heads of one layer) is the whole
+ * pass exactly where no layer from `from` on reads an earlier layer's cache (cfg_kv_source). fn returning FWD_STOP
+ * ends the pass there: fwd_run returns FWD_STOP (the sequence reset). NULL removes it. The sequence is reset. */
+#define FWD_STOP 16
+typedef int (*fwd_resid_fn)(int layer, float *x, size_t T, void *ud);
+void fwd_set_resid(Forward *f, int from, fwd_resid_fn fn, void *ud);
+
 /* The epsilon of every RMS/LayerNorm of the pass (eps <= 0: the config's rms_norm_eps again): a
  * converted model whose export writes another rms_norm_eps (TransMLA's DeepSeek-V3 export, for the
  * engines' latent norms) runs in the session as its export computes. */
