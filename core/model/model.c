@@ -45,6 +45,7 @@ size_t cfg_attn_params(const ModelConfig *c) {
 
 size_t cfg_kv_values(const ModelConfig *c) {
     if (cfg_is_mla(c)) return (size_t)c->kv_lora_rank + (size_t)c->qk_rope_dim;
+    if (c->kv_rebuild) return (size_t)c->kv_rebuild;     /* attnlab's qk-norm keep: the latent K / V are rebuilt from */
     if (c->attn == QKV_DSV4) return (size_t)c->v_dim;     /* one head, key = value (the window's; compressed extra) */
     return (size_t)c->n_kv_heads * ((size_t)cfg_d_qk(c) + (size_t)c->v_dim);
 }
