@@ -63,6 +63,41 @@ for case in qwen3:24:3 qwen3:full:3 olmo2:24:3 q3g:32:5; do
         grep -q "lacks what the source keeps (.*q/k norm.*has no kv_lora_rank here (qk-norm keep" out.txt
 done
 
+# Qwen3.5 (a multimodal checkpoint: its text tower under text_config and model.language_model., a vision tower under
+# model.visual., linear-attention layers 0-2, gated full attention with per-head (1 + w) q/k norms on layer 3):
+# qk-norm keep exports the text tower -- the gated q_proj written back as the source's [query | gate] per head, the
+# linear layers and the vision tower copied bit for bit (`check DIR`: every non-attention tensor identical; the
+# manifest says so) --; the reload's ppl is the session's (1e-6), the source's at full rank; fold's MLA layers with
+# the gate are refused naming what is missing. Before, format attnlab refused qwen3_5 (not a text-only checkpoint).
+"$B" -e "synth family qwen3_5 $T/q35" >/dev/null 2>&1 || fail "synth family qwen3_5"
+p0=$(ppl_of "load $T/q35; ppl ids x40.ids")
+for rank in 16 full; do
+    d=$T/q35-keep-$rank
+    ps=$(ppl_of "load $T/q35; convert mla kv-rank $rank qk-norm keep ppl off; ppl ids x40.ids; export $d format attnlab")
+    case $ps in ERR:*) fail "qwen3_5 kv-rank $rank: keep + export format attnlab: $ps"; continue ;; esac
+    pl=$(ppl_of "load $d; ppl ids x40.ids")
+    case $pl in ERR:*) fail "qwen3_5 kv-rank $rank: load + ppl: $pl" ;;
+        *) near "$pl" "$ps" 1e-6 || fail "qwen3_5 kv-rank $rank: the reload's ppl $pl, the session's $ps" ;; esac
+    if [ $rank = full ]; then near "$pl" "$p0" 1e-6 || fail "qwen3_5 full: ppl $pl, the source's $p0"
+    else near "$pl" "$p0" 1e-4 && fail "qwen3_5 kv-rank 16 keeps the source's ppl $p0: the test cannot tell"; fi
+    check_within "$d" 4 || fail "qwen3_5 kv-rank $rank: check DIR [$(cat out.txt err.txt)]"
+    ok "qwen3_5 kv-rank $rank: every non-attention tensor identical" grep -q "non-attention tensors: all [0-9]* identical" out.txt
+    ok "  the manifest says what of the checkpoint is copied" grep -q '"tower":.*vision tower.*copied bit for bit' "$d/attnlab_manifest.json"
+    python3 - "$T/q35" "$d" <<'PY' || fail "qwen3_5 kv-rank $rank: the vision tower's tensors are not the source's bytes"
+import json, struct, sys
+def tensors(d):
+    f = open(d + "/model.safetensors", "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); b = f.read()
+    return {k: (v["dtype"], v["shape"], b[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+vis = [k for k in a if k.startswith("model.visual.")]
+sys.exit(0 if vis and all(a[k] == b.get(k) for k in vis) and "model.language_model.layers.3.self_attn.k_proj.weight" not in b else 1)
+PY
+    run -e "lint $d"
+    ok "qwen3_5 kv-rank $rank: lint, vLLM will not load it" grep -q "^vLLM .*will not load" out.txt
+done
+run -e "load $T/q35; convert mla kv-rank 16 qk-norm fold ppl off; export $T/q35-fold format attnlab"
+ok "qwen3_5 fold: refused naming keep and the gate" grep -q "text tower only with qk-norm keep.*with an output gate" err.txt
+
 # The one-shot strategies (mla_strategy.h) on stories260K-hf with activation statistics: care-alloc's per-layer kv
 # ranks (written padded to the largest, attnlab_kv_ranks) and MHA2MLA's selected RoPE pairs (each layer's frequencies
 # in self_attn.rope_inv_freq, attnlab_layer_rope): the reload's perplexity equals the session's to 1e-6, `check DIR`

@@ -59,24 +59,38 @@ int attnlab_max_rank(const TmlaResult *r) {
     return m;
 }
 
+/* The first converted layer of r (a hybrid's keep conversion leaves its other layers NULL). */
+static const AttnLayer *first_layer(const TmlaResult *r) {
+    for (int l = 0; l < r->n_layers; l++)
+        if (r->layers[l]) return r->layers[l];
+    return NULL;
+}
+
 int attnlab_exportable(const TmlaResult *r) {
     const ModelConfig *c = &r->src->cfg;
-    if (cfg_row(c)->keys != KEYS_HF || cfg_row(c)->text_config || !r->src->config_tree)
-        return al_err("export format attnlab: %s is not a text-only checkpoint read by Llama-style config keys (the "
-                      "layout keeps the source's config.json and reads it by its family)", c->model_type);
     bool keep = r->opts.qk_norm == TMLA_QKN_KEEP;
+    if (cfg_row(c)->keys != KEYS_HF || (cfg_row(c)->text_config && !keep) || !r->src->config_tree)
+        return al_err("export format attnlab: %s is not a checkpoint read by Llama-style config keys (the layout keeps the "
+                      "source's config.json and reads it by its family; a multimodal source's text tower only with "
+                      "qk-norm keep, whose layers stay the source's attention: MLA layers of a hybrid tower, with an "
+                      "output gate, are not held yet)", c->model_type);
     if (keep && c->attn != QKV_SPLIT)
         return al_err("export format attnlab: qk-norm keep is written over the source's q_proj / q_norm / k_norm, which %s "
                       "does not have as separate tensors", c->model_type);
+    const AttnLayer *L0 = first_layer(r);
     for (int l = 0; l < r->n_layers; l++) {
         const AttnLayer *L = r->layers[l];
+        if (!L && keep && !layersel_attn(c, l)) continue;      /* a hybrid's other layers: kept as they are */
         if (!L)
             return al_err("export format attnlab: layer %d of %s was not converted (%s); the layout holds every layer "
                           "in MLA form (convert all layers)", l, c->model_type,
                           layersel_attn(c, l) ? "convert mla ... layers" : layersel_other_kind(c));
-        if (keep && (L->kind != ATTN_GQA || !L->W_KVA || !L->W_KVB || L->W_KVA->cols != r->layers[0]->W_KVA->cols))
+        if (keep && (L->kind != ATTN_GQA || !L->W_KVA || !L->W_KVB || L->W_KVA->cols != L0->W_KVA->cols))
             return al_err("export format attnlab: layer %d is not a qk-norm keep layer of the conversion's cache", l);
         if (keep) continue;                   /* the source's query, norms and RoPE: nothing of MLA's to check */
+        if (L->W_G)
+            return al_err("export format attnlab: layer %d's MLA attention has %s's output gate, which the layout's MLA "
+                          "names do not hold yet; qk-norm keep exports it (the source's gated q_proj)", l, c->model_type);
         if (L->rope_dim != r->rope_dim || L->qk_nope != r->qk_nope || L->q_rank != r->q_rank)   /* ranks: per layer */
             return al_err("export format attnlab: layer %d has other dims than the conversion's (rope %d, nope %d, q rank %d; "
                           "the layout holds per-layer kv ranks and RoPE frequencies, one RoPE width)", l, L->rope_dim,
@@ -113,7 +127,7 @@ cJSON *attnlab_config(const TmlaResult *r, bool bias, double eps) {
     cJSON_DeleteItemFromObjectCaseSensitive(o, "attnlab_layer_rope");
     if (!keep && attnlab_own_freqs(r)) cJSON_AddBoolToObject(o, "attnlab_layer_rope", true);   /* self_attn.rope_inv_freq */
     bool uniform = true;
-    for (int l = 0; !keep && l < r->n_layers; l++) uniform &= r->layers[l]->kv_rank == rmax;
+    for (int l = 0; !keep && l < r->n_layers; l++) uniform &= !r->layers[l] || r->layers[l]->kv_rank == rmax;
     cJSON *ranks = uniform ? NULL : cJSON_AddArrayToObject(o, "attnlab_kv_ranks");   /* the rest of rmax: zeros */
     for (int l = 0; ranks && l < r->n_layers; l++) cJSON_AddItemToArray(ranks, cJSON_CreateNumber(r->layers[l]->kv_rank));
     if (!keep) {
@@ -127,7 +141,7 @@ cJSON *attnlab_config(const TmlaResult *r, bool bias, double eps) {
         put_bool(o, "rope_interleave", true);
         put_bool(o, "qk_latent_layernorm", false);
     }
-    put_bool(o, "attention_bias", bias);
+    if (!cfg_row(c)->text_config) put_bool(o, "attention_bias", bias);   /* a tower's: its text_config's, as it was */
     if (eps > 0) put_num(o, "rms_norm_eps", eps);
     char kept[512];
     attnlab_kept(c, keep, kept, sizeof kept);
@@ -137,7 +151,7 @@ cJSON *attnlab_config(const TmlaResult *r, bool bias, double eps) {
     cJSON_DeleteItemFromObjectCaseSensitive(o, "attnlab_kv_cache_dim");
     if (keep) {                               /* the source's attention with K / V rebuilt from an (r + D)-wide cache */
         cJSON_AddStringToObject(o, "attnlab_qk_norm", "keep");
-        cJSON_AddNumberToObject(o, "attnlab_kv_cache_dim", (double)r->layers[0]->W_KVA->cols);
+        cJSON_AddNumberToObject(o, "attnlab_kv_cache_dim", (double)first_layer(r)->W_KVA->cols);
     }
     return o;
 }
@@ -172,6 +186,30 @@ static int pad_rank(AttnLayer *L, int n) {
     return AL_OK;
 }
 
+/* A gated keep layer's query written as the source's q_proj: per head [query | gate] columns (W_Q (hidden, 2 H d)), the
+ * bias likewise when either has one; W_G, b_G dropped (the reader splits them again: attn_eval.c's load_gate). */
+static int gate_into_query(AttnLayer *L) {
+    size_t D = (size_t)L->hidden, H = (size_t)L->n_heads, d = (size_t)L->head_dim, w = 2 * H * d;
+    Mat *Q = mat_new(D, w);
+    float *b = L->b_Q || L->b_G ? calloc(w, sizeof(float)) : NULL;
+    if (!Q || (!b && (L->b_Q || L->b_G)) || L->W_G->cols != H * d) {
+        mat_free(Q); free(b);
+        return al_err("export format attnlab: a gated layer's query and gate do not pair head by head (or out of memory)");
+    }
+    for (size_t i = 0; i < D; i++)
+        for (size_t h = 0; h < H; h++) {
+            memcpy(Q->data + i * w + 2 * h * d, L->W_Q->data + i * H * d + h * d, d * sizeof(float));
+            memcpy(Q->data + i * w + (2 * h + 1) * d, L->W_G->data + i * H * d + h * d, d * sizeof(float));
+        }
+    for (size_t h = 0; b && h < H; h++) {
+        if (L->b_Q) memcpy(b + 2 * h * d, L->b_Q + h * d, d * sizeof(float));
+        if (L->b_G) memcpy(b + (2 * h + 1) * d, L->b_G + h * d, d * sizeof(float));
+    }
+    mat_free(L->W_Q); mat_free(L->W_G); free(L->b_Q); free(L->b_G);
+    L->W_Q = Q; L->W_G = NULL; L->b_Q = b; L->b_G = NULL;
+    return AL_OK;
+}
+
 int attnlab_layers(const TmlaResult *r, const cJSON *config, AttnLayer ***out) {
     *out = NULL;
     char *text = cJSON_PrintUnformatted(config);
@@ -184,8 +222,12 @@ int attnlab_layers(const TmlaResult *r, const cJSON *config, AttnLayer ***out) {
         /* the reader's scale s on every score, its YaRN attention factor m on the rotated q and k (the session's
            layers carry m^2 in their scale, rope_mscale 1): q_nope x scale / s, q_pe x scale / (s m^2 / mscale^2) */
         double s = cfg_attn_scale(c, l), m = cfg_layer_rope_scaled(c, l) ? rope_attention_factor(&c->rope_spec) : 1.0;
+        if (!r->layers[l]) continue;             /* a hybrid's other layer (keep): the source's tensors */
         if (!(v[l] = attn_layer_copy(r->layers[l]))) { rc = AL_ERR; break; }
-        if (v[l]->kind == ATTN_GQA) continue;   /* qk-norm keep: the source's query and scale, read by the source's row */
+        if (v[l]->kind == ATTN_GQA) {           /* qk-norm keep: the source's query and scale, read by the source's row */
+            if (v[l]->W_G && gate_into_query(v[l])) { rc = AL_ERR; break; }
+            continue;
+        }
         if (v[l]->kv_rank < attnlab_max_rank(r) && pad_rank(v[l], attnlab_max_rank(r))) { rc = AL_ERR; break; }
         double f = v[l]->scale / s, mr = m / v[l]->rope_mscale;
         if (s > 0 && (fabs(f - 1) > 1e-15 || fabs(mr - 1) > 1e-15)) scale_query(v[l], f, f / (mr * mr));
@@ -209,5 +251,9 @@ void attnlab_manifest(cJSON *m, const TmlaResult *r) {
     char kept[512];
     attnlab_kept(&r->src->cfg, r->opts.qk_norm == TMLA_QKN_KEEP, kept, sizeof kept);
     cJSON_AddStringToObject(m, "kept", kept);
+    if (cfg_row(&r->src->cfg)->text_config)         /* a multimodal source: its text tower converted, the rest as it was */
+        cJSON_AddStringToObject(m, "tower", "the text tower's attention layers converted (qk-norm keep); every other "
+                                            "tensor of the checkpoint -- the vision tower, the MTP layers, the linear-"
+                                            "attention layers -- copied bit for bit under its own name");
     cJSON_AddStringToObject(m, "engines", "none: attnlab's own layout (model_type attnlab_mla); `load DIR` runs it");
 }

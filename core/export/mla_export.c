@@ -598,7 +598,7 @@ static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, d
     moe_names_free(mn);
     bool freqs = own && attnlab_own_freqs(r);
     for (int l = 0; l < r->n_layers; l++)
-        for (int k = 0; k < T_KINDS; k++) {
+        for (int k = 0; layers[l] && k < T_KINDS; k++) {     /* NULL: a hybrid's other layer (attnlab's keep) */
             size_t rows, cols;
             if ((k == T_SINKS && !own) || (k == T_FREQ && !freqs) || !new_shape(layers[l], k, bias, &rows, &cols)) continue;
             if (plan_add(p, new_name(r->src, l, k), k, l, rows * (cols ? cols : 1) * dt_size(k == T_FREQ ? DT_F64 : dt)))
@@ -977,6 +977,12 @@ static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *po
     AttnOut *oa = NULL, *ob = NULL;
     double dummy;
     *stock = NULL;
+    if (!layersel_attn(&ex->cfg, l)) {          /* a hybrid's other layer (attnlab's keep): the source's, as it was */
+        c->own_layout = !strcmp(ex->cfg.model_type, ATTNLAB_MLA_TYPE);
+        c->score_err[l] = c->out_err[l] = c->own_out_err[l] = 0;
+        for (int i = 0; i < ENG_N; i++) c->engine_out_err[i][l] = c->own_layout ? NAN : 0;
+        return AL_OK;
+    }
     int rc = attn_layer_load(src, l, &a);
     if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
     if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);

@@ -169,7 +169,7 @@ static bool check_own_mla(Lint *x) {
         "exists", sm, k[0] ? "lacks what the source keeps (" : "", k[0] ? k : "", k[0] ? "), " : "",
         kp ? "has no kv_lora_rank here (qk-norm keep: kv_b_proj rebuilds each token's full keys and values from the "
              "cached kv_a_proj_with_mqa output, the source's k_norm and RoPE act on them, and the query is the "
-             "source's with its q_norm), which no MLA attention computes"
+             "source's with its q_norm), which no MLA attention computes,"
            : "normalises the KV latent (the conversion's has no norm, qk_latent_layernorm false)");
     return true;
 }

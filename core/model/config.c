@@ -831,6 +831,7 @@ void cfg_layouts_from_row(ModelConfig *c) {
 
 static int text_tower(const cJSON *root, const char *where, const FamilyRow *row, cJSON **out);
 static int config_describe_text(const cJSON *root, const char *where, ModelConfig *cfg);
+static int describe_tower(const cJSON *root, const char *where, ModelConfig *cfg);
 
 /* attnlab_kv_ranks (an attnlab_mla of per-layer ranks): one rank per layer, each 1 to kv_lora_rank. */
 static int attnlab_kv_ranks(const cJSON *root, const char *where, ModelConfig *cfg) {
@@ -853,15 +854,16 @@ static int attnlab_kv_ranks(const cJSON *root, const char *where, ModelConfig *c
 static int config_attnlab_mla(const cJSON *root, const char *where, ModelConfig *cfg) {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "attnlab_source_model_type");
     char shown[96];
-    if (!cJSON_IsString(st) || !family_find(st->valuestring, NULL, &cfg->family) || cfg_row(cfg)->keys != KEYS_HF ||
-        cfg_row(cfg)->text_config)
-        return al_err("%s: an attnlab_mla config names its source in \"attnlab_source_model_type\" (a text-only family "
-                      "read by Llama-style keys), not %s", where,
-                      cJSON_IsString(st) ? al_printable(st->valuestring, shown, sizeof shown) : "given");
-    if (config_describe_text(root, where, cfg)) return AL_ERR;
-    cfg_reader r = {.root = root, .where = where};
     const cJSON *keep = cJSON_GetObjectItemCaseSensitive(root, "attnlab_qk_norm");
-    if (cJSON_IsString(keep) && !strcmp(keep->valuestring, "keep")) {   /* the source's attention, K / V rebuilt */
+    bool kp = cJSON_IsString(keep) && !strcmp(keep->valuestring, "keep");
+    if (!cJSON_IsString(st) || !family_find(st->valuestring, NULL, &cfg->family) || cfg_row(cfg)->keys != KEYS_HF ||
+        (cfg_row(cfg)->text_config && !kp))
+        return al_err("%s: an attnlab_mla config names its source in \"attnlab_source_model_type\" (a family read by "
+                      "Llama-style keys; a multimodal one's text tower with qk-norm keep only), not %s", where,
+                      cJSON_IsString(st) ? al_printable(st->valuestring, shown, sizeof shown) : "given");
+    if (cfg_row(cfg)->text_config ? describe_tower(root, where, cfg) : config_describe_text(root, where, cfg)) return AL_ERR;
+    cfg_reader r = {.root = root, .where = where};
+    if (kp) {                                                         /* the source's attention, K / V rebuilt */
         cfg->kv_rebuild = cfg_int(&r, "attnlab_kv_cache_dim", 0, true);
         if (r.missing[0] || r.invalid[0] || cfg->attn != QKV_SPLIT || cfg->qk_norm == QKN_NONE || cfg->kv_rebuild <= 0)
             return al_err("%s: an attnlab_mla config of qk-norm keep needs attnlab_kv_cache_dim%s%s and a source with "
@@ -903,6 +905,11 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     if (cfg_row(cfg)->keys == KEYS_KIMI_K3 && kimik3_parse(root, where, &k3) != AL_OK) return AL_ERR;
     if (cfg_row(cfg)->keys == KEYS_ATTNLAB) return config_attnlab_mla(root, where, cfg);
     if (!cfg_row(cfg)->text_config) return config_describe_text(root, where, cfg);
+    return describe_tower(root, where, cfg);
+}
+
+/* A multimodal row's text tower (text_config) described, with the top level's tie_word_embeddings and dtype. */
+static int describe_tower(const cJSON *root, const char *where, ModelConfig *cfg) {
     cJSON *text = NULL;
     if (text_tower(root, where, cfg_row(cfg), &text) != AL_OK) return AL_ERR;
     int rc = config_describe_text(text, where, cfg);
