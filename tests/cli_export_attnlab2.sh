@@ -61,6 +61,8 @@ for case in qwen3:24:3 qwen3:full:3 olmo2:24:3 q3g:32:5; do
     done
     ok "$f kv-rank $rank: lint names the kept q/k norm and the rebuild" \
         grep -q "lacks what the source keeps (.*q/k norm.*has no kv_lora_rank here (qk-norm keep" out.txt
+    run -e "load $d; ranks vo"
+    ok "$f kv-rank $rank: per-head views refused naming the rebuild" grep -q "no k_proj / v_proj to view per head" err.txt
 done
 
 # Qwen3.5 (a multimodal checkpoint: its text tower under text_config and model.language_model., a vision tower under
