@@ -14,15 +14,6 @@ cli_setup /tmp/attnlab-cli-export-attnlab2 shared-cache
 cd "$T" || exit 1
 
 seq 1 40 | awk '{printf "%d ", ($1*37)%250+1}' >x40.ids
-# ppl_of CMDS: the last ppl the commands print (json), or ERR: the error.
-ppl_of() {
-    "$B" -e "set format json; $1" >o.txt 2>e.txt
-    local p
-    p=$(grep -o '"ppl": [0-9.e+-]*' o.txt | tail -1 | sed 's/"ppl": //')
-    if [ -n "$p" ] && ! grep -q '^error' e.txt; then echo "$p"; else echo "ERR: $(grep -m1 '^error' e.txt)"; fi
-}
-# near A B TOL: |A - B| <= TOL |B|
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
 # check_within DIR N: `check DIR` reproduces the report within 1e-5 in all N layers
 check_within() {
     run -e "check $1"
@@ -41,18 +32,18 @@ for case in qwen3:24:3 qwen3:full:3 olmo2:24:3 q3g:32:5; do
     d=$T/$f-keep-$rank
     P="ppl ids x40.ids"
     [ "$f" = q3g ] && P="ppl $story"         # the real model on its held-out text
-    ps=$(ppl_of "load $T/$f; convert mla kv-rank $rank qk-norm keep ppl off; $P; export $d format attnlab")
+    ps=$(cli_ppl "load $T/$f; convert mla kv-rank $rank qk-norm keep ppl off; $P; export $d format attnlab")
     case $ps in ERR:*) fail "$f kv-rank $rank: keep + export format attnlab: $ps"; continue ;; esac
     ok "$f kv-rank $rank: the config says qk-norm keep" grep -q '"attnlab_qk_norm":[[:space:]]*"keep"' "$d/config.json"
-    pl=$(ppl_of "load $d; $P")
+    pl=$(cli_ppl "load $d; $P")
     case $pl in ERR:*) fail "$f kv-rank $rank: load + ppl of the keep export: $pl" ;;
-        *) near "$pl" "$ps" 1e-6 || fail "$f kv-rank $rank: the reload's ppl $pl, the session's $ps" ;; esac
+        *) cli_near "$pl" "$ps" 1e-6 || fail "$f kv-rank $rank: the reload's ppl $pl, the session's $ps" ;; esac
     if [ "$rank" = full ]; then              # exact at full rank: the source's ppl
-        p0=$(ppl_of "load $T/$f; $P")
-        near "$pl" "$p0" 1e-6 || fail "$f full: the keep export's ppl $pl is not the source's $p0"
+        p0=$(cli_ppl "load $T/$f; $P")
+        cli_near "$pl" "$p0" 1e-6 || fail "$f full: the keep export's ppl $pl is not the source's $p0"
     else                                     # not fold's model under another name
-        pf=$(ppl_of "load $T/$f; convert mla kv-rank $rank qk-norm fold ppl off; $P")
-        near "$pl" "$pf" 1e-4 && fail "$f kv-rank $rank: the keep export's ppl $pl is fold's $pf"
+        pf=$(cli_ppl "load $T/$f; convert mla kv-rank $rank qk-norm fold ppl off; $P")
+        cli_near "$pl" "$pf" 1e-4 && fail "$f kv-rank $rank: the keep export's ppl $pl is fold's $pf"
     fi
     check_within "$d" "$nl" || fail "$f kv-rank $rank: check DIR does not reproduce the report [$(cat out.txt err.txt)]"
     run -e "lint $d"
@@ -72,16 +63,16 @@ done
 # manifest says so) --; the reload's ppl is the session's (1e-6), the source's at full rank; fold's MLA layers with
 # the gate are refused naming what is missing. Before, format attnlab refused qwen3_5 (not a text-only checkpoint).
 "$B" -e "synth family qwen3_5 $T/q35" >/dev/null 2>&1 || fail "synth family qwen3_5"
-p0=$(ppl_of "load $T/q35; ppl ids x40.ids")
+p0=$(cli_ppl "load $T/q35; ppl ids x40.ids")
 for rank in 16 full; do
     d=$T/q35-keep-$rank
-    ps=$(ppl_of "load $T/q35; convert mla kv-rank $rank qk-norm keep ppl off; ppl ids x40.ids; export $d format attnlab")
+    ps=$(cli_ppl "load $T/q35; convert mla kv-rank $rank qk-norm keep ppl off; ppl ids x40.ids; export $d format attnlab")
     case $ps in ERR:*) fail "qwen3_5 kv-rank $rank: keep + export format attnlab: $ps"; continue ;; esac
-    pl=$(ppl_of "load $d; ppl ids x40.ids")
+    pl=$(cli_ppl "load $d; ppl ids x40.ids")
     case $pl in ERR:*) fail "qwen3_5 kv-rank $rank: load + ppl: $pl" ;;
-        *) near "$pl" "$ps" 1e-6 || fail "qwen3_5 kv-rank $rank: the reload's ppl $pl, the session's $ps" ;; esac
-    if [ $rank = full ]; then near "$pl" "$p0" 1e-6 || fail "qwen3_5 full: ppl $pl, the source's $p0"
-    else near "$pl" "$p0" 1e-4 && fail "qwen3_5 kv-rank 16 keeps the source's ppl $p0: the test cannot tell"; fi
+        *) cli_near "$pl" "$ps" 1e-6 || fail "qwen3_5 kv-rank $rank: the reload's ppl $pl, the session's $ps" ;; esac
+    if [ $rank = full ]; then cli_near "$pl" "$p0" 1e-6 || fail "qwen3_5 full: ppl $pl, the source's $p0"
+    else cli_near "$pl" "$p0" 1e-4 && fail "qwen3_5 kv-rank 16 keeps the source's ppl $p0: the test cannot tell"; fi
     check_within "$d" 4 || fail "qwen3_5 kv-rank $rank: check DIR [$(cat out.txt err.txt)]"
     ok "qwen3_5 kv-rank $rank: every non-attention tensor identical" grep -q "non-attention tensors: all [0-9]* identical" out.txt
     ok "  the manifest says what of the checkpoint is copied" grep -q '"tower":.*vision tower.*copied bit for bit' "$d/attnlab_manifest.json"
@@ -109,11 +100,11 @@ M="$ATTNLAB_MODELS/stories260K-hf"
 CAL="calib $ATTNLAB_SRC/examples/tinystory.txt seqlen 64 samples 32"
 for s in care-alloc mha2mla-2norm mha2mla-high-split; do
     d=$T/st-$s
-    ps=$(ppl_of "load $M; convert mla kv-rank 16 strategy $s $CAL ppl off; ppl ids x40.ids; export $d format attnlab")
+    ps=$(cli_ppl "load $M; convert mla kv-rank 16 strategy $s $CAL ppl off; ppl ids x40.ids; export $d format attnlab")
     case $ps in ERR:*) fail "$s: convert + export format attnlab: $ps"; continue ;; esac
-    pl=$(ppl_of "load $d; ppl ids x40.ids")
+    pl=$(cli_ppl "load $d; ppl ids x40.ids")
     case $pl in ERR:*) fail "$s: load + ppl of the export: $pl" ;;
-        *) near "$pl" "$ps" 1e-6 || fail "$s: the reload's ppl $pl, the session's $ps" ;; esac
+        *) cli_near "$pl" "$ps" 1e-6 || fail "$s: the reload's ppl $pl, the session's $ps" ;; esac
     check_within "$d" 5 || fail "$s: check DIR does not reproduce the report [$(cat out.txt err.txt)]"
     run -e "lint $d"
     ok "$s: lint says no engine loads it" grep -q "^vLLM .*will not load" out.txt

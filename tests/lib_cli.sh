@@ -8,6 +8,7 @@
 #   fail MESSAGE         records a failed check: [ cond ] || fail "what, with [$(cat out.txt)]"
 #   run ARGS...          runs attnlab: stdout in out.txt, stderr in err.txt, status in rc.txt;
 #   rc                   prints that status
+#   cli_ppl CMDS         the last perplexity the commands print, or "ERR: ..."; cli_near A B TOL: |A - B| <= TOL |B|
 #   has / hasnt TEXT PATTERN   grep a string
 #   png_size FILE        "WxH" from the IHDR chunk ("none" if too short); is_png / is_svg /
 #                        is_pdf FILE test a file's signature
@@ -42,6 +43,15 @@ run() { "$B" "$@" >out.txt 2>err.txt; echo $? >rc.txt; }
 # e CMDS: attnlab -e CMDS, stdout and stderr together (no stdin)
 e() { "$ATTNLAB" -e "$1" </dev/null 2>&1; }
 rc() { cat rc.txt; }
+# cli_ppl CMDS: the last perplexity the commands print (set format json), or "ERR: " and the first error.
+cli_ppl() {
+    "$B" -e "set format json; $1" >ppl_out.txt 2>ppl_err.txt
+    local p
+    p=$(grep -o '"ppl": [0-9.e+-]*' ppl_out.txt | tail -1 | sed 's/"ppl": //')
+    if [ -n "$p" ] && ! grep -q '^error' ppl_err.txt; then echo "$p"; else echo "ERR: $(grep -m1 '^error' ppl_err.txt)"; fi
+}
+# cli_near A B TOL: |A - B| <= TOL |B|
+cli_near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
 
 # png_size FILE: "WxH" from the IHDR chunk (bytes 16..23, big-endian width and height).
 png_size() {
