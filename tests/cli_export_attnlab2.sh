@@ -119,6 +119,7 @@ for s in care-alloc mha2mla-2norm mha2mla-high-split; do
         ok "care-alloc: info on the reload" test "$(rc)" = 0 ;;
     *)
         ok "$s: per-layer RoPE frequencies" grep -q '"attnlab_layer_rope":[[:space:]]*true' "$d/config.json"
+        ok "$s: lint says a DeepSeek-V3 reading ignores them" grep -q "its layers' own are in self_attn.rope_inv_freq" out.txt
         python3 - "$d" <<'PY' || fail "$s: self_attn.rope_inv_freq is not F64 in every layer"
 import json, struct, sys
 f = open(sys.argv[1] + "/model.safetensors", "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
