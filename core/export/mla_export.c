@@ -798,6 +798,9 @@ static int attnlab_write(const TmlaResult *r, const char *dir, const MlaExportOp
     if (rc == AL_OK) rc = man ? ckpt_write_json(w, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
     cJSON_Delete(man);
     cJSON_Delete(cfg);
+    for (int l = 0; st.L && l < st.n; l++) attn_layer_free(st.L[l]);   /* attnlab_layers' own copies: nothing borrowed */
+    free(st.L);
+    st.L = NULL;
     stock_free(&st);
     if (rc == AL_OK) rc = ckpt_copy_aux(w, src_dir, NULL);
     if (rc == AL_OK) rc = ckpt_commit(w, NULL);
