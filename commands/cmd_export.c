@@ -46,6 +46,8 @@ static const char EXPORT_HELP[] =
     "  `format attnlab` writes any conversion in attnlab's own layout instead: the source's config.json\n"
     "  and tensors with model_type attnlab_mla and the MLA attention (f32 unless `dtype`), which\n"
     "  `load DIR` runs as the session did (no engine does: `lint DIR` says so); `check DIR` compares it;\n"
+    "  it holds qk-norm keep (the cache and the rebuild of K / V), per-layer kv ranks (care-alloc) and\n"
+    "  RoPE frequencies (mha2mla-*), and Qwen3.5's text tower with keep (the vision tower copied);\n"
     "- after `convert tpa`: the non-contextual TPA factors in attnlab's own layout\n"
     "  (tpa_manifest.json + tpa_factors.safetensors; no other loader reads it; `dtype`);\n"
     "- after `kvsvd learn`: the projections, per layer (kv_heads, d, R), and a manifest.\n"

@@ -219,7 +219,7 @@ static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, St
 /* ================================================================ the tensor plan */
 
 enum { T_COPY = -1, T_Q, T_Q_BIAS, T_QA, T_QA_BIAS, T_QAN, T_QB, T_KVA, T_KVA_BIAS, T_KVN, T_KVB, T_O, T_O_BIAS, T_SINKS,
-       T_KINDS };
+       T_QN, T_KN, T_FREQ, T_KINDS };
 
 /* The role of each new tensor and its part: its name is the DeepSeek (QKV_MLA) layout's. */
 static const struct { tensor_role role; const char *what; } new_tensor[T_KINDS] = {
@@ -228,6 +228,8 @@ static const struct { tensor_role role; const char *what; } new_tensor[T_KINDS] 
     [T_KVA] = {ROLE_KV_A, "weight"}, [T_KVA_BIAS] = {ROLE_KV_A, "bias"}, [T_KVN] = {ROLE_KV_A_NORM, "weight"},
     [T_KVB] = {ROLE_KV_B, "weight"}, [T_O] = {ROLE_O, "weight"}, [T_O_BIAS] = {ROLE_O, "bias"},
     [T_SINKS] = {ROLE_SINKS, NULL},                 /* attnlab's layout only (a buffer: no ".weight") */
+    [T_QN] = {ROLE_Q_NORM, "weight"}, [T_KN] = {ROLE_K_NORM, "weight"},   /* its qk-norm keep (Llama's names) */
+    [T_FREQ] = {ROLE_ROPE_FREQ, NULL},              /* its layers' own RoPE frequencies (F64) */
 };
 
 /* The name of new tensor `kind` in layer l: the source's layer prefix, the QKV_MLA layout's name
@@ -236,7 +238,8 @@ static char *new_name(const Model *src, int l, int kind) {
     char where[96];
     cfg_layer_prefix(&src->cfg, l, where, sizeof where);
     const char *what = new_tensor[kind].what;
-    return al_asprintf("%s%s%s%s", where, role_in_attn(QKV_MLA, new_tensor[kind].role)->name, what ? "." : "",
+    attn_layout lay = kind == T_QN || kind == T_KN ? QKV_SPLIT : QKV_MLA;
+    return al_asprintf("%s%s%s%s", where, role_in_attn(lay, new_tensor[kind].role)->name, what ? "." : "",
                        what ? what : "");
 }
 
@@ -321,6 +324,11 @@ static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, siz
     case T_QAN: if (!L->qa_norm) return false; *rows = (size_t)L->q_rank; return true;
     case T_KVN: if (!L->kva_norm) return false; *rows = (size_t)L->kv_rank; return true;
     case T_SINKS: if (!L->sinks) return false; *rows = (size_t)L->n_heads; return true;
+    case T_QN: case T_KN:                                 /* qk-norm keep's: head_dim, or the whole projection */
+        if (!(kind == T_QN ? L->q_norm : L->k_norm)) return false;
+        *rows = (size_t)L->head_dim * (L->qk_norm == QKN_PROJ ? (size_t)(kind == T_QN ? L->n_heads : L->n_kv_heads) : 1);
+        return true;
+    case T_FREQ: if (L->kind != ATTN_MLA || !L->inv_freq || L->rope_dim == 0) return false; *rows = (size_t)L->rope_dim / 2; return true;
     }
     if (!m) return false;
     *rows = m->cols;            /* HF stores Linear weights (out, in): the transpose of x @ W */
@@ -333,7 +341,8 @@ static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, siz
 static float *new_bias(const AttnLayer *L, int kind, size_t n) {
     float *v = al_calloc(n, sizeof(float), "a bias");
     const float *src = kind == T_Q_BIAS ? L->b_Q : kind == T_QA_BIAS ? L->b_QA : kind == T_KVA_BIAS ? L->b_KVA
-                     : kind == T_QAN ? L->qa_norm : kind == T_KVN ? L->kva_norm : kind == T_SINKS ? L->sinks : L->b_O;
+                     : kind == T_QAN ? L->qa_norm : kind == T_KVN ? L->kva_norm : kind == T_SINKS ? L->sinks
+                     : kind == T_QN ? L->q_norm : kind == T_KN ? L->k_norm : L->b_O;
     if (v && src) memcpy(v, src, n * sizeof(float));
     return v;
 }
@@ -370,6 +379,7 @@ static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers
     const AttnLayer *L = layers[it->layer];
     size_t rows, cols;
     new_shape(L, it->kind, bias, &rows, &cols);
+    if (it->kind == T_FREQ) return ckpt_add(w, it->name, DT_F64, 1, &rows, L->inv_freq, rows * sizeof(double));
     if (cols == 0) {
         float *v = new_bias(L, it->kind, rows);
         Mat row = {.rows = 1, .cols = rows, .data = v};
@@ -586,11 +596,12 @@ static int make_plan(const TmlaResult *r, AttnLayer *const *layers, bool bias, d
         if (to != name && !(p->v[p->n - 1].src = al_strdup(name))) { moe_names_free(mn); return AL_ERR; }
     }
     moe_names_free(mn);
+    bool freqs = own && attnlab_own_freqs(r);
     for (int l = 0; l < r->n_layers; l++)
-        for (int k = 0; k < T_KINDS; k++) {
+        for (int k = 0; layers[l] && k < T_KINDS; k++) {     /* NULL: a hybrid's other layer (attnlab's keep) */
             size_t rows, cols;
-            if ((k == T_SINKS && !own) || !new_shape(layers[l], k, bias, &rows, &cols)) continue;
-            if (plan_add(p, new_name(r->src, l, k), k, l, rows * (cols ? cols : 1) * dt_size(dt)))
+            if ((k == T_SINKS && !own) || (k == T_FREQ && !freqs) || !new_shape(layers[l], k, bias, &rows, &cols)) continue;
+            if (plan_add(p, new_name(r->src, l, k), k, l, rows * (cols ? cols : 1) * dt_size(k == T_FREQ ? DT_F64 : dt)))
                 return AL_ERR;
         }
     qsort(p->v, p->n, sizeof *p->v, item_cmp);
@@ -709,8 +720,8 @@ static int check_exportable(const TmlaResult *r, bool *bias) {
     if (r->opts.qk_norm == TMLA_QKN_KEEP)
         return al_err("export: qk-norm keep normalises each token's keys rebuilt from the cache, before RoPE: DeepSeek-V3 "
                       "has no key norm, and an engine would need keys normalised after the up-projection (no absorbed "
-                      "MLA decode, vLLM's or SGLang's, does that), as would attnlab's own layout (not yet); the "
-                      "conversion runs in the session (ppl, check); qk-norm fold or drop export");
+                      "MLA decode, vLLM's or SGLang's, does that); the conversion runs in the session (ppl, check) and "
+                      "`export DIR format attnlab` saves it in attnlab's own layout; qk-norm fold or drop export as DeepSeek-V3");
     if (mla_gaps_check(c, tmla_qkn_is_plain(r->opts.qk_norm))) return AL_ERR;             /* what DeepSeek-V3's layout cannot hold: mla_gaps.c */
     if (split_exportable(r->src)) return AL_ERR;
     for (int l = 0; l < r->n_layers; l++)
@@ -787,6 +798,9 @@ static int attnlab_write(const TmlaResult *r, const char *dir, const MlaExportOp
     if (rc == AL_OK) rc = man ? ckpt_write_json(w, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
     cJSON_Delete(man);
     cJSON_Delete(cfg);
+    for (int l = 0; st.L && l < st.n; l++) attn_layer_free(st.L[l]);   /* attnlab_layers' own copies: nothing borrowed */
+    free(st.L);
+    st.L = NULL;
     stock_free(&st);
     if (rc == AL_OK) rc = ckpt_copy_aux(w, src_dir, NULL);
     if (rc == AL_OK) rc = ckpt_commit(w, NULL);
@@ -957,25 +971,6 @@ static int engine_err(const AttnLayer *b, const Engine *e, const AttnOut *oa, co
     return rc;
 }
 
-/* An attnlab-layout export's layer l (attnlab_export.h) read as an MLA layer gets its window, soft-cap and sinks,
- * which the MLA reader leaves out (a DeepSeek-V3 checkpoint has none). */
-static int own_extras(Model *ex, int l, AttnLayer *b) {
-    const ModelConfig *c = &ex->cfg;
-    if (strcmp(c->model_type, ATTNLAB_MLA_TYPE)) return AL_OK;
-    b->window = cfg_layer_window(c, l);
-    b->softcap = c->attn_softcap;
-    for (int j = 0; !cfg_layer_rope(c, l) && b->inv_freq && j < b->rope_dim / 2; j++) b->inv_freq[j] = 0;   /* NoPE */
-    char name[256];
-    Mat *s = NULL;
-    if (!c->attn_sinks || b->sinks) return AL_OK;
-    if (!cfg_role_name(c, ROLE_SINKS, l, -1, NULL, name, sizeof name) || store_read(ex->store, name, &s))
-        return al_err("layer %d: the attention sinks (%s) are missing", l, name);
-    b->sinks = s->data;
-    s->data = NULL;
-    mat_free(s);
-    return AL_OK;
-}
-
 /* Layer l: the source's attention against the export's as each engine runs it (engine_out_err;
  * out_err, score_err: the largest over them) and as attnlab reads it (own_out_err). stock: the
  * layer with its q_proj bias dropped, kept for the whole-model pass when that differs from
@@ -985,9 +980,14 @@ static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *po
     AttnOut *oa = NULL, *ob = NULL;
     double dummy;
     *stock = NULL;
+    if (!layersel_attn(&ex->cfg, l)) {          /* a hybrid's other layer (attnlab's keep): the source's, as it was */
+        c->own_layout = !strcmp(ex->cfg.model_type, ATTNLAB_MLA_TYPE);
+        c->score_err[l] = c->out_err[l] = c->own_out_err[l] = 0;
+        for (int i = 0; i < ENG_N; i++) c->engine_out_err[i][l] = c->own_layout ? NAN : 0;
+        return AL_OK;
+    }
     int rc = attn_layer_load(src, l, &a);
     if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
-    if (rc == AL_OK) rc = own_extras(ex, l, b);
     if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
     c->score_err[l] = c->out_err[l] = 0;
     c->own_layout = !strcmp(ex->cfg.model_type, ATTNLAB_MLA_TYPE);    /* no engine runs it: attnlab's reading only */
@@ -1183,7 +1183,7 @@ static bool check_arrays(MlaCheck *c, size_t n) {
 /* Opens the export and its source; fills the check's header and arrays. */
 static int check_open(const char *dir, Model **src, Model **ex, Model **own, MlaCheck *c) {
     int rc = model_open(dir, ex);
-    if (rc == AL_OK && !cfg_is_mla(&(*ex)->cfg))
+    if (rc == AL_OK && !cfg_is_mla(&(*ex)->cfg) && !(*ex)->cfg.kv_rebuild)       /* attnlab's qk-norm keep: GQA */
         rc = al_err("%s is a %s model, not MLA: check compares a TransMLA export with its source", dir, (*ex)->cfg.model_type);
     if (rc == AL_OK && !*src) {
         char *sp = manifest_source(dir);

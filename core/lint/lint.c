@@ -160,12 +160,21 @@ static bool check_own_mla(Lint *x) {
     char k[256], sm[64];
     al_printable(kept && *kept ? kept : "", k, sizeof k);
     al_printable(src ? src : "?", sm, sizeof sm);
+    const char *keep = str_key(x->tree, "attnlab_qk_norm");     /* qk-norm keep: K / V rebuilt, then the source's norm */
+    bool kp = keep && !strcmp(keep, "keep");
+    bool fr = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x->tree, "attnlab_layer_rope"));   /* MHA2MLA's pairs */
     add(x, LINT_ERROR, LT_ALL, 0, "attnlab's own layout of a convert mla of %s (model_type attnlab_mla, `export DIR "
         "format attnlab`): no engine implements attnlab_mla, so each refuses it by name; read as DeepSeek-V3 "
-        "(deepseek_v3) it computes a different model: that layout %s%s%snormalises the KV latent (the conversion's "
-        "has no norm, qk_latent_layernorm false) and reads the source's other layers as DeepSeek's; `load DIR` runs "
-        "it in attnlab, and `export DIR` without format writes the stock form where one exists", sm,
-        k[0] ? "lacks what the source keeps (" : "", k[0] ? k : "", k[0] ? "), " : "");
+        "(deepseek_v3) it computes a different model: that layout %s%s%s%s and reads the source's other layers as "
+        "DeepSeek's; `load DIR` runs it in attnlab, and `export DIR` without format writes the stock form where one "
+        "exists", sm, k[0] ? "lacks what the source keeps (" : "", k[0] ? k : "", k[0] ? "), " : "",
+        kp ? "has no kv_lora_rank here (qk-norm keep: kv_b_proj rebuilds each token's full keys and values from the "
+             "cached kv_a_proj_with_mqa output, the source's k_norm and RoPE act on them, and the query is the "
+             "source's with its q_norm), which no MLA attention computes,"
+           : fr ? "normalises the KV latent (the conversion's has no norm, qk_latent_layernorm false), turns every "
+                  "layer's RoPE key at the standard frequencies (its layers' own are in self_attn.rope_inv_freq, "
+                  "which DeepSeek-V3 does not read)"
+                : "normalises the KV latent (the conversion's has no norm, qk_latent_layernorm false)");
     return true;
 }
 

@@ -153,19 +153,6 @@ static double *lsq_map(const double *A, const double *T, const double *S, size_t
     return P;
 }
 
-/* W (hidden, m) <- A[:hidden] P and b (m) <- A[hidden] P (b NULL: not kept); A (hidden + 1, n), P (n, m). */
-static void through(const double *A, const double *P, size_t h, size_t n, size_t m, Mat *W, float *b) {
-    for (size_t i = 0; i <= h; i++) {
-        if (i == h && !b) break;
-        for (size_t j = 0; j < m; j++) {
-            double acc = 0;
-            for (size_t t = 0; t < n; t++) acc += A[i * n + t] * P[t * m + j];
-            if (i < h) W->data[i * m + j] = (float)acc;
-            else b[j] = (float)acc;
-        }
-    }
-}
-
 int tmla_qkn_keep(const AttnLayer *src, const AttnLayer *mla, const double *Sigma, const double *mu, AttnLayer **out) {
     *out = NULL;
     if (src->kind != ATTN_GQA || mla->kind != ATTN_MLA || !mla->W_KVA)
@@ -182,24 +169,13 @@ int tmla_qkn_keep(const AttnLayer *src, const AttnLayer *mla, const double *Sigm
     double *S = aug_moment(h, Sigma, mu), *P = A && T && S ? lsq_map(A, T, S, h + 1, n, m) : NULL;
     AttnLayer *L = P ? attn_layer_copy(src) : NULL;
     int rc = L ? AL_OK : al_err("out of memory or no eigen-decomposition (qk-norm keep's reconstruction)");
-    Mat *W = L ? mat_new(h, m) : NULL;
-    float *b = W && (mla->b_KVA || src->b_K || src->b_V) ? calloc(m, sizeof(float)) : NULL;
-    if (rc == AL_OK && !W) rc = AL_ERR;
-    if (rc == AL_OK) {
-        through(A, P, h, n, m, W, b ? b : NULL);
-        for (size_t i = 0; i < h; i++) {                    /* split [W_K | W_V] back */
-            memcpy(L->W_K->data + i * mk, W->data + i * m, mk * sizeof(float));
-            memcpy(L->W_V->data + i * mv, W->data + i * m + mk, mv * sizeof(float));
-        }
-        free(L->b_K); free(L->b_V);
-        L->b_K = L->b_V = NULL;
-        if (b && (L->b_K = malloc(mk * sizeof(float))) && (L->b_V = malloc(mv * sizeof(float)))) {
-            memcpy(L->b_K, b, mk * sizeof(float));
-            memcpy(L->b_V, b + mk, mv * sizeof(float));
-        } else if (b) rc = al_err("out of memory (qk-norm keep's biases)");
-    }
-    free(KV.data); free(bkv); free(A); free(T); free(S); free(P); free(b);
-    mat_free(W);
+    /* the two factors kept (what attnlab's layout writes), P rounded to float; W_K, W_V formed from them */
+    if (rc == AL_OK && (!(L->W_KVA = mat_copy(mla->W_KVA)) || !(L->W_KVB = mat_new(n, m)))) rc = AL_ERR;
+    if (rc == AL_OK && mla->b_KVA && !(L->b_KVA = malloc(n * sizeof(float)))) rc = al_err("out of memory (qk-norm keep)");
+    if (rc == AL_OK && mla->b_KVA) memcpy(L->b_KVA, mla->b_KVA, n * sizeof(float));
+    for (size_t i = 0; rc == AL_OK && i < n * m; i++) L->W_KVB->data[i] = (float)P[i];
+    if (rc == AL_OK) rc = attn_kv_rebuild(L);
+    free(KV.data); free(bkv); free(A); free(T); free(S); free(P);
     if (rc) { attn_layer_free(L); return rc; }
     *out = L;
     return AL_OK;
@@ -208,5 +184,5 @@ int tmla_qkn_keep(const AttnLayer *src, const AttnLayer *mla, const double *Sigm
 size_t tmla_qkn_keep_params(const AttnLayer *L, size_t cache) {
     size_t h = (size_t)L->hidden, kv = L->W_K->cols + L->W_V->cols, dense = h * kv + (L->b_K ? L->W_K->cols : 0) +
                                                                         (L->b_V ? L->W_V->cols : 0);
-    return attn_layer_params(L) - dense + h * cache + cache * kv;
+    return attn_layer_params(L) - dense + (L->W_KVA ? 0 : h * cache + cache * kv);   /* W_KVA, W_KVB counted there */
 }

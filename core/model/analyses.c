@@ -515,11 +515,23 @@ static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
                    list, n == 1 ? "has" : "have");
 }
 
+/* attnlab's layout of a qk-norm keep conversion (cfg kv_rebuild): no k_proj / v_proj to view per head. */
+static bool rebuild_reason(const Model *m, char *why, size_t cap) {
+    if (!m->cfg.kv_rebuild) return false;
+    return why_set(why, cap, "%s: attnlab's layout of a qk-norm keep conversion rebuilds K and V from a cache "
+                   "(kv_a_proj_with_mqa, kv_b_proj): it has no k_proj / v_proj to view per head; analyse its source "
+                   "(its layers run in ppl, generate and check DIR)", mname(m));
+}
+
 bool analysis_available(const Model *m, analysis_kind a, char *why, size_t cap) {
     if (cap) why[0] = 0;
     bool no = false;
     switch (a) {
-    case AN_RANKS_VO: case AN_SPECTRUM: hybrid_note(m, why, cap); dsv4_note(m, a, why, cap); break;
+    case AN_RANKS_VO: case AN_SPECTRUM:
+        if ((no = rebuild_reason(m, why, cap))) break;
+        hybrid_note(m, why, cap);
+        dsv4_note(m, a, why, cap);
+        break;
     case AN_RANKS_QK: no = qk_reason(m, why, cap); dsv4_note(m, a, why, cap); break;
     case AN_PPL: no = ppl_reason(m, why, cap); break;
     case AN_KVSVD: no = ppl_reason(m, why, cap) || kvsvd_reason(m, why, cap); break;

@@ -111,6 +111,8 @@ int attn_layer_validate(const AttnLayer *L) {
         if ((rc = need(L->W_Q, "W_Q", D, H * d, true)) || (rc = need(L->W_K, "W_K", D, G * d, true)) ||
             (rc = need(L->W_V, "W_V", D, G * dv, true)))
             return rc;
+        if (L->W_KVA && (rc = need(L->W_KVB, "W_KVB (the keys' and values' rebuild)", L->W_KVA->cols, G * (d + dv), true)))
+            return rc;
         return AL_OK;
     }
     size_t dq = (size_t)(L->qk_nope + L->rope_dim), r = (size_t)L->kv_rank;
@@ -297,6 +299,44 @@ static int load_gate(Model *m, int layer, AttnLayer *L) {
     return rc;
 }
 
+int attn_kv_rebuild(AttnLayer *L) {
+    const Mat *A = L->W_KVA, *P = L->W_KVB;
+    size_t h = (size_t)L->hidden, n = A ? A->cols : 0, mk = (size_t)L->n_kv_heads * (size_t)L->head_dim;
+    size_t m = P ? P->cols : 0, mv = m - mk;
+    if (!A || !P || P->rows != n || A->rows != h || m <= mk)
+        return al_err("internal: a rebuilt GQA layer needs W_KVA (hidden, n) and W_KVB (n, G d + G dv)");
+    mat_free(L->W_K); mat_free(L->W_V);
+    free(L->b_K); free(L->b_V);
+    L->b_K = L->b_V = NULL;
+    L->W_K = mat_new(h, mk);
+    L->W_V = mat_new(h, mv);
+    if (!L->W_K || !L->W_V) return AL_ERR;
+    if (L->b_KVA && (!(L->b_K = al_malloc3(mk, 1, sizeof(float), "a bias")) || !(L->b_V = al_malloc3(mv, 1, sizeof(float), "a bias"))))
+        return AL_ERR;
+    for (size_t i = 0; i <= h; i++) {                      /* row h: the bias, b_KVA W_KVB */
+        const float *a = i < h ? A->data + i * n : L->b_KVA;
+        if (!a) break;
+        for (size_t j = 0; j < m; j++) {
+            double acc = 0;
+            for (size_t t = 0; t < n; t++) acc += (double)a[t] * P->data[t * m + j];
+            float *dst = i < h ? (j < mk ? L->W_K->data + i * mk + j : L->W_V->data + i * mv + j - mk)
+                               : (j < mk ? L->b_K + j : L->b_V + j - mk);
+            *dst = (float)acc;
+        }
+    }
+    return AL_OK;
+}
+
+/* attnlab's layout of a qk-norm keep conversion (cfg kv_rebuild, attnlab_export.h): the cache's projection
+ * kv_a_proj_with_mqa (n, hidden) (+ bias) and kv_b_proj (G d + G dv, n), W_K and W_V formed from them. */
+static int load_rebuild(Model *m, int layer, AttnLayer *L) {
+    size_t n = (size_t)m->cfg.kv_rebuild;
+    int rc = read_t(m, layer, ROLE_KV_A, &L->W_KVA);
+    if (rc == AL_OK) rc = read_vec(m, layer, ROLE_KV_A, "bias", n, &L->b_KVA);
+    if (rc == AL_OK) rc = read_t(m, layer, ROLE_KV_B, &L->W_KVB);
+    return rc == AL_OK ? attn_kv_rebuild(L) : rc;
+}
+
 static int load_gqa(Model *m, int layer, AttnLayer *L) {
     const ModelConfig *c = model_layer_cfg(m, layer);             /* Gemma 4's full layers: their own head dims */
     L->n_kv_heads = c->n_kv_heads;
@@ -319,8 +359,10 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
     if (c->attn_sinks && read_vec(m, layer, ROLE_SINKS, NULL, (size_t)c->n_heads, &L->sinks)) return AL_ERR;
     if (c->attn_sinks && !L->sinks) return al_err("layer %d: the attention sinks (self_attn.sinks) are missing", layer);
     if (model_layer_load(m, layer)) return AL_ERR;
-    if (gather_heads(m, HK_Q, layer, c->n_heads, &L->W_Q) || gather_heads(m, HK_K, layer, c->n_kv_heads, &L->W_K) ||
-        gather_heads(m, HK_V, layer, c->n_kv_heads, &L->W_V))
+    if (gather_heads(m, HK_Q, layer, c->n_heads, &L->W_Q) ||
+        (c->kv_rebuild ? load_rebuild(m, layer, L)
+                       : gather_heads(m, HK_K, layer, c->n_kv_heads, &L->W_K) ||
+                             gather_heads(m, HK_V, layer, c->n_kv_heads, &L->W_V)))
         return AL_ERR;
     /* W_O: stack the (dv, hidden) per-head views by rows. */
     if (!(L->W_O = mat_new((size_t)c->n_heads * (size_t)c->v_dim, (size_t)c->hidden))) return AL_ERR;
@@ -331,10 +373,61 @@ static int load_gqa(Model *m, int layer, AttnLayer *L) {
         mat_free(v);
     }
     if (gather_bias(m, HK_Q, layer, c->n_heads, (size_t)L->head_dim, &L->b_Q) ||
-        gather_bias(m, HK_K, layer, c->n_kv_heads, (size_t)L->head_dim, &L->b_K) ||
-        gather_bias(m, HK_V, layer, c->n_kv_heads, (size_t)c->v_dim, &L->b_V))
+        (!c->kv_rebuild && (gather_bias(m, HK_K, layer, c->n_kv_heads, (size_t)L->head_dim, &L->b_K) ||
+                            gather_bias(m, HK_V, layer, c->n_kv_heads, (size_t)c->v_dim, &L->b_V))))
         return AL_ERR;
     return model_o_bias(m, layer, &L->b_O);
+}
+
+/* attnlab_mla's per-layer RoPE frequencies (cfg layer_rope_freqs): self_attn.rope_inv_freq, F64, qk_rope_head_dim / 2. */
+static int layer_freqs_f64(Model *m, int layer, AttnLayer *L) {
+    char name[192];
+    const st_entry *e;
+    const st_file *f;
+    size_t half = (size_t)L->rope_dim / 2;
+    if (!cfg_role_name(&m->cfg, ROLE_ROPE_FREQ, layer, -1, NULL, name, sizeof name) || !store_has(m->store, name))
+        return al_err("layer %d: the config says each layer has its own RoPE frequencies (attnlab_layer_rope) but %s is "
+                      "missing", layer, name);
+    if (store_entry(m->store, name, &e, &f)) return AL_ERR;
+    if (e->dtype != DT_F64 || e->end - e->begin != half * sizeof(double))
+        return al_err("layer %d: %s is not %zu F64 values (qk_rope_head_dim / 2)", layer, name, half);
+    const void *d = st_data(f, e);
+    if (!d) return AL_ERR;
+    memcpy(L->inv_freq, d, half * sizeof(double));
+    return AL_OK;
+}
+
+/* An MLA layer of per-layer rank rl < its kv_lora_rank (attnlab_mla's layer_kv_rank): the written latent is padded with
+ * zero columns of W_KVA (and b_KVA) and zero rows of W_KVB past rl; they are cut off. */
+static int trim_rank(AttnLayer *L, int rl) {
+    size_t D = (size_t)L->hidden, r = (size_t)L->kv_rank, dr = (size_t)L->rope_dim, n = (size_t)rl;
+    Mat *A = mat_new(D, n + dr), *B = L->W_KVB ? mat_new(n, L->W_KVB->cols) : NULL;
+    if (!A || !B) { mat_free(A); mat_free(B); return AL_ERR; }
+    for (size_t i = 0; i < D; i++) {
+        memcpy(A->data + i * (n + dr), L->W_KVA->data + i * (r + dr), n * sizeof(float));
+        memcpy(A->data + i * (n + dr) + n, L->W_KVA->data + i * (r + dr) + r, dr * sizeof(float));
+    }
+    memcpy(B->data, L->W_KVB->data, n * B->cols * sizeof(float));
+    if (L->b_KVA) memmove(L->b_KVA + n, L->b_KVA + r, dr * sizeof(float));
+    mat_free(L->W_KVA); mat_free(L->W_KVB);
+    L->W_KVA = A;
+    L->W_KVB = B;
+    L->kv_rank = rl;
+    return AL_OK;
+}
+
+/* What an MLA layer keeps of its config beyond DeepSeek-V3's (none there; attnlab's own layout, attnlab_export.h,
+ * keeps the source's): its sliding window, score soft-cap, sink logits (self_attn.sinks) and a NoPE layer's RoPE
+ * frequencies 0, as the forward pass runs them. */
+static int mla_extras(Model *m, int layer, AttnLayer *L) {
+    const ModelConfig *c = &m->cfg;
+    L->window = cfg_layer_window(c, layer);
+    L->softcap = c->attn_softcap;
+    for (int j = 0; c->rope != ROPE_NONE && !cfg_layer_rope(c, layer) && L->inv_freq && j < L->rope_dim / 2; j++)
+        L->inv_freq[j] = 0;                                       /* NoPE (SmolLM3's no_rope_layers) */
+    if (c->attn_sinks && read_vec(m, layer, ROLE_SINKS, NULL, (size_t)c->n_heads, &L->sinks)) return AL_ERR;
+    if (c->attn_sinks && !L->sinks) return al_err("layer %d: the attention sinks (self_attn.sinks) are missing", layer);
+    return AL_OK;
 }
 
 static int load_mla(Model *m, int layer, AttnLayer *L) {
@@ -348,6 +441,8 @@ static int load_mla(Model *m, int layer, AttnLayer *L) {
     L->scale = cfg_attn_scale(c, layer);
     L->rope_mscale = rope_attention_factor(&c->rope_spec);
     if (L->rope_dim && attn_rope_freqs_layer(m, layer, L->rope_dim, &L->inv_freq)) return AL_ERR;   /* Gemma 3's bases */
+    if (c->layer_rope_freqs && layer_freqs_f64(m, layer, L)) return AL_ERR;
+    if (mla_extras(m, layer, L)) return AL_ERR;
     if (L->q_rank > 0) {
         if (read_t(m, layer, ROLE_Q_A, &L->W_QA) || read_t(m, layer, ROLE_Q_B, &L->W_QB) ||
             read_vec(m, layer, ROLE_Q_A, "bias", (size_t)L->q_rank, &L->b_QA) ||
@@ -368,7 +463,8 @@ static int load_mla(Model *m, int layer, AttnLayer *L) {
         if (read_vec(m, layer, ROLE_KV_A_NORM, "weight", (size_t)L->kv_rank, &L->kva_norm)) return AL_ERR;
         if (!L->kva_norm) return al_err("layer %d: the config asks for latent RMSNorm but kv_a_layernorm.weight is missing", layer);
     }
-    return AL_OK;
+    int rl = c->layer_kv_rank[layer];
+    return rl > 0 && rl < L->kv_rank ? trim_rank(L, rl) : AL_OK;
 }
 
 int attn_layer_load(Model *m, int layer, AttnLayer **out) {

@@ -86,7 +86,9 @@ typedef struct AttnLayer {
     Mat *W_KVA;               /* (hidden, r + rope): latent columns, then the shared RoPE key */
     float *b_KVA;             /* (r + rope) or NULL */
     float *kva_norm;          /* (r) RMSNorm weight, or NULL */
-    Mat *W_KVB;               /* (r, H (nope + dv)): per head [k_nope columns ; v columns] */
+    Mat *W_KVB;               /* (r, H (nope + dv)): per head [k_nope columns ; v columns]; a GQA layer with W_KVA
+                                 (qk-norm keep, tmla_qkn.h): (n, G d + G dv), [K | V] = (x W_KVA + b_KVA) W_KVB, the two
+                                 factors its W_K, W_V (and b_K, b_V) were formed from (attn_kv_rebuild) */
 
     /* ---- both */
     Mat *W_G;                 /* (hidden, H dv) output gate (attn_output_gate): head outputs times sigmoid(x W_G + b_G)
@@ -123,7 +125,13 @@ int attn_rope_freqs_model(const Model *m, int dim, double **out);
  * sliding layers: rope_local_base_freq, without rope_scaling) that base's; Gemma 4's proportional pairs. */
 int attn_rope_freqs_layer(const Model *m, int layer, int dim, double **out);
 
-/* Loads layer L of m (GQA families, GPT-2, DeepSeek MLA) as float32 row-vector matrices. */
+/* A GQA layer whose keys and values are rebuilt from a cache (W_KVA (hidden, n), b_KVA, W_KVB (n, G d + G dv)): its
+ * W_K, W_V and, with b_KVA, b_K, b_V formed as W_KVA W_KVB and b_KVA W_KVB in double, one rounding to float (the
+ * conversion and the reader of its export form them alike, so they agree to the bit). */
+int attn_kv_rebuild(AttnLayer *L);
+
+/* Loads layer L of m (GQA families, GPT-2, DeepSeek MLA) as float32 row-vector matrices; attnlab's layout of a qk-norm
+ * keep conversion (cfg kv_rebuild) as the GQA layer attn_kv_rebuild forms. */
 int attn_layer_load(Model *m, int layer, AttnLayer **out);
 
 /* ================================================================ evaluation */

@@ -831,6 +831,22 @@ void cfg_layouts_from_row(ModelConfig *c) {
 
 static int text_tower(const cJSON *root, const char *where, const FamilyRow *row, cJSON **out);
 static int config_describe_text(const cJSON *root, const char *where, ModelConfig *cfg);
+static int describe_tower(const cJSON *root, const char *where, ModelConfig *cfg);
+
+/* attnlab_kv_ranks (an attnlab_mla of per-layer ranks): one rank per layer, each 1 to kv_lora_rank. */
+static int attnlab_kv_ranks(const cJSON *root, const char *where, ModelConfig *cfg) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "attnlab_kv_ranks");
+    if (!a) return AL_OK;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != cfg->n_layers || cfg->n_layers > CFG_MAX_LAYERS)
+        return al_err("%s: attnlab_kv_ranks is not a list of %d ranks (one per layer)", where, cfg->n_layers);
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const cJSON *v = cJSON_GetArrayItem(a, l);
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > cfg->kv_lora_rank || v->valuedouble != (int)v->valuedouble)
+            return al_err("%s: attnlab_kv_ranks[%d] is not a rank of 1 to kv_lora_rank %d", where, l, cfg->kv_lora_rank);
+        cfg->layer_kv_rank[l] = (unsigned short)v->valueint;
+    }
+    return AL_OK;
+}
 
 /* attnlab_mla (`export DIR format attnlab`): the source family's description (its row: attnlab_source_model_type)
  * with the attention made MLA of the KEYS_MLA dims -- no latent norms, RoPE pairs interleaved over
@@ -838,13 +854,23 @@ static int config_describe_text(const cJSON *root, const char *where, ModelConfi
 static int config_attnlab_mla(const cJSON *root, const char *where, ModelConfig *cfg) {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "attnlab_source_model_type");
     char shown[96];
+    const cJSON *keep = cJSON_GetObjectItemCaseSensitive(root, "attnlab_qk_norm");
+    bool kp = cJSON_IsString(keep) && !strcmp(keep->valuestring, "keep");
     if (!cJSON_IsString(st) || !family_find(st->valuestring, NULL, &cfg->family) || cfg_row(cfg)->keys != KEYS_HF ||
-        cfg_row(cfg)->text_config)
-        return al_err("%s: an attnlab_mla config names its source in \"attnlab_source_model_type\" (a text-only family "
-                      "read by Llama-style keys), not %s", where,
+        (cfg_row(cfg)->text_config && !kp))
+        return al_err("%s: an attnlab_mla config names its source in \"attnlab_source_model_type\" (a family read by "
+                      "Llama-style keys; a multimodal one's text tower with qk-norm keep only), not %s", where,
                       cJSON_IsString(st) ? al_printable(st->valuestring, shown, sizeof shown) : "given");
-    if (config_describe_text(root, where, cfg)) return AL_ERR;
+    if (cfg_row(cfg)->text_config ? describe_tower(root, where, cfg) : config_describe_text(root, where, cfg)) return AL_ERR;
     cfg_reader r = {.root = root, .where = where};
+    if (kp) {                                                         /* the source's attention, K / V rebuilt */
+        cfg->kv_rebuild = cfg_int(&r, "attnlab_kv_cache_dim", 0, true);
+        if (r.missing[0] || r.invalid[0] || cfg->attn != QKV_SPLIT || cfg->qk_norm == QKN_NONE || cfg->kv_rebuild <= 0)
+            return al_err("%s: an attnlab_mla config of qk-norm keep needs attnlab_kv_cache_dim%s%s and a source with "
+                          "q_proj / k_proj / v_proj and a q/k norm", where, r.missing, r.invalid);
+        snprintf(cfg->model_type, sizeof cfg->model_type, "%s", family_row(FAM_ATTNLAB_MLA)->model_type);
+        return AL_OK;
+    }
     cfg->attn = QKV_MLA;
     cfg->n_kv_heads = cfg->n_heads;
     cfg->q_lora_rank = cfg_int(&r, "q_lora_rank", 0, false);
@@ -861,6 +887,8 @@ static int config_attnlab_mla(const cJSON *root, const char *where, ModelConfig 
     cfg->rope_interleave = true;
     cfg->latent_norm = cfg_bool(&r, "qk_latent_layernorm", false);
     cfg->qkv_bias = cfg->o_bias = cfg_bool(&r, "attention_bias", false);
+    cfg->layer_rope_freqs = cfg_bool(&r, "attnlab_layer_rope", false);
+    if (attnlab_kv_ranks(root, where, cfg)) return AL_ERR;
     cfg->qk_norm = QKN_NONE;
     cfg->qk_l2 = false;
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", family_row(FAM_ATTNLAB_MLA)->model_type);
@@ -877,6 +905,11 @@ static int model_config_from_tree(const cJSON *root, const char *where, ModelCon
     if (cfg_row(cfg)->keys == KEYS_KIMI_K3 && kimik3_parse(root, where, &k3) != AL_OK) return AL_ERR;
     if (cfg_row(cfg)->keys == KEYS_ATTNLAB) return config_attnlab_mla(root, where, cfg);
     if (!cfg_row(cfg)->text_config) return config_describe_text(root, where, cfg);
+    return describe_tower(root, where, cfg);
+}
+
+/* A multimodal row's text tower (text_config) described, with the top level's tie_word_embeddings and dtype. */
+static int describe_tower(const cJSON *root, const char *where, ModelConfig *cfg) {
     cJSON *text = NULL;
     if (text_tower(root, where, cfg_row(cfg), &text) != AL_OK) return AL_ERR;
     int rc = config_describe_text(text, where, cfg);
@@ -1229,6 +1262,7 @@ const RoleName *cfg_role(const ModelConfig *c, tensor_role r) {
     /* a role is named by the tables of one kind only, so the first that names it is the one: no
      * dependence on where the role sits in the enum */
     const RoleName *n = role_in_attn(c->attn, r);
+    if (n && c->attn == QKV_SPLIT && (r == ROLE_KV_A || r == ROLE_KV_B) && !c->kv_rebuild) n = NULL;   /* keep's only */
     if (!n) n = role_in_linear(c->lin.layout, r);
     if (!n) n = role_in_norms(c->norms, r);
     if (!n) n = role_in_ffn(c->ffn, r);

@@ -185,6 +185,14 @@ typedef struct {
     bool attn_gate;           /* attn_output_gate: q_proj per head [query | gate], output x sigmoid(gate) */
     /* Llama 4 (its row's chunked / qk_l2 / temp_tuning): see cfg_layer_chunk, cfg_layer_qk_l2, cfg_q_temperature */
     int attn_chunk;           /* attention_chunk_size of the RoPE layers (0: none) */
+    unsigned short layer_kv_rank[CFG_MAX_LAYERS];   /* attnlab_mla with per-layer kv ranks (attnlab_kv_ranks: CARE's
+                                 allocation): layer L's latent, its first columns of the kv_lora_rank written (the
+                                 rest zeros); 0: kv_lora_rank */
+    bool layer_rope_freqs;    /* attnlab_mla whose layers carry their own RoPE frequencies (attnlab_layer_rope:
+                                 MHA2MLA's selected pairs) in self_attn.rope_inv_freq (F64, qk_rope_head_dim / 2) */
+    int kv_rebuild;           /* attnlab's layout of a qk-norm keep conversion (attnlab_export.h): the values cached per
+                                 token (attnlab_kv_cache_dim), keys and values rebuilt from them (kv_a_proj_with_mqa,
+                                 kv_b_proj) before the source's norm and RoPE; 0: none */
     bool qk_l2;               /* use_qk_norm: weightless RMS norm of each q / k head after RoPE on the RoPE layers */
     double temp_scale, temp_floor;   /* attn_temperature_tuning's attn_scale, floor_scale (temp_scale 0: none) */
     double attn_mult;         /* Granite's attention_multiplier: the softmax scale itself (0: none) */

@@ -14,7 +14,9 @@
 static const RoleName ATTN_NAMES[ATTN_LAYOUT_COUNT][ROLE_COUNT] = {
     [QKV_SPLIT] = {[ROLE_Q] = N("self_attn.q_proj"), [ROLE_K] = N("self_attn.k_proj"), [ROLE_V] = N("self_attn.v_proj"),
                    [ROLE_O] = N("self_attn.o_proj"), [ROLE_Q_NORM] = OPT("self_attn.q_norm"),
-                   [ROLE_K_NORM] = OPT("self_attn.k_norm"), [ROLE_SINKS] = OPT("self_attn.sinks")},
+                   [ROLE_K_NORM] = OPT("self_attn.k_norm"), [ROLE_SINKS] = OPT("self_attn.sinks"),
+                   /* attnlab's layout of a qk-norm keep conversion (config kv_rebuild): K / V rebuilt from a cache */
+                   [ROLE_KV_A] = OPT("self_attn.kv_a_proj_with_mqa"), [ROLE_KV_B] = OPT("self_attn.kv_b_proj")},
     [QKV_CAT] = {[ROLE_QKV] = N("self_attn.qkv_proj"), [ROLE_O] = N("self_attn.o_proj")},
     [QKV_HEADS] = {[ROLE_QKV] = N("attention.query_key_value"), [ROLE_O] = N("attention.dense")},
     [QKV_CONV1D] = {[ROLE_QKV] = N("attn.c_attn"), [ROLE_O] = N("attn.c_proj")},
@@ -24,7 +26,7 @@ static const RoleName ATTN_NAMES[ATTN_LAYOUT_COUNT][ROLE_COUNT] = {
                  [ROLE_KV_B] = N("self_attn.kv_b_proj"), [ROLE_O] = N("self_attn.o_proj"),
                  [ROLE_IDX_Q_B] = OPT("self_attn.indexer.wq_b"), [ROLE_IDX_K] = OPT("self_attn.indexer.wk"),
                  [ROLE_IDX_K_NORM] = OPT("self_attn.indexer.k_norm"), [ROLE_IDX_W] = OPT("self_attn.indexer.weights_proj"),
-                 [ROLE_SINKS] = OPT("self_attn.sinks")},
+                 [ROLE_SINKS] = OPT("self_attn.sinks"), [ROLE_ROPE_FREQ] = OPT("self_attn.rope_inv_freq")},
     [QKV_DSV4] = {[ROLE_Q_A] = N("attn.wq_a"), [ROLE_Q_A_NORM] = N("attn.q_norm"), [ROLE_Q_B] = N("attn.wq_b"),
                   [ROLE_KV_A] = N("attn.wkv"), [ROLE_KV_A_NORM] = N("attn.kv_norm"), [ROLE_O_A] = N("attn.wo_a"),
                   [ROLE_O] = N("attn.wo_b"), [ROLE_SINKS] = N("attn.attn_sink"), [ROLE_CMP_WKV] = OPT("attn.compressor.wkv"),
@@ -225,7 +227,7 @@ const char *tensor_role_name(tensor_role r) {
     static const char *const names[ROLE_COUNT] = {
         "q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b",
         "indexer_q_b", "indexer_k", "indexer_k_norm", "indexer_weights", "q_norm", "k_norm", "sinks",
-        "attn_gate", "o_a", "compressor_wkv", "hc_attn_fn", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
+        "attn_gate", "o_a", "compressor_wkv", "hc_attn_fn", "rope_freq", "lin_qkvz", "lin_ba", "lin_qkv", "lin_z", "lin_b", "lin_a", "lin_conv", "lin_a_log",
         "lin_dt_bias", "lin_norm", "lin_out",
         "lin_q", "lin_k", "lin_v", "lin_q_conv", "lin_k_conv", "lin_v_conv", "lin_f_a", "lin_f_b", "lin_g_a", "lin_g_b",
         "lin_in", "lin_d",

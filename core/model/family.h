@@ -219,6 +219,7 @@ typedef enum {
     ROLE_SINKS, ROLE_ATTN_GATE,                                /* attention sinks, output gate */
     ROLE_O_A, ROLE_CMP_WKV, ROLE_HC_ATTN_FN,                   /* DeepSeek-V4: the grouped output's first factor (wo_a),
                                                                   the compressor's wkv, the hyper-connections' hc_attn_fn */
+    ROLE_ROPE_FREQ,                                            /* attnlab_mla: a layer's own RoPE frequencies (F64) */
     ROLE_LIN_QKVZ, ROLE_LIN_BA, ROLE_LIN_QKV, ROLE_LIN_Z, ROLE_LIN_B, ROLE_LIN_A, ROLE_LIN_CONV, ROLE_LIN_A_LOG,
     ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
     ROLE_LIN_Q, ROLE_LIN_K, ROLE_LIN_V, ROLE_LIN_Q_CONV, ROLE_LIN_K_CONV, ROLE_LIN_V_CONV,   /* Kimi Delta Attention */

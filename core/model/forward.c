@@ -125,6 +125,9 @@ struct Forward {
     LinAttnState *lst;            /* (n_layers) Gated DeltaNet state of linear-attention layers (else zero) */
     Mamba2State *mst;             /* (n_layers) Mamba-2 state of SSM layers (else zero) */
     const AttnLayer **over;       /* (n_layers) attention overrides (borrowed); NULL: the model's own */
+    AttnLayer **own;              /* (n_layers) or NULL: attnlab_mla layers of their own RoPE frequencies (cfg
+                                     layer_rope_freqs), read by attn_layer_load and run as overrides (owned): what
+                                     an override is reset to */
     float **xin;                  /* (n_layers) overridden layers: (cap, D) normalized attention inputs
                                      (NULL exactly where there is no override, or before the cache) */
     int *opos;                    /* (cap) positions 0..cap-1 for attn_eval, or NULL */
@@ -825,8 +828,12 @@ static int load_attn(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
     size_t qrows = (c->attn_gate ? 2 : 1) * H * dqk;      /* a gated q_proj: per head [query | gate] */
     bool own_kv = cfg_kv_source(c, L) == L, own_v = own_kv && !cfg_layer_v_is_k(c, L);   /* Gemma 4 */
     if (rc == AL_OK && split) rc = load_lin(f, L, ROLE_Q, -1, D, qrows, false, dry, bytes, &w->q);
-    if (rc == AL_OK && split && own_kv) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
-    if (rc == AL_OK && split && own_v) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
+    if (rc == AL_OK && split && c->kv_rebuild) {          /* attnlab's qk-norm keep: K / V rebuilt from the cache */
+        rc = load_lin(f, L, ROLE_KV_A, -1, D, (size_t)c->kv_rebuild, false, dry, bytes, &w->kva);
+        if (rc == AL_OK) rc = load_lin(f, L, ROLE_KV_B, -1, (size_t)c->kv_rebuild, G * (dqk + dv), false, dry, bytes, &w->kvb);
+    }
+    if (rc == AL_OK && split && own_kv && !c->kv_rebuild) rc = load_lin(f, L, ROLE_K, -1, D, G * dqk, false, dry, bytes, &w->k);
+    if (rc == AL_OK && split && own_v && !c->kv_rebuild) rc = load_lin(f, L, ROLE_V, -1, D, G * dv, false, dry, bytes, &w->v);
     if (rc == AL_OK && fused) rc = load_lin(f, L, ROLE_QKV, -1, D, H * dqk + G * (dqk + dv), io, dry, bytes, &w->qkv);
     if (rc == AL_OK) rc = load_lin(f, L, ROLE_O, -1, H * dv, D, io, dry, bytes, &w->o);
     if (rc == AL_OK && c->qk_norm != QKN_NONE) {
@@ -957,6 +964,9 @@ void fwd_free(Forward *f) {
     free(f->mst);
     if (f->xin)
         for (int L = 0; L < f->c->n_layers; L++) free(f->xin[L]);
+    if (f->own)
+        for (int L = 0; L < f->c->n_layers; L++) attn_layer_free(f->own[L]);
+    free(f->own);
     free(f->kc);
     free(f->vc);
     free(f->xin);
@@ -975,6 +985,16 @@ void fwd_free(Forward *f) {
                   &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt, &f->gate};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
+}
+
+/* attnlab_mla whose layers carry their own RoPE frequencies (MHA2MLA's pairs; cfg layer_rope_freqs): every layer read
+ * by attn_layer_load (with them) and run as an override, which fwd_set_attn(NULL) and fwd_clear_attn restore. */
+static int own_layers(Forward *f) {
+    int n = f->c->n_layers, rc = AL_OK;
+    if (!(f->own = al_calloc((size_t)n, sizeof *f->own, "attnlab_mla's layers"))) return AL_ERR;
+    for (int L = 0; rc == AL_OK && L < n; L++) rc = attn_layer_load(f->m, L, &f->own[L]);
+    for (int L = 0; rc == AL_OK && L < n; L++) rc = fwd_set_attn(f, L, f->own[L]);
+    return rc;
 }
 
 int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
@@ -1018,6 +1038,7 @@ int fwd_new(Model *m, const FwdOptions *opt, Forward **out) {
     f->max_ctx = maxc;
     f->streaming = layer_bytes + glob_bytes > mem_budget(opt);
     for (int L = 0; rc == AL_OK && !f->streaming && L < c->n_layers; L++) rc = layer_load(f, L, false, NULL);
+    if (rc == AL_OK && c->layer_rope_freqs) rc = own_layers(f);
     f->nworkers = sweep_threads(f->H, 0);
     f->compute = opt ? opt->compute : MM_F32;
     if (rc == AL_OK && !(f->mm = mm_work_new(0))) rc = AL_ERR;
@@ -1052,6 +1073,7 @@ const float *fwd_attn_sinks(const Forward *f, int layer) {
 int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
     int n = f->c->n_layers;
     if (layer < 0 || layer >= n) return al_err("attention override: layer %d is out of range 0-%d", layer, n - 1);
+    if (!L && f->own) L = f->own[layer];       /* the model's own: attnlab_mla's layer of its own frequencies */
     if (L && cfg_check_attn_layer(f->c, layer, "attention override") != AL_OK) return AL_ERR;
     if (L && (L->hidden < 0 || (size_t)L->hidden != f->D))
         return al_err("attention override of layer %d: the layer reads %d-wide inputs, the model's hidden size is %zu",
@@ -1070,8 +1092,10 @@ int fwd_set_attn(Forward *f, int layer, const AttnLayer *L) {
 void fwd_clear_attn(Forward *f) {
     bool any = false;
     for (int L = 0; L < f->c->n_layers; L++) {
-        any |= f->over[L] != NULL;
-        f->over[L] = NULL;
+        const AttnLayer *own = f->own ? f->own[L] : NULL;     /* attnlab_mla's own layers stay */
+        any |= f->over[L] != own;
+        f->over[L] = own;
+        if (own) continue;
         free(f->xin[L]);
         f->xin[L] = NULL;
     }
@@ -1489,6 +1513,23 @@ static int project_mla(Forward *f, int L, size_t T, QKV *o) {
     return AL_OK;
 }
 
+/* attnlab's qk-norm keep (cfg kv_rebuild): the cache z = x W_KVA + b (T, n), then [K | V] = z W_KVB (T, G dqk + G dv);
+ * the source's k_norm and RoPE act on K after this, as on a projected key. */
+static int project_rebuild(Forward *f, int L, size_t T, QKV *o) {
+    LayerW *w = &f->layers[L];
+    size_t n = (size_t)f->c->kv_rebuild, kw = f->G * f->dqk, vw = f->G * f->dv;
+    int rc;
+    if (!fb_fit(&f->lat, T, n, "the cached latent") || !fb_fit(&f->kvb, T, kw + vw, "the rebuilt keys and values"))
+        return AL_ERR;
+    if ((rc = lin_apply(f, &w->kva, f->h.p, f->D, T, f->lat.p, n))) return rc;
+    if ((rc = lin_apply(f, &w->kvb, f->lat.p, n, T, f->kvb.p, kw + vw))) return rc;
+    for (size_t t = 0; t < T; t++) {
+        memcpy(o->k + t * o->ldk, f->kvb.p + t * (kw + vw), kw * sizeof(float));
+        memcpy(o->v + t * o->ldv, f->kvb.p + t * (kw + vw) + kw, vw * sizeof(float));
+    }
+    return AL_OK;
+}
+
 /* Q, K, V of layer L from f->h (T rows): one fused sgemm (columns [Q | K | V]) or three. */
 static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
     LayerW *w = &f->layers[L];
@@ -1520,6 +1561,7 @@ static int project_qkv(Forward *f, int L, size_t T, QKV *o) {
     } else if ((rc = lin_apply(f, &w->q, f->h.p, D, T, o->q, qw)))
         return rc;
     if (cfg_kv_source(f->c, L) != L) return AL_OK;          /* KV-shared: the source layer's cache */
+    if (f->c->kv_rebuild) return project_rebuild(f, L, T, o);
     if ((rc = lin_apply(f, &w->k, f->h.p, D, T, o->k, kw))) return rc;
     if (cfg_layer_v_is_k(f->c, L)) {                        /* attention_k_eq_v: V is k_proj's output (dv = dqk) */
         memcpy(o->v, o->k, T * kw * sizeof(float));

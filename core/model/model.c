@@ -45,6 +45,7 @@ size_t cfg_attn_params(const ModelConfig *c) {
 
 size_t cfg_kv_values(const ModelConfig *c) {
     if (cfg_is_mla(c)) return (size_t)c->kv_lora_rank + (size_t)c->qk_rope_dim;
+    if (c->kv_rebuild) return (size_t)c->kv_rebuild;     /* attnlab's qk-norm keep: the latent K / V are rebuilt from */
     if (c->attn == QKV_DSV4) return (size_t)c->v_dim;     /* one head, key = value (the window's; compressed extra) */
     return (size_t)c->n_kv_heads * ((size_t)cfg_d_qk(c) + (size_t)c->v_dim);
 }
@@ -619,6 +620,10 @@ bool model_views_composite(const Model *m) { return m->cfg.attn == QKV_DSV4; }
 int model_head_block(const Model *m, head_kind kind, int layer, int head, head_part part, HeadBlock *b) {
     memset(b, 0, sizeof *b);
     if (model_check_head(m, kind, layer, head) != AL_OK) return AL_ERR;
+    if (m->cfg.kv_rebuild && (kind == HK_K || kind == HK_V))    /* attnlab's qk-norm keep: K / V rebuilt from a cache */
+        return al_err("%s: attnlab's layout of a qk-norm keep conversion rebuilds K and V from a cache (kv_a_proj_with_mqa, "
+                      "kv_b_proj): it has no k_proj / v_proj to view per head; analyse its source (its layers run in "
+                      "ppl, generate and check DIR)", m->path);
     size_t c0 = 0, nc = 0;
     const ModelConfig *c = model_layer_cfg(m, layer);    /* Gemma 4's full layers: their own head dims */
     b->layer = kind == HK_K || kind == HK_V ? cfg_kv_source(c, layer) : layer;   /* Gemma 4's KV-shared layers */

@@ -35,6 +35,8 @@ size_t shape_dim(const ModelConfig *c, dim_rule d) {
                        (size_t)c->lin.v_heads;
     case D_OA: return (size_t)c->o_groups * (size_t)c->o_lora_rank;
     case D_OG: return c->o_groups > 0 ? H * vd / (size_t)c->o_groups : 0;
+    case D_REB: return (size_t)c->kv_rebuild;
+    case D_KVV: return G * (hd + vd);
     default: return 0;
     }
 }
@@ -56,10 +58,14 @@ static const RoleShape ATTN_SHAPES[ATTN_LAYOUT_COUNT][SHAPES_PER_LAYOUT] = {
     [QKV_SPLIT] = {{ROLE_Q, false, D_Q, D_H, SHAPE_IF_NO_GATE, HD_H ", hidden_size"},
                    {ROLE_Q, false, D_Q2, D_H, SHAPE_IF_GATE,
                     "2 x " HD_H " (attn_output_gate: [query | gate] per head), hidden_size"},
-                   {ROLE_K, false, D_KV, D_H, 0, KV_H ", hidden_size"},
-                   {ROLE_V, false, D_VV, D_H, 0, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
-                   {ROLE_Q, true, D_Q, D_NONE, SHAPE_IF_QKV_BIAS, HD_H}, {ROLE_K, true, D_KV, D_NONE, SHAPE_IF_QKV_BIAS, KV_H},
-                   {ROLE_V, true, D_VV, D_NONE, SHAPE_IF_QKV_BIAS, KV_H}, {ROLE_O, true, D_H, D_NONE, SHAPE_IF_O_BIAS, "hidden_size"},
+                   {ROLE_K, false, D_KV, D_H, SHAPE_IF_NO_REBUILD, KV_H ", hidden_size"},
+                   {ROLE_V, false, D_VV, D_H, SHAPE_IF_NO_REBUILD, KV_H ", hidden_size"}, {ROLE_O, false, D_H, D_HV, 0, "hidden_size, " HD_H},
+                   {ROLE_Q, true, D_Q, D_NONE, SHAPE_IF_QKV_BIAS, HD_H},
+                   {ROLE_K, true, D_KV, D_NONE, SHAPE_IF_QKV_BIAS | SHAPE_IF_NO_REBUILD, KV_H},
+                   {ROLE_V, true, D_VV, D_NONE, SHAPE_IF_QKV_BIAS | SHAPE_IF_NO_REBUILD, KV_H}, {ROLE_O, true, D_H, D_NONE, SHAPE_IF_O_BIAS, "hidden_size"},
+                   {ROLE_KV_A, false, D_REB, D_H, SHAPE_IF_REBUILD, "attnlab_kv_cache_dim, hidden_size"},
+                   {ROLE_KV_B, false, D_KVV, D_REB, SHAPE_IF_REBUILD, KV_H " + num_key_value_heads x v_head_dim, "
+                    "attnlab_kv_cache_dim"},
                    {ROLE_Q_NORM, false, D_HD, D_NONE, SHAPE_IF_QKN_HEAD, "head_dim (per-head q_norm)"},
                    {ROLE_K_NORM, false, D_HD, D_NONE, SHAPE_IF_QKN_HEAD, "head_dim (per-head k_norm)"},
                    {ROLE_Q_NORM, false, D_Q, D_NONE, SHAPE_IF_QKN_PROJ, HD_H " (q_norm over the projection)"},
@@ -208,5 +214,6 @@ unsigned shape_conditions(const ModelConfig *c, bool mlp_bias) {
            (c->qk_norm == QKN_PROJ ? SHAPE_IF_QKN_PROJ : 0) | (c->q_lora_rank ? SHAPE_IF_Q_LORA : SHAPE_IF_NO_Q_LORA) |
            (cfg_has_indexer(c) ? SHAPE_IF_INDEXER : 0) | (c->attn_gate ? SHAPE_IF_GATE : SHAPE_IF_NO_GATE) |
            (c->lin.mamba && c->lin.conv_bias ? SHAPE_IF_CONV_BIAS : 0) |
-           (c->lin.full_rank_gate ? SHAPE_IF_KDA_FULL_GATE : SHAPE_IF_KDA_LOW_GATE);
+           (c->lin.full_rank_gate ? SHAPE_IF_KDA_FULL_GATE : SHAPE_IF_KDA_LOW_GATE) |
+           (c->kv_rebuild ? SHAPE_IF_REBUILD : SHAPE_IF_NO_REBUILD);
 }

@@ -18,7 +18,8 @@ typedef enum {
     D_LQKVZ, D_LBA, D_LCONV, D_LHV, D_LDV, D_LVV,  /* Gated DeltaNet: 2 Hk dk + 2 Hv dv, 2 Hv, 2 Hk dk + Hv dv,
                                                      Hv, dv, Hv dv */
     D_MIN,                            /* Mamba-2's in_proj: [z | x B C | dt] = 2 H P + 2 G N + H */
-    D_OA, D_OG                        /* DeepSeek-V4's grouped output: o_groups x o_lora_rank, H vd / o_groups */
+    D_OA, D_OG,                       /* DeepSeek-V4's grouped output: o_groups x o_lora_rank, H vd / o_groups */
+    D_REB, D_KVV                      /* attnlab's qk-norm keep: the cache's width (kv_rebuild), G hd + G vd */
 } dim_rule;
 
 /* The size d stands for in the description c (D_NONE: 0). */
@@ -29,7 +30,8 @@ enum {
     SHAPE_IF_QKV_BIAS = 1, SHAPE_IF_O_BIAS = 2, SHAPE_IF_MLP_BIAS = 4, SHAPE_IF_QKN_HEAD = 8, SHAPE_IF_QKN_PROJ = 16,
     SHAPE_IF_Q_LORA = 32, SHAPE_IF_NO_Q_LORA = 64, SHAPE_IF_INDEXER = 128, SHAPE_IF_GATE = 256, SHAPE_IF_NO_GATE = 512,
     SHAPE_IF_CONV_BIAS = 1024,        /* Mamba-2's conv1d has a bias (use_conv_bias / mamba_conv_bias) */
-    SHAPE_IF_KDA_LOW_GATE = 2048, SHAPE_IF_KDA_FULL_GATE = 4096   /* KDA's gate g_a / g_b, or one g_proj (Kimi-K3) */
+    SHAPE_IF_KDA_LOW_GATE = 2048, SHAPE_IF_KDA_FULL_GATE = 4096,  /* KDA's gate g_a / g_b, or one g_proj (Kimi-K3) */
+    SHAPE_IF_REBUILD = 8192, SHAPE_IF_NO_REBUILD = 16384          /* attnlab's qk-norm keep layout (cfg kv_rebuild) */
 };
 
 /* One tensor a layout's loader expects: its role, weight or bias, shape [d0] (d1 D_NONE) or
