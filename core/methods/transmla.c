@@ -112,7 +112,7 @@ static double rot_trace(const TmlaLayer *T, const double *C_K) {
 
 void tmla_layer_free(TmlaLayer *T) {
     if (!T) return;
-    attn_layer_free(T->src);
+    if (!T->src_borrowed) attn_layer_free(T->src);
     free(T->U);
     free(T->pair_freq);
     free(T->key_energy);
@@ -121,7 +121,9 @@ void tmla_layer_free(TmlaLayer *T) {
     free(T);
 }
 
-int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) {
+/* tmla_merge; borrow: T->src is gqa itself (never written; the caller keeps gqa alive and frees it),
+ * not a copy -- a whole source layer in float less while one layer converts. */
+static int merge_layer(const AttnLayer *gqa, bool borrow, TmlaLayer **out) {
     *out = NULL;
     if (gqa->kind != ATTN_GQA) return al_err("TransMLA merge: the layer is already MLA");
     if (gqa->rope_dim == 0 || gqa->rope == ROPE_NONE || !gqa->inv_freq)
@@ -133,7 +135,8 @@ int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) {
     T->H = gqa->n_heads; T->G = gqa->n_kv_heads; T->d = gqa->head_dim; T->dv = gqa->v_dim; T->hidden = gqa->hidden;
     T->rd = gqa->rope_dim;
     size_t n = (size_t)T->G * (size_t)T->d, d = (size_t)T->d, rd = (size_t)T->rd;
-    T->src = attn_layer_copy(gqa);
+    T->src_borrowed = borrow;
+    T->src = borrow ? (AttnLayer *)gqa : attn_layer_copy(gqa);
     T->U = dalloc(n, n, "the merged key basis");
     T->pair_freq = dalloc(n_rot(T) / 2, 1, "pair frequencies");
     if (!T->src || !T->U || !T->pair_freq) { tmla_layer_free(T); return AL_ERR; }
@@ -786,6 +789,8 @@ static int shape_inputs(Mat *X, const double *Sigma, const double *mu) {
     return rc;
 }
 
+int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) { return merge_layer(gqa, false, out); }
+
 /* The report's inputs: T standard normal rows, or Gaussian with second moment Sigma and mean mu
  * (caller frees). */
 static Mat *report_inputs(const TmlaOpts *o, int hidden, const double *Sigma, const double *mu) {
@@ -842,26 +847,28 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
     double *C_kv = NULL, *C_K = NULL, *C_J = NULL;
     AttnLayer *alt = NULL;
     Mat *X = NULL;
-    int rc = tmla_merge(gqa, &T);
+    int rc = merge_layer(gqa, true, &T);
     if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, Sigma, mu, &C_kv);
     if (rc == AL_OK && !(C_K = tmla_key_cov(T, C_kv))) rc = AL_ERR;
     if (rc == AL_OK) rc = tmla_rorope(T, o->freqfold, C_K);
     if (rc == AL_OK) rc = tmla_remove_rope(T, o->rope_dim, &rep->rope_energy);
     if (rc == AL_OK) rc = tmla_joint_cov(T, C_kv, &C_J);
-    if (rc == AL_OK) rc = finish(T, o, o->balance, C_J, Sigma, mu, mla);
-    if (rc == AL_OK) {
-        rep->alpha = T->alpha;
-        rep->joint_energy = T->joint_energy;
-        if (!(X = report_inputs(o, gqa->hidden, Sigma, mu))) rc = AL_ERR;
-        if (rc == AL_OK) rc = measure(gqa, *mla, X, &rep->score_err, &rep->out_err);
-    }
+    if (rc == AL_OK && !(X = report_inputs(o, gqa->hidden, Sigma, mu))) rc = AL_ERR;
     rep->joint_energy_alt = rep->score_err_alt = rep->out_err_alt = NAN;
-    if (rc == AL_OK && o->compare_balance) {
+    if (rc == AL_OK && o->compare_balance) {      /* the other balance first, freed before the kept one is built */
         rc = finish(T, o, !o->balance, C_J, Sigma, mu, &alt);
         if (rc == AL_OK) {
             rep->joint_energy_alt = T->joint_energy;
             rc = measure(gqa, alt, X, &rep->score_err_alt, &rep->out_err_alt);
         }
+        attn_layer_free(alt);
+        alt = NULL;
+    }
+    if (rc == AL_OK) rc = finish(T, o, o->balance, C_J, Sigma, mu, mla);   /* each finish starts afresh from C_J */
+    if (rc == AL_OK) {
+        rep->alpha = T->alpha;
+        rep->joint_energy = T->joint_energy;
+        rc = measure(gqa, *mla, X, &rep->score_err, &rep->out_err);
     }
     attn_layer_free(alt);
     tmla_layer_free(T);
