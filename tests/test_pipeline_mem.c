@@ -3,20 +3,27 @@
  *
  * 1. The calibration's attention-input Grams G_X (the largest part of the statistics: layers x
  *    hidden^2 doubles) are kept as their upper triangles, packed: adding rows to 15 more layers of
- *    hidden 1024 grows RssAnon by about 15 x 4.2 MB (the full matrices, half of each untouched by
- *    dsyrk's upper triangle but on touched pages, made it >= 15 x 6.3 MB), and reading them back
+ *    hidden 1024 grows RssAnon by about 15 x 4.2 MB (the full matrices were wholly resident: 15 x
+ *    8.4 MB), and reading them back
  *    (calib_gram) gives the full symmetric matrix: Xᵀ X of the rows, to 1e-12.
  * 2. One layer's conversion (tmla_convert_layer, balance compared as `convert mla` does) peaks within
  *    40 MB of the layer it returns (hidden 2048, 16 heads of 128, 2 KV heads): it used to hold beside
  *    it a copy of the source layer (tmla_merge's), the other balance's whole layer (built while the
  *    kept one was held) and double copies of the whole source and built query (build_query: (hidden,
  *    H d) and (hidden, H (d + D)) doubles, 100 MB here): 178 MB above the start for 53 MB kept. The
- *    layer is the same (its outputs bit for bit against a second conversion). */
+ *    layer is the same (its outputs bit for bit against a second conversion).
+ * The sizes are checked in normal builds only (under ASan freed memory stays resident). */
 #include "test_transmla_util.h"
 #include "calib.h"
 #include "transmla.h"
 
 #include <stdio.h>
+
+#ifdef __SANITIZE_ADDRESS__        /* ASan's quarantine and shadow keep freed heap resident: measured in normal builds */
+#define MEASURED false
+#else
+#define MEASURED true
+#endif
 
 /* A field of /proc/self/status in kB (-1 when unreadable). */
 static long status_kb(const char *key) {
@@ -51,7 +58,7 @@ static void calib_packed(void) {
     long grown = status_kb("RssAnon") - a0;
     double full = (L - 1) * (double)N * N * 8 / 1024, packed = full * (N + 1) / (2.0 * N);
     printf("G_X of %d layers of hidden %d: RssAnon +%ld kB (packed %.0f, full %.0f)\n", L - 1, N, grown, packed, full);
-    CHECK(a0 > 0 && grown < 0.6 * full, "G_X of %d layers grew RssAnon by %ld kB: packed %.0f, full %.0f", L - 1, grown,
+    CHECK(!MEASURED || (a0 > 0 && grown < 0.6 * full), "G_X of %d layers grew RssAnon by %ld kB: packed %.0f, full %.0f", L - 1, grown,
           packed, full);
     double *G = malloc((size_t)N * N * sizeof(double));
     CHECK_OK(calib_gram(st, CALIB_X, L - 1, 0, G));
@@ -97,7 +104,7 @@ static void convert_peak(void) {
     /* what it keeps: the built layer (W_Q (2048, 16 x 256), W_O, the KV maps); the rest is per-layer scratch */
     double built = (2048.0 * 16 * 256 + 2048.0 * 2048 + 2048.0 * 256 + 128.0 * 16 * 256) * 4 / 1024;
     printf("one layer's conversion: VmHWM +%ld kB, held +%ld kB (the built layer %.0f kB)\n", peak, held, built);
-    CHECK(r0 > 0 && peak < built + 40 * 1024, "one layer's conversion peaked %ld kB above its start (%ld held after): "
+    CHECK(!MEASURED || (r0 > 0 && peak < built + 40 * 1024), "one layer's conversion peaked %ld kB above its start (%ld held after): "
           "more than the built layer %.0f + 40 MB", peak, held, built);
     CHECK_OK(tmla_convert_layer(gqa, &o, NULL, &b, &rep2));
     CHECK(a && b && same_outputs(a, b) && rep.out_err == rep2.out_err, "the same layer twice");
