@@ -10,7 +10,7 @@
  *    40 MB of the layer it returns (hidden 2048, 16 heads of 128, 2 KV heads): it used to hold beside
  *    it a copy of the source layer (tmla_merge's), the other balance's whole layer (built while the
  *    kept one was held) and double copies of the whole source and built query (build_query: (hidden,
- *    H d) and (hidden, H (d + D)) doubles, 100 MB here): 178 MB above the start for 53 MB kept. The
+ *    H d) and (hidden, H (d + D)) doubles, 100 MB here): 246 MB above the start for 53 MB kept. The
  *    layer is the same (its outputs bit for bit against a second conversion).
  * The sizes are checked in normal builds only (under ASan freed memory stays resident). */
 #include "test_transmla_util.h"
