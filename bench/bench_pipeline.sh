@@ -7,6 +7,10 @@
 #   bench/bench_pipeline.sh [--shape scaled|8b|70b] [--layers N] [--model DIR] [--kv-rank R]
 #                           [--samples S] [--seqlen L] [--keep] [--bin BUILD]
 # (--bin: the build folder whose attnlab runs, e.g. another checkout's, to compare versions)
+#   bench/bench_pipeline.sh --shape S --sweep "2 4 8" [...]: the whole pipeline on the shape with each
+# layer count (a fresh model each, removed after), its peak RssAnon / VmHWM and time per count, the
+# anonymous memory's slope per layer and its extrapolation to the shape's real layer count (does the
+# memory grow with the model?); no floor.
 #
 # scaled: hidden 2048, 16 heads, 8 KV heads, head_dim 128, MLP 5632, vocab 32000, 8 layers (1.1 GB);
 # 8b: Llama-3-8B's shape, 32 layers (16 GB); 70b: Llama-3-70B's (hidden 8192, 64 heads, 8 KV heads,
@@ -24,7 +28,7 @@
 # divide by the layer count: the 8b / 70b rows extrapolate from them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shape=scaled layers=0 model="" kvr="" S=4 L=512 keep=0 bin=build
+shape=scaled sweep= layers=0 model="" kvr="" S=4 L=512 keep=0 bin=build
 while [ $# -gt 0 ]; do
     case $1 in
     --shape) shape=$2; shift ;;
@@ -35,7 +39,8 @@ while [ $# -gt 0 ]; do
     --seqlen) L=$2; shift ;;
     --keep) keep=1 ;;
     --bin) bin=$2; shift ;;
-    *) echo "usage: $0 [--shape scaled|8b|70b] [--layers N] [--model DIR] [--kv-rank R] [--samples S] [--seqlen L] [--keep] [--bin BUILD]" >&2; exit 2 ;;
+    --sweep) sweep=$2; shift ;;
+    *) echo "usage: $0 [--shape scaled|8b|70b] [--layers N] [--model DIR] [--kv-rank R] [--samples S] [--seqlen L] [--keep] [--bin BUILD] [--sweep \"N1 N2 ...\"]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -45,16 +50,6 @@ W=$(mktemp -d /tmp/attnlab-pipeline-XXXXXX)
 export ATTNLAB_CACHE=${ATTNLAB_CACHE:-$W/cache}
 cleanup() { [ "$keep" = 1 ] || rm -rf "$model"; rm -rf "$W/export" "$W/dd" "$W"/*.out; [ "$keep" = 1 ] && [ "$model" = "$W/model" ] || rm -rf "$W"; }
 trap cleanup EXIT
-build/bench_forward --write-shape "$shape" "$model" "$layers" >&2     # this tree's writer, whatever --bin runs
-NL=$(grep -o '"num_hidden_layers": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
-V=$(grep -o '"vocab_size": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
-G=$(grep -o '"num_key_value_heads": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
-[ -n "$kvr" ] || kvr=$((G * 128 / 2))      # half the joint NoPE key / value basis (512 on the 8b shape)
-# S training windows and one validation window (calib_windows keeps the last tenth, at least one)
-awk -v n=$(((S + 1) * L + 16)) -v V="$V" 'BEGIN { s = 7; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % V } print "" }' > "$W/ids.txt"
-awk -v L="$L" '{ for (i = 1; i <= 2 * L; i++) printf "%s ", $i; print "" }' "$W/ids.txt" > "$W/two.txt"
-awk -v L="$L" '{ for (i = 1; i <= L; i++) printf "%s ", $i; print "" }' "$W/ids.txt" > "$W/one.txt"
-
 # meas NAME CMDS: runs attnlab -e CMDS, sampling it; sets the M_* variables
 meas() {
     local t0 t1 pid a h i s
@@ -77,6 +72,38 @@ meas() {
     M_cpu=$(echo "($M_ut + $M_st2) / $(getconf CLK_TCK)" | bc -l)
 }
 gb() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1e9 }'; }
+
+# ---- --sweep: the pipeline's anonymous peak against the layer count (before the single run below)
+if [ -n "$sweep" ]; then
+    awk -v n=$(((S + 1) * L + 16)) 'BEGIN { s = 7; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 32000 } print "" }' > "$W/ids.txt"
+    echo "load average at start: $(cat /proc/loadavg) ($(nproc) CPUs); $shape shape, $S x $L calibration tokens"
+    printf "%-7s %9s %9s %9s\n" layers anon_MB hwm_MB time_s
+    n0= a0= a1=
+    for n in $sweep; do
+        rm -rf "$W/sw"; build/bench_forward --write-shape "$shape" "$W/sw" "$n" >&2
+        G=$(grep -o '"num_key_value_heads": [0-9]*' "$W/sw/config.json" | grep -o '[0-9]*$')
+        meas sw$n "load $W/sw as m; set compute bf16; calibrate ids $W/ids.txt samples $S seqlen $L inputs on; convert mla kv-rank ${kvr:-$((G * 64))} stats act; export $W/sw-export"
+        rm -rf "$W/sw" "$W/sw-export"
+        printf "%-7s %9d %9d %9.1f\n" "$n" $((M_anon / 1024)) $((M_hwm / 1024)) "$M_wall"
+        [ -z "$n0" ] && n0=$n a0=$M_anon
+        n1=$n a1=$M_anon
+    done
+    full=$(case $shape in 8b) echo 32 ;; 70b) echo 80 ;; *) echo 8 ;; esac)
+    [ "$n1" != "$n0" ] && awk -v n0="$n0" -v n1="$n1" -v a0="$a0" -v a1="$a1" -v L="$full" 'BEGIN {
+        s = (a1 - a0) / (n1 - n0) / 1024; printf "anonymous memory per layer: %.1f MB; at %d layers: %.0f MB\n", s, L, a0 / 1024 + s * (L - n0) }'
+    echo "load average at end: $(cat /proc/loadavg)"
+    exit 0
+fi
+build/bench_forward --write-shape "$shape" "$model" "$layers" >&2     # this tree's writer, whatever --bin runs
+NL=$(grep -o '"num_hidden_layers": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
+V=$(grep -o '"vocab_size": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
+G=$(grep -o '"num_key_value_heads": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
+[ -n "$kvr" ] || kvr=$((G * 128 / 2))      # half the joint NoPE key / value basis (512 on the 8b shape)
+# S training windows and one validation window (calib_windows keeps the last tenth, at least one)
+awk -v n=$(((S + 1) * L + 16)) -v V="$V" 'BEGIN { s = 7; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % V } print "" }' > "$W/ids.txt"
+awk -v L="$L" '{ for (i = 1; i <= 2 * L; i++) printf "%s ", $i; print "" }' "$W/ids.txt" > "$W/two.txt"
+awk -v L="$L" '{ for (i = 1; i <= L; i++) printf "%s ", $i; print "" }' "$W/ids.txt" > "$W/one.txt"
+
 
 echo "load average at start: $(cat /proc/loadavg) ($(nproc) CPUs)"
 echo "model: $shape shape, $NL layers, $(du -sb "$model" | awk '{printf "%.2f GB", $1/1e9}') ($model); kv-rank $kvr; $S x $L calibration tokens"

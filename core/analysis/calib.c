@@ -49,9 +49,12 @@ static size_t layer_elems(const CalibShape *sh, calib_which w) {
     switch (w) {
     case CALIB_K: case CALIB_Q: return G * d * d;
     case CALIB_V: return G * dv * dv;
-    default: return D * D;
+    default: return D * (D + 1) / 2;          /* G_X packed: its upper triangle, row by row */
     }
 }
+
+/* Offset of row i of an n x n upper triangle packed row by row (row i holds columns i..n-1). */
+static size_t packed_row(size_t n, size_t i) { return i * (2 * n - i + 1) / 2; }
 
 static double *gram_base(const CalibStats *st, calib_which w) {
     return w == CALIB_K ? st->gk : w == CALIB_Q ? st->gq : w == CALIB_V ? st->gv : st->gx;
@@ -100,6 +103,7 @@ void calib_free(CalibStats *st) {
     for (int i = 0; i < CALIB_NPROV; i++) free(st->prov[i]);
     free(st->gk); free(st->gq); free(st->gv); free(st->gx); free(st->sx);
     free(st->buf);
+    free(st->xfull);
     free(st);
 }
 
@@ -158,6 +162,27 @@ static int syrk_cols(CalibStats *st, const float *x, size_t T, size_t ld, size_t
     return AL_OK;
 }
 
+/* P (n x n upper, packed: packed_row) += Xᵀ X over T rows of x (stride ld), n = hidden: each block of
+ * ROW_BLOCK rows formed by dsyrk into the one full n x n scratch st->xfull (beta 0) and added to the
+ * triangle, which is what dsyrk's beta 1 does to the full matrix (C + the block's sums: the same
+ * numbers), without holding the lower triangle of every layer. */
+static int syrk_packed(CalibStats *st, const float *x, size_t T, size_t ld, size_t n, double *P) {
+    double *b = scratch(st, (size_t)ROW_BLOCK * n);
+    if (!b) return AL_ERR;
+    if (!st->xfull && !(st->xfull = al_malloc3(n, n, sizeof(double), "an attention-input Gram block"))) return AL_ERR;
+    double *C = st->xfull;
+    for (size_t t0 = 0; t0 < T; t0 += ROW_BLOCK) {
+        size_t nr = T - t0 < ROW_BLOCK ? T - t0 : ROW_BLOCK;
+        for (size_t t = 0; t < nr; t++) vec_f2d(x + (t0 + t) * ld, n, b + t * n);
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)nr, 1.0, b, (int)n, 0.0, C, (int)n);
+        for (size_t i = 0; i < n; i++) {
+            double *p = P + packed_row(n, i) - i;
+            for (size_t j = i; j < n; j++) p[j] += C[i * n + j];
+        }
+    }
+    return AL_OK;
+}
+
 /* The kind whose rows count as tokens (and end sequences): X when G_X is kept, else K. */
 static calib_which count_kind(const CalibStats *st) { return st->has_x ? CALIB_X : CALIB_K; }
 
@@ -183,10 +208,11 @@ int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size
                       layer, ld, heads, dim);
     double *base = gram_base(st, which) + (size_t)layer * layer_elems(sh, which);
     size_t m = H / G;
-    for (size_t h = 0; h < heads; h++) {
+    for (size_t h = 0; which != CALIB_X && h < heads; h++) {
         size_t g = which == CALIB_Q ? h / m : h;      /* queries add into their KV head's group */
         if (syrk_cols(st, x, T, ld, h * dim, dim, base + g * dim * dim)) return AL_ERR;
     }
+    if (which == CALIB_X && syrk_packed(st, x, T, ld, dim, base)) return AL_ERR;
     if (which == CALIB_X) sum_rows(st, layer, x, T, ld);
     if (which == count_kind(st)) st->tokens[layer] += T;
     return AL_OK;
@@ -241,6 +267,8 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
     FwdHooks h = {.mask = calib_hook_mask(st), .fn = run_hook, .ud = &c, .chunk = 1024, .whole_seqs = true};
     int rc = fwd_run_hooked(f, &h, tokens, nseq, seqlen);
     if (st->seqlen == 0 || st->seqlen == seqlen) st->seqlen = seqlen;
+    free(st->xfull);                  /* the run's scratch: hidden^2 doubles, not kept past it */
+    st->xfull = NULL;
     return rc;
 }
 
@@ -260,8 +288,10 @@ int calib_gram(const CalibStats *st, calib_which which, int layer, int g, double
         return al_err("calibration: KV head %d is out of range 0..%d", g, sh->n_kv_heads - 1);
     size_t n = which_dim(sh, which);
     const double *src = gram_base(st, which) + (size_t)layer * layer_elems(sh, which) + (which == CALIB_X ? 0 : (size_t)g * n * n);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i; j < n; j++) out[i * n + j] = out[j * n + i] = src[i * n + j];
+    for (size_t i = 0; i < n; i++) {
+        const double *row = which == CALIB_X ? src + packed_row(n, i) - i : src + i * n;   /* row[j], j >= i */
+        for (size_t j = i; j < n; j++) out[i * n + j] = out[j * n + i] = row[j];
+    }
     return AL_OK;
 }
 
@@ -395,7 +425,8 @@ int calib_save(const CalibStats *st, const char *path) {
     const CalibShape *sh = &st->sh;
     size_t biggest = layer_elems(sh, CALIB_K);
     if (layer_elems(sh, CALIB_V) > biggest) biggest = layer_elems(sh, CALIB_V);
-    if (st->has_x && layer_elems(sh, CALIB_X) > biggest) biggest = layer_elems(sh, CALIB_X);
+    size_t nx = (size_t)sh->hidden * (size_t)sh->hidden;     /* G_X written full */
+    if (st->has_x && nx > biggest) biggest = nx;
     double *tmp = al_malloc3(biggest, 1, sizeof(double), "calibration file buffer");
     int64_t *counts = al_malloc3((size_t)sh->n_layers, 2, sizeof(int64_t), "calibration counts");
     st_writer *w = st_writer_new();
@@ -449,7 +480,10 @@ static int read_gram(const st_file *f, const char *name, size_t heads, size_t n,
     if (!ok)
         return al_err("%s: tensor '%s' should be F64 of shape (%s%zu, %zu), found %s with %d dims", st_path(f), name,
                       heads ? "G, " : "", n, n, dt_name(e->dtype), e->ndim);
-    memcpy(dst, st_data(f, e), (heads ? heads : 1) * n * n * sizeof(double));
+    const double *src = st_data(f, e);
+    if (heads) memcpy(dst, src, heads * n * n * sizeof(double));
+    for (size_t i = 0; !heads && i < n; i++)           /* G_X: its upper triangle, packed */
+        memcpy(dst + packed_row(n, i), src + i * n + i, (n - i) * sizeof(double));
     return AL_OK;
 }
 

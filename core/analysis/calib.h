@@ -18,7 +18,8 @@
  * Tokens are counted from the attention-input rows when G_X is kept, else from the key rows.
  * MLA models have one "KV head" per query head (keys per head, the shared RoPE part repeated).
  *
- * Accumulators keep the upper triangle (dsyrk); read full symmetric matrices with calib_gram.
+ * Accumulators keep the upper triangle (dsyrk; G_X packed: L x hidden^2 / 2 doubles, the largest part
+ * of the statistics); read full symmetric matrices with calib_gram.
  *
  * Text splits (calibrate ... split train|valid): the token stream is cut into W = n / L whole
  * windows of L tokens; the last max(1, W / 10) windows (none when W < 2) are the validation
@@ -73,10 +74,13 @@ typedef struct CalibStats {
     double *gk;               /* (L, G, d, d) upper triangles; see calib_gram */
     double *gq;               /* (L, G, d, d) */
     double *gv;               /* (L, G, dv, dv) */
-    double *gx;               /* (L, hidden, hidden) or NULL */
+    double *gx;               /* (L, hidden (hidden + 1) / 2): each layer's upper triangle packed row by
+                                 row (row i: columns i..hidden-1; half the doubles of the full matrix), or NULL */
     double *sx;               /* (L, hidden) Σ x, or NULL (no G_X, or a version-1 file) */
     double *buf;              /* scratch for one block converted to double */
     size_t buf_cap;           /* doubles in buf */
+    double *xfull;            /* scratch (hidden, hidden) of one G_X block while accumulating, or NULL
+                                 (calib_run frees it at its end) */
 } CalibStats;
 
 /* Zeroed statistics of shape sh (with G_X when with_x). Caller frees with calib_free. */

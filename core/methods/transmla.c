@@ -112,7 +112,7 @@ static double rot_trace(const TmlaLayer *T, const double *C_K) {
 
 void tmla_layer_free(TmlaLayer *T) {
     if (!T) return;
-    attn_layer_free(T->src);
+    if (!T->src_borrowed) attn_layer_free(T->src);
     free(T->U);
     free(T->pair_freq);
     free(T->key_energy);
@@ -121,7 +121,9 @@ void tmla_layer_free(TmlaLayer *T) {
     free(T);
 }
 
-int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) {
+/* tmla_merge; borrow: T->src is gqa itself (never written; the caller keeps gqa alive and frees it),
+ * not a copy -- a whole source layer in float less while one layer converts. */
+static int merge_layer(const AttnLayer *gqa, bool borrow, TmlaLayer **out) {
     *out = NULL;
     if (gqa->kind != ATTN_GQA) return al_err("TransMLA merge: the layer is already MLA");
     bool nope = gqa->rope_dim == 0 && gqa->rope == ROPE_NONE;    /* a model without RoPE (Nemotron-H): D = 0 */
@@ -134,7 +136,8 @@ int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) {
     T->H = gqa->n_heads; T->G = gqa->n_kv_heads; T->d = gqa->head_dim; T->dv = gqa->v_dim; T->hidden = gqa->hidden;
     T->rd = gqa->rope_dim;
     size_t n = (size_t)T->G * (size_t)T->d, d = (size_t)T->d, rd = (size_t)T->rd;
-    T->src = attn_layer_copy(gqa);
+    T->src_borrowed = borrow;
+    T->src = borrow ? (AttnLayer *)gqa : attn_layer_copy(gqa);
     T->U = dalloc(n, n, "the merged key basis");
     T->pair_freq = dalloc(n_rot(T) / 2, 1, "pair frequencies");
     if (!T->src || !T->U || !T->pair_freq) { tmla_layer_free(T); return AL_ERR; }
@@ -509,35 +512,43 @@ int tmla_fold_scale(TmlaLayer *T) {
     return AL_OK;
 }
 
-/* Fills the query of the built layer: per head [q_mult q_h ; q_mult q_h U_g[:, :D]]. */
+/* Head h's query bias of the built layer into b (dq): [q_mult b_h ; q_mult b_h U_g[:, :D]]. */
+static void query_bias(const TmlaLayer *T, size_t h, size_t dn, const double *Ug, double *b) {
+    const float *bq = T->src->b_Q + h * (size_t)T->d;
+    size_t d = (size_t)T->d, n = (size_t)T->G * d, D = (size_t)T->D;
+    for (size_t e = 0; e < dn; e++) b[e] = T->q_mult * bq[e];
+    for (size_t j = 0; j < D; j++) {
+        double s = 0;
+        for (size_t e = 0; e < d; e++) s += bq[e] * Ug[e * n + j];
+        b[dn + j] = T->q_mult * s;
+    }
+}
+
+/* Fills the query of the built layer: per head [q_mult q_h ; q_mult q_h U_g[:, :D]], one head at a
+ * time through (hidden, d + D) doubles of scratch (not double copies of the whole source and built
+ * query: 1.6 GB on a 70B-shaped layer); the same products (dgemm of the head's columns) and roundings. */
 static int build_query(const TmlaLayer *T, AttnLayer *L, size_t dn) {
     const AttnLayer *S = T->src;
     size_t m = (size_t)T->hidden, H = (size_t)T->H, d = (size_t)T->d, n = (size_t)T->G * d, D = (size_t)T->D;
-    size_t dq = dn + D, grp = H / (size_t)T->G;
-    MatD *Wqd = matd_from_mat(S->W_Q);
-    const double *Wq = Wqd ? Wqd->data : NULL;
-    double *Wn = dalloc(m, H * dq, "the converted query");
+    size_t dq = dn + D, grp = H / (size_t)T->G, ldq = H * dq;
+    double *Wh = dalloc(m, d, "a query head"), *Wr = dalloc(m, D ? D : 1, "a rotated query head");
     double *b = S->b_Q ? dalloc(H * dq, 1, "the converted query bias") : NULL;
-    int rc = Wq && Wn && (b || !S->b_Q) ? AL_OK : AL_ERR;
+    Mat *Q = mat_new(m, ldq);
+    int rc = Wh && Wr && Q && (b || !S->b_Q) ? AL_OK : AL_ERR;
     for (size_t h = 0; rc == AL_OK && h < H; h++) {
         const double *Ug = T->U + (h / grp) * d * n;                  /* rows of KV head g(h): (d, n) */
+        for (size_t i = 0; i < m; i++) vec_f2d(S->W_Q->data + i * H * d + h * d, d, Wh + i * d);
         for (size_t i = 0; i < m; i++)
-            for (size_t e = 0; e < dn; e++) Wn[i * H * dq + h * dq + e] = T->q_mult * Wq[i * H * d + h * d + e];
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)D, (int)d, T->q_mult, Wq + h * d, (int)(H * d),
-                    Ug, (int)n, 0.0, Wn + h * dq + dn, (int)(H * dq));
-        if (b) {
-            for (size_t e = 0; e < dn; e++) b[h * dq + e] = T->q_mult * S->b_Q[h * d + e];
-            for (size_t j = 0; j < D; j++) {
-                double s = 0;
-                for (size_t e = 0; e < d; e++) s += S->b_Q[h * d + e] * Ug[e * n + j];
-                b[h * dq + dn + j] = T->q_mult * s;
-            }
-        }
+            for (size_t e = 0; e < dn; e++) Q->data[i * ldq + h * dq + e] = (float)(T->q_mult * Wh[i * d + e]);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)D, (int)d, T->q_mult, Wh, (int)d, Ug, (int)n,
+                    0.0, Wr, (int)D);
+        for (size_t i = 0; i < m; i++) vec_d2f(Wr + i * D, D, Q->data + i * ldq + h * dq + dn);
+        if (b) query_bias(T, h, dn, Ug, b + h * dq);
     }
-    if (rc == AL_OK && !(L->W_Q = mat_from_matd(&(MatD){m, H * dq, Wn}))) rc = AL_ERR;
+    if (rc == AL_OK) L->W_Q = Q, Q = NULL;
     if (rc == AL_OK && b && !(L->b_Q = al_malloc3(H * dq, 1, sizeof(float), "a bias"))) rc = AL_ERR;
     if (rc == AL_OK && b) vec_d2f(b, H * dq, L->b_Q);
-    matd_free(Wqd); free(Wn); free(b);
+    mat_free(Q); free(Wh); free(Wr); free(b);
     return rc;
 }
 
@@ -779,6 +790,8 @@ static int shape_inputs(Mat *X, const double *Sigma, const double *mu) {
     return rc;
 }
 
+int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) { return merge_layer(gqa, false, out); }
+
 /* The report's inputs: T standard normal rows, or Gaussian with second moment Sigma and mean mu
  * (caller frees). */
 static Mat *report_inputs(const TmlaOpts *o, int hidden, const double *Sigma, const double *mu) {
@@ -835,26 +848,28 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
     double *C_kv = NULL, *C_K = NULL, *C_J = NULL;
     AttnLayer *alt = NULL;
     Mat *X = NULL;
-    int rc = tmla_merge(gqa, &T);
+    int rc = merge_layer(gqa, true, &T);
     if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, Sigma, mu, &C_kv);
     if (rc == AL_OK && !(C_K = tmla_key_cov(T, C_kv))) rc = AL_ERR;
     if (rc == AL_OK) rc = tmla_rorope(T, o->freqfold, C_K);
     if (rc == AL_OK) rc = tmla_remove_rope(T, o->rope_dim, &rep->rope_energy);
     if (rc == AL_OK) rc = tmla_joint_cov(T, C_kv, &C_J);
-    if (rc == AL_OK) rc = finish(T, o, o->balance, C_J, Sigma, mu, mla);
-    if (rc == AL_OK) {
-        rep->alpha = T->alpha;
-        rep->joint_energy = T->joint_energy;
-        if (!(X = report_inputs(o, gqa->hidden, Sigma, mu))) rc = AL_ERR;
-        if (rc == AL_OK) rc = measure(gqa, *mla, X, &rep->score_err, &rep->out_err);
-    }
+    if (rc == AL_OK && !(X = report_inputs(o, gqa->hidden, Sigma, mu))) rc = AL_ERR;
     rep->joint_energy_alt = rep->score_err_alt = rep->out_err_alt = NAN;
-    if (rc == AL_OK && o->compare_balance) {
+    if (rc == AL_OK && o->compare_balance) {      /* the other balance first, freed before the kept one is built */
         rc = finish(T, o, !o->balance, C_J, Sigma, mu, &alt);
         if (rc == AL_OK) {
             rep->joint_energy_alt = T->joint_energy;
             rc = measure(gqa, alt, X, &rep->score_err_alt, &rep->out_err_alt);
         }
+        attn_layer_free(alt);
+        alt = NULL;
+    }
+    if (rc == AL_OK) rc = finish(T, o, o->balance, C_J, Sigma, mu, mla);   /* each finish starts afresh from C_J */
+    if (rc == AL_OK) {
+        rep->alpha = T->alpha;
+        rep->joint_energy = T->joint_energy;
+        rc = measure(gqa, *mla, X, &rep->score_err, &rep->out_err);
     }
     attn_layer_free(alt);
     tmla_layer_free(T);

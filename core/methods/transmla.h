@@ -51,7 +51,8 @@
 /* ================================================================ one layer, step by step */
 
 typedef struct TmlaLayer {
-    AttnLayer *src;           /* the GQA layer (owned copy) */
+    AttnLayer *src;           /* the GQA layer (owned copy; the caller's own where src_borrowed) */
+    bool src_borrowed;        /* tmla_convert_layer_stats borrows its gqa: tmla_layer_free leaves it */
     int H, G, d, dv, hidden;
     int rd;                   /* rotary dims per head (= src->rope_dim; d unless partial rotary) */
     double *U;                /* (G d, G d) orthogonal: column j is rotated key coordinate j, over merged
