@@ -10,7 +10,7 @@
  *    16 columns left over, 4-63 tokens); T = 1-5, 16, 40, 63, 64, 130, both modes, AVX-512 and portable;
  *  - bf16 mode multiplies MXFP4 / NVFP4 weights as BF16 (vdpbf16ps on activations rounded to BF16):
  *    within 5e-6 of sgemm on the rounded activations, and where the values are BF16 numbers (MXFP4,
- *    NVFP4 with a power-of-two scale_2) the bits of a BF16 weight holding them, at every T;
+ *    NVFP4 with a power-of-two scale_2) the bits of a BF16 weight holding them from 64 tokens on;
  *  - the Gram's fast route (vdpbf16ps) takes MXFP4 and NVFP4 blocks, decoded to BF16 exactly, NVFP4's
  *    scale_2 as the chunk's scale (a nonzero error bound, and the Gram within it of the double
  *    route's), column and row Grams; compressed-tensors' divided scale and INT4 stay on the double
@@ -70,7 +70,8 @@ static void fill(dt_fp4 *q, uint8_t **codes, uint8_t **scale) {
 /* bf16 mode's product y of an MXFP4 / NVFP4 weight w (decoded copy W): sgemm on the decoded copy and
  * x rounded to BF16 within 5e-6 (float32 sums of 2048 terms; the divided global scale rounds the
  * values once more), and where the values are BF16 numbers (MXFP4; NVFP4 whose scale_2 is a power of
- * two) the bits of a BF16 weight holding them, in bf16 mode, on two workers as on one. */
+ * two) the bits of a BF16 weight holding them in bf16 mode from 64 tokens on (below, within 5e-6),
+ * on two workers as on one. */
 static void check_bf16_route(const Case *c, const WMat *w, const float *W, const float *x, size_t T, const float *y) {
     size_t N = w->rows, K = w->cols;
     float *xr = malloc(T * K * sizeof *xr), *ref = malloc(T * N * sizeof *ref), *yb = malloc(T * N * sizeof *yb);
@@ -91,8 +92,11 @@ static void check_bf16_route(const Case *c, const WMat *w, const float *W, const
     MmWork *two = mm_work_new(2);
     for (int k = 0; k < 2 && exact; k++) {
         CHECK_OK(mm_xwt(two, k ? w : &twin, x, K, T, yb, N, MM_BF16));
-        CHECK(memcmp(y, yb, T * N * sizeof *y) == 0, "%s, T = %zu, bf16 mode: the bits of %s", c->what, T,
-              k ? "two workers" : "its BF16 twin");
+        if (k || T >= 64)    /* below 64 tokens the FP4 register tiles: the same products, other sums */
+            CHECK(memcmp(y, yb, T * N * sizeof *y) == 0, "%s, T = %zu, bf16 mode: the bits of %s", c->what, T,
+                  k ? "two workers" : "its BF16 twin");
+        else CHECK(vec_rel_err(yb, y, T * N) < 5e-6, "%s, T = %zu, bf16 mode: its BF16 twin's within 5e-6 (%.2g)", c->what,
+                   T, vec_rel_err(yb, y, T * N));
     }
     mm_work_free(two);
     free(xr); free(ref); free(yb); free(wb);

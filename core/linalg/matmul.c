@@ -1195,10 +1195,13 @@ static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_
 /* ---------------------------------------------------------------- bf16 mode: MXFP4 / NVFP4 weights */
 
 /* In bf16 mode an MXFP4 / NVFP4 weight is multiplied as a BF16 one: E2M1 times an E8M0 or E4M3 block
- * scale is a BF16 number (fp4_bf16_exact), so a unit's rows are decoded into the worker's panel as
- * BF16 (all columns: at most 1 MB, it stays in L2) and the BF16 weights' vdpbf16ps kernels run over
- * it -- the one-token kernels up to MV_MAXT tokens, the 4 x 6 tiles below BT_MIN, the token-lane
- * tiles from there on --, on the activations rounded (or packed) once per product. The per-tensor
+ * scale is a BF16 number (fp4_bf16_exact), so from FP4_MANY tokens on a unit's rows are decoded into
+ * the worker's panel as BF16 (all columns: at most 1 MB, it stays in L2) and the BF16 weights'
+ * token-lane tiles run over it (the 4 x 6 tiles with mm_token_lanes(false)) on the activations packed
+ * once per product; below FP4_MANY, where decoding a panel costs more than its product
+ * (bench_quant: 2-3x a BF16 twin's time at one token, 1.5-2.5x at 16), the activations are rounded to
+ * BF16 and the float32 route's FP4 register tiles multiply them (products exact, float32 sums: the
+ * twin's values in another order). The per-tensor
  * scale multiplies each output after its sum (NVFP4's scale_2), or divides it (compressed-tensors'
  * global scale, which divides the block scales: there the values differ from the float32 route's by
  * that rounding). So an FP4 weight and its BF16 twin holding the same values give the same bits in
@@ -1226,10 +1229,7 @@ static int qb_unit(size_t i, int worker, void *ud) {
     fp4_decode_512(&q, n0, nr, 0, K, NULL, K, buf);
     WMat sub = {.dt = DT_BF16, .data = buf, .rows = nr, .cols = K};
     float *y = j->y + n0;
-    if (T <= MV_MAXT) {
-        mv_job mj = {.W = &sub, .x = j->x, .ldx = K, .T = T, .y = y, .ldy = j->ldy, .nb = nr, .tl = &mvb_tiles};
-        mv_unit(0, worker, &mj);
-    } else if (T < BT_MIN || atomic_load(&lanes_off)) {
+    if (T < BT_MIN || atomic_load(&lanes_off)) {
         tile_job tj = {.W = &sub, .x = j->x, .ldx = K, .xe = sizeof(uint16_t), .T = T, .y = y, .ldy = j->ldy, .nb = nr,
                        .tl = &bf_tiles};
         tile_unit(0, worker, &tj);
@@ -1254,8 +1254,12 @@ static bool qb_ok(const WMat *W) {
 static int xwt_qb(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     size_t K = W->cols, n;
     qb_job j = {.W = W, .T = T, .y = y, .ldy = ldy, .wk = wk};
+    if (T < FP4_MANY) {      /* the FP4 register tiles on the rounded activations: decoding a panel costs more */
+        if (round_x(wk, x, ldx, T, K, false)) return AL_ERR;
+        return xwt_f32(wk, W, wk->xr, K, T, y, ldy);
+    }
     if (pan_fit(wk)) return AL_ERR;
-    if (T < BT_MIN || atomic_load(&lanes_off)) {
+    if (atomic_load(&lanes_off)) {
         if (round_x(wk, x, ldx, T, K, true)) return AL_ERR;
         j.x = wk->xb;
     } else {

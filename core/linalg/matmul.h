@@ -16,10 +16,11 @@
  *            and multiplied by weight pairs broadcast from the mapping (token-lane tiles: each lane
  *            sums one output, no sums across lanes); where the CPU lacks AVX-512 BF16, the same rounded
  *            activations through the float32 route (products exact, float32 sums). MXFP4 / NVFP4
- *            weights (E2M1 times an E8M0 / E4M3 block scale: BF16 numbers) are decoded per unit
- *            of rows into a BF16 panel and multiplied by the same kernels, the per-tensor scale
- *            applied to each output (with vdpbf16ps; else the MM_F32 route). F16 / FP8 / F32 /
- *            INT4 weights take the MM_F32 route in this mode.
+ *            weights (E2M1 times an E8M0 / E4M3 block scale: BF16 numbers) with vdpbf16ps: the
+ *            same rounded activations, from 64 tokens on against rows decoded per unit into a
+ *            BF16 panel (the token-lane tiles, the per-tensor scale on each output: a BF16 twin's
+ *            bits), below through the FP4 register tiles (products exact, float32 sums). F16 /
+ *            FP8 / F32 / INT4 weights take the MM_F32 route in this mode.
  * BF16 weights at 1-4 tokens (decoding) take one-token kernels in both modes: a unit's rows in groups
  * of 3-8 over all columns at once, the next group prefetched into L2 while one is read (no passes,
  * no packing), vdpbf16ps in MM_BF16, float32 FMA on the weights' even / odd halves in MM_F32 (the
