@@ -1026,10 +1026,8 @@ TGT_BF16 static inline __attribute__((always_inline)) void
 mv_tile(const void *x, size_t ldx, const uint16_t *w, size_t K, const uint16_t *pf, float *y, size_t ldy, const int NT,
         const int NR, const bool bf) {
     __m512 a[4][8];
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++)
-#pragma GCC unroll 8
-        for (int r = 0; r < NR; r++) a[t][r] = _mm512_setzero_ps();
+#pragma GCC unroll 32
+    for (int i = 0; i < 32; i++) a[i / 8][i % 8] = _mm512_setzero_ps();     /* the unused ones are never read */
     const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
     for (size_t k = 0; k < K; k += 32) {
         __mmask32 m = K - k >= 32 ? (__mmask32)~0u : (__mmask32)((1ull << (K - k)) - 1);
