@@ -50,10 +50,10 @@
  *                           tok/s that one read per token allows --; then greedy decoding of N
  *                           tokens (default 64) after a 128-token prompt, each token one fwd_run of
  *                           one token through the KV cache as `generate` runs it, in f32 and bf16
- *                           mode, with the products on the persistent pool and on threads started
- *                           per product (mm_pool(false), the code before the pool), the four
+ *                           mode, with BF16 weights on the one-token kernels and on the 4 x 6 /
+ *                           1 x 6 tiles (mm_matvec(false), the code before them), the four
  *                           interleaved, best of REPS (default 3): tok/s, ratio to the floor,
- *                           pool / per-product threads, and whether the greedy tokens agree. */
+ *                           kernels / tiles, and whether the greedy tokens agree. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -779,27 +779,28 @@ static int bench_decode(const char *dir, size_t n, int reps) {
            "mapping in %.4f s wall, %.4f CPU s (%.1f GB/s, best of %d) -> %.1f tok/s\n", dir, al_threads(),
            (double)bytes / 1e9, rd, rc, (double)bytes / rd / 1e9, reps + 2, floor);
     double best[4] = {1e30, 1e30, 1e30, 1e30}, bcpu[4] = {1e30, 1e30, 1e30, 1e30}, cpu;
-    static const char *what[4] = {"f32  pool", "f32  per-product threads", "bf16 pool", "bf16 per-product threads"};
+    static const char *what[4] = {"f32  one-token kernels", "f32  tiles (before)", "bf16 one-token kernels",
+                                  "bf16 tiles (before)"};
     for (int c = 0; c < 4; c++) {                                     /* warm-up of each */
         fwd_set_compute(f, c < 2 ? MM_F32 : MM_BF16);
-        mm_pool(c % 2 == 0);
+        mm_matvec(c % 2 == 0);
         decode_run(f, ids, P, 4, z, tok + (size_t)c * n, &cpu);
     }
     for (int r = 0; r < reps; r++)
         for (int c = 0; c < 4; c++) {
             fwd_set_compute(f, c < 2 ? MM_F32 : MM_BF16);
-            mm_pool(c % 2 == 0);
+            mm_matvec(c % 2 == 0);
             double d = decode_run(f, ids, P, n, z, tok + (size_t)c * n, &cpu);
             best[c] = d < best[c] ? d : best[c];
             bcpu[c] = cpu < bcpu[c] ? cpu : bcpu[c];
         }
-    mm_pool(true);
+    mm_matvec(true);
     for (int c = 0; c < 4; c++)
         printf("  decode %-25s %zu tokens after %d: %.3f s  %6.2f tok/s  (%.2fx the floor)  CPU %.3f s/token (%.2fx the "
                "floor's)\n", what[c], n, P, best[c], (double)n / best[c], (double)n / best[c] / floor, bcpu[c] / (double)n,
                bcpu[c] / (double)n / rc);
     for (int c = 0; c < 4; c += 2)
-        printf("  %s: pool / per-product threads: speed %.2fx, CPU %.2fx; greedy tokens %s\n", c ? "bf16" : "f32 ",
+        printf("  %s: one-token kernels / tiles: speed %.2fx, CPU %.2fx; greedy tokens %s\n", c ? "bf16" : "f32 ",
                best[c + 1] / best[c], bcpu[c] / bcpu[c + 1],
                memcmp(tok + (size_t)c * n, tok + (size_t)(c + 1) * n, n * sizeof *tok) ? "DIFFER" : "identical");
     print_load("at end");

@@ -4,7 +4,8 @@
  * not a multiple of 32, more columns than one pass; for bf16 mode's token-lane tiles from 16 tokens
  * on: tokens not a multiple of 16, rows not a multiple of 6 / 8 / 12, odd columns), on one worker and on two, with the AVX-512
  * kernels (register tiles) and with the portable ones forced (mm_simd(false): panels and sgemm),
- * which agree to float rounding; FP8 block scales; wmat_row; the mode names; mm_silu_mul. */
+ * which agree to float rounding; BF16 weights at 1-4 tokens on the one-token kernels and on the tiles
+ * before them (mm_matvec(false)), both against the reference; FP8 block scales; wmat_row; the mode names; mm_silu_mul. */
 #include "check.h"
 #include "matmul.h"
 #include "matmul_internal.h"
@@ -98,6 +99,17 @@ static void check_shape(dt_type dt, size_t T, size_t N, size_t K) {
             }
     }
     mm_simd(true);
+    if (dt == DT_BF16 && T <= 4 && mm_have_bf16())      /* the tiles the one-token kernels replaced */
+        for (int mode = 0; mode < 2; mode++) {
+            mm_matvec(false);
+            CHECK_OK(mm_xwt(two, &t.w, x, K, T, y0, N, mode ? MM_BF16 : MM_F32));
+            mm_matvec(true);
+            CHECK_OK(mm_xwt(two, &t.w, x, K, T, y, N, mode ? MM_BF16 : MM_F32));
+            double e0 = product_err(&t, x, T, y0, mode == 1), e = product_err(&t, x, T, y, mode == 1);
+            CHECK(e < 2e-6 && e0 < 2e-6 && vec_rel_err(y0, y, T * N) < 1e-6,
+                  "BF16 T %zu N %zu K %zu %s mode: one-token kernels %.3g, tiles %.3g of sum |x w|; apart %.3g", T, N, K,
+                  mm_compute_name(mode), e, e0, vec_rel_err(y0, y, T * N));
+        }
     if (dt == DT_BF16 && T >= 16 && mm_have_bf16()) {     /* the 4 x 6 dot tiles at the same T, for comparison */
         mm_token_lanes(false);
         CHECK_OK(mm_xwt(one, &t.w, x, K, T, y, N, MM_BF16));
@@ -118,6 +130,9 @@ static void test_shapes(void) {
         /* bf16 mode's token-lane tiles (16 tokens on): 1-4 vectors with missing tokens, row tails of
          * 6 / 8 / 12-row tiles, odd K, more than one 64-token block and one 96-row unit */
         {16, 12, 64}, {33, 25, 65}, {47, 17, 31}, {64, 97, 96}, {130, 200, 257}, {70, 13, 2049},
+        /* the one-token kernels (1-4 tokens): row tails of their 8 / 6 / 4 / 3-row groups, K below,
+         * at and past 32 and not a multiple of it, more than one 128-row unit */
+        {2, 17, 1}, {3, 9, 47}, {4, 23, 2049}, {2, 131, 96}, {1, 257, 4097}, {4, 300, 64}, {3, 7, 32}, {1, 15, 95},
     };
     dt_type dts[] = {DT_BF16, DT_F16, DT_F8_E4M3, DT_F32};
     for (size_t d = 0; d < 4; d++)

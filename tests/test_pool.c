@@ -10,7 +10,8 @@
  * fwd_run of one token per step through the KV cache) of a Llama checkpoint whose one-token products
  * reach the pool gives the same tokens and the same logits bit for bit on 1, 2 and 3 threads, on the
  * pool and with threads started per product (mm_pool(false): the dispatch before the pool), in both
- * modes. */
+ * modes, and the same tokens (logits to float rounding) on the one-token kernels and on the tiles
+ * before them (mm_matvec(false)). */
 #define _GNU_SOURCE
 #include "check.h"
 #include "forward.h"
@@ -297,6 +298,16 @@ static void test_decode(void) {
                   "%s mode, %d threads %s: the greedy tokens and every step's logits equal one thread's bit for bit",
                   mm_compute_name(mode), runs[r].threads, runs[r].pool ? "on the pool" : "started per product");
         }
+    }
+    for (int c = 0; c < 2; c++) {       /* the one-token kernels against the tiles they replaced */
+        mm_compute mode = c ? MM_BF16 : MM_F32;
+        decode(dir, 2, true, mode, tok0, z0);
+        mm_matvec(false);
+        decode(dir, 2, true, mode, tok, z);
+        mm_matvec(true);
+        CHECK(memcmp(tok, tok0, sizeof tok) == 0 && vec_rel_err(z0, z, zn) < 1e-5,
+              "%s mode: the one-token kernels give the tiles' greedy tokens and their logits to float rounding (%.3g)",
+              mm_compute_name(mode), vec_rel_err(z0, z, zn));
     }
     CHECK(pool_workers() >= 2, "the decode ran on the pool (%d workers)", pool_workers());
     free(z0);

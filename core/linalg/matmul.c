@@ -3,7 +3,8 @@
  * T < 16), token-lane tiles for vdpbf16ps from 16 tokens on (activations packed once per product as
  * BF16 pairs, 16 tokens to a vector; each weight pair broadcast from the mapping), the
  * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
- * then a one-thread sgemm), FP4 / INT4 register tiles for fewer than 64 tokens, the run-time
+ * then a one-thread sgemm), one-token kernels for BF16 weights at 1-4 tokens (row groups over all
+ * columns, the next group prefetched), FP4 / INT4 register tiles for fewer than 64 tokens, the run-time
  * choice of kernels and the per-worker scratch; units run on the persistent pool (pool.h). See
  * matmul.h for the contract. */
 #define _GNU_SOURCE
@@ -990,11 +991,159 @@ static int xwt_fq(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t 
     return run_units(wk, W->rows, j.nb, T * W->rows * K, fq_unit, &j);
 }
 
+static int round_x(MmWork *wk, const float *x, size_t ldx, size_t T, size_t K, bool simd);
+
+/* ---------------------------------------------------------------- one-token kernels (T <= MV_MAXT) */
+
+/* Decoding multiplies one token (up to MV_MAXT): each weight is used T times after one read, so the
+ * product runs at the speed memory streams the weights. The tiles above read a unit's rows in passes
+ * of TILE_KC columns, 6 rows at a time, and leave the streams to the hardware prefetcher, which stops
+ * at every 4 KB page (a 2048-column BF16 row is one page). Here a unit's rows go in groups of NR
+ * (8 at T <= 2) over all K columns at once -- the T token rows (K values) stay in L1 / L2 -- and
+ * while a group is read, each step prefetches into L2 the same columns of the next group's rows, one
+ * line per line read: the next group is in L2 when its turn comes, page crossings included. No
+ * packing of the weights.
+ *   bf (bf16 mode): activations rounded to BF16 once per product (round_x, into wk->xb) and vdpbf16ps.
+ *   wf (f32 mode, BF16 weights): a 64-byte load of 32 weights gives the even columns by a shift and
+ *       the odd ones by a mask, so the activations are split once per product into 16 even then 16
+ *       odd columns per 32 (fq_split's layout; an odd tail padded with zeros) and multiplied by
+ *       float32 FMA: the tiles' products and sums, in another order. */
+#define MV_MAXT 4            /* tokens up to which the one-token kernels run */
+#define MV_NB 128            /* rows per unit at most (a multiple of 8 and 6) */
+
+static atomic_int mv_off;            /* mm_matvec(false) */
+
+void mm_matvec(bool on) { atomic_store(&mv_off, !on); }
+
+typedef void (*mv_fn)(const void *x, size_t ldx, const uint16_t *w, size_t K, const uint16_t *pf, float *y, size_t ldy);
+typedef struct { mv_fn many[MV_MAXT], one[MV_MAXT]; int nr[MV_MAXT]; } MvTiles;   /* [T - 1] */
+
+#if MM_X86
+/* y[t][r] = sum_k x[t][k] w[r][k] for NT tokens and NR rows (stride K) over all K columns; pf, unless
+ * NULL: the next group's NR rows, prefetched (L2) at the columns read. bf: x BF16 (stride ldx),
+ * vdpbf16ps; else x split (fq_split's layout, stride ldx >= K rounded up to 32) and float32 FMA. */
+TGT_BF16 static inline __attribute__((always_inline)) void
+mv_tile(const void *x, size_t ldx, const uint16_t *w, size_t K, const uint16_t *pf, float *y, size_t ldy, const int NT,
+        const int NR, const bool bf) {
+    __m512 a[4][8];
+#pragma GCC unroll 32
+    for (int i = 0; i < 32; i++) a[i / 8][i % 8] = _mm512_setzero_ps();     /* the unused ones are never read */
+    const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
+    for (size_t k = 0; k < K; k += 32) {
+        __mmask32 m = K - k >= 32 ? (__mmask32)~0u : (__mmask32)((1ull << (K - k)) - 1);
+        if (pf)
+#pragma GCC unroll 8
+            for (int r = 0; r < NR; r++) _mm_prefetch((const char *)(pf + (size_t)r * K + k), _MM_HINT_T1);
+        __m512 xe[4], xo[4];
+        __m512bh xb[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            if (bf) xb[t] = (__m512bh)_mm512_maskz_loadu_epi16(m, (const uint16_t *)x + (size_t)t * ldx + k);
+            else {
+                xe[t] = _mm512_loadu_ps((const float *)x + (size_t)t * ldx + k);
+                xo[t] = _mm512_loadu_ps((const float *)x + (size_t)t * ldx + k + 16);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < NR; r++) {
+            __m512i v = _mm512_maskz_loadu_epi16(m, w + (size_t)r * K + k);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                if (bf) a[t][r] = _mm512_dpbf16_ps(a[t][r], xb[t], (__m512bh)v);
+                else {
+                    a[t][r] = _mm512_fmadd_ps(xe[t], _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), a[t][r]);
+                    a[t][r] = _mm512_fmadd_ps(xo[t], _mm512_castsi512_ps(_mm512_and_si512(v, hi16)), a[t][r]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 8
+        for (int r = 0; r < NR; r++) y[(size_t)t * ldy + (size_t)r] = _mm512_reduce_add_ps(a[t][r]);
+}
+
+#define MV_FN(name, nt, nr, bf)                                                                                       \
+    TGT_BF16 static void name##_##nt##x##nr(const void *x, size_t ldx, const uint16_t *w, size_t K, const uint16_t *pf, \
+                                            float *y, size_t ldy) { mv_tile(x, ldx, w, K, pf, y, ldy, nt, nr, bf); }
+MV_FN(mvb, 1, 8, true) MV_FN(mvb, 2, 8, true) MV_FN(mvb, 3, 6, true) MV_FN(mvb, 4, 4, true)
+MV_FN(mvb, 1, 1, true) MV_FN(mvb, 2, 1, true) MV_FN(mvb, 3, 1, true) MV_FN(mvb, 4, 1, true)
+MV_FN(mvw, 1, 8, false) MV_FN(mvw, 2, 6, false) MV_FN(mvw, 3, 4, false) MV_FN(mvw, 4, 3, false)
+MV_FN(mvw, 1, 1, false) MV_FN(mvw, 2, 1, false) MV_FN(mvw, 3, 1, false) MV_FN(mvw, 4, 1, false)
+static const MvTiles mvb_tiles = {{mvb_1x8, mvb_2x8, mvb_3x6, mvb_4x4}, {mvb_1x1, mvb_2x1, mvb_3x1, mvb_4x1}, {8, 8, 6, 4}};
+static const MvTiles mvw_tiles = {{mvw_1x8, mvw_2x6, mvw_3x4, mvw_4x3}, {mvw_1x1, mvw_2x1, mvw_3x1, mvw_4x1}, {8, 6, 4, 3}};
+#else
+static const MvTiles mvb_tiles, mvw_tiles;   /* never used: no x86 kernels */
+#endif
+
+typedef struct {
+    const WMat *W;
+    const void *x;           /* round_x's BF16 rows (stride K) or mv_split's (stride ldx) */
+    size_t ldx, T;
+    float *y;
+    size_t ldy, nb;          /* nb: rows per unit */
+    const MvTiles *tl;
+} mv_job;
+
+/* Unit i: rows [i nb, +nb) in groups of the tile's NR rows, each prefetching the next group. */
+static int mv_unit(size_t i, int worker, void *ud) {
+    (void)worker;
+    mv_job *j = ud;
+    const uint16_t *W = j->W->data;
+    size_t K = j->W->cols, N = j->W->rows, n0 = i * j->nb, n1 = N - n0 < j->nb ? N : n0 + j->nb, T = j->T;
+    size_t nr = (size_t)j->tl->nr[T - 1], n = n0;
+    for (; n + nr <= n1; n += nr)
+        j->tl->many[T - 1](j->x, j->ldx, W + n * K, K, n + 2 * nr <= N ? W + (n + nr) * K : NULL, j->y + n, j->ldy);
+    for (; n < n1; n++) j->tl->one[T - 1](j->x, j->ldx, W + n * K, K, NULL, j->y + n, j->ldy);
+    return AL_OK;
+}
+
+/* x (T, K) into xs (T rows of K rounded up to 32): per 32 columns the 16 even ones, then the 16 odd
+ * ones, the columns past K zero. */
+static void mv_split(const float *x, size_t ldx, size_t T, size_t K, size_t ld, float *xs) {
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < ld; c += 32)
+            for (size_t i = 0; i < 16; i++) {
+                size_t e = c + 2 * i;
+                xs[t * ld + c + i] = e < K ? x[t * ldx + e] : 0.f;
+                xs[t * ld + c + 16 + i] = e + 1 < K ? x[t * ldx + e + 1] : 0.f;
+            }
+}
+
+/* A BF16 weight's product of T <= MV_MAXT tokens on the one-token kernels: bf16 mode (vdpbf16ps) on
+ * x rounded to BF16, else x split for the float32 ones. */
+static int xwt_mv(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy, bool bf) {
+    size_t K = W->cols, ld = (K + 31) / 32 * 32, n;
+    mv_job j = {.W = W, .T = T, .y = y, .ldy = ldy, .tl = bf ? &mvb_tiles : &mvw_tiles};
+    if (bf) {
+        if (round_x(wk, x, ldx, T, K, true)) return AL_ERR;
+        j.x = wk->xb;
+        j.ldx = K;
+    } else {
+        if (!al_mul_ok(T, ld, &n, "activations") ||
+            buf_fit((void **)&wk->xs, &wk->scap, n, sizeof(float), "split activations"))
+            return AL_ERR;
+        mv_split(x, ldx, T, K, ld, wk->xs);
+        j.x = wk->xs;
+        j.ldx = ld;
+    }
+    size_t nt = wk->nthreads > 0 ? (size_t)wk->nthreads : 1, u = (W->rows + MV_NB - 1) / MV_NB;
+    u = (u + nt - 1) / nt * nt;                             /* units: a multiple of the workers */
+    j.nb = ((W->rows + u - 1) / u + 7) / 8 * 8;
+    return run_units(wk, W->rows, j.nb, T * W->rows * K, mv_unit, &j);
+}
+
+/* Whether a BF16 weight's product of T tokens takes the one-token kernels. */
+static bool mv_ok(const WMat *W, size_t T) {
+    return W->dt == DT_BF16 && T <= MV_MAXT && !atomic_load(&mv_off) && mm_have_bf16();
+}
+
 /* The float32 route: BF16 / F16 weights widened in registers (AVX-512 tiles), FP4 / INT4 ones decoded
  * in registers up to FP4_FEW tokens, MXFP4 / NVFP4 decoded to BF16 blocks and the same tiles below
  * FP4_MANY, else (FP8, FP4 / INT4 from there on, or no AVX-512) per panel into the worker's buffer and
  * a one-thread sgemm. */
 static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    if (mv_ok(W, T)) return xwt_mv(wk, W, x, ldx, T, y, ldy, false);
     if ((W->dt == DT_BF16 || W->dt == DT_F16) && use_avx512())
         return run_tiles(wk, W, x, ldx, sizeof(float), T, y, ldy, W->dt == DT_BF16 ? &wb_tiles : &wh_tiles);
     bool fp4 = W->fp4.enc != DT_FP4_NONE && W->cols % 16 == 0 && use_avx512();
@@ -1035,9 +1184,93 @@ static int round_x(MmWork *wk, const float *x, size_t ldx, size_t T, size_t K, b
 static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     bool simd = mm_have_bf16();
     if (simd && T >= BT_MIN && !atomic_load(&lanes_off)) return xwt_bt(wk, W, x, ldx, T, y, ldy);
+    if (mv_ok(W, T)) return xwt_mv(wk, W, x, ldx, T, y, ldy, true);
     if (round_x(wk, x, ldx, T, W->cols, simd)) return AL_ERR;
     if (!simd) return xwt_f32(wk, W, wk->xr, W->cols, T, y, ldy);
     return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);
+}
+
+/* ---------------------------------------------------------------- bf16 mode: MXFP4 / NVFP4 weights */
+
+/* In bf16 mode an MXFP4 / NVFP4 weight is multiplied as a BF16 one: E2M1 times an E8M0 or E4M3 block
+ * scale is a BF16 number (fp4_bf16_exact), so from FP4_MANY tokens on a unit's rows are decoded into
+ * the worker's panel as BF16 (all columns: at most 1 MB, it stays in L2) and the BF16 weights'
+ * token-lane tiles run over it (the 4 x 6 tiles with mm_token_lanes(false)) on the activations packed
+ * once per product; below FP4_MANY, where decoding a panel costs more than its product
+ * (bench_quant: 2-3x a BF16 twin's time at one token, 1.5-2.5x at 16), the activations are rounded to
+ * BF16 and the float32 route's FP4 register tiles multiply them (products exact, float32 sums: the
+ * twin's values in another order). The per-tensor
+ * scale multiplies each output after its sum (NVFP4's scale_2), or divides it (compressed-tensors'
+ * global scale, which divides the block scales: there the values differ from the float32 route's by
+ * that rounding). So an FP4 weight and its BF16 twin holding the same values give the same bits in
+ * bf16 mode (a power-of-two scale_2 included), as in f32 mode they agree to float rounding. INT4
+ * (4-bit integers times BF16 / F16 / F32 group scales: not BF16 numbers) keeps the float32 route. */
+typedef struct {
+    const WMat *W;
+    const void *x;           /* round_x's BF16 rows (T < BT_MIN), or bt_pack's pairs */
+    size_t T;
+    float *y;
+    size_t ldy, nb;          /* nb: rows per unit */
+    MmWork *wk;
+} qb_job;
+
+/* Unit i: rows [i nb, +nb) decoded to BF16 (the per-tensor scale left out) into the worker's panel,
+ * then multiplied there as a BF16 weight of nb rows. */
+static int qb_unit(size_t i, int worker, void *ud) {
+    qb_job *j = ud;
+    const WMat *W = j->W;
+    dt_fp4 q = W->fp4;
+    q.gscale = 1.0f;
+    q.gdiv = false;
+    size_t K = W->cols, T = j->T, n0 = i * j->nb, nr = W->rows - n0 < j->nb ? W->rows - n0 : j->nb;
+    uint16_t *buf = (uint16_t *)(void *)j->wk->pan[worker];
+    fp4_decode_512(&q, n0, nr, 0, K, NULL, K, buf);
+    WMat sub = {.dt = DT_BF16, .data = buf, .rows = nr, .cols = K};
+    float *y = j->y + n0;
+    if (T < BT_MIN || atomic_load(&lanes_off)) {
+        tile_job tj = {.W = &sub, .x = j->x, .ldx = K, .xe = sizeof(uint16_t), .T = T, .y = y, .ldy = j->ldy, .nb = nr,
+                       .tl = &bf_tiles};
+        tile_unit(0, worker, &tj);
+    } else {
+        bt_job bj = {.W = &sub, .xp = j->x, .T = T, .y = y, .ldy = j->ldy};
+        for (size_t u = 0; u * BT_NB < nr; u++) bt_unit(u, worker, &bj);
+    }
+    if (W->fp4.gscale != 1.0f)
+        for (size_t t = 0; t < T; t++)
+            for (size_t n = 0; n < nr; n++) y[t * j->ldy + n] = W->fp4.gdiv ? y[t * j->ldy + n] / W->fp4.gscale
+                                                                             : y[t * j->ldy + n] * W->fp4.gscale;
+    return AL_OK;
+}
+
+/* Whether an FP4 weight takes the bf16-mode route above: MXFP4 / NVFP4, 16-column blocks, a unit of
+ * at least 6 rows fits the panel's 1 MB of BF16, vdpbf16ps present. */
+static bool qb_ok(const WMat *W) {
+    return (W->fp4.enc == DT_FP4_MXFP4 || W->fp4.enc == DT_FP4_NVFP4) && W->cols % 16 == 0 &&
+           W->cols * 6 <= ((size_t)1 << 19) && mm_have_bf16();
+}
+
+static int xwt_qb(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    size_t K = W->cols, n;
+    qb_job j = {.W = W, .T = T, .y = y, .ldy = ldy, .wk = wk};
+    if (T < FP4_MANY) {      /* the FP4 register tiles on the rounded activations: decoding a panel costs more */
+        if (round_x(wk, x, ldx, T, K, false)) return AL_ERR;
+        return xwt_f32(wk, W, wk->xr, K, T, y, ldy);
+    }
+    if (pan_fit(wk)) return AL_ERR;
+    if (atomic_load(&lanes_off)) {
+        if (round_x(wk, x, ldx, T, K, true)) return AL_ERR;
+        j.x = wk->xb;
+    } else {
+        if (!al_mul_ok((T + 15) / 16 * 16, (K + 1) / 2, &n, "packed activations") ||
+            buf_fit((void **)&wk->xp, &wk->pcap, n, sizeof(uint32_t), "packed BF16 activations"))
+            return AL_ERR;
+        bt_pack(x, ldx, T, K, wk->xp);
+        j.x = wk->xp;
+    }
+    size_t most = ((size_t)1 << 19) / K / 6 * 6;               /* rows whose BF16 fit 1 MB */
+    j.nb = tile_rows(W->rows, wk->nthreads);
+    if (j.nb > most) j.nb = most;
+    return run_units(wk, W->rows, j.nb, T * W->rows * K, qb_unit, &j);
 }
 
 /* ================================================================ exponentials: SiLU, softmax */
@@ -1118,6 +1351,7 @@ int mm_xwt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, floa
         return AL_OK;
     }
     if (c == MM_BF16 && W->dt == DT_BF16) return xwt_bf16(wk, W, x, ldx, T, y, ldy);
+    if (c == MM_BF16 && W->fp4.enc != DT_FP4_NONE && qb_ok(W)) return xwt_qb(wk, W, x, ldx, T, y, ldy);
     return xwt_f32(wk, W, x, ldx, T, y, ldy);
 }
 
