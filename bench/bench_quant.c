@@ -15,16 +15,15 @@
  *     FP8 values re-quantized; N layers, default 1).
  * Then, in one run (each measurement interleaved over the twins, best of --reps; the process's CPU
  * time, all threads, unless --wall: the machine is shared, and other jobs stretch wall time):
- *   - each of layer 0's products (q, k, o, gate, down) alone, mm_xwt at T = 1, 16 and 128, f32 and
- *     bf16 modes;
+ *   - each of layer 0's products (q, k, o, gate, down) alone, mm_xwt at T = 1, 16 and 128, f32 mode;
  *   - prefill of T = 128 tokens in f32 and bf16 modes (the last token's logits);
  *   - the R1 sweep: farr_state_layer VO and QK of every layer, cold (a fresh FarrState);
  *   - `ppl` (2 windows of 64 tokens) in a fresh process per twin: its perplexity and peak RSS.
  * Every figure is printed as FP4 / BF16. The twins hold the same values, so their outputs must
  * agree: the logits and perplexities to float rounding (1e-5 / 1e-6 relative: only the order of
  * the sums differs), the fused ranks of every head exactly; the bench says so and exits 1 if not.
- * (bf16 mode multiplies MXFP4 / NVFP4 weights as BF16, activations rounded, as the BF16 twin: its
- * logits are compared too.) */
+ * (bf16 mode rounds a BF16 weight's activations to BF16 but not an FP4 weight's -- cmd_lm says so
+ * at `ppl` --, so bf16 mode's logits are printed, not compared.) */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -330,12 +329,12 @@ static void agree(const char *what, double rel, double tol) {
 }
 
 /* Layer 0's products alone: mm_xwt at T tokens, f32 mode, best of reps, interleaved over the twins. */
-static void bench_products(Model *m[NTWIN], size_t T, int reps, mm_compute c) {
+static void bench_products(Model *m[NTWIN], size_t T, int reps) {
     static const char *parts[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.o_proj", "mlp.gate_proj",
                                   "mlp.down_proj"};
     MmWork *wk = mm_work_new(0);
-    printf("layer 0's products alone (mm_xwt, T = %zu, %s mode, %d threads, best of %d): %s seconds, FP4 / BF16\n", T,
-           mm_compute_name(c), mm_work_threads(wk), reps, wall ? "wall" : "CPU");
+    printf("layer 0's products alone (mm_xwt, T = %zu, f32 mode, %d threads, best of %d): %s seconds, FP4 / BF16\n", T,
+           mm_work_threads(wk), reps, wall ? "wall" : "CPU");
     for (size_t p = 0; p < sizeof parts / sizeof *parts; p++) {
         char name[128];
         snprintf(name, sizeof name, "model.layers.0.%s.weight", parts[p]);
@@ -352,7 +351,7 @@ static void bench_products(Model *m[NTWIN], size_t T, int reps, mm_compute c) {
         for (int r = 0; r < reps + 1; r++)
             for (int t = 0; t < NTWIN; t++) {
                 double t0 = cpu_s();
-                mm_xwt(wk, &w[t], x, K, T, y[t], N, c);
+                mm_xwt(wk, &w[t], x, K, T, y[t], N, MM_F32);
                 double d = cpu_s() - t0;
                 if (r && d < best[t]) best[t] = d;          /* the first round warms up */
             }
@@ -399,11 +398,9 @@ static int bench_llama(const char *base, size_t T, int reps) {
     }
     printf("llama1b twins (TinyLlama shapes, %d layers; projections FP4, embeddings / head / norms BF16):\n",
            m[0]->cfg.n_layers);
-    for (int c = 0; c < 2; c++) {          /* f32: registers, BF16 blocks, panels; bf16: decoded BF16 panels, vdpbf16ps */
-        bench_products(m, 1, reps, c ? MM_BF16 : MM_F32);
-        bench_products(m, 16, reps, c ? MM_BF16 : MM_F32);
-        bench_products(m, T, reps, c ? MM_BF16 : MM_F32);
-    }
+    bench_products(m, 1, reps);              /* decoding: registers; a few tokens: BF16 blocks; prefill: panels */
+    bench_products(m, 16, reps);
+    bench_products(m, T, reps);
     int *ids = malloc(T * sizeof *ids);
     for (size_t i = 0; i < T; i++) ids[i] = (int)((i * 2654435761u) % (V1 - 3)) + 3;
     size_t V = fwd_vocab(f[0]);
@@ -414,11 +411,9 @@ static int bench_llama(const char *base, size_t T, int reps) {
         agree(what, rel_diff(z32[0], z32[t], V), 1e-5);
     }
     bench_prefill(f, ids, T, MM_BF16, reps, z);
-    for (int t = 1; t < NTWIN; t++) {    /* bf16 mode multiplies MXFP4 / NVFP4 as BF16 (scale_2 2^-10: the same bits) */
-        char what[64];
-        snprintf(what, sizeof what, "bf16 logits, %s vs bf16", twin_name[t]);
-        agree(what, rel_diff(z[0], z[t], V), 1e-5);
-    }
+    for (int t = 1; t < NTWIN; t++)      /* the head (BF16) rounds its activations in both, the FP4 projections do not */
+        printf("    bf16-mode logits, %s vs bf16: relative difference %.2g (not compared: only BF16 weights round "
+               "their activations to BF16)\n", twin_name[t], rel_diff(z[0], z[t], V));
     for (int t = 0; t < NTWIN; t++) { fwd_free(f[t]); model_free(m[t]); free(z[t]); free(z32[t]); }
     free(ids);
     return 0;
@@ -570,11 +565,9 @@ int main(int argc, char **argv) {
             if (model_open(d, &m[t]) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
             free(d);
         }
-        for (int c = 0; c < 2; c++) {
-            bench_products(m, 1, reps, c ? MM_BF16 : MM_F32);
-            bench_products(m, 16, reps, c ? MM_BF16 : MM_F32);
-            bench_products(m, 128, reps, c ? MM_BF16 : MM_F32);
-        }
+        bench_products(m, 1, reps);
+        bench_products(m, 16, reps);
+        bench_products(m, 128, reps);
         for (int t = 0; t < NTWIN; t++) model_free(m[t]);
     } else {
         if ((!*only || !strcmp(only, "llama")) && bench_llama(base, 128, reps) != 0) return 1;

@@ -3,8 +3,8 @@
 # by tests/fp4_quant.py (pure Python, its own decoding of the E2M1 table and the scales) in each
 # encoding -- MXFP4, ModelOpt's NVFP4, compressed-tensors' nvfp4-pack-quantized (ctnvfp4: its global
 # scale divides) --, beside an F32 twin holding the values Python decoded. `load` and `info` name the
-# encoding per tensor group; `ranks vo` / `ranks qk` at tau 0.9 and `ppl` print the same as on the
-# twin; bf16 compute multiplies MXFP4 / NVFP4 as BF16 (activations rounded: its ppl within 1e-3); a truncation's export copies every untouched tensor and scale bit for
+# encoding per tensor group; `ranks vo` / `ranks qk` at tau 0.9 and `ppl` (f32 and bf16 compute)
+# print the same as on the twin; a truncation's export copies every untouched tensor and scale bit for
 # bit and writes the rewritten ones in BF16, listed as not quantized (modules_to_not_convert, ModelOpt's
 # ignore); `export F.gguf` dequantizes them, saying so; `lint` checks the FP4 tensors and scales against
 # the config (and asks for a quantization_config; MXFP4 linear layers, which transformers and vLLM read
@@ -20,7 +20,8 @@ TXT="$ATTNLAB_SRC/examples/tinystory.txt"
 
 # what MODEL prints for the analyses, without its name
 analyses() {
-    e "load $1 as m; ranks vo tau 0.9; ranks qk offset 4 tau 0.9; ppl $TXT" | grep -v "^loaded\|^ppl of\|tok/s"
+    e "load $1 as m; ranks vo tau 0.9; ranks qk offset 4 tau 0.9; ppl $TXT; set compute bf16; ppl $TXT" |
+        grep -v "^loaded\|^ppl of\|tok/s\|^compute bf16 asked"
 }
 
 for enc in mxfp4 nvfp4 ctnvfp4; do
@@ -34,15 +35,12 @@ for enc in mxfp4 nvfp4 ctnvfp4; do
     ok "$enc: its KV cache is BF16" has "$out" "^kv_cache_dtype  *BF16$"
     a=$(analyses "$T/$enc")
     b=$(analyses "$T/$enc-f32")
-    ok "$enc: ranks and ppl printed ($(grep -c . <<<"$a") lines)" test "$(grep -c . <<<"$a")" -gt 80
+    ok "$enc: ranks and ppl printed" test "$(grep -c . <<<"$a")" -gt 90
     ok "$enc: ranks and ppl equal the F32 twin's" test "$a" = "$b"
     [ "$a" = "$b" ] || diff <(echo "$a") <(echo "$b") | head -5
     ok "$enc: ppl 4.1-4.3" has "$a" "^  1127  1.4[0-9]*  4\.[12]"
-    out=$(e "load $T/$enc; set compute bf16; ppl $TXT")
-    ok "$enc: bf16 compute multiplies the FP4 weights as BF16" has "$out" "^compute bf16 (activations rounded to BF16, vdpbf16ps)"
-    p="$(grep "^  1127" <<<"$a" | awk '{print $3}') $(grep "^  1127" <<<"$out" | awk '{print $3}')"
-    ok "$enc: bf16 compute's ppl differs from f32's, within 1e-3 ($p)" \
-        python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(not 0 < abs(a / b - 1) < 1e-3)" $p
+    ok "$enc: bf16 compute says its products are float32" has "$(e "load $T/$enc; set compute bf16; ppl $TXT")" \
+        "compute bf16 asked, but the weights are $ENC: products in float32"
 done
 
 # ---- export of a truncation: untouched tensors bit for bit with their scales, the rewritten ones BF16 of

@@ -1190,89 +1190,6 @@ static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_
     return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);
 }
 
-/* ---------------------------------------------------------------- bf16 mode: MXFP4 / NVFP4 weights */
-
-/* In bf16 mode an MXFP4 / NVFP4 weight is multiplied as a BF16 one: E2M1 times an E8M0 or E4M3 block
- * scale is a BF16 number (fp4_bf16_exact), so from FP4_MANY tokens on a unit's rows are decoded into
- * the worker's panel as BF16 (all columns: at most 1 MB, it stays in L2) and the BF16 weights'
- * token-lane tiles run over it (the 4 x 6 tiles with mm_token_lanes(false)) on the activations packed
- * once per product; below FP4_MANY, where decoding a panel costs more than its product
- * (bench_quant: 2-3x a BF16 twin's time at one token, 1.5-2.5x at 16), the activations are rounded to
- * BF16 and the float32 route's FP4 register tiles multiply them (products exact, float32 sums: the
- * twin's values in another order). The per-tensor
- * scale multiplies each output after its sum (NVFP4's scale_2), or divides it (compressed-tensors'
- * global scale, which divides the block scales: there the values differ from the float32 route's by
- * that rounding). So an FP4 weight and its BF16 twin holding the same values give the same bits in
- * bf16 mode (a power-of-two scale_2 included), as in f32 mode they agree to float rounding. INT4
- * (4-bit integers times BF16 / F16 / F32 group scales: not BF16 numbers) keeps the float32 route. */
-typedef struct {
-    const WMat *W;
-    const void *x;           /* round_x's BF16 rows (T < BT_MIN), or bt_pack's pairs */
-    size_t T;
-    float *y;
-    size_t ldy, nb;          /* nb: rows per unit */
-    MmWork *wk;
-} qb_job;
-
-/* Unit i: rows [i nb, +nb) decoded to BF16 (the per-tensor scale left out) into the worker's panel,
- * then multiplied there as a BF16 weight of nb rows. */
-static int qb_unit(size_t i, int worker, void *ud) {
-    qb_job *j = ud;
-    const WMat *W = j->W;
-    dt_fp4 q = W->fp4;
-    q.gscale = 1.0f;
-    q.gdiv = false;
-    size_t K = W->cols, T = j->T, n0 = i * j->nb, nr = W->rows - n0 < j->nb ? W->rows - n0 : j->nb;
-    uint16_t *buf = (uint16_t *)(void *)j->wk->pan[worker];
-    fp4_decode_512(&q, n0, nr, 0, K, NULL, K, buf);
-    WMat sub = {.dt = DT_BF16, .data = buf, .rows = nr, .cols = K};
-    float *y = j->y + n0;
-    if (T < BT_MIN || atomic_load(&lanes_off)) {
-        tile_job tj = {.W = &sub, .x = j->x, .ldx = K, .xe = sizeof(uint16_t), .T = T, .y = y, .ldy = j->ldy, .nb = nr,
-                       .tl = &bf_tiles};
-        tile_unit(0, worker, &tj);
-    } else {
-        bt_job bj = {.W = &sub, .xp = j->x, .T = T, .y = y, .ldy = j->ldy};
-        for (size_t u = 0; u * BT_NB < nr; u++) bt_unit(u, worker, &bj);
-    }
-    if (W->fp4.gscale != 1.0f)
-        for (size_t t = 0; t < T; t++)
-            for (size_t n = 0; n < nr; n++) y[t * j->ldy + n] = W->fp4.gdiv ? y[t * j->ldy + n] / W->fp4.gscale
-                                                                             : y[t * j->ldy + n] * W->fp4.gscale;
-    return AL_OK;
-}
-
-/* Whether an FP4 weight takes the bf16-mode route above: MXFP4 / NVFP4, 16-column blocks, a unit of
- * at least 6 rows fits the panel's 1 MB of BF16, vdpbf16ps present. */
-static bool qb_ok(const WMat *W) {
-    return (W->fp4.enc == DT_FP4_MXFP4 || W->fp4.enc == DT_FP4_NVFP4) && W->cols % 16 == 0 &&
-           W->cols * 6 <= ((size_t)1 << 19) && mm_have_bf16();
-}
-
-static int xwt_qb(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
-    size_t K = W->cols, n;
-    qb_job j = {.W = W, .T = T, .y = y, .ldy = ldy, .wk = wk};
-    if (T < FP4_MANY) {      /* the FP4 register tiles on the rounded activations: decoding a panel costs more */
-        if (round_x(wk, x, ldx, T, K, false)) return AL_ERR;
-        return xwt_f32(wk, W, wk->xr, K, T, y, ldy);
-    }
-    if (pan_fit(wk)) return AL_ERR;
-    if (atomic_load(&lanes_off)) {
-        if (round_x(wk, x, ldx, T, K, true)) return AL_ERR;
-        j.x = wk->xb;
-    } else {
-        if (!al_mul_ok((T + 15) / 16 * 16, (K + 1) / 2, &n, "packed activations") ||
-            buf_fit((void **)&wk->xp, &wk->pcap, n, sizeof(uint32_t), "packed BF16 activations"))
-            return AL_ERR;
-        bt_pack(x, ldx, T, K, wk->xp);
-        j.x = wk->xp;
-    }
-    size_t most = ((size_t)1 << 19) / K / 6 * 6;               /* rows whose BF16 fit 1 MB */
-    j.nb = tile_rows(W->rows, wk->nthreads);
-    if (j.nb > most) j.nb = most;
-    return run_units(wk, W->rows, j.nb, T * W->rows * K, qb_unit, &j);
-}
-
 /* ================================================================ exponentials: SiLU, softmax */
 
 #if MM_X86
@@ -1351,7 +1268,6 @@ int mm_xwt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, floa
         return AL_OK;
     }
     if (c == MM_BF16 && W->dt == DT_BF16) return xwt_bf16(wk, W, x, ldx, T, y, ldy);
-    if (c == MM_BF16 && W->fp4.enc != DT_FP4_NONE && qb_ok(W)) return xwt_qb(wk, W, x, ldx, T, y, ldy);
     return xwt_f32(wk, W, x, ldx, T, y, ldy);
 }
 

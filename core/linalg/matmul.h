@@ -15,18 +15,14 @@
  *            on the activations are packed once per product as BF16 pairs, 16 tokens to a vector,
  *            and multiplied by weight pairs broadcast from the mapping (token-lane tiles: each lane
  *            sums one output, no sums across lanes); where the CPU lacks AVX-512 BF16, the same rounded
- *            activations through the float32 route (products exact, float32 sums). MXFP4 / NVFP4
- *            weights (E2M1 times an E8M0 / E4M3 block scale: BF16 numbers) with vdpbf16ps: the
- *            same rounded activations, from 64 tokens on against rows decoded per unit into a
- *            BF16 panel (the token-lane tiles, the per-tensor scale on each output: a BF16 twin's
- *            bits), below through the FP4 register tiles (products exact, float32 sums). F16 /
- *            FP8 / F32 / INT4 weights take the MM_F32 route in this mode.
+ *            activations through the float32 route (products exact, float32 sums). F16 / FP8 / F32
+ *            weights take the MM_F32 route in this mode.
  * BF16 weights at 1-4 tokens (decoding) take one-token kernels in both modes: a unit's rows in groups
  * of 3-8 over all columns at once, the next group prefetched into L2 while one is read (no passes,
  * no packing), vdpbf16ps in MM_BF16, float32 FMA on the weights' even / odd halves in MM_F32 (the
  * same products; the sums in another order).
  * FP4 / INT4 weights (tensor.h: MXFP4, NVFP4, compressed-tensors' NVFP4 and pack-quantized INT4) are
- * float32 products in MM_F32 (INT4 in both modes), on the values tensor.c's decoder gives (AVX-512: 16 values per
+ * float32 products in both modes, on the values tensor.c's decoder gives (AVX-512: 16 values per
  * register lookup): below 64 tokens, where the columns are a multiple of 32, register tiles of up to
  * 4 tokens that decode 32 values with one shift and two lookups in a table scaled per block (the
  * activations split into even and odd columns once per product); elsewhere up to 3 tokens decoded in
