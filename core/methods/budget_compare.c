@@ -332,14 +332,8 @@ static int do_transmla(const AttnLayer *L, size_t B, const double *Sigma, const 
 /* L's Q/K RMSNorm with weights w (per head of hd, or over the row of n: L->qk_norm) on the rows of Y (T, n), as
  * attn_eval applies it (after the bias, before RoPE); w NULL: none. */
 static void qk_norm_rows(const AttnLayer *L, const float *w, float *Y, size_t T, size_t n, size_t hd) {
-    size_t len = L->qk_norm == QKN_PROJ ? n : hd;
-    for (size_t p = 0; w && L->qk_norm != QKN_NONE && p < T * n / len; p++) {
-        float *v = Y + p * len;
-        double ss = 0;
-        for (size_t i = 0; i < len; i++) ss += (double)v[i] * v[i];
-        double r = 1.0 / sqrt(ss / (double)len + L->norm_eps);
-        for (size_t i = 0; i < len; i++) v[i] = (float)(v[i] * r * (L->norm_1p ? 1.0 + w[i] : (double)w[i]));
-    }
+    if (!w || L->qk_norm == QKN_NONE) return;
+    for (size_t t = 0; t < T; t++) attn_qk_norm_row(Y + t * n, n / hd, hd, L->qk_norm, w, L->norm_1p, L->norm_eps);
 }
 
 /* Y (T, n) = X W + b, L's Q/K norm with weights nw (NULL: none), then RoPE (pairs per L->rope, on the first

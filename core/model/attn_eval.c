@@ -513,7 +513,7 @@ static void rms_norm(float *x, size_t n, const float *w, double eps) {
 
 /* The Q/K norm of n heads of d values (row of one token, in place): per head, or over all n d (w NULL: no
  * weight, Llama 4's L2 norm). */
-static void qk_norm_row(float *x, size_t n, size_t d, qk_norm_kind k, const float *w, bool one_plus, double eps) {
+void attn_qk_norm_row(float *x, size_t n, size_t d, qk_norm_kind k, const float *w, bool one_plus, double eps) {
     size_t len = k == QKN_PROJ ? n * d : d, parts = k == QKN_PROJ ? 1 : n;
     for (size_t p = 0; p < parts; p++) {
         float *v = x + p * len;
@@ -582,8 +582,8 @@ static int attend_heads(const AttnLayer *L, size_t T, const float *Q, const floa
 static void llama4_qk(const AttnLayer *L, size_t T, const int *pos, float *Q, float *K) {
     size_t H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
     for (size_t t = 0; L->qk_l2 && t < T; t++) {
-        qk_norm_row(Q + t * H * d, H, d, QKN_HEAD, NULL, false, L->norm_eps);
-        qk_norm_row(K + t * G * d, G, d, QKN_HEAD, NULL, false, L->norm_eps);
+        attn_qk_norm_row(Q + t * H * d, H, d, QKN_HEAD, NULL, false, L->norm_eps);
+        attn_qk_norm_row(K + t * G * d, G, d, QKN_HEAD, NULL, false, L->norm_eps);
     }
     for (size_t t = 0; L->temp_scale != 0 && L->temp_floor > 0 && t < T; t++) {
         float s = (float)(1.0 + L->temp_scale * log1p(floor(((double)pos[t] + 1.0) / L->temp_floor)));
@@ -628,8 +628,8 @@ static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *sco
         attn_linear(X->data, T, Dm, L->W_V, L->b_V, V);
         if (L->v_norm) v_norm_rows(V, T, G, dv, L->norm_eps);
         for (size_t t = 0; t < T && L->qk_norm != QKN_NONE; t++) {
-            qk_norm_row(Q + t * H * d, H, d, L->qk_norm, L->q_norm, L->norm_1p, L->norm_eps);
-            qk_norm_row(K + t * G * d, G, d, L->qk_norm, L->k_norm, L->norm_1p, L->norm_eps);
+            attn_qk_norm_row(Q + t * H * d, H, d, L->qk_norm, L->q_norm, L->norm_1p, L->norm_eps);
+            attn_qk_norm_row(K + t * G * d, G, d, L->qk_norm, L->k_norm, L->norm_1p, L->norm_eps);
         }
         if (L->rope_dim > 0)
             for (size_t t = 0; t < T; t++) {

@@ -170,4 +170,8 @@ void attn_rel_err(const AttnOut *a, const AttnOut *b, double *score_err, double 
 /* Deterministic standard normal T x hidden inputs for a seed (caller frees). */
 Mat *attn_random_input(size_t T, int hidden, uint64_t seed);
 
+/* The Q/K norm of one token's n heads of d values in place: per head (QKN_HEAD) or over all n d (QKN_PROJ);
+ * weights w (1 + w where one_plus), or none (w NULL: Llama 4's L2 norm). */
+void attn_qk_norm_row(float *x, size_t n, size_t d, qk_norm_kind k, const float *w, bool one_plus, double eps);
+
 #endif
