@@ -950,6 +950,9 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     if (rep.reenc_tensors && rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3)
         out_printf(out, "their _scale_inv dropped and their modules listed in quantization_config.modules_to_not_convert "
                    "(transformers and vLLM load them unquantized beside the FP8 ones)\n");
+    if (rep.ct_bf16)
+        out_printf(out, "%zu of them (o_proj) written in BF16 and listed unquantized: their static input_scale "
+                   "calibrates an input the cut changed, and an FP8 module of a static scheme needs one\n", rep.ct_bf16);
     if (rep.fp8_blocks)
         out_printf(out, "FP8 blocks of the changed tensors: %zu of %zu unchanged, kept bit for bit with their scales\n",
                    rep.fp8_blocks_kept, rep.fp8_blocks);

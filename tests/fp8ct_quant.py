@@ -3,11 +3,13 @@
 their decoded values in F32: a checkpoint quantized that way and its F32 twin, for
 tests/cli_fp8ct.sh (pure Python, no numpy).
 
-    python3 fp8ct_quant.py SRC DST tensor|channel [f32|bf16|bf16-f32|nan-scale|short-scale]
+    python3 fp8ct_quant.py SRC DST tensor|channel [f32|bf16|bf16-f32|nan-scale|short-scale|dynamic]
 
-tensor: a scale of shape [] (F32); channel: [R, 1] (F32, or BF16 with bf16). Each module also gets
-an "input_scale" F32 [] (the activations', which weights do not use; it is 1e9 so a reader that
-used it would be caught).
+tensor: a scale of shape [] (F32; with bf16: [1] BF16, compressed-tensors' own form); channel: [R, 1]
+(F32, or BF16 with bf16). Each module also gets an "input_scale" F32 [] (the activations', which
+weights do not use; it is 1e9 so a reader that used it would be caught), but with dynamic: then
+the config's input_activations are dynamic per token (llm-compressor's FP8_DYNAMIC) and none is
+written.
 """
 import json
 import os
@@ -32,6 +34,8 @@ def main():
         rows = [vals[i * C:(i + 1) * C] for i in range(R)]
         if strat == 'tensor':
             sc = [f32(max(abs(v) for v in vals) / 448)] * R
+            if 'bf16' in mode:
+                sc = [bf16(s) for s in sc]
         else:
             sc = [f32(max(abs(v) for v in r) / 448) for r in rows]
             if 'bf16' in mode:
@@ -50,14 +54,17 @@ def main():
             items.append((name, ('F32', shape, struct.pack('<%df' % (R * C), *out))))
             continue
         items.append((name, ('F8_E4M3', shape, bytes(codes))))
-        if strat == 'tensor':
+        if strat == 'tensor' and 'bf16' in mode:
+            items.append((name + '_scale', ('BF16', [1], struct.pack('<f', sc[0])[2:])))
+        elif strat == 'tensor':
             items.append((name + '_scale', ('F32', [], struct.pack('<f', sc[0]))))
         elif 'bf16' in mode:
             items.append((name + '_scale', ('BF16', [R, 1], b''.join(struct.pack('<f', s)[2:] for s in sc))))
         else:
             n = R - 1 if first and mode == 'short-scale' else R
             items.append((name + '_scale', ('F32', [n, 1], struct.pack('<%df' % n, *sc[:n]))))
-        items.append((name[:-len('weight')] + 'input_scale', ('F32', [], struct.pack('<f', 1e9))))
+        if mode != 'dynamic':
+            items.append((name[:-len('weight')] + 'input_scale', ('F32', [], struct.pack('<f', 1e9))))
     write_tensors(os.path.join(dst, 'model.safetensors'), items)
     if 'f32' not in mode:      # what llm-compressor writes for FP8 (static per-tensor or per-channel weights)
         cp = os.path.join(dst, 'config.json')
@@ -66,7 +73,8 @@ def main():
             'quant_method': 'compressed-tensors', 'format': 'float-quantized', 'ignore': ['lm_head'],
             'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {
                 'num_bits': 8, 'type': 'float', 'symmetric': True, 'strategy': strat, 'dynamic': False},
-                'input_activations': {'num_bits': 8, 'type': 'float', 'strategy': 'tensor', 'dynamic': False}}}}
+                'input_activations': {'num_bits': 8, 'type': 'float', 'strategy': 'token', 'dynamic': True}
+                if mode == 'dynamic' else {'num_bits': 8, 'type': 'float', 'strategy': 'tensor', 'dynamic': False}}}}
         json.dump(c, open(cp, 'w'), indent=2)
 
 

@@ -5,6 +5,7 @@
 #include "export.h"
 
 #include "ckpt_write.h"
+#include "fp8ct.h"
 #include "layersel.h"
 #include "quant_config.h"
 #include "spectra.h"
@@ -84,6 +85,8 @@ typedef struct {
     int nope2, v2;               /* hf: the new qk_nope_head_dim / v_head_dim */
     float *scale;                /* FP8 block scales of the weight just written, for its grid (fp8_grid_form) */
     size_t scale_bytes;
+    bool ct_pass;                /* a per-tensor FP8 weight's first pass: its amax (ct_amax), no codes */
+    double ct_amax;
     float *balance[2];           /* dtype fp8, by kind: per (layer, group) the power of two c the
                                     shared factor is written times (the heads' factors / c), or NULL */
     char **keep_bf;              /* modules of FP8 weights re-encoded in another dtype (n_keep_bf) */
@@ -421,6 +424,8 @@ typedef struct {
     dt_type dt;                  /* the dtype it is written in */
     int L;
     bool scale;                  /* the FP8 "_scale_inv" of the weight written just before */
+    size_t units;                /* FP8 per tensor / channel (fp8ct.h): its scale's values (1 or rows); 0: a grid */
+    dt_type sdt;                 /* ... and their dtype */
 } Job;
 
 /* The (rows, cols) of an hf-format (resliced) MLA tensor, from the source's. */
@@ -458,6 +463,29 @@ static int measure(dt_type dt, const void *p, const float *scale, size_t r0, con
     return AL_OK;
 }
 
+/* store_rows of a per-tensor / per-channel FP8 weight (fp8ct.h): its scales into x->scale, one per
+ * row (channel) or x->scale[0] set before (tensor: the first pass only takes the amax). */
+static int store_rows_ct(Ctx *x, const Job *j, const Mat *W, const Mat *Old, size_t r0, uint8_t *dst, double acc[2]) {
+    const float *rs;
+    const st_file *f;
+    const st_entry *e;
+    if (x->ct_pass) { x->ct_amax = fmax(x->ct_amax, mat_amax(W)); return AL_OK; }
+    if (store_fp8_rscale(x->m->store, j->name, j->e->shape[0], &rs) != AL_OK || !rs ||
+        store_entry(x->m->store, j->name, &e, &f) != AL_OK)
+        return al_err("internal: no per-row FP8 scales for %s", j->name);
+    for (size_t i = 0; i < W->rows; i++) {
+        const float *w = W->data + i * W->cols;
+        size_t r = r0 + i;
+        if (j->units > 1) {
+            Mat row = {.rows = 1, .cols = W->cols, .data = (float *)w};
+            x->scale[r] = fp8ct_scale(rs[r], mat_amax(&row), j->sdt);
+        }
+        fp8ct_encode_row(w, W->cols, x->scale[j->units > 1 ? r : 0], Old ? Old->data + i * W->cols : NULL,
+                         (const uint8_t *)st_data(f, e) + r * W->cols, rs[r], dst + r * W->cols, acc);
+    }
+    return AL_OK;
+}
+
 /* Stores W (rows [r0, r0 + W->rows) of the rewritten tensor, r0 a multiple of DT_FP8_BLOCK) in
  * j->dt into dst (the whole tensor's bytes) and measures what the encoding added (acc). FP8 fills
  * the matching rows of scale blocks too: from an FP8 source of the same shape (Old: the source's
@@ -469,6 +497,7 @@ static int store_rows(Ctx *x, const Job *j, const Mat *W, const Mat *Old, size_t
         if (dt_from_f32(j->dt, W->data, n, dst + r0 * W->cols * dt_size(j->dt)) != AL_OK) return AL_ERR;
         return measure(j->dt, dst, NULL, r0, W, acc);
     }
+    if (j->units) return store_rows_ct(x, j, W, Old, r0, dst, acc);
     const void *old_scale;
     size_t scols, nb = dt_fp8_nblocks(W->cols);
     const st_file *f;
@@ -511,6 +540,19 @@ static int fill_striped(Ctx *x, const Job *j, uint8_t *dst, size_t R, double acc
     return rc;
 }
 
+/* A per-tensor FP8 weight's one scale (fp8ct.h) from a first pass over its rewritten rows. */
+static int fill_ct_tensor_scale(Ctx *x, const Job *j, uint8_t *dst, size_t R, double acc[2]) {
+    const float *rs;
+    if (store_fp8_rscale(x->m->store, j->name, j->e->shape[0], &rs) != AL_OK || !rs)
+        return al_err("internal: no FP8 scale for %s", j->name);
+    x->ct_pass = true;
+    x->ct_amax = 0;
+    int rc = fill_striped(x, j, dst, R, acc);
+    x->ct_pass = false;
+    x->scale[0] = fp8ct_scale(rs[0], x->ct_amax, j->sdt);
+    return rc;
+}
+
 static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
     Job *j = ud;
     Ctx *x = j->x;
@@ -531,12 +573,13 @@ static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
     free(x->scale);
     x->scale = NULL;
     if (j->dt == DT_F8_E4M3) {
-        x->scale_bytes = dt_fp8_nblocks(rows) * dt_fp8_nblocks(cols) * sizeof(float);
+        x->scale_bytes = (j->units ? j->units : dt_fp8_nblocks(rows) * dt_fp8_nblocks(cols)) * sizeof(float);
         if (!(x->scale = al_malloc(x->scale_bytes, j->name))) return AL_ERR;
     }
-    int rc;
+    int rc = AL_OK;
     double acc[2] = {0, 0};
-    if (x->fmt != EXPORT_HF || is_role(x->c, j->suffix, ROLE_O, "weight")) {
+    if (j->units == 1) rc = fill_ct_tensor_scale(x, j, dst, R, acc);
+    if (rc == AL_OK && (x->fmt != EXPORT_HF || is_role(x->c, j->suffix, ROLE_O, "weight"))) {
         rc = fill_striped(x, j, dst, R, acc);
     } else {
         Mat *O = NULL, *W = NULL;
@@ -562,6 +605,7 @@ static int note_reencoded(Ctx *x, const char *name, const char *suffix, int L, d
     if (r->reenc_tensors++ == 0) r->reenc_from = from, r->reenc_to = to, r->reenc_lo = r->reenc_hi = L;
     r->reenc_lo = L < r->reenc_lo ? L : r->reenc_lo;
     r->reenc_hi = L > r->reenc_hi ? L : r->reenc_hi;
+    if (to == DT_F8_E4M3) r->reenc_to = to;     /* dtype fp8 with some modules in BF16 (fp8ct.h): FP8's error */
     if (!strstr(r->reenc_names, suffix) && strlen(r->reenc_names) + strlen(suffix) + 3 < sizeof r->reenc_names)
         snprintf(r->reenc_names + strlen(r->reenc_names), sizeof r->reenc_names - strlen(r->reenc_names), "%s%s",
                  *r->reenc_names ? ", " : "", suffix);
@@ -574,20 +618,59 @@ static int note_reencoded(Ctx *x, const char *name, const char *suffix, int L, d
     return k[x->n_keep_bf++] ? AL_OK : al_err("out of memory");
 }
 
-/* The block-scale grid a rewritten FP8 weight `name` is written with: the source's own (fill_striped
- * re-encodes each block at its old scale times 2^k) under the source's name and dtype -- DeepSeek's
- * "<w>_scale_inv" in F32 (DeepSeek, MiniMax, GLM), BF16 (Qwen3-*-FP8) or F8_E8M0, compressed-tensors
- * FP8_BLOCK's "<w>_scale" -- so the rewritten module reads as its untouched neighbours do. A source
- * without a grid (compressed-tensors' per-tensor / per-channel weight_scale) is refused. */
-static int fp8_grid_form(const Ctx *x, const char *name, const st_entry *e, char **sname, dt_type *sdt) {
+/* The per-tensor / per-channel scale of FP8 weight `name` (fp8ct.h: "<w>_scale" not a block grid, read
+ * by the store as one float per row), or NULL (then no error is left). */
+static const st_entry *ct_scale_entry(const Ctx *x, const char *name, const st_entry *e) {
+    const float *rs = NULL;
+    const st_entry *se = NULL;
+    char *sn = e->dtype == DT_F8_E4M3 && e->ndim == 2 ? al_asprintf("%s_scale", name) : NULL;
+    if (!sn || store_fp8_rscale(x->m->store, name, e->shape[0], &rs) != AL_OK || !rs ||
+        store_entry(x->m->store, sn, &se, NULL) != AL_OK)
+        se = NULL;
+    al_err_clear();
+    free(sn);
+    return se;
+}
+
+/* Whether rewritten FP8 weight `name` (layer suffix `suffix`) of a per-tensor / per-channel source
+ * is written in BF16 under dtype fp8 (fp8ct.h): its module has a static input_scale and the truncation
+ * changes its input (o_proj after a VO cut), so no calibrated input scale exists for it. */
+static bool ct_input_changes(const Ctx *x, const char *name, const st_entry *e, const char *suffix) {
+    size_t n = strlen(name);
+    if (!is_role(x->c, suffix, ROLE_O, "weight") || n < 7 || !ct_scale_entry(x, name, e)) return false;
+    char *in = al_asprintf("%.*sinput_scale", (int)(n - 6), name);
+    bool yes = in && store_entry(x->m->store, in, &e, NULL) == AL_OK;
+    al_err_clear();
+    free(in);
+    return yes;
+}
+
+/* The dtype rewritten tensor `name` is written in: out_dtype, but BF16 for a weight ct_input_changes. */
+static dt_type rewritten_dtype(const Ctx *x, const char *name, const st_entry *e, const char *suffix) {
+    dt_type dt = out_dtype(x, e->dtype);
+    return dt == DT_F8_E4M3 && ct_input_changes(x, name, e, suffix) ? DT_BF16 : dt;
+}
+
+/* The scale form a rewritten FP8 weight `name` is written with: the source's own, under the source's
+ * name and dtype. A block grid (fill_striped re-encodes each block at its old scale times 2^k) --
+ * DeepSeek's "<w>_scale_inv" in F32 (DeepSeek, MiniMax, GLM), BF16 (Qwen3-*-FP8) or F8_E8M0,
+ * compressed-tensors FP8_BLOCK's "<w>_scale" -- so the rewritten module reads as its untouched
+ * neighbours do; or a per-tensor / per-channel "<w>_scale" (*ct its entry, fp8ct.h), its shape kept. */
+static int fp8_grid_form(const Ctx *x, const char *name, const st_entry *e, char **sname, dt_type *sdt,
+                         const st_entry **ct) {
     const void *sc;
     size_t scols;
     const st_entry *se;
     const st_file *sf;
+    if ((*ct = ct_scale_entry(x, name, e))) {
+        *sdt = (*ct)->dtype;
+        *sname = al_asprintf("%s_scale", name);
+        return *sname ? AL_OK : AL_ERR;
+    }
     if (store_fp8_scale(x->m->store, name, e->shape[0], e->shape[1], &sc, &scols) != AL_OK) {
         al_err_clear();
-        return al_err("tensor '%s': dtype fp8 writes FP8 with the source's 128 x 128 block scales, and its source "
-                      "has none (a per-tensor / per-channel weight_scale); use bf16 or f32", name);
+        return al_err("tensor '%s': dtype fp8 writes FP8 with the source's scales (a 128 x 128 block grid, or a "
+                      "per-tensor / per-channel weight_scale), and its source has none; use bf16 or f32", name);
     }
     *sname = al_asprintf("%s_scale_inv", name);
     if (*sname && store_entry(x->m->store, *sname, &se, &sf) != AL_OK) {
@@ -608,28 +691,37 @@ static int fp8_grid_form(const Ctx *x, const char *name, const st_entry *e, char
 /* Adds a rewritten tensor in its output dtype (FP8 with block scales in the source's form,
  * fp8_grid_form), computed when the shard is written. */
 static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry *e, int L, const char *suffix) {
-    dt_type dt = out_dtype(x, e->dtype);
+    dt_type dt = rewritten_dtype(x, name, e, suffix);
+    if (dt == DT_BF16 && out_dtype(x, e->dtype) == DT_F8_E4M3) x->rep.ct_bf16++;
     if (!dt_is_float(e->dtype) || e->dtype == DT_F8_E5M2 || e->dtype == DT_F64)
         return al_err("tensor '%s': cannot write dtype %s after truncation", name, dt_name(e->dtype));
     if (dt == DT_F8_E4M3 && (e->ndim != 2 || e->dtype != DT_F8_E4M3))
         return al_err("tensor '%s' (%s): dtype fp8 re-encodes FP8 weights only; use bf16 or f32", name, dt_name(e->dtype));
     char *sname = NULL;
     dt_type sdt = DT_F32;
-    if (dt == DT_F8_E4M3 && fp8_grid_form(x, name, e, &sname, &sdt) != AL_OK) return AL_ERR;
+    const st_entry *ct = NULL;
+    if (dt == DT_F8_E4M3 && fp8_grid_form(x, name, e, &sname, &sdt, &ct) != AL_OK) return AL_ERR;
     if (note_reencoded(x, name, suffix, L, e->dtype, dt) != AL_OK) { free(sname); return AL_ERR; }
     size_t shape[ST_MAX_DIMS], numel = 1;
     int nd = rewritten_shape(x, suffix, e, shape);
     for (int d = 0; d < nd; d++) numel *= shape[d];
     Job *j = al_malloc(sizeof *j, name);
     if (!j) { free(sname); return AL_ERR; }
-    *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .dt = dt, .L = L};
+    size_t sshape[ST_MAX_DIMS] = {dt_fp8_nblocks(shape[0]), dt_fp8_nblocks(shape[1])}, units = sshape[0] * sshape[1];
+    int snd = 2;
+    if (ct) {          /* per tensor / channel: the source's shape ([], [1], [R, 1]), one value per unit */
+        snd = ct->ndim;
+        memcpy(sshape, ct->shape, sizeof sshape);
+        units = 1;
+        for (int d = 0; d < snd; d++) units *= sshape[d];
+    }
+    *j = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .dt = dt, .L = L, .units = ct ? units : 0, .sdt = sdt};
     int rc = ckpt_add_lazy(w, name, dt, nd, shape, numel * dt_size(dt), fill_rewritten, j);
     if (rc != AL_OK || dt != DT_F8_E4M3) { free(sname); return rc; }
-    size_t sshape[2] = {dt_fp8_nblocks(shape[0]), dt_fp8_nblocks(shape[1])};
     Job *js = al_malloc(sizeof *js, name);
     if (!js) { free(sname); return AL_ERR; }
     *js = (Job){.x = x, .name = name, .suffix = suffix, .e = e, .dt = sdt, .L = L, .scale = true};
-    rc = ckpt_add_lazy(w, sname, sdt, 2, sshape, sshape[0] * sshape[1] * dt_size(sdt), fill_rewritten, js);
+    rc = ckpt_add_lazy(w, sname, sdt, snd, sshape, units * dt_size(sdt), fill_rewritten, js);
     free(sname);
     return rc;
 }
@@ -698,7 +790,9 @@ static int fp4_rewrite(Ctx *x, CkptWriter *w, const char *name) {
 }
 
 /* Is `name` the scale tensor of a rewritten FP8 weight: its "_scale_inv" (DeepSeek), or compressed-
- * tensors' "<w>_scale" and the module's "input_scale" (the BF16 weight is listed as not quantized)? */
+ * tensors' "<w>_scale" (add_rewritten writes the new one), and the module's "input_scale" unless the
+ * weight stays FP8 (fp8ct.h: the input it calibrates is unchanged; otherwise the weight is listed as
+ * not quantized)? */
 static bool is_dropped_scale(const Ctx *x, const char *name) {
     static const char *const sufs[] = {".weight_scale_inv", ".weight_scale", ".input_scale"};
     size_t n = strlen(name), k = 0;
@@ -711,7 +805,8 @@ static bool is_dropped_scale(const Ctx *x, const char *name) {
     bool drop = false;
     if (layer_of(x, w, &L, &s) && rewritten_suffix(x, s, L)) {
         const st_entry *e;
-        drop = store_entry(x->m->store, w, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3;
+        drop = store_entry(x->m->store, w, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3 &&
+               (k < 2 || rewritten_dtype(x, w, e, s) != DT_F8_E4M3);
     }
     free(w);
     return drop;
@@ -838,6 +933,10 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
         cJSON_AddStringToObject(re, "from", dt_name(r->reenc_from));
         cJSON_AddStringToObject(re, "to", dt_name(r->reenc_to));
         cJSON_AddNumberToObject(re, "added_rel_error_max", r->reenc_err);
+        if (r->reenc_to == DT_F8_E4M3 && x->n_keep_bf) {      /* dtype fp8: the ones written BF16 (fp8ct.h) */
+            cJSON *u = cJSON_AddArrayToObject(re, "bf16_modules");
+            for (size_t i = 0; i < x->n_keep_bf; i++) cJSON_AddItemToArray(u, cJSON_CreateString(x->keep_bf[i]));
+        }
         if (r->fp8_blocks) {
             cJSON_AddNumberToObject(re, "fp8_blocks", (double)r->fp8_blocks);
             cJSON_AddNumberToObject(re, "fp8_blocks_kept", (double)r->fp8_blocks_kept);

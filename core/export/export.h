@@ -36,7 +36,10 @@
  * values in it their codes; to that end each cut group's factors are written as c F_V and F_O / c
  * (QK: c F_K, F_Q / c; the fused map unchanged), c fitting both under their blocks' old scales where
  * one does, else the shared side (manifest: per_layer.fp8_balance). The added error of
- * re-encoding is measured (ExportReport.reenc_err).
+ * re-encoding is measured (ExportReport.reenc_err). A per-tensor / per-channel FP8 source (compressed-
+ * tensors, ModelOpt FP8) is written in its own strategy, scale shape and dtype (fp8ct.h): the source's
+ * scale times 2^k per unit, input_scale kept; a module with a static input_scale whose input the cut
+ * changes (o_proj after VO) is written BF16 and listed unquantized (ExportReport.ct_bf16).
  * One output shard per source file (model.safetensors, or model-0000i-of-0000N.safetensors with an
  * index), copied tensors streamed from the source's mapping; the source's auxiliary files
  * (tokenizer, generation config, licence) are copied, nothing else. Everything goes through the
@@ -73,6 +76,7 @@ typedef struct {
     char reenc_names[160];   /* their distinct suffixes, ", "-joined ("self_attn.kv_b_proj.weight, ...") */
     double reenc_err;        /* max over them of ||W_written - W'|| / ||W'||: what encoding added */
     size_t fp8_blocks, fp8_blocks_kept;  /* dtype F8_E4M3: their blocks, and those kept bit for bit */
+    size_t ct_bf16;          /* dtype F8_E4M3: per-tensor / per-channel FP8 weights written BF16 (fp8ct.h) */
 } ExportReport;
 
 /* "hf" / "factors" / "dense" / "auto"; parse returns AL_ERR naming the accepted words. */
