@@ -100,17 +100,6 @@ static void flash_described(void) {
 }
 
 /* Stored tensor `name` of m as doubles (rows x cols); NULL on failure. */
-static double *tensor_d(Model *m, const char *name, size_t *rows, size_t *cols) {
-    Mat *t = NULL;
-    if (store_read(m->store, name, &t) != AL_OK) return NULL;
-    double *d = malloc(t->rows * t->cols * sizeof *d);
-    for (size_t i = 0; d && i < t->rows * t->cols; i++) d[i] = t->data[i];
-    *rows = t->rows;
-    *cols = t->cols;
-    mat_free(t);
-    return d;
-}
-
 typedef struct {
     Model *m;
     int L;
@@ -123,7 +112,7 @@ static void layer_free(Layer *l) { free(l->wkv); free(l->w); free(l->wqb); free(
 static double *layer_tensor(Layer *l, const char *suffix, size_t *r, size_t *c) {
     char name[128];
     snprintf(name, sizeof name, "layers.%d.attn.%s", l->L, suffix);
-    return tensor_d(l->m, name, r, c);
+    return stored_d(l->m, name, r, c);
 }
 
 /* W_V W_O of head h formed by hand (D x D): wkvᵀ diag(w) (D x hd) times (wo_a rows [g R, +R) x cols [j hd, +hd))ᵀ

@@ -20,15 +20,7 @@
 /* Stored tensor of role r in layer L as doubles (rows x cols); NULL on failure. */
 static double *role_d(Model *m, tensor_role r, int L, size_t *rows, size_t *cols) {
     char name[192];
-    Mat *t = NULL;
-    if (!cfg_role_name(&m->cfg, r, L, -1, "weight", name, sizeof name) || store_read(m->store, name, &t) != AL_OK)
-        return NULL;
-    double *d = malloc(t->rows * t->cols * sizeof *d);
-    for (size_t i = 0; d && i < t->rows * t->cols; i++) d[i] = t->data[i];
-    *rows = t->rows;
-    *cols = t->cols;
-    mat_free(t);
-    return d;
+    return cfg_role_name(&m->cfg, r, L, -1, "weight", name, sizeof name) ? stored_d(m, name, rows, cols) : NULL;
 }
 
 typedef struct {
