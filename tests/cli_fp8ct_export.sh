@@ -9,6 +9,7 @@
 #  - a static source keeps every FP8 module's input_scale bit for bit (v_proj, q / k_proj: the input it
 #    calibrates is unchanged); o_proj after a VO cut (its input is the factors' values) is written BF16,
 #    with no scales, and joins `ignore` (and the manifest's bf16_modules); a dynamic source keeps it FP8;
+#  - the same for ModelOpt FP8 (hf_quant_config.json, quant_algo FP8: o_proj joins exclude_modules);
 #  - every other tensor is the source's byte for byte (sha256), and so are the rows of a per-channel
 #    weight the cut leaves alone (Phi-3's fused qkv_proj: its q / k rows) with their scales; the
 #    config's config_groups unchanged;
@@ -29,11 +30,20 @@ pplv() { awk '/^------  -------  -------$/ { getline; print $3 }' | tail -1; }
 
 # source-name strategy writer-mode truncation model
 for spec in "tensor tensor - vo s" "tensor1 tensor bf16 vo s" "channel channel - vo s" "channel-bf16 channel bf16 vo s" \
-            "channel-dyn channel dynamic vo s" "phi-channel channel - vo p" "phi-tensor tensor bf16 vo p"; do
+            "channel-dyn channel dynamic vo s" "phi-channel channel - vo p" "phi-tensor tensor bf16 vo p" \
+            "modelopt tensor - vo s"; do
     set -- $spec
     k=$1 cut=$4 from=$SRC ppl="ppl $TXT" arch=LlamaForCausalLM fam=llama
     [ $5 = p ] && from=$T/phi3 ppl="ppl ids $T/ids.txt seqlen 40" arch=Phi3ForCausalLM fam=phi3
     $P/fp8ct_quant.py "$from" "$T/$k" $2 "${3#-}"
+    [ $k = modelopt ] && python3 - "$T/$k" <<'PY'     # ModelOpt FP8: the same tensors, its config in hf_quant_config.json
+import json, sys
+c = json.load(open(sys.argv[1] + '/config.json'))
+del c['quantization_config']
+json.dump(c, open(sys.argv[1] + '/config.json', 'w'), indent=2)
+json.dump({'producer': {'name': 'modelopt', 'version': '0.29.0'}, 'quantization': {'quant_algo': 'FP8',
+           'kv_cache_quant_algo': None, 'exclude_modules': ['lm_head']}}, open(sys.argv[1] + '/hf_quant_config.json', 'w'))
+PY
     run -e "load $T/$k; truncate $cut tau 0.9 layers 1; export $T/ex-$k format dense dtype fp8; $ppl"
     ok "$k: exported (rc $(rc)) [$(head -c 300 err.txt)]" test "$(rc)" = 0
     out=$(cat out.txt)
@@ -104,7 +114,12 @@ for p in rew:
         s, v, got = new[unit(i // C)], want[i], e4m3(b) * new[unit(i // C)]
         if abs(got - v) > max(abs(v) / 16, s / 1024) * (1 + 1e-6):
             bad.append('%s[%d]: %g for %g at scale %g' % (w, i, got, v, s)); break
-q, qs = json.load(open(exd + '/config.json'))['quantization_config'], json.load(open(srcd + '/config.json'))['quantization_config']
+def qcfg(d):
+    c = json.load(open(d + '/config.json'))
+    if 'quantization_config' in c: return c['quantization_config']
+    q = json.load(open(d + '/hf_quant_config.json'))['quantization']        # ModelOpt
+    return dict(q, ignore=q['exclude_modules'], config_groups=q['quant_algo'])
+q, qs = qcfg(exd), qcfg(srcd)
 if q['config_groups'] != qs['config_groups']: bad.append('config_groups changed')
 ign = [L1 + 'o_proj'] if static and cut == 'vo' else []
 if [x for x in q['ignore'] if x not in qs['ignore']] != ign: bad.append('ignore %s' % q['ignore'])
