@@ -255,6 +255,7 @@ typedef struct {
     double *Gd;             /* (threads, FLOOR_BATCH, 6, 128, 128): 4 Grams and 2 fused cores a head */
     double *wd;             /* (threads, FLOOR_BATCH, 6, 128) eigenvalues */
     SymeigWork *ws[64];     /* (threads) the eigen-solver's scratch */
+    GbfWork *gw[64];        /* (threads) the AMX chunk's scratch */
 } FastJob;
 
 /* Values-only float eigen-solve of a k x k float matrix (copied): ssyevd 'N'. */
@@ -290,13 +291,13 @@ static int fast_f32_head(FastJob *j, int worker) {
 }
 
 /* G (k x k, double, full) of view f from its packed chunks. */
-static void floor_gram(const FastJob *j, int f, double *G) {
+static void floor_gram(const FastJob *j, int f, int worker, double *G) {
     const GramView *v = &j->v[f];
     size_t k = gram_view_k(v), n = gram_view_rows(v), ld = gbf_ld(k);
     memset(G, 0, k * k * sizeof(double));
     for (size_t c = 0; c < n; c += GBF_CHUNK) {
         size_t len = n - c < GBF_CHUNK ? n - c : GBF_CHUNK;
-        gbf_chunk_bf16(j->P[f] + c / 2 * ld, (len + 1) / 2, k, j->scale, G);
+        gbf_chunk_bf16_ws(j->gw[worker], j->P[f] + c / 2 * ld, NULL, (len + 1) / 2, k, j->scale, G);
     }
     for (size_t a = 0; a < k; a++) for (size_t b = a + 1; b < k; b++) G[b * k + a] = G[a * k + b];
 }
@@ -315,7 +316,7 @@ static int fast_floor_heads(FastJob *j, int worker) {
     int rc = AL_OK;
     for (int b = 0; b < FLOOR_BATCH && rc == AL_OK; b++) {
         double *Gh = G + (size_t)b * 6 * 16384;
-        for (int f = 0; f < 4; f++) floor_gram(j, f, Gh + f * 16384);
+        for (int f = 0; f < 4; f++) floor_gram(j, f, worker, Gh + f * 16384);
         for (int pair = 0; pair < 2 && rc == AL_OK; pair++) {
             int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
             LinGramSide *sh = NULL;
@@ -379,7 +380,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     if (rc == AL_OK && (!j.Gf || !j.Gd || !j.wd)) rc = al_err("out of memory");
     if (rc == AL_OK && j.T > 64) rc = al_err("more than 64 workers");
     for (int w = 0; rc == AL_OK && w < j.T; w++)
-        if (!(j.ws[w] = symeig_work_new(128))) rc = AL_ERR;
+        if (!(j.ws[w] = symeig_work_new(128)) || !(j.gw[w] = gbf_work_new())) rc = al_err("out of memory");
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
         size_t H = (size_t)m->cfg.n_heads, tasks = mode == FAST_FLOOR ? (H + FLOOR_BATCH - 1) / FLOOR_BATCH : H;
@@ -388,7 +389,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
     free(j.Gf); free(j.Gd); free(j.wd);
-    for (int w = 0; w < j.T && w < 64; w++) symeig_work_free(j.ws[w]);
+    for (int w = 0; w < j.T && w < 64; w++) { symeig_work_free(j.ws[w]); gbf_work_free(j.gw[w]); }
     return rc;
 }
 
