@@ -22,7 +22,9 @@
  *      route's floor (its BF16 Gram kernel and the double solves it uses, alone) on the same
  *      shapes from memory, with the ratios fast / float32 route, fast / floor and certified /
  *      double route (on a CPU with AMX-BF16 the Grams take its tiles; the fast sweep is also
- *      timed in the same rounds on the vdpbf16ps kernel, AMX off, with its ratio); --cold also sweeps every layer with the checkpoint's page cache dropped
+ *      timed in the same rounds on the vdpbf16ps kernel, AMX off, with its ratio); the parts of the
+ *      float32 route and the floor per layer, VO and QK (Grams, Cholesky + fused cores, eigen-solves;
+ *      thread CPU time) and the fast sweep's CPU per pair; --cold also sweeps every layer with the checkpoint's page cache dropped
  *      (posix_fadvise DONTNEED) and then warm. --fast-only runs section 5 alone.
  * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be
  * shared: R rounds (default 3) each measure 1-3 back to back so they see the same load, each
@@ -266,6 +268,8 @@ enum { PART_GRAM, PART_CORE, PART_SOLVE, PARTS };
 static const char *part_names[PARTS] = {"Grams", "Cholesky + fused cores", "eigen-solves"};
 static double parts_sum[2][2][PARTS];
 static int parts_calls[2];
+static double fast_pair_cpu[2];   /* the fast sweep's process CPU seconds per pair (VO, QK), summed */
+static int fast_pair_calls;
 
 static double thread_cpu(void) {
     struct timespec ts;
@@ -446,6 +450,8 @@ static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert
         gram_prefetch_end(gram_prefetch_start(m, L, farr_shared_kind((farr_kind)k), farr_own_kind((farr_kind)k)), false);
         if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_FAST, &l) != AL_OK) return AL_ERR;
         double w1 = wall(), c1 = cpu();
+        fast_pair_cpu[k] += c1 - c0;
+        fast_pair_calls += k;
         for (int t = 0; t < 3; t++)
             for (int h = 0; h < l->n_heads; h++) {
                 const double *e = l->eps + 3 * (size_t)h;
@@ -479,9 +485,12 @@ static int double_sweep_layer(Model *m, int L, Time *t) {
 static int amx_off_sweep(Model *m, int L, double tau, Time *x, int nl) {
     Time a, b;
     size_t redone = 0, heads = 0, open[3] = {0, 0, 0};
+    double keep[2] = {fast_pair_cpu[0], fast_pair_cpu[1]};    /* the AMX route's per-pair sums only */
+    int kept = fast_pair_calls;
     gbf_amx_allow(false);
     int rc = fast_sweep_layer(m, L, tau, &a, &b, &redone, &heads, open);
     gbf_amx_allow(true);
+    fast_pair_cpu[0] = keep[0]; fast_pair_cpu[1] = keep[1]; fast_pair_calls = kept;
     x->wall += a.wall / nl; x->cpu += a.cpu / nl;
     return rc;
 }
@@ -521,6 +530,16 @@ static void drop_cache(const char *dir) {
 
 /* The parts of FAST_F32 and FAST_FLOOR per layer (mean over the calls), VO and QK. */
 static void print_parts(void) {
+    if (fast_pair_calls && parts_calls[FAST_F32]) {
+        double f[2], r[2];
+        for (int pr = 0; pr < 2; pr++) {
+            f[pr] = fast_pair_cpu[pr] / fast_pair_calls;
+            r[pr] = 0;
+            for (int q = 0; q < PARTS; q++) r[pr] += parts_sum[FAST_F32][pr][q] / parts_calls[FAST_F32];
+        }
+        printf("   fast route sweep per pair (process CPU s, mean of %d layers): VO %.4f, QK %.4f; / the float32 route's "
+               "parts below: VO %.2f, QK %.2f\n", fast_pair_calls, f[0], f[1], f[0] / r[0], f[1] / r[1]);
+    }
     for (int md = 0; md < 2; md++) {
         if (!parts_calls[md]) continue;
         printf("   parts per layer (thread CPU s, mean of %d), %s:\n", parts_calls[md],
