@@ -22,7 +22,9 @@
  *      route's floor (its BF16 Gram kernel and the double solves it uses, alone) on the same
  *      shapes from memory, with the ratios fast / float32 route, fast / floor and certified /
  *      double route (on a CPU with AMX-BF16 the Grams take its tiles; the fast sweep is also
- *      timed in the same rounds on the vdpbf16ps kernel, AMX off, with its ratio); --cold also sweeps every layer with the checkpoint's page cache dropped
+ *      timed in the same rounds on the vdpbf16ps kernel, AMX off, with its ratio); the parts of the
+ *      float32 route and the floor per layer, VO and QK (Grams, Cholesky + fused cores, eigen-solves;
+ *      thread CPU time) and the fast sweep's CPU per pair; --cold also sweeps every layer with the checkpoint's page cache dropped
  *      (posix_fadvise DONTNEED) and then warm. --fast-only runs section 5 alone.
  * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be
  * shared: R rounds (default 3) each measure 1-3 back to back so they see the same load, each
@@ -255,7 +257,25 @@ typedef struct {
     double *Gd;             /* (threads, FLOOR_BATCH, 6, 128, 128): 4 Grams and 2 fused cores a head */
     double *wd;             /* (threads, FLOOR_BATCH, 6, 128) eigenvalues */
     SymeigWork *ws[64];     /* (threads) the eigen-solver's scratch */
+    GbfWork *gw[64];        /* (threads) the AMX chunk's scratch */
+    double part[64][2][3];  /* (threads) thread CPU seconds per pair (VO, QK) and part (PARTS) */
 } FastJob;
+
+/* The parts of a head's work timed in FAST_F32 and FAST_FLOOR (thread CPU time), per pair; the
+ * floor's solves run VO's and QK's matrices in one batch, so they are split evenly (same count,
+ * same size). parts_sum[mode][pair][part]: summed over every fast_layer call, parts_calls counts them. */
+enum { PART_GRAM, PART_CORE, PART_SOLVE, PARTS };
+static const char *part_names[PARTS] = {"Grams", "Cholesky + fused cores", "eigen-solves"};
+static double parts_sum[2][2][PARTS];
+static int parts_calls[2];
+static double fast_pair_cpu[2];   /* the fast sweep's process CPU seconds per pair (VO, QK), summed */
+static int fast_pair_calls;
+
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Values-only float eigen-solve of a k x k float matrix (copied): ssyevd 'N'. */
 static void ssyevd_n(const float *A, int k, float *tmp, float *w) {
@@ -266,17 +286,22 @@ static void ssyevd_n(const float *A, int k, float *tmp, float *w) {
 static int fast_f32_head(FastJob *j, int worker) {
     float *G = j->Gf + (size_t)worker * 4 * 128 * 128;
     float tmp[128 * 128], L[128 * 128], w[128];
+    double (*part)[PARTS] = j->part[worker], t0 = thread_cpu(), t1;
     for (int f = 0; f < 4; f++) {
         const GramView *v = &j->v[f];
         int k = (int)gram_view_k(v), n = (int)gram_view_rows(v);
         /* row-major upper = column-major lower of the same symmetric matrix */
         if (v->row_gram) cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, k, n, 1.0f, j->X[f], n, 0.0f, G + f * 16384, k);
         else cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, k, n, 1.0f, j->X[f], k, 0.0f, G + f * 16384, k);
+        part[f / 2][PART_GRAM] += (t1 = thread_cpu()) - t0;
+        t0 = t1;
     }
     for (int pair = 0; pair < 2; pair++) {
         int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2, k = (int)gram_view_k(&j->v[fs]);
         ssyevd_n(G + fs * 16384, k, tmp, w);
         ssyevd_n(G + fh * 16384, k, tmp, w);
+        part[pair][PART_SOLVE] += (t1 = thread_cpu()) - t0;
+        t0 = t1;
         memcpy(L, G + fs * 16384, (size_t)k * k * sizeof(float));
         LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', k, L, k);
         for (int c = 0; c < k; c++) for (int r = 0; r < c; r++) L[c * k + r] = 0;
@@ -284,19 +309,21 @@ static int fast_f32_head(FastJob *j, int worker) {
         cblas_strmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, k, k, 1.0f, L, k, tmp, k);
         cblas_strmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, k, k, 1.0f, L, k, tmp, k);
         memcpy(L, tmp, (size_t)k * k * sizeof(float));
+        part[pair][PART_CORE] += (t1 = thread_cpu()) - t0;
         ssyevd_n(L, k, tmp, w);
+        part[pair][PART_SOLVE] += (t0 = thread_cpu()) - t1;
     }
     return AL_OK;
 }
 
 /* G (k x k, double, full) of view f from its packed chunks. */
-static void floor_gram(const FastJob *j, int f, double *G) {
+static void floor_gram(const FastJob *j, int f, int worker, double *G) {
     const GramView *v = &j->v[f];
     size_t k = gram_view_k(v), n = gram_view_rows(v), ld = gbf_ld(k);
     memset(G, 0, k * k * sizeof(double));
     for (size_t c = 0; c < n; c += GBF_CHUNK) {
         size_t len = n - c < GBF_CHUNK ? n - c : GBF_CHUNK;
-        gbf_chunk_bf16(j->P[f] + c / 2 * ld, (len + 1) / 2, k, j->scale, G);
+        gbf_chunk_bf16_ws(j->gw[worker], j->P[f] + c / 2 * ld, NULL, (len + 1) / 2, k, j->scale, G);
     }
     for (size_t a = 0; a < k; a++) for (size_t b = a + 1; b < k; b++) G[b * k + a] = G[a * k + b];
 }
@@ -312,10 +339,15 @@ static int fast_floor_heads(FastJob *j, int worker) {
     const double *A[FLOOR_BATCH * 6];
     double *W[FLOOR_BATCH * 6];
     size_t k = gram_view_k(&j->v[0]), n = 0;
+    double (*part)[PARTS] = j->part[worker], t0 = thread_cpu(), t1;
     int rc = AL_OK;
     for (int b = 0; b < FLOOR_BATCH && rc == AL_OK; b++) {
         double *Gh = G + (size_t)b * 6 * 16384;
-        for (int f = 0; f < 4; f++) floor_gram(j, f, Gh + f * 16384);
+        for (int f = 0; f < 4; f++) {
+            floor_gram(j, f, worker, Gh + f * 16384);
+            part[f / 2][PART_GRAM] += (t1 = thread_cpu()) - t0;
+            t0 = t1;
+        }
         for (int pair = 0; pair < 2 && rc == AL_OK; pair++) {
             int fs = pair == 0 ? 0 : 3, fh = pair == 0 ? 1 : 2;
             LinGramSide *sh = NULL;
@@ -323,10 +355,16 @@ static int fast_floor_heads(FastJob *j, int worker) {
             if (rc == AL_OK && sh->r != k) rc = al_err("floor: a rank-deficient factor (random data expected)");
             if (rc == AL_OK) rc = spectra_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
             spectra_gram_side_free(sh);
+            part[pair][PART_CORE] += (t1 = thread_cpu()) - t0;
+            t0 = t1;
         }
         for (int f = 0; f < 6; f++, n++) { A[n] = Gh + f * 16384; W[n] = w + n * 128; }
     }
-    return rc == AL_OK ? symeig_values_ws(j->ws[worker], n, k, A, W) : rc;
+    if (rc == AL_OK) rc = symeig_values_ws(j->ws[worker], n, k, A, W);
+    t1 = thread_cpu() - t0;
+    part[0][PART_SOLVE] += t1 / 2;
+    part[1][PART_SOLVE] += t1 / 2;
+    return rc;
 }
 
 static int fast_task(size_t h, int worker, void *ud) {
@@ -379,16 +417,20 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     if (rc == AL_OK && (!j.Gf || !j.Gd || !j.wd)) rc = al_err("out of memory");
     if (rc == AL_OK && j.T > 64) rc = al_err("more than 64 workers");
     for (int w = 0; rc == AL_OK && w < j.T; w++)
-        if (!(j.ws[w] = symeig_work_new(128))) rc = AL_ERR;
+        if (!(j.ws[w] = symeig_work_new(128)) || !(j.gw[w] = gbf_work_new())) rc = al_err("out of memory");
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
         size_t H = (size_t)m->cfg.n_heads, tasks = mode == FAST_FLOOR ? (H + FLOOR_BATCH - 1) / FLOOR_BATCH : H;
         rc = sweep_run(tasks, j.T, fast_task, &j);
         *secs = (Time){ wall() - w0, cpu() - c0 };
+        for (int w = 0; w < j.T; w++)
+            for (int pr = 0; pr < 2; pr++)
+                for (int q = 0; q < PARTS; q++) parts_sum[mode][pr][q] += j.part[w][pr][q];
+        parts_calls[mode]++;
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
     free(j.Gf); free(j.Gd); free(j.wd);
-    for (int w = 0; w < j.T && w < 64; w++) symeig_work_free(j.ws[w]);
+    for (int w = 0; w < j.T && w < 64; w++) { symeig_work_free(j.ws[w]); gbf_work_free(j.gw[w]); }
     return rc;
 }
 
@@ -408,6 +450,8 @@ static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert
         gram_prefetch_end(gram_prefetch_start(m, L, farr_shared_kind((farr_kind)k), farr_own_kind((farr_kind)k)), false);
         if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_FAST, &l) != AL_OK) return AL_ERR;
         double w1 = wall(), c1 = cpu();
+        fast_pair_cpu[k] += c1 - c0;
+        fast_pair_calls += k;
         for (int t = 0; t < 3; t++)
             for (int h = 0; h < l->n_heads; h++) {
                 const double *e = l->eps + 3 * (size_t)h;
@@ -441,9 +485,12 @@ static int double_sweep_layer(Model *m, int L, Time *t) {
 static int amx_off_sweep(Model *m, int L, double tau, Time *x, int nl) {
     Time a, b;
     size_t redone = 0, heads = 0, open[3] = {0, 0, 0};
+    double keep[2] = {fast_pair_cpu[0], fast_pair_cpu[1]};    /* the AMX route's per-pair sums only */
+    int kept = fast_pair_calls;
     gbf_amx_allow(false);
     int rc = fast_sweep_layer(m, L, tau, &a, &b, &redone, &heads, open);
     gbf_amx_allow(true);
+    fast_pair_cpu[0] = keep[0]; fast_pair_cpu[1] = keep[1]; fast_pair_calls = kept;
     x->wall += a.wall / nl; x->cpu += a.cpu / nl;
     return rc;
 }
@@ -479,6 +526,34 @@ static void drop_cache(const char *dir) {
         free(p);
     }
     if (d) closedir(d);
+}
+
+/* The parts of FAST_F32 and FAST_FLOOR per layer (mean over the calls), VO and QK. */
+static void print_parts(void) {
+    if (fast_pair_calls && parts_calls[FAST_F32]) {
+        double f[2], r[2];
+        for (int pr = 0; pr < 2; pr++) {
+            f[pr] = fast_pair_cpu[pr] / fast_pair_calls;
+            r[pr] = 0;
+            for (int q = 0; q < PARTS; q++) r[pr] += parts_sum[FAST_F32][pr][q] / parts_calls[FAST_F32];
+        }
+        printf("   fast route sweep per pair (process CPU s, mean of %d layers): VO %.4f, QK %.4f; / the float32 route's "
+               "parts below: VO %.2f, QK %.2f\n", fast_pair_calls, f[0], f[1], f[0] / r[0], f[1] / r[1]);
+    }
+    for (int md = 0; md < 2; md++) {
+        if (!parts_calls[md]) continue;
+        printf("   parts per layer (thread CPU s, mean of %d), %s:\n", parts_calls[md],
+               md == FAST_F32 ? "float32 LAPACK route" : "floor (AMX / vdpbf16ps Grams, double solves)");
+        for (int pr = 0; pr < 2; pr++) {
+            double sum = 0;
+            printf("     %s:", pr ? "QK" : "VO");
+            for (int q = 0; q < PARTS; q++) {
+                printf(" %s %.4f;", part_names[q], parts_sum[md][pr][q] / parts_calls[md]);
+                sum += parts_sum[md][pr][q] / parts_calls[md];
+            }
+            printf(" total %.4f\n", sum);
+        }
+    }
 }
 
 /* Section 5: the fast route against the float32 LAPACK route, its floor and the double route, in
@@ -536,6 +611,7 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
            sw.wall / f32.wall, sw.wall / fl.wall, (sw.wall + ce.wall) / db.wall);
     printf("   fast / float32 route (CPU) layer by layer, in the best round: min %.2f, median %.2f, max %.2f over %d layers\n",
            rspread[0], rspread[1], rspread[2], nl);
+    print_parts();
     free(ratio);
     if (!cold) return 0;
     double t[2];

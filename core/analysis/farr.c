@@ -328,9 +328,12 @@ static double gam_d(double n) { double u = unit_d(); return n * u / (1 - n * u);
 static double eig_bwd(size_t n) { return 8.0 * (double)n * (double)n * unit_d(); }
 
 static double fro_d(const double *A, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += A[i] * A[i];
-    return sqrt(s);
+    double s[8] = {0};       /* 8 independent sums: one chain waited 4 cycles per entry (~3 % of a sweep) */
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int a = 0; a < 8; a++) s[a] += A[i + a] * A[i + a];
+    for (; i < n; i++) s[0] += A[i] * A[i];
+    return sqrt(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
 }
 
 /* A factor's spectrum: eig(G') against eig(G) (Hoffman-Wielandt), and both solves. */

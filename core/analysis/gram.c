@@ -140,6 +140,9 @@ struct GramScratch {
     float *seg;              /* (max(k, GBF_CHUNK)) one contiguous segment as float */
     float *scale;            /* (GRAM_MANY, k) */
     size_t fast_k;           /* the k these are sized for */
+    GbfWork *gw;             /* the AMX chunk's scratch */
+    uint32_t *pt;            /* (gbf_ld(k), GBF_CHUNK / 2) a row Gram's chunk transposed (AMX) */
+    bool pt_ok;              /* pt holds the packed chunk's transpose */
 };
 
 GramScratch *gram_scratch_new(void) {
@@ -156,7 +159,8 @@ void gram_scratch_free(GramScratch *s) {
     if (!s) return;
     free(s->buf);
     free(s->tmp);
-    free(s->pack); free(s->seg); free(s->scale);
+    free(s->pack); free(s->seg); free(s->scale); free(s->pt);
+    gbf_work_free(s->gw);
     free(s);
 }
 
@@ -226,14 +230,17 @@ int gram_compute(const Store *st, const GramView *v, GramScratch *scr, double *G
 /* Sizes the fast buffers for k (and a segment of max(k, GBF_CHUNK)). */
 static int fast_reserve(GramScratch *s, size_t k) {
     if (s->pack && s->fast_k >= k) return AL_OK;
-    free(s->pack); free(s->seg); free(s->scale);
+    free(s->pack); free(s->seg); free(s->scale); free(s->pt);
     size_t ld = gbf_ld(k), n = k > GBF_CHUNK ? k : GBF_CHUNK;
     size_t words = GRAM_MANY * GRAM_PACK(ld) > GBF_CHUNK * ld ? GRAM_MANY * GRAM_PACK(ld) : GBF_CHUNK * ld;
     s->pack = al_malloc3(words, 1, sizeof(uint32_t), "packed Gram chunks");
     s->seg = al_malloc3(n, 1, sizeof(float), "a Gram segment");
     s->scale = al_malloc3(GRAM_MANY * k, 1, sizeof(float), "chunk scales");
+    s->pt = al_malloc3(GBF_CHUNK / 2, ld, sizeof(uint32_t), "a transposed chunk");
+    if (!s->gw && gbf_amx_chunk(k)) s->gw = gbf_work_new();
     s->fast_k = k;
-    if (!s->pack || !s->seg || !s->scale) { s->fast_k = 0; return AL_ERR; }
+    if (!s->pack || !s->seg || !s->scale || !s->pt) { s->fast_k = 0; return AL_ERR; }
+    if (!s->gw && gbf_amx_chunk(k)) { s->fast_k = 0; return al_err("out of memory: the AMX chunk's scratch"); }
     return AL_OK;
 }
 
@@ -271,10 +278,12 @@ static void pack_pairs_many(const Tensor2 *t, const GramView *v, size_t nv, size
 /* fast_pack for BF16 pairs (gram_bf16.h's vectorized packing): a column Gram two tensor rows at
  * a time, a row Gram's k tensor rows at once. */
 static void fast_pack_bf16(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
-    size_t es = t->esize;
+    size_t es = t->esize, k = gram_view_k(v);
+    /* a row Gram on the AMX tiles: its transpose too, in the same pass (the stored rows are Pᵀ's) */
+    scr->pt_ok = v->row_gram && gbf_amx_chunk(k);
     if (v->row_gram)
-        gbf_pack_rows(t->data + (v->r0 * t->cols + v->c0 + t0) * es, t->cols * es, gram_view_k(v), n,
-                      t->dtype == DT_F8_E4M3, scr->pack);
+        gbf_pack_rows_t(t->data + (v->r0 * t->cols + v->c0 + t0) * es, t->cols * es, k, n, t->dtype == DT_F8_E4M3,
+                        scr->pack, scr->pt_ok ? scr->pt : NULL);
     else pack_pairs_many(t, v, 1, t0, n, scr->pack);
 }
 
@@ -318,6 +327,7 @@ static void fast_pack_fp4(const Tensor2 *t, const GramView *v, size_t t0, size_t
  * along the contraction). */
 static int fast_pack(const Tensor2 *t, const GramView *v, size_t t0, size_t n, gbf_path path, GramScratch *scr) {
     size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize;
+    scr->pt_ok = false;
     if (t->fp4.enc != DT_FP4_NONE) fast_pack_fp4(t, v, t0, n, scr);     /* fp4_bf16's, on GBF_BF16 */
     else if (path == GBF_BF16) fast_pack_bf16(t, v, t0, n, scr);
     else {
@@ -401,7 +411,7 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
         n = chunk_len(v, c);
         if (fast_pack(&t, v, c, n, path, scr) != AL_OK) return AL_ERR;
         const float *s = t.scale || (fp4 && t.fp4.gscale != 1.0f) ? scr->scale : NULL;
-        if (path == GBF_BF16) gbf_chunk_bf16(scr->pack, (n + 1) / 2, k, s, G);
+        if (path == GBF_BF16) gbf_chunk_bf16_ws(scr->gw, scr->pack, scr->pt_ok ? scr->pt : NULL, (n + 1) / 2, k, s, G);
         else gbf_chunk_f32(scr->pack, n, k, s, G);
     }
     return fast_finish(&t, v, path, G, err);
@@ -444,8 +454,8 @@ int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramSc
         pack_pairs_many(&t, v, nv, c, n, scr->pack);
         for (size_t i = 0; i < nv; i++) {
             if (t.scale) chunk_scales(&t, &v[i], c, scr->scale + i * k);
-            gbf_chunk_bf16((uint32_t *)scr->pack + i * GRAM_PACK(ld), (n + 1) / 2, k, t.scale ? scr->scale + i * k : NULL,
-                           G[i]);
+            gbf_chunk_bf16_ws(scr->gw, (uint32_t *)scr->pack + i * GRAM_PACK(ld), NULL, (n + 1) / 2, k,
+                              t.scale ? scr->scale + i * k : NULL, G[i]);
         }
     }
     for (size_t i = 0; i < nv; i++)

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -156,8 +157,17 @@ typedef struct __attribute__((packed)) {
     uint8_t rows[16];
 } AmxCfg;
 
-/* PT (ld x npad dwords) = Pᵀ, rows t >= np zero; Bz (16 x ld) = P's last step, zero-padded when
- * np is not a multiple of 16. */
+struct GbfWork {
+    uint32_t PT[AMX_MAX_LD * GBF_CHUNK / 2];    /* Pᵀ */
+    uint32_t Bz[16 * AMX_MAX_LD];               /* P's last step, zero-padded */
+    float C[4 * 256];                           /* a 2 x 2 block's accumulators */
+};
+
+GbfWork *gbf_work_new(void) { return aligned_alloc(64, sizeof(GbfWork)); }
+void gbf_work_free(GbfWork *w) { free(w); }
+
+/* PT (ld x npad dwords, NULL: not made) = Pᵀ, rows t >= np zero; Bz (16 x ld) = P's last step,
+ * zero-padded when np is not a multiple of 16. */
 BF16_TARGET static void amx_prepare(const uint32_t *P, size_t np, size_t ld, size_t npad, uint32_t *PT, uint32_t *Bz);
 
 /* G's 2 x 2 blocks of 16 x 16 at rows 32 i2, columns 32 j2: four accumulators (tiles 0-3) fed by
@@ -183,12 +193,12 @@ AMX_TARGET static inline void amx_block(const uint32_t *P, const uint32_t *PT, c
     _tile_stored(3, C + 768, 64);
 }
 
-AMX_TARGET static void amx_chunk(const uint32_t *P, size_t np, size_t k, const float *s, double *G) {
-    size_t ld = gbf_ld(k), npad = (np + 15) / 16 * 16, n2 = ld / 32;
-    uint32_t PT[AMX_MAX_LD * GBF_CHUNK / 2] __attribute__((aligned(64)));
-    uint32_t Bz[16 * AMX_MAX_LD] __attribute__((aligned(64)));
-    float C[4 * 256] __attribute__((aligned(64)));
-    amx_prepare(P, np, ld, npad, PT, Bz);
+AMX_TARGET static void amx_chunk(GbfWork *w, const uint32_t *P, const uint32_t *PTin, size_t np, size_t k,
+                                 const float *s, double *G) {
+    size_t ld = gbf_ld(k), npad = gbf_npad(np), n2 = ld / 32;
+    const uint32_t *PT = PTin ? PTin : w->PT, *Bz = w->Bz;
+    float *C = w->C;
+    amx_prepare(P, np, ld, npad, PTin ? NULL : w->PT, w->Bz);
     AmxCfg cfg = {.palette = 1};
     for (int r = 0; r < 8; r++) { cfg.colsb[r] = 64; cfg.rows[r] = 16; }
     _tile_loadconfig(&cfg);
@@ -205,9 +215,28 @@ AMX_TARGET static void amx_chunk(const uint32_t *P, size_t np, size_t k, const f
     _tile_release();
 }
 
-BF16_TARGET void gbf_chunk_bf16(const uint32_t *P, size_t np, size_t k, const float *s, double *G) {
+bool gbf_amx_chunk(size_t k) { return gbf_ld(k) <= AMX_MAX_LD && gbf_amx_now(); }
+
+BF16_TARGET static void chunk_tiles(const uint32_t *P, size_t np, size_t k, const float *s, double *G);
+
+void gbf_chunk_bf16_ws(GbfWork *w, const uint32_t *P, const uint32_t *PT, size_t np, size_t k, const float *s,
+                       double *G) {
+    GbfWork *own = NULL;
+    if (np && np <= GBF_CHUNK / 2 && gbf_amx_chunk(k) && (w || (w = own = gbf_work_new()))) {
+        amx_chunk(w, P, PT, np, k, s, G);
+        gbf_work_free(own);
+        return;
+    }
+    chunk_tiles(P, np, k, s, G);
+}
+
+void gbf_chunk_bf16(const uint32_t *P, size_t np, size_t k, const float *s, double *G) {
+    gbf_chunk_bf16_ws(NULL, P, NULL, np, k, s, G);
+}
+
+/* The vdpbf16ps tiles over the chunk. */
+BF16_TARGET static void chunk_tiles(const uint32_t *P, size_t np, size_t k, const float *s, double *G) {
     size_t ld = gbf_ld(k);
-    if (np && ld <= AMX_MAX_LD && np <= GBF_CHUNK / 2 && gbf_amx_now()) { amx_chunk(P, np, k, s, G); return; }
     for (size_t ib = 0; ib < k; ib += TILE_I) {
         size_t ni = k - ib < TILE_I ? k - ib : TILE_I, jd = ib / TILE_J * TILE_J;
         /* the diagonal block's lower two strips need only its right 16 columns (10 % fewer tiles) */
@@ -290,8 +319,9 @@ BF16_TARGET void gbf_pack_pairs(const uint8_t *v0, const uint8_t *v1, size_t k, 
     }
 }
 
-/* Transposes the 16 x 16 dwords r[row][col] in place (r[c] becomes column c). */
-BF16_TARGET static inline void transpose16(__m512i r[16]) {
+/* Transposes the 16 x 16 dwords r[row][col] in place (r[c] becomes column c); inlined, so that r
+ * stays in registers. */
+BF16_TARGET static inline __attribute__((always_inline)) void transpose16(__m512i r[16]) {
     __m512i t[16];
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
@@ -317,26 +347,40 @@ BF16_TARGET static inline void transpose16(__m512i r[16]) {
 BF16_TARGET static void amx_prepare(const uint32_t *P, size_t np, size_t ld, size_t npad, uint32_t *PT, uint32_t *Bz) {
     __m512i r[16];
     for (size_t t0 = 0; t0 < npad; t0 += 16)
-        for (size_t i0 = 0; i0 < ld; i0 += 16) {
+        for (size_t i0 = 0; i0 < ld && (PT || t0 + 16 > np); i0 += 16) {
             for (size_t a = 0; a < 16; a++)
                 r[a] = t0 + a < np ? _mm512_loadu_si512(P + (t0 + a) * ld + i0) : _mm512_setzero_si512();
             if (t0 + 16 > np)
                 for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(Bz + a * ld + i0, r[a]);
+            if (!PT) continue;
             transpose16(r);
             for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(PT + (i0 + a) * npad + t0, r[a]);
         }
 }
 
-BF16_TARGET void gbf_pack_rows(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P) {
-    size_t es = fp8 ? 1 : 2, ld = gbf_ld(k), np = (n + 1) / 2;
+BF16_TARGET void gbf_pack_rows_t(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P,
+                                 uint32_t *PT) {
+    size_t es = fp8 ? 1 : 2, ld = gbf_ld(k), np = (n + 1) / 2, npad = gbf_npad(np);
     __m512i r[16];
-    for (size_t i0 = 0; i0 < ld; i0 += 16)
-        for (size_t t0 = 0; t0 < np; t0 += 16) {
-            /* rows i0..i0+15, values 2 t0 .. 2 t0 + 31: 16 pair words each */
-            size_t nv = n - 2 * t0 < 32 ? n - 2 * t0 : 32, nt = np - t0 < 16 ? np - t0 : 16;
+    for (size_t i0 = 0; i0 < ld; i0 += 16) {
+        /* the same rows' next n values, the caller's next chunk: each row is a stream of its own, too
+         * many for the hardware prefetcher, and the loads here waited on memory ~60 % of the time
+         * (prefetches past the tensor never fault) */
+        for (size_t a = 0; a < 16 && i0 + a < k; a++)
+            for (size_t b = 0; b < n * es; b += 64) __builtin_prefetch(src + (i0 + a) * stride + n * es + b);
+        for (size_t t0 = 0; t0 < npad; t0 += 16) {
+            /* rows i0..i0+15, values 2 t0 .. 2 t0 + 31: 16 pair words each (zeros past n) */
+            size_t nv = 2 * t0 >= n ? 0 : n - 2 * t0 < 32 ? n - 2 * t0 : 32, nt = t0 >= np ? 0 : np - t0 < 16 ? np - t0 : 16;
             for (size_t a = 0; a < 16; a++)
-                r[a] = i0 + a < k ? load_words(src + (i0 + a) * stride + 2 * t0 * es, nv, fp8) : _mm512_setzero_si512();
+                r[a] = i0 + a < k && nv ? load_words(src + (i0 + a) * stride + 2 * t0 * es, nv, fp8) : _mm512_setzero_si512();
+            for (size_t a = 0; PT && a < 16; a++) _mm512_storeu_si512(PT + (i0 + a) * npad + t0, r[a]);
+            if (!nt) continue;
             transpose16(r);
             for (size_t t = 0; t < nt; t++) _mm512_storeu_si512(P + (t0 + t) * ld + i0, r[t]);
         }
+    }
+}
+
+void gbf_pack_rows(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P) {
+    gbf_pack_rows_t(src, stride, k, n, fp8, P, NULL);
 }

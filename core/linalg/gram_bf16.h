@@ -55,6 +55,20 @@ static inline size_t gbf_ld(size_t k) { return (k + 31) / 32 * 32; }
  * diag(s) Pᵀ P diag(s) over np packed pair rows P (np x gbf_ld(k) uint32), np <= GBF_CHUNK / 2.
  * s: (k) scales or NULL. Requires gbf_cpu_bf16(). */
 void gbf_chunk_bf16(const uint32_t *P, size_t np, size_t k, const float *s, double *G);
+/* The AMX chunk's scratch (Pᵀ, a zero-padded last step, the accumulators' store: ~84 KB, kept off
+ * the stack): one per thread, held by the caller (gbf_chunk_bf16 allocates one per call, and takes
+ * the vdpbf16ps tiles where that fails). gbf_amx_chunk(k): a chunk of k columns takes the tiles. */
+typedef struct GbfWork GbfWork;
+GbfWork *gbf_work_new(void);
+void gbf_work_free(GbfWork *w);
+bool gbf_amx_chunk(size_t k);
+/* gbf_chunk_bf16 with scratch w (NULL: allocated per call) and, where the caller made it, the
+ * chunk's transpose PT (gbf_ld(k) rows of gbf_npad(np) dwords, PT[i][t] = P[t][i], zeros for
+ * t >= np; NULL: made from P here, on the AMX path). Same values as gbf_chunk_bf16. */
+void gbf_chunk_bf16_ws(GbfWork *w, const uint32_t *P, const uint32_t *PT, size_t np, size_t k, const float *s,
+                       double *G);
+/* np pair rows rounded up to whole AMX steps (16). */
+static inline size_t gbf_npad(size_t np) { return (np + 15) / 16 * 16; }
 /* The same over n float rows F (n x gbf_ld(k)), n <= GBF_CHUNK. */
 void gbf_chunk_f32(const float *F, size_t n, size_t k, const float *s, double *G);
 
@@ -66,6 +80,10 @@ void gbf_chunk_f32(const float *F, size_t n, size_t k, const float *s, double *G
  * zeros past k and n. */
 void gbf_pack_pairs(const uint8_t *v0, const uint8_t *v1, size_t k, bool fp8, uint32_t *dst);
 void gbf_pack_rows(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P);
+/* gbf_pack_rows that also writes the chunk's transpose PT (gbf_chunk_bf16_ws's layout) in the same
+ * pass: the stored rows are PT's rows already (pairs of contraction values side by side), so the
+ * AMX path's one transpose is P's, not P's and then Pᵀ's. */
+void gbf_pack_rows_t(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P, uint32_t *PT);
 
 /* E4M3 code -> its value as BF16 bits (exact; NaN codes give a BF16 NaN) and as float: tables
  * of 256, built once. */
