@@ -587,6 +587,20 @@ static int child(const char *what, const char *dir) {
     return rc != AL_OK;
 }
 
+/* Writes the model S into dir unless dir has a config.json already (then reuses it); what is written
+ * is said as "wrote WHAT in N s". 0 on success. The one "write unless there" of every writer below. */
+static int write_unless_there(const char *dir, const Shape *S, const char *what) {
+    struct stat sb;
+    char *cfg = al_asprintf("%s/config.json", dir);
+    bool have = cfg && stat(cfg, &sb) == 0;
+    free(cfg);
+    if (have) return 0;
+    double t0 = now_s();
+    if (write_llama(dir, S) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
+    printf("wrote %s in %.1f s\n", what, now_s() - t0);
+    return 0;
+}
+
 /* Runs this program in child mode; prints its line. */
 static void run_child(const char *what, const char *dir, const char *label) {
     char self[4096], cmd[8400], line[512] = "";
@@ -615,14 +629,7 @@ static int bench_8b(const char *given) {
         if (!mkdtemp(tmpl)) { perror("mkdtemp"); return 1; }
         dir = al_asprintf("%s/llama8b", tmpl);
     }
-    char *cfg = al_asprintf("%s/config.json", dir);
-    struct stat sb;
-    if (stat(cfg, &sb) != 0) {
-        double t0 = now_s();
-        if (write_llama(dir, &llama8b) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
-        printf("wrote a Llama-3-8B-shaped BF16 checkpoint (layers 2-31 add zero) in %.1f s\n", now_s() - t0);
-    }
-    free(cfg);
+    if (write_unless_there(dir, &llama8b, "a Llama-3-8B-shaped BF16 checkpoint (layers 2-31 add zero)")) return 1;
     /* the same files as a 2-layer model: a folder of links and a config of 2 layers */
     char *two = al_asprintf("%s-2layers", dir), *cmd = al_asprintf("mkdir -p '%s' && ln -sf '%s'/*.safetensors '%s'/model.safetensors.index.json '%s'/",
                                                                   two, dir, dir, two);
@@ -648,17 +655,7 @@ static int bench_8b(const char *given) {
 }
 
 /* Writes the synthetic 1.1B model into dir unless it is there (its config.json); 0 on success. */
-static int write_1b(const char *dir) {
-    struct stat sb;
-    char *cfg = al_asprintf("%s/config.json", dir);
-    bool have = cfg && stat(cfg, &sb) == 0;
-    free(cfg);
-    if (have) return 0;
-    double t0 = now_s();
-    if (write_llama(dir, &llama1b) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
-    printf("wrote the synthetic Llama-1.1B (BF16) in %.1f s\n", now_s() - t0);
-    return 0;
-}
+static int write_1b(const char *dir) { return write_unless_there(dir, &llama1b, "the synthetic Llama-1.1B (BF16)"); }
 
 /* ================================================================ decode against its floor */
 
@@ -819,16 +816,10 @@ static int write_shape(const char *name, const char *dir, int layers) {
         return 1;
     }
     if (layers > 0) S.L = layers;
-    struct stat sb;
-    char *cfg = al_asprintf("%s/config.json", dir);
-    bool have = cfg && stat(cfg, &sb) == 0;
-    free(cfg);
-    if (have) return 0;
-    double t0 = now_s();
-    if (write_llama(dir, &S) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
-    printf("wrote a %s-shaped Llama (BF16, %d layers, hidden %d, %d heads, %d KV heads, MLP %d) in %.1f s\n", name,
-           S.L, S.D, S.H, S.G, S.FF, now_s() - t0);
-    return 0;
+    char what[160];
+    snprintf(what, sizeof what, "a %s-shaped Llama (BF16, %d layers, hidden %d, %d heads, %d KV heads, MLP %d)", name, S.L,
+             S.D, S.H, S.G, S.FF);
+    return write_unless_there(dir, &S, what);
 }
 
 int main(int argc, char **argv) {

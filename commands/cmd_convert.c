@@ -236,6 +236,8 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
                r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before, r->params_before,
                r->params_after);
     out_printf(out, "PCA statistics: %s\n", u->source);
+    if (r->solve_s > 0)
+        out_printf(out, "conversion: %.2f s (CPU %.2f s): the layers' PCAs, builds and reports\n", r->solve_s, r->solve_cpu_s);
     if (m->cfg.qk_norm != QKN_NONE)
         out_printf(out, "%s; the errors below are against the source with its norm\n",
                    tmla_qkn_words((tmla_qkn_mode)ro->qk_norm));

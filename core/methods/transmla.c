@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "analyses.h"
 #include "calib.h"
@@ -21,6 +22,12 @@
 
 /* ================================================================ small helpers */
 
+static double clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static double *dalloc(size_t r, size_t c, const char *what) {
     size_t n;
     if (!al_mul_ok(r ? r : 1, c ? c : 1, &n, what)) return NULL;
@@ -28,23 +35,31 @@ static double *dalloc(size_t r, size_t c, const char *what) {
 }
 
 /* Eigen-decomposition of the symmetric n x n matrix A (overwritten by the eigenvectors as columns,
- * descending eigenvalues in w). Each vector's largest entry is made positive (deterministic). */
+ * descending eigenvalues in w). Each vector's largest entry is made positive (deterministic).
+ * LAPACK gets A's upper triangle in column-major order -- what LAPACKE's row-major route passes it,
+ * so the same numbers come back -- without that route's two transpositions and the column swaps
+ * after it: each eigenvector comes back contiguous and is written once into its column. */
 static int sym_eig_desc(double *A, size_t n, double *w, const char *what) {
     if (n == 0) return AL_OK;
-    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)n, A, (lapack_int)n, w);
-    if (info != 0) return al_err("LAPACKE_dsyevd failed (info %d) on the %zu x %zu %s", (int)info, n, n, what);
-    for (size_t j = 0; j < n / 2; j++) {                 /* reverse to descending order */
-        size_t k = n - 1 - j;
-        double t = w[j]; w[j] = w[k]; w[k] = t;
-        for (size_t i = 0; i < n; i++) { t = A[i * n + j]; A[i * n + j] = A[i * n + k]; A[i * n + k] = t; }
+    double *V = dalloc(n, n, "eigenvectors");
+    if (!V) return AL_ERR;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++) V[j * n + i] = A[i * n + j];
+    lapack_int info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', (lapack_int)n, V, (lapack_int)n, w);
+    if (info != 0) {
+        free(V);
+        return al_err("LAPACKE_dsyevd failed (info %d) on the %zu x %zu %s", (int)info, n, n, what);
     }
-    for (size_t j = 0; j < n; j++) {
+    for (size_t c = 0; c < n; c++) {                     /* column c: the (c+1)-th largest eigenvalue's */
+        const double *v = V + (n - 1 - c) * n;
         size_t imax = 0;
         for (size_t i = 1; i < n; i++)
-            if (fabs(A[i * n + j]) > fabs(A[imax * n + j])) imax = i;
-        if (A[imax * n + j] < 0)
-            for (size_t i = 0; i < n; i++) A[i * n + j] = -A[i * n + j];
+            if (fabs(v[i]) > fabs(v[imax])) imax = i;
+        double sg = v[imax] < 0 ? -1 : 1;
+        for (size_t i = 0; i < n; i++) A[i * n + c] = sg * v[i];
     }
+    for (size_t j = 0; j < n / 2; j++) { double t = w[j]; w[j] = w[n - 1 - j]; w[n - 1 - j] = t; }
+    free(V);
     return AL_OK;
 }
 
@@ -762,7 +777,7 @@ int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
 
 /* Shapes standard normal rows X (T, n) into Gaussian rows with second moment Sigma and mean mu:
  * X <- Z Lᵀ + mu with L Lᵀ = Sigma - mu muᵀ (Cholesky; a tiny ridge when it is singular). */
-static int shape_inputs(Mat *X, const double *Sigma, const double *mu) {
+static int shape_inputs(Mat *X, const double *Sigma, const double *mu, int first) {
     size_t n = X->cols, T = X->rows;
     double *L = dalloc(n, n, "an input covariance factor"), *A = dalloc(n, n, "an input covariance factor");
     double *Z = dalloc(T, n, "the report's inputs"), tr = 0;
@@ -771,17 +786,22 @@ static int shape_inputs(Mat *X, const double *Sigma, const double *mu) {
         for (size_t j = 0; j < n; j++) L[i * n + j] = Sigma[i * n + j] - (mu ? mu[i] * mu[j] : 0);
     for (size_t i = 0; rc == AL_OK && i < n; i++) tr += L[i * n + i];
     lapack_int info = 1;
-    for (int k = 0; rc == AL_OK && k < 8 && info != 0; k++) {
-        memcpy(A, L, n * n * sizeof(double));
+    /* LAPACK gets L's lower triangle in column-major order (LAPACKE's row-major route without its two
+     * transpositions per attempt: the same numbers); the factor is turned back once, into L. */
+    for (int k = first; rc == AL_OK && k < 8 && info != 0; k++) {
         double ridge = k ? tr / (double)n * pow(10.0, -12 + k) : 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j <= i; j++) A[j * n + i] = L[i * n + j];
         for (size_t i = 0; i < n; i++) A[i * n + i] += ridge;
-        info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, A, (lapack_int)n);
+        info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, A, (lapack_int)n);
     }
     if (rc == AL_OK && info != 0)
         rc = al_err("LAPACKE_dpotrf failed (info %d) on the %zu x %zu input covariance", (int)info, n, n);
+    for (size_t i = 0; rc == AL_OK && i < n; i++)
+        for (size_t j = 0; j <= i; j++) L[i * n + j] = A[j * n + i];
     if (rc == AL_OK) {
         vec_f2d(X->data, T * n, Z);
-        cblas_dtrmm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)T, (int)n, 1.0, A, (int)n, Z,
+        cblas_dtrmm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)T, (int)n, 1.0, L, (int)n, Z,
                     (int)n);
         for (size_t t = 0; t < T; t++)
             for (size_t j = 0; j < n; j++) X->data[t * n + j] = (float)(Z[t * n + j] + (mu ? mu[j] : 0));
@@ -792,11 +812,22 @@ static int shape_inputs(Mat *X, const double *Sigma, const double *mu) {
 
 int tmla_merge(const AttnLayer *gqa, TmlaLayer **out) { return merge_layer(gqa, false, out); }
 
+/* The first Cholesky attempt of shape_inputs worth making when Sigma and mu are o->calib's: formed
+ * from at most N token rows per layer, Sigma - mu muᵀ has rank below N, so with N + 16 <= hidden it is
+ * singular and the attempt without a ridge fails (after ~7/8 of a Cholesky's work when N = hidden / 2,
+ * 1.2 s CPU per 8B layer): start at the first ridge, where that failure led -- the same inputs. */
+static int first_ridge(const TmlaOpts *o, int hidden) {
+    const CalibStats *st = o->calib;
+    size_t most = 0;
+    for (int l = 0; st && st->tokens && l < st->sh.n_layers; l++) most = st->tokens[l] > most ? st->tokens[l] : most;
+    return most > 0 && most + 16 <= (size_t)hidden ? 1 : 0;
+}
+
 /* The report's inputs: T standard normal rows, or Gaussian with second moment Sigma and mean mu
  * (caller frees). */
 static Mat *report_inputs(const TmlaOpts *o, int hidden, const double *Sigma, const double *mu) {
     Mat *X = attn_random_input(o->eval_tokens, hidden, o->seed);
-    if (X && Sigma && shape_inputs(X, Sigma, mu)) { mat_free(X); return NULL; }
+    if (X && Sigma && shape_inputs(X, Sigma, mu, first_ridge(o, hidden))) { mat_free(X); return NULL; }
     return X;
 }
 
@@ -994,6 +1025,7 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     r->kv_before = cfg_kv_values(c);
     r->kv_after = (size_t)r->kv_rank + (size_t)r->rope_dim;
     size_t total = (size_t)layersel_count(c, o.layer_lo, o.layer_hi), done = 0;
+    double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     int rc = AL_OK;
     for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l = layersel_next(c, l + 1, o.layer_hi)) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
@@ -1012,6 +1044,8 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
         al_progress("layer", ++done, total);
     }
     if (rc) { tmla_result_free(r); return rc; }
+    r->solve_s = clock_s(CLOCK_MONOTONIC) - t0;
+    r->solve_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     *out = r;
     return AL_OK;
 }

@@ -206,6 +206,8 @@ typedef struct TmlaResult {
     int head_dim, v_dim, kv_rank, rope_dim, qk_nope, q_rank;
     size_t kv_before, kv_after;       /* values cached per token per layer */
     size_t params_before, params_after;   /* attention parameters of the converted layers */
+    double solve_s, solve_cpu_s;  /* wall and process-CPU seconds of tmla_convert's layer loop (each source
+                                     layer read, its PCAs, build and report): the pipeline's solve time */
 } TmlaResult;
 
 void tmla_result_free(TmlaResult *r);
