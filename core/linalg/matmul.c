@@ -4,7 +4,8 @@
  * BF16 pairs, 16 tokens to a vector; each weight pair broadcast from the mapping), the
  * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
  * then a one-thread sgemm), one-token kernels for BF16 weights at 1-4 tokens (row groups over all
- * columns, the next group prefetched), FP4 / INT4 register tiles for fewer than 64 tokens, the run-time
+ * columns, the next group prefetched), FP4 / INT4 register tiles for fewer than 64 tokens (at 1-4
+ * tokens in the same row groups over all columns, the next group's codes prefetched), the run-time
  * choice of kernels and the per-worker scratch; units run on the persistent pool (pool.h). See
  * matmul.h for the contract. */
 #define _GNU_SOURCE
@@ -27,6 +28,7 @@
 static atomic_int simd_off;          /* mm_simd(false) */
 static atomic_int lanes_off;         /* mm_token_lanes(false) */
 static atomic_int pool_off;          /* mm_pool(false) */
+static atomic_int mv_off;            /* mm_matvec(false): also the FP4 / INT4 one-token groups */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -877,26 +879,31 @@ static void fq_scales(const dt_fp4 *q, size_t n0, size_t nr, float *sc) {
 
 #if MM_X86
 /* y[t][n + r] (+)= sum over columns [k0, k0 + kc) of x[t] W[n + r] for NT tokens (xs rows, stride K)
- * and NR rows; sc: the rows' scales (stride nb); b16: 16-wide blocks. */
+ * and NR rows; sc: the rows' scales (stride nb); b16: 16-wide blocks; pf, unless NULL: the codes of
+ * the next group's first row, its NR rows' lines at the columns read prefetched into L2 (one per 128
+ * columns: a 64-byte line). */
 TGT_512 static inline __attribute__((always_inline)) void
 fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc, float *y,
-        size_t ldy, bool acc, const int NT, const int NR, const bool b16) {
+        size_t ldy, bool acc, const uint8_t *pf, const int NT, const int NR, const bool b16) {
     const size_t K = q->cols;
     const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
     const __m512i hi = _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0), m15 = _mm512_set1_epi32(15);
-    __m512 ae[4][4], ao[4][4];
-#pragma GCC unroll 4
+    __m512 ae[8][4], ao[8][4];
+#pragma GCC unroll 8
     for (int r = 0; r < NR; r++)
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) ae[r][t] = ao[r][t] = _mm512_setzero_ps();
     for (size_t c = k0; c < k0 + kc; c += 32) {
         __m512 xe[4], xo[4];
+        if (pf && c % 128 == 0)
+#pragma GCC unroll 8
+            for (int r = 0; r < NR; r++) _mm_prefetch((const char *)(pf + (size_t)r * (K / 2) + c / 2), _MM_HINT_T1);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
             xe[t] = _mm512_loadu_ps(xs + (size_t)t * K + c);
             xo[t] = _mm512_loadu_ps(xs + (size_t)t * K + c + 16);
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < NR; r++) {
             const uint8_t *cp = q->codes + (n + (size_t)r) * (K / 2) + c / 2;
             __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)cp));
@@ -918,7 +925,7 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NR; r++)
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
@@ -929,20 +936,22 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
 }
 
 typedef void (*fq_fn)(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc,
-                      float *y, size_t ldy, bool acc);
+                      float *y, size_t ldy, bool acc, const uint8_t *pf);
+/* The tiles of one pass: [NT - 1] the NR-row tile, the one-row tail, NR. */
+typedef struct { fq_fn many[4], one[4]; int nr[4]; } FqTiles;
 #define FQ_FN(nt, nr)                                                                                                 \
     TGT_512 static void fq_##nt##x##nr(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs,      \
-                                       size_t k0, size_t kc, float *y, size_t ldy, bool acc) {                       \
-        if (q->enc == DT_FP4_NVFP4) fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, nt, nr, true);                   \
-        else fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, nt, nr, false);                                         \
+                                       size_t k0, size_t kc, float *y, size_t ldy, bool acc, const uint8_t *pf) {    \
+        if (q->enc == DT_FP4_NVFP4) fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, true);               \
+        else fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, false);                                     \
     }
 FQ_FN(1, 4) FQ_FN(2, 2) FQ_FN(3, 2) FQ_FN(4, 1) FQ_FN(1, 1) FQ_FN(2, 1) FQ_FN(3, 1)
-/* [NT - 1]: the NR-row tile and the one-row tail */
-static const fq_fn fq_many[4] = {fq_1x4, fq_2x2, fq_3x2, fq_4x1}, fq_one[4] = {fq_1x1, fq_2x1, fq_3x1, fq_4x1};
-static const int fq_nr[4] = {4, 2, 2, 1};
+FQ_FN(1, 8) FQ_FN(2, 4) FQ_FN(4, 2)
+/* passes of FQ_KC columns (4 tokens at a time, 5-63 tokens); all K columns at once (1-4 tokens) */
+static const FqTiles fq_tiles = {{fq_1x4, fq_2x2, fq_3x2, fq_4x1}, {fq_1x1, fq_2x1, fq_3x1, fq_4x1}, {4, 2, 2, 1}};
+static const FqTiles fv_tiles = {{fq_1x8, fq_2x4, fq_3x2, fq_4x2}, {fq_1x1, fq_2x1, fq_3x1, fq_4x1}, {8, 4, 2, 2}};
 #else
-static const fq_fn fq_many[4], fq_one[4];   /* never used: no x86 kernels */
-static const int fq_nr[4] = {1, 1, 1, 1};
+static const FqTiles fq_tiles = {{0}, {0}, {1, 1, 1, 1}}, fv_tiles = {{0}, {0}, {1, 1, 1, 1}};   /* never used */
 #endif
 
 typedef struct {
@@ -951,26 +960,31 @@ typedef struct {
     size_t T;
     float *y;
     size_t ldy, nb;          /* nb: rows per unit */
+    size_t kc;               /* columns per pass */
+    const FqTiles *tl;
     MmWork *wk;              /* the workers' panels hold the unit's scales */
 } fq_job;
 
-/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel, then per pass of FQ_KC
- * columns every 4 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens). */
+/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel, then per pass of kc
+ * columns every 4 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens),
+ * each group prefetching the next group's codes. */
 static int fq_unit(size_t i, int worker, void *ud) {
     fq_job *j = ud;
     const dt_fp4 *q = &j->W->fp4;
-    size_t K = q->cols, nb = K / dt_fp4_traits(q->enc)->block, T = j->T;
-    size_t n0 = i * j->nb, n1 = j->W->rows - n0 < j->nb ? j->W->rows : n0 + j->nb;
+    size_t K = q->cols, nb = K / dt_fp4_traits(q->enc)->block, T = j->T, N = j->W->rows;
+    size_t n0 = i * j->nb, n1 = N - n0 < j->nb ? N : n0 + j->nb;
     float *sc = j->wk->pan[worker];
     fq_scales(q, n0, n1 - n0, sc);
-    for (size_t k0 = 0; k0 < K; k0 += FQ_KC) {
-        size_t kc = K - k0 < FQ_KC ? K - k0 : FQ_KC;
+    for (size_t k0 = 0; k0 < K; k0 += j->kc) {
+        size_t kc = K - k0 < j->kc ? K - k0 : j->kc;
         for (size_t t = 0; t < T; t += 4) {
-            size_t nt = T - t < 4 ? T - t : 4, nr = (size_t)fq_nr[nt - 1], n = n0;
+            size_t nt = T - t < 4 ? T - t : 4, nr = (size_t)j->tl->nr[nt - 1], n = n0;
             for (; n + nr <= n1; n += nr)
-                fq_many[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0);
+                j->tl->many[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0,
+                                    n + 2 * nr <= N ? q->codes + (n + nr) * (K / 2) : NULL);
             for (; n < n1; n++)
-                fq_one[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0);
+                j->tl->one[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0,
+                                   NULL);
         }
     }
     if (!q->gdiv && q->gscale != 1.0f)
@@ -979,15 +993,31 @@ static int fq_unit(size_t i, int worker, void *ud) {
     return AL_OK;
 }
 
+#define FV_MAXT 4            /* tokens up to which an FP4 product's rows go over all K columns at once */
+#define FV_NB 128            /* rows per unit at most then (a multiple of 8) */
+
+/* Rows per unit for T tokens: up to FV_MAXT tokens, as the one-token kernels split them (xwt_mv: at
+ * most FV_NB, a multiple of 8, a multiple of the workers' count of units); else tile_rows'. */
+static size_t fq_rows(size_t N, int nthreads, size_t T) {
+    if (T > FV_MAXT) return tile_rows(N, nthreads);
+    size_t nt = nthreads > 0 ? (size_t)nthreads : 1, u = (N + FV_NB - 1) / FV_NB;
+    u = (u + nt - 1) / nt * nt;
+    return ((N + u - 1) / u + 7) / 8 * 8;
+}
+
 /* An FP4 / INT4 product of fewer than FP4_MANY tokens on the register tiles: x split once into
- * wk->xs, the units on the pool. */
+ * wk->xs, the units on the pool. Up to FV_MAXT tokens (decoding) a unit's rows go in groups of 8 / 4 /
+ * 2 over all K columns, each group prefetching the next (as the BF16 one-token kernels do); from
+ * there on in passes of FQ_KC columns, 4 tokens at a time. */
 static int xwt_fq(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     size_t K = W->cols, n;
     if (pan_fit(wk) || !al_mul_ok(T, K, &n, "activations") ||
         buf_fit((void **)&wk->xs, &wk->scap, n, sizeof(float), "split activations"))
         return AL_ERR;
     fq_split(x, ldx, T, K, wk->xs);
-    fq_job j = {.W = W, .xs = wk->xs, .T = T, .y = y, .ldy = ldy, .nb = tile_rows(W->rows, wk->nthreads), .wk = wk};
+    bool fv = T <= FV_MAXT && !atomic_load(&mv_off);
+    fq_job j = {.W = W, .xs = wk->xs, .T = T, .y = y, .ldy = ldy, .nb = fq_rows(W->rows, wk->nthreads, fv ? T : FP4_MANY),
+                .kc = fv ? K : FQ_KC, .tl = fv ? &fv_tiles : &fq_tiles, .wk = wk};
     return run_units(wk, W->rows, j.nb, T * W->rows * K, fq_unit, &j);
 }
 
@@ -1010,8 +1040,6 @@ static int round_x(MmWork *wk, const float *x, size_t ldx, size_t T, size_t K, b
  *       float32 FMA: the tiles' products and sums, in another order. */
 #define MV_MAXT 4            /* tokens up to which the one-token kernels run */
 #define MV_NB 128            /* rows per unit at most (a multiple of 8 and 6) */
-
-static atomic_int mv_off;            /* mm_matvec(false) */
 
 void mm_matvec(bool on) { atomic_store(&mv_off, !on); }
 
@@ -1148,7 +1176,7 @@ static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t
         return run_tiles(wk, W, x, ldx, sizeof(float), T, y, ldy, W->dt == DT_BF16 ? &wb_tiles : &wh_tiles);
     bool fp4 = W->fp4.enc != DT_FP4_NONE && W->cols % 16 == 0 && use_avx512();
     if (fp4 && T < FP4_MANY && fq_ok(&W->fp4) &&             /* the unit's scales fit the worker's panel */
-        (W->cols / 16) * TILE_NB <= (size_t)MM_PANEL_ROWS * MM_PANEL_COLS)
+        (W->cols / 16) * FV_NB <= (size_t)MM_PANEL_ROWS * MM_PANEL_COLS)
         return xwt_fq(wk, W, x, ldx, T, y, ldy);
     if (fp4 && (T <= FP4_FEW || (T < FP4_MANY && fp4_bf16_exact(&W->fp4)))) {
         if (T > FP4_FEW && pan_fit(wk)) return AL_ERR;
