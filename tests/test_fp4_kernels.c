@@ -149,8 +149,47 @@ static void test_groups_run(void) {
         }
 }
 
+/* Every finite block scale code through the register kernels' scale decoding (E8M0: 16 at a time,
+ * the rest one by one; E4M3: the product's table of the 256 codes): row n of a weight of all-ones codes (E2M1 0x2 = 1.0) has both its 16-wide blocks
+ * (NVFP4) or its one 32-wide block (MXFP4) at code n; x = e_0, so y[n] is the scale itself, which
+ * must be dt_e4m3_to_f32's / dt_e8m0_to_f32's bit for bit (E4M3's subnormals, -0 and 448 included). */
+static void test_scale_codes(void) {
+    enum { K = 32 };
+    for (int nv = 0; nv < 2; nv++) {
+        uint8_t codes[256 * K / 2], scale[256 * 2];
+        size_t N = 0, nb = nv ? 2 : 1;
+        for (int c = 0; c < 256; c++) {
+            if (nv ? (c & 0x7f) == 0x7f : c == 0xff) continue;      /* NaN codes: refused by the store */
+            for (size_t b = 0; b < nb; b++) scale[N * nb + b] = (uint8_t)c;
+            N++;
+        }
+        memset(codes, 0x22, sizeof codes);
+        dt_fp4 q = {.enc = nv ? DT_FP4_NVFP4 : DT_FP4_MXFP4, .rows = N, .cols = K, .codes = codes, .scale = scale,
+                    .gscale = 1.f};
+        WMat w = {.dt = DT_U8, .data = codes, .rows = N, .cols = K, .fp4 = q};
+        float x[K] = {1.f}, y[256];
+        MmWork *wk = mm_work_new(1);
+        for (size_t T = 1; T <= 5; T += 4) {                       /* the one-token groups, the passes */
+            float xs[5 * K] = {0};
+            for (size_t t = 0; t < T; t++) memcpy(xs + t * K, x, sizeof x);
+            float ys[5 * 256];
+            CHECK_OK(mm_xwt(wk, &w, xs, K, T, ys, N, MM_F32));
+            memcpy(y, ys + (T - 1) * N, N * sizeof *y);
+            size_t bad = 0, first = N;
+            for (size_t n = 0; n < N; n++) {
+                float want = nv ? dt_e4m3_to_f32(scale[n * nb]) : dt_e8m0_to_f32(scale[n * nb]);
+                if (memcmp(&want, &y[n], sizeof want) && !(want == 0 && y[n] == 0)) bad++, first = first < N ? first : n;
+            }
+            CHECK(bad == 0, "%s: all %zu finite scale codes decoded as the table, T %zu (%zu differ, first code 0x%02x)",
+                  nv ? "E4M3" : "E8M0", N, T, bad, first < N ? scale[first * nb] : 0);
+        }
+        mm_work_free(wk);
+    }
+}
+
 int main(void) {
     test_shapes();
+    test_scale_codes();
     if (mm_have_bf16()) test_groups_run();      /* the register kernels need AVX-512 */
     else printf("no AVX-512 BF16 here: the register kernels are not compiled in; the portable route only\n");
     return check_done();

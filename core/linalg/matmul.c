@@ -803,9 +803,10 @@ static int few_unit(size_t i, int worker, void *ud) {
  * (low nibble) and 2i + 1. Widened to 16 dwords, byte i in lane i, they index a 16-entry table
  * directly for the even columns (vpermps reads the index's low 4 bits) and shifted right by 4 for the
  * odd ones: two lookups and one shift per 32 values, against the panel decoder's unpacking per 16.
- * The table is the code values times the block's scale (for NVFP4's 16-wide blocks two tables, the
- * lanes of the second block picked by bit 4 of the index: vpermt2ps), so each value is
- * code * scale as tensor.c's decoder computes it; NVFP4's multiplying scale_2 multiplies each output
+ * The table is the code values times the block's scale (for NVFP4's 16-wide blocks the unscaled
+ * table's values times a vector of the two scales, lanes 0-7 the first block's: one multiply per 16
+ * values, no two-table vpermt2ps and its index blend), so each value is code * scale as tensor.c's
+ * decoder computes it; NVFP4's multiplying scale_2 multiplies each output
  * once, after its sum (as the BF16 blocks did). The activations are split once per product into even
  * and odd columns per 32 (fq_split) to meet them. A tile: NT <= 4 tokens x NR rows, each sum in two
  * accumulators (even, odd) so that NT NR >= 4 keeps 8 FMA chains in flight. */
@@ -879,7 +880,8 @@ static void fq_scales(const dt_fp4 *q, size_t n0, size_t nr, float *sc) {
 
 #if MM_X86
 /* y[t][n + r] (+)= sum over columns [k0, k0 + kc) of x[t] W[n + r] for NT tokens (xs rows, stride K)
- * and NR rows; sc: the rows' scales (stride nb); b16: 16-wide blocks; pf, unless NULL: the codes of
+ * and NR rows; sc: the rows' scales (stride nb), or with b16 (NVFP4's 16-wide blocks) the table of
+ * the 256 E4M3 codes' scales (fq_job's tab) that q's scale bytes index; pf, unless NULL: the codes of
  * the next group's first row, its NR rows' lines at the columns read prefetched into L2 (one per 128
  * columns: a 64-byte line). */
 TGT_512 static inline __attribute__((always_inline)) void
@@ -887,7 +889,6 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
         size_t ldy, bool acc, const uint8_t *pf, const int NT, const int NR, const bool b16) {
     const size_t K = q->cols;
     const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
-    const __m512i hi = _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0), m15 = _mm512_set1_epi32(15);
     __m512 ae[8][4], ao[8][4];
 #pragma GCC unroll 8
     for (int r = 0; r < NR; r++)
@@ -908,11 +909,11 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
             const uint8_t *cp = q->codes + (n + (size_t)r) * (K / 2) + c / 2;
             __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)cp));
             __m512 ve, vo;
-            if (b16) {
-                const float *s = sc + (size_t)r * nb + c / 16;
-                __m512 la = _mm512_mul_ps(lut, _mm512_set1_ps(s[0])), lb = _mm512_mul_ps(lut, _mm512_set1_ps(s[1]));
-                ve = _mm512_permutex2var_ps(la, _mm512_ternarylogic_epi32(b, m15, hi, 0xEA), lb);
-                vo = _mm512_permutex2var_ps(la, _mm512_or_si512(_mm512_srli_epi32(b, 4), hi), lb);
+            if (b16) {          /* lanes 0-7 (columns 0-15) the first block's, 8-15 the second's */
+                const uint8_t *s = q->scale + (n + (size_t)r) * nb + c / 16;
+                __m512 sv = _mm512_mask_broadcastss_ps(_mm512_set1_ps(sc[s[0]]), 0xff00, _mm_load_ss(sc + s[1]));
+                ve = _mm512_mul_ps(_mm512_permutexvar_ps(b, lut), sv);
+                vo = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut), sv);
             } else {
                 __m512 ls = _mm512_mul_ps(lut, _mm512_set1_ps(sc[(size_t)r * nb + c / 32]));
                 ve = _mm512_permutexvar_ps(b, ls);
@@ -963,9 +964,12 @@ typedef struct {
     size_t kc;               /* columns per pass */
     const FqTiles *tl;
     MmWork *wk;              /* the workers' panels hold the unit's scales */
+    float tab[256];          /* NVFP4: each E4M3 code's block scale (a dividing global scale applied) */
 } fq_job;
 
-/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel, then per pass of kc
+/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel (NVFP4's: looked up
+ * in j->tab by the tiles, one E4M3 code per 16 values: decoding them was a tenth of the product at
+ * one token), then per pass of kc
  * columns every 4 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens),
  * each group prefetching the next group's codes. */
 static int fq_unit(size_t i, int worker, void *ud) {
@@ -974,17 +978,19 @@ static int fq_unit(size_t i, int worker, void *ud) {
     size_t K = q->cols, nb = K / dt_fp4_traits(q->enc)->block, T = j->T, N = j->W->rows;
     size_t n0 = i * j->nb, n1 = N - n0 < j->nb ? N : n0 + j->nb;
     float *sc = j->wk->pan[worker];
-    fq_scales(q, n0, n1 - n0, sc);
+    bool nv = q->enc == DT_FP4_NVFP4;      /* its scale bytes index j->tab in the tiles */
+    if (!nv) fq_scales(q, n0, n1 - n0, sc);
     for (size_t k0 = 0; k0 < K; k0 += j->kc) {
         size_t kc = K - k0 < j->kc ? K - k0 : j->kc;
         for (size_t t = 0; t < T; t += 4) {
             size_t nt = T - t < 4 ? T - t : 4, nr = (size_t)j->tl->nr[nt - 1], n = n0;
+            const float *xs = j->xs + t * K;
+            float *y = j->y + t * j->ldy;
             for (; n + nr <= n1; n += nr)
-                j->tl->many[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0,
+                j->tl->many[nt - 1](q, nv ? j->tab : sc + (n - n0) * nb, nb, n, xs, k0, kc, y, j->ldy, k0 > 0,
                                     n + 2 * nr <= N ? q->codes + (n + nr) * (K / 2) : NULL);
             for (; n < n1; n++)
-                j->tl->one[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0,
-                                   NULL);
+                j->tl->one[nt - 1](q, nv ? j->tab : sc + (n - n0) * nb, nb, n, xs, k0, kc, y, j->ldy, k0 > 0, NULL);
         }
     }
     if (!q->gdiv && q->gscale != 1.0f)
@@ -1018,6 +1024,8 @@ static int xwt_fq(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t 
     bool fv = T <= FV_MAXT && !atomic_load(&mv_off);
     fq_job j = {.W = W, .xs = wk->xs, .T = T, .y = y, .ldy = ldy, .nb = fq_rows(W->rows, wk->nthreads, fv ? T : FP4_MANY),
                 .kc = fv ? K : FQ_KC, .tl = fv ? &fv_tiles : &fq_tiles, .wk = wk};
+    const float *e4 = gbf_e4m3_f32();
+    for (int v = 0; v < 256 && W->fp4.enc == DT_FP4_NVFP4; v++) j.tab[v] = W->fp4.gdiv ? e4[v] / W->fp4.gscale : e4[v];
     return run_units(wk, W->rows, j.nb, T * W->rows * K, fq_unit, &j);
 }
 
