@@ -4,7 +4,7 @@
  * compressed-tensors' whose global scale divides, INT4 with BF16 / F16 / F32 group scales); rows
  * that leave tails of the one-token groups (8 / 4 / 2 rows at 1-4 tokens) and of the passes' tiles,
  * fewer rows than one group, more than one 128-row unit; K a multiple of 32 but not of 128 (a code
- * line), more than one 1024-column pass, and NVFP4 with 16 columns left over (the one-row route); in
+ * line), more than one 1024-column pass, every tile width of the passes (5-8 tokens), and NVFP4 with 16 columns left over (the one-row route); in
  * both compute modes (FP4 / INT4 products stay float32 on unrounded activations in both), on one
  * worker and two, the one-token groups on and off (mm_matvec). And that the one-token groups are
  * what runs at 1-4 tokens: past one pass of columns their sums differ in the last bits from the
@@ -110,8 +110,8 @@ static void test_shapes(void) {
         /* 1-4 tokens: the groups' tails (8 / 4 / 2 rows), fewer rows than a group, two 128-row units */
         {1, 1, 32}, {1, 7, 96}, {1, 8, 160}, {1, 17, 2080}, {1, 131, 224}, {2, 5, 64}, {2, 13, 1056},
         {3, 3, 96}, {3, 11, 2080}, {4, 9, 160}, {4, 257, 96}, {1, 300, 64},
-        /* the passes (5-63 tokens): tile tails, more than one pass */
-        {5, 9, 1056}, {7, 14, 96}, {63, 13, 2080},
+        /* the passes (5-63 tokens): every tile width 5-8 (14 = 8 + 6), tile tails, more than one pass */
+        {5, 9, 1056}, {7, 14, 96}, {14, 10, 160}, {16, 3, 64}, {63, 13, 2080},
     };
     for (size_t i = 0; i < sizeof encs / sizeof *encs; i++)
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)

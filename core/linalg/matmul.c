@@ -797,7 +797,8 @@ static int few_unit(size_t i, int worker, void *ud) {
 
 /* ---------------------------------------------------------------- FP4 / INT4 register tiles, 1-63 tokens */
 
-#define FQ_KC 1024           /* columns per pass: 4 tokens' activations (16 KB) stay in L1 */
+#define FQ_KC 1024           /* columns per pass: 8 tokens' activations (32 KB) stay in L1 */
+#define FQ_NT 8              /* tokens per tile at most */
 
 /* An FP4 / INT4 weight's 32 columns [32c, 32c + 32) of a row are 16 bytes, byte i holding columns 2i
  * (low nibble) and 2i + 1. Widened to 16 dwords, byte i in lane i, they index a 16-entry table
@@ -808,7 +809,7 @@ static int few_unit(size_t i, int worker, void *ud) {
  * values, no two-table vpermt2ps and its index blend), so each value is code * scale as tensor.c's
  * decoder computes it; NVFP4's multiplying scale_2 multiplies each output
  * once, after its sum (as the BF16 blocks did). The activations are split once per product into even
- * and odd columns per 32 (fq_split) to meet them. A tile: NT <= 4 tokens x NR rows, each sum in two
+ * and odd columns per 32 (fq_split) to meet them. A tile: NT <= 8 tokens x NR rows, each sum in two
  * accumulators (even, odd) so that NT NR >= 4 keeps 8 FMA chains in flight. */
 static bool fq_ok(const dt_fp4 *q) { return q->cols > 0 && q->cols % 32 == 0; }
 
@@ -889,18 +890,18 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
         size_t ldy, bool acc, const uint8_t *pf, const int NT, const int NR, const bool b16) {
     const size_t K = q->cols;
     const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
-    __m512 ae[8][4], ao[8][4];
+    __m512 ae[8][FQ_NT], ao[8][FQ_NT];
 #pragma GCC unroll 8
     for (int r = 0; r < NR; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) ae[r][t] = ao[r][t] = _mm512_setzero_ps();
     for (size_t c = k0; c < k0 + kc; c += 32) {
-        __m512 xe[4], xo[4];
+        __m512 xe[4], xo[4];             /* up to 4 tokens in registers; more read by the FMAs (NR 1) */
         if (pf && c % 128 == 0)
 #pragma GCC unroll 8
             for (int r = 0; r < NR; r++) _mm_prefetch((const char *)(pf + (size_t)r * (K / 2) + c / 2), _MM_HINT_T1);
 #pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
+        for (int t = 0; t < NT && NT <= 4; t++) {
             xe[t] = _mm512_loadu_ps(xs + (size_t)t * K + c);
             xo[t] = _mm512_loadu_ps(xs + (size_t)t * K + c + 16);
         }
@@ -919,16 +920,17 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
                 ve = _mm512_permutexvar_ps(b, ls);
                 vo = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), ls);
             }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
-                ae[r][t] = _mm512_fmadd_ps(xe[t], ve, ae[r][t]);
-                ao[r][t] = _mm512_fmadd_ps(xo[t], vo, ao[r][t]);
+                const float *xt = xs + (size_t)t * K + c;
+                ae[r][t] = _mm512_fmadd_ps(NT <= 4 ? xe[t % 4] : _mm512_loadu_ps(xt), ve, ae[r][t]);
+                ao[r][t] = _mm512_fmadd_ps(NT <= 4 ? xo[t % 4] : _mm512_loadu_ps(xt + 16), vo, ao[r][t]);
             }
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < NR; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             float v = _mm512_reduce_add_ps(_mm512_add_ps(ae[r][t], ao[r][t]));
             float *o = y + (size_t)t * ldy + n + (size_t)r;
@@ -939,7 +941,7 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
 typedef void (*fq_fn)(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc,
                       float *y, size_t ldy, bool acc, const uint8_t *pf);
 /* The tiles of one pass: [NT - 1] the NR-row tile, the one-row tail, NR. */
-typedef struct { fq_fn many[4], one[4]; int nr[4]; } FqTiles;
+typedef struct { fq_fn many[FQ_NT], one[FQ_NT]; int nr[FQ_NT]; } FqTiles;
 #define FQ_FN(nt, nr)                                                                                                 \
     TGT_512 static void fq_##nt##x##nr(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs,      \
                                        size_t k0, size_t kc, float *y, size_t ldy, bool acc, const uint8_t *pf) {    \
@@ -947,12 +949,14 @@ typedef struct { fq_fn many[4], one[4]; int nr[4]; } FqTiles;
         else fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, false);                                     \
     }
 FQ_FN(1, 4) FQ_FN(2, 2) FQ_FN(3, 2) FQ_FN(4, 1) FQ_FN(1, 1) FQ_FN(2, 1) FQ_FN(3, 1)
-FQ_FN(1, 8) FQ_FN(2, 4) FQ_FN(4, 2)
-/* passes of FQ_KC columns (4 tokens at a time, 5-63 tokens); all K columns at once (1-4 tokens) */
-static const FqTiles fq_tiles = {{fq_1x4, fq_2x2, fq_3x2, fq_4x1}, {fq_1x1, fq_2x1, fq_3x1, fq_4x1}, {4, 2, 2, 1}};
+FQ_FN(1, 8) FQ_FN(2, 4) FQ_FN(4, 2) FQ_FN(5, 1) FQ_FN(6, 1) FQ_FN(7, 1) FQ_FN(8, 1)
+/* passes of FQ_KC columns (8 tokens at a time, 5-63 tokens: one decode per 8 tokens' FMAs); all K
+ * columns at once (1-4 tokens) */
+static const FqTiles fq_tiles = {{fq_1x4, fq_2x2, fq_3x2, fq_4x1, fq_5x1, fq_6x1, fq_7x1, fq_8x1},
+                                 {fq_1x1, fq_2x1, fq_3x1, fq_4x1, fq_5x1, fq_6x1, fq_7x1, fq_8x1}, {4, 2, 2, 1, 1, 1, 1, 1}};
 static const FqTiles fv_tiles = {{fq_1x8, fq_2x4, fq_3x2, fq_4x2}, {fq_1x1, fq_2x1, fq_3x1, fq_4x1}, {8, 4, 2, 2}};
 #else
-static const FqTiles fq_tiles = {{0}, {0}, {1, 1, 1, 1}}, fv_tiles = {{0}, {0}, {1, 1, 1, 1}};   /* never used */
+static const FqTiles fq_tiles = {{0}, {0}, {1, 1, 1, 1, 1, 1, 1, 1}}, fv_tiles = {{0}, {0}, {1, 1, 1, 1}};   /* never used */
 #endif
 
 typedef struct {
@@ -970,7 +974,7 @@ typedef struct {
 /* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel (NVFP4's: looked up
  * in j->tab by the tiles, one E4M3 code per 16 values: decoding them was a tenth of the product at
  * one token), then per pass of kc
- * columns every 4 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens),
+ * columns every 8 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens),
  * each group prefetching the next group's codes. */
 static int fq_unit(size_t i, int worker, void *ud) {
     fq_job *j = ud;
@@ -982,8 +986,8 @@ static int fq_unit(size_t i, int worker, void *ud) {
     if (!nv) fq_scales(q, n0, n1 - n0, sc);
     for (size_t k0 = 0; k0 < K; k0 += j->kc) {
         size_t kc = K - k0 < j->kc ? K - k0 : j->kc;
-        for (size_t t = 0; t < T; t += 4) {
-            size_t nt = T - t < 4 ? T - t : 4, nr = (size_t)j->tl->nr[nt - 1], n = n0;
+        for (size_t t = 0; t < T; t += FQ_NT) {
+            size_t nt = T - t < FQ_NT ? T - t : FQ_NT, nr = (size_t)j->tl->nr[nt - 1], n = n0;
             const float *xs = j->xs + t * K;
             float *y = j->y + t * j->ldy;
             for (; n + nr <= n1; n += nr)
@@ -1014,7 +1018,7 @@ static size_t fq_rows(size_t N, int nthreads, size_t T) {
 /* An FP4 / INT4 product of fewer than FP4_MANY tokens on the register tiles: x split once into
  * wk->xs, the units on the pool. Up to FV_MAXT tokens (decoding) a unit's rows go in groups of 8 / 4 /
  * 2 over all K columns, each group prefetching the next (as the BF16 one-token kernels do); from
- * there on in passes of FQ_KC columns, 4 tokens at a time. */
+ * there on in passes of FQ_KC columns, 8 tokens at a time. */
 static int xwt_fq(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     size_t K = W->cols, n;
     if (pan_fit(wk) || !al_mul_ok(T, K, &n, "activations") ||
