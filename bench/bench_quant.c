@@ -19,6 +19,7 @@
  *   - each of layer 0's products (q, k, o, gate, down) alone, mm_xwt at T = 1, 4, 16, 63 and 128, in
  *     f32 and bf16 modes (the BF16 twin's in the same mode);
  *   - prefill of T = 128 tokens in f32 and bf16 modes (the last token's logits);
+ *   - decoding: 16 one-token steps after a 16-token prompt, in both modes (the steps' CPU time);
  *   - the R1 sweep: farr_state_layer VO and QK of every layer, cold (a fresh FarrState);
  *   - `ppl` (2 windows of 64 tokens) in a fresh process per twin: its perplexity and peak RSS.
  * Every figure is printed as FP4 / BF16. The twins hold the same values, so their outputs must
@@ -438,6 +439,27 @@ static void bench_prefill(Forward *f[NTWIN], const int *ids, size_t T, mm_comput
     print_ratios(best, 3);
 }
 
+/* Decoding in mode c on each twin: 16 one-token steps after a 16-token prompt, the steps timed,
+ * best of reps, interleaved; the last step's logits into z. */
+static void bench_decode(Forward *f[NTWIN], const int *ids, mm_compute c, int reps, float *z[NTWIN]) {
+    enum { P = 16, S = 16 };
+    double best[NTWIN] = {1e30, 1e30, 1e30, 1e30};
+    for (int t = 0; t < NTWIN; t++) fwd_set_compute(f[t], c);
+    for (int r = 0; r < reps + 1; r++)
+        for (int t = 0; t < NTWIN; t++) {
+            fwd_reset(f[t]);
+            int rc = fwd_run(f[t], ids, P, FWD_LOGITS_LAST, z[t]);
+            double t0 = cpu_s();
+            for (int i = 0; i < S && rc == AL_OK; i++) rc = fwd_run(f[t], ids + P + i, 1, FWD_LOGITS_LAST, z[t]);
+            double d = cpu_s() - t0;
+            if (rc != AL_OK) { fprintf(stderr, "decode: %s\n", al_errmsg()); exit(1); }
+            if (r && d < best[t]) best[t] = d;
+        }
+    printf("  decode %d tokens after %d, %-4s  bf16 %.3f %s s (%.1f tok/s)", S, P, mm_compute_name(c), best[0],
+           wall ? "wall" : "CPU", S / best[0]);
+    print_ratios(best, 3);
+}
+
 static int bench_llama(const char *base, size_t T, int reps) {
     Model *m[NTWIN] = {0};
     Forward *f[NTWIN] = {0};
@@ -465,6 +487,13 @@ static int bench_llama(const char *base, size_t T, int reps) {
     for (int t = 1; t < NTWIN; t++)      /* the head (BF16) rounds its activations in both, the FP4 projections do not */
         printf("    bf16-mode logits, %s vs bf16: relative difference %.2g (not compared: only BF16 weights round "
                "their activations to BF16)\n", twin_name[t], rel_diff(z[0], z[t], V));
+    bench_decode(f, ids, MM_F32, reps, z32);
+    for (int t = 1; t < NTWIN; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "decode's f32 logits, %s vs bf16", twin_name[t]);
+        agree(what, rel_diff(z32[0], z32[t], V), 1e-5);
+    }
+    bench_decode(f, ids, MM_BF16, reps, z);
     for (int t = 0; t < NTWIN; t++) { fwd_free(f[t]); model_free(m[t]); free(z[t]); free(z32[t]); }
     free(ids);
     return 0;
