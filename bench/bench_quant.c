@@ -4,19 +4,22 @@
  *               [--only products|llama|r1|rss]
  *
  * Writes into DIR (default $ATTNLAB_CACHE/bench-quant, else /tmp/attnlab/bench-quant; kept for the
- * next run) three twins of two models whose weights are exactly representable in both FP4
- * encodings: per row and block of 32 values an E2M1 code times 2^e, so the BF16 copy holds them
- * exactly, MXFP4 stores e as its E8M0 scale, NVFP4 as an E4M3 block scale 2^(e + 10) (both halves
- * of the 32) times the per-tensor scale_2 2^-10:
- *   - llama1b-{bf16,mxfp4,nvfp4}: TinyLlama's shapes (hidden 2048, 32 heads, 4 KV heads, MLP 5632,
+ * next run) four twins of two models whose weights are exactly representable in the three 4-bit
+ * encodings: per row and block of 32 values an E2M1 code of magnitude <= 3 times 2^e, so the BF16
+ * copy holds them exactly, MXFP4 stores e as its E8M0 scale, NVFP4 as an E4M3 block scale
+ * 2^(e + 10) (both halves of the 32) times the per-tensor scale_2 2^-10, and compressed-tensors'
+ * pack-quantized INT4 the integer 2 code (|.| <= 6, stored + 8) times its BF16 group scale 2^(e - 1):
+ *   - llama1b-{bf16,mxfp4,nvfp4,int4}: TinyLlama's shapes (hidden 2048, 32 heads, 4 KV heads, MLP 5632,
  *     vocab 32000; N layers, default 22 = 1.1B); the projections quantized, embeddings, head and
  *     norms BF16 in all three (as the FP4 releases keep them);
- *   - r1-{bf16,mxfp4,nvfp4}: DeepSeek-R1's attention shapes (synth_ds_r1_shape's checkpoint, its
+ *   - r1-{bf16,mxfp4,nvfp4,int4}: DeepSeek-R1's attention shapes (synth_ds_r1_shape's checkpoint, its
  *     FP8 values re-quantized; N layers, default 1).
  * Then, in one run (each measurement interleaved over the twins, best of --reps; the process's CPU
  * time, all threads, unless --wall: the machine is shared, and other jobs stretch wall time):
- *   - each of layer 0's products (q, k, o, gate, down) alone, mm_xwt at T = 1, 16 and 128, f32 mode;
+ *   - each of layer 0's products (q, k, o, gate, down) alone, mm_xwt at T = 1, 4, 16, 63 and 128, in
+ *     f32 and bf16 modes (the BF16 twin's in the same mode);
  *   - prefill of T = 128 tokens in f32 and bf16 modes (the last token's logits);
+ *   - decoding: 16 one-token steps after a 16-token prompt, in both modes (the steps' CPU time);
  *   - the R1 sweep: farr_state_layer VO and QK of every layer, cold (a fresh FarrState);
  *   - `ppl` (2 windows of 64 tokens) in a fresh process per twin: its perplexity and peak RSS.
  * Every figure is printed as FP4 / BF16. The twins hold the same values, so their outputs must
@@ -39,8 +42,8 @@
 #include "matmul.h"
 #include "synth.h"
 
-#define NTWIN 3
-static const char *twin_name[NTWIN] = {"bf16", "mxfp4", "nvfp4"};
+#define NTWIN 4
+static const char *twin_name[NTWIN] = {"bf16", "mxfp4", "nvfp4", "int4"};
 #define G_EXP (-10)          /* NVFP4's scale_2 = 2^G_EXP; block scales 2^(e - G_EXP) in E4M3's 2^-9 .. 2^8 */
 
 static int bad;              /* outputs that disagree */
@@ -70,11 +73,12 @@ static float rnd(float scale) {
 
 static const float E2M1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
 
-/* The E2M1 code nearest x (ties to the smaller magnitude). */
+/* The E2M1 code of magnitude <= 3 (codes 0-5: INT4 holds twice them) nearest x (ties to the smaller
+ * magnitude). */
 static uint8_t e2m1_code(float x) {
     float a = fabsf(x);
     uint8_t c = 0;
-    for (uint8_t k = 1; k < 8; k++)
+    for (uint8_t k = 1; k < 6; k++)
         if (fabsf(E2M1[k] - a) < fabsf(E2M1[c] - a)) c = k;
     return (uint8_t)(c | (x < 0 && c ? 8 : 0));
 }
@@ -83,9 +87,11 @@ typedef struct {
     uint8_t *codes;          /* (R, C / 2), low nibble the even column */
     uint8_t *e8m0;           /* (R, C / 32) */
     uint8_t *e4m3;           /* (R, C / 16) */
+    uint8_t *i4;             /* (R, C / 2): INT4's nibbles 2 code + 8, low the even column (I32 words LE) */
+    uint16_t *bf;            /* (R, C / 32): INT4's BF16 group scales 2^(e - 1) */
 } Fp4Q;
 
-static void fp4q_free(Fp4Q *q) { free(q->codes); free(q->e8m0); free(q->e4m3); }
+static void fp4q_free(Fp4Q *q) { free(q->codes); free(q->e8m0); free(q->e4m3); free(q->i4); free(q->bf); }
 
 /* m (R, C; C a multiple of 32) rounded to code x 2^e per block of 32 (e from the block's largest
  * magnitude, within what both encodings hold); m's values become the rounded ones. */
@@ -94,19 +100,24 @@ static int quantize(Mat *m, Fp4Q *q) {
     q->codes = calloc(R * C / 2, 1);
     q->e8m0 = malloc(R * C / 32);
     q->e4m3 = malloc(R * C / 16);
-    if (!q->codes || !q->e8m0 || !q->e4m3) return al_err("out of memory quantizing");
+    q->i4 = calloc(R * C / 2, 1);
+    q->bf = malloc(R * C / 32 * sizeof *q->bf);
+    if (!q->codes || !q->e8m0 || !q->e4m3 || !q->i4 || !q->bf) return al_err("out of memory quantizing");
     for (size_t i = 0; i < R; i++)
         for (size_t b = 0; b < C / 32; b++) {
             float *x = m->data + i * C + b * 32, amax = 0;
             for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
-            int e = amax > 0 ? (int)ceilf(log2f(amax / 6)) : G_EXP - 9;
+            int e = amax > 0 ? (int)ceilf(log2f(amax / 3)) : G_EXP - 9;
             e = e < G_EXP - 9 ? G_EXP - 9 : e > G_EXP + 8 ? G_EXP + 8 : e;
             q->e8m0[i * (C / 32) + b] = (uint8_t)(e + 127);
             q->e4m3[i * (C / 16) + 2 * b] = q->e4m3[i * (C / 16) + 2 * b + 1] = dt_f32_to_e4m3(ldexpf(1, e - G_EXP));
+            q->bf[i * (C / 32) + b] = dt_f32_to_bf16(ldexpf(1, e - 1));
             for (size_t j = 0; j < 32; j++) {
                 uint8_t c = e2m1_code(ldexpf(x[j], -e));
                 size_t col = b * 32 + j;
+                int v = (int)(2 * E2M1[c & 7]) * (c & 8 ? -1 : 1);
                 q->codes[(i * C + col) / 2] |= (uint8_t)(col & 1 ? c << 4 : c);
+                q->i4[(i * C + col) / 2] |= (uint8_t)(col & 1 ? (v + 8) << 4 : v + 8);
                 x[j] = ldexpf(c & 8 ? -E2M1[c & 7] : E2M1[c & 7], e);
             }
         }
@@ -121,7 +132,9 @@ static int add_weight(st_writer *w[NTWIN], const char *name, Mat *m) {
     char n[300];
     int rc = quantize(m, &q);
     if (rc == AL_OK) rc = st_writer_add_mat(w[0], name, DT_BF16, m);
-    size_t bs[3] = {R, C / 32, 16}, ss[2] = {R, C / 32}, ws[2] = {R, C / 2}, es[2] = {R, C / 16};
+    size_t bs[3] = {R, C / 32, 16}, ss[2] = {R, C / 32}, ws[2] = {R, C / 2}, es[2] = {R, C / 16}, ps[2] = {R, C / 8},
+           two = 2;
+    int64_t shape[2] = {(int64_t)R, (int64_t)C};
     snprintf(n, sizeof n, "%s_blocks", name);
     if (rc == AL_OK) rc = st_writer_add(w[1], n, DT_U8, 3, bs, q.codes, R * C / 2);
     snprintf(n, sizeof n, "%s_scales", name);
@@ -131,6 +144,12 @@ static int add_weight(st_writer *w[NTWIN], const char *name, Mat *m) {
     if (rc == AL_OK) rc = st_writer_add(w[2], n, DT_F8_E4M3, 2, es, q.e4m3, R * C / 16);
     snprintf(n, sizeof n, "%s_scale_2", name);
     if (rc == AL_OK) rc = st_writer_add(w[2], n, DT_F32, 1, &one, &g, 4);
+    snprintf(n, sizeof n, "%s_packed", name);
+    if (rc == AL_OK) rc = st_writer_add(w[3], n, DT_I32, 2, ps, q.i4, R * C / 2);
+    snprintf(n, sizeof n, "%s_scale", name);
+    if (rc == AL_OK) rc = st_writer_add(w[3], n, DT_BF16, 2, ss, q.bf, R * C / 32 * 2);
+    snprintf(n, sizeof n, "%s_shape", name);
+    if (rc == AL_OK) rc = st_writer_add(w[3], n, DT_I64, 1, &two, shape, sizeof shape);
     fp4q_free(&q);
     return rc;
 }
@@ -174,7 +193,8 @@ static int twins_shard(Twins *T, st_writer *w[NTWIN], const char *file, char **n
         free(p);
         bool first = T->first;
         for (size_t i = 0; i < n; i++, first = false) {
-            const char *kinds[NTWIN][4] = {{""}, {"_blocks", "_scales"}, {"", "_scale", "_scale_2"}};
+            const char *kinds[NTWIN][4] = {{""}, {"_blocks", "_scales"}, {"", "_scale", "_scale_2"},
+                                           {"_packed", "_scale", "_shape"}};
             bool q = names[i][0] == '*';
             const char *nm = names[i] + q;
             for (int k = 0; k < 4 && kinds[t][k]; k++) {
@@ -187,15 +207,32 @@ static int twins_shard(Twins *T, st_writer *w[NTWIN], const char *file, char **n
     return rc;
 }
 
-/* Ends the indexes and writes each twin's config.json (cfg). */
+/* cfg with the INT4 twin's quantization_config (compressed-tensors pack-quantized, groups of 32),
+ * or NULL. */
+static char *int4_config(const char *cfg) {
+    cJSON *j = cJSON_Parse(cfg);
+    if (!j) return NULL;
+    cJSON *q = cJSON_Parse("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", "
+                           "\"ignore\": [\"lm_head\"], \"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], "
+                           "\"weights\": {\"num_bits\": 4, \"type\": \"int\", \"symmetric\": true, "
+                           "\"strategy\": \"group\", \"group_size\": 32}}}}");
+    cJSON_AddItemToObject(j, "quantization_config", q);
+    char *out = cJSON_Print(j);
+    cJSON_Delete(j);
+    return out;
+}
+
+/* Ends the indexes and writes each twin's config.json (cfg; the INT4 twin's with its quantization_config). */
 static int twins_end(Twins *T, const char *cfg) {
     int rc = AL_OK;
     for (int t = 0; t < NTWIN; t++) {
         fprintf(T->idx[t], "}}\n");
         fclose(T->idx[t]);
-        char *cp = al_asprintf("%s/config.json", T->dir[t]);
-        if (rc == AL_OK) rc = al_write_file_atomic(cp, cfg, strlen(cfg));
+        char *cp = al_asprintf("%s/config.json", T->dir[t]), *c4 = t == 3 ? int4_config(cfg) : NULL;
+        if (rc == AL_OK && t == 3 && !c4) rc = al_err("cannot build the INT4 twin's config");
+        if (rc == AL_OK) rc = al_write_file_atomic(cp, c4 ? c4 : cfg, strlen(c4 ? c4 : cfg));
         free(cp);
+        free(c4);
     }
     return rc;
 }
@@ -204,7 +241,7 @@ static void twins_free(Twins *T) { for (int t = 0; t < NTWIN; t++) free(T->dir[t
 
 static bool have_dir(const char *base, const char *model) {
     struct stat sb;
-    char *p = al_asprintf("%s/%s-nvfp4/config.json", base, model);
+    char *p = al_asprintf("%s/%s-int4/config.json", base, model);
     bool h = stat(p, &sb) == 0;
     free(p);
     return h;
@@ -226,7 +263,7 @@ static int write_llama(const char *base, int layers) {
     if (twins_begin(&T, base, "llama1b") != AL_OK) return AL_ERR;
     int rc = AL_OK;
     for (int L = -1; rc == AL_OK && L < layers; L++) {
-        st_writer *w[NTWIN] = {st_writer_new(), st_writer_new(), st_writer_new()};
+        st_writer *w[NTWIN] = {st_writer_new(), st_writer_new(), st_writer_new(), st_writer_new()};
         struct { const char *s; size_t r, c; float scale, off; bool q; } t[] = {
             {"input_layernorm.weight", 1, D1, 0.05f, 1, false}, {"post_attention_layernorm.weight", 1, D1, 0.05f, 1, false},
             {"self_attn.q_proj.weight", H1 * HD1, D1, 0.03f, 0, true}, {"self_attn.k_proj.weight", G1 * HD1, D1, 0.03f, 0, true},
@@ -276,7 +313,7 @@ static int write_r1(const char *base, int layers) {
     if (rc == AL_OK) rc = store_open(src, &s);
     if (rc == AL_OK) rc = twins_begin(&T, base, "r1");
     for (int L = 0; rc == AL_OK && L < layers; L++) {
-        st_writer *w[NTWIN] = {st_writer_new(), st_writer_new(), st_writer_new()};
+        st_writer *w[NTWIN] = {st_writer_new(), st_writer_new(), st_writer_new(), st_writer_new()};
         char pre[64], file[64], *names[16] = {0};
         size_t n = 0;
         snprintf(pre, sizeof pre, "model.layers.%d.", L);
@@ -328,18 +365,26 @@ static void agree(const char *what, double rel, double tol) {
     if (!ok) bad++;
 }
 
-/* Layer 0's products alone: mm_xwt at T tokens, f32 mode, best of reps, interleaved over the twins. */
-static void bench_products(Model *m[NTWIN], size_t T, int reps) {
+/* "  mxfp4 0.0123 (0.85x)  nvfp4 ..." for the FP4 / INT4 twins' best times against the BF16 twin's. */
+static void print_ratios(const double *best, int prec) {
+    for (int t = 1; t < NTWIN; t++) printf("  %s %.*f (%.2fx)", twin_name[t], prec, best[t], best[t] / best[0]);
+    printf("\n");
+}
+
+/* Layer 0's products alone: mm_xwt at T tokens in mode c (the BF16 twin's in the same mode), best of
+ * reps, interleaved over the twins; in f32 mode the outputs compared (bf16 mode rounds only the BF16
+ * twin's activations). */
+static void bench_products(Model *m[NTWIN], size_t T, mm_compute c, int reps) {
     static const char *parts[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.o_proj", "mlp.gate_proj",
                                   "mlp.down_proj"};
     MmWork *wk = mm_work_new(0);
-    printf("layer 0's products alone (mm_xwt, T = %zu, f32 mode, %d threads, best of %d): %s seconds, FP4 / BF16\n", T,
-           mm_work_threads(wk), reps, wall ? "wall" : "CPU");
+    printf("layer 0's products alone (mm_xwt, T = %zu, %s mode, %d threads, best of %d): %s milliseconds, 4-bit / BF16\n", T,
+           mm_compute_name(c), mm_work_threads(wk), reps, wall ? "wall" : "CPU");
     for (size_t p = 0; p < sizeof parts / sizeof *parts; p++) {
         char name[128];
         snprintf(name, sizeof name, "model.layers.0.%s.weight", parts[p]);
         WMat w[NTWIN];
-        double best[NTWIN] = {1e30, 1e30, 1e30};
+        double best[NTWIN] = {1e30, 1e30, 1e30, 1e30};
         float *x = NULL, *y[NTWIN] = {0};
         int rc = AL_OK;
         for (int t = 0; t < NTWIN && rc == AL_OK; t++) rc = wmat_view(m[t]->store, name, false, &w[t]);
@@ -351,13 +396,14 @@ static void bench_products(Model *m[NTWIN], size_t T, int reps) {
         for (int r = 0; r < reps + 1; r++)
             for (int t = 0; t < NTWIN; t++) {
                 double t0 = cpu_s();
-                mm_xwt(wk, &w[t], x, K, T, y[t], N, MM_F32);
+                mm_xwt(wk, &w[t], x, K, T, y[t], N, c);
                 double d = cpu_s() - t0;
                 if (r && d < best[t]) best[t] = d;          /* the first round warms up */
             }
-        printf("  %-18s (%5zu x %5zu)  bf16 %.4f  mxfp4 %.4f (%.2fx)  nvfp4 %.4f (%.2fx)\n", parts[p], N, K, best[0], best[1],
-               best[1] / best[0], best[2], best[2] / best[0]);
-        for (int t = 1; t < NTWIN; t++) {
+        for (int t = 0; t < NTWIN; t++) best[t] *= 1e3;
+        printf("  %-18s (%5zu x %5zu)  bf16 %.4f", parts[p], N, K, best[0]);
+        print_ratios(best, 4);
+        for (int t = 1; t < NTWIN && c == MM_F32; t++) {
             char what[96];
             snprintf(what, sizeof what, "%s %s vs bf16", parts[p], twin_name[t]);
             if (rel_diff(y[0], y[t], T * N) > 1e-5) agree(what, rel_diff(y[0], y[t], T * N), 1e-5);
@@ -368,9 +414,17 @@ static void bench_products(Model *m[NTWIN], size_t T, int reps) {
     mm_work_free(wk);
 }
 
+/* The products at 1, 4, 16, 63 and 128 tokens (decode, few tokens, the register tiles' last, prefill)
+ * in both modes. */
+static void bench_all_products(Model *m[NTWIN], int reps) {
+    static const size_t Ts[] = {1, 4, 16, 63, 128};
+    for (int c = 0; c < 2; c++)
+        for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) bench_products(m, Ts[i], c ? MM_BF16 : MM_F32, reps);
+}
+
 /* Prefill of T tokens in mode c on each twin, best of reps, interleaved; logits of the last token. */
 static void bench_prefill(Forward *f[NTWIN], const int *ids, size_t T, mm_compute c, int reps, float *z[NTWIN]) {
-    double best[NTWIN] = {1e30, 1e30, 1e30};
+    double best[NTWIN] = {1e30, 1e30, 1e30, 1e30};
     for (int t = 0; t < NTWIN; t++) fwd_set_compute(f[t], c);
     for (int r = 0; r < reps + 1; r++)
         for (int t = 0; t < NTWIN; t++) {
@@ -380,9 +434,30 @@ static void bench_prefill(Forward *f[NTWIN], const int *ids, size_t T, mm_comput
             double d = cpu_s() - t0;
             if (r && d < best[t]) best[t] = d;
         }
-    printf("  prefill T=%zu %-4s  bf16 %.3f %s s (%.1f tok/s)  mxfp4 %.3f s (%.2fx)  nvfp4 %.3f s (%.2fx)\n", T,
-           mm_compute_name(c), best[0], wall ? "wall" : "CPU", (double)T / best[0], best[1], best[1] / best[0], best[2],
-           best[2] / best[0]);
+    printf("  prefill T=%zu %-4s  bf16 %.3f %s s (%.1f tok/s)", T, mm_compute_name(c), best[0], wall ? "wall" : "CPU",
+           (double)T / best[0]);
+    print_ratios(best, 3);
+}
+
+/* Decoding in mode c on each twin: 16 one-token steps after a 16-token prompt, the steps timed,
+ * best of reps, interleaved; the last step's logits into z. */
+static void bench_decode(Forward *f[NTWIN], const int *ids, mm_compute c, int reps, float *z[NTWIN]) {
+    enum { P = 16, S = 16 };
+    double best[NTWIN] = {1e30, 1e30, 1e30, 1e30};
+    for (int t = 0; t < NTWIN; t++) fwd_set_compute(f[t], c);
+    for (int r = 0; r < reps + 1; r++)
+        for (int t = 0; t < NTWIN; t++) {
+            fwd_reset(f[t]);
+            int rc = fwd_run(f[t], ids, P, FWD_LOGITS_LAST, z[t]);
+            double t0 = cpu_s();
+            for (int i = 0; i < S && rc == AL_OK; i++) rc = fwd_run(f[t], ids + P + i, 1, FWD_LOGITS_LAST, z[t]);
+            double d = cpu_s() - t0;
+            if (rc != AL_OK) { fprintf(stderr, "decode: %s\n", al_errmsg()); exit(1); }
+            if (r && d < best[t]) best[t] = d;
+        }
+    printf("  decode %d tokens after %d, %-4s  bf16 %.3f %s s (%.1f tok/s)", S, P, mm_compute_name(c), best[0],
+           wall ? "wall" : "CPU", S / best[0]);
+    print_ratios(best, 3);
 }
 
 static int bench_llama(const char *base, size_t T, int reps) {
@@ -398,9 +473,7 @@ static int bench_llama(const char *base, size_t T, int reps) {
     }
     printf("llama1b twins (TinyLlama shapes, %d layers; projections FP4, embeddings / head / norms BF16):\n",
            m[0]->cfg.n_layers);
-    bench_products(m, 1, reps);              /* decoding: registers; a few tokens: BF16 blocks; prefill: panels */
-    bench_products(m, 16, reps);
-    bench_products(m, T, reps);
+    bench_all_products(m, reps);
     int *ids = malloc(T * sizeof *ids);
     for (size_t i = 0; i < T; i++) ids[i] = (int)((i * 2654435761u) % (V1 - 3)) + 3;
     size_t V = fwd_vocab(f[0]);
@@ -414,6 +487,13 @@ static int bench_llama(const char *base, size_t T, int reps) {
     for (int t = 1; t < NTWIN; t++)      /* the head (BF16) rounds its activations in both, the FP4 projections do not */
         printf("    bf16-mode logits, %s vs bf16: relative difference %.2g (not compared: only BF16 weights round "
                "their activations to BF16)\n", twin_name[t], rel_diff(z[0], z[t], V));
+    bench_decode(f, ids, MM_F32, reps, z32);
+    for (int t = 1; t < NTWIN; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "decode's f32 logits, %s vs bf16", twin_name[t]);
+        agree(what, rel_diff(z32[0], z32[t], V), 1e-5);
+    }
+    bench_decode(f, ids, MM_BF16, reps, z);
     for (int t = 0; t < NTWIN; t++) { fwd_free(f[t]); model_free(m[t]); free(z[t]); free(z32[t]); }
     free(ids);
     return 0;
@@ -431,7 +511,7 @@ static int bench_r1(const char *base, int reps) {
     printf("r1 twins (DeepSeek-R1 attention shapes, %d layers): the sweep (VO and QK of every layer, cold), best of %d, "
            "%s seconds\n", L, reps, wall ? "wall" : "CPU");
     for (int k = 0; k < 2; k++) {
-        double best[NTWIN] = {1e30, 1e30, 1e30};
+        double best[NTWIN] = {1e30, 1e30, 1e30, 1e30};
         for (int r = 0; r < reps; r++)
             for (int t = 0; t < NTWIN; t++) {
                 FarrState *st = farr_state_new();
@@ -462,10 +542,10 @@ static int bench_r1(const char *base, int reps) {
                 }
                 farr_state_free(st);
             }
-        printf("  %s  bf16 %.3f s  mxfp4 %.3f s (%.2fx)  nvfp4 %.3f s (%.2fx)\n", farr_fused_name((farr_kind)k), best[0],
-               best[1], best[1] / best[0], best[2], best[2] / best[0]);
+        printf("  %s  bf16 %.3f s", farr_fused_name((farr_kind)k), best[0]);
+        print_ratios(best, 3);
     }
-    printf("    fused ranks at tau 0.99 (every head, both kinds, both FP4 twins): %d differ from the BF16 twin's (%s)\n",
+    printf("    fused ranks at tau 0.99 (every head, both kinds, the 4-bit twins): %d differ from the BF16 twin's (%s)\n",
            diffs, diffs ? "DISAGREE" : "agree");
     bad += diffs > 0;
     for (int t = 0; t < NTWIN; t++) model_free(m[t]);
@@ -565,9 +645,7 @@ int main(int argc, char **argv) {
             if (model_open(d, &m[t]) != AL_OK) { fprintf(stderr, "%s\n", al_errmsg()); return 1; }
             free(d);
         }
-        bench_products(m, 1, reps);
-        bench_products(m, 16, reps);
-        bench_products(m, 128, reps);
+        bench_all_products(m, reps);
         for (int t = 0; t < NTWIN; t++) model_free(m[t]);
     } else {
         if ((!*only || !strcmp(only, "llama")) && bench_llama(base, 128, reps) != 0) return 1;

@@ -4,7 +4,8 @@
  * BF16 pairs, 16 tokens to a vector; each weight pair broadcast from the mapping), the
  * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
  * then a one-thread sgemm), one-token kernels for BF16 weights at 1-4 tokens (row groups over all
- * columns, the next group prefetched), FP4 / INT4 register tiles for fewer than 64 tokens, the run-time
+ * columns, the next group prefetched), FP4 / INT4 register tiles for fewer than 64 tokens (at 1-4
+ * tokens in the same row groups over all columns, the next group's codes prefetched), the run-time
  * choice of kernels and the per-worker scratch; units run on the persistent pool (pool.h). See
  * matmul.h for the contract. */
 #define _GNU_SOURCE
@@ -27,6 +28,7 @@
 static atomic_int simd_off;          /* mm_simd(false) */
 static atomic_int lanes_off;         /* mm_token_lanes(false) */
 static atomic_int pool_off;          /* mm_pool(false) */
+static atomic_int mv_off;            /* mm_matvec(false): also the FP4 / INT4 one-token groups */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -795,17 +797,19 @@ static int few_unit(size_t i, int worker, void *ud) {
 
 /* ---------------------------------------------------------------- FP4 / INT4 register tiles, 1-63 tokens */
 
-#define FQ_KC 1024           /* columns per pass: 4 tokens' activations (16 KB) stay in L1 */
+#define FQ_KC 1024           /* columns per pass: 8 tokens' activations (32 KB) stay in L1 */
+#define FQ_NT 8              /* tokens per tile at most */
 
 /* An FP4 / INT4 weight's 32 columns [32c, 32c + 32) of a row are 16 bytes, byte i holding columns 2i
  * (low nibble) and 2i + 1. Widened to 16 dwords, byte i in lane i, they index a 16-entry table
  * directly for the even columns (vpermps reads the index's low 4 bits) and shifted right by 4 for the
  * odd ones: two lookups and one shift per 32 values, against the panel decoder's unpacking per 16.
- * The table is the code values times the block's scale (for NVFP4's 16-wide blocks two tables, the
- * lanes of the second block picked by bit 4 of the index: vpermt2ps), so each value is
- * code * scale as tensor.c's decoder computes it; NVFP4's multiplying scale_2 multiplies each output
+ * The table is the code values times the block's scale (for NVFP4's 16-wide blocks the unscaled
+ * table's values times a vector of the two scales, lanes 0-7 the first block's: one multiply per 16
+ * values, no two-table vpermt2ps and its index blend), so each value is code * scale as tensor.c's
+ * decoder computes it; NVFP4's multiplying scale_2 multiplies each output
  * once, after its sum (as the BF16 blocks did). The activations are split once per product into even
- * and odd columns per 32 (fq_split) to meet them. A tile: NT <= 4 tokens x NR rows, each sum in two
+ * and odd columns per 32 (fq_split) to meet them. A tile: NT <= 8 tokens x NR rows, each sum in two
  * accumulators (even, odd) so that NT NR >= 4 keeps 8 FMA chains in flight. */
 static bool fq_ok(const dt_fp4 *q) { return q->cols > 0 && q->cols % 32 == 0; }
 
@@ -877,50 +881,56 @@ static void fq_scales(const dt_fp4 *q, size_t n0, size_t nr, float *sc) {
 
 #if MM_X86
 /* y[t][n + r] (+)= sum over columns [k0, k0 + kc) of x[t] W[n + r] for NT tokens (xs rows, stride K)
- * and NR rows; sc: the rows' scales (stride nb); b16: 16-wide blocks. */
+ * and NR rows; sc: the rows' scales (stride nb), or with b16 (NVFP4's 16-wide blocks) the table of
+ * the 256 E4M3 codes' scales (fq_job's tab) that q's scale bytes index; pf, unless NULL: the codes of
+ * the next group's first row, its NR rows' lines at the columns read prefetched into L2 (one per 128
+ * columns: a 64-byte line). */
 TGT_512 static inline __attribute__((always_inline)) void
 fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc, float *y,
-        size_t ldy, bool acc, const int NT, const int NR, const bool b16) {
+        size_t ldy, bool acc, const uint8_t *pf, const int NT, const int NR, const bool b16) {
     const size_t K = q->cols;
     const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
-    const __m512i hi = _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0), m15 = _mm512_set1_epi32(15);
-    __m512 ae[4][4], ao[4][4];
-#pragma GCC unroll 4
+    __m512 ae[8][FQ_NT], ao[8][FQ_NT];
+#pragma GCC unroll 8
     for (int r = 0; r < NR; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) ae[r][t] = ao[r][t] = _mm512_setzero_ps();
     for (size_t c = k0; c < k0 + kc; c += 32) {
-        __m512 xe[4], xo[4];
+        __m512 xe[4], xo[4];             /* up to 4 tokens in registers; more read by the FMAs (NR 1) */
+        if (pf && c % 128 == 0)
+#pragma GCC unroll 8
+            for (int r = 0; r < NR; r++) _mm_prefetch((const char *)(pf + (size_t)r * (K / 2) + c / 2), _MM_HINT_T1);
 #pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
+        for (int t = 0; t < NT && NT <= 4; t++) {
             xe[t] = _mm512_loadu_ps(xs + (size_t)t * K + c);
             xo[t] = _mm512_loadu_ps(xs + (size_t)t * K + c + 16);
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < NR; r++) {
             const uint8_t *cp = q->codes + (n + (size_t)r) * (K / 2) + c / 2;
             __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)cp));
             __m512 ve, vo;
-            if (b16) {
-                const float *s = sc + (size_t)r * nb + c / 16;
-                __m512 la = _mm512_mul_ps(lut, _mm512_set1_ps(s[0])), lb = _mm512_mul_ps(lut, _mm512_set1_ps(s[1]));
-                ve = _mm512_permutex2var_ps(la, _mm512_ternarylogic_epi32(b, m15, hi, 0xEA), lb);
-                vo = _mm512_permutex2var_ps(la, _mm512_or_si512(_mm512_srli_epi32(b, 4), hi), lb);
+            if (b16) {          /* lanes 0-7 (columns 0-15) the first block's, 8-15 the second's */
+                const uint8_t *s = q->scale + (n + (size_t)r) * nb + c / 16;
+                __m512 sv = _mm512_mask_broadcastss_ps(_mm512_set1_ps(sc[s[0]]), 0xff00, _mm_load_ss(sc + s[1]));
+                ve = _mm512_mul_ps(_mm512_permutexvar_ps(b, lut), sv);
+                vo = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut), sv);
             } else {
                 __m512 ls = _mm512_mul_ps(lut, _mm512_set1_ps(sc[(size_t)r * nb + c / 32]));
                 ve = _mm512_permutexvar_ps(b, ls);
                 vo = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), ls);
             }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
-                ae[r][t] = _mm512_fmadd_ps(xe[t], ve, ae[r][t]);
-                ao[r][t] = _mm512_fmadd_ps(xo[t], vo, ao[r][t]);
+                const float *xt = xs + (size_t)t * K + c;
+                ae[r][t] = _mm512_fmadd_ps(NT <= 4 ? xe[t % 4] : _mm512_loadu_ps(xt), ve, ae[r][t]);
+                ao[r][t] = _mm512_fmadd_ps(NT <= 4 ? xo[t % 4] : _mm512_loadu_ps(xt + 16), vo, ao[r][t]);
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NR; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             float v = _mm512_reduce_add_ps(_mm512_add_ps(ae[r][t], ao[r][t]));
             float *o = y + (size_t)t * ldy + n + (size_t)r;
@@ -929,20 +939,24 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
 }
 
 typedef void (*fq_fn)(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc,
-                      float *y, size_t ldy, bool acc);
+                      float *y, size_t ldy, bool acc, const uint8_t *pf);
+/* The tiles of one pass: [NT - 1] the NR-row tile, the one-row tail, NR. */
+typedef struct { fq_fn many[FQ_NT], one[FQ_NT]; int nr[FQ_NT]; } FqTiles;
 #define FQ_FN(nt, nr)                                                                                                 \
     TGT_512 static void fq_##nt##x##nr(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs,      \
-                                       size_t k0, size_t kc, float *y, size_t ldy, bool acc) {                       \
-        if (q->enc == DT_FP4_NVFP4) fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, nt, nr, true);                   \
-        else fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, nt, nr, false);                                         \
+                                       size_t k0, size_t kc, float *y, size_t ldy, bool acc, const uint8_t *pf) {    \
+        if (q->enc == DT_FP4_NVFP4) fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, true);               \
+        else fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, false);                                     \
     }
 FQ_FN(1, 4) FQ_FN(2, 2) FQ_FN(3, 2) FQ_FN(4, 1) FQ_FN(1, 1) FQ_FN(2, 1) FQ_FN(3, 1)
-/* [NT - 1]: the NR-row tile and the one-row tail */
-static const fq_fn fq_many[4] = {fq_1x4, fq_2x2, fq_3x2, fq_4x1}, fq_one[4] = {fq_1x1, fq_2x1, fq_3x1, fq_4x1};
-static const int fq_nr[4] = {4, 2, 2, 1};
+FQ_FN(1, 8) FQ_FN(2, 4) FQ_FN(4, 2) FQ_FN(5, 1) FQ_FN(6, 1) FQ_FN(7, 1) FQ_FN(8, 1)
+/* passes of FQ_KC columns (8 tokens at a time, 5-63 tokens: one decode per 8 tokens' FMAs); all K
+ * columns at once (1-4 tokens) */
+static const FqTiles fq_tiles = {{fq_1x4, fq_2x2, fq_3x2, fq_4x1, fq_5x1, fq_6x1, fq_7x1, fq_8x1},
+                                 {fq_1x1, fq_2x1, fq_3x1, fq_4x1, fq_5x1, fq_6x1, fq_7x1, fq_8x1}, {4, 2, 2, 1, 1, 1, 1, 1}};
+static const FqTiles fv_tiles = {{fq_1x8, fq_2x4, fq_3x2, fq_4x2}, {fq_1x1, fq_2x1, fq_3x1, fq_4x1}, {8, 4, 2, 2}};
 #else
-static const fq_fn fq_many[4], fq_one[4];   /* never used: no x86 kernels */
-static const int fq_nr[4] = {1, 1, 1, 1};
+static const FqTiles fq_tiles = {{0}, {0}, {1, 1, 1, 1, 1, 1, 1, 1}}, fv_tiles = {{0}, {0}, {1, 1, 1, 1}};   /* never used */
 #endif
 
 typedef struct {
@@ -951,26 +965,36 @@ typedef struct {
     size_t T;
     float *y;
     size_t ldy, nb;          /* nb: rows per unit */
+    size_t kc;               /* columns per pass */
+    const FqTiles *tl;
     MmWork *wk;              /* the workers' panels hold the unit's scales */
+    float tab[256];          /* NVFP4: each E4M3 code's block scale (a dividing global scale applied) */
 } fq_job;
 
-/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel, then per pass of FQ_KC
- * columns every 4 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens). */
+/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel (NVFP4's: looked up
+ * in j->tab by the tiles, one E4M3 code per 16 values: decoding them was a tenth of the product at
+ * one token), then per pass of kc
+ * columns every 8 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens),
+ * each group prefetching the next group's codes. */
 static int fq_unit(size_t i, int worker, void *ud) {
     fq_job *j = ud;
     const dt_fp4 *q = &j->W->fp4;
-    size_t K = q->cols, nb = K / dt_fp4_traits(q->enc)->block, T = j->T;
-    size_t n0 = i * j->nb, n1 = j->W->rows - n0 < j->nb ? j->W->rows : n0 + j->nb;
+    size_t K = q->cols, nb = K / dt_fp4_traits(q->enc)->block, T = j->T, N = j->W->rows;
+    size_t n0 = i * j->nb, n1 = N - n0 < j->nb ? N : n0 + j->nb;
     float *sc = j->wk->pan[worker];
-    fq_scales(q, n0, n1 - n0, sc);
-    for (size_t k0 = 0; k0 < K; k0 += FQ_KC) {
-        size_t kc = K - k0 < FQ_KC ? K - k0 : FQ_KC;
-        for (size_t t = 0; t < T; t += 4) {
-            size_t nt = T - t < 4 ? T - t : 4, nr = (size_t)fq_nr[nt - 1], n = n0;
+    bool nv = q->enc == DT_FP4_NVFP4;      /* its scale bytes index j->tab in the tiles */
+    if (!nv) fq_scales(q, n0, n1 - n0, sc);
+    for (size_t k0 = 0; k0 < K; k0 += j->kc) {
+        size_t kc = K - k0 < j->kc ? K - k0 : j->kc;
+        for (size_t t = 0; t < T; t += FQ_NT) {
+            size_t nt = T - t < FQ_NT ? T - t : FQ_NT, nr = (size_t)j->tl->nr[nt - 1], n = n0;
+            const float *xs = j->xs + t * K;
+            float *y = j->y + t * j->ldy;
             for (; n + nr <= n1; n += nr)
-                fq_many[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0);
+                j->tl->many[nt - 1](q, nv ? j->tab : sc + (n - n0) * nb, nb, n, xs, k0, kc, y, j->ldy, k0 > 0,
+                                    n + 2 * nr <= N ? q->codes + (n + nr) * (K / 2) : NULL);
             for (; n < n1; n++)
-                fq_one[nt - 1](q, sc + (n - n0) * nb, nb, n, j->xs + t * K, k0, kc, j->y + t * j->ldy, j->ldy, k0 > 0);
+                j->tl->one[nt - 1](q, nv ? j->tab : sc + (n - n0) * nb, nb, n, xs, k0, kc, y, j->ldy, k0 > 0, NULL);
         }
     }
     if (!q->gdiv && q->gscale != 1.0f)
@@ -979,15 +1003,33 @@ static int fq_unit(size_t i, int worker, void *ud) {
     return AL_OK;
 }
 
+#define FV_MAXT 4            /* tokens up to which an FP4 product's rows go over all K columns at once */
+#define FV_NB 128            /* rows per unit at most then (a multiple of 8) */
+
+/* Rows per unit for T tokens: up to FV_MAXT tokens, as the one-token kernels split them (xwt_mv: at
+ * most FV_NB, a multiple of 8, a multiple of the workers' count of units); else tile_rows'. */
+static size_t fq_rows(size_t N, int nthreads, size_t T) {
+    if (T > FV_MAXT) return tile_rows(N, nthreads);
+    size_t nt = nthreads > 0 ? (size_t)nthreads : 1, u = (N + FV_NB - 1) / FV_NB;
+    u = (u + nt - 1) / nt * nt;
+    return ((N + u - 1) / u + 7) / 8 * 8;
+}
+
 /* An FP4 / INT4 product of fewer than FP4_MANY tokens on the register tiles: x split once into
- * wk->xs, the units on the pool. */
+ * wk->xs, the units on the pool. Up to FV_MAXT tokens (decoding) a unit's rows go in groups of 8 / 4 /
+ * 2 over all K columns, each group prefetching the next (as the BF16 one-token kernels do); from
+ * there on in passes of FQ_KC columns, 8 tokens at a time. */
 static int xwt_fq(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     size_t K = W->cols, n;
     if (pan_fit(wk) || !al_mul_ok(T, K, &n, "activations") ||
         buf_fit((void **)&wk->xs, &wk->scap, n, sizeof(float), "split activations"))
         return AL_ERR;
     fq_split(x, ldx, T, K, wk->xs);
-    fq_job j = {.W = W, .xs = wk->xs, .T = T, .y = y, .ldy = ldy, .nb = tile_rows(W->rows, wk->nthreads), .wk = wk};
+    bool fv = T <= FV_MAXT && !atomic_load(&mv_off);
+    fq_job j = {.W = W, .xs = wk->xs, .T = T, .y = y, .ldy = ldy, .nb = fq_rows(W->rows, wk->nthreads, fv ? T : FP4_MANY),
+                .kc = fv ? K : FQ_KC, .tl = fv ? &fv_tiles : &fq_tiles, .wk = wk};
+    const float *e4 = gbf_e4m3_f32();
+    for (int v = 0; v < 256 && W->fp4.enc == DT_FP4_NVFP4; v++) j.tab[v] = W->fp4.gdiv ? e4[v] / W->fp4.gscale : e4[v];
     return run_units(wk, W->rows, j.nb, T * W->rows * K, fq_unit, &j);
 }
 
@@ -1010,8 +1052,6 @@ static int round_x(MmWork *wk, const float *x, size_t ldx, size_t T, size_t K, b
  *       float32 FMA: the tiles' products and sums, in another order. */
 #define MV_MAXT 4            /* tokens up to which the one-token kernels run */
 #define MV_NB 128            /* rows per unit at most (a multiple of 8 and 6) */
-
-static atomic_int mv_off;            /* mm_matvec(false) */
 
 void mm_matvec(bool on) { atomic_store(&mv_off, !on); }
 
@@ -1148,7 +1188,7 @@ static int xwt_f32(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t
         return run_tiles(wk, W, x, ldx, sizeof(float), T, y, ldy, W->dt == DT_BF16 ? &wb_tiles : &wh_tiles);
     bool fp4 = W->fp4.enc != DT_FP4_NONE && W->cols % 16 == 0 && use_avx512();
     if (fp4 && T < FP4_MANY && fq_ok(&W->fp4) &&             /* the unit's scales fit the worker's panel */
-        (W->cols / 16) * TILE_NB <= (size_t)MM_PANEL_ROWS * MM_PANEL_COLS)
+        (W->cols / 16) * FV_NB <= (size_t)MM_PANEL_ROWS * MM_PANEL_COLS)
         return xwt_fq(wk, W, x, ldx, T, y, ldy);
     if (fp4 && (T <= FP4_FEW || (T < FP4_MANY && fp4_bf16_exact(&W->fp4)))) {
         if (T > FP4_FEW && pan_fit(wk)) return AL_ERR;

@@ -16,9 +16,10 @@ void mm_token_lanes(bool on);
  * multiply-adds on, as before the pool (pool.h); true (the default) wakes the pool's workers from
  * 2^18 on. For bench_forward --decode's comparison in one run; not while a product runs. */
 void mm_pool(bool on);
-/* false: BF16 weights at 1-4 tokens take the 4 x 6 / 1 x 6 tiles, as before the one-token kernels;
- * true (the default) the one-token kernels (groups of rows over all columns, the next group
- * prefetched). For tests and bench_forward --decode's comparison; not while a product runs. */
+/* false: BF16 weights at 1-4 tokens take the 4 x 6 / 1 x 6 tiles, as before the one-token kernels,
+ * and FP4 / INT4 ones the register tiles' passes of 1024 columns; true (the default) the one-token
+ * kernels (groups of rows over all columns, the next group prefetched). For tests and bench_forward
+ * --decode's comparison; not while a product runs. */
 void mm_matvec(bool on);
 
 #endif
