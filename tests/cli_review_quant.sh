@@ -4,6 +4,10 @@
 # INT4 by tests/fp4_quant.py / int4ct_quant.py):
 # - a FaRR export's "re-encoded" line (and its manifest's reencoded.from) named the rewritten FP4 / INT4
 #   weights "BF16 -> BF16": they were stored MXFP4 / NVFP4 / INT4 and are written in BF16.
+# - a TransMLA export did not say which dtype its attention was written in (BF16 for a quantized
+#   source, the source's own dtype otherwise, f32 for format attnlab), so its perplexity after `load`
+#   differing from the session's in the 3rd digit went unexplained; and `check DIR` called that
+#   difference "the export's rounding: float32" for a BF16 export.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-review-quant
@@ -25,5 +29,22 @@ for enc in mxfp4 nvfp4 int4; do
         "$T/farr-$enc/farr_manifest.json")
     ok "$enc farr manifest: reencoded.from $ENC (is $from)" test "$from" = "$ENC"
 done
+
+# ---- TransMLA export of an NVFP4 source: the dtype of its attention said, the same as its manifest's
+out=$(e "load $T/nvfp4; convert mla kv-rank 16; export $T/mla-nv")
+ok "mla export: names BF16 and why [$(grep 'attention tensors' <<<"$out")]" \
+    has "$out" "^attention tensors written in BF16: the source's NVFP4 attention is not quantized again"
+man=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['attention_dtype'])" "$T/mla-nv/attnlab_manifest.json")
+ok "mla export: its manifest says BF16 too (is $man)" test "$man" = BF16
+out=$(e "load $T/nvfp4; convert mla kv-rank 16; export $T/mla-nv32 dtype f32")
+ok "mla export dtype f32: says the dtype asked" has "$out" "^attention tensors written in float32 (the dtype asked)$"
+out=$(e "load $T/nvfp4; convert mla kv-rank 16; export $T/mla-own format attnlab")
+ok "mla export format attnlab: float32 (its default)" has "$out" "^attention tensors written in float32: the source's NVFP4"
+out=$(e "check $T/mla-nv text $TXT")
+ok "check DIR of the BF16 export: the rounding named BF16 [$(grep 'report on' <<<"$out")]" \
+    has "$out" "in all 5 layers (the export's rounding: BF16, latent norms)$"
+out=$(e "load $T/nvfp4; convert mla kv-rank 16; check")
+ok "check of the session (a float32 scratch export): float32" \
+    has "$out" "in all 5 layers (the export's rounding: float32, latent norms)$"
 
 cli_done
