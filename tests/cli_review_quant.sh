@@ -8,6 +8,9 @@
 #   source, the source's own dtype otherwise, f32 for format attnlab), so its perplexity after `load`
 #   differing from the session's in the 3rd digit went unexplained; and `check DIR` called that
 #   difference "the export's rounding: float32" for a BF16 export.
+# - `lint` said "loads" for every engine on folders whose scales `load` refuses (a NaN / infinite block,
+#   group or row scale, a per-tensor scale of inf or 0): the same folder got two answers. Now an error
+#   naming the tensor, with the verdict "loads, but computes a different model" (the engines compute NaN).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-review-quant
@@ -46,5 +49,44 @@ ok "check DIR of the BF16 export: the rounding named BF16 [$(grep 'report on' <<
 out=$(e "load $T/nvfp4; convert mla kv-rank 16; check")
 ok "check of the session (a float32 scratch export): float32" \
     has "$out" "in all 5 layers (the export's rounding: float32, latent norms)$"
+
+# ---- lint of folders with scales load refuses: the same verdict as load, naming the tensor
+python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/ctnvfp4" ctnvfp4
+python3 "$ATTNLAB_SRC/tests/fp8ct_quant.py" "$SRC" "$T/fp8t" tensor
+python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/mx-nan" mxfp4 nan-scale
+python3 "$ATTNLAB_SRC/tests/fp8blk_quant.py" "$SRC" "$T/blk-nan" f32 nan-scale
+# patch FOLDER DST TENSOR STRUCT_FORMAT VALUE: a copy with the first value of TENSOR replaced
+patch() {
+    python3 - "$@" <<'PY'
+import json, shutil, struct, sys
+src, dst, name, fmt, val = sys.argv[1:6]
+shutil.copytree(src, dst)
+p = dst + '/model.safetensors'
+b = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+at = 8 + n + json.loads(b[8:8 + n])[name]['data_offsets'][0]
+v = bytes.fromhex(val) if fmt == 'hex' else struct.pack(fmt, float(val))
+b[at:at + len(v)] = v
+open(p, 'wb').write(b)
+PY
+}
+Q0=model.layers.0.self_attn.q_proj.weight
+patch "$T/nvfp4" "$T/nv-inf" ${Q0}_scale_2 '<f' inf
+patch "$T/ctnvfp4" "$T/ct-zero" ${Q0}_global_scale '<f' 0
+patch "$T/int4" "$T/int4-inf" ${Q0}_scale hex 807f
+patch "$T/fp8t" "$T/fp8-minf" ${Q0}_scale '<f' -inf
+for d in nv-inf ct-zero int4-inf fp8-minf mx-nan blk-nan; do
+    run -e "load $T/$d; ppl $TXT"
+    ok "$d: load / ppl refuse it" test "$(rc)" != 0
+    why=$(grep -m1 '^error' err.txt | sed 's/^error: //; s/^forward pass, layer [0-9]*: //')
+    out=$(e "lint $T/$d")
+    ok "$d lint: transformers loads, but computes a different model" \
+        has "$out" "^transformers  *LlamaForCausalLM  *loads, but computes a different model"
+    ok "$d lint: an error quoting load's [$why]" has "$out" "error .*quantized weight has a NaN or infinite scale.*(first: $(
+        sed 's/[][\.*^$]/\\&/g' <<<"$why")"
+done
+for d in nvfp4 ctnvfp4 int4 fp8t; do
+    ok "$d lint (scales fine): no scale error" hasnt "$(e "lint $T/$d")" "NaN or infinite scale"
+done
 
 cli_done
