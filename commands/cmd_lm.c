@@ -347,7 +347,7 @@ static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mod
                               "indexer's %zu selected keys, earlier ones densely\n", w, K, K, K);
     }
     /* bf16 mode changes only the products of BF16 weights (mm_xwt): say when there were none */
-    if (fwd_compute(f) != MM_F32 && m->cfg.dtype == DT_BF16 && m->fp4 == DT_FP4_NONE)   /* FP4: widened per panel */
+    if (fwd_compute(f) != MM_F32 && model_bf16_products(m))   /* FP4: widened per panel */
         out_eprintf(out, "compute %s\n", mm_compute_describe(fwd_compute(f)));
     else if (fwd_compute(f) != MM_F32)
         out_eprintf(out, "compute bf16 asked, but the weights are %s: products in float32, as in f32 mode (bf16 mode "

@@ -11,6 +11,8 @@
 # - `lint` said "loads" for every engine on folders whose scales `load` refuses (a NaN / infinite block,
 #   group or row scale, a per-tensor scale of inf or 0): the same folder got two answers. Now an error
 #   naming the tensor, with the verdict "loads, but computes a different model" (the engines compute NaN).
+# - `info`'s compute row said "bf16 (activations rounded to BF16, vdpbf16ps)" after `set compute bf16`
+#   on an MXFP4 / INT4 / FP8 model whose `ppl` said in the same session that its products stay float32.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-review-quant
@@ -21,6 +23,8 @@ TXT="$ATTNLAB_SRC/examples/tinystory.txt"
 python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/mxfp4" mxfp4
 python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/nvfp4" nvfp4
 python3 "$ATTNLAB_SRC/tests/int4ct_quant.py" "$SRC" "$T/int4"
+python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/ctnvfp4" ctnvfp4
+python3 "$ATTNLAB_SRC/tests/fp8ct_quant.py" "$SRC" "$T/fp8t" tensor
 
 # ---- FaRR export of an FP4 / INT4 source: the re-encoded line names what the weights were stored in
 for enc in mxfp4 nvfp4 int4; do
@@ -50,9 +54,17 @@ out=$(e "load $T/nvfp4; convert mla kv-rank 16; check")
 ok "check of the session (a float32 scratch export): float32" \
     has "$out" "in all 5 layers (the export's rounding: float32, latent norms)$"
 
+# ---- info's compute row in bf16 mode: what ppl says of the same model
+for enc in mxfp4 int4 fp8t; do
+    out=$(e "load $T/$enc; set compute bf16; info; ppl $TXT")
+    row=$(grep '^compute  ' <<<"$out" | sed 's/^compute  *//')
+    said=$(grep '^compute bf16 asked' <<<"$out" | sed 's/^compute //')
+    ok "$enc: info's compute row is ppl's line [$row] [$said]" test -n "$said" -a "$row" = "$said"
+done
+out=$(e "load $T/mla-nv; set compute bf16; info")
+ok "a BF16 model's compute row: bf16" has "$out" "^compute  *bf16 (activations rounded to BF16"
+
 # ---- lint of folders with scales load refuses: the same verdict as load, naming the tensor
-python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/ctnvfp4" ctnvfp4
-python3 "$ATTNLAB_SRC/tests/fp8ct_quant.py" "$SRC" "$T/fp8t" tensor
 python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/mx-nan" mxfp4 nan-scale
 python3 "$ATTNLAB_SRC/tests/fp8blk_quant.py" "$SRC" "$T/blk-nan" f32 nan-scale
 # patch FOLDER DST TENSOR STRUCT_FORMAT VALUE: a copy with the first value of TENSOR replaced
