@@ -3,7 +3,8 @@
 # report an export of a quantized model (stories260K-hf written in MXFP4, NVFP4 and compressed-tensors
 # INT4 by tests/fp4_quant.py / int4ct_quant.py):
 # - a FaRR export's "re-encoded" line (and its manifest's reencoded.from) named the rewritten FP4 / INT4
-#   weights "BF16 -> BF16": they were stored MXFP4 / NVFP4 / INT4 and are written in BF16.
+#   weights "BF16 -> BF16": they were stored MXFP4 / NVFP4 / INT4 and are written in BF16; and its
+#   refusal of `dtype fp8` called the source BF16.
 # - a TransMLA export did not say which dtype its attention was written in (BF16 for a quantized
 #   source, the source's own dtype otherwise, f32 for format attnlab), so its perplexity after `load`
 #   differing from the session's in the 3rd digit went unexplained; and `check DIR` called that
@@ -35,6 +36,9 @@ for enc in mxfp4 nvfp4 int4; do
     from=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['reencoded']['from'])" \
         "$T/farr-$enc/farr_manifest.json")
     ok "$enc farr manifest: reencoded.from $ENC (is $from)" test "$from" = "$ENC"
+    out=$(e "load $T/$enc; truncate vo tau 0.9 layers 1; export $T/farr8-$enc format dense dtype fp8")
+    ok "$enc farr export dtype fp8: refused naming $ENC (said BF16)" \
+        has "$out" "^error: export: dtype fp8 keeps an FP8 checkpoint's blocks; $enc is $ENC: use f32, f16 or bf16$"
 done
 
 # ---- TransMLA export of an NVFP4 source: the dtype of its attention said, the same as its manifest's

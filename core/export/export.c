@@ -1006,7 +1006,7 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
         return al_err("export: dtype %s: a FaRR export writes its changed tensors in f32, f16, bf16 or fp8", dt_name(o.dtype));
     if (o.dtype_set && o.dtype == DT_F8_E4M3 && m->cfg.dtype != DT_F8_E4M3)
         return al_err("export: dtype fp8 keeps an FP8 checkpoint's blocks; %s is %s: use f32, f16 or bf16", m->name,
-                      dt_name(m->cfg.dtype));
+                      model_dtype_name(m));
     const char *why = export_hf_refusal(m, vo, qk);
     if (o.format == EXPORT_HF && why) return al_err("cannot export format hf: %s", why);
     x.fmt = o.format == EXPORT_AUTO ? (why ? EXPORT_FACTORS : EXPORT_HF) : o.format;
