@@ -12,6 +12,7 @@
 # - `lint` said "loads" for every engine on folders whose scales `load` refuses (a NaN / infinite block,
 #   group or row scale, a per-tensor scale of inf or 0): the same folder got two answers. Now an error
 #   naming the tensor, with the verdict "loads, but computes a different model" (the engines compute NaN).
+# - `export F.gguf dtype q8_0` of a quantized model said its weights were "dequantized to Q8_0".
 # - `info`'s compute row said "bf16 (activations rounded to BF16, vdpbf16ps)" after `set compute bf16`
 #   on an MXFP4 / INT4 / FP8 model whose `ppl` said in the same session that its products stay float32.
 set -u
@@ -67,6 +68,14 @@ for enc in mxfp4 int4 fp8t; do
 done
 out=$(e "load $T/mla-nv; set compute bf16; info")
 ok "a BF16 model's compute row: bf16" has "$out" "^compute  *bf16 (activations rounded to BF16"
+
+# ---- GGUF of a quantized model in Q8_0: the line says its weights were quantized again (it said
+# "dequantized to Q8_0", a quantized type)
+out=$(e "load $T/nvfp4; export $T/nv.gguf dtype q8_0")
+ok "gguf q8_0: quantized again, said [$(grep dequantized <<<"$out")]" \
+    has "$out" "^  NVFP4 weights dequantized to float32, then quantized again to Q8_0$"
+ok "gguf f32: dequantized to F32 (unchanged)" has "$(e "load $T/nvfp4; export $T/nv32.gguf dtype f32")" \
+    "^  NVFP4 weights dequantized to F32$"
 
 # ---- lint of folders with scales load refuses: the same verdict as load, naming the tensor
 python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/mx-nan" mxfp4 nan-scale
