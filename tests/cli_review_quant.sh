@@ -113,5 +113,12 @@ done
 for d in nvfp4 ctnvfp4 int4 fp8t; do
     ok "$d lint (scales fine): no scale error" hasnt "$(e "lint $T/$d")" "NaN or infinite scale"
 done
+# FP4 / INT4 block scales are read up to a budget (1 GiB; ATTNLAB_LINT_SCALE_BYTES): past it, said
+out=$(ATTNLAB_LINT_SCALE_BYTES=0 "$ATTNLAB" -e "lint $T/nv-inf" 2>&1)
+ok "budget 0: the NVFP4 weights' scales not read, said" \
+    has "$out" "advisory .*the block scales of 30 FP4 / INT4 weights were not read (past lint's 0 bytes of them)"
+ok "budget 0: so no scale error" hasnt "$out" "NaN or infinite scale"
+ok "budget 0: FP8 scales are still read" \
+    has "$(ATTNLAB_LINT_SCALE_BYTES=0 "$ATTNLAB" -e "lint $T/fp8-minf" 2>&1)" "error .*NaN or infinite scale"
 
 cli_done
