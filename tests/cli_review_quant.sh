@@ -14,7 +14,8 @@
 #   naming the tensor, with the verdict "loads, but computes a different model" (the engines compute NaN).
 # - `export F.gguf dtype q8_0` of a quantized model said its weights were "dequantized to Q8_0".
 # - `info`'s compute row said "bf16 (activations rounded to BF16, vdpbf16ps)" after `set compute bf16`
-#   on an MXFP4 / INT4 / FP8 model whose `ppl` said in the same session that its products stay float32.
+#   on an MXFP4 / INT4 / FP8 model whose `ppl` said in the same session that its products stay float32;
+#   `generate` said nothing of its compute mode (now the line ppl prints).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-review-quant
@@ -68,6 +69,12 @@ for enc in mxfp4 int4 fp8t; do
 done
 out=$(e "load $T/mla-nv; set compute bf16; info")
 ok "a BF16 model's compute row: bf16" has "$out" "^compute  *bf16 (activations rounded to BF16"
+# generate says it as ppl does (it said nothing: its text in bf16 mode could differ from f32 mode's unexplained)
+ok "generate on MXFP4 in bf16 mode: products in float32, said" has "$(e "load $T/mxfp4; set compute bf16; generate 'Once' tokens 3")" \
+    "^compute bf16 asked, but the weights are MXFP4: products in float32"
+ok "generate on BF16 in bf16 mode: said" has "$(e "load $T/mla-nv; tokenizer $SRC/tok512.bin; set compute bf16; generate 'Once' tokens 3")" \
+    "^compute bf16 (activations rounded to BF16"
+ok "generate in f32 mode: no compute line" hasnt "$(e "load $T/mxfp4; generate 'Once' tokens 3")" "^compute"
 
 # ---- GGUF of a quantized model in Q8_0: the line says its weights were quantized again (it said
 # "dequantized to Q8_0", a quantized type)
