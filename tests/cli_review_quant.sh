@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# cli_review_quant.sh -- what a new user's review of issues 28 / 32 found misleading in the lines that
-# report an export of a quantized model (stories260K-hf written in MXFP4, NVFP4 and compressed-tensors
-# INT4 by tests/fp4_quant.py / int4ct_quant.py):
+# cli_review_quant.sh -- what a new user's review of issues 28 / 32 found misleading or contradictory in
+# what attnlab says of a quantized model (stories260K-hf written in MXFP4, NVFP4, compressed-tensors
+# NVFP4 / INT4 / FP8 and FP8 block scales by tests/fp4_quant.py, int4ct_quant.py, fp8ct_quant.py,
+# fp8blk_quant.py, and copies with one scale patched):
 # - a FaRR export's "re-encoded" line (and its manifest's reencoded.from) named the rewritten FP4 / INT4
 #   weights "BF16 -> BF16": they were stored MXFP4 / NVFP4 / INT4 and are written in BF16; and its
 #   refusal of `dtype fp8` called the source BF16.
@@ -11,7 +12,8 @@
 #   difference "the export's rounding: float32" for a BF16 export.
 # - `lint` said "loads" for every engine on folders whose scales `load` refuses (a NaN / infinite block,
 #   group or row scale, a per-tensor scale of inf or 0): the same folder got two answers. Now an error
-#   naming the tensor, with the verdict "loads, but computes a different model" (the engines compute NaN).
+#   naming the tensor, with the verdict "loads, but computes a different model" (the engines compute NaN);
+#   FP4 / INT4 block scales are read up to a byte budget (ATTNLAB_LINT_SCALE_BYTES), past it an advisory.
 # - `export F.gguf dtype q8_0` of a quantized model said its weights were "dequantized to Q8_0".
 # - `info`'s compute row said "bf16 (activations rounded to BF16, vdpbf16ps)" after `set compute bf16`
 #   on an MXFP4 / INT4 / FP8 model whose `ppl` said in the same session that its products stay float32;
