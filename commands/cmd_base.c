@@ -596,6 +596,17 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
     }
 }
 
+/* info's compute row: the session's mode, or where bf16 mode leaves this model's products in float32
+ * (its weights not BF16) what `ppl` says of it. */
+static void info_compute(Table *t, cJSON *o, const Session *s, const Model *m) {
+    mm_compute c = mm_compute_parse(s->compute);
+    char buf[200];
+    if (c != MM_F32 && !model_bf16_products(m))
+        snprintf(buf, sizeof buf, "bf16 asked, but the weights are %s: products in float32, as in f32 mode (bf16 mode "
+                 "is for BF16 weights)", model_dtype_name(m));
+    info_str(t, o, "compute", c != MM_F32 && !model_bf16_products(m) ? buf : mm_compute_describe(c));
+}
+
 /* A per-type model's (Gemma 4) attention parameters and KV values per layer of each type: the full layers at their
  * own head dims and KV heads, without v_proj where attention_k_eq_v; the KV-shared layers without k_proj / v_proj. */
 static void info_by_type(Table *t, cJSON *o, const Model *m) {
@@ -654,7 +665,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
         model_quant_sources(m, qs, sizeof qs);
         info_str(t, o, "quantized_by", qs);
     }
-    info_str(t, o, "compute", mm_compute_describe(mm_compute_parse(s->compute)));
+    info_compute(t, o, s, m);
     info_bool(t, o, "qkv_bias", c->qkv_bias);
     info_int(t, o, "attn_params_per_layer", (long long)per_layer);
     info_int(t, o, "attn_params_total", (long long)model_attn_params_total(m));   /* softmax-attention layers */

@@ -466,6 +466,21 @@ static int conv_inputs(Session *s, const Xform *x, CheckInputs *ci, const char *
     return ci->stats && !ci->sigma ? ws_check_take_session(s, x->src, true, 0, -1, ci, why) : AL_OK;
 }
 
+static const char *export_attn_dtype(const char *dir, char *buf, size_t cap);
+
+/* The export's line naming the dtype of the attention tensors it wrote (the manifest's): the one
+ * asked, else the source's, or BF16 for a quantized source (its encoding is not written again). */
+static void export_dtype_line(Out *out, const char *dir, bool asked, const Model *src) {
+    char dt[16];
+    dt_type s = src->cfg.dtype;
+    export_attn_dtype(dir, dt, sizeof dt);
+    if (asked || (src->fp4 == DT_FP4_NONE && (s == DT_F32 || s == DT_F16 || s == DT_BF16)))
+        out_printf(out, "attention tensors written in %s (%s)\n", dt, asked ? "the dtype asked" : "the source's dtype");
+    else
+        out_printf(out, "attention tensors written in %s: the source's %s attention is not quantized again (`dtype "
+                   "f32|f16|bf16` chooses)\n", dt, model_dtype_name(src));
+}
+
 /* `export DIR` after `convert mla`: a DeepSeek-V3 checkpoint (dtype, shard-mb). */
 static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     (void)s;
@@ -502,6 +517,7 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                        "SGLang compute the same model; the other RMSNorms use it too (`check %s` measures what that moves)\n",
                        eps, r->src->cfg.norm_eps, dir);
     }
+    export_dtype_line(out, dir, args_given(a, "dtype"), r->src);
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
     ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
@@ -509,17 +525,34 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     return AL_OK;
 }
 
+/* The dtype the export in dir wrote its attention in (its manifest's attention_dtype: "F32",
+ * "BF16", ...) into buf; "float32" when the manifest does not say. */
+static const char *export_attn_dtype(const char *dir, char *buf, size_t cap) {
+    cJSON *man = dir ? mla_manifest(dir) : NULL;
+    const cJSON *d = man ? cJSON_GetObjectItemCaseSensitive(man, "attention_dtype") : NULL;
+    snprintf(buf, cap, "%s", cJSON_IsString(d) && strcmp(d->valuestring, "F32") ? d->valuestring : "float32");
+    if (!man) al_err_clear();
+    cJSON_Delete(man);
+    return buf;
+}
+
 /* The line comparing the check's output errors with the conversion's report on the same inputs
- * (rep: per layer, NaN where unknown): they differ by the export's float rounding only. */
+ * (rep: per layer, NaN where unknown): they differ by the export's rounding (its attention dtype)
+ * only. */
 static void note_report(Out *out, const MlaCheck *c, const double *rep) {
     double worst = 0;
     int n = 0;
     for (int l = 0; l < c->n_layers; l++)
         if (isfinite(rep[l]) && isfinite(c->out_err[l])) { worst = fmax(worst, fabs(c->out_err[l] - rep[l])); n++; }
-    if (n)
-        out_printf(out, "the conversion's report on the same inputs: out_err within %.2g of it in all %d layers (%s)\n",
-                   worst, n, c->in_session ? "the same layers" : c->own_layout ? "the export's rounding"
-                                                                            : "the export's rounding: float32, latent norms");
+    char dt[16];
+    if (!n) return;
+    if (c->in_session)
+        out_printf(out, "the conversion's report on the same inputs: out_err within %.2g of it in all %d layers (the "
+                   "same layers)\n", worst, n);
+    else
+        out_printf(out, "the conversion's report on the same inputs: out_err within %.2g of it in all %d layers (the "
+                   "export's rounding: %s%s)\n", worst, n, export_attn_dtype(c->export_path, dt, sizeof dt),
+                   c->own_layout ? "" : ", latent norms");
 }
 
 /* The conversion's reported output error per layer: of r, or of the manifest's "layers" (NULL when

@@ -150,7 +150,8 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
                "tokenizer %s\n", m->name, what, r.path, r.arch, gg_type_name(o.dtype), r.tensors,
                (double)r.bytes / 1048576.0, r.kvs, r.tokenizer);
     if (m->fp4 != DT_FP4_NONE || m->cfg.dtype == DT_F8_E4M3)
-        out_printf(out, "  %s weights dequantized to %s\n", model_dtype_name(m), gg_type_name(o.dtype));
+        out_printf(out, "  %s weights dequantized to %s%s\n", model_dtype_name(m), o.dtype == GG_Q8_0 ? "float32, then "
+                   "quantized again to " : "", gg_type_name(o.dtype));
     if (r.f16_fallback)
         out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);
     if (r.latent_scaled)

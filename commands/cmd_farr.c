@@ -942,7 +942,7 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     if (rep.reenc_tensors)
         out_printf(out, "re-encoded %zu changed tensors (%s; %s) %s -> %s: added error %.3g (||W_written - W'|| / "
                    "||W'||, max)\n", rep.reenc_tensors, rep.reenc_names,
-                   layersel_words(&x->src->cfg, rep.reenc_lo, rep.reenc_hi, rl, sizeof rl), dt_name(rep.reenc_from),
+                   layersel_words(&x->src->cfg, rep.reenc_lo, rep.reenc_hi, rl, sizeof rl), export_reenc_from(&rep),
                    dt_name(rep.reenc_to), rep.reenc_err);
     if (!rep.reenc_tensors && !rep.tensors_rewritten && o.dtype_set)
         out_printf(out, "dtype %s: nothing re-encoded: the cut changed no tensor (every rank kept in full), so every "

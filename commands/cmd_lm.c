@@ -207,6 +207,16 @@ static int show_new(const Tokenizer *t, const int *ids, size_t n, size_t *shown,
 
 static int cmd_generate_run(Model *m, Tokenizer *t, Forward *f, const Args *a, Out *out);
 
+/* ppl's and generate's line on bf16 mode (none in f32 mode): it changes only the products of BF16
+ * weights (mm_xwt), so say when there were none. */
+static void compute_line(const Forward *f, const Model *m, Out *out) {
+    if (fwd_compute(f) != MM_F32 && model_bf16_products(m))   /* FP4: widened per panel */
+        out_eprintf(out, "compute %s\n", mm_compute_describe(fwd_compute(f)));
+    else if (fwd_compute(f) != MM_F32)
+        out_eprintf(out, "compute bf16 asked, but the weights are %s: products in float32, as in f32 mode (bf16 mode "
+                         "is for BF16 weights)\n", model_dtype_name(m));
+}
+
 static int cmd_generate(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     Tokenizer *t;
@@ -215,6 +225,7 @@ static int cmd_generate(Session *s, const Args *a, Out *out) {
     if (lm_tokenizer(s, m, &t) != AL_OK || lm_forward(s, m, &f) != AL_OK) return AL_ERR;
     int rc = lm_measured(s, m, a, "generate", f, &held, true, out);
     if (rc != AL_OK) return rc;
+    compute_line(f, m, out);
     rc = cmd_generate_run(m, t, f, a, out);
     xform_attn_clear(f, &held);
     return rc;
@@ -346,12 +357,7 @@ static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mod
         else out_eprintf(out, "indexer: windows of up to %zu tokens > index_topk %zu: positions %zu.. attend to the "
                               "indexer's %zu selected keys, earlier ones densely\n", w, K, K, K);
     }
-    /* bf16 mode changes only the products of BF16 weights (mm_xwt): say when there were none */
-    if (fwd_compute(f) != MM_F32 && m->cfg.dtype == DT_BF16 && m->fp4 == DT_FP4_NONE)   /* FP4: widened per panel */
-        out_eprintf(out, "compute %s\n", mm_compute_describe(fwd_compute(f)));
-    else if (fwd_compute(f) != MM_F32)
-        out_eprintf(out, "compute bf16 asked, but the weights are %s: products in float32, as in f32 mode (bf16 mode "
-                         "is for BF16 weights)\n", model_dtype_name(m));
+    compute_line(f, m, out);
     Table *tb = table_new(3, "tokens", "nll", "ppl");
     if (!tb || table_row(tb)) { table_free(tb); return AL_ERR; }
     table_int(tb, (long long)p.tokens);

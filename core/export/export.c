@@ -26,6 +26,10 @@ const char *export_format_name(export_format f) {
     return f == EXPORT_HF ? "hf" : f == EXPORT_FACTORS ? "factors" : f == EXPORT_DENSE ? "dense" : "auto";
 }
 
+const char *export_reenc_from(const ExportReport *r) {
+    return r->reenc_fp4 != DT_FP4_NONE ? dt_fp4_traits(r->reenc_fp4)->name : dt_name(r->reenc_from);
+}
+
 int export_format_parse(const char *s, export_format *out) {
     if (strcmp(s, "hf") == 0) *out = EXPORT_HF;
     else if (strcmp(s, "factors") == 0) *out = EXPORT_FACTORS;
@@ -786,6 +790,8 @@ static int fp4_rewrite(Ctx *x, CkptWriter *w, const char *name) {
     fp4_piece(x, name, w4, sizeof w4);
     const st_entry *le = fp4_entry(x, w4);
     if (!le) return AL_ERR;
+    dt_fp4 q;
+    if (!x->rep.reenc_tensors && store_fp4(x->m->store, w4, &q) == AL_OK) x->rep.reenc_fp4 = q.enc;
     return layer_of(x, le->name, &L, &suffix) ? add_rewritten(x, w, le->name, le, L, suffix) : al_err("internal: %s", w4);
 }
 
@@ -930,7 +936,7 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
         cJSON *lr = cJSON_AddArrayToObject(re, "layers");
         cJSON_AddItemToArray(lr, cJSON_CreateNumber(r->reenc_lo));
         cJSON_AddItemToArray(lr, cJSON_CreateNumber(r->reenc_hi));
-        cJSON_AddStringToObject(re, "from", dt_name(r->reenc_from));
+        cJSON_AddStringToObject(re, "from", export_reenc_from(r));
         cJSON_AddStringToObject(re, "to", dt_name(r->reenc_to));
         cJSON_AddNumberToObject(re, "added_rel_error_max", r->reenc_err);
         if (r->reenc_to == DT_F8_E4M3 && x->n_keep_bf) {      /* dtype fp8: the ones written BF16 (fp8ct.h) */
@@ -1099,7 +1105,7 @@ int farr_export(Model *m, const FarrPlan *vo, const FarrPlan *qk, const char *di
         return al_err("export: dtype %s: a FaRR export writes its changed tensors in f32, f16, bf16 or fp8", dt_name(o.dtype));
     if (o.dtype_set && o.dtype == DT_F8_E4M3 && m->cfg.dtype != DT_F8_E4M3)
         return al_err("export: dtype fp8 keeps an FP8 checkpoint's blocks; %s is %s: use f32, f16 or bf16", m->name,
-                      dt_name(m->cfg.dtype));
+                      model_dtype_name(m));
     const char *why = export_hf_refusal(m, vo, qk);
     if (o.format == EXPORT_HF && why) return al_err("cannot export format hf: %s", why);
     x.fmt = o.format == EXPORT_AUTO ? (why ? EXPORT_FACTORS : EXPORT_HF) : o.format;

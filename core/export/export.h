@@ -72,12 +72,17 @@ typedef struct {
     /* the changed tensors, re-encoded (reenc_tensors of them) from reenc_from to reenc_to */
     size_t reenc_tensors;
     dt_type reenc_from, reenc_to;
+    dt_fp4_enc reenc_fp4;    /* the first one's FP4 / INT4 encoding when it had one (reenc_from is then the BF16 it
+                                was decoded to): export_reenc_from names it */
     int reenc_lo, reenc_hi;  /* their layers */
     char reenc_names[160];   /* their distinct suffixes, ", "-joined ("self_attn.kv_b_proj.weight, ...") */
     double reenc_err;        /* max over them of ||W_written - W'|| / ||W'||: what encoding added */
     size_t fp8_blocks, fp8_blocks_kept;  /* dtype F8_E4M3: their blocks, and those kept bit for bit */
     size_t ct_bf16;          /* dtype F8_E4M3: per-tensor / per-channel FP8 weights written BF16 (fp8ct.h) */
 } ExportReport;
+
+/* What the re-encoded tensors were stored in: "MXFP4", "NVFP4", "INT4" or reenc_from's dtype name. */
+const char *export_reenc_from(const ExportReport *r);
 
 /* "hf" / "factors" / "dense" / "auto"; parse returns AL_ERR naming the accepted words. */
 const char *export_format_name(export_format f);

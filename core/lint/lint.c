@@ -792,6 +792,83 @@ static void mxfp4_linears(Lint *x, const QuantConfig *q, const Store *s) {
             "and vLLM refuses (no parameter takes '%s_blocks'); store it dequantized (BF16)", first, n, first, first);
 }
 
+/* Bytes of FP4 / INT4 block / group scales scale_values reads (about 1/16 of an NVFP4 / INT4
+ * checkpoint: lint stays a quick read of a large one; `load` and the forward pass check the rest
+ * as they read them): 1 GiB, or $ATTNLAB_LINT_SCALE_BYTES. FP8 grids and per-tensor / per-channel
+ * scales are always read. */
+static size_t fp4_scale_budget(void) {
+    const char *e = getenv("ATTNLAB_LINT_SCALE_BYTES");
+    return e && *e ? (size_t)strtoull(e, NULL, 10) : (size_t)1 << 30;
+}
+
+/* The bytes of the block scales of FP4 / INT4 weight w (its "<w>_scales" or "<w>_scale"). */
+static size_t fp4_scale_bytes(const Store *s, const char *w) {
+    char sc[340];
+    const st_entry *e;
+    snprintf(sc, sizeof sc, "%s_scales", w);
+    if (store_entry(s, sc, &e, NULL) != AL_OK) snprintf(sc, sizeof sc, "%s_scale", w);
+    size_t n = store_entry(s, sc, &e, NULL) == AL_OK ? e->end - e->begin : 0;
+    al_err_clear();
+    return n;
+}
+
+/* The scales of stored tensor `name` (e) checked as `load` and the forward pass check them (store.c):
+ * an FP4 / INT4 weight's pieces ("<w>_blocks", "<w>_packed", NVFP4's U8 "<w>") while *budget lasts
+ * (*skipped counts those past it), an FP8 weight's per-tensor / per-channel scale or block grid.
+ * AL_OK for anything else. */
+static int weight_scales(const Store *s, const char *name, const st_entry *e, size_t *budget, size_t *skipped) {
+    dt_fp4 q;
+    char w[320];
+    size_t k = strlen(name);
+    bool piece = (ends_with(name, "_blocks") || ends_with(name, "_packed")) && k - 7 < sizeof w;
+    if (piece || e->dtype == DT_U8) {
+        snprintf(w, sizeof w, "%.*s", (int)(piece ? k - 7 : k), name);
+        size_t nb = fp4_scale_bytes(s, w);
+        if (nb > *budget) { ++*skipped; return AL_OK; }
+        *budget -= nb;
+        return store_fp4(s, w, &q);
+    }
+    if (e->dtype != DT_F8_E4M3 || e->ndim != 2) return AL_OK;
+    const float *rs;
+    int rc = store_fp8_rscale(s, name, e->shape[0], &rs);
+    if (rc != AL_OK || rs) return rc;
+    const st_entry *se;
+    const void *g;
+    size_t gc;
+    snprintf(w, sizeof w, "%s_scale_inv", name);
+    bool grid = store_entry(s, w, &se, NULL) == AL_OK;
+    snprintf(w, sizeof w, "%s_scale", name);
+    grid = grid || store_entry(s, w, &se, NULL) == AL_OK;
+    al_err_clear();
+    return grid ? store_fp8_scale(s, name, e->shape[0], e->shape[1], &g, &gc) : AL_OK;
+}
+
+/* Every quantized weight's scales (weight_scales): a NaN or infinite block / group / row scale or
+ * a per-tensor scale <= 0, which attnlab refuses naming the tensor, is an error here too (the
+ * engines load it and compute NaN). Only value errors: the shape checks above report shapes.
+ * Stacked experts (4-D blocks) are not checked here. */
+static void scale_values(Lint *x, const Store *s) {
+    char first[400] = "";
+    size_t n = 0, budget = fp4_scale_budget(), skipped = 0;
+    for (size_t i = 0; i < store_count(s); i++) {
+        const char *name = store_name_at(s, i);
+        const st_entry *e;
+        if (store_entry(s, name, &e, NULL) != AL_OK || e->ndim > 3) { al_err_clear(); continue; }
+        if (weight_scales(s, name, e, &budget, &skipped) != AL_OK) {
+            const char *m = al_errmsg();                  /* store.c's value errors, not its shape errors */
+            if ((strstr(m, "must be finite") || strstr(m, "is NaN")) && n++ == 0) snprintf(first, sizeof first, "%s", m);
+        }
+        al_err_clear();
+    }
+    if (n)
+        add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, LT_HF | LT_VLLM | LT_SGLANG, "%zu quantized weight%s a NaN or "
+            "infinite scale, or a per-tensor scale <= 0 (first: %s): the engines load it and compute NaN or "
+            "infinite activations; attnlab's load refuses it", n, n == 1 ? " has" : "s have", first);
+    if (skipped)
+        add(x, LINT_ADVISORY, LT_ALL, LT_ALL, "the block scales of %zu FP4 / INT4 weights were not read (past lint's "
+            "%zu bytes of them): `ppl` or `calibrate` checks them as it reads them", skipped, fp4_scale_budget());
+}
+
 /* The stored modules against the quantization config read as `load` reads it (quant_config.h): what
  * load refuses is an error here too; a projection the config quantizes but the folder stores
  * unquantized too (stored_plain; attnlab reads it as it lies). */
@@ -812,6 +889,7 @@ static void check_quant_config(Lint *x) {
         } else if ((n = quant_unquantized(&q, s, mod, sizeof mod, &e)))
             stored_plain(x, &q, mod, e, n);
         mxfp4_linears(x, &q, s);
+        scale_values(x, s);
     }
     al_err_clear();
     store_free(s);

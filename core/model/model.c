@@ -182,6 +182,8 @@ const char *model_dtype_name(const Model *m) {
     return m->fp4 != DT_FP4_NONE ? dt_fp4_traits(m->fp4)->name : dt_name(m->cfg.dtype);
 }
 
+bool model_bf16_products(const Model *m) { return m->cfg.dtype == DT_BF16 && m->fp4 == DT_FP4_NONE; }
+
 /* Bit of tensor `name`'s encoding in a group's mask: dtypes, then the FP4 encodings. */
 static uint64_t enc_bit(const Model *m, const char *name) {
     dt_fp4 q;

@@ -50,6 +50,9 @@ typedef struct Model {
 
 /* The attention weights' stored encoding as `load` and `info` name it: "MXFP4", "NVFP4", or cfg.dtype's. */
 const char *model_dtype_name(const Model *m);
+/* Does compute mode bf16 change m's products (mm_xwt): are its weights BF16, not FP4 / INT4 / FP8 /
+ * F32? `ppl` and `info` say so from this one rule. */
+bool model_bf16_products(const Model *m);
 /* For a quantized checkpoint, each tensor group's encoding as its quantization config decides it and the
  * key that decided, on the group's first stored module, into buf: "attention unquantized
  * (model.layers.0.self_attn.q_proj: quantization_config.modules_to_not_convert entry
