@@ -4,6 +4,11 @@
 # whose shards the quantization config leaves some quantized and some not (is_layer_skipped: "Detected
 # some but not all shards ... are quantized"; compressed-tensors' should_ignore_layer: "vLLM requires all
 # to use the same scheme"); transformers builds each module alone and loads it.
+#  - lint: hand-made folders from stories260K-hf, one per quantization method -- compressed-tensors
+#    FP8 (`ignore`), ModelOpt FP8 (hf_quant_config.json `exclude_modules`), fine-grained FP8
+#    (`modules_to_not_convert`) -- with some shards of one fused layer dequantized and listed: an
+#    error naming the layer, the shards and the fused layer; vLLM and SGLang will not load it,
+#    transformers does; every shard listed: no such error, vLLM loads it;
 #  - export (default dtype: BF16) after a VO cut of an FP8 / NVFP4 source: v_proj is rewritten in BF16
 #    and listed unquantized, so q_proj and k_proj of that layer (unchanged by the cut) are written
 #    BF16 too (their values the source's decoded ones rounded to BF16, their scales dropped) and
@@ -71,10 +76,39 @@ PY
 A=model.layers.1.self_attn M=model.layers.0.mlp
 FUSE='vLLM and SGLang refuse a fused layer whose shards are not all quantized alike'
 
-# ---- export: the shards of a rewritten v_proj's fused layer written unquantized with it
+# ---- lint: one hand-made folder per quantization method
 $P/fp8ct_quant.py "$SRC" "$T/ct" tensor
 $P/fp8ct_quant.py "$SRC" "$T/mo" tensor && to_modelopt "$T/mo"
 $P/fp8blk_quant.py "$SRC" "$T/fb" f32
+out=$(e "lint $T/ct; lint $T/mo; lint $T/fb")
+ok "the sources: no fused-layer error" hasnt "$out" "fuses with it"
+ok "... vLLM loads all three" test "$(grep -c "^vLLM  *LlamaForCausalLM  *loads$" <<<"$out")" = 3
+for spec in "ct ignore v_proj" "mo hf up_proj" "fb modules_to_not_convert q_proj,k_proj"; do
+    set -- $spec
+    cp -r "$T/$1" "$T/$1-mixed"
+    if [ $3 = up_proj ]; then plain "$T/$1-mixed" $2 $M.up_proj
+    else plain "$T/$1-mixed" $2 $(tr , '\n' <<<"$3" | sed "s/^/$A./"); fi
+    out=$(e "lint $T/$1-mixed")
+    case $3 in
+        v_proj) msg="$A: the quantization config's ignore leaves v_proj unquantized but not q_proj, k_proj, which vLLM fuses with it into one qkv_proj layer (1 fused layers like it): $FUSE";;
+        up_proj) msg="$M: the quantization config's exclude_modules leaves up_proj unquantized but not gate_proj, which vLLM fuses with it into one gate_up_proj layer (1 fused layers like it): $FUSE";;
+        *) msg="$A: the quantization config's modules_to_not_convert leaves q_proj, k_proj unquantized but not v_proj, which vLLM fuses with it into one qkv_proj layer (1 fused layers like it): $FUSE";;
+    esac
+    ok "$1 ($2 lists $3): an error naming the layer and its shards" has "$out" "^  [0-9]*\. error    vLLM, SGLang: $msg"
+    ok "$1: vLLM will not load it" has "$out" "^vLLM  *LlamaForCausalLM  *will not load  *1$"
+    ok "$1: SGLang neither" has "$out" "^SGLang  *LlamaForCausalLM  *will not load  *1$"
+    ok "$1: transformers loads it (no fusion)" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
+done
+cp -r "$T/fb" "$T/fb-all" && plain "$T/fb-all" modules_to_not_convert $A.q_proj $A.k_proj $A.v_proj
+out=$(e "lint $T/fb-all")
+ok "fb, every shard of the layer listed: no fused-layer error" hasnt "$out" "fuses with it"
+ok "... vLLM loads it" has "$out" "^vLLM  *LlamaForCausalLM  *loads$"
+# two layers mixed: counted
+cp -r "$T/ct" "$T/ct-two" && plain "$T/ct-two" ignore $A.v_proj model.layers.3.self_attn.k_proj
+ok "two mixed layers: counted, the first named" has "$(e "lint $T/ct-two")" \
+    "error    vLLM, SGLang: $A: the quantization config's ignore leaves v_proj unquantized but not q_proj, k_proj, .*(2 fused layers like it)"
+
+# ---- export: the shards of a rewritten v_proj's fused layer written unquantized with it
 for spec in "ct ignore" "fb modules_to_not_convert" "mo exclude_modules" "nv ignore"; do
     set -- $spec
     k=$1 key=$2
