@@ -107,6 +107,22 @@ ok "... vLLM loads it" has "$out" "^vLLM  *LlamaForCausalLM  *loads$"
 cp -r "$T/ct" "$T/ct-two" && plain "$T/ct-two" ignore $A.v_proj model.layers.3.self_attn.k_proj
 ok "two mixed layers: counted, the first named" has "$(e "lint $T/ct-two")" \
     "error    vLLM, SGLang: $A: the quantization config's ignore leaves v_proj unquantized but not q_proj, k_proj, .*(2 fused layers like it)"
+# hostile: shards at the top level (no parent module): named, no crash
+mkdir -p "$T/top"
+python3 - "$T/top" <<'PY'
+import json, os, struct, sys
+from st_tensors import write_tensors
+d = sys.argv[1]
+write_tensors(os.path.join(d, 'model.safetensors'),
+              sorted((n + '.weight', ('F32', [4, 4], struct.pack('<16f', *[0.5] * 16))) for n in ('q_proj', 'k_proj', 'v_proj')))
+json.dump({'model_type': 'llama', 'architectures': ['LlamaForCausalLM'], 'quantization_config': {
+    'quant_method': 'compressed-tensors', 'format': 'float-quantized', 'ignore': ['v_proj'], 'config_groups': {
+        'group_0': {'targets': ['Linear'], 'weights': {'num_bits': 8, 'type': 'float', 'strategy': 'tensor'}}}}},
+          open(os.path.join(d, 'config.json'), 'w'))
+PY
+run -e "lint $T/top"
+ok "top-level shards: lint runs (rc $(rc))" test "$(rc)" = 0
+ok "... and names them" has "$(cat out.txt)" "error    vLLM, SGLang: (top level): the quantization config's ignore leaves v_proj unquantized but not q_proj, k_proj"
 
 # ---- export: the shards of a rewritten v_proj's fused layer written unquantized with it
 for spec in "ct ignore" "fb modules_to_not_convert" "mo exclude_modules" "nv ignore"; do

@@ -819,7 +819,10 @@ static bool fused_split(const QuantConfig *q, const Store *s, const char *mod, c
     if (j == k || strcmp(sh[j], mod) != 0) return false;
     *listed = *plain = 0;
     for (; j < k; j++)
-        if (module_stored(s, sh[j])) join_word(quant_ignored(q, sh[j]) ? listed : plain, cap, strrchr(sh[j], '.') + 1);
+        if (module_stored(s, sh[j])) {
+            const char *dot = strrchr(sh[j], '.');       /* a top-level "q_proj" has none */
+            join_word(quant_ignored(q, sh[j]) ? listed : plain, cap, dot ? dot + 1 : sh[j]);
+        }
     return *listed && *plain;
 }
 
@@ -836,7 +839,8 @@ static void check_fused_lists(Lint *x, const QuantConfig *q, const Store *s) {
         char mod[256];
         if (snprintf(mod, sizeof mod, "%.*s", (int)(w - name), name) >= (int)sizeof mod) continue;
         if (!fused_split(q, s, mod, l, p, sizeof l, &f) || n++) continue;
-        snprintf(first, sizeof first, "%.*s", (int)(strrchr(mod, '.') - mod), mod);
+        const char *dot = strrchr(mod, '.');
+        snprintf(first, sizeof first, "%.*s", (int)(dot ? dot - mod : 11), dot ? mod : "(top level)");
         memcpy(listed, l, sizeof l), memcpy(plain, p, sizeof p), fused = f;
     }
     if (n)
