@@ -921,6 +921,14 @@ static bool farr_xf_alive(Session *s, const Xform *x) {
     return vo || qk;
 }
 
+/* The export's line on quantized shards written unquantized beside a rewritten one (export.h). */
+static void say_fused_plain(Out *out, const ExportReport *rep) {
+    if (rep->fused_plain)
+        out_printf(out, "%zu of them (%s) unchanged by the cut but written %s too and listed unquantized: vLLM fuses "
+                   "them with a rewritten shard (q/k/v_proj into qkv_proj) and refuses a fused layer whose shards are "
+                   "not all quantized alike\n", rep->fused_plain, rep->fused_names, dt_name(rep->reenc_to));
+}
+
 /* `export DIR` after `truncate`: the working copy (the latest `truncate vo` / `truncate qk` plans). */
 static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     const FarrPlan *vo, *qk;
@@ -950,6 +958,7 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     if (rep.reenc_tensors && rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3)
         out_printf(out, "their _scale_inv dropped and their modules listed in quantization_config.modules_to_not_convert "
                    "(transformers and vLLM load them unquantized beside the FP8 ones)\n");
+    say_fused_plain(out, &rep);
     if (rep.ct_bf16)
         out_printf(out, "%zu of them (o_proj) written in BF16 and listed unquantized: their static input_scale "
                    "calibrates an input the cut changed, and an FP8 module of a static scheme needs one\n", rep.ct_bf16);

@@ -50,18 +50,19 @@ ok "info: E8M0 grid read as FP8 block scales" has "$(e "load $T/e8m0; info")" "^
 
 # ---- export of a truncation on the BF16 grid: untouched tensors and their BF16 grids bit for bit
 out=$(e "load $T/bf16; truncate vo tau 0.9 layers 1; export $T/ex format dense; load $T/ex as d; info")
-ok "export: 2 rewritten, the rest copied" has "$out" "^exported VO of bf16 to .*tensors copied bit for bit, 2 rewritten"
+ok "export: 4 rewritten (v / o_proj, and q / k_proj: vLLM fuses q/k/v), the rest copied" has "$out" "^exported VO of bf16 to .*tensors copied bit for bit, 4 rewritten"
 msg=$(python3 - "$T/bf16" "$T/ex" <<'PY'
 import json, os, sys
 sys.path.insert(0, os.environ['ATTNLAB_SRC'] + '/tests')
 from st_tensors import tensors
 a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-ch = lambda k: k.startswith('model.layers.1.self_attn.o_proj.') or k.startswith('model.layers.1.self_attn.v_proj.')
+mods = ['model.layers.1.self_attn.' + p for p in ('k_proj', 'o_proj', 'q_proj', 'v_proj')]   # q / k: fused with v in vLLM
+ch = lambda k: any(k.startswith(m + '.') for m in mods)
 bad = [k for k in a if not ch(k) and b.get(k) != a[k]]
 bad += [k for k in b if ch(k) and not (k.endswith('.weight') and b[k][0] == 'BF16')]
 bad += [] if a['model.layers.0.self_attn.q_proj.weight_scale_inv'][0] == 'BF16' else ['source grid not BF16']
 q = json.load(open(os.path.join(sys.argv[2], 'config.json')))['quantization_config']
-bad += [] if q.get('modules_to_not_convert') == ['model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj'] else [str(q)]
+bad += [] if q.get('modules_to_not_convert') == mods else [str(q)]
 print(' '.join(bad))
 PY
 )

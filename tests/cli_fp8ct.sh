@@ -39,13 +39,13 @@ ok "per-channel and per-tensor decode differently" test "$(analyses "$T/tensor")
 # without their weight_scale / input_scale, listed in compressed-tensors' ignore
 export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
 out=$(e "load $T/channel; truncate vo tau 0.9 layers 1; ppl $TXT; export $T/ex format dense; load $T/ex as d; ppl $TXT")
-ok "export: 2 rewritten" has "$out" "^exported VO of channel to .*tensors copied bit for bit, 2 rewritten"
+ok "export: 4 rewritten (v / o_proj, and q / k_proj: vLLM fuses q/k/v)" has "$out" "^exported VO of channel to .*tensors copied bit for bit, 4 rewritten"
 p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
-ok "export: its ppl is the working copy's to BF16 rounding ($p)" \
-    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-4)" $p
+ok "export: its ppl is the working copy's to BF16 rounding, of q / k too ($p)" \
+    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 5e-4)" $p
 msg=$(python3 -c "import sys; from st_tensors import truncation_export_problems as p; print(p(*sys.argv[1:3]))" \
     "$T/channel" "$T/ex")
-ok "export: untouched bit for bit, rewritten BF16 without scales, in ignore [$msg]" test -z "$msg"
+ok "export: untouched bit for bit, rewritten (and their q / k) BF16 without scales, in ignore [$msg]" test -z "$msg"
 
 # ---- GGUF: dequantized in the dtype asked, said in its line; in f32 the same ppl
 out=$(e "load $T/channel; ppl $TXT; export $T/ch.gguf dtype f32; load $T/ch.gguf as g; tokenizer $SRC/tok512.bin; ppl $TXT")

@@ -35,13 +35,13 @@ ok "ppl 3.7-4.5 (the F32 model: 3.76)" has "$a" "^  1127  1\.[0-9]*  [34]\.[0-9]
 # packed words, scales or shape, listed in ignore; GGUF dequantized, saying so
 export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
 out=$(e "load $T/int4; truncate vo tau 0.9 layers 1; ppl $TXT; export $T/ex format dense; load $T/ex as d; ppl $TXT")
-ok "export: 2 rewritten" has "$out" "^exported VO of int4 to .*tensors copied bit for bit, 2 rewritten"
+ok "export: 4 rewritten (v / o_proj, and q / k_proj: vLLM fuses q/k/v)" has "$out" "^exported VO of int4 to .*tensors copied bit for bit, 4 rewritten"
 p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')
-ok "export: its ppl is the working copy's to BF16 rounding ($p)" \
-    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 1e-4)" $p
+ok "export: its ppl is the working copy's to BF16 rounding, of q / k too ($p)" \
+    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(abs(a / b - 1) > 5e-4)" $p
 msg=$(python3 -c "import sys; from st_tensors import truncation_export_problems as p; print(p(*sys.argv[1:3]))" \
     "$T/int4" "$T/ex")
-ok "export: untouched bit for bit, rewritten BF16 alone, in ignore [$msg]" test -z "$msg"
+ok "export: untouched bit for bit, rewritten (and their q / k) BF16 alone, in ignore [$msg]" test -z "$msg"
 out=$(e "load $T/int4; ppl $TXT; export $T/int4.gguf dtype f32; load $T/int4.gguf as g; tokenizer $SRC/tok512.bin; ppl $TXT")
 ok "gguf: its line says dequantized" has "$out" "^  INT4 weights dequantized to F32$"
 p=$(grep "^  1127" <<<"$out" | awk '{print $3}' | tr '\n' ' ')

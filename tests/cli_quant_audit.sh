@@ -81,7 +81,13 @@ ok "ct FP8_BLOCK dtype fp8: the rewritten grids named weight_scale, none weight_
 for spec in "ct-tensor tensor" "ct-channel channel"; do
     set -- $spec
     $P/fp8ct_quant.py "$SRC" "$T/$1" $2
+    # lint once said vLLM loads an export with v_proj BF16 (ignored) beside FP8 q_proj / k_proj, which vLLM
+    # fuses into one qkv_proj and refuses; the export now writes q / k BF16 too and lint models the
+    # fusion (tests/cli_fused_quant.sh)
     out=$(e "load $T/$1; truncate vo tau 0.9 layers 1; export $T/ex-$1 format dense dtype bf16; lint $T/ex-$1")
+    ok "$1 dtype bf16: q_proj / k_proj written BF16 with the rewritten v_proj" has "$out" \
+        "^2 of them (self_attn.k_proj.weight, self_attn.q_proj.weight) unchanged by the cut but written BF16 too"
+    ok "$1 dtype bf16: no fused layer half quantized" hasnt "$out" "fuses with it"
     ok "$1 dtype bf16: the export lints clean in vLLM" has "$out" "^vLLM  *LlamaForCausalLM  *loads$"
 done
 

@@ -61,11 +61,11 @@ ok "the three places: the same ranks and ppl" test "$a" = "$b" -a "$a" = "$c"
 ok "hf_quant_config.json alone: lint does not ask for a quantization_config" hasnt "$(e "lint $T/nv-hfq")" \
     "no quantization_config in config.json"
 out=$(e "load $T/nv-hfq; truncate vo tau 0.9 layers 1; export $T/hfq-ex format dense; load $T/hfq-ex as d; info")
-ok "hf_quant_config export: written and loaded" has "$out" "^quantization  *modelopt NVFP4: .*(hf_quant_config.json quantization.quant_algo), exclude_modules: 3 entries$"
+ok "hf_quant_config export: written and loaded (q / k_proj excluded with v_proj: vLLM fuses them)" has "$out" "^quantization  *modelopt NVFP4: .*(hf_quant_config.json quantization.quant_algo), exclude_modules: 5 entries$"
 ok "hf_quant_config export: the rewritten modules excluded" python3 -c "
 import json, sys
 q = json.load(open(sys.argv[1]))['quantization']
-sys.exit(q['exclude_modules'] != ['lm_head', 'model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj'] or q['quant_algo'] != 'NVFP4')" \
+sys.exit(q['exclude_modules'] != ['lm_head'] + ['model.layers.1.self_attn.' + p for p in ('k_proj', 'o_proj', 'q_proj', 'v_proj')] or q['quant_algo'] != 'NVFP4')" \
     "$T/hfq-ex/hf_quant_config.json"
 
 # ---- disagreements: refused naming the tensor and the key

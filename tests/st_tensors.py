@@ -76,15 +76,18 @@ def bf16(x):
 def truncation_export_problems(src, ex):
     """What is wrong with the export ex of `truncate vo ... layers 1` on the compressed-tensors
     checkpoint src (hidden 64, 4 heads / 2 KV of 16): an untouched tensor not bit for bit, layer 1's
-    o_proj / v_proj not BF16 alone (their scales, packed words, shape dropped), or not listed in
-    quantization_config.ignore after the source's own entries. One message per line; nothing when the export is right."""
+    o_proj / v_proj not BF16 alone (their scales, packed words, shape dropped) -- q_proj / k_proj too,
+    which vLLM fuses with v_proj into one qkv_proj whose shards must be quantized alike
+    (core/io/quant_fused.h) --, or not listed in quantization_config.ignore after the source's own
+    entries. One message per line; nothing when the export is right."""
     a, b = tensors(src), tensors(ex)
     out = []
-    changed = lambda k: any(k.startswith('model.layers.1.self_attn.%s.' % p) for p in ('o_proj', 'v_proj'))
+    mods = ('k_proj', 'o_proj', 'q_proj', 'v_proj')
+    changed = lambda k: any(k.startswith('model.layers.1.self_attn.%s.' % p) for p in mods)
     for k, v in a.items():
         if not changed(k) and b.get(k) != v:
             out.append('untouched tensor differs: ' + k)
-    for p, R in (('o_proj', 64), ('v_proj', 32)):
+    for p, R in (('k_proj', 32), ('o_proj', 64), ('q_proj', 64), ('v_proj', 32)):
         k = 'model.layers.1.self_attn.%s.' % p
         if b.get(k + 'weight', (0, 0))[:2] != ('BF16', [R, 64]):
             out.append('%s is %s' % (k, b.get(k + 'weight', (None, None))[:2]))
@@ -93,6 +96,6 @@ def truncation_export_problems(src, ex):
             out.append('%s kept %s' % (k, kept))
     q = json.load(open(os.path.join(ex, 'config.json')))['quantization_config']
     listed = json.load(open(os.path.join(src, 'config.json')))['quantization_config']['ignore']
-    if q['ignore'] != listed + ['model.layers.1.self_attn.o_proj', 'model.layers.1.self_attn.v_proj']:
+    if q['ignore'] != listed + ['model.layers.1.self_attn.' + p for p in mods]:
         out.append('not listed as unquantized after the source\'s entries: %s' % q)
     return '\n'.join(out)

@@ -8,6 +8,7 @@
 #include "fp8ct.h"
 #include "layersel.h"
 #include "quant_config.h"
+#include "quant_fused.h"
 #include "spectra.h"
 
 #include <cjson/cJSON.h>
@@ -655,6 +656,38 @@ static dt_type rewritten_dtype(const Ctx *x, const char *name, const st_entry *e
     return dt == DT_F8_E4M3 && ct_input_changes(x, name, e, suffix) ? DT_BF16 : dt;
 }
 
+/* Whether weight `suffix` of layer L, quantized in the source and left unchanged by the cut, is written
+ * unquantized all the same (quant_fused.h): vLLM fuses it with another shard (q/k/v_proj into qkv_proj)
+ * which the cut rewrites and writes unquantized (BF16, or the dtype asked; dtype fp8 keeps them all
+ * FP8), and refuses a fused layer whose shards are not all quantized alike. Not in format hf (MLA:
+ * its fused q_a_proj / kv_a_proj_with_mqa are never rewritten). */
+static bool fused_sibling(const Ctx *x, const char *suffix, int L) {
+    char sh[QUANT_FUSED_MAX][256], mod[256], shw[264];
+    size_t n = strlen(suffix);
+    if (x->fmt == EXPORT_HF || n <= 7 || strcmp(suffix + n - 7, ".weight") || out_dtype(x, DT_F8_E4M3) == DT_F8_E4M3 ||
+        rewritten_suffix(x, suffix, L))
+        return false;
+    snprintf(mod, sizeof mod, "%.*s", (int)(n - 7), suffix);
+    int k = quant_fused_shards(mod, sh, NULL);
+    bool other = false;
+    for (int i = 0; i < k && !other; i++)
+        other = strcmp(sh[i], mod) && snprintf(shw, sizeof shw, "%s.weight", sh[i]) < (int)sizeof shw &&
+                rewritten_suffix(x, shw, L);
+    char *name = other ? model_tensor_name(x->m, L, suffix) : NULL;
+    const st_entry *e;
+    dt_fp4 q = {.enc = DT_FP4_NONE};
+    bool quantized = name && ((store_entry(x->m->store, name, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3) ||
+                              (store_fp4(x->m->store, name, &q) == AL_OK && q.enc != DT_FP4_NONE));
+    al_err_clear();
+    free(name);
+    return quantized;
+}
+
+/* A layer's tensor the export writes anew: rewritten by the cut, or its fused_sibling. */
+static bool written_suffix(const Ctx *x, const char *suffix, int L) {
+    return rewritten_suffix(x, suffix, L) || fused_sibling(x, suffix, L);
+}
+
 /* The scale form a rewritten FP8 weight `name` is written with: the source's own, under the source's
  * name and dtype. A block grid (fill_striped re-encodes each block at its old scale times 2^k) --
  * DeepSeek's "<w>_scale_inv" in F32 (DeepSeek, MiniMax, GLM), BF16 (Qwen3-*-FP8) or F8_E8M0,
@@ -692,6 +725,14 @@ static int fp8_grid_form(const Ctx *x, const char *name, const st_entry *e, char
     return AL_OK;
 }
 
+/* Notes a fused_sibling written unquantized (its suffix once in fused_names). */
+static void note_fused_plain(ExportReport *r, const char *suffix) {
+    size_t n = strlen(r->fused_names);
+    r->fused_plain++;
+    if (!strstr(r->fused_names, suffix) && n + strlen(suffix) + 3 < sizeof r->fused_names)
+        snprintf(r->fused_names + n, sizeof r->fused_names - n, "%s%s", n ? ", " : "", suffix);
+}
+
 /* Adds a rewritten tensor in its output dtype (FP8 with block scales in the source's form,
  * fp8_grid_form), computed when the shard is written. */
 static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry *e, int L, const char *suffix) {
@@ -706,6 +747,7 @@ static int add_rewritten(Ctx *x, CkptWriter *w, const char *name, const st_entry
     const st_entry *ct = NULL;
     if (dt == DT_F8_E4M3 && fp8_grid_form(x, name, e, &sname, &sdt, &ct) != AL_OK) return AL_ERR;
     if (note_reencoded(x, name, suffix, L, e->dtype, dt) != AL_OK) { free(sname); return AL_ERR; }
+    if (!rewritten_suffix(x, suffix, L)) note_fused_plain(&x->rep, suffix);
     size_t shape[ST_MAX_DIMS], numel = 1;
     int nd = rewritten_shape(x, suffix, e, shape);
     for (int d = 0; d < nd; d++) numel *= shape[d];
@@ -750,7 +792,7 @@ static int fp4_piece(const Ctx *x, const char *name, char *w, size_t cap) {
         int L;
         const char *suffix;
         dt_fp4 q;
-        if (!layer_of(x, buf, &L, &suffix) || !rewritten_suffix(x, suffix, L)) return 0;
+        if (!layer_of(x, buf, &L, &suffix) || !written_suffix(x, suffix, L)) return 0;
         if (store_fp4(x->m->store, buf, &q) != AL_OK) { al_err_clear(); return 0; }
         if (q.enc == DT_FP4_NONE) return 0;
         if (w) snprintf(w, cap, "%s", buf);
@@ -809,7 +851,7 @@ static bool is_dropped_scale(const Ctx *x, const char *name) {
     int L;
     const char *s;
     bool drop = false;
-    if (layer_of(x, w, &L, &s) && rewritten_suffix(x, s, L)) {
+    if (layer_of(x, w, &L, &s) && written_suffix(x, s, L)) {
         const st_entry *e;
         drop = store_entry(x->m->store, w, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3 &&
                (k < 2 || rewritten_dtype(x, w, e, s) != DT_F8_E4M3);
@@ -834,7 +876,7 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
         int piece = fp4_piece(x, name, NULL, 0);
         if (piece) {
             if (piece == 1 && (rc = fp4_rewrite(x, w, name)) == AL_OK) x->rep.tensors_rewritten++;
-        } else if (layer_of(x, name, &L, &suffix) && rewritten_suffix(x, suffix, L)) {
+        } else if (layer_of(x, name, &L, &suffix) && written_suffix(x, suffix, L)) {
             rc = add_rewritten(x, w, name, e, L, suffix);
             x->rep.tensors_rewritten++;
         } else {
@@ -942,6 +984,15 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
         if (r->reenc_to == DT_F8_E4M3 && x->n_keep_bf) {      /* dtype fp8: the ones written BF16 (fp8ct.h) */
             cJSON *u = cJSON_AddArrayToObject(re, "bf16_modules");
             for (size_t i = 0; i < x->n_keep_bf; i++) cJSON_AddItemToArray(u, cJSON_CreateString(x->keep_bf[i]));
+        }
+        if (r->fused_plain) {      /* unchanged, written unquantized beside a rewritten shard vLLM fuses them with */
+            cJSON *u = cJSON_AddArrayToObject(re, "fused_siblings");
+            char *b = strdup(r->fused_names), *save = NULL;
+            for (char *t = b ? strtok_r(b, ", ", &save) : NULL; t; t = strtok_r(NULL, ", ", &save))
+                cJSON_AddItemToArray(u, cJSON_CreateString(t));
+            free(b);
+            cJSON_AddStringToObject(re, "fused_siblings_why", "vLLM and SGLang fuse q/k/v_proj into qkv_proj (gate/up_proj "
+                                    "into gate_up_proj) and refuse a fused layer whose shards are not all quantized alike");
         }
         if (r->fp8_blocks) {
             cJSON_AddNumberToObject(re, "fp8_blocks", (double)r->fp8_blocks);

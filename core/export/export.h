@@ -40,6 +40,11 @@
  * tensors, ModelOpt FP8) is written in its own strategy, scale shape and dtype (fp8ct.h): the source's
  * scale times 2^k per unit, input_scale kept; a module with a static input_scale whose input the cut
  * changes (o_proj after VO) is written BF16 and listed unquantized (ExportReport.ct_bf16).
+ * A quantized shard of a layer vLLM fuses (q/k/v_proj -> qkv_proj; quant_fused.h) that the cut leaves
+ * unchanged while it rewrites another shard unquantized (a VO cut's v_proj in BF16) is written
+ * unquantized too (dequantized, in the same dtype) and listed with it, since vLLM and SGLang refuse a
+ * fused layer whose shards are not all quantized alike (ExportReport.fused_plain; manifest:
+ * reencoded.fused_siblings).
  * One output shard per source file (model.safetensors, or model-0000i-of-0000N.safetensors with an
  * index), copied tensors streamed from the source's mapping; the source's auxiliary files
  * (tokenizer, generation config, licence) are copied, nothing else. Everything goes through the
@@ -79,6 +84,9 @@ typedef struct {
     double reenc_err;        /* max over them of ||W_written - W'|| / ||W'||: what encoding added */
     size_t fp8_blocks, fp8_blocks_kept;  /* dtype F8_E4M3: their blocks, and those kept bit for bit */
     size_t ct_bf16;          /* dtype F8_E4M3: per-tensor / per-channel FP8 weights written BF16 (fp8ct.h) */
+    size_t fused_plain;      /* quantized weights the cut leaves unchanged, written unquantized beside a rewritten
+                                shard of a layer vLLM fuses (quant_fused.h: q/k/v_proj), so the shards stay alike */
+    char fused_names[160];   /* their distinct suffixes, ", "-joined */
 } ExportReport;
 
 /* What the re-encoded tensors were stored in: "MXFP4", "NVFP4", "INT4" or reenc_from's dtype name. */

@@ -23,6 +23,7 @@
 #include "gguf_arch.h"
 #include "kqsvd.h"
 #include "quant_config.h"
+#include "quant_fused.h"
 #include "safetensors.h"
 #include "tpa.h"
 
@@ -869,6 +870,64 @@ static void scale_values(Lint *x, const Store *s) {
             "%zu bytes of them): `ppl` or `calibrate` checks them as it reads them", skipped, fp4_scale_budget());
 }
 
+/* Whether module m is stored, in any encoding ("<m>.weight", "_packed", "_blocks"). */
+static bool module_stored(const Store *s, const char *m) {
+    static const char *const sufs[] = {".weight", ".weight_packed", ".weight_blocks"};
+    char n[300];
+    for (int k = 0; k < 3; k++)
+        if (snprintf(n, sizeof n, "%s%s", m, sufs[k]) < (int)sizeof n && store_has(s, n)) return true;
+    return false;
+}
+
+/* Appends word w to the ", "-joined list buf. */
+static void join_word(char *buf, size_t cap, const char *w) {
+    size_t n = strlen(buf);
+    if (n + strlen(w) + 3 < cap) snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", w);
+}
+
+/* The fused layer of module mod when its shards (quant_fused.h) are not all listed alike: listed /
+ * plain get the shards' last names (", "-joined), true; false when alike, or when mod is not the first
+ * stored shard of its layer (each layer once). */
+static bool fused_split(const QuantConfig *q, const Store *s, const char *mod, char *listed, char *plain, size_t cap,
+                        const char **fused) {
+    char sh[QUANT_FUSED_MAX][256];
+    int k = quant_fused_shards(mod, sh, fused), j = 0;
+    while (j < k && !module_stored(s, sh[j])) j++;
+    if (j == k || strcmp(sh[j], mod) != 0) return false;
+    *listed = *plain = 0;
+    for (; j < k; j++)
+        if (module_stored(s, sh[j])) {
+            const char *dot = strrchr(sh[j], '.');       /* a top-level "q_proj" has none */
+            join_word(quant_ignored(q, sh[j]) ? listed : plain, cap, dot ? dot + 1 : sh[j]);
+        }
+    return *listed && *plain;
+}
+
+/* vLLM (and SGLang) fuse q/k/v_proj into qkv_proj and gate/up_proj into gate_up_proj (quant_fused.h)
+ * and refuse a fused layer whose shards the config's list leaves some quantized and some not;
+ * transformers builds each module alone and loads it. quant_method mxfp4 quantizes experts only. */
+static void check_fused_lists(Lint *x, const QuantConfig *q, const Store *s) {
+    char first[300] = "", listed[120] = "", plain[120] = "", l[120], p[120];
+    const char *fused = NULL, *f;
+    size_t n = 0;
+    for (size_t i = 0; q->nignore && strcmp(q->method, "mxfp4") && i < store_count(s); i++) {
+        const char *name = store_name_at(s, i), *w = strrchr(name, '.');
+        if (!w || (strcmp(w, ".weight") && strcmp(w, ".weight_packed") && strcmp(w, ".weight_blocks"))) continue;
+        char mod[256];
+        if (snprintf(mod, sizeof mod, "%.*s", (int)(w - name), name) >= (int)sizeof mod) continue;
+        if (!fused_split(q, s, mod, l, p, sizeof l, &f) || n++) continue;
+        const char *dot = strrchr(mod, '.');
+        snprintf(first, sizeof first, "%.*s", (int)(dot ? dot - mod : 11), dot ? mod : "(top level)");
+        memcpy(listed, l, sizeof l), memcpy(plain, p, sizeof p), fused = f;
+    }
+    if (n)
+        add(x, LINT_ERROR, LT_VLLM | LT_SGLANG, 0, "%s: the quantization config's %s leaves %s unquantized but not %s, "
+            "which vLLM fuses with it into one %s layer (%zu fused layers like it): vLLM and SGLang refuse a fused layer "
+            "whose shards are not all quantized alike (\"Detected some but not all shards ... are quantized\"; "
+            "compressed-tensors: \"vLLM requires all to use the same scheme\"); transformers builds each module alone "
+            "and loads it; list all of them or none", first, q->ignore_key, listed, plain, fused, n);
+}
+
 /* The stored modules against the quantization config read as `load` reads it (quant_config.h): what
  * load refuses is an error here too; a projection the config quantizes but the folder stores
  * unquantized too (stored_plain; attnlab reads it as it lies). */
@@ -890,6 +949,7 @@ static void check_quant_config(Lint *x) {
             stored_plain(x, &q, mod, e, n);
         mxfp4_linears(x, &q, s);
         scale_values(x, s);
+        check_fused_lists(x, &q, s);
     }
     al_err_clear();
     store_free(s);

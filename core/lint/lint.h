@@ -23,7 +23,8 @@
  * embeddings; the index (every tensor in weight_map, every named shard present,
  * metadata.total_size = the sum of tensor bytes); each shard's header (validated by
  * core/io/safetensors.c) and its __metadata__ {"format": "pt"}; torch_dtype against the tensors'
- * dtypes, FP8 without a quantization_config; tokenizer files; FlashMLA's shapes for MLA
+ * dtypes, FP8 without a quantization_config; not-quantized lists that split a layer vLLM fuses
+ * (quant_fused.h: q/k/v_proj, gate/up_proj); tokenizer files; FlashMLA's shapes for MLA
  * checkpoints; attnlab's own layouts (TPA, KQ-SVD) named as such.
  *
  * A folder that cannot be read at all is a finding too: lint_folder fails only when the path does
