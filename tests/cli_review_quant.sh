@@ -36,7 +36,7 @@ for enc in mxfp4 nvfp4 int4; do
     ENC=$(tr a-z A-Z <<<"$enc")
     out=$(e "load $T/$enc; truncate vo tau 0.9 layers 1; export $T/farr-$enc format dense")
     ok "$enc farr export: re-encoded $ENC -> BF16 [$(grep re-encoded <<<"$out")]" \
-        has "$out" "^re-encoded 2 changed tensors (.*; layer 1) $ENC -> BF16: added error "
+        has "$out" "^re-encoded 4 changed tensors (.*; layer 1) $ENC -> BF16: added error "
     from=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['reencoded']['from'])" \
         "$T/farr-$enc/farr_manifest.json")
     ok "$enc farr manifest: reencoded.from $ENC (is $from)" test "$from" = "$ENC"
