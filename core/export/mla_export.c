@@ -1284,23 +1284,15 @@ int mla_check_session(const TmlaResult *r, const char *why, const MlaCheckIn *in
     return AL_OK;
 }
 
-/* Layer S of the stock set as its export reads back (attn_layer_load of config ec): the softmax scale,
- * YaRN's factor, the RoPE layout and frequencies from ec (the source's rope_scaling may have no
- * DeepSeek-V3 form: the export turns at ec's); the matrices S's (float32 holds them exactly). */
-static int stock_as_read(const AttnLayer *S, const ModelConfig *ec, int l, AttnLayer **out) {
-    AttnLayer *b = *out = attn_layer_copy(S);
-    if (!b) return AL_ERR;
-    stock_share(b, S);                         /* the big matrices stay S's (the conversion's) */
-    b->scale = cfg_attn_scale(ec, l);
-    b->rope_mscale = rope_attention_factor(&ec->rope_spec);
-    b->rope = ec->rope_spec.layout;
-    b->norm_eps = ec->norm_eps;
-    if (b->rope_dim && rope_inv_freq(&ec->rope_spec, b->rope_dim, ec->rope_spec.theta, b->inv_freq, "the export")) {
-        stock_layer_free(b);
-        *out = NULL;
-        return AL_ERR;
-    }
-    return AL_OK;
+/* Stock layer S (built for r's export, changed in place) as its export reads back (attn_layer_load of config
+ * ec): the softmax scale, YaRN's factor, the RoPE layout and frequencies from ec (the source's rope_scaling
+ * may have no DeepSeek-V3 form: the export turns at ec's); the matrices S's (float32 holds them exactly). */
+static int stock_as_read(AttnLayer *S, const ModelConfig *ec, int l) {
+    S->scale = cfg_attn_scale(ec, l);
+    S->rope_mscale = rope_attention_factor(&ec->rope_spec);
+    S->rope = ec->rope_spec.layout;
+    S->norm_eps = ec->norm_eps;
+    return S->rope_dim ? rope_inv_freq(&ec->rope_spec, S->rope_dim, ec->rope_spec.theta, S->inv_freq, "the export") : AL_OK;
 }
 
 /* The config.json a float32 export of r writes (make_config), parsed as model_open parses it. */
@@ -1325,8 +1317,8 @@ static int stock_check_open(const TmlaResult *r, const ModelConfig *ec, MlaCheck
     return c->source_path && arrays ? AL_OK : AL_ERR;
 }
 
-/* Every layer of the stock set st (as read back: st->L[l] replaced) against the source; over[l]:
- * the layer the whole-model pass runs (its stock view where that differs); *qbias: any differs. */
+/* Every layer of the stock set st (as read back: changed in place) against the source; over[l]: the
+ * layer the whole-model pass runs (st's, or its own stock view where that differs); *qbias: any view. */
 static int stock_check_layers(const TmlaResult *r, StockSet *st, const ModelConfig *ec, const MlaCheckIn *in,
                               MlaCheck *c, AttnLayer **over, bool *qbias) {
     size_t T = in->tokens ? in->tokens : 64;
@@ -1335,17 +1327,14 @@ static int stock_check_layers(const TmlaResult *r, StockSet *st, const ModelConf
     for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
     for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        AttnLayer *b = NULL, *view = NULL;
+        AttnLayer *view = NULL;
         Mat *X = layer_inputs_of(in, T, r->src->cfg.hidden, l);
-        rc = X ? stock_as_read(st->L[l], ec, l, &b) : AL_ERR;
-        if (rc == AL_OK) rc = check_layer_vs(r->src, b, l, X, pos, c, &view);
+        rc = X ? stock_as_read(st->L[l], ec, l) : AL_ERR;
+        if (rc == AL_OK) rc = check_layer_vs(r->src, st->L[l], l, X, pos, c, &view);
         mat_free(X);
-        if (view) {                            /* the view borrows b's matrices too */
-            stock_share(view, b);
-            stock_layer_free(b);
-        }
+        if (view) stock_share(view, st->L[l]);           /* its matrices st's but W_KVA / W_QA (its own copies) */
         *qbias |= view != NULL;
-        over[l] = view ? view : b;
+        over[l] = view ? view : st->L[l];
         al_progress("layer", (size_t)l + 1, (size_t)c->n_layers);
     }
     free(pos);
@@ -1366,7 +1355,8 @@ int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out) {
     if (rc == AL_OK) rc = stock_check_layers(r, &st, &ec, in, c, over, &qbias);
     if (rc == AL_OK) rc = check_nll(r->src, r->src, over, ec.norm_eps, in, c);
     if (rc == AL_OK) check_notes(r->src, &ec, bias, bias, c, qbias);
-    for (int l = 0; over && l < r->n_layers; l++) stock_layer_free(over[l]);
+    for (int l = 0; over && l < r->n_layers; l++)
+        if (over[l] && over[l] != st.L[l]) stock_layer_free(over[l]);         /* the views */
     free(over);
     stock_free(&st);
     if (rc) { mla_check_free(c); return rc; }
