@@ -9,7 +9,6 @@
 #include "cmd_convert.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +31,6 @@
 #include "xform.h"
 
 /* ================================================================ perplexity before and after */
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
 
 /* Mean NLL of the converted model: the source's forward pass f with the converted layers swapped in
  * (restored after), as `ppl` runs it. When every layer is converted and the DeepSeek-V3 export can
@@ -575,6 +569,9 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
                what ? what : c->export_path, c->source_path, c->n_layers, c->kv_source, c->kv_export);
     if (c->in_session)
         out_printf(out, "evaluated as converted in the session (no export written); non-attention layers: the source's\n");
+    else if (c->stock_session)
+        out_printf(out, "evaluated as its float32 DeepSeek-V3 export reads back, built in memory (no export written; "
+                   "non-attention tensors: the source's, which the export copies byte for byte)\n");
     else if (c->copied_diff)
         out_printf(out, "non-attention tensors: %zu identical, %zu DIFFER (first: %s)\n", c->copied_same, c->copied_diff,
                    c->first_diff);
@@ -631,7 +628,7 @@ static int run_mla_check(Session *s, const char *dir, const TmlaResult *r, const
     MlaCheckIn in = {.tokens = ci->tokens, .seed = ci->seed, .sigma = (const double *const *)ci->sigma,
                      .mu = (const double *const *)ci->mu, .ids = t.ids, .n = t.n, .seqlen = t.seqlen,
                      .compute = mm_compute_parse(s->compute)};
-    rc = dir ? mla_check_in(dir, src, &in, &c) : mla_check_session(r, why, &in, &c);
+    rc = dir ? mla_check_in(dir, src, &in, &c) : why ? mla_check_session(r, why, &in, &c) : mla_check_stock(r, &in, &c);
     bool own = !args_given(a, "tokens") && !args_given(a, "seed") && (!ci->stats || ci->sigma);
     if (rc == AL_OK) rc = report_mla_check(c, what, desc, &t, own ? rep : NULL, a, out);
     mla_check_free(c);
@@ -639,38 +636,27 @@ static int run_mla_check(Session *s, const char *dir, const TmlaResult *r, const
     return rc;
 }
 
-/* `check` with no folder after `convert mla`: the conversion is written in float32 to a scratch
- * folder, checked against the model it came from, and the folder removed; a conversion the export
- * refuses is checked as the session holds it. The inputs are the conversion's own unless `tokens`
- * / `seed` say otherwise: its tokens and seed, and its calibration's statistics when it used them
- * (while the session still has that calibration) -- so the errors reproduce its report. */
+/* `check` with no folder after `convert mla`: the conversion checked against the model it came from
+ * as its float32 DeepSeek-V3 export would read back, built in memory (nothing written; it used to be
+ * exported to a scratch folder in /tmp and read back); a conversion the export refuses is checked as
+ * the session holds it. The inputs are the conversion's own unless `tokens` / `seed` say otherwise:
+ * its tokens and seed, and its calibration's statistics when it used them (while the session still
+ * has that calibration) -- so the errors reproduce its report. */
 static int mla_xf_check(Session *s, const Xform *x, const Args *a, Out *out) {
     const TmlaResult *r = x->data;
     CheckInputs ci;
     const char *unused;
     if (conv_inputs(s, x, &ci, &unused)) return AL_ERR;
-    int rc;
-    if (mla_exportable(x->data) != AL_OK) {       /* no DeepSeek-V3 form: the conversion as held */
-        char why[512];
+    char why[512] = "";
+    bool stock = mla_exportable(r) == AL_OK;
+    if (!stock) {                                 /* no DeepSeek-V3 form: the conversion as held */
         snprintf(why, sizeof why, "%s", al_errmsg());
         al_err_clear();
-        double *rep = report_errs(r, NULL, r->n_layers);
-        rc = run_mla_check(s, NULL, r, why, x->src, &ci, rep, "the session's conversion", a, out);
-        free(rep);
-        ci_free(&ci);
-        return rc;
     }
-    char tmpl[] = "/tmp/attnlab-check-XXXXXX";
-    if (!mkdtemp(tmpl)) { ci_free(&ci); return al_err("check: cannot make a scratch folder in /tmp: %s", strerror(errno)); }
-    char *dir = al_asprintf("%s/export", tmpl);
-    MlaExportOpts eo = { .dtype = DT_F32 };
-    rc = dir ? mla_export(r, dir, &eo) : AL_ERR;
     double *rep = report_errs(r, NULL, r->n_layers);
-    if (rc == AL_OK)
-        rc = run_mla_check(s, dir, r, NULL, x->src, &ci, rep,
-                           "the session's conversion (written in float32 to a scratch folder, removed after)", a, out);
-    nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(dir);
+    int rc = run_mla_check(s, NULL, r, stock ? NULL : why, x->src, &ci, rep,
+                           stock ? "the session's conversion (its DeepSeek-V3 export, in memory)" : "the session's conversion",
+                           a, out);
     free(rep);
     ci_free(&ci);
     return rc;

@@ -15,6 +15,7 @@
 #include "attnlab_export.h"
 #include "ckpt_write.h"
 #include "forward.h"
+#include "rope.h"
 #include "tmla_qkn.h"
 
 #include <cjson/cJSON.h>
@@ -178,10 +179,14 @@ static void stock_share(AttnLayer *S, const AttnLayer *L) {
     }
 }
 
+/* Frees a layer whose stock_shared matrices are borrowed (NULL: nothing). */
+static void stock_layer_free(AttnLayer *S) {
+    for (int i = 0; S && stock_shared(S, i); i++) *stock_shared(S, i) = NULL;
+    attn_layer_free(S);
+}
+
 static void stock_free(StockSet *s) {
-    for (int l = 0; s->L && l < s->n; l++)
-        for (int i = 0; s->L[l] && stock_shared(s->L[l], i); i++) *stock_shared(s->L[l], i) = NULL;   /* borrowed */
-    for (int l = 0; s->L && l < s->n; l++) attn_layer_free(s->L[l]);
+    for (int l = 0; s->L && l < s->n; l++) stock_layer_free(s->L[l]);
     free(s->L); free(s->k_kv); free(s->k_q); free(s->d_kv); free(s->d_q);
 }
 
@@ -971,26 +976,20 @@ static int engine_err(const AttnLayer *b, const Engine *e, const AttnOut *oa, co
     return rc;
 }
 
-/* Layer l: the source's attention against the export's as each engine runs it (engine_out_err;
- * out_err, score_err: the largest over them) and as attnlab reads it (own_out_err). stock: the
- * layer with its q_proj bias dropped, kept for the whole-model pass when that differs from
- * attnlab's reading (else NULL). */
-static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *pos, MlaCheck *c, AttnLayer **stock) {
-    AttnLayer *a = NULL, *b = NULL;
+/* Layer l: the source's attention against b, the export's layer (as read back, or built in memory as
+ * the export builds it), as each engine runs it (engine_out_err; out_err, score_err: the largest
+ * over them) and as attnlab reads it (own_out_err; c->own_layout: that alone). stock: b with its
+ * q_proj bias dropped, kept for the whole-model pass when that differs from attnlab's reading (else
+ * NULL). */
+static int check_layer_vs(Model *src, const AttnLayer *b, int l, const Mat *X, const int *pos, MlaCheck *c,
+                          AttnLayer **stock) {
+    AttnLayer *a = NULL;
     AttnOut *oa = NULL, *ob = NULL;
     double dummy;
     *stock = NULL;
-    if (!layersel_attn(&ex->cfg, l)) {          /* a hybrid's other layer (attnlab's keep): the source's, as it was */
-        c->own_layout = !strcmp(ex->cfg.model_type, ATTNLAB_MLA_TYPE);
-        c->score_err[l] = c->out_err[l] = c->own_out_err[l] = 0;
-        for (int i = 0; i < ENG_N; i++) c->engine_out_err[i][l] = c->own_layout ? NAN : 0;
-        return AL_OK;
-    }
     int rc = attn_layer_load(src, l, &a);
-    if (rc == AL_OK) rc = attn_layer_load(ex, l, &b);
     if (rc == AL_OK) rc = attn_eval(a, X, pos, true, &oa);
     c->score_err[l] = c->out_err[l] = 0;
-    c->own_layout = !strcmp(ex->cfg.model_type, ATTNLAB_MLA_TYPE);    /* no engine runs it: attnlab's reading only */
     for (int i = 0; c->own_layout && i < ENG_N; i++) c->engine_out_err[i][l] = NAN;
     for (int i = 0; rc == AL_OK && !c->own_layout && i < ENG_N; i++) {
         double se = NAN;
@@ -1004,7 +1003,24 @@ static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *po
     if (c->own_layout) c->out_err[l] = c->own_out_err[l];
     if (rc == AL_OK && !c->own_layout && stock_differs(b)) rc = (*stock = stock_view(b)) ? AL_OK : AL_ERR;
     attn_out_free(oa); attn_out_free(ob);
-    attn_layer_free(a); attn_layer_free(b);
+    attn_layer_free(a);
+    return rc;
+}
+
+/* Layer l of the export ex against the source (check_layer_vs on the layer read back). */
+static int check_layer(Model *src, Model *ex, int l, const Mat *X, const int *pos, MlaCheck *c, AttnLayer **stock) {
+    *stock = NULL;
+    if (!layersel_attn(&ex->cfg, l)) {          /* a hybrid's other layer (attnlab's keep): the source's, as it was */
+        c->own_layout = !strcmp(ex->cfg.model_type, ATTNLAB_MLA_TYPE);
+        c->score_err[l] = c->out_err[l] = c->own_out_err[l] = 0;
+        for (int i = 0; i < ENG_N; i++) c->engine_out_err[i][l] = c->own_layout ? NAN : 0;
+        return AL_OK;
+    }
+    c->own_layout = !strcmp(ex->cfg.model_type, ATTNLAB_MLA_TYPE);    /* no engine runs it: attnlab's reading only */
+    AttnLayer *b = NULL;
+    int rc = attn_layer_load(ex, l, &b);
+    if (rc == AL_OK) rc = check_layer_vs(src, b, l, X, pos, c, stock);
+    attn_layer_free(b);
     return rc;
 }
 
@@ -1045,11 +1061,13 @@ int mla_eps_effect(Model *src, double eps, size_t tokens, uint64_t seed, double 
     return rc;
 }
 
-/* The perplexity of the text's windows under m (stock overrides where given). */
-static int ppl_of(Model *m, AttnLayer *const *over, const MlaCheckIn *in, FwdPpl *p) {
+/* The perplexity of the text's windows under m (stock overrides where given; eps > 0: every norm's
+ * eps, as the export's config.json sets it). */
+static int ppl_of(Model *m, AttnLayer *const *over, double eps, const MlaCheckIn *in, FwdPpl *p) {
     Forward *f = NULL;
     int rc = fwd_new(m, NULL, &f);
     if (rc == AL_OK) fwd_set_compute(f, in->compute);
+    if (rc == AL_OK && eps > 0) fwd_set_norm_eps(f, eps);
     for (int l = 0; rc == AL_OK && over && l < m->cfg.n_layers; l++)
         if (over[l]) rc = fwd_set_attn(f, l, over[l]);
     if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, p);
@@ -1058,13 +1076,13 @@ static int ppl_of(Model *m, AttnLayer *const *over, const MlaCheckIn *in, FwdPpl
 }
 
 /* Whole models: the NLL of the text's windows (in->ids; none: no perplexity), the source against
- * the export run as stock. */
-static int check_nll(Model *src, Model *ex, AttnLayer *const *over, const MlaCheckIn *in, MlaCheck *c) {
+ * the export run as stock (at eps, see ppl_of). */
+static int check_nll(Model *src, Model *ex, AttnLayer *const *over, double eps, const MlaCheckIn *in, MlaCheck *c) {
     c->nll_source = c->nll_export = NAN;
     if (!in->ids || in->n < 2) return AL_OK;
     FwdPpl a, b;
-    int rc = ppl_of(src, NULL, in, &a);
-    if (rc == AL_OK) rc = ppl_of(ex, over, in, &b);
+    int rc = ppl_of(src, NULL, 0, in, &a);
+    if (rc == AL_OK) rc = ppl_of(ex, over, eps, in, &b);
     if (rc == AL_INTERRUPTED) return rc;
     if (rc) {
         note(c, "whole-model perplexity not measured: %s", al_errmsg());
@@ -1121,9 +1139,9 @@ static void eps_note(MlaCheck *c, unsigned off, double w) {
                "rms_norm_eps 1e-06)");
 }
 
-/* Notes on what stock engines compute differently from attnlab's reading of the export, each from
- * the rows of core/model/engines.h. */
-static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
+/* Notes on what stock engines compute differently from attnlab's reading of the export (its config
+ * ec; kvb, ob: it holds kv_a_proj_with_mqa / o_proj biases), each from the rows of core/model/engines.h. */
+static void check_notes(Model *src, const ModelConfig *ec, bool has_kvb, bool has_ob, MlaCheck *c, bool qbias) {
     double worst = worst_of(c->out_err, c->n_layers), worst_own = worst_of(c->own_out_err, c->n_layers);
     unsigned eps_off = engine_latent_eps_off(c->latent_eps, built_eps(c)), nobias = 0;
     double w_eps = 0, w_nb = 0;
@@ -1138,37 +1156,34 @@ static void check_notes(Model *src, const Model *ex, MlaCheck *c, bool qbias) {
     if (qbias)
         note(c, "q_proj.bias: no DeepSeek-V3 engine builds a q_proj bias, so stock engines drop it (largest output "
                 "error %.3g; %.3g as attnlab reads it); convert with q-rank to carry it in q_a_proj.bias", worst, worst_own);
-    char kvb[256], ob[256];
-    bool has_kvb = cfg_role_name(&ex->cfg, ROLE_KV_A, 0, 0, "bias", kvb, sizeof kvb) && store_has(ex->store, kvb);
-    bool has_ob = cfg_role_name(&ex->cfg, ROLE_O, 0, 0, "bias", ob, sizeof ob) && store_has(ex->store, ob);
     if (nobias && (has_kvb || has_ob))
         note(c, "attention biases: %s read them (attention_bias true); %s build DeepSeek-V3 attention without biases "
                 "and skip them: largest output error without them %.3g", engine_list(~nobias & ((1u << ENG_N) - 1), l1,
                 sizeof l1), engine_list(nobias, l2, sizeof l2), w_nb);
     double eff = NAN;
-    if (fabs(src->cfg.norm_eps - ex->cfg.norm_eps) > 1e-15) {
+    if (fabs(src->cfg.norm_eps - ec->norm_eps) > 1e-15) {
         char why[160] = "";
-        if (mla_eps_effect(src, ex->cfg.norm_eps, 64, 1, &eff)) {       /* a note, not the check's failure */
+        if (mla_eps_effect(src, ec->norm_eps, 64, 1, &eff)) {       /* a note, not the check's failure */
             snprintf(why, sizeof why, " (not measured: %s)", al_interrupted() ? "interrupted" : al_errmsg());
             al_err_clear();
         }
         note(c, "rms_norm_eps: the export's %g is not the source's %g, so that every engine normalises the latents "
                 "alike; the model's other RMSNorms (input, post-attention, final) use it too: on the source alone that "
-                "moves the logits by %.3g of their largest (64 token ids)%s", ex->cfg.norm_eps, src->cfg.norm_eps, eff, why);
+                "moves the logits by %.3g of their largest (64 token ids)%s", ec->norm_eps, src->cfg.norm_eps, eff, why);
     }
     unsigned sig = 0;                                 /* a softmax top-k MoE export (moe_export.h) */
     for (int i = 0; i < ENG_N; i++) sig |= (unsigned)!engine_row(i)->scoring_func << i;
-    if (ex->cfg.mlp == MLP_MOE && ex->cfg.moe.softmax && sig)
+    if (ec->mlp == MLP_MOE && ec->moe.softmax && sig)
         note(c, "MoE routing: %s score%s the DeepSeek-V3 router with a sigmoid whatever scoring_func says (and fail%s on "
                 "n_shared_experts null); %s route softmax top-k%s as the source does, and so "
                 "does attnlab's forward pass (its perplexity)", engine_list(sig, l1, sizeof l1), __builtin_popcount(sig) > 1 ? "" : "s",
              __builtin_popcount(sig) > 1 ? "" : "s", engine_list(~sig & ((1u << ENG_N) - 1), l2, sizeof l2),
-             ex->cfg.moe.norm_topk_prob ? " renormalised" : "");
-    rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ex->cfg.rope_spec.scaling.kind;
+             ec->moe.norm_topk_prob ? " renormalised" : "");
+    rope_scaling_kind sk = src->cfg.rope_spec.scaling.kind, ek = ec->rope_spec.scaling.kind;
     if (sk != ek)
         note(c, "RoPE: the source's rope_scaling %s has no DeepSeek-V3 form; the export turns at %s frequencies "
                 "(included in the errors above; they grow with position)", rope_scaling_name(&src->cfg.rope_spec.scaling),
-             rope_scaling_name(&ex->cfg.rope_spec.scaling));
+             rope_scaling_name(&ec->rope_spec.scaling));
 }
 
 /* The check's per-layer error arrays (n each); false when out of memory. */
@@ -1261,9 +1276,89 @@ int mla_check_session(const TmlaResult *r, const char *why, const MlaCheckIn *in
     if (rc == AL_OK) {
         note(c, "no DeepSeek-V3 export (%s): the conversion is checked as the session holds it, without the latent "
                 "RMSNorms a DeepSeek-V3 engine would add", why && *why ? why : "not exportable");
-        rc = check_nll(r->src, r->src, r->layers, in, c);
+        rc = check_nll(r->src, r->src, r->layers, 0, in, c);
     }
     free(pos);
+    if (rc) { mla_check_free(c); return rc; }
+    *out = c;
+    return AL_OK;
+}
+
+/* Stock layer S (built for r's export, changed in place) as its export reads back (attn_layer_load of config
+ * ec): the softmax scale, YaRN's factor, the RoPE layout and frequencies from ec (the source's rope_scaling
+ * may have no DeepSeek-V3 form: the export turns at ec's); the matrices S's (float32 holds them exactly). */
+static int stock_as_read(AttnLayer *S, const ModelConfig *ec, int l) {
+    S->scale = cfg_attn_scale(ec, l);
+    S->rope_mscale = rope_attention_factor(&ec->rope_spec);
+    S->rope = ec->rope_spec.layout;
+    S->norm_eps = ec->norm_eps;
+    return S->rope_dim ? rope_inv_freq(&ec->rope_spec, S->rope_dim, ec->rope_spec.theta, S->inv_freq, "the export") : AL_OK;
+}
+
+/* The config.json a float32 export of r writes (make_config), parsed as model_open parses it. */
+static int stock_config(const TmlaResult *r, bool bias, double eps, ModelConfig *ec) {
+    cJSON *cfg = make_config(r, bias, DT_F32, eps);
+    char *txt = cfg ? cJSON_PrintUnformatted(cfg) : NULL;
+    cJSON_Delete(cfg);
+    int rc = txt ? model_config_parse(txt, "the export's config.json", ec) : al_err("out of memory writing config.json");
+    free(txt);
+    return rc;
+}
+
+/* The header and arrays of a check of r's stock layers in memory (config ec). */
+static int stock_check_open(const TmlaResult *r, const ModelConfig *ec, MlaCheck *c) {
+    c->stock_session = true;
+    c->source_path = al_strdup(r->src->path);
+    c->n_layers = r->n_layers;
+    bool arrays = check_arrays(c, (size_t)r->n_layers);
+    c->kv_source = cfg_kv_values(&r->src->cfg);
+    c->kv_export = cfg_kv_values(ec);
+    c->latent_eps = ec->norm_eps;
+    return c->source_path && arrays ? AL_OK : AL_ERR;
+}
+
+/* Every layer of the stock set st (as read back: changed in place) against the source; over[l]: the
+ * layer the whole-model pass runs (st's, or its own stock view where that differs); *qbias: any view. */
+static int stock_check_layers(const TmlaResult *r, StockSet *st, const ModelConfig *ec, const MlaCheckIn *in,
+                              MlaCheck *c, AttnLayer **over, bool *qbias) {
+    size_t T = in->tokens ? in->tokens : 64;
+    int *pos = al_malloc3(T, 1, sizeof(int), "positions");
+    int rc = pos ? AL_OK : AL_ERR;
+    for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
+    for (int l = 0; rc == AL_OK && l < c->n_layers; l++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        AttnLayer *view = NULL;
+        Mat *X = layer_inputs_of(in, T, r->src->cfg.hidden, l);
+        rc = X ? stock_as_read(st->L[l], ec, l) : AL_ERR;
+        if (rc == AL_OK) rc = check_layer_vs(r->src, st->L[l], l, X, pos, c, &view);
+        mat_free(X);
+        if (view) stock_share(view, st->L[l]);           /* its matrices st's but W_KVA / W_QA (its own copies) */
+        *qbias |= view != NULL;
+        over[l] = view ? view : st->L[l];
+        al_progress("layer", (size_t)l + 1, (size_t)c->n_layers);
+    }
+    free(pos);
+    return rc;
+}
+
+int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out) {
+    *out = NULL;
+    bool bias, qbias = false;
+    if (check_exportable(r, &bias)) return AL_ERR;
+    MlaCheck *c = al_calloc(1, sizeof *c, "a check");
+    AttnLayer **over = al_calloc((size_t)r->n_layers, sizeof *over, "stock layers");
+    StockSet st = {0};
+    ModelConfig ec;
+    int rc = c && over ? stock_build(r, MLA_NORM_LINEAR, export_eps(r, NULL), &st) : AL_ERR;
+    if (rc == AL_OK) rc = stock_config(r, bias, st.eps, &ec);
+    if (rc == AL_OK) rc = stock_check_open(r, &ec, c);
+    if (rc == AL_OK) rc = stock_check_layers(r, &st, &ec, in, c, over, &qbias);
+    if (rc == AL_OK) rc = check_nll(r->src, r->src, over, ec.norm_eps, in, c);
+    if (rc == AL_OK) check_notes(r->src, &ec, bias, bias, c, qbias);
+    for (int l = 0; over && l < r->n_layers; l++)
+        if (over[l] && over[l] != st.L[l]) stock_layer_free(over[l]);         /* the views */
+    free(over);
+    stock_free(&st);
     if (rc) { mla_check_free(c); return rc; }
     *out = c;
     return AL_OK;
@@ -1293,9 +1388,14 @@ int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **o
         qbias |= over[l] != NULL;
         al_progress("layer", (size_t)l + 1, (size_t)c->n_layers);
     }
-    if (rc == AL_OK) rc = check_nll(src, ex, over, in, c);
+    if (rc == AL_OK) rc = check_nll(src, ex, over, 0, in, c);
     if (rc == AL_OK) compare_copies(src, ex, c);
-    if (rc == AL_OK && !c->own_layout) check_notes(src, ex, c, qbias);
+    if (rc == AL_OK && !c->own_layout) {
+        char kvb[256], ob[256];
+        bool has_kvb = cfg_role_name(&ex->cfg, ROLE_KV_A, 0, 0, "bias", kvb, sizeof kvb) && store_has(ex->store, kvb);
+        bool has_ob = cfg_role_name(&ex->cfg, ROLE_O, 0, 0, "bias", ob, sizeof ob) && store_has(ex->store, ob);
+        check_notes(src, &ex->cfg, has_kvb, has_ob, c, qbias);
+    }
     else if (rc == AL_OK)
         snprintf(c->notes, sizeof c->notes, "attnlab's own layout (model_type %s, `export DIR format attnlab`): no stock "
                  "engine runs it (`lint %s` says why); evaluated as attnlab reads it\n", ATTNLAB_MLA_TYPE, dir);

@@ -136,6 +136,8 @@ typedef struct {
                                  out_err as attnlab reads it */
     bool in_session;          /* mla_check_session: the conversion as the session holds it, no export
                                  (export_path NULL, no tensors compared, every error column the same) */
+    bool stock_session;       /* mla_check_stock: the DeepSeek-V3 export's layers built in memory, no export written
+                                 (export_path NULL, no tensors compared: the export copies them byte for byte) */
 } MlaCheck;
 
 /* What a check draws and runs: each layer l's `tokens` inputs (0: 64) drawn as `convert mla` draws
@@ -176,5 +178,12 @@ double mla_export_norm_eps(const Model *src, bool all_layers, bool qk_norm_plain
  * unconverted layers 0, and the whole source model's NLL with and without the converted layers on
  * in's text; `why` (the export's refusal) goes in the notes. */
 int mla_check_session(const TmlaResult *r, const char *why, const MlaCheckIn *in, MlaCheck **out);
+/* `check` of a conversion mla_export can write, without writing it: each layer as its float32
+ * DeepSeek-V3 export reads back (the stock layers mla_export builds -- linear latent norms at the
+ * export's eps -- with the scale and RoPE of the config.json it writes) against the source on in's
+ * inputs, per engine as mla_check_in; the whole models' NLL with the source's forward pass at the
+ * export's rms_norm_eps; the engines' notes. The numbers of mla_check_in on that export (float32
+ * holds every value the export writes). */
+int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out);
 
 #endif
