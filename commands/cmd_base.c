@@ -599,12 +599,9 @@ static void info_description(Table *t, cJSON *o, const Model *m) {
 /* info's compute row: the session's mode, or where bf16 mode leaves this model's products in float32
  * (its weights not BF16) what `ppl` says of it. */
 static void info_compute(Table *t, cJSON *o, const Session *s, const Model *m) {
-    mm_compute c = mm_compute_parse(s->compute);
-    char buf[200];
-    if (c != MM_F32 && !model_bf16_products(m))
-        snprintf(buf, sizeof buf, "bf16 asked, but the weights are %s: products in float32, as in f32 mode (bf16 mode "
-                 "is for BF16 weights)", model_dtype_name(m));
-    info_str(t, o, "compute", c != MM_F32 && !model_bf16_products(m) ? buf : mm_compute_describe(c));
+    char buf[400];
+    model_compute_note(m, mm_compute_parse(s->compute), buf, sizeof buf);
+    info_str(t, o, "compute", buf);
 }
 
 /* A per-type model's (Gemma 4) attention parameters and KV values per layer of each type: the full layers at their

@@ -210,11 +210,10 @@ static int cmd_generate_run(Model *m, Tokenizer *t, Forward *f, const Args *a, O
 /* ppl's and generate's line on bf16 mode (none in f32 mode): it changes only the products of BF16
  * weights (mm_xwt), so say when there were none. */
 static void compute_line(const Forward *f, const Model *m, Out *out) {
-    if (fwd_compute(f) != MM_F32 && model_bf16_products(m))   /* FP4: widened per panel */
-        out_eprintf(out, "compute %s\n", mm_compute_describe(fwd_compute(f)));
-    else if (fwd_compute(f) != MM_F32)
-        out_eprintf(out, "compute bf16 asked, but the weights are %s: products in float32, as in f32 mode (bf16 mode "
-                         "is for BF16 weights)\n", model_dtype_name(m));
+    char note[400];
+    if (fwd_compute(f) == MM_F32) return;
+    model_compute_note(m, fwd_compute(f), note, sizeof note);
+    out_eprintf(out, "compute %s\n", note);
 }
 
 static int cmd_generate(Session *s, const Args *a, Out *out) {

@@ -1777,7 +1777,9 @@ static int ffn_apply(Forward *f, const Ffn *n, const float *x, size_t T, float *
     float *b = gated ? a + T * FF : NULL;
     if (gated) {
         if ((rc = lin_apply(f, &n->gate, x, D, T, a, FF)) || (rc = lin_apply(f, &n->up, x, D, T, b, FF))) return rc;
-        if (f->act == ACT_SILU && f->compute == MM_BF16) mm_silu_mul(a, b, T * FF);   /* vector exp */
+        /* the vector exp where bf16 mode rounds this MLP's products anyway (BF16 gate weights): an F32 /
+         * FP4 model's bf16 mode stays f32 mode's numbers bit for bit, as `ppl` says (model_compute_note) */
+        if (f->act == ACT_SILU && f->compute == MM_BF16 && n->gate.w.dt == DT_BF16) mm_silu_mul(a, b, T * FF);
         else
             for (size_t i = 0; i < T * FF; i++) a[i] = act_apply(f->act, a[i]) * b[i];
     } else {

@@ -182,7 +182,6 @@ const char *model_dtype_name(const Model *m) {
     return m->fp4 != DT_FP4_NONE ? dt_fp4_traits(m->fp4)->name : dt_name(m->cfg.dtype);
 }
 
-bool model_bf16_products(const Model *m) { return m->cfg.dtype == DT_BF16 && m->fp4 == DT_FP4_NONE; }
 
 /* Bit of tensor `name`'s encoding in a group's mask: dtypes, then the FP4 encodings. */
 static uint64_t enc_bit(const Model *m, const char *name) {
@@ -250,11 +249,13 @@ void model_quant_sources(const Model *m, char *buf, size_t cap) {
     }
 }
 
-void model_weight_encodings(const Model *m, char *buf, size_t cap) {
+/* Each group with its encodings ("experts MXFP4, attention BF16") into buf, leaving out the encodings
+ * in mask `skip` (and the groups left with none). */
+static void group_encodings(const Model *m, uint64_t skip, char *buf, size_t cap) {
     size_t at = 0;
     buf[0] = 0;
     for (size_t g = 0; g < sizeof groups / sizeof *groups && at < cap; g++) {
-        uint64_t mask = group_mask(m, groups[g].r, groups[g].n, groups[g].layered);
+        uint64_t mask = group_mask(m, groups[g].r, groups[g].n, groups[g].layered) & ~skip;
         if (!mask) continue;
         at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", groups[g].name);
         for (int b = 0, k = 0; b < DT_COUNT + DT_FP4_COUNT && at < cap; b++)
@@ -262,6 +263,33 @@ void model_weight_encodings(const Model *m, char *buf, size_t cap) {
                 at += (size_t)snprintf(buf + at, cap - at, "%s%s", k++ ? " + " : " ",
                                        b < DT_COUNT ? dt_name((dt_type)b) : dt_fp4_traits((dt_fp4_enc)(b - DT_COUNT))->name);
     }
+}
+
+void model_weight_encodings(const Model *m, char *buf, size_t cap) { group_encodings(m, 0, buf, cap); }
+
+/* The encodings of the weights the forward pass multiplies, over the product groups (attention, MLP,
+ * experts) and the LM head (the embedding when tied): enc_bit's bits. */
+static uint64_t product_mask(const Model *m) {
+    uint64_t mask = 0;
+    for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
+        if (groups[g].layered) mask |= group_mask(m, groups[g].r, groups[g].n, true);
+    tensor_role head = m->cfg.tie_embeddings ? ROLE_EMBED : ROLE_LM_HEAD;
+    uint64_t h = group_mask(m, &head, 1, false);
+    return mask | (h ? h : group_mask(m, (tensor_role[]){ROLE_EMBED}, 1, false));   /* no lm_head stored: tied */
+}
+
+void model_compute_note(const Model *m, mm_compute c, char *buf, size_t cap) {
+    uint64_t mask = c == MM_F32 ? 0 : product_mask(m);
+    if (c == MM_F32 || mask == (1ull << DT_BF16)) { snprintf(buf, cap, "%s", mm_compute_describe(c)); return; }
+    if (!(mask & (1ull << DT_BF16))) {
+        snprintf(buf, cap, "bf16 asked, but the weights are %s: products in float32, as in f32 mode (bf16 mode is for "
+                 "BF16 weights)", model_dtype_name(m));
+        return;
+    }
+    char other[240];
+    group_encodings(m, 1ull << DT_BF16, other, sizeof other);   /* the groups' other encodings */
+    snprintf(buf, cap, "%s for its BF16 weights only: %s keep float32 products (the number is neither f32 mode's nor "
+             "an all-BF16 copy's)", mm_compute_describe(c), other);
 }
 
 /* ================================================================ open / free */

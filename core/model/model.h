@@ -24,6 +24,7 @@
 #include "config.h"
 #include "store.h"
 #include "quant_config.h"
+#include "matmul.h"
 
 
 typedef enum { HK_Q, HK_K, HK_V, HK_O } head_kind;
@@ -50,9 +51,14 @@ typedef struct Model {
 
 /* The attention weights' stored encoding as `load` and `info` name it: "MXFP4", "NVFP4", or cfg.dtype's. */
 const char *model_dtype_name(const Model *m);
-/* Does compute mode bf16 change m's products (mm_xwt): are its weights BF16, not FP4 / INT4 / FP8 /
- * F32? `ppl` and `info` say so from this one rule. */
-bool model_bf16_products(const Model *m);
+/* The line `ppl`, `generate` and `info` print for compute mode c on m into buf -- one rule: bf16 mode
+ * changes only the products of weights stored in BF16 (mm_xwt), over the weights the forward pass
+ * multiplies (attention, MLP, experts, the LM head or the tied embedding); FP4 / INT4 / FP8 / F16 / F32
+ * weights keep float32 products. The mode as mm_compute_describe says it when every multiplied weight
+ * is BF16 (or c is f32); otherwise which
+ * weights keep float32 products (all of them: "as in f32 mode"; some: named by group and encoding,
+ * e.g. "attention F32" after an F32 export of a BF16 source's conversion). */
+void model_compute_note(const Model *m, mm_compute c, char *buf, size_t cap);
 /* For a quantized checkpoint, each tensor group's encoding as its quantization config decides it and the
  * key that decided, on the group's first stored module, into buf: "attention unquantized
  * (model.layers.0.self_attn.q_proj: quantization_config.modules_to_not_convert entry
