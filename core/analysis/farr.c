@@ -1194,38 +1194,25 @@ static int truncate_layer(Model *m, const FarrTruncOpts *o, head_part part, int 
     return AL_OK;
 }
 
-/* Whether every layer of o's range (hi < 0: the last) applies no RoPE (no_rope_layers): a QK plan of
- * those layers alone fuses W_Q W_K^T exactly, the map the model computes there, though the model's
- * other layers rotate. */
-static bool all_nope_layers(const Model *m, const FarrTruncOpts *o) {
-    const ModelConfig *c = &m->cfg;
-    int lo = o->layer_lo, hi = o->layer_hi < 0 ? c->n_layers - 1 : o->layer_hi;
-    if (o->kind == FARR_VO || c->rope == ROPE_NONE || lo < 0 || lo > hi || hi >= c->n_layers) return false;
-    for (int L = lo; L <= hi; L++)
-        if (cfg_layer_rope(c, L)) return false;
-    return true;
-}
-
 /* o's layer range resolved (hi < 0: the last layer) and checked with its rank or tau; *part: the
  * part of each head the pair fuses. */
 static int truncate_opts(Model *m, FarrTruncOpts *o, head_part *part) {
     const ModelConfig *c = &m->cfg;
     bool rot;
-    if (fuse_mode(m, o->kind, -1, FARR_NO_OFFSET, part, &rot) != AL_OK) {
-        if (!all_nope_layers(m, o)) return AL_ERR;       /* QK on SmolLM3's NoPE layers alone: exact there */
-        al_err_clear();
-        *part = PART_ALL;
-    }
-    if (model_views_composite(m))
-        return al_err("truncate: this %s model's one KV projection is both W_V and W_K (a V-O truncation changes Q-K) and "
-                      "each head's W_O is a product through its group's wo_a and the shared wo_b: folding a plan back "
-                      "into those tensors is not built (the ranks and spectra are)", c->model_type);
     if (o->layer_hi < 0) o->layer_hi = c->n_layers - 1;
     if (o->layer_lo < 0 || o->layer_lo > o->layer_hi || o->layer_hi >= c->n_layers)
         return al_err("layers %d-%d out of range: this model has layers 0-%d", o->layer_lo, o->layer_hi,
                       c->n_layers - 1);
     /* a hybrid's linear-attention layers stay as they are (their plan layers NULL) */
     if (layersel_range(c, "truncate", &o->layer_lo, &o->layer_hi, NULL, 0) != AL_OK) return AL_ERR;
+    /* each layer's own fusion (fuse_mode: a RoPE model's NoPE layers fuse exactly, SmolLM3's), so a
+     * range of those alone truncates; the range's layers share one head part */
+    for (int L = o->layer_lo; L <= o->layer_hi; L = layersel_next(c, L + 1, o->layer_hi))
+        if (fuse_mode(m, o->kind, L, FARR_NO_OFFSET, part, &rot) != AL_OK) return AL_ERR;
+    if (model_views_composite(m))
+        return al_err("truncate: this %s model's one KV projection is both W_V and W_K (a V-O truncation changes Q-K) and "
+                      "each head's W_O is a product through its group's wo_a and the shared wo_b: folding a plan back "
+                      "into those tensors is not built (the ranks and spectra are)", c->model_type);
     if (o->by_rank && o->rank < 1) return al_err("rank must be >= 1 (got %d)", o->rank);
     if (!o->by_rank && !(o->tau > 0 && o->tau <= 1)) return al_err("tau must be in (0, 1] (got %g)", o->tau);
     return AL_OK;
