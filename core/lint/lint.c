@@ -870,14 +870,8 @@ static void scale_values(Lint *x, const Store *s) {
             "%zu bytes of them): `ppl` or `calibrate` checks them as it reads them", skipped, fp4_scale_budget());
 }
 
-/* Whether module m is stored, in any encoding ("<m>.weight", "_packed", "_blocks"). */
-static bool module_stored(const Store *s, const char *m) {
-    static const char *const sufs[] = {".weight", ".weight_packed", ".weight_blocks"};
-    char n[300];
-    for (int k = 0; k < 3; k++)
-        if (snprintf(n, sizeof n, "%s%s", m, sufs[k]) < (int)sizeof n && store_has(s, n)) return true;
-    return false;
-}
+/* Whether module m is stored, in any encoding (quant_found: "<m>.weight", "_packed", "_blocks"). */
+static bool module_stored(const Store *s, const char *m) { return quant_found(s, m) != QENC_UNKNOWN; }
 
 /* Appends word w to the ", "-joined list buf. */
 static void join_word(char *buf, size_t cap, const char *w) {
