@@ -1,7 +1,7 @@
 /* bench_quant.c -- FP4 weights against their BF16 twin (issue 28): speed and memory (not a test).
  *
  *   bench_quant [DIR] [--layers N] [--r1-layers N] [--reps N] [--wall]
- *               [--only products|llama|r1|rss]
+ *               [--only products|llama|r1|rss] [--tokens T]
  *
  * Writes into DIR (default $ATTNLAB_CACHE/bench-quant, else /tmp/attnlab/bench-quant; kept for the
  * next run) four twins of two models whose weights are exactly representable in the three 4-bit
@@ -416,10 +416,14 @@ static void bench_products(Model *m[NTWIN], size_t T, mm_compute c, int reps) {
 
 /* The products at 1, 4, 16, 63 and 128 tokens (decode, few tokens, the register tiles' last, prefill)
  * in both modes. */
+static size_t only_T;        /* --tokens T: the products at T tokens alone (0: all five) */
 static void bench_all_products(Model *m[NTWIN], int reps) {
     static const size_t Ts[] = {1, 4, 16, 63, 128};
     for (int c = 0; c < 2; c++)
-        for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) bench_products(m, Ts[i], c ? MM_BF16 : MM_F32, reps);
+        for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++)
+            if (!only_T || only_T == Ts[i]) bench_products(m, Ts[i], c ? MM_BF16 : MM_F32, reps);
+    if (only_T && only_T != 1 && only_T != 4 && only_T != 16 && only_T != 63 && only_T != 128)
+        for (int c = 0; c < 2; c++) bench_products(m, only_T, c ? MM_BF16 : MM_F32, reps);
 }
 
 /* Prefill of T tokens in mode c on each twin, best of reps, interleaved; logits of the last token. */
@@ -622,10 +626,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--r1-layers") && i + 1 < argc) r1_layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--wall")) wall = true;
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) only_T = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (argv[i][0] == '-') {
             fprintf(stderr, "usage: bench_quant [DIR] [--layers N] [--r1-layers N] [--reps N] [--wall] "
-                            "[--only products|llama|r1|rss]\n");
+                            "[--only products|llama|r1|rss] [--tokens T]\n");
             return 2;
         } else { free(base); base = al_strdup(argv[i]); }
     }
