@@ -9,7 +9,8 @@
  * worker and two, the one-token groups on and off (mm_matvec). And that the one-token groups are
  * what runs at 1-4 tokens: past one pass of columns their sums differ in the last bits from the
  * passes' (one sum over all K against one per 1024 columns), and mm_matvec(false) gives the passes'
- * bits back. */
+ * bits back; NVFP4's per-16 block scales, each at its own code (subnormals too), read for the right
+ * block on every tile width. */
 #include "check.h"
 #include "matmul.h"
 #include "matmul_internal.h"
@@ -112,6 +113,8 @@ static void test_shapes(void) {
         {3, 3, 96}, {3, 11, 2080}, {4, 9, 160}, {4, 257, 96}, {1, 300, 64},
         /* the passes (5-63 tokens): every tile width 5-8 (14 = 8 + 6), tile tails, more than one pass */
         {5, 9, 1056}, {7, 14, 96}, {14, 10, 160}, {16, 3, 64}, {63, 13, 2080},
+        /* tiles of 8 and their tails past one pass: 8 + 8, 8 + 8 + 1, 8 x 3 + 7, 8 x 4, 8 x 5 + 7 */
+        {16, 9, 1056}, {17, 5, 96}, {31, 7, 160}, {32, 3, 64}, {47, 4, 1056},
     };
     for (size_t i = 0; i < sizeof encs / sizeof *encs; i++)
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
@@ -187,9 +190,44 @@ static void test_scale_codes(void) {
     }
 }
 
+/* NVFP4's two 16-wide blocks per 32 columns, each row's blocks at their own E4M3 codes (subnormals
+ * 0x01-0x07 among them), on the tiles of every width: all codes 0x22 (1.0), token t's x a one at
+ * column k_t (even and odd columns, the first and second block of a 32, the 32 columns past the
+ * 1024-column pass), so y[t][n] must be row n's scale of block k_t / 16 times scale_2, bit for bit: a
+ * tile that read the other block's scale, the previous row's, or a scale of the wrong pass fails. */
+static void test_block_scales(void) {
+    enum { N = 11, K = 1056, NB = K / 16 };
+    static uint8_t codes[N * K / 2], scale[N * NB];
+    memset(codes, 0x22, sizeof codes);
+    for (size_t i = 0; i < sizeof scale; i++) scale[i] = (uint8_t)(i % 9 == 0 ? 1 + i % 7 : 0x08 + rnd32() % 0x70);
+    dt_fp4 q = {.enc = DT_FP4_NVFP4, .rows = N, .cols = K, .codes = codes, .scale = scale, .gscale = 0.25f};
+    WMat w = {.dt = DT_U8, .data = codes, .rows = N, .cols = K, .fp4 = q};
+    MmWork *wk = mm_work_new(1);
+    static const size_t Ts[] = {1, 2, 3, 4, 5, 8, 16, 17, 31, 47};
+    for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
+        size_t T = Ts[i], bad = 0, kt[47];
+        float *x = calloc(T * K, sizeof *x), *y = malloc(T * N * sizeof *y);
+        for (size_t t = 0; t < T; t++) {
+            kt[t] = (t * 37 + 3 * i) % K;
+            if (t == T - 1) kt[t] = K - 1 - i;          /* the last 32 columns: past the pass of 1024 */
+            x[t * K + kt[t]] = 1.f;
+        }
+        CHECK_OK(mm_xwt(wk, &w, x, K, T, y, N, MM_F32));
+        for (size_t t = 0; t < T; t++)
+            for (size_t n = 0; n < N; n++) {
+                float want = dt_e4m3_to_f32(scale[n * NB + kt[t] / 16]) * 0.25f;
+                bad += memcmp(&want, &y[t * N + n], sizeof want) != 0;
+            }
+        CHECK(bad == 0, "NVFP4 T %zu: each output its row's block scale of its column (%zu of %zu differ)", T, bad, T * N);
+        free(x); free(y);
+    }
+    mm_work_free(wk);
+}
+
 int main(void) {
     test_shapes();
     test_scale_codes();
+    test_block_scales();
     if (mm_have_bf16()) test_groups_run();      /* the register kernels need AVX-512 */
     else printf("no AVX-512 BF16 here: the register kernels are not compiled in; the portable route only\n");
     return check_done();

@@ -809,18 +809,30 @@ static int few_unit(size_t i, int worker, void *ud) {
  * values, no two-table vpermt2ps and its index blend), so each value is code * scale as tensor.c's
  * decoder computes it; NVFP4's multiplying scale_2 multiplies each output
  * once, after its sum (as the BF16 blocks did). The activations are split once per product into even
- * and odd columns per 32 (fq_split) to meet them. A tile: NT <= 8 tokens x NR rows, each sum in two
- * accumulators (even, odd) so that NT NR >= 4 keeps 8 FMA chains in flight. */
+ * and odd columns per 32 (fq_split) to meet them, the 8 tokens of a tile interleaved per 32 columns
+ * so that the tile reads them at constant offsets from one pointer (with a row pointer per token the
+ * 8-token tiles ran out of general registers and spilled them to vector registers in the loop). A
+ * tile: NT <= 8 tokens x NR rows, each sum in two accumulators (even, odd) so that NT NR >= 4 keeps 8
+ * FMA chains in flight. */
 static bool fq_ok(const dt_fp4 *q) { return q->cols > 0 && q->cols % 32 == 0; }
 
-/* x (T, K) into xs (T, K): per 32 columns the 16 even ones, then the 16 odd ones. */
+/* x (T, K) into xs (T K floats), in groups of FQ_NT tokens (a tile's): the group of tokens [g, g + nt),
+ * nt <= 8, from xs + g K on, per 32 columns c its nt tokens' 32 values in turn (token t's at
+ * 32 (c nt + t) from the group's start, c counted in 32s), each the 16 even columns, then the 16 odd
+ * ones. */
 static void fq_split(const float *x, size_t ldx, size_t T, size_t K, float *xs) {
-    for (size_t t = 0; t < T; t++)
-        for (size_t c = 0; c < K; c += 32)
-            for (size_t i = 0; i < 16; i++) {
-                xs[t * K + c + i] = x[t * ldx + c + 2 * i];
-                xs[t * K + c + 16 + i] = x[t * ldx + c + 2 * i + 1];
+    for (size_t g = 0; g < T; g += FQ_NT) {
+        size_t nt = T - g < FQ_NT ? T - g : FQ_NT;
+        for (size_t t = 0; t < nt; t++)
+            for (size_t c = 0; c < K; c += 32) {
+                float *d = xs + g * K + c * nt + t * 32;
+                const float *r = x + (g + t) * ldx + c;
+                for (size_t i = 0; i < 16; i++) {
+                    d[i] = r[2 * i];
+                    d[16 + i] = r[2 * i + 1];
+                }
             }
+    }
 }
 
 #if MM_X86
@@ -880,14 +892,19 @@ static void fq_scales(const dt_fp4 *q, size_t n0, size_t nr, float *sc) {
 }
 
 #if MM_X86
-/* y[t][n + r] (+)= sum over columns [k0, k0 + kc) of x[t] W[n + r] for NT tokens (xs rows, stride K)
- * and NR rows; sc: the rows' scales (stride nb), or with b16 (NVFP4's 16-wide blocks) the table of
- * the 256 E4M3 codes' scales (fq_job's tab) that q's scale bytes index; pf, unless NULL: the codes of
- * the next group's first row, its NR rows' lines at the columns read prefetched into L2 (one per 128
- * columns: a 64-byte line). */
+/* The scales a tile reads: one per 32 values (MXFP4, INT4: sc the rows' floats), NVFP4's per 16 as
+ * floats (sc the rows' scales, decoded once per unit: from 5 tokens on, where a unit's rows are read
+ * once per 8 tokens) or as E4M3 codes (sc the table of the 256 codes' scales that q's scale bytes
+ * index: at 1-4 tokens, where decoding a unit's scales cost a tenth of a one-token product). */
+enum { FQ_B32, FQ_B16, FQ_B16_TAB };
+
+/* y[t][n + r] (+)= sum over columns [k0, k0 + kc) of x[t] W[n + r] for NT tokens (xs: their group in
+ * fq_split's layout) and NR rows; sc: per mode (above), the floats with stride nb a row; pf, unless
+ * NULL: the codes of the next group's first row, its NR rows' lines at the columns read prefetched
+ * into L2 (one per 128 columns: a 64-byte line). */
 TGT_512 static inline __attribute__((always_inline)) void
 fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc, float *y,
-        size_t ldy, bool acc, const uint8_t *pf, const int NT, const int NR, const bool b16) {
+        size_t ldy, bool acc, const uint8_t *pf, const int NT, const int NR, const int mode) {
     const size_t K = q->cols;
     const __m512 lut = _mm512_loadu_ps(q->enc == DT_FP4_INT4 ? fp4_int4 : fp4_e2m1);
     __m512 ae[8][FQ_NT], ao[8][FQ_NT];
@@ -900,19 +917,26 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
         if (pf && c % 128 == 0)
 #pragma GCC unroll 8
             for (int r = 0; r < NR; r++) _mm_prefetch((const char *)(pf + (size_t)r * (K / 2) + c / 2), _MM_HINT_T1);
+        const float *xc = xs + c * (size_t)NT;     /* the NT tokens' 32 values each */
 #pragma GCC unroll 4
         for (int t = 0; t < NT && NT <= 4; t++) {
-            xe[t] = _mm512_loadu_ps(xs + (size_t)t * K + c);
-            xo[t] = _mm512_loadu_ps(xs + (size_t)t * K + c + 16);
+            xe[t] = _mm512_loadu_ps(xc + 32 * t);
+            xo[t] = _mm512_loadu_ps(xc + 32 * t + 16);
         }
 #pragma GCC unroll 8
         for (int r = 0; r < NR; r++) {
             const uint8_t *cp = q->codes + (n + (size_t)r) * (K / 2) + c / 2;
             __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)cp));
             __m512 ve, vo;
-            if (b16) {          /* lanes 0-7 (columns 0-15) the first block's, 8-15 the second's */
-                const uint8_t *s = q->scale + (n + (size_t)r) * nb + c / 16;
-                __m512 sv = _mm512_mask_broadcastss_ps(_mm512_set1_ps(sc[s[0]]), 0xff00, _mm_load_ss(sc + s[1]));
+            if (mode != FQ_B32) {   /* lanes 0-7 (columns 0-15) the first block's, 8-15 the second's */
+                __m512 sv;
+                if (mode == FQ_B16) {
+                    const float *s = sc + (size_t)r * nb + c / 16;
+                    sv = _mm512_mask_broadcastss_ps(_mm512_set1_ps(s[0]), 0xff00, _mm_load_ss(s + 1));
+                } else {
+                    const uint8_t *s = q->scale + (n + (size_t)r) * nb + c / 16;
+                    sv = _mm512_mask_broadcastss_ps(_mm512_set1_ps(sc[s[0]]), 0xff00, _mm_load_ss(sc + s[1]));
+                }
                 ve = _mm512_mul_ps(_mm512_permutexvar_ps(b, lut), sv);
                 vo = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut), sv);
             } else {
@@ -922,7 +946,7 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
             }
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
-                const float *xt = xs + (size_t)t * K + c;
+                const float *xt = xc + 32 * t;
                 ae[r][t] = _mm512_fmadd_ps(NT <= 4 ? xe[t % 4] : _mm512_loadu_ps(xt), ve, ae[r][t]);
                 ao[r][t] = _mm512_fmadd_ps(NT <= 4 ? xo[t % 4] : _mm512_loadu_ps(xt + 16), vo, ao[r][t]);
             }
@@ -940,23 +964,29 @@ fq_tile(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, 
 
 typedef void (*fq_fn)(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs, size_t k0, size_t kc,
                       float *y, size_t ldy, bool acc, const uint8_t *pf);
-/* The tiles of one pass: [NT - 1] the NR-row tile, the one-row tail, NR. */
-typedef struct { fq_fn many[FQ_NT], one[FQ_NT]; int nr[FQ_NT]; } FqTiles;
-#define FQ_FN(nt, nr)                                                                                                 \
-    TGT_512 static void fq_##nt##x##nr(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs,      \
-                                       size_t k0, size_t kc, float *y, size_t ldy, bool acc, const uint8_t *pf) {    \
-        if (q->enc == DT_FP4_NVFP4) fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, true);               \
-        else fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, false);                                     \
+/* The tiles of one pass: [NT - 1] the NR-row tile, the one-row tail, NR; tab: NVFP4's scales read
+ * as E4M3 codes (FQ_B16_TAB), else decoded per unit (FQ_B16). */
+typedef struct { fq_fn many[FQ_NT], one[FQ_NT]; int nr[FQ_NT]; bool tab; } FqTiles;
+#define FQ_FN(pre, nv, nt, nr)                                                                                        \
+    TGT_512 static void pre##_##nt##x##nr(const dt_fp4 *q, const float *sc, size_t nb, size_t n, const float *xs,   \
+                                          size_t k0, size_t kc, float *y, size_t ldy, bool acc, const uint8_t *pf) { \
+        if (q->enc == DT_FP4_NVFP4) fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, nv);                 \
+        else fq_tile(q, sc, nb, n, xs, k0, kc, y, ldy, acc, pf, nt, nr, FQ_B32);                                    \
     }
-FQ_FN(1, 4) FQ_FN(2, 2) FQ_FN(3, 2) FQ_FN(4, 1) FQ_FN(1, 1) FQ_FN(2, 1) FQ_FN(3, 1)
-FQ_FN(1, 8) FQ_FN(2, 4) FQ_FN(4, 2) FQ_FN(5, 1) FQ_FN(6, 1) FQ_FN(7, 1) FQ_FN(8, 1)
+FQ_FN(fq, FQ_B16, 1, 4) FQ_FN(fq, FQ_B16, 2, 2) FQ_FN(fq, FQ_B16, 3, 2) FQ_FN(fq, FQ_B16, 4, 1)
+FQ_FN(fq, FQ_B16, 1, 1) FQ_FN(fq, FQ_B16, 2, 1) FQ_FN(fq, FQ_B16, 3, 1) FQ_FN(fq, FQ_B16, 5, 1)
+FQ_FN(fq, FQ_B16, 6, 1) FQ_FN(fq, FQ_B16, 7, 1) FQ_FN(fq, FQ_B16, 8, 1)
+FQ_FN(fv, FQ_B16_TAB, 1, 8) FQ_FN(fv, FQ_B16_TAB, 2, 4) FQ_FN(fv, FQ_B16_TAB, 3, 2) FQ_FN(fv, FQ_B16_TAB, 4, 2)
+FQ_FN(fv, FQ_B16_TAB, 1, 1) FQ_FN(fv, FQ_B16_TAB, 2, 1) FQ_FN(fv, FQ_B16_TAB, 3, 1) FQ_FN(fv, FQ_B16_TAB, 4, 1)
 /* passes of FQ_KC columns (8 tokens at a time, 5-63 tokens: one decode per 8 tokens' FMAs); all K
  * columns at once (1-4 tokens) */
 static const FqTiles fq_tiles = {{fq_1x4, fq_2x2, fq_3x2, fq_4x1, fq_5x1, fq_6x1, fq_7x1, fq_8x1},
-                                 {fq_1x1, fq_2x1, fq_3x1, fq_4x1, fq_5x1, fq_6x1, fq_7x1, fq_8x1}, {4, 2, 2, 1, 1, 1, 1, 1}};
-static const FqTiles fv_tiles = {{fq_1x8, fq_2x4, fq_3x2, fq_4x2}, {fq_1x1, fq_2x1, fq_3x1, fq_4x1}, {8, 4, 2, 2}};
+                                 {fq_1x1, fq_2x1, fq_3x1, fq_4x1, fq_5x1, fq_6x1, fq_7x1, fq_8x1}, {4, 2, 2, 1, 1, 1, 1, 1},
+                                 false};
+static const FqTiles fv_tiles = {{fv_1x8, fv_2x4, fv_3x2, fv_4x2}, {fv_1x1, fv_2x1, fv_3x1, fv_4x1}, {8, 4, 2, 2}, true};
 #else
-static const FqTiles fq_tiles = {{0}, {0}, {1, 1, 1, 1, 1, 1, 1, 1}}, fv_tiles = {{0}, {0}, {1, 1, 1, 1}};   /* never used */
+static const FqTiles fq_tiles = {{0}, {0}, {1, 1, 1, 1, 1, 1, 1, 1}, false},
+                     fv_tiles = {{0}, {0}, {1, 1, 1, 1}, true};   /* never used */
 #endif
 
 typedef struct {
@@ -971,18 +1001,18 @@ typedef struct {
     float tab[256];          /* NVFP4: each E4M3 code's block scale (a dividing global scale applied) */
 } fq_job;
 
-/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel (NVFP4's: looked up
- * in j->tab by the tiles, one E4M3 code per 16 values: decoding them was a tenth of the product at
- * one token), then per pass of kc
- * columns every 8 tokens against every NR rows (the rows' codes stay in L1 / L2 across the tokens),
- * each group prefetching the next group's codes. */
+/* Unit i: rows [i nb, +nb), their scales decoded once into the worker's panel (NVFP4's at 1-4 tokens:
+ * looked up in j->tab by the tiles, one E4M3 code per 16 values: decoding them was a tenth of the
+ * product at one token; from 5 tokens on decoded too, which spares the tiles two dependent loads per
+ * 32 values every 8 tokens), then per pass of kc columns every 8 tokens against every NR rows (the
+ * rows' codes stay in L1 / L2 across the tokens), each group prefetching the next group's codes. */
 static int fq_unit(size_t i, int worker, void *ud) {
     fq_job *j = ud;
     const dt_fp4 *q = &j->W->fp4;
     size_t K = q->cols, nb = K / dt_fp4_traits(q->enc)->block, T = j->T, N = j->W->rows;
     size_t n0 = i * j->nb, n1 = N - n0 < j->nb ? N : n0 + j->nb;
     float *sc = j->wk->pan[worker];
-    bool nv = q->enc == DT_FP4_NVFP4;      /* its scale bytes index j->tab in the tiles */
+    bool nv = q->enc == DT_FP4_NVFP4 && j->tl->tab;      /* its scale bytes index j->tab in the tiles */
     if (!nv) fq_scales(q, n0, n1 - n0, sc);
     for (size_t k0 = 0; k0 < K; k0 += j->kc) {
         size_t kc = K - k0 < j->kc ? K - k0 : j->kc;
