@@ -352,21 +352,6 @@ static float *new_bias(const AttnLayer *L, int kind, size_t n) {
     return v;
 }
 
-/* A new attention matrix, transposed to HF's (out, in) and converted when its shard is written. */
-typedef struct {
-    const Mat *m;
-    dt_type dt;
-} MatJob;
-
-static int fill_mat(void *ud, void *dst, size_t nbytes) {
-    const MatJob *j = ud;
-    Mat *t = mat_transpose(j->m);
-    int rc = !t ? AL_ERR : t->rows * t->cols * dt_size(j->dt) == nbytes ? dt_from_f32(j->dt, t->data, t->rows * t->cols, dst)
-                                                                       : al_err("internal: a new tensor changed size");
-    mat_free(t);
-    return rc;
-}
-
 /* Adds one plan item to the writer (copies streamed from the source's mapping; new matrices
  * computed when their shard is written). */
 static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers, const PlanItem *it, dt_type dt,
@@ -394,12 +379,7 @@ static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers
     }
     const Mat *m = it->kind == T_Q ? L->W_Q : it->kind == T_QA ? L->W_QA : it->kind == T_QB ? L->W_QB
                  : it->kind == T_KVA ? L->W_KVA : it->kind == T_KVB ? L->W_KVB : L->W_O;
-    MatJob *j = al_malloc(sizeof *j, it->name);
-    if (!j) return AL_ERR;
-    *j = (MatJob){.m = m, .dt = dt};
-    size_t shape[2] = {m->cols, m->rows};             /* the transpose; 1-D when it has one row */
-    bool one = m->cols == 1;
-    return ckpt_add_lazy(w, it->name, dt, one ? 1 : 2, one ? shape + 1 : shape, m->rows * m->cols * dt_size(dt), fill_mat, j);
+    return ckpt_add_mat_t(w, it->name, dt, m);       /* HF's (out, in), converted when its shard is written */
 }
 
 /* ================================================================ config and manifest */

@@ -54,6 +54,8 @@ struct CkptWriter {
     size_t nshards, total, files;
     MapItem *map;
     size_t nmap, capmap;
+    void *scratch;            /* the lazy tensors' bytes, one at a time (reused: no fresh pages per tensor) */
+    size_t scratch_cap;
 };
 
 /* ================================================================ destination checks */
@@ -220,7 +222,7 @@ void ckpt_abort(CkptWriter *w) {
     if (w->staging) al_remove_tree(w->staging);
     if (w->parent) unmake_parent(w->parent, w->made);
     for (size_t i = 0; i < w->nmap; i++) free(w->map[i].name);
-    free(w->map); free(w->dir); free(w->parent); free(w->staging); free(w->made);
+    free(w->map); free(w->dir); free(w->parent); free(w->staging); free(w->made); free(w->scratch);
     free(w);
 }
 
@@ -311,6 +313,57 @@ int ckpt_add_mat(CkptWriter *w, const char *name, dt_type dtype, const Mat *m, i
     return ckpt_add_owned(w, name, dtype, ndim == 1 ? 1 : 2, ndim == 1 ? shape + 1 : shape, buf, n * dt_size(dtype));
 }
 
+enum { TB = 32 };
+
+/* n <= TB floats as dt_from_f32 writes them (BF16 without a call per value, so it vectorises). */
+static void put_run(dt_type dt, const float *f, size_t n, uint8_t *d) {
+    if (dt != DT_BF16) { dt_from_f32(dt, f, n, d); return; }
+    uint32_t u[TB];
+    uint16_t h[TB];
+    memcpy(u, f, n * 4);
+    for (size_t i = 0; i < n; i++)      /* dt_f32_to_bf16: round to nearest even, a NaN made quiet */
+        h[i] = (u[i] & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u[i] >> 16) | 0x40)
+                                                  : (uint16_t)((u[i] + 0x7fffu + ((u[i] >> 16) & 1u)) >> 16);
+    memcpy(d, h, n * 2);
+}
+
+/* Rows [i0, i0+ni) x cols [j0, j0+nj) of m (ni, nj <= TB) transposed into dst (cols, rows) in dt:
+ * through a float tile, so each output row is written in one contiguous run. */
+static void put_tile(const Mat *m, size_t i0, size_t ni, size_t j0, size_t nj, dt_type dt, uint8_t *dst) {
+    float t[TB][TB];
+    size_t es = dt_size(dt);
+    for (size_t i = 0; i < ni; i++)
+        for (size_t j = 0; j < nj; j++) t[j][i] = m->data[(i0 + i) * m->cols + j0 + j];
+    for (size_t j = 0; j < nj; j++) put_run(dt, t[j], ni, dst + ((j0 + j) * m->rows + i0) * es);
+}
+
+typedef struct {
+    const Mat *m;
+    dt_type dt;
+} MatT;
+
+/* The bytes of dt_from_f32(mat_transpose(m)), without the transposed float copy. */
+static int fill_t(void *ud, void *dst, size_t nbytes) {
+    const MatT *j = ud;
+    const Mat *m = j->m;
+    if (m->rows * m->cols * dt_size(j->dt) != nbytes) return al_err("internal: a new tensor changed size");
+    for (size_t i0 = 0; i0 < m->rows; i0 += TB)
+        for (size_t j0 = 0; j0 < m->cols; j0 += TB)
+            put_tile(m, i0, m->rows - i0 < TB ? m->rows - i0 : TB, j0, m->cols - j0 < TB ? m->cols - j0 : TB, j->dt, dst);
+    return AL_OK;
+}
+
+int ckpt_add_mat_t(CkptWriter *w, const char *name, dt_type dtype, const Mat *m) {
+    if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
+        return al_err("tensor '%s': cannot write a computed tensor as %s (give f32, f16 or bf16)", name, dt_name(dtype));
+    MatT *j = al_malloc(sizeof *j, name);
+    if (!j) return AL_ERR;
+    *j = (MatT){.m = m, .dt = dtype};
+    size_t shape[2] = {m->cols, m->rows};
+    bool one = m->cols == 1;
+    return ckpt_add_lazy(w, name, dtype, one ? 1 : 2, one ? shape + 1 : shape, m->rows * m->cols * dt_size(dtype), fill_t, j);
+}
+
 /* The JSON header of f (st_header_build; caller frees). */
 static char *st_header(const StFile *f, size_t *len) {
     st_desc *d = al_calloc(f->n, sizeof *d, "a safetensors header");
@@ -363,11 +416,14 @@ static int write_cur(CkptWriter *w, const char *rel) {
     int rc = AL_OK;
     for (size_t i = 0; ok && rc == AL_OK && i < f->n; i++) {
         Ent *e = &f->e[i];
-        if (e->fill) {                                 /* computed now, written, freed */
-            e->owned = al_malloc(e->nbytes, e->name);
-            rc = e->owned ? e->fill(e->ud, e->owned, e->nbytes) : AL_ERR;
-            e->data = e->owned;
+        if (e->fill && (e->nbytes > w->scratch_cap || !w->scratch)) {   /* computed now into the one scratch buffer, written */
+            free(w->scratch);
+            w->scratch = al_malloc(e->nbytes, e->name);
+            w->scratch_cap = w->scratch ? e->nbytes : 0;
+            if (!w->scratch) rc = AL_ERR;
         }
+        if (e->fill && rc == AL_OK) rc = e->fill(e->ud, w->scratch, e->nbytes);
+        if (e->fill) e->data = w->scratch;
         ok = rc != AL_OK || e->nbytes == 0 || al_write_all(fd, e->data, e->nbytes);
         free(e->owned);
         e->owned = NULL;

@@ -69,6 +69,10 @@ int ckpt_add_lazy(CkptWriter *w, const char *name, dt_type dtype, int ndim, cons
 /* A float matrix converted to dtype (F32, F16, BF16; F8_E4M3 adds "<name>_scale_inv" too, with
  * fresh 128x128 block scales), 2-D (rows, cols), or 1-D (cols) when ndim is 1. */
 int ckpt_add_mat(CkptWriter *w, const char *name, dt_type dtype, const Mat *m, int ndim);
+/* A float matrix m (rows, cols) written transposed, (cols, rows) -- HF's (out, in) of an (in, out)
+ * matrix -- in dtype (F32, F16, BF16): dt_from_f32 of mat_transpose(m), computed when its file is
+ * written, with no float copy; 1-D (rows) when m has one column. m is borrowed until then. */
+int ckpt_add_mat_t(CkptWriter *w, const char *name, dt_type dtype, const Mat *m);
 /* Bytes of tensor data added to weight shards so far (the index's total_size at the end). */
 size_t ckpt_weight_bytes(const CkptWriter *w);
 

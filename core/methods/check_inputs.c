@@ -35,6 +35,11 @@ uint64_t ci_digest(int n_layers, int hidden, const double *const *sigma, const d
     return h ? h : 1;
 }
 
+size_t ci_max_bytes(void) {
+    const char *e = getenv("ATTNLAB_CI_MAX_BYTES");
+    return e && *e ? (size_t)strtoull(e, NULL, 10) : (size_t)64 << 20;
+}
+
 uint64_t ci_layer_seed(const CheckInputs *ci, int l) { return ci->seed + (ci->plus_layer ? (uint64_t)l : 0); }
 
 /* Bytes the statistics take in CI_FILE. */

@@ -23,7 +23,9 @@
 #include "ckpt_write.h"
 
 #define CI_FILE "check_inputs.safetensors"
-#define CI_MAX_BYTES ((size_t)64 << 20)
+#define CI_MAX_BYTES ci_max_bytes()
+/* 64 MiB, or $ATTNLAB_CI_MAX_BYTES (tests take a large model's routes on a small one). */
+size_t ci_max_bytes(void);
 
 typedef struct {
     uint64_t seed;            /* the seed of layer 0's draw */
