@@ -16,7 +16,7 @@
  *      eigen-solves the method also cannot avoid; and attnlab / floor for both;
  *   4. peak resident memory (VmHWM) of a fresh process sweeping VO + QK over 2 and over 4 layers
  *      (and over all N when N > 4);
- *   5. the fast route (issue 18: BF16 Grams; FARR_ROUTE_RANKS: float cores and reductions, bound to match)
+ *   5. the fast route (issue 18: BF16 Grams; FARR_ROUTE_RANKS: float reductions in the solves, bound to match)
  *      per layer, its certification at tau 0.999 (heads redone in double; heads open at 0.999, 0.99, 0.9), the
  *      double route, the float32 LAPACK route (ssyrk + ssyevd + spotrf per head) and the fast
  *      route's floor (its BF16 Gram kernel and the solves it uses, alone) on the same
@@ -241,8 +241,8 @@ static int floor_layer(Model *m, int L, bool solves, Time *secs) {
  *   FAST_F32: the float32 LAPACK route -- ssyrk per factor, ssyevd (values) per factor, spotrf
  *     of the shared side, two strmm and ssyevd for the fused core;
  *   FAST_FLOOR: the fast route's own kernels alone -- the BF16 Gram kernel on pre-packed chunks
- *     (the FP8 scale taken out per chunk) and the solves the fast route uses (dpotrf in double,
- *     two strmm per pair in float; the six values-only solves of each head batched, FLOOR_BATCH heads to
+ *     (the FP8 scale taken out per chunk) and the solves the fast route uses (double: dpotrf,
+ *     two dtrmm per pair; the six values-only solves of each head batched, FLOOR_BATCH heads to
  *     a symeig_values_f32_ws call: the reduction in float, as farr.c's solve_values). */
 typedef enum { FAST_F32, FAST_FLOOR } fast_mode;
 
@@ -353,9 +353,7 @@ static int fast_floor_heads(FastJob *j, int worker) {
             LinGramSide *sh = NULL;
             rc = spectra_gram_side_factor(Gh + fs * 16384, k, gram_view_rows(&j->v[fs]), &sh);
             if (rc == AL_OK && sh->r != k) rc = al_err("floor: a rank-deficient factor (random data expected)");
-            if (rc == AL_OK)   /* the float core's scratch: this worker's Gf (FAST_F32's, unused here) */
-                rc = spectra_gram_fused_core_f32(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384,
-                                                 j->Gf + (size_t)worker * 4 * 16384);
+            if (rc == AL_OK) rc = spectra_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
             spectra_gram_side_free(sh);
             part[pair][PART_CORE] += (t1 = thread_cpu()) - t0;
             t0 = t1;
@@ -546,7 +544,7 @@ static void print_parts(void) {
         if (!parts_calls[md]) continue;
         printf("   parts per layer (thread CPU s, mean of %d), %s:\n", parts_calls[md],
                md == FAST_F32 ? "float32 LAPACK route"
-                              : "floor (AMX / vdpbf16ps Grams, float cores, float-reduction solves)");
+                              : "floor (AMX / vdpbf16ps Grams, double cores, float-reduction solves)");
         for (int pr = 0; pr < 2; pr++) {
             double sum = 0;
             printf("     %s:", pr ? "QK" : "VO");
@@ -591,7 +589,7 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
         keep_best(&sw, s); keep_best(&ce, c); keep_best(&db, d); keep_best(&f32, f); keep_best(&fl, o);
         if (s.wall <= sw.wall) spread(ratio, nl, rspread);
     }
-    printf("\n5. the fast route for ranks (BF16 dot products, float cores and reductions; %s Gram kernel), VO + QK per "
+    printf("\n5. the fast route for ranks (BF16 dot products, float reductions in the solves; %s Gram kernel), VO + QK per "
            "layer, best of %d:\n",
            gbf_path_now() != GBF_BF16 ? "float (no AVX-512 BF16)" : amx ? "AMX BF16" : "AVX-512 BF16", reps);
     printf("   fast route sweep:                       %.3f s wall (%.3f s CPU); 61 layers %.1f s\n", sw.wall, sw.cpu,

@@ -1,5 +1,5 @@
-/* test_sweep_f32.c -- the rank sweep's FARR_ROUTE_RANKS (issue 32: the fast route with its fused
- * cores and Householder reductions in float): its bound holds on every spectrum of the demos
+/* test_sweep_f32.c -- the rank sweep's FARR_ROUTE_RANKS (issue 32: the fast route with its
+ * eigen-solves' Householder reductions in float): its bound holds on every spectrum of the demos
  * against the double route's values (and is wider than FARR_ROUTE_FAST's, whose values it does not
  * share), a threshold placed just under a head's exact cumulative energy is left open by the bound
  * and, certified, gives the double route's rank while a threshold between two values is certified

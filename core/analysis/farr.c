@@ -267,7 +267,7 @@ typedef struct {
     head_part part;
     bool rot;
     bool fast;               /* the fast route: BF16/float Grams, bounds into l->eps */
-    bool f32;                /* FARR_ROUTE_RANKS: its cores and reductions in float */
+    bool f32;                /* FARR_ROUTE_RANKS: its Householder reductions in float */
     size_t k;                /* the inner (head) dim of the pair */
     const size_t *gsel, *hsel;   /* the KV heads and query heads to compute (NULL: all) */
     LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored */
@@ -275,7 +275,6 @@ typedef struct {
     GramScratch **scr;       /* (threads) */
     double **G;              /* (threads) per worker a k x k Gram for each of job_batch heads */
     double **M, **w;         /* (threads) fast route: FAST_BATCH k x k fused cores and 2k eigenvalues */
-    float **Mf;              /* (threads) fast route: the float core's scratch (2 k x k) */
     SymeigWork **ew;         /* (threads) fast route: the eigen-solver's scratch */
     size_t ng, nh;           /* KV heads of phase 1, query heads of phase 2 */
     int T;                   /* threads */
@@ -325,7 +324,6 @@ static int solve_values(SymeigWork *ws, size_t n, double *const *A, const size_t
 
 static double unit_d(void) { return ldexp(1.0, -53); }
 static double gam_d(double n) { double u = unit_d(); return n * u / (1 - n * u); }
-static double gam_f(double n) { double u = ldexp(1.0, -24); return n * u / (1 - n * u); }
 /* The backward error of a values-only eigen-solve of an n x n matrix, times its ||.||_F:
  * Householder tridiagonalization and implicit QL are backward stable with c n u; generous. */
 static double eig_bwd(size_t n) { return 8.0 * (double)n * (double)n * unit_d(); }
@@ -369,11 +367,10 @@ static double fast_fused_err(const LinGramSide *a, const FastSide *fa, double gb
     double amax = a->s->p ? a->s->sigma[0] * a->s->sigma[0] : 0;
     double l2 = fmin(amax + ef * fa->fro + chol, lf2);            /* >= ||L||_2^2 = ||L Lᵀ||_2 */
     double gbnorm = gbmax + ef * gbfro + gberr;                   /* >= ||G_B||_2 */
-    /* the triangular products, |dW| <= gamma_k |Gp||L| and the same for Lᵀ W: this route's (in
-     * float on FARR_ROUTE_RANKS, spectra_gram_fused_core_f32: gamma_{k+3} with u = 2^-24) and the
-     * double route's (gamma_{k+1}) */
-    double gt = (f32 ? gam_f((double)k + 3) : gam_d((double)k + 1)) + gam_d((double)k + 1);
-    double trmm = gt * sqrt(lf2) *
+    /* the triangular products, |dW| <= gamma_k |Gp||L| and the same for Lᵀ W (in double on both
+     * routes: in float, spectra_gram_fused_core's bound left 64 of 1024 R1 heads open at tau
+     * 0.999, more than the float products saved) */
+    double trmm = 2 * gam_d((double)k + 1) * sqrt(lf2) *
                   (sqrt(l2) * gbfro + (gbmax + ef * gbfro) * sqrt(lf2)) * (1 + 1e-3);
     /* the Grams' errors; rounding twice (this route and the double route's own); the core's two
      * solves, this route's and the double one's (mfro is ||values||_2 as computed: ||M||_F <=
@@ -490,7 +487,7 @@ typedef struct {
 
 /* Phase 2 of the fast route, before the solves: head f->h's own Gram G (error bound err) and its
  * fused core M against the group's shared side. */
-static int fast_head_prep(StreamJob *j, FastHead *f, int worker, const double *G, double err, double *M) {
+static int fast_head_prep(StreamJob *j, FastHead *f, const double *G, double err, double *M) {
     bool vo = j->l->kind == FARR_VO;
     size_t k = j->k, rows = f->rows;
     f->g = (size_t)cfg_kv_group(model_layer_cfg(j->m, j->l->layer), (int)f->h);
@@ -501,8 +498,7 @@ static int fast_head_prep(StreamJob *j, FastHead *f, int worker, const double *G
     size_t m = vo ? sh->rows : rows, n = vo ? rows : sh->rows, p = m < n ? m : n;
     f->own = spectrum_new(rows, k, rows < k ? rows : k, false);
     f->fu = spectrum_new(m, n, p < k ? p : k, false);
-    if (!f->own || !f->fu) return AL_ERR;
-    return j->f32 ? spectra_gram_fused_core_f32(sh, G, M, j->Mf[worker]) : spectra_gram_fused_core(sh, G, M);
+    return f->own && f->fu ? spectra_gram_fused_core(sh, G, M) : AL_ERR;
 }
 
 /* After the solves: the spectra from the own side's values wb (k) and the fused core's wm (r,
@@ -556,7 +552,7 @@ static int fast_heads(StreamJob *j, FastHead *f, size_t nb, int worker, size_t *
     for (size_t b = 0; rc == AL_OK && b < nb; b++) {
         *bad = f[b].h;
         f[b].rows = rows[b];
-        rc = fast_head_prep(j, &f[b], worker, A[2 * b], err[b], A[2 * b + 1]);
+        rc = fast_head_prep(j, &f[b], A[2 * b], err[b], A[2 * b + 1]);
         kk[2 * b] = k;
         kk[2 * b + 1] = j->shared[f[b].g]->r;
     }
@@ -596,11 +592,10 @@ static void stream_job_free(StreamJob *j) {
         if (j->scr) gram_scratch_free(j->scr[w]);
         if (j->G) free(j->G[w]);
         if (j->M) free(j->M[w]);
-        if (j->Mf) free(j->Mf[w]);
         if (j->w) free(j->w[w]);
         if (j->ew) symeig_work_free(j->ew[w]);
     }
-    free(j->shared); free(j->fside); free(j->scr); free(j->G); free(j->M); free(j->Mf); free(j->w); free(j->ew);
+    free(j->shared); free(j->fside); free(j->scr); free(j->G); free(j->M); free(j->w); free(j->ew);
 }
 
 /* Runs phase 1 over ng KV heads and phase 2 over nh query heads (gsel / hsel: which ones, NULL:
@@ -618,10 +613,9 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, farr_rou
     j.scr = al_calloc((size_t)j.T, sizeof *j.scr, "sweep scratch");
     j.G = al_calloc((size_t)j.T, sizeof *j.G, "sweep scratch");
     j.M = al_calloc((size_t)j.T, sizeof *j.M, "sweep scratch");
-    j.Mf = al_calloc((size_t)j.T, sizeof *j.Mf, "sweep scratch");
     j.w = al_calloc((size_t)j.T, sizeof *j.w, "sweep scratch");
     j.ew = al_calloc((size_t)j.T, sizeof *j.ew, "sweep scratch");
-    int rc = j.shared && j.fside && j.scr && j.G && j.M && j.Mf && j.w && j.ew ? AL_OK : AL_ERR;
+    int rc = j.shared && j.fside && j.scr && j.G && j.M && j.w && j.ew ? AL_OK : AL_ERR;
     size_t k1 = j.k ? j.k : 1;
     for (int w = 0; rc == AL_OK && w < j.T; w++) {
         j.scr[w] = gram_scratch_new();
@@ -630,9 +624,8 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, farr_rou
         if (!fast) continue;                  /* the fast route's batch: fused cores, values, solver */
         j.M[w] = al_malloc3(FAST_BATCH * k1, k1, sizeof(double), "fused cores");
         j.w[w] = al_malloc3(FAST_BATCH * 2 * k1, 1, sizeof(double), "eigenvalues");
-        j.Mf[w] = al_malloc3(2 * k1, k1, sizeof(float), "fused cores");
         j.ew[w] = symeig_work_new(k1);
-        if (!j.M[w] || !j.Mf[w] || !j.w[w] || !j.ew[w]) rc = AL_ERR;
+        if (!j.M[w] || !j.w[w] || !j.ew[w]) rc = AL_ERR;
     }
     if (rc == AL_OK) rc = pool_run(job_tasks(&j, ng), j.T, stream_shared_task, &j);     /* the persistent workers */
     if (rc == AL_OK) rc = pool_run(job_tasks(&j, nh), j.T, stream_head_task, &j);

@@ -123,10 +123,9 @@ typedef struct {
  *     solves in double, each spectrum with its error bound in eps; ranks from it are the double
  *     route's once farr_layer_certify has redone, in double, every head whose rank at that tau
  *     the bound leaves open.
- *   FARR_ROUTE_RANKS: FARR_ROUTE_FAST with the fused cores' triangular products and the
- *     Householder reductions in float (spectra_gram_fused_core_f32, symeig_values_f32_ws) and
- *     eps to match (about 1e-5 of the values' norm where FAST's is the Grams' 1e-6): the same
- *     ranks once certified, more heads redone, values too coarse to show (l->coarse). */
+ *   FARR_ROUTE_RANKS: FARR_ROUTE_FAST with its eigen-solves' Householder reductions in float
+ *     (symeig_values_f32_ws) and eps to match: the same ranks once certified, a few more heads
+ *     redone, values too coarse to show (l->coarse). */
 typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS, FARR_ROUTE_FAST, FARR_ROUTE_RANKS } farr_route;
 
 /* Computes a layer's spectra over all heads on all cores (pool_run: the persistent workers, one

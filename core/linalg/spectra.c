@@ -572,24 +572,6 @@ int spectra_gram_fused_core(const LinGramSide *a, const double *Gb, double *M) {
     return rc;
 }
 
-int spectra_gram_fused_core_f32(const LinGramSide *a, const double *Gb, double *M, float *scr) {
-    size_t k = a->k, kk = k * k;
-    if (!a->L || a->piv || a->r == 0) return spectra_gram_fused_core(a, Gb, M);   /* its checks, its route */
-    if (!all_finite(Gb, kk)) return al_err("a Gram matrix holds NaN/Inf: the factor's weights are not finite");
-    float *Lf = scr, *Mf = scr + kk;
-    for (size_t j = 0; j < k; j++) {          /* L's lower triangle; strmm reads no more */
-        for (size_t i = 0; i < j; i++) Lf[j * k + i] = 0;
-        for (size_t i = j; i < k; i++) Lf[j * k + i] = (float)a->L[j * k + i];
-    }
-    for (size_t i = 0; i < kk; i++) Mf[i] = (float)Gb[i];
-    cblas_strmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)k, (int)k, 1.0f, Lf, (int)k,
-                Mf, (int)k);
-    cblas_strmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, (int)k, (int)k, 1.0f, Lf, (int)k, Mf,
-                (int)k);
-    for (size_t i = 0; i < kk; i++) M[i] = Mf[i];
-    return AL_OK;
-}
-
 int spectra_gram_fused(const LinGramSide *a, const double *Gb, size_t m, size_t n, Spectrum **out) {
     *out = NULL;
     size_t k = a->k, r = a->r, p = min2(min2(m, n), k);

@@ -106,12 +106,6 @@ int spectra_sym_eigvals(double *A, size_t k, double *w);
  * k x k doubles), whose eigenvalues are the squared singular values spectra_gram_fused returns. */
 int spectra_gram_side_factor(const double *G, size_t k, size_t rows, LinGramSide **out);
 int spectra_gram_fused_core(const LinGramSide *a, const double *Gb, double *M);
-/* The same core with the two triangular products in float (L and Gb rounded to float, strmm
- * twice, M widened exactly to double; scr: 2 k k floats of the caller's): each entry within
- * gamma_{k+3} (u = 2^-24) of the exact products' |.| bounds -- the dtrmm error analysis with float's
- * unit, the inputs' rounding included. A pivoted (rank-deficient) side takes the double products
- * (within the same bound). For the fast route's rank counts, which carry that bound. */
-int spectra_gram_fused_core_f32(const LinGramSide *a, const double *Gb, double *M, float *scr);
 /* s->sigma (descending) from n ascending eigenvalues w: the largest min(s->p, n), clamped at 0,
  * as singular values, the rest zero; s->total updated. */
 void spectrum_set_eigs(Spectrum *s, const double *w, size_t n);
