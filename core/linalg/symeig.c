@@ -279,20 +279,18 @@ static void work_layout(size_t n, double *mem, bool f32, Work *s) {
     f->d = f->vn + f->ld;
     f->e = f->d + n;
     s->avx = symeig_uses_avx512();
-    memset(t->W, 0, t->ld * n * sizeof(double));   /* rows n..ld-1 stay zero */
-    if (f32) memset(f->W, 0, f->ld * n * sizeof(float));
+    if (f32) memset(f->W, 0, f->ld * n * sizeof(float));     /* rows n..ld-1 stay zero */
+    else memset(t->W, 0, t->ld * n * sizeof(double));
 }
 
-/* The loaded (scaled, full storage) matrix in s->t.W to T in s->t.d, s->t.e: in double, or
- * rounded to float, reduced in float and T widened back (exactly) to double. */
+/* The loaded (scaled, full storage) matrix in s->t.W (s->tf.W, rounded to float, for the float
+ * reduction) to T in s->t.d, s->t.e: T widened (exactly) to double after a float reduction. */
 static void reduce(Work *s) {
     if (!s->f32) {
         (s->avx ? tridiag_avx512_d : tridiag_portable_d)(&s->t);
         return;
     }
     size_t n = s->n;
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++) s->tf.W[j * s->tf.ld + i] = (float)s->t.W[j * s->t.ld + i];
     (s->avx ? tridiag_avx512_f : tridiag_portable_f)(&s->tf);
     for (size_t i = 0; i < n; i++) {
         s->t.d[i] = s->tf.d[i];
@@ -349,8 +347,26 @@ TGT_512 static double scan_avx512(const double *A, size_t n) {
     return _mm512_reduce_max_pd(mx) + _mm512_reduce_add_pd(nan);
 }
 
-/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->t.W in full
- * storage (the upper triangle mirrored in 8 x 8 tiles); *ex = the exponent; *zero when A is zero
+/* The float reduction's load: A's lower triangle times f (or ldexp by far when far != 0), rounded
+ * to float, into t->W in full storage (mirrored in 16 x 16 tiles) -- the double W skipped. */
+static void store_f32(Tri_f *t, const double *A, double f, int far) {
+    size_t n = t->n, ld = t->ld;
+    for (size_t j = 0; j < n; j++) {
+        float *col = t->W + j * ld;
+        const double *a = A + j * n;
+        if (far)
+            for (size_t i = j; i < n; i++) col[i] = (float)ldexp(a[i], far);
+        else
+            for (size_t i = j; i < n; i++) col[i] = (float)(a[i] * f);
+    }
+    for (size_t jb = 0; jb < n; jb += 16)
+        for (size_t ib = jb; ib < n; ib += 16)
+            for (size_t j = jb; j < jb + 16 && j < n; j++)
+                for (size_t i = ib > j ? ib : j + 1; i < ib + 16 && i < n; i++) t->W[j + i * ld] = t->W[i + j * ld];
+}
+
+/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->t.W (or
+ * s->tf.W) in full storage (the upper triangle mirrored in 8 x 8 tiles); *ex = the exponent; *zero when A is zero
  * (then W is not written). */
 static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
     size_t n = s->n, ld = s->t.ld;
@@ -367,6 +383,10 @@ static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
     frexp(mx, ex);
     double f = ldexp(1.0, -*ex);   /* exact; a power of two past the range only for |ex| > 1000 */
     bool far = *ex < -1000 || *ex > 1000;
+    if (s->f32) {
+        store_f32(&s->tf, A, f, far ? -*ex : 0);
+        return AL_OK;
+    }
     for (size_t j = 0; j < n; j++) {
         double *col = s->t.W + j * ld;
         const double *a = A + j * n;
