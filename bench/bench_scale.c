@@ -16,10 +16,10 @@
  *      eigen-solves the method also cannot avoid; and attnlab / floor for both;
  *   4. peak resident memory (VmHWM) of a fresh process sweeping VO + QK over 2 and over 4 layers
  *      (and over all N when N > 4);
- *   5. the fast route (issue 18: BF16 Grams, double solves; FARR_ROUTE_FAST) per layer, its
- *      certification at tau 0.999 (heads redone in double; heads open at 0.999, 0.99, 0.9), the
+ *   5. the fast route (issue 18: BF16 Grams; FARR_ROUTE_RANKS: float reductions in the solves, bound to match)
+ *      per layer, its certification at tau 0.999 (heads redone in double; heads open at 0.999, 0.99, 0.9), the
  *      double route, the float32 LAPACK route (ssyrk + ssyevd + spotrf per head) and the fast
- *      route's floor (its BF16 Gram kernel and the double solves it uses, alone) on the same
+ *      route's floor (its BF16 Gram kernel and the solves it uses, alone) on the same
  *      shapes from memory, with the ratios fast / float32 route, fast / floor and certified /
  *      double route (on a CPU with AMX-BF16 the Grams take its tiles; the fast sweep is also
  *      timed in the same rounds on the vdpbf16ps kernel, AMX off, with its ratio); the parts of the
@@ -242,8 +242,8 @@ static int floor_layer(Model *m, int L, bool solves, Time *secs) {
  *     of the shared side, two strmm and ssyevd for the fused core;
  *   FAST_FLOOR: the fast route's own kernels alone -- the BF16 Gram kernel on pre-packed chunks
  *     (the FP8 scale taken out per chunk) and the solves the fast route uses (double: dpotrf,
- *     two dtrmm per pair, and the six values-only solves of each head batched, FLOOR_BATCH heads
- *     to a symeig_values call). */
+ *     two dtrmm per pair; the six values-only solves of each head batched, FLOOR_BATCH heads to
+ *     a symeig_values_f32_ws call: the reduction in float, as farr.c's solve_values). */
 typedef enum { FAST_F32, FAST_FLOOR } fast_mode;
 
 typedef struct {
@@ -332,8 +332,8 @@ static void floor_gram(const FastJob *j, int f, int worker, double *G) {
 #define FLOOR_BATCH 8
 
 /* FLOOR_BATCH heads: the four Grams of each, the Cholesky factors of V and K and the two fused
- * cores, then all 6 x FLOOR_BATCH values-only solves in one symeig_values call (what farr.c's
- * solve_values runs). */
+ * cores, then all 6 x FLOOR_BATCH values-only solves in one symeig_values_f32_ws call (what
+ * farr.c's solve_values runs). */
 static int fast_floor_heads(FastJob *j, int worker) {
     double *G = j->Gd + (size_t)worker * FLOOR_BATCH * 6 * 16384, *w = j->wd + (size_t)worker * FLOOR_BATCH * 6 * 128;
     const double *A[FLOOR_BATCH * 6];
@@ -360,7 +360,7 @@ static int fast_floor_heads(FastJob *j, int worker) {
         }
         for (int f = 0; f < 6; f++, n++) { A[n] = Gh + f * 16384; W[n] = w + n * 128; }
     }
-    if (rc == AL_OK) rc = symeig_values_ws(j->ws[worker], n, k, A, W);
+    if (rc == AL_OK) rc = symeig_values_f32_ws(j->ws[worker], n, k, A, W);
     t1 = thread_cpu() - t0;
     part[0][PART_SOLVE] += t1 / 2;
     part[1][PART_SOLVE] += t1 / 2;
@@ -436,7 +436,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
 
 static const double open_taus[3] = {0.999, 0.99, 0.9};
 
-/* The fast route's sweep of layer L, VO + QK (FARR_ROUTE_FAST), and separately its certification
+/* The fast route's sweep of layer L, VO + QK (FARR_ROUTE_RANKS, what `ranks` runs), and separately its certification
  * at tau (heads the bound leaves open redone in double; *redone counts them); open[t] counts the
  * heads the bound leaves open at open_taus[t]. */
 static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert, size_t *redone, size_t *heads,
@@ -448,7 +448,7 @@ static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert
         /* as farr_state_sweep: the layer's pair read and mapped first (there on a thread, while the
          * layer before computes; here before, its time counted) */
         gram_prefetch_end(gram_prefetch_start(m, L, farr_shared_kind((farr_kind)k), farr_own_kind((farr_kind)k)), false);
-        if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_FAST, &l) != AL_OK) return AL_ERR;
+        if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_RANKS, &l) != AL_OK) return AL_ERR;
         double w1 = wall(), c1 = cpu();
         fast_pair_cpu[k] += c1 - c0;
         fast_pair_calls += k;
@@ -543,7 +543,8 @@ static void print_parts(void) {
     for (int md = 0; md < 2; md++) {
         if (!parts_calls[md]) continue;
         printf("   parts per layer (thread CPU s, mean of %d), %s:\n", parts_calls[md],
-               md == FAST_F32 ? "float32 LAPACK route" : "floor (AMX / vdpbf16ps Grams, double solves)");
+               md == FAST_F32 ? "float32 LAPACK route"
+                              : "floor (AMX / vdpbf16ps Grams, double cores, float-reduction solves)");
         for (int pr = 0; pr < 2; pr++) {
             double sum = 0;
             printf("     %s:", pr ? "QK" : "VO");
@@ -588,7 +589,8 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
         keep_best(&sw, s); keep_best(&ce, c); keep_best(&db, d); keep_best(&f32, f); keep_best(&fl, o);
         if (s.wall <= sw.wall) spread(ratio, nl, rspread);
     }
-    printf("\n5. the fast route (BF16 dot products, double solves; %s Gram kernel), VO + QK per layer, best of %d:\n",
+    printf("\n5. the fast route for ranks (BF16 dot products, float reductions in the solves; %s Gram kernel), VO + QK per "
+           "layer, best of %d:\n",
            gbf_path_now() != GBF_BF16 ? "float (no AVX-512 BF16)" : amx ? "AMX BF16" : "AVX-512 BF16", reps);
     printf("   fast route sweep:                       %.3f s wall (%.3f s CPU); 61 layers %.1f s\n", sw.wall, sw.cpu,
            61 * sw.wall);
@@ -603,7 +605,7 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
            db.cpu);
     printf("   float32 LAPACK route (ssyrk + ssyevd + spotrf + strmm, from memory): %.3f s wall (%.3f s CPU)\n", f32.wall,
            f32.cpu);
-    printf("   floor (its BF16 Gram kernel + the double solves it uses, alone, from memory): %.3f s wall (%.3f s CPU)\n",
+    printf("   floor (its BF16 Gram kernel + the solves it uses, alone, from memory): %.3f s wall (%.3f s CPU)\n",
            fl.wall, fl.cpu);
     printf("   ratios (CPU): fast / float32 route = %.2f (target <= 0.5); fast / floor = %.2f (target <= 1.2); certified "
            "(fast + certification) / double route = %.2f\n", sw.cpu / f32.cpu, sw.cpu / fl.cpu, (sw.cpu + ce.cpu) / db.cpu);
@@ -623,7 +625,7 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
         double w0 = wall();
         for (int k = 0; k < 2 && st; k++)
             if (farr_state_sweep(st, &(FarrQuery){ .m = m, .kind = (farr_kind)k, .lo = 0, .hi = nl - 1,
-                                                   .offset = FARR_NO_OFFSET }) != AL_OK)
+                                                   .offset = FARR_NO_OFFSET, .ranks_only = true }) != AL_OK)
                 return fail("cold sweep");
         t[pass] = (wall() - w0) / nl;
         farr_state_free(st);

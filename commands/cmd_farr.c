@@ -434,7 +434,8 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     if (param_layers(out, a, which, m, &lo, &hi)) return AL_ERR;
     FarrRankRow *rows;
     size_t n;
-    FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = offset };
+    FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = offset,
+                    .ranks_only = !args_flag(a, "metrics") };   /* metrics show values: not the coarse route */
     int cap, rc = rank_rows(s, &q, tau, &rows, &n, &cap);
     if (rc && rc != AL_INTERRUPTED) return rc;
     long asked = hi;
@@ -538,7 +539,8 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
     FarrRankRow *ra = NULL, *rb = NULL;
     size_t na = 0, nb = 0;
     int cap_a, cap_b;
-    FarrQuery qa = { .m = ma, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = FARR_NO_OFFSET };
+    FarrQuery qa = { .m = ma, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = FARR_NO_OFFSET,
+                     .ranks_only = true };
     FarrQuery qb = qa;
     qb.m = mb;
     int rc = rank_rows(s, &qa, tau, &ra, &na, &cap_a);

@@ -293,30 +293,33 @@ static const double taus[] = {0.5, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999};
 static size_t open_count[3];   /* ranks the bound left open: a, b, fused */
 
 /* One layer through both routes: after certification at each tau the fast route's ranks equal the
- * double route's, head by head. Adds the heads checked and redone. */
+ * double route's, head by head, on FARR_ROUTE_FAST and on FARR_ROUTE_RANKS (its solves in float).
+ * Adds the heads checked and redone. */
 static void compare_layer(Model *m, farr_kind kind, int layer, int offset, const char *what, size_t *heads,
                           size_t *redone) {
     FarrLayer *d = NULL;
     CHECK_OK(farr_layer_compute_route(m, kind, layer, offset, FARR_ROUTE_STREAM, &d));
-    for (size_t t = 0; d && t < NTAU; t++) {
+    for (size_t t = 0; d && t < 2 * NTAU; t++) {
         FarrLayer *f = NULL;
-        CHECK_OK(farr_layer_compute_route(m, kind, layer, offset, FARR_ROUTE_FAST, &f));
+        farr_route route = t % 2 ? FARR_ROUTE_RANKS : FARR_ROUTE_FAST;
+        CHECK_OK(farr_layer_compute_route(m, kind, layer, offset, route, &f));
         if (!f) break;
         CHECK(f->eps != NULL, "%s: the fast route keeps bounds", what);
         for (int h = 0; f->eps && h < f->n_heads; h++) {
             const Spectrum *sp[3] = {f->a[h], f->b[h], f->fused[h]};
-            for (int j = 0; j < 3; j++) open_count[j] += !spectra_rank_certain(sp[j], f->eps[3 * h + j], taus[t]);
+            for (int j = 0; j < 3; j++) open_count[j] += !spectra_rank_certain(sp[j], f->eps[3 * h + j], taus[t / 2]);
         }
-        CHECK_OK(farr_layer_certify(m, f, taus[t], redone));
+        CHECK_OK(farr_layer_certify(m, f, taus[t / 2], redone));
         int diff = 0;
         for (int h = 0; h < d->n_heads; h++) {
             int a1, b1, f1, a2, b2, f2;
-            farr_layer_ranks(d, h, taus[t], &a1, &b1, &f1);
-            farr_layer_ranks(f, h, taus[t], &a2, &b2, &f2);
+            farr_layer_ranks(d, h, taus[t / 2], &a1, &b1, &f1);
+            farr_layer_ranks(f, h, taus[t / 2], &a2, &b2, &f2);
             diff += a1 != a2 || b1 != b2 || f1 != f2;
         }
         *heads += (size_t)d->n_heads;
-        CHECK(diff == 0, "%s tau %g: %d heads' ranks differ between the fast and double routes", what, taus[t], diff);
+        CHECK(diff == 0, "%s tau %g: %d heads' ranks differ between the %s and double routes", what, taus[t / 2], diff,
+              t % 2 ? "float-solve" : "fast");
         farr_layer_free(f);
     }
     farr_layer_free(d);

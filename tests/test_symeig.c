@@ -1,7 +1,9 @@
 /* test_symeig.c -- core/linalg/symeig.c's eigenvalues against LAPACK dsyevd on random matrices (n = 1..130
  * and 256, single and batched), planted exact ranks, repeated values, zero and diagonal matrices,
  * huge and tiny scales, NaN/Inf inputs; on the AVX-512 path where the CPU has it and on the
- * portable path (forced), and the two paths against each other. */
+ * portable path (forced), and the two paths against each other; the float reduction
+ * (symeig_values_f32_ws) against dsyevd within symeig_bound_f32 on random, graded and
+ * Gram-shaped matrices, singly and in lanes. */
 #include "testutil.h"
 #include "symeig.h"
 #include "symeig_internal.h"
@@ -289,8 +291,72 @@ static void test_workspace(void) {
     symeig_work_free(ws);
 }
 
+/* A Gram-shaped (positive semi-definite, graded) n x n matrix: Bᵀ B, B (2n x n) with column j
+ * scaled by decay^j. */
+static double *rand_gram(size_t n, double decay) {
+    size_t m = 2 * n;
+    double *B = malloc(m * n * sizeof(double)), *A = calloc(n * n + 1, sizeof(double));
+    for (size_t j = 0; j < n; j++)
+        for (size_t t = 0; t < m; t++) B[t + j * m] = nrand() * pow(decay, (double)j);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i++) {
+            double d = 0;
+            for (size_t t = 0; t < m; t++) d += B[t + i * m] * B[t + j * m];
+            A[i + j * n] = A[j + i * n] = d;
+        }
+    free(B);
+    return A;
+}
+
+/* The float reduction: nb matrices of kind (0 random, 1 graded Gram, 2 flat Gram) in one call;
+ * each one's values within symeig_bound_f32 of dsyevd's in the l2 norm (the bound the fast
+ * route's certificate uses), descending; returns the worst ||dw||_2 / (n 2^-24 ||A||_F). */
+static double f32_case(SymeigWork *ws, size_t n, size_t nb, int kind) {
+    double *A[16], *w[16], *r = malloc(n * sizeof(double)), worst = 0;
+    for (size_t b = 0; b < nb; b++) {
+        A[b] = kind == 0 ? rand_sym(n, 3.0, NAN) : rand_gram(n, kind == 1 ? 0.97 : 1.0);
+        w[b] = malloc(n * sizeof(double));
+    }
+    CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w));
+    for (size_t b = 0; b < nb; b++) {
+        ref_values(A[b], n, r);
+        double d2 = 0, fro = fro_lower(A[b], n), bound = symeig_bound_f32(n, fro);
+        int unsorted = 0;
+        for (size_t i = 0; i < n; i++) {
+            d2 += (w[b][i] - r[i]) * (w[b][i] - r[i]);
+            if (i && w[b][i] > w[b][i - 1]) unsorted++;
+        }
+        CHECK(sqrt(d2) <= bound, "f32 n %zu kind %d matrix %zu: ||dw|| %.3g past the bound %.3g", n, kind, b,
+              sqrt(d2), bound);
+        CHECK(unsorted == 0, "f32 n %zu: %d values out of order", n, unsorted);
+        if (fro > 0) worst = fmax(worst, sqrt(d2) / ((double)n * 0x1p-24 * fro));
+        free(A[b]);
+        free(w[b]);
+    }
+    free(r);
+    return worst;
+}
+
+/* The float reduction's values within its bound, and not the double path's values: it really
+ * reduces in float (an error above 1e-12 ||A||_F somewhere), yet far below the bound. */
+static void test_f32(void) {
+    SymeigWork *ws = symeig_work_new(256);
+    static const size_t ns[] = {1, 2, 3, 7, 16, 17, 33, 64, 128, 130, 192, 256};
+    double worst = 0;
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++)
+        for (int kind = 0; kind < 3; kind++) {
+            worst = fmax(worst, f32_case(ws, ns[t], 1, kind));
+            worst = fmax(worst, f32_case(ws, ns[t], ns[t] > 130 ? 3 : 16, kind));
+        }
+    CHECK(worst > 1e-12 / (0x1p-24 * 128), "f32 path: worst error %.3g n u_f ||A||_F -- not reduced in float?", worst);
+    printf("float reduction (%s): worst ||dw||_2 against dsyevd %.3f n 2^-24 ||A||_F (bound %g (n + 1))\n",
+           symeig_uses_avx512() ? "AVX-512" : "portable", worst, SYMEIG_C);
+    symeig_work_free(ws);
+}
+
 int main(void) {
     test_workspace();
+    test_f32();
     if (symeig_uses_avx512()) {
         run_all("AVX-512");
         test_paths_agree();
@@ -300,6 +366,7 @@ int main(void) {
     symeig_force_portable(true);
     CHECK(!symeig_uses_avx512(), "the portable path cannot be forced");
     run_all("portable");
+    test_f32();
     symeig_force_portable(false);
     return check_done();
 }

@@ -267,6 +267,7 @@ typedef struct {
     head_part part;
     bool rot;
     bool fast;               /* the fast route: BF16/float Grams, bounds into l->eps */
+    bool f32;                /* FARR_ROUTE_RANKS: its Householder reductions in float */
     size_t k;                /* the inner (head) dim of the pair */
     const size_t *gsel, *hsel;   /* the KV heads and query heads to compute (NULL: all) */
     LinGramSide **shared;    /* (n_kv) the K / V side of each group, factored */
@@ -292,9 +293,9 @@ static size_t job_tasks(const StreamJob *j, size_t n) { return (n + job_batch(j)
 /* The fast route's values-only eigen-solves, every one of them: the n symmetric matrices A[i]
  * (k[i] x k[i], full storage, column-major; not modified) to their ascending eigenvalues w[i], one
  * worker's batch (FAST_BATCH heads' own sides and fused cores, or shared sides). Matrices of one
- * size go to symeig_values together (double, batched in vector lanes; its error is within
- * eig_bwd's bound below). */
-static int solve_values(SymeigWork *ws, size_t n, double *const *A, const size_t *k, double *const *w) {
+ * size go to symeig together (batched in vector lanes; its error within eig_bwd's bound below,
+ * or on FARR_ROUTE_RANKS, the Householder reduction in float, eig_f's). */
+static int solve_values(SymeigWork *ws, size_t n, double *const *A, const size_t *k, double *const *w, bool f32) {
     const double *a[2 * FAST_BATCH];
     double *v[2 * FAST_BATCH];
     bool done[2 * FAST_BATCH] = {0};
@@ -304,7 +305,7 @@ static int solve_values(SymeigWork *ws, size_t n, double *const *A, const size_t
         size_t c = 0;
         for (size_t t = i; t < n; t++)
             if (!done[t] && k[t] == k[i]) { a[c] = A[t]; v[c++] = w[t]; done[t] = true; }
-        if (symeig_values_ws(ws, c, k[i], a, v) != AL_OK) return AL_ERR;
+        if ((f32 ? symeig_values_f32_ws : symeig_values_ws)(ws, c, k[i], a, v) != AL_OK) return AL_ERR;
         for (size_t t = 0; t < c; t++)                  /* descending -> ascending */
             for (size_t x = 0, y = k[i] ? k[i] - 1 : 0; x < y; x++, y--) {
                 double tmp = v[t][x]; v[t][x] = v[t][y]; v[t][y] = tmp;
@@ -336,17 +337,27 @@ static double fro_d(const double *A, size_t n) {
     return sqrt(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
 }
 
-/* A factor's spectrum: eig(G') against eig(G) (Hoffman-Wielandt), and both solves. */
-static double fast_side_err(size_t k, double err, double fro) { return err + eig_bwd(k) * (2 * fro + err); }
+/* The fast route's own solve (symeig_values_f32_ws, the reduction in float), times its ||.||_F:
+ * the distance of the sorted values from the exact ones, symeig_bound_f32 (c (n + 1) 2^-24). */
+static double eig_f(size_t n) { return symeig_bound_f32(n, 1.0); }
+
+/* The bound of this route's own solve of a k x k matrix, times its ||.||_F as computed. */
+static double solve_err(size_t k, bool f32) { return f32 ? eig_f(k) * (1 + 1e-6) : eig_bwd(k); }
+
+/* A factor's spectrum: eig(G') against eig(G) (Hoffman-Wielandt), this route's solve of G'
+ * (||G'||_F = fro, as computed) and the double route's of G. */
+static double fast_side_err(size_t k, double err, double fro, bool f32) {
+    return err + solve_err(k, f32) * fro + eig_bwd(k) * (fro + err);
+}
 
 /* The fused spectrum of the shared side a (bounds fa) against a Gram Gb' (error gberr, Frobenius
  * norm gbfro, largest eigenvalue as computed gbmax); mfro: ||M||_F of the fused core. Its squared
  * values are eig(G_B^1/2 L Lᵀ G_B^1/2) = eig(Lᵀ G_B L): L Lᵀ off P G_A Pᵀ by lerr moves them by at
  * most ||G_B||_2 lerr, G_B' off G_B by ||L||_2^2 gberr. */
 static double fast_fused_err(const LinGramSide *a, const FastSide *fa, double gberr, double gbfro, double gbmax,
-                             double mfro) {
+                             double mfro, bool f32) {
     size_t k = a->k, r = a->r;
-    double bw = eig_bwd(k), lf2 = 0;
+    double bw = eig_bwd(k), ef = solve_err(k, f32), lf2 = 0;
     for (size_t j = 0; j < r; j++)
         for (size_t i = j; i < k; i++) lf2 += a->L[j * k + i] * a->L[j * k + i];
     /* Cholesky: backward error gamma_{k+1} |L||Lᵀ|; pivoted, the Schur complement left out (k - r
@@ -354,12 +365,18 @@ static double fast_fused_err(const LinGramSide *a, const FastSide *fa, double gb
     double trunc = r < k ? (double)(k - r) * (double)k * ldexp(1.0, -52) * fa->dmax : 0;
     double chol = gam_d((double)k + 1) * lf2 + trunc;
     double amax = a->s->p ? a->s->sigma[0] * a->s->sigma[0] : 0;
-    double l2 = fmin(amax + bw * fa->fro + chol, lf2);            /* >= ||L||_2^2 = ||L Lᵀ||_2 */
-    double gbnorm = gbmax + bw * gbfro + gberr;                   /* >= ||G_B||_2 */
-    /* the triangular products, |dW| <= gamma_k |Gp||L| and the same for Lᵀ W */
-    double trmm = gam_d((double)k + 1) * sqrt(lf2) * (sqrt(l2) * gbfro + (gbmax + bw * gbfro) * sqrt(lf2)) * (1 + 1e-3);
-    /* the Grams' errors; rounding twice (this route and the double route's own) */
-    return l2 * gberr + gbnorm * (fa->err + 2 * chol) + 2 * trmm + 2 * bw * mfro * (1 + 1e-6);
+    double l2 = fmin(amax + ef * fa->fro + chol, lf2);            /* >= ||L||_2^2 = ||L Lᵀ||_2 */
+    double gbnorm = gbmax + ef * gbfro + gberr;                   /* >= ||G_B||_2 */
+    /* the triangular products, |dW| <= gamma_k |Gp||L| and the same for Lᵀ W (in double on both
+     * routes: in float, spectra_gram_fused_core's bound left 64 of 1024 R1 heads open at tau
+     * 0.999, more than the float products saved) */
+    double trmm = 2 * gam_d((double)k + 1) * sqrt(lf2) *
+                  (sqrt(l2) * gbfro + (gbmax + ef * gbfro) * sqrt(lf2)) * (1 + 1e-3);
+    /* the Grams' errors; rounding twice (this route and the double route's own); the core's two
+     * solves, this route's and the double one's (mfro is ||values||_2 as computed: ||M||_F <=
+     * mfro / (1 - ef)) */
+    double core = f32 ? (ef + bw) * mfro / (1 - ef) : 2 * bw * mfro;
+    return l2 * gberr + gbnorm * (fa->err + 2 * chol) + trmm + core * (1 + 1e-6);
 }
 
 /* The Gram of one factor of the layer into G, with the factor's row count and, on the fast route,
@@ -444,7 +461,7 @@ static int stream_shared_task(size_t t, int worker, void *ud) {
         rc = shared_one(j, g[b], worker, A[b]);
     }
     if (rc != AL_OK || !j->fast) return rc;
-    if (solve_values(j->ew[worker], nb, A, kk, w) != AL_OK)
+    if (solve_values(j->ew[worker], nb, A, kk, w, j->f32) != AL_OK)
         return al_err_ctx("layer %d KV heads %zu-%zu (%s)", j->l->layer, g[0], g[nb - 1], farr_fused_name(j->l->kind));
     for (size_t b = 0; b < nb; b++) spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
     return AL_OK;
@@ -494,10 +511,11 @@ static int fast_head_finish(StreamJob *j, FastHead *f, const double *wb, const d
     spectrum_set_eigs(f->own, wb, k);
     spectrum_set_eigs(f->fu, wm, sh->r);
     double gbmax = k ? wb[k - 1] : 0, mfro = fro_d(wm, sh->r);
-    double es = fast_side_err(k, j->fside[f->g].err, j->fside[f->g].fro), eo = fast_side_err(k, f->err, f->gbfro);
+    double es = fast_side_err(k, j->fside[f->g].err, j->fside[f->g].fro, j->f32);
+    double eo = fast_side_err(k, f->err, f->gbfro, j->f32);
     l->eps[3 * h] = vo ? es : eo;
     l->eps[3 * h + 1] = vo ? eo : es;
-    l->eps[3 * h + 2] = fast_fused_err(sh, &j->fside[f->g], f->err, f->gbfro, gbmax, mfro);
+    l->eps[3 * h + 2] = fast_fused_err(sh, &j->fside[f->g], f->err, f->gbfro, gbmax, mfro, j->f32);
     l->fused[h] = f->fu;
     f->fu = NULL;
     return put_sides(l, h, sh->s, &f->own);
@@ -538,7 +556,7 @@ static int fast_heads(StreamJob *j, FastHead *f, size_t nb, int worker, size_t *
         kk[2 * b] = k;
         kk[2 * b + 1] = j->shared[f[b].g]->r;
     }
-    if (rc == AL_OK && solve_values(j->ew[worker], 2 * nb, A, kk, w) != AL_OK) { *bad = f[0].h; return AL_ERR; }
+    if (rc == AL_OK && solve_values(j->ew[worker], 2 * nb, A, kk, w, j->f32) != AL_OK) { *bad = f[0].h; return AL_ERR; }
     for (size_t b = 0; rc == AL_OK && b < nb; b++)
         if ((rc = fast_head_finish(j, &f[b], w[2 * b], w[2 * b + 1])) != AL_OK) *bad = f[b].h;
     return rc;
@@ -582,10 +600,12 @@ static void stream_job_free(StreamJob *j) {
 
 /* Runs phase 1 over ng KV heads and phase 2 over nh query heads (gsel / hsel: which ones, NULL:
  * all), then releases the layer's mapped pages. */
-static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, bool fast, const size_t *gsel, size_t ng,
-                      const size_t *hsel, size_t nh) {
+static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, farr_route route, const size_t *gsel,
+                      size_t ng, const size_t *hsel, size_t nh) {
     size_t G = (size_t)model_layer_cfg(m, l->layer)->n_kv_heads;
-    StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .k = (size_t)l->head_dim,
+    bool fast = route == FARR_ROUTE_FAST || route == FARR_ROUTE_RANKS;
+    StreamJob j = { .m = m, .l = l, .part = part, .rot = rot, .fast = fast, .f32 = route == FARR_ROUTE_RANKS,
+                    .k = (size_t)l->head_dim,
                     .gsel = gsel, .hsel = hsel, .ng = ng, .nh = nh };
     j.T = sweep_threads(job_tasks(&j, nh > ng ? nh : ng), 0);
     j.shared = al_calloc(G, sizeof *j.shared, "shared factors");
@@ -642,13 +662,14 @@ int farr_layer_compute_route(Model *m, farr_kind kind, int layer, int offset, fa
     FarrLayer *l = layer_new(c, kind, layer, offset, job.part);
     if (!l) return AL_ERR;
     size_t H = (size_t)c->n_heads;
-    if (route == FARR_ROUTE_FAST && !(l->eps = al_calloc(3 * H, sizeof(double), "error bounds"))) {
+    l->coarse = route == FARR_ROUTE_RANKS;
+    if ((route == FARR_ROUTE_FAST || l->coarse) && !(l->eps = al_calloc(3 * H, sizeof(double), "error bounds"))) {
         farr_layer_free(l);
         return AL_ERR;
     }
     job.l = l;
     int rc = route == FARR_ROUTE_FACTORS ? pool_run(H, 0, layer_task, &job)
-             : stream_run(m, l, job.part, job.rot, route == FARR_ROUTE_FAST, NULL, (size_t)c->n_kv_heads, NULL, H);
+             : stream_run(m, l, job.part, job.rot, route, NULL, (size_t)c->n_kv_heads, NULL, H);
     if (rc != AL_OK) { farr_layer_free(l); return rc; }
     *out = l;
     return AL_OK;
@@ -678,7 +699,7 @@ static int layer_redo(Model *m, FarrLayer *l, const bool *redo, size_t *redone) 
         size_t g = (size_t)cfg_kv_group(c, (int)h);
         if (!ng || gsel[ng - 1] != g) gsel[ng++] = g;   /* heads of a group are consecutive */
     }
-    if (rc == AL_OK && nh) rc = stream_run(m, t, part, rot, false, gsel, ng, hsel, nh);
+    if (rc == AL_OK && nh) rc = stream_run(m, t, part, rot, FARR_ROUTE_STREAM, gsel, ng, hsel, nh);
     for (size_t i = 0; rc == AL_OK && i < nh; i++) {
         size_t h = hsel[i];
         spectrum_free(l->a[h]); spectrum_free(l->b[h]); spectrum_free(l->fused[h]);
@@ -713,7 +734,7 @@ int farr_layer_exact(Model *m, FarrLayer *l, size_t *redone) {
     }
     int rc = layer_redo(m, l, redo, redone);
     free(redo);
-    if (rc == AL_OK) { free(l->eps); l->eps = NULL; }
+    if (rc == AL_OK) { free(l->eps); l->eps = NULL; l->coarse = false; }
     return rc;
 }
 
@@ -1405,11 +1426,21 @@ static bool force_double = false;
 void farr_force_double(bool on) { force_double = on; }
 
 /* The layer from the cache or computed: `exact` asks for the double route's spectra (a cached
- * fast-route layer is made exact in place), otherwise the sweep's route. */
-static int state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, bool exact,
+ * fast-route layer is made exact in place), otherwise the sweep's route -- FARR_ROUTE_RANKS when
+ * the caller reads ranks only; a cached coarse layer asked for its values is computed again. */
+static int state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, bool exact, bool ranks_only,
                        const FarrLayer **out) {
     *out = NULL;
     CacheEntry *e = cache_find(st, m, kind, layer, offset);
+    if (e && e->l->coarse && !exact && !ranks_only) {
+        FarrLayer *l;
+        int rc = farr_layer_compute_route(m, kind, layer, offset, FARR_ROUTE_FAST, &l);
+        if (rc != AL_OK) return rc;
+        farr_layer_free(e->l);
+        e->l = l;
+        *out = l;
+        return AL_OK;
+    }
     if (e) {
         st->hits++;
         if (exact && e->l->eps) {
@@ -1420,7 +1451,9 @@ static int state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int o
         return AL_OK;
     }
     FarrLayer *l;
-    farr_route route = exact || force_double || !gram_fast_pays() ? FARR_ROUTE_STREAM : FARR_ROUTE_FAST;
+    farr_route route = exact || force_double || !gram_fast_pays() ? FARR_ROUTE_STREAM
+                       : ranks_only                                 ? FARR_ROUTE_RANKS
+                                                                    : FARR_ROUTE_FAST;
     int rc = farr_layer_compute_route(m, kind, layer, offset, route, &l);
     if (rc != AL_OK) return rc;
     if (al_reserve(&st->e, &st->cap, st->n + 1, sizeof *st->e, "the FaRR cache")) {
@@ -1434,7 +1467,7 @@ static int state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int o
 }
 
 int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int offset, const FarrLayer **out) {
-    return state_layer(st, m, kind, layer, offset, true, out);
+    return state_layer(st, m, kind, layer, offset, true, false, out);
 }
 
 /* The next uncached layer `layer` of the sweep's range read and mapped on a thread
@@ -1458,7 +1491,7 @@ int farr_state_sweep(FarrState *st, const FarrQuery *q) {
         gram_prefetch_end(ahead, false);
         ahead = sweep_ahead(st, q, L + 1);
         const FarrLayer *l;
-        rc = state_layer(st, q->m, q->kind, L, q->offset, false, &l);
+        rc = state_layer(st, q->m, q->kind, L, q->offset, false, q->ranks_only, &l);
     }
     gram_prefetch_end(ahead, true);
     if (rc == AL_OK) al_progress("layer", (size_t)N, (size_t)N);

@@ -105,6 +105,8 @@ typedef struct {
                                 of their squared values from the double route's, spectra_rank_certain's
                                 eps; 0 for a head redone in double), or NULL: every spectrum is the
                                 double route's */
+    bool coarse;             /* FARR_ROUTE_RANKS: the values (of heads not redone) come from float
+                                solves -- for rank counts under eps only, not for showing */
 } FarrLayer;
 
 /* How a layer's spectra are computed (rank tables use FARR_ROUTE_FAST, certified at their tau, on
@@ -120,8 +122,11 @@ typedef struct {
  *     with float accumulation on BF16 / FP8 weights, floats otherwise) and the same values-only
  *     solves in double, each spectrum with its error bound in eps; ranks from it are the double
  *     route's once farr_layer_certify has redone, in double, every head whose rank at that tau
- *     the bound leaves open. */
-typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS, FARR_ROUTE_FAST } farr_route;
+ *     the bound leaves open.
+ *   FARR_ROUTE_RANKS: FARR_ROUTE_FAST with its eigen-solves' Householder reductions in float
+ *     (symeig_values_f32_ws) and eps to match: the same ranks once certified, a few more heads
+ *     redone, values too coarse to show (l->coarse). */
+typedef enum { FARR_ROUTE_STREAM, FARR_ROUTE_FACTORS, FARR_ROUTE_FAST, FARR_ROUTE_RANKS } farr_route;
 
 /* Computes a layer's spectra over all heads on all cores (pool_run: the persistent workers, one
  * BLAS thread each); AL_INTERRUPTED leaves *out NULL. Caller frees with farr_layer_free. */
@@ -271,6 +276,8 @@ typedef struct {
     farr_kind kind;
     int lo, hi;              /* layers, inclusive */
     int offset;              /* FARR_NO_OFFSET or the QK RoPE offset */
+    bool ranks_only;         /* the caller reads ranks only (after farr_state_certify): new layers
+                                may take FARR_ROUTE_RANKS; false: cached coarse layers are redone */
 } FarrQuery;
 
 /* Computes (or finds) layers q->lo..q->hi, reporting al_progress("layer", i, N) and polling

@@ -1,5 +1,6 @@
 /* symeig.c -- eigenvalues only, in double, of small symmetric matrices: power-of-two scaling, a
- * fused Householder tridiagonalization (AVX-512 or portable vector C, chosen at run time), and the
+ * fused Householder tridiagonalization (AVX-512 or portable vector C, chosen at run time; in
+ * double, or in float for symeig_values_f32_ws -- one body, symeig_tri.inc, for both), and the
  * tridiagonal stage (implicit QR on 16 matrices at once in vector lanes; dsterf for a lone matrix).
  * See symeig.h for the algorithm and the error bound. */
 #define _GNU_SOURCE
@@ -16,10 +17,8 @@
 #include <string.h>
 
 typedef double v8d __attribute__((vector_size(64)));
-#define V(p) (*(v8d *)(p))
 #define AI static inline __attribute__((always_inline))
 #define TGT_512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
-#define HOUSE_TINY 0x1p-800        /* squared norm below which a reflector is skipped */
 
 static bool force_portable;
 
@@ -34,114 +33,55 @@ bool symeig_uses_avx512(void) { return !force_portable && cpu_avx512(); }
 
 double symeig_bound(size_t n, double fro) { return SYMEIG_C * (double)n * 0x1p-53 * fro; }
 
-/* Per-call scratch: the matrix in full storage and the reduction's vectors. */
+/* The reduction's working set in one precision: the matrix in full storage and its vectors. */
+#define TRI_STRUCT(R, name)                                                                          \
+    typedef struct {                                                                                 \
+        size_t n, ld;            /* ld = n rounded up to the vector width */                          \
+        R *W;                    /* (ld, n) column-major, rows n..ld-1 zero */                        \
+        R *v, *w, *y, *vn;       /* (ld) each: reflector, update vector, W v, next reflector */       \
+        R *d, *e;                /* (n), (n): T's diagonal and subdiagonal */                         \
+    } name
+TRI_STRUCT(double, Tri_d);
+TRI_STRUCT(float, Tri_f);
+
+/* Per-call scratch: the double reduction's (t) and, for symeig_values_f32_ws, the float one's (tf). */
 typedef struct {
-    size_t n, ld;                  /* ld = n rounded up to 8 */
-    double *W;                     /* (ld, n) column-major, rows n..ld-1 zero */
-    double *v, *w, *y, *vn;        /* (ld) each: reflector, update vector, W v, next reflector */
-    double *d, *e;                 /* (n), (n): T's diagonal and subdiagonal */
+    size_t n;
+    Tri_d t;
+    Tri_f tf;
     double *a, *b;                 /* (n, LANES): a group's diagonals and subdiagonals by lane */
     bool avx;                      /* the AVX-512 path */
-    double *mem;
+    bool f32;                      /* reduce in float */
 } Work;
 
-/* ================================================================ the reduction (both paths) */
+/* ================================================================ the reduction (both paths, both precisions) */
 
-AI double hsum(const v8d *p) {
-    v8d a = *p;
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
+typedef float v16f __attribute__((vector_size(64)));
+#define TINY_d 0x1p-800            /* squared norm below which a reflector is skipped */
+#define TINY_f 0x1p-100f
+#define copysign_d copysign
+#define copysign_f copysignf
+#define sqrt_d sqrt
+#define sqrt_f sqrtf
 
-/* The reflector of column c (rows c+1..n-1) into vn (zero outside them, vn[c+1] = 1): I - tau vn
- * vnᵀ maps the column to beta e_{c+1}. */
-AI void house(const double *col, size_t c, size_t ld, double *vn, double *tau, double *beta) {
-    size_t r0 = (c + 1) & ~(size_t)7;
-    memset(vn, 0, (r0 + 8) * sizeof(double));
-    for (size_t r = c + 2; r < r0 + 8 && r < ld; r++) vn[r] = col[r];
-    for (size_t r = r0 + 8; r < ld; r += 8) V(vn + r) = V(col + r);
-    v8d acc = {0};
-    for (size_t r = r0; r < ld; r += 8) acc += V(vn + r) * V(vn + r);
-    double ss = hsum(&acc), alpha = col[c + 1];
-    if (ss < HOUSE_TINY) {
-        memset(vn + r0, 0, (ld - r0) * sizeof(double));
-        *tau = 0;
-        *beta = alpha;
-        return;
-    }
-    double b = -copysign(sqrt(alpha * alpha + ss), alpha), sc = 1 / (alpha - b);
-    for (size_t r = r0; r < ld; r += 8) V(vn + r) *= sc;
-    vn[c + 1] = 1;
-    *tau = (b - alpha) / b;
-    *beta = b;
-}
-
-/* Columns j0..n-1, rows r..r+8*nbk-1: W -= v wᵀ + w vᵀ, and y = (updated W) vn over them. nbk is
- * a constant at every call, so the loops over blocks unroll and v, w and the sums stay in
- * registers. */
-AI void fused_tile(double *W, size_t ld, size_t n, size_t r, size_t j0, const double *v, const double *w,
-                   const double *vn, double *y, int nbk) {
-    v8d vr[8], wr[8], acc[8];
-#pragma GCC unroll 8
-    for (int b = 0; b < nbk; b++) {
-        vr[b] = V(v + r + 8 * b);
-        wr[b] = V(w + r + 8 * b);
-        acc[b] = (v8d){0};
-    }
-    for (size_t j = j0; j < n; j++) {
-        double *col = W + j * ld + r, sw = w[j], sv = v[j], sn = vn[j];
-#pragma GCC unroll 8
-        for (int b = 0; b < nbk; b++) {
-            v8d a = V(col + 8 * b) - vr[b] * sw - wr[b] * sv;
-            V(col + 8 * b) = a;
-            acc[b] += a * sn;
-        }
-    }
-#pragma GCC unroll 8
-    for (int b = 0; b < nbk; b++) V(y + r + 8 * b) = acc[b];
-}
-
-/* W (s->n, full storage, scaled) to T = (d, e). Step c applies the previous reflector's
- * two-sided update to column c, takes d[c] and column c's reflector, and then in one pass over
- * the trailing columns applies the same update and forms W vn for the next step. */
-AI void tridiag_body(Work *s) {
-    size_t n = s->n, ld = s->ld;
-    double *W = s->W, *v = s->v, *w = s->w, *y = s->y, *vn = s->vn, tau = 0;
-    memset(v, 0, ld * sizeof(double));
-    memset(y, 0, ld * sizeof(double));
-    for (size_t c = 0; c < n; c++) {
-        size_t R = c & ~(size_t)7;
-        v8d acc = {0};
-        for (size_t r = R; r < ld; r += 8) {
-            V(w + r) = tau * V(y + r);
-            acc += V(w + r) * V(v + r);
-        }
-        double alpha = -0.5 * tau * hsum(&acc);
-        for (size_t r = R; r < ld; r += 8) V(w + r) += alpha * V(v + r);
-        for (size_t r = R; r < c; r++) w[r] = 0;
-        double *col = W + c * ld;
-        for (size_t r = R; r < ld; r += 8) V(col + r) -= V(v + r) * w[c] + V(w + r) * v[c];
-        s->d[c] = col[c];
-        double tn = 0;
-        if (c + 2 < n) {
-            house(col, c, ld, vn, &tn, &s->e[c]);
-        } else {
-            memset(vn, 0, ld * sizeof(double));
-            if (c + 1 < n) s->e[c] = col[c + 1];
-        }
-        size_t R1 = (c + 1) & ~(size_t)7, r = R1;
-        for (; r + 64 <= ld; r += 64) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 8);
-        if (r + 32 <= ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 4), r += 32;
-        if (r + 16 <= ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 2), r += 16;
-        if (r < ld) fused_tile(W, ld, n, r, c + 1, v, w, vn, y, 1);
-        double *t = v;
-        v = vn;
-        vn = t;
-        tau = tn;
-    }
-}
-
-static void tridiag_portable(Work *s) { tridiag_body(s); }
-TGT_512 static void tridiag_avx512(Work *s) { tridiag_body(s); }
+#define R double
+#define VR v8d
+#define VW 8
+#define FN(x) x##_d
+#include "symeig_tri.inc"
+#undef R
+#undef VR
+#undef VW
+#undef FN
+#define R float
+#define VR v16f
+#define VW 16
+#define FN(x) x##_f
+#include "symeig_tri.inc"
+#undef R
+#undef VR
+#undef VW
+#undef FN
 
 /* ================================================================ the tridiagonal stage, 16 at once */
 
@@ -307,29 +247,55 @@ static int lanes_values(size_t n, double *a, double *b, const double *tol, unsig
 
 /* ================================================================ driver */
 
-/* The scratch of n x n solves, in doubles. */
+/* The scratch of n x n solves, in doubles: the double reduction's, the lanes', the float reduction's. */
 static size_t work_count(size_t n) {
-    size_t ld = (n + 7) & ~(size_t)7;
-    return ld * n + 4 * ld + 2 * n + 2 * LANES * n + 8;
+    size_t ld = (n + 7) & ~(size_t)7, lf = (n + 15) & ~(size_t)15;
+    return ld * n + 4 * ld + 2 * n + 2 * LANES * n + 8 + (lf * n + 4 * lf + 2 * n) / 2 + 16;
 }
 
 /* Lays out s over mem (work_count(n) doubles, 64-byte aligned). */
-static void work_layout(size_t n, double *mem, Work *s) {
+static void work_layout(size_t n, double *mem, bool f32, Work *s) {
     memset(s, 0, sizeof *s);
-    s->n = n;
-    s->ld = (n + 7) & ~(size_t)7;
-    s->mem = mem;
-    s->W = s->mem;
-    s->v = s->W + s->ld * n;
-    s->w = s->v + s->ld;
-    s->y = s->w + s->ld;
-    s->vn = s->y + s->ld;
-    s->a = s->vn + s->ld;          /* 64-byte aligned like the vectors: LANES * n doubles */
+    s->n = s->t.n = s->tf.n = n;
+    s->f32 = f32;
+    Tri_d *t = &s->t;
+    t->ld = (n + 7) & ~(size_t)7;
+    t->W = mem;
+    t->v = t->W + t->ld * n;
+    t->w = t->v + t->ld;
+    t->y = t->w + t->ld;
+    t->vn = t->y + t->ld;
+    s->a = t->vn + t->ld;          /* 64-byte aligned like the vectors: LANES * n doubles */
     s->b = s->a + LANES * n;
-    s->d = s->b + LANES * n;
-    s->e = s->d + n;
+    t->d = s->b + LANES * n;
+    t->e = t->d + n;
+    Tri_f *f = &s->tf;             /* after the 8 spare doubles, 64-byte aligned again */
+    f->ld = (n + 15) & ~(size_t)15;
+    f->W = (float *)(mem + ((size_t)(t->e + n - mem) + 7 + 8) / 8 * 8);
+    f->v = f->W + f->ld * n;
+    f->w = f->v + f->ld;
+    f->y = f->w + f->ld;
+    f->vn = f->y + f->ld;
+    f->d = f->vn + f->ld;
+    f->e = f->d + n;
     s->avx = symeig_uses_avx512();
-    memset(s->W, 0, s->ld * n * sizeof(double));   /* rows n..ld-1 stay zero */
+    if (f32) memset(f->W, 0, f->ld * n * sizeof(float));     /* rows n..ld-1 stay zero */
+    else memset(t->W, 0, t->ld * n * sizeof(double));
+}
+
+/* The loaded (scaled, full storage) matrix in s->t.W (s->tf.W, rounded to float, for the float
+ * reduction) to T in s->t.d, s->t.e: T widened (exactly) to double after a float reduction. */
+static void reduce(Work *s) {
+    if (!s->f32) {
+        (s->avx ? tridiag_avx512_d : tridiag_portable_d)(&s->t);
+        return;
+    }
+    size_t n = s->n;
+    (s->avx ? tridiag_avx512_f : tridiag_portable_f)(&s->tf);
+    for (size_t i = 0; i < n; i++) {
+        s->t.d[i] = s->tf.d[i];
+        s->t.e[i] = i + 1 < n ? s->tf.e[i] : 0;
+    }
 }
 
 struct SymeigWork {
@@ -381,11 +347,29 @@ TGT_512 static double scan_avx512(const double *A, size_t n) {
     return _mm512_reduce_max_pd(mx) + _mm512_reduce_add_pd(nan);
 }
 
-/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->W in full
- * storage (the upper triangle mirrored in 8 x 8 tiles); *ex = the exponent; *zero when A is zero
+/* The float reduction's load: A's lower triangle times f (or ldexp by far when far != 0), rounded
+ * to float, into t->W in full storage (mirrored in 16 x 16 tiles) -- the double W skipped. */
+static void store_f32(Tri_f *t, const double *A, double f, int far) {
+    size_t n = t->n, ld = t->ld;
+    for (size_t j = 0; j < n; j++) {
+        float *col = t->W + j * ld;
+        const double *a = A + j * n;
+        if (far)
+            for (size_t i = j; i < n; i++) col[i] = (float)ldexp(a[i], far);
+        else
+            for (size_t i = j; i < n; i++) col[i] = (float)(a[i] * f);
+    }
+    for (size_t jb = 0; jb < n; jb += 16)
+        for (size_t ib = jb; ib < n; ib += 16)
+            for (size_t j = jb; j < jb + 16 && j < n; j++)
+                for (size_t i = ib > j ? ib : j + 1; i < ib + 16 && i < n; i++) t->W[j + i * ld] = t->W[i + j * ld];
+}
+
+/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->t.W (or
+ * s->tf.W) in full storage (the upper triangle mirrored in 8 x 8 tiles); *ex = the exponent; *zero when A is zero
  * (then W is not written). */
 static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
-    size_t n = s->n, ld = s->ld;
+    size_t n = s->n, ld = s->t.ld;
     double mx = (s->avx ? scan_avx512 : scan_portable)(A, n);
     if (isnan(mx)) {
         for (size_t j = 0; j < n; j++)
@@ -399,8 +383,12 @@ static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
     frexp(mx, ex);
     double f = ldexp(1.0, -*ex);   /* exact; a power of two past the range only for |ex| > 1000 */
     bool far = *ex < -1000 || *ex > 1000;
+    if (s->f32) {
+        store_f32(&s->tf, A, f, far ? -*ex : 0);
+        return AL_OK;
+    }
     for (size_t j = 0; j < n; j++) {
-        double *col = s->W + j * ld;
+        double *col = s->t.W + j * ld;
         const double *a = A + j * n;
         if (far)
             for (size_t i = j; i < n; i++) col[i] = ldexp(a[i], -*ex);
@@ -410,7 +398,7 @@ static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
     for (size_t jb = 0; jb < n; jb += 8)
         for (size_t ib = jb; ib < n; ib += 8)
             for (size_t j = jb; j < jb + 8 && j < n; j++)
-                for (size_t i = ib > j ? ib : j + 1; i < ib + 8 && i < n; i++) s->W[j + i * ld] = s->W[i + j * ld];
+                for (size_t i = ib > j ? ib : j + 1; i < ib + 8 && i < n; i++) s->t.W[j + i * ld] = s->t.W[i + j * ld];
     return AL_OK;
 }
 
@@ -423,9 +411,9 @@ static void scale2(double *x, size_t cnt, int ex) {
 /* T's eigenvalues into w, descending, times 2^ex (one matrix: dsterf). */
 static int tri_values(Work *s, int ex, double *w) {
     size_t n = s->n;
-    lapack_int info = LAPACKE_dsterf_work((lapack_int)n, s->d, s->e);
+    lapack_int info = LAPACKE_dsterf_work((lapack_int)n, s->t.d, s->t.e);
     if (info != 0) return al_err("the tridiagonal eigenvalue iteration (dsterf) did not converge (info %d)", (int)info);
-    for (size_t i = 0; i < n; i++) w[i] = s->d[n - 1 - i];
+    for (size_t i = 0; i < n; i++) w[i] = s->t.d[n - 1 - i];
     scale2(w, n, ex);
     return AL_OK;
 }
@@ -451,13 +439,14 @@ static int group_values(Work *s, const double *const *A, double *const *w, size_
             memset(w[k], 0, n * sizeof(double));
             continue;
         }
-        (s->avx ? tridiag_avx512 : tridiag_portable)(s);
+        reduce(s);
+        const double *d = s->t.d, *e = s->t.e;
         double g = 0;
         for (size_t i = 0; i < n; i++) {
-            double r = fabs(s->d[i]) + (i + 1 < n ? fabs(s->e[i]) : 0) + (i ? fabs(s->e[i - 1]) : 0);
+            double r = fabs(d[i]) + (i + 1 < n ? fabs(e[i]) : 0) + (i ? fabs(e[i - 1]) : 0);
             g = r > g ? r : g;
-            s->a[i * LANES + L] = s->d[i];
-            if (i + 1 < n) s->b[i * LANES + L] = s->e[i];
+            s->a[i * LANES + L] = d[i];
+            if (i + 1 < n) s->b[i * LANES + L] = e[i];
         }
         tol[L] = 0x1p-53 * g;
         on |= 1u << L;
@@ -482,15 +471,15 @@ static int one_values(Work *s, const double *A, double *w, size_t idx) {
         memset(w, 0, s->n * sizeof(double));
         return AL_OK;
     }
-    (s->avx ? tridiag_avx512 : tridiag_portable)(s);
+    reduce(s);
     return tri_values(s, ex, w);
 }
 
-int symeig_values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A, double *const *w) {
+static int values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A, double *const *w, bool f32) {
     if (n == 0 || nb == 0) return AL_OK;
     if (n > ws->n) return al_err("internal: eigen-solver scratch for n = %zu used for n = %zu", ws->n, n);
     Work s;
-    work_layout(n, ws->mem, &s);
+    work_layout(n, ws->mem, f32, &s);
     int rc = AL_OK;
     for (size_t g = 0; g < nb && rc == AL_OK; g += LANES) {
         int cnt = nb - g < LANES ? (int)(nb - g) : LANES;
@@ -502,6 +491,16 @@ int symeig_values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A
     }
     return rc;
 }
+
+int symeig_values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A, double *const *w) {
+    return values_ws(ws, nb, n, A, w, false);
+}
+
+int symeig_values_f32_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A, double *const *w) {
+    return values_ws(ws, nb, n, A, w, true);
+}
+
+double symeig_bound_f32(size_t n, double fro) { return SYMEIG_C * (double)(n + 1) * 0x1p-24 * fro; }
 
 int symeig_values(size_t nb, size_t n, const double *const *A, double *const *w) {
     if (n == 0 || nb == 0) return AL_OK;

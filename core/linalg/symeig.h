@@ -53,4 +53,15 @@ int symeig_values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A
 /* The bound above: SYMEIG_C * n * 2^-53 * fro, fro = ||A||_F. */
 double symeig_bound(size_t n, double fro);
 
+/* The same values with the Householder reduction in float (16 lanes a vector: about half the
+ * double reduction's time; the tridiagonal QR stays in double): A[i], scaled as above, is rounded
+ * to float (||dA||_F <= 2^-24 ||A||_F) and reduced in float; T is widened exactly to double. The
+ * values are the exact eigenvalues of A + E, ||E||_F <= symeig_bound_f32(n, ||A||_F) =
+ * SYMEIG_C (n + 1) 2^-24 ||A||_F (the reduction's c n u with u = 2^-24, the rounding of A, the
+ * double QR's share far below), the same first-order argument and engineering constant as above
+ * (tests/test_symeig.c measures the deviations against it). For callers that only count values
+ * at thresholds with that bound (the rank sweep's fast route), not for values shown. */
+int symeig_values_f32_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A, double *const *w);
+double symeig_bound_f32(size_t n, double fro);
+
 #endif
