@@ -568,7 +568,7 @@ static void note_report(Out *out, const MlaCheck *c, const double *rep) {
                    "same layers)\n", worst, n);
     else
         out_printf(out, "the conversion's report on the same inputs: out_err within %.2g of it in all %d layers (the "
-                   "export's rounding: %s%s)\n", worst, n, export_attn_dtype(c->export_path, dt, sizeof dt),
+                   "export's rounding: %s%s)\n", worst, n, c->stock_bf16 ? "BF16" : export_attn_dtype(c->export_path, dt, sizeof dt),
                    c->own_layout ? "" : ", latent norms");
 }
 

@@ -22,6 +22,7 @@ ok "  and one log" [ "$logs" = 1 ]
 ok "ppl in the session is the reloaded BF16 export's, bit for bit" cmp -s p.csv x.csv
 ok "  5.94225899" grep -q "^42,5.94225899,380.794168" p.csv
 ok "check says BF16" grep -q "^evaluated as its BF16 DeepSeek-V3 export reads back" out.txt
+ok "  and names BF16 as the rounding, in memory as read back" [ "$(grep -c "export's rounding: BF16, latent norms" out.txt)" = 2 ]
 ok "the export is BF16" grep -q "attention tensors written in BF16" out.txt
 
 # ---- export dtype f32 after a bf16-mode conversion: the held values widened, said; bf16 dtype says nothing more
