@@ -35,4 +35,15 @@ ok "  the bf16 export is the default one's bytes" cmp -s eb/model.safetensors e/
 run -e "load demo-llama-bf16 as d; $CONV; check"
 ok "f32: convert's after and check as before this change (380.784)" \
    [ "$(grep -c "316.602 before.*380.784 after" out.txt)" = 2 ]
+# ---- an FP8 (block-scaled) source: its default export is BF16, so the same; its o_proj rounded as that export writes it
+SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
+if [ -f "$SRC/config.json" ] && python3 "$ATTNLAB_SRC/tests/fp8blk_quant.py" "$SRC" "$T/blk" f32 > /dev/null 2>&1; then
+    TXT="$ATTNLAB_SRC/examples/tinystory.txt"
+    run -e "load $T/blk as q; set compute bf16; calibrate $TXT samples 4 seqlen 64; convert mla kv-rank 16; ppl $TXT to pq.csv; check; export eq; check eq; load eq as x; ppl $TXT to xq.csv"
+    after=$(grep "^perplexity on" out.txt | grep -o "[0-9.][0-9.]* after" | cut -d' ' -f1 | sort -u | wc -l)
+    ok "fp8 source: convert's after, check, check DIR: one number" [ "$after" = 1 ]
+    ok "fp8 source: ppl of the session is the reloaded BF16 export's, bit for bit" cmp -s pq.csv xq.csv
+else
+    echo "SKIP: the FP8 source (no $SRC or no python3)"
+fi
 cli_done

@@ -1462,12 +1462,16 @@ static int stock_latents_bf16(AttnLayer *S) {
 }
 
 /* Run layer S (a stock layer as read back, sharing r's matrices) made to own what it shares but held matrices,
- * and its scaled latent down-projections held in BF16 as the BF16 export rounds them. */
+ * and its scaled latent down-projections held in BF16 as the BF16 export rounds them, and its o_proj as that export
+ * writes it (BF16: the source's where it is BF16, else its values rounded). */
 static int run_layer_own(AttnLayer *S) {
     for (int i = 0; stock_shared(S, i); i++)
         if (*stock_shared(S, i) && !(*stock_shared(S, i) = mat_copy(*stock_shared(S, i)))) return AL_ERR;
     S->as_loaded = true;
-    return stock_latents_bf16(S);
+    int rc = stock_latents_bf16(S);
+    if (rc == AL_OK && (!S->held[AH_O] || S->held[AH_O]->w.dt != DT_BF16))   /* an FP8 / F32 o_proj: the BF16 export's */
+        rc = attn_layer_unhold(S, AH_O) ? AL_ERR : attn_layer_hold_bf16(S, AH_O);
+    return rc;
 }
 
 int mla_run_layers(TmlaResult *r) {
