@@ -8,7 +8,7 @@
  *            (dt_from_f32 of the transpose: the export's bytes), and multiplied by matmul.c's BF16 products in the
  *            session as in the reloaded export. W_KVA stays float32: the export scales it for its latent norm before
  *            rounding (mla_run_layers holds that scaled matrix in BF16 for the session's passes).
- * Per 8B layer (hidden 4096, 32 heads, kv-rank 512): 228 MB float32 -> 161 MB (W_O borrowed) -> 86 MB (bf16). */
+ * Per 8B layer (hidden 4096, 32 heads, kv-rank 512): 228 MB float32 -> 161 MB (W_O borrowed) -> 91 MB (bf16, with the run layers' 5 MB of BF16 kv_a). */
 #ifndef AL_TMLA_HOLD_H
 #define AL_TMLA_HOLD_H
 
