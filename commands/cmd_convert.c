@@ -23,6 +23,7 @@
 #include "tmla_qkn.h"
 #include "tmla_study.h"
 #include "transmla.h"
+#include "tmla_hold.h"
 #include "ws_calib.h"
 #include "ws_lm.h"
 #include "ws_tmla.h"
@@ -44,7 +45,7 @@ static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u,
     if (all && mla_exportable(r) != AL_OK) { al_err_clear(); all = false; }   /* no DeepSeek-V3 form: source eps */
     int rc = AL_OK;
     for (int l = 0; rc == AL_OK && l < r->n_layers; l++)
-        if (r->layers[l]) rc = fwd_set_attn(f, l, r->layers[l]);
+        if (r->layers[l]) rc = fwd_set_attn(f, l, r->run ? r->run[l] : r->layers[l]);   /* run: as its BF16 export */
     if (all) fwd_set_norm_eps(f, mla_export_norm_eps(r->src, true, r->opts.qk_norm != TMLA_QKN_NONE));
     if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, p);
     if (all) fwd_set_norm_eps(f, 0);
@@ -295,6 +296,15 @@ static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaR
     return out_table_to(out, args_str(a, "to"), t);
 }
 
+/* tmla_convert in the session's compute mode: compute bf16 on a BF16 source holds the rewritten matrices in BF16 and
+ * runs the layers as the BF16 export reads them back (tmla_hold.h, mla_run_layers). */
+static int convert_held(Session *s, Model *m, TmlaOpts *o, TmlaResult **r) {
+    o->hold_bf16 = tmla_hold_bf16_default(m, mm_compute_parse(s->compute));
+    int rc = tmla_convert(m, o, r);
+    if (rc == AL_OK && (rc = mla_run_layers(*r))) { tmla_result_free(*r); *r = NULL; }
+    return rc;
+}
+
 int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TmlaOpts o;
@@ -310,7 +320,7 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     o.mu = u.act ? (const double *const *)u.mu : NULL;
     o.calib = u.act ? u.cst : NULL;
     TmlaResult *r = NULL;
-    int rc = strat ? mlastrat_convert(m, &o, &st, &r) : tmla_convert(m, &o, &r);
+    int rc = strat ? mlastrat_convert(m, &o, &st, &r) : convert_held(s, m, &o, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
     if (o.calib ? ws_check_keep_calib(m, r->opts.seed, false, r->opts.eval_tokens, o.calib, &r->check_in)
                 : ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL,
@@ -487,6 +497,19 @@ static void export_dtype_line(Out *out, const char *dir, bool asked, const Model
                    "f32|f16|bf16` chooses)\n", dt, model_dtype_name(src));
 }
 
+static const char *export_attn_dtype(const char *dir, char *buf, size_t cap);
+
+/* The export's dtype line, and where the conversion holds its rewritten matrices in BF16 (compute bf16, tmla_hold.h)
+ * but the export writes another dtype, what that export holds: those BF16 values widened. */
+static void held_dtype_lines(Out *out, const char *dir, const Args *a, const TmlaResult *r) {
+    char dt[16];
+    export_dtype_line(out, dir, args_given(a, "dtype"), r->src);
+    if (tmla_held_bf16(r->layers, r->n_layers) && strcmp(export_attn_dtype(dir, dt, sizeof dt), "BF16"))
+        out_printf(out, "the conversion was made in compute bf16, which holds its rewritten matrices (q_proj / q_b_proj, "
+                   "kv_b_proj) in BF16 as a BF16 export stores them: written as those BF16 values widened to %s (convert "
+                   "again in compute f32 for float32 matrices)\n", dt);
+}
+
 /* `export DIR` after `convert mla`: a DeepSeek-V3 checkpoint (dtype, shard-mb). */
 static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     (void)s;
@@ -523,7 +546,7 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                        "SGLang compute the same model; the other RMSNorms use it too (`check %s` measures what that moves)\n",
                        eps, r->src->cfg.norm_eps, dir);
     }
-    export_dtype_line(out, dir, args_given(a, "dtype"), r->src);
+    held_dtype_lines(out, dir, a, r);
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
     ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
@@ -557,7 +580,7 @@ static void note_report(Out *out, const MlaCheck *c, const double *rep) {
                    "same layers)\n", worst, n);
     else
         out_printf(out, "the conversion's report on the same inputs: out_err within %.2g of it in all %d layers (the "
-                   "export's rounding: %s%s)\n", worst, n, export_attn_dtype(c->export_path, dt, sizeof dt),
+                   "export's rounding: %s%s)\n", worst, n, c->stock_bf16 ? "BF16" : export_attn_dtype(c->export_path, dt, sizeof dt),
                    c->own_layout ? "" : ", latent norms");
 }
 
@@ -582,8 +605,9 @@ static int report_mla_check(const MlaCheck *c, const char *what, const char *inp
     if (c->in_session)
         out_printf(out, "evaluated as converted in the session (no export written); non-attention layers: the source's\n");
     else if (c->stock_session)
-        out_printf(out, "evaluated as its float32 DeepSeek-V3 export reads back, built in memory (no export written; "
-                   "non-attention tensors: the source's, which the export copies byte for byte)\n");
+        out_printf(out, "evaluated as its %s DeepSeek-V3 export reads back, built in memory (no export written; "
+                   "non-attention tensors: the source's, which the export copies byte for byte)\n",
+                   c->stock_bf16 ? "BF16" : "float32");
     else if (c->copied_diff)
         out_printf(out, "non-attention tensors: %zu identical, %zu DIFFER (first: %s)\n", c->copied_same, c->copied_diff,
                    c->first_diff);
@@ -743,7 +767,7 @@ static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLa
     (void)s;
     const TmlaResult *r = x->data;
     *owned = false;
-    *out = layer >= 0 && layer < r->n_layers ? r->layers[layer] : NULL;
+    *out = layer >= 0 && layer < r->n_layers ? (r->run ? r->run : r->layers)[layer] : NULL;
     return AL_OK;
 }
 

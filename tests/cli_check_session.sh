@@ -3,8 +3,8 @@
 # It used to export the conversion in float32 to /tmp/attnlab-check-XXXXXX (twice a BF16 model's bytes)
 # and read it back; now the stock DeepSeek-V3 layers are built in memory as `export` builds them and
 # checked there. Its numbers are the scratch route's (recorded from it, main abbcb3b): every per-layer
-# error column, the perplexity in f32 mode, the notes (MoE routing); nothing is created on disk (strace,
-# where it runs).
+# error column, the perplexity in f32 mode, the notes (MoE routing); in bf16 mode those of the BF16
+# export's `check DIR`; nothing is created on disk (strace, where it runs).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-check-session shared-cache
@@ -41,12 +41,15 @@ ok "qwen3_moe: the scratch export's table" cmp -s q3m.csv want.csv
 ok "qwen3_moe: its perplexity" grep -q "394.057 before (source), 329.814 after" out.txt
 ok "qwen3_moe: the routing note" grep -q "^MoE routing: transformers scores the DeepSeek-V3 router with a sigmoid" out.txt
 
-# ---- bf16 mode: the same per-layer errors; the perplexity runs the layers in float32, as convert's after does
-#      (the F32 scratch export ran its MLA projections in BF16 products: 445.783, 1e-4 away)
-run -e "set compute bf16; load demo-llama as d; $CONV; check to b.csv"
-ok "bf16: layer 3's errors as the scratch route's" grep -q "^3,0.715206539,0.345306669,0.345306669" b.csv
-p=$(grep -o "[0-9.]* after (the export" out.txt | cut -d' ' -f1)
-ok "bf16: perplexity within 2e-4 of the scratch route's 445.783 ($p)" near "${p:-0}" 445.783 2e-4
+# ---- bf16 mode on this BF16 source: the conversion is held in BF16 as its BF16 export stores it (tmla_hold.h), so
+#      check's table and perplexity are `check DIR`'s of the BF16 export, bit for bit (they ran the layers in float32
+#      before, 445.783 +- 2e-4, 1e-4 from that export; tests/cli_bf16_hold.sh)
+run -e "set compute bf16; load demo-llama as d; $CONV; check to b.csv; export eb; check eb to eb.csv"
+ok "bf16: the BF16 export's table" cmp -s b.csv eb.csv
+ok "bf16: layer 3's errors as that export's" grep -q "^3,0.715287612,0.345302213,0.345302213" b.csv
+ok "bf16: says BF16" grep -q "^evaluated as its BF16 DeepSeek-V3 export reads back, built in memory" out.txt
+ok "bf16: the perplexity of that export (445.653), once in memory and once read back" \
+   [ "$(grep -c "316.234 before (source), 445.653 after (the export" out.txt)" = 2 ]
 
 # ---- nothing created on disk by check (the old route made a folder and wrote three files)
 if strace -f -o /dev/null true 2>/dev/null; then

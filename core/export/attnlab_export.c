@@ -224,6 +224,8 @@ int attnlab_layers(const TmlaResult *r, const cJSON *config, AttnLayer ***out) {
         double s = cfg_attn_scale(c, l), m = cfg_layer_rope_scaled(c, l) ? rope_attention_factor(&c->rope_spec) : 1.0;
         if (!r->layers[l]) continue;             /* a hybrid's other layer (keep): the source's tensors */
         if (!(v[l] = attn_layer_copy(r->layers[l]))) { rc = AL_ERR; break; }
+        for (int i = 0; i < AH_N; i++)                  /* BF16-held rewritten matrices widened: scaled below */
+            if (i != AH_O && attn_layer_unhold(v[l], (attn_held)i)) rc = AL_ERR;
         if (v[l]->kind == ATTN_GQA) {           /* qk-norm keep: the source's query and scale, read by the source's row */
             if (v[l]->W_G && gate_into_query(v[l])) { rc = AL_ERR; break; }
             continue;

@@ -16,6 +16,7 @@
 #include "ckpt_write.h"
 #include "forward.h"
 #include "rope.h"
+#include "tmla_hold.h"
 #include "tmla_qkn.h"
 
 #include <cjson/cJSON.h>
@@ -177,6 +178,12 @@ static void stock_share(AttnLayer *S, const AttnLayer *L) {
         mat_free(*stock_shared(S, i));
         *stock_shared(S, i) = from[i];
     }
+    static const attn_held held[] = {AH_Q, AH_QB, AH_KVB, AH_O};      /* held ones (tmla_hold.h) borrowed likewise */
+    for (size_t i = 0; i < sizeof held / sizeof *held; i++) {
+        attn_layer_drop_held(S, held[i]);
+        S->held[held[i]] = L->held[held[i]];
+        S->held_borrowed |= 1u << held[i];
+    }
 }
 
 /* Frees a layer whose stock_shared matrices are borrowed (NULL: nothing). */
@@ -312,19 +319,21 @@ static bool is_attention(const Model *m, const char *name) {
 }
 
 /* Shape (rows, cols) of a new tensor (cols 0: 1-D), or false when the layer has none. */
+/* The slot (attn_eval.h) of a new matrix kind, or AH_N. */
+static attn_held held_slot(int kind) {
+    return kind == T_Q ? AH_Q : kind == T_QA ? AH_QA : kind == T_QB ? AH_QB : kind == T_KVA ? AH_KVA
+         : kind == T_KVB ? AH_KVB : kind == T_O ? AH_O : AH_N;
+}
+
 static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, size_t *cols) {
-    const Mat *m = NULL;
+    size_t r, c;
     *cols = 0;
     switch (kind) {
-    case T_Q: m = L->q_rank ? NULL : L->W_Q; break;
-    case T_QA: m = L->q_rank ? L->W_QA : NULL; break;
-    case T_QB: m = L->q_rank ? L->W_QB : NULL; break;
-    case T_KVA: m = L->W_KVA; break;
-    case T_KVB: m = L->W_KVB; break;
-    case T_O: m = L->W_O; break;
-    case T_Q_BIAS: if (L->q_rank || !L->b_Q) return false; *rows = L->W_Q->cols; return true;
+    case T_Q: if (L->q_rank) return false; break;
+    case T_QA: case T_QB: if (!L->q_rank) return false; break;
+    case T_Q_BIAS: if (L->q_rank || !L->b_Q || !attn_layer_dims(L, AH_Q, &r, &c)) return false; *rows = c; return true;
     case T_QA_BIAS: if (!bias || !L->q_rank) return false; *rows = (size_t)L->q_rank; return true;
-    case T_KVA_BIAS: if (!bias) return false; *rows = L->W_KVA->cols; return true;
+    case T_KVA_BIAS: if (!bias || !attn_layer_dims(L, AH_KVA, &r, &c)) return false; *rows = c; return true;
     case T_O_BIAS: if (!bias) return false; *rows = (size_t)L->hidden; return true;
     case T_QAN: if (!L->qa_norm) return false; *rows = (size_t)L->q_rank; return true;
     case T_KVN: if (!L->kva_norm) return false; *rows = (size_t)L->kv_rank; return true;
@@ -335,9 +344,9 @@ static bool new_shape(const AttnLayer *L, int kind, bool bias, size_t *rows, siz
         return true;
     case T_FREQ: if (L->kind != ATTN_MLA || !L->inv_freq || L->rope_dim == 0) return false; *rows = (size_t)L->rope_dim / 2; return true;
     }
-    if (!m) return false;
-    *rows = m->cols;            /* HF stores Linear weights (out, in): the transpose of x @ W */
-    *cols = m->rows;
+    if (held_slot(kind) == AH_N || !attn_layer_dims(L, held_slot(kind), &r, &c)) return false;
+    *rows = c;                  /* HF stores Linear weights (out, in): the transpose of x @ W */
+    *cols = r;
     return true;
 }
 
@@ -350,6 +359,37 @@ static float *new_bias(const AttnLayer *L, int kind, size_t n) {
                      : kind == T_QN ? L->q_norm : kind == T_KN ? L->k_norm : L->b_O;
     if (v && src) memcpy(v, src, n * sizeof(float));
     return v;
+}
+
+/* A held matrix (attn_eval.h) in another dtype than it is held in: its rows widened, then converted. */
+typedef struct {
+    const WMat *w;
+    dt_type dt;
+} HeldJob;
+
+static int fill_held(void *ud, void *dst, size_t nbytes) {
+    const HeldJob *j = ud;
+    size_t C = j->w->cols, es = dt_size(j->dt);
+    float *row = nbytes == j->w->rows * C * es ? al_malloc3(C, 1, sizeof(float), "a row") : NULL;
+    int rc = row ? AL_OK : nbytes == j->w->rows * C * es ? AL_ERR : al_err("internal: a new tensor changed size");
+    for (size_t i = 0; rc == AL_OK && i < j->w->rows; i++) {
+        wmat_row(j->w, i, row);
+        rc = dt_from_f32(j->dt, row, C, (char *)dst + i * C * es);
+    }
+    free(row);
+    return rc;
+}
+
+/* A held matrix of the plan: its bytes as they are where its dtype is the export's (the source's o_proj, a BF16
+ * conversion's rewritten matrices in a BF16 export), else widened and converted (an F32 export of BF16-held ones). */
+static int add_held(CkptWriter *w, const char *name, const WMat *h, dt_type dt) {
+    size_t shape[2] = {h->rows, h->cols};
+    if (h->dt == dt && !h->own && !h->scale && !h->rscale && h->fp4.enc == DT_FP4_NONE)
+        return ckpt_add(w, name, dt, 2, shape, h->data, h->rows * h->cols * dt_size(dt));
+    HeldJob *j = al_malloc(sizeof *j, name);
+    if (!j) return AL_ERR;
+    *j = (HeldJob){.w = h, .dt = dt};
+    return ckpt_add_lazy(w, name, dt, 2, shape, h->rows * h->cols * dt_size(dt), fill_held, j);
 }
 
 /* Adds one plan item to the writer (copies streamed from the source's mapping; new matrices
@@ -379,6 +419,7 @@ static int add_item(CkptWriter *w, const TmlaResult *r, AttnLayer *const *layers
     }
     const Mat *m = it->kind == T_Q ? L->W_Q : it->kind == T_QA ? L->W_QA : it->kind == T_QB ? L->W_QB
                  : it->kind == T_KVA ? L->W_KVA : it->kind == T_KVB ? L->W_KVB : L->W_O;
+    if (!m && L->held[held_slot(it->kind)]) return add_held(w, it->name, &L->held[held_slot(it->kind)]->w, dt);
     return ckpt_add_mat_t(w, it->name, dt, m);       /* HF's (out, in), converted when its shard is written */
 }
 
@@ -1321,6 +1362,8 @@ static int stock_check_layers(const TmlaResult *r, StockSet *st, const ModelConf
     return rc;
 }
 
+static int stock_latents_bf16(AttnLayer *S);
+
 int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out) {
     *out = NULL;
     bool bias, qbias = false;
@@ -1332,8 +1375,10 @@ int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out) {
     int rc = c && over ? stock_build(r, MLA_NORM_LINEAR, export_eps(r, NULL), &st) : AL_ERR;
     if (rc == AL_OK) rc = stock_config(r, bias, st.eps, &ec);
     if (rc == AL_OK) rc = stock_check_open(r, &ec, c);
+    if (rc == AL_OK && (c->stock_bf16 = tmla_held_bf16(r->layers, r->n_layers)))   /* its BF16 export's latents */
+        for (int l = 0; rc == AL_OK && l < st.n; l++) rc = stock_latents_bf16(st.L[l]);
     if (rc == AL_OK) rc = stock_check_layers(r, &st, &ec, in, c, over, &qbias);
-    if (rc == AL_OK) rc = check_nll(r->src, r->src, over, ec.norm_eps, in, c);
+    if (rc == AL_OK) rc = check_nll(r->src, r->src, r->run ? r->run : over, ec.norm_eps, in, c);   /* run: ppl's layers */
     if (rc == AL_OK) check_notes(r->src, &ec, bias, bias, c, qbias);
     for (int l = 0; over && l < r->n_layers; l++)
         if (over[l] && over[l] != st.L[l]) stock_layer_free(over[l]);         /* the views */
@@ -1387,4 +1432,41 @@ int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **o
     if (rc) { mla_check_free(c); return rc; }
     *out = c;
     return AL_OK;
+}
+
+/* A stock layer's scaled latent down-projections (its own copies) held in BF16, as the BF16 export rounds them. */
+static int stock_latents_bf16(AttnLayer *S) {
+    int rc = attn_layer_hold_bf16(S, AH_KVA);
+    if (rc == AL_OK && S->q_rank) rc = attn_layer_hold_bf16(S, AH_QA);
+    return rc;
+}
+
+/* Run layer S (a stock layer as read back, sharing r's matrices) made to own what it shares but held matrices,
+ * and its scaled latent down-projections held in BF16 as the BF16 export rounds them, and its o_proj as that export
+ * writes it (BF16: the source's where it is BF16, else its values rounded). */
+static int run_layer_own(AttnLayer *S) {
+    for (int i = 0; stock_shared(S, i); i++)
+        if (*stock_shared(S, i) && !(*stock_shared(S, i) = mat_copy(*stock_shared(S, i)))) return AL_ERR;
+    S->as_loaded = true;
+    int rc = stock_latents_bf16(S);
+    if (rc == AL_OK && (!S->held[AH_O] || S->held[AH_O]->w.dt != DT_BF16))   /* an FP8 / F32 o_proj: the BF16 export's */
+        rc = attn_layer_unhold(S, AH_O) ? AL_ERR : attn_layer_hold_bf16(S, AH_O);
+    return rc;
+}
+
+int mla_run_layers(TmlaResult *r) {
+    bool bias;
+    if (r->run || !tmla_held_bf16(r->layers, r->n_layers)) return AL_OK;
+    if (check_exportable(r, &bias)) { al_err_clear(); return AL_OK; }      /* no DeepSeek-V3 form: layers[] run */
+    StockSet st;
+    ModelConfig ec;
+    int rc = stock_build(r, MLA_NORM_LINEAR, export_eps(r, NULL), &st);
+    if (rc == AL_OK) rc = stock_config(r, bias, st.eps, &ec);
+    for (int l = 0; rc == AL_OK && l < st.n; l++) {
+        rc = stock_as_read(st.L[l], &ec, l);
+        if (rc == AL_OK) rc = run_layer_own(st.L[l]);
+    }
+    if (rc == AL_OK) { r->run = st.L; st.L = NULL; }
+    stock_free(&st);
+    return rc ? al_err_ctx("the converted layers as the BF16 export runs them") : AL_OK;
 }

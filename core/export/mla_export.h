@@ -136,6 +136,7 @@ typedef struct {
                                  out_err as attnlab reads it */
     bool in_session;          /* mla_check_session: the conversion as the session holds it, no export
                                  (export_path NULL, no tensors compared, every error column the same) */
+    bool stock_bf16;          /* mla_check_stock of a conversion held in BF16 (tmla_hold.h): its BF16 export's layers */
     bool stock_session;       /* mla_check_stock: the DeepSeek-V3 export's layers built in memory, no export written
                                  (export_path NULL, no tensors compared: the export copies them byte for byte) */
 } MlaCheck;
@@ -185,5 +186,12 @@ int mla_check_session(const TmlaResult *r, const char *why, const MlaCheckIn *in
  * export's rms_norm_eps; the engines' notes. The numbers of mla_check_in on that export (float32
  * holds every value the export writes). */
 int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out);
+
+/* r's run layers (TmlaResult.run) when its rewritten matrices are held in BF16 (tmla_hold.h: compute bf16) and a
+ * DeepSeek-V3 export can hold it: each layer as its BF16 export reads back (mla_check_stock's stock layers: linear latent
+ * norms at the export's eps, its config's scale and RoPE), the scaled W_KVA (and W_QA) in BF16 as that export rounds
+ * them, the other matrices borrowed from r's layers. `convert mla`'s perplexity after, `ppl`, `generate` and `check`
+ * run them, with BF16 products in compute bf16 -- the reloaded BF16 export's numbers. Nothing otherwise. */
+int mla_run_layers(TmlaResult *r);
 
 #endif

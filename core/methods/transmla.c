@@ -18,6 +18,7 @@
 #include "calib.h"
 #include "layersel.h"
 #include "seeds.h"
+#include "tmla_hold.h"
 #include "tmla_qkn.h"
 
 /* ================================================================ small helpers */
@@ -912,6 +913,8 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
 
 void tmla_result_free(TmlaResult *r) {
     if (!r) return;
+    for (int l = 0; r->run && l < r->n_layers; l++) attn_layer_free(r->run[l]);   /* they borrow from layers[] */
+    free(r->run);
     for (int l = 0; r->layers && l < r->n_layers; l++) attn_layer_free(r->layers[l]);
     free(r->layers);
     free(r->rep);
@@ -1034,6 +1037,7 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
         rc = attn_layer_load(m, l, &gqa);
         if (rc == AL_OK) rc = tmla_nope_as_rope(c, gqa);
         if (rc == AL_OK) rc = qkn_convert_layer(gqa, &o, l, &r->layers[l], &r->rep[l]);
+        if (rc == AL_OK) rc = tmla_hold_layer(m, l, r->layers[l], o.hold_bf16);   /* W_O borrowed; BF16 */
         if (rc == AL_OK) {
             r->params_before += attn_layer_params(gqa);
             r->params_after += r->layers[l]->kind == ATTN_GQA && o.qk_norm == TMLA_QKN_KEEP

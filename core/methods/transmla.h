@@ -168,6 +168,9 @@ typedef struct {
                                          so no array of every layer's hidden^2 doubles is held */
     int qk_norm;              /* tmla_qkn_mode (tmla_qkn.h): a source with Q/K RMSNorm converts its norm
                                  folded (fold) or dropped (drop); none refuses such a source */
+    bool hold_bf16;           /* compute bf16 on a source whose default export is BF16 (tmla_hold_bf16_default): the
+                                 rewritten matrices held in BF16 as that export stores them (tmla_hold.h); W_O is
+                                 borrowed from the source's o_proj either way */
     char strategy[48];        /* "": TransMLA's own; else the one-shot strategy that built the layers
                                  (mla_strategy.h: "care", "mha2mla-2norm", ...), which the export records */
 } TmlaOpts;
@@ -206,6 +209,10 @@ typedef struct TmlaResult {
     int head_dim, v_dim, kv_rank, rope_dim, qk_nope, q_rank;
     size_t kv_before, kv_after;       /* values cached per token per layer */
     size_t params_before, params_after;   /* attention parameters of the converted layers */
+    AttnLayer **run;          /* (n_layers) or NULL: the layers the session runs for ppl, generate and the perplexity
+                                 after (mla_run_layers: compute bf16, every layer converted, a DeepSeek-V3 export:
+                                 the BF16 export's layers as it reads back, latent norms and scaled W_KVA in BF16,
+                                 their other held matrices borrowed from layers[]); NULL: layers[] themselves */
     double solve_s, solve_cpu_s;  /* wall and process-CPU seconds of tmla_convert's layer loop (each source
                                      layer read, its PCAs, build and report): the pipeline's solve time */
 } TmlaResult;

@@ -1,5 +1,6 @@
 /* attn_eval.c -- AttnLayer: loading one attention layer of a model (GQA families, GPT-2, DeepSeek
- * MLA) as row-vector float32 matrices, and the one-layer evaluator (projections with sgemm, RoPE,
+ * MLA) as row-vector float32 matrices, its held matrices (stored weights in place of a Mat), and the
+ * one-layer evaluator (projections with sgemm, or matmul.c's products for held matrices; RoPE,
  * causal softmax per head, o_proj). Owns the AttnLayer and AttnOut objects it returns. */
 #define _GNU_SOURCE
 #include "attn_eval.h"
@@ -21,8 +22,17 @@ AttnLayer *attn_layer_new(attn_kind kind) {
     return L;
 }
 
+static void held_free(AttnHeld *h) {
+    if (!h) return;
+    wmat_free(&h->w);
+    free(h->buf);
+    free(h);
+}
+
 void attn_layer_free(AttnLayer *L) {
     if (!L) return;
+    for (int i = 0; i < AH_N; i++)
+        if (!(L->held_borrowed & (1u << i))) held_free(L->held[i]);
     Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O, L->W_G};
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) mat_free(mats[i]);
     float *vecs[] = {L->b_Q, L->b_K, L->b_V, L->b_QA, L->qa_norm, L->b_KVA, L->kva_norm, L->b_O, L->q_norm, L->k_norm,
@@ -48,6 +58,20 @@ static Mat *mat_dup(const Mat *m, bool *ok) {
     return c;
 }
 
+/* A copy of a held matrix: owned bytes duplicated, a mapping view kept a view (NULL stays NULL). */
+static AttnHeld *held_dup(const AttnHeld *h, bool *ok) {
+    if (!h) return NULL;
+    AttnHeld *c = al_calloc(1, sizeof *c, "a held matrix");
+    size_t n = h->buf ? wmat_bytes(&h->w) : 0;
+    if (c) *c = (AttnHeld){.w = h->w, .buf = n ? mm_alloc(n, "a held matrix") : NULL};
+    if (c && h->w.own && !(c->w.own = mat_copy(h->w.own))) { free(c); c = NULL; }
+    if (c && c->w.own) c->w.data = c->w.own->data;
+    if (c && n && !c->buf) { held_free(c); c = NULL; }
+    if (c && n) { memcpy(c->buf, h->buf, n); c->w.data = c->buf; }
+    if (!c) *ok = false;
+    return c;
+}
+
 /* Values of the q (or k) norm weight: head_dim per head, or the whole projection. */
 static size_t qk_norm_len(const AttnLayer *L, bool key) {
     size_t d = (size_t)L->head_dim, n = (size_t)(key ? L->n_kv_heads : L->n_heads);
@@ -63,17 +87,22 @@ AttnLayer *attn_layer_copy(const AttnLayer *L) {
     C->W_QA = mat_dup(L->W_QA, &ok); C->W_QB = mat_dup(L->W_QB, &ok); C->W_KVA = mat_dup(L->W_KVA, &ok);
     C->W_KVB = mat_dup(L->W_KVB, &ok); C->W_O = mat_dup(L->W_O, &ok); C->W_G = mat_dup(L->W_G, &ok);
     C->b_G = vec_dup(L->b_G, L->W_G ? L->W_G->cols : 0, &ok);
-    C->b_Q = vec_dup(L->b_Q, L->W_Q ? L->W_Q->cols : L->W_QB ? L->W_QB->cols : 0, &ok);
+    size_t qr, qc = 0, kr, kc = 0;
+    if (!attn_layer_dims(L, AH_Q, &qr, &qc)) attn_layer_dims(L, AH_QB, &qr, &qc);
+    attn_layer_dims(L, AH_KVA, &kr, &kc);
+    C->b_Q = vec_dup(L->b_Q, qc, &ok);
     C->b_K = vec_dup(L->b_K, L->W_K ? L->W_K->cols : 0, &ok);
     C->b_V = vec_dup(L->b_V, L->W_V ? L->W_V->cols : 0, &ok);
     C->b_QA = vec_dup(L->b_QA, (size_t)L->q_rank, &ok);
     C->qa_norm = vec_dup(L->qa_norm, (size_t)L->q_rank, &ok);
-    C->b_KVA = vec_dup(L->b_KVA, L->W_KVA ? L->W_KVA->cols : 0, &ok);
+    C->b_KVA = vec_dup(L->b_KVA, kc, &ok);
     C->kva_norm = vec_dup(L->kva_norm, (size_t)L->kv_rank, &ok);
     C->b_O = vec_dup(L->b_O, (size_t)L->hidden, &ok);
     C->q_norm = vec_dup(L->q_norm, qk_norm_len(L, false), &ok);
     C->k_norm = vec_dup(L->k_norm, qk_norm_len(L, true), &ok);
     C->sinks = vec_dup(L->sinks, (size_t)L->n_heads, &ok);
+    C->held_borrowed = 0;
+    for (int i = 0; i < AH_N; i++) C->held[i] = held_dup(L->held[i], &ok);
     C->inv_freq = NULL;
     if (L->inv_freq && L->rope_dim > 0) {
         C->inv_freq = al_malloc3((size_t)L->rope_dim / 2, 1, sizeof(double), "RoPE frequencies");
@@ -82,6 +111,88 @@ AttnLayer *attn_layer_copy(const AttnLayer *L) {
     }
     if (!ok) { attn_layer_free(C); return NULL; }
     return C;
+}
+
+/* ================================================================ held matrices */
+
+/* The Mat field of slot i. */
+static Mat **slot_mat(AttnLayer *L, attn_held i) {
+    Mat **m[AH_N] = {&L->W_Q, &L->W_QA, &L->W_QB, &L->W_KVA, &L->W_KVB, &L->W_O};
+    return m[i];
+}
+
+static const Mat *slot_cmat(const AttnLayer *L, attn_held i) { return *slot_mat((AttnLayer *)L, i); }
+
+int attn_layer_hold(AttnLayer *L, attn_held i, const WMat *W, void *buf) {
+    AttnHeld *h = al_calloc(1, sizeof *h, "a held matrix");
+    if (!h) { WMat w = *W; wmat_free(&w); free(buf); return AL_ERR; }
+    *h = (AttnHeld){.w = *W, .buf = buf};
+    attn_layer_drop_held(L, i);
+    L->held[i] = h;
+    mat_free(*slot_mat(L, i));
+    *slot_mat(L, i) = NULL;
+    return AL_OK;
+}
+
+void attn_layer_drop_held(AttnLayer *L, attn_held i) {
+    if (!(L->held_borrowed & (1u << i))) held_free(L->held[i]);
+    L->held[i] = NULL;
+    L->held_borrowed &= ~(1u << i);
+}
+
+int attn_layer_unhold(AttnLayer *L, attn_held i) {
+    bool owned;
+    if (!L->held[i]) return AL_OK;
+    const Mat *m = attn_layer_mat(L, i, &owned);
+    if (!m) return AL_ERR;
+    attn_layer_drop_held(L, i);
+    *slot_mat(L, i) = (Mat *)m;
+    return AL_OK;
+}
+
+int attn_layer_hold_bf16(AttnLayer *L, attn_held i) {
+    const Mat *m = slot_cmat(L, i);
+    if (!m) return al_err("internal: attn_layer_hold_bf16 on a slot without a float matrix");
+    Mat *t = mat_transpose(m);
+    void *buf = t ? mm_alloc(t->rows * t->cols * 2, "a BF16 matrix") : NULL;
+    int rc = buf ? dt_from_f32(DT_BF16, t->data, t->rows * t->cols, buf) : AL_ERR;
+    WMat w = {.dt = DT_BF16, .data = buf, .rows = m->cols, .cols = m->rows};
+    mat_free(t);
+    if (rc) { free(buf); return AL_ERR; }
+    return attn_layer_hold(L, i, &w, buf);
+}
+
+bool attn_layer_dims(const AttnLayer *L, attn_held i, size_t *rows, size_t *cols) {
+    const Mat *m = slot_cmat(L, i);
+    const AttnHeld *h = L->held[i];
+    if (!m && !h) return false;
+    *rows = m ? m->rows : h->w.cols;
+    *cols = m ? m->cols : h->w.rows;
+    return true;
+}
+
+const Mat *attn_layer_mat(const AttnLayer *L, attn_held i, bool *owned) {
+    *owned = false;
+    if (slot_cmat(L, i)) return slot_cmat(L, i);
+    const AttnHeld *h = L->held[i];
+    if (!h) { al_err("internal: the layer has no such matrix"); return NULL; }
+    Mat *t = mat_new(h->w.rows, h->w.cols), *m = NULL;      /* (out, in) widened, then x @ W's (in, out) */
+    for (size_t r = 0; t && r < h->w.rows; r++) wmat_row(&h->w, r, t->data + r * h->w.cols);
+    if (t) m = mat_transpose(t);
+    mat_free(t);
+    *owned = m != NULL;
+    return m;
+}
+
+size_t attn_layer_bytes(const AttnLayer *L) {
+    const Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O, L->W_G};
+    size_t b = 0;
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
+        if (mats[i]) b += mats[i]->rows * mats[i]->cols * sizeof(float);
+    for (int i = 0; i < AH_N; i++)
+        if (L->held[i] && !(L->held_borrowed & (1u << i)))
+            b += L->held[i]->buf ? wmat_bytes(&L->held[i]->w) : L->held[i]->w.own ? wmat_bytes(&L->held[i]->w) : 0;
+    return b;
 }
 
 /* Shape check of one matrix; NULL is an error when required. */
@@ -93,12 +204,19 @@ static int need(const Mat *m, const char *what, size_t rows, size_t cols, bool r
     return AL_OK;
 }
 
+/* need() of slot i, held or not. */
+static int need_slot(const AttnLayer *L, attn_held i, const char *what, size_t rows, size_t cols, bool required) {
+    size_t r, c;
+    if (!attn_layer_dims(L, i, &r, &c)) return required ? al_err("attention layer: %s is missing", what) : AL_OK;
+    return need(&(Mat){.rows = r, .cols = c}, what, rows, cols, true);
+}
+
 int attn_layer_validate(const AttnLayer *L) {
     size_t D = (size_t)L->hidden, H = (size_t)L->n_heads, dv = (size_t)L->v_dim;
     if (L->hidden <= 0 || L->n_heads <= 0 || L->v_dim <= 0) return al_err("attention layer: dims must be positive");
     if (L->rope_dim % 2 || (L->rope_dim > 0 && !L->inv_freq))
         return al_err("attention layer: %d RoPE dims need an even count and their frequencies", L->rope_dim);
-    int rc = need(L->W_O, "W_O", H * dv, D, true);
+    int rc = need_slot(L, AH_O, "W_O", H * dv, D, true);
     if (rc == AL_OK) rc = need(L->W_G, "W_G (the output gate)", D, H * dv, false);
     if (rc) return rc;
     if (L->kind == ATTN_GQA) {
@@ -108,7 +226,7 @@ int attn_layer_validate(const AttnLayer *L) {
             return al_err("attention layer: %d RoPE dims in a head of %d", L->rope_dim, L->head_dim);
         if (L->qk_norm != QKN_NONE && (!L->q_norm || !L->k_norm))
             return al_err("attention layer: Q/K norm weights are missing");
-        if ((rc = need(L->W_Q, "W_Q", D, H * d, true)) || (rc = need(L->W_K, "W_K", D, G * d, true)) ||
+        if ((rc = need_slot(L, AH_Q, "W_Q", D, H * d, true)) || (rc = need(L->W_K, "W_K", D, G * d, true)) ||
             (rc = need(L->W_V, "W_V", D, G * dv, true)))
             return rc;
         if (L->W_KVA && (rc = need(L->W_KVB, "W_KVB (the keys' and values' rebuild)", L->W_KVA->cols, G * (d + dv), true)))
@@ -117,27 +235,34 @@ int attn_layer_validate(const AttnLayer *L) {
     }
     size_t dq = (size_t)(L->qk_nope + L->rope_dim), r = (size_t)L->kv_rank;
     if (L->q_rank > 0) {
-        if ((rc = need(L->W_QA, "W_QA", D, (size_t)L->q_rank, true)) || (rc = need(L->W_QB, "W_QB", (size_t)L->q_rank, H * dq, true)))
+        if ((rc = need_slot(L, AH_QA, "W_QA", D, (size_t)L->q_rank, true)) ||
+            (rc = need_slot(L, AH_QB, "W_QB", (size_t)L->q_rank, H * dq, true)))
             return rc;
-    } else if ((rc = need(L->W_Q, "W_Q", D, H * dq, true)))
+    } else if ((rc = need_slot(L, AH_Q, "W_Q", D, H * dq, true)))
         return rc;
-    if ((rc = need(L->W_KVA, "W_KVA", D, r + (size_t)L->rope_dim, true)) ||
-        (rc = need(L->W_KVB, "W_KVB", r, H * ((size_t)L->qk_nope + dv), true)))
+    if ((rc = need_slot(L, AH_KVA, "W_KVA", D, r + (size_t)L->rope_dim, true)) ||
+        (rc = need_slot(L, AH_KVB, "W_KVB", r, H * ((size_t)L->qk_nope + dv), true)))
         return rc;
     return AL_OK;
 }
 
 size_t attn_layer_params(const AttnLayer *L) {
-    const Mat *mats[] = {L->W_Q, L->W_K, L->W_V, L->W_QA, L->W_QB, L->W_KVA, L->W_KVB, L->W_O, L->W_G};
-    size_t p = 0;
+    const Mat *mats[] = {L->W_K, L->W_V, L->W_G};
+    size_t p = 0, r, c, qc = 0, kc = 0;
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
         if (mats[i]) p += mats[i]->rows * mats[i]->cols;
-    if (L->b_Q) p += L->W_Q ? L->W_Q->cols : L->W_QB->cols;
+    for (int i = 0; i < AH_N; i++)
+        if (attn_layer_dims(L, (attn_held)i, &r, &c)) {
+            p += r * c;
+            if (i == AH_Q || i == AH_QB) qc = c;
+            if (i == AH_KVA) kc = c;
+        }
+    if (L->b_Q) p += qc;
     if (L->b_K) p += L->W_K->cols;
     if (L->b_V) p += L->W_V->cols;
     if (L->b_QA) p += (size_t)L->q_rank;
     if (L->qa_norm) p += (size_t)L->q_rank;
-    if (L->b_KVA) p += L->W_KVA->cols;
+    if (L->b_KVA) p += kc;
     if (L->kva_norm) p += (size_t)L->kv_rank;
     if (L->b_O) p += (size_t)L->hidden;
     if (L->b_G) p += L->W_G->cols;
@@ -493,6 +618,33 @@ int attn_layer_load(Model *m, int layer, AttnLayer **out) {
 
 /* ================================================================ evaluation */
 
+/* How held matrices are multiplied: on wk in mode c. */
+typedef struct { MmWork *wk; mm_compute c; } EvMm;
+
+/* Y (T, n) = X (T, k; row stride ldx) @ slot i of L (+ b): in bf16 mode a held matrix by matmul.c's product (as the
+ * forward pass multiplies a loaded model's); else sgemm on the float32 matrix, a held one widened for the call. */
+static int proj(const EvMm *e, const AttnLayer *L, attn_held i, const float *X, size_t ldx, size_t T, const float *b,
+                float *Y) {
+    const AttnHeld *h = L->held[i];
+    size_t n;
+    if (!h || e->c == MM_F32) {         /* f32: sgemm on the float32 matrix (a held one widened): today's numbers */
+        bool owned;
+        const Mat *W = attn_layer_mat(L, i, &owned);
+        if (!W) return AL_ERR;
+        n = W->cols;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)n, (int)W->rows, 1.0f, X, (int)ldx, W->data,
+                    (int)n, 0.0f, Y, (int)n);
+        if (owned) mat_free((Mat *)W);
+    } else {
+        int rc = mm_xwt(e->wk, &h->w, X, ldx, T, Y, n = h->w.rows, e->c);
+        if (rc) return rc;
+    }
+    if (b)
+        for (size_t t = 0; t < T; t++)
+            for (size_t j = 0; j < n; j++) Y[t * n + j] += b[j];
+    return AL_OK;
+}
+
 /* Y = X W + b (see attn_eval.h). */
 void attn_linear(const float *X, size_t T, size_t k, const Mat *W, const float *b, float *Y) {
     size_t n = W->cols;
@@ -644,7 +796,54 @@ static int eval_gqa(const AttnLayer *L, const Mat *X, const int *pos, float *sco
     return rc;
 }
 
-static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *scores, float *O) {
+enum { LOADED_QB = 64 };       /* query rows per block: the forward pass's QCHUNK */
+
+/* The RoPE pairs (interleaved, as stored) of the T rows' `heads` vectors at column c0 (row stride ld, head stride hs)
+ * turned as the forward pass turns them: float cos / sin tables of L's frequencies (rope_tables). */
+static int rope_loaded(const AttnLayer *L, float *x, size_t T, size_t ld, size_t heads, size_t hs, size_t c0) {
+    size_t half = (size_t)L->rope_dim / 2;
+    float *inv = al_malloc3(half, 1, sizeof(float), "RoPE frequencies"), *cs = al_malloc3(T, half, sizeof(float), "RoPE"),
+          *sn = al_malloc3(T, half, sizeof(float), "RoPE");
+    int rc = inv && cs && sn ? AL_OK : AL_ERR;
+    if (rc == AL_OK) {
+        for (size_t j = 0; j < half; j++) inv[j] = (float)L->inv_freq[j];
+        rope_tables(cs, sn, T, 0, inv, half, (float)L->rope_mscale);
+        for (size_t t = 0; t < T; t++)
+            for (size_t h = 0; h < heads; h++)
+                rope_rotate_cs(x + t * ld + h * hs + c0, half, ROPE_INTERLEAVED, cs + t * half, sn + t * half);
+    }
+    free(inv); free(cs); free(sn);
+    return rc;
+}
+
+/* L->as_loaded: the heads of Q (T, H dq) over keys [k_nope_h | k_pe] and values from KV (T, H (dn + dv)) and the
+ * latent rows KVA (T, r + dr), laid out, turned and attended as the forward pass does a loaded MLA layer. */
+static int attend_loaded(const AttnLayer *L, size_t T, float *Q, const float *KVA, const float *KV, float *O) {
+    size_t H = (size_t)L->n_heads, dn = (size_t)L->qk_nope, dr = (size_t)L->rope_dim, dv = (size_t)L->v_dim;
+    size_t dq = dn + dr, r = (size_t)L->kv_rank;
+    float *K = al_malloc3(T, H * dq, sizeof(float), "keys"), *V = al_malloc3(T, H * dv, sizeof(float), "values");
+    float *S = al_malloc3(LOADED_QB, T, sizeof(float), "scores");
+    int rc = K && V && S ? AL_OK : AL_ERR;
+    for (size_t t = 0; rc == AL_OK && t < T; t++)
+        for (size_t h = 0; h < H; h++) {
+            const float *src = KV + t * H * (dn + dv) + h * (dn + dv);
+            memcpy(K + t * H * dq + h * dq, src, dn * sizeof(float));
+            memcpy(K + t * H * dq + h * dq + dn, KVA + t * (r + dr) + r, dr * sizeof(float));
+            memcpy(V + t * H * dv + h * dv, src + dn, dv * sizeof(float));
+        }
+    if (rc == AL_OK && dr && L->rope != ROPE_NONE) rc = rope_loaded(L, Q, T, H * dq, H, dq, dn);
+    if (rc == AL_OK && dr && L->rope != ROPE_NONE) rc = rope_loaded(L, K, T, H * dq, H, dq, dn);
+    for (size_t h = 0; rc == AL_OK && h < H; h++)
+        attn_head_causal(&(AttnHeadJob){.q = Q + h * dq, .ldq = H * dq, .K = K + h * dq, .ldk = H * dq, .V = V + h * dv,
+                                        .ldv = H * dv, .T = T, .pos0 = 0, .d = dq, .dv = dv, .scale = L->scale,
+                                        .window = L->window, .softcap = L->softcap, .has_sink = L->sinks != NULL,
+                                        .sink = L->sinks ? L->sinks[h] : 0, .qb = LOADED_QB, .S = S, .out = O + h * dv,
+                                        .ldo = H * dv});
+    free(K); free(V); free(S);
+    return rc;
+}
+
+static int eval_mla(const EvMm *e, const AttnLayer *L, const Mat *X, const int *pos, float *scores, float *O) {
     size_t T = X->rows, Dm = (size_t)L->hidden, H = (size_t)L->n_heads, dn = (size_t)L->qk_nope;
     size_t dr = (size_t)L->rope_dim, dv = (size_t)L->v_dim, r = (size_t)L->kv_rank, dq = dn + dr;
     size_t ql = (size_t)L->q_rank;
@@ -659,18 +858,20 @@ static int eval_mla(const AttnLayer *L, const Mat *X, const int *pos, float *sco
     int rc = Q && (CQ || !ql) && KVA && KV && Qh && Kh && S && tmp ? AL_OK : AL_ERR;
     if (rc == AL_OK) {
         if (ql) {
-            attn_linear(X->data, T, Dm, L->W_QA, L->b_QA, CQ);
-            if (L->qa_norm)
+            rc = proj(e, L, AH_QA, X->data, Dm, T, L->b_QA, CQ);
+            if (rc == AL_OK && L->qa_norm)
                 for (size_t t = 0; t < T; t++) rms_norm(CQ + t * ql, ql, L->qa_norm, L->norm_eps);
-            attn_linear(CQ, T, ql, L->W_QB, L->b_Q, Q);
+            rc = proj(e, L, AH_QB, CQ, ql, T, L->b_Q, Q);
         } else
-            attn_linear(X->data, T, Dm, L->W_Q, L->b_Q, Q);
-        attn_linear(X->data, T, Dm, L->W_KVA, L->b_KVA, KVA);
-        if (L->kva_norm)
+            rc = proj(e, L, AH_Q, X->data, Dm, T, L->b_Q, Q);
+        if (rc == AL_OK) rc = proj(e, L, AH_KVA, X->data, Dm, T, L->b_KVA, KVA);
+        if (rc == AL_OK && L->kva_norm)
             for (size_t t = 0; t < T; t++) rms_norm(KVA + t * (r + dr), r, L->kva_norm, L->norm_eps);
         /* The latent c is the first r columns of KVA (row stride r + dr). */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)(H * (dn + dv)), (int)r, 1.0f, KVA,
-                    (int)(r + dr), L->W_KVB->data, (int)(H * (dn + dv)), 0.0f, KV, (int)(H * (dn + dv)));
+        if (rc == AL_OK) rc = proj(e, L, AH_KVB, KVA, r + dr, T, NULL, KV);
+    }
+    if (rc == AL_OK && L->as_loaded && !scores) rc = attend_loaded(L, T, Q, KVA, KV, O);
+    else if (rc == AL_OK) {
         if (dr && L->rope != ROPE_NONE)                  /* Kimi-Linear's MLA: no RoPE (mla_use_nope) */
             for (size_t t = 0; t < T; t++) {
                 rope_mla(KVA + t * (r + dr) + r, (int)dr, L->rope, L->inv_freq, pos[t], L->rope_mscale, tmp);
@@ -712,8 +913,8 @@ static AttnOut *out_new(const AttnLayer *L, size_t T, bool want_scores) {
 }
 
 /* Head outputs Ocat (T, H dv) through W_O (+ b_O) into o->out. */
-static void out_project(const AttnLayer *L, const float *Ocat, AttnOut *o) {
-    attn_linear(Ocat, o->T, (size_t)L->n_heads * (size_t)L->v_dim, L->W_O, L->b_O, o->out->data);
+static int out_project(const EvMm *e, const AttnLayer *L, const float *Ocat, AttnOut *o) {
+    return proj(e, L, AH_O, Ocat, (size_t)L->n_heads * (size_t)L->v_dim, o->T, L->b_O, o->out->data);
 }
 
 int attn_attend(const AttnLayer *L, size_t T, const float *Q, const float *K, const float *V, bool want_scores,
@@ -722,16 +923,19 @@ int attn_attend(const AttnLayer *L, size_t T, const float *Q, const float *K, co
     if (T == 0) return al_err("attention input has no tokens");
     AttnOut *o = out_new(L, T, want_scores);
     float *Ocat = al_malloc3(T, (size_t)L->n_heads * (size_t)L->v_dim, sizeof(float), "head outputs");
-    int rc = o && Ocat ? attend_heads(L, T, Q, K, V, o->scores, Ocat) : AL_ERR;
-    if (rc == AL_OK) out_project(L, Ocat, o);
+    MmWork *wk = L->held[AH_O] ? mm_work_new(0) : NULL;
+    int rc = o && Ocat && (wk || !L->held[AH_O]) ? attend_heads(L, T, Q, K, V, o->scores, Ocat) : AL_ERR;
+    if (rc == AL_OK) rc = out_project(&(EvMm){wk, MM_F32}, L, Ocat, o);
+    mm_work_free(wk);
     free(Ocat);
     if (rc) { attn_out_free(o); return rc; }
     *out = o;
     return AL_OK;
 }
 
-/* attn_eval, and attn_eval_kv when keep_kv. */
-static int eval_layer(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, bool keep_kv, AttnOut **out) {
+/* attn_eval, and attn_eval_kv when keep_kv (held matrices through e). */
+static int eval_layer(const EvMm *e, const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, bool keep_kv,
+                      AttnOut **out) {
     *out = NULL;
     if (attn_layer_validate(L)) return AL_ERR;
     if (X->cols != (size_t)L->hidden)
@@ -743,22 +947,34 @@ static int eval_layer(const AttnLayer *L, const Mat *X, const int *pos, bool wan
     int rc = o && Ocat ? AL_OK : AL_ERR;
     if (rc == AL_OK)
         rc = L->kind == ATTN_GQA ? eval_gqa(L, X, pos, o->scores, Ocat, keep_kv ? o : NULL)
-                                 : eval_mla(L, X, pos, o->scores, Ocat);
+                                 : eval_mla(e, L, X, pos, o->scores, Ocat);
     if (rc == AL_OK && L->W_G) rc = gate_heads(L, X, Ocat);
-    if (rc == AL_OK) out_project(L, Ocat, o);
+    if (rc == AL_OK) rc = out_project(e, L, Ocat, o);
     free(Ocat);
     if (rc) { attn_out_free(o); return rc; }
     *out = o;
     return AL_OK;
 }
 
+int attn_eval_mm(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, bool keep_kv, MmWork *wk,
+                 mm_compute c, AttnOut **out) {
+    *out = NULL;
+    if (keep_kv && L->kind != ATTN_GQA) return al_err("internal: attn_eval_kv on an MLA layer (its cache is the latent)");
+    bool held = false;
+    for (int i = 0; i < AH_N; i++) held |= L->held[i] != NULL;
+    MmWork *own = held && !wk ? mm_work_new(0) : NULL;
+    if (held && !wk && !own) return AL_ERR;
+    int rc = eval_layer(&(EvMm){wk ? wk : own, c}, L, X, pos, want_scores, keep_kv, out);
+    mm_work_free(own);
+    return rc;
+}
+
 int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
-    return eval_layer(L, X, pos, want_scores, false, out);
+    return attn_eval_mm(L, X, pos, want_scores, false, NULL, MM_F32, out);
 }
 
 int attn_eval_kv(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out) {
-    if (L->kind != ATTN_GQA) return al_err("internal: attn_eval_kv on an MLA layer (its cache is the latent)");
-    return eval_layer(L, X, pos, want_scores, true, out);
+    return attn_eval_mm(L, X, pos, want_scores, true, NULL, MM_F32, out);
 }
 
 int attn_layer_finite(const AttnLayer *L) {

@@ -32,9 +32,22 @@
 #ifndef AL_ATTN_EVAL_H
 #define AL_ATTN_EVAL_H
 
+#include "matmul.h"
 #include "model.h"
 
 typedef enum { ATTN_GQA, ATTN_MLA } attn_kind;
+
+/* Held matrices: an MLA layer's W_Q, W_QA, W_QB, W_KVA, W_KVB or W_O kept as a stored weight -- HF's (out, in), the transpose
+ * of the Mat -- instead of the float32 Mat (which is NULL then): a converted layer's W_O as a view of the source's
+ * o_proj in the mapping (TransMLA leaves it unchanged), and in compute bf16 its rewritten matrices as the BF16 export
+ * stores them (tmla_hold.h). The evaluator multiplies them with matmul.c's products (attn_eval_mm: in the forward
+ * pass's mode, as a loaded model's MLA layers are), the exports write their bytes. */
+typedef enum { AH_Q, AH_QA, AH_QB, AH_KVA, AH_KVB, AH_O, AH_N } attn_held;
+
+typedef struct {
+    WMat w;                   /* (out, in) in its dtype */
+    void *buf;                /* owned bytes of w.data, or NULL: w views a mapping (which must outlive the layer) */
+} AttnHeld;
 
 typedef struct AttnLayer {
     attn_kind kind;
@@ -96,13 +109,35 @@ typedef struct AttnLayer {
     float *b_G;               /* (H dv) or NULL */
     Mat *W_O;                 /* (H dv, hidden) */
     float *b_O;               /* (hidden) or NULL */
+    AttnHeld *held[AH_N];     /* held matrices (see above): where set, the Mat of that slot is NULL */
+    unsigned held_borrowed;   /* bit i: held[i] is another layer's (not freed with this one) */
+    bool as_loaded;           /* MLA: attended as the forward pass attends a loaded DeepSeek-V3 model's layer (RoPE pairs
+                                 kept interleaved, float cos / sin tables, rope.c's attn_head_causal): a reloaded
+                                 export's arithmetic bit for bit (mla_run_layers); without scores only */
 } AttnLayer;
 
 /* A zeroed layer of the given kind (caller fills it); NULL + error on failure. */
 AttnLayer *attn_layer_new(attn_kind kind);
 void attn_layer_free(AttnLayer *L);
-/* Deep copy. */
+/* Deep copy (held matrices copied as held: owned bytes duplicated, mapping views kept as views). */
 AttnLayer *attn_layer_copy(const AttnLayer *L);
+/* Slot i's matrix held as the stored weight W (out, in) with owned bytes buf (NULL: a view), the Mat freed; a
+ * previously held one freed. Takes W and buf (freed on failure). */
+int attn_layer_hold(AttnLayer *L, attn_held i, const WMat *W, void *buf);
+/* Slot i's held matrix dropped (freed unless borrowed; its Mat stays as it is). */
+void attn_layer_drop_held(AttnLayer *L, attn_held i);
+/* Slot i's held matrix widened back into its float32 Mat (nothing when it holds none). */
+int attn_layer_unhold(AttnLayer *L, attn_held i);
+/* Slot i's matrix held in BF16: its Mat transposed and rounded as dt_from_f32 rounds (what a BF16 export writes),
+ * the Mat freed. */
+int attn_layer_hold_bf16(AttnLayer *L, attn_held i);
+/* The float32 (x @ W) Mat of slot i: the layer's own (borrowed, *owned false) or its held matrix widened (a copy the
+ * caller frees, *owned true); NULL + error on failure or when the layer has neither. */
+const Mat *attn_layer_mat(const AttnLayer *L, attn_held i, bool *owned);
+/* Rows and cols of slot i as the Mat (x @ W) has them, held or not; false when absent. */
+bool attn_layer_dims(const AttnLayer *L, attn_held i, size_t *rows, size_t *cols);
+/* Bytes the layer's matrices hold in memory (held mapping views and borrowed slots count 0). */
+size_t attn_layer_bytes(const AttnLayer *L);
 /* Checks that every matrix has the shape the dims imply; the message names the field. */
 int attn_layer_validate(const AttnLayer *L);
 /* AL_OK when every weight matrix is finite; else an error naming the field (W_O, ...) and the
@@ -149,6 +184,10 @@ void attn_out_free(AttnOut *o);
 /* Evaluates the layer on X (T x hidden) at positions pos[T] (token i attends to j <= i).
  * want_scores: also keep the (H, T, T) logits. *out is the caller's. */
 int attn_eval(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, AttnOut **out);
+/* attn_eval (keep_kv: attn_eval_kv) with the held matrices multiplied on wk (NULL: scratch of its own) in mode c, as
+ * the forward pass multiplies a loaded model's weights; attn_eval multiplies them in MM_F32 (their values exactly). */
+int attn_eval_mm(const AttnLayer *L, const Mat *X, const int *pos, bool want_scores, bool keep_kv, MmWork *wk,
+                 mm_compute c, AttnOut **out);
 
 /* attn_eval, keeping a GQA layer's keys and values as the forward pass caches them (o->k, o->v): a KV-shared
  * layer reads them from the override of its source. */

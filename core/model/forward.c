@@ -1337,7 +1337,7 @@ static int attn_head(size_t h, int worker, void *ud) {
 }
 
 /* Overridden layer L on f->h (T rows): the rows join the layer's input cache, attn_eval runs the
- * override over the whole sequence, and its last T output rows go to f->h (T, D). Before Gemma 4's KV-shared
+ * override over the whole sequence (its held matrices -- attn_eval.h -- in the pass's mode, as a loaded model's), and its last T output rows go to f->h (T, D). Before Gemma 4's KV-shared
  * layers (which read an earlier layer's cache), its keys and values go to L's cache as well (attn_eval_kv). */
 static int attention_override(Forward *f, int L, size_t T) {
     size_t D = f->D, n = f->pos + T, kw = f->G * f->dqk, vw = f->G * f->dv;
@@ -1350,7 +1350,7 @@ static int attention_override(Forward *f, int L, size_t T) {
     if (feeds && ((size_t)A->n_kv_heads * (size_t)A->head_dim != kw || (size_t)A->n_kv_heads * (size_t)A->v_dim != vw))
         return al_err("forward pass, layer %d (override): its K / V widths differ from the cache the KV-shared layers "
                       "read", L);
-    if ((feeds ? attn_eval_kv(A, &X, f->opos, cap, &o) : attn_eval(A, &X, f->opos, cap, &o)))
+    if (attn_eval_mm(A, &X, f->opos, cap, feeds, f->mm, f->compute, &o))   /* held matrices: the pass's products */
         return al_err_ctx("forward pass, layer %d (override)", L);
     if (cap) capture_override(f->capture, A, o->scores, n, f->pos);
     if (feeds) {
