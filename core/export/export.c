@@ -860,6 +860,23 @@ static bool is_dropped_scale(const Ctx *x, const char *name) {
     return drop;
 }
 
+/* Is `name` a static KV cache scale (quant_fused.h) of a layer whose cached keys or values the cut
+ * changes (a VO cut's values, a QK cut's keys; an MLA cache holds the latent, which no cut changes)?
+ * It was calibrated on the source's values, so it is dropped: k_scale and v_scale together (vLLM copies
+ * one found alone to the other, or asserts), q_scale under a QK cut. vLLM then takes 1.0 for both. */
+static bool is_stale_kv_scale(Ctx *x, const char *name) {
+    int L, side = quant_kv_scale(name);
+    const char *suffix;
+    if (!side || cfg_is_mla(x->c) || !layer_of(x, name, &L, &suffix)) return false;
+    bool qk = cut_layer(x, FARR_QK, L) != NULL;
+    if (!(side == 'q' ? qk : qk || cut_layer(x, FARR_VO, L))) return false;
+    ExportReport *r = &x->rep;
+    if (r->kv_scales_dropped++ == 0) r->kv_lo = r->kv_hi = L;
+    r->kv_lo = L < r->kv_lo ? L : r->kv_lo;
+    r->kv_hi = L > r->kv_hi ? L : r->kv_hi;
+    return true;
+}
+
 /* Writes one output shard: the tensors of source shard `src` in order; copied tensors are
  * streamed from the source's mapping. */
 static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
@@ -870,7 +887,7 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
         const st_entry *e;
         const st_file *f;
         if ((rc = store_entry(s, name, &e, &f)) != AL_OK) break;
-        if (strcmp(st_path(f), src) != 0 || is_dropped_scale(x, name)) continue;
+        if (strcmp(st_path(f), src) != 0 || is_dropped_scale(x, name) || is_stale_kv_scale(x, name)) continue;
         int L;
         const char *suffix;
         int piece = fp4_piece(x, name, NULL, 0);
@@ -998,6 +1015,16 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
             cJSON_AddNumberToObject(re, "fp8_blocks", (double)r->fp8_blocks);
             cJSON_AddNumberToObject(re, "fp8_blocks_kept", (double)r->fp8_blocks_kept);
         }
+    }
+    if (r->kv_scales_dropped) {
+        cJSON *kv = cJSON_AddObjectToObject(j, "kv_scales_dropped");
+        cJSON_AddNumberToObject(kv, "tensors", (double)r->kv_scales_dropped);
+        cJSON *lr = cJSON_AddArrayToObject(kv, "layers");
+        cJSON_AddItemToArray(lr, cJSON_CreateNumber(r->kv_lo));
+        cJSON_AddItemToArray(lr, cJSON_CreateNumber(r->kv_hi));
+        cJSON_AddStringToObject(kv, "why", "a static FP8 KV cache's k_scale / v_scale were calibrated on the source's "
+                                "keys and values, which the cut changes in these layers; vLLM and SGLang take 1.0 for a "
+                                "layer with neither (their default); recalibrate them for an FP8 cache");
     }
     cJSON_AddStringToObject(j, "untouched", "every tensor the truncation does not change (layers kept at full rank "
                             "included) is the source's bit for bit; inside a changed tensor the rows and columns it does "

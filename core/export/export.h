@@ -87,6 +87,9 @@ typedef struct {
     size_t fused_plain;      /* quantized weights the cut leaves unchanged, written unquantized beside a rewritten
                                 shard of a layer vLLM fuses (quant_fused.h: q/k/v_proj), so the shards stay alike */
     char fused_names[160];   /* their distinct suffixes, ", "-joined */
+    size_t kv_scales_dropped;  /* a static FP8 KV cache's per-layer scales (quant_fused.h: quant_kv_scale) of the
+                                  layers whose cached keys or values the cut changes (not MLA's latent): dropped */
+    int kv_lo, kv_hi;        /* their layers */
 } ExportReport;
 
 /* What the re-encoded tensors were stored in: "MXFP4", "NVFP4", "INT4" or reenc_from's dtype name. */
