@@ -955,9 +955,10 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     if (!rep.reenc_tensors && !rep.tensors_rewritten && o.dtype_set)
         out_printf(out, "dtype %s: nothing re-encoded: the cut changed no tensor (every rank kept in full), so every "
                    "tensor is the source's, in its own dtype\n", args_str(a, "dtype"));
-    if (rep.reenc_tensors && rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3)
-        out_printf(out, "their _scale_inv dropped and their modules listed in quantization_config.modules_to_not_convert "
-                   "(transformers and vLLM load them unquantized beside the FP8 ones)\n");
+    if (rep.reenc_tensors && rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3 && rep.plain_lists[0])
+        out_printf(out, "their %s%s dropped and their modules listed in %s (transformers and vLLM load them "
+                   "unquantized beside the FP8 ones)\n", rep.dropped_scales & 1 ? "_scale_inv" : "weight_scale",
+                   rep.dropped_scales & 4 ? " / input_scale" : "", rep.plain_lists);
     say_fused_plain(out, &rep);
     if (rep.ct_bf16)
         out_printf(out, "%zu of them (o_proj) written in BF16 and listed unquantized: their static input_scale "
