@@ -966,7 +966,7 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     if (rep.kv_scales_dropped)
         out_printf(out, "dropped %zu static KV cache scales (k_scale / v_scale%s) of %s: calibrated on keys and values "
                    "the cut changes; vLLM and SGLang take 1.0 there (their default with none): recalibrate them for an "
-                   "FP8 KV cache\n", rep.kv_scales_dropped, qk ? " / q_scale" : "",
+                   "FP8 KV cache\n", rep.kv_scales_dropped, rep.kv_q ? " / q_scale" : "",
                    layersel_words(&x->src->cfg, rep.kv_lo, rep.kv_hi, rl, sizeof rl));
     if (rep.fp8_blocks)
         out_printf(out, "FP8 blocks of the changed tensors: %zu of %zu unchanged, kept bit for bit with their scales\n",

@@ -44,7 +44,7 @@ msg=$(python3 -c "
 import sys
 from st_tensors import tensors
 s, x = tensors(sys.argv[1]), tensors(sys.argv[2])
-print(' '.join(n for n in x if n.endswith('_scale') and 'layers.1.' not in n and x[n] != s[n]))" "$T/kv" "$T/ex")
+print(' '.join(n for n in x if n.endswith('_scale') and 'layers.1.' not in n and x[n] != s[n]))" "$T/kv" "$T/ex" 2>&1)
 ok "the kept scales are the source's bytes [$msg]" test -z "$msg"
 man=$(python3 -c "import json, sys; k = json.load(open(sys.argv[1]))['kv_scales_dropped']; print(k['tensors'], k['layers'])" \
       "$T/ex/farr_manifest.json" 2>&1)

@@ -879,6 +879,7 @@ static bool is_stale_kv_scale(Ctx *x, const char *name) {
     if (!(side == 'q' ? qk : qk || cut_layer(x, FARR_VO, L))) return false;
     ExportReport *r = &x->rep;
     if (r->kv_scales_dropped++ == 0) r->kv_lo = r->kv_hi = L;
+    r->kv_q |= side == 'q';
     r->kv_lo = L < r->kv_lo ? L : r->kv_lo;
     r->kv_hi = L > r->kv_hi ? L : r->kv_hi;
     return true;
