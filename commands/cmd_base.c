@@ -15,6 +15,7 @@
 #include "registry.h"
 #include "resolve.h"
 #include "session.h"
+#include "tokenizer.h"
 
 /* ================================================================ help */
 
@@ -218,6 +219,26 @@ static dt_type kv_cache_dtype(dt_type d) {
 }
 
 /* Adds a field/value row; value is an integer, a number, or a string. */
+static void info_str(Table *t, cJSON *o, const char *k, const char *v);
+
+/* A .gguf model's tokenizer: the one its tokenizer.ggml.* keys hold (tokenizer.h), which `ppl`,
+ * `generate` and `tokenize` use, or why there is none. */
+static void info_gguf_tokenizer(Table *t, cJSON *o, const Model *m) {
+    size_t n = strlen(m->path);
+    if (n < 5 || strcmp(m->path + n - 5, ".gguf")) return;
+    char *path = NULL, row[320];
+    Tokenizer *tk = NULL;
+    if (tok_find(m->path, &path) == AL_OK && tok_open(path, &tk) == AL_OK)
+        snprintf(row, sizeof row, "%s: %s, %zu ids, BOS %d, EOS %d%s", tok_embedded(tk) ? "embedded (tokenizer.ggml.*)" :
+                 path, tok_name(tk), tok_vocab(tk), tok_bos(tk), tok_eos(tk),
+                 tok_embedded(tk) ? "; ppl, generate and tokenize use it" : "");
+    else snprintf(row, sizeof row, "none read: %s", al_errmsg());
+    al_err_clear();
+    info_str(t, o, "tokenizer", row);
+    tok_free(tk);
+    free(path);
+}
+
 static void info_int(Table *t, cJSON *o, const char *k, long long v) {
     if (table_row(t) == AL_OK) { table_str(t, k); table_int(t, v); }
     if (o) cJSON_AddNumberToObject(o, k, (double)v);
@@ -673,6 +694,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     /* every layer with a cache of its own at its own dims (Gemma 4: not the KV-shared ones; full layers' head dims) */
     info_int(t, o, "kv_bytes_per_token", (long long)(model_kv_values_total(m) * dt_size(kvd)));
     info_str(t, o, "path", m->path);
+    info_gguf_tokenizer(t, o, m);
     uint64_t local = 0, total = 0;           /* a model streamed from the Hub (hub.h) */
     char *held = m->store && store_local_bytes(m->store, &local, &total)
                      ? al_asprintf("%llu of %llu bytes (%.1f%%); the rest is fetched from the Hub on first use",
