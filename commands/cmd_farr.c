@@ -959,6 +959,9 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
         out_printf(out, "their %s%s dropped and their modules listed in %s (transformers and vLLM load them "
                    "unquantized beside the FP8 ones)\n", rep.dropped_scales & 1 ? "_scale_inv" : "weight_scale",
                    rep.dropped_scales & 4 ? " / input_scale" : "", rep.plain_lists);
+    else if (rep.reenc_tensors && rep.reenc_fp4 != DT_FP4_NONE && rep.plain_lists[0])
+        out_printf(out, "their %s scales dropped and their modules listed in %s (engines load them unquantized "
+                   "beside the %s ones)\n", export_reenc_from(&rep), rep.plain_lists, export_reenc_from(&rep));
     say_fused_plain(out, &rep);
     if (rep.ct_bf16)
         out_printf(out, "%zu of them (o_proj) written in BF16 and listed unquantized: their static input_scale "

@@ -5,7 +5,8 @@
 # wording cli_farr_fp8 pins), compressed-tensors FP8 (weight_scale / input_scale, quantization_config.
 # ignore), ModelOpt FP8 in hf_quant_config.json (its quantization.exclude_modules; config.json has no
 # quantization_config) and in config.json's bare form (quant_algo, no quant_method; its ignore list).
-# The old line said "_scale_inv ... quantization_config.modules_to_not_convert" for every source.
+# The old line said "_scale_inv ... quantization_config.modules_to_not_convert" for every FP8 source, and
+# nothing for FP4 / INT4 sources: NVFP4 and INT4 (ignore) and MXFP4 (modules_to_not_convert) now say it.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-export-quant-line
@@ -44,4 +45,13 @@ ok "ModelOpt: config.json still has no quantization_config" hasnt "$(cat "$T/ex-
 out=$(e "load $T/bare; $cut; export $T/ex-bare format dense")
 ok "ModelOpt bare config.json form: its ignore" has "$out" \
     "^their weight_scale / input_scale dropped and their modules listed in quantization_config.ignore $tail_"
+python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/nvfp4" nvfp4
+python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/mxfp4" mxfp4
+python3 "$ATTNLAB_SRC/tests/int4ct_quant.py" "$SRC" "$T/int4"
+for k in nvfp4:NVFP4:ignore int4:INT4:ignore mxfp4:MXFP4:modules_to_not_convert; do
+    IFS=: read -r d enc list <<<"$k"
+    out=$(e "load $T/$d; $cut; export $T/ex-$d format dense")
+    ok "$d: the line names its scales and list" has "$out" \
+        "^their $enc scales dropped and their modules listed in quantization_config.$list (engines load them unquantized beside the $enc ones)$"
+done
 cli_done
