@@ -7,6 +7,7 @@
 #    the cut changes; vLLM copies one found alone to the other, so both go) and says so in its line
 #    and the manifest (kv_scales_dropped); every other layer's are the source's byte for byte; dtype
 #    fp8 alike;
+#  - `info` counts the layers with scales and says ppl keeps the cache unquantized;
 #  - `lint` places the scales (vLLM maps them onto the attention; the old lint called them tensors no
 #    engine places, an error for every target), warns on the export's layer without scales (vLLM and
 #    SGLang use 1.0 there), on a layer with only one of the two, and on an export that kept the stale
@@ -28,6 +29,8 @@ print(' '.join(sorted(n[len('model.layers.'):] for n in tensors(sys.argv[1]) if 
 all="0.self_attn.k_scale 0.self_attn.v_scale 1.self_attn.k_scale 1.self_attn.v_scale 2.self_attn.k_scale 2.self_attn.v_scale 3.self_attn.k_scale 3.self_attn.v_scale 4.self_attn.k_scale 4.self_attn.v_scale"
 ok "the source has the scales of every layer [$(kvnames "$T/kv")]" test "$(kvnames "$T/kv")" = "$all"
 
+ok "info: the source's scales in every layer" has "$(e "load $T/kv; info")" \
+    "^kv_cache_scales  *k_scale / v_scale in 5 of 5 layers (a static FP8 KV cache for engines run with --kv-cache-dtype fp8); ppl and generate keep the cache unquantized$"
 out=$(e "lint $T/kv")
 ok "lint: the scales are placed, not 'no tensors of' [$(grep k_scale <<<"$out")]" hasnt "$out" "k_scale.*no tensors of"
 ok "lint: vLLM loads the source" has "$out" "^vLLM  *LlamaForCausalLM  *loads$"
@@ -51,6 +54,8 @@ man=$(python3 -c "import json, sys; k = json.load(open(sys.argv[1]))['kv_scales_
 ok "the manifest records them [$man]" test "$man" = "2 [1, 1]"
 ok "the export loads and runs in attnlab" has "$out" "^loaded ex: llama"
 
+ok "info: the export's in 4 of 5" has "$(e "load $T/ex; info")" "^kv_cache_scales  *k_scale / v_scale in 4 of 5 layers"
+ok "info: no such row without scales" hasnt "$(e "load $SRC; info")" "kv_cache_scales"
 out=$(e "lint $T/ex")
 ok "lint of the export: vLLM uses 1.0 on layer 1" \
     has "$out" "warning  vLLM, SGLang: KV cache scales: layer 1 has no k_scale / v_scale while the other attention layers have them: with an FP8 KV cache vLLM and SGLang use 1.0 there"
