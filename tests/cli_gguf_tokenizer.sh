@@ -47,4 +47,34 @@ out=$(e "load $T/syn; export $T/b/syn.gguf dtype f32; load $T/b/syn.gguf; info; 
 ok "placeholder vocabulary written" has "$out" "tokenizer synthetic"
 ok "info: the placeholder is not read, by name" has "$out" "^tokenizer  *none read: .*tokenizer.ggml.merges is empty: a placeholder vocabulary"
 ok "ppl refuses it, naming it" has "$out" "^error: .*placeholder vocabulary"
+# hostile tokenizer keys (a GGUF of keys only, read by `tokenizer FILE`): an error naming the key
+mk() { python3 - "$@" <<'PY'
+import struct, sys
+def s(x): b = x.encode(); return struct.pack('<Q', len(b)) + b
+def kv_str(k, v): return s(k) + struct.pack('<I', 8) + s(v)
+def kv_arr_str(k, vs): return s(k) + struct.pack('<II', 9, 8) + struct.pack('<Q', len(vs)) + b''.join(s(v) for v in vs)
+def kv_arr(k, t, fmt, vs): return s(k) + struct.pack('<II', 9, t) + struct.pack('<Q', len(vs)) + b''.join(struct.pack(fmt, v) for v in vs)
+def kv_u32(k, v): return s(k) + struct.pack('<I', 4) + struct.pack('<I', v)
+case = sys.argv[2]
+toks = ['<unk>', '<s>', '</s>', 'a', 'b', 'ab', '\u2581a']
+kvs = [kv_str('general.architecture', 'llama'), kv_str('tokenizer.ggml.model', 'gpt2' if case.startswith('bpe') else 'llama'),
+       kv_arr_str('tokenizer.ggml.tokens', toks)]
+if case == 'short-scores': kvs.append(kv_arr('tokenizer.ggml.scores', 6, '<f', [0.0] * 3))
+elif case == 'bos-out': kvs += [kv_arr('tokenizer.ggml.scores', 6, '<f', [0.0] * 7), kv_u32('tokenizer.ggml.bos_token_id', 99)]
+elif case == 'bpe-badmerge': kvs += [kv_arr_str('tokenizer.ggml.merges', ['ab'])]
+elif case == 'bpe-pre': kvs += [kv_arr_str('tokenizer.ggml.merges', ['a b']), kv_str('tokenizer.ggml.pre', 'deepseek-llm')]
+elif case == 'unk': kvs += [kv_arr('tokenizer.ggml.scores', 6, '<f', [0.0] * 7), kv_u32('tokenizer.ggml.unknown_token_id', 0)]
+elif case == 'types-bad': kvs += [kv_arr('tokenizer.ggml.scores', 6, '<f', [0.0] * 7), kv_arr('tokenizer.ggml.token_type', 5, '<i', [99, -7, 3, 1, 1, 1, 1])]
+open(sys.argv[1], 'wb').write(b'GGUF' + struct.pack('<IQQ', 3, 0, len(kvs)) + b''.join(kvs))
+PY
+}
+for c in short-scores bpe-badmerge bpe-pre unk; do mk "$T/$c.gguf" $c; done
+t="load $M/stories260K/stories260K.bin; tokenizer"
+ok "scores of the wrong length: named" has "$(e "$t $T/short-scores.gguf")" \
+    "^error: .*short-scores.gguf: tokenizer.ggml.scores is not an array of the expected type and length$"
+ok "a merge that is not 'a b': named" has "$(e "$t $T/bpe-badmerge.gguf")" "^error: .*tokenizer.ggml.merges\[0\] is not \"a b\"$"
+ok "a pre-tokenizer attnlab does not implement: named" has "$(e "$t $T/bpe-pre.gguf")" \
+    "^error: .*tokenizer.ggml.pre 'deepseek-llm' is not a pre-tokenizer attnlab implements"
+ok "unknown_token_id stands for a character with no piece (no llama2.c byte + 3 guess)" \
+    test "$(e "$t $T/unk.gguf; tokenize \"ab a\"" | tail -1)" = "5 0 3"
 cli_done

@@ -634,7 +634,9 @@ static int load_json(Tokenizer *t, const char *text) {
  * as TOK_LLAMA2C with the spaces restored -- or "gpt2" -- byte-level pieces, tokenizer.ggml.merges "a b"
  * by rank and the pre-tokenizer by name (tokenizer.ggml.pre: "gpt-2" / "default", "llama-bpe",
  * "qwen2"). token_type CONTROL / USER_DEFINED pieces are added tokens, UNUSED ones unused ids;
- * bos_token_id is added when add_bos_token is true (its default for "llama"), eos_token_id the end.
+ * bos_token_id is added when add_bos_token is true (its default for "llama"), eos_token_id the end,
+ * unknown_token_id stands for a character with neither a piece nor a <0xHH> piece (llama2.c's byte + 3
+ * rule is not assumed).
  * attnlab's GGUF export writes these (gguf_convert.c); its placeholder vocabulary ("[i]" pieces and no
  * merges, for a model with no tokenizer) is refused. */
 static const GgufKV *gguf_arr_of(const GgufFile *f, const char *key, gguf_vtype elt, size_t n, const char *path) {
@@ -716,6 +718,8 @@ static int gguf_specials(Tokenizer *t, const GgufFile *f, bool spm) {
     bool add_bos = ab && ab->type == GGUF_BOOL ? ab->v.u != 0 : spm;
     t->bos = gguf_get_int(f, "tokenizer.ggml.bos_token_id", &v) == AL_OK && v >= 0 && (size_t)v < t->n ? (int)v : -1;
     t->eos = gguf_get_int(f, "tokenizer.ggml.eos_token_id", &v) == AL_OK && v >= 0 && (size_t)v < t->n ? (int)v : -1;
+    t->unk = gguf_get_int(f, "tokenizer.ggml.unknown_token_id", &v) == AL_OK && v >= 0 && (size_t)v < t->n &&
+             t->piece[v] ? (int)v : -1;
     al_err_clear();
     if (!add_bos) t->bos = -1;
     if (t->bos < 0) return AL_OK;
@@ -916,7 +920,7 @@ static int push_codepoint(const Tokenizer *t, const char *w, size_t len, ibuf *s
     if (id >= 0) return ib_add(sym, id);
     for (size_t k = 0; k < len; k++) {
         unsigned char b = (unsigned char)w[k];
-        int bid = t->kind == TOK_LLAMA2C ? (t->byte_id[b] >= 0 ? t->byte_id[b] : (int)b + 3)
+        int bid = t->kind == TOK_LLAMA2C ? (t->byte_id[b] >= 0 ? t->byte_id[b] : t->embedded ? -1 : (int)b + 3)
                   : t->byte_fallback ? t->byte_id[b] : -1;
         if (bid >= 0 && (size_t)bid < t->n) { if (ib_add(sym, bid) != AL_OK) return AL_ERR; continue; }
         if (t->unk >= 0) {
