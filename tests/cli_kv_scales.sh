@@ -96,4 +96,9 @@ PY
 out=$(e "lint $T/half")
 ok "lint: a layer with one of the two" \
     has "$out" "warning  vLLM, SGLang: KV cache scales: layer 2 has only one of k_scale / v_scale"
+# convert mla's export (a latent cache: the GQA scales cannot serve it, none written) keeps the static scheme
+out=$(e "load $T/kv; convert mla kv-rank 16; export $T/mla; lint $T/mla")
+ok "lint: a static kv_cache_scheme with no scales at all" \
+    has "$out" "warning  vLLM, SGLang: KV cache scales: quantization_config.kv_cache_scheme is static but no layer has a k_scale / v_scale"
+ok "lint: not on the source" hasnt "$(e "lint $T/kv")" "kv_cache_scheme is static but no layer"
 cli_done

@@ -1396,6 +1396,12 @@ static bool kv_some(unsigned b) { return b != 0; }
  * FaRR export kept on layers its cut changed (calibrated on the source's keys / values). */
 static void check_kv_scales(Lint *x) {
     unsigned char *bits = x->cfg_ok ? kv_scale_bits(x) : NULL;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config");
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
+    if (!bits && cJSON_IsObject(kv) && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(kv, "dynamic")))
+        add(x, LINT_WARNING, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "KV cache scales: quantization_config.kv_cache_scheme "
+            "is static but no layer has a k_scale / v_scale: with an FP8 KV cache vLLM and SGLang use 1.0 in every "
+            "layer (their default); recalibrate them, or drop the scheme");
     if (!bits) return;
     int n = x->cfg.n_layers, attn = 0;
     char w[160];
