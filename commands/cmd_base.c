@@ -15,6 +15,8 @@
 #include "registry.h"
 #include "resolve.h"
 #include "session.h"
+#include "quant_fused.h"
+#include "tokenizer.h"
 
 /* ================================================================ help */
 
@@ -218,6 +220,45 @@ static dt_type kv_cache_dtype(dt_type d) {
 }
 
 /* Adds a field/value row; value is an integer, a number, or a string. */
+static void info_str(Table *t, cJSON *o, const char *k, const char *v);
+
+/* A .gguf model's tokenizer: the one its tokenizer.ggml.* keys hold (tokenizer.h), which `ppl`,
+ * `generate` and `tokenize` use, or why there is none. */
+static void info_gguf_tokenizer(Table *t, cJSON *o, const Model *m) {
+    size_t n = strlen(m->path);
+    if (n < 5 || strcmp(m->path + n - 5, ".gguf")) return;
+    char *path = NULL, row[320];
+    Tokenizer *tk = NULL;
+    if (tok_find(m->path, &path) == AL_OK && tok_open(path, &tk) == AL_OK)
+        snprintf(row, sizeof row, "%s: %s, %zu ids, BOS %d, EOS %d%s", tok_embedded(tk) ? "embedded (tokenizer.ggml.*)" :
+                 path, tok_name(tk), tok_vocab(tk), tok_bos(tk), tok_eos(tk),
+                 tok_embedded(tk) ? "; ppl, generate and tokenize use it" : "");
+    else snprintf(row, sizeof row, "none read: %s", al_errmsg());
+    al_err_clear();
+    info_str(t, o, "tokenizer", row);
+    tok_free(tk);
+    free(path);
+}
+
+/* A static FP8 KV cache's per-layer scales (quant_fused.h: quant_kv_scale): in how many layers, and that
+ * attnlab's own forward pass keeps the cache in float (engines quantize it with --kv-cache-dtype fp8). */
+static void info_kv_scales(Table *t, cJSON *o, const Model *m) {
+    char pat[96];
+    int with = 0, L, prev = -1;
+    if (!m->store) return;
+    snprintf(pat, sizeof pat, "%s%s", m->cfg.prefix, family_layer_pattern(m->cfg.names));
+    for (size_t i = 0; i < store_count(m->store); i++) {       /* sorted by name: a layer's scales together */
+        const char *n = store_name_at(m->store, i);
+        int side = quant_kv_scale(n);
+        if (side && side != 'q' && sscanf(n, pat, &L) == 1 && L != prev) { with++; prev = L; }
+    }
+    if (!with) return;
+    char row[200];
+    snprintf(row, sizeof row, "k_scale / v_scale in %d of %d layers (a static FP8 KV cache for engines run with "
+             "--kv-cache-dtype fp8); ppl and generate keep the cache unquantized", with, cfg_n_kv_layers(&m->cfg));
+    info_str(t, o, "kv_cache_scales", row);
+}
+
 static void info_int(Table *t, cJSON *o, const char *k, long long v) {
     if (table_row(t) == AL_OK) { table_str(t, k); table_int(t, v); }
     if (o) cJSON_AddNumberToObject(o, k, (double)v);
@@ -669,10 +710,12 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
     if (m->cfg_full) info_by_type(t, o, m);     /* Gemma 4: the two fields above are the sliding layers' */
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
+    info_kv_scales(t, o, m);
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
     /* every layer with a cache of its own at its own dims (Gemma 4: not the KV-shared ones; full layers' head dims) */
     info_int(t, o, "kv_bytes_per_token", (long long)(model_kv_values_total(m) * dt_size(kvd)));
     info_str(t, o, "path", m->path);
+    info_gguf_tokenizer(t, o, m);
     uint64_t local = 0, total = 0;           /* a model streamed from the Hub (hub.h) */
     char *held = m->store && store_local_bytes(m->store, &local, &total)
                      ? al_asprintf("%llu of %llu bytes (%.1f%%); the rest is fetched from the Hub on first use",

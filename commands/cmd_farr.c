@@ -957,13 +957,22 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     if (!rep.reenc_tensors && !rep.tensors_rewritten && o.dtype_set)
         out_printf(out, "dtype %s: nothing re-encoded: the cut changed no tensor (every rank kept in full), so every "
                    "tensor is the source's, in its own dtype\n", args_str(a, "dtype"));
-    if (rep.reenc_tensors && rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3)
-        out_printf(out, "their _scale_inv dropped and their modules listed in quantization_config.modules_to_not_convert "
-                   "(transformers and vLLM load them unquantized beside the FP8 ones)\n");
+    if (rep.reenc_tensors && rep.reenc_from == DT_F8_E4M3 && rep.reenc_to != DT_F8_E4M3 && rep.plain_lists[0])
+        out_printf(out, "their %s%s dropped and their modules listed in %s (transformers and vLLM load them "
+                   "unquantized beside the FP8 ones)\n", rep.dropped_scales & 1 ? "_scale_inv" : "weight_scale",
+                   rep.dropped_scales & 4 ? " / input_scale" : "", rep.plain_lists);
+    else if (rep.reenc_tensors && rep.reenc_fp4 != DT_FP4_NONE && rep.plain_lists[0])
+        out_printf(out, "their %s scales dropped and their modules listed in %s (engines load them unquantized "
+                   "beside the %s ones)\n", export_reenc_from(&rep), rep.plain_lists, export_reenc_from(&rep));
     say_fused_plain(out, &rep);
     if (rep.ct_bf16)
         out_printf(out, "%zu of them (o_proj) written in BF16 and listed unquantized: their static input_scale "
                    "calibrates an input the cut changed, and an FP8 module of a static scheme needs one\n", rep.ct_bf16);
+    if (rep.kv_scales_dropped)
+        out_printf(out, "dropped %zu static KV cache scales (k_scale / v_scale%s) of %s: calibrated on keys and values "
+                   "the cut changes; vLLM and SGLang take 1.0 there (their default with none): recalibrate them for an "
+                   "FP8 KV cache\n", rep.kv_scales_dropped, rep.kv_q ? " / q_scale" : "",
+                   layersel_words(&x->src->cfg, rep.kv_lo, rep.kv_hi, rl, sizeof rl));
     if (rep.fp8_blocks)
         out_printf(out, "FP8 blocks of the changed tensors: %zu of %zu unchanged, kept bit for bit with their scales\n",
                    rep.fp8_blocks_kept, rep.fp8_blocks);

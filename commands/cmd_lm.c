@@ -70,8 +70,9 @@ static int cmd_tokenizer(Session *s, const Args *a, Out *out) {
         if (lm_set_tokenizer(s, m, t) != AL_OK) { tok_free(t); return AL_ERR; }
     } else if (lm_tokenizer(s, m, &t) != AL_OK)
         return AL_ERR;
-    out_printf(out, "tokenizer of %s: %s, %s, %zu ids, BOS %d, EOS %d\n", m->name, tok_path(t),
-               tok_kind_name(tok_type(t)), tok_vocab(t), tok_bos(t), tok_eos(t));
+    out_printf(out, "tokenizer of %s: %s%s, %s, %zu ids, BOS %d, EOS %d\n", m->name, tok_path(t),
+               tok_embedded(t) ? " (embedded: tokenizer.ggml.*)" : "", tok_name(t), tok_vocab(t),
+               tok_bos(t), tok_eos(t));
     if (tok_vocab(t) > (size_t)m->cfg.vocab)
         out_eprintf(out, "warning: the tokenizer has %zu ids but the model's vocabulary is %d\n", tok_vocab(t),
                     m->cfg.vocab);

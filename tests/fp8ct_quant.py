@@ -3,13 +3,14 @@
 their decoded values in F32: a checkpoint quantized that way and its F32 twin, for
 tests/cli_fp8ct.sh (pure Python, no numpy).
 
-    python3 fp8ct_quant.py SRC DST tensor|channel [f32|bf16|bf16-f32|nan-scale|short-scale|dynamic]
+    python3 fp8ct_quant.py SRC DST tensor|channel [f32|bf16|bf16-f32|nan-scale|short-scale|dynamic|kv]
 
 tensor: a scale of shape [] (F32; with bf16: [1] BF16, compressed-tensors' own form); channel: [R, 1]
 (F32, or BF16 with bf16). Each module also gets an "input_scale" F32 [] (the activations', which
 weights do not use; it is 1e9 so a reader that used it would be caught), but with dynamic: then
 the config's input_activations are dynamic per token (llm-compressor's FP8_DYNAMIC) and none is
-written.
+written. kv: a static FP8 KV cache too (llm-compressor's kv_cache_scheme): per layer
+"self_attn.k_scale" and "self_attn.v_scale" F32 [] (0.25 and 0.125 + layer / 64).
 """
 import json
 import os
@@ -65,6 +66,11 @@ def main():
             items.append((name + '_scale', ('F32', [n, 1], struct.pack('<%df' % n, *sc[:n]))))
         if mode != 'dynamic':
             items.append((name[:-len('weight')] + 'input_scale', ('F32', [], struct.pack('<f', 1e9))))
+    if mode == 'kv':
+        layers = sorted({int(n.split('.')[2]) for n, _ in items if n.startswith('model.layers.')})
+        for L in layers:
+            for side, v in (('k', 0.25), ('v', 0.125 + L / 64)):
+                items.append(('model.layers.%d.self_attn.%s_scale' % (L, side), ('F32', [], struct.pack('<f', v))))
     write_tensors(os.path.join(dst, 'model.safetensors'), items)
     if 'f32' not in mode:      # what llm-compressor writes for FP8 (static per-tensor or per-channel weights)
         cp = os.path.join(dst, 'config.json')
@@ -75,6 +81,9 @@ def main():
                 'num_bits': 8, 'type': 'float', 'symmetric': True, 'strategy': strat, 'dynamic': False},
                 'input_activations': {'num_bits': 8, 'type': 'float', 'strategy': 'token', 'dynamic': True}
                 if mode == 'dynamic' else {'num_bits': 8, 'type': 'float', 'strategy': 'tensor', 'dynamic': False}}}}
+        if mode == 'kv':
+            c['quantization_config']['kv_cache_scheme'] = {'num_bits': 8, 'type': 'float', 'strategy': 'tensor',
+                                                           'dynamic': False, 'symmetric': True}
         json.dump(c, open(cp, 'w'), indent=2)
 
 

@@ -841,7 +841,13 @@ static int fp4_rewrite(Ctx *x, CkptWriter *w, const char *name) {
  * tensors' "<w>_scale" (add_rewritten writes the new one), and the module's "input_scale" unless the
  * weight stays FP8 (fp8ct.h: the input it calibrates is unchanged; otherwise the weight is listed as
  * not quantized)? */
-static bool is_dropped_scale(const Ctx *x, const char *name) {
+/* Adds word w to the sep-joined words of buf (cap bytes) when it is not there yet. */
+static void join_once(char *buf, size_t cap, const char *w, const char *sep) {
+    size_t n = strlen(buf);
+    if (!strstr(buf, w) && n + strlen(sep) + strlen(w) < cap) snprintf(buf + n, cap - n, "%s%s", n ? sep : "", w);
+}
+
+static bool is_dropped_scale(Ctx *x, const char *name) {
     static const char *const sufs[] = {".weight_scale_inv", ".weight_scale", ".input_scale"};
     size_t n = strlen(name), k = 0;
     while (k < 3 && (n <= strlen(sufs[k]) || strcmp(name + n - strlen(sufs[k]), sufs[k]) != 0)) k++;
@@ -855,9 +861,28 @@ static bool is_dropped_scale(const Ctx *x, const char *name) {
         const st_entry *e;
         drop = store_entry(x->m->store, w, &e, NULL) == AL_OK && e->dtype == DT_F8_E4M3 &&
                (k < 2 || rewritten_dtype(x, w, e, s) != DT_F8_E4M3);
+        if (drop && rewritten_dtype(x, w, e, s) != DT_F8_E4M3) x->rep.dropped_scales |= 1u << k;
     }
     free(w);
     return drop;
+}
+
+/* Is `name` a static KV cache scale (quant_fused.h) of a layer whose cached keys or values the cut
+ * changes (a VO cut's values, a QK cut's keys; an MLA cache holds the latent, which no cut changes)?
+ * It was calibrated on the source's values, so it is dropped: k_scale and v_scale together (vLLM copies
+ * one found alone to the other, or asserts), q_scale under a QK cut. vLLM then takes 1.0 for both. */
+static bool is_stale_kv_scale(Ctx *x, const char *name) {
+    int L, side = quant_kv_scale(name);
+    const char *suffix;
+    if (!side || cfg_is_mla(x->c) || !layer_of(x, name, &L, &suffix)) return false;
+    bool qk = cut_layer(x, FARR_QK, L) != NULL;
+    if (!(side == 'q' ? qk : qk || cut_layer(x, FARR_VO, L))) return false;
+    ExportReport *r = &x->rep;
+    if (r->kv_scales_dropped++ == 0) r->kv_lo = r->kv_hi = L;
+    r->kv_q |= side == 'q';
+    r->kv_lo = L < r->kv_lo ? L : r->kv_lo;
+    r->kv_hi = L > r->kv_hi ? L : r->kv_hi;
+    return true;
 }
 
 /* Writes one output shard: the tensors of source shard `src` in order; copied tensors are
@@ -870,7 +895,7 @@ static int write_shard(Ctx *x, CkptWriter *w, const char *src) {
         const st_entry *e;
         const st_file *f;
         if ((rc = store_entry(s, name, &e, &f)) != AL_OK) break;
-        if (strcmp(st_path(f), src) != 0 || is_dropped_scale(x, name)) continue;
+        if (strcmp(st_path(f), src) != 0 || is_dropped_scale(x, name) || is_stale_kv_scale(x, name)) continue;
         int L;
         const char *suffix;
         int piece = fp4_piece(x, name, NULL, 0);
@@ -999,6 +1024,16 @@ static int write_manifest(const Ctx *x, CkptWriter *w) {
             cJSON_AddNumberToObject(re, "fp8_blocks_kept", (double)r->fp8_blocks_kept);
         }
     }
+    if (r->kv_scales_dropped) {
+        cJSON *kv = cJSON_AddObjectToObject(j, "kv_scales_dropped");
+        cJSON_AddNumberToObject(kv, "tensors", (double)r->kv_scales_dropped);
+        cJSON *lr = cJSON_AddArrayToObject(kv, "layers");
+        cJSON_AddItemToArray(lr, cJSON_CreateNumber(r->kv_lo));
+        cJSON_AddItemToArray(lr, cJSON_CreateNumber(r->kv_hi));
+        cJSON_AddStringToObject(kv, "why", "a static FP8 KV cache's k_scale / v_scale were calibrated on the source's "
+                                "keys and values, which the cut changes in these layers; vLLM and SGLang take 1.0 for a "
+                                "layer with neither (their default); recalibrate them for an FP8 cache");
+    }
     cJSON_AddStringToObject(j, "untouched", "every tensor the truncation does not change (layers kept at full rank "
                             "included) is the source's bit for bit; inside a changed tensor the rows and columns it does "
                             "not change (K rows beside cut V rows, heads kept at full rank) hold the source's values in "
@@ -1082,15 +1117,19 @@ static void keep_source_linears(const Ctx *x, cJSON *a) {
 /* The FP8 weights written in another dtype join quantization_config's list of modules not
  * quantized: transformers' FineGrainedFP8 keeps them nn.Linear (modules_to_not_convert), vLLM's
  * Fp8Config reads `ignored_layers`, or modules_to_not_convert when that is absent or empty. */
-static void keep_bf_config(const Ctx *x, cJSON *j) {
+static void keep_bf_config(Ctx *x, cJSON *j) {
     cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quantization_config");
     if (!cJSON_IsObject(q) || !x->n_keep_bf) return;
     cJSON *lists[4];
     bool created;
     int n = quant_config_plain_lists(q, lists, &created);
     if (created) keep_source_linears(x, lists[0]);      /* a new modules_to_not_convert replaces the default */
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < n; k++) {
         for (size_t i = 0; i < x->n_keep_bf; i++) cJSON_AddItemToArray(lists[k], cJSON_CreateString(x->keep_bf[i]));
+        char key[64];
+        snprintf(key, sizeof key, "quantization_config.%s", lists[k]->string ? lists[k]->string : "?");
+        join_once(x->rep.plain_lists, sizeof x->rep.plain_lists, key, ", ");
+    }
 }
 
 /* config.json: the source's, as it is (factors, dense), with the new head sizes (hf; in text_config for a tower), and with the
@@ -1126,6 +1165,8 @@ static int write_hf_quant(Ctx *x, CkptWriter *w) {
             a = cJSON_AddArrayToObject(q, "exclude_modules");
         }
         for (size_t i = 0; a && i < x->n_keep_bf; i++) cJSON_AddItemToArray(a, cJSON_CreateString(x->keep_bf[i]));
+        if (a && x->n_keep_bf)
+            join_once(x->rep.plain_lists, sizeof x->rep.plain_lists, "hf_quant_config.json quantization.exclude_modules", ", ");
         rc = ckpt_write_json(w, "hf_quant_config.json", j);
     } else if (text) {
         rc = ckpt_write_text(w, "hf_quant_config.json", text, n);        /* not ModelOpt's form: as it is */

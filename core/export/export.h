@@ -87,6 +87,14 @@ typedef struct {
     size_t fused_plain;      /* quantized weights the cut leaves unchanged, written unquantized beside a rewritten
                                 shard of a layer vLLM fuses (quant_fused.h: q/k/v_proj), so the shards stay alike */
     char fused_names[160];   /* their distinct suffixes, ", "-joined */
+    size_t kv_scales_dropped;  /* a static FP8 KV cache's per-layer scales (quant_fused.h: quant_kv_scale) of the
+                                  layers whose cached keys or values the cut changes (not MLA's latent): dropped */
+    int kv_lo, kv_hi;        /* their layers */
+    bool kv_q;               /* a q_scale among them */
+    unsigned dropped_scales; /* the scale tensors of FP8 weights written in another dtype that were dropped: bits
+                                1 "<w>_scale_inv", 2 "<w>_scale" (weight_scale), 4 the module's input_scale */
+    char plain_lists[160];   /* the lists those modules joined ("quantization_config.ignore, hf_quant_config.json
+                                quantization.exclude_modules") */
 } ExportReport;
 
 /* What the re-encoded tensors were stored in: "MXFP4", "NVFP4", "INT4" or reenc_from's dtype name. */

@@ -340,10 +340,52 @@ static int kv_synthetic_vocab(GgufWriter *w, const Model *m) {
     return rc;
 }
 
+/* One tokenizer.ggml.* key of a source GGUF, copied as it is (scalars and arrays). */
+static int kv_copy_one(GgufWriter *w, const GgufKV *kv) {
+    if (kv->type == GGUF_STR) return gguf_set_str(w, kv->key, kv->str);
+    if (kv->type == GGUF_BOOL) return gguf_set_bool(w, kv->key, kv->v.u != 0);
+    if (kv->type == GGUF_U32) return gguf_set_u32(w, kv->key, (uint32_t)kv->v.u);
+    if (kv->type == GGUF_I32) return gguf_set_i32(w, kv->key, (int32_t)kv->v.i);
+    if (kv->type == GGUF_F32) return gguf_set_f32(w, kv->key, (float)kv->v.f);
+    if (kv->type != GGUF_ARR) return al_err("%s: type %d not copied", kv->key, (int)kv->type);
+    if (kv->arr_type != GGUF_STR) return gguf_set_arr(w, kv->key, kv->arr_type, kv->arr, kv->n);
+    const char **sv = al_calloc(kv->n ? kv->n : 1, sizeof *sv, "GGUF strings");
+    size_t *lv = al_calloc(kv->n ? kv->n : 1, sizeof *lv, "GGUF strings");
+    int rc = sv && lv ? AL_OK : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < kv->n; i++) gguf_arr_str(kv, i, &sv[i], &lv[i]);
+    if (rc == AL_OK) rc = gguf_set_arr_str(w, kv->key, sv, lv, kv->n);
+    free(sv);
+    free(lv);
+    return rc;
+}
+
+/* A GGUF source's own tokenizer (tokenizer.h: tok_embedded): its tokenizer.ggml.* keys copied. */
+static int kv_copy_tokenizer(GgufWriter *w, const char *path, const char **kind) {
+    GgufFile *f = NULL;
+    int rc = gguf_open(path, &f);
+    for (size_t i = 0; rc == AL_OK && i < gguf_kv_count(f); i++)
+        if (strncmp(gguf_kv_at(f, i)->key, "tokenizer.ggml.", 15) == 0) rc = kv_copy_one(w, gguf_kv_at(f, i));
+    const char *model = f ? gguf_get_str(f, "tokenizer.ggml.model") : NULL;
+    *kind = model && strcmp(model, "llama") == 0 ? "llama" : "gpt2";
+    gguf_close(f);
+    return rc;
+}
+
 /* The tokenizer beside the model as llama.cpp's tokenizer.ggml.* keys; *kind what was written. */
 static int kv_tokenizer(GgufWriter *w, const Model *m, const char **kind) {
     char *path = NULL;
     Tokenizer *t = NULL;
+    if (tok_find(m->path, &path) == AL_OK && tok_open(path, &t) == AL_OK && tok_embedded(t)) {
+        int rc = kv_copy_tokenizer(w, path, kind);
+        tok_free(t);
+        free(path);
+        return rc;
+    }
+    tok_free(t);
+    t = NULL;
+    free(path);
+    path = NULL;
+    al_err_clear();
     if (tok_find(m->path, &path) != AL_OK || tok_open(path, &t) != AL_OK) {
         al_err_clear();
         free(path);

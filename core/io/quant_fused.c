@@ -31,3 +31,15 @@ int quant_fused_shards(const char *mod, char shards[][256], const char **fused) 
     }
     return 0;
 }
+
+int quant_kv_scale(const char *name) {
+    static const struct { const char *suf; int side; } KV[] = {
+        {".k_scale", 'k'}, {".v_scale", 'v'}, {".kv_scale", 'b'}, {".q_scale", 'q'},
+        {".k_proj.output_scale", 'k'}, {".v_proj.output_scale", 'v'}, {".q_proj.output_scale", 'q'}};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof KV / sizeof *KV; i++) {
+        size_t k = strlen(KV[i].suf);
+        if (n > k && strcmp(name + n - k, KV[i].suf) == 0) return KV[i].side;
+    }
+    return 0;
+}

@@ -31,4 +31,16 @@
  * A name that does not fit: 0. */
 int quant_fused_shards(const char *mod, char shards[][256], const char **fused);
 
+/* KV cache scales (vLLM's maybe_remap_kv_scale_name, kv_cache.py's BaseKVCacheMethod; SGLang's copy): a
+ * static FP8 KV cache's per-layer scales, stored as "<attn>.k_scale" / "<attn>.v_scale" (compressed-tensors'
+ * kv_cache_scheme, Quark), "<attn>.k_proj.k_scale" / "<attn>.v_proj.v_scale" (ModelOpt's
+ * kv_cache_quant_algo), "<attn>.k_proj.output_scale" / "<attn>.v_proj.output_scale" (older
+ * llm-compressor) or one "<attn>.kv_scale" (older fp8 checkpoints, used for both); "q_scale" /
+ * "q_proj.output_scale" calibrate the queries of an FP8 attention. Each is the amax of the values the
+ * cache holds over 448, calibrated on the source's keys / values. vLLM starts k_scale and v_scale at -1
+ * and after loading: both found -> used; neither -> 1.0 (its default, "may cause accuracy issues"); one
+ * alone -> copied to the other (an old single kv_scale), or an assertion on a v_scale alone.
+ * The side of tensor `name` ('k', 'v', 'b' for a kv_scale of both, 'q'), or 0 when it is none of them. */
+int quant_kv_scale(const char *name);
+
 #endif

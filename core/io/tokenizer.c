@@ -3,6 +3,7 @@
  * See tokenizer.h for the formats and the exact rules followed. */
 #define _GNU_SOURCE
 #include "tokenizer.h"
+#include "gguf.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -206,6 +207,7 @@ struct Tokenizer {
     int *pre, *post;        /* ids the post_processor adds before / after the text */
     size_t npre, npost;
     int bos, eos;
+    bool embedded;          /* read from a GGUF's tokenizer.ggml.* keys */
     pretok_pattern pattern; /* byte-level split pattern */
     bool add_prefix_space;  /* byte-level: a space before a segment that starts without one */
     bool spm_prepend;       /* SPM: U+2581 before the first segment */
@@ -221,6 +223,11 @@ const char *tok_kind_name(tok_kind k) {
     return k == TOK_LLAMA2C ? "llama2.c" : k == TOK_BYTELEVEL ? "byte-level BPE" : "sentencepiece BPE";
 }
 tok_kind tok_type(const Tokenizer *t) { return t->kind; }
+bool tok_embedded(const Tokenizer *t) { return t->embedded; }
+const char *tok_name(const Tokenizer *t) {
+    if (t->embedded) return t->kind == TOK_LLAMA2C ? "GGUF llama: SentencePiece merged by score" : "GGUF gpt2: byte-level BPE";
+    return tok_kind_name(t->kind);
+}
 const char *tok_path(const Tokenizer *t) { return t->path; }
 size_t tok_vocab(const Tokenizer *t) { return t->n; }
 int tok_bos(const Tokenizer *t) { return t->bos; }
@@ -619,6 +626,135 @@ static int load_json(Tokenizer *t, const char *text) {
     return rc;
 }
 
+/* ================================================================ a GGUF's tokenizer.ggml.* keys */
+
+/* As llama.cpp reads them (llama-vocab.cpp): tokenizer.ggml.model "llama" -- SentencePiece pieces with
+ * U+2581 for a space, tokenizer.ggml.scores, encoded by merging the adjacent pair whose concatenation is
+ * the piece of best score after a dummy-prefix space, bytes as <0xHH> pieces: run.c's rules, so it reads
+ * as TOK_LLAMA2C with the spaces restored -- or "gpt2" -- byte-level pieces, tokenizer.ggml.merges "a b"
+ * by rank and the pre-tokenizer by name (tokenizer.ggml.pre: "gpt-2" / "default", "llama-bpe",
+ * "qwen2"). token_type CONTROL / USER_DEFINED pieces are added tokens, UNUSED ones unused ids;
+ * bos_token_id is added when add_bos_token is true (its default for "llama"), eos_token_id the end,
+ * unknown_token_id stands for a character with neither a piece nor a <0xHH> piece (llama2.c's byte + 3
+ * rule is not assumed).
+ * attnlab's GGUF export writes these (gguf_convert.c); its placeholder vocabulary ("[i]" pieces and no
+ * merges, for a model with no tokenizer) is refused. */
+static const GgufKV *gguf_arr_of(const GgufFile *f, const char *key, gguf_vtype elt, size_t n, const char *path) {
+    const GgufKV *kv = gguf_kv_find(f, key);
+    if (!kv || kv->type != GGUF_ARR || kv->arr_type != elt || (n && kv->n != n)) {
+        al_err("%s: %s is %s", path, key, !kv ? "absent" : "not an array of the expected type and length");
+        return NULL;
+    }
+    return kv;
+}
+
+/* Piece i of a GGUF's tokens (spaces as U+2581 in "llama": restored), typed ty. */
+static int gguf_piece(Tokenizer *t, int i, const char *s, size_t len, int ty, bool spm) {
+    sbuf b = {0};
+    int rc = sb_add(&b, "", 0);
+    for (size_t k = 0; k < len && rc == AL_OK;)
+        if (spm && k + 3 <= len && memcmp(s + k, "\xe2\x96\x81", 3) == 0) { rc = sb_add(&b, " ", 1); k += 3; }
+        else rc = sb_add(&b, s + k++, 1);
+    if (rc == AL_OK && ty == 5) rc = AL_OK;                                   /* UNUSED: no piece */
+    else if (rc == AL_OK && (ty == 3 || ty == 4)) {                           /* CONTROL, USER_DEFINED */
+        t->piece[i] = al_strdup(b.p);
+        t->plen[i] = b.n;
+        t->added[t->nadded] = (added_tok){al_strdup(b.p), b.n, i, ty == 3};
+        rc = t->piece[i] && t->added[t->nadded].s ? AL_OK : AL_ERR;
+        t->nadded += rc == AL_OK && !spm;                                    /* SPM: run.c matches no added text */
+        if (spm) { free(t->added[t->nadded].s); t->added[t->nadded].s = NULL; }
+    } else if (rc == AL_OK) rc = tok_set_piece(t, i, b.p, b.n);
+    free(b.p);
+    return rc;
+}
+
+static int gguf_pieces(Tokenizer *t, const GgufFile *f, bool spm) {
+    const GgufKV *tk = gguf_arr_of(f, "tokenizer.ggml.tokens", GGUF_STR, 0, t->path);
+    if (!tk || tk->n == 0 || tk->n > (1u << 24)) return tk ? al_err("%s: tokenizer.ggml.tokens holds %llu pieces", t->path,
+                                                                    (unsigned long long)tk->n) : AL_ERR;
+    const GgufKV *ty = gguf_kv_find(f, "tokenizer.ggml.token_type"), *sc = NULL;
+    if (ty && !(ty = gguf_arr_of(f, "tokenizer.ggml.token_type", GGUF_I32, tk->n, t->path))) return AL_ERR;
+    if (spm && !(sc = gguf_arr_of(f, "tokenizer.ggml.scores", GGUF_F32, tk->n, t->path))) return AL_ERR;
+    if (tok_alloc_ids(t, tk->n) != AL_OK) return AL_ERR;
+    t->added = al_calloc(tk->n, sizeof *t->added, "added tokens");
+    t->score = spm ? al_calloc(tk->n, sizeof *t->score, "tokenizer scores") : NULL;
+    if (!t->added || (spm && !t->score)) return AL_ERR;
+    for (size_t i = 0; i < tk->n; i++) {
+        const char *p;
+        size_t len;
+        gguf_arr_str(tk, i, &p, &len);
+        if (spm) t->score[i] = (float)gguf_arr_num(sc, i);
+        if (gguf_piece(t, (int)i, p, len, ty ? (int)gguf_arr_num(ty, i) : 1, spm) != AL_OK) return AL_ERR;
+    }
+    qsort(t->added, t->nadded, sizeof *t->added, cmp_added);
+    return AL_OK;
+}
+
+static int gguf_merges(Tokenizer *t, const GgufFile *f) {
+    const GgufKV *m = gguf_arr_of(f, "tokenizer.ggml.merges", GGUF_STR, 0, t->path);
+    if (!m) return AL_ERR;
+    if (m->n == 0) return al_err("%s: tokenizer.ggml.merges is empty: a placeholder vocabulary (attnlab's GGUF export "
+                                 "of a model with no tokenizer), not one to encode text with", t->path);
+    for (size_t i = 0; i < m->n; i++) {
+        const char *p;
+        size_t len;
+        gguf_arr_str(m, i, &p, &len);
+        if (!memchr(p, ' ', len)) return al_err("%s: tokenizer.ggml.merges[%zu] is not \"a b\"", t->path, i);
+        if (sm_put(&t->merges, p, len, (int)i) != AL_OK) return AL_ERR;
+    }
+    const char *pre = gguf_get_str(f, "tokenizer.ggml.pre");
+    if (!pre || !strcmp(pre, "gpt-2") || !strcmp(pre, "default")) t->pattern = PT_GPT2;
+    else if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3")) t->pattern = PT_LLAMA3;
+    else if (!strcmp(pre, "qwen2")) t->pattern = PT_QWEN2;
+    else return al_err("%s: tokenizer.ggml.pre '%s' is not a pre-tokenizer attnlab implements (gpt-2, llama-bpe, "
+                       "qwen2); tokenize elsewhere and use `ppl ids FILE`", t->path, pre);
+    return AL_OK;
+}
+
+/* The special ids: BOS added when add_bos_token says so (default: "llama" yes, "gpt2" no). */
+static int gguf_specials(Tokenizer *t, const GgufFile *f, bool spm) {
+    int64_t v;
+    const GgufKV *ab = gguf_kv_find(f, "tokenizer.ggml.add_bos_token");
+    bool add_bos = ab && ab->type == GGUF_BOOL ? ab->v.u != 0 : spm;
+    t->bos = gguf_get_int(f, "tokenizer.ggml.bos_token_id", &v) == AL_OK && v >= 0 && (size_t)v < t->n ? (int)v : -1;
+    t->eos = gguf_get_int(f, "tokenizer.ggml.eos_token_id", &v) == AL_OK && v >= 0 && (size_t)v < t->n ? (int)v : -1;
+    t->unk = gguf_get_int(f, "tokenizer.ggml.unknown_token_id", &v) == AL_OK && v >= 0 && (size_t)v < t->n &&
+             t->piece[v] ? (int)v : -1;
+    al_err_clear();
+    if (!add_bos) t->bos = -1;
+    if (t->bos < 0) return AL_OK;
+    if (!(t->pre = al_malloc(sizeof(int), "token ids"))) return AL_ERR;
+    t->pre[0] = t->bos;
+    t->npre = 1;
+    return AL_OK;
+}
+
+static int load_gguf(Tokenizer *t) {
+    GgufFile *f = NULL;
+    if (gguf_open(t->path, &f) != AL_OK) return AL_ERR;
+    const char *model = gguf_get_str(f, "tokenizer.ggml.model");
+    bool spm = model && strcmp(model, "llama") == 0;
+    int rc = !model ? al_err("%s: no tokenizer in the file (no tokenizer.ggml.model)", t->path)
+             : !spm && strcmp(model, "gpt2") ? al_err("%s: tokenizer.ggml.model '%s' is not one attnlab reads (llama, "
+                                                     "gpt2)", t->path, model)
+             : gguf_pieces(t, f, spm);
+    if (rc == AL_OK && !spm) rc = gguf_merges(t, f);
+    if (rc == AL_OK) rc = gguf_specials(t, f, spm);
+    if (rc == AL_OK) {
+        t->kind = spm ? TOK_LLAMA2C : TOK_BYTELEVEL;
+        t->embedded = true;
+        if (!spm) bytelevel_alphabet(t);
+        tok_scan_pieces(t, spm ? " " : "\xc4\xa0");
+    }
+    gguf_close(f);
+    return rc;
+}
+
+static bool is_gguf_name(const char *path) {
+    size_t n = strlen(path);
+    return n > 5 && strcmp(path + n - 5, ".gguf") == 0;
+}
+
 /* ================================================================ open / find */
 
 int tok_open(const char *path, Tokenizer **out) {
@@ -627,6 +763,12 @@ int tok_open(const char *path, Tokenizer **out) {
     if (!t) return AL_ERR;
     t->path = al_strdup(path);
     t->bos = t->eos = t->unk = -1;
+    if (t->path && is_gguf_name(path)) {
+        int rc = load_gguf(t);
+        if (rc != AL_OK) { tok_free(t); return rc; }
+        *out = t;
+        return AL_OK;
+    }
     size_t size = 0;
     char *buf = t->path ? al_read_file_max(path, &size, AL_CAP_TOKENIZER, "tokenizer") : NULL;
     int rc = buf ? AL_OK : AL_ERR;
@@ -646,8 +788,21 @@ int tok_open(const char *path, Tokenizer **out) {
 static bool is_file(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISREG(sb.st_mode); }
 static bool is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
 
+/* Whether GGUF file path carries a tokenizer (tokenizer.ggml.model). */
+static bool gguf_has_tokenizer(const char *path) {
+    GgufFile *f = NULL;
+    bool yes = is_file(path) && gguf_open(path, &f) == AL_OK && gguf_get_str(f, "tokenizer.ggml.model");
+    gguf_close(f);
+    al_err_clear();
+    return yes;
+}
+
 int tok_find(const char *model_path, char **path_out) {
     *path_out = NULL;
+    if (is_gguf_name(model_path) && gguf_has_tokenizer(model_path)) {
+        *path_out = al_strdup(model_path);
+        return *path_out ? AL_OK : AL_ERR;
+    }
     char *dir;
     if (is_dir(model_path)) dir = al_strdup(model_path);
     else { char *c = al_strdup(model_path); dir = c ? al_strdup(dirname(c)) : NULL; free(c); }
@@ -765,7 +920,8 @@ static int push_codepoint(const Tokenizer *t, const char *w, size_t len, ibuf *s
     if (id >= 0) return ib_add(sym, id);
     for (size_t k = 0; k < len; k++) {
         unsigned char b = (unsigned char)w[k];
-        int bid = t->kind == TOK_LLAMA2C ? (int)b + 3 : t->byte_fallback ? t->byte_id[b] : -1;
+        int bid = t->kind == TOK_LLAMA2C ? (t->byte_id[b] >= 0 ? t->byte_id[b] : t->embedded ? -1 : (int)b + 3)
+                  : t->byte_fallback ? t->byte_id[b] : -1;
         if (bid >= 0 && (size_t)bid < t->n) { if (ib_add(sym, bid) != AL_OK) return AL_ERR; continue; }
         if (t->unk >= 0) {
             if (sym->n && sym->p[sym->n - 1] == t->unk) return AL_OK;   /* fuse_unk */

@@ -36,12 +36,19 @@ typedef struct Tokenizer Tokenizer;
 int tok_open(const char *path, Tokenizer **out);
 void tok_free(Tokenizer *t);
 
-/* The tokenizer beside a checkpoint: for a folder, FOLDER/tokenizer.json, then tokenizer.bin,
+/* The tokenizer of a checkpoint: a .gguf file's own (tokenizer.ggml.*) when it has one; for a folder,
+ * FOLDER/tokenizer.json, then tokenizer.bin,
  * then the first tok*.bin; for a file (a llama2.c .bin, a .safetensors), the same in its folder.
  * *path_out (caller frees) or an error listing the places looked. */
 int tok_find(const char *model_path, char **path_out);
 
 tok_kind tok_type(const Tokenizer *t);
+/* Read from a GGUF file's tokenizer.ggml.* keys (tok_open of a .gguf; tok_find of a .gguf model that
+ * has them returns the file itself): "llama" as TOK_LLAMA2C (score merges, as llama.cpp's SentencePiece
+ * tokenizer), "gpt2" as TOK_BYTELEVEL. */
+bool tok_embedded(const Tokenizer *t);
+/* tok_kind_name, or for an embedded one what the GGUF said ("GGUF llama: SentencePiece merged by score"). */
+const char *tok_name(const Tokenizer *t);
 const char *tok_kind_name(tok_kind k);       /* "llama2.c", "byte-level BPE", "sentencepiece BPE" */
 const char *tok_path(const Tokenizer *t);
 /* Number of ids (largest id + 1, added tokens included). */

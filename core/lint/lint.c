@@ -1327,6 +1327,110 @@ static void check_layout(Lint *x) {
     emit_aggs(x);
 }
 
+/* ================================================================ a static FP8 KV cache's scales */
+
+/* Per layer, the KV cache scales found (quant_fused.h: quant_kv_scale), as bits: 1 k, 2 v (a kv_scale
+ * both); each one placed (vLLM and SGLang put it on the layer's attention, transformers' compressed-tensors
+ * too, and skip what they cannot place with a warning). NULL when there are none. */
+static unsigned char *kv_scale_bits(Lint *x) {
+    unsigned char *bits = NULL;
+    char layer[64];
+    snprintf(layer, sizeof layer, "%s%s", x->cfg.prefix, family_layer_pattern(x->cfg.names));
+    for (size_t i = 0; i < x->nt; i++) {
+        int side = quant_kv_scale(x->t[i].name), L;
+        if (!side || sscanf(x->t[i].name, layer, &L) != 1 || L < 0 || L >= x->cfg.n_layers) continue;
+        x->t[i].used = true;
+        if (side == 'q') continue;
+        if (!bits && !(bits = calloc((size_t)x->cfg.n_layers, 1))) { x->oom = true; return NULL; }
+        bits[L] |= side == 'k' ? 1 : side == 'v' ? 2 : 3;
+    }
+    return bits;
+}
+
+/* The layers of an attnlab FaRR export (farr_manifest.json) whose cached keys (QK) or values (VO) its
+ * cut changed, as bits 1 / 2 per layer into cut (n_layers); false when dir holds none. */
+static bool farr_cut_layers(const Lint *x, unsigned char *cut) {
+    char *path = al_asprintf("%s/farr_manifest.json", x->dir);
+    char *text = path && is_file(path) ? al_read_file_max(path, NULL, AL_CAP_MANIFEST, "manifest") : NULL;
+    cJSON *root = text ? cJSON_Parse(text) : NULL, *t, *l;
+    bool any = false;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(root, "truncations")) {
+        const char *kind = str_key(t, "kind");
+        cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(t, "per_layer")) {
+            const cJSON *L = cJSON_GetObjectItemCaseSensitive(l, "layer");
+            const cJSON *b = cJSON_GetObjectItemCaseSensitive(l, "params_before");
+            const cJSON *a = cJSON_GetObjectItemCaseSensitive(l, "params_after");
+            if (!kind || !cJSON_IsNumber(L) || L->valueint < 0 || L->valueint >= x->cfg.n_layers ||
+                !cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble >= b->valuedouble) continue;
+            cut[L->valueint] |= strcmp(kind, "qk") == 0 ? 1 : 2;
+            any = true;
+        }
+    }
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    al_err_clear();
+    return any;
+}
+
+/* "3, 5, 7" (the first 8, then a count) of the layers whose bits pass want; their count. */
+static int layer_words(const unsigned char *bits, int n, bool (*want)(unsigned), char *buf, size_t cap) {
+    int k = 0;
+    size_t at = 0;
+    buf[0] = 0;
+    for (int L = 0; L < n; L++) {
+        if (!want(bits[L])) continue;
+        if (k < 8 && at < cap) at += (size_t)snprintf(buf + at, cap - at, "%s%d", k ? ", " : "", L);
+        else if (k == 8 && at < cap) at += (size_t)snprintf(buf + at, cap - at, ", ...");
+        k++;
+    }
+    return k;
+}
+static bool kv_half(unsigned b) { return b == 1 || b == 2; }
+static bool kv_none(unsigned b) { return b == 0; }
+static bool kv_some(unsigned b) { return b != 0; }
+
+/* A static FP8 KV cache's k_scale / v_scale (vLLM's BaseKVCacheMethod): a layer with one of the two
+ * (vLLM copies it to the other: the other side's values quantized at the wrong scale), attention layers
+ * with neither beside layers that have them (vLLM and SGLang take 1.0 there), and the scales an attnlab
+ * FaRR export kept on layers its cut changed (calibrated on the source's keys / values). */
+static void check_kv_scales(Lint *x) {
+    unsigned char *bits = x->cfg_ok ? kv_scale_bits(x) : NULL;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config");
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
+    if (!bits && cJSON_IsObject(kv) && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(kv, "dynamic")))
+        add(x, LINT_WARNING, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "KV cache scales: quantization_config.kv_cache_scheme "
+            "is static but no layer has a k_scale / v_scale: with an FP8 KV cache vLLM and SGLang use 1.0 in every "
+            "layer (their default); recalibrate them, or drop the scheme");
+    if (!bits) return;
+    int n = x->cfg.n_layers, attn = 0;
+    char w[160];
+    if (layer_words(bits, n, kv_half, w, sizeof w))
+        add(x, LINT_WARNING, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "KV cache scales: layer%s %s ha%s only one of "
+            "k_scale / v_scale: with an FP8 KV cache vLLM and SGLang use it for both keys and values (an older vLLM "
+            "stops at an assertion on a v_scale alone)", strchr(w, ',') ? "s" : "", w, strchr(w, ',') ? "ve" : "s");
+    for (int L = 0; L < n; L++) {                       /* layers without softmax attention hold no cache */
+        if (cfg_layer_linear(&x->cfg, L)) bits[L] = 3;
+        else attn++;
+    }
+    int k = layer_words(bits, n, kv_none, w, sizeof w);
+    if (k && k < attn)
+        add(x, LINT_WARNING, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "KV cache scales: layer%s %s ha%s no k_scale / "
+            "v_scale while the other attention layers have them: with an FP8 KV cache vLLM and SGLang use 1.0 there "
+            "(their default)", k > 1 ? "s" : "", w, k > 1 ? "ve" : "s");
+    unsigned char *cut = calloc((size_t)n, 1);         /* MLA caches its latent, which no cut changes */
+    if (cut && x->cfg.attn != QKV_MLA && farr_cut_layers(x, cut)) {
+        for (int L = 0; L < n; L++) cut[L] = bits[L] && cut[L] && !cfg_layer_linear(&x->cfg, L);
+        if ((k = layer_words(cut, n, kv_some, w, sizeof w)))
+            add(x, LINT_WARNING, LT_VLLM | LT_SGLANG, LT_VLLM | LT_SGLANG, "KV cache scales: layer%s %s keep%s k_scale / "
+                "v_scale calibrated on the source's keys and values, which this FaRR export's cut changed "
+                "(farr_manifest.json): with an FP8 KV cache vLLM and SGLang quantize the new ones at the old scale; "
+                "drop them (vLLM then takes 1.0) or recalibrate", k > 1 ? "s" : "", w, k > 1 ? "" : "s");
+    }
+    free(cut);
+    free(bits);
+}
+
 /* ================================================================ semantics and kernels */
 
 static bool absent(const Lint *x, const char *key) { return !cJSON_GetObjectItemCaseSensitive(x->tree, key); }
@@ -1584,6 +1688,7 @@ static void lint_dir(Lint *x) {
     cJSON_Delete(index);
     check_shard_meta(x);
     if (x->tree) check_dtypes(x);
+    check_kv_scales(x);
     check_layout(x);
     if (x->tree) check_fp4_lists(x);
     check_quant_config(x);
