@@ -501,8 +501,27 @@ static const char *export_attn_dtype(const char *dir, char *buf, size_t cap);
 
 /* The export's dtype line, and where the conversion holds its rewritten matrices in BF16 (compute bf16, tmla_hold.h)
  * but the export writes another dtype, what that export holds: those BF16 values widened. */
+/* The export's line on a static FP8 KV cache it dropped (its manifest's kv_scales_dropped; mla_quant.h). */
+static void kv_scales_line(Out *out, const char *dir, const TmlaResult *r) {
+    cJSON *man = mla_manifest(dir), *kv = cJSON_GetObjectItemCaseSensitive(man, "kv_scales_dropped");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(kv, "tensors"), *lr = cJSON_GetObjectItemCaseSensitive(kv, "layers");
+    char w[96] = "", l[80];
+    if (cJSON_GetArraySize(lr) == 2)
+        snprintf(w, sizeof w, " of %s", layersel_words(&r->src->cfg, cJSON_GetArrayItem(lr, 0)->valueint,
+                                                      cJSON_GetArrayItem(lr, 1)->valueint, l, sizeof l));
+    if (cJSON_IsNumber(n))
+        out_printf(out, "dropped %d static KV cache scales (k_scale / v_scale)%s%s: an MLA layer caches its latent (vLLM "
+                   "and SGLang quantize it with k_scale alone), which the source's GQA key / value scales were not "
+                   "calibrated on; vLLM and SGLang take 1.0 (their default with none): recalibrate them for an FP8 KV "
+                   "cache\n", n->valueint, w, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(kv, "scheme_dropped"))
+                   ? " and the static scheme in quantization_config" : "");
+    if (!man) al_err_clear();
+    cJSON_Delete(man);
+}
+
 static void held_dtype_lines(Out *out, const char *dir, const Args *a, const TmlaResult *r) {
     char dt[16];
+    kv_scales_line(out, dir, r);
     export_dtype_line(out, dir, args_given(a, "dtype"), r->src);
     if (tmla_held_bf16(r->layers, r->n_layers) && strcmp(export_attn_dtype(dir, dt, sizeof dt), "BF16"))
         out_printf(out, "the conversion was made in compute bf16, which holds its rewritten matrices (q_proj / q_b_proj, "

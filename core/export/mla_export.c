@@ -9,6 +9,7 @@
 #include "mla_gaps.h"
 #include "mla_quant.h"
 #include "quant_config.h"
+#include "quant_fused.h"
 #include "moe_export.h"
 
 #include "analyses.h"
@@ -589,6 +590,35 @@ static cJSON *make_manifest(const TmlaResult *r, const StockSet *st, bool bias, 
     return m;
 }
 
+/* The source's static KV cache scales (quant_fused.h: quant_kv_scale), all dropped with its scheme (mla_quant.h:
+ * mla_quant_kv_scheme): recorded as the manifest's kv_scales_dropped (FaRR's key: tensors, layers [lo, hi]). */
+static void kv_scales_manifest(const Model *src, cJSON *man) {
+    const char *layer = family_layer_pattern(src->cfg.names);
+    char pat[128];
+    snprintf(pat, sizeof pat, "%s%s", src->cfg.prefix, layer);
+    size_t n = 0;
+    int lo = 0, hi = 0, L;
+    for (size_t i = 0; i < store_count(src->store); i++) {
+        const char *name = store_name_at(src->store, i);
+        if (!quant_kv_scale(name) || !is_attention(src, name) || sscanf(name, pat, &L) != 1) continue;
+        if (n++ == 0) lo = hi = L;
+        lo = L < lo ? L : lo;
+        hi = L > hi ? L : hi;
+    }
+    bool scheme = src->config_tree && mla_quant_kv_scheme(src->config_tree);
+    if (!n && !scheme) return;
+    cJSON *kv = cJSON_AddObjectToObject(man, "kv_scales_dropped");
+    cJSON_AddNumberToObject(kv, "tensors", (double)n);
+    cJSON *lr = cJSON_AddArrayToObject(kv, "layers");
+    if (n) cJSON_AddItemToArray(lr, cJSON_CreateNumber(lo));
+    if (n) cJSON_AddItemToArray(lr, cJSON_CreateNumber(hi));
+    cJSON_AddBoolToObject(kv, "scheme_dropped", scheme);
+    cJSON_AddStringToObject(kv, "why", "a static FP8 KV cache's k_scale / v_scale were calibrated on the source's GQA keys "
+                            "and values; an MLA layer caches its latent (vLLM and SGLang quantize it with k_scale alone), "
+                            "so none is written and the static scheme (kv_cache_scheme / kv_cache_quant_algo) is dropped: "
+                            "vLLM and SGLang take 1.0 (their default with none); recalibrate them for an FP8 cache");
+}
+
 /* ================================================================ export */
 
 /* The dtype of the new attention tensors. */
@@ -867,6 +897,7 @@ int mla_export(const TmlaResult *r, const char *dir, const MlaExportOpts *o) {
     if (rc == AL_OK) rc = cfg ? ckpt_write_json(w, "config.json", cfg) : al_err("out of memory writing config.json");
     cJSON_Delete(cfg);
     cJSON *man = rc == AL_OK ? make_manifest(r, &st, bias, dt, nshards) : NULL;
+    if (man) kv_scales_manifest(r->src, man);
     if (rc == AL_OK && man && o && o->check) rc = ci_write(w, man, o->check);
     if (rc == AL_OK) rc = man ? ckpt_write_json(w, MLA_MANIFEST, man) : al_err("out of memory writing the manifest");
     cJSON_Delete(man);

@@ -46,12 +46,35 @@ static void add_to_lists(cJSON *q, const MlaQuantMods *m) {
     }
 }
 
+/* Whether quantization_config (or hf_quant_config's quantization) q names a static KV cache scheme. */
+static bool kv_scheme_static(const cJSON *q) {
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
+    const cJSON *algo = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_quant_algo");
+    return (cJSON_IsObject(kv) && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(kv, "dynamic"))) ||
+           (cJSON_IsString(algo) && algo->valuestring[0]);
+}
+
+bool mla_quant_kv_scheme(const cJSON *src_tree) {
+    return kv_scheme_static(cJSON_GetObjectItemCaseSensitive(src_tree, "quantization_config"));
+}
+
+/* Drops q's static KV cache scheme (mla_quant.h: mla_quant_kv_scheme): ModelOpt's algo becomes null. */
+static void drop_kv_scheme(cJSON *q) {
+    if (!kv_scheme_static(q)) return;
+    cJSON_DeleteItemFromObjectCaseSensitive(q, "kv_cache_scheme");
+    if (cJSON_GetObjectItemCaseSensitive(q, "kv_cache_quant_algo")) {
+        cJSON_DeleteItemFromObjectCaseSensitive(q, "kv_cache_quant_algo");
+        cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+    }
+}
+
 int mla_quant_config(const cJSON *src_tree, const MlaQuantMods *m, cJSON *cfg) {
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(src_tree, "quantization_config");
     if (!cJSON_IsObject(q) || !m->nquant) return AL_OK;       /* nothing copied quantized: a plain checkpoint */
     cJSON *d = cJSON_Duplicate(q, true);
     if (!d) return al_err("out of memory copying quantization_config");
     add_to_lists(d, m);
+    drop_kv_scheme(d);
     cJSON_DeleteItemFromObjectCaseSensitive(cfg, "quantization_config");
     cJSON_AddItemToObject(cfg, "quantization_config", d);
     return AL_OK;
@@ -75,6 +98,7 @@ int mla_quant_hf_file(const char *src_dir, const MlaQuantMods *m, CkptWriter *w)
         }
         if (a) drop_naming(a, m);
         if (a) add_missing(a, m->plain, m->nplain);
+        drop_kv_scheme(q);
         rc = ckpt_write_json(w, "hf_quant_config.json", j);
     } else
         rc = ckpt_write_text(w, "hf_quant_config.json", text, len);        /* not ModelOpt's form: as it is */
