@@ -10,6 +10,7 @@
 
 #include "analyses.h"
 #include "dsv4.h"
+#include "gguf_arch.h"
 #include "kimik3.h"
 #include "matmul.h"
 #include "registry.h"
@@ -238,6 +239,8 @@ static void info_gguf_tokenizer(Table *t, cJSON *o, const Model *m) {
     info_str(t, o, "tokenizer", row);
     tok_free(tk);
     free(path);
+    if (gguf_stored_types(m->path, row, sizeof row) == AL_OK) info_str(t, o, "gguf_tensors", row);
+    al_err_clear();
 }
 
 /* A static FP8 KV cache's per-layer scales (quant_fused.h: quant_kv_scale): in how many layers, and that

@@ -683,7 +683,7 @@ static int cfg_ds2(const GgufFile *f, const GgufArch *a, cJSON *c) {
 /* ================================================================ reading back: tensors */
 
 typedef struct {
-    st_entry e;               /* HF name, F32, shape, offsets in the buffer */
+    st_entry e;               /* HF name, dtype (back_dtype), shape, offsets in the buffer */
     const GgufTensor *src[2]; /* kv_b_proj: attn_k_b, attn_v_b */
     gguf_xf xf;
 } LEnt;
@@ -706,6 +706,23 @@ static int back_check(const Back *b, const GgufTensor *g, uint64_t n0, uint64_t 
 }
 
 static bool xf_experts(gguf_xf xf) { return xf == XF_EXP_GATE || xf == XF_EXP_UP || xf == XF_EXP_DOWN; }
+
+/* The dtype a tensor is read back in: an F16 / BF16 one keeps its own (as the safetensors loader keeps a BF16
+ * tensor: the forward pass and the analyses read it through matmul.c's weight views, so a BF16 GGUF computes as
+ * its BF16 source) when the transform only moves its elements (a copy, a transpose, a permutation of rows:
+ * the values, widened, moved and rounded back, are the file's bit for bit); F32 otherwise -- Q8_0 and MXFP4
+ * (dequantized), Gemma's norms stored plus one (arithmetic), kv_b_proj joined from two tensors, experts. */
+static dt_type back_dtype(const GgufTensor *g, gguf_xf xf) {
+    if (xf == XF_PLUS1 || xf == XF_K_B || xf_experts(xf)) return DT_F32;
+    return g->type == GG_BF16 ? DT_BF16 : g->type == GG_F16 ? DT_F16 : DT_F32;
+}
+
+/* Places entry l's R x C values at the next 64-byte boundary of the buffer. */
+static void back_place(Back *b, LEnt *l, size_t numel) {
+    l->e.begin = (b->off + 63) & ~(size_t)63;
+    l->e.end = l->e.begin + numel * dt_size(l->e.dtype);
+    b->off = l->e.end;
+}
 
 /* gpt-oss's experts back into the HF tensors (owns hf): ffn_gate_exps / ffn_up_exps (D, I, E) join as
  * gate_up_proj [E, D, 2I] (their biases (I, E) as [E, 2I]), ffn_down_exps (I, D, E) as down_proj [E, I, D]. */
@@ -733,9 +750,7 @@ static int back_experts(Back *b, const GgufMap *t, const GgufTensor *g, char *hf
     if (!w) sh[1] = 2 * a;                                   /* [E, 2I] */
     else if (t->xf == XF_EXP_DOWN) sh[1] = a, sh[2] = c;     /* [E, I, D] */
     else sh[1] = a, sh[2] = 2 * c;                           /* [E, D, 2I] */
-    l->e.begin = b->off;
-    l->e.end = b->off + sh[0] * sh[1] * (w ? sh[2] : 1) * sizeof(float);
-    b->off = l->e.end;
+    back_place(b, l, sh[0] * sh[1] * (w ? sh[2] : 1));
     return AL_OK;
 }
 
@@ -779,7 +794,7 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
     LEnt *l = &b->ent[b->n++];
     memset(l, 0, sizeof *l);
     l->e.name = hf;
-    l->e.dtype = DT_F32;
+    l->e.dtype = back_dtype(g, t->xf);
     l->src[0] = g;
     l->xf = t->xf;
     size_t R = (size_t)g->ne[1], C = (size_t)g->ne[0];
@@ -801,9 +816,7 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
     l->e.ndim = g->ndim == 1 ? 1 : 2;
     l->e.shape[0] = g->ndim == 1 ? C : R;
     l->e.shape[1] = g->ndim == 1 ? 0 : C;
-    l->e.begin = b->off;
-    l->e.end = b->off + R * C * sizeof(float);
-    b->off = l->e.end;
+    back_place(b, l, R * C);
     return rc;
 }
 
@@ -868,12 +881,23 @@ static int back_collect(Back *b) {
     return rc;
 }
 
+/* back_fill into the buffer at dst, in the entry's dtype: an F16 / BF16 one through a float copy (exact). */
+static int back_fill_as(const Back *b, const LEnt *l, uint8_t *dst) {
+    if (l->e.dtype == DT_F32) return back_fill(b, l, (float *)dst);
+    size_t n = (l->e.end - l->e.begin) / dt_size(l->e.dtype);
+    float *tmp = al_malloc3(n, 1, sizeof *tmp, l->e.name);
+    int rc = tmp ? back_fill(b, l, tmp) : AL_ERR;
+    if (rc == AL_OK) rc = dt_from_f32(l->e.dtype, tmp, n, dst);
+    free(tmp);
+    return rc;
+}
+
 static int back_store(Back *b, const char *path, Store **store) {
     size_t size = b->off ? b->off : 1;
     uint8_t *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) return al_err("%s: cannot allocate %zu bytes for its tensors", path, size);
     int rc = AL_OK;
-    for (size_t i = 0; rc == AL_OK && i < b->n; i++) rc = back_fill(b, &b->ent[i], (float *)(map + b->ent[i].e.begin));
+    for (size_t i = 0; rc == AL_OK && i < b->n; i++) rc = back_fill_as(b, &b->ent[i], map + b->ent[i].e.begin);
     st_entry *e = rc == AL_OK ? al_calloc(b->n ? b->n : 1, sizeof *e, "tensor entries") : NULL;
     for (size_t i = 0; e && i < b->n; i++) e[i] = b->ent[i].e;
     st_file *sf = e ? st_wrap(path, map, size, 0, e, b->n, true) : NULL;
@@ -960,3 +984,19 @@ int gguf_model_open(const char *path, Store **store, char **config_json) {
     return AL_OK;
 }
 
+int gguf_stored_types(const char *path, char *buf, size_t cap) {
+    static const gg_type T[] = {GG_BF16, GG_F16, GG_Q8_0, GG_MXFP4, GG_F32};
+    GgufFile *f;
+    if (cap) buf[0] = 0;
+    if (gguf_open(path, &f) != AL_OK) return AL_ERR;
+    size_t at = 0;
+    for (size_t k = 0; k < sizeof T / sizeof *T; k++) {
+        size_t n = 0;
+        for (size_t i = 0; i < gguf_tensor_count(f); i++) n += gguf_tensor_at(f, i)->type == T[k];
+        const char *how = T[k] == GG_F32 ? "" : T[k] == GG_BF16 || T[k] == GG_F16 ? " kept" : " read widened to F32";
+        if (n && at < cap)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%zu %s%s", at ? ", " : "", n, gg_type_name(T[k]), how);
+    }
+    gguf_close(f);
+    return AL_OK;
+}
