@@ -305,6 +305,30 @@ static int convert_held(Session *s, Model *m, TmlaOpts *o, TmlaResult **r) {
     return rc;
 }
 
+/* The conversion (strategy st, or TransMLA's own: convert_held) and what check needs to draw its report's inputs again
+ * (r->check_in): the digest of calibration o->calib taken as the conversion forms each layer's moments (not formed a
+ * second time for it), or of u's arrays. */
+static int convert_kept(Session *s, Model *m, TmlaOpts *o, const MlastratOpts *st, bool strat, const TmlaStatsUse *u,
+                        TmlaResult **r) {
+    WsCheckDigest dg;
+    if (o->calib) {
+        ws_check_digest_begin(&dg, o->calib);
+        o->moments_seen = ws_check_digest_layer;
+        o->moments_ctx = &dg;
+    }
+    int rc = strat ? mlastrat_convert(m, o, st, r) : convert_held(s, m, o, r);
+    if (rc) return rc;
+    const TmlaOpts *ro = &(*r)->opts;
+    if (o->calib ? ws_check_keep_calib(m, ro->seed, false, ro->eval_tokens, &dg, &(*r)->check_in)
+                 : ws_check_keep(s, m, ro->seed, false, ro->eval_tokens, u->act ? u->sigma : NULL, u->act ? u->mu : NULL,
+                                 &(*r)->check_in)) {
+        tmla_result_free(*r);
+        *r = NULL;
+        return AL_ERR;
+    }
+    return AL_OK;
+}
+
 int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TmlaOpts o;
@@ -320,15 +344,8 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     o.mu = u.act ? (const double *const *)u.mu : NULL;
     o.calib = u.act ? u.cst : NULL;
     TmlaResult *r = NULL;
-    int rc = strat ? mlastrat_convert(m, &o, &st, &r) : convert_held(s, m, &o, &r);
+    int rc = convert_kept(s, m, &o, &st, strat, &u, &r);
     if (rc) { ws_tmla_stats_release(&u); return rc; }
-    if (o.calib ? ws_check_keep_calib(m, r->opts.seed, false, r->opts.eval_tokens, o.calib, &r->check_in)
-                : ws_check_keep(s, m, r->opts.seed, false, r->opts.eval_tokens, u.act ? u.sigma : NULL,
-                                u.act ? u.mu : NULL, &r->check_in)) {  /* what check needs to draw the report's inputs again */
-        tmla_result_free(r);
-        ws_tmla_stats_release(&u);
-        return AL_ERR;
-    }
     if (xform_add(s, &cmd_convert_xform, m, r)) { ws_tmla_stats_release(&u); return AL_ERR; }
     mla_describe(out, m, a, r, &u);
     if (strat) ws_mlastrat_line(out, m, &st, r);

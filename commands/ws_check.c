@@ -55,23 +55,44 @@ int ws_check_keep(Session *s, const Model *m, uint64_t seed, bool plus_layer, si
     return ci_copy(&drawn, keep);
 }
 
-int ws_check_keep_calib(const Model *m, uint64_t seed, bool plus_layer, size_t tokens,
-                        const struct CalibStats *cst, CheckInputs *keep) {
+void ws_check_digest_begin(WsCheckDigest *d, const struct CalibStats *cst) {
+    *d = (WsCheckDigest){.cst = cst};
+}
+
+/* Digests d's layers d->next..end-1, each formed here (layers no conversion formed). */
+static int digest_formed(WsCheckDigest *d, int end) {
+    const CalibStats *cst = d->cst;
+    if (d->next >= end) return AL_OK;
     size_t D = (size_t)cst->sh.hidden;
     double *S = al_malloc3(D, D, sizeof(double), "an attention-input second moment");
     double *M = cst->sx ? al_malloc3(D, 1, sizeof(double), "an attention-input mean") : NULL;
-    uint64_t h = 0;
     int rc = S && (M || !cst->sx) ? AL_OK : AL_ERR;
-    for (int l = 0; rc == AL_OK && l < cst->sh.n_layers; l++) {
-        rc = calib_second_moment(cst, l, S);
-        if (rc == AL_OK && M) rc = calib_mean(cst, l, M);
-        if (rc == AL_OK) h = ci_digest_layer(h, l, cst->sh.hidden, S, M);
+    for (; rc == AL_OK && d->next < end; d->next++) {
+        rc = calib_second_moment(cst, d->next, S);
+        if (rc == AL_OK && M) rc = calib_mean(cst, d->next, M);
+        if (rc == AL_OK) d->h = ci_digest_layer(d->h, d->next, cst->sh.hidden, S, M);
     }
     free(S);
     free(M);
-    if (rc) return rc;
+    return rc;
+}
+
+int ws_check_digest_layer(void *ctx, int l, const double *sigma, const double *mu) {
+    WsCheckDigest *d = ctx;
+    if (l < d->next || l >= d->cst->sh.n_layers)
+        return al_err("the calibration's digest: layer %d out of order (next %d of %d)", l, d->next, d->cst->sh.n_layers);
+    if (digest_formed(d, l)) return AL_ERR;
+    d->h = ci_digest_layer(d->h, l, d->cst->sh.hidden, sigma, mu);
+    d->next = l + 1;
+    return AL_OK;
+}
+
+int ws_check_keep_calib(const Model *m, uint64_t seed, bool plus_layer, size_t tokens, WsCheckDigest *d,
+                        CheckInputs *keep) {
+    const CalibStats *cst = d->cst;
+    if (digest_formed(d, cst->sh.n_layers)) return AL_ERR;
     CheckInputs drawn = {.seed = seed, .plus_layer = plus_layer, .tokens = tokens ? tokens : 64, .stats = true,
-                         .n_layers = m->cfg.n_layers, .hidden = m->cfg.hidden, .digest = h};
+                         .n_layers = m->cfg.n_layers, .hidden = m->cfg.hidden, .digest = d->h};
     snprintf(drawn.calib, sizeof drawn.calib, "%zu tokens of %s", cst->tokens[0], cst->source ? cst->source : "?");
     return ci_copy(&drawn, keep);
 }

@@ -18,11 +18,21 @@
 int ws_check_keep(Session *s, const Model *m, uint64_t seed, bool plus_layer, size_t tokens, double **sigma, double **mu,
                   CheckInputs *keep);
 struct CalibStats;
-/* ws_check_keep with the statistics of calibration cst (every layer's second moment and mean, as
- * calib_input_arrays forms them) over CI_MAX_BYTES: their digest, one layer at a time, and no copy
- * (ws_check_keep keeps none of such either). */
-int ws_check_keep_calib(const Model *m, uint64_t seed, bool plus_layer, size_t tokens,
-                        const struct CalibStats *cst, CheckInputs *keep);
+/* The digest of calibration cst's statistics (every layer's second moment and mean, as
+ * calib_input_arrays forms them: ci_digest's value) taken while a conversion forms them one layer at a
+ * time (TmlaOpts.moments_seen = ws_check_digest_layer, moments_ctx = the WsCheckDigest): the layers it
+ * does not form (not converted) are formed here, in layer order, so none is formed twice. */
+typedef struct WsCheckDigest {
+    const struct CalibStats *cst;
+    uint64_t h;               /* ci_digest_layer's value so far (0: no layer yet) */
+    int next;                 /* the next layer to digest */
+} WsCheckDigest;
+void ws_check_digest_begin(WsCheckDigest *d, const struct CalibStats *cst);
+int ws_check_digest_layer(void *d, int l, const double *sigma, const double *mu);
+/* ws_check_keep with the statistics of d's calibration, over CI_MAX_BYTES: their digest (d finished
+ * with the layers after the last it saw), and no copy (ws_check_keep keeps none of such either). */
+int ws_check_keep_calib(const Model *m, uint64_t seed, bool plus_layer, size_t tokens, WsCheckDigest *d,
+                        CheckInputs *keep);
 /* Takes the session's statistics of src into ci (which has none yet) when their digest is ci's
  * (the conversion's); else leaves ci without them and *why says what was missing. */
 int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why);

@@ -295,11 +295,16 @@ int calib_gram(const CalibStats *st, calib_which which, int layer, int g, double
     return AL_OK;
 }
 
+static _Atomic size_t second_moment_forms;     /* calib_second_moment_forms */
+
+size_t calib_second_moment_forms(void) { return second_moment_forms; }
+
 int calib_second_moment(const CalibStats *st, int layer, double *out) {
     if (calib_gram(st, CALIB_X, layer, 0, out)) return AL_ERR;
     size_t n = (size_t)st->sh.hidden, T = st->tokens[layer];
     if (T == 0) return al_err("calibration: layer %d has seen no tokens", layer);
     for (size_t i = 0; i < n * n; i++) out[i] /= (double)T;
+    second_moment_forms++;
     return AL_OK;
 }
 

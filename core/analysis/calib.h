@@ -117,6 +117,9 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
 int calib_gram(const CalibStats *st, calib_which which, int layer, int g, double *out);
 /* E[x xᵀ] of layer's attention input, (hidden, hidden) into out (G_X / tokens). */
 int calib_second_moment(const CalibStats *st, int layer, double *out);
+/* How many second moments calib_second_moment has formed in this process (tests count that a pipeline forms
+ * each layer's once). */
+size_t calib_second_moment_forms(void);
 /* E[x] of layer's attention input, (hidden) into out (S_X / tokens); an error when the statistics
  * keep no mean (no G_X, or a version-1 file). */
 int calib_mean(const CalibStats *st, int layer, double *out);

@@ -968,6 +968,7 @@ static int qkn_convert_layer(const AttnLayer *gqa, const TmlaOpts *o, int l, Att
     const double *Sigma = o->sigma ? o->sigma[l] : NULL, *mu = o->sigma && o->mu ? o->mu[l] : NULL;
     double *own_s = NULL, *own_m = NULL;          /* o->calib's moments of this layer alone */
     int rc = !o->sigma && o->calib ? layer_moments(o->calib, l, &own_s, &own_m) : AL_OK;
+    if (rc == AL_OK && own_s && o->moments_seen) rc = o->moments_seen(o->moments_ctx, l, own_s, own_m);
     if (own_s) { Sigma = own_s; mu = own_m; }
     AttnLayer *plain = NULL;
     TmlaOpts one = *o;
@@ -1012,6 +1013,8 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     r->opts.sigma = NULL;
     r->opts.mu = NULL;
     r->opts.calib = NULL;
+    r->opts.moments_seen = NULL;
+    r->opts.moments_ctx = NULL;
     for (int l = o.layer_lo; o.sigma && l <= o.layer_hi; l++) r->activation_stats |= o.sigma[l] != NULL;
     r->activation_stats |= !o.sigma && o.calib;
     r->n_layers = c->n_layers;

@@ -166,6 +166,11 @@ typedef struct {
                                          moment and mean (calib_second_moment / calib_mean: the same
                                          values as sigma, mu) each layer forms for itself and frees,
                                          so no array of every layer's hidden^2 doubles is held */
+    int (*moments_seen)(void *ctx, int l, const double *sigma, const double *mu);
+                              /* NULL, or called with each layer's moments formed from calib (sigma (hidden, hidden),
+                                 mu (hidden) or NULL), in layer order, before they are used: the caller's digest of
+                                 them (commands/ws_check.c) without forming them a second time; an error stops */
+    void *moments_ctx;        /* moments_seen's ctx */
     int qk_norm;              /* tmla_qkn_mode (tmla_qkn.h): a source with Q/K RMSNorm converts its norm
                                  folded (fold) or dropped (drop); none refuses such a source */
     bool hold_bf16;           /* compute bf16 on a source whose default export is BF16 (tmla_hold_bf16_default): the
