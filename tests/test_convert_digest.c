@@ -16,39 +16,10 @@
 #include "commands.h"
 #include "registry.h"
 #include "session.h"
+#include "test_shell_util.h"
 #include "transmla.h"
 #include "ws_calib.h"
 #include "xform.h"
-
-typedef struct { char buf[1 << 14]; size_t n; } Capture;
-
-static void capture(void *ud, out_stream st, const char *s, size_t n) {
-    (void)st;
-    Capture *c = ud;
-    if (c->n + n >= sizeof c->buf) n = sizeof c->buf - 1 - c->n;
-    memcpy(c->buf + c->n, s, n);
-    c->n += n;
-    c->buf[c->n] = 0;
-}
-
-/* Parses and runs one command (no `;`) with its text in cap. */
-static int run(Session *s, Capture *cap, const char *line) {
-    Args a;
-    ParseErr e;
-    Out o;
-    out_init(&o);
-    o.sink = capture;
-    o.sink_ud = cap;
-    cap->n = 0;
-    cap->buf[0] = 0;
-    int rc = cmd_parse(s, line, &a, &e);
-    if (rc == AL_OK) {
-        rc = cmd_dispatch(s, &a, &o);
-        args_free(&a);
-    }
-    out_free(&o);
-    return rc;
-}
 
 /* The digest ci_digest gives every layer's statistics of the session's calibration of m, formed at once. */
 static uint64_t full_digest(Session *s, Model *m) {
