@@ -10,7 +10,7 @@
 [ $# -ge 3 ] || { echo "usage: $0 OLD_BUILD NEW_BUILD MODEL [REPS]" >&2; exit 2; }
 OLD=$1 NEW=$2 M=$3 REPS=${4:-2} S=${BENCH_SAMPLES:-4} L=${BENCH_SEQLEN:-512} R=${BENCH_KV_RANK:-512}
 W=$(mktemp -d /tmp/attnlab-convcost-XXXXXX); trap 'rm -rf "$W"' EXIT
-V=$(grep -o '"vocab_size": [0-9]*' $M/config.json | grep -o '[0-9]*$')
+V=$(grep -o '"vocab_size":[[:space:]]*[0-9]*' $M/config.json | grep -o '[0-9]*$')
 awk -v n=$(((S + 1) * L + 16)) -v V="$V" 'BEGIN { s = 7; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % V } print "" }' > $W/ids.txt
 export ATTNLAB_THREADS=1 OPENBLAS_NUM_THREADS=1
 CAL="load $M as m; set compute bf16; calibrate ids $W/ids.txt samples $S seqlen $L inputs on"

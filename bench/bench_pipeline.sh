@@ -81,7 +81,7 @@ if [ -n "$sweep" ]; then
     n0= a0= a1=
     for n in $sweep; do
         rm -rf "$W/sw"; build/bench_forward --write-shape "$shape" "$W/sw" "$n" >&2
-        G=$(grep -o '"num_key_value_heads": [0-9]*' "$W/sw/config.json" | grep -o '[0-9]*$')
+        G=$(grep -o '"num_key_value_heads":[[:space:]]*[0-9]*' "$W/sw/config.json" | grep -o '[0-9]*$')
         meas sw$n "load $W/sw as m; set compute bf16; calibrate ids $W/ids.txt samples $S seqlen $L inputs on; convert mla kv-rank ${kvr:-$((G * 64))} stats act; export $W/sw-export"
         rm -rf "$W/sw" "$W/sw-export"
         printf "%-7s %9d %9d %9.1f\n" "$n" $((M_anon / 1024)) $((M_hwm / 1024)) "$M_wall"
@@ -95,9 +95,9 @@ if [ -n "$sweep" ]; then
     exit 0
 fi
 build/bench_forward --write-shape "$shape" "$model" "$layers" >&2     # this tree's writer, whatever --bin runs
-NL=$(grep -o '"num_hidden_layers": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
-V=$(grep -o '"vocab_size": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
-G=$(grep -o '"num_key_value_heads": [0-9]*' "$model/config.json" | grep -o '[0-9]*$')
+NL=$(grep -o '"num_hidden_layers":[[:space:]]*[0-9]*' "$model/config.json" | grep -o '[0-9]*$')
+V=$(grep -o '"vocab_size":[[:space:]]*[0-9]*' "$model/config.json" | grep -o '[0-9]*$')
+G=$(grep -o '"num_key_value_heads":[[:space:]]*[0-9]*' "$model/config.json" | grep -o '[0-9]*$')
 [ -n "$kvr" ] || kvr=$((G * 128 / 2))      # half the joint NoPE key / value basis (512 on the 8b shape)
 # S training windows and one validation window (calib_windows keeps the last tenth, at least one)
 awk -v n=$(((S + 1) * L + 16)) -v V="$V" 'BEGIN { s = 7; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % V } print "" }' > "$W/ids.txt"

@@ -23,8 +23,8 @@ B=$1 M=$2 O=$3; S=${BENCH_SAMPLES:-4} L=${BENCH_SEQLEN:-512}   # the issue's 4 x
 [ $# = 3 ] || { echo "usage: $0 [--shape scaled|8b|70b LAYERS] BIN MODEL OUTDIR" >&2; exit 2; }
 if [ -n "$shape" ]; then "$(dirname "$B")/bench_forward" --write-shape "$shape" "$M" "$SL" || exit 1; fi
 mkdir -p $O; rm -rf $O/export
-V=$(grep -o '"vocab_size": [0-9]*' $M/config.json | grep -o '[0-9]*$')
-NL=$(grep -o '"num_hidden_layers": [0-9]*' $M/config.json | grep -o '[0-9]*$')
+V=$(grep -o '"vocab_size":[[:space:]]*[0-9]*' $M/config.json | grep -o '[0-9]*$')
+NL=$(grep -o '"num_hidden_layers":[[:space:]]*[0-9]*' $M/config.json | grep -o '[0-9]*$')
 awk -v n=$(((S + 1) * L + 16)) -v V="$V" 'BEGIN { s = 7; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % V } print "" }' > $O/ids.txt
 awk -v L="$L" '{ for (i = 1; i <= 2 * L; i++) printf "%s ", $i; print "" }' $O/ids.txt > $O/two.txt
 awk -v L="$L" '{ for (i = 1; i <= L; i++) printf "%s ", $i; print "" }' $O/ids.txt > $O/one.txt
