@@ -220,14 +220,6 @@ static int conv_inputs(const TpaModel *t, const Model *src, CheckInputs *ci) {
     return AL_OK;
 }
 
-/* Whether t's statistics (E[x xᵀ] of layers lo..hi, as ws_calib_fit_sigma forms them) are over what an export keeps
- * (CI_MAX_BYTES): the export then records their digest alone, so they are not formed only to be dropped. */
-static bool tpa_stats_large(const TpaModel *t, const CheckInputs *ci) {
-    int hi = t->opts.layer_hi < 0 ? ci->n_layers - 1 : t->opts.layer_hi;
-    size_t D = (size_t)ci->hidden, n = (size_t)(hi - t->opts.layer_lo + 1);
-    return n * D * D * sizeof(double) > CI_MAX_BYTES;
-}
-
 /* `export DIR` after `convert tpa`: attnlab's own layout (dtype, default f32). */
 static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     const char *dir = args_str(a, "dir");
@@ -237,7 +229,7 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     CheckInputs ci;
     const char *why = NULL;            /* the statistics, while the session has the conversion's */
     if (conv_inputs(r, x->src, &ci)) return AL_ERR;
-    if (ci.stats && !ci.sigma && !tpa_stats_large(r, &ci) && ws_check_take_session(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &ci, &why))
+    if (ws_check_take_for_export(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &ci, &why))
         { ci_free(&ci); return AL_ERR; }
     int rc = tpa_export_opts(r, dir, &(TpaExportOpts){.dtype = dt, .force = args_flag(a, "force"), .check = &ci});
     bool fits = ci_fits(&ci);
