@@ -108,7 +108,7 @@ static dt_type torch_dtype_of(const char *td) {
 dt_type kvcache_dtype(const Model *m, char *why, size_t cap) {
     char buf[160];
     dt_type w = m->cfg.dtype, td = torch_dtype_of(m->cfg.torch_dtype), d;
-    size_t n = strlen(m->path);
+    size_t n = m->path ? strlen(m->path) : 0;
     if (n > 5 && !strcmp(m->path + n - 5, ".gguf")) {                 /* gguf_model_open's: llama.cpp runs it */
         d = DT_F16;
         snprintf(buf, sizeof buf, "a GGUF: llama.cpp's default cache type (-ctk / -ctv f16)%s%s",
