@@ -12,6 +12,7 @@
 #include "dsv4.h"
 #include "gguf_arch.h"
 #include "kimik3.h"
+#include "kvcache.h"
 #include "matmul.h"
 #include "registry.h"
 #include "resolve.h"
@@ -201,8 +202,11 @@ static const char INFO_HELP[] =
     "checkpoint, what its quantization config says (quantization) and, per group, the encoding it decides and\n"
     "the key or list entry that decided (quantized_by), attention parameters\n"
     "per layer and in total, and the KV cache per token per layer: values (MLA: kv_lora_rank\n"
-    "+ qk_rope_head_dim; otherwise 2 x KV heads x head dim) and bytes in the cache dtype\n"
-    "(the weights' dtype; BF16 for FP8 and FP4 weights, as DeepSeek runs its cache).\n"
+    "+ qk_rope_head_dim; otherwise 2 x KV heads x head dim) and bytes in the cache dtype, which\n"
+    "kv_cache_dtype_from says the source of: the config's torch_dtype / dtype, as vLLM's and transformers'\n"
+    "dtype \"auto\" take it, whatever dtype the weights are stored in (BF16 for FP8 / FP4 / INT4 weights:\n"
+    "the engines run them with 16-bit activations; F16 for a GGUF, llama.cpp's default cache type;\n"
+    "without a torch_dtype, the weights' dtype); kv-cache and truncate count the same bytes.\n"
     "Then the rest of the description (RoPE scaling, rotary dims, softmax scale, sliding window,\n"
     "the layers without RoPE where some have none (nope_layers: SmolLM3's no_rope_layers),\n"
     "`attention`: the layers grouped by what each runs -- sliding window or full, RoPE theta and\n"
@@ -214,11 +218,6 @@ static const char INFO_HELP[] =
     "`to FILE.json` (and `set format json`) writes one JSON object with these fields (one key per analysis:\n"
     "{available, reason}); `to FILE.csv` the rows. From Lua, attn.info() is one table keyed\n"
     "by field (attn.info().layers).";
-
-/* The dtype a KV cache is held in for weights stored as d. */
-static dt_type kv_cache_dtype(dt_type d) {
-    return d == DT_F8_E4M3 || d == DT_F8_E5M2 ? DT_BF16 : d;
-}
 
 /* Adds a field/value row; value is an integer, a number, or a string. */
 static void info_str(Table *t, cJSON *o, const char *k, const char *v);
@@ -678,7 +677,8 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     if (!t || (json && !o)) { table_free(t); cJSON_Delete(o); return al_err("info: out of memory"); }
     t->record = true;          /* Lua: attn.info().layers */
 
-    dt_type kvd = kv_cache_dtype(c->dtype);
+    char kvwhy[160];
+    dt_type kvd = kvcache_dtype(m, kvwhy, sizeof kvwhy);    /* kv-cache's and truncate's, one rule (kvcache.h) */
     size_t per_layer = cfg_attn_params(c), kvv = cfg_kv_values(c);
     info_str(t, o, "name", m->name);
     info_str(t, o, "family", model_family_name(c->family));
@@ -713,6 +713,7 @@ static int cmd_info(Session *s, const Args *a, Out *out) {
     info_int(t, o, "kv_values_per_token_per_layer", (long long)kvv);
     if (m->cfg_full) info_by_type(t, o, m);     /* Gemma 4: the two fields above are the sliding layers' */
     info_str(t, o, "kv_cache_dtype", dt_name(kvd));
+    info_str(t, o, "kv_cache_dtype_from", kvwhy);
     info_kv_scales(t, o, m);
     info_int(t, o, "kv_bytes_per_token_per_layer", (long long)(kvv * dt_size(kvd)));
     /* every layer with a cache of its own at its own dims (Gemma 4: not the KV-shared ones; full layers' head dims) */

@@ -478,25 +478,13 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
 
 /* ================================================================ the transformation */
 
-/* Whether the session's attention-input statistics of src are over what an export keeps (CI_MAX_BYTES,
- * with every layer's mean): the export then records their digest alone, so they are not formed
- * (every layer's E[x xᵀ] at once and its byte-wise digest: 4.3 GB and ~0.5 s of CPU per layer on an 8B shape). */
-static bool conv_stats_large(const Session *s, const Model *src) {
-    const CalibStats *cs = NULL;
-    if (ws_calib_stats(s, src, &cs) || !cs || !cs->has_x) { al_err_clear(); return false; }
-    size_t D = (size_t)cs->sh.hidden, n = 0;
-    for (int l = 0; l < cs->sh.n_layers; l++) n += cs->tokens[l] ? D * D + (cs->sx ? D : 0) : 0;
-    return n * sizeof(double) > CI_MAX_BYTES;
-}
-
 /* The inputs x's report drew (seed, tokens, the digest of its statistics) and, when the session
  * still has them (the calibration of the same digest), the statistics (ci_free). *why: why not. */
 static int conv_inputs(Session *s, const Xform *x, CheckInputs *ci, const char **why) {
     const TmlaResult *r = x->data;
     *why = NULL;
     if (ci_copy(&r->check_in, ci)) return AL_ERR;
-    if (!ci->stats || ci->sigma || conv_stats_large(s, x->src)) return AL_OK;
-    return ws_check_take_session(s, x->src, true, 0, -1, ci, why);
+    return ws_check_take_for_export(s, x->src, true, 0, -1, ci, why);   /* formed only where they fit CI_MAX_BYTES */
 }
 
 static const char *export_attn_dtype(const char *dir, char *buf, size_t cap);

@@ -20,6 +20,7 @@
 #include "budget_compare.h"
 #include "export.h"
 #include "farr.h"
+#include "kvcache.h"
 #include "layersel.h"
 #include "registry.h"
 #include "params.h"
@@ -884,9 +885,12 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
                each at its own dims (Gemma 4's full layers: global_head_dim, their KV heads), as kv-cache counts them */
             size_t L = (size_t)cfg_n_kv_layers(c), all = model_kv_values_total(s->cur);
             size_t now = all - (p->kv_before - p->kv_after);
+            char why[160];
+            dt_type kd = kvcache_dtype(s->cur, why, sizeof why);     /* info's and kv-cache's, one rule */
             out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %.4g -> %.4g values "
-                       "(%.1f%%); whole model %zu -> %zu bytes per token\n", L, (double)all / (double)L, (double)now / (double)L,
-                       100.0 * (double)now / (double)all, all * tpa_value_bytes(s->cur), now * tpa_value_bytes(s->cur));
+                       "(%.1f%%); whole model %zu -> %zu bytes per token (%s: %s)\n", L, (double)all / (double)L,
+                       (double)now / (double)L, 100.0 * (double)now / (double)all, all * dt_size(kd), now * dt_size(kd),
+                       dt_name(kd), why);
         }
         say_kv_readers(out, c, p->lo, p->hi);
         char why[512];

@@ -220,14 +220,6 @@ static int conv_inputs(const TpaModel *t, const Model *src, CheckInputs *ci) {
     return AL_OK;
 }
 
-/* Whether t's statistics (E[x xᵀ] of layers lo..hi, as ws_calib_fit_sigma forms them) are over what an export keeps
- * (CI_MAX_BYTES): the export then records their digest alone, so they are not formed only to be dropped. */
-static bool tpa_stats_large(const TpaModel *t, const CheckInputs *ci) {
-    int hi = t->opts.layer_hi < 0 ? ci->n_layers - 1 : t->opts.layer_hi;
-    size_t D = (size_t)ci->hidden, n = (size_t)(hi - t->opts.layer_lo + 1);
-    return n * D * D * sizeof(double) > CI_MAX_BYTES;
-}
-
 /* `export DIR` after `convert tpa`: attnlab's own layout (dtype, default f32). */
 static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     const char *dir = args_str(a, "dir");
@@ -237,7 +229,7 @@ static int tpa_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     CheckInputs ci;
     const char *why = NULL;            /* the statistics, while the session has the conversion's */
     if (conv_inputs(r, x->src, &ci)) return AL_ERR;
-    if (ci.stats && !ci.sigma && !tpa_stats_large(r, &ci) && ws_check_take_session(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &ci, &why))
+    if (ws_check_take_for_export(s, x->src, false, r->opts.layer_lo, r->opts.layer_hi, &ci, &why))
         { ci_free(&ci); return AL_ERR; }
     int rc = tpa_export_opts(r, dir, &(TpaExportOpts){.dtype = dt, .force = args_flag(a, "force"), .check = &ci});
     bool fits = ci_fits(&ci);
@@ -368,8 +360,9 @@ static const char KV_HELP[] =
     "token over all layers and the cache as a fraction of the model's (xF).\n"
     "Ranks default to the model's own (its KV heads; its MLA latents) or, where it has none, to\n"
     "d_c = 4 d_k, d_c' = 2 d_c, d_h^R = d_k / 2 and the paper's R_Q 6, R_K = R_V = 2.\n"
-    "Bytes are counted at the model's dtype (config torch_dtype: 2 for bf16 / f16 and for FP8\n"
-    "checkpoints, 4 for f32) unless `bytes N` says otherwise. `family F` keeps one Table 1 row\n"
+    "Bytes are counted in the KV cache dtype info's kv_cache_dtype states, for the reason the first\n"
+    "line says (config torch_dtype: 2 for bf16 / f16 and for FP8 / FP4 / INT4 checkpoints, 4 for f32),\n"
+    "unless `bytes N` says otherwise. `family F` keeps one Table 1 row\n"
     "(and drops the session's rows). `to FILE.csv` writes\n"
     "scheme,kv_values_per_token,kv_bytes_per_token,attn_params.\n"
     "`context N` gives instead, per layer type, what the cache holds at a context of N tokens: a\n"
@@ -510,7 +503,7 @@ static size_t kv_ctx_type(const Model *m, const KvcacheRow *r, size_t bytes, cha
 }
 
 /* `kv-cache context N`: per layer type what the cache holds at N tokens, then the totals. */
-static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *to, Out *out) {
+static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *bw, const char *to, Out *out) {
     KvcacheRow r[KVCACHE_MAX_ROWS];
     int n;
     if (kvcache_at(m, N, r, &n)) return AL_ERR;
@@ -534,20 +527,30 @@ static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *to, Out 
     if (rc == AL_OK && st) rc = kv_ctx_row(t, "total state (recurrent + conv)", NULL, nst, st, stb);
     if (rc == AL_OK && st) rc = kv_ctx_row(t, "total", NULL, nkv + nst, kv + st, kvb + stb);
     if (rc) { table_free(t); return rc; }
-    out_printf(out, "%s at a context of %zu tokens, %zu bytes per value: the KV cache holds %zu values (%.4g per token; "
-               "%zu without windows or chunks: x%.4g)%s\n", m->name, N, bytes, kv, (double)kv / (double)N, full,
+    out_printf(out, "%s at a context of %zu tokens, %zu bytes per value (%s): the KV cache holds %zu values (%.4g per "
+               "token; %zu without windows or chunks: x%.4g)%s\n", m->name, N, bytes, bw, kv, (double)kv / (double)N, full,
                full ? (double)kv / (double)full : 1.0, !st ? "" : m->cfg.lin.state_f32
                ? "; the recurrent state is counted apart, per sequence (its SSM state in float32: mamba_ssm_cache_dtype)"
                : "; the recurrent state is counted apart, per sequence");
     return out_table_to(out, to, t);
 }
 
+/* The bytes per cached value (`bytes N`, else kvcache_dtype's: info's and truncate's) and the words saying
+ * which, into w ("BF16: config torch_dtype bfloat16; weights stored F32"). */
+static size_t kv_value_bytes(const Model *m, const Args *a, char *w, size_t cap) {
+    char why[160];
+    dt_type d = kvcache_dtype(m, why, sizeof why);
+    if (args_given(a, "bytes")) { snprintf(w, cap, "as given"); return (size_t)args_int(a, "bytes"); }
+    snprintf(w, cap, "%s: %s", dt_name(d), why);
+    return dt_size(d);
+}
+
 static int cmd_kv_table(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
+    char bw[200];
+    size_t bytes = kv_value_bytes(m, a, bw, sizeof bw);
     if (args_given(a, "context"))
-        return cmd_kv_context(m, (size_t)args_int(a, "context"),
-                              args_given(a, "bytes") ? (size_t)args_int(a, "bytes") : tpa_value_bytes(m),
-                              args_str(a, "to"), out);
+        return cmd_kv_context(m, (size_t)args_int(a, "context"), bytes, bw, args_str(a, "to"), out);
     TpaDims d = tpa_dims_from_config(&m->cfg);
     if (args_given(a, "rq")) d.r_q = (size_t)args_int(a, "rq");
     if (args_given(a, "rk")) d.r_k = (size_t)args_int(a, "rk");
@@ -557,12 +560,11 @@ static int cmd_kv_table(Session *s, const Args *a, Out *out) {
     if (args_given(a, "q-lora")) d.d_cq = (size_t)args_int(a, "q-lora");
     if (args_given(a, "rope-dim")) d.d_hr = (size_t)args_int(a, "rope-dim");
     if (tpa_dims_check(&d)) return AL_ERR;
-    size_t bytes = args_given(a, "bytes") ? (size_t)args_int(a, "bytes") : tpa_value_bytes(m);
     int only = args_enum(a, "family") - 1;   /* -1: all */
     out_printf(out, "%s: d_model %zu, h %zu, d_k %zu, d_v %zu, g %zu; MLA d_c %zu, d_c' %zu, d_h^R %zu, d_h^N %zu; "
-               "TPA R_Q %zu, R_K %zu, R_V %zu; %zu bytes per value; per layer (%d layers)\n",
+               "TPA R_Q %zu, R_K %zu, R_V %zu; %zu bytes per value (%s); per layer (%d layers)\n",
                m->name, d.d_model, d.h, d.d_k, d.d_v, d.g, d.d_c, d.d_cq, d.d_hr, d.d_hn, d.r_q, d.r_k, d.r_v, bytes,
-               m->cfg.n_layers);
+               bw, m->cfg.n_layers);
     char note[640];
     layersel_note(&m->cfg, 0, m->cfg.n_layers - 1, "the KV cache is that of", note, sizeof note);
     if (note[0]) out_printf(out, "%s\n", note);

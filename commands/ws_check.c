@@ -108,11 +108,35 @@ int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, 
         ci->mu = now.mu;
         ci->n_layers = now.n_layers;
         ci->hidden = now.hidden;
+        *why = NULL;
         return AL_OK;
     }
     if (ok) *why = "the session's calibration of the source is another one than the conversion's (its digest differs)";
     ci_free(&now);
     return AL_OK;
+}
+
+/* Bytes the session's statistics cs take in an export's CI_FILE (ci_write): per layer of lo..hi with
+ * tokens, its E[x xᵀ] and, with_mu, its mean where the calibration kept sums (cs->sx). */
+static size_t export_stats_bytes(const CalibStats *cs, bool with_mu, int lo, int hi) {
+    size_t D = (size_t)cs->sh.hidden, n = 0;
+    if (hi < 0 || hi >= cs->sh.n_layers) hi = cs->sh.n_layers - 1;
+    for (int l = lo < 0 ? 0 : lo; l <= hi; l++)
+        n += cs->tokens[l] ? D * D + (with_mu && cs->sx ? D : 0) : 0;
+    return n * sizeof(double);
+}
+
+int ws_check_take_for_export(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why) {
+    const CalibStats *cs = NULL;
+    *why = NULL;
+    if (!ci->stats || ci->sigma) return AL_OK;
+    if (ws_calib_stats(s, src, &cs) || !cs || !cs->has_x) {
+        al_err_clear();
+        *why = "the session has no calibration of the source with attention inputs";
+        return AL_OK;
+    }
+    if (export_stats_bytes(cs, with_mu, lo, hi) > CI_MAX_BYTES) return AL_OK;   /* the digest alone: not formed */
+    return ws_check_take_session(s, src, with_mu, lo, hi, ci, why);
 }
 
 int ws_check_inputs(Session *s, Model *src, const Args *a, bool with_mu, int lo, int hi, CheckInputs *ci, char *desc,

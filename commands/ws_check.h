@@ -34,8 +34,15 @@ int ws_check_digest_layer(void *d, int l, const double *sigma, const double *mu)
 int ws_check_keep_calib(const Model *m, uint64_t seed, bool plus_layer, size_t tokens, WsCheckDigest *d,
                         CheckInputs *keep);
 /* Takes the session's statistics of src into ci (which has none yet) when their digest is ci's
- * (the conversion's); else leaves ci without them and *why says what was missing. */
+ * (the conversion's), *why NULL; else leaves ci without them and *why says what was missing.
+ * `check DIR` takes them so at any size. */
 int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why);
+/* ws_check_take_session for an export (`export` after `convert mla` / `convert tpa`), with the one size
+ * rule: where the statistics (layers lo..hi with tokens x (D² + D with_mu and a mean kept) x 8 bytes) are
+ * over CI_MAX_BYTES they are not formed (the export records the digest alone) and *why is NULL ("over
+ * the size kept in the folder"); where the session has no calibration of src with attention inputs,
+ * *why says so at any size. Nothing to take (no statistics, or ci has them already): *why NULL. */
+int ws_check_take_for_export(Session *s, Model *src, bool with_mu, int lo, int hi, CheckInputs *ci, const char **why);
 /* The export's line on what it recorded for `check DIR` (fits: the statistics went into CI_FILE;
  * why: why they are not at hand, NULL: too large). */
 void ws_check_recorded_line(Out *out, const CheckInputs *ci, bool fits, const char *why);

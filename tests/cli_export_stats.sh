@@ -33,4 +33,11 @@ ok "  check takes the session's statistics by that digest" grep -q "from the ses
 ok "  check's table: the kept export's" cmp -s kept.csv over.csv
 ok "  the weights: the same bytes" cmp -s kept/model.safetensors over/model.safetensors
 ok "  the table has the 5 layers" test "$(wc -l < over.csv)" = 6
+
+# ---- at the limit (ws_check_take_for_export, the one rule convert tpa's export takes too): 5 x (64² + 64) x 8 bytes
+ATTNLAB_CI_MAX_BYTES=166400 run -e "$P; export at"
+ok "at 166400 bytes (5 x (64² + 64) x 8): the statistics in the folder" test -f at/check_inputs.safetensors
+ATTNLAB_CI_MAX_BYTES=166399 run -e "$P; export under"
+ok "at 166399: the digest alone, over the size" grep -q "not the statistics (over the size kept in the folder)" out.txt
+ok "  no file" test ! -e under/check_inputs.safetensors
 cli_done

@@ -95,7 +95,11 @@ ok "... sliding and full layers with their own head dims and KV heads" has "$out
 ok "... window 1024 on layers 0-4" has "$out" "0, 1, 2, 3, 4 (window 1024); full: 5"
 ok "... k_eq_v" has "$out" "attention_k_eq_v  *full layers: no v_proj"
 ok "... no KV-shared layers" hasnt "$out" "kv_shared_layers"
-ok "... KV bytes: (5 x 4 x 32 + 1 x 1 x 64) F32 values (the weights are F32)" has "$out" "kv_bytes_per_token  *2816$"
+# The folder's weights are stored F32 under the config's "dtype": "bfloat16". vLLM (dtype "auto": the config's
+# torch_dtype / dtype; kv_cache_dtype "auto": that dtype) and transformers (dtype="auto") cache BF16, so info
+# counts 2 bytes a value, as truncate and kv-cache do (cli_gemma4_eval: 1408 bytes; this pinned F32's 2816).
+ok "... KV bytes: (5 x 4 x 32 + 1 x 1 x 64) BF16 values (config dtype bfloat16; weights stored F32)" has "$out" "kv_bytes_per_token  *1408$"
+ok "... and says why" has "$out" "kv_cache_dtype_from  *config torch_dtype bfloat16; weights stored F32$"
 # q 64 x 64 + k 64 x 64 + v 64 x 64 + o 64 x 64 on 5 sliding layers; q 64 x 128, k 64 x 32, o 128 x 64 on the k_eq_v one
 ok "... attention parameters per layer type: 5 x 16384 + 18432" has "$out" "attn_params_total  *100352$"
 run -e "load $T/real31B; ranks vo layer 5"
@@ -104,7 +108,7 @@ out=$(e "load $T/realE2B; info")
 ok "gemma-4-E2B-it's config: full layers head_dim 32, 1 KV head (k_eq_v false: no KV override)" has "$out" "full: head_dim 32, 1 KV heads"
 ok "... layers 6-9 share 5's (sliding) and 4's (full) K / V" has "$out" "kv_shared_layers  *6 <- 5, 7 <- 5, 8 <- 5, 9 <- 4"
 ok "... per-layer embeddings" has "$out" "per_layer_embeddings  *8 per layer"
-ok "... KV bytes of layers 0-5: (5 x 1 x 32 + 1 x 1 x 64) x 4" has "$out" "kv_bytes_per_token  *896$"
+ok "... KV bytes of layers 0-5: (5 x 1 x 32 + 1 x 1 x 64) x 2 (BF16, as above)" has "$out" "kv_bytes_per_token  *448$"
 run -e "load $T/realE2B; ranks vo layer 9"
 ok "ranks vo on the KV-shared full layer 9 (layer 4's W_V, head_dim 32)" grep -Eq "^ +9 +0 +32 +32 +[0-9]+$" out.txt
 out=$(e "load $T/real26B-A4B; info")

@@ -19,7 +19,7 @@ for k in int4 nvfp4 fp8 f32; do
     [ $k = f32 ] && m=$SRC b=1280 a=1264
     out=$(e "load $m; info; truncate vo tau 0.9 layers 1; kv-cache")
     ok "$k: info says $b" has "$out" "^kv_bytes_per_token  *$b$"
-    ok "$k: truncate's line says $b -> $a" has "$out" "whole model $b -> $a bytes per token$"
+    ok "$k: truncate's line says $b -> $a" has "$out" "whole model $b -> $a bytes per token ("
     ok "$k: kv-cache's loaded row says $b" has "$out" "as loaded (GQA; $b bytes per token in 5 layers)"
 done
 cli_done

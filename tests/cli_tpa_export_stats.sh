@@ -35,4 +35,15 @@ ok "  check takes the session's statistics by that digest" grep -q "from the ses
 ok "  check's table: the kept export's" cmp -s kept.csv over.csv
 ok "  the factors: the same bytes" cmp -s kept/tpa_factors.safetensors over/tpa_factors.safetensors
 ok "  the table has the 5 layers" test "$(wc -l < over.csv)" = 6
+
+# ---- at the limit (ws_check_take_for_export, convert mla's rule: TPA draws no means): 5 x 64² x 8 bytes
+ATTNLAB_CI_MAX_BYTES=163840 run -e "$P; export at"
+ok "at 163840 bytes (5 x 64² x 8): the statistics in the folder" test -f at/check_inputs.safetensors
+ATTNLAB_CI_MAX_BYTES=163839 run -e "$P; export under"
+ok "at 163839: the digest alone, over the size" grep -q "not the statistics (over the size kept in the folder)" out.txt
+ok "  no file" test ! -e under/check_inputs.safetensors
+# ---- the session's calibration has no attention inputs any more: the line says so, as convert mla's export and
+# check DIR do (the old rule looked at the size alone and said "over the size kept in the folder")
+ATTNLAB_CI_MAX_BYTES=1000 run -e "$P; calibrate $TXT samples 2 seqlen 32 inputs off; export gone"
+ok "calibration without inputs: 'the session has no calibration'" grep -q "not the statistics (the session has no calibration of the source with attention inputs)" out.txt
 cli_done

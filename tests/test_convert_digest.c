@@ -8,12 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "calib.h"
 #include "check.h"
 #include "check_inputs.h"
-#include "commands.h"
 #include "registry.h"
 #include "session.h"
 #include "test_shell_util.h"
@@ -49,23 +47,11 @@ static void convert_once(Session *s, Capture *c, const char *layers, size_t form
 }
 
 int main(void) {
-    const char *models = getenv("ATTNLAB_MODELS"), *src = getenv("ATTNLAB_SRC");
-    char mp[4200], tp[4200], line[9000];
-    snprintf(mp, sizeof mp, "%s/stories260K-hf", models ? models : "");
-    snprintf(tp, sizeof tp, "%s/examples/tinystory.txt", src ? src : "");
-    struct stat sb;
-    CHECK(models && src && !stat(mp, &sb) && !stat(tp, &sb), "%s and %s", mp, tp);   /* shipped: not a skip */
-    test_tmpdir();
-    CHECK_OK(commands_init());
+    char tp[4200];
     setenv("ATTNLAB_CI_MAX_BYTES", "1000", 1);             /* stories260K's 5 x 64² doubles: over it */
-    Session *s = session_new();
     Capture *c = calloc(1, sizeof *c);
-    CHECK(s && c, "session");
-    if (!s || !c) return check_done();
-    snprintf(line, sizeof line, "load %s as m", mp);
-    CHECK_OK(run(s, c, line));
-    snprintf(line, sizeof line, "calibrate %s samples 4 seqlen 64 inputs on", tp);
-    CHECK_OK(run(s, c, line));
+    Session *s = c ? shell_stories_calibrated(c, tp, sizeof tp) : NULL;
+    if (!s) { free(c); return check_done(); }
     Model *m = session_find(s, "m");
     CHECK(m && m->cfg.n_layers == 5, "stories260K-hf: 5 layers");
     if (m) {

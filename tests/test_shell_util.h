@@ -4,9 +4,14 @@
 #ifndef TEST_SHELL_UTIL_H
 #define TEST_SHELL_UTIL_H
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "check.h"
 #include "cmd_shell.h"
+#include "commands.h"
 #include "exec.h"
 #include "session.h"
 
@@ -34,6 +39,29 @@ static inline int run(Session *s, Capture *cap, const char *line) {
     cap->n = 0;
     cap->buf[0] = 0;
     return shell_exec_line(s, line, &(LineSrc){ 0 }, &o);
+}
+
+/* A session with the shipped stories260K-hf loaded as m and calibrated on examples/tinystory.txt (4 windows of
+ * 64 tokens, attention inputs on), in a fresh scratch folder; the text's path in tp (cap bytes). NULL (a failed
+ * check, not a skip: they ship) where the model, the text or a step is missing; free with session_free. */
+static inline Session *shell_stories_calibrated(Capture *c, char *tp, size_t cap) {
+    const char *models = getenv("ATTNLAB_MODELS"), *src = getenv("ATTNLAB_SRC");
+    char mp[4200], line[9000];
+    struct stat sb;
+    snprintf(mp, sizeof mp, "%s/stories260K-hf", models ? models : "");
+    snprintf(tp, cap, "%s/examples/tinystory.txt", src ? src : "");
+    CHECK(models && src && !stat(mp, &sb) && !stat(tp, &sb), "%s and %s", mp, tp);
+    test_tmpdir();
+    CHECK_OK(commands_init());
+    Session *s = session_new();
+    CHECK(s != NULL, "session");
+    snprintf(line, sizeof line, "load %s as m", mp);
+    int rc = s ? run(s, c, line) : AL_ERR;
+    snprintf(line, sizeof line, "calibrate %s samples 4 seqlen 64 inputs on", tp);
+    if (rc == AL_OK) rc = run(s, c, line);
+    CHECK(rc == AL_OK, "stories260K-hf loaded and calibrated: %s", c->buf);
+    if (rc && s) { session_free(s); s = NULL; }
+    return s;
 }
 
 #endif

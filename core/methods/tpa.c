@@ -21,6 +21,7 @@
 #include "analyses.h"
 #include "layersel.h"
 #include "forward.h"
+#include "kvcache.h"
 #include "rope.h"
 #include "seeds.h"
 #include "safetensors.h"
@@ -115,12 +116,7 @@ size_t tpa_attn_params(const TpaDims *d, tpa_scheme s) {
     }
 }
 
-size_t tpa_value_bytes(const Model *m) {
-    const char *td = m->cfg.torch_dtype;     /* a quantized model runs 16-bit activations (info's kv_cache_dtype: BF16) */
-    if (m->cfg.dtype == DT_F8_E4M3 || m->cfg.dtype == DT_F8_E5M2 || m->quant.present) return 2;
-    if (td[0]) return !strcmp(td, "float32") ? 4 : !strcmp(td, "float64") ? 8 : 2;
-    return m->cfg.dtype == DT_F32 ? 4 : m->cfg.dtype == DT_F64 ? 8 : 2;
-}
+size_t tpa_value_bytes(const Model *m) { return dt_size(kvcache_dtype(m, NULL, 0)); }
 
 /* ================================================================ factors */
 

@@ -106,10 +106,8 @@ int tpa_dims_check(const TpaDims *d);
 size_t tpa_kv_values(const TpaDims *d, tpa_scheme s);
 /* Attention parameters per layer under scheme s (see the table at the top). */
 size_t tpa_attn_params(const TpaDims *d, tpa_scheme s);
-/* Bytes of one cached value of m: 2 for a quantized checkpoint (FP8 / FP4 / INT4 weights or a
- * quantization config: engines run them in 16 bits, whatever torch_dtype says; info's kv_cache_dtype
- * BF16), else config torch_dtype (float32: 4, float64: 8, else 2), else the weights' dtype (F32: 4,
- * anything else 2). */
+/* Bytes of one cached value of m: those of kvcache_dtype (kvcache.h), the one rule info, kv-cache and
+ * truncate state. */
 size_t tpa_value_bytes(const Model *m);
 
 /* ================================================================ non-contextual TPA */

@@ -98,3 +98,34 @@ int kvcache_at(const Model *m, size_t context, KvcacheRow *rows, int *n) {
     }
     return AL_OK;
 }
+
+/* The dtype torch_dtype names (DT_INVALID: none or another word). */
+static dt_type torch_dtype_of(const char *td) {
+    return !strcmp(td, "bfloat16") ? DT_BF16 : !strcmp(td, "float16") || !strcmp(td, "half") ? DT_F16
+           : !strcmp(td, "float32") || !strcmp(td, "float") ? DT_F32 : !strcmp(td, "float64") ? DT_F64 : DT_INVALID;
+}
+
+dt_type kvcache_dtype(const Model *m, char *why, size_t cap) {
+    char buf[160];
+    dt_type w = m->cfg.dtype, td = torch_dtype_of(m->cfg.torch_dtype), d;
+    size_t n = m->path ? strlen(m->path) : 0;
+    if (n > 5 && !strcmp(m->path + n - 5, ".gguf")) {                 /* gguf_model_open's: llama.cpp runs it */
+        d = DT_F16;
+        snprintf(buf, sizeof buf, "a GGUF: llama.cpp's default cache type (-ctk / -ctv f16)%s%s",
+                 w != d ? "; weights stored " : "", w != d ? dt_name(w) : "");
+    } else if (w == DT_F8_E4M3 || w == DT_F8_E5M2 || m->fp4 != DT_FP4_NONE || m->quant.present) {
+        d = td == DT_F16 ? DT_F16 : DT_BF16;
+        snprintf(buf, sizeof buf, "quantized weights: the engines run and cache 16-bit activations%s",
+                 d == DT_F16 ? " (config torch_dtype float16)" : "");
+    } else if (td != DT_INVALID) {
+        d = td;
+        snprintf(buf, sizeof buf, "config torch_dtype %s%s%s", m->cfg.torch_dtype, w != d ? "; weights stored " : "",
+                 w != d ? dt_name(w) : "");
+    } else {
+        d = w == DT_F32 || w == DT_F16 || w == DT_BF16 || w == DT_F64 ? w : DT_BF16;
+        snprintf(buf, sizeof buf, "%s%s", m->cfg.torch_dtype[0] ? "config torch_dtype not a float dtype; "
+                 : "no config torch_dtype; ", d == w ? "the weights' dtype" : "16 bits");
+    }
+    if (why && cap) snprintf(why, cap, "%s", buf);
+    return d;
+}

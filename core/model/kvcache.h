@@ -49,4 +49,22 @@ bool kvcache_constant(kvcache_kind k);
 /* What a row's layers are ("full attention", "sliding window", ...). */
 const char *kvcache_kind_name(kvcache_kind k);
 
+/* The dtype m's KV cache is held in, as the engines run m with their defaults -- the one rule every
+ * command that states KV bytes takes (info, kv-cache, truncate, the conversions' kv-cache rows) -- and
+ * why in *why (cap bytes; why may be NULL), e.g. "config torch_dtype bfloat16; weights stored F32".
+ * From the engines' sources: vLLM's ModelConfig (dtype "auto", _get_and_verify_dtype) takes the config's
+ * torch_dtype / dtype and its kv_cache_dtype "auto" is that dtype (kv_cache_dtype_str_to_dtype);
+ * transformers with dtype="auto" takes the same key (the stored weights' dtype only when the config has
+ * none); so the config's dtype wins over how the weights are stored (a gemma-4 folder written F32 under
+ * torch_dtype bfloat16 caches BF16, 2 bytes). llama.cpp, which runs a GGUF, caches F16 whatever the
+ * weights (common_params cache_type_k / cache_type_v = GGML_TYPE_F16).
+ *   a .gguf: F16;
+ *   quantized weights (FP8 / FP4 / INT4, or a quantization config): BF16 (F16 where torch_dtype says
+ *     float16): the engines run 16-bit activations and cache them so;
+ *   torch_dtype bfloat16 / float16 / float32 / float64: that dtype (float32 stays F32, as transformers loads
+ *     it; vLLM's "auto" would downcast a float32 model to the platform's first dtype, BF16 on CUDA);
+ *   no torch_dtype (a llama2.c .bin, whose run.c caches floats): the weights' dtype (F32, F16, BF16,
+ *     F64), else BF16. */
+dt_type kvcache_dtype(const Model *m, char *why, size_t cap);
+
 #endif
