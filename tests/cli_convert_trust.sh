@@ -25,6 +25,12 @@ run -e "load demo-llama-bf16 as d; set compute bf16; $CAL; convert mla kv-rank 1
 ok "care: convert's after, check, check DIR: one number ($(afters))" [ "$(afters)" = "390.061 390.061 390.061 " ]
 ok "care: ppl of the session is the reloaded BF16 export's, bit for bit" cmp -s p.csv x.csv
 
+# ---- the strategies table (convert mla-table ... strategies) runs its rows as ppl runs each conversion
+run -e "load demo-llama-bf16 as d; set compute bf16; $CAL; convert mla-table kv-ranks 16 strategies care,transmla ids ids.txt samples 4 seqlen 32"
+[ "$(rc)" = 0 ] || fail "rc $(rc) [$(cat err.txt)]"
+ok "mla-table in bf16: care's row is convert's 390.061 (was 390.329)" grep -qE "^ +16 +care .* 390\.061$" out.txt
+ok "  transmla's row is convert mla's 380.794 (cli_bf16_hold; was 380.671)" grep -qE "^ +16 +transmla .* 380\.794$" out.txt
+
 # ---- made in compute f32, measured in compute bf16: the BF16 export's number there too
 run -e "load demo-llama-bf16 as d; $CAL; convert mla kv-rank 16 ppl off; export e2; set compute bf16; $PPL to p2.csv; check; check e2; load e2 as x; $PPL to x2.csv"
 [ "$(rc)" = 0 ] || fail "rc $(rc) [$(cat err.txt)]"
