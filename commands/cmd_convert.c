@@ -520,11 +520,14 @@ static const char *export_attn_dtype(const char *dir, char *buf, size_t cap);
 
 /* The export's line naming the dtype of the attention tensors it wrote (the manifest's): the one
  * asked, else the source's, or BF16 for a quantized source (its encoding is not written again). */
-static void export_dtype_line(Out *out, const char *dir, bool asked, const Model *src) {
+static void export_dtype_line(Out *out, const char *dir, bool asked, const Model *src, bool attnlab) {
     char dt[16];
     dt_type s = src->cfg.dtype;
     export_attn_dtype(dir, dt, sizeof dt);
-    if (asked || (src->fp4 == DT_FP4_NONE && (s == DT_F32 || s == DT_F16 || s == DT_BF16)))
+    if (attnlab && !asked && src->fp4 == DT_FP4_NONE && (s == DT_F16 || s == DT_BF16))   /* it said "the source's dtype" */
+        out_printf(out, "attention tensors written in %s (format attnlab's default, which holds the session's float32 "
+                   "layers exactly; the source's is %s: `dtype bf16` asks for BF16)\n", dt, model_dtype_name(src));
+    else if (asked || (src->fp4 == DT_FP4_NONE && (s == DT_F32 || s == DT_F16 || s == DT_BF16)))
         out_printf(out, "attention tensors written in %s (%s)\n", dt, asked ? "the dtype asked" : "the source's dtype");
     else
         out_printf(out, "attention tensors written in %s: the source's %s attention is not quantized again (`dtype "
@@ -570,7 +573,7 @@ static void qbias_line(Out *out, const TmlaResult *r) {
 static void held_dtype_lines(Out *out, const char *dir, const Args *a, const TmlaResult *r) {
     char dt[16];
     kv_scales_line(out, dir, r);
-    export_dtype_line(out, dir, args_given(a, "dtype"), r->src);
+    export_dtype_line(out, dir, args_given(a, "dtype"), r->src, args_given(a, "format"));
     if (tmla_held_bf16(r->layers, r->n_layers) && strcmp(export_attn_dtype(dir, dt, sizeof dt), "BF16"))
         out_printf(out, "the conversion was made in compute bf16, which holds its rewritten matrices (q_proj / q_b_proj, "
                    "kv_b_proj) in BF16 as a BF16 export stores them: written as those BF16 values widened to %s (convert "

@@ -56,6 +56,8 @@ set -- $(afters)
 ok "gpt-oss: the session's after and check DIR of its attnlab export within 1e-4 ($1 / $2; were 5e-4 apart)" \
    awk -v a="${1:-0}" -v b="${2:-1}" 'BEGIN { d = (a - b) / b; exit !(d < 1e-4 && d > -1e-4) }'
 ok "  no BF16 values widened (the layers are float32)" sh -c '! grep -q "values widened" out.txt'
+ok "  its dtype line names format attnlab's default, not 'the source's dtype' (BF16)" \
+   grep -q "^attention tensors written in float32 (format attnlab's default" out.txt
 
 # ---- Qwen2's q/k/v biases (a Llama folder given biases: tests/qwen2_bias.py)
 if python3 -c 1 2>/dev/null; then
