@@ -54,7 +54,7 @@ run -e "load $T/oss as o; set compute bf16; $CAL; convert mla kv-rank 16; export
 [ "$(rc)" = 0 ] || fail "rc $(rc) [$(cat err.txt)]"
 set -- $(afters)
 ok "gpt-oss: the session's after and check DIR of its attnlab export within 1e-4 ($1 / $2; were 5e-4 apart)" \
-   awk -v a="${1:-0}" -v b="${2:-1}" 'BEGIN { d = (a - b) / b; exit !(d < 1e-4 && d > -1e-4) }'
+   near "${1:-0}" "${2:-1}" 1e-4
 ok "  no BF16 values widened (the layers are float32)" sh -c '! grep -q "values widened" out.txt'
 ok "  its dtype line names format attnlab's default, not 'the source's dtype' (BF16)" \
    grep -q "^attention tensors written in float32 (format attnlab's default" out.txt
