@@ -834,6 +834,19 @@ static double mla_xf_norm_eps(const Xform *x) {
     return mla_export_norm_eps(r->src, true, tmla_qkn_is_plain(r->opts.qk_norm));
 }
 
+/* What `ppl` / `generate` run when the session's mode is not the one that made the conversion (mla_run_for's rule). */
+static const char *mla_xf_mode_note(Session *s, const Xform *x) {
+    const TmlaResult *r = x->data;
+    bool bf16 = mm_compute_parse(s->compute) == MM_BF16;
+    if (!bf16 && r->run)
+        return "made in compute bf16: its layers are its BF16 export's (the rewritten matrices rounded to BF16), run here "
+               "with float32 products, as `load` of that export runs in compute f32";
+    if (!bf16 || r->run || r->opts.hold_bf16 || !tmla_hold_bf16_default(r->src, MM_BF16)) return NULL;
+    if (mla_exportable(r)) { al_err_clear(); return NULL; }
+    return "made in compute f32: run as its BF16 export reads back (its float32 matrices rounded as that export writes "
+           "them), as every conversion is in compute bf16 (`check DIR` of that export gives the same number)";
+}
+
 static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
     TmlaResult *r = x->data;
     AttnLayer *const *run = NULL;
@@ -852,4 +865,5 @@ const XformKind cmd_convert_xform = {
     .export_label = "a TransMLA export",
     .engine_export = mla_xf_engine_export, .engine_form = "its stock DeepSeek-V3 export",
     .attn_layer = mla_xf_attn_layer, .norm_eps = mla_xf_norm_eps, .attn_what = "the converted MLA layers swapped in",
+    .mode_note = mla_xf_mode_note,
 };

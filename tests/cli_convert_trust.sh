@@ -37,11 +37,13 @@ run -e "load demo-llama-bf16 as d; $CAL; convert mla kv-rank 16 ppl off; export 
 ok "f32-made, bf16-measured: check, check DIR: one number ($(afters))" [ "$(afters)" = "381.187 381.187 " ]
 ok "  ppl of the session is the reloaded BF16 export's, bit for bit" cmp -s p2.csv x2.csv
 ok "  5.94329097" grep -q "^42,5.94329097,381.187343" p2.csv
+ok "  ppl says so under its headline" grep -q "^made in compute f32: run as its BF16 export reads back" out.txt
 
 # ---- made in compute bf16, checked in compute f32: which mode's numbers these are, said
-run -e "load demo-llama-bf16 as d; set compute bf16; $CAL; convert mla kv-rank 16 ppl off; set compute f32; check"
+run -e "load demo-llama-bf16 as d; set compute bf16; $CAL; convert mla kv-rank 16 ppl off; set compute f32; check; $PPL"
 ok "bf16-made, f32-checked: check says the layers are the BF16 export's" \
    grep -q "the conversion was made in compute bf16: its layers are its BF16 export's" out.txt
+ok "  and ppl under its headline" grep -q "^made in compute bf16: its layers are its BF16 export's" out.txt
 
 # ---- qk-norm keep in compute bf16 (float32 layers; its attnlab export runs BF16 products): said
 run -e "synth family qwen3 $T/q3 dtype bf16"
