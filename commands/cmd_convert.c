@@ -39,13 +39,15 @@
  * linear bound (mla_export.h; cli_pipeline: the reloaded F32 export within 2e-6 of it on demo-llama;
  * 4e-6 relative in log on a random 2048-wide BF16 model), with nothing written -- it used to be
  * exported to a scratch folder in float32 (twice the bytes of a BF16 model) and read back. */
-static int ppl_converted(const TmlaResult *r, Forward *f, const TmlaStatsUse *u, FwdPpl *p, const char **route) {
+static int ppl_converted(TmlaResult *r, mm_compute mode, Forward *f, const TmlaStatsUse *u, FwdPpl *p,
+                         const char **route) {
     bool all = true;
     for (int l = 0; l < r->n_layers; l++) all &= r->layers[l] != NULL;
     if (all && mla_exportable(r) != AL_OK) { al_err_clear(); all = false; }   /* no DeepSeek-V3 form: source eps */
-    int rc = AL_OK;
+    AttnLayer *const *run = NULL;
+    int rc = mla_run_for(r, mode, &run);                   /* as its BF16 export where that is the session's */
     for (int l = 0; rc == AL_OK && l < r->n_layers; l++)
-        if (r->layers[l]) rc = fwd_set_attn(f, l, r->run ? r->run[l] : r->layers[l]);   /* run: as its BF16 export */
+        if (r->layers[l]) rc = fwd_set_attn(f, l, run[l]);
     if (all) fwd_set_norm_eps(f, mla_export_norm_eps(r->src, true, r->opts.qk_norm != TMLA_QKN_NONE));
     if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, p);
     if (all) fwd_set_norm_eps(f, 0);
@@ -240,13 +242,13 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
 
 /* Perplexity before and after on u's text (a failure only warned: the conversion stands);
  * AL_INTERRUPTED stops the command. */
-static int mla_ppl(Session *s, Model *m, const TmlaResult *r, const TmlaStatsUse *u, Out *out) {
+static int mla_ppl(Session *s, Model *m, TmlaResult *r, const TmlaStatsUse *u, Out *out) {
     FwdPpl before, after;
     Forward *f = NULL;
     const char *route = "";
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, &before);
-    if (rc == AL_OK) rc = ppl_converted(r, f, u, &after, &route);
+    if (rc == AL_OK) rc = ppl_converted(r, mm_compute_parse(s->compute), f, u, &after, &route);
     if (rc == AL_INTERRUPTED) return rc;
     if (rc == AL_OK)
         out_printf(out, "%sperplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
@@ -297,9 +299,11 @@ static int mla_report_table(Out *out, const Args *a, const Model *m, const TmlaR
 }
 
 /* tmla_convert in the session's compute mode: compute bf16 on a BF16 source holds the rewritten matrices in BF16 and
- * runs the layers as the BF16 export reads them back (tmla_hold.h, mla_run_layers). */
+ * runs the layers as the BF16 export reads them back (tmla_hold.h, mla_run_layers) -- where a DeepSeek-V3 export can
+ * hold the conversion (its family here, its layers in tmla_convert); else float32, as `format attnlab` writes them. */
 static int convert_held(Session *s, Model *m, TmlaOpts *o, TmlaResult **r) {
-    o->hold_bf16 = tmla_hold_bf16_default(m, mm_compute_parse(s->compute));
+    o->hold_bf16 = tmla_hold_bf16_default(m, mm_compute_parse(s->compute)) &&
+                   mla_export_norm_eps(m, true, tmla_qkn_is_plain(o->qk_norm)) > 0;
     int rc = tmla_convert(m, o, r);
     if (rc == AL_OK && (rc = mla_run_layers(*r))) { tmla_result_free(*r); *r = NULL; }
     return rc;
@@ -329,6 +333,13 @@ static int convert_kept(Session *s, Model *m, TmlaOpts *o, const MlastratOpts *s
     return AL_OK;
 }
 
+static void qbias_line(Out *out, const TmlaResult *r);
+
+/* qk-norm keep made in compute bf16 on a source with BF16 weights (said after the conversion). */
+static bool ro_keep_bf16(Session *s, const TmlaResult *r) {
+    return r->opts.qk_norm == TMLA_QKN_KEEP && tmla_hold_bf16_default(r->src, mm_compute_parse(s->compute));
+}
+
 int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     TmlaOpts o;
@@ -350,6 +361,12 @@ int cmd_convert_mla(Session *s, const Args *a, Out *out) {
     mla_describe(out, m, a, r, &u);
     if (strat) ws_mlastrat_line(out, m, &st, r);
     int prc = u.ids && args_enum(a, "ppl") != 1 ? mla_ppl(s, m, r, &u, out) : AL_OK;   /* its other errors: said */
+    qbias_line(out, r);
+    if (ro_keep_bf16(s, r))
+        out_printf(out, "note: qk-norm keep in compute bf16: the session runs these layers with float32 products; `load` of "
+                   "their `format attnlab` export runs the source's BF16 q_proj / o_proj with BF16 products and rebuilds K / "
+                   "V in the forward pass's own kernels, so its perplexity differs (1e-4 relative on the synthetic qwen3; "
+                   "1e-6 in compute f32)\n");
     ws_tmla_stats_release(&u);
     if (prc == AL_INTERRUPTED) return AL_INTERRUPTED;
     const TmlaOpts *ro = &r->opts;
@@ -491,11 +508,14 @@ static const char *export_attn_dtype(const char *dir, char *buf, size_t cap);
 
 /* The export's line naming the dtype of the attention tensors it wrote (the manifest's): the one
  * asked, else the source's, or BF16 for a quantized source (its encoding is not written again). */
-static void export_dtype_line(Out *out, const char *dir, bool asked, const Model *src) {
+static void export_dtype_line(Out *out, const char *dir, bool asked, const Model *src, bool attnlab) {
     char dt[16];
     dt_type s = src->cfg.dtype;
     export_attn_dtype(dir, dt, sizeof dt);
-    if (asked || (src->fp4 == DT_FP4_NONE && (s == DT_F32 || s == DT_F16 || s == DT_BF16)))
+    if (attnlab && !asked && src->fp4 == DT_FP4_NONE && (s == DT_F16 || s == DT_BF16))   /* it said "the source's dtype" */
+        out_printf(out, "attention tensors written in %s (format attnlab's default, which holds the session's float32 "
+                   "layers exactly; the source's is %s: `dtype bf16` asks for BF16)\n", dt, model_dtype_name(src));
+    else if (asked || (src->fp4 == DT_FP4_NONE && (s == DT_F32 || s == DT_F16 || s == DT_BF16)))
         out_printf(out, "attention tensors written in %s (%s)\n", dt, asked ? "the dtype asked" : "the source's dtype");
     else
         out_printf(out, "attention tensors written in %s: the source's %s attention is not quantized again (`dtype "
@@ -524,10 +544,24 @@ static void kv_scales_line(Out *out, const char *dir, const TmlaResult *r) {
     cJSON_Delete(man);
 }
 
+/* A q_proj bias without a query latent (Qwen2's q/k/v biases, no q-rank): DeepSeek-V3 builds q_proj without one
+ * (transformers' DeepseekV3Attention: attention_bias reaches q_a_proj, kv_a_proj_with_mqa and o_proj only), so the
+ * engines drop the bias the session and attnlab's reading of the export keep: said, with the way to carry it. */
+static void qbias_line(Out *out, const TmlaResult *r) {
+    bool qb = false;
+    for (int l = 0; l < r->n_layers; l++) qb |= r->layers[l] && !r->layers[l]->q_rank && r->layers[l]->b_Q;
+    if (!qb || mla_exportable(r)) { al_err_clear(); return; }
+    out_printf(out, "note: q_proj bias: the session's perplexity, `ppl` and `generate` keep the source's query bias, as "
+               "attnlab reads the export's q_proj.bias; a DeepSeek-V3 layer without a query latent has none (transformers' "
+               "DeepseekV3Attention: q_proj bias=False; attention_bias reaches q_a_proj, kv_a_proj_with_mqa, o_proj), so "
+               "transformers, vLLM and SGLang drop it, and `check` gives their number: convert with q-rank to carry it in "
+               "q_a_proj.bias\n");
+}
+
 static void held_dtype_lines(Out *out, const char *dir, const Args *a, const TmlaResult *r) {
     char dt[16];
     kv_scales_line(out, dir, r);
-    export_dtype_line(out, dir, args_given(a, "dtype"), r->src);
+    export_dtype_line(out, dir, args_given(a, "dtype"), r->src, args_given(a, "format"));
     if (tmla_held_bf16(r->layers, r->n_layers) && strcmp(export_attn_dtype(dir, dt, sizeof dt), "BF16"))
         out_printf(out, "the conversion was made in compute bf16, which holds its rewritten matrices (q_proj / q_b_proj, "
                    "kv_b_proj) in BF16 as a BF16 export stores them: written as those BF16 values widened to %s (convert "
@@ -571,6 +605,7 @@ static int mla_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
                        eps, r->src->cfg.norm_eps, dir);
     }
     held_dtype_lines(out, dir, a, r);
+    if (!eo.attnlab) qbias_line(out, r);
     out_printf(out, "manifest: %s/%s; `check %s` compares it with the source\n", dir, MLA_MANIFEST, dir);
     ws_check_recorded_line(out, &ci, fits, why);
     out_string(out, dir);
@@ -787,11 +822,27 @@ static double mla_xf_norm_eps(const Xform *x) {
     return mla_export_norm_eps(r->src, true, tmla_qkn_is_plain(r->opts.qk_norm));
 }
 
-static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
-    (void)s;
+/* What `ppl` / `generate` run when the session's mode is not the one that made the conversion (mla_run_for's rule). */
+static const char *mla_xf_mode_note(Session *s, const Xform *x) {
     const TmlaResult *r = x->data;
+    bool bf16 = mm_compute_parse(s->compute) == MM_BF16;
+    if (!bf16 && r->run)
+        return "made in compute bf16: its layers are its BF16 export's (the rewritten matrices rounded to BF16), run here "
+               "with float32 products, as `load` of that export runs in compute f32";
+    if (!bf16 || r->run || r->opts.hold_bf16 || !tmla_hold_bf16_default(r->src, MM_BF16)) return NULL;
+    if (mla_exportable(r)) { al_err_clear(); return NULL; }
+    return "made in compute f32: run as its BF16 export reads back (its float32 matrices rounded as that export writes "
+           "them), as every conversion is in compute bf16 (`check DIR` of that export gives the same number)";
+}
+
+static int mla_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
+    TmlaResult *r = x->data;
+    AttnLayer *const *run = NULL;
     *owned = false;
-    *out = layer >= 0 && layer < r->n_layers ? (r->run ? r->run : r->layers)[layer] : NULL;
+    *out = NULL;
+    if (layer < 0 || layer >= r->n_layers) return AL_OK;
+    if (mla_run_for(r, mm_compute_parse(s->compute), &run)) return AL_ERR;   /* one rule for ppl, check, convert */
+    *out = run[layer];
     return AL_OK;
 }
 
@@ -802,4 +853,5 @@ const XformKind cmd_convert_xform = {
     .export_label = "a TransMLA export",
     .engine_export = mla_xf_engine_export, .engine_form = "its stock DeepSeek-V3 export",
     .attn_layer = mla_xf_attn_layer, .norm_eps = mla_xf_norm_eps, .attn_what = "the converted MLA layers swapped in",
+    .mode_note = mla_xf_mode_note,
 };

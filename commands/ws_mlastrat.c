@@ -161,7 +161,8 @@ int ws_mlastrat_table(Session *s, Model *m, const Args *a, const int *ranks, siz
                            .rope_dim = args_given(a, "rope-dim") ? (int)args_int(a, "rope-dim") : 0,
                            .freqfold = args_given(a, "freqfold") ? (int)args_int(a, "freqfold") : 0,
                            .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = (const double *const *)u.sigma,
-                           .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen, .norm_eps = row_norm_eps};
+                           .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen, .norm_eps = row_norm_eps,
+                           .run_layers = mla_run_for};
     static const int qkn[] = {TMLA_QKN_FOLD, TMLA_QKN_DROP, TMLA_QKN_KEEP};   /* convert mla's qk-norm words */
     if (args_given(a, "qk-norm")) o.qk_norm = qkn[args_enum(a, "qk-norm")];
     Forward *f = NULL;

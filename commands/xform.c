@@ -257,6 +257,8 @@ const Xform *xform_measured(Session *s, Model *m, bool source, bool check, const
     else
         k = (size_t)snprintf(headline, cap, "%s of %s (the loaded model%s)", verb, m->name,
                              source ? ", as asked with `source`" : passed[0] ? "" : "; it has no transformation");
+    const char *mn = x && !check && x->kind->mode_note ? x->kind->mode_note(s, x) : NULL;
+    if (mn && k < cap) k += (size_t)snprintf(headline + k, cap - k, "\n%s", mn);
     if (passed[0] && k < cap)
         snprintf(headline + k, cap - k, "\nnewer, not %s here: %s", check ? "checkable" : "run", passed);
     return x;

@@ -91,6 +91,9 @@ typedef struct XformKind {
        rms_norm_eps than the source's (TransMLA: mla_export_norm_eps); 0 or NULL: the source's. */
     double (*norm_eps)(const Xform *x);
     const char *no_attn, *attn_what;
+    /* A line `ppl`, `generate` and `attend` print under their headline about which numbers they give in the session's
+       compute mode (a conversion made in the other one), or NULL; NULL hook: none */
+    const char *(*mode_note)(Session *s, const Xform *x);
 } XformKind;
 
 struct Xform {

@@ -169,11 +169,12 @@ ok "... and lint loads it" has "$(e "lint $T/phi-shards")" "^transformers  *Phi3
 # ---- every analysis on each encoding equals the F32 twin's (the values the writers decoded), in both
 # compute modes: the other tests compare ranks vo / qk and ppl; here spectrum, fuse, calibrate, KQ-SVD
 # learn / eval, compare, convert mla (its report and perplexity) and, in bf16 mode, the ranks (the
-# BF16-Gram route) too. Timing figures left out.
+# BF16-Gram route) too. Timing figures left out. The last ppl measures the source: in bf16 mode a conversion runs as
+# its default export reads back (mla_run_for), BF16 for a quantized source and float32 for the F32 twin -- two models.
 all_analyses() {
     e "load $1 as m; spectrum vo layer 1 head 0; fuse qk layer 2 head 3 offset 4; calibrate $TXT samples 4 seqlen 64;
        kvsvd learn all rank 4; kvsvd eval; compare kv-budget 32 tokens 64; convert mla kv-rank 16; set compute bf16;
-       ranks vo tau 0.9; ranks qk offset 4 tau 0.9; spectrum qk layer 3 head 2 offset 4; ppl $TXT" |
+       ranks vo tau 0.9; ranks qk offset 4 tau 0.9; spectrum qk layer 3 head 2 offset 4; ppl $TXT source" |
         grep -v "^loaded\|^ppl of\| s (.*tok/s)\|sequences in .* s;\|^compute bf16 asked\|^calibrating m\|^conversion: [0-9.]* s (CPU"
 }
 $P/fp4_quant.py "$SRC" "$T/mx" mxfp4

@@ -5,7 +5,9 @@
  *   - the BF16 export of either is the same bytes (the held values are what the export writes);
  *   - in compute bf16 the conversion's run layers (mla_run_layers) give check's NLL equal to `check DIR` of the BF16
  *     export (its forward pass's own MLA layers) bit for bit, and the f32-mode check is unchanged by the borrowed W_O
- *     (the same NLL as the export's float32 layers to float rounding). */
+ *     (the same NLL as the export's float32 layers to float rounding);
+ *   - (bfp) made in f32 and checked in bf16, check's NLL is that BF16 export's too (mla_run_for builds its layers from
+ *     the float32 ones); a range of layers is not held in BF16 (no DeepSeek-V3 export holds it). */
 #include "test_transmla_util.h"
 #include "mla_export.h"
 #include "tmla_hold.h"
@@ -50,6 +52,24 @@ static void held_bytes(const TmlaResult *f, const TmlaResult *b) {
     CHECK(tmla_held_bf16(b->layers, b->n_layers) && !tmla_held_bf16(f->layers, f->n_layers), "tmla_held_bf16");
 }
 
+/* (bfp) A range of layers (no DeepSeek-V3 export holds it) is not held in BF16 even when asked: float32 layers, as
+ * `export format attnlab` writes them, run in both modes (mla_run_for: its layers, no run layers). */
+static void partial(Model *m) {
+    TmlaOpts o = tmla_opts_default();
+    o.kv_rank = 12;
+    o.hold_bf16 = true;
+    o.layer_hi = 0;
+    TmlaResult *r = NULL;
+    CHECK_OK(tmla_convert(m, &o, &r));
+    if (r) CHECK_OK(mla_run_layers(r));
+    AttnLayer *const *run = NULL;
+    if (r) CHECK_OK(mla_run_for(r, MM_BF16, &run));
+    if (r)
+        CHECK(!tmla_held_bf16(r->layers, r->n_layers) && !r->opts.hold_bf16 && !r->run && run == r->layers &&
+              r->run_none, "layers 0-0: float32, run as converted");
+    tmla_result_free(r);
+}
+
 int main(void) {
     const char *tmp = test_tmpdir();
     char src[4096], ea[4096], eb[4096], fa[4200], fb[4200];
@@ -80,8 +100,15 @@ int main(void) {
         CHECK(s->nll_export == d->nll_export && s->stock_bf16, "bf16: check's NLL %.12g, check DIR's %.12g",
               s->nll_export, d->nll_export);
     if (s && d) printf("bf16: NLL %.12g in memory, %.12g read back\n", s->nll_export, d->nll_export);
-    mla_check_free(s);
+    MlaCheck *s2 = NULL;                 /* (bfp) made in f32, checked in bf16: the BF16 export's layers (mla_run_for) */
+    if (f) CHECK_OK(mla_check_stock(f, &in, &s2));
+    if (s2 && d)
+        CHECK(s2->nll_export == d->nll_export && s2->stock_bf16 && f->run_bf16 && !f->run,
+              "f32-made, bf16-checked: NLL %.12g, check DIR's %.12g", s2->nll_export, d->nll_export);
+    mla_check_free(s2);
     mla_check_free(d);
+    mla_check_free(s);
+    partial(m);
     tmla_result_free(f);
     tmla_result_free(b);
     model_free(m);

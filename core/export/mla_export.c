@@ -187,6 +187,12 @@ static void stock_share(AttnLayer *S, const AttnLayer *L) {
     }
 }
 
+/* S shares L's matrices instead of those it shares now (borrowed: not freed). */
+static void stock_reshare(AttnLayer *S, const AttnLayer *L) {
+    for (int i = 0; stock_shared(S, i); i++) *stock_shared(S, i) = NULL;
+    stock_share(S, L);
+}
+
 /* Frees a layer whose stock_shared matrices are borrowed (NULL: nothing). */
 static void stock_layer_free(AttnLayer *S) {
     for (int i = 0; S && stock_shared(S, i); i++) *stock_shared(S, i) = NULL;
@@ -1395,6 +1401,21 @@ static int stock_check_layers(const TmlaResult *r, StockSet *st, const ModelConf
 
 static int stock_latents_bf16(AttnLayer *S);
 
+/* check_nll over the run layers (ppl's: mla_run_for), as stock engines run them: with qbias (a q_proj bias without a
+ * query latent, which no DeepSeek-V3 engine builds) each layer's b_Q set aside for the pass and put back. */
+static int check_nll_run(const TmlaResult *r, AttnLayer *const *run, bool qbias, double eps, const MlaCheckIn *in,
+                         MlaCheck *c) {
+    float **kept = qbias ? al_calloc((size_t)r->n_layers, sizeof *kept, "q_proj biases") : NULL;
+    if (qbias && !kept) return AL_ERR;
+    for (int l = 0; kept && l < r->n_layers; l++)
+        if (stock_differs(run[l])) { kept[l] = run[l]->b_Q; run[l]->b_Q = NULL; }
+    int rc = check_nll(r->src, r->src, (AttnLayer **)run, eps, in, c);
+    for (int l = 0; kept && l < r->n_layers; l++)
+        if (kept[l]) run[l]->b_Q = kept[l];
+    free(kept);
+    return rc;
+}
+
 int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out) {
     *out = NULL;
     bool bias, qbias = false;
@@ -1406,11 +1427,20 @@ int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out) {
     int rc = c && over ? stock_build(r, MLA_NORM_LINEAR, export_eps(r, NULL), &st) : AL_ERR;
     if (rc == AL_OK) rc = stock_config(r, bias, st.eps, &ec);
     if (rc == AL_OK) rc = stock_check_open(r, &ec, c);
-    if (rc == AL_OK && (c->stock_bf16 = tmla_held_bf16(r->layers, r->n_layers)))   /* its BF16 export's latents */
+    AttnLayer *const *run = NULL;                         /* ppl's layers in in->compute (mla_run_for) */
+    if (rc == AL_OK) rc = mla_run_for((TmlaResult *)r, in->compute, &run);   /* its cache: the session's result */
+    bool built = rc == AL_OK && run && run == r->run_bf16;   /* made in f32, checked in bf16: the BF16 export's */
+    for (int l = 0; built && l < st.n; l++) stock_reshare(st.L[l], run[l]);
+    if (rc == AL_OK && (c->stock_bf16 = built || tmla_held_bf16(r->layers, r->n_layers)))   /* its BF16 export's latents */
         for (int l = 0; rc == AL_OK && l < st.n; l++) rc = stock_latents_bf16(st.L[l]);
     if (rc == AL_OK) rc = stock_check_layers(r, &st, &ec, in, c, over, &qbias);
-    if (rc == AL_OK) rc = check_nll(r->src, r->src, r->run ? r->run : over, ec.norm_eps, in, c);   /* run: ppl's layers */
+    if (rc == AL_OK && run != r->layers) rc = check_nll_run(r, run, qbias, ec.norm_eps, in, c);
+    else if (rc == AL_OK) rc = check_nll(r->src, r->src, over, ec.norm_eps, in, c);
     if (rc == AL_OK) check_notes(r->src, &ec, bias, bias, c, qbias);
+    if (rc == AL_OK && in->compute == MM_F32 && r->run)     /* said: which mode's numbers these are */
+        note(c, "the conversion was made in compute bf16: its layers are its BF16 export's (the rewritten matrices rounded "
+                "to BF16), run here with float32 products as `load` of that export runs in compute f32; convert again in "
+                "compute f32 for its float32 layers");
     for (int l = 0; over && l < r->n_layers; l++)
         if (over[l] && over[l] != st.L[l]) stock_layer_free(over[l]);         /* the views */
     free(over);
@@ -1422,6 +1452,34 @@ int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out) {
 
 int mla_check(const char *dir, Model *src, size_t tokens, uint64_t seed, MlaCheck **out) {
     return mla_check_in(dir, src, &(MlaCheckIn){.tokens = tokens, .seed = seed}, out);
+}
+
+/* True when every value of float matrix m is a BF16 value. */
+static bool exact_bf16(const Mat *m) {
+    for (size_t i = 0; i < m->rows * m->cols; i++)
+        if (dt_bf16_to_f32(dt_f32_to_bf16(m->data[i])) != m->data[i]) return false;
+    return true;
+}
+
+/* `check DIR` in compute bf16: stock view V (the export's layer less its q_proj bias) run as the forward pass runs the
+ * loaded layer -- its matrices held in BF16 (exact: a BF16 export's values) and attended as_loaded, as the session's
+ * run layers are (mla_run_for) -- so the whole-model pass is the loaded export's but for the bias. A matrix that is not
+ * BF16 (an F32 export) leaves V as it is. */
+static int view_as_loaded(AttnLayer *V) {
+    static const attn_held slot[] = {AH_Q, AH_QA, AH_QB, AH_KVA, AH_KVB, AH_O};
+    bool owned;
+    for (size_t i = 0; i < sizeof slot / sizeof *slot; i++) {
+        const Mat *m = V->held[slot[i]] ? NULL : attn_layer_mat(V, slot[i], &owned);
+        al_err_clear();                                  /* a slot the layer does not have */
+        if (m && (owned || !exact_bf16(m))) { if (owned) mat_free((Mat *)m); return AL_OK; }
+    }
+    for (size_t i = 0; i < sizeof slot / sizeof *slot; i++) {
+        bool has = !V->held[slot[i]] && attn_layer_mat(V, slot[i], &owned);
+        al_err_clear();
+        if (has && attn_layer_hold_bf16(V, slot[i])) return AL_ERR;
+    }
+    V->as_loaded = true;
+    return AL_OK;
 }
 
 int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **out) {
@@ -1444,6 +1502,8 @@ int mla_check_in(const char *dir, Model *src, const MlaCheckIn *in, MlaCheck **o
         qbias |= over[l] != NULL;
         al_progress("layer", (size_t)l + 1, (size_t)c->n_layers);
     }
+    for (int l = 0; rc == AL_OK && in->compute == MM_BF16 && l < c->n_layers; l++)
+        if (over[l]) rc = view_as_loaded(over[l]);
     if (rc == AL_OK) rc = check_nll(src, ex, over, 0, in, c);
     if (rc == AL_OK) compare_copies(src, ex, c);
     if (rc == AL_OK && !c->own_layout) {
@@ -1472,9 +1532,15 @@ static int stock_latents_bf16(AttnLayer *S) {
     return rc;
 }
 
+/* v (n) rounded to BF16 in place (dt_f32_to_bf16, widened back). */
+static void round_bf16(float *v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = dt_bf16_to_f32(dt_f32_to_bf16(v[i]));
+}
+
 /* Run layer S (a stock layer as read back, sharing r's matrices) made to own what it shares but held matrices,
  * and its scaled latent down-projections held in BF16 as the BF16 export rounds them, and its o_proj as that export
- * writes it (BF16: the source's where it is BF16, else its values rounded). */
+ * writes it (BF16: the source's where it is BF16, else its values rounded); a float32 W_Q / W_QB / W_KVB (a
+ * conversion not held in BF16: made in compute f32) rounded to BF16 as that export writes it. */
 static int run_layer_own(AttnLayer *S) {
     for (int i = 0; stock_shared(S, i); i++)
         if (*stock_shared(S, i) && !(*stock_shared(S, i) = mat_copy(*stock_shared(S, i)))) return AL_ERR;
@@ -1482,12 +1548,22 @@ static int run_layer_own(AttnLayer *S) {
     int rc = stock_latents_bf16(S);
     if (rc == AL_OK && (!S->held[AH_O] || S->held[AH_O]->w.dt != DT_BF16))   /* an FP8 / F32 o_proj: the BF16 export's */
         rc = attn_layer_unhold(S, AH_O) ? AL_ERR : attn_layer_hold_bf16(S, AH_O);
+    size_t rows, cols;                                  /* its biases as that export writes them: BF16 */
+    if (S->b_Q && attn_layer_dims(S, AH_Q, &rows, &cols)) round_bf16(S->b_Q, cols);
+    if (S->b_QA) round_bf16(S->b_QA, (size_t)S->q_rank);
+    if (S->b_KVA && attn_layer_dims(S, AH_KVA, &rows, &cols)) round_bf16(S->b_KVA, cols);
+    if (S->b_O && attn_layer_dims(S, AH_O, &rows, &cols)) round_bf16(S->b_O, cols);
+    if (rc == AL_OK && S->W_Q && !S->q_rank) rc = attn_layer_hold_bf16(S, AH_Q);
+    if (rc == AL_OK && S->W_QB) rc = attn_layer_hold_bf16(S, AH_QB);
+    if (rc == AL_OK && S->W_KVB) rc = attn_layer_hold_bf16(S, AH_KVB);
     return rc;
 }
 
-int mla_run_layers(TmlaResult *r) {
+/* r's layers as its BF16 DeepSeek-V3 export reads them back (run_layer_own) into *run; NULL when no such export
+ * holds r. */
+static int run_build(const TmlaResult *r, AttnLayer ***run) {
     bool bias;
-    if (r->run || !tmla_held_bf16(r->layers, r->n_layers)) return AL_OK;
+    *run = NULL;
     if (check_exportable(r, &bias)) { al_err_clear(); return AL_OK; }      /* no DeepSeek-V3 form: layers[] run */
     StockSet st;
     ModelConfig ec;
@@ -1497,7 +1573,21 @@ int mla_run_layers(TmlaResult *r) {
         rc = stock_as_read(st.L[l], &ec, l);
         if (rc == AL_OK) rc = run_layer_own(st.L[l]);
     }
-    if (rc == AL_OK) { r->run = st.L; st.L = NULL; }
+    if (rc == AL_OK) { *run = st.L; st.L = NULL; }
     stock_free(&st);
     return rc ? al_err_ctx("the converted layers as the BF16 export runs them") : AL_OK;
+}
+
+int mla_run_layers(TmlaResult *r) {
+    if (r->run || !tmla_held_bf16(r->layers, r->n_layers)) return AL_OK;
+    return run_build(r, &r->run);
+}
+
+int mla_run_for(TmlaResult *r, mm_compute c, AttnLayer *const **layers) {
+    *layers = r->run ? r->run : r->layers;
+    if (r->run || c != MM_BF16 || r->run_none || !tmla_hold_bf16_default(r->src, c)) return AL_OK;
+    if (!r->run_bf16 && run_build(r, &r->run_bf16)) return AL_ERR;
+    r->run_none = !r->run_bf16;                        /* no DeepSeek-V3 export: asked once */
+    if (r->run_bf16) *layers = r->run_bf16;
+    return AL_OK;
 }

@@ -193,5 +193,11 @@ int mla_check_stock(const TmlaResult *r, const MlaCheckIn *in, MlaCheck **out);
  * them, the other matrices borrowed from r's layers. `convert mla`'s perplexity after, `ppl`, `generate` and `check`
  * run them, with BF16 products in compute bf16 -- the reloaded BF16 export's numbers. Nothing otherwise. */
 int mla_run_layers(TmlaResult *r);
+/* The layers the session runs r with in compute mode c (`convert mla`'s perplexity after, `ppl`, `generate`, `check`'s
+ * whole-model pass), one rule for one number: its run layers (held in BF16 at conversion: mla_run_layers), else in
+ * compute bf16 on a source whose default export is BF16 (tmla_hold_bf16_default: a conversion made in compute f32)
+ * those of that export as it reads back, built from the float32 layers on first use and kept (TmlaResult.run_bf16),
+ * else r's layers. */
+int mla_run_for(TmlaResult *r, mm_compute c, AttnLayer *const **layers);
 
 #endif

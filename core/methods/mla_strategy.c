@@ -589,6 +589,8 @@ static int table_row(Forward *f, const MlastratTableOpts *to, const MlastratOpts
     *row = (MlastratRow){.kv_rank = r->kv_rank, .strat = *s, .rope_dim = r->rope_dim, .rank_min = 1 << 30};
     size_t n = 0;
     double kv = 0;
+    AttnLayer *const *run = r->layers;                     /* as ppl runs it (to->run_layers) */
+    if (to->run_layers) rc = to->run_layers(r, fwd_compute(f), &run);
     for (int l = 0; rc == AL_OK && l < r->n_layers; l++) {
         if (!r->layers[l]) continue;
         int k = r->layers[l]->kv_rank;
@@ -598,7 +600,7 @@ static int table_row(Forward *f, const MlastratTableOpts *to, const MlastratOpts
         row->out_err += r->rep[l].out_err;
         kv += k + r->layers[l]->rope_dim;
         n++;
-        rc = fwd_set_attn(f, l, r->layers[l]);
+        rc = fwd_set_attn(f, l, run[l]);
     }
     if (n) { row->score_err /= (double)n; row->out_err /= (double)n; row->kv_values = kv / (double)n; }
     FwdPpl p;

@@ -137,6 +137,9 @@ typedef struct {
     int qk_norm;              /* a source's Q/K RMSNorm: TMLA_QKN_* as convert mla's (0: none given) */
     double (*norm_eps)(const TmlaResult *r);   /* the eps a row's norms run at (NULL or 0: the config's); as
                                  ppl runs the conversion: its export's where it has one */
+    int (*run_layers)(TmlaResult *r, mm_compute c, AttnLayer *const **layers);
+                              /* the layers a row's perplexity runs in the pass's mode c (NULL: r's own), as ppl runs the
+                                 conversion: mla_run_for (mla_export.h), in compute bf16 its BF16 export's */
 } MlastratTableOpts;
 
 typedef struct {

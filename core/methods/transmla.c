@@ -915,6 +915,8 @@ void tmla_result_free(TmlaResult *r) {
     if (!r) return;
     for (int l = 0; r->run && l < r->n_layers; l++) attn_layer_free(r->run[l]);   /* they borrow from layers[] */
     free(r->run);
+    for (int l = 0; r->run_bf16 && l < r->n_layers; l++) attn_layer_free(r->run_bf16[l]);
+    free(r->run_bf16);
     for (int l = 0; r->layers && l < r->n_layers; l++) attn_layer_free(r->layers[l]);
     free(r->layers);
     free(r->rep);
@@ -1000,11 +1002,22 @@ int tmla_nope_as_rope(const ModelConfig *c, AttnLayer *gqa) {
     return gqa->inv_freq ? AL_OK : AL_ERR;
 }
 
+/* Whether o converts every layer of c, each with RoPE: else no DeepSeek-V3 export holds the conversion (a range of
+ * layers, a hybrid's, NoPE layers), so its layers are not held in BF16 (tmla_hold.h): the session runs the float32
+ * layers `export DIR format attnlab` writes by default, one number with `check DIR` of that export. */
+static bool converts_all(const ModelConfig *c, const TmlaOpts *o) {
+    if (o->layer_lo != 0 || o->layer_hi != c->n_layers - 1) return false;
+    for (int l = 0; l < c->n_layers; l++)
+        if (!layersel_attn(c, l) || !cfg_layer_rope(c, l)) return false;
+    return true;
+}
+
 int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     *out = NULL;
     TmlaOpts o = *opts;
     if (tmla_resolve_opts(m, &o)) return AL_ERR;
     const ModelConfig *c = &m->cfg;
+    o.hold_bf16 = o.hold_bf16 && converts_all(c, &o);
     TmlaResult *r = al_calloc(1, sizeof *r, "a conversion");
     if (!r) return AL_ERR;
     r->src = m;

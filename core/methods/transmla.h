@@ -218,6 +218,9 @@ typedef struct TmlaResult {
                                  after (mla_run_layers: compute bf16, every layer converted, a DeepSeek-V3 export:
                                  the BF16 export's layers as it reads back, latent norms and scaled W_KVA in BF16,
                                  their other held matrices borrowed from layers[]); NULL: layers[] themselves */
+    AttnLayer **run_bf16;     /* (n_layers) or NULL: with run NULL (a conversion made in compute f32), its BF16 export's
+                                 layers as run in compute bf16, built on first use (mla_run_for) */
+    bool run_none;            /* mla_run_for found no DeepSeek-V3 export of this conversion: layers[] run */
     double solve_s, solve_cpu_s;  /* wall and process-CPU seconds of tmla_convert's layer loop (each source
                                      layer read, its PCAs, build and report): the pipeline's solve time */
 } TmlaResult;

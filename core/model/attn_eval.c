@@ -621,13 +621,14 @@ int attn_layer_load(Model *m, int layer, AttnLayer **out) {
 /* How held matrices are multiplied: on wk in mode c. */
 typedef struct { MmWork *wk; mm_compute c; } EvMm;
 
-/* Y (T, n) = X (T, k; row stride ldx) @ slot i of L (+ b): in bf16 mode a held matrix by matmul.c's product (as the
- * forward pass multiplies a loaded model's); else sgemm on the float32 matrix, a held one widened for the call. */
+/* Y (T, n) = X (T, k; row stride ldx) @ slot i of L (+ b): in bf16 mode a held matrix of an as_loaded layer by
+ * matmul.c's product (as the forward pass multiplies a loaded model's); else sgemm on the float32 matrix, a held one
+ * widened for the call (a layer not as_loaded runs as its float32 export -- `format attnlab` -- reads back). */
 static int proj(const EvMm *e, const AttnLayer *L, attn_held i, const float *X, size_t ldx, size_t T, const float *b,
                 float *Y) {
     const AttnHeld *h = L->held[i];
     size_t n;
-    if (!h || e->c == MM_F32) {         /* f32: sgemm on the float32 matrix (a held one widened): today's numbers */
+    if (!h || e->c == MM_F32 || !L->as_loaded) {   /* sgemm on the float32 matrix (a held one widened) */
         bool owned;
         const Mat *W = attn_layer_mat(L, i, &owned);
         if (!W) return AL_ERR;
