@@ -2,7 +2,8 @@
  * 4 GB on the 8B shape): core/base/spill.c and calib_spill.
  *
  * 1. spill_copy: the bytes bit for bit in a shared file mapping, stores through it kept, counted in
- *    spill_mapped_bytes; with $TMPDIR not a folder it returns NULL and sets no error.
+ *    spill_mapped_bytes; with $TMPDIR not a folder, or on tmpfs (/dev/shm: no gain), it returns NULL and sets no
+ *    error.
  * 2. calib_spill on 8 layers of hidden 1024 (G_X 33.6 MB): RssAnon drops by the Grams' bytes (measured in
  *    normal builds; under ASan freed memory stays resident), every calib_gram is bit for bit the one of
  *    the same statistics left in memory, before and after more rows are added through the mapping, and
@@ -52,6 +53,14 @@ static void spill_basic(void) {
     p = spill_copy(src, N);
     CHECK(!p && no_error(), "no file: NULL and no error (%s)", al_errmsg());
     unsetenv("TMPDIR");
+    struct stat sb;
+    if (stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode)) {     /* tmpfs: its file would stay in memory */
+        setenv("TMPDIR", "/dev/shm", 1);
+        p = spill_copy(src, N);
+        CHECK(!p && no_error(), "TMPDIR on tmpfs: NULL and no error (%s)", al_errmsg());
+        spill_free(p, N);
+        unsetenv("TMPDIR");
+    }
     free(src);
 }
 

@@ -1,10 +1,11 @@
 /* spill.h -- memory the kernel may write back and drop: a copy of a buffer in a shared mapping of an
- * unlinked file under $TMPDIR (else /tmp). Its pages are the page cache's, not the process's anonymous
- * memory: once written back (one write of the bytes) they are dropped under memory pressure and read
- * back on the next touch, and stores through the mapping go to the file. For statistics that must stay
- * available for the whole session but are read rarely (the calibration's attention-input Grams).
+ * unlinked file under $TMPDIR (else /var/tmp, else /tmp; never on tmpfs / ramfs, whose files stay in
+ * memory). Its pages are the page cache's, not the process's anonymous memory: once written back (one
+ * write of the bytes) they are dropped under memory pressure and read back on the next touch, and stores
+ * through the mapping go to the file. For what must stay available for the whole session but is not worth
+ * anonymous memory: the calibration's attention-input Grams, a conversion's held BF16 matrices.
  *
- * No file (no writable $TMPDIR / /tmp, a full disk, no mmap): spill_copy returns NULL with no error set,
+ * No file (no writable folder off tmpfs, a full disk, no mmap): spill_copy returns NULL with no error set,
  * and the caller keeps its malloc'd buffer -- the same bytes, in anonymous memory. The bytes are written
  * once, when copied; the kernel writes the pages back again only when stores through the mapping dirty them. */
 #ifndef AL_SPILL_H
