@@ -10,29 +10,13 @@
  *    after calib_save / calib_load (which spills too). With $TMPDIR unusable G_X stays in memory, the same.
  * 3. calib_run on stories260K ends with G_X spilled, its Grams those of a run with no file to spill to. */
 #include "check.h"
+#include "test_mem_util.h"
 #include "calib.h"
 #include "spill.h"
 #include "tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#ifdef __SANITIZE_ADDRESS__
-#define MEASURED false
-#else
-#define MEASURED true
-#endif
-
-static long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') v = strtol(line + n + 1, NULL, 10);
-    if (f) fclose(f);
-    return v;
-}
 
 /* True when no error message is set. */
 static bool no_error(void) { return !strcmp(al_errmsg(), "unknown error"); }

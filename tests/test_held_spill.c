@@ -7,36 +7,11 @@
  *   - moving the in-memory conversion's matrices afterwards drops RssAnon by their bytes (normal builds; M_MMAP_THRESHOLD
  *     fixed so that the freed buffers go back to the kernel) and leaves check's NLL as it was. */
 #include "test_transmla_util.h"
+#include "test_mem_util.h"
 #include "mla_export.h"
 #include "tmla_hold.h"
 
 #include <malloc.h>
-
-#ifdef __SANITIZE_ADDRESS__
-#define MEASURED false
-#else
-#define MEASURED true
-#endif
-
-static long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') v = strtol(line + n + 1, NULL, 10);
-    if (f) fclose(f);
-    return v;
-}
-
-static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int x = 0, y = 0; same && (x != EOF || y != EOF);) same = (x = fgetc(fa)) == (y = fgetc(fb));
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
 
 static TmlaResult *convert(Model *m) {
     TmlaOpts o = tmla_opts_default();
@@ -72,22 +47,28 @@ static size_t held(const TmlaResult *r, int *spilled) {
     return b;
 }
 
+/* The BF16 exports of a and b under test_tmpdir() are the same bytes. */
+static bool same_exports(const TmlaResult *a, const TmlaResult *b) {
+    MlaExportOpts eo = {.dtype = DT_BF16};
+    char *ea = al_asprintf("%s/ea", test_tmpdir()), *eb = al_asprintf("%s/eb", test_tmpdir());
+    char *fa = al_asprintf("%s/model.safetensors", ea), *fb = al_asprintf("%s/model.safetensors", eb);
+    bool same = mla_export(a, ea, &eo) == AL_OK && mla_export(b, eb, &eo) == AL_OK && same_file(fa, fb);
+    free(ea); free(eb); free(fa); free(fb);
+    return same;
+}
+
 int main(void) {
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
-    const char *tmp = test_tmpdir();
-    char src[4096], ea[4096], eb[4096], fa[4200], fb[4200];
-    snprintf(src, sizeof src, "%s/src", tmp);
-    snprintf(ea, sizeof ea, "%s/ea", tmp);
-    snprintf(eb, sizeof eb, "%s/eb", tmp);
+    char *src = al_asprintf("%s/src", test_tmpdir());
     TuModel spec = {.model_type = "llama", .layers = 2, .hidden = 1024, .heads = 8, .kv_heads = 2, .head_dim = 128,
                     .inter = 64, .vocab = 64, .dtype = DT_BF16};
-    CHECK_OK(tu_write_model(src, &spec));
     Model *m = NULL;
+    CHECK_OK(tu_write_model(src, &spec));
     CHECK_OK(model_open(src, &m));
-    if (!m) return check_done();
-    TmlaResult *a = convert(m);
+    free(src);
+    TmlaResult *a = m ? convert(m) : NULL;
     setenv("TMPDIR", "/dev/null", 1);                   /* no spill file: held in memory */
-    TmlaResult *b = convert(m);
+    TmlaResult *b = m ? convert(m) : NULL;
     unsetenv("TMPDIR");
     if (!a || !b) return check_done();
     int sa, sb;
@@ -95,12 +76,7 @@ int main(void) {
     CHECK(held(b, &sb) == bytes && sa == 4 && sb == 0, "spilled %d (want 4) and %d (want 0) of 4 matrices", sa, sb);
     CHECK(attn_layer_bytes(a->layers[0]) == attn_layer_bytes(b->layers[0]), "attn_layer_bytes %zu / %zu",
           attn_layer_bytes(a->layers[0]), attn_layer_bytes(b->layers[0]));
-    MlaExportOpts eo = {.dtype = DT_BF16};
-    CHECK_OK(mla_export(a, ea, &eo));
-    CHECK_OK(mla_export(b, eb, &eo));
-    snprintf(fa, sizeof fa, "%s/model.safetensors", ea);
-    snprintf(fb, sizeof fb, "%s/model.safetensors", eb);
-    CHECK(same_file(fa, fb), "the BF16 exports of the spilled and the in-memory conversion differ");
+    CHECK(same_exports(a, b), "the BF16 exports of the spilled and the in-memory conversion differ");
     double na = check_nll(a, m), nb = check_nll(b, m);
     CHECK(na == nb && isfinite(na), "check's NLL %.17g spilled, %.17g in memory", na, nb);
     long r0 = status_kb("RssAnon");

@@ -7,6 +7,7 @@
  *     export (its forward pass's own MLA layers) bit for bit, and the f32-mode check is unchanged by the borrowed W_O
  *     (the same NLL as the export's float32 layers to float rounding). */
 #include "test_transmla_util.h"
+#include "test_mem_util.h"
 #include "mla_export.h"
 #include "tmla_hold.h"
 
@@ -14,15 +15,6 @@
 static size_t elems(const AttnLayer *L, attn_held i) {
     size_t r, c;
     return attn_layer_dims(L, i, &r, &c) ? r * c : 0;
-}
-
-static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int x = 0, y = 0; same && (x != EOF || y != EOF);) same = (x = fgetc(fa)) == (y = fgetc(fb));
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
 }
 
 static TmlaResult *convert(Model *m, bool bf16) {
