@@ -19,10 +19,10 @@ R=1 S=2 L=512 K=export
 while getopts r:s:l:k: o; do case $o in r) R=$OPTARG ;; s) S=$OPTARG ;; l) L=$OPTARG ;; k) K=$OPTARG ;; *) exit 2 ;; esac; done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || { echo "usage: $0 [-r ROUNDS] [-s SAMPLES] [-l SEQLEN] [-k calibrate|convert|export] NAME@BUILD[@K=V] ..." >&2; exit 2; }
-P="calibrate ids $W/ids.txt samples $S seqlen $L inputs on"
-case $K in calibrate) ;; convert) P="$P; convert mla kv-rank 512 stats act" ;; *) P="$P; convert mla kv-rank 512 stats act; export $W/e" ;; esac
 W=$(mktemp -d "${TMPDIR:-/tmp}/attnlab-anon-XXXXXX")
 trap 'rm -rf "$W"' EXIT
+P="calibrate ids $W/ids.txt samples $S seqlen $L inputs on"
+case $K in calibrate) ;; convert) P="$P; convert mla kv-rank 512 stats act" ;; *) P="$P; convert mla kv-rank 512 stats act; export $W/e" ;; esac
 export ATTNLAB_CACHE=${ATTNLAB_CACHE:-$W/cache}
 for n in 1 2; do build/bench_forward --write-shape 8b "$W/m$n" $n >&2; done
 awk -v n=$(((S + 1) * L + 16)) 'BEGIN { s = 7; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 32000 } print "" }' > "$W/ids.txt"
