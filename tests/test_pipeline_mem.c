@@ -14,28 +14,11 @@
  *    layer is the same (its outputs bit for bit against a second conversion).
  * The sizes are checked in normal builds only (under ASan freed memory stays resident). */
 #include "test_transmla_util.h"
+#include "test_mem_util.h"
 #include "calib.h"
 #include "transmla.h"
 
 #include <stdio.h>
-
-#ifdef __SANITIZE_ADDRESS__        /* ASan's quarantine and shadow keep freed heap resident: measured in normal builds */
-#define MEASURED false
-#else
-#define MEASURED true
-#endif
-
-/* A field of /proc/self/status in kB (-1 when unreadable). */
-static long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') v = strtol(line + n + 1, NULL, 10);
-    if (f) fclose(f);
-    return v;
-}
 
 /* Resets VmHWM to the current RSS; false where the kernel does not allow it. */
 static bool reset_peak(void) {

@@ -9,6 +9,7 @@
  *   - (bfp) made in f32 and checked in bf16, check's NLL is that BF16 export's too (mla_run_for builds its layers from
  *     the float32 ones); a range of layers is not held in BF16 (no DeepSeek-V3 export holds it). */
 #include "test_transmla_util.h"
+#include "test_mem_util.h"
 #include "mla_export.h"
 #include "tmla_hold.h"
 
@@ -16,15 +17,6 @@
 static size_t elems(const AttnLayer *L, attn_held i) {
     size_t r, c;
     return attn_layer_dims(L, i, &r, &c) ? r * c : 0;
-}
-
-static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int x = 0, y = 0; same && (x != EOF || y != EOF);) same = (x = fgetc(fa)) == (y = fgetc(fb));
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
 }
 
 static TmlaResult *convert(Model *m, bool bf16) {

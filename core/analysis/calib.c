@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "safetensors.h"
+#include "spill.h"
 
 #define CALIB_FORMAT "attnlab-calib"
 #define CALIB_VERSION 2           /* 2: layers.<l>.sum_x; version 1 files load without a mean */
@@ -101,10 +102,22 @@ void calib_free(CalibStats *st) {
     free(st->tokens); free(st->seqs);
     free(st->model); free(st->source); free(st->split);
     for (int i = 0; i < CALIB_NPROV; i++) free(st->prov[i]);
-    free(st->gk); free(st->gq); free(st->gv); free(st->gx); free(st->sx);
+    free(st->gk); free(st->gq); free(st->gv); free(st->sx);
+    if (st->gx_spill) spill_free(st->gx, st->gx_spill);
+    else free(st->gx);
     free(st->buf);
     free(st->xfull);
     free(st);
+}
+
+void calib_spill(CalibStats *st) {
+    if (!st->gx || st->gx_spill) return;
+    size_t bytes = (size_t)st->sh.n_layers * layer_elems(&st->sh, CALIB_X) * sizeof(double);
+    double *p = spill_copy(st->gx, bytes);
+    if (!p) return;                             /* no file: G_X stays where it is */
+    free(st->gx);
+    st->gx = p;
+    st->gx_spill = bytes;
 }
 
 static int set_str(char **dst, const char *s) {
@@ -269,6 +282,7 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
     if (st->seqlen == 0 || st->seqlen == seqlen) st->seqlen = seqlen;
     free(st->xfull);                  /* the run's scratch: hidden^2 doubles, not kept past it */
     st->xfull = NULL;
+    calib_spill(st);
     return rc;
 }
 
@@ -563,6 +577,7 @@ int calib_load(const char *path, CalibStats **out) {
     }
     st_close(f);
     if (rc) { calib_free(st); return AL_ERR; }
+    calib_spill(st);
     *out = st;
     return AL_OK;
 }

@@ -76,6 +76,7 @@ typedef struct CalibStats {
     double *gv;               /* (L, G, dv, dv) */
     double *gx;               /* (L, hidden (hidden + 1) / 2): each layer's upper triangle packed row by
                                  row (row i: columns i..hidden-1; half the doubles of the full matrix), or NULL */
+    size_t gx_spill;          /* bytes of gx when it is a spill mapping (calib_spill), 0 when malloc'd */
     double *sx;               /* (L, hidden) Σ x, or NULL (no G_X, or a version-1 file) */
     double *buf;              /* scratch for one block converted to double */
     size_t buf_cap;           /* doubles in buf */
@@ -97,6 +98,14 @@ int calib_set_meta(CalibStats *st, const char *model, const char *source, const 
  * are X (with G_X kept) or K (without). Works from any source (the forward pass's hooks, synthetic
  * blocks in tests). */
 int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size_t T, size_t ld);
+/* Moves G_X (the statistics' largest part: L x hidden (hidden + 1) / 2 doubles, 2.1 GB on an 8B model) out of
+ * anonymous memory into a shared mapping of an unlinked file under $TMPDIR (core/base/spill.h), its bytes written
+ * once: the kernel drops its pages under memory pressure and reads them back when a later command (convert, check,
+ * calib save) reads them. calib_run and calib_load end with it. Where no file can be made G_X stays malloc'd (no
+ * error); already moved or absent: nothing. The numbers are the same bits. */
+void calib_spill(CalibStats *st);
+/* True when G_X lives in a spill mapping. */
+static inline bool calib_spilled(const CalibStats *st) { return st->gx_spill != 0; }
 /* Marks one more whole sequence seen by layer (calib_run does it). */
 void calib_seq_done(CalibStats *st, int layer);
 /* The forward-pass hook adapter: K_ROPE, Q_ROPE, V and ATTN_IN chunks go to calib_add (their

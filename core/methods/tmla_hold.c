@@ -1,5 +1,5 @@
 /* tmla_hold.c -- a converted layer's matrices held as stored (tmla_hold.h): W_O borrowed from the source's
- * o_proj, the rewritten matrices in BF16 in compute bf16. */
+ * o_proj, the rewritten matrices in BF16 in compute bf16, moved into spill mappings (page cache, not anonymous). */
 #include "tmla_hold.h"
 
 #include <stdlib.h>
@@ -35,6 +35,8 @@ int tmla_hold_layer(Model *m, int layer, AttnLayer *L, bool bf16) {
     int rc = borrow_o(m, layer, L);
     if (rc == AL_OK && bf16) rc = attn_layer_hold_bf16(L, L->q_rank ? AH_QB : AH_Q);
     if (rc == AL_OK && bf16) rc = attn_layer_hold_bf16(L, AH_KVB);
+    if (rc == AL_OK && bf16) attn_layer_spill_held(L, L->q_rank ? AH_QB : AH_Q);   /* out of anonymous memory */
+    if (rc == AL_OK && bf16) attn_layer_spill_held(L, AH_KVB);
     return rc;
 }
 

@@ -8,10 +8,13 @@
  *            (dt_from_f32 of the transpose: the export's bytes), and multiplied by matmul.c's BF16 products in the
  *            session as in the reloaded export. W_KVA stays float32: the export scales it for its latent norm before
  *            rounding (mla_run_layers holds that scaled matrix in BF16 for the session's passes).
+ *            Those BF16 bytes are then moved into spill mappings (attn_layer_spill_held: an unlinked file under
+ *            $TMPDIR, written once; page cache the kernel may drop and read back), not anonymous memory; no file: kept.
  * Held in BF16 only where a DeepSeek-V3 export holds the conversion (every layer converted, with RoPE: tmla_convert;
  * a family that export takes: cmd_convert.c): else float32, as `export format attnlab` writes it. Made in compute f32
  * and measured in bf16, mla_run_for (mla_export.h) builds the BF16 export's layers from the float32 ones.
- * Per 8B layer (hidden 4096, 32 heads, kv-rank 512): 228 MB float32 -> 161 MB (W_O borrowed) -> 91 MB (bf16, with the run layers' 5 MB of BF16 kv_a). */
+ * Per 8B layer (hidden 4096, 32 heads, kv-rank 512): 228 MB float32 -> 161 MB (W_O borrowed) -> 91 MB (bf16, with the run layers' 5 MB of BF16 kv_a),
+ * 16 MB of it anonymous (W_KVA float32 and the run layers' BF16 copy; W_Q and W_KVB spilled). */
 #ifndef AL_TMLA_HOLD_H
 #define AL_TMLA_HOLD_H
 

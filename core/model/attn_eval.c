@@ -13,6 +13,7 @@
 
 #include "analyses.h"
 #include "rope.h"
+#include "spill.h"
 
 /* ================================================================ objects */
 
@@ -25,7 +26,8 @@ AttnLayer *attn_layer_new(attn_kind kind) {
 static void held_free(AttnHeld *h) {
     if (!h) return;
     wmat_free(&h->w);
-    free(h->buf);
+    if (h->spill) spill_free(h->buf, h->spill);
+    else free(h->buf);
     free(h);
 }
 
@@ -63,7 +65,7 @@ static AttnHeld *held_dup(const AttnHeld *h, bool *ok) {
     if (!h) return NULL;
     AttnHeld *c = al_calloc(1, sizeof *c, "a held matrix");
     size_t n = h->buf ? wmat_bytes(&h->w) : 0;
-    if (c) *c = (AttnHeld){.w = h->w, .buf = n ? mm_alloc(n, "a held matrix") : NULL};
+    if (c) *c = (AttnHeld){.w = h->w, .buf = n ? mm_alloc(n, "a held matrix") : NULL};     /* not a spill: own bytes */
     if (c && h->w.own && !(c->w.own = mat_copy(h->w.own))) { free(c); c = NULL; }
     if (c && c->w.own) c->w.data = c->w.own->data;
     if (c && n && !c->buf) { held_free(c); c = NULL; }
@@ -160,6 +162,18 @@ int attn_layer_hold_bf16(AttnLayer *L, attn_held i) {
     mat_free(t);
     if (rc) { free(buf); return AL_ERR; }
     return attn_layer_hold(L, i, &w, buf);
+}
+
+void attn_layer_spill_held(AttnLayer *L, attn_held i) {
+    AttnHeld *h = L->held[i];
+    if (!h || !h->buf || h->spill || (L->held_borrowed & (1u << i))) return;
+    size_t n = wmat_bytes(&h->w);
+    void *p = spill_copy(h->buf, n);
+    if (!p) return;
+    free(h->buf);
+    h->buf = p;
+    h->w.data = p;
+    h->spill = n;
 }
 
 bool attn_layer_dims(const AttnLayer *L, attn_held i, size_t *rows, size_t *cols) {

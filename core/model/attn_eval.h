@@ -47,6 +47,7 @@ typedef enum { AH_Q, AH_QA, AH_QB, AH_KVA, AH_KVB, AH_O, AH_N } attn_held;
 typedef struct {
     WMat w;                   /* (out, in) in its dtype */
     void *buf;                /* owned bytes of w.data, or NULL: w views a mapping (which must outlive the layer) */
+    size_t spill;             /* bytes of buf when it is a spill mapping (attn_layer_spill_held), else 0 (malloc'd) */
 } AttnHeld;
 
 typedef struct AttnLayer {
@@ -131,6 +132,10 @@ int attn_layer_unhold(AttnLayer *L, attn_held i);
 /* Slot i's matrix held in BF16: its Mat transposed and rounded as dt_from_f32 rounds (what a BF16 export writes),
  * the Mat freed. */
 int attn_layer_hold_bf16(AttnLayer *L, attn_held i);
+/* Slot i's held owned bytes moved out of anonymous memory into a spill mapping (core/base/spill.h: an unlinked file
+ * under $TMPDIR, written once, page cache the kernel may drop and read back): the same bytes. Nothing when the slot
+ * holds no owned bytes, is borrowed or already moved, or no file can be made (no error). */
+void attn_layer_spill_held(AttnLayer *L, attn_held i);
 /* The float32 (x @ W) Mat of slot i: the layer's own (borrowed, *owned false) or its held matrix widened (a copy the
  * caller frees, *owned true); NULL + error on failure or when the layer has neither. */
 const Mat *attn_layer_mat(const AttnLayer *L, attn_held i, bool *owned);
