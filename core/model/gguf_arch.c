@@ -995,9 +995,10 @@ static int back_open(const char *path, Back *b, char **json) {
     b->f = f;
     const char *arch = gguf_get_str(f, "general.architecture");
     const GgufArch *a = b->a = arch_row(arch);
-    char known[160];
+    char known[160], shown[64];
     if (!a) gguf_arch_list(known, sizeof known);
-    int rc = a ? AL_OK : al_err("%s: GGUF architecture '%s': attnlab reads %s", path, arch ? arch : "(none)", known);
+    int rc = a ? AL_OK : al_err("%s: GGUF architecture '%s': attnlab reads %s", path,
+                                arch ? al_printable(arch, shown, sizeof shown) : "(none)", known);
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");
     *json = rc == AL_OK ? cJSON_Print(c) : NULL;
