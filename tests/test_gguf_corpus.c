@@ -147,6 +147,14 @@ static image build(const char *file) {
         kv_strs(&m, "tokenizer.ggml.tokens", bpe_empty, NBPE + 1);
         kv_strs(&m, "tokenizer.ggml.merges", ab, 1);
         kv_i32s(&m, "tokenizer.ggml.token_type", ctl_empty, NBPE + 1);
+    } else if (IS("tokens-control-nul.gguf")) {
+        static const int32_t ctl[NSPM] = {2, 3, 3, 1, 1, 3, 4};
+        spm_base(&m, false, true);
+        arr(&m, "tokenizer.ggml.tokens", T_STR, NSPM);
+        for (size_t i = 0; i + 2 < NSPM; i++) str(&m, SPM[i]);
+        strn(&m, "x\0y", 3);
+        strn(&m, "\0ab", 3);
+        kv_i32s(&m, "tokenizer.ggml.token_type", ctl, NSPM);
     } else if (IS("tokens-twice.gguf")) {
         spm_base(&m, true, true);
         kv_strs(&m, "tokenizer.ggml.tokens", SPM, NSPM);
@@ -232,6 +240,7 @@ static const corpus_case cases[] = {
     {"tokens-empty-strings.gguf", "every piece the empty string", OPENS, NULL},
     {"tokens-nul-byte.gguf", "a piece holding a NUL byte", OPENS, NULL},
     {"tokens-control-empty.gguf", "an empty CONTROL piece (gpt2)", OPENS, NULL},
+    {"tokens-control-nul.gguf", "CONTROL / USER_DEFINED pieces with a NUL byte (one first)", OPENS, NULL},
     {"tokens-twice.gguf", "tokenizer.ggml.tokens twice", TOK_ERR, "GGUF key tokenizer.ggml.tokens appears twice"},
     {"scores-short.gguf", "3 scores for 7 pieces", TOK_ERR,
      "tokenizer.ggml.scores is not an array of the expected type and length"},

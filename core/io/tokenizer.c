@@ -648,8 +648,9 @@ static const GgufKV *gguf_arr_of(const GgufFile *f, const char *key, gguf_vtype 
     return kv;
 }
 
-/* Piece i of a GGUF's tokens (spaces as U+2581 in "llama": restored), typed ty. An empty CONTROL /
- * USER_DEFINED piece is no added text (as tokenizer.json's empty content is skipped): matched, it looped. */
+/* Piece i of a GGUF's tokens (spaces as U+2581 in "llama": restored), typed ty. A CONTROL / USER_DEFINED
+ * piece is its text to a NUL byte; an empty one is no added text (as tokenizer.json's empty content is
+ * skipped): matched, it looped. */
 static int gguf_piece(Tokenizer *t, int i, const char *s, size_t len, int ty, bool spm) {
     sbuf b = {0};
     int rc = sb_add(&b, "", 0);
@@ -657,10 +658,11 @@ static int gguf_piece(Tokenizer *t, int i, const char *s, size_t len, int ty, bo
         if (spm && k + 3 <= len && memcmp(s + k, "\xe2\x96\x81", 3) == 0) { rc = sb_add(&b, " ", 1); k += 3; }
         else rc = sb_add(&b, s + k++, 1);
     if (rc == AL_OK && ty == 5) rc = AL_OK;                                   /* UNUSED: no piece */
-    else if (rc == AL_OK && (ty == 3 || ty == 4) && b.n) {                    /* CONTROL, USER_DEFINED */
+    else if (rc == AL_OK && (ty == 3 || ty == 4) && b.p[0]) {                 /* CONTROL, USER_DEFINED */
+        size_t n = strlen(b.p);                 /* to a NUL byte, as the copies: plen past them overread */
         t->piece[i] = al_strdup(b.p);
-        t->plen[i] = b.n;
-        t->added[t->nadded] = (added_tok){al_strdup(b.p), b.n, i, ty == 3};
+        t->plen[i] = n;
+        t->added[t->nadded] = (added_tok){al_strdup(b.p), n, i, ty == 3};
         rc = t->piece[i] && t->added[t->nadded].s ? AL_OK : AL_ERR;
         t->nadded += rc == AL_OK && !spm;                                    /* SPM: run.c matches no added text */
         if (spm) { free(t->added[t->nadded].s); t->added[t->nadded].s = NULL; }
@@ -911,6 +913,7 @@ static int scratch_fit(enc_scratch *s, size_t n) {
 /* Merges the symbols in s->sym[from..] and appends the result to out. */
 static int merge_append(const Tokenizer *t, enc_scratch *s, size_t from, ibuf *out) {
     size_t n = s->sym.n - from;
+    if (n == 0) return AL_OK;                   /* nothing pushed (every piece empty): s->sym.p may be NULL */
     if (scratch_fit(s, n) != AL_OK) return AL_ERR;
     n = bpe_merge(t, s->sym.p + from, n, s->pri, s->mid, &s->tmp);
     for (size_t i = 0; i < n; i++)
