@@ -17,6 +17,8 @@
 
 /* ================================================================ byte images */
 
+static char tu_dir[4096];
+
 typedef struct {
     uint8_t *b;
     size_t n, cap;
@@ -87,6 +89,44 @@ static void bpe_base(image *m, bool merges) {
     if (merges) kv_strs(m, "tokenizer.ggml.merges", ab, 1);
 }
 
+/* A tiny llama model (hidden 8, 1 layer, 2 heads, 1 KV head, the SPM vocabulary of 7) written by the core's
+ * GgufWriter: BF16 matrices, F32 norms, the tokenizer keys; gguf_model_open reads it back. */
+static image llama_model(void) {
+    static const struct { const char *name; uint64_t ne0, ne1; } T[] = {
+        {"token_embd.weight", 8, NSPM}, {"output_norm.weight", 8, 0}, {"blk.0.attn_norm.weight", 8, 0},
+        {"blk.0.ffn_norm.weight", 8, 0}, {"blk.0.attn_q.weight", 8, 8}, {"blk.0.attn_k.weight", 8, 4},
+        {"blk.0.attn_v.weight", 8, 4}, {"blk.0.attn_output.weight", 8, 8}, {"blk.0.ffn_gate.weight", 8, 8},
+        {"blk.0.ffn_up.weight", 8, 8}, {"blk.0.ffn_down.weight", 8, 8}};
+    static const float scores[NSPM] = {0, 0, 0, -1, -2, -3, -4};
+    GgufWriter *w = gguf_writer_new();
+    int rc = gguf_set_str(w, "general.architecture", "llama");
+    static const char *const k[] = {"llama.embedding_length", "llama.block_count", "llama.attention.head_count",
+                                    "llama.attention.head_count_kv", "llama.feed_forward_length", "llama.context_length"};
+    static const uint32_t v[] = {8, 1, 2, 1, 8, 16};
+    for (size_t i = 0; i < 6; i++) rc |= gguf_set_u32(w, k[i], v[i]);
+    rc |= gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    rc |= gguf_set_arr_str(w, "tokenizer.ggml.tokens", SPM, NULL, NSPM);
+    rc |= gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_F32, scores, NSPM);
+    for (size_t i = 0; i < sizeof T / sizeof *T; i++) {
+        size_t n = T[i].ne0 * (T[i].ne1 ? T[i].ne1 : 1);
+        float *x = malloc(n * sizeof *x);
+        for (size_t j = 0; j < n; j++) x[j] = T[i].ne1 ? (float)((int)(j * 7 % 13) - 6) / 16 : 1.0f;
+        uint64_t ne[2] = {T[i].ne0, T[i].ne1};
+        rc |= gguf_add_tensor_f32(w, T[i].name, T[i].ne1 ? GG_BF16 : GG_F32, T[i].ne1 ? 2 : 1, ne, x);
+    }
+    char path[8400];
+    snprintf(path, sizeof path, "%s/llama-model.tmp", tu_dir);
+    rc |= gguf_write_file(w, path);
+    gguf_writer_free(w);
+    image m = {0};
+    size_t n = 0;
+    char *b = rc == AL_OK ? al_read_file(path, &n) : NULL;
+    if (b) put(&m, b, n);
+    free(b);
+    unlink(path);
+    return m;
+}
+
 /* The image of case `file` (b NULL: no such case). */
 static image build(const char *file) {
     image m = {0};
@@ -97,6 +137,7 @@ static image build(const char *file) {
     static const char *const nul_tok[NSPM] = {"<unk>", "<s>", "</s>", "a", "b", "ab", "x"};
     static const char *const bad_merge[] = {"ab"}, *const far_merge[] = {"x y"};
 #define IS(s) (strcmp(file, s) == 0)
+    if (IS("valid-llama-model.gguf")) return llama_model();
     if (IS("valid-llama.gguf")) {
         spm_base(&m, true, true);
         kv_u32(&m, "tokenizer.ggml.bos_token_id", 1);
@@ -224,6 +265,8 @@ typedef struct {
 
 static const corpus_case cases[] = {
     {"valid-llama.gguf", "SentencePiece pieces, scores, BOS / EOS / unk", OPENS, NULL},
+    {"valid-llama-model.gguf", "a tiny llama model (BF16, 1 layer) with its tokenizer: read back by gguf_model_open", OPENS,
+     NULL},
     {"valid-gpt2.gguf", "byte-level BPE pieces, a merge, pre gpt-2", OPENS, NULL},
     {"model-absent.gguf", "no tokenizer.ggml.model", TOK_ERR, "no tokenizer in the file (no tokenizer.ggml.model)"},
     {"model-unknown.gguf", "tokenizer.ggml.model 'bert'", TOK_ERR, "tokenizer.ggml.model 'bert' is not one attnlab reads"},
@@ -264,7 +307,6 @@ static const corpus_case cases[] = {
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
-static char tu_dir[4096];
 static const char *tpath(const char *a) {
     static char buf[8192];
     snprintf(buf, sizeof buf, "%s/%s", tu_dir, a);
@@ -320,6 +362,18 @@ static void test_corpus(void) {
         snprintf(p, sizeof p, "%s/%s", tpath("corpus"), c->file);
         CHECK(write_image(p, &im), "cannot write %s", p);
         check_file(c, p, "tmp");
+        if (strcmp(c->file, "valid-llama-model.gguf") == 0) {     /* the tensors read back, BF16 kept */
+            Store *s = NULL;
+            char *json = NULL;
+            const st_entry *e = NULL;
+            const st_file *sf = NULL;
+            CHECK_OK(gguf_model_open(p, &s, &json));
+            CHECK(s && store_count(s) == 11, "%zu tensors read back", s ? store_count(s) : 0);
+            CHECK(s && store_entry(s, "model.layers.0.self_attn.k_proj.weight", &e, &sf) == AL_OK && e->dtype == DT_BF16,
+                  "k_proj not read back in BF16");
+            store_free(s);
+            free(json);
+        }
         LLVMFuzzerTestOneInput(im.b, im.n);        /* aborts if a promise of the readers breaks */
         if (cdir[0]) {
             snprintf(p, sizeof p, "%s/%s", cdir, c->file);
