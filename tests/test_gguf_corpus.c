@@ -89,9 +89,9 @@ static void bpe_base(image *m, bool merges) {
     if (merges) kv_strs(m, "tokenizer.ggml.merges", ab, 1);
 }
 
-/* A tiny llama model (hidden 8, 1 layer, 2 heads, 1 KV head, the SPM vocabulary of 7) written by the core's
+/* A tiny llama model (hidden 8, 1 layer (block_count: layers), 2 heads, 1 KV head, the SPM vocabulary of 7) written by the core's
  * GgufWriter: BF16 matrices, F32 norms, the tokenizer keys; gguf_model_open reads it back. */
-static image llama_model(void) {
+static image llama_model(uint32_t layers) {
     static const struct { const char *name; uint64_t ne0, ne1; } T[] = {
         {"token_embd.weight", 8, NSPM}, {"output_norm.weight", 8, 0}, {"blk.0.attn_norm.weight", 8, 0},
         {"blk.0.ffn_norm.weight", 8, 0}, {"blk.0.attn_q.weight", 8, 8}, {"blk.0.attn_k.weight", 8, 4},
@@ -102,7 +102,7 @@ static image llama_model(void) {
     int rc = gguf_set_str(w, "general.architecture", "llama");
     static const char *const k[] = {"llama.embedding_length", "llama.block_count", "llama.attention.head_count",
                                     "llama.attention.head_count_kv", "llama.feed_forward_length", "llama.context_length"};
-    static const uint32_t v[] = {8, 1, 2, 1, 8, 16};
+    const uint32_t v[] = {8, layers, 2, 1, 8, 16};
     for (size_t i = 0; i < 6; i++) rc |= gguf_set_u32(w, k[i], v[i]);
     rc |= gguf_set_str(w, "tokenizer.ggml.model", "llama");
     rc |= gguf_set_arr_str(w, "tokenizer.ggml.tokens", SPM, NULL, NSPM);
@@ -137,7 +137,8 @@ static image build(const char *file) {
     static const char *const nul_tok[NSPM] = {"<unk>", "<s>", "</s>", "a", "b", "ab", "x"};
     static const char *const bad_merge[] = {"ab"}, *const far_merge[] = {"x y"};
 #define IS(s) (strcmp(file, s) == 0)
-    if (IS("valid-llama-model.gguf")) return llama_model();
+    if (IS("valid-llama-model.gguf")) return llama_model(1);
+    if (IS("model-block-count-huge.gguf")) return llama_model(0x30000001);
     if (IS("valid-llama.gguf")) {
         spm_base(&m, true, true);
         kv_u32(&m, "tokenizer.ggml.bos_token_id", 1);
@@ -267,6 +268,8 @@ static const corpus_case cases[] = {
     {"valid-llama.gguf", "SentencePiece pieces, scores, BOS / EOS / unk", OPENS, NULL},
     {"valid-llama-model.gguf", "a tiny llama model (BF16, 1 layer) with its tokenizer: read back by gguf_model_open", OPENS,
      NULL},
+    {"model-block-count-huge.gguf", "that model with block_count 805306369 (gguf_model_open: refused, it looped)", OPENS,
+     NULL},
     {"valid-gpt2.gguf", "byte-level BPE pieces, a merge, pre gpt-2", OPENS, NULL},
     {"model-absent.gguf", "no tokenizer.ggml.model", TOK_ERR, "no tokenizer in the file (no tokenizer.ggml.model)"},
     {"model-unknown.gguf", "tokenizer.ggml.model 'bert'", TOK_ERR, "tokenizer.ggml.model 'bert' is not one attnlab reads"},
@@ -373,6 +376,11 @@ static void test_corpus(void) {
                   "k_proj not read back in BF16");
             store_free(s);
             free(json);
+        }
+        if (strcmp(c->file, "model-block-count-huge.gguf") == 0) {
+            Store *s = NULL;
+            char *json = NULL;
+            CHECK_ERR(gguf_model_open(p, &s, &json), "llama.block_count 805306369: the file holds 11 tensors");
         }
         LLVMFuzzerTestOneInput(im.b, im.n);        /* aborts if a promise of the readers breaks */
         if (cdir[0]) {

@@ -1003,10 +1003,11 @@ static int back_open(const char *path, Back *b, char **json) {
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");
     *json = rc == AL_OK ? cJSON_Print(c) : NULL;
     cJSON_Delete(c);
-    if (rc == AL_OK) rc = *json ? model_config_parse(*json, path, &b->c) : al_err("out of memory");
-    if (rc == AL_OK && (size_t)b->c.n_layers > gguf_tensor_count(f))      /* each layer holds tensors */
-        rc = al_err("%s: %s.block_count %d: the file holds %zu tensors", path, a->arch, b->c.n_layers,
+    int64_t layers = rc == AL_OK ? gint(f, a, "block_count", 0) : 0;
+    if (rc == AL_OK && (layers < 0 || (uint64_t)layers > gguf_tensor_count(f)))   /* each layer holds tensors */
+        rc = al_err("%s: %s.block_count %lld: the file holds %zu tensors", path, a->arch, (long long)layers,
                     gguf_tensor_count(f));
+    if (rc == AL_OK) rc = *json ? model_config_parse(*json, path, &b->c) : al_err("out of memory");
     if (rc == AL_OK) rc = back_collect(b);
     if (rc == AL_OK) back_place(b);
     return rc;
